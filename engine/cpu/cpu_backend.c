@@ -1,0 +1,293 @@
+/* engine/cpu/cpu_backend.c — the CPU backend: worker threads, each draining
+ * an in-order queue (its stream), system memory, and the worker loop's poll
+ * hook through which the replay scheduler runs its static schedules.
+ *
+ * Queues are intrusive multi-producer single-consumer lists (Vyukov): a push
+ * is one atomic exchange, a pop touches only consumer-owned state, nothing is
+ * allocated. An idle worker spins for the tunable REPRISE_SPIN iterations,
+ * then sleeps on a futex until a producer wakes it. */
+#include "../engine_impl.h"
+
+#include <sched.h>
+#include <string.h>
+
+typedef struct cpu_worker {
+  /* producer side */
+  RP_ALIGNED_LINE _Atomic(rp_work *) tail;
+  /* consumer side */
+  RP_ALIGNED_LINE rp_work *head;
+  rp_work stub;
+  /* sleep/wake: the worker sleeps on wake_seq while `sleeping` is set */
+  RP_ALIGNED_LINE _Atomic uint32_t wake_seq;
+  _Atomic uint32_t sleeping;
+  _Atomic uint32_t idle; /* 1 while nothing is queued or running (drain) */
+  pthread_t thread;
+  unsigned index;
+  rp_runtime *rt;
+  struct cpu_state *cs;
+} cpu_worker;
+
+typedef struct cpu_state {
+  cpu_worker *workers;
+  unsigned n;
+  _Atomic int stop;
+  _Atomic uint64_t pending; /* items pushed and not yet finished */
+} cpu_state;
+
+/* ---- queue ---- */
+
+static void q_init(cpu_worker *w) {
+  atomic_init(&w->stub.next, NULL);
+  w->head = &w->stub;
+  atomic_init(&w->tail, &w->stub);
+}
+
+static void q_push(cpu_worker *w, rp_work *n) {
+  atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+  /* seq_cst exchange: orders the push before the producer's later load of
+   * `sleeping` (pairs with the worker's store of `sleeping` before its
+   * emptiness re-check). */
+  rp_work *prev = atomic_exchange(&w->tail, n);
+  /* release: n's contents are visible to the consumer that follows prev */
+  atomic_store_explicit(&prev->next, n, memory_order_release);
+}
+
+/* NULL when empty or when a producer is between its two steps (the caller
+ * retries). */
+static rp_work *q_pop(cpu_worker *w) {
+  rp_work *head = w->head;
+  rp_work *next = atomic_load_explicit(&head->next, memory_order_acquire);
+  if (head == &w->stub) {
+    if (!next)
+      return NULL;
+    w->head = next;
+    head = next;
+    next = atomic_load_explicit(&next->next, memory_order_acquire);
+  }
+  if (next) {
+    w->head = next;
+    return head;
+  }
+  if (head != atomic_load(&w->tail))
+    return NULL;
+  q_push(w, &w->stub);
+  next = atomic_load_explicit(&head->next, memory_order_acquire);
+  if (next) {
+    w->head = next;
+    return head;
+  }
+  return NULL;
+}
+
+static int q_nonempty(cpu_worker *w) {
+  return !(w->head == &w->stub &&
+           atomic_load_explicit(&w->stub.next, memory_order_acquire) == NULL &&
+           atomic_load(&w->tail) == &w->stub);
+}
+
+/* ---- worker ---- */
+
+static void wake(cpu_worker *w) {
+  if (atomic_load(&w->sleeping)) {
+    atomic_fetch_add(&w->wake_seq, 1);
+    rp__futex_wake(&w->wake_seq, 1);
+  }
+}
+
+static int poll_once(cpu_worker *w) {
+  /* acquire: pairs with rp__set_poller's release, so fn is the one set */
+  void *arg = atomic_load_explicit(&w->rt->poll_arg, memory_order_acquire);
+  return arg ? w->rt->poll_fn(arg, w->index) : 0;
+}
+
+static void *worker_main(void *p) {
+  cpu_worker *w = p;
+  cpu_state *cs = w->cs;
+  char name[16];
+  snprintf(name, sizeof name, "rp-worker-%u", w->index);
+  pthread_setname_np(pthread_self(), name);
+  rp__alloc_counter_register(w->rt, w->index);
+  uint32_t spin = rp__tunables()->spin;
+  uint32_t idle = 0;
+  while (!atomic_load_explicit(&cs->stop, memory_order_acquire)) {
+    rp_work *item = q_pop(w);
+    if (item) {
+      item->run(item);
+      atomic_fetch_sub_explicit(&cs->pending, 1, memory_order_release);
+      idle = 0;
+      continue;
+    }
+    if (poll_once(w)) {
+      idle = 0;
+      continue;
+    }
+    if (++idle < spin) {
+      rp__cpu_relax();
+      continue;
+    }
+    /* Sleep: announce, re-check everything a producer could have published
+     * before seeing the announcement, then wait for a wake. */
+    uint32_t seq = atomic_load(&w->wake_seq);
+    atomic_store(&w->sleeping, 1);
+    if (q_nonempty(w) || poll_once(w) ||
+        atomic_load_explicit(&cs->stop, memory_order_acquire)) {
+      atomic_store(&w->sleeping, 0);
+      idle = 0;
+      continue;
+    }
+    atomic_store(&w->idle, 1);
+    rp__futex_wait(&w->wake_seq, seq, -1);
+    atomic_store(&w->idle, 0);
+    atomic_store(&w->sleeping, 0);
+    idle = 0;
+  }
+  return NULL;
+}
+
+/* ---- backend ops ---- */
+
+static rp_status cpu_init(rp_runtime *rt, const rp_runtime_config *cfg,
+                          void **state) {
+  cpu_state *cs = rp__calloc(1, sizeof *cs);
+  if (!cs)
+    return rp__err(RP_ENOMEM, "CPU backend: out of memory");
+  unsigned n = cfg->cpus ? cfg->cpus : 1;
+  cs->workers = aligned_alloc(RP_CACHELINE, sizeof(cpu_worker) * n);
+  if (!cs->workers) {
+    free(cs);
+    return rp__err(RP_ENOMEM, "CPU backend: out of memory");
+  }
+  memset(cs->workers, 0, sizeof(cpu_worker) * n);
+  rp_mem sysmem;
+  rp_status st = rp__add_mem(rt, &(rp_mem_info){RP_MEM_SYSTEM, -1},
+                             &rp__cpu_backend, 1, &sysmem);
+  if (st)
+    goto fail;
+  for (unsigned i = 0; i < n; i++) {
+    cpu_worker *w = &cs->workers[i];
+    q_init(w);
+    w->index = i;
+    w->rt = rt;
+    w->cs = cs;
+    st = rp__add_proc(rt, &(rp_proc_info){RP_PROC_CPU, (int)i, sysmem},
+                      &rp__cpu_backend, i, NULL);
+    if (st)
+      goto fail;
+  }
+  *state = cs;
+  for (unsigned i = 0; i < n; i++) {
+    if (pthread_create(&cs->workers[i].thread, NULL, worker_main,
+                       &cs->workers[i]) != 0) {
+      atomic_store(&cs->stop, 1);
+      for (unsigned j = 0; j < i; j++) {
+        wake(&cs->workers[j]);
+        atomic_fetch_add(&cs->workers[j].wake_seq, 1);
+        rp__futex_wake(&cs->workers[j].wake_seq, 1);
+        pthread_join(cs->workers[j].thread, NULL);
+      }
+      *state = NULL;
+      st = rp__err(RP_ENOMEM, "CPU backend: cannot start worker %u", i);
+      goto fail;
+    }
+    cs->n = i + 1;
+  }
+  return RP_OK;
+fail:
+  free(cs->workers);
+  free(cs);
+  return st;
+}
+
+static void cpu_drain(void *state) {
+  cpu_state *cs = state;
+  while (atomic_load_explicit(&cs->pending, memory_order_acquire) != 0)
+    sched_yield();
+}
+
+static void cpu_fini(rp_runtime *rt, void *state) {
+  RP_UNUSED(rt);
+  cpu_state *cs = state;
+  if (!cs)
+    return;
+  cpu_drain(cs);
+  atomic_store(&cs->stop, 1);
+  for (unsigned i = 0; i < cs->n; i++) {
+    cpu_worker *w = &cs->workers[i];
+    atomic_fetch_add(&w->wake_seq, 1);
+    rp__futex_wake(&w->wake_seq, 1);
+    pthread_join(w->thread, NULL);
+  }
+  free(cs->workers);
+  free(cs);
+}
+
+static rp_status cpu_mem_alloc(void *state, const rp_mem_rec *m, size_t bytes,
+                               size_t align, void **ptr) {
+  RP_UNUSED(state);
+  RP_UNUSED(m);
+  if (align < sizeof(void *))
+    align = sizeof(void *);
+  size_t rounded = (bytes + align - 1) & ~(align - 1);
+  if (rounded < bytes)
+    return rp__err(RP_ERANGE, "allocation of %zu bytes overflows", bytes);
+  void *p = aligned_alloc(align, rounded);
+  if (!p)
+    return rp__err(RP_ENOMEM, "system memory: cannot allocate %zu bytes",
+                   bytes);
+  memset(p, 0, rounded);
+  *ptr = p;
+  return RP_OK;
+}
+
+static void cpu_mem_free(void *state, const rp_mem_rec *m, void *ptr) {
+  RP_UNUSED(state);
+  RP_UNUSED(m);
+  free(ptr);
+}
+
+static void cpu_enqueue(void *state, const rp_proc_rec *p, rp_work *item) {
+  cpu_state *cs = state;
+  cpu_worker *w = &cs->workers[p->local];
+  atomic_fetch_add_explicit(&cs->pending, 1, memory_order_relaxed);
+  q_push(w, item);
+  wake(w);
+}
+
+const rp_backend_ops rp__cpu_backend = {
+    .name = "cpu",
+    .init = cpu_init,
+    .fini = cpu_fini,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
+    .mem_copy = NULL,
+    .proc_enqueue = cpu_enqueue,
+    .drain = cpu_drain,
+};
+
+/* ---- engine entry points that reach the workers ---- */
+
+void rp__proc_enqueue(rp_runtime *rt, rp_proc p, rp_work *w) {
+  RP_ASSERT(p < rt->nprocs);
+  const rp_proc_rec *pr = &rt->procs[p];
+  void *st = pr->be == &rp__cpu_backend ? rt->cpu_state : rt->cuda_state;
+  pr->be->proc_enqueue(st, pr, w);
+}
+
+void rp__set_poller(rp_runtime *rt, rp_poll_fn fn, void *arg) {
+  rt->poll_fn = fn;
+  /* release: fn is visible to workers that acquire-load a non-NULL arg */
+  atomic_store_explicit(&rt->poll_arg, arg, memory_order_release);
+  rp__worker_wake_all(rt);
+}
+
+void rp__worker_wake(rp_runtime *rt, unsigned w) {
+  cpu_state *cs = rt->cpu_state;
+  if (w < cs->n)
+    wake(&cs->workers[w]);
+}
+
+void rp__worker_wake_all(rp_runtime *rt) {
+  cpu_state *cs = rt->cpu_state;
+  for (unsigned i = 0; i < cs->n; i++)
+    wake(&cs->workers[i]);
+}

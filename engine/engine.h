@@ -1,0 +1,186 @@
+/* engine/engine.h — what the engine offers the layers above it (xfer,
+ * capture, replay). The engine owns the runtime, processors, memories,
+ * instances, events, the task registry and the backends. It knows nothing of
+ * accesses, dependence analysis or graphs. Private to libreprise. */
+#ifndef RP_ENGINE_H
+#define RP_ENGINE_H
+
+#include "util.h"
+
+#include <pthread.h>
+
+/* ---------------------------------------------------------------------- */
+/* Work items: the unit a processor's queue runs. Intrusive, so queueing
+ * allocates nothing. */
+
+typedef struct rp_work rp_work;
+struct rp_work {
+  _Atomic(rp_work *) next; /* queue link, owned by the queue */
+  /* Runs on the processor's thread. */
+  void (*run)(rp_work *w);
+};
+
+/* Event waiter node, provided by the caller (no allocation). fn runs once,
+ * on the triggering thread, with the event's final status. */
+typedef struct rp_ev_waiter rp_ev_waiter;
+struct rp_ev_waiter {
+  rp_ev_waiter *next;
+  void (*fn)(rp_ev_waiter *w, rp_status st);
+};
+
+/* A work item gated on several events: counts them down, then enqueues the
+ * work on its processor. Embed it in the op. `poison` holds the first poison
+ * status among the preconditions (0 when all triggered) by the time
+ * work.run is called. */
+typedef struct rp_gate rp_gate;
+typedef struct rp_gate_waiter {
+  rp_ev_waiter w;
+  rp_gate *g;
+} rp_gate_waiter;
+struct rp_gate {
+  rp_work work; /* set work.run before submitting */
+  rp_runtime *rt;
+  rp_proc proc;
+  _Atomic uint32_t remaining;
+  _Atomic int32_t poison;
+};
+
+/* Arms g and enqueues g->work on proc once every pre event has completed (at
+ * once when all have). `waiters` must have room for npre nodes and live until
+ * the work runs. RP_ESTALE (nothing enqueued) when a handle is recycled. */
+rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
+                          const rp_event *pre, uint32_t npre,
+                          rp_gate_waiter *waiters);
+/* Enqueues w on processor p now (FIFO per processor). */
+void rp__proc_enqueue(rp_runtime *rt, rp_proc p, rp_work *w);
+
+/* ---------------------------------------------------------------------- */
+/* Events (internal side). */
+
+/* A new pending event; the caller holds two references: one it drops with
+ * rp_event_release, one dropped by the trigger (rp__event_complete). */
+rp_status rp__event_new(rp_runtime *rt, rp_event *out);
+/* Triggers (st == RP_OK) or poisons (st < 0) e and drops the trigger's
+ * reference. Runs waiters and wakes host sleepers. */
+void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st);
+rp_status rp__event_retain(rp_runtime *rt, rp_event e);
+/* Adds a waiter; if e already completed, runs w->fn at once. */
+rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w);
+/* Final status (RP_OK / poison) if completed, else RP_EAGAIN. Assumes a live
+ * handle (no stale check). */
+rp_status rp__event_peek(const rp_runtime *rt, rp_event e);
+/* The futex word of a live event: replay workers sleep on it. Its low two
+ * bits are 0 while pending. */
+_Atomic uint32_t *rp__event_word(rp_runtime *rt, rp_event e);
+/* 1 when e is a live handle of this runtime. */
+int rp__event_live(const rp_runtime *rt, rp_event e);
+
+/* ---------------------------------------------------------------------- */
+/* Instances (internal side). A stable view of a live instance. */
+
+typedef struct rp_inst_view {
+  rp_instance_info info;
+  uint32_t slot;
+  const _Atomic uint32_t *gen_word; /* current generation, for stale checks */
+} rp_inst_view;
+
+rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out);
+static inline uint32_t rp__inst_slot(rp_inst i) { return (uint32_t)i.id; }
+static inline uint32_t rp__inst_gen(rp_inst i) {
+  return (uint32_t)(i.id >> 32);
+}
+/* Hook the capture layer installs to wait for eager ops touching an instance
+ * before it is freed or reallocated. */
+typedef void (*rp_inst_release_hook)(rp_runtime *rt, void *arg, rp_inst inst);
+void rp__set_inst_release_hook(rp_runtime *rt, rp_inst_release_hook fn,
+                               void *arg);
+
+/* ---------------------------------------------------------------------- */
+/* Memory: allocation in any memory, synchronous copies (instance
+ * read/write, staging). */
+
+rp_status rp__mem_alloc(rp_runtime *rt, rp_mem m, size_t bytes, size_t align,
+                        void **ptr);
+void rp__mem_free(rp_runtime *rt, rp_mem m, void *ptr);
+/* Stands for "the caller's host memory" in rp__mem_copy. */
+#define RP_MEM_CALLER ((rp_mem)0xffffffffu)
+/* Synchronous copy of bytes between any two memories. */
+rp_status rp__mem_copy(rp_runtime *rt, rp_mem dst_mem, void *dst,
+                       rp_mem src_mem, const void *src, size_t bytes);
+int rp__mem_host_addressable(const rp_runtime *rt, rp_mem m);
+
+/* ---------------------------------------------------------------------- */
+/* Tasks (internal side). */
+
+typedef struct rp_task_rec {
+  char *name;
+  rp_task_fn cpu_fn;
+  rp_task_fn gpu_fn;
+  unsigned flags;
+  uint64_t cost_ns;
+} rp_task_rec;
+
+/* Stable pointer to a registered task, NULL when id is unknown. */
+const rp_task_rec *rp__task_get(const rp_runtime *rt, rp_task_id id);
+uint32_t rp__task_count(const rp_runtime *rt);
+
+/* The task context. Built by the layer that runs a task; read by tasks
+ * through the rp_ctx_* accessors. */
+struct rp_task_ctx {
+  rp_runtime *rt;
+  rp_proc proc;
+  rp_proc_kind kind;
+  uint32_t shard, shards;
+  void *stream;
+  const void *args;
+  size_t args_size;
+  uint32_t naccess;
+  const rp_instance_info *insts; /* naccess entries */
+  void *workspace;
+  size_t workspace_bytes;
+  uint64_t replay; /* UINT64_MAX when eager */
+};
+
+/* ---------------------------------------------------------------------- */
+/* Processors, replay mode, hooks into the worker loop. */
+
+unsigned rp__cpu_workers(const rp_runtime *rt);
+const rp_proc_info *rp__proc(const rp_runtime *rt, rp_proc p); /* NULL: bad */
+
+/* A poller the layer above installs into every CPU worker's loop: called
+ * whenever the worker's queue is empty; returns nonzero if it did work.
+ * `worker` is the CPU worker index. */
+typedef int (*rp_poll_fn)(void *arg, unsigned worker);
+void rp__set_poller(rp_runtime *rt, rp_poll_fn fn, void *arg);
+/* Wakes CPU worker w if it sleeps (after new poller work was published). */
+void rp__worker_wake(rp_runtime *rt, unsigned w);
+void rp__worker_wake_all(rp_runtime *rt);
+
+/* Thread-local: set while a task runs inside a replay, so that launches and
+ * waits from it report RP_ECONTRACT. The flag word is owned by the replay. */
+extern _Thread_local int *rp__tl_replay_violation;
+
+/* Exec/graph accounting, so runtime destroy can return RP_EBUSY. */
+void rp__runtime_ref(rp_runtime *rt, int delta);
+
+/* Sticky backend error: once set, every later call fails RP_EUNUSABLE. */
+rp_status rp__runtime_check(const rp_runtime *rt);
+void rp__runtime_set_unusable(rp_runtime *rt, const char *why);
+
+/* Per-layer state slots on the runtime (capture, replay): owned by those
+ * layers, created lazily, destroyed through the registered destructor before
+ * the engine goes down. */
+enum { RP_LAYER_CAPTURE = 0, RP_LAYER_XFER = 1, RP_LAYER_REPLAY = 2,
+       RP_LAYER_COUNT };
+void *rp__layer_get(rp_runtime *rt, int layer);
+/* Installs state once (returns the existing one if another thread won). */
+void *rp__layer_set(rp_runtime *rt, int layer, void *state,
+                    void (*dtor)(rp_runtime *rt, void *state));
+
+/* The CUDA backend's opaque state (NULL when the runtime has none). */
+void *rp__cuda_state(rp_runtime *rt);
+
+/* Worker allocation counters (jemalloc). */
+void rp__alloc_counter_register(rp_runtime *rt, unsigned worker);
+
+#endif

@@ -1,0 +1,179 @@
+/* engine/engine_impl.h — the engine's own structs: runtime, tables, backend
+ * interface. Only engine/ (and engine/cpu, engine/cuda) include this. */
+#ifndef RP_ENGINE_IMPL_H
+#define RP_ENGINE_IMPL_H
+
+#include "engine.h"
+
+/* ---------------------------------------------------------------------- */
+/* Chunked tables: entries never move once allocated, so readers on any
+ * thread index them without a lock; growth (rare) is serialized by the
+ * runtime's table lock. */
+
+#define RP_CHUNK_SHIFT 10
+#define RP_CHUNK_SIZE (1u << RP_CHUNK_SHIFT)
+#define RP_MAX_CHUNKS 4096 /* 4M entries per table */
+
+typedef struct rp_ctable {
+  void *_Atomic chunks[RP_MAX_CHUNKS];
+  _Atomic uint32_t size; /* entries allocated (multiple of RP_CHUNK_SIZE) */
+  size_t elem;
+} rp_ctable;
+
+static inline void *rp__ctable_at(const rp_ctable *t, uint32_t i) {
+  char *c = atomic_load_explicit(&((rp_ctable *)t)->chunks[i >> RP_CHUNK_SHIFT],
+                                 memory_order_acquire);
+  return c + (size_t)(i & (RP_CHUNK_SIZE - 1)) * t->elem;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Events */
+
+enum {
+  RP_EV_PENDING = 0u,
+  RP_EV_TRIGGERED = 1u,
+  RP_EV_POISONED = 2u,
+  RP_EV_STATE_MASK = 3u,
+  RP_EV_HAS_WAITERS = 4u, /* waiter list non-empty: trigger takes the lock */
+  RP_EV_SLEEPERS = 8u,    /* a host thread sleeps on the word */
+};
+
+typedef struct rp_event_slot {
+  _Atomic uint32_t state; /* futex word: RP_EV_* */
+  _Atomic uint32_t gen;   /* generation of the current (or next) event */
+  _Atomic uint32_t refs;
+  _Atomic int32_t poison;
+  _Atomic uint32_t next_free; /* free list link (slot index + 1) */
+  pthread_mutex_t lock;       /* guards waiters only */
+  rp_ev_waiter *waiters;
+} rp_event_slot;
+
+typedef struct rp_event_table {
+  rp_ctable t;
+  /* Treiber stack of free slots: low 32 bits slot+1, high 32 bits an ABA
+   * tag bumped on every pop. */
+  _Atomic uint64_t free_head;
+  pthread_mutex_t grow_lock;
+} rp_event_table;
+
+rp_status rp__events_init(rp_event_table *et);
+void rp__events_fini(rp_event_table *et);
+
+/* ---------------------------------------------------------------------- */
+/* Instances */
+
+typedef struct rp_inst_slot {
+  _Atomic uint32_t gen; /* bumped on free and on realloc */
+  int live;
+  rp_instance_info info;
+  void *base; /* what to hand back to the allocator */
+  uint32_t next_free;
+} rp_inst_slot;
+
+/* ---------------------------------------------------------------------- */
+/* Backends: one interface between the engine and the hardware. The CPU
+ * backend is always present (it runs host tasks); the CUDA backend adds GPU
+ * processors and memories when a device answers. */
+
+typedef struct rp_mem_rec {
+  rp_mem_info info;
+  const struct rp_backend_ops *be;
+  int host_addressable;
+} rp_mem_rec;
+
+typedef struct rp_proc_rec {
+  rp_proc_info info;
+  const struct rp_backend_ops *be;
+  unsigned local; /* index inside its backend (worker, logical GPU) */
+} rp_proc_rec;
+
+typedef struct rp_backend_ops {
+  const char *name;
+  /* Brings the backend up and registers its processors and memories with
+   * rp__add_proc / rp__add_mem. RP_ENODEV when no device answers (the detail
+   * says why). */
+  rp_status (*init)(rp_runtime *rt, const rp_runtime_config *cfg,
+                    void **state);
+  /* Stops threads and frees the backend's state; all work has drained. */
+  void (*fini)(rp_runtime *rt, void *state);
+  /* Allocates zeroed, aligned bytes in one of this backend's memories. */
+  rp_status (*mem_alloc)(void *state, const rp_mem_rec *m, size_t bytes,
+                         size_t align, void **ptr);
+  void (*mem_free)(void *state, const rp_mem_rec *m, void *ptr);
+  /* Synchronous copy where at least one side is this backend's memory.
+   * (optional: NULL means host memcpy) */
+  rp_status (*mem_copy)(void *state, void *dst, const void *src, size_t bytes);
+  /* Runs w->run(w) on processor p's thread, FIFO per processor. */
+  void (*proc_enqueue)(void *state, const rp_proc_rec *p, rp_work *w);
+  /* Blocks until every processor queue of this backend is empty and idle.
+   * (optional) */
+  void (*drain)(void *state);
+} rp_backend_ops;
+
+extern const rp_backend_ops rp__cpu_backend;
+#ifdef REPRISE_HAVE_CUDA
+extern const rp_backend_ops rp__cuda_backend;
+#endif
+
+rp_status rp__add_proc(rp_runtime *rt, const rp_proc_info *info,
+                       const rp_backend_ops *be, unsigned local, rp_proc *out);
+rp_status rp__add_mem(rp_runtime *rt, const rp_mem_info *info,
+                      const rp_backend_ops *be, int host_addressable,
+                      rp_mem *out);
+
+/* ---------------------------------------------------------------------- */
+/* The runtime */
+
+#define RP_MAX_PROCS 256
+#define RP_MAX_MEMS 64
+
+struct rp_runtime {
+  rp_runtime_config cfg;
+  rp_backend_kind kind;
+  const char *backend_reason;
+
+  rp_proc_rec procs[RP_MAX_PROCS];
+  unsigned nprocs;
+  unsigned ncpu; /* CPU workers: procs [0, ncpu) */
+  rp_mem_rec mems[RP_MAX_MEMS];
+  unsigned nmems;
+  /* access[p][m]: proc p can address memory m directly */
+  unsigned char access[RP_MAX_PROCS][RP_MAX_MEMS];
+
+  void *cpu_state;
+  void *cuda_state;
+
+  rp_event_table events;
+
+  pthread_mutex_t inst_lock; /* create/free/realloc of instances */
+  rp_ctable insts;
+  uint32_t inst_free;        /* free list: slot + 1, 0 = empty */
+  uint32_t inst_count;       /* slots handed out */
+  rp_inst_release_hook inst_hook;
+  void *inst_hook_arg;
+
+  pthread_mutex_t task_lock; /* registration */
+  rp_ctable tasks;
+  _Atomic uint32_t ntasks;
+
+  rp_poll_fn poll_fn;
+  void *_Atomic poll_arg;
+
+  pthread_mutex_t layer_lock;
+  void *layers[RP_LAYER_COUNT];
+  void (*layer_dtor[RP_LAYER_COUNT])(rp_runtime *, void *);
+
+  _Atomic int32_t live_objects; /* graphs + execs */
+  _Atomic int unusable;
+  char unusable_why[256];
+
+  /* jemalloc per-worker allocated-bytes counters (NULL without jemalloc) */
+  uint64_t *_Atomic *worker_alloc;
+};
+
+rp_status rp__ctable_init(rp_ctable *t, size_t elem);
+void rp__ctable_fini(rp_ctable *t);
+/* Ensures index i exists (caller holds the table's growth lock). */
+rp_status rp__ctable_reserve(rp_ctable *t, uint32_t i);
+
+#endif

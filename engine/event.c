@@ -1,0 +1,476 @@
+/* engine/event.c — generational one-shot events.
+ *
+ * A handle is (generation << 32) | (slot + 1). A slot is recycled when its
+ * reference count drops to zero (the trigger holds one reference until it
+ * completes the event, each handle handed out holds one); recycling bumps the
+ * generation, so any older handle is detected as stale.
+ *
+ * The common cases take no lock: allocation pops a lock-free free list,
+ * triggering an event nobody registered a waiter on is one CAS, and a host
+ * thread sleeps on the state word with a futex. Only waiter registration and
+ * the trigger of an event that has waiters take the slot's mutex. */
+#include "engine_impl.h"
+
+#include <string.h>
+
+static inline uint32_t ev_slot_of(rp_event e) { return (uint32_t)e.id - 1u; }
+static inline uint32_t ev_gen_of(rp_event e) { return (uint32_t)(e.id >> 32); }
+
+static inline rp_event_slot *slot_at(const rp_event_table *et, uint32_t i) {
+  return (rp_event_slot *)rp__ctable_at(&et->t, i);
+}
+
+/* Resolves a handle to its slot, or NULL when it is out of range or its
+ * generation is not the slot's current one (recycled). */
+static rp_event_slot *ev_lookup(const rp_runtime *rt, rp_event e) {
+  uint32_t lo = (uint32_t)e.id;
+  if (lo == 0 || lo - 1 >= atomic_load_explicit(&rt->events.t.size,
+                                                memory_order_acquire))
+    return NULL;
+  rp_event_slot *s = slot_at(&rt->events, lo - 1);
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
+    return NULL;
+  return s;
+}
+
+static void slot_init_range(rp_event_table *et, uint32_t from, uint32_t to) {
+  for (uint32_t i = from; i < to; i++) {
+    rp_event_slot *s = slot_at(et, i);
+    atomic_init(&s->state, RP_EV_PENDING);
+    atomic_init(&s->gen, 1);
+    atomic_init(&s->refs, 0);
+    atomic_init(&s->poison, 0);
+    atomic_init(&s->next_free, 0);
+    pthread_mutex_init(&s->lock, NULL);
+    s->waiters = NULL;
+  }
+}
+
+rp_status rp__events_init(rp_event_table *et) {
+  rp_status st = rp__ctable_init(&et->t, sizeof(rp_event_slot));
+  if (st)
+    return st;
+  atomic_init(&et->free_head, 0);
+  pthread_mutex_init(&et->grow_lock, NULL);
+  return RP_OK;
+}
+
+void rp__events_fini(rp_event_table *et) {
+  uint32_t n = atomic_load(&et->t.size);
+  for (uint32_t i = 0; i < n; i++) {
+    rp_event_slot *s = slot_at(et, i);
+    /* Waiters never run (the runtime is going down): free public ones. */
+    pthread_mutex_destroy(&s->lock);
+  }
+  rp__ctable_fini(&et->t);
+  pthread_mutex_destroy(&et->grow_lock);
+}
+
+/* Pushes slot i onto the free list. */
+static void free_push(rp_event_table *et, uint32_t i) {
+  rp_event_slot *s = slot_at(et, i);
+  uint64_t head = atomic_load_explicit(&et->free_head, memory_order_relaxed);
+  for (;;) {
+    atomic_store_explicit(&s->next_free, (uint32_t)head, memory_order_relaxed);
+    uint64_t nh = (head & 0xffffffff00000000ull) | (uint64_t)(i + 1);
+    /* release: the slot's reset state is visible to the popper */
+    if (atomic_compare_exchange_weak_explicit(&et->free_head, &head, nh,
+                                              memory_order_release,
+                                              memory_order_relaxed))
+      return;
+  }
+}
+
+/* Pops a free slot index, or UINT32_MAX when the list is empty. The tag in
+ * the high half changes on every pop, so a concurrent pop/push/pop of the
+ * same slot cannot make a stale CAS succeed (ABA). */
+static uint32_t free_pop(rp_event_table *et) {
+  uint64_t head = atomic_load_explicit(&et->free_head, memory_order_acquire);
+  for (;;) {
+    uint32_t top = (uint32_t)head;
+    if (top == 0)
+      return UINT32_MAX;
+    rp_event_slot *s = slot_at(et, top - 1);
+    uint32_t next = atomic_load_explicit(&s->next_free, memory_order_relaxed);
+    uint64_t nh = ((head >> 32) + 1) << 32 | next;
+    if (atomic_compare_exchange_weak_explicit(&et->free_head, &head, nh,
+                                              memory_order_acquire,
+                                              memory_order_acquire))
+      return top - 1;
+  }
+}
+
+static rp_status grow(rp_event_table *et) {
+  pthread_mutex_lock(&et->grow_lock);
+  rp_status st = RP_OK;
+  /* Another thread may have grown the table meanwhile. */
+  if ((uint32_t)atomic_load(&et->free_head) == 0) {
+    uint32_t old = atomic_load(&et->t.size);
+    st = rp__ctable_reserve(&et->t, old);
+    if (st == RP_OK) {
+      uint32_t now = atomic_load(&et->t.size);
+      slot_init_range(et, old, now);
+      for (uint32_t i = now; i-- > old;)
+        free_push(et, i);
+    }
+  }
+  pthread_mutex_unlock(&et->grow_lock);
+  return st;
+}
+
+rp_status rp__event_new(rp_runtime *rt, rp_event *out) {
+  rp_event_table *et = &rt->events;
+  uint32_t i;
+  while ((i = free_pop(et)) == UINT32_MAX) {
+    rp_status st = grow(et);
+    if (st)
+      return rp__err(st, "event table full");
+  }
+  rp_event_slot *s = slot_at(et, i);
+  atomic_store_explicit(&s->poison, 0, memory_order_relaxed);
+  atomic_store_explicit(&s->refs, 2, memory_order_relaxed);
+  s->waiters = NULL;
+  atomic_store_explicit(&s->state, RP_EV_PENDING, memory_order_release);
+  uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+  out->id = (uint64_t)gen << 32 | (uint64_t)(i + 1);
+  return RP_OK;
+}
+
+/* Drops one reference; the last one recycles the slot. */
+static void ev_unref(rp_event_table *et, uint32_t i, rp_event_slot *s) {
+  /* acq_rel: every use of the slot by this holder happens before the
+   * recycling, which happens after every other holder's uses. */
+  uint32_t old = atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel);
+  RP_ASSERT(old > 0);
+  if (old == 1) {
+    atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+    free_push(et, i);
+  }
+}
+
+void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st) {
+  if (e.id == 0)
+    return;
+  uint32_t i = ev_slot_of(e);
+  rp_event_slot *s = slot_at(&rt->events, i);
+  RP_ASSERT(atomic_load_explicit(&s->gen, memory_order_relaxed) ==
+            ev_gen_of(e));
+  uint32_t fin = st == RP_OK ? RP_EV_TRIGGERED : RP_EV_POISONED;
+  if (st != RP_OK)
+    atomic_store_explicit(&s->poison, (int32_t)st, memory_order_relaxed);
+  /* release: the work this event stands for (and the poison status) is
+   * visible to whoever observes the new state with acquire. */
+  uint32_t old = atomic_load_explicit(&s->state, memory_order_relaxed);
+  uint32_t nw;
+  do {
+    RP_ASSERT((old & RP_EV_STATE_MASK) == RP_EV_PENDING);
+    nw = (old & ~RP_EV_STATE_MASK) | fin;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &s->state, &old, nw, memory_order_acq_rel, memory_order_relaxed));
+  if (old & RP_EV_HAS_WAITERS) {
+    /* A registration that set HAS_WAITERS holds the lock until its node is
+     * linked: taking the lock here sees the whole list. */
+    pthread_mutex_lock(&s->lock);
+    rp_ev_waiter *w = s->waiters;
+    s->waiters = NULL;
+    pthread_mutex_unlock(&s->lock);
+    while (w) {
+      rp_ev_waiter *next = w->next; /* fn may free w */
+      w->fn(w, st);
+      w = next;
+    }
+  }
+  if (old & RP_EV_SLEEPERS)
+    rp__futex_wake(&s->state, 0x7fffffff);
+  ev_unref(&rt->events, i, s);
+}
+
+rp_status rp__event_retain(rp_runtime *rt, rp_event e) {
+  if (e.id == 0)
+    return RP_OK;
+  rp_event_slot *s = ev_lookup(rt, e);
+  if (!s)
+    return rp__err(RP_ESTALE, "event %#llx is stale (released and recycled)",
+                   (unsigned long long)e.id);
+  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  return RP_OK;
+}
+
+rp_status rp__event_peek(const rp_runtime *rt, rp_event e) {
+  if (e.id == 0)
+    return RP_OK;
+  rp_event_slot *s = slot_at(&rt->events, ev_slot_of(e));
+  uint32_t v = atomic_load_explicit(&s->state, memory_order_acquire);
+  switch (v & RP_EV_STATE_MASK) {
+  case RP_EV_TRIGGERED:
+    return RP_OK;
+  case RP_EV_POISONED:
+    return (rp_status)atomic_load_explicit(&s->poison, memory_order_relaxed);
+  default:
+    return RP_EAGAIN;
+  }
+}
+
+_Atomic uint32_t *rp__event_word(rp_runtime *rt, rp_event e) {
+  return &slot_at(&rt->events, ev_slot_of(e))->state;
+}
+
+int rp__event_live(const rp_runtime *rt, rp_event e) {
+  return e.id == 0 || ev_lookup(rt, e) != NULL;
+}
+
+rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
+  if (e.id == 0) {
+    w->fn(w, RP_OK);
+    return RP_OK;
+  }
+  rp_event_slot *s = ev_lookup(rt, e);
+  if (!s)
+    return rp__err(RP_ESTALE, "event %#llx is stale (released and recycled)",
+                   (unsigned long long)e.id);
+  pthread_mutex_lock(&s->lock);
+  uint32_t old = atomic_load_explicit(&s->state, memory_order_acquire);
+  while ((old & RP_EV_STATE_MASK) == RP_EV_PENDING &&
+         !(old & RP_EV_HAS_WAITERS)) {
+    if (atomic_compare_exchange_weak_explicit(&s->state, &old,
+                                              old | RP_EV_HAS_WAITERS,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+      old |= RP_EV_HAS_WAITERS;
+  }
+  if ((old & RP_EV_STATE_MASK) == RP_EV_PENDING) {
+    w->next = s->waiters;
+    s->waiters = w;
+    pthread_mutex_unlock(&s->lock);
+    return RP_OK;
+  }
+  pthread_mutex_unlock(&s->lock);
+  w->fn(w, rp__event_peek(rt, e));
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Public API */
+
+rp_status rp_event_create(rp_runtime *rt, rp_event *out) {
+  if (!rt || !out)
+    return rp__err(RP_EINVAL, "rp_event_create: NULL argument");
+  return rp__event_new(rt, out);
+}
+
+static rp_status user_complete(rp_runtime *rt, rp_event e, rp_status st,
+                               const char *what) {
+  if (!rt)
+    return rp__err(RP_EINVAL, "%s: NULL runtime", what);
+  if (e.id == 0)
+    return rp__err(RP_EINVAL, "%s: RP_NO_EVENT cannot be completed", what);
+  rp_event_slot *s = ev_lookup(rt, e);
+  if (!s)
+    return rp__err(RP_ESTALE, "%s: event %#llx is stale", what,
+                   (unsigned long long)e.id);
+  /* Claim the completion: only one trigger/poison may win. */
+  uint32_t old = atomic_load_explicit(&s->state, memory_order_acquire);
+  if ((old & RP_EV_STATE_MASK) != RP_EV_PENDING)
+    return rp__err(RP_EINVAL, "%s: event %#llx already completed", what,
+                   (unsigned long long)e.id);
+  rp__event_complete(rt, e, st);
+  return RP_OK;
+}
+
+rp_status rp_event_trigger(rp_runtime *rt, rp_event e) {
+  return user_complete(rt, e, RP_OK, "rp_event_trigger");
+}
+
+rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why) {
+  if (why >= 0)
+    return rp__err(RP_EINVAL, "rp_event_poison: status %d is not an error",
+                   (int)why);
+  return user_complete(rt, e, why, "rp_event_poison");
+}
+
+rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
+  if (!rt)
+    return rp__err(RP_EINVAL, "rp_event_query: NULL runtime");
+  if (e.id == 0)
+    return RP_OK;
+  rp_event_slot *s = ev_lookup(rt, e);
+  if (!s)
+    return rp__err(RP_ESTALE, "event %#llx is stale",
+                   (unsigned long long)e.id);
+  rp_status st = rp__event_peek(rt, e);
+  /* Re-check: the slot may have been recycled while we read it. */
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
+    return rp__err(RP_ESTALE, "event %#llx is stale",
+                   (unsigned long long)e.id);
+  return st;
+}
+
+rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
+  if (!rt)
+    return rp__err(RP_EINVAL, "rp_event_wait: NULL runtime");
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT,
+                   "rp_event_wait called from a task inside a replay");
+  }
+  if (e.id == 0)
+    return RP_OK;
+  rp_event_slot *s = ev_lookup(rt, e);
+  if (!s)
+    return rp__err(RP_ESTALE, "event %#llx is stale",
+                   (unsigned long long)e.id);
+  /* Hold a reference while waiting so the slot cannot be recycled under us
+   * (the caller might release its handle from another thread). */
+  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
+    ev_unref(&rt->events, ev_slot_of(e), s);
+    return rp__err(RP_ESTALE, "event %#llx is stale",
+                   (unsigned long long)e.id);
+  }
+  uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : rp__now_ns() +
+                                                      (uint64_t)timeout_ns;
+  uint32_t spin = rp__tunables()->spin;
+  rp_status st;
+  for (uint32_t n = 0;; n++) {
+    uint32_t v = atomic_load_explicit(&s->state, memory_order_acquire);
+    if ((v & RP_EV_STATE_MASK) != RP_EV_PENDING) {
+      st = rp__event_peek(rt, e);
+      break;
+    }
+    if (n < spin) {
+      rp__cpu_relax();
+      continue;
+    }
+    uint64_t now = rp__now_ns();
+    if (now >= deadline) {
+      st = rp__err(RP_ETIMEDOUT, "event %#llx not triggered within %lld ns",
+                   (unsigned long long)e.id, (long long)timeout_ns);
+      break;
+    }
+    /* Announce the sleeper before sleeping; the trigger wakes all sleepers
+     * when it sees the bit (seq_cst pairs with its CAS). */
+    if (!(v & RP_EV_SLEEPERS) &&
+        !atomic_compare_exchange_strong(&s->state, &v, v | RP_EV_SLEEPERS))
+      continue;
+    rp__futex_wait(&s->state, v | RP_EV_SLEEPERS,
+                   deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now));
+  }
+  ev_unref(&rt->events, ev_slot_of(e), s);
+  return st;
+}
+
+typedef struct user_waiter {
+  rp_ev_waiter w;
+  void (*cb)(void *, rp_status);
+  void *arg;
+} user_waiter;
+
+static void user_waiter_fn(rp_ev_waiter *w, rp_status st) {
+  user_waiter *u = (user_waiter *)w;
+  u->cb(u->arg, st);
+  free(u);
+}
+
+rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
+                               void (*cb)(void *arg, rp_status st),
+                               void *arg) {
+  if (!rt || !cb)
+    return rp__err(RP_EINVAL, "rp_event_on_complete: NULL argument");
+  if (!rp__event_live(rt, e))
+    return rp__err(RP_ESTALE, "event %#llx is stale",
+                   (unsigned long long)e.id);
+  user_waiter *u = malloc(sizeof *u);
+  if (!u)
+    return rp__err(RP_ENOMEM, "rp_event_on_complete: out of memory");
+  u->w.fn = user_waiter_fn;
+  u->cb = cb;
+  u->arg = arg;
+  rp_status st = rp__event_add_waiter(rt, e, &u->w);
+  if (st)
+    free(u);
+  return st;
+}
+
+typedef struct merge_state {
+  rp_runtime *rt;
+  rp_event out;
+  _Atomic uint32_t remaining;
+  _Atomic int32_t poison;
+} merge_state;
+
+/* One waiter node per input, with a pointer back to the shared state. */
+typedef struct merge_node {
+  rp_ev_waiter w; /* first member: the waiter pointer is the node pointer */
+  merge_state *m;
+} merge_node;
+
+static void merge_done(merge_state *m, rp_status st) {
+  if (st != RP_OK) {
+    int32_t zero = 0;
+    atomic_compare_exchange_strong(&m->poison, &zero, (int32_t)st);
+  }
+  if (atomic_fetch_sub_explicit(&m->remaining, 1, memory_order_acq_rel) == 1) {
+    rp_status fin = (rp_status)atomic_load(&m->poison);
+    rp_runtime *rt = m->rt;
+    rp_event out = m->out;
+    free(m); /* the nodes live in the same block */
+    rp__event_complete(rt, out, fin);
+  }
+}
+
+static void merge_fn(rp_ev_waiter *w, rp_status st) {
+  merge_done(((merge_node *)w)->m, st);
+}
+
+rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
+                         rp_event *out) {
+  if (!rt || !out || (n && !evs))
+    return rp__err(RP_EINVAL, "rp_event_merge: NULL argument");
+  if (n > UINT32_MAX - 1)
+    return rp__err(RP_ERANGE, "rp_event_merge: %zu events", n);
+  for (size_t i = 0; i < n; i++)
+    if (!rp__event_live(rt, evs[i]))
+      return rp__err(RP_ESTALE, "rp_event_merge: event %zu is stale", i);
+  size_t bytes;
+  if (!rp__mul_ok(n, sizeof(merge_node), &bytes) ||
+      !rp__add_ok(bytes, sizeof(merge_state), &bytes))
+    return rp__err(RP_ERANGE, "rp_event_merge: too many events");
+  merge_state *m = malloc(bytes);
+  if (!m)
+    return rp__err(RP_ENOMEM, "rp_event_merge: out of memory");
+  rp_status st = rp__event_new(rt, out);
+  if (st) {
+    free(m);
+    return st;
+  }
+  m->rt = rt;
+  m->out = *out;
+  atomic_init(&m->poison, 0);
+  /* One extra count held while registering, so the merge cannot complete
+   * (and free m) before every node is registered. */
+  atomic_init(&m->remaining, (uint32_t)n + 1);
+  merge_node *nodes = (merge_node *)(void *)(m + 1);
+  for (size_t i = 0; i < n; i++) {
+    nodes[i].w.fn = merge_fn;
+    nodes[i].m = m;
+    /* Liveness was checked above; a concurrent release by another thread is
+     * a caller bug, reported as stale and counted as done. */
+    if (rp__event_add_waiter(rt, evs[i], &nodes[i].w) != RP_OK)
+      merge_done(m, RP_ESTALE);
+  }
+  merge_done(m, RP_OK);
+  return RP_OK;
+}
+
+rp_status rp_event_release(rp_runtime *rt, rp_event e) {
+  if (!rt)
+    return rp__err(RP_EINVAL, "rp_event_release: NULL runtime");
+  if (e.id == 0)
+    return RP_OK;
+  rp_event_slot *s = ev_lookup(rt, e);
+  if (!s)
+    return rp__err(RP_ESTALE, "rp_event_release: event %#llx is stale",
+                   (unsigned long long)e.id);
+  ev_unref(&rt->events, ev_slot_of(e), s);
+  return RP_OK;
+}

@@ -1,0 +1,40 @@
+/* engine/gate.c — "run this on a processor once these events completed":
+ * the engine's one scheduling primitive for eager work. */
+#include "engine_impl.h"
+
+static void gate_open(rp_gate *g) {
+  rp__proc_enqueue(g->rt, g->proc, &g->work);
+}
+
+static void gate_waiter_fn(rp_ev_waiter *w, rp_status st) {
+  rp_gate *g = ((rp_gate_waiter *)w)->g;
+  if (st != RP_OK) {
+    int32_t zero = 0;
+    atomic_compare_exchange_strong(&g->poison, &zero, (int32_t)st);
+  }
+  /* acq_rel: the last decrementer sees every poison store before it */
+  if (atomic_fetch_sub_explicit(&g->remaining, 1, memory_order_acq_rel) == 1)
+    gate_open(g);
+}
+
+rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
+                          const rp_event *pre, uint32_t npre,
+                          rp_gate_waiter *waiters) {
+  for (uint32_t i = 0; i < npre; i++)
+    if (!rp__event_live(rt, pre[i]))
+      return rp__err(RP_ESTALE, "precondition event %#llx is stale",
+                     (unsigned long long)pre[i].id);
+  g->rt = rt;
+  g->proc = proc;
+  atomic_init(&g->poison, 0);
+  /* +1 held during registration so the gate cannot open early */
+  atomic_init(&g->remaining, npre + 1);
+  for (uint32_t i = 0; i < npre; i++) {
+    waiters[i].w.fn = gate_waiter_fn;
+    waiters[i].g = g;
+    if (rp__event_add_waiter(rt, pre[i], &waiters[i].w) != RP_OK)
+      gate_waiter_fn(&waiters[i].w, RP_ESTALE);
+  }
+  gate_waiter_fn(&(rp_gate_waiter){.g = g}.w, RP_OK);
+  return RP_OK;
+}

@@ -1,0 +1,433 @@
+/* engine/instance.c — instances: typed, strided rectangles in a memory, with
+ * generations that change on free and on reallocation. */
+#include "engine_impl.h"
+
+#include <string.h>
+
+static const struct {
+  const char *name;
+  size_t size;
+} dtypes[RP_DTYPE_COUNT_] = {
+    [RP_F32] = {"f32", 4}, [RP_F64] = {"f64", 8}, [RP_I32] = {"i32", 4},
+    [RP_I64] = {"i64", 8}, [RP_U8] = {"u8", 1},
+};
+
+size_t rp_dtype_size(rp_dtype t) {
+  return (unsigned)t < RP_DTYPE_COUNT_ ? dtypes[t].size : 0;
+}
+
+const char *rp_dtype_name(rp_dtype t) {
+  return (unsigned)t < RP_DTYPE_COUNT_ ? dtypes[t].name : "?";
+}
+
+int64_t rp_rect_volume(const rp_rect *r) {
+  if (!r || r->dim < 1 || r->dim > RP_MAX_DIM)
+    return 0;
+  int64_t v = 1;
+  for (int d = 0; d < r->dim; d++) {
+    if (r->hi[d] < r->lo[d])
+      return 0;
+    int64_t ext;
+    if (__builtin_sub_overflow(r->hi[d], r->lo[d], &ext) ||
+        __builtin_add_overflow(ext, 1, &ext) ||
+        __builtin_mul_overflow(v, ext, &v))
+      return 0;
+  }
+  return v;
+}
+
+rp_rect rp_rect_make(int dim, const int64_t *lo, const int64_t *extent) {
+  rp_rect r;
+  memset(&r, 0, sizeof r);
+  r.dim = dim;
+  for (int d = 0; d < dim && d < RP_MAX_DIM; d++) {
+    r.lo[d] = lo ? lo[d] : 0;
+    r.hi[d] = r.lo[d] + extent[d] - 1;
+  }
+  return r;
+}
+
+rp_rect rp_rect_1d(int64_t lo, int64_t hi) {
+  rp_rect r;
+  memset(&r, 0, sizeof r);
+  r.dim = 1;
+  r.lo[0] = lo;
+  r.hi[0] = hi;
+  return r;
+}
+
+rp_rect rp_rect_2d(int64_t lo0, int64_t hi0, int64_t lo1, int64_t hi1) {
+  rp_rect r;
+  memset(&r, 0, sizeof r);
+  r.dim = 2;
+  r.lo[0] = lo0;
+  r.hi[0] = hi0;
+  r.lo[1] = lo1;
+  r.hi[1] = hi1;
+  return r;
+}
+
+/* Validates the layout and computes strides and the bytes it spans. */
+static rp_status layout(rp_dtype dtype, const rp_rect *rect,
+                        const int64_t *strides, int64_t out_strides[],
+                        size_t *bytes) {
+  if ((unsigned)dtype >= RP_DTYPE_COUNT_)
+    return rp__err(RP_ETYPE, "unknown element type %d", (int)dtype);
+  if (!rect)
+    return rp__err(RP_EINVAL, "NULL rectangle");
+  if (rect->dim < 1 || rect->dim > RP_MAX_DIM)
+    return rp__err(RP_ESHAPE, "rectangle has %d dimensions (1..%d allowed)",
+                   rect->dim, RP_MAX_DIM);
+  int64_t ext[RP_MAX_DIM];
+  for (int d = 0; d < rect->dim; d++) {
+    if (rect->hi[d] < rect->lo[d])
+      return rp__err(RP_ESHAPE,
+                     "rectangle is empty or inverted in dimension %d "
+                     "(lo %lld > hi %lld)",
+                     d, (long long)rect->lo[d], (long long)rect->hi[d]);
+    if (__builtin_sub_overflow(rect->hi[d], rect->lo[d], &ext[d]) ||
+        __builtin_add_overflow(ext[d], 1, &ext[d]))
+      return rp__err(RP_ERANGE, "extent of dimension %d overflows", d);
+  }
+  size_t esz = rp_dtype_size(dtype);
+  if (!strides) {
+    /* dense row-major: last dimension fastest */
+    int64_t s = 1;
+    for (int d = rect->dim - 1; d >= 0; d--) {
+      out_strides[d] = s;
+      if (__builtin_mul_overflow(s, ext[d], &s))
+        return rp__err(RP_ERANGE, "instance size overflows");
+    }
+    size_t b;
+    if (s < 0 || !rp__mul_ok((size_t)s, esz, &b) || b > (SIZE_MAX >> 2))
+      return rp__err(RP_ERANGE, "instance size overflows");
+    *bytes = b;
+    return RP_OK;
+  }
+  /* Explicit strides: positive, and (sorted by stride) each dimension must
+   * step over the whole span of the faster ones, so no two points overlap. */
+  int order[RP_MAX_DIM];
+  for (int d = 0; d < rect->dim; d++) {
+    if (strides[d] <= 0)
+      return rp__err(RP_ERANGE, "stride of dimension %d is %lld (must be > 0)",
+                     d, (long long)strides[d]);
+    out_strides[d] = strides[d];
+    order[d] = d;
+  }
+  for (int i = 1; i < rect->dim; i++)
+    for (int j = i; j > 0 && strides[order[j]] < strides[order[j - 1]]; j--) {
+      int t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  int64_t span = 1; /* elements covered by the faster dimensions */
+  for (int i = 0; i < rect->dim; i++) {
+    int d = order[i];
+    if (ext[d] > 1 && strides[d] < span)
+      return rp__err(RP_ERANGE,
+                     "strides overlap: dimension %d stride %lld < span %lld",
+                     d, (long long)strides[d], (long long)span);
+    int64_t last;
+    if (__builtin_mul_overflow(strides[d], ext[d] - 1, &last) ||
+        __builtin_add_overflow(last, span, &span))
+      return rp__err(RP_ERANGE, "instance size overflows");
+  }
+  size_t b;
+  if (!rp__mul_ok((size_t)span, esz, &b) || b > (SIZE_MAX >> 2))
+    return rp__err(RP_ERANGE, "instance size overflows");
+  *bytes = b;
+  return RP_OK;
+}
+
+static rp_inst_slot *inst_at(const rp_runtime *rt, uint32_t i) {
+  return (rp_inst_slot *)rp__ctable_at(&rt->insts, i);
+}
+
+/* Resolves a handle; NULL when unknown, freed, or of an older generation. */
+static rp_inst_slot *inst_lookup(const rp_runtime *rt, rp_inst inst) {
+  uint32_t slot = rp__inst_slot(inst);
+  if (inst.id == 0 ||
+      slot >= atomic_load_explicit(&rt->insts.size, memory_order_acquire))
+    return NULL;
+  rp_inst_slot *s = inst_at(rt, slot);
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) !=
+      rp__inst_gen(inst))
+    return NULL;
+  return s;
+}
+
+/* Takes a free slot (caller holds inst_lock). */
+static rp_status slot_take(rp_runtime *rt, uint32_t *out) {
+  if (rt->inst_free) {
+    *out = rt->inst_free - 1;
+    rt->inst_free = inst_at(rt, *out)->next_free;
+    return RP_OK;
+  }
+  uint32_t i = rt->inst_count;
+  if (i == UINT32_MAX)
+    return rp__err(RP_ENOMEM, "instance table full");
+  rp_status st = rp__ctable_reserve(&rt->insts, i);
+  if (st)
+    return rp__err(st, "instance table full");
+  rp_inst_slot *s = inst_at(rt, i);
+  if (atomic_load(&s->gen) == 0)
+    atomic_store(&s->gen, 1);
+  rt->inst_count++;
+  *out = i;
+  return RP_OK;
+}
+
+static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
+                        const rp_rect *rect, const int64_t *strides,
+                        void *ext_ptr, size_t ext_bytes, rp_inst *out) {
+  if (!rt || !out)
+    return rp__err(RP_EINVAL, "rp_instance_create: NULL argument");
+  rp_status st = rp__runtime_check(rt);
+  if (st)
+    return st;
+  if (mem >= rt->nmems)
+    return rp__err(RP_EINVAL, "memory %u does not exist (runtime has %u)", mem,
+                   rt->nmems);
+  rp_instance_info info;
+  memset(&info, 0, sizeof info);
+  st = layout(dtype, rect, strides, info.strides, &info.bytes);
+  if (st)
+    return st;
+  info.mem = mem;
+  info.dtype = dtype;
+  info.rect = *rect;
+  for (int d = rect->dim; d < RP_MAX_DIM; d++)
+    info.rect.lo[d] = info.rect.hi[d] = 0;
+  void *base = NULL;
+  if (ext_ptr) {
+    if (ext_bytes < info.bytes)
+      return rp__err(RP_ERANGE,
+                     "external buffer of %zu bytes is smaller than the "
+                     "layout's %zu bytes",
+                     ext_bytes, info.bytes);
+    info.ptr = ext_ptr;
+    info.external = 1;
+  } else {
+    st = rp__mem_alloc(rt, mem, info.bytes, 64, &base);
+    if (st)
+      return st;
+    info.ptr = base;
+  }
+  pthread_mutex_lock(&rt->inst_lock);
+  uint32_t i = 0;
+  st = slot_take(rt, &i);
+  if (st) {
+    pthread_mutex_unlock(&rt->inst_lock);
+    if (base)
+      rp__mem_free(rt, mem, base);
+    return st;
+  }
+  rp_inst_slot *s = inst_at(rt, i);
+  s->live = 1;
+  s->base = base;
+  s->info = info;
+  uint32_t gen = atomic_load(&s->gen);
+  s->info.generation = gen;
+  pthread_mutex_unlock(&rt->inst_lock);
+  out->id = (uint64_t)gen << 32 | i;
+  return RP_OK;
+}
+
+rp_status rp_instance_create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
+                             const rp_rect *rect, const int64_t *strides,
+                             rp_inst *out) {
+  return create(rt, mem, dtype, rect, strides, NULL, 0, out);
+}
+
+rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
+                                      rp_dtype dtype, const rp_rect *rect,
+                                      const int64_t *strides, void *ptr,
+                                      size_t bytes, rp_inst *out) {
+  if (!ptr)
+    return rp__err(RP_EINVAL, "rp_instance_create_external: NULL pointer");
+  return create(rt, mem, dtype, rect, strides, ptr, bytes, out);
+}
+
+static rp_status lookup_for_change(rp_runtime *rt, rp_inst inst,
+                                   const char *what) {
+  if (!rt)
+    return rp__err(RP_EINVAL, "%s: NULL runtime", what);
+  if (!inst_lookup(rt, inst))
+    return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown", what,
+                   (unsigned long long)inst.id);
+  /* Let eager ops still touching the instance finish first. */
+  if (rt->inst_hook)
+    rt->inst_hook(rt, rt->inst_hook_arg, inst);
+  return RP_OK;
+}
+
+rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
+  if (rt && inst.id == 0)
+    return RP_OK;
+  rp_status st = lookup_for_change(rt, inst, "rp_instance_free");
+  if (st)
+    return st;
+  pthread_mutex_lock(&rt->inst_lock);
+  rp_inst_slot *s = inst_lookup(rt, inst);
+  if (!s) { /* freed concurrently */
+    pthread_mutex_unlock(&rt->inst_lock);
+    return rp__err(RP_ESTALE, "rp_instance_free: instance %#llx is stale",
+                   (unsigned long long)inst.id);
+  }
+  void *base = s->base;
+  rp_mem mem = s->info.mem;
+  s->live = 0;
+  s->base = NULL;
+  /* release: descriptors that acquire-load the generation see the change */
+  atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+  if (atomic_load(&s->gen) == 0)
+    atomic_store(&s->gen, 1); /* 0 never names a live generation */
+  s->next_free = rt->inst_free;
+  rt->inst_free = rp__inst_slot(inst) + 1;
+  pthread_mutex_unlock(&rt->inst_lock);
+  if (base)
+    rp__mem_free(rt, mem, base);
+  return RP_OK;
+}
+
+rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
+  if (!inout)
+    return rp__err(RP_EINVAL, "rp_instance_realloc: NULL argument");
+  rp_status st = lookup_for_change(rt, *inout, "rp_instance_realloc");
+  if (st)
+    return st;
+  rp_inst_slot *s = inst_lookup(rt, *inout);
+  if (!s)
+    return rp__err(RP_ESTALE, "rp_instance_realloc: instance is stale");
+  if (s->info.external)
+    return rp__err(RP_EINVAL,
+                   "rp_instance_realloc: instance %#llx wraps caller memory",
+                   (unsigned long long)inout->id);
+  void *nb;
+  st = rp__mem_alloc(rt, s->info.mem, s->info.bytes, 64, &nb);
+  if (st)
+    return st;
+  pthread_mutex_lock(&rt->inst_lock);
+  void *old = s->base;
+  s->base = nb;
+  s->info.ptr = nb;
+  uint32_t gen = atomic_load(&s->gen) + 1;
+  if (gen == 0)
+    gen = 1;
+  s->info.generation = gen;
+  atomic_store_explicit(&s->gen, gen, memory_order_release);
+  pthread_mutex_unlock(&rt->inst_lock);
+  rp__mem_free(rt, s->info.mem, old);
+  inout->id = (uint64_t)gen << 32 | rp__inst_slot(*inout);
+  return RP_OK;
+}
+
+rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out) {
+  rp_inst_slot *s = inst_lookup(rt, inst);
+  if (!s || !s->live)
+    return rp__err(RP_ESTALE, "instance %#llx is stale or unknown",
+                   (unsigned long long)inst.id);
+  out->info = s->info;
+  out->slot = rp__inst_slot(inst);
+  out->gen_word = &s->gen;
+  return RP_OK;
+}
+
+rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
+                            rp_instance_info *out) {
+  if (!rt || !out)
+    return rp__err(RP_EINVAL, "rp_instance_query: NULL argument");
+  rp_inst_view v;
+  rp_status st = rp__inst_view(rt, inst, &v);
+  if (st)
+    return st;
+  *out = v.info;
+  return RP_OK;
+}
+
+void *rp_instance_ptr(const rp_runtime *rt, rp_inst inst) {
+  rp_inst_view v;
+  if (!rt || rp__inst_view(rt, inst, &v) ||
+      !rp__mem_host_addressable(rt, v.info.mem))
+    return NULL;
+  return v.info.ptr;
+}
+
+/* Walks every row (last dimension contiguous run) of an instance's layout,
+ * calling fn with the byte offset inside the instance and inside a dense
+ * row-major buffer. */
+static rp_status for_each_row(rp_runtime *rt, const rp_instance_info *in,
+                              void *dense, int to_dense) {
+  size_t esz = rp_dtype_size(in->dtype);
+  int dim = in->rect.dim;
+  int64_t ext[RP_MAX_DIM], idx[RP_MAX_DIM] = {0};
+  for (int d = 0; d < dim; d++)
+    ext[d] = in->rect.hi[d] - in->rect.lo[d] + 1;
+  size_t row = (size_t)ext[dim - 1] * esz;
+  int contiguous_rows = in->strides[dim - 1] == 1;
+  size_t off_dense = 0;
+  for (;;) {
+    int64_t eoff = 0;
+    for (int d = 0; d < dim - 1; d++)
+      eoff += idx[d] * in->strides[d];
+    char *p = (char *)in->ptr + (size_t)eoff * esz;
+    char *q = (char *)dense + off_dense;
+    if (contiguous_rows) {
+      rp_status st = to_dense ? rp__mem_copy(rt, RP_MEM_CALLER, q, in->mem, p, row)
+                              : rp__mem_copy(rt, in->mem, p, RP_MEM_CALLER, q, row);
+      if (st)
+        return st;
+    } else {
+      for (int64_t k = 0; k < ext[dim - 1]; k++) {
+        char *pe = p + (size_t)(k * in->strides[dim - 1]) * esz;
+        char *qe = q + (size_t)k * esz;
+        rp_status st = to_dense
+                           ? rp__mem_copy(rt, RP_MEM_CALLER, qe, in->mem, pe, esz)
+                           : rp__mem_copy(rt, in->mem, pe, RP_MEM_CALLER, qe, esz);
+        if (st)
+          return st;
+      }
+    }
+    off_dense += row;
+    int d = dim - 2;
+    for (; d >= 0; d--) {
+      if (++idx[d] < ext[d])
+        break;
+      idx[d] = 0;
+    }
+    if (d < 0)
+      return RP_OK;
+  }
+}
+
+static rp_status read_write(rp_runtime *rt, rp_inst inst, void *buf,
+                            size_t bytes, int to_dense, const char *what) {
+  if (!rt || !buf)
+    return rp__err(RP_EINVAL, "%s: NULL argument", what);
+  rp_inst_view v;
+  rp_status st = rp__inst_view(rt, inst, &v);
+  if (st)
+    return st;
+  size_t need = (size_t)rp_rect_volume(&v.info.rect) *
+                rp_dtype_size(v.info.dtype);
+  if (bytes != need)
+    return rp__err(RP_ESHAPE, "%s: buffer is %zu bytes, instance holds %zu",
+                   what, bytes, need);
+  return for_each_row(rt, &v.info, buf, to_dense);
+}
+
+rp_status rp_instance_read(rp_runtime *rt, rp_inst inst, void *dst,
+                           size_t bytes) {
+  return read_write(rt, inst, dst, bytes, 1, "rp_instance_read");
+}
+
+rp_status rp_instance_write(rp_runtime *rt, rp_inst inst, const void *src,
+                            size_t bytes) {
+  return read_write(rt, inst, (void *)src, bytes, 0, "rp_instance_write");
+}
+
+void rp__set_inst_release_hook(rp_runtime *rt, rp_inst_release_hook fn,
+                               void *arg) {
+  rt->inst_hook_arg = arg;
+  rt->inst_hook = fn;
+}

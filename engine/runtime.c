@@ -1,0 +1,572 @@
+/* engine/runtime.c — runtime lifetime, backend selection, processors,
+ * memories, the task registry, task contexts, layer slots. */
+#include "engine_impl.h"
+
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#ifdef REPRISE_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+_Thread_local int *rp__tl_replay_violation;
+
+/* ---------------------------------------------------------------------- */
+/* Chunked tables */
+
+rp_status rp__ctable_init(rp_ctable *t, size_t elem) {
+  for (unsigned i = 0; i < RP_MAX_CHUNKS; i++)
+    atomic_init(&t->chunks[i], NULL);
+  atomic_init(&t->size, 0);
+  t->elem = elem;
+  return RP_OK;
+}
+
+void rp__ctable_fini(rp_ctable *t) {
+  for (unsigned i = 0; i < RP_MAX_CHUNKS; i++) {
+    free(atomic_load(&t->chunks[i]));
+    atomic_store(&t->chunks[i], NULL);
+  }
+  atomic_store(&t->size, 0);
+}
+
+rp_status rp__ctable_reserve(rp_ctable *t, uint32_t i) {
+  uint32_t size = atomic_load_explicit(&t->size, memory_order_relaxed);
+  while (i >= size) {
+    uint32_t c = size >> RP_CHUNK_SHIFT;
+    if (c >= RP_MAX_CHUNKS)
+      return RP_ENOMEM;
+    void *chunk = rp__calloc(RP_CHUNK_SIZE, t->elem);
+    if (!chunk)
+      return RP_ENOMEM;
+    /* release: the zeroed chunk is visible before the size that covers it */
+    atomic_store_explicit(&t->chunks[c], chunk, memory_order_release);
+    size += RP_CHUNK_SIZE;
+    atomic_store_explicit(&t->size, size, memory_order_release);
+  }
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Processors and memories */
+
+rp_status rp__add_proc(rp_runtime *rt, const rp_proc_info *info,
+                       const rp_backend_ops *be, unsigned local,
+                       rp_proc *out) {
+  if (rt->nprocs >= RP_MAX_PROCS)
+    return rp__err(RP_ERANGE, "too many processors (max %d)", RP_MAX_PROCS);
+  rp_proc_rec *p = &rt->procs[rt->nprocs];
+  p->info = *info;
+  p->be = be;
+  p->local = local;
+  if (out)
+    *out = rt->nprocs;
+  rt->nprocs++;
+  return RP_OK;
+}
+
+rp_status rp__add_mem(rp_runtime *rt, const rp_mem_info *info,
+                      const rp_backend_ops *be, int host_addressable,
+                      rp_mem *out) {
+  if (rt->nmems >= RP_MAX_MEMS)
+    return rp__err(RP_ERANGE, "too many memories (max %d)", RP_MAX_MEMS);
+  rp_mem_rec *m = &rt->mems[rt->nmems];
+  m->info = *info;
+  m->be = be;
+  m->host_addressable = host_addressable;
+  if (out)
+    *out = rt->nmems;
+  rt->nmems++;
+  return RP_OK;
+}
+
+unsigned rp_proc_count(const rp_runtime *rt) { return rt ? rt->nprocs : 0; }
+unsigned rp_mem_count(const rp_runtime *rt) { return rt ? rt->nmems : 0; }
+unsigned rp__cpu_workers(const rp_runtime *rt) { return rt->ncpu; }
+
+const rp_proc_info *rp__proc(const rp_runtime *rt, rp_proc p) {
+  return p < rt->nprocs ? &rt->procs[p].info : NULL;
+}
+
+rp_status rp_proc_query(const rp_runtime *rt, rp_proc p, rp_proc_info *out) {
+  if (!rt || !out)
+    return rp__err(RP_EINVAL, "rp_proc_query: NULL argument");
+  if (p >= rt->nprocs)
+    return rp__err(RP_EPROC, "processor %u out of range (runtime has %u)", p,
+                   rt->nprocs);
+  *out = rt->procs[p].info;
+  return RP_OK;
+}
+
+rp_status rp_mem_query(const rp_runtime *rt, rp_mem m, rp_mem_info *out) {
+  if (!rt || !out)
+    return rp__err(RP_EINVAL, "rp_mem_query: NULL argument");
+  if (m >= rt->nmems)
+    return rp__err(RP_EINVAL, "memory %u out of range (runtime has %u)", m,
+                   rt->nmems);
+  *out = rt->mems[m].info;
+  return RP_OK;
+}
+
+int rp_proc_can_access(const rp_runtime *rt, rp_proc p, rp_mem m) {
+  return rt && p < rt->nprocs && m < rt->nmems && rt->access[p][m];
+}
+
+rp_status rp_mem_find(const rp_runtime *rt, rp_mem_kind kind, int device,
+                      rp_mem *out) {
+  if (!rt || !out)
+    return rp__err(RP_EINVAL, "rp_mem_find: NULL argument");
+  for (unsigned m = 0; m < rt->nmems; m++)
+    if (rt->mems[m].info.kind == kind &&
+        (kind != RP_MEM_GPU || rt->mems[m].info.device == device)) {
+      *out = m;
+      return RP_OK;
+    }
+  return rp__err(RP_ENOENT, "no memory of kind %d (device %d)", (int)kind,
+                 device);
+}
+
+int rp__mem_host_addressable(const rp_runtime *rt, rp_mem m) {
+  return m == RP_MEM_CALLER || (m < rt->nmems && rt->mems[m].host_addressable);
+}
+
+rp_status rp__mem_alloc(rp_runtime *rt, rp_mem m, size_t bytes, size_t align,
+                        void **ptr) {
+  if (m >= rt->nmems)
+    return rp__err(RP_EINVAL, "memory %u out of range", m);
+  const rp_mem_rec *mr = &rt->mems[m];
+  void *st = mr->be == &rp__cpu_backend ? rt->cpu_state : rt->cuda_state;
+  rp_status s = mr->be->mem_alloc(st, mr, bytes ? bytes : 1, align, ptr);
+  if (s)
+    return rp__err_prefix(s, "allocating %zu bytes in memory %u: ", bytes, m);
+  return RP_OK;
+}
+
+void rp__mem_free(rp_runtime *rt, rp_mem m, void *ptr) {
+  if (!ptr || m >= rt->nmems)
+    return;
+  const rp_mem_rec *mr = &rt->mems[m];
+  void *st = mr->be == &rp__cpu_backend ? rt->cpu_state : rt->cuda_state;
+  mr->be->mem_free(st, mr, ptr);
+}
+
+rp_status rp__mem_copy(rp_runtime *rt, rp_mem dst_mem, void *dst,
+                       rp_mem src_mem, const void *src, size_t bytes) {
+  if (rp__mem_host_addressable(rt, dst_mem) &&
+      rp__mem_host_addressable(rt, src_mem)) {
+    memcpy(dst, src, bytes);
+    return RP_OK;
+  }
+  /* One side is device memory: the device's backend copies. */
+  rp_mem dev = rp__mem_host_addressable(rt, dst_mem) ? src_mem : dst_mem;
+  const rp_mem_rec *mr = &rt->mems[dev];
+  if (!mr->be->mem_copy)
+    return rp__err(RP_EUNSUPPORTED, "backend %s cannot copy", mr->be->name);
+  return mr->be->mem_copy(rt->cuda_state, dst, src, bytes);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Task registry */
+
+static rp_task_rec *task_at(const rp_runtime *rt, uint32_t i) {
+  return (rp_task_rec *)rp__ctable_at(&rt->tasks, i);
+}
+
+const rp_task_rec *rp__task_get(const rp_runtime *rt, rp_task_id id) {
+  if (id >= atomic_load_explicit(&((rp_runtime *)rt)->ntasks,
+                                 memory_order_acquire))
+    return NULL;
+  return task_at(rt, id);
+}
+
+uint32_t rp__task_count(const rp_runtime *rt) {
+  return atomic_load_explicit(&((rp_runtime *)rt)->ntasks,
+                              memory_order_acquire);
+}
+
+rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
+                           rp_task_id *out) {
+  if (!rt || !d || !out)
+    return rp__err(RP_EINVAL, "rp_task_register: NULL argument");
+  if (!d->name || !*d->name)
+    return rp__err(RP_EINVAL, "rp_task_register: task needs a name");
+  if (!d->cpu_fn && !d->gpu_fn)
+    return rp__err(RP_EINVAL, "rp_task_register: task '%s' has no variant",
+                   d->name);
+  if (d->flags & ~(unsigned)(RP_TASK_STREAM_ORDERED | RP_TASK_HOST))
+    return rp__err(RP_EINVAL, "rp_task_register: task '%s' has unknown flags "
+                   "%#x", d->name, d->flags);
+  if ((d->flags & RP_TASK_STREAM_ORDERED) && (d->flags & RP_TASK_HOST))
+    return rp__err(RP_EINVAL,
+                   "rp_task_register: task '%s' cannot be both STREAM_ORDERED "
+                   "and HOST",
+                   d->name);
+  pthread_mutex_lock(&rt->task_lock);
+  uint32_t n = atomic_load(&rt->ntasks);
+  for (uint32_t i = 0; i < n; i++)
+    if (strcmp(task_at(rt, i)->name, d->name) == 0) {
+      pthread_mutex_unlock(&rt->task_lock);
+      return rp__err(RP_EEXIST, "task '%s' is already registered (id %u)",
+                     d->name, i);
+    }
+  rp_status st = rp__ctable_reserve(&rt->tasks, n);
+  char *name = st ? NULL : rp__strdup(d->name);
+  if (!name) {
+    pthread_mutex_unlock(&rt->task_lock);
+    return rp__err(RP_ENOMEM, "rp_task_register: out of memory");
+  }
+  rp_task_rec *t = task_at(rt, n);
+  t->name = name;
+  t->cpu_fn = d->cpu_fn;
+  t->gpu_fn = d->gpu_fn;
+  t->flags = d->flags ? d->flags : RP_TASK_HOST;
+  t->cost_ns = d->cost_ns;
+  /* release: the record is complete before readers can see its id */
+  atomic_store_explicit(&rt->ntasks, n + 1, memory_order_release);
+  pthread_mutex_unlock(&rt->task_lock);
+  *out = n;
+  return RP_OK;
+}
+
+rp_status rp_task_find(const rp_runtime *rt, const char *name,
+                       rp_task_id *out) {
+  if (!rt || !name || !out)
+    return rp__err(RP_EINVAL, "rp_task_find: NULL argument");
+  uint32_t n = rp__task_count(rt);
+  for (uint32_t i = 0; i < n; i++)
+    if (strcmp(task_at(rt, i)->name, name) == 0) {
+      *out = i;
+      return RP_OK;
+    }
+  return rp__err(RP_ENOTASK, "no task named '%s'", name);
+}
+
+const char *rp_task_name(const rp_runtime *rt, rp_task_id id) {
+  const rp_task_rec *t = rt ? rp__task_get(rt, id) : NULL;
+  return t ? t->name : NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Task context accessors */
+
+rp_runtime *rp_ctx_runtime(const rp_task_ctx *c) { return c->rt; }
+rp_proc rp_ctx_proc(const rp_task_ctx *c) { return c->proc; }
+rp_proc_kind rp_ctx_proc_kind(const rp_task_ctx *c) { return c->kind; }
+uint32_t rp_ctx_shard(const rp_task_ctx *c) { return c->shard; }
+uint32_t rp_ctx_shards(const rp_task_ctx *c) { return c->shards; }
+void *rp_ctx_stream(const rp_task_ctx *c) { return c->stream; }
+uint64_t rp_ctx_replay(const rp_task_ctx *c) { return c->replay; }
+uint32_t rp_ctx_access_count(const rp_task_ctx *c) { return c->naccess; }
+
+const void *rp_ctx_args(const rp_task_ctx *c, size_t *size) {
+  if (size)
+    *size = c->args_size;
+  return c->args;
+}
+
+void *rp_ctx_ptr(const rp_task_ctx *c, uint32_t i) {
+  return i < c->naccess ? c->insts[i].ptr : NULL;
+}
+
+const rp_instance_info *rp_ctx_inst(const rp_task_ctx *c, uint32_t i) {
+  return i < c->naccess ? &c->insts[i] : NULL;
+}
+
+void *rp_ctx_workspace(const rp_task_ctx *c, size_t *bytes) {
+  if (bytes)
+    *bytes = c->workspace_bytes;
+  return c->workspace;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Layer slots, poller, accounting */
+
+void *rp__layer_get(rp_runtime *rt, int layer) {
+  pthread_mutex_lock(&rt->layer_lock);
+  void *s = rt->layers[layer];
+  pthread_mutex_unlock(&rt->layer_lock);
+  return s;
+}
+
+void *rp__layer_set(rp_runtime *rt, int layer, void *state,
+                    void (*dtor)(rp_runtime *, void *)) {
+  pthread_mutex_lock(&rt->layer_lock);
+  if (!rt->layers[layer]) {
+    rt->layers[layer] = state;
+    rt->layer_dtor[layer] = dtor;
+  }
+  void *s = rt->layers[layer];
+  pthread_mutex_unlock(&rt->layer_lock);
+  return s;
+}
+
+void *rp__cuda_state(rp_runtime *rt) { return rt->cuda_state; }
+
+void rp__runtime_ref(rp_runtime *rt, int delta) {
+  atomic_fetch_add(&rt->live_objects, delta);
+}
+
+rp_status rp__runtime_check(const rp_runtime *rt) {
+  if (RP_UNLIKELY(atomic_load_explicit(&((rp_runtime *)rt)->unusable,
+                                       memory_order_relaxed)))
+    return rp__err(RP_EUNUSABLE, "runtime unusable: %s", rt->unusable_why);
+  return RP_OK;
+}
+
+void rp__runtime_set_unusable(rp_runtime *rt, const char *why) {
+  int zero = 0;
+  if (atomic_compare_exchange_strong(&rt->unusable, &zero, 2)) {
+    snprintf(rt->unusable_why, sizeof rt->unusable_why, "%s", why);
+    atomic_store(&rt->unusable, 1);
+  }
+}
+
+const char *rp_runtime_backend_reason(const rp_runtime *rt) {
+  return rt && rt->backend_reason ? rt->backend_reason : "";
+}
+
+rp_backend_kind rp_runtime_backend(const rp_runtime *rt) {
+  return rt ? rt->kind : RP_BACKEND_CPU;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Allocation counters (jemalloc) */
+
+uint64_t rp_thread_allocated_bytes(void) {
+#ifdef REPRISE_HAVE_JEMALLOC
+  uint64_t v = 0;
+  size_t sz = sizeof v;
+  if (mallctl("thread.allocated", &v, &sz, NULL, 0) == 0)
+    return v;
+#endif
+  return UINT64_MAX;
+}
+
+void rp__alloc_counter_register(rp_runtime *rt, unsigned worker) {
+#ifdef REPRISE_HAVE_JEMALLOC
+  uint64_t *p = NULL;
+  size_t sz = sizeof p;
+  if (rt->worker_alloc && mallctl("thread.allocatedp", &p, &sz, NULL, 0) == 0)
+    atomic_store(&rt->worker_alloc[worker], p);
+#else
+  RP_UNUSED(rt);
+  RP_UNUSED(worker);
+#endif
+}
+
+uint64_t rp_runtime_worker_allocated_bytes(rp_runtime *rt) {
+#ifdef REPRISE_HAVE_JEMALLOC
+  if (!rt || !rt->worker_alloc)
+    return UINT64_MAX;
+  uint64_t sum = 0;
+  for (unsigned w = 0; w < rt->ncpu; w++) {
+    uint64_t *p = atomic_load(&rt->worker_alloc[w]);
+    if (!p)
+      return UINT64_MAX;
+    /* A racy but word-sized read of the worker's own counter: jemalloc
+     * builds are never sanitizer builds. */
+    sum += *(volatile uint64_t *)p;
+  }
+  return sum;
+#else
+  RP_UNUSED(rt);
+  return UINT64_MAX;
+#endif
+}
+
+/* ---------------------------------------------------------------------- */
+/* Create / destroy */
+
+void rp_runtime_config_init(rp_runtime_config *cfg) {
+  if (!cfg)
+    return;
+  memset(cfg, 0, sizeof *cfg);
+  cfg->backend = RP_BACKEND_AUTO;
+}
+
+static rp_status apply_env(rp_runtime_config *cfg) {
+  const char *b = getenv("REPRISE_BACKEND");
+  if (b && *b) {
+    if (!strcasecmp(b, "auto"))
+      cfg->backend = RP_BACKEND_AUTO;
+    else if (!strcasecmp(b, "cpu"))
+      cfg->backend = RP_BACKEND_CPU;
+    else if (!strcasecmp(b, "cuda"))
+      cfg->backend = RP_BACKEND_CUDA;
+    else
+      return rp__err(RP_EINVAL,
+                     "REPRISE_BACKEND=%s: expected auto, cpu or cuda", b);
+  }
+  long n = rp__env_long("REPRISE_CPUS", -1);
+  if (n == 0 || n > RP_MAX_PROCS / 2 || (n < 0 && n != -1))
+    return rp__err(RP_EINVAL, "REPRISE_CPUS=%ld: expected 1..%d", n,
+                   RP_MAX_PROCS / 2);
+  if (n > 0)
+    cfg->cpus = (unsigned)n;
+  long g = rp__env_long("REPRISE_GPUS", -1);
+  if (g > 0 && g <= 16)
+    cfg->gpus = (unsigned)g;
+  return RP_OK;
+}
+
+static atomic_int fallback_said;
+
+static void destroy_parts(rp_runtime *rt) {
+  for (int l = RP_LAYER_COUNT - 1; l >= 0; l--)
+    if (rt->layers[l] && rt->layer_dtor[l]) {
+      rt->layer_dtor[l](rt, rt->layers[l]);
+      rt->layers[l] = NULL;
+    }
+  /* Workers stop first (no task may touch an instance after this)... */
+  if (rt->cpu_state)
+    rp__cpu_backend.fini(rt, rt->cpu_state);
+  rt->cpu_state = NULL;
+  /* ...then instances still alive are freed with the runtime, while the
+   * backends that own their memories are still up. */
+  for (uint32_t i = 0; i < rt->inst_count; i++) {
+    rp_inst_slot *s = (rp_inst_slot *)rp__ctable_at(&rt->insts, i);
+    if (s->live && s->base)
+      rp__mem_free(rt, s->info.mem, s->base);
+    s->live = 0;
+  }
+#ifdef REPRISE_HAVE_CUDA
+  if (rt->cuda_state)
+    rp__cuda_backend.fini(rt, rt->cuda_state);
+  rt->cuda_state = NULL;
+#endif
+  rp__ctable_fini(&rt->insts);
+  uint32_t nt = atomic_load(&rt->ntasks);
+  for (uint32_t i = 0; i < nt; i++)
+    free(((rp_task_rec *)rp__ctable_at(&rt->tasks, i))->name);
+  rp__ctable_fini(&rt->tasks);
+  rp__events_fini(&rt->events);
+  free(rt->worker_alloc);
+  pthread_mutex_destroy(&rt->inst_lock);
+  pthread_mutex_destroy(&rt->task_lock);
+  pthread_mutex_destroy(&rt->layer_lock);
+  free(rt);
+}
+
+rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
+                            rp_runtime **out) {
+  if (!out)
+    return rp__err(RP_EINVAL, "rp_runtime_create: NULL out");
+  *out = NULL;
+  rp_runtime_config cfg;
+  if (cfg_in)
+    cfg = *cfg_in;
+  else
+    rp_runtime_config_init(&cfg);
+  if ((unsigned)cfg.backend > RP_BACKEND_CUDA)
+    return rp__err(RP_EINVAL, "unknown backend %d", (int)cfg.backend);
+  if (!cfg.ignore_env) {
+    rp_status st = apply_env(&cfg);
+    if (st)
+      return st;
+  }
+  if (cfg.cpus > RP_MAX_PROCS / 2)
+    return rp__err(RP_EINVAL, "cpus = %u: at most %d", cfg.cpus,
+                   RP_MAX_PROCS / 2);
+
+  rp_runtime *rt = rp__calloc(1, sizeof *rt);
+  if (!rt)
+    return rp__err(RP_ENOMEM, "rp_runtime_create: out of memory");
+  rt->cfg = cfg;
+  pthread_mutex_init(&rt->inst_lock, NULL);
+  pthread_mutex_init(&rt->task_lock, NULL);
+  pthread_mutex_init(&rt->layer_lock, NULL);
+  rp__ctable_init(&rt->insts, sizeof(rp_inst_slot));
+  rp__ctable_init(&rt->tasks, sizeof(rp_task_rec));
+  rp_status st = rp__events_init(&rt->events);
+  if (st)
+    goto fail;
+
+  unsigned ncpu = cfg.cpus;
+  if (!ncpu) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    ncpu = n < 1 ? 1 : n > RP_MAX_PROCS / 2 ? RP_MAX_PROCS / 2 : (unsigned)n;
+  }
+  rt->cfg.cpus = ncpu;
+#ifdef REPRISE_HAVE_JEMALLOC
+  rt->worker_alloc = rp__calloc(ncpu, sizeof *rt->worker_alloc);
+#endif
+  /* The CPU backend registers the workers and system memory first. */
+  st = rp__cpu_backend.init(rt, &rt->cfg, &rt->cpu_state);
+  if (st)
+    goto fail;
+  rt->ncpu = rt->nprocs;
+  rt->kind = RP_BACKEND_CPU;
+
+  if (cfg.backend != RP_BACKEND_CPU) {
+#ifdef REPRISE_HAVE_CUDA
+    st = rp__cuda_backend.init(rt, &rt->cfg, &rt->cuda_state);
+    if (st == RP_OK) {
+      rt->kind = RP_BACKEND_CUDA;
+    } else if (cfg.backend == RP_BACKEND_CUDA) {
+      st = rp__err_prefix(st, "REPRISE_BACKEND=cuda: ");
+      goto fail;
+    } else {
+      static char why[300];
+      if (!atomic_exchange(&fallback_said, 1)) {
+        snprintf(why, sizeof why, "%s", rp_error_detail());
+        if (!cfg.quiet)
+          fprintf(stderr, "reprise: %s; using the CPU backend\n", why);
+      }
+      rt->backend_reason = why[0] ? why : "no CUDA device answers";
+    }
+#else
+    if (cfg.backend == RP_BACKEND_CUDA) {
+      st = rp__err(RP_ENODEV, "REPRISE_BACKEND=cuda: this build of reprise "
+                              "has no CUDA backend (CUDA toolkit not found)");
+      goto fail;
+    }
+    rt->backend_reason = "built without the CUDA toolkit";
+    if (!atomic_exchange(&fallback_said, 1) && !cfg.quiet)
+      fprintf(stderr, "reprise: built without the CUDA toolkit; using the CPU "
+                      "backend\n");
+#endif
+  }
+  /* Access: every processor reaches host-addressable memories; device
+   * memories are reached by their own device's processors. */
+  for (unsigned p = 0; p < rt->nprocs; p++)
+    for (unsigned m = 0; m < rt->nmems; m++) {
+      const rp_proc_rec *pr = &rt->procs[p];
+      const rp_mem_rec *mr = &rt->mems[m];
+      if (mr->info.kind == RP_MEM_GPU)
+        rt->access[p][m] = pr->info.kind == RP_PROC_GPU &&
+                           pr->info.device == mr->info.device;
+      else
+        rt->access[p][m] = mr->info.kind == RP_MEM_SYSTEM
+                               ? pr->info.kind == RP_PROC_CPU
+                               : 1; /* pinned: both */
+    }
+  *out = rt;
+  return RP_OK;
+fail:
+  destroy_parts(rt);
+  return st;
+}
+
+rp_status rp_runtime_drain(rp_runtime *rt) {
+  if (!rt)
+    return rp__err(RP_EINVAL, "rp_runtime_drain: NULL runtime");
+#ifdef REPRISE_HAVE_CUDA
+  if (rt->cuda_state && rp__cuda_backend.drain)
+    rp__cuda_backend.drain(rt->cuda_state);
+#endif
+  rp__cpu_backend.drain(rt->cpu_state);
+  return RP_OK;
+}
+
+rp_status rp_runtime_destroy(rp_runtime *rt) {
+  if (!rt)
+    return RP_OK;
+  int32_t live = atomic_load(&rt->live_objects);
+  if (live > 0)
+    return rp__err(RP_EBUSY,
+                   "rp_runtime_destroy: %d graphs or execs are still alive",
+                   (int)live);
+  destroy_parts(rt);
+  return RP_OK;
+}

@@ -1,0 +1,191 @@
+/* engine/util.c — errors, allocation helpers, clocks, futexes, tunables. */
+#include "util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef REPRISE_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+/* ---- status text: generated from the one list in reprise.h ---- */
+
+const char *rp_status_str(rp_status st) {
+  switch (st) {
+#define RP_STR_(name, code, text)                                              \
+  case RP_##name:                                                              \
+    return text;
+    RP_STATUS_MAP(RP_STR_)
+#undef RP_STR_
+  }
+  return "unknown status";
+}
+
+const char *rp_status_name(rp_status st) {
+  switch (st) {
+#define RP_NAME_(name, code, text)                                             \
+  case RP_##name:                                                              \
+    return "RP_" #name;
+    RP_STATUS_MAP(RP_NAME_)
+#undef RP_NAME_
+  }
+  return "RP_?";
+}
+
+unsigned rp_version(void) { return REPRISE_VERSION_HEX; }
+
+#define RP_STR2_(x) #x
+#define RP_STR_(x) RP_STR2_(x)
+const char *rp_version_string(void) {
+  return RP_STR_(REPRISE_VERSION_MAJOR) "." RP_STR_(
+      REPRISE_VERSION_MINOR) "." RP_STR_(REPRISE_VERSION_PATCH);
+}
+
+/* ---- error detail ---- */
+
+static _Thread_local char tl_detail[512];
+
+const char *rp_error_detail(void) { return tl_detail; }
+
+rp_status rp__err(rp_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tl_detail, sizeof tl_detail, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+rp_status rp__err_prefix(rp_status st, const char *fmt, ...) {
+  char old[sizeof tl_detail];
+  memcpy(old, tl_detail, sizeof old);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tl_detail, sizeof tl_detail, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof tl_detail)
+    snprintf(tl_detail + n, sizeof tl_detail - (size_t)n, "%s", old);
+  return st;
+}
+
+void rp__assert_fail(const char *expr, const char *file, int line) {
+  fprintf(stderr, "reprise: internal invariant failed: %s (%s:%d)\n", expr,
+          file, line);
+  fflush(stderr);
+  abort();
+}
+
+/* ---- allocation ---- */
+
+void *rp__calloc(size_t n, size_t size) {
+  if (n == 0 || size == 0)
+    n = size = 1;
+  return calloc(n, size);
+}
+
+void *rp__reallocarray(void *p, size_t n, size_t size) {
+  size_t bytes;
+  if (!rp__mul_ok(n, size, &bytes))
+    return NULL;
+  return realloc(p, bytes ? bytes : 1);
+}
+
+char *rp__strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d)
+    memcpy(d, s, n);
+  return d;
+}
+
+bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem) {
+  if (need <= *cap)
+    return true;
+  uint64_t ncap = *cap ? (uint64_t)*cap * 2 : 8;
+  while (ncap < need)
+    ncap *= 2;
+  if (ncap > UINT32_MAX)
+    ncap = UINT32_MAX;
+  if (ncap < need)
+    return false;
+  void *np = rp__reallocarray(*pp, (size_t)ncap, elem);
+  if (!np)
+    return false;
+  memset((char *)np + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
+  *pp = np;
+  *cap = (uint32_t)ncap;
+  return true;
+}
+
+/* ---- clocks, futexes ---- */
+
+uint64_t rp__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void rp__futex_wait(_Atomic uint32_t *addr, uint32_t expected,
+                    int64_t timeout_ns) {
+  struct timespec ts, *tsp = NULL;
+  if (timeout_ns >= 0) {
+    ts.tv_sec = (time_t)(timeout_ns / 1000000000);
+    ts.tv_nsec = (long)(timeout_ns % 1000000000);
+    tsp = &ts;
+  }
+  /* Returns on wake, on *addr != expected (EAGAIN), on timeout or signal:
+   * every caller re-checks its condition in a loop. */
+  syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, expected, tsp, NULL,
+          0);
+}
+
+void rp__futex_wake(_Atomic uint32_t *addr, int n) {
+  syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+long rp__env_long(const char *name, long dflt) {
+  const char *s = getenv(name);
+  if (!s || !*s)
+    return dflt;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end)
+    return dflt;
+  return v;
+}
+
+static rp_tunables g_tun;
+static pthread_once_t g_tun_once = PTHREAD_ONCE_INIT;
+
+static void tunables_init(void) {
+  long spin = rp__env_long("REPRISE_SPIN", 4000);
+  g_tun.spin = spin < 0 ? 0 : spin > 100000000 ? 100000000 : (uint32_t)spin;
+}
+
+const rp_tunables *rp__tunables(void) {
+  pthread_once(&g_tun_once, tunables_init);
+  return &g_tun;
+}
+
+/* ---- NVTX ---- */
+
+void rp__nvtx_push(const char *name) {
+#ifdef REPRISE_HAVE_NVTX
+  nvtxRangePushA(name);
+#else
+  RP_UNUSED(name);
+#endif
+}
+
+void rp__nvtx_pop(void) {
+#ifdef REPRISE_HAVE_NVTX
+  nvtxRangePop();
+#endif
+}

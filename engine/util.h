@@ -1,0 +1,100 @@
+/* engine/util.h — shared internal helpers: asserts, error reporting, atomics,
+ * futexes, clocks. Private to libreprise. */
+#ifndef RP_UTIL_H
+#define RP_UTIL_H
+
+#include "reprise.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define RP_CACHELINE 64
+#define RP_ALIGNED_LINE _Alignas(RP_CACHELINE)
+#define RP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define RP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define RP_UNUSED(x) ((void)(x))
+
+/* Always-on invariant check: a broken internal invariant is a bug in reprise,
+ * never the user's input; it prints the expression and aborts. */
+#define RP_ASSERT(e)                                                           \
+  do {                                                                         \
+    if (RP_UNLIKELY(!(e)))                                                     \
+      rp__assert_fail(#e, __FILE__, __LINE__);                                 \
+  } while (0)
+
+/* Costly checks: compiled always, evaluated only in debug builds. */
+#ifdef NDEBUG
+#define RP_DEBUG 0
+#else
+#define RP_DEBUG 1
+#endif
+#define RP_DASSERT(e)                                                          \
+  do {                                                                         \
+    if (RP_DEBUG)                                                              \
+      RP_ASSERT(e);                                                            \
+  } while (0)
+
+_Noreturn void rp__assert_fail(const char *expr, const char *file, int line);
+
+/* Records a detail message for rp_error_detail() and returns st. */
+rp_status rp__err(rp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Keeps the current detail but prefixes it. */
+rp_status rp__err_prefix(rp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Allocation helpers: zeroed, overflow-checked. NULL on failure. */
+void *rp__calloc(size_t n, size_t size);
+void *rp__reallocarray(void *p, size_t n, size_t size);
+char *rp__strdup(const char *s);
+/* Overflow-checked multiply/add; return false on overflow. */
+static inline bool rp__mul_ok(size_t a, size_t b, size_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool rp__add_ok(size_t a, size_t b, size_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+
+/* Grows a dynamic array *pp of *cap elements to hold at least need. */
+bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem);
+
+/* Monotonic nanoseconds. */
+uint64_t rp__now_ns(void);
+/* Spin-loop hint. */
+static inline void rp__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* Futex on a 32-bit word: wait while *addr == expected (timeout_ns < 0:
+ * forever); wake up to n waiters. Spurious returns are allowed. */
+void rp__futex_wait(_Atomic uint32_t *addr, uint32_t expected,
+                    int64_t timeout_ns);
+void rp__futex_wake(_Atomic uint32_t *addr, int n);
+
+/* Environment integer with default (invalid text -> default). */
+long rp__env_long(const char *name, long dflt);
+
+/* Tunables (see README "Tunables"): read once from the environment. */
+typedef struct rp_tunables {
+  /* Iterations a waiting thread spins before it sleeps on a futex. Default
+   * 4000 pause-iterations (~20-40 us on the x86 machines measured): longer
+   * than a typical cross-core hand-off (65-330 ns) so that back-to-back
+   * replays never sleep, short enough that an idle worker gives its core back
+   * to the host thread quickly on a 2-core machine. env REPRISE_SPIN. */
+  uint32_t spin;
+} rp_tunables;
+const rp_tunables *rp__tunables(void);
+
+/* NVTX ranges (compiled out without the CUDA toolkit's nvtx3 headers). */
+void rp__nvtx_push(const char *name);
+void rp__nvtx_pop(void);
+
+#endif

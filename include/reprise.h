@@ -1,0 +1,620 @@
+/*
+ * reprise — record one training step once, replay it many times.
+ *
+ * The one public header. C11, prefix rp_, opaque handles, every fallible call
+ * returns rp_status (0 ok, negative error) and hands objects out through
+ * out-parameters. After an error, rp_error_detail() says (for this thread)
+ * which op, instance, port or argument was wrong. Bad input never aborts,
+ * never corrupts and never leaks: the call returns an error and leaves state
+ * as it was.
+ *
+ * Ownership is in the verb: *_create / *_destroy, *_alloc / *_free. Events
+ * handed out by any call are owned by the caller, who drops them with
+ * rp_event_release(). Destroying NULL is a no-op.
+ *
+ * Layers (each a folder): engine (runtime, processors, memories, instances,
+ * events, tasks, backends) -> xfer (copies, parallel operators) -> capture
+ * (launch API, dependence analysis, recording, graphs) -> replay (instantiate,
+ * scheduler).
+ *
+ * ---------------------------------------------------------------------------
+ * The capture contract
+ *
+ * Between rp_capture_begin() and rp_capture_end() on a runtime, the launch
+ * calls (rp_launch_task, rp_launch_copy, rp_launch_parallel) made by the
+ * capturing thread are recorded instead of run. Dependencies between recorded
+ * ops are inferred from their declared accesses exactly as in eager mode
+ * (read-after-write, write-after-read, write-after-write; reductions with the
+ * same operator commute). The event a recorded launch hands out is an op
+ * reference: it may be passed as another recorded launch's `wait` (an explicit
+ * edge) or to rp_capture_postcondition(); it cannot be waited on from the host.
+ *
+ * What may be recorded: tasks on a processor, on "any CPU worker", or over N
+ * shards; copies; parallel operators. What may not: host waits, eager events
+ * as preconditions (use rp_capture_precondition() for a port instead), and
+ * launches from other threads (they return RP_ECAPTURE while a capture is
+ * open).
+ *
+ * What may change per replay without a new instantiate: the bytes of the
+ * replay's argument block (reaching ops through declared interpolations,
+ * including an SPMD launch's shard count up to its declared maximum), the
+ * events supplied to precondition ports. What forces a new instantiate: any
+ * change of ops, edges, processors, instances (a freed or reallocated instance
+ * makes every later replay fail with RP_ESTALE), task functions or workspace
+ * sizes.
+ *
+ * Tasks run inside a replay promise not to launch tasks and not to wait on
+ * events; a task that does gets RP_ECONTRACT from that call, and the replay
+ * completes with RP_ECONTRACT on its done event.
+ */
+#ifndef REPRISE_H
+#define REPRISE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define REPRISE_VERSION_MAJOR 0
+#define REPRISE_VERSION_MINOR 1
+#define REPRISE_VERSION_PATCH 0
+#define REPRISE_VERSION_HEX                                                    \
+  ((REPRISE_VERSION_MAJOR << 16) | (REPRISE_VERSION_MINOR << 8) |              \
+   REPRISE_VERSION_PATCH)
+
+#if defined(REPRISE_STATIC)
+#define RP_API
+#elif defined(_WIN32)
+#define RP_API __declspec(dllimport)
+#else
+#define RP_API __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes: one list, the enum and rp_status_str() are generated from it. */
+
+#define RP_STATUS_MAP(X)                                                       \
+  X(OK, 0, "ok")                                                               \
+  X(EINVAL, -1, "invalid argument")                                            \
+  X(ENOMEM, -2, "out of memory")                                               \
+  X(ERANGE, -3, "size or index out of range")                                  \
+  X(ETYPE, -4, "unknown or mismatched element type")                           \
+  X(ESTALE, -5, "stale handle: the object was freed or reallocated")           \
+  X(EBUSY, -6, "object still in use")                                          \
+  X(ETIMEDOUT, -7, "timed out")                                                \
+  X(ENODEV, -8, "no device answers")                                           \
+  X(EBACKEND, -9, "backend (CUDA, BLAS, MPI) call failed")                     \
+  X(ECONTRACT, -10, "task contract violated")                                  \
+  X(ECYCLE, -11, "graph has a cycle")                                          \
+  X(ENOTASK, -12, "unknown task")                                              \
+  X(EPROC, -13, "processor out of range or of the wrong kind")                 \
+  X(EACCESS, -14, "instance not accessible from the processor")                \
+  X(ESHAPE, -15, "rectangle or shape mismatch")                                \
+  X(EPORT, -16, "port misuse")                                                 \
+  X(ECAPTURE, -17, "capture misuse")                                           \
+  X(EPOISON, -18, "poisoned: an upstream op or precondition failed")          \
+  X(ETASK, -19, "task failed")                                                 \
+  X(EFORMAT, -20, "malformed input")                                           \
+  X(EVERSION, -21, "unsupported format version")                               \
+  X(ECHECKSUM, -22, "checksum mismatch")                                       \
+  X(EIO, -23, "input/output error")                                            \
+  X(EUNSUPPORTED, -24, "not supported by this build or backend")               \
+  X(EPEER, -25, "peer rank did not answer")                                    \
+  X(EEXIST, -26, "already exists")                                             \
+  X(ENOENT, -27, "not found")                                                  \
+  X(EAGAIN, -28, "not ready yet")                                              \
+  X(EUNUSABLE, -29, "runtime unusable after a sticky backend error")
+
+typedef enum rp_status {
+#define RP_STATUS_ENUM_(name, code, text) RP_##name = code,
+  RP_STATUS_MAP(RP_STATUS_ENUM_)
+#undef RP_STATUS_ENUM_
+} rp_status;
+
+/* Static text for a status ("ok", "graph has a cycle", ...). */
+RP_API const char *rp_status_str(rp_status st);
+/* Short name of a status ("RP_ECYCLE"). */
+RP_API const char *rp_status_name(rp_status st);
+/* What the last failing call on this thread said about the failure: names the
+ * op, instance, port or argument. Valid until the next failing call. */
+RP_API const char *rp_error_detail(void);
+
+RP_API unsigned rp_version(void);            /* REPRISE_VERSION_HEX */
+RP_API const char *rp_version_string(void);  /* "0.1.0" */
+
+/* ------------------------------------------------------------------------ */
+/* Runtime */
+
+typedef struct rp_runtime rp_runtime;
+typedef struct rp_graph rp_graph;
+typedef struct rp_exec rp_exec;
+typedef struct rp_task_ctx rp_task_ctx;
+
+typedef enum rp_backend_kind {
+  RP_BACKEND_AUTO = 0, /* CUDA when a device answers, else CPU (says why once) */
+  RP_BACKEND_CPU = 1,
+  RP_BACKEND_CUDA = 2,
+} rp_backend_kind;
+
+typedef struct rp_runtime_config {
+  rp_backend_kind backend; /* env REPRISE_BACKEND=auto|cpu|cuda overrides */
+  unsigned cpus;           /* CPU workers; 0 = one per core. env REPRISE_CPUS */
+  unsigned gpus;           /* logical GPUs; 0 = one per device. env REPRISE_GPUS
+                              (more logical than physical GPUs map round-robin
+                              onto the physical ones) */
+  int quiet;               /* 1: do not print the backend fallback line */
+  int ignore_env;          /* 1: ignore the REPRISE_* environment overrides */
+} rp_runtime_config;
+
+/* Fills defaults (AUTO, all cores). */
+RP_API void rp_runtime_config_init(rp_runtime_config *cfg);
+/* Creates a runtime. cfg may be NULL (defaults). *out is owned by the caller;
+ * destroy with rp_runtime_destroy. */
+RP_API rp_status rp_runtime_create(const rp_runtime_config *cfg,
+                                   rp_runtime **out);
+/* Waits for eager work to drain, then frees everything. RP_EBUSY (and nothing
+ * freed) while graphs or execs created on it are alive. */
+RP_API rp_status rp_runtime_destroy(rp_runtime *rt);
+/* The backend actually in use (CPU or CUDA, never AUTO). */
+RP_API rp_backend_kind rp_runtime_backend(const rp_runtime *rt);
+/* Why AUTO chose the CPU backend (static text), or "" when CUDA was chosen. */
+RP_API const char *rp_runtime_backend_reason(const rp_runtime *rt);
+/* Blocks until every eager op issued so far has completed. */
+RP_API rp_status rp_runtime_drain(rp_runtime *rt);
+
+/* ------------------------------------------------------------------------ */
+/* Processors and memories: small dense indices. CPU workers come first, GPUs
+ * after them. */
+
+typedef uint32_t rp_proc;
+typedef uint32_t rp_mem;
+#define RP_PROC_ANY ((rp_proc)0xffffffffu) /* any CPU worker: engine places */
+
+typedef enum rp_proc_kind { RP_PROC_CPU = 0, RP_PROC_GPU = 1 } rp_proc_kind;
+typedef enum rp_mem_kind {
+  RP_MEM_SYSTEM = 0, /* host memory, CPU-accessible */
+  RP_MEM_PINNED = 1, /* page-locked host memory (CUDA backend) */
+  RP_MEM_GPU = 2,    /* one device's memory */
+} rp_mem_kind;
+
+typedef struct rp_proc_info {
+  rp_proc_kind kind;
+  int device;   /* GPU: logical device index; CPU: worker index */
+  rp_mem local; /* the memory this processor works in */
+} rp_proc_info;
+
+typedef struct rp_mem_info {
+  rp_mem_kind kind;
+  int device; /* GPU memory: logical device; else -1 */
+} rp_mem_info;
+
+RP_API unsigned rp_proc_count(const rp_runtime *rt);
+RP_API unsigned rp_mem_count(const rp_runtime *rt);
+RP_API rp_status rp_proc_query(const rp_runtime *rt, rp_proc p,
+                               rp_proc_info *out);
+RP_API rp_status rp_mem_query(const rp_runtime *rt, rp_mem m, rp_mem_info *out);
+/* 1 when tasks on p may read and write instances in m directly. */
+RP_API int rp_proc_can_access(const rp_runtime *rt, rp_proc p, rp_mem m);
+/* The memory of the given kind (device index for GPU memory), or RP_ENOENT. */
+RP_API rp_status rp_mem_find(const rp_runtime *rt, rp_mem_kind kind, int device,
+                             rp_mem *out);
+
+/* ------------------------------------------------------------------------ */
+/* Instances: a buffer in one memory with an element type, a rectangle and
+ * strides. The handle carries the instance's generation: freeing or
+ * reallocating bumps it, and every use of an older handle returns RP_ESTALE. */
+
+#define RP_MAX_DIM 4
+
+typedef enum rp_dtype {
+  RP_F32 = 0,
+  RP_F64 = 1,
+  RP_I32 = 2,
+  RP_I64 = 3,
+  RP_U8 = 4,
+  RP_DTYPE_COUNT_
+} rp_dtype;
+
+/* A rectangle of `dim` dimensions, lo..hi inclusive per dimension. The origin
+ * may be non-zero: a shard keeps its global coordinates. */
+typedef struct rp_rect {
+  int dim;
+  int64_t lo[RP_MAX_DIM];
+  int64_t hi[RP_MAX_DIM];
+} rp_rect;
+
+typedef struct rp_inst {
+  uint64_t id; /* slot (low 32 bits) and generation (high 32); 0 = none */
+} rp_inst;
+
+typedef struct rp_instance_info {
+  rp_mem mem;
+  rp_dtype dtype;
+  rp_rect rect;
+  int64_t strides[RP_MAX_DIM]; /* in elements */
+  size_t bytes;                /* bytes spanned by the layout */
+  void *ptr;                   /* element at rect.lo (device pointer on GPU) */
+  uint32_t generation;
+  int external; /* 1: wraps caller memory */
+} rp_instance_info;
+
+RP_API size_t rp_dtype_size(rp_dtype t); /* 0 for an unknown type */
+RP_API const char *rp_dtype_name(rp_dtype t);
+/* Number of points in r (0 when empty or invalid). */
+RP_API int64_t rp_rect_volume(const rp_rect *r);
+/* Convenience: a dim-D rectangle from lo and extents. */
+RP_API rp_rect rp_rect_make(int dim, const int64_t *lo, const int64_t *extent);
+RP_API rp_rect rp_rect_1d(int64_t lo, int64_t hi);
+RP_API rp_rect rp_rect_2d(int64_t lo0, int64_t hi0, int64_t lo1, int64_t hi1);
+
+/* Allocates an instance. strides (elements per step in each dimension) may be
+ * NULL for dense row-major (last dimension fastest). Errors: RP_ETYPE unknown
+ * type, RP_ESHAPE empty/inverted rectangle or bad dim, RP_ERANGE size overflow
+ * or strides that overlap, RP_EINVAL unknown memory. Free with
+ * rp_instance_free. Contents are zero. */
+RP_API rp_status rp_instance_create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
+                                    const rp_rect *rect, const int64_t *strides,
+                                    rp_inst *out);
+/* Wraps caller memory (which stays the caller's: free does not release it).
+ * bytes is the size of the caller's buffer; the layout must fit in it. */
+RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
+                                             rp_dtype dtype,
+                                             const rp_rect *rect,
+                                             const int64_t *strides, void *ptr,
+                                             size_t bytes, rp_inst *out);
+/* Frees the instance; its handle (and every copy of it) becomes stale. */
+RP_API rp_status rp_instance_free(rp_runtime *rt, rp_inst inst);
+/* Gives the instance fresh storage of the same shape (zeroed) and a new
+ * generation; *inout is updated, every older copy of the handle is stale. */
+RP_API rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout);
+RP_API rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
+                                   rp_instance_info *out);
+/* Host pointer to the element at rect.lo, or NULL (stale handle or memory the
+ * host cannot address). */
+RP_API void *rp_instance_ptr(const rp_runtime *rt, rp_inst inst);
+/* Copies the instance's points (row-major over its rectangle) to/from a dense
+ * host buffer of rect volume * dtype size bytes; works for every memory.
+ * Synchronous with respect to the host; waits for nothing else. */
+RP_API rp_status rp_instance_read(rp_runtime *rt, rp_inst inst, void *dst,
+                                  size_t bytes);
+RP_API rp_status rp_instance_write(rp_runtime *rt, rp_inst inst,
+                                   const void *src, size_t bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Events: one-shot completion signals with generational handles. An event is
+ * pending, triggered, or poisoned with a status. Every call that hands out an
+ * event gives the caller one reference; drop it with rp_event_release(). A
+ * handle whose event was released and recycled is detected: RP_ESTALE. */
+
+typedef struct rp_event {
+  uint64_t id; /* 0 = no event (always triggered) */
+} rp_event;
+#define RP_NO_EVENT ((rp_event){0})
+
+/* A user event, triggered by rp_event_trigger / rp_event_poison. */
+RP_API rp_status rp_event_create(rp_runtime *rt, rp_event *out);
+RP_API rp_status rp_event_trigger(rp_runtime *rt, rp_event e);
+/* Poisons e with why (a negative status). Waiters see why. */
+RP_API rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why);
+/* RP_OK triggered, RP_EAGAIN pending, the poison status, or RP_ESTALE. */
+RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
+/* Waits up to timeout_ns (< 0: forever). Returns RP_OK, the poison status,
+ * RP_ETIMEDOUT, RP_ESTALE, or RP_ECONTRACT when called from a task inside a
+ * replay. */
+RP_API rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns);
+/* Calls cb(arg, status) once e triggers or is poisoned (at once if it already
+ * has), on whichever thread triggers it. cb must not block. */
+RP_API rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
+                                      void (*cb)(void *arg, rp_status st),
+                                      void *arg);
+/* An event that triggers when all of evs have; poisoned with the first poison
+ * status seen if any of them is poisoned. */
+RP_API rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
+                                rp_event *out);
+/* Drops the caller's reference. Releasing RP_NO_EVENT is a no-op. */
+RP_API rp_status rp_event_release(rp_runtime *rt, rp_event e);
+
+/* ------------------------------------------------------------------------ */
+/* Tasks */
+
+typedef uint32_t rp_task_id;
+
+enum rp_task_flags {
+  /* Only enqueues asynchronous work on the stream it is given and never
+   * touches instance data from the host. May be issued before its upstream
+   * work finished (runahead); on CUDA it is captured into a graph node. */
+  RP_TASK_STREAM_ORDERED = 1u << 0,
+  /* Touches data on the host: needs host- and device-side completion of its
+   * inputs. The default when STREAM_ORDERED is not given. */
+  RP_TASK_HOST = 1u << 1,
+};
+
+typedef rp_status (*rp_task_fn)(rp_task_ctx *ctx);
+
+typedef struct rp_task_desc {
+  const char *name;   /* unique per runtime; copied */
+  rp_task_fn cpu_fn;  /* variant for CPU workers (may be NULL) */
+  rp_task_fn gpu_fn;  /* variant for GPUs (may be NULL) */
+  unsigned flags;     /* rp_task_flags */
+  uint64_t cost_ns;   /* cost hint for placement; 0 = measure */
+} rp_task_desc;
+
+/* Registers a task. RP_EEXIST for a duplicate name, RP_EINVAL without any
+ * variant or name. */
+RP_API rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *desc,
+                                  rp_task_id *out);
+RP_API rp_status rp_task_find(const rp_runtime *rt, const char *name,
+                              rp_task_id *out);
+RP_API const char *rp_task_name(const rp_runtime *rt, rp_task_id id);
+
+/* What a running task sees. */
+RP_API rp_runtime *rp_ctx_runtime(const rp_task_ctx *ctx);
+RP_API rp_proc rp_ctx_proc(const rp_task_ctx *ctx);
+RP_API rp_proc_kind rp_ctx_proc_kind(const rp_task_ctx *ctx);
+RP_API uint32_t rp_ctx_shard(const rp_task_ctx *ctx);
+RP_API uint32_t rp_ctx_shards(const rp_task_ctx *ctx);
+/* cudaStream_t for GPU tasks, NULL on CPU workers. */
+RP_API void *rp_ctx_stream(const rp_task_ctx *ctx);
+/* The task's argument bytes (after per-replay interpolation). */
+RP_API const void *rp_ctx_args(const rp_task_ctx *ctx, size_t *size);
+RP_API uint32_t rp_ctx_access_count(const rp_task_ctx *ctx);
+/* Pointer to element rect.lo of the i-th declared access's instance. */
+RP_API void *rp_ctx_ptr(const rp_task_ctx *ctx, uint32_t i);
+RP_API const rp_instance_info *rp_ctx_inst(const rp_task_ctx *ctx, uint32_t i);
+/* This shard's workspace slice (NULL, 0 when none was declared). */
+RP_API void *rp_ctx_workspace(const rp_task_ctx *ctx, size_t *bytes);
+/* Replay number (0-based) inside a replay; UINT64_MAX in eager mode. */
+RP_API uint64_t rp_ctx_replay(const rp_task_ctx *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* The launch API: asynchronous, dependencies inferred from accesses. */
+
+typedef enum rp_privilege {
+  RP_READ = 1,
+  RP_WRITE = 2,
+  RP_RW = 3,
+  RP_REDUCE = 4, /* fold with redop; commutes with same-redop reductions */
+} rp_privilege;
+
+typedef enum rp_redop {
+  RP_REDOP_NONE = 0,
+  RP_REDOP_SUM = 1,
+} rp_redop;
+
+typedef struct rp_access {
+  rp_inst inst;
+  rp_privilege priv;
+  rp_redop redop; /* for RP_REDUCE */
+} rp_access;
+
+/* Per-replay argument interpolation: `bytes` bytes at `src_offset` of the
+ * replay's argument block are copied to `dst_offset` of the op's arguments
+ * before the op runs. dst_offset RP_INTERP_SHARDS targets an SPMD launch's
+ * shard count (a uint32_t, clamped to 1..max shards). */
+typedef struct rp_interp {
+  size_t src_offset;
+  size_t dst_offset;
+  size_t bytes;
+} rp_interp;
+#define RP_INTERP_SHARDS ((size_t)-1)
+
+typedef struct rp_launch {
+  rp_task_id task;
+  rp_proc proc;               /* a processor, or RP_PROC_ANY */
+  const rp_access *accesses;  /* declared accesses (copied) */
+  uint32_t naccess;
+  const void *args;           /* argument bytes (copied) */
+  size_t args_size;
+  uint32_t shards;            /* 0 or 1: single task; N: SPMD over N shards */
+  const rp_proc *shard_procs; /* NULL: engine places shards */
+  size_t workspace_bytes;     /* per shard; 0 = none */
+  size_t workspace_align;     /* power of two; 0 = 64 */
+  rp_event wait;              /* extra precondition (eager event, captured op
+                                 ref or precondition port), or RP_NO_EVENT */
+  uint64_t cost_ns;           /* placement hint; 0 = task's hint / measure */
+  const rp_interp *interps;   /* recorded launches only (copied) */
+  uint32_t ninterp;
+} rp_launch;
+
+/* Copy domain: which points move. */
+typedef enum rp_copy_domain {
+  RP_DOMAIN_INTERSECT = 0, /* intersection of both instances' rectangles */
+  RP_DOMAIN_SRC = 1,       /* the source's rectangle (must fit the dst) */
+  RP_DOMAIN_DST = 2,       /* the destination's rectangle (must fit the src) */
+  RP_DOMAIN_RECT = 3,      /* `rect` below (must fit both) */
+} rp_copy_domain;
+
+typedef struct rp_copy {
+  rp_inst src;
+  rp_inst dst;
+  rp_copy_domain domain;
+  rp_rect rect;  /* for RP_DOMAIN_RECT */
+  rp_redop redop; /* RP_REDOP_SUM: dst += src (f32/f64/i32/i64) */
+  rp_event wait;
+} rp_copy;
+
+/* Parallel operators, each a small set of copies (see README). */
+typedef enum rp_pop_kind {
+  RP_POP_REPLICATE = 0,   /* fwd: whole -> every part; bwd: sum(parts) -> whole */
+  RP_POP_REPARTITION = 1, /* fwd: whole scattered into parts; bwd: gathered */
+  RP_POP_COMBINE = 2,     /* fwd: parts gathered into whole; bwd: scattered */
+  RP_POP_REDUCTION = 3,   /* fwd: sum(parts) -> whole; bwd: whole -> every part */
+} rp_pop_kind;
+
+typedef struct rp_parallel_op {
+  rp_pop_kind kind;
+  int backward;         /* 0 forward, 1 backward */
+  rp_inst whole;
+  const rp_inst *parts; /* nparts instances */
+  uint32_t nparts;
+  int dim;              /* partitioned dimension (repartition/combine) */
+  rp_event wait;
+} rp_parallel_op;
+
+/* Launches a task (or N SPMD shards). *done (may be NULL) is the completion
+ * event (eager) or the recorded op's reference (capture). */
+RP_API rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l,
+                                rp_event *done);
+RP_API rp_status rp_launch_copy(rp_runtime *rt, const rp_copy *c,
+                                rp_event *done);
+RP_API rp_status rp_launch_parallel(rp_runtime *rt, const rp_parallel_op *op,
+                                    rp_event *done);
+
+/* Shard i of n of `whole` along dimension `dim`, split as torch.chunk does:
+ * chunk = ceil(extent / n); shard i covers [lo + i*chunk, min(hi, lo +
+ * (i+1)*chunk - 1)]. Trailing shards can be empty: RP_ESHAPE then (callers
+ * should use fewer shards). */
+RP_API rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n,
+                               uint32_t i, rp_rect *out);
+
+/* ------------------------------------------------------------------------ */
+/* Recording: capture */
+
+typedef struct rp_capture_opts {
+  int no_copy_insertion; /* 1: do not insert mirror copies for inaccessible
+                            instances (instantiate then fails with RP_EACCESS) */
+} rp_capture_opts;
+
+/* Starts recording on this thread. RP_ECAPTURE when a capture is already open
+ * on this runtime (from any thread: nested or concurrent capture). */
+RP_API rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts);
+/* Ends recording; *out is a new graph owned by the caller. RP_ECAPTURE when
+ * this thread has no open capture. */
+RP_API rp_status rp_capture_end(rp_runtime *rt, rp_graph **out);
+/* Discards an open capture. */
+RP_API rp_status rp_capture_abort(rp_runtime *rt);
+/* A named precondition port; *ev may be used as a launch's `wait`. */
+RP_API rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
+                                         rp_event *ev, uint32_t *port);
+/* A named postcondition port signalled once all of ops (captured op refs)
+ * completed in a replay. */
+RP_API rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
+                                          const rp_event *ops, uint32_t n,
+                                          uint32_t *port);
+
+/* ------------------------------------------------------------------------ */
+/* Recording: the explicit builder */
+
+typedef uint32_t rp_op_id;
+typedef uint32_t rp_port_id;
+
+typedef enum rp_op_kind {
+  RP_OP_TASK = 0,
+  RP_OP_COPY = 1,
+} rp_op_kind;
+
+/* A new empty graph on rt, owned by the caller. */
+RP_API rp_status rp_graph_create(rp_runtime *rt, rp_graph **out);
+RP_API rp_status rp_graph_destroy(rp_graph *g);
+/* Adds ops. l->wait / c->wait must be RP_NO_EVENT (use edges and ports). */
+RP_API rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l,
+                                   rp_op_id *out);
+RP_API rp_status rp_graph_add_copy(rp_graph *g, const rp_copy *c,
+                                   rp_op_id *out);
+/* Adds the copies of a parallel operator; *first and *count give the op ids
+ * (consecutive). */
+RP_API rp_status rp_graph_add_parallel(rp_graph *g, const rp_parallel_op *op,
+                                       rp_op_id *first, uint32_t *count);
+RP_API rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to);
+/* External ports. A precondition is an event supplied to each replay; a
+ * postcondition an event each replay hands back. */
+RP_API rp_status rp_graph_add_precondition(rp_graph *g, const char *name,
+                                           rp_port_id *out);
+RP_API rp_status rp_graph_add_postcondition(rp_graph *g, const char *name,
+                                            rp_port_id *out);
+/* op waits for precondition port p / postcondition port p waits for op. */
+RP_API rp_status rp_graph_bind_precondition(rp_graph *g, rp_port_id p,
+                                            rp_op_id op);
+RP_API rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
+                                             rp_op_id op);
+RP_API rp_status rp_graph_add_interp(rp_graph *g, rp_op_id op,
+                                     const rp_interp *ip);
+/* Removes the last edge/op added (to fix a rejected graph). */
+RP_API rp_status rp_graph_remove_edge(rp_graph *g, rp_op_id from, rp_op_id to);
+RP_API uint32_t rp_graph_op_count(const rp_graph *g);
+RP_API uint32_t rp_graph_edge_count(const rp_graph *g);
+RP_API uint32_t rp_graph_precondition_count(const rp_graph *g);
+RP_API uint32_t rp_graph_postcondition_count(const rp_graph *g);
+/* 1 when `to` transitively depends on `from`. */
+RP_API int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to);
+/* Checks the graph as instantiate would, without building anything. */
+RP_API rp_status rp_graph_validate(const rp_graph *g);
+
+/* ------------------------------------------------------------------------ */
+/* Instantiate and replay */
+
+typedef struct rp_exec_opts {
+  uint32_t max_inflight;     /* replays in flight; 0 = 4 */
+  size_t max_args;           /* replay argument block bytes; 0 = 256 */
+  int no_replace;            /* 1: never re-place from measured costs */
+  uint64_t edge_cost_ns;     /* cross-worker edge cost; 0 = default (200) */
+} rp_exec_opts;
+
+/* Validates g and compiles it into an exec owned by the caller. The exec does
+ * not depend on g afterwards. Errors: RP_ECYCLE, RP_ENOTASK, RP_EPROC,
+ * RP_EACCESS, RP_ESHAPE, RP_ETYPE, RP_EPORT, RP_ESTALE; g is unchanged. */
+RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
+                                rp_exec **out);
+/* Waits for every in-flight replay and callback, then frees. */
+RP_API rp_status rp_exec_destroy(rp_exec *ex);
+
+typedef struct rp_replay_args {
+  const void *args;      /* argument block (copied), may be NULL */
+  size_t args_size;
+  const rp_event *pre;   /* one event per precondition port, in port order */
+  uint32_t npre;
+  rp_event *post;        /* out: one event per postcondition port (owned by
+                            the caller), may be NULL */
+  uint32_t npost;
+} rp_replay_args;
+
+/* Starts one replay and returns at once (blocks only while max_inflight
+ * replays are already in flight). *done (owned by the caller) triggers when
+ * every op finished, or is poisoned with the first error. */
+RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
+                           rp_event *done);
+
+typedef struct rp_exec_stats {
+  uint64_t replays;      /* replays completed */
+  uint64_t ops_run;      /* ops executed (skipped ones not counted) */
+  uint64_t ops_skipped;  /* poisoned ops skipped */
+  uint64_t handoffs;     /* cross-processor waits that were not yet satisfied */
+  uint64_t wakeups;      /* futex wake-ups of sleeping consumers */
+  uint64_t replacements; /* times the exec re-placed itself */
+  uint32_t ops;          /* ops per replay after expansion */
+  uint32_t procs_used;
+} rp_exec_stats;
+RP_API rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out);
+/* The processor an op (by graph op id; shard 0 for SPMD) was placed on. */
+RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
+
+/* ------------------------------------------------------------------------ */
+/* Dump */
+
+typedef enum rp_dump_format {
+  RP_DUMP_TEXT = 0,
+  RP_DUMP_DOT = 1,
+  RP_DUMP_JSON = 2,
+} rp_dump_format;
+
+RP_API rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt);
+RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
+
+/* ------------------------------------------------------------------------ */
+/* Test and benchmark support */
+
+/* Bytes allocated so far by the calling thread (jemalloc's per-thread
+ * counter); UINT64_MAX when the build has no jemalloc. */
+RP_API uint64_t rp_thread_allocated_bytes(void);
+/* Sum of allocated-bytes counters of the runtime's worker threads (sampled
+ * by each worker; see README), UINT64_MAX without jemalloc. */
+RP_API uint64_t rp_runtime_worker_allocated_bytes(rp_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* REPRISE_H */

@@ -1,0 +1,39 @@
+/* test/helpers.h — shared test support: runtime creation per backend, skip
+ * messages, allocation counters. */
+#ifndef RP_TEST_HELPERS_H
+#define RP_TEST_HELPERS_H
+
+#include "reprise.h"
+
+#include <criterion/criterion.h>
+
+/* Asserts that a call returned RP_OK, printing the status and detail. */
+#define RP_CHECK(call)                                                         \
+  do {                                                                         \
+    rp_status st_ = (call);                                                    \
+    cr_assert_eq(st_, RP_OK, "%s -> %s (%s)", #call, rp_status_name(st_),      \
+                 rp_error_detail());                                           \
+  } while (0)
+
+/* Asserts a specific status. */
+#define RP_EXPECT(call, want)                                                  \
+  do {                                                                         \
+    rp_status st_ = (call);                                                    \
+    cr_assert_eq(st_, (want), "%s -> %s, expected %s (%s)", #call,            \
+                 rp_status_name(st_), rp_status_name(want), rp_error_detail()); \
+  } while (0)
+
+/* A CPU runtime with n workers (environment ignored). */
+rp_runtime *th_cpu_runtime(unsigned workers);
+/* A runtime of the given backend; for CUDA without a device the test is
+ * skipped with the reason (cr_skip_test). */
+rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers);
+/* Destroys rt and asserts it returned RP_OK. */
+void th_destroy(rp_runtime *rt);
+/* 1 when a CUDA device answers (probed once per process). */
+int th_cuda_available(const char **why);
+
+/* Backends for parameterized tests. */
+extern rp_backend_kind th_backends[2];
+
+#endif
