@@ -72,6 +72,10 @@ rp_status rp__event_peek(const rp_runtime *rt, rp_event e);
 /* The futex word of a live event: replay workers sleep on it. Its low two
  * bits are 0 while pending. */
 _Atomic uint32_t *rp__event_word(rp_runtime *rt, rp_event e);
+/* Poisons (with st) every pending user event (rp_event_create) that is
+ * still referenced: used when a runtime goes down so that eager work gated
+ * on events nobody will trigger completes. Returns how many. */
+uint32_t rp__events_cancel_user(rp_runtime *rt, rp_status st);
 /* 1 when e is a live handle of this runtime. */
 int rp__event_live(const rp_runtime *rt, rp_event e);
 
@@ -173,9 +177,17 @@ void rp__runtime_set_unusable(rp_runtime *rt, const char *why);
 enum { RP_LAYER_CAPTURE = 0, RP_LAYER_XFER = 1, RP_LAYER_REPLAY = 2,
        RP_LAYER_COUNT };
 void *rp__layer_get(rp_runtime *rt, int layer);
-/* Installs state once (returns the existing one if another thread won). */
+/* Installs state once (returns the existing one if another thread won).
+ * drain (optional) blocks until the layer's outstanding work completed; it
+ * runs in rp_runtime_drain and before the dtors at destroy. It returns
+ * RP_EBUSY when work cannot complete (destroy then fails, nothing freed). */
 void *rp__layer_set(rp_runtime *rt, int layer, void *state,
-                    void (*dtor)(rp_runtime *rt, void *state));
+                    void (*dtor)(rp_runtime *rt, void *state),
+                    rp_status (*drain)(rp_runtime *rt, void *state));
+
+/* 1 while rp_runtime_destroy drains the layers (they may then cancel work
+ * that can never run instead of waiting for it). */
+int rp__runtime_destroying(const rp_runtime *rt);
 
 /* The CUDA backend's opaque state (NULL when the runtime has none). */
 void *rp__cuda_state(rp_runtime *rt);

@@ -44,6 +44,7 @@ typedef struct rp_event_slot {
   _Atomic uint32_t refs;
   _Atomic int32_t poison;
   _Atomic uint32_t next_free; /* free list link (slot index + 1) */
+  _Atomic uint32_t user;      /* created by rp_event_create */
   pthread_mutex_t lock;       /* guards waiters only */
   rp_ev_waiter *waiters;
 } rp_event_slot;
@@ -162,8 +163,10 @@ struct rp_runtime {
   pthread_mutex_t layer_lock;
   void *layers[RP_LAYER_COUNT];
   void (*layer_dtor[RP_LAYER_COUNT])(rp_runtime *, void *);
+  rp_status (*layer_drain[RP_LAYER_COUNT])(rp_runtime *, void *);
 
   _Atomic int32_t live_objects; /* graphs + execs */
+  _Atomic int destroying;
   _Atomic int unusable;
   char unusable_why[256];
 

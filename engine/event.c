@@ -41,6 +41,7 @@ static void slot_init_range(rp_event_table *et, uint32_t from, uint32_t to) {
     atomic_init(&s->refs, 0);
     atomic_init(&s->poison, 0);
     atomic_init(&s->next_free, 0);
+    atomic_init(&s->user, 0);
     pthread_mutex_init(&s->lock, NULL);
     s->waiters = NULL;
   }
@@ -129,6 +130,7 @@ rp_status rp__event_new(rp_runtime *rt, rp_event *out) {
   rp_event_slot *s = slot_at(et, i);
   atomic_store_explicit(&s->poison, 0, memory_order_relaxed);
   atomic_store_explicit(&s->refs, 2, memory_order_relaxed);
+  atomic_store_explicit(&s->user, 0, memory_order_relaxed);
   s->waiters = NULL;
   atomic_store_explicit(&s->state, RP_EV_PENDING, memory_order_release);
   uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
@@ -255,7 +257,25 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
 rp_status rp_event_create(rp_runtime *rt, rp_event *out) {
   if (!rt || !out)
     return rp__err(RP_EINVAL, "rp_event_create: NULL argument");
-  return rp__event_new(rt, out);
+  rp_status st = rp__event_new(rt, out);
+  if (st == RP_OK)
+    atomic_store_explicit(&slot_at(&rt->events, ev_slot_of(*out))->user, 1,
+                          memory_order_relaxed);
+  return st;
+}
+
+uint32_t rp__events_cancel_user(rp_runtime *rt, rp_status st) {
+  uint32_t n = atomic_load(&rt->events.t.size), count = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    rp_event_slot *s = slot_at(&rt->events, i);
+    if (!atomic_load(&s->user) || atomic_load(&s->refs) == 0 ||
+        (atomic_load(&s->state) & RP_EV_STATE_MASK) != RP_EV_PENDING)
+      continue;
+    rp_event e = {(uint64_t)atomic_load(&s->gen) << 32 | (uint64_t)(i + 1)};
+    rp__event_complete(rt, e, st);
+    count++;
+  }
+  return count;
 }
 
 static rp_status user_complete(rp_runtime *rt, rp_event e, rp_status st,

@@ -290,11 +290,13 @@ void *rp__layer_get(rp_runtime *rt, int layer) {
 }
 
 void *rp__layer_set(rp_runtime *rt, int layer, void *state,
-                    void (*dtor)(rp_runtime *, void *)) {
+                    void (*dtor)(rp_runtime *, void *),
+                    rp_status (*drain)(rp_runtime *, void *)) {
   pthread_mutex_lock(&rt->layer_lock);
   if (!rt->layers[layer]) {
     rt->layers[layer] = state;
     rt->layer_dtor[layer] = dtor;
+    rt->layer_drain[layer] = drain;
   }
   void *s = rt->layers[layer];
   pthread_mutex_unlock(&rt->layer_lock);
@@ -302,6 +304,10 @@ void *rp__layer_set(rp_runtime *rt, int layer, void *state,
 }
 
 void *rp__cuda_state(rp_runtime *rt) { return rt->cuda_state; }
+
+int rp__runtime_destroying(const rp_runtime *rt) {
+  return atomic_load(&((rp_runtime *)rt)->destroying);
+}
 
 void rp__runtime_ref(rp_runtime *rt, int delta) {
   atomic_fetch_add(&rt->live_objects, delta);
@@ -548,9 +554,24 @@ fail:
   return st;
 }
 
+static rp_status drain_layers(rp_runtime *rt) {
+  for (int l = RP_LAYER_COUNT - 1; l >= 0; l--) {
+    void *s = rp__layer_get(rt, l);
+    if (s && rt->layer_drain[l]) {
+      rp_status st = rt->layer_drain[l](rt, s);
+      if (st)
+        return st;
+    }
+  }
+  return RP_OK;
+}
+
 rp_status rp_runtime_drain(rp_runtime *rt) {
   if (!rt)
     return rp__err(RP_EINVAL, "rp_runtime_drain: NULL runtime");
+  rp_status st = drain_layers(rt);
+  if (st)
+    return st;
 #ifdef REPRISE_HAVE_CUDA
   if (rt->cuda_state && rp__cuda_backend.drain)
     rp__cuda_backend.drain(rt->cuda_state);
@@ -567,6 +588,11 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
     return rp__err(RP_EBUSY,
                    "rp_runtime_destroy: %d graphs or execs are still alive",
                    (int)live);
+  atomic_store(&rt->destroying, 1);
+  rp_status st = drain_layers(rt);
+  atomic_store(&rt->destroying, 0);
+  if (st)
+    return st;
   destroy_parts(rt);
   return RP_OK;
 }

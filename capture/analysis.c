@@ -1,0 +1,244 @@
+/* capture/analysis.c — dependence analysis from declared accesses.
+ *
+ * Per instance (by slot, reset when the generation changes):
+ *   mode   NONE, WRITE (w = {last writer}) or REDUCE (w = the reductions of
+ *          the current same-operator group)
+ *   r      readers since w
+ *   gpre   for a reduce group: what every member of the group waits for
+ * Rules (RAW, WAR, WAW; same-operator reductions commute):
+ *   READ          waits for w;                      r += self
+ *   WRITE / RW    waits for w and r;                w = {self}, r = {}
+ *   REDUCE(op)    joining the open group (same op, no reader since): waits
+ *                 for gpre; w += self. Else opens a group: waits for w and
+ *                 r; gpre = w + r, w = {self}, r = {}. */
+#include "capture.h"
+
+#include <string.h>
+
+enum { MODE_NONE = 0, MODE_WRITE = 1, MODE_REDUCE = 2 };
+
+typedef struct rp_inst_deps {
+  uint32_t gen;
+  uint8_t mode;
+  rp_redop redop;
+  rp_dep_set w, r, gpre;
+} rp_inst_deps;
+
+void rp__analysis_init(rp_analysis *a, rp_dep_hooks hooks) {
+  memset(a, 0, sizeof *a);
+  a->hooks = hooks;
+}
+
+rp_status rp__depset_add(rp_dep_set *s, rp_dep_token t) {
+  for (uint32_t i = 0; i < s->n; i++)
+    if (s->v[i].id == t.id)
+      return RP_OK;
+  if (!rp__grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
+    return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
+  s->v[s->n++] = t;
+  return RP_OK;
+}
+
+void rp__depset_free(rp_dep_set *s) {
+  free(s->v);
+  s->v = NULL;
+  s->n = s->cap = 0;
+}
+
+static void set_clear(rp_analysis *a, rp_dep_set *s) {
+  if (a->hooks.release)
+    for (uint32_t i = 0; i < s->n; i++)
+      a->hooks.release(a->hooks.arg, s->v[i]);
+  s->n = 0;
+}
+
+/* Drops completed tokens so sets of long-running eager programs stay small.
+ * Called only when a set is full, so the scan is amortized O(1) per add. */
+static void set_prune(rp_analysis *a, rp_dep_set *s) {
+  if (!a->hooks.done)
+    return;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < s->n; i++) {
+    if (a->hooks.done(a->hooks.arg, s->v[i])) {
+      if (a->hooks.release)
+        a->hooks.release(a->hooks.arg, s->v[i]);
+    } else {
+      s->v[k++] = s->v[i];
+    }
+  }
+  s->n = k;
+}
+
+/* Adds a token the state will hold (retained). */
+static rp_status set_hold(rp_analysis *a, rp_dep_set *s, rp_dep_token t) {
+  for (uint32_t i = 0; i < s->n; i++)
+    if (s->v[i].id == t.id)
+      return RP_OK;
+  if (s->n == s->cap) {
+    set_prune(a, s);
+    if (!rp__grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
+      return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
+  }
+  if (a->hooks.retain)
+    a->hooks.retain(a->hooks.arg, t);
+  s->v[s->n++] = t;
+  return RP_OK;
+}
+
+static void deps_reset(rp_analysis *a, rp_inst_deps *d, uint32_t gen) {
+  set_clear(a, &d->w);
+  set_clear(a, &d->r);
+  set_clear(a, &d->gpre);
+  d->mode = MODE_NONE;
+  d->redop = RP_REDOP_NONE;
+  d->gen = gen;
+}
+
+void rp__analysis_fini(rp_analysis *a) {
+  for (uint32_t i = 0; i < a->cap; i++) {
+    rp_inst_deps *d = &a->by_slot[i];
+    deps_reset(a, d, 0);
+    rp__depset_free(&d->w);
+    rp__depset_free(&d->r);
+    rp__depset_free(&d->gpre);
+  }
+  free(a->by_slot);
+  a->by_slot = NULL;
+  a->cap = 0;
+}
+
+/* The state for an instance, reset if it belongs to an older generation. */
+static rp_inst_deps *state_for(rp_analysis *a, rp_inst inst) {
+  uint32_t slot = rp__inst_slot(inst);
+  if (slot >= a->cap) {
+    if (slot == UINT32_MAX ||
+        !rp__grow((void **)&a->by_slot, &a->cap, slot + 1,
+                  sizeof *a->by_slot))
+      return NULL;
+  }
+  rp_inst_deps *d = &a->by_slot[slot];
+  if (d->gen != rp__inst_gen(inst))
+    deps_reset(a, d, rp__inst_gen(inst));
+  return d;
+}
+
+static int joins_group(const rp_inst_deps *d, const rp_access *ac) {
+  return ac->priv == RP_REDUCE && d->mode == MODE_REDUCE &&
+         d->redop == ac->redop && d->r.n == 0;
+}
+
+static rp_status add_all(rp_dep_set *out, const rp_dep_set *in) {
+  for (uint32_t i = 0; i < in->n; i++) {
+    rp_status st = rp__depset_add(out, in->v[i]);
+    if (st)
+      return st;
+  }
+  return RP_OK;
+}
+
+rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc,
+                            uint32_t nacc, rp_dep_set *deps) {
+  for (uint32_t i = 0; i < nacc; i++) {
+    rp_inst_deps *d = state_for(a, acc[i].inst);
+    if (!d)
+      return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
+    rp_status st;
+    if (acc[i].priv == RP_READ)
+      st = add_all(deps, &d->w);
+    else if (joins_group(d, &acc[i]))
+      st = add_all(deps, &d->gpre);
+    else if ((st = add_all(deps, &d->w)) == RP_OK)
+      st = add_all(deps, &d->r);
+    if (st)
+      return st;
+  }
+  return RP_OK;
+}
+
+/* Moves every token of from into to (ownership of the references moves). */
+static rp_status set_move(rp_analysis *a, rp_dep_set *to, rp_dep_set *from) {
+  for (uint32_t i = 0; i < from->n; i++) {
+    rp_status st = set_hold(a, to, from->v[i]);
+    if (st)
+      return st;
+  }
+  set_clear(a, from);
+  return RP_OK;
+}
+
+rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
+                              uint32_t nacc, rp_dep_token self) {
+  for (uint32_t i = 0; i < nacc; i++) {
+    rp_inst_deps *d = state_for(a, acc[i].inst);
+    if (!d)
+      return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
+    rp_status st = RP_OK;
+    switch (acc[i].priv) {
+    case RP_READ:
+      st = set_hold(a, &d->r, self);
+      break;
+    case RP_REDUCE:
+      if (joins_group(d, &acc[i])) {
+        st = set_hold(a, &d->w, self);
+        break;
+      }
+      set_clear(a, &d->gpre);
+      if ((st = set_move(a, &d->gpre, &d->w)) == RP_OK &&
+          (st = set_move(a, &d->gpre, &d->r)) == RP_OK)
+        st = set_hold(a, &d->w, self);
+      d->mode = MODE_REDUCE;
+      d->redop = acc[i].redop;
+      break;
+    default: /* WRITE, RW */
+      set_clear(a, &d->w);
+      set_clear(a, &d->r);
+      set_clear(a, &d->gpre);
+      st = set_hold(a, &d->w, self);
+      d->mode = MODE_WRITE;
+      break;
+    }
+    if (st)
+      return st;
+  }
+  return RP_OK;
+}
+
+rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out) {
+  uint32_t slot = rp__inst_slot(inst);
+  if (slot >= a->cap || a->by_slot[slot].gen != rp__inst_gen(inst))
+    return RP_OK;
+  rp_inst_deps *d = &a->by_slot[slot];
+  rp_status st = add_all(out, &d->w);
+  if (!st)
+    st = add_all(out, &d->r);
+  if (!st)
+    st = add_all(out, &d->gpre);
+  return st;
+}
+
+rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
+                             uint32_t nacc, const char *what) {
+  if (nacc && !acc)
+    return rp__err(RP_EINVAL, "%s: %u accesses but NULL array", what, nacc);
+  for (uint32_t i = 0; i < nacc; i++) {
+    rp_inst_view v;
+    if (rp__inst_view(rt, acc[i].inst, &v) != RP_OK)
+      return rp__err(RP_ESTALE, "%s: access %u: instance %#llx is stale or "
+                     "unknown", what, i, (unsigned long long)acc[i].inst.id);
+    switch (acc[i].priv) {
+    case RP_READ:
+    case RP_WRITE:
+    case RP_RW:
+      break;
+    case RP_REDUCE:
+      if (acc[i].redop != RP_REDOP_SUM)
+        return rp__err(RP_EINVAL, "%s: access %u: unknown reduction "
+                       "operator %d", what, i, (int)acc[i].redop);
+      break;
+    default:
+      return rp__err(RP_EINVAL, "%s: access %u: unknown privilege %d", what,
+                     i, (int)acc[i].priv);
+    }
+  }
+  return RP_OK;
+}

@@ -1,0 +1,134 @@
+/* capture/capture.h — what the capture layer offers the layers above it
+ * (replay, graph files, tools): the recorded graph's read-only form, and the
+ * dependence analysis.
+ *
+ * The capture layer owns graphs: their ops, edges, ports and
+ * interpolations. Other layers read a graph through the const structs below
+ * and never modify them; every change goes through the rp_graph_* API, which
+ * validates it. Private to libreprise. */
+#ifndef RP_CAPTURE_H
+#define RP_CAPTURE_H
+
+#include "engine/engine.h"
+
+/* One recorded op. A parallel operator is recorded as its copies, each
+ * tagged with the operator's group so dumps and graph files can show it. */
+typedef struct rp_gop {
+  rp_op_kind kind;
+  /* task ops */
+  rp_task_id task;
+  rp_proc proc;          /* a processor or RP_PROC_ANY */
+  uint32_t shards;       /* >= 1 */
+  rp_proc *shard_procs;  /* NULL or `shards` entries */
+  size_t ws_bytes;       /* per shard */
+  size_t ws_align;
+  uint64_t cost_ns;
+  void *args;
+  size_t args_size;
+  rp_access *acc;
+  uint32_t nacc;
+  rp_interp *interps;
+  uint32_t ninterp;
+  /* copy ops */
+  rp_copy copy;          /* wait is always RP_NO_EVENT */
+  uint32_t group;        /* parallel-operator group (0 = none) */
+  rp_pop_kind pop_kind;
+  int pop_backward;
+  /* where the op came from: 1 when capture inserted it (mirror copy) */
+  int inserted;
+} rp_gop;
+
+typedef struct rp_gedge {
+  rp_op_id from, to;
+} rp_gedge;
+
+typedef struct rp_gport {
+  char *name;
+  rp_op_id *ops; /* precondition: ops waiting on it; postcondition: ops it
+                    waits for */
+  uint32_t nops, cap;
+} rp_gport;
+
+struct rp_graph {
+  rp_runtime *rt;
+  rp_gop *ops;
+  uint32_t nops, ops_cap;
+  rp_gedge *edges;
+  uint32_t nedges, edges_cap;
+  rp_gport *pre;
+  uint32_t npre, pre_cap;
+  rp_gport *post;
+  uint32_t npost, post_cap;
+  uint32_t ngroups;
+  int no_copy_insertion;
+};
+
+/* Frees one op's owned arrays. */
+void rp__gop_clear(rp_gop *op);
+/* Deep-copies an op (arrays included). */
+rp_status rp__gop_copy(rp_gop *dst, const rp_gop *src);
+/* Appends an op (deep copy of *op) to g: validates what a builder call
+ * validates (task exists, processor in range, instances live, args sizes,
+ * interpolation ranges). */
+rp_status rp__graph_append(rp_graph *g, const rp_gop *op, rp_op_id *out);
+/* Appends an edge without duplicate checks (caller deduplicates). */
+rp_status rp__graph_edge(rp_graph *g, rp_op_id from, rp_op_id to);
+/* Topological order of g's ops into order[nops]; RP_ECYCLE with the ops on
+ * one cycle named in the detail. */
+rp_status rp__graph_topo(const rp_graph *g, uint32_t *order);
+/* Creates an empty graph (counted against the runtime's live objects). */
+rp_status rp__graph_new(rp_runtime *rt, rp_graph **out);
+const char *rp__op_label(const rp_graph *g, rp_op_id op, char *buf,
+                         size_t n);
+
+/* ---------------------------------------------------------------------- */
+/* Dependence analysis over abstract tokens (an eager op's completion event,
+ * or a recorded op's id), shared by eager execution and capture so both infer
+ * exactly the same dependencies. Per instance it keeps the last writer (or
+ * the current group of same-operator reductions), the readers since, and the
+ * group's own predecessors. */
+
+typedef struct rp_dep_token {
+  uint64_t id;
+  uint32_t proc; /* where the op ran / was placed (eager placement hint) */
+} rp_dep_token;
+
+typedef struct rp_dep_set {
+  rp_dep_token *v;
+  uint32_t n, cap;
+} rp_dep_set;
+
+typedef struct rp_dep_hooks {
+  void (*retain)(void *arg, rp_dep_token t);  /* (optional) */
+  void (*release)(void *arg, rp_dep_token t); /* (optional) */
+  int (*done)(void *arg, rp_dep_token t);     /* (optional) completed? */
+  void *arg;
+} rp_dep_hooks;
+
+typedef struct rp_analysis {
+  struct rp_inst_deps *by_slot;
+  uint32_t cap;
+  rp_dep_hooks hooks;
+} rp_analysis;
+
+void rp__analysis_init(rp_analysis *a, rp_dep_hooks hooks);
+void rp__analysis_fini(rp_analysis *a);
+/* Appends (deduplicated) the tokens an op with these accesses must wait for.
+ * The tokens stay valid until the next commit. */
+rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc,
+                            uint32_t nacc, rp_dep_set *deps);
+/* Records the op `self` as the newest accessor. */
+rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
+                              uint32_t nacc, rp_dep_token self);
+/* Appends every token recorded for instance slot `slot` (for waiting before
+ * an instance is freed). */
+rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out);
+rp_status rp__depset_add(rp_dep_set *s, rp_dep_token t);
+void rp__depset_free(rp_dep_set *s);
+
+/* Validates declared accesses against the runtime: live instances, known
+ * privileges, reduce ops. `what` names the op in errors. */
+rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
+                             uint32_t nacc, const char *what);
+
+#endif

@@ -1,0 +1,55 @@
+/* capture/capture_impl.h — the capture layer's per-runtime state. Only
+ * the capture sources include this. */
+#ifndef RP_CAPTURE_IMPL_H
+#define RP_CAPTURE_IMPL_H
+
+#include "capture.h"
+
+/* Handles handed out while recording are not engine events: the top bit
+ * marks them, bit 62 marks a precondition port, bits 32..61 carry the
+ * capture's serial (so a reference from another capture is rejected) and the
+ * low 32 bits the op or port index + 1. */
+#define RP_REF_BIT (1ull << 63)
+#define RP_REF_PORT (1ull << 62)
+#define RP_REF_SERIAL(id) ((uint32_t)(((id) >> 32) & 0x3fffffffu))
+
+typedef struct rp_capture_state {
+  rp_runtime *rt;
+  /* Eager mode: program-order dependence analysis, serialized by `lock`.
+   * Completion paths never take it. */
+  pthread_mutex_t lock;
+  rp_analysis eager;
+  uint32_t rr; /* round-robin cursor for RP_PROC_ANY */
+  rp_dep_set scratch;  /* per-launch dependency list, reused under lock */
+  rp_event *evs;       /* the same as events, reused under lock */
+  uint32_t evs_cap;
+  _Atomic uint64_t outstanding; /* eager ops launched and not completed */
+
+  /* Recording: one capture per runtime at a time, owned by one thread. */
+  _Atomic int recording;
+  pthread_t owner;
+  uint32_t serial;
+  rp_graph *graph;
+  rp_analysis rec;
+  int failed; /* a recorded launch failed: end returns the error */
+} rp_capture_state;
+
+/* The runtime's capture state, created on first use (NULL on ENOMEM). */
+rp_capture_state *rp__capture_state(rp_runtime *rt);
+/* 1 when the calling thread is recording on rt; RP_ECAPTURE (with detail)
+ * when another thread is. */
+rp_status rp__capture_mode(rp_capture_state *cs, int *recording);
+
+/* Eager execution (eager.c). Validated input. */
+rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
+                         rp_event *done);
+rp_status rp__eager_copy(rp_capture_state *cs, const rp_copy *c,
+                         rp_event *done);
+/* Recording (record.c). */
+rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
+                        rp_event *ref);
+/* Validation shared by eager and recorded launches. */
+rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded);
+rp_status rp__check_interps(const rp_launch *l, const char *name);
+
+#endif

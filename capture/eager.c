@@ -1,0 +1,274 @@
+/* capture/eager.c — eager execution of launches: analyse the accesses in
+ * program order, then hand the op to the engine gated on its dependencies.
+ *
+ * One allocation per launch holds the op, its copied arguments, instance
+ * views, shard records and gate waiters. The analysis lock serializes
+ * launches (program order across threads); completion never takes it. */
+#include "capture_impl.h"
+
+#include <string.h>
+
+#ifdef REPRISE_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
+
+typedef struct eager_task eager_task;
+
+typedef struct eager_shard {
+  rp_work work;
+  eager_task *t;
+  uint32_t index;
+  rp_proc proc;
+} eager_shard;
+
+struct eager_task {
+  rp_gate gate; /* opens when all dependencies completed */
+  rp_capture_state *cs;
+  const rp_task_rec *task;
+  rp_event done;
+  _Atomic uint32_t left;   /* shards not finished */
+  _Atomic int32_t status;  /* first failure */
+  void *args;
+  size_t args_size;
+  rp_instance_info *insts;
+  uint32_t naccess;
+  char *ws;
+  size_t ws_slice;
+  rp_mem ws_mem;
+  uint32_t nshards;
+  eager_shard *shards;
+  rp_gate_waiter *waiters;
+};
+
+/* ---- completion ---- */
+
+static void finish(eager_task *t, rp_status st) {
+  if (st != RP_OK) {
+    int32_t zero = 0;
+    atomic_compare_exchange_strong(&t->status, &zero, (int32_t)st);
+  }
+  /* acq_rel: the last shard sees every other shard's status and effects */
+  if (atomic_fetch_sub_explicit(&t->left, 1, memory_order_acq_rel) != 1)
+    return;
+  rp_capture_state *cs = t->cs;
+  rp_runtime *rt = cs->rt;
+  rp_event done = t->done;
+  rp_status fin = (rp_status)atomic_load(&t->status);
+  if (t->ws)
+    rp__mem_free(rt, t->ws_mem, t->ws);
+  free(t);
+  rp__event_complete(rt, done, fin);
+  /* release: everything the op did happens before a drain returns */
+  atomic_fetch_sub_explicit(&cs->outstanding, 1, memory_order_release);
+}
+
+#ifdef REPRISE_HAVE_CUDA
+static void gpu_done(void *arg, rp_status st) { finish(arg, st); }
+#endif
+
+static void run_shard(eager_shard *sh) {
+  eager_task *t = sh->t;
+  rp_runtime *rt = t->cs->rt;
+  const rp_proc_info *pi = rp__proc(rt, sh->proc);
+  rp_task_ctx ctx = {
+      .rt = rt,
+      .proc = sh->proc,
+      .kind = pi->kind,
+      .shard = sh->index,
+      .shards = t->nshards,
+      .args = t->args,
+      .args_size = t->args_size,
+      .naccess = t->naccess,
+      .insts = t->insts,
+      .workspace = t->ws ? t->ws + sh->index * t->ws_slice : NULL,
+      .workspace_bytes = t->ws ? t->ws_slice : 0,
+      .replay = UINT64_MAX,
+  };
+  rp__nvtx_push(t->task->name);
+  if (pi->kind == RP_PROC_GPU) {
+#ifdef REPRISE_HAVE_CUDA
+    ctx.stream = rp__cuda_proc_stream(rt, sh->proc);
+    rp_status st = t->task->gpu_fn(&ctx);
+    rp__nvtx_pop();
+    /* The task only enqueued work: completion comes from the stream. */
+    if (st == RP_OK)
+      st = rp__cuda_on_stream_done(rt, ctx.stream, gpu_done, t);
+    if (st != RP_OK)
+      finish(t, st);
+    return;
+#endif
+  }
+  rp_status st = t->task->cpu_fn(&ctx);
+  rp__nvtx_pop();
+  if (st > 0)
+    st = RP_ETASK;
+  finish(t, st);
+}
+
+static void shard_work(rp_work *w) { run_shard((eager_shard *)w); }
+
+/* The gate opened on shard 0's processor: fan the other shards out. */
+static void start(rp_work *w) {
+  eager_task *t = (eager_task *)w;
+  rp_status pre = (rp_status)atomic_load(&t->gate.poison);
+  if (pre != RP_OK) {
+    /* A dependency failed: skip the work, pass its status on. */
+    atomic_store(&t->left, 1);
+    finish(t, pre);
+    return;
+  }
+  for (uint32_t i = 1; i < t->nshards; i++)
+    rp__proc_enqueue(t->cs->rt, t->shards[i].proc, &t->shards[i].work);
+  run_shard(&t->shards[0]);
+}
+
+/* ---- launch ---- */
+
+static void tok_retain(void *arg, rp_dep_token t) {
+  rp__event_retain(arg, (rp_event){t.id});
+}
+static void tok_release(void *arg, rp_dep_token t) {
+  rp_event_release(arg, (rp_event){t.id});
+}
+static int tok_done(void *arg, rp_dep_token t) {
+  return rp__event_peek(arg, (rp_event){t.id}) != RP_EAGAIN;
+}
+
+rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
+rp_dep_hooks rp__eager_hooks(rp_runtime *rt) {
+  return (rp_dep_hooks){tok_retain, tok_release, tok_done, rt};
+}
+
+/* RP_PROC_ANY: follow the newest pending dependency (no hand-off when a
+ * chain can stay on one worker), else spread round-robin. */
+static rp_proc pick_cpu(rp_capture_state *cs, const rp_dep_set *deps) {
+  for (uint32_t i = deps->n; i-- > 0;)
+    if (!tok_done(cs->rt, deps->v[i]) &&
+        deps->v[i].proc < rp__cpu_workers(cs->rt))
+      return deps->v[i].proc;
+  return cs->rr++ % rp__cpu_workers(cs->rt);
+}
+
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
+
+/* One block: task, shards, waiters, instance views, args. */
+static eager_task *task_alloc(uint32_t nshards, uint32_t npre, uint32_t nacc,
+                              size_t args_size) {
+  size_t off_sh = align_up(sizeof(eager_task), 16);
+  size_t off_w = off_sh + align_up(sizeof(eager_shard) * nshards, 16);
+  size_t off_i = off_w + align_up(sizeof(rp_gate_waiter) * npre, 16);
+  size_t off_a = off_i + align_up(sizeof(rp_instance_info) * nacc, 16);
+  char *b = malloc(off_a + (args_size ? args_size : 1));
+  if (!b)
+    return NULL;
+  eager_task *t = (eager_task *)(void *)b;
+  memset(t, 0, sizeof *t);
+  t->shards = (eager_shard *)(void *)(b + off_sh);
+  t->waiters = (rp_gate_waiter *)(void *)(b + off_w);
+  t->insts = (rp_instance_info *)(void *)(b + off_i);
+  t->args = b + off_a;
+  return t;
+}
+
+static rp_status fill_task(rp_capture_state *cs, eager_task *t,
+                           const rp_launch *l, rp_proc proc0) {
+  rp_runtime *rt = cs->rt;
+  t->cs = cs;
+  t->task = rp__task_get(rt, l->task);
+  t->nshards = l->shards > 1 ? l->shards : 1;
+  t->naccess = l->naccess;
+  t->args_size = l->args_size;
+  if (l->args_size)
+    memcpy(t->args, l->args, l->args_size);
+  for (uint32_t i = 0; i < l->naccess; i++) {
+    rp_inst_view v;
+    rp_status st = rp__inst_view(rt, l->accesses[i].inst, &v);
+    if (st)
+      return st;
+    t->insts[i] = v.info;
+  }
+  for (uint32_t i = 0; i < t->nshards; i++) {
+    eager_shard *sh = &t->shards[i];
+    sh->work.run = shard_work;
+    sh->t = t;
+    sh->index = i;
+    sh->proc = l->shard_procs ? l->shard_procs[i]
+               : i == 0        ? proc0
+                               : (proc0 + i) % rp__cpu_workers(rt);
+  }
+  if (l->workspace_bytes) {
+    size_t align = l->workspace_align ? l->workspace_align : 64;
+    t->ws_slice = align_up(l->workspace_bytes, align);
+    t->ws_mem = rp__proc(rt, t->shards[0].proc)->local;
+    size_t total;
+    if (!rp__mul_ok(t->ws_slice, t->nshards, &total))
+      return rp__err(RP_ERANGE, "workspace of %u x %zu bytes overflows",
+                     t->nshards, t->ws_slice);
+    void *ws;
+    rp_status st = rp__mem_alloc(rt, t->ws_mem, total, align, &ws);
+    if (st)
+      return st;
+    t->ws = ws;
+  }
+  atomic_init(&t->left, t->nshards);
+  atomic_init(&t->status, 0);
+  t->gate.work.run = start;
+  return RP_OK;
+}
+
+rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
+                         rp_event *done) {
+  rp_runtime *rt = cs->rt;
+  eager_task *t = NULL;
+  pthread_mutex_lock(&cs->lock);
+  rp_dep_set deps = cs->scratch; /* reused storage, handed back below */
+  deps.n = 0;
+  rp_status st = rp__analysis_deps(&cs->eager, l->accesses, l->naccess, &deps);
+  if (!st && l->wait.id)
+    st = rp__depset_add(&deps, (rp_dep_token){l->wait.id, UINT32_MAX});
+  if (st)
+    goto out;
+  rp_proc proc0 = l->shard_procs ? l->shard_procs[0]
+                  : l->proc == RP_PROC_ANY ? pick_cpu(cs, &deps)
+                                           : l->proc;
+  uint32_t nshards = l->shards > 1 ? l->shards : 1;
+  t = task_alloc(nshards, deps.n, l->naccess, l->args_size);
+  if (!t || !rp__grow((void **)&cs->evs, &cs->evs_cap, deps.n + 1,
+                      sizeof *cs->evs)) {
+    st = rp__err(RP_ENOMEM, "launch: out of memory");
+    goto out;
+  }
+  if ((st = fill_task(cs, t, l, proc0)) != RP_OK)
+    goto out;
+  if ((st = rp__event_new(rt, &t->done)) != RP_OK)
+    goto out;
+  rp_event *evs = cs->evs;
+  for (uint32_t i = 0; i < deps.n; i++)
+    evs[i].id = deps.v[i].id;
+  rp_event ev = t->done; /* t may be freed once the gate is submitted */
+  atomic_fetch_add_explicit(&cs->outstanding, 1, memory_order_relaxed);
+  st = rp__gate_submit(rt, &t->gate, proc0, evs, deps.n, t->waiters);
+  if (st) {
+    atomic_fetch_sub(&cs->outstanding, 1);
+    rp__event_complete(rt, ev, st);
+    rp_event_release(rt, ev);
+    goto out;
+  }
+  t = NULL;
+  st = rp__analysis_commit(&cs->eager, l->accesses, l->naccess,
+                           (rp_dep_token){ev.id, proc0});
+  cs->scratch = deps;
+  pthread_mutex_unlock(&cs->lock);
+  if (done)
+    *done = ev;
+  else
+    rp_event_release(rt, ev);
+  return st;
+out:
+  cs->scratch = deps;
+  pthread_mutex_unlock(&cs->lock);
+  if (t && t->ws)
+    rp__mem_free(rt, t->ws_mem, t->ws);
+  free(t);
+  return st;
+}

@@ -1,0 +1,428 @@
+/* capture/graph.c — graphs: the explicit builder, validation, topological
+ * order with cycle reporting, transitive dependence queries. */
+#include "capture_impl.h"
+
+#include <string.h>
+
+/* ---- ops ---- */
+
+void rp__gop_clear(rp_gop *op) {
+  free(op->shard_procs);
+  free(op->args);
+  free(op->acc);
+  free(op->interps);
+  memset(op, 0, sizeof *op);
+}
+
+static void *dup_bytes(const void *p, size_t n, int *fail) {
+  if (!n || !p)
+    return NULL;
+  void *d = malloc(n);
+  if (!d)
+    *fail = 1;
+  else
+    memcpy(d, p, n);
+  return d;
+}
+
+rp_status rp__gop_copy(rp_gop *dst, const rp_gop *src) {
+  int fail = 0;
+  *dst = *src;
+  dst->shard_procs =
+      src->shard_procs
+          ? dup_bytes(src->shard_procs, sizeof(rp_proc) * src->shards, &fail)
+          : NULL;
+  dst->args = dup_bytes(src->args, src->args_size, &fail);
+  dst->acc = dup_bytes(src->acc, sizeof(rp_access) * src->nacc, &fail);
+  dst->interps =
+      dup_bytes(src->interps, sizeof(rp_interp) * src->ninterp, &fail);
+  if (fail) {
+    rp__gop_clear(dst);
+    return rp__err(RP_ENOMEM, "graph: out of memory");
+  }
+  return RP_OK;
+}
+
+const char *rp__op_label(const rp_graph *g, rp_op_id id, char *buf,
+                         size_t n) {
+  if (id >= g->nops) {
+    snprintf(buf, n, "op %u (out of range)", id);
+    return buf;
+  }
+  const rp_gop *op = &g->ops[id];
+  if (op->kind == RP_OP_TASK) {
+    const char *name = rp_task_name(g->rt, op->task);
+    snprintf(buf, n, "op %u (task '%s')", id, name ? name : "?");
+  } else {
+    snprintf(buf, n, "op %u (copy)", id);
+  }
+  return buf;
+}
+
+/* ---- lifetime ---- */
+
+rp_status rp__graph_new(rp_runtime *rt, rp_graph **out) {
+  rp_graph *g = rp__calloc(1, sizeof *g);
+  if (!g)
+    return rp__err(RP_ENOMEM, "rp_graph_create: out of memory");
+  g->rt = rt;
+  rp__runtime_ref(rt, 1);
+  *out = g;
+  return RP_OK;
+}
+
+rp_status rp_graph_create(rp_runtime *rt, rp_graph **out) {
+  if (!rt || !out)
+    return rp__err(RP_EINVAL, "rp_graph_create: NULL argument");
+  return rp__graph_new(rt, out);
+}
+
+static void ports_free(rp_gport *p, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    free(p[i].name);
+    free(p[i].ops);
+  }
+  free(p);
+}
+
+rp_status rp_graph_destroy(rp_graph *g) {
+  if (!g)
+    return RP_OK;
+  for (uint32_t i = 0; i < g->nops; i++)
+    rp__gop_clear(&g->ops[i]);
+  free(g->ops);
+  free(g->edges);
+  ports_free(g->pre, g->npre);
+  ports_free(g->post, g->npost);
+  rp__runtime_ref(g->rt, -1);
+  free(g);
+  return RP_OK;
+}
+
+/* ---- building ---- */
+
+rp_status rp__graph_append(rp_graph *g, const rp_gop *op, rp_op_id *out) {
+  if (g->nops == UINT32_MAX - 1)
+    return rp__err(RP_ERANGE, "graph: too many ops");
+  if (!rp__grow((void **)&g->ops, &g->ops_cap, g->nops + 1, sizeof *g->ops))
+    return rp__err(RP_ENOMEM, "graph: out of memory");
+  rp_status st = rp__gop_copy(&g->ops[g->nops], op);
+  if (st)
+    return st;
+  if (out)
+    *out = g->nops;
+  g->nops++;
+  return RP_OK;
+}
+
+rp_status rp__graph_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
+  if (!rp__grow((void **)&g->edges, &g->edges_cap, g->nedges + 1,
+                sizeof *g->edges))
+    return rp__err(RP_ENOMEM, "graph: out of memory");
+  g->edges[g->nedges++] = (rp_gedge){from, to};
+  return RP_OK;
+}
+
+rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l, rp_op_id *out) {
+  if (!g || !l)
+    return rp__err(RP_EINVAL, "rp_graph_add_task: NULL argument");
+  if (l->wait.id)
+    return rp__err(RP_EINVAL, "rp_graph_add_task: use edges and ports, not "
+                              "wait events, in the builder");
+  rp_status st = rp__check_launch(g->rt, l, 1);
+  if (st)
+    return st;
+  rp_gop op;
+  memset(&op, 0, sizeof op);
+  op.kind = RP_OP_TASK;
+  op.task = l->task;
+  op.proc = l->proc;
+  op.shards = l->shards > 1 ? l->shards : 1;
+  op.shard_procs = (rp_proc *)l->shard_procs;
+  op.ws_bytes = l->workspace_bytes;
+  op.ws_align = l->workspace_align;
+  op.cost_ns = l->cost_ns;
+  op.args = (void *)l->args;
+  op.args_size = l->args_size;
+  op.acc = (rp_access *)l->accesses;
+  op.nacc = l->naccess;
+  op.interps = (rp_interp *)l->interps;
+  op.ninterp = l->ninterp;
+  return rp__graph_append(g, &op, out);
+}
+
+static rp_status check_op_id(const rp_graph *g, rp_op_id id,
+                             const char *what) {
+  if (id >= g->nops)
+    return rp__err(RP_EINVAL, "%s: op %u out of range (graph has %u ops)",
+                   what, id, g->nops);
+  return RP_OK;
+}
+
+rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
+  if (!g)
+    return rp__err(RP_EINVAL, "rp_graph_add_edge: NULL graph");
+  rp_status st = check_op_id(g, from, "rp_graph_add_edge");
+  if (!st)
+    st = check_op_id(g, to, "rp_graph_add_edge");
+  if (st)
+    return st;
+  for (uint32_t i = 0; i < g->nedges; i++)
+    if (g->edges[i].from == from && g->edges[i].to == to)
+      return RP_OK;
+  return rp__graph_edge(g, from, to);
+}
+
+rp_status rp_graph_remove_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
+  if (!g)
+    return rp__err(RP_EINVAL, "rp_graph_remove_edge: NULL graph");
+  for (uint32_t i = 0; i < g->nedges; i++)
+    if (g->edges[i].from == from && g->edges[i].to == to) {
+      g->edges[i] = g->edges[--g->nedges];
+      return RP_OK;
+    }
+  return rp__err(RP_ENOENT, "rp_graph_remove_edge: no edge %u -> %u", from,
+                 to);
+}
+
+static rp_status add_port(rp_gport **ports, uint32_t *n, uint32_t *cap,
+                          const char *name, rp_port_id *out,
+                          const char *what) {
+  if (!name || !*name)
+    return rp__err(RP_EINVAL, "%s: a port needs a name", what);
+  for (uint32_t i = 0; i < *n; i++)
+    if (!strcmp((*ports)[i].name, name))
+      return rp__err(RP_EPORT, "%s: port '%s' is already used (port %u)",
+                     what, name, i);
+  if (!rp__grow((void **)ports, cap, *n + 1, sizeof **ports))
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
+  char *dup = rp__strdup(name);
+  if (!dup)
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
+  (*ports)[*n] = (rp_gport){.name = dup};
+  if (out)
+    *out = *n;
+  (*n)++;
+  return RP_OK;
+}
+
+rp_status rp_graph_add_precondition(rp_graph *g, const char *name,
+                                    rp_port_id *out) {
+  if (!g)
+    return rp__err(RP_EINVAL, "rp_graph_add_precondition: NULL graph");
+  return add_port(&g->pre, &g->npre, &g->pre_cap, name, out,
+                  "rp_graph_add_precondition");
+}
+
+rp_status rp_graph_add_postcondition(rp_graph *g, const char *name,
+                                     rp_port_id *out) {
+  if (!g)
+    return rp__err(RP_EINVAL, "rp_graph_add_postcondition: NULL graph");
+  return add_port(&g->post, &g->npost, &g->post_cap, name, out,
+                  "rp_graph_add_postcondition");
+}
+
+static rp_status bind(rp_graph *g, rp_gport *ports, uint32_t n, rp_port_id p,
+                      rp_op_id op, const char *what) {
+  if (!g)
+    return rp__err(RP_EINVAL, "%s: NULL graph", what);
+  if (p >= n)
+    return rp__err(RP_EPORT, "%s: port %u out of range (%u ports)", what, p,
+                   n);
+  rp_status st = check_op_id(g, op, what);
+  if (st)
+    return st;
+  rp_gport *port = &ports[p];
+  for (uint32_t i = 0; i < port->nops; i++)
+    if (port->ops[i] == op)
+      return rp__err(RP_EPORT, "%s: port '%s' is already bound to op %u",
+                     what, port->name, op);
+  if (!rp__grow((void **)&port->ops, &port->cap, port->nops + 1,
+                sizeof *port->ops))
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
+  port->ops[port->nops++] = op;
+  return RP_OK;
+}
+
+rp_status rp_graph_bind_precondition(rp_graph *g, rp_port_id p, rp_op_id op) {
+  return bind(g, g ? g->pre : NULL, g ? g->npre : 0, p, op,
+              "rp_graph_bind_precondition");
+}
+
+rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
+                                      rp_op_id op) {
+  return bind(g, g ? g->post : NULL, g ? g->npost : 0, p, op,
+              "rp_graph_bind_postcondition");
+}
+
+rp_status rp_graph_add_interp(rp_graph *g, rp_op_id id, const rp_interp *ip) {
+  if (!g || !ip)
+    return rp__err(RP_EINVAL, "rp_graph_add_interp: NULL argument");
+  rp_status st = check_op_id(g, id, "rp_graph_add_interp");
+  if (st)
+    return st;
+  rp_gop *op = &g->ops[id];
+  if (op->kind != RP_OP_TASK)
+    return rp__err(RP_EINVAL, "rp_graph_add_interp: op %u is a copy", id);
+  rp_launch l = {.task = op->task, .args_size = op->args_size,
+                 .shards = op->shards, .interps = ip, .ninterp = 1,
+                 .args = op->args};
+  rp_interp *tmp = op->interps;
+  uint32_t n = op->ninterp;
+  if ((st = rp__check_interps(&l, rp_task_name(g->rt, op->task))) != RP_OK)
+    return st;
+  if (!(tmp = rp__reallocarray(tmp, n + 1, sizeof *tmp)))
+    return rp__err(RP_ENOMEM, "rp_graph_add_interp: out of memory");
+  tmp[n] = *ip;
+  op->interps = tmp;
+  op->ninterp = n + 1;
+  return RP_OK;
+}
+
+/* ---- queries ---- */
+
+uint32_t rp_graph_op_count(const rp_graph *g) { return g ? g->nops : 0; }
+uint32_t rp_graph_edge_count(const rp_graph *g) { return g ? g->nedges : 0; }
+uint32_t rp_graph_precondition_count(const rp_graph *g) {
+  return g ? g->npre : 0;
+}
+uint32_t rp_graph_postcondition_count(const rp_graph *g) {
+  return g ? g->npost : 0;
+}
+
+/* Successor lists in CSR form: off[nops + 1], adj[nedges]. */
+static rp_status csr(const rp_graph *g, uint32_t **off, uint32_t **adj) {
+  *off = rp__calloc(g->nops + 1, sizeof **off);
+  *adj = rp__calloc(g->nedges ? g->nedges : 1, sizeof **adj);
+  if (!*off || !*adj) {
+    free(*off);
+    free(*adj);
+    return rp__err(RP_ENOMEM, "graph: out of memory");
+  }
+  for (uint32_t i = 0; i < g->nedges; i++)
+    (*off)[g->edges[i].from + 1]++;
+  for (uint32_t i = 0; i < g->nops; i++)
+    (*off)[i + 1] += (*off)[i];
+  uint32_t *fill = rp__calloc(g->nops + 1, sizeof *fill);
+  if (!fill) {
+    free(*off);
+    free(*adj);
+    return rp__err(RP_ENOMEM, "graph: out of memory");
+  }
+  for (uint32_t i = 0; i < g->nedges; i++) {
+    uint32_t f = g->edges[i].from;
+    (*adj)[(*off)[f] + fill[f]++] = g->edges[i].to;
+  }
+  free(fill);
+  return RP_OK;
+}
+
+int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to) {
+  if (!g || from >= g->nops || to >= g->nops || from == to)
+    return 0;
+  uint32_t *off, *adj;
+  if (csr(g, &off, &adj))
+    return 0;
+  uint32_t *stack = malloc(sizeof *stack * g->nops);
+  unsigned char *seen = rp__calloc(g->nops, 1);
+  int found = 0;
+  if (stack && seen) {
+    uint32_t sp = 0;
+    stack[sp++] = from;
+    seen[from] = 1;
+    while (sp && !found) {
+      uint32_t u = stack[--sp];
+      for (uint32_t k = off[u]; k < off[u + 1]; k++) {
+        uint32_t v = adj[k];
+        if (v == to) {
+          found = 1;
+          break;
+        }
+        if (!seen[v]) {
+          seen[v] = 1;
+          stack[sp++] = v;
+        }
+      }
+    }
+  }
+  free(stack);
+  free(seen);
+  free(off);
+  free(adj);
+  return found;
+}
+
+/* Names the ops of one cycle among the ops Kahn's algorithm left (those
+ * with indeg > 0). Each of them has a predecessor that is also left, so
+ * walking predecessors must revisit an op: that closes a cycle. */
+static rp_status report_cycle(const rp_graph *g, const uint32_t *indeg) {
+  uint32_t start = 0;
+  while (start < g->nops && indeg[start] == 0)
+    start++;
+  uint32_t *pos = malloc(sizeof *pos * g->nops);
+  uint32_t *path = malloc(sizeof *path * (g->nops + 1));
+  char msg[400] = "", lab[80];
+  if (pos && path && start < g->nops) {
+    for (uint32_t i = 0; i < g->nops; i++)
+      pos[i] = UINT32_MAX;
+    uint32_t len = 0, u = start;
+    while (pos[u] == UINT32_MAX) {
+      pos[u] = len;
+      path[len++] = u;
+      uint32_t pred = UINT32_MAX;
+      for (uint32_t k = 0; k < g->nedges && pred == UINT32_MAX; k++)
+        if (g->edges[k].to == u && indeg[g->edges[k].from] > 0)
+          pred = g->edges[k].from;
+      RP_ASSERT(pred != UINT32_MAX);
+      u = pred;
+    }
+    /* path[pos[u]..len) walks the cycle backwards: print it forwards */
+    size_t used = 0;
+    for (uint32_t i = len; i-- > pos[u];) {
+      int w = snprintf(msg + used, sizeof msg - used, "%s",
+                       rp__op_label(g, path[i], lab, sizeof lab));
+      if (w < 0 || (size_t)w >= sizeof msg - used)
+        break;
+      used += (size_t)w;
+      w = snprintf(msg + used, sizeof msg - used, " -> ");
+      if (w < 0 || (size_t)w >= sizeof msg - used)
+        break;
+      used += (size_t)w;
+    }
+    snprintf(msg + used, sizeof msg - used, "%s",
+             rp__op_label(g, path[len - 1], lab, sizeof lab));
+  }
+  free(pos);
+  free(path);
+  return rp__err(RP_ECYCLE, "graph has a cycle: %s", msg);
+}
+
+rp_status rp__graph_topo(const rp_graph *g, uint32_t *order) {
+  uint32_t *off, *adj;
+  rp_status st = csr(g, &off, &adj);
+  if (st)
+    return st;
+  uint32_t *indeg = rp__calloc(g->nops ? g->nops : 1, sizeof *indeg);
+  if (!indeg) {
+    free(off);
+    free(adj);
+    return rp__err(RP_ENOMEM, "graph: out of memory");
+  }
+  for (uint32_t i = 0; i < g->nedges; i++)
+    indeg[g->edges[i].to]++;
+  uint32_t head = 0, tail = 0;
+  for (uint32_t i = 0; i < g->nops; i++)
+    if (!indeg[i])
+      order[tail++] = i;
+  while (head < tail) {
+    uint32_t u = order[head++];
+    for (uint32_t k = off[u]; k < off[u + 1]; k++)
+      if (--indeg[adj[k]] == 0)
+        order[tail++] = adj[k];
+  }
+  st = tail == g->nops ? RP_OK : report_cycle(g, indeg);
+  free(indeg);
+  free(off);
+  free(adj);
+  return st;
+}

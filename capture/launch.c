@@ -1,0 +1,257 @@
+/* capture/launch.c — the launch API users call: validation, then eager
+ * execution or recording depending on the capture mode. Also the capture
+ * layer's lifetime (state, drain, teardown). */
+#include "capture_impl.h"
+
+#include <sched.h>
+#include <string.h>
+
+#define RP_MAX_ARGS (1u << 20) /* bytes of task arguments per launch */
+
+rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
+
+/* ---- layer state ---- */
+
+/* Waits until every eager op completed. While the runtime is being
+ * destroyed, user events nobody triggered are poisoned after a quiet period,
+ * so ops gated on them complete instead of hanging the teardown. */
+static rp_status capture_drain(rp_runtime *rt, void *arg) {
+  rp_capture_state *cs = arg;
+  uint64_t last = UINT64_MAX, since = rp__now_ns();
+  for (;;) {
+    uint64_t n = atomic_load_explicit(&cs->outstanding, memory_order_acquire);
+    if (n == 0)
+      return RP_OK;
+    uint64_t now = rp__now_ns();
+    if (n != last) {
+      last = n;
+      since = now;
+    } else if (rp__runtime_destroying(rt) && now - since > 100000000ull) {
+      if (rp__events_cancel_user(rt, RP_EBUSY) == 0 &&
+          now - since > 10000000000ull)
+        return rp__err(RP_EBUSY, "%llu eager ops cannot complete",
+                       (unsigned long long)n);
+    }
+    sched_yield();
+  }
+}
+
+static void capture_dtor(rp_runtime *rt, void *arg) {
+  RP_UNUSED(rt);
+  rp_capture_state *cs = arg;
+  rp__analysis_fini(&cs->eager);
+  if (atomic_load(&cs->recording)) {
+    rp_graph_destroy(cs->graph);
+    rp__analysis_fini(&cs->rec);
+  }
+  rp__depset_free(&cs->scratch);
+  free(cs->evs);
+  pthread_mutex_destroy(&cs->lock);
+  free(cs);
+}
+
+/* Before an instance is freed or reallocated: wait for eager ops that
+ * touch it, so no task writes into freed memory. */
+static void inst_release(rp_runtime *rt, void *arg, rp_inst inst) {
+  rp_capture_state *cs = arg;
+  rp_dep_set toks = {0};
+  pthread_mutex_lock(&cs->lock);
+  rp__analysis_tokens(&cs->eager, inst, &toks);
+  for (uint32_t i = 0; i < toks.n; i++)
+    rp__event_retain(rt, (rp_event){toks.v[i].id});
+  pthread_mutex_unlock(&cs->lock);
+  for (uint32_t i = 0; i < toks.n; i++) {
+    rp_event e = {toks.v[i].id};
+    rp_event_wait(rt, e, -1);
+    rp_event_release(rt, e);
+  }
+  rp__depset_free(&toks);
+}
+
+rp_capture_state *rp__capture_state(rp_runtime *rt) {
+  rp_capture_state *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
+  if (cs)
+    return cs;
+  cs = rp__calloc(1, sizeof *cs);
+  if (!cs)
+    return NULL;
+  cs->rt = rt;
+  pthread_mutex_init(&cs->lock, NULL);
+  rp__analysis_init(&cs->eager, rp__eager_hooks(rt));
+  rp_capture_state *won =
+      rp__layer_set(rt, RP_LAYER_CAPTURE, cs, capture_dtor, capture_drain);
+  if (won != cs) {
+    pthread_mutex_destroy(&cs->lock);
+    free(cs);
+    return won;
+  }
+  rp__set_inst_release_hook(rt, inst_release, cs);
+  return cs;
+}
+
+rp_status rp__capture_mode(rp_capture_state *cs, int *recording) {
+  *recording = 0;
+  /* acquire: pairs with rp_capture_begin's release, so owner is set */
+  if (!atomic_load_explicit(&cs->recording, memory_order_acquire))
+    return RP_OK;
+  if (!pthread_equal(cs->owner, pthread_self()))
+    return rp__err(RP_ECAPTURE, "another thread is capturing on this runtime; "
+                                "launches from other threads are refused "
+                                "until it ends");
+  *recording = 1;
+  return RP_OK;
+}
+
+/* ---- validation ---- */
+
+static int is_ref(rp_event e) { return (e.id & RP_REF_BIT) != 0; }
+
+static rp_status check_proc(rp_runtime *rt, const rp_task_rec *t, rp_proc p,
+                            const char *what) {
+  const rp_proc_info *pi = rp__proc(rt, p);
+  if (!pi)
+    return rp__err(RP_EPROC, "%s: processor %u out of range (runtime has %u)",
+                   what, p, rp_proc_count(rt));
+  if (pi->kind == RP_PROC_GPU ? !t->gpu_fn : !t->cpu_fn)
+    return rp__err(RP_EPROC, "%s: task '%s' has no %s variant for processor "
+                   "%u", what, t->name, pi->kind == RP_PROC_GPU ? "GPU" : "CPU",
+                   p);
+  return RP_OK;
+}
+
+static rp_status check_access_reach(rp_runtime *rt, const rp_launch *l,
+                                    rp_proc p, const char *name) {
+  for (uint32_t i = 0; i < l->naccess; i++) {
+    rp_inst_view v;
+    rp__inst_view(rt, l->accesses[i].inst, &v);
+    if (!rp_proc_can_access(rt, p, v.info.mem))
+      return rp__err(RP_EACCESS, "task '%s': access %u: instance %#llx in "
+                     "memory %u is not accessible from processor %u",
+                     name, i, (unsigned long long)l->accesses[i].inst.id,
+                     v.info.mem, p);
+  }
+  return RP_OK;
+}
+
+rp_status rp__check_interps(const rp_launch *l, const char *name) {
+  if (l->ninterp && !l->interps)
+    return rp__err(RP_EINVAL, "task '%s': %u interpolations, NULL array", name,
+                   l->ninterp);
+  for (uint32_t i = 0; i < l->ninterp; i++) {
+    const rp_interp *ip = &l->interps[i];
+    if (ip->dst_offset == RP_INTERP_SHARDS) {
+      if (ip->bytes != sizeof(uint32_t) || l->shards < 2)
+        return rp__err(RP_EINVAL, "task '%s': interpolation %u targets the "
+                       "shard count: needs 4 bytes and an SPMD launch", name,
+                       i);
+      continue;
+    }
+    size_t end;
+    if (!ip->bytes || !rp__add_ok(ip->dst_offset, ip->bytes, &end) ||
+        end > l->args_size)
+      return rp__err(RP_ERANGE, "task '%s': interpolation %u writes bytes "
+                     "[%zu, +%zu) outside the %zu argument bytes", name, i,
+                     ip->dst_offset, ip->bytes, l->args_size);
+  }
+  return RP_OK;
+}
+
+rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
+  const rp_task_rec *t = rp__task_get(rt, l->task);
+  if (!t)
+    return rp__err(RP_ENOTASK, "launch: task id %u is not registered",
+                   l->task);
+  const char *name = t->name;
+  if (l->args_size && !l->args)
+    return rp__err(RP_EINVAL, "task '%s': %zu argument bytes, NULL args",
+                   name, l->args_size);
+  if (l->args_size > RP_MAX_ARGS)
+    return rp__err(RP_ERANGE, "task '%s': %zu argument bytes (max %u)", name,
+                   l->args_size, RP_MAX_ARGS);
+  if (l->workspace_align & (l->workspace_align - 1))
+    return rp__err(RP_EINVAL, "task '%s': workspace alignment %zu is not a "
+                   "power of two", name, l->workspace_align);
+  rp_status st = rp__check_accesses(rt, l->accesses, l->naccess, name);
+  if (st)
+    return st;
+  uint32_t n = l->shards > 1 ? l->shards : 1;
+  if (n > 4096)
+    return rp__err(RP_ERANGE, "task '%s': %u shards (max 4096)", name, n);
+  for (uint32_t i = 0; i < n; i++) {
+    rp_proc p = l->shard_procs ? l->shard_procs[i] : l->proc;
+    if (p == RP_PROC_ANY) {
+      if (!t->cpu_fn)
+        return rp__err(RP_EPROC, "task '%s' has no CPU variant, so it cannot "
+                       "run on RP_PROC_ANY", name);
+      continue;
+    }
+    if ((st = check_proc(rt, t, p, name)) != RP_OK)
+      return st;
+    /* A recorded launch may get mirror copies instead (copy insertion). */
+    if (!recorded && (st = check_access_reach(rt, l, p, name)) != RP_OK)
+      return st;
+  }
+  if (!recorded && l->ninterp)
+    return rp__err(RP_EINVAL, "task '%s': interpolations apply to recorded "
+                   "launches only", name);
+  if ((st = rp__check_interps(l, name)) != RP_OK)
+    return st;
+  if (!recorded && is_ref(l->wait))
+    return rp__err(RP_ECAPTURE, "task '%s': waits on a captured op reference "
+                   "outside its capture", name);
+  if (!recorded && !rp__event_live(rt, l->wait))
+    return rp__err(RP_ESTALE, "task '%s': wait event %#llx is stale", name,
+                   (unsigned long long)l->wait.id);
+  return RP_OK;
+}
+
+/* ---- public entry points ---- */
+
+static rp_status enter(rp_runtime *rt, const void *arg, const char *what,
+                       rp_capture_state **cs, int *recording) {
+  if (!rt || !arg)
+    return rp__err(RP_EINVAL, "%s: NULL argument", what);
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "%s called from a task inside a replay",
+                   what);
+  }
+  rp_status st = rp__runtime_check(rt);
+  if (st)
+    return st;
+  if (!(*cs = rp__capture_state(rt)))
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
+  return rp__capture_mode(*cs, recording);
+}
+
+static rp_status record_task(rp_capture_state *cs, const rp_launch *l,
+                             rp_event *done) {
+  rp_gop op;
+  memset(&op, 0, sizeof op);
+  op.kind = RP_OP_TASK;
+  op.task = l->task;
+  op.proc = l->proc;
+  op.shards = l->shards > 1 ? l->shards : 1;
+  op.shard_procs = (rp_proc *)l->shard_procs;
+  op.ws_bytes = l->workspace_bytes;
+  op.ws_align = l->workspace_align;
+  op.cost_ns = l->cost_ns;
+  op.args = (void *)l->args;
+  op.args_size = l->args_size;
+  op.acc = (rp_access *)l->accesses;
+  op.nacc = l->naccess;
+  op.interps = (rp_interp *)l->interps;
+  op.ninterp = l->ninterp;
+  return rp__record_op(cs, &op, l->wait, done);
+}
+
+rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l, rp_event *done) {
+  rp_capture_state *cs = NULL;
+  int rec = 0;
+  rp_status st = enter(rt, l, "rp_launch_task", &cs, &rec);
+  if (st)
+    return st;
+  if ((st = rp__check_launch(rt, l, rec)) != RP_OK)
+    return st;
+  return rec ? record_task(cs, l, done) : rp__eager_task(cs, l, done);
+}

@@ -1,0 +1,226 @@
+/* capture/record.c — recording launches into a graph (capture mode).
+ *
+ * The capturing thread's launches become graph ops; their dependencies come
+ * from the same analysis eager execution uses, over op ids instead of
+ * events, so a recorded step has exactly the edges eager execution would
+ * have waited on. */
+#include "capture_impl.h"
+
+#include <string.h>
+
+static rp_event op_ref(const rp_capture_state *cs, rp_op_id op) {
+  return (rp_event){RP_REF_BIT | (uint64_t)(cs->serial & 0x3fffffffu) << 32 |
+                    (uint64_t)(op + 1)};
+}
+
+static rp_event port_ref(const rp_capture_state *cs, rp_port_id p) {
+  return (rp_event){RP_REF_BIT | RP_REF_PORT |
+                    (uint64_t)(cs->serial & 0x3fffffffu) << 32 |
+                    (uint64_t)(p + 1)};
+}
+
+/* Decodes a reference of the open capture: op (port = 0) or precondition
+ * port (port = 1). */
+static rp_status decode_ref(const rp_capture_state *cs, rp_event e,
+                            uint32_t *index, int *port, const char *what) {
+  if (!(e.id & RP_REF_BIT))
+    return rp__err(RP_ECAPTURE, "%s: event %#llx is an eager event; a "
+                   "recorded op can only wait on recorded ops or on "
+                   "rp_capture_precondition ports", what,
+                   (unsigned long long)e.id);
+  if (RP_REF_SERIAL(e.id) != (cs->serial & 0x3fffffffu))
+    return rp__err(RP_ECAPTURE, "%s: reference %#llx belongs to another "
+                   "capture", what, (unsigned long long)e.id);
+  *port = (e.id & RP_REF_PORT) != 0;
+  *index = (uint32_t)e.id - 1;
+  uint32_t limit = *port ? cs->graph->npre : cs->graph->nops;
+  if ((uint32_t)e.id == 0 || *index >= limit)
+    return rp__err(RP_ECAPTURE, "%s: reference %#llx is out of range", what,
+                   (unsigned long long)e.id);
+  return RP_OK;
+}
+
+rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
+  if (!rt)
+    return rp__err(RP_EINVAL, "rp_capture_begin: NULL runtime");
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "rp_capture_begin inside a replay");
+  }
+  rp_capture_state *cs = rp__capture_state(rt);
+  if (!cs)
+    return rp__err(RP_ENOMEM, "rp_capture_begin: out of memory");
+  pthread_mutex_lock(&cs->lock);
+  if (atomic_load(&cs->recording)) {
+    int mine = pthread_equal(cs->owner, pthread_self());
+    pthread_mutex_unlock(&cs->lock);
+    return rp__err(RP_ECAPTURE, mine ? "rp_capture_begin: a capture is "
+                                       "already open on this thread (nested "
+                                       "capture is not supported)"
+                                     : "rp_capture_begin: another thread is "
+                                       "capturing on this runtime");
+  }
+  rp_graph *g;
+  rp_status st = rp__graph_new(rt, &g);
+  if (st) {
+    pthread_mutex_unlock(&cs->lock);
+    return st;
+  }
+  g->no_copy_insertion = opts ? opts->no_copy_insertion : 0;
+  cs->graph = g;
+  cs->serial++;
+  rp__analysis_init(&cs->rec, (rp_dep_hooks){0});
+  cs->owner = pthread_self();
+  /* release: graph, owner and analysis are set before a thread can see the
+   * capture open */
+  atomic_store_explicit(&cs->recording, 1, memory_order_release);
+  pthread_mutex_unlock(&cs->lock);
+  return RP_OK;
+}
+
+static rp_status close_capture(rp_runtime *rt, rp_graph **out,
+                               const char *what) {
+  if (!rt)
+    return rp__err(RP_EINVAL, "%s: NULL runtime", what);
+  rp_capture_state *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
+  if (!cs || !atomic_load(&cs->recording) ||
+      !pthread_equal(cs->owner, pthread_self()))
+    return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread",
+                   what);
+  pthread_mutex_lock(&cs->lock);
+  rp_graph *g = cs->graph;
+  cs->graph = NULL;
+  rp__analysis_fini(&cs->rec);
+  atomic_store_explicit(&cs->recording, 0, memory_order_release);
+  pthread_mutex_unlock(&cs->lock);
+  if (out)
+    *out = g;
+  else
+    rp_graph_destroy(g);
+  return RP_OK;
+}
+
+rp_status rp_capture_end(rp_runtime *rt, rp_graph **out) {
+  if (!out)
+    return rp__err(RP_EINVAL, "rp_capture_end: NULL out");
+  return close_capture(rt, out, "rp_capture_end");
+}
+
+rp_status rp_capture_abort(rp_runtime *rt) {
+  return close_capture(rt, NULL, "rp_capture_abort");
+}
+
+static rp_status recording_state(rp_runtime *rt, rp_capture_state **cs,
+                                 const char *what) {
+  if (!rt)
+    return rp__err(RP_EINVAL, "%s: NULL runtime", what);
+  *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
+  int rec = 0;
+  rp_status st = *cs ? rp__capture_mode(*cs, &rec) : RP_OK;
+  if (st)
+    return st;
+  if (!rec)
+    return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread",
+                   what);
+  return RP_OK;
+}
+
+rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
+                                  rp_event *ev, uint32_t *port) {
+  rp_capture_state *cs;
+  rp_status st = recording_state(rt, &cs, "rp_capture_precondition");
+  if (st)
+    return st;
+  if (!ev)
+    return rp__err(RP_EINVAL, "rp_capture_precondition: NULL event out");
+  rp_port_id p;
+  if ((st = rp_graph_add_precondition(cs->graph, name, &p)) != RP_OK)
+    return st;
+  *ev = port_ref(cs, p);
+  if (port)
+    *port = p;
+  return RP_OK;
+}
+
+rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
+                                   const rp_event *ops, uint32_t n,
+                                   uint32_t *port) {
+  rp_capture_state *cs;
+  rp_status st = recording_state(rt, &cs, "rp_capture_postcondition");
+  if (st)
+    return st;
+  if (n && !ops)
+    return rp__err(RP_EINVAL, "rp_capture_postcondition: NULL ops");
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t idx;
+    int is_port;
+    if ((st = decode_ref(cs, ops[i], &idx, &is_port,
+                         "rp_capture_postcondition")) != RP_OK)
+      return st;
+    if (is_port)
+      return rp__err(RP_EPORT, "rp_capture_postcondition: ref %u is a "
+                     "precondition port, not an op", i);
+  }
+  rp_port_id p;
+  if ((st = rp_graph_add_postcondition(cs->graph, name, &p)) != RP_OK)
+    return st;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t idx;
+    int is_port;
+    decode_ref(cs, ops[i], &idx, &is_port, "rp_capture_postcondition");
+    if ((st = rp_graph_bind_postcondition(cs->graph, p, idx)) != RP_OK &&
+        st != RP_EPORT)
+      return st;
+  }
+  if (port)
+    *port = p;
+  return RP_OK;
+}
+
+/* Records one op: appends it, adds edges from its inferred dependencies and
+ * from `wait`, and makes it the newest accessor of its instances. */
+rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
+                        rp_event *ref) {
+  rp_graph *g = cs->graph;
+  uint32_t widx = 0;
+  int wport = 0;
+  rp_status st = RP_OK;
+  if (wait.id && (st = decode_ref(cs, wait, &widx, &wport, "launch")))
+    return st;
+  const rp_access *acc = op->kind == RP_OP_TASK ? op->acc : NULL;
+  uint32_t nacc = op->kind == RP_OP_TASK ? op->nacc : 0;
+  rp_access copy_acc[2];
+  if (op->kind == RP_OP_COPY) {
+    copy_acc[0] = (rp_access){op->copy.src, RP_READ, RP_REDOP_NONE};
+    copy_acc[1] = (rp_access){op->copy.dst,
+                              op->copy.redop ? RP_REDUCE : RP_WRITE,
+                              op->copy.redop};
+    acc = copy_acc;
+    nacc = 2;
+  }
+  rp_dep_set deps = {0};
+  if ((st = rp__analysis_deps(&cs->rec, acc, nacc, &deps)) != RP_OK)
+    goto out;
+  rp_op_id id;
+  if ((st = rp__graph_append(g, op, &id)) != RP_OK)
+    goto out;
+  for (uint32_t i = 0; i < deps.n && !st; i++)
+    st = rp__graph_edge(g, (rp_op_id)deps.v[i].id, id);
+  if (!st && wait.id)
+    st = wport ? rp_graph_bind_precondition(g, widx, id)
+               : rp_graph_add_edge(g, widx, id);
+  if (!st)
+    st = rp__analysis_commit(&cs->rec, acc, nacc, (rp_dep_token){id, 0});
+  if (st) {
+    /* Undo: drop the op and its edges so the graph stays as it was. */
+    while (g->nedges && g->edges[g->nedges - 1].to == id)
+      g->nedges--;
+    rp__gop_clear(&g->ops[--g->nops]);
+    goto out;
+  }
+  if (ref)
+    *ref = op_ref(cs, id);
+out:
+  rp__depset_free(&deps);
+  return st;
+}

@@ -1,0 +1,367 @@
+/* Eager execution: dependencies inferred from declared accesses. */
+#include "helpers.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXT 512
+
+static atomic_uint seq;
+static atomic_uint runs[MAXT];
+static unsigned start_seq[MAXT], end_seq[MAXT];
+
+typedef struct targs {
+  uint32_t id;
+  int32_t fail;     /* return this status */
+  uint32_t partner; /* wait (bounded) until this task started, or ~0 */
+} targs;
+
+static atomic_int started[MAXT];
+
+static rp_status log_task(rp_task_ctx *ctx) {
+  const targs *a = rp_ctx_args(ctx, NULL);
+  start_seq[a->id] = atomic_fetch_add(&seq, 1);
+  atomic_store(&started[a->id], 1);
+  atomic_fetch_add(&runs[a->id], 1);
+  if (a->partner != ~0u) {
+    /* Bounded wait for a partner that must be able to run concurrently. */
+    uint64_t spins = 0;
+    while (!atomic_load(&started[a->partner]))
+      if (++spins > 2000000000ull)
+        return RP_ETIMEDOUT;
+  }
+  end_seq[a->id] = atomic_fetch_add(&seq, 1);
+  return (rp_status)a->fail;
+}
+
+static void reset_log(void) {
+  atomic_store(&seq, 0);
+  for (int i = 0; i < MAXT; i++) {
+    atomic_store(&runs[i], 0);
+    atomic_store(&started[i], 0);
+  }
+}
+
+static rp_task_id register_log(rp_runtime *rt) {
+  rp_task_id id;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "log", .cpu_fn = log_task}, &id));
+  return id;
+}
+
+static rp_inst mk(rp_runtime *rt) {
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst i;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &i));
+  return i;
+}
+
+static rp_status launch(rp_runtime *rt, rp_task_id t, uint32_t id,
+                        rp_proc proc, const rp_access *acc, uint32_t n,
+                        int32_t fail, uint32_t partner, rp_event *done) {
+  targs a = {id, fail, partner};
+  rp_launch l = {.task = t, .proc = proc, .accesses = acc, .naccess = n,
+                 .args = &a, .args_size = sizeof a};
+  return rp_launch_task(rt, &l, done);
+}
+
+/* ---- the dependence cases one by one ---- */
+
+static void ordered_pair(rp_privilege first, rp_privilege second) {
+  reset_log();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = register_log(rt);
+  rp_inst x = mk(rt);
+  rp_access a1 = {x, first, first == RP_REDUCE ? RP_REDOP_SUM : 0};
+  rp_access a2 = {x, second, second == RP_REDUCE ? RP_REDOP_SUM : 0};
+  rp_event e1, e2;
+  /* different workers, so only the dependency can order them */
+  RP_CHECK(launch(rt, t, 0, 0, &a1, 1, 0, ~0u, &e1));
+  RP_CHECK(launch(rt, t, 1, 1, &a2, 1, 0, ~0u, &e2));
+  RP_CHECK(rp_event_wait(rt, e2, -1));
+  RP_CHECK(rp_event_wait(rt, e1, -1));
+  cr_assert_lt(end_seq[0], start_seq[1], "second started before first ended");
+  rp_event_release(rt, e1);
+  rp_event_release(rt, e2);
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+Test(eager, read_after_write_waits) { ordered_pair(RP_WRITE, RP_READ); }
+Test(eager, write_after_read_waits) { ordered_pair(RP_READ, RP_WRITE); }
+Test(eager, write_after_write_waits) { ordered_pair(RP_WRITE, RP_RW); }
+Test(eager, read_after_reduce_waits) { ordered_pair(RP_REDUCE, RP_READ); }
+Test(eager, reduce_after_read_waits) { ordered_pair(RP_READ, RP_REDUCE); }
+
+/* Two ops that must be allowed to overlap: each waits for the other to
+ * start, so serializing them would time out. */
+static void concurrent_pair(rp_privilege p) {
+  reset_log();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = register_log(rt);
+  rp_inst x = mk(rt);
+  rp_access a = {x, p, p == RP_REDUCE ? RP_REDOP_SUM : 0};
+  rp_event e1, e2;
+  RP_CHECK(launch(rt, t, 0, 0, &a, 1, 0, 1, &e1));
+  RP_CHECK(launch(rt, t, 1, 1, &a, 1, 0, 0, &e2));
+  RP_EXPECT(rp_event_wait(rt, e1, -1), RP_OK);
+  RP_EXPECT(rp_event_wait(rt, e2, -1), RP_OK);
+  rp_event_release(rt, e1);
+  rp_event_release(rt, e2);
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+Test(eager, readers_run_concurrently, .timeout = 60) {
+  concurrent_pair(RP_READ);
+}
+Test(eager, same_operator_reductions_commute, .timeout = 60) {
+  concurrent_pair(RP_REDUCE);
+}
+
+Test(eager, failing_task_poisons_exactly_its_dependents) {
+  reset_log();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = register_log(rt);
+  rp_inst x = mk(rt), y = mk(rt), z = mk(rt);
+  rp_access wx = {x, RP_WRITE, 0}, rx_wy[2] = {{x, RP_READ, 0},
+                                                 {y, RP_WRITE, 0}};
+  rp_access ry = {y, RP_READ, 0}, wz = {z, RP_WRITE, 0};
+  rp_event a, b, c, d;
+  RP_CHECK(launch(rt, t, 0, RP_PROC_ANY, &wx, 1, RP_ETASK, ~0u, &a));
+  RP_CHECK(launch(rt, t, 1, RP_PROC_ANY, rx_wy, 2, 0, ~0u, &b));
+  RP_CHECK(launch(rt, t, 2, RP_PROC_ANY, &ry, 1, 0, ~0u, &c));
+  RP_CHECK(launch(rt, t, 3, RP_PROC_ANY, &wz, 1, 0, ~0u, &d));
+  RP_EXPECT(rp_event_wait(rt, a, -1), RP_ETASK);
+  RP_EXPECT(rp_event_wait(rt, b, -1), RP_ETASK);
+  RP_EXPECT(rp_event_wait(rt, c, -1), RP_ETASK);
+  RP_EXPECT(rp_event_wait(rt, d, -1), RP_OK);
+  cr_assert_eq(atomic_load(&runs[0]), 1);
+  cr_assert_eq(atomic_load(&runs[1]), 0, "dependent ran");
+  cr_assert_eq(atomic_load(&runs[2]), 0, "transitive dependent ran");
+  cr_assert_eq(atomic_load(&runs[3]), 1, "independent op did not run");
+  /* A new write to x starts a fresh chain: it runs. */
+  rp_event e;
+  RP_CHECK(launch(rt, t, 4, RP_PROC_ANY, &wx, 1, 0, ~0u, &e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_ETASK);
+  /* WAW on a poisoned writer also inherits the poison (it depends on it). */
+  rp_event events[] = {a, b, c, d, e};
+  for (int i = 0; i < 5; i++)
+    RP_CHECK(rp_event_release(rt, events[i]));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  RP_CHECK(rp_instance_free(rt, z));
+  th_destroy(rt);
+}
+
+Test(eager, explicit_wait_event_gates_the_task) {
+  reset_log();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = register_log(rt);
+  rp_event gate, done;
+  RP_CHECK(rp_event_create(rt, &gate));
+  targs a = {0, 0, ~0u};
+  rp_launch l = {.task = t, .proc = RP_PROC_ANY, .args = &a,
+                 .args_size = sizeof a, .wait = gate};
+  RP_CHECK(rp_launch_task(rt, &l, &done));
+  RP_EXPECT(rp_event_wait(rt, done, 20000000), RP_ETIMEDOUT);
+  cr_assert_eq(atomic_load(&runs[0]), 0);
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  cr_assert_eq(atomic_load(&runs[0]), 1);
+  rp_event_release(rt, gate);
+  rp_event_release(rt, done);
+  th_destroy(rt);
+}
+
+Test(eager, destroy_cancels_ops_waiting_on_untriggered_user_events) {
+  reset_log();
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = register_log(rt);
+  rp_event gate;
+  RP_CHECK(rp_event_create(rt, &gate));
+  targs a = {0, 0, ~0u};
+  rp_launch l = {.task = t, .proc = 0, .args = &a, .args_size = sizeof a,
+                 .wait = gate};
+  RP_CHECK(rp_launch_task(rt, &l, NULL));
+  th_destroy(rt); /* must not hang; the gated op never runs */
+  cr_assert_eq(atomic_load(&runs[0]), 0);
+}
+
+static rp_status spmd_task(rp_task_ctx *ctx) {
+  int32_t *out = rp_ctx_ptr(ctx, 0);
+  size_t wsb;
+  int32_t *ws = rp_ctx_workspace(ctx, &wsb);
+  for (size_t i = 0; i < wsb / sizeof *ws; i++)
+    ws[i] = (int32_t)rp_ctx_shard(ctx);
+  out[rp_ctx_shard(ctx)] = (int32_t)(rp_ctx_shard(ctx) * 10 +
+                                     rp_ctx_shards(ctx));
+  return RP_OK;
+}
+
+Test(eager, spmd_launch_runs_every_shard_with_its_workspace) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "spmd", .cpu_fn = spmd_task}, &t));
+  rp_rect r = rp_rect_1d(0, 5);
+  rp_inst out;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &out));
+  rp_access acc = {out, RP_WRITE, 0};
+  rp_launch l = {.task = t, .proc = RP_PROC_ANY, .accesses = &acc,
+                 .naccess = 1, .shards = 6, .workspace_bytes = 100};
+  rp_event done;
+  RP_CHECK(rp_launch_task(rt, &l, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  int32_t v[6];
+  RP_CHECK(rp_instance_read(rt, out, v, sizeof v));
+  for (int i = 0; i < 6; i++)
+    cr_assert_eq(v[i], i * 10 + 6, "shard %d", i);
+  rp_event_release(rt, done);
+  RP_CHECK(rp_instance_free(rt, out));
+  th_destroy(rt);
+}
+
+Test(eager, bad_launches_are_rejected_and_run_nothing) {
+  reset_log();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = register_log(rt);
+  rp_inst x = mk(rt);
+  targs a = {0, 0, ~0u};
+  rp_launch l = {.task = 99, .proc = 0, .args = &a, .args_size = sizeof a};
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_ENOTASK);
+  l.task = t;
+  l.proc = 7;
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EPROC);
+  l.proc = 0;
+  rp_access bad = {x, (rp_privilege)9, 0};
+  l.accesses = &bad;
+  l.naccess = 1;
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
+  bad = (rp_access){x, RP_REDUCE, (rp_redop)7};
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
+  rp_inst stale = x;
+  RP_CHECK(rp_instance_realloc(rt, &x));
+  bad = (rp_access){stale, RP_READ, 0};
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_ESTALE);
+  l.naccess = 0;
+  l.args = NULL;
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
+  l.args = &a;
+  rp_interp ip = {0, 0, 4};
+  l.interps = &ip;
+  l.ninterp = 1;
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
+  l.ninterp = 0;
+  l.wait = (rp_event){0x1234567800000042ull};
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_ESTALE);
+  l.wait = RP_NO_EVENT;
+  l.workspace_bytes = 8;
+  l.workspace_align = 3;
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
+  RP_EXPECT(rp_launch_task(NULL, &l, NULL), RP_EINVAL);
+  RP_EXPECT(rp_launch_task(rt, NULL, NULL), RP_EINVAL);
+  RP_CHECK(rp_runtime_drain(rt));
+  cr_assert_eq(atomic_load(&runs[0]), 0);
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+Test(eager, task_registry_errors) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id id;
+  rp_task_desc d = {.name = "t", .cpu_fn = log_task};
+  RP_CHECK(rp_task_register(rt, &d, &id));
+  RP_EXPECT(rp_task_register(rt, &d, &id), RP_EEXIST);
+  d.name = "";
+  RP_EXPECT(rp_task_register(rt, &d, &id), RP_EINVAL);
+  d.name = "u";
+  d.cpu_fn = NULL;
+  RP_EXPECT(rp_task_register(rt, &d, &id), RP_EINVAL);
+  d.cpu_fn = log_task;
+  d.flags = RP_TASK_HOST | RP_TASK_STREAM_ORDERED;
+  RP_EXPECT(rp_task_register(rt, &d, &id), RP_EINVAL);
+  d.flags = 1u << 7;
+  RP_EXPECT(rp_task_register(rt, &d, &id), RP_EINVAL);
+  rp_task_id found;
+  RP_CHECK(rp_task_find(rt, "t", &found));
+  cr_assert_eq(found, 0);
+  RP_EXPECT(rp_task_find(rt, "nope", &found), RP_ENOTASK);
+  cr_assert_str_eq(rp_task_name(rt, 0), "t");
+  cr_assert_null(rp_task_name(rt, 5));
+  th_destroy(rt);
+}
+
+/* ---- property test: random DAGs ---- */
+
+typedef struct rop {
+  uint32_t n;
+  rp_access acc[3];
+} rop;
+
+/* Do a (earlier) and b conflict on some instance? */
+static int conflict(const rop *a, const rop *b) {
+  for (uint32_t i = 0; i < a->n; i++)
+    for (uint32_t j = 0; j < b->n; j++) {
+      if (a->acc[i].inst.id != b->acc[j].inst.id)
+        continue;
+      rp_privilege p = a->acc[i].priv, q = b->acc[j].priv;
+      if (p == RP_READ && q == RP_READ)
+        continue;
+      if (p == RP_REDUCE && q == RP_REDUCE)
+        continue;
+      return 1;
+    }
+  return 0;
+}
+
+Test(eager, random_dags_run_each_task_once_in_dependence_order,
+     .timeout = 600) {
+  static rop ops[MAXT];
+  srand(12345);
+  for (int dag = 0; dag < 500; dag++) {
+    reset_log();
+    unsigned workers = 1 + (unsigned)(rand() % 4);
+    uint32_t n = 1 + (uint32_t)(rand() % 500);
+    uint32_t ninst = 1 + (uint32_t)(rand() % 12);
+    rp_runtime *rt = th_cpu_runtime(workers);
+    rp_task_id t = register_log(rt);
+    rp_inst inst[12];
+    for (uint32_t i = 0; i < ninst; i++)
+      inst[i] = mk(rt);
+    for (uint32_t k = 0; k < n; k++) {
+      rop *o = &ops[k];
+      o->n = 1 + (uint32_t)(rand() % 3);
+      for (uint32_t j = 0; j < o->n; j++) {
+        static const rp_privilege privs[] = {RP_READ, RP_READ, RP_WRITE,
+                                             RP_RW, RP_REDUCE};
+        rp_privilege p = privs[rand() % 5];
+        /* distinct instances per op */
+        o->acc[j] = (rp_access){inst[((uint32_t)rand() + j) % ninst], p,
+                                p == RP_REDUCE ? RP_REDOP_SUM : 0};
+        for (uint32_t q = 0; q < j; q++)
+          if (o->acc[q].inst.id == o->acc[j].inst.id)
+            o->acc[j].priv = o->acc[q].priv, o->acc[j].redop =
+                                                 o->acc[q].redop;
+      }
+      rp_proc proc = rand() % 3 == 0 ? (rp_proc)(rand() % (int)workers)
+                                     : RP_PROC_ANY;
+      RP_CHECK(launch(rt, t, k, proc, o->acc, o->n, 0, ~0u, NULL));
+    }
+    RP_CHECK(rp_runtime_drain(rt));
+    for (uint32_t k = 0; k < n; k++)
+      cr_assert_eq(atomic_load(&runs[k]), 1, "dag %d task %u ran %u times",
+                   dag, k, atomic_load(&runs[k]));
+    for (uint32_t b = 0; b < n; b++)
+      for (uint32_t a = 0; a < b; a++)
+        if (conflict(&ops[a], &ops[b]))
+          cr_assert_lt(end_seq[a], start_seq[b],
+                       "dag %d: task %u (conflicts with earlier %u) started "
+                       "before it ended",
+                       dag, b, a);
+    for (uint32_t i = 0; i < ninst; i++)
+      RP_CHECK(rp_instance_free(rt, inst[i]));
+    th_destroy(rt);
+  }
+}

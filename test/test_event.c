@@ -1,0 +1,197 @@
+/* Events: trigger, poison, wait with timeout, callbacks, merge, stale
+ * handles. */
+#include "helpers.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+static rp_runtime *rt;
+static void setup(void) { rt = th_cpu_runtime(2); }
+static void teardown(void) { th_destroy(rt); }
+
+TestSuite(event, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(event, trigger_then_wait_returns_ok) {
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_EXPECT(rp_event_query(rt, e), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, e));
+  RP_EXPECT(rp_event_query(rt, e), RP_OK);
+  RP_EXPECT(rp_event_wait(rt, e, 0), RP_OK);
+  RP_CHECK(rp_event_release(rt, e));
+}
+
+Test(event, poison_carries_its_status) {
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_poison(rt, e, RP_ETASK));
+  RP_EXPECT(rp_event_query(rt, e), RP_ETASK);
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_ETASK);
+  RP_CHECK(rp_event_release(rt, e));
+}
+
+Test(event, double_trigger_and_bad_poison_are_rejected) {
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_EXPECT(rp_event_poison(rt, e, RP_OK), RP_EINVAL);
+  RP_CHECK(rp_event_trigger(rt, e));
+  RP_EXPECT(rp_event_trigger(rt, e), RP_EINVAL);
+  RP_EXPECT(rp_event_poison(rt, e, RP_ETASK), RP_EINVAL);
+  RP_EXPECT(rp_event_query(rt, e), RP_OK);
+  RP_CHECK(rp_event_release(rt, e));
+  RP_EXPECT(rp_event_trigger(rt, RP_NO_EVENT), RP_EINVAL);
+}
+
+Test(event, wait_times_out_on_pending_event) {
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_EXPECT(rp_event_wait(rt, e, 2000000), RP_ETIMEDOUT);
+  RP_CHECK(rp_event_trigger(rt, e));
+  RP_CHECK(rp_event_release(rt, e));
+}
+
+static void *trigger_later(void *arg) {
+  rp_event *e = arg;
+  usleep(20000);
+  rp_event_trigger(rt, *e);
+  return NULL;
+}
+
+Test(event, sleeping_waiter_is_woken_by_another_thread) {
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  pthread_t t;
+  pthread_create(&t, NULL, trigger_later, &e);
+  RP_EXPECT(rp_event_wait(rt, e, 5000000000ll), RP_OK);
+  pthread_join(t, NULL);
+  RP_CHECK(rp_event_release(rt, e));
+}
+
+static atomic_int cb_calls;
+static atomic_int cb_status;
+static void cb(void *arg, rp_status st) {
+  (void)arg;
+  atomic_fetch_add(&cb_calls, 1);
+  atomic_store(&cb_status, st);
+}
+
+Test(event, callbacks_run_once_before_and_after_trigger) {
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_on_complete(rt, e, cb, NULL));
+  RP_CHECK(rp_event_on_complete(rt, e, cb, NULL));
+  cr_assert_eq(atomic_load(&cb_calls), 0);
+  RP_CHECK(rp_event_poison(rt, e, RP_EIO));
+  cr_assert_eq(atomic_load(&cb_calls), 2);
+  cr_assert_eq(atomic_load(&cb_status), RP_EIO);
+  /* registering on a completed event runs at once */
+  RP_CHECK(rp_event_on_complete(rt, e, cb, NULL));
+  cr_assert_eq(atomic_load(&cb_calls), 3);
+  RP_CHECK(rp_event_release(rt, e));
+}
+
+Test(event, merge_triggers_after_all_inputs) {
+  rp_event in[3], m;
+  for (int i = 0; i < 3; i++)
+    RP_CHECK(rp_event_create(rt, &in[i]));
+  RP_CHECK(rp_event_merge(rt, in, 3, &m));
+  RP_CHECK(rp_event_trigger(rt, in[0]));
+  RP_CHECK(rp_event_trigger(rt, in[2]));
+  RP_EXPECT(rp_event_query(rt, m), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, in[1]));
+  RP_EXPECT(rp_event_wait(rt, m, -1), RP_OK);
+  for (int i = 0; i < 3; i++)
+    RP_CHECK(rp_event_release(rt, in[i]));
+  RP_CHECK(rp_event_release(rt, m));
+}
+
+Test(event, merge_is_poisoned_by_any_input) {
+  rp_event in[2], m;
+  RP_CHECK(rp_event_create(rt, &in[0]));
+  RP_CHECK(rp_event_create(rt, &in[1]));
+  RP_CHECK(rp_event_merge(rt, in, 2, &m));
+  RP_CHECK(rp_event_poison(rt, in[1], RP_ETASK));
+  RP_CHECK(rp_event_trigger(rt, in[0]));
+  RP_EXPECT(rp_event_wait(rt, m, -1), RP_ETASK);
+  RP_CHECK(rp_event_release(rt, in[0]));
+  RP_CHECK(rp_event_release(rt, in[1]));
+  RP_CHECK(rp_event_release(rt, m));
+  /* merging nothing triggers at once */
+  RP_CHECK(rp_event_merge(rt, NULL, 0, &m));
+  RP_EXPECT(rp_event_query(rt, m), RP_OK);
+  RP_CHECK(rp_event_release(rt, m));
+}
+
+Test(event, recycled_handle_is_stale_not_confused_with_new_event) {
+  rp_event old;
+  RP_CHECK(rp_event_create(rt, &old));
+  RP_CHECK(rp_event_trigger(rt, old));
+  RP_CHECK(rp_event_release(rt, old)); /* last reference: slot recycled */
+  rp_event fresh;
+  RP_CHECK(rp_event_create(rt, &fresh));
+  /* The slot is reused (LIFO free list) with a new generation. */
+  cr_assert_eq((uint32_t)fresh.id, (uint32_t)old.id, "slot reused");
+  cr_assert_neq(fresh.id, old.id, "generation differs");
+  RP_EXPECT(rp_event_query(rt, old), RP_ESTALE);
+  RP_EXPECT(rp_event_wait(rt, old, 0), RP_ESTALE);
+  RP_EXPECT(rp_event_trigger(rt, old), RP_ESTALE);
+  RP_EXPECT(rp_event_release(rt, old), RP_ESTALE);
+  RP_EXPECT(rp_event_on_complete(rt, old, cb, NULL), RP_ESTALE);
+  RP_EXPECT(rp_event_merge(rt, &old, 1, &(rp_event){0}), RP_ESTALE);
+  RP_EXPECT(rp_event_query(rt, fresh), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, fresh));
+  RP_CHECK(rp_event_release(rt, fresh));
+}
+
+Test(event, garbage_handles_are_stale) {
+  RP_EXPECT(rp_event_query(rt, (rp_event){0x7777777700001234ull}), RP_ESTALE);
+  RP_EXPECT(rp_event_wait(rt, (rp_event){0xffffffffull}, 0), RP_ESTALE);
+  RP_EXPECT(rp_event_query(rt, RP_NO_EVENT), RP_OK);
+  RP_CHECK(rp_event_release(rt, RP_NO_EVENT));
+}
+
+Test(event, many_events_grow_the_table_and_recycle) {
+  enum { N = 5000 };
+  static rp_event ev[N];
+  for (int i = 0; i < N; i++)
+    RP_CHECK(rp_event_create(rt, &ev[i]));
+  for (int i = 0; i < N; i++) {
+    RP_CHECK(rp_event_trigger(rt, ev[i]));
+    RP_CHECK(rp_event_release(rt, ev[i]));
+  }
+  for (int i = 0; i < N; i++)
+    RP_EXPECT(rp_event_query(rt, ev[i]), RP_ESTALE);
+}
+
+static void *hammer(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 20000; i++) {
+    rp_event e;
+    if (rp_event_create(rt, &e) != RP_OK)
+      return (void *)1;
+    if (rp_event_trigger(rt, e) != RP_OK)
+      return (void *)2;
+    if (rp_event_release(rt, e) != RP_OK)
+      return (void *)3;
+  }
+  return NULL;
+}
+
+Test(event, concurrent_create_trigger_release_is_safe) {
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++)
+    pthread_create(&t[i], NULL, hammer, NULL);
+  for (int i = 0; i < 4; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    cr_assert_null(r, "thread %d failed at step %p", i, r);
+  }
+}
+
+Test(event, null_arguments_are_rejected) {
+  RP_EXPECT(rp_event_create(NULL, &(rp_event){0}), RP_EINVAL);
+  RP_EXPECT(rp_event_create(rt, NULL), RP_EINVAL);
+  RP_EXPECT(rp_event_on_complete(rt, RP_NO_EVENT, NULL, NULL), RP_EINVAL);
+  RP_EXPECT(rp_event_merge(rt, NULL, 2, &(rp_event){0}), RP_EINVAL);
+}

@@ -1,0 +1,172 @@
+/* Instances: shapes, strides, generations, external memory, bad input. */
+#include "helpers.h"
+
+#include <string.h>
+
+static rp_runtime *rt;
+static void setup(void) { rt = th_cpu_runtime(1); }
+static void teardown(void) { th_destroy(rt); }
+
+TestSuite(instance, .init = setup, .fini = teardown, .timeout = 60);
+
+static rp_mem sysmem(void) {
+  rp_mem m;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_SYSTEM, -1, &m));
+  return m;
+}
+
+Test(instance, dense_layout_with_nonzero_origin) {
+  rp_rect r = rp_rect_2d(4, 7, 10, 19); /* rows 4..7, cols 10..19 */
+  rp_inst i;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &i));
+  rp_instance_info info;
+  RP_CHECK(rp_instance_query(rt, i, &info));
+  cr_assert_eq(info.rect.lo[0], 4);
+  cr_assert_eq(info.rect.hi[1], 19);
+  cr_assert_eq(info.strides[0], 10);
+  cr_assert_eq(info.strides[1], 1);
+  cr_assert_eq(info.bytes, 4 * 10 * sizeof(float));
+  cr_assert_eq(rp_rect_volume(&info.rect), 40);
+  float *p = rp_instance_ptr(rt, i);
+  cr_assert_not_null(p);
+  for (int k = 0; k < 40; k++)
+    cr_assert_eq(p[k], 0.0f, "fresh instances are zeroed");
+  RP_CHECK(rp_instance_free(rt, i));
+}
+
+Test(instance, every_dtype_and_dimension) {
+  for (int t = 0; t < RP_DTYPE_COUNT_; t++)
+    for (int dim = 1; dim <= RP_MAX_DIM; dim++) {
+      int64_t lo[4] = {-1, 2, 0, 5}, ext[4] = {3, 2, 5, 1};
+      rp_rect r = rp_rect_make(dim, lo, ext);
+      rp_inst i;
+      RP_CHECK(rp_instance_create(rt, sysmem(), (rp_dtype)t, &r, NULL, &i));
+      rp_instance_info info;
+      RP_CHECK(rp_instance_query(rt, i, &info));
+      size_t vol = 1;
+      for (int d = 0; d < dim; d++)
+        vol *= (size_t)ext[d];
+      cr_assert_eq(info.bytes, vol * rp_dtype_size((rp_dtype)t), "t%d d%d",
+                   t, dim);
+      RP_CHECK(rp_instance_free(rt, i));
+    }
+}
+
+Test(instance, explicit_strides_read_write_round_trip) {
+  /* 3 x 4 column-major with padding: stride[0] = 1, stride[1] = 5 */
+  rp_rect r = rp_rect_2d(0, 2, 0, 3);
+  int64_t strides[2] = {1, 5};
+  rp_inst i;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_I32, &r, strides, &i));
+  int32_t in[12], out[12];
+  for (int k = 0; k < 12; k++)
+    in[k] = k * 7 + 1;
+  RP_CHECK(rp_instance_write(rt, i, in, sizeof in));
+  int32_t *raw = rp_instance_ptr(rt, i);
+  cr_assert_eq(raw[1 * 1 + 2 * 5], in[1 * 4 + 2], "element (1,2)");
+  RP_CHECK(rp_instance_read(rt, i, out, sizeof out));
+  cr_assert_arr_eq(in, out, sizeof in);
+  RP_EXPECT(rp_instance_read(rt, i, out, sizeof out - 4), RP_ESHAPE);
+  RP_CHECK(rp_instance_free(rt, i));
+}
+
+Test(instance, bad_shapes_types_and_sizes_are_errors) {
+  rp_inst i = {0};
+  rp_rect r = rp_rect_1d(0, 9);
+  RP_EXPECT(rp_instance_create(rt, sysmem(), (rp_dtype)99, &r, NULL, &i),
+            RP_ETYPE);
+  rp_rect inv = rp_rect_1d(5, 4);
+  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, &inv, NULL, &i),
+            RP_ESHAPE);
+  rp_rect bad_dim = r;
+  bad_dim.dim = 5;
+  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, &bad_dim, NULL, &i),
+            RP_ESHAPE);
+  bad_dim.dim = 0;
+  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, &bad_dim, NULL, &i),
+            RP_ESHAPE);
+  rp_rect huge = rp_rect_2d(0, INT64_MAX / 2, 0, INT64_MAX / 2);
+  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F64, &huge, NULL, &i),
+            RP_ERANGE);
+  rp_rect full = rp_rect_1d(INT64_MIN, INT64_MAX);
+  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_U8, &full, NULL, &i),
+            RP_ERANGE);
+  rp_rect r2 = rp_rect_2d(0, 3, 0, 3);
+  int64_t overlap[2] = {2, 1}; /* rows overlap columns */
+  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, &r2, overlap, &i),
+            RP_ERANGE);
+  int64_t neg[2] = {4, -1};
+  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, &r2, neg, &i),
+            RP_ERANGE);
+  RP_EXPECT(rp_instance_create(rt, 99, RP_F32, &r, NULL, &i), RP_EINVAL);
+  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, NULL, NULL, &i),
+            RP_EINVAL);
+  cr_assert_eq(i.id, 0, "no handle was produced");
+}
+
+Test(instance, free_bumps_generation_and_old_handles_are_stale) {
+  rp_rect r = rp_rect_1d(0, 15);
+  rp_inst a;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &a));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_EXPECT(rp_instance_free(rt, a), RP_ESTALE);
+  RP_EXPECT(rp_instance_query(rt, a, &(rp_instance_info){0}), RP_ESTALE);
+  cr_assert_null(rp_instance_ptr(rt, a));
+  rp_inst b;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &b));
+  cr_assert_eq((uint32_t)b.id, (uint32_t)a.id, "slot reused");
+  cr_assert_neq(b.id, a.id, "with a new generation");
+  RP_EXPECT(rp_instance_query(rt, a, &(rp_instance_info){0}), RP_ESTALE);
+  RP_CHECK(rp_instance_free(rt, b));
+}
+
+Test(instance, realloc_gives_new_generation_and_zeroed_storage) {
+  rp_rect r = rp_rect_1d(0, 7);
+  rp_inst a;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F64, &r, NULL, &a));
+  double v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  RP_CHECK(rp_instance_write(rt, a, v, sizeof v));
+  rp_inst old = a;
+  RP_CHECK(rp_instance_realloc(rt, &a));
+  cr_assert_neq(a.id, old.id);
+  RP_EXPECT(rp_instance_query(rt, old, &(rp_instance_info){0}), RP_ESTALE);
+  RP_CHECK(rp_instance_read(rt, a, v, sizeof v));
+  for (int k = 0; k < 8; k++)
+    cr_assert_eq(v[k], 0.0);
+  RP_CHECK(rp_instance_free(rt, a));
+}
+
+Test(instance, external_memory_is_used_and_not_freed) {
+  static float buf[64];
+  buf[3] = 42.0f;
+  rp_rect r = rp_rect_1d(100, 163);
+  rp_inst e;
+  RP_EXPECT(rp_instance_create_external(rt, sysmem(), RP_F32, &r, NULL, buf,
+                                        sizeof buf - 4, &e),
+            RP_ERANGE);
+  RP_CHECK(rp_instance_create_external(rt, sysmem(), RP_F32, &r, NULL, buf,
+                                       sizeof buf, &e));
+  cr_assert_eq(rp_instance_ptr(rt, e), buf);
+  float out[64];
+  RP_CHECK(rp_instance_read(rt, e, out, sizeof out));
+  cr_assert_eq(out[3], 42.0f);
+  RP_EXPECT(rp_instance_realloc(rt, &e), RP_EINVAL);
+  RP_CHECK(rp_instance_free(rt, e));
+  buf[0] = 1.0f; /* still ours (ASan would flag a free) */
+}
+
+Test(instance, rect_helpers) {
+  rp_rect r = rp_rect_2d(0, 0, 0, -1);
+  cr_assert_eq(rp_rect_volume(&r), 0, "empty");
+  cr_assert_eq(rp_rect_volume(NULL), 0);
+  cr_assert_eq(rp_dtype_size((rp_dtype)42), 0);
+  cr_assert_str_eq(rp_dtype_name(RP_F64), "f64");
+}
+
+Test(instance, instances_alive_at_destroy_are_freed_with_the_runtime) {
+  rp_runtime *rt2 = th_cpu_runtime(1);
+  rp_rect r = rp_rect_1d(0, 1023);
+  rp_inst i;
+  RP_CHECK(rp_instance_create(rt2, 0, RP_F32, &r, NULL, &i));
+  th_destroy(rt2); /* ASan reports a leak if this is wrong */
+}
