@@ -424,6 +424,12 @@ static void destroy_parts(rp_runtime *rt) {
       rt->layer_dtor[l](rt, rt->layers[l]);
       rt->layers[l] = NULL;
     }
+#ifdef REPRISE_HAVE_CUDA
+  /* GPU drivers and device work may still use instances (and may queue CPU
+   * work): let them finish before the workers stop and instances go. */
+  if (rt->cuda_state)
+    rp__cuda_backend.drain(rt->cuda_state);
+#endif
   /* Workers stop first (no task may touch an instance after this)... */
   if (rt->cpu_state)
     rp__cpu_backend.fini(rt, rt->cpu_state);

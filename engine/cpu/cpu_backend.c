@@ -2,25 +2,19 @@
  * an in-order queue (its stream), system memory, and the worker loop's poll
  * hook through which the replay scheduler runs its static schedules.
  *
- * Queues are intrusive multi-producer single-consumer lists (Vyukov): a push
- * is one atomic exchange, a pop touches only consumer-owned state, nothing is
- * allocated. An idle worker spins for the tunable REPRISE_SPIN iterations,
- * then sleeps on a futex until a producer wakes it. */
+ * Queues are engine/queue.h's intrusive MPSC lists: a push is one atomic
+ * exchange, nothing is allocated. An idle worker spins for the tunable
+ * REPRISE_SPIN iterations, then sleeps on a futex until a producer wakes it. */
 #include "../engine_impl.h"
+#include "../queue.h"
 
 #include <sched.h>
 #include <string.h>
 
 typedef struct cpu_worker {
-  /* producer side */
-  RP_ALIGNED_LINE _Atomic(rp_work *) tail;
-  /* consumer side */
-  RP_ALIGNED_LINE rp_work *head;
-  rp_work stub;
-  /* sleep/wake: the worker sleeps on wake_seq while `sleeping` is set */
-  RP_ALIGNED_LINE _Atomic uint32_t wake_seq;
-  _Atomic uint32_t sleeping;
-  _Atomic uint32_t idle; /* 1 while nothing is queued or running (drain) */
+  rp_queue q; /* this worker's in-order queue (its stream) */
+  /* 1 while nothing is queued or running (drain) */
+  RP_ALIGNED_LINE _Atomic uint32_t idle;
   pthread_t thread;
   unsigned index;
   rp_runtime *rt;
@@ -33,66 +27,6 @@ typedef struct cpu_state {
   _Atomic int stop;
   _Atomic uint64_t pending; /* items pushed and not yet finished */
 } cpu_state;
-
-/* ---- queue ---- */
-
-static void q_init(cpu_worker *w) {
-  atomic_init(&w->stub.next, NULL);
-  w->head = &w->stub;
-  atomic_init(&w->tail, &w->stub);
-}
-
-static void q_push(cpu_worker *w, rp_work *n) {
-  atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
-  /* seq_cst exchange: orders the push before the producer's later load of
-   * `sleeping` (pairs with the worker's store of `sleeping` before its
-   * emptiness re-check). */
-  rp_work *prev = atomic_exchange(&w->tail, n);
-  /* release: n's contents are visible to the consumer that follows prev */
-  atomic_store_explicit(&prev->next, n, memory_order_release);
-}
-
-/* NULL when empty or when a producer is between its two steps (the caller
- * retries). */
-static rp_work *q_pop(cpu_worker *w) {
-  rp_work *head = w->head;
-  rp_work *next = atomic_load_explicit(&head->next, memory_order_acquire);
-  if (head == &w->stub) {
-    if (!next)
-      return NULL;
-    w->head = next;
-    head = next;
-    next = atomic_load_explicit(&next->next, memory_order_acquire);
-  }
-  if (next) {
-    w->head = next;
-    return head;
-  }
-  if (head != atomic_load(&w->tail))
-    return NULL;
-  q_push(w, &w->stub);
-  next = atomic_load_explicit(&head->next, memory_order_acquire);
-  if (next) {
-    w->head = next;
-    return head;
-  }
-  return NULL;
-}
-
-static int q_nonempty(cpu_worker *w) {
-  return !(w->head == &w->stub &&
-           atomic_load_explicit(&w->stub.next, memory_order_acquire) == NULL &&
-           atomic_load(&w->tail) == &w->stub);
-}
-
-/* ---- worker ---- */
-
-static void wake(cpu_worker *w) {
-  if (atomic_load(&w->sleeping)) {
-    atomic_fetch_add(&w->wake_seq, 1);
-    rp__futex_wake(&w->wake_seq, 1);
-  }
-}
 
 static int poll_once(cpu_worker *w) {
   /* acquire: pairs with rp__set_poller's release, so fn is the one set */
@@ -110,7 +44,7 @@ static void *worker_main(void *p) {
   uint32_t spin = rp__tunables()->spin;
   uint32_t idle = 0;
   while (!atomic_load_explicit(&cs->stop, memory_order_acquire)) {
-    rp_work *item = q_pop(w);
+    rp_work *item = rp__queue_pop(&w->q);
     if (item) {
       item->run(item);
       atomic_fetch_sub_explicit(&cs->pending, 1, memory_order_release);
@@ -127,18 +61,17 @@ static void *worker_main(void *p) {
     }
     /* Sleep: announce, re-check everything a producer could have published
      * before seeing the announcement, then wait for a wake. */
-    uint32_t seq = atomic_load(&w->wake_seq);
-    atomic_store(&w->sleeping, 1);
-    if (q_nonempty(w) || poll_once(w) ||
+    uint32_t seq = rp__queue_sleep_begin(&w->q);
+    if (rp__queue_nonempty(&w->q) || poll_once(w) ||
         atomic_load_explicit(&cs->stop, memory_order_acquire)) {
-      atomic_store(&w->sleeping, 0);
+      rp__queue_sleep_end(&w->q);
       idle = 0;
       continue;
     }
     atomic_store(&w->idle, 1);
-    rp__futex_wait(&w->wake_seq, seq, -1);
+    rp__queue_sleep_wait(&w->q, seq);
     atomic_store(&w->idle, 0);
-    atomic_store(&w->sleeping, 0);
+    rp__queue_sleep_end(&w->q);
     idle = 0;
   }
   return NULL;
@@ -165,7 +98,7 @@ static rp_status cpu_init(rp_runtime *rt, const rp_runtime_config *cfg,
     goto fail;
   for (unsigned i = 0; i < n; i++) {
     cpu_worker *w = &cs->workers[i];
-    q_init(w);
+    rp__queue_init(&w->q);
     w->index = i;
     w->rt = rt;
     w->cs = cs;
@@ -180,9 +113,7 @@ static rp_status cpu_init(rp_runtime *rt, const rp_runtime_config *cfg,
                        &cs->workers[i]) != 0) {
       atomic_store(&cs->stop, 1);
       for (unsigned j = 0; j < i; j++) {
-        wake(&cs->workers[j]);
-        atomic_fetch_add(&cs->workers[j].wake_seq, 1);
-        rp__futex_wake(&cs->workers[j].wake_seq, 1);
+        rp__queue_kick(&cs->workers[j].q);
         pthread_join(cs->workers[j].thread, NULL);
       }
       *state = NULL;
@@ -213,8 +144,7 @@ static void cpu_fini(rp_runtime *rt, void *state) {
   atomic_store(&cs->stop, 1);
   for (unsigned i = 0; i < cs->n; i++) {
     cpu_worker *w = &cs->workers[i];
-    atomic_fetch_add(&w->wake_seq, 1);
-    rp__futex_wake(&w->wake_seq, 1);
+    rp__queue_kick(&w->q);
     pthread_join(w->thread, NULL);
   }
   free(cs->workers);
@@ -249,8 +179,8 @@ static void cpu_enqueue(void *state, const rp_proc_rec *p, rp_work *item) {
   cpu_state *cs = state;
   cpu_worker *w = &cs->workers[p->local];
   atomic_fetch_add_explicit(&cs->pending, 1, memory_order_relaxed);
-  q_push(w, item);
-  wake(w);
+  rp__queue_push(&w->q, item);
+  rp__queue_wake(&w->q);
 }
 
 const rp_backend_ops rp__cpu_backend = {
@@ -283,11 +213,11 @@ void rp__set_poller(rp_runtime *rt, rp_poll_fn fn, void *arg) {
 void rp__worker_wake(rp_runtime *rt, unsigned w) {
   cpu_state *cs = rt->cpu_state;
   if (w < cs->n)
-    wake(&cs->workers[w]);
+    rp__queue_wake(&cs->workers[w].q);
 }
 
 void rp__worker_wake_all(rp_runtime *rt) {
   cpu_state *cs = rt->cpu_state;
   for (unsigned i = 0; i < cs->n; i++)
-    wake(&cs->workers[i]);
+    rp__queue_wake(&cs->workers[i].q);
 }

@@ -1,0 +1,174 @@
+/* test/test_backend.c — backend selection and the processor queues, on every
+ * machine. The no-device cases skip (with the reason) where a CUDA device
+ * answers. */
+#include "helpers.h"
+
+#include "engine/engine.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef REPRISE_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
+
+static void skip_if_cuda_device(void) {
+  if (th_cuda_available(NULL))
+    cr_skip_test("a CUDA device answers: this case needs a machine without "
+                 "one");
+}
+
+static rp_runtime_config quiet_config(rp_backend_kind kind) {
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = kind;
+  cfg.cpus = 1;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  return cfg;
+}
+
+/* Bytes this thread allocated minus bytes it freed (jemalloc), or INT64_MIN
+ * without jemalloc. */
+static int64_t thread_live_bytes(void) {
+#ifdef REPRISE_HAVE_JEMALLOC
+  uint64_t a = 0, d = 0;
+  size_t sz = sizeof a;
+  if (mallctl("thread.allocated", &a, &sz, NULL, 0) != 0 ||
+      mallctl("thread.deallocated", &d, &sz, NULL, 0) != 0)
+    return INT64_MIN;
+  return (int64_t)(a - d);
+#else
+  return INT64_MIN;
+#endif
+}
+
+Test(backend, cuda_without_device_is_enodev_naming_cuda) {
+  skip_if_cuda_device();
+  rp_runtime_config cfg = quiet_config(RP_BACKEND_CUDA);
+  rp_runtime *rt = (rp_runtime *)&cfg; /* must be overwritten with NULL */
+  RP_EXPECT(rp_runtime_create(&cfg, &rt), RP_ENODEV);
+  cr_assert_null(rt, "a failed create must hand out no runtime");
+  cr_assert(strstr(rp_error_detail(), "CUDA") != NULL,
+            "detail should name CUDA: '%s'", rp_error_detail());
+}
+
+Test(backend, cuda_without_device_leaks_nothing) {
+  skip_if_cuda_device();
+  rp_runtime_config cfg = quiet_config(RP_BACKEND_CUDA);
+  rp_runtime *rt = NULL;
+  /* The first failure may leave the CUDA runtime's one-time state behind
+   * (it is the library's, kept for the process); later ones must not grow
+   * anything. */
+  RP_EXPECT(rp_runtime_create(&cfg, &rt), RP_ENODEV);
+  int64_t before = thread_live_bytes();
+  if (before == INT64_MIN)
+    cr_skip_test("built without jemalloc: no allocation counters");
+  for (int i = 0; i < 20; i++)
+    RP_EXPECT(rp_runtime_create(&cfg, &rt), RP_ENODEV);
+  int64_t grown = thread_live_bytes() - before;
+  cr_assert_eq(grown, 0, "20 failed creates left %lld bytes allocated",
+               (long long)grown);
+}
+
+Test(backend, auto_without_device_falls_back_to_cpu) {
+  skip_if_cuda_device();
+  rp_runtime_config cfg = quiet_config(RP_BACKEND_AUTO);
+  rp_runtime *rt = NULL;
+  RP_CHECK(rp_runtime_create(&cfg, &rt));
+  cr_assert_eq(rp_runtime_backend(rt), RP_BACKEND_CPU);
+  const char *why = rp_runtime_backend_reason(rt);
+  cr_assert(why && *why, "AUTO fell back without saying why");
+  for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
+    rp_proc_info pi;
+    RP_CHECK(rp_proc_query(rt, p, &pi));
+    cr_assert_eq(pi.kind, RP_PROC_CPU, "processor %u is not a CPU", p);
+  }
+  rp_mem m;
+  RP_EXPECT(rp_mem_find(rt, RP_MEM_GPU, 0, &m), RP_ENOENT);
+  RP_EXPECT(rp_mem_find(rt, RP_MEM_PINNED, -1, &m), RP_ENOENT);
+  th_destroy(rt);
+}
+
+Test(backend, env_backend_cuda_without_device_is_enodev) {
+  skip_if_cuda_device();
+  setenv("REPRISE_BACKEND", "cuda", 1);
+  rp_runtime_config cfg = quiet_config(RP_BACKEND_AUTO);
+  cfg.ignore_env = 0;
+  rp_runtime *rt = NULL;
+  RP_EXPECT(rp_runtime_create(&cfg, &rt), RP_ENODEV);
+  cr_assert_null(rt);
+  cr_assert(strstr(rp_error_detail(), "CUDA") != NULL, "detail: '%s'",
+            rp_error_detail());
+}
+
+Test(backend, env_backend_bogus_is_einval) {
+  setenv("REPRISE_BACKEND", "bogus", 1);
+  rp_runtime_config cfg = quiet_config(RP_BACKEND_CPU);
+  cfg.ignore_env = 0;
+  rp_runtime *rt = NULL;
+  RP_EXPECT(rp_runtime_create(&cfg, &rt), RP_EINVAL);
+  cr_assert_null(rt);
+  cr_assert(strstr(rp_error_detail(), "bogus") != NULL, "detail: '%s'",
+            rp_error_detail());
+}
+
+Test(backend, env_backend_cpu_overrides_config) {
+  setenv("REPRISE_BACKEND", "cpu", 1);
+  rp_runtime_config cfg = quiet_config(RP_BACKEND_CUDA);
+  cfg.ignore_env = 0;
+  rp_runtime *rt = NULL;
+  RP_CHECK(rp_runtime_create(&cfg, &rt));
+  cr_assert_eq(rp_runtime_backend(rt), RP_BACKEND_CPU);
+  th_destroy(rt);
+}
+
+/* ---- processor queues ---- */
+
+enum { FIFO_ITEMS = 2000 };
+
+typedef struct fifo_item {
+  rp_work w;
+  struct fifo_log *log;
+  int index;
+} fifo_item;
+
+typedef struct fifo_log {
+  int order[FIFO_ITEMS];
+  int n;               /* written by the processor's thread only */
+  pthread_t thread[2]; /* the threads that ran the first and last item */
+} fifo_log;
+
+static void fifo_run(rp_work *w) {
+  fifo_item *it = (fifo_item *)w;
+  fifo_log *log = it->log;
+  if (log->n == 0)
+    log->thread[0] = pthread_self();
+  log->thread[1] = pthread_self();
+  log->order[log->n++] = it->index;
+}
+
+Test(backend, cpu_worker_runs_its_queue_in_order) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  fifo_log *log = calloc(1, sizeof *log);
+  fifo_item *items = calloc(FIFO_ITEMS, sizeof *items);
+  cr_assert(log && items);
+  for (int i = 0; i < FIFO_ITEMS; i++) {
+    items[i].w.run = fifo_run;
+    items[i].log = log;
+    items[i].index = i;
+    rp__proc_enqueue(rt, 1, &items[i].w);
+  }
+  RP_CHECK(rp_runtime_drain(rt));
+  cr_assert_eq(log->n, FIFO_ITEMS);
+  for (int i = 0; i < FIFO_ITEMS; i++)
+    cr_assert_eq(log->order[i], i, "item %d ran at position %d", log->order[i],
+                 i);
+  cr_assert(pthread_equal(log->thread[0], log->thread[1]));
+  cr_assert(!pthread_equal(log->thread[0], pthread_self()),
+            "items ran on the enqueuing thread");
+  th_destroy(rt);
+  free(items);
+  free(log);
+}
