@@ -63,6 +63,11 @@ struct rp_graph {
   int no_copy_insertion;
 };
 
+/* The accesses an op declares (a copy reads its source and writes or
+ * reduces into its destination; `tmp` holds those two). Returns the count
+ * and points *out at them. */
+uint32_t rp__op_accesses(const rp_gop *op, rp_access tmp[2],
+                         const rp_access **out);
 /* Frees one op's owned arrays. */
 void rp__gop_clear(rp_gop *op);
 /* Deep-copies an op (arrays included). */

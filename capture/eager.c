@@ -63,7 +63,9 @@ static void finish(eager_task *t, rp_status st) {
 }
 
 #ifdef REPRISE_HAVE_CUDA
-static void gpu_done(void *arg, rp_status st) { finish(arg, st); }
+/* Runs on a CUDA callback thread once the stream reached it: completes the
+ * op (no CUDA call happens on this path: waiters only enqueue work). */
+static void gpu_done(void *arg) { finish(arg, RP_OK); }
 #endif
 
 static void run_shard(eager_shard *sh) {
@@ -92,7 +94,7 @@ static void run_shard(eager_shard *sh) {
     rp__nvtx_pop();
     /* The task only enqueued work: completion comes from the stream. */
     if (st == RP_OK)
-      st = rp__cuda_on_stream_done(rt, ctx.stream, gpu_done, t);
+      st = rp__cuda_launch_host_func(rt, ctx.stream, gpu_done, t);
     if (st != RP_OK)
       finish(t, st);
     return;

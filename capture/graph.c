@@ -6,6 +6,19 @@
 
 /* ---- ops ---- */
 
+uint32_t rp__op_accesses(const rp_gop *op, rp_access tmp[2],
+                         const rp_access **out) {
+  if (op->kind == RP_OP_TASK) {
+    *out = op->acc;
+    return op->nacc;
+  }
+  tmp[0] = (rp_access){op->copy.src, RP_READ, RP_REDOP_NONE};
+  tmp[1] = (rp_access){op->copy.dst, op->copy.redop ? RP_REDUCE : RP_WRITE,
+                       op->copy.redop};
+  *out = tmp;
+  return 2;
+}
+
 void rp__gop_clear(rp_gop *op) {
   free(op->shard_procs);
   free(op->args);

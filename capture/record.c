@@ -187,17 +187,9 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   rp_status st = RP_OK;
   if (wait.id && (st = decode_ref(cs, wait, &widx, &wport, "launch")))
     return st;
-  const rp_access *acc = op->kind == RP_OP_TASK ? op->acc : NULL;
-  uint32_t nacc = op->kind == RP_OP_TASK ? op->nacc : 0;
-  rp_access copy_acc[2];
-  if (op->kind == RP_OP_COPY) {
-    copy_acc[0] = (rp_access){op->copy.src, RP_READ, RP_REDOP_NONE};
-    copy_acc[1] = (rp_access){op->copy.dst,
-                              op->copy.redop ? RP_REDUCE : RP_WRITE,
-                              op->copy.redop};
-    acc = copy_acc;
-    nacc = 2;
-  }
+  rp_access tmp[2];
+  const rp_access *acc;
+  uint32_t nacc = rp__op_accesses(op, tmp, &acc);
   rp_dep_set deps = {0};
   if ((st = rp__analysis_deps(&cs->rec, acc, nacc, &deps)) != RP_OK)
     goto out;
