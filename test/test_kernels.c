@@ -1,6 +1,7 @@
 /* test/test_kernels.c — the CPU kernels (kernels/cpu_kernels.h) against
  * plain double-precision references on small and odd shapes, gradient checks
- * by finite differences, SGD against its closed form.
+ * by finite differences, SGD against its closed form, and the task wrappers
+ * (kernels/tasks.h) called with hand-built task contexts.
  *
  * Tolerances (relative, to max(|expected|, a magnitude floor)):
  *  - elementwise kernels (relu, bias_add, fill, scale, axpy, sgd): 1e-6,
@@ -15,7 +16,9 @@
 #include "helpers.h"
 #include "kernels_ref.h"
 
+#include "engine/engine.h"
 #include "kernels/cpu_kernels.h"
+#include "kernels/tasks.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -361,4 +364,244 @@ Test(kernels, argmax_correct_counts_first_maximum_on_ties) {
   float one = 7;
   int32_t l0 = 0;
   cr_assert_eq(rp_cpu_argmax_correct(&one, &l0, 1, 1), 1);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Task wrappers, run with hand-built contexts (struct rp_task_ctx is the
+ * engine's; the launch layer builds the same thing). */
+
+/* A dense row-major rows x cols instance over p. */
+static rp_instance_info inst2d(void *p, rp_dtype dt, int64_t rows,
+                               int64_t cols) {
+  rp_instance_info in;
+  memset(&in, 0, sizeof in);
+  in.dtype = dt;
+  in.rect = rp_rect_2d(0, rows - 1, 0, cols - 1);
+  in.strides[0] = cols;
+  in.strides[1] = 1;
+  in.bytes = (size_t)(rows * cols) * rp_dtype_size(dt);
+  in.ptr = p;
+  return in;
+}
+
+static rp_task_ctx cpu_ctx(const void *args, size_t size,
+                           const rp_instance_info *insts, uint32_t n) {
+  rp_task_ctx c;
+  memset(&c, 0, sizeof c);
+  c.kind = RP_PROC_CPU;
+  c.shards = 1;
+  c.args = args;
+  c.args_size = size;
+  c.naccess = n;
+  c.insts = insts;
+  c.replay = UINT64_MAX;
+  return c;
+}
+
+Test(kernel_tasks, gemm_task_computes_and_rejects_bad_shapes_untouched) {
+  const int m = 17, n = 13, k = 5;
+  float *a = kr_random((size_t)m * k, 91, -1, 1);
+  float *b = kr_random((size_t)k * n, 92, -1, 1);
+  float *c = kr_random((size_t)m * n, 93, -1, 1), *c0 = kr_alloc((size_t)m * n);
+  memcpy(c0, c, (size_t)m * n * sizeof *c);
+  /* A stored k x m (trans_a), a global-coordinate origin for B. */
+  rp_instance_info in[3] = {inst2d(a, RP_F32, k, m), inst2d(b, RP_F32, k, n),
+                            inst2d(c, RP_F32, m, n)};
+  in[1].rect = rp_rect_2d(100, 100 + k - 1, 7, 7 + n - 1);
+  rp_gemm_args args = {.m = m, .n = n, .k = k, .trans_a = 1, .trans_b = 0,
+                       .alpha = 2.0f, .beta = 1.0f};
+  double *want = kr_gemm(1, 0, m, n, k, 2.0, a, b, 1.0, c);
+  rp_task_ctx ctx = cpu_ctx(&args, sizeof args, in, 3);
+  RP_CHECK(rp_task_gemm_cpu(&ctx));
+  kr_close(c, want, (size_t)m * n, 1e-5, 1.0, 0, "gemm task");
+
+  memcpy(c, c0, (size_t)m * n * sizeof *c);
+  in[2] = inst2d(c, RP_F32, m, n - 1); /* C one column short */
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "rp.gemm") &&
+                strstr(rp_error_detail(), "access 2"),
+            "detail: %s", rp_error_detail());
+  cr_assert(memcmp(c, c0, (size_t)m * n * sizeof *c) == 0, "C was touched");
+  in[2] = inst2d(c, RP_F32, m, n);
+  in[2].strides[0] = n + 1; /* padded rows: not dense */
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_ESHAPE);
+  in[2] = inst2d(c, RP_I32, m, n);
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_ETYPE);
+  in[2] = inst2d(c, RP_F32, m, n);
+  ctx.naccess = 2;
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_ESHAPE);
+  ctx.naccess = 3;
+  ctx.args_size = sizeof args - 1;
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_EINVAL);
+  ctx.args_size = sizeof args;
+  args.trans_b = 2;
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_EINVAL);
+  cr_assert(memcmp(c, c0, (size_t)m * n * sizeof *c) == 0, "C was touched");
+  free(a), free(b), free(c), free(c0), free(want);
+}
+
+/* Runs rp.xent_fwd + rp.xent_bwd over rows [r0, r0 + rows) of x. */
+static void xent_tasks(float *x, int32_t *lab, float *p, float *d,
+                       float *loss, int rows, int cols, float norm) {
+  rp_instance_info in[4] = {
+      inst2d(x, RP_F32, rows, cols), inst2d(lab, RP_I32, rows, 1),
+      inst2d(p, RP_F32, rows, cols), inst2d(loss, RP_F32, 1, 1)};
+  in[1].rect = rp_rect_1d(0, rows - 1);
+  in[1].strides[0] = 1;
+  rp_xent_args args = {.rows = rows, .cols = cols, .norm = norm};
+  rp_task_ctx ctx = cpu_ctx(&args, sizeof args, in, 4);
+  RP_CHECK(rp_task_xent_fwd_cpu(&ctx));
+  rp_instance_info bin[3] = {in[2], in[1], inst2d(d, RP_F32, rows, cols)};
+  rp_task_ctx bctx = cpu_ctx(&args, sizeof args, bin, 3);
+  RP_CHECK(rp_task_xent_bwd_cpu(&bctx));
+}
+
+Test(kernel_tasks, xent_tasks_on_two_shards_equal_the_whole_batch) {
+  const int rows = 64, cols = 33, split = 40;
+  size_t n = (size_t)rows * cols;
+  float *x = kr_random(n, 101, -4, 4), *p = kr_alloc(n), *d = kr_alloc(n);
+  float *ps = kr_alloc(n), *ds = kr_alloc(n);
+  int32_t *lab = kr_labels(rows, cols, 102);
+  float full = 0, l0 = 0, l1 = 0;
+  xent_tasks(x, lab, p, d, &full, rows, cols, 0); /* norm 0: rows */
+  size_t off = (size_t)split * cols;
+  xent_tasks(x, lab, ps, ds, &l0, split, cols, rows);
+  xent_tasks(x + off, lab + split, ps + off, ds + off, &l1, rows - split,
+             cols, rows);
+  double *pw = kr_dalloc(n);
+  double want = kr_xent(x, lab, rows, cols, pw) / rows;
+  cr_assert(fabs(full - want) <= 1e-5 * want, "loss %g want %g", full, want);
+  cr_assert(fabsf(l0 + l1 - full) <= 1e-6f * full, "%g + %g != %g", l0, l1,
+            full);
+  cr_assert(memcmp(d, ds, n * sizeof *d) == 0, "sharded gradient differs");
+  free(x), free(p), free(d), free(ps), free(ds), free(lab), free(pw);
+}
+
+Test(kernel_tasks, xent_task_rejects_a_bad_label_before_writing) {
+  float x[6] = {1, 2, 3, 4, 5, 6}, p[6] = {0}, loss = 42;
+  int32_t lab[2] = {0, 3};
+  rp_instance_info in[4] = {inst2d(x, RP_F32, 2, 3), inst2d(lab, RP_I32, 2, 1),
+                            inst2d(p, RP_F32, 2, 3), inst2d(&loss, RP_F32, 1, 1)};
+  rp_xent_args args = {.rows = 2, .cols = 3, .norm = 2};
+  rp_task_ctx ctx = cpu_ctx(&args, sizeof args, in, 4);
+  RP_EXPECT(rp_task_xent_fwd_cpu(&ctx), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "row 1"), "%s", rp_error_detail());
+  cr_assert(loss == 42 && p[0] == 0, "written despite the error");
+  lab[1] = 2;
+  in[1] = inst2d(lab, RP_F32, 2, 1);
+  RP_EXPECT(rp_task_xent_fwd_cpu(&ctx), RP_ETYPE);
+  in[1] = inst2d(lab, RP_I32, 2, 1);
+  args.norm = -1;
+  RP_EXPECT(rp_task_xent_fwd_cpu(&ctx), RP_EINVAL);
+  args.norm = 2;
+  RP_CHECK(rp_task_xent_fwd_cpu(&ctx));
+  cr_assert(isfinite(loss) && loss > 0);
+}
+
+/* The learning rate sits at offset 0 of the args: a per-replay
+ * interpolation that rewrites those 4 bytes changes the next step. */
+Test(kernel_tasks, sgd_task_follows_interpolated_learning_rate) {
+  enum { N = 13 };
+  float w[N], g[N], v[N];
+  for (int i = 0; i < N; i++)
+    w[i] = 1.0f, g[i] = 0.5f, v[i] = 0.0f;
+  rp_instance_info in[3] = {inst2d(w, RP_F32, 1, N), inst2d(g, RP_F32, 1, N),
+                            inst2d(v, RP_F32, 1, N)};
+  unsigned char argbuf[sizeof(rp_sgd_args)];
+  rp_sgd_args a = {.lr = 0.1f, .momentum = 0.5f, .n = 0}; /* n 0: all */
+  memcpy(argbuf, &a, sizeof a);
+  rp_task_ctx ctx = cpu_ctx(argbuf, sizeof argbuf, in, 3);
+  RP_CHECK(rp_task_sgd_cpu(&ctx)); /* v = 0.5, w = 1 - 0.05 */
+  float lr2 = 1.0f;
+  memcpy(argbuf + offsetof(rp_sgd_args, lr), &lr2, sizeof lr2);
+  RP_CHECK(rp_task_sgd_cpu(&ctx)); /* v = 0.75, w = 0.95 - 0.75 */
+  for (int i = 0; i < N; i++) {
+    cr_assert_float_eq(v[i], 0.75f, 1e-7f, "v[%d] = %g", i, v[i]);
+    cr_assert_float_eq(w[i], 0.2f, 1e-6f, "w[%d] = %g", i, w[i]);
+  }
+  in[2] = inst2d(v, RP_F32, 1, N - 1);
+  RP_EXPECT(rp_task_sgd_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "rp.sgd"), "%s", rp_error_detail());
+}
+
+Test(kernel_tasks, elementwise_tasks_run_over_whole_instances) {
+  enum { R = 3, C = 5 };
+  float x[R * C], y[R * C], bias[C], db[C];
+  for (int i = 0; i < R * C; i++)
+    x[i] = (float)(i % 4) - 1.5f;
+  for (int c = 0; c < C; c++)
+    bias[c] = (float)c;
+  rp_instance_info in[2] = {inst2d(x, RP_F32, R, C), inst2d(y, RP_F32, R, C)};
+  rp_elementwise_args ea = {0};
+  rp_task_ctx ctx = cpu_ctx(&ea, sizeof ea, in, 2);
+  RP_CHECK(rp_task_relu_fwd_cpu(&ctx));
+  for (int i = 0; i < R * C; i++)
+    cr_assert_eq(y[i], x[i] > 0 ? x[i] : 0.0f);
+  rp_bias_args ba = {.rows = R, .cols = C};
+  rp_instance_info bin[2] = {inst2d(y, RP_F32, R, C), inst2d(bias, RP_F32, 1, C)};
+  ctx = cpu_ctx(&ba, sizeof ba, bin, 2);
+  RP_CHECK(rp_task_bias_add_cpu(&ctx));
+  bin[1] = inst2d(db, RP_F32, 1, C);
+  RP_CHECK(rp_task_bias_grad_cpu(&ctx));
+  for (int c = 0; c < C; c++) {
+    float s = 0;
+    for (int r = 0; r < R; r++)
+      s += y[r * C + c];
+    cr_assert_float_eq(db[c], s, 1e-6f, "db[%d]", c);
+  }
+  rp_scalar_args sa = {.value = 3.0f, .n = 0};
+  ctx = cpu_ctx(&sa, sizeof sa, in, 1);
+  RP_CHECK(rp_task_fill_cpu(&ctx));
+  for (int i = 0; i < R * C; i++)
+    cr_assert_eq(x[i], 3.0f);
+}
+
+Test(kernel_tasks, axpy_scale_accuracy_tasks) {
+  float x[4] = {1, 2, 3, 4}, y[4] = {1, 1, 1, 1};
+  rp_instance_info in[2] = {inst2d(x, RP_F32, 1, 4), inst2d(y, RP_F32, 1, 4)};
+  rp_scalar_args sa = {.value = 0.5f, .n = 3}; /* first 3 only */
+  rp_task_ctx ctx = cpu_ctx(&sa, sizeof sa, in, 2);
+  RP_CHECK(rp_task_axpy_cpu(&ctx));
+  cr_assert(y[0] == 1.5f && y[2] == 2.5f && y[3] == 1.0f);
+  sa.value = -2.0f;
+  sa.n = 5; /* more than access 0 holds */
+  RP_EXPECT(rp_task_scale_cpu(&ctx), RP_ESHAPE);
+  sa.n = -1;
+  RP_EXPECT(rp_task_scale_cpu(&ctx), RP_EINVAL);
+  sa.n = 0;
+  RP_CHECK(rp_task_scale_cpu(&ctx));
+  cr_assert(x[0] == -2.0f && x[3] == -8.0f);
+
+  float logits[2 * 3] = {0, 5, 1, 9, 2, 1};
+  int32_t lab[2] = {1, 2}, count = -1;
+  rp_instance_info ain[3] = {inst2d(logits, RP_F32, 2, 3),
+                             inst2d(lab, RP_I32, 2, 1),
+                             inst2d(&count, RP_I32, 1, 1)};
+  rp_rows_cols_args rc = {.rows = 2, .cols = 3};
+  ctx = cpu_ctx(&rc, sizeof rc, ain, 3);
+  RP_CHECK(rp_task_accuracy_cpu(&ctx));
+  cr_assert_eq(count, 1);
+  ain[2] = inst2d(&count, RP_F32, 1, 1);
+  RP_EXPECT(rp_task_accuracy_cpu(&ctx), RP_ETYPE);
+}
+
+Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  static const char *names[] = {"rp.gemm", "rp.bias_add", "rp.bias_grad",
+                                "rp.relu_fwd", "rp.relu_bwd", "rp.xent_fwd",
+                                "rp.xent_bwd", "rp.sgd", "rp.fill",
+                                "rp.scale", "rp.axpy", "rp.accuracy"};
+  rp_task_id want[] = {k.gemm, k.bias_add, k.bias_grad, k.relu_fwd,
+                       k.relu_bwd, k.xent_fwd, k.xent_bwd, k.sgd,
+                       k.fill, k.scale, k.axpy, k.accuracy};
+  for (size_t i = 0; i < KR_LEN(names); i++) {
+    rp_task_id id;
+    RP_CHECK(rp_task_find(rt, names[i], &id));
+    cr_assert_eq(id, want[i], "%s", names[i]);
+  }
+  rp_kernel_tasks again;
+  RP_EXPECT(rp_kernels_register(rt, &again), RP_EEXIST);
+  th_destroy(rt);
 }

@@ -17,8 +17,10 @@
 
 #include "kernels_ref.h"
 
+#include "engine/engine.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/cuda_kernels.cuh"
+#include "kernels/tasks.h"
 
 #include <string.h>
 
@@ -354,6 +356,109 @@ Test(kernels_gpu, launchers_are_capture_safe_and_replay) {
             loss);
   free(a), free(b), free(lab), free(h), free(p), free(got);
   void *bufs[] = {da, db, dh, dp, dl, dloss, drow, dw, dg, dv, dlr};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+  rp_cuda_blas_shutdown();
+}
+
+/* ---------------------------------------------------------------------- */
+/* GPU task variants with hand-built contexts (device pointers). */
+
+static rp_instance_info dinst(void *p, rp_dtype dt, int64_t rows,
+                              int64_t cols) {
+  rp_instance_info in;
+  memset(&in, 0, sizeof in);
+  in.dtype = dt;
+  in.rect = rp_rect_2d(0, rows - 1, 0, cols - 1);
+  in.strides[0] = cols;
+  in.strides[1] = 1;
+  in.bytes = (size_t)(rows * cols) * rp_dtype_size(dt);
+  in.ptr = p;
+  return in;
+}
+
+static rp_task_ctx gpu_ctx(void *stream, const void *args, size_t size,
+                           const rp_instance_info *insts, uint32_t n) {
+  rp_task_ctx c;
+  memset(&c, 0, sizeof c);
+  c.kind = RP_PROC_GPU;
+  c.shards = 1;
+  c.stream = stream;
+  c.args = args;
+  c.args_size = size;
+  c.naccess = n;
+  c.insts = insts;
+  c.replay = UINT64_MAX;
+  return c;
+}
+
+Test(kernels_gpu, gemm_xent_sgd_tasks_match_cpu_tasks) {
+  need_gpu();
+  void *s = new_stream();
+  const int m = 64, n = 33, k = 13;
+  size_t mn = (size_t)m * n;
+  float *a = kr_random((size_t)m * k, 71, -1, 1);
+  float *b = kr_random((size_t)n * k, 72, -1, 1);
+  float *c = kr_alloc(mn), *got = kr_alloc(mn), *p = kr_alloc(mn);
+  int32_t *lab = kr_labels(m, n, 73);
+  float *da = dev_copy(a, (size_t)m * k * 4), *db = dev_copy(b, (size_t)n * k * 4);
+  float *dc = dev_copy(NULL, mn * 4), *dp = dev_copy(NULL, mn * 4);
+  int32_t *dl = dev_copy(lab, (size_t)m * 4);
+  float *dloss = dev_copy(NULL, 4), *ws = dev_copy(NULL, (size_t)m * 4);
+  rp_gemm_args ga = {.m = m, .n = n, .k = k, .trans_b = 1, .alpha = 1.0f};
+  rp_instance_info hin[3] = {dinst(a, RP_F32, m, k), dinst(b, RP_F32, n, k),
+                             dinst(c, RP_F32, m, n)};
+  rp_instance_info din[3] = {dinst(da, RP_F32, m, k), dinst(db, RP_F32, n, k),
+                             dinst(dc, RP_F32, m, n)};
+  rp_task_ctx hc = gpu_ctx(NULL, &ga, sizeof ga, hin, 3);
+  hc.kind = RP_PROC_CPU;
+  rp_task_ctx dcx = gpu_ctx(s, &ga, sizeof ga, din, 3);
+  RP_CHECK(rp_task_gemm_cpu(&hc));
+  RP_CHECK(rp_task_gemm_gpu(&dcx));
+  fetch(got, dc, mn * 4, s);
+  kr_close_f(got, c, mn, 1e-4, 1.0, 0, "gemm task");
+  din[2] = dinst(dc, RP_F32, m, n - 1);
+  RP_EXPECT(rp_task_gemm_gpu(&dcx), RP_ESHAPE);
+
+  rp_xent_args xa = {.rows = m, .cols = n, .norm = (float)m};
+  float loss = 0, gl = 0;
+  rp_instance_info hx[4] = {dinst(c, RP_F32, m, n), dinst(lab, RP_I32, m, 1),
+                            dinst(p, RP_F32, m, n), dinst(&loss, RP_F32, 1, 1)};
+  rp_instance_info dx[4] = {dinst(dc, RP_F32, m, n), dinst(dl, RP_I32, m, 1),
+                            dinst(dp, RP_F32, m, n), dinst(dloss, RP_F32, 1, 1)};
+  rp_task_ctx hxc = gpu_ctx(NULL, &xa, sizeof xa, hx, 4);
+  rp_task_ctx dxc = gpu_ctx(s, &xa, sizeof xa, dx, 4);
+  dxc.workspace = ws;
+  dxc.workspace_bytes = (size_t)m * 4;
+  RP_CHECK(rp_task_xent_fwd_cpu(&hxc));
+  RP_CHECK(rp_task_xent_fwd_gpu(&dxc));
+  fetch(&gl, dloss, 4, s);
+  cr_assert(fabsf(gl - loss) <= 1e-4f * loss, "xent task loss %g, cpu %g", gl,
+            loss);
+
+  /* rp.sgd: W = C, G = probs, V = 0 on both sides (GPU inputs are the
+   * GPU's own gemm/xent results, hence the 1e-4). */
+  rp_sgd_args sa = {.lr = 0.1f, .momentum = 0.9f, .n = 0};
+  float *v = kr_alloc(mn), *dv = dev_copy(NULL, mn * 4);
+  rp_cpu_fill(v, 0.0f, mn);
+  RP_CHECK(rp_cuda_buf_put(dv, v, mn * 4));
+  rp_instance_info hs[3] = {dinst(c, RP_F32, m, n), dinst(p, RP_F32, m, n),
+                            dinst(v, RP_F32, m, n)};
+  rp_instance_info ds[3] = {dinst(dc, RP_F32, m, n), dinst(dp, RP_F32, m, n),
+                            dinst(dv, RP_F32, m, n)};
+  rp_task_ctx hsc = gpu_ctx(NULL, &sa, sizeof sa, hs, 3);
+  rp_task_ctx dsc = gpu_ctx(s, &sa, sizeof sa, ds, 3);
+  RP_CHECK(rp_task_sgd_cpu(&hsc));
+  RP_CHECK(rp_task_sgd_gpu(&dsc));
+  fetch(got, dc, mn * 4, s);
+  kr_close_f(got, c, mn, 1e-4, 1.0, 0, "sgd task");
+  ds[2] = dinst(ws, RP_F32, 1, m); /* V holds only m floats */
+  RP_EXPECT(rp_task_sgd_gpu(&dsc), RP_ESHAPE);
+  free(v);
+  rp_cuda_buf_free(dv);
+  free(a), free(b), free(c), free(got), free(p), free(lab);
+  void *bufs[] = {da, db, dc, dp, dl, dloss, ws};
   for (size_t i = 0; i < KR_LEN(bufs); i++)
     rp_cuda_buf_free(bufs[i]);
   RP_CHECK(rp_cuda_stream_destroy(s));
