@@ -176,8 +176,8 @@ int64_t rp_cpu_xent_bwd(const float *probs, const int32_t *labels,
 /* ---------------------------------------------------------------------- */
 /* Optimizer and BLAS-1 */
 
-void rp_cpu_sgd_momentum(float *w, const float *g, float *v, size_t n,
-                         float lr, float mu) {
+void rp_cpu_sgd_momentum(float *w, const float *g, float *v, size_t n, float lr,
+                         float mu) {
   for (size_t i = 0; i < n; i++) {
     float vi = mu * v[i] + g[i];
     v[i] = vi;
@@ -200,8 +200,8 @@ void rp_cpu_axpy(float alpha, const float *x, float *y, size_t n) {
     y[i] += alpha * x[i];
 }
 
-size_t rp_cpu_argmax_correct(const float *x, const int32_t *labels,
-                             size_t rows, size_t cols) {
+size_t rp_cpu_argmax_correct(const float *x, const int32_t *labels, size_t rows,
+                             size_t cols) {
   size_t correct = 0;
   for (size_t r = 0; r < rows; r++) {
     const float *row = x + r * cols;

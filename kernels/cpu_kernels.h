@@ -80,8 +80,8 @@ int64_t rp_cpu_xent_bwd(const float *probs, const int32_t *labels,
  *   v = mu * v + g;  w = w - lr * v
  * elementwise over n. With v = 0 initially and a constant g, after t steps
  * v_t = g * (1 - mu^t) / (1 - mu). */
-void rp_cpu_sgd_momentum(float *w, const float *g, float *v, size_t n,
-                         float lr, float mu);
+void rp_cpu_sgd_momentum(float *w, const float *g, float *v, size_t n, float lr,
+                         float mu);
 
 /* x[i] = value. */
 void rp_cpu_fill(float *x, float value, size_t n);
@@ -93,7 +93,7 @@ void rp_cpu_axpy(float alpha, const float *x, float *y, size_t n);
 /* Number of rows r whose argmax over columns (the first maximum on ties)
  * equals labels[r]. x is rows x cols (logits or probabilities). Rows with a
  * NaN count as an unspecified argmax. */
-size_t rp_cpu_argmax_correct(const float *x, const int32_t *labels,
-                             size_t rows, size_t cols);
+size_t rp_cpu_argmax_correct(const float *x, const int32_t *labels, size_t rows,
+                             size_t cols);
 
 #endif

@@ -19,8 +19,8 @@ namespace {
 /* ---------------------------------------------------------------------- */
 /* Launch shapes and error reporting */
 
-constexpr unsigned kThreads = 256;      /* elementwise and warp-per-row */
-constexpr unsigned kSumThreads = 256;   /* one-block loss sum */
+constexpr unsigned kThreads = 256;       /* elementwise and warp-per-row */
+constexpr unsigned kSumThreads = 256;    /* one-block loss sum */
 constexpr unsigned kFusedThreads = 1024; /* one-block xent (32 warps) */
 constexpr unsigned kFull = 0xffffffffu;
 /* Grid cap: 65536 blocks x 256 threads cover 16M elements per sweep, which
@@ -158,8 +158,8 @@ __device__ inline float warp_sum(float v) {
  * writes p = exp(x - m) / s and returns log(s) - (x[label] - m), or NaN for
  * a label outside [0, cols). x[label] is read before p is written, so p may
  * alias x. */
-__device__ float xent_row(const float *x, int32_t label, float *p,
-                          size_t cols, unsigned lane) {
+__device__ float xent_row(const float *x, int32_t label, float *p, size_t cols,
+                          unsigned lane) {
   bool ok = label >= 0 && (size_t)label < cols;
   float xl = ok ? x[label] : 0.0f;
   float m = -INFINITY;
@@ -187,8 +187,8 @@ __global__ void xent_rows_k(const float *logits, const int32_t *labels,
   unsigned lane = threadIdx.x & 31;
   size_t warps = global_threads() / 32;
   for (size_t r = global_tid() / 32; r < rows; r += warps) {
-    float l = xent_row(logits + r * cols, labels[r], probs + r * cols, cols,
-                       lane);
+    float l =
+        xent_row(logits + r * cols, labels[r], probs + r * cols, cols, lane);
     if (lane == 0)
       row_loss[r] = l;
   }
@@ -225,8 +225,7 @@ __global__ void xent_fused_k(const float *logits, const int32_t *labels,
   unsigned nwarps = blockDim.x / 32;
   double acc = 0.0;
   for (size_t r = warp; r < rows; r += nwarps)
-    acc += xent_row(logits + r * cols, labels[r], probs + r * cols, cols,
-                    lane);
+    acc += xent_row(logits + r * cols, labels[r], probs + r * cols, cols, lane);
   if (lane == 0)
     sh[warp] = acc;
   __syncthreads();
@@ -267,8 +266,8 @@ __device__ inline void argmax_merge(float &v, long long &i, float ov,
   }
 }
 
-__global__ void argmax_k(const float *x, const int32_t *labels,
-                         int32_t *count, size_t rows, size_t cols) {
+__global__ void argmax_k(const float *x, const int32_t *labels, int32_t *count,
+                         size_t rows, size_t cols) {
   unsigned lane = threadIdx.x & 31;
   size_t warps = global_threads() / 32;
   for (size_t r = global_tid() / 32; r < rows; r += warps) {
@@ -299,8 +298,8 @@ extern "C" rp_status rp_cuda_relu_fwd(const float *x, float *y, size_t n,
                                       void *stream) {
   if (n == 0)
     return RP_OK;
-  relu_fwd_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(
-      x, y, n);
+  relu_fwd_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(x, y,
+                                                                          n);
   return launched("rp_cuda_relu_fwd");
 }
 
@@ -313,9 +312,8 @@ extern "C" rp_status rp_cuda_relu_bwd(const float *x, const float *dy,
   return launched("rp_cuda_relu_bwd");
 }
 
-extern "C" rp_status rp_cuda_bias_add(float *x, const float *bias,
-                                      size_t rows, size_t cols,
-                                      void *stream) {
+extern "C" rp_status rp_cuda_bias_add(float *x, const float *bias, size_t rows,
+                                      size_t cols, void *stream) {
   size_t n = rows * cols;
   if (n == 0)
     return RP_OK;
@@ -324,32 +322,30 @@ extern "C" rp_status rp_cuda_bias_add(float *x, const float *bias,
   return launched("rp_cuda_bias_add");
 }
 
-extern "C" rp_status rp_cuda_bias_grad(const float *dy, float *db,
-                                       size_t rows, size_t cols,
-                                       void *stream) {
+extern "C" rp_status rp_cuda_bias_grad(const float *dy, float *db, size_t rows,
+                                       size_t cols, void *stream) {
   if (cols == 0)
     return RP_OK;
   /* rows == 0 still runs: it writes db = 0, as the CPU kernel does. */
   size_t nb = (cols + kBgCols - 1) / kBgCols;
   if (nb > 0x7fffffffu)
     return rp__err(RP_EBACKEND, "rp_cuda_bias_grad: %zu columns", cols);
-  bias_grad_k<<<(unsigned)nb, dim3(kBgCols, kBgLanes), 0,
-                as_stream(stream)>>>(dy, db, rows, cols);
+  bias_grad_k<<<(unsigned)nb, dim3(kBgCols, kBgLanes), 0, as_stream(stream)>>>(
+      dy, db, rows, cols);
   return launched("rp_cuda_bias_grad");
 }
 
 extern "C" rp_status rp_cuda_xent_fwd(const float *logits,
                                       const int32_t *labels, float *probs,
-                                      float *row_loss, float *loss,
-                                      size_t rows, size_t cols, float norm,
-                                      void *stream) {
+                                      float *row_loss, float *loss, size_t rows,
+                                      size_t cols, float norm, void *stream) {
   cudaStream_t s = as_stream(stream);
   if (rows == 0) /* the mean over no rows contributes 0, as on the CPU */
     return check(cudaMemsetAsync(loss, 0, sizeof(float), s),
                  "rp_cuda_xent_fwd: cudaMemsetAsync");
   if (!row_loss) {
-    xent_fused_k<<<1, kFusedThreads, 0, s>>>(logits, labels, probs, loss,
-                                             rows, cols, norm);
+    xent_fused_k<<<1, kFusedThreads, 0, s>>>(logits, labels, probs, loss, rows,
+                                             cols, norm);
     return launched("rp_cuda_xent_fwd (one block)");
   }
   /* kThreads / 32 rows per block. */
@@ -362,10 +358,9 @@ extern "C" rp_status rp_cuda_xent_fwd(const float *logits,
   return launched("rp_cuda_xent_fwd (sum)");
 }
 
-extern "C" rp_status rp_cuda_xent_bwd(const float *probs,
-                                      const int32_t *labels, float *dlogits,
-                                      size_t rows, size_t cols, float norm,
-                                      void *stream) {
+extern "C" rp_status rp_cuda_xent_bwd(const float *probs, const int32_t *labels,
+                                      float *dlogits, size_t rows, size_t cols,
+                                      float norm, void *stream) {
   size_t n = rows * cols;
   if (n == 0)
     return RP_OK;
@@ -388,8 +383,8 @@ extern "C" rp_status rp_cuda_fill(float *x, float value, size_t n,
                                   void *stream) {
   if (n == 0)
     return RP_OK;
-  fill_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(
-      x, value, n);
+  fill_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(x, value,
+                                                                      n);
   return launched("rp_cuda_fill");
 }
 
@@ -397,8 +392,8 @@ extern "C" rp_status rp_cuda_scale(float *x, float alpha, size_t n,
                                    void *stream) {
   if (n == 0)
     return RP_OK;
-  scale_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(
-      x, alpha, n);
+  scale_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(x, alpha,
+                                                                       n);
   return launched("rp_cuda_scale");
 }
 
@@ -406,8 +401,8 @@ extern "C" rp_status rp_cuda_axpy(float alpha, const float *x, float *y,
                                   size_t n, void *stream) {
   if (n == 0)
     return RP_OK;
-  axpy_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(
-      alpha, x, y, n);
+  axpy_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(alpha, x,
+                                                                      y, n);
   return launched("rp_cuda_axpy");
 }
 
@@ -449,7 +444,8 @@ std::mutex g_blas_init_lock; /* serializes init and shutdown */
 rp_status blas_create(BlasDev *d) {
   cublasHandle_t h = nullptr;
   void *ws = nullptr;
-  rp_status st = blas_check(cublasCreate(&h), "rp_cuda_blas_init: cublasCreate");
+  rp_status st =
+      blas_check(cublasCreate(&h), "rp_cuda_blas_init: cublasCreate");
   if (st != RP_OK)
     return st;
   st = check(cudaMalloc(&ws, RP_CUBLAS_WS_SLOTS * RP_CUBLAS_WS_BYTES),
@@ -529,14 +525,15 @@ extern "C" rp_status rp_cuda_blas_init(int device) {
   if (d->ready.load(std::memory_order_relaxed))
     return RP_OK;
   int prev = 0;
-  rp_status st = check(cudaGetDevice(&prev), "rp_cuda_blas_init: cudaGetDevice");
+  rp_status st =
+      check(cudaGetDevice(&prev), "rp_cuda_blas_init: cudaGetDevice");
   if (st != RP_OK)
     return st;
   st = check(cudaSetDevice(device), "rp_cuda_blas_init: cudaSetDevice");
   if (st == RP_OK)
     st = blas_create(d);
   cudaSetDevice(prev); /* the caller's device, whatever happened */
-  if (st == RP_OK) /* release: handle and ws are set before ready reads 1 */
+  if (st == RP_OK)     /* release: handle and ws are set before ready reads 1 */
     d->ready.store(true, std::memory_order_release);
   return st;
 }
@@ -566,10 +563,9 @@ extern "C" void rp_cuda_blas_shutdown(void) {
  * ld n). C^T = op(B)^T * op(A)^T, and a row-major operand read as
  * column-major is already transposed: so cuBLAS gets B first with B's
  * trans flag and ld (its stored row length), then A likewise. */
-extern "C" rp_status rp_cuda_gemm(int trans_a, int trans_b, int m, int n,
-                                  int k, float alpha, const float *a,
-                                  const float *b, float beta, float *c,
-                                  void *stream) {
+extern "C" rp_status rp_cuda_gemm(int trans_a, int trans_b, int m, int n, int k,
+                                  float alpha, const float *a, const float *b,
+                                  float beta, float *c, void *stream) {
   if (m <= 0 || n <= 0)
     return RP_OK;
   if (k <= 0 || alpha == 0.0f)
@@ -614,9 +610,9 @@ extern "C" rp_status rp_cuda_stream_create(void **out) {
 }
 
 extern "C" rp_status rp_cuda_stream_destroy(void *stream) {
-  return stream ? check(cudaStreamDestroy(as_stream(stream)),
-                        "cudaStreamDestroy")
-                : RP_OK;
+  return stream
+             ? check(cudaStreamDestroy(as_stream(stream)), "cudaStreamDestroy")
+             : RP_OK;
 }
 
 extern "C" rp_status rp_cuda_stream_sync(void *stream) {
@@ -644,9 +640,9 @@ extern "C" rp_status rp_cuda_buf_get(void *dst_host, const void *src_dev,
 }
 
 extern "C" rp_status rp_cuda_capture_begin(void *stream) {
-  return check(cudaStreamBeginCapture(as_stream(stream),
-                                      cudaStreamCaptureModeGlobal),
-               "cudaStreamBeginCapture");
+  return check(
+      cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeGlobal),
+      "cudaStreamBeginCapture");
 }
 
 extern "C" rp_status rp_cuda_capture_end_launch(void *stream, int launches) {

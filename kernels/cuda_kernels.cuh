@@ -43,8 +43,8 @@ extern "C" {
 /* Elementwise, bias, loss, optimizer (same contracts as cpu_kernels.h). */
 
 rp_status rp_cuda_relu_fwd(const float *x, float *y, size_t n, void *stream);
-rp_status rp_cuda_relu_bwd(const float *x, const float *dy, float *dx,
-                           size_t n, void *stream);
+rp_status rp_cuda_relu_bwd(const float *x, const float *dy, float *dx, size_t n,
+                           void *stream);
 rp_status rp_cuda_bias_add(float *x, const float *bias, size_t rows,
                            size_t cols, void *stream);
 /* Deterministic column sums: blocks of 32 columns x 8 row lanes; each lane
@@ -62,12 +62,11 @@ rp_status rp_cuda_bias_grad(const float *dy, float *db, size_t rows,
  * A label outside [0, cols) makes that row's loss (hence loss[0]) NaN. */
 rp_status rp_cuda_xent_fwd(const float *logits, const int32_t *labels,
                            float *probs, float *row_loss, float *loss,
-                           size_t rows, size_t cols, float norm,
-                           void *stream);
+                           size_t rows, size_t cols, float norm, void *stream);
 /* dlogits = (probs - onehot) / norm; a row with a bad label becomes NaN. */
 rp_status rp_cuda_xent_bwd(const float *probs, const int32_t *labels,
-                           float *dlogits, size_t rows, size_t cols,
-                           float norm, void *stream);
+                           float *dlogits, size_t rows, size_t cols, float norm,
+                           void *stream);
 /* v = mu * v + g; w -= lr * v. lr_dev: NULL to use lr, or a device pointer
  * read by the kernel when it runs (a per-replay learning rate in a device
  * parameter buffer reaches a captured graph this way). */
@@ -108,8 +107,8 @@ rp_status rp_cuda_argmax_correct(const float *x, const int32_t *labels,
 #define RP_CUDA_MAX_DEVICES 64
 
 rp_status rp_cuda_gemm(int trans_a, int trans_b, int m, int n, int k,
-                       float alpha, const float *a, const float *b,
-                       float beta, float *c, void *stream);
+                       float alpha, const float *a, const float *b, float beta,
+                       float *c, void *stream);
 /* Creates the handle and workspace of physical device `device` (idempotent,
  * thread-safe). Must not be called during stream capture. rp_cuda_gemm
  * calls it itself when not capturing; during capture an uninitialized

@@ -58,31 +58,31 @@ static int dense(const rp_instance_info *in) {
 
 /* Access i, named `role`: present, of type dt, dense, with at least `need`
  * elements. *ptr gets its element at rect.lo. */
-static rp_status get_inst(const rp_task_ctx *ctx, const char *task,
-                          uint32_t i, const char *role, rp_dtype dt,
-                          int64_t need, void **ptr) {
+static rp_status get_inst(const rp_task_ctx *ctx, const char *task, uint32_t i,
+                          const char *role, rp_dtype dt, int64_t need,
+                          void **ptr) {
   const rp_instance_info *in = rp_ctx_inst(ctx, i);
   if (!in)
-    return rp__err(RP_ESHAPE, "%s: access %u (%s) missing: %u accesses",
-                   task, i, role, rp_ctx_access_count(ctx));
+    return rp__err(RP_ESHAPE, "%s: access %u (%s) missing: %u accesses", task,
+                   i, role, rp_ctx_access_count(ctx));
   if (in->dtype != dt)
     return rp__err(RP_ETYPE, "%s: access %u (%s) is %s, needs %s", task, i,
                    role, rp_dtype_name(in->dtype), rp_dtype_name(dt));
   if (!dense(in))
-    return rp__err(RP_ESHAPE, "%s: access %u (%s) is not dense row-major",
-                   task, i, role);
+    return rp__err(RP_ESHAPE, "%s: access %u (%s) is not dense row-major", task,
+                   i, role);
   int64_t vol = rp_rect_volume(&in->rect);
   if (vol < need)
     return rp__err(RP_ESHAPE,
-                   "%s: access %u (%s) has %lld elements, needs %lld", task,
-                   i, role, (long long)vol, (long long)need);
+                   "%s: access %u (%s) has %lld elements, needs %lld", task, i,
+                   role, (long long)vol, (long long)need);
   *ptr = in->ptr;
   return RP_OK;
 }
 
 /* Elementwise count: n, or the volume of access 0 when n == 0. */
-static rp_status elem_count(const rp_task_ctx *ctx, const char *task,
-                            int32_t n, int64_t *out) {
+static rp_status elem_count(const rp_task_ctx *ctx, const char *task, int32_t n,
+                            int64_t *out) {
   if (n < 0)
     return rp__err(RP_EINVAL, "%s: n = %d", task, (int)n);
   const rp_instance_info *in = rp_ctx_inst(ctx, 0);
@@ -94,8 +94,10 @@ static rp_status elem_count(const rp_task_ctx *ctx, const char *task,
 
 static rp_status rows_cols_ok(const char *task, int32_t rows, int32_t cols) {
   if (rows < 0 || cols < 1)
-    return rp__err(RP_EINVAL, "%s: rows = %d, cols = %d (need rows >= 0, "
-                   "cols >= 1)", task, (int)rows, (int)cols);
+    return rp__err(RP_EINVAL,
+                   "%s: rows = %d, cols = %d (need rows >= 0, "
+                   "cols >= 1)",
+                   task, (int)rows, (int)cols);
   return RP_OK;
 }
 
@@ -116,10 +118,9 @@ static rp_status gemm_prep(const rp_task_ctx *ctx, gemm_job *j) {
   const rp_gemm_args *a = &j->a;
   if (a->m < 0 || a->n < 0 || a->k < 0 || (a->trans_a & ~1) ||
       (a->trans_b & ~1))
-    return rp__err(RP_EINVAL,
-                   "%s: m = %d, n = %d, k = %d, trans_a = %d, trans_b = %d",
-                   t, (int)a->m, (int)a->n, (int)a->k, (int)a->trans_a,
-                   (int)a->trans_b);
+    return rp__err(
+        RP_EINVAL, "%s: m = %d, n = %d, k = %d, trans_a = %d, trans_b = %d", t,
+        (int)a->m, (int)a->n, (int)a->k, (int)a->trans_a, (int)a->trans_b);
   void *A = NULL, *B = NULL, *C = NULL;
   st = get_inst(ctx, t, 0, "A", RP_F32, (int64_t)a->m * a->k, &A);
   if (st == RP_OK)
@@ -234,10 +235,10 @@ rp_status rp_task_relu_bwd_cpu(rp_task_ctx *ctx) {
 typedef struct xent_job {
   int32_t rows, cols;
   float norm;
-  const float *in;       /* logits (fwd) or probs (bwd) */
+  const float *in; /* logits (fwd) or probs (bwd) */
   const int32_t *labels;
-  float *out;            /* probs (fwd) or dlogits (bwd) */
-  float *loss;           /* fwd only */
+  float *out;  /* probs (fwd) or dlogits (bwd) */
+  float *loss; /* fwd only */
 } xent_job;
 
 static rp_status xent_prep(const rp_task_ctx *ctx, const char *t, int bwd,
@@ -288,8 +289,8 @@ rp_status rp_task_xent_fwd_cpu(rp_task_ctx *ctx) {
   if (st == RP_OK)
     st = labels_ok(t, &j);
   if (st == RP_OK)
-    rp_cpu_xent_fwd(j.in, j.labels, j.out, 0, (size_t)j.rows,
-                    (size_t)j.cols, j.norm, j.loss);
+    rp_cpu_xent_fwd(j.in, j.labels, j.out, 0, (size_t)j.rows, (size_t)j.cols,
+                    j.norm, j.loss);
   return st;
 }
 
@@ -300,8 +301,8 @@ rp_status rp_task_xent_bwd_cpu(rp_task_ctx *ctx) {
   if (st == RP_OK)
     st = labels_ok(t, &j);
   if (st == RP_OK)
-    rp_cpu_xent_bwd(j.in, j.labels, j.out, 0, (size_t)j.rows,
-                    (size_t)j.cols, j.norm);
+    rp_cpu_xent_bwd(j.in, j.labels, j.out, 0, (size_t)j.rows, (size_t)j.cols,
+                    j.norm);
   return st;
 }
 
@@ -425,8 +426,7 @@ rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx) {
   acc_job j;
   rp_status st = acc_prep(ctx, &j);
   if (st == RP_OK) /* rows fit int32, so the count does too */
-    j.count[0] = (int32_t)rp_cpu_argmax_correct(j.x, j.labels,
-                                                (size_t)j.a.rows,
+    j.count[0] = (int32_t)rp_cpu_argmax_correct(j.x, j.labels, (size_t)j.a.rows,
                                                 (size_t)j.a.cols);
   return st;
 }
@@ -443,8 +443,8 @@ rp_status rp_task_gemm_gpu(rp_task_ctx *ctx) {
   rp_status st = gemm_prep(ctx, &j);
   if (st != RP_OK)
     return st;
-  return rp_cuda_gemm(j.a.trans_a, j.a.trans_b, j.a.m, j.a.n, j.a.k,
-                      j.a.alpha, j.A, j.B, j.a.beta, j.C, rp_ctx_stream(ctx));
+  return rp_cuda_gemm(j.a.trans_a, j.a.trans_b, j.a.m, j.a.n, j.a.k, j.a.alpha,
+                      j.A, j.B, j.a.beta, j.C, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_bias_add_gpu(rp_task_ctx *ctx) {
@@ -502,8 +502,8 @@ rp_status rp_task_xent_bwd_gpu(rp_task_ctx *ctx) {
   rp_status st = xent_prep(ctx, "rp.xent_bwd", 1, &j);
   if (st != RP_OK)
     return st;
-  return rp_cuda_xent_bwd(j.in, j.labels, j.out, (size_t)j.rows,
-                          (size_t)j.cols, j.norm, rp_ctx_stream(ctx));
+  return rp_cuda_xent_bwd(j.in, j.labels, j.out, (size_t)j.rows, (size_t)j.cols,
+                          j.norm, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_sgd_gpu(rp_task_ctx *ctx) {
@@ -512,8 +512,8 @@ rp_status rp_task_sgd_gpu(rp_task_ctx *ctx) {
   if (st != RP_OK)
     return st;
   /* lr by value: see tasks.h on per-replay values and captured graphs. */
-  return rp_cuda_sgd_momentum(j.w, j.g, j.v, (size_t)j.n, j.a.lr,
-                              j.a.momentum, NULL, rp_ctx_stream(ctx));
+  return rp_cuda_sgd_momentum(j.w, j.g, j.v, (size_t)j.n, j.a.lr, j.a.momentum,
+                              NULL, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_fill_gpu(rp_task_ctx *ctx) {
@@ -563,8 +563,10 @@ typedef struct task_entry {
 } task_entry;
 
 #define TASK(nm, fn, field_)                                                   \
-  { "rp." nm, rp_task_##fn##_cpu, GPU_FN(rp_task_##fn##_gpu),                 \
-    offsetof(rp_kernel_tasks, field_) }
+  {                                                                            \
+    "rp." nm, rp_task_##fn##_cpu, GPU_FN(rp_task_##fn##_gpu),                  \
+        offsetof(rp_kernel_tasks, field_)                                      \
+  }
 
 static const task_entry TASKS[] = {
     TASK("gemm", gemm, gemm),
@@ -591,8 +593,7 @@ static rp_status blas_setup(rp_runtime *rt) {
     return RP_OK;
   int count = 0;
   rp_status st = rp_cuda_device_count(&count);
-  for (rp_proc p = 0; st == RP_OK && count > 0 && p < rp_proc_count(rt);
-       p++) {
+  for (rp_proc p = 0; st == RP_OK && count > 0 && p < rp_proc_count(rt); p++) {
     rp_proc_info pi;
     if (rp_proc_query(rt, p, &pi) == RP_OK && pi.kind == RP_PROC_GPU)
       st = rp_cuda_blas_init(pi.device % count);

@@ -107,8 +107,8 @@ typedef struct rp_scalar_args {
 
 /* The registered task ids. */
 typedef struct rp_kernel_tasks {
-  rp_task_id gemm, bias_add, bias_grad, relu_fwd, relu_bwd, xent_fwd,
-      xent_bwd, sgd, fill, scale, axpy, accuracy;
+  rp_task_id gemm, bias_add, bias_grad, relu_fwd, relu_bwd, xent_fwd, xent_bwd,
+      sgd, fill, scale, axpy, accuracy;
 } rp_kernel_tasks;
 
 /* Registers every task above on rt and fills *out. Call once per runtime:

@@ -62,8 +62,8 @@ static inline void kr_close(const float *got, const double *want, size_t n,
     double w = want[i], g = got[i];
     double mag = fabs(w) > scale ? fabs(w) : scale;
     cr_assert(fabs(g - w) <= rel * mag + abs_tol,
-              "%s: element %zu is %.9g, expected %.9g (rel %g, scale %g)",
-              what, i, g, w, rel, scale);
+              "%s: element %zu is %.9g, expected %.9g (rel %g, scale %g)", what,
+              i, g, w, rel, scale);
   }
 }
 
@@ -75,8 +75,8 @@ static inline void kr_close_f(const float *got, const float *want, size_t n,
     double w = want[i], g = got[i];
     double mag = fabs(w) > scale ? fabs(w) : scale;
     cr_assert(fabs(g - w) <= rel * mag + abs_tol,
-              "%s: element %zu is %.9g, expected %.9g (rel %g, scale %g)",
-              what, i, g, w, rel, scale);
+              "%s: element %zu is %.9g, expected %.9g (rel %g, scale %g)", what,
+              i, g, w, rel, scale);
   }
 }
 
@@ -105,8 +105,8 @@ static inline double *kr_gemm(int ta, int tb, size_t m, size_t n, size_t k,
 }
 
 /* Softmax rows (double) and the summed loss -log p[label] over rows. */
-static inline double kr_xent(const float *x, const int32_t *labels,
-                             size_t rows, size_t cols, double *probs) {
+static inline double kr_xent(const float *x, const int32_t *labels, size_t rows,
+                             size_t cols, double *probs) {
   double loss = 0.0;
   for (size_t r = 0; r < rows; r++) {
     const float *xr = x + r * cols;

@@ -185,8 +185,8 @@ Test(kernels, relu_bwd_matches_finite_differences) {
     double fm = relu_objective(x, w, tmp, n);
     x[i] = xi;
     double fd = (fp - fm) / (2.0 * h);
-    cr_assert(fabs(fd - g[i]) <= 1e-4, "x[%zu] = %g: fd %.7g, relu_bwd %.7g",
-              i, xi, fd, g[i]);
+    cr_assert(fabs(fd - g[i]) <= 1e-4, "x[%zu] = %g: fd %.7g, relu_bwd %.7g", i,
+              xi, fd, g[i]);
   }
   free(x), free(w), free(g), free(tmp);
 }
@@ -202,8 +202,7 @@ Test(kernels, xent_fwd_matches_reference_and_probs_sum_to_one) {
     double *pw = kr_dalloc(n);
     double want = kr_xent(x, lab, rows, cols, pw) / (double)rows;
     float loss = -1;
-    int64_t bad = rp_cpu_xent_fwd(x, lab, p, 0, rows, cols, (float)rows,
-                                  &loss);
+    int64_t bad = rp_cpu_xent_fwd(x, lab, p, 0, rows, cols, (float)rows, &loss);
     cr_assert_eq(bad, -1);
     cr_assert(fabs(loss - want) <= 1e-5 * fabs(want) + 1e-7,
               "%zux%zu: loss %.9g, expected %.9g", rows, cols, loss, want);
@@ -219,15 +218,15 @@ Test(kernels, xent_fwd_matches_reference_and_probs_sum_to_one) {
 }
 
 Test(kernels, xent_is_stable_for_logits_of_plus_minus_1000) {
-  float x[3 * 3] = {1000, -1000, 0, /* row 0 */
-                    -1000, -1000, -1000, /* row 1: uniform */
-                    1000, 1000, -1000}; /* row 2: two-way tie */
+  float x[3 * 3] = {1000,  -1000, 0,      /* row 0 */
+                    -1000, -1000, -1000,  /* row 1: uniform */
+                    1000,  1000,  -1000}; /* row 2: two-way tie */
   int32_t lab[3] = {1, 2, 0};
   float p[9], d[9], loss = 0;
   cr_assert_eq(rp_cpu_xent_fwd(x, lab, p, 0, 3, 3, 1.0f, &loss), -1);
   for (int i = 0; i < 9; i++)
-    cr_assert(isfinite(p[i]) && isfinite(loss), "p[%d] = %g loss %g", i,
-              p[i], loss);
+    cr_assert(isfinite(p[i]) && isfinite(loss), "p[%d] = %g loss %g", i, p[i],
+              loss);
   /* Row 0: p = (1, 0, 0), loss 2000; row 1: log 3; row 2: log 2. */
   double want = 2000.0 + log(3.0) + log(2.0);
   cr_assert(fabs(loss - want) <= 1e-5 * want, "loss %.9g want %.9g", loss,
@@ -265,8 +264,9 @@ Test(kernels, xent_bwd_matches_finite_differences) {
       double fm = xent_objective(x, lab, p, rows, cols);
       x[i] = xi;
       double fd = (fp - fm) / (2.0 * h);
-      cr_assert(fabs(fd - d[i]) <= 5e-4, "%zux%zu, logit %zu: fd %.7g, "
-                "xent_bwd %.7g", rows, cols, i, fd, d[i]);
+      cr_assert(fabs(fd - d[i]) <= 5e-4,
+                "%zux%zu, logit %zu: fd %.7g, bwd %.7g", rows, cols, i, fd,
+                d[i]);
     }
     free(x), free(p), free(d), free(lab);
   }
@@ -322,7 +322,8 @@ Test(kernels, sgd_momentum_matches_closed_form_over_steps) {
     double mut = pow(mu, t);
     for (size_t i = 0; i < n; i++) {
       double vt = g[i] * (1 - mut) / (1 - mu);
-      double wt = w0[i] - lr * g[i] * (t - mu * (1 - mut) / (1 - mu)) / (1 - mu);
+      double wt =
+          w0[i] - lr * g[i] * (t - mu * (1 - mut) / (1 - mu)) / (1 - mu);
       cr_assert(fabs(v[i] - vt) <= 1e-5 * (fabs(vt) + 1), "step %d v[%zu]", t,
                 i);
       cr_assert(fabs(w[i] - wt) <= 1e-5 * (fabs(wt) + 1),
@@ -354,10 +355,10 @@ Test(kernels, fill_scale_axpy_match_reference) {
 }
 
 Test(kernels, argmax_correct_counts_first_maximum_on_ties) {
-  float x[4 * 3] = {0, 5, 1,  /* argmax 1 */
-                    2, 2, 1,  /* tie: first, 0 */
+  float x[4 * 3] = {0,  5,  1,  /* argmax 1 */
+                    2,  2,  1,  /* tie: first, 0 */
                     -1, -3, -1, /* tie: 0 */
-                    0, 0, 9}; /* 2 */
+                    0,  0,  9}; /* 2 */
   int32_t lab[4] = {1, 1, 0, 2};
   cr_assert_eq(rp_cpu_argmax_correct(x, lab, 4, 3), 3);
   cr_assert_eq(rp_cpu_argmax_correct(x, lab, 0, 3), 0);
@@ -408,8 +409,13 @@ Test(kernel_tasks, gemm_task_computes_and_rejects_bad_shapes_untouched) {
   rp_instance_info in[3] = {inst2d(a, RP_F32, k, m), inst2d(b, RP_F32, k, n),
                             inst2d(c, RP_F32, m, n)};
   in[1].rect = rp_rect_2d(100, 100 + k - 1, 7, 7 + n - 1);
-  rp_gemm_args args = {.m = m, .n = n, .k = k, .trans_a = 1, .trans_b = 0,
-                       .alpha = 2.0f, .beta = 1.0f};
+  rp_gemm_args args = {.m = m,
+                       .n = n,
+                       .k = k,
+                       .trans_a = 1,
+                       .trans_b = 0,
+                       .alpha = 2.0f,
+                       .beta = 1.0f};
   double *want = kr_gemm(1, 0, m, n, k, 2.0, a, b, 1.0, c);
   rp_task_ctx ctx = cpu_ctx(&args, sizeof args, in, 3);
   RP_CHECK(rp_task_gemm_cpu(&ctx));
@@ -441,8 +447,8 @@ Test(kernel_tasks, gemm_task_computes_and_rejects_bad_shapes_untouched) {
 }
 
 /* Runs rp.xent_fwd + rp.xent_bwd over rows [r0, r0 + rows) of x. */
-static void xent_tasks(float *x, int32_t *lab, float *p, float *d,
-                       float *loss, int rows, int cols, float norm) {
+static void xent_tasks(float *x, int32_t *lab, float *p, float *d, float *loss,
+                       int rows, int cols, float norm) {
   rp_instance_info in[4] = {
       inst2d(x, RP_F32, rows, cols), inst2d(lab, RP_I32, rows, 1),
       inst2d(p, RP_F32, rows, cols), inst2d(loss, RP_F32, 1, 1)};
@@ -466,8 +472,8 @@ Test(kernel_tasks, xent_tasks_on_two_shards_equal_the_whole_batch) {
   xent_tasks(x, lab, p, d, &full, rows, cols, 0); /* norm 0: rows */
   size_t off = (size_t)split * cols;
   xent_tasks(x, lab, ps, ds, &l0, split, cols, rows);
-  xent_tasks(x + off, lab + split, ps + off, ds + off, &l1, rows - split,
-             cols, rows);
+  xent_tasks(x + off, lab + split, ps + off, ds + off, &l1, rows - split, cols,
+             rows);
   double *pw = kr_dalloc(n);
   double want = kr_xent(x, lab, rows, cols, pw) / rows;
   cr_assert(fabs(full - want) <= 1e-5 * want, "loss %g want %g", full, want);
@@ -481,7 +487,8 @@ Test(kernel_tasks, xent_task_rejects_a_bad_label_before_writing) {
   float x[6] = {1, 2, 3, 4, 5, 6}, p[6] = {0}, loss = 42;
   int32_t lab[2] = {0, 3};
   rp_instance_info in[4] = {inst2d(x, RP_F32, 2, 3), inst2d(lab, RP_I32, 2, 1),
-                            inst2d(p, RP_F32, 2, 3), inst2d(&loss, RP_F32, 1, 1)};
+                            inst2d(p, RP_F32, 2, 3),
+                            inst2d(&loss, RP_F32, 1, 1)};
   rp_xent_args args = {.rows = 2, .cols = 3, .norm = 2};
   rp_task_ctx ctx = cpu_ctx(&args, sizeof args, in, 4);
   RP_EXPECT(rp_task_xent_fwd_cpu(&ctx), RP_ERANGE);
@@ -538,7 +545,8 @@ Test(kernel_tasks, elementwise_tasks_run_over_whole_instances) {
   for (int i = 0; i < R * C; i++)
     cr_assert_eq(y[i], x[i] > 0 ? x[i] : 0.0f);
   rp_bias_args ba = {.rows = R, .cols = C};
-  rp_instance_info bin[2] = {inst2d(y, RP_F32, R, C), inst2d(bias, RP_F32, 1, C)};
+  rp_instance_info bin[2] = {inst2d(y, RP_F32, R, C),
+                             inst2d(bias, RP_F32, 1, C)};
   ctx = cpu_ctx(&ba, sizeof ba, bin, 2);
   RP_CHECK(rp_task_bias_add_cpu(&ctx));
   bin[1] = inst2d(db, RP_F32, 1, C);
@@ -589,13 +597,13 @@ Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
-  static const char *names[] = {"rp.gemm", "rp.bias_add", "rp.bias_grad",
+  static const char *names[] = {"rp.gemm",     "rp.bias_add", "rp.bias_grad",
                                 "rp.relu_fwd", "rp.relu_bwd", "rp.xent_fwd",
-                                "rp.xent_bwd", "rp.sgd", "rp.fill",
-                                "rp.scale", "rp.axpy", "rp.accuracy"};
-  rp_task_id want[] = {k.gemm, k.bias_add, k.bias_grad, k.relu_fwd,
-                       k.relu_bwd, k.xent_fwd, k.xent_bwd, k.sgd,
-                       k.fill, k.scale, k.axpy, k.accuracy};
+                                "rp.xent_bwd", "rp.sgd",      "rp.fill",
+                                "rp.scale",    "rp.axpy",     "rp.accuracy"};
+  rp_task_id want[] = {k.gemm,     k.bias_add, k.bias_grad, k.relu_fwd,
+                       k.relu_bwd, k.xent_fwd, k.xent_bwd,  k.sgd,
+                       k.fill,     k.scale,    k.axpy,      k.accuracy};
   for (size_t i = 0; i < KR_LEN(names); i++) {
     rp_task_id id;
     RP_CHECK(rp_task_find(rt, names[i], &id));

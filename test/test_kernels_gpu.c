@@ -129,10 +129,12 @@ Test(kernels_gpu, bias_grad_matches_cpu_and_is_deterministic) {
   void *s = new_stream();
   static const size_t extra[][2] = {{1000, 3}, {5, 100}, {0, 7}};
   for (size_t sh = 0; sh < KR_NSHAPES + KR_LEN(extra); sh++) {
-    const size_t *shape = sh < KR_NSHAPES ? kr_shapes[sh] : extra[sh - KR_NSHAPES];
+    const size_t *shape =
+        sh < KR_NSHAPES ? kr_shapes[sh] : extra[sh - KR_NSHAPES];
     size_t rows = shape[0], cols = shape[1], n = rows * cols;
     float *dy = kr_random(n, 21 + (uint32_t)sh, -1, 1);
-    float *want = kr_alloc(cols), *got = kr_alloc(cols), *again = kr_alloc(cols);
+    float *want = kr_alloc(cols), *got = kr_alloc(cols),
+          *again = kr_alloc(cols);
     rp_cpu_bias_grad(dy, want, rows, cols);
     double floor = 1e-6;
     for (size_t c = 0; c < cols; c++) {
@@ -175,7 +177,8 @@ static void check_xent(const float *x, const int32_t *lab, size_t rows,
               "%zux%zu pass %d: loss %.9g, cpu %.9g", rows, cols, pass,
               gl[pass], loss);
   }
-  cr_assert(memcmp(&gl[0], &gl[1], sizeof(float)) == 0, "loss not deterministic");
+  cr_assert(memcmp(&gl[0], &gl[1], sizeof(float)) == 0,
+            "loss not deterministic");
   fetch(got, dp, fb, s);
   kr_close_f(got, p, n, 1e-4, 0, 1e-12, "xent probs");
   /* Backward from the CPU probs: the same f32 operations. */
@@ -193,7 +196,8 @@ Test(kernels_gpu, xent_matches_cpu_with_and_without_scratch) {
   void *s = new_stream();
   static const size_t extra[][2] = {{1000, 10}, {7, 1000}};
   for (size_t sh = 0; sh < KR_NSHAPES + KR_LEN(extra); sh++) {
-    const size_t *shape = sh < KR_NSHAPES ? kr_shapes[sh] : extra[sh - KR_NSHAPES];
+    const size_t *shape =
+        sh < KR_NSHAPES ? kr_shapes[sh] : extra[sh - KR_NSHAPES];
     size_t rows = shape[0], cols = shape[1];
     float *x = kr_random(rows * cols, 31 + (uint32_t)sh, -8, 8);
     int32_t *lab = kr_labels(rows, cols, 32 + (uint32_t)sh);
@@ -265,8 +269,8 @@ static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k,
   float *db = dev_copy(b, k * n * sizeof(float));
   float *dc = dev_copy(c, m * n * sizeof(float));
   rp_cpu_gemm(ta, tb, (int)m, (int)n, (int)k, alpha, a, b, beta, c);
-  RP_CHECK(rp_cuda_gemm(ta, tb, (int)m, (int)n, (int)k, alpha, da, db, beta,
-                        dc, s));
+  RP_CHECK(
+      rp_cuda_gemm(ta, tb, (int)m, (int)n, (int)k, alpha, da, db, beta, dc, s));
   fetch(got, dc, m * n * sizeof(float), s);
   double cmax = 1e-3;
   for (size_t i = 0; i < m * n; i++)
@@ -328,7 +332,8 @@ Test(kernels_gpu, launchers_are_capture_safe_and_replay) {
   rp_cpu_gemm(0, 0, m, n, k, 1.0f, a, b, 0.0f, h);
   rp_cpu_relu_fwd(h, h, mn);
   rp_cpu_xent_fwd(h, lab, p, 0, m, n, (float)m, &loss);
-  float *da = dev_copy(a, (size_t)m * k * 4), *db = dev_copy(b, (size_t)k * n * 4);
+  float *da = dev_copy(a, (size_t)m * k * 4),
+        *db = dev_copy(b, (size_t)k * n * 4);
   float *dh = dev_copy(NULL, mn * 4), *dp = dev_copy(NULL, mn * 4);
   int32_t *dl = dev_copy(lab, (size_t)m * 4);
   float *dloss = dev_copy(NULL, 4), *drow = dev_copy(NULL, (size_t)m * 4);
@@ -402,7 +407,8 @@ Test(kernels_gpu, gemm_xent_sgd_tasks_match_cpu_tasks) {
   float *b = kr_random((size_t)n * k, 72, -1, 1);
   float *c = kr_alloc(mn), *got = kr_alloc(mn), *p = kr_alloc(mn);
   int32_t *lab = kr_labels(m, n, 73);
-  float *da = dev_copy(a, (size_t)m * k * 4), *db = dev_copy(b, (size_t)n * k * 4);
+  float *da = dev_copy(a, (size_t)m * k * 4),
+        *db = dev_copy(b, (size_t)n * k * 4);
   float *dc = dev_copy(NULL, mn * 4), *dp = dev_copy(NULL, mn * 4);
   int32_t *dl = dev_copy(lab, (size_t)m * 4);
   float *dloss = dev_copy(NULL, 4), *ws = dev_copy(NULL, (size_t)m * 4);
@@ -426,7 +432,8 @@ Test(kernels_gpu, gemm_xent_sgd_tasks_match_cpu_tasks) {
   rp_instance_info hx[4] = {dinst(c, RP_F32, m, n), dinst(lab, RP_I32, m, 1),
                             dinst(p, RP_F32, m, n), dinst(&loss, RP_F32, 1, 1)};
   rp_instance_info dx[4] = {dinst(dc, RP_F32, m, n), dinst(dl, RP_I32, m, 1),
-                            dinst(dp, RP_F32, m, n), dinst(dloss, RP_F32, 1, 1)};
+                            dinst(dp, RP_F32, m, n),
+                            dinst(dloss, RP_F32, 1, 1)};
   rp_task_ctx hxc = gpu_ctx(NULL, &xa, sizeof xa, hx, 4);
   rp_task_ctx dxc = gpu_ctx(s, &xa, sizeof xa, dx, 4);
   dxc.workspace = ws;
