@@ -1,0 +1,664 @@
+/* kernels/cuda_kernels.cu — CUDA kernels and their C launchers; see
+ * cuda_kernels.cuh for the contracts, tolerances and determinism. The math
+ * and layouts are those of cpu_kernels.h (dense row-major f32). */
+#include "cuda_kernels.cuh"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <math.h>
+#include <mutex>
+
+/* engine/util.h is C-only (_Atomic); this is its rp__err prototype. */
+extern "C" rp_status rp__err(rp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+namespace {
+
+/* ---------------------------------------------------------------------- */
+/* Launch shapes and error reporting */
+
+constexpr unsigned kThreads = 256;       /* elementwise and warp-per-row */
+constexpr unsigned kSumThreads = 256;    /* one-block loss sum */
+constexpr unsigned kFusedThreads = 1024; /* one-block xent (32 warps) */
+constexpr unsigned kFull = 0xffffffffu;
+/* Grid cap: 65536 blocks x 256 threads cover 16M elements per sweep, which
+ * fills any current GPU; the grid-stride loops cover larger n. */
+constexpr size_t kMaxBlocks = 65536;
+
+unsigned blocks_for(size_t items, unsigned per_block) {
+  size_t b = (items + per_block - 1) / per_block;
+  return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
+}
+
+rp_status cuda_fail(cudaError_t e, const char *what) {
+  return rp__err(RP_EBACKEND, "%s: %s (%s)", what, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+}
+
+rp_status check(cudaError_t e, const char *what) {
+  return e == cudaSuccess ? RP_OK : cuda_fail(e, what);
+}
+
+/* After a <<<>>> launch: configuration errors show up here. */
+rp_status launched(const char *what) { return check(cudaGetLastError(), what); }
+
+rp_status blas_check(cublasStatus_t s, const char *what) {
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return RP_OK;
+  return rp__err(RP_EBACKEND, "%s: %s (%s)", what, cublasGetStatusName(s),
+                 cublasGetStatusString(s));
+}
+
+cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
+
+__device__ inline size_t global_tid() {
+  return blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+}
+__device__ inline size_t global_threads() {
+  return (size_t)gridDim.x * blockDim.x;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Elementwise kernels. Explicit __f*_rn intrinsics where a multiply feeds an
+ * add: nvcc would otherwise contract them into an FMA, and the CPU build
+ * (C11, no contraction) rounds twice; with them the results are equal. */
+
+__global__ void relu_fwd_k(const float *x, float *y, size_t n) {
+  for (size_t i = global_tid(); i < n; i += global_threads()) {
+    float v = x[i];
+    y[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+__global__ void relu_bwd_k(const float *x, const float *dy, float *dx,
+                           size_t n) {
+  for (size_t i = global_tid(); i < n; i += global_threads())
+    dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void bias_add_k(float *x, const float *bias, size_t rows,
+                           size_t cols) {
+  size_t n = rows * cols;
+  for (size_t i = global_tid(); i < n; i += global_threads())
+    x[i] += bias[i % cols];
+}
+
+__global__ void sgd_k(float *w, const float *g, float *v, size_t n, float lr,
+                      float mu, const float *lr_dev) {
+  float rate = lr_dev ? *lr_dev : lr;
+  for (size_t i = global_tid(); i < n; i += global_threads()) {
+    float vi = __fadd_rn(__fmul_rn(mu, v[i]), g[i]); /* v = mu*v + g */
+    v[i] = vi;
+    w[i] = __fsub_rn(w[i], __fmul_rn(rate, vi)); /* w -= lr*v */
+  }
+}
+
+__global__ void fill_k(float *x, float value, size_t n) {
+  for (size_t i = global_tid(); i < n; i += global_threads())
+    x[i] = value;
+}
+
+__global__ void scale_k(float *x, float alpha, size_t n) {
+  for (size_t i = global_tid(); i < n; i += global_threads())
+    x[i] *= alpha;
+}
+
+__global__ void axpy_k(float alpha, const float *x, float *y, size_t n) {
+  for (size_t i = global_tid(); i < n; i += global_threads())
+    y[i] = __fadd_rn(y[i], __fmul_rn(alpha, x[i]));
+}
+
+/* ---------------------------------------------------------------------- */
+/* bias_grad: db[c] = sum_r dy[r, c]. Block = 32 columns x 8 row lanes: the
+ * 32 threads of a warp read 32 consecutive columns of one row (coalesced);
+ * row lane y sums rows y, y+8, ... in order; lane 0 adds the 8 partials in
+ * lane order. Fixed order for given sizes: deterministic. */
+
+constexpr unsigned kBgCols = 32, kBgLanes = 8;
+
+__global__ void bias_grad_k(const float *dy, float *db, size_t rows,
+                            size_t cols) {
+  __shared__ float part[kBgLanes][kBgCols + 1]; /* +1: no bank conflicts */
+  size_t c = (size_t)blockIdx.x * kBgCols + threadIdx.x;
+  float acc = 0.0f;
+  if (c < cols)
+    for (size_t r = threadIdx.y; r < rows; r += kBgLanes)
+      acc += dy[r * cols + c];
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float s = part[0][threadIdx.x];
+    for (unsigned y = 1; y < kBgLanes; y++)
+      s += part[y][threadIdx.x];
+    db[c] = s;
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Softmax cross-entropy. A warp owns a row: lanes stride over its columns,
+ * then butterfly shuffles (xor) combine the lanes. Every lane ends with the
+ * same bits (each step adds the same two values, and float + commutes). */
+
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+/* Called by all 32 lanes of a warp for one row. m = max x, s = sum
+ * exp(x - m) (terms in (0, 1], s >= 1: stable for logits like +-1000);
+ * writes p = exp(x - m) / s and returns log(s) - (x[label] - m), or NaN for
+ * a label outside [0, cols). x[label] is read before p is written, so p may
+ * alias x. */
+__device__ float xent_row(const float *x, int32_t label, float *p, size_t cols,
+                          unsigned lane) {
+  bool ok = label >= 0 && (size_t)label < cols;
+  float xl = ok ? x[label] : 0.0f;
+  float m = -INFINITY;
+  for (size_t c = lane; c < cols; c += 32)
+    m = fmaxf(m, x[c]);
+  m = warp_max(m);
+  float s = 0.0f;
+  for (size_t c = lane; c < cols; c += 32) {
+    float e = expf(x[c] - m);
+    p[c] = e;
+    s += e;
+  }
+  s = warp_sum(s);
+  for (size_t c = lane; c < cols; c += 32)
+    p[c] = p[c] / s; /* each lane rereads only what it wrote */
+  return ok ? logf(s) - (xl - m) : __int_as_float(0x7fc00000); /* NaN */
+}
+
+/* Many blocks: warp w of the grid takes rows w, w + warps, ...; lane 0
+ * stores the row's loss. The loop bound is warp-uniform, so every shuffle
+ * has its whole warp. */
+__global__ void xent_rows_k(const float *logits, const int32_t *labels,
+                            float *probs, float *row_loss, size_t rows,
+                            size_t cols) {
+  unsigned lane = threadIdx.x & 31;
+  size_t warps = global_threads() / 32;
+  for (size_t r = global_tid() / 32; r < rows; r += warps) {
+    float l =
+        xent_row(logits + r * cols, labels[r], probs + r * cols, cols, lane);
+    if (lane == 0)
+      row_loss[r] = l;
+  }
+}
+
+/* One block: *loss = (sum of row_loss in a fixed tree order) / norm. Sums in
+ * f64 like the CPU kernel, so the two agree closely. */
+__global__ void loss_sum_k(const float *row_loss, size_t rows, float norm,
+                           float *loss) {
+  __shared__ double sh[kSumThreads];
+  unsigned t = threadIdx.x;
+  double acc = 0.0;
+  for (size_t i = t; i < rows; i += kSumThreads)
+    acc += row_loss[i];
+  sh[t] = acc;
+  __syncthreads();
+  for (unsigned half = kSumThreads / 2; half > 0; half /= 2) {
+    if (t < half)
+      sh[t] += sh[t + half];
+    __syncthreads();
+  }
+  if (t == 0)
+    *loss = (float)(sh[0] / norm);
+}
+
+/* One block of 32 warps without scratch: warp w takes rows w, w + 32, ...
+ * and lane 0 keeps its running sum (in row order); thread 0 adds the warps'
+ * sums in warp order. */
+__global__ void xent_fused_k(const float *logits, const int32_t *labels,
+                             float *probs, float *loss, size_t rows,
+                             size_t cols, float norm) {
+  __shared__ double sh[kFusedThreads / 32];
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  unsigned nwarps = blockDim.x / 32;
+  double acc = 0.0;
+  for (size_t r = warp; r < rows; r += nwarps)
+    acc += xent_row(logits + r * cols, labels[r], probs + r * cols, cols, lane);
+  if (lane == 0)
+    sh[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0.0;
+    for (unsigned w = 0; w < nwarps; w++)
+      s += sh[w];
+    *loss = (float)(s / norm);
+  }
+}
+
+/* dlogits[r, c] = (p[r, c] - (c == label_r)) / norm; NaN for a bad label. */
+__global__ void xent_bwd_k(const float *probs, const int32_t *labels,
+                           float *dlogits, size_t rows, size_t cols,
+                           float norm) {
+  size_t n = rows * cols;
+  for (size_t i = global_tid(); i < n; i += global_threads()) {
+    size_t r = i / cols, c = i % cols;
+    int32_t label = labels[r];
+    bool ok = label >= 0 && (size_t)label < cols;
+    float y = (size_t)label == c ? 1.0f : 0.0f;
+    dlogits[i] = ok ? (probs[i] - y) / norm : __int_as_float(0x7fc00000);
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Argmax accuracy: warp per row. Each lane scans its columns in order
+ * keeping the first maximum; the warp then keeps the larger value, and on a
+ * tie the smaller column: the row's first maximum, as on the CPU. The count
+ * is an integer sum, exact in any order. */
+
+__device__ inline void argmax_merge(float &v, long long &i, float ov,
+                                    long long oi) {
+  bool take = oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i));
+  if (take) {
+    v = ov;
+    i = oi;
+  }
+}
+
+__global__ void argmax_k(const float *x, const int32_t *labels, int32_t *count,
+                         size_t rows, size_t cols) {
+  unsigned lane = threadIdx.x & 31;
+  size_t warps = global_threads() / 32;
+  for (size_t r = global_tid() / 32; r < rows; r += warps) {
+    const float *row = x + r * cols;
+    float v = 0.0f;
+    long long i = -1; /* -1: this lane has no column */
+    for (size_t c = lane; c < cols; c += 32)
+      if (i < 0 || row[c] > v) {
+        v = row[c];
+        i = (long long)c;
+      }
+    for (int o = 16; o > 0; o >>= 1) {
+      float ov = __shfl_xor_sync(kFull, v, o);
+      long long oi = __shfl_xor_sync(kFull, i, o);
+      argmax_merge(v, i, ov, oi);
+    }
+    if (lane == 0 && i >= 0 && i == (long long)labels[r])
+      atomicAdd(count, 1);
+  }
+}
+
+} // namespace
+
+/* ---------------------------------------------------------------------- */
+/* Launchers */
+
+extern "C" rp_status rp_cuda_relu_fwd(const float *x, float *y, size_t n,
+                                      void *stream) {
+  if (n == 0)
+    return RP_OK;
+  relu_fwd_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(x, y,
+                                                                          n);
+  return launched("rp_cuda_relu_fwd");
+}
+
+extern "C" rp_status rp_cuda_relu_bwd(const float *x, const float *dy,
+                                      float *dx, size_t n, void *stream) {
+  if (n == 0)
+    return RP_OK;
+  relu_bwd_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(
+      x, dy, dx, n);
+  return launched("rp_cuda_relu_bwd");
+}
+
+extern "C" rp_status rp_cuda_bias_add(float *x, const float *bias, size_t rows,
+                                      size_t cols, void *stream) {
+  size_t n = rows * cols;
+  if (n == 0)
+    return RP_OK;
+  bias_add_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(
+      x, bias, rows, cols);
+  return launched("rp_cuda_bias_add");
+}
+
+extern "C" rp_status rp_cuda_bias_grad(const float *dy, float *db, size_t rows,
+                                       size_t cols, void *stream) {
+  if (cols == 0)
+    return RP_OK;
+  /* rows == 0 still runs: it writes db = 0, as the CPU kernel does. */
+  size_t nb = (cols + kBgCols - 1) / kBgCols;
+  if (nb > 0x7fffffffu)
+    return rp__err(RP_EBACKEND, "rp_cuda_bias_grad: %zu columns", cols);
+  bias_grad_k<<<(unsigned)nb, dim3(kBgCols, kBgLanes), 0, as_stream(stream)>>>(
+      dy, db, rows, cols);
+  return launched("rp_cuda_bias_grad");
+}
+
+extern "C" rp_status rp_cuda_xent_fwd(const float *logits,
+                                      const int32_t *labels, float *probs,
+                                      float *row_loss, float *loss, size_t rows,
+                                      size_t cols, float norm, void *stream) {
+  cudaStream_t s = as_stream(stream);
+  if (rows == 0) /* the mean over no rows contributes 0, as on the CPU */
+    return check(cudaMemsetAsync(loss, 0, sizeof(float), s),
+                 "rp_cuda_xent_fwd: cudaMemsetAsync");
+  if (!row_loss) {
+    xent_fused_k<<<1, kFusedThreads, 0, s>>>(logits, labels, probs, loss, rows,
+                                             cols, norm);
+    return launched("rp_cuda_xent_fwd (one block)");
+  }
+  /* kThreads / 32 rows per block. */
+  xent_rows_k<<<blocks_for(rows, kThreads / 32), kThreads, 0, s>>>(
+      logits, labels, probs, row_loss, rows, cols);
+  rp_status st = launched("rp_cuda_xent_fwd (rows)");
+  if (st != RP_OK)
+    return st;
+  loss_sum_k<<<1, kSumThreads, 0, s>>>(row_loss, rows, norm, loss);
+  return launched("rp_cuda_xent_fwd (sum)");
+}
+
+extern "C" rp_status rp_cuda_xent_bwd(const float *probs, const int32_t *labels,
+                                      float *dlogits, size_t rows, size_t cols,
+                                      float norm, void *stream) {
+  size_t n = rows * cols;
+  if (n == 0)
+    return RP_OK;
+  xent_bwd_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(
+      probs, labels, dlogits, rows, cols, norm);
+  return launched("rp_cuda_xent_bwd");
+}
+
+extern "C" rp_status rp_cuda_sgd_momentum(float *w, const float *g, float *v,
+                                          size_t n, float lr, float mu,
+                                          const float *lr_dev, void *stream) {
+  if (n == 0)
+    return RP_OK;
+  sgd_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(
+      w, g, v, n, lr, mu, lr_dev);
+  return launched("rp_cuda_sgd_momentum");
+}
+
+extern "C" rp_status rp_cuda_fill(float *x, float value, size_t n,
+                                  void *stream) {
+  if (n == 0)
+    return RP_OK;
+  fill_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(x, value,
+                                                                      n);
+  return launched("rp_cuda_fill");
+}
+
+extern "C" rp_status rp_cuda_scale(float *x, float alpha, size_t n,
+                                   void *stream) {
+  if (n == 0)
+    return RP_OK;
+  scale_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(x, alpha,
+                                                                       n);
+  return launched("rp_cuda_scale");
+}
+
+extern "C" rp_status rp_cuda_axpy(float alpha, const float *x, float *y,
+                                  size_t n, void *stream) {
+  if (n == 0)
+    return RP_OK;
+  axpy_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(alpha, x,
+                                                                      y, n);
+  return launched("rp_cuda_axpy");
+}
+
+extern "C" rp_status rp_cuda_argmax_correct(const float *x,
+                                            const int32_t *labels,
+                                            int32_t *count, size_t rows,
+                                            size_t cols, void *stream) {
+  cudaStream_t s = as_stream(stream);
+  /* Stream-ordered zeroing (a memset node under capture), then the count. */
+  rp_status st = check(cudaMemsetAsync(count, 0, sizeof(int32_t), s),
+                       "rp_cuda_argmax_correct: cudaMemsetAsync");
+  if (st != RP_OK || rows == 0 || cols == 0)
+    return st;
+  argmax_k<<<blocks_for(rows, kThreads / 32), kThreads, 0, s>>>(
+      x, labels, count, rows, cols);
+  return launched("rp_cuda_argmax_correct");
+}
+
+/* ---------------------------------------------------------------------- */
+/* cuBLAS: one handle and one workspace (RP_CUBLAS_WS_SLOTS slices) per
+ * device, created outside capture. */
+
+namespace {
+
+struct BlasDev {
+  std::atomic<bool> ready{false}; /* release-stored after setup */
+  std::mutex lock; /* one stream/workspace/enqueue sequence at a time */
+  cublasHandle_t handle = nullptr;
+  char *ws = nullptr;
+  void *slot_stream[RP_CUBLAS_WS_SLOTS] = {};
+  unsigned slots_used = 0;
+};
+
+BlasDev g_blas[RP_CUDA_MAX_DEVICES];
+std::mutex g_blas_init_lock; /* serializes init and shutdown */
+
+/* With the device current: handle, then workspace; the handle is destroyed
+ * again when the workspace cannot be allocated. */
+rp_status blas_create(BlasDev *d) {
+  cublasHandle_t h = nullptr;
+  void *ws = nullptr;
+  rp_status st =
+      blas_check(cublasCreate(&h), "rp_cuda_blas_init: cublasCreate");
+  if (st != RP_OK)
+    return st;
+  st = check(cudaMalloc(&ws, RP_CUBLAS_WS_SLOTS * RP_CUBLAS_WS_BYTES),
+             "rp_cuda_blas_init: cudaMalloc(workspace)");
+  if (st != RP_OK) {
+    cublasDestroy(h);
+    return st;
+  }
+  d->handle = h;
+  d->ws = static_cast<char *>(ws);
+  d->slots_used = 0;
+  return RP_OK;
+}
+
+/* The workspace slice of `stream`, binding a free slice on first use (host
+ * bookkeeping only: safe inside capture). Caller holds d->lock. */
+void ws_slot(BlasDev *d, void *stream, void **ws, size_t *bytes) {
+  unsigned i = 0;
+  while (i < d->slots_used && d->slot_stream[i] != stream)
+    i++;
+  if (i == d->slots_used && i < RP_CUBLAS_WS_SLOTS)
+    d->slot_stream[d->slots_used++] = stream;
+  if (i < d->slots_used) {
+    *ws = d->ws + (size_t)i * RP_CUBLAS_WS_BYTES;
+    *bytes = RP_CUBLAS_WS_BYTES;
+  } else { /* out of slices: no workspace rather than a shared one */
+    *ws = nullptr;
+    *bytes = 0;
+  }
+}
+
+/* The current device's state, created now unless the stream is capturing. */
+rp_status blas_dev_for(void *stream, BlasDev **out) {
+  int dev = 0;
+  rp_status st = check(cudaGetDevice(&dev), "rp_cuda_gemm: cudaGetDevice");
+  if (st != RP_OK)
+    return st;
+  if (dev < 0 || dev >= RP_CUDA_MAX_DEVICES)
+    return rp__err(RP_EBACKEND, "rp_cuda_gemm: device %d beyond %d", dev,
+                   RP_CUDA_MAX_DEVICES);
+  BlasDev *d = &g_blas[dev];
+  if (!d->ready.load(std::memory_order_acquire)) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    st = check(cudaStreamIsCapturing(as_stream(stream), &cs),
+               "rp_cuda_gemm: cudaStreamIsCapturing");
+    if (st != RP_OK)
+      return st;
+    if (cs != cudaStreamCaptureStatusNone)
+      return rp__err(RP_EBACKEND,
+                     "rp_cuda_gemm: no cuBLAS state for device %d during "
+                     "stream capture; call rp_cuda_blas_init (or "
+                     "rp_kernels_register) before capturing",
+                     dev);
+    st = rp_cuda_blas_init(dev);
+    if (st != RP_OK)
+      return st;
+  }
+  *out = d;
+  return RP_OK;
+}
+
+/* C = beta * C for the k == 0 / alpha == 0 cases (see rp_cpu_gemm). */
+rp_status gemm_scale_only(float beta, float *c, size_t mn, void *stream) {
+  if (beta == 0.0f)
+    return rp_cuda_fill(c, 0.0f, mn, stream);
+  return beta == 1.0f ? RP_OK : rp_cuda_scale(c, beta, mn, stream);
+}
+
+} // namespace
+
+extern "C" rp_status rp_cuda_blas_init(int device) {
+  if (device < 0 || device >= RP_CUDA_MAX_DEVICES)
+    return rp__err(RP_EBACKEND, "rp_cuda_blas_init: device %d out of range",
+                   device);
+  std::lock_guard<std::mutex> g(g_blas_init_lock);
+  BlasDev *d = &g_blas[device];
+  if (d->ready.load(std::memory_order_relaxed))
+    return RP_OK;
+  int prev = 0;
+  rp_status st =
+      check(cudaGetDevice(&prev), "rp_cuda_blas_init: cudaGetDevice");
+  if (st != RP_OK)
+    return st;
+  st = check(cudaSetDevice(device), "rp_cuda_blas_init: cudaSetDevice");
+  if (st == RP_OK)
+    st = blas_create(d);
+  cudaSetDevice(prev); /* the caller's device, whatever happened */
+  if (st == RP_OK)     /* release: handle and ws are set before ready reads 1 */
+    d->ready.store(true, std::memory_order_release);
+  return st;
+}
+
+extern "C" void rp_cuda_blas_shutdown(void) {
+  std::lock_guard<std::mutex> g(g_blas_init_lock);
+  int prev = 0;
+  if (cudaGetDevice(&prev) != cudaSuccess)
+    prev = 0;
+  for (int i = 0; i < RP_CUDA_MAX_DEVICES; i++) {
+    BlasDev *d = &g_blas[i];
+    if (!d->ready.load(std::memory_order_acquire))
+      continue;
+    std::lock_guard<std::mutex> dl(d->lock); /* no GEMM enqueue in flight */
+    cudaSetDevice(i);
+    cublasDestroy(d->handle);
+    cudaFree(d->ws);
+    d->handle = nullptr;
+    d->ws = nullptr;
+    d->slots_used = 0;
+    d->ready.store(false, std::memory_order_release);
+  }
+  cudaSetDevice(prev);
+}
+
+/* Row-major C (m x n, row length n) read as column-major is C^T (n x m,
+ * ld n). C^T = op(B)^T * op(A)^T, and a row-major operand read as
+ * column-major is already transposed: so cuBLAS gets B first with B's
+ * trans flag and ld (its stored row length), then A likewise. */
+extern "C" rp_status rp_cuda_gemm(int trans_a, int trans_b, int m, int n, int k,
+                                  float alpha, const float *a, const float *b,
+                                  float beta, float *c, void *stream) {
+  if (m <= 0 || n <= 0)
+    return RP_OK;
+  if (k <= 0 || alpha == 0.0f)
+    return gemm_scale_only(beta, c, (size_t)m * (size_t)n, stream);
+  BlasDev *d = nullptr;
+  rp_status st = blas_dev_for(stream, &d);
+  if (st != RP_OK)
+    return st;
+  int lda = trans_a ? m : k, ldb = trans_b ? k : n;
+  std::lock_guard<std::mutex> g(d->lock);
+  void *ws = nullptr;
+  size_t ws_bytes = 0;
+  ws_slot(d, stream, &ws, &ws_bytes);
+  /* Order matters: cublasSetStream resets the workspace to cuBLAS's pool. */
+  st = blas_check(cublasSetStream(d->handle, as_stream(stream)),
+                  "rp_cuda_gemm: cublasSetStream");
+  if (st == RP_OK)
+    st = blas_check(cublasSetWorkspace(d->handle, ws, ws_bytes),
+                    "rp_cuda_gemm: cublasSetWorkspace");
+  if (st == RP_OK)
+    st = blas_check(cublasSgemm(d->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                &alpha, b, ldb, a, lda, &beta, c, n),
+                    "rp_cuda_gemm: cublasSgemm");
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Host helpers for tests and benches */
+
+extern "C" rp_status rp_cuda_device_count(int *out) {
+  *out = 0;
+  return check(cudaGetDeviceCount(out), "cudaGetDeviceCount");
+}
+
+extern "C" rp_status rp_cuda_stream_create(void **out) {
+  cudaStream_t s = nullptr;
+  rp_status st = check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                       "cudaStreamCreateWithFlags");
+  *out = st == RP_OK ? static_cast<void *>(s) : nullptr;
+  return st;
+}
+
+extern "C" rp_status rp_cuda_stream_destroy(void *stream) {
+  return stream
+             ? check(cudaStreamDestroy(as_stream(stream)), "cudaStreamDestroy")
+             : RP_OK;
+}
+
+extern "C" rp_status rp_cuda_stream_sync(void *stream) {
+  return check(cudaStreamSynchronize(as_stream(stream)),
+               "cudaStreamSynchronize");
+}
+
+extern "C" rp_status rp_cuda_buf_alloc(void **out, size_t bytes) {
+  *out = nullptr;
+  return check(cudaMalloc(out, bytes ? bytes : 1), "cudaMalloc");
+}
+
+extern "C" void rp_cuda_buf_free(void *p) { cudaFree(p); }
+
+extern "C" rp_status rp_cuda_buf_put(void *dst_dev, const void *src_host,
+                                     size_t bytes) {
+  return check(cudaMemcpy(dst_dev, src_host, bytes, cudaMemcpyHostToDevice),
+               "cudaMemcpy(host to device)");
+}
+
+extern "C" rp_status rp_cuda_buf_get(void *dst_host, const void *src_dev,
+                                     size_t bytes) {
+  return check(cudaMemcpy(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost),
+               "cudaMemcpy(device to host)");
+}
+
+extern "C" rp_status rp_cuda_capture_begin(void *stream) {
+  return check(
+      cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeGlobal),
+      "cudaStreamBeginCapture");
+}
+
+extern "C" rp_status rp_cuda_capture_end_launch(void *stream, int launches) {
+  cudaStream_t s = as_stream(stream);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  rp_status st = check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+  if (st != RP_OK)
+    return st;
+  st = check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+  for (int i = 0; st == RP_OK && i < launches; i++)
+    st = check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+  if (st == RP_OK)
+    st = check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return st;
+}

@@ -1,0 +1,146 @@
+/* kernels/cuda_kernels.cuh — C-callable launchers for the CUDA kernels of the
+ * training step (kernels/cuda_kernels.cu). No CUDA types appear here, so C
+ * files (kernels/tasks.c, tests) include it without the CUDA headers: a
+ * stream is a cudaStream_t passed as void * (NULL: the legacy default
+ * stream), pointers are device pointers.
+ *
+ * Layouts and math are exactly those of the CPU kernels (cpu_kernels.h):
+ * dense row-major f32, int32 labels. Every launcher is stream-ordered: it
+ * only enqueues work on `stream` (kernels, cuBLAS, memset), never
+ * synchronizes and never allocates (cuBLAS state is created beforehand by
+ * rp_cuda_blas_init), so every launcher may be called inside CUDA stream
+ * capture. Launchers return RP_OK, or RP_EBACKEND with rp_error_detail()
+ * naming the launcher and the CUDA/cuBLAS error. Empty outputs enqueue
+ * nothing; a reduction over zero rows writes its neutral value (0), as the
+ * CPU kernel does.
+ *
+ * Agreement with the CPU kernels (what test/test_kernels_gpu.c checks):
+ *  - relu, bias_add, fill, scale, axpy, sgd: the same f32 operations in the
+ *    same order, no FMA contraction: equal to the CPU result (checked to a
+ *    relative 1e-5).
+ *  - xent: expf differs from glibc's by a few ulp and sums are reduced in a
+ *    different order: relative 1e-4 (probs, dlogits, loss).
+ *  - bias_grad: column sums in a different order: relative 1e-4.
+ *  - gemm (cuBLAS's default FP32 math: TF32 tensor cores are not enabled):
+ *    relative 1e-4 of the largest |C| entry.
+ * Determinism: no launcher reduces floats with atomics. Loss, bias_grad and
+ * accuracy reductions use a fixed order for given sizes, so repeated runs
+ * give bitwise equal results on the same GPU (cuBLAS is bitwise
+ * reproducible for one toolkit, architecture and SM count). */
+#ifndef RP_KERNELS_CUDA_KERNELS_CUH
+#define RP_KERNELS_CUDA_KERNELS_CUH
+
+#include "reprise.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------- */
+/* Elementwise, bias, loss, optimizer (same contracts as cpu_kernels.h). */
+
+rp_status rp_cuda_relu_fwd(const float *x, float *y, size_t n, void *stream);
+rp_status rp_cuda_relu_bwd(const float *x, const float *dy, float *dx, size_t n,
+                           void *stream);
+rp_status rp_cuda_bias_add(float *x, const float *bias, size_t rows,
+                           size_t cols, void *stream);
+/* Deterministic column sums: blocks of 32 columns x 8 row lanes; each lane
+ * sums its rows in order, then lane partials are added in lane order. */
+rp_status rp_cuda_bias_grad(const float *dy, float *db, size_t rows,
+                            size_t cols, void *stream);
+/* Softmax cross-entropy forward over a [rows x cols] matrix: writes probs
+ * and loss[0] = sum_r loss_r / norm (see rp_cpu_xent_fwd). One warp per row
+ * (max, sum of exp, normalize: warp shuffles). The loss sum over rows is a
+ * fixed-order reduction:
+ *  - row_loss != NULL (device scratch of rows floats): every warp writes its
+ *    row's loss there, then one block sums them;
+ *  - row_loss == NULL: a single block does all rows (its warps take rows
+ *    round-robin) and sums in the same kernel.
+ * A label outside [0, cols) makes that row's loss (hence loss[0]) NaN. */
+rp_status rp_cuda_xent_fwd(const float *logits, const int32_t *labels,
+                           float *probs, float *row_loss, float *loss,
+                           size_t rows, size_t cols, float norm, void *stream);
+/* dlogits = (probs - onehot) / norm; a row with a bad label becomes NaN. */
+rp_status rp_cuda_xent_bwd(const float *probs, const int32_t *labels,
+                           float *dlogits, size_t rows, size_t cols, float norm,
+                           void *stream);
+/* v = mu * v + g; w -= lr * v. lr_dev: NULL to use lr, or a device pointer
+ * read by the kernel when it runs (a per-replay learning rate in a device
+ * parameter buffer reaches a captured graph this way). */
+rp_status rp_cuda_sgd_momentum(float *w, const float *g, float *v, size_t n,
+                               float lr, float mu, const float *lr_dev,
+                               void *stream);
+rp_status rp_cuda_fill(float *x, float value, size_t n, void *stream);
+rp_status rp_cuda_scale(float *x, float alpha, size_t n, void *stream);
+rp_status rp_cuda_axpy(float alpha, const float *x, float *y, size_t n,
+                       void *stream);
+/* *count (device int32) = rows whose argmax (first maximum) == label. */
+rp_status rp_cuda_argmax_correct(const float *x, const int32_t *labels,
+                                 int32_t *count, size_t rows, size_t cols,
+                                 void *stream);
+
+/* ---------------------------------------------------------------------- */
+/* GEMM through cuBLAS: the contract of rp_cpu_gemm (row-major, trans flags,
+ * beta == 0 does not read C), on the current CUDA device.
+ *
+ * Each device has one cuBLAS handle and one workspace buffer, created by
+ * rp_cuda_blas_init before any capture. cublasSetStream resets a handle's
+ * workspace to cuBLAS's own pool (which allocates, and breaks capture), so
+ * every call sets the stream and then this stream's workspace slice, under
+ * a per-device lock. Slices: a workspace is RP_CUBLAS_WS_SLOTS slices of
+ * RP_CUBLAS_WS_BYTES, one per stream (first come, first served: two
+ * streams running concurrently must not share scratch memory); a stream
+ * beyond the slots runs with no workspace (correct, may pick slower
+ * algorithms).
+ * Under capture, a GEMM node keeps the slice of the stream it was captured
+ * on. Two graphs captured on the same stream must therefore not run at the
+ * same time (nor alongside eager GEMMs on that stream): capture segments
+ * that may run concurrently on distinct streams. */
+#define RP_CUBLAS_WS_SLOTS 8
+/* 4 MiB: what cuBLAS documents as enough for pre-Hopper GPUs and what small
+ * MLP GEMMs need on Hopper (its 32 MiB recommendation pays off for large
+ * split-K GEMMs); 8 slots cost 32 MiB of device memory. */
+#define RP_CUBLAS_WS_BYTES ((size_t)4 << 20)
+#define RP_CUDA_MAX_DEVICES 64
+
+rp_status rp_cuda_gemm(int trans_a, int trans_b, int m, int n, int k,
+                       float alpha, const float *a, const float *b, float beta,
+                       float *c, void *stream);
+/* Creates the handle and workspace of physical device `device` (idempotent,
+ * thread-safe). Must not be called during stream capture. rp_cuda_gemm
+ * calls it itself when not capturing; during capture an uninitialized
+ * device is an error (RP_EBACKEND). */
+rp_status rp_cuda_blas_init(int device);
+/* Destroys every handle and workspace. Call after all GEMM work finished and
+ * before the CUDA context goes away (e.g. before cudaDeviceReset); a later
+ * rp_cuda_blas_init starts over. */
+void rp_cuda_blas_shutdown(void);
+
+/* ---------------------------------------------------------------------- */
+/* Small host helpers so that tests and benches need no CUDA headers. All
+ * return RP_OK or RP_EBACKEND with a detail. */
+
+rp_status rp_cuda_device_count(int *out);
+rp_status rp_cuda_stream_create(void **out);
+rp_status rp_cuda_stream_destroy(void *stream);
+rp_status rp_cuda_stream_sync(void *stream);
+rp_status rp_cuda_buf_alloc(void **out, size_t bytes);
+void rp_cuda_buf_free(void *p);
+/* Synchronous copies (cudaMemcpy: also orders after legacy-stream work). */
+rp_status rp_cuda_buf_put(void *dst_dev, const void *src_host, size_t bytes);
+rp_status rp_cuda_buf_get(void *dst_host, const void *src_dev, size_t bytes);
+/* Records the work enqueued on stream between these two calls (global
+ * capture mode: any allocation or synchronization in between fails), then
+ * instantiates the graph, launches it `launches` times on the stream and
+ * frees it. For tests that launchers are capture-safe. */
+rp_status rp_cuda_capture_begin(void *stream);
+rp_status rp_cuda_capture_end_launch(void *stream, int launches);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

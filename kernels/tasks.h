@@ -1,0 +1,150 @@
+/* kernels/tasks.h — the training-step kernels as reprise tasks.
+ *
+ * rp_kernels_register() registers the tasks below on a runtime. Each has a
+ * CPU variant (kernels/cpu_kernels.h) and, in CUDA builds, a GPU variant
+ * (kernels/cuda_kernels.cuh); all are RP_TASK_STREAM_ORDERED: the GPU variant
+ * only enqueues work on rp_ctx_stream(ctx), and the CPU variant ignores the
+ * stream and runs on its worker (which is its "device").
+ *
+ * Every task reads a small args struct (below) from rp_ctx_args() and its
+ * instances from rp_ctx_ptr(ctx, i) in the documented access order. All data
+ * is dense row-major (last dimension fastest); an instance may have any
+ * rectangle (dimension and origin) as long as its layout is dense and it
+ * holds at least the elements the args ask for: the task uses the first
+ * ones. f32 data must be RP_F32 instances, labels and counts RP_I32.
+ * A task returns
+ *   RP_EINVAL  args missing or too short, or a negative size / bad norm;
+ *   RP_ESHAPE  too few accesses, an instance too small or not dense;
+ *   RP_ETYPE   an instance of the wrong element type;
+ *   RP_ERANGE  (CPU xent) a label outside [0, cols);
+ *   RP_EBACKEND a CUDA or cuBLAS call failed;
+ * with rp_error_detail() naming the task, the access and the sizes. It
+ * checks before it touches any data, so a rejected task changed nothing.
+ *
+ * Per-replay values (learning rate, batch size) are interpolated into the
+ * args bytes by offset (rp_interp.dst_offset): the offsets below are fixed
+ * and checked by static asserts. Note for CUDA graphs: a GPU task captured
+ * once passes its args to the kernel by value; a value interpolated later
+ * reaches the kernel only if the replay layer re-runs or updates the task
+ * (see kernels/cuda_kernels.cuh, rp_cuda_sgd_momentum's lr_dev).
+ */
+#ifndef RP_KERNELS_TASKS_H
+#define RP_KERNELS_TASKS_H
+
+#include "reprise.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "rp.gemm": C = alpha * op(A) * op(B) + beta * C (see rp_cpu_gemm).
+ * Accesses: 0 A (READ, m*k), 1 B (READ, k*n), 2 C (WRITE, or RW when
+ * beta != 0; m*n). trans_a/trans_b: 0 or 1. */
+typedef struct rp_gemm_args {
+  int32_t m, n, k;          /* offsets 0, 4, 8 */
+  int32_t trans_a, trans_b; /* offsets 12, 16 */
+  float alpha, beta;        /* offsets 20, 24 */
+} rp_gemm_args;
+
+/* "rp.bias_add": X[r, c] += bias[c].
+ * Accesses: 0 X (RW, rows*cols), 1 bias (READ, cols).
+ * "rp.bias_grad": db[c] = sum_r dY[r, c].
+ * Accesses: 0 dY (READ, rows*cols), 1 db (WRITE, cols). */
+typedef struct rp_rows_cols_args {
+  int32_t rows, cols; /* offsets 0, 4 */
+} rp_rows_cols_args;
+typedef rp_rows_cols_args rp_bias_args;
+
+/* Elementwise tasks over n elements. n == 0 means "the whole instance of
+ * access 0" (its rectangle volume).
+ * "rp.relu_fwd": accesses 0 X (READ), 1 Y (WRITE); Y may be X's instance.
+ * "rp.relu_bwd": accesses 0 X (READ: forward input or output), 1 dY (READ),
+ *                2 dX (WRITE). */
+typedef struct rp_elementwise_args {
+  int32_t n; /* offset 0 */
+} rp_elementwise_args;
+
+/* "rp.xent_fwd": softmax cross-entropy forward over a [rows x cols] shard.
+ * Accesses: 0 logits (READ, rows*cols), 1 labels (READ, I32, rows),
+ *           2 probs (WRITE, rows*cols), 3 loss (WRITE, >= 1 element):
+ *           loss[0] = sum over the shard's rows of -log p[label] / norm.
+ * norm: the global batch size (0 means rows), so that the per-shard losses
+ * of a data-parallel step sum (a SUM reduction copy) to the batch mean.
+ * GPU variant: give the launch a workspace of rows * 4 bytes to reduce the
+ * loss with many blocks (row losses go there); without one a single block
+ * does the whole shard (correct and deterministic, slower for big shards).
+ * A label outside [0, cols): CPU returns RP_ERANGE; GPU makes the loss NaN.
+ * "rp.xent_bwd": dlogits = (probs - onehot(labels)) / norm.
+ * Accesses: 0 probs (READ, rows*cols), 1 labels (READ, I32, rows),
+ *           2 dlogits (WRITE, rows*cols; may be probs' instance).
+ * A bad label: CPU RP_ERANGE; GPU writes NaN into that row. */
+typedef struct rp_xent_args {
+  int32_t rows, cols; /* offsets 0, 4 */
+  float norm;         /* offset 8 */
+} rp_xent_args;
+
+/* "rp.sgd": v = momentum * v + g; w -= lr * v, over n elements (0: whole
+ * instance of access 0). lr sits at offset 0 for per-replay interpolation.
+ * Accesses: 0 W (RW), 1 G (READ), 2 V (RW, the momentum buffer). */
+typedef struct rp_sgd_args {
+  float lr;       /* offset 0 */
+  float momentum; /* offset 4 */
+  int32_t n;      /* offset 8 */
+} rp_sgd_args;
+
+/* "rp.fill":  X = value            accesses: 0 X (WRITE).
+ * "rp.scale": X *= value           accesses: 0 X (RW).
+ * "rp.axpy":  Y += value * X       accesses: 0 X (READ), 1 Y (RW).
+ * n == 0: the whole instance of access 0. */
+typedef struct rp_scalar_args {
+  float value; /* offset 0 */
+  int32_t n;   /* offset 4 */
+} rp_scalar_args;
+
+/* "rp.accuracy": count[0] = number of rows whose argmax (first maximum)
+ * equals the label; args are rp_rows_cols_args.
+ * Accesses: 0 X (READ, rows*cols: logits or probs), 1 labels (READ, I32,
+ *           rows), 2 count (WRITE, I32, >= 1 element). */
+
+/* The registered task ids. */
+typedef struct rp_kernel_tasks {
+  rp_task_id gemm, bias_add, bias_grad, relu_fwd, relu_bwd, xent_fwd, xent_bwd,
+      sgd, fill, scale, axpy, accuracy;
+} rp_kernel_tasks;
+
+/* Registers every task above on rt and fills *out. Call once per runtime:
+ * if any of the names is already registered, returns RP_EEXIST and
+ * registers nothing. On a CUDA runtime it also creates the cuBLAS handle and
+ * workspace of each device the runtime's GPUs use, so that no GEMM allocates
+ * during stream capture (RP_EBACKEND if that fails; nothing registered). */
+rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out);
+
+/* The task functions, for tests and for callers that build their own
+ * registrations. The _gpu ones exist in CUDA builds only. */
+rp_status rp_task_gemm_cpu(rp_task_ctx *ctx);
+rp_status rp_task_bias_add_cpu(rp_task_ctx *ctx);
+rp_status rp_task_bias_grad_cpu(rp_task_ctx *ctx);
+rp_status rp_task_relu_fwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_relu_bwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_xent_fwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_xent_bwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_sgd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_fill_cpu(rp_task_ctx *ctx);
+rp_status rp_task_scale_cpu(rp_task_ctx *ctx);
+rp_status rp_task_axpy_cpu(rp_task_ctx *ctx);
+rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx);
+#ifdef REPRISE_HAVE_CUDA
+rp_status rp_task_gemm_gpu(rp_task_ctx *ctx);
+rp_status rp_task_bias_add_gpu(rp_task_ctx *ctx);
+rp_status rp_task_bias_grad_gpu(rp_task_ctx *ctx);
+rp_status rp_task_relu_fwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_relu_bwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_xent_fwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_xent_bwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_sgd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_fill_gpu(rp_task_ctx *ctx);
+rp_status rp_task_scale_gpu(rp_task_ctx *ctx);
+rp_status rp_task_axpy_gpu(rp_task_ctx *ctx);
+rp_status rp_task_accuracy_gpu(rp_task_ctx *ctx);
+#endif
+
+#endif

@@ -1,0 +1,615 @@
+/* test/test_kernels.c — the CPU kernels (kernels/cpu_kernels.h) against
+ * plain double-precision references on small and odd shapes, gradient checks
+ * by finite differences, SGD against its closed form, and the task wrappers
+ * (kernels/tasks.h) called with hand-built task contexts.
+ *
+ * Tolerances (relative, to max(|expected|, a magnitude floor)):
+ *  - elementwise kernels (relu, bias_add, fill, scale, axpy, sgd): 1e-6,
+ *    i.e. a few f32 roundings;
+ *  - GEMM: 1e-5 of sum_p |a_ip||b_pj| (the f32 dot product error bound for
+ *    these k, whatever order BLAS sums in);
+ *  - softmax / loss: 1e-5; column sums: 1e-5 of the column's sum of |dy|;
+ *  - finite differences (f32 forward evaluations, central differences):
+ *    relu 1e-4 absolute (h = 1e-2, points kept 5h away from the kink);
+ *    softmax-xent 5e-4 absolute (h = 1e-2; truncation h^2/6 |f'''| and f32
+ *    rounding of the loss over 2h are both below 1e-4). */
+#include "helpers.h"
+#include "kernels_ref.h"
+
+#include "engine/engine.h"
+#include "kernels/cpu_kernels.h"
+#include "kernels/tasks.h"
+
+#include <pthread.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------- */
+/* GEMM */
+
+/* Runs one GEMM case against the reference. */
+static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k,
+                       float alpha, float beta, uint32_t seed) {
+  float *a = kr_random(m * k, seed, -1, 1);
+  float *b = kr_random(k * n, seed + 1, -1, 1);
+  float *c = kr_random(m * n, seed + 2, -1, 1);
+  double *want = kr_gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
+  /* Error bound per entry: |alpha| sum_p |a||b| + |beta c|. */
+  float *absa = kr_alloc(m * k), *absb = kr_alloc(k * n);
+  for (size_t i = 0; i < m * k; i++)
+    absa[i] = fabsf(a[i]);
+  for (size_t i = 0; i < k * n; i++)
+    absb[i] = fabsf(b[i]);
+  double *bound = kr_gemm(ta, tb, m, n, k, fabsf(alpha), absa, absb, 0, c);
+  rp_cpu_gemm(ta, tb, (int)m, (int)n, (int)k, alpha, a, b, beta, c);
+  for (size_t i = 0; i < m * n; i++)
+    cr_assert(fabs(c[i] - want[i]) <= 1e-5 * (bound[i] + 1.0),
+              "gemm ta=%d tb=%d %zux%zux%zu alpha=%g beta=%g: C[%zu] = %.9g, "
+              "expected %.9g",
+              ta, tb, m, n, k, alpha, beta, i, c[i], want[i]);
+  free(a), free(b), free(c), free(want), free(absa), free(absb), free(bound);
+}
+
+Test(kernels, gemm_matches_reference_for_all_transposes_and_odd_shapes) {
+  static const size_t ks[] = {1, 7, 13};
+  for (size_t s = 0; s < KR_NSHAPES; s++)
+    for (size_t kk = 0; kk < KR_LEN(ks); kk++)
+      for (int t = 0; t < 4; t++) {
+        size_t m = kr_shapes[s][0], n = kr_shapes[s][1];
+        check_gemm(t & 1, t >> 1, m, n, ks[kk], 1.0f, 0.0f, 11);
+        check_gemm(t & 1, t >> 1, n, m, ks[kk], 0.5f, -2.0f, 23);
+      }
+}
+
+Test(kernels, gemm_with_beta_zero_ignores_nan_in_c) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1};
+  float c[4] = {NAN, NAN, NAN, NAN};
+  rp_cpu_gemm(0, 0, 2, 2, 3, 1.0f, a, b, 0.0f, c); /* [2x3] x [3x2] */
+  float want[4] = {1 + 3, 2 + 3, 4 + 6, 5 + 6};
+  for (int i = 0; i < 4; i++)
+    cr_assert_float_eq(c[i], want[i], 0, "C[%d] = %g", i, c[i]);
+}
+
+Test(kernels, gemm_with_k_zero_or_alpha_zero_scales_c_by_beta) {
+  float c[3] = {1, -2, 4};
+  rp_cpu_gemm(0, 0, 1, 3, 0, 1.0f, NULL, NULL, 0.5f, c);
+  cr_assert(c[0] == 0.5f && c[1] == -1.0f && c[2] == 2.0f);
+  float a[2] = {1, 1}, b[6] = {1, 1, 1, 1, 1, 1};
+  rp_cpu_gemm(0, 0, 1, 3, 2, 0.0f, a, b, 0.0f, c);
+  cr_assert(c[0] == 0.0f && c[1] == 0.0f && c[2] == 0.0f);
+}
+
+/* OpenBLAS runs one thread per call (openblas_set_num_threads(1)): two CPU
+ * workers calling it at once must each get their own correct result. */
+typedef struct gemm_thread_arg {
+  const float *a, *b;
+  float *c;
+  int m;
+} gemm_thread_arg;
+
+static void *gemm_thread(void *p) {
+  gemm_thread_arg *g = p;
+  for (int rep = 0; rep < 20; rep++)
+    rp_cpu_gemm(0, 1, g->m, g->m, g->m, 1.0f, g->a, g->b, 0.0f, g->c);
+  return NULL;
+}
+
+Test(kernels, gemm_from_two_threads_at_once_matches_serial) {
+  const int m = 96;
+  size_t mm = (size_t)m * m;
+  float *a = kr_random(mm, 5, -1, 1), *b = kr_random(mm, 6, -1, 1);
+  float *c1 = kr_alloc(mm), *c2 = kr_alloc(mm), *ref = kr_alloc(mm);
+  rp_cpu_gemm(0, 1, m, m, m, 1.0f, a, b, 0.0f, ref);
+  gemm_thread_arg g1 = {a, b, c1, m}, g2 = {a, b, c2, m};
+  pthread_t t1, t2;
+  cr_assert_eq(pthread_create(&t1, NULL, gemm_thread, &g1), 0);
+  cr_assert_eq(pthread_create(&t2, NULL, gemm_thread, &g2), 0);
+  pthread_join(t1, NULL);
+  pthread_join(t2, NULL);
+  cr_assert(memcmp(c1, ref, mm * sizeof *ref) == 0, "thread 1 differs");
+  cr_assert(memcmp(c2, ref, mm * sizeof *ref) == 0, "thread 2 differs");
+  free(a), free(b), free(c1), free(c2), free(ref);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Bias, ReLU */
+
+Test(kernels, bias_add_and_bias_grad_match_reference) {
+  for (size_t s = 0; s < KR_NSHAPES; s++) {
+    size_t rows = kr_shapes[s][0], cols = kr_shapes[s][1], n = rows * cols;
+    float *x = kr_random(n, 3 + (uint32_t)s, -2, 2);
+    float *bias = kr_random(cols, 4, -1, 1);
+    double *want = kr_dalloc(n), *gw = kr_dalloc(cols);
+    double floor = 0.0;
+    for (size_t i = 0; i < n; i++)
+      want[i] = (double)x[i] + bias[i % cols];
+    for (size_t c = 0; c < cols; c++) {
+      gw[c] = 0.0;
+      double mag = 0.0;
+      for (size_t r = 0; r < rows; r++) {
+        gw[c] += x[r * cols + c];
+        mag += fabs(x[r * cols + c]);
+      }
+      floor = mag > floor ? mag : floor;
+    }
+    float *db = kr_alloc(cols);
+    rp_cpu_bias_grad(x, db, rows, cols);
+    kr_close(db, gw, cols, 1e-5, floor, 0, "bias_grad");
+    rp_cpu_bias_add(x, bias, rows, cols);
+    kr_close(x, want, n, 1e-6, 0, 0, "bias_add");
+    free(x), free(bias), free(want), free(gw), free(db);
+  }
+}
+
+Test(kernels, relu_fwd_and_bwd_match_reference_also_in_place) {
+  for (size_t s = 0; s < KR_NSHAPES; s++) {
+    size_t n = kr_shapes[s][0] * kr_shapes[s][1];
+    float *x = kr_random(n, 7 + (uint32_t)s, -1, 1);
+    float *dy = kr_random(n, 8, -1, 1), *y = kr_alloc(n), *dx = kr_alloc(n);
+    x[0] = 0.0f; /* the kink: relu(0) = 0, gradient 0 */
+    rp_cpu_relu_fwd(x, y, n);
+    rp_cpu_relu_bwd(x, dy, dx, n);
+    for (size_t i = 0; i < n; i++) {
+      cr_assert_eq(y[i], x[i] > 0 ? x[i] : 0.0f, "relu_fwd[%zu]", i);
+      cr_assert_eq(dx[i], x[i] > 0 ? dy[i] : 0.0f, "relu_bwd[%zu]", i);
+    }
+    rp_cpu_relu_fwd(x, x, n); /* in place */
+    cr_assert(memcmp(x, y, n * sizeof *x) == 0, "in-place relu differs");
+    free(x), free(dy), free(y), free(dx);
+  }
+}
+
+/* f(x) = sum_i w_i relu(x_i): df/dx_i = w_i [x_i > 0] = relu_bwd(x, w). */
+static double relu_objective(const float *x, const float *w, float *tmp,
+                             size_t n) {
+  rp_cpu_relu_fwd(x, tmp, n);
+  double f = 0.0;
+  for (size_t i = 0; i < n; i++)
+    f += (double)w[i] * tmp[i];
+  return f;
+}
+
+Test(kernels, relu_bwd_matches_finite_differences) {
+  const size_t n = 17 * 13;
+  const float h = 1e-2f;
+  float *x = kr_random(n, 31, -1, 1), *w = kr_random(n, 32, -1, 1);
+  float *g = kr_alloc(n), *tmp = kr_alloc(n);
+  for (size_t i = 0; i < n; i++) /* stay 5h away from the kink */
+    if (fabsf(x[i]) < 5 * h)
+      x[i] = x[i] < 0 ? -5 * h : 5 * h;
+  rp_cpu_relu_bwd(x, w, g, n);
+  for (size_t i = 0; i < n; i++) {
+    float xi = x[i];
+    x[i] = xi + h;
+    double fp = relu_objective(x, w, tmp, n);
+    x[i] = xi - h;
+    double fm = relu_objective(x, w, tmp, n);
+    x[i] = xi;
+    double fd = (fp - fm) / (2.0 * h);
+    cr_assert(fabs(fd - g[i]) <= 1e-4, "x[%zu] = %g: fd %.7g, relu_bwd %.7g", i,
+              xi, fd, g[i]);
+  }
+  free(x), free(w), free(g), free(tmp);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Softmax cross-entropy */
+
+Test(kernels, xent_fwd_matches_reference_and_probs_sum_to_one) {
+  for (size_t s = 0; s < KR_NSHAPES; s++) {
+    size_t rows = kr_shapes[s][0], cols = kr_shapes[s][1], n = rows * cols;
+    float *x = kr_random(n, 41 + (uint32_t)s, -5, 5), *p = kr_alloc(n);
+    int32_t *lab = kr_labels(rows, cols, 42 + (uint32_t)s);
+    double *pw = kr_dalloc(n);
+    double want = kr_xent(x, lab, rows, cols, pw) / (double)rows;
+    float loss = -1;
+    int64_t bad = rp_cpu_xent_fwd(x, lab, p, 0, rows, cols, (float)rows, &loss);
+    cr_assert_eq(bad, -1);
+    cr_assert(fabs(loss - want) <= 1e-5 * fabs(want) + 1e-7,
+              "%zux%zu: loss %.9g, expected %.9g", rows, cols, loss, want);
+    kr_close(p, pw, n, 1e-5, 0, 1e-9, "probs");
+    for (size_t r = 0; r < rows; r++) {
+      double sum = 0.0;
+      for (size_t c = 0; c < cols; c++)
+        sum += p[r * cols + c];
+      cr_assert(fabs(sum - 1.0) <= 1e-5, "row %zu sums to %.9g", r, sum);
+    }
+    free(x), free(p), free(lab), free(pw);
+  }
+}
+
+Test(kernels, xent_is_stable_for_logits_of_plus_minus_1000) {
+  float x[3 * 3] = {1000,  -1000, 0,      /* row 0 */
+                    -1000, -1000, -1000,  /* row 1: uniform */
+                    1000,  1000,  -1000}; /* row 2: two-way tie */
+  int32_t lab[3] = {1, 2, 0};
+  float p[9], d[9], loss = 0;
+  cr_assert_eq(rp_cpu_xent_fwd(x, lab, p, 0, 3, 3, 1.0f, &loss), -1);
+  for (int i = 0; i < 9; i++)
+    cr_assert(isfinite(p[i]) && isfinite(loss), "p[%d] = %g loss %g", i, p[i],
+              loss);
+  /* Row 0: p = (1, 0, 0), loss 2000; row 1: log 3; row 2: log 2. */
+  double want = 2000.0 + log(3.0) + log(2.0);
+  cr_assert(fabs(loss - want) <= 1e-5 * want, "loss %.9g want %.9g", loss,
+            want);
+  cr_assert(p[0] == 1.0f && p[1] == 0.0f && p[2] == 0.0f);
+  cr_assert(fabsf(p[3] - 1.0f / 3) < 1e-7f && fabsf(p[6] - 0.5f) < 1e-7f);
+  cr_assert_eq(rp_cpu_xent_bwd(p, lab, d, 0, 3, 3, 1.0f), -1);
+  cr_assert(d[0] == 1.0f && d[1] == -1.0f && d[2] == 0.0f,
+            "row 0 grad %g %g %g", d[0], d[1], d[2]);
+}
+
+/* Loss of the kernel at x (forward only), for finite differences. */
+static double xent_objective(const float *x, const int32_t *lab, float *p,
+                             size_t rows, size_t cols) {
+  float loss = 0;
+  rp_cpu_xent_fwd(x, lab, p, 0, rows, cols, (float)rows, &loss);
+  return loss;
+}
+
+Test(kernels, xent_bwd_matches_finite_differences) {
+  static const size_t shapes[][2] = {{1, 1}, {3, 5}, {17, 13}};
+  const float h = 1e-2f;
+  for (size_t s = 0; s < KR_LEN(shapes); s++) {
+    size_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+    float *x = kr_random(n, 51 + (uint32_t)s, -2, 2), *p = kr_alloc(n);
+    float *d = kr_alloc(n);
+    int32_t *lab = kr_labels(rows, cols, 52);
+    xent_objective(x, lab, p, rows, cols);
+    cr_assert_eq(rp_cpu_xent_bwd(p, lab, d, 0, rows, cols, (float)rows), -1);
+    for (size_t i = 0; i < n; i++) {
+      float xi = x[i];
+      x[i] = xi + h;
+      double fp = xent_objective(x, lab, p, rows, cols);
+      x[i] = xi - h;
+      double fm = xent_objective(x, lab, p, rows, cols);
+      x[i] = xi;
+      double fd = (fp - fm) / (2.0 * h);
+      cr_assert(fabs(fd - d[i]) <= 5e-4,
+                "%zux%zu, logit %zu: fd %.7g, bwd %.7g", rows, cols, i, fd,
+                d[i]);
+    }
+    free(x), free(p), free(d), free(lab);
+  }
+}
+
+/* Two data-parallel shards dividing by the global batch add up to the
+ * one-batch loss, and their gradient rows equal the one-batch gradient. */
+Test(kernels, xent_row_range_shards_sum_to_the_full_batch) {
+  const size_t rows = 17, cols = 13, n = rows * cols, split = 9;
+  float *x = kr_random(n, 61, -3, 3), *p = kr_alloc(n), *ps = kr_alloc(n);
+  float *d = kr_alloc(n), *ds = kr_alloc(n);
+  int32_t *lab = kr_labels(rows, cols, 62);
+  float full = 0, l0 = 0, l1 = 0;
+  rp_cpu_xent_fwd(x, lab, p, 0, rows, cols, (float)rows, &full);
+  rp_cpu_xent_fwd(x, lab, ps, 0, split, cols, (float)rows, &l0);
+  rp_cpu_xent_fwd(x, lab, ps, split, rows, cols, (float)rows, &l1);
+  cr_assert(fabsf(l0 + l1 - full) <= 1e-6f * full, "%g + %g != %g", l0, l1,
+            full);
+  cr_assert(memcmp(p, ps, n * sizeof *p) == 0, "shard probs differ");
+  rp_cpu_xent_bwd(p, lab, d, 0, rows, cols, (float)rows);
+  rp_cpu_xent_bwd(p, lab, ds, 0, split, cols, (float)rows);
+  rp_cpu_xent_bwd(p, lab, ds, split, rows, cols, (float)rows);
+  cr_assert(memcmp(d, ds, n * sizeof *d) == 0, "shard gradient differs");
+  free(x), free(p), free(ps), free(d), free(ds), free(lab);
+}
+
+Test(kernels, xent_reports_the_first_bad_label) {
+  float x[6] = {1, 2, 3, 4, 5, 6}, p[6], d[6], loss = 0;
+  int32_t lab[2] = {0, 3};
+  cr_assert_eq(rp_cpu_xent_fwd(x, lab, p, 0, 2, 3, 2.0f, &loss), 1);
+  cr_assert(isnan(loss));
+  cr_assert_eq(rp_cpu_xent_bwd(p, lab, d, 0, 2, 3, 2.0f), 1);
+  cr_assert(!isnan(d[0]) && isnan(d[3]));
+  lab[1] = -1;
+  cr_assert_eq(rp_cpu_xent_bwd(p, lab, d, 0, 2, 3, 2.0f), 1);
+}
+
+/* ---------------------------------------------------------------------- */
+/* SGD, BLAS-1, accuracy */
+
+Test(kernels, sgd_momentum_matches_closed_form_over_steps) {
+  const size_t n = 33;
+  const float lr = 0.1f, mu = 0.9f;
+  float *w = kr_random(n, 71, -1, 1), *g = kr_random(n, 72, -1, 1);
+  float *w0 = kr_alloc(n), *v = kr_alloc(n);
+  memcpy(w0, w, n * sizeof *w);
+  rp_cpu_fill(v, 0.0f, n);
+  for (int t = 1; t <= 6; t++) {
+    rp_cpu_sgd_momentum(w, g, v, n, lr, mu);
+    /* Constant g, v_0 = 0: v_t = g (1 - mu^t) / (1 - mu);
+     * w_t = w_0 - lr sum_{s=1..t} v_s
+     *     = w_0 - lr g (t - mu (1 - mu^t) / (1 - mu)) / (1 - mu). */
+    double mut = pow(mu, t);
+    for (size_t i = 0; i < n; i++) {
+      double vt = g[i] * (1 - mut) / (1 - mu);
+      double wt =
+          w0[i] - lr * g[i] * (t - mu * (1 - mut) / (1 - mu)) / (1 - mu);
+      cr_assert(fabs(v[i] - vt) <= 1e-5 * (fabs(vt) + 1), "step %d v[%zu]", t,
+                i);
+      cr_assert(fabs(w[i] - wt) <= 1e-5 * (fabs(wt) + 1),
+                "step %d w[%zu] = %.9g, expected %.9g", t, i, w[i], wt);
+    }
+  }
+  free(w), free(g), free(w0), free(v);
+}
+
+Test(kernels, fill_scale_axpy_match_reference) {
+  for (size_t s = 0; s < KR_NSHAPES; s++) {
+    size_t n = kr_shapes[s][0] * kr_shapes[s][1];
+    float *x = kr_random(n, 81 + (uint32_t)s, -1, 1);
+    float *y = kr_random(n, 82, -1, 1);
+    double *want = kr_dalloc(n);
+    for (size_t i = 0; i < n; i++)
+      want[i] = (double)y[i] + 0.25 * x[i];
+    rp_cpu_axpy(0.25f, x, y, n);
+    kr_close(y, want, n, 1e-6, 1e-6, 0, "axpy");
+    for (size_t i = 0; i < n; i++)
+      want[i] = (double)y[i] * -3.0;
+    rp_cpu_scale(y, -3.0f, n);
+    kr_close(y, want, n, 1e-6, 0, 0, "scale");
+    rp_cpu_fill(y, 2.5f, n);
+    for (size_t i = 0; i < n; i++)
+      cr_assert_eq(y[i], 2.5f, "fill[%zu]", i);
+    free(x), free(y), free(want);
+  }
+}
+
+Test(kernels, argmax_correct_counts_first_maximum_on_ties) {
+  float x[4 * 3] = {0,  5,  1,  /* argmax 1 */
+                    2,  2,  1,  /* tie: first, 0 */
+                    -1, -3, -1, /* tie: 0 */
+                    0,  0,  9}; /* 2 */
+  int32_t lab[4] = {1, 1, 0, 2};
+  cr_assert_eq(rp_cpu_argmax_correct(x, lab, 4, 3), 3);
+  cr_assert_eq(rp_cpu_argmax_correct(x, lab, 0, 3), 0);
+  float one = 7;
+  int32_t l0 = 0;
+  cr_assert_eq(rp_cpu_argmax_correct(&one, &l0, 1, 1), 1);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Task wrappers, run with hand-built contexts (struct rp_task_ctx is the
+ * engine's; the launch layer builds the same thing). */
+
+/* A dense row-major rows x cols instance over p. */
+static rp_instance_info inst2d(void *p, rp_dtype dt, int64_t rows,
+                               int64_t cols) {
+  rp_instance_info in;
+  memset(&in, 0, sizeof in);
+  in.dtype = dt;
+  in.rect = rp_rect_2d(0, rows - 1, 0, cols - 1);
+  in.strides[0] = cols;
+  in.strides[1] = 1;
+  in.bytes = (size_t)(rows * cols) * rp_dtype_size(dt);
+  in.ptr = p;
+  return in;
+}
+
+static rp_task_ctx cpu_ctx(const void *args, size_t size,
+                           const rp_instance_info *insts, uint32_t n) {
+  rp_task_ctx c;
+  memset(&c, 0, sizeof c);
+  c.kind = RP_PROC_CPU;
+  c.shards = 1;
+  c.args = args;
+  c.args_size = size;
+  c.naccess = n;
+  c.insts = insts;
+  c.replay = UINT64_MAX;
+  return c;
+}
+
+Test(kernel_tasks, gemm_task_computes_and_rejects_bad_shapes_untouched) {
+  const int m = 17, n = 13, k = 5;
+  float *a = kr_random((size_t)m * k, 91, -1, 1);
+  float *b = kr_random((size_t)k * n, 92, -1, 1);
+  float *c = kr_random((size_t)m * n, 93, -1, 1), *c0 = kr_alloc((size_t)m * n);
+  memcpy(c0, c, (size_t)m * n * sizeof *c);
+  /* A stored k x m (trans_a), a global-coordinate origin for B. */
+  rp_instance_info in[3] = {inst2d(a, RP_F32, k, m), inst2d(b, RP_F32, k, n),
+                            inst2d(c, RP_F32, m, n)};
+  in[1].rect = rp_rect_2d(100, 100 + k - 1, 7, 7 + n - 1);
+  rp_gemm_args args = {.m = m,
+                       .n = n,
+                       .k = k,
+                       .trans_a = 1,
+                       .trans_b = 0,
+                       .alpha = 2.0f,
+                       .beta = 1.0f};
+  double *want = kr_gemm(1, 0, m, n, k, 2.0, a, b, 1.0, c);
+  rp_task_ctx ctx = cpu_ctx(&args, sizeof args, in, 3);
+  RP_CHECK(rp_task_gemm_cpu(&ctx));
+  kr_close(c, want, (size_t)m * n, 1e-5, 1.0, 0, "gemm task");
+
+  memcpy(c, c0, (size_t)m * n * sizeof *c);
+  in[2] = inst2d(c, RP_F32, m, n - 1); /* C one column short */
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "rp.gemm") &&
+                strstr(rp_error_detail(), "access 2"),
+            "detail: %s", rp_error_detail());
+  cr_assert(memcmp(c, c0, (size_t)m * n * sizeof *c) == 0, "C was touched");
+  in[2] = inst2d(c, RP_F32, m, n);
+  in[2].strides[0] = n + 1; /* padded rows: not dense */
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_ESHAPE);
+  in[2] = inst2d(c, RP_I32, m, n);
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_ETYPE);
+  in[2] = inst2d(c, RP_F32, m, n);
+  ctx.naccess = 2;
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_ESHAPE);
+  ctx.naccess = 3;
+  ctx.args_size = sizeof args - 1;
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_EINVAL);
+  ctx.args_size = sizeof args;
+  args.trans_b = 2;
+  RP_EXPECT(rp_task_gemm_cpu(&ctx), RP_EINVAL);
+  cr_assert(memcmp(c, c0, (size_t)m * n * sizeof *c) == 0, "C was touched");
+  free(a), free(b), free(c), free(c0), free(want);
+}
+
+/* Runs rp.xent_fwd + rp.xent_bwd over rows [r0, r0 + rows) of x. */
+static void xent_tasks(float *x, int32_t *lab, float *p, float *d, float *loss,
+                       int rows, int cols, float norm) {
+  rp_instance_info in[4] = {
+      inst2d(x, RP_F32, rows, cols), inst2d(lab, RP_I32, rows, 1),
+      inst2d(p, RP_F32, rows, cols), inst2d(loss, RP_F32, 1, 1)};
+  in[1].rect = rp_rect_1d(0, rows - 1);
+  in[1].strides[0] = 1;
+  rp_xent_args args = {.rows = rows, .cols = cols, .norm = norm};
+  rp_task_ctx ctx = cpu_ctx(&args, sizeof args, in, 4);
+  RP_CHECK(rp_task_xent_fwd_cpu(&ctx));
+  rp_instance_info bin[3] = {in[2], in[1], inst2d(d, RP_F32, rows, cols)};
+  rp_task_ctx bctx = cpu_ctx(&args, sizeof args, bin, 3);
+  RP_CHECK(rp_task_xent_bwd_cpu(&bctx));
+}
+
+Test(kernel_tasks, xent_tasks_on_two_shards_equal_the_whole_batch) {
+  const int rows = 64, cols = 33, split = 40;
+  size_t n = (size_t)rows * cols;
+  float *x = kr_random(n, 101, -4, 4), *p = kr_alloc(n), *d = kr_alloc(n);
+  float *ps = kr_alloc(n), *ds = kr_alloc(n);
+  int32_t *lab = kr_labels(rows, cols, 102);
+  float full = 0, l0 = 0, l1 = 0;
+  xent_tasks(x, lab, p, d, &full, rows, cols, 0); /* norm 0: rows */
+  size_t off = (size_t)split * cols;
+  xent_tasks(x, lab, ps, ds, &l0, split, cols, rows);
+  xent_tasks(x + off, lab + split, ps + off, ds + off, &l1, rows - split, cols,
+             rows);
+  double *pw = kr_dalloc(n);
+  double want = kr_xent(x, lab, rows, cols, pw) / rows;
+  cr_assert(fabs(full - want) <= 1e-5 * want, "loss %g want %g", full, want);
+  cr_assert(fabsf(l0 + l1 - full) <= 1e-6f * full, "%g + %g != %g", l0, l1,
+            full);
+  cr_assert(memcmp(d, ds, n * sizeof *d) == 0, "sharded gradient differs");
+  free(x), free(p), free(d), free(ps), free(ds), free(lab), free(pw);
+}
+
+Test(kernel_tasks, xent_task_rejects_a_bad_label_before_writing) {
+  float x[6] = {1, 2, 3, 4, 5, 6}, p[6] = {0}, loss = 42;
+  int32_t lab[2] = {0, 3};
+  rp_instance_info in[4] = {inst2d(x, RP_F32, 2, 3), inst2d(lab, RP_I32, 2, 1),
+                            inst2d(p, RP_F32, 2, 3),
+                            inst2d(&loss, RP_F32, 1, 1)};
+  rp_xent_args args = {.rows = 2, .cols = 3, .norm = 2};
+  rp_task_ctx ctx = cpu_ctx(&args, sizeof args, in, 4);
+  RP_EXPECT(rp_task_xent_fwd_cpu(&ctx), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "row 1"), "%s", rp_error_detail());
+  cr_assert(loss == 42 && p[0] == 0, "written despite the error");
+  lab[1] = 2;
+  in[1] = inst2d(lab, RP_F32, 2, 1);
+  RP_EXPECT(rp_task_xent_fwd_cpu(&ctx), RP_ETYPE);
+  in[1] = inst2d(lab, RP_I32, 2, 1);
+  args.norm = -1;
+  RP_EXPECT(rp_task_xent_fwd_cpu(&ctx), RP_EINVAL);
+  args.norm = 2;
+  RP_CHECK(rp_task_xent_fwd_cpu(&ctx));
+  cr_assert(isfinite(loss) && loss > 0);
+}
+
+/* The learning rate sits at offset 0 of the args: a per-replay
+ * interpolation that rewrites those 4 bytes changes the next step. */
+Test(kernel_tasks, sgd_task_follows_interpolated_learning_rate) {
+  enum { N = 13 };
+  float w[N], g[N], v[N];
+  for (int i = 0; i < N; i++)
+    w[i] = 1.0f, g[i] = 0.5f, v[i] = 0.0f;
+  rp_instance_info in[3] = {inst2d(w, RP_F32, 1, N), inst2d(g, RP_F32, 1, N),
+                            inst2d(v, RP_F32, 1, N)};
+  unsigned char argbuf[sizeof(rp_sgd_args)];
+  rp_sgd_args a = {.lr = 0.1f, .momentum = 0.5f, .n = 0}; /* n 0: all */
+  memcpy(argbuf, &a, sizeof a);
+  rp_task_ctx ctx = cpu_ctx(argbuf, sizeof argbuf, in, 3);
+  RP_CHECK(rp_task_sgd_cpu(&ctx)); /* v = 0.5, w = 1 - 0.05 */
+  float lr2 = 1.0f;
+  memcpy(argbuf + offsetof(rp_sgd_args, lr), &lr2, sizeof lr2);
+  RP_CHECK(rp_task_sgd_cpu(&ctx)); /* v = 0.75, w = 0.95 - 0.75 */
+  for (int i = 0; i < N; i++) {
+    cr_assert_float_eq(v[i], 0.75f, 1e-7f, "v[%d] = %g", i, v[i]);
+    cr_assert_float_eq(w[i], 0.2f, 1e-6f, "w[%d] = %g", i, w[i]);
+  }
+  in[2] = inst2d(v, RP_F32, 1, N - 1);
+  RP_EXPECT(rp_task_sgd_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "rp.sgd"), "%s", rp_error_detail());
+}
+
+Test(kernel_tasks, elementwise_tasks_run_over_whole_instances) {
+  enum { R = 3, C = 5 };
+  float x[R * C], y[R * C], bias[C], db[C];
+  for (int i = 0; i < R * C; i++)
+    x[i] = (float)(i % 4) - 1.5f;
+  for (int c = 0; c < C; c++)
+    bias[c] = (float)c;
+  rp_instance_info in[2] = {inst2d(x, RP_F32, R, C), inst2d(y, RP_F32, R, C)};
+  rp_elementwise_args ea = {0};
+  rp_task_ctx ctx = cpu_ctx(&ea, sizeof ea, in, 2);
+  RP_CHECK(rp_task_relu_fwd_cpu(&ctx));
+  for (int i = 0; i < R * C; i++)
+    cr_assert_eq(y[i], x[i] > 0 ? x[i] : 0.0f);
+  rp_bias_args ba = {.rows = R, .cols = C};
+  rp_instance_info bin[2] = {inst2d(y, RP_F32, R, C),
+                             inst2d(bias, RP_F32, 1, C)};
+  ctx = cpu_ctx(&ba, sizeof ba, bin, 2);
+  RP_CHECK(rp_task_bias_add_cpu(&ctx));
+  bin[1] = inst2d(db, RP_F32, 1, C);
+  RP_CHECK(rp_task_bias_grad_cpu(&ctx));
+  for (int c = 0; c < C; c++) {
+    float s = 0;
+    for (int r = 0; r < R; r++)
+      s += y[r * C + c];
+    cr_assert_float_eq(db[c], s, 1e-6f, "db[%d]", c);
+  }
+  rp_scalar_args sa = {.value = 3.0f, .n = 0};
+  ctx = cpu_ctx(&sa, sizeof sa, in, 1);
+  RP_CHECK(rp_task_fill_cpu(&ctx));
+  for (int i = 0; i < R * C; i++)
+    cr_assert_eq(x[i], 3.0f);
+}
+
+Test(kernel_tasks, axpy_scale_accuracy_tasks) {
+  float x[4] = {1, 2, 3, 4}, y[4] = {1, 1, 1, 1};
+  rp_instance_info in[2] = {inst2d(x, RP_F32, 1, 4), inst2d(y, RP_F32, 1, 4)};
+  rp_scalar_args sa = {.value = 0.5f, .n = 3}; /* first 3 only */
+  rp_task_ctx ctx = cpu_ctx(&sa, sizeof sa, in, 2);
+  RP_CHECK(rp_task_axpy_cpu(&ctx));
+  cr_assert(y[0] == 1.5f && y[2] == 2.5f && y[3] == 1.0f);
+  sa.value = -2.0f;
+  sa.n = 5; /* more than access 0 holds */
+  RP_EXPECT(rp_task_scale_cpu(&ctx), RP_ESHAPE);
+  sa.n = -1;
+  RP_EXPECT(rp_task_scale_cpu(&ctx), RP_EINVAL);
+  sa.n = 0;
+  RP_CHECK(rp_task_scale_cpu(&ctx));
+  cr_assert(x[0] == -2.0f && x[3] == -8.0f);
+
+  float logits[2 * 3] = {0, 5, 1, 9, 2, 1};
+  int32_t lab[2] = {1, 2}, count = -1;
+  rp_instance_info ain[3] = {inst2d(logits, RP_F32, 2, 3),
+                             inst2d(lab, RP_I32, 2, 1),
+                             inst2d(&count, RP_I32, 1, 1)};
+  rp_rows_cols_args rc = {.rows = 2, .cols = 3};
+  ctx = cpu_ctx(&rc, sizeof rc, ain, 3);
+  RP_CHECK(rp_task_accuracy_cpu(&ctx));
+  cr_assert_eq(count, 1);
+  ain[2] = inst2d(&count, RP_F32, 1, 1);
+  RP_EXPECT(rp_task_accuracy_cpu(&ctx), RP_ETYPE);
+}
+
+Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  static const char *names[] = {"rp.gemm",     "rp.bias_add", "rp.bias_grad",
+                                "rp.relu_fwd", "rp.relu_bwd", "rp.xent_fwd",
+                                "rp.xent_bwd", "rp.sgd",      "rp.fill",
+                                "rp.scale",    "rp.axpy",     "rp.accuracy"};
+  rp_task_id want[] = {k.gemm,     k.bias_add, k.bias_grad, k.relu_fwd,
+                       k.relu_bwd, k.xent_fwd, k.xent_bwd,  k.sgd,
+                       k.fill,     k.scale,    k.axpy,      k.accuracy};
+  for (size_t i = 0; i < KR_LEN(names); i++) {
+    rp_task_id id;
+    RP_CHECK(rp_task_find(rt, names[i], &id));
+    cr_assert_eq(id, want[i], "%s", names[i]);
+  }
+  rp_kernel_tasks again;
+  RP_EXPECT(rp_kernels_register(rt, &again), RP_EEXIST);
+  th_destroy(rt);
+}

@@ -1,0 +1,481 @@
+/* test/test_kernels_gpu.c (label gpu) — every CUDA kernel of
+ * kernels/cuda_kernels.cuh against the CPU kernel (the reference backend),
+ * on the same small and odd shapes as test_kernels.c. Skips with the reason
+ * when the build has no CUDA or no device answers.
+ *
+ * Tolerances (relative, to max(|cpu value|, a magnitude floor)):
+ *  - elementwise (relu, bias_add, fill, scale, axpy, sgd, xent_bwd from the
+ *    same probs): 1e-5 — the kernels do the same f32 operations, with FMA
+ *    contraction disabled where it matters;
+ *  - gemm: 1e-4 of the largest |C| (cuBLAS sums in another order);
+ *  - softmax probs and loss: 1e-4 (device expf differs by a few ulp, other
+ *    summation order); bias_grad: 1e-4 of the column's sum of |dy|.
+ * Reductions must also be deterministic: two runs give the same bits. */
+#include "helpers.h"
+
+#ifdef REPRISE_HAVE_CUDA
+
+#include "kernels_ref.h"
+
+#include "engine/engine.h"
+#include "kernels/cpu_kernels.h"
+#include "kernels/cuda_kernels.cuh"
+#include "kernels/tasks.h"
+
+#include <string.h>
+
+static void need_gpu(void) {
+  const char *why = NULL;
+  if (!th_cuda_available(&why))
+    cr_skip_test("%s", why);
+}
+
+static void *dev_copy(const void *host, size_t bytes) {
+  void *d = NULL;
+  RP_CHECK(rp_cuda_buf_alloc(&d, bytes));
+  if (host)
+    RP_CHECK(rp_cuda_buf_put(d, host, bytes));
+  return d;
+}
+
+/* Synchronizes the stream, then copies a device buffer back. */
+static void fetch(void *host, const void *dev, size_t bytes, void *stream) {
+  RP_CHECK(rp_cuda_stream_sync(stream));
+  RP_CHECK(rp_cuda_buf_get(host, dev, bytes));
+}
+
+static void *new_stream(void) {
+  void *s = NULL;
+  RP_CHECK(rp_cuda_stream_create(&s));
+  return s;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Elementwise */
+
+Test(kernels_gpu, elementwise_kernels_match_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  for (size_t sh = 0; sh < KR_NSHAPES; sh++) {
+    size_t rows = kr_shapes[sh][0], cols = kr_shapes[sh][1], n = rows * cols;
+    size_t fb = n * sizeof(float);
+    float *x = kr_random(n, 1 + (uint32_t)sh, -1, 1);
+    float *y = kr_random(n, 2, -1, 1), *b = kr_random(cols, 3, -1, 1);
+    float *v = kr_random(n, 4, -1, 1), *got = kr_alloc(n);
+    float *dx = dev_copy(x, fb), *dy = dev_copy(y, fb);
+    float *db = dev_copy(b, cols * sizeof(float)), *dout = dev_copy(NULL, fb);
+
+    rp_cpu_relu_fwd(x, v, n); /* v: CPU result scratch from here on */
+    RP_CHECK(rp_cuda_relu_fwd(dx, dout, n, s));
+    fetch(got, dout, fb, s);
+    kr_close_f(got, v, n, 1e-5, 0, 0, "relu_fwd");
+    rp_cpu_relu_bwd(x, y, v, n);
+    RP_CHECK(rp_cuda_relu_bwd(dx, dy, dout, n, s));
+    fetch(got, dout, fb, s);
+    kr_close_f(got, v, n, 1e-5, 0, 0, "relu_bwd");
+
+    memcpy(v, x, fb);
+    rp_cpu_bias_add(v, b, rows, cols);
+    RP_CHECK(rp_cuda_bias_add(dx, db, rows, cols, s));
+    fetch(got, dx, fb, s);
+    kr_close_f(got, v, n, 1e-5, 0, 0, "bias_add");
+
+    rp_cpu_axpy(0.75f, v, y, n); /* y += 0.75 (x + b) on both sides */
+    RP_CHECK(rp_cuda_axpy(0.75f, dx, dy, n, s));
+    fetch(got, dy, fb, s);
+    kr_close_f(got, y, n, 1e-5, 1e-6, 0, "axpy");
+    rp_cpu_scale(y, -1.5f, n);
+    RP_CHECK(rp_cuda_scale(dy, -1.5f, n, s));
+    fetch(got, dy, fb, s);
+    kr_close_f(got, y, n, 1e-5, 1e-6, 0, "scale");
+    RP_CHECK(rp_cuda_fill(dy, 0.125f, n, s));
+    fetch(got, dy, fb, s);
+    for (size_t i = 0; i < n; i++)
+      cr_assert_eq(got[i], 0.125f, "fill[%zu]", i);
+    free(x), free(y), free(b), free(v), free(got);
+    rp_cuda_buf_free(dx), rp_cuda_buf_free(dy), rp_cuda_buf_free(db);
+    rp_cuda_buf_free(dout);
+  }
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+Test(kernels_gpu, sgd_momentum_matches_cpu_over_steps) {
+  need_gpu();
+  void *s = new_stream();
+  const size_t n = 64 * 33 + 1;
+  size_t fb = n * sizeof(float);
+  float *w = kr_random(n, 11, -1, 1), *g = kr_random(n, 12, -1, 1);
+  float *v = kr_alloc(n), *got = kr_alloc(n);
+  rp_cpu_fill(v, 0.0f, n);
+  float *dw = dev_copy(w, fb), *dg = dev_copy(g, fb), *dv = dev_copy(v, fb);
+  for (int t = 0; t < 5; t++) {
+    rp_cpu_sgd_momentum(w, g, v, n, 0.05f, 0.9f);
+    RP_CHECK(rp_cuda_sgd_momentum(dw, dg, dv, n, 0.05f, 0.9f, NULL, s));
+  }
+  fetch(got, dw, fb, s);
+  kr_close_f(got, w, n, 1e-5, 1e-3, 0, "sgd w");
+  fetch(got, dv, fb, s);
+  kr_close_f(got, v, n, 1e-5, 1e-3, 0, "sgd v");
+  free(w), free(g), free(v), free(got);
+  rp_cuda_buf_free(dw), rp_cuda_buf_free(dg), rp_cuda_buf_free(dv);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reductions: bias_grad, xent, accuracy */
+
+Test(kernels_gpu, bias_grad_matches_cpu_and_is_deterministic) {
+  need_gpu();
+  void *s = new_stream();
+  static const size_t extra[][2] = {{1000, 3}, {5, 100}, {0, 7}};
+  for (size_t sh = 0; sh < KR_NSHAPES + KR_LEN(extra); sh++) {
+    const size_t *shape =
+        sh < KR_NSHAPES ? kr_shapes[sh] : extra[sh - KR_NSHAPES];
+    size_t rows = shape[0], cols = shape[1], n = rows * cols;
+    float *dy = kr_random(n, 21 + (uint32_t)sh, -1, 1);
+    float *want = kr_alloc(cols), *got = kr_alloc(cols),
+          *again = kr_alloc(cols);
+    rp_cpu_bias_grad(dy, want, rows, cols);
+    double floor = 1e-6;
+    for (size_t c = 0; c < cols; c++) {
+      double mag = 0;
+      for (size_t r = 0; r < rows; r++)
+        mag += fabs(dy[r * cols + c]);
+      floor = mag > floor ? mag : floor;
+    }
+    float *ddy = dev_copy(dy, n * sizeof(float));
+    float *ddb = dev_copy(want, cols * sizeof(float)); /* overwritten */
+    RP_CHECK(rp_cuda_bias_grad(ddy, ddb, rows, cols, s));
+    fetch(got, ddb, cols * sizeof(float), s);
+    RP_CHECK(rp_cuda_bias_grad(ddy, ddb, rows, cols, s));
+    fetch(again, ddb, cols * sizeof(float), s);
+    kr_close_f(got, want, cols, 1e-4, floor, 0, "bias_grad");
+    cr_assert(memcmp(got, again, cols * sizeof(float)) == 0,
+              "bias_grad %zux%zu not deterministic", rows, cols);
+    free(dy), free(want), free(got), free(again);
+    rp_cuda_buf_free(ddy), rp_cuda_buf_free(ddb);
+  }
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* One xent case, with and without row-loss scratch. */
+static void check_xent(const float *x, const int32_t *lab, size_t rows,
+                       size_t cols, void *s) {
+  size_t n = rows * cols, fb = n * sizeof(float);
+  float *p = kr_alloc(n), *d = kr_alloc(n), *got = kr_alloc(n), loss = 0;
+  rp_cpu_xent_fwd(x, lab, p, 0, rows, cols, (float)rows, &loss);
+  rp_cpu_xent_bwd(p, lab, d, 0, rows, cols, (float)rows);
+  float *dx = dev_copy(x, fb), *dp = dev_copy(NULL, fb);
+  int32_t *dl = dev_copy(lab, rows * sizeof(int32_t));
+  float *scratch = dev_copy(NULL, rows * sizeof(float));
+  float *dloss = dev_copy(NULL, sizeof(float)), gl[3];
+  for (int pass = 0; pass < 3; pass++) { /* scratch, scratch again, none */
+    RP_CHECK(rp_cuda_xent_fwd(dx, dl, dp, pass < 2 ? scratch : NULL, dloss,
+                              rows, cols, (float)rows, s));
+    fetch(&gl[pass], dloss, sizeof(float), s);
+    cr_assert(fabsf(gl[pass] - loss) <= 1e-4f * fabsf(loss) + 1e-7f,
+              "%zux%zu pass %d: loss %.9g, cpu %.9g", rows, cols, pass,
+              gl[pass], loss);
+  }
+  cr_assert(memcmp(&gl[0], &gl[1], sizeof(float)) == 0,
+            "loss not deterministic");
+  fetch(got, dp, fb, s);
+  kr_close_f(got, p, n, 1e-4, 0, 1e-12, "xent probs");
+  /* Backward from the CPU probs: the same f32 operations. */
+  RP_CHECK(rp_cuda_buf_put(dp, p, fb));
+  RP_CHECK(rp_cuda_xent_bwd(dp, dl, dx, rows, cols, (float)rows, s));
+  fetch(got, dx, fb, s);
+  kr_close_f(got, d, n, 1e-5, 0, 1e-12, "xent_bwd");
+  free(p), free(d), free(got);
+  rp_cuda_buf_free(dx), rp_cuda_buf_free(dp), rp_cuda_buf_free(dl);
+  rp_cuda_buf_free(scratch), rp_cuda_buf_free(dloss);
+}
+
+Test(kernels_gpu, xent_matches_cpu_with_and_without_scratch) {
+  need_gpu();
+  void *s = new_stream();
+  static const size_t extra[][2] = {{1000, 10}, {7, 1000}};
+  for (size_t sh = 0; sh < KR_NSHAPES + KR_LEN(extra); sh++) {
+    const size_t *shape =
+        sh < KR_NSHAPES ? kr_shapes[sh] : extra[sh - KR_NSHAPES];
+    size_t rows = shape[0], cols = shape[1];
+    float *x = kr_random(rows * cols, 31 + (uint32_t)sh, -8, 8);
+    int32_t *lab = kr_labels(rows, cols, 32 + (uint32_t)sh);
+    check_xent(x, lab, rows, cols, s);
+    free(x), free(lab);
+  }
+  float big[9] = {1000, -1000, 0, -1000, -1000, -1000, 1000, 1000, -1000};
+  int32_t blab[3] = {1, 2, 0};
+  check_xent(big, blab, 3, 3, s);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+Test(kernels_gpu, xent_bad_label_gives_nan_not_a_fault) {
+  need_gpu();
+  void *s = new_stream();
+  float x[6] = {1, 2, 3, 4, 5, 6}, loss = 0, d[6];
+  int32_t lab[2] = {0, 7};
+  float *dx = dev_copy(x, sizeof x), *dp = dev_copy(NULL, sizeof x);
+  int32_t *dl = dev_copy(lab, sizeof lab);
+  float *dloss = dev_copy(NULL, sizeof(float));
+  RP_CHECK(rp_cuda_xent_fwd(dx, dl, dp, NULL, dloss, 2, 3, 2.0f, s));
+  fetch(&loss, dloss, sizeof loss, s);
+  cr_assert(isnan(loss), "loss %g", loss);
+  RP_CHECK(rp_cuda_xent_bwd(dp, dl, dx, 2, 3, 2.0f, s));
+  fetch(d, dx, sizeof d, s);
+  cr_assert(!isnan(d[0]) && isnan(d[3]) && isnan(d[5]));
+  rp_cuda_buf_free(dx), rp_cuda_buf_free(dp), rp_cuda_buf_free(dl);
+  rp_cuda_buf_free(dloss);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+Test(kernels_gpu, argmax_correct_matches_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  for (size_t sh = 0; sh < KR_NSHAPES; sh++) {
+    size_t rows = kr_shapes[sh][0], cols = kr_shapes[sh][1], n = rows * cols;
+    float *x = kr_random(n, 41 + (uint32_t)sh, -1, 1);
+    for (size_t i = 0; i < n; i += 3) /* ties: coarse values */
+      x[i] = roundf(x[i] * 2);
+    int32_t *lab = kr_labels(rows, cols, 42);
+    for (size_t r = 0; r < rows; r += 2) { /* even rows: the right label */
+      size_t best = 0;
+      for (size_t c = 1; c < cols; c++)
+        best = x[r * cols + c] > x[r * cols + best] ? c : best;
+      lab[r] = (int32_t)best;
+    }
+    int32_t want = (int32_t)rp_cpu_argmax_correct(x, lab, rows, cols), got = -1;
+    float *dx = dev_copy(x, n * sizeof(float));
+    int32_t *dl = dev_copy(lab, rows * sizeof(int32_t));
+    int32_t *dc = dev_copy(NULL, sizeof(int32_t));
+    RP_CHECK(rp_cuda_argmax_correct(dx, dl, dc, rows, cols, s));
+    fetch(&got, dc, sizeof got, s);
+    cr_assert_eq(got, want, "%zux%zu: %d correct, cpu %d", rows, cols, got,
+                 want);
+    free(x), free(lab);
+    rp_cuda_buf_free(dx), rp_cuda_buf_free(dl), rp_cuda_buf_free(dc);
+  }
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* ---------------------------------------------------------------------- */
+/* GEMM */
+
+static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k,
+                       float alpha, float beta, void *s) {
+  float *a = kr_random(m * k, 51, -1, 1), *b = kr_random(k * n, 52, -1, 1);
+  float *c = kr_random(m * n, 53, -1, 1), *got = kr_alloc(m * n);
+  float *da = dev_copy(a, m * k * sizeof(float));
+  float *db = dev_copy(b, k * n * sizeof(float));
+  float *dc = dev_copy(c, m * n * sizeof(float));
+  rp_cpu_gemm(ta, tb, (int)m, (int)n, (int)k, alpha, a, b, beta, c);
+  RP_CHECK(
+      rp_cuda_gemm(ta, tb, (int)m, (int)n, (int)k, alpha, da, db, beta, dc, s));
+  fetch(got, dc, m * n * sizeof(float), s);
+  double cmax = 1e-3;
+  for (size_t i = 0; i < m * n; i++)
+    cmax = fabs(c[i]) > cmax ? fabs(c[i]) : cmax;
+  char what[96];
+  snprintf(what, sizeof what, "gemm ta=%d tb=%d %zux%zux%zu", ta, tb, m, n, k);
+  kr_close_f(got, c, m * n, 1e-4, cmax, 0, what);
+  free(a), free(b), free(c), free(got);
+  rp_cuda_buf_free(da), rp_cuda_buf_free(db), rp_cuda_buf_free(dc);
+}
+
+Test(kernels_gpu, gemm_matches_cpu_for_all_transposes_and_odd_shapes) {
+  need_gpu();
+  RP_CHECK(rp_cuda_blas_init(0));
+  void *s = new_stream();
+  static const size_t ks[] = {1, 13, 257};
+  for (size_t sh = 0; sh < KR_NSHAPES; sh++)
+    for (size_t kk = 0; kk < KR_LEN(ks); kk++)
+      for (int t = 0; t < 4; t++) {
+        size_t m = kr_shapes[sh][0], n = kr_shapes[sh][1];
+        check_gemm(t & 1, t >> 1, m, n, ks[kk], 1.0f, 0.0f, s);
+        check_gemm(t & 1, t >> 1, n, m, ks[kk], 0.5f, -2.0f, s);
+      }
+  check_gemm(0, 0, 4, 5, 0, 1.0f, 3.0f, s); /* k == 0: C = beta C */
+  RP_CHECK(rp_cuda_stream_destroy(s));
+  rp_cuda_blas_shutdown();
+}
+
+/* More streams than workspace slices: the extra ones run without a
+ * workspace and must still be right (and the legacy stream too). */
+Test(kernels_gpu, gemm_on_more_streams_than_workspace_slices) {
+  need_gpu();
+  enum { NS = RP_CUBLAS_WS_SLOTS + 3 };
+  void *ss[NS];
+  for (int i = 0; i < NS; i++)
+    ss[i] = new_stream();
+  for (int i = 0; i < NS; i++)
+    check_gemm(i & 1, 0, 64, 33, 17, 1.0f, 0.0f, ss[i]);
+  check_gemm(0, 1, 17, 13, 5, 1.0f, 1.0f, NULL);
+  for (int i = 0; i < NS; i++)
+    RP_CHECK(rp_cuda_stream_destroy(ss[i]));
+  rp_cuda_blas_shutdown();
+}
+
+/* The point of the up-front cuBLAS setup: GEMM, elementwise and loss kernels
+ * recorded into one CUDA graph (global capture mode: any allocation fails
+ * it) replay correctly. A learning rate in device memory changed between
+ * launches reaches the captured SGD kernel. */
+Test(kernels_gpu, launchers_are_capture_safe_and_replay) {
+  need_gpu();
+  RP_CHECK(rp_cuda_blas_init(0));
+  void *s = new_stream();
+  const int m = 17, n = 13, k = 33;
+  size_t mn = (size_t)m * n;
+  float *a = kr_random((size_t)m * k, 61, -1, 1);
+  float *b = kr_random((size_t)k * n, 62, -1, 1);
+  int32_t *lab = kr_labels(m, n, 63);
+  float *h = kr_alloc(mn), *p = kr_alloc(mn), *got = kr_alloc(mn), loss = 0;
+  rp_cpu_gemm(0, 0, m, n, k, 1.0f, a, b, 0.0f, h);
+  rp_cpu_relu_fwd(h, h, mn);
+  rp_cpu_xent_fwd(h, lab, p, 0, m, n, (float)m, &loss);
+  float *da = dev_copy(a, (size_t)m * k * 4),
+        *db = dev_copy(b, (size_t)k * n * 4);
+  float *dh = dev_copy(NULL, mn * 4), *dp = dev_copy(NULL, mn * 4);
+  int32_t *dl = dev_copy(lab, (size_t)m * 4);
+  float *dloss = dev_copy(NULL, 4), *drow = dev_copy(NULL, (size_t)m * 4);
+  float one = 1.0f, w0 = 0.0f, lr = 0.5f;
+  float *dw = dev_copy(&w0, 4), *dg = dev_copy(&one, 4), *dv = dev_copy(&w0, 4);
+  float *dlr = dev_copy(&lr, 4);
+  RP_CHECK(rp_cuda_capture_begin(s));
+  RP_CHECK(rp_cuda_gemm(0, 0, m, n, k, 1.0f, da, db, 0.0f, dh, s));
+  RP_CHECK(rp_cuda_relu_fwd(dh, dh, mn, s));
+  RP_CHECK(rp_cuda_xent_fwd(dh, dl, dp, drow, dloss, m, n, (float)m, s));
+  RP_CHECK(rp_cuda_sgd_momentum(dw, dg, dv, 1, 99.0f, 0.0f, dlr, s));
+  RP_CHECK(rp_cuda_capture_end_launch(s, 2)); /* w = -0.5 - 0.5 */
+  lr = 2.0f;
+  RP_CHECK(rp_cuda_buf_put(dlr, &lr, 4));
+  RP_CHECK(rp_cuda_capture_begin(s));
+  RP_CHECK(rp_cuda_sgd_momentum(dw, dg, dv, 1, 99.0f, 0.0f, dlr, s));
+  RP_CHECK(rp_cuda_capture_end_launch(s, 1)); /* w = -1 - 2 */
+  float w = 0, gl = 0;
+  fetch(&w, dw, 4, s);
+  cr_assert_eq(w, -3.0f, "w = %g: the device learning rate was not used", w);
+  fetch(got, dp, mn * 4, s);
+  kr_close_f(got, p, mn, 1e-4, 0, 1e-12, "captured probs");
+  fetch(&gl, dloss, 4, s);
+  cr_assert(fabsf(gl - loss) <= 1e-4f * loss, "captured loss %g, cpu %g", gl,
+            loss);
+  free(a), free(b), free(lab), free(h), free(p), free(got);
+  void *bufs[] = {da, db, dh, dp, dl, dloss, drow, dw, dg, dv, dlr};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+  rp_cuda_blas_shutdown();
+}
+
+/* ---------------------------------------------------------------------- */
+/* GPU task variants with hand-built contexts (device pointers). */
+
+static rp_instance_info dinst(void *p, rp_dtype dt, int64_t rows,
+                              int64_t cols) {
+  rp_instance_info in;
+  memset(&in, 0, sizeof in);
+  in.dtype = dt;
+  in.rect = rp_rect_2d(0, rows - 1, 0, cols - 1);
+  in.strides[0] = cols;
+  in.strides[1] = 1;
+  in.bytes = (size_t)(rows * cols) * rp_dtype_size(dt);
+  in.ptr = p;
+  return in;
+}
+
+static rp_task_ctx gpu_ctx(void *stream, const void *args, size_t size,
+                           const rp_instance_info *insts, uint32_t n) {
+  rp_task_ctx c;
+  memset(&c, 0, sizeof c);
+  c.kind = RP_PROC_GPU;
+  c.shards = 1;
+  c.stream = stream;
+  c.args = args;
+  c.args_size = size;
+  c.naccess = n;
+  c.insts = insts;
+  c.replay = UINT64_MAX;
+  return c;
+}
+
+Test(kernels_gpu, gemm_xent_sgd_tasks_match_cpu_tasks) {
+  need_gpu();
+  void *s = new_stream();
+  const int m = 64, n = 33, k = 13;
+  size_t mn = (size_t)m * n;
+  float *a = kr_random((size_t)m * k, 71, -1, 1);
+  float *b = kr_random((size_t)n * k, 72, -1, 1);
+  float *c = kr_alloc(mn), *got = kr_alloc(mn), *p = kr_alloc(mn);
+  int32_t *lab = kr_labels(m, n, 73);
+  float *da = dev_copy(a, (size_t)m * k * 4),
+        *db = dev_copy(b, (size_t)n * k * 4);
+  float *dc = dev_copy(NULL, mn * 4), *dp = dev_copy(NULL, mn * 4);
+  int32_t *dl = dev_copy(lab, (size_t)m * 4);
+  float *dloss = dev_copy(NULL, 4), *ws = dev_copy(NULL, (size_t)m * 4);
+  rp_gemm_args ga = {.m = m, .n = n, .k = k, .trans_b = 1, .alpha = 1.0f};
+  rp_instance_info hin[3] = {dinst(a, RP_F32, m, k), dinst(b, RP_F32, n, k),
+                             dinst(c, RP_F32, m, n)};
+  rp_instance_info din[3] = {dinst(da, RP_F32, m, k), dinst(db, RP_F32, n, k),
+                             dinst(dc, RP_F32, m, n)};
+  rp_task_ctx hc = gpu_ctx(NULL, &ga, sizeof ga, hin, 3);
+  hc.kind = RP_PROC_CPU;
+  rp_task_ctx dcx = gpu_ctx(s, &ga, sizeof ga, din, 3);
+  RP_CHECK(rp_task_gemm_cpu(&hc));
+  RP_CHECK(rp_task_gemm_gpu(&dcx));
+  fetch(got, dc, mn * 4, s);
+  kr_close_f(got, c, mn, 1e-4, 1.0, 0, "gemm task");
+  din[2] = dinst(dc, RP_F32, m, n - 1);
+  RP_EXPECT(rp_task_gemm_gpu(&dcx), RP_ESHAPE);
+
+  rp_xent_args xa = {.rows = m, .cols = n, .norm = (float)m};
+  float loss = 0, gl = 0;
+  rp_instance_info hx[4] = {dinst(c, RP_F32, m, n), dinst(lab, RP_I32, m, 1),
+                            dinst(p, RP_F32, m, n), dinst(&loss, RP_F32, 1, 1)};
+  rp_instance_info dx[4] = {dinst(dc, RP_F32, m, n), dinst(dl, RP_I32, m, 1),
+                            dinst(dp, RP_F32, m, n),
+                            dinst(dloss, RP_F32, 1, 1)};
+  rp_task_ctx hxc = gpu_ctx(NULL, &xa, sizeof xa, hx, 4);
+  rp_task_ctx dxc = gpu_ctx(s, &xa, sizeof xa, dx, 4);
+  dxc.workspace = ws;
+  dxc.workspace_bytes = (size_t)m * 4;
+  RP_CHECK(rp_task_xent_fwd_cpu(&hxc));
+  RP_CHECK(rp_task_xent_fwd_gpu(&dxc));
+  fetch(&gl, dloss, 4, s);
+  cr_assert(fabsf(gl - loss) <= 1e-4f * loss, "xent task loss %g, cpu %g", gl,
+            loss);
+
+  /* rp.sgd: W = C, G = probs, V = 0 on both sides (GPU inputs are the
+   * GPU's own gemm/xent results, hence the 1e-4). */
+  rp_sgd_args sa = {.lr = 0.1f, .momentum = 0.9f, .n = 0};
+  float *v = kr_alloc(mn), *dv = dev_copy(NULL, mn * 4);
+  rp_cpu_fill(v, 0.0f, mn);
+  RP_CHECK(rp_cuda_buf_put(dv, v, mn * 4));
+  rp_instance_info hs[3] = {dinst(c, RP_F32, m, n), dinst(p, RP_F32, m, n),
+                            dinst(v, RP_F32, m, n)};
+  rp_instance_info ds[3] = {dinst(dc, RP_F32, m, n), dinst(dp, RP_F32, m, n),
+                            dinst(dv, RP_F32, m, n)};
+  rp_task_ctx hsc = gpu_ctx(NULL, &sa, sizeof sa, hs, 3);
+  rp_task_ctx dsc = gpu_ctx(s, &sa, sizeof sa, ds, 3);
+  RP_CHECK(rp_task_sgd_cpu(&hsc));
+  RP_CHECK(rp_task_sgd_gpu(&dsc));
+  fetch(got, dc, mn * 4, s);
+  kr_close_f(got, c, mn, 1e-4, 1.0, 0, "sgd task");
+  ds[2] = dinst(ws, RP_F32, 1, m); /* V holds only m floats */
+  RP_EXPECT(rp_task_sgd_gpu(&dsc), RP_ESHAPE);
+  free(v);
+  rp_cuda_buf_free(dv);
+  free(a), free(b), free(c), free(got), free(p), free(lab);
+  void *bufs[] = {da, db, dc, dp, dl, dloss, ws};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+  rp_cuda_blas_shutdown();
+}
+
+#else /* !REPRISE_HAVE_CUDA */
+
+Test(kernels_gpu, skipped_without_cuda) {
+  cr_skip_test("built without the CUDA toolkit: no CUDA kernels to test");
+}
+
+#endif
