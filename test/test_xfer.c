@@ -128,13 +128,15 @@ Test(xfer, chunk_rect_follows_torch_chunk) {
   int64_t want3[3][2] = {{0, 3}, {4, 7}, {8, 9}};
   for (uint32_t i = 0; i < 3; i++) {
     RP_CHECK(rp_chunk_rect(&w, 0, 3, i, &r));
-    cr_assert(r.lo[0] == want3[i][0] && r.hi[0] == want3[i][1], "3 parts %u", i);
+    cr_assert(r.lo[0] == want3[i][0] && r.hi[0] == want3[i][1], "3 parts %u",
+              i);
     cr_assert(r.lo[1] == 0 && r.hi[1] == 4);
   }
   int64_t want4[4][2] = {{0, 2}, {3, 5}, {6, 8}, {9, 9}};
   for (uint32_t i = 0; i < 4; i++) {
     RP_CHECK(rp_chunk_rect(&w, 0, 4, i, &r));
-    cr_assert(r.lo[0] == want4[i][0] && r.hi[0] == want4[i][1], "4 parts %u", i);
+    cr_assert(r.lo[0] == want4[i][0] && r.hi[0] == want4[i][1], "4 parts %u",
+              i);
   }
   /* global coordinates: a whole starting at 100 */
   rp_rect g = rp_rect_1d(100, 109);
@@ -239,8 +241,8 @@ static void copy_case(rp_runtime *rt, int dim, int mode, int sl, int dl,
   cr_assert(rp_rect_volume(&x.domain) == rp_rect_volume(&dom));
   RP_CHECK(rp_xfer_run_cpu(&x));
   char what[96];
-  snprintf(what, sizeof what, "dim %d mode %d layouts %d->%d %s", dim, mode,
-           sl, dl, rp_dtype_name(t));
+  snprintf(what, sizeof what, "dim %d mode %d layouts %d->%d %s", dim, mode, sl,
+           dl, rp_dtype_name(t));
   expect_layout(rt, d, ref, what);
   rp_xfer_release(&x);
   free(ref);
@@ -365,8 +367,12 @@ static double *get_values(rp_runtime *rt, rp_inst i, int64_t *count) {
   return out;
 }
 
-static int64_t val_k(int64_t k) { return k % 97 - 40; }
-static int64_t val_2k(int64_t k) { return 2 * (k % 97 - 40); }
+static int64_t val_k(int64_t k) {
+  return k % 97 - 40;
+}
+static int64_t val_2k(int64_t k) {
+  return 2 * (k % 97 - 40);
+}
 
 Test(xfer, sum_folds_each_dtype_over_strided_layouts) {
   rp_runtime *rt = th_cpu_runtime(1);
@@ -376,8 +382,8 @@ Test(xfer, sum_folds_each_dtype_over_strided_layouts) {
     for (int lay = 0; lay < 3; lay++) {
       const int64_t *sst = lay == 1 ? pad : lay == 2 ? inter : NULL;
       rp_inst s = mk(rt, types[t], rp_rect_2d(0, 19, 0, 29), sst);
-      rp_inst d = mk(rt, types[t], rp_rect_2d(0, 19, 0, 29),
-                     lay == 2 ? pad : NULL);
+      rp_inst d =
+          mk(rt, types[t], rp_rect_2d(0, 19, 0, 29), lay == 2 ? pad : NULL);
       set_values(rt, s, val_2k);
       set_values(rt, d, val_k);
       rp_copy c = copy_of(s, d, RP_DOMAIN_SRC);
@@ -420,7 +426,9 @@ static void *sum_thread(void *p) {
   return NULL;
 }
 
-static int64_t win_lo(int t) { return (int64_t)t * (SUM_N / 8) + 3 * t; }
+static int64_t win_lo(int t) {
+  return (int64_t)t * (SUM_N / 8) + 3 * t;
+}
 
 static void concurrent_sum(rp_dtype type) {
   rp_runtime *rt = th_cpu_runtime(2);
@@ -451,7 +459,8 @@ static void concurrent_sum(rp_dtype type) {
     int64_t want = 0;
     for (int t = 0; t < NT; t++)
       if (k >= win_lo(t) && k < win_lo(t) + SUM_N / 2)
-        want += SUM_REPS * (t % 2 ? val_2k(k - win_lo(t)) : val_k(k - win_lo(t)));
+        want +=
+            SUM_REPS * (t % 2 ? val_2k(k - win_lo(t)) : val_k(k - win_lo(t)));
     cr_assert_eq(v[k], (double)want, "%s point %lld", rp_dtype_name(type),
                  (long long)k);
   }
@@ -505,8 +514,13 @@ typedef struct pop_fix {
   rp_parallel_op op;
 } pop_fix;
 
-static int64_t val_whole(int64_t k) { return 3 * k - 50; }
-static int64_t val_big(int64_t k) { RP_UNUSED(k); return 999; }
+static int64_t val_whole(int64_t k) {
+  return 3 * k - 50;
+}
+static int64_t val_big(int64_t k) {
+  RP_UNUSED(k);
+  return 999;
+}
 
 static void pop_setup(rp_runtime *rt, pop_fix *f, rp_pop_kind kind, int bwd,
                       uint32_t n, int dim, rp_dtype t) {
@@ -523,8 +537,12 @@ static void pop_setup(rp_runtime *rt, pop_fix *f, rp_pop_kind kind, int bwd,
     f->parts[i] = mk(rt, t, r, i % 2 ? st : NULL);
     set_values(rt, f->parts[i], i % 2 ? val_k : val_2k);
   }
-  f->op = (rp_parallel_op){.kind = kind, .backward = bwd, .whole = f->whole,
-                           .parts = f->parts, .nparts = n, .dim = dim};
+  f->op = (rp_parallel_op){.kind = kind,
+                           .backward = bwd,
+                           .whole = f->whole,
+                           .parts = f->parts,
+                           .nparts = n,
+                           .dim = dim};
 }
 
 /* part i's values at its own points equal the whole's (scatter, broadcast) */
@@ -691,8 +709,11 @@ Test(xfer, parallel_op_three_and_four_dim_split_on_middle_dim) {
       RP_CHECK(rp_chunk_rect(&w, 1, 3, i, &r));
       parts[i] = mk(rt, RP_F32, r, NULL);
     }
-    rp_parallel_op op = {.kind = RP_POP_REPARTITION, .whole = whole,
-                         .parts = parts, .nparts = 3, .dim = 1};
+    rp_parallel_op op = {.kind = RP_POP_REPARTITION,
+                         .whole = whole,
+                         .parts = parts,
+                         .nparts = 3,
+                         .dim = 1};
     run_pop(rt, &op);
     /* every point of each part equals the whole's */
     rp_instance_info wi = info_of(rt, whole);
@@ -701,8 +722,8 @@ Test(xfer, parallel_op_three_and_four_dim_split_on_middle_dim) {
       int64_t p[RP_MAX_DIM];
       memcpy(p, pi.rect.lo, sizeof p);
       do
-        cr_assert(memcmp(at(&pi, p), at(&wi, p), 4) == 0, "dim %d part %u",
-                  dim, i);
+        cr_assert(memcmp(at(&pi, p), at(&wi, p), 4) == 0, "dim %d part %u", dim,
+                  i);
       while (next_point(&pi.rect, p));
       RP_CHECK(rp_instance_free(rt, parts[i]));
     }
@@ -724,8 +745,11 @@ Test(xfer, parallel_op_validation_names_the_part) {
       RP_CHECK(rp_chunk_rect(&w, 0, 6, i, &r));
     parts[i] = mk(rt, RP_F32, r, NULL);
   }
-  rp_parallel_op op = {.kind = RP_POP_REPARTITION, .whole = whole,
-                       .parts = parts, .nparts = 6, .dim = 0};
+  rp_parallel_op op = {.kind = RP_POP_REPARTITION,
+                       .whole = whole,
+                       .parts = parts,
+                       .nparts = 6,
+                       .dim = 0};
   RP_EXPECT(rp_xfer_expand_parallel(rt, &op, c, 6, &n), RP_ESHAPE);
   cr_assert(has("part 5") && has("empty"), "%s", rp_error_detail());
   /* a wrong shard rect: 5 parts where part 2 is shifted */
@@ -760,8 +784,8 @@ Test(xfer, parallel_op_validation_names_the_part) {
   RP_EXPECT(rp_xfer_expand_parallel(rt, &op, c, 6, &n), RP_EINVAL);
   op.nparts = 5;
   rp_inst dup[2] = {parts[0], parts[0]};
-  rp_parallel_op rep = {.kind = RP_POP_REPLICATE, .whole = whole,
-                        .parts = dup, .nparts = 2};
+  rp_parallel_op rep = {
+      .kind = RP_POP_REPLICATE, .whole = whole, .parts = dup, .nparts = 2};
   RP_EXPECT(rp_xfer_expand_parallel(rt, &rep, c, 6, &n), RP_EINVAL);
   dup[1] = whole;
   RP_EXPECT(rp_xfer_expand_parallel(rt, &rep, c, 6, &n), RP_EINVAL);
@@ -775,7 +799,13 @@ Test(xfer, parallel_op_validation_names_the_part) {
 /* ---------------------------------------------------------------------- */
 /* Stale descriptors: never move bytes to or from freed memory */
 
-typedef enum { FREE_SRC, FREE_DST, REALLOC_SRC, REALLOC_DST, REUSE_DST } stale_how;
+typedef enum {
+  FREE_SRC,
+  FREE_DST,
+  REALLOC_SRC,
+  REALLOC_DST,
+  REUSE_DST
+} stale_how;
 
 static void stale_case(stale_how how, rp_redop redop) {
   rp_runtime *rt = th_cpu_runtime(1);
@@ -830,16 +860,24 @@ static void stale_case(stale_how how, rp_redop redop) {
   th_destroy(rt);
 }
 
-Test(xfer, stale_after_src_free) { stale_case(FREE_SRC, RP_REDOP_NONE); }
-Test(xfer, stale_after_dst_free) { stale_case(FREE_DST, RP_REDOP_NONE); }
-Test(xfer, stale_after_src_realloc) { stale_case(REALLOC_SRC, RP_REDOP_NONE); }
+Test(xfer, stale_after_src_free) {
+  stale_case(FREE_SRC, RP_REDOP_NONE);
+}
+Test(xfer, stale_after_dst_free) {
+  stale_case(FREE_DST, RP_REDOP_NONE);
+}
+Test(xfer, stale_after_src_realloc) {
+  stale_case(REALLOC_SRC, RP_REDOP_NONE);
+}
 Test(xfer, stale_after_dst_realloc_leaves_new_storage_alone) {
   stale_case(REALLOC_DST, RP_REDOP_NONE);
 }
 Test(xfer, stale_after_dst_slot_reused_by_another_instance) {
   stale_case(REUSE_DST, RP_REDOP_NONE);
 }
-Test(xfer, stale_sum_moves_nothing) { stale_case(REALLOC_DST, RP_REDOP_SUM); }
+Test(xfer, stale_sum_moves_nothing) {
+  stale_case(REALLOC_DST, RP_REDOP_SUM);
+}
 
 /* ---------------------------------------------------------------------- */
 /* Bad input: each a status and a detail; nothing planned */
@@ -864,7 +902,8 @@ Test(xfer, bad_input_is_rejected_with_its_status) {
   c = copy_of(a, small, RP_DOMAIN_RECT);
   c.rect = rp_rect_2d(0, 3, 3, 4); /* inside a, not inside small */
   RP_EXPECT(rp_xfer_plan(rt, &c, &x), RP_ESHAPE);
-  cr_assert(has("dst instance") && has("[2..5, 2..5]"), "%s", rp_error_detail());
+  cr_assert(has("dst instance") && has("[2..5, 2..5]"), "%s",
+            rp_error_detail());
   c = copy_of(small, a, RP_DOMAIN_RECT);
   c.rect = rp_rect_2d(0, 3, 3, 4);
   RP_EXPECT(rp_xfer_plan(rt, &c, &x), RP_ESHAPE);

@@ -154,13 +154,17 @@ rp_status rp_xfer_run_cpu(rp_xfer_desc *d) {
   if (!d || d->channel == RP_XFER_NONE)
     return rp__err(RP_EINVAL, "rp_xfer_run_cpu: descriptor is not planned");
   if (rp_xfer_is_device(d))
-    return rp__err(RP_EINVAL, "rp_xfer_run_cpu: copy %#llx -> %#llx has a "
+    return rp__err(RP_EINVAL,
+                   "rp_xfer_run_cpu: copy %#llx -> %#llx has a "
                    "CUDA channel; use rp_xfer_run_stream",
-                   (unsigned long long)d->src.id, (unsigned long long)d->dst.id);
+                   (unsigned long long)d->src.id,
+                   (unsigned long long)d->dst.id);
   if (RP_UNLIKELY(d->ran))
-    return rp__err(RP_EINVAL, "rp_xfer_run_cpu: copy %#llx -> %#llx already "
+    return rp__err(RP_EINVAL,
+                   "rp_xfer_run_cpu: copy %#llx -> %#llx already "
                    "ran since its last reset",
-                   (unsigned long long)d->src.id, (unsigned long long)d->dst.id);
+                   (unsigned long long)d->src.id,
+                   (unsigned long long)d->dst.id);
   rp_status st = rp_xfer_check(d);
   if (RP_UNLIKELY(st))
     return st;

@@ -19,8 +19,10 @@ rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n, uint32_t i,
   if (rp_rect_volume(whole) <= 0)
     return rp__err(RP_ESHAPE, "rp_chunk_rect: whole rect is empty or invalid");
   if (dim < 0 || dim >= whole->dim)
-    return rp__err(RP_EINVAL, "rp_chunk_rect: dim %d out of range (rect has "
-                   "%d dims)", dim, whole->dim);
+    return rp__err(RP_EINVAL,
+                   "rp_chunk_rect: dim %d out of range (rect has "
+                   "%d dims)",
+                   dim, whole->dim);
   if (n == 0)
     return rp__err(RP_EINVAL, "rp_chunk_rect: zero shards");
   if (i >= n)
@@ -71,14 +73,17 @@ static rp_status check_op(const rp_parallel_op *op) {
                    kind_name(op->kind));
   for (uint32_t i = 0; i < op->nparts; i++) {
     if (op->parts[i].id == op->whole.id)
-      return rp__err(RP_EINVAL, "rp_xfer_expand_parallel: %s part %u is the "
-                     "whole instance %#llx", kind_name(op->kind), i,
-                     (unsigned long long)op->whole.id);
+      return rp__err(RP_EINVAL,
+                     "rp_xfer_expand_parallel: %s part %u is the "
+                     "whole instance %#llx",
+                     kind_name(op->kind), i, (unsigned long long)op->whole.id);
     for (uint32_t j = 0; j < i; j++)
       if (op->parts[j].id == op->parts[i].id)
-        return rp__err(RP_EINVAL, "rp_xfer_expand_parallel: %s parts %u and "
-                       "%u are the same instance %#llx", kind_name(op->kind),
-                       j, i, (unsigned long long)op->parts[i].id);
+        return rp__err(RP_EINVAL,
+                       "rp_xfer_expand_parallel: %s parts %u and "
+                       "%u are the same instance %#llx",
+                       kind_name(op->kind), j, i,
+                       (unsigned long long)op->parts[i].id);
   }
   return RP_OK;
 }
@@ -91,12 +96,14 @@ static rp_status part_rect(const rp_parallel_op *op, const rp_rect *whole,
     return RP_OK;
   }
   if (op->dim < 0 || op->dim >= whole->dim)
-    return rp__err(RP_EINVAL, "rp_xfer_expand_parallel: %s along dim %d of a "
-                   "%d-dim whole", kind_name(op->kind), op->dim, whole->dim);
+    return rp__err(RP_EINVAL,
+                   "rp_xfer_expand_parallel: %s along dim %d of a "
+                   "%d-dim whole",
+                   kind_name(op->kind), op->dim, whole->dim);
   rp_status st = rp_chunk_rect(whole, op->dim, op->nparts, i, want);
   if (st)
-    return rp__err_prefix(st, "rp_xfer_expand_parallel: %s part %u: ",
-                          kind_name(op->kind), i);
+    return rp__err_prefix(
+        st, "rp_xfer_expand_parallel: %s part %u: ", kind_name(op->kind), i);
   return RP_OK;
 }
 
@@ -114,13 +121,15 @@ static rp_status check_part(rp_runtime *rt, const rp_parallel_op *op,
   const char *k = kind_name(op->kind);
   rp_inst_view v;
   if (rp__inst_view(rt, op->parts[i], &v))
-    return rp__err(RP_ESTALE, "rp_xfer_expand_parallel: %s part %u instance "
-                   "%#llx is stale or unknown", k, i,
-                   (unsigned long long)op->parts[i].id);
+    return rp__err(RP_ESTALE,
+                   "rp_xfer_expand_parallel: %s part %u instance "
+                   "%#llx is stale or unknown",
+                   k, i, (unsigned long long)op->parts[i].id);
   if (v.info.dtype != w->dtype)
-    return rp__err(RP_ETYPE, "rp_xfer_expand_parallel: %s part %u instance "
-                   "%#llx is %s, the whole is %s", k, i,
-                   (unsigned long long)op->parts[i].id,
+    return rp__err(RP_ETYPE,
+                   "rp_xfer_expand_parallel: %s part %u instance "
+                   "%#llx is %s, the whole is %s",
+                   k, i, (unsigned long long)op->parts[i].id,
                    rp_dtype_name(v.info.dtype), rp_dtype_name(w->dtype));
   rp_rect want;
   rp_status st = part_rect(op, &w->rect, i, &want);
@@ -129,9 +138,10 @@ static rp_status check_part(rp_runtime *rt, const rp_parallel_op *op,
   if (rect_eq(&v.info.rect, &want))
     return RP_OK;
   char a[160], b[160];
-  return rp__err(RP_ESHAPE, "rp_xfer_expand_parallel: %s part %u instance "
-                 "%#llx has rect %s, expected %s", k, i,
-                 (unsigned long long)op->parts[i].id,
+  return rp__err(RP_ESHAPE,
+                 "rp_xfer_expand_parallel: %s part %u instance "
+                 "%#llx has rect %s, expected %s",
+                 k, i, (unsigned long long)op->parts[i].id,
                  rp_xfer_rect_str(&v.info.rect, a, sizeof a),
                  rp_xfer_rect_str(&want, b, sizeof b));
 }
@@ -182,8 +192,7 @@ static void expand(const rp_parallel_op *op, rp_copy *out) {
 }
 
 rp_status rp_xfer_expand_parallel(rp_runtime *rt, const rp_parallel_op *op,
-                                  rp_copy *out, uint32_t cap,
-                                  uint32_t *count) {
+                                  rp_copy *out, uint32_t cap, uint32_t *count) {
   if (!rt || !op || !count)
     return rp__err(RP_EINVAL, "rp_xfer_expand_parallel: NULL argument");
   rp_status st = check_op(op);
@@ -191,16 +200,19 @@ rp_status rp_xfer_expand_parallel(rp_runtime *rt, const rp_parallel_op *op,
     return st;
   rp_inst_view w;
   if (rp__inst_view(rt, op->whole, &w))
-    return rp__err(RP_ESTALE, "rp_xfer_expand_parallel: %s whole instance "
-                   "%#llx is stale or unknown", kind_name(op->kind),
-                   (unsigned long long)op->whole.id);
+    return rp__err(RP_ESTALE,
+                   "rp_xfer_expand_parallel: %s whole instance "
+                   "%#llx is stale or unknown",
+                   kind_name(op->kind), (unsigned long long)op->whole.id);
   for (uint32_t i = 0; i < op->nparts; i++)
     if ((st = check_part(rt, op, &w.info, i)))
       return st;
   if (out && cap < op->nparts) {
     *count = op->nparts;
-    return rp__err(RP_ERANGE, "rp_xfer_expand_parallel: %s needs %u copies, "
-                   "room for %u", kind_name(op->kind), op->nparts, cap);
+    return rp__err(RP_ERANGE,
+                   "rp_xfer_expand_parallel: %s needs %u copies, "
+                   "room for %u",
+                   kind_name(op->kind), op->nparts, cap);
   }
   *count = op->nparts;
   if (out)

@@ -96,12 +96,12 @@ static rp_status intersect(const side *s, const side *t, rp_rect *dom) {
   if (!rect_empty(dom))
     return RP_OK;
   char x[160], y[160];
-  return rp__err(RP_ESHAPE,
-                 "rp_xfer_plan: domain INTERSECT is empty: src instance "
-                 "%#llx rect %s, dst instance %#llx rect %s",
-                 (unsigned long long)s->inst.id, rp_xfer_rect_str(a, x, sizeof x),
-                 (unsigned long long)t->inst.id,
-                 rp_xfer_rect_str(b, y, sizeof y));
+  return rp__err(
+      RP_ESHAPE,
+      "rp_xfer_plan: domain INTERSECT is empty: src instance "
+      "%#llx rect %s, dst instance %#llx rect %s",
+      (unsigned long long)s->inst.id, rp_xfer_rect_str(a, x, sizeof x),
+      (unsigned long long)t->inst.id, rp_xfer_rect_str(b, y, sizeof y));
 }
 
 static rp_status pick_domain(const rp_copy *c, const side *s, const side *t,
@@ -145,15 +145,18 @@ static rp_status check_args(rp_runtime *rt, const rp_copy *c) {
   if (st)
     return st;
   if (c->redop != RP_REDOP_NONE && c->redop != RP_REDOP_SUM)
-    return rp__err(RP_EINVAL, "rp_xfer_plan: unknown redop %d into dst "
-                   "instance %#llx", (int)c->redop,
-                   (unsigned long long)c->dst.id);
+    return rp__err(RP_EINVAL,
+                   "rp_xfer_plan: unknown redop %d into dst "
+                   "instance %#llx",
+                   (int)c->redop, (unsigned long long)c->dst.id);
   if ((unsigned)c->domain > RP_DOMAIN_RECT)
     return rp__err(RP_EINVAL, "rp_xfer_plan: unknown copy domain mode %d",
                    (int)c->domain);
   if (c->src.id == c->dst.id && c->src.id != 0)
-    return rp__err(RP_EINVAL, "rp_xfer_plan: src and dst are the same "
-                   "instance %#llx", (unsigned long long)c->src.id);
+    return rp__err(RP_EINVAL,
+                   "rp_xfer_plan: src and dst are the same "
+                   "instance %#llx",
+                   (unsigned long long)c->src.id);
   return RP_OK;
 }
 
@@ -251,8 +254,8 @@ static void stage_nest(rp_xfer_desc *d) {
   d->stage.dst_dev = d->nest.dst_dev;
   int64_t s = d->nest.esz;
   for (int i = RP_XFER_NEST_DIMS - 1; i >= 0; i--) {
-    d->stage.dstride[i] = d->nest.ext[i] > 1 || i == RP_XFER_NEST_DIMS - 1
-                              ? s : 0;
+    d->stage.dstride[i] =
+        d->nest.ext[i] > 1 || i == RP_XFER_NEST_DIMS - 1 ? s : 0;
     s *= d->nest.ext[i];
   }
 }
@@ -281,8 +284,10 @@ static rp_status plan_cuda(rp_xfer_desc *d) {
   d->ib_bytes = (size_t)d->bytes;
   rp_status st = rp__mem_alloc(d->rt, d->dst_mem, d->ib_bytes, 256, &d->ib);
   if (st)
-    return rp__err_prefix(st, "rp_xfer_plan: staging buffer for SUM into dst "
-                          "instance %#llx: ", (unsigned long long)d->dst.id);
+    return rp__err_prefix(st,
+                          "rp_xfer_plan: staging buffer for SUM into dst "
+                          "instance %#llx: ",
+                          (unsigned long long)d->dst.id);
   stage_nest(d);
   d->nest.src = d->ib; /* the fold reads the staged copy */
   for (int i = 0; i < RP_XFER_NEST_DIMS; i++)
@@ -304,7 +309,8 @@ static rp_status pick_channel(rp_xfer_desc *d) {
 #ifdef REPRISE_HAVE_CUDA
   return plan_cuda(d);
 #else
-  return rp__err(RP_EUNSUPPORTED, "rp_xfer_plan: copy %#llx -> %#llx touches "
+  return rp__err(RP_EUNSUPPORTED,
+                 "rp_xfer_plan: copy %#llx -> %#llx touches "
                  "device memory, and this build has no CUDA",
                  (unsigned long long)d->src.id, (unsigned long long)d->dst.id);
 #endif
@@ -316,18 +322,19 @@ static rp_status pick_channel(rp_xfer_desc *d) {
 static rp_status check_alignment(const rp_xfer_desc *d) {
   /* The fold dereferences typed pointers: an external instance wrapping a
    * misaligned buffer cannot be a SUM destination or source. */
-  uintptr_t mis = ((uintptr_t)d->nest.src | (uintptr_t)d->nest.dst) %
-                  d->nest.esz;
+  uintptr_t mis =
+      ((uintptr_t)d->nest.src | (uintptr_t)d->nest.dst) % d->nest.esz;
   if (d->redop != RP_REDOP_SUM || mis == 0)
     return RP_OK;
-  return rp__err(RP_EINVAL, "rp_xfer_plan: SUM %#llx -> %#llx on a buffer "
+  return rp__err(RP_EINVAL,
+                 "rp_xfer_plan: SUM %#llx -> %#llx on a buffer "
                  "not aligned to its %u-byte elements",
                  (unsigned long long)d->src.id, (unsigned long long)d->dst.id,
                  d->nest.esz);
 }
 
-static rp_status plan_sides(rp_runtime *rt, const rp_copy *c, side *s,
-                            side *t, rp_rect *dom) {
+static rp_status plan_sides(rp_runtime *rt, const rp_copy *c, side *s, side *t,
+                            rp_rect *dom) {
   rp_status st = check_args(rt, c);
   if (st)
     return st;
@@ -384,8 +391,8 @@ rp_status rp_xfer_check(const rp_xfer_desc *d) {
   if (RP_LIKELY(sg == d->src_gen && dg == d->dst_gen))
     return RP_OK;
   const char *which = sg != d->src_gen && dg != d->dst_gen ? "src and dst"
-                      : sg != d->src_gen                    ? "src"
-                                                            : "dst";
+                      : sg != d->src_gen                   ? "src"
+                                                           : "dst";
   return rp__err(RP_ESTALE,
                  "rp_xfer: copy %#llx -> %#llx: %s instance freed or "
                  "reallocated since planning (generations %u -> %u, "
@@ -409,6 +416,6 @@ void rp_xfer_release(rp_xfer_desc *d) {
 }
 
 int rp_xfer_is_device(const rp_xfer_desc *d) {
-  return d && (d->channel == RP_XFER_CUDA_COPY ||
-               d->channel == RP_XFER_CUDA_REDUCE);
+  return d &&
+         (d->channel == RP_XFER_CUDA_COPY || d->channel == RP_XFER_CUDA_REDUCE);
 }

@@ -35,7 +35,8 @@ static rp_status launch(rp_xfer_desc *d, void *stream) {
 rp_status rp_xfer_run_stream(rp_xfer_desc *d, void *stream) {
 #ifndef REPRISE_HAVE_CUDA
   RP_UNUSED(stream);
-  return rp__err(RP_EUNSUPPORTED, "rp_xfer_run_stream: copy %#llx -> %#llx: "
+  return rp__err(RP_EUNSUPPORTED,
+                 "rp_xfer_run_stream: copy %#llx -> %#llx: "
                  "this build of reprise has no CUDA",
                  d ? (unsigned long long)d->src.id : 0ull,
                  d ? (unsigned long long)d->dst.id : 0ull);
@@ -43,13 +44,17 @@ rp_status rp_xfer_run_stream(rp_xfer_desc *d, void *stream) {
   if (!d || d->channel == RP_XFER_NONE)
     return rp__err(RP_EINVAL, "rp_xfer_run_stream: descriptor is not planned");
   if (!rp_xfer_is_device(d))
-    return rp__err(RP_EINVAL, "rp_xfer_run_stream: copy %#llx -> %#llx has a "
+    return rp__err(RP_EINVAL,
+                   "rp_xfer_run_stream: copy %#llx -> %#llx has a "
                    "CPU channel; use rp_xfer_run_cpu",
-                   (unsigned long long)d->src.id, (unsigned long long)d->dst.id);
+                   (unsigned long long)d->src.id,
+                   (unsigned long long)d->dst.id);
   if (d->ran)
-    return rp__err(RP_EINVAL, "rp_xfer_run_stream: copy %#llx -> %#llx "
+    return rp__err(RP_EINVAL,
+                   "rp_xfer_run_stream: copy %#llx -> %#llx "
                    "already ran since its last reset",
-                   (unsigned long long)d->src.id, (unsigned long long)d->dst.id);
+                   (unsigned long long)d->src.id,
+                   (unsigned long long)d->dst.id);
   rp_status st = rp_xfer_check(d);
   if (!st)
     st = launch(d, stream);

@@ -72,8 +72,8 @@ typedef struct rp_xfer_desc {
   rp_inst src, dst;
   rp_redop redop;
   rp_xfer_channel channel;
-  rp_rect domain;  /* the points moved, global coordinates */
-  uint64_t bytes;  /* payload: volume(domain) * element size */
+  rp_rect domain; /* the points moved, global coordinates */
+  uint64_t bytes; /* payload: volume(domain) * element size */
   rp_xfer_nest nest;
   rp_mem src_mem, dst_mem;
   uint32_t src_gen, dst_gen; /* generations at planning */
@@ -130,10 +130,10 @@ rp_status rp_xfer_run_cpu(rp_xfer_desc *d);
 /* Checks, then enqueues the copy on stream (a cudaStream_t of the device
  * that should run it) and returns without waiting: the generation check
  * covers frees before the enqueue; keeping the instances alive until the
- * stream has run the copy is the caller's (as for any stream work). RP_EUNSUPPORTED in builds
- * without CUDA; RP_EINVAL for a CPU channel, a released descriptor or a
- * second run before reset; RP_ESTALE; RP_EBACKEND when a CUDA call fails.
- * No allocation. */
+ * stream has run the copy is the caller's (as for any stream work).
+ * RP_EUNSUPPORTED in builds without CUDA; RP_EINVAL for a CPU channel, a
+ * released descriptor or a second run before reset; RP_ESTALE; RP_EBACKEND when
+ * a CUDA call fails. No allocation. */
 rp_status rp_xfer_run_stream(rp_xfer_desc *d, void *stream);
 
 /* Frees what plan allocated and leaves *d released. NULL, a released or a
@@ -162,8 +162,7 @@ int rp_xfer_is_device(const rp_xfer_desc *d);
  * NULL, *count gets the number of copies and RP_OK; with cap too small,
  * RP_ERANGE, *count gets the number needed and out is untouched. */
 rp_status rp_xfer_expand_parallel(rp_runtime *rt, const rp_parallel_op *op,
-                                  rp_copy *out, uint32_t cap,
-                                  uint32_t *count);
+                                  rp_copy *out, uint32_t cap, uint32_t *count);
 
 /* Formats r as "[lo0..hi0, lo1..hi1]" into buf (always terminated). */
 const char *rp_xfer_rect_str(const rp_rect *r, char *buf, size_t size);

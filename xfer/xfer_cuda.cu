@@ -48,8 +48,8 @@ typedef struct pitched {
 
 static pitched to_pitched(const rp_xfer_nest *n) {
   pitched p;
-  int contiguous = n->sstride[3] == (int64_t)n->esz &&
-                   n->dstride[3] == (int64_t)n->esz;
+  int contiguous =
+      n->sstride[3] == (int64_t)n->esz && n->dstride[3] == (int64_t)n->esz;
   int last = contiguous ? 3 : 4;
   p.width = contiguous ? (size_t)(n->ext[3] * n->esz) : n->esz;
   p.nax = 0;
@@ -69,7 +69,8 @@ static pitched to_pitched(const rp_xfer_nest *n) {
 static int copy3d(const rp_xfer_nest *n, const char *src, char *dst,
                   size_t width, int64_t h, int64_t sp, int64_t dp, int64_t d,
                   int64_t sz, int64_t dz, cudaStream_t s, const char **what) {
-  size_t spitch = h > 1 ? (size_t)sp : width, dpitch = h > 1 ? (size_t)dp : width;
+  size_t spitch = h > 1 ? (size_t)sp : width,
+         dpitch = h > 1 ? (size_t)dp : width;
   size_t sys = d > 1 ? (size_t)sz / spitch : (size_t)h;
   size_t dys = d > 1 ? (size_t)dz / dpitch : (size_t)h;
   cudaExtent ext = make_cudaExtent(width, (size_t)h, (size_t)d);
@@ -143,8 +144,12 @@ extern "C" int rp_xfer_cuda_copy(const rp_xfer_nest *n, void *stream,
  * from several streams (or several copies in one graph) into one
  * destination commute. */
 
-__device__ inline void atomic_add(float *p, float v) { atomicAdd(p, v); }
-__device__ inline void atomic_add(double *p, double v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(float *p, float v) {
+  atomicAdd(p, v);
+}
+__device__ inline void atomic_add(double *p, double v) {
+  atomicAdd(p, v);
+}
 __device__ inline void atomic_add(int32_t *p, int32_t v) {
   atomicAdd((int *)p, (int)v);
 }
