@@ -1,0 +1,57 @@
+/* xfer/xfer_impl.h — private to xfer/: the normalized loop nest that every
+ * channel walks, and the C launchers of the CUDA channels (xfer_cuda.cu).
+ * Plain C with only <stdint.h>: no engine types (engine/util.h pulls in
+ * <stdatomic.h>, which C++ cannot include) and no CUDA types, so both the C
+ * files and the .cu file include it. */
+#ifndef RP_XFER_IMPL_H
+#define RP_XFER_IMPL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A copy as a loop nest of exactly RP_XFER_NEST_DIMS dimensions, outermost
+ * first. Planning drops extent-1 dimensions, orders the rest by destination
+ * stride (the fastest-moving destination dimension last, so writes are
+ * sequential) and merges neighbours whose strides chain on both sides;
+ * unused leading dimensions have extent 1 and stride 0. Strides are in
+ * bytes. The last dimension is the row; a row is contiguous when both of its
+ * strides equal esz. */
+#define RP_XFER_NEST_DIMS 4
+typedef struct rp_xfer_nest {
+  int64_t ext[RP_XFER_NEST_DIMS];
+  int64_t sstride[RP_XFER_NEST_DIMS];
+  int64_t dstride[RP_XFER_NEST_DIMS];
+  char *src;     /* first point of the domain in the source (host or device) */
+  char *dst;     /* first point of the domain in the destination */
+  uint32_t esz;  /* element size in bytes */
+  int32_t dtype; /* rp_dtype */
+  int src_dev;   /* physical CUDA device of each side; -1: host memory */
+  int dst_dev;
+} rp_xfer_nest;
+
+/* CUDA launchers, defined in xfer_cuda.cu and linked only when the toolkit
+ * is on (REPRISE_HAVE_CUDA). Each returns 0 or the cudaError_t value of the
+ * first failing call, whose name (a static string) goes to *what; the C side
+ * turns that into RP_EBACKEND with a detail. None of them synchronizes. */
+
+/* Physical device holding p, or -1 when p is host memory (pinned or not). */
+int rp_xfer_cuda_device_of(const void *p, int *dev, const char **what);
+/* Enqueues the nest as cudaMemcpy3DAsync calls (cudaMemcpy3DPeerAsync when
+ * the sides are on different devices) on stream (a cudaStream_t). */
+int rp_xfer_cuda_copy(const rp_xfer_nest *n, void *stream, const char **what);
+/* Enqueues dst += src over the nest: one thread per point, atomicAdd on the
+ * destination, so reductions from several streams into one destination
+ * commute. dtype f32, f64, i32 or i64; src must be readable from dst_dev. */
+int rp_xfer_cuda_reduce_sum(const rp_xfer_nest *n, void *stream,
+                            const char **what);
+/* Static name of a cudaError_t value ("cudaErrorInvalidValue"). */
+const char *rp_xfer_cuda_error_name(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
