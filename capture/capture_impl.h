@@ -4,6 +4,7 @@
 #define RP_CAPTURE_IMPL_H
 
 #include "capture.h"
+#include "xfer/xfer.h"
 
 /* Handles handed out while recording are not engine events: the top bit
  * marks them, bit 62 marks a precondition port, bits 32..61 carry the
@@ -40,6 +41,23 @@ rp_capture_state *rp__capture_state(rp_runtime *rt);
  * when another thread is. */
 rp_status rp__capture_mode(rp_capture_state *cs, int *recording);
 
+/* The eager issue protocol (eager.c), shared by tasks and copies: begin
+ * locks the analysis and computes the op's dependencies (npre events) and a
+ * CPU worker to follow; the caller allocates its op with npre gate waiters;
+ * end creates the done event into *done_slot, arms the gate (the op may run
+ * and be freed from then on), records the op and unlocks. When end fails
+ * the gate was not armed and the op is still the caller's. abort unlocks
+ * after a failure between begin and end. An op calls rp__eager_op_done once
+ * it completed. *armed says whether end armed the gate. */
+rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
+                          uint32_t nacc, rp_event wait, uint32_t *npre,
+                          rp_proc *hint);
+rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
+                        rp_gate_waiter *waiters, const rp_access *acc,
+                        uint32_t nacc, rp_event *done_slot, rp_event *done,
+                        int *armed);
+void rp__eager_abort(rp_capture_state *cs);
+void rp__eager_op_done(rp_capture_state *cs);
 /* Eager execution (eager.c). Validated input. */
 rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
                          rp_event *done);
@@ -51,5 +69,8 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
 /* Validation shared by eager and recorded launches. */
 rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded);
 rp_status rp__check_interps(const rp_launch *l, const char *name);
+/* Plans (and releases) c to validate it; op names it in errors
+ * (UINT32_MAX: not a graph op). */
+rp_status rp__check_copy(rp_runtime *rt, const rp_copy *c, rp_op_id op);
 
 #endif

@@ -58,8 +58,7 @@ static void finish(eager_task *t, rp_status st) {
     rp__mem_free(rt, t->ws_mem, t->ws);
   free(t);
   rp__event_complete(rt, done, fin);
-  /* release: everything the op did happens before a drain returns */
-  atomic_fetch_sub_explicit(&cs->outstanding, 1, memory_order_release);
+  rp__eager_op_done(cs);
 }
 
 #ifdef REPRISE_HAVE_CUDA
@@ -218,59 +217,101 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
   return RP_OK;
 }
 
-rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
-                         rp_event *done) {
-  rp_runtime *rt = cs->rt;
-  eager_task *t = NULL;
+/* ---- the issue protocol shared by tasks and copies ---- */
+
+rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
+                          uint32_t nacc, rp_event wait, uint32_t *npre,
+                          rp_proc *hint) {
   pthread_mutex_lock(&cs->lock);
-  rp_dep_set deps = cs->scratch; /* reused storage, handed back below */
-  deps.n = 0;
-  rp_status st = rp__analysis_deps(&cs->eager, l->accesses, l->naccess, &deps);
-  if (!st && l->wait.id)
-    st = rp__depset_add(&deps, (rp_dep_token){l->wait.id, UINT32_MAX});
-  if (st)
-    goto out;
-  rp_proc proc0 = l->shard_procs ? l->shard_procs[0]
-                  : l->proc == RP_PROC_ANY ? pick_cpu(cs, &deps)
-                                           : l->proc;
-  uint32_t nshards = l->shards > 1 ? l->shards : 1;
-  t = task_alloc(nshards, deps.n, l->naccess, l->args_size);
-  if (!t || !rp__grow((void **)&cs->evs, &cs->evs_cap, deps.n + 1,
-                      sizeof *cs->evs)) {
+  rp_dep_set *deps = &cs->scratch; /* reused storage */
+  deps->n = 0;
+  rp_status st = rp__analysis_deps(&cs->eager, acc, nacc, deps);
+  if (!st && wait.id)
+    st = rp__depset_add(deps, (rp_dep_token){wait.id, UINT32_MAX});
+  if (!st && !rp__grow((void **)&cs->evs, &cs->evs_cap, deps->n + 1,
+                       sizeof *cs->evs))
     st = rp__err(RP_ENOMEM, "launch: out of memory");
-    goto out;
+  if (st) {
+    pthread_mutex_unlock(&cs->lock);
+    return st;
   }
-  if ((st = fill_task(cs, t, l, proc0)) != RP_OK)
-    goto out;
-  if ((st = rp__event_new(rt, &t->done)) != RP_OK)
-    goto out;
-  rp_event *evs = cs->evs;
-  for (uint32_t i = 0; i < deps.n; i++)
-    evs[i].id = deps.v[i].id;
-  rp_event ev = t->done; /* t may be freed once the gate is submitted */
+  *npre = deps->n;
+  *hint = pick_cpu(cs, deps);
+  return RP_OK;
+}
+
+void rp__eager_abort(rp_capture_state *cs) { pthread_mutex_unlock(&cs->lock); }
+
+rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
+                        rp_gate_waiter *waiters, const rp_access *acc,
+                        uint32_t nacc, rp_event *done_slot, rp_event *done,
+                        int *armed) {
+  rp_runtime *rt = cs->rt;
+  *armed = 0;
+  const rp_dep_set *deps = &cs->scratch;
+  rp_status st = rp__event_new(rt, done_slot);
+  if (st) {
+    pthread_mutex_unlock(&cs->lock);
+    return st;
+  }
+  for (uint32_t i = 0; i < deps->n; i++)
+    cs->evs[i].id = deps->v[i].id;
+  rp_event ev = *done_slot; /* the op may be freed once the gate is armed */
   atomic_fetch_add_explicit(&cs->outstanding, 1, memory_order_relaxed);
-  st = rp__gate_submit(rt, &t->gate, proc0, evs, deps.n, t->waiters);
+  st = rp__gate_submit(rt, gate, proc, cs->evs, deps->n, waiters);
   if (st) {
     atomic_fetch_sub(&cs->outstanding, 1);
     rp__event_complete(rt, ev, st);
     rp_event_release(rt, ev);
-    goto out;
+    pthread_mutex_unlock(&cs->lock);
+    return st;
   }
-  t = NULL;
-  st = rp__analysis_commit(&cs->eager, l->accesses, l->naccess,
-                           (rp_dep_token){ev.id, proc0});
-  cs->scratch = deps;
+  *armed = 1;
+  st = rp__analysis_commit(&cs->eager, acc, nacc, (rp_dep_token){ev.id, proc});
   pthread_mutex_unlock(&cs->lock);
   if (done)
     *done = ev;
   else
     rp_event_release(rt, ev);
   return st;
-out:
-  cs->scratch = deps;
-  pthread_mutex_unlock(&cs->lock);
-  if (t && t->ws)
-    rp__mem_free(rt, t->ws_mem, t->ws);
-  free(t);
+}
+
+void rp__eager_op_done(rp_capture_state *cs) {
+  /* release: everything the op did happens before a drain returns */
+  atomic_fetch_sub_explicit(&cs->outstanding, 1, memory_order_release);
+}
+
+rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
+                         rp_event *done) {
+  uint32_t npre;
+  rp_proc hint;
+  rp_status st = rp__eager_begin(cs, l->accesses, l->naccess, l->wait, &npre,
+                                 &hint);
+  if (st)
+    return st;
+  rp_proc proc0 = l->shard_procs ? l->shard_procs[0]
+                  : l->proc == RP_PROC_ANY ? hint
+                                           : l->proc;
+  uint32_t nshards = l->shards > 1 ? l->shards : 1;
+  eager_task *t = task_alloc(nshards, npre, l->naccess, l->args_size);
+  st = t ? fill_task(cs, t, l, proc0)
+         : rp__err(RP_ENOMEM, "launch: out of memory");
+  if (st) {
+    rp__eager_abort(cs);
+    if (t && t->ws)
+      rp__mem_free(cs->rt, t->ws_mem, t->ws);
+    free(t);
+    return st;
+  }
+  rp_mem ws_mem = t->ws_mem;
+  char *ws = t->ws;
+  int armed;
+  st = rp__eager_end(cs, &t->gate, proc0, t->waiters, l->accesses,
+                     l->naccess, &t->done, done, &armed);
+  if (!armed) { /* the op never became visible: it is still ours */
+    if (ws)
+      rp__mem_free(cs->rt, ws_mem, ws);
+    free(t);
+  }
   return st;
 }

@@ -69,6 +69,10 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w);
 /* Final status (RP_OK / poison) if completed, else RP_EAGAIN. Assumes a live
  * handle (no stale check). */
 rp_status rp__event_peek(const rp_runtime *rt, rp_event e);
+/* Waits (spin, then futex) until a live event the caller holds a reference
+ * to completes; returns its final status. No contract check, no timeout:
+ * for replay workers waiting on preconditions. */
+rp_status rp__event_block(rp_runtime *rt, rp_event e);
 /* The futex word of a live event: replay workers sleep on it. Its low two
  * bits are 0 while pending. */
 _Atomic uint32_t *rp__event_word(rp_runtime *rt, rp_event e);

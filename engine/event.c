@@ -325,6 +325,44 @@ rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
   return st;
 }
 
+/* Spins, then sleeps on the state word until e completes or the deadline
+ * passes. The caller holds a reference, so the slot cannot be recycled. */
+static rp_status wait_loop(rp_runtime *rt, rp_event_slot *s, rp_event e,
+                           int64_t timeout_ns) {
+  uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : rp__now_ns() +
+                                                      (uint64_t)timeout_ns;
+  uint32_t spin = rp__tunables()->spin;
+  for (uint32_t n = 0;; n++) {
+    uint32_t v = atomic_load_explicit(&s->state, memory_order_acquire);
+    if ((v & RP_EV_STATE_MASK) != RP_EV_PENDING)
+      return rp__event_peek(rt, e);
+    if (n < spin) {
+      rp__cpu_relax();
+      continue;
+    }
+    uint64_t now = rp__now_ns();
+    if (now >= deadline)
+      return rp__err(RP_ETIMEDOUT, "event %#llx not triggered within %lld ns",
+                     (unsigned long long)e.id, (long long)timeout_ns);
+    /* Announce the sleeper before sleeping; the trigger wakes all sleepers
+     * when it sees the bit (seq_cst pairs with its CAS). */
+    if (!(v & RP_EV_SLEEPERS) &&
+        !atomic_compare_exchange_strong(&s->state, &v, v | RP_EV_SLEEPERS))
+      continue;
+    rp__futex_wait(&s->state, v | RP_EV_SLEEPERS,
+                   deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now));
+  }
+}
+
+rp_status rp__event_block(rp_runtime *rt, rp_event e) {
+  if (e.id == 0)
+    return RP_OK;
+  rp_status st = rp__event_peek(rt, e);
+  if (st != RP_EAGAIN)
+    return st;
+  return wait_loop(rt, slot_at(&rt->events, ev_slot_of(e)), e, -1);
+}
+
 rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
   if (!rt)
     return rp__err(RP_EINVAL, "rp_event_wait: NULL runtime");
@@ -347,34 +385,7 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
     return rp__err(RP_ESTALE, "event %#llx is stale",
                    (unsigned long long)e.id);
   }
-  uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : rp__now_ns() +
-                                                      (uint64_t)timeout_ns;
-  uint32_t spin = rp__tunables()->spin;
-  rp_status st;
-  for (uint32_t n = 0;; n++) {
-    uint32_t v = atomic_load_explicit(&s->state, memory_order_acquire);
-    if ((v & RP_EV_STATE_MASK) != RP_EV_PENDING) {
-      st = rp__event_peek(rt, e);
-      break;
-    }
-    if (n < spin) {
-      rp__cpu_relax();
-      continue;
-    }
-    uint64_t now = rp__now_ns();
-    if (now >= deadline) {
-      st = rp__err(RP_ETIMEDOUT, "event %#llx not triggered within %lld ns",
-                   (unsigned long long)e.id, (long long)timeout_ns);
-      break;
-    }
-    /* Announce the sleeper before sleeping; the trigger wakes all sleepers
-     * when it sees the bit (seq_cst pairs with its CAS). */
-    if (!(v & RP_EV_SLEEPERS) &&
-        !atomic_compare_exchange_strong(&s->state, &v, v | RP_EV_SLEEPERS))
-      continue;
-    rp__futex_wait(&s->state, v | RP_EV_SLEEPERS,
-                   deadline == UINT64_MAX ? -1 : (int64_t)(deadline - now));
-  }
+  rp_status st = wait_loop(rt, s, e, timeout_ns);
   ev_unref(&rt->events, ev_slot_of(e), s);
   return st;
 }

@@ -532,7 +532,7 @@ RP_API rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
                                              rp_op_id op);
 RP_API rp_status rp_graph_add_interp(rp_graph *g, rp_op_id op,
                                      const rp_interp *ip);
-/* Removes the last edge/op added (to fix a rejected graph). */
+/* Removes an edge (to fix a rejected graph). RP_ENOENT when absent. */
 RP_API rp_status rp_graph_remove_edge(rp_graph *g, rp_op_id from, rp_op_id to);
 RP_API uint32_t rp_graph_op_count(const rp_graph *g);
 RP_API uint32_t rp_graph_edge_count(const rp_graph *g);
@@ -588,6 +588,10 @@ typedef struct rp_exec_stats {
   uint32_t procs_used;
 } rp_exec_stats;
 RP_API rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out);
+/* Detail of the first failure in the last failed replay: which op, shard
+ * and why (e.g. "replay 7: op 3 (sgd) shard 0: RP_ETASK: ..."). Valid until
+ * the next failed replay completes; "" when none failed. */
+RP_API const char *rp_exec_error_detail(const rp_exec *ex);
 /* The processor an op (by graph op id; shard 0 for SPMD) was placed on. */
 RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
 

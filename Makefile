@@ -1,0 +1,64 @@
+# reprise — the README's two commands:
+#   make run    install what is missing, build, run the main job
+#   make test   install what is missing, build, run the test suite
+# Both install missing Debian packages when run as root. A thin layer over
+# CMake (as neovim's Makefile is): everything real lives in CMakeLists.txt.
+
+BUILD     ?= build
+TYPE      ?= RelWithDebInfo
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+
+# Debian packages the build, the tests and the tools use.
+DEB_PKGS = build-essential cmake pkg-config git libcriterion-dev \
+           libjemalloc-dev libopenblas-dev libcjson-dev mpich libmpich-dev \
+           graphviz gnuplot-nox clang libclang-rt-14-dev
+
+.PHONY: all deps configure build run test test-asan test-tsan fuzz clean
+
+all: build
+
+deps:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  missing=""; \
+	  for p in $(DEB_PKGS); do \
+	    dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; \
+	  done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -q && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  fi; \
+	fi
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(TYPE) -DREPRISE_WERROR=ON $(CMAKE_ARGS)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/reprise bench
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# ASan+UBSan, debug (guard bytes on): the whole Criterion suite.
+test-asan:
+	$(MAKE) test BUILD=build-asan TYPE=Debug \
+	  CMAKE_ARGS="-DREPRISE_SANITIZER=address -DREPRISE_BENCH=OFF"
+
+# TSan: Criterion cannot start under ThreadSanitizer (Snaipe/Criterion#274),
+# so the concurrent paths run in a stand-alone stress program.
+test-tsan: deps
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DREPRISE_WERROR=ON \
+	  -DREPRISE_SANITIZER=thread -DREPRISE_TESTS=OFF -DREPRISE_BENCH=OFF \
+	  -DREPRISE_TSAN_STRESS=ON
+	cmake --build build-tsan -j $(JOBS) --target tsan_stress
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./build-tsan/tsan_stress
+
+fuzz: deps
+	.ci/fuzz.sh
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz

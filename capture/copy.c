@@ -1,0 +1,322 @@
+/* capture/copy.c — copies and parallel operators through the launch API:
+ * validation through the transfer planner, eager execution on a CPU worker
+ * (or a GPU's driver thread for device memory), recording, and the builder
+ * calls. A parallel operator is its copies, each issued like a copy. */
+#include "capture_impl.h"
+
+#include <string.h>
+
+#ifdef REPRISE_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
+
+#define MAX_PARTS 4096
+
+rp_status rp__check_copy(rp_runtime *rt, const rp_copy *c, rp_op_id op) {
+  rp_xfer_desc d;
+  rp_status st = rp_xfer_plan(rt, c, &d);
+  if (st)
+    return op == UINT32_MAX ? st : rp__err_prefix(st, "op %u (copy): ", op);
+  rp_xfer_release(&d);
+  return RP_OK;
+}
+
+/* ---- eager ---- */
+
+typedef struct eager_copy {
+  rp_gate gate;
+  rp_capture_state *cs;
+  rp_event done;
+  rp_xfer_desc d;
+  rp_gate_waiter waiters[];
+} eager_copy;
+
+static void copy_finish(eager_copy *c, rp_status st) {
+  rp_capture_state *cs = c->cs;
+  rp_event done = c->done;
+  rp_xfer_release(&c->d);
+  free(c);
+  rp__event_complete(cs->rt, done, st);
+  rp__eager_op_done(cs);
+}
+
+#ifdef REPRISE_HAVE_CUDA
+static void copy_stream_done(void *arg) { copy_finish(arg, RP_OK); }
+#endif
+
+static void copy_run(rp_work *w) {
+  eager_copy *c = (eager_copy *)w;
+  rp_status st = (rp_status)atomic_load(&c->gate.poison);
+  if (st == RP_OK && rp_xfer_is_device(&c->d)) {
+#ifdef REPRISE_HAVE_CUDA
+    rp_runtime *rt = c->cs->rt;
+    void *stream = rp__cuda_proc_stream(rt, c->gate.proc);
+    st = rp_xfer_run_stream(&c->d, stream);
+    if (st == RP_OK)
+      st = rp__cuda_launch_host_func(rt, stream, copy_stream_done, c);
+    if (st == RP_OK)
+      return; /* completes from the stream */
+#else
+    st = rp__err(RP_EUNSUPPORTED, "device copy without CUDA");
+#endif
+  } else if (st == RP_OK) {
+    rp__nvtx_push("reprise.copy");
+    st = rp_xfer_run_cpu(&c->d);
+    rp__nvtx_pop();
+  }
+  copy_finish(c, st);
+}
+
+/* The GPU whose driver issues a device copy: the destination's, else the
+ * source's. */
+static rp_proc device_proc(rp_runtime *rt, const rp_xfer_desc *d) {
+  for (int side = 0; side < 2; side++) {
+    rp_mem m = side == 0 ? d->dst_mem : d->src_mem;
+    for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
+      const rp_proc_info *pi = rp__proc(rt, p);
+      if (pi->kind == RP_PROC_GPU && pi->local == m)
+        return p;
+    }
+  }
+  return 0;
+}
+
+static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,
+                                  rp_event *done) {
+  rp_access acc[2] = {{c->src, RP_READ, RP_REDOP_NONE},
+                      {c->dst, c->redop ? RP_REDUCE : RP_WRITE, c->redop}};
+  uint32_t npre;
+  rp_proc hint;
+  rp_status st = rp__eager_begin(cs, acc, 2, c->wait, &npre, &hint);
+  if (st)
+    return st;
+  eager_copy *op = malloc(sizeof *op + sizeof(rp_gate_waiter) * npre);
+  if (!op) {
+    rp__eager_abort(cs);
+    return rp__err(RP_ENOMEM, "rp_launch_copy: out of memory");
+  }
+  memset(op, 0, sizeof *op);
+  op->cs = cs;
+  op->gate.work.run = copy_run;
+  if ((st = rp_xfer_plan(cs->rt, c, &op->d)) != RP_OK) {
+    rp__eager_abort(cs);
+    free(op);
+    return st;
+  }
+  rp_proc proc = rp_xfer_is_device(&op->d) ? device_proc(cs->rt, &op->d)
+                                           : hint;
+  int armed;
+  st = rp__eager_end(cs, &op->gate, proc, op->waiters, acc, 2, &op->done,
+                     done, &armed);
+  if (!armed) {
+    rp_xfer_release(&op->d);
+    free(op);
+  }
+  return st;
+}
+
+/* ---- entry points ---- */
+
+static rp_status enter(rp_runtime *rt, const void *arg, const char *what,
+                       rp_capture_state **cs, int *rec) {
+  if (!rt || !arg)
+    return rp__err(RP_EINVAL, "%s: NULL argument", what);
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "%s called from a task inside a replay",
+                   what);
+  }
+  rp_status st = rp__runtime_check(rt);
+  if (st)
+    return st;
+  if (!(*cs = rp__capture_state(rt)))
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
+  return rp__capture_mode(*cs, rec);
+}
+
+static rp_status check_wait(rp_runtime *rt, rp_event wait, int rec,
+                            const char *what) {
+  if (!rec && (wait.id & RP_REF_BIT))
+    return rp__err(RP_ECAPTURE, "%s: waits on a captured op reference "
+                   "outside its capture", what);
+  if (!rec && !rp__event_live(rt, wait))
+    return rp__err(RP_ESTALE, "%s: wait event %#llx is stale", what,
+                   (unsigned long long)wait.id);
+  return RP_OK;
+}
+
+static rp_status record_copy(rp_capture_state *cs, const rp_copy *c,
+                             uint32_t group, rp_pop_kind kind, int bwd,
+                             rp_event wait, rp_event *ref) {
+  rp_gop op;
+  memset(&op, 0, sizeof op);
+  op.kind = RP_OP_COPY;
+  op.copy = *c;
+  op.copy.wait = RP_NO_EVENT;
+  op.group = group;
+  op.pop_kind = kind;
+  op.pop_backward = bwd;
+  op.shards = 1;
+  op.proc = RP_PROC_ANY;
+  return rp__record_op(cs, &op, wait, ref);
+}
+
+rp_status rp_launch_copy(rp_runtime *rt, const rp_copy *c, rp_event *done) {
+  rp_capture_state *cs = NULL;
+  int rec = 0;
+  rp_status st = enter(rt, c, "rp_launch_copy", &cs, &rec);
+  if (!st)
+    st = check_wait(rt, c->wait, rec, "rp_launch_copy");
+  if (!st)
+    st = rp__check_copy(rt, c, UINT32_MAX);
+  if (st)
+    return st;
+  return rec ? record_copy(cs, c, 0, 0, 0, c->wait, done)
+             : eager_copy_issue(cs, c, done);
+}
+
+static rp_status expand(rp_runtime *rt, const rp_parallel_op *op,
+                        rp_copy **copies, uint32_t *n) {
+  if (op->nparts > MAX_PARTS)
+    return rp__err(RP_ERANGE, "parallel operator with %u parts (max %u)",
+                   op->nparts, MAX_PARTS);
+  rp_status st = rp_xfer_expand_parallel(rt, op, NULL, 0, n);
+  if (st)
+    return st;
+  *copies = rp__calloc(*n, sizeof **copies);
+  if (!*copies)
+    return rp__err(RP_ENOMEM, "parallel operator: out of memory");
+  st = rp_xfer_expand_parallel(rt, op, *copies, *n, n);
+  for (uint32_t i = 0; i < *n && !st; i++)
+    st = rp__check_copy(rt, &(*copies)[i], UINT32_MAX);
+  if (st) {
+    free(*copies);
+    *copies = NULL;
+  }
+  return st;
+}
+
+/* Eager: each copy is issued like rp_launch_copy (the operator's wait
+ * gates every copy); done is their merge. */
+static rp_status eager_parallel(rp_capture_state *cs, const rp_parallel_op *op,
+                                rp_copy *copies, uint32_t n, rp_event *done) {
+  rp_event *evs = rp__calloc(n, sizeof *evs);
+  if (!evs)
+    return rp__err(RP_ENOMEM, "rp_launch_parallel: out of memory");
+  rp_status st = RP_OK;
+  uint32_t issued = 0;
+  for (; issued < n && !st; issued++) {
+    copies[issued].wait = op->wait;
+    st = eager_copy_issue(cs, &copies[issued], &evs[issued]);
+  }
+  if (st)
+    issued--;
+  rp_status mst = done ? rp_event_merge(cs->rt, evs, issued, done) : RP_OK;
+  for (uint32_t i = 0; i < issued; i++)
+    rp_event_release(cs->rt, evs[i]);
+  free(evs);
+  return st ? st : mst;
+}
+
+static rp_status record_parallel(rp_capture_state *cs,
+                                 const rp_parallel_op *op, rp_copy *copies,
+                                 uint32_t n, rp_event *done) {
+  uint32_t group = ++cs->graph->ngroups;
+  rp_status st = RP_OK;
+  rp_event last = RP_NO_EVENT;
+  for (uint32_t i = 0; i < n && !st; i++)
+    st = record_copy(cs, &copies[i], group, op->kind, op->backward, op->wait,
+                     &last);
+  /* The operator's reference: its last copy. Its earlier copies precede it
+   * only through accesses, so a postcondition on the whole operator should
+   * name each copy; the README says so. */
+  if (!st && done)
+    *done = last;
+  return st;
+}
+
+rp_status rp_launch_parallel(rp_runtime *rt, const rp_parallel_op *op,
+                             rp_event *done) {
+  rp_capture_state *cs = NULL;
+  int rec = 0;
+  rp_status st = enter(rt, op, "rp_launch_parallel", &cs, &rec);
+  if (!st)
+    st = check_wait(rt, op->wait, rec, "rp_launch_parallel");
+  rp_copy *copies = NULL;
+  uint32_t n = 0;
+  if (!st)
+    st = expand(rt, op, &copies, &n);
+  if (st)
+    return st;
+  st = rec ? record_parallel(cs, op, copies, n, done)
+           : eager_parallel(cs, op, copies, n, done);
+  free(copies);
+  return st;
+}
+
+/* ---- builder ---- */
+
+rp_status rp_graph_add_copy(rp_graph *g, const rp_copy *c, rp_op_id *out) {
+  if (!g || !c)
+    return rp__err(RP_EINVAL, "rp_graph_add_copy: NULL argument");
+  if (c->wait.id)
+    return rp__err(RP_EINVAL, "rp_graph_add_copy: use edges and ports, not "
+                              "wait events, in the builder");
+  rp_status st = rp__check_copy(g->rt, c, UINT32_MAX);
+  if (st)
+    return st;
+  rp_gop op;
+  memset(&op, 0, sizeof op);
+  op.kind = RP_OP_COPY;
+  op.copy = *c;
+  op.shards = 1;
+  op.proc = RP_PROC_ANY;
+  return rp__graph_append(g, &op, out);
+}
+
+rp_status rp_graph_add_parallel(rp_graph *g, const rp_parallel_op *p,
+                                rp_op_id *first, uint32_t *count) {
+  if (!g || !p)
+    return rp__err(RP_EINVAL, "rp_graph_add_parallel: NULL argument");
+  if (p->wait.id)
+    return rp__err(RP_EINVAL, "rp_graph_add_parallel: use edges and ports, "
+                              "not wait events, in the builder");
+  rp_copy *copies = NULL;
+  uint32_t n = 0;
+  rp_status st = expand(g->rt, p, &copies, &n);
+  if (st)
+    return st;
+  uint32_t base = g->nops, group = ++g->ngroups;
+  for (uint32_t i = 0; i < n && !st; i++) {
+    rp_gop op;
+    memset(&op, 0, sizeof op);
+    op.kind = RP_OP_COPY;
+    op.copy = copies[i];
+    op.shards = 1;
+    op.proc = RP_PROC_ANY;
+    op.group = group;
+    op.pop_kind = p->kind;
+    op.pop_backward = p->backward;
+    st = rp__graph_append(g, &op, NULL);
+  }
+  /* The builder has no accesses-based ordering: a plain copy followed by
+   * SUM copies into one destination gets explicit edges. */
+  for (uint32_t i = 1; i < n && !st; i++)
+    if (copies[i].redop && !copies[0].redop &&
+        copies[i].dst.id == copies[0].dst.id)
+      st = rp__graph_edge(g, base, base + i);
+  free(copies);
+  if (st) {
+    while (g->nops > base)
+      rp__gop_clear(&g->ops[--g->nops]);
+    while (g->nedges && g->edges[g->nedges - 1].from >= base)
+      g->nedges--;
+    g->ngroups--;
+    return st;
+  }
+  if (first)
+    *first = base;
+  if (count)
+    *count = n;
+  return RP_OK;
+}

@@ -1,0 +1,104 @@
+/* capture/validate.c — graph validation, as instantiate runs it: each
+ * problem has its own status and a detail naming the op, port or instance.
+ * Validation never changes the graph, so a rejected graph can be fixed and
+ * instantiated again. */
+#include "capture_impl.h"
+
+#include <string.h>
+
+static rp_status check_task_op(const rp_graph *g, rp_op_id id) {
+  const rp_gop *op = &g->ops[id];
+  char lab[96];
+  const rp_task_rec *t = rp__task_get(g->rt, op->task);
+  if (!t)
+    return rp__err(RP_ENOTASK, "op %u: task id %u is not registered", id,
+                   op->task);
+  rp__op_label(g, id, lab, sizeof lab);
+  rp_launch l = {.task = op->task, .proc = op->proc, .accesses = op->acc,
+                 .naccess = op->nacc, .args = op->args,
+                 .args_size = op->args_size, .shards = op->shards,
+                 .shard_procs = op->shard_procs,
+                 .workspace_bytes = op->ws_bytes,
+                 .workspace_align = op->ws_align, .interps = op->interps,
+                 .ninterp = op->ninterp};
+  rp_status st = rp__check_launch(g->rt, &l, 1);
+  if (st)
+    return rp__err_prefix(st, "%s: ", lab);
+  /* Reach: without copy insertion every access must be addressable from
+   * the op's processor(s). */
+  for (uint32_t s = 0; s < op->shards; s++) {
+    rp_proc p = op->shard_procs ? op->shard_procs[s] : op->proc;
+    for (uint32_t i = 0; i < op->nacc; i++) {
+      rp_inst_view v;
+      rp__inst_view(g->rt, op->acc[i].inst, &v);
+      int reach = p == RP_PROC_ANY
+                      ? rp_proc_can_access(g->rt, 0, v.info.mem)
+                      : rp_proc_can_access(g->rt, p, v.info.mem);
+      if (!reach)
+        return rp__err(RP_EACCESS,
+                       "%s: access %u: instance %#llx (memory %u) is not "
+                       "accessible from processor %u%s",
+                       lab, i, (unsigned long long)op->acc[i].inst.id,
+                       v.info.mem, p == RP_PROC_ANY ? 0 : p,
+                       g->no_copy_insertion ? " (copy insertion is off)"
+                                            : "");
+    }
+  }
+  return RP_OK;
+}
+
+static rp_status check_ports(const rp_graph *g, const rp_gport *ports,
+                             uint32_t n, const char *kind) {
+  for (uint32_t p = 0; p < n; p++) {
+    if (!ports[p].nops)
+      return rp__err(RP_EPORT, "%s port %u '%s' is never bound to an op",
+                     kind, p, ports[p].name);
+    for (uint32_t q = 0; q < p; q++)
+      if (!strcmp(ports[q].name, ports[p].name))
+        return rp__err(RP_EPORT, "%s port name '%s' is used twice (ports %u "
+                       "and %u)", kind, ports[p].name, q, p);
+    for (uint32_t i = 0; i < ports[p].nops; i++) {
+      if (ports[p].ops[i] >= g->nops)
+        return rp__err(RP_EPORT, "%s port '%s' is bound to op %u, out of "
+                       "range", kind, ports[p].name, ports[p].ops[i]);
+      for (uint32_t j = 0; j < i; j++)
+        if (ports[p].ops[j] == ports[p].ops[i])
+          return rp__err(RP_EPORT, "%s port '%s' is bound to op %u twice",
+                         kind, ports[p].name, ports[p].ops[i]);
+    }
+  }
+  return RP_OK;
+}
+
+rp_status rp_graph_validate(const rp_graph *g) {
+  if (!g)
+    return rp__err(RP_EINVAL, "rp_graph_validate: NULL graph");
+  rp_status st = rp__runtime_check(g->rt);
+  if (st)
+    return st;
+  for (uint32_t i = 0; i < g->nedges; i++)
+    if (g->edges[i].from >= g->nops || g->edges[i].to >= g->nops)
+      return rp__err(RP_EINVAL, "edge %u (%u -> %u) names an op out of range "
+                     "(graph has %u ops)", i, g->edges[i].from,
+                     g->edges[i].to, g->nops);
+  if ((st = check_ports(g, g->pre, g->npre, "precondition")) ||
+      (st = check_ports(g, g->post, g->npost, "postcondition")))
+    return st;
+  for (uint32_t id = 0; id < g->nops; id++) {
+    const rp_gop *op = &g->ops[id];
+    if (op->kind == RP_OP_TASK)
+      st = check_task_op(g, id);
+    else if (op->kind == RP_OP_COPY)
+      st = rp__check_copy(g->rt, &op->copy, id);
+    else
+      st = rp__err(RP_EINVAL, "op %u: unknown kind %d", id, (int)op->kind);
+    if (st)
+      return st;
+  }
+  uint32_t *order = malloc(sizeof *order * (g->nops ? g->nops : 1));
+  if (!order)
+    return rp__err(RP_ENOMEM, "rp_graph_validate: out of memory");
+  st = rp__graph_topo(g, order);
+  free(order);
+  return st;
+}

@@ -1,0 +1,516 @@
+/* replay/instantiate.c — compile a graph into an exec: validate, expand
+ * SPMD ops into units, plan transfer descriptors, allocate workspaces and
+ * replay slots, place. Everything a replay needs is allocated here. */
+#include "replay_impl.h"
+
+#include <string.h>
+
+#define DEFAULT_INFLIGHT 4
+#define DEFAULT_MAX_ARGS 256
+#define DEFAULT_EDGE_COST 200
+#define MEASURE_FROM 1 /* replay 0 warms caches; 1..8 are timed */
+#define MEASURE_TO 9
+#define GUARD_BYTES 64
+#define GUARD_BYTE 0xa5
+
+/* ---- graph copy ---- */
+
+static rp_status copy_ports(rp_gport **dst, const rp_gport *src, uint32_t n) {
+  *dst = rp__calloc(n, sizeof **dst);
+  if (!*dst)
+    return RP_ENOMEM;
+  for (uint32_t i = 0; i < n; i++) {
+    (*dst)[i].name = rp__strdup(src[i].name);
+    (*dst)[i].ops = rp__calloc(src[i].nops, sizeof(rp_op_id));
+    if (!(*dst)[i].name || !(*dst)[i].ops)
+      return RP_ENOMEM;
+    memcpy((*dst)[i].ops, src[i].ops, sizeof(rp_op_id) * src[i].nops);
+    (*dst)[i].nops = (*dst)[i].cap = src[i].nops;
+  }
+  return RP_OK;
+}
+
+/* A private deep copy, so destroying the user's graph leaves the exec
+ * intact. It does not count as a live graph of the runtime. */
+static rp_status graph_clone(const rp_graph *g, rp_graph **out) {
+  rp_graph *c = rp__calloc(1, sizeof *c);
+  if (!c)
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  *c = *g;
+  c->ops = rp__calloc(g->nops, sizeof *c->ops);
+  c->edges = rp__calloc(g->nedges, sizeof *c->edges);
+  c->pre = c->post = NULL;
+  c->nops = 0;
+  rp_status st = c->ops && c->edges ? RP_OK : RP_ENOMEM;
+  for (uint32_t i = 0; i < g->nops && !st; i++, c->nops++)
+    st = rp__gop_copy(&c->ops[i], &g->ops[i]);
+  if (!st) {
+    memcpy(c->edges, g->edges, sizeof *c->edges * g->nedges);
+    c->ops_cap = c->nops;
+    c->edges_cap = g->nedges;
+    st = copy_ports(&c->pre, g->pre, g->npre);
+  }
+  if (!st)
+    st = copy_ports(&c->post, g->post, g->npost);
+  *out = c;
+  return st ? rp__err(RP_ENOMEM, "instantiate: out of memory") : RP_OK;
+}
+
+static void graph_free(rp_graph *c) {
+  if (!c)
+    return;
+  for (uint32_t i = 0; i < c->nops; i++)
+    rp__gop_clear(&c->ops[i]);
+  free(c->ops);
+  free(c->edges);
+  for (uint32_t i = 0; c->pre && i < c->npre; i++) {
+    free(c->pre[i].name);
+    free(c->pre[i].ops);
+  }
+  for (uint32_t i = 0; c->post && i < c->npost; i++) {
+    free(c->post[i].name);
+    free(c->post[i].ops);
+  }
+  free(c->pre);
+  free(c->post);
+  free(c);
+}
+
+/* ---- units ---- */
+
+static rp_status count_units(rp_exec *ex) {
+  const rp_graph *g = ex->g;
+  ex->op_first = rp__calloc(g->nops + 1, sizeof *ex->op_first);
+  if (!ex->op_first)
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < g->nops; i++) {
+    ex->op_first[i] = (uint32_t)n;
+    n += g->ops[i].kind == RP_OP_TASK ? g->ops[i].shards : 1;
+    if (n > (1u << 24))
+      return rp__err(RP_ERANGE, "instantiate: more than %u units", 1u << 24);
+  }
+  ex->op_first[g->nops] = (uint32_t)n;
+  ex->nunits = (uint32_t)n;
+  ex->units = rp__calloc(n, sizeof *ex->units);
+  return ex->units ? RP_OK : rp__err(RP_ENOMEM, "instantiate: out of memory");
+}
+
+/* Unit-level predecessors (CSR), precondition and postcondition lists. */
+static rp_status link_units(rp_exec *ex) {
+  const rp_graph *g = ex->g;
+  uint32_t n = ex->nunits;
+  uint32_t *cnt = rp__calloc(n + 1, sizeof *cnt);
+  uint32_t *pcnt = rp__calloc(n + 1, sizeof *pcnt);
+  uint32_t *qcnt = rp__calloc(n + 1, sizeof *qcnt);
+  rp_status st = cnt && pcnt && qcnt ? RP_OK : RP_ENOMEM;
+  uint64_t total = 0, tp = 0, tq = 0;
+  for (uint32_t e = 0; e < g->nedges && !st; e++) {
+    rp_gedge ed = g->edges[e];
+    uint32_t w = ex->op_first[ed.from + 1] - ex->op_first[ed.from];
+    for (uint32_t u = ex->op_first[ed.to]; u < ex->op_first[ed.to + 1]; u++)
+      cnt[u] += w, total += w;
+  }
+  for (uint32_t p = 0; p < g->npre; p++)
+    for (uint32_t k = 0; k < g->pre[p].nops; k++) {
+      rp_op_id o = g->pre[p].ops[k];
+      for (uint32_t u = ex->op_first[o]; u < ex->op_first[o + 1]; u++)
+        pcnt[u]++, tp++;
+    }
+  for (uint32_t p = 0; p < g->npost; p++)
+    for (uint32_t k = 0; k < g->post[p].nops; k++) {
+      rp_op_id o = g->post[p].ops[k];
+      for (uint32_t u = ex->op_first[o]; u < ex->op_first[o + 1]; u++)
+        qcnt[u]++, tq++;
+    }
+  if (!st && (total > UINT32_MAX || tp > UINT32_MAX || tq > UINT32_MAX))
+    st = RP_ERANGE;
+  if (!st) {
+    ex->preds = rp__calloc(total ? total : 1, sizeof *ex->preds);
+    ex->ports = rp__calloc(tp ? tp : 1, sizeof *ex->ports);
+    ex->posts = rp__calloc(tq ? tq : 1, sizeof *ex->posts);
+    ex->post_units = rp__calloc(g->npost ? g->npost : 1,
+                                sizeof *ex->post_units);
+    if (!ex->preds || !ex->ports || !ex->posts || !ex->post_units)
+      st = RP_ENOMEM;
+  }
+  uint32_t o1 = 0, o2 = 0, o3 = 0;
+  for (uint32_t u = 0; u < n && !st; u++) {
+    ex->units[u].pred_off = o1;
+    ex->units[u].port_off = o2;
+    ex->units[u].post_off = o3;
+    o1 += cnt[u], o2 += pcnt[u], o3 += qcnt[u];
+  }
+  for (uint32_t e = 0; e < g->nedges && !st; e++) {
+    rp_gedge ed = g->edges[e];
+    for (uint32_t u = ex->op_first[ed.to]; u < ex->op_first[ed.to + 1]; u++)
+      for (uint32_t v = ex->op_first[ed.from]; v < ex->op_first[ed.from + 1];
+           v++)
+        ex->preds[ex->units[u].pred_off + ex->units[u].npred++] = v;
+  }
+  for (uint32_t p = 0; p < g->npre && !st; p++)
+    for (uint32_t k = 0; k < g->pre[p].nops; k++) {
+      rp_op_id o = g->pre[p].ops[k];
+      for (uint32_t u = ex->op_first[o]; u < ex->op_first[o + 1]; u++)
+        ex->ports[ex->units[u].port_off + ex->units[u].nport++] = p;
+    }
+  for (uint32_t p = 0; p < g->npost && !st; p++)
+    for (uint32_t k = 0; k < g->post[p].nops; k++) {
+      rp_op_id o = g->post[p].ops[k];
+      for (uint32_t u = ex->op_first[o]; u < ex->op_first[o + 1]; u++) {
+        ex->posts[ex->units[u].post_off + ex->units[u].npost++] = p;
+        ex->post_units[p]++;
+      }
+    }
+  free(cnt);
+  free(pcnt);
+  free(qcnt);
+  return st ? rp__err(st, "instantiate: too many edges or out of memory")
+            : RP_OK;
+}
+
+/* The unique instances of the exec, for stale checks at every replay. */
+static rp_status collect_insts(rp_exec *ex) {
+  const rp_graph *g = ex->g;
+  uint32_t cap = 0;
+  for (uint32_t i = 0; i < g->nops; i++) {
+    rp_access tmp[2];
+    const rp_access *acc;
+    uint32_t n = rp__op_accesses(&g->ops[i], tmp, &acc);
+    for (uint32_t k = 0; k < n; k++) {
+      uint32_t j = 0;
+      while (j < ex->ninsts && ex->insts[j].slot !=
+                                   rp__inst_slot(acc[k].inst))
+        j++;
+      if (j < ex->ninsts)
+        continue;
+      if (!rp__grow((void **)&ex->insts, &cap, ex->ninsts + 1,
+                    sizeof *ex->insts))
+        return rp__err(RP_ENOMEM, "instantiate: out of memory");
+      rp_status st = rp__inst_view(ex->rt, acc[k].inst,
+                                   &ex->insts[ex->ninsts]);
+      if (st)
+        return rp__err_prefix(st, "op %u: ", i);
+      ex->ninsts++;
+    }
+  }
+  return RP_OK;
+}
+
+static rp_status setup_workspace(rp_exec *ex, const rp_gop *op,
+                                 rp_unit *first) {
+  size_t align = op->ws_align ? op->ws_align : 64;
+  size_t guard = RP_DEBUG ? GUARD_BYTES : 0;
+  size_t slice = (op->ws_bytes + guard + align - 1) & ~(align - 1);
+  size_t total;
+  if (!rp__mul_ok(slice, op->shards, &total))
+    return rp__err(RP_ERANGE, "workspace of %u x %zu bytes overflows",
+                   op->shards, op->ws_bytes);
+  rp_mem mem = 0; /* CPU units: system memory */
+  void *buf;
+  rp_status st = rp__mem_alloc(ex->rt, mem, total, align, &buf);
+  if (st)
+    return st;
+  ex->workspaces[ex->nws] = buf;
+  ex->ws_mems[ex->nws++] = mem;
+  for (uint32_t s = 0; s < op->shards; s++) {
+    rp_unit *u = first + s;
+    u->ctx.workspace = (char *)buf + s * slice;
+    u->ctx.workspace_bytes = op->ws_bytes;
+    if (guard) {
+      u->guard = (unsigned char *)u->ctx.workspace + op->ws_bytes;
+      memset(u->guard, GUARD_BYTE, guard);
+    }
+  }
+  return RP_OK;
+}
+
+static rp_status setup_task_units(rp_exec *ex, uint32_t id,
+                                  rp_instance_info *views) {
+  const rp_gop *op = &ex->g->ops[id];
+  const rp_task_rec *t = rp__task_get(ex->rt, op->task);
+  rp_unit *first = &ex->units[ex->op_first[id]];
+  size_t shards_src = SIZE_MAX;
+  for (uint32_t k = 0; k < op->ninterp; k++)
+    if (op->interps[k].dst_offset == RP_INTERP_SHARDS)
+      shards_src = op->interps[k].src_offset;
+  for (uint32_t s = 0; s < op->shards; s++) {
+    rp_unit *u = first + s;
+    u->kind = RP_UNIT_TASK;
+    u->op = id;
+    u->shard = s;
+    u->pinned = op->shard_procs ? op->shard_procs[s]
+                : op->shards > 1 ? RP_PROC_ANY : op->proc;
+    const rp_proc_info *pi = u->pinned == RP_PROC_ANY
+                                 ? NULL : rp__proc(ex->rt, u->pinned);
+    if (pi && pi->kind != RP_PROC_CPU)
+      return rp__err(RP_EUNSUPPORTED, "op %u (task '%s'): GPU ops in "
+                     "replays need the CUDA lowering", id, t->name);
+    u->cost_ns = op->cost_ns ? op->cost_ns : t->cost_ns;
+    u->measure = u->pinned == RP_PROC_ANY && !u->cost_ns;
+    u->measured_ns = UINT64_MAX;
+    u->fn = t->cpu_fn;
+    u->name = t->name;
+    u->interps = op->interps;
+    u->ninterp = op->ninterp;
+    u->shards_src = shards_src;
+    u->max_shards = op->shards;
+    u->args = malloc(op->args_size ? op->args_size : 1);
+    if (!u->args)
+      return rp__err(RP_ENOMEM, "instantiate: out of memory");
+    if (op->args_size)
+      memcpy(u->args, op->args, op->args_size);
+    u->ctx = (rp_task_ctx){.rt = ex->rt, .kind = RP_PROC_CPU, .shard = s,
+                           .shards = op->shards, .args = u->args,
+                           .args_size = op->args_size, .naccess = op->nacc,
+                           .insts = views};
+  }
+  if (op->ws_bytes)
+    return setup_workspace(ex, op, first);
+  return RP_OK;
+}
+
+static rp_status setup_units(rp_exec *ex) {
+  const rp_graph *g = ex->g;
+  for (uint32_t id = 0; id < g->nops; id++) {
+    const rp_gop *op = &g->ops[id];
+    rp_unit *u = &ex->units[ex->op_first[id]];
+    if (op->kind == RP_OP_COPY) {
+      u->kind = RP_UNIT_COPY;
+      u->op = id;
+      u->pinned = RP_PROC_ANY;
+      u->xd = &ex->xds[ex->nxds];
+      rp_status st = rp_xfer_plan(ex->rt, &op->copy, u->xd);
+      if (st)
+        return rp__err_prefix(st, "op %u (copy): ", id);
+      ex->nxds++;
+      if (rp_xfer_is_device(u->xd))
+        return rp__err(RP_EUNSUPPORTED, "op %u: device copies in replays need "
+                       "the CUDA lowering", id);
+      u->cost_ns = 0;
+      u->measure = 1;
+      u->measured_ns = UINT64_MAX;
+      continue;
+    }
+    /* one view array per op, shared by its shard units */
+    rp_instance_info *views = rp__calloc(op->nacc, sizeof *views);
+    if (!views)
+      return rp__err(RP_ENOMEM, "instantiate: out of memory");
+    ex->views[id] = views;
+    for (uint32_t i = 0; i < op->nacc; i++) {
+      rp_inst_view v;
+      rp__inst_view(ex->rt, op->acc[i].inst, &v);
+      views[i] = v.info;
+    }
+    rp_status st = setup_task_units(ex, id, views);
+    if (st)
+      return st;
+  }
+  return RP_OK;
+}
+
+static rp_status alloc_slots(rp_exec *ex) {
+  ex->slots = rp__calloc(ex->max_inflight, sizeof *ex->slots);
+  if (!ex->slots)
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  for (uint32_t i = 0; i < ex->max_inflight; i++) {
+    rp_slot *s = &ex->slots[i];
+    s->unit_status = rp__calloc(ex->nunits, sizeof *s->unit_status);
+    s->post_left = rp__calloc(ex->npost ? ex->npost : 1,
+                              sizeof *s->post_left);
+    s->post_status = rp__calloc(ex->npost ? ex->npost : 1,
+                                sizeof *s->post_status);
+    s->pre = rp__calloc(ex->npre ? ex->npre : 1, sizeof *s->pre);
+    s->post = rp__calloc(ex->npost ? ex->npost : 1, sizeof *s->post);
+    s->args = rp__calloc(ex->max_args ? ex->max_args : 1, 1);
+    if (!s->unit_status || !s->post_left || !s->post_status || !s->pre ||
+        !s->post || !s->args)
+      return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  }
+  return RP_OK;
+}
+
+static rp_status alloc_lanes(rp_exec *ex) {
+  ex->nlanes = rp__cpu_workers(ex->rt);
+  ex->lanes = aligned_alloc(RP_CACHELINE,
+                            sizeof(rp_lane) * (ex->nlanes ? ex->nlanes : 1));
+  if (!ex->lanes)
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  memset(ex->lanes, 0, sizeof(rp_lane) * ex->nlanes);
+  for (uint32_t w = 0; w < ex->nlanes; w++) {
+    ex->lanes[w].units = rp__calloc(ex->nunits, sizeof(uint32_t));
+    if (!ex->lanes[w].units)
+      return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  }
+  return RP_OK;
+}
+
+static void options(rp_exec *ex, const rp_exec_opts *o) {
+  ex->max_inflight = o && o->max_inflight ? o->max_inflight
+                                          : DEFAULT_INFLIGHT;
+  if (ex->max_inflight > 64)
+    ex->max_inflight = 64;
+  ex->max_args = o && o->max_args ? o->max_args : DEFAULT_MAX_ARGS;
+  ex->edge_cost = o && o->edge_cost_ns ? o->edge_cost_ns : DEFAULT_EDGE_COST;
+  ex->no_replace = o ? o->no_replace : 0;
+}
+
+/* Interpolations must read inside the replay argument block. */
+static rp_status check_interp_sources(const rp_exec *ex) {
+  for (uint32_t id = 0; id < ex->g->nops; id++) {
+    const rp_gop *op = &ex->g->ops[id];
+    for (uint32_t k = 0; k < op->ninterp; k++) {
+      size_t end;
+      if (!rp__add_ok(op->interps[k].src_offset, op->interps[k].bytes,
+                      &end) || end > ex->max_args)
+        return rp__err(RP_ERANGE, "op %u: interpolation %u reads replay "
+                       "argument bytes [%zu, +%zu) beyond max_args %zu", id,
+                       k, op->interps[k].src_offset, op->interps[k].bytes,
+                       ex->max_args);
+    }
+  }
+  return RP_OK;
+}
+
+static rp_status build(rp_exec *ex, const rp_graph *g,
+                       const rp_exec_opts *opts) {
+  options(ex, opts);
+  rp_status st = graph_clone(g, &ex->g);
+  if (!st)
+    st = check_interp_sources(ex);
+  if (!st)
+    st = count_units(ex);
+  if (!st) {
+    ex->npre = g->npre;
+    ex->npost = g->npost;
+    ex->order = rp__calloc(ex->nunits, sizeof *ex->order);
+    ex->xds = rp__calloc(g->nops, sizeof *ex->xds);
+    ex->workspaces = rp__calloc(g->nops, sizeof *ex->workspaces);
+    ex->ws_mems = rp__calloc(g->nops, sizeof *ex->ws_mems);
+    ex->views = rp__calloc(g->nops, sizeof *ex->views);
+    if (!ex->order || !ex->xds || !ex->workspaces || !ex->ws_mems ||
+        !ex->views)
+      st = rp__err(RP_ENOMEM, "instantiate: out of memory");
+  }
+  if (!st)
+    st = link_units(ex);
+  if (!st)
+    st = collect_insts(ex);
+  if (!st)
+    st = setup_units(ex);
+  if (!st)
+    st = alloc_slots(ex);
+  if (!st)
+    st = alloc_lanes(ex);
+  if (!st) {
+    /* the initial order for ranking: units in op topological order */
+    uint32_t *topo = malloc(sizeof *topo * (g->nops ? g->nops : 1));
+    st = topo ? rp__graph_topo(ex->g, topo) : RP_ENOMEM;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < g->nops && !st; i++)
+      for (uint32_t u = ex->op_first[topo[i]]; u < ex->op_first[topo[i] + 1];
+           u++)
+        ex->order[k++] = u;
+    free(topo);
+  }
+  if (!st)
+    st = rp__place(ex, 0);
+  return st;
+}
+
+void rp__exec_free(rp_exec *ex);
+void rp__exec_free(rp_exec *ex) {
+  for (uint32_t i = 0; ex->units && i < ex->nunits; i++)
+    free(ex->units[i].args);
+  for (uint32_t i = 0; ex->views && ex->g && i < ex->g->nops; i++)
+    free(ex->views[i]);
+  free(ex->views);
+  for (uint32_t i = 0; i < ex->nxds; i++)
+    rp_xfer_release(&ex->xds[i]);
+  for (uint32_t i = 0; i < ex->nws; i++)
+    rp__mem_free(ex->rt, ex->ws_mems[i], ex->workspaces[i]);
+  for (uint32_t i = 0; ex->slots && i < ex->max_inflight; i++) {
+    rp_slot *s = &ex->slots[i];
+    free(s->unit_status);
+    free((void *)s->post_left);
+    free((void *)s->post_status);
+    free(s->pre);
+    free(s->post);
+    free(s->args);
+  }
+  for (uint32_t w = 0; ex->lanes && w < ex->nlanes; w++)
+    free(ex->lanes[w].units);
+  free(ex->lanes);
+  free(ex->slots);
+  free(ex->units);
+  free(ex->order);
+  free(ex->op_first);
+  free(ex->preds);
+  free(ex->waits);
+  free(ex->ports);
+  free(ex->posts);
+  free(ex->post_units);
+  free(ex->insts);
+  free(ex->xds);
+  free(ex->workspaces);
+  free(ex->ws_mems);
+  graph_free(ex->g);
+  pthread_mutex_destroy(&ex->detail_lock);
+  ex->magic = 0;
+  free(ex);
+}
+
+rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
+                         rp_exec **out) {
+  if (!g || !out)
+    return rp__err(RP_EINVAL, "rp_instantiate: NULL argument");
+  uint64_t t0 = rp__now_ns();
+  rp__nvtx_push("reprise.instantiate");
+  rp_status st = rp_graph_validate(g);
+  rp_replay_state *rs = st ? NULL : rp__replay_state(g->rt);
+  if (!st && !rs)
+    st = rp__err(RP_ENOMEM, "rp_instantiate: out of memory");
+  rp_exec *ex = NULL;
+  if (!st) {
+    ex = rp__calloc(1, sizeof *ex);
+    if (!ex)
+      st = rp__err(RP_ENOMEM, "rp_instantiate: out of memory");
+  }
+  if (!st) {
+    ex->magic = RP_EXEC_MAGIC;
+    ex->rt = g->rt;
+    ex->rs = rs;
+    pthread_mutex_init(&ex->detail_lock, NULL);
+    st = build(ex, g, opts);
+    if (st) {
+      rp__exec_free(ex);
+      ex = NULL;
+    }
+  }
+  if (ex) {
+    int any_measure = 0;
+    for (uint32_t i = 0; i < ex->nunits; i++)
+      any_measure |= ex->units[i].measure;
+    if (any_measure && !ex->no_replace) {
+      ex->measure_from = MEASURE_FROM;
+      ex->measure_to = MEASURE_TO;
+      /* the fastest of a few back-to-back clock reads: what a timing of an
+       * empty unit measures on its own */
+      ex->clock_ns = UINT64_MAX;
+      for (int i = 0; i < 32; i++) {
+        uint64_t a = rp__now_ns(), b = rp__now_ns();
+        if (b - a < ex->clock_ns)
+          ex->clock_ns = b - a;
+      }
+    }
+    snprintf(ex->place_why, sizeof ex->place_why,
+             "initial: list scheduling on %s costs, edge cost %llu ns",
+             any_measure ? "hinted or default (1 us)" : "hinted",
+             (unsigned long long)ex->edge_cost);
+    rp__runtime_ref(g->rt, 1);
+    *out = ex;
+  }
+  rp__nvtx_pop();
+  RP_UNUSED(t0);
+  return st;
+}

@@ -1,0 +1,185 @@
+/* replay/replay_impl.h — the compiled form of a graph (an exec) and the
+ * replay scheduler's per-runtime state. Only the replay sources include
+ * this.
+ *
+ * An exec is a set of lanes, one per CPU worker that has work: a lane is a
+ * static list of units (one op, or one shard of an SPMD op) in an order
+ * consistent with one global topological order. A worker runs its lane
+ * back-to-back for each replay; same-lane edges cost nothing. A cross-lane
+ * edge is a wait on the producer lane's progress word (a monotonic count of
+ * units it completed, replay after replay), published with a release store
+ * only after units that someone waits for. Waits are reduced at instantiate:
+ * a unit waits for a producer lane position only if no earlier unit of its
+ * lane already waited for a later one. */
+#ifndef RP_REPLAY_IMPL_H
+#define RP_REPLAY_IMPL_H
+
+#include "capture/capture.h"
+#include "xfer/xfer.h"
+
+#define RP_EXEC_MAGIC 0x52505845u /* "RPXE" */
+#define RP_RING 1024              /* submission ring entries (power of two) */
+#define RP_MASK_WORDS 2           /* 128 CPU workers */
+
+enum { RP_UNIT_TASK = 0, RP_UNIT_COPY = 1 };
+
+/* A cross-lane wait: lane `lane` must have completed `pos` units of replay
+ * r - prev (prev = 1: a wrap-around wait on the previous replay). */
+typedef struct rp_wait {
+  uint32_t lane;
+  uint32_t pos;
+  uint32_t prev;
+} rp_wait;
+
+typedef struct rp_unit {
+  uint8_t kind;
+  uint8_t publish;   /* store the lane's progress after this unit */
+  uint8_t measure;   /* unplaced unit whose cost is being measured */
+  uint32_t op;       /* graph op id */
+  uint32_t shard;
+  uint32_t lane;     /* worker */
+  uint32_t pos;      /* index in the lane */
+  uint32_t wait_off, nwait;  /* into exec->waits */
+  uint32_t port_off, nport;  /* precondition ports: into exec->ports */
+  uint32_t post_off, npost;  /* postcondition ports: into exec->posts */
+  uint32_t pred_off, npred;  /* predecessor units: into exec->preds */
+  rp_proc pinned;            /* RP_PROC_ANY when the engine places it */
+  uint64_t cost_ns;          /* hint or measurement (placement) */
+  uint64_t measured_ns;      /* fastest run in the measurement window (the
+                                minimum is robust to preemption and cold
+                                caches); UINT64_MAX before */
+  /* task units */
+  rp_task_fn fn;
+  rp_task_ctx ctx;           /* prebuilt; args/shards refreshed per replay */
+  char *args;                /* this unit's own argument bytes */
+  const rp_interp *interps;  /* into the exec's copy of the op */
+  uint32_t ninterp;
+  size_t shards_src;         /* SIZE_MAX or offset of the shard count */
+  uint32_t max_shards;
+  const char *name;
+  unsigned char *guard;      /* debug: bytes after this shard's workspace */
+  /* copy units */
+  rp_xfer_desc *xd;
+} rp_unit;
+
+typedef struct rp_lane {
+  /* written by the lane's worker, read by consumers */
+  RP_ALIGNED_LINE _Atomic uint32_t progress;
+  _Atomic uint32_t sleepers;
+  /* owned by the worker (stats stored once per lane run, read relaxed) */
+  RP_ALIGNED_LINE uint32_t *units; /* unit indices, len entries */
+  uint32_t len;
+  _Atomic uint64_t ops_run, ops_skipped, handoffs, wakeups;
+} rp_lane;
+
+typedef struct rp_slot {
+  _Atomic uint32_t remaining;  /* completion sources left: one per lane */
+  _Atomic int32_t status;      /* first failure */
+  _Atomic uint32_t any_fail;   /* fast-path flag: some unit failed */
+  int32_t *unit_status;        /* per unit, valid when any_fail */
+  _Atomic uint32_t *post_left; /* per postcondition port */
+  _Atomic int32_t *post_status;
+  rp_event done;
+  rp_event *pre;               /* retained, npre */
+  rp_event *post;              /* npost */
+  uint64_t r;
+  char *args;
+  size_t args_size;
+  int stale;                   /* an instance went stale: skip everything */
+  int measure;                 /* time every unit (placement window) */
+  char detail[256];            /* first failure, for rp_exec_error_detail */
+} rp_slot;
+
+struct rp_exec {
+  uint32_t magic;
+  rp_runtime *rt;
+  struct rp_replay_state *rs;
+  rp_graph *g; /* a private copy of the graph (dump, re-placement) */
+
+  rp_unit *units;
+  uint32_t nunits;
+  uint32_t *order;       /* units in the global order (S') */
+  uint32_t *op_first;    /* first unit of each graph op */
+  uint32_t *preds;       /* CSR payload */
+  rp_wait *waits;
+  uint32_t nwaits, waits_cap;
+  uint32_t *ports;       /* precondition port ids per unit */
+  uint32_t *posts;       /* postcondition port ids per unit */
+  uint32_t *post_units;  /* units bound per postcondition port */
+  uint32_t npre, npost;
+
+  uint32_t nlanes;       /* = CPU workers */
+  rp_lane *lanes;
+  uint64_t mask[RP_MASK_WORDS]; /* lanes with units */
+  uint32_t active;       /* lanes with units */
+
+  rp_instance_info **views; /* per graph op: its accesses' instances */
+  rp_inst_view *insts;   /* every instance the exec touches */
+  uint32_t ninsts;
+  rp_xfer_desc *xds;
+  uint32_t nxds;
+  void **workspaces;     /* one buffer per SPMD op with a workspace */
+  rp_mem *ws_mems;
+  uint32_t nws;
+
+  rp_slot *slots;
+  uint32_t max_inflight;
+  size_t max_args;
+  uint64_t edge_cost;
+  int no_replace;
+
+  uint64_t issued;               /* replays submitted (host side) */
+  uint64_t epoch;                /* replay number placement started at */
+  uint64_t last_sub;             /* ring index of the last submission */
+  RP_ALIGNED_LINE _Atomic uint32_t done_seq; /* replays completed (low 32) */
+  _Atomic uint32_t done_sleepers;
+  _Atomic uint64_t completed;
+
+  /* placement measurement */
+  uint32_t measure_from, measure_to; /* replays [from, to) are timed */
+  uint64_t clock_ns; /* cost of reading the clock, subtracted from timings */
+  int replace_pending;
+  uint64_t replacements;
+  char place_why[160];
+  char last_detail[256];
+  pthread_mutex_t detail_lock;   /* failure path only */
+};
+
+/* The replay layer's per-runtime state: the submission ring every worker
+ * reads in the same order (so that two execs sharing workers can never wait
+ * on each other in opposite orders). */
+typedef struct rp_sub {
+  _Atomic uint64_t seq; /* index + 1 once published */
+  rp_exec *ex;
+  uint64_t r;
+  uint64_t mask[RP_MASK_WORDS];
+} rp_sub;
+
+typedef struct rp_cursor {
+  RP_ALIGNED_LINE _Atomic uint64_t next; /* next ring index to read */
+} rp_cursor;
+
+typedef struct rp_replay_state {
+  rp_runtime *rt;
+  uint32_t nworkers;
+  RP_ALIGNED_LINE _Atomic uint64_t tail;
+  _Atomic uint64_t min_cache;
+  rp_cursor *cursors;
+  rp_sub ring[RP_RING];
+} rp_replay_state;
+
+rp_replay_state *rp__replay_state(rp_runtime *rt);
+
+/* placement (place.c): assigns every unit a lane and builds the lanes,
+ * waits and publish flags. May allocate. */
+rp_status rp__place(rp_exec *ex, int use_measured);
+/* Rebuilds lanes, waits and publish flags for the lane assignment already in
+ * the units, with seq as the scheduling order. */
+rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq);
+/* The predicted makespan of the current placement (ns). */
+uint64_t rp__place_makespan(const rp_exec *ex, int use_measured);
+
+/* scheduler (scheduler.c) */
+int rp__replay_poll(void *arg, unsigned worker);
+
+#endif

@@ -1,0 +1,622 @@
+/* replay/scheduler.c — the replay scheduler.
+ *
+ * rp_replay arms one replay slot and publishes (exec, replay) in the
+ * runtime's submission ring; every CPU worker reads the ring in the same
+ * order and runs its lane of each exec it has units in. Inside a lane, units
+ * run back to back; a cross-lane wait acquire-loads the producer lane's
+ * progress word, spinning a bounded while before sleeping on it (futex).
+ * Each lane decrements the replay's single completion counter once, when its
+ * list is done; the last decrement triggers the replay's done event.
+ *
+ * The common path allocates nothing and takes no lock: slots, events (from
+ * the lock-free free list once warm), args and status arrays all exist
+ * before the first replay. */
+#include "replay_impl.h"
+
+#include <sched.h>
+#include <string.h>
+
+void rp__exec_free(rp_exec *ex);
+
+static int reached(uint32_t v, uint32_t target) {
+  return (int32_t)(v - target) >= 0;
+}
+
+/* ---- layer state ---- */
+
+static void replay_dtor(rp_runtime *rt, void *arg) {
+  RP_UNUSED(rt);
+  rp_replay_state *rs = arg;
+  free(rs->cursors);
+  free(rs);
+}
+
+rp_replay_state *rp__replay_state(rp_runtime *rt) {
+  rp_replay_state *rs = rp__layer_get(rt, RP_LAYER_REPLAY);
+  if (rs)
+    return rs;
+  rs = aligned_alloc(RP_CACHELINE, sizeof *rs);
+  if (!rs)
+    return NULL;
+  memset(rs, 0, sizeof *rs);
+  rs->rt = rt;
+  rs->nworkers = rp__cpu_workers(rt);
+  rs->cursors = aligned_alloc(RP_CACHELINE,
+                              sizeof(rp_cursor) * (rs->nworkers + 1));
+  if (!rs->cursors) {
+    free(rs);
+    return NULL;
+  }
+  memset(rs->cursors, 0, sizeof(rp_cursor) * (rs->nworkers + 1));
+  rp_replay_state *won = rp__layer_set(rt, RP_LAYER_REPLAY, rs, replay_dtor,
+                                       NULL);
+  if (won != rs) {
+    replay_dtor(rt, rs);
+    return won;
+  }
+  rp__set_poller(rt, rp__replay_poll, rs);
+  return rs;
+}
+
+/* ---- waiting inside a lane ---- */
+
+/* Stores the lane's progress and wakes consumers sleeping on it. The seq_cst
+ * store pairs with the consumer's seq_cst increment of `sleepers` before its
+ * final check (no lost wake-up). */
+static void publish(rp_lane *l, uint32_t v) {
+  atomic_store(&l->progress, v);
+  if (atomic_load(&l->sleepers))
+    rp__futex_wake(&l->progress, 0x7fffffff);
+}
+
+typedef struct lane_stats {
+  uint64_t run, skipped, handoffs, wakeups;
+} lane_stats;
+
+static void wait_progress(rp_lane *p, uint32_t target, lane_stats *ls) {
+  /* acquire: the producer's units (and their status) happen before */
+  uint32_t v = atomic_load_explicit(&p->progress, memory_order_acquire);
+  if (reached(v, target))
+    return;
+  ls->handoffs++;
+  uint32_t spin = rp__tunables()->spin;
+  for (uint32_t i = 0; i < spin; i++) {
+    rp__cpu_relax();
+    v = atomic_load_explicit(&p->progress, memory_order_acquire);
+    if (reached(v, target))
+      return;
+  }
+  for (;;) {
+    atomic_fetch_add(&p->sleepers, 1);
+    v = atomic_load(&p->progress);
+    if (reached(v, target)) {
+      atomic_fetch_sub(&p->sleepers, 1);
+      return;
+    }
+    rp__futex_wait(&p->progress, v, -1);
+    atomic_fetch_sub(&p->sleepers, 1);
+    ls->wakeups++;
+  }
+}
+
+static void wait_unit(rp_exec *ex, const rp_unit *u, uint64_t rel,
+                      lane_stats *ls) {
+  for (uint32_t i = 0; i < u->nwait; i++) {
+    const rp_wait *w = &ex->waits[u->wait_off + i];
+    if (w->prev > rel)
+      continue; /* no previous replay in this placement */
+    rp_lane *p = &ex->lanes[w->lane];
+    wait_progress(p, (uint32_t)(rel - w->prev) * p->len + w->pos, ls);
+  }
+}
+
+/* ---- failures ---- */
+
+static void unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
+                        const char *why) {
+  const rp_unit *u = &ex->units[ui];
+  s->unit_status[ui] = st;
+  int32_t zero = 0;
+  if (atomic_compare_exchange_strong(&s->status, &zero, (int32_t)st))
+    snprintf(s->detail, sizeof s->detail, "replay %llu: op %u (%s) shard %u: "
+             "%s: %s", (unsigned long long)s->r, u->op,
+             u->kind == RP_UNIT_COPY ? "copy" : u->name, u->shard,
+             rp_status_name(st), why ? why : "");
+  for (uint32_t k = 0; k < u->npost; k++) {
+    zero = 0;
+    atomic_compare_exchange_strong(&s->post_status[ex->posts[u->post_off + k]],
+                                   &zero, (int32_t)st);
+  }
+  /* relaxed: readers synchronize through the lane progress they waited on */
+  atomic_store_explicit(&s->any_fail, 1, memory_order_relaxed);
+}
+
+/* Slow path, only after a failure in this replay: inherit a predecessor's
+ * status. */
+static rp_status pred_status(const rp_exec *ex, const rp_unit *u,
+                             const rp_slot *s) {
+  for (uint32_t i = 0; i < u->npred; i++) {
+    int32_t st = s->unit_status[ex->preds[u->pred_off + i]];
+    if (st)
+      return (rp_status)st;
+  }
+  return RP_OK;
+}
+
+static rp_status wait_ports(rp_exec *ex, const rp_unit *u, rp_slot *s) {
+  for (uint32_t i = 0; i < u->nport; i++) {
+    rp_status st = rp__event_block(ex->rt, s->pre[ex->ports[u->port_off + i]]);
+    if (st)
+      return st;
+  }
+  return RP_OK;
+}
+
+/* ---- running units ---- */
+
+static rp_status run_task(rp_unit *u, rp_slot *s, uint32_t lane, int *skip) {
+  uint32_t shards = u->max_shards;
+  if (u->shards_src != SIZE_MAX) {
+    uint32_t v;
+    memcpy(&v, s->args + u->shards_src, sizeof v);
+    shards = v < 1 ? 1 : v > u->max_shards ? u->max_shards : v;
+    if (u->shard >= shards) {
+      *skip = 1; /* this replay runs fewer shards: not a failure */
+      return RP_OK;
+    }
+  }
+  for (uint32_t k = 0; k < u->ninterp; k++) {
+    const rp_interp *ip = &u->interps[k];
+    if (ip->dst_offset != RP_INTERP_SHARDS)
+      memcpy(u->args + ip->dst_offset, s->args + ip->src_offset, ip->bytes);
+  }
+  u->ctx.proc = lane;
+  u->ctx.shards = shards;
+  u->ctx.replay = s->r;
+  int violation = 0;
+  rp__tl_replay_violation = &violation;
+  rp_status st = u->fn(&u->ctx);
+  rp__tl_replay_violation = NULL;
+  if (violation)
+    st = RP_ECONTRACT;
+  else if (st > 0)
+    st = RP_ETASK;
+  if (RP_UNLIKELY(u->guard != NULL)) {
+    for (uint32_t i = 0; i < 64; i++)
+      if (u->guard[i] != 0xa5) {
+        memset(u->guard, 0xa5, 64);
+        return RP_ERANGE;
+      }
+  }
+  return st;
+}
+
+static rp_status run_unit(rp_unit *u, rp_slot *s, uint32_t lane, int *skip,
+                          const char **why) {
+  if (u->kind == RP_UNIT_COPY) {
+    rp__nvtx_push("reprise.copy");
+    rp_status st = rp_xfer_check(u->xd);
+    if (!st) {
+      rp_xfer_reset(u->xd);
+      st = rp_xfer_run_cpu(u->xd);
+    }
+    rp__nvtx_pop();
+    if (st)
+      *why = rp_error_detail();
+    return st;
+  }
+  rp__nvtx_push(u->name);
+  rp_status st = run_task(u, s, lane, skip);
+  rp__nvtx_pop();
+  if (st == RP_ECONTRACT)
+    *why = "task launched work or waited on an event inside a replay";
+  else if (st == RP_ERANGE && u->guard)
+    *why = "task overran its workspace slice (guard bytes changed)";
+  return st;
+}
+
+static void post_done(rp_exec *ex, const rp_unit *u, rp_slot *s) {
+  for (uint32_t k = 0; k < u->npost; k++) {
+    uint32_t p = ex->posts[u->post_off + k];
+    if (atomic_fetch_sub_explicit(&s->post_left[p], 1,
+                                  memory_order_acq_rel) == 1)
+      rp__event_complete(ex->rt, s->post[p],
+                         (rp_status)atomic_load(&s->post_status[p]));
+  }
+}
+
+/* ---- completion ---- */
+
+static void complete(rp_exec *ex, rp_slot *s) {
+  uint32_t me = (uint32_t)s->r;
+  /* Replays complete in order: the previous replay's last lane already
+   * decremented its counter, so its completion is imminent. */
+  while (atomic_load_explicit(&ex->done_seq, memory_order_acquire) != me)
+    sched_yield();
+  rp_status st = (rp_status)atomic_load(&s->status);
+  if (st) {
+    pthread_mutex_lock(&ex->detail_lock); /* failure path only */
+    memcpy(ex->last_detail, s->detail, sizeof ex->last_detail);
+    pthread_mutex_unlock(&ex->detail_lock);
+  }
+  for (uint32_t i = 0; i < ex->npre; i++)
+    rp_event_release(ex->rt, s->pre[i]);
+  atomic_fetch_add_explicit(&ex->completed, 1, memory_order_relaxed);
+  rp__event_complete(ex->rt, s->done, st);
+  /* seq_cst store pairs with a waiting host's seq_cst sleeper count */
+  atomic_store(&ex->done_seq, me + 1);
+  if (atomic_load(&ex->done_sleepers))
+    rp__futex_wake(&ex->done_seq, 0x7fffffff);
+}
+
+static void store_stats(rp_lane *l, const lane_stats *ls) {
+  /* owner-only writers: load + store, relaxed (readers may lag) */
+#define ADD_(f, v)                                                             \
+  atomic_store_explicit(&l->f, atomic_load_explicit(&l->f,                     \
+                        memory_order_relaxed) + (v), memory_order_relaxed)
+  ADD_(ops_run, ls->run);
+  ADD_(ops_skipped, ls->skipped);
+  ADD_(handoffs, ls->handoffs);
+  ADD_(wakeups, ls->wakeups);
+#undef ADD_
+}
+
+static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
+  rp_slot *s = &ex->slots[r % ex->max_inflight];
+  rp_lane *l = &ex->lanes[lane];
+  uint64_t rel = r - ex->epoch;
+  uint32_t base = (uint32_t)rel * l->len;
+  lane_stats ls = {0};
+  for (uint32_t i = 0; i < l->len; i++) {
+    uint32_t ui = l->units[i];
+    rp_unit *u = &ex->units[ui];
+    if (u->nwait)
+      wait_unit(ex, u, rel, &ls);
+    rp_status st = RP_OK;
+    const char *why = NULL;
+    int skip = 0;
+    if (RP_UNLIKELY(s->stale))
+      st = RP_ESTALE, skip = 2;
+    else if (u->nport && (st = wait_ports(ex, u, s)) != RP_OK)
+      why = "precondition poisoned";
+    else if (RP_UNLIKELY(atomic_load_explicit(&s->any_fail,
+                                              memory_order_relaxed)) &&
+             (st = pred_status(ex, u, s)) != RP_OK)
+      why = "upstream op failed";
+    if (st == RP_OK) {
+      uint64_t t0 = s->measure ? rp__now_ns() : 0;
+      st = run_unit(u, s, lane, &skip, &why);
+      if (s->measure) {
+        uint64_t dt = rp__now_ns() - t0;
+        if (dt < u->measured_ns)
+          u->measured_ns = dt;
+      }
+      if (!skip)
+        ls.run++;
+    } else {
+      ls.skipped++;
+    }
+    if (RP_UNLIKELY(st != RP_OK) && skip != 2)
+      unit_failed(ex, s, ui, st, why);
+    if (u->npost)
+      post_done(ex, u, s);
+    if (u->publish)
+      publish(l, base + i + 1);
+  }
+  store_stats(l, &ls);
+  /* acq_rel: the last lane sees every other lane's writes */
+  if (atomic_fetch_sub_explicit(&s->remaining, 1, memory_order_acq_rel) == 1)
+    complete(ex, s);
+}
+
+int rp__replay_poll(void *arg, unsigned worker) {
+  rp_replay_state *rs = arg;
+  rp_cursor *c = &rs->cursors[worker];
+  uint64_t i = atomic_load_explicit(&c->next, memory_order_relaxed);
+  rp_sub *e = &rs->ring[i & (RP_RING - 1)];
+  /* seq_cst: pairs with the worker's `sleeping` announcement (see
+   * cpu_backend.c) and the producer's seq_cst publication */
+  if (atomic_load(&e->seq) != i + 1)
+    return 0;
+  if (e->mask[worker / 64] >> (worker % 64) & 1)
+    run_lane(e->ex, worker, e->r);
+  /* release: everything this worker did with the exec happens before a
+   * destroyer sees the cursor pass the entry */
+  atomic_store_explicit(&c->next, i + 1, memory_order_release);
+  return 1;
+}
+
+/* ---- submission ---- */
+
+static uint64_t min_cursor(rp_replay_state *rs) {
+  uint64_t m = UINT64_MAX;
+  for (uint32_t w = 0; w < rs->nworkers; w++) {
+    uint64_t c = atomic_load_explicit(&rs->cursors[w].next,
+                                      memory_order_acquire);
+    if (c < m)
+      m = c;
+  }
+  return m;
+}
+
+/* Waits until ring entry t is free: every worker has read entry t - RING.
+ * Workers that take no part in recent execs may sleep behind: wake them so
+ * they skip ahead. */
+static void ring_reserve(rp_replay_state *rs, uint64_t t) {
+  while (t >= atomic_load(&rs->min_cache) + RP_RING) {
+    uint64_t m = min_cursor(rs), old = atomic_load(&rs->min_cache);
+    while (m > old && !atomic_compare_exchange_weak(&rs->min_cache, &old, m))
+      ;
+    if (t < m + RP_RING)
+      break;
+    for (uint32_t w = 0; w < rs->nworkers; w++)
+      if (atomic_load(&rs->cursors[w].next) == m)
+        rp__worker_wake(rs->rt, w);
+    sched_yield();
+  }
+}
+
+static void submit(rp_exec *ex, uint64_t r) {
+  rp_replay_state *rs = ex->rs;
+  uint64_t t = atomic_fetch_add(&rs->tail, 1);
+  ring_reserve(rs, t);
+  rp_sub *e = &rs->ring[t & (RP_RING - 1)];
+  e->ex = ex;
+  e->r = r;
+  memcpy(e->mask, ex->mask, sizeof e->mask);
+  ex->last_sub = t;
+  /* seq_cst: published before we look at the workers' sleeping flags */
+  atomic_store(&e->seq, t + 1);
+  for (uint32_t w = 0; w < ex->nlanes; w++)
+    if (ex->mask[w / 64] >> (w % 64) & 1)
+      rp__worker_wake(ex->rt, w);
+}
+
+/* Blocks until fewer than `limit` replays are in flight. */
+static void wait_inflight(rp_exec *ex, uint64_t limit) {
+  for (uint32_t n = 0;; n++) {
+    uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
+    if (ex->issued - (uint64_t)(uint32_t)(ex->issued - done) <= ex->issued &&
+        (uint32_t)(ex->issued - done) < limit)
+      return;
+    if (n < rp__tunables()->spin) {
+      rp__cpu_relax();
+      continue;
+    }
+    atomic_fetch_add(&ex->done_sleepers, 1);
+    if ((uint32_t)(ex->issued - atomic_load(&ex->done_seq)) >= limit)
+      rp__futex_wait(&ex->done_seq, done, -1);
+    atomic_fetch_sub(&ex->done_sleepers, 1);
+  }
+}
+
+/* Waits for every replay to complete and every worker to leave the exec. */
+static void quiesce(rp_exec *ex) {
+  wait_inflight(ex, 1);
+  if (!ex->issued)
+    return;
+  rp_replay_state *rs = ex->rs;
+  for (uint32_t w = 0; w < rs->nworkers; w++)
+    while (atomic_load_explicit(&rs->cursors[w].next, memory_order_acquire) <=
+           ex->last_sub) {
+      rp__worker_wake(ex->rt, w);
+      sched_yield();
+    }
+}
+
+/* ---- re-placement (between replays, never during one) ---- */
+
+static void maybe_replace(rp_exec *ex) {
+  quiesce(ex);
+  uint32_t n = ex->nunits;
+  uint32_t *old_seq = malloc(sizeof *old_seq * (n ? n : 1));
+  uint32_t *old_lane = malloc(sizeof *old_lane * (n ? n : 1));
+  if (!old_seq || !old_lane)
+    goto out;
+  memcpy(old_seq, ex->order, sizeof *old_seq * n);
+  for (uint32_t i = 0; i < n; i++)
+    old_lane[i] = ex->units[i].lane;
+  uint64_t before = rp__place_makespan(ex, 1);
+  if (rp__place(ex, 1) != RP_OK)
+    goto revert;
+  uint64_t after = rp__place_makespan(ex, 1);
+  /* Move only for a clear gain (10%): measurements are noisy. */
+  if (after * 10 < before * 9) {
+    ex->replacements++;
+    snprintf(ex->place_why, sizeof ex->place_why,
+             "re-placed after replay %llu: measured costs predict %llu ns "
+             "per replay instead of %llu ns",
+             (unsigned long long)ex->issued - 1, (unsigned long long)after,
+             (unsigned long long)before);
+    goto reset;
+  }
+  snprintf(ex->place_why + strlen(ex->place_why),
+           sizeof ex->place_why - strlen(ex->place_why),
+           "; kept after measuring (%llu ns predicted, re-placing gives "
+           "%llu)", (unsigned long long)before, (unsigned long long)after);
+revert:
+  for (uint32_t i = 0; i < n; i++)
+    ex->units[i].lane = old_lane[i];
+  rp__place_finalize(ex, old_seq);
+reset:
+  /* progress restarts from zero in the new epoch */
+  ex->epoch = ex->issued;
+  for (uint32_t w = 0; w < ex->nlanes; w++)
+    atomic_store(&ex->lanes[w].progress, 0);
+out:
+  free(old_seq);
+  free(old_lane);
+}
+
+/* ---- public API ---- */
+
+static rp_status check_args(rp_exec *ex, const rp_replay_args *a) {
+  if (!ex || ex->magic != RP_EXEC_MAGIC)
+    return rp__err(RP_EINVAL, "rp_replay: not an exec (destroyed?)");
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "rp_replay called from a task inside a "
+                                 "replay");
+  }
+  rp_status st = rp__runtime_check(ex->rt);
+  if (st)
+    return st;
+  size_t size = a ? a->args_size : 0;
+  uint32_t npre = a ? a->npre : 0;
+  if (size > ex->max_args)
+    return rp__err(RP_ERANGE, "rp_replay: %zu argument bytes, exec accepts "
+                   "%zu (rp_exec_opts.max_args)", size, ex->max_args);
+  if (size && !a->args)
+    return rp__err(RP_EINVAL, "rp_replay: args_size %zu with NULL args",
+                   size);
+  if (npre != ex->npre)
+    return rp__err(RP_EPORT, "rp_replay: the exec has %u precondition ports, "
+                   "the replay supplied %u events", ex->npre, npre);
+  if (npre && !a->pre)
+    return rp__err(RP_EINVAL, "rp_replay: NULL precondition events");
+  for (uint32_t i = 0; i < npre; i++)
+    if (!rp__event_live(ex->rt, a->pre[i]) || (a->pre[i].id >> 63))
+      return rp__err(RP_ESTALE, "rp_replay: precondition %u ('%s'): event "
+                     "%#llx is stale", i, ex->g->pre[i].name,
+                     (unsigned long long)a->pre[i].id);
+  if (a && a->post && a->npost != ex->npost)
+    return rp__err(RP_EPORT, "rp_replay: the exec has %u postcondition "
+                   "ports, the replay asked for %u", ex->npost, a->npost);
+  return RP_OK;
+}
+
+static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
+                     const rp_replay_args *a) {
+  if (atomic_load_explicit(&s->any_fail, memory_order_relaxed)) {
+    memset(s->unit_status, 0, sizeof *s->unit_status * ex->nunits);
+    atomic_store_explicit(&s->any_fail, 0, memory_order_relaxed);
+  }
+  atomic_store_explicit(&s->status, 0, memory_order_relaxed);
+  atomic_store_explicit(&s->remaining, ex->active, memory_order_relaxed);
+  for (uint32_t p = 0; p < ex->npost; p++) {
+    atomic_store_explicit(&s->post_left[p], ex->post_units[p],
+                          memory_order_relaxed);
+    atomic_store_explicit(&s->post_status[p], 0, memory_order_relaxed);
+  }
+  size_t size = a ? a->args_size : 0;
+  if (size)
+    memcpy(s->args, a->args, size);
+  memset(s->args + size, 0, ex->max_args - size);
+  s->r = r;
+  s->measure = r >= ex->measure_from && r < ex->measure_to;
+  s->stale = 0;
+  s->detail[0] = 0;
+  for (uint32_t i = 0; i < ex->ninsts; i++)
+    if (atomic_load_explicit(ex->insts[i].gen_word, memory_order_acquire) !=
+        ex->insts[i].info.generation) {
+      s->stale = 1;
+      atomic_store(&s->status, (int32_t)RP_ESTALE);
+      snprintf(s->detail, sizeof s->detail, "replay %llu: instance %#llx was "
+               "freed or reallocated after instantiate",
+               (unsigned long long)r,
+               (unsigned long long)((uint64_t)ex->insts[i].info.generation
+                                        << 32 | ex->insts[i].slot));
+      break;
+    }
+}
+
+/* Done and postcondition events for the slot; the caller gets one
+ * reference to each it asked for. */
+static rp_status slot_events(rp_exec *ex, rp_slot *s, const rp_replay_args *a,
+                             rp_event *done) {
+  rp_status st = rp__event_new(ex->rt, &s->done);
+  for (uint32_t p = 0; p < ex->npost && !st; p++)
+    st = rp__event_new(ex->rt, &s->post[p]);
+  if (st)
+    return st; /* table growth failed: out of memory */
+  for (uint32_t p = 0; p < ex->npost; p++) {
+    if (a && a->post)
+      a->post[p] = s->post[p];
+    else
+      rp_event_release(ex->rt, s->post[p]);
+  }
+  for (uint32_t i = 0; i < ex->npre; i++) {
+    s->pre[i] = a->pre[i];
+    rp__event_retain(ex->rt, s->pre[i]);
+  }
+  if (done)
+    *done = s->done;
+  else
+    rp_event_release(ex->rt, s->done);
+  return RP_OK;
+}
+
+rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
+  rp_status st = check_args(ex, a);
+  if (st)
+    return st;
+  rp__nvtx_push("reprise.replay");
+  if (RP_UNLIKELY(ex->issued == ex->measure_to && ex->measure_to &&
+                  !ex->no_replace))
+    maybe_replace(ex);
+  uint64_t r = ex->issued;
+  wait_inflight(ex, ex->max_inflight);
+  rp_slot *s = &ex->slots[r % ex->max_inflight];
+  arm_slot(ex, s, r, a);
+  if ((st = slot_events(ex, s, a, done)) != RP_OK) {
+    rp__nvtx_pop();
+    return st;
+  }
+  ex->issued = r + 1;
+  if (ex->active == 0)
+    complete(ex, s); /* nothing to run: completes in order, here */
+  else
+    submit(ex, r);
+  rp__nvtx_pop();
+  return RP_OK;
+}
+
+rp_status rp_exec_destroy(rp_exec *ex) {
+  if (!ex)
+    return RP_OK;
+  if (ex->magic != RP_EXEC_MAGIC)
+    return rp__err(RP_EINVAL, "rp_exec_destroy: not an exec");
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "rp_exec_destroy inside a replay");
+  }
+  quiesce(ex);
+  rp_runtime *rt = ex->rt;
+  rp__exec_free(ex);
+  rp__runtime_ref(rt, -1);
+  return RP_OK;
+}
+
+rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out) {
+  if (!ex || !out || ex->magic != RP_EXEC_MAGIC)
+    return rp__err(RP_EINVAL, "rp_exec_stats_get: bad argument");
+  memset(out, 0, sizeof *out);
+  out->replays = atomic_load_explicit(&((rp_exec *)ex)->completed,
+                                      memory_order_relaxed);
+  for (uint32_t w = 0; w < ex->nlanes; w++) {
+    rp_lane *l = &ex->lanes[w];
+    out->ops_run += atomic_load_explicit(&l->ops_run, memory_order_relaxed);
+    out->ops_skipped +=
+        atomic_load_explicit(&l->ops_skipped, memory_order_relaxed);
+    out->handoffs += atomic_load_explicit(&l->handoffs, memory_order_relaxed);
+    out->wakeups += atomic_load_explicit(&l->wakeups, memory_order_relaxed);
+  }
+  out->replacements = ex->replacements;
+  out->ops = ex->nunits;
+  out->procs_used = ex->active;
+  return RP_OK;
+}
+
+rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out) {
+  if (!ex || !out || ex->magic != RP_EXEC_MAGIC)
+    return rp__err(RP_EINVAL, "rp_exec_op_proc: bad argument");
+  if (op >= ex->g->nops)
+    return rp__err(RP_EINVAL, "rp_exec_op_proc: op %u out of range (%u ops)",
+                   op, ex->g->nops);
+  *out = ex->units[ex->op_first[op]].lane;
+  return RP_OK;
+}
+
+const char *rp_exec_error_detail(const rp_exec *ex) {
+  return ex && ex->magic == RP_EXEC_MAGIC ? ex->last_detail : "";
+}

@@ -1,0 +1,1012 @@
+/* Record once, replay many: capture, builder, validation, instantiate,
+ * the replay scheduler. */
+#include "helpers.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAXOPS 512
+
+/* ---- a deterministic data task for differential tests ----
+ * Every access is one int64. The task folds what it reads into an
+ * accumulator seeded by its id and writes or reduces it: any ordering
+ * mistake changes the final values. */
+
+typedef struct dargs {
+  uint32_t id;
+  uint32_t pad;
+} dargs;
+
+static atomic_uint runs[MAXOPS];
+static atomic_uint seqno;
+static unsigned t_start[MAXOPS], t_end[MAXOPS];
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+  a ^= b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2);
+  return a * 0xff51afd7ed558ccdull;
+}
+
+static rp_status data_task(rp_task_ctx *ctx) {
+  const dargs *a = rp_ctx_args(ctx, NULL);
+  t_start[a->id] = atomic_fetch_add(&seqno, 1);
+  atomic_fetch_add(&runs[a->id], 1);
+  uint64_t acc = a->id * 1000003ull + 17;
+  uint32_t n = rp_ctx_access_count(ctx);
+  /* the access privileges ride in the args tail */
+  const uint8_t *privs = (const uint8_t *)(a + 1);
+  for (uint32_t i = 0; i < n; i++) {
+    /* a reduced instance may be folded into concurrently: never read it */
+    if (privs[i] != RP_READ && privs[i] != RP_RW)
+      continue;
+    int64_t *p = rp_ctx_ptr(ctx, i);
+    acc = mix(acc, (uint64_t)*p);
+  }
+  /* second pass: writes */
+  for (uint32_t i = 0; i < n; i++) {
+    int64_t *p = rp_ctx_ptr(ctx, i);
+    if (privs[i] == RP_WRITE || privs[i] == RP_RW)
+      *p = (int64_t)mix(acc, i);
+    else if (privs[i] == RP_REDUCE)
+      __atomic_fetch_add(p, (int64_t)(acc & 0xffff), __ATOMIC_RELAXED);
+  }
+  t_end[a->id] = atomic_fetch_add(&seqno, 1);
+  return RP_OK;
+}
+
+typedef struct rdag {
+  uint32_t n, ninst;
+  uint32_t nacc[MAXOPS];
+  rp_access acc[MAXOPS][3];
+  rp_proc proc[MAXOPS];
+  int port[MAXOPS]; /* -1 or precondition port index */
+} rdag;
+
+static void gen_dag(rdag *d, unsigned workers, int with_ports) {
+  d->n = 1 + (uint32_t)(rand() % 500);
+  d->ninst = 1 + (uint32_t)(rand() % 16);
+  for (uint32_t k = 0; k < d->n; k++) {
+    d->nacc[k] = 1 + (uint32_t)(rand() % 3);
+    for (uint32_t j = 0; j < d->nacc[k]; j++) {
+      static const rp_privilege privs[] = {RP_READ, RP_READ, RP_WRITE, RP_RW,
+                                           RP_REDUCE};
+      rp_privilege p = privs[rand() % 5];
+      uint32_t inst = ((uint32_t)rand()) % d->ninst;
+      for (uint32_t q = 0; q < j; q++)
+        if (d->acc[k][q].inst.id == inst)
+          inst = (inst + 1) % d->ninst; /* may still repeat: fixed below */
+      d->acc[k][j] = (rp_access){{inst}, p, p == RP_REDUCE ? RP_REDOP_SUM : 0};
+    }
+    /* no instance twice in one op */
+    for (uint32_t j = 1; j < d->nacc[k]; j++)
+      for (uint32_t q = 0; q < j; q++)
+        if (d->acc[k][q].inst.id == d->acc[k][j].inst.id) {
+          d->nacc[k] = j;
+          break;
+        }
+    d->proc[k] = rand() % 4 == 0 ? (rp_proc)(rand() % (int)workers)
+                                 : RP_PROC_ANY;
+    d->port[k] = with_ports && rand() % 16 == 0 ? rand() % 2 : -1;
+  }
+}
+
+typedef struct world {
+  rp_runtime *rt;
+  rp_task_id task;
+  rp_inst inst[16];
+} world;
+
+static void world_init(world *w, unsigned workers, uint32_t ninst) {
+  w->rt = th_cpu_runtime(workers);
+  RP_CHECK(rp_task_register(
+      w->rt, &(rp_task_desc){.name = "data", .cpu_fn = data_task}, &w->task));
+  rp_rect r = rp_rect_1d(0, 0);
+  for (uint32_t i = 0; i < ninst; i++)
+    RP_CHECK(rp_instance_create(w->rt, 0, RP_I64, &r, NULL, &w->inst[i]));
+}
+
+static void world_fini(world *w, uint32_t ninst) {
+  for (uint32_t i = 0; i < ninst; i++)
+    RP_CHECK(rp_instance_free(w->rt, w->inst[i]));
+  th_destroy(w->rt);
+}
+
+/* Issues the DAG's launches (eager or inside a capture). */
+static void issue(world *w, const rdag *d, const rp_event *ports) {
+  for (uint32_t k = 0; k < d->n; k++) {
+    struct {
+      dargs a;
+      uint8_t privs[4];
+    } args = {{k, 0}, {0}};
+    rp_access acc[3];
+    for (uint32_t j = 0; j < d->nacc[k]; j++) {
+      acc[j] = d->acc[k][j];
+      acc[j].inst = w->inst[d->acc[k][j].inst.id];
+      args.privs[j] = (uint8_t)acc[j].priv;
+    }
+    rp_launch l = {.task = w->task, .proc = d->proc[k], .accesses = acc,
+                   .naccess = d->nacc[k], .args = &args,
+                   .args_size = sizeof args};
+    if (ports && d->port[k] >= 0)
+      l.wait = ports[d->port[k]];
+    RP_CHECK(rp_launch_task(w->rt, &l, NULL));
+  }
+}
+
+static void read_all(world *w, uint32_t ninst, int64_t *out) {
+  for (uint32_t i = 0; i < ninst; i++)
+    RP_CHECK(rp_instance_read(w->rt, w->inst[i], &out[i], sizeof out[i]));
+}
+
+static void reset_runs(void) {
+  for (int i = 0; i < MAXOPS; i++)
+    atomic_store(&runs[i], 0);
+}
+
+Test(replay, differential_random_dags_match_eager, .timeout = 900) {
+  static rdag d;
+  srand(777);
+  for (int dag = 0; dag < 1000; dag++) {
+    unsigned workers = 1 + (unsigned)(rand() % 4);
+    int with_ports = dag % 2;
+    gen_dag(&d, workers, with_ports);
+    const int N = 3;
+    int64_t want[16], got[16];
+    /* eager, N times */
+    world w;
+    world_init(&w, workers, d.ninst);
+    for (int r = 0; r < N; r++)
+      issue(&w, &d, NULL);
+    RP_CHECK(rp_runtime_drain(w.rt));
+    read_all(&w, d.ninst, want);
+    world_fini(&w, d.ninst);
+    /* recorded once, replayed N times */
+    world_init(&w, workers, d.ninst);
+    rp_event ports[2];
+    RP_CHECK(rp_capture_begin(w.rt, NULL));
+    if (with_ports) {
+      RP_CHECK(rp_capture_precondition(w.rt, "p0", &ports[0], NULL));
+      RP_CHECK(rp_capture_precondition(w.rt, "p1", &ports[1], NULL));
+    }
+    issue(&w, &d, with_ports ? ports : NULL);
+    rp_graph *g;
+    RP_CHECK(rp_capture_end(w.rt, &g));
+    cr_assert_eq(rp_graph_op_count(g), d.n);
+    /* ports never bound are legal to declare only if bound: drop the
+     * graph's unbound ones by binding them to op 0 */
+    for (uint32_t p = 0; with_ports && p < 2; p++) {
+      rp_status st = rp_graph_bind_precondition(g, p, 0);
+      cr_assert(st == RP_OK || st == RP_EPORT);
+    }
+    rp_exec *ex;
+    RP_CHECK(rp_instantiate(g, NULL, &ex));
+    RP_CHECK(rp_graph_destroy(g)); /* the exec does not need it */
+    reset_runs();
+    rp_event done[3];
+    for (int r = 0; r < N; r++) {
+      rp_event pre[2] = {RP_NO_EVENT, RP_NO_EVENT};
+      for (int p = 0; with_ports && p < 2; p++)
+        RP_CHECK(rp_event_create(w.rt, &pre[p]));
+      rp_replay_args a = {.pre = pre, .npre = with_ports ? 2 : 0};
+      RP_CHECK(rp_replay(ex, &a, &done[r]));
+      for (int p = 0; with_ports && p < 2; p++) {
+        RP_CHECK(rp_event_trigger(w.rt, pre[p]));
+        RP_CHECK(rp_event_release(w.rt, pre[p]));
+      }
+    }
+    for (int r = 0; r < N; r++) {
+      RP_EXPECT(rp_event_wait(w.rt, done[r], -1), RP_OK);
+      RP_CHECK(rp_event_release(w.rt, done[r]));
+    }
+    for (uint32_t k = 0; k < d.n; k++)
+      cr_assert_eq(atomic_load(&runs[k]), (unsigned)N,
+                   "dag %d op %u ran %u times", dag, k,
+                   atomic_load(&runs[k]));
+    read_all(&w, d.ninst, got);
+    for (uint32_t i = 0; i < d.ninst; i++)
+      cr_assert_eq(got[i], want[i], "dag %d (%u ops, %u workers, ports %d): "
+                   "instance %u differs from eager", dag, d.n, workers,
+                   with_ports, i);
+    rp_exec_stats s;
+    RP_CHECK(rp_exec_stats_get(ex, &s));
+    cr_assert_eq(s.replays, (uint64_t)N);
+    cr_assert_eq(s.ops_run, (uint64_t)N * d.n);
+    RP_CHECK(rp_exec_destroy(ex));
+    world_fini(&w, d.ninst);
+  }
+}
+
+Test(replay, edges_order_holds_in_every_replay, .timeout = 300) {
+  static rdag d;
+  srand(4242);
+  for (int dag = 0; dag < 100; dag++) {
+    unsigned workers = 2 + (unsigned)(rand() % 3);
+    gen_dag(&d, workers, 0);
+    world w;
+    world_init(&w, workers, d.ninst);
+    RP_CHECK(rp_capture_begin(w.rt, NULL));
+    issue(&w, &d, NULL);
+    rp_graph *g;
+    RP_CHECK(rp_capture_end(w.rt, &g));
+    rp_exec *ex;
+    RP_CHECK(rp_instantiate(g, NULL, &ex));
+    for (int r = 0; r < 6; r++) { /* crosses the re-placement point */
+      rp_event done;
+      RP_CHECK(rp_replay(ex, NULL, &done));
+      RP_CHECK(rp_event_wait(w.rt, done, -1));
+      RP_CHECK(rp_event_release(w.rt, done));
+      for (uint32_t to = 0; to < d.n; to++)
+        for (uint32_t from = 0; from < to; from++)
+          if (rp_graph_depends(g, from, to))
+            cr_assert_lt(t_end[from], t_start[to],
+                         "dag %d replay %d: edge %u -> %u violated", dag, r,
+                         from, to);
+    }
+    RP_CHECK(rp_exec_destroy(ex));
+    RP_CHECK(rp_graph_destroy(g));
+    world_fini(&w, d.ninst);
+  }
+}
+
+/* ---- targeted cases ---- */
+
+static atomic_int flag_ran[8];
+static rp_status flag_task(rp_task_ctx *ctx) {
+  const int *id = rp_ctx_args(ctx, NULL);
+  atomic_fetch_add(&flag_ran[*id], 1);
+  return RP_OK;
+}
+
+static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn fn) {
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn},
+                            &t));
+  return t;
+}
+
+Test(replay, precondition_gates_only_its_dependents) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "flag", flag_task);
+  for (int i = 0; i < 8; i++)
+    atomic_store(&flag_ran[i], 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b;
+  int ida = 0, idb = 1;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
+                             .args = &ida, .args_size = sizeof ida}, &a));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
+                             .args = &idb, .args_size = sizeof idb}, &b));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "input", &p));
+  /* a waits on the port; b, recorded after it on the same worker, does not
+   * and must run ahead */
+  RP_CHECK(rp_graph_bind_precondition(g, p, a));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event pre, done;
+  RP_CHECK(rp_event_create(rt, &pre));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &pre, .npre = 1}, &done));
+  for (int i = 0; i < 2000 && !atomic_load(&flag_ran[1]); i++)
+    usleep(1000);
+  cr_assert_eq(atomic_load(&flag_ran[1]), 1, "independent op did not run "
+               "ahead");
+  cr_assert_eq(atomic_load(&flag_ran[0]), 0, "dependent op ran early");
+  RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, pre));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  cr_assert_eq(atomic_load(&flag_ran[0]), 1);
+  rp_event_release(rt, pre);
+  rp_event_release(rt, done);
+  /* wrong number of preconditions */
+  RP_EXPECT(rp_replay(ex, NULL, &done), RP_EPORT);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+Test(replay, poisoned_precondition_skips_only_dependents_then_next_works) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "flag", flag_task);
+  for (int i = 0; i < 8; i++)
+    atomic_store(&flag_ran[i], 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  int ids[3] = {0, 1, 2};
+  rp_op_id op[3];
+  for (int i = 0; i < 3; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                               .args = &ids[i], .args_size = sizeof(int)},
+                               &op[i]));
+  RP_CHECK(rp_graph_add_edge(g, op[0], op[1])); /* 0 -> 1; 2 independent */
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "in", &p));
+  RP_CHECK(rp_graph_bind_precondition(g, p, op[0]));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event pre, done;
+  RP_CHECK(rp_event_create(rt, &pre));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &pre, .npre = 1}, &done));
+  RP_CHECK(rp_event_poison(rt, pre, RP_EIO));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_EIO);
+  cr_assert_eq(atomic_load(&flag_ran[0]), 0);
+  cr_assert_eq(atomic_load(&flag_ran[1]), 0);
+  cr_assert_eq(atomic_load(&flag_ran[2]), 1);
+  cr_assert_neq(rp_exec_error_detail(ex)[0], 0);
+  rp_event_release(rt, pre);
+  rp_event_release(rt, done);
+  /* the next replay works */
+  RP_CHECK(rp_event_create(rt, &pre));
+  RP_CHECK(rp_event_trigger(rt, pre));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &pre, .npre = 1}, &done));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_OK);
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(atomic_load(&flag_ran[i]), i == 2 ? 2 : 1);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.ops_skipped, 2);
+  rp_event_release(rt, pre);
+  rp_event_release(rt, done);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* A task whose behaviour is chosen per replay through an interpolated
+ * argument: 0 ok, 1 fail, 2 launch a task, 3 wait on an event. */
+typedef struct mode_args {
+  int32_t mode;
+  rp_task_id self;
+} mode_args;
+
+static rp_status mode_task(rp_task_ctx *ctx) {
+  const mode_args *a = rp_ctx_args(ctx, NULL);
+  rp_runtime *rt = rp_ctx_runtime(ctx);
+  switch (a->mode) {
+  case 1:
+    return RP_ETASK;
+  case 2: {
+    rp_status st = rp_launch_task(
+        rt, &(rp_launch){.task = a->self, .proc = RP_PROC_ANY}, NULL);
+    return st == RP_ECONTRACT ? RP_OK : RP_EINVAL; /* swallow: still caught */
+  }
+  case 3: {
+    rp_event e;
+    rp_event_create(rt, &e);
+    rp_status st = rp_event_wait(rt, e, -1); /* must not hang */
+    rp_event_trigger(rt, e);
+    rp_event_release(rt, e);
+    return st == RP_ECONTRACT ? RP_OK : RP_EINVAL;
+  }
+  default:
+    return RP_OK;
+  }
+}
+
+Test(replay, failing_task_and_contract_violations_complete_with_errors) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "mode", mode_task);
+  rp_task_id f = reg(rt, "flag", flag_task);
+  for (int i = 0; i < 8; i++)
+    atomic_store(&flag_ran[i], 0);
+  rp_inst x;
+  rp_rect r = rp_rect_1d(0, 0);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  mode_args ma = {0, t};
+  rp_interp ip = {0, 0, sizeof(int32_t)};
+  rp_access w = {x, RP_WRITE, 0}, rd = {x, RP_READ, 0};
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                          .accesses = &w, .naccess = 1, .args = &ma,
+                          .args_size = sizeof ma, .interps = &ip,
+                          .ninterp = 1}, NULL));
+  int id = 0;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = f, .proc = RP_PROC_ANY,
+                          .accesses = &rd, .naccess = 1, .args = &id,
+                          .args_size = sizeof id}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  static const rp_status want[] = {RP_OK, RP_ETASK, RP_OK, RP_ECONTRACT,
+                                   RP_OK, RP_ECONTRACT, RP_OK};
+  static const int32_t modes[] = {0, 1, 0, 2, 0, 3, 0};
+  int expect_runs = 0;
+  for (int i = 0; i < 7; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &modes[i],
+                       .args_size = sizeof modes[i]}, &done));
+    RP_EXPECT(rp_event_wait(rt, done, 10000000000ll), want[i]);
+    rp_event_release(rt, done);
+    if (want[i] == RP_OK)
+      expect_runs++;
+    cr_assert_eq(atomic_load(&flag_ran[0]), expect_runs,
+                 "replay %d: the dependent ran %d times, expected %d", i,
+                 atomic_load(&flag_ran[0]), expect_runs);
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+typedef struct hyper {
+  uint64_t iter;
+  float lr;
+} hyper;
+
+static rp_status seen_task(rp_task_ctx *ctx) {
+  const hyper *h = rp_ctx_args(ctx, NULL);
+  hyper *out = rp_ctx_ptr(ctx, 0);
+  out[rp_ctx_replay(ctx) % 64] = *h;
+  return RP_OK;
+}
+
+Test(replay, interpolated_arguments_change_every_replay) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "seen", seen_task);
+  rp_inst log;
+  rp_rect r = rp_rect_1d(0, 64 * 2 - 1); /* 64 hypers as 128 x u64 */
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &log));
+  hyper h0 = {999, -1.0f};
+  rp_interp ips[2] = {{0, offsetof(hyper, iter), sizeof(uint64_t)},
+                      {8, offsetof(hyper, lr), sizeof(float)}};
+  rp_access acc = {log, RP_RW, 0};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                          .accesses = &acc, .naccess = 1, .args = &h0,
+                          .args_size = sizeof h0, .interps = ips,
+                          .ninterp = 2}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 8}, &ex));
+  rp_event done[40];
+  for (int i = 0; i < 40; i++) {
+    struct {
+      uint64_t iter;
+      float lr;
+    } a = {(uint64_t)i * 3, 0.5f / (float)(i + 1)};
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &a,
+                       .args_size = sizeof a}, &done[i]));
+  }
+  for (int i = 0; i < 40; i++) {
+    RP_CHECK(rp_event_wait(rt, done[i], -1));
+    rp_event_release(rt, done[i]);
+  }
+  hyper *seen = rp_instance_ptr(rt, log);
+  for (int i = 0; i < 40; i++) {
+    cr_assert_eq(seen[i].iter, (uint64_t)i * 3, "replay %d saw iter %llu", i,
+                 (unsigned long long)seen[i].iter);
+    cr_assert_eq(seen[i].lr, 0.5f / (float)(i + 1), "replay %d saw lr", i);
+  }
+  /* too many argument bytes */
+  char big[1024] = {0};
+  rp_event d;
+  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.args = big,
+                      .args_size = sizeof big}, &d), RP_ERANGE);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, log));
+  th_destroy(rt);
+}
+
+static rp_status shard_task(rp_task_ctx *ctx) {
+  size_t bytes;
+  uint32_t *ws = rp_ctx_workspace(ctx, &bytes);
+  uint32_t me = rp_ctx_shard(ctx) + 1;
+  for (size_t i = 0; i < bytes / 4; i++)
+    if (ws[i] != 0 && ws[i] != me)
+      return RP_ERANGE; /* another shard touched my slice */
+  for (size_t i = 0; i < bytes / 4; i++)
+    ws[i] = me;
+  int32_t *count = rp_ctx_ptr(ctx, 0);
+  __atomic_fetch_add(&count[rp_ctx_shard(ctx)], 1, __ATOMIC_RELAXED);
+  count[8] = (int32_t)rp_ctx_shards(ctx);
+  return RP_OK;
+}
+
+Test(replay, spmd_shards_get_disjoint_workspace_slices_per_replay_count) {
+  rp_runtime *rt = th_cpu_runtime(3);
+  rp_task_id t = reg(rt, "shard", shard_task);
+  rp_inst cnt;
+  rp_rect r = rp_rect_1d(0, 8);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &cnt));
+  rp_access acc = {cnt, RP_REDUCE, RP_REDOP_SUM};
+  rp_interp ip = {0, RP_INTERP_SHARDS, sizeof(uint32_t)};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                          .accesses = &acc, .naccess = 1, .shards = 8,
+                          .workspace_bytes = 1000, .workspace_align = 64,
+                          .interps = &ip, .ninterp = 1}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  static const uint32_t counts[] = {8, 3, 1, 8, 5, 0, 100};
+  int expect[8] = {0};
+  for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &counts[i],
+                       .args_size = 4}, &done));
+    RP_EXPECT(rp_event_wait(rt, done, -1), RP_OK);
+    rp_event_release(rt, done);
+    uint32_t n = counts[i] < 1 ? 1 : counts[i] > 8 ? 8 : counts[i];
+    for (uint32_t s = 0; s < n; s++)
+      expect[s]++;
+    int32_t *c = rp_instance_ptr(rt, cnt);
+    for (int s = 0; s < 8; s++)
+      cr_assert_eq(c[s], expect[s], "replay %zu shard %d", i, s);
+    cr_assert_eq(c[8], (int32_t)n, "shard count seen by tasks");
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, cnt));
+  th_destroy(rt);
+}
+
+static rp_status overrun_task(rp_task_ctx *ctx) {
+  size_t bytes;
+  char *ws = rp_ctx_workspace(ctx, &bytes);
+  if (rp_ctx_shard(ctx) == 1)
+    ws[bytes] = 1; /* one byte past the slice */
+  return RP_OK;
+}
+
+Test(replay, workspace_overrun_is_reported_in_debug_builds) {
+#ifdef NDEBUG
+  cr_skip_test("guard bytes exist in debug builds only");
+#endif
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "overrun", overrun_task);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                             .shards = 2, .workspace_bytes = 100}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_ERANGE);
+  cr_assert(strstr(rp_exec_error_detail(ex), "overrun") != NULL, "%s",
+            rp_exec_error_detail(ex));
+  cr_assert(strstr(rp_exec_error_detail(ex), "shard 1") != NULL, "%s",
+            rp_exec_error_detail(ex));
+  rp_event_release(rt, done);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+static rp_status slow_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  usleep(2000);
+  atomic_fetch_add(&flag_ran[7], 1);
+  return RP_OK;
+}
+
+Test(replay, destroy_waits_for_replays_in_flight) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "slow", slow_task);
+  atomic_store(&flag_ran[7], 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &a));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1}, &b));
+  RP_CHECK(rp_graph_add_edge(g, a, b));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 16}, &ex));
+  rp_event done[10];
+  for (int i = 0; i < 10; i++)
+    RP_CHECK(rp_replay(ex, NULL, &done[i]));
+  RP_CHECK(rp_exec_destroy(ex)); /* replays still running */
+  cr_assert_eq(atomic_load(&flag_ran[7]), 20);
+  for (int i = 0; i < 10; i++) {
+    RP_EXPECT(rp_event_query(rt, done[i]), RP_OK);
+    rp_event_release(rt, done[i]);
+  }
+  RP_EXPECT(rp_runtime_destroy(rt), RP_EBUSY); /* the graph is alive */
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+static rp_status empty_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+static rp_graph *chain_graph(rp_runtime *rt, rp_task_id t, rp_inst x,
+                             int n) {
+  rp_access acc = {x, RP_RW, 0};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  for (int i = 0; i < n; i++)
+    RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                            .accesses = &acc, .naccess = 1}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  return g;
+}
+
+Test(replay, chain_stays_on_one_worker_with_zero_handoffs) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_inst x;
+  rp_rect r = rp_rect_1d(0, 0);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
+  rp_graph *g = chain_graph(rt, t, x, 100);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int i = 0; i < 50; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+  }
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.procs_used, 1);
+  cr_assert_eq(s.handoffs, 0);
+  cr_assert_eq(s.ops_run, 50 * 100);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+static rp_status busy_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  uint64_t t0 = 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0 >
+        50000)
+      return RP_OK;
+  }
+}
+
+Test(replay, wide_layer_of_costly_tasks_spreads_over_workers) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = "busy",
+                            .cpu_fn = busy_task, .cost_ns = 50000}, &t));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 8; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
+                               .proc = RP_PROC_ANY}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.procs_used, 2, "8 independent 50 us tasks use both workers");
+  int on[2] = {0, 0};
+  for (rp_op_id op = 0; op < 8; op++) {
+    rp_proc p;
+    RP_CHECK(rp_exec_op_proc(ex, op, &p));
+    on[p]++;
+  }
+  cr_assert_eq(on[0], 4);
+  cr_assert_eq(on[1], 4);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+Test(replay, empty_tasks_are_re_placed_onto_one_worker_after_measuring) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task); /* no cost hint */
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 8; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
+                               .proc = RP_PROC_ANY}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.procs_used, 2, "unknown costs default to 1 us: spread");
+  for (int i = 0; i < 12; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+  }
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replacements, 1);
+  cr_assert_eq(s.procs_used, 1, "measured empty tasks stay together");
+  cr_assert_eq(s.ops_run, 96);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+Test(replay, replay_path_allocates_nothing_after_warm_up) {
+  if (rp_thread_allocated_bytes() == UINT64_MAX)
+    cr_skip_test("built without jemalloc (sanitizer build): no per-thread "
+                 "allocation counters");
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_inst x, y;
+  rp_rect r = rp_rect_1d(0, 0);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &y));
+  /* two chains pinned to two workers, joined: cross-worker waits too */
+  rp_access ax = {x, RP_RW, 0}, ay = {y, RP_RW, 0};
+  rp_access both[2] = {{x, RP_READ, 0}, {y, RP_RW, 0}};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  for (int i = 0; i < 20; i++) {
+    RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
+                            .accesses = &ax, .naccess = 1}, NULL));
+    RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 1,
+                            .accesses = &ay, .naccess = 1}, NULL));
+  }
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 1,
+                          .accesses = both, .naccess = 2}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  for (int i = 0; i < 100; i++) { /* warm up: event free list, window */
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  uint64_t host0 = rp_thread_allocated_bytes();
+  uint64_t work0 = rp_runtime_worker_allocated_bytes(rt);
+  for (int i = 0; i < 1000; i++) {
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  uint64_t host1 = rp_thread_allocated_bytes();
+  uint64_t work1 = rp_runtime_worker_allocated_bytes(rt);
+  cr_assert_neq(work0, UINT64_MAX);
+  cr_assert_eq(host1 - host0, 0, "host thread allocated %llu bytes",
+               (unsigned long long)(host1 - host0));
+  cr_assert_eq(work1 - work0, 0, "workers allocated %llu bytes",
+               (unsigned long long)(work1 - work0));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, 1101);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+}
+
+Test(replay, soak_100k_replays_without_growth, .timeout = 600) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_inst x;
+  rp_rect r = rp_rect_1d(0, 0);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
+  rp_graph *g = chain_graph(rt, t, x, 8);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  uint64_t a0 = 0;
+  for (int i = 0; i < 100000; i++) {
+    if (i == 1000)
+      a0 = rp_thread_allocated_bytes() + rp_runtime_worker_allocated_bytes(rt);
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  uint64_t a1 = rp_thread_allocated_bytes() +
+                rp_runtime_worker_allocated_bytes(rt);
+  if (rp_thread_allocated_bytes() != UINT64_MAX)
+    cr_assert_eq(a1, a0, "memory grew by %llu bytes over 99k replays",
+                 (unsigned long long)(a1 - a0));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, 100001);
+  cr_assert_eq(s.ops_run, 800008);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "flag", flag_task);
+  atomic_store(&flag_ran[0], 0);
+  rp_inst x;
+  rp_rect r = rp_rect_1d(0, 3);
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
+  int id = 0;
+  rp_access acc = {x, RP_RW, 0};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
+                             .accesses = &acc, .naccess = 1, .args = &id,
+                             .args_size = sizeof id}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_instance_realloc(rt, &x));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_ESTALE);
+  cr_assert_eq(atomic_load(&flag_ran[0]), 0);
+  rp_event_release(rt, done);
+  /* and instantiating the graph now names the stale instance */
+  rp_exec *ex2 = NULL;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex2), RP_ESTALE);
+  cr_assert_null(ex2);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+/* ---- capture errors, builder, validation ---- */
+
+static void *other_thread_launch(void *arg) {
+  rp_runtime *rt = arg;
+  return (void *)(intptr_t)rp_launch_task(
+      rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY}, NULL);
+}
+
+Test(replay, capture_misuse_gets_clear_errors) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  reg(rt, "empty", empty_task);
+  rp_graph *g = NULL;
+  RP_EXPECT(rp_capture_end(rt, &g), RP_ECAPTURE);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_EXPECT(rp_capture_begin(rt, NULL), RP_ECAPTURE); /* nested */
+  pthread_t th;
+  pthread_create(&th, NULL, other_thread_launch, rt);
+  void *res;
+  pthread_join(th, &res);
+  cr_assert_eq((rp_status)(intptr_t)res, RP_ECAPTURE,
+               "a launch from another thread during capture");
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_EXPECT(rp_launch_task(rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY,
+                           .wait = e}, NULL),
+            RP_ECAPTURE); /* eager events cannot be recorded */
+  rp_event ref;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY},
+                          &ref));
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  /* a captured reference is useless outside its capture */
+  RP_EXPECT(rp_launch_task(rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY,
+                           .wait = ref}, NULL),
+            RP_ECAPTURE);
+  RP_EXPECT(rp_capture_precondition(rt, "x", &e, NULL), RP_ECAPTURE);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_abort(rt));
+  RP_EXPECT(rp_capture_abort(rt), RP_ECAPTURE);
+  rp_event_trigger(rt, e);
+  rp_event_release(rt, e);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* The same step, recorded and built: same ops, same transitive deps. */
+Test(replay, capture_and_builder_make_equivalent_graphs) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_inst x, y;
+  rp_rect r = rp_rect_1d(0, 0);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &y));
+  rp_access s0[] = {{x, RP_WRITE, 0}};
+  rp_access s1[] = {{x, RP_READ, 0}, {y, RP_WRITE, 0}};
+  rp_access s2[] = {{x, RP_READ, 0}};
+  rp_access s3[] = {{y, RP_REDUCE, RP_REDOP_SUM}};
+  rp_access s4[] = {{y, RP_REDUCE, RP_REDOP_SUM}};
+  rp_access s5[] = {{x, RP_RW, 0}, {y, RP_READ, 0}};
+  const rp_access *steps[] = {s0, s1, s2, s3, s4, s5};
+  uint32_t ns[] = {1, 2, 1, 1, 1, 2};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  for (int i = 0; i < 6; i++)
+    RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                            .accesses = steps[i], .naccess = ns[i]}, NULL));
+  rp_graph *gc;
+  RP_CHECK(rp_capture_end(rt, &gc));
+  rp_graph *gb;
+  RP_CHECK(rp_graph_create(rt, &gb));
+  for (int i = 0; i < 6; i++)
+    RP_CHECK(rp_graph_add_task(gb, &(rp_launch){.task = t,
+                               .proc = RP_PROC_ANY, .accesses = steps[i],
+                               .naccess = ns[i]}, NULL));
+  int edges[][2] = {{0, 1}, {0, 2}, {1, 3}, {1, 4}, {2, 5}, {3, 5}, {4, 5}};
+  for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+    RP_CHECK(rp_graph_add_edge(gb, edges[i][0], edges[i][1]));
+  cr_assert_eq(rp_graph_op_count(gc), rp_graph_op_count(gb));
+  for (rp_op_id a = 0; a < 6; a++)
+    for (rp_op_id b = 0; b < 6; b++)
+      cr_assert_eq(rp_graph_depends(gc, a, b), rp_graph_depends(gb, a, b),
+                   "depends(%u, %u)", a, b);
+  cr_assert(!rp_graph_depends(gc, 3, 4), "reductions commute");
+  RP_CHECK(rp_graph_destroy(gc));
+  RP_CHECK(rp_graph_destroy(gb));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+}
+
+Test(replay, validation_names_the_problem_and_leaves_the_graph_fixable) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b, c;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &a));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1}, &b));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &c));
+  RP_CHECK(rp_graph_add_edge(g, a, b));
+  RP_CHECK(rp_graph_add_edge(g, b, c));
+  RP_CHECK(rp_graph_add_edge(g, c, a));
+  rp_exec *ex = NULL;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_ECYCLE);
+  cr_assert_null(ex);
+  const char *d = rp_error_detail();
+  cr_assert(strstr(d, "op 0") && strstr(d, "op 1") && strstr(d, "op 2"),
+            "cycle detail names its ops: %s", d);
+  cr_assert_eq(rp_graph_op_count(g), 3, "graph unchanged");
+  cr_assert_eq(rp_graph_edge_count(g), 3);
+  RP_CHECK(rp_graph_remove_edge(g, c, a));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_exec_destroy(ex));
+  /* ports: declared but never bound */
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "in", &p));
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EPORT);
+  cr_assert(strstr(rp_error_detail(), "in") != NULL);
+  RP_EXPECT(rp_graph_add_precondition(g, "in", &p), RP_EPORT); /* twice */
+  RP_CHECK(rp_graph_bind_precondition(g, p, a));
+  RP_EXPECT(rp_graph_bind_precondition(g, p, a), RP_EPORT);
+  RP_EXPECT(rp_graph_bind_precondition(g, 9, a), RP_EPORT);
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_exec_destroy(ex));
+  /* bad ids */
+  RP_EXPECT(rp_graph_add_edge(g, a, 99), RP_EINVAL);
+  RP_EXPECT(rp_graph_add_task(g, &(rp_launch){.task = 42, .proc = 0}, NULL),
+            RP_ENOTASK);
+  RP_EXPECT(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 9}, NULL),
+            RP_EPROC);
+  RP_EXPECT(rp_graph_add_interp(g, a, &(rp_interp){0, 0, 4}), RP_ERANGE);
+  RP_CHECK(rp_graph_validate(g));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+Test(replay, graph_and_exec_dumps_show_ops_and_schedules) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_inst x;
+  rp_rect r = rp_rect_1d(0, 0);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
+  rp_graph *g = chain_graph(rt, t, x, 3);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_TEXT));
+  RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_DOT));
+  fclose(f);
+  cr_assert(strstr(buf, "lane 0") || strstr(buf, "lane 1"), "%s", buf);
+  cr_assert(strstr(buf, "empty") != NULL);
+  cr_assert(strstr(buf, "digraph") != NULL);
+  free(buf);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
