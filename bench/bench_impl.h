@@ -28,8 +28,8 @@ rp_bench_stats rp_bench_summarize(double *v, size_t n);
 
 /* Busy work: `iters` dependent steps that the compiler cannot remove. */
 void rp_bench_spin(uint64_t iters);
-/* Iterations of rp_bench_spin that take about target_ns on this core, and
- * the measured cost of one such call in *call_ns. */
+/* Iterations of rp_bench_spin that take about target_ns on this core run
+ * alone, and the measured cost of one such call in *call_ns. */
 uint64_t rp_bench_spin_calibrate(uint64_t target_ns, double *call_ns);
 
 /* Creates the runtime the options ask for (environment overrides of the

@@ -33,22 +33,25 @@ void rp_bench_spin(uint64_t iters) {
     acc = acc + i;
 }
 
-/* Median cost of one rp_bench_spin(iters) call, over batches of calls. */
+/* Cost of one rp_bench_spin(iters) call: the fastest batch average. Being
+ * preempted or sharing the core only ever makes a batch slower, so the
+ * fastest batch is the best estimate of the call run alone. */
 static double spin_call_ns(uint64_t iters) {
   enum { BATCHES = 11, CALLS = 200 };
-  double v[BATCHES];
+  double best = 0;
   for (int b = 0; b < BATCHES; b++) {
     uint64_t t0 = rp_bench_now_ns();
     for (int c = 0; c < CALLS; c++)
       rp_bench_spin(iters);
-    v[b] = (double)(rp_bench_now_ns() - t0) / CALLS;
+    double ns = (double)(rp_bench_now_ns() - t0) / CALLS;
+    best = b == 0 || ns < best ? ns : best;
   }
-  return rp_bench_summarize(v, BATCHES).median;
+  return best;
 }
 
 uint64_t rp_bench_spin_calibrate(uint64_t target_ns, double *call_ns) {
   /* The rate from the fastest of a few long calls: long so the clock's own
-   * cost vanishes, the fastest so a preempted call does not count. */
+   * cost vanishes, the fastest for the reason above. */
   const uint64_t probe = 1u << 20;
   uint64_t best = UINT64_MAX;
   for (int i = 0; i < 5; i++) {
