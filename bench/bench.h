@@ -1,13 +1,54 @@
-/* bench/bench.h — the benchmarks `reprise bench` runs. Each writes a
- * human-readable table to `table` and a JSON array to `json` (either may be
- * NULL) and returns 0, or nonzero when it could not run. */
+/* bench/bench.h — the benchmark entry points the `reprise bench` command
+ * calls. Benchmarks report; they never assert a figure.
+ *
+ * Every entry point writes human-readable rows to `table` (may be NULL) and,
+ * when `json` is not NULL, one complete JSON array of row objects to it.
+ * They return 0 on success and 1 when the engine failed (the reason is on
+ * stderr); a JSON array already begun is still closed. */
 #ifndef RP_BENCH_H
 #define RP_BENCH_H
 
+#include "reprise.h"
+
 #include <stdio.h>
 
-/* Planned copies (xfer/) against memcpy: cases contiguous and strided2d at
- * 64 KiB, 1 MiB, 16 MiB; throughput, plan+release and reset costs. */
+/* How the DAG workloads are executed. */
+enum rp_bench_mode {
+  RP_BENCH_EAGER = 1u << 0,  /* rp_launch_task per node, wait for the last */
+  RP_BENCH_REPLAY = 1u << 1, /* record once, instantiate once, rp_replay */
+};
+
+/* The standard DAG workloads (one bit each). */
+enum rp_bench_workload {
+  RP_BENCH_CHAIN = 1u << 0,    /* 1000 empty tasks in a line */
+  RP_BENCH_FORKJOIN = 1u << 1, /* source -> 1000 independent -> sink */
+  RP_BENCH_LAYERED = 1u << 2,  /* 16 layers x 8, all-to-all, then a sink */
+  RP_BENCH_TINY = 1u << 3,     /* layered with ~1 us of busy work per task */
+  RP_BENCH_ALL = 0xfu,
+};
+
+typedef struct rp_bench_opts {
+  unsigned modes;          /* rp_bench_mode bits */
+  unsigned workloads;      /* rp_bench_workload bits; 0: none (hop only) */
+  unsigned workers;        /* CPU workers, >= 1 */
+  uint32_t reps;           /* executions per timed run; 0: workload default */
+  rp_backend_kind backend; /* CPU, CUDA or AUTO */
+  int quick;               /* 1: a few reps only (CI smoke test) */
+  int hop;                 /* 1: also measure one cross-worker hop */
+} rp_bench_opts;
+
+/* Defaults: both modes, every workload, 2 workers, default reps, AUTO. */
+void rp_bench_opts_init(rp_bench_opts *o);
+/* The workload bit for a name ("chain", ...), 0 when there is none. */
+unsigned rp_bench_workload_parse(const char *name);
+/* 1 when this build measures replay mode (RP_BENCH_HAVE_REPLAY). */
+int rp_bench_replay_built(void);
+
+/* The DAG workloads and, with o->hop, the hop latency. */
+int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json);
+
+/* Transfer-descriptor benchmark (bench/xfer_bench.c, written separately;
+ * the CLI calls it only when built with RP_BENCH_HAVE_XFER). */
 int rp_bench_xfer(FILE *table, FILE *json);
 
 #endif

@@ -1,7 +1,101 @@
-/* tools/reprise.c — placeholder main until the CLI lands. */
+/* tools/reprise.c — the `reprise` command line: `reprise <command>
+ * [options]`. This file dispatches and prints the top-level usage; each
+ * command lives in its own cmd_*.c. */
+#include "cli.h"
+
 #include "reprise.h"
+
 #include <stdio.h>
-int main(void) {
+#include <string.h>
+
+static int cmd_version(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+static int cmd_dump(int argc, char **argv);
+static int cmd_train(int argc, char **argv);
+
+typedef struct command {
+  const char *name;
+  rp_cli_cmd_fn run;
+  const char *summary;
+} command;
+
+static const command COMMANDS[] = {
+    {"bench", rp_cmd_bench, "measure launch and replay overheads"},
+    {"dump", cmd_dump, "print a recorded graph (text, DOT, JSON)"},
+    {"train", cmd_train, "run a training step with record and replay"},
+    {"version", cmd_version, "print the version"},
+    {"help", cmd_help, "print this help, or a command's (help COMMAND)"},
+};
+#define NCOMMANDS (sizeof COMMANDS / sizeof COMMANDS[0])
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: reprise <command> [options]\n\ncommands:\n");
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    fprintf(f, "  %-8s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+  fprintf(f, "\n'reprise <command> --help' describes a command's options.\n");
+}
+
+static const command *find_command(const char *name) {
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (strcmp(COMMANDS[i].name, name) == 0)
+      return &COMMANDS[i];
+  return NULL;
+}
+
+static int cmd_version(int argc, char **argv) {
+  if (argc > 1)
+    return rp_cli_usage_error(argv[0], "unexpected argument '%s'", argv[1]);
   printf("reprise %s\n", rp_version_string());
-  return 0;
+  return RP_CLI_OK;
+}
+
+static int cmd_help(int argc, char **argv) {
+  if (argc == 1) {
+    usage(stdout);
+    return RP_CLI_OK;
+  }
+  const command *c = find_command(argv[1]);
+  if (argc > 2 || !c)
+    return rp_cli_usage_error(argv[0], "unknown command '%s'", argv[1]);
+  if (c->run == cmd_help || c->run == cmd_version) {
+    printf("usage: reprise %s\n  %s\n", c->name, c->summary);
+    return RP_CLI_OK;
+  }
+  char help[] = "--help";
+  char *args[] = {argv[1], help, NULL};
+  return c->run(2, args);
+}
+
+/* Placeholders: these commands are written elsewhere. */
+static int not_yet(const char *name) {
+  fprintf(stderr, "reprise %s: not available yet\n", name);
+  return RP_CLI_USAGE;
+}
+
+static int cmd_dump(int argc, char **argv) {
+  (void)argc;
+  return not_yet(argv[0]);
+}
+
+static int cmd_train(int argc, char **argv) {
+  (void)argc;
+  return not_yet(argv[0]);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return RP_CLI_USAGE;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+    return cmd_help(1, argv + 1);
+  if (strcmp(argv[1], "--version") == 0)
+    return cmd_version(1, argv + 1);
+  const command *c = find_command(argv[1]);
+  if (!c) {
+    fprintf(stderr, "reprise: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return RP_CLI_USAGE;
+  }
+  return c->run(argc - 1, argv + 1);
 }

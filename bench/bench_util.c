@@ -1,0 +1,178 @@
+/* bench/bench_util.c — clock, statistics, busy loop, runtime creation and
+ * the JSON writer shared by the benchmarks. */
+#include "bench_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+uint64_t rp_bench_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+rp_bench_stats rp_bench_summarize(double *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_double);
+  double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return (rp_bench_stats){med, v[0], v[n - 1]};
+}
+
+/* ---- busy work ---- */
+
+void rp_bench_spin(uint64_t iters) {
+  /* volatile: every step is a load and a store the compiler must keep, so
+   * the loop's cost grows linearly with iters at any optimisation level. */
+  volatile uint64_t acc = 0;
+  for (uint64_t i = 0; i < iters; i++)
+    acc = acc + i;
+}
+
+/* Cost of one rp_bench_spin(iters) call: the fastest batch average. Being
+ * preempted or sharing the core only ever makes a batch slower, so the
+ * fastest batch is the best estimate of the call run alone. */
+static double spin_call_ns(uint64_t iters) {
+  enum { BATCHES = 11, CALLS = 200 };
+  double best = 0;
+  for (int b = 0; b < BATCHES; b++) {
+    uint64_t t0 = rp_bench_now_ns();
+    for (int c = 0; c < CALLS; c++)
+      rp_bench_spin(iters);
+    double ns = (double)(rp_bench_now_ns() - t0) / CALLS;
+    best = b == 0 || ns < best ? ns : best;
+  }
+  return best;
+}
+
+uint64_t rp_bench_spin_calibrate(uint64_t target_ns, double *call_ns) {
+  /* The rate from the fastest of a few long calls: long so the clock's own
+   * cost vanishes, the fastest for the reason above. */
+  const uint64_t probe = 1u << 20;
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 5; i++) {
+    uint64_t t0 = rp_bench_now_ns();
+    rp_bench_spin(probe);
+    uint64_t d = rp_bench_now_ns() - t0;
+    best = d < best ? d : best;
+  }
+  uint64_t iters = probe * target_ns / (best ? best : 1);
+  iters = iters ? iters : 1;
+  /* One correction from short calls, which also pay the call itself. */
+  double ns = spin_call_ns(iters);
+  if (ns > 0)
+    iters = (uint64_t)((double)iters * (double)target_ns / ns + 0.5);
+  iters = iters ? iters : 1;
+  *call_ns = spin_call_ns(iters);
+  return iters;
+}
+
+/* ---- runtime ---- */
+
+int rp_bench_fail(const char *what, rp_status st) {
+  fprintf(stderr, "reprise bench: %s: %s (%s)\n", what, rp_status_name(st),
+          rp_error_detail());
+  return 1;
+}
+
+rp_status rp_bench_check(const char *what, rp_status st) {
+  if (st)
+    rp_bench_fail(what, st);
+  return st;
+}
+
+rp_status rp_bench_runtime(const rp_bench_opts *o, rp_runtime **out) {
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = o->backend;
+  cfg.cpus = o->workers;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1; /* --backend and --workers decide, not REPRISE_* */
+  rp_status st = rp_runtime_create(&cfg, out);
+  if (st) {
+    rp_bench_fail("cannot create the runtime", st);
+    return st;
+  }
+  if (o->backend == RP_BACKEND_AUTO &&
+      rp_runtime_backend(*out) == RP_BACKEND_CPU)
+    fprintf(stderr, "reprise bench: using the CPU backend: %s\n",
+            rp_runtime_backend_reason(*out));
+  return RP_OK;
+}
+
+const char *rp_bench_backend_name(const rp_runtime *rt) {
+  return rp_runtime_backend(rt) == RP_BACKEND_CUDA ? "cuda" : "cpu";
+}
+
+/* ---- JSON ---- */
+
+void rp_bench_json_open(rp_bench_json *j, FILE *f) {
+  *j = (rp_bench_json){.f = f};
+  if (f)
+    fputs("[", f);
+}
+
+void rp_bench_json_close(rp_bench_json *j) {
+  if (j->f)
+    fputs(j->objects ? "\n]\n" : "]\n", j->f);
+}
+
+void rp_bench_json_begin(rp_bench_json *j) {
+  if (j->f)
+    fputs(j->objects++ ? ",\n  {" : "\n  {", j->f);
+  j->fields = 0;
+}
+
+void rp_bench_json_end(rp_bench_json *j) {
+  if (j->f)
+    fputs("}", j->f);
+}
+
+static void put_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void put_key(rp_bench_json *j, const char *key) {
+  if (j->fields++)
+    fputs(", ", j->f);
+  put_string(j->f, key);
+  fputs(": ", j->f);
+}
+
+void rp_bench_json_str(rp_bench_json *j, const char *key, const char *v) {
+  if (!j->f)
+    return;
+  put_key(j, key);
+  put_string(j->f, v);
+}
+
+void rp_bench_json_uint(rp_bench_json *j, const char *key, uint64_t v) {
+  if (!j->f)
+    return;
+  put_key(j, key);
+  fprintf(j->f, "%llu", (unsigned long long)v);
+}
+
+void rp_bench_json_num(rp_bench_json *j, const char *key, double v) {
+  if (!j->f)
+    return;
+  put_key(j, key);
+  if (isfinite(v))
+    fprintf(j->f, "%.3f", v);
+  else
+    fputs("null", j->f);
+}

@@ -1,0 +1,498 @@
+/* bench/dag_bench.c — the standard DAG workloads (chain, forkjoin, layered,
+ * tiny), run eagerly and, where the replay layer is built, replayed.
+ *
+ * Each workload is built once per runtime: its instances created and the
+ * list of launches (every node's task, declared accesses and arguments)
+ * laid out in arrays. One execution issues that list once. Placement is
+ * left to the engine (RP_PROC_ANY).
+ *
+ * eager   an execution launches every node through rp_launch_task, then
+ *         waits for the last node. The last node depends transitively on
+ *         every other one, so the time covers the dependence analysis, the
+ *         issue, each hand-off and the tasks themselves.
+ * replay  the list is recorded once between rp_capture_begin/end and
+ *         instantiated once; an execution is one rp_replay, issued back to
+ *         back with the previous ones (up to 8 in flight, then the oldest
+ *         done event is waited for and released).
+ *
+ * ns_per_task = run time / (reps x nodes): what one task costs end to end,
+ * at the parallelism the DAG allows on the given workers. setup_us is the
+ * build time (eager) or the rp_instantiate time (replay). */
+#include "bench_impl.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- workload definitions ---- */
+
+enum {
+  CHAIN_LEN = 1000,
+  FJ_WIDTH = 1000,
+  LAYERS = 16,
+  LAYER_WIDTH = 8,
+  TINY_TASK_NS = 1000, /* busy work per tiny task */
+  REPLAY_RING = 8,     /* replays in flight before the host waits */
+};
+
+typedef struct workload_def {
+  const char *name;
+  unsigned bit;
+  /* Executions per timed run. Replay costs far less per task, so it gets
+   * more reps for a run long enough to time (milliseconds); eager gets
+   * fewer so the default run of everything stays well under a minute. */
+  uint32_t reps_replay, reps_eager, reps_quick;
+} workload_def;
+
+static const workload_def DEFS[] = {
+    {"chain", RP_BENCH_CHAIN, 200, 20, 2},
+    {"forkjoin", RP_BENCH_FORKJOIN, 200, 20, 2},
+    {"layered", RP_BENCH_LAYERED, 2000, 200, 10},
+    {"tiny", RP_BENCH_TINY, 200, 20, 2},
+};
+#define NDEFS (sizeof DEFS / sizeof DEFS[0])
+
+typedef struct workload {
+  uint32_t nodes, node_cap;
+  rp_launch *launches;
+  uint32_t nacc, acc_cap;
+  rp_access *acc; /* every node's accesses, back to back */
+  uint32_t ninst;
+  rp_inst *insts;      /* one-element tokens the accesses name */
+  uint64_t spin_iters; /* tiny: every node's argument; 0: no arguments */
+} workload;
+
+/* What every measurement of one rp_bench_dag call shares. */
+typedef struct dag_ctx {
+  const rp_bench_opts *o;
+  rp_runtime *rt;
+  const char *backend;
+  rp_task_id empty, spin;
+  uint64_t spin_iters; /* rp_bench_spin iterations of ~TINY_TASK_NS */
+  double task_ns;      /* measured cost of one such spin */
+  FILE *table;
+  rp_bench_json *json;
+} dag_ctx;
+
+typedef struct dag_row {
+  const char *workload, *mode;
+  uint32_t nodes, reps;
+  rp_bench_stats s; /* ns per task over RP_BENCH_RUNS runs */
+  double setup_us;
+  double task_ns; /* tiny only; < 0 elsewhere */
+} dag_row;
+
+void rp_bench_opts_init(rp_bench_opts *o) {
+  *o = (rp_bench_opts){.modes = RP_BENCH_EAGER | RP_BENCH_REPLAY,
+                       .workloads = RP_BENCH_ALL,
+                       .workers = 2,
+                       .backend = RP_BACKEND_AUTO};
+}
+
+unsigned rp_bench_workload_parse(const char *name) {
+  for (size_t i = 0; i < NDEFS; i++)
+    if (strcmp(DEFS[i].name, name) == 0)
+      return DEFS[i].bit;
+  return 0;
+}
+
+int rp_bench_replay_built(void) {
+#ifdef RP_BENCH_HAVE_REPLAY
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+/* ---- building ---- */
+
+static void wl_free(rp_runtime *rt, workload *w) {
+  for (uint32_t i = 0; i < w->ninst; i++)
+    rp_instance_free(rt, w->insts[i]);
+  free(w->insts);
+  free(w->acc);
+  free(w->launches);
+  *w = (workload){0};
+}
+
+/* Arrays of exactly the sizes the builder fills, and the tokens. */
+static rp_status wl_alloc(rp_runtime *rt, workload *w, uint32_t nodes,
+                          uint32_t ninst, uint32_t nacc) {
+  w->launches = calloc(nodes, sizeof *w->launches);
+  w->acc = calloc(nacc, sizeof *w->acc);
+  w->insts = calloc(ninst, sizeof *w->insts);
+  if (!w->launches || !w->acc || !w->insts) {
+    fprintf(stderr, "reprise bench: out of memory\n");
+    return RP_ENOMEM;
+  }
+  w->node_cap = nodes;
+  w->acc_cap = nacc;
+  rp_mem sys;
+  rp_status st = rp_mem_find(rt, RP_MEM_SYSTEM, -1, &sys);
+  rp_rect one = rp_rect_1d(0, 0);
+  for (uint32_t i = 0; i < ninst && !st; i++) {
+    st = rp_instance_create(rt, sys, RP_I64, &one, NULL, &w->insts[i]);
+    w->ninst += st == RP_OK;
+  }
+  return rp_bench_check("token instances", st);
+}
+
+static void acc_add(workload *w, uint32_t inst, rp_privilege p) {
+  assert(w->nacc < w->acc_cap && inst < w->ninst);
+  w->acc[w->nacc++] = (rp_access){w->insts[inst], p, RP_REDOP_NONE};
+}
+
+/* A node whose accesses are acc[first .. nacc). */
+static void node_add(workload *w, rp_task_id task, uint32_t first) {
+  assert(w->nodes < w->node_cap);
+  rp_launch *l = &w->launches[w->nodes++];
+  *l = (rp_launch){.task = task,
+                   .proc = RP_PROC_ANY,
+                   .accesses = w->acc + first,
+                   .naccess = w->nacc - first};
+  if (w->spin_iters) {
+    l->args = &w->spin_iters;
+    l->args_size = sizeof w->spin_iters;
+  }
+}
+
+/* Each task RW on the one token: a line of CHAIN_LEN. */
+static rp_status build_chain(rp_runtime *rt, rp_task_id t, workload *w) {
+  rp_status st = wl_alloc(rt, w, CHAIN_LEN, 1, CHAIN_LEN);
+  for (uint32_t i = 0; i < CHAIN_LEN && !st; i++) {
+    uint32_t a = w->nacc;
+    acc_add(w, 0, RP_RW);
+    node_add(w, t, a);
+  }
+  return st;
+}
+
+/* Source writes X (token 0); middle i reads X and writes Y_i (token 1+i);
+ * the sink reads every Y_i. */
+static rp_status build_forkjoin(rp_runtime *rt, rp_task_id t, workload *w) {
+  rp_status st = wl_alloc(rt, w, FJ_WIDTH + 2, FJ_WIDTH + 1, 3 * FJ_WIDTH + 1);
+  if (st)
+    return st;
+  uint32_t a = w->nacc;
+  acc_add(w, 0, RP_WRITE);
+  node_add(w, t, a);
+  for (uint32_t i = 0; i < FJ_WIDTH; i++) {
+    a = w->nacc;
+    acc_add(w, 0, RP_READ);
+    acc_add(w, 1 + i, RP_WRITE);
+    node_add(w, t, a);
+  }
+  a = w->nacc;
+  for (uint32_t i = 0; i < FJ_WIDTH; i++)
+    acc_add(w, 1 + i, RP_READ);
+  node_add(w, t, a);
+  return RP_OK;
+}
+
+/* Task (l, j) writes token l*W+j and reads all W tokens of layer l-1; a
+ * sink reads the last layer. */
+static rp_status build_layered(rp_runtime *rt, rp_task_id t, workload *w) {
+  const uint32_t W = LAYER_WIDTH, L = LAYERS;
+  rp_status st =
+      wl_alloc(rt, w, L * W + 1, L * W, W + (L - 1) * W * (W + 1) + W);
+  if (st)
+    return st;
+  for (uint32_t l = 0; l < L; l++) {
+    for (uint32_t j = 0; j < W; j++) {
+      uint32_t a = w->nacc;
+      for (uint32_t k = 0; l > 0 && k < W; k++)
+        acc_add(w, (l - 1) * W + k, RP_READ);
+      acc_add(w, l * W + j, RP_WRITE);
+      node_add(w, t, a);
+    }
+  }
+  uint32_t a = w->nacc;
+  for (uint32_t k = 0; k < W; k++)
+    acc_add(w, (L - 1) * W + k, RP_READ);
+  node_add(w, t, a);
+  return RP_OK;
+}
+
+static rp_status build(const dag_ctx *c, unsigned bit, workload *w) {
+  switch (bit) {
+  case RP_BENCH_CHAIN:
+    return build_chain(c->rt, c->empty, w);
+  case RP_BENCH_FORKJOIN:
+    return build_forkjoin(c->rt, c->empty, w);
+  case RP_BENCH_LAYERED:
+    return build_layered(c->rt, c->empty, w);
+  default:
+    w->spin_iters = c->spin_iters;
+    return build_layered(c->rt, c->spin, w);
+  }
+}
+
+/* ---- timing ---- */
+
+typedef rp_status (*exec_fn)(void *arg, uint32_t reps);
+
+/* RP_BENCH_RUNS timed runs of `reps` executions, after an untimed warm-up
+ * of a tenth as many (first touch of the engine's pools, workers awake). */
+static rp_status time_runs(exec_fn fn, void *arg, uint32_t reps, uint32_t nodes,
+                           rp_bench_stats *out) {
+  rp_status st = fn(arg, reps / 10 ? reps / 10 : 1);
+  double v[RP_BENCH_RUNS];
+  for (int r = 0; r < RP_BENCH_RUNS && !st; r++) {
+    uint64_t t0 = rp_bench_now_ns();
+    st = fn(arg, reps);
+    v[r] = (double)(rp_bench_now_ns() - t0) / ((double)reps * nodes);
+  }
+  if (!st)
+    *out = rp_bench_summarize(v, RP_BENCH_RUNS);
+  return st;
+}
+
+/* ---- eager ---- */
+
+typedef struct eager_arg {
+  rp_runtime *rt;
+  const workload *w;
+} eager_arg;
+
+static rp_status eager_reps(void *p, uint32_t reps) {
+  const eager_arg *e = p;
+  const workload *w = e->w;
+  for (uint32_t r = 0; r < reps; r++) {
+    rp_event last = RP_NO_EVENT;
+    for (uint32_t i = 0; i < w->nodes; i++) {
+      rp_event *done = i + 1 == w->nodes ? &last : NULL;
+      rp_status st = rp_launch_task(e->rt, &w->launches[i], done);
+      if (st)
+        return rp_bench_check("eager launch", st);
+    }
+    rp_status st = rp_event_wait(e->rt, last, -1);
+    rp_event_release(e->rt, last);
+    if (st)
+      return rp_bench_check("eager execution", st);
+  }
+  return RP_OK;
+}
+
+static rp_status eager_measure(const dag_ctx *c, const workload *w,
+                               dag_row *row) {
+  eager_arg e = {c->rt, w};
+  rp_status st = time_runs(eager_reps, &e, row->reps, w->nodes, &row->s);
+  rp_runtime_drain(c->rt); /* after a failure, ops may still be running */
+  return st;
+}
+
+/* ---- replay ---- */
+
+#ifdef RP_BENCH_HAVE_REPLAY
+typedef struct replay_arg {
+  rp_runtime *rt;
+  rp_exec *ex;
+  rp_event ring[REPLAY_RING]; /* done events of the replays in flight */
+  uint64_t host_alloc;        /* bytes the last call's loop allocated */
+} replay_arg;
+
+static rp_status record(rp_runtime *rt, const workload *w, rp_graph **g) {
+  rp_status st = rp_capture_begin(rt, NULL);
+  for (uint32_t i = 0; i < w->nodes && !st; i++)
+    st = rp_launch_task(rt, &w->launches[i], NULL);
+  if (st) {
+    rp_capture_abort(rt);
+    return st;
+  }
+  return rp_capture_end(rt, g);
+}
+
+/* Waits for and drops the done event in ring slot s, if there is one. */
+static rp_status ring_settle(replay_arg *r, uint32_t s) {
+  if (!r->ring[s].id)
+    return RP_OK;
+  rp_status st = rp_event_wait(r->rt, r->ring[s], -1);
+  rp_event_release(r->rt, r->ring[s]);
+  r->ring[s] = RP_NO_EVENT;
+  return st;
+}
+
+/* Back-to-back replays. The ring holds the last REPLAY_RING done events:
+ * no per-replay storage, and every replay's event is waited for, so the
+ * run ends when the last replay finished. Allocation-free on this side. */
+static rp_status replay_reps(void *p, uint32_t reps) {
+  replay_arg *r = p;
+  uint64_t a0 = rp_thread_allocated_bytes();
+  rp_replay_args args = {0};
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; i < reps && !st; i++) {
+    st = ring_settle(r, i % REPLAY_RING);
+    if (!st)
+      st = rp_replay(r->ex, &args, &r->ring[i % REPLAY_RING]);
+  }
+  for (uint32_t i = 0; i < REPLAY_RING; i++) { /* oldest first */
+    rp_status s2 = ring_settle(r, (reps + i) % REPLAY_RING);
+    st = st ? st : s2;
+  }
+  r->host_alloc = rp_thread_allocated_bytes() - a0;
+  return rp_bench_check("replay", st);
+}
+
+static rp_status replay_measure(const dag_ctx *c, const workload *w,
+                                dag_row *row) {
+  rp_graph *g;
+  rp_status st = record(c->rt, w, &g);
+  if (st)
+    return rp_bench_check("record", st);
+  replay_arg r = {.rt = c->rt};
+  uint64_t t0 = rp_bench_now_ns();
+  st = rp_instantiate(g, NULL, &r.ex);
+  row->setup_us = (double)(rp_bench_now_ns() - t0) / 1e3;
+  rp_graph_destroy(g);
+  if (st)
+    return rp_bench_check("instantiate", st);
+  st = time_runs(replay_reps, &r, row->reps, w->nodes, &row->s);
+  rp_status d = rp_bench_check("exec destroy", rp_exec_destroy(r.ex));
+  if (rp_thread_allocated_bytes() != UINT64_MAX && r.host_alloc)
+    fprintf(stderr, "reprise bench: %s replay loop allocated %llu bytes\n",
+            row->workload, (unsigned long long)r.host_alloc);
+  return st ? st : d;
+}
+#endif
+
+/* ---- rows ---- */
+
+static void row_table_header(FILE *t) {
+  fprintf(t, "%-9s %-6s %-7s %7s %6s %6s %12s %10s %10s %10s %8s\n", "workload",
+          "mode", "backend", "workers", "nodes", "reps", "ns/task-med", "min",
+          "max", "setup_us", "task_ns");
+}
+
+static void row_emit(const dag_ctx *c, const dag_row *r) {
+  if (c->table) {
+    fprintf(c->table, "%-9s %-6s %-7s %7u %6u %6u %12.1f %10.1f %10.1f %10.1f",
+            r->workload, r->mode, c->backend, c->o->workers, r->nodes, r->reps,
+            r->s.median, r->s.min, r->s.max, r->setup_us);
+    if (r->task_ns >= 0)
+      fprintf(c->table, " %8.1f", r->task_ns);
+    fputc('\n', c->table);
+    fflush(c->table);
+  }
+  rp_bench_json *j = c->json;
+  rp_bench_json_begin(j);
+  rp_bench_json_str(j, "workload", r->workload);
+  rp_bench_json_str(j, "mode", r->mode);
+  rp_bench_json_str(j, "backend", c->backend);
+  rp_bench_json_uint(j, "workers", c->o->workers);
+  rp_bench_json_uint(j, "nodes", r->nodes);
+  rp_bench_json_uint(j, "reps", r->reps);
+  rp_bench_json_num(j, "ns_per_task_median", r->s.median);
+  rp_bench_json_num(j, "ns_per_task_min", r->s.min);
+  rp_bench_json_num(j, "ns_per_task_max", r->s.max);
+  rp_bench_json_num(j, "setup_us", r->setup_us);
+  if (r->task_ns >= 0)
+    rp_bench_json_num(j, "task_ns", r->task_ns);
+  rp_bench_json_end(j);
+}
+
+/* ---- tasks ---- */
+
+static rp_status empty_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+static rp_status spin_task(rp_task_ctx *ctx) {
+  const uint64_t *iters = rp_ctx_args(ctx, NULL);
+  rp_bench_spin(*iters);
+  return RP_OK;
+}
+
+static rp_status register_tasks(dag_ctx *c) {
+  rp_task_desc empty = {.name = "bench.empty", .cpu_fn = empty_task};
+  /* The busy task's cost is known: give placement the hint. */
+  rp_task_desc spin = {.name = "bench.spin",
+                       .cpu_fn = spin_task,
+                       .cost_ns = (uint64_t)c->task_ns};
+  rp_status st = rp_task_register(c->rt, &empty, &c->empty);
+  return st ? st : rp_task_register(c->rt, &spin, &c->spin);
+}
+
+/* ---- driver ---- */
+
+static uint32_t reps_for(const rp_bench_opts *o, const workload_def *d,
+                         unsigned mode) {
+  if (o->reps)
+    return o->reps;
+  if (o->quick)
+    return d->reps_quick;
+  return mode == RP_BENCH_EAGER ? d->reps_eager : d->reps_replay;
+}
+
+static rp_status measure(const dag_ctx *c, const workload *w, unsigned mode,
+                         dag_row *row) {
+#ifdef RP_BENCH_HAVE_REPLAY
+  if (mode == RP_BENCH_REPLAY)
+    return replay_measure(c, w, row);
+#else
+  (void)mode; /* rp_bench_dag masked replay off */
+#endif
+  return eager_measure(c, w, row);
+}
+
+static int run_workload(const dag_ctx *c, const workload_def *d) {
+  workload w = {0};
+  uint64_t t0 = rp_bench_now_ns();
+  rp_status st = build(c, d->bit, &w); /* reports its failures */
+  double build_us = (double)(rp_bench_now_ns() - t0) / 1e3;
+  static const unsigned modes[] = {RP_BENCH_EAGER, RP_BENCH_REPLAY};
+  for (size_t m = 0; m < 2 && !st; m++) {
+    if (!(c->o->modes & modes[m]))
+      continue;
+    dag_row row = {.workload = d->name,
+                   .mode = modes[m] == RP_BENCH_EAGER ? "eager" : "replay",
+                   .nodes = w.nodes,
+                   .reps = reps_for(c->o, d, modes[m]),
+                   .setup_us = build_us,
+                   .task_ns = d->bit == RP_BENCH_TINY ? c->task_ns : -1};
+    st = measure(c, &w, modes[m], &row);
+    if (!st)
+      row_emit(c, &row);
+  }
+  wl_free(c->rt, &w);
+  return st ? 1 : 0;
+}
+
+static int run_all(dag_ctx *c) {
+  rp_status st = register_tasks(c);
+  if (st)
+    return rp_bench_fail("task registration", st);
+  int rc = 0;
+  if (c->table && c->o->workloads)
+    row_table_header(c->table);
+  for (size_t i = 0; i < NDEFS && !rc; i++)
+    if (c->o->workloads & DEFS[i].bit)
+      rc = run_workload(c, &DEFS[i]);
+  if (!rc && c->o->hop)
+    rc = rp_bench_hop_rows(c->o, c->rt, c->table, c->json);
+  return rc;
+}
+
+int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json) {
+  rp_bench_opts eff = *o;
+  if ((eff.modes & RP_BENCH_REPLAY) && !rp_bench_replay_built()) {
+    fprintf(stderr, "reprise bench: replay mode is not built yet "
+                    "(RP_BENCH_HAVE_REPLAY); measuring eager only\n");
+    eff.modes &= ~(unsigned)RP_BENCH_REPLAY;
+  }
+  dag_ctx c = {.o = &eff, .table = table};
+  /* Calibrate before the workers exist: they would compete for the cores
+   * and make the loop look slower than it is when run alone. */
+  if (eff.workloads & RP_BENCH_TINY)
+    c.spin_iters = rp_bench_spin_calibrate(TINY_TASK_NS, &c.task_ns);
+  if (rp_bench_runtime(&eff, &c.rt))
+    return 1;
+  c.backend = rp_bench_backend_name(c.rt);
+  rp_bench_json j;
+  rp_bench_json_open(&j, json);
+  c.json = &j;
+  int rc = run_all(&c);
+  rp_bench_json_close(&j);
+  rp_status st = rp_runtime_destroy(c.rt);
+  return rc ? rc : st ? rp_bench_fail("runtime destroy", st) : 0;
+}

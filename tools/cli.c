@@ -1,0 +1,49 @@
+/* tools/cli.c — option-parsing helpers shared by the commands. */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
+                      unsigned long *out) {
+  /* strtoul would accept "-1" (as ULONG_MAX) and leading blanks: refuse. */
+  if (!s || !isdigit((unsigned char)s[0]))
+    return 0;
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (errno || *end || v < lo || v > hi)
+    return 0;
+  *out = v;
+  return 1;
+}
+
+int rp_cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "reprise %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry 'reprise %s --help'.\n", cmd);
+  return RP_CLI_USAGE;
+}
+
+int rp_cli_each_item(const char *list, int (*each)(const char *item, void *arg),
+                     void *arg) {
+  char item[64];
+  for (const char *p = list;;) {
+    size_t len = strcspn(p, ",");
+    /* Longer than any name: truncated, it still matches none. */
+    size_t n = len < sizeof item ? len : sizeof item - 1;
+    memcpy(item, p, n);
+    item[n] = '\0';
+    int rc = each(item, arg);
+    if (rc || p[len] == '\0')
+      return rc;
+    p += len + 1;
+  }
+}

@@ -1,0 +1,30 @@
+/* tools/cli.h — what the `reprise` commands share: the commands' entry
+ * points and option-parsing helpers. Exit status everywhere: 0 success, 1
+ * the work failed, 2 bad usage. */
+#ifndef RP_CLI_H
+#define RP_CLI_H
+
+#define RP_CLI_OK 0
+#define RP_CLI_FAILED 1
+#define RP_CLI_USAGE 2
+
+/* A command: argv[0] is the command's name, options follow. */
+typedef int (*rp_cli_cmd_fn)(int argc, char **argv);
+
+int rp_cmd_bench(int argc, char **argv);
+
+/* Parses a decimal integer in [lo, hi] with nothing after it. 1 ok, 0 not. */
+int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
+                      unsigned long *out);
+
+/* Prints "reprise CMD: message" and a pointer to CMD's --help on stderr;
+ * returns RP_CLI_USAGE. */
+int rp_cli_usage_error(const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Calls each(item, arg) for every item of a comma-separated list (empty
+ * items included). Stops at the first non-zero return and returns it. */
+int rp_cli_each_item(const char *list, int (*each)(const char *item, void *arg),
+                     void *arg);
+
+#endif

@@ -1,0 +1,222 @@
+/* tools/cmd_bench.c — `reprise bench`: parse the options, run the chosen
+ * benchmark, write the table to stdout and the JSON array to --json FILE. */
+#include "cli.h"
+
+#include "bench/bench.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct bench_cli {
+  rp_bench_opts o;
+  const char *json; /* --json FILE, or NULL */
+  int workloads_given;
+  int xfer, gpu;
+} bench_cli;
+
+static void bench_usage(FILE *f) {
+  fprintf(f,
+          "usage: reprise bench [options]\n"
+          "\n"
+          "Runs the DAG workloads eagerly and/or recorded and replayed, and\n"
+          "prints ns per task (median, min and max of 5 runs) and setup time.\n"
+          "\n"
+          "  --mode replay|eager|both  how to execute (default both)\n"
+          "  --workload LIST           chain, forkjoin, layered, tiny; comma\n"
+          "                            list or repeated (default all four)\n"
+          "  --workers N               CPU workers (default 2)\n"
+          "  --reps N                  executions per timed run (default per\n"
+          "                            workload and mode)\n"
+          "  --backend cpu|cuda|auto   engine backend (default auto)\n"
+          "  --quick                   a few reps only (smoke test)\n"
+          "  --hop                     one cross-worker hop, spinning and\n"
+          "                            sleeping consumer (alone unless\n"
+          "                            --workload is given too)\n"
+          "  --json FILE               also write the rows as a JSON array\n"
+          "  --xfer                    the transfer benchmark instead\n"
+          "  --gpu                     the GPU benchmark instead (reserved)\n"
+          "  -h, --help                this text\n");
+}
+
+/* ---- option values ---- */
+
+static int parse_mode(const char *s, unsigned *modes) {
+  if (strcmp(s, "replay") == 0)
+    *modes = RP_BENCH_REPLAY;
+  else if (strcmp(s, "eager") == 0)
+    *modes = RP_BENCH_EAGER;
+  else if (strcmp(s, "both") == 0)
+    *modes = RP_BENCH_EAGER | RP_BENCH_REPLAY;
+  else
+    return rp_cli_usage_error("bench",
+                              "--mode: '%s' is not replay, eager or both", s);
+  return RP_CLI_OK;
+}
+
+static int parse_backend(const char *s, rp_backend_kind *b) {
+  if (strcmp(s, "cpu") == 0)
+    *b = RP_BACKEND_CPU;
+  else if (strcmp(s, "cuda") == 0)
+    *b = RP_BACKEND_CUDA;
+  else if (strcmp(s, "auto") == 0)
+    *b = RP_BACKEND_AUTO;
+  else
+    return rp_cli_usage_error("bench",
+                              "--backend: '%s' is not cpu, cuda or auto", s);
+  return RP_CLI_OK;
+}
+
+static int add_workload(const char *name, void *arg) {
+  unsigned bit = rp_bench_workload_parse(name);
+  if (!bit)
+    return rp_cli_usage_error("bench",
+                              "--workload: unknown workload '%s' "
+                              "(chain, forkjoin, layered, tiny)",
+                              name);
+  *(unsigned *)arg |= bit;
+  return RP_CLI_OK;
+}
+
+static int parse_count(const char *opt, const char *s, unsigned long hi,
+                       unsigned long *out) {
+  if (!rp_cli_parse_uint(s, 1, hi, out))
+    return rp_cli_usage_error("bench", "%s: '%s' is not a number in 1..%lu",
+                              opt, s, hi);
+  return RP_CLI_OK;
+}
+
+/* ---- parsing ---- */
+
+enum {
+  OPT_MODE = 256,
+  OPT_WORKLOAD,
+  OPT_WORKERS,
+  OPT_REPS,
+  OPT_BACKEND,
+  OPT_QUICK,
+  OPT_HOP,
+  OPT_JSON,
+  OPT_XFER,
+  OPT_GPU
+};
+
+static const struct option LONGOPTS[] = {
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"workload", required_argument, NULL, OPT_WORKLOAD},
+    {"workers", required_argument, NULL, OPT_WORKERS},
+    {"reps", required_argument, NULL, OPT_REPS},
+    {"backend", required_argument, NULL, OPT_BACKEND},
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"hop", no_argument, NULL, OPT_HOP},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"xfer", no_argument, NULL, OPT_XFER},
+    {"gpu", no_argument, NULL, OPT_GPU},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option. RP_CLI_OK, RP_CLI_USAGE, or -1 after --help. */
+static int apply_option(bench_cli *c, int opt, const char *arg) {
+  unsigned long v;
+  int rc = RP_CLI_OK;
+  switch (opt) {
+  case OPT_MODE:
+    return parse_mode(arg, &c->o.modes);
+  case OPT_WORKLOAD:
+    c->o.workloads = c->workloads_given++ ? c->o.workloads : 0;
+    return rp_cli_each_item(arg, add_workload, &c->o.workloads);
+  case OPT_WORKERS:
+    if (!(rc = parse_count("--workers", arg, 1024, &v)))
+      c->o.workers = (unsigned)v;
+    return rc;
+  case OPT_REPS:
+    if (!(rc = parse_count("--reps", arg, 100000000, &v)))
+      c->o.reps = (uint32_t)v;
+    return rc;
+  case OPT_BACKEND:
+    return parse_backend(arg, &c->o.backend);
+  case OPT_QUICK:
+    c->o.quick = 1;
+    return RP_CLI_OK;
+  case OPT_HOP:
+    c->o.hop = 1;
+    return RP_CLI_OK;
+  case OPT_JSON:
+    c->json = arg;
+    return RP_CLI_OK;
+  case OPT_XFER:
+    c->xfer = 1;
+    return RP_CLI_OK;
+  case OPT_GPU:
+    c->gpu = 1;
+    return RP_CLI_OK;
+  case 'h':
+    bench_usage(stdout);
+    return -1;
+  default: /* getopt_long already said what was wrong */
+    fprintf(stderr, "Try 'reprise bench --help'.\n");
+    return RP_CLI_USAGE;
+  }
+}
+
+static int parse_args(int argc, char **argv, bench_cli *c) {
+  static char prog[] = "reprise bench"; /* getopt's messages name argv[0] */
+  argv[0] = prog;
+  rp_bench_opts_init(&c->o);
+  optind = 1;
+  int opt;
+  while ((opt = getopt_long(argc, argv, "h", LONGOPTS, NULL)) != -1) {
+    int rc = apply_option(c, opt, optarg);
+    if (rc)
+      return rc;
+  }
+  if (optind < argc)
+    return rp_cli_usage_error("bench", "unexpected argument '%s'",
+                              argv[optind]);
+  if (c->o.hop && !c->workloads_given)
+    c->o.workloads = 0; /* --hop alone measures only the hop */
+  if (c->o.modes == RP_BENCH_REPLAY && !rp_bench_replay_built()) {
+    fprintf(stderr, "reprise bench: --mode replay: not built yet\n");
+    return RP_CLI_USAGE;
+  }
+  return RP_CLI_OK;
+}
+
+/* ---- running ---- */
+
+static int run_xfer(FILE *json) {
+#ifdef RP_BENCH_HAVE_XFER
+  return rp_bench_xfer(stdout, json) ? RP_CLI_FAILED : RP_CLI_OK;
+#else
+  (void)json;
+  fprintf(stderr, "reprise bench --xfer: not built yet\n");
+  return RP_CLI_USAGE;
+#endif
+}
+
+static int run(const bench_cli *c) {
+  if (c->gpu) {
+    fprintf(stderr, "reprise bench --gpu: not built yet\n");
+    return RP_CLI_USAGE;
+  }
+  FILE *json = NULL;
+  if (c->json && !(json = fopen(c->json, "w"))) {
+    fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);
+    return RP_CLI_FAILED;
+  }
+  int rc = c->xfer ? run_xfer(json) : rp_bench_dag(&c->o, stdout, json);
+  if (json && fclose(json) != 0 && rc == RP_CLI_OK) {
+    fprintf(stderr, "reprise bench: error writing '%s'\n", c->json);
+    rc = RP_CLI_FAILED;
+  }
+  return rc;
+}
+
+int rp_cmd_bench(int argc, char **argv) {
+  bench_cli c = {0};
+  int rc = parse_args(argc, argv, &c);
+  if (rc)
+    return rc < 0 ? RP_CLI_OK : rc;
+  return run(&c);
+}
