@@ -13,8 +13,8 @@ typedef struct out {
   int err;
 } out;
 
-__attribute__((format(printf, 2, 3))) static void say(out *o,
-                                                      const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void say(out *o, const char *fmt,
+                                                      ...) {
   if (o->err)
     return;
   va_list ap;
@@ -28,8 +28,7 @@ static rp_status finish(out *o) {
   if (!o->err && fflush(o->f) != 0)
     o->err = errno ? errno : EIO;
   if (o->err)
-    return rp__err(RP_EIO, "rp_graph_dump: write failed: %s",
-                   strerror(o->err));
+    return rp__err(RP_EIO, "rp_graph_dump: write failed: %s", strerror(o->err));
   return RP_OK;
 }
 
@@ -48,8 +47,8 @@ static void rect_str(const rp_rect *r, char *buf, size_t n) {
 }
 
 /* "inst#slot.gen" then, when live, " f32 [0..15]". */
-static void inst_str(const rp_graph *g, rp_inst i, const char *priv,
-                     char *buf, size_t n) {
+static void inst_str(const rp_graph *g, rp_inst i, const char *priv, char *buf,
+                     size_t n) {
   rp_instance_info info;
   char rect[160];
   if (rp_instance_query(g->rt, i, &info) != RP_OK) {
@@ -59,8 +58,7 @@ static void inst_str(const rp_graph *g, rp_inst i, const char *priv,
   }
   rect_str(&info.rect, rect, sizeof rect);
   snprintf(buf, n, "inst#%u.%u%s%s %s %s", rp__inst_slot(i), rp__inst_gen(i),
-           priv ? ":" : "", priv ? priv : "", rp_dtype_name(info.dtype),
-           rect);
+           priv ? ":" : "", priv ? priv : "", rp_dtype_name(info.dtype), rect);
 }
 
 static void proc_str(rp_proc p, char *buf, size_t n) {
@@ -192,10 +190,11 @@ static void dot_op(out *o, const rp_graph *g, rp_op_id id) {
     return;
   }
   const rp_copy *c = &op->copy;
-  say(o, "  op%u [shape=box, style=rounded, label=\"%u: copy%s\\n"
-      "inst#%u.%u -> inst#%u.%u\"];\n", id, id,
-      c->redop ? " (sum)" : "", rp__inst_slot(c->src), rp__inst_gen(c->src),
-      rp__inst_slot(c->dst), rp__inst_gen(c->dst));
+  say(o,
+      "  op%u [shape=box, style=rounded, label=\"%u: copy%s\\n"
+      "inst#%u.%u -> inst#%u.%u\"];\n",
+      id, id, c->redop ? " (sum)" : "", rp__inst_slot(c->src),
+      rp__inst_gen(c->src), rp__inst_slot(c->dst), rp__inst_gen(c->dst));
 }
 
 /* A parallel operator's copies are boxed together, labelled with its kind.
@@ -223,8 +222,10 @@ static void dot_groups(out *o, const rp_graph *g) {
     if (off[grp - 1] == off[grp])
       continue;
     const rp_gop *first = &g->ops[list[off[grp - 1]]];
-    say(o, "  subgraph cluster_group%u {\n    label=\"group %u: %s %s\";\n"
-        "    style=dashed;\n", grp, grp, rp__pop_name(first->pop_kind),
+    say(o,
+        "  subgraph cluster_group%u {\n    label=\"group %u: %s %s\";\n"
+        "    style=dashed;\n",
+        grp, grp, rp__pop_name(first->pop_kind),
         first->pop_backward ? "bwd" : "fwd");
     for (uint32_t k = off[grp - 1]; k < off[grp]; k++)
       say(o, "    op%u;\n", list[k]);
@@ -242,11 +243,9 @@ static void dot_ports(out *o, const char *prefix, const char *shape,
     say(o, "\"];\n");
     for (uint32_t k = 0; k < ports[p].nops; k++) {
       if (into_op)
-        say(o, "  %s%u -> op%u [style=dashed];\n", prefix, p,
-            ports[p].ops[k]);
+        say(o, "  %s%u -> op%u [style=dashed];\n", prefix, p, ports[p].ops[k]);
       else
-        say(o, "  op%u -> %s%u [style=dashed];\n", ports[p].ops[k], prefix,
-            p);
+        say(o, "  op%u -> %s%u [style=dashed];\n", ports[p].ops[k], prefix, p);
     }
   }
 }
@@ -254,7 +253,7 @@ static void dot_ports(out *o, const char *prefix, const char *shape,
 static rp_status dump_dot(const rp_graph *g, FILE *f) {
   out o = {f, 0};
   say(&o, "digraph reprise {\n  rankdir=TB;\n  node [fontname=\"monospace\","
-      " fontsize=10];\n");
+          " fontsize=10];\n");
   for (rp_op_id id = 0; id < g->nops; id++)
     dot_op(&o, g, id);
   dot_groups(&o, g);

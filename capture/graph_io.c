@@ -21,8 +21,8 @@ const char *rp__priv_name(rp_privilege p) {
 }
 
 const char *rp__redop_name(rp_redop r) {
-  static const char *const n[] = {[RP_REDOP_NONE] = "none",
-                                  [RP_REDOP_SUM] = "sum"};
+  static const char *const n[] = {
+      [RP_REDOP_NONE] = "none", [RP_REDOP_SUM] = "sum"};
   return name_at(n, RP_ARRAY_LEN(n), (int)r);
 }
 
@@ -117,8 +117,7 @@ static rp_status index_build(const rp_graph *g, inst_index *ix) {
   return RP_OK;
 }
 
-rp_status rp__graph_inst_table(const rp_graph *g, rp_inst **out,
-                               uint32_t *n) {
+rp_status rp__graph_inst_table(const rp_graph *g, rp_inst **out, uint32_t *n) {
   inst_index ix;
   rp_status st = index_build(g, &ix);
   if (st)
@@ -146,8 +145,10 @@ rp_status rp_graph_instances(const rp_graph *g, rp_inst *out, uint32_t cap,
     memcpy(out, list, sizeof *list * (count < cap ? count : cap));
   free(list);
   if (out && count > cap)
-    return rp__err(RP_ERANGE, "rp_graph_instances: the graph references %u "
-                   "instances, room for %u", count, cap);
+    return rp__err(RP_ERANGE,
+                   "rp_graph_instances: the graph references %u "
+                   "instances, room for %u",
+                   count, cap);
   return RP_OK;
 }
 
@@ -166,7 +167,9 @@ static void fnv(uint64_t *h, const void *p, size_t n) {
   }
 }
 
-static void fnv_str(uint64_t *h, const char *s) { fnv(h, s, strlen(s)); }
+static void fnv_str(uint64_t *h, const char *s) {
+  fnv(h, s, strlen(s));
+}
 
 static void hash_string(uint64_t *h, const char *s) {
   fnv_str(h, "\"");
@@ -285,8 +288,10 @@ static rp_status inst_json(writer *w, cJSON *arr, uint32_t i) {
   rp_mem_info mi;
   rp_inst inst = w->ix.list[i];
   if (rp_instance_query(w->g->rt, inst, &info) != RP_OK)
-    return rp__err(RP_ESTALE, "instance table entry %u: instance %#llx is "
-                   "stale or unknown", i, (unsigned long long)inst.id);
+    return rp__err(RP_ESTALE,
+                   "instance table entry %u: instance %#llx is "
+                   "stale or unknown",
+                   i, (unsigned long long)inst.id);
   if (rp_mem_query(w->g->rt, info.mem, &mi) != RP_OK)
     return rp__err(RP_EINVAL, "instance table entry %u: memory %u unknown", i,
                    info.mem);
@@ -317,8 +322,7 @@ static cJSON *hex_string(const void *p, size_t n) {
 }
 
 static cJSON *j_proc(rp_proc p) {
-  return p == RP_PROC_ANY ? cJSON_CreateString("any")
-                          : cJSON_CreateNumber(p);
+  return p == RP_PROC_ANY ? cJSON_CreateString("any") : cJSON_CreateNumber(p);
 }
 
 static cJSON *j_inst_ref(writer *w, rp_inst i) {
@@ -341,15 +345,14 @@ static void task_interps(writer *w, cJSON *o, const rp_gop *op) {
     const rp_interp *ip = &op->interps[k];
     cJSON *j = put(w, ips, NULL, cJSON_CreateObject());
     put(w, j, "src", j_u64(ip->src_offset));
-    put(w, j, "dst", ip->dst_offset == RP_INTERP_SHARDS
-                         ? cJSON_CreateString("shards")
-                         : j_u64(ip->dst_offset));
+    put(w, j, "dst",
+        ip->dst_offset == RP_INTERP_SHARDS ? cJSON_CreateString("shards")
+                                           : j_u64(ip->dst_offset));
     put(w, j, "bytes", j_u64(ip->bytes));
   }
 }
 
-static rp_status task_json(writer *w, cJSON *o, rp_op_id id,
-                           const rp_gop *op) {
+static rp_status task_json(writer *w, cJSON *o, rp_op_id id, const rp_gop *op) {
   const char *name = rp_task_name(w->g->rt, op->task);
   if (!name)
     return rp__err(RP_ENOTASK, "op %u: task id %u is not registered", id,
@@ -381,9 +384,9 @@ static void copy_json(writer *w, cJSON *o, const rp_gop *op) {
     put(w, o, "rect", cJSON_CreateNull());
   put(w, o, "redop", cJSON_CreateString(rp__redop_name(c->redop)));
   put(w, o, "group", cJSON_CreateNumber(op->group));
-  put(w, o, "pop_kind", op->group
-                            ? cJSON_CreateString(rp__pop_name(op->pop_kind))
-                            : cJSON_CreateNull());
+  put(w, o, "pop_kind",
+      op->group ? cJSON_CreateString(rp__pop_name(op->pop_kind))
+                : cJSON_CreateNull());
   put(w, o, "backward", cJSON_CreateBool(op->group && op->pop_backward));
   put(w, o, "inserted", cJSON_CreateBool(op->inserted));
 }
@@ -487,8 +490,10 @@ static rp_status graph_text(const rp_graph *g, char **out, const char *what) {
   size_t len = strlen(text);
   if (len > RP_GRAPH_FILE_MAX) {
     cJSON_free(text);
-    return rp__err(RP_ERANGE, "%s: the graph file would be %zu bytes (the "
-                   "limit is %u)", what, len, RP_GRAPH_FILE_MAX);
+    return rp__err(RP_ERANGE,
+                   "%s: the graph file would be %zu bytes (the "
+                   "limit is %u)",
+                   what, len, RP_GRAPH_FILE_MAX);
   }
   *out = text;
   return RP_OK;
@@ -497,8 +502,7 @@ static rp_status graph_text(const rp_graph *g, char **out, const char *what) {
 static rp_status write_all(FILE *f, const char *text, const char *what,
                            const char *name) {
   size_t len = strlen(text);
-  if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF ||
-      fflush(f) != 0)
+  if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF || fflush(f) != 0)
     return rp__err(RP_EIO, "%s: writing %s failed: %s", what, name,
                    strerror(errno));
   return RP_OK;
@@ -524,15 +528,17 @@ static rp_status save_text(const char *text, const char *path) {
   snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
   int fd = mkstemp(tmp);
   if (fd < 0) {
-    rp_status st = rp__err(RP_EIO, "rp_graph_save: cannot create a file "
-                           "next to '%s': %s", path, strerror(errno));
+    rp_status st = rp__err(RP_EIO,
+                           "rp_graph_save: cannot create a file "
+                           "next to '%s': %s",
+                           path, strerror(errno));
     free(tmp);
     return st;
   }
   FILE *f = fdopen(fd, "w");
-  rp_status st = f ? write_all(f, text, "rp_graph_save", path)
-                   : rp__err(RP_EIO, "rp_graph_save: '%s': %s", path,
-                             strerror(errno));
+  rp_status st =
+      f ? write_all(f, text, "rp_graph_save", path)
+        : rp__err(RP_EIO, "rp_graph_save: '%s': %s", path, strerror(errno));
   if (!st && fsync(fileno(f)) != 0)
     st = rp__err(RP_EIO, "rp_graph_save: syncing '%s': %s", path,
                  strerror(errno));
@@ -566,14 +572,14 @@ rp_status rp__graph_json_write(const rp_graph *g, FILE *f) {
   RP_UNUSED(g);
   RP_UNUSED(f);
   return rp__err(RP_EUNSUPPORTED, "JSON graph files and dumps need cJSON, "
-                 "which this build was configured without");
+                                  "which this build was configured without");
 }
 
 rp_status rp_graph_save(const rp_graph *g, const char *path) {
   if (!g || !path)
     return rp__err(RP_EINVAL, "rp_graph_save: NULL argument");
   return rp__err(RP_EUNSUPPORTED, "rp_graph_save: graph files need cJSON, "
-                 "which this build was configured without");
+                                  "which this build was configured without");
 }
 
 #endif

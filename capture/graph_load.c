@@ -127,8 +127,10 @@ static int parse_integer(const cJSON *v, int *neg, uint64_t *mag) {
 static rp_status integer_err(int why, const char *path, const char *key) {
   if (why == 1)
     return rp__err(RP_EFORMAT, "%s.%s: expected an integer", path, key);
-  return rp__err(RP_ERANGE, "%s.%s: integer out of range (integers beyond "
-                 "+-2^53 must be decimal strings)", path, key);
+  return rp__err(RP_ERANGE,
+                 "%s.%s: integer out of range (integers beyond "
+                 "+-2^53 must be decimal strings)",
+                 path, key);
 }
 
 static rp_status get_i64(const cJSON *v, const char *path, const char *key,
@@ -156,8 +158,8 @@ static rp_status get_u64(const cJSON *v, const char *path, const char *key,
   if (why)
     return integer_err(why, path, key);
   if ((neg && mag) || mag > max)
-    return rp__err(RP_ERANGE, "%s.%s: %s%llu out of range [0, %llu]", path,
-                   key, neg ? "-" : "", (unsigned long long)mag,
+    return rp__err(RP_ERANGE, "%s.%s: %s%llu out of range [0, %llu]", path, key,
+                   neg ? "-" : "", (unsigned long long)mag,
                    (unsigned long long)max);
   *out = mag;
   return RP_OK;
@@ -210,8 +212,7 @@ static rp_status get_array(const cJSON *v, const char *path, const char *key,
   uint32_t count = 0;
   for (const cJSON *c = v->child; c; c = c->next)
     if (++count > max)
-      return rp__err(RP_ERANGE, "%s.%s: more than %u entries", path, key,
-                     max);
+      return rp__err(RP_ERANGE, "%s.%s: more than %u entries", path, key, max);
   *n = count;
   return RP_OK;
 }
@@ -224,8 +225,8 @@ static rp_status get_dims(const cJSON *v, const char *path, const char *key,
   if (st)
     return st;
   if (n < 1 || n > RP_MAX_DIM)
-    return rp__err(RP_ESHAPE, "%s.%s: %u dimensions (1..%d allowed)", path,
-                   key, n, RP_MAX_DIM);
+    return rp__err(RP_ESHAPE, "%s.%s: %u dimensions (1..%d allowed)", path, key,
+                   n, RP_MAX_DIM);
   int d = 0;
   for (const cJSON *c = v->child; c; c = c->next, d++)
     if ((st = get_i64(c, path, key, INT64_MIN, INT64_MAX, &out[d])) != RP_OK)
@@ -250,14 +251,24 @@ static rp_status get_rect(const cJSON *o, const char *path, rp_rect *r) {
   return RP_OK;
 }
 
-static const char *priv_n(int v) { return rp__priv_name((rp_privilege)v); }
-static const char *redop_n(int v) { return rp__redop_name((rp_redop)v); }
+static const char *priv_n(int v) {
+  return rp__priv_name((rp_privilege)v);
+}
+static const char *redop_n(int v) {
+  return rp__redop_name((rp_redop)v);
+}
 static const char *domain_n(int v) {
   return rp__domain_name((rp_copy_domain)v);
 }
-static const char *pop_n(int v) { return rp__pop_name((rp_pop_kind)v); }
-static const char *mem_n(int v) { return rp__mem_kind_name((rp_mem_kind)v); }
-static const char *dtype_n(int v) { return rp_dtype_name((rp_dtype)v); }
+static const char *pop_n(int v) {
+  return rp__pop_name((rp_pop_kind)v);
+}
+static const char *mem_n(int v) {
+  return rp__mem_kind_name((rp_mem_kind)v);
+}
+static const char *dtype_n(int v) {
+  return rp_dtype_name((rp_dtype)v);
+}
 
 /* ---- the instance table ---- */
 
@@ -269,8 +280,8 @@ typedef struct inst_desc {
   int64_t strides[RP_MAX_DIM];
 } inst_desc;
 
-static const char *const INST_KEYS[] = {"id", "mem", "device", "dtype",
-                                        "lo", "hi", "strides", NULL};
+static const char *const INST_KEYS[] = {"id", "mem", "device",  "dtype",
+                                        "lo", "hi",  "strides", NULL};
 
 static rp_status parse_inst(const cJSON *o, uint32_t i, inst_desc *d) {
   char path[PATH_LEN];
@@ -292,12 +303,11 @@ static rp_status parse_inst(const cJSON *o, uint32_t i, inst_desc *d) {
                &dtype))
     return rp__err_prefix(RP_ETYPE, "element type: ");
   if ((st = get_rect(o, path, &d->rect)) ||
-      (st = get_dims(field(o, "strides"), path, "strides", d->strides,
-                     &sdim)))
+      (st = get_dims(field(o, "strides"), path, "strides", d->strides, &sdim)))
     return st;
   if (sdim != d->rect.dim)
-    return rp__err(RP_ESHAPE, "%s.strides: %d strides for %d dimensions",
-                   path, sdim, d->rect.dim);
+    return rp__err(RP_ESHAPE, "%s.strides: %d strides for %d dimensions", path,
+                   sdim, d->rect.dim);
   d->mem = (rp_mem_kind)mem;
   d->device = (int)dev;
   d->dtype = (rp_dtype)dtype;
@@ -319,37 +329,39 @@ static void rect_text(const rp_rect *r, char *buf, size_t n) {
 }
 
 /* The caller's instance for entry i must have the entry's type and shape. */
-static rp_status check_caller_inst(loader *L, uint32_t i,
-                                   const inst_desc *d) {
+static rp_status check_caller_inst(loader *L, uint32_t i, const inst_desc *d) {
   rp_instance_info info;
   rp_inst inst = L->caller[i];
   if (rp_instance_query(L->rt, inst, &info) != RP_OK)
-    return rp__err(RP_ESTALE, "instance table entry %u: the caller's "
-                   "instance %#llx is stale or unknown", i,
-                   (unsigned long long)inst.id);
+    return rp__err(RP_ESTALE,
+                   "instance table entry %u: the caller's "
+                   "instance %#llx is stale or unknown",
+                   i, (unsigned long long)inst.id);
   if (info.dtype != d->dtype)
-    return rp__err(RP_ETYPE, "instance table entry %u: the file says %s, "
-                   "the caller's instance %#llx is %s", i,
-                   rp_dtype_name(d->dtype), (unsigned long long)inst.id,
+    return rp__err(RP_ETYPE,
+                   "instance table entry %u: the file says %s, "
+                   "the caller's instance %#llx is %s",
+                   i, rp_dtype_name(d->dtype), (unsigned long long)inst.id,
                    rp_dtype_name(info.dtype));
   int same = info.rect.dim == d->rect.dim;
   for (int k = 0; same && k < d->rect.dim; k++)
-    same = info.rect.lo[k] == d->rect.lo[k] &&
-           info.rect.hi[k] == d->rect.hi[k];
+    same = info.rect.lo[k] == d->rect.lo[k] && info.rect.hi[k] == d->rect.hi[k];
   char want[128], have[128];
   rect_text(&d->rect, want, sizeof want);
   rect_text(&info.rect, have, sizeof have);
   if (!same)
-    return rp__err(RP_ESHAPE, "instance table entry %u: the file says "
-                   "rectangle %s, the caller's instance %#llx covers %s", i,
-                   want, (unsigned long long)inst.id, have);
+    return rp__err(RP_ESHAPE,
+                   "instance table entry %u: the file says "
+                   "rectangle %s, the caller's instance %#llx covers %s",
+                   i, want, (unsigned long long)inst.id, have);
   for (int k = 0; k < d->rect.dim; k++)
     if (info.strides[k] != d->strides[k])
-      return rp__err(RP_ESHAPE, "instance table entry %u: the file says "
+      return rp__err(RP_ESHAPE,
+                     "instance table entry %u: the file says "
                      "stride %lld in dimension %d, the caller's instance "
-                     "%#llx has %lld", i, (long long)d->strides[k], k,
-                     (unsigned long long)inst.id,
-                     (long long)info.strides[k]);
+                     "%#llx has %lld",
+                     i, (long long)d->strides[k], k,
+                     (unsigned long long)inst.id, (long long)info.strides[k]);
   L->table[i] = inst;
   return RP_OK;
 }
@@ -360,15 +372,14 @@ static size_t layout_bytes(const inst_desc *d) {
   uint64_t span = 1, last, ext;
   for (int k = 0; k < d->rect.dim; k++) {
     if (d->strides[k] <= 0 || d->rect.hi[k] < d->rect.lo[k] ||
-        __builtin_sub_overflow((uint64_t)d->rect.hi[k],
-                               (uint64_t)d->rect.lo[k], &ext) ||
+        __builtin_sub_overflow((uint64_t)d->rect.hi[k], (uint64_t)d->rect.lo[k],
+                               &ext) ||
         __builtin_mul_overflow((uint64_t)d->strides[k], ext, &last) ||
         __builtin_add_overflow(span, last, &span))
       return 0;
   }
   size_t bytes;
-  return rp__mul_ok((size_t)span, rp_dtype_size(d->dtype), &bytes) ? bytes
-                                                                  : 0;
+  return rp__mul_ok((size_t)span, rp_dtype_size(d->dtype), &bytes) ? bytes : 0;
 }
 
 static size_t physical_memory(void) {
@@ -391,9 +402,10 @@ static rp_status charge(loader *L, uint32_t i, const inst_desc *d) {
   }
   size_t bytes = layout_bytes(d), total;
   if (bytes && (!rp__add_ok(L->alloc_bytes, bytes, &total) || total > limit))
-    return rp__err(RP_ERANGE, "instance table entry %u: %zu bytes would "
-                   "take the loaded instances past %zu bytes", i, bytes,
-                   limit);
+    return rp__err(RP_ERANGE,
+                   "instance table entry %u: %zu bytes would "
+                   "take the loaded instances past %zu bytes",
+                   i, bytes, limit);
   L->alloc_bytes += bytes;
   return RP_OK;
 }
@@ -404,8 +416,10 @@ static rp_status alloc_inst(loader *L, uint32_t i, const inst_desc *d) {
   if (st)
     return st;
   if ((st = rp_mem_find(L->rt, d->mem, d->device, &mem)) != RP_OK)
-    return rp__err(st, "instance table entry %u: the runtime has no %s "
-                   "memory%s", i, rp__mem_kind_name(d->mem),
+    return rp__err(st,
+                   "instance table entry %u: the runtime has no %s "
+                   "memory%s",
+                   i, rp__mem_kind_name(d->mem),
                    d->mem == RP_MEM_GPU ? " for that device" : "");
   st = rp_instance_create(L->rt, mem, d->dtype, &d->rect, d->strides,
                           &L->table[i]);
@@ -444,9 +458,10 @@ static rp_status check_distinct(const loader *L) {
       }
       first = i;
     }
-  return rp__err(RP_EINVAL, "instance table entries %u and %u are both "
-                 "bound to the caller's instance %#llx", first, second,
-                 (unsigned long long)dup);
+  return rp__err(RP_EINVAL,
+                 "instance table entries %u and %u are both "
+                 "bound to the caller's instance %#llx",
+                 first, second, (unsigned long long)dup);
 }
 
 static rp_status load_insts(loader *L, const cJSON *arr) {
@@ -455,8 +470,10 @@ static rp_status load_insts(loader *L, const cJSON *arr) {
   if (st)
     return st;
   if (L->caller && L->ninst != n)
-    return rp__err(RP_EINVAL, "the caller passed %u instances, the file's "
-                   "instance table has %u entries", L->ninst, n);
+    return rp__err(RP_EINVAL,
+                   "the caller passed %u instances, the file's "
+                   "instance table has %u entries",
+                   L->ninst, n);
   L->ninst = n;
   if (n && !(L->table = rp__calloc(n, sizeof *L->table)))
     return rp__err(RP_ENOMEM, "out of memory");
@@ -480,10 +497,13 @@ static rp_status inst_ref(loader *L, const cJSON *v, const char *path,
   if (st)
     return st;
   if (i >= L->ninst)
-    return rp__err(RP_ERANGE, "%s.%s: instance %u out of range (the table "
-                   "has %u entries)", path, key, i, L->ninst);
+    return rp__err(RP_ERANGE,
+                   "%s.%s: instance %u out of range (the table "
+                   "has %u entries)",
+                   path, key, i, L->ninst);
   if (i > L->used)
-    return rp__err(RP_EFORMAT, "%s.%s: first use of instance %u before "
+    return rp__err(RP_EFORMAT,
+                   "%s.%s: first use of instance %u before "
                    "instance %u (the table must be in first-use order)",
                    path, key, i, L->used);
   if (i == L->used)
@@ -535,8 +555,8 @@ static rp_status get_args(const cJSON *v, const char *path, rp_launch *l,
     return st;
   size_t len = strlen(s);
   if (len % 2)
-    return rp__err(RP_EFORMAT, "%s.args: odd number of hex digits (%zu)",
-                   path, len);
+    return rp__err(RP_EFORMAT, "%s.args: odd number of hex digits (%zu)", path,
+                   len);
   if (len / 2 > RP_MAX_ARGS)
     return rp__err(RP_ERANGE, "%s.args: %zu bytes (max %u)", path, len / 2,
                    RP_MAX_ARGS);
@@ -545,8 +565,10 @@ static rp_status get_args(const cJSON *v, const char *path, rp_launch *l,
   for (size_t i = 0; i < len; i += 2) {
     int hi = hex_digit(s[i]), lo = hex_digit(s[i + 1]);
     if (hi < 0 || lo < 0)
-      return rp__err(RP_EFORMAT, "%s.args: character %zu is not a hex "
-                     "digit", path, hi < 0 ? i : i + 1);
+      return rp__err(RP_EFORMAT,
+                     "%s.args: character %zu is not a hex "
+                     "digit",
+                     path, hi < 0 ? i : i + 1);
     t->args[i / 2] = (unsigned char)(hi << 4 | lo);
   }
   l->args = t->args;
@@ -554,8 +576,8 @@ static rp_status get_args(const cJSON *v, const char *path, rp_launch *l,
   return RP_OK;
 }
 
-static rp_status get_shard_procs(const cJSON *v, const char *path,
-                                 rp_launch *l, task_parts *t) {
+static rp_status get_shard_procs(const cJSON *v, const char *path, rp_launch *l,
+                                 task_parts *t) {
   if (cJSON_IsNull(v))
     return RP_OK;
   uint32_t n;
@@ -641,10 +663,19 @@ static rp_status get_interps(const cJSON *v, const char *opath, rp_launch *l,
   return RP_OK;
 }
 
-static const char *const TASK_KEYS[] = {
-    "id",      "kind",     "task",     "proc",
-    "shards",  "shard_procs", "workspace_bytes", "workspace_align",
-    "cost_ns", "args",     "accesses", "interps", NULL};
+static const char *const TASK_KEYS[] = {"id",
+                                        "kind",
+                                        "task",
+                                        "proc",
+                                        "shards",
+                                        "shard_procs",
+                                        "workspace_bytes",
+                                        "workspace_align",
+                                        "cost_ns",
+                                        "args",
+                                        "accesses",
+                                        "interps",
+                                        NULL};
 
 static rp_status parse_task(loader *L, const cJSON *o, const char *path,
                             rp_launch *l, task_parts *t) {
@@ -654,8 +685,10 @@ static rp_status parse_task(loader *L, const cJSON *o, const char *path,
   if (!st)
     st = get_str(field(o, "task"), path, "task", &name);
   if (!st && rp_task_find(L->rt, name, &l->task) != RP_OK)
-    return rp__err(RP_ENOTASK, "%s.task: no task named '%.64s' is "
-                   "registered on this runtime", path, name);
+    return rp__err(RP_ENOTASK,
+                   "%s.task: no task named '%.64s' is "
+                   "registered on this runtime",
+                   path, name);
   if (st || (st = get_proc(field(o, "proc"), path, "proc", &l->proc)) ||
       (st = get_u32(field(o, "shards"), path, "shards", RP_GRAPH_MAX_SHARDS,
                     &l->shards)))
@@ -740,8 +773,10 @@ static rp_status check_copy(loader *L, const rp_copy *c, const char *path) {
     fits = rect_within(&c->rect, &s.rect) && rect_within(&c->rect, &d.rect);
   }
   if (!fits)
-    return rp__err(RP_ESHAPE, "%s: the %s domain does not fit both "
-                   "instances", path, rp__domain_name(c->domain));
+    return rp__err(RP_ESHAPE,
+                   "%s: the %s domain does not fit both "
+                   "instances",
+                   path, rp__domain_name(c->domain));
   return RP_OK;
 }
 
@@ -756,8 +791,10 @@ static rp_status check_group(loader *L, const rp_gop *op, const char *path) {
     return RP_OK;
   }
   if (t->kind != (int)op->pop_kind || t->backward != op->pop_backward)
-    return rp__err(RP_EFORMAT, "%s: group %u is %s %s in an earlier op, "
-                   "%s %s here", path, op->group, rp__pop_name(t->kind),
+    return rp__err(RP_EFORMAT,
+                   "%s: group %u is %s %s in an earlier op, "
+                   "%s %s here",
+                   path, op->group, rp__pop_name(t->kind),
                    t->backward ? "bwd" : "fwd", rp__pop_name(op->pop_kind),
                    op->pop_backward ? "bwd" : "fwd");
   return RP_OK;
@@ -766,8 +803,7 @@ static rp_status check_group(loader *L, const rp_gop *op, const char *path) {
 static rp_status parse_group(loader *L, const cJSON *o, const char *path,
                              rp_gop *op) {
   int kind = 0;
-  rp_status st = get_u32(field(o, "group"), path, "group", L->nops,
-                         &op->group);
+  rp_status st = get_u32(field(o, "group"), path, "group", L->nops, &op->group);
   if (!st && op->group)
     st = get_enum(field(o, "pop_kind"), path, "pop_kind", pop_n, 4, &kind);
   else if (!st && !cJSON_IsNull(field(o, "pop_kind")))
@@ -807,8 +843,8 @@ static rp_status parse_copy(loader *L, const cJSON *o, const char *path,
         (st = get_rect(r, rpath, &c->rect)))
       return st;
   } else if (!cJSON_IsNull(r)) {
-    return rp__err(RP_EFORMAT, "%s.rect: must be null for the %s domain",
-                   path, rp__domain_name(c->domain));
+    return rp__err(RP_EFORMAT, "%s.rect: must be null for the %s domain", path,
+                   rp__domain_name(c->domain));
   }
   return parse_group(L, o, path, op);
 }
@@ -867,8 +903,10 @@ static rp_status load_ops(loader *L, const cJSON *arr) {
     if ((st = load_op(L, c, i)) != RP_OK)
       return st;
   if (L->used < L->ninst)
-    return rp__err(RP_EFORMAT, "graph.instances[%u]: not referenced by any "
-                   "op", L->used);
+    return rp__err(RP_EFORMAT,
+                   "graph.instances[%u]: not referenced by any "
+                   "op",
+                   L->used);
   return RP_OK;
 }
 
@@ -876,8 +914,10 @@ static rp_status op_ref(loader *L, const cJSON *v, const char *path,
                         const char *key, rp_op_id *out) {
   rp_status st = get_u32(v, path, key, UINT32_MAX, out);
   if (!st && *out >= L->g->nops)
-    return rp__err(RP_ERANGE, "%s.%s: op %u out of range (the graph has %u "
-                   "ops)", path, key, *out, L->g->nops);
+    return rp__err(RP_ERANGE,
+                   "%s.%s: op %u out of range (the graph has %u "
+                   "ops)",
+                   path, key, *out, L->g->nops);
   return st;
 }
 
@@ -899,8 +939,7 @@ static int edge_seen(edge_set *s, rp_op_id from, rp_op_id to) {
   return 0;
 }
 
-static rp_status load_edge(loader *L, edge_set *s, const cJSON *e,
-                           uint32_t i) {
+static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
   char path[PATH_LEN];
   snprintf(path, sizeof path, "graph.edges[%u]", i);
   uint32_t n;
@@ -942,12 +981,13 @@ static rp_status load_port(loader *L, const cJSON *o, const char *path,
   rp_port_id p = 0;
   rp_status st = check_object(o, path, PORT_KEYS, 2);
   if (st || (st = get_str(field(o, "name"), path, "name", &name)) ||
-      (st = get_array(field(o, "ops"), path, "ops", RP_GRAPH_MAX_PORT_OPS,
-                      &n)))
+      (st = get_array(field(o, "ops"), path, "ops", RP_GRAPH_MAX_PORT_OPS, &n)))
     return st;
   if ((L->bindings += n) > RP_GRAPH_MAX_BINDINGS)
-    return rp__err(RP_ERANGE, "%s.ops: more than %u port bindings in the "
-                   "file", path, RP_GRAPH_MAX_BINDINGS);
+    return rp__err(RP_ERANGE,
+                   "%s.ops: more than %u port bindings in the "
+                   "file",
+                   path, RP_GRAPH_MAX_BINDINGS);
   st = pre ? rp_graph_add_precondition(L->g, name, &p)
            : rp_graph_add_postcondition(L->g, name, &p);
   if (st)
@@ -994,10 +1034,8 @@ static rp_status load_graph(loader *L, const cJSON *graph) {
   if (st || (st = load_insts(L, field(graph, "instances"))) ||
       (st = load_ops(L, field(graph, "ops"))) ||
       (st = load_edges(L, field(graph, "edges"))) ||
-      (st = load_ports(L, field(graph, "preconditions"), "preconditions",
-                       1)) ||
-      (st = load_ports(L, field(graph, "postconditions"), "postconditions",
-                       0)))
+      (st = load_ports(L, field(graph, "preconditions"), "preconditions", 1)) ||
+      (st = load_ports(L, field(graph, "postconditions"), "postconditions", 0)))
     return st;
   return check_acyclic(L->g);
 }
@@ -1009,8 +1047,8 @@ static rp_status load_graph(loader *L, const cJSON *graph) {
  * (every value but the first follows a '[', '{' or ',' outside strings). */
 static rp_status prescan(const char *buf, size_t len) {
   if (len > RP_GRAPH_FILE_MAX)
-    return rp__err(RP_ERANGE, "the file has %zu bytes (the limit is %u)",
-                   len, RP_GRAPH_FILE_MAX);
+    return rp__err(RP_ERANGE, "the file has %zu bytes (the limit is %u)", len,
+                   RP_GRAPH_FILE_MAX);
   uint64_t values = 1;
   int in_str = 0;
   for (size_t i = 0; i < len; i++) {
@@ -1035,16 +1073,20 @@ static rp_status prescan(const char *buf, size_t len) {
 
 static rp_status parse_error(size_t at, size_t len) {
   if (at + 1 >= len)
-    return rp__err(RP_EFORMAT, "not JSON: the text ends early at byte %zu "
-                   "(truncated file?)", len);
+    return rp__err(RP_EFORMAT,
+                   "not JSON: the text ends early at byte %zu "
+                   "(truncated file?)",
+                   len);
   return rp__err(RP_EFORMAT, "not JSON: syntax error at byte %zu", at);
 }
 
 static rp_status trailing(const char *buf, size_t at, size_t len) {
   for (size_t i = at; i < len; i++)
     if (buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\n' && buf[i] != '\r')
-      return rp__err(RP_EFORMAT, "not JSON: text after the document at "
-                     "byte %zu", i);
+      return rp__err(RP_EFORMAT,
+                     "not JSON: text after the document at "
+                     "byte %zu",
+                     i);
   return RP_OK;
 }
 
@@ -1070,7 +1112,6 @@ static rp_status parse(const char *in, size_t len, cJSON **out) {
   return RP_OK;
 }
 
-
 static rp_status check_checksum(const cJSON *sum, const cJSON *graph) {
   if (!sum)
     return RP_OK; /* optional: hand-written files may leave it out */
@@ -1080,27 +1121,30 @@ static rp_status check_checksum(const cJSON *sum, const cJSON *graph) {
     return st;
   size_t plen = strlen(RP_GRAPH_CHECKSUM_PREFIX);
   uint64_t want = 0;
-  int ok = strlen(s) == plen + 16 && !strncmp(s, RP_GRAPH_CHECKSUM_PREFIX,
-                                              plen);
+  int ok =
+      strlen(s) == plen + 16 && !strncmp(s, RP_GRAPH_CHECKSUM_PREFIX, plen);
   for (size_t i = plen; ok && s[i]; i++) {
     int d = hex_digit(s[i]);
     ok = d >= 0;
     want = want << 4 | (uint64_t)(d < 0 ? 0 : d);
   }
   if (!ok)
-    return rp__err(RP_EFORMAT, ".checksum: expected \"%s\" and 16 hex "
-                   "digits", RP_GRAPH_CHECKSUM_PREFIX);
+    return rp__err(RP_EFORMAT,
+                   ".checksum: expected \"%s\" and 16 hex "
+                   "digits",
+                   RP_GRAPH_CHECKSUM_PREFIX);
   uint64_t have = rp__graph_checksum(graph);
   if (have != want)
-    return rp__err(RP_ECHECKSUM, ".checksum: the file says %016llx, its "
+    return rp__err(RP_ECHECKSUM,
+                   ".checksum: the file says %016llx, its "
                    "graph hashes to %016llx: the file is corrupt or was "
-                   "edited", (unsigned long long)want,
-                   (unsigned long long)have);
+                   "edited",
+                   (unsigned long long)want, (unsigned long long)have);
   return RP_OK;
 }
 
-static const char *const DOC_KEYS[] = {"format", "version", "graph",
-                                       "checksum", NULL};
+static const char *const DOC_KEYS[] = {"format", "version", "graph", "checksum",
+                                       NULL};
 
 /* format first, then version: a newer file may have keys this build does
  * not know, and should say so as RP_EVERSION. */
@@ -1108,17 +1152,19 @@ static rp_status header(const cJSON *doc, const cJSON **graph) {
   const cJSON *fmt = cJSON_IsObject(doc) ? field(doc, "format") : NULL;
   if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, RP_GRAPH_FORMAT))
     return rp__err(RP_EFORMAT, "not a reprise graph file (no \"format\": "
-                   "\"" RP_GRAPH_FORMAT "\")");
+                               "\"" RP_GRAPH_FORMAT "\")");
   int64_t v;
-  rp_status st = get_i64(field(doc, "version"), "", "version", INT64_MIN,
-                         INT64_MAX, &v);
+  rp_status st =
+      get_i64(field(doc, "version"), "", "version", INT64_MIN, INT64_MAX, &v);
   if (st == RP_EFORMAT && !field(doc, "version"))
     return rp__err(RP_EFORMAT, ".version: missing");
   if (st)
     return st;
   if (v != RP_GRAPH_VERSION)
-    return rp__err(RP_EVERSION, "graph file version %lld (this build reads "
-                   "version %d)", (long long)v, RP_GRAPH_VERSION);
+    return rp__err(RP_EVERSION,
+                   "graph file version %lld (this build reads "
+                   "version %d)",
+                   (long long)v, RP_GRAPH_VERSION);
   if ((st = check_object(doc, "(top level)", DOC_KEYS, 3)) != RP_OK)
     return st;
   *graph = field(doc, "graph");
@@ -1144,8 +1190,8 @@ rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
     st = parse(buf, len, &doc);
   if (!st)
     st = header(doc, &graph);
-  loader L = {.rt = rt, .caller = insts, .ninst = ninsts,
-              .max_alloc = max_alloc};
+  loader L = {
+      .rt = rt, .caller = insts, .ninst = ninsts, .max_alloc = max_alloc};
   if (!st)
     st = rp_graph_create(rt, &L.g);
   if (!st && (st = load_graph(&L, graph)) != RP_OK)
@@ -1209,9 +1255,8 @@ static rp_status read_file(const char *path, char **buf, size_t *len) {
   return RP_OK;
 }
 
-rp_status rp_graph_load(rp_runtime *rt, const char *path,
-                        const rp_inst *insts, uint32_t ninsts,
-                        rp_graph **out) {
+rp_status rp_graph_load(rp_runtime *rt, const char *path, const rp_inst *insts,
+                        uint32_t ninsts, rp_graph **out) {
   if (!rt || !path || !out || (ninsts && !insts))
     return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
   char *buf = NULL;
@@ -1237,12 +1282,11 @@ rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
   RP_UNUSED(max_alloc);
   RP_UNUSED(out);
   return rp__err(RP_EUNSUPPORTED, "rp_graph_load: graph files need cJSON, "
-                 "which this build was configured without");
+                                  "which this build was configured without");
 }
 
-rp_status rp_graph_load(rp_runtime *rt, const char *path,
-                        const rp_inst *insts, uint32_t ninsts,
-                        rp_graph **out) {
+rp_status rp_graph_load(rp_runtime *rt, const char *path, const rp_inst *insts,
+                        uint32_t ninsts, rp_graph **out) {
   if (!rt || !path || !out || (ninsts && !insts))
     return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
   return rp__graph_load_mem(rt, NULL, 0, insts, ninsts, 0, out);
