@@ -4,6 +4,7 @@
 #include "graph_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -518,15 +519,30 @@ rp_status rp__graph_json_write(const rp_graph *g, FILE *f) {
   return st;
 }
 
+/* A new file next to path, created with the usual permissions (0666 less
+ * the umask, as fopen would; mkstemp's 0600 would survive the rename). */
+static int temp_next_to(const char *path, char **tmp) {
+  static _Atomic unsigned serial;
+  size_t n = strlen(path) + 48;
+  if (!(*tmp = malloc(n))) {
+    errno = ENOMEM;
+    return -1;
+  }
+  for (int tries = 0; tries < 100; tries++) {
+    snprintf(*tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(),
+             atomic_fetch_add(&serial, 1));
+    int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST)
+      return fd;
+  }
+  return -1;
+}
+
 /* Writes into a temporary file next to path, then renames it over path:
  * a failed save never leaves a truncated graph file behind. */
 static rp_status save_text(const char *text, const char *path) {
-  size_t n = strlen(path);
-  char *tmp = malloc(n + 16);
-  if (!tmp)
-    return rp__err(RP_ENOMEM, "rp_graph_save: out of memory");
-  snprintf(tmp, n + 16, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
+  char *tmp = NULL;
+  int fd = temp_next_to(path, &tmp);
   if (fd < 0) {
     rp_status st = rp__err(RP_EIO,
                            "rp_graph_save: cannot create a file "
