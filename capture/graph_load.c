@@ -366,20 +366,23 @@ static rp_status check_caller_inst(loader *L, uint32_t i, const inst_desc *d) {
   return RP_OK;
 }
 
-/* Bytes the layout spans (as the engine computes them), or 0 when it
- * overflows or is invalid (the engine then refuses it before allocating). */
+/* Bytes the layout spans, as the engine computes them: 0 when the layout
+ * is invalid (the engine refuses it before allocating), SIZE_MAX when the
+ * size overflows. */
 static size_t layout_bytes(const inst_desc *d) {
-  uint64_t span = 1, last, ext;
+  uint64_t span = 1, last;
   for (int k = 0; k < d->rect.dim; k++) {
-    if (d->strides[k] <= 0 || d->rect.hi[k] < d->rect.lo[k] ||
-        __builtin_sub_overflow((uint64_t)d->rect.hi[k], (uint64_t)d->rect.lo[k],
-                               &ext) ||
-        __builtin_mul_overflow((uint64_t)d->strides[k], ext, &last) ||
-        __builtin_add_overflow(span, last, &span))
+    int64_t ext;
+    if (d->strides[k] <= 0 || d->rect.hi[k] < d->rect.lo[k])
       return 0;
+    if (__builtin_sub_overflow(d->rect.hi[k], d->rect.lo[k], &ext) ||
+        __builtin_mul_overflow((uint64_t)d->strides[k], (uint64_t)ext, &last) ||
+        __builtin_add_overflow(span, last, &span))
+      return SIZE_MAX;
   }
   size_t bytes;
-  return rp__mul_ok((size_t)span, rp_dtype_size(d->dtype), &bytes) ? bytes : 0;
+  return rp__mul_ok((size_t)span, rp_dtype_size(d->dtype), &bytes) ? bytes
+                                                                   : SIZE_MAX;
 }
 
 static size_t physical_memory(void) {
@@ -811,6 +814,9 @@ static rp_status parse_group(loader *L, const cJSON *o, const char *path,
                    path);
   if (!st)
     st = get_bool(field(o, "backward"), path, "backward", &op->pop_backward);
+  if (!st && !op->group && op->pop_backward)
+    return rp__err(RP_EFORMAT, "%s.backward: must be false outside a group",
+                   path);
   if (!st)
     st = get_bool(field(o, "inserted"), path, "inserted", &op->inserted);
   op->pop_kind = (rp_pop_kind)kind;
@@ -1100,7 +1106,12 @@ static rp_status parse(const char *in, size_t len, cJSON **out) {
     memcpy(buf, in, len);
   buf[len] = 0;
   const char *end = NULL;
+  /* cJSON keeps the last parse error in a global that every parse writes:
+   * parses are serialized so concurrent loads do not race on it. */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
   cJSON *doc = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+  pthread_mutex_unlock(&lock);
   size_t at = end && end >= buf ? (size_t)(end - buf) : 0;
   rp_status st = doc ? trailing(buf, at, len) : parse_error(at, len);
   free(buf);

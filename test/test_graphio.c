@@ -472,6 +472,12 @@ Test(graphio, file_is_versioned_and_checksummed) {
   cr_assert(strstr(t, "\"cost_ns\":\t\"1152921504606846977\""),
             "integers beyond 2^53 are strings");
   free(t);
+  mode_t mask = umask(0);
+  umask(mask);
+  struct stat sb;
+  cr_assert_eq(stat(tmp_path("g.json"), &sb), 0);
+  cr_assert_eq(sb.st_mode & 0777, 0666 & ~mask, "mode %o",
+               (unsigned)(sb.st_mode & 0777));
   teardown(&fx);
   remove_tmpdir();
 }
@@ -859,10 +865,20 @@ Test(graphio_corrupt, huge_counts_and_sizes) {
   free(argstr);
   free(hex);
 
-  /* an instance bigger than the machine */
+  /* an instance bigger than the machine, also from a negative origin */
   char *inst = subst(MINI, "\"hi\": [15]", "\"hi\": [1000000000000000]");
   LOAD_EXPECT(load_text(&e, inst), RP_ERANGE);
   cr_assert(strstr(why(), "instance table entry 0"), "%s", why());
+  free(inst);
+  inst = subst(MINI, "\"lo\": [0], \"hi\": [15]",
+               "\"lo\": [-1000000000000000], \"hi\": [15]");
+  LOAD_EXPECT(load_text(&e, inst), RP_ERANGE);
+  free(inst);
+  inst =
+      subst(MINI, "\"strides\": [1]", "\"strides\": [\"9223372036854775807\"]");
+  char *inst2 = subst(inst, "\"hi\": [15]", "\"hi\": [2]");
+  LOAD_EXPECT(load_text(&e, inst2), RP_ERANGE);
+  free(inst2);
   free(inst);
   th_destroy(e.rt);
 }
@@ -898,20 +914,31 @@ Test(graphio_corrupt, loaded_copies_are_checked) {
   const char *copy =
       "{\"id\": 2, \"kind\": \"copy\", \"src\": 0, \"dst\": 1,"
       " \"domain\": \"DOM\", \"rect\": RECT, \"redop\": \"none\","
-      " \"group\": 0, \"pop_kind\": null, \"backward\": false,"
-      " \"inserted\": false}";
+      " \"group\": GROUP, \"inserted\": false}";
+  const char *nogroup = "0, \"pop_kind\": null, \"backward\": false";
   struct {
     const char *dt, *hi, *dom, *rect;
     rp_status want;
+    const char *group;
   } cases[] = {
-      {"f32", "15", "intersect", "null", RP_OK},
-      {"f64", "15", "intersect", "null", RP_ETYPE},
-      {"f32", "7", "src", "null", RP_ESHAPE},
-      {"f32", "7", "dst", "null", RP_OK},
-      {"f32", "15", "rect", "{\"lo\": [2], \"hi\": [5]}", RP_OK},
-      {"f32", "15", "rect", "{\"lo\": [2], \"hi\": [50]}", RP_ESHAPE},
-      {"f32", "15", "rect", "null", RP_EFORMAT},
-      {"f32", "15", "src", "{\"lo\": [2], \"hi\": [5]}", RP_EFORMAT},
+      {"f32", "15", "intersect", "null", RP_OK, NULL},
+      {"f64", "15", "intersect", "null", RP_ETYPE, NULL},
+      {"f32", "7", "src", "null", RP_ESHAPE, NULL},
+      {"f32", "7", "dst", "null", RP_OK, NULL},
+      {"f32", "15", "rect", "{\"lo\": [2], \"hi\": [5]}", RP_OK, NULL},
+      {"f32", "15", "rect", "{\"lo\": [2], \"hi\": [50]}", RP_ESHAPE, NULL},
+      {"f32", "15", "rect", "null", RP_EFORMAT, NULL},
+      {"f32", "15", "src", "{\"lo\": [2], \"hi\": [5]}", RP_EFORMAT, NULL},
+      {"f32", "15", "intersect", "null", RP_OK,
+       "1, \"pop_kind\": \"combine\", \"backward\": true"},
+      {"f32", "15", "intersect", "null", RP_EFORMAT,
+       "1, \"pop_kind\": \"fold\", \"backward\": true"},
+      {"f32", "15", "intersect", "null", RP_EFORMAT,
+       "0, \"pop_kind\": null, \"backward\": true"},
+      {"f32", "15", "intersect", "null", RP_EFORMAT,
+       "0, \"pop_kind\": \"combine\", \"backward\": false"},
+      {"f32", "15", "intersect", "null", RP_ERANGE,
+       "4, \"pop_kind\": \"combine\", \"backward\": false"},
   };
   for (size_t i = 0; i < RP_ARRAY_LEN(cases); i++) {
     char *t1 = subst(MINI, one, two);
@@ -919,7 +946,7 @@ Test(graphio_corrupt, loaded_copies_are_checked) {
     char *t3 = subst(t2, "HI", cases[i].hi);
     char *t4 = subst(t3, "\"interps\": []}],", "\"interps\": []}, COPY],");
     char *t5 = subst(t4, "COPY", copy);
-    char *t6 = strdup(t5);
+    char *t6 = subst(t5, "GROUP", cases[i].group ? cases[i].group : nogroup);
     char *t7 = subst(t6, "DOM", cases[i].dom);
     char *t8 = subst(t7, "RECT", cases[i].rect);
     env e = env_make();
