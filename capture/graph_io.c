@@ -76,10 +76,6 @@ static size_t slot_of(const inst_index *ix, uint64_t id) {
   return h;
 }
 
-static uint32_t index_find(const inst_index *ix, rp_inst i) {
-  return ix->idx[slot_of(ix, i.id)];
-}
-
 static uint64_t ref_count(const rp_graph *g) {
   uint64_t refs = 0;
   for (uint32_t i = 0; i < g->nops; i++)
@@ -233,6 +229,11 @@ uint64_t rp__graph_checksum(const cJSON *v) {
 }
 
 /* ---- the writer: graph -> cJSON tree ---- */
+
+/* Table index of an instance the index was built over. */
+static uint32_t index_find(const inst_index *ix, rp_inst i) {
+  return ix->idx[slot_of(ix, i.id)];
+}
 
 /* Building a tree allocates at every step; instead of checking each call,
  * a failed allocation sets `oom` and the tree is dropped at the end. */

@@ -72,7 +72,11 @@ static char *read_all(const char *path, size_t *len) {
   return b;
 }
 
-static void write_all(const char *path, const char *text, size_t len) {
+/* Some helpers serve only the tests that need cJSON. */
+#define CJSON_ONLY __attribute__((unused))
+
+CJSON_ONLY static void write_all(const char *path, const char *text,
+                                 size_t len) {
   FILE *f = fopen(path, "wb");
   cr_assert_not_null(f);
   cr_assert_eq(fwrite(text, 1, len, f), len);
@@ -80,7 +84,7 @@ static void write_all(const char *path, const char *text, size_t len) {
 }
 
 /* A copy of s with the first occurrence of from replaced by to. */
-static char *subst(const char *s, const char *from, const char *to) {
+CJSON_ONLY static char *subst(const char *s, const char *from, const char *to) {
   const char *at = strstr(s, from);
   cr_assert_not_null(at, "'%s' not in the text", from);
   size_t a = (size_t)(at - s), fl = strlen(from), tl = strlen(to);
@@ -284,7 +288,7 @@ static void same_ports(const rp_gport *a, const rp_gport *b, uint32_t n) {
   }
 }
 
-static void assert_same(const rp_graph *x, const rp_graph *y) {
+CJSON_ONLY static void assert_same(const rp_graph *x, const rp_graph *y) {
   inst_map m;
   uint32_t ny;
   RP_CHECK(rp_graph_instances(x, m.a, 16, &m.n));
