@@ -573,7 +573,8 @@ RP_API rp_status rp_graph_save(const rp_graph *g, const char *path);
  * (RP_ECYCLE naming the ops). Corrupt files: RP_EFORMAT (not JSON,
  * truncated, wrong schema; the detail names the byte offset or JSON path),
  * RP_EVERSION, RP_ECHECKSUM, RP_ERANGE (a limit exceeded or an index out of
- * range). On error nothing is left behind: no graph, no instances. */
+ * range); RP_ENOENT / RP_EIO when the file cannot be read. On error nothing
+ * is left behind: no graph, no instances, *out untouched. */
 RP_API rp_status rp_graph_load(rp_runtime *rt, const char *path,
                                const rp_inst *insts, uint32_t ninsts,
                                rp_graph **out);
