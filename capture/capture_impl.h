@@ -14,6 +14,9 @@
 #define RP_REF_PORT (1ull << 62)
 #define RP_REF_SERIAL(id) ((uint32_t)(((id) >> 32) & 0x3fffffffu))
 
+/* Bytes of task arguments per launch (launches, the builder, graph files). */
+#define RP_MAX_ARGS (1u << 20)
+
 typedef struct rp_capture_state {
   rp_runtime *rt;
   /* Eager mode: program-order dependence analysis, serialized by `lock`.
@@ -72,5 +75,29 @@ rp_status rp__check_interps(const rp_launch *l, const char *name);
 /* Plans (and releases) c to validate it; op names it in errors
  * (UINT32_MAX: not a graph op). */
 rp_status rp__check_copy(rp_runtime *rt, const rp_copy *c, rp_op_id op);
+
+/* ---- graph files and dumps (graph_io.c, graph_load.c, dump.c) ---- */
+
+/* The distinct instances g's ops reference, in first-use order: ops in
+ * order, a task's accesses in order, a copy's source before its
+ * destination (the instance table of a graph file). *out is the caller's
+ * to free (NULL when *n is 0). */
+rp_status rp__graph_inst_table(const rp_graph *g, rp_inst **out, uint32_t *n);
+/* Writes g as a graph file to f (the JSON dump is the file format).
+ * RP_EUNSUPPORTED without cJSON. */
+rp_status rp__graph_json_write(const rp_graph *g, FILE *f);
+/* rp_graph_load from memory: buf need not be NUL-terminated. max_alloc caps
+ * the bytes of the instances the loader allocates (insts == NULL); 0 caps
+ * host memory at the machine's physical memory only. */
+rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
+                             const rp_inst *insts, uint32_t ninsts,
+                             size_t max_alloc, rp_graph **out);
+
+/* Names shared by graph files and dumps ("?" when out of range). */
+const char *rp__priv_name(rp_privilege p);      /* R W RW RED */
+const char *rp__redop_name(rp_redop r);         /* none sum */
+const char *rp__domain_name(rp_copy_domain d);  /* intersect src dst rect */
+const char *rp__pop_name(rp_pop_kind k);        /* replicate ... */
+const char *rp__mem_kind_name(rp_mem_kind k);   /* system pinned gpu */
 
 #endif

@@ -122,6 +122,10 @@ rp_status rp__graph_append(rp_graph *g, const rp_gop *op, rp_op_id *out) {
   rp_status st = rp__gop_copy(&g->ops[g->nops], op);
   if (st)
     return st;
+  /* Keep group tags of appended parallel-operator copies (graph files carry
+   * them) clear of the ones later rp_graph_add_parallel calls hand out. */
+  if (op->group > g->ngroups)
+    g->ngroups = op->group;
   if (out)
     *out = g->nops;
   g->nops++;
@@ -367,27 +371,31 @@ int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to) {
 
 /* Names the ops of one cycle among the ops Kahn's algorithm left (those
  * with indeg > 0). Each of them has a predecessor that is also left, so
- * walking predecessors must revisit an op: that closes a cycle. */
+ * walking predecessors must revisit an op: that closes a cycle. One pass
+ * over the edges picks each op's predecessor first, so the walk stays
+ * linear however long the cycle is (graph files can hold long ones). */
 static rp_status report_cycle(const rp_graph *g, const uint32_t *indeg) {
   uint32_t start = 0;
   while (start < g->nops && indeg[start] == 0)
     start++;
   uint32_t *pos = malloc(sizeof *pos * g->nops);
   uint32_t *path = malloc(sizeof *path * (g->nops + 1));
+  uint32_t *pred = malloc(sizeof *pred * g->nops);
   char msg[400] = "", lab[80];
-  if (pos && path && start < g->nops) {
+  if (pos && path && pred && start < g->nops) {
     for (uint32_t i = 0; i < g->nops; i++)
-      pos[i] = UINT32_MAX;
+      pos[i] = pred[i] = UINT32_MAX;
+    for (uint32_t k = 0; k < g->nedges; k++) {
+      const rp_gedge *e = &g->edges[k];
+      if (indeg[e->to] > 0 && indeg[e->from] > 0 && pred[e->to] == UINT32_MAX)
+        pred[e->to] = e->from;
+    }
     uint32_t len = 0, u = start;
     while (pos[u] == UINT32_MAX) {
       pos[u] = len;
       path[len++] = u;
-      uint32_t pred = UINT32_MAX;
-      for (uint32_t k = 0; k < g->nedges && pred == UINT32_MAX; k++)
-        if (g->edges[k].to == u && indeg[g->edges[k].from] > 0)
-          pred = g->edges[k].from;
-      RP_ASSERT(pred != UINT32_MAX);
-      u = pred;
+      RP_ASSERT(pred[u] != UINT32_MAX);
+      u = pred[u];
     }
     /* path[pos[u]..len) walks the cycle backwards: print it forwards */
     size_t used = 0;
@@ -407,6 +415,7 @@ static rp_status report_cycle(const rp_graph *g, const uint32_t *indeg) {
   }
   free(pos);
   free(path);
+  free(pred);
   return rp__err(RP_ECYCLE, "graph has a cycle: %s", msg);
 }
 

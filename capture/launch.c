@@ -6,8 +6,6 @@
 #include <sched.h>
 #include <string.h>
 
-#define RP_MAX_ARGS (1u << 20) /* bytes of task arguments per launch */
-
 rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
 
 /* ---- layer state ---- */

@@ -544,6 +544,47 @@ RP_API int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to);
 RP_API rp_status rp_graph_validate(const rp_graph *g);
 
 /* ------------------------------------------------------------------------ */
+/* Graph files
+ *
+ * A graph file is versioned JSON (header "format": "reprise-graph",
+ * "version": 1, an FNV-1a 64 checksum of the graph body; see README "Graph
+ * files"): human-readable and diffable. Live handles cannot be stored, so a
+ * file carries an instance table (index -> memory kind, device, element
+ * type, rectangle, strides) and ops name table indices. The table lists the
+ * distinct instances the ops reference in first-use order (ops in order, a
+ * task's accesses in order, a copy's source before its destination): the
+ * order rp_graph_instances() reports. Tasks are stored by registered name.
+ * Both calls return RP_EUNSUPPORTED in a build without cJSON. */
+
+/* Saves g to path (written to a temporary file next to it, then renamed, so
+ * a failed save leaves no partial file). Errors: RP_ESTALE when an op
+ * references a freed instance, RP_ERANGE when the file would exceed the
+ * loader's 64 MiB limit, RP_EIO. */
+RP_API rp_status rp_graph_save(const rp_graph *g, const char *path);
+/* Loads a graph file into a new graph on rt (*out owned by the caller).
+ * Tasks are matched by their registered name (RP_ENOTASK), instances by
+ * the caller's table: insts[i] (ninsts entries, the file's table order) must
+ * match table entry i's element type (RP_ETYPE), rectangle and strides
+ * (RP_ESHAPE); its memory may differ. With insts == NULL (ninsts 0) the
+ * loader allocates fresh zeroed instances matching the table; they are the
+ * caller's: list them with rp_graph_instances() and free them after the
+ * graph and its execs are gone. Every op, edge and port goes through the
+ * builder calls, so the same checks apply; cycles are refused at load
+ * (RP_ECYCLE naming the ops). Corrupt files: RP_EFORMAT (not JSON,
+ * truncated, wrong schema; the detail names the byte offset or JSON path),
+ * RP_EVERSION, RP_ECHECKSUM, RP_ERANGE (a limit exceeded or an index out of
+ * range); RP_ENOENT / RP_EIO when the file cannot be read. On error nothing
+ * is left behind: no graph, no instances, *out untouched. */
+RP_API rp_status rp_graph_load(rp_runtime *rt, const char *path,
+                               const rp_inst *insts, uint32_t ninsts,
+                               rp_graph **out);
+/* The distinct instances g references, in instance-table order. *n is set
+ * to their number; up to cap of them are written to out. out == NULL with
+ * cap == 0 only counts; RP_ERANGE when out is too small (cap filled). */
+RP_API rp_status rp_graph_instances(const rp_graph *g, rp_inst *out,
+                                    uint32_t cap, uint32_t *n);
+
+/* ------------------------------------------------------------------------ */
 /* Instantiate and replay */
 
 typedef struct rp_exec_opts {
@@ -604,6 +645,11 @@ typedef enum rp_dump_format {
   RP_DUMP_JSON = 2,
 } rp_dump_format;
 
+/* Writes g to f: TEXT (one line per op, access, edge and port), DOT
+ * (Graphviz digraph: `dot -Tsvg`), or JSON (exactly a graph file, so a dump
+ * loads back with rp_graph_load; RP_EUNSUPPORTED without cJSON). Errors:
+ * RP_EINVAL for NULL arguments or an unknown format, RP_EIO when writing
+ * fails. */
 RP_API rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt);
 RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
 

@@ -1,0 +1,54 @@
+/* capture/graph_io.h — the graph file format, shared by the writer
+ * (graph_io.c) and the loader (graph_load.c); nothing else includes it.
+ *
+ * A graph file is JSON (through cJSON): human-readable, diffable, and
+ * versioned by its header. The layout (README "Graph files"):
+ *
+ *   {"format": "reprise-graph", "version": 1,
+ *    "checksum": "fnv1a64:<16 hex digits>",
+ *    "graph": {"instances": [...], "ops": [...], "edges": [[from, to], ...],
+ *              "preconditions": [{"name": ..., "ops": [...]}, ...],
+ *              "postconditions": [...]}}
+ *
+ * The checksum is FNV-1a 64 over the canonical text of the "graph" value
+ * (see rp__graph_checksum), so whitespace and layout do not matter but any
+ * changed value does. Integers that do not fit a double exactly (beyond
+ * +-2^53) are written as decimal strings; the loader takes either form. */
+#ifndef RP_GRAPH_IO_H
+#define RP_GRAPH_IO_H
+
+#include "capture_impl.h"
+
+#define RP_GRAPH_FORMAT "reprise-graph"
+#define RP_GRAPH_VERSION 1
+#define RP_GRAPH_CHECKSUM_PREFIX "fnv1a64:"
+
+/* Limits on what a file may ask for, so a hostile or corrupt file cannot
+ * make the loader exhaust memory. Each is far above a real training step
+ * (a large one has ~10^4 ops, ~10^3 instances, a few ports). */
+#define RP_GRAPH_FILE_MAX (64u << 20) /* bytes per file */
+/* JSON values per file: cJSON spends ~64 bytes per value, so this bounds
+ * the parse tree at ~256 MiB even for a file of nothing but "[0,0,0,...". */
+#define RP_GRAPH_MAX_VALUES (4u << 20)
+#define RP_GRAPH_MAX_OPS (1u << 20)
+#define RP_GRAPH_MAX_EDGES (4u << 20)
+#define RP_GRAPH_MAX_INSTS (1u << 20)
+#define RP_GRAPH_MAX_PORTS (1u << 16)    /* per direction */
+#define RP_GRAPH_MAX_ACCESSES (1u << 16) /* per task op */
+#define RP_GRAPH_MAX_INTERPS (1u << 12)  /* per task op */
+#define RP_GRAPH_MAX_SHARDS 4096u        /* the builder's limit */
+
+/* Largest integer a JSON number carries exactly (2^53). */
+#define RP_JSON_EXACT_INT 9007199254740992.0
+
+#ifdef REPRISE_HAVE_CJSON
+#include <cJSON.h>
+
+/* FNV-1a 64 over the canonical text of v: compact JSON (no whitespace),
+ * members in file order, strings with only '"', '\\' and bytes below 0x20
+ * escaped (\", \\, \u00xx), integral numbers below 2^63 in magnitude as
+ * plain decimal, other numbers as "%.17g". */
+uint64_t rp__graph_checksum(const cJSON *v);
+#endif
+
+#endif

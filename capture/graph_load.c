@@ -1,0 +1,1306 @@
+/* capture/graph_load.c — loading graph files (format: graph_io.h, README).
+ *
+ * The loader trusts nothing in the file. In order: size and value-count
+ * limits before parsing (so a file cannot make cJSON exhaust memory), the
+ * header (format, then version, so a newer file says RP_EVERSION rather
+ * than failing on a key it does not know), the checksum, then a strict
+ * schema walk (unknown, missing or repeated keys are errors) that feeds
+ * every op, edge and port through the builder, so a loaded graph passed the
+ * same checks as a built one. Cycles are refused at load: a graph that can
+ * never be instantiated is better reported where the file is named. Any
+ * failure destroys the partial graph and frees the instances the loader
+ * allocated. Error details name the JSON path ("graph.ops[3].args") or the
+ * byte offset. */
+#include "graph_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifdef REPRISE_HAVE_CJSON
+
+/* Ports: ops per port and bindings per file. The builder checks each
+ * binding against the port's earlier ones, so these also bound its
+ * quadratic work. */
+#define RP_GRAPH_MAX_PORT_OPS 4096u
+#define RP_GRAPH_MAX_BINDINGS (1u << 16)
+
+#define PATH_LEN 128
+
+/* dst = "parent.key[i]" (or "parent.key" when i is UINT32_MAX). */
+static void subpath(char *dst, const char *parent, const char *key,
+                    uint32_t i) {
+  int n = i == UINT32_MAX
+              ? snprintf(dst, PATH_LEN, "%s.%s", parent, key)
+              : snprintf(dst, PATH_LEN, "%s.%s[%u]", parent, key, i);
+  if (n < 0 || n >= PATH_LEN) /* cannot happen for our keys: mark it */
+    memcpy(dst + PATH_LEN - 4, "...", 4);
+}
+
+typedef struct group_tag {
+  int kind; /* rp_pop_kind, -1 while no op of the group was seen */
+  int backward;
+} group_tag;
+
+typedef struct loader {
+  rp_runtime *rt;
+  rp_graph *g;
+  const rp_inst *caller; /* the caller's table, or NULL: allocate */
+  rp_inst *table;        /* ninst handles (caller's copy or allocated) */
+  uint32_t ninst;
+  uint32_t nalloc;  /* leading table entries the loader allocated */
+  uint32_t used;    /* table entries referenced so far (first-use order) */
+  size_t max_alloc; /* budget for allocated instances (0: host memory only,
+                       against physical memory) */
+  size_t alloc_bytes;
+  uint32_t nops; /* ops in the file */
+  group_tag *groups;
+  uint32_t bindings;
+} loader;
+
+/* ---- JSON accessors: each names the path in its error ---- */
+
+typedef const char *(*name_fn)(int v);
+
+static rp_status check_object(const cJSON *o, const char *path,
+                              const char *const *keys, int nrequired) {
+  if (!cJSON_IsObject(o))
+    return rp__err(RP_EFORMAT, "%s: expected an object", path);
+  for (const cJSON *c = o->child; c; c = c->next) {
+    if (!c->string)
+      return rp__err(RP_EFORMAT, "%s: member without a key", path);
+    int k = 0;
+    while (keys[k] && strcmp(keys[k], c->string))
+      k++;
+    if (!keys[k])
+      return rp__err(RP_EFORMAT, "%s: unknown key '%.40s'", path, c->string);
+    for (const cJSON *d = o->child; d != c; d = d->next)
+      if (!strcmp(d->string, c->string))
+        return rp__err(RP_EFORMAT, "%s: key '%s' appears twice", path,
+                       c->string);
+  }
+  for (int k = 0; k < nrequired; k++)
+    if (!cJSON_GetObjectItemCaseSensitive(o, keys[k]))
+      return rp__err(RP_EFORMAT, "%s: missing key '%s'", path, keys[k]);
+  return RP_OK;
+}
+
+static const cJSON *field(const cJSON *o, const char *key) {
+  return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+/* An integer as sign and magnitude: a JSON number (integral, within
+ * +-2^53, where doubles are exact) or a decimal string. 0 ok, 1 not an
+ * integer, 2 out of range. */
+static int parse_integer(const cJSON *v, int *neg, uint64_t *mag) {
+  if (cJSON_IsNumber(v)) {
+    double d = v->valuedouble;
+    if (!isfinite(d) || d != floor(d))
+      return 1;
+    if (fabs(d) > RP_JSON_EXACT_INT)
+      return 2;
+    *neg = d < 0;
+    *mag = (uint64_t)fabs(d);
+    return 0;
+  }
+  if (!cJSON_IsString(v) || !v->valuestring)
+    return 1;
+  const char *s = v->valuestring;
+  *neg = *s == '-';
+  s += *neg;
+  if (!*s)
+    return 1;
+  *mag = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9')
+      return 1;
+    if (__builtin_mul_overflow(*mag, 10, mag) ||
+        __builtin_add_overflow(*mag, (uint64_t)(*s - '0'), mag))
+      return 2;
+  }
+  return 0;
+}
+
+static rp_status integer_err(int why, const char *path, const char *key) {
+  if (why == 1)
+    return rp__err(RP_EFORMAT, "%s.%s: expected an integer", path, key);
+  return rp__err(RP_ERANGE,
+                 "%s.%s: integer out of range (integers beyond "
+                 "+-2^53 must be decimal strings)",
+                 path, key);
+}
+
+static rp_status get_i64(const cJSON *v, const char *path, const char *key,
+                         int64_t lo, int64_t hi, int64_t *out) {
+  int neg;
+  uint64_t mag;
+  int why = parse_integer(v, &neg, &mag);
+  if (why)
+    return integer_err(why, path, key);
+  if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX)
+    return integer_err(2, path, key);
+  int64_t x = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+  if (x < lo || x > hi)
+    return rp__err(RP_ERANGE, "%s.%s: %lld out of range [%lld, %lld]", path,
+                   key, (long long)x, (long long)lo, (long long)hi);
+  *out = x;
+  return RP_OK;
+}
+
+static rp_status get_u64(const cJSON *v, const char *path, const char *key,
+                         uint64_t max, uint64_t *out) {
+  int neg;
+  uint64_t mag;
+  int why = parse_integer(v, &neg, &mag);
+  if (why)
+    return integer_err(why, path, key);
+  if ((neg && mag) || mag > max)
+    return rp__err(RP_ERANGE, "%s.%s: %s%llu out of range [0, %llu]", path, key,
+                   neg ? "-" : "", (unsigned long long)mag,
+                   (unsigned long long)max);
+  *out = mag;
+  return RP_OK;
+}
+
+static rp_status get_u32(const cJSON *v, const char *path, const char *key,
+                         uint32_t max, uint32_t *out) {
+  uint64_t x;
+  rp_status st = get_u64(v, path, key, max, &x);
+  if (!st)
+    *out = (uint32_t)x;
+  return st;
+}
+
+static rp_status get_str(const cJSON *v, const char *path, const char *key,
+                         const char **out) {
+  if (!cJSON_IsString(v) || !v->valuestring)
+    return rp__err(RP_EFORMAT, "%s.%s: expected a string", path, key);
+  *out = v->valuestring;
+  return RP_OK;
+}
+
+static rp_status get_bool(const cJSON *v, const char *path, const char *key,
+                          int *out) {
+  if (!cJSON_IsBool(v))
+    return rp__err(RP_EFORMAT, "%s.%s: expected true or false", path, key);
+  *out = cJSON_IsTrue(v);
+  return RP_OK;
+}
+
+static rp_status get_enum(const cJSON *v, const char *path, const char *key,
+                          name_fn name, int n, int *out) {
+  const char *s = NULL;
+  rp_status st = get_str(v, path, key, &s);
+  if (st)
+    return st;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(name(i), s)) {
+      *out = i;
+      return RP_OK;
+    }
+  return rp__err(RP_EFORMAT, "%s.%s: unknown value '%.40s'", path, key, s);
+}
+
+/* An array of at most max entries. */
+static rp_status get_array(const cJSON *v, const char *path, const char *key,
+                           uint32_t max, uint32_t *n) {
+  if (!cJSON_IsArray(v))
+    return rp__err(RP_EFORMAT, "%s.%s: expected an array", path, key);
+  uint32_t count = 0;
+  for (const cJSON *c = v->child; c; c = c->next)
+    if (++count > max)
+      return rp__err(RP_ERANGE, "%s.%s: more than %u entries", path, key, max);
+  *n = count;
+  return RP_OK;
+}
+
+/* 1..RP_MAX_DIM integers (a rectangle corner or strides). */
+static rp_status get_dims(const cJSON *v, const char *path, const char *key,
+                          int64_t out[RP_MAX_DIM], int *dim) {
+  uint32_t n;
+  rp_status st = get_array(v, path, key, UINT32_MAX, &n);
+  if (st)
+    return st;
+  if (n < 1 || n > RP_MAX_DIM)
+    return rp__err(RP_ESHAPE, "%s.%s: %u dimensions (1..%d allowed)", path, key,
+                   n, RP_MAX_DIM);
+  int d = 0;
+  for (const cJSON *c = v->child; c; c = c->next, d++)
+    if ((st = get_i64(c, path, key, INT64_MIN, INT64_MAX, &out[d])) != RP_OK)
+      return st;
+  *dim = (int)n;
+  return RP_OK;
+}
+
+/* "lo" and "hi" members of o. */
+static rp_status get_rect(const cJSON *o, const char *path, rp_rect *r) {
+  memset(r, 0, sizeof *r);
+  int dlo, dhi;
+  rp_status st = get_dims(field(o, "lo"), path, "lo", r->lo, &dlo);
+  if (!st)
+    st = get_dims(field(o, "hi"), path, "hi", r->hi, &dhi);
+  if (st)
+    return st;
+  if (dlo != dhi)
+    return rp__err(RP_ESHAPE, "%s: lo has %d dimensions, hi %d", path, dlo,
+                   dhi);
+  r->dim = dlo;
+  return RP_OK;
+}
+
+static const char *priv_n(int v) {
+  return rp__priv_name((rp_privilege)v);
+}
+static const char *redop_n(int v) {
+  return rp__redop_name((rp_redop)v);
+}
+static const char *domain_n(int v) {
+  return rp__domain_name((rp_copy_domain)v);
+}
+static const char *pop_n(int v) {
+  return rp__pop_name((rp_pop_kind)v);
+}
+static const char *mem_n(int v) {
+  return rp__mem_kind_name((rp_mem_kind)v);
+}
+static const char *dtype_n(int v) {
+  return rp_dtype_name((rp_dtype)v);
+}
+
+/* ---- the instance table ---- */
+
+typedef struct inst_desc {
+  rp_mem_kind mem;
+  int device;
+  rp_dtype dtype;
+  rp_rect rect;
+  int64_t strides[RP_MAX_DIM];
+} inst_desc;
+
+static const char *const INST_KEYS[] = {"id", "mem", "device",  "dtype",
+                                        "lo", "hi",  "strides", NULL};
+
+static rp_status parse_inst(const cJSON *o, uint32_t i, inst_desc *d) {
+  char path[PATH_LEN];
+  snprintf(path, sizeof path, "graph.instances[%u]", i);
+  rp_status st = check_object(o, path, INST_KEYS, 7);
+  if (st)
+    return st;
+  int64_t id, dev;
+  int mem, dtype = 0, sdim;
+  if ((st = get_i64(field(o, "id"), path, "id", 0, INT64_MAX, &id)) != RP_OK)
+    return st;
+  if ((uint64_t)id != i)
+    return rp__err(RP_EFORMAT, "%s.id: %lld (entries must be in id order)",
+                   path, (long long)id);
+  if ((st = get_enum(field(o, "mem"), path, "mem", mem_n, 3, &mem)) ||
+      (st = get_i64(field(o, "device"), path, "device", -1, 65535, &dev)))
+    return st;
+  if (get_enum(field(o, "dtype"), path, "dtype", dtype_n, RP_DTYPE_COUNT_,
+               &dtype))
+    return rp__err_prefix(RP_ETYPE, "element type: ");
+  if ((st = get_rect(o, path, &d->rect)) ||
+      (st = get_dims(field(o, "strides"), path, "strides", d->strides, &sdim)))
+    return st;
+  if (sdim != d->rect.dim)
+    return rp__err(RP_ESHAPE, "%s.strides: %d strides for %d dimensions", path,
+                   sdim, d->rect.dim);
+  d->mem = (rp_mem_kind)mem;
+  d->device = (int)dev;
+  d->dtype = (rp_dtype)dtype;
+  return RP_OK;
+}
+
+static void rect_text(const rp_rect *r, char *buf, size_t n) {
+  size_t used = 0;
+  buf[0] = 0;
+  for (int d = 0; d < r->dim && d < RP_MAX_DIM && used < n; d++) {
+    int w = snprintf(buf + used, n - used, "%s%lld..%lld", d ? ", " : "[",
+                     (long long)r->lo[d], (long long)r->hi[d]);
+    if (w < 0)
+      return;
+    used += (size_t)w;
+  }
+  if (used < n)
+    snprintf(buf + used, n - used, "]");
+}
+
+/* The caller's instance for entry i must have the entry's type and shape. */
+static rp_status check_caller_inst(loader *L, uint32_t i, const inst_desc *d) {
+  rp_instance_info info;
+  rp_inst inst = L->caller[i];
+  if (rp_instance_query(L->rt, inst, &info) != RP_OK)
+    return rp__err(RP_ESTALE,
+                   "instance table entry %u: the caller's "
+                   "instance %#llx is stale or unknown",
+                   i, (unsigned long long)inst.id);
+  if (info.dtype != d->dtype)
+    return rp__err(RP_ETYPE,
+                   "instance table entry %u: the file says %s, "
+                   "the caller's instance %#llx is %s",
+                   i, rp_dtype_name(d->dtype), (unsigned long long)inst.id,
+                   rp_dtype_name(info.dtype));
+  int same = info.rect.dim == d->rect.dim;
+  for (int k = 0; same && k < d->rect.dim; k++)
+    same = info.rect.lo[k] == d->rect.lo[k] && info.rect.hi[k] == d->rect.hi[k];
+  char want[128], have[128];
+  rect_text(&d->rect, want, sizeof want);
+  rect_text(&info.rect, have, sizeof have);
+  if (!same)
+    return rp__err(RP_ESHAPE,
+                   "instance table entry %u: the file says "
+                   "rectangle %s, the caller's instance %#llx covers %s",
+                   i, want, (unsigned long long)inst.id, have);
+  for (int k = 0; k < d->rect.dim; k++)
+    if (info.strides[k] != d->strides[k])
+      return rp__err(RP_ESHAPE,
+                     "instance table entry %u: the file says "
+                     "stride %lld in dimension %d, the caller's instance "
+                     "%#llx has %lld",
+                     i, (long long)d->strides[k], k,
+                     (unsigned long long)inst.id, (long long)info.strides[k]);
+  L->table[i] = inst;
+  return RP_OK;
+}
+
+/* Bytes the layout spans, as the engine computes them: 0 when the layout
+ * is invalid (the engine refuses it before allocating), SIZE_MAX when the
+ * size overflows. */
+static size_t layout_bytes(const inst_desc *d) {
+  uint64_t span = 1, last;
+  for (int k = 0; k < d->rect.dim; k++) {
+    int64_t ext;
+    if (d->strides[k] <= 0 || d->rect.hi[k] < d->rect.lo[k])
+      return 0;
+    if (__builtin_sub_overflow(d->rect.hi[k], d->rect.lo[k], &ext) ||
+        __builtin_mul_overflow((uint64_t)d->strides[k], (uint64_t)ext, &last) ||
+        __builtin_add_overflow(span, last, &span))
+      return SIZE_MAX;
+  }
+  size_t bytes;
+  return rp__mul_ok((size_t)span, rp_dtype_size(d->dtype), &bytes) ? bytes
+                                                                   : SIZE_MAX;
+}
+
+static size_t physical_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  size_t bytes;
+  if (pages <= 0 || size <= 0 ||
+      !rp__mul_ok((size_t)pages, (size_t)size, &bytes))
+    return SIZE_MAX;
+  return bytes;
+}
+
+/* Keeps the instances the loader allocates within its budget, so a file
+ * cannot make it allocate (and zero) more than the machine holds. */
+static rp_status charge(loader *L, uint32_t i, const inst_desc *d) {
+  size_t limit = L->max_alloc;
+  if (!limit) {
+    if (d->mem == RP_MEM_GPU)
+      return RP_OK; /* the device refuses what it cannot hold */
+    limit = physical_memory();
+  }
+  size_t bytes = layout_bytes(d), total;
+  if (bytes && (!rp__add_ok(L->alloc_bytes, bytes, &total) || total > limit))
+    return rp__err(RP_ERANGE,
+                   "instance table entry %u: %zu bytes would "
+                   "take the loaded instances past %zu bytes",
+                   i, bytes, limit);
+  L->alloc_bytes += bytes;
+  return RP_OK;
+}
+
+static rp_status alloc_inst(loader *L, uint32_t i, const inst_desc *d) {
+  rp_mem mem;
+  rp_status st = charge(L, i, d);
+  if (st)
+    return st;
+  if ((st = rp_mem_find(L->rt, d->mem, d->device, &mem)) != RP_OK)
+    return rp__err(st,
+                   "instance table entry %u: the runtime has no %s "
+                   "memory%s",
+                   i, rp__mem_kind_name(d->mem),
+                   d->mem == RP_MEM_GPU ? " for that device" : "");
+  st = rp_instance_create(L->rt, mem, d->dtype, &d->rect, d->strides,
+                          &L->table[i]);
+  if (st)
+    return rp__err_prefix(st, "instance table entry %u: ", i);
+  L->nalloc++;
+  return RP_OK;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Two table entries bound to one instance would merge them: refused. */
+static rp_status check_distinct(const loader *L) {
+  uint64_t *ids = malloc(sizeof *ids * (L->ninst ? L->ninst : 1));
+  if (!ids)
+    return rp__err(RP_ENOMEM, "out of memory");
+  for (uint32_t i = 0; i < L->ninst; i++)
+    ids[i] = L->table[i].id;
+  qsort(ids, L->ninst, sizeof *ids, cmp_u64);
+  uint64_t dup = 0;
+  for (uint32_t i = 1; i < L->ninst && !dup; i++)
+    if (ids[i] == ids[i - 1])
+      dup = ids[i];
+  free(ids);
+  if (!dup)
+    return RP_OK;
+  uint32_t first = UINT32_MAX, second = 0;
+  for (uint32_t i = 0; i < L->ninst; i++)
+    if (L->table[i].id == dup) {
+      if (first != UINT32_MAX) {
+        second = i;
+        break;
+      }
+      first = i;
+    }
+  return rp__err(RP_EINVAL,
+                 "instance table entries %u and %u are both "
+                 "bound to the caller's instance %#llx",
+                 first, second, (unsigned long long)dup);
+}
+
+static rp_status load_insts(loader *L, const cJSON *arr) {
+  uint32_t n;
+  rp_status st = get_array(arr, "graph", "instances", RP_GRAPH_MAX_INSTS, &n);
+  if (st)
+    return st;
+  if (L->caller && L->ninst != n)
+    return rp__err(RP_EINVAL,
+                   "the caller passed %u instances, the file's "
+                   "instance table has %u entries",
+                   L->ninst, n);
+  L->ninst = n;
+  if (n && !(L->table = rp__calloc(n, sizeof *L->table)))
+    return rp__err(RP_ENOMEM, "out of memory");
+  uint32_t i = 0;
+  for (const cJSON *c = arr->child; c; c = c->next, i++) {
+    inst_desc d;
+    if ((st = parse_inst(c, i, &d)) != RP_OK)
+      return st;
+    st = L->caller ? check_caller_inst(L, i, &d) : alloc_inst(L, i, &d);
+    if (st)
+      return st;
+  }
+  return L->caller ? check_distinct(L) : RP_OK;
+}
+
+/* A reference to table entry v: in range, and in first-use order. */
+static rp_status inst_ref(loader *L, const cJSON *v, const char *path,
+                          const char *key, rp_inst *out) {
+  uint32_t i;
+  rp_status st = get_u32(v, path, key, UINT32_MAX, &i);
+  if (st)
+    return st;
+  if (i >= L->ninst)
+    return rp__err(RP_ERANGE,
+                   "%s.%s: instance %u out of range (the table "
+                   "has %u entries)",
+                   path, key, i, L->ninst);
+  if (i > L->used)
+    return rp__err(RP_EFORMAT,
+                   "%s.%s: first use of instance %u before "
+                   "instance %u (the table must be in first-use order)",
+                   path, key, i, L->used);
+  if (i == L->used)
+    L->used++;
+  *out = L->table[i];
+  return RP_OK;
+}
+
+/* ---- task ops ---- */
+
+typedef struct task_parts {
+  rp_proc *shard_procs;
+  unsigned char *args;
+  rp_access *acc;
+  rp_interp *ips;
+} task_parts;
+
+static void parts_free(task_parts *t) {
+  free(t->shard_procs);
+  free(t->args);
+  free(t->acc);
+  free(t->ips);
+}
+
+static rp_status get_proc(const cJSON *v, const char *path, const char *key,
+                          rp_proc *out) {
+  if (cJSON_IsString(v) && v->valuestring && !strcmp(v->valuestring, "any")) {
+    *out = RP_PROC_ANY;
+    return RP_OK;
+  }
+  return get_u32(v, path, key, RP_PROC_ANY - 1, out);
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+static rp_status get_args(const cJSON *v, const char *path, rp_launch *l,
+                          task_parts *t) {
+  const char *s = NULL;
+  rp_status st = get_str(v, path, "args", &s);
+  if (st)
+    return st;
+  size_t len = strlen(s);
+  if (len % 2)
+    return rp__err(RP_EFORMAT, "%s.args: odd number of hex digits (%zu)", path,
+                   len);
+  if (len / 2 > RP_MAX_ARGS)
+    return rp__err(RP_ERANGE, "%s.args: %zu bytes (max %u)", path, len / 2,
+                   RP_MAX_ARGS);
+  if (len && !(t->args = malloc(len / 2)))
+    return rp__err(RP_ENOMEM, "%s.args: out of memory", path);
+  for (size_t i = 0; i < len; i += 2) {
+    int hi = hex_digit(s[i]), lo = hex_digit(s[i + 1]);
+    if (hi < 0 || lo < 0)
+      return rp__err(RP_EFORMAT,
+                     "%s.args: character %zu is not a hex "
+                     "digit",
+                     path, hi < 0 ? i : i + 1);
+    t->args[i / 2] = (unsigned char)(hi << 4 | lo);
+  }
+  l->args = t->args;
+  l->args_size = len / 2;
+  return RP_OK;
+}
+
+static rp_status get_shard_procs(const cJSON *v, const char *path, rp_launch *l,
+                                 task_parts *t) {
+  if (cJSON_IsNull(v))
+    return RP_OK;
+  uint32_t n;
+  rp_status st = get_array(v, path, "shard_procs", RP_GRAPH_MAX_SHARDS, &n);
+  if (st)
+    return st;
+  if (n != l->shards)
+    return rp__err(RP_ESHAPE, "%s.shard_procs: %u processors for %u shards",
+                   path, n, l->shards);
+  if (!(t->shard_procs = malloc(sizeof *t->shard_procs * n)))
+    return rp__err(RP_ENOMEM, "%s.shard_procs: out of memory", path);
+  uint32_t i = 0;
+  for (const cJSON *c = v->child; c; c = c->next, i++)
+    if ((st = get_proc(c, path, "shard_procs", &t->shard_procs[i])) != RP_OK)
+      return st;
+  l->shard_procs = t->shard_procs;
+  return RP_OK;
+}
+
+static const char *const ACC_KEYS[] = {"inst", "priv", "redop", NULL};
+
+static rp_status get_accesses(loader *L, const cJSON *v, const char *opath,
+                              rp_launch *l, task_parts *t) {
+  uint32_t n;
+  rp_status st = get_array(v, opath, "accesses", RP_GRAPH_MAX_ACCESSES, &n);
+  if (st)
+    return st;
+  if (n && !(t->acc = rp__calloc(n, sizeof *t->acc)))
+    return rp__err(RP_ENOMEM, "%s.accesses: out of memory", opath);
+  uint32_t i = 0;
+  for (const cJSON *c = v->child; c; c = c->next, i++) {
+    char path[PATH_LEN];
+    int priv, redop;
+    subpath(path, opath, "accesses", i);
+    if ((st = check_object(c, path, ACC_KEYS, 3)) ||
+        (st = inst_ref(L, field(c, "inst"), path, "inst", &t->acc[i].inst)) ||
+        (st = get_enum(field(c, "priv"), path, "priv", priv_n, 5, &priv)) ||
+        (st = get_enum(field(c, "redop"), path, "redop", redop_n, 2, &redop)))
+      return st;
+    t->acc[i].priv = (rp_privilege)priv;
+    t->acc[i].redop = (rp_redop)redop;
+  }
+  l->accesses = t->acc;
+  l->naccess = n;
+  return RP_OK;
+}
+
+static const char *const INTERP_KEYS[] = {"src", "dst", "bytes", NULL};
+
+static rp_status get_interp(const cJSON *c, const char *path, rp_interp *ip) {
+  uint64_t src, dst = RP_INTERP_SHARDS, bytes;
+  rp_status st = check_object(c, path, INTERP_KEYS, 3);
+  if (!st)
+    st = get_u64(field(c, "src"), path, "src", SIZE_MAX, &src);
+  const cJSON *d = field(c, "dst");
+  if (!st && !(cJSON_IsString(d) && !strcmp(d->valuestring, "shards")))
+    st = get_u64(d, path, "dst", SIZE_MAX - 1, &dst);
+  if (!st)
+    st = get_u64(field(c, "bytes"), path, "bytes", SIZE_MAX, &bytes);
+  if (st)
+    return st;
+  *ip = (rp_interp){(size_t)src, (size_t)dst, (size_t)bytes};
+  return RP_OK;
+}
+
+static rp_status get_interps(const cJSON *v, const char *opath, rp_launch *l,
+                             task_parts *t) {
+  uint32_t n;
+  rp_status st = get_array(v, opath, "interps", RP_GRAPH_MAX_INTERPS, &n);
+  if (st)
+    return st;
+  if (n && !(t->ips = rp__calloc(n, sizeof *t->ips)))
+    return rp__err(RP_ENOMEM, "%s.interps: out of memory", opath);
+  uint32_t i = 0;
+  for (const cJSON *c = v->child; c; c = c->next, i++) {
+    char path[PATH_LEN];
+    subpath(path, opath, "interps", i);
+    if ((st = get_interp(c, path, &t->ips[i])) != RP_OK)
+      return st;
+  }
+  l->interps = t->ips;
+  l->ninterp = n;
+  return RP_OK;
+}
+
+static const char *const TASK_KEYS[] = {"id",
+                                        "kind",
+                                        "task",
+                                        "proc",
+                                        "shards",
+                                        "shard_procs",
+                                        "workspace_bytes",
+                                        "workspace_align",
+                                        "cost_ns",
+                                        "args",
+                                        "accesses",
+                                        "interps",
+                                        NULL};
+
+static rp_status parse_task(loader *L, const cJSON *o, const char *path,
+                            rp_launch *l, task_parts *t) {
+  const char *name = NULL;
+  uint64_t wsb = 0, wsa = 0;
+  rp_status st = check_object(o, path, TASK_KEYS, 12);
+  if (!st)
+    st = get_str(field(o, "task"), path, "task", &name);
+  if (!st && rp_task_find(L->rt, name, &l->task) != RP_OK)
+    return rp__err(RP_ENOTASK,
+                   "%s.task: no task named '%.64s' is "
+                   "registered on this runtime",
+                   path, name);
+  if (st || (st = get_proc(field(o, "proc"), path, "proc", &l->proc)) ||
+      (st = get_u32(field(o, "shards"), path, "shards", RP_GRAPH_MAX_SHARDS,
+                    &l->shards)))
+    return st;
+  if (!l->shards)
+    return rp__err(RP_ERANGE, "%s.shards: 0 (at least 1)", path);
+  if ((st = get_shard_procs(field(o, "shard_procs"), path, l, t)) ||
+      (st = get_u64(field(o, "workspace_bytes"), path, "workspace_bytes",
+                    SIZE_MAX, &wsb)) ||
+      (st = get_u64(field(o, "workspace_align"), path, "workspace_align",
+                    SIZE_MAX, &wsa)) ||
+      (st = get_u64(field(o, "cost_ns"), path, "cost_ns", UINT64_MAX,
+                    &l->cost_ns)) ||
+      (st = get_args(field(o, "args"), path, l, t)) ||
+      (st = get_accesses(L, field(o, "accesses"), path, l, t)) ||
+      (st = get_interps(field(o, "interps"), path, l, t)))
+    return st;
+  l->workspace_bytes = (size_t)wsb;
+  l->workspace_align = (size_t)wsa;
+  return RP_OK;
+}
+
+static rp_status load_task(loader *L, const cJSON *o, const char *path) {
+  rp_launch l;
+  task_parts t;
+  memset(&l, 0, sizeof l);
+  memset(&t, 0, sizeof t);
+  rp_status st = parse_task(L, o, path, &l, &t);
+  if (!st && (st = rp_graph_add_task(L->g, &l, NULL)) != RP_OK)
+    rp__err_prefix(st, "%s: ", path);
+  parts_free(&t);
+  return st;
+}
+
+/* ---- copy ops ---- */
+
+static int rect_within(const rp_rect *in, const rp_rect *out) {
+  if (in->dim != out->dim)
+    return 0;
+  for (int d = 0; d < in->dim; d++)
+    if (in->lo[d] < out->lo[d] || in->hi[d] > out->hi[d])
+      return 0;
+  return 1;
+}
+
+static rp_status check_rect(const rp_rect *r, const char *path) {
+  for (int d = 0; d < r->dim; d++)
+    if (r->lo[d] > r->hi[d])
+      return rp__err(RP_ESHAPE, "%s.rect: empty or inverted in dimension %d",
+                     path, d);
+  return RP_OK;
+}
+
+/* What rp_graph_add_copy checks, for the copy ops of a file (this branch
+ * builds them with rp__graph_append). */
+static rp_status check_copy(loader *L, const rp_copy *c, const char *path) {
+  rp_access acc[2] = {{c->src, RP_READ, RP_REDOP_NONE},
+                      {c->dst, RP_WRITE, RP_REDOP_NONE}};
+  rp_status st = rp__check_accesses(L->rt, acc, 2, path);
+  if (st)
+    return st;
+  rp_instance_info s, d;
+  rp_instance_query(L->rt, c->src, &s);
+  rp_instance_query(L->rt, c->dst, &d);
+  if (s.dtype != d.dtype)
+    return rp__err(RP_ETYPE, "%s: copies %s into %s", path,
+                   rp_dtype_name(s.dtype), rp_dtype_name(d.dtype));
+  if (c->redop == RP_REDOP_SUM && s.dtype == RP_U8)
+    return rp__err(RP_ETYPE, "%s: no sum reduction for %s", path,
+                   rp_dtype_name(s.dtype));
+  if (s.rect.dim != d.rect.dim)
+    return rp__err(RP_ESHAPE, "%s: source has %d dimensions, destination %d",
+                   path, s.rect.dim, d.rect.dim);
+  int fits = 1;
+  if (c->domain == RP_DOMAIN_SRC)
+    fits = rect_within(&s.rect, &d.rect);
+  else if (c->domain == RP_DOMAIN_DST)
+    fits = rect_within(&d.rect, &s.rect);
+  else if (c->domain == RP_DOMAIN_RECT) {
+    if ((st = check_rect(&c->rect, path)) != RP_OK)
+      return st;
+    fits = rect_within(&c->rect, &s.rect) && rect_within(&c->rect, &d.rect);
+  }
+  if (!fits)
+    return rp__err(RP_ESHAPE,
+                   "%s: the %s domain does not fit both "
+                   "instances",
+                   path, rp__domain_name(c->domain));
+  return RP_OK;
+}
+
+/* A parallel operator's copies share their group's kind and direction. */
+static rp_status check_group(loader *L, const rp_gop *op, const char *path) {
+  if (!op->group)
+    return RP_OK;
+  group_tag *t = &L->groups[op->group];
+  if (t->kind < 0) {
+    t->kind = (int)op->pop_kind;
+    t->backward = op->pop_backward;
+    return RP_OK;
+  }
+  if (t->kind != (int)op->pop_kind || t->backward != op->pop_backward)
+    return rp__err(RP_EFORMAT,
+                   "%s: group %u is %s %s in an earlier op, "
+                   "%s %s here",
+                   path, op->group, rp__pop_name(t->kind),
+                   t->backward ? "bwd" : "fwd", rp__pop_name(op->pop_kind),
+                   op->pop_backward ? "bwd" : "fwd");
+  return RP_OK;
+}
+
+static rp_status parse_group(loader *L, const cJSON *o, const char *path,
+                             rp_gop *op) {
+  int kind = 0;
+  rp_status st = get_u32(field(o, "group"), path, "group", L->nops, &op->group);
+  if (!st && op->group)
+    st = get_enum(field(o, "pop_kind"), path, "pop_kind", pop_n, 4, &kind);
+  else if (!st && !cJSON_IsNull(field(o, "pop_kind")))
+    return rp__err(RP_EFORMAT, "%s.pop_kind: must be null outside a group",
+                   path);
+  if (!st)
+    st = get_bool(field(o, "backward"), path, "backward", &op->pop_backward);
+  if (!st && !op->group && op->pop_backward)
+    return rp__err(RP_EFORMAT, "%s.backward: must be false outside a group",
+                   path);
+  if (!st)
+    st = get_bool(field(o, "inserted"), path, "inserted", &op->inserted);
+  op->pop_kind = (rp_pop_kind)kind;
+  return st ? st : check_group(L, op, path);
+}
+
+static const char *const COPY_KEYS[] = {
+    "id",    "kind",  "src",      "dst",      "domain",   "rect",
+    "redop", "group", "pop_kind", "backward", "inserted", NULL};
+
+static rp_status parse_copy(loader *L, const cJSON *o, const char *path,
+                            rp_gop *op) {
+  rp_copy *c = &op->copy;
+  int domain, redop;
+  rp_status st = check_object(o, path, COPY_KEYS, 11);
+  if (st || (st = inst_ref(L, field(o, "src"), path, "src", &c->src)) ||
+      (st = inst_ref(L, field(o, "dst"), path, "dst", &c->dst)) ||
+      (st = get_enum(field(o, "domain"), path, "domain", domain_n, 4,
+                     &domain)) ||
+      (st = get_enum(field(o, "redop"), path, "redop", redop_n, 2, &redop)))
+    return st;
+  c->domain = (rp_copy_domain)domain;
+  c->redop = (rp_redop)redop;
+  const cJSON *r = field(o, "rect");
+  if (c->domain == RP_DOMAIN_RECT) {
+    char rpath[PATH_LEN];
+    subpath(rpath, path, "rect", UINT32_MAX);
+    static const char *const RECT_KEYS[] = {"lo", "hi", NULL};
+    if ((st = check_object(r, rpath, RECT_KEYS, 2)) ||
+        (st = get_rect(r, rpath, &c->rect)))
+      return st;
+  } else if (!cJSON_IsNull(r)) {
+    return rp__err(RP_EFORMAT, "%s.rect: must be null for the %s domain", path,
+                   rp__domain_name(c->domain));
+  }
+  return parse_group(L, o, path, op);
+}
+
+static rp_status load_copy(loader *L, const cJSON *o, const char *path) {
+  rp_gop op;
+  memset(&op, 0, sizeof op);
+  op.kind = RP_OP_COPY;
+  op.shards = 1;
+  rp_status st = parse_copy(L, o, path, &op);
+  if (!st)
+    st = check_copy(L, &op.copy, path);
+  if (!st && (st = rp__graph_append(L->g, &op, NULL)) != RP_OK)
+    rp__err_prefix(st, "%s: ", path);
+  return st;
+}
+
+/* ---- ops, edges, ports ---- */
+
+static rp_status load_op(loader *L, const cJSON *o, uint32_t i) {
+  char path[PATH_LEN];
+  snprintf(path, sizeof path, "graph.ops[%u]", i);
+  if (!cJSON_IsObject(o))
+    return rp__err(RP_EFORMAT, "%s: expected an object", path);
+  const cJSON *id = field(o, "id"), *kind = field(o, "kind");
+  int64_t v;
+  rp_status st;
+  if (!id || !kind)
+    return rp__err(RP_EFORMAT, "%s: missing key '%s'", path,
+                   id ? "kind" : "id");
+  if ((st = get_i64(id, path, "id", 0, INT64_MAX, &v)) != RP_OK)
+    return st;
+  if ((uint64_t)v != i)
+    return rp__err(RP_EFORMAT, "%s.id: %lld (ops must be in id order)", path,
+                   (long long)v);
+  const char *k = NULL;
+  if ((st = get_str(kind, path, "kind", &k)) != RP_OK)
+    return st;
+  if (!strcmp(k, "task"))
+    return load_task(L, o, path);
+  if (!strcmp(k, "copy"))
+    return load_copy(L, o, path);
+  return rp__err(RP_EFORMAT, "%s.kind: unknown op kind '%.40s'", path, k);
+}
+
+static rp_status load_ops(loader *L, const cJSON *arr) {
+  rp_status st = get_array(arr, "graph", "ops", RP_GRAPH_MAX_OPS, &L->nops);
+  if (st)
+    return st;
+  if (!(L->groups = malloc(sizeof *L->groups * ((size_t)L->nops + 1))))
+    return rp__err(RP_ENOMEM, "out of memory");
+  for (uint32_t i = 0; i <= L->nops; i++)
+    L->groups[i].kind = -1;
+  uint32_t i = 0;
+  for (const cJSON *c = arr->child; c; c = c->next, i++)
+    if ((st = load_op(L, c, i)) != RP_OK)
+      return st;
+  if (L->used < L->ninst)
+    return rp__err(RP_EFORMAT,
+                   "graph.instances[%u]: not referenced by any "
+                   "op",
+                   L->used);
+  return RP_OK;
+}
+
+static rp_status op_ref(loader *L, const cJSON *v, const char *path,
+                        const char *key, rp_op_id *out) {
+  rp_status st = get_u32(v, path, key, UINT32_MAX, out);
+  if (!st && *out >= L->g->nops)
+    return rp__err(RP_ERANGE,
+                   "%s.%s: op %u out of range (the graph has %u "
+                   "ops)",
+                   path, key, *out, L->g->nops);
+  return st;
+}
+
+/* Edges go in through rp__graph_edge behind this table of those already
+ * added: the builder's own duplicate scan is linear per edge. */
+typedef struct edge_set {
+  uint64_t *keys; /* from << 32 | to; UINT64_MAX = empty */
+  size_t mask;
+} edge_set;
+
+static int edge_seen(edge_set *s, rp_op_id from, rp_op_id to) {
+  uint64_t k = (uint64_t)from << 32 | to;
+  size_t h = (size_t)((k * 0x9e3779b97f4a7c15ull) >> 20) & s->mask;
+  while (s->keys[h] != UINT64_MAX && s->keys[h] != k)
+    h = (h + 1) & s->mask;
+  if (s->keys[h] == k)
+    return 1;
+  s->keys[h] = k;
+  return 0;
+}
+
+static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
+  char path[PATH_LEN];
+  snprintf(path, sizeof path, "graph.edges[%u]", i);
+  uint32_t n;
+  rp_op_id from, to;
+  rp_status st = get_array(e, path, "", 2, &n);
+  if (st || n != 2)
+    return rp__err(RP_EFORMAT, "%s: expected [from, to]", path);
+  if ((st = op_ref(L, e->child, path, "from", &from)) ||
+      (st = op_ref(L, e->child->next, path, "to", &to)))
+    return st;
+  return edge_seen(s, from, to) ? RP_OK : rp__graph_edge(L->g, from, to);
+}
+
+static rp_status load_edges(loader *L, const cJSON *arr) {
+  uint32_t n;
+  rp_status st = get_array(arr, "graph", "edges", RP_GRAPH_MAX_EDGES, &n);
+  if (st)
+    return st;
+  size_t cap = 16;
+  while (cap < 2 * (size_t)n)
+    cap *= 2;
+  edge_set s = {malloc(sizeof *s.keys * cap), cap - 1};
+  if (!s.keys)
+    return rp__err(RP_ENOMEM, "graph.edges: out of memory");
+  memset(s.keys, 0xff, sizeof *s.keys * cap);
+  uint32_t i = 0;
+  for (const cJSON *c = arr->child; c && !st; c = c->next, i++)
+    st = load_edge(L, &s, c, i);
+  free(s.keys);
+  return st;
+}
+
+static const char *const PORT_KEYS[] = {"name", "ops", NULL};
+
+static rp_status load_port(loader *L, const cJSON *o, const char *path,
+                           int pre) {
+  const char *name = NULL;
+  uint32_t n = 0;
+  rp_port_id p = 0;
+  rp_status st = check_object(o, path, PORT_KEYS, 2);
+  if (st || (st = get_str(field(o, "name"), path, "name", &name)) ||
+      (st = get_array(field(o, "ops"), path, "ops", RP_GRAPH_MAX_PORT_OPS, &n)))
+    return st;
+  if ((L->bindings += n) > RP_GRAPH_MAX_BINDINGS)
+    return rp__err(RP_ERANGE,
+                   "%s.ops: more than %u port bindings in the "
+                   "file",
+                   path, RP_GRAPH_MAX_BINDINGS);
+  st = pre ? rp_graph_add_precondition(L->g, name, &p)
+           : rp_graph_add_postcondition(L->g, name, &p);
+  if (st)
+    return rp__err_prefix(st, "%s: ", path);
+  for (const cJSON *c = field(o, "ops")->child; c; c = c->next) {
+    rp_op_id op;
+    if ((st = op_ref(L, c, path, "ops", &op)) != RP_OK)
+      return st;
+    st = pre ? rp_graph_bind_precondition(L->g, p, op)
+             : rp_graph_bind_postcondition(L->g, p, op);
+    if (st)
+      return rp__err_prefix(st, "%s: ", path);
+  }
+  return RP_OK;
+}
+
+static rp_status load_ports(loader *L, const cJSON *arr, const char *key,
+                            int pre) {
+  uint32_t n;
+  rp_status st = get_array(arr, "graph", key, RP_GRAPH_MAX_PORTS, &n);
+  uint32_t i = 0;
+  for (const cJSON *c = st ? NULL : arr->child; c && !st; c = c->next, i++) {
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "graph.%s[%u]", key, i);
+    st = load_port(L, c, path, pre);
+  }
+  return st;
+}
+
+static rp_status check_acyclic(const rp_graph *g) {
+  uint32_t *order = malloc(sizeof *order * (g->nops ? g->nops : 1));
+  if (!order)
+    return rp__err(RP_ENOMEM, "out of memory");
+  rp_status st = rp__graph_topo(g, order);
+  free(order);
+  return st;
+}
+
+static const char *const GRAPH_KEYS[] = {
+    "instances", "ops", "edges", "preconditions", "postconditions", NULL};
+
+static rp_status load_graph(loader *L, const cJSON *graph) {
+  rp_status st = check_object(graph, "graph", GRAPH_KEYS, 5);
+  if (st || (st = load_insts(L, field(graph, "instances"))) ||
+      (st = load_ops(L, field(graph, "ops"))) ||
+      (st = load_edges(L, field(graph, "edges"))) ||
+      (st = load_ports(L, field(graph, "preconditions"), "preconditions", 1)) ||
+      (st = load_ports(L, field(graph, "postconditions"), "postconditions", 0)))
+    return st;
+  return check_acyclic(L->g);
+}
+
+/* ---- the document: limits, parse, header, checksum ---- */
+
+/* Refuses what would make the parse itself expensive: NUL bytes (cJSON
+ * would cut strings at them) and more values than RP_GRAPH_MAX_VALUES
+ * (every value but the first follows a '[', '{' or ',' outside strings). */
+static rp_status prescan(const char *buf, size_t len) {
+  if (len > RP_GRAPH_FILE_MAX)
+    return rp__err(RP_ERANGE, "the file has %zu bytes (the limit is %u)", len,
+                   RP_GRAPH_FILE_MAX);
+  uint64_t values = 1;
+  int in_str = 0;
+  for (size_t i = 0; i < len; i++) {
+    char c = buf[i];
+    if (!c)
+      return rp__err(RP_EFORMAT, "NUL byte at offset %zu", i);
+    if (in_str) {
+      if (c == '\\')
+        i++;
+      else if (c == '"')
+        in_str = 0;
+    } else if (c == '"') {
+      in_str = 1;
+    } else if (c == '[' || c == '{' || c == ',') {
+      if (++values > RP_GRAPH_MAX_VALUES)
+        return rp__err(RP_ERANGE, "more than %u JSON values (at byte %zu)",
+                       RP_GRAPH_MAX_VALUES, i);
+    }
+  }
+  return RP_OK;
+}
+
+static rp_status parse_error(size_t at, size_t len) {
+  if (at + 1 >= len)
+    return rp__err(RP_EFORMAT,
+                   "not JSON: the text ends early at byte %zu "
+                   "(truncated file?)",
+                   len);
+  return rp__err(RP_EFORMAT, "not JSON: syntax error at byte %zu", at);
+}
+
+static rp_status trailing(const char *buf, size_t at, size_t len) {
+  for (size_t i = at; i < len; i++)
+    if (buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\n' && buf[i] != '\r')
+      return rp__err(RP_EFORMAT,
+                     "not JSON: text after the document at "
+                     "byte %zu",
+                     i);
+  return RP_OK;
+}
+
+/* Parses a NUL-terminated copy: the input need not be terminated, and a
+ * terminator stops any scan past the end. */
+static rp_status parse(const char *in, size_t len, cJSON **out) {
+  char *buf = malloc(len + 1);
+  if (!buf)
+    return rp__err(RP_ENOMEM, "out of memory");
+  if (len)
+    memcpy(buf, in, len);
+  buf[len] = 0;
+  const char *end = NULL;
+  /* cJSON keeps the last parse error in a global that every parse writes:
+   * parses are serialized so concurrent loads do not race on it. */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  cJSON *doc = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+  pthread_mutex_unlock(&lock);
+  size_t at = end && end >= buf ? (size_t)(end - buf) : 0;
+  rp_status st = doc ? trailing(buf, at, len) : parse_error(at, len);
+  free(buf);
+  if (st) {
+    cJSON_Delete(doc);
+    return st;
+  }
+  *out = doc;
+  return RP_OK;
+}
+
+static rp_status check_checksum(const cJSON *sum, const cJSON *graph) {
+  if (!sum)
+    return RP_OK; /* optional: hand-written files may leave it out */
+  const char *s = NULL;
+  rp_status st = get_str(sum, "", "checksum", &s);
+  if (st)
+    return st;
+  size_t plen = strlen(RP_GRAPH_CHECKSUM_PREFIX);
+  uint64_t want = 0;
+  int ok =
+      strlen(s) == plen + 16 && !strncmp(s, RP_GRAPH_CHECKSUM_PREFIX, plen);
+  for (size_t i = plen; ok && s[i]; i++) {
+    int d = hex_digit(s[i]);
+    ok = d >= 0;
+    want = want << 4 | (uint64_t)(d < 0 ? 0 : d);
+  }
+  if (!ok)
+    return rp__err(RP_EFORMAT,
+                   ".checksum: expected \"%s\" and 16 hex "
+                   "digits",
+                   RP_GRAPH_CHECKSUM_PREFIX);
+  uint64_t have = rp__graph_checksum(graph);
+  if (have != want)
+    return rp__err(RP_ECHECKSUM,
+                   ".checksum: the file says %016llx, its "
+                   "graph hashes to %016llx: the file is corrupt or was "
+                   "edited",
+                   (unsigned long long)want, (unsigned long long)have);
+  return RP_OK;
+}
+
+static const char *const DOC_KEYS[] = {"format", "version", "graph", "checksum",
+                                       NULL};
+
+/* format first, then version: a newer file may have keys this build does
+ * not know, and should say so as RP_EVERSION. */
+static rp_status header(const cJSON *doc, const cJSON **graph) {
+  const cJSON *fmt = cJSON_IsObject(doc) ? field(doc, "format") : NULL;
+  if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, RP_GRAPH_FORMAT))
+    return rp__err(RP_EFORMAT, "not a reprise graph file (no \"format\": "
+                               "\"" RP_GRAPH_FORMAT "\")");
+  int64_t v;
+  rp_status st =
+      get_i64(field(doc, "version"), "", "version", INT64_MIN, INT64_MAX, &v);
+  if (st == RP_EFORMAT && !field(doc, "version"))
+    return rp__err(RP_EFORMAT, ".version: missing");
+  if (st)
+    return st;
+  if (v != RP_GRAPH_VERSION)
+    return rp__err(RP_EVERSION,
+                   "graph file version %lld (this build reads "
+                   "version %d)",
+                   (long long)v, RP_GRAPH_VERSION);
+  if ((st = check_object(doc, "(top level)", DOC_KEYS, 3)) != RP_OK)
+    return st;
+  *graph = field(doc, "graph");
+  return check_checksum(field(doc, "checksum"), *graph);
+}
+
+static void loader_fail(loader *L) {
+  rp_graph_destroy(L->g);
+  L->g = NULL;
+  for (uint32_t i = 0; i < L->nalloc; i++)
+    rp_instance_free(L->rt, L->table[i]);
+}
+
+rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
+                             const rp_inst *insts, uint32_t ninsts,
+                             size_t max_alloc, rp_graph **out) {
+  if (!rt || !out || (len && !buf) || (ninsts && !insts))
+    return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
+  cJSON *doc = NULL;
+  const cJSON *graph = NULL;
+  rp_status st = prescan(buf, len);
+  if (!st)
+    st = parse(buf, len, &doc);
+  if (!st)
+    st = header(doc, &graph);
+  loader L = {
+      .rt = rt, .caller = insts, .ninst = ninsts, .max_alloc = max_alloc};
+  if (!st)
+    st = rp_graph_create(rt, &L.g);
+  if (!st && (st = load_graph(&L, graph)) != RP_OK)
+    loader_fail(&L);
+  if (!st)
+    *out = L.g;
+  free(L.table);
+  free(L.groups);
+  cJSON_Delete(doc);
+  return st;
+}
+
+/* Reads at most RP_GRAPH_FILE_MAX + 1 bytes, so that neither a huge file
+ * nor an endless one (a pipe, /dev/zero) gets further than the limit. */
+static rp_status read_file(const char *path, char **buf, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return rp__err(errno == ENOENT ? RP_ENOENT : RP_EIO, "cannot open: %s",
+                   strerror(errno));
+  struct stat sb;
+  size_t cap = 1 << 16, n = 0;
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+    if ((uint64_t)sb.st_size > RP_GRAPH_FILE_MAX) {
+      close(fd);
+      return rp__err(RP_ERANGE, "the file has %lld bytes (the limit is %u)",
+                     (long long)sb.st_size, RP_GRAPH_FILE_MAX);
+    }
+    cap = (size_t)sb.st_size + 1;
+  }
+  char *b = malloc(cap);
+  rp_status st = b ? RP_OK : rp__err(RP_ENOMEM, "out of memory");
+  while (!st && n <= RP_GRAPH_FILE_MAX) {
+    if (n == cap) {
+      char *nb = realloc(b, cap *= 2);
+      if (!nb) {
+        st = rp__err(RP_ENOMEM, "out of memory");
+        break;
+      }
+      b = nb;
+    }
+    ssize_t r = read(fd, b + n, cap - n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      st = rp__err(RP_EIO, "read failed: %s", strerror(errno));
+    else if (r == 0)
+      break;
+    else
+      n += (size_t)r;
+  }
+  close(fd);
+  if (!st && n > RP_GRAPH_FILE_MAX)
+    st = rp__err(RP_ERANGE, "the file has more than %u bytes",
+                 RP_GRAPH_FILE_MAX);
+  if (st) {
+    free(b);
+    return st;
+  }
+  *buf = b;
+  *len = n;
+  return RP_OK;
+}
+
+rp_status rp_graph_load(rp_runtime *rt, const char *path, const rp_inst *insts,
+                        uint32_t ninsts, rp_graph **out) {
+  if (!rt || !path || !out || (ninsts && !insts))
+    return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
+  char *buf = NULL;
+  size_t len = 0;
+  rp_status st = read_file(path, &buf, &len);
+  if (!st) {
+    st = rp__graph_load_mem(rt, buf, len, insts, ninsts, 0, out);
+    free(buf);
+  }
+  return st ? rp__err_prefix(st, "rp_graph_load '%s': ", path) : RP_OK;
+}
+
+#else /* !REPRISE_HAVE_CJSON */
+
+rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
+                             const rp_inst *insts, uint32_t ninsts,
+                             size_t max_alloc, rp_graph **out) {
+  RP_UNUSED(rt);
+  RP_UNUSED(buf);
+  RP_UNUSED(len);
+  RP_UNUSED(insts);
+  RP_UNUSED(ninsts);
+  RP_UNUSED(max_alloc);
+  RP_UNUSED(out);
+  return rp__err(RP_EUNSUPPORTED, "rp_graph_load: graph files need cJSON, "
+                                  "which this build was configured without");
+}
+
+rp_status rp_graph_load(rp_runtime *rt, const char *path, const rp_inst *insts,
+                        uint32_t ninsts, rp_graph **out) {
+  if (!rt || !path || !out || (ninsts && !insts))
+    return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
+  return rp__graph_load_mem(rt, NULL, 0, insts, ninsts, 0, out);
+}
+
+#endif

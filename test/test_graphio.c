@@ -1,0 +1,1117 @@
+/* Graph files (rp_graph_save / rp_graph_load / rp_graph_instances) and
+ * graph dumps (text, DOT, JSON). */
+#include "helpers.h"
+
+#include "capture/capture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Linked only once the xfer layer provides it: its part is skipped before. */
+extern __typeof__(rp_graph_add_parallel) rp_graph_add_parallel
+    __attribute__((weak));
+
+static rp_status noop(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+static void register_tasks(rp_runtime *rt) {
+  const char *names[] = {"scale", "accum", "update"};
+  for (size_t i = 0; i < 3; i++) {
+    rp_task_id id;
+    RP_CHECK(rp_task_register(
+        rt, &(rp_task_desc){.name = names[i], .cpu_fn = noop}, &id));
+  }
+}
+
+static rp_task_id task(rp_runtime *rt, const char *name) {
+  rp_task_id id;
+  RP_CHECK(rp_task_find(rt, name, &id));
+  return id;
+}
+
+/* ---- files ---- */
+
+static char tmpdir[64];
+
+static void make_tmpdir(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/rp_graphio_XXXXXX");
+  cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+static const char *tmp_path(const char *name) {
+  static char buf[4][160];
+  static int k;
+  char *p = buf[k++ % 4];
+  snprintf(p, 160, "%s/%s", tmpdir, name);
+  return p;
+}
+
+static char *read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+  b[n] = 0;
+  fclose(f);
+  if (len)
+    *len = (size_t)n;
+  return b;
+}
+
+/* Some helpers serve only the tests that need cJSON. */
+#define CJSON_ONLY __attribute__((unused))
+
+CJSON_ONLY static void write_all(const char *path, const char *text,
+                                 size_t len) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(text, 1, len, f), len);
+  fclose(f);
+}
+
+/* A copy of s with the first occurrence of from replaced by to. */
+CJSON_ONLY static char *subst(const char *s, const char *from, const char *to) {
+  const char *at = strstr(s, from);
+  cr_assert_not_null(at, "'%s' not in the text", from);
+  size_t a = (size_t)(at - s), fl = strlen(from), tl = strlen(to);
+  char *r = malloc(strlen(s) - fl + tl + 1);
+  memcpy(r, s, a);
+  memcpy(r + a, to, tl);
+  strcpy(r + a + tl, at + fl);
+  return r;
+}
+
+/* ---- the reference graph ---- */
+
+typedef struct fixture {
+  rp_runtime *rt;
+  rp_inst a, b, c, d, e, f;
+  rp_graph *g;
+} fixture;
+
+typedef struct scale_args {
+  float alpha;
+  uint32_t iter;
+} scale_args;
+
+static rp_inst mk(rp_runtime *rt, rp_dtype t, rp_rect r, const int64_t *st) {
+  rp_inst i;
+  RP_CHECK(rp_instance_create(rt, 0, t, &r, st, &i));
+  return i;
+}
+
+static rp_op_id add_copy(rp_graph *g, rp_inst src, rp_inst dst,
+                         rp_copy_domain dom, rp_rect r, rp_redop redop,
+                         uint32_t group) {
+  rp_gop op;
+  memset(&op, 0, sizeof op);
+  op.kind = RP_OP_COPY;
+  op.shards = 1;
+  op.copy = (rp_copy){
+      .src = src, .dst = dst, .domain = dom, .rect = r, .redop = redop};
+  op.group = group;
+  op.pop_kind = RP_POP_REPLICATE;
+  rp_op_id id;
+  RP_CHECK(rp__graph_append(g, &op, &id));
+  return id;
+}
+
+/* Tasks with args, accesses (every privilege), an SPMD op with shard
+ * processors, workspace and cost, interpolations, copies (rect domain,
+ * reduction), a parallel-operator group, edges and ports. */
+static void build(fixture *fx) {
+  rp_runtime *rt = fx->rt = th_cpu_runtime(2);
+  register_tasks(rt);
+  int64_t strides[2] = {8, 1};
+  fx->a = mk(rt, RP_F32, rp_rect_1d(0, 15), NULL);
+  fx->b = mk(rt, RP_F32, rp_rect_1d(0, 15), NULL);
+  fx->c = mk(rt, RP_F64, rp_rect_2d(4, 7, 0, 3), strides);
+  fx->d = mk(rt, RP_F32, rp_rect_1d(0, 15), NULL);
+  fx->e = mk(rt, RP_F32, rp_rect_1d(0, 15), NULL);
+  fx->f = mk(rt, RP_F32, rp_rect_1d(0, 15), NULL);
+  RP_CHECK(rp_graph_create(rt, &fx->g));
+  rp_graph *g = fx->g;
+
+  scale_args sa = {1.5f, 7};
+  rp_access w = {fx->a, RP_WRITE, RP_REDOP_NONE};
+  rp_interp ip = {0, offsetof(scale_args, iter), 4};
+  rp_launch l0 = {.task = task(rt, "scale"),
+                  .proc = 0,
+                  .accesses = &w,
+                  .naccess = 1,
+                  .args = &sa,
+                  .args_size = sizeof sa,
+                  .interps = &ip,
+                  .ninterp = 1};
+  RP_CHECK(rp_graph_add_task(g, &l0, NULL));
+
+  rp_access acc[2] = {{fx->a, RP_READ, RP_REDOP_NONE},
+                      {fx->b, RP_REDUCE, RP_REDOP_SUM}};
+  rp_proc sp[2] = {1, 0};
+  uint64_t big = 0x123456789abcdefull; /* beyond 2^53 in the args */
+  rp_interp shards = {8, RP_INTERP_SHARDS, 4};
+  rp_launch l1 = {.task = task(rt, "accum"),
+                  .proc = RP_PROC_ANY,
+                  .accesses = acc,
+                  .naccess = 2,
+                  .args = &big,
+                  .args_size = sizeof big,
+                  .shards = 2,
+                  .shard_procs = sp,
+                  .workspace_bytes = 256,
+                  .workspace_align = 128,
+                  .cost_ns = (1ull << 60) + 1,
+                  .interps = &shards,
+                  .ninterp = 1};
+  RP_CHECK(rp_graph_add_task(g, &l1, NULL));
+
+  add_copy(g, fx->a, fx->d, RP_DOMAIN_RECT, rp_rect_1d(2, 5), RP_REDOP_NONE, 0);
+  add_copy(g, fx->b, fx->e, RP_DOMAIN_INTERSECT, rp_rect_1d(0, 0),
+           RP_REDOP_NONE, 1);
+  add_copy(g, fx->b, fx->f, RP_DOMAIN_INTERSECT, rp_rect_1d(0, 0), RP_REDOP_SUM,
+           1);
+
+  rp_access rw = {fx->c, RP_RW, RP_REDOP_NONE};
+  rp_launch l5 = {
+      .task = task(rt, "update"), .proc = 1, .accesses = &rw, .naccess = 1};
+  RP_CHECK(rp_graph_add_task(g, &l5, NULL));
+
+  rp_op_id edges[][2] = {{0, 1}, {1, 2}, {1, 3}, {1, 4}, {2, 5}};
+  for (size_t i = 0; i < 5; i++)
+    RP_CHECK(rp_graph_add_edge(g, edges[i][0], edges[i][1]));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "batch", &p));
+  RP_CHECK(rp_graph_bind_precondition(g, p, 0));
+  RP_CHECK(rp_graph_bind_precondition(g, p, 5));
+  RP_CHECK(rp_graph_add_precondition(g, "unused \"quoted\"", &p));
+  RP_CHECK(rp_graph_add_postcondition(g, "loss", &p));
+  RP_CHECK(rp_graph_bind_postcondition(g, p, 5));
+  RP_CHECK(rp_graph_bind_postcondition(g, p, 4));
+}
+
+static void teardown(fixture *fx) {
+  RP_CHECK(rp_graph_destroy(fx->g));
+  th_destroy(fx->rt);
+}
+
+/* ---- equivalence ---- */
+
+/* Table position of inst in a graph's instance list. */
+static uint32_t pos_of(const rp_inst *list, uint32_t n, rp_inst i) {
+  for (uint32_t k = 0; k < n; k++)
+    if (list[k].id == i.id)
+      return k;
+  cr_assert_fail("instance %#llx not in the table", (unsigned long long)i.id);
+  return UINT32_MAX;
+}
+
+typedef struct inst_map {
+  rp_inst a[16], b[16];
+  uint32_t n;
+} inst_map;
+
+static void same_inst(const inst_map *m, rp_inst x, rp_inst y, rp_op_id op) {
+  cr_assert_eq(pos_of(m->a, m->n, x), pos_of(m->b, m->n, y),
+               "op %u: accesses map to different table entries", op);
+}
+
+static void same_task(const rp_graph *x, const rp_graph *y, rp_op_id id,
+                      const inst_map *m) {
+  const rp_gop *a = &x->ops[id], *b = &y->ops[id];
+  cr_assert_str_eq(rp_task_name(x->rt, a->task), rp_task_name(y->rt, b->task),
+                   "op %u", id);
+  cr_assert_eq(a->proc, b->proc, "op %u", id);
+  cr_assert_eq(a->shards, b->shards, "op %u", id);
+  cr_assert_eq(!a->shard_procs, !b->shard_procs, "op %u", id);
+  for (uint32_t s = 0; a->shard_procs && s < a->shards; s++)
+    cr_assert_eq(a->shard_procs[s], b->shard_procs[s], "op %u shard %u", id, s);
+  cr_assert_eq(a->ws_bytes, b->ws_bytes, "op %u", id);
+  cr_assert_eq(a->ws_align, b->ws_align, "op %u", id);
+  cr_assert_eq(a->cost_ns, b->cost_ns, "op %u", id);
+  cr_assert_eq(a->args_size, b->args_size, "op %u", id);
+  cr_assert(!a->args_size || !memcmp(a->args, b->args, a->args_size),
+            "op %u: args differ", id);
+  cr_assert_eq(a->nacc, b->nacc, "op %u", id);
+  for (uint32_t k = 0; k < a->nacc; k++) {
+    same_inst(m, a->acc[k].inst, b->acc[k].inst, id);
+    cr_assert_eq(a->acc[k].priv, b->acc[k].priv, "op %u access %u", id, k);
+    cr_assert_eq(a->acc[k].redop, b->acc[k].redop, "op %u access %u", id, k);
+  }
+  cr_assert_eq(a->ninterp, b->ninterp, "op %u", id);
+  for (uint32_t k = 0; k < a->ninterp; k++)
+    cr_assert(!memcmp(&a->interps[k], &b->interps[k], sizeof(rp_interp)),
+              "op %u interp %u", id, k);
+}
+
+static void same_copy(const rp_graph *x, const rp_graph *y, rp_op_id id,
+                      const inst_map *m) {
+  const rp_gop *a = &x->ops[id], *b = &y->ops[id];
+  same_inst(m, a->copy.src, b->copy.src, id);
+  same_inst(m, a->copy.dst, b->copy.dst, id);
+  cr_assert_eq(a->copy.domain, b->copy.domain, "op %u", id);
+  cr_assert_eq(a->copy.redop, b->copy.redop, "op %u", id);
+  if (a->copy.domain == RP_DOMAIN_RECT) {
+    cr_assert_eq(a->copy.rect.dim, b->copy.rect.dim, "op %u", id);
+    for (int d = 0; d < a->copy.rect.dim; d++)
+      cr_assert(a->copy.rect.lo[d] == b->copy.rect.lo[d] &&
+                    a->copy.rect.hi[d] == b->copy.rect.hi[d],
+                "op %u rect dim %d", id, d);
+  }
+  cr_assert_eq(a->group, b->group, "op %u", id);
+  if (a->group) {
+    cr_assert_eq(a->pop_kind, b->pop_kind, "op %u", id);
+    cr_assert_eq(a->pop_backward, b->pop_backward, "op %u", id);
+  }
+  cr_assert_eq(a->inserted, b->inserted, "op %u", id);
+}
+
+static void same_ports(const rp_gport *a, const rp_gport *b, uint32_t n) {
+  for (uint32_t p = 0; p < n; p++) {
+    cr_assert_str_eq(a[p].name, b[p].name);
+    cr_assert_eq(a[p].nops, b[p].nops, "port '%s'", a[p].name);
+    for (uint32_t k = 0; k < a[p].nops; k++)
+      cr_assert_eq(a[p].ops[k], b[p].ops[k], "port '%s'", a[p].name);
+  }
+}
+
+CJSON_ONLY static void assert_same(const rp_graph *x, const rp_graph *y) {
+  inst_map m;
+  uint32_t ny;
+  RP_CHECK(rp_graph_instances(x, m.a, 16, &m.n));
+  RP_CHECK(rp_graph_instances(y, m.b, 16, &ny));
+  cr_assert_eq(m.n, ny, "instance tables differ in size");
+  cr_assert_eq(x->nops, y->nops);
+  for (rp_op_id id = 0; id < x->nops; id++) {
+    cr_assert_eq(x->ops[id].kind, y->ops[id].kind, "op %u", id);
+    if (x->ops[id].kind == RP_OP_TASK)
+      same_task(x, y, id, &m);
+    else
+      same_copy(x, y, id, &m);
+  }
+  cr_assert_eq(x->nedges, y->nedges);
+  for (uint32_t e = 0; e < x->nedges; e++)
+    cr_assert(rp_graph_depends(y, x->edges[e].from, x->edges[e].to),
+              "edge %u -> %u lost", x->edges[e].from, x->edges[e].to);
+  cr_assert_eq(x->npre, y->npre);
+  cr_assert_eq(x->npost, y->npost);
+  same_ports(x->pre, y->pre, x->npre);
+  same_ports(x->post, y->post, x->npost);
+}
+
+#ifdef REPRISE_HAVE_CJSON
+
+/* ---- round trips ---- */
+
+Test(graphio, round_trip_with_caller_instances) {
+  make_tmpdir();
+  fixture fx;
+  build(&fx);
+  const char *path = tmp_path("g.json");
+  RP_CHECK(rp_graph_save(fx.g, path));
+  rp_inst insts[16];
+  uint32_t n;
+  RP_CHECK(rp_graph_instances(fx.g, insts, 16, &n));
+  cr_assert_eq(n, 6);
+  rp_graph *h;
+  RP_CHECK(rp_graph_load(fx.rt, path, insts, n, &h));
+  assert_same(fx.g, h);
+  /* the same graph over the same instances writes the same bytes */
+  const char *again = tmp_path("again.json");
+  RP_CHECK(rp_graph_save(h, again));
+  char *t1 = read_all(path, NULL), *t2 = read_all(again, NULL);
+  cr_assert_str_eq(t1, t2);
+  free(t1);
+  free(t2);
+  RP_CHECK(rp_graph_destroy(h));
+  teardown(&fx);
+  remove_tmpdir();
+}
+
+Test(graphio, round_trip_with_loader_instances) {
+  make_tmpdir();
+  fixture fx;
+  build(&fx);
+  const char *path = tmp_path("g.json");
+  RP_CHECK(rp_graph_save(fx.g, path));
+  rp_graph *h;
+  RP_CHECK(rp_graph_load(fx.rt, path, NULL, 0, &h));
+  assert_same(fx.g, h);
+  rp_inst orig[16], mine[16];
+  uint32_t n, m;
+  RP_CHECK(rp_graph_instances(fx.g, orig, 16, &n));
+  RP_CHECK(rp_graph_instances(h, mine, 16, &m));
+  cr_assert_eq(n, m);
+  for (uint32_t i = 0; i < n; i++) {
+    rp_instance_info a, b;
+    RP_CHECK(rp_instance_query(fx.rt, orig[i], &a));
+    RP_CHECK(rp_instance_query(fx.rt, mine[i], &b));
+    cr_assert_neq(orig[i].id, mine[i].id, "entry %u was not allocated", i);
+    cr_assert_eq(a.dtype, b.dtype, "entry %u", i);
+    cr_assert_eq(a.bytes, b.bytes, "entry %u", i);
+    cr_assert(!memcmp(&a.rect, &b.rect, sizeof a.rect), "entry %u", i);
+    cr_assert(!memcmp(a.strides, b.strides, sizeof a.strides), "entry %u", i);
+  }
+  const char *again = tmp_path("again.json");
+  RP_CHECK(rp_graph_save(h, again));
+  char *t1 = read_all(path, NULL), *t2 = read_all(again, NULL);
+  cr_assert_str_eq(t1, t2, "a file names no handles: same bytes");
+  free(t1);
+  free(t2);
+  RP_CHECK(rp_graph_destroy(h));
+  for (uint32_t i = 0; i < m; i++)
+    RP_CHECK(rp_instance_free(fx.rt, mine[i]));
+  teardown(&fx);
+  remove_tmpdir();
+}
+
+Test(graphio, loaded_groups_do_not_collide_with_new_ones) {
+  make_tmpdir();
+  fixture fx;
+  build(&fx);
+  const char *path = tmp_path("g.json");
+  RP_CHECK(rp_graph_save(fx.g, path));
+  rp_inst insts[16];
+  uint32_t n;
+  RP_CHECK(rp_graph_instances(fx.g, insts, 16, &n));
+  rp_graph *h;
+  RP_CHECK(rp_graph_load(fx.rt, path, insts, n, &h));
+  cr_assert_geq(h->ngroups, 1, "group 1 is taken after loading");
+  RP_CHECK(rp_graph_destroy(h));
+  teardown(&fx);
+  remove_tmpdir();
+}
+
+Test(graphio, parallel_operator_round_trip) {
+  if (!rp_graph_add_parallel)
+    cr_skip_test("rp_graph_add_parallel is not in this build yet");
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst whole = mk(rt, RP_F32, rp_rect_1d(0, 15), NULL);
+  rp_inst parts[2] = {mk(rt, RP_F32, rp_rect_1d(0, 7), NULL),
+                      mk(rt, RP_F32, rp_rect_1d(8, 15), NULL)};
+  rp_graph *g, *h;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_parallel_op op = {.kind = RP_POP_REPARTITION,
+                       .whole = whole,
+                       .parts = parts,
+                       .nparts = 2,
+                       .dim = 0};
+  rp_op_id first;
+  uint32_t count;
+  RP_CHECK(rp_graph_add_parallel(g, &op, &first, &count));
+  const char *path = tmp_path("pop.json");
+  RP_CHECK(rp_graph_save(g, path));
+  rp_inst insts[8];
+  uint32_t n;
+  RP_CHECK(rp_graph_instances(g, insts, 8, &n));
+  RP_CHECK(rp_graph_load(rt, path, insts, n, &h));
+  assert_same(g, h);
+  RP_CHECK(rp_graph_destroy(h));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  remove_tmpdir();
+}
+
+Test(graphio, instances_lists_in_first_use_order) {
+  fixture fx;
+  build(&fx);
+  uint32_t n;
+  RP_CHECK(rp_graph_instances(fx.g, NULL, 0, &n));
+  cr_assert_eq(n, 6);
+  rp_inst l[6];
+  RP_EXPECT(rp_graph_instances(fx.g, l, 2, &n), RP_ERANGE);
+  cr_assert_eq(n, 6);
+  cr_assert_eq(l[0].id, fx.a.id);
+  cr_assert_eq(l[1].id, fx.b.id, "op 0 uses a, op 1 a and b");
+  RP_CHECK(rp_graph_instances(fx.g, l, 6, &n));
+  rp_inst want[6] = {fx.a, fx.b, fx.d, fx.e, fx.f, fx.c};
+  for (int i = 0; i < 6; i++)
+    cr_assert_eq(l[i].id, want[i].id, "entry %d", i);
+  RP_EXPECT(rp_graph_instances(NULL, l, 6, &n), RP_EINVAL);
+  RP_EXPECT(rp_graph_instances(fx.g, NULL, 6, &n), RP_EINVAL);
+  teardown(&fx);
+}
+
+/* ---- saving ---- */
+
+Test(graphio, save_errors) {
+  fixture fx;
+  build(&fx);
+  RP_EXPECT(rp_graph_save(NULL, "/tmp/x"), RP_EINVAL);
+  RP_EXPECT(rp_graph_save(fx.g, NULL), RP_EINVAL);
+  RP_EXPECT(rp_graph_save(fx.g, "/nonexistent-dir/g.json"), RP_EIO);
+  RP_CHECK(rp_instance_free(fx.rt, fx.e));
+  make_tmpdir();
+  RP_EXPECT(rp_graph_save(fx.g, tmp_path("stale.json")), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "instance table entry 3"), "%s",
+            rp_error_detail());
+  cr_assert_neq(access(tmp_path("stale.json"), F_OK), 0, "no file left");
+  remove_tmpdir();
+  teardown(&fx);
+}
+
+Test(graphio, file_is_versioned_and_checksummed) {
+  make_tmpdir();
+  fixture fx;
+  build(&fx);
+  RP_CHECK(rp_graph_save(fx.g, tmp_path("g.json")));
+  char *t = read_all(tmp_path("g.json"), NULL);
+  cr_assert(strstr(t, "\"format\":\t\"reprise-graph\""), "%.200s", t);
+  cr_assert(strstr(t, "\"version\":\t1"));
+  cr_assert(strstr(t, "\"checksum\":\t\"fnv1a64:"));
+  cr_assert(strstr(t, "\"cost_ns\":\t\"1152921504606846977\""),
+            "integers beyond 2^53 are strings");
+  free(t);
+  mode_t mask = umask(0);
+  umask(mask);
+  struct stat sb;
+  cr_assert_eq(stat(tmp_path("g.json"), &sb), 0);
+  cr_assert_eq(sb.st_mode & 0777, 0666 & ~mask, "mode %o",
+               (unsigned)(sb.st_mode & 0777));
+  teardown(&fx);
+  remove_tmpdir();
+}
+
+/* ---- corrupt input ---- */
+
+/* Two ops over one instance; no checksum (the loader allows that, so the
+ * cases below can edit it). */
+static const char *MINI =
+    "{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {\n"
+    " \"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1,"
+    " \"dtype\": \"f32\", \"lo\": [0], \"hi\": [15], \"strides\": [1]}],\n"
+    " \"ops\": [\n"
+    "  {\"id\": 0, \"kind\": \"task\", \"task\": \"scale\", \"proc\": 0,"
+    " \"shards\": 1, \"shard_procs\": null, \"workspace_bytes\": 0,"
+    " \"workspace_align\": 0, \"cost_ns\": 0, \"args\": \"0000c03f\","
+    " \"accesses\": [{\"inst\": 0, \"priv\": \"W\", \"redop\": \"none\"}],"
+    " \"interps\": []},\n"
+    "  {\"id\": 1, \"kind\": \"task\", \"task\": \"accum\", \"proc\": \"any\","
+    " \"shards\": 1, \"shard_procs\": null, \"workspace_bytes\": 0,"
+    " \"workspace_align\": 0, \"cost_ns\": 0, \"args\": \"\","
+    " \"accesses\": [{\"inst\": 0, \"priv\": \"R\", \"redop\": \"none\"}],"
+    " \"interps\": []}],\n"
+    " \"edges\": [[0, 1]],\n"
+    " \"preconditions\": [{\"name\": \"in\", \"ops\": [0]}],\n"
+    " \"postconditions\": [{\"name\": \"out\", \"ops\": [1]}]}}\n";
+
+/* The detail of the last load_text* call (later calls in the helper
+ * overwrite the thread's rp_error_detail). */
+static char detail[1024];
+static const char *why(void) {
+  return detail;
+}
+
+#define LOAD_EXPECT(call, want)                                                \
+  do {                                                                         \
+    rp_status st_ = (call);                                                    \
+    cr_assert_eq(st_, (want), "%s -> %s, expected %s (%s)", #call,             \
+                 rp_status_name(st_), rp_status_name(want), why());            \
+  } while (0)
+
+typedef struct env {
+  rp_runtime *rt;
+  rp_inst next; /* the handle the loader's first instance will get */
+} env;
+
+/* The engine reuses the last freed slot first: create and free a probe,
+ * and the next instance created is the probe's slot, one generation on. */
+static void reprobe(env *e) {
+  rp_inst probe = mk(e->rt, RP_F32, rp_rect_1d(0, 0), NULL);
+  RP_CHECK(rp_instance_free(e->rt, probe));
+  e->next.id = probe.id + (1ull << 32);
+}
+
+static env env_make(void) {
+  env e;
+  e.rt = th_cpu_runtime(1);
+  register_tasks(e.rt);
+  reprobe(&e);
+  return e;
+}
+
+static rp_status load_text_n(env *e, const char *text, size_t len,
+                             const rp_inst *insts, uint32_t n) {
+  make_tmpdir();
+  const char *path = tmp_path("in.json");
+  write_all(path, text, len);
+  rp_graph *g = (rp_graph *)(uintptr_t)0x1;
+  rp_status st = rp_graph_load(e->rt, path, insts, n, &g);
+  snprintf(detail, sizeof detail, "%s", rp_error_detail());
+  remove_tmpdir();
+  if (st == RP_OK) {
+    RP_CHECK(rp_graph_destroy(g));
+    return st;
+  }
+  cr_assert_eq((uintptr_t)g, 0x1, "*out untouched on failure");
+  /* nothing the loader allocated survives the failure */
+  rp_instance_info info;
+  cr_assert_eq(rp_instance_query(e->rt, e->next, &info), RP_ESTALE,
+               "the loader leaked an instance");
+  return st;
+}
+
+static rp_status load_text(env *e, const char *text) {
+  return load_text_n(e, text, strlen(text), NULL, 0);
+}
+
+/* Loads MINI with `from` replaced by `to`; expects `want`. */
+static void expect_edit(const char *from, const char *to, rp_status want) {
+  env e = env_make();
+  char *t = subst(MINI, from, to);
+  rp_status st = load_text(&e, t);
+  cr_assert_eq(st, want, "'%s' -> '%s': %s, expected %s (%s)", from, to,
+               rp_status_name(st), rp_status_name(want), why());
+  free(t);
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, mini_file_loads_and_allocates) {
+  env e = env_make();
+  make_tmpdir();
+  write_all(tmp_path("m.json"), MINI, strlen(MINI));
+  rp_graph *g;
+  RP_CHECK(rp_graph_load(e.rt, tmp_path("m.json"), NULL, 0, &g));
+  remove_tmpdir();
+  rp_inst l[2];
+  uint32_t n;
+  RP_CHECK(rp_graph_instances(g, l, 2, &n));
+  cr_assert_eq(n, 1);
+  cr_assert_eq(l[0].id, e.next.id, "the probe predicts the loader's handle");
+  cr_assert_eq(rp_graph_op_count(g), 2);
+  cr_assert_eq(rp_graph_edge_count(g), 1);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(e.rt, l[0]));
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, not_json) {
+  env e = env_make();
+  LOAD_EXPECT(load_text(&e, "hello, world"), RP_EFORMAT);
+  LOAD_EXPECT(load_text(&e, ""), RP_EFORMAT);
+  LOAD_EXPECT(load_text(&e, "[1, 2, 3]"), RP_EFORMAT);
+  char *t = subst(MINI, "}}\n", "}} trailing");
+  LOAD_EXPECT(load_text(&e, t), RP_EFORMAT);
+  cr_assert(strstr(why(), "after the document"), "%s", why());
+  free(t);
+  LOAD_EXPECT(load_text_n(&e, MINI, 20, NULL, 0), RP_EFORMAT);
+  char nul[] = "{\"format\": \0\"x\"}";
+  LOAD_EXPECT(load_text_n(&e, nul, sizeof nul - 1, NULL, 0), RP_EFORMAT);
+  cr_assert(strstr(why(), "NUL byte at offset 11"), "%s", why());
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, truncated_anywhere) {
+  make_tmpdir();
+  fixture fx;
+  build(&fx);
+  RP_CHECK(rp_graph_save(fx.g, tmp_path("g.json")));
+  size_t len;
+  char *t = read_all(tmp_path("g.json"), &len);
+  remove_tmpdir();
+  env e = env_make();
+  for (size_t cut = 0; cut + 2 < len; cut += 1 + cut / 8) {
+    rp_status st = load_text_n(&e, t, cut, NULL, 0);
+    cr_assert_eq(st, RP_EFORMAT, "cut at %zu: %s (%s)", cut, rp_status_name(st),
+                 why());
+  }
+  LOAD_EXPECT(load_text_n(&e, t, len / 2, NULL, 0), RP_EFORMAT);
+  cr_assert(strstr(why(), "truncated"), "%s", why());
+  free(t);
+  th_destroy(e.rt);
+  teardown(&fx);
+}
+
+Test(graphio_corrupt, wrong_format_and_version) {
+  expect_edit("reprise-graph", "other-graph", RP_EFORMAT);
+  expect_edit("\"version\": 1", "\"version\": 2", RP_EVERSION);
+  expect_edit("\"version\": 1", "\"version\": 0", RP_EVERSION);
+  /* a newer version is reported as such even with keys we do not know */
+  expect_edit("\"version\": 1,", "\"version\": 9, \"future\": 1,", RP_EVERSION);
+  expect_edit("\"version\": 1,", "", RP_EFORMAT);
+  expect_edit("\"version\": 1", "\"version\": 1.5", RP_EFORMAT);
+}
+
+Test(graphio_corrupt, checksum_catches_any_changed_value) {
+  make_tmpdir();
+  fixture fx;
+  build(&fx);
+  RP_CHECK(rp_graph_save(fx.g, tmp_path("g.json")));
+  char *t = read_all(tmp_path("g.json"), NULL);
+  rp_inst insts[16];
+  uint32_t n;
+  RP_CHECK(rp_graph_instances(fx.g, insts, 16, &n));
+  env e = {fx.rt, {0}};
+  const char *edits[][2] = {{"\"shards\":\t2", "\"shards\":\t1"},
+                            {"\"task\":\t\"update\"", "\"task\":\t\"scale\""},
+                            {"\"name\":\t\"loss\"", "\"name\":\t\"lost\""},
+                            {"\"priv\":\t\"RW\"", "\"priv\":\t\"W\""}};
+  for (size_t i = 0; i < 4; i++) {
+    char *c = subst(t, edits[i][0], edits[i][1]);
+    rp_status st = load_text_n(&e, c, strlen(c), insts, n);
+    cr_assert_eq(st, RP_ECHECKSUM, "edit %zu: %s (%s)", i, rp_status_name(st),
+                 why());
+    free(c);
+  }
+  /* whitespace is not content */
+  char *c = subst(t, "\"graph\":", "\"graph\":  \n ");
+  LOAD_EXPECT(load_text_n(&e, c, strlen(c), insts, n), RP_OK);
+  free(c);
+  c = subst(t, "fnv1a64:", "fnv1a64:zz");
+  LOAD_EXPECT(load_text_n(&e, c, strlen(c), insts, n), RP_EFORMAT);
+  free(c);
+  free(t);
+  teardown(&fx);
+  remove_tmpdir();
+}
+
+Test(graphio_corrupt, schema_errors_name_the_path) {
+  expect_edit("\"proc\": 0", "\"proc\": true", RP_EFORMAT);
+  expect_edit("\"proc\": 0", "\"proc\": 0, \"colour\": 1", RP_EFORMAT);
+  expect_edit("\"proc\": 0,", "", RP_EFORMAT);
+  expect_edit("\"proc\": 0", "\"proc\": 0, \"proc\": 1", RP_EFORMAT);
+  expect_edit("\"kind\": \"task\"", "\"kind\": \"dance\"", RP_EFORMAT);
+  expect_edit("\"id\": 1", "\"id\": 2", RP_EFORMAT);
+  expect_edit("\"priv\": \"W\"", "\"priv\": \"X\"", RP_EFORMAT);
+  expect_edit("\"args\": \"0000c03f\"", "\"args\": \"0000c03\"", RP_EFORMAT);
+  expect_edit("\"args\": \"0000c03f\"", "\"args\": \"0000c0zz\"", RP_EFORMAT);
+  expect_edit("\"edges\": [[0, 1]]", "\"edges\": [[0, 1, 2]]", RP_EFORMAT);
+  expect_edit("\"edges\": [[0, 1]]", "\"edges\": {}", RP_EFORMAT);
+  expect_edit("\"dtype\": \"f32\"", "\"dtype\": \"f16\"", RP_ETYPE);
+  expect_edit("\"hi\": [15]", "\"hi\": [15, 3]", RP_ESHAPE);
+  expect_edit("\"proc\": 0", "\"proc\": 3.5", RP_EFORMAT);
+  expect_edit("\"proc\": 0", "\"proc\": 1e300", RP_ERANGE);
+  expect_edit("\"proc\": 0", "\"proc\": -1", RP_ERANGE);
+
+  env e = env_make();
+  char *t = subst(MINI, "\"proc\": 0", "\"proc\": true");
+  LOAD_EXPECT(load_text(&e, t), RP_EFORMAT);
+  cr_assert(strstr(why(), "graph.ops[0].proc"), "%s", why());
+  free(t);
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, out_of_range_ids) {
+  expect_edit("[[0, 1]]", "[[0, 7]]", RP_ERANGE);
+  expect_edit("[[0, 1]]", "[[4294967296, 1]]", RP_ERANGE);
+  expect_edit("\"inst\": 0, \"priv\": \"R\"", "\"inst\": 3, \"priv\": \"R\"",
+              RP_ERANGE);
+  expect_edit("\"ops\": [1]", "\"ops\": [9]", RP_ERANGE);
+  expect_edit("\"proc\": 0", "\"proc\": 99", RP_EPROC);
+  expect_edit("\"shards\": 1", "\"shards\": 5000", RP_ERANGE);
+  expect_edit("\"shards\": 1", "\"shards\": 0", RP_ERANGE);
+}
+
+Test(graphio_corrupt, unknown_task) {
+  expect_edit("\"task\": \"accum\"", "\"task\": \"nosuch\"", RP_ENOTASK);
+  env e = env_make();
+  char *t = subst(MINI, "\"task\": \"accum\"", "\"task\": \"nosuch\"");
+  LOAD_EXPECT(load_text(&e, t), RP_ENOTASK);
+  cr_assert(strstr(why(), "graph.ops[1].task"), "%s", why());
+  cr_assert(strstr(why(), "nosuch"), "%s", why());
+  free(t);
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, cycles_are_refused_at_load) {
+  expect_edit("[[0, 1]]", "[[0, 1], [1, 0]]", RP_ECYCLE);
+  expect_edit("[[0, 1]]", "[[1, 1]]", RP_ECYCLE);
+  env e = env_make();
+  char *t = subst(MINI, "[[0, 1]]", "[[0, 1], [1, 0]]");
+  LOAD_EXPECT(load_text(&e, t), RP_ECYCLE);
+  cr_assert(strstr(why(), "op 0 (task 'scale')"), "%s", why());
+  free(t);
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, builder_checks_apply) {
+  expect_edit("\"name\": \"out\"", "\"name\": \"\"", RP_EINVAL);
+  expect_edit("{\"name\": \"out\", \"ops\": [1]}",
+              "{\"name\": \"out\", \"ops\": [1, 1]}", RP_EPORT);
+  expect_edit("\"postconditions\": [{\"name\": \"out\", \"ops\": [1]}]",
+              "\"postconditions\": [{\"name\": \"o\", \"ops\": [1]},"
+              " {\"name\": \"o\", \"ops\": [0]}]",
+              RP_EPORT);
+  expect_edit("\"workspace_align\": 0, \"cost_ns\": 0, \"args\": \"0000",
+              "\"workspace_align\": 3, \"cost_ns\": 0, \"args\": \"0000",
+              RP_EINVAL);
+  expect_edit("\"interps\": []}",
+              "\"interps\": [{\"src\": 0, \"dst\": 2,"
+              " \"bytes\": 4}]}",
+              RP_ERANGE);
+  expect_edit("\"interps\": []}",
+              "\"interps\": [{\"src\": 0, \"dst\":"
+              " \"shards\", \"bytes\": 4}]}",
+              RP_EINVAL);
+}
+
+Test(graphio_corrupt, instance_table_order_and_use) {
+  const char *two = "\"instances\": [{\"id\": 0, \"mem\": \"system\","
+                    " \"device\": -1, \"dtype\": \"f32\", \"lo\": [0],"
+                    " \"hi\": [15], \"strides\": [1]}, {\"id\": 1, \"mem\":"
+                    " \"system\", \"device\": -1, \"dtype\": \"f32\","
+                    " \"lo\": [0], \"hi\": [15], \"strides\": [1]}]";
+  const char *one = "\"instances\": [{\"id\": 0, \"mem\": \"system\","
+                    " \"device\": -1, \"dtype\": \"f32\", \"lo\": [0],"
+                    " \"hi\": [15], \"strides\": [1]}]";
+  env e = env_make();
+  char *t = subst(MINI, one, two);
+  LOAD_EXPECT(load_text(&e, t), RP_EFORMAT); /* entry 1 never used */
+  cr_assert(strstr(why(), "graph.instances[1]"), "%s", why());
+  char *u =
+      subst(t, "\"inst\": 0, \"priv\": \"W\"", "\"inst\": 1, \"priv\": \"W\"");
+  LOAD_EXPECT(load_text(&e, u), RP_EFORMAT); /* 1 used before 0 */
+  cr_assert(strstr(why(), "first-use order"), "%s", why());
+  free(u);
+  free(t);
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, caller_instances_must_match) {
+  env e = env_make();
+  rp_inst good = mk(e.rt, RP_F32, rp_rect_1d(0, 15), NULL);
+  rp_inst f64 = mk(e.rt, RP_F64, rp_rect_1d(0, 15), NULL);
+  rp_inst small = mk(e.rt, RP_F32, rp_rect_1d(0, 7), NULL);
+  int64_t st2 = 2;
+  rp_inst strided = mk(e.rt, RP_F32, rp_rect_1d(0, 15), &st2);
+  rp_inst two[2] = {good, good};
+  reprobe(&e); /* those took the probe's slot */
+  size_t len = strlen(MINI);
+  LOAD_EXPECT(load_text_n(&e, MINI, len, &good, 1), RP_OK);
+  LOAD_EXPECT(load_text_n(&e, MINI, len, &f64, 1), RP_ETYPE);
+  cr_assert(strstr(why(), "instance table entry 0"), "%s", why());
+  LOAD_EXPECT(load_text_n(&e, MINI, len, &small, 1), RP_ESHAPE);
+  LOAD_EXPECT(load_text_n(&e, MINI, len, &strided, 1), RP_ESHAPE);
+  cr_assert(strstr(why(), "stride"), "%s", why());
+  LOAD_EXPECT(load_text_n(&e, MINI, len, two, 2), RP_EINVAL);
+  RP_CHECK(rp_instance_free(e.rt, small));
+  LOAD_EXPECT(load_text_n(&e, MINI, len, &small, 1), RP_ESTALE);
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, duplicate_caller_instances) {
+  const char *one = "\"instances\": [{\"id\": 0, \"mem\": \"system\","
+                    " \"device\": -1, \"dtype\": \"f32\", \"lo\": [0],"
+                    " \"hi\": [15], \"strides\": [1]}]";
+  const char *two = "\"instances\": [{\"id\": 0, \"mem\": \"system\","
+                    " \"device\": -1, \"dtype\": \"f32\", \"lo\": [0],"
+                    " \"hi\": [15], \"strides\": [1]}, {\"id\": 1, \"mem\":"
+                    " \"system\", \"device\": -1, \"dtype\": \"f32\","
+                    " \"lo\": [0], \"hi\": [15], \"strides\": [1]}]";
+  env e = env_make();
+  char *t = subst(MINI, one, two);
+  char *u =
+      subst(t, "\"inst\": 0, \"priv\": \"R\"", "\"inst\": 1, \"priv\": \"R\"");
+  rp_inst good = mk(e.rt, RP_F32, rp_rect_1d(0, 15), NULL);
+  rp_inst pair[2] = {good, good};
+  reprobe(&e);
+  LOAD_EXPECT(load_text_n(&e, u, strlen(u), pair, 2), RP_EINVAL);
+  cr_assert(strstr(why(), "entries 0 and 1"), "%s", why());
+  free(u);
+  free(t);
+  th_destroy(e.rt);
+}
+
+/* ---- limits: files meant to exhaust memory ---- */
+
+Test(graphio_corrupt, huge_counts_and_sizes) {
+  env e = env_make();
+  /* more JSON values than the parse may build */
+  size_t n = 5u << 20;
+  char *t = malloc(2 * n + 3);
+  t[0] = '[';
+  for (size_t i = 0; i < n; i++)
+    memcpy(t + 1 + 2 * i, "0,", 2);
+  memcpy(t + 2 * n, "0]", 3);
+  LOAD_EXPECT(load_text(&e, t), RP_ERANGE);
+  cr_assert(strstr(why(), "JSON values"), "%s", why());
+  free(t);
+
+  /* more ops than a file may hold */
+  size_t nops = (1u << 20) + 1;
+  char *ops = malloc(3 * nops + 2);
+  for (size_t i = 0; i < nops; i++)
+    memcpy(ops + 3 * i, "{},", 3);
+  ops[3 * nops - 1] = 0;
+  size_t big = strlen(MINI) + 3 * nops + 64;
+  char *doc = malloc(big);
+  const char *at = strstr(MINI, "\"ops\": [") + 8;
+  snprintf(doc, big, "%.*s%s, %s", (int)(at - MINI), MINI, ops, at);
+  LOAD_EXPECT(load_text(&e, doc), RP_ERANGE);
+  cr_assert(strstr(why(), "graph.ops: more than"), "%s", why());
+  free(doc);
+  free(ops);
+
+  /* argument bytes beyond the launch limit */
+  size_t nargs = (1u << 20) + 1;
+  char *hex = malloc(2 * nargs + 16);
+  memset(hex, '0', 2 * nargs);
+  hex[2 * nargs] = 0;
+  char *argstr = malloc(2 * nargs + 32);
+  snprintf(argstr, 2 * nargs + 32, "\"args\": \"%s\"", hex);
+  char *a = subst(MINI, "\"args\": \"0000c03f\"", argstr);
+  LOAD_EXPECT(load_text(&e, a), RP_ERANGE);
+  free(a);
+  free(argstr);
+  free(hex);
+
+  /* an instance bigger than the machine, also from a negative origin */
+  char *inst = subst(MINI, "\"hi\": [15]", "\"hi\": [1000000000000000]");
+  LOAD_EXPECT(load_text(&e, inst), RP_ERANGE);
+  cr_assert(strstr(why(), "instance table entry 0"), "%s", why());
+  free(inst);
+  inst = subst(MINI, "\"lo\": [0], \"hi\": [15]",
+               "\"lo\": [-1000000000000000], \"hi\": [15]");
+  LOAD_EXPECT(load_text(&e, inst), RP_ERANGE);
+  free(inst);
+  inst =
+      subst(MINI, "\"strides\": [1]", "\"strides\": [\"9223372036854775807\"]");
+  char *inst2 = subst(inst, "\"hi\": [15]", "\"hi\": [2]");
+  LOAD_EXPECT(load_text(&e, inst2), RP_ERANGE);
+  free(inst2);
+  free(inst);
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, files_beyond_the_size_limit) {
+  env e = env_make();
+  make_tmpdir();
+  const char *path = tmp_path("huge.json");
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(ftruncate(fileno(f), (off_t)(65u << 20)), 0);
+  fclose(f);
+  rp_graph *g;
+  RP_EXPECT(rp_graph_load(e.rt, path, NULL, 0, &g), RP_ERANGE);
+  RP_EXPECT(rp_graph_load(e.rt, tmp_path("missing.json"), NULL, 0, &g),
+            RP_ENOENT);
+  RP_EXPECT(rp_graph_load(e.rt, "/dev/zero", NULL, 0, &g), RP_ERANGE);
+  RP_EXPECT(rp_graph_load(NULL, path, NULL, 0, &g), RP_EINVAL);
+  RP_EXPECT(rp_graph_load(e.rt, path, NULL, 3, &g), RP_EINVAL);
+  remove_tmpdir();
+  th_destroy(e.rt);
+}
+
+Test(graphio_corrupt, loaded_copies_are_checked) {
+  const char *two =
+      "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1,"
+      " \"dtype\": \"f32\", \"lo\": [0], \"hi\": [15], \"strides\": [1]},"
+      " {\"id\": 1, \"mem\": \"system\", \"device\": -1, \"dtype\": \"DT\","
+      " \"lo\": [0], \"hi\": [HI], \"strides\": [1]}]";
+  const char *one = "\"instances\": [{\"id\": 0, \"mem\": \"system\","
+                    " \"device\": -1, \"dtype\": \"f32\", \"lo\": [0],"
+                    " \"hi\": [15], \"strides\": [1]}]";
+  const char *copy =
+      "{\"id\": 2, \"kind\": \"copy\", \"src\": 0, \"dst\": 1,"
+      " \"domain\": \"DOM\", \"rect\": RECT, \"redop\": \"none\","
+      " \"group\": GROUP, \"inserted\": false}";
+  const char *nogroup = "0, \"pop_kind\": null, \"backward\": false";
+  struct {
+    const char *dt, *hi, *dom, *rect;
+    rp_status want;
+    const char *group;
+  } cases[] = {
+      {"f32", "15", "intersect", "null", RP_OK, NULL},
+      {"f64", "15", "intersect", "null", RP_ETYPE, NULL},
+      {"f32", "7", "src", "null", RP_ESHAPE, NULL},
+      {"f32", "7", "dst", "null", RP_OK, NULL},
+      {"f32", "15", "rect", "{\"lo\": [2], \"hi\": [5]}", RP_OK, NULL},
+      {"f32", "15", "rect", "{\"lo\": [2], \"hi\": [50]}", RP_ESHAPE, NULL},
+      {"f32", "15", "rect", "null", RP_EFORMAT, NULL},
+      {"f32", "15", "src", "{\"lo\": [2], \"hi\": [5]}", RP_EFORMAT, NULL},
+      {"f32", "15", "intersect", "null", RP_OK,
+       "1, \"pop_kind\": \"combine\", \"backward\": true"},
+      {"f32", "15", "intersect", "null", RP_EFORMAT,
+       "1, \"pop_kind\": \"fold\", \"backward\": true"},
+      {"f32", "15", "intersect", "null", RP_EFORMAT,
+       "0, \"pop_kind\": null, \"backward\": true"},
+      {"f32", "15", "intersect", "null", RP_EFORMAT,
+       "0, \"pop_kind\": \"combine\", \"backward\": false"},
+      {"f32", "15", "intersect", "null", RP_ERANGE,
+       "4, \"pop_kind\": \"combine\", \"backward\": false"},
+  };
+  for (size_t i = 0; i < RP_ARRAY_LEN(cases); i++) {
+    char *t1 = subst(MINI, one, two);
+    char *t2 = subst(t1, "DT", cases[i].dt);
+    char *t3 = subst(t2, "HI", cases[i].hi);
+    char *t4 = subst(t3, "\"interps\": []}],", "\"interps\": []}, COPY],");
+    char *t5 = subst(t4, "COPY", copy);
+    char *t6 = subst(t5, "GROUP", cases[i].group ? cases[i].group : nogroup);
+    char *t7 = subst(t6, "DOM", cases[i].dom);
+    char *t8 = subst(t7, "RECT", cases[i].rect);
+    env e = env_make();
+    rp_graph *g = NULL;
+    make_tmpdir();
+    write_all(tmp_path("c.json"), t8, strlen(t8));
+    rp_status st = rp_graph_load(e.rt, tmp_path("c.json"), NULL, 0, &g);
+    remove_tmpdir();
+    cr_assert_eq(st, cases[i].want, "case %zu: %s, expected %s (%s)", i,
+                 rp_status_name(st), rp_status_name(cases[i].want),
+                 rp_error_detail());
+    if (!st) {
+      rp_inst l[2];
+      uint32_t n;
+      RP_CHECK(rp_graph_instances(g, l, 2, &n));
+      RP_CHECK(rp_graph_destroy(g));
+      for (uint32_t k = 0; k < n; k++)
+        RP_CHECK(rp_instance_free(e.rt, l[k]));
+    }
+    th_destroy(e.rt);
+    char *all[] = {t1, t2, t3, t4, t5, t6, t7, t8};
+    for (int k = 0; k < 8; k++)
+      free(all[k]);
+  }
+}
+
+/* ---- dumps ---- */
+
+Test(dump, json_loads_back) {
+  make_tmpdir();
+  fixture fx;
+  build(&fx);
+  const char *path = tmp_path("dump.json");
+  FILE *f = fopen(path, "w");
+  RP_CHECK(rp_graph_dump(fx.g, f, RP_DUMP_JSON));
+  fclose(f);
+  rp_inst insts[16];
+  uint32_t n;
+  RP_CHECK(rp_graph_instances(fx.g, insts, 16, &n));
+  rp_graph *h;
+  RP_CHECK(rp_graph_load(fx.rt, path, insts, n, &h));
+  assert_same(fx.g, h);
+  RP_CHECK(rp_graph_destroy(h));
+  teardown(&fx);
+  remove_tmpdir();
+}
+
+#else /* !REPRISE_HAVE_CJSON */
+
+Test(graphio, unsupported_without_cjson) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_EXPECT(rp_graph_save(g, "/tmp/never.json"), RP_EUNSUPPORTED);
+  rp_graph *h;
+  RP_EXPECT(rp_graph_load(rt, "/tmp/never.json", NULL, 0, &h), RP_EUNSUPPORTED);
+  RP_EXPECT(rp_graph_dump(g, stdout, RP_DUMP_JSON), RP_EUNSUPPORTED);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+#endif
+
+Test(dump, text_names_every_op) {
+  fixture fx;
+  build(&fx);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_graph_dump(fx.g, f, RP_DUMP_TEXT));
+  fclose(f);
+  const char *want[] = {
+      "op 0: task 'scale' proc 0 shards 1 args 8 B",
+      "op 1: task 'accum' proc any shards 2",
+      "shard procs: 1 0",
+      "workspace 256 B align 128",
+      "interp 0: replay args [0, +4) -> args [4]",
+      "interp 0: replay args [8, +4) -> shard count",
+      "op 2: copy domain rect [2..5] redop none",
+      "op 3: copy domain intersect redop none group 1 (replicate fwd)",
+      "op 4: copy domain intersect redop sum group 1 (replicate fwd)",
+      "op 5: task 'update' proc 1",
+      ":RW f64 [4..7, 0..3]",
+      ":RED(sum) f32 [0..15]",
+      "edge 2 -> 5",
+      "precondition 0 'batch' -> ops 0 5",
+      "postcondition 0 'loss' <- ops 5 4",
+  };
+  for (size_t i = 0; i < RP_ARRAY_LEN(want); i++)
+    cr_assert(strstr(buf, want[i]), "missing '%s' in:\n%s", want[i], buf);
+  char w[64];
+  snprintf(w, sizeof w, "access 0: inst#%u.%u:W f32 [0..15]", (unsigned)fx.a.id,
+           (unsigned)(fx.a.id >> 32));
+  cr_assert(strstr(buf, w), "missing '%s' in:\n%s", w, buf);
+  free(buf);
+  teardown(&fx);
+}
+
+Test(dump, dot_renders_and_names_every_op) {
+  if (access("/usr/bin/dot", X_OK) != 0 && system("command -v dot >/dev/null"))
+    cr_skip_test("graphviz (dot) is not installed");
+  make_tmpdir();
+  fixture fx;
+  build(&fx);
+  const char *gv = tmp_path("g.dot"), *svg = tmp_path("g.svg");
+  FILE *f = fopen(gv, "w");
+  RP_CHECK(rp_graph_dump(fx.g, f, RP_DUMP_DOT));
+  fclose(f);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s' 2>&1", gv, svg);
+  cr_assert_eq(system(cmd), 0, "dot failed on:\n%s", read_all(gv, NULL));
+  char *s = read_all(svg, NULL);
+  for (rp_op_id id = 0; id < fx.g->nops; id++) {
+    char label[64];
+    const rp_gop *op = &fx.g->ops[id];
+    if (op->kind == RP_OP_TASK)
+      snprintf(label, sizeof label, "%u: %s", id,
+               rp_task_name(fx.rt, op->task));
+    else
+      snprintf(label, sizeof label, "%u: copy", id);
+    cr_assert(strstr(s, label), "op %u ('%s') not in the SVG", id, label);
+  }
+  cr_assert(strstr(s, "group 1: replicate fwd"));
+  cr_assert(strstr(s, "pre 1: unused &quot;quoted&quot;"),
+            "quotes survive the DOT escaping");
+  free(s);
+  teardown(&fx);
+  remove_tmpdir();
+}
+
+Test(dump, errors) {
+  fixture fx;
+  build(&fx);
+  RP_EXPECT(rp_graph_dump(NULL, stdout, RP_DUMP_TEXT), RP_EINVAL);
+  RP_EXPECT(rp_graph_dump(fx.g, NULL, RP_DUMP_TEXT), RP_EINVAL);
+  RP_EXPECT(rp_graph_dump(fx.g, stdout, (rp_dump_format)7), RP_EINVAL);
+  FILE *full = fopen("/dev/full", "w");
+  if (full) {
+    RP_EXPECT(rp_graph_dump(fx.g, full, RP_DUMP_TEXT), RP_EIO);
+    RP_EXPECT(rp_graph_dump(fx.g, full, RP_DUMP_DOT), RP_EIO);
+#ifdef REPRISE_HAVE_CJSON
+    RP_EXPECT(rp_graph_dump(fx.g, full, RP_DUMP_JSON), RP_EIO);
+#endif
+    fclose(full);
+  }
+  FILE *ro = fopen("/dev/null", "r");
+  RP_EXPECT(rp_graph_dump(fx.g, ro, RP_DUMP_TEXT), RP_EIO);
+  fclose(ro);
+  teardown(&fx);
+}
+
+Test(dump, stale_instances_are_marked_in_text) {
+  fixture fx;
+  build(&fx);
+  RP_CHECK(rp_instance_free(fx.rt, fx.c));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_graph_dump(fx.g, f, RP_DUMP_TEXT));
+  fclose(f);
+  cr_assert(strstr(buf, ":RW (stale)"), "%s", buf);
+  free(buf);
+  teardown(&fx);
+}
