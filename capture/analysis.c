@@ -29,27 +29,95 @@ void rp__analysis_init(rp_analysis *a, rp_dep_hooks hooks) {
   a->hooks = hooks;
 }
 
-rp_status rp__depset_add(rp_dep_set *s, rp_dep_token t) {
+#define INDEX_FROM 16 /* sets this large get a hash index */
+
+static uint32_t hash_id(uint64_t id) {
+  id ^= id >> 33;
+  id *= 0xff51afd7ed558ccdull;
+  id ^= id >> 33;
+  return (uint32_t)id;
+}
+
+/* Position of id in s, or UINT32_MAX. */
+static uint32_t set_find(const rp_dep_set *s, uint64_t id) {
+  if (!s->index) {
+    for (uint32_t i = 0; i < s->n; i++)
+      if (s->v[i].id == id)
+        return i;
+    return UINT32_MAX;
+  }
+  for (uint32_t h = hash_id(id) & (s->icap - 1);; h = (h + 1) & (s->icap - 1)) {
+    uint32_t p = s->index[h];
+    if (!p)
+      return UINT32_MAX;
+    if (s->v[p - 1].id == id)
+      return p - 1;
+  }
+}
+
+static void index_put(rp_dep_set *s, uint32_t pos) {
+  uint32_t h = hash_id(s->v[pos].id) & (s->icap - 1);
+  while (s->index[h])
+    h = (h + 1) & (s->icap - 1);
+  s->index[h] = pos + 1;
+}
+
+/* (Re)builds the index for the current contents; keeps the set usable
+ * (linear) if memory runs out. */
+static void index_build(rp_dep_set *s) {
+  uint32_t want = 64;
+  while (want < 2 * s->cap)
+    want *= 2;
+  if (want != s->icap) {
+    uint32_t *ni = realloc(s->index, sizeof *ni * want);
+    if (!ni) {
+      free(s->index);
+      s->index = NULL;
+      s->icap = 0;
+      return;
+    }
+    s->index = ni;
+    s->icap = want;
+  }
+  memset(s->index, 0, sizeof *s->index * s->icap);
   for (uint32_t i = 0; i < s->n; i++)
-    if (s->v[i].id == t.id)
-      return RP_OK;
+    index_put(s, i);
+}
+
+/* Appends t, known to be absent. */
+static rp_status set_append(rp_dep_set *s, rp_dep_token t) {
+  uint32_t old_cap = s->cap;
   if (!rp__grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
     return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
   s->v[s->n++] = t;
+  if (s->cap != old_cap && s->cap >= INDEX_FROM)
+    index_build(s);
+  else if (s->index)
+    index_put(s, s->n - 1);
   return RP_OK;
+}
+
+rp_status rp__depset_add(rp_dep_set *s, rp_dep_token t) {
+  return set_find(s, t.id) != UINT32_MAX ? RP_OK : set_append(s, t);
+}
+
+void rp__depset_clear(rp_dep_set *s) {
+  s->n = 0;
+  if (s->index)
+    memset(s->index, 0, sizeof *s->index * s->icap);
 }
 
 void rp__depset_free(rp_dep_set *s) {
   free(s->v);
-  s->v = NULL;
-  s->n = s->cap = 0;
+  free(s->index);
+  memset(s, 0, sizeof *s);
 }
 
 static void set_clear(rp_analysis *a, rp_dep_set *s) {
   if (a->hooks.release)
     for (uint32_t i = 0; i < s->n; i++)
       a->hooks.release(a->hooks.arg, s->v[i]);
-  s->n = 0;
+  rp__depset_clear(s);
 }
 
 /* Drops completed tokens so sets of long-running eager programs stay small.
@@ -66,23 +134,23 @@ static void set_prune(rp_analysis *a, rp_dep_set *s) {
       s->v[k++] = s->v[i];
     }
   }
-  s->n = k;
+  if (k != s->n) {
+    s->n = k;
+    if (s->index)
+      index_build(s);
+  }
 }
 
 /* Adds a token the state will hold (retained). */
 static rp_status set_hold(rp_analysis *a, rp_dep_set *s, rp_dep_token t) {
-  for (uint32_t i = 0; i < s->n; i++)
-    if (s->v[i].id == t.id)
-      return RP_OK;
-  if (s->n == s->cap) {
+  if (set_find(s, t.id) != UINT32_MAX)
+    return RP_OK;
+  if (s->n == s->cap)
     set_prune(a, s);
-    if (!rp__grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
-      return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
-  }
-  if (a->hooks.retain)
+  rp_status st = set_append(s, t);
+  if (st == RP_OK && a->hooks.retain)
     a->hooks.retain(a->hooks.arg, t);
-  s->v[s->n++] = t;
-  return RP_OK;
+  return st;
 }
 
 static void deps_reset(rp_analysis *a, rp_inst_deps *d, uint32_t gen) {

@@ -98,9 +98,14 @@ typedef struct rp_dep_token {
   uint32_t proc; /* where the op ran / was placed (eager placement hint) */
 } rp_dep_token;
 
+/* A set of tokens in insertion order. Membership is a linear scan while the
+ * set is small and an open-addressing index once it grows (a sink reading a
+ * thousand instances would otherwise make analysis quadratic). */
 typedef struct rp_dep_set {
   rp_dep_token *v;
   uint32_t n, cap;
+  uint32_t *index; /* slot -> position + 1, 0 empty; NULL while small */
+  uint32_t icap;   /* power of two, >= 2 * cap */
 } rp_dep_set;
 
 typedef struct rp_dep_hooks {
@@ -129,6 +134,7 @@ rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
  * an instance is freed). */
 rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out);
 rp_status rp__depset_add(rp_dep_set *s, rp_dep_token t);
+void rp__depset_clear(rp_dep_set *s);
 void rp__depset_free(rp_dep_set *s);
 
 /* Validates declared accesses against the runtime: live instances, known

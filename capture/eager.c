@@ -224,7 +224,7 @@ rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
                           rp_proc *hint) {
   pthread_mutex_lock(&cs->lock);
   rp_dep_set *deps = &cs->scratch; /* reused storage */
-  deps->n = 0;
+  rp__depset_clear(deps);
   rp_status st = rp__analysis_deps(&cs->eager, acc, nacc, deps);
   if (!st && wait.id)
     st = rp__depset_add(deps, (rp_dep_token){wait.id, UINT32_MAX});

@@ -146,7 +146,10 @@ struct rp_task_ctx {
   const rp_instance_info *insts; /* naccess entries */
   void *workspace;
   size_t workspace_bytes;
-  uint64_t replay; /* UINT64_MAX when eager */
+  uint64_t replay; /* UINT64_MAX when eager (and replay_at is NULL) */
+  /* Inside a replay: where the running lane keeps the current replay
+   * number, so the prebuilt context need not be rewritten per replay. */
+  const uint64_t *replay_at;
 };
 
 /* ---------------------------------------------------------------------- */
@@ -163,6 +166,10 @@ void rp__set_poller(rp_runtime *rt, rp_poll_fn fn, void *arg);
 /* Wakes CPU worker w if it sleeps (after new poller work was published). */
 void rp__worker_wake(rp_runtime *rt, unsigned w);
 void rp__worker_wake_all(rp_runtime *rt);
+
+/* 1 when an NVTX tool is attached (or REPRISE_NVTX=1): per-op ranges are
+ * emitted only then, so they cost nothing otherwise. */
+extern int rp__nvtx_on;
 
 /* Thread-local: set while a task runs inside a replay, so that launches and
  * waits from it report RP_ECONTRACT. The flag word is owned by the replay. */

@@ -331,15 +331,18 @@ static rp_status wait_loop(rp_runtime *rt, rp_event_slot *s, rp_event e,
                            int64_t timeout_ns) {
   uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : rp__now_ns() +
                                                       (uint64_t)timeout_ns;
-  uint32_t spin = rp__tunables()->spin;
-  for (uint32_t n = 0;; n++) {
+  /* workers block here only for preconditions: spin like any lane wait;
+   * host threads yield */
+  rp_backoff b = RP_BACKOFF_INIT;
+  if (!rp__tl_replay_violation)
+    b = (rp_backoff)RP_BACKOFF_HOST;
+  for (;;) {
     uint32_t v = atomic_load_explicit(&s->state, memory_order_acquire);
     if ((v & RP_EV_STATE_MASK) != RP_EV_PENDING)
       return rp__event_peek(rt, e);
-    if (n < spin) {
-      rp__cpu_relax();
+    if (timeout_ns != 0 && rp__backoff(&b) &&
+        (b.n < 64 || rp__now_ns() < deadline))
       continue;
-    }
     uint64_t now = rp__now_ns();
     if (now >= deadline)
       return rp__err(RP_ETIMEDOUT, "event %#llx not triggered within %lld ns",

@@ -11,6 +11,7 @@
 #endif
 
 _Thread_local int *rp__tl_replay_violation;
+int rp__nvtx_on;
 
 /* ---------------------------------------------------------------------- */
 /* Chunked tables */
@@ -256,7 +257,9 @@ rp_proc_kind rp_ctx_proc_kind(const rp_task_ctx *c) { return c->kind; }
 uint32_t rp_ctx_shard(const rp_task_ctx *c) { return c->shard; }
 uint32_t rp_ctx_shards(const rp_task_ctx *c) { return c->shards; }
 void *rp_ctx_stream(const rp_task_ctx *c) { return c->stream; }
-uint64_t rp_ctx_replay(const rp_task_ctx *c) { return c->replay; }
+uint64_t rp_ctx_replay(const rp_task_ctx *c) {
+  return c->replay_at ? *c->replay_at : c->replay;
+}
 uint32_t rp_ctx_access_count(const rp_task_ctx *c) { return c->naccess; }
 
 const void *rp_ctx_args(const rp_task_ctx *c, size_t *size) {
@@ -485,6 +488,10 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
   if (!rt)
     return rp__err(RP_ENOMEM, "rp_runtime_create: out of memory");
   rt->cfg = cfg;
+  /* Nsight Systems and other NVTX tools announce themselves through the
+   * injection variable; per-op ranges are emitted only then. */
+  if (getenv("NVTX_INJECTION64_PATH") || rp__env_long("REPRISE_NVTX", 0) > 0)
+    rp__nvtx_on = 1;
   pthread_mutex_init(&rt->inst_lock, NULL);
   pthread_mutex_init(&rt->task_lock, NULL);
   pthread_mutex_init(&rt->layer_lock, NULL);

@@ -1,9 +1,11 @@
 /* engine/util.c — errors, allocation helpers, clocks, futexes, tunables. */
 #include "util.h"
+#include "engine.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdarg.h>
 #include <string.h>
@@ -164,9 +166,15 @@ long rp__env_long(const char *name, long dflt) {
 static rp_tunables g_tun;
 static pthread_once_t g_tun_once = PTHREAD_ONCE_INIT;
 
+static uint64_t env_ns(const char *name, long dflt) {
+  long v = rp__env_long(name, dflt);
+  return v < 0 ? 0 : v > 10000000000l ? 10000000000ull : (uint64_t)v;
+}
+
 static void tunables_init(void) {
-  long spin = rp__env_long("REPRISE_SPIN", 4000);
-  g_tun.spin = spin < 0 ? 0 : spin > 100000000 ? 100000000 : (uint32_t)spin;
+  g_tun.spin_ns = env_ns("REPRISE_SPIN_NS", 10000);
+  g_tun.yield_ns = env_ns("REPRISE_YIELD_NS", 200000);
+  g_tun.host_yield_ns = env_ns("REPRISE_HOST_YIELD_NS", 50000);
 }
 
 const rp_tunables *rp__tunables(void) {
@@ -174,11 +182,38 @@ const rp_tunables *rp__tunables(void) {
   return &g_tun;
 }
 
+int rp__backoff(rp_backoff *b) {
+  /* The first polls are free of clock reads: most waits end within them. */
+  if (++b->n < 64) {
+    rp__cpu_relax();
+    return 1;
+  }
+  const rp_tunables *t = rp__tunables();
+  uint64_t now = rp__now_ns();
+  if (!b->start)
+    b->start = now;
+  uint64_t waited = now - b->start;
+  if (waited < t->spin_ns && !b->yield_only) {
+    for (int i = 0; i < 16; i++)
+      rp__cpu_relax();
+    return 1;
+  }
+  uint64_t budget = !b->yield_only ? t->spin_ns + t->yield_ns
+                    : b->yield_ns    ? b->yield_ns
+                                     : t->host_yield_ns;
+  if (waited < budget) {
+    sched_yield();
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- NVTX ---- */
 
 void rp__nvtx_push(const char *name) {
 #ifdef REPRISE_HAVE_NVTX
-  nvtxRangePushA(name);
+  if (rp__nvtx_on)
+    nvtxRangePushA(name);
 #else
   RP_UNUSED(name);
 #endif
@@ -186,6 +221,7 @@ void rp__nvtx_push(const char *name) {
 
 void rp__nvtx_pop(void) {
 #ifdef REPRISE_HAVE_NVTX
-  nvtxRangePop();
+  if (rp__nvtx_on)
+    nvtxRangePop();
 #endif
 }

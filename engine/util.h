@@ -84,14 +84,45 @@ long rp__env_long(const char *name, long dflt);
 
 /* Tunables (see README "Tunables"): read once from the environment. */
 typedef struct rp_tunables {
-  /* Iterations a waiting thread spins before it sleeps on a futex. Default
-   * 4000 pause-iterations (~20-40 us on the x86 machines measured): longer
-   * than a typical cross-core hand-off (65-330 ns) so that back-to-back
-   * replays never sleep, short enough that an idle worker gives its core back
-   * to the host thread quickly on a 2-core machine. env REPRISE_SPIN. */
-  uint32_t spin;
+  /* How long a waiting thread busy-spins (pause) before it starts yielding
+   * its core. Default 10 us: far above a cross-core hand-off (65-330 ns), so
+   * a consumer that is expecting its producer answers in well under a
+   * microsecond. Time, not iterations: a pause costs ~10 ns on one x86 and
+   * ~30 ns on another. env REPRISE_SPIN_NS. */
+  uint64_t spin_ns;
+  /* How long it then keeps polling with sched_yield before it sleeps on a
+   * futex. Default 200 us. Yielding hands the core to any other runnable
+   * thread (the host thread, the other worker) when there are more threads
+   * than cores, as on the 2-core CI machines, while still answering within a
+   * couple of microseconds; a futex wake costs the waker a system call and
+   * the sleeper 5-50 us. env REPRISE_YIELD_NS. */
+  uint64_t yield_ns;
+  /* How long a host thread waiting for an event yields before it sleeps.
+   * Default 50 us: a yielding host stays runnable (with as many workers as
+   * cores the scheduler then time-slices it against the workers), while a
+   * sleeping one needs a futex wake (a system call on the worker's critical
+   * path, 5-50 us before the host runs again). Waiting for a replay slot
+   * uses an adaptive budget instead (see scheduler.c). env
+   * REPRISE_HOST_YIELD_NS. */
+  uint64_t host_yield_ns;
 } rp_tunables;
 const rp_tunables *rp__tunables(void);
+
+/* Three-phase waiting: spin (pause), yield, then the caller sleeps on its
+ * futex. Call rp__backoff after each failed poll; it pauses or yields and
+ * returns 1 while the caller should poll again, 0 once it should sleep. */
+typedef struct rp_backoff {
+  uint64_t start;
+  uint32_t n;
+  int yield_only;    /* host-side waits: never busy-spin */
+  uint64_t yield_ns; /* host-side: yield budget (0: REPRISE_HOST_YIELD_NS) */
+} rp_backoff;
+#define RP_BACKOFF_INIT {0, 0, 0, 0}
+/* Host threads (waiting for replays or events) skip the busy phase: on a
+ * machine with as many workers as cores, a spinning host steals the core a
+ * worker needs to finish what the host waits for. */
+#define RP_BACKOFF_HOST {0, 64, 1, 0}
+int rp__backoff(rp_backoff *b);
 
 /* NVTX ranges (compiled out without the CUDA toolkit's nvtx3 headers). */
 void rp__nvtx_push(const char *name);

@@ -172,29 +172,35 @@ static rp_status link_units(rp_exec *ex) {
 /* The unique instances of the exec, for stale checks at every replay. */
 static rp_status collect_insts(rp_exec *ex) {
   const rp_graph *g = ex->g;
-  uint32_t cap = 0;
-  for (uint32_t i = 0; i < g->nops; i++) {
+  uint32_t cap = 0, seen_cap = 0;
+  unsigned char *seen = NULL; /* by instance slot */
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; i < g->nops && !st; i++) {
     rp_access tmp[2];
     const rp_access *acc;
     uint32_t n = rp__op_accesses(&g->ops[i], tmp, &acc);
-    for (uint32_t k = 0; k < n; k++) {
-      uint32_t j = 0;
-      while (j < ex->ninsts && ex->insts[j].slot !=
-                                   rp__inst_slot(acc[k].inst))
-        j++;
-      if (j < ex->ninsts)
+    for (uint32_t k = 0; k < n && !st; k++) {
+      uint32_t slot = rp__inst_slot(acc[k].inst);
+      if (slot == UINT32_MAX ||
+          !rp__grow((void **)&seen, &seen_cap, slot + 1, 1)) {
+        st = rp__err(RP_ENOMEM, "instantiate: out of memory");
+        break;
+      }
+      if (seen[slot])
         continue;
+      seen[slot] = 1;
       if (!rp__grow((void **)&ex->insts, &cap, ex->ninsts + 1,
                     sizeof *ex->insts))
-        return rp__err(RP_ENOMEM, "instantiate: out of memory");
-      rp_status st = rp__inst_view(ex->rt, acc[k].inst,
-                                   &ex->insts[ex->ninsts]);
-      if (st)
-        return rp__err_prefix(st, "op %u: ", i);
-      ex->ninsts++;
+        st = rp__err(RP_ENOMEM, "instantiate: out of memory");
+      else if ((st = rp__inst_view(ex->rt, acc[k].inst,
+                                   &ex->insts[ex->ninsts])) != RP_OK)
+        st = rp__err_prefix(st, "op %u: ", i);
+      else
+        ex->ninsts++;
     }
   }
-  return RP_OK;
+  free(seen);
+  return st;
 }
 
 static rp_status setup_workspace(rp_exec *ex, const rp_gop *op,
@@ -339,7 +345,8 @@ static rp_status alloc_lanes(rp_exec *ex) {
   memset(ex->lanes, 0, sizeof(rp_lane) * ex->nlanes);
   for (uint32_t w = 0; w < ex->nlanes; w++) {
     ex->lanes[w].units = rp__calloc(ex->nunits, sizeof(uint32_t));
-    if (!ex->lanes[w].units)
+    ex->lanes[w].hot = rp__calloc(ex->nunits, sizeof(rp_hot));
+    if (!ex->lanes[w].units || !ex->lanes[w].hot)
       return rp__err(RP_ENOMEM, "instantiate: out of memory");
   }
   return RP_OK;
@@ -438,8 +445,10 @@ void rp__exec_free(rp_exec *ex) {
     free(s->post);
     free(s->args);
   }
-  for (uint32_t w = 0; ex->lanes && w < ex->nlanes; w++)
+  for (uint32_t w = 0; ex->lanes && w < ex->nlanes; w++) {
     free(ex->lanes[w].units);
+    free(ex->lanes[w].hot);
+  }
   free(ex->lanes);
   free(ex->slots);
   free(ex->units);
@@ -455,6 +464,7 @@ void rp__exec_free(rp_exec *ex) {
   free(ex->workspaces);
   free(ex->ws_mems);
   graph_free(ex->g);
+  rp__tune_free(ex);
   pthread_mutex_destroy(&ex->detail_lock);
   ex->magic = 0;
   free(ex);
@@ -491,7 +501,7 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
     int any_measure = 0;
     for (uint32_t i = 0; i < ex->nunits; i++)
       any_measure |= ex->units[i].measure;
-    if (any_measure && !ex->no_replace) {
+    if (any_measure && !ex->no_replace && rp__tune_init(ex) == RP_OK) {
       ex->measure_from = MEASURE_FROM;
       ex->measure_to = MEASURE_TO;
       /* the fastest of a few back-to-back clock reads: what a timing of an

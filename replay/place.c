@@ -84,8 +84,10 @@ static uint64_t eft(const rp_exec *ex, const rp_unit *u, uint32_t w,
   return start + cost;
 }
 
+/* max_lanes limits the lanes unpinned units may use (1: keep them all on
+ * lane 0, the "no parallelism" candidate). */
 static rp_status list_schedule(rp_exec *ex, int use_measured,
-                               uint32_t *seq) {
+                               uint32_t max_lanes, uint32_t *seq) {
   uint32_t n = ex->nunits, L = ex->nlanes;
   sched_item *it = malloc(sizeof *it * (n ? n : 1));
   uint64_t *avail = malloc(sizeof *avail * (L ? L : 1));
@@ -106,7 +108,7 @@ static rp_status list_schedule(rp_exec *ex, int use_measured,
     uint32_t best = uu->pinned;
     if (best == RP_PROC_ANY) {
       uint64_t best_t = UINT64_MAX;
-      for (uint32_t w = 0; w < L; w++) {
+      for (uint32_t w = 0; w < L && w < max_lanes; w++) {
         uint64_t t = eft(ex, uu, w, avail, finish, c, k > 0);
         if (t < best_t) {
           best_t = t;
@@ -343,16 +345,41 @@ static rp_status wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
   return st;
 }
 
+rp_status rp__place_plan(rp_exec *ex, int use_measured, uint32_t max_lanes,
+                         uint32_t *seq) {
+  return list_schedule(ex, use_measured, max_lanes, seq);
+}
+
 rp_status rp__place(rp_exec *ex, int use_measured) {
   uint32_t n = ex->nunits;
   uint32_t *seq = malloc(sizeof *seq * (n ? n : 1));
   rp_status st = seq ? RP_OK : rp__err(RP_ENOMEM, "placement: out of memory");
   if (!st)
-    st = list_schedule(ex, use_measured, seq);
+    st = list_schedule(ex, use_measured, ex->nlanes, seq);
   if (!st)
     st = rp__place_finalize(ex, seq);
   free(seq);
   return st;
+}
+
+/* The lanes' hot records, and each unit's context bound to its lane. */
+static void fill_hot(rp_exec *ex) {
+  for (uint32_t w = 0; w < ex->nlanes; w++) {
+    rp_lane *l = &ex->lanes[w];
+    for (uint32_t i = 0; i < l->len; i++) {
+      rp_unit *u = &ex->units[l->units[i]];
+      u->ctx.proc = w;
+      u->ctx.replay_at = &l->cur_replay;
+      l->hot[i] = (rp_hot){
+          .fn = u->fn,
+          .ctx = &u->ctx,
+          .unit = l->units[i],
+          .slow = u->kind != RP_UNIT_TASK || u->nwait || u->nport ||
+                  u->npost || u->publish || u->ninterp ||
+                  u->shards_src != SIZE_MAX || u->guard != NULL,
+      };
+    }
+  }
 }
 
 rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq) {
@@ -384,6 +411,8 @@ rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq) {
   }
   if (!st)
     st = build_waits(ex, wrap_has, wrap_off, wrap_src);
+  if (!st)
+    fill_hot(ex);
   free(wrap_has);
   free(wrap_off);
   free(wrap_src);

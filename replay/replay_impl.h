@@ -62,15 +62,36 @@ typedef struct rp_unit {
   rp_xfer_desc *xd;
 } rp_unit;
 
+/* A lane's entry in list order: the fast path needs only this. */
+typedef struct rp_hot {
+  rp_task_fn fn;
+  rp_task_ctx *ctx;
+  uint32_t unit;
+  uint32_t slow; /* nonzero: copy, waits, ports, interpolations, shard
+                    count, publish or guard: take the general path */
+} rp_hot;
+
 typedef struct rp_lane {
   /* written by the lane's worker, read by consumers */
   RP_ALIGNED_LINE _Atomic uint32_t progress;
   _Atomic uint32_t sleepers;
   /* owned by the worker (stats stored once per lane run, read relaxed) */
   RP_ALIGNED_LINE uint32_t *units; /* unit indices, len entries */
+  rp_hot *hot;                     /* the same, as hot records */
   uint32_t len;
+  uint64_t cur_replay;             /* what rp_ctx_replay reports */
   _Atomic uint64_t ops_run, ops_skipped, handoffs, wakeups;
 } rp_lane;
+
+/* A placement the exec tries for a window of replays (tune.c). */
+#define RP_TRIALS 3
+#define RP_TRIAL_LEN 8
+typedef struct rp_trial {
+  uint32_t *lane; /* per unit */
+  uint32_t *seq;  /* scheduling order */
+  uint64_t median_ns;
+  const char *what;
+} rp_trial;
 
 typedef struct rp_slot {
   _Atomic uint32_t remaining;  /* completion sources left: one per lane */
@@ -87,6 +108,8 @@ typedef struct rp_slot {
   size_t args_size;
   int stale;                   /* an instance went stale: skip everything */
   int measure;                 /* time every unit (placement window) */
+  int timed;                   /* time the replay (placement trials) */
+  _Atomic uint64_t t_start;    /* when its first lane started (timed) */
   char detail[256];            /* first failure, for rp_exec_error_detail */
 } rp_slot;
 
@@ -133,10 +156,20 @@ struct rp_exec {
   uint64_t last_sub;             /* ring index of the last submission */
   RP_ALIGNED_LINE _Atomic uint32_t done_seq; /* replays completed (low 32) */
   _Atomic uint32_t done_sleepers;
+  _Atomic uint32_t wake_at;      /* done_seq a sleeping host waits for */
+  _Atomic uint64_t interval_ns;  /* smoothed time between completions */
+  uint64_t last_done_ns;         /* completion path only */
   _Atomic uint64_t completed;
 
-  /* placement measurement */
+  /* placement measurement and trials (tune.c) */
   uint32_t measure_from, measure_to; /* replays [from, to) are timed */
+  int tuning;               /* trials still running */
+  int tune_phase;           /* 0: timing units; 1: timing placements */
+  rp_trial trials[RP_TRIALS];
+  uint32_t ntrials, cur_trial;
+  uint64_t dts[RP_TRIAL_LEN]; /* replay times in the current window */
+  uint32_t ndt;
+  uint64_t last_end;        /* completion time of the previous replay */
   uint64_t clock_ns; /* cost of reading the clock, subtracted from timings */
   int replace_pending;
   uint64_t replacements;
@@ -173,6 +206,10 @@ rp_replay_state *rp__replay_state(rp_runtime *rt);
 /* placement (place.c): assigns every unit a lane and builds the lanes,
  * waits and publish flags. May allocate. */
 rp_status rp__place(rp_exec *ex, int use_measured);
+/* Assigns every unit a lane (written into the units) and fills seq with the
+ * scheduling order, without building lanes. */
+rp_status rp__place_plan(rp_exec *ex, int use_measured, uint32_t max_lanes,
+                         uint32_t *seq);
 /* Rebuilds lanes, waits and publish flags for the lane assignment already in
  * the units, with seq as the scheduling order. */
 rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq);
@@ -181,5 +218,15 @@ uint64_t rp__place_makespan(const rp_exec *ex, int use_measured);
 
 /* scheduler (scheduler.c) */
 int rp__replay_poll(void *arg, unsigned worker);
+/* Waits for every replay to complete and every worker to leave the exec. */
+void rp__exec_quiesce(rp_exec *ex);
+
+/* placement trials (tune.c): called by rp_replay at the end of each
+ * measurement window, with nothing in flight; may allocate. */
+void rp__tune_step(rp_exec *ex);
+rp_status rp__tune_init(rp_exec *ex);
+void rp__tune_free(rp_exec *ex);
+/* Records one timed replay's duration (completion path, in order). */
+void rp__tune_record(rp_exec *ex, rp_slot *s, uint64_t end);
 
 #endif

@@ -79,9 +79,8 @@ static void wait_progress(rp_lane *p, uint32_t target, lane_stats *ls) {
   if (reached(v, target))
     return;
   ls->handoffs++;
-  uint32_t spin = rp__tunables()->spin;
-  for (uint32_t i = 0; i < spin; i++) {
-    rp__cpu_relax();
+  rp_backoff b = RP_BACKOFF_INIT;
+  while (rp__backoff(&b)) {
     v = atomic_load_explicit(&p->progress, memory_order_acquire);
     if (reached(v, target))
       return;
@@ -154,7 +153,7 @@ static rp_status wait_ports(rp_exec *ex, const rp_unit *u, rp_slot *s) {
 
 /* ---- running units ---- */
 
-static rp_status run_task(rp_unit *u, rp_slot *s, uint32_t lane, int *skip) {
+static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
   uint32_t shards = u->max_shards;
   if (u->shards_src != SIZE_MAX) {
     uint32_t v;
@@ -170,17 +169,15 @@ static rp_status run_task(rp_unit *u, rp_slot *s, uint32_t lane, int *skip) {
     if (ip->dst_offset != RP_INTERP_SHARDS)
       memcpy(u->args + ip->dst_offset, s->args + ip->src_offset, ip->bytes);
   }
-  u->ctx.proc = lane;
   u->ctx.shards = shards;
-  u->ctx.replay = s->r;
-  int violation = 0;
-  rp__tl_replay_violation = &violation;
+  int *violation = rp__tl_replay_violation;
   rp_status st = u->fn(&u->ctx);
-  rp__tl_replay_violation = NULL;
-  if (violation)
+  if (*violation) {
+    *violation = 0;
     st = RP_ECONTRACT;
-  else if (st > 0)
+  } else if (st > 0) {
     st = RP_ETASK;
+  }
   if (RP_UNLIKELY(u->guard != NULL)) {
     for (uint32_t i = 0; i < 64; i++)
       if (u->guard[i] != 0xa5) {
@@ -191,7 +188,7 @@ static rp_status run_task(rp_unit *u, rp_slot *s, uint32_t lane, int *skip) {
   return st;
 }
 
-static rp_status run_unit(rp_unit *u, rp_slot *s, uint32_t lane, int *skip,
+static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip,
                           const char **why) {
   if (u->kind == RP_UNIT_COPY) {
     rp__nvtx_push("reprise.copy");
@@ -206,7 +203,7 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, uint32_t lane, int *skip,
     return st;
   }
   rp__nvtx_push(u->name);
-  rp_status st = run_task(u, s, lane, skip);
+  rp_status st = run_task(u, s, skip);
   rp__nvtx_pop();
   if (st == RP_ECONTRACT)
     *why = "task launched work or waited on an event inside a replay";
@@ -241,11 +238,23 @@ static void complete(rp_exec *ex, rp_slot *s) {
   }
   for (uint32_t i = 0; i < ex->npre; i++)
     rp_event_release(ex->rt, s->pre[i]);
+  uint64_t now = rp__now_ns();
+  if (RP_UNLIKELY(ex->tuning))
+    rp__tune_record(ex, s, now);
+  /* completion interval, smoothed (1/8): the host's slot-wait budget */
+  uint64_t last = ex->last_done_ns, iv = atomic_load_explicit(
+                                          &ex->interval_ns,
+                                          memory_order_relaxed);
+  if (last && now > last)
+    atomic_store_explicit(&ex->interval_ns, iv - iv / 8 + (now - last) / 8,
+                          memory_order_relaxed);
+  ex->last_done_ns = now;
   atomic_fetch_add_explicit(&ex->completed, 1, memory_order_relaxed);
   rp__event_complete(ex->rt, s->done, st);
   /* seq_cst store pairs with a waiting host's seq_cst sleeper count */
   atomic_store(&ex->done_seq, me + 1);
-  if (atomic_load(&ex->done_sleepers))
+  if (atomic_load(&ex->done_sleepers) &&
+      (int32_t)(me + 1 - atomic_load(&ex->wake_at)) >= 0)
     rp__futex_wake(&ex->done_seq, 0x7fffffff);
 }
 
@@ -261,48 +270,83 @@ static void store_stats(rp_lane *l, const lane_stats *ls) {
 #undef ADD_
 }
 
+/* The general path for one unit: waits, preconditions, poison, copies,
+ * interpolations, measurement, postconditions, publication. */
+static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
+                        uint64_t rel, lane_stats *ls) {
+  uint32_t ui = l->units[i];
+  rp_unit *u = &ex->units[ui];
+  if (u->nwait)
+    wait_unit(ex, u, rel, ls);
+  rp_status st = RP_OK;
+  const char *why = NULL;
+  int skip = 0;
+  if (RP_UNLIKELY(s->stale))
+    st = RP_ESTALE, skip = 2;
+  else if (u->nport && (st = wait_ports(ex, u, s)) != RP_OK)
+    why = "precondition poisoned";
+  else if (RP_UNLIKELY(atomic_load_explicit(&s->any_fail,
+                                            memory_order_relaxed)) &&
+           (st = pred_status(ex, u, s)) != RP_OK)
+    why = "upstream op failed";
+  if (st == RP_OK) {
+    uint64_t t0 = s->measure ? rp__now_ns() : 0;
+    st = run_unit(u, s, &skip, &why);
+    if (s->measure) {
+      uint64_t dt = rp__now_ns() - t0;
+      if (dt < u->measured_ns)
+        u->measured_ns = dt;
+    }
+    if (!skip)
+      ls->run++;
+  } else {
+    ls->skipped++;
+  }
+  if (RP_UNLIKELY(st != RP_OK) && skip != 2)
+    unit_failed(ex, s, ui, st, why);
+  if (u->npost)
+    post_done(ex, u, s);
+  if (u->publish)
+    publish(l, (uint32_t)rel * l->len + i + 1);
+}
+
 static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
   rp_slot *s = &ex->slots[r % ex->max_inflight];
   rp_lane *l = &ex->lanes[lane];
   uint64_t rel = r - ex->epoch;
-  uint32_t base = (uint32_t)rel * l->len;
   lane_stats ls = {0};
-  for (uint32_t i = 0; i < l->len; i++) {
-    uint32_t ui = l->units[i];
-    rp_unit *u = &ex->units[ui];
-    if (u->nwait)
-      wait_unit(ex, u, rel, &ls);
-    rp_status st = RP_OK;
-    const char *why = NULL;
-    int skip = 0;
-    if (RP_UNLIKELY(s->stale))
-      st = RP_ESTALE, skip = 2;
-    else if (u->nport && (st = wait_ports(ex, u, s)) != RP_OK)
-      why = "precondition poisoned";
-    else if (RP_UNLIKELY(atomic_load_explicit(&s->any_fail,
-                                              memory_order_relaxed)) &&
-             (st = pred_status(ex, u, s)) != RP_OK)
-      why = "upstream op failed";
-    if (st == RP_OK) {
-      uint64_t t0 = s->measure ? rp__now_ns() : 0;
-      st = run_unit(u, s, lane, &skip, &why);
-      if (s->measure) {
-        uint64_t dt = rp__now_ns() - t0;
-        if (dt < u->measured_ns)
-          u->measured_ns = dt;
-      }
-      if (!skip)
-        ls.run++;
-    } else {
-      ls.skipped++;
-    }
-    if (RP_UNLIKELY(st != RP_OK) && skip != 2)
-      unit_failed(ex, s, ui, st, why);
-    if (u->npost)
-      post_done(ex, u, s);
-    if (u->publish)
-      publish(l, base + i + 1);
+  l->cur_replay = r;
+  if (RP_UNLIKELY(s->timed)) {
+    uint64_t zero = 0;
+    atomic_compare_exchange_strong_explicit(&s->t_start, &zero, rp__now_ns(),
+                                            memory_order_relaxed,
+                                            memory_order_relaxed);
   }
+  /* Launches and waits from the lane's tasks flag this (contracts). */
+  int violation = 0;
+  rp__tl_replay_violation = &violation;
+  int general = s->measure || s->stale || rp__nvtx_on;
+  for (uint32_t i = 0; i < l->len; i++) {
+    const rp_hot *h = &l->hot[i];
+    /* Fast path: a plain task with nothing to wait for or announce, in a
+     * replay where nothing failed yet. */
+    if (RP_LIKELY(!(h->slow | general)) &&
+        RP_LIKELY(!atomic_load_explicit(&s->any_fail, memory_order_relaxed))) {
+      rp_status st = h->fn(h->ctx);
+      ls.run++;
+      if (RP_LIKELY(st == RP_OK && !violation))
+        continue;
+      rp_status fst = violation ? RP_ECONTRACT : st > 0 ? RP_ETASK : st;
+      violation = 0;
+      unit_failed(ex, s, h->unit, fst,
+                  fst == RP_ECONTRACT ? "task launched work or waited on an "
+                                        "event inside a replay"
+                                      : NULL);
+      continue;
+    }
+    run_general(ex, l, i, s, rel, &ls);
+  }
+  rp__tl_replay_violation = NULL;
   store_stats(l, &ls);
   /* acq_rel: the last lane sees every other lane's writes */
   if (atomic_fetch_sub_explicit(&s->remaining, 1, memory_order_acq_rel) == 1)
@@ -373,25 +417,44 @@ static void submit(rp_exec *ex, uint64_t r) {
 }
 
 /* Blocks until fewer than `limit` replays are in flight. */
+/* Host yield budget while waiting for a slot. The replays queued behind
+ * the oldest one (one completes every interval_ns) keep the workers busy
+ * while the host sleeps: when they outlast a slow wake-up (100 us), sleep
+ * at once and leave the cores to the workers; when they do not, yield
+ * (up to 100 us) so the next replay is submitted before the workers run
+ * dry. */
+static uint64_t slot_yield_budget(const rp_exec *ex, uint64_t limit) {
+  uint64_t iv = atomic_load_explicit(&((rp_exec *)ex)->interval_ns,
+                                     memory_order_relaxed);
+  uint64_t queued = iv * (limit > 1 ? limit - 1 : 1);
+  return queued >= 100000 ? 1000 : 100000;
+}
+
 static void wait_inflight(rp_exec *ex, uint64_t limit) {
-  for (uint32_t n = 0;; n++) {
+  rp_backoff b = RP_BACKOFF_HOST;
+  b.yield_ns = slot_yield_budget(ex, limit);
+  for (;;) {
     uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
-    if (ex->issued - (uint64_t)(uint32_t)(ex->issued - done) <= ex->issued &&
-        (uint32_t)(ex->issued - done) < limit)
+    if ((uint32_t)ex->issued - done < limit)
       return;
-    if (n < rp__tunables()->spin) {
-      rp__cpu_relax();
+    if (rp__backoff(&b))
       continue;
-    }
+    /* Asleep until a slot frees: waking later would let the workers run
+     * dry while the host wakes up (a futex wake takes 5-50 us). */
+    uint32_t want = (uint32_t)ex->issued - (uint32_t)limit + 1;
+    atomic_store(&ex->wake_at, want);
     atomic_fetch_add(&ex->done_sleepers, 1);
-    if ((uint32_t)(ex->issued - atomic_load(&ex->done_seq)) >= limit)
+    for (;;) {
+      done = atomic_load(&ex->done_seq);
+      if ((int32_t)(done - want) >= 0)
+        break;
       rp__futex_wait(&ex->done_seq, done, -1);
+    }
     atomic_fetch_sub(&ex->done_sleepers, 1);
   }
 }
 
-/* Waits for every replay to complete and every worker to leave the exec. */
-static void quiesce(rp_exec *ex) {
+void rp__exec_quiesce(rp_exec *ex) {
   wait_inflight(ex, 1);
   if (!ex->issued)
     return;
@@ -402,50 +465,6 @@ static void quiesce(rp_exec *ex) {
       rp__worker_wake(ex->rt, w);
       sched_yield();
     }
-}
-
-/* ---- re-placement (between replays, never during one) ---- */
-
-static void maybe_replace(rp_exec *ex) {
-  quiesce(ex);
-  uint32_t n = ex->nunits;
-  uint32_t *old_seq = malloc(sizeof *old_seq * (n ? n : 1));
-  uint32_t *old_lane = malloc(sizeof *old_lane * (n ? n : 1));
-  if (!old_seq || !old_lane)
-    goto out;
-  memcpy(old_seq, ex->order, sizeof *old_seq * n);
-  for (uint32_t i = 0; i < n; i++)
-    old_lane[i] = ex->units[i].lane;
-  uint64_t before = rp__place_makespan(ex, 1);
-  if (rp__place(ex, 1) != RP_OK)
-    goto revert;
-  uint64_t after = rp__place_makespan(ex, 1);
-  /* Move only for a clear gain (10%): measurements are noisy. */
-  if (after * 10 < before * 9) {
-    ex->replacements++;
-    snprintf(ex->place_why, sizeof ex->place_why,
-             "re-placed after replay %llu: measured costs predict %llu ns "
-             "per replay instead of %llu ns",
-             (unsigned long long)ex->issued - 1, (unsigned long long)after,
-             (unsigned long long)before);
-    goto reset;
-  }
-  snprintf(ex->place_why + strlen(ex->place_why),
-           sizeof ex->place_why - strlen(ex->place_why),
-           "; kept after measuring (%llu ns predicted, re-placing gives "
-           "%llu)", (unsigned long long)before, (unsigned long long)after);
-revert:
-  for (uint32_t i = 0; i < n; i++)
-    ex->units[i].lane = old_lane[i];
-  rp__place_finalize(ex, old_seq);
-reset:
-  /* progress restarts from zero in the new epoch */
-  ex->epoch = ex->issued;
-  for (uint32_t w = 0; w < ex->nlanes; w++)
-    atomic_store(&ex->lanes[w].progress, 0);
-out:
-  free(old_seq);
-  free(old_lane);
 }
 
 /* ---- public API ---- */
@@ -503,7 +522,10 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
     memcpy(s->args, a->args, size);
   memset(s->args + size, 0, ex->max_args - size);
   s->r = r;
-  s->measure = r >= ex->measure_from && r < ex->measure_to;
+  int window = ex->tuning && r >= ex->measure_from && r < ex->measure_to;
+  s->measure = window && ex->tune_phase == 0;
+  s->timed = window && ex->tune_phase == 1;
+  atomic_store_explicit(&s->t_start, 0, memory_order_relaxed);
   s->stale = 0;
   s->detail[0] = 0;
   for (uint32_t i = 0; i < ex->ninsts; i++)
@@ -551,9 +573,8 @@ rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
   if (st)
     return st;
   rp__nvtx_push("reprise.replay");
-  if (RP_UNLIKELY(ex->issued == ex->measure_to && ex->measure_to &&
-                  !ex->no_replace))
-    maybe_replace(ex);
+  if (RP_UNLIKELY(ex->tuning && ex->issued == ex->measure_to))
+    rp__tune_step(ex);
   uint64_t r = ex->issued;
   wait_inflight(ex, ex->max_inflight);
   rp_slot *s = &ex->slots[r % ex->max_inflight];
@@ -580,7 +601,7 @@ rp_status rp_exec_destroy(rp_exec *ex) {
     *rp__tl_replay_violation = 1;
     return rp__err(RP_ECONTRACT, "rp_exec_destroy inside a replay");
   }
-  quiesce(ex);
+  rp__exec_quiesce(ex);
   rp_runtime *rt = ex->rt;
   rp__exec_free(ex);
   rp__runtime_ref(rt, -1);

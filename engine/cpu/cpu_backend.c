@@ -4,7 +4,7 @@
  *
  * Queues are engine/queue.h's intrusive MPSC lists: a push is one atomic
  * exchange, nothing is allocated. An idle worker spins for the tunable
- * REPRISE_SPIN iterations, then sleeps on a futex until a producer wakes it. */
+ * REPRISE_SPIN_NS, yields for REPRISE_YIELD_NS, then sleeps on a futex until a producer wakes it. */
 #include "../engine_impl.h"
 #include "../queue.h"
 
@@ -41,38 +41,35 @@ static void *worker_main(void *p) {
   snprintf(name, sizeof name, "rp-worker-%u", w->index);
   pthread_setname_np(pthread_self(), name);
   rp__alloc_counter_register(w->rt, w->index);
-  uint32_t spin = rp__tunables()->spin;
-  uint32_t idle = 0;
+  rp_backoff idle = RP_BACKOFF_INIT;
   while (!atomic_load_explicit(&cs->stop, memory_order_acquire)) {
     rp_work *item = rp__queue_pop(&w->q);
     if (item) {
       item->run(item);
       atomic_fetch_sub_explicit(&cs->pending, 1, memory_order_release);
-      idle = 0;
+      idle = (rp_backoff)RP_BACKOFF_INIT;
       continue;
     }
     if (poll_once(w)) {
-      idle = 0;
+      idle = (rp_backoff)RP_BACKOFF_INIT;
       continue;
     }
-    if (++idle < spin) {
-      rp__cpu_relax();
+    if (rp__backoff(&idle))
       continue;
-    }
     /* Sleep: announce, re-check everything a producer could have published
      * before seeing the announcement, then wait for a wake. */
     uint32_t seq = rp__queue_sleep_begin(&w->q);
     if (rp__queue_nonempty(&w->q) || poll_once(w) ||
         atomic_load_explicit(&cs->stop, memory_order_acquire)) {
       rp__queue_sleep_end(&w->q);
-      idle = 0;
+      idle = (rp_backoff)RP_BACKOFF_INIT;
       continue;
     }
     atomic_store(&w->idle, 1);
     rp__queue_sleep_wait(&w->q, seq);
     atomic_store(&w->idle, 0);
     rp__queue_sleep_end(&w->q);
-    idle = 0;
+    idle = (rp_backoff)RP_BACKOFF_INIT;
   }
   return NULL;
 }

@@ -78,33 +78,30 @@ static void *driver_main(void *arg) {
    * runtime in the check: init may not have published the state yet.) */
   if (RP_CUDA(NULL, cudaSetDevice(g->device)) != RP_OK)
     rp__runtime_set_unusable(cs->rt, rp_error_detail());
-  uint32_t spin = rp__tunables()->spin;
-  uint32_t idle = 0;
+  rp_backoff idle = RP_BACKOFF_INIT;
   while (!atomic_load_explicit(&cs->stop, memory_order_acquire)) {
     rp_work *item = rp__queue_pop(&g->q);
     if (item) {
       item->run(item);
       /* release: the item's effects happen before a drainer sees 0 */
       atomic_fetch_sub_explicit(&cs->pending, 1, memory_order_release);
-      idle = 0;
+      idle = (rp_backoff)RP_BACKOFF_INIT;
       continue;
     }
-    if (++idle < spin) {
-      rp__cpu_relax();
+    if (rp__backoff(&idle))
       continue;
-    }
     /* Sleep: announce, re-check what a producer could have published before
      * seeing the announcement, then wait for a wake (see engine/queue.h). */
     uint32_t seq = rp__queue_sleep_begin(&g->q);
     if (rp__queue_nonempty(&g->q) ||
         atomic_load_explicit(&cs->stop, memory_order_acquire)) {
       rp__queue_sleep_end(&g->q);
-      idle = 0;
+      idle = (rp_backoff)RP_BACKOFF_INIT;
       continue;
     }
     rp__queue_sleep_wait(&g->q, seq);
     rp__queue_sleep_end(&g->q);
-    idle = 0;
+    idle = (rp_backoff)RP_BACKOFF_INIT;
   }
   return NULL;
 }
