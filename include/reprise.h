@@ -637,6 +637,18 @@ RP_API const char *rp_exec_error_detail(const rp_exec *ex);
 RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
 
 /* ------------------------------------------------------------------------ */
+/* Traces: replay timelines as Chrome trace event JSON (Perfetto, chrome://
+ * tracing). Off by default, and free when off. */
+
+/* Records the timeline (per worker: each op's start and end, copies, waits)
+ * of the next `replays` replays of ex. The buffers are allocated here, never
+ * on the replay path. */
+RP_API rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays);
+/* Waits for the recorded replays to complete, writes their timeline to path
+ * and stops recording. */
+RP_API rp_status rp_exec_trace_write(rp_exec *ex, const char *path);
+
+/* ------------------------------------------------------------------------ */
 /* Dump */
 
 typedef enum rp_dump_format {
