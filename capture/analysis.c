@@ -87,7 +87,8 @@ static void index_build(rp_dep_set *s) {
 /* Appends t, known to be absent. */
 static rp_status set_append(rp_dep_set *s, rp_dep_token t) {
   uint32_t old_cap = s->cap;
-  if (!rp__grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
+  if (s->n == s->cap &&
+      !rp__grow((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v))
     return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
   s->v[s->n++] = t;
   if (s->cap != old_cap && s->cap >= INDEX_FROM)
@@ -141,15 +142,17 @@ static void set_prune(rp_analysis *a, rp_dep_set *s) {
   }
 }
 
-/* Adds a token the state will hold (retained). */
-static rp_status set_hold(rp_analysis *a, rp_dep_set *s, rp_dep_token t) {
+/* Adds a token the state will hold. *added counts the new references the
+ * caller must take (one atomic add per op instead of one per set). */
+static rp_status set_hold(rp_analysis *a, rp_dep_set *s, rp_dep_token t,
+                          uint32_t *added) {
   if (set_find(s, t.id) != UINT32_MAX)
     return RP_OK;
   if (s->n == s->cap)
     set_prune(a, s);
   rp_status st = set_append(s, t);
-  if (st == RP_OK && a->hooks.retain)
-    a->hooks.retain(a->hooks.arg, t);
+  if (st == RP_OK)
+    (*added)++;
   return st;
 }
 
@@ -195,8 +198,13 @@ static int joins_group(const rp_inst_deps *d, const rp_access *ac) {
          d->redop == ac->redop && d->r.n == 0;
 }
 
-static rp_status add_all(rp_dep_set *out, const rp_dep_set *in) {
+/* Appends in's tokens to out, skipping those already completed (nothing to
+ * wait for: an eager op then gates on fewer events). */
+static rp_status add_all(const rp_analysis *a, rp_dep_set *out,
+                         const rp_dep_set *in) {
   for (uint32_t i = 0; i < in->n; i++) {
+    if (a->hooks.done && a->hooks.done(a->hooks.arg, in->v[i]))
+      continue;
     rp_status st = rp__depset_add(out, in->v[i]);
     if (st)
       return st;
@@ -212,48 +220,61 @@ rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc,
       return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
     rp_status st;
     if (acc[i].priv == RP_READ)
-      st = add_all(deps, &d->w);
+      st = add_all(a, deps, &d->w);
     else if (joins_group(d, &acc[i]))
-      st = add_all(deps, &d->gpre);
-    else if ((st = add_all(deps, &d->w)) == RP_OK)
-      st = add_all(deps, &d->r);
+      st = add_all(a, deps, &d->gpre);
+    else if ((st = add_all(a, deps, &d->w)) == RP_OK)
+      st = add_all(a, deps, &d->r);
     if (st)
       return st;
   }
   return RP_OK;
 }
 
-/* Moves every token of from into to (ownership of the references moves). */
+/* Moves every token of from into to: the references move with them (a
+ * token already in `to` gives its extra reference back). */
 static rp_status set_move(rp_analysis *a, rp_dep_set *to, rp_dep_set *from) {
+  rp_status st = RP_OK;
   for (uint32_t i = 0; i < from->n; i++) {
-    rp_status st = set_hold(a, to, from->v[i]);
-    if (st)
-      return st;
+    rp_dep_token t = from->v[i];
+    if (set_find(to, t.id) != UINT32_MAX || st != RP_OK ||
+        (st = set_append(to, t)) != RP_OK) {
+      if (a->hooks.release)
+        a->hooks.release(a->hooks.arg, t);
+    }
   }
-  set_clear(a, from);
-  return RP_OK;
+  rp__depset_clear(from);
+  return st;
 }
 
 rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
                               uint32_t nacc, rp_dep_token self) {
-  for (uint32_t i = 0; i < nacc; i++) {
+  /* One reference per set that will hold self, taken up front in one go
+   * (the op may already have run: a prune below must never drop a
+   * reference self does not hold yet); surplus ones are given back. */
+  uint32_t held = 0;
+  if (nacc && a->hooks.retain)
+    a->hooks.retain(a->hooks.arg, self, nacc);
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; i < nacc && !st; i++) {
     rp_inst_deps *d = state_for(a, acc[i].inst);
-    if (!d)
-      return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
-    rp_status st = RP_OK;
+    if (!d) {
+      st = rp__err(RP_ENOMEM, "dependence analysis: out of memory");
+      break;
+    }
     switch (acc[i].priv) {
     case RP_READ:
-      st = set_hold(a, &d->r, self);
+      st = set_hold(a, &d->r, self, &held);
       break;
     case RP_REDUCE:
       if (joins_group(d, &acc[i])) {
-        st = set_hold(a, &d->w, self);
+        st = set_hold(a, &d->w, self, &held);
         break;
       }
       set_clear(a, &d->gpre);
       if ((st = set_move(a, &d->gpre, &d->w)) == RP_OK &&
           (st = set_move(a, &d->gpre, &d->r)) == RP_OK)
-        st = set_hold(a, &d->w, self);
+        st = set_hold(a, &d->w, self, &held);
       d->mode = MODE_REDUCE;
       d->redop = acc[i].redop;
       break;
@@ -261,14 +282,15 @@ rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
       set_clear(a, &d->w);
       set_clear(a, &d->r);
       set_clear(a, &d->gpre);
-      st = set_hold(a, &d->w, self);
+      st = set_hold(a, &d->w, self, &held);
       d->mode = MODE_WRITE;
       break;
     }
-    if (st)
-      return st;
   }
-  return RP_OK;
+  if (a->hooks.retain && a->hooks.release)
+    for (uint32_t k = held; k < nacc; k++)
+      a->hooks.release(a->hooks.arg, self);
+  return st;
 }
 
 rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out) {
@@ -276,11 +298,11 @@ rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out) {
   if (slot >= a->cap || a->by_slot[slot].gen != rp__inst_gen(inst))
     return RP_OK;
   rp_inst_deps *d = &a->by_slot[slot];
-  rp_status st = add_all(out, &d->w);
+  rp_status st = add_all(a, out, &d->w);
   if (!st)
-    st = add_all(out, &d->r);
+    st = add_all(a, out, &d->r);
   if (!st)
-    st = add_all(out, &d->gpre);
+    st = add_all(a, out, &d->gpre);
   return st;
 }
 
@@ -289,8 +311,8 @@ rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
   if (nacc && !acc)
     return rp__err(RP_EINVAL, "%s: %u accesses but NULL array", what, nacc);
   for (uint32_t i = 0; i < nacc; i++) {
-    rp_inst_view v;
-    if (rp__inst_view(rt, acc[i].inst, &v) != RP_OK)
+    rp_mem mem;
+    if (rp__inst_mem(rt, acc[i].inst, &mem) != RP_OK)
       return rp__err(RP_ESTALE, "%s: access %u: instance %#llx is stale or "
                      "unknown", what, i, (unsigned long long)acc[i].inst.id);
     switch (acc[i].priv) {

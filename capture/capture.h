@@ -109,7 +109,7 @@ typedef struct rp_dep_set {
 } rp_dep_set;
 
 typedef struct rp_dep_hooks {
-  void (*retain)(void *arg, rp_dep_token t);  /* (optional) */
+  void (*retain)(void *arg, rp_dep_token t, uint32_t n); /* (optional) */
   void (*release)(void *arg, rp_dep_token t); /* (optional) */
   int (*done)(void *arg, rp_dep_token t);     /* (optional) completed? */
   void *arg;

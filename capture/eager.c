@@ -125,14 +125,17 @@ static void start(rp_work *w) {
 
 /* ---- launch ---- */
 
-static void tok_retain(void *arg, rp_dep_token t) {
-  rp__event_retain(arg, (rp_event){t.id});
+static void tok_retain(void *arg, rp_dep_token t, uint32_t n) {
+  rp__event_retain_n(arg, (rp_event){t.id}, n);
 }
 static void tok_release(void *arg, rp_dep_token t) {
   rp_event_release(arg, (rp_event){t.id});
 }
+/* Completed successfully: nothing to wait for, and the analysis may drop
+ * it. A poisoned event stays, so every later dependent still inherits its
+ * status. */
 static int tok_done(void *arg, rp_dep_token t) {
-  return rp__event_peek(arg, (rp_event){t.id}) != RP_EAGAIN;
+  return rp__event_peek(arg, (rp_event){t.id}) == RP_OK;
 }
 
 rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
@@ -144,7 +147,7 @@ rp_dep_hooks rp__eager_hooks(rp_runtime *rt) {
  * chain can stay on one worker), else spread round-robin. */
 static rp_proc pick_cpu(rp_capture_state *cs, const rp_dep_set *deps) {
   for (uint32_t i = deps->n; i-- > 0;)
-    if (!tok_done(cs->rt, deps->v[i]) &&
+    if (rp__event_peek(cs->rt, (rp_event){deps->v[i].id}) == RP_EAGAIN &&
         deps->v[i].proc < rp__cpu_workers(cs->rt))
       return deps->v[i].proc;
   return cs->rr++ % rp__cpu_workers(cs->rt);

@@ -120,13 +120,13 @@ static rp_status check_proc(rp_runtime *rt, const rp_task_rec *t, rp_proc p,
 static rp_status check_access_reach(rp_runtime *rt, const rp_launch *l,
                                     rp_proc p, const char *name) {
   for (uint32_t i = 0; i < l->naccess; i++) {
-    rp_inst_view v;
-    rp__inst_view(rt, l->accesses[i].inst, &v);
-    if (!rp_proc_can_access(rt, p, v.info.mem))
+    rp_mem mem = 0;
+    rp__inst_mem(rt, l->accesses[i].inst, &mem);
+    if (!rp_proc_can_access(rt, p, mem))
       return rp__err(RP_EACCESS, "task '%s': access %u: instance %#llx in "
                      "memory %u is not accessible from processor %u",
                      name, i, (unsigned long long)l->accesses[i].inst.id,
-                     v.info.mem, p);
+                     mem, p);
   }
   return RP_OK;
 }

@@ -64,6 +64,8 @@ rp_status rp__event_new(rp_runtime *rt, rp_event *out);
  * reference. Runs waiters and wakes host sleepers. */
 void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st);
 rp_status rp__event_retain(rp_runtime *rt, rp_event e);
+/* Adds n references to a live event at once. */
+void rp__event_retain_n(rp_runtime *rt, rp_event e, uint32_t n);
 /* Adds a waiter; if e already completed, runs w->fn at once. */
 rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w);
 /* Final status (RP_OK / poison) if completed, else RP_EAGAIN. Assumes a live
@@ -93,6 +95,8 @@ typedef struct rp_inst_view {
 } rp_inst_view;
 
 rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out);
+/* Liveness and memory only (no copy of the view): RP_ESTALE or RP_OK. */
+rp_status rp__inst_mem(const rp_runtime *rt, rp_inst inst, rp_mem *mem);
 static inline uint32_t rp__inst_slot(rp_inst i) { return (uint32_t)i.id; }
 static inline uint32_t rp__inst_gen(rp_inst i) {
   return (uint32_t)(i.id >> 32);

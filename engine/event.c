@@ -198,6 +198,14 @@ rp_status rp__event_retain(rp_runtime *rt, rp_event e) {
   return RP_OK;
 }
 
+void rp__event_retain_n(rp_runtime *rt, rp_event e, uint32_t n) {
+  if (e.id == 0 || n == 0)
+    return;
+  rp_event_slot *s = slot_at(&rt->events, ev_slot_of(e));
+  RP_DASSERT(atomic_load(&s->gen) == ev_gen_of(e));
+  atomic_fetch_add_explicit(&s->refs, n, memory_order_relaxed);
+}
+
 rp_status rp__event_peek(const rp_runtime *rt, rp_event e) {
   if (e.id == 0)
     return RP_OK;
@@ -230,6 +238,13 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   if (!s)
     return rp__err(RP_ESTALE, "event %#llx is stale (released and recycled)",
                    (unsigned long long)e.id);
+  /* Completed already: no list to join, no lock (acquire: the event's work
+   * happens before fn). */
+  rp_status done = rp__event_peek(rt, e);
+  if (done != RP_EAGAIN) {
+    w->fn(w, done);
+    return RP_OK;
+  }
   pthread_mutex_lock(&s->lock);
   uint32_t old = atomic_load_explicit(&s->state, memory_order_acquire);
   while ((old & RP_EV_STATE_MASK) == RP_EV_PENDING &&

@@ -32,6 +32,8 @@ rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
   for (uint32_t i = 0; i < npre; i++) {
     waiters[i].w.fn = gate_waiter_fn;
     waiters[i].g = g;
+    /* rp__event_add_waiter runs fn at once, lock-free, for an event that
+     * already completed */
     if (rp__event_add_waiter(rt, pre[i], &waiters[i].w) != RP_OK)
       gate_waiter_fn(&waiters[i].w, RP_ESTALE);
   }

@@ -333,6 +333,14 @@ rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out) {
   return RP_OK;
 }
 
+rp_status rp__inst_mem(const rp_runtime *rt, rp_inst inst, rp_mem *mem) {
+  rp_inst_slot *s = inst_lookup(rt, inst);
+  if (!s || !s->live)
+    return RP_ESTALE;
+  *mem = s->info.mem;
+  return RP_OK;
+}
+
 rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
                             rp_instance_info *out) {
   if (!rt || !out)

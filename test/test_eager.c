@@ -141,11 +141,18 @@ Test(eager, failing_task_poisons_exactly_its_dependents) {
   cr_assert_eq(atomic_load(&runs[1]), 0, "dependent ran");
   cr_assert_eq(atomic_load(&runs[2]), 0, "transitive dependent ran");
   cr_assert_eq(atomic_load(&runs[3]), 1, "independent op did not run");
-  /* A new write to x starts a fresh chain: it runs. */
+  /* A reader launched after the failure completed still depends on the
+   * failed write: it inherits the poison too. */
+  rp_access rx = {x, RP_READ, 0};
+  rp_event late;
+  RP_CHECK(launch(rt, t, 5, RP_PROC_ANY, &rx, 1, 0, ~0u, &late));
+  RP_EXPECT(rp_event_wait(rt, late, -1), RP_ETASK);
+  cr_assert_eq(atomic_load(&runs[5]), 0, "late reader of a failed write ran");
+  RP_CHECK(rp_event_release(rt, late));
+  /* WAW on a poisoned writer also inherits the poison (it depends on it). */
   rp_event e;
   RP_CHECK(launch(rt, t, 4, RP_PROC_ANY, &wx, 1, 0, ~0u, &e));
   RP_EXPECT(rp_event_wait(rt, e, -1), RP_ETASK);
-  /* WAW on a poisoned writer also inherits the poison (it depends on it). */
   rp_event events[] = {a, b, c, d, e};
   for (int i = 0; i < 5; i++)
     RP_CHECK(rp_event_release(rt, events[i]));
