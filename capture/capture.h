@@ -68,6 +68,8 @@ struct rp_graph {
  * and points *out at them. */
 uint32_t rp__op_accesses(const rp_gop *op, rp_access tmp[2],
                          const rp_access **out);
+/* A task op borrowing l's arrays (rp__graph_append deep-copies them). */
+void rp__gop_from_launch(rp_gop *op, const rp_launch *l);
 /* Frees one op's owned arrays. */
 void rp__gop_clear(rp_gop *op);
 /* Deep-copies an op (arrays included). */

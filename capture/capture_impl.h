@@ -69,6 +69,11 @@ rp_status rp__eager_copy(rp_capture_state *cs, const rp_copy *c,
 /* Recording (record.c). */
 rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
                         rp_event *ref);
+/* Entry checks every launch call makes: arguments, contract (not from a task
+ * inside a replay), runtime usable; returns the capture state and whether
+ * this thread records. */
+rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
+                           rp_capture_state **cs, int *recording);
 /* Validation shared by eager and recorded launches. */
 rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded);
 rp_status rp__check_interps(const rp_launch *l, const char *name);

@@ -117,23 +117,6 @@ static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,
 
 /* ---- entry points ---- */
 
-static rp_status enter(rp_runtime *rt, const void *arg, const char *what,
-                       rp_capture_state **cs, int *rec) {
-  if (!rt || !arg)
-    return rp__err(RP_EINVAL, "%s: NULL argument", what);
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "%s called from a task inside a replay",
-                   what);
-  }
-  rp_status st = rp__runtime_check(rt);
-  if (st)
-    return st;
-  if (!(*cs = rp__capture_state(rt)))
-    return rp__err(RP_ENOMEM, "%s: out of memory", what);
-  return rp__capture_mode(*cs, rec);
-}
-
 static rp_status check_wait(rp_runtime *rt, rp_event wait, int rec,
                             const char *what) {
   if (!rec && (wait.id & RP_REF_BIT))
@@ -164,7 +147,7 @@ static rp_status record_copy(rp_capture_state *cs, const rp_copy *c,
 rp_status rp_launch_copy(rp_runtime *rt, const rp_copy *c, rp_event *done) {
   rp_capture_state *cs = NULL;
   int rec = 0;
-  rp_status st = enter(rt, c, "rp_launch_copy", &cs, &rec);
+  rp_status st = rp__launch_enter(rt, c, "rp_launch_copy", &cs, &rec);
   if (!st)
     st = check_wait(rt, c->wait, rec, "rp_launch_copy");
   if (!st)
@@ -239,7 +222,7 @@ rp_status rp_launch_parallel(rp_runtime *rt, const rp_parallel_op *op,
                              rp_event *done) {
   rp_capture_state *cs = NULL;
   int rec = 0;
-  rp_status st = enter(rt, op, "rp_launch_parallel", &cs, &rec);
+  rp_status st = rp__launch_enter(rt, op, "rp_launch_parallel", &cs, &rec);
   if (!st)
     st = check_wait(rt, op->wait, rec, "rp_launch_parallel");
   rp_copy *copies = NULL;

@@ -6,6 +6,24 @@
 
 /* ---- ops ---- */
 
+void rp__gop_from_launch(rp_gop *op, const rp_launch *l) {
+  memset(op, 0, sizeof *op);
+  op->kind = RP_OP_TASK;
+  op->task = l->task;
+  op->proc = l->proc;
+  op->shards = l->shards > 1 ? l->shards : 1;
+  op->shard_procs = (rp_proc *)l->shard_procs;
+  op->ws_bytes = l->workspace_bytes;
+  op->ws_align = l->workspace_align;
+  op->cost_ns = l->cost_ns;
+  op->args = (void *)l->args;
+  op->args_size = l->args_size;
+  op->acc = (rp_access *)l->accesses;
+  op->nacc = l->naccess;
+  op->interps = (rp_interp *)l->interps;
+  op->ninterp = l->ninterp;
+}
+
 uint32_t rp__op_accesses(const rp_gop *op, rp_access tmp[2],
                          const rp_access **out) {
   if (op->kind == RP_OP_TASK) {
@@ -150,21 +168,7 @@ rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l, rp_op_id *out) {
   if (st)
     return st;
   rp_gop op;
-  memset(&op, 0, sizeof op);
-  op.kind = RP_OP_TASK;
-  op.task = l->task;
-  op.proc = l->proc;
-  op.shards = l->shards > 1 ? l->shards : 1;
-  op.shard_procs = (rp_proc *)l->shard_procs;
-  op.ws_bytes = l->workspace_bytes;
-  op.ws_align = l->workspace_align;
-  op.cost_ns = l->cost_ns;
-  op.args = (void *)l->args;
-  op.args_size = l->args_size;
-  op.acc = (rp_access *)l->accesses;
-  op.nacc = l->naccess;
-  op.interps = (rp_interp *)l->interps;
-  op.ninterp = l->ninterp;
+  rp__gop_from_launch(&op, l);
   return rp__graph_append(g, &op, out);
 }
 

@@ -205,8 +205,8 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
 
 /* ---- public entry points ---- */
 
-static rp_status enter(rp_runtime *rt, const void *arg, const char *what,
-                       rp_capture_state **cs, int *recording) {
+rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
+                           rp_capture_state **cs, int *recording) {
   if (!rt || !arg)
     return rp__err(RP_EINVAL, "%s: NULL argument", what);
   if (rp__tl_replay_violation) {
@@ -225,28 +225,14 @@ static rp_status enter(rp_runtime *rt, const void *arg, const char *what,
 static rp_status record_task(rp_capture_state *cs, const rp_launch *l,
                              rp_event *done) {
   rp_gop op;
-  memset(&op, 0, sizeof op);
-  op.kind = RP_OP_TASK;
-  op.task = l->task;
-  op.proc = l->proc;
-  op.shards = l->shards > 1 ? l->shards : 1;
-  op.shard_procs = (rp_proc *)l->shard_procs;
-  op.ws_bytes = l->workspace_bytes;
-  op.ws_align = l->workspace_align;
-  op.cost_ns = l->cost_ns;
-  op.args = (void *)l->args;
-  op.args_size = l->args_size;
-  op.acc = (rp_access *)l->accesses;
-  op.nacc = l->naccess;
-  op.interps = (rp_interp *)l->interps;
-  op.ninterp = l->ninterp;
+  rp__gop_from_launch(&op, l);
   return rp__record_op(cs, &op, l->wait, done);
 }
 
 rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l, rp_event *done) {
   rp_capture_state *cs = NULL;
   int rec = 0;
-  rp_status st = enter(rt, l, "rp_launch_task", &cs, &rec);
+  rp_status st = rp__launch_enter(rt, l, "rp_launch_task", &cs, &rec);
   if (st)
     return st;
   if ((st = rp__check_launch(rt, l, rec)) != RP_OK)
