@@ -45,7 +45,8 @@ rp_status rp__tune_init(rp_exec *ex) {
     return st;
   for (uint32_t u = 0; u < ex->nunits; u++)
     t->lane[u] = ex->units[u].lane;
-  memcpy(t->seq, ex->order, sizeof *t->seq * ex->nunits);
+  if (ex->nunits)
+    memcpy(t->seq, ex->order, sizeof *t->seq * ex->nunits);
   ex->ntrials = 1;
   ex->cur_trial = 0;
   ex->tune_phase = 0;
