@@ -102,8 +102,12 @@ static rp_status gen_blobs(rp_dataset *d, rp_rng *r) {
   float *centers = rp__calloc((size_t)d->classes * d->features, sizeof(float));
   if (!centers)
     return rp__err(RP_ENOMEM, "rp_data_generate: out of memory");
+  /* Centre spread 3/sqrt(features) per dimension: two centres are about
+   * 4.2 apart (3 sqrt 2) in any dimension, while the noise is N(0, 1) along
+   * every direction, so the task is equally hard at 2 or 2000 features. */
+  float spread = 3.0f / sqrtf((float)d->features);
   for (size_t j = 0; j < (size_t)d->classes * d->features; j++)
-    centers[j] = 2.0f * rp_rng_normal(r);
+    centers[j] = spread * rp_rng_normal(r);
   for (uint32_t i = 0; i < d->n; i++) {
     uint32_t k = (uint32_t)(rp_rng_next(r) % d->classes);
     const float *c = centers + (size_t)k * d->features;

@@ -54,8 +54,9 @@ typedef enum rp_data_kind {
    * arm k is r = t, angle = 2 pi k / classes + 4 t + noise, t ~ U(0, 1).
    * Learnable by a small MLP, not by a linear model. */
   RP_DATA_SPIRALS = 0,
-  /* Gaussian clusters: class k centred at c_k ~ N(0, 4 I) in `features`
-   * dimensions, samples c_k + N(0, I). Any feature count. */
+  /* Gaussian clusters: class k centred at c_k ~ N(0, (9 / features) I) in
+   * `features` dimensions (centres about 4.2 apart in any dimension),
+   * samples c_k + N(0, I). Any feature count. */
   RP_DATA_BLOBS = 1,
 } rp_data_kind;
 
