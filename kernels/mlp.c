@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define MAXL (RP_MLP_MAX_HIDDEN + 1)
+#define MAXSINKS (2 * MAXL + 1) /* sgd per weight and bias, the loss */
 
 /* One layer's home instances. */
 typedef struct layer {
@@ -51,6 +52,9 @@ struct rp_mlp {
   rp_inst *all;
   uint32_t nall, capall;
   int recording; /* rp_mlp_record is issuing: attach interpolations */
+  int collect;   /* a timed eager step: collect the sinks' events */
+  rp_event sinks[MAXSINKS];
+  uint32_t nsinks;
 };
 
 /* ---------------------------------------------------------------------- */
@@ -231,9 +235,10 @@ rp_status rp_mlp_destroy(rp_mlp *m) {
 /* ---------------------------------------------------------------------- */
 /* Launch helpers */
 
-static rp_status task(rp_mlp *m, rp_task_id t, rp_proc p, const rp_access *acc,
-                      uint32_t nacc, const void *args, size_t size,
-                      const rp_interp *ip) {
+/* Launches a task; *done (may be NULL) gets its event or op reference. */
+static rp_status task_ev(rp_mlp *m, rp_task_id t, rp_proc p,
+                         const rp_access *acc, uint32_t nacc, const void *args,
+                         size_t size, const rp_interp *ip, rp_event *done) {
   rp_launch l = {.task = t,
                  .proc = p,
                  .accesses = acc,
@@ -244,7 +249,19 @@ static rp_status task(rp_mlp *m, rp_task_id t, rp_proc p, const rp_access *acc,
     l.interps = ip;
     l.ninterp = 1;
   }
-  return rp_launch_task(m->rt, &l, NULL);
+  return rp_launch_task(m->rt, &l, done);
+}
+
+static rp_status task(rp_mlp *m, rp_task_id t, rp_proc p, const rp_access *acc,
+                      uint32_t nacc, const void *args, size_t size,
+                      const rp_interp *ip) {
+  return task_ev(m, t, p, acc, nacc, args, size, ip, NULL);
+}
+
+/* Where an eager step collects the events of its last ops (the sgd tasks
+ * and the loss reduction: every other op precedes one of them), or NULL. */
+static rp_event *sink(rp_mlp *m) {
+  return m->collect && m->nsinks < MAXSINKS ? &m->sinks[m->nsinks++] : NULL;
 }
 
 #define R(i)                                                                   \
@@ -274,14 +291,19 @@ static rp_status gather(rp_mlp *m, rp_inst src, rp_inst dst, uint32_t cols,
               sizeof g, &ip);
 }
 
-static rp_status pop(rp_mlp *m, rp_pop_kind kind, rp_inst whole,
-                     const rp_inst *parts) {
+static rp_status pop_ev(rp_mlp *m, rp_pop_kind kind, rp_inst whole,
+                        const rp_inst *parts, rp_event *done) {
   rp_parallel_op op = {.kind = kind,
                        .whole = whole,
                        .parts = parts,
                        .nparts = m->cfg.procs,
                        .dim = 0};
-  return rp_launch_parallel(m->rt, &op, NULL);
+  return rp_launch_parallel(m->rt, &op, done);
+}
+
+static rp_status pop(rp_mlp *m, rp_pop_kind kind, rp_inst whole,
+                     const rp_inst *parts) {
+  return pop_ev(m, kind, whole, parts, NULL);
 }
 
 /* Gathers field `off` (an rp_inst) of every shard into parts. */
@@ -358,8 +380,8 @@ static rp_status sgd(rp_mlp *m, rp_inst w, rp_inst g, rp_inst v, float lr) {
   rp_sgd_args a = {lr, m->cfg.momentum, 0};
   rp_interp ip = {offsetof(rp_mlp_step_args, lr), offsetof(rp_sgd_args, lr),
                   sizeof a.lr};
-  return task(m, m->k.sgd, m->procs[0], ACC(RW(w), R(g), RW(v)), &a, sizeof a,
-              &ip);
+  return task_ev(m, m->k.sgd, m->procs[0], ACC(RW(w), R(g), RW(v)), &a,
+                 sizeof a, &ip, sink(m));
 }
 
 static rp_status step_inputs(rp_mlp *m, uint32_t index) {
@@ -388,7 +410,7 @@ static rp_status step_update(rp_mlp *m, float lr) {
       st = pop(m, RP_POP_REDUCTION, m->layers[l].gb, PARTS(gb, l));
   }
   if (!st)
-    st = pop(m, RP_POP_REDUCTION, m->loss, PARTS(loss, 0));
+    st = pop_ev(m, RP_POP_REDUCTION, m->loss, PARTS(loss, 0), sink(m));
   for (uint32_t l = 0; !st && l < m->nl; l++) {
     layer *ly = &m->layers[l];
     st = sgd(m, ly->w, ly->gw, ly->vw, lr);
@@ -641,11 +663,27 @@ static rp_status replay_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
   return RP_OK;
 }
 
+/* Issues the step and waits for the events of its last ops, as a replay
+ * waits for its done event (rp_runtime_drain would busy-yield the host
+ * thread instead of sleeping through long steps). */
 static rp_status eager_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
   RP_UNUSED(ctx);
+  m->collect = 1;
+  m->nsinks = 0;
   rp_status st = rp_mlp_step(m, a);
-  rp_status dst = rp_runtime_drain(m->rt); /* also after a partial issue */
-  return st ? st : dst;
+  m->collect = 0;
+  rp_event all = RP_NO_EVENT;
+  if (st == RP_OK)
+    st = rp_event_merge(m->rt, m->sinks, m->nsinks, &all);
+  for (uint32_t i = 0; i < m->nsinks; i++)
+    rp_event_release(m->rt, m->sinks[i]);
+  if (st == RP_OK) {
+    st = rp_event_wait(m->rt, all, -1);
+    rp_event_release(m->rt, all);
+  } else {
+    rp_runtime_drain(m->rt); /* after a partial issue */
+  }
+  return st;
 }
 
 static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
@@ -680,5 +718,7 @@ rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
 rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o) {
   if (!m || !o)
     return rp__err(RP_EINVAL, "rp_mlp_train_eager: NULL argument");
-  return train(m, eager_one, NULL, o);
+  rp_status st = train(m, eager_one, NULL, o);
+  rp_status dst = rp_runtime_drain(m->rt); /* the ops' own bookkeeping */
+  return st ? st : dst;
 }
