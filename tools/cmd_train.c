@@ -469,20 +469,12 @@ static int setup(train_state *s, rp_backend_kind backend) {
   return RP_CLI_OK;
 }
 
-static int record(train_state *s, rp_backend_kind asked) {
-  const train_cli *c = s->c;
-  rp_status st = rp_mlp_record(s->m, &s->g);
-  if (st != RP_OK)
-    return fail("recording the step", st);
-  if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK)
-    return fail("--dump", st);
-  if (c->save_graph && (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
-    return fail("--save-graph", st);
-  if (c->eager)
-    return RP_CLI_OK;
+/* Instantiates the recorded step. FALLBACK when AUTO chose CUDA and this
+ * build cannot replay GPU ops yet. */
+static int instantiate(train_state *s, rp_backend_kind asked) {
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
-  st = rp_instantiate(s->g, NULL, &s->ex);
+  rp_status st = rp_instantiate(s->g, NULL, &s->ex);
   clock_gettime(CLOCK_MONOTONIC, &b);
   s->instantiate_ms = (double)(b.tv_sec - a.tv_sec) * 1e3 +
                       (double)(b.tv_nsec - a.tv_nsec) / 1e6;
@@ -500,6 +492,23 @@ static int record(train_state *s, rp_backend_kind asked) {
       fprintf(stderr, "(--eager trains without replays)\n");
     return RP_CLI_FAILED;
   }
+  return RP_CLI_OK;
+}
+
+/* Records the step, instantiates it (unless --eager), then hands the graph
+ * to --dump and --save-graph. */
+static int record(train_state *s, rp_backend_kind asked) {
+  const train_cli *c = s->c;
+  rp_status st = rp_mlp_record(s->m, &s->g);
+  if (st != RP_OK)
+    return fail("recording the step", st);
+  int rc = c->eager ? RP_CLI_OK : instantiate(s, asked);
+  if (rc)
+    return rc;
+  if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK)
+    return fail("--dump", st);
+  if (c->save_graph && (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
+    return fail("--save-graph", st);
   return RP_CLI_OK;
 }
 
@@ -629,13 +638,14 @@ static void print_header(const train_state *s) {
          d->classes, rp_mlp_param_count(s->m), d->n,
          c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch,
          c->mc.procs);
-  const char *why = rp_runtime_backend_reason(s->rt);
-  printf("backend %s%s%s%s, processors",
-         backend_name(rp_runtime_backend(s->rt)), why[0] ? " (" : "", why,
-         why[0] ? ")" : "");
+  rp_backend_kind b = rp_runtime_backend(s->rt);
+  printf("backend %s, processors", backend_name(b));
   for (uint32_t p = 0; p < c->mc.procs; p++)
     printf("%s%u", p ? "," : " ", rp_mlp_procs(s->m)[p]);
-  printf("\n");
+  printf(" (%s)\n", b == RP_BACKEND_CUDA ? "GPUs" : "CPU workers");
+  const char *why = rp_runtime_backend_reason(s->rt);
+  if (c->backend == RP_BACKEND_AUTO && why[0])
+    printf("  not CUDA: %s\n", why);
   if (s->g)
     printf("recorded step: %u ops, %u edges%s\n", rp_graph_op_count(s->g),
            rp_graph_edge_count(s->g), s->ex ? "" : " (not replayed)");
