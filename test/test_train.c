@@ -42,6 +42,35 @@ Test(train, replays_converge_on_cpu_with_two_processors) {
   replays_converge(2);
 }
 
+/* The step is recordable as promised: every instance exists up front, so
+ * once warmed up (event free lists, placement window, BLAS buffers) a
+ * training replay allocates nothing, on the host or on the workers. */
+Test(train, training_by_replay_allocates_nothing_per_step) {
+  if (rp_thread_allocated_bytes() == UINT64_MAX)
+    cr_skip_test("built without jemalloc (sanitizer build): no per-thread "
+                 "allocation counters");
+  rp_mlp_config c;
+  tw_config(&c, 2);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  rp_exec *ex;
+  RP_CHECK(tw_exec(&w, &ex));
+  rp_mlp_train_opts o = tw_opts(100);
+  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  uint64_t host0 = rp_thread_allocated_bytes();
+  uint64_t work0 = rp_runtime_worker_allocated_bytes(w.rt);
+  o.iters = 300;
+  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  uint64_t host1 = rp_thread_allocated_bytes();
+  uint64_t work1 = rp_runtime_worker_allocated_bytes(w.rt);
+  cr_assert_eq(host1 - host0, 0, "host thread allocated %llu bytes",
+               (unsigned long long)(host1 - host0));
+  cr_assert_eq(work1 - work0, 0, "workers allocated %llu bytes",
+               (unsigned long long)(work1 - work0));
+  RP_CHECK(rp_exec_destroy(ex));
+  tw_fini(&w);
+}
+
 /* ---- determinism and differential tests ---- */
 
 /* Trains a fresh model (its own runtime) and returns its parameters. */
