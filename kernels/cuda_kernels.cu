@@ -406,6 +406,15 @@ extern "C" rp_status rp_cuda_axpy(float alpha, const float *x, float *y,
   return launched("rp_cuda_axpy");
 }
 
+extern "C" rp_status rp_cuda_copy_async(void *dst, const void *src,
+                                        size_t bytes, void *stream) {
+  if (bytes == 0)
+    return RP_OK;
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                               as_stream(stream)),
+               "rp_cuda_copy_async: cudaMemcpyAsync");
+}
+
 extern "C" rp_status rp_cuda_argmax_correct(const float *x,
                                             const int32_t *labels,
                                             int32_t *count, size_t rows,

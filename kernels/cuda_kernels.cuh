@@ -77,6 +77,11 @@ rp_status rp_cuda_fill(float *x, float value, size_t n, void *stream);
 rp_status rp_cuda_scale(float *x, float alpha, size_t n, void *stream);
 rp_status rp_cuda_axpy(float alpha, const float *x, float *y, size_t n,
                        void *stream);
+/* Copies bytes from src to dst (both device memory of the current device,
+ * or peer-accessible) with cudaMemcpyAsync on stream: a memcpy node under
+ * capture. bytes == 0 enqueues nothing. */
+rp_status rp_cuda_copy_async(void *dst, const void *src, size_t bytes,
+                             void *stream);
 /* *count (device int32) = rows whose argmax (first maximum) == label. */
 rp_status rp_cuda_argmax_correct(const float *x, const int32_t *labels,
                                  int32_t *count, size_t rows, size_t cols,

@@ -27,6 +27,7 @@ _Static_assert(offsetof(rp_sgd_args, lr) == 0, "sgd lr offset");
 _Static_assert(offsetof(rp_sgd_args, momentum) == 4, "sgd momentum offset");
 _Static_assert(offsetof(rp_sgd_args, n) == 8, "sgd n offset");
 _Static_assert(offsetof(rp_scalar_args, n) == 4, "scalar n offset");
+_Static_assert(offsetof(rp_gather_args, index) == 0, "gather index offset");
 
 /* ---------------------------------------------------------------------- */
 /* Checking args and instances */
@@ -432,6 +433,78 @@ rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* rp.gather_rows */
+
+typedef struct gather_job {
+  const char *src;
+  char *dst;
+  size_t bytes; /* rows * cols * element size */
+} gather_job;
+
+/* Access i as a dense instance of at least `need` elements; any type. */
+static rp_status get_any(const rp_task_ctx *ctx, const char *t, uint32_t i,
+                         const char *role, int64_t need,
+                         const rp_instance_info **out) {
+  const rp_instance_info *in = rp_ctx_inst(ctx, i);
+  if (!in)
+    return rp__err(RP_ESHAPE, "%s: access %u (%s) missing: %u accesses", t, i,
+                   role, rp_ctx_access_count(ctx));
+  if (!dense(in))
+    return rp__err(RP_ESHAPE, "%s: access %u (%s) is not dense row-major", t, i,
+                   role);
+  int64_t vol = rp_rect_volume(&in->rect);
+  if (vol < need)
+    return rp__err(RP_ERANGE,
+                   "%s: access %u (%s) has %lld elements, needs "
+                   "%lld",
+                   t, i, role, (long long)vol, (long long)need);
+  *out = in;
+  return RP_OK;
+}
+
+static rp_status gather_prep(const rp_task_ctx *ctx, gather_job *j) {
+  const char *t = "rp.gather_rows";
+  rp_gather_args a;
+  rp_status st = get_args(ctx, t, "rp_gather_args", &a, sizeof a);
+  if (st == RP_OK && (a.rows < 0 || a.cols < 0))
+    st = rp__err(RP_EINVAL, "%s: rows = %d, cols = %d", t, (int)a.rows,
+                 (int)a.cols);
+  if (st == RP_OK && a.index < 0)
+    st = rp__err(RP_ERANGE, "%s: batch index %d is negative", t, (int)a.index);
+  if (st != RP_OK)
+    return st;
+  int64_t n = (int64_t)a.rows * a.cols; /* < 2^62: no overflow below */
+  const rp_instance_info *src = NULL, *dst = NULL;
+  st = get_any(ctx, t, 1, "dst", n, &dst);
+  if (st == RP_OK && (st = get_any(ctx, t, 0, "src", 0, &src)) == RP_OK &&
+      (int64_t)a.index + 1 > rp_rect_volume(&src->rect) / (n ? n : 1))
+    st = rp__err(RP_ERANGE,
+                 "%s: batch index %d selects rows [%lld, %lld) "
+                 "beyond the %lld rows of src",
+                 t, (int)a.index, (long long)a.index * a.rows,
+                 (long long)(a.index + 1) * a.rows,
+                 (long long)(a.cols ? rp_rect_volume(&src->rect) / a.cols : 0));
+  if (st == RP_OK && src->dtype != dst->dtype)
+    st = rp__err(RP_ETYPE, "%s: src is %s, dst is %s", t,
+                 rp_dtype_name(src->dtype), rp_dtype_name(dst->dtype));
+  if (st != RP_OK)
+    return st;
+  size_t esz = rp_dtype_size(src->dtype);
+  j->bytes = (size_t)n * esz;
+  j->src = (const char *)src->ptr + (size_t)a.index * j->bytes;
+  j->dst = dst->ptr;
+  return RP_OK;
+}
+
+rp_status rp_task_gather_rows_cpu(rp_task_ctx *ctx) {
+  gather_job j;
+  rp_status st = gather_prep(ctx, &j);
+  if (st == RP_OK && j.bytes)
+    memcpy(j.dst, j.src, j.bytes);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
 /* GPU variants: the same checks (on instance metadata only: the pointers
  * are device pointers and never dereferenced here), then one launcher call
  * on the task's stream. Labels cannot be checked from the host: a bad one
@@ -548,6 +621,14 @@ rp_status rp_task_accuracy_gpu(rp_task_ctx *ctx) {
   return rp_cuda_argmax_correct(j.x, j.labels, j.count, (size_t)j.a.rows,
                                 (size_t)j.a.cols, rp_ctx_stream(ctx));
 }
+
+rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx) {
+  gather_job j;
+  rp_status st = gather_prep(ctx, &j);
+  if (st != RP_OK)
+    return st;
+  return rp_cuda_copy_async(j.dst, j.src, j.bytes, rp_ctx_stream(ctx));
+}
 #define GPU_FN(f) f
 #else
 #define GPU_FN(f) NULL
@@ -581,6 +662,7 @@ static const task_entry TASKS[] = {
     TASK("scale", scale, scale),
     TASK("axpy", axpy, axpy),
     TASK("accuracy", accuracy, accuracy),
+    TASK("gather_rows", gather_rows, gather_rows),
 };
 
 #ifdef REPRISE_HAVE_CUDA

@@ -105,10 +105,24 @@ typedef struct rp_scalar_args {
  * Accesses: 0 X (READ, rows*cols: logits or probs), 1 labels (READ, I32,
  *           rows), 2 count (WRITE, I32, >= 1 element). */
 
+/* "rp.gather_rows": selects one batch of a data set:
+ *   dst rows [0, rows) = src rows [index * rows, (index + 1) * rows)
+ * for rows of `cols` elements. The index sits at offset 0 so that a
+ * recorded step reads the next batch's index from the replay arguments.
+ * Accesses: 0 src (READ), 1 dst (WRITE, >= rows*cols elements); both dense,
+ * of the same element type (any type). RP_ERANGE when index < 0 or the
+ * selected rows reach past src (checked on instance metadata, so the GPU
+ * variant checks it too). The GPU variant enqueues one device-to-device
+ * cudaMemcpyAsync (a memcpy node under stream capture). */
+typedef struct rp_gather_args {
+  int32_t index;      /* offset 0 */
+  int32_t rows, cols; /* offsets 4, 8 */
+} rp_gather_args;
+
 /* The registered task ids. */
 typedef struct rp_kernel_tasks {
   rp_task_id gemm, bias_add, bias_grad, relu_fwd, relu_bwd, xent_fwd, xent_bwd,
-      sgd, fill, scale, axpy, accuracy;
+      sgd, fill, scale, axpy, accuracy, gather_rows;
 } rp_kernel_tasks;
 
 /* Registers every task above on rt and fills *out. Call once per runtime:
@@ -132,6 +146,7 @@ rp_status rp_task_fill_cpu(rp_task_ctx *ctx);
 rp_status rp_task_scale_cpu(rp_task_ctx *ctx);
 rp_status rp_task_axpy_cpu(rp_task_ctx *ctx);
 rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gather_rows_cpu(rp_task_ctx *ctx);
 #ifdef REPRISE_HAVE_CUDA
 rp_status rp_task_gemm_gpu(rp_task_ctx *ctx);
 rp_status rp_task_bias_add_gpu(rp_task_ctx *ctx);
@@ -145,6 +160,7 @@ rp_status rp_task_fill_gpu(rp_task_ctx *ctx);
 rp_status rp_task_scale_gpu(rp_task_ctx *ctx);
 rp_status rp_task_axpy_gpu(rp_task_ctx *ctx);
 rp_status rp_task_accuracy_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx);
 #endif
 
 #endif

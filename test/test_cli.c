@@ -4,6 +4,7 @@
 #include "helpers.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -192,8 +193,6 @@ Test(cli, unfinished_commands_say_so_and_exit_2) {
   RUN(&r, "dump");
   cr_assert_eq(r.status, 2);
   cr_assert(strstr(r.err, "not available yet"), "%s", r.err);
-  RUN(&r, "train");
-  cr_assert_eq(r.status, 2);
   RUN(&r, "bench", "--gpu");
   cr_assert_eq(r.status, 2);
   cr_assert(strstr(r.err, "not built yet"), "%s", r.err);
@@ -279,4 +278,201 @@ Test(cli, json_validator_rejects_broken_text) {
   cr_assert_not(json_valid("[{\"a\" 1}]"));
   cr_assert_not(json_valid("[1, 2"));
   cr_assert_not(json_valid("[nan]"));
+}
+
+/* ---- reprise train ---- */
+
+Test(cli, train_help_lists_every_option) {
+  cli_run r;
+  RUN(&r, "train", "--help");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *opts[] = {"--backend", "--procs",      "--iters",  "--batch",
+                        "--hidden",  "--lr",         "--seed",   "--eager",
+                        "--compare", "--save-graph", "--dump",   "--trace",
+                        "--json",    "--data",       "--dataset"};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    cr_assert(strstr(r.out, opts[i]), "train --help lacks %s", opts[i]);
+}
+
+Test(cli, train_rejects_bad_options_with_exit_2) {
+  static const char *bad[][4] = {
+      {"--procs", "0"},
+      {"--procs", "65"},
+      {"--iters", "0"},
+      {"--iters", "ten"},
+      {"--batch", "-4"},
+      {"--hidden", "0"},
+      {"--hidden", "64,"},
+      {"--hidden", "1,2,3,4,5,6,7,8,9"},
+      {"--lr", "0"},
+      {"--lr", "-0.1"},
+      {"--lr", "nan"},
+      {"--lr", "0.1x"},
+      {"--momentum", "1"},
+      {"--backend", "tpu"},
+      {"--dataset", "moons"},
+      {"--features", "3"},
+      {"--dump=svg"},
+      {"--eager", "--compare"},
+      {"--data", "x.csv", "--samples", "10"},
+      {"--procs", "4", "--batch", "2"},
+      {"--batch", "5000"},
+      {"--eager", "--trace", "t.json"},
+      {"--bogus"},
+      {"stray"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *argv[8] = {"train", "--backend", "cpu"};
+    int n = 3;
+    for (int j = 0; j < 4 && bad[i][j]; j++)
+      argv[n++] = bad[i][j];
+    if (strcmp(bad[i][0], "--backend") == 0)
+      n = 1, argv[n++] = bad[i][0], argv[n++] = bad[i][1];
+    argv[n] = NULL;
+    cli_run r;
+    run_cli(&r, argv);
+    cr_assert_eq(r.status, 2, "%s %s -> %d (%s)", bad[i][0],
+                 bad[i][1] ? bad[i][1] : "", r.status, r.err);
+    cr_assert(strstr(r.err, "reprise train"), "%s: %s", bad[i][0], r.err);
+    cr_assert_str_empty(r.out, "%s: trained anyway", bad[i][0]);
+  }
+}
+
+static void tmp_file(char *path) {
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+}
+
+/* A JSON number or null after "key": in buf; NAN for null. */
+static double json_field(const char *buf, const char *key) {
+  char k[64];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(buf, k);
+  cr_assert_not_null(p, "key %s missing: %s", key, buf);
+  p += strlen(k);
+  while (*p == ' ')
+    p++;
+  return strncmp(p, "null", 4) == 0 ? NAN : strtod(p, NULL);
+}
+
+#define TRAIN_SMALL                                                            \
+  "train", "--backend", "cpu", "--procs", "2", "--iters", "30", "--batch",     \
+      "64", "--hidden", "8", "--samples", "512"
+
+Test(cli, train_writes_the_json_summary, .timeout = 300) {
+  char path[] = "/tmp/rp_cli_train_XXXXXX";
+  tmp_file(path);
+  static char buf[16384];
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--json", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "final loss"), "%s", r.out);
+  cr_assert(strstr(r.out, "backend cpu"), "%s", r.out);
+  cr_assert(strstr(r.out, "loss"), "no loss lines: %s", r.out);
+  read_file(path, buf, sizeof buf);
+  cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+  cr_assert(strstr(buf, "\"backend\": \"cpu\""), "%s", buf);
+  cr_assert_eq(json_field(buf, "procs"), 2);
+  cr_assert_eq(json_field(buf, "iters"), 30);
+  cr_assert_eq(json_field(buf, "batch"), 64);
+  cr_assert_gt(json_field(buf, "initial_loss"), 0);
+  cr_assert_gt(json_field(buf, "final_loss"), 0);
+  double acc = json_field(buf, "accuracy");
+  cr_assert(acc >= 0 && acc <= 1, "%s", buf);
+  cr_assert_gt(json_field(buf, "replay_iter_us_median"), 0);
+  cr_assert_geq(json_field(buf, "replay_iter_us_p99"),
+                json_field(buf, "replay_iter_us_median"));
+  cr_assert(isnan(json_field(buf, "eager_iter_us_median")), "%s", buf);
+  /* --compare fills the eager figures and compares the weights */
+  RUN(&r, TRAIN_SMALL, "--compare", "--json", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  read_file(path, buf, sizeof buf);
+  cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+  cr_assert_gt(json_field(buf, "eager_iter_us_median"), 0);
+  cr_assert_gt(json_field(buf, "replay_iter_us_median"), 0);
+  cr_assert(strstr(buf, "\"weights_bitwise_equal\": true"), "%s", buf);
+  cr_assert(strstr(r.out, "bitwise equal"), "%s", r.out);
+  /* --eager alone: no replay figures */
+  RUN(&r, TRAIN_SMALL, "--eager", "--json", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  read_file(path, buf, sizeof buf);
+  cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+  cr_assert(isnan(json_field(buf, "replay_iter_us_median")), "%s", buf);
+  cr_assert_gt(json_field(buf, "eager_iter_us_median"), 0);
+  unlink(path);
+}
+
+Test(cli, train_save_graph_and_dump_hand_over_the_recorded_step) {
+  char path[] = "/tmp/rp_cli_graph_XXXXXX";
+  tmp_file(path);
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--iters", "2",
+      "--batch", "32", "--hidden", "4", "--samples", "64", "--dump",
+      "--save-graph", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "rp.gemm"), "no dump: %.2000s", r.out);
+  static char buf[16384];
+  read_file(path, buf, sizeof buf);
+#ifdef REPRISE_HAVE_CJSON
+  cr_assert(strstr(buf, "reprise-graph"), "%.500s", buf);
+#endif
+  unlink(path);
+}
+
+static void data_file(char *path, const char *text) {
+  tmp_file(path);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* Runs train on a data file with `text`; expects exit `status` and `msg`
+ * (and the file's name) on stderr. */
+static void train_on(const char *text, int status, const char *msg) {
+  char path[] = "/tmp/rp_cli_data_XXXXXX";
+  data_file(path, text);
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--iters", "5",
+      "--batch", "2", "--hidden", "4", "--data", path);
+  cr_assert_eq(r.status, status, "%s -> %d: %s", msg, r.status, r.err);
+  if (msg) {
+    cr_assert(strstr(r.err, msg), "want '%s': %s", msg, r.err);
+    cr_assert(strstr(r.err, path), "no file name: %s", r.err);
+    cr_assert_str_empty(r.out);
+  }
+  unlink(path);
+}
+
+Test(cli, train_reads_data_files_and_names_malformed_ones_with_exit_1) {
+  train_on("label,a,b\n0,1,2\n1,-1,-2\n0,1.5,2\n1,-1,-3\n", 0, NULL);
+  train_on("x,a,b\n0,1,2\n", 1, ":1: wrong header: first column is 'x'");
+  train_on("", 1, "wrong header: the file is empty");
+  train_on("label,a,b\n0,1,2\n1,2\n", 1,
+           ":3: wrong column count: 2 columns, the header has 3");
+  train_on("label,a,b\n0,1,2\nx,2,3\n", 1, ":3: bad label 'x'");
+  train_on("label,a,b\n0,1,2\n1,2,zz\n", 1, ":3: column 3: 'zz' is not");
+  /* binary: a header that promises more than the file holds */
+  char path[] = "/tmp/rp_cli_bin_XXXXXX";
+  tmp_file(path);
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  uint32_t h[4] = {1, 4, 2, 2};
+  float x[6] = {0};
+  fwrite("RPRSDATA", 1, 8, f);
+  fwrite(h, 4, 4, f);
+  fwrite(x, 4, 6, f);
+  fclose(f);
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--batch", "2", "--data",
+      path);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "truncated: the header (4 samples, 2 features) "
+                          "needs 72 bytes, the file has 48"),
+            "%s", r.err);
+  unlink(path);
+  RUN(&r, "train", "--backend", "cpu", "--data", "/nonexistent/d.csv");
+  cr_assert_eq(r.status, 1);
+  cr_assert(strstr(r.err, "cannot open"), "%s", r.err);
 }

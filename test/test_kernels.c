@@ -597,13 +597,15 @@ Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
-  static const char *names[] = {"rp.gemm",     "rp.bias_add", "rp.bias_grad",
-                                "rp.relu_fwd", "rp.relu_bwd", "rp.xent_fwd",
-                                "rp.xent_bwd", "rp.sgd",      "rp.fill",
-                                "rp.scale",    "rp.axpy",     "rp.accuracy"};
-  rp_task_id want[] = {k.gemm,     k.bias_add, k.bias_grad, k.relu_fwd,
-                       k.relu_bwd, k.xent_fwd, k.xent_bwd,  k.sgd,
-                       k.fill,     k.scale,    k.axpy,      k.accuracy};
+  static const char *names[] = {"rp.gemm",       "rp.bias_add", "rp.bias_grad",
+                                "rp.relu_fwd",   "rp.relu_bwd", "rp.xent_fwd",
+                                "rp.xent_bwd",   "rp.sgd",      "rp.fill",
+                                "rp.scale",      "rp.axpy",     "rp.accuracy",
+                                "rp.gather_rows"};
+  rp_task_id want[] = {k.gemm,       k.bias_add, k.bias_grad, k.relu_fwd,
+                       k.relu_bwd,   k.xent_fwd, k.xent_bwd,  k.sgd,
+                       k.fill,       k.scale,    k.axpy,      k.accuracy,
+                       k.gather_rows};
   for (size_t i = 0; i < KR_LEN(names); i++) {
     rp_task_id id;
     RP_CHECK(rp_task_find(rt, names[i], &id));

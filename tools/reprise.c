@@ -11,7 +11,6 @@
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 static int cmd_dump(int argc, char **argv);
-static int cmd_train(int argc, char **argv);
 
 typedef struct command {
   const char *name;
@@ -22,7 +21,7 @@ typedef struct command {
 static const command COMMANDS[] = {
     {"bench", rp_cmd_bench, "measure launch and replay overheads"},
     {"dump", cmd_dump, "print a recorded graph (text, DOT, JSON)"},
-    {"train", cmd_train, "run a training step with record and replay"},
+    {"train", rp_cmd_train, "train an MLP by replaying one recorded step"},
     {"version", cmd_version, "print the version"},
     {"help", cmd_help, "print this help, or a command's (help COMMAND)"},
 };
@@ -66,18 +65,13 @@ static int cmd_help(int argc, char **argv) {
   return c->run(2, args);
 }
 
-/* Placeholders: these commands are written elsewhere. */
+/* Placeholder: this command is written elsewhere. */
 static int not_yet(const char *name) {
   fprintf(stderr, "reprise %s: not available yet\n", name);
   return RP_CLI_USAGE;
 }
 
 static int cmd_dump(int argc, char **argv) {
-  (void)argc;
-  return not_yet(argv[0]);
-}
-
-static int cmd_train(int argc, char **argv) {
   (void)argc;
   return not_yet(argv[0]);
 }

@@ -1,0 +1,552 @@
+/* kernels/data.c — synthetic data sets and data files (formats and errors
+ * in data.h). */
+#include "data.h"
+
+#include "engine/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BIN_MAGIC "RPRSDATA"
+#define BIN_HEADER 24u
+
+/* ---------------------------------------------------------------------- */
+/* Random numbers */
+
+void rp_rng_seed(rp_rng *r, uint64_t seed) {
+  r->s = seed;
+}
+
+uint64_t rp_rng_next(rp_rng *r) { /* splitmix64 (Steele, Lea, Flood) */
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+float rp_rng_uniform(rp_rng *r) {
+  return (float)(rp_rng_next(r) >> 40) * (1.0f / 16777216.0f);
+}
+
+float rp_rng_normal(rp_rng *r) {
+  /* 1 - u is in (0, 1]: log never sees 0. */
+  double u1 = 1.0 - (double)(rp_rng_next(r) >> 11) * 0x1.0p-53;
+  double u2 = (double)(rp_rng_next(r) >> 11) * 0x1.0p-53;
+  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Data sets */
+
+void rp_data_free(rp_dataset *d) {
+  if (!d)
+    return;
+  free(d->x);
+  free(d->y);
+  memset(d, 0, sizeof *d);
+}
+
+/* Allocates room for n samples; RP_ERANGE above the size limit. */
+static rp_status data_alloc(rp_dataset *d, uint32_t n, uint32_t features,
+                            uint32_t classes) {
+  uint64_t bytes = (uint64_t)n * features * 4 + (uint64_t)n * 4;
+  if (bytes > RP_DATA_MAX_BYTES)
+    return rp__err(RP_ERANGE,
+                   "data set of %u samples x %u features is %llu "
+                   "bytes (max %llu)",
+                   n, features, (unsigned long long)bytes,
+                   (unsigned long long)RP_DATA_MAX_BYTES);
+  d->x = rp__calloc((size_t)n * features, sizeof *d->x);
+  d->y = rp__calloc(n, sizeof *d->y);
+  if (!d->x || !d->y) {
+    rp_data_free(d);
+    return rp__err(RP_ENOMEM, "data set of %u samples: out of memory", n);
+  }
+  d->n = n;
+  d->features = features;
+  d->classes = classes;
+  return RP_OK;
+}
+
+int rp_data_kind_parse(const char *s, rp_data_kind *out) {
+  if (strcmp(s, "spirals") == 0)
+    *out = RP_DATA_SPIRALS;
+  else if (strcmp(s, "blobs") == 0)
+    *out = RP_DATA_BLOBS;
+  else
+    return -1;
+  return 0;
+}
+
+const char *rp_data_kind_name(rp_data_kind k) {
+  return k == RP_DATA_SPIRALS ? "spirals" : k == RP_DATA_BLOBS ? "blobs" : "?";
+}
+
+static void gen_spirals(rp_dataset *d, rp_rng *r) {
+  for (uint32_t i = 0; i < d->n; i++) {
+    uint32_t k = (uint32_t)(rp_rng_next(r) % d->classes);
+    float t = rp_rng_uniform(r);
+    float a = 6.2831853f * (float)k / (float)d->classes + 4.0f * t +
+              0.2f * rp_rng_normal(r);
+    d->x[2 * (size_t)i] = t * sinf(a);
+    d->x[2 * (size_t)i + 1] = t * cosf(a);
+    d->y[i] = (int32_t)k;
+  }
+}
+
+static rp_status gen_blobs(rp_dataset *d, rp_rng *r) {
+  float *centers = rp__calloc((size_t)d->classes * d->features, sizeof(float));
+  if (!centers)
+    return rp__err(RP_ENOMEM, "rp_data_generate: out of memory");
+  /* Centre spread 3/sqrt(features) per dimension: two centres are about
+   * 4.2 apart (3 sqrt 2) in any dimension, while the noise is N(0, 1) along
+   * every direction, so the task is equally hard at 2 or 2000 features. */
+  float spread = 3.0f / sqrtf((float)d->features);
+  for (size_t j = 0; j < (size_t)d->classes * d->features; j++)
+    centers[j] = spread * rp_rng_normal(r);
+  for (uint32_t i = 0; i < d->n; i++) {
+    uint32_t k = (uint32_t)(rp_rng_next(r) % d->classes);
+    const float *c = centers + (size_t)k * d->features;
+    float *x = d->x + (size_t)i * d->features;
+    for (uint32_t f = 0; f < d->features; f++)
+      x[f] = c[f] + rp_rng_normal(r);
+    d->y[i] = (int32_t)k;
+  }
+  free(centers);
+  return RP_OK;
+}
+
+rp_status rp_data_generate(rp_data_kind kind, uint32_t n, uint32_t features,
+                           uint32_t classes, uint64_t seed, rp_dataset *out) {
+  if (!out)
+    return rp__err(RP_EINVAL, "rp_data_generate: NULL out");
+  if (n == 0 || features == 0 || classes < 2 || classes > RP_DATA_MAX_CLASSES)
+    return rp__err(RP_EINVAL,
+                   "rp_data_generate: %u samples, %u features, %u "
+                   "classes (need >= 1, >= 1, 2..%u)",
+                   n, features, classes, RP_DATA_MAX_CLASSES);
+  if (kind != RP_DATA_SPIRALS && kind != RP_DATA_BLOBS)
+    return rp__err(RP_EINVAL, "rp_data_generate: unknown kind %d", (int)kind);
+  if (kind == RP_DATA_SPIRALS && features != 2)
+    return rp__err(RP_EINVAL,
+                   "rp_data_generate: spirals have 2 features, "
+                   "not %u",
+                   features);
+  rp_dataset d = {0};
+  rp_status st = data_alloc(&d, n, features, classes);
+  if (st != RP_OK)
+    return st;
+  rp_rng r;
+  rp_rng_seed(&r, seed);
+  if (kind == RP_DATA_SPIRALS)
+    gen_spirals(&d, &r);
+  else if ((st = gen_blobs(&d, &r)) != RP_OK) {
+    rp_data_free(&d);
+    return st;
+  }
+  *out = d;
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Little-endian words: the file formats are little-endian whatever the
+ * host. */
+
+static uint32_t get_le32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+         (uint32_t)b[3] << 24;
+}
+
+static void put_le32(unsigned char *b, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    b[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Converts count 4-byte words in place between file and host order. */
+static void fix_le32(void *buf, size_t count) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  unsigned char *b = buf;
+  for (size_t i = 0; i < count; i++, b += 4) {
+    unsigned char t0 = b[0], t1 = b[1];
+    b[0] = b[3];
+    b[1] = b[2];
+    b[2] = t1;
+    b[3] = t0;
+  }
+#else
+  RP_UNUSED(buf);
+  RP_UNUSED(count);
+#endif
+}
+
+/* ---------------------------------------------------------------------- */
+/* Binary files */
+
+static rp_status bin_header(FILE *f, const char *path, uint64_t size,
+                            uint32_t h[4]) {
+  unsigned char b[BIN_HEADER];
+  size_t got = fread(b, 1, sizeof b, f);
+  if (got < sizeof b)
+    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %u bytes", path,
+                   got, BIN_HEADER);
+  for (int i = 0; i < 4; i++)
+    h[i] = get_le32(b + 8 + 4 * i);
+  if (h[0] != 1)
+    return rp__err(RP_EVERSION,
+                   "%s: binary data version %u (this build "
+                   "reads version 1)",
+                   path, h[0]);
+  if (h[1] == 0 || h[2] == 0 || h[3] < 2 || h[3] > RP_DATA_MAX_CLASSES)
+    return rp__err(RP_EFORMAT,
+                   "%s: header: n = %u, features = %u, classes = "
+                   "%u (need n >= 1, features >= 1, classes 2..%u)",
+                   path, h[1], h[2], h[3], RP_DATA_MAX_CLASSES);
+  uint64_t want = BIN_HEADER + ((uint64_t)h[1] * h[2] + h[1]) * 4;
+  if (want - BIN_HEADER > RP_DATA_MAX_BYTES)
+    return rp__err(RP_ERANGE,
+                   "%s: %u samples x %u features is above the "
+                   "%llu-byte limit",
+                   path, h[1], h[2], (unsigned long long)RP_DATA_MAX_BYTES);
+  if (size < want)
+    return rp__err(RP_EFORMAT,
+                   "%s: truncated: the header (%u samples, %u "
+                   "features) needs %llu bytes, the file has %llu",
+                   path, h[1], h[2], (unsigned long long)want,
+                   (unsigned long long)size);
+  if (size > want)
+    return rp__err(RP_EFORMAT,
+                   "%s: %llu trailing bytes after the labels "
+                   "(the header says %u samples, %u features)",
+                   path, (unsigned long long)(size - want), h[1], h[2]);
+  return RP_OK;
+}
+
+static rp_status bin_check(const rp_dataset *d, const char *path) {
+  size_t nx = (size_t)d->n * d->features;
+  for (size_t i = 0; i < nx; i++)
+    if (!isfinite(d->x[i]))
+      return rp__err(RP_EFORMAT,
+                     "%s: sample %zu feature %zu is not finite "
+                     "(byte offset %zu)",
+                     path, i / d->features, i % d->features,
+                     BIN_HEADER + 4 * i);
+  for (uint32_t i = 0; i < d->n; i++)
+    if (d->y[i] < 0 || (uint32_t)d->y[i] >= d->classes)
+      return rp__err(RP_EFORMAT,
+                     "%s: sample %u: label %d outside [0, %u) "
+                     "(byte offset %zu)",
+                     path, i, (int)d->y[i], d->classes,
+                     BIN_HEADER + 4 * (nx + i));
+  return RP_OK;
+}
+
+static rp_status load_bin(FILE *f, const char *path, uint64_t size,
+                          rp_dataset *out) {
+  uint32_t h[4];
+  rp_status st = bin_header(f, path, size, h);
+  if (st != RP_OK)
+    return st;
+  rp_dataset d = {0};
+  if ((st = data_alloc(&d, h[1], h[2], h[3])) != RP_OK)
+    return rp__err_prefix(st, "%s: ", path);
+  size_t nx = (size_t)d.n * d.features;
+  if (fread(d.x, 4, nx, f) != nx || fread(d.y, 4, d.n, f) != d.n)
+    st = rp__err(RP_EIO, "%s: read failed: %s", path, strerror(errno));
+  if (st == RP_OK) {
+    fix_le32(d.x, nx);
+    fix_le32(d.y, d.n);
+    st = bin_check(&d, path);
+  }
+  if (st != RP_OK) {
+    rp_data_free(&d);
+    return st;
+  }
+  *out = d;
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* CSV files */
+
+typedef struct csv_state {
+  const char *path;
+  unsigned line;
+  uint32_t cols; /* header columns, label included */
+  rp_dataset d;  /* x and y grow; n counts rows */
+  uint32_t cap;
+  int32_t max_label;
+} csv_state;
+
+/* A short printable copy of a field for messages. */
+static const char *show(const char *s, char *buf, size_t cap) {
+  size_t i = 0;
+  for (; s[i] && i + 4 < cap && i < 32; i++)
+    buf[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
+  if (s[i] && i < cap - 4)
+    memcpy(buf + i, "...", 4);
+  else
+    buf[i] = '\0';
+  return buf;
+}
+
+/* Trims blanks in place; returns the start. */
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t')
+    s++;
+  size_t n = strlen(s);
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' ||
+               s[n - 1] == '\n'))
+    s[--n] = '\0';
+  return s;
+}
+
+/* Splits line at commas into at most cap fields; returns the count (which
+ * may exceed cap: the fields beyond are not stored). */
+static uint32_t split(char *line, char **fields, uint32_t cap) {
+  uint32_t n = 0;
+  for (char *p = line;; n++) {
+    char *comma = strchr(p, ',');
+    if (comma)
+      *comma = '\0';
+    if (n < cap)
+      fields[n] = trim(p);
+    if (!comma)
+      return n + 1;
+    p = comma + 1;
+  }
+}
+
+static int blank_or_comment(const char *s) {
+  if (s[0] == '#')
+    return 1;
+  for (; *s; s++)
+    if (!isspace((unsigned char)*s))
+      return 0;
+  return 1;
+}
+
+/* Refuses lines that are not text (a binary file with a wrong magic). */
+static rp_status text_line(const csv_state *c, const char *line, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)line[i];
+    if (ch == 0 || (ch < 0x20 && ch != '\t' && ch != '\r' && ch != '\n'))
+      return rp__err(RP_EFORMAT,
+                     "%s:%u: not a data file: byte %#x at column "
+                     "%zu (a CSV file starts with a 'label,...' header, a "
+                     "binary one with the magic %s)",
+                     c->path, c->line, ch, i + 1, BIN_MAGIC);
+  }
+  return RP_OK;
+}
+
+static rp_status csv_header(csv_state *c, char *line) {
+  char *first[2];
+  char sh[48];
+  uint32_t n = split(line, first, 2);
+  if (strcmp(first[0], "label") != 0)
+    return rp__err(RP_EFORMAT,
+                   "%s:%u: wrong header: first column is '%s', "
+                   "expected 'label' followed by the feature columns",
+                   c->path, c->line, show(first[0], sh, sizeof sh));
+  if (n < 2)
+    return rp__err(RP_EFORMAT,
+                   "%s:%u: wrong header: no feature columns after "
+                   "'label'",
+                   c->path, c->line);
+  c->cols = n;
+  c->d.features = n - 1;
+  return RP_OK;
+}
+
+static rp_status csv_grow(csv_state *c) {
+  if (c->d.n < c->cap)
+    return RP_OK;
+  /* cols >= 2 keeps cap far below 2^31 under the byte limit. */
+  if ((uint64_t)c->d.n * c->cols * 4 >= RP_DATA_MAX_BYTES)
+    return rp__err(RP_ERANGE, "%s:%u: more than %llu bytes of data", c->path,
+                   c->line, (unsigned long long)RP_DATA_MAX_BYTES);
+  uint32_t cap = c->cap ? c->cap * 2 : 1024;
+  float *x = rp__reallocarray(c->d.x, (size_t)cap * c->d.features, 4);
+  if (x)
+    c->d.x = x;
+  int32_t *y = x ? rp__reallocarray(c->d.y, cap, 4) : NULL;
+  if (!y)
+    return rp__err(RP_ENOMEM, "%s:%u: out of memory", c->path, c->line);
+  c->d.y = y;
+  c->cap = cap;
+  return RP_OK;
+}
+
+static rp_status csv_label(csv_state *c, const char *s, int32_t *out) {
+  char *end;
+  char sh[48];
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (!isdigit((unsigned char)s[0]) || *end || errno || v > 65535)
+    return rp__err(RP_EFORMAT,
+                   "%s:%u: bad label '%s': not an integer in "
+                   "0..65535",
+                   c->path, c->line, show(s, sh, sizeof sh));
+  *out = (int32_t)v;
+  return RP_OK;
+}
+
+static rp_status csv_row(csv_state *c, char *line, char **fields) {
+  uint32_t n = split(line, fields, c->cols);
+  if (n != c->cols)
+    return rp__err(RP_EFORMAT,
+                   "%s:%u: wrong column count: %u columns, the "
+                   "header has %u",
+                   c->path, c->line, n, c->cols);
+  rp_status st = csv_grow(c);
+  int32_t label = 0;
+  if (st == RP_OK)
+    st = csv_label(c, fields[0], &label);
+  if (st != RP_OK)
+    return st;
+  float *x = c->d.x + (size_t)c->d.n * c->d.features;
+  for (uint32_t i = 1; i < n; i++) {
+    char *end;
+    char sh[48];
+    errno = 0;
+    float v = strtof(fields[i], &end);
+    if (end == fields[i] || *end || !isfinite(v))
+      return rp__err(RP_EFORMAT,
+                     "%s:%u: column %u: '%s' is not a finite "
+                     "number",
+                     c->path, c->line, i + 1, show(fields[i], sh, sizeof sh));
+    x[i - 1] = v;
+  }
+  c->d.y[c->d.n++] = label;
+  if (label > c->max_label)
+    c->max_label = label;
+  return RP_OK;
+}
+
+static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  rp_status st = RP_OK;
+  while (st == RP_OK && (len = getline(&line, &cap, f)) >= 0) {
+    c->line++;
+    st = text_line(c, line, (size_t)len);
+    if (st != RP_OK || blank_or_comment(line))
+      continue;
+    if (c->cols == 0) /* skip a UTF-8 byte order mark */
+      st = csv_header(c, strncmp(line, "\xef\xbb\xbf", 3) ? line : line + 3);
+    else
+      st = csv_row(c, line, fields);
+    if (st == RP_OK && c->cols && !fields) /* header read: fields now known */
+      break;
+  }
+  free(line);
+  if (st == RP_OK && ferror(f))
+    st = rp__err(RP_EIO, "%s:%u: read failed", c->path, c->line);
+  return st;
+}
+
+static rp_status load_csv(FILE *f, const char *path, rp_dataset *out) {
+  csv_state c = {.path = path, .max_label = -1};
+  rp_status st = csv_lines(f, &c, NULL); /* up to the header */
+  char **fields = NULL;
+  if (st == RP_OK && c.cols == 0)
+    st = rp__err(RP_EFORMAT,
+                 "%s: wrong header: the file is empty (a CSV data "
+                 "file starts with 'label,<feature names>')",
+                 path);
+  if (st == RP_OK && !(fields = rp__calloc(c.cols, sizeof *fields)))
+    st = rp__err(RP_ENOMEM, "%s: out of memory", path);
+  if (st == RP_OK)
+    st = csv_lines(f, &c, fields);
+  if (st == RP_OK && c.d.n == 0)
+    st = rp__err(RP_EFORMAT, "%s: no data rows after the header", path);
+  free(fields);
+  if (st != RP_OK) {
+    rp_data_free(&c.d);
+    return st;
+  }
+  c.d.classes = c.max_label >= 1 ? (uint32_t)c.max_label + 1 : 2;
+  *out = c.d;
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Files */
+
+rp_status rp_data_load(const char *path, rp_dataset *out) {
+  if (!path || !out)
+    return rp__err(RP_EINVAL, "rp_data_load: NULL argument");
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return rp__err(errno == ENOENT ? RP_ENOENT : RP_EIO, "%s: cannot open: %s",
+                   path, strerror(errno));
+  char magic[8];
+  size_t got = fread(magic, 1, sizeof magic, f);
+  rp_status st;
+  long size = -1;
+  if (got == sizeof magic && memcmp(magic, BIN_MAGIC, 8) == 0) {
+    if (fseek(f, 0, SEEK_END) == 0)
+      size = ftell(f);
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
+      st = rp__err(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
+    else
+      st = load_bin(f, path, (uint64_t)size, out);
+  } else if (fseek(f, 0, SEEK_SET) != 0) {
+    st = rp__err(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
+  } else {
+    st = load_csv(f, path, out);
+  }
+  fclose(f);
+  return st;
+}
+
+static int save_csv(FILE *f, const rp_dataset *d) {
+  fprintf(f, "label");
+  for (uint32_t j = 0; j < d->features; j++)
+    fprintf(f, ",x%u", j);
+  fputc('\n', f);
+  for (uint32_t i = 0; i < d->n; i++) {
+    fprintf(f, "%d", (int)d->y[i]);
+    for (uint32_t j = 0; j < d->features; j++)
+      fprintf(f, ",%.9g", (double)d->x[(size_t)i * d->features + j]);
+    fputc('\n', f);
+  }
+  return ferror(f);
+}
+
+static int save_bin(FILE *f, const rp_dataset *d) {
+  unsigned char h[BIN_HEADER];
+  memcpy(h, BIN_MAGIC, 8);
+  put_le32(h + 8, 1);
+  put_le32(h + 12, d->n);
+  put_le32(h + 16, d->features);
+  put_le32(h + 20, d->classes);
+  fwrite(h, 1, sizeof h, f);
+  size_t nx = (size_t)d->n * d->features;
+  for (size_t i = 0; i < nx + d->n; i++) {
+    unsigned char b[4];
+    uint32_t v;
+    memcpy(&v, i < nx ? (const void *)&d->x[i] : (const void *)&d->y[i - nx],
+           4);
+    put_le32(b, v);
+    fwrite(b, 1, 4, f);
+  }
+  return ferror(f);
+}
+
+rp_status rp_data_save(const rp_dataset *d, const char *path, int csv) {
+  if (!d || !path || !d->x || !d->y)
+    return rp__err(RP_EINVAL, "rp_data_save: NULL argument");
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    return rp__err(RP_EIO, "%s: cannot write: %s", path, strerror(errno));
+  int bad = csv ? save_csv(f, d) : save_bin(f, d);
+  if (fclose(f) != 0 || bad)
+    return rp__err(RP_EIO, "%s: write failed", path);
+  return RP_OK;
+}

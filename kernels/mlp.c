@@ -1,0 +1,724 @@
+/* kernels/mlp.c — the data-parallel MLP training step (see mlp.h). Uses the
+ * public API and the kernel tasks only: the same launches run eagerly or are
+ * recorded. */
+#include "mlp.h"
+
+#include "engine/util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXL (RP_MLP_MAX_HIDDEN + 1)
+#define MAXSINKS (2 * MAXL + 1) /* sgd per weight and bias, the loss */
+
+/* One layer's home instances. */
+typedef struct layer {
+  uint32_t in, out;
+  rp_inst w, b;   /* master weights [in x out] and bias [out] */
+  rp_inst vw, vb; /* momentum */
+  rp_inst gw, gb; /* gradients summed over the shards */
+} layer;
+
+/* One shard's instances, in its processor's memory. Activations keep the
+ * batch's global row numbers (rect rows lo..hi), as the shard of x does. */
+typedef struct shard {
+  int64_t lo, hi;
+  uint32_t rows;
+  rp_inst x, y, loss, probs, dlogits;
+  rp_inst w[MAXL], b[MAXL];   /* replicas */
+  rp_inst z[MAXL];            /* pre-activations; z[L-1] are the logits */
+  rp_inst a[MAXL];            /* relu(z[l]), l < L-1 */
+  rp_inst da[MAXL], dz[MAXL]; /* gradients of a[l] and z[l], l < L-1 */
+  rp_inst gw[MAXL], gb[MAXL]; /* this shard's weight gradients */
+} shard;
+
+struct rp_mlp {
+  rp_runtime *rt;
+  rp_kernel_tasks k;
+  rp_mlp_config cfg;
+  uint32_t nl; /* layers: nhidden + 1 */
+  uint32_t features, classes, samples, nbatches;
+  rp_proc procs[RP_MLP_MAX_PROCS];
+  rp_mem mems[RP_MLP_MAX_PROCS];
+  rp_inst data_x, data_y; /* the data set (home) */
+  rp_inst bx, by;         /* the current batch (home) */
+  rp_inst loss;           /* the batch loss, summed over the shards */
+  layer layers[MAXL];
+  shard *shards;
+  /* evaluation (home, batch rows) */
+  rp_inst ez[MAXL], ea[MAXL], eprobs, eloss, ecount;
+  /* every instance, for rp_mlp_destroy */
+  rp_inst *all;
+  uint32_t nall, capall;
+  int recording; /* rp_mlp_record is issuing: attach interpolations */
+  int collect;   /* a timed eager step: collect the sinks' events */
+  rp_event sinks[MAXSINKS];
+  uint32_t nsinks;
+};
+
+/* ---------------------------------------------------------------------- */
+/* Configuration */
+
+void rp_mlp_config_init(rp_mlp_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->hidden[0] = cfg->hidden[1] = 64;
+  cfg->nhidden = 2;
+  cfg->batch = 256;
+  cfg->procs = 2;
+  cfg->momentum = 0.9f;
+  cfg->seed = 1;
+}
+
+static rp_status check_config(const rp_mlp_config *c, const rp_dataset *d) {
+  const char *f = "rp_mlp_create";
+  if (c->nhidden > RP_MLP_MAX_HIDDEN)
+    return rp__err(RP_EINVAL, "%s: %u hidden layers (max %u)", f, c->nhidden,
+                   RP_MLP_MAX_HIDDEN);
+  for (uint32_t i = 0; i < c->nhidden; i++)
+    if (c->hidden[i] == 0 || c->hidden[i] > (1u << 16))
+      return rp__err(RP_EINVAL, "%s: hidden[%u] = %u (need 1..65536)", f, i,
+                     c->hidden[i]);
+  if (c->procs == 0 || c->procs > RP_MLP_MAX_PROCS)
+    return rp__err(RP_EINVAL, "%s: procs = %u (need 1..%u)", f, c->procs,
+                   RP_MLP_MAX_PROCS);
+  if (!(c->momentum >= 0.0f && c->momentum < 1.0f))
+    return rp__err(RP_EINVAL, "%s: momentum = %g (need 0 <= momentum < 1)", f,
+                   (double)c->momentum);
+  if (!d->x || !d->y || d->n == 0 || d->features == 0 || d->classes < 2)
+    return rp__err(RP_EINVAL,
+                   "%s: empty data set (%u samples, %u features, "
+                   "%u classes)",
+                   f, d->n, d->features, d->classes);
+  if (c->batch < c->procs || c->batch > d->n || c->batch > (1u << 24))
+    return rp__err(RP_ERANGE,
+                   "%s: batch = %u (need procs = %u <= batch <= "
+                   "samples = %u)",
+                   f, c->batch, c->procs, d->n);
+  return RP_OK;
+}
+
+/* The first P processors of the backend's kind. */
+static rp_status pick_procs(rp_mlp *m) {
+  rp_proc_kind want =
+      rp_runtime_backend(m->rt) == RP_BACKEND_CUDA ? RP_PROC_GPU : RP_PROC_CPU;
+  uint32_t n = 0;
+  for (rp_proc p = 0; p < rp_proc_count(m->rt) && n < m->cfg.procs; p++) {
+    rp_proc_info pi;
+    if (rp_proc_query(m->rt, p, &pi) == RP_OK && pi.kind == want) {
+      m->procs[n] = p;
+      m->mems[n++] = pi.local;
+    }
+  }
+  if (n < m->cfg.procs)
+    return rp__err(RP_EPROC,
+                   "rp_mlp_create: %u %s processors wanted, the "
+                   "runtime has %u",
+                   m->cfg.procs, want == RP_PROC_GPU ? "GPU" : "CPU", n);
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Instances */
+
+static rp_status mk(rp_mlp *m, uint32_t p, rp_dtype dt, rp_rect r,
+                    rp_inst *out) {
+  if (m->nall == m->capall) {
+    uint32_t cap = m->capall ? 2 * m->capall : 64;
+    rp_inst *a = rp__reallocarray(m->all, cap, sizeof *a);
+    if (!a)
+      return rp__err(RP_ENOMEM, "rp_mlp_create: out of memory");
+    m->all = a;
+    m->capall = cap;
+  }
+  rp_status st = rp_instance_create(m->rt, m->mems[p], dt, &r, NULL, out);
+  if (st != RP_OK)
+    return rp__err_prefix(st, "rp_mlp_create: processor %u: ", m->procs[p]);
+  m->all[m->nall++] = *out;
+  return RP_OK;
+}
+
+static rp_rect mat(int64_t lo, int64_t hi, uint32_t cols) {
+  return rp_rect_2d(lo, hi, 0, (int64_t)cols - 1);
+}
+
+static rp_status make_home(rp_mlp *m) {
+  uint32_t B = m->cfg.batch;
+  rp_status st =
+      mk(m, 0, RP_F32, mat(0, m->samples - 1, m->features), &m->data_x);
+  if (!st)
+    st = mk(m, 0, RP_I32, rp_rect_1d(0, m->samples - 1), &m->data_y);
+  if (!st)
+    st = mk(m, 0, RP_F32, mat(0, B - 1, m->features), &m->bx);
+  if (!st)
+    st = mk(m, 0, RP_I32, rp_rect_1d(0, B - 1), &m->by);
+  if (!st)
+    st = mk(m, 0, RP_F32, rp_rect_1d(0, 0), &m->loss);
+  for (uint32_t l = 0; !st && l < m->nl; l++) {
+    layer *ly = &m->layers[l];
+    rp_rect w = mat(0, ly->in - 1, ly->out), b = rp_rect_1d(0, ly->out - 1);
+    rp_inst *wi[] = {&ly->w, &ly->vw, &ly->gw},
+            *bi[] = {&ly->b, &ly->vb, &ly->gb};
+    for (int i = 0; !st && i < 3; i++)
+      if (!(st = mk(m, 0, RP_F32, w, wi[i])))
+        st = mk(m, 0, RP_F32, b, bi[i]);
+    if (!st)
+      st = mk(m, 0, RP_F32, mat(0, B - 1, ly->out), &m->ez[l]);
+    if (!st && l + 1 < m->nl)
+      st = mk(m, 0, RP_F32, mat(0, B - 1, ly->out), &m->ea[l]);
+  }
+  if (!st)
+    st = mk(m, 0, RP_F32, mat(0, B - 1, m->classes), &m->eprobs);
+  if (!st)
+    st = mk(m, 0, RP_F32, rp_rect_1d(0, 0), &m->eloss);
+  if (!st)
+    st = mk(m, 0, RP_I32, rp_rect_1d(0, 0), &m->ecount);
+  return st;
+}
+
+static rp_status make_shard(rp_mlp *m, uint32_t p) {
+  shard *s = &m->shards[p];
+  rp_rect whole = rp_rect_1d(0, m->cfg.batch - 1), part;
+  rp_status st = rp_chunk_rect(&whole, 0, m->cfg.procs, p, &part);
+  if (st != RP_OK)
+    return rp__err(RP_ERANGE,
+                   "rp_mlp_create: batch %u cannot be split into "
+                   "%u non-empty shards (shard %u is empty): use fewer "
+                   "processors or a larger batch",
+                   m->cfg.batch, m->cfg.procs, p);
+  s->lo = part.lo[0];
+  s->hi = part.hi[0];
+  s->rows = (uint32_t)(s->hi - s->lo + 1);
+  st = mk(m, p, RP_F32, mat(s->lo, s->hi, m->features), &s->x);
+  if (!st)
+    st = mk(m, p, RP_I32, part, &s->y);
+  if (!st)
+    st = mk(m, p, RP_F32, rp_rect_1d(0, 0), &s->loss);
+  if (!st)
+    st = mk(m, p, RP_F32, mat(s->lo, s->hi, m->classes), &s->probs);
+  if (!st)
+    st = mk(m, p, RP_F32, mat(s->lo, s->hi, m->classes), &s->dlogits);
+  for (uint32_t l = 0; !st && l < m->nl; l++) {
+    const layer *ly = &m->layers[l];
+    rp_rect w = mat(0, ly->in - 1, ly->out), b = rp_rect_1d(0, ly->out - 1);
+    rp_rect act = mat(s->lo, s->hi, ly->out);
+    rp_inst *mats[] = {&s->w[l], &s->gw[l]}, *vecs[] = {&s->b[l], &s->gb[l]};
+    for (int i = 0; !st && i < 2; i++)
+      if (!(st = mk(m, p, RP_F32, w, mats[i])))
+        st = mk(m, p, RP_F32, b, vecs[i]);
+    if (!st)
+      st = mk(m, p, RP_F32, act, &s->z[l]);
+    if (l + 1 < m->nl) {
+      rp_inst *acts[] = {&s->a[l], &s->da[l], &s->dz[l]};
+      for (int i = 0; !st && i < 3; i++)
+        st = mk(m, p, RP_F32, act, acts[i]);
+    }
+  }
+  return st;
+}
+
+rp_status rp_mlp_destroy(rp_mlp *m) {
+  if (!m)
+    return RP_OK;
+  rp_status st = RP_OK;
+  for (uint32_t i = m->nall; i-- > 0;) {
+    rp_status fs = rp_instance_free(m->rt, m->all[i]);
+    if (st == RP_OK)
+      st = fs;
+  }
+  free(m->all);
+  free(m->shards);
+  free(m);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Launch helpers */
+
+/* Launches a task; *done (may be NULL) gets its event or op reference. */
+static rp_status task_ev(rp_mlp *m, rp_task_id t, rp_proc p,
+                         const rp_access *acc, uint32_t nacc, const void *args,
+                         size_t size, const rp_interp *ip, rp_event *done) {
+  rp_launch l = {.task = t,
+                 .proc = p,
+                 .accesses = acc,
+                 .naccess = nacc,
+                 .args = args,
+                 .args_size = size};
+  if (ip && m->recording) { /* interpolations are for recorded launches */
+    l.interps = ip;
+    l.ninterp = 1;
+  }
+  return rp_launch_task(m->rt, &l, done);
+}
+
+static rp_status task(rp_mlp *m, rp_task_id t, rp_proc p, const rp_access *acc,
+                      uint32_t nacc, const void *args, size_t size,
+                      const rp_interp *ip) {
+  return task_ev(m, t, p, acc, nacc, args, size, ip, NULL);
+}
+
+/* Where an eager step collects the events of its last ops (the sgd tasks
+ * and the loss reduction: every other op precedes one of them), or NULL. */
+static rp_event *sink(rp_mlp *m) {
+  return m->collect && m->nsinks < MAXSINKS ? &m->sinks[m->nsinks++] : NULL;
+}
+
+#define R(i)                                                                   \
+  { (i), RP_READ, RP_REDOP_NONE }
+#define W(i)                                                                   \
+  { (i), RP_WRITE, RP_REDOP_NONE }
+#define RW(i)                                                                  \
+  { (i), RP_RW, RP_REDOP_NONE }
+#define ACC(...)                                                               \
+  (const rp_access[]){__VA_ARGS__},                                            \
+      (uint32_t)(sizeof((const rp_access[]){__VA_ARGS__}) / sizeof(rp_access))
+
+static rp_status gemm(rp_mlp *m, rp_proc p, rp_inst a, rp_inst b, rp_inst c,
+                      int ta, int tb, uint32_t rows, uint32_t cols,
+                      uint32_t inner) {
+  rp_gemm_args g = {(int32_t)rows, (int32_t)cols, (int32_t)inner, ta, tb,
+                    1.0f,          0.0f};
+  return task(m, m->k.gemm, p, ACC(R(a), R(b), W(c)), &g, sizeof g, NULL);
+}
+
+static rp_status gather(rp_mlp *m, rp_inst src, rp_inst dst, uint32_t cols,
+                        uint32_t index) {
+  rp_gather_args g = {(int32_t)index, (int32_t)m->cfg.batch, (int32_t)cols};
+  rp_interp ip = {offsetof(rp_mlp_step_args, batch),
+                  offsetof(rp_gather_args, index), sizeof g.index};
+  return task(m, m->k.gather_rows, m->procs[0], ACC(R(src), W(dst)), &g,
+              sizeof g, &ip);
+}
+
+static rp_status pop_ev(rp_mlp *m, rp_pop_kind kind, rp_inst whole,
+                        const rp_inst *parts, rp_event *done) {
+  rp_parallel_op op = {.kind = kind,
+                       .whole = whole,
+                       .parts = parts,
+                       .nparts = m->cfg.procs,
+                       .dim = 0};
+  return rp_launch_parallel(m->rt, &op, done);
+}
+
+static rp_status pop(rp_mlp *m, rp_pop_kind kind, rp_inst whole,
+                     const rp_inst *parts) {
+  return pop_ev(m, kind, whole, parts, NULL);
+}
+
+/* Gathers field `off` (an rp_inst) of every shard into parts. */
+static const rp_inst *shard_field(const rp_mlp *m, size_t off, uint32_t l,
+                                  rp_inst *parts) {
+  for (uint32_t p = 0; p < m->cfg.procs; p++)
+    memcpy(&parts[p], (const char *)&m->shards[p] + off + l * sizeof(rp_inst),
+           sizeof(rp_inst));
+  return parts;
+}
+#define PARTS(field, l) shard_field(m, offsetof(shard, field), (l), parts)
+
+/* ---------------------------------------------------------------------- */
+/* The step */
+
+/* Forward over `rows` rows of x on processor p, with weights w[], b[] into
+ * z[] and a[]. */
+static rp_status forward(rp_mlp *m, rp_proc p, rp_inst x, uint32_t rows,
+                         const rp_inst *w, const rp_inst *b, const rp_inst *z,
+                         const rp_inst *a) {
+  rp_status st = RP_OK;
+  for (uint32_t l = 0; !st && l < m->nl; l++) {
+    const layer *ly = &m->layers[l];
+    rp_inst in = l ? a[l - 1] : x;
+    rp_bias_args ba = {(int32_t)rows, (int32_t)ly->out};
+    rp_elementwise_args ea = {0};
+    st = gemm(m, p, in, w[l], z[l], 0, 0, rows, ly->out, ly->in);
+    if (!st)
+      st = task(m, m->k.bias_add, p, ACC(RW(z[l]), R(b[l])), &ba, sizeof ba,
+                NULL);
+    if (!st && l + 1 < m->nl)
+      st = task(m, m->k.relu_fwd, p, ACC(R(z[l]), W(a[l])), &ea, sizeof ea,
+                NULL);
+  }
+  return st;
+}
+
+/* Loss and backward of shard p into its gradients. */
+static rp_status backward(rp_mlp *m, uint32_t p) {
+  shard *s = &m->shards[p];
+  rp_proc pr = m->procs[p];
+  uint32_t L = m->nl;
+  rp_xent_args xa = {(int32_t)s->rows, (int32_t)m->classes,
+                     (float)m->cfg.batch};
+  rp_status st = task(m, m->k.xent_fwd, pr,
+                      ACC(R(s->z[L - 1]), R(s->y), W(s->probs), W(s->loss)),
+                      &xa, sizeof xa, NULL);
+  if (!st)
+    st = task(m, m->k.xent_bwd, pr, ACC(R(s->probs), R(s->y), W(s->dlogits)),
+              &xa, sizeof xa, NULL);
+  for (uint32_t l = L; !st && l-- > 0;) {
+    const layer *ly = &m->layers[l];
+    rp_inst dz = l + 1 == L ? s->dlogits : s->dz[l];
+    rp_inst in = l ? s->a[l - 1] : s->x;
+    rp_bias_args ba = {(int32_t)s->rows, (int32_t)ly->out};
+    rp_elementwise_args ea = {0};
+    /* dW = in^T dz, db = column sums of dz, d(in) = dz W^T */
+    st = gemm(m, pr, in, dz, s->gw[l], 1, 0, ly->in, ly->out, s->rows);
+    if (!st)
+      st = task(m, m->k.bias_grad, pr, ACC(R(dz), W(s->gb[l])), &ba, sizeof ba,
+                NULL);
+    if (!st && l > 0)
+      st = gemm(m, pr, dz, s->w[l], s->da[l - 1], 0, 1, s->rows, ly->in,
+                ly->out);
+    if (!st && l > 0)
+      st = task(m, m->k.relu_bwd, pr,
+                ACC(R(s->a[l - 1]), R(s->da[l - 1]), W(s->dz[l - 1])), &ea,
+                sizeof ea, NULL);
+  }
+  return st;
+}
+
+static rp_status sgd(rp_mlp *m, rp_inst w, rp_inst g, rp_inst v, float lr) {
+  rp_sgd_args a = {lr, m->cfg.momentum, 0};
+  rp_interp ip = {offsetof(rp_mlp_step_args, lr), offsetof(rp_sgd_args, lr),
+                  sizeof a.lr};
+  return task_ev(m, m->k.sgd, m->procs[0], ACC(RW(w), R(g), RW(v)), &a,
+                 sizeof a, &ip, sink(m));
+}
+
+static rp_status step_inputs(rp_mlp *m, uint32_t index) {
+  rp_inst parts[RP_MLP_MAX_PROCS];
+  rp_status st = gather(m, m->data_x, m->bx, m->features, index);
+  if (!st)
+    st = gather(m, m->data_y, m->by, 1, index);
+  if (!st)
+    st = pop(m, RP_POP_REPARTITION, m->bx, PARTS(x, 0));
+  if (!st)
+    st = pop(m, RP_POP_REPARTITION, m->by, PARTS(y, 0));
+  for (uint32_t l = 0; !st && l < m->nl; l++) {
+    st = pop(m, RP_POP_REPLICATE, m->layers[l].w, PARTS(w, l));
+    if (!st)
+      st = pop(m, RP_POP_REPLICATE, m->layers[l].b, PARTS(b, l));
+  }
+  return st;
+}
+
+static rp_status step_update(rp_mlp *m, float lr) {
+  rp_inst parts[RP_MLP_MAX_PROCS];
+  rp_status st = RP_OK;
+  for (uint32_t l = 0; !st && l < m->nl; l++) {
+    st = pop(m, RP_POP_REDUCTION, m->layers[l].gw, PARTS(gw, l));
+    if (!st)
+      st = pop(m, RP_POP_REDUCTION, m->layers[l].gb, PARTS(gb, l));
+  }
+  if (!st)
+    st = pop_ev(m, RP_POP_REDUCTION, m->loss, PARTS(loss, 0), sink(m));
+  for (uint32_t l = 0; !st && l < m->nl; l++) {
+    layer *ly = &m->layers[l];
+    st = sgd(m, ly->w, ly->gw, ly->vw, lr);
+    if (!st)
+      st = sgd(m, ly->b, ly->gb, ly->vb, lr);
+  }
+  return st;
+}
+
+rp_status rp_mlp_step(rp_mlp *m, const rp_mlp_step_args *a) {
+  if (!m || !a)
+    return rp__err(RP_EINVAL, "rp_mlp_step: NULL argument");
+  if (a->batch >= m->nbatches)
+    return rp__err(RP_ERANGE, "rp_mlp_step: batch %u of %u", a->batch,
+                   m->nbatches);
+  rp_status st = step_inputs(m, a->batch);
+  for (uint32_t p = 0; !st && p < m->cfg.procs; p++) {
+    shard *s = &m->shards[p];
+    st = forward(m, m->procs[p], s->x, s->rows, s->w, s->b, s->z, s->a);
+    if (!st)
+      st = backward(m, p);
+  }
+  if (!st)
+    st = step_update(m, a->lr);
+  return st;
+}
+
+rp_status rp_mlp_record(rp_mlp *m, rp_graph **out) {
+  if (!m || !out)
+    return rp__err(RP_EINVAL, "rp_mlp_record: NULL argument");
+  rp_status st = rp_capture_begin(m->rt, NULL);
+  if (st != RP_OK)
+    return st;
+  m->recording = 1;
+  rp_mlp_step_args a = {0, 0.0f};
+  st = rp_mlp_step(m, &a);
+  m->recording = 0;
+  if (st != RP_OK) {
+    rp_capture_abort(m->rt);
+    return st;
+  }
+  return rp_capture_end(m->rt, out);
+}
+
+/* ---------------------------------------------------------------------- */
+/* State */
+
+/* Fills inst's n floats: uniform in [-scale, scale) from r, or zeros when r
+ * is NULL. buf is scratch of at least n floats. */
+static rp_status write_init(rp_mlp *m, rp_inst inst, float *buf, size_t n,
+                            rp_rng *r, float scale) {
+  for (size_t i = 0; i < n; i++)
+    buf[i] = r ? scale * (2.0f * rp_rng_uniform(r) - 1.0f) : 0.0f;
+  return rp_instance_write(m->rt, inst, buf, n * sizeof *buf);
+}
+
+rp_status rp_mlp_reset(rp_mlp *m) {
+  if (!m)
+    return rp__err(RP_EINVAL, "rp_mlp_reset: NULL argument");
+  size_t most = 0;
+  for (uint32_t l = 0; l < m->nl; l++) {
+    size_t n = (size_t)m->layers[l].in * m->layers[l].out;
+    most = n > most ? n : most;
+  }
+  float *buf = rp__calloc(most, sizeof *buf);
+  if (!buf)
+    return rp__err(RP_ENOMEM, "rp_mlp_reset: out of memory");
+  rp_rng r;
+  rp_rng_seed(&r, m->cfg.seed ^ 0x6d6c702d696e6974ull); /* "mlp-init" */
+  rp_status st = RP_OK;
+  for (uint32_t l = 0; !st && l < m->nl; l++) {
+    const layer *ly = &m->layers[l];
+    size_t nw = (size_t)ly->in * ly->out;
+    /* He-uniform for ReLU layers, Glorot-uniform for the output layer. */
+    float scale = l + 1 < m->nl ? sqrtf(6.0f / (float)ly->in)
+                                : sqrtf(6.0f / (float)(ly->in + ly->out));
+    st = write_init(m, ly->w, buf, nw, &r, scale);
+    if (!st)
+      st = write_init(m, ly->vw, buf, nw, NULL, 0);
+    if (!st)
+      st = write_init(m, ly->b, buf, ly->out, NULL, 0);
+    if (!st)
+      st = write_init(m, ly->vb, buf, ly->out, NULL, 0);
+  }
+  free(buf);
+  return st;
+}
+
+rp_status rp_mlp_create(rp_runtime *rt, const rp_kernel_tasks *k,
+                        const rp_mlp_config *cfg, const rp_dataset *data,
+                        rp_mlp **out) {
+  if (!rt || !k || !cfg || !data || !out)
+    return rp__err(RP_EINVAL, "rp_mlp_create: NULL argument");
+  rp_status st = check_config(cfg, data);
+  if (st != RP_OK)
+    return st;
+  rp_mlp *m = rp__calloc(1, sizeof *m);
+  if (!m || !(m->shards = rp__calloc(cfg->procs, sizeof *m->shards))) {
+    free(m);
+    return rp__err(RP_ENOMEM, "rp_mlp_create: out of memory");
+  }
+  m->rt = rt;
+  m->k = *k;
+  m->cfg = *cfg;
+  m->nl = cfg->nhidden + 1;
+  m->features = data->features;
+  m->classes = data->classes;
+  m->samples = data->n;
+  m->nbatches = data->n / cfg->batch;
+  for (uint32_t l = 0; l < m->nl; l++) {
+    m->layers[l].in = l ? cfg->hidden[l - 1] : data->features;
+    m->layers[l].out = l + 1 < m->nl ? cfg->hidden[l] : data->classes;
+  }
+  st = pick_procs(m);
+  if (!st)
+    st = make_home(m);
+  for (uint32_t p = 0; !st && p < cfg->procs; p++)
+    st = make_shard(m, p);
+  if (!st)
+    st = rp_instance_write(rt, m->data_x, data->x,
+                           (size_t)data->n * data->features * sizeof(float));
+  if (!st)
+    st = rp_instance_write(rt, m->data_y, data->y,
+                           (size_t)data->n * sizeof(int32_t));
+  if (!st)
+    st = rp_mlp_reset(m);
+  if (st != RP_OK) {
+    rp_mlp_destroy(m);
+    return st;
+  }
+  *out = m;
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Queries */
+
+uint32_t rp_mlp_batches(const rp_mlp *m) {
+  return m ? m->nbatches : 0;
+}
+const rp_proc *rp_mlp_procs(const rp_mlp *m) {
+  return m ? m->procs : NULL;
+}
+
+size_t rp_mlp_param_count(const rp_mlp *m) {
+  size_t n = 0;
+  for (uint32_t l = 0; m && l < m->nl; l++)
+    n += (size_t)(m->layers[l].in + 1) * m->layers[l].out;
+  return n;
+}
+
+rp_status rp_mlp_params_read(rp_mlp *m, float *out, size_t n) {
+  if (!m || !out)
+    return rp__err(RP_EINVAL, "rp_mlp_params_read: NULL argument");
+  if (n < rp_mlp_param_count(m))
+    return rp__err(RP_ERANGE,
+                   "rp_mlp_params_read: room for %zu of %zu "
+                   "parameters",
+                   n, rp_mlp_param_count(m));
+  rp_status st = RP_OK;
+  for (uint32_t l = 0; !st && l < m->nl; l++) {
+    const layer *ly = &m->layers[l];
+    size_t nw = (size_t)ly->in * ly->out;
+    st = rp_instance_read(m->rt, ly->w, out, nw * sizeof *out);
+    out += nw;
+    if (!st)
+      st = rp_instance_read(m->rt, ly->b, out, ly->out * sizeof *out);
+    out += ly->out;
+  }
+  return st;
+}
+
+rp_status rp_mlp_batch_loss(rp_mlp *m, float *out) {
+  if (!m || !out)
+    return rp__err(RP_EINVAL, "rp_mlp_batch_loss: NULL argument");
+  return rp_instance_read(m->rt, m->loss, out, sizeof *out);
+}
+
+/* One batch of the evaluation: loss (mean over the batch) and the number
+ * of correct predictions. */
+static rp_status eval_batch(rp_mlp *m, uint32_t i, float *loss,
+                            int32_t *correct) {
+  rp_proc p = m->procs[0];
+  const layer *ly = m->layers;
+  rp_inst w[MAXL], b[MAXL];
+  for (uint32_t l = 0; l < m->nl; l++) {
+    w[l] = ly[l].w;
+    b[l] = ly[l].b;
+  }
+  rp_inst logits = m->ez[m->nl - 1];
+  rp_xent_args xa = {(int32_t)m->cfg.batch, (int32_t)m->classes, 0.0f};
+  rp_rows_cols_args ra = {(int32_t)m->cfg.batch, (int32_t)m->classes};
+  rp_status st = gather(m, m->data_x, m->bx, m->features, i);
+  if (!st)
+    st = gather(m, m->data_y, m->by, 1, i);
+  if (!st)
+    st = forward(m, p, m->bx, m->cfg.batch, w, b, m->ez, m->ea);
+  if (!st)
+    st = task(m, m->k.xent_fwd, p,
+              ACC(R(logits), R(m->by), W(m->eprobs), W(m->eloss)), &xa,
+              sizeof xa, NULL);
+  if (!st)
+    st = task(m, m->k.accuracy, p, ACC(R(logits), R(m->by), W(m->ecount)), &ra,
+              sizeof ra, NULL);
+  rp_status dst = rp_runtime_drain(m->rt);
+  if (!st)
+    st = dst;
+  if (!st)
+    st = rp_instance_read(m->rt, m->eloss, loss, sizeof *loss);
+  if (!st)
+    st = rp_instance_read(m->rt, m->ecount, correct, sizeof *correct);
+  return st;
+}
+
+rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy) {
+  if (!m || !loss || !accuracy)
+    return rp__err(RP_EINVAL, "rp_mlp_evaluate: NULL argument");
+  double sum = 0.0;
+  int64_t correct = 0;
+  for (uint32_t i = 0; i < m->nbatches; i++) {
+    float l = 0.0f;
+    int32_t c = 0;
+    rp_status st = eval_batch(m, i, &l, &c);
+    if (st != RP_OK)
+      return rp__err_prefix(st, "rp_mlp_evaluate: batch %u: ", i);
+    sum += l;
+    correct += c;
+  }
+  *loss = sum / m->nbatches;
+  *accuracy = (double)correct / ((double)m->nbatches * m->cfg.batch);
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Training loops */
+
+typedef rp_status (*step_fn)(rp_mlp *m, void *ctx, const rp_mlp_step_args *a);
+
+static rp_status replay_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
+  rp_exec *ex = ctx;
+  rp_replay_args ra = {.args = a, .args_size = sizeof *a};
+  rp_event done;
+  rp_status st = rp_replay(ex, &ra, &done);
+  if (st != RP_OK)
+    return st;
+  st = rp_event_wait(m->rt, done, -1);
+  rp_event_release(m->rt, done);
+  if (st != RP_OK)
+    return rp__err(st, "replay failed: %s", rp_exec_error_detail(ex));
+  return RP_OK;
+}
+
+/* Issues the step and waits for the events of its last ops, as a replay
+ * waits for its done event (rp_runtime_drain would busy-yield the host
+ * thread instead of sleeping through long steps). */
+static rp_status eager_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
+  RP_UNUSED(ctx);
+  m->collect = 1;
+  m->nsinks = 0;
+  rp_status st = rp_mlp_step(m, a);
+  m->collect = 0;
+  rp_event all = RP_NO_EVENT;
+  if (st == RP_OK)
+    st = rp_event_merge(m->rt, m->sinks, m->nsinks, &all);
+  for (uint32_t i = 0; i < m->nsinks; i++)
+    rp_event_release(m->rt, m->sinks[i]);
+  if (st == RP_OK) {
+    st = rp_event_wait(m->rt, all, -1);
+    rp_event_release(m->rt, all);
+  } else {
+    rp_runtime_drain(m->rt); /* after a partial issue */
+  }
+  return st;
+}
+
+static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
+                       const rp_mlp_train_opts *o) {
+  for (uint32_t t = 0; t < o->iters; t++) {
+    rp_mlp_step_args a = {t % m->nbatches,
+                          o->lr / (1.0f + o->lr_decay * (float)t)};
+    uint64_t t0 = rp__now_ns();
+    rp_status st = fn(m, ctx, &a);
+    uint64_t t1 = rp__now_ns();
+    if (st != RP_OK)
+      return rp__err_prefix(st, "step %u: ", t);
+    if (o->iter_ns)
+      o->iter_ns[t] = t1 - t0;
+    float loss = NAN;
+    int read = o->loss_every && (t % o->loss_every == 0 || t + 1 == o->iters);
+    if (read && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
+      return st;
+    if (o->progress && o->progress(o->arg, t, loss))
+      break;
+  }
+  return RP_OK;
+}
+
+rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
+                              const rp_mlp_train_opts *o) {
+  if (!m || !ex || !o)
+    return rp__err(RP_EINVAL, "rp_mlp_train_replay: NULL argument");
+  return train(m, replay_one, ex, o);
+}
+
+rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o) {
+  if (!m || !o)
+    return rp__err(RP_EINVAL, "rp_mlp_train_eager: NULL argument");
+  rp_status st = train(m, eager_one, NULL, o);
+  rp_status dst = rp_runtime_drain(m->rt); /* the ops' own bookkeeping */
+  return st ? st : dst;
+}

@@ -1,0 +1,137 @@
+/* kernels/mlp.h — a data-parallel MLP training step built from the launch
+ * API and the kernel tasks (kernels/tasks.h), for `reprise train`, its
+ * tests and benchmarks.
+ *
+ * The model: features -> hidden[0] -> ... -> hidden[nhidden-1] -> classes,
+ * ReLU between layers, softmax cross-entropy loss, SGD with momentum.
+ * Weights of layer l are a [d_l x d_{l+1}] matrix (He-uniform initialised
+ * from the seed, Glorot for the last layer) and a bias (zero).
+ *
+ * One training step over P processors (all ops of one launch sequence, so
+ * eager execution and one recorded graph run exactly the same ops):
+ *   1. rp.gather_rows on the home processor (processor 0 of the step) copies
+ *      batch `index` of the data set into the batch instances;
+ *   2. RP_POP_REPARTITION fwd scatters the batch (rows and labels) into P
+ *      shards (rp_chunk_rect along rows; shards keep global row numbers);
+ *   3. RP_POP_REPLICATE fwd copies every weight and bias into P replicas;
+ *   4. on each processor p: forward (gemm, bias_add, relu), loss
+ *      (xent_fwd with norm = global batch, so the shard losses and
+ *      gradients add up to those of the whole batch), backward (xent_bwd,
+ *      gemm, bias_grad, relu_bwd) into per-shard gradients;
+ *   5. RP_POP_REDUCTION fwd sums the P partial gradients (and the P partial
+ *      losses) into one on the home memory;
+ *   6. rp.sgd on the home processor updates every weight and bias.
+ * The next step's replicate (3) reads the updated weights.
+ *
+ * Per-replay arguments (rp_mlp_step_args, the replay's argument block): the
+ * batch index reaches both gathers and the learning rate every sgd through
+ * interpolations; nothing else changes between replays. Every instance is
+ * allocated by rp_mlp_create: a step allocates nothing.
+ *
+ * Processors: on a CUDA runtime the first P GPUs, else the first P CPU
+ * workers (the runtime needs at least P of them). Processor 0 is home: the
+ * data set, batch, master weights, momentum and summed gradients live in
+ * its memory; shard p's instances in processor p's.
+ *
+ * Determinism: the step's ops and their order are fixed by dependencies, so
+ * eager and replayed training give bitwise equal weights when the gradient
+ * sum has a fixed order: P <= 2 (a plain copy of part 0, then one SUM
+ * copy). With P > 2 the SUM copies commute and may land in any order:
+ * results then agree within float rounding (see README).
+ *
+ * Threads: one rp_mlp is used by one thread at a time, and only while none
+ * of its steps is running (rp_mlp_train_* return with every step done). */
+#ifndef RP_KERNELS_MLP_H
+#define RP_KERNELS_MLP_H
+
+#include "data.h"
+#include "tasks.h"
+
+#define RP_MLP_MAX_HIDDEN 8
+#define RP_MLP_MAX_PROCS 64
+
+typedef struct rp_mlp_config {
+  uint32_t hidden[RP_MLP_MAX_HIDDEN]; /* hidden layer widths, each >= 1 */
+  uint32_t nhidden;                   /* 0..RP_MLP_MAX_HIDDEN */
+  uint32_t batch;                     /* global batch, >= procs */
+  uint32_t procs;                     /* P, 1..RP_MLP_MAX_PROCS */
+  float momentum;                     /* 0 <= momentum < 1 */
+  uint64_t seed;                      /* weight initialisation */
+} rp_mlp_config;
+
+/* Defaults: hidden 64,64, batch 256, 2 processors, momentum 0.9, seed 1. */
+void rp_mlp_config_init(rp_mlp_config *cfg);
+
+/* The replay argument block of a recorded step. */
+typedef struct rp_mlp_step_args {
+  uint32_t batch; /* batch index, < rp_mlp_batches() */
+  float lr;       /* learning rate */
+} rp_mlp_step_args;
+
+typedef struct rp_mlp rp_mlp;
+
+/* Allocates every instance of the model on rt (which must have had
+ * rp_kernels_register called: `k` are its ids), copies the data set into
+ * the home memory (the data set may be freed afterwards) and initialises
+ * the weights. *out is owned by the caller (rp_mlp_destroy). Errors, with a
+ * detail naming the field: RP_EINVAL (bad config), RP_ERANGE (batch larger
+ * than the data set, or a shard would be empty), RP_EPROC (fewer than P
+ * processors of the backend's kind), RP_ENOMEM, and any instance error. */
+rp_status rp_mlp_create(rp_runtime *rt, const rp_kernel_tasks *k,
+                        const rp_mlp_config *cfg, const rp_dataset *data,
+                        rp_mlp **out);
+/* Frees every instance. Destroy execs recorded from it first. NULL: no-op. */
+rp_status rp_mlp_destroy(rp_mlp *m);
+
+/* Batches per epoch: samples / batch (a partial last batch is dropped). */
+uint32_t rp_mlp_batches(const rp_mlp *m);
+/* The processors the step runs on (procs entries). */
+const rp_proc *rp_mlp_procs(const rp_mlp *m);
+/* Number of trainable parameters (weights and biases). */
+size_t rp_mlp_param_count(const rp_mlp *m);
+
+/* Issues one step: runs it eagerly, or records it while a capture is open
+ * on this thread (then with the per-replay interpolations; a->batch and
+ * a->lr are the values recorded as defaults). Returns at once in eager mode
+ * (rp_runtime_drain waits). */
+rp_status rp_mlp_step(rp_mlp *m, const rp_mlp_step_args *a);
+/* Records one step into a new graph (*out owned by the caller). */
+rp_status rp_mlp_record(rp_mlp *m, rp_graph **out);
+
+/* Re-initialises weights and biases from the seed and zeroes momentum:
+ * the state right after rp_mlp_create. */
+rp_status rp_mlp_reset(rp_mlp *m);
+/* Copies every parameter (layer by layer: weights then bias) into out
+ * (n >= rp_mlp_param_count floats). */
+rp_status rp_mlp_params_read(rp_mlp *m, float *out, size_t n);
+/* The last step's batch loss (mean over the batch). */
+rp_status rp_mlp_batch_loss(rp_mlp *m, float *out);
+/* Mean loss and accuracy (0..1) over every whole batch of the data set,
+ * with the current weights, computed eagerly on the home processor. */
+rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy);
+
+/* Training loops. Step t (0-based) uses batch t % rp_mlp_batches() and the
+ * learning rate lr / (1 + lr_decay * t). Each step is waited for before the
+ * next starts, so iter_ns[t] is step t's latency: rp_replay to done, or
+ * issuing the eager launches to rp_runtime_drain. */
+typedef struct rp_mlp_train_opts {
+  uint32_t iters;
+  float lr;
+  float lr_decay;
+  uint32_t loss_every; /* read the batch loss every k steps; 0: never */
+  /* Called after step t completed (may be NULL); loss is the batch loss
+   * when it was read at this step, else NaN. Non-zero stops training. */
+  int (*progress)(void *arg, uint32_t t, float loss);
+  void *arg;
+  uint64_t *iter_ns; /* NULL, or iters entries */
+} rp_mlp_train_opts;
+
+/* Trains by replaying ex (an instantiation of rp_mlp_record's graph). A
+ * failed replay returns its status with rp_exec_error_detail in the
+ * detail. */
+rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
+                              const rp_mlp_train_opts *o);
+/* Trains by issuing the same step eagerly. */
+rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o);
+
+#endif

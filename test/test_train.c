@@ -1,0 +1,540 @@
+/* Training by replaying one recorded data-parallel step (kernels/mlp.h) on
+ * the CPU backend: convergence, determinism, replay against eager (a
+ * differential test of the whole stack), P = 2 against P = 1, per-replay
+ * arguments; the batch-selection task; data sets and data files. */
+#include "train_common.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- convergence ---- */
+
+static void replays_converge(uint32_t procs) {
+  rp_mlp_config c;
+  tw_config(&c, procs);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  double l0, a0, l1, a1;
+  RP_CHECK(rp_mlp_evaluate(w.m, &l0, &a0));
+  rp_exec *ex;
+  RP_CHECK(tw_exec(&w, &ex));
+  rp_mlp_train_opts o = tw_opts(300);
+  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  RP_CHECK(rp_mlp_evaluate(w.m, &l1, &a1));
+  cr_assert_lt(l1, 0.5 * l0, "P=%u: loss %g after 300 replays, initial %g",
+               procs, l1, l0);
+  /* chance is 1/3 */
+  cr_assert_gt(a1, 0.8, "P=%u: accuracy %g after 300 replays", procs, a1);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, 300);
+  cr_assert_eq(s.ops_skipped, 0);
+  RP_CHECK(rp_exec_destroy(ex));
+  tw_fini(&w);
+}
+
+Test(train, replays_converge_on_cpu_with_one_processor) {
+  replays_converge(1);
+}
+
+Test(train, replays_converge_on_cpu_with_two_processors) {
+  replays_converge(2);
+}
+
+/* The step is recordable as promised: every instance exists up front, so
+ * once warmed up (event free lists, placement window, BLAS buffers) a
+ * training replay allocates nothing, on the host or on the workers. */
+Test(train, training_by_replay_allocates_nothing_per_step) {
+  if (rp_thread_allocated_bytes() == UINT64_MAX)
+    cr_skip_test("built without jemalloc (sanitizer build): no per-thread "
+                 "allocation counters");
+  rp_mlp_config c;
+  tw_config(&c, 2);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  rp_exec *ex;
+  RP_CHECK(tw_exec(&w, &ex));
+  rp_mlp_train_opts o = tw_opts(100);
+  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  uint64_t host0 = rp_thread_allocated_bytes();
+  uint64_t work0 = rp_runtime_worker_allocated_bytes(w.rt);
+  o.iters = 300;
+  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  uint64_t host1 = rp_thread_allocated_bytes();
+  uint64_t work1 = rp_runtime_worker_allocated_bytes(w.rt);
+  cr_assert_eq(host1 - host0, 0, "host thread allocated %llu bytes",
+               (unsigned long long)(host1 - host0));
+  cr_assert_eq(work1 - work0, 0, "workers allocated %llu bytes",
+               (unsigned long long)(work1 - work0));
+  RP_CHECK(rp_exec_destroy(ex));
+  tw_fini(&w);
+}
+
+/* ---- determinism and differential tests ---- */
+
+/* Trains a fresh model (its own runtime) and returns its parameters. */
+static float *train_fresh(uint32_t procs, uint64_t seed, int eager,
+                          uint32_t iters, size_t *n) {
+  rp_mlp_config c;
+  tw_config(&c, procs);
+  c.seed = seed;
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  rp_mlp_train_opts o = tw_opts(iters);
+  if (eager) {
+    RP_CHECK(rp_mlp_train_eager(w.m, &o));
+  } else {
+    rp_exec *ex;
+    RP_CHECK(tw_exec(&w, &ex));
+    RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+    RP_CHECK(rp_exec_destroy(ex));
+  }
+  float *p = tw_params(&w);
+  *n = rp_mlp_param_count(w.m);
+  tw_fini(&w);
+  return p;
+}
+
+Test(train, a_fixed_seed_gives_bitwise_equal_weights) {
+  size_t n;
+  float *a = train_fresh(2, 7, 0, 100, &n);
+  float *b = train_fresh(2, 7, 0, 100, &n);
+  float *c = train_fresh(2, 8, 0, 100, &n);
+  cr_assert(memcmp(a, b, n * sizeof *a) == 0,
+            "same seed, different weights "
+            "(max rel diff %g)",
+            tw_rel_diff(a, b, n));
+  cr_assert(memcmp(a, c, n * sizeof *a) != 0, "the seed changes nothing");
+  free(a);
+  free(b);
+  free(c);
+}
+
+/* Replays 50 steps, then restarts the same model and runs the same 50
+ * steps eagerly. With tol == 0 the weights must be bitwise equal. */
+static void replay_against_eager(uint32_t procs, double tol) {
+  rp_mlp_config c;
+  tw_config(&c, procs);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  size_t n = rp_mlp_param_count(w.m);
+  float *init = tw_params(&w);
+  rp_exec *ex;
+  RP_CHECK(tw_exec(&w, &ex));
+  rp_mlp_train_opts o = tw_opts(50);
+  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  float *replayed = tw_params(&w);
+  float replay_loss, eager_loss;
+  RP_CHECK(rp_mlp_batch_loss(w.m, &replay_loss));
+  RP_CHECK(rp_mlp_reset(w.m));
+  float *again = tw_params(&w);
+  cr_assert(memcmp(init, again, n * sizeof *init) == 0, "reset");
+  RP_CHECK(rp_mlp_train_eager(w.m, &o));
+  float *eager = tw_params(&w);
+  RP_CHECK(rp_mlp_batch_loss(w.m, &eager_loss));
+  cr_assert(memcmp(init, replayed, n * sizeof *init) != 0, "nothing trained");
+  double d = tw_rel_diff(eager, replayed, n);
+  if (tol == 0) {
+    cr_assert(memcmp(eager, replayed, n * sizeof *eager) == 0,
+              "P=%u: replay and eager weights differ (max rel diff %g)", procs,
+              d);
+    cr_assert_eq(replay_loss, eager_loss, "P=%u: last batch loss", procs);
+  } else {
+    cr_assert_leq(d, tol, "P=%u: max rel diff %g > %g", procs, d, tol);
+  }
+  free(init);
+  free(again);
+  free(replayed);
+  free(eager);
+  RP_CHECK(rp_exec_destroy(ex));
+  tw_fini(&w);
+}
+
+Test(train, replay_equals_eager_bitwise_after_50_iterations_p1) {
+  replay_against_eager(1, 0);
+}
+
+Test(train, replay_equals_eager_bitwise_after_50_iterations_p2) {
+  replay_against_eager(2, 0);
+}
+
+/* With three partial gradients the SUM copies commute, so the order of the
+ * f32 additions may differ between runs: 1e-5 of the largest weight. */
+Test(train, replay_matches_eager_within_tolerance_p3) {
+  replay_against_eager(3, 1e-5);
+}
+
+/* Data parallelism is correct: splitting the batch over two processors
+ * gives the one-processor result up to the order of f32 sums (the GEMMs
+ * and the bias gradients add rows in a different grouping). */
+Test(train, two_processors_match_one_within_tolerance) {
+  size_t n;
+  float *p1 = train_fresh(1, 7, 0, 50, &n);
+  float *p2 = train_fresh(2, 7, 0, 50, &n);
+  double d = tw_rel_diff(p1, p2, n);
+  cr_assert_leq(d, 1e-5, "P=2 vs P=1: max rel diff %g", d);
+  cr_assert(d > 0 || memcmp(p1, p2, n * sizeof *p1) == 0);
+  free(p1);
+  free(p2);
+}
+
+/* ---- per-replay arguments ---- */
+
+static float replay_step(tw *w, rp_exec *ex, uint32_t batch, float lr,
+                         rp_status want) {
+  rp_mlp_step_args a = {batch, lr};
+  rp_event done;
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a},
+                     &done));
+  rp_status st = rp_event_wait(w->rt, done, -1);
+  RP_CHECK(rp_event_release(w->rt, done));
+  cr_assert_eq(st, want, "batch %u lr %g: %s (%s)", batch, (double)lr,
+               rp_status_name(st), rp_exec_error_detail(ex));
+  float loss = NAN;
+  RP_CHECK(rp_mlp_batch_loss(w->m, &loss));
+  return loss;
+}
+
+Test(train, batch_index_and_learning_rate_are_per_replay_arguments) {
+  rp_mlp_config c;
+  tw_config(&c, 2);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  size_t n = rp_mlp_param_count(w.m);
+  rp_exec *ex;
+  RP_CHECK(tw_exec(&w, &ex));
+  float *w0 = tw_params(&w);
+  /* lr 0: the batch changes the loss, the weights stay */
+  float l3 = replay_step(&w, ex, 3, 0.0f, RP_OK);
+  float l5 = replay_step(&w, ex, 5, 0.0f, RP_OK);
+  float l3b = replay_step(&w, ex, 3, 0.0f, RP_OK);
+  cr_assert_neq(l3, l5, "batches 3 and 5 give the same loss");
+  cr_assert_eq(l3, l3b, "batch 3 twice");
+  float *w1 = tw_params(&w);
+  cr_assert(memcmp(w0, w1, n * sizeof *w0) == 0, "lr 0 changed weights");
+  /* a batch past the data set fails in the gather, skips the update, and
+   * the next replay works */
+  replay_step(&w, ex, rp_mlp_batches(w.m), 0.5f, RP_ERANGE);
+  cr_assert(strstr(rp_exec_error_detail(ex), "gather_rows"), "%s",
+            rp_exec_error_detail(ex));
+  float *w2 = tw_params(&w);
+  cr_assert(memcmp(w0, w2, n * sizeof *w0) == 0, "failed replay updated");
+  replay_step(&w, ex, 3, 0.5f, RP_OK);
+  float *w3 = tw_params(&w);
+  cr_assert(memcmp(w0, w3, n * sizeof *w0) != 0, "lr 0.5 changed nothing");
+  /* the eager step of the same batch gives the replay's loss */
+  RP_CHECK(rp_mlp_reset(w.m));
+  RP_CHECK(rp_mlp_step(w.m, &(rp_mlp_step_args){3, 0.0f}));
+  RP_CHECK(rp_runtime_drain(w.rt));
+  float le;
+  RP_CHECK(rp_mlp_batch_loss(w.m, &le));
+  cr_assert_eq(le, l3, "eager loss %g, replayed %g", (double)le, (double)l3);
+  RP_EXPECT(rp_mlp_step(w.m, &(rp_mlp_step_args){rp_mlp_batches(w.m), 0}),
+            RP_ERANGE);
+  free(w0);
+  free(w1);
+  free(w2);
+  free(w3);
+  RP_CHECK(rp_exec_destroy(ex));
+  tw_fini(&w);
+}
+
+/* ---- the recorded graph ---- */
+
+Test(train, recorded_step_has_every_op_and_saves_as_a_graph_file) {
+  for (uint32_t procs = 1; procs <= 2; procs++) {
+    rp_mlp_config c;
+    tw_config(&c, procs);
+    tw w;
+    tw_init(&w, RP_BACKEND_CPU, &c);
+    rp_graph *g;
+    RP_CHECK(rp_mlp_record(w.m, &g));
+    RP_CHECK(rp_graph_validate(g));
+    uint32_t L = c.nhidden + 1, P = procs;
+    /* 2 gathers, x and y scattered, 2L tensors replicated, per shard 3L-1
+     * forward + 2 loss + 4L-2 backward tasks, 2L gradients and the loss
+     * reduced, 2L sgd */
+    uint32_t want =
+        2 + 2 * P + 2 * L * P + P * (7 * L - 1) + (2 * L + 1) * P + 2 * L;
+    cr_assert_eq(rp_graph_op_count(g), want, "P=%u: %u ops, want %u", procs,
+                 rp_graph_op_count(g), want);
+    cr_assert_eq(rp_graph_precondition_count(g), 0);
+#ifdef REPRISE_HAVE_CJSON
+    char path[] = "/tmp/rp_train_graph_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    RP_CHECK(rp_graph_save(g, path));
+    rp_graph *back;
+    RP_CHECK(rp_graph_load(w.rt, path, NULL, 0, &back));
+    cr_assert_eq(rp_graph_op_count(back), want);
+    uint32_t ni;
+    RP_CHECK(rp_graph_instances(back, NULL, 0, &ni));
+    rp_inst *insts = calloc(ni, sizeof *insts);
+    RP_CHECK(rp_graph_instances(back, insts, ni, &ni));
+    RP_CHECK(rp_graph_destroy(back));
+    for (uint32_t i = 0; i < ni; i++)
+      RP_CHECK(rp_instance_free(w.rt, insts[i]));
+    free(insts);
+    unlink(path);
+#endif
+    RP_CHECK(rp_graph_destroy(g));
+    tw_fini(&w);
+  }
+}
+
+/* ---- configuration errors ---- */
+
+Test(train, create_rejects_bad_configs_and_leaves_nothing_behind) {
+  rp_runtime *rt = th_cpu_runtime(4);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_dataset d;
+  RP_CHECK(rp_data_generate(RP_DATA_BLOBS, 150, 4, 3, 1, &d));
+  rp_mlp_config c;
+  rp_mlp *m = NULL;
+#define CASE(stmt, want, text)                                                 \
+  do {                                                                         \
+    tw_config(&c, 2);                                                          \
+    stmt;                                                                      \
+    RP_EXPECT(rp_mlp_create(rt, &k, &c, &d, &m), want);                        \
+    cr_assert(strstr(rp_error_detail(), text), "%s: %s", #stmt,                \
+              rp_error_detail());                                              \
+    cr_assert_null(m);                                                         \
+  } while (0)
+  CASE(c.batch = 200, RP_ERANGE, "batch = 200");
+  CASE(c.procs = 5, RP_EPROC, "5 CPU processors wanted");
+  CASE((c.procs = 2, c.batch = 1), RP_ERANGE, "batch = 1");
+  CASE((c.procs = 4, c.batch = 5), RP_ERANGE, "shard 3 is empty");
+  CASE(c.nhidden = 9, RP_EINVAL, "9 hidden layers");
+  CASE(c.hidden[1] = 0, RP_EINVAL, "hidden[1] = 0");
+  CASE(c.momentum = 1.0f, RP_EINVAL, "momentum");
+  CASE(c.procs = 0, RP_EINVAL, "procs = 0");
+#undef CASE
+  RP_EXPECT(rp_mlp_create(rt, &k, NULL, &d, &m), RP_EINVAL);
+  tw_config(&c, 2);
+  RP_CHECK(rp_mlp_create(rt, &k, &c, &d, &m));
+  RP_EXPECT(rp_mlp_params_read(m, (float[1]){0}, 1), RP_ERANGE);
+  RP_CHECK(rp_mlp_destroy(m));
+  RP_CHECK(rp_mlp_destroy(NULL));
+  rp_data_free(&d);
+  th_destroy(rt);
+}
+
+/* ---- the batch-selection task ---- */
+
+Test(train, gather_rows_copies_one_batch_and_rejects_bad_indices) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_inst src, dst, fdst;
+  rp_rect rs = rp_rect_2d(0, 5, 0, 1), rd = rp_rect_2d(10, 11, 0, 1);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &rs, NULL, &src));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &rd, NULL, &dst));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &rd, NULL, &fdst));
+  int32_t v[12];
+  for (int i = 0; i < 12; i++)
+    v[i] = 100 + i;
+  RP_CHECK(rp_instance_write(rt, src, v, sizeof v));
+  static const struct {
+    int32_t index;
+    rp_status want;
+  } cases[] = {
+      {1, RP_OK}, {2, RP_OK}, {0, RP_OK}, {3, RP_ERANGE}, {-1, RP_ERANGE}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rp_gather_args a = {cases[i].index, 2, 2};
+    rp_access acc[2] = {{src, RP_READ, 0}, {dst, RP_WRITE, 0}};
+    rp_event e;
+    RP_CHECK(rp_launch_task(rt,
+                            &(rp_launch){.task = k.gather_rows,
+                                         .proc = 0,
+                                         .accesses = acc,
+                                         .naccess = 2,
+                                         .args = &a,
+                                         .args_size = sizeof a},
+                            &e));
+    RP_EXPECT(rp_event_wait(rt, e, -1), cases[i].want);
+    RP_CHECK(rp_event_release(rt, e));
+    if (cases[i].want != RP_OK)
+      continue;
+    int32_t got[4];
+    RP_CHECK(rp_instance_read(rt, dst, got, sizeof got));
+    for (int j = 0; j < 4; j++)
+      cr_assert_eq(got[j], 100 + 4 * cases[i].index + j, "index %d elem %d",
+                   cases[i].index, j);
+  }
+  /* element types must agree */
+  rp_gather_args a = {0, 2, 2};
+  rp_access acc[2] = {{src, RP_READ, 0}, {fdst, RP_WRITE, 0}};
+  rp_event e;
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = k.gather_rows,
+                                       .proc = 0,
+                                       .accesses = acc,
+                                       .naccess = 2,
+                                       .args = &a,
+                                       .args_size = sizeof a},
+                          &e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_ETYPE);
+  RP_CHECK(rp_event_release(rt, e));
+  RP_CHECK(rp_instance_free(rt, src));
+  RP_CHECK(rp_instance_free(rt, dst));
+  RP_CHECK(rp_instance_free(rt, fdst));
+  th_destroy(rt);
+}
+
+/* ---- data sets and data files ---- */
+
+Test(data, generation_is_deterministic_and_labels_are_in_range) {
+  rp_data_kind kinds[] = {RP_DATA_SPIRALS, RP_DATA_BLOBS};
+  for (int i = 0; i < 2; i++) {
+    uint32_t f = kinds[i] == RP_DATA_SPIRALS ? 2 : 5;
+    rp_dataset a, b, c;
+    RP_CHECK(rp_data_generate(kinds[i], 500, f, 4, 42, &a));
+    RP_CHECK(rp_data_generate(kinds[i], 500, f, 4, 42, &b));
+    RP_CHECK(rp_data_generate(kinds[i], 500, f, 4, 43, &c));
+    cr_assert(memcmp(a.x, b.x, 500 * f * sizeof(float)) == 0);
+    cr_assert(memcmp(a.y, b.y, 500 * sizeof(int32_t)) == 0);
+    cr_assert(memcmp(a.x, c.x, 500 * f * sizeof(float)) != 0);
+    int seen[4] = {0};
+    for (int j = 0; j < 500; j++) {
+      cr_assert(a.y[j] >= 0 && a.y[j] < 4);
+      seen[a.y[j]]++;
+    }
+    for (int k = 0; k < 4; k++)
+      cr_assert_gt(seen[k], 60, "class %d drawn %d times", k, seen[k]);
+    rp_data_free(&a);
+    rp_data_free(&b);
+    rp_data_free(&c);
+  }
+  rp_dataset d = {0};
+  RP_EXPECT(rp_data_generate(RP_DATA_SPIRALS, 10, 3, 2, 1, &d), RP_EINVAL);
+  RP_EXPECT(rp_data_generate(RP_DATA_BLOBS, 0, 3, 2, 1, &d), RP_EINVAL);
+  RP_EXPECT(rp_data_generate(RP_DATA_BLOBS, 10, 3, 1, 1, &d), RP_EINVAL);
+  cr_assert_null(d.x);
+}
+
+static void tmp_path(char *buf, size_t n, const char *tag) {
+  snprintf(buf, n, "/tmp/rp_data_%s_%d", tag, (int)getpid());
+}
+
+Test(data, csv_and_binary_files_read_back_bitwise) {
+  rp_dataset a;
+  RP_CHECK(rp_data_generate(RP_DATA_BLOBS, 300, 3, 5, 9, &a));
+  for (int csv = 0; csv < 2; csv++) {
+    char path[64];
+    tmp_path(path, sizeof path, csv ? "rt.csv" : "rt.bin");
+    RP_CHECK(rp_data_save(&a, path, csv));
+    rp_dataset b;
+    RP_CHECK(rp_data_load(path, &b));
+    cr_assert_eq(b.n, a.n);
+    cr_assert_eq(b.features, a.features);
+    cr_assert_eq(b.classes, a.classes);
+    cr_assert(memcmp(a.x, b.x, 900 * sizeof(float)) == 0, "csv=%d", csv);
+    cr_assert(memcmp(a.y, b.y, 300 * sizeof(int32_t)) == 0, "csv=%d", csv);
+    rp_data_free(&b);
+    unlink(path);
+  }
+  rp_data_free(&a);
+}
+
+static void write_bytes(const char *path, const void *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(p, 1, n, f), n);
+  cr_assert_eq(fclose(f), 0);
+}
+
+static void expect_load(const char *content, size_t len, rp_status want,
+                        const char *detail) {
+  char path[64];
+  tmp_path(path, sizeof path, "bad");
+  write_bytes(path, content, len);
+  rp_dataset d = {.n = 12345};
+  RP_EXPECT(rp_data_load(path, &d), want);
+  cr_assert(strstr(rp_error_detail(), detail), "want '%s' in '%s'", detail,
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), path), "no file name: %s",
+            rp_error_detail());
+  cr_assert_eq(d.n, 12345, "*out touched on error");
+  unlink(path);
+}
+#define EXPECT_CSV(text, want, detail)                                         \
+  expect_load(text, strlen(text), want, detail)
+
+Test(data, malformed_csv_files_name_the_line_and_the_problem) {
+  EXPECT_CSV("", RP_EFORMAT, "wrong header: the file is empty");
+  EXPECT_CSV("# only a comment\n", RP_EFORMAT, "the file is empty");
+  EXPECT_CSV("x,y,label\n1,2,0\n", RP_EFORMAT,
+             ":1: wrong header: first column is 'x'");
+  EXPECT_CSV("label\n1\n", RP_EFORMAT, ":1: wrong header: no feature");
+  EXPECT_CSV("label,a,b\n", RP_EFORMAT, "no data rows");
+  EXPECT_CSV("label,a,b\n0,1,2\n1,1\n", RP_EFORMAT,
+             ":3: wrong column count: 2 columns, the header has 3");
+  EXPECT_CSV("label,a,b\n0,1,2\n1,1,2,3\n", RP_EFORMAT,
+             ":3: wrong column count: 4 columns");
+  EXPECT_CSV("label,a\n-1,0.5\n", RP_EFORMAT, ":2: bad label '-1'");
+  EXPECT_CSV("label,a\n1.5,0.5\n", RP_EFORMAT, ":2: bad label '1.5'");
+  EXPECT_CSV("label,a\ncat,0.5\n", RP_EFORMAT, ":2: bad label 'cat'");
+  EXPECT_CSV("label,a\n70000,0.5\n", RP_EFORMAT, "bad label '70000'");
+  EXPECT_CSV("label,a\n# c\n\n1,abc\n", RP_EFORMAT,
+             ":4: column 2: 'abc' is not a finite number");
+  EXPECT_CSV("label,a\n1,inf\n", RP_EFORMAT, "'inf' is not a finite");
+  EXPECT_CSV("label,a\n1,\n", RP_EFORMAT, "'' is not a finite");
+  EXPECT_CSV("label,a\n1,\x01\n", RP_EFORMAT, ":2: not a data file");
+  /* accepted: comments, blank lines, CRLF, blanks around fields */
+  char path[64];
+  tmp_path(path, sizeof path, "ok.csv");
+  const char *ok = "# data\r\nlabel , a,b\r\n\r\n 2 , 0.5,-1e3\r\n0,1,2\n";
+  write_bytes(path, ok, strlen(ok));
+  rp_dataset d;
+  RP_CHECK(rp_data_load(path, &d));
+  cr_assert_eq(d.n, 2);
+  cr_assert_eq(d.features, 2);
+  cr_assert_eq(d.classes, 3);
+  cr_assert_eq(d.y[0], 2);
+  cr_assert_eq(d.x[1], -1000.0f);
+  rp_data_free(&d);
+  unlink(path);
+  RP_EXPECT(rp_data_load("/nonexistent/rp_data.csv", &d), RP_ENOENT);
+}
+
+/* A binary file: header fields, then `nx` floats and `ny` labels. */
+static size_t bin_file(unsigned char *buf, uint32_t version, uint32_t n,
+                       uint32_t f, uint32_t c, const float *x, size_t nx,
+                       const int32_t *y, size_t ny) {
+  memcpy(buf, "RPRSDATA", 8);
+  uint32_t h[4] = {version, n, f, c};
+  memcpy(buf + 8, h, sizeof h); /* the test host is little-endian */
+  memcpy(buf + 24, x, nx * 4);
+  memcpy(buf + 24 + nx * 4, y, ny * 4);
+  return 24 + (nx + ny) * 4;
+}
+
+Test(data, malformed_binary_files_name_the_problem) {
+  unsigned char b[256];
+  float x[4] = {1, 2, 3, 4};
+  int32_t y[2] = {0, 1};
+  size_t n = bin_file(b, 1, 2, 2, 2, x, 4, y, 2);
+  expect_load((char *)b, n - 3, RP_EFORMAT,
+              "truncated: the header (2 samples, 2 features) needs 48 bytes, "
+              "the file has 45");
+  expect_load((char *)b, 20, RP_EFORMAT, "truncated header: 20 of 24");
+  unsigned char big[260];
+  memcpy(big, b, n);
+  expect_load((char *)big, n + 4, RP_EFORMAT, "4 trailing bytes");
+  n = bin_file(b, 2, 2, 2, 2, x, 4, y, 2);
+  expect_load((char *)b, n, RP_EVERSION, "version 2");
+  n = bin_file(b, 1, 0, 2, 2, x, 0, y, 0);
+  expect_load((char *)b, n, RP_EFORMAT, "n = 0");
+  int32_t ybad[2] = {0, 7};
+  n = bin_file(b, 1, 2, 2, 3, x, 4, ybad, 2);
+  expect_load((char *)b, n, RP_EFORMAT, "sample 1: label 7 outside [0, 3)");
+  float xnan[4] = {1, NAN, 3, 4};
+  n = bin_file(b, 1, 2, 2, 2, xnan, 4, y, 2);
+  expect_load((char *)b, n, RP_EFORMAT, "sample 0 feature 1 is not finite");
+  /* a wrong magic reads as CSV: a header error */
+  memcpy(b, "RPRSDATX", 8);
+  expect_load((char *)b, n, RP_EFORMAT, "not a data file");
+}
