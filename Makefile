@@ -38,7 +38,7 @@ build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	./$(BUILD)/reprise bench
+	./$(BUILD)/reprise train
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
