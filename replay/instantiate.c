@@ -465,6 +465,7 @@ void rp__exec_free(rp_exec *ex) {
   free(ex->ws_mems);
   graph_free(ex->g);
   rp__tune_free(ex);
+  rp__trace_free(ex);
   pthread_mutex_destroy(&ex->detail_lock);
   ex->magic = 0;
   free(ex);
