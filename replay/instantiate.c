@@ -519,6 +519,7 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
              any_measure ? "hinted or default (1 us)" : "hinted",
              (unsigned long long)ex->edge_cost);
     rp__runtime_ref(g->rt, 1);
+    rp__exec_env_dump(ex); /* REPRISE_DUMP=DIR; never fails */
     *out = ex;
   }
   rp__nvtx_pop();

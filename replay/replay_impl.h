@@ -251,6 +251,9 @@ void rp__trace_done(rp_exec *ex, const rp_slot *s, uint64_t now,
 void rp__trace_free(rp_exec *ex);
 /* Clock reads taken for traces so far (tests: 0 while tracing is off). */
 uint64_t rp__exec_trace_clock_reads(const rp_exec *ex);
+/* REPRISE_DUMP=DIR: writes ex's graph file and schedule into DIR (dump.c).
+ * Reports a failure on stderr (once per process), never fails. */
+void rp__exec_env_dump(rp_exec *ex);
 
 /* placement trials (tune.c): called by rp_replay at the end of each
  * measurement window, with nothing in flight; may allocate. */
