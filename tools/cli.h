@@ -12,6 +12,8 @@
 typedef int (*rp_cli_cmd_fn)(int argc, char **argv);
 
 int rp_cmd_bench(int argc, char **argv);
+int rp_cmd_dump(int argc, char **argv);
+
 
 /* Parses a decimal integer in [lo, hi] with nothing after it. 1 ok, 0 not. */
 int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,

@@ -10,7 +10,6 @@
 
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
-static int cmd_dump(int argc, char **argv);
 static int cmd_train(int argc, char **argv);
 
 typedef struct command {
@@ -21,7 +20,8 @@ typedef struct command {
 
 static const command COMMANDS[] = {
     {"bench", rp_cmd_bench, "measure launch and replay overheads"},
-    {"dump", cmd_dump, "print a recorded graph (text, DOT, JSON)"},
+    {"dump", rp_cmd_dump, "print a graph file (text, DOT, JSON), its stats "
+                          "or lint findings"},
     {"train", cmd_train, "run a training step with record and replay"},
     {"version", cmd_version, "print the version"},
     {"help", cmd_help, "print this help, or a command's (help COMMAND)"},
@@ -70,11 +70,6 @@ static int cmd_help(int argc, char **argv) {
 static int not_yet(const char *name) {
   fprintf(stderr, "reprise %s: not available yet\n", name);
   return RP_CLI_USAGE;
-}
-
-static int cmd_dump(int argc, char **argv) {
-  (void)argc;
-  return not_yet(argv[0]);
 }
 
 static int cmd_train(int argc, char **argv) {
