@@ -22,6 +22,7 @@ static const command COMMANDS[] = {
     {"bench", rp_cmd_bench, "measure launch and replay overheads"},
     {"dump", rp_cmd_dump, "print a graph file (text, DOT, JSON), its stats "
                           "or lint findings"},
+    {"plot", rp_cmd_plot, "plot benchmark rows or training timings (gnuplot)"},
     {"train", cmd_train, "run a training step with record and replay"},
     {"version", cmd_version, "print the version"},
     {"help", cmd_help, "print this help, or a command's (help COMMAND)"},
