@@ -395,7 +395,7 @@ Test(lint, redundant_edge_is_named_and_strict_exits_1) {
   RUN(&r, "dump", g, "--lint");
   cr_assert_eq(r.status, 0, "findings alone exit 0: %s", r.err);
   cr_assert(strstr(r.out, "redundant-edge: op 0 (rp.fill) -> op 2 (rp.axpy): "
-                          "implied by the path through op 1 (rp.scale)"),
+                          "implied by the path through op 1 (rp.scale)\n"),
             "%s", r.out);
   cr_assert(strstr(r.out, "lint: 1 finding (runahead 0, contract 0, "
                           "redundant-edge 1, unread-result 0, "

@@ -560,9 +560,7 @@ static void lint_redundant(lint *L) {
                 "remove one",
                 op_name(L->m, u, a), op_name(L->m, v, b));
       else if (via != UINT32_MAX)
-        finding(L, L_REDUNDANT,
-                "%s -> %s: implied by the path through %s; "
-                "remove the edge",
+        finding(L, L_REDUNDANT, "%s -> %s: implied by the path through %s",
                 op_name(L->m, u, a), op_name(L->m, v, b),
                 op_name(L->m, via, c));
     }
@@ -857,6 +855,13 @@ static void lint_notes(const lint *L) {
             "runahead and contract checks skip them; declare contracts with "
             "--contract NAME=host|stream\n",
             unknown);
+  if (L->count[L_REDUNDANT])
+    fprintf(L->out,
+            "note: a redundant edge costs nothing at replay "
+            "(instantiate keeps only the waits it needs); remove the ones "
+            "added with rp_graph_add_edge or a launch's wait. Capture infers "
+            "an edge per conflicting access, so captured graphs have them "
+            "too\n");
   if (!L->d->reach && L->m->nops)
     fprintf(L->out,
             "note: %u ops is more than %u: redundant-edge and "
