@@ -34,6 +34,8 @@
 #include <cJSON.h>
 #endif
 
+#ifdef REPRISE_HAVE_CJSON /* plotting reads JSON: without cJSON, say so */
+
 /* ---- one series of points ---- */
 
 typedef struct series {
@@ -166,11 +168,6 @@ static int run_gnuplot(const char *gp, const char *script, int quiet) {
   return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }
 
-int rp_cli_plot_ext_ok(const char *out) {
-  const char *dot = strrchr(out, '.');
-  return dot && (!strcasecmp(dot, ".svg") || !strcasecmp(dot, ".png"));
-}
-
 /* The terminal for the output's extension (.svg or .png, checked by the
  * caller), checked against this gnuplot. NULL (said on stderr) when this
  * gnuplot cannot write it. */
@@ -291,7 +288,6 @@ static int draw(const char *cmd, const plot *p, const char *out) {
 
 /* ---- reading the inputs ---- */
 
-#ifdef REPRISE_HAVE_CJSON
 static int group_of(const char **names, int *n, const char *name) {
   for (int i = 0; i < *n; i++)
     if (!strcmp(names[i], name))
@@ -420,6 +416,12 @@ int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out) {
   fprintf(stderr, "reprise bench --plot: this build has no cJSON\n");
   return RP_CLI_FAILED;
 #endif
+}
+
+/* 1 when out ends in .svg or .png (any case). */
+int rp_cli_plot_ext_ok(const char *out) {
+  const char *dot = strrchr(out, '.');
+  return dot && (!strcasecmp(dot, ".svg") || !strcasecmp(dot, ".png"));
 }
 
 /* ---- the command ---- */
