@@ -11,6 +11,12 @@
  * fast path and the per-unit general path are unchanged for them, and no
  * clock is read (trace_clock_reads counts the reads, for the tests).
  *
+ * Names: a unit's events carry the same string as its NVTX range (the task
+ * name, RP_NVTX_COPY for copies), so a trace and an Nsight Systems
+ * timeline line up. A replay's span runs from its submission to its
+ * completion; the NVTX range "reprise.replay" covers only the rp_replay
+ * call, so the two are named apart ("replay N").
+ *
  * Timing note: a traced replay runs on the general path, so it costs a few
  * ns more per unit than an untraced one on the fast path; the trace shows
  * the shape of a replay (who waits for whom, for how long), not the last
