@@ -35,6 +35,10 @@ typedef struct rp_bench_opts {
   rp_backend_kind backend; /* CPU, CUDA or AUTO */
   int quick;               /* 1: a few reps only (CI smoke test) */
   int hop;                 /* 1: also measure one cross-worker hop */
+  const uint32_t *sizes;   /* graph sizes to sweep (tasks per graph, about:
+                              chain length, fork-join width + 2, layers of 8
+                              + 1), or NULL: each workload's standard size */
+  uint32_t nsizes;
 } rp_bench_opts;
 
 /* Defaults: both modes, every workload, 2 workers, default reps, AUTO. */

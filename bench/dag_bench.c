@@ -156,10 +156,11 @@ static void node_add(workload *w, rp_task_id task, uint32_t first) {
   }
 }
 
-/* Each task RW on the one token: a line of CHAIN_LEN. */
-static rp_status build_chain(rp_runtime *rt, rp_task_id t, workload *w) {
-  rp_status st = wl_alloc(rt, w, CHAIN_LEN, 1, CHAIN_LEN);
-  for (uint32_t i = 0; i < CHAIN_LEN && !st; i++) {
+/* Each task RW on the one token: a line of len. */
+static rp_status build_chain(rp_runtime *rt, rp_task_id t, workload *w,
+                             uint32_t len) {
+  rp_status st = wl_alloc(rt, w, len, 1, len);
+  for (uint32_t i = 0; i < len && !st; i++) {
     uint32_t a = w->nacc;
     acc_add(w, 0, RP_RW);
     node_add(w, t, a);
@@ -169,21 +170,22 @@ static rp_status build_chain(rp_runtime *rt, rp_task_id t, workload *w) {
 
 /* Source writes X (token 0); middle i reads X and writes Y_i (token 1+i);
  * the sink reads every Y_i. */
-static rp_status build_forkjoin(rp_runtime *rt, rp_task_id t, workload *w) {
-  rp_status st = wl_alloc(rt, w, FJ_WIDTH + 2, FJ_WIDTH + 1, 3 * FJ_WIDTH + 1);
+static rp_status build_forkjoin(rp_runtime *rt, rp_task_id t, workload *w,
+                                uint32_t width) {
+  rp_status st = wl_alloc(rt, w, width + 2, width + 1, 3 * width + 1);
   if (st)
     return st;
   uint32_t a = w->nacc;
   acc_add(w, 0, RP_WRITE);
   node_add(w, t, a);
-  for (uint32_t i = 0; i < FJ_WIDTH; i++) {
+  for (uint32_t i = 0; i < width; i++) {
     a = w->nacc;
     acc_add(w, 0, RP_READ);
     acc_add(w, 1 + i, RP_WRITE);
     node_add(w, t, a);
   }
   a = w->nacc;
-  for (uint32_t i = 0; i < FJ_WIDTH; i++)
+  for (uint32_t i = 0; i < width; i++)
     acc_add(w, 1 + i, RP_READ);
   node_add(w, t, a);
   return RP_OK;
@@ -191,8 +193,9 @@ static rp_status build_forkjoin(rp_runtime *rt, rp_task_id t, workload *w) {
 
 /* Task (l, j) writes token l*W+j and reads all W tokens of layer l-1; a
  * sink reads the last layer. */
-static rp_status build_layered(rp_runtime *rt, rp_task_id t, workload *w) {
-  const uint32_t W = LAYER_WIDTH, L = LAYERS;
+static rp_status build_layered(rp_runtime *rt, rp_task_id t, workload *w,
+                               uint32_t layers) {
+  const uint32_t W = LAYER_WIDTH, L = layers;
   rp_status st =
       wl_alloc(rt, w, L * W + 1, L * W, W + (L - 1) * W * (W + 1) + W);
   if (st)
@@ -213,17 +216,22 @@ static rp_status build_layered(rp_runtime *rt, rp_task_id t, workload *w) {
   return RP_OK;
 }
 
-static rp_status build(const dag_ctx *c, unsigned bit, workload *w) {
+/* size 0: the workload's standard size; else about `size` tasks. */
+static rp_status build(const dag_ctx *c, unsigned bit, uint32_t size,
+                       workload *w) {
+  uint32_t layers = size ? (size > LAYER_WIDTH ? (size - 1) / LAYER_WIDTH : 1)
+                         : LAYERS;
   switch (bit) {
   case RP_BENCH_CHAIN:
-    return build_chain(c->rt, c->empty, w);
+    return build_chain(c->rt, c->empty, w, size ? size : CHAIN_LEN);
   case RP_BENCH_FORKJOIN:
-    return build_forkjoin(c->rt, c->empty, w);
+    return build_forkjoin(c->rt, c->empty, w,
+                          size ? (size > 3 ? size - 2 : 1) : FJ_WIDTH);
   case RP_BENCH_LAYERED:
-    return build_layered(c->rt, c->empty, w);
+    return build_layered(c->rt, c->empty, w, layers);
   default:
     w->spin_iters = c->spin_iters;
-    return build_layered(c->rt, c->spin, w);
+    return build_layered(c->rt, c->spin, w, layers);
   }
 }
 
@@ -415,13 +423,25 @@ static rp_status register_tasks(dag_ctx *c) {
 
 /* ---- driver ---- */
 
+/* The standard size's node count, for scaling reps to other sizes. */
+static uint32_t standard_nodes(unsigned bit) {
+  return bit == RP_BENCH_CHAIN      ? CHAIN_LEN
+         : bit == RP_BENCH_FORKJOIN ? FJ_WIDTH + 2
+                                    : LAYERS * LAYER_WIDTH + 1;
+}
+
+/* Reps for a graph of `nodes`: the default keeps the tasks per timed run
+ * about those of the standard size (at least 1, at most 10^6). */
 static uint32_t reps_for(const rp_bench_opts *o, const workload_def *d,
-                         unsigned mode) {
+                         unsigned mode, uint32_t nodes) {
   if (o->reps)
     return o->reps;
-  if (o->quick)
-    return d->reps_quick;
-  return mode == RP_BENCH_EAGER ? d->reps_eager : d->reps_replay;
+  uint64_t r = o->quick ? d->reps_quick
+               : mode == RP_BENCH_EAGER ? d->reps_eager
+                                        : d->reps_replay;
+  if (nodes && o->nsizes)
+    r = r * standard_nodes(d->bit) / nodes;
+  return r < 1 ? 1 : r > 1000000 ? 1000000 : (uint32_t)r;
 }
 
 static rp_status measure(const dag_ctx *c, const workload *w, unsigned mode,
@@ -435,10 +455,11 @@ static rp_status measure(const dag_ctx *c, const workload *w, unsigned mode,
   return eager_measure(c, w, row);
 }
 
-static int run_workload(const dag_ctx *c, const workload_def *d) {
+static int run_workload(const dag_ctx *c, const workload_def *d,
+                        uint32_t size) {
   workload w = {0};
   uint64_t t0 = rp_bench_now_ns();
-  rp_status st = build(c, d->bit, &w); /* reports its failures */
+  rp_status st = build(c, d->bit, size, &w); /* reports its failures */
   double build_us = (double)(rp_bench_now_ns() - t0) / 1e3;
   static const unsigned modes[] = {RP_BENCH_EAGER, RP_BENCH_REPLAY};
   for (size_t m = 0; m < 2 && !st; m++) {
@@ -447,7 +468,7 @@ static int run_workload(const dag_ctx *c, const workload_def *d) {
     dag_row row = {.workload = d->name,
                    .mode = modes[m] == RP_BENCH_EAGER ? "eager" : "replay",
                    .nodes = w.nodes,
-                   .reps = reps_for(c->o, d, modes[m]),
+                   .reps = reps_for(c->o, d, modes[m], w.nodes),
                    .setup_us = build_us,
                    .task_ns = d->bit == RP_BENCH_TINY ? c->task_ns : -1};
     st = measure(c, &w, modes[m], &row);
@@ -465,9 +486,11 @@ static int run_all(dag_ctx *c) {
   int rc = 0;
   if (c->table && c->o->workloads)
     row_table_header(c->table);
+  uint32_t nsizes = c->o->nsizes ? c->o->nsizes : 1;
   for (size_t i = 0; i < NDEFS && !rc; i++)
-    if (c->o->workloads & DEFS[i].bit)
-      rc = run_workload(c, &DEFS[i]);
+    for (uint32_t k = 0; k < nsizes && !rc; k++)
+      if (c->o->workloads & DEFS[i].bit)
+        rc = run_workload(c, &DEFS[i], c->o->nsizes ? c->o->sizes[k] : 0);
   if (!rc && c->o->hop)
     rc = rp_bench_hop_rows(c->o, c->rt, c->table, c->json);
   return rc;

@@ -2,6 +2,11 @@
  * between them, and why it was placed that way (text, DOT, JSON). */
 #include "replay_impl.h"
 
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 static const char *unit_name(const rp_exec *ex, const rp_unit *u) {
   RP_UNUSED(ex);
   return u->kind == RP_UNIT_COPY ? "copy" : u->name;
@@ -36,6 +41,16 @@ static void dump_text(const rp_exec *ex, FILE *f) {
   }
 }
 
+/* A DOT string body: quotes and backslashes escaped, control bytes dropped. */
+static void dot_str(FILE *f, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p >= 0x20)
+      fputc(*p, f);
+  }
+}
+
 static void dump_dot(const rp_exec *ex, FILE *f) {
   fprintf(f, "digraph exec {\n  rankdir=TB;\n  label=\"%u units on %u "
           "workers\";\n", ex->nunits, ex->active);
@@ -46,8 +61,9 @@ static void dump_dot(const rp_exec *ex, FILE *f) {
     fprintf(f, "  subgraph cluster_lane%u {\n    label=\"lane %u\";\n", w, w);
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
-      fprintf(f, "    u%u [label=\"op %u %s#%u\"];\n", l->units[i], u->op,
-              unit_name(ex, u), u->shard);
+      fprintf(f, "    u%u [label=\"op %u ", l->units[i], u->op);
+      dot_str(f, unit_name(ex, u));
+      fprintf(f, "#%u\"];\n", u->shard);
       if (i)
         fprintf(f, "    u%u -> u%u [style=dotted];\n", l->units[i - 1],
                 l->units[i]);
@@ -69,10 +85,23 @@ static void dump_dot(const rp_exec *ex, FILE *f) {
   fprintf(f, "}\n");
 }
 
+/* A JSON string body: task names may hold quotes or control bytes. */
+static void json_str(FILE *f, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+}
+
 static void dump_json(const rp_exec *ex, FILE *f) {
   fprintf(f, "{\"ops\": %u, \"units\": %u, \"workers_used\": %u, "
-          "\"placement\": \"%s\", \"lanes\": [", ex->g->nops, ex->nunits,
-          ex->active, ex->place_why);
+          "\"placement\": \"", ex->g->nops, ex->nunits, ex->active);
+  json_str(f, ex->place_why);
+  fprintf(f, "\", \"lanes\": [");
   int first_lane = 1;
   for (uint32_t w = 0; w < ex->nlanes; w++) {
     const rp_lane *l = &ex->lanes[w];
@@ -82,9 +111,9 @@ static void dump_json(const rp_exec *ex, FILE *f) {
     first_lane = 0;
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
-      fprintf(f, "%s{\"op\": %u, \"name\": \"%s\", \"shard\": %u, "
-              "\"waits\": [", i ? ", " : "", u->op, unit_name(ex, u),
-              u->shard);
+      fprintf(f, "%s{\"op\": %u, \"name\": \"", i ? ", " : "", u->op);
+      json_str(f, unit_name(ex, u));
+      fprintf(f, "\", \"shard\": %u, \"waits\": [", u->shard);
       for (uint32_t k = 0; k < u->nwait; k++) {
         const rp_wait *wt = &ex->waits[u->wait_off + k];
         fprintf(f, "%s{\"lane\": %u, \"pos\": %u, \"previous_replay\": %s}",
@@ -114,4 +143,54 @@ rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt) {
     return rp__err(RP_EINVAL, "rp_exec_dump: unknown format %d", (int)fmt);
   }
   return ferror(f) ? rp__err(RP_EIO, "rp_exec_dump: write failed") : RP_OK;
+}
+
+/* ---- REPRISE_DUMP=DIR ---- */
+
+static atomic_int env_dump_warned;
+
+static void env_dump_fail(const char *dir, const char *path, const char *why) {
+  if (atomic_exchange(&env_dump_warned, 1))
+    return; /* said once per process: every exec would repeat it */
+  fprintf(stderr, "reprise: REPRISE_DUMP=%s: cannot write %s: %s (the exec "
+          "is fine; later dump failures are not reported)\n", dir, path, why);
+}
+
+static void env_dump_schedule(const rp_exec *ex, const char *dir,
+                              const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    env_dump_fail(dir, path, strerror(errno));
+    return;
+  }
+  rp_status st = rp_exec_dump(ex, f, RP_DUMP_TEXT);
+  if (fclose(f) != 0 && !st)
+    st = RP_EIO;
+  if (st)
+    env_dump_fail(dir, path, rp_status_str(st));
+}
+
+void rp__exec_env_dump(rp_exec *ex) {
+  const char *dir = getenv("REPRISE_DUMP");
+  if (!dir || !*dir)
+    return;
+  static _Atomic unsigned serial;
+  unsigned n = atomic_fetch_add(&serial, 1);
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    env_dump_fail(dir, dir, strerror(errno));
+    return;
+  }
+  size_t len = strlen(dir) + 64;
+  char *path = malloc(len);
+  if (!path) {
+    env_dump_fail(dir, dir, "out of memory");
+    return;
+  }
+  snprintf(path, len, "%s/exec-%ld-%u.graph.json", dir, (long)getpid(), n);
+  rp_status st = rp_graph_save(ex->g, path);
+  if (st)
+    env_dump_fail(dir, path, rp_error_detail());
+  snprintf(path, len, "%s/exec-%ld-%u.schedule.txt", dir, (long)getpid(), n);
+  env_dump_schedule(ex, dir, path);
+  free(path);
 }

@@ -46,7 +46,7 @@ static rp_status graph_clone(const rp_graph *g, rp_graph **out) {
   for (uint32_t i = 0; i < g->nops && !st; i++, c->nops++)
     st = rp__gop_copy(&c->ops[i], &g->ops[i]);
   if (!st) {
-    if (g->nedges)
+    if (g->nedges) /* g->edges may be NULL: memcpy's source must not */
       memcpy(c->edges, g->edges, sizeof *c->edges * g->nedges);
     c->ops_cap = c->nops;
     c->edges_cap = g->nedges;
@@ -467,6 +467,7 @@ void rp__exec_free(rp_exec *ex) {
   free(ex->ws_mems);
   graph_free(ex->g);
   rp__tune_free(ex);
+  rp__trace_free(ex);
   pthread_mutex_destroy(&ex->detail_lock);
   ex->magic = 0;
   free(ex);
@@ -520,6 +521,7 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
              any_measure ? "hinted or default (1 us)" : "hinted",
              (unsigned long long)ex->edge_cost);
     rp__runtime_ref(g->rt, 1);
+    rp__exec_env_dump(ex); /* REPRISE_DUMP=DIR; never fails */
     *out = ex;
   }
   rp__nvtx_pop();

@@ -111,6 +111,7 @@ typedef struct rp_slot {
   int timed;                   /* time the replay (placement trials) */
   _Atomic uint64_t t_start;    /* when its first lane started (timed) */
   char detail[256];            /* first failure, for rp_exec_error_detail */
+  int traced;                  /* record this replay's timeline (trace.c) */
 } rp_slot;
 
 struct rp_exec {
@@ -176,6 +177,13 @@ struct rp_exec {
   char place_why[160];
   char last_detail[256];
   pthread_mutex_t detail_lock;   /* failure path only */
+
+  /* traces (trace.c): NULL unless rp_exec_trace_start armed one; set and
+   * cleared by the host thread only while no traced replay is in flight */
+  struct rp_trace *trace;
+  /* clock reads taken for traces, summed over workers (relaxed: read after
+   * rp__exec_quiesce or by tests); stays 0 while nothing is traced */
+  _Atomic uint64_t trace_clock_reads;
 };
 
 /* The replay layer's per-runtime state: the submission ring every worker
@@ -220,6 +228,32 @@ uint64_t rp__place_makespan(const rp_exec *ex, int use_measured);
 int rp__replay_poll(void *arg, unsigned worker);
 /* Waits for every replay to complete and every worker to leave the exec. */
 void rp__exec_quiesce(rp_exec *ex);
+
+/* traces (trace.c). The replay path calls these only for slots armed as
+ * traced, so an exec that is not being traced does no extra work.
+ * The name a unit's trace events and NVTX ranges share. */
+#define RP_NVTX_COPY "reprise.copy"
+static inline const char *rp__unit_trace_name(const rp_unit *u) {
+  return u->kind == RP_UNIT_COPY ? RP_NVTX_COPY : u->name;
+}
+/* arm_slot: marks s traced (and stamps its submission) when replay r falls
+ * in the armed trace window. */
+void rp__trace_arm(rp_exec *ex, rp_slot *s, uint64_t r);
+/* One unit of a traced replay ran on `lane` (or was skipped): t_wait is
+ * the clock before its waits (0: it had none), t_start before it ran (0:
+ * it did not run); the end is read here. */
+void rp__trace_unit(rp_exec *ex, const rp_slot *s, uint32_t unit,
+                    uint32_t lane, uint64_t t_wait, uint64_t t_start,
+                    rp_status st, int skip);
+/* complete(): the traced replay finished at `now` with status st. */
+void rp__trace_done(rp_exec *ex, const rp_slot *s, uint64_t now,
+                    rp_status st);
+void rp__trace_free(rp_exec *ex);
+/* Clock reads taken for traces so far (tests: 0 while tracing is off). */
+uint64_t rp__exec_trace_clock_reads(const rp_exec *ex);
+/* REPRISE_DUMP=DIR: writes ex's graph file and schedule into DIR (dump.c).
+ * Reports a failure on stderr (once per process), never fails. */
+void rp__exec_env_dump(rp_exec *ex);
 
 /* placement trials (tune.c): called by rp_replay at the end of each
  * measurement window, with nothing in flight; may allocate. */

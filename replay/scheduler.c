@@ -191,7 +191,7 @@ static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
 static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip,
                           const char **why) {
   if (u->kind == RP_UNIT_COPY) {
-    rp__nvtx_push("reprise.copy");
+    rp__nvtx_push(RP_NVTX_COPY);
     rp_status st = rp_xfer_check(u->xd);
     if (!st) {
       rp_xfer_reset(u->xd);
@@ -249,6 +249,8 @@ static void complete(rp_exec *ex, rp_slot *s) {
     atomic_store_explicit(&ex->interval_ns, iv - iv / 8 + (now - last) / 8,
                           memory_order_relaxed);
   ex->last_done_ns = now;
+  if (RP_UNLIKELY(s->traced)) /* before done_seq: trace_write waits on it */
+    rp__trace_done(ex, s, now, st);
   atomic_fetch_add_explicit(&ex->completed, 1, memory_order_relaxed);
   rp__event_complete(ex->rt, s->done, st);
   /* seq_cst store pairs with a waiting host's seq_cst sleeper count */
@@ -276,6 +278,8 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
                         uint64_t rel, lane_stats *ls) {
   uint32_t ui = l->units[i];
   rp_unit *u = &ex->units[ui];
+  int traced = s->traced;
+  uint64_t t_wait = traced && (u->nwait | u->nport) ? rp__now_ns() : 0;
   if (u->nwait)
     wait_unit(ex, u, rel, ls);
   rp_status st = RP_OK;
@@ -289,8 +293,9 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
                                             memory_order_relaxed)) &&
            (st = pred_status(ex, u, s)) != RP_OK)
     why = "upstream op failed";
+  uint64_t t0 = 0;
   if (st == RP_OK) {
-    uint64_t t0 = s->measure ? rp__now_ns() : 0;
+    t0 = s->measure || traced ? rp__now_ns() : 0;
     st = run_unit(u, s, &skip, &why);
     if (s->measure) {
       uint64_t dt = rp__now_ns() - t0;
@@ -304,6 +309,8 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
   }
   if (RP_UNLIKELY(st != RP_OK) && skip != 2)
     unit_failed(ex, s, ui, st, why);
+  if (RP_UNLIKELY(traced))
+    rp__trace_unit(ex, s, ui, (uint32_t)(l - ex->lanes), t_wait, t0, st, skip);
   if (u->npost)
     post_done(ex, u, s);
   if (u->publish)
@@ -325,7 +332,8 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
   /* Launches and waits from the lane's tasks flag this (contracts). */
   int violation = 0;
   rp__tl_replay_violation = &violation;
-  int general = s->measure || s->stale || rp__nvtx_on;
+  /* traced replays take the general path: the fast one stays untouched */
+  int general = s->measure || s->stale || rp__nvtx_on || s->traced;
   for (uint32_t i = 0; i < l->len; i++) {
     const rp_hot *h = &l->hot[i];
     /* Fast path: a plain task with nothing to wait for or announce, in a
@@ -528,6 +536,9 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
   atomic_store_explicit(&s->t_start, 0, memory_order_relaxed);
   s->stale = 0;
   s->detail[0] = 0;
+  s->traced = 0;
+  if (RP_UNLIKELY(ex->trace != NULL))
+    rp__trace_arm(ex, s, r);
   for (uint32_t i = 0; i < ex->ninsts; i++)
     if (atomic_load_explicit(ex->insts[i].gen_word, memory_order_acquire) !=
         ex->insts[i].info.generation) {

@@ -10,10 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Linked only once the xfer layer provides it: its part is skipped before. */
-extern __typeof__(rp_graph_add_parallel) rp_graph_add_parallel
-    __attribute__((weak));
-
 static rp_status noop(rp_task_ctx *ctx) {
   (void)ctx;
   return RP_OK;
@@ -396,8 +392,6 @@ Test(graphio, loaded_groups_do_not_collide_with_new_ones) {
 }
 
 Test(graphio, parallel_operator_round_trip) {
-  if (!rp_graph_add_parallel)
-    cr_skip_test("rp_graph_add_parallel is not in this build yet");
   make_tmpdir();
   rp_runtime *rt = th_cpu_runtime(2);
   rp_inst whole = mk(rt, RP_F32, rp_rect_1d(0, 15), NULL);

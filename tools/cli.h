@@ -8,11 +8,21 @@
 #define RP_CLI_FAILED 1
 #define RP_CLI_USAGE 2
 
+#include <stddef.h>
+
 /* A command: argv[0] is the command's name, options follow. */
 typedef int (*rp_cli_cmd_fn)(int argc, char **argv);
 
 int rp_cmd_bench(int argc, char **argv);
 int rp_cmd_train(int argc, char **argv);
+int rp_cmd_dump(int argc, char **argv);
+int rp_cmd_plot(int argc, char **argv);
+
+/* Draws `reprise bench` JSON rows (len bytes) to out (.svg or .png) with
+ * gnuplot; says why on stderr when it cannot. RP_CLI_OK or RP_CLI_FAILED. */
+int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out);
+/* 1 when out ends in .svg or .png (any case). */
+int rp_cli_plot_ext_ok(const char *out);
 
 /* Parses a decimal integer in [lo, hi] with nothing after it. 1 ok, 0 not. */
 int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,

@@ -6,11 +6,16 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#define MAX_SIZES 16
 
 typedef struct bench_cli {
   rp_bench_opts o;
   const char *json; /* --json FILE, or NULL */
+  const char *plot; /* --plot FILE.svg|.png, or NULL */
+  uint32_t sizes[MAX_SIZES];
   int workloads_given;
   int xfer, gpu;
 } bench_cli;
@@ -33,7 +38,15 @@ static void bench_usage(FILE *f) {
           "  --hop                     one cross-worker hop, spinning and\n"
           "                            sleeping consumer (alone unless\n"
           "                            --workload is given too)\n"
+          "  --sizes LIST              graph sizes to sweep, in tasks per graph\n"
+          "                            (about: chain length, fork-join width\n"
+          "                            + 2, layers of 8 + 1), e.g.\n"
+          "                            100,1000,10000; reps scale to keep the\n"
+          "                            tasks per run\n"
           "  --json FILE               also write the rows as a JSON array\n"
+          "  --plot FILE               draw ns per task against graph size\n"
+          "                            (.svg, or .png with pngcairo) with\n"
+          "                            gnuplot; use with --sizes\n"
           "  --xfer                    the transfer benchmark instead\n"
           "  --gpu                     the GPU benchmark instead (reserved)\n"
           "  -h, --help                this text\n");
@@ -78,6 +91,19 @@ static int add_workload(const char *name, void *arg) {
   return RP_CLI_OK;
 }
 
+static int add_size(const char *item, void *arg) {
+  bench_cli *c = arg;
+  unsigned long v;
+  if (!rp_cli_parse_uint(item, 3, 1000000, &v))
+    return rp_cli_usage_error("bench", "--sizes: '%s' is not a number in "
+                              "3..1000000", item);
+  if (c->o.nsizes == MAX_SIZES)
+    return rp_cli_usage_error("bench", "--sizes: more than %d sizes",
+                              MAX_SIZES);
+  c->sizes[c->o.nsizes++] = (uint32_t)v;
+  return RP_CLI_OK;
+}
+
 static int parse_count(const char *opt, const char *s, unsigned long hi,
                        unsigned long *out) {
   if (!rp_cli_parse_uint(s, 1, hi, out))
@@ -98,7 +124,9 @@ enum {
   OPT_HOP,
   OPT_JSON,
   OPT_XFER,
-  OPT_GPU
+  OPT_GPU,
+  OPT_SIZES,
+  OPT_PLOT
 };
 
 static const struct option LONGOPTS[] = {
@@ -112,6 +140,8 @@ static const struct option LONGOPTS[] = {
     {"json", required_argument, NULL, OPT_JSON},
     {"xfer", no_argument, NULL, OPT_XFER},
     {"gpu", no_argument, NULL, OPT_GPU},
+    {"sizes", required_argument, NULL, OPT_SIZES},
+    {"plot", required_argument, NULL, OPT_PLOT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -151,6 +181,13 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
   case OPT_GPU:
     c->gpu = 1;
     return RP_CLI_OK;
+  case OPT_SIZES:
+    c->o.nsizes = 0;
+    c->o.sizes = c->sizes;
+    return rp_cli_each_item(arg, add_size, c);
+  case OPT_PLOT:
+    c->plot = arg;
+    return RP_CLI_OK;
   case 'h':
     bench_usage(stdout);
     return -1;
@@ -176,6 +213,12 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                               argv[optind]);
   if (c->o.hop && !c->workloads_given)
     c->o.workloads = 0; /* --hop alone measures only the hop */
+  if (c->plot && !rp_cli_plot_ext_ok(c->plot))
+    return rp_cli_usage_error("bench", "--plot: '%s' must end in .svg or "
+                              ".png", c->plot);
+  if (c->plot && (c->xfer || c->gpu || !c->o.workloads))
+    return rp_cli_usage_error("bench", "--plot draws the DAG workloads: not "
+                              "with --xfer, --gpu or --hop alone");
   if (c->o.modes == RP_BENCH_REPLAY && !rp_bench_replay_built()) {
     fprintf(stderr, "reprise bench: --mode replay: not built yet\n");
     return RP_CLI_USAGE;
@@ -195,11 +238,36 @@ static int run_xfer(FILE *json) {
 #endif
 }
 
+/* --plot: the rows collected in memory, drawn, and written to --json. */
+static int run_plot(const bench_cli *c) {
+  char *rows = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&rows, &len);
+  if (!mem) {
+    fprintf(stderr, "reprise bench: out of memory\n");
+    return RP_CLI_FAILED;
+  }
+  int rc = rp_bench_dag(&c->o, stdout, mem);
+  fclose(mem);
+  FILE *json = rc || !c->json ? NULL : fopen(c->json, "w");
+  if (!rc && c->json &&
+      (!json || fwrite(rows, 1, len, json) != len || fclose(json) != 0)) {
+    fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);
+    rc = RP_CLI_FAILED;
+  }
+  if (!rc)
+    rc = rp_cli_plot_bench(rows, len, c->plot);
+  free(rows);
+  return rc;
+}
+
 static int run(const bench_cli *c) {
   if (c->gpu) {
     fprintf(stderr, "reprise bench --gpu: not built yet\n");
     return RP_CLI_USAGE;
   }
+  if (c->plot)
+    return run_plot(c);
   FILE *json = NULL;
   if (c->json && !(json = fopen(c->json, "w"))) {
     fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);

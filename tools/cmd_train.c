@@ -304,11 +304,6 @@ static int check_options(train_cli *c) {
   if (c->trace && c->eager)
     return rp_cli_usage_error("train", "--trace needs the recorded step "
                                        "(drop --eager)");
-#ifndef RP_HAVE_TRACE
-  if (c->trace)
-    return rp_cli_usage_error("train", "--trace: the trace export is not in "
-                                       "this build yet");
-#endif
   return RP_CLI_OK;
 }
 
@@ -535,7 +530,6 @@ static int train_once(train_state *s, int eager, run_stats *out) {
   return RP_CLI_OK;
 }
 
-#ifdef RP_HAVE_TRACE
 static int trace_start(train_state *s) {
   if (!s->c->trace)
     return RP_CLI_OK;
@@ -550,7 +544,6 @@ static int trace_write(train_state *s) {
   rp_status st = rp_exec_trace_write(s->ex, s->c->trace);
   return st == RP_OK ? RP_CLI_OK : fail("--trace", st);
 }
-#endif
 
 /* --compare: replay's final weights against eager's from the same start. */
 static int compare_weights(train_state *s, const float *replayed) {
@@ -576,16 +569,12 @@ static int train_all(train_state *s) {
   int rc = RP_CLI_OK;
   float *replayed = NULL;
   if (!c->eager) {
-#ifdef RP_HAVE_TRACE
     if ((rc = trace_start(s)))
       return rc;
-#endif
     if ((rc = train_once(s, 0, &s->replay)))
       return rc;
-#ifdef RP_HAVE_TRACE
     if ((rc = trace_write(s)))
       return rc;
-#endif
   }
   if (!c->eager && !c->compare)
     return RP_CLI_OK;

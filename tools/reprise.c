@@ -10,7 +10,6 @@
 
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
-static int cmd_dump(int argc, char **argv);
 
 typedef struct command {
   const char *name;
@@ -20,7 +19,9 @@ typedef struct command {
 
 static const command COMMANDS[] = {
     {"bench", rp_cmd_bench, "measure launch and replay overheads"},
-    {"dump", cmd_dump, "print a recorded graph (text, DOT, JSON)"},
+    {"dump", rp_cmd_dump, "print a graph file (text, DOT, JSON), its stats "
+                          "or lint findings"},
+    {"plot", rp_cmd_plot, "plot benchmark rows or training timings (gnuplot)"},
     {"train", rp_cmd_train, "train an MLP by replaying one recorded step"},
     {"version", cmd_version, "print the version"},
     {"help", cmd_help, "print this help, or a command's (help COMMAND)"},
@@ -63,17 +64,6 @@ static int cmd_help(int argc, char **argv) {
   char help[] = "--help";
   char *args[] = {argv[1], help, NULL};
   return c->run(2, args);
-}
-
-/* Placeholder: this command is written elsewhere. */
-static int not_yet(const char *name) {
-  fprintf(stderr, "reprise %s: not available yet\n", name);
-  return RP_CLI_USAGE;
-}
-
-static int cmd_dump(int argc, char **argv) {
-  (void)argc;
-  return not_yet(argv[0]);
 }
 
 int main(int argc, char **argv) {

@@ -4,7 +4,7 @@
  * shadow memory: Snaipe/Criterion#274), so CI runs this program in a TSan
  * build instead: events across threads, eager DAGs on several workers,
  * replays of two execs from two host threads at once, poison, destroy with
- * replays in flight. It checks results as it goes and exits non-zero on the
+ * replays in flight, traced replays in flight. It checks results as it goes and exits non-zero on the
  * first mismatch; TSan (halt_on_error=1) fails it on any race. */
 #include "reprise.h"
 
@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define CHECK(call)                                                            \
   do {                                                                         \
@@ -166,6 +167,30 @@ static void poison(rp_task_id add, rp_task_id fail) {
   CHECK(rp_instance_free(rt, x));
 }
 
+/* Traced replays back to back (several in flight, cross-worker waits),
+ * then a trace armed when the exec is destroyed with replays in flight. */
+static void traces(rp_task_id add) {
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst a, b;
+  CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &a));
+  CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &b));
+  rp_exec *ex = record_exec(add, a, b);
+  CHECK(rp_exec_trace_start(ex, 40));
+  for (int i = 0; i < 60; i++)
+    CHECK(rp_replay(ex, NULL, NULL));
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/rp_tsan_trace_%d.json", (int)getpid());
+  CHECK(rp_exec_trace_write(ex, path));
+  remove(path);
+  EXPECT(value(a) == 60 * 25 && value(b) == 60 * 25);
+  CHECK(rp_exec_trace_start(ex, 10));
+  for (int i = 0; i < 5; i++)
+    CHECK(rp_replay(ex, NULL, NULL));
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_instance_free(rt, a));
+  CHECK(rp_instance_free(rt, b));
+}
+
 int main(void) {
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
@@ -192,6 +217,7 @@ int main(void) {
   CHECK(rp_instance_free(rt, y));
   replays(add);
   poison(add, fail);
+  traces(add);
   CHECK(rp_runtime_destroy(rt));
   printf("tsan stress: ok\n");
   return 0;

@@ -1,0 +1,336 @@
+/* replay/trace.c — replay timelines as Chrome trace event JSON, which
+ * Perfetto (ui.perfetto.dev) and chrome://tracing open.
+ *
+ * rp_exec_trace_start arms a window of the next N replays and allocates
+ * every record those replays can write: one per unit per replay (a unit runs
+ * once per replay, on one lane, so records need no index and no atomics),
+ * plus each replay's submission and completion times. arm_slot marks a slot
+ * traced when its replay falls in the window; a traced replay runs every
+ * unit through the general path, which stamps the clock around each unit's
+ * waits and run. Replays outside a window never look at any of this: the
+ * fast path and the per-unit general path are unchanged for them, and no
+ * clock is read (trace_clock_reads counts the reads, for the tests).
+ *
+ * Names: a unit's events carry the same string as its NVTX range (the task
+ * name, RP_NVTX_COPY for copies), so a trace and an Nsight Systems
+ * timeline line up. A replay's span runs from its submission to its
+ * completion; the NVTX range "reprise.replay" covers only the rp_replay
+ * call, so the two are named apart ("replay N").
+ *
+ * Timing note: a traced replay runs on the general path, so it costs a few
+ * ns more per unit than an untraced one on the fast path; the trace shows
+ * the shape of a replay (who waits for whom, for how long), not the last
+ * nanosecond of the fast path. */
+#include "replay_impl.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Records beyond this (32 bytes each) are refused at start: a trace is for
+ * a few replays of one step, not for a whole run. */
+#define RP_TRACE_MAX_RECS (8u << 20)
+/* Thread ids of the per-slot replay tracks (workers use their index). */
+#define RP_TRACE_SLOT_TID 1000u
+
+typedef struct rp_trace_rec {
+  uint64_t t_wait;  /* clock before the unit's waits; 0: it had none */
+  uint64_t t_start; /* clock before it ran; 0: it did not run */
+  uint64_t t_end;   /* 0: the record was never written */
+  uint32_t lane;
+  int32_t status; /* RP_OK, the failure, or 1: not run in this replay */
+} rp_trace_rec;
+
+typedef struct rp_trace_replay {
+  uint64_t t_arm, t_done; /* submission (slot armed) and completion */
+  int32_t status;
+} rp_trace_replay;
+
+struct rp_trace {
+  uint64_t from, to; /* replays [from, to) are traced */
+  uint32_t nunits;
+  rp_trace_rec *recs; /* (r - from) * nunits + unit */
+  rp_trace_replay *replays;
+};
+
+static uint64_t trace_clock(rp_exec *ex, uint64_t reads) {
+  /* relaxed: a statistic, read after the replays it counts completed */
+  atomic_fetch_add_explicit(&ex->trace_clock_reads, reads,
+                            memory_order_relaxed);
+  return rp__now_ns();
+}
+
+/* ---- the replay path (traced replays only) ---- */
+
+void rp__trace_arm(rp_exec *ex, rp_slot *s, uint64_t r) {
+  struct rp_trace *t = ex->trace;
+  if (r < t->from || r >= t->to)
+    return;
+  s->traced = 1;
+  t->replays[r - t->from].t_arm = trace_clock(ex, 1);
+}
+
+void rp__trace_unit(rp_exec *ex, const rp_slot *s, uint32_t unit, uint32_t lane,
+                    uint64_t t_wait, uint64_t t_start, rp_status st, int skip) {
+  struct rp_trace *t = ex->trace;
+  rp_trace_rec *rec = &t->recs[(s->r - t->from) * t->nunits + unit];
+  uint64_t reads = 1 + (t_wait != 0) + (t_start != 0);
+  rec->t_end = trace_clock(ex, reads);
+  rec->t_wait = t_wait;
+  rec->t_start = t_start;
+  rec->lane = lane;
+  rec->status = skip == 1 ? 1 : (int32_t)st;
+}
+
+void rp__trace_done(rp_exec *ex, const rp_slot *s, uint64_t now, rp_status st) {
+  struct rp_trace *t = ex->trace;
+  rp_trace_replay *rr = &t->replays[s->r - t->from];
+  rr->t_done = now; /* complete() read the clock already */
+  rr->status = (int32_t)st;
+}
+
+uint64_t rp__exec_trace_clock_reads(const rp_exec *ex) {
+  return atomic_load_explicit(&((rp_exec *)ex)->trace_clock_reads,
+                              memory_order_relaxed);
+}
+
+void rp__trace_free(rp_exec *ex) {
+  if (!ex->trace)
+    return;
+  free(ex->trace->recs);
+  free(ex->trace->replays);
+  free(ex->trace);
+  ex->trace = NULL;
+}
+
+/* ---- the public calls ---- */
+
+static rp_status check_exec(rp_exec *ex, const char *what) {
+  if (!ex || ex->magic != RP_EXEC_MAGIC)
+    return rp__err(RP_EINVAL, "%s: not an exec (destroyed?)", what);
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "%s called from a task inside a replay", what);
+  }
+  return RP_OK;
+}
+
+rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays) {
+  rp_status st = check_exec(ex, "rp_exec_trace_start");
+  if (st)
+    return st;
+  if (!replays)
+    return rp__err(RP_EINVAL, "rp_exec_trace_start: 0 replays");
+  if (ex->trace)
+    return rp__err(RP_EBUSY,
+                   "rp_exec_trace_start: a trace of replays "
+                   "[%llu, %llu) is armed; write it first "
+                   "(rp_exec_trace_write)",
+                   (unsigned long long)ex->trace->from,
+                   (unsigned long long)ex->trace->to);
+  uint64_t n = (uint64_t)replays * (ex->nunits ? ex->nunits : 1);
+  if (n > RP_TRACE_MAX_RECS)
+    return rp__err(RP_ERANGE,
+                   "rp_exec_trace_start: %u replays of %u units "
+                   "need %llu records (at most %u)",
+                   replays, ex->nunits, (unsigned long long)n,
+                   RP_TRACE_MAX_RECS);
+  struct rp_trace *t = rp__calloc(1, sizeof *t);
+  if (t) {
+    t->recs = rp__calloc((size_t)n, sizeof *t->recs);
+    t->replays = rp__calloc(replays, sizeof *t->replays);
+  }
+  if (!t || !t->recs || !t->replays) {
+    if (t) {
+      free(t->recs);
+      free(t->replays);
+    }
+    free(t);
+    return rp__err(RP_ENOMEM, "rp_exec_trace_start: out of memory");
+  }
+  t->nunits = ex->nunits;
+  t->from = ex->issued; /* the next replay rp_replay will arm */
+  t->to = t->from + replays;
+  /* Only the host thread reads ex->trace before a slot is armed; workers
+   * reach it through traced slots, published by submit()'s seq_cst store. */
+  ex->trace = t;
+  return RP_OK;
+}
+
+/* ---- writing ---- */
+
+typedef struct tw {
+  FILE *f;
+  uint64_t base; /* ns: the earliest timestamp, written as ts 0 */
+  long pid;
+  int first;
+} tw;
+
+static void ev_sep(tw *w) {
+  fputs(w->first ? "\n  " : ",\n  ", w->f);
+  w->first = 0;
+}
+
+/* A JSON string body: quotes, backslashes and control bytes escaped. */
+static void json_str(FILE *f, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  }
+}
+
+static double us(const tw *w, uint64_t t) {
+  return t > w->base ? (double)(t - w->base) / 1e3 : 0.0;
+}
+
+static void meta(tw *w, const char *what, uint32_t tid, const char *name,
+                 uint32_t index) {
+  ev_sep(w);
+  fprintf(w->f,
+          "{\"name\": \"%s\", \"ph\": \"M\", \"pid\": %ld, "
+          "\"tid\": %u, \"args\": {\"name\": \"",
+          what, w->pid, tid);
+  json_str(w->f, name);
+  fprintf(w->f, "\"}}");
+  ev_sep(w);
+  fprintf(w->f,
+          "{\"name\": \"thread_sort_index\", \"ph\": \"M\", "
+          "\"pid\": %ld, \"tid\": %u, \"args\": {\"sort_index\": %u}}",
+          w->pid, tid, index);
+}
+
+static void complete_ev(tw *w, const char *name, const char *cat, uint32_t tid,
+                        uint64_t t0, uint64_t t1) {
+  ev_sep(w);
+  fprintf(w->f, "{\"name\": \"");
+  json_str(w->f, name);
+  fprintf(w->f,
+          "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %ld, "
+          "\"tid\": %u, \"ts\": %.3f, \"dur\": %.3f",
+          cat, w->pid, tid, us(w, t0), t1 > t0 ? (double)(t1 - t0) / 1e3 : 0.0);
+}
+
+static const char *status_text(int32_t st) {
+  return st == 1 ? "not run (fewer shards)" : st ? rp_status_name(st) : "ok";
+}
+
+static void unit_events(tw *w, const rp_exec *ex, const rp_trace_rec *rec,
+                        uint32_t ui, uint64_t r) {
+  const rp_unit *u = &ex->units[ui];
+  if (rec->t_wait) {
+    uint64_t end = rec->t_start ? rec->t_start : rec->t_end;
+    complete_ev(w, "wait", "wait", rec->lane, rec->t_wait, end);
+    fprintf(w->f,
+            ", \"args\": {\"op\": %u, \"shard\": %u, \"replay\": %llu, "
+            "\"waits\": %u, \"preconditions\": %u}}",
+            u->op, u->shard, (unsigned long long)r, u->nwait, u->nport);
+  }
+  uint64_t t0 = rec->t_start ? rec->t_start : rec->t_end;
+  complete_ev(w, rp__unit_trace_name(u),
+              u->kind == RP_UNIT_COPY ? "copy" : "task", rec->lane, t0,
+              rec->t_end);
+  fprintf(w->f,
+          ", \"args\": {\"op\": %u, \"shard\": %u, \"replay\": %llu, "
+          "\"status\": \"%s\"}}",
+          u->op, u->shard, (unsigned long long)r, status_text(rec->status));
+}
+
+static void replay_events(tw *w, const rp_exec *ex, const struct rp_trace *t,
+                          uint64_t r) {
+  const rp_trace_replay *rr = &t->replays[r - t->from];
+  uint32_t tid = RP_TRACE_SLOT_TID + (uint32_t)(r % ex->max_inflight);
+  char name[48];
+  snprintf(name, sizeof name, "replay %llu", (unsigned long long)r);
+  complete_ev(w, name, "replay", tid, rr->t_arm, rr->t_done);
+  fprintf(w->f, ", \"args\": {\"replay\": %llu, \"status\": \"%s\"}}",
+          (unsigned long long)r, status_text(rr->status));
+  for (uint32_t u = 0; u < t->nunits; u++) {
+    const rp_trace_rec *rec = &t->recs[(r - t->from) * t->nunits + u];
+    if (rec->t_end)
+      unit_events(w, ex, rec, u, r);
+  }
+}
+
+/* The earliest timestamp of the traced replays [from, end). */
+static uint64_t trace_base(const struct rp_trace *t, uint64_t end) {
+  uint64_t base = UINT64_MAX;
+  for (uint64_t r = t->from; r < end; r++)
+    if (t->replays[r - t->from].t_arm && t->replays[r - t->from].t_arm < base)
+      base = t->replays[r - t->from].t_arm;
+  return base == UINT64_MAX ? 0 : base;
+}
+
+static void write_tracks(tw *w, const rp_exec *ex, uint64_t nrep) {
+  char name[64];
+  snprintf(name, sizeof name, "reprise exec (%u ops, %u units)", ex->g->nops,
+           ex->nunits);
+  ev_sep(w);
+  fprintf(w->f,
+          "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %ld, "
+          "\"tid\": 0, \"args\": {\"name\": \"",
+          w->pid);
+  json_str(w->f, name);
+  fprintf(w->f, "\"}}");
+  for (uint32_t l = 0; l < ex->nlanes; l++) {
+    snprintf(name, sizeof name, "worker %u", l);
+    meta(w, "thread_name", l, name, l);
+  }
+  for (uint32_t k = 0; k < ex->max_inflight && k < nrep; k++) {
+    snprintf(name, sizeof name, "replays (slot %u)", k);
+    meta(w, "thread_name", RP_TRACE_SLOT_TID + k, name, ex->nlanes + k);
+  }
+}
+
+static void write_trace(const rp_exec *ex, const struct rp_trace *t,
+                        uint64_t end, FILE *f) {
+  tw w = {
+      .f = f, .base = trace_base(t, end), .pid = (long)getpid(), .first = 1};
+  fprintf(f,
+          "{\"displayTimeUnit\": \"ns\",\n \"otherData\": {\"producer\": "
+          "\"reprise %s\", \"replays_traced\": %llu, \"replays_armed\": "
+          "%llu, \"units_per_replay\": %u},\n \"traceEvents\": [",
+          rp_version_string(), (unsigned long long)(end - t->from),
+          (unsigned long long)(t->to - t->from), t->nunits);
+  write_tracks(&w, ex, end - t->from);
+  for (uint64_t r = t->from; r < end; r++)
+    replay_events(&w, ex, t, r);
+  fprintf(f, "\n]}\n");
+}
+
+rp_status rp_exec_trace_write(rp_exec *ex, const char *path) {
+  rp_status st = check_exec(ex, "rp_exec_trace_write");
+  if (st)
+    return st;
+  if (!path)
+    return rp__err(RP_EINVAL, "rp_exec_trace_write: NULL path");
+  struct rp_trace *t = ex->trace;
+  if (!t)
+    return rp__err(RP_EINVAL, "rp_exec_trace_write: no trace armed "
+                              "(rp_exec_trace_start first)");
+  /* Every issued replay completes and every worker leaves the exec: the
+   * records are complete and no worker reads them any more. Replays of the
+   * window that were never issued are left out. */
+  rp__exec_quiesce(ex);
+  uint64_t end = ex->issued < t->to ? ex->issued : t->to;
+  if (end < t->from)
+    end = t->from;
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return rp__err(RP_EIO, "rp_exec_trace_write: cannot create '%s': %s", path,
+                   strerror(errno));
+  write_trace(ex, t, end, f);
+  int bad = ferror(f), err = bad ? errno : 0;
+  if (!bad && fflush(f) != 0)
+    bad = 1, err = errno;
+  if (fclose(f) != 0 && !bad)
+    bad = 1, err = errno;
+  if (bad)
+    return rp__err(RP_EIO, "rp_exec_trace_write: writing '%s' failed: %s", path,
+                   strerror(err ? err : EIO));
+  rp__trace_free(ex); /* recording stops; a failed write keeps it armed */
+  return RP_OK;
+}

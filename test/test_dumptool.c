@@ -1,0 +1,1152 @@
+/* Debugging tools (issue 7): `reprise dump` (formats, --schedule, --stats,
+ * --lint), REPRISE_DUMP, replay traces (rp_exec_trace_start/write) and
+ * `reprise plot` / `reprise bench --plot`. The CLI is the built binary
+ * (REPRISE_CLI_PATH); the lint's GPU checks also run on hand-built models
+ * (tools/dump_lint.c), so they are tested without a GPU. Asserts
+ * behaviour, never timings. */
+#include "helpers.h"
+
+#include "kernels/tasks.h"
+#include "tools/dump_model.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef REPRISE_HAVE_CJSON
+#include <cJSON.h>
+#endif
+
+#ifndef REPRISE_CLI_PATH
+#error "test/CMakeLists.txt passes the path of the reprise binary"
+#endif
+
+/* Internal (replay/trace.c): clock reads taken for traces. */
+uint64_t rp__exec_trace_clock_reads(const rp_exec *ex);
+
+/* ---- running the CLI ---- */
+
+typedef struct cli_run {
+  int status; /* exit status, -1 when it did not exit normally */
+  char out[65536];
+  char err[16384];
+} cli_run;
+
+static void slurp(int fd, char *buf, size_t cap) {
+  lseek(fd, 0, SEEK_SET);
+  ssize_t n = read(fd, buf, cap - 1);
+  buf[n > 0 ? n : 0] = '\0';
+  close(fd);
+}
+
+static void run_cli(cli_run *r, const char *const *args) {
+  char *argv[32] = {(char *)"reprise"};
+  for (int i = 0; args[i]; i++) {
+    cr_assert_lt(i + 2, 32);
+    argv[i + 1] = (char *)args[i];
+  }
+  char outp[] = "/tmp/rp_dt_out_XXXXXX", errp[] = "/tmp/rp_dt_err_XXXXXX";
+  int fo = mkstemp(outp), fe = mkstemp(errp);
+  cr_assert(fo >= 0 && fe >= 0, "mkstemp");
+  unlink(outp);
+  unlink(errp);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0, "fork");
+  if (pid == 0) {
+    dup2(fo, 1);
+    dup2(fe, 2);
+    execv(REPRISE_CLI_PATH, argv);
+    _exit(127);
+  }
+  int ws;
+  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  slurp(fo, r->out, sizeof r->out);
+  slurp(fe, r->err, sizeof r->err);
+}
+
+#define RUN(r, ...) run_cli((r), (const char *const[]){__VA_ARGS__, NULL})
+
+static int have_tool(const char *name) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
+  return system(cmd) == 0;
+}
+
+/* ---- files ---- */
+
+static char tmpdir[64];
+
+static void make_tmpdir(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/rp_dumptool_XXXXXX");
+  cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+static const char *tmp_path(const char *name) {
+  static char buf[8][160];
+  static int k;
+  char *p = buf[k++ % 8];
+  snprintf(p, 160, "%s/%s", tmpdir, name);
+  return p;
+}
+
+static char *read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+  b[n] = 0;
+  fclose(f);
+  if (len)
+    *len = (size_t)n;
+  return b;
+}
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* ---- graphs built in this process, saved for the CLI ---- */
+
+typedef struct fixture {
+  rp_runtime *rt;
+  rp_kernel_tasks k;
+  rp_graph *g;
+  rp_inst in[6]; /* f32 [0..15] each */
+} fixture;
+
+static void fx_init(fixture *fx) {
+  fx->rt = th_cpu_runtime(2);
+  RP_CHECK(rp_kernels_register(fx->rt, &fx->k));
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(fx->rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, 15);
+  for (int i = 0; i < 6; i++)
+    RP_CHECK(rp_instance_create(fx->rt, sys, RP_F32, &r, NULL, &fx->in[i]));
+  RP_CHECK(rp_graph_create(fx->rt, &fx->g));
+}
+
+static void fx_fini(fixture *fx) {
+  RP_CHECK(rp_graph_destroy(fx->g));
+  for (int i = 0; i < 6; i++)
+    RP_CHECK(rp_instance_free(fx->rt, fx->in[i]));
+  th_destroy(fx->rt);
+}
+
+static const rp_scalar_args SCALAR = {.value = 0.5f, .n = 0};
+
+/* A built-in task on proc with accesses (inst index, privilege) pairs. */
+static rp_op_id task_op(fixture *fx, rp_task_id t, rp_proc proc, uint64_t cost,
+                        uint32_t n, const int *pairs) {
+  rp_access acc[4];
+  for (uint32_t i = 0; i < n; i++)
+    acc[i] = (rp_access){fx->in[pairs[2 * i]], (rp_privilege)pairs[2 * i + 1],
+                         RP_REDOP_NONE};
+  rp_launch l = {.task = t,
+                 .proc = proc,
+                 .accesses = acc,
+                 .naccess = n,
+                 .args = &SCALAR,
+                 .args_size = sizeof SCALAR,
+                 .cost_ns = cost};
+  rp_op_id id;
+  RP_CHECK(rp_graph_add_task(fx->g, &l, &id));
+  return id;
+}
+
+#define FILL(fx, proc, cost, x)                                                \
+  task_op((fx), (fx)->k.fill, (proc), (cost), 1, (const int[]){(x), RP_WRITE})
+#define SCALE(fx, proc, cost, x)                                               \
+  task_op((fx), (fx)->k.scale, (proc), (cost), 1, (const int[]){(x), RP_RW})
+#define AXPY(fx, proc, cost, x, y)                                             \
+  task_op((fx), (fx)->k.axpy, (proc), (cost), 2,                               \
+          (const int[]){(x), RP_READ, (y), RP_RW})
+
+static rp_op_id copy_op(fixture *fx, int src, int dst, int64_t lo, int64_t hi) {
+  rp_copy c = {.src = fx->in[src],
+               .dst = fx->in[dst],
+               .domain = RP_DOMAIN_RECT,
+               .rect = rp_rect_1d(lo, hi)};
+  rp_op_id id;
+  RP_CHECK(rp_graph_add_copy(fx->g, &c, &id));
+  return id;
+}
+
+static void edge(fixture *fx, rp_op_id a, rp_op_id b) {
+  RP_CHECK(rp_graph_add_edge(fx->g, a, b));
+}
+
+/* The clean graph: every write is read by another op, no edge implied by
+ * others, no copies to merge.
+ *   0 fill x -> 1 scale x -> 2 axpy(x -> y) -> 3 axpy(y -> x), plus a
+ *   copy x -> z (4) after 1 that op 5 (axpy z -> y) reads. */
+static void build_clean(fixture *fx) {
+  rp_op_id a = FILL(fx, 0, 100, 0), b = SCALE(fx, 0, 200, 0);
+  rp_op_id c = AXPY(fx, 1, 300, 0, 1), d = AXPY(fx, RP_PROC_ANY, 50, 1, 0);
+  rp_op_id e = copy_op(fx, 0, 2, 0, 15), f = AXPY(fx, 1, 0, 2, 1);
+  edge(fx, a, b);
+  edge(fx, b, c);
+  edge(fx, c, d);
+  edge(fx, b, e);
+  edge(fx, e, f);
+  edge(fx, f, d);
+  rp_port_id pre, post;
+  RP_CHECK(rp_graph_add_precondition(fx->g, "batch", &pre));
+  RP_CHECK(rp_graph_bind_precondition(fx->g, pre, a));
+  RP_CHECK(rp_graph_add_postcondition(fx->g, "step", &post));
+  RP_CHECK(rp_graph_bind_postcondition(fx->g, post, d));
+  RP_CHECK(rp_graph_add_interp(fx->g, b, &(rp_interp){0, 0, 4}));
+}
+
+static const char *save(fixture *fx, const char *name) {
+  const char *path = tmp_path(name);
+  rp_status st = rp_graph_save(fx->g, path);
+  if (st == RP_EUNSUPPORTED)
+    cr_skip_test("graph files need cJSON, which this build lacks");
+  RP_CHECK(st);
+  return path;
+}
+
+/* ---- dump: formats ---- */
+
+Test(dump, text_names_ops_accesses_edges_ports) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  const char *want[] = {"graph: 6 ops, 6 edges, 1 preconditions",
+                        "op 0: task 'rp.fill' proc 0",
+                        "op 2: task 'rp.axpy' proc 1",
+                        "op 3: task 'rp.axpy' proc any",
+                        "cost 300 ns",
+                        "op 4: copy domain rect [0..15] redop none",
+                        "interp 0: replay args [0, +4) -> args [0]",
+                        "edge 2 -> 3",
+                        "precondition 0 'batch' -> ops 0",
+                        "postcondition 0 'step' <- ops 3"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
+  cr_assert_null(strstr(r.err, "placeholder"), "built-in tasks: %s", r.err);
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+Test(dump, schedule_appends_the_per_worker_lists) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--schedule", "--cpus", "2");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "\nschedule:\nexec: 6 ops, 6 units"), "%s", r.out);
+  cr_assert(strstr(r.out, "lane 0 (worker 0)"), "%s", r.out);
+  cr_assert(strstr(r.out, "lane 1 (worker 1)"), "%s", r.out);
+  cr_assert(strstr(r.out, "pre('batch')"), "%s", r.out);
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+#ifdef REPRISE_HAVE_CJSON
+Test(dump, json_is_a_graph_file_and_schedule_wraps_it) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--format", "json");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cJSON *doc = cJSON_Parse(r.out);
+  cr_assert_not_null(doc, "not JSON:\n%s", r.out);
+  cr_assert_str_eq(cJSON_GetObjectItem(doc, "format")->valuestring,
+                   "reprise-graph");
+  cJSON_Delete(doc);
+  RUN(&r, "dump", g, "--format", "json", "--schedule");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  doc = cJSON_Parse(r.out);
+  cr_assert_not_null(doc, "not JSON:\n%s", r.out);
+  cJSON *graph = cJSON_GetObjectItem(doc, "graph");
+  cJSON *sched = cJSON_GetObjectItem(doc, "schedule");
+  cr_assert_not_null(graph);
+  cr_assert_not_null(sched);
+  cr_assert_eq(cJSON_GetObjectItem(sched, "units")->valueint, 6);
+  cr_assert(cJSON_IsArray(cJSON_GetObjectItem(sched, "lanes")));
+  cJSON_Delete(doc);
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+#endif
+
+/* Renders path.dot with Graphviz and returns the SVG text. */
+static char *render(const char *dot) {
+  char svg[200], cmd[512];
+  snprintf(svg, sizeof svg, "%s.svg", dot);
+  snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s' 2>&1", dot, svg);
+  cr_assert_eq(system(cmd), 0, "dot failed on:\n%s", read_all(dot, NULL));
+  return read_all(svg, NULL);
+}
+
+Test(dump, dot_renders_with_graphviz_and_names_every_op) {
+  if (!have_tool("dot"))
+    cr_skip_test("Graphviz (dot) is not installed");
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  const char *g = save(&fx, "g.json");
+  const char *gv = tmp_path("g.dot"), *both = tmp_path("both.dot");
+  cli_run r;
+  RUN(&r, "dump", g, "--format", "dot", "-o", gv);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  char *svg = render(gv);
+  const char *names[] = {"rp.fill", "rp.scale", "rp.axpy",
+                         "rp.axpy", "copy",     "rp.axpy"};
+  for (int i = 0; i < 6; i++) {
+    char label[64];
+    snprintf(label, sizeof label, "%d: %s", i, names[i]);
+    cr_assert(strstr(svg, label), "op %d ('%s') not in the SVG", i, label);
+  }
+  free(svg);
+  /* with the schedule: still one digraph, one SVG */
+  RUN(&r, "dump", g, "--format", "dot", "--schedule", "-o", both);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  svg = render(both);
+  cr_assert(strstr(svg, "0: rp.fill"), "graph part missing");
+  cr_assert(strstr(svg, "op 0 rp.fill#0"), "schedule part missing");
+  cr_assert_null(strstr(strstr(svg, "<svg") + 4, "<svg"), "two SVGs");
+  free(svg);
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+/* ---- dump: stats ---- */
+
+Test(dump, stats_on_a_known_graph) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--stats");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  /* edges 0-1 1-2 2-3 1-4 4-5 5-3; costs 100 200 300 50 0 0 */
+  const char *want[] = {
+      "ops: 6 (5 tasks, 1 copies), 6 units",
+      "edges: 6, instances: 3, preconditions: 1, postconditions: 1",
+      "task  proc 0 (cpu)       2 ops",
+      "task  proc 1 (cpu)       2 ops",
+      "task  any CPU worker     1 ops",
+      "copy  (no processor)     1 ops",
+      "rp.axpy                  3",
+      "critical path: 5 ops: 0 -> 1 -> 4 -> 5 -> 3",
+      "critical path by cost hints: 650 ns over 4 ops: 0 -> 1 -> 2 -> 3",
+      "(2 of 6 ops have no cost hint: counted as 0 ns)",
+      "width: 2 at depth 2: ops 2, 4 (the widest topological level"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
+  cr_assert_null(strstr(r.out, "op 0: task"), "--stats alone: no dump");
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+/* ---- dump: lint on crafted graphs ---- */
+
+Test(lint, clean_graph_has_no_findings) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint", "--strict");
+  cr_assert_eq(r.status, 0, "stdout: %s\nstderr: %s", r.out, r.err);
+  cr_assert(strstr(r.out, "lint: no findings (6 ops, 6 edges checked)"), "%s",
+            r.out);
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+Test(lint, redundant_edge_is_named_and_strict_exits_1) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  edge(&fx, 0, 2); /* implied by 0 -> 1 -> 2 */
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint");
+  cr_assert_eq(r.status, 0, "findings alone exit 0: %s", r.err);
+  cr_assert(strstr(r.out, "redundant-edge: op 0 (rp.fill) -> op 2 (rp.axpy): "
+                          "implied by the path through op 1 (rp.scale)\n"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "lint: 1 finding (runahead 0, contract 0, "
+                          "redundant-edge 1, unread-result 0, "
+                          "mergeable-copies 0)"),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--lint", "--strict");
+  cr_assert_eq(r.status, 1);
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+Test(lint, unread_results_are_named_through_unread_readers) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  /* 6 fills w (inst 3); 7 reads w into v (inst 4); nobody reads v: both
+   * are unread, 6 only through 7 */
+  rp_op_id a = FILL(&fx, 0, 0, 3), b = AXPY(&fx, 0, 0, 3, 4);
+  edge(&fx, a, b);
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "unread-result: op 6 (rp.fill) writes instance 3 "
+                          "(f32 [0..15], system memory), read only by unread "
+                          "ops 7;"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "unread-result: op 7 (rp.axpy) writes instance 4 "
+                          "(f32 [0..15], system memory), which no other op "
+                          "reads;"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "unread-result 2"), "%s", r.out);
+  /* a postcondition on 7 makes both live */
+  fx_fini(&fx);
+  fixture fy;
+  fx_init(&fy);
+  build_clean(&fy);
+  a = FILL(&fy, 0, 0, 3), b = AXPY(&fy, 0, 0, 3, 4);
+  edge(&fy, a, b);
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_postcondition(fy.g, "out", &p));
+  RP_CHECK(rp_graph_bind_postcondition(fy.g, p, b));
+  g = save(&fy, "g2.json");
+  RUN(&r, "dump", g, "--lint");
+  cr_assert(strstr(r.out, "lint: no findings"), "%s", r.out);
+  fx_fini(&fy);
+  remove_tmpdir();
+}
+
+Test(lint, mergeable_copies_are_named_unless_an_op_is_between) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  /* 6, 7: x -> v (inst 4) over [0..7] and [8..15], unordered; 8 reads v */
+  rp_op_id c1 = copy_op(&fx, 0, 4, 0, 7), c2 = copy_op(&fx, 0, 4, 8, 15);
+  rp_op_id rd = AXPY(&fx, 0, 0, 4, 1);
+  edge(&fx, 1, c1);
+  edge(&fx, 1, c2);
+  edge(&fx, c1, rd);
+  edge(&fx, c2, rd);
+  edge(&fx, rd, 3);
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "mergeable-copies: ops 6 and 7 (copy instance 0 -> "
+                          "instance 3) move [0..7] and [8..15], adjacent "
+                          "rectangles: one copy over [0..15] would do"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "mergeable-copies 1)"), "%s", r.out);
+  fx_fini(&fx);
+  /* an op ordered between the two copies keeps them apart */
+  fixture fy;
+  fx_init(&fy);
+  build_clean(&fy);
+  c1 = copy_op(&fy, 0, 4, 0, 7);
+  rd = AXPY(&fy, 0, 0, 4, 1);
+  c2 = copy_op(&fy, 0, 4, 8, 15);
+  edge(&fy, 1, c1);
+  edge(&fy, c1, rd);
+  edge(&fy, rd, c2);
+  edge(&fy, c2, 3);
+  edge(&fy, rd, 3);
+  g = save(&fy, "g2.json");
+  RUN(&r, "dump", g, "--lint");
+  cr_assert_null(strstr(r.out, "mergeable-copies:"), "%s", r.out);
+  fx_fini(&fy);
+  remove_tmpdir();
+}
+
+Test(lint, unknown_tasks_run_as_placeholders_with_unknown_contracts) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      fx.rt, &(rp_task_desc){.name = "my.log", .cpu_fn = rp_task_fill_cpu},
+      &t));
+  rp_access acc = {fx.in[0], RP_READ, RP_REDOP_NONE};
+  rp_launch l = {.task = t, .proc = 0, .accesses = &acc, .naccess = 1};
+  RP_CHECK(rp_graph_add_task(fx.g, &l, NULL));
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.err, "no-op placeholders (contract unknown): my.log"),
+            "%s", r.err);
+  cr_assert(strstr(r.out, "note: 1 ops run tasks whose contract is unknown"),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--lint", "--contract", "my.log=host");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert_null(strstr(r.out, "note:"), "%s", r.out);
+  cr_assert_null(strstr(r.err, "placeholders"), "%s", r.err);
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+/* The GPU checks through the CLI need a GPU to load the file into. */
+Test(lint, gpu_runahead_and_contract_through_the_cli) {
+  const char *why;
+  if (!th_cuda_available(&why))
+    cr_skip_test("%s (the same checks run on models in lint_model)", why);
+  make_tmpdir();
+  rp_runtime *rt = th_runtime(RP_BACKEND_CUDA, 1);
+  rp_task_id dev, host;
+  RP_CHECK(rp_task_register(rt,
+                            &(rp_task_desc){.name = "t.dev",
+                                            .gpu_fn = rp_task_fill_cpu,
+                                            .flags = RP_TASK_STREAM_ORDERED},
+                            &dev));
+  RP_CHECK(rp_task_register(rt,
+                            &(rp_task_desc){.name = "t.host",
+                                            .cpu_fn = rp_task_fill_cpu,
+                                            .gpu_fn = rp_task_fill_cpu,
+                                            .flags = RP_TASK_HOST},
+                            &host));
+  rp_mem gm;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_GPU, 0, &gm));
+  rp_rect r16 = rp_rect_1d(0, 15);
+  rp_inst a;
+  RP_CHECK(rp_instance_create(rt, gm, RP_F32, &r16, NULL, &a));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_access acc = {a, RP_RW, RP_REDOP_NONE};
+  rp_op_id o[3];
+  for (int i = 0; i < 3; i++) {
+    rp_launch l = {
+        .task = i == 1 ? host : dev, .proc = 1, .accesses = &acc, .naccess = 1};
+    RP_CHECK(rp_graph_add_task(g, &l, &o[i]));
+  }
+  RP_CHECK(rp_graph_add_edge(g, o[0], o[1]));
+  RP_CHECK(rp_graph_add_edge(g, o[1], o[2]));
+  const char *path = tmp_path("gpu.json");
+  if (rp_graph_save(g, path) == RP_EUNSUPPORTED)
+    cr_skip_test("graph files need cJSON, which this build lacks");
+  cli_run r;
+  RUN(&r, "dump", path, "--lint", "--cpus", "1", "--contract", "t.dev=stream",
+      "--contract", "t.host=host");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "runahead: op 1 (t.host), a HOST task on proc 1 "
+                          "(gpu), sits between the device ops op 0"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "contract: op 1 (t.host) is a HOST task on proc 1 "
+                          "(gpu), but every instance it accesses is in "
+                          "device memory"),
+            "%s", r.out);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  th_destroy(rt);
+  remove_tmpdir();
+}
+
+/* ---- lint on models: GPU processors without a GPU ---- */
+
+typedef struct model {
+  dm_graph m;
+  dm_op ops[4];
+  dm_inst insts[3];
+  dm_access acc[4][2];
+  dm_edge edges[4];
+  rp_proc_kind kinds[3]; /* procs 0, 1 CPU; 2 GPU */
+} model;
+
+/* Three tasks in a line, 0 -> 1 -> 2: the outer two STREAM_ORDERED on the
+ * GPU (proc 2) over device memory, the middle one as given. */
+static void model_line(model *md, unsigned mid_flags, rp_proc mid_proc,
+                       rp_mem_kind mid_mem) {
+  memset(md, 0, sizeof *md);
+  md->kinds[0] = md->kinds[1] = RP_PROC_CPU;
+  md->kinds[2] = RP_PROC_GPU;
+  md->insts[0] = (dm_inst){RP_MEM_GPU, 0, RP_F32, rp_rect_1d(0, 15)};
+  md->insts[1] = (dm_inst){mid_mem, mid_mem == RP_MEM_GPU ? 0 : -1, RP_F32,
+                           rp_rect_1d(0, 15)};
+  for (uint32_t i = 0; i < 3; i++) {
+    int mid = i == 1;
+    /* the middle op only reads: none of its results goes unread */
+    md->acc[i][0] =
+        (dm_access){mid ? 1 : 0, mid ? RP_READ : RP_RW, RP_REDOP_NONE};
+    md->acc[i][1] = (dm_access){0, RP_READ, RP_REDOP_NONE};
+    md->ops[i] = (dm_op){.kind = RP_OP_TASK,
+                         .name = mid ? "host.step" : "dev.kernel",
+                         .proc = mid ? mid_proc : 2,
+                         .pkind = md->kinds[mid ? mid_proc : 2],
+                         .shards = 1,
+                         .flags = mid ? mid_flags : RP_TASK_STREAM_ORDERED,
+                         .contract_known = 1,
+                         .acc = md->acc[i],
+                         .nacc = mid ? 2 : 1};
+  }
+  md->edges[0] = (dm_edge){0, 1};
+  md->edges[1] = (dm_edge){1, 2};
+  md->m = (dm_graph){.ops = md->ops,
+                     .nops = 3,
+                     .insts = md->insts,
+                     .ninsts = 2,
+                     .edges = md->edges,
+                     .nedges = 2,
+                     .proc_kinds = md->kinds,
+                     .nprocs = 3};
+}
+
+/* Runs the lint on a model; returns its text (caller frees). */
+static char *lint_model(const dm_graph *m, uint32_t *n) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  cr_assert_not_null(f);
+  cr_assert_eq(dm_lint(m, f, stderr, n), 0);
+  fclose(f);
+  return text;
+}
+
+Test(lint_model, host_task_between_device_ops_stops_runahead) {
+  model md;
+  model_line(&md, RP_TASK_HOST, 0, RP_MEM_PINNED);
+  md.ops[1].nacc = 1; /* pinned memory only: no contract finding */
+  uint32_t n;
+  char *out = lint_model(&md.m, &n);
+  cr_assert(strstr(out, "runahead: op 1 (host.step), a HOST task on proc 0 "
+                        "(cpu), sits between the device ops op 0 (dev.kernel) "
+                        "on proc 2 (gpu) and op 2 (dev.kernel) on proc 2 "
+                        "(gpu): the host waits for op 0 to finish"),
+            "%s", out);
+  cr_assert_eq(n, 1, "%s", out);
+  free(out);
+  /* made STREAM_ORDERED (on the GPU, over pinned memory) it is fine */
+  model_line(&md, RP_TASK_STREAM_ORDERED, 2, RP_MEM_PINNED);
+  out = lint_model(&md.m, &n);
+  cr_assert_eq(n, 0, "%s", out);
+  free(out);
+  /* unknown contracts are not judged */
+  model_line(&md, RP_TASK_HOST, 0, RP_MEM_PINNED);
+  md.ops[1].contract_known = 0;
+  out = lint_model(&md.m, &n);
+  cr_assert_eq(n, 0, "%s", out);
+  cr_assert(strstr(out, "note: 1 ops run tasks whose contract is unknown"));
+  free(out);
+}
+
+Test(lint_model, contracts_that_contradict_the_memory) {
+  model md;
+  uint32_t n;
+  /* HOST on the GPU over device memory only: should be STREAM_ORDERED */
+  model_line(&md, RP_TASK_HOST, 2, RP_MEM_GPU);
+  char *out = lint_model(&md.m, &n);
+  cr_assert(strstr(out, "contract: op 1 (host.step) is a HOST task on proc 2 "
+                        "(gpu), but every instance it accesses is in device "
+                        "memory"),
+            "%s", out);
+  free(out);
+  /* HOST on a CPU worker touching device memory: the host cannot */
+  model_line(&md, RP_TASK_HOST, 1, RP_MEM_SYSTEM);
+  out = lint_model(&md.m, &n);
+  cr_assert(strstr(out, "contract: op 1 (host.step) is a HOST task on proc 1 "
+                        "(cpu), but it accesses instance 0 (f32 [0..15], gpu "
+                        "memory of device 0), which the host cannot address"),
+            "%s", out);
+  free(out);
+  /* STREAM_ORDERED on the GPU over pageable memory */
+  model_line(&md, RP_TASK_STREAM_ORDERED, 2, RP_MEM_SYSTEM);
+  out = lint_model(&md.m, &n);
+  cr_assert(strstr(out, "contract: op 1 (host.step) is STREAM_ORDERED on proc "
+                        "2 (gpu), but it accesses instance 1 (f32 [0..15], "
+                        "system memory) (pageable host memory)"),
+            "%s", out);
+  cr_assert_eq(n, 1, "%s", out);
+  free(out);
+  /* STREAM_ORDERED on a CPU worker over host memory: the CPU backend's
+   * own convention (kernels/tasks.h), not a finding */
+  model_line(&md, RP_TASK_STREAM_ORDERED, 0, RP_MEM_SYSTEM);
+  md.ops[1].acc = &md.acc[1][0];
+  md.ops[1].nacc = 1;
+  out = lint_model(&md.m, &n);
+  cr_assert_null(strstr(out, "contract:"), "%s", out);
+  free(out);
+}
+
+/* ---- dump: bad input ---- */
+
+Test(dump, bad_input_says_why_and_exits_1_or_2) {
+  make_tmpdir();
+  cli_run r;
+  /* usage: found before the file is read */
+  const char *any = tmp_path("any.json");
+  const char *usage[][3] = {{"--format", "svg", NULL},
+                            {"--strict", NULL, NULL},
+                            {"--cpus", "0", NULL},
+                            {"--contract", "x=gpu", NULL},
+                            {"--bogus", NULL, NULL}};
+  for (size_t i = 0; i < sizeof usage / sizeof *usage; i++) {
+    if (usage[i][1])
+      RUN(&r, "dump", any, usage[i][0], usage[i][1]);
+    else
+      RUN(&r, "dump", any, usage[i][0]);
+    cr_assert_eq(r.status, 2, "%s -> %d", usage[i][0], r.status);
+    cr_assert(strstr(r.err, "reprise dump"), "%s", r.err);
+  }
+  RUN(&r, "dump");
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "missing the graph FILE"), "%s", r.err);
+#ifdef REPRISE_HAVE_CJSON
+  RUN(&r, "dump", tmp_path("missing.json"));
+  cr_assert_eq(r.status, 1);
+  cr_assert(strstr(r.err, "cannot load") && strstr(r.err, "RP_ENOENT"), "%s",
+            r.err);
+  const char *bad = tmp_path("bad.json");
+  write_text(bad, "{\"format\": \"reprise-graph\", \"version\": 1, ");
+  RUN(&r, "dump", bad);
+  cr_assert_eq(r.status, 1);
+  cr_assert(strstr(r.err, "RP_EFORMAT"), "%s", r.err);
+  /* a changed value: the checksum no longer matches */
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  const char *g = save(&fx, "g.json");
+  char *text = read_all(g, NULL);
+  char *cost = strstr(text, "\"cost_ns\":\t300");
+  cr_assert_not_null(cost, "%s", text);
+  cost[strlen("\"cost_ns\":\t")] = '4';
+  write_text(g, text);
+  free(text);
+  RUN(&r, "dump", g);
+  cr_assert_eq(r.status, 1);
+  cr_assert(strstr(r.err, "RP_ECHECKSUM"), "%s", r.err);
+  cr_assert_str_empty(r.out);
+  fx_fini(&fx);
+#else
+  RUN(&r, "dump", any);
+  cr_assert_eq(r.status, 1);
+  cr_assert(strstr(r.err, "RP_EUNSUPPORTED"), "%s", r.err);
+#endif
+  remove_tmpdir();
+}
+
+/* ---- REPRISE_DUMP ---- */
+
+__attribute__((unused)) static int
+count_files(const char *dir, const char *suffix, char *first, size_t cap) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null", dir);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  char line[128];
+  int n = 0;
+  while (fgets(line, sizeof line, p)) {
+    line[strcspn(line, "\n")] = 0;
+    size_t l = strlen(line), s = strlen(suffix);
+    if (l > s && !strcmp(line + l - s, suffix) && !strncmp(line, "exec-", 5)) {
+      if (!n++ && first)
+        snprintf(first, cap, "%s/%s", dir, line);
+    }
+  }
+  pclose(p);
+  return n;
+}
+
+#ifdef REPRISE_HAVE_CJSON /* the graph file needs it */
+Test(env, reprise_dump_writes_the_graph_and_the_schedule_per_exec) {
+  make_tmpdir();
+  const char *dir = tmp_path("dumps");
+  setenv("REPRISE_DUMP", dir, 1);
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  rp_exec *e1, *e2;
+  RP_CHECK(rp_instantiate(fx.g, NULL, &e1));
+  RP_CHECK(rp_instantiate(fx.g, NULL, &e2));
+  unsetenv("REPRISE_DUMP");
+  char graph[512], sched[512];
+  cr_assert_eq(count_files(dir, ".graph.json", graph, sizeof graph), 2);
+  cr_assert_eq(count_files(dir, ".schedule.txt", sched, sizeof sched), 2);
+  char want[64];
+  snprintf(want, sizeof want, "/exec-%ld-", (long)getpid());
+  cr_assert(strstr(graph, want), "%s", graph);
+  /* the graph file loads back; the schedule is the exec dump */
+  rp_graph *back;
+  rp_inst insts[3] = {fx.in[0], fx.in[1], fx.in[2]};
+  RP_CHECK(rp_graph_load(fx.rt, graph, insts, 3, &back));
+  cr_assert_eq(rp_graph_op_count(back), 6);
+  RP_CHECK(rp_graph_destroy(back));
+  char *s = read_all(sched, NULL);
+  cr_assert(strstr(s, "exec: 6 ops, 6 units"), "%s", s);
+  free(s);
+  RP_CHECK(rp_exec_destroy(e1));
+  RP_CHECK(rp_exec_destroy(e2));
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+#endif
+
+Test(env, reprise_dump_failures_are_said_once_and_never_fail) {
+  make_tmpdir();
+  const char *file = tmp_path("not-a-dir");
+  write_text(file, "x");
+  char dir[200];
+  snprintf(dir, sizeof dir, "%s/sub", file); /* under a regular file */
+  setenv("REPRISE_DUMP", dir, 1);
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  fflush(stderr);
+  char errp[] = "/tmp/rp_dt_stderr_XXXXXX";
+  int fe = mkstemp(errp), saved = dup(2);
+  cr_assert(fe >= 0 && saved >= 0);
+  unlink(errp);
+  dup2(fe, 2);
+  rp_exec *e1 = NULL, *e2 = NULL;
+  rp_status s1 = rp_instantiate(fx.g, NULL, &e1);
+  rp_status s2 = rp_instantiate(fx.g, NULL, &e2);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  unsetenv("REPRISE_DUMP");
+  char err[4096];
+  slurp(fe, err, sizeof err);
+  cr_assert_eq(s1, RP_OK);
+  cr_assert_eq(s2, RP_OK);
+  cr_assert(strstr(err, "REPRISE_DUMP="), "%s", err);
+  char *second = strstr(strstr(err, "REPRISE_DUMP=") + 1, "REPRISE_DUMP=");
+  cr_assert_null(second, "said twice:\n%s", err);
+  RP_CHECK(rp_exec_destroy(e1));
+  RP_CHECK(rp_exec_destroy(e2));
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+/* ---- traces ---- */
+
+/* A graph over two workers with cross-worker waits and a copy. */
+static rp_exec *trace_exec(fixture *fx) {
+  build_clean(fx);
+  rp_exec_opts o = {.no_replace = 1};
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(fx->g, &o, &ex));
+  return ex;
+}
+
+static void replays(fixture *fx, rp_exec *ex, int n) {
+  for (int i = 0; i < n; i++) {
+    rp_event pre, done;
+    RP_CHECK(rp_event_create(fx->rt, &pre));
+    RP_CHECK(rp_event_trigger(fx->rt, pre));
+    float lr = 0.5f;
+    rp_replay_args a = {
+        .args = &lr, .args_size = sizeof lr, .pre = &pre, .npre = 1};
+    RP_CHECK(rp_replay(ex, &a, &done));
+    RP_CHECK(rp_event_wait(fx->rt, done, -1));
+    RP_CHECK(rp_event_release(fx->rt, done));
+    RP_CHECK(rp_event_release(fx->rt, pre));
+  }
+}
+
+Test(trace, off_takes_no_clock_reads) {
+  fixture fx;
+  fx_init(&fx);
+  rp_exec *ex = trace_exec(&fx);
+  replays(&fx, ex, 20);
+  cr_assert_eq(rp__exec_trace_clock_reads(ex), 0);
+  RP_CHECK(rp_exec_destroy(ex));
+  fx_fini(&fx);
+}
+
+#ifdef REPRISE_HAVE_CJSON
+static const char *const OP_NAMES[6] = {"rp.fill", "rp.scale",     "rp.axpy",
+                                        "rp.axpy", "reprise.copy", "rp.axpy"};
+
+/* Per replay r: the X events of its ops (cat task or copy), checked
+ * against the replay's own span. */
+static void check_trace(const cJSON *doc, uint64_t first, int nrep) {
+  const cJSON *evs = cJSON_GetObjectItem(doc, "traceEvents"), *e;
+  cr_assert(cJSON_IsArray(evs));
+  int ops[8][6] = {{0}}, threads = 0;
+  double span0[8], span1[8];
+  cJSON_ArrayForEach(e, evs) {
+    const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
+    const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
+    if (!strcmp(ph, "M")) {
+      threads += !strcmp(name, "thread_name");
+      continue;
+    }
+    cr_assert_str_eq(ph, "X");
+    const char *cat = cJSON_GetObjectItem(e, "cat")->valuestring;
+    const cJSON *args = cJSON_GetObjectItem(e, "args");
+    int r = (int)(cJSON_GetObjectItem(args, "replay")->valuedouble - first);
+    cr_assert(r >= 0 && r < nrep, "replay %d", r);
+    double ts = cJSON_GetObjectItem(e, "ts")->valuedouble;
+    double dur = cJSON_GetObjectItem(e, "dur")->valuedouble;
+    cr_assert(ts >= 0 && dur >= 0 && dur < 1e7, "ts %g dur %g", ts, dur);
+    if (!strcmp(cat, "replay")) {
+      span0[r] = ts, span1[r] = ts + dur;
+    } else if (!strcmp(cat, "task") || !strcmp(cat, "copy")) {
+      int op = cJSON_GetObjectItem(args, "op")->valueint;
+      cr_assert(op >= 0 && op < 6);
+      cr_assert_str_eq(name, OP_NAMES[op], "op %d", op);
+      cr_assert_str_eq(cJSON_GetObjectItem(args, "status")->valuestring, "ok");
+      ops[r][op]++;
+    } else {
+      cr_assert_str_eq(cat, "wait");
+    }
+  }
+  for (int r = 0; r < nrep; r++)
+    for (int op = 0; op < 6; op++)
+      cr_assert_eq(ops[r][op], 1, "replay %d op %d: %d events", r, op,
+                   ops[r][op]);
+  cr_assert_geq(threads, 3, "worker and replay tracks are named");
+  cJSON_ArrayForEach(e, evs) { /* ops lie inside their replay's span */
+    const cJSON *args = cJSON_GetObjectItem(e, "args");
+    const cJSON *op = args ? cJSON_GetObjectItem(args, "op") : NULL;
+    if (!op || strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X"))
+      continue;
+    int r = (int)(cJSON_GetObjectItem(args, "replay")->valuedouble - first);
+    double ts = cJSON_GetObjectItem(e, "ts")->valuedouble;
+    double dur = cJSON_GetObjectItem(e, "dur")->valuedouble;
+    cr_assert(ts >= span0[r] - 0.001 && ts + dur <= span1[r] + 0.001,
+              "op %d of replay %d at [%g, %g] outside [%g, %g]", op->valueint,
+              r, ts, ts + dur, span0[r], span1[r]);
+  }
+}
+
+Test(trace, one_complete_event_per_op_per_replay) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  rp_exec *ex = trace_exec(&fx);
+  replays(&fx, ex, 2); /* untraced */
+  cr_assert_eq(rp__exec_trace_clock_reads(ex), 0);
+  RP_CHECK(rp_exec_trace_start(ex, 3));
+  replays(&fx, ex, 5); /* 3 traced, then 2 more untraced */
+  const char *path = tmp_path("trace.json");
+  RP_CHECK(rp_exec_trace_write(ex, path));
+  /* per traced replay: its submission, then 2 reads per unit (start, end)
+   * and a third for a unit that waits */
+  uint64_t reads = rp__exec_trace_clock_reads(ex);
+  cr_assert(reads >= 3 * (1 + 2 * 6) && reads <= 3 * (1 + 3 * 6),
+            "%llu clock reads", (unsigned long long)reads);
+  char *text = read_all(path, NULL);
+  cJSON *doc = cJSON_Parse(text);
+  cr_assert_not_null(doc, "not JSON:\n%s", text);
+  cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "otherData"),
+                                   "replays_traced")
+                   ->valueint,
+               3);
+  check_trace(doc, 2, 3);
+  cJSON_Delete(doc);
+  free(text);
+  replays(&fx, ex, 3); /* recording stopped */
+  cr_assert_eq(rp__exec_trace_clock_reads(ex), reads);
+  RP_CHECK(rp_exec_destroy(ex));
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+Test(trace, write_keeps_only_the_replays_issued) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  rp_exec *ex = trace_exec(&fx);
+  RP_CHECK(rp_exec_trace_start(ex, 10));
+  replays(&fx, ex, 2);
+  const char *path = tmp_path("t.json");
+  RP_CHECK(rp_exec_trace_write(ex, path));
+  char *text = read_all(path, NULL);
+  cJSON *doc = cJSON_Parse(text);
+  cr_assert_not_null(doc);
+  const cJSON *od = cJSON_GetObjectItem(doc, "otherData");
+  cr_assert_eq(cJSON_GetObjectItem(od, "replays_traced")->valueint, 2);
+  cr_assert_eq(cJSON_GetObjectItem(od, "replays_armed")->valueint, 10);
+  check_trace(doc, 0, 2);
+  cJSON_Delete(doc);
+  free(text);
+  RP_CHECK(rp_exec_destroy(ex));
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+#endif
+
+Test(trace, errors_leave_the_exec_usable) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  rp_exec *ex = trace_exec(&fx);
+  RP_EXPECT(rp_exec_trace_start(NULL, 1), RP_EINVAL);
+  RP_EXPECT(rp_exec_trace_start(ex, 0), RP_EINVAL);
+  RP_EXPECT(rp_exec_trace_start(ex, 1u << 30), RP_ERANGE);
+  RP_EXPECT(rp_exec_trace_write(ex, tmp_path("t.json")), RP_EINVAL);
+  RP_CHECK(rp_exec_trace_start(ex, 2));
+  RP_EXPECT(rp_exec_trace_start(ex, 2), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "armed"), "%s", rp_error_detail());
+  replays(&fx, ex, 2);
+  RP_EXPECT(rp_exec_trace_write(ex, NULL), RP_EINVAL);
+  RP_EXPECT(rp_exec_trace_write(ex, "/nonexistent-dir/t.json"), RP_EIO);
+  cr_assert(strstr(rp_error_detail(), "/nonexistent-dir/t.json"));
+  RP_CHECK(rp_exec_trace_write(ex, tmp_path("t.json"))); /* still armed */
+  RP_EXPECT(rp_exec_trace_write(ex, tmp_path("t.json")), RP_EINVAL);
+  replays(&fx, ex, 1);
+  RP_CHECK(rp_exec_destroy(ex));
+  fx_fini(&fx);
+  /* an exec destroyed with a trace armed frees it */
+  fx_init(&fx);
+  ex = trace_exec(&fx);
+  RP_CHECK(rp_exec_trace_start(ex, 4));
+  replays(&fx, ex, 1);
+  RP_CHECK(rp_exec_destroy(ex));
+  fx_fini(&fx);
+  remove_tmpdir();
+}
+
+/* ---- plots ---- */
+
+static const char ROWS[] =
+    "[{\"workload\": \"chain\", \"mode\": \"replay\", \"nodes\": 1000, "
+    "\"ns_per_task_median\": 70.5},\n"
+    " {\"workload\": \"chain\", \"mode\": \"replay\", \"nodes\": 100, "
+    "\"ns_per_task_median\": 90.1},\n"
+    " {\"workload\": \"chain\", \"mode\": \"eager\", \"nodes\": 100, "
+    "\"ns_per_task_median\": 480},\n"
+    " {\"case\": \"hop_spin\", \"mode\": \"replay\", \"ns_median\": 300}]\n";
+
+__attribute__((unused)) static const char TIMINGS[] =
+    "{\"format\": \"reprise-timings\", \"version\": 1, \"iterations\": ["
+    "{\"iteration\": 0, \"mode\": \"eager\", \"ns\": 1800000},"
+    "{\"iteration\": 1, \"mode\": \"record\", \"ns\": 2500000},"
+    "{\"iteration\": 2, \"mode\": \"replay\", \"ns\": 400000},"
+    "{\"iteration\": 3, \"mode\": \"replay\", \"ns\": 390000}]}\n";
+
+#ifdef REPRISE_HAVE_CJSON
+Test(plot, bench_rows_and_train_timings_draw_svg) {
+  if (!have_tool("gnuplot"))
+    cr_skip_test("gnuplot is not installed");
+  make_tmpdir();
+  const char *rows = tmp_path("rows.json"), *tim = tmp_path("t.json");
+  const char *svg = tmp_path("b.svg"), *svg2 = tmp_path("t.svg");
+  write_text(rows, ROWS);
+  write_text(tim, TIMINGS);
+  cli_run r;
+  RUN(&r, "plot", "--bench", rows, "-o", svg);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  char *s = read_all(svg, NULL);
+  cr_assert(strstr(s, "<svg"), "not an SVG");
+  cr_assert(strstr(s, "chain replay") && strstr(s, "chain eager"), "%s", s);
+  free(s);
+  RUN(&r, "plot", "--train", tim, "-o", svg2);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  s = read_all(svg2, NULL);
+  cr_assert(strstr(s, "replay") && strstr(s, "record"), "%s", s);
+  free(s);
+  remove_tmpdir();
+}
+
+Test(plot, png_uses_pngcairo_when_gnuplot_has_it) {
+  if (!have_tool("gnuplot"))
+    cr_skip_test("gnuplot is not installed");
+  if (system("echo 'set terminal pngcairo' | gnuplot >/dev/null 2>&1") &&
+      system("echo 'set terminal png' | gnuplot >/dev/null 2>&1"))
+    cr_skip_test("this gnuplot has no PNG terminal");
+  make_tmpdir();
+  const char *tim = tmp_path("t.json"), *png = tmp_path("t.png");
+  write_text(tim, TIMINGS);
+  cli_run r;
+  RUN(&r, "plot", "--train", tim, "-o", png);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  size_t len;
+  char *s = read_all(png, &len);
+  cr_assert(len > 8 && !memcmp(s, "\x89PNG", 4), "not a PNG");
+  free(s);
+  remove_tmpdir();
+}
+#endif
+
+Test(plot, without_gnuplot_or_with_bad_input_says_why) {
+  make_tmpdir();
+  const char *rows = tmp_path("rows.json"), *bad = tmp_path("bad.json");
+  write_text(rows, ROWS);
+  write_text(bad, "{\"format\": \"other\"}");
+  cli_run r;
+  setenv("REPRISE_GNUPLOT", "/nonexistent/gnuplot", 1);
+  RUN(&r, "plot", "--bench", rows, "-o", tmp_path("x.svg"));
+  unsetenv("REPRISE_GNUPLOT");
+#ifdef REPRISE_HAVE_CJSON
+  cr_assert_eq(r.status, 1);
+  cr_assert(strstr(r.err, "gnuplot is not installed"), "%s", r.err);
+  RUN(&r, "plot", "--train", bad, "-o", tmp_path("x.svg"));
+  cr_assert_eq(r.status, 1);
+  cr_assert(strstr(r.err, "not a timings file"), "%s", r.err);
+  RUN(&r, "plot", "--train", tmp_path("missing.json"), "-o", tmp_path("x.svg"));
+  cr_assert_eq(r.status, 1);
+  cr_assert(strstr(r.err, "cannot read"), "%s", r.err);
+#endif
+  RUN(&r, "plot", "--bench", rows, "-o", tmp_path("x.jpg"));
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, ".svg or .png"), "%s", r.err);
+  RUN(&r, "plot", "--bench", rows);
+  cr_assert_eq(r.status, 2);
+  RUN(&r, "plot", "--bench", rows, "--train", bad, "-o", tmp_path("x.svg"));
+  cr_assert_eq(r.status, 2);
+  remove_tmpdir();
+}
+
+Test(plot, bench_sweeps_sizes_and_plots_them, .timeout = 300) {
+  make_tmpdir();
+  const char *rows = tmp_path("rows.json"), *svg = tmp_path("b.svg");
+#ifdef REPRISE_HAVE_CJSON
+  int gp = have_tool("gnuplot");
+#else
+  int gp = 0; /* --plot reads the rows back as JSON */
+#endif
+  cli_run r;
+  if (gp)
+    RUN(&r, "bench", "--quick", "--mode", "replay", "--workload", "chain",
+        "--sizes", "10,50", "--json", rows, "--plot", svg);
+  else
+    RUN(&r, "bench", "--quick", "--mode", "replay", "--workload", "chain",
+        "--sizes", "10,50", "--json", rows);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  char *s = read_all(rows, NULL);
+  cr_assert(strstr(s, "\"nodes\": 10,") && strstr(s, "\"nodes\": 50,"), "%s",
+            s);
+  free(s);
+  if (gp) {
+    s = read_all(svg, NULL);
+    cr_assert(strstr(s, "chain replay"), "no series in the SVG");
+    free(s);
+  }
+  RUN(&r, "bench", "--sizes", "2");
+  cr_assert_eq(r.status, 2);
+  RUN(&r, "bench", "--xfer", "--plot", svg);
+  cr_assert_eq(r.status, 2);
+  remove_tmpdir();
+}

@@ -1,0 +1,600 @@
+/* tools/cmd_dump.c — `reprise dump FILE`: load a graph file and print it
+ * (text, DOT, JSON; with --schedule the exec's per-worker schedule too),
+ * its statistics (--stats) or the lint findings (--lint).
+ *
+ * A graph file names its tasks; the loader needs them registered. This
+ * command registers the built-in kernel tasks (kernels/tasks.h) and, for
+ * every other name in the file, a placeholder task that does nothing, so
+ * that any file can be inspected. A placeholder's contract is unknown
+ * (unless --contract declares it): the lint checks that need contracts skip
+ * it. Processor indices in a file are those of the runtime that recorded it
+ * (CPU workers first, then GPUs), so the file is loaded into a runtime with
+ * enough CPU workers (--cpus) and, where a device answers, the GPUs. */
+#include "cli.h"
+#include "dump_model.h"
+
+#include "kernels/tasks.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef REPRISE_HAVE_CJSON
+#include <cJSON.h>
+#endif
+
+#define MAX_CONTRACTS 64
+
+typedef struct contract_decl {
+  const char *name; /* points into argv */
+  size_t len;
+  unsigned flags;
+} contract_decl;
+
+typedef struct dump_cli {
+  const char *file, *output;
+  rp_dump_format fmt;
+  int format_given, schedule, stats, lint, strict;
+  unsigned long cpus; /* 0: derive from the file */
+  contract_decl contracts[MAX_CONTRACTS];
+  uint32_t ncontracts;
+} dump_cli;
+
+/* What the file asks of the runtime, read before loading. */
+typedef struct prescan {
+  char **tasks; /* distinct task names */
+  uint32_t ntasks;
+  uint32_t max_proc; /* largest processor index named, or UINT32_MAX */
+  int gpu_mem;       /* an instance lives in GPU memory */
+} prescan;
+
+/* Placeholders registered for this run. */
+typedef struct placeholders {
+  const char **names;
+  uint32_t n;
+  const dump_cli *cli;
+} placeholders;
+
+static void dump_usage(FILE *f) {
+  fprintf(
+      f,
+      "usage: reprise dump FILE [options]\n"
+      "\n"
+      "Loads a graph file (rp_graph_save, `reprise train --save-graph`,\n"
+      "REPRISE_DUMP) and prints it. Tasks the file names that this build\n"
+      "does not register run as no-op placeholders (said on stderr).\n"
+      "\n"
+      "  --format text|dot|json  the dump's format (default text); DOT\n"
+      "                          renders with `dot -Tsvg`, JSON is a graph\n"
+      "                          file\n"
+      "  --schedule              also instantiate the graph and print the\n"
+      "                          exec's per-worker schedule (same format)\n"
+      "  --stats                 op counts per kind, processor and task,\n"
+      "                          critical path (ops; ns with cost hints),\n"
+      "                          width\n"
+      "  --lint                  findings: runahead, contract,\n"
+      "                          redundant-edge, unread-result,\n"
+      "                          mergeable-copies (README \"reprise dump\")\n"
+      "  --strict                with --lint: exit 1 when there is a\n"
+      "                          finding\n"
+      "  --contract NAME=host|stream\n"
+      "                          the contract of a task this build does not\n"
+      "                          know (repeatable), for the lint\n"
+      "  --cpus N                CPU workers to load into (default: enough\n"
+      "                          for every processor the file names; one\n"
+      "                          per core when it uses GPU memory)\n"
+      "  -o, --output FILE       write to FILE instead of stdout\n"
+      "  -h, --help              this text\n"
+      "\n"
+      "--stats and --lint print instead of the dump unless --format is\n"
+      "given too. Exit status: 0 done (lint findings included), 1 the file\n"
+      "could not be read or loaded (its status is printed) or --strict\n"
+      "found something, 2 bad usage.\n");
+}
+
+/* ---- options ---- */
+
+static int parse_format(const char *s, rp_dump_format *f) {
+  if (!strcmp(s, "text"))
+    *f = RP_DUMP_TEXT;
+  else if (!strcmp(s, "dot"))
+    *f = RP_DUMP_DOT;
+  else if (!strcmp(s, "json"))
+    *f = RP_DUMP_JSON;
+  else
+    return rp_cli_usage_error("dump",
+                              "--format: '%s' is not text, dot or "
+                              "json",
+                              s);
+  return RP_CLI_OK;
+}
+
+static int parse_contract(dump_cli *c, const char *s) {
+  const char *eq = strrchr(s, '=');
+  if (!eq || eq == s)
+    return rp_cli_usage_error("dump",
+                              "--contract: '%s' is not NAME=host or "
+                              "NAME=stream",
+                              s);
+  unsigned flags;
+  if (!strcmp(eq + 1, "host"))
+    flags = RP_TASK_HOST;
+  else if (!strcmp(eq + 1, "stream"))
+    flags = RP_TASK_STREAM_ORDERED;
+  else
+    return rp_cli_usage_error("dump",
+                              "--contract: '%s' is not host or "
+                              "stream",
+                              eq + 1);
+  if (c->ncontracts == MAX_CONTRACTS)
+    return rp_cli_usage_error("dump", "--contract: more than %d",
+                              MAX_CONTRACTS);
+  c->contracts[c->ncontracts++] = (contract_decl){s, (size_t)(eq - s), flags};
+  return RP_CLI_OK;
+}
+
+enum {
+  OPT_FORMAT = 256,
+  OPT_SCHEDULE,
+  OPT_STATS,
+  OPT_LINT,
+  OPT_STRICT,
+  OPT_CONTRACT,
+  OPT_CPUS
+};
+
+static const struct option LONGOPTS[] = {
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"schedule", no_argument, NULL, OPT_SCHEDULE},
+    {"stats", no_argument, NULL, OPT_STATS},
+    {"lint", no_argument, NULL, OPT_LINT},
+    {"strict", no_argument, NULL, OPT_STRICT},
+    {"contract", required_argument, NULL, OPT_CONTRACT},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"output", required_argument, NULL, 'o'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option: RP_CLI_OK, RP_CLI_USAGE, or -1 after --help. */
+static int apply_option(dump_cli *c, int opt, const char *arg) {
+  switch (opt) {
+  case OPT_FORMAT:
+    c->format_given = 1;
+    return parse_format(arg, &c->fmt);
+  case OPT_SCHEDULE:
+    c->schedule = 1;
+    return RP_CLI_OK;
+  case OPT_STATS:
+    c->stats = 1;
+    return RP_CLI_OK;
+  case OPT_LINT:
+    c->lint = 1;
+    return RP_CLI_OK;
+  case OPT_STRICT:
+    c->strict = 1;
+    return RP_CLI_OK;
+  case OPT_CONTRACT:
+    return parse_contract(c, arg);
+  case OPT_CPUS:
+    if (!rp_cli_parse_uint(arg, 1, 1024, &c->cpus))
+      return rp_cli_usage_error("dump",
+                                "--cpus: '%s' is not a number in "
+                                "1..1024",
+                                arg);
+    return RP_CLI_OK;
+  case 'o':
+    c->output = arg;
+    return RP_CLI_OK;
+  case 'h':
+    dump_usage(stdout);
+    return -1;
+  default: /* getopt_long said what was wrong */
+    fprintf(stderr, "Try 'reprise dump --help'.\n");
+    return RP_CLI_USAGE;
+  }
+}
+
+static int parse_args(int argc, char **argv, dump_cli *c) {
+  static char prog[] = "reprise dump"; /* getopt's messages name argv[0] */
+  argv[0] = prog;
+  optind = 1;
+  int opt;
+  while ((opt = getopt_long(argc, argv, "ho:", LONGOPTS, NULL)) != -1) {
+    int rc = apply_option(c, opt, optarg);
+    if (rc)
+      return rc;
+  }
+  if (optind >= argc)
+    return rp_cli_usage_error("dump", "missing the graph FILE");
+  c->file = argv[optind++];
+  if (optind < argc)
+    return rp_cli_usage_error("dump", "unexpected argument '%s'", argv[optind]);
+  if (c->strict && !c->lint)
+    return rp_cli_usage_error("dump", "--strict needs --lint");
+  return RP_CLI_OK;
+}
+
+/* ---- prescan: task names and processors, before loading ---- */
+
+static void prescan_free(prescan *p) {
+  for (uint32_t i = 0; i < p->ntasks; i++)
+    free(p->tasks[i]);
+  free(p->tasks);
+  memset(p, 0, sizeof *p);
+}
+
+#ifdef REPRISE_HAVE_CJSON
+/* The file's text, or NULL (unreadable or past the loader's 64 MiB limit:
+ * the loader then says what is wrong). */
+static char *read_text(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = (64u << 20) + 1, n = 0;
+  char *buf = malloc(1 << 16);
+  size_t have = buf ? 1 << 16 : 0;
+  while (buf && !feof(f) && !ferror(f) && n < cap) {
+    if (n == have) {
+      char *b = realloc(buf, have * 2);
+      if (!b) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = b, have *= 2;
+    }
+    n += fread(buf + n, 1, have - n, f);
+  }
+  int bad = ferror(f) || n >= cap;
+  fclose(f);
+  if (bad) {
+    free(buf);
+    return NULL;
+  }
+  *len = n;
+  return buf;
+}
+
+static void note_proc(prescan *p, const cJSON *v) {
+  if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 65536) {
+    uint32_t x = (uint32_t)v->valuedouble;
+    if (p->max_proc == UINT32_MAX || x > p->max_proc)
+      p->max_proc = x;
+  }
+}
+
+static int note_task(prescan *p, const char *name) {
+  for (uint32_t i = 0; i < p->ntasks; i++)
+    if (!strcmp(p->tasks[i], name))
+      return 0;
+  char **t = realloc(p->tasks, sizeof *t * (p->ntasks + 1));
+  if (!t)
+    return -1;
+  p->tasks = t;
+  if (!(t[p->ntasks] = strdup(name)))
+    return -1;
+  p->ntasks++;
+  return 0;
+}
+
+static void scan_tree(prescan *p, const cJSON *graph) {
+  const cJSON *o, *ops = cJSON_GetObjectItemCaseSensitive(graph, "ops");
+  cJSON_ArrayForEach(o, ops) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "task"), *sp;
+    if (cJSON_IsString(t) && t->valuestring)
+      note_task(p, t->valuestring);
+    note_proc(p, cJSON_GetObjectItemCaseSensitive(o, "proc"));
+    cJSON_ArrayForEach(sp, cJSON_GetObjectItemCaseSensitive(o, "shard_procs"))
+        note_proc(p, sp);
+  }
+  const cJSON *in,
+      *insts = cJSON_GetObjectItemCaseSensitive(graph, "instances");
+  cJSON_ArrayForEach(in, insts) {
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(in, "mem");
+    if (cJSON_IsString(mem) && mem->valuestring &&
+        !strcmp(mem->valuestring, "gpu"))
+      p->gpu_mem = 1;
+  }
+}
+
+/* Best effort: a file that does not parse is left to the loader. */
+static void prescan_file(const char *path, prescan *p) {
+  memset(p, 0, sizeof *p);
+  p->max_proc = UINT32_MAX;
+  size_t len = 0;
+  char *text = read_text(path, &len);
+  cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+  free(text);
+  if (doc)
+    scan_tree(p, cJSON_GetObjectItemCaseSensitive(doc, "graph"));
+  cJSON_Delete(doc);
+}
+#else
+static void prescan_file(const char *path, prescan *p) {
+  (void)path;
+  memset(p, 0, sizeof *p);
+  p->max_proc = UINT32_MAX;
+}
+#endif
+
+/* ---- runtime and tasks ---- */
+
+static rp_status noop_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+static const contract_decl *find_contract(const dump_cli *c, const char *name) {
+  for (uint32_t i = 0; i < c->ncontracts; i++)
+    if (strlen(name) == c->contracts[i].len &&
+        !strncmp(name, c->contracts[i].name, c->contracts[i].len))
+      return &c->contracts[i];
+  return NULL;
+}
+
+static unsigned long runtime_cpus(const dump_cli *c, const prescan *p) {
+  if (c->cpus)
+    return c->cpus;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  unsigned long n = cores > 0 ? (unsigned long)cores : 1;
+  if (p->gpu_mem) /* GPUs follow the CPU workers: keep the usual count */
+    return n;
+  if (p->max_proc != UINT32_MAX && p->max_proc + 1 > n)
+    n = p->max_proc + 1;
+  return n > 1024 ? 1024 : n;
+}
+
+static rp_status make_runtime(const dump_cli *c, const prescan *p,
+                              rp_runtime **rt) {
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.cpus = (unsigned)runtime_cpus(c, p);
+  cfg.quiet = 1;
+  cfg.ignore_env = c->cpus != 0; /* --cpus decides over REPRISE_CPUS */
+  return rp_runtime_create(&cfg, rt);
+}
+
+/* Built-in kernels, then a placeholder for every other name. */
+static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
+                                const prescan *p, placeholders *ph) {
+  rp_kernel_tasks k;
+  rp_status st = rp_kernels_register(rt, &k);
+  if (st)
+    return st;
+  ph->names = calloc(p->ntasks ? p->ntasks : 1, sizeof *ph->names);
+  if (!ph->names)
+    return RP_ENOMEM;
+  for (uint32_t i = 0; i < p->ntasks && !st; i++) {
+    rp_task_id id;
+    const contract_decl *cd = find_contract(c, p->tasks[i]);
+    if (rp_task_find(rt, p->tasks[i], &id) == RP_OK) {
+      if (cd)
+        fprintf(stderr,
+                "reprise dump: --contract %s: this build registers "
+                "that task; its registered contract is used\n",
+                p->tasks[i]);
+      continue;
+    }
+    rp_task_desc d = {.name = p->tasks[i],
+                      .cpu_fn = noop_task,
+                      .gpu_fn = noop_task,
+                      .flags = cd ? cd->flags : 0};
+    st = rp_task_register(rt, &d, &id);
+    if (!st && !cd)
+      ph->names[ph->n++] = p->tasks[i];
+  }
+  return st;
+}
+
+static void say_placeholders(const placeholders *ph) {
+  if (!ph->n)
+    return;
+  fprintf(stderr, "reprise dump: tasks this build does not register run as "
+                  "no-op placeholders (contract unknown):");
+  for (uint32_t i = 0; i < ph->n; i++)
+    fprintf(stderr, "%s %s", i ? "," : "", ph->names[i]);
+  fputc('\n', stderr);
+}
+
+static int is_placeholder(const char *name, void *arg) {
+  const placeholders *ph = arg;
+  for (uint32_t i = 0; i < ph->n; i++)
+    if (!strcmp(ph->names[i], name))
+      return 1;
+  return 0;
+}
+
+/* ---- loading ---- */
+
+static void free_loaded(rp_runtime *rt, rp_graph *g) {
+  uint32_t n = 0;
+  rp_inst *list = NULL;
+  if (rp_graph_instances(g, NULL, 0, &n) == RP_OK && n &&
+      (list = malloc(sizeof *list * n)) != NULL &&
+      rp_graph_instances(g, list, n, &n) == RP_OK) {
+    rp_graph_destroy(g);
+    for (uint32_t i = 0; i < n; i++)
+      rp_instance_free(rt, list[i]);
+  } else {
+    rp_graph_destroy(g); /* the runtime frees the instances at destroy */
+  }
+  free(list);
+}
+
+static int load_failed(const char *file, rp_status st, const prescan *p) {
+  fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
+          rp_status_name(st), rp_status_str(st), rp_error_detail());
+  if (p->gpu_mem && (st == RP_ENOENT || st == RP_EPROC || st == RP_EACCESS))
+    fprintf(stderr,
+            "reprise dump: the file uses GPU memory: inspect it on "
+            "a machine whose GPUs answer, with --cpus set to the recording "
+            "runtime's CPU worker count\n");
+  return RP_CLI_FAILED;
+}
+
+/* ---- output ---- */
+
+/* What a memstream collected (NULL on failure). */
+typedef struct capture_buf {
+  char *text;
+  size_t len;
+  FILE *f;
+} capture_buf;
+
+static int cap_open(capture_buf *b) {
+  b->text = NULL;
+  b->len = 0;
+  b->f = open_memstream(&b->text, &b->len);
+  return b->f ? 0 : -1;
+}
+
+static void cap_close(capture_buf *b) {
+  if (b->f)
+    fclose(b->f);
+  b->f = NULL;
+}
+
+/* Graph and schedule in one document: JSON {"graph", "schedule"}; DOT one
+ * digraph with each as a cluster, so `dot -Tsvg` renders a single SVG. */
+static void combine(FILE *out, rp_dump_format fmt, const char *graph,
+                    const char *sched) {
+  if (fmt == RP_DUMP_JSON) {
+    fprintf(out, "{\"graph\": %s, \"schedule\": %s}\n", graph, sched);
+    return;
+  }
+  const char *g = strchr(graph, '\n'), *s = strchr(sched, '\n');
+  fprintf(out,
+          "digraph reprise {\n  compound=true;\n"
+          "  subgraph cluster_graph {\n  label=\"graph\";\n%s"
+          "  subgraph cluster_schedule {\n  label=\"schedule\";\n%s}\n",
+          g ? g + 1 : "}\n", s ? s + 1 : "}\n");
+}
+
+static int print_schedule_text(FILE *out, rp_exec *ex, rp_status st) {
+  fprintf(out, "\nschedule:\n");
+  if (st) {
+    fprintf(out, "  not available: %s: %s\n", rp_status_name(st),
+            rp_error_detail());
+    return RP_CLI_OK;
+  }
+  return rp_exec_dump(ex, out, RP_DUMP_TEXT) ? RP_CLI_FAILED : RP_CLI_OK;
+}
+
+/* The dump, with the schedule when asked (instantiating the graph). */
+static int print_dump(const dump_cli *c, rp_graph *g, FILE *out) {
+  if (!c->schedule)
+    return rp_graph_dump(g, out, c->fmt) ? RP_CLI_FAILED : RP_CLI_OK;
+  rp_exec *ex = NULL;
+  rp_status ist = rp_instantiate(g, NULL, &ex);
+  if (ist)
+    fprintf(stderr, "reprise dump: --schedule: instantiate failed: %s: %s\n",
+            rp_status_name(ist), rp_error_detail());
+  int rc = RP_CLI_FAILED;
+  if (c->fmt == RP_DUMP_TEXT) {
+    rc = rp_graph_dump(g, out, c->fmt) ? RP_CLI_FAILED
+                                       : print_schedule_text(out, ex, ist);
+  } else if (ist) { /* said on stderr: the graph alone */
+    rc = rp_graph_dump(g, out, c->fmt) ? RP_CLI_FAILED : RP_CLI_OK;
+  } else {
+    capture_buf gb = {0}, sb = {0};
+    if (!cap_open(&gb) && !cap_open(&sb) && !rp_graph_dump(g, gb.f, c->fmt) &&
+        !rp_exec_dump(ex, sb.f, c->fmt)) {
+      cap_close(&gb);
+      cap_close(&sb);
+      combine(out, c->fmt, gb.text, sb.text);
+      rc = ferror(out) ? RP_CLI_FAILED : RP_CLI_OK;
+    }
+    cap_close(&gb);
+    cap_close(&sb);
+    free(gb.text);
+    free(sb.text);
+  }
+  rp_exec_destroy(ex);
+  return rc;
+}
+
+static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
+                          FILE *out) {
+  dm_graph m;
+  rp_status st = dm_build(g, is_placeholder, ph, &m);
+  if (st) {
+    fprintf(stderr, "reprise dump: %s: %s\n", rp_status_name(st),
+            rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  int rc = RP_CLI_OK;
+  if (c->stats && dm_stats(&m, out, stderr))
+    rc = RP_CLI_FAILED;
+  uint32_t findings = 0;
+  if (!rc && c->lint) {
+    if (c->stats)
+      fputc('\n', out);
+    if (dm_lint(&m, out, stderr, &findings))
+      rc = RP_CLI_FAILED;
+    else if (c->strict && findings)
+      rc = RP_CLI_FAILED;
+  }
+  dm_free(&m);
+  return rc;
+}
+
+static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
+                      FILE *out) {
+  int dump = (!c->stats && !c->lint) || c->format_given;
+  int rc = dump ? print_dump(c, g, out) : RP_CLI_OK;
+  if (rc && dump)
+    fprintf(stderr, "reprise dump: writing the dump failed: %s\n",
+            rp_error_detail());
+  if (!rc && (c->stats || c->lint)) {
+    if (dump)
+      fputc('\n', out);
+    rc = print_analyses(c, g, ph, out);
+  }
+  return rc;
+}
+
+static int run(const dump_cli *c) {
+  prescan p;
+  prescan_file(c->file, &p);
+  rp_runtime *rt = NULL;
+  placeholders ph = {.cli = c};
+  rp_graph *g = NULL;
+  int rc = RP_CLI_FAILED;
+  rp_status st = make_runtime(c, &p, &rt);
+  if (!st && (st = register_tasks(rt, c, &p, &ph)) != RP_OK)
+    fprintf(stderr, "reprise dump: registering tasks: %s: %s\n",
+            rp_status_name(st), rp_error_detail());
+  else if (st)
+    fprintf(stderr, "reprise dump: runtime: %s: %s\n", rp_status_name(st),
+            rp_error_detail());
+  else if ((st = rp_graph_load(rt, c->file, NULL, 0, &g)) != RP_OK)
+    rc = load_failed(c->file, st, &p);
+  if (!st) {
+    say_placeholders(&ph);
+    FILE *out = c->output ? fopen(c->output, "w") : stdout;
+    if (!out)
+      fprintf(stderr, "reprise dump: cannot write '%s'\n", c->output);
+    else
+      rc = run_loaded(c, g, &ph, out);
+    if (out && out != stdout && fclose(out) != 0 && rc == RP_CLI_OK) {
+      fprintf(stderr, "reprise dump: error writing '%s'\n", c->output);
+      rc = RP_CLI_FAILED;
+    }
+    free_loaded(rt, g);
+  }
+  free(ph.names);
+  prescan_free(&p);
+  if (rt && rp_runtime_destroy(rt) != RP_OK && rc == RP_CLI_OK)
+    rc = RP_CLI_FAILED;
+  return rc;
+}
+
+int rp_cmd_dump(int argc, char **argv) {
+  dump_cli c = {.fmt = RP_DUMP_TEXT};
+  int rc = parse_args(argc, argv, &c);
+  if (rc)
+    return rc < 0 ? RP_CLI_OK : rc;
+  return run(&c);
+}

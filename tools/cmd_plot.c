@@ -1,0 +1,503 @@
+/* tools/cmd_plot.c — `reprise plot`: draws benchmark rows (`reprise bench
+ * --json`) or training timings (`reprise train --timings`) with gnuplot,
+ * to SVG or PNG by the output's extension. `reprise bench --plot` calls
+ * rp_cli_plot_bench with the rows it just measured.
+ *
+ * The timings file (written by `reprise train --timings FILE`):
+ *
+ *   {"format": "reprise-timings", "version": 1,
+ *    "iterations": [{"iteration": 0, "mode": "eager", "ns": 1834000},
+ *                   {"iteration": 1, "mode": "replay", "ns": 412000}, ...]}
+ *
+ * one object per training iteration: its index (>= 0), how it ran (any
+ * short string: "eager", "record", "replay"; one line per mode) and its
+ * wall time in ns (> 0). Other keys are ignored.
+ *
+ * gnuplot is found on PATH (or at $REPRISE_GNUPLOT); without it the command
+ * says so and exits 1. SVG needs only the svg terminal (gnuplot-nox has
+ * it); PNG needs pngcairo (or the older libgd png), which some builds of
+ * gnuplot-nox lack: the command checks and says so. */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef REPRISE_HAVE_CJSON
+#include <cJSON.h>
+#endif
+
+#ifdef REPRISE_HAVE_CJSON /* plotting reads JSON: without cJSON, say so */
+
+/* ---- one series of points ---- */
+
+typedef struct series {
+  char name[96];
+  int group, style; /* colour (workload) and dash (mode) indices */
+  double *x, *y;
+  uint32_t n, cap;
+} series;
+
+typedef struct plot {
+  series *s;
+  uint32_t n;
+  const char *title, *xlabel, *ylabel;
+  int logx;
+} plot;
+
+static void plot_free(plot *p) {
+  for (uint32_t i = 0; i < p->n; i++) {
+    free(p->s[i].x);
+    free(p->s[i].y);
+  }
+  free(p->s);
+  memset(p, 0, sizeof *p);
+}
+
+static series *series_get(plot *p, const char *name, int group, int style) {
+  for (uint32_t i = 0; i < p->n; i++)
+    if (!strcmp(p->s[i].name, name))
+      return &p->s[i];
+  series *s = realloc(p->s, sizeof *s * (p->n + 1));
+  if (!s)
+    return NULL;
+  p->s = s;
+  s = &p->s[p->n++];
+  memset(s, 0, sizeof *s);
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->group = group;
+  s->style = style;
+  return s;
+}
+
+static int series_add(series *s, double x, double y) {
+  if (s->n == s->cap) {
+    uint32_t cap = s->cap ? 2 * s->cap : 16;
+    double *nx = realloc(s->x, sizeof *nx * cap);
+    if (nx)
+      s->x = nx;
+    double *ny = nx ? realloc(s->y, sizeof *ny * cap) : NULL;
+    if (!ny)
+      return -1;
+    s->y = ny;
+    s->cap = cap;
+  }
+  s->x[s->n] = x;
+  s->y[s->n++] = y;
+  return 0;
+}
+
+/* Points in x order (the bench emits sizes in the order given). */
+static void series_sort(series *s) {
+  for (uint32_t i = 1; i < s->n; i++)
+    for (uint32_t j = i; j > 0 && s->x[j - 1] > s->x[j]; j--) {
+      double tx = s->x[j], ty = s->y[j];
+      s->x[j] = s->x[j - 1], s->y[j] = s->y[j - 1];
+      s->x[j - 1] = tx, s->y[j - 1] = ty;
+    }
+}
+
+/* ---- gnuplot ---- */
+
+/* gnuplot's path: $REPRISE_GNUPLOT, else the first `gnuplot` on PATH. */
+static char *find_gnuplot(void) {
+  const char *env = getenv("REPRISE_GNUPLOT");
+  if (env && *env)
+    return access(env, X_OK) == 0 ? strdup(env) : NULL;
+  const char *path = getenv("PATH");
+  if (!path)
+    path = "/usr/bin:/bin";
+  for (const char *p = path; *p;) {
+    size_t len = strcspn(p, ":");
+    char *cand = malloc(len + 16);
+    if (!cand)
+      return NULL;
+    snprintf(cand, len + 16, "%.*s/gnuplot", (int)len, len ? p : ".");
+    if (access(cand, X_OK) == 0)
+      return cand;
+    free(cand);
+    p += len + (p[len] == ':');
+  }
+  return NULL;
+}
+
+/* Runs gnuplot with `script` on its stdin; its stdout and stderr are
+ * ours (quiet: stderr to /dev/null). Returns its exit status, or -1. */
+static int run_gnuplot(const char *gp, const char *script, int quiet) {
+  int fd[2];
+  if (pipe(fd) != 0)
+    return -1;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fd[0]);
+    close(fd[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    dup2(fd[0], 0);
+    close(fd[0]);
+    close(fd[1]);
+    int null = quiet ? open("/dev/null", O_WRONLY) : -1;
+    if (null >= 0)
+      dup2(null, 2);
+    execl(gp, "gnuplot", (char *)NULL);
+    _exit(127);
+  }
+  close(fd[0]);
+  size_t len = strlen(script), off = 0;
+  while (off < len) {
+    ssize_t w = write(fd[1], script + off, len - off);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      break;
+    off += (size_t)w;
+  }
+  close(fd[1]);
+  int ws;
+  while (waitpid(pid, &ws, 0) < 0)
+    if (errno != EINTR)
+      return -1;
+  return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+/* The terminal for the output's extension (.svg or .png, checked by the
+ * caller), checked against this gnuplot. NULL (said on stderr) when this
+ * gnuplot cannot write it. */
+static const char *terminal_for(const char *cmd, const char *gp,
+                                const char *out) {
+  const char *dot = strrchr(out, '.');
+  if (!strcasecmp(dot, ".svg"))
+    return "svg size 960,640 dynamic font 'sans,11'";
+  if (run_gnuplot(gp, "set terminal pngcairo\n", 1) == 0)
+    return "pngcairo size 960,640 font 'sans,10'";
+  if (run_gnuplot(gp, "set terminal png\n", 1) == 0)
+    return "png size 960,640";
+  fprintf(stderr,
+          "reprise %s: this gnuplot (%s) has no PNG terminal "
+          "(pngcairo is missing from some gnuplot-nox builds): write .svg "
+          "instead\n",
+          cmd, gp);
+  return NULL;
+}
+
+/* A gnuplot single-quoted string: no escapes inside, '' is a quote. */
+static void gp_str(FILE *f, const char *s) {
+  fputc('\'', f);
+  for (; *s; s++) {
+    if (*s == '\'')
+      fputc('\'', f);
+    if ((unsigned char)*s >= 0x20)
+      fputc(*s, f);
+  }
+  fputc('\'', f);
+}
+
+static const char *const COLORS[] = {"#1f77b4", "#d62728", "#2ca02c",
+                                     "#9467bd", "#ff7f0e", "#8c564b",
+                                     "#e377c2", "#17becf"};
+
+static void script_series(FILE *f, const plot *p) {
+  for (uint32_t i = 0; i < p->n; i++) {
+    fprintf(f, "$s%u << EOD\n", i);
+    for (uint32_t k = 0; k < p->s[i].n; k++)
+      fprintf(f, "%.9g %.9g\n", p->s[i].x[k], p->s[i].y[k]);
+    fprintf(f, "EOD\n");
+  }
+  fprintf(f, "plot ");
+  for (uint32_t i = 0; i < p->n; i++) {
+    const series *s = &p->s[i];
+    fprintf(f,
+            "%s$s%u using 1:2 with linespoints lw 2 pt %d dt %d "
+            "lc rgb '%s' title ",
+            i ? ", \\\n     " : "", i, 7 + s->style, 1 + s->style,
+            COLORS[s->group % 8]);
+    gp_str(f, s->name);
+  }
+  fputc('\n', f);
+}
+
+/* The whole script; NULL when out of memory. */
+static char *make_script(const plot *p, const char *term, const char *out) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f)
+    return NULL;
+  fprintf(f, "set terminal %s\nset output ", term);
+  gp_str(f, out);
+  fprintf(f, "\nset title ");
+  gp_str(f, p->title);
+  fprintf(f, "\nset xlabel ");
+  gp_str(f, p->xlabel);
+  fprintf(f, "\nset ylabel ");
+  gp_str(f, p->ylabel);
+  fprintf(f,
+          "\nset logscale y\n%sset grid\nset key outside right top\n"
+          "set format y '%%g'\n",
+          p->logx ? "set logscale x\n" : "");
+  script_series(f, p);
+  fprintf(f, "set output\n");
+  if (fclose(f) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
+static int draw(const char *cmd, const plot *p, const char *out) {
+  if (!p->n) {
+    fprintf(stderr, "reprise %s: nothing to plot\n", cmd);
+    return RP_CLI_FAILED;
+  }
+  char *gp = find_gnuplot();
+  if (!gp) {
+    fprintf(stderr,
+            "reprise %s: gnuplot is not installed (apt-get install "
+            "gnuplot-nox, or set REPRISE_GNUPLOT): cannot draw '%s'\n",
+            cmd, out);
+    return RP_CLI_FAILED;
+  }
+  const char *term = terminal_for(cmd, gp, out);
+  char *script = term ? make_script(p, term, out) : NULL;
+  int rc = RP_CLI_FAILED;
+  if (term && !script)
+    fprintf(stderr, "reprise %s: out of memory\n", cmd);
+  if (script) {
+    unlink(out); /* replaced anyway; its absence afterwards shows failure */
+    int st = run_gnuplot(gp, script, 0);
+    if (st == 0 && access(out, F_OK) == 0)
+      rc = RP_CLI_OK;
+    else
+      fprintf(stderr,
+              "reprise %s: gnuplot (%s) failed (exit status %d): "
+              "'%s' not written\n",
+              cmd, gp, st, out);
+  }
+  free(script);
+  free(gp);
+  return rc;
+}
+
+/* ---- reading the inputs ---- */
+
+static int group_of(const char **names, int *n, const char *name) {
+  for (int i = 0; i < *n; i++)
+    if (!strcmp(names[i], name))
+      return i;
+  if (*n < 16)
+    names[(*n)++] = name;
+  return *n - 1;
+}
+
+/* Bench rows: one series per (workload, mode); x nodes, y ns per task. */
+static int bench_series(const cJSON *rows, plot *p, const char *cmd) {
+  const char *groups[16];
+  int ng = 0;
+  const cJSON *r;
+  cJSON_ArrayForEach(r, rows) {
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(r, "workload");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "mode");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(r, "nodes");
+    const cJSON *y = cJSON_GetObjectItemCaseSensitive(r, "ns_per_task_median");
+    if (!cJSON_IsString(w) || !cJSON_IsString(m) || !cJSON_IsNumber(n) ||
+        !cJSON_IsNumber(y) || n->valuedouble <= 0 || y->valuedouble <= 0)
+      continue; /* hop and transfer rows, or a failed measurement */
+    char name[96];
+    snprintf(name, sizeof name, "%s %s", w->valuestring, m->valuestring);
+    series *s = series_get(p, name, group_of(groups, &ng, w->valuestring),
+                           strcmp(m->valuestring, "replay") != 0);
+    if (!s || series_add(s, n->valuedouble, y->valuedouble)) {
+      fprintf(stderr, "reprise %s: out of memory\n", cmd);
+      return -1;
+    }
+  }
+  for (uint32_t i = 0; i < p->n; i++)
+    series_sort(&p->s[i]);
+  p->title = "reprise bench: cost per task against graph size";
+  p->xlabel = "tasks in the graph (log)";
+  p->ylabel = "ns per task, median of 5 runs (log)";
+  p->logx = 1;
+  return 0;
+}
+
+static int timing_err(const char *cmd, const char *file, uint32_t i,
+                      const char *what) {
+  fprintf(stderr, "reprise %s: %s: iterations[%u]: %s\n", cmd, file, i, what);
+  return -1;
+}
+
+/* Training timings: one series per mode; x iteration, y microseconds. */
+static int train_series(const cJSON *doc, plot *p, const char *cmd,
+                        const char *file) {
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(doc, "format");
+  const cJSON *ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
+  const cJSON *its = cJSON_GetObjectItemCaseSensitive(doc, "iterations");
+  if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "reprise-timings") ||
+      !cJSON_IsNumber(ver) || ver->valuedouble != 1 || !cJSON_IsArray(its)) {
+    fprintf(stderr,
+            "reprise %s: %s: not a timings file (want {\"format\": "
+            "\"reprise-timings\", \"version\": 1, \"iterations\": [...]})\n",
+            cmd, file);
+    return -1;
+  }
+  const char *groups[16];
+  int ng = 0;
+  uint32_t i = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, its) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "iteration");
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(it, "mode");
+    const cJSON *ns = cJSON_GetObjectItemCaseSensitive(it, "ns");
+    if (!cJSON_IsNumber(n) || n->valuedouble < 0)
+      return timing_err(cmd, file, i, "\"iteration\": expected a number >= 0");
+    if (!cJSON_IsString(m) || !*m->valuestring)
+      return timing_err(cmd, file, i, "\"mode\": expected a string");
+    if (!cJSON_IsNumber(ns) || ns->valuedouble <= 0)
+      return timing_err(cmd, file, i, "\"ns\": expected a number > 0");
+    int g = group_of(groups, &ng, m->valuestring);
+    series *s = series_get(p, m->valuestring, g, 0);
+    if (!s || series_add(s, n->valuedouble, ns->valuedouble / 1e3))
+      return timing_err(cmd, file, i, "out of memory");
+    i++;
+  }
+  p->title = "reprise train: time per iteration";
+  p->xlabel = "iteration";
+  p->ylabel = "wall time per iteration, us (log)";
+  return 0;
+}
+
+static cJSON *parse_file(const char *cmd, const char *file) {
+  FILE *f = fopen(file, "rb");
+  if (!f) {
+    fprintf(stderr, "reprise %s: cannot read '%s': %s\n", cmd, file,
+            strerror(errno));
+    return NULL;
+  }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&text, &len);
+  char buf[65536];
+  size_t n;
+  while (m && (n = fread(buf, 1, sizeof buf, f)) > 0 && len < (64u << 20))
+    fwrite(buf, 1, n, m);
+  fclose(f);
+  if (m)
+    fclose(m);
+  cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+  free(text);
+  if (!doc)
+    fprintf(stderr, "reprise %s: '%s' is not JSON\n", cmd, file);
+  return doc;
+}
+#endif
+
+int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out) {
+#ifdef REPRISE_HAVE_CJSON
+  cJSON *rows = cJSON_ParseWithLength(rows_json, len);
+  plot p = {0};
+  int rc = RP_CLI_FAILED;
+  if (!rows)
+    fprintf(stderr, "reprise bench --plot: the rows are not JSON\n");
+  else if (!bench_series(rows, &p, "bench --plot"))
+    rc = draw("bench --plot", &p, out);
+  cJSON_Delete(rows);
+  plot_free(&p);
+  return rc;
+#else
+  (void)rows_json, (void)len, (void)out;
+  fprintf(stderr, "reprise bench --plot: this build has no cJSON\n");
+  return RP_CLI_FAILED;
+#endif
+}
+
+/* 1 when out ends in .svg or .png (any case). */
+int rp_cli_plot_ext_ok(const char *out) {
+  const char *dot = strrchr(out, '.');
+  return dot && (!strcasecmp(dot, ".svg") || !strcasecmp(dot, ".png"));
+}
+
+/* ---- the command ---- */
+
+static void plot_usage(FILE *f) {
+  fprintf(f,
+          "usage: reprise plot (--bench ROWS.json | --train TIMINGS.json) "
+          "-o OUT.svg|OUT.png\n"
+          "\n"
+          "Draws with gnuplot (SVG, or PNG where gnuplot has pngcairo).\n"
+          "\n"
+          "  --bench FILE     rows of `reprise bench --json` (run it with\n"
+          "                   --sizes for several graph sizes): ns per task\n"
+          "                   against tasks per graph, one line per workload\n"
+          "                   and mode, log scales\n"
+          "  --train FILE     a timings file (`reprise train --timings`):\n"
+          "                   time per iteration, one line per mode\n"
+          "  -o, --output F   the picture; .svg or .png\n"
+          "  -h, --help       this text\n"
+          "\n"
+          "Exit status: 0 drawn, 1 no gnuplot, no PNG terminal, or a bad\n"
+          "input file, 2 bad usage.\n");
+}
+
+static const struct option PLOT_OPTS[] = {
+    {"bench", required_argument, NULL, 'b'},
+    {"train", required_argument, NULL, 't'},
+    {"output", required_argument, NULL, 'o'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+int rp_cmd_plot(int argc, char **argv) {
+  static char prog[] = "reprise plot";
+  argv[0] = prog;
+  optind = 1;
+  const char *bench = NULL, *train = NULL, *out = NULL;
+  int opt;
+  while ((opt = getopt_long(argc, argv, "ho:", PLOT_OPTS, NULL)) != -1) {
+    if (opt == 'b')
+      bench = optarg;
+    else if (opt == 't')
+      train = optarg;
+    else if (opt == 'o')
+      out = optarg;
+    else if (opt == 'h') {
+      plot_usage(stdout);
+      return RP_CLI_OK;
+    } else {
+      fprintf(stderr, "Try 'reprise plot --help'.\n");
+      return RP_CLI_USAGE;
+    }
+  }
+  if (optind < argc)
+    return rp_cli_usage_error("plot", "unexpected argument '%s'", argv[optind]);
+  if (!bench == !train)
+    return rp_cli_usage_error("plot", "give one of --bench and --train");
+  if (!out)
+    return rp_cli_usage_error("plot", "missing -o OUT.svg|OUT.png");
+  if (!rp_cli_plot_ext_ok(out))
+    return rp_cli_usage_error("plot",
+                              "'%s': the output must end in .svg or "
+                              ".png",
+                              out);
+#ifdef REPRISE_HAVE_CJSON
+  cJSON *doc = parse_file("plot", bench ? bench : train);
+  plot p = {0};
+  int rc = RP_CLI_FAILED;
+  if (doc && !(bench ? bench_series(doc, &p, "plot")
+                     : train_series(doc, &p, "plot", train)))
+    rc = draw("plot", &p, out);
+  cJSON_Delete(doc);
+  plot_free(&p);
+  return rc;
+#else
+  fprintf(stderr, "reprise plot: this build has no cJSON to read JSON\n");
+  return RP_CLI_FAILED;
+#endif
+}

@@ -1,0 +1,191 @@
+/* tools/dump_model.c — the dump command's model of a loaded graph. Reads
+ * the recorded graph through capture/capture.h (the read-only structs the
+ * capture layer offers the tools) and the task registry for contracts. */
+#include "dump_model.h"
+
+#include "capture/capture.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct inst_key {
+  uint64_t id;
+  uint32_t idx;
+} inst_key;
+
+static int cmp_key(const void *a, const void *b) {
+  uint64_t x = ((const inst_key *)a)->id, y = ((const inst_key *)b)->id;
+  return x < y ? -1 : x > y;
+}
+
+static uint32_t inst_index(const inst_key *keys, uint32_t n, rp_inst i) {
+  inst_key k = {i.id, 0};
+  const inst_key *hit = bsearch(&k, keys, n, sizeof *keys, cmp_key);
+  return hit ? hit->idx : UINT32_MAX;
+}
+
+/* The instance table (graph file order) and a sorted id -> index map. */
+static rp_status build_insts(const rp_graph *g, dm_graph *m, inst_key **keys) {
+  uint32_t n = 0;
+  rp_status st = rp_graph_instances(g, NULL, 0, &n);
+  if (st)
+    return st;
+  rp_inst *list = malloc(sizeof *list * (n ? n : 1));
+  m->insts = calloc(n ? n : 1, sizeof *m->insts);
+  *keys = malloc(sizeof **keys * (n ? n : 1));
+  if (!list || !m->insts || !*keys) {
+    free(list);
+    return rp__err(RP_ENOMEM, "dump: out of memory");
+  }
+  if ((st = rp_graph_instances(g, list, n, &n)) != RP_OK) {
+    free(list);
+    return st;
+  }
+  for (uint32_t i = 0; i < n && !st; i++) {
+    rp_instance_info info;
+    rp_mem_info mi;
+    if ((st = rp_instance_query(g->rt, list[i], &info)) != RP_OK ||
+        (st = rp_mem_query(g->rt, info.mem, &mi)) != RP_OK)
+      break;
+    m->insts[i] = (dm_inst){mi.kind, mi.device, info.dtype, info.rect};
+    (*keys)[i] = (inst_key){list[i].id, i};
+  }
+  free(list);
+  m->ninsts = n;
+  qsort(*keys, n, sizeof **keys, cmp_key);
+  return st;
+}
+
+static rp_rect intersect(const rp_rect *a, const rp_rect *b) {
+  rp_rect r = {0};
+  if (a->dim != b->dim)
+    return r;
+  r.dim = a->dim;
+  for (int d = 0; d < a->dim; d++) {
+    r.lo[d] = a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d];
+    r.hi[d] = a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d];
+    if (r.lo[d] > r.hi[d])
+      return (rp_rect){0};
+  }
+  return r;
+}
+
+static rp_rect copy_domain(const dm_graph *m, const rp_copy *c,
+                           const dm_access *acc) {
+  const rp_rect *src = &m->insts[acc[0].inst].rect;
+  const rp_rect *dst = &m->insts[acc[1].inst].rect;
+  switch (c->domain) {
+  case RP_DOMAIN_SRC:
+    return *src;
+  case RP_DOMAIN_DST:
+    return *dst;
+  case RP_DOMAIN_RECT:
+    return c->rect;
+  default:
+    return intersect(src, dst);
+  }
+}
+
+static void task_op(const rp_graph *g, const rp_gop *go, dm_op *op,
+                    int (*unknown)(const char *, void *), void *arg) {
+  const rp_task_rec *t = rp__task_get(g->rt, go->task);
+  op->name = t ? t->name : "?";
+  /* as instantiate places them: unpinned SPMD shards go to any worker */
+  op->proc = go->shard_procs  ? go->shard_procs[0]
+             : go->shards > 1 ? RP_PROC_ANY
+                              : go->proc;
+  op->shard_procs = go->shard_procs;
+  rp_proc_info pi = {.kind = RP_PROC_CPU};
+  if (op->proc != RP_PROC_ANY)
+    rp_proc_query(g->rt, op->proc, &pi);
+  op->pkind = pi.kind;
+  op->shards = go->shards ? go->shards : 1;
+  op->flags = t ? t->flags : 0;
+  op->contract_known = t && !(unknown && unknown(t->name, arg));
+  op->cost_ns = go->cost_ns ? go->cost_ns : t ? t->cost_ns : 0;
+}
+
+static rp_status build_ops(const rp_graph *g, dm_graph *m, const inst_key *keys,
+                           int (*unknown)(const char *, void *), void *arg) {
+  uint64_t nacc = 0;
+  for (uint32_t i = 0; i < g->nops; i++)
+    nacc += g->ops[i].kind == RP_OP_TASK ? g->ops[i].nacc : 2;
+  m->ops = calloc(g->nops ? g->nops : 1, sizeof *m->ops);
+  m->acc_pool = calloc(nacc ? nacc : 1, sizeof *m->acc_pool);
+  if (!m->ops || !m->acc_pool)
+    return rp__err(RP_ENOMEM, "dump: out of memory");
+  dm_access *pool = m->acc_pool;
+  for (uint32_t i = 0; i < g->nops; i++, m->nops++) {
+    const rp_gop *go = &g->ops[i];
+    dm_op *op = &m->ops[i];
+    rp_access tmp[2];
+    const rp_access *acc;
+    op->kind = go->kind;
+    op->acc = pool;
+    op->nacc = rp__op_accesses(go, tmp, &acc);
+    for (uint32_t k = 0; k < op->nacc; k++)
+      pool[k] = (dm_access){inst_index(keys, m->ninsts, acc[k].inst),
+                            acc[k].priv, acc[k].redop};
+    pool += op->nacc;
+    if (go->kind == RP_OP_TASK) {
+      task_op(g, go, op, unknown, arg);
+      continue;
+    }
+    op->name = "copy";
+    op->proc = RP_PROC_ANY;
+    op->pkind = RP_PROC_CPU;
+    op->shards = 1;
+    op->domain = copy_domain(m, &go->copy, op->acc);
+  }
+  return RP_OK;
+}
+
+static rp_status build_edges(const rp_graph *g, dm_graph *m) {
+  m->edges = malloc(sizeof *m->edges * (g->nedges ? g->nedges : 1));
+  if (!m->edges)
+    return rp__err(RP_ENOMEM, "dump: out of memory");
+  for (uint32_t e = 0; e < g->nedges; e++)
+    m->edges[e] = (dm_edge){g->edges[e].from, g->edges[e].to};
+  m->nedges = g->nedges;
+  for (uint32_t p = 0; p < g->npost; p++)
+    for (uint32_t k = 0; k < g->post[p].nops; k++)
+      m->ops[g->post[p].ops[k]].npost++;
+  m->npre = g->npre;
+  m->npost = g->npost;
+  m->nprocs = rp_proc_count(g->rt);
+  m->proc_kinds = calloc(m->nprocs ? m->nprocs : 1, sizeof *m->proc_kinds);
+  if (!m->proc_kinds)
+    return rp__err(RP_ENOMEM, "dump: out of memory");
+  for (uint32_t p = 0; p < m->nprocs; p++) {
+    rp_proc_info pi = {.kind = RP_PROC_CPU};
+    rp_proc_query(g->rt, p, &pi);
+    m->proc_kinds[p] = pi.kind;
+  }
+  return RP_OK;
+}
+
+rp_status dm_build(const rp_graph *g, int (*unknown)(const char *, void *),
+                   void *arg, dm_graph *m) {
+  memset(m, 0, sizeof *m);
+  if (!g)
+    return rp__err(RP_EINVAL, "dm_build: NULL graph");
+  inst_key *keys = NULL;
+  rp_status st = build_insts(g, m, &keys);
+  if (!st)
+    st = build_ops(g, m, keys, unknown, arg);
+  if (!st)
+    st = build_edges(g, m);
+  free(keys);
+  if (st)
+    dm_free(m);
+  return st;
+}
+
+void dm_free(dm_graph *m) {
+  free(m->ops);
+  free(m->insts);
+  free(m->edges);
+  free(m->acc_pool);
+  free(m->proc_kinds);
+  memset(m, 0, sizeof *m);
+}
