@@ -407,6 +407,31 @@ Test(cli, train_writes_the_json_summary, .timeout = 300) {
   unlink(path);
 }
 
+static unsigned count_substr(const char *s, const char *needle) {
+  unsigned n = 0;
+  for (const char *p = s; (p = strstr(p, needle)) != NULL; p++)
+    n++;
+  return n;
+}
+
+Test(cli, train_timings_file_has_every_iteration_of_every_run,
+     .timeout = 300) {
+  char path[] = "/tmp/rp_cli_timings_XXXXXX";
+  tmp_file(path);
+  static char buf[65536];
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--compare", "--timings", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  read_file(path, buf, sizeof buf);
+  cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+  cr_assert(strstr(buf, "\"format\": \"reprise-timings\""), "%s", buf);
+  cr_assert_eq(count_substr(buf, "\"mode\": \"replay\""), 30);
+  cr_assert_eq(count_substr(buf, "\"mode\": \"eager\""), 30);
+  RUN(&r, TRAIN_SMALL, "--timings", "/nonexistent-dir/t.json");
+  cr_assert_eq(r.status, 1, "unwritable --timings file: %s", r.err);
+  unlink(path);
+}
+
 Test(cli, train_save_graph_and_dump_hand_over_the_recorded_step) {
   char path[] = "/tmp/rp_cli_graph_XXXXXX";
   tmp_file(path);

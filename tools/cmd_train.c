@@ -24,7 +24,7 @@ typedef struct train_cli {
   rp_data_kind kind;
   uint32_t samples, classes, features;
   int synth_given; /* --dataset/--samples/--classes/--features */
-  const char *data, *save_graph, *trace, *json;
+  const char *data, *save_graph, *trace, *json, *timings;
   int eager, compare, dump;
   rp_dump_format dump_fmt;
 } train_cli;
@@ -67,6 +67,8 @@ static void train_usage(FILE *f) {
       "  --dump[=text|dot|json]    print the recorded step (default text)\n"
       "  --trace FILE              Chrome trace of the first replays\n"
       "  --json FILE               write the summary as one JSON object\n"
+      "  --timings FILE            write every iteration's time (JSON, for\n"
+      "                            `reprise plot --train FILE`)\n"
       "  -h, --help                this text\n"
       "\n"
       "Exit status: 0 trained, 1 failed (engine error, bad --data file,\n"
@@ -174,6 +176,7 @@ enum {
   OPT_SAVE_GRAPH,
   OPT_DUMP,
   OPT_TRACE,
+  OPT_TIMINGS,
   OPT_JSON,
 };
 
@@ -199,6 +202,7 @@ static const struct option LONGOPTS[] = {
     {"dump", optional_argument, NULL, OPT_DUMP},
     {"trace", required_argument, NULL, OPT_TRACE},
     {"json", required_argument, NULL, OPT_JSON},
+    {"timings", required_argument, NULL, OPT_TIMINGS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -270,6 +274,9 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
     return RP_CLI_OK;
   case OPT_JSON:
     c->json = arg;
+    return RP_CLI_OK;
+  case OPT_TIMINGS:
+    c->timings = arg;
     return RP_CLI_OK;
   case 'h':
     train_usage(stdout);
@@ -411,6 +418,8 @@ typedef struct train_state {
   rp_graph *g;
   rp_exec *ex;
   uint64_t *ns;
+  FILE *timings;       /* --timings: rows appended by every run */
+  uint32_t timing_rows;
   double init_loss, init_acc, instantiate_ms;
   run_stats replay, eager;
   int compared, bitwise;
@@ -507,6 +516,41 @@ static int record(train_state *s, rp_backend_kind asked) {
   return RP_CLI_OK;
 }
 
+/* --timings FILE: {"format": "reprise-timings", "version": 1,
+ * "iterations": [{"iteration": N, "mode": "replay|eager", "ns": T}, ...]}
+ * (the format `reprise plot --train` reads). */
+static void write_timings(train_state *s, const char *mode) {
+  for (uint32_t i = 0; s->timings && i < s->c->iters; i++)
+    fprintf(s->timings, "%s\n  {\"iteration\": %u, \"mode\": \"%s\", "
+            "\"ns\": %llu}", s->timing_rows++ ? "," : "", i, mode,
+            (unsigned long long)s->ns[i]);
+}
+
+static int timings_open(train_state *s) {
+  if (!s->c->timings)
+    return RP_CLI_OK;
+  if (!(s->timings = fopen(s->c->timings, "w"))) {
+    fprintf(stderr, "reprise train: --timings %s: cannot write\n",
+            s->c->timings);
+    return RP_CLI_FAILED;
+  }
+  fprintf(s->timings, "{\"format\": \"reprise-timings\", \"version\": 1, "
+          "\"iterations\": [");
+  return RP_CLI_OK;
+}
+
+static int timings_close(train_state *s) {
+  if (!s->timings)
+    return RP_CLI_OK;
+  fprintf(s->timings, "\n]}\n");
+  int bad = ferror(s->timings) | (fclose(s->timings) != 0);
+  s->timings = NULL;
+  if (bad)
+    fprintf(stderr, "reprise train: --timings %s: write failed\n",
+            s->c->timings);
+  return bad ? RP_CLI_FAILED : RP_CLI_OK;
+}
+
 static int train_once(train_state *s, int eager, run_stats *out) {
   const train_cli *c = s->c;
   progress p = {c->iters, c->log_every, isatty(STDOUT_FILENO),
@@ -524,6 +568,7 @@ static int train_once(train_state *s, int eager, run_stats *out) {
     fflush(stdout);
   if (st != RP_OK)
     return fail(eager ? "eager training" : "training by replay", st);
+  write_timings(s, eager ? "eager" : "replay"); /* before summarize sorts */
   summarize(s->ns, c->iters, c->mc.batch, out);
   if ((st = rp_mlp_evaluate(s->m, &out->final_loss, &out->accuracy)))
     return fail("evaluating the trained weights", st);
@@ -754,10 +799,14 @@ int rp_cmd_train(int argc, char **argv) {
     rp_data_free(&s.data);
     return oom("allocating timings");
   }
-  rc = run_on(&s, c.backend, c.backend);
-  if (rc == FALLBACK) {
-    teardown(&s);
-    rc = run_on(&s, RP_BACKEND_CPU, c.backend);
+  if ((rc = timings_open(&s)) == RP_CLI_OK) {
+    rc = run_on(&s, c.backend, c.backend);
+    if (rc == FALLBACK) {
+      teardown(&s);
+      rc = run_on(&s, RP_BACKEND_CPU, c.backend);
+    }
+    int tc = timings_close(&s);
+    rc = rc ? rc : tc;
   }
   teardown(&s);
   free(s.ns);
