@@ -230,6 +230,16 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
   return RP_OK;
 }
 
+rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
+                           const rp_task_ext *ext) {
+  if (id >= rp__task_count(rt))
+    return rp__err(RP_ENOTASK, "task id %u is not registered", id);
+  /* Set before the id is handed to any launch (registration time): no
+   * reader races with this store. */
+  task_at(rt, id)->ext = ext;
+  return RP_OK;
+}
+
 rp_status rp_task_find(const rp_runtime *rt, const char *name,
                        rp_task_id *out) {
   if (!rt || !name || !out)
