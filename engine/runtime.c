@@ -426,6 +426,12 @@ static rp_status apply_env(rp_runtime_config *cfg) {
   long g = rp__env_long("REPRISE_GPUS", -1);
   if (g > 0 && g <= 16)
     cfg->gpus = (unsigned)g;
+  long t = rp__env_long("REPRISE_DIST_TIMEOUT_MS", -1);
+  if (t == 0 || t > 86400000L || (t < 0 && t != -1))
+    return rp__err(RP_EINVAL, "REPRISE_DIST_TIMEOUT_MS=%ld: expected "
+                   "1..86400000", t);
+  if (t > 0)
+    cfg->dist_timeout_ms = (uint32_t)t;
   return RP_OK;
 }
 
@@ -570,6 +576,10 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
                                ? pr->info.kind == RP_PROC_CPU
                                : 1; /* pinned: both */
     }
+  /* Last: the communicator (a collective duplicate), once the runtime can
+   * allocate instances and register tasks. */
+  if ((st = rp__dist_attach(rt, &rt->cfg)) != RP_OK)
+    goto fail;
   *out = rt;
   return RP_OK;
 fail:
