@@ -12,7 +12,8 @@ typedef struct bench_cli {
   rp_bench_opts o;
   const char *json; /* --json FILE, or NULL */
   int workloads_given;
-  int xfer, gpu;
+  int xfer, gpu, dist;
+  int workers_given;
 } bench_cli;
 
 static void bench_usage(FILE *f) {
@@ -36,6 +37,11 @@ static void bench_usage(FILE *f) {
           "  --json FILE               also write the rows as a JSON array\n"
           "  --xfer                    the transfer benchmark instead\n"
           "  --gpu                     the GPU benchmark instead (reserved)\n"
+          "  --dist                    the distributed benchmark instead:\n"
+          "                            run under mpiexec -n N; the data-\n"
+          "                            parallel step (replay vs eager, --workers\n"
+          "                            shards per rank, default 1) and the\n"
+          "                            replayed all-reduce vs MPI_Allreduce\n"
           "  -h, --help                this text\n");
 }
 
@@ -98,7 +104,8 @@ enum {
   OPT_HOP,
   OPT_JSON,
   OPT_XFER,
-  OPT_GPU
+  OPT_GPU,
+  OPT_DIST
 };
 
 static const struct option LONGOPTS[] = {
@@ -112,6 +119,7 @@ static const struct option LONGOPTS[] = {
     {"json", required_argument, NULL, OPT_JSON},
     {"xfer", no_argument, NULL, OPT_XFER},
     {"gpu", no_argument, NULL, OPT_GPU},
+    {"dist", no_argument, NULL, OPT_DIST},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -127,8 +135,10 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
     c->o.workloads = c->workloads_given++ ? c->o.workloads : 0;
     return rp_cli_each_item(arg, add_workload, &c->o.workloads);
   case OPT_WORKERS:
-    if (!(rc = parse_count("--workers", arg, 1024, &v)))
+    if (!(rc = parse_count("--workers", arg, 1024, &v))) {
       c->o.workers = (unsigned)v;
+      c->workers_given = 1;
+    }
     return rc;
   case OPT_REPS:
     if (!(rc = parse_count("--reps", arg, 100000000, &v)))
@@ -150,6 +160,9 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
     return RP_CLI_OK;
   case OPT_GPU:
     c->gpu = 1;
+    return RP_CLI_OK;
+  case OPT_DIST:
+    c->dist = 1;
     return RP_CLI_OK;
   case 'h':
     bench_usage(stdout);
@@ -176,6 +189,8 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                               argv[optind]);
   if (c->o.hop && !c->workloads_given)
     c->o.workloads = 0; /* --hop alone measures only the hop */
+  if (c->dist && !c->workers_given)
+    c->o.workers = 1; /* one shard per rank: mpiexec -n 2 fills 2 cores */
   if (c->o.modes == RP_BENCH_REPLAY && !rp_bench_replay_built()) {
     fprintf(stderr, "reprise bench: --mode replay: not built yet\n");
     return RP_CLI_USAGE;
@@ -200,6 +215,8 @@ static int run(const bench_cli *c) {
     fprintf(stderr, "reprise bench --gpu: not built yet\n");
     return RP_CLI_USAGE;
   }
+  if (c->dist) /* MPI ranks: rank 0 alone opens the JSON file */
+    return rp_bench_dist(&c->o, stdout, c->json) ? RP_CLI_FAILED : RP_CLI_OK;
   FILE *json = NULL;
   if (c->json && !(json = fopen(c->json, "w"))) {
     fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);
