@@ -18,8 +18,10 @@
  * hand-over between ops goes through the engine's events or the replay's
  * lane order, which synchronize. MPI itself runs with MPI_THREAD_MULTIPLE.
  *
- * Tags on an exec's communicator: 0 roll-call questions, 1 answers,
- * 2 + (pair_seq * K + slot) mod span for the data of the pair_seq-th copy
+ * Tags on an exec's communicator: 0 roll-call questions, 1 answers, 2 "gave
+ * up" notices (a rank that timed out tells every other, so a rank waiting
+ * on it fails at once with the first cause instead of timing out in turn),
+ * 3 + (pair_seq * K + slot) mod span for the data of the pair_seq-th copy
  * between two ranks in replay slot `slot` (K slots: replays in flight never
  * match each other's messages). */
 #include "dist.h"
@@ -32,9 +34,12 @@
 
 #define TAG_ASK 0
 #define TAG_HERE 1
-#define TAG_P2P 2
-#define RC_LEN 6 /* roll call: kind, seq, replay, op, asked seq, asked replay  \
-                  */
+#define TAG_GONE 2
+#define TAG_P2P 3
+#define GONE_LEN 320
+#define RC_LEN                                                                 \
+  6 /* roll call: kind, seq, replay, op, asked seq, asked replay               \
+     */
 #define RC_ASK 1
 #define RC_HERE 2
 
@@ -58,9 +63,10 @@ struct rp_mpi_comm {
   char broken_why[320];
   rp_dist_where at; /* where this rank waits (roll-call answers) */
   int64_t ask[RC_LEN];
-  int64_t *reply;     /* size x RC_LEN: one answer buffer per asker */
-  MPI_Request *sends; /* size x 2: pending ask / answer per rank */
-  int leak;           /* a send could not be completed: keep the buffers */
+  int64_t *reply;      /* size x RC_LEN: one answer buffer per asker */
+  char gone[GONE_LEN]; /* this rank's "gave up" notice */
+  MPI_Request *sends;  /* size x 3: pending ask / answer / notice per rank */
+  int leak;            /* a send could not be completed: keep the buffers */
 };
 
 struct rp_mpi_reqs {
@@ -127,14 +133,14 @@ static rp_status comm_new(MPI_Comm c, uint64_t timeout_ns, rp_mpi_comm **out) {
   MPI_Comm_get_attr(c, MPI_TAG_UB, &ub, &flag);
   mc->tag_span = (flag && ub ? *ub : 32767) - TAG_P2P + 1;
   mc->reply = rp__calloc((size_t)mc->size * RC_LEN, sizeof *mc->reply);
-  mc->sends = rp__calloc((size_t)mc->size * 2, sizeof *mc->sends);
+  mc->sends = rp__calloc((size_t)mc->size * 3, sizeof *mc->sends);
   if (!mc->reply || !mc->sends) {
     free(mc->reply);
     free(mc->sends);
     free(mc);
     return rp__err(RP_ENOMEM, "dist: out of memory");
   }
-  for (int i = 0; i < mc->size * 2; i++)
+  for (int i = 0; i < mc->size * 3; i++)
     mc->sends[i] = MPI_REQUEST_NULL;
   *out = mc;
   return RP_OK;
@@ -185,7 +191,7 @@ void rp__mpi_comm_free(rp_mpi_comm *mc) {
   if (!mc)
     return;
   if (mpi_usable()) {
-    for (int i = 0; i < mc->size * 2; i++) {
+    for (int i = 0; i < mc->size * 3; i++) {
       int done = 1;
       if (mc->sends[i] != MPI_REQUEST_NULL)
         MPI_Test(&mc->sends[i], &done, MPI_STATUS_IGNORE);
@@ -277,7 +283,7 @@ static void serve(rp_mpi_comm *mc) {
         MPI_SUCCESS)
       return;
     int j = st.MPI_SOURCE, done = 1;
-    MPI_Request *rq = &mc->sends[2 * j + 1];
+    MPI_Request *rq = &mc->sends[3 * j + 1];
     if (*rq != MPI_REQUEST_NULL)
       MPI_Test(rq, &done, MPI_STATUS_IGNORE);
     if (!done)
@@ -320,7 +326,7 @@ static void roll_call(rp_mpi_comm *mc, const rp_dist_where *w, char *out,
   for (int j = 0; j < size; j++) {
     if (j == mc->rank || (w->peer >= 0 && j != w->peer))
       continue;
-    MPI_Request *rq = &mc->sends[2 * j];
+    MPI_Request *rq = &mc->sends[3 * j];
     if (*rq != MPI_REQUEST_NULL) /* an earlier question: let it go */
       MPI_Request_free(rq);
     MPI_Isend(mc->ask, RC_LEN, MPI_INT64_T, j, TAG_ASK, mc->comm, rq);
@@ -370,6 +376,12 @@ static void roll_call(rp_mpi_comm *mc, const rp_dist_where *w, char *out,
   free(ans);
 }
 
+static void mark_broken(rp_mpi_comm *mc, const char *why) {
+  snprintf(mc->broken_why, sizeof mc->broken_why, "%s", why);
+  /* release: broken_why is written before a later op sees `broken` */
+  atomic_store_explicit(&mc->broken, 1, memory_order_release);
+}
+
 static void timed_out(rp_mpi_comm *mc, const rp_dist_where *w, char *why,
                       size_t n) {
   char roll[200], where[64];
@@ -385,9 +397,37 @@ static void timed_out(rp_mpi_comm *mc, const rp_dist_where *w, char *why,
   snprintf(why, n, "rank %d: %s (%s) with %s: no answer within %llu ms: %s",
            mc->rank, w->what, where, peer,
            (unsigned long long)(mc->timeout_ns / 1000000), roll);
-  snprintf(mc->broken_why, sizeof mc->broken_why, "%s", why);
-  /* release: broken_why is written before a later op sees `broken` */
-  atomic_store_explicit(&mc->broken, 1, memory_order_release);
+  mark_broken(mc, why);
+  /* tell every other rank (a rank waiting on this one fails at once) */
+  snprintf(mc->gone, sizeof mc->gone, "%s", why);
+  for (int j = 0; j < mc->size; j++) {
+    MPI_Request *rq = &mc->sends[3 * j + 2];
+    if (j == mc->rank || *rq != MPI_REQUEST_NULL)
+      continue;
+    MPI_Isend(mc->gone, (int)strlen(mc->gone) + 1, MPI_CHAR, j, TAG_GONE,
+              mc->comm, rq);
+  }
+}
+
+/* A notice from a rank that gave up (timed out) on mc: 1 and why filled
+ * when one arrived. */
+static int gave_up(rp_mpi_comm *mc, const rp_dist_where *w, char *why,
+                   size_t n) {
+  int flag = 0;
+  MPI_Message m;
+  MPI_Status st;
+  if (MPI_Improbe(MPI_ANY_SOURCE, TAG_GONE, mc->comm, &flag, &m, &st) !=
+          MPI_SUCCESS ||
+      !flag)
+    return 0;
+  char text[GONE_LEN];
+  if (MPI_Mrecv(text, GONE_LEN, MPI_CHAR, &m, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    snprintf(text, sizeof text, "(unreadable notice)");
+  text[GONE_LEN - 1] = 0;
+  snprintf(why, n, "rank %d: %s: rank %d gave up first: %s", mc->rank, w->what,
+           st.MPI_SOURCE, text);
+  mark_broken(mc, why);
+  return 1;
 }
 
 /* ---- waiting ---- */
@@ -416,6 +456,8 @@ static rp_status wait_req(rp_mpi_comm *mc, MPI_Request *req,
       t0 = next_serve = now;
     if (now >= next_serve) {
       serve(mc);
+      if (gave_up(mc, w, why, n))
+        return RP_EPEER;
       next_serve = now + SERVE_NS;
     }
     if (now - t0 >= mc->timeout_ns) {

@@ -714,13 +714,15 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  *
  * Failures: a peer that does not answer within rp_runtime_config.
  * dist_timeout_ms makes the waiting op fail with RP_EPEER and a detail that
- * names the rank(s) that did not answer (rp_exec_error_detail for replays,
- * rp_runtime_dist_detail for eager ops); the replay completes, it never
- * hangs. After a timeout the exec's (or, eager, the runtime's) communication
- * is broken: later ops on it fail at once with RP_EPEER; destroy it and
- * instantiate again on every rank. An op skipped on one rank (a failed
- * upstream op, a stale instance: RP_ESTALE there) shows up on its peers as
- * RP_EPEER after the timeout.
+ * names the rank(s) that did not answer (a roll call of at most min(timeout
+ * / 4, 1 s) asks the peers where they wait; rp_exec_error_detail for
+ * replays, rp_runtime_dist_detail for eager ops); the replay completes, it
+ * never hangs. A rank that timed out tells the others, so a rank waiting on
+ * it fails at once with the first cause. After that the exec's (or, eager,
+ * the runtime's) communication is broken: later ops on it fail at once with
+ * RP_EPEER; destroy it and instantiate again on every rank. An op skipped
+ * on one rank (a failed upstream op, a stale instance: RP_ESTALE there)
+ * shows up on its peers as RP_EPEER after the timeout.
  *
  * MPI must be initialized with MPI_THREAD_MULTIPLE (workers call MPI) before
  * rp_runtime_create and finalized after rp_runtime_destroy. Builds without

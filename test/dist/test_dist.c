@@ -526,14 +526,15 @@ static void stale_rank(void) {
   const char *d = rp_exec_error_detail(ex);
   if (RANK == 1) {
     EXPECT(st == RP_ESTALE, "stale rank: %s (%s)", rp_status_name(st), d);
+    printf("   rank 1: %s\n", d);
   } else {
     EXPECT(st == RP_EPEER, "peer of the stale rank: %s (%s)",
            rp_status_name(st), d);
     EXPECT(contains(d, "rank 1 did not answer"), "detail: %s", d);
     EXPECT(dt >= SHORT_MS * 1e-3 * 0.99,
-           "failed after %.3f s, before the "
-           "timeout",
-           dt);
+           "failed after %.3f s, before the timeout", dt);
+    if (RANK == 0)
+      printf("   rank 0 after %.3f s: %s\n", dt, d);
     CHECK(rp_replay(ex, NULL, &e));
     st = rp_event_wait(f.rt, e, -1);
     CHECK(rp_event_release(f.rt, e));
@@ -595,12 +596,63 @@ static void missing_peer(void) {
     const char *d = rp_exec_error_detail(ex);
     EXPECT(st == RP_EPEER, "replay: %s (%s)", rp_status_name(st), d);
     EXPECT(contains(d, want), "replay detail: %s", d);
+    if (RANK == 0)
+      printf("   rank 0 after %.3f s: %s\n", dt, d);
     EXPECT(dt >= SHORT_MS * 1e-3 * 0.99 && dt < 60, "replay: %.3f s", dt);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   CHECK(rp_exec_destroy(ex));
   CHECK(rp_runtime_destroy(rt));
   done_case("a peer that never answers: RP_EPEER naming it (eager, replay)");
+}
+
+/* Three ranks or more: rank 1 never replays; rank 2 receives from it and
+ * times out, rank 0 receives from rank 2 (which never sends: its op after
+ * the failed one is skipped). Rank 0 started later, so it learns from rank
+ * 2's notice that rank 2 gave up, and why, before its own timeout. */
+static void cascade(void) {
+  if (NRANKS < 3)
+    return;
+  rp_runtime *rt = make_rt(SHORT_MS);
+  rp_inst x = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  rp_inst z = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  rp_graph *g;
+  CHECK(rp_capture_begin(rt, NULL));
+  rp_dist_copy a = {.src_rank = 1, .dst_rank = 2, .src = x, .dst = z};
+  rp_dist_copy b = {.src_rank = 2, .dst_rank = 0, .src = z, .dst = x};
+  CHECK(rp_launch_dist_copy(rt, &a, NULL));
+  CHECK(rp_launch_dist_copy(rt, &b, NULL));
+  CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, NULL, &ex));
+  CHECK(rp_graph_destroy(g));
+  if (RANK == 0 || RANK == 2) {
+    if (RANK == 0) { /* start well after rank 2 */
+      struct timespec ts = {1, 0};
+      nanosleep(&ts, NULL);
+    }
+    rp_event e;
+    double t0 = now_s();
+    CHECK(rp_replay(ex, NULL, &e));
+    rp_status st = rp_event_wait(rt, e, -1);
+    double dt = now_s() - t0;
+    CHECK(rp_event_release(rt, e));
+    const char *d = rp_exec_error_detail(ex);
+    EXPECT(st == RP_EPEER, "cascade: %s (%s)", rp_status_name(st), d);
+    EXPECT(contains(d, "rank 1 did not answer"), "detail: %s", d);
+    if (RANK == 0) {
+      EXPECT(contains(d, "rank 2 gave up first"), "detail: %s", d);
+      EXPECT(dt < SHORT_MS * 1e-3,
+             "rank 0 waited %.3f s: the notice should "
+             "end its wait before its own timeout",
+             dt);
+      printf("   rank 0 learned in %.3f s: %s\n", dt, d);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_runtime_destroy(rt));
+  done_case("a rank that gave up tells the others (cascade)");
 }
 
 /* ---- data-parallel training ---- */
@@ -799,6 +851,7 @@ int main(int argc, char **argv) {
   dp_equivalence();
   stale_rank();
   missing_peer();
+  cascade();
   MPI_Barrier(MPI_COMM_WORLD);
   if (RANK == 0)
     printf("all distributed cases passed on %d ranks\n", NRANKS);
