@@ -10,8 +10,17 @@
 static const char *const WHAT[RP_DIST_ROLES] = {"nothing", "send", "recv",
                                                 "local copy", "all-reduce"};
 
-/* The op's arguments, checked against its accesses (a graph file or a
- * launch by name could hand a dist task anything). */
+static int fits(const rp_instance_info *in, const rp_dist_args *a) {
+  int ok = a->dom.dim == in->rect.dim && rp_rect_volume(&a->dom) > 0 &&
+           (rp_dtype)a->dtype == in->dtype;
+  for (int d = 0; ok && d < a->dom.dim; d++)
+    ok = a->dom.lo[d] >= in->rect.lo[d] && a->dom.hi[d] <= in->rect.hi[d];
+  return ok;
+}
+
+/* The op's arguments, checked against its accesses and this rank (a graph
+ * file or a launch by name could hand a dist task anything; a graph file
+ * with communication belongs to the rank that recorded it). */
 static rp_status get_args(const rp_task_ctx *ctx, const rp_dist_args **out) {
   static const uint32_t nacc[RP_DIST_ROLES] = {1, 2, 2, 3, 2};
   const rp_dist_args *a = ctx->args;
@@ -22,6 +31,37 @@ static rp_status get_args(const rp_task_ctx *ctx, const rp_dist_args **out) {
                    "rp.dist task: arguments are not a "
                    "communication op's (launch it with rp_launch_allreduce "
                    "or rp_launch_dist_copy)");
+  const rp_dist_state *ds = rp__dist_state(ctx->rt);
+  uint32_t me = ds->rank, n = ds->ranks;
+  int ok = 1;
+  if (a->role == RP_DIST_SEND)
+    ok = a->src_rank == me && a->dst_rank != me && a->dst_rank < n;
+  else if (a->role == RP_DIST_RECV)
+    ok = a->dst_rank == me && a->src_rank != me && a->src_rank < n;
+  else if (a->role == RP_DIST_SELF)
+    ok = a->src_rank == me && a->dst_rank == me;
+  if (!ok)
+    return rp__err(RP_EINVAL,
+                   "rp.dist task: a copy from rank %u to rank %u recorded "
+                   "as a %s does not belong to rank %u of %u",
+                   a->src_rank, a->dst_rank,
+                   a->role == RP_DIST_SEND   ? "send"
+                   : a->role == RP_DIST_RECV ? "recv"
+                                             : "local copy",
+                   me, n);
+  int shape = a->role == RP_DIST_NONE ||
+              (fits(&ctx->insts[0], a) &&
+               (a->role != RP_DIST_SELF || fits(&ctx->insts[1], a)));
+  void *p;
+  if (shape && a->role == RP_DIST_ALLREDUCE)
+    shape = rp__dist_contig(&ctx->insts[0], &ctx->insts[0].rect, &p) &&
+            a->redop == RP_REDOP_SUM;
+  if (shape && a->redop == RP_REDOP_SUM)
+    shape = a->dtype == RP_F32 || a->dtype == RP_F64 || a->dtype == RP_I32 ||
+            a->dtype == RP_I64;
+  if (!shape)
+    return rp__err(RP_ESHAPE, "rp.dist task: its rectangle, type or "
+                              "operator does not match its instances");
   *out = a;
   return RP_OK;
 }

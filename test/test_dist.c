@@ -4,6 +4,8 @@
  * "dist"). */
 #include "helpers.h"
 
+#include "dist/dist.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -310,6 +312,40 @@ Test(dist, foreign_arguments_are_refused) {
   cr_assert_null(ex);
   cr_assert(strstr(rp_error_detail(), "rp.dist.send"), "%s", rp_error_detail());
   RP_CHECK(rp_graph_destroy(g));
+  /* well-formed, but a send from rank 0 to rank 1: not this job's (a graph
+   * file recorded on another rank or job) */
+  rp_inst y = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_dist_args a = {.magic = RP_DIST_ARGS_MAGIC,
+                    .role = RP_DIST_SEND,
+                    .src_rank = 0,
+                    .dst_rank = 1,
+                    .dtype = RP_F32,
+                    .dom = rp_rect_1d(0, 3)};
+  rp_access acc[2] = {{y, RP_READ, 0}, {x, RP_RW, 0}};
+  l = (rp_launch){.task = id,
+                  .proc = RP_PROC_ANY,
+                  .args = &a,
+                  .args_size = sizeof a,
+                  .accesses = acc,
+                  .naccess = 2};
+  RP_CHECK(rp_launch_task(rt, &l, &e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_EINVAL);
+  RP_CHECK(rp_event_release(rt, e));
+  /* a rectangle outside its instances (fresh ones: the failed op above
+   * would poison ops that depend on it) */
+  rp_inst u = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_inst w = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_inst t = make(rt, RP_U8, rp_rect_1d(0, 0));
+  a.role = RP_DIST_SELF;
+  a.dst_rank = 0;
+  a.dom = rp_rect_1d(0, 9);
+  rp_access acc3[3] = {{u, RP_READ, 0}, {w, RP_WRITE, 0}, {t, RP_RW, 0}};
+  RP_CHECK(rp_task_find(rt, "rp.dist.copy", &l.task));
+  l.accesses = acc3;
+  l.naccess = 3;
+  RP_CHECK(rp_launch_task(rt, &l, &e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_ESHAPE);
+  RP_CHECK(rp_event_release(rt, e));
   th_destroy(rt);
 }
 
