@@ -148,7 +148,10 @@ rp_status rp__dist_task_gpu(rp_task_ctx *ctx) {
   if (a->role != RP_DIST_ALLREDUCE)
     return rp__err(RP_EINVAL, "rp.dist task: only the all-reduce has a GPU "
                               "form");
-  return rp__nccl_task(ctx, a);
+  st = rp__nccl_task(ctx, a);
+  if (st)
+    rp__dist_set_detail(rp__dist_state(ctx->rt), rp_error_detail());
+  return st;
 }
 
 /* ---- replays (rp_task_ext) ---- */
