@@ -732,7 +732,10 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  * The ops are tasks named "rp.dist.*" (dumps and graph files show them);
  * a runtime with a communicator registers them at create, one without at
  * its first call below (so load a graph file with communication there after
- * one). */
+ * one). A graph with communication belongs to the rank that recorded it
+ * (each rank keeps its side): a graph file of another rank is refused
+ * (RP_EINVAL) at instantiate. Instantiate such graphs from one thread, in
+ * the same order on every rank. */
 
 /* This rank and the number of ranks (0 and 1 without a communicator). */
 RP_API uint32_t rp_runtime_rank(const rp_runtime *rt);
