@@ -494,7 +494,10 @@ static void builder(void) {
 
 /* ---- failures ---- */
 
-#define SHORT_MS 1500
+/* The bound in the failure cases: short, and still far above what a
+ * healthy op takes on a loaded 2-core machine. The checks only use it as a
+ * lower bound (a failure never comes before it). */
+#define SHORT_MS 3000
 
 static int contains(const char *s, const char *sub) {
   return strstr(s, sub) != NULL;
@@ -572,7 +575,7 @@ static void missing_peer(void) {
     const char *d = rp_runtime_dist_detail(rt);
     EXPECT(st == RP_EPEER, "eager recv: %s (%s)", rp_status_name(st), d);
     EXPECT(contains(d, want), "eager detail: %s", d);
-    EXPECT(dt >= SHORT_MS * 1e-3 * 0.99 && dt < 60, "eager: %.3f s", dt);
+    EXPECT(dt >= SHORT_MS * 1e-3 * 0.99, "eager: failed after %.3f s", dt);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   /* replayed */
@@ -598,7 +601,7 @@ static void missing_peer(void) {
     EXPECT(contains(d, want), "replay detail: %s", d);
     if (RANK == 0)
       printf("   rank 0 after %.3f s: %s\n", dt, d);
-    EXPECT(dt >= SHORT_MS * 1e-3 * 0.99 && dt < 60, "replay: %.3f s", dt);
+    EXPECT(dt >= SHORT_MS * 1e-3 * 0.99, "replay: failed after %.3f s", dt);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   CHECK(rp_exec_destroy(ex));
@@ -608,12 +611,13 @@ static void missing_peer(void) {
 
 /* Three ranks or more: rank 1 never replays; rank 2 receives from it and
  * times out, rank 0 receives from rank 2 (which never sends: its op after
- * the failed one is skipped). Rank 0 started later, so it learns from rank
- * 2's notice that rank 2 gave up, and why, before its own timeout. */
+ * the failed one is skipped). Rank 0's own timeout is far longer (the bound
+ * is per rank), so only rank 2's notice can end its wait: it must name the
+ * first cause. */
 static void cascade(void) {
   if (NRANKS < 3)
     return;
-  rp_runtime *rt = make_rt(SHORT_MS);
+  rp_runtime *rt = make_rt(RANK == 0 ? 600000 : SHORT_MS);
   rp_inst x = inst_2d(rt, RP_F32, 0, 0, 0, 7);
   rp_inst z = inst_2d(rt, RP_F32, 0, 0, 0, 7);
   rp_graph *g;
@@ -627,10 +631,6 @@ static void cascade(void) {
   CHECK(rp_instantiate(g, NULL, &ex));
   CHECK(rp_graph_destroy(g));
   if (RANK == 0 || RANK == 2) {
-    if (RANK == 0) { /* start well after rank 2 */
-      struct timespec ts = {1, 0};
-      nanosleep(&ts, NULL);
-    }
     rp_event e;
     double t0 = now_s();
     CHECK(rp_replay(ex, NULL, &e));
@@ -642,10 +642,6 @@ static void cascade(void) {
     EXPECT(contains(d, "rank 1 did not answer"), "detail: %s", d);
     if (RANK == 0) {
       EXPECT(contains(d, "rank 2 gave up first"), "detail: %s", d);
-      EXPECT(dt < SHORT_MS * 1e-3,
-             "rank 0 waited %.3f s: the notice should "
-             "end its wait before its own timeout",
-             dt);
       printf("   rank 0 learned in %.3f s: %s\n", dt, d);
     }
   }
