@@ -55,4 +55,14 @@ int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json);
  * the CLI calls it only when built with RP_BENCH_HAVE_XFER). */
 int rp_bench_xfer(FILE *table, FILE *json);
 
+/* The distributed benchmark (bench/dist_bench.c), for mpiexec -n N: the
+ * data-parallel MLP step replayed vs eager (o->workers shards per rank,
+ * o->reps steps per run), and the replayed all-reduce against a plain loop
+ * of MPI_Allreduce. Initializes MPI (MPI_THREAD_MULTIPLE) unless the caller
+ * did, and then finalizes it. Rank 0 alone writes the table and, when
+ * json_path is not NULL, creates that file with the JSON array (a path, not
+ * a FILE: the other ranks must not touch it). Builds without MPI say so and
+ * return 1. */
+int rp_bench_dist(const rp_bench_opts *o, FILE *table, const char *json_path);
+
 #endif

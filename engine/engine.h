@@ -124,13 +124,44 @@ int rp__mem_host_addressable(const rp_runtime *rt, rp_mem m);
 /* ---------------------------------------------------------------------- */
 /* Tasks (internal side). */
 
+typedef struct rp_task_ext rp_task_ext;
+
 typedef struct rp_task_rec {
   char *name;
   rp_task_fn cpu_fn;
   rp_task_fn gpu_fn;
   unsigned flags;
   uint64_t cost_ns;
+  const rp_task_ext *ext; /* NULL: a plain task (see rp_task_ext) */
 } rp_task_rec;
+
+/* A task whose replayed form is planned at instantiate instead of calling
+ * its function (dist/: communication ops). Its cpu_fn / gpu_fn stay its
+ * eager form. The replay layer calls, for an exec that has such units:
+ * exec_begin once, before the first plan; plan once per unit, in graph op
+ * order (so every rank of an SPMD job plans the same units in the same
+ * order); run on the lane's worker for every replay, in place of the task
+ * function; release for every planned unit and then exec_end when the exec
+ * is freed (also after a failed instantiate). All ops of one exec must use
+ * the same rp_task_ext table. */
+struct rp_task_ext {
+  /* *xs: the exec's shared state for this table. */
+  rp_status (*exec_begin)(rp_runtime *rt, uint32_t max_inflight, void **xs);
+  void (*exec_end)(void *xs);
+  /* ctx: the unit's prebuilt context (args are the unit's own copy, which
+   * plan may rewrite; insts are the instances' views). *state: the unit's.
+   * *as_task = 1 keeps the unit an ordinary task (its function runs with
+   * the planned args: a GPU unit captured into a device graph). */
+  rp_status (*plan)(void *xs, uint32_t op, rp_task_ctx *ctx, void **state,
+                    int *as_task);
+  /* Runs replay r; on failure *why says why (valid until the next run). */
+  rp_status (*run)(void *state, uint64_t r, const char **why);
+  void (*release)(void *state);
+};
+
+/* Attaches ext to a registered task (before any graph uses it). */
+rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
+                           const rp_task_ext *ext);
 
 /* Stable pointer to a registered task, NULL when id is unknown. */
 const rp_task_rec *rp__task_get(const rp_runtime *rt, rp_task_id id);
@@ -190,7 +221,7 @@ void rp__runtime_set_unusable(rp_runtime *rt, const char *why);
  * layers, created lazily, destroyed through the registered destructor before
  * the engine goes down. */
 enum { RP_LAYER_CAPTURE = 0, RP_LAYER_XFER = 1, RP_LAYER_REPLAY = 2,
-       RP_LAYER_COUNT };
+       RP_LAYER_DIST = 3, RP_LAYER_COUNT };
 void *rp__layer_get(rp_runtime *rt, int layer);
 /* Installs state once (returns the existing one if another thread won).
  * drain (optional) blocks until the layer's outstanding work completed; it
@@ -203,6 +234,12 @@ void *rp__layer_set(rp_runtime *rt, int layer, void *state,
 /* 1 while rp_runtime_destroy drains the layers (they may then cancel work
  * that can never run instead of waiting for it). */
 int rp__runtime_destroying(const rp_runtime *rt);
+
+/* Distributed (dist/dist.c): called by rp_runtime_create once the
+ * backends are up, to take cfg->comm (duplicating it: a collective call)
+ * and install the RP_LAYER_DIST state. On failure the runtime is torn
+ * down. */
+rp_status rp__dist_attach(rp_runtime *rt, const rp_runtime_config *cfg);
 
 /* The CUDA backend's opaque state (NULL when the runtime has none). */
 void *rp__cuda_state(rp_runtime *rt);

@@ -230,6 +230,16 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
   return RP_OK;
 }
 
+rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
+                           const rp_task_ext *ext) {
+  if (id >= rp__task_count(rt))
+    return rp__err(RP_ENOTASK, "task id %u is not registered", id);
+  /* Set before the id is handed to any launch (registration time): no
+   * reader races with this store. */
+  task_at(rt, id)->ext = ext;
+  return RP_OK;
+}
+
 rp_status rp_task_find(const rp_runtime *rt, const char *name,
                        rp_task_id *out) {
   if (!rt || !name || !out)
@@ -416,6 +426,12 @@ static rp_status apply_env(rp_runtime_config *cfg) {
   long g = rp__env_long("REPRISE_GPUS", -1);
   if (g > 0 && g <= 16)
     cfg->gpus = (unsigned)g;
+  long t = rp__env_long("REPRISE_DIST_TIMEOUT_MS", -1);
+  if (t == 0 || t > 86400000L || (t < 0 && t != -1))
+    return rp__err(RP_EINVAL, "REPRISE_DIST_TIMEOUT_MS=%ld: expected "
+                   "1..86400000", t);
+  if (t > 0)
+    cfg->dist_timeout_ms = (uint32_t)t;
   return RP_OK;
 }
 
@@ -433,7 +449,8 @@ static void destroy_parts(rp_runtime *rt) {
   if (rt->cpu_state)
     rp__cpu_backend.fini(rt, rt->cpu_state);
   rt->cpu_state = NULL;
-  /* ...then the layers above go, newest first... */
+  /* ...then the layers: an idle worker keeps calling the replay layer's
+   * poller until it stops, so its state must outlive the workers. */
   for (int l = RP_LAYER_COUNT - 1; l >= 0; l--)
     if (rt->layers[l] && rt->layer_dtor[l]) {
       rt->layer_dtor[l](rt, rt->layers[l]);
@@ -562,6 +579,10 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
                                ? pr->info.kind == RP_PROC_CPU
                                : 1; /* pinned: both */
     }
+  /* Last: the communicator (a collective duplicate), once the runtime can
+   * allocate instances and register tasks. */
+  if ((st = rp__dist_attach(rt, &rt->cfg)) != RP_OK)
+    goto fail;
   *out = rt;
   return RP_OK;
 fail:

@@ -147,6 +147,14 @@ typedef struct rp_runtime_config {
                               onto the physical ones) */
   int quiet;               /* 1: do not print the backend fallback line */
   int ignore_env;          /* 1: ignore the REPRISE_* environment overrides */
+  /* Distributed (see "Distributed" below). NULL: a single process (rank 0
+   * of 1). Else a pointer to an MPI_Comm (MPI_Comm *) whose processes are
+   * the ranks; the runtime duplicates it during create, so the pointee
+   * need not outlive the call. */
+  void *comm;
+  uint32_t dist_timeout_ms; /* a replay (or eager op) waiting for a peer
+                               fails with RP_EPEER after this long; 0 =
+                               30000. env REPRISE_DIST_TIMEOUT_MS */
 } rp_runtime_config;
 
 /* Fills defaults (AUTO, all cores). */
@@ -664,6 +672,138 @@ typedef enum rp_dump_format {
  * fails. */
 RP_API rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt);
 RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
+
+/* ------------------------------------------------------------------------ */
+/* Distributed: one recorded step across processes (MPI) and GPUs (NCCL)
+ *
+ * The model is SPMD, as control replication in Legion: every rank (one MPI
+ * process of rp_runtime_config.comm) runs the same program, records the same
+ * step and instantiates the same graphs in the same order. Each rank owns its
+ * processors and instances; an rp_inst names an instance of the calling rank
+ * only. Communication is launched like any other op, with declared accesses,
+ * so dependence analysis orders it against the tasks around it:
+ *   rp_launch_allreduce    sum one instance across all ranks, in place;
+ *   rp_launch_dist_copy    a copy whose source lives on one rank and whose
+ *                          destination lives on another (each rank keeps its
+ *                          side: the source rank sends, the destination
+ *                          rank receives, other ranks record a placeholder);
+ *   rp_launch_dist_parallel the parallel operators across ranks, built from
+ *                          those copies (replicate = broadcast, repartition
+ *                          = scatter, combine = gather, reduction = reduce).
+ * Every rank must make the same sequence of these calls (the same kinds,
+ * ranks and shapes), also ranks a copy does not involve; local ops may
+ * differ between ranks. Communication ops of one runtime run one after
+ * another in launch order on every rank (they all access one hidden token
+ * instance), which keeps MPI's matching order the same everywhere and makes
+ * a deadlock between two ranks impossible.
+ *
+ * Eager mode runs each op at once on a CPU worker (non-blocking MPI calls,
+ * polled). Instantiate keeps this rank's part of each communication op and
+ * plans it: persistent MPI requests (MPI_Send_init / MPI_Recv_init, one per
+ * replay slot, with tags derived from the graph and the slot so replays in
+ * flight never match each other's messages; MPI 4 MPI_Allreduce_init) on a
+ * communicator of the exec's own, duplicated at instantiate (instantiate of
+ * a graph with communication is therefore collective: every rank must do
+ * it). A replay starts the requests and the worker running the op polls
+ * them; nothing is negotiated per replay.
+ *
+ * GPU instances: rp_launch_allreduce on a GPU instance runs an NCCL
+ * all-reduce on the instance's GPU stream (builds with NCCL; one NCCL
+ * communicator per device and runtime for eager launches, one per exec in
+ * replays, created at instantiate). Cross-rank copies need host memory.
+ *
+ * Failures: a peer that does not answer within rp_runtime_config.
+ * dist_timeout_ms makes the waiting op fail with RP_EPEER and a detail that
+ * names the rank(s) that did not answer (a roll call of at most min(timeout
+ * / 4, 1 s) asks the peers where they wait; rp_exec_error_detail for
+ * replays, rp_runtime_dist_detail for eager ops); the replay completes, it
+ * never hangs. A rank that timed out tells the others, so a rank waiting on
+ * it fails at once with the first cause. After that the exec's (or, eager,
+ * the runtime's) communication is broken: later ops on it fail at once with
+ * RP_EPEER; destroy it and instantiate again on every rank. An op skipped
+ * on one rank (a failed upstream op, a stale instance: RP_ESTALE there)
+ * shows up on its peers as RP_EPEER after the timeout.
+ *
+ * MPI must be initialized with MPI_THREAD_MULTIPLE (workers call MPI) before
+ * rp_runtime_create and finalized after rp_runtime_destroy. Builds without
+ * MPI return RP_EUNSUPPORTED for a non-NULL comm; with comm NULL every call
+ * below works for the one rank (an all-reduce leaves the data as it is).
+ *
+ * The ops are tasks named "rp.dist.*" (dumps and graph files show them);
+ * a runtime with a communicator registers them at create, one without at
+ * its first call below (so load a graph file with communication there after
+ * one). A graph with communication belongs to the rank that recorded it
+ * (each rank keeps its side): a graph file of another rank is refused
+ * (RP_EINVAL) at instantiate. Instantiate such graphs from one thread, in
+ * the same order on every rank. */
+
+/* This rank and the number of ranks (0 and 1 without a communicator). */
+RP_API uint32_t rp_runtime_rank(const rp_runtime *rt);
+RP_API uint32_t rp_runtime_ranks(const rp_runtime *rt);
+
+typedef struct rp_allreduce {
+  rp_inst inst;   /* this rank's instance: dense, f32/f64/i32/i64, the same
+                     shape and type on every rank; summed in place */
+  rp_redop redop; /* RP_REDOP_SUM */
+  rp_event wait;
+} rp_allreduce;
+
+typedef struct rp_dist_copy {
+  uint32_t src_rank; /* the rank holding src */
+  uint32_t dst_rank; /* the rank holding dst (may equal src_rank: a local
+                        copy) */
+  rp_inst src;       /* read on src_rank; ignored on other ranks */
+  rp_inst dst;       /* written on dst_rank; ignored on other ranks */
+  rp_rect rect;      /* points moved, global coordinates (must fit the
+                        local instance on each side); dim 0: each side's
+                        whole instance (their volumes must agree) */
+  rp_redop redop;    /* RP_REDOP_SUM: dst += src (f32/f64/i32/i64) */
+  rp_event wait;
+} rp_dist_copy;
+
+/* A parallel operator across ranks: part r is `part` on rank r; the whole
+ * lives on rank `root`. Split operators use rp_chunk_rect(whole, dim,
+ * ranks, r) for part r's points, as the local ones do.
+ *   REPLICATE   fwd: whole -> every part (broadcast)
+ *               bwd: whole = sum of the parts (reduce)
+ *   REPARTITION fwd: whole scattered into the parts; bwd: gathered
+ *   COMBINE     fwd: parts gathered into the whole; bwd: scattered
+ *   REDUCTION   fwd: whole = sum of the parts; bwd: whole -> every part */
+typedef struct rp_dist_parallel {
+  rp_pop_kind kind;
+  int backward;  /* 0 forward, 1 backward */
+  uint32_t root; /* the rank holding `whole` */
+  rp_inst whole; /* on root; ignored on other ranks */
+  rp_inst part;  /* this rank's part */
+  int dim;       /* partitioned dimension (repartition, combine) */
+  rp_event wait;
+} rp_dist_parallel;
+
+/* Launch calls (eager or recorded, as rp_launch_task). *done (may be NULL)
+ * is the completion event / the recorded op's reference (for a parallel
+ * operator: its last op, which follows all its others on this rank).
+ * Errors (nothing launched): RP_EINVAL NULL or unknown redop / kind;
+ * RP_ERANGE a rank >= rp_runtime_ranks(); RP_ESTALE a stale local instance;
+ * RP_ETYPE a type that cannot be summed; RP_ESHAPE a rect that does not fit
+ * the local instance, a non-dense all-reduce instance, a part that is not
+ * its chunk of the whole; RP_EACCESS a cross-rank copy of GPU memory;
+ * RP_EUNSUPPORTED a GPU all-reduce in a build without NCCL. */
+RP_API rp_status rp_launch_allreduce(rp_runtime *rt, const rp_allreduce *a,
+                                     rp_event *done);
+RP_API rp_status rp_launch_dist_copy(rp_runtime *rt, const rp_dist_copy *c,
+                                     rp_event *done);
+RP_API rp_status rp_launch_dist_parallel(rp_runtime *rt,
+                                         const rp_dist_parallel *p,
+                                         rp_event *done);
+/* Builder forms (wait must be RP_NO_EVENT). Each new communication op gets
+ * an edge from the graph's previous one, so they keep launch order. */
+RP_API rp_status rp_graph_add_allreduce(rp_graph *g, const rp_allreduce *a,
+                                        rp_op_id *out);
+RP_API rp_status rp_graph_add_dist_copy(rp_graph *g, const rp_dist_copy *c,
+                                        rp_op_id *out);
+/* The detail of the last failed eager communication op of rt ("" if
+ * none): which op, which peer. Valid until the next one fails. */
+RP_API const char *rp_runtime_dist_detail(const rp_runtime *rt);
 
 /* ------------------------------------------------------------------------ */
 /* Test and benchmark support */

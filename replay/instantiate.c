@@ -233,6 +233,32 @@ static rp_status setup_workspace(rp_exec *ex, const rp_gop *op,
   return RP_OK;
 }
 
+/* Units of a task with a planned replay form (communication): the ext
+ * plans each one; units are visited in op order (see rp_task_ext). */
+static rp_status plan_ext_units(rp_exec *ex, const rp_task_rec *t,
+                                uint32_t id, rp_unit *first, uint32_t n) {
+  if (ex->ext && ex->ext != t->ext)
+    return rp__err(RP_EUNSUPPORTED, "op %u (task '%s'): two kinds of "
+                   "planned tasks in one exec", id, t->name);
+  rp_status st;
+  if (!ex->ext) {
+    if ((st = t->ext->exec_begin(ex->rt, ex->max_inflight, &ex->ext_xs)))
+      return rp__err_prefix(st, "op %u (task '%s'): ", id, t->name);
+    ex->ext = t->ext;
+  }
+  for (uint32_t s = 0; s < n; s++) {
+    rp_unit *u = first + s;
+    int as_task = 0;
+    u->ext = t->ext;
+    if ((st = t->ext->plan(ex->ext_xs, id, &u->ctx, &u->ext_state,
+                           &as_task)) != RP_OK)
+      return rp__err_prefix(st, "op %u (task '%s'): ", id, t->name);
+    if (!as_task)
+      u->kind = RP_UNIT_EXT;
+  }
+  return RP_OK;
+}
+
 static rp_status setup_task_units(rp_exec *ex, uint32_t id,
                                   rp_instance_info *views) {
   const rp_gop *op = &ex->g->ops[id];
@@ -273,9 +299,12 @@ static rp_status setup_task_units(rp_exec *ex, uint32_t id,
                            .args_size = op->args_size, .naccess = op->nacc,
                            .insts = views};
   }
-  if (op->ws_bytes)
-    return setup_workspace(ex, op, first);
-  return RP_OK;
+  if (op->ws_bytes) {
+    rp_status st = setup_workspace(ex, op, first);
+    if (st)
+      return st;
+  }
+  return t->ext ? plan_ext_units(ex, t, id, first, op->shards) : RP_OK;
 }
 
 static rp_status setup_units(rp_exec *ex) {
@@ -429,8 +458,13 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
 
 void rp__exec_free(rp_exec *ex);
 void rp__exec_free(rp_exec *ex) {
-  for (uint32_t i = 0; ex->units && i < ex->nunits; i++)
+  for (uint32_t i = 0; ex->units && i < ex->nunits; i++) {
+    if (ex->units[i].ext_state)
+      ex->units[i].ext->release(ex->units[i].ext_state);
     free(ex->units[i].args);
+  }
+  if (ex->ext)
+    ex->ext->exec_end(ex->ext_xs);
   for (uint32_t i = 0; ex->views && ex->g && i < ex->g->nops; i++)
     free(ex->views[i]);
   free(ex->views);

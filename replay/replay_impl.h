@@ -21,7 +21,9 @@
 #define RP_RING 1024              /* submission ring entries (power of two) */
 #define RP_MASK_WORDS 2           /* 128 CPU workers */
 
-enum { RP_UNIT_TASK = 0, RP_UNIT_COPY = 1 };
+/* RP_UNIT_EXT: a task with a planned replay form (engine.h rp_task_ext,
+ * dist/ communication): run through ext->run, always on the general path. */
+enum { RP_UNIT_TASK = 0, RP_UNIT_COPY = 1, RP_UNIT_EXT = 2 };
 
 /* A cross-lane wait: lane `lane` must have completed `pos` units of replay
  * r - prev (prev = 1: a wrap-around wait on the previous replay). */
@@ -60,6 +62,9 @@ typedef struct rp_unit {
   unsigned char *guard;      /* debug: bytes after this shard's workspace */
   /* copy units */
   rp_xfer_desc *xd;
+  /* ext units (and ext tasks kept as tasks): the plan's state */
+  const rp_task_ext *ext;
+  void *ext_state;
 } rp_unit;
 
 /* A lane's entry in list order: the fast path needs only this. */
@@ -142,6 +147,8 @@ struct rp_exec {
   uint32_t ninsts;
   rp_xfer_desc *xds;
   uint32_t nxds;
+  const rp_task_ext *ext; /* the ext table of the exec's ext units */
+  void *ext_xs;          /* its per-exec state (exec_begin) */
   void **workspaces;     /* one buffer per SPMD op with a workspace */
   rp_mem *ws_mems;
   uint32_t nws;

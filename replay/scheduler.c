@@ -190,6 +190,13 @@ static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
 
 static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip,
                           const char **why) {
+  if (u->kind == RP_UNIT_EXT) {
+    /* communication (dist/): planned at instantiate, run here */
+    rp__nvtx_push(u->name);
+    rp_status st = u->ext->run(u->ext_state, s->r, why);
+    rp__nvtx_pop();
+    return st;
+  }
   if (u->kind == RP_UNIT_COPY) {
     rp__nvtx_push(RP_NVTX_COPY);
     rp_status st = rp_xfer_check(u->xd);

@@ -17,7 +17,8 @@ typedef struct bench_cli {
   const char *plot; /* --plot FILE.svg|.png, or NULL */
   uint32_t sizes[MAX_SIZES];
   int workloads_given;
-  int xfer, gpu;
+  int xfer, gpu, dist;
+  int workers_given;
 } bench_cli;
 
 static void bench_usage(FILE *f) {
@@ -49,6 +50,11 @@ static void bench_usage(FILE *f) {
           "                            gnuplot; use with --sizes\n"
           "  --xfer                    the transfer benchmark instead\n"
           "  --gpu                     the GPU benchmark instead (reserved)\n"
+          "  --dist                    the distributed benchmark instead:\n"
+          "                            run under mpiexec -n N; the data-\n"
+          "                            parallel step (replay vs eager, --workers\n"
+          "                            shards per rank, default 1) and the\n"
+          "                            replayed all-reduce vs MPI_Allreduce\n"
           "  -h, --help                this text\n");
 }
 
@@ -126,7 +132,8 @@ enum {
   OPT_XFER,
   OPT_GPU,
   OPT_SIZES,
-  OPT_PLOT
+  OPT_PLOT,
+  OPT_DIST
 };
 
 static const struct option LONGOPTS[] = {
@@ -142,6 +149,7 @@ static const struct option LONGOPTS[] = {
     {"gpu", no_argument, NULL, OPT_GPU},
     {"sizes", required_argument, NULL, OPT_SIZES},
     {"plot", required_argument, NULL, OPT_PLOT},
+    {"dist", no_argument, NULL, OPT_DIST},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -157,8 +165,10 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
     c->o.workloads = c->workloads_given++ ? c->o.workloads : 0;
     return rp_cli_each_item(arg, add_workload, &c->o.workloads);
   case OPT_WORKERS:
-    if (!(rc = parse_count("--workers", arg, 1024, &v)))
+    if (!(rc = parse_count("--workers", arg, 1024, &v))) {
       c->o.workers = (unsigned)v;
+      c->workers_given = 1;
+    }
     return rc;
   case OPT_REPS:
     if (!(rc = parse_count("--reps", arg, 100000000, &v)))
@@ -187,6 +197,9 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
     return rp_cli_each_item(arg, add_size, c);
   case OPT_PLOT:
     c->plot = arg;
+    return RP_CLI_OK;
+  case OPT_DIST:
+    c->dist = 1;
     return RP_CLI_OK;
   case 'h':
     bench_usage(stdout);
@@ -219,6 +232,8 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
   if (c->plot && (c->xfer || c->gpu || !c->o.workloads))
     return rp_cli_usage_error("bench", "--plot draws the DAG workloads: not "
                               "with --xfer, --gpu or --hop alone");
+  if (c->dist && !c->workers_given)
+    c->o.workers = 1; /* one shard per rank: mpiexec -n 2 fills 2 cores */
   if (c->o.modes == RP_BENCH_REPLAY && !rp_bench_replay_built()) {
     fprintf(stderr, "reprise bench: --mode replay: not built yet\n");
     return RP_CLI_USAGE;
@@ -266,6 +281,8 @@ static int run(const bench_cli *c) {
     fprintf(stderr, "reprise bench --gpu: not built yet\n");
     return RP_CLI_USAGE;
   }
+  if (c->dist) /* MPI ranks: rank 0 alone opens the JSON file */
+    return rp_bench_dist(&c->o, stdout, c->json) ? RP_CLI_FAILED : RP_CLI_OK;
   if (c->plot)
     return run_plot(c);
   FILE *json = NULL;

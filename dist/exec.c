@@ -1,0 +1,336 @@
+/* dist/exec.c — running communication ops: the eager task functions (one
+ * op at a time on a CPU worker or, for a GPU all-reduce, on the GPU's
+ * stream) and the replay form (rp_task_ext): at instantiate, an exec gets a
+ * communicator of its own and each unit its persistent requests and
+ * staging buffer; every replay starts them and polls (mpi_comm.c). */
+#include "dist.h"
+
+#include <string.h>
+
+static const char *const WHAT[RP_DIST_ROLES] = {"nothing", "send", "recv",
+                                                "local copy", "all-reduce"};
+
+static int fits(const rp_instance_info *in, const rp_dist_args *a) {
+  int ok = a->dom.dim == in->rect.dim && rp_rect_volume(&a->dom) > 0 &&
+           (rp_dtype)a->dtype == in->dtype;
+  for (int d = 0; ok && d < a->dom.dim; d++)
+    ok = a->dom.lo[d] >= in->rect.lo[d] && a->dom.hi[d] <= in->rect.hi[d];
+  return ok;
+}
+
+/* The op's arguments, checked against its accesses and this rank (a graph
+ * file or a launch by name could hand a dist task anything; a graph file
+ * with communication belongs to the rank that recorded it). */
+static rp_status get_args(const rp_task_ctx *ctx, const rp_dist_args **out) {
+  static const uint32_t nacc[RP_DIST_ROLES] = {1, 2, 2, 3, 2};
+  const rp_dist_args *a = ctx->args;
+  if (ctx->args_size != sizeof *a || a->magic != RP_DIST_ARGS_MAGIC ||
+      a->role >= RP_DIST_ROLES || ctx->naccess != nacc[a->role] ||
+      ctx->shards > 1)
+    return rp__err(RP_EINVAL,
+                   "rp.dist task: arguments are not a "
+                   "communication op's (launch it with rp_launch_allreduce "
+                   "or rp_launch_dist_copy)");
+  const rp_dist_state *ds = rp__dist_state(ctx->rt);
+  uint32_t me = ds->rank, n = ds->ranks;
+  int ok = 1;
+  if (a->role == RP_DIST_SEND)
+    ok = a->src_rank == me && a->dst_rank != me && a->dst_rank < n;
+  else if (a->role == RP_DIST_RECV)
+    ok = a->dst_rank == me && a->src_rank != me && a->src_rank < n;
+  else if (a->role == RP_DIST_SELF)
+    ok = a->src_rank == me && a->dst_rank == me;
+  if (!ok)
+    return rp__err(RP_EINVAL,
+                   "rp.dist task: a copy from rank %u to rank %u recorded "
+                   "as a %s does not belong to rank %u of %u",
+                   a->src_rank, a->dst_rank,
+                   a->role == RP_DIST_SEND   ? "send"
+                   : a->role == RP_DIST_RECV ? "recv"
+                                             : "local copy",
+                   me, n);
+  int shape = a->role == RP_DIST_NONE ||
+              (fits(&ctx->insts[0], a) &&
+               (a->role != RP_DIST_SELF || fits(&ctx->insts[1], a)));
+  void *p;
+  if (shape && a->role == RP_DIST_ALLREDUCE)
+    shape = rp__dist_contig(&ctx->insts[0], &ctx->insts[0].rect, &p) &&
+            a->redop == RP_REDOP_SUM;
+  if (shape && a->redop == RP_REDOP_SUM)
+    shape = a->dtype == RP_F32 || a->dtype == RP_F64 || a->dtype == RP_I32 ||
+            a->dtype == RP_I64;
+  if (!shape)
+    return rp__err(RP_ESHAPE, "rp.dist task: its rectangle, type or "
+                              "operator does not match its instances");
+  *out = a;
+  return RP_OK;
+}
+
+static size_t dom_bytes(const rp_dist_args *a) {
+  return (size_t)rp_rect_volume(&a->dom) * rp_dtype_size(a->dtype);
+}
+
+/* ---- eager ---- */
+
+static rp_status eager_p2p(rp_dist_state *ds, const rp_task_ctx *ctx,
+                           const rp_dist_args *a, char *why, size_t n) {
+  int send = a->role == RP_DIST_SEND;
+  const rp_instance_info *inst = &ctx->insts[0];
+  size_t bytes = dom_bytes(a), got = 0;
+  void *buf;
+  int staged = !rp__dist_contig(inst, &a->dom, &buf) ||
+               (!send && a->redop == RP_REDOP_SUM);
+  if (staged && !(buf = malloc(bytes ? bytes : 1))) {
+    snprintf(why, n, "out of memory staging %zu bytes", bytes);
+    return RP_ENOMEM;
+  }
+  if (staged && send)
+    rp__dist_pack(inst, &a->dom, buf);
+  rp_dist_where w = {WHAT[a->role], a->eager_op, UINT64_MAX, UINT32_MAX,
+                     (int32_t)(send ? a->dst_rank : a->src_rank)};
+  rp_status st = rp__mpi_eager_p2p(ds, send, buf, bytes, (uint32_t)w.peer,
+                                   a->eager_seq, &w, &got, why, n);
+  if (!st && !send && got != bytes) {
+    snprintf(why, n,
+             "rank %u: recv from rank %u: %zu bytes arrived, the "
+             "destination rect holds %zu",
+             ds->rank, a->src_rank, got, bytes);
+    st = RP_ESHAPE;
+  }
+  if (!st && staged && !send)
+    rp__dist_unpack(inst, &a->dom, buf, (rp_redop)a->redop);
+  /* After a timeout MPI may still own the buffer: leak it then. */
+  if (staged && st != RP_EPEER)
+    free(buf);
+  return st;
+}
+
+rp_status rp__dist_task_cpu(rp_task_ctx *ctx);
+rp_status rp__dist_task_cpu(rp_task_ctx *ctx) {
+  const rp_dist_args *a = NULL;
+  rp_status st = get_args(ctx, &a);
+  if (st)
+    return st;
+  rp_dist_state *ds = rp__dist_state(ctx->rt);
+  char why[320] = "";
+  switch (a->role) {
+  case RP_DIST_NONE:
+    return RP_OK;
+  case RP_DIST_SELF:
+    rp__dist_local_copy(&ctx->insts[0], &ctx->insts[1], &a->dom,
+                        (rp_redop)a->redop);
+    return RP_OK;
+  case RP_DIST_ALLREDUCE: {
+    if (ds->ranks == 1)
+      return RP_OK;
+    rp_dist_where w = {"all-reduce", a->eager_op, UINT64_MAX, UINT32_MAX, -1};
+    st = rp__mpi_eager_allreduce(ds, ctx->insts[0].ptr,
+                                 (size_t)rp_rect_volume(&a->dom),
+                                 (rp_dtype)a->dtype, &w, why, sizeof why);
+    break;
+  }
+  default:
+    st = eager_p2p(ds, ctx, a, why, sizeof why);
+  }
+  if (st) {
+    rp__dist_set_detail(ds, why);
+    rp__err(st, "%s", why);
+  }
+  return st;
+}
+
+rp_status rp__dist_task_gpu(rp_task_ctx *ctx);
+rp_status rp__dist_task_gpu(rp_task_ctx *ctx) {
+  const rp_dist_args *a = NULL;
+  rp_status st = get_args(ctx, &a);
+  if (st)
+    return st;
+  if (a->role != RP_DIST_ALLREDUCE)
+    return rp__err(RP_EINVAL, "rp.dist task: only the all-reduce has a GPU "
+                              "form");
+  st = rp__nccl_task(ctx, a);
+  if (st)
+    rp__dist_set_detail(rp__dist_state(ctx->rt), rp_error_detail());
+  return st;
+}
+
+/* ---- replays (rp_task_ext) ---- */
+
+typedef struct dist_exec {
+  rp_dist_state *ds;
+  rp_mpi_comm *mc;               /* the exec's own (NULL with one rank) */
+  uint32_t K;                    /* replay slots: max_inflight */
+  uint64_t nseq;                 /* communication ops planned so far */
+  uint64_t *send_seq, *recv_seq; /* per peer: copies planned so far */
+} dist_exec;
+
+typedef struct dist_unit {
+  dist_exec *dx;
+  rp_dist_args a;
+  uint32_t op;
+  uint64_t seq;
+  const rp_instance_info *insts; /* the exec's views (stable) */
+  void *buf;                     /* what the requests move */
+  int staged;                    /* buf is ours (pack / unpack) */
+  size_t bytes;
+  rp_mpi_reqs *q;
+  void *nccl;
+  char why[320];
+} dist_unit;
+
+static void ext_exec_end(void *xs) {
+  dist_exec *dx = xs;
+  if (!dx)
+    return;
+  rp__mpi_comm_free(dx->mc);
+  free(dx->send_seq);
+  free(dx->recv_seq);
+  free(dx);
+}
+
+static rp_status ext_exec_begin(rp_runtime *rt, uint32_t K, void **xs) {
+  dist_exec *dx = rp__calloc(1, sizeof *dx);
+  if (!dx)
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  dx->ds = rp__dist_state(rt);
+  dx->K = K;
+  dx->send_seq = rp__calloc(dx->ds->ranks, sizeof *dx->send_seq);
+  dx->recv_seq = rp__calloc(dx->ds->ranks, sizeof *dx->recv_seq);
+  rp_status st = dx->send_seq && dx->recv_seq
+                     ? RP_OK
+                     : rp__err(RP_ENOMEM, "instantiate: out of memory");
+  /* collective: every rank instantiates this graph */
+  if (!st && dx->ds->ranks > 1)
+    st = rp__mpi_comm_dup(dx->ds, &dx->mc);
+  if (st) {
+    ext_exec_end(dx);
+    return st;
+  }
+  *xs = dx;
+  return RP_OK;
+}
+
+static void ext_release(void *state) {
+  dist_unit *u = state;
+  /* a request MPI still owns after a timeout keeps its buffer */
+  if (rp__mpi_reqs_free(u->q) == 0 && u->staged)
+    free(u->buf);
+  rp__nccl_comm_free(u->nccl);
+  free(u);
+}
+
+static rp_status plan_p2p(dist_exec *dx, dist_unit *u) {
+  int send = u->a.role == RP_DIST_SEND;
+  u->bytes = dom_bytes(&u->a);
+  u->staged = !rp__dist_contig(&u->insts[0], &u->a.dom, &u->buf) ||
+              (!send && u->a.redop == RP_REDOP_SUM);
+  if (u->staged && !(u->buf = malloc(u->bytes ? u->bytes : 1)))
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  uint32_t peer = send ? u->a.dst_rank : u->a.src_rank;
+  uint64_t pair = send ? dx->send_seq[peer]++ : dx->recv_seq[peer]++;
+  return rp__mpi_p2p_init(dx->mc, send, u->buf, u->bytes, peer, pair, dx->K,
+                          &u->q);
+}
+
+static rp_status plan_allreduce(dist_exec *dx, dist_unit *u, rp_task_ctx *ctx,
+                                int *as_task) {
+  const rp_instance_info *in = &u->insts[0];
+  if (!rp__mem_host_addressable(ctx->rt, in->mem)) {
+    /* GPU: the task itself runs (captured into the device's graph) with
+     * the exec's NCCL communicator in its args */
+    rp_status st = rp__nccl_comm_create(dx->ds, dx->mc, in->mem, &u->nccl);
+    if (st)
+      return st;
+    u->a.planned = (uint64_t)(uintptr_t)u->nccl;
+    memcpy((void *)ctx->args, &u->a, sizeof u->a);
+    *as_task = 1;
+    return RP_OK;
+  }
+  if (dx->ds->ranks == 1)
+    return RP_OK;
+  return rp__mpi_allreduce_init(dx->mc, in->ptr,
+                                (size_t)rp_rect_volume(&u->a.dom),
+                                (rp_dtype)u->a.dtype, &u->q);
+}
+
+static rp_status ext_plan(void *xs, uint32_t op, rp_task_ctx *ctx, void **state,
+                          int *as_task) {
+  dist_exec *dx = xs;
+  const rp_dist_args *a = NULL;
+  rp_status st = get_args(ctx, &a);
+  if (st)
+    return st;
+  dist_unit *u = rp__calloc(1, sizeof *u);
+  if (!u)
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  u->dx = dx;
+  u->a = *a;
+  u->op = op;
+  u->seq = dx->nseq++;
+  u->insts = ctx->insts;
+  if (a->role == RP_DIST_SEND || a->role == RP_DIST_RECV)
+    st = plan_p2p(dx, u);
+  else if (a->role == RP_DIST_ALLREDUCE)
+    st = plan_allreduce(dx, u, ctx, as_task);
+  if (st) {
+    ext_release(u);
+    return st;
+  }
+  *state = u;
+  return RP_OK;
+}
+
+static rp_status run_p2p(dist_unit *u, uint64_t r) {
+  int send = u->a.role == RP_DIST_SEND;
+  const rp_instance_info *inst = &u->insts[0];
+  rp_dist_where w = {WHAT[u->a.role], u->seq, r, u->op,
+                     (int32_t)(send ? u->a.dst_rank : u->a.src_rank)};
+  if (send && u->staged)
+    rp__dist_pack(inst, &u->a.dom, u->buf);
+  size_t got = 0;
+  rp_status st = rp__mpi_run(u->q, r, &w, &got, u->why, sizeof u->why);
+  if (!st && !send && got != u->bytes) {
+    snprintf(u->why, sizeof u->why,
+             "rank %u: recv from rank %u: %zu bytes "
+             "arrived, the destination rect holds %zu",
+             u->dx->ds->rank, u->a.src_rank, got, u->bytes);
+    st = RP_ESHAPE;
+  }
+  if (!st && !send && u->staged)
+    rp__dist_unpack(inst, &u->a.dom, u->buf, (rp_redop)u->a.redop);
+  return st;
+}
+
+static rp_status ext_run(void *state, uint64_t r, const char **why) {
+  dist_unit *u = state;
+  rp_status st = RP_OK;
+  switch (u->a.role) {
+  case RP_DIST_SELF:
+    rp__dist_local_copy(&u->insts[0], &u->insts[1], &u->a.dom,
+                        (rp_redop)u->a.redop);
+    break;
+  case RP_DIST_SEND:
+  case RP_DIST_RECV:
+    st = run_p2p(u, r);
+    break;
+  case RP_DIST_ALLREDUCE:
+    if (u->q) {
+      rp_dist_where w = {"all-reduce", u->seq, r, u->op, -1};
+      st = rp__mpi_run(u->q, r, &w, NULL, u->why, sizeof u->why);
+    }
+    break;
+  default:
+    break;
+  }
+  if (st)
+    *why = u->why;
+  return st;
+}
+
+const rp_task_ext rp__dist_ext = {
+    .exec_begin = ext_exec_begin,
+    .exec_end = ext_exec_end,
+    .plan = ext_plan,
+    .run = ext_run,
+    .release = ext_release,
+};

@@ -1,0 +1,856 @@
+/* test/dist/test_dist.c — the distributed layer across ranks, as a plain
+ * MPI program (Criterion forks, which MPI does not survive). ctest runs it
+ * with `mpiexec -n 2` and `-n 3` (label "dist"). Every case runs on every
+ * rank; a failed check prints the rank, the line and why, and aborts the
+ * job. The single-process behaviour is in test/test_dist.c (Criterion).
+ *
+ * Cases: eager all-reduce and cross-rank copies; the four parallel
+ * operators across ranks, forward and backward, recorded and replayed (and
+ * eager); builder forms; replays in flight back to back (persistent
+ * all-reduce and ring copies, values unique per replay); a stale instance
+ * on one rank (RP_ESTALE there, RP_EPEER naming it elsewhere); a peer that
+ * never answers (eager and replayed: RP_EPEER naming it, within the
+ * bound); and a data-parallel linear-regression step on N ranks reaching
+ * the weights of one process within a stated tolerance. */
+#include "reprise.h"
+
+#include "kernels/tasks.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int RANK, NRANKS;
+
+static void fail(int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "rank %d: FAIL at test_dist.c:%d: ", RANK, line);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+#define CHECK(call)                                                            \
+  do {                                                                         \
+    rp_status st_ = (call);                                                    \
+    if (st_ != RP_OK)                                                          \
+      fail(__LINE__, "%s -> %s (%s)", #call, rp_status_name(st_),              \
+           rp_error_detail());                                                 \
+  } while (0)
+
+#define EXPECT(cond, ...)                                                      \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      fail(__LINE__, __VA_ARGS__);                                             \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void done_case(const char *name) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (RANK == 0)
+    printf("ok %d ranks: %s\n", NRANKS, name);
+  fflush(stdout);
+}
+
+static rp_runtime *make_rt(uint32_t timeout_ms) {
+  static MPI_Comm world;
+  world = MPI_COMM_WORLD;
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = RP_BACKEND_CPU;
+  cfg.cpus = 2;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  cfg.comm = &world;
+  cfg.dist_timeout_ms = timeout_ms;
+  rp_runtime *rt = NULL;
+  CHECK(rp_runtime_create(&cfg, &rt));
+  return rt;
+}
+
+static rp_inst inst_2d(rp_runtime *rt, rp_dtype t, int64_t r0, int64_t r1,
+                       int64_t c0, int64_t c1) {
+  rp_rect r = rp_rect_2d(r0, r1, c0, c1);
+  rp_inst i;
+  CHECK(rp_instance_create(rt, 0, t, &r, NULL, &i));
+  return i;
+}
+
+static void wait_ok(rp_runtime *rt, rp_event e) {
+  CHECK(rp_event_wait(rt, e, -1));
+  CHECK(rp_event_release(rt, e));
+}
+
+/* ---- eager ---- */
+
+static void eager_allreduce(void) {
+  rp_runtime *rt = make_rt(0);
+  EXPECT(rp_runtime_rank(rt) == (uint32_t)RANK, "rank %u", rp_runtime_rank(rt));
+  EXPECT(rp_runtime_ranks(rt) == (uint32_t)NRANKS, "ranks %u",
+         rp_runtime_ranks(rt));
+  const rp_dtype types[] = {RP_F32, RP_F64, RP_I32, RP_I64};
+  for (int t = 0; t < 4; t++) {
+    rp_inst x = inst_2d(rt, types[t], 0, 2, 0, 3); /* 12 elements */
+    double v[12];
+    char raw[12 * 8];
+    for (int i = 0; i < 12; i++)
+      v[i] = RANK * 1000 + i;
+    for (int i = 0; i < 12; i++) {
+      float f = (float)v[i];
+      int32_t a = (int32_t)v[i];
+      int64_t b = (int64_t)v[i];
+      void *src = types[t] == RP_F32   ? (void *)&f
+                  : types[t] == RP_F64 ? (void *)&v[i]
+                  : types[t] == RP_I32 ? (void *)&a
+                                       : (void *)&b;
+      memcpy(raw + i * rp_dtype_size(types[t]), src, rp_dtype_size(types[t]));
+    }
+    CHECK(rp_instance_write(rt, x, raw, 12 * rp_dtype_size(types[t])));
+    rp_event e;
+    CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &e));
+    wait_ok(rt, e);
+    CHECK(rp_instance_read(rt, x, raw, 12 * rp_dtype_size(types[t])));
+    for (int i = 0; i < 12; i++) {
+      double want = 1000.0 * NRANKS * (NRANKS - 1) / 2 + NRANKS * i, got;
+      char *p = raw + i * rp_dtype_size(types[t]);
+      float f;
+      int32_t a;
+      int64_t b;
+      switch (types[t]) {
+      case RP_F32:
+        memcpy(&f, p, 4), got = f;
+        break;
+      case RP_F64:
+        memcpy(&got, p, 8);
+        break;
+      case RP_I32:
+        memcpy(&a, p, 4), got = a;
+        break;
+      default:
+        memcpy(&b, p, 8), got = (double)b;
+      }
+      EXPECT(got == want, "%s element %d: %g, want %g", rp_dtype_name(types[t]),
+             i, got, want);
+    }
+    CHECK(rp_instance_free(rt, x));
+  }
+  CHECK(rp_runtime_destroy(rt));
+  done_case("eager all-reduce, four types");
+}
+
+/* Ring: rank r sends rows 1..2, cols 2..4 of its 4x6 instance (strided) to
+ * rank r+1, which receives them into a 2x3 instance at the same global
+ * coordinates; then the same again with SUM into ones. A copy between two
+ * other ranks is a placeholder on this one. */
+static void eager_copies(void) {
+  rp_runtime *rt = make_rt(0);
+  rp_inst src = inst_2d(rt, RP_F32, 0, 3, 0, 5);
+  rp_inst dst = inst_2d(rt, RP_F32, 1, 2, 2, 4);
+  float s[24], d[6];
+  for (int i = 0; i < 24; i++)
+    s[i] = (float)(RANK * 100 + i);
+  CHECK(rp_instance_write(rt, src, s, sizeof s));
+  int next = (RANK + 1) % NRANKS, prev = (RANK + NRANKS - 1) % NRANKS;
+  rp_rect dom = rp_rect_2d(1, 2, 2, 4);
+  for (int sum = 0; sum < 2; sum++) {
+    for (int i = 0; i < 6; i++)
+      d[i] = 1.0f;
+    CHECK(rp_instance_write(rt, dst, d, sizeof d));
+    rp_event last = RP_NO_EVENT;
+    for (int r = 0; r < NRANKS; r++) { /* every rank makes every call */
+      rp_dist_copy c = {.src_rank = (uint32_t)r,
+                        .dst_rank = (uint32_t)((r + 1) % NRANKS),
+                        .src = src,
+                        .dst = dst,
+                        .rect = dom,
+                        .redop = sum ? RP_REDOP_SUM : RP_REDOP_NONE};
+      rp_event e;
+      CHECK(rp_launch_dist_copy(rt, &c, &e));
+      CHECK(rp_event_release(rt, last));
+      last = e;
+    }
+    wait_ok(rt, last); /* the last one follows every earlier one */
+    CHECK(rp_runtime_drain(rt));
+    CHECK(rp_instance_read(rt, dst, d, sizeof d));
+    for (int i = 0; i < 6; i++) {
+      int row = 1 + i / 3, col = 2 + i % 3;
+      float want = (float)(prev * 100 + row * 6 + col) + (sum ? 1.0f : 0.0f);
+      EXPECT(d[i] == want, "sum %d element %d: %g, want %g (from rank %d)", sum,
+             i, (double)d[i], (double)want, prev);
+    }
+  }
+  (void)next;
+  CHECK(rp_runtime_destroy(rt));
+  done_case("eager cross-rank copies (strided, SUM, placeholders)");
+}
+
+/* ---- parallel operators across ranks ---- */
+
+typedef struct pop_case {
+  rp_pop_kind kind;
+  int backward;
+  const char *name;
+} pop_case;
+
+static const pop_case POPS[] = {
+    {RP_POP_REPLICATE, 0, "replicate fwd (broadcast)"},
+    {RP_POP_REPLICATE, 1, "replicate bwd (reduce)"},
+    {RP_POP_REPARTITION, 0, "repartition fwd (scatter)"},
+    {RP_POP_REPARTITION, 1, "repartition bwd (gather)"},
+    {RP_POP_COMBINE, 0, "combine fwd (gather)"},
+    {RP_POP_COMBINE, 1, "combine bwd (scatter)"},
+    {RP_POP_REDUCTION, 0, "reduction fwd (reduce)"},
+    {RP_POP_REDUCTION, 1, "reduction bwd (broadcast)"},
+};
+
+#define ROWS_PER 3
+#define COLS 4
+
+typedef struct pop_world {
+  rp_runtime *rt;
+  rp_inst whole, part;
+  int split, to_parts, root;
+} pop_world;
+
+static void pop_setup(pop_world *w, rp_runtime *rt, const pop_case *pc) {
+  w->rt = rt;
+  w->root = NRANKS - 1; /* not rank 0, on purpose */
+  w->split = pc->kind == RP_POP_REPARTITION || pc->kind == RP_POP_COMBINE;
+  int fwd = pc->kind == RP_POP_REPARTITION || pc->kind == RP_POP_REPLICATE;
+  w->to_parts = fwd != pc->backward;
+  int64_t rows = (int64_t)NRANKS * ROWS_PER;
+  w->whole = RANK == w->root ? inst_2d(rt, RP_F32, 0, rows - 1, 0, COLS - 1)
+                             : (rp_inst){0};
+  w->part = w->split ? inst_2d(rt, RP_F32, RANK * ROWS_PER,
+                               RANK * ROWS_PER + ROWS_PER - 1, 0, COLS - 1)
+                     : inst_2d(rt, RP_F32, 0, rows - 1, 0, COLS - 1);
+}
+
+static float whole_val(int k, int i) {
+  return (float)(1000 * k + i);
+}
+static float part_val(int r, int k, int i) {
+  return (float)(100 * r + 10 * k + i);
+}
+
+static void pop_write(pop_world *w, int k) {
+  int nw = NRANKS * ROWS_PER * COLS, np = w->split ? ROWS_PER * COLS : nw;
+  float *buf = calloc((size_t)nw, sizeof *buf);
+  if (RANK == w->root) {
+    for (int i = 0; i < nw; i++)
+      buf[i] = w->to_parts ? whole_val(k, i) : -1.0f;
+    CHECK(rp_instance_write(w->rt, w->whole, buf, (size_t)nw * 4));
+  }
+  for (int i = 0; i < np; i++)
+    buf[i] = w->to_parts ? -1.0f : part_val(RANK, k, i);
+  CHECK(rp_instance_write(w->rt, w->part, buf, (size_t)np * 4));
+  free(buf);
+}
+
+static void pop_verify(pop_world *w, const pop_case *pc, int k) {
+  int nw = NRANKS * ROWS_PER * COLS, np = w->split ? ROWS_PER * COLS : nw;
+  float *buf = calloc((size_t)nw, sizeof *buf);
+  if (w->to_parts) { /* every part gets its piece of the whole */
+    CHECK(rp_instance_read(w->rt, w->part, buf, (size_t)np * 4));
+    int off = w->split ? RANK * ROWS_PER * COLS : 0;
+    for (int i = 0; i < np; i++)
+      EXPECT(buf[i] == whole_val(k, off + i),
+             "%s replay %d part elt %d: "
+             "%g, want %g",
+             pc->name, k, i, (double)buf[i], (double)whole_val(k, off + i));
+  } else if (RANK == w->root) { /* the whole gathers or sums the parts */
+    CHECK(rp_instance_read(w->rt, w->whole, buf, (size_t)nw * 4));
+    for (int i = 0; i < nw; i++) {
+      float want = 0;
+      if (w->split)
+        want = part_val(i / (ROWS_PER * COLS), k, i % (ROWS_PER * COLS));
+      else
+        for (int r = 0; r < NRANKS; r++)
+          want += part_val(r, k, i);
+      EXPECT(buf[i] == want, "%s replay %d whole elt %d: %g, want %g", pc->name,
+             k, i, (double)buf[i], (double)want);
+    }
+  }
+  free(buf);
+}
+
+static void pop_launch(pop_world *w, const pop_case *pc, rp_event *done) {
+  rp_dist_parallel p = {.kind = pc->kind,
+                        .backward = pc->backward,
+                        .root = (uint32_t)w->root,
+                        .whole = w->whole,
+                        .part = w->part,
+                        .dim = 0};
+  CHECK(rp_launch_dist_parallel(w->rt, &p, done));
+}
+
+static void parallel_ops(void) {
+  for (size_t c = 0; c < sizeof POPS / sizeof POPS[0]; c++) {
+    const pop_case *pc = &POPS[c];
+    rp_runtime *rt = make_rt(0);
+    pop_world w;
+    pop_setup(&w, rt, pc);
+    /* eager */
+    pop_write(&w, 7);
+    rp_event e;
+    pop_launch(&w, pc, &e);
+    wait_ok(rt, e);
+    pop_verify(&w, pc, 7);
+    /* recorded once, replayed with new data three times */
+    rp_graph *g;
+    CHECK(rp_capture_begin(rt, NULL));
+    pop_launch(&w, pc, NULL);
+    CHECK(rp_capture_end(rt, &g));
+    rp_exec *ex;
+    CHECK(rp_instantiate(g, NULL, &ex));
+    CHECK(rp_graph_destroy(g));
+    for (int k = 0; k < 3; k++) {
+      pop_write(&w, k);
+      CHECK(rp_replay(ex, NULL, &e));
+      rp_status st = rp_event_wait(rt, e, -1);
+      EXPECT(st == RP_OK, "%s replay %d: %s (%s)", pc->name, k,
+             rp_status_name(st), rp_exec_error_detail(ex));
+      CHECK(rp_event_release(rt, e));
+      pop_verify(&w, pc, k);
+    }
+    CHECK(rp_exec_destroy(ex));
+    CHECK(rp_runtime_destroy(rt));
+    char name[96];
+    snprintf(name, sizeof name, "%s across ranks (eager, 3 replays)", pc->name);
+    done_case(name);
+  }
+}
+
+/* ---- replays in flight ---- */
+
+#define N_ELEM 16
+#define N_REPLAYS 24
+
+/* X[i] = (rank + 1) * (replay + 1) + i */
+static rp_status stamp_task(rp_task_ctx *ctx) {
+  float *x = rp_ctx_ptr(ctx, 0);
+  uint64_t r = rp_ctx_replay(ctx);
+  int rank = *(const int *)rp_ctx_args(ctx, NULL);
+  for (int i = 0; i < N_ELEM; i++)
+    x[i] = (float)((rank + 1) * (int)(r + 1) + i);
+  return RP_OK;
+}
+
+/* H[replay][0..N) = X, H[replay][N..2N) = Z */
+static rp_status log_task(rp_task_ctx *ctx) {
+  const float *x = rp_ctx_ptr(ctx, 0), *z = rp_ctx_ptr(ctx, 1);
+  float *h = rp_ctx_ptr(ctx, 2);
+  uint64_t r = rp_ctx_replay(ctx);
+  memcpy(h + r * 2 * N_ELEM, x, N_ELEM * sizeof *x);
+  memcpy(h + r * 2 * N_ELEM + N_ELEM, z, N_ELEM * sizeof *z);
+  return RP_OK;
+}
+
+typedef struct flight {
+  rp_runtime *rt;
+  rp_task_id stamp, log;
+  rp_inst x, y, z, h;
+} flight;
+
+static void flight_setup(flight *f, uint32_t timeout_ms) {
+  f->rt = make_rt(timeout_ms);
+  CHECK(rp_task_register(f->rt,
+                         &(rp_task_desc){.name = "stamp", .cpu_fn = stamp_task},
+                         &f->stamp));
+  CHECK(rp_task_register(
+      f->rt, &(rp_task_desc){.name = "log", .cpu_fn = log_task}, &f->log));
+  f->x = inst_2d(f->rt, RP_F32, 0, 0, 0, N_ELEM - 1);
+  f->y = inst_2d(f->rt, RP_F32, 0, 0, 0, N_ELEM - 1);
+  f->z = inst_2d(f->rt, RP_F32, 0, 0, 0, N_ELEM - 1);
+  f->h = inst_2d(f->rt, RP_F32, 0, N_REPLAYS - 1, 0, 2 * N_ELEM - 1);
+}
+
+/* stamp X; copy X -> Z of the next rank (ring); Y = X; all-reduce X;
+ * log X and Z. */
+static void flight_record(flight *f, rp_graph **g, int allreduce_only) {
+  CHECK(rp_capture_begin(f->rt, NULL));
+  rp_access sa[1] = {{f->x, RP_WRITE, 0}};
+  CHECK(rp_launch_task(f->rt,
+                       &(rp_launch){.task = f->stamp,
+                                    .proc = RP_PROC_ANY,
+                                    .accesses = sa,
+                                    .naccess = 1,
+                                    .args = &RANK,
+                                    .args_size = sizeof RANK},
+                       NULL));
+  for (int r = 0; r < NRANKS && !allreduce_only; r++) {
+    rp_dist_copy c = {.src_rank = (uint32_t)r,
+                      .dst_rank = (uint32_t)((r + 1) % NRANKS),
+                      .src = f->x,
+                      .dst = f->z};
+    CHECK(rp_launch_dist_copy(f->rt, &c, NULL));
+  }
+  CHECK(rp_launch_allreduce(f->rt, &(rp_allreduce){f->x, RP_REDOP_SUM, {0}},
+                            NULL));
+  rp_access la[3] = {{f->x, RP_READ, 0}, {f->z, RP_READ, 0}, {f->h, RP_RW, 0}};
+  CHECK(rp_launch_task(
+      f->rt,
+      &(rp_launch){
+          .task = f->log, .proc = RP_PROC_ANY, .accesses = la, .naccess = 3},
+      NULL));
+  CHECK(rp_capture_end(f->rt, g));
+}
+
+static void inflight(void) {
+  flight f;
+  flight_setup(&f, 0);
+  rp_graph *g;
+  flight_record(&f, &g, 0);
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 4}, &ex));
+  CHECK(rp_graph_destroy(g));
+  rp_event ev[N_REPLAYS];
+  for (int k = 0; k < N_REPLAYS; k++) /* back to back, no waiting */
+    CHECK(rp_replay(ex, NULL, &ev[k]));
+  for (int k = 0; k < N_REPLAYS; k++) {
+    rp_status st = rp_event_wait(f.rt, ev[k], -1);
+    EXPECT(st == RP_OK, "replay %d: %s (%s)", k, rp_status_name(st),
+           rp_exec_error_detail(ex));
+    CHECK(rp_event_release(f.rt, ev[k]));
+  }
+  float h[N_REPLAYS * 2 * N_ELEM];
+  CHECK(rp_instance_read(f.rt, f.h, h, sizeof h));
+  int prev = (RANK + NRANKS - 1) % NRANKS;
+  for (int k = 0; k < N_REPLAYS; k++)
+    for (int i = 0; i < N_ELEM; i++) {
+      float x = h[k * 2 * N_ELEM + i], z = h[k * 2 * N_ELEM + N_ELEM + i];
+      float wx = (float)((k + 1) * NRANKS * (NRANKS + 1) / 2 + NRANKS * i);
+      float wz = (float)((prev + 1) * (k + 1) + i);
+      EXPECT(x == wx, "replay %d all-reduce elt %d: %g, want %g", k, i,
+             (double)x, (double)wx);
+      EXPECT(z == wz, "replay %d ring copy elt %d: %g, want %g", k, i,
+             (double)z, (double)wz);
+    }
+  rp_exec_stats s;
+  CHECK(rp_exec_stats_get(ex, &s));
+  EXPECT(s.replays == N_REPLAYS, "%llu replays", (unsigned long long)s.replays);
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_runtime_destroy(f.rt));
+  done_case("24 replays in flight back to back (persistent all-reduce, ring "
+            "copies, 4 slots)");
+}
+
+/* The builder forms: explicit edges, communication chained in order. */
+static void builder(void) {
+  flight f;
+  flight_setup(&f, 0);
+  rp_graph *g;
+  CHECK(rp_graph_create(f.rt, &g));
+  rp_access sa[1] = {{f.x, RP_WRITE, 0}};
+  rp_op_id stamp, ar, cp;
+  CHECK(rp_graph_add_task(g,
+                          &(rp_launch){.task = f.stamp,
+                                       .proc = RP_PROC_ANY,
+                                       .accesses = sa,
+                                       .naccess = 1,
+                                       .args = &RANK,
+                                       .args_size = sizeof RANK},
+                          &stamp));
+  CHECK(
+      rp_graph_add_allreduce(g, &(rp_allreduce){f.x, RP_REDOP_SUM, {0}}, &ar));
+  CHECK(rp_graph_add_edge(g, stamp, ar));
+  rp_dist_copy c = {.src_rank = 0,
+                    .dst_rank = (uint32_t)(NRANKS - 1),
+                    .src = f.x,
+                    .dst = f.z};
+  CHECK(rp_graph_add_dist_copy(g, &c, &cp));
+  EXPECT(rp_graph_depends(g, ar, cp), "the copy must follow the all-reduce");
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, NULL, &ex));
+  CHECK(rp_graph_destroy(g));
+  for (int k = 0; k < 3; k++) {
+    rp_event e;
+    CHECK(rp_replay(ex, NULL, &e));
+    wait_ok(f.rt, e);
+    float z[N_ELEM];
+    CHECK(rp_instance_read(f.rt, RANK == NRANKS - 1 ? f.z : f.x, z, sizeof z));
+    for (int i = 0; i < N_ELEM; i++) {
+      float w = (float)((k + 1) * NRANKS * (NRANKS + 1) / 2 + NRANKS * i);
+      EXPECT(z[i] == w, "replay %d elt %d: %g, want %g", k, i, (double)z[i],
+             (double)w);
+    }
+  }
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_runtime_destroy(f.rt));
+  done_case("builder forms (rp_graph_add_allreduce, rp_graph_add_dist_copy)");
+}
+
+/* ---- failures ---- */
+
+/* The bound in the failure cases: short, and still far above what a
+ * healthy op takes on a loaded 2-core machine. The checks only use it as a
+ * lower bound (a failure never comes before it). */
+#define SHORT_MS 3000
+
+static int contains(const char *s, const char *sub) {
+  return strstr(s, sub) != NULL;
+}
+
+/* Rank 1 reallocates an instance the exec uses: its replay fails with
+ * RP_ESTALE and its communication never runs; every other rank's
+ * all-reduce times out with RP_EPEER naming rank 1. A later replay there
+ * fails at once (the exec's communication is broken). */
+static void stale_rank(void) {
+  flight f;
+  flight_setup(&f, SHORT_MS);
+  rp_graph *g;
+  flight_record(&f, &g, 1);
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, NULL, &ex));
+  CHECK(rp_graph_destroy(g));
+  rp_event e;
+  CHECK(rp_replay(ex, NULL, &e)); /* a good one first */
+  wait_ok(f.rt, e);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (RANK == 1)
+    CHECK(rp_instance_realloc(f.rt, &f.z));
+  double t0 = now_s();
+  CHECK(rp_replay(ex, NULL, &e));
+  rp_status st = rp_event_wait(f.rt, e, -1);
+  double dt = now_s() - t0;
+  CHECK(rp_event_release(f.rt, e));
+  const char *d = rp_exec_error_detail(ex);
+  if (RANK == 1) {
+    EXPECT(st == RP_ESTALE, "stale rank: %s (%s)", rp_status_name(st), d);
+    printf("   rank 1: %s\n", d);
+  } else {
+    EXPECT(st == RP_EPEER, "peer of the stale rank: %s (%s)",
+           rp_status_name(st), d);
+    EXPECT(contains(d, "rank 1 did not answer"), "detail: %s", d);
+    EXPECT(dt >= SHORT_MS * 1e-3 * 0.99,
+           "failed after %.3f s, before the timeout", dt);
+    if (RANK == 0)
+      printf("   rank 0 after %.3f s: %s\n", dt, d);
+    CHECK(rp_replay(ex, NULL, &e));
+    st = rp_event_wait(f.rt, e, -1);
+    CHECK(rp_event_release(f.rt, e));
+    d = rp_exec_error_detail(ex);
+    EXPECT(st == RP_EPEER && contains(d, "broke earlier"),
+           "after the timeout: %s (%s)", rp_status_name(st), d);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_runtime_destroy(f.rt));
+  done_case("stale instance on rank 1: RP_ESTALE there, RP_EPEER naming it "
+            "elsewhere");
+}
+
+/* The last rank never takes part: eager, a receive from it times out; in a
+ * replay (it instantiates but never replays), the copy from it and the
+ * all-reduce time out, naming it. Nothing hangs. */
+static void missing_peer(void) {
+  int last = NRANKS - 1;
+  rp_runtime *rt = make_rt(SHORT_MS);
+  rp_inst x = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  rp_inst z = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  char want[48];
+  snprintf(want, sizeof want, "rank %d did not answer", last);
+  /* eager: rank 0 receives from the last rank, which sends nothing */
+  if (RANK == 0) {
+    rp_dist_copy c = {
+        .src_rank = (uint32_t)last, .dst_rank = 0, .src = x, .dst = z};
+    rp_event e;
+    double t0 = now_s();
+    CHECK(rp_launch_dist_copy(rt, &c, &e));
+    rp_status st = rp_event_wait(rt, e, -1);
+    double dt = now_s() - t0;
+    CHECK(rp_event_release(rt, e));
+    const char *d = rp_runtime_dist_detail(rt);
+    EXPECT(st == RP_EPEER, "eager recv: %s (%s)", rp_status_name(st), d);
+    EXPECT(contains(d, want), "eager detail: %s", d);
+    EXPECT(dt >= SHORT_MS * 1e-3 * 0.99, "eager: failed after %.3f s", dt);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  /* replayed */
+  rp_graph *g;
+  CHECK(rp_capture_begin(rt, NULL));
+  rp_dist_copy c = {
+      .src_rank = (uint32_t)last, .dst_rank = 0, .src = x, .dst = z};
+  CHECK(rp_launch_dist_copy(rt, &c, NULL));
+  CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, NULL));
+  CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, NULL, &ex)); /* collective: every rank */
+  CHECK(rp_graph_destroy(g));
+  if (RANK != last) {
+    rp_event e;
+    double t0 = now_s();
+    CHECK(rp_replay(ex, NULL, &e));
+    rp_status st = rp_event_wait(rt, e, -1);
+    double dt = now_s() - t0;
+    CHECK(rp_event_release(rt, e));
+    const char *d = rp_exec_error_detail(ex);
+    EXPECT(st == RP_EPEER, "replay: %s (%s)", rp_status_name(st), d);
+    EXPECT(contains(d, want), "replay detail: %s", d);
+    if (RANK == 0)
+      printf("   rank 0 after %.3f s: %s\n", dt, d);
+    EXPECT(dt >= SHORT_MS * 1e-3 * 0.99, "replay: failed after %.3f s", dt);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_runtime_destroy(rt));
+  done_case("a peer that never answers: RP_EPEER naming it (eager, replay)");
+}
+
+/* Three ranks or more: rank 1 never replays; rank 2 receives from it and
+ * times out, rank 0 receives from rank 2 (which never sends: its op after
+ * the failed one is skipped). Rank 0's own timeout is far longer (the bound
+ * is per rank), so only rank 2's notice can end its wait: it must name the
+ * first cause. */
+static void cascade(void) {
+  if (NRANKS < 3)
+    return;
+  rp_runtime *rt = make_rt(RANK == 0 ? 600000 : SHORT_MS);
+  rp_inst x = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  rp_inst z = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  rp_graph *g;
+  CHECK(rp_capture_begin(rt, NULL));
+  rp_dist_copy a = {.src_rank = 1, .dst_rank = 2, .src = x, .dst = z};
+  rp_dist_copy b = {.src_rank = 2, .dst_rank = 0, .src = z, .dst = x};
+  CHECK(rp_launch_dist_copy(rt, &a, NULL));
+  CHECK(rp_launch_dist_copy(rt, &b, NULL));
+  CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, NULL, &ex));
+  CHECK(rp_graph_destroy(g));
+  if (RANK == 0 || RANK == 2) {
+    rp_event e;
+    double t0 = now_s();
+    CHECK(rp_replay(ex, NULL, &e));
+    rp_status st = rp_event_wait(rt, e, -1);
+    double dt = now_s() - t0;
+    CHECK(rp_event_release(rt, e));
+    const char *d = rp_exec_error_detail(ex);
+    EXPECT(st == RP_EPEER, "cascade: %s (%s)", rp_status_name(st), d);
+    EXPECT(contains(d, "rank 1 did not answer"), "detail: %s", d);
+    if (RANK == 0) {
+      EXPECT(contains(d, "rank 2 gave up first"), "detail: %s", d);
+      printf("   rank 0 learned in %.3f s: %s\n", dt, d);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_runtime_destroy(rt));
+  done_case("a rank that gave up tells the others (cascade)");
+}
+
+/* ---- data-parallel training ---- */
+
+/* Linear regression, y = x W, loss = |xW - t|^2 / (2B) over a global batch
+ * of B rows: every rank takes its chunk of the rows, each of its P workers
+ * a chunk of those; a worker computes G_s = x_s^T (x_s W - t_s) / B, the
+ * rank sums its G_s (a local reduction), the ranks all-reduce G, and every
+ * rank applies W -= lr G. The same seed and global batch on 1, 2 and 3
+ * ranks must give the same W up to float rounding (sums in other orders). */
+#define DP_B 24
+#define DP_D 8
+#define DP_O 3
+#define DP_P 2
+#define DP_STEPS 30
+#define DP_LR 0.05f
+#define DP_TOL 1e-5
+
+static float dp_x(int row, int j) {
+  unsigned h = (unsigned)(row * 131 + j * 7919 + 12345) * 2654435761u;
+  return (float)((h >> 8) % 2001) / 1000.0f - 1.0f;
+}
+static float dp_t(int row, int o) {
+  float s = 0;
+  for (int j = 0; j < DP_D; j++)
+    s += dp_x(row, j) * (float)((j + o) % 5 - 2) * 0.5f;
+  return s;
+}
+
+typedef struct dp_shard {
+  rp_inst x, t, y, g;
+  int rows;
+} dp_shard;
+
+/* Builds the step on rt (ranks = rp_runtime_ranks) and returns its exec. */
+static rp_exec *dp_build(rp_runtime *rt, rp_kernel_tasks *k, rp_inst w,
+                         rp_inst gsum, rp_inst v, dp_shard *sh) {
+  uint32_t rank = rp_runtime_rank(rt), ranks = rp_runtime_ranks(rt);
+  rp_rect all = rp_rect_2d(0, DP_B - 1, 0, DP_D - 1), mine, part;
+  CHECK(rp_chunk_rect(&all, 0, ranks, rank, &mine));
+  rp_inst parts[DP_P];
+  for (int s = 0; s < DP_P; s++) {
+    CHECK(rp_chunk_rect(&mine, 0, DP_P, (uint32_t)s, &part));
+    int64_t lo = part.lo[0], hi = part.hi[0];
+    sh[s].rows = (int)(hi - lo + 1);
+    sh[s].x = inst_2d(rt, RP_F32, lo, hi, 0, DP_D - 1);
+    sh[s].t = inst_2d(rt, RP_F32, lo, hi, 0, DP_O - 1);
+    sh[s].y = inst_2d(rt, RP_F32, lo, hi, 0, DP_O - 1);
+    sh[s].g = inst_2d(rt, RP_F32, 0, DP_D - 1, 0, DP_O - 1);
+    parts[s] = sh[s].g;
+    float xb[DP_B * DP_D], tb[DP_B * DP_O];
+    for (int r = 0; r < sh[s].rows; r++) {
+      for (int j = 0; j < DP_D; j++)
+        xb[r * DP_D + j] = dp_x((int)lo + r, j);
+      for (int o = 0; o < DP_O; o++)
+        tb[r * DP_O + o] = dp_t((int)lo + r, o);
+    }
+    CHECK(
+        rp_instance_write(rt, sh[s].x, xb, sizeof(float) * sh[s].rows * DP_D));
+    CHECK(
+        rp_instance_write(rt, sh[s].t, tb, sizeof(float) * sh[s].rows * DP_O));
+  }
+  CHECK(rp_capture_begin(rt, NULL));
+  for (int s = 0; s < DP_P; s++) {
+    rp_proc p = (rp_proc)s;
+    rp_gemm_args fa = {sh[s].rows, DP_O, DP_D, 0, 0, 1.0f, 0.0f};
+    rp_access f[3] = {
+        {sh[s].x, RP_READ, 0}, {w, RP_READ, 0}, {sh[s].y, RP_WRITE, 0}};
+    CHECK(rp_launch_task(rt,
+                         &(rp_launch){.task = k->gemm,
+                                      .proc = p,
+                                      .accesses = f,
+                                      .naccess = 3,
+                                      .args = &fa,
+                                      .args_size = sizeof fa},
+                         NULL));
+    rp_scalar_args ax = {-1.0f, 0};
+    rp_access a[2] = {{sh[s].t, RP_READ, 0}, {sh[s].y, RP_RW, 0}};
+    CHECK(rp_launch_task(rt,
+                         &(rp_launch){.task = k->axpy,
+                                      .proc = p,
+                                      .accesses = a,
+                                      .naccess = 2,
+                                      .args = &ax,
+                                      .args_size = sizeof ax},
+                         NULL));
+    rp_gemm_args ba = {DP_D, DP_O, sh[s].rows, 1, 0, 1.0f / DP_B, 0.0f};
+    rp_access b[3] = {
+        {sh[s].x, RP_READ, 0}, {sh[s].y, RP_READ, 0}, {sh[s].g, RP_WRITE, 0}};
+    CHECK(rp_launch_task(rt,
+                         &(rp_launch){.task = k->gemm,
+                                      .proc = p,
+                                      .accesses = b,
+                                      .naccess = 3,
+                                      .args = &ba,
+                                      .args_size = sizeof ba},
+                         NULL));
+  }
+  rp_parallel_op red = {
+      .kind = RP_POP_REDUCTION, .whole = gsum, .parts = parts, .nparts = DP_P};
+  CHECK(rp_launch_parallel(rt, &red, NULL));
+  CHECK(
+      rp_launch_allreduce(rt, &(rp_allreduce){gsum, RP_REDOP_SUM, {0}}, NULL));
+  rp_sgd_args sa = {DP_LR, 0.0f, 0};
+  rp_access sg[3] = {{w, RP_RW, 0}, {gsum, RP_READ, 0}, {v, RP_RW, 0}};
+  CHECK(rp_launch_task(rt,
+                       &(rp_launch){.task = k->sgd,
+                                    .proc = RP_PROC_ANY,
+                                    .accesses = sg,
+                                    .naccess = 3,
+                                    .args = &sa,
+                                    .args_size = sizeof sa},
+                       NULL));
+  rp_graph *g;
+  CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, NULL, &ex));
+  CHECK(rp_graph_destroy(g));
+  return ex;
+}
+
+/* Trains DP_STEPS replays on rt and returns W. */
+static void dp_train(rp_runtime *rt, float *wout) {
+  rp_kernel_tasks k;
+  CHECK(rp_kernels_register(rt, &k));
+  rp_inst w = inst_2d(rt, RP_F32, 0, DP_D - 1, 0, DP_O - 1);
+  rp_inst gsum = inst_2d(rt, RP_F32, 0, DP_D - 1, 0, DP_O - 1);
+  rp_inst v = inst_2d(rt, RP_F32, 0, DP_D - 1, 0, DP_O - 1);
+  float w0[DP_D * DP_O];
+  for (int i = 0; i < DP_D * DP_O; i++)
+    w0[i] = 0.01f * (float)(i % 7);
+  CHECK(rp_instance_write(rt, w, w0, sizeof w0));
+  dp_shard sh[DP_P];
+  rp_exec *ex = dp_build(rt, &k, w, gsum, v, sh);
+  rp_event e = RP_NO_EVENT;
+  for (int s = 0; s < DP_STEPS; s++) {
+    CHECK(rp_event_release(rt, e));
+    CHECK(rp_replay(ex, NULL, &e));
+  }
+  rp_status st = rp_event_wait(rt, e, -1);
+  EXPECT(st == RP_OK, "training: %s (%s)", rp_status_name(st),
+         rp_exec_error_detail(ex));
+  CHECK(rp_event_release(rt, e));
+  CHECK(rp_instance_read(rt, w, wout, sizeof(float) * DP_D * DP_O));
+  CHECK(rp_exec_destroy(ex));
+}
+
+static void dp_equivalence(void) {
+  float wn[DP_D * DP_O], w1[DP_D * DP_O];
+  rp_runtime *rt = make_rt(0);
+  dp_train(rt, wn);
+  CHECK(rp_runtime_destroy(rt));
+  /* the reference: one process (no communicator), same seed and batch */
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = RP_BACKEND_CPU;
+  cfg.cpus = 2;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  CHECK(rp_runtime_create(&cfg, &rt));
+  dp_train(rt, w1);
+  CHECK(rp_runtime_destroy(rt));
+  double worst = 0, moved = 0;
+  for (int i = 0; i < DP_D * DP_O; i++) {
+    double d = fabs((double)wn[i] - (double)w1[i]);
+    double scale = fabs((double)w1[i]) > 1 ? fabs((double)w1[i]) : 1;
+    worst = d / scale > worst ? d / scale : worst;
+    moved += fabs((double)w1[i] - 0.01 * (i % 7));
+  }
+  EXPECT(moved > 0.1, "training did not move the weights (%g)", moved);
+  EXPECT(worst <= DP_TOL, "weights differ from one process by %g (> %g)", worst,
+         DP_TOL);
+  double all = 0;
+  MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (RANK == 0)
+    printf("   data-parallel step: %d ranks x %d workers vs one process, "
+           "%d steps: max relative weight difference %.3g (tolerance %g)\n",
+           NRANKS, DP_P, DP_STEPS, all, DP_TOL);
+  done_case("data-parallel training equals one process");
+}
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &RANK);
+  MPI_Comm_size(MPI_COMM_WORLD, &NRANKS);
+  if (provided < MPI_THREAD_MULTIPLE)
+    fail(__LINE__, "MPI offers thread level %d only", provided);
+  if (NRANKS < 2)
+    fail(__LINE__, "run with mpiexec -n 2 or more");
+  eager_allreduce();
+  eager_copies();
+  parallel_ops();
+  inflight();
+  builder();
+  dp_equivalence();
+  stale_rank();
+  missing_peer();
+  cascade();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (RANK == 0)
+    printf("all distributed cases passed on %d ranks\n", NRANKS);
+  MPI_Finalize();
+  return 0;
+}

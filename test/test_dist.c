@@ -1,0 +1,428 @@
+/* test/test_dist.c — the distributed API in one process (rank 0 of 1, no
+ * communicator): what works on one rank, what is refused and why. The
+ * cases across ranks are an MPI program (test/dist/test_dist.c, label
+ * "dist"). */
+#include "helpers.h"
+
+#include "dist/dist.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static rp_inst make(rp_runtime *rt, rp_dtype t, rp_rect r) {
+  rp_inst i;
+  RP_CHECK(rp_instance_create(rt, 0, t, &r, NULL, &i));
+  return i;
+}
+
+static void fill(rp_runtime *rt, rp_inst i, int n, float base) {
+  float *v = malloc(sizeof *v * (size_t)n);
+  for (int k = 0; k < n; k++)
+    v[k] = base + (float)k;
+  RP_CHECK(rp_instance_write(rt, i, v, sizeof *v * (size_t)n));
+  free(v);
+}
+
+static void read_f(rp_runtime *rt, rp_inst i, float *v, int n) {
+  RP_CHECK(rp_instance_read(rt, i, v, sizeof *v * (size_t)n));
+}
+
+static void wait_ok(rp_runtime *rt, rp_event e) {
+  RP_CHECK(rp_event_wait(rt, e, -1));
+  RP_CHECK(rp_event_release(rt, e));
+}
+
+/* Records f(rt, arg) once, replays it `n` times, checks each replay. */
+static void record_replay(rp_runtime *rt, void (*f)(rp_runtime *, void *),
+                          void *arg, int n) {
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  f(rt, arg);
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  for (int k = 0; k < n; k++) {
+    rp_event e;
+    RP_CHECK(rp_replay(ex, NULL, &e));
+    rp_status st = rp_event_wait(rt, e, -1);
+    cr_assert_eq(st, RP_OK, "replay %d: %s (%s)", k, rp_status_name(st),
+                 rp_exec_error_detail(ex));
+    RP_CHECK(rp_event_release(rt, e));
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+}
+
+Test(dist, one_process_is_rank_zero_of_one) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  cr_assert_eq(rp_runtime_rank(rt), 0);
+  cr_assert_eq(rp_runtime_ranks(rt), 1);
+  cr_assert_str_empty(rp_runtime_dist_detail(rt));
+  cr_assert_eq(rp_runtime_rank(NULL), 0);
+  cr_assert_eq(rp_runtime_ranks(NULL), 1);
+  /* the communication tasks arrive with the first distributed call */
+  rp_task_id id;
+  RP_EXPECT(rp_task_find(rt, "rp.dist.allreduce", &id), RP_ENOTASK);
+  rp_inst x = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_event e;
+  RP_CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &e));
+  wait_ok(rt, e);
+  RP_CHECK(rp_task_find(rt, "rp.dist.allreduce", &id));
+  RP_CHECK(rp_task_find(rt, "rp.dist.send", &id));
+  th_destroy(rt);
+}
+
+static void allreduce_op(rp_runtime *rt, void *arg) {
+  RP_CHECK(rp_launch_allreduce(
+      rt, &(rp_allreduce){*(rp_inst *)arg, RP_REDOP_SUM, {0}}, NULL));
+}
+
+Test(dist, allreduce_of_one_rank_leaves_the_data) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst x = make(rt, RP_F32, rp_rect_1d(0, 15));
+  fill(rt, x, 16, 3.0f);
+  rp_event e;
+  RP_CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &e));
+  wait_ok(rt, e);
+  record_replay(rt, allreduce_op, &x, 3);
+  float v[16];
+  read_f(rt, x, v, 16);
+  for (int k = 0; k < 16; k++)
+    cr_assert_eq(v[k], 3.0f + (float)k, "element %d", k);
+  th_destroy(rt);
+}
+
+typedef struct copy_arg {
+  rp_inst src, dst;
+  rp_rect rect;
+  rp_redop redop;
+} copy_arg;
+
+static void copy_op(rp_runtime *rt, void *arg) {
+  copy_arg *c = arg;
+  RP_CHECK(rp_launch_dist_copy(
+      rt,
+      &(rp_dist_copy){
+          .src = c->src, .dst = c->dst, .rect = c->rect, .redop = c->redop},
+      NULL));
+}
+
+/* rank 0 -> rank 0: a local copy between strided rectangles, plain then
+ * SUM, eager then replayed. */
+Test(dist, copy_to_the_same_rank_is_a_local_copy) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst src = make(rt, RP_F32, rp_rect_2d(0, 3, 0, 5));
+  rp_inst dst = make(rt, RP_F32, rp_rect_2d(1, 3, 1, 4));
+  fill(rt, src, 24, 0.0f);
+  copy_arg c = {src, dst, rp_rect_2d(1, 2, 2, 4), RP_REDOP_NONE};
+  rp_event e;
+  RP_CHECK(rp_launch_dist_copy(
+      rt, &(rp_dist_copy){.src = src, .dst = dst, .rect = c.rect}, &e));
+  wait_ok(rt, e);
+  float v[12];
+  read_f(rt, dst, v, 12);
+  for (int r = 1; r <= 2; r++)
+    for (int col = 2; col <= 4; col++)
+      cr_assert_eq(v[(r - 1) * 4 + (col - 1)], (float)(r * 6 + col));
+  c.redop = RP_REDOP_SUM;
+  record_replay(rt, copy_op, &c, 3); /* three more: 4x in total */
+  read_f(rt, dst, v, 12);
+  for (int r = 1; r <= 2; r++)
+    for (int col = 2; col <= 4; col++)
+      cr_assert_eq(v[(r - 1) * 4 + (col - 1)], 4.0f * (float)(r * 6 + col),
+                   "row %d col %d", r, col);
+  cr_assert_eq(v[0], 0.0f, "outside the rect");
+  th_destroy(rt);
+}
+
+typedef struct pop_arg {
+  rp_dist_parallel p;
+} pop_arg;
+
+static void pop_op(rp_runtime *rt, void *arg) {
+  RP_CHECK(rp_launch_dist_parallel(rt, &((pop_arg *)arg)->p, NULL));
+}
+
+/* With one rank every parallel operator is one local copy (the reduce's is
+ * the plain copy of the only part). */
+Test(dist, parallel_operators_on_one_rank) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  for (int kind = 0; kind <= RP_POP_REDUCTION; kind++)
+    for (int bwd = 0; bwd < 2; bwd++) {
+      rp_inst whole = make(rt, RP_F32, rp_rect_2d(0, 3, 0, 2));
+      rp_inst part = make(rt, RP_F32, rp_rect_2d(0, 3, 0, 2));
+      int to_parts =
+          (kind == RP_POP_REPARTITION || kind == RP_POP_REPLICATE) != bwd;
+      fill(rt, to_parts ? whole : part, 12, 5.0f);
+      pop_arg a = {{.kind = (rp_pop_kind)kind,
+                    .backward = bwd,
+                    .whole = whole,
+                    .part = part}};
+      rp_event e;
+      RP_CHECK(rp_launch_dist_parallel(rt, &a.p, &e));
+      wait_ok(rt, e);
+      record_replay(rt, pop_op, &a, 2);
+      float v[12];
+      read_f(rt, to_parts ? part : whole, v, 12);
+      for (int k = 0; k < 12; k++)
+        cr_assert_eq(v[k], 5.0f + (float)k, "kind %d bwd %d elt %d", kind, bwd,
+                     k);
+      RP_CHECK(rp_instance_free(rt, whole));
+      RP_CHECK(rp_instance_free(rt, part));
+    }
+  th_destroy(rt);
+}
+
+Test(dist, bad_input_is_refused_and_records_nothing) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst x = make(rt, RP_F32, rp_rect_2d(0, 3, 0, 3));
+  rp_inst y = make(rt, RP_F32, rp_rect_2d(0, 3, 0, 3));
+  rp_inst b = make(rt, RP_U8, rp_rect_1d(0, 7));
+  rp_inst d = make(rt, RP_F64, rp_rect_2d(0, 3, 0, 3));
+  rp_inst gone = make(rt, RP_F32, rp_rect_1d(0, 3));
+  RP_CHECK(rp_instance_free(rt, gone));
+  int64_t strides[2] = {8, 1}; /* 4x4 in rows of 8: not dense */
+  rp_inst padded;
+  rp_rect r44 = rp_rect_2d(0, 3, 0, 3);
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r44, strides, &padded));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event e = RP_NO_EVENT;
+  RP_EXPECT(
+      rp_launch_allreduce(NULL, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &e),
+      RP_EINVAL);
+  RP_EXPECT(rp_launch_allreduce(rt, NULL, &e), RP_EINVAL);
+  RP_EXPECT(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_NONE, {0}}, &e),
+            RP_EINVAL);
+  RP_EXPECT(rp_launch_allreduce(rt, &(rp_allreduce){b, RP_REDOP_SUM, {0}}, &e),
+            RP_ETYPE);
+  RP_EXPECT(
+      rp_launch_allreduce(rt, &(rp_allreduce){padded, RP_REDOP_SUM, {0}}, &e),
+      RP_ESHAPE);
+  RP_EXPECT(
+      rp_launch_allreduce(rt, &(rp_allreduce){gone, RP_REDOP_SUM, {0}}, &e),
+      RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_allreduce"), "%s",
+            rp_error_detail());
+  rp_dist_copy c = {.src = x, .dst = y};
+  c.dst_rank = 1;
+  RP_EXPECT(rp_launch_dist_copy(rt, &c, &e), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "1 ranks"), "%s", rp_error_detail());
+  c.dst_rank = 0;
+  c.redop = (rp_redop)7;
+  RP_EXPECT(rp_launch_dist_copy(rt, &c, &e), RP_EINVAL);
+  c.redop = RP_REDOP_NONE;
+  c.rect = rp_rect_2d(2, 5, 0, 1);
+  RP_EXPECT(rp_launch_dist_copy(rt, &c, &e), RP_ESHAPE);
+  c.rect = (rp_rect){0};
+  c.dst = x;
+  RP_EXPECT(rp_launch_dist_copy(rt, &c, &e), RP_EINVAL);
+  c.dst = d;
+  RP_EXPECT(rp_launch_dist_copy(rt, &c, &e), RP_ETYPE);
+  RP_EXPECT(
+      rp_launch_dist_copy(
+          rt, &(rp_dist_copy){.src = b, .dst = b, .redop = RP_REDOP_SUM}, &e),
+      RP_ETYPE);
+  RP_EXPECT(rp_launch_dist_copy(rt, &(rp_dist_copy){.src = gone, .dst = y}, &e),
+            RP_ESTALE);
+  rp_dist_parallel p = {.kind = (rp_pop_kind)9, .whole = x, .part = y};
+  RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_EINVAL);
+  p.kind = RP_POP_REPLICATE;
+  p.root = 1;
+  RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_ERANGE);
+  p.root = 0;
+  p.part = make(rt, RP_F32, rp_rect_1d(0, 7)); /* not the whole's shape */
+  RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_ESHAPE);
+  p.kind = RP_POP_REPARTITION;
+  p.part = y;
+  p.dim = 5;
+  RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_EINVAL);
+  RP_EXPECT(rp_launch_dist_parallel(rt, NULL, &e), RP_EINVAL);
+  cr_assert_eq(e.id, 0, "no event handed out");
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 0, "nothing recorded");
+  /* builder: no wait events, and the same checks */
+  rp_event user;
+  RP_CHECK(rp_event_create(rt, &user));
+  rp_op_id id;
+  RP_EXPECT(
+      rp_graph_add_allreduce(g, &(rp_allreduce){x, RP_REDOP_SUM, user}, &id),
+      RP_EINVAL);
+  RP_EXPECT(
+      rp_graph_add_allreduce(g, &(rp_allreduce){b, RP_REDOP_SUM, {0}}, &id),
+      RP_ETYPE);
+  RP_EXPECT(rp_graph_add_dist_copy(NULL, &c, &id), RP_EINVAL);
+  RP_EXPECT(rp_graph_add_dist_copy(
+                g, &(rp_dist_copy){.src = x, .dst = y, .src_rank = 3}, &id),
+            RP_ERANGE);
+  cr_assert_eq(rp_graph_op_count(g), 0);
+  RP_CHECK(rp_event_trigger(rt, user));
+  RP_CHECK(rp_event_release(rt, user));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+Test(dist, builder_keeps_communication_in_order) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst x = make(rt, RP_F32, rp_rect_1d(0, 7));
+  rp_inst y = make(rt, RP_F32, rp_rect_1d(0, 7));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b;
+  RP_CHECK(
+      rp_graph_add_allreduce(g, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &a));
+  /* no data dependence on x: the order comes from the chain */
+  RP_CHECK(
+      rp_graph_add_allreduce(g, &(rp_allreduce){y, RP_REDOP_SUM, {0}}, &b));
+  cr_assert(rp_graph_depends(g, a, b), "the second follows the first");
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event e;
+  RP_CHECK(rp_replay(ex, NULL, &e));
+  wait_ok(rt, e);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* A communication task launched by name with foreign arguments fails
+ * cleanly, eager and at instantiate. */
+Test(dist, foreign_arguments_are_refused) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst x = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_event first;
+  RP_CHECK(
+      rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &first));
+  wait_ok(rt, first);
+  rp_task_id id;
+  RP_CHECK(rp_task_find(rt, "rp.dist.send", &id));
+  int junk = 42;
+  rp_launch l = {
+      .task = id, .proc = RP_PROC_ANY, .args = &junk, .args_size = sizeof junk};
+  rp_event e;
+  RP_CHECK(rp_launch_task(rt, &l, &e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_EINVAL);
+  RP_CHECK(rp_event_release(rt, e));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &l, NULL));
+  rp_exec *ex = NULL;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EINVAL);
+  cr_assert_null(ex);
+  cr_assert(strstr(rp_error_detail(), "rp.dist.send"), "%s", rp_error_detail());
+  RP_CHECK(rp_graph_destroy(g));
+  /* well-formed, but a send from rank 0 to rank 1: not this job's (a graph
+   * file recorded on another rank or job) */
+  rp_inst y = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_dist_args a = {.magic = RP_DIST_ARGS_MAGIC,
+                    .role = RP_DIST_SEND,
+                    .src_rank = 0,
+                    .dst_rank = 1,
+                    .dtype = RP_F32,
+                    .dom = rp_rect_1d(0, 3)};
+  rp_access acc[2] = {{y, RP_READ, 0}, {x, RP_RW, 0}};
+  l = (rp_launch){.task = id,
+                  .proc = RP_PROC_ANY,
+                  .args = &a,
+                  .args_size = sizeof a,
+                  .accesses = acc,
+                  .naccess = 2};
+  RP_CHECK(rp_launch_task(rt, &l, &e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_EINVAL);
+  RP_CHECK(rp_event_release(rt, e));
+  /* a rectangle outside its instances (fresh ones: the failed op above
+   * would poison ops that depend on it) */
+  rp_inst u = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_inst w = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_inst t = make(rt, RP_U8, rp_rect_1d(0, 0));
+  a.role = RP_DIST_SELF;
+  a.dst_rank = 0;
+  a.dom = rp_rect_1d(0, 9);
+  rp_access acc3[3] = {{u, RP_READ, 0}, {w, RP_WRITE, 0}, {t, RP_RW, 0}};
+  RP_CHECK(rp_task_find(rt, "rp.dist.copy", &l.task));
+  l.accesses = acc3;
+  l.naccess = 3;
+  RP_CHECK(rp_launch_task(rt, &l, &e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_ESHAPE);
+  RP_CHECK(rp_event_release(rt, e));
+  th_destroy(rt);
+}
+
+Test(dist, a_communicator_needs_mpi) {
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = RP_BACKEND_CPU;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  long fake_comm = 0;
+  cfg.comm = &fake_comm;
+  rp_runtime *rt = NULL;
+#ifdef REPRISE_HAVE_MPI
+  /* MPI is built in but this process never initialized it */
+  RP_EXPECT(rp_runtime_create(&cfg, &rt), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "MPI_THREAD_MULTIPLE"), "%s",
+            rp_error_detail());
+#else
+  RP_EXPECT(rp_runtime_create(&cfg, &rt), RP_EUNSUPPORTED);
+#endif
+  cr_assert_null(rt);
+}
+
+Test(dist, timeout_from_the_environment_is_checked) {
+  setenv("REPRISE_DIST_TIMEOUT_MS", "0", 1);
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = RP_BACKEND_CPU;
+  cfg.quiet = 1;
+  rp_runtime *rt = NULL;
+  RP_EXPECT(rp_runtime_create(&cfg, &rt), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "REPRISE_DIST_TIMEOUT_MS"));
+  setenv("REPRISE_DIST_TIMEOUT_MS", "250", 1);
+  RP_CHECK(rp_runtime_create(&cfg, &rt));
+  th_destroy(rt);
+  unsetenv("REPRISE_DIST_TIMEOUT_MS");
+}
+
+#ifdef REPRISE_HAVE_CJSON
+/* A graph with communication saved and loaded (tasks by name, the token
+ * instance in the table) instantiates and replays. */
+Test(dist, graph_files_carry_communication_ops) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst x = make(rt, RP_F32, rp_rect_1d(0, 7));
+  rp_inst y = make(rt, RP_F32, rp_rect_1d(0, 7));
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(
+      rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, NULL));
+  RP_CHECK(rp_launch_dist_copy(rt, &(rp_dist_copy){.src = x, .dst = y}, NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  char path[] = "/tmp/rp_dist_graph_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  close(fd);
+  RP_CHECK(rp_graph_save(g, path));
+  uint32_t n = 0;
+  RP_CHECK(rp_graph_instances(g, NULL, 0, &n));
+  rp_inst insts[4];
+  cr_assert_eq(n, 3, "x, the token, y");
+  RP_CHECK(rp_graph_instances(g, insts, 4, &n));
+  rp_graph *h;
+  RP_CHECK(rp_graph_load(rt, path, insts, n, &h));
+  unlink(path);
+  fill(rt, x, 8, 1.0f);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(h, NULL, &ex));
+  rp_event e;
+  RP_CHECK(rp_replay(ex, NULL, &e));
+  wait_ok(rt, e);
+  float v[8];
+  read_f(rt, y, v, 8);
+  for (int k = 0; k < 8; k++)
+    cr_assert_eq(v[k], 1.0f + (float)k);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(h));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+#endif
