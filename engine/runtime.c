@@ -195,7 +195,8 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
   if (!d->cpu_fn && !d->gpu_fn)
     return rp__err(RP_EINVAL, "rp_task_register: task '%s' has no variant",
                    d->name);
-  if (d->flags & ~(unsigned)(RP_TASK_STREAM_ORDERED | RP_TASK_HOST))
+  if (d->flags & ~(unsigned)(RP_TASK_STREAM_ORDERED | RP_TASK_HOST |
+                             RP_TASK_DEVICE_ARGS))
     return rp__err(RP_EINVAL, "rp_task_register: task '%s' has unknown flags "
                    "%#x", d->name, d->flags);
   if ((d->flags & RP_TASK_STREAM_ORDERED) && (d->flags & RP_TASK_HOST))
@@ -261,6 +262,7 @@ uint64_t rp_ctx_replay(const rp_task_ctx *c) {
   return c->replay_at ? *c->replay_at : c->replay;
 }
 uint32_t rp_ctx_access_count(const rp_task_ctx *c) { return c->naccess; }
+const void *rp_ctx_device_args(const rp_task_ctx *c) { return c->dev_args; }
 
 const void *rp_ctx_args(const rp_task_ctx *c, size_t *size) {
   if (size)
