@@ -1,10 +1,15 @@
 /* replay/dump.c — an exec's compiled form: per-worker schedules, the waits
  * between them, and why it was placed that way (text, DOT, JSON). */
-#include "replay_impl.h"
+#include "lower.h"
 
 static const char *unit_name(const rp_exec *ex, const rp_unit *u) {
   RP_UNUSED(ex);
   return u->kind == RP_UNIT_COPY ? "copy" : u->name;
+}
+
+/* A launcher has no op: -1 in DOT and JSON. */
+static long long unit_op(const rp_unit *u) {
+  return u->kind == RP_UNIT_LAUNCH ? -1 : (long long)u->op;
 }
 
 static void dump_text(const rp_exec *ex, FILE *f) {
@@ -15,10 +20,17 @@ static void dump_text(const rp_exec *ex, FILE *f) {
     const rp_lane *l = &ex->lanes[w];
     if (!l->len)
       continue;
-    fprintf(f, "lane %u (worker %u): %u units\n", w, w, l->len);
+    if (w < ex->ncpu)
+      fprintf(f, "lane %u (worker %u): %u units\n", w, w, l->len);
+    else
+      fprintf(f, "lane %u (GPU processor %u, run by segment launches): %u "
+              "units\n", w, w, l->len);
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
-      fprintf(f, "  [%u] op %u %s", i, u->op, unit_name(ex, u));
+      if (u->kind == RP_UNIT_LAUNCH)
+        fprintf(f, "  [%u] launch segment %u", i, ex->lw->seg_of[l->units[i]]);
+      else
+        fprintf(f, "  [%u] op %u %s", i, u->op, unit_name(ex, u));
       if (u->max_shards > 1)
         fprintf(f, " shard %u/%u", u->shard, u->max_shards);
       for (uint32_t k = 0; k < u->nwait; k++) {
@@ -34,6 +46,7 @@ static void dump_text(const rp_exec *ex, FILE *f) {
       fprintf(f, "%s\n", u->publish ? " publish" : "");
     }
   }
+  rp__lower_dump(ex, f);
 }
 
 static void dump_dot(const rp_exec *ex, FILE *f) {
@@ -46,8 +59,8 @@ static void dump_dot(const rp_exec *ex, FILE *f) {
     fprintf(f, "  subgraph cluster_lane%u {\n    label=\"lane %u\";\n", w, w);
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
-      fprintf(f, "    u%u [label=\"op %u %s#%u\"];\n", l->units[i], u->op,
-              unit_name(ex, u), u->shard);
+      fprintf(f, "    u%u [label=\"op %lld %s#%u\"];\n", l->units[i],
+              unit_op(u), unit_name(ex, u), u->shard);
       if (i)
         fprintf(f, "    u%u -> u%u [style=dotted];\n", l->units[i - 1],
                 l->units[i]);
@@ -82,8 +95,8 @@ static void dump_json(const rp_exec *ex, FILE *f) {
     first_lane = 0;
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
-      fprintf(f, "%s{\"op\": %u, \"name\": \"%s\", \"shard\": %u, "
-              "\"waits\": [", i ? ", " : "", u->op, unit_name(ex, u),
+      fprintf(f, "%s{\"op\": %lld, \"name\": \"%s\", \"shard\": %u, "
+              "\"waits\": [", i ? ", " : "", unit_op(u), unit_name(ex, u),
               u->shard);
       for (uint32_t k = 0; k < u->nwait; k++) {
         const rp_wait *wt = &ex->waits[u->wait_off + k];
