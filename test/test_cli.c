@@ -194,9 +194,16 @@ Test(cli, unfinished_commands_say_so_and_exit_2) {
   cr_assert(strstr(r.err, "not available yet"), "%s", r.err);
   RUN(&r, "train");
   cr_assert_eq(r.status, 2);
-  RUN(&r, "bench", "--gpu");
-  cr_assert_eq(r.status, 2);
-  cr_assert(strstr(r.err, "not built yet"), "%s", r.err);
+}
+
+Test(cli, bench_gpu_runs_or_says_no_gpu_and_exits_0) {
+  cli_run r;
+  RUN(&r, "bench", "--gpu", "--quick");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "no GPU: ") || strstr(r.out, "chain10"),
+            "neither rows nor the reason: %s", r.out);
+  if (strstr(r.out, "no GPU: "))
+    cr_assert(!strstr(r.out, "chain10"), "rows without a GPU: %s", r.out);
 }
 
 Test(cli, bench_rejects_bad_option_values_with_exit_2) {

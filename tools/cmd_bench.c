@@ -35,7 +35,11 @@ static void bench_usage(FILE *f) {
           "                            --workload is given too)\n"
           "  --json FILE               also write the rows as a JSON array\n"
           "  --xfer                    the transfer benchmark instead\n"
-          "  --gpu                     the GPU benchmark instead (reserved)\n"
+          "  --gpu                     the GPU benchmark instead: empty-kernel\n"
+          "                            chains and a fork-join as stream\n"
+          "                            launches, a CUDA graph and reprise\n"
+          "                            replays (uses --workers, --quick);\n"
+          "                            without a device: 'no GPU', no rows\n"
           "  -h, --help                this text\n");
 }
 
@@ -196,16 +200,15 @@ static int run_xfer(FILE *json) {
 }
 
 static int run(const bench_cli *c) {
-  if (c->gpu) {
-    fprintf(stderr, "reprise bench --gpu: not built yet\n");
-    return RP_CLI_USAGE;
-  }
   FILE *json = NULL;
   if (c->json && !(json = fopen(c->json, "w"))) {
     fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);
     return RP_CLI_FAILED;
   }
-  int rc = c->xfer ? run_xfer(json) : rp_bench_dag(&c->o, stdout, json);
+  int rc = c->gpu    ? (rp_bench_gpu(&c->o, stdout, json) ? RP_CLI_FAILED
+                                                           : RP_CLI_OK)
+           : c->xfer ? run_xfer(json)
+                     : rp_bench_dag(&c->o, stdout, json);
   if (json && fclose(json) != 0 && rc == RP_CLI_OK) {
     fprintf(stderr, "reprise bench: error writing '%s'\n", c->json);
     rc = RP_CLI_FAILED;
