@@ -914,7 +914,9 @@ static void rescue(rp_exec *ex) {
     rp_lane *l = &ex->lanes[lw->gpus[i].lane];
     lane_publish(l, (uint32_t)end * l->len);
   }
-  for (uint64_t r = atomic_load(&ex->done_seq); r < ex->issued; r++) {
+  /* done_seq counts replays modulo 2^32 */
+  uint32_t inflight = (uint32_t)ex->issued - atomic_load(&ex->done_seq);
+  for (uint64_t r = ex->issued - inflight; r < ex->issued; r++) {
     rp_slot *s = &ex->slots[r % ex->max_inflight];
     int32_t zero = 0;
     atomic_compare_exchange_strong(&s->status, &zero, (int32_t)RP_EUNUSABLE);
