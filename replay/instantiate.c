@@ -24,7 +24,8 @@ static rp_status copy_ports(rp_gport **dst, const rp_gport *src, uint32_t n) {
     (*dst)[i].ops = rp__calloc(src[i].nops, sizeof(rp_op_id));
     if (!(*dst)[i].name || !(*dst)[i].ops)
       return RP_ENOMEM;
-    memcpy((*dst)[i].ops, src[i].ops, sizeof(rp_op_id) * src[i].nops);
+    if (src[i].nops)
+      memcpy((*dst)[i].ops, src[i].ops, sizeof(rp_op_id) * src[i].nops);
     (*dst)[i].nops = (*dst)[i].cap = src[i].nops;
   }
   return RP_OK;
@@ -45,7 +46,8 @@ static rp_status graph_clone(const rp_graph *g, rp_graph **out) {
   for (uint32_t i = 0; i < g->nops && !st; i++, c->nops++)
     st = rp__gop_copy(&c->ops[i], &g->ops[i]);
   if (!st) {
-    memcpy(c->edges, g->edges, sizeof *c->edges * g->nedges);
+    if (g->nedges) /* g->edges may be NULL then (memcpy needs a pointer) */
+      memcpy(c->edges, g->edges, sizeof *c->edges * g->nedges);
     c->ops_cap = c->nops;
     c->edges_cap = g->nedges;
     st = copy_ports(&c->pre, g->pre, g->npre);
