@@ -424,11 +424,6 @@ static rp_status apply_env(rp_runtime_config *cfg) {
 static atomic_int fallback_said;
 
 static void destroy_parts(rp_runtime *rt) {
-  for (int l = RP_LAYER_COUNT - 1; l >= 0; l--)
-    if (rt->layers[l] && rt->layer_dtor[l]) {
-      rt->layer_dtor[l](rt, rt->layers[l]);
-      rt->layers[l] = NULL;
-    }
 #ifdef REPRISE_HAVE_CUDA
   /* GPU drivers and device work may still use instances (and may queue CPU
    * work): let them finish before the workers stop and instances go. */
@@ -439,6 +434,16 @@ static void destroy_parts(rp_runtime *rt) {
   if (rt->cpu_state)
     rp__cpu_backend.fini(rt, rt->cpu_state);
   rt->cpu_state = NULL;
+  /* Layer state goes once nothing can reach it: idle workers keep calling
+   * the replay layer's poller (reading its ring) and eager GPU completions
+   * the capture layer's counters until here; the backends and the event
+   * table are still up for the destructors (the replay layer's destroys
+   * CUDA streams). */
+  for (int l = RP_LAYER_COUNT - 1; l >= 0; l--)
+    if (rt->layers[l] && rt->layer_dtor[l]) {
+      rt->layer_dtor[l](rt, rt->layers[l]);
+      rt->layers[l] = NULL;
+    }
   /* ...then instances still alive are freed with the runtime, while the
    * backends that own their memories are still up. */
   for (uint32_t i = 0; i < rt->inst_count; i++) {
