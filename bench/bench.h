@@ -65,4 +65,11 @@ int rp_bench_xfer(FILE *table, FILE *json);
  * return 1. */
 int rp_bench_dist(const rp_bench_opts *o, FILE *table, const char *json_path);
 
+/* The GPU benchmark (bench/gpu_bench.c): empty-kernel chains of 10, 100
+ * and 1000 and a 4-stream fork-join, as stream launches, a raw CUDA graph
+ * and reprise replays (with and without CUDA graphs). Uses o->workers and
+ * o->quick (two cases). Without a device it writes "no GPU: <reason>" and
+ * returns 0 with no rows. */
+int rp_bench_gpu(const rp_bench_opts *o, FILE *table, FILE *json);
+
 #endif

@@ -182,6 +182,9 @@ struct rp_task_ctx {
   void *workspace;
   size_t workspace_bytes;
   uint64_t replay; /* UINT64_MAX when eager (and replay_at is NULL) */
+  /* GPU tasks in an exec: this op's argument bytes in the GPU's device
+   * parameter buffer (replay/lower.h), else NULL. */
+  const void *dev_args;
   /* Inside a replay: where the running lane keeps the current replay
    * number, so the prebuilt context need not be rewritten per replay. */
   const uint64_t *replay_at;

@@ -195,7 +195,8 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
   if (!d->cpu_fn && !d->gpu_fn)
     return rp__err(RP_EINVAL, "rp_task_register: task '%s' has no variant",
                    d->name);
-  if (d->flags & ~(unsigned)(RP_TASK_STREAM_ORDERED | RP_TASK_HOST))
+  if (d->flags & ~(unsigned)(RP_TASK_STREAM_ORDERED | RP_TASK_HOST |
+                             RP_TASK_DEVICE_ARGS))
     return rp__err(RP_EINVAL, "rp_task_register: task '%s' has unknown flags "
                    "%#x", d->name, d->flags);
   if ((d->flags & RP_TASK_STREAM_ORDERED) && (d->flags & RP_TASK_HOST))
@@ -271,6 +272,7 @@ uint64_t rp_ctx_replay(const rp_task_ctx *c) {
   return c->replay_at ? *c->replay_at : c->replay;
 }
 uint32_t rp_ctx_access_count(const rp_task_ctx *c) { return c->naccess; }
+const void *rp_ctx_device_args(const rp_task_ctx *c) { return c->dev_args; }
 
 const void *rp_ctx_args(const rp_task_ctx *c, size_t *size) {
   if (size)
@@ -449,8 +451,11 @@ static void destroy_parts(rp_runtime *rt) {
   if (rt->cpu_state)
     rp__cpu_backend.fini(rt, rt->cpu_state);
   rt->cpu_state = NULL;
-  /* ...then the layers: an idle worker keeps calling the replay layer's
-   * poller until it stops, so its state must outlive the workers. */
+  /* Layer state goes once nothing can reach it: idle workers keep calling
+   * the replay layer's poller (reading its ring) and eager GPU completions
+   * the capture layer's counters until here; the backends and the event
+   * table are still up for the destructors (the replay layer's destroys
+   * CUDA streams). */
   for (int l = RP_LAYER_COUNT - 1; l >= 0; l--)
     if (rt->layers[l] && rt->layer_dtor[l]) {
       rt->layer_dtor[l](rt, rt->layers[l]);

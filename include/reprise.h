@@ -46,6 +46,25 @@
  * Tasks run inside a replay promise not to launch tasks and not to wait on
  * events; a task that does gets RP_ECONTRACT from that call, and the replay
  * completes with RP_ECONTRACT on its done event.
+ *
+ * GPU ops under CUDA graphs (CUDA backend). rp_instantiate cuts each GPU's
+ * ops into segments at the points where they must wait for a host op or a
+ * precondition, captures each segment once into a CUDA graph (a task's GPU
+ * variant is called once, at instantiate, on a private stream in
+ * thread-local capture mode; a copy becomes memcpy or kernel nodes) and
+ * uploads it; every replay launches the graphs. Consequences for GPU
+ * variants: what they enqueue must be capturable (no allocation, no
+ * synchronization, no use of the legacy default stream, no host-side read
+ * of instance data): a capture failure fails rp_instantiate with
+ * RP_EBACKEND naming the op, its task and the CUDA error. Values a kernel
+ * takes by value are those of the recorded args; per-replay values must be
+ * read on the device through rp_ctx_device_args() by a task registered
+ * with RP_TASK_DEVICE_ARGS. An interpolated GPU op whose task lacks that
+ * flag (or whose shard count is interpolated) is instead issued op by op
+ * at every replay, so it still sees each replay's values. Environment:
+ * REPRISE_CUDA_GRAPHS=0 (read at instantiate) issues every GPU op op by op
+ * on the GPU's stream at each replay, with the same ordering, for
+ * debugging and comparison.
  */
 #ifndef REPRISE_H
 #define REPRISE_H
@@ -338,6 +357,12 @@ enum rp_task_flags {
   /* Touches data on the host: needs host- and device-side completion of its
    * inputs. The default when STREAM_ORDERED is not given. */
   RP_TASK_HOST = 1u << 1,
+  /* Its GPU variant reads the argument bytes a replay may interpolate
+   * through rp_ctx_device_args() on the device, not from rp_ctx_args() at
+   * issue: such an op stays inside a CUDA graph when it has
+   * interpolations (see "GPU ops under CUDA graphs" above). The task
+   * documents which bytes it reads that way. */
+  RP_TASK_DEVICE_ARGS = 1u << 2,
 };
 
 typedef rp_status (*rp_task_fn)(rp_task_ctx *ctx);
@@ -376,6 +401,16 @@ RP_API const rp_instance_info *rp_ctx_inst(const rp_task_ctx *ctx, uint32_t i);
 RP_API void *rp_ctx_workspace(const rp_task_ctx *ctx, size_t *bytes);
 /* Replay number (0-based) inside a replay; UINT64_MAX in eager mode. */
 RP_API uint64_t rp_ctx_replay(const rp_task_ctx *ctx);
+/* GPU tasks in an exec: a device pointer to this op's argument bytes (the
+ * size rp_ctx_args reports) in the GPU's parameter buffer. The buffer is
+ * refreshed, in stream order, at the start of every replay from a pinned
+ * staging slot of that replay (one slot per replay in flight, so a queued
+ * replay never reads a later replay's values), after interpolation: a
+ * kernel that reads it sees its replay's values although the CUDA graph
+ * does not change. Valid for the exec's lifetime; 16-byte aligned. NULL for
+ * CPU tasks, for ops without argument bytes and for eager (non-replay)
+ * launches. */
+RP_API const void *rp_ctx_device_args(const rp_task_ctx *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* The launch API: asynchronous, dependencies inferred from accesses. */
@@ -643,6 +678,24 @@ RP_API rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out);
 RP_API const char *rp_exec_error_detail(const rp_exec *ex);
 /* The processor an op (by graph op id; shard 0 for SPMD) was placed on. */
 RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
+
+/* Replaces the recorded argument bytes of task op (size must equal the
+ * recorded size) for every later replay; interpolations still apply on
+ * top. Waits for the replays in flight first (not callable from a task
+ * inside a replay: RP_ECONTRACT). CPU ops and GPU ops issued op by op just
+ * take the new bytes. A GPU op inside a CUDA graph is captured again with
+ * the new args and its node's parameters are set in place
+ * (cudaGraphExecChildGraphNodeSetParams); when CUDA refuses (the new
+ * capture differs in shape), the segment's graph is rebuilt and applied
+ * with cudaGraphExecUpdate, and when that is refused too, re-instantiated.
+ * *reinstantiated (may be NULL) is set to 1 when a re-instantiation
+ * happened, else 0. Errors: RP_EINVAL bad exec or op, or op is a copy;
+ * RP_ESHAPE size differs; RP_EBACKEND a CUDA failure (detail names the op;
+ * the op keeps running with its previous graph when the new capture
+ * failed, but its args already changed for op-by-op issue). */
+RP_API rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op,
+                                     const void *args, size_t size,
+                                     int *reinstantiated);
 
 /* ------------------------------------------------------------------------ */
 /* Traces: replay timelines as Chrome trace event JSON (Perfetto, chrome://

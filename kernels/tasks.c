@@ -584,9 +584,13 @@ rp_status rp_task_sgd_gpu(rp_task_ctx *ctx) {
   rp_status st = sgd_prep(ctx, &j);
   if (st != RP_OK)
     return st;
-  /* lr by value: see tasks.h on per-replay values and captured graphs. */
+  /* Inside an exec the learning rate is read on the device from this
+   * op's bytes in the parameter buffer (lr sits at offset 0), so a
+   * per-replay lr reaches the captured graph; eager launches pass it by
+   * value (no buffer). See tasks.h. */
+  const float *lr_dev = rp_ctx_device_args(ctx);
   return rp_cuda_sgd_momentum(j.w, j.g, j.v, (size_t)j.n, j.a.lr, j.a.momentum,
-                              NULL, rp_ctx_stream(ctx));
+                              lr_dev, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_fill_gpu(rp_task_ctx *ctx) {
@@ -640,13 +644,14 @@ rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx) {
 typedef struct task_entry {
   const char *name;
   rp_task_fn cpu_fn, gpu_fn;
-  size_t field; /* offset of the id in rp_kernel_tasks */
+  size_t field;   /* offset of the id in rp_kernel_tasks */
+  unsigned flags; /* beyond RP_TASK_STREAM_ORDERED */
 } task_entry;
 
 #define TASK(nm, fn, field_)                                                   \
   {                                                                            \
     "rp." nm, rp_task_##fn##_cpu, GPU_FN(rp_task_##fn##_gpu),                  \
-        offsetof(rp_kernel_tasks, field_)                                      \
+        offsetof(rp_kernel_tasks, field_), 0                                   \
   }
 
 static const task_entry TASKS[] = {
@@ -657,7 +662,9 @@ static const task_entry TASKS[] = {
     TASK("relu_bwd", relu_bwd, relu_bwd),
     TASK("xent_fwd", xent_fwd, xent_fwd),
     TASK("xent_bwd", xent_bwd, xent_bwd),
-    TASK("sgd", sgd, sgd),
+    /* its GPU variant reads lr from rp_ctx_device_args (tasks.h) */
+    {"rp.sgd", rp_task_sgd_cpu, GPU_FN(rp_task_sgd_gpu),
+     offsetof(rp_kernel_tasks, sgd), RP_TASK_DEVICE_ARGS},
     TASK("fill", fill, fill),
     TASK("scale", scale, scale),
     TASK("axpy", axpy, axpy),
@@ -705,7 +712,7 @@ rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
     rp_task_desc d = {.name = TASKS[i].name,
                       .cpu_fn = TASKS[i].cpu_fn,
                       .gpu_fn = TASKS[i].gpu_fn,
-                      .flags = RP_TASK_STREAM_ORDERED,
+                      .flags = RP_TASK_STREAM_ORDERED | TASKS[i].flags,
                       .cost_ns = 0};
     rp_task_id id;
     rp_status st = rp_task_register(rt, &d, &id);

@@ -23,10 +23,14 @@
  *
  * Per-replay values (learning rate, batch size) are interpolated into the
  * args bytes by offset (rp_interp.dst_offset): the offsets below are fixed
- * and checked by static asserts. Note for CUDA graphs: a GPU task captured
- * once passes its args to the kernel by value; a value interpolated later
- * reaches the kernel only if the replay layer re-runs or updates the task
- * (see kernels/cuda_kernels.cuh, rp_cuda_sgd_momentum's lr_dev).
+ * and checked by static asserts. Under CUDA graphs a GPU task is captured
+ * once and passes its args to the kernel by value; only bytes the kernel
+ * reads through rp_ctx_device_args() change per replay. rp.sgd does so for
+ * lr (registered with RP_TASK_DEVICE_ARGS): lr may be interpolated inside a
+ * graph; its momentum and n may not (they keep their recorded values; use
+ * rp_exec_update_args to change them). Every other task reads its args at
+ * issue: an interpolated one is issued op by op at every replay instead of
+ * from a graph (correct, slower).
  */
 #ifndef RP_KERNELS_TASKS_H
 #define RP_KERNELS_TASKS_H

@@ -1,6 +1,6 @@
 /* replay/dump.c — an exec's compiled form: per-worker schedules, the waits
  * between them, and why it was placed that way (text, DOT, JSON). */
-#include "replay_impl.h"
+#include "lower.h"
 
 #include <errno.h>
 #include <string.h>
@@ -12,6 +12,11 @@ static const char *unit_name(const rp_exec *ex, const rp_unit *u) {
   return u->kind == RP_UNIT_COPY ? "copy" : u->name;
 }
 
+/* A launcher has no op: -1 in DOT and JSON. */
+static long long unit_op(const rp_unit *u) {
+  return u->kind == RP_UNIT_LAUNCH ? -1 : (long long)u->op;
+}
+
 static void dump_text(const rp_exec *ex, FILE *f) {
   fprintf(f, "exec: %u ops, %u units, %u of %u workers used, %u in flight "
           "at most\nplacement: %s\n", ex->g->nops, ex->nunits, ex->active,
@@ -20,10 +25,17 @@ static void dump_text(const rp_exec *ex, FILE *f) {
     const rp_lane *l = &ex->lanes[w];
     if (!l->len)
       continue;
-    fprintf(f, "lane %u (worker %u): %u units\n", w, w, l->len);
+    if (w < ex->ncpu)
+      fprintf(f, "lane %u (worker %u): %u units\n", w, w, l->len);
+    else
+      fprintf(f, "lane %u (GPU processor %u, run by segment launches): %u "
+              "units\n", w, w, l->len);
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
-      fprintf(f, "  [%u] op %u %s", i, u->op, unit_name(ex, u));
+      if (u->kind == RP_UNIT_LAUNCH)
+        fprintf(f, "  [%u] launch segment %u", i, ex->lw->seg_of[l->units[i]]);
+      else
+        fprintf(f, "  [%u] op %u %s", i, u->op, unit_name(ex, u));
       if (u->max_shards > 1)
         fprintf(f, " shard %u/%u", u->shard, u->max_shards);
       for (uint32_t k = 0; k < u->nwait; k++) {
@@ -39,6 +51,7 @@ static void dump_text(const rp_exec *ex, FILE *f) {
       fprintf(f, "%s\n", u->publish ? " publish" : "");
     }
   }
+  rp__lower_dump(ex, f);
 }
 
 /* A DOT string body: quotes and backslashes escaped, control bytes dropped. */
@@ -61,7 +74,7 @@ static void dump_dot(const rp_exec *ex, FILE *f) {
     fprintf(f, "  subgraph cluster_lane%u {\n    label=\"lane %u\";\n", w, w);
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
-      fprintf(f, "    u%u [label=\"op %u ", l->units[i], u->op);
+      fprintf(f, "    u%u [label=\"op %lld ", l->units[i], unit_op(u));
       dot_str(f, unit_name(ex, u));
       fprintf(f, "#%u\"];\n", u->shard);
       if (i)
@@ -111,7 +124,7 @@ static void dump_json(const rp_exec *ex, FILE *f) {
     first_lane = 0;
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
-      fprintf(f, "%s{\"op\": %u, \"name\": \"", i ? ", " : "", u->op);
+      fprintf(f, "%s{\"op\": %lld, \"name\": \"", i ? ", " : "", unit_op(u));
       json_str(f, unit_name(ex, u));
       fprintf(f, "\", \"shard\": %u, \"waits\": [", u->shard);
       for (uint32_t k = 0; k < u->nwait; k++) {

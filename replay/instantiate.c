@@ -1,7 +1,7 @@
 /* replay/instantiate.c — compile a graph into an exec: validate, expand
  * SPMD ops into units, plan transfer descriptors, allocate workspaces and
  * replay slots, place. Everything a replay needs is allocated here. */
-#include "replay_impl.h"
+#include "lower.h"
 
 #include <string.h>
 
@@ -205,6 +205,28 @@ static rp_status collect_insts(rp_exec *ex) {
   return st;
 }
 
+/* GPU shards: one slice per shard in its GPU's memory (no guard bytes:
+ * the host cannot check them after each replay). */
+static rp_status setup_gpu_workspace(rp_exec *ex, const rp_gop *op,
+                                     rp_unit *first) {
+  size_t align = op->ws_align ? op->ws_align : 64;
+  for (uint32_t s = 0; s < op->shards; s++) {
+    rp_unit *u = first + s;
+    const rp_proc_info *pi = u->pinned == RP_PROC_ANY
+                                 ? NULL : rp__proc(ex->rt, u->pinned);
+    rp_mem mem = pi ? pi->local : 0;
+    void *buf;
+    rp_status st = rp__mem_alloc(ex->rt, mem, op->ws_bytes, align, &buf);
+    if (st)
+      return rp__err_prefix(st, "workspace of shard %u: ", s);
+    ex->workspaces[ex->nws] = buf;
+    ex->ws_mems[ex->nws++] = mem;
+    u->ctx.workspace = buf;
+    u->ctx.workspace_bytes = op->ws_bytes;
+  }
+  return RP_OK;
+}
+
 static rp_status setup_workspace(rp_exec *ex, const rp_gop *op,
                                  rp_unit *first) {
   size_t align = op->ws_align ? op->ws_align : 64;
@@ -265,6 +287,7 @@ static rp_status setup_task_units(rp_exec *ex, uint32_t id,
   const rp_task_rec *t = rp__task_get(ex->rt, op->task);
   rp_unit *first = &ex->units[ex->op_first[id]];
   size_t shards_src = SIZE_MAX;
+  int on_gpu = 0;
   for (uint32_t k = 0; k < op->ninterp; k++)
     if (op->interps[k].dst_offset == RP_INTERP_SHARDS)
       shards_src = op->interps[k].src_offset;
@@ -277,13 +300,12 @@ static rp_status setup_task_units(rp_exec *ex, uint32_t id,
                 : op->shards > 1 ? RP_PROC_ANY : op->proc;
     const rp_proc_info *pi = u->pinned == RP_PROC_ANY
                                  ? NULL : rp__proc(ex->rt, u->pinned);
-    if (pi && pi->kind != RP_PROC_CPU)
-      return rp__err(RP_EUNSUPPORTED, "op %u (task '%s'): GPU ops in "
-                     "replays need the CUDA lowering", id, t->name);
+    int gpu = pi && pi->kind == RP_PROC_GPU; /* lowered: replay/lower.h */
+    on_gpu |= gpu;
     u->cost_ns = op->cost_ns ? op->cost_ns : t->cost_ns;
     u->measure = u->pinned == RP_PROC_ANY && !u->cost_ns;
     u->measured_ns = UINT64_MAX;
-    u->fn = t->cpu_fn;
+    u->fn = gpu ? t->gpu_fn : t->cpu_fn;
     u->name = t->name;
     u->interps = op->interps;
     u->ninterp = op->ninterp;
@@ -294,17 +316,34 @@ static rp_status setup_task_units(rp_exec *ex, uint32_t id,
       return rp__err(RP_ENOMEM, "instantiate: out of memory");
     if (op->args_size)
       memcpy(u->args, op->args, op->args_size);
-    u->ctx = (rp_task_ctx){.rt = ex->rt, .kind = RP_PROC_CPU, .shard = s,
+    u->ctx = (rp_task_ctx){.rt = ex->rt,
+                           .kind = gpu ? RP_PROC_GPU : RP_PROC_CPU,
+                           .shard = s,
                            .shards = op->shards, .args = u->args,
                            .args_size = op->args_size, .naccess = op->nacc,
                            .insts = views};
   }
   if (op->ws_bytes) {
-    rp_status st = setup_workspace(ex, op, first);
+    rp_status st = on_gpu ? setup_gpu_workspace(ex, op, first)
+                          : setup_workspace(ex, op, first);
     if (st)
       return st;
   }
   return t->ext ? plan_ext_units(ex, t, id, first, op->shards) : RP_OK;
+}
+
+/* The GPU whose stream runs a device copy: the destination's, else the
+ * source's (as for eager copies, capture/copy.c). */
+static rp_proc device_copy_proc(const rp_exec *ex, const rp_xfer_desc *d) {
+  for (int side = 0; side < 2; side++) {
+    rp_mem m = side == 0 ? d->dst_mem : d->src_mem;
+    for (rp_proc p = 0; p < rp_proc_count(ex->rt); p++) {
+      const rp_proc_info *pi = rp__proc(ex->rt, p);
+      if (pi->kind == RP_PROC_GPU && pi->local == m)
+        return p;
+    }
+  }
+  return RP_PROC_ANY;
 }
 
 static rp_status setup_units(rp_exec *ex) {
@@ -321,12 +360,16 @@ static rp_status setup_units(rp_exec *ex) {
       if (st)
         return rp__err_prefix(st, "op %u (copy): ", id);
       ex->nxds++;
-      if (rp_xfer_is_device(u->xd))
-        return rp__err(RP_EUNSUPPORTED, "op %u: device copies in replays need "
-                       "the CUDA lowering", id);
       u->cost_ns = 0;
       u->measure = 1;
       u->measured_ns = UINT64_MAX;
+      if (rp_xfer_is_device(u->xd)) { /* lowered: replay/lower.h */
+        u->pinned = device_copy_proc(ex, u->xd);
+        if (u->pinned == RP_PROC_ANY)
+          return rp__err(RP_EPROC, "op %u (copy): no GPU processor owns "
+                         "either side's memory", id);
+        u->measure = 0;
+      }
       continue;
     }
     /* one view array per op, shared by its shard units */
@@ -368,7 +411,8 @@ static rp_status alloc_slots(rp_exec *ex) {
 }
 
 static rp_status alloc_lanes(rp_exec *ex) {
-  ex->nlanes = rp__cpu_workers(ex->rt);
+  /* one lane per processor: GPU lanes exist only for the lowering */
+  ex->nlanes = ex->lw ? rp_proc_count(ex->rt) : ex->ncpu;
   ex->lanes = aligned_alloc(RP_CACHELINE,
                             sizeof(rp_lane) * (ex->nlanes ? ex->nlanes : 1));
   if (!ex->lanes)
@@ -423,8 +467,9 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
     ex->npost = g->npost;
     ex->order = rp__calloc(ex->nunits, sizeof *ex->order);
     ex->xds = rp__calloc(g->nops, sizeof *ex->xds);
-    ex->workspaces = rp__calloc(g->nops, sizeof *ex->workspaces);
-    ex->ws_mems = rp__calloc(g->nops, sizeof *ex->ws_mems);
+    /* one workspace per CPU op, one per GPU shard: at most one per unit */
+    ex->workspaces = rp__calloc(ex->nunits, sizeof *ex->workspaces);
+    ex->ws_mems = rp__calloc(ex->nunits, sizeof *ex->ws_mems);
     ex->views = rp__calloc(g->nops, sizeof *ex->views);
     if (!ex->order || !ex->xds || !ex->workspaces || !ex->ws_mems ||
         !ex->views)
@@ -436,10 +481,6 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
     st = collect_insts(ex);
   if (!st)
     st = setup_units(ex);
-  if (!st)
-    st = alloc_slots(ex);
-  if (!st)
-    st = alloc_lanes(ex);
   if (!st) {
     /* the initial order for ranking: units in op topological order */
     uint32_t *topo = malloc(sizeof *topo * (g->nops ? g->nops : 1));
@@ -451,13 +492,25 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
         ex->order[k++] = u;
     free(topo);
   }
+  ex->ncpu = rp__cpu_workers(ex->rt);
+  if (!st) /* GPU units: segments and their launchers (replay/lower.h) */
+    st = rp__lower_plan(ex);
+  if (!st)
+    st = alloc_slots(ex);
+  if (!st)
+    st = alloc_lanes(ex);
   if (!st)
     st = rp__place(ex, 0);
+  if (!st && ex->lw)
+    st = rp__lower_build(ex);
   return st;
 }
 
 void rp__exec_free(rp_exec *ex);
 void rp__exec_free(rp_exec *ex) {
+  if (ex->lw)
+    rp__lower_free(ex); /* first: its graphs use the units and buffers */
+  free(ex->unit_key);
   for (uint32_t i = 0; ex->units && i < ex->nunits; i++) {
     if (ex->units[i].ext_state)
       ex->units[i].ext->release(ex->units[i].ext_state);

@@ -7,7 +7,7 @@
  * measured costs 65-330 ns, an empty task 2 ns). Each unplaced unit goes to
  * the worker where it finishes earliest, so a chain stays on one worker, a
  * layer of 1 us tasks spreads and a layer of empty tasks stays together. */
-#include "replay_impl.h"
+#include "lower.h"
 
 #include <string.h>
 
@@ -108,7 +108,8 @@ static rp_status list_schedule(rp_exec *ex, int use_measured,
     uint32_t best = uu->pinned;
     if (best == RP_PROC_ANY) {
       uint64_t best_t = UINT64_MAX;
-      for (uint32_t w = 0; w < L && w < max_lanes; w++) {
+      /* unpinned units run on CPU workers only (lanes [0, ncpu)) */
+      for (uint32_t w = 0; w < ex->ncpu && w < max_lanes; w++) {
         uint64_t t = eft(ex, uu, w, avail, finish, c, k > 0);
         if (t < best_t) {
           best_t = t;
@@ -154,8 +155,39 @@ uint64_t rp__place_makespan(const rp_exec *ex, int use_measured) {
  * depend on a precondition port moved first (a set closed under
  * predecessors, so S' stays topological). Every lane is a subsequence of
  * S', which is what makes the cross-lane waits deadlock-free. */
+typedef struct key_item {
+  uint32_t key, k;
+} key_item;
+
+static int by_key(const void *a, const void *b) {
+  const key_item *x = a, *y = b;
+  if (x->key != y->key)
+    return x->key < y->key ? -1 : 1;
+  return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* With GPU units: S' is seq stably sorted by the lowering's keys (which
+ * hold the port bit too and never decrease along an edge, so S' stays
+ * topological): each GPU lane then lists its segments one after another,
+ * and the launchers come in launch order (replay/lower.h). */
+static rp_status key_first(rp_exec *ex, const uint32_t *seq) {
+  uint32_t n = ex->nunits;
+  key_item *it = malloc(sizeof *it * (n ? n : 1));
+  if (!it)
+    return rp__err(RP_ENOMEM, "placement: out of memory");
+  for (uint32_t k = 0; k < n; k++)
+    it[k] = (key_item){ex->unit_key[seq[k]], k};
+  qsort(it, n, sizeof *it, by_key);
+  for (uint32_t k = 0; k < n; k++)
+    ex->order[k] = seq[it[k].k];
+  free(it);
+  return RP_OK;
+}
+
 static rp_status port_first(rp_exec *ex, const uint32_t *seq) {
   uint32_t n = ex->nunits;
+  if (ex->unit_key)
+    return key_first(ex, seq);
   unsigned char *dep = rp__calloc(n, 1);
   if (!dep)
     return rp__err(RP_ENOMEM, "placement: out of memory");
@@ -280,8 +312,8 @@ out:
 /* Wrap-around dependencies (replay r+1 on replay r), from the accesses:
  * analyse the op sequence twice; deps of the second pass on the first are
  * the cross-replay edges. Expanded to units. */
-static rp_status wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
-                           uint32_t **src) {
+rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has,
+                              uint32_t **off, uint32_t **src) {
   const rp_graph *g = ex->g;
   rp_analysis a;
   rp__analysis_init(&a, (rp_dep_hooks){0});
@@ -316,6 +348,8 @@ static rp_status wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
   /* expand to units: every unit of op waits for every unit of each dep */
   uint32_t total = 0;
   for (uint32_t u = 0; u < ex->nunits && !st; u++) {
+    if (ex->units[u].kind == RP_UNIT_LAUNCH)
+      continue; /* no op: a launcher has no accesses */
     const rp_dep_set *d = &per_op[ex->units[u].op];
     for (uint32_t i = 0; i < d->n; i++) {
       uint32_t o = (uint32_t)d->v[i].id;
@@ -329,6 +363,9 @@ static rp_status wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
   uint32_t k = 0;
   for (uint32_t u = 0; u < ex->nunits && !st; u++) {
     (*off)[u] = k;
+    has[u] = 0;
+    if (ex->units[u].kind == RP_UNIT_LAUNCH)
+      continue;
     const rp_dep_set *d = &per_op[ex->units[u].op];
     for (uint32_t i = 0; i < d->n; i++) {
       uint32_t o = (uint32_t)d->v[i].id;
@@ -402,17 +439,22 @@ rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq) {
       u->publish = 0;
       l->units[l->len++] = ex->order[k];
     }
+    /* Every lane with units is a completion source; only CPU lanes are
+     * run by workers (a GPU lane completes from its host callbacks). */
     for (uint32_t w = 0; w < ex->nlanes; w++)
       if (ex->lanes[w].len) {
-        ex->mask[w / 64] |= 1ull << (w % 64);
+        if (w < ex->ncpu)
+          ex->mask[w / 64] |= 1ull << (w % 64);
         ex->active++;
       }
-    st = wrap_deps(ex, wrap_has, &wrap_off, &wrap_src);
+    st = rp__place_wrap_deps(ex, wrap_has, &wrap_off, &wrap_src);
   }
   if (!st)
     st = build_waits(ex, wrap_has, wrap_off, wrap_src);
   if (!st)
     fill_hot(ex);
+  if (!st && ex->lw)
+    st = rp__lower_placed(ex);
   free(wrap_has);
   free(wrap_off);
   free(wrap_src);

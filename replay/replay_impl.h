@@ -22,8 +22,14 @@
 #define RP_MASK_WORDS 2           /* 128 CPU workers */
 
 /* RP_UNIT_EXT: a task with a planned replay form (engine.h rp_task_ext,
- * dist/ communication): run through ext->run, always on the general path. */
-enum { RP_UNIT_TASK = 0, RP_UNIT_COPY = 1, RP_UNIT_EXT = 2 };
+ * dist/ communication): run through ext->run, always on the general path.
+ * RP_UNIT_LAUNCH: issues one GPU segment (replay/lower.h). */
+enum {
+  RP_UNIT_TASK = 0,
+  RP_UNIT_COPY = 1,
+  RP_UNIT_EXT = 2,
+  RP_UNIT_LAUNCH = 3,
+};
 
 /* A cross-lane wait: lane `lane` must have completed `pos` units of replay
  * r - prev (prev = 1: a wrap-around wait on the previous replay). */
@@ -112,6 +118,9 @@ typedef struct rp_slot {
   char *args;
   size_t args_size;
   int stale;                   /* an instance went stale: skip everything */
+  /* 0 armed, 1 counter reached zero, 2 completion claimed: completion is in
+   * replay order without blocking a completer (see complete()) */
+  _Atomic uint32_t zeroed;
   int measure;                 /* time every unit (placement window) */
   int timed;                   /* time the replay (placement trials) */
   _Atomic uint64_t t_start;    /* when its first lane started (timed) */
@@ -137,10 +146,16 @@ struct rp_exec {
   uint32_t *post_units;  /* units bound per postcondition port */
   uint32_t npre, npost;
 
-  uint32_t nlanes;       /* = CPU workers */
+  uint32_t nlanes;       /* = processors: CPU workers, then GPU lanes
+                            (replay/lower.h), which no worker runs */
+  uint32_t ncpu;         /* CPU workers: lanes [0, ncpu) */
   rp_lane *lanes;
   uint64_t mask[RP_MASK_WORDS]; /* lanes with units */
-  uint32_t active;       /* lanes with units */
+  uint32_t active;       /* lanes with units: completion sources */
+  uint32_t nlaunch;      /* launcher units (after the op units) */
+  uint32_t *unit_key;    /* GPU lowering: per unit, the order key (NULL
+                            without GPU units) */
+  struct rp_lower *lw;   /* GPU lowering (NULL without GPU units) */
 
   rp_instance_info **views; /* per graph op: its accesses' instances */
   rp_inst_view *insts;   /* every instance the exec touches */
@@ -213,6 +228,7 @@ typedef struct rp_replay_state {
   RP_ALIGNED_LINE _Atomic uint64_t tail;
   _Atomic uint64_t min_cache;
   rp_cursor *cursors;
+  void *lower; /* the CUDA lowering's per-runtime streams (lower_cuda.c) */
   rp_sub ring[RP_RING];
 } rp_replay_state;
 
@@ -231,10 +247,29 @@ rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq);
 /* The predicted makespan of the current placement (ns). */
 uint64_t rp__place_makespan(const rp_exec *ex, int use_measured);
 
+/* The wrap-around dependencies (replay r on replay r - 1) per unit, from
+ * the accesses: unit u's sources are (*src)[(*off)[u] .. (*off)[u + 1]);
+ * has[u] is 1 when there is any. Launcher units have none. */
+rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
+                              uint32_t **src);
+
 /* scheduler (scheduler.c) */
 int rp__replay_poll(void *arg, unsigned worker);
-/* Waits for every replay to complete and every worker to leave the exec. */
-void rp__exec_quiesce(rp_exec *ex);
+/* Waits for every replay to complete and every worker and host callback
+ * to leave the exec. Returns 1 when the CUDA context was lost meanwhile
+ * (the exec must then be leaked, see rp__lower_quiesce), else 0. */
+int rp__exec_quiesce(rp_exec *ex);
+/* For the GPU lowering (lower_cuda.c): */
+/* Records unit ui's failure in slot s (first failure names the replay). */
+void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
+                     const char *why);
+/* Delivers unit u's postconditions in slot s. */
+void rp__post_done(rp_exec *ex, const rp_unit *u, rp_slot *s);
+/* Waits until w holds for replay rel (spin, then futex). */
+void rp__lane_wait(rp_exec *ex, const rp_wait *w, uint64_t rel);
+/* One completion source of slot s is done; the last one completes the
+ * replay (in order, without blocking). */
+void rp__slot_source_done(rp_exec *ex, rp_slot *s);
 
 /* traces (trace.c). The replay path calls these only for slots armed as
  * traced, so an exec that is not being traced does no extra work.

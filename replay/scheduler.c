@@ -11,7 +11,7 @@
  * The common path allocates nothing and takes no lock: slots, events (from
  * the lock-free free list once warm), args and status arrays all exist
  * before the first replay. */
-#include "replay_impl.h"
+#include "lower.h"
 
 #include <sched.h>
 #include <string.h>
@@ -25,8 +25,9 @@ static int reached(uint32_t v, uint32_t target) {
 /* ---- layer state ---- */
 
 static void replay_dtor(rp_runtime *rt, void *arg) {
-  RP_UNUSED(rt);
   rp_replay_state *rs = arg;
+  if (rs->lower)
+    rp__lower_rt_free(rt, rs->lower);
   free(rs->cursors);
   free(rs);
 }
@@ -98,6 +99,14 @@ static void wait_progress(rp_lane *p, uint32_t target, lane_stats *ls) {
   }
 }
 
+void rp__lane_wait(rp_exec *ex, const rp_wait *w, uint64_t rel) {
+  lane_stats ls = {0};
+  if (w->prev > rel)
+    return;
+  rp_lane *p = &ex->lanes[w->lane];
+  wait_progress(p, (uint32_t)(rel - w->prev) * p->len + w->pos, &ls);
+}
+
 static void wait_unit(rp_exec *ex, const rp_unit *u, uint64_t rel,
                       lane_stats *ls) {
   for (uint32_t i = 0; i < u->nwait; i++) {
@@ -128,6 +137,11 @@ static void unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
   }
   /* relaxed: readers synchronize through the lane progress they waited on */
   atomic_store_explicit(&s->any_fail, 1, memory_order_relaxed);
+}
+
+void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
+                     const char *why) {
+  unit_failed(ex, s, ui, st, why);
 }
 
 /* Slow path, only after a failure in this replay: inherit a predecessor's
@@ -229,14 +243,15 @@ static void post_done(rp_exec *ex, const rp_unit *u, rp_slot *s) {
   }
 }
 
+void rp__post_done(rp_exec *ex, const rp_unit *u, rp_slot *s) {
+  post_done(ex, u, s);
+}
+
 /* ---- completion ---- */
 
-static void complete(rp_exec *ex, rp_slot *s) {
+/* Completes replay s->r, which is next in order (done_seq == s->r). */
+static void finish(rp_exec *ex, rp_slot *s) {
   uint32_t me = (uint32_t)s->r;
-  /* Replays complete in order: the previous replay's last lane already
-   * decremented its counter, so its completion is imminent. */
-  while (atomic_load_explicit(&ex->done_seq, memory_order_acquire) != me)
-    sched_yield();
   rp_status st = (rp_status)atomic_load(&s->status);
   if (st) {
     pthread_mutex_lock(&ex->detail_lock); /* failure path only */
@@ -260,11 +275,44 @@ static void complete(rp_exec *ex, rp_slot *s) {
     rp__trace_done(ex, s, now, st);
   atomic_fetch_add_explicit(&ex->completed, 1, memory_order_relaxed);
   rp__event_complete(ex->rt, s->done, st);
-  /* seq_cst store pairs with a waiting host's seq_cst sleeper count */
+  /* seq_cst store pairs with a waiting host's seq_cst sleeper count, and
+   * with complete()'s seq_cst store of `zeroed` (see there) */
   atomic_store(&ex->done_seq, me + 1);
   if (atomic_load(&ex->done_sleepers) &&
       (int32_t)(me + 1 - atomic_load(&ex->wake_at)) >= 0)
     rp__futex_wake(&ex->done_seq, 0x7fffffff);
+}
+
+/* Called by the last completion source of s (a lane, or a GPU's host
+ * callback). Replays complete in order, and a completer never waits for
+ * an earlier replay: a CUDA host callback must not block, and callbacks
+ * of independent streams may share one thread. So it marks the slot done
+ * and completes it only if it is next; whoever completes the replay before
+ * it then chains on. Dekker pairing: this thread stores `zeroed` then
+ * loads done_seq, the previous completer stores done_seq then loads
+ * `zeroed` (all seq_cst), so at least one of them sees the other; the CAS
+ * from 1 to 2 makes exactly one of them complete it. */
+static void complete(rp_exec *ex, rp_slot *s) {
+  atomic_store(&s->zeroed, 1);
+  for (;;) {
+    uint64_t r = s->r;
+    if (atomic_load(&ex->done_seq) != (uint32_t)r)
+      return; /* the completer of replay r - 1 will chain on */
+    uint32_t one = 1;
+    if (!atomic_compare_exchange_strong(&s->zeroed, &one, 2))
+      return; /* claimed by the other side */
+    finish(ex, s);
+    /* the next replay, if its counter already reached zero */
+    s = &ex->slots[(r + 1) % ex->max_inflight];
+    if (atomic_load(&s->zeroed) != 1)
+      return;
+  }
+}
+
+void rp__slot_source_done(rp_exec *ex, rp_slot *s) {
+  /* acq_rel: the last source sees every other source's writes */
+  if (atomic_fetch_sub_explicit(&s->remaining, 1, memory_order_acq_rel) == 1)
+    complete(ex, s);
 }
 
 static void store_stats(rp_lane *l, const lane_stats *ls) {
@@ -289,6 +337,12 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
   uint64_t t_wait = traced && (u->nwait | u->nport) ? rp__now_ns() : 0;
   if (u->nwait)
     wait_unit(ex, u, rel, ls);
+  if (u->kind == RP_UNIT_LAUNCH) { /* a GPU segment: it decides itself */
+    rp__lower_launch(ex, ui, s, rel);
+    if (u->publish)
+      publish(l, (uint32_t)rel * l->len + i + 1);
+    return;
+  }
   rp_status st = RP_OK;
   const char *why = NULL;
   int skip = 0;
@@ -469,10 +523,12 @@ static void wait_inflight(rp_exec *ex, uint64_t limit) {
   }
 }
 
-void rp__exec_quiesce(rp_exec *ex) {
+int rp__exec_quiesce(rp_exec *ex) {
+  if (ex->lw && rp__lower_quiesce(ex))
+    return 1;
   wait_inflight(ex, 1);
   if (!ex->issued)
-    return;
+    return 0;
   rp_replay_state *rs = ex->rs;
   for (uint32_t w = 0; w < rs->nworkers; w++)
     while (atomic_load_explicit(&rs->cursors[w].next, memory_order_acquire) <=
@@ -480,6 +536,7 @@ void rp__exec_quiesce(rp_exec *ex) {
       rp__worker_wake(ex->rt, w);
       sched_yield();
     }
+  return 0;
 }
 
 /* ---- public API ---- */
@@ -527,6 +584,7 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
   }
   atomic_store_explicit(&s->status, 0, memory_order_relaxed);
   atomic_store_explicit(&s->remaining, ex->active, memory_order_relaxed);
+  atomic_store_explicit(&s->zeroed, 0, memory_order_relaxed);
   for (uint32_t p = 0; p < ex->npost; p++) {
     atomic_store_explicit(&s->post_left[p], ex->post_units[p],
                           memory_order_relaxed);
@@ -619,8 +677,16 @@ rp_status rp_exec_destroy(rp_exec *ex) {
     *rp__tl_replay_violation = 1;
     return rp__err(RP_ECONTRACT, "rp_exec_destroy inside a replay");
   }
-  rp__exec_quiesce(ex);
   rp_runtime *rt = ex->rt;
+  if (rp__exec_quiesce(ex)) {
+    /* The CUDA context is lost: host callbacks CUDA will never run may
+     * still reference the exec, so it is leaked rather than freed. */
+    ex->magic = 0;
+    rp__runtime_ref(rt, -1);
+    return rp__err(RP_EUNUSABLE, "rp_exec_destroy: the CUDA context was "
+                   "lost, the exec's memory is leaked: %s",
+                   rp_error_detail());
+  }
   rp__exec_free(ex);
   rp__runtime_ref(rt, -1);
   return RP_OK;
@@ -641,7 +707,7 @@ rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out) {
     out->wakeups += atomic_load_explicit(&l->wakeups, memory_order_relaxed);
   }
   out->replacements = ex->replacements;
-  out->ops = ex->nunits;
+  out->ops = ex->nunits - ex->nlaunch;
   out->procs_used = ex->active;
   return RP_OK;
 }

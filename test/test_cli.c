@@ -195,11 +195,14 @@ Test(cli, dump_without_a_file_exits_2) {
   cr_assert(strstr(r.err, "missing the graph FILE"), "%s", r.err);
 }
 
-Test(cli, unfinished_commands_say_so_and_exit_2) {
+Test(cli, bench_gpu_runs_or_says_no_gpu_and_exits_0) {
   cli_run r;
-  RUN(&r, "bench", "--gpu");
-  cr_assert_eq(r.status, 2);
-  cr_assert(strstr(r.err, "not built yet"), "%s", r.err);
+  RUN(&r, "bench", "--gpu", "--quick");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "no GPU: ") || strstr(r.out, "chain10"),
+            "neither rows nor the reason: %s", r.out);
+  if (strstr(r.out, "no GPU: "))
+    cr_assert(!strstr(r.out, "chain10"), "rows without a GPU: %s", r.out);
 }
 
 Test(cli, bench_rejects_bad_option_values_with_exit_2) {

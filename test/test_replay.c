@@ -1025,3 +1025,83 @@ Test(replay, graph_and_exec_dumps_show_ops_and_schedules) {
   RP_CHECK(rp_instance_free(rt, x));
   th_destroy(rt);
 }
+
+/* ---- rp_exec_update_args ---- */
+
+static rp_exec *g_update_ex; /* for the contract case below */
+
+static rp_status store_task(rp_task_ctx *ctx) {
+  const int64_t *v = rp_ctx_args(ctx, NULL);
+  *(int64_t *)rp_ctx_ptr(ctx, 0) = *v;
+  return RP_OK;
+}
+
+static rp_status update_inside_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  int64_t v = 0;
+  return rp_exec_update_args(g_update_ex, 0, &v, sizeof v, NULL);
+}
+
+Test(replay, update_args_replaces_recorded_args_for_later_replays) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "store", store_task);
+  rp_task_id bad = reg(rt, "update.inside", update_inside_task);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x, y;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &y));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  int64_t v = 5;
+  rp_access acc = {x, RP_WRITE, RP_REDOP_NONE};
+  rp_op_id op, cp;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                             .accesses = &acc, .naccess = 1, .args = &v,
+                             .args_size = sizeof v}, &op));
+  RP_CHECK(rp_graph_add_copy(g, &(rp_copy){.src = x, .dst = y}, &cp));
+  RP_CHECK(rp_graph_add_edge(g, op, cp));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int64_t want = 5; want < 9; want++) {
+    int reinst = -1;
+    if (want > 5) {
+      RP_CHECK(rp_exec_update_args(ex, op, &want, sizeof want, &reinst));
+      cr_assert_eq(reinst, 0, "a CPU op is never re-instantiated");
+    }
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+    int64_t got;
+    RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
+    cr_assert_eq(got, want);
+  }
+  /* bad input changes nothing */
+  int64_t w = 42;
+  RP_EXPECT(rp_exec_update_args(ex, op, &w, sizeof w - 1, NULL), RP_ESHAPE);
+  RP_EXPECT(rp_exec_update_args(ex, cp, &w, sizeof w, NULL), RP_EINVAL);
+  RP_EXPECT(rp_exec_update_args(ex, 9, &w, sizeof w, NULL), RP_EINVAL);
+  RP_EXPECT(rp_exec_update_args(ex, op, NULL, sizeof w, NULL), RP_EINVAL);
+  RP_EXPECT(rp_exec_update_args(NULL, op, &w, sizeof w, NULL), RP_EINVAL);
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  int64_t got;
+  RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
+  cr_assert_eq(got, 8, "a refused update changed the args");
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  /* from a task inside a replay: a contract violation */
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = bad, .proc = 0}, NULL));
+  RP_CHECK(rp_instantiate(g, NULL, &g_update_ex));
+  RP_CHECK(rp_replay(g_update_ex, NULL, &done));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_ECONTRACT);
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(g_update_ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+}

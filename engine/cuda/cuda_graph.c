@@ -1,0 +1,201 @@
+/* engine/cuda/cuda_graph.c — CUDA Graphs wrappers for the replay layer's
+ * lowering (see cuda_graph.h). Every call is checked through RP_CUDA. */
+#include "../engine_impl.h"
+#include "cuda_backend.h"
+#include "cuda_graph.h"
+#include "cuda_impl.h"
+
+#include <string.h>
+
+/* ---- devices ---- */
+
+rp_status rp__cuda_device_use(rp_runtime *rt, int dev) {
+  int cur = -1;
+  /* cudaGetDevice reads the thread's state: cheap enough for every launch,
+   * and robust against a task that left another device current */
+  RP_CUDA_TRY(rt, cudaGetDevice(&cur));
+  if (cur != dev)
+    RP_CUDA_TRY(rt, cudaSetDevice(dev));
+  return RP_OK;
+}
+
+rp_status rp__cuda_device_enter(rp_runtime *rt, int dev, int *prev) {
+  RP_CUDA_TRY(rt, cudaGetDevice(prev));
+  if (*prev != dev)
+    RP_CUDA_TRY(rt, cudaSetDevice(dev));
+  return RP_OK;
+}
+
+void rp__cuda_device_leave(int dev, int prev) {
+  if (prev != dev && cudaSetDevice(prev) != cudaSuccess)
+    (void)cudaGetLastError(); /* the caller's device is gone: keep ours */
+}
+
+rp_status rp__cuda_stream_create_blocking(rp_runtime *rt, rp_proc p,
+                                          void **out) {
+  *out = NULL;
+  int dev = rp__cuda_proc_device(rt, p);
+  if (dev < 0)
+    return rp__err(RP_EPROC, "processor %u is not a GPU of this runtime", p);
+  int prev;
+  rp_status st = rp__cuda_device_enter(rt, dev, &prev);
+  if (st)
+    return st;
+  cudaStream_t s = NULL;
+  st = RP_CUDA(rt, cudaStreamCreateWithFlags(&s, cudaStreamDefault));
+  rp__cuda_device_leave(dev, prev);
+  if (st == RP_OK)
+    *out = s;
+  return st;
+}
+
+/* ---- capture ---- */
+
+rp_status rp__cuda_capture_begin(rp_runtime *rt, void *stream) {
+  return RP_CUDA(rt, cudaStreamBeginCapture((cudaStream_t)stream,
+                                            cudaStreamCaptureModeThreadLocal));
+}
+
+rp_status rp__cuda_capture_end(rp_runtime *rt, void *stream, void **graph) {
+  cudaGraph_t g = NULL;
+  rp_status st = RP_CUDA(rt, cudaStreamEndCapture((cudaStream_t)stream, &g));
+  if (st != RP_OK && g) { /* not expected: CUDA returns no graph on error */
+    (void)cudaGraphDestroy(g);
+    g = NULL;
+  }
+  *graph = g;
+  return st;
+}
+
+/* ---- graphs ---- */
+
+rp_status rp__cuda_graph_create(rp_runtime *rt, void **graph) {
+  cudaGraph_t g = NULL;
+  rp_status st = RP_CUDA(rt, cudaGraphCreate(&g, 0));
+  *graph = st == RP_OK ? g : NULL;
+  return st;
+}
+
+void rp__cuda_graph_destroy(void *graph) {
+  if (graph && cudaGraphDestroy((cudaGraph_t)graph) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
+rp_status rp__cuda_graph_add_child(rp_runtime *rt, void *graph,
+                                   void *const *deps, size_t ndeps, void *child,
+                                   void **node) {
+  size_t n = 0;
+  RP_CUDA_TRY(rt, cudaGraphGetNodes((cudaGraph_t)child, NULL, &n));
+  cudaGraphNode_t out = NULL;
+  const cudaGraphNode_t *d = (const cudaGraphNode_t *)deps;
+  if (n == 0) /* a task that enqueued nothing: keep its place and edges */
+    RP_CUDA_TRY(rt, cudaGraphAddEmptyNode(&out, (cudaGraph_t)graph, d, ndeps));
+  else
+    RP_CUDA_TRY(rt, cudaGraphAddChildGraphNode(&out, (cudaGraph_t)graph, d,
+                                               ndeps, (cudaGraph_t)child));
+  *node = out;
+  return RP_OK;
+}
+
+rp_status rp__cuda_graph_add_event_record(rp_runtime *rt, void *graph,
+                                          void *const *deps, size_t ndeps,
+                                          void *event, void **node) {
+  cudaGraphNode_t out = NULL;
+  RP_CUDA_TRY(rt, cudaGraphAddEventRecordNode(&out, (cudaGraph_t)graph,
+                                              (const cudaGraphNode_t *)deps,
+                                              ndeps, (cudaEvent_t)event));
+  *node = out;
+  return RP_OK;
+}
+
+rp_status rp__cuda_graph_instantiate(rp_runtime *rt, void *graph, void *stream,
+                                     void **exec) {
+  cudaGraphExec_t e = NULL;
+  *exec = NULL;
+  RP_CUDA_TRY(rt, cudaGraphInstantiateWithFlags(&e, (cudaGraph_t)graph, 0));
+  rp_status st = RP_CUDA(rt, cudaGraphUpload(e, (cudaStream_t)stream));
+  if (st != RP_OK) {
+    (void)cudaGraphExecDestroy(e);
+    return st;
+  }
+  *exec = e;
+  return RP_OK;
+}
+
+void rp__cuda_graph_exec_destroy(void *exec) {
+  if (exec && cudaGraphExecDestroy((cudaGraphExec_t)exec) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
+rp_status rp__cuda_graph_launch(rp_runtime *rt, void *exec, void *stream) {
+  return RP_CUDA(rt,
+                 cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)stream));
+}
+
+/* A refusal is an answer, not a failure: clear the thread's error. A
+ * sticky error still marks the runtime (through the check). */
+static int refused(rp_runtime *rt, cudaError_t e, const char *stmt,
+                   const char **why) {
+  *why = cudaGetErrorName(e);
+  (void)rp__cuda_check(rt, e, stmt, __FILE__, __LINE__);
+  return 0;
+}
+
+int rp__cuda_graph_exec_set_child(rp_runtime *rt, void *exec, void *node,
+                                  void *child, const char **why) {
+  cudaError_t e = cudaGraphExecChildGraphNodeSetParams(
+      (cudaGraphExec_t)exec, (cudaGraphNode_t)node, (cudaGraph_t)child);
+  if (e == cudaSuccess)
+    return 1;
+  return refused(rt, e, "cudaGraphExecChildGraphNodeSetParams", why);
+}
+
+static const char *update_result_name(enum cudaGraphExecUpdateResult r) {
+  switch (r) {
+  case cudaGraphExecUpdateErrorTopologyChanged:
+    return "topology changed";
+  case cudaGraphExecUpdateErrorNodeTypeChanged:
+    return "node type changed";
+  case cudaGraphExecUpdateErrorFunctionChanged:
+  case cudaGraphExecUpdateErrorUnsupportedFunctionChange:
+    return "kernel function changed";
+  case cudaGraphExecUpdateErrorParametersChanged:
+    return "parameters changed in an unsupported way";
+  case cudaGraphExecUpdateErrorNotSupported:
+    return "node not supported";
+  case cudaGraphExecUpdateErrorAttributesChanged:
+    return "node attributes changed";
+  default:
+    return "refused";
+  }
+}
+
+int rp__cuda_graph_exec_update(rp_runtime *rt, void *exec, void *graph,
+                               const char **why) {
+  cudaGraphExecUpdateResultInfo info;
+  memset(&info, 0, sizeof info);
+  cudaError_t e =
+      cudaGraphExecUpdate((cudaGraphExec_t)exec, (cudaGraph_t)graph, &info);
+  if (e == cudaSuccess)
+    return 1;
+  refused(rt, e, "cudaGraphExecUpdate", why);
+  *why = update_result_name(info.result);
+  return 0;
+}
+
+/* ---- streams ---- */
+
+rp_status rp__cuda_memcpy_async(rp_runtime *rt, void *dst, const void *src,
+                                size_t bytes, void *stream) {
+  return RP_CUDA(rt, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                                     (cudaStream_t)stream));
+}
+
+rp_status rp__cuda_stream_poll(rp_runtime *rt, void *stream) {
+  cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError(); /* busy is not an error */
+    return RP_OK;
+  }
+  return RP_CUDA(rt, e);
+}

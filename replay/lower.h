@@ -1,0 +1,180 @@
+/* replay/lower.h — lowering an exec's GPU work onto CUDA graphs.
+ *
+ * GPU units (tasks on a GPU processor, device copies) are not run by CPU
+ * lanes. Each GPU is a "virtual lane" (lane index = its processor id) whose
+ * units are placed like any others, so the scheduler's waits, vector
+ * clocks and wrap-around analysis cover them unchanged; nobody runs that
+ * lane. Instead its units are cut into segments and each segment is issued
+ * by one launcher unit (RP_UNIT_LAUNCH) in a CPU lane:
+ *
+ * Cut (rp__lower_cut, pure): a unit's key is (port bit, depth). The port
+ * bit is set when the unit depends (transitively) on a precondition port;
+ * depth grows by one across every host -> GPU edge and across a GPU -> GPU
+ * edge whose producer GPU sorts after the consumer's. Keys never decrease
+ * along an edge. A segment is the GPU units of one GPU with one key;
+ * segments launch in (key, GPU) order, so every producer segment of
+ * another GPU was launched before its consumers (device-side event waits
+ * then only refer to records already issued), and every host unit a
+ * segment depends on has a smaller key. Device work that depends on a port
+ * or a host unit therefore sits in a segment launched only after that
+ * dependency completed, while work that does not runs ahead.
+ *
+ * Launch (rp__lower_launch, on the launch lane): waits for the segment's
+ * host dependencies (the launcher's own waits, plus its members' waits on
+ * CPU lanes), blocks on its precondition ports, decides the members'
+ * status (poison, stale), refreshes the GPU's device parameter buffer
+ * (first segment of that GPU in a replay), waits on the events of other
+ * GPUs' producers, then launches the CUDA graph (or, when something must
+ * be skipped, CUDA graphs are off, or the segment cannot be a graph,
+ * issues the members one by one on the same stream). A host function
+ * enqueued after it publishes the GPU lane's progress (for host units
+ * that wait on device work), delivers postconditions, and at the GPU's
+ * last segment of the replay decrements the replay's completion counter:
+ * each GPU is one completion source, as each CPU lane is.
+ *
+ * Private to replay/. */
+#ifndef RP_REPLAY_LOWER_H
+#define RP_REPLAY_LOWER_H
+
+#include "replay_impl.h"
+
+/* ---- cutting (pure: no device, tested on CPU-only data) ---- */
+
+#define RP_KEY_PORT (1u << 31) /* key bit: depends on a precondition port */
+
+typedef struct rp_cut_in {
+  uint32_t n;               /* units */
+  const uint32_t *order;    /* a topological order of the n units */
+  const int32_t *gpu;       /* per unit: GPU (>= 0, its lane) or -1: host */
+  const uint8_t *port;      /* per unit: 1 when bound to a precondition port
+                               (NULL: none is) */
+  const uint32_t *pred_off; /* unit u's predecessors are */
+  const uint32_t *npred;    /* preds[pred_off[u] .. + npred[u]) */
+  const uint32_t *preds;
+} rp_cut_in;
+
+typedef struct rp_cut_seg {
+  int32_t gpu;
+  uint32_t key;
+  uint32_t first, n; /* members[first .. first + n) */
+} rp_cut_seg;
+
+typedef struct rp_cut {
+  uint32_t *key;    /* per unit (host units too) */
+  uint32_t *seg;    /* per unit: its segment, UINT32_MAX for host units */
+  rp_cut_seg *segs; /* in launch order: by (key, gpu) */
+  uint32_t nseg;
+  uint32_t *members; /* GPU units grouped by segment, each group in the
+                        input's topological order */
+} rp_cut;
+
+/* Cuts the GPU units of a unit graph into segments (see the top of this
+ * file). On success *out owns its arrays (rp__lower_cut_free); on
+ * RP_ENOMEM it holds nothing. */
+rp_status rp__lower_cut(const rp_cut_in *in, rp_cut *out);
+void rp__lower_cut_free(rp_cut *c);
+
+/* ---- the lowered exec ---- */
+
+typedef struct rp_seg {
+  uint32_t lane; /* the GPU's lane (= its processor id) */
+  uint32_t gpu;  /* index into rp_lower.gpus */
+  uint32_t key;
+  uint32_t launch;   /* its launcher unit */
+  uint32_t first, n; /* members: rp_lower.members[first .. first + n) */
+  uint32_t vpos_end; /* lane position after its last member (placement) */
+  uint32_t wait_off, nwait; /* members' CPU-lane waits: rp_lower.waits */
+  uint32_t ev_off, nev;     /* other GPUs' events to wait for first */
+  uint8_t first_of_gpu;     /* refreshes the GPU's parameters */
+  uint8_t last_of_gpu;      /* its callback is the GPU's completion */
+  uint8_t needs_cb;         /* host units wait for it, or postconditions,
+                               or last_of_gpu */
+  uint8_t any_post;
+  const char *eager; /* NULL: a CUDA graph; else why it is issued
+                        op by op */
+  void *graph;       /* cudaGraph_t it was instantiated from */
+  void *exec;        /* cudaGraphExec_t (NULL when eager) */
+} rp_seg;
+
+typedef struct rp_gpu_lane {
+  uint32_t lane;      /* processor id */
+  int device;         /* physical CUDA device */
+  void *stream;       /* the runtime's replay stream of this GPU (shared
+                         by every exec: not owned) */
+  size_t param_bytes; /* the GPU task units' argument bytes, 16-aligned */
+  char *dev_params;   /* device parameter buffer (owned) */
+  char *staging;      /* pinned: one param_bytes slot per replay slot */
+  rp_mem dev_mem, pin_mem;
+  uint32_t *interp_units; /* GPU task units with argument interpolations */
+  uint32_t ninterp_units;
+} rp_gpu_lane;
+
+/* One host-function record per replay slot and segment: the callback's
+ * argument, so that enqueuing it allocates nothing. */
+typedef struct rp_seg_cb {
+  rp_exec *ex;
+  uint32_t seg, slot;
+  _Atomic uint64_t rel; /* replay (relative to the epoch); release-stored by
+                           the launcher, acquire-loaded by the callback */
+} rp_seg_cb;
+
+typedef struct rp_lower {
+  uint32_t nseg;
+  rp_seg *segs;         /* in launch order */
+  uint32_t *members;    /* units grouped by segment */
+  uint32_t *seg_of;     /* per unit (launchers too): segment or
+                           UINT32_MAX */
+  uint32_t nop_units;   /* units before the launchers */
+  uint32_t launch_lane; /* the CPU lane every launcher is pinned to */
+  uint32_t ngpu;
+  rp_gpu_lane *gpus;
+  uint32_t *gpu_of_lane; /* per lane: index into gpus or UINT32_MAX */
+  int graphs;            /* 0: REPRISE_CUDA_GRAPHS=0, every segment eager */
+  /* built after placement */
+  rp_wait *waits; /* per segment: its members' CPU-lane waits */
+  uint32_t nwaits;
+  void **events;          /* per unit: cudaEvent_t recorded after it for
+                             consumers on other GPUs, or NULL */
+  void **seg_events;      /* per segment: events to wait for (ev_off) */
+  void **nodes;           /* per member slot: its node in the template */
+  uint8_t *colors;        /* per member slot: its capture stream */
+  uint32_t *midx;         /* per unit: its index among its segment's
+                             members */
+  uint32_t *param_off;    /* per unit: offset in its GPU's parameters */
+  rp_seg_cb *cbs;         /* max_inflight x nseg */
+  _Atomic uint32_t *owed; /* max_inflight x ngpu: last-segment callback
+                             still owes the slot its completion */
+  RP_ALIGNED_LINE _Atomic uint32_t cb_pending; /* callbacks enqueued and
+                                                  not yet finished */
+} rp_lower;
+
+/* lower.c: after setup_units and the initial unit order, before slots and
+ * lanes: cuts the GPU units, appends one launcher unit per segment (preds:
+ * the segment's host predecessors and the previous launcher), re-orders
+ * ex->order by key. Leaves ex->lw NULL when the exec has no GPU unit. */
+rp_status rp__lower_plan(rp_exec *ex);
+/* lower.c: end of every placement: segment lane positions, callbacks
+ * needed, the members' CPU-lane waits. */
+rp_status rp__lower_placed(rp_exec *ex);
+/* lower.c: segments section of rp_exec_dump's text. */
+void rp__lower_dump(const rp_exec *ex, FILE *f);
+
+/* lower_cuda.c (stubs without CUDA) */
+/* After placement: parameter buffers, events, CUDA graphs. */
+rp_status rp__lower_build(rp_exec *ex);
+/* The launcher unit ui of replay slot s (run by its lane). */
+void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel);
+/* Waits until every replay completed and every host callback returned.
+ * Returns 1 when the runtime became unusable meanwhile (a lost CUDA
+ * context): callbacks may never run, so the exec must be leaked. */
+int rp__lower_quiesce(rp_exec *ex);
+/* Frees what rp__lower_plan and rp__lower_build made (exec quiesced). */
+void rp__lower_free(rp_exec *ex);
+/* rp_exec_update_args for the GPU units of op (exec quiesced, new args
+ * already in the units): re-captures, updates in place or re-instantiates;
+ * *reinst set to 1 when a CUDA graph had to be re-instantiated. */
+rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst);
+/* The replay layer's per-runtime CUDA state (streams), from its dtor. */
+void rp__lower_rt_free(rp_runtime *rt, void *state);
+
+#endif

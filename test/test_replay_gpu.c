@@ -1,0 +1,815 @@
+/* Replays on the CUDA backend: GPU ops lowered onto CUDA graphs
+ * (replay/lower.h). The replay suite's behaviours — random DAGs compared
+ * with the CPU backend, preconditions, poison, interpolation, destroy in
+ * flight, soak — over GPU processors, with kernels that record their
+ * execution order in device memory. Multi-device lowering runs on one
+ * physical GPU through logical GPUs (rp_runtime_config.gpus). Label "gpu":
+ * every case skips with the reason when no CUDA device answers. */
+#include "helpers.h"
+
+#ifdef REPRISE_HAVE_CUDA
+#include "kernels/cuda_kernels.cuh"
+#include "kernels/probe_kernels.cuh"
+#endif
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef REPRISE_HAVE_CUDA
+/* A build without CUDA has no GPU processor: every case says so. */
+Test(replay_gpu, skipped_without_cuda) {
+  cr_skip_test("no CUDA device: this build of reprise has no CUDA");
+}
+#else
+
+/* ---- runtimes ---- */
+
+/* A CUDA runtime with `cpus` workers and `gpus` logical GPUs (0: one per
+ * device); skips without a device. */
+static rp_runtime *gpu_runtime(unsigned cpus, unsigned gpus) {
+  const char *why;
+  if (!th_cuda_available(&why))
+    cr_skip_test("%s", why);
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = RP_BACKEND_CUDA;
+  cfg.cpus = cpus;
+  cfg.gpus = gpus;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  rp_runtime *rt = NULL;
+  RP_CHECK(rp_runtime_create(&cfg, &rt));
+  return rt;
+}
+
+/* The i-th GPU processor. */
+static rp_proc gpu_proc(const rp_runtime *rt, unsigned i) {
+  for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
+    rp_proc_info pi;
+    RP_CHECK(rp_proc_query(rt, p, &pi));
+    if (pi.kind == RP_PROC_GPU && i-- == 0)
+      return p;
+  }
+  cr_assert_fail("no GPU processor %u", i);
+  return 0;
+}
+
+static unsigned gpu_count(const rp_runtime *rt) {
+  unsigned n = 0;
+  for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
+    rp_proc_info pi;
+    RP_CHECK(rp_proc_query(rt, p, &pi));
+    n += pi.kind == RP_PROC_GPU;
+  }
+  return n;
+}
+
+static rp_mem pinned_mem(const rp_runtime *rt) {
+  rp_mem m = 0;
+  if (rp_runtime_backend(rt) == RP_BACKEND_CUDA)
+    RP_CHECK(rp_mem_find(rt, RP_MEM_PINNED, -1, &m));
+  return m; /* the CPU backend: system memory (0) */
+}
+
+/* ---- the fold task: the same value on CPUs and GPUs ----
+ * Access 0 is the output (WRITE), 1.. the inputs (READ); each instance is
+ * one int64. out = mix(... mix(seed, in0) ..., inN). */
+
+typedef struct fargs {
+  uint32_t id, pad; /* offsets 0, 4 */
+  int64_t seed;     /* offset 8: interpolated per replay */
+} fargs;
+
+static const int64_t *in_ptr(rp_task_ctx *ctx, uint32_t i) {
+  return i < rp_ctx_access_count(ctx) ? rp_ctx_ptr(ctx, i) : NULL;
+}
+
+static rp_status fold_cpu(rp_task_ctx *ctx) {
+  const fargs *a = rp_ctx_args(ctx, NULL);
+  int64_t x = a->seed;
+  for (uint32_t i = 1; i < rp_ctx_access_count(ctx); i++)
+    x = rp_probe_mix(x, *(const int64_t *)rp_ctx_ptr(ctx, i));
+  *(int64_t *)rp_ctx_ptr(ctx, 0) = x;
+  return RP_OK;
+}
+
+/* Registered with RP_TASK_DEVICE_ARGS: reads the seed on the device. */
+static rp_status fold_gpu_dev(rp_task_ctx *ctx) {
+  const fargs *a = rp_ctx_args(ctx, NULL);
+  const char *dev = rp_ctx_device_args(ctx);
+  return rp_cuda_probe_fold(
+      rp_ctx_ptr(ctx, 0), in_ptr(ctx, 1), in_ptr(ctx, 2), in_ptr(ctx, 3),
+      a->seed, dev ? (const int64_t *)(dev + 8) : NULL, rp_ctx_stream(ctx));
+}
+
+/* Reads the seed at issue (by value): interpolated ops are issued op by
+ * op. */
+static rp_status fold_gpu_val(rp_task_ctx *ctx) {
+  const fargs *a = rp_ctx_args(ctx, NULL);
+  return rp_cuda_probe_fold(rp_ctx_ptr(ctx, 0), in_ptr(ctx, 1), in_ptr(ctx, 2),
+                            in_ptr(ctx, 3), a->seed, NULL, rp_ctx_stream(ctx));
+}
+
+typedef struct tasks {
+  rp_task_id dev, val;
+} tasks;
+
+static tasks reg_fold(rp_runtime *rt) {
+  tasks t;
+  RP_CHECK(rp_task_register(
+      rt,
+      &(rp_task_desc){.name = "fold.dev",
+                      .cpu_fn = fold_cpu,
+                      .gpu_fn = fold_gpu_dev,
+                      .flags = RP_TASK_STREAM_ORDERED | RP_TASK_DEVICE_ARGS},
+      &t.dev));
+  RP_CHECK(rp_task_register(rt,
+                            &(rp_task_desc){.name = "fold.val",
+                                            .cpu_fn = fold_cpu,
+                                            .gpu_fn = fold_gpu_val,
+                                            .flags = RP_TASK_STREAM_ORDERED},
+                            &t.val));
+  return t;
+}
+
+/* ---- random DAGs ---- */
+
+#define MAXOPS 64
+#define MAXINST 12
+#define NREP 4
+
+typedef struct rdag {
+  uint32_t n, ninst;
+  uint32_t out[MAXOPS], nin[MAXOPS], in[MAXOPS][3];
+  int where[MAXOPS]; /* -1 any CPU worker, -2 CPU worker 0, g >= 0: GPU g */
+  int byval[MAXOPS]; /* 1: fold.val */
+  int interp[MAXOPS];
+  int port[MAXOPS];
+} rdag;
+
+static void gen_dag(rdag *d, unsigned ngpu, int with_ports) {
+  d->n = 1 + (uint32_t)(rand() % MAXOPS);
+  d->ninst = 2 + (uint32_t)(rand() % (MAXINST - 1));
+  for (uint32_t k = 0; k < d->n; k++) {
+    d->out[k] = (uint32_t)rand() % d->ninst;
+    d->nin[k] = 0;
+    for (int j = rand() % 3; j > 0; j--) {
+      uint32_t x = (uint32_t)rand() % d->ninst;
+      int dup = x == d->out[k];
+      for (uint32_t q = 0; q < d->nin[k]; q++)
+        dup |= d->in[k][q] == x;
+      if (!dup)
+        d->in[k][d->nin[k]++] = x;
+    }
+    int r = rand() % 8;
+    d->where[k] = r < 2 ? -1 : r < 3 ? -2 : (int)((unsigned)rand() % ngpu);
+    d->byval[k] = rand() % 4 == 0;
+    d->interp[k] = rand() % 3 == 0;
+    d->port[k] = with_ports && rand() % 10 == 0;
+  }
+}
+
+typedef struct world {
+  rp_runtime *rt;
+  tasks t;
+  rp_inst inst[MAXINST];
+} world;
+
+static void world_init(world *w, rp_runtime *rt, uint32_t ninst) {
+  w->rt = rt;
+  w->t = reg_fold(rt);
+  rp_rect r = rp_rect_1d(0, 0);
+  for (uint32_t i = 0; i < ninst; i++)
+    RP_CHECK(
+        rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &w->inst[i]));
+}
+
+static void world_fini(world *w, uint32_t ninst) {
+  for (uint32_t i = 0; i < ninst; i++)
+    RP_CHECK(rp_instance_free(w->rt, w->inst[i]));
+  th_destroy(w->rt);
+}
+
+/* Records the DAG (dependencies inferred from the accesses). On a CPU
+ * runtime GPU ops go to any CPU worker. */
+static rp_graph *record(world *w, const rdag *d) {
+  int gpu = rp_runtime_backend(w->rt) == RP_BACKEND_CUDA;
+  rp_event port = RP_NO_EVENT;
+  RP_CHECK(rp_capture_begin(w->rt, NULL));
+  RP_CHECK(rp_capture_precondition(w->rt, "in", &port, NULL));
+  for (uint32_t k = 0; k < d->n; k++) {
+    fargs a = {k, 0, (int64_t)k * 7919};
+    rp_access acc[4];
+    acc[0] = (rp_access){w->inst[d->out[k]], RP_WRITE, RP_REDOP_NONE};
+    for (uint32_t j = 0; j < d->nin[k]; j++)
+      acc[1 + j] = (rp_access){w->inst[d->in[k][j]], RP_READ, RP_REDOP_NONE};
+    rp_interp ip = {8 * (k % 4), 8, 8}; /* seed from replay arg k % 4 */
+    rp_proc proc = d->where[k] == -1   ? RP_PROC_ANY
+                   : d->where[k] == -2 ? 0
+                   : gpu               ? gpu_proc(w->rt, (unsigned)d->where[k])
+                                       : RP_PROC_ANY;
+    rp_launch l = {.task = d->byval[k] ? w->t.val : w->t.dev,
+                   .proc = proc,
+                   .accesses = acc,
+                   .naccess = 1 + d->nin[k],
+                   .args = &a,
+                   .args_size = sizeof a,
+                   .interps = d->interp[k] ? &ip : NULL,
+                   .ninterp = d->interp[k] ? 1 : 0,
+                   .wait = d->port[k] ? port : RP_NO_EVENT};
+    RP_CHECK(rp_launch_task(w->rt, &l, NULL));
+  }
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(w->rt, &g));
+  /* a declared port must be bound: bind it to op 0 (RP_EPORT when it
+   * already is) */
+  rp_status st = rp_graph_bind_precondition(g, 0, 0);
+  cr_assert(st == RP_OK || st == RP_EPORT, "%s", rp_error_detail());
+  return g;
+}
+
+/* Replays the DAG NREP times: replay r's args are seeds r*4 .. r*4+3; the
+ * port is poisoned in replay `poison_at` (-1: never), triggered otherwise
+ * (after the replay was submitted, so the gated work waits for it). The
+ * done statuses go to st[], the final instance values to out[]. */
+static void run(world *w, const rdag *d, int poison_at, rp_status *st,
+                int64_t *out) {
+  rp_graph *g = record(w, d);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  for (int r = 0; r < NREP; r++) {
+    int64_t args[4] = {r * 4, r * 4 + 1, r * 4 + 2, r * 4 + 3};
+    rp_event pre, done;
+    RP_CHECK(rp_event_create(w->rt, &pre));
+    rp_replay_args a = {
+        .args = args, .args_size = sizeof args, .pre = &pre, .npre = 1};
+    RP_CHECK(rp_replay(ex, &a, &done));
+    if (r == poison_at)
+      RP_CHECK(rp_event_poison(w->rt, pre, RP_EPOISON));
+    else
+      RP_CHECK(rp_event_trigger(w->rt, pre));
+    RP_CHECK(rp_event_release(w->rt, pre));
+    st[r] = rp_event_wait(w->rt, done, -1);
+    RP_CHECK(rp_event_release(w->rt, done));
+  }
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, (uint64_t)NREP);
+  cr_assert_eq(s.ops, d->n);
+  RP_CHECK(rp_exec_destroy(ex));
+  for (uint32_t i = 0; i < d->ninst; i++)
+    RP_CHECK(rp_instance_read(w->rt, w->inst[i], &out[i], sizeof out[i]));
+}
+
+/* Each DAG on the CPU backend, then on the CUDA backend with the given
+ * logical GPUs: the same values and statuses, replay after replay. */
+static void differential(unsigned ngpu_req, int dags, unsigned seed) {
+  rp_runtime *probe = gpu_runtime(2, ngpu_req); /* skips without a GPU */
+  unsigned ngpu = gpu_count(probe);
+  th_destroy(probe);
+  static rdag d;
+  srand(seed);
+  for (int dag = 0; dag < dags; dag++) {
+    gen_dag(&d, ngpu, 1);
+    int poison_at = rand() % 3 == 0 ? rand() % NREP : -1;
+    rp_status want_st[NREP], got_st[NREP];
+    int64_t want[MAXINST], got[MAXINST];
+    world w;
+    world_init(&w, th_cpu_runtime(2), d.ninst);
+    run(&w, &d, poison_at, want_st, want);
+    world_fini(&w, d.ninst);
+    world_init(&w, gpu_runtime(2, ngpu_req), d.ninst);
+    run(&w, &d, poison_at, got_st, got);
+    world_fini(&w, d.ninst);
+    for (int r = 0; r < NREP; r++)
+      cr_assert_eq(got_st[r], want_st[r],
+                   "dag %d replay %d: done %s, CPU "
+                   "backend %s",
+                   dag, r, rp_status_name(got_st[r]),
+                   rp_status_name(want_st[r]));
+    for (uint32_t i = 0; i < d.ninst; i++)
+      cr_assert_eq(got[i], want[i],
+                   "dag %d (%u ops, %u GPUs, poison at %d): "
+                   "instance %u differs from the CPU backend",
+                   dag, d.n, ngpu, poison_at, i);
+  }
+}
+
+Test(replay_gpu, random_dags_match_the_cpu_backend, .timeout = 900) {
+  differential(1, 60, 515);
+}
+
+Test(replay_gpu, random_dags_over_two_logical_gpus_match, .timeout = 900) {
+  differential(2, 40, 616);
+}
+
+Test(replay_gpu, random_dags_without_cuda_graphs_match, .timeout = 900) {
+  setenv("REPRISE_CUDA_GRAPHS", "0", 1); /* read at instantiate */
+  differential(2, 30, 717);
+  unsetenv("REPRISE_CUDA_GRAPHS");
+}
+
+/* ---- execution order in device memory ---- */
+
+typedef struct largs {
+  int32_t *log;
+  uint32_t cap;
+  int32_t id;
+} largs;
+
+static rp_status log_gpu(rp_task_ctx *ctx) {
+  const largs *a = rp_ctx_args(ctx, NULL);
+  return rp_cuda_probe_log(a->log, a->cap, a->id, rp_ctx_stream(ctx));
+}
+
+static rp_task_id reg_log(rp_runtime *rt) {
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt,
+                            &(rp_task_desc){.name = "log",
+                                            .gpu_fn = log_gpu,
+                                            .flags = RP_TASK_STREAM_ORDERED},
+                            &t));
+  return t;
+}
+
+#define LOGCAP 512
+
+static rp_op_id add_log(rp_graph *g, rp_task_id t, rp_proc p, int32_t *log,
+                        int32_t id) {
+  largs a = {log, LOGCAP, id};
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = t, .proc = p, .args = &a, .args_size = sizeof a},
+      &op));
+  return op;
+}
+
+/* A source, four branches of 20 (one capture stream each), a sink: every
+ * replay logs the source first, each branch in order, the sink last. */
+Test(replay_gpu, kernels_log_a_fork_join_in_dependency_order) {
+  rp_runtime *rt = gpu_runtime(2, 1);
+  rp_task_id t = reg_log(rt);
+  rp_proc gpu = gpu_proc(rt, 0);
+  rp_mem pm = pinned_mem(rt);
+  rp_rect r = rp_rect_1d(0, LOGCAP);
+  rp_inst li;
+  RP_CHECK(rp_instance_create(rt, pm, RP_I32, &r, NULL, &li));
+  int32_t *log = rp_instance_ptr(rt, li);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id src = add_log(g, t, gpu, log, 0), sink;
+  rp_op_id last[4];
+  for (int b = 0; b < 4; b++) {
+    last[b] = src;
+    for (int i = 0; i < 20; i++) {
+      rp_op_id op = add_log(g, t, gpu, log, 1 + b * 100 + i);
+      RP_CHECK(rp_graph_add_edge(g, last[b], op));
+      last[b] = op;
+    }
+  }
+  sink = add_log(g, t, gpu, log, 999);
+  for (int b = 0; b < 4; b++)
+    RP_CHECK(rp_graph_add_edge(g, last[b], sink));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int rep = 0; rep < 20; rep++) {
+    memset(log, 0, sizeof(int32_t) * (LOGCAP + 1));
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+    cr_assert_eq(log[0], 82, "replay %d: %d entries", rep, log[0]);
+    cr_assert_eq(log[1], 0, "replay %d: source not first", rep);
+    cr_assert_eq(log[82], 999, "replay %d: sink not last", rep);
+    int next[4] = {0, 0, 0, 0};
+    for (int i = 2; i < 82; i++) {
+      int b = (log[i] - 1) / 100, k = (log[i] - 1) % 100;
+      cr_assert(b >= 0 && b < 4, "replay %d: bad id %d", rep, log[i]);
+      cr_assert_eq(k, next[b]++, "replay %d: branch %d out of order", rep, b);
+    }
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, li));
+  th_destroy(rt);
+}
+
+/* ---- preconditions: gated work waits, the rest runs ahead ---- */
+
+Test(replay_gpu, precondition_gates_device_work_and_the_rest_runs_ahead) {
+  rp_runtime *rt = gpu_runtime(2, 1);
+  tasks t = reg_fold(rt);
+  rp_proc gpu = gpu_proc(rt, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst a, b;
+  RP_CHECK(rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &a));
+  RP_CHECK(rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &b));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  fargs fa = {0, 0, 11}, fb = {1, 0, 22};
+  rp_access acca = {a, RP_WRITE, RP_REDOP_NONE},
+            accb = {b, RP_WRITE, RP_REDOP_NONE};
+  rp_op_id opa, opb;
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t.dev,
+                                          .proc = gpu,
+                                          .accesses = &acca,
+                                          .naccess = 1,
+                                          .args = &fa,
+                                          .args_size = sizeof fa},
+                             &opa));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t.dev,
+                                          .proc = gpu,
+                                          .accesses = &accb,
+                                          .naccess = 1,
+                                          .args = &fb,
+                                          .args_size = sizeof fb},
+                             &opb));
+  rp_port_id pin, pout;
+  RP_CHECK(rp_graph_add_precondition(g, "in", &pin));
+  RP_CHECK(rp_graph_bind_precondition(g, pin, opa));
+  RP_CHECK(rp_graph_add_postcondition(g, "b", &pout));
+  RP_CHECK(rp_graph_bind_postcondition(g, pout, opb));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  int64_t *pa = rp_instance_ptr(rt, a), *pb = rp_instance_ptr(rt, b);
+  for (int rep = 0; rep < 3; rep++) {
+    *pa = *pb = 0;
+    rp_event pre, post, done;
+    RP_CHECK(rp_event_create(rt, &pre));
+    RP_CHECK(rp_replay(
+        ex,
+        &(rp_replay_args){.pre = &pre, .npre = 1, .post = &post, .npost = 1},
+        &done));
+    /* b does not depend on the port: it completes while the port is
+     * pending; a must not even have been issued */
+    RP_EXPECT(rp_event_wait(rt, post, 10ll * 1000 * 1000 * 1000), RP_OK);
+    cr_assert_eq(*pb, 22, "replay %d: independent op did not run ahead", rep);
+    usleep(20000);
+    cr_assert_eq(*pa, 0, "replay %d: gated op ran before its port", rep);
+    RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
+    RP_CHECK(rp_event_trigger(rt, pre));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    cr_assert_eq(*pa, 11, "replay %d: gated op result", rep);
+    cr_assert_eq(*pb, 22);
+    rp_event_release(rt, pre);
+    rp_event_release(rt, post);
+    rp_event_release(rt, done);
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  th_destroy(rt);
+}
+
+/* ---- a small mixed pipeline: host -> GPU -> host -> GPU ---- */
+
+typedef struct mpipe {
+  rp_runtime *rt;
+  tasks t;
+  rp_inst x[4];
+  rp_graph *g;
+} mpipe;
+
+/* x0 = fold(seed0) on a CPU, x1 = fold(seed1, x0) on the GPU (device
+ * args), x2 = fold(seed2, x1) on a CPU, x3 = fold(seed3, x2) on the GPU
+ * (by value: issued op by op). Seeds interpolated from args[0..3]. */
+static void pipe_init(mpipe *p, rp_runtime *rt) {
+  p->rt = rt;
+  p->t = reg_fold(rt);
+  rp_rect r = rp_rect_1d(0, 0);
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(
+        rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &p->x[i]));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  for (uint32_t k = 0; k < 4; k++) {
+    fargs a = {k, 0, 0};
+    rp_access acc[2] = {{p->x[k], RP_WRITE, RP_REDOP_NONE},
+                        {k ? p->x[k - 1] : p->x[0], RP_READ, RP_REDOP_NONE}};
+    rp_interp ip = {8 * k, 8, 8};
+    rp_launch l = {.task = k == 3 ? p->t.val : p->t.dev,
+                   .proc = k % 2 ? gpu_proc(rt, 0) : 0,
+                   .accesses = acc,
+                   .naccess = k ? 2 : 1,
+                   .args = &a,
+                   .args_size = sizeof a,
+                   .interps = &ip,
+                   .ninterp = 1};
+    RP_CHECK(rp_launch_task(rt, &l, NULL));
+  }
+  RP_CHECK(rp_capture_end(rt, &p->g));
+}
+
+static int64_t pipe_expect(const int64_t *seeds) {
+  int64_t x = seeds[0];
+  for (int k = 1; k < 4; k++)
+    x = rp_probe_mix(seeds[k], x);
+  return x;
+}
+
+static void pipe_fini(mpipe *p) {
+  RP_CHECK(rp_graph_destroy(p->g));
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(rp_instance_free(p->rt, p->x[i]));
+  th_destroy(p->rt);
+}
+
+Test(replay_gpu, interpolated_values_reach_graphs_and_op_by_op_ops) {
+  mpipe p;
+  pipe_init(&p, gpu_runtime(2, 1));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(p.g, &(rp_exec_opts){.max_inflight = 8}, &ex));
+  rp_event done[32];
+  int64_t got[32];
+  for (int r = 0; r < 32; r++) {
+    int64_t s[4] = {r, 100 + r, 200 + r, 300 + r};
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
+                       &done[r]));
+    if (r % 4 == 3) /* let a few queue up, then check the last value */
+      for (int q = r - 3; q <= r; q++) {
+        RP_CHECK(rp_event_wait(p.rt, done[q], -1));
+        RP_CHECK(rp_event_release(p.rt, done[q]));
+      }
+    if (r % 4 == 3) {
+      RP_CHECK(rp_instance_read(p.rt, p.x[3], &got[r], sizeof got[r]));
+      cr_assert_eq(got[r], pipe_expect(s), "replay %d", r);
+    }
+  }
+  char buf[8192] = "";
+  FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+  RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_TEXT));
+  fclose(f);
+  cr_assert(strstr(buf, "gpu segments"), "%s", buf);
+  cr_assert(strstr(buf, "CUDA graph"), "%s", buf);
+  cr_assert(strstr(buf, "issued op by op"), "the by-value op: %s", buf);
+  RP_CHECK(rp_exec_destroy(ex));
+  pipe_fini(&p);
+}
+
+Test(replay_gpu, destroy_waits_for_replays_and_callbacks_in_flight) {
+  mpipe p;
+  pipe_init(&p, gpu_runtime(2, 1));
+  for (int round = 0; round < 20; round++) {
+    rp_exec *ex;
+    RP_CHECK(rp_instantiate(p.g, &(rp_exec_opts){.max_inflight = 16}, &ex));
+    rp_event done[16];
+    int64_t s[4] = {round, 1, 2, 3};
+    for (int i = 0; i < 16; i++)
+      RP_CHECK(rp_replay(
+          ex, &(rp_replay_args){.args = s, .args_size = sizeof s}, &done[i]));
+    RP_CHECK(rp_exec_destroy(ex)); /* replays and host callbacks pending */
+    for (int i = 0; i < 16; i++) {
+      RP_EXPECT(rp_event_query(p.rt, done[i]), RP_OK);
+      rp_event_release(p.rt, done[i]);
+    }
+    int64_t v;
+    RP_CHECK(rp_instance_read(p.rt, p.x[3], &v, sizeof v));
+    cr_assert_eq(v, pipe_expect(s), "round %d", round);
+  }
+  pipe_fini(&p);
+}
+
+Test(replay_gpu, soak_20k_replays_stay_correct_without_host_allocation,
+     .timeout = 900) {
+  mpipe p;
+  pipe_init(&p, gpu_runtime(2, 1));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(p.g, NULL, &ex));
+  enum { N = 20000 };
+  uint64_t a0 = 0;
+  int64_t s[4];
+  for (int r = 0; r < N; r++) {
+    if (r == 100)
+      a0 = rp_thread_allocated_bytes();
+    s[0] = r, s[1] = -r, s[2] = r * 3, s[3] = 7;
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
+                       NULL));
+  }
+  uint64_t a1 = rp_thread_allocated_bytes();
+  RP_CHECK(rp_exec_destroy(ex)); /* waits for all of them */
+  if (a0 != UINT64_MAX)
+    cr_assert_eq(a1, a0, "rp_replay allocated %llu bytes",
+                 (unsigned long long)(a1 - a0));
+  int64_t v;
+  RP_CHECK(rp_instance_read(p.rt, p.x[3], &v, sizeof v));
+  cr_assert_eq(v, pipe_expect(s));
+  pipe_fini(&p);
+}
+
+Test(replay_gpu, stale_instance_fails_the_replay_and_runs_nothing) {
+  mpipe p;
+  pipe_init(&p, gpu_runtime(2, 1));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(p.g, NULL, &ex));
+  int64_t s[4] = {1, 2, 3, 4};
+  rp_event done;
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
+                     &done));
+  RP_CHECK(rp_event_wait(p.rt, done, -1));
+  rp_event_release(p.rt, done);
+  RP_CHECK(rp_instance_realloc(p.rt, &p.x[1]));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
+                     &done));
+  RP_EXPECT(rp_event_wait(p.rt, done, -1), RP_ESTALE);
+  rp_event_release(p.rt, done);
+  rp_exec_stats st;
+  RP_CHECK(rp_exec_stats_get(ex, &st));
+  cr_assert_eq(st.ops_run, 4u, "the stale replay ran ops");
+  RP_CHECK(rp_exec_destroy(ex));
+  pipe_fini(&p);
+}
+
+/* ---- rp_exec_update_args ---- */
+
+Test(replay_gpu, update_args_changes_a_graph_op_in_place_or_reinstantiates) {
+  rp_runtime *rt = gpu_runtime(2, 1);
+  tasks t = reg_fold(rt);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &x));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  fargs a = {0, 0, 5};
+  rp_access acc = {x, RP_WRITE, RP_REDOP_NONE};
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t.val,
+                                          .proc = gpu_proc(rt, 0),
+                                          .accesses = &acc,
+                                          .naccess = 1,
+                                          .args = &a,
+                                          .args_size = sizeof a},
+                             &op));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  int64_t *px = rp_instance_ptr(rt, x);
+  for (int64_t seed = 5; seed < 10; seed++) {
+    if (seed > 5) {
+      a.seed = seed;
+      int reinst = -1;
+      RP_CHECK(rp_exec_update_args(ex, op, &a, sizeof a, &reinst));
+      cr_assert(reinst == 0 || reinst == 1);
+    }
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+    cr_assert_eq(*px, seed, "the graph still runs the old args");
+  }
+  RP_EXPECT(rp_exec_update_args(ex, op, &a, sizeof a - 1, NULL), RP_ESHAPE);
+  RP_EXPECT(rp_exec_update_args(ex, 7, &a, sizeof a, NULL), RP_EINVAL);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+/* ---- capture failures ---- */
+
+static rp_status bad_alloc(rp_task_ctx *ctx) {
+  (void)ctx;
+  void *p = NULL;
+  rp_status st = rp_cuda_buf_alloc(&p, 64); /* allocates inside capture */
+  if (p)
+    rp_cuda_buf_free(p);
+  return st;
+}
+
+static rp_status bad_sync(rp_task_ctx *ctx) {
+  rp_status st = rp_cuda_probe_empty(rp_ctx_stream(ctx));
+  return st ? st : rp_cuda_stream_sync(rp_ctx_stream(ctx));
+}
+
+static rp_status bad_legacy(rp_task_ctx *ctx) {
+  (void)ctx;
+  return rp_cuda_probe_empty(NULL); /* the legacy default stream */
+}
+
+Test(replay_gpu, capture_failures_name_the_task_and_the_cuda_error) {
+  rp_runtime *rt = gpu_runtime(2, 1);
+  static const struct {
+    const char *name;
+    rp_task_fn fn;
+  } bad[] = {{"bad.alloc", bad_alloc},
+             {"bad.sync", bad_sync},
+             {"bad.legacy", bad_legacy}};
+  tasks good = reg_fold(rt);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rp_task_id t;
+    RP_CHECK(rp_task_register(rt,
+                              &(rp_task_desc){.name = bad[i].name,
+                                              .gpu_fn = bad[i].fn,
+                                              .flags = RP_TASK_STREAM_ORDERED},
+                              &t));
+    rp_graph *g;
+    RP_CHECK(rp_graph_create(rt, &g));
+    RP_CHECK(rp_graph_add_task(
+        g, &(rp_launch){.task = t, .proc = gpu_proc(rt, 0)}, NULL));
+    rp_exec *ex = NULL;
+    rp_status st = rp_instantiate(g, NULL, &ex);
+    cr_assert_neq(st, RP_OK, "%s: instantiate accepted it", bad[i].name);
+    cr_assert_null(ex);
+    cr_assert(strstr(rp_error_detail(), bad[i].name), "%s: %s", bad[i].name,
+              rp_error_detail());
+    cr_assert(strstr(rp_error_detail(), "capture"), "%s: %s", bad[i].name,
+              rp_error_detail());
+    cr_assert(strstr(rp_error_detail(), "cuda"), "%s: no CUDA error: %s",
+              bad[i].name, rp_error_detail());
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  /* not sticky: the same runtime still captures and replays */
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &x));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  fargs a = {0, 0, 77};
+  rp_access acc = {x, RP_WRITE, RP_REDOP_NONE};
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = good.dev,
+                                          .proc = gpu_proc(rt, 0),
+                                          .accesses = &acc,
+                                          .naccess = 1,
+                                          .args = &a,
+                                          .args_size = sizeof a},
+                             NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  rp_event_release(rt, done);
+  cr_assert_eq(*(int64_t *)rp_instance_ptr(rt, x), 77);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+/* ---- device copies between logical GPUs ---- */
+
+Test(replay_gpu, device_copies_and_events_across_logical_gpus) {
+  rp_runtime *rt = gpu_runtime(2, 2);
+  tasks t = reg_fold(rt);
+  rp_proc g0 = gpu_proc(rt, 0), g1 = gpu_proc(rt, 1);
+  rp_proc_info i0, i1;
+  RP_CHECK(rp_proc_query(rt, g0, &i0));
+  RP_CHECK(rp_proc_query(rt, g1, &i1));
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst a, b, c;
+  RP_CHECK(rp_instance_create(rt, i0.local, RP_I64, &r, NULL, &a));
+  RP_CHECK(rp_instance_create(rt, i1.local, RP_I64, &r, NULL, &b));
+  RP_CHECK(rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &c));
+  /* a = fold(seed) on GPU 0; copy a -> b (GPU 1's stream); c = fold(b) on
+   * GPU 1: a device copy and a cross-GPU event every replay */
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  fargs fa = {0, 0, 0}, fc = {1, 0, 9};
+  rp_access aa = {a, RP_WRITE, RP_REDOP_NONE};
+  rp_access ac[2] = {{c, RP_WRITE, RP_REDOP_NONE}, {b, RP_READ, RP_REDOP_NONE}};
+  rp_interp ip = {0, 8, 8};
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t.dev,
+                                       .proc = g0,
+                                       .accesses = &aa,
+                                       .naccess = 1,
+                                       .args = &fa,
+                                       .args_size = sizeof fa,
+                                       .interps = &ip,
+                                       .ninterp = 1},
+                          NULL));
+  RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = b}, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t.dev,
+                                       .proc = g1,
+                                       .accesses = ac,
+                                       .naccess = 2,
+                                       .args = &fc,
+                                       .args_size = sizeof fc},
+                          NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  int64_t *pc = rp_instance_ptr(rt, c);
+  for (int64_t s = 1; s <= 50; s++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &s, .args_size = sizeof s},
+                       &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+    cr_assert_eq(*pc, rp_probe_mix(9, s), "replay %lld", (long long)s);
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  RP_CHECK(rp_instance_free(rt, c));
+  th_destroy(rt);
+}
+
+#endif /* REPRISE_HAVE_CUDA */
