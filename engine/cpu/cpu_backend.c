@@ -34,12 +34,31 @@ static int poll_once(cpu_worker *w) {
   return arg ? w->rt->poll_fn(arg, w->index) : 0;
 }
 
+/* REPRISE_PIN=1: worker i runs on core i (mod the cores this process may
+ * use). Off by default. */
+static void pin(unsigned index) {
+  if (rp__env_long("REPRISE_PIN", 0) <= 0)
+    return;
+  cpu_set_t allowed, one;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+    return;
+  int n = CPU_COUNT(&allowed), k = (int)(index % (unsigned)(n ? n : 1));
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &allowed) && k-- == 0) {
+      CPU_ZERO(&one);
+      CPU_SET(c, &one);
+      pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+      return;
+    }
+}
+
 static void *worker_main(void *p) {
   cpu_worker *w = p;
   cpu_state *cs = w->cs;
   char name[16];
   snprintf(name, sizeof name, "rp-worker-%u", w->index);
   pthread_setname_np(pthread_self(), name);
+  pin(w->index);
   rp__alloc_counter_register(w->rt, w->index);
   rp_backoff idle = RP_BACKOFF_INIT;
   while (!atomic_load_explicit(&cs->stop, memory_order_acquire)) {
