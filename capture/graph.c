@@ -67,7 +67,7 @@ const char *rp__op_label(const rp_graph *g, rp_op_id id, char *buf,
     const char *name = rp_task_name(g->rt, op->task);
     snprintf(buf, n, "op %u (task '%s')", id, name ? name : "?");
   } else {
-    snprintf(buf, n, "op %u (copy)", id);
+    snprintf(buf, n, "op %u (%scopy)", id, op->inserted ? "inserted " : "");
   }
   return buf;
 }
@@ -107,6 +107,7 @@ rp_status rp_graph_destroy(rp_graph *g) {
   free(g->edges);
   ports_free(g->pre, g->npre);
   ports_free(g->post, g->npost);
+  free(g->mirrors);
   rp__runtime_ref(g->rt, -1);
   free(g);
   return RP_OK;
@@ -150,22 +151,26 @@ rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l, rp_op_id *out) {
   if (st)
     return st;
   rp_gop op;
-  memset(&op, 0, sizeof op);
-  op.kind = RP_OP_TASK;
-  op.task = l->task;
-  op.proc = l->proc;
-  op.shards = l->shards > 1 ? l->shards : 1;
-  op.shard_procs = (rp_proc *)l->shard_procs;
-  op.ws_bytes = l->workspace_bytes;
-  op.ws_align = l->workspace_align;
-  op.cost_ns = l->cost_ns;
-  op.args = (void *)l->args;
-  op.args_size = l->args_size;
-  op.acc = (rp_access *)l->accesses;
-  op.nacc = l->naccess;
-  op.interps = (rp_interp *)l->interps;
-  op.ninterp = l->ninterp;
+  rp__gop_from_launch(&op, l);
   return rp__graph_append(g, &op, out);
+}
+
+void rp__gop_from_launch(rp_gop *op, const rp_launch *l) {
+  memset(op, 0, sizeof *op);
+  op->kind = RP_OP_TASK;
+  op->task = l->task;
+  op->proc = l->proc;
+  op->shards = l->shards > 1 ? l->shards : 1;
+  op->shard_procs = (rp_proc *)l->shard_procs;
+  op->ws_bytes = l->workspace_bytes;
+  op->ws_align = l->workspace_align;
+  op->cost_ns = l->cost_ns;
+  op->args = (void *)l->args;
+  op->args_size = l->args_size;
+  op->acc = (rp_access *)l->accesses;
+  op->nacc = l->naccess;
+  op->interps = (rp_interp *)l->interps;
+  op->ninterp = l->ninterp;
 }
 
 static rp_status check_op_id(const rp_graph *g, rp_op_id id,

@@ -41,6 +41,7 @@ static void capture_dtor(rp_runtime *rt, void *arg) {
   if (atomic_load(&cs->recording)) {
     rp_graph_destroy(cs->graph);
     rp__analysis_fini(&cs->rec);
+    rp__insert_reset(cs);
   }
   rp__depset_free(&cs->scratch);
   free(cs->evs);
@@ -225,22 +226,8 @@ static rp_status enter(rp_runtime *rt, const void *arg, const char *what,
 static rp_status record_task(rp_capture_state *cs, const rp_launch *l,
                              rp_event *done) {
   rp_gop op;
-  memset(&op, 0, sizeof op);
-  op.kind = RP_OP_TASK;
-  op.task = l->task;
-  op.proc = l->proc;
-  op.shards = l->shards > 1 ? l->shards : 1;
-  op.shard_procs = (rp_proc *)l->shard_procs;
-  op.ws_bytes = l->workspace_bytes;
-  op.ws_align = l->workspace_align;
-  op.cost_ns = l->cost_ns;
-  op.args = (void *)l->args;
-  op.args_size = l->args_size;
-  op.acc = (rp_access *)l->accesses;
-  op.nacc = l->naccess;
-  op.interps = (rp_interp *)l->interps;
-  op.ninterp = l->ninterp;
-  return rp__record_op(cs, &op, l->wait, done);
+  rp__gop_from_launch(&op, l);
+  return rp__record_task(cs, &op, l->wait, done);
 }
 
 rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l, rp_event *done) {

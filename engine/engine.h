@@ -93,6 +93,8 @@ typedef struct rp_inst_view {
 } rp_inst_view;
 
 rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out);
+/* Slot UINT32_MAX is never handed out (the capture layer marks mirror
+ * references with it). */
 static inline uint32_t rp__inst_slot(rp_inst i) { return (uint32_t)i.id; }
 static inline uint32_t rp__inst_gen(rp_inst i) {
   return (uint32_t)(i.id >> 32);

@@ -141,6 +141,8 @@ struct rp_exec {
   uint32_t ninsts;
   rp_xfer_desc *xds;
   uint32_t nxds;
+  rp_inst *mirrors;      /* one instance per graph mirror (owned) */
+  uint32_t nmirrors;
   void **workspaces;     /* one buffer per SPMD op with a workspace */
   rp_mem *ws_mems;
   uint32_t nws;
