@@ -422,11 +422,6 @@ static rp_status apply_env(rp_runtime_config *cfg) {
 static atomic_int fallback_said;
 
 static void destroy_parts(rp_runtime *rt) {
-  for (int l = RP_LAYER_COUNT - 1; l >= 0; l--)
-    if (rt->layers[l] && rt->layer_dtor[l]) {
-      rt->layer_dtor[l](rt, rt->layers[l]);
-      rt->layers[l] = NULL;
-    }
 #ifdef REPRISE_HAVE_CUDA
   /* GPU drivers and device work may still use instances (and may queue CPU
    * work): let them finish before the workers stop and instances go. */
@@ -437,6 +432,15 @@ static void destroy_parts(rp_runtime *rt) {
   if (rt->cpu_state)
     rp__cpu_backend.fini(rt, rt->cpu_state);
   rt->cpu_state = NULL;
+  /* ...and only then the layers: a worker polls the replay layer's ring
+   * (rp__set_poller) until it has stopped, so freeing the layers first let
+   * a worker read the freed ring (ASan: heap-use-after-free in
+   * rp__replay_poll). Their outstanding work was drained before. */
+  for (int l = RP_LAYER_COUNT - 1; l >= 0; l--)
+    if (rt->layers[l] && rt->layer_dtor[l]) {
+      rt->layer_dtor[l](rt, rt->layers[l]);
+      rt->layers[l] = NULL;
+    }
   /* ...then instances still alive are freed with the runtime, while the
    * backends that own their memories are still up. */
   for (uint32_t i = 0; i < rt->inst_count; i++) {
