@@ -47,7 +47,8 @@ static rp_status graph_clone(const rp_graph *g, rp_graph **out) {
   for (uint32_t i = 0; i < g->nops && !st; i++, c->nops++)
     st = rp__gop_copy(&c->ops[i], &g->ops[i]);
   if (!st) {
-    memcpy(c->edges, g->edges, sizeof *c->edges * g->nedges);
+    if (g->nedges) /* g->edges is NULL without edges: memcpy needs non-NULL */
+      memcpy(c->edges, g->edges, sizeof *c->edges * g->nedges);
     c->ops_cap = c->nops;
     c->edges_cap = g->nedges;
     st = copy_ports(&c->pre, g->pre, g->npre);
