@@ -241,6 +241,8 @@ Test(insert, current_mirror_is_not_filled_again_until_the_source_changes) {
   /* the second reader shares the first fill; WAR on the mirror orders the
    * next fill after both readers */
   cr_assert(rp_graph_depends(g, 0, 2));
+  cr_assert(g->ops[4].inserted, "op 4 is the second fill");
+  cr_assert(rp_graph_depends(g, 1, 4) && rp_graph_depends(g, 2, 4));
   RP_CHECK(rp_graph_destroy(g));
   fx_fini(&f);
 }
