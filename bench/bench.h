@@ -45,14 +45,11 @@ typedef struct rp_bench_opts {
 void rp_bench_opts_init(rp_bench_opts *o);
 /* The workload bit for a name ("chain", ...), 0 when there is none. */
 unsigned rp_bench_workload_parse(const char *name);
-/* 1 when this build measures replay mode (RP_BENCH_HAVE_REPLAY). */
-int rp_bench_replay_built(void);
 
 /* The DAG workloads and, with o->hop, the hop latency. */
 int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json);
 
-/* Transfer-descriptor benchmark (bench/xfer_bench.c, written separately;
- * the CLI calls it only when built with RP_BENCH_HAVE_XFER). */
+/* Transfer-descriptor benchmark (bench/xfer_bench.c). */
 int rp_bench_xfer(FILE *table, FILE *json);
 
 /* The distributed benchmark (bench/dist_bench.c), for mpiexec -n N: the

@@ -96,14 +96,6 @@ unsigned rp_bench_workload_parse(const char *name) {
   return 0;
 }
 
-int rp_bench_replay_built(void) {
-#ifdef RP_BENCH_HAVE_REPLAY
-  return 1;
-#else
-  return 0;
-#endif
-}
-
 /* ---- building ---- */
 
 static void wl_free(rp_runtime *rt, workload *w) {
@@ -291,7 +283,6 @@ static rp_status eager_measure(const dag_ctx *c, const workload *w,
 
 /* ---- replay ---- */
 
-#ifdef RP_BENCH_HAVE_REPLAY
 typedef struct replay_arg {
   rp_runtime *rt;
   rp_exec *ex;
@@ -361,7 +352,6 @@ static rp_status replay_measure(const dag_ctx *c, const workload *w,
             row->workload, (unsigned long long)r.host_alloc);
   return st ? st : d;
 }
-#endif
 
 /* ---- rows ---- */
 
@@ -446,12 +436,8 @@ static uint32_t reps_for(const rp_bench_opts *o, const workload_def *d,
 
 static rp_status measure(const dag_ctx *c, const workload *w, unsigned mode,
                          dag_row *row) {
-#ifdef RP_BENCH_HAVE_REPLAY
   if (mode == RP_BENCH_REPLAY)
     return replay_measure(c, w, row);
-#else
-  (void)mode; /* rp_bench_dag masked replay off */
-#endif
   return eager_measure(c, w, row);
 }
 
@@ -498,11 +484,6 @@ static int run_all(dag_ctx *c) {
 
 int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json) {
   rp_bench_opts eff = *o;
-  if ((eff.modes & RP_BENCH_REPLAY) && !rp_bench_replay_built()) {
-    fprintf(stderr, "reprise bench: replay mode is not built yet "
-                    "(RP_BENCH_HAVE_REPLAY); measuring eager only\n");
-    eff.modes &= ~(unsigned)RP_BENCH_REPLAY;
-  }
   dag_ctx c = {.o = &eff, .table = table};
   /* Calibrate before the workers exist: they would compete for the cores
    * and make the loop look slower than it is when run alone. */

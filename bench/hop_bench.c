@@ -128,7 +128,6 @@ static rp_status hop_eager(hop_ctx *h) {
   return st;
 }
 
-#ifdef RP_BENCH_HAVE_REPLAY
 static rp_status hop_replay(hop_ctx *h) {
   rp_replay_args args = {0};
   rp_event done;
@@ -156,7 +155,6 @@ static rp_status hop_instantiate(hop_ctx *h) {
   rp_graph_destroy(g);
   return st;
 }
-#endif
 
 /* ---- measuring ---- */
 
@@ -245,7 +243,6 @@ static rp_status hop_modes(const rp_bench_opts *o, hop_ctx *h, FILE *t,
   rp_status st = RP_OK;
   if (o->modes & RP_BENCH_EAGER)
     st = hop_mode(o, h, hop_eager, "eager", t, j);
-#ifdef RP_BENCH_HAVE_REPLAY
   if (!st && (o->modes & RP_BENCH_REPLAY)) {
     st = rp_bench_check("hop instantiate", hop_instantiate(h));
     if (!st)
@@ -253,7 +250,6 @@ static rp_status hop_modes(const rp_bench_opts *o, hop_ctx *h, FILE *t,
     rp_status d = h->ex ? rp_exec_destroy(h->ex) : RP_OK;
     st = st ? st : rp_bench_check("hop exec destroy", d);
   }
-#endif
   return st;
 }
 

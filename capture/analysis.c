@@ -165,21 +165,39 @@ static void deps_reset(rp_analysis *a, rp_inst_deps *d, uint32_t gen) {
   d->gen = gen;
 }
 
-void rp__analysis_fini(rp_analysis *a) {
-  for (uint32_t i = 0; i < a->cap; i++) {
-    rp_inst_deps *d = &a->by_slot[i];
+static void table_free(rp_analysis *a, rp_inst_deps **tab, uint32_t *cap) {
+  for (uint32_t i = 0; i < *cap; i++) {
+    rp_inst_deps *d = &(*tab)[i];
     deps_reset(a, d, 0);
     rp__depset_free(&d->w);
     rp__depset_free(&d->r);
     rp__depset_free(&d->gpre);
   }
-  free(a->by_slot);
-  a->by_slot = NULL;
-  a->cap = 0;
+  free(*tab);
+  *tab = NULL;
+  *cap = 0;
+}
+
+void rp__analysis_fini(rp_analysis *a) {
+  table_free(a, &a->by_slot, &a->cap);
+  table_free(a, &a->by_mirror, &a->mcap);
+}
+
+/* A mirror reference (capture.h) is an instance of its own, kept apart
+ * from engine slots; mirrors have no generations. */
+static rp_inst_deps *mirror_state(rp_analysis *a, rp_inst ref) {
+  uint32_t k = rp__mirror_index(ref);
+  if (k >= a->mcap && (k == UINT32_MAX ||
+                       !rp__grow((void **)&a->by_mirror, &a->mcap, k + 1,
+                                 sizeof *a->by_mirror)))
+    return NULL;
+  return &a->by_mirror[k];
 }
 
 /* The state for an instance, reset if it belongs to an older generation. */
 static rp_inst_deps *state_for(rp_analysis *a, rp_inst inst) {
+  if (rp__is_mirror(inst))
+    return mirror_state(a, inst);
   uint32_t slot = rp__inst_slot(inst);
   if (slot >= a->cap) {
     if (slot == UINT32_MAX ||
@@ -294,6 +312,8 @@ rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
 }
 
 rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out) {
+  if (rp__is_mirror(inst))
+    return RP_OK; /* mirrors exist in recordings only, never eagerly */
   uint32_t slot = rp__inst_slot(inst);
   if (slot >= a->cap || a->by_slot[slot].gen != rp__inst_gen(inst))
     return RP_OK;

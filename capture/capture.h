@@ -42,6 +42,33 @@ typedef struct rp_gedge {
   rp_op_id from, to;
 } rp_gedge;
 
+/* ---- mirrors (copy insertion, insert.c and mirror.c) ----
+ * When a recorded task's processor cannot reach an instance (another
+ * device's memory, device memory from a CPU task), capture gives the task a
+ * mirror: a copy of the instance in the processor's own memory, kept in
+ * step by inserted copy ops (source -> mirror before a reader, mirror ->
+ * source after a writer). The graph records the mirror in its table
+ * (index -> source instance, target memory); ops name it through a marked
+ * handle: slot RP_MIRROR_SLOT, which the engine never hands out, with the
+ * table index in the generation half. Mirrors own no storage in a graph:
+ * rp_instantiate allocates one instance per mirror (owned by the exec,
+ * freed with it) and substitutes it for the marked handles. */
+typedef struct rp_gmirror {
+  rp_inst src; /* the source instance (never a mirror) */
+  rp_mem mem;  /* where the mirror lives */
+} rp_gmirror;
+
+#define RP_MIRROR_SLOT UINT32_MAX
+static inline int rp__is_mirror(rp_inst i) {
+  return (uint32_t)i.id == RP_MIRROR_SLOT;
+}
+static inline uint32_t rp__mirror_index(rp_inst i) {
+  return (uint32_t)(i.id >> 32);
+}
+static inline rp_inst rp__mirror_ref(uint32_t k) {
+  return (rp_inst){(uint64_t)k << 32 | RP_MIRROR_SLOT};
+}
+
 typedef struct rp_gport {
   char *name;
   rp_op_id *ops; /* precondition: ops waiting on it; postcondition: ops it
@@ -61,7 +88,47 @@ struct rp_graph {
   uint32_t npost, post_cap;
   uint32_t ngroups;
   int no_copy_insertion;
+  rp_gmirror *mirrors; /* the mirror table (see above) */
+  uint32_t nmirrors, mirrors_cap;
 };
+
+/* Appends mirror (src, mem) to g's table: src must be a live instance
+ * (not a mirror), mem a memory of the runtime. *out gets its index. */
+rp_status rp__graph_add_mirror(rp_graph *g, rp_inst src, rp_mem mem,
+                               uint32_t *out);
+/* The instance a reference stands for: a mirror's source (id 0 when the
+ * mirror index is out of range), else the reference itself. */
+rp_inst rp__graph_source(const rp_graph *g, rp_inst i);
+/* Checks the mirror table: sources live, memories in range. */
+rp_status rp__check_mirrors(const rp_graph *g);
+/* Checks a copy that names a mirror: it moves a whole mirror to or from
+ * its own source (no reduction, no RECT domain). `what` names the op. */
+rp_status rp__check_mirror_copy(const rp_graph *g, const rp_copy *c,
+                                const char *what);
+/* rp_graph_add_task for launches that may name mirrors of g (graph
+ * files): the builder's checks run on the mirrors' sources. */
+rp_status rp__graph_add_task_mirrored(rp_graph *g, const rp_launch *l,
+                                      rp_op_id *out);
+/* Copies acc with every mirror replaced by its source; RP_EINVAL naming
+ * `what` and the access when a mirror index is out of range. *out is the
+ * caller's to free. */
+rp_status rp__resolve_accesses(const rp_graph *g, const rp_access *acc,
+                               uint32_t nacc, const char *what,
+                               rp_access **out);
+
+/* Whether tasks on processor p may access inst in place: the runtime's
+ * access matrix for the instance's memory, unless a test installed its own
+ * predicate (rp__capture_set_reach). Copy insertion and graph validation
+ * ask this; eager launches use the access matrix. */
+int rp__reach(rp_runtime *rt, rp_proc p, rp_inst inst);
+/* Test hook: replaces the access predicate copy insertion and validation
+ * use, so that the insertion pass can be driven on the CPU backend (where
+ * every worker reaches every memory). NULL restores the access matrix. The
+ * predicate is asked only about user instances, never about mirrors (a
+ * mirror lives in its processor's own memory). Set it while no capture or
+ * instantiate is running. */
+typedef int (*rp_reach_fn)(void *arg, rp_proc p, rp_inst inst);
+rp_status rp__capture_set_reach(rp_runtime *rt, rp_reach_fn fn, void *arg);
 
 /* The accesses an op declares (a copy reads its source and writes or
  * reduces into its destination; `tmp` holds those two). Returns the count
@@ -120,6 +187,8 @@ typedef struct rp_dep_hooks {
 typedef struct rp_analysis {
   struct rp_inst_deps *by_slot;
   uint32_t cap;
+  struct rp_inst_deps *by_mirror; /* mirror references, by mirror index */
+  uint32_t mcap;
   rp_dep_hooks hooks;
 } rp_analysis;
 

@@ -36,6 +36,19 @@ typedef struct rp_capture_state {
   rp_graph *graph;
   rp_analysis rec;
   int failed; /* a recorded launch failed: end returns the error */
+
+  /* Copy insertion (insert.c), for the open capture's mirrors: mvalid[k]
+   * is 1 while mirror k holds its source's current contents (as of the
+   * last recorded op); mnext chains the mirrors of one source, mhead[slot]
+   * is the first mirror (+ 1) of the source in that engine slot. */
+  uint8_t *mvalid;
+  uint32_t *mnext;
+  uint32_t mcap;
+  uint32_t *mhead;
+  uint32_t hcap;
+  /* test hook (rp__capture_set_reach); NULL: the access matrix */
+  rp_reach_fn reach;
+  void *reach_arg;
 } rp_capture_state;
 
 /* The runtime's capture state, created on first use (NULL on ENOMEM). */
@@ -74,6 +87,20 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
  * this thread records. */
 rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
                            rp_capture_state **cs, int *recording);
+/* RP_OK when e is RP_NO_EVENT or a valid reference of the open capture. */
+rp_status rp__record_check_ref(const rp_capture_state *cs, rp_event e,
+                               const char *what);
+/* Copy insertion (insert.c): records a task op, with mirrors and inserted
+ * copies for the accesses its processor cannot reach (unless the capture
+ * turned insertion off). On an error after part of it was recorded the
+ * capture is marked failed (rp_capture_end returns the error). */
+rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op,
+                          rp_event wait, rp_event *ref);
+/* After any op was recorded: the mirrors of the instances it writes no
+ * longer hold their sources' contents. */
+void rp__insert_note_writes(rp_capture_state *cs, const rp_gop *op);
+/* Frees the open capture's insertion state. */
+void rp__insert_reset(rp_capture_state *cs);
 /* Validation shared by eager and recorded launches. */
 rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded);
 rp_status rp__check_interps(const rp_launch *l, const char *name);

@@ -46,11 +46,23 @@ static void rect_str(const rp_rect *r, char *buf, size_t n) {
   }
 }
 
-/* "inst#slot.gen" then, when live, " f32 [0..15]". */
+/* "inst#slot.gen" then, when live, " f32 [0..15]". A mirror (copy
+ * insertion): "mirror#k(inst#slot.gen)" then its source's type and rect. */
 static void inst_str(const rp_graph *g, rp_inst i, const char *priv, char *buf,
                      size_t n) {
   rp_instance_info info;
   char rect[160];
+  if (rp__is_mirror(i)) {
+    rp_inst src = rp__graph_source(g, i);
+    int live = rp_instance_query(g->rt, src, &info) == RP_OK;
+    if (live)
+      rect_str(&info.rect, rect, sizeof rect);
+    snprintf(buf, n, "mirror#%u(inst#%u.%u)%s%s %s %s", rp__mirror_index(i),
+             rp__inst_slot(src), rp__inst_gen(src), priv ? ":" : "",
+             priv ? priv : "", live ? rp_dtype_name(info.dtype) : "(stale)",
+             live ? rect : "");
+    return;
+  }
   if (rp_instance_query(g->rt, i, &info) != RP_OK) {
     snprintf(buf, n, "inst#%u.%u%s%s (stale)", rp__inst_slot(i),
              rp__inst_gen(i), priv ? ":" : "", priv ? priv : "");
@@ -144,10 +156,24 @@ static void text_ports(out *o, const char *what, const char *arrow,
   }
 }
 
+static void text_mirrors(out *o, const rp_graph *g) {
+  for (uint32_t k = 0; k < g->nmirrors; k++) {
+    rp_mem_info mi = {0};
+    rp_mem_query(g->rt, g->mirrors[k].mem, &mi);
+    say(o, "mirror %u: inst#%u.%u in memory %u (%s", k,
+        rp__inst_slot(g->mirrors[k].src), rp__inst_gen(g->mirrors[k].src),
+        g->mirrors[k].mem, rp__mem_kind_name(mi.kind));
+    if (mi.kind == RP_MEM_GPU)
+      say(o, " %d", mi.device);
+    say(o, ")\n");
+  }
+}
+
 static rp_status dump_text(const rp_graph *g, FILE *f) {
   out o = {f, 0};
   say(&o, "graph: %u ops, %u edges, %u preconditions, %u postconditions\n",
       g->nops, g->nedges, g->npre, g->npost);
+  text_mirrors(&o, g);
   for (rp_op_id id = 0; id < g->nops; id++) {
     const rp_gop *op = &g->ops[id];
     say(&o, "op %u:", id);
@@ -190,11 +216,21 @@ static void dot_op(out *o, const rp_graph *g, rp_op_id id) {
     return;
   }
   const rp_copy *c = &op->copy;
+  char ends[2][48];
+  for (int k = 0; k < 2; k++) {
+    rp_inst i = k ? c->dst : c->src;
+    if (rp__is_mirror(i))
+      snprintf(ends[k], sizeof ends[k], "mirror#%u", rp__mirror_index(i));
+    else
+      snprintf(ends[k], sizeof ends[k], "inst#%u.%u", rp__inst_slot(i),
+               rp__inst_gen(i));
+  }
   say(o,
-      "  op%u [shape=box, style=rounded, label=\"%u: copy%s\\n"
-      "inst#%u.%u -> inst#%u.%u\"];\n",
-      id, id, c->redop ? " (sum)" : "", rp__inst_slot(c->src),
-      rp__inst_gen(c->src), rp__inst_slot(c->dst), rp__inst_gen(c->dst));
+      "  op%u [shape=box, style=%s, label=\"%u: %scopy%s\\n"
+      "%s -> %s\"];\n",
+      id, op->inserted ? "\"rounded,dashed\"" : "rounded", id,
+      op->inserted ? "inserted " : "", c->redop ? " (sum)" : "", ends[0],
+      ends[1]);
 }
 
 /* A parallel operator's copies are boxed together, labelled with its kind.

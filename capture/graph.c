@@ -85,7 +85,7 @@ const char *rp__op_label(const rp_graph *g, rp_op_id id, char *buf,
     const char *name = rp_task_name(g->rt, op->task);
     snprintf(buf, n, "op %u (task '%s')", id, name ? name : "?");
   } else {
-    snprintf(buf, n, "op %u (copy)", id);
+    snprintf(buf, n, "op %u (%scopy)", id, op->inserted ? "inserted " : "");
   }
   return buf;
 }
@@ -125,6 +125,7 @@ rp_status rp_graph_destroy(rp_graph *g) {
   free(g->edges);
   ports_free(g->pre, g->npre);
   ports_free(g->post, g->npost);
+  free(g->mirrors);
   rp__runtime_ref(g->rt, -1);
   free(g);
   return RP_OK;

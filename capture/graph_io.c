@@ -103,12 +103,14 @@ static rp_status index_build(const rp_graph *g, inst_index *ix) {
     const rp_access *acc;
     uint32_t n = rp__op_accesses(&g->ops[o], tmp, &acc);
     for (uint32_t a = 0; a < n; a++) {
-      size_t h = slot_of(ix, acc[a].inst.id);
+      /* a mirror reference (copy insertion) uses its source */
+      rp_inst inst = rp__graph_source(g, acc[a].inst);
+      size_t h = slot_of(ix, inst.id);
       if (ix->idx[h] != UINT32_MAX)
         continue;
-      ix->keys[h] = acc[a].inst.id;
+      ix->keys[h] = inst.id;
       ix->idx[h] = ix->n;
-      ix->list[ix->n++] = acc[a].inst;
+      ix->list[ix->n++] = inst;
     }
   }
   return RP_OK;
@@ -327,8 +329,36 @@ static cJSON *j_proc(rp_proc p) {
   return p == RP_PROC_ANY ? cJSON_CreateString("any") : cJSON_CreateNumber(p);
 }
 
+/* An instance: its table index. A mirror: {"mirror": k}. */
 static cJSON *j_inst_ref(writer *w, rp_inst i) {
-  return cJSON_CreateNumber(index_find(&w->ix, i));
+  if (!rp__is_mirror(i))
+    return cJSON_CreateNumber(index_find(&w->ix, i));
+  cJSON *o = cJSON_CreateObject();
+  put(w, o, "mirror", cJSON_CreateNumber(rp__mirror_index(i)));
+  return o;
+}
+
+/* The mirror table; only graphs with mirrors have the key, so files of
+ * graphs without them are what builds before copy insertion wrote. */
+static rp_status mirrors_json(writer *w, cJSON *graph) {
+  if (!w->g->nmirrors)
+    return RP_OK;
+  cJSON *arr = put(w, graph, "mirrors", cJSON_CreateArray());
+  for (uint32_t k = 0; k < w->g->nmirrors && arr; k++) {
+    const rp_gmirror *m = &w->g->mirrors[k];
+    rp_mem_info mi;
+    uint32_t src = index_find(&w->ix, m->src);
+    if (src == UINT32_MAX)
+      return rp__err(RP_EINVAL, "mirror %u: no op references it", k);
+    if (rp_mem_query(w->g->rt, m->mem, &mi) != RP_OK)
+      return rp__err(RP_EINVAL, "mirror %u: memory %u unknown", k, m->mem);
+    cJSON *o = put(w, arr, NULL, cJSON_CreateObject());
+    put(w, o, "id", cJSON_CreateNumber(k));
+    put(w, o, "source", cJSON_CreateNumber(src));
+    put(w, o, "mem", cJSON_CreateString(rp__mem_kind_name(mi.kind)));
+    put(w, o, "device", cJSON_CreateNumber(mi.device));
+  }
+  return RP_OK;
 }
 
 static void task_accesses(writer *w, cJSON *o, const rp_gop *op) {
@@ -440,7 +470,9 @@ static rp_status graph_body(writer *w, cJSON *graph) {
     if (st)
       return st;
   }
-  rp_status st = ops_json(w, graph);
+  rp_status st = mirrors_json(w, graph);
+  if (!st)
+    st = ops_json(w, graph);
   if (st)
     return st;
   edges_json(w, graph);

@@ -10,6 +10,17 @@
  *              "preconditions": [{"name": ..., "ops": [...]}, ...],
  *              "postconditions": [...]}}
  *
+ * A graph with mirrors (copy insertion, capture.h) also has
+ *   "mirrors": [{"id": k, "source": <instance index>, "mem": "gpu",
+ *                "device": 0}, ...]
+ * and its ops name mirror k as {"mirror": k} where an instance index
+ * would stand (an access's "inst", a copy's "src" or "dst"); such a
+ * reference uses its source in the instance table's first-use order. The
+ * key is optional and written only for graphs with mirrors, so every other
+ * graph's file is unchanged and version 1 stays the version: builds from
+ * before copy insertion read those files, and refuse files with mirrors
+ * (RP_EFORMAT, unknown key "mirrors").
+ *
  * The checksum is FNV-1a 64 over the canonical text of the "graph" value
  * (see rp__graph_checksum), so whitespace and layout do not matter but any
  * changed value does. Integers that do not fit a double exactly (beyond

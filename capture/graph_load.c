@@ -59,6 +59,8 @@ typedef struct loader {
   uint32_t nops; /* ops in the file */
   group_tag *groups;
   uint32_t bindings;
+  uint32_t *msrc;   /* per mirror: its source's table index */
+  uint8_t *mused;   /* per mirror: referenced by an op */
 } loader;
 
 /* ---- JSON accessors: each names the path in its error ---- */
@@ -492,11 +494,16 @@ static rp_status load_insts(loader *L, const cJSON *arr) {
   return L->caller ? check_distinct(L) : RP_OK;
 }
 
-/* A reference to table entry v: in range, and in first-use order. */
+static rp_status mirror_ref(loader *L, const cJSON *v, const char *path,
+                            const char *key, rp_inst *out, uint32_t *src);
+
+/* A reference to table entry v: in range, and in first-use order. A
+ * mirror reference ({"mirror": k}) uses mirror k's source. */
 static rp_status inst_ref(loader *L, const cJSON *v, const char *path,
                           const char *key, rp_inst *out) {
-  uint32_t i;
-  rp_status st = get_u32(v, path, key, UINT32_MAX, &i);
+  uint32_t i = 0;
+  rp_status st = cJSON_IsObject(v) ? mirror_ref(L, v, path, key, out, &i)
+                                   : get_u32(v, path, key, UINT32_MAX, &i);
   if (st)
     return st;
   if (i >= L->ninst)
@@ -511,7 +518,83 @@ static rp_status inst_ref(loader *L, const cJSON *v, const char *path,
                    path, key, i, L->used);
   if (i == L->used)
     L->used++;
-  *out = L->table[i];
+  if (!cJSON_IsObject(v))
+    *out = L->table[i];
+  return RP_OK;
+}
+
+/* ---- mirrors (copy insertion; the key is optional) ---- */
+
+static const char *const MIRROR_KEYS[] = {"id", "source", "mem", "device",
+                                          NULL};
+
+static rp_status load_mirror(loader *L, const cJSON *o, uint32_t k) {
+  char path[PATH_LEN];
+  snprintf(path, sizeof path, "graph.mirrors[%u]", k);
+  int64_t id, dev;
+  int mem;
+  uint32_t src;
+  rp_mem m;
+  rp_status st = check_object(o, path, MIRROR_KEYS, 4);
+  if (st || (st = get_i64(field(o, "id"), path, "id", 0, INT64_MAX, &id)))
+    return st;
+  if ((uint64_t)id != k)
+    return rp__err(RP_EFORMAT, "%s.id: %lld (entries must be in id order)",
+                   path, (long long)id);
+  if ((st = get_u32(field(o, "source"), path, "source", UINT32_MAX, &src)) ||
+      (st = get_enum(field(o, "mem"), path, "mem", mem_n, 3, &mem)) ||
+      (st = get_i64(field(o, "device"), path, "device", -1, 65535, &dev)))
+    return st;
+  if (src >= L->ninst)
+    return rp__err(RP_ERANGE, "%s.source: instance %u out of range (the "
+                   "table has %u entries)", path, src, L->ninst);
+  if ((st = rp_mem_find(L->rt, (rp_mem_kind)mem, (int)dev, &m)) != RP_OK)
+    return rp__err(st, "%s: the runtime has no %s memory%s", path,
+                   rp__mem_kind_name((rp_mem_kind)mem),
+                   mem == RP_MEM_GPU ? " for that device" : "");
+  uint32_t idx;
+  if ((st = rp__graph_add_mirror(L->g, L->table[src], m, &idx)) != RP_OK)
+    return rp__err_prefix(st, "%s: ", path);
+  L->msrc[k] = src;
+  return RP_OK;
+}
+
+static rp_status load_mirrors(loader *L, const cJSON *arr) {
+  if (!arr)
+    return RP_OK;
+  uint32_t n;
+  rp_status st = get_array(arr, "graph", "mirrors", RP_GRAPH_MAX_INSTS, &n);
+  if (st)
+    return st;
+  L->msrc = rp__calloc(n ? n : 1, sizeof *L->msrc);
+  L->mused = rp__calloc(n ? n : 1, 1);
+  if (!L->msrc || !L->mused)
+    return rp__err(RP_ENOMEM, "out of memory");
+  uint32_t k = 0;
+  for (const cJSON *c = arr->child; c && !st; c = c->next, k++)
+    st = load_mirror(L, c, k);
+  return st;
+}
+
+static const char *const MREF_KEYS[] = {"mirror", NULL};
+
+/* {"mirror": k}: *out gets the mirror's reference, *src its source's table
+ * index (for the first-use order). */
+static rp_status mirror_ref(loader *L, const cJSON *v, const char *path,
+                            const char *key, rp_inst *out, uint32_t *src) {
+  char mpath[PATH_LEN];
+  subpath(mpath, path, key, UINT32_MAX);
+  uint32_t k;
+  rp_status st = check_object(v, mpath, MREF_KEYS, 1);
+  if (st || (st = get_u32(field(v, "mirror"), mpath, "mirror", UINT32_MAX,
+                          &k)))
+    return st;
+  if (k >= L->g->nmirrors)
+    return rp__err(RP_ERANGE, "%s.mirror: mirror %u out of range (the file "
+                   "has %u)", mpath, k, L->g->nmirrors);
+  L->mused[k] = 1;
+  *out = rp__mirror_ref(k);
+  *src = L->msrc[k];
   return RP_OK;
 }
 
@@ -720,7 +803,7 @@ static rp_status load_task(loader *L, const cJSON *o, const char *path) {
   memset(&l, 0, sizeof l);
   memset(&t, 0, sizeof t);
   rp_status st = parse_task(L, o, path, &l, &t);
-  if (!st && (st = rp_graph_add_task(L->g, &l, NULL)) != RP_OK)
+  if (!st && (st = rp__graph_add_task_mirrored(L->g, &l, NULL)) != RP_OK)
     rp__err_prefix(st, "%s: ", path);
   parts_free(&t);
   return st;
@@ -748,6 +831,8 @@ static rp_status check_rect(const rp_rect *r, const char *path) {
 /* What rp_graph_add_copy checks, for the copy ops of a file (this branch
  * builds them with rp__graph_append). */
 static rp_status check_copy(loader *L, const rp_copy *c, const char *path) {
+  if (rp__is_mirror(c->src) || rp__is_mirror(c->dst))
+    return rp__check_mirror_copy(L->g, c, path);
   rp_access acc[2] = {{c->src, RP_READ, RP_REDOP_NONE},
                       {c->dst, RP_WRITE, RP_REDOP_NONE}};
   rp_status st = rp__check_accesses(L->rt, acc, 2, path);
@@ -913,6 +998,10 @@ static rp_status load_ops(loader *L, const cJSON *arr) {
                    "graph.instances[%u]: not referenced by any "
                    "op",
                    L->used);
+  for (uint32_t k = 0; k < L->g->nmirrors; k++)
+    if (!L->mused[k])
+      return rp__err(RP_EFORMAT, "graph.mirrors[%u]: not referenced by any "
+                     "op", k);
   return RP_OK;
 }
 
@@ -1032,12 +1121,16 @@ static rp_status check_acyclic(const rp_graph *g) {
   return st;
 }
 
-static const char *const GRAPH_KEYS[] = {
-    "instances", "ops", "edges", "preconditions", "postconditions", NULL};
+/* the first five are required; "mirrors" only in graphs with mirrors */
+static const char *const GRAPH_KEYS[] = {"instances",      "ops",
+                                         "edges",          "preconditions",
+                                         "postconditions", "mirrors",
+                                         NULL};
 
 static rp_status load_graph(loader *L, const cJSON *graph) {
   rp_status st = check_object(graph, "graph", GRAPH_KEYS, 5);
   if (st || (st = load_insts(L, field(graph, "instances"))) ||
+      (st = load_mirrors(L, field(graph, "mirrors"))) ||
       (st = load_ops(L, field(graph, "ops"))) ||
       (st = load_edges(L, field(graph, "edges"))) ||
       (st = load_ports(L, field(graph, "preconditions"), "preconditions", 1)) ||
@@ -1211,6 +1304,8 @@ rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
     *out = L.g;
   free(L.table);
   free(L.groups);
+  free(L.msrc);
+  free(L.mused);
   cJSON_Delete(doc);
   return st;
 }

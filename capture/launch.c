@@ -41,6 +41,7 @@ static void capture_dtor(rp_runtime *rt, void *arg) {
   if (atomic_load(&cs->recording)) {
     rp_graph_destroy(cs->graph);
     rp__analysis_fini(&cs->rec);
+    rp__insert_reset(cs);
   }
   rp__depset_free(&cs->scratch);
   free(cs->evs);
@@ -226,7 +227,7 @@ static rp_status record_task(rp_capture_state *cs, const rp_launch *l,
                              rp_event *done) {
   rp_gop op;
   rp__gop_from_launch(&op, l);
-  return rp__record_op(cs, &op, l->wait, done);
+  return rp__record_task(cs, &op, l->wait, done);
 }
 
 rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l, rp_event *done) {

@@ -40,6 +40,26 @@ static rp_status decode_ref(const rp_capture_state *cs, rp_event e,
   return RP_OK;
 }
 
+rp_status rp__record_check_ref(const rp_capture_state *cs, rp_event e,
+                               const char *what) {
+  uint32_t idx;
+  int port;
+  return e.id ? decode_ref(cs, e, &idx, &port, what) : RP_OK;
+}
+
+/* The write-backs copy insertion recorded right after task op t
+ * (insert.c): a reference to t stands for them too, so whoever waits for
+ * the task sees its results in the source instances. */
+static uint32_t writeback_tail(const rp_graph *g, rp_op_id t) {
+  if (g->ops[t].kind != RP_OP_TASK)
+    return 0;
+  uint32_t k = 0;
+  while (t + k + 1 < g->nops && g->ops[t + k + 1].inserted &&
+         rp__is_mirror(g->ops[t + k + 1].copy.src))
+    k++;
+  return k;
+}
+
 rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
   if (!rt)
     return rp__err(RP_EINVAL, "rp_capture_begin: NULL runtime");
@@ -68,6 +88,7 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
   }
   g->no_copy_insertion = opts ? opts->no_copy_insertion : 0;
   cs->graph = g;
+  cs->failed = 0;
   cs->serial++;
   rp__analysis_init(&cs->rec, (rp_dep_hooks){0});
   cs->owner = pthread_self();
@@ -91,12 +112,19 @@ static rp_status close_capture(rp_runtime *rt, rp_graph **out,
   rp_graph *g = cs->graph;
   cs->graph = NULL;
   rp__analysis_fini(&cs->rec);
+  rp__insert_reset(cs);
+  rp_status failed = (rp_status)cs->failed;
   atomic_store_explicit(&cs->recording, 0, memory_order_release);
   pthread_mutex_unlock(&cs->lock);
-  if (out)
+  if (out && !failed) {
     *out = g;
-  else
-    rp_graph_destroy(g);
+    return RP_OK;
+  }
+  rp_graph_destroy(g);
+  if (out)
+    return rp__err(failed, "%s: a recorded launch failed part-way (%s); "
+                   "the capture is closed and its graph discarded", what,
+                   rp_status_name(failed));
   return RP_OK;
 }
 
@@ -168,9 +196,12 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
     uint32_t idx;
     int is_port;
     decode_ref(cs, ops[i], &idx, &is_port, "rp_capture_postcondition");
-    if ((st = rp_graph_bind_postcondition(cs->graph, p, idx)) != RP_OK &&
-        st != RP_EPORT)
-      return st;
+    uint32_t tail = writeback_tail(cs->graph, idx);
+    for (uint32_t k = 0; k <= tail; k++)
+      if ((st = rp_graph_bind_postcondition(cs->graph, p, idx + k)) !=
+              RP_OK &&
+          st != RP_EPORT)
+        return st;
   }
   if (port)
     *port = p;
@@ -201,6 +232,9 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   if (!st && wait.id)
     st = wport ? rp_graph_bind_precondition(g, widx, id)
                : rp_graph_add_edge(g, widx, id);
+  for (uint32_t k = 1; !st && wait.id && !wport && k <= writeback_tail(g, widx);
+       k++)
+    st = rp_graph_add_edge(g, widx + k, id);
   if (!st)
     st = rp__analysis_commit(&cs->rec, acc, nacc, (rp_dep_token){id, 0});
   if (st) {
@@ -210,6 +244,7 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
     rp__gop_clear(&g->ops[--g->nops]);
     goto out;
   }
+  rp__insert_note_writes(cs, op);
   if (ref)
     *ref = op_ref(cs, id);
 out:

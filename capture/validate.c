@@ -6,6 +6,32 @@
 
 #include <string.h>
 
+/* Whether processor p reaches access i of op (a mirror: its memory). */
+static int op_reach(const rp_graph *g, rp_proc p, rp_inst inst) {
+  if (rp__is_mirror(inst))
+    return rp_proc_can_access(g->rt, p,
+                              g->mirrors[rp__mirror_index(inst)].mem);
+  return rp__reach(g->rt, p, inst);
+}
+
+static rp_status reach_err(const rp_graph *g, const char *lab, uint32_t i,
+                           rp_inst inst, rp_proc p) {
+  rp_inst_view v;
+  if (rp__is_mirror(inst)) {
+    const rp_gmirror *m = &g->mirrors[rp__mirror_index(inst)];
+    return rp__err(RP_EACCESS, "%s: access %u: mirror %u of instance %#llx "
+                   "(memory %u) is not accessible from processor %u", lab, i,
+                   rp__mirror_index(inst), (unsigned long long)m->src.id,
+                   m->mem, p);
+  }
+  rp__inst_view(g->rt, inst, &v);
+  return rp__err(RP_EACCESS,
+                 "%s: access %u: instance %#llx (memory %u) is not "
+                 "accessible from processor %u%s",
+                 lab, i, (unsigned long long)inst.id, v.info.mem, p,
+                 g->no_copy_insertion ? " (copy insertion is off)" : "");
+}
+
 static rp_status check_task_op(const rp_graph *g, rp_op_id id) {
   const rp_gop *op = &g->ops[id];
   char lab[96];
@@ -14,35 +40,33 @@ static rp_status check_task_op(const rp_graph *g, rp_op_id id) {
     return rp__err(RP_ENOTASK, "op %u: task id %u is not registered", id,
                    op->task);
   rp__op_label(g, id, lab, sizeof lab);
-  rp_launch l = {.task = op->task, .proc = op->proc, .accesses = op->acc,
+  /* the launch checks run on the mirrors' sources (type, shape, liveness) */
+  rp_access *res;
+  rp_status st = rp__resolve_accesses(g, op->acc, op->nacc, lab, &res);
+  if (st)
+    return st;
+  rp_launch l = {.task = op->task, .proc = op->proc, .accesses = res,
                  .naccess = op->nacc, .args = op->args,
                  .args_size = op->args_size, .shards = op->shards,
                  .shard_procs = op->shard_procs,
                  .workspace_bytes = op->ws_bytes,
                  .workspace_align = op->ws_align, .interps = op->interps,
                  .ninterp = op->ninterp};
-  rp_status st = rp__check_launch(g->rt, &l, 1);
+  st = rp__check_launch(g->rt, &l, 1);
+  free(res);
   if (st)
     return rp__err_prefix(st, "%s: ", lab);
-  /* Reach: without copy insertion every access must be addressable from
-   * the op's processor(s). */
+  /* Reach: every access must be addressable from the op's processor(s):
+   * copy insertion gave a task that could not reach an instance a mirror,
+   * so what is left unreachable was recorded without it. RP_PROC_ANY: the
+   * CPU workers, which all reach the same memories (worker 0 answers). */
   for (uint32_t s = 0; s < op->shards; s++) {
     rp_proc p = op->shard_procs ? op->shard_procs[s] : op->proc;
-    for (uint32_t i = 0; i < op->nacc; i++) {
-      rp_inst_view v;
-      rp__inst_view(g->rt, op->acc[i].inst, &v);
-      int reach = p == RP_PROC_ANY
-                      ? rp_proc_can_access(g->rt, 0, v.info.mem)
-                      : rp_proc_can_access(g->rt, p, v.info.mem);
-      if (!reach)
-        return rp__err(RP_EACCESS,
-                       "%s: access %u: instance %#llx (memory %u) is not "
-                       "accessible from processor %u%s",
-                       lab, i, (unsigned long long)op->acc[i].inst.id,
-                       v.info.mem, p == RP_PROC_ANY ? 0 : p,
-                       g->no_copy_insertion ? " (copy insertion is off)"
-                                            : "");
-    }
+    if (p == RP_PROC_ANY)
+      p = 0;
+    for (uint32_t i = 0; i < op->nacc; i++)
+      if (!op_reach(g, p, op->acc[i].inst))
+        return reach_err(g, lab, i, op->acc[i].inst, p);
   }
   return RP_OK;
 }
@@ -84,10 +108,17 @@ rp_status rp_graph_validate(const rp_graph *g) {
   if ((st = check_ports(g, g->pre, g->npre, "precondition")) ||
       (st = check_ports(g, g->post, g->npost, "postcondition")))
     return st;
+  if ((st = rp__check_mirrors(g)) != RP_OK)
+    return st;
   for (uint32_t id = 0; id < g->nops; id++) {
     const rp_gop *op = &g->ops[id];
+    char lab[96];
     if (op->kind == RP_OP_TASK)
       st = check_task_op(g, id);
+    else if (op->kind == RP_OP_COPY &&
+             (rp__is_mirror(op->copy.src) || rp__is_mirror(op->copy.dst)))
+      st = rp__check_mirror_copy(g, &op->copy,
+                                 rp__op_label(g, id, lab, sizeof lab));
     else if (op->kind == RP_OP_COPY)
       st = rp__check_copy(g->rt, &op->copy, id);
     else

@@ -97,6 +97,8 @@ typedef struct rp_inst_view {
 rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out);
 /* Liveness and memory only (no copy of the view): RP_ESTALE or RP_OK. */
 rp_status rp__inst_mem(const rp_runtime *rt, rp_inst inst, rp_mem *mem);
+/* Slot UINT32_MAX is never handed out (the capture layer marks mirror
+ * references with it). */
 static inline uint32_t rp__inst_slot(rp_inst i) { return (uint32_t)i.id; }
 static inline uint32_t rp__inst_gen(rp_inst i) {
   return (uint32_t)(i.id >> 32);

@@ -516,9 +516,24 @@ RP_API rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n,
 /* ------------------------------------------------------------------------ */
 /* Recording: capture */
 
+/* Copy insertion: when a recorded task's processor cannot access one of
+ * its instances (another device's memory, device memory from a CPU task),
+ * capture gives the task a mirror of the instance in the processor's own
+ * memory: a copy source -> mirror before a task that reads it (READ, RW,
+ * REDUCE; skipped while the mirror is still current), the task accesses
+ * the mirror, and a copy mirror -> source after a task that writes it
+ * (WRITE, RW, REDUCE), ordered before later users of the source. A WRITE
+ * task's mirror is not filled first: WRITE means the task overwrites the
+ * whole instance. The inserted copies are ordinary copy ops (dumps mark
+ * them "inserted"); the op reference a task launch hands out stands for the
+ * task and its write-backs. rp_instantiate allocates the mirrors (owned by
+ * the exec). The shards of one SPMD launch share a mirror, so shards on
+ * different devices that cannot reach an instance are refused (RP_EACCESS)
+ * at launch. */
 typedef struct rp_capture_opts {
   int no_copy_insertion; /* 1: do not insert mirror copies for inaccessible
-                            instances (instantiate then fails with RP_EACCESS) */
+                            instances (instantiate then fails with RP_EACCESS
+                            naming the op and the instance) */
 } rp_capture_opts;
 
 /* Starts recording on this thread. RP_ECAPTURE when a capture is already open
@@ -595,8 +610,11 @@ RP_API rp_status rp_graph_validate(const rp_graph *g);
  * file carries an instance table (index -> memory kind, device, element
  * type, rectangle, strides) and ops name table indices. The table lists the
  * distinct instances the ops reference in first-use order (ops in order, a
- * task's accesses in order, a copy's source before its destination): the
- * order rp_graph_instances() reports. Tasks are stored by registered name.
+ * task's accesses in order, a copy's source before its destination; a
+ * mirror made by copy insertion counts as its source): the order
+ * rp_graph_instances() reports. Mirrors are stored as a mirror table
+ * (source, memory kind, device) and allocated again at instantiate.
+ * Tasks are stored by registered name.
  * Both calls return RP_EUNSUPPORTED in a build without cJSON. */
 
 /* Saves g to path (written to a temporary file next to it, then renamed, so

@@ -38,6 +38,8 @@ static rp_status graph_clone(const rp_graph *g, rp_graph **out) {
   if (!c)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   *c = *g;
+  c->mirrors = NULL; /* materialize_mirrors replaces every mirror reference */
+  c->nmirrors = c->mirrors_cap = 0;
   c->ops = rp__calloc(g->nops, sizeof *c->ops);
   c->edges = rp__calloc(g->nedges, sizeof *c->edges);
   c->pre = c->post = NULL;
@@ -76,6 +78,43 @@ static void graph_free(rp_graph *c) {
   free(c->pre);
   free(c->post);
   free(c);
+}
+
+/* ---- mirrors ---- */
+
+/* One instance per mirror of g (copy insertion, capture.h): in the
+ * mirror's memory, with its source's type and rectangle (dense), owned by
+ * the exec. The exec's copy of the graph then names them instead of the
+ * mirror references, so units, views and copy descriptors see ordinary
+ * instances. */
+static rp_status materialize_mirrors(rp_exec *ex, const rp_graph *g) {
+  if (!g->nmirrors)
+    return RP_OK;
+  ex->mirrors = rp__calloc(g->nmirrors, sizeof *ex->mirrors);
+  if (!ex->mirrors)
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  for (uint32_t k = 0; k < g->nmirrors; k++) {
+    rp_inst_view v;
+    rp_status st = rp__inst_view(ex->rt, g->mirrors[k].src, &v);
+    if (!st)
+      st = rp_instance_create(ex->rt, g->mirrors[k].mem, v.info.dtype,
+                              &v.info.rect, NULL, &ex->mirrors[k]);
+    if (st)
+      return rp__err_prefix(st, "instantiate: mirror %u of instance %#llx: ",
+                            k, (unsigned long long)g->mirrors[k].src.id);
+    ex->nmirrors++;
+  }
+  for (uint32_t id = 0; id < ex->g->nops; id++) {
+    rp_gop *op = &ex->g->ops[id];
+    rp_inst *refs[2] = {&op->copy.src, &op->copy.dst};
+    for (uint32_t i = 0; op->kind == RP_OP_TASK && i < op->nacc; i++)
+      if (rp__is_mirror(op->acc[i].inst))
+        op->acc[i].inst = ex->mirrors[rp__mirror_index(op->acc[i].inst)];
+    for (int i = 0; op->kind == RP_OP_COPY && i < 2; i++)
+      if (rp__is_mirror(*refs[i]))
+        *refs[i] = ex->mirrors[rp__mirror_index(*refs[i])];
+  }
+  return RP_OK;
 }
 
 /* ---- units ---- */
@@ -459,6 +498,8 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
   options(ex, opts);
   rp_status st = graph_clone(g, &ex->g);
   if (!st)
+    st = materialize_mirrors(ex, g);
+  if (!st)
     st = check_interp_sources(ex);
   if (!st)
     st = count_units(ex);
@@ -552,6 +593,10 @@ void rp__exec_free(rp_exec *ex) {
   free(ex->xds);
   free(ex->workspaces);
   free(ex->ws_mems);
+  /* after the descriptors that name them were released */
+  for (uint32_t k = 0; k < ex->nmirrors; k++)
+    rp_instance_free(ex->rt, ex->mirrors[k]);
+  free(ex->mirrors);
   graph_free(ex->g);
   rp__tune_free(ex);
   rp__trace_free(ex);

@@ -164,6 +164,8 @@ struct rp_exec {
   uint32_t nxds;
   const rp_task_ext *ext; /* the ext table of the exec's ext units */
   void *ext_xs;          /* its per-exec state (exec_begin) */
+  rp_inst *mirrors;      /* one instance per graph mirror (owned) */
+  uint32_t nmirrors;
   void **workspaces;     /* one buffer per SPMD op with a workspace */
   rp_mem *ws_mems;
   uint32_t nws;

@@ -28,7 +28,9 @@ rp_runtime *th_cpu_runtime(unsigned workers);
 /* A runtime of the given backend; for CUDA without a device the test is
  * skipped with the reason (cr_skip_test). */
 rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers);
-/* Destroys rt and asserts it returned RP_OK. */
+/* Destroys rt and asserts it returned RP_OK; in ASan builds also that
+ * LeakSanitizer finds no leak at that point (anything the test still holds
+ * outside the runtime counts too). */
 void th_destroy(rp_runtime *rt);
 /* 1 when a CUDA device answers (probed once per process). */
 int th_cuda_available(const char **why);

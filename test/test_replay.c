@@ -2,6 +2,8 @@
  * the replay scheduler. */
 #include "helpers.h"
 
+#include "capture/capture.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -238,23 +238,13 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                               "with --xfer, --gpu or --hop alone");
   if (c->dist && !c->workers_given)
     c->o.workers = 1; /* one shard per rank: mpiexec -n 2 fills 2 cores */
-  if (c->o.modes == RP_BENCH_REPLAY && !rp_bench_replay_built()) {
-    fprintf(stderr, "reprise bench: --mode replay: not built yet\n");
-    return RP_CLI_USAGE;
-  }
   return RP_CLI_OK;
 }
 
 /* ---- running ---- */
 
 static int run_xfer(FILE *json) {
-#ifdef RP_BENCH_HAVE_XFER
   return rp_bench_xfer(stdout, json) ? RP_CLI_FAILED : RP_CLI_OK;
-#else
-  (void)json;
-  fprintf(stderr, "reprise bench --xfer: not built yet\n");
-  return RP_CLI_USAGE;
-#endif
 }
 
 /* --plot: the rows collected in memory, drawn, and written to --json. */

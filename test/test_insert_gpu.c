@@ -1,0 +1,237 @@
+/* test/test_insert_gpu.c (label gpu) — copy insertion against the CUDA
+ * backend's real access matrix: GPU processors do not reach system memory,
+ * CPU workers do not reach device memory, a logical GPU does not reach
+ * another's memory. Every case skips with the reason when no CUDA device
+ * answers. (test_insert.c drives the same pass on the CPU backend through
+ * an access predicate.)
+ *
+ * Instantiating a graph with GPU ops or device copies needs the CUDA
+ * replay lowering; where this build does not have it, rp_instantiate says
+ * RP_EUNSUPPORTED and the data checks are left out (logged), the graph
+ * checks still run. */
+#include "helpers.h"
+
+#ifdef REPRISE_HAVE_CUDA
+
+#include "capture/capture.h"
+#include "kernels/tasks.h"
+
+#include <string.h>
+
+#define N 64
+
+static rp_proc nth_gpu(const rp_runtime *rt, unsigned n) {
+  for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
+    rp_proc_info pi;
+    RP_CHECK(rp_proc_query(rt, p, &pi));
+    if (pi.kind == RP_PROC_GPU && n-- == 0)
+      return p;
+  }
+  cr_assert_fail("the CUDA runtime has too few GPU processors");
+  return 0;
+}
+
+static rp_runtime *cuda_rt(unsigned gpus, rp_kernel_tasks *k) {
+  const char *why;
+  if (!th_cuda_available(&why))
+    cr_skip_test("%s", why);
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = RP_BACKEND_CUDA;
+  cfg.cpus = 2;
+  cfg.gpus = gpus;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  rp_runtime *rt = NULL;
+  RP_CHECK(rp_runtime_create(&cfg, &rt));
+  RP_CHECK(rp_kernels_register(rt, k));
+  return rt;
+}
+
+static rp_inst make(rp_runtime *rt, rp_mem m, float base) {
+  rp_rect r = rp_rect_1d(0, N - 1);
+  rp_inst i;
+  RP_CHECK(rp_instance_create(rt, m, RP_F32, &r, NULL, &i));
+  float v[N];
+  for (int k = 0; k < N; k++)
+    v[k] = base + (float)k;
+  RP_CHECK(rp_instance_write(rt, i, v, sizeof v));
+  return i;
+}
+
+static rp_mem local_of(const rp_runtime *rt, rp_proc p) {
+  rp_proc_info pi;
+  RP_CHECK(rp_proc_query(rt, p, &pi));
+  return pi.local;
+}
+
+static void launch1(rp_runtime *rt, rp_task_id t, rp_proc p, rp_inst x,
+                    rp_privilege pr, float value) {
+  rp_scalar_args a = {value, 0};
+  rp_access acc[1] = {{x, pr, RP_REDOP_NONE}};
+  rp_launch l = {.task = t, .proc = p, .accesses = acc, .naccess = 1,
+                 .args = &a, .args_size = sizeof a};
+  RP_CHECK(rp_launch_task(rt, &l, NULL));
+}
+
+static void axpy(rp_runtime *rt, const rp_kernel_tasks *k, rp_proc p,
+                 rp_inst x, rp_inst y, float v) {
+  rp_scalar_args a = {v, 0};
+  rp_access acc[2] = {{x, RP_READ, RP_REDOP_NONE}, {y, RP_RW, RP_REDOP_NONE}};
+  rp_launch l = {.task = k->axpy, .proc = p, .accesses = acc, .naccess = 2,
+                 .args = &a, .args_size = sizeof a};
+  RP_CHECK(rp_launch_task(rt, &l, NULL));
+}
+
+/* Instantiates and replays once; 0 (logged) when this build cannot
+ * instantiate GPU work yet. */
+static int replay_once(rp_graph *g) {
+  rp_exec *ex = NULL;
+  rp_status st = rp_instantiate(g, NULL, &ex);
+  if (st == RP_EUNSUPPORTED) {
+    cr_log_warn("data check left out: %s", rp_error_detail());
+    return 0;
+  }
+  cr_assert_eq(st, RP_OK, "instantiate: %s (%s)", rp_status_name(st),
+               rp_error_detail());
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(g->rt, done, -1));
+  RP_CHECK(rp_event_release(g->rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  return 1;
+}
+
+Test(insert_gpu, gpu_task_on_system_memory_gets_a_device_mirror) {
+  rp_kernel_tasks k;
+  rp_runtime *rt = cuda_rt(0, &k);
+  rp_proc gpu = nth_gpu(rt, 0);
+  rp_inst a = make(rt, 0, 1.0f); /* system memory */
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  launch1(rt, k.scale, gpu, a, RP_RW, 3.0f);
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 3, "fill, task, write-back");
+  cr_assert_eq(g->nmirrors, 1u);
+  cr_assert_eq(g->mirrors[0].mem, local_of(rt, gpu), "in the GPU's memory");
+  cr_assert(g->ops[0].inserted && g->ops[2].inserted);
+  cr_assert_eq(g->ops[1].acc[0].inst.id, rp__mirror_ref(0).id);
+  RP_CHECK(rp_graph_validate(g));
+  if (replay_once(g)) {
+    float v[N];
+    RP_CHECK(rp_instance_read(rt, a, v, sizeof v));
+    for (int i = 0; i < N; i++)
+      cr_assert_eq(v[i], 3.0f * (1.0f + (float)i), "element %d", i);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  th_destroy(rt);
+}
+
+Test(insert_gpu, cpu_task_on_device_memory_gets_a_host_mirror) {
+  rp_kernel_tasks k;
+  rp_runtime *rt = cuda_rt(0, &k);
+  rp_proc gpu = nth_gpu(rt, 0);
+  rp_inst d = make(rt, local_of(rt, gpu), 2.0f);
+  rp_inst c = make(rt, 0, 0.0f);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  axpy(rt, &k, 0, d, c, 1.0f); /* c += d on CPU worker 0 */
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 2, "fill, task");
+  cr_assert_eq(g->mirrors[0].src.id, d.id);
+  cr_assert_eq(g->mirrors[0].mem, local_of(rt, 0), "in the worker's memory");
+  RP_CHECK(rp_graph_validate(g));
+  if (replay_once(g)) {
+    float v[N];
+    RP_CHECK(rp_instance_read(rt, c, v, sizeof v));
+    for (int i = 0; i < N; i++)
+      cr_assert_eq(v[i], 2.0f + (float)i, "element %d", i);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, d));
+  RP_CHECK(rp_instance_free(rt, c));
+  th_destroy(rt);
+}
+
+Test(insert_gpu, insertion_off_fails_validation_naming_op_and_instance) {
+  rp_kernel_tasks k;
+  rp_runtime *rt = cuda_rt(0, &k);
+  rp_proc gpu = nth_gpu(rt, 0);
+  rp_inst a = make(rt, 0, 1.0f);
+  rp_capture_opts o = {.no_copy_insertion = 1};
+  RP_CHECK(rp_capture_begin(rt, &o));
+  launch1(rt, k.scale, gpu, a, RP_RW, 3.0f);
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  cr_assert_eq(g->nmirrors, 0u);
+  rp_exec *ex = NULL;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EACCESS);
+  char want[200];
+  snprintf(want, sizeof want,
+           "op 0 (task 'rp.scale'): access 0: instance %#llx (memory 0) is "
+           "not accessible from processor %u (copy insertion is off)",
+           (unsigned long long)a.id, gpu);
+  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  th_destroy(rt);
+}
+
+Test(insert_gpu, gpu_reads_another_gpus_memory_through_a_mirror) {
+  rp_kernel_tasks k;
+  rp_runtime *rt = cuda_rt(2, &k); /* two logical GPUs, two memories */
+  rp_proc g0 = nth_gpu(rt, 0), g1 = nth_gpu(rt, 1);
+  rp_inst x = make(rt, local_of(rt, g0), 1.0f);
+  rp_inst y = make(rt, local_of(rt, g1), 5.0f);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  axpy(rt, &k, g1, x, y, 2.0f); /* y += 2 x on GPU 1 */
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 2);
+  cr_assert_eq(g->mirrors[0].mem, local_of(rt, g1));
+  RP_CHECK(rp_graph_validate(g));
+  if (replay_once(g)) {
+    float v[N];
+    RP_CHECK(rp_instance_read(rt, y, v, sizeof v));
+    for (int i = 0; i < N; i++)
+      cr_assert_eq(v[i], 5.0f + (float)i + 2.0f * (1.0f + (float)i),
+                   "element %d", i);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+}
+
+Test(insert_gpu, spmd_shards_on_two_devices_are_refused) {
+  rp_kernel_tasks k;
+  rp_runtime *rt = cuda_rt(2, &k);
+  rp_proc sp[2] = {nth_gpu(rt, 0), nth_gpu(rt, 1)};
+  rp_inst a = make(rt, 0, 1.0f);
+  rp_scalar_args args = {2.0f, 0};
+  rp_access acc[1] = {{a, RP_RW, RP_REDOP_NONE}};
+  rp_launch l = {.task = k.scale, .accesses = acc, .naccess = 1,
+                 .args = &args, .args_size = sizeof args, .shards = 2,
+                 .shard_procs = sp};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EACCESS);
+  cr_assert(strstr(rp_error_detail(), "different memories"), "%s",
+            rp_error_detail());
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 0, "nothing recorded");
+  cr_assert_eq(g->nmirrors, 0u);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  th_destroy(rt);
+}
+
+#else
+
+Test(insert_gpu, skipped_without_cuda) {
+  cr_skip_test("built without the CUDA toolkit: no device memories");
+}
+
+#endif
