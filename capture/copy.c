@@ -67,20 +67,6 @@ static void copy_run(rp_work *w) {
   copy_finish(c, st);
 }
 
-/* The GPU whose driver issues a device copy: the destination's, else the
- * source's. */
-static rp_proc device_proc(rp_runtime *rt, const rp_xfer_desc *d) {
-  for (int side = 0; side < 2; side++) {
-    rp_mem m = side == 0 ? d->dst_mem : d->src_mem;
-    for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
-      const rp_proc_info *pi = rp__proc(rt, p);
-      if (pi->kind == RP_PROC_GPU && pi->local == m)
-        return p;
-    }
-  }
-  return 0;
-}
-
 static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,
                                   rp_event *done) {
   rp_access acc[2] = {{c->src, RP_READ, RP_REDOP_NONE},
@@ -103,7 +89,7 @@ static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,
     free(op);
     return st;
   }
-  rp_proc proc = rp_xfer_is_device(&op->d) ? device_proc(cs->rt, &op->d)
+  rp_proc proc = rp_xfer_is_device(&op->d) ? rp_xfer_device_proc(&op->d)
                                            : hint;
   int armed;
   st = rp__eager_end(cs, &op->gate, proc, op->waiters, acc, 2, &op->done,

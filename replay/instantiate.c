@@ -371,20 +371,6 @@ static rp_status setup_task_units(rp_exec *ex, uint32_t id,
   return t->ext ? plan_ext_units(ex, t, id, first, op->shards) : RP_OK;
 }
 
-/* The GPU whose stream runs a device copy: the destination's, else the
- * source's (as for eager copies, capture/copy.c). */
-static rp_proc device_copy_proc(const rp_exec *ex, const rp_xfer_desc *d) {
-  for (int side = 0; side < 2; side++) {
-    rp_mem m = side == 0 ? d->dst_mem : d->src_mem;
-    for (rp_proc p = 0; p < rp_proc_count(ex->rt); p++) {
-      const rp_proc_info *pi = rp__proc(ex->rt, p);
-      if (pi->kind == RP_PROC_GPU && pi->local == m)
-        return p;
-    }
-  }
-  return RP_PROC_ANY;
-}
-
 static rp_status setup_units(rp_exec *ex) {
   const rp_graph *g = ex->g;
   for (uint32_t id = 0; id < g->nops; id++) {
@@ -403,7 +389,7 @@ static rp_status setup_units(rp_exec *ex) {
       u->measure = 1;
       u->measured_ns = UINT64_MAX;
       if (rp_xfer_is_device(u->xd)) { /* lowered: replay/lower.h */
-        u->pinned = device_copy_proc(ex, u->xd);
+        u->pinned = rp_xfer_device_proc(u->xd);
         if (u->pinned == RP_PROC_ANY)
           return rp__err(RP_EPROC, "op %u (copy): no GPU processor owns "
                          "either side's memory", id);

@@ -419,3 +419,17 @@ int rp_xfer_is_device(const rp_xfer_desc *d) {
   return d &&
          (d->channel == RP_XFER_CUDA_COPY || d->channel == RP_XFER_CUDA_REDUCE);
 }
+
+rp_proc rp_xfer_device_proc(const rp_xfer_desc *d) {
+  if (!rp_xfer_is_device(d))
+    return RP_PROC_ANY;
+  for (int k = 0; k < 2; k++) {
+    rp_mem m = k == 0 ? d->dst_mem : d->src_mem;
+    for (rp_proc p = 0; p < rp_proc_count(d->rt); p++) {
+      const rp_proc_info *pi = rp__proc(d->rt, p);
+      if (pi->kind == RP_PROC_GPU && pi->local == m)
+        return p;
+    }
+  }
+  return RP_PROC_ANY;
+}

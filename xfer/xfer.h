@@ -140,6 +140,9 @@ rp_status rp_xfer_run_stream(rp_xfer_desc *d, void *stream);
  * never-planned zeroed descriptor is a no-op; releasing twice is safe. */
 void rp_xfer_release(rp_xfer_desc *d);
 
+/* The GPU processor whose stream runs a device copy: the destination's,
+ * else the source's; RP_PROC_ANY for a CPU channel. */
+rp_proc rp_xfer_device_proc(const rp_xfer_desc *d);
 /* 1 when d has a CUDA channel (run it with rp_xfer_run_stream). */
 int rp_xfer_is_device(const rp_xfer_desc *d);
 
