@@ -666,16 +666,6 @@ static void signal_segment(rp_exec *ex, uint32_t k, rp_slot *s, uint32_t slot,
 
 /* ---- replay: launch ---- */
 
-static rp_status pred_status(const rp_exec *ex, const rp_unit *u,
-                             const rp_slot *s) {
-  for (uint32_t i = 0; i < u->npred; i++) {
-    int32_t st = s->unit_status[ex->preds[u->pred_off + i]];
-    if (st)
-      return (rp_status)st;
-  }
-  return RP_OK;
-}
-
 /* The first poisoned precondition of u (the launcher blocked on all of
  * them already, so they are complete). */
 static rp_status port_status(const rp_exec *ex, const rp_unit *u,
@@ -707,7 +697,7 @@ static int members_poisoned(const rp_exec *ex, const rp_seg *sg,
   if (!atomic_load_explicit(&s->any_fail, memory_order_relaxed))
     return 0;
   for (uint32_t i = 0; i < sg->n; i++)
-    if (pred_status(ex, &ex->units[ex->lw->members[sg->first + i]], s))
+    if (rp__pred_status(ex, &ex->units[ex->lw->members[sg->first + i]], s))
       return 1;
   return 0;
 }
@@ -815,7 +805,7 @@ static void issue_members(rp_exec *ex, const rp_seg *sg, rp_slot *s,
     rp_status st = port_status(ex, u, s);
     if (!st && atomic_load_explicit(&s->any_fail, memory_order_relaxed)) {
       why = "upstream op failed";
-      st = pred_status(ex, u, s);
+      st = rp__pred_status(ex, u, s);
     }
     if (st) {
       rp__unit_failed(ex, s, ui, st, why);

@@ -256,6 +256,9 @@ rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
                               uint32_t **src);
 
 /* scheduler (scheduler.c) */
+/* The first failure among u's predecessors in slot s (RP_OK: none). */
+rp_status rp__pred_status(const rp_exec *ex, const rp_unit *u,
+                          const rp_slot *s);
 int rp__replay_poll(void *arg, unsigned worker);
 /* Waits for every replay to complete and every worker and host callback
  * to leave the exec. Returns 1 when the CUDA context was lost meanwhile

@@ -146,8 +146,8 @@ void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
 
 /* Slow path, only after a failure in this replay: inherit a predecessor's
  * status. */
-static rp_status pred_status(const rp_exec *ex, const rp_unit *u,
-                             const rp_slot *s) {
+rp_status rp__pred_status(const rp_exec *ex, const rp_unit *u,
+                          const rp_slot *s) {
   for (uint32_t i = 0; i < u->npred; i++) {
     int32_t st = s->unit_status[ex->preds[u->pred_off + i]];
     if (st)
@@ -352,7 +352,7 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
     why = "precondition poisoned";
   else if (RP_UNLIKELY(atomic_load_explicit(&s->any_fail,
                                             memory_order_relaxed)) &&
-           (st = pred_status(ex, u, s)) != RP_OK)
+           (st = rp__pred_status(ex, u, s)) != RP_OK)
     why = "upstream op failed";
   uint64_t t0 = 0;
   if (st == RP_OK) {
