@@ -214,7 +214,7 @@ static rp_status make_shard(rp_mlp *m, uint32_t p) {
   shard *s = &m->shards[p];
   rp_rect whole = rp_rect_1d(m->rlo, m->rhi), part;
   rp_status st = rp_chunk_rect(&whole, 0, m->cfg.procs, p, &part);
-  if (st != RP_OK) /* dist: check_ranks() has refused this already */
+  if (st != RP_OK) /* dist: place_rank() has refused this already */
     return rp__err(RP_ERANGE,
                    "rp_mlp_create: batch %u cannot be split into "
                    "%u non-empty shards (shard %u is empty): use fewer "
@@ -738,7 +738,7 @@ static rp_status eval_batch(rp_mlp *m, uint32_t i, float *loss,
   }
   rp_inst logits = m->ez[m->nl - 1];
   /* norm 0 (the rows: the whole batch) without dist, where it is the same
-   * number: the single-process step keeps its exact ops */
+   * number: the single-process evaluation keeps its exact ops */
   rp_xent_args xa = {(int32_t)m->rows, (int32_t)m->classes,
                      m->cfg.dist ? (float)m->cfg.batch : 0.0f};
   rp_rows_cols_args ra = {(int32_t)m->rows, (int32_t)m->classes};
