@@ -563,8 +563,8 @@ rp_status rp_mlp_reset(rp_mlp *m) {
 
 rp_status rp_mlp_split_check(uint32_t batch, uint32_t ranks, uint32_t procs) {
   if (batch == 0 || ranks == 0 || procs == 0)
-    return rp__err(RP_EINVAL, "batch %u, ranks %u, procs %u (need >= 1)",
-                   batch, ranks, procs);
+    return rp__err(RP_EINVAL, "batch %u, ranks %u, procs %u (need >= 1)", batch,
+                   ranks, procs);
   rp_rect whole = rp_rect_1d(0, batch - 1), part, sub;
   for (uint32_t r = 0; r < ranks; r++) {
     rp_status st = rp_chunk_rect(&whole, 0, ranks, r, &part);

@@ -293,10 +293,10 @@ Test(cli, train_help_lists_every_option) {
   cli_run r;
   RUN(&r, "train", "--help");
   cr_assert_eq(r.status, 0, "%s", r.err);
-  const char *opts[] = {"--backend", "--procs",      "--iters",  "--batch",
-                        "--hidden",  "--lr",         "--seed",   "--eager",
-                        "--compare", "--save-graph", "--dump",   "--trace",
-                        "--json",    "--data",       "--dataset", "--dist",
+  const char *opts[] = {"--backend",     "--procs",      "--iters",   "--batch",
+                        "--hidden",      "--lr",         "--seed",    "--eager",
+                        "--compare",     "--save-graph", "--dump",    "--trace",
+                        "--json",        "--data",       "--dataset", "--dist",
                         "--save-weights"};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     cr_assert(strstr(r.out, opts[i]), "train --help lacks %s", opts[i]);

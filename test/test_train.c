@@ -284,7 +284,8 @@ Test(train, recorded_step_has_every_op_and_saves_as_a_graph_file) {
   }
 }
 
-/* ---- across ranks (one rank here; test/dist/train_dist.c runs 2 and 3) ---- */
+/* ---- across ranks (one rank here; test/dist/train_dist.c runs 2 and 3) ----
+ */
 
 /* Trains with dist = 0 or 1 on a runtime without a communicator (rank 0 of
  * 1); returns the weights and the evaluation, and the recorded op count. */
@@ -330,10 +331,10 @@ Test(train, dist_on_one_rank_equals_the_single_process_bitwise) {
     /* the loss and every weight and bias all-reduced: 2L + 1 ops more */
     cr_assert_eq(ops1, ops0 + 2 * 3 + 1, "eager %d: %u ops vs %u", eager, ops1,
                  ops0);
-    cr_assert(memcmp(p0, p1, n * sizeof *p0) == 0,
-              "eager %d: max rel diff %g", eager, tw_rel_diff(p0, p1, n));
-    cr_assert(l0 == l1 && a0 == a1, "eager %d: loss %.9g/%.9g acc %g/%g",
-              eager, l0, l1, a0, a1);
+    cr_assert(memcmp(p0, p1, n * sizeof *p0) == 0, "eager %d: max rel diff %g",
+              eager, tw_rel_diff(p0, p1, n));
+    cr_assert(l0 == l1 && a0 == a1, "eager %d: loss %.9g/%.9g acc %g/%g", eager,
+              l0, l1, a0, a1);
     free(p0);
     free(p1);
   }

@@ -454,8 +454,8 @@ typedef struct train_state {
   run_stats replay, eager;
   int compared, bitwise;
   double max_diff;
-  uint32_t rank, ranks; /* --dist: MPI_COMM_WORLD's; else 0 of 1 */
-  int mpi_mine;         /* --dist: this command initialized MPI */
+  uint32_t rank, ranks;           /* --dist: MPI_COMM_WORLD's; else 0 of 1 */
+  int mpi_mine;                   /* --dist: this command initialized MPI */
   int ranks_checked, ranks_equal; /* --dist: final weights on every rank */
 } train_state;
 
@@ -505,8 +505,10 @@ static int dist_start(train_state *s) {
   s->ranks = (uint32_t)size;
   LOG_RANK = rank;
   if (provided < MPI_THREAD_MULTIPLE) {
-    fprintf(stderr, "%s: --dist: MPI offers thread level %d only; the "
-            "workers need MPI_THREAD_MULTIPLE\n", who(), provided);
+    fprintf(stderr,
+            "%s: --dist: MPI offers thread level %d only; the "
+            "workers need MPI_THREAD_MULTIPLE\n",
+            who(), provided);
     return RP_CLI_FAILED;
   }
   const rp_mlp_config *mc = &s->c->mc;
@@ -555,7 +557,9 @@ static int dist_start(train_state *s) {
                                      "(reconfigure where CMake finds MPI, "
                                      "with -DREPRISE_MPI=ON)");
 }
-static void dist_stop(train_state *s) { (void)s; }
+static void dist_stop(train_state *s) {
+  (void)s;
+}
 static int agree(const train_state *s, int rc) {
   (void)s;
   return rc;
@@ -691,9 +695,12 @@ static int timings_close(train_state *s) {
 
 static int train_once(train_state *s, int eager, run_stats *out) {
   const train_cli *c = s->c;
-  progress p = {c->iters, c->log_every, s->rank != 0,
+  progress p = {c->iters,
+                c->log_every,
+                s->rank != 0,
                 s->rank == 0 && isatty(STDOUT_FILENO),
-                eager ? "eager" : "replay", NAN};
+                eager ? "eager" : "replay",
+                NAN};
   rp_mlp_train_opts o = {.iters = c->iters,
                          .lr = c->lr,
                          .lr_decay = c->lr_decay,
@@ -816,7 +823,7 @@ static int final_weights(train_state *s) {
   size_t n = rp_mlp_param_count(s->m);
   float *w = malloc(n * sizeof *w);
   rp_status st = w ? rp_mlp_params_read(s->m, w, n) : RP_OK;
-  int rc = !w ? oom("reading the weights")
+  int rc = !w   ? oom("reading the weights")
            : st ? fail("reading the weights", st)
                 : RP_CLI_OK;
   rc = agree(s, rc);
@@ -856,8 +863,8 @@ static void print_header(const train_state *s) {
   printf("reprise train: MLP %u", d->features);
   for (uint32_t i = 0; i < c->mc.nhidden; i++)
     printf("-%u", c->mc.hidden[i]);
-  printf("-%u (%zu parameters), %u samples (%s), batch %u over ",
-         d->classes, rp_mlp_param_count(s->m), d->n,
+  printf("-%u (%zu parameters), %u samples (%s), batch %u over ", d->classes,
+         rp_mlp_param_count(s->m), d->n,
          c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
   if (c->dist)
     printf("%u rank%s (MPI) x ", s->ranks, s->ranks == 1 ? "" : "s");

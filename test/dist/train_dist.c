@@ -149,8 +149,8 @@ static float *weights(const char *name, size_t *n) {
   float *w = malloc(*n * sizeof *w + 1);
   for (size_t i = 0; w && i < *n; i++) { /* little-endian f32 */
     const unsigned char *p = (const unsigned char *)b + 4 * i;
-    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 |
-                 (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24;
     memcpy(&w[i], &u, 4);
   }
   free(b);
@@ -215,8 +215,8 @@ static void reference(void) {
 }
 
 static void distributed(void) {
-  const char *x[] = {"--dist", "--save-weights", path("dist.bin"), "--json",
-                     path("dist.json"), NULL};
+  const char *x[] = {"--dist", "--save-weights",  path("dist.bin"),
+                     "--json", path("dist.json"), NULL};
   int st = train(N, "dist", x);
   check(st == 0, "mpiexec -n %d reprise train --dist: exit %d", N, st);
   char *log = slurp(path("dist.log"), NULL);
@@ -238,11 +238,11 @@ static void distributed(void) {
   int bitwise;
   double d = rel_diff("dist.bin", "ref.bin", &bitwise);
   if (N == 1)
-    check(bitwise, "1 rank: weights bitwise equal to one process (rel %g)",
-          d);
+    check(bitwise, "1 rank: weights bitwise equal to one process (rel %g)", d);
   else
-    check(d <= TOL, "%d ranks: weights within %g of one process: max rel "
-                    "diff %.3g%s",
+    check(d <= TOL,
+          "%d ranks: weights within %g of one process: max rel "
+          "diff %.3g%s",
           N, TOL, d, bitwise ? " (bitwise equal)" : "");
 }
 
@@ -299,10 +299,9 @@ int main(int argc, char **argv) {
   eager();
   bad_split();
   if (!FAILS) { /* keep the files of a failed run */
-    const char *names[] = {"ref.bin", "ref.json", "ref.log", "dist.bin",
-                           "dist.json", "dist.log", "single.bin",
-                           "single.log", "eager.bin", "eager.log",
-                           "split.log"};
+    const char *names[] = {"ref.bin",   "ref.json",  "ref.log",    "dist.bin",
+                           "dist.json", "dist.log",  "single.bin", "single.log",
+                           "eager.bin", "eager.log", "split.log"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
       unlink(path(names[i]));
     rmdir(DIR);
