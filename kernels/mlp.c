@@ -41,13 +41,19 @@ struct rp_mlp {
   uint32_t features, classes, samples, nbatches;
   rp_proc procs[RP_MLP_MAX_PROCS];
   rp_mem mems[RP_MLP_MAX_PROCS];
-  rp_inst data_x, data_y; /* the data set (home) */
-  rp_inst bx, by;         /* the current batch (home) */
-  rp_inst loss;           /* the batch loss, summed over the shards */
+  uint32_t rank, ranks;   /* rp_runtime_rank/ranks with dist, else 0 of 1 */
+  int64_t rlo, rhi;       /* this rank's rows of every batch (global) */
+  uint32_t rows;          /* rhi - rlo + 1: the batch's rows on this rank */
+  rp_inst data_x, data_y; /* the data set, or with dist this rank's rows of
+                             every whole batch, batch after batch (home) */
+  rp_inst bx, by;         /* this rank's rows of the current batch (home) */
+  rp_inst loss;           /* the batch loss, summed over the shards (and
+                             with dist all-reduced over the ranks) */
   layer layers[MAXL];
   shard *shards;
-  /* evaluation (home, batch rows) */
-  rp_inst ez[MAXL], ea[MAXL], eprobs, eloss, ecount;
+  /* evaluation (home, this rank's batch rows); esum: dist only, system
+   * memory, {loss sum, correct count} all-reduced over the ranks */
+  rp_inst ez[MAXL], ea[MAXL], eprobs, eloss, ecount, esum;
   /* every instance, for rp_mlp_destroy */
   rp_inst *all;
   uint32_t nall, capall;
@@ -121,8 +127,9 @@ static rp_status pick_procs(rp_mlp *m) {
 /* ---------------------------------------------------------------------- */
 /* Instances */
 
-static rp_status mk(rp_mlp *m, uint32_t p, rp_dtype dt, rp_rect r,
-                    rp_inst *out) {
+/* Allocates in memory `mem` and remembers the instance for destroy. */
+static rp_status mk_in(rp_mlp *m, rp_mem mem, rp_dtype dt, rp_rect r,
+                       rp_inst *out) {
   if (m->nall == m->capall) {
     uint32_t cap = m->capall ? 2 * m->capall : 64;
     rp_inst *a = rp__reallocarray(m->all, cap, sizeof *a);
@@ -131,10 +138,29 @@ static rp_status mk(rp_mlp *m, uint32_t p, rp_dtype dt, rp_rect r,
     m->all = a;
     m->capall = cap;
   }
-  rp_status st = rp_instance_create(m->rt, m->mems[p], dt, &r, NULL, out);
+  rp_status st = rp_instance_create(m->rt, mem, dt, &r, NULL, out);
+  if (st == RP_OK)
+    m->all[m->nall++] = *out;
+  return st;
+}
+
+/* An instance in the memory of the step's processor p. */
+static rp_status mk(rp_mlp *m, uint32_t p, rp_dtype dt, rp_rect r,
+                    rp_inst *out) {
+  rp_status st = mk_in(m, m->mems[p], dt, r, out);
   if (st != RP_OK)
     return rp__err_prefix(st, "rp_mlp_create: processor %u: ", m->procs[p]);
-  m->all[m->nall++] = *out;
+  return RP_OK;
+}
+
+/* An instance in system memory (host-addressable on every backend). */
+static rp_status mk_sys(rp_mlp *m, rp_dtype dt, rp_rect r, rp_inst *out) {
+  rp_mem sys;
+  rp_status st = rp_mem_find(m->rt, RP_MEM_SYSTEM, -1, &sys);
+  if (st == RP_OK)
+    st = mk_in(m, sys, dt, r, out);
+  if (st != RP_OK)
+    return rp__err_prefix(st, "rp_mlp_create: system memory: ");
   return RP_OK;
 }
 
@@ -142,16 +168,22 @@ static rp_rect mat(int64_t lo, int64_t hi, uint32_t cols) {
   return rp_rect_2d(lo, hi, 0, (int64_t)cols - 1);
 }
 
+/* Rows of the home data set: all samples, or with dist this rank's rows
+ * of every whole batch. */
+static uint32_t home_rows(const rp_mlp *m) {
+  return m->cfg.dist ? m->nbatches * m->rows : m->samples;
+}
+
 static rp_status make_home(rp_mlp *m) {
-  uint32_t B = m->cfg.batch;
-  rp_status st =
-      mk(m, 0, RP_F32, mat(0, m->samples - 1, m->features), &m->data_x);
+  int64_t lo = m->rlo, hi = m->rhi;
+  uint32_t nd = home_rows(m);
+  rp_status st = mk(m, 0, RP_F32, mat(0, nd - 1, m->features), &m->data_x);
   if (!st)
-    st = mk(m, 0, RP_I32, rp_rect_1d(0, m->samples - 1), &m->data_y);
+    st = mk(m, 0, RP_I32, rp_rect_1d(0, nd - 1), &m->data_y);
   if (!st)
-    st = mk(m, 0, RP_F32, mat(0, B - 1, m->features), &m->bx);
+    st = mk(m, 0, RP_F32, mat(lo, hi, m->features), &m->bx);
   if (!st)
-    st = mk(m, 0, RP_I32, rp_rect_1d(0, B - 1), &m->by);
+    st = mk(m, 0, RP_I32, rp_rect_1d(lo, hi), &m->by);
   if (!st)
     st = mk(m, 0, RP_F32, rp_rect_1d(0, 0), &m->loss);
   for (uint32_t l = 0; !st && l < m->nl; l++) {
@@ -163,24 +195,26 @@ static rp_status make_home(rp_mlp *m) {
       if (!(st = mk(m, 0, RP_F32, w, wi[i])))
         st = mk(m, 0, RP_F32, b, bi[i]);
     if (!st)
-      st = mk(m, 0, RP_F32, mat(0, B - 1, ly->out), &m->ez[l]);
+      st = mk(m, 0, RP_F32, mat(lo, hi, ly->out), &m->ez[l]);
     if (!st && l + 1 < m->nl)
-      st = mk(m, 0, RP_F32, mat(0, B - 1, ly->out), &m->ea[l]);
+      st = mk(m, 0, RP_F32, mat(lo, hi, ly->out), &m->ea[l]);
   }
   if (!st)
-    st = mk(m, 0, RP_F32, mat(0, B - 1, m->classes), &m->eprobs);
+    st = mk(m, 0, RP_F32, mat(lo, hi, m->classes), &m->eprobs);
   if (!st)
     st = mk(m, 0, RP_F32, rp_rect_1d(0, 0), &m->eloss);
   if (!st)
     st = mk(m, 0, RP_I32, rp_rect_1d(0, 0), &m->ecount);
+  if (!st && m->cfg.dist) /* host memory: its all-reduce needs no NCCL */
+    st = mk_sys(m, RP_F64, rp_rect_1d(0, 1), &m->esum);
   return st;
 }
 
 static rp_status make_shard(rp_mlp *m, uint32_t p) {
   shard *s = &m->shards[p];
-  rp_rect whole = rp_rect_1d(0, m->cfg.batch - 1), part;
+  rp_rect whole = rp_rect_1d(m->rlo, m->rhi), part;
   rp_status st = rp_chunk_rect(&whole, 0, m->cfg.procs, p, &part);
-  if (st != RP_OK)
+  if (st != RP_OK) /* dist: place_rank() has refused this already */
     return rp__err(RP_ERANGE,
                    "rp_mlp_create: batch %u cannot be split into "
                    "%u non-empty shards (shard %u is empty): use fewer "
@@ -284,7 +318,10 @@ static rp_status gemm(rp_mlp *m, rp_proc p, rp_inst a, rp_inst b, rp_inst c,
 
 static rp_status gather(rp_mlp *m, rp_inst src, rp_inst dst, uint32_t cols,
                         uint32_t index) {
-  rp_gather_args g = {(int32_t)index, (int32_t)m->cfg.batch, (int32_t)cols};
+  /* rows = this rank's rows: with dist the home data set holds them batch
+   * after batch, so batch `index` of the rank is its chunk of global batch
+   * `index` */
+  rp_gather_args g = {(int32_t)index, (int32_t)m->rows, (int32_t)cols};
   rp_interp ip = {offsetof(rp_mlp_step_args, batch),
                   offsetof(rp_gather_args, index), sizeof g.index};
   return task(m, m->k.gather_rows, m->procs[0], ACC(R(src), W(dst)), &g,
@@ -401,6 +438,26 @@ static rp_status step_inputs(rp_mlp *m, uint32_t index) {
   return st;
 }
 
+static rp_status allreduce_ev(rp_mlp *m, rp_inst inst, rp_event *done) {
+  rp_allreduce a = {inst, RP_REDOP_SUM, RP_NO_EVENT};
+  return rp_launch_allreduce(m->rt, &a, done);
+}
+
+/* dist: sums the rank's loss and gradients over the ranks, in place. The
+ * all-reduces run one after another in this launch order on every rank
+ * (reprise.h): the loss first (ready after the forward pass), then the
+ * gradients last layer first (the order backward produces them), so each
+ * waits for little besides its own inputs. */
+static rp_status step_allreduce(rp_mlp *m) {
+  rp_status st = allreduce_ev(m, m->loss, sink(m));
+  for (uint32_t l = m->nl; !st && l-- > 0;) {
+    st = allreduce_ev(m, m->layers[l].gw, NULL);
+    if (!st)
+      st = allreduce_ev(m, m->layers[l].gb, NULL);
+  }
+  return st;
+}
+
 static rp_status step_update(rp_mlp *m, float lr) {
   rp_inst parts[RP_MLP_MAX_PROCS];
   rp_status st = RP_OK;
@@ -409,8 +466,13 @@ static rp_status step_update(rp_mlp *m, float lr) {
     if (!st)
       st = pop(m, RP_POP_REDUCTION, m->layers[l].gb, PARTS(gb, l));
   }
+  /* the loss's last op is an eager step's sink: its reduction, or with
+   * dist its all-reduce */
   if (!st)
-    st = pop_ev(m, RP_POP_REDUCTION, m->loss, PARTS(loss, 0), sink(m));
+    st = pop_ev(m, RP_POP_REDUCTION, m->loss, PARTS(loss, 0),
+                m->cfg.dist ? NULL : sink(m));
+  if (!st && m->cfg.dist)
+    st = step_allreduce(m);
   for (uint32_t l = 0; !st && l < m->nl; l++) {
     layer *ly = &m->layers[l];
     st = sgd(m, ly->w, ly->gw, ly->vw, lr);
@@ -499,6 +561,81 @@ rp_status rp_mlp_reset(rp_mlp *m) {
   return st;
 }
 
+rp_status rp_mlp_split_check(uint32_t batch, uint32_t ranks, uint32_t procs) {
+  if (batch == 0 || ranks == 0 || procs == 0)
+    return rp__err(RP_EINVAL, "batch %u, ranks %u, procs %u (need >= 1)", batch,
+                   ranks, procs);
+  rp_rect whole = rp_rect_1d(0, batch - 1), part, sub;
+  for (uint32_t r = 0; r < ranks; r++) {
+    rp_status st = rp_chunk_rect(&whole, 0, ranks, r, &part);
+    for (uint32_t p = 0; st == RP_OK && p < procs; p++)
+      st = rp_chunk_rect(&part, 0, procs, p, &sub);
+    if (st != RP_OK)
+      return rp__err(RP_ERANGE,
+                     "batch %u cannot be split over %u ranks x %u "
+                     "processors (rank %u gets an empty shard): use a "
+                     "larger batch or fewer ranks or processors",
+                     batch, ranks, procs, r);
+  }
+  return RP_OK;
+}
+
+/* This rank's rows of every batch: all of them without dist. With dist,
+ * checks every rank's split (its rows, then those over P processors) so
+ * that every rank refuses a bad one alike, before anything collective. */
+static rp_status place_rank(rp_mlp *m) {
+  uint32_t B = m->cfg.batch, P = m->cfg.procs;
+  m->rank = 0;
+  m->ranks = 1;
+  m->rlo = 0;
+  m->rhi = B - 1;
+  m->rows = B;
+  if (!m->cfg.dist) /* make_shard checks the split over the processors */
+    return RP_OK;
+  m->rank = rp_runtime_rank(m->rt);
+  m->ranks = rp_runtime_ranks(m->rt);
+  rp_status st = rp_mlp_split_check(B, m->ranks, P);
+  if (st != RP_OK)
+    return rp__err_prefix(st, "rp_mlp_create: ");
+  rp_rect whole = rp_rect_1d(0, B - 1), part;
+  rp_chunk_rect(&whole, 0, m->ranks, m->rank, &part); /* checked above */
+  m->rlo = part.lo[0];
+  m->rhi = part.hi[0];
+  m->rows = (uint32_t)(m->rhi - m->rlo + 1);
+  return RP_OK;
+}
+
+/* Copies the data set into the home memory: all of it, or with dist this
+ * rank's rows of every whole batch, batch after batch (a partial last
+ * batch is never used, as without dist). */
+static rp_status write_data(rp_mlp *m, const rp_dataset *d) {
+  size_t F = d->features, nd = home_rows(m);
+  if (!m->cfg.dist) {
+    rp_status st = rp_instance_write(m->rt, m->data_x, d->x,
+                                     (size_t)d->n * F * sizeof(float));
+    return st ? st
+              : rp_instance_write(m->rt, m->data_y, d->y,
+                                  (size_t)d->n * sizeof(int32_t));
+  }
+  float *x = rp__calloc(nd * F, sizeof *x);
+  int32_t *y = rp__calloc(nd, sizeof *y);
+  rp_status st = RP_OK;
+  if (!x || !y)
+    st = rp__err(RP_ENOMEM, "rp_mlp_create: out of memory");
+  for (size_t i = 0; !st && i < m->nbatches; i++) {
+    size_t from = i * m->cfg.batch + (size_t)m->rlo, to = i * m->rows;
+    memcpy(x + to * F, d->x + from * F, m->rows * F * sizeof *x);
+    memcpy(y + to, d->y + from, m->rows * sizeof *y);
+  }
+  if (!st)
+    st = rp_instance_write(m->rt, m->data_x, x, nd * F * sizeof *x);
+  if (!st)
+    st = rp_instance_write(m->rt, m->data_y, y, nd * sizeof *y);
+  free(x);
+  free(y);
+  return st;
+}
+
 rp_status rp_mlp_create(rp_runtime *rt, const rp_kernel_tasks *k,
                         const rp_mlp_config *cfg, const rp_dataset *data,
                         rp_mlp **out) {
@@ -524,17 +661,15 @@ rp_status rp_mlp_create(rp_runtime *rt, const rp_kernel_tasks *k,
     m->layers[l].in = l ? cfg->hidden[l - 1] : data->features;
     m->layers[l].out = l + 1 < m->nl ? cfg->hidden[l] : data->classes;
   }
-  st = pick_procs(m);
+  st = place_rank(m);
+  if (!st)
+    st = pick_procs(m);
   if (!st)
     st = make_home(m);
   for (uint32_t p = 0; !st && p < cfg->procs; p++)
     st = make_shard(m, p);
   if (!st)
-    st = rp_instance_write(rt, m->data_x, data->x,
-                           (size_t)data->n * data->features * sizeof(float));
-  if (!st)
-    st = rp_instance_write(rt, m->data_y, data->y,
-                           (size_t)data->n * sizeof(int32_t));
+    st = write_data(m, data);
   if (!st)
     st = rp_mlp_reset(m);
   if (st != RP_OK) {
@@ -589,8 +724,9 @@ rp_status rp_mlp_batch_loss(rp_mlp *m, float *out) {
   return rp_instance_read(m->rt, m->loss, out, sizeof *out);
 }
 
-/* One batch of the evaluation: loss (mean over the batch) and the number
- * of correct predictions. */
+/* One batch of the evaluation (this rank's rows of it): loss (summed over
+ * those rows, divided by the global batch) and the number of correct
+ * predictions. */
 static rp_status eval_batch(rp_mlp *m, uint32_t i, float *loss,
                             int32_t *correct) {
   rp_proc p = m->procs[0];
@@ -601,13 +737,16 @@ static rp_status eval_batch(rp_mlp *m, uint32_t i, float *loss,
     b[l] = ly[l].b;
   }
   rp_inst logits = m->ez[m->nl - 1];
-  rp_xent_args xa = {(int32_t)m->cfg.batch, (int32_t)m->classes, 0.0f};
-  rp_rows_cols_args ra = {(int32_t)m->cfg.batch, (int32_t)m->classes};
+  /* norm 0 (the rows: the whole batch) without dist, where it is the same
+   * number: the single-process evaluation keeps its exact ops */
+  rp_xent_args xa = {(int32_t)m->rows, (int32_t)m->classes,
+                     m->cfg.dist ? (float)m->cfg.batch : 0.0f};
+  rp_rows_cols_args ra = {(int32_t)m->rows, (int32_t)m->classes};
   rp_status st = gather(m, m->data_x, m->bx, m->features, i);
   if (!st)
     st = gather(m, m->data_y, m->by, 1, i);
   if (!st)
-    st = forward(m, p, m->bx, m->cfg.batch, w, b, m->ez, m->ea);
+    st = forward(m, p, m->bx, m->rows, w, b, m->ez, m->ea);
   if (!st)
     st = task(m, m->k.xent_fwd, p,
               ACC(R(logits), R(m->by), W(m->eprobs), W(m->eloss)), &xa,
@@ -625,6 +764,30 @@ static rp_status eval_batch(rp_mlp *m, uint32_t i, float *loss,
   return st;
 }
 
+/* dist: the sums of every rank (an eager all-reduce of esum). Counts up to
+ * 2^53 are exact in f64. */
+static rp_status sum_ranks(rp_mlp *m, double *sum, int64_t *correct) {
+  double v[2] = {*sum, (double)*correct};
+  rp_event done = RP_NO_EVENT;
+  rp_status st = rp_instance_write(m->rt, m->esum, v, sizeof v);
+  if (!st)
+    st = allreduce_ev(m, m->esum, &done);
+  if (!st) {
+    st = rp_event_wait(m->rt, done, -1);
+    rp_event_release(m->rt, done);
+    if (st != RP_OK)
+      st = rp__err(st, "all-reduce of the sums: %s",
+                   rp_runtime_dist_detail(m->rt));
+  }
+  if (!st)
+    st = rp_instance_read(m->rt, m->esum, v, sizeof v);
+  if (!st) {
+    *sum = v[0];
+    *correct = (int64_t)v[1];
+  }
+  return st;
+}
+
 rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy) {
   if (!m || !loss || !accuracy)
     return rp__err(RP_EINVAL, "rp_mlp_evaluate: NULL argument");
@@ -639,6 +802,9 @@ rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy) {
     sum += l;
     correct += c;
   }
+  rp_status st = m->cfg.dist ? sum_ranks(m, &sum, &correct) : RP_OK;
+  if (st != RP_OK)
+    return rp__err_prefix(st, "rp_mlp_evaluate: ");
   *loss = sum / m->nbatches;
   *accuracy = (double)correct / ((double)m->nbatches * m->cfg.batch);
   return RP_OK;

@@ -39,6 +39,21 @@
  * copy). With P > 2 the SUM copies commute and may land in any order:
  * results then agree within float rounding (see README).
  *
+ * Across ranks (cfg.dist = 1; see "Distributed" in reprise.h): every rank
+ * of the runtime's communicator builds the same model from the same data
+ * set and seed and holds its rows of every global batch: rank r of R owns
+ * rows rp_chunk_rect([0, batch), 0, R, r) of each batch (global row
+ * numbers), copied from the data set at create, and splits them over its P
+ * processors as above. The loss keeps norm = global batch; after the
+ * in-rank reduction (5) the step all-reduces the batch loss and then every
+ * gradient, last layer first, before the sgd tasks (6), so every rank
+ * applies the same global gradient to the same weights. rp_mlp_evaluate
+ * evaluates each rank's rows and all-reduces the sums (eagerly): every
+ * rank gets the global figures. Every rank must call rp_mlp_record,
+ * rp_mlp_evaluate and the training loops in the same order (they contain
+ * collectives). With one rank (or no communicator) the all-reduces leave
+ * the data as it is: the weights equal those of dist = 0 bitwise.
+ *
  * Threads: one rp_mlp is used by one thread at a time, and only while none
  * of its steps is running (rp_mlp_train_* return with every step done). */
 #ifndef RP_KERNELS_MLP_H
@@ -57,9 +72,12 @@ typedef struct rp_mlp_config {
   uint32_t procs;                     /* P, 1..RP_MLP_MAX_PROCS */
   float momentum;                     /* 0 <= momentum < 1 */
   uint64_t seed;                      /* weight initialisation */
+  int dist; /* 1: one rank of a data-parallel job over the runtime's ranks
+               (see above); 0: the runtime's rank alone */
 } rp_mlp_config;
 
-/* Defaults: hidden 64,64, batch 256, 2 processors, momentum 0.9, seed 1. */
+/* Defaults: hidden 64,64, batch 256, 2 processors, momentum 0.9, seed 1,
+ * not distributed. */
 void rp_mlp_config_init(rp_mlp_config *cfg);
 
 /* The replay argument block of a recorded step. */
@@ -75,11 +93,19 @@ typedef struct rp_mlp rp_mlp;
  * the home memory (the data set may be freed afterwards) and initialises
  * the weights. *out is owned by the caller (rp_mlp_destroy). Errors, with a
  * detail naming the field: RP_EINVAL (bad config), RP_ERANGE (batch larger
- * than the data set, or a shard would be empty), RP_EPROC (fewer than P
- * processors of the backend's kind), RP_ENOMEM, and any instance error. */
+ * than the data set, or a shard, or with dist a rank's rows, would be
+ * empty: every rank checks every rank's, so all refuse alike), RP_EPROC
+ * (fewer than P processors of the backend's kind), RP_ENOMEM, and any
+ * instance error. */
 rp_status rp_mlp_create(rp_runtime *rt, const rp_kernel_tasks *k,
                         const rp_mlp_config *cfg, const rp_dataset *data,
                         rp_mlp **out);
+/* RP_OK when a global batch of `batch` rows splits over `ranks` ranks x
+ * `procs` processors with no empty shard (rp_chunk_rect by rank, then by
+ * processor), else RP_ERANGE naming the first rank that gets an empty one
+ * (RP_EINVAL for a zero). The same answer on every rank: no communication. */
+rp_status rp_mlp_split_check(uint32_t batch, uint32_t ranks, uint32_t procs);
+
 /* Frees every instance. Destroy execs recorded from it first. NULL: no-op. */
 rp_status rp_mlp_destroy(rp_mlp *m);
 
@@ -104,7 +130,7 @@ rp_status rp_mlp_reset(rp_mlp *m);
 /* Copies every parameter (layer by layer: weights then bias) into out
  * (n >= rp_mlp_param_count floats). */
 rp_status rp_mlp_params_read(rp_mlp *m, float *out, size_t n);
-/* The last step's batch loss (mean over the batch). */
+/* The last step's batch loss (mean over the global batch). */
 rp_status rp_mlp_batch_loss(rp_mlp *m, float *out);
 /* Mean loss and accuracy (0..1) over every whole batch of the data set,
  * with the current weights, computed eagerly on the home processor. */

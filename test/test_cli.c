@@ -293,10 +293,11 @@ Test(cli, train_help_lists_every_option) {
   cli_run r;
   RUN(&r, "train", "--help");
   cr_assert_eq(r.status, 0, "%s", r.err);
-  const char *opts[] = {"--backend", "--procs",      "--iters",  "--batch",
-                        "--hidden",  "--lr",         "--seed",   "--eager",
-                        "--compare", "--save-graph", "--dump",   "--trace",
-                        "--json",    "--data",       "--dataset"};
+  const char *opts[] = {"--backend",     "--procs",      "--iters",   "--batch",
+                        "--hidden",      "--lr",         "--seed",    "--eager",
+                        "--compare",     "--save-graph", "--dump",    "--trace",
+                        "--json",        "--data",       "--dataset", "--dist",
+                        "--save-weights"};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     cr_assert(strstr(r.out, opts[i]), "train --help lacks %s", opts[i]);
 }
@@ -451,6 +452,46 @@ Test(cli, train_save_graph_and_dump_hand_over_the_recorded_step) {
 #endif
   unlink(path);
 }
+
+Test(cli, train_save_weights_writes_every_parameter_as_raw_f32) {
+  char path[] = "/tmp/rp_cli_weights_XXXXXX";
+  tmp_file(path);
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--save-weights", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  /* 2-8-3: (2 + 1) * 8 + (8 + 1) * 3 = 51 parameters */
+  static unsigned char buf[4096];
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f);
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  cr_assert_eq(n, 51 * 4, "%zu bytes", n);
+  for (size_t i = 0; i < 51; i++) {
+    uint32_t u = (uint32_t)buf[4 * i] | (uint32_t)buf[4 * i + 1] << 8 |
+                 (uint32_t)buf[4 * i + 2] << 16 |
+                 (uint32_t)buf[4 * i + 3] << 24;
+    float w;
+    memcpy(&w, &u, sizeof w);
+    cr_assert(isfinite(w) && fabsf(w) < 100, "parameter %zu = %g", i,
+              (double)w);
+  }
+  RUN(&r, TRAIN_SMALL, "--save-weights", "/nonexistent-dir/w.bin");
+  cr_assert_eq(r.status, 1, "unwritable --save-weights file: %s", r.err);
+  cr_assert(strstr(r.err, "--save-weights"), "%s", r.err);
+  unlink(path);
+}
+
+#ifndef REPRISE_HAVE_MPI
+Test(cli, train_dist_without_mpi_is_a_usage_error) {
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--dist");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "this build has no MPI"), "%s", r.err);
+  cr_assert_str_empty(r.out);
+}
+#endif
+/* With MPI: test/dist/train_dist.c (label dist) runs --dist under mpiexec
+ * and without it. */
 
 static void data_file(char *path, const char *text) {
   tmp_file(path);

@@ -284,6 +284,75 @@ Test(train, recorded_step_has_every_op_and_saves_as_a_graph_file) {
   }
 }
 
+/* ---- across ranks (one rank here; test/dist/train_dist.c runs 2 and 3) ----
+ */
+
+/* Trains with dist = 0 or 1 on a runtime without a communicator (rank 0 of
+ * 1); returns the weights and the evaluation, and the recorded op count. */
+static float *train_dist_one(int dist, int eager, uint32_t *ops, double *loss,
+                             double *acc) {
+  rp_mlp_config c;
+  tw_config(&c, 2);
+  c.dist = dist;
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  rp_graph *g;
+  RP_CHECK(rp_mlp_record(w.m, &g));
+  *ops = rp_graph_op_count(g);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  rp_mlp_train_opts o = tw_opts(30);
+  o.loss_every = 7;
+  RP_CHECK(eager ? rp_mlp_train_eager(w.m, &o)
+                 : rp_mlp_train_replay(w.m, ex, &o));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_mlp_evaluate(w.m, loss, acc));
+  float *p = tw_params(&w);
+  tw_fini(&w);
+  return p;
+}
+
+Test(train, dist_on_one_rank_equals_the_single_process_bitwise) {
+  size_t n;
+  {
+    rp_mlp_config c;
+    tw_config(&c, 2);
+    tw w;
+    tw_init(&w, RP_BACKEND_CPU, &c);
+    n = rp_mlp_param_count(w.m);
+    tw_fini(&w);
+  }
+  for (int eager = 0; eager < 2; eager++) {
+    uint32_t ops0, ops1;
+    double l0, a0, l1, a1;
+    float *p0 = train_dist_one(0, eager, &ops0, &l0, &a0);
+    float *p1 = train_dist_one(1, eager, &ops1, &l1, &a1);
+    /* the loss and every weight and bias all-reduced: 2L + 1 ops more */
+    cr_assert_eq(ops1, ops0 + 2 * 3 + 1, "eager %d: %u ops vs %u", eager, ops1,
+                 ops0);
+    cr_assert(memcmp(p0, p1, n * sizeof *p0) == 0, "eager %d: max rel diff %g",
+              eager, tw_rel_diff(p0, p1, n));
+    cr_assert(l0 == l1 && a0 == a1, "eager %d: loss %.9g/%.9g acc %g/%g", eager,
+              l0, l1, a0, a1);
+    free(p0);
+    free(p1);
+  }
+}
+
+Test(train, split_check_refuses_a_rank_with_an_empty_shard) {
+  RP_CHECK(rp_mlp_split_check(256, 3, 2));
+  RP_CHECK(rp_mlp_split_check(6, 3, 2));
+  RP_EXPECT(rp_mlp_split_check(5, 3, 2), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rank 2 gets an empty shard"), "%s",
+            rp_error_detail());
+  /* 10 rows over 6 ranks: chunks of 2 fill 5 ranks only */
+  RP_EXPECT(rp_mlp_split_check(10, 6, 1), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rank 5"), "%s", rp_error_detail());
+  RP_EXPECT(rp_mlp_split_check(0, 1, 1), RP_EINVAL);
+  RP_EXPECT(rp_mlp_split_check(4, 0, 1), RP_EINVAL);
+}
+
 /* ---- configuration errors ---- */
 
 Test(train, create_rejects_bad_configs_and_leaves_nothing_behind) {

@@ -1,7 +1,9 @@
 /* tools/cmd_train.c — `reprise train`: build the data-parallel MLP step
  * (kernels/mlp.h), record it, instantiate it and train by replaying it;
- * --eager runs the same step without recording, --compare both ways. Exit
- * status: 0 trained, 1 the work failed (engine error, unreadable or
+ * --eager runs the same step without recording, --compare both ways;
+ * --dist runs it on every rank of `mpiexec -n N` (one shard per rank and
+ * processor, gradients all-reduced), rank 0 printing and writing files.
+ * Exit status: 0 trained, 1 the work failed (engine error, unreadable or
  * malformed --data file, diverged loss), 2 bad usage. */
 #include "cli.h"
 
@@ -16,6 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef REPRISE_HAVE_MPI
+#include <mpi.h>
+#endif
+
 typedef struct train_cli {
   rp_backend_kind backend;
   rp_mlp_config mc;
@@ -24,8 +30,8 @@ typedef struct train_cli {
   rp_data_kind kind;
   uint32_t samples, classes, features;
   int synth_given; /* --dataset/--samples/--classes/--features */
-  const char *data, *save_graph, *trace, *json, *timings;
-  int eager, compare, dump;
+  const char *data, *save_graph, *trace, *json, *timings, *save_weights;
+  int eager, compare, dump, dist;
   rp_dump_format dump_fmt;
 } train_cli;
 
@@ -61,6 +67,13 @@ static void train_usage(FILE *f) {
       "  --compare                 train by replay, then eagerly from the "
       "same\n"
       "                            start; report both and compare weights\n"
+      "  --dist                    data parallel across MPI ranks: run under\n"
+      "                            mpiexec -n N; each rank takes its rows of\n"
+      "                            every global batch and splits them over\n"
+      "                            its P processors; gradients all-reduced.\n"
+      "                            Rank 0 alone prints and writes --json,\n"
+      "                            --timings, --trace, --save-graph, --dump\n"
+      "                            and --save-weights (its own times)\n"
       "  --log-every K             print the batch loss every K iterations\n"
       "                            (default: 10 times per run)\n"
       "  --save-graph FILE         write the recorded step as a graph file\n"
@@ -69,6 +82,10 @@ static void train_usage(FILE *f) {
       "  --json FILE               write the summary as one JSON object\n"
       "  --timings FILE            write every iteration's time (JSON, for\n"
       "                            `reprise plot --train FILE`)\n"
+      "  --save-weights FILE       write the final weights (for debugging and\n"
+      "                            tests): raw little-endian f32, layer by\n"
+      "                            layer, weights row-major [in x out], then\n"
+      "                            the bias\n"
       "  -h, --help                this text\n"
       "\n"
       "Exit status: 0 trained, 1 failed (engine error, bad --data file,\n"
@@ -178,6 +195,8 @@ enum {
   OPT_TRACE,
   OPT_TIMINGS,
   OPT_JSON,
+  OPT_DIST,
+  OPT_SAVE_WEIGHTS,
 };
 
 static const struct option LONGOPTS[] = {
@@ -203,6 +222,8 @@ static const struct option LONGOPTS[] = {
     {"trace", required_argument, NULL, OPT_TRACE},
     {"json", required_argument, NULL, OPT_JSON},
     {"timings", required_argument, NULL, OPT_TIMINGS},
+    {"dist", no_argument, NULL, OPT_DIST},
+    {"save-weights", required_argument, NULL, OPT_SAVE_WEIGHTS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -278,6 +299,12 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   case OPT_TIMINGS:
     c->timings = arg;
     return RP_CLI_OK;
+  case OPT_DIST:
+    c->dist = c->mc.dist = 1;
+    return RP_CLI_OK;
+  case OPT_SAVE_WEIGHTS:
+    c->save_weights = arg;
+    return RP_CLI_OK;
   case 'h':
     train_usage(stdout);
     return -1;
@@ -345,6 +372,7 @@ static int parse_args(int argc, char **argv, train_cli *c) {
 
 typedef struct progress {
   uint32_t iters, every;
+  int quiet; /* --dist: ranks other than 0 print nothing */
   int tty;
   const char *what; /* "replay" or "eager" */
   float last_loss;
@@ -365,6 +393,8 @@ static void draw_bar(const progress *p, uint32_t done) {
 static int on_step(void *arg, uint32_t t, float loss) {
   progress *p = arg;
   uint32_t done = t + 1;
+  if (p->quiet)
+    return 0;
   if (!isnan(loss))
     p->last_loss = loss;
   int log = !isnan(loss) && (t % p->every == 0 || done == p->iters);
@@ -424,20 +454,121 @@ typedef struct train_state {
   run_stats replay, eager;
   int compared, bitwise;
   double max_diff;
+  uint32_t rank, ranks;           /* --dist: MPI_COMM_WORLD's; else 0 of 1 */
+  int mpi_mine;                   /* --dist: this command initialized MPI */
+  int ranks_checked, ranks_equal; /* --dist: final weights on every rank */
 } train_state;
 
 #define FALLBACK 3 /* internal: retry on the CPU backend */
 
+/* --dist: this rank, named in every error message (any rank may fail). */
+static int LOG_RANK = -1;
+
+/* "reprise train" or, under --dist, "reprise train: rank R". */
+static const char *who(void) {
+  static char buf[48];
+  if (LOG_RANK < 0)
+    return "reprise train";
+  snprintf(buf, sizeof buf, "reprise train: rank %d", LOG_RANK);
+  return buf;
+}
+
 static int fail(const char *what, rp_status st) {
-  fprintf(stderr, "reprise train: %s: %s (%s)\n", what, rp_status_name(st),
+  fprintf(stderr, "%s: %s: %s (%s)\n", who(), what, rp_status_name(st),
           rp_error_detail());
   return RP_CLI_FAILED;
 }
 
 static int oom(const char *what) {
-  fprintf(stderr, "reprise train: %s: out of memory\n", what);
+  fprintf(stderr, "%s: %s: out of memory\n", who(), what);
   return RP_CLI_FAILED;
 }
+
+/* ---- across ranks (--dist) ---- */
+
+#ifdef REPRISE_HAVE_MPI
+/* Starts MPI unless the process already did (the runtime's workers call
+ * MPI: MPI_THREAD_MULTIPLE) and checks that the global batch splits over
+ * the ranks' processors; every rank reaches the same verdict alone. */
+static int dist_start(train_state *s) {
+  int init = 0, provided = 0, rank = 0, size = 1;
+  MPI_Initialized(&init);
+  if (!init) {
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+    s->mpi_mine = 1;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  s->rank = (uint32_t)rank;
+  s->ranks = (uint32_t)size;
+  LOG_RANK = rank;
+  if (provided < MPI_THREAD_MULTIPLE) {
+    fprintf(stderr,
+            "%s: --dist: MPI offers thread level %d only; the "
+            "workers need MPI_THREAD_MULTIPLE\n",
+            who(), provided);
+    return RP_CLI_FAILED;
+  }
+  const rp_mlp_config *mc = &s->c->mc;
+  if (rp_mlp_split_check(mc->batch, s->ranks, mc->procs) == RP_OK)
+    return RP_CLI_OK;
+  if (rank != 0) /* rank 0 says it once */
+    return RP_CLI_USAGE;
+  return rp_cli_usage_error("train", "--dist: %s", rp_error_detail());
+}
+
+/* After the runtime is destroyed (it frees its communicators first). */
+static void dist_stop(train_state *s) {
+  if (s->mpi_mine)
+    MPI_Finalize();
+  s->mpi_mine = 0;
+}
+
+/* The worst outcome over the ranks (a failure, then FALLBACK, then ok), so
+ * that all ranks stop, fall back or go on together instead of leaving the
+ * others blocked in the next collective call (runtime create, instantiate,
+ * a replay's all-reduce). A rank that did not fail itself says nothing:
+ * the one that failed did. */
+static int agree(const train_state *s, int rc) {
+  if (!s->c->dist)
+    return rc;
+  int mine = rc == FALLBACK ? 1 : rc ? 10 + rc : 0, worst = mine;
+  MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return worst == 0 ? RP_CLI_OK : worst == 1 ? FALLBACK : worst - 10;
+}
+
+/* 1 when every rank holds the same n weights bitwise (FNV-1a of the
+ * bytes: equal hashes everywhere). Collective. */
+static int same_on_every_rank(const float *w, size_t n) {
+  const unsigned char *b = (const unsigned char *)w;
+  unsigned long long h = 14695981039346656037ull, lo = 0, hi = 0;
+  for (size_t i = 0; i < n * sizeof *w; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
+  MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+#else
+static int dist_start(train_state *s) {
+  (void)s;
+  return rp_cli_usage_error("train", "--dist: this build has no MPI "
+                                     "(reconfigure where CMake finds MPI, "
+                                     "with -DREPRISE_MPI=ON)");
+}
+static void dist_stop(train_state *s) {
+  (void)s;
+}
+static int agree(const train_state *s, int rc) {
+  (void)s;
+  return rc;
+}
+static int same_on_every_rank(const float *w, size_t n) {
+  (void)w, (void)n;
+  return 1;
+}
+#endif
 
 static int load_data(train_state *s) {
   const train_cli *c = s->c;
@@ -445,7 +576,7 @@ static int load_data(train_state *s) {
                          : rp_data_generate(c->kind, c->samples, c->features,
                                             c->classes, c->mc.seed, &s->data);
   if (st != RP_OK) {
-    fprintf(stderr, "reprise train: %s\n", rp_error_detail());
+    fprintf(stderr, "%s: %s\n", who(), rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -460,6 +591,11 @@ static int setup(train_state *s, rp_backend_kind backend) {
   cfg.gpus = c->mc.procs; /* logical GPUs, round-robin on the devices */
   cfg.quiet = 1;          /* the summary says which backend and why */
   cfg.ignore_env = 1;     /* the options decide */
+#ifdef REPRISE_HAVE_MPI
+  MPI_Comm world = MPI_COMM_WORLD; /* create duplicates it (collective) */
+  if (c->dist)
+    cfg.comm = &world;
+#endif
   rp_status st = rp_runtime_create(&cfg, &s->rt);
   if (st != RP_OK)
     return fail("creating the runtime", st);
@@ -468,9 +604,13 @@ static int setup(train_state *s, rp_backend_kind backend) {
     return fail("registering the kernels", st);
   if ((st = rp_mlp_create(s->rt, &k, &c->mc, &s->data, &s->m)) != RP_OK)
     return fail("building the model", st);
-  if ((st = rp_mlp_evaluate(s->m, &s->init_loss, &s->init_acc)) != RP_OK)
-    return fail("evaluating the initial weights", st);
   return RP_CLI_OK;
+}
+
+/* Collective under --dist (the sums are all-reduced). */
+static int evaluate_initial(train_state *s) {
+  rp_status st = rp_mlp_evaluate(s->m, &s->init_loss, &s->init_acc);
+  return st ? fail("evaluating the initial weights", st) : RP_CLI_OK;
 }
 
 /* Instantiates the recorded step. FALLBACK when AUTO chose CUDA and this
@@ -485,9 +625,9 @@ static int instantiate(train_state *s, rp_backend_kind asked) {
   if (st == RP_EUNSUPPORTED && asked == RP_BACKEND_AUTO &&
       rp_runtime_backend(s->rt) == RP_BACKEND_CUDA) {
     fprintf(stderr,
-            "reprise train: replays on CUDA are not in this build "
+            "%s: replays on CUDA are not in this build "
             "(%s); training on the CPU backend\n",
-            rp_error_detail());
+            who(), rp_error_detail());
     return FALLBACK;
   }
   if (st != RP_OK) {
@@ -499,21 +639,23 @@ static int instantiate(train_state *s, rp_backend_kind asked) {
   return RP_CLI_OK;
 }
 
-/* Records the step, instantiates it (unless --eager), then hands the graph
- * to --dump and --save-graph. */
+/* Records the step, instantiates it (unless --eager; collective under
+ * --dist, so every rank first learns that every rank recorded), then hands
+ * rank 0's graph to --dump and --save-graph. */
 static int record(train_state *s, rp_backend_kind asked) {
   const train_cli *c = s->c;
   rp_status st = rp_mlp_record(s->m, &s->g);
-  if (st != RP_OK)
-    return fail("recording the step", st);
-  int rc = c->eager ? RP_CLI_OK : instantiate(s, asked);
-  if (rc)
-    return rc;
+  int rc = agree(s, st ? fail("recording the step", st) : RP_CLI_OK);
+  if (!rc && !c->eager)
+    rc = agree(s, instantiate(s, asked));
+  if (rc || s->rank != 0)
+    return agree(s, rc);
   if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK)
-    return fail("--dump", st);
-  if (c->save_graph && (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
-    return fail("--save-graph", st);
-  return RP_CLI_OK;
+    rc = fail("--dump", st);
+  if (!rc && c->save_graph &&
+      (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
+    rc = fail("--save-graph", st);
+  return agree(s, rc);
 }
 
 /* --timings FILE: {"format": "reprise-timings", "version": 1,
@@ -527,7 +669,7 @@ static void write_timings(train_state *s, const char *mode) {
 }
 
 static int timings_open(train_state *s) {
-  if (!s->c->timings)
+  if (!s->c->timings || s->rank != 0) /* --dist: rank 0's own times */
     return RP_CLI_OK;
   if (!(s->timings = fopen(s->c->timings, "w"))) {
     fprintf(stderr, "reprise train: --timings %s: cannot write\n",
@@ -553,8 +695,12 @@ static int timings_close(train_state *s) {
 
 static int train_once(train_state *s, int eager, run_stats *out) {
   const train_cli *c = s->c;
-  progress p = {c->iters, c->log_every, isatty(STDOUT_FILENO),
-                eager ? "eager" : "replay", NAN};
+  progress p = {c->iters,
+                c->log_every,
+                s->rank != 0,
+                s->rank == 0 && isatty(STDOUT_FILENO),
+                eager ? "eager" : "replay",
+                NAN};
   rp_mlp_train_opts o = {.iters = c->iters,
                          .lr = c->lr,
                          .lr_decay = c->lr_decay,
@@ -576,7 +722,7 @@ static int train_once(train_state *s, int eager, run_stats *out) {
 }
 
 static int trace_start(train_state *s) {
-  if (!s->c->trace)
+  if (!s->c->trace || s->rank != 0) /* --dist: rank 0's replays */
     return RP_CLI_OK;
   uint32_t n = s->c->iters < 16 ? s->c->iters : 16;
   rp_status st = rp_exec_trace_start(s->ex, n);
@@ -584,7 +730,7 @@ static int trace_start(train_state *s) {
 }
 
 static int trace_write(train_state *s) {
-  if (!s->c->trace)
+  if (!s->c->trace || s->rank != 0)
     return RP_CLI_OK;
   rp_status st = rp_exec_trace_write(s->ex, s->c->trace);
   return st == RP_OK ? RP_CLI_OK : fail("--trace", st);
@@ -613,12 +759,12 @@ static int train_all(train_state *s) {
   const train_cli *c = s->c;
   int rc = RP_CLI_OK;
   float *replayed = NULL;
-  if (!c->eager) {
-    if ((rc = trace_start(s)))
-      return rc;
-    if ((rc = train_once(s, 0, &s->replay)))
-      return rc;
-    if ((rc = trace_write(s)))
+  if (!c->eager) { /* --dist: every rank passes both agree() calls */
+    rc = agree(s, trace_start(s));
+    if (!rc)
+      rc = train_once(s, 0, &s->replay);
+    rc = agree(s, rc ? rc : trace_write(s));
+    if (rc)
       return rc;
   }
   if (!c->eager && !c->compare)
@@ -641,13 +787,63 @@ static int train_all(train_state *s) {
   return rc;
 }
 
+/* --save-weights FILE: the n floats as raw little-endian f32 (the order
+ * of rp_mlp_params_read). */
+static int write_weights(const char *path, const float *w, size_t n) {
+  unsigned char *b = malloc(n * 4 + 1);
+  if (!b)
+    return oom("--save-weights");
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &w[i], 4);
+    for (int k = 0; k < 4; k++)
+      b[4 * i + k] = (unsigned char)(u >> (8 * k));
+  }
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    fprintf(stderr, "%s: --save-weights %s: cannot write: %s\n", who(), path,
+            strerror(errno));
+  int bad = !f;
+  if (f) {
+    bad = fwrite(b, 4, n, f) != n;
+    bad |= fclose(f) != 0;
+    if (bad)
+      fprintf(stderr, "%s: --save-weights %s: write failed\n", who(), path);
+  }
+  free(b);
+  return bad ? RP_CLI_FAILED : RP_CLI_OK;
+}
+
+/* The final weights: --dist checks that every rank holds the same ones
+ * (collective), rank 0 writes --save-weights. */
+static int final_weights(train_state *s) {
+  const train_cli *c = s->c;
+  if (!c->dist && !c->save_weights)
+    return RP_CLI_OK;
+  size_t n = rp_mlp_param_count(s->m);
+  float *w = malloc(n * sizeof *w);
+  rp_status st = w ? rp_mlp_params_read(s->m, w, n) : RP_OK;
+  int rc = !w   ? oom("reading the weights")
+           : st ? fail("reading the weights", st)
+                : RP_CLI_OK;
+  rc = agree(s, rc);
+  if (!rc && c->dist) {
+    s->ranks_checked = 1;
+    s->ranks_equal = same_on_every_rank(w, n);
+  }
+  if (!rc && c->save_weights && s->rank == 0)
+    rc = write_weights(c->save_weights, w, n);
+  free(w);
+  return agree(s, rc);
+}
+
 static void teardown(train_state *s) {
   rp_exec_destroy(s->ex);
   rp_graph_destroy(s->g);
   rp_mlp_destroy(s->m);
   rp_status st = rp_runtime_destroy(s->rt);
   if (st != RP_OK)
-    fprintf(stderr, "reprise train: destroying the runtime: %s (%s)\n",
+    fprintf(stderr, "%s: destroying the runtime: %s (%s)\n", who(),
             rp_status_name(st), rp_error_detail());
   s->ex = NULL;
   s->g = NULL;
@@ -667,16 +863,18 @@ static void print_header(const train_state *s) {
   printf("reprise train: MLP %u", d->features);
   for (uint32_t i = 0; i < c->mc.nhidden; i++)
     printf("-%u", c->mc.hidden[i]);
-  printf("-%u (%zu parameters), %u samples (%s), batch %u over %u "
-         "processors\n",
-         d->classes, rp_mlp_param_count(s->m), d->n,
-         c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch,
-         c->mc.procs);
+  printf("-%u (%zu parameters), %u samples (%s), batch %u over ", d->classes,
+         rp_mlp_param_count(s->m), d->n,
+         c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
+  if (c->dist)
+    printf("%u rank%s (MPI) x ", s->ranks, s->ranks == 1 ? "" : "s");
+  printf("%u processors\n", c->mc.procs);
   rp_backend_kind b = rp_runtime_backend(s->rt);
   printf("backend %s, processors", backend_name(b));
   for (uint32_t p = 0; p < c->mc.procs; p++)
     printf("%s%u", p ? "," : " ", rp_mlp_procs(s->m)[p]);
-  printf(" (%s)\n", b == RP_BACKEND_CUDA ? "GPUs" : "CPU workers");
+  printf(" (%s)%s\n", b == RP_BACKEND_CUDA ? "GPUs" : "CPU workers",
+         c->dist ? " on every rank; gradients all-reduced" : "");
   const char *why = rp_runtime_backend_reason(s->rt);
   if (c->backend == RP_BACKEND_AUTO && why[0])
     printf("  not CUDA: %s\n", why);
@@ -690,10 +888,12 @@ static void print_header(const train_state *s) {
   fflush(stdout);
 }
 
-static void print_run(const char *what, const run_stats *r, uint32_t iters) {
-  printf("%-6s %u iterations: per iteration median %.1f us, p99 %.1f us; "
+static void print_run(const char *what, const run_stats *r, uint32_t iters,
+                      int dist) {
+  printf("%-6s %u iterations: per iteration median %.1f us, p99 %.1f us%s; "
          "%.0f samples/s\n",
-         what, iters, r->median_us, r->p99_us, r->samples_per_s);
+         what, iters, r->median_us, r->p99_us, dist ? " (rank 0)" : "",
+         r->samples_per_s);
 }
 
 static void print_summary(const train_state *s) {
@@ -702,9 +902,9 @@ static void print_summary(const train_state *s) {
   printf("final loss %.4f (initial %.4f), accuracy %.1f%%\n", fin->final_loss,
          s->init_loss, 100 * fin->accuracy);
   if (s->replay.ran)
-    print_run("replay", &s->replay, c->iters);
+    print_run("replay", &s->replay, c->iters, c->dist);
   if (s->eager.ran)
-    print_run("eager", &s->eager, c->iters);
+    print_run("eager", &s->eager, c->iters, c->dist);
   if (s->replay.ran && s->eager.ran)
     printf("eager/replay median: %.2fx\n",
            s->eager.median_us / s->replay.median_us);
@@ -713,6 +913,10 @@ static void print_summary(const train_state *s) {
   else if (s->compared)
     printf("replay vs eager: final weights differ, max |diff| %.3g\n",
            s->max_diff);
+  if (s->ranks_checked)
+    printf("ranks: final weights %s on all %u rank%s\n",
+           s->ranks_equal ? "bitwise equal" : "DIFFER", s->ranks,
+           s->ranks == 1 ? "" : "s");
 }
 
 static void json_num(FILE *f, const char *key, double v, int ok) {
@@ -726,13 +930,15 @@ static int write_json(const train_state *s) {
   const train_cli *c = s->c;
   FILE *f = fopen(c->json, "w");
   if (!f) {
-    fprintf(stderr, "reprise train: cannot write '%s': %s\n", c->json,
+    fprintf(stderr, "%s: cannot write '%s': %s\n", who(), c->json,
             strerror(errno));
     return RP_CLI_FAILED;
   }
   const run_stats *fin = c->eager ? &s->eager : &s->replay;
   fprintf(f, "{\n  \"backend\": \"%s\"",
           backend_name(rp_runtime_backend(s->rt)));
+  if (c->dist) /* procs: per rank; batch: global */
+    fprintf(f, ",\n  \"ranks\": %u", s->ranks);
   fprintf(f, ",\n  \"procs\": %u,\n  \"iters\": %u,\n  \"batch\": %u",
           c->mc.procs, c->iters, c->mc.batch);
   fprintf(f, ",\n  \"hidden\": [");
@@ -753,9 +959,12 @@ static int write_json(const train_state *s) {
   if (s->compared)
     fprintf(f, ",\n  \"weights_bitwise_equal\": %s",
             s->bitwise ? "true" : "false");
+  if (s->ranks_checked)
+    fprintf(f, ",\n  \"weights_equal_across_ranks\": %s",
+            s->ranks_equal ? "true" : "false");
   fprintf(f, "\n}\n");
   if (fclose(f) != 0) {
-    fprintf(stderr, "reprise train: error writing '%s'\n", c->json);
+    fprintf(stderr, "%s: error writing '%s'\n", who(), c->json);
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -763,28 +972,59 @@ static int write_json(const train_state *s) {
 
 /* ---- entry ---- */
 
+/* Every step below that a rank may fail alone is followed by agree()
+ * under --dist, so all ranks reach the same collective calls or stop
+ * together. */
 static int run_on(train_state *s, rp_backend_kind backend,
                   rp_backend_kind asked) {
-  int rc = setup(s, backend);
-  if (!rc && (!s->c->eager || s->c->save_graph || s->c->dump))
+  const train_cli *c = s->c;
+  int rc = agree(s, setup(s, backend));
+  if (!rc)
+    rc = agree(s, evaluate_initial(s));
+  if (!rc && (!c->eager || c->save_graph || c->dump))
     rc = record(s, asked);
   if (rc)
     return rc;
-  print_header(s);
-  if ((rc = train_all(s)))
+  if (s->rank == 0)
+    print_header(s);
+  if ((rc = agree(s, train_all(s))) || (rc = final_weights(s)))
     return rc;
-  print_summary(s);
-  const run_stats *fin = s->c->eager ? &s->eager : &s->replay;
-  if (s->c->json && (rc = write_json(s)))
+  if (s->rank == 0)
+    print_summary(s);
+  const run_stats *fin = c->eager ? &s->eager : &s->replay;
+  if (c->json && s->rank == 0 && (rc = write_json(s)))
     return rc;
-  if (!isfinite(fin->final_loss)) {
-    fprintf(stderr,
-            "reprise train: training diverged (final loss %g): try "
-            "a smaller --lr\n",
-            fin->final_loss);
+  if (!isfinite(fin->final_loss)) { /* the same on every rank */
+    if (s->rank == 0)
+      fprintf(stderr,
+              "reprise train: training diverged (final loss %g): try "
+              "a smaller --lr\n",
+              fin->final_loss);
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
+}
+
+static int train_main(train_state *s) {
+  const train_cli *c = s->c;
+  int rc = load_data(s);
+  if (!rc && !(s->ns = malloc(c->iters * sizeof *s->ns)))
+    rc = oom("allocating timings");
+  if (!rc)
+    rc = timings_open(s);
+  if ((rc = agree(s, rc)) == RP_CLI_OK) {
+    rc = run_on(s, c->backend, c->backend);
+    if (rc == FALLBACK) {
+      teardown(s);
+      rc = run_on(s, RP_BACKEND_CPU, c->backend);
+    }
+  }
+  int tc = timings_close(s);
+  rc = rc ? rc : tc;
+  teardown(s);
+  free(s->ns);
+  rp_data_free(&s->data);
+  return rc;
 }
 
 int rp_cmd_train(int argc, char **argv) {
@@ -792,24 +1032,10 @@ int rp_cmd_train(int argc, char **argv) {
   int rc = parse_args(argc, argv, &c);
   if (rc)
     return rc < 0 ? RP_CLI_OK : rc;
-  train_state s = {.c = &c};
-  if ((rc = load_data(&s)))
-    return rc;
-  if (!(s.ns = malloc(c.iters * sizeof *s.ns))) {
-    rp_data_free(&s.data);
-    return oom("allocating timings");
-  }
-  if ((rc = timings_open(&s)) == RP_CLI_OK) {
-    rc = run_on(&s, c.backend, c.backend);
-    if (rc == FALLBACK) {
-      teardown(&s);
-      rc = run_on(&s, RP_BACKEND_CPU, c.backend);
-    }
-    int tc = timings_close(&s);
-    rc = rc ? rc : tc;
-  }
-  teardown(&s);
-  free(s.ns);
-  rp_data_free(&s.data);
+  train_state s = {.c = &c, .rank = 0, .ranks = 1};
+  if (!c.dist || (rc = dist_start(&s)) == RP_CLI_OK)
+    rc = train_main(&s);
+  dist_stop(&s); /* after train_main destroyed the runtime */
+  LOG_RANK = -1;
   return rc;
 }

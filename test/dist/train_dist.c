@@ -1,0 +1,313 @@
+/* test/dist/train_dist.c — `reprise train --dist` across N ranks reaches
+ * the weights of one process. A plain program (no Criterion, no MPI of its
+ * own): it runs the built command line, once as one process without
+ * --dist and then under `mpiexec -n N ... --dist` with the same global
+ * batch and seed, and compares the --save-weights files. ctest runs it
+ * for N = 1, 2 and 3 (label "dist"):
+ *
+ *   test_train_dist REPRISE MPIEXEC NUMPROC_FLAG N
+ *
+ * Checks: exit 0; only rank 0 prints; the JSON summary has "ranks": N and
+ * "weights_equal_across_ranks": true; the weights equal the single
+ * process's within TOL (bitwise for N = 1, also run without mpiexec);
+ * --dist --eager reaches the replayed weights within TOL; a batch that
+ * leaves a rank's processor without rows exits 2 on every rank.
+ *
+ * Tolerance: the ranks' all-reduce and the 2N shards (2 in one process)
+ * sum the gradient in another order, so the weights agree within float
+ * rounding: max |w_N - w_1| <= TOL * max |w_1|, TOL = 1e-5 (measured
+ * about 7e-8 after 40 steps); the final loss within 1e-4 relative. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define TOL 1e-5
+#define LOSS_TOL 1e-4
+
+static const char *REPRISE, *MPIEXEC, *NPFLAG;
+static char DIR[] = "/tmp/rp_train_dist_XXXXXX";
+static int N, FAILS;
+
+static void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(ok ? stdout : stderr, ok ? "ok   " : "FAIL ");
+  vfprintf(ok ? stdout : stderr, fmt, ap);
+  fprintf(ok ? stdout : stderr, "\n");
+  va_end(ap);
+  FAILS += !ok;
+}
+
+static char *path(const char *name) {
+  static char buf[8][512];
+  static int k;
+  char *p = buf[k++ % 8];
+  snprintf(p, sizeof buf[0], "%s/%s", DIR, name);
+  return p;
+}
+
+/* The whole file, NUL-terminated (*len bytes before it), or NULL. */
+static char *slurp(const char *p, size_t *len) {
+  FILE *f = fopen(p, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = 4096, n = 0;
+  char *b = malloc(cap);
+  size_t got;
+  while (b && (got = fread(b + n, 1, cap - n - 1, f)) > 0) {
+    n += got;
+    if (n + 1 == cap) {
+      char *nb = realloc(b, cap *= 2);
+      if (!nb)
+        free(b);
+      b = nb;
+    }
+  }
+  fclose(f);
+  if (b)
+    b[n] = '\0';
+  if (len)
+    *len = n;
+  return b;
+}
+
+/* Runs argv (NULL-terminated) with stdout and stderr into `log`; returns
+ * the exit status, or -1 when it did not exit normally. */
+static int run(char *const *argv, const char *log) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+      _exit(126);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int ws;
+  if (pid < 0 || waitpid(pid, &ws, 0) != pid)
+    return -1;
+  return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+/* The same model, data and global batch for every run. */
+#define COMMON                                                                 \
+  "train", "--backend", "cpu", "--procs", "2", "--iters", "40", "--batch",     \
+      "64", "--hidden", "16,16", "--samples", "1024", "--seed", "3", "--lr",   \
+      "0.1"
+
+/* `reprise train COMMON extra...` (under mpiexec -n np when np > 0);
+ * its output goes to tag.log. Returns the exit status. */
+static int train(int np, const char *tag, const char *const *extra) {
+  char *argv[48];
+  char nps[16];
+  int k = 0;
+  if (np > 0) {
+    snprintf(nps, sizeof nps, "%d", np);
+    argv[k++] = (char *)MPIEXEC;
+    argv[k++] = (char *)NPFLAG;
+    argv[k++] = nps;
+  }
+  argv[k++] = (char *)REPRISE;
+  static const char *common[] = {COMMON};
+  for (size_t i = 0; i < sizeof common / sizeof *common; i++)
+    argv[k++] = (char *)common[i];
+  for (; extra && *extra; extra++)
+    argv[k++] = (char *)*extra;
+  argv[k] = NULL;
+  char log[64];
+  snprintf(log, sizeof log, "%s.log", tag);
+  int st = run(argv, path(log));
+  if (st != 0 && st != 2) { /* show why */
+    char *out = slurp(path(log), NULL);
+    fprintf(stderr, "--- %s (exit %d):\n%s---\n", tag, st, out ? out : "");
+    free(out);
+  }
+  return st;
+}
+
+static float *weights(const char *name, size_t *n) {
+  size_t len = 0;
+  char *b = slurp(path(name), &len);
+  if (!b || len % 4) {
+    free(b);
+    *n = 0;
+    return NULL;
+  }
+  *n = len / 4;
+  float *w = malloc(*n * sizeof *w + 1);
+  for (size_t i = 0; w && i < *n; i++) { /* little-endian f32 */
+    const unsigned char *p = (const unsigned char *)b + 4 * i;
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                 (uint32_t)p[3] << 24;
+    memcpy(&w[i], &u, 4);
+  }
+  free(b);
+  return w;
+}
+
+/* max |a - b| / max |b| (inf when sizes differ or a file is missing). */
+static double rel_diff(const char *a, const char *b, int *bitwise) {
+  size_t na, nb;
+  float *x = weights(a, &na), *y = weights(b, &nb);
+  double d = INFINITY, m = 0;
+  *bitwise = 0;
+  if (x && y && na == nb && na > 0) {
+    d = 0;
+    for (size_t i = 0; i < na; i++) {
+      double e = fabs((double)x[i] - (double)y[i]);
+      d = e > d || isnan(e) ? e : d;
+      m = fabs((double)y[i]) > m ? fabs((double)y[i]) : m;
+    }
+    d = m > 0 ? d / m : d;
+    *bitwise = memcmp(x, y, na * sizeof *x) == 0;
+  }
+  free(x);
+  free(y);
+  return d;
+}
+
+/* The text after "key": in a JSON file (NULL when missing). */
+static const char *json_value(const char *json, const char *key) {
+  char k[64];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = json ? strstr(json, k) : NULL;
+  if (!p)
+    return NULL;
+  p += strlen(k);
+  while (*p == ' ')
+    p++;
+  return p;
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; p && (p = strstr(p, needle)); p++)
+    n++;
+  return n;
+}
+
+/* ---- the cases ---- */
+
+static double ref_loss;
+
+static void reference(void) {
+  const char *x[] = {"--save-weights", path("ref.bin"), "--json",
+                     path("ref.json"), NULL};
+  check(train(0, "ref", x) == 0, "one process, no --dist");
+  char *j = slurp(path("ref.json"), NULL);
+  const char *v = json_value(j, "final_loss");
+  ref_loss = v ? strtod(v, NULL) : NAN;
+  check(json_value(j, "ranks") == NULL,
+        "without --dist the JSON has no \"ranks\"");
+  free(j);
+}
+
+static void distributed(void) {
+  const char *x[] = {"--dist", "--save-weights",  path("dist.bin"),
+                     "--json", path("dist.json"), NULL};
+  int st = train(N, "dist", x);
+  check(st == 0, "mpiexec -n %d reprise train --dist: exit %d", N, st);
+  char *log = slurp(path("dist.log"), NULL);
+  check(count(log, "reprise train: MLP") == 1 && count(log, "final loss") == 1,
+        "%d rank(s): rank 0 alone prints the header and the summary", N);
+  free(log);
+  char *j = slurp(path("dist.json"), NULL);
+  const char *v = json_value(j, "ranks");
+  check(v && strtol(v, NULL, 10) == N, "JSON \"ranks\": %d", N);
+  v = json_value(j, "weights_equal_across_ranks");
+  check(v && strncmp(v, "true", 4) == 0, "every rank ends with the same "
+                                         "weights");
+  v = json_value(j, "final_loss");
+  double loss = v ? strtod(v, NULL) : NAN;
+  check(fabs(loss - ref_loss) <= LOSS_TOL * fabs(ref_loss),
+        "final loss %.9g vs one process %.9g (tolerance %g relative)", loss,
+        ref_loss, LOSS_TOL);
+  free(j);
+  int bitwise;
+  double d = rel_diff("dist.bin", "ref.bin", &bitwise);
+  if (N == 1)
+    check(bitwise, "1 rank: weights bitwise equal to one process (rel %g)", d);
+  else
+    check(d <= TOL,
+          "%d ranks: weights within %g of one process: max rel "
+          "diff %.3g%s",
+          N, TOL, d, bitwise ? " (bitwise equal)" : "");
+}
+
+static void singleton(void) {
+  const char *x[] = {"--dist", "--save-weights", path("single.bin"), NULL};
+  check(train(0, "single", x) == 0, "--dist without mpiexec: exit 0");
+  int bitwise;
+  double d = rel_diff("single.bin", "ref.bin", &bitwise);
+  check(bitwise, "--dist without mpiexec equals one process bitwise (%g)", d);
+}
+
+static void eager(void) {
+  const char *x[] = {"--dist", "--eager", "--save-weights", path("eager.bin"),
+                     NULL};
+  int st = train(N, "eager", x);
+  check(st == 0, "mpiexec -n %d reprise train --dist --eager: exit %d", N, st);
+  int bitwise;
+  double d = rel_diff("eager.bin", "dist.bin", &bitwise);
+  check(d <= TOL, "--dist --eager within %g of --dist: %.3g%s", TOL, d,
+        bitwise ? " (bitwise equal)" : "");
+}
+
+static void bad_split(void) {
+  /* 2N - 1 rows: the last rank gets 1 row for its 2 processors (with one
+   * rank --procs 2 > --batch 1 is refused before MPI starts) */
+  char b[16];
+  snprintf(b, sizeof b, "%d", 2 * N - 1);
+  const char *x[] = {"--dist", "--batch", b, NULL};
+  int st = train(N, "split", x);
+  char *log = slurp(path("split.log"), NULL);
+  check(st == 2 && count(log, "Try 'reprise train --help'") == 1,
+        "--batch %s over %d rank(s) x 2 processors: exit %d (want 2), one "
+        "message",
+        b, N, st);
+  free(log);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 5 || (N = atoi(argv[4])) < 1) {
+    fprintf(stderr, "usage: %s REPRISE MPIEXEC NUMPROC_FLAG N\n", argv[0]);
+    return 2;
+  }
+  REPRISE = argv[1];
+  MPIEXEC = argv[2];
+  NPFLAG = argv[3];
+  if (!mkdtemp(DIR)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  reference();
+  distributed();
+  if (N == 1)
+    singleton();
+  eager();
+  bad_split();
+  if (!FAILS) { /* keep the files of a failed run */
+    const char *names[] = {"ref.bin",   "ref.json",  "ref.log",    "dist.bin",
+                           "dist.json", "dist.log",  "single.bin", "single.log",
+                           "eager.bin", "eager.log", "split.log"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+      unlink(path(names[i]));
+    rmdir(DIR);
+  } else {
+    fprintf(stderr, "files kept in %s\n", DIR);
+  }
+  printf("%s: %d ranks, %d failed\n", FAILS ? "FAILED" : "passed", N, FAILS);
+  return FAILS ? 1 : 0;
+}
