@@ -26,11 +26,10 @@ typedef struct rp_bench_stats {
 /* Median, min and max of v[0..n) (n >= 1); sorts v in place. */
 rp_bench_stats rp_bench_summarize(double *v, size_t n);
 
-/* Busy work: `iters` dependent steps that the compiler cannot remove. */
-void rp_bench_spin(uint64_t iters);
-/* Iterations of rp_bench_spin that take about target_ns on this core run
- * alone, and the measured cost of one such call in *call_ns. */
-uint64_t rp_bench_spin_calibrate(uint64_t target_ns, double *call_ns);
+/* Busy for ns nanoseconds of wall time (the tiny workload's task), and
+ * what one such call costs run alone. */
+void rp_bench_busy(uint64_t ns);
+double rp_bench_busy_cost(uint64_t ns);
 
 /* Creates the runtime the options ask for (environment overrides of the
  * backend and worker count ignored: the flags decide). Prints why on

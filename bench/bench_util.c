@@ -25,50 +25,30 @@ rp_bench_stats rp_bench_summarize(double *v, size_t n) {
 
 /* ---- busy work ---- */
 
-void rp_bench_spin(uint64_t iters) {
-  /* volatile: every step is a load and a store the compiler must keep, so
-   * the loop's cost grows linearly with iters at any optimisation level. */
-  volatile uint64_t acc = 0;
-  for (uint64_t i = 0; i < iters; i++)
-    acc = acc + i;
+/* Busy for ns nanoseconds of wall time. Timed, not counted: on a shared
+ * virtual machine a core's speed changes from run to run, and a loop
+ * calibrated once would then make the "1 us task" anything from 0.5 to 2 us
+ * (the ideal schedule the tiny workload is compared with assumes the task
+ * time it reports). */
+void rp_bench_busy(uint64_t ns) {
+  uint64_t t0 = rp_bench_now_ns();
+  while (rp_bench_now_ns() - t0 < ns)
+    ;
 }
 
-/* Cost of one rp_bench_spin(iters) call: the fastest batch average. Being
- * preempted or sharing the core only ever makes a batch slower, so the
- * fastest batch is the best estimate of the call run alone. */
-static double spin_call_ns(uint64_t iters) {
+/* What one rp_bench_busy(ns) call costs run alone: the fastest batch
+ * average (being preempted only ever makes a batch slower). */
+double rp_bench_busy_cost(uint64_t ns) {
   enum { BATCHES = 11, CALLS = 200 };
   double best = 0;
   for (int b = 0; b < BATCHES; b++) {
     uint64_t t0 = rp_bench_now_ns();
     for (int c = 0; c < CALLS; c++)
-      rp_bench_spin(iters);
-    double ns = (double)(rp_bench_now_ns() - t0) / CALLS;
-    best = b == 0 || ns < best ? ns : best;
+      rp_bench_busy(ns);
+    double v = (double)(rp_bench_now_ns() - t0) / CALLS;
+    best = b == 0 || v < best ? v : best;
   }
   return best;
-}
-
-uint64_t rp_bench_spin_calibrate(uint64_t target_ns, double *call_ns) {
-  /* The rate from the fastest of a few long calls: long so the clock's own
-   * cost vanishes, the fastest for the reason above. */
-  const uint64_t probe = 1u << 20;
-  uint64_t best = UINT64_MAX;
-  for (int i = 0; i < 5; i++) {
-    uint64_t t0 = rp_bench_now_ns();
-    rp_bench_spin(probe);
-    uint64_t d = rp_bench_now_ns() - t0;
-    best = d < best ? d : best;
-  }
-  uint64_t iters = probe * target_ns / (best ? best : 1);
-  iters = iters ? iters : 1;
-  /* One correction from short calls, which also pay the call itself. */
-  double ns = spin_call_ns(iters);
-  if (ns > 0)
-    iters = (uint64_t)((double)iters * (double)target_ns / ns + 0.5);
-  iters = iters ? iters : 1;
-  *call_ns = spin_call_ns(iters);
-  return iters;
 }
 
 /* ---- runtime ---- */

@@ -59,7 +59,7 @@ typedef struct workload {
   rp_access *acc; /* every node's accesses, back to back */
   uint32_t ninst;
   rp_inst *insts;      /* one-element tokens the accesses name */
-  uint64_t spin_iters; /* tiny: every node's argument; 0: no arguments */
+  uint64_t busy_ns; /* tiny: every node's argument; 0: no arguments */
 } workload;
 
 /* What every measurement of one rp_bench_dag call shares. */
@@ -68,8 +68,8 @@ typedef struct dag_ctx {
   rp_runtime *rt;
   const char *backend;
   rp_task_id empty, spin;
-  uint64_t spin_iters; /* rp_bench_spin iterations of ~TINY_TASK_NS */
-  double task_ns;      /* measured cost of one such spin */
+  uint64_t busy_ns; /* tiny: busy time per task (TINY_TASK_NS) */
+  double task_ns;   /* measured cost of one such task run alone */
   FILE *table;
   rp_bench_json *json;
 } dag_ctx;
@@ -142,9 +142,9 @@ static void node_add(workload *w, rp_task_id task, uint32_t first) {
                    .proc = RP_PROC_ANY,
                    .accesses = w->acc + first,
                    .naccess = w->nacc - first};
-  if (w->spin_iters) {
-    l->args = &w->spin_iters;
-    l->args_size = sizeof w->spin_iters;
+  if (w->busy_ns) {
+    l->args = &w->busy_ns;
+    l->args_size = sizeof w->busy_ns;
   }
 }
 
@@ -222,7 +222,7 @@ static rp_status build(const dag_ctx *c, unsigned bit, uint32_t size,
   case RP_BENCH_LAYERED:
     return build_layered(c->rt, c->empty, w, layers);
   default:
-    w->spin_iters = c->spin_iters;
+    w->busy_ns = c->busy_ns;
     return build_layered(c->rt, c->spin, w, layers);
   }
 }
@@ -396,8 +396,8 @@ static rp_status empty_task(rp_task_ctx *ctx) {
 }
 
 static rp_status spin_task(rp_task_ctx *ctx) {
-  const uint64_t *iters = rp_ctx_args(ctx, NULL);
-  rp_bench_spin(*iters);
+  const uint64_t *ns = rp_ctx_args(ctx, NULL);
+  rp_bench_busy(*ns);
   return RP_OK;
 }
 
@@ -487,8 +487,10 @@ int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json) {
   dag_ctx c = {.o = &eff, .table = table};
   /* Calibrate before the workers exist: they would compete for the cores
    * and make the loop look slower than it is when run alone. */
-  if (eff.workloads & RP_BENCH_TINY)
-    c.spin_iters = rp_bench_spin_calibrate(TINY_TASK_NS, &c.task_ns);
+  if (eff.workloads & RP_BENCH_TINY) {
+    c.busy_ns = TINY_TASK_NS;
+    c.task_ns = rp_bench_busy_cost(TINY_TASK_NS);
+  }
   if (rp_bench_runtime(&eff, &c.rt))
     return 1;
   c.backend = rp_bench_backend_name(c.rt);

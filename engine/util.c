@@ -175,6 +175,7 @@ static void tunables_init(void) {
   g_tun.spin_ns = env_ns("REPRISE_SPIN_NS", 10000);
   g_tun.yield_ns = env_ns("REPRISE_YIELD_NS", 200000);
   g_tun.host_yield_ns = env_ns("REPRISE_HOST_YIELD_NS", 50000);
+  g_tun.idle_spin_ns = env_ns("REPRISE_IDLE_SPIN_NS", 1000);
 }
 
 const rp_tunables *rp__tunables(void) {
@@ -193,12 +194,13 @@ int rp__backoff(rp_backoff *b) {
   if (!b->start)
     b->start = now;
   uint64_t waited = now - b->start;
-  if (waited < t->spin_ns && !b->yield_only) {
+  uint64_t spin = b->idle ? t->idle_spin_ns : t->spin_ns;
+  if (waited < spin && !b->yield_only) {
     for (int i = 0; i < 16; i++)
       rp__cpu_relax();
     return 1;
   }
-  uint64_t budget = !b->yield_only ? t->spin_ns + t->yield_ns
+  uint64_t budget = !b->yield_only ? spin + t->yield_ns
                     : b->yield_ns    ? b->yield_ns
                                      : t->host_yield_ns;
   if (waited < budget) {

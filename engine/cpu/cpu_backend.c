@@ -60,17 +60,17 @@ static void *worker_main(void *p) {
   pthread_setname_np(pthread_self(), name);
   pin(w->index);
   rp__alloc_counter_register(w->rt, w->index);
-  rp_backoff idle = RP_BACKOFF_INIT;
+  rp_backoff idle = RP_BACKOFF_IDLE;
   while (!atomic_load_explicit(&cs->stop, memory_order_acquire)) {
     rp_work *item = rp__queue_pop(&w->q);
     if (item) {
       item->run(item);
       atomic_fetch_sub_explicit(&cs->pending, 1, memory_order_release);
-      idle = (rp_backoff)RP_BACKOFF_INIT;
+      idle = (rp_backoff)RP_BACKOFF_IDLE;
       continue;
     }
     if (poll_once(w)) {
-      idle = (rp_backoff)RP_BACKOFF_INIT;
+      idle = (rp_backoff)RP_BACKOFF_IDLE;
       continue;
     }
     if (rp__backoff(&idle))
@@ -81,14 +81,14 @@ static void *worker_main(void *p) {
     if (rp__queue_nonempty(&w->q) || poll_once(w) ||
         atomic_load_explicit(&cs->stop, memory_order_acquire)) {
       rp__queue_sleep_end(&w->q);
-      idle = (rp_backoff)RP_BACKOFF_INIT;
+      idle = (rp_backoff)RP_BACKOFF_IDLE;
       continue;
     }
     atomic_store(&w->idle, 1);
     rp__queue_sleep_wait(&w->q, seq);
     atomic_store(&w->idle, 0);
     rp__queue_sleep_end(&w->q);
-    idle = (rp_backoff)RP_BACKOFF_INIT;
+    idle = (rp_backoff)RP_BACKOFF_IDLE;
   }
   return NULL;
 }
