@@ -99,12 +99,14 @@ rp_status rp__resolve_accesses(const rp_graph *g, const rp_access *acc,
   if (!r)
     return rp__err(RP_ENOMEM, "%s: out of memory", what);
   for (uint32_t i = 0; i < nacc; i++) {
-    char side[32];
-    snprintf(side, sizeof side, "access %u", i);
-    rp_status st = check_ref(g, acc[i].inst, what, side);
-    if (st) {
-      free(r);
-      return st;
+    if (rp__is_mirror(acc[i].inst)) { /* the label only where it may be used */
+      char side[32];
+      snprintf(side, sizeof side, "access %u", i);
+      rp_status st = check_ref(g, acc[i].inst, what, side);
+      if (st) {
+        free(r);
+        return st;
+      }
     }
     r[i] = acc[i];
     r[i].inst = rp__graph_source(g, acc[i].inst);

@@ -39,6 +39,8 @@ static rp_status check_task_op(const rp_graph *g, rp_op_id id) {
   if (!t)
     return rp__err(RP_ENOTASK, "op %u: task id %u is not registered", id,
                    op->task);
+  /* formatted once per op: instantiate validates every op, so this is on
+   * the path that has to stay at a few microseconds per op */
   rp__op_label(g, id, lab, sizeof lab);
   /* the launch checks run on the mirrors' sources (type, shape, liveness) */
   rp_access *res;
