@@ -259,7 +259,9 @@ static cJSON *put(writer *w, cJSON *obj, const char *key, cJSON *item) {
 /* Integers: a JSON number when a double holds them exactly, else a
  * decimal string (the loader accepts both). */
 static cJSON *j_i64(int64_t v) {
-  if ((double)v <= RP_JSON_EXACT_INT && (double)v >= -RP_JSON_EXACT_INT)
+  /* integer comparisons: converting v to double first would round 2^53 + 1
+   * down into the exact range */
+  if (v <= (int64_t)RP_JSON_EXACT_U64 && v >= -(int64_t)RP_JSON_EXACT_U64)
     return cJSON_CreateNumber((double)v);
   char buf[24];
   snprintf(buf, sizeof buf, "%lld", (long long)v);
@@ -267,7 +269,7 @@ static cJSON *j_i64(int64_t v) {
 }
 
 static cJSON *j_u64(uint64_t v) {
-  if ((double)v <= RP_JSON_EXACT_INT)
+  if (v <= RP_JSON_EXACT_U64)
     return cJSON_CreateNumber((double)v);
   char buf[24];
   snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);

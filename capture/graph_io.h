@@ -50,7 +50,11 @@
 #define RP_GRAPH_MAX_SHARDS 4096u        /* the builder's limit */
 
 /* Largest integer a JSON number carries exactly (2^53). */
-#define RP_JSON_EXACT_INT 9007199254740992.0
+/* The largest magnitude written or read as a JSON number: 2^53 - 1. From
+ * 2^53 on, doubles skip integers (2^53 + 1 parses as 2^53), so such values
+ * are decimal strings both ways. */
+#define RP_JSON_EXACT_INT 9007199254740991.0
+#define RP_JSON_EXACT_U64 9007199254740991ull
 
 #ifdef REPRISE_HAVE_CJSON
 #include <cJSON.h>
