@@ -33,6 +33,18 @@ static rp_event_slot *ev_lookup(const rp_runtime *rt, rp_event e) {
   return s;
 }
 
+/* The error for a handle ev_lookup refused (or whose slot was recycled
+ * meanwhile): "[call: ]event 0x... is stale[note]". call names the public
+ * entry point, NULL for none; note is "" or a hint to append. */
+static rp_status ev_stale(rp_event e, const char *call, const char *note) {
+  if (call)
+    return rp__err(RP_ESTALE, "%s: event %#llx is stale%s", call,
+                   (unsigned long long)e.id, note);
+  return rp__err(RP_ESTALE, "event %#llx is stale%s",
+                 (unsigned long long)e.id, note);
+}
+#define EV_RECYCLED " (released and recycled)" /* note: engine-internal */
+
 static void slot_init_range(rp_event_table *et, uint32_t from, uint32_t to) {
   for (uint32_t i = from; i < to; i++) {
     rp_event_slot *s = slot_at(et, i);
@@ -192,8 +204,7 @@ rp_status rp__event_retain(rp_runtime *rt, rp_event e) {
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return rp__err(RP_ESTALE, "event %#llx is stale (released and recycled)",
-                   (unsigned long long)e.id);
+    return ev_stale(e, NULL, EV_RECYCLED);
   atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   return RP_OK;
 }
@@ -236,8 +247,7 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   }
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return rp__err(RP_ESTALE, "event %#llx is stale (released and recycled)",
-                   (unsigned long long)e.id);
+    return ev_stale(e, NULL, EV_RECYCLED);
   /* Completed already: no list to join, no lock (acquire: the event's work
    * happens before fn). */
   rp_status done = rp__event_peek(rt, e);
@@ -301,8 +311,7 @@ static rp_status user_complete(rp_runtime *rt, rp_event e, rp_status st,
     return rp__err(RP_EINVAL, "%s: RP_NO_EVENT cannot be completed", what);
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return rp__err(RP_ESTALE, "%s: event %#llx is stale", what,
-                   (unsigned long long)e.id);
+    return ev_stale(e, what, "");
   /* Claim the completion: only one trigger/poison may win. */
   uint32_t old = atomic_load_explicit(&s->state, memory_order_acquire);
   if ((old & RP_EV_STATE_MASK) != RP_EV_PENDING)
@@ -330,13 +339,11 @@ rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return rp__err(RP_ESTALE, "event %#llx is stale",
-                   (unsigned long long)e.id);
+    return ev_stale(e, NULL, "");
   rp_status st = rp__event_peek(rt, e);
   /* Re-check: the slot may have been recycled while we read it. */
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
-    return rp__err(RP_ESTALE, "event %#llx is stale",
-                   (unsigned long long)e.id);
+    return ev_stale(e, NULL, "");
   return st;
 }
 
@@ -393,15 +400,13 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return rp__err(RP_ESTALE, "event %#llx is stale",
-                   (unsigned long long)e.id);
+    return ev_stale(e, NULL, "");
   /* Hold a reference while waiting so the slot cannot be recycled under us
    * (the caller might release its handle from another thread). */
   atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
     ev_unref(&rt->events, ev_slot_of(e), s);
-    return rp__err(RP_ESTALE, "event %#llx is stale",
-                   (unsigned long long)e.id);
+    return ev_stale(e, NULL, "");
   }
   rp_status st = wait_loop(rt, s, e, timeout_ns);
   ev_unref(&rt->events, ev_slot_of(e), s);
@@ -426,8 +431,7 @@ rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
   if (!rt || !cb)
     return rp__err(RP_EINVAL, "rp_event_on_complete: NULL argument");
   if (!rp__event_live(rt, e))
-    return rp__err(RP_ESTALE, "event %#llx is stale",
-                   (unsigned long long)e.id);
+    return ev_stale(e, NULL, "");
   user_waiter *u = malloc(sizeof *u);
   if (!u)
     return rp__err(RP_ENOMEM, "rp_event_on_complete: out of memory");
@@ -518,8 +522,7 @@ rp_status rp_event_release(rp_runtime *rt, rp_event e) {
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return rp__err(RP_ESTALE, "rp_event_release: event %#llx is stale",
-                   (unsigned long long)e.id);
+    return ev_stale(e, "rp_event_release", "");
   ev_unref(&rt->events, ev_slot_of(e), s);
   return RP_OK;
 }
