@@ -744,15 +744,10 @@ static rp_status wait_events(rp_exec *ex, const rp_seg *sg,
 /* Issues a task unit on the stream, as run_task does on a CPU lane. */
 static rp_status issue_task(rp_unit *u, rp_slot *s, void *stream, int *skip,
                             const char **why) {
-  uint32_t shards = u->max_shards;
-  if (u->shards_src != SIZE_MAX) {
-    uint32_t v;
-    memcpy(&v, s->args + u->shards_src, sizeof v);
-    shards = v < 1 ? 1 : v > u->max_shards ? u->max_shards : v;
-    if (u->shard >= shards) {
-      *skip = 1; /* this replay runs fewer shards: not a failure */
-      return RP_OK;
-    }
+  uint32_t shards = rp__unit_shards(u, s);
+  if (!shards) {
+    *skip = 1; /* this replay runs fewer shards: not a failure */
+    return RP_OK;
   }
   u->ctx.shards = shards;
   u->ctx.stream = stream;

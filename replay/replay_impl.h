@@ -256,6 +256,11 @@ rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
                               uint32_t **src);
 
 /* scheduler (scheduler.c) */
+/* The shards unit u runs in slot s's replay: max_shards, or the per-replay
+ * count (shards_src) clamped to 1..max_shards. 0 when u's shard is not among
+ * them: u skips this replay (not a failure). CPU lanes and GPU issue share
+ * it. */
+uint32_t rp__unit_shards(const rp_unit *u, const rp_slot *s);
 /* The first failure among u's predecessors in slot s (RP_OK: none). */
 rp_status rp__pred_status(const rp_exec *ex, const rp_unit *u,
                           const rp_slot *s);

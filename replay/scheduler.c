@@ -167,16 +167,20 @@ static rp_status wait_ports(rp_exec *ex, const rp_unit *u, rp_slot *s) {
 
 /* ---- running units ---- */
 
+uint32_t rp__unit_shards(const rp_unit *u, const rp_slot *s) {
+  if (u->shards_src == SIZE_MAX)
+    return u->max_shards;
+  uint32_t v;
+  memcpy(&v, s->args + u->shards_src, sizeof v);
+  uint32_t shards = v < 1 ? 1 : v > u->max_shards ? u->max_shards : v;
+  return u->shard < shards ? shards : 0;
+}
+
 static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
-  uint32_t shards = u->max_shards;
-  if (u->shards_src != SIZE_MAX) {
-    uint32_t v;
-    memcpy(&v, s->args + u->shards_src, sizeof v);
-    shards = v < 1 ? 1 : v > u->max_shards ? u->max_shards : v;
-    if (u->shard >= shards) {
-      *skip = 1; /* this replay runs fewer shards: not a failure */
-      return RP_OK;
-    }
+  uint32_t shards = rp__unit_shards(u, s);
+  if (!shards) {
+    *skip = 1; /* this replay runs fewer shards: not a failure */
+    return RP_OK;
   }
   for (uint32_t k = 0; k < u->ninterp; k++) {
     const rp_interp *ip = &u->interps[k];
