@@ -98,8 +98,8 @@ static void dump_dot(const rp_exec *ex, FILE *f) {
   fprintf(f, "}\n");
 }
 
-/* A JSON string body: task names may hold quotes or control bytes. */
-static void json_str(FILE *f, const char *s) {
+/* Task names may hold quotes or control bytes. */
+void rp__json_str(FILE *f, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '"' || *p == '\\')
       fprintf(f, "\\%c", *p);
@@ -113,7 +113,7 @@ static void json_str(FILE *f, const char *s) {
 static void dump_json(const rp_exec *ex, FILE *f) {
   fprintf(f, "{\"ops\": %u, \"units\": %u, \"workers_used\": %u, "
           "\"placement\": \"", ex->g->nops, ex->nunits, ex->active);
-  json_str(f, ex->place_why);
+  rp__json_str(f, ex->place_why);
   fprintf(f, "\", \"lanes\": [");
   int first_lane = 1;
   for (uint32_t w = 0; w < ex->nlanes; w++) {
@@ -125,7 +125,7 @@ static void dump_json(const rp_exec *ex, FILE *f) {
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
       fprintf(f, "%s{\"op\": %lld, \"name\": \"", i ? ", " : "", unit_op(u));
-      json_str(f, unit_name(ex, u));
+      rp__json_str(f, unit_name(ex, u));
       fprintf(f, "\", \"shard\": %u, \"waits\": [", u->shard);
       for (uint32_t k = 0; k < u->nwait; k++) {
         const rp_wait *wt = &ex->waits[u->wait_off + k];

@@ -306,6 +306,9 @@ uint64_t rp__exec_trace_clock_reads(const rp_exec *ex);
 /* REPRISE_DUMP=DIR: writes ex's graph file and schedule into DIR (dump.c).
  * Reports a failure on stderr (once per process), never fails. */
 void rp__exec_env_dump(rp_exec *ex);
+/* Writes s as the body of a JSON string (no quotes around it): quotes,
+ * backslashes and control bytes escaped (dump.c; the trace writer too). */
+void rp__json_str(FILE *f, const char *s);
 
 /* placement trials (tune.c): called by rp_replay at the end of each
  * measurement window, with nothing in flight; may allocate. */

@@ -171,18 +171,6 @@ static void ev_sep(tw *w) {
   w->first = 0;
 }
 
-/* A JSON string body: quotes, backslashes and control bytes escaped. */
-static void json_str(FILE *f, const char *s) {
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
-  }
-}
-
 static double us(const tw *w, uint64_t t) {
   return t > w->base ? (double)(t - w->base) / 1e3 : 0.0;
 }
@@ -194,7 +182,7 @@ static void meta(tw *w, const char *what, uint32_t tid, const char *name,
           "{\"name\": \"%s\", \"ph\": \"M\", \"pid\": %ld, "
           "\"tid\": %u, \"args\": {\"name\": \"",
           what, w->pid, tid);
-  json_str(w->f, name);
+  rp__json_str(w->f, name);
   fprintf(w->f, "\"}}");
   ev_sep(w);
   fprintf(w->f,
@@ -207,7 +195,7 @@ static void complete_ev(tw *w, const char *name, const char *cat, uint32_t tid,
                         uint64_t t0, uint64_t t1) {
   ev_sep(w);
   fprintf(w->f, "{\"name\": \"");
-  json_str(w->f, name);
+  rp__json_str(w->f, name);
   fprintf(w->f,
           "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %ld, "
           "\"tid\": %u, \"ts\": %.3f, \"dur\": %.3f",
@@ -273,7 +261,7 @@ static void write_tracks(tw *w, const rp_exec *ex, uint64_t nrep) {
           "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %ld, "
           "\"tid\": 0, \"args\": {\"name\": \"",
           w->pid);
-  json_str(w->f, name);
+  rp__json_str(w->f, name);
   fprintf(w->f, "\"}}");
   for (uint32_t l = 0; l < ex->nlanes; l++) {
     snprintf(name, sizeof name, "worker %u", l);
