@@ -22,6 +22,29 @@ int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
   return 1;
 }
 
+int rp_cli_parse_u32(const char *cmd, const char *opt, const char *s,
+                     unsigned long lo, unsigned long hi, uint32_t *out) {
+  unsigned long v;
+  if (!rp_cli_parse_uint(s, lo, hi, &v))
+    return rp_cli_usage_error(cmd, "%s: '%s' is not a number in %lu..%lu", opt,
+                              s, lo, hi);
+  *out = (uint32_t)v;
+  return RP_CLI_OK;
+}
+
+int rp_cli_parse_backend(const char *cmd, const char *s, rp_backend_kind *b) {
+  if (strcmp(s, "cpu") == 0)
+    *b = RP_BACKEND_CPU;
+  else if (strcmp(s, "cuda") == 0)
+    *b = RP_BACKEND_CUDA;
+  else if (strcmp(s, "auto") == 0)
+    *b = RP_BACKEND_AUTO;
+  else
+    return rp_cli_usage_error(cmd, "--backend: '%s' is not cpu, cuda or auto",
+                              s);
+  return RP_CLI_OK;
+}
+
 int rp_cli_usage_error(const char *cmd, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

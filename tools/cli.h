@@ -8,7 +8,10 @@
 #define RP_CLI_FAILED 1
 #define RP_CLI_USAGE 2
 
+#include "reprise.h"
+
 #include <stddef.h>
+#include <stdint.h>
 
 /* A command: argv[0] is the command's name, options follow. */
 typedef int (*rp_cli_cmd_fn)(int argc, char **argv);
@@ -27,6 +30,16 @@ int rp_cli_plot_ext_ok(const char *out);
 /* Parses a decimal integer in [lo, hi] with nothing after it. 1 ok, 0 not. */
 int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
                       unsigned long *out);
+
+/* Option opt's decimal integer s in [lo, hi] into *out; otherwise the usage
+ * error "OPT: 'S' is not a number in LO..HI" for CMD (*out untouched).
+ * RP_CLI_OK or RP_CLI_USAGE. */
+int rp_cli_parse_u32(const char *cmd, const char *opt, const char *s,
+                     unsigned long lo, unsigned long hi, uint32_t *out);
+
+/* --backend cpu|cuda|auto into *b; otherwise a usage error for CMD.
+ * RP_CLI_OK or RP_CLI_USAGE. */
+int rp_cli_parse_backend(const char *cmd, const char *s, rp_backend_kind *b);
 
 /* Prints "reprise CMD: message" and a pointer to CMD's --help on stderr;
  * returns RP_CLI_USAGE. */

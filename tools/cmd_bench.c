@@ -77,19 +77,6 @@ static int parse_mode(const char *s, unsigned *modes) {
   return RP_CLI_OK;
 }
 
-static int parse_backend(const char *s, rp_backend_kind *b) {
-  if (strcmp(s, "cpu") == 0)
-    *b = RP_BACKEND_CPU;
-  else if (strcmp(s, "cuda") == 0)
-    *b = RP_BACKEND_CUDA;
-  else if (strcmp(s, "auto") == 0)
-    *b = RP_BACKEND_AUTO;
-  else
-    return rp_cli_usage_error("bench",
-                              "--backend: '%s' is not cpu, cuda or auto", s);
-  return RP_CLI_OK;
-}
-
 static int add_workload(const char *name, void *arg) {
   unsigned bit = rp_bench_workload_parse(name);
   if (!bit)
@@ -111,14 +98,6 @@ static int add_size(const char *item, void *arg) {
     return rp_cli_usage_error("bench", "--sizes: more than %d sizes",
                               MAX_SIZES);
   c->sizes[c->o.nsizes++] = (uint32_t)v;
-  return RP_CLI_OK;
-}
-
-static int parse_count(const char *opt, const char *s, unsigned long hi,
-                       unsigned long *out) {
-  if (!rp_cli_parse_uint(s, 1, hi, out))
-    return rp_cli_usage_error("bench", "%s: '%s' is not a number in 1..%lu",
-                              opt, s, hi);
   return RP_CLI_OK;
 }
 
@@ -160,7 +139,7 @@ static const struct option LONGOPTS[] = {
 
 /* One option. RP_CLI_OK, RP_CLI_USAGE, or -1 after --help. */
 static int apply_option(bench_cli *c, int opt, const char *arg) {
-  unsigned long v;
+  uint32_t v;
   int rc = RP_CLI_OK;
   switch (opt) {
   case OPT_MODE:
@@ -169,17 +148,15 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
     c->o.workloads = c->workloads_given++ ? c->o.workloads : 0;
     return rp_cli_each_item(arg, add_workload, &c->o.workloads);
   case OPT_WORKERS:
-    if (!(rc = parse_count("--workers", arg, 1024, &v))) {
-      c->o.workers = (unsigned)v;
+    if (!(rc = rp_cli_parse_u32("bench", "--workers", arg, 1, 1024, &v))) {
+      c->o.workers = v;
       c->workers_given = 1;
     }
     return rc;
   case OPT_REPS:
-    if (!(rc = parse_count("--reps", arg, 100000000, &v)))
-      c->o.reps = (uint32_t)v;
-    return rc;
+    return rp_cli_parse_u32("bench", "--reps", arg, 1, 100000000, &c->o.reps);
   case OPT_BACKEND:
-    return parse_backend(arg, &c->o.backend);
+    return rp_cli_parse_backend("bench", arg, &c->o.backend);
   case OPT_QUICK:
     c->o.quick = 1;
     return RP_CLI_OK;

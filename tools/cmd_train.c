@@ -98,16 +98,6 @@ static int bad(const char *opt, const char *s, const char *want) {
   return rp_cli_usage_error("train", "%s: '%s' is not %s", opt, s, want);
 }
 
-static int parse_u32(const char *opt, const char *s, unsigned long lo,
-                     unsigned long hi, uint32_t *out) {
-  unsigned long v;
-  if (!rp_cli_parse_uint(s, lo, hi, &v))
-    return rp_cli_usage_error("train", "%s: '%s' is not a number in %lu..%lu",
-                              opt, s, lo, hi);
-  *out = (uint32_t)v;
-  return RP_CLI_OK;
-}
-
 /* A finite real in [lo, hi) (hi_open) or [lo, hi]; lo_open excludes lo. */
 static int parse_real(const char *opt, const char *s, double lo, int lo_open,
                       double hi, int hi_open, float *out) {
@@ -135,26 +125,14 @@ static int add_hidden(const char *item, void *arg) {
   if (h->mc->nhidden == RP_MLP_MAX_HIDDEN)
     return rp_cli_usage_error("train", "--hidden: more than %d layers",
                               RP_MLP_MAX_HIDDEN);
-  return parse_u32("--hidden", item, 1, 65536,
-                   &h->mc->hidden[h->mc->nhidden++]);
+  return rp_cli_parse_u32("train", "--hidden", item, 1, 65536,
+                          &h->mc->hidden[h->mc->nhidden++]);
 }
 
 static int parse_hidden(const char *s, rp_mlp_config *mc) {
   hidden_parse h = {mc, 0};
   mc->nhidden = 0;
   return rp_cli_each_item(s, add_hidden, &h);
-}
-
-static int parse_backend(const char *s, rp_backend_kind *b) {
-  if (strcmp(s, "cpu") == 0)
-    *b = RP_BACKEND_CPU;
-  else if (strcmp(s, "cuda") == 0)
-    *b = RP_BACKEND_CUDA;
-  else if (strcmp(s, "auto") == 0)
-    *b = RP_BACKEND_AUTO;
-  else
-    return bad("--backend", s, "cpu, cuda or auto");
-  return RP_CLI_OK;
 }
 
 static int parse_dump(const char *s, train_cli *c) {
@@ -236,11 +214,12 @@ static int apply_data_option(train_cli *c, int opt, const char *arg) {
                ? bad("--dataset", arg, "spirals or blobs")
                : RP_CLI_OK;
   case OPT_SAMPLES:
-    return parse_u32("--samples", arg, 1, 1u << 24, &c->samples);
+    return rp_cli_parse_u32("train", "--samples", arg, 1, 1u << 24,
+                            &c->samples);
   case OPT_CLASSES:
-    return parse_u32("--classes", arg, 2, 1000, &c->classes);
+    return rp_cli_parse_u32("train", "--classes", arg, 2, 1000, &c->classes);
   default:
-    return parse_u32("--features", arg, 1, 4096, &c->features);
+    return rp_cli_parse_u32("train", "--features", arg, 1, 4096, &c->features);
   }
 }
 
@@ -249,13 +228,14 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   uint32_t seed32 = 0;
   switch (opt) {
   case OPT_BACKEND:
-    return parse_backend(arg, &c->backend);
+    return rp_cli_parse_backend("train", arg, &c->backend);
   case OPT_PROCS:
-    return parse_u32("--procs", arg, 1, RP_MLP_MAX_PROCS, &c->mc.procs);
+    return rp_cli_parse_u32("train", "--procs", arg, 1, RP_MLP_MAX_PROCS,
+                            &c->mc.procs);
   case OPT_ITERS:
-    return parse_u32("--iters", arg, 1, 100000000, &c->iters);
+    return rp_cli_parse_u32("train", "--iters", arg, 1, 100000000, &c->iters);
   case OPT_BATCH:
-    return parse_u32("--batch", arg, 1, 1u << 24, &c->mc.batch);
+    return rp_cli_parse_u32("train", "--batch", arg, 1, 1u << 24, &c->mc.batch);
   case OPT_HIDDEN:
     return parse_hidden(arg, &c->mc);
   case OPT_LR:
@@ -265,7 +245,7 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   case OPT_MOMENTUM:
     return parse_real("--momentum", arg, 0, 0, 1, 1, &c->mc.momentum);
   case OPT_SEED:
-    if (parse_u32("--seed", arg, 0, 0xffffffffu, &seed32))
+    if (rp_cli_parse_u32("train", "--seed", arg, 0, 0xffffffffu, &seed32))
       return RP_CLI_USAGE;
     c->mc.seed = seed32;
     return RP_CLI_OK;
@@ -284,7 +264,8 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
     c->compare = 1;
     return RP_CLI_OK;
   case OPT_LOG_EVERY:
-    return parse_u32("--log-every", arg, 1, 100000000, &c->log_every);
+    return rp_cli_parse_u32("train", "--log-every", arg, 1, 100000000,
+                            &c->log_every);
   case OPT_SAVE_GRAPH:
     c->save_graph = arg;
     return RP_CLI_OK;
