@@ -747,23 +747,6 @@ static int cmp_copy(const void *a, const void *b) {
   return x->op < y->op ? -1 : x->op > y->op;
 }
 
-/* Points in r, or -1 when empty or too many to count. */
-static int64_t volume(const rp_rect *r) {
-  if (r->dim < 1 || r->dim > RP_MAX_DIM)
-    return -1;
-  int64_t v = 1;
-  for (int d = 0; d < r->dim; d++) {
-    if (r->hi[d] < r->lo[d])
-      return 0;
-    int64_t ext;
-    if (__builtin_sub_overflow(r->hi[d], r->lo[d], &ext) ||
-        __builtin_add_overflow(ext, 1, &ext) ||
-        __builtin_mul_overflow(v, ext, &v))
-      return -1;
-  }
-  return v;
-}
-
 static rp_rect rect_meet(const rp_rect *a, const rp_rect *b, int hull) {
   rp_rect r = {.dim = a->dim};
   for (int d = 0; d < a->dim; d++) {
@@ -795,10 +778,12 @@ static void merge_pair(lint *L, uint32_t a, uint32_t b) {
     return;
   rp_rect meet = rect_meet(&x->domain, &y->domain, 0);
   rp_rect hull = rect_meet(&x->domain, &y->domain, 1);
-  int64_t va = volume(&x->domain), vb = volume(&y->domain);
-  int64_t vi = volume(&meet), vh = volume(&hull);
+  /* rp_rect_volume: 0 when empty or too many points to count (the meet
+   * lies inside x's domain, so it cannot overflow where va does not). */
+  int64_t va = rp_rect_volume(&x->domain), vb = rp_rect_volume(&y->domain);
+  int64_t vi = rp_rect_volume(&meet), vh = rp_rect_volume(&hull);
   int reduce = x->acc[1].priv == RP_REDUCE;
-  if (va <= 0 || vb <= 0 || vi < 0 || vh <= 0 || vh != va + vb - vi ||
+  if (va <= 0 || vb <= 0 || vh <= 0 || vh != va + vb - vi ||
       (reduce && vi > 0))
     return; /* not one rectangle, or a sum would count points twice */
   if (!L->d->reach || between(L->d, a, b))
