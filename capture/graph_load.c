@@ -316,20 +316,6 @@ static rp_status parse_inst(const cJSON *o, uint32_t i, inst_desc *d) {
   return RP_OK;
 }
 
-static void rect_text(const rp_rect *r, char *buf, size_t n) {
-  size_t used = 0;
-  buf[0] = 0;
-  for (int d = 0; d < r->dim && d < RP_MAX_DIM && used < n; d++) {
-    int w = snprintf(buf + used, n - used, "%s%lld..%lld", d ? ", " : "[",
-                     (long long)r->lo[d], (long long)r->hi[d]);
-    if (w < 0)
-      return;
-    used += (size_t)w;
-  }
-  if (used < n)
-    snprintf(buf + used, n - used, "]");
-}
-
 /* The caller's instance for entry i must have the entry's type and shape. */
 static rp_status check_caller_inst(loader *L, uint32_t i, const inst_desc *d) {
   rp_instance_info info;
@@ -349,8 +335,8 @@ static rp_status check_caller_inst(loader *L, uint32_t i, const inst_desc *d) {
   for (int k = 0; same && k < d->rect.dim; k++)
     same = info.rect.lo[k] == d->rect.lo[k] && info.rect.hi[k] == d->rect.hi[k];
   char want[128], have[128];
-  rect_text(&d->rect, want, sizeof want);
-  rect_text(&info.rect, have, sizeof have);
+  rp_xfer_rect_str(&d->rect, want, sizeof want);
+  rp_xfer_rect_str(&info.rect, have, sizeof have);
   if (!same)
     return rp__err(RP_ESHAPE,
                    "instance table entry %u: the file says "

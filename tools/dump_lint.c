@@ -36,6 +36,8 @@
  * (contract unknown) are skipped by runahead and contract. */
 #include "dump_model.h"
 
+#include "xfer/xfer.h" /* rp_xfer_rect_str */
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,19 +166,6 @@ static const char *op_name(const dm_graph *m, uint32_t i, char *buf) {
   return buf;
 }
 
-static void rect_text(const rp_rect *r, char *buf, size_t n) {
-  size_t used = 0;
-  buf[0] = 0;
-  for (int d = 0; d < r->dim && d < RP_MAX_DIM && used < n; d++) {
-    int w = snprintf(buf + used, n - used, "%s%lld..%lld", d ? ", " : "[",
-                     (long long)r->lo[d], (long long)r->hi[d]);
-    if (w < 0)
-      return;
-    used += (size_t)w;
-  }
-  snprintf(buf + used, used < n ? n - used : 0, r->dim ? "]" : "[]");
-}
-
 static const char *mem_name(rp_mem_kind k) {
   return k == RP_MEM_GPU ? "gpu" : k == RP_MEM_PINNED ? "pinned" : "system";
 }
@@ -188,7 +177,7 @@ static const char *inst_name(const dm_graph *m, uint32_t i, char *buf) {
   }
   char rect[96];
   const dm_inst *in = &m->insts[i];
-  rect_text(&in->rect, rect, sizeof rect);
+  rp_xfer_rect_str(&in->rect, rect, sizeof rect);
   if (in->mem == RP_MEM_GPU)
     snprintf(buf, sizeof(label),
              "instance %u (%s %s, gpu memory of device "
@@ -789,9 +778,9 @@ static void merge_pair(lint *L, uint32_t a, uint32_t b) {
   if (!L->d->reach || between(L->d, a, b))
     return;
   char ra[96], rb[96], rh[96];
-  rect_text(&x->domain, ra, sizeof ra);
-  rect_text(&y->domain, rb, sizeof rb);
-  rect_text(&hull, rh, sizeof rh);
+  rp_xfer_rect_str(&x->domain, ra, sizeof ra);
+  rp_xfer_rect_str(&y->domain, rb, sizeof rb);
+  rp_xfer_rect_str(&hull, rh, sizeof rh);
   const char *how = vi == va && vi == vb ? "the same points"
                     : vi                 ? "overlapping rectangles"
                                          : "adjacent rectangles";
