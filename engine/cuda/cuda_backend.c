@@ -511,18 +511,24 @@ int rp__cuda_current_device(void) {
   return d;
 }
 
-rp_status rp__cuda_stream_create(rp_runtime *rt, rp_proc p, void **out) {
-  cuda_gpu *g = gpu_of(rt, p);
+/* The start of a create on p's device: checks out (cleared) and p, then
+ * makes p's device current (*g, *prev for dev_leave). what names the call. */
+static rp_status create_enter(rp_runtime *rt, rp_proc p, void **out,
+                              const char *what, cuda_gpu **g, int *prev) {
+  *g = gpu_of(rt, p);
   if (!out)
-    return rp__err(RP_EINVAL, "rp__cuda_stream_create: NULL out");
+    return rp__err(RP_EINVAL, "%s: NULL out", what);
   *out = NULL;
-  if (!g)
-    return rp__err(RP_EPROC,
-                   "rp__cuda_stream_create: processor %u is not a GPU of "
-                   "this runtime",
-                   p);
+  if (!*g)
+    return rp__err(RP_EPROC, "%s: processor %u is not a GPU of this runtime",
+                   what, p);
+  return dev_enter(rt, (*g)->device, prev);
+}
+
+rp_status rp__cuda_stream_create(rp_runtime *rt, rp_proc p, void **out) {
+  cuda_gpu *g;
   int prev;
-  rp_status st = dev_enter(rt, g->device, &prev);
+  rp_status st = create_enter(rt, p, out, "rp__cuda_stream_create", &g, &prev);
   if (st)
     return st;
   cudaStream_t s = NULL;
@@ -544,17 +550,9 @@ rp_status rp__cuda_stream_sync(rp_runtime *rt, void *stream) {
 }
 
 rp_status rp__cuda_event_create(rp_runtime *rt, rp_proc p, void **out) {
-  cuda_gpu *g = gpu_of(rt, p);
-  if (!out)
-    return rp__err(RP_EINVAL, "rp__cuda_event_create: NULL out");
-  *out = NULL;
-  if (!g)
-    return rp__err(RP_EPROC,
-                   "rp__cuda_event_create: processor %u is not a GPU of "
-                   "this runtime",
-                   p);
+  cuda_gpu *g;
   int prev;
-  rp_status st = dev_enter(rt, g->device, &prev);
+  rp_status st = create_enter(rt, p, out, "rp__cuda_event_create", &g, &prev);
   if (st)
     return st;
   cudaEvent_t e = NULL;
