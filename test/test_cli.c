@@ -1,6 +1,7 @@
 /* The `reprise` command line: exit statuses, usage, and the benchmark's
  * JSON output. Runs the built binary (REPRISE_CLI_PATH); asserts behaviour,
  * never timings. */
+#include "cli_run.h"
 #include "helpers.h"
 
 #include <fcntl.h>
@@ -9,53 +10,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#ifndef REPRISE_CLI_PATH
-#error "test/CMakeLists.txt passes the path of the reprise binary"
-#endif
-
-typedef struct cli_run {
-  int status; /* exit status, -1 when it did not exit normally */
-  char out[16384];
-  char err[16384];
-} cli_run;
-
-static void slurp(int fd, char *buf, size_t cap) {
-  lseek(fd, 0, SEEK_SET);
-  ssize_t n = read(fd, buf, cap - 1);
-  buf[n > 0 ? n : 0] = '\0';
-  close(fd);
-}
-
-/* Runs `reprise args...` (args NULL-terminated) with stdout and stderr
- * captured in temporary files. */
-static void run_cli(cli_run *r, const char *const *args) {
-  char *argv[32] = {(char *)"reprise"};
-  for (int i = 0; args[i]; i++) {
-    cr_assert_lt(i + 2, 32);
-    argv[i + 1] = (char *)args[i];
-  }
-  char outp[] = "/tmp/rp_cli_out_XXXXXX", errp[] = "/tmp/rp_cli_err_XXXXXX";
-  int fo = mkstemp(outp), fe = mkstemp(errp);
-  cr_assert(fo >= 0 && fe >= 0, "mkstemp");
-  unlink(outp);
-  unlink(errp);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0, "fork");
-  if (pid == 0) {
-    dup2(fo, 1);
-    dup2(fe, 2);
-    execv(REPRISE_CLI_PATH, argv);
-    _exit(127);
-  }
-  int ws;
-  cr_assert_eq(waitpid(pid, &ws, 0), pid);
-  r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  slurp(fo, r->out, sizeof r->out);
-  slurp(fe, r->err, sizeof r->err);
-}
-
-#define RUN(r, ...) run_cli((r), (const char *const[]){__VA_ARGS__, NULL})
 
 /* ---- a small JSON validator (RFC 8259 grammar, no semantics) ---- */
 
@@ -144,7 +98,7 @@ static int json_valid(const char *s) {
 static void read_file(const char *path, char *buf, size_t cap) {
   int fd = open(path, O_RDONLY);
   cr_assert_geq(fd, 0, "cannot open %s", path);
-  slurp(fd, buf, cap);
+  cli_slurp(fd, buf, cap);
 }
 
 /* ---- tests ---- */

@@ -4,6 +4,7 @@
  * (REPRISE_CLI_PATH); the lint's GPU checks also run on hand-built models
  * (tools/dump_lint.c), so they are tested without a GPU. Asserts
  * behaviour, never timings. */
+#include "cli_run.h"
 #include "helpers.h"
 
 #include "kernels/tasks.h"
@@ -19,55 +20,10 @@
 #include <cJSON.h>
 #endif
 
-#ifndef REPRISE_CLI_PATH
-#error "test/CMakeLists.txt passes the path of the reprise binary"
-#endif
-
 /* Internal (replay/trace.c): clock reads taken for traces. */
 uint64_t rp__exec_trace_clock_reads(const rp_exec *ex);
 
 /* ---- running the CLI ---- */
-
-typedef struct cli_run {
-  int status; /* exit status, -1 when it did not exit normally */
-  char out[65536];
-  char err[16384];
-} cli_run;
-
-static void slurp(int fd, char *buf, size_t cap) {
-  lseek(fd, 0, SEEK_SET);
-  ssize_t n = read(fd, buf, cap - 1);
-  buf[n > 0 ? n : 0] = '\0';
-  close(fd);
-}
-
-static void run_cli(cli_run *r, const char *const *args) {
-  char *argv[32] = {(char *)"reprise"};
-  for (int i = 0; args[i]; i++) {
-    cr_assert_lt(i + 2, 32);
-    argv[i + 1] = (char *)args[i];
-  }
-  char outp[] = "/tmp/rp_dt_out_XXXXXX", errp[] = "/tmp/rp_dt_err_XXXXXX";
-  int fo = mkstemp(outp), fe = mkstemp(errp);
-  cr_assert(fo >= 0 && fe >= 0, "mkstemp");
-  unlink(outp);
-  unlink(errp);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0, "fork");
-  if (pid == 0) {
-    dup2(fo, 1);
-    dup2(fe, 2);
-    execv(REPRISE_CLI_PATH, argv);
-    _exit(127);
-  }
-  int ws;
-  cr_assert_eq(waitpid(pid, &ws, 0), pid);
-  r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  slurp(fo, r->out, sizeof r->out);
-  slurp(fe, r->err, sizeof r->err);
-}
-
-#define RUN(r, ...) run_cli((r), (const char *const[]){__VA_ARGS__, NULL})
 
 static int have_tool(const char *name) {
   char cmd[128];
@@ -835,7 +791,7 @@ Test(env, reprise_dump_failures_are_said_once_and_never_fail) {
   close(saved);
   unsetenv("REPRISE_DUMP");
   char err[4096];
-  slurp(fe, err, sizeof err);
+  cli_slurp(fe, err, sizeof err);
   cr_assert_eq(s1, RP_OK);
   cr_assert_eq(s2, RP_OK);
   cr_assert(strstr(err, "REPRISE_DUMP="), "%s", err);

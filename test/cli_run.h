@@ -1,0 +1,25 @@
+/* test/cli_run.h — runs the built `reprise` binary (REPRISE_CLI_PATH, set
+ * by test/CMakeLists.txt for the tests that link cli_run.c) with its
+ * stdout and stderr captured. */
+#ifndef RP_TEST_CLI_RUN_H
+#define RP_TEST_CLI_RUN_H
+
+#include <stddef.h>
+
+typedef struct cli_run {
+  int status; /* exit status, -1 when it did not exit normally */
+  char out[65536];
+  char err[16384];
+} cli_run;
+
+/* Runs `reprise args...` (args NULL-terminated) with stdout and stderr
+ * captured in temporary files; asserts that it could fork and wait. */
+void run_cli(cli_run *r, const char *const *args);
+
+#define RUN(r, ...) run_cli((r), (const char *const[]){__VA_ARGS__, NULL})
+
+/* Reads fd from its start into buf (NUL-terminated, at most cap - 1 bytes)
+ * and closes it. */
+void cli_slurp(int fd, char *buf, size_t cap);
+
+#endif
