@@ -87,3 +87,41 @@ void th_destroy(rp_runtime *rt) {
                "(see the report above)");
 #endif
 }
+
+/* ---- scratch files ---- */
+
+static char th_tmpdir[64];
+
+void th_tmpdir_make(const char *templ) {
+  snprintf(th_tmpdir, sizeof th_tmpdir, "%s", templ);
+  cr_assert_not_null(mkdtemp(th_tmpdir));
+}
+
+void th_tmpdir_remove(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", th_tmpdir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+const char *th_tmp_path(const char *name) {
+  static char buf[8][160];
+  static int k;
+  char *p = buf[k++ % 8];
+  snprintf(p, 160, "%s/%s", th_tmpdir, name);
+  return p;
+}
+
+char *th_read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+  b[n] = 0;
+  fclose(f);
+  if (len)
+    *len = (size_t)n;
+  return b;
+}

@@ -35,6 +35,17 @@ void th_destroy(rp_runtime *rt);
 /* 1 when a CUDA device answers (probed once per process). */
 int th_cuda_available(const char **why);
 
+/* A scratch directory for the running test: th_tmpdir_make creates one
+ * from a mkdtemp template ("/tmp/rp_x_XXXXXX"), th_tmp_path names a file
+ * in it (the last 8 results stay valid), th_tmpdir_remove deletes it with
+ * everything in it. One directory at a time. */
+void th_tmpdir_make(const char *templ);
+void th_tmpdir_remove(void);
+const char *th_tmp_path(const char *name);
+/* The whole file at path, NUL-terminated, malloc'd; *len gets its size when
+ * len is not NULL. Asserts it could be read. */
+char *th_read_all(const char *path, size_t *len);
+
 /* Backends for parameterized tests. */
 extern rp_backend_kind th_backends[2];
 

@@ -33,40 +33,8 @@ static int have_tool(const char *name) {
 
 /* ---- files ---- */
 
-static char tmpdir[64];
-
 static void make_tmpdir(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/rp_dumptool_XXXXXX");
-  cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  cr_assert_eq(system(cmd), 0);
-}
-
-static const char *tmp_path(const char *name) {
-  static char buf[8][160];
-  static int k;
-  char *p = buf[k++ % 8];
-  snprintf(p, 160, "%s/%s", tmpdir, name);
-  return p;
-}
-
-static char *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  b[n] = 0;
-  fclose(f);
-  if (len)
-    *len = (size_t)n;
-  return b;
+  th_tmpdir_make("/tmp/rp_dumptool_XXXXXX");
 }
 
 static void write_text(const char *path, const char *text) {
@@ -169,7 +137,7 @@ static void build_clean(fixture *fx) {
 }
 
 static const char *save(fixture *fx, const char *name) {
-  const char *path = tmp_path(name);
+  const char *path = th_tmp_path(name);
   rp_status st = rp_graph_save(fx->g, path);
   if (st == RP_EUNSUPPORTED)
     cr_skip_test("graph files need cJSON, which this build lacks");
@@ -202,7 +170,7 @@ Test(dump, text_names_ops_accesses_edges_ports) {
     cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
   cr_assert_null(strstr(r.err, "placeholder"), "built-in tasks: %s", r.err);
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(dump, schedule_appends_the_per_worker_lists) {
@@ -219,7 +187,7 @@ Test(dump, schedule_appends_the_per_worker_lists) {
   cr_assert(strstr(r.out, "lane 1 (worker 1)"), "%s", r.out);
   cr_assert(strstr(r.out, "pre('batch')"), "%s", r.out);
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 #ifdef REPRISE_HAVE_CJSON
@@ -249,7 +217,7 @@ Test(dump, json_is_a_graph_file_and_schedule_wraps_it) {
   cr_assert(cJSON_IsArray(cJSON_GetObjectItem(sched, "lanes")));
   cJSON_Delete(doc);
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 #endif
 
@@ -258,8 +226,8 @@ static char *render(const char *dot) {
   char svg[200], cmd[512];
   snprintf(svg, sizeof svg, "%s.svg", dot);
   snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s' 2>&1", dot, svg);
-  cr_assert_eq(system(cmd), 0, "dot failed on:\n%s", read_all(dot, NULL));
-  return read_all(svg, NULL);
+  cr_assert_eq(system(cmd), 0, "dot failed on:\n%s", th_read_all(dot, NULL));
+  return th_read_all(svg, NULL);
 }
 
 Test(dump, dot_renders_with_graphviz_and_names_every_op) {
@@ -270,7 +238,7 @@ Test(dump, dot_renders_with_graphviz_and_names_every_op) {
   fx_init(&fx);
   build_clean(&fx);
   const char *g = save(&fx, "g.json");
-  const char *gv = tmp_path("g.dot"), *both = tmp_path("both.dot");
+  const char *gv = th_tmp_path("g.dot"), *both = th_tmp_path("both.dot");
   cli_run r;
   RUN(&r, "dump", g, "--format", "dot", "-o", gv);
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
@@ -292,7 +260,7 @@ Test(dump, dot_renders_with_graphviz_and_names_every_op) {
   cr_assert_null(strstr(strstr(svg, "<svg") + 4, "<svg"), "two SVGs");
   free(svg);
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 /* ---- dump: stats ---- */
@@ -323,7 +291,7 @@ Test(dump, stats_on_a_known_graph) {
     cr_assert(strstr(r.out, want[i]), "missing '%s' in:\n%s", want[i], r.out);
   cr_assert_null(strstr(r.out, "op 0: task"), "--stats alone: no dump");
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 /* ---- dump: lint on crafted graphs ---- */
@@ -340,7 +308,7 @@ Test(lint, clean_graph_has_no_findings) {
   cr_assert(strstr(r.out, "lint: no findings (6 ops, 6 edges checked)"), "%s",
             r.out);
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(lint, redundant_edge_is_named_and_strict_exits_1) {
@@ -363,7 +331,7 @@ Test(lint, redundant_edge_is_named_and_strict_exits_1) {
   RUN(&r, "dump", g, "--lint", "--strict");
   cr_assert_eq(r.status, 1);
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(lint, unread_results_are_named_through_unread_readers) {
@@ -402,7 +370,7 @@ Test(lint, unread_results_are_named_through_unread_readers) {
   RUN(&r, "dump", g, "--lint");
   cr_assert(strstr(r.out, "lint: no findings"), "%s", r.out);
   fx_fini(&fy);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(lint, mergeable_copies_are_named_unless_an_op_is_between) {
@@ -444,7 +412,7 @@ Test(lint, mergeable_copies_are_named_unless_an_op_is_between) {
   RUN(&r, "dump", g, "--lint");
   cr_assert_null(strstr(r.out, "mergeable-copies:"), "%s", r.out);
   fx_fini(&fy);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(lint, unknown_tasks_run_as_placeholders_with_unknown_contracts) {
@@ -471,7 +439,7 @@ Test(lint, unknown_tasks_run_as_placeholders_with_unknown_contracts) {
   cr_assert_null(strstr(r.out, "note:"), "%s", r.out);
   cr_assert_null(strstr(r.err, "placeholders"), "%s", r.err);
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 /* The GPU checks through the CLI need a GPU to load the file into. */
@@ -509,7 +477,7 @@ Test(lint, gpu_runahead_and_contract_through_the_cli) {
   }
   RP_CHECK(rp_graph_add_edge(g, o[0], o[1]));
   RP_CHECK(rp_graph_add_edge(g, o[1], o[2]));
-  const char *path = tmp_path("gpu.json");
+  const char *path = th_tmp_path("gpu.json");
   if (rp_graph_save(g, path) == RP_EUNSUPPORTED)
     cr_skip_test("graph files need cJSON, which this build lacks");
   cli_run r;
@@ -526,7 +494,7 @@ Test(lint, gpu_runahead_and_contract_through_the_cli) {
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, a));
   th_destroy(rt);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 /* ---- lint on models: GPU processors without a GPU ---- */
@@ -660,7 +628,7 @@ Test(dump, bad_input_says_why_and_exits_1_or_2) {
   make_tmpdir();
   cli_run r;
   /* usage: found before the file is read */
-  const char *any = tmp_path("any.json");
+  const char *any = th_tmp_path("any.json");
   const char *usage[][3] = {{"--format", "svg", NULL},
                             {"--strict", NULL, NULL},
                             {"--cpus", "0", NULL},
@@ -678,11 +646,11 @@ Test(dump, bad_input_says_why_and_exits_1_or_2) {
   cr_assert_eq(r.status, 2);
   cr_assert(strstr(r.err, "missing the graph FILE"), "%s", r.err);
 #ifdef REPRISE_HAVE_CJSON
-  RUN(&r, "dump", tmp_path("missing.json"));
+  RUN(&r, "dump", th_tmp_path("missing.json"));
   cr_assert_eq(r.status, 1);
   cr_assert(strstr(r.err, "cannot load") && strstr(r.err, "RP_ENOENT"), "%s",
             r.err);
-  const char *bad = tmp_path("bad.json");
+  const char *bad = th_tmp_path("bad.json");
   write_text(bad, "{\"format\": \"reprise-graph\", \"version\": 1, ");
   RUN(&r, "dump", bad);
   cr_assert_eq(r.status, 1);
@@ -692,7 +660,7 @@ Test(dump, bad_input_says_why_and_exits_1_or_2) {
   fx_init(&fx);
   build_clean(&fx);
   const char *g = save(&fx, "g.json");
-  char *text = read_all(g, NULL);
+  char *text = th_read_all(g, NULL);
   char *cost = strstr(text, "\"cost_ns\":\t300");
   cr_assert_not_null(cost, "%s", text);
   cost[strlen("\"cost_ns\":\t")] = '4';
@@ -708,7 +676,7 @@ Test(dump, bad_input_says_why_and_exits_1_or_2) {
   cr_assert_eq(r.status, 1);
   cr_assert(strstr(r.err, "RP_EUNSUPPORTED"), "%s", r.err);
 #endif
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 /* ---- REPRISE_DUMP ---- */
@@ -736,7 +704,7 @@ count_files(const char *dir, const char *suffix, char *first, size_t cap) {
 #ifdef REPRISE_HAVE_CJSON /* the graph file needs it */
 Test(env, reprise_dump_writes_the_graph_and_the_schedule_per_exec) {
   make_tmpdir();
-  const char *dir = tmp_path("dumps");
+  const char *dir = th_tmp_path("dumps");
   setenv("REPRISE_DUMP", dir, 1);
   fixture fx;
   fx_init(&fx);
@@ -757,19 +725,19 @@ Test(env, reprise_dump_writes_the_graph_and_the_schedule_per_exec) {
   RP_CHECK(rp_graph_load(fx.rt, graph, insts, 3, &back));
   cr_assert_eq(rp_graph_op_count(back), 6);
   RP_CHECK(rp_graph_destroy(back));
-  char *s = read_all(sched, NULL);
+  char *s = th_read_all(sched, NULL);
   cr_assert(strstr(s, "exec: 6 ops, 6 units"), "%s", s);
   free(s);
   RP_CHECK(rp_exec_destroy(e1));
   RP_CHECK(rp_exec_destroy(e2));
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 #endif
 
 Test(env, reprise_dump_failures_are_said_once_and_never_fail) {
   make_tmpdir();
-  const char *file = tmp_path("not-a-dir");
+  const char *file = th_tmp_path("not-a-dir");
   write_text(file, "x");
   char dir[200];
   snprintf(dir, sizeof dir, "%s/sub", file); /* under a regular file */
@@ -800,7 +768,7 @@ Test(env, reprise_dump_failures_are_said_once_and_never_fail) {
   RP_CHECK(rp_exec_destroy(e1));
   RP_CHECK(rp_exec_destroy(e2));
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 /* ---- traces ---- */
@@ -905,14 +873,14 @@ Test(trace, one_complete_event_per_op_per_replay) {
   cr_assert_eq(rp__exec_trace_clock_reads(ex), 0);
   RP_CHECK(rp_exec_trace_start(ex, 3));
   replays(&fx, ex, 5); /* 3 traced, then 2 more untraced */
-  const char *path = tmp_path("trace.json");
+  const char *path = th_tmp_path("trace.json");
   RP_CHECK(rp_exec_trace_write(ex, path));
   /* per traced replay: its submission, then 2 reads per unit (start, end)
    * and a third for a unit that waits */
   uint64_t reads = rp__exec_trace_clock_reads(ex);
   cr_assert(reads >= 3 * (1 + 2 * 6) && reads <= 3 * (1 + 3 * 6),
             "%llu clock reads", (unsigned long long)reads);
-  char *text = read_all(path, NULL);
+  char *text = th_read_all(path, NULL);
   cJSON *doc = cJSON_Parse(text);
   cr_assert_not_null(doc, "not JSON:\n%s", text);
   cr_assert_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "otherData"),
@@ -926,7 +894,7 @@ Test(trace, one_complete_event_per_op_per_replay) {
   cr_assert_eq(rp__exec_trace_clock_reads(ex), reads);
   RP_CHECK(rp_exec_destroy(ex));
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(trace, write_keeps_only_the_replays_issued) {
@@ -936,9 +904,9 @@ Test(trace, write_keeps_only_the_replays_issued) {
   rp_exec *ex = trace_exec(&fx);
   RP_CHECK(rp_exec_trace_start(ex, 10));
   replays(&fx, ex, 2);
-  const char *path = tmp_path("t.json");
+  const char *path = th_tmp_path("t.json");
   RP_CHECK(rp_exec_trace_write(ex, path));
-  char *text = read_all(path, NULL);
+  char *text = th_read_all(path, NULL);
   cJSON *doc = cJSON_Parse(text);
   cr_assert_not_null(doc);
   const cJSON *od = cJSON_GetObjectItem(doc, "otherData");
@@ -949,7 +917,7 @@ Test(trace, write_keeps_only_the_replays_issued) {
   free(text);
   RP_CHECK(rp_exec_destroy(ex));
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 #endif
 
@@ -961,7 +929,7 @@ Test(trace, errors_leave_the_exec_usable) {
   RP_EXPECT(rp_exec_trace_start(NULL, 1), RP_EINVAL);
   RP_EXPECT(rp_exec_trace_start(ex, 0), RP_EINVAL);
   RP_EXPECT(rp_exec_trace_start(ex, 1u << 30), RP_ERANGE);
-  RP_EXPECT(rp_exec_trace_write(ex, tmp_path("t.json")), RP_EINVAL);
+  RP_EXPECT(rp_exec_trace_write(ex, th_tmp_path("t.json")), RP_EINVAL);
   RP_CHECK(rp_exec_trace_start(ex, 2));
   RP_EXPECT(rp_exec_trace_start(ex, 2), RP_EBUSY);
   cr_assert(strstr(rp_error_detail(), "armed"), "%s", rp_error_detail());
@@ -969,8 +937,8 @@ Test(trace, errors_leave_the_exec_usable) {
   RP_EXPECT(rp_exec_trace_write(ex, NULL), RP_EINVAL);
   RP_EXPECT(rp_exec_trace_write(ex, "/nonexistent-dir/t.json"), RP_EIO);
   cr_assert(strstr(rp_error_detail(), "/nonexistent-dir/t.json"));
-  RP_CHECK(rp_exec_trace_write(ex, tmp_path("t.json"))); /* still armed */
-  RP_EXPECT(rp_exec_trace_write(ex, tmp_path("t.json")), RP_EINVAL);
+  RP_CHECK(rp_exec_trace_write(ex, th_tmp_path("t.json"))); /* still armed */
+  RP_EXPECT(rp_exec_trace_write(ex, th_tmp_path("t.json")), RP_EINVAL);
   replays(&fx, ex, 1);
   RP_CHECK(rp_exec_destroy(ex));
   fx_fini(&fx);
@@ -981,7 +949,7 @@ Test(trace, errors_leave_the_exec_usable) {
   replays(&fx, ex, 1);
   RP_CHECK(rp_exec_destroy(ex));
   fx_fini(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 /* ---- plots ---- */
@@ -1007,23 +975,23 @@ Test(plot, bench_rows_and_train_timings_draw_svg) {
   if (!have_tool("gnuplot"))
     cr_skip_test("gnuplot is not installed");
   make_tmpdir();
-  const char *rows = tmp_path("rows.json"), *tim = tmp_path("t.json");
-  const char *svg = tmp_path("b.svg"), *svg2 = tmp_path("t.svg");
+  const char *rows = th_tmp_path("rows.json"), *tim = th_tmp_path("t.json");
+  const char *svg = th_tmp_path("b.svg"), *svg2 = th_tmp_path("t.svg");
   write_text(rows, ROWS);
   write_text(tim, TIMINGS);
   cli_run r;
   RUN(&r, "plot", "--bench", rows, "-o", svg);
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-  char *s = read_all(svg, NULL);
+  char *s = th_read_all(svg, NULL);
   cr_assert(strstr(s, "<svg"), "not an SVG");
   cr_assert(strstr(s, "chain replay") && strstr(s, "chain eager"), "%s", s);
   free(s);
   RUN(&r, "plot", "--train", tim, "-o", svg2);
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-  s = read_all(svg2, NULL);
+  s = th_read_all(svg2, NULL);
   cr_assert(strstr(s, "replay") && strstr(s, "record"), "%s", s);
   free(s);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(plot, png_uses_pngcairo_when_gnuplot_has_it) {
@@ -1033,51 +1001,52 @@ Test(plot, png_uses_pngcairo_when_gnuplot_has_it) {
       system("echo 'set terminal png' | gnuplot >/dev/null 2>&1"))
     cr_skip_test("this gnuplot has no PNG terminal");
   make_tmpdir();
-  const char *tim = tmp_path("t.json"), *png = tmp_path("t.png");
+  const char *tim = th_tmp_path("t.json"), *png = th_tmp_path("t.png");
   write_text(tim, TIMINGS);
   cli_run r;
   RUN(&r, "plot", "--train", tim, "-o", png);
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   size_t len;
-  char *s = read_all(png, &len);
+  char *s = th_read_all(png, &len);
   cr_assert(len > 8 && !memcmp(s, "\x89PNG", 4), "not a PNG");
   free(s);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 #endif
 
 Test(plot, without_gnuplot_or_with_bad_input_says_why) {
   make_tmpdir();
-  const char *rows = tmp_path("rows.json"), *bad = tmp_path("bad.json");
+  const char *rows = th_tmp_path("rows.json"), *bad = th_tmp_path("bad.json");
   write_text(rows, ROWS);
   write_text(bad, "{\"format\": \"other\"}");
   cli_run r;
   setenv("REPRISE_GNUPLOT", "/nonexistent/gnuplot", 1);
-  RUN(&r, "plot", "--bench", rows, "-o", tmp_path("x.svg"));
+  RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("x.svg"));
   unsetenv("REPRISE_GNUPLOT");
 #ifdef REPRISE_HAVE_CJSON
   cr_assert_eq(r.status, 1);
   cr_assert(strstr(r.err, "gnuplot is not installed"), "%s", r.err);
-  RUN(&r, "plot", "--train", bad, "-o", tmp_path("x.svg"));
+  RUN(&r, "plot", "--train", bad, "-o", th_tmp_path("x.svg"));
   cr_assert_eq(r.status, 1);
   cr_assert(strstr(r.err, "not a timings file"), "%s", r.err);
-  RUN(&r, "plot", "--train", tmp_path("missing.json"), "-o", tmp_path("x.svg"));
+  RUN(&r, "plot", "--train", th_tmp_path("missing.json"), "-o",
+      th_tmp_path("x.svg"));
   cr_assert_eq(r.status, 1);
   cr_assert(strstr(r.err, "cannot read"), "%s", r.err);
 #endif
-  RUN(&r, "plot", "--bench", rows, "-o", tmp_path("x.jpg"));
+  RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("x.jpg"));
   cr_assert_eq(r.status, 2);
   cr_assert(strstr(r.err, ".svg or .png"), "%s", r.err);
   RUN(&r, "plot", "--bench", rows);
   cr_assert_eq(r.status, 2);
-  RUN(&r, "plot", "--bench", rows, "--train", bad, "-o", tmp_path("x.svg"));
+  RUN(&r, "plot", "--bench", rows, "--train", bad, "-o", th_tmp_path("x.svg"));
   cr_assert_eq(r.status, 2);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(plot, bench_sweeps_sizes_and_plots_them, .timeout = 300) {
   make_tmpdir();
-  const char *rows = tmp_path("rows.json"), *svg = tmp_path("b.svg");
+  const char *rows = th_tmp_path("rows.json"), *svg = th_tmp_path("b.svg");
 #ifdef REPRISE_HAVE_CJSON
   int gp = have_tool("gnuplot");
 #else
@@ -1091,12 +1060,12 @@ Test(plot, bench_sweeps_sizes_and_plots_them, .timeout = 300) {
     RUN(&r, "bench", "--quick", "--mode", "replay", "--workload", "chain",
         "--sizes", "10,50", "--json", rows);
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-  char *s = read_all(rows, NULL);
+  char *s = th_read_all(rows, NULL);
   cr_assert(strstr(s, "\"nodes\": 10,") && strstr(s, "\"nodes\": 50,"), "%s",
             s);
   free(s);
   if (gp) {
-    s = read_all(svg, NULL);
+    s = th_read_all(svg, NULL);
     cr_assert(strstr(s, "chain replay"), "no series in the SVG");
     free(s);
   }
@@ -1104,5 +1073,5 @@ Test(plot, bench_sweeps_sizes_and_plots_them, .timeout = 300) {
   cr_assert_eq(r.status, 2);
   RUN(&r, "bench", "--xfer", "--plot", svg);
   cr_assert_eq(r.status, 2);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }

@@ -32,40 +32,8 @@ static rp_task_id task(rp_runtime *rt, const char *name) {
 
 /* ---- files ---- */
 
-static char tmpdir[64];
-
 static void make_tmpdir(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/rp_graphio_XXXXXX");
-  cr_assert_not_null(mkdtemp(tmpdir));
-}
-
-static void remove_tmpdir(void) {
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  cr_assert_eq(system(cmd), 0);
-}
-
-static const char *tmp_path(const char *name) {
-  static char buf[4][160];
-  static int k;
-  char *p = buf[k++ % 4];
-  snprintf(p, 160, "%s/%s", tmpdir, name);
-  return p;
-}
-
-static char *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  b[n] = 0;
-  fclose(f);
-  if (len)
-    *len = (size_t)n;
-  return b;
+  th_tmpdir_make("/tmp/rp_graphio_XXXXXX");
 }
 
 /* Some helpers serve only the tests that need cJSON. */
@@ -316,7 +284,7 @@ Test(graphio, round_trip_with_caller_instances) {
   make_tmpdir();
   fixture fx;
   build(&fx);
-  const char *path = tmp_path("g.json");
+  const char *path = th_tmp_path("g.json");
   RP_CHECK(rp_graph_save(fx.g, path));
   rp_inst insts[16];
   uint32_t n;
@@ -326,22 +294,22 @@ Test(graphio, round_trip_with_caller_instances) {
   RP_CHECK(rp_graph_load(fx.rt, path, insts, n, &h));
   assert_same(fx.g, h);
   /* the same graph over the same instances writes the same bytes */
-  const char *again = tmp_path("again.json");
+  const char *again = th_tmp_path("again.json");
   RP_CHECK(rp_graph_save(h, again));
-  char *t1 = read_all(path, NULL), *t2 = read_all(again, NULL);
+  char *t1 = th_read_all(path, NULL), *t2 = th_read_all(again, NULL);
   cr_assert_str_eq(t1, t2);
   free(t1);
   free(t2);
   RP_CHECK(rp_graph_destroy(h));
   teardown(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(graphio, round_trip_with_loader_instances) {
   make_tmpdir();
   fixture fx;
   build(&fx);
-  const char *path = tmp_path("g.json");
+  const char *path = th_tmp_path("g.json");
   RP_CHECK(rp_graph_save(fx.g, path));
   rp_graph *h;
   RP_CHECK(rp_graph_load(fx.rt, path, NULL, 0, &h));
@@ -361,9 +329,9 @@ Test(graphio, round_trip_with_loader_instances) {
     cr_assert(!memcmp(&a.rect, &b.rect, sizeof a.rect), "entry %u", i);
     cr_assert(!memcmp(a.strides, b.strides, sizeof a.strides), "entry %u", i);
   }
-  const char *again = tmp_path("again.json");
+  const char *again = th_tmp_path("again.json");
   RP_CHECK(rp_graph_save(h, again));
-  char *t1 = read_all(path, NULL), *t2 = read_all(again, NULL);
+  char *t1 = th_read_all(path, NULL), *t2 = th_read_all(again, NULL);
   cr_assert_str_eq(t1, t2, "a file names no handles: same bytes");
   free(t1);
   free(t2);
@@ -371,14 +339,14 @@ Test(graphio, round_trip_with_loader_instances) {
   for (uint32_t i = 0; i < m; i++)
     RP_CHECK(rp_instance_free(fx.rt, mine[i]));
   teardown(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(graphio, loaded_groups_do_not_collide_with_new_ones) {
   make_tmpdir();
   fixture fx;
   build(&fx);
-  const char *path = tmp_path("g.json");
+  const char *path = th_tmp_path("g.json");
   RP_CHECK(rp_graph_save(fx.g, path));
   rp_inst insts[16];
   uint32_t n;
@@ -388,7 +356,7 @@ Test(graphio, loaded_groups_do_not_collide_with_new_ones) {
   cr_assert_geq(h->ngroups, 1, "group 1 is taken after loading");
   RP_CHECK(rp_graph_destroy(h));
   teardown(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(graphio, parallel_operator_round_trip) {
@@ -407,7 +375,7 @@ Test(graphio, parallel_operator_round_trip) {
   rp_op_id first;
   uint32_t count;
   RP_CHECK(rp_graph_add_parallel(g, &op, &first, &count));
-  const char *path = tmp_path("pop.json");
+  const char *path = th_tmp_path("pop.json");
   RP_CHECK(rp_graph_save(g, path));
   rp_inst insts[8];
   uint32_t n;
@@ -417,7 +385,7 @@ Test(graphio, parallel_operator_round_trip) {
   RP_CHECK(rp_graph_destroy(h));
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(graphio, instances_lists_in_first_use_order) {
@@ -450,11 +418,11 @@ Test(graphio, save_errors) {
   RP_EXPECT(rp_graph_save(fx.g, "/nonexistent-dir/g.json"), RP_EIO);
   RP_CHECK(rp_instance_free(fx.rt, fx.e));
   make_tmpdir();
-  RP_EXPECT(rp_graph_save(fx.g, tmp_path("stale.json")), RP_ESTALE);
+  RP_EXPECT(rp_graph_save(fx.g, th_tmp_path("stale.json")), RP_ESTALE);
   cr_assert(strstr(rp_error_detail(), "instance table entry 3"), "%s",
             rp_error_detail());
-  cr_assert_neq(access(tmp_path("stale.json"), F_OK), 0, "no file left");
-  remove_tmpdir();
+  cr_assert_neq(access(th_tmp_path("stale.json"), F_OK), 0, "no file left");
+  th_tmpdir_remove();
   teardown(&fx);
 }
 
@@ -462,8 +430,8 @@ Test(graphio, file_is_versioned_and_checksummed) {
   make_tmpdir();
   fixture fx;
   build(&fx);
-  RP_CHECK(rp_graph_save(fx.g, tmp_path("g.json")));
-  char *t = read_all(tmp_path("g.json"), NULL);
+  RP_CHECK(rp_graph_save(fx.g, th_tmp_path("g.json")));
+  char *t = th_read_all(th_tmp_path("g.json"), NULL);
   cr_assert(strstr(t, "\"format\":\t\"reprise-graph\""), "%.200s", t);
   cr_assert(strstr(t, "\"version\":\t1"));
   cr_assert(strstr(t, "\"checksum\":\t\"fnv1a64:"));
@@ -473,11 +441,11 @@ Test(graphio, file_is_versioned_and_checksummed) {
   mode_t mask = umask(0);
   umask(mask);
   struct stat sb;
-  cr_assert_eq(stat(tmp_path("g.json"), &sb), 0);
+  cr_assert_eq(stat(th_tmp_path("g.json"), &sb), 0);
   cr_assert_eq(sb.st_mode & 0777, 0666 & ~mask, "mode %o",
                (unsigned)(sb.st_mode & 0777));
   teardown(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 /* ---- corrupt input ---- */
@@ -541,12 +509,12 @@ static env env_make(void) {
 static rp_status load_text_n(env *e, const char *text, size_t len,
                              const rp_inst *insts, uint32_t n) {
   make_tmpdir();
-  const char *path = tmp_path("in.json");
+  const char *path = th_tmp_path("in.json");
   write_all(path, text, len);
   rp_graph *g = (rp_graph *)(uintptr_t)0x1;
   rp_status st = rp_graph_load(e->rt, path, insts, n, &g);
   snprintf(detail, sizeof detail, "%s", rp_error_detail());
-  remove_tmpdir();
+  th_tmpdir_remove();
   if (st == RP_OK) {
     RP_CHECK(rp_graph_destroy(g));
     return st;
@@ -577,10 +545,10 @@ static void expect_edit(const char *from, const char *to, rp_status want) {
 Test(graphio_corrupt, mini_file_loads_and_allocates) {
   env e = env_make();
   make_tmpdir();
-  write_all(tmp_path("m.json"), MINI, strlen(MINI));
+  write_all(th_tmp_path("m.json"), MINI, strlen(MINI));
   rp_graph *g;
-  RP_CHECK(rp_graph_load(e.rt, tmp_path("m.json"), NULL, 0, &g));
-  remove_tmpdir();
+  RP_CHECK(rp_graph_load(e.rt, th_tmp_path("m.json"), NULL, 0, &g));
+  th_tmpdir_remove();
   rp_inst l[2];
   uint32_t n;
   RP_CHECK(rp_graph_instances(g, l, 2, &n));
@@ -613,10 +581,10 @@ Test(graphio_corrupt, truncated_anywhere) {
   make_tmpdir();
   fixture fx;
   build(&fx);
-  RP_CHECK(rp_graph_save(fx.g, tmp_path("g.json")));
+  RP_CHECK(rp_graph_save(fx.g, th_tmp_path("g.json")));
   size_t len;
-  char *t = read_all(tmp_path("g.json"), &len);
-  remove_tmpdir();
+  char *t = th_read_all(th_tmp_path("g.json"), &len);
+  th_tmpdir_remove();
   env e = env_make();
   for (size_t cut = 0; cut + 2 < len; cut += 1 + cut / 8) {
     rp_status st = load_text_n(&e, t, cut, NULL, 0);
@@ -644,8 +612,8 @@ Test(graphio_corrupt, checksum_catches_any_changed_value) {
   make_tmpdir();
   fixture fx;
   build(&fx);
-  RP_CHECK(rp_graph_save(fx.g, tmp_path("g.json")));
-  char *t = read_all(tmp_path("g.json"), NULL);
+  RP_CHECK(rp_graph_save(fx.g, th_tmp_path("g.json")));
+  char *t = th_read_all(th_tmp_path("g.json"), NULL);
   rp_inst insts[16];
   uint32_t n;
   RP_CHECK(rp_graph_instances(fx.g, insts, 16, &n));
@@ -670,7 +638,7 @@ Test(graphio_corrupt, checksum_catches_any_changed_value) {
   free(c);
   free(t);
   teardown(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(graphio_corrupt, schema_errors_name_the_path) {
@@ -898,19 +866,19 @@ Test(graphio_corrupt, huge_counts_and_sizes) {
 Test(graphio_corrupt, files_beyond_the_size_limit) {
   env e = env_make();
   make_tmpdir();
-  const char *path = tmp_path("huge.json");
+  const char *path = th_tmp_path("huge.json");
   FILE *f = fopen(path, "wb");
   cr_assert_not_null(f);
   cr_assert_eq(ftruncate(fileno(f), (off_t)(65u << 20)), 0);
   fclose(f);
   rp_graph *g;
   RP_EXPECT(rp_graph_load(e.rt, path, NULL, 0, &g), RP_ERANGE);
-  RP_EXPECT(rp_graph_load(e.rt, tmp_path("missing.json"), NULL, 0, &g),
+  RP_EXPECT(rp_graph_load(e.rt, th_tmp_path("missing.json"), NULL, 0, &g),
             RP_ENOENT);
   RP_EXPECT(rp_graph_load(e.rt, "/dev/zero", NULL, 0, &g), RP_ERANGE);
   RP_EXPECT(rp_graph_load(NULL, path, NULL, 0, &g), RP_EINVAL);
   RP_EXPECT(rp_graph_load(e.rt, path, NULL, 3, &g), RP_EINVAL);
-  remove_tmpdir();
+  th_tmpdir_remove();
   th_destroy(e.rt);
 }
 
@@ -964,9 +932,9 @@ Test(graphio_corrupt, loaded_copies_are_checked) {
     env e = env_make();
     rp_graph *g = NULL;
     make_tmpdir();
-    write_all(tmp_path("c.json"), t8, strlen(t8));
-    rp_status st = rp_graph_load(e.rt, tmp_path("c.json"), NULL, 0, &g);
-    remove_tmpdir();
+    write_all(th_tmp_path("c.json"), t8, strlen(t8));
+    rp_status st = rp_graph_load(e.rt, th_tmp_path("c.json"), NULL, 0, &g);
+    th_tmpdir_remove();
     cr_assert_eq(st, cases[i].want, "case %zu: %s, expected %s (%s)", i,
                  rp_status_name(st), rp_status_name(cases[i].want),
                  rp_error_detail());
@@ -991,7 +959,7 @@ Test(dump, json_loads_back) {
   make_tmpdir();
   fixture fx;
   build(&fx);
-  const char *path = tmp_path("dump.json");
+  const char *path = th_tmp_path("dump.json");
   FILE *f = fopen(path, "w");
   RP_CHECK(rp_graph_dump(fx.g, f, RP_DUMP_JSON));
   fclose(f);
@@ -1003,7 +971,7 @@ Test(dump, json_loads_back) {
   assert_same(fx.g, h);
   RP_CHECK(rp_graph_destroy(h));
   teardown(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 #else /* !REPRISE_HAVE_CJSON */
@@ -1063,14 +1031,14 @@ Test(dump, dot_renders_and_names_every_op) {
   make_tmpdir();
   fixture fx;
   build(&fx);
-  const char *gv = tmp_path("g.dot"), *svg = tmp_path("g.svg");
+  const char *gv = th_tmp_path("g.dot"), *svg = th_tmp_path("g.svg");
   FILE *f = fopen(gv, "w");
   RP_CHECK(rp_graph_dump(fx.g, f, RP_DUMP_DOT));
   fclose(f);
   char cmd[512];
   snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s' 2>&1", gv, svg);
-  cr_assert_eq(system(cmd), 0, "dot failed on:\n%s", read_all(gv, NULL));
-  char *s = read_all(svg, NULL);
+  cr_assert_eq(system(cmd), 0, "dot failed on:\n%s", th_read_all(gv, NULL));
+  char *s = th_read_all(svg, NULL);
   for (rp_op_id id = 0; id < fx.g->nops; id++) {
     char label[64];
     const rp_gop *op = &fx.g->ops[id];
@@ -1086,7 +1054,7 @@ Test(dump, dot_renders_and_names_every_op) {
             "quotes survive the DOT escaping");
   free(s);
   teardown(&fx);
-  remove_tmpdir();
+  th_tmpdir_remove();
 }
 
 Test(dump, errors) {
