@@ -8,34 +8,45 @@
  * issue and wait costs are not in it (an end-to-end time minus a one-worker
  * baseline would carry the noise of both).
  *
- * hop_spin   executions back to back: worker 1 finished its previous task
- *            microseconds ago and is still spinning (REPRISE_SPIN bounds
- *            that spin).
- * hop_sleep  HOP_GAP_NS between executions, far beyond the spin bound:
- *            worker 1 sleeps on its futex and the hop includes the wake.
+ * Before its store A busy-waits lead_ns, so that by the time it stores the
+ * host has gone to sleep (on a 2-core machine it would otherwise still hold
+ * B's core and its own issue cost would sit in the hop) and B is waiting:
+ * hop_spin   lead 5 us, under the consumer's busy-spin bound (REPRISE_SPIN_NS,
+ *            10 us): B's worker is spinning on A's progress (replay) or on
+ *            its queue (eager) when A stores.
+ * hop_sleep  lead 1 ms, far beyond the spin and yield bounds (10 + 200 us):
+ *            B's worker sleeps on its futex and the hop includes the wake.
+ * The "os" rows are the floor: the same hop between two bare threads, the
+ * consumer spinning on a word or asleep on a futex, no engine in between.
  * The figure is the median sample; min and max show the spread. */
 #include "bench_impl.h"
 
+#include <linux/futex.h>
+#include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 enum {
   HOP_CAP = 4096, /* samples S can hold */
   HOP_WARM = 20,  /* back-to-back executions before each case, not sampled */
 };
-#define HOP_GAP_NS 50000000L /* 50 ms: the spin bound is tens of us */
-
 typedef struct hop_case {
   const char *name;
   uint32_t samples, quick_samples;
-  long gap_ns;
+  uint64_t lead_ns; /* A's busy wait before its store */
 } hop_case;
 
 static const hop_case CASES[] = {
-    {"hop_spin", 2000, 100, 0},
-    {"hop_sleep", 40, 4, HOP_GAP_NS},
+    {"hop_spin", 2000, 100, 5000},
+    {"hop_sleep", 200, 20, 1000000},
 };
+
+/* The lead of the case being run: set by the host before it issues, read by
+ * A (issue orders the store before the task). */
+static uint64_t g_lead_ns;
 
 typedef struct hop_ctx {
   rp_runtime *rt;
@@ -53,6 +64,7 @@ typedef rp_status (*hop_exec)(hop_ctx *h);
 
 static rp_status hop_a(rp_task_ctx *ctx) {
   int64_t *x = rp_ctx_ptr(ctx, 0);
+  rp_bench_busy(g_lead_ns);
   *x = (int64_t)rp_bench_now_ns();
   return RP_OK;
 }
@@ -158,12 +170,6 @@ static rp_status hop_instantiate(hop_ctx *h) {
 
 /* ---- measuring ---- */
 
-static void sleep_ns(long ns) {
-  struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
-  while (nanosleep(&ts, &ts) != 0)
-    ;
-}
-
 /* The median of B's samples s[1 .. n], checking B ran n times. */
 static rp_status hop_samples(const int64_t *s, uint32_t n,
                              rp_bench_stats *out) {
@@ -188,20 +194,72 @@ static rp_status hop_samples(const int64_t *s, uint32_t n,
 static rp_status hop_case_run(hop_ctx *h, hop_exec fn, const hop_case *k,
                               uint32_t n, rp_bench_stats *out) {
   rp_status st = RP_OK;
+  g_lead_ns = k->lead_ns;
   for (int i = 0; i < HOP_WARM && !st; i++)
     st = fn(h);
   /* No op is in flight (the last execution was waited for): the host may
    * reset the sample count directly. */
   if (!st)
     h->samples[0] = 0;
-  for (uint32_t i = 0; i < n && !st; i++) {
-    if (k->gap_ns)
-      sleep_ns(k->gap_ns);
+  for (uint32_t i = 0; i < n && !st; i++)
     st = fn(h);
-  }
   if (st)
     return rp_bench_check(k->name, st);
   return hop_samples(h->samples, n, out);
+}
+
+/* ---- the OS floor: two bare threads ---- */
+
+typedef struct os_hop {
+  _Atomic uint32_t word;  /* the producer's round number */
+  _Atomic uint32_t taken; /* the consumer's samples so far */
+  int sleep;             /* consumer: futex wait (1) or spin (0) */
+  uint32_t n;
+  int64_t stamp; /* the producer's clock, written before word */
+  double *v;     /* samples */
+} os_hop;
+
+static void *os_consumer(void *arg) {
+  os_hop *o = arg;
+  for (uint32_t r = 1; r <= o->n; r++) {
+    uint32_t w;
+    /* acquire: the stamp written before the round number */
+    while ((w = atomic_load_explicit(&o->word, memory_order_acquire)) < r)
+      if (o->sleep)
+        syscall(SYS_futex, &o->word, FUTEX_WAIT_PRIVATE, w, NULL, NULL, 0);
+    o->v[r - 1] = (double)((int64_t)rp_bench_now_ns() - o->stamp);
+    /* release: the sample, and the stamp read, before the next round */
+    atomic_store_explicit(&o->taken, r, memory_order_release);
+  }
+  return NULL;
+}
+
+/* n hops of the case's lead between the host and one thread. */
+static rp_status os_case(const hop_case *k, uint32_t n, rp_bench_stats *out) {
+  os_hop o = {.sleep = k->lead_ns > 100000, .n = n};
+  o.v = malloc(sizeof *o.v * n);
+  pthread_t t;
+  if (!o.v || pthread_create(&t, NULL, os_consumer, &o) != 0) {
+    free(o.v);
+    fprintf(stderr, "reprise bench: hop: cannot start the os thread\n");
+    return RP_ENOMEM;
+  }
+  for (uint32_t r = 1; r <= n; r++) {
+    rp_bench_busy(k->lead_ns);
+    o.stamp = (int64_t)rp_bench_now_ns();
+    /* seq_cst: the stamp before the round; the consumer's futex wait
+     * rechecks the word, so no wake-up is lost */
+    atomic_store(&o.word, r);
+    if (o.sleep)
+      syscall(SYS_futex, &o.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    /* the next round starts after this sample was taken */
+    while (atomic_load_explicit(&o.taken, memory_order_acquire) < r)
+      rp_bench_busy(100);
+  }
+  pthread_join(t, NULL);
+  *out = rp_bench_summarize(o.v, n);
+  free(o.v);
+  return RP_OK;
 }
 
 static void hop_emit(const rp_bench_opts *o, const char *backend,
@@ -241,7 +299,15 @@ static rp_status hop_mode(const rp_bench_opts *o, hop_ctx *h, hop_exec fn,
 static rp_status hop_modes(const rp_bench_opts *o, hop_ctx *h, FILE *t,
                            rp_bench_json *j) {
   rp_status st = RP_OK;
-  if (o->modes & RP_BENCH_EAGER)
+  for (size_t i = 0; i < sizeof CASES / sizeof CASES[0] && !st; i++) {
+    const hop_case *k = &CASES[i];
+    uint32_t n = o->quick ? k->quick_samples : k->samples;
+    rp_bench_stats s = {0};
+    st = os_case(k, n, &s);
+    if (!st)
+      hop_emit(o, "-", "os", k, n, &s, t, j);
+  }
+  if (!st && (o->modes & RP_BENCH_EAGER))
     st = hop_mode(o, h, hop_eager, "eager", t, j);
   if (!st && (o->modes & RP_BENCH_REPLAY)) {
     st = rp_bench_check("hop instantiate", hop_instantiate(h));
