@@ -230,6 +230,9 @@ Test(cli, bench_hop_reports_the_spin_and_sleep_cases, .timeout = 300) {
   cr_assert(strstr(buf, "\"case\": \"hop_spin\""), "%s", buf);
   cr_assert(strstr(buf, "\"case\": \"hop_sleep\""), "%s", buf);
   cr_assert(strstr(buf, "\"ns_median\":"), "%s", buf);
+  cr_assert(strstr(buf, "\"mode\": \"os\""), "no floor rows: %s", buf);
+  cr_assert(strstr(buf, "\"mode\": \"eager\""), "%s", buf);
+  cr_assert_null(strstr(buf, "\"mode\": \"replay\""), "%s", buf);
   cr_assert_null(strstr(buf, "\"workload\""), "--hop alone ran workloads");
 }
 
