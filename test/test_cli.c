@@ -334,6 +334,9 @@ Test(cli, train_writes_the_json_summary, .timeout = 300) {
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   cr_assert(strstr(r.out, "final loss"), "%s", r.out);
   cr_assert(strstr(r.out, "backend cpu"), "%s", r.out);
+  /* the end of the summary names the backend and processors again */
+  cr_assert(strstr(r.out, "ran on backend cpu, processors 0,1 (CPU workers)"),
+            "%s", r.out);
   cr_assert(strstr(r.out, "loss"), "no loss lines: %s", r.out);
   read_file(path, buf, sizeof buf);
   cr_assert(json_valid(buf), "invalid JSON: %s", buf);
@@ -407,6 +410,26 @@ Test(cli, train_save_graph_and_dump_hand_over_the_recorded_step) {
 #ifdef REPRISE_HAVE_CJSON
   cr_assert(strstr(buf, "reprise-graph"), "%.500s", buf);
 #endif
+  unlink(path);
+}
+
+Test(cli, train_trace_writes_a_chrome_trace_of_the_replays, .timeout = 300) {
+  char path[] = "/tmp/rp_cli_trace_XXXXXX";
+  tmp_file(path);
+  static char buf[1 << 20];
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--trace", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  read_file(path, buf, sizeof buf);
+  cr_assert(json_valid(buf), "invalid JSON: %.500s", buf);
+  cr_assert(strstr(buf, "\"traceEvents\""), "%.500s", buf);
+  cr_assert(strstr(buf, "\"name\": \"worker 1\""), "no track per worker");
+  cr_assert(strstr(buf, "rp.gemm"), "no gemm op in the trace: %.500s", buf);
+  cr_assert(strstr(buf, "\"ph\": \"X\""), "no op spans: %.500s", buf);
+  /* an unwritable file fails the run with the reason */
+  RUN(&r, TRAIN_SMALL, "--trace", "/nonexistent-dir/t.json");
+  cr_assert_eq(r.status, 1, "unwritable --trace file: %s", r.err);
+  cr_assert(strstr(r.err, "--trace"), "%s", r.err);
   unlink(path);
 }
 

@@ -838,6 +838,17 @@ static const char *backend_name(rp_backend_kind b) {
   return b == RP_BACKEND_CUDA ? "cuda" : "cpu";
 }
 
+/* "<lead>backend B, processors p,q (CPU workers|GPUs)[ on every rank...]" */
+static void print_procs(const train_state *s, const char *lead) {
+  const train_cli *c = s->c;
+  rp_backend_kind b = rp_runtime_backend(s->rt);
+  printf("%sbackend %s, processors", lead, backend_name(b));
+  for (uint32_t p = 0; p < c->mc.procs; p++)
+    printf("%s%u", p ? "," : " ", rp_mlp_procs(s->m)[p]);
+  printf(" (%s)%s\n", b == RP_BACKEND_CUDA ? "GPUs" : "CPU workers",
+         c->dist ? " on every rank; gradients all-reduced" : "");
+}
+
 static void print_header(const train_state *s) {
   const train_cli *c = s->c;
   const rp_dataset *d = &s->data;
@@ -850,12 +861,7 @@ static void print_header(const train_state *s) {
   if (c->dist)
     printf("%u rank%s (MPI) x ", s->ranks, s->ranks == 1 ? "" : "s");
   printf("%u processors\n", c->mc.procs);
-  rp_backend_kind b = rp_runtime_backend(s->rt);
-  printf("backend %s, processors", backend_name(b));
-  for (uint32_t p = 0; p < c->mc.procs; p++)
-    printf("%s%u", p ? "," : " ", rp_mlp_procs(s->m)[p]);
-  printf(" (%s)%s\n", b == RP_BACKEND_CUDA ? "GPUs" : "CPU workers",
-         c->dist ? " on every rank; gradients all-reduced" : "");
+  print_procs(s, "");
   const char *why = rp_runtime_backend_reason(s->rt);
   if (c->backend == RP_BACKEND_AUTO && why[0])
     printf("  not CUDA: %s\n", why);
@@ -898,6 +904,7 @@ static void print_summary(const train_state *s) {
     printf("ranks: final weights %s on all %u rank%s\n",
            s->ranks_equal ? "bitwise equal" : "DIFFER", s->ranks,
            s->ranks == 1 ? "" : "s");
+  print_procs(s, "ran on ");
 }
 
 static void json_num(FILE *f, const char *key, double v, int ok) {
