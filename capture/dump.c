@@ -202,6 +202,31 @@ static void dot_str(out *o, const char *s) {
   }
 }
 
+/* One label line per access ("W inst#3.1 f32 [0..15]") and per
+ * interpolation, as the text dump gives them. */
+static void dot_task_lines(out *o, const rp_graph *g, const rp_gop *op) {
+  char priv[16], inst[256];
+  for (uint32_t k = 0; k < op->nacc; k++) {
+    const rp_access *a = &op->acc[k];
+    if (a->priv == RP_REDUCE)
+      snprintf(priv, sizeof priv, "RED(%s)", rp__redop_name(a->redop));
+    else
+      snprintf(priv, sizeof priv, "%s", rp__priv_name(a->priv));
+    inst_str(g, a->inst, NULL, inst, sizeof inst);
+    say(o, "\\n%s ", priv);
+    dot_str(o, inst);
+  }
+  for (uint32_t k = 0; k < op->ninterp; k++) {
+    const rp_interp *ip = &op->interps[k];
+    say(o, "\\ninterp: replay args [%zu, +%zu) -> ", ip->src_offset,
+        ip->bytes);
+    if (ip->dst_offset == RP_INTERP_SHARDS)
+      say(o, "shard count");
+    else
+      say(o, "args [%zu]", ip->dst_offset);
+  }
+}
+
 static void dot_op(out *o, const rp_graph *g, rp_op_id id) {
   const rp_gop *op = &g->ops[id];
   char proc[16];
@@ -212,25 +237,24 @@ static void dot_op(out *o, const rp_graph *g, rp_op_id id) {
     say(o, "\\nproc %s", proc);
     if (op->shards > 1)
       say(o, " x%u shards", op->shards);
+    dot_task_lines(o, g, op);
     say(o, "\"];\n");
     return;
   }
   const rp_copy *c = &op->copy;
-  char ends[2][48];
-  for (int k = 0; k < 2; k++) {
-    rp_inst i = k ? c->dst : c->src;
-    if (rp__is_mirror(i))
-      snprintf(ends[k], sizeof ends[k], "mirror#%u", rp__mirror_index(i));
-    else
-      snprintf(ends[k], sizeof ends[k], "inst#%u.%u", rp__inst_slot(i),
-               rp__inst_gen(i));
-  }
-  say(o,
-      "  op%u [shape=box, style=%s, label=\"%u: %scopy%s\\n"
-      "%s -> %s\"];\n",
-      id, op->inserted ? "\"rounded,dashed\"" : "rounded", id,
-      op->inserted ? "inserted " : "", c->redop ? " (sum)" : "", ends[0],
-      ends[1]);
+  char ends[2][256], rect[160] = "";
+  inst_str(g, c->src, NULL, ends[0], sizeof ends[0]);
+  inst_str(g, c->dst, NULL, ends[1], sizeof ends[1]);
+  if (c->domain == RP_DOMAIN_RECT)
+    rect_str(&c->rect, rect, sizeof rect);
+  say(o, "  op%u [shape=box, style=%s, label=\"%u: %scopy%s\\n", id,
+      op->inserted ? "\"rounded,dashed\"" : "rounded", id,
+      op->inserted ? "inserted " : "", c->redop ? " (sum)" : "");
+  dot_str(o, ends[0]);
+  say(o, "\\n-> ");
+  dot_str(o, ends[1]);
+  say(o, "\\ndomain %s%s%s\"];\n", rp__domain_name(c->domain),
+      *rect ? " " : "", rect);
 }
 
 /* A parallel operator's copies are boxed together, labelled with its kind.

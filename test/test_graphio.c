@@ -1025,6 +1025,32 @@ Test(dump, text_names_every_op) {
   teardown(&fx);
 }
 
+Test(dump, dot_labels_carry_accesses_rects_and_interpolations) {
+  fixture fx;
+  build(&fx);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_graph_dump(fx.g, f, RP_DUMP_DOT));
+  fclose(f);
+  const char *want[] = {
+      "0: scale\\nproc 0",
+      "\\ninterp: replay args [0, +4) -> args [4]",
+      "\\ninterp: replay args [8, +4) -> shard count",
+      "\\nRW inst#",
+      " f64 [4..7, 0..3]",
+      "\\nRED(sum) inst#",
+      "2: copy\\ninst#",
+      "\\ndomain rect [2..5]",
+      "4: copy (sum)\\n",
+      "\\ndomain intersect",
+  };
+  for (size_t i = 0; i < RP_ARRAY_LEN(want); i++)
+    cr_assert(strstr(buf, want[i]), "missing '%s' in:\n%s", want[i], buf);
+  free(buf);
+  teardown(&fx);
+}
+
 Test(dump, dot_renders_and_names_every_op) {
   if (access("/usr/bin/dot", X_OK) != 0 && system("command -v dot >/dev/null"))
     cr_skip_test("graphviz (dot) is not installed");
