@@ -236,6 +236,76 @@ Test(cli, bench_hop_reports_the_spin_and_sleep_cases, .timeout = 300) {
   cr_assert_null(strstr(buf, "\"workload\""), "--hop alone ran workloads");
 }
 
+/* The value after "key": in the first row (object) containing `tag`. */
+static double row_num(const char *buf, const char *tag, const char *key) {
+  const char *row = strstr(buf, tag);
+  cr_assert_not_null(row, "no row %s: %s", tag, buf);
+  const char *end = strchr(row, '}');
+  char k[64];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(row, k);
+  cr_assert(p && (!end || p < end), "row %s has no %s: %s", tag, key, buf);
+  return strtod(p + strlen(k), NULL);
+}
+
+Test(cli, bench_replay_tiny_and_hop_rows_carry_their_keys, .timeout = 300) {
+  char path[] = "/tmp/rp_cli_tiny_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  cli_run r;
+  RUN(&r, "bench", "--quick", "--mode", "replay", "--workload", "tiny",
+      "--hop", "--json", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  static char buf[16384];
+  read_file(path, buf, sizeof buf);
+  unlink(path);
+  cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+  const char *tiny = "\"workload\": \"tiny\", \"mode\": \"replay\"";
+  /* the calibrated work of one task run alone: about the 1 us asked for */
+  double task_ns = row_num(buf, tiny, "task_ns");
+  cr_assert(task_ns >= 900 && task_ns < 1e6, "task_ns %g", task_ns);
+  cr_assert_eq(row_num(buf, tiny, "nodes"), 129);
+  cr_assert_gt(row_num(buf, tiny, "setup_us"), 0);
+  /* replayed tasks cannot beat the ideal 2-worker schedule (65 of 129) */
+  cr_assert_geq(row_num(buf, tiny, "ns_per_task_min"), task_ns * 64 / 129,
+                "%s", buf);
+  const char *spin = "\"case\": \"hop_spin\", \"mode\": \"replay\"";
+  const char *sleep = "\"case\": \"hop_sleep\", \"mode\": \"replay\"";
+  cr_assert_gt(row_num(buf, spin, "ns_median"), 0);
+  cr_assert_eq(row_num(buf, spin, "reps"), 100);
+  cr_assert_gt(row_num(buf, sleep, "ns_median"), 0);
+  cr_assert_null(strstr(buf, "\"mode\": \"eager\""), "--mode replay ran "
+                 "eager rows: %s", buf);
+}
+
+Test(cli, bench_xfer_writes_the_transfer_rows, .timeout = 300) {
+  char path[] = "/tmp/rp_cli_xfer_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  cli_run r;
+  RUN(&r, "bench", "--xfer", "--quick", "--json", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  static char buf[16384];
+  read_file(path, buf, sizeof buf);
+  unlink(path);
+  cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+  static const char *cases[] = {"contiguous", "strided2d"};
+  static const char *sizes[] = {"65536", "1048576", "16777216"};
+  static const char *keys[] = {"planned_gbps", "memcpy_gbps", "plan_us",
+                               "reset_us"};
+  for (size_t c = 0; c < 2; c++)
+    for (size_t b = 0; b < 3; b++) {
+      char tag[96];
+      snprintf(tag, sizeof tag, "\"case\": \"%s\", \"bytes\": %s,",
+               cases[c], sizes[b]);
+      for (size_t k = 0; k < 4; k++)
+        cr_assert_gt(row_num(buf, tag, keys[k]), 0, "%s %s: %s", tag,
+                     keys[k], buf);
+    }
+}
+
 Test(cli, json_validator_rejects_broken_text) {
   cr_assert(json_valid("[{\"a\": 1.5, \"b\": [true, null, \"x\\\"\"]}]"));
   cr_assert_not(json_valid("[{\"a\": 1,}]"));
