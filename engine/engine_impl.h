@@ -88,6 +88,18 @@ typedef struct rp_proc_rec {
   unsigned local; /* index inside its backend (worker, logical GPU) */
 } rp_proc_rec;
 
+/* An asynchronous 2-D byte copy handed to a backend's copy_async: rows rows
+ * of row_bytes bytes, row i from src + i * spitch to dst + i * dpitch
+ * (pitches >= row_bytes, ranges not overlapping). The caller owns it (and
+ * the storage `work`) until done runs. */
+typedef struct rp_copy_async {
+  rp_work work; /* the backend's (the CPU backend queues it) */
+  void *dst;
+  const void *src;
+  size_t rows, row_bytes, dpitch, spitch;
+  rp_work *done; /* done->run(done) once every byte landed */
+} rp_copy_async;
+
 typedef struct rp_backend_ops {
   const char *name;
   /* Brings the backend up and registers its processors and memories with
@@ -109,6 +121,16 @@ typedef struct rp_backend_ops {
   /* Blocks until every processor queue of this backend is empty and idle.
    * (optional) */
   void (*drain)(void *state);
+  /* Copies op's bytes in processor p's order and then runs op->done: the
+   * CPU backend queues op->work on the worker (memcpy per row, then done, on
+   * the worker); the CUDA backend enqueues a 2-D copy on p's stream and
+   * done as a host function (on a CUDA host thread). Both memories must be
+   * addressable by p (the caller checks). Called from any thread but a CUDA
+   * host function. An error (nothing will run, done included) when the copy
+   * cannot be enqueued. (optional: NULL means the backend cannot copy, the
+   * caller reports RP_EUNSUPPORTED) */
+  rp_status (*copy_async)(void *state, const rp_proc_rec *p,
+                          rp_copy_async *op);
 } rp_backend_ops;
 
 extern const rp_backend_ops rp__cpu_backend;
