@@ -188,6 +188,7 @@ struct rp_runtime {
   rp_status (*layer_drain[RP_LAYER_COUNT])(rp_runtime *, void *);
 
   _Atomic int32_t live_objects; /* graphs + execs */
+  _Atomic uint64_t ops_outstanding; /* engine ops (ops.c) not completed */
   _Atomic int destroying;
   _Atomic int unusable;
   char unusable_why[256];
@@ -195,6 +196,17 @@ struct rp_runtime {
   /* jemalloc per-worker allocated-bytes counters (NULL without jemalloc) */
   uint64_t *_Atomic *worker_alloc;
 };
+
+/* The backend state of processor p (CPU or CUDA). */
+static inline void *rp__proc_backend_state(const rp_runtime *rt, rp_proc p) {
+  return rt->procs[p].be == &rp__cpu_backend ? rt->cpu_state : rt->cuda_state;
+}
+
+/* Waits until every engine op (rp__spawn_task, rp__spawn_copy) completed;
+ * while the runtime is being destroyed, cancels user events nobody
+ * triggers after a quiet period, and gives up with RP_EBUSY when ops still
+ * cannot complete. */
+rp_status rp__ops_drain(rp_runtime *rt);
 
 rp_status rp__ctable_init(rp_ctable *t, size_t elem);
 void rp__ctable_fini(rp_ctable *t);

@@ -611,6 +611,8 @@ rp_status rp_runtime_drain(rp_runtime *rt) {
   if (!rt)
     return rp__err(RP_EINVAL, "rp_runtime_drain: NULL runtime");
   rp_status st = drain_layers(rt);
+  if (!st)
+    st = rp__ops_drain(rt);
   if (st)
     return st;
 #ifdef REPRISE_HAVE_CUDA
@@ -630,7 +632,11 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
                    "rp_runtime_destroy: %d graphs or execs are still alive",
                    (int)live);
   atomic_store(&rt->destroying, 1);
+  /* Layers first (their ops may wait on engine ops and the reverse: each
+   * drain only waits, so either order completes). */
   rp_status st = drain_layers(rt);
+  if (!st)
+    st = rp__ops_drain(rt);
   atomic_store(&rt->destroying, 0);
   if (st)
     return st;
