@@ -69,8 +69,8 @@ void rp__proc_enqueue(rp_runtime *rt, rp_proc p, rp_work *w);
  * as it was. rp_runtime_drain and rp_runtime_destroy wait for these ops;
  * while the runtime is being destroyed, ops gated on user events nobody
  * triggers are cancelled (RP_EBUSY) after a quiet period, as eager ops are.
- * Call from a host thread or a processor's queue item, not from a CUDA
- * host function. */
+ * Callable from any thread, CUDA host functions included: a spawn makes no
+ * CUDA call, the op's work starts on its processor's thread. */
 
 /* A task spawn: the task runs once, as shard 0 of 1, without workspace. */
 typedef struct rp_task_spawn {

@@ -303,7 +303,10 @@ static void copy_fin(rp_work *w) {
   op_complete(op->rt, op, op->done, RP_OK);
 }
 
-/* The gate opened: runs on op->where's thread. */
+/* The gate opened: runs on op->where's thread. On a CPU worker the
+ * backend queues the copy once more, behind what this worker has queued
+ * since: one contract (callable from any thread but a CUDA host function)
+ * for both backends, at the price of a second hop. */
 static void copy_start(rp_work *w) {
   copy_op *op = (copy_op *)w;
   rp_runtime *rt = op->rt;
