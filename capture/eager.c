@@ -8,10 +8,6 @@
 
 #include <string.h>
 
-#ifdef REPRISE_HAVE_CUDA
-#include "engine/cuda/cuda_backend.h"
-#endif
-
 typedef struct eager_task eager_task;
 
 typedef struct eager_shard {
@@ -65,6 +61,9 @@ static void finish(eager_task *t, rp_status st) {
 /* Runs on a CUDA callback thread once the stream reached it: completes the
  * op (no CUDA call happens on this path: waiters only enqueue work). */
 static void gpu_done(void *arg) { finish(arg, RP_OK); }
+#define EAGER_GPU_DONE gpu_done
+#else
+#define EAGER_GPU_DONE NULL
 #endif
 
 static void run_shard(eager_shard *sh) {
@@ -85,25 +84,13 @@ static void run_shard(eager_shard *sh) {
       .workspace_bytes = t->ws ? t->ws_slice : 0,
       .replay = UINT64_MAX,
   };
-  rp__nvtx_push(t->task->name);
-  if (pi->kind == RP_PROC_GPU) {
-#ifdef REPRISE_HAVE_CUDA
-    ctx.stream = rp__cuda_proc_stream(rt, sh->proc);
-    rp_status st = t->task->gpu_fn(&ctx);
-    rp__nvtx_pop();
-    /* The task only enqueued work: completion comes from the stream. */
-    if (st == RP_OK)
-      st = rp__cuda_launch_host_func(rt, ctx.stream, gpu_done, t);
-    if (st != RP_OK)
-      finish(t, st);
-    return;
-#endif
-  }
-  rp_status st = t->task->cpu_fn(&ctx);
-  rp__nvtx_pop();
-  if (st > 0)
-    st = RP_ETASK;
-  finish(t, st);
+  /* A GPU shard only enqueues work: gpu_done completes it from the
+   * stream. */
+  int queued;
+  rp_status st = rp__task_invoke(rt, t->task, &ctx, EAGER_GPU_DONE, t,
+                                 &queued);
+  if (!queued)
+    finish(t, st);
 }
 
 static void shard_work(rp_work *w) { run_shard((eager_shard *)w); }

@@ -55,6 +55,70 @@ rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
 void rp__proc_enqueue(rp_runtime *rt, rp_proc p, rp_work *w);
 
 /* ---------------------------------------------------------------------- */
+/* Low-level operations (engine/ops.c), as Realm's: each runs once its one
+ * precondition event has completed and hands back a completion event. No
+ * dependence analysis: the events are the only ordering (two spawns on one
+ * processor with unrelated preconditions run in either order).
+ *
+ * Common contract: pre is RP_NO_EVENT or a live event (several: merge them
+ * with rp_event_merge) the caller holds a reference to during the call (it
+ * may release it right after). A poisoned pre skips the work and poisons the
+ * completion with pre's status. *done receives a new event (one reference,
+ * the caller's: rp_event_release); done may be NULL (nobody waits; drain
+ * still does). On error nothing was created, nothing runs, *done is left
+ * as it was. rp_runtime_drain and rp_runtime_destroy wait for these ops;
+ * while the runtime is being destroyed, ops gated on user events nobody
+ * triggers are cancelled (RP_EBUSY) after a quiet period, as eager ops are.
+ * Callable from any thread, CUDA host functions included: a spawn makes no
+ * CUDA call, the op's work starts on its processor's thread. */
+
+/* A task spawn: the task runs once, as shard 0 of 1, without workspace. */
+typedef struct rp_task_spawn {
+  rp_proc proc;        /* a processor of the runtime (not RP_PROC_ANY) */
+  rp_task_id task;     /* needs a variant for proc's kind */
+  const void *args;    /* copied at spawn (args_size bytes) */
+  size_t args_size;
+  const rp_inst *insts; /* resolved at spawn: rp_ctx_inst(i) / rp_ctx_ptr(i) */
+  uint32_t ninsts;      /* each must be accessible from proc */
+} rp_task_spawn;
+
+/* Runs s->task on s->proc once pre completed; done completes with the
+ * task's status (a positive one becomes RP_ETASK; a GPU task completes when
+ * its stream reaches the end of the work it enqueued). Errors: RP_EINVAL
+ * (NULL rt or s, NULL args/insts with a non-zero count), RP_ERANGE (args
+ * over 1 MiB), RP_EPROC (processor out of range, no variant for its kind),
+ * RP_ENOTASK, RP_ESTALE (an instance or pre), RP_EACCESS, RP_EUNUSABLE,
+ * RP_ENOMEM. */
+rp_status rp__spawn_task(rp_runtime *rt, const rp_task_spawn *s, rp_event pre,
+                         rp_event *done);
+
+/* A 2-D byte copy: rows rows of row_bytes bytes; row i goes from
+ * src + i * src_pitch to dst + i * dst_pitch. A pitch of 0 means row_bytes
+ * (rows back to back): rows = 1 (or pitches 0) is a contiguous copy. */
+typedef struct rp_copy_bytes {
+  void *dst;
+  rp_mem dst_mem; /* the memory dst lies in */
+  const void *src;
+  rp_mem src_mem;
+  size_t rows, row_bytes;
+  size_t src_pitch, dst_pitch; /* bytes between row starts; >= row_bytes */
+} rp_copy_bytes;
+
+/* Copies c's bytes once pre completed, on processor `where` (its backend's
+ * copy_async: a CPU worker memcpys in its queue, between host-addressable
+ * memories; a GPU copies on its stream, between any memories of the
+ * runtime); done completes once the bytes landed. The two byte ranges must
+ * not overlap. Errors: RP_EINVAL (NULL rt, c, dst or src; zero rows or
+ * row_bytes; a non-zero pitch below row_bytes; a memory out of range;
+ * overlapping ranges), RP_ERANGE (the extent overflows), RP_EPROC (`where`
+ * out of range), RP_EACCESS (a CPU worker and device memory),
+ * RP_EUNSUPPORTED (the backend cannot copy), RP_ESTALE (pre), RP_EUNUSABLE,
+ * RP_ENOMEM. A backend failure once the copy is due (a CUDA call refused
+ * it) poisons done with that status (RP_EBACKEND). */
+rp_status rp__spawn_copy(rp_runtime *rt, const rp_copy_bytes *c, rp_proc where,
+                         rp_event pre, rp_event *done);
+
+/* ---------------------------------------------------------------------- */
 /* Events (internal side). */
 
 /* A new pending event; the caller holds two references: one it drops with
@@ -164,6 +228,19 @@ struct rp_task_ext {
 /* Attaches ext to a registered task (before any graph uses it). */
 rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
                            const rp_task_ext *ext);
+
+/* Runs t with ctx on the calling thread, which must be ctx->proc's own (a
+ * queue item running on it), inside an NVTX range named after the task.
+ * Picks the variant for ctx->kind; for a GPU it sets ctx->stream to the
+ * processor's stream. A CPU variant ran to completion: its status is
+ * returned (a positive one becomes RP_ETASK), *queued = 0. A GPU variant
+ * only enqueues device work: once it did, gpu_done(arg) is queued behind
+ * that work on the stream (it runs once, on a CUDA host thread), *queued =
+ * 1 and RP_OK is returned; on failure *queued = 0 and gpu_done never runs.
+ * RP_EPROC when t has no variant for the kind. */
+rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
+                          rp_task_ctx *ctx, void (*gpu_done)(void *arg),
+                          void *arg, int *queued);
 
 /* Stable pointer to a registered task, NULL when id is unknown. */
 const rp_task_rec *rp__task_get(const rp_runtime *rt, rp_task_id id);

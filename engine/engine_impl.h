@@ -88,6 +88,18 @@ typedef struct rp_proc_rec {
   unsigned local; /* index inside its backend (worker, logical GPU) */
 } rp_proc_rec;
 
+/* An asynchronous 2-D byte copy handed to a backend's copy_async: rows rows
+ * of row_bytes bytes, row i from src + i * spitch to dst + i * dpitch
+ * (pitches >= row_bytes, ranges not overlapping). The caller owns it (and
+ * the storage `work`) until done runs. */
+typedef struct rp_copy_async {
+  rp_work work; /* the backend's (the CPU backend queues it) */
+  void *dst;
+  const void *src;
+  size_t rows, row_bytes, dpitch, spitch;
+  rp_work *done; /* done->run(done) once every byte landed */
+} rp_copy_async;
+
 typedef struct rp_backend_ops {
   const char *name;
   /* Brings the backend up and registers its processors and memories with
@@ -109,6 +121,16 @@ typedef struct rp_backend_ops {
   /* Blocks until every processor queue of this backend is empty and idle.
    * (optional) */
   void (*drain)(void *state);
+  /* Copies op's bytes in processor p's order and then runs op->done: the
+   * CPU backend queues op->work on the worker (memcpy per row, then done, on
+   * the worker); the CUDA backend enqueues a 2-D copy on p's stream and
+   * done as a host function (on a CUDA host thread). Both memories must be
+   * addressable by p (the caller checks). Called from any thread but a CUDA
+   * host function. An error (nothing will run, done included) when the copy
+   * cannot be enqueued. (optional: NULL means the backend cannot copy, the
+   * caller reports RP_EUNSUPPORTED) */
+  rp_status (*copy_async)(void *state, const rp_proc_rec *p,
+                          rp_copy_async *op);
 } rp_backend_ops;
 
 extern const rp_backend_ops rp__cpu_backend;
@@ -166,6 +188,7 @@ struct rp_runtime {
   rp_status (*layer_drain[RP_LAYER_COUNT])(rp_runtime *, void *);
 
   _Atomic int32_t live_objects; /* graphs + execs */
+  _Atomic uint64_t ops_outstanding; /* engine ops (ops.c) not completed */
   _Atomic int destroying;
   _Atomic int unusable;
   char unusable_why[256];
@@ -173,6 +196,17 @@ struct rp_runtime {
   /* jemalloc per-worker allocated-bytes counters (NULL without jemalloc) */
   uint64_t *_Atomic *worker_alloc;
 };
+
+/* The backend state of processor p (CPU or CUDA). */
+static inline void *rp__proc_backend_state(const rp_runtime *rt, rp_proc p) {
+  return rt->procs[p].be == &rp__cpu_backend ? rt->cpu_state : rt->cuda_state;
+}
+
+/* Waits until every engine op (rp__spawn_task, rp__spawn_copy) completed;
+ * while the runtime is being destroyed, cancels user events nobody
+ * triggers after a quiet period, and gives up with RP_EBUSY when ops still
+ * cannot complete. */
+rp_status rp__ops_drain(rp_runtime *rt);
 
 rp_status rp__ctable_init(rp_ctable *t, size_t elem);
 void rp__ctable_fini(rp_ctable *t);

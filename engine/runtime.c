@@ -406,6 +406,22 @@ void rp_runtime_config_init(rp_runtime_config *cfg) {
   cfg->backend = RP_BACKEND_AUTO;
 }
 
+/* REPRISE_CPUS: unset or empty leaves cfg->cpus alone; otherwise it must be
+ * a whole number in 1..RP_MAX_PROCS/2 (text, trailing characters or a
+ * number out of range is an error naming the value, as a bad
+ * REPRISE_BACKEND is: a typo must not silently run on every core). */
+static rp_status env_cpus(rp_runtime_config *cfg) {
+  const char *s = getenv("REPRISE_CPUS");
+  if (!s || !*s)
+    return RP_OK;
+  long n = rp__env_long("REPRISE_CPUS", 0);
+  if (n < 1 || n > RP_MAX_PROCS / 2)
+    return rp__err(RP_EINVAL, "REPRISE_CPUS=%s: expected a whole number in "
+                   "1..%d", s, RP_MAX_PROCS / 2);
+  cfg->cpus = (unsigned)n;
+  return RP_OK;
+}
+
 static rp_status apply_env(rp_runtime_config *cfg) {
   const char *b = getenv("REPRISE_BACKEND");
   if (b && *b) {
@@ -419,12 +435,9 @@ static rp_status apply_env(rp_runtime_config *cfg) {
       return rp__err(RP_EINVAL,
                      "REPRISE_BACKEND=%s: expected auto, cpu or cuda", b);
   }
-  long n = rp__env_long("REPRISE_CPUS", -1);
-  if (n == 0 || n > RP_MAX_PROCS / 2 || (n < 0 && n != -1))
-    return rp__err(RP_EINVAL, "REPRISE_CPUS=%ld: expected 1..%d", n,
-                   RP_MAX_PROCS / 2);
-  if (n > 0)
-    cfg->cpus = (unsigned)n;
+  rp_status st = env_cpus(cfg);
+  if (st)
+    return st;
   long g = rp__env_long("REPRISE_GPUS", -1);
   if (g > 0 && g <= 16)
     cfg->gpus = (unsigned)g;
@@ -611,6 +624,8 @@ rp_status rp_runtime_drain(rp_runtime *rt) {
   if (!rt)
     return rp__err(RP_EINVAL, "rp_runtime_drain: NULL runtime");
   rp_status st = drain_layers(rt);
+  if (!st)
+    st = rp__ops_drain(rt);
   if (st)
     return st;
 #ifdef REPRISE_HAVE_CUDA
@@ -630,7 +645,11 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
                    "rp_runtime_destroy: %d graphs or execs are still alive",
                    (int)live);
   atomic_store(&rt->destroying, 1);
+  /* Layers first (their ops may wait on engine ops and the reverse: each
+   * drain only waits, so either order completes). */
   rp_status st = drain_layers(rt);
+  if (!st)
+    st = rp__ops_drain(rt);
   atomic_store(&rt->destroying, 0);
   if (st)
     return st;

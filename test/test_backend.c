@@ -172,3 +172,75 @@ Test(backend, cpu_worker_runs_its_queue_in_order) {
   free(items);
   free(log);
 }
+
+/* ---- REPRISE_CPUS ---- */
+
+/* A CPU runtime created with cfg.cpus = cpus and the environment read
+ * (REPRISE_BACKEND cleared, so only REPRISE_CPUS applies). */
+static rp_status create_with_env(unsigned cpus, rp_runtime **rt) {
+  unsetenv("REPRISE_BACKEND");
+  rp_runtime_config cfg = quiet_config(RP_BACKEND_CPU);
+  cfg.cpus = cpus;
+  cfg.ignore_env = 0;
+  return rp_runtime_create(&cfg, rt);
+}
+
+static unsigned cpu_procs(const rp_runtime *rt) {
+  unsigned n = 0;
+  for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
+    rp_proc_info pi;
+    RP_CHECK(rp_proc_query(rt, p, &pi));
+    n += pi.kind == RP_PROC_CPU;
+  }
+  return n;
+}
+
+Test(backend, env_cpus_gives_the_worker_count_when_the_config_leaves_it_0) {
+  setenv("REPRISE_CPUS", "3", 1);
+  rp_runtime *rt;
+  RP_CHECK(create_with_env(0, &rt));
+  cr_assert_eq(cpu_procs(rt), 3u);
+  cr_assert_eq(rp_proc_count(rt), 3u);
+  th_destroy(rt);
+}
+
+Test(backend, env_cpus_overrides_a_config_count) {
+  setenv("REPRISE_CPUS", "2", 1);
+  rp_runtime *rt;
+  RP_CHECK(create_with_env(1, &rt));
+  cr_assert_eq(cpu_procs(rt), 2u);
+  th_destroy(rt);
+}
+
+Test(backend, env_cpus_empty_is_unset) {
+  setenv("REPRISE_CPUS", "", 1);
+  rp_runtime *rt;
+  RP_CHECK(create_with_env(2, &rt));
+  cr_assert_eq(cpu_procs(rt), 2u);
+  th_destroy(rt);
+}
+
+Test(backend, env_cpus_ignored_with_ignore_env) {
+  setenv("REPRISE_CPUS", "bogus", 1);
+  rp_runtime *rt = th_cpu_runtime(1); /* ignore_env = 1 */
+  cr_assert_eq(cpu_procs(rt), 1u);
+  th_destroy(rt);
+}
+
+Test(backend, env_cpus_bad_values_are_einval_naming_the_value) {
+  static const char *bad[] = {"0",   "-1",  "-3", "129", "abc",
+                              "3x",  "2.5", "99999999999999999999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("REPRISE_CPUS", bad[i], 1);
+    rp_runtime *rt = (rp_runtime *)&rt; /* must be overwritten with NULL */
+    rp_status st = create_with_env(0, &rt);
+    cr_assert_eq(st, RP_EINVAL, "REPRISE_CPUS=%s -> %s (%s)", bad[i],
+                 rp_status_name(st), rp_error_detail());
+    cr_assert_null(rt, "REPRISE_CPUS=%s handed out a runtime", bad[i]);
+    char want[64];
+    snprintf(want, sizeof want, "REPRISE_CPUS=%s: expected a whole number "
+             "in 1..128", bad[i]);
+    cr_assert(strstr(rp_error_detail(), want), "REPRISE_CPUS=%s: detail '%s'",
+              bad[i], rp_error_detail());
+  }
+}

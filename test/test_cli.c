@@ -103,6 +103,14 @@ static void read_file(const char *path, char *buf, size_t cap) {
 
 /* ---- tests ---- */
 
+/* The bench cases need bench/ in the CLI (sanitizer builds configure with
+ * -DREPRISE_BENCH=OFF). */
+static void need_bench(void) {
+#ifndef REPRISE_HAVE_BENCH
+  cr_skip_test("built with -DREPRISE_BENCH=OFF: the CLI has no benchmarks");
+#endif
+}
+
 Test(cli, version_prints_the_library_version) {
   cli_run r;
   RUN(&r, "version");
@@ -134,12 +142,38 @@ Test(cli, help_goes_to_stdout_and_exits_0) {
   RUN(&r, "help");
   cr_assert_eq(r.status, 0);
   cr_assert(strstr(r.out, "bench"), "%s", r.out);
+#ifdef REPRISE_HAVE_BENCH
   RUN(&r, "bench", "--help");
   cr_assert_eq(r.status, 0);
   const char *opts[] = {"--mode",    "--workload", "--workers", "--reps",
                         "--backend", "--quick",    "--hop",     "--json"};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     cr_assert(strstr(r.out, opts[i]), "bench --help lacks %s", opts[i]);
+#endif
+}
+
+Test(cli, bench_without_benchmarks_says_so_in_one_line_and_exits_1) {
+#ifdef REPRISE_HAVE_BENCH
+  cr_skip_test("built with benchmarks: this case is for -DREPRISE_BENCH=OFF");
+#endif
+  static const char *const args[][3] = {
+      {"bench", NULL, NULL},
+      {"bench", "--quick", NULL},
+      {"bench", "--help", NULL},
+      {"help", "bench", NULL},
+  };
+  for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+    cli_run r;
+    run_cli(&r, args[i]);
+    cr_assert_eq(r.status, 1, "%s %s -> %d", args[i][0],
+                 args[i][1] ? args[i][1] : "", r.status);
+    cr_assert_str_eq(r.err, "reprise bench: this build has no benchmarks "
+                            "(configured with -DREPRISE_BENCH=OFF)\n");
+    cr_assert_str_empty(r.out);
+  }
+  cli_run r;
+  RUN(&r, "help");
+  cr_assert(strstr(r.out, "bench    not in this build"), "%s", r.out);
 }
 
 Test(cli, dump_without_a_file_exits_2) {
@@ -150,6 +184,7 @@ Test(cli, dump_without_a_file_exits_2) {
 }
 
 Test(cli, bench_gpu_runs_or_says_no_gpu_and_exits_0) {
+  need_bench();
   cli_run r;
   RUN(&r, "bench", "--gpu", "--quick");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
@@ -160,6 +195,7 @@ Test(cli, bench_gpu_runs_or_says_no_gpu_and_exits_0) {
 }
 
 Test(cli, bench_rejects_bad_option_values_with_exit_2) {
+  need_bench();
   static const char *bad[][2] = {
       {"--workers", "0"},   {"--workers", "-3"},    {"--reps", "-1"},
       {"--reps", "0"},      {"--reps", "12x"},      {"--mode", "foo"},
@@ -180,6 +216,7 @@ Test(cli, bench_rejects_bad_option_values_with_exit_2) {
 }
 
 Test(cli, bench_quick_eager_chain_writes_valid_json, .timeout = 300) {
+  need_bench();
   char path[] = "/tmp/rp_cli_json_XXXXXX";
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);
@@ -216,6 +253,7 @@ Test(cli, bench_quick_eager_chain_writes_valid_json, .timeout = 300) {
 }
 
 Test(cli, bench_hop_reports_the_spin_and_sleep_cases, .timeout = 300) {
+  need_bench();
   char path[] = "/tmp/rp_cli_hop_XXXXXX";
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);

@@ -1,6 +1,7 @@
 /* tools/cli.h — what the `reprise` commands share: the commands' entry
  * points and option-parsing helpers. Exit status everywhere: 0 success, 1
- * the work failed, 2 bad usage. */
+ * the work failed (or, for `reprise bench` in a build configured with
+ * -DREPRISE_BENCH=OFF, cannot be done by this build), 2 bad usage. */
 #ifndef RP_CLI_H
 #define RP_CLI_H
 
@@ -16,7 +17,7 @@
 /* A command: argv[0] is the command's name, options follow. */
 typedef int (*rp_cli_cmd_fn)(int argc, char **argv);
 
-int rp_cmd_bench(int argc, char **argv);
+int rp_cmd_bench(int argc, char **argv); /* only with REPRISE_HAVE_BENCH */
 int rp_cmd_train(int argc, char **argv);
 int rp_cmd_dump(int argc, char **argv);
 int rp_cmd_plot(int argc, char **argv);

@@ -11,6 +11,24 @@
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 
+#ifdef REPRISE_HAVE_BENCH
+#define BENCH_CMD rp_cmd_bench
+#define BENCH_SUMMARY "measure launch and replay overheads"
+#else
+/* Configured with -DREPRISE_BENCH=OFF: bench/ is not compiled in, and the
+ * command says so in one line (exit 1: the request is well-formed, this
+ * build cannot do it). */
+static int cmd_no_bench(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  fprintf(stderr, "reprise bench: this build has no benchmarks (configured "
+                  "with -DREPRISE_BENCH=OFF)\n");
+  return RP_CLI_FAILED;
+}
+#define BENCH_CMD cmd_no_bench
+#define BENCH_SUMMARY "not in this build (-DREPRISE_BENCH=OFF)"
+#endif
+
 typedef struct command {
   const char *name;
   rp_cli_cmd_fn run;
@@ -18,7 +36,7 @@ typedef struct command {
 } command;
 
 static const command COMMANDS[] = {
-    {"bench", rp_cmd_bench, "measure launch and replay overheads"},
+    {"bench", BENCH_CMD, BENCH_SUMMARY},
     {"dump", rp_cmd_dump, "print a graph file (text, DOT, JSON), its stats "
                           "or lint findings"},
     {"plot", rp_cmd_plot, "plot benchmark rows or training timings (gnuplot)"},

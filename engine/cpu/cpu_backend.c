@@ -199,6 +199,29 @@ static void cpu_enqueue(void *state, const rp_proc_rec *p, rp_work *item) {
   rp__queue_wake(&w->q);
 }
 
+/* The copy item: runs on the worker in queue order, so it follows every
+ * item queued on this worker before it. */
+static void cpu_copy_run(rp_work *w) {
+  rp_copy_async *op = (rp_copy_async *)w;
+  char *d = op->dst;
+  const char *s = op->src;
+  if (op->dpitch == op->row_bytes && op->spitch == op->row_bytes) {
+    memcpy(d, s, op->rows * op->row_bytes); /* dense: one call */
+  } else {
+    for (size_t r = 0; r < op->rows; r++)
+      memcpy(d + r * op->dpitch, s + r * op->spitch, op->row_bytes);
+  }
+  /* done may free op: nothing touches it after this call */
+  op->done->run(op->done);
+}
+
+static rp_status cpu_copy_async(void *state, const rp_proc_rec *p,
+                                rp_copy_async *op) {
+  op->work.run = cpu_copy_run;
+  cpu_enqueue(state, p, &op->work);
+  return RP_OK;
+}
+
 const rp_backend_ops rp__cpu_backend = {
     .name = "cpu",
     .init = cpu_init,
@@ -208,6 +231,7 @@ const rp_backend_ops rp__cpu_backend = {
     .mem_copy = NULL,
     .proc_enqueue = cpu_enqueue,
     .drain = cpu_drain,
+    .copy_async = cpu_copy_async,
 };
 
 /* ---- engine entry points that reach the workers ---- */

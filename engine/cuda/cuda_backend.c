@@ -472,6 +472,44 @@ static void cuda_enqueue(void *state, const rp_proc_rec *p, rp_work *w) {
   rp__queue_wake(&g->q);
 }
 
+/* ---- asynchronous copies ---- */
+
+/* Host function behind an async copy: the stream reached the end of it.
+ * Runs on a CUDA host thread: done only completes events (no CUDA call). */
+static void copy_done(void *arg) {
+  rp_work *done = ((rp_copy_async *)arg)->done;
+  done->run(done);
+}
+
+/* A 2-D copy on p's stream (cudaMemcpyDefault: UVA tells the directions,
+ * pageable host memory is staged by the driver), then done as a host
+ * function behind it. The stream belongs to p's device and a copy may be
+ * issued to a stream of another device than the current one, so no device
+ * switch is needed. */
+static rp_status cuda_copy_async(void *state, const rp_proc_rec *p,
+                                 rp_copy_async *op) {
+  cuda_state *cs = state;
+  RP_ASSERT(p->local < cs->n);
+  cuda_gpu *g = &cs->gpus[p->local];
+  rp_status st = RP_CUDA(cs->rt, cudaMemcpy2DAsync(op->dst, op->dpitch,
+                                                   op->src, op->spitch,
+                                                   op->row_bytes, op->rows,
+                                                   cudaMemcpyDefault,
+                                                   g->stream));
+  if (st == RP_OK) {
+    st = RP_CUDA(cs->rt, cudaLaunchHostFunc(g->stream, copy_done, op));
+    /* The copy is in flight and nothing will say when it ends: wait for
+     * it, so that the caller's buffers are quiet when the error is
+     * reported (the wait's own error, if any, is the same failure). */
+    if (st != RP_OK && cudaStreamSynchronize(g->stream) != cudaSuccess)
+      (void)cudaGetLastError();
+  }
+  if (st)
+    return rp__err_prefix(st, "GPU %u: async copy of %zu x %zu bytes: ",
+                          g->index, op->rows, op->row_bytes);
+  return RP_OK;
+}
+
 const rp_backend_ops rp__cuda_backend = {
     .name = "cuda",
     .init = cuda_init,
@@ -481,6 +519,7 @@ const rp_backend_ops rp__cuda_backend = {
     .mem_copy = cuda_mem_copy,
     .proc_enqueue = cuda_enqueue,
     .drain = cuda_drain,
+    .copy_async = cuda_copy_async,
 };
 
 /* ---- cuda_backend.h: primitives for the layers above ---- */

@@ -4,9 +4,13 @@
  * shadow memory: Snaipe/Criterion#274), so CI runs this program in a TSan
  * build instead: events across threads, eager DAGs on several workers,
  * replays of two execs from two host threads at once, poison, destroy with
- * replays in flight, traced replays in flight. It checks results as it goes and exits non-zero on the
- * first mismatch; TSan (halt_on_error=1) fails it on any race. */
+ * replays in flight, traced replays in flight, engine ops (task spawns and
+ * copies chained by events) from two host threads. It checks results as it
+ * goes and exits non-zero on the first mismatch; TSan (halt_on_error=1)
+ * fails it on any race. */
 #include "reprise.h"
+
+#include "engine/engine.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -191,6 +195,58 @@ static void traces(rp_task_id add) {
   CHECK(rp_instance_free(rt, b));
 }
 
+/* Engine ops (engine/ops.c): each host thread chains spawns (done -> pre)
+ * over the three workers that bump a plain counter, with a copy of the
+ * counter in the chain every 100 bumps. Exact counts and no race report
+ * hold only if each completion happens before the op behind it. */
+typedef struct op_chain {
+  rp_task_id bump;
+  int64_t count, copy;
+} op_chain;
+
+static rp_status bump_task(rp_task_ctx *ctx) {
+  int64_t *c = *(int64_t *const *)rp_ctx_args(ctx, NULL);
+  *c += 1;
+  return RP_OK;
+}
+
+static void *op_chain_run(void *arg) {
+  op_chain *ch = arg;
+  int64_t *c = &ch->count;
+  rp_event prev = RP_NO_EVENT, done;
+  for (int i = 0; i < 2000; i++) {
+    rp_task_spawn s = {.proc = (rp_proc)(i % 3), .task = ch->bump,
+                       .args = &c, .args_size = sizeof c};
+    CHECK(rp__spawn_task(rt, &s, prev, &done));
+    CHECK(rp_event_release(rt, prev));
+    prev = done;
+    if (i % 100 == 99) {
+      rp_copy_bytes cp = {.dst = &ch->copy, .dst_mem = 0, .src = c,
+                          .src_mem = 0, .rows = 1, .row_bytes = sizeof *c};
+      CHECK(rp__spawn_copy(rt, &cp, (rp_proc)((i + 1) % 3), prev, &done));
+      CHECK(rp_event_release(rt, prev));
+      prev = done;
+    }
+  }
+  CHECK(rp_event_wait(rt, prev, -1));
+  CHECK(rp_event_release(rt, prev));
+  return NULL;
+}
+
+static void engine_ops(void) {
+  rp_task_id bump;
+  CHECK(rp_task_register(rt, &(rp_task_desc){.name = "bump",
+                         .cpu_fn = bump_task}, &bump));
+  op_chain ch[2] = {{bump, 0, 0}, {bump, 0, 0}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, op_chain_run, &ch[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++)
+    EXPECT(ch[i].count == 2000 && ch[i].copy == 2000);
+}
+
 int main(void) {
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
@@ -218,6 +274,7 @@ int main(void) {
   replays(add);
   poison(add, fail);
   traces(add);
+  engine_ops();
   CHECK(rp_runtime_destroy(rt));
   printf("tsan stress: ok\n");
   return 0;
