@@ -96,11 +96,17 @@ typedef struct rp_seg {
   void *exec;        /* cudaGraphExec_t (NULL when eager) */
 } rp_seg;
 
+struct rp_lower_streams; /* lower_cuda.c */
+struct rp_lower_rt;
+
 typedef struct rp_gpu_lane {
   uint32_t lane;      /* processor id */
   int device;         /* physical CUDA device */
-  void *stream;       /* the runtime's replay stream of this GPU (shared
-                         by every exec: not owned) */
+  struct rp_lower_streams *streams; /* this exec's own streams on this GPU
+                                       (leased from the runtime at
+                                       instantiate, handed back at
+                                       destroy) */
+  void *stream;       /* streams->replay: the exec's replay stream */
   size_t param_bytes; /* the GPU task units' argument bytes, 16-aligned */
   char *dev_params;   /* device parameter buffer (owned) */
   char *staging;      /* pinned: one param_bytes slot per replay slot */
@@ -130,6 +136,7 @@ typedef struct rp_lower {
   rp_gpu_lane *gpus;
   uint32_t *gpu_of_lane; /* per lane: index into gpus or UINT32_MAX */
   int graphs;            /* 0: REPRISE_CUDA_GRAPHS=0, every segment eager */
+  struct rp_lower_rt *lr; /* the runtime's stream sets (lower_cuda.c) */
   /* built after placement */
   rp_wait *waits; /* per segment: its members' CPU-lane waits */
   uint32_t nwaits;
@@ -174,7 +181,8 @@ void rp__lower_free(rp_exec *ex);
  * already in the units): re-captures, updates in place or re-instantiates;
  * *reinst set to 1 when a CUDA graph had to be re-instantiated. */
 rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst);
-/* The replay layer's per-runtime CUDA state (streams), from its dtor. */
+/* The replay layer's per-runtime CUDA state (the stream sets execs
+ * lease), from its dtor. */
 void rp__lower_rt_free(rp_runtime *rt, void *state);
 
 #endif

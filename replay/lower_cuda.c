@@ -1,5 +1,5 @@
 /* replay/lower_cuda.c — the device half of the CUDA lowering (see
- * lower.h): per-runtime streams, device parameter buffers, cross-GPU
+ * lower.h): each exec's own streams, device parameter buffers, cross-GPU
  * events, capturing segments into CUDA graphs, launching them at every
  * replay, the host callbacks that report their completion, argument
  * updates, and destroy safety. Reaches CUDA only through the C wrappers of
@@ -21,27 +21,45 @@
  * therefore come from different capture streams. Each segment member gets
  * one of these streams ("color"); a member on the same color as an earlier
  * one, not already ordered after it, gets an extra edge, as stream order
- * would. 4: a 4-wide fork-join runs fully parallel, and two logical GPUs
- * on one device still fit cuBLAS's 8 slices with their eager streams. */
+ * would. 4: a 4-wide fork-join runs fully parallel. cuBLAS has 8 slices
+ * per device, bound first come, first served: with several logical GPUs
+ * or several execs alive on one device, streams beyond them run their
+ * GEMMs without a workspace (correct, maybe slower; cuda_kernels.cuh). */
 #define CAPTURE_STREAMS 4
 
-/* ---- per-runtime state: streams shared by every exec ---- */
+/* ---- streams: each exec's own, leased from the runtime ---- */
 
-typedef struct lower_gpu_streams {
-  /* Replay stream: every exec's segments of this GPU are launched here,
-   * so they never run concurrently with one another (their cuBLAS
-   * workspace slices are shared) and stay in launch order. Non-blocking:
-   * it ignores the legacy default stream. */
-  void *replay;
+/* One exec's streams on one GPU processor. The replay stream carries the
+ * exec's segments (graph launches, op-by-op issue, parameter refreshes,
+ * its host callbacks): replays of one exec stay in launch order on it, and
+ * no other exec's work queues there. The capture streams are those its
+ * graphs were captured on (and that updates re-capture on): cuBLAS binds a
+ * workspace slice to the stream a GEMM is captured on, so an exec with
+ * capture streams of its own never shares scratch memory with another
+ * exec's GEMMs running at the same time on their own replay streams.
+ *
+ * A set belongs to one exec from its instantiate to its destroy. Destroy
+ * syncs the replay stream and destroys the exec's graphs, then hands the
+ * set back to the runtime, whose next instantiate on that processor takes
+ * it again instead of creating streams: cuBLAS's slices (8 per device,
+ * bound to stream handles for the life of the process) are then reused,
+ * not exhausted by programs that instantiate many execs. The runtime
+ * destroys every set when it is destroyed. */
+typedef struct rp_lower_streams {
+  void *replay; /* non-blocking: ignores the legacy default stream */
   void *cap[CAPTURE_STREAMS]; /* blocking: see rp__cuda_stream_create_
                                  blocking */
-} lower_gpu_streams;
+  uint32_t proc;
+  struct rp_lower_streams *next_free; /* processor's free list */
+  struct rp_lower_streams *next_all;  /* every set of the runtime */
+} lower_streams;
 
-typedef struct lower_rt {
-  pthread_mutex_t lock; /* stream creation and captures (instantiate,
-                           update): capture streams are shared */
+typedef struct rp_lower_rt {
+  pthread_mutex_t lock; /* leases and captures (instantiate, update, destroy
+                           of execs with GPU ops) */
   uint32_t nprocs;
-  lower_gpu_streams *g; /* per processor */
+  lower_streams **free_sets; /* per processor: sets no exec holds */
+  lower_streams *all;
 } lower_rt;
 
 static pthread_mutex_t g_rt_init = PTHREAD_MUTEX_INITIALIZER;
@@ -52,8 +70,8 @@ static lower_rt *lower_rt_get(rp_exec *ex) {
   lower_rt *lr = rs->lower;
   if (!lr && (lr = rp__calloc(1, sizeof *lr)) != NULL) {
     lr->nprocs = rp_proc_count(ex->rt);
-    lr->g = rp__calloc(lr->nprocs, sizeof *lr->g);
-    if (!lr->g) {
+    lr->free_sets = rp__calloc(lr->nprocs, sizeof *lr->free_sets);
+    if (!lr->free_sets) {
       free(lr);
       lr = NULL;
     } else {
@@ -65,30 +83,57 @@ static lower_rt *lower_rt_get(rp_exec *ex) {
   return lr;
 }
 
+static void streams_destroy(rp_runtime *rt, lower_streams *ss) {
+  (void)rp__cuda_stream_destroy(rt, ss->replay);
+  for (int c = 0; c < CAPTURE_STREAMS; c++)
+    (void)rp__cuda_stream_destroy(rt, ss->cap[c]);
+  free(ss);
+}
+
 void rp__lower_rt_free(rp_runtime *rt, void *state) {
   lower_rt *lr = state;
-  for (uint32_t p = 0; p < lr->nprocs; p++) {
-    (void)rp__cuda_stream_destroy(rt, lr->g[p].replay);
-    for (int c = 0; c < CAPTURE_STREAMS; c++)
-      (void)rp__cuda_stream_destroy(rt, lr->g[p].cap[c]);
+  /* every exec is destroyed (or leaked after a lost context) by now */
+  while (lr->all) {
+    lower_streams *ss = lr->all;
+    lr->all = ss->next_all;
+    streams_destroy(rt, ss);
   }
-  free(lr->g);
+  free(lr->free_sets);
   pthread_mutex_destroy(&lr->lock);
   free(lr);
 }
 
-/* Creates processor p's streams on first use (lr->lock held). */
-static rp_status gpu_streams(rp_runtime *rt, lower_rt *lr, rp_proc p) {
-  lower_gpu_streams *g = &lr->g[p];
-  rp_status st = RP_OK;
-  if (!g->replay)
-    st = rp__cuda_stream_create(rt, p, &g->replay);
+/* A set of streams on processor p for one exec: a free one, else new ones
+ * (lr->lock held). */
+static rp_status lease_streams(rp_runtime *rt, lower_rt *lr, rp_proc p,
+                               lower_streams **out) {
+  lower_streams *ss = lr->free_sets[p];
+  if (ss) {
+    lr->free_sets[p] = ss->next_free;
+    ss->next_free = NULL;
+    *out = ss;
+    return RP_OK;
+  }
+  if (!(ss = rp__calloc(1, sizeof *ss)))
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  ss->proc = p;
+  rp_status st = rp__cuda_stream_create(rt, p, &ss->replay);
   for (int c = 0; c < CAPTURE_STREAMS && !st; c++)
-    if (!g->cap[c])
-      st = rp__cuda_stream_create_blocking(rt, p, &g->cap[c]);
-  return st ? rp__err_prefix(st,
-                             "instantiate: streams of GPU processor %u: ", p)
-            : RP_OK;
+    st = rp__cuda_stream_create_blocking(rt, p, &ss->cap[c]);
+  if (st) {
+    streams_destroy(rt, ss);
+    return rp__err_prefix(st, "instantiate: streams of GPU processor %u: ", p);
+  }
+  ss->next_all = lr->all;
+  lr->all = ss;
+  *out = ss;
+  return RP_OK;
+}
+
+/* Hands an exec's set back (lr->lock held; its work finished). */
+static void return_streams(lower_rt *lr, lower_streams *ss) {
+  ss->next_free = lr->free_sets[ss->proc];
+  lr->free_sets[ss->proc] = ss;
 }
 
 /* ---- device parameter buffers ---- */
@@ -191,8 +236,9 @@ static rp_status setup_gpus(rp_exec *ex, lower_rt *lr) {
     gl->device = rp__cuda_proc_device(ex->rt, gl->lane);
     gl->dev_mem = rp__proc(ex->rt, gl->lane)->local;
     gl->pin_mem = pinned;
-    st = gpu_streams(ex->rt, lr, gl->lane);
-    gl->stream = lr->g[gl->lane].replay;
+    st = lease_streams(ex->rt, lr, gl->lane, &gl->streams);
+    if (!st)
+      gl->stream = gl->streams->replay;
   }
   if (!st)
     st = param_layout(ex);
@@ -429,7 +475,7 @@ static uint8_t pick_color(rp_exec *ex, uint32_t k, uint32_t i,
  * predecessors (and the previous node of its capture stream), then the
  * record of its event when another GPU waits for it. */
 static rp_status add_member(rp_exec *ex, uint32_t k, uint32_t i,
-                            const lower_gpu_streams *gs, seg_build *b,
+                            const lower_streams *gs, seg_build *b,
                             uint32_t *tail, uint32_t *rr) {
   rp_lower *lw = ex->lw;
   const rp_seg *sg = &lw->segs[k];
@@ -465,7 +511,7 @@ static rp_status add_member(rp_exec *ex, uint32_t k, uint32_t i,
 
 /* Builds segment k's graph into b (b->nodes, b->colors sized sg->n). */
 static rp_status build_graph(rp_exec *ex, uint32_t k,
-                             const lower_gpu_streams *gs, seg_build *b) {
+                             const lower_streams *gs, seg_build *b) {
   const rp_seg *sg = &ex->lw->segs[k];
   uint32_t maxdeg = 0;
   for (uint32_t i = 0; i < sg->n; i++) {
@@ -491,7 +537,7 @@ static rp_status build_graph(rp_exec *ex, uint32_t k,
 }
 
 /* Captures and instantiates segment k (device current: its GPU's). */
-static rp_status segment_graph(rp_exec *ex, uint32_t k, lower_rt *lr) {
+static rp_status segment_graph(rp_exec *ex, uint32_t k) {
   rp_lower *lw = ex->lw;
   rp_seg *sg = &lw->segs[k];
   rp_gpu_lane *gl = &lw->gpus[sg->gpu];
@@ -500,7 +546,7 @@ static rp_status segment_graph(rp_exec *ex, uint32_t k, lower_rt *lr) {
   rp_status st = rp__cuda_device_enter(ex->rt, gl->device, &prev);
   if (st)
     return st;
-  st = build_graph(ex, k, &lr->g[sg->lane], &b);
+  st = build_graph(ex, k, gl->streams, &b);
   if (!st) {
     sg->graph = b.graph;
     st = rp__cuda_graph_instantiate(ex->rt, sg->graph, gl->stream, &sg->exec);
@@ -563,6 +609,7 @@ rp_status rp__lower_build(rp_exec *ex) {
   if (!lr)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   pthread_mutex_lock(&lr->lock); /* instantiate path only */
+  ex->lw->lr = lr;
   rp_status st = setup_gpus(ex, lr);
   if (!st)
     st = setup_events(ex);
@@ -573,7 +620,7 @@ rp_status rp__lower_build(rp_exec *ex) {
   for (uint32_t k = 0; k < lw->nseg && !st; k++) {
     lw->segs[k].eager = eager_reason(ex, k);
     if (!lw->segs[k].eager)
-      st = segment_graph(ex, k, lr);
+      st = segment_graph(ex, k);
   }
   pthread_mutex_unlock(&lr->lock);
   return st;
@@ -964,6 +1011,17 @@ void rp__lower_free(rp_exec *ex) {
       rp__mem_free(ex->rt, gl->pin_mem, gl->staging);
     free(gl->interp_units);
   }
+  /* Last: the streams go back to the runtime for the next exec, once
+   * their work finished (synced above) and no graph of this exec remains.
+   * After a lost context they stay out (the runtime destroys them). */
+  lower_rt *lr = lw->lr;
+  if (lr) {
+    pthread_mutex_lock(&lr->lock); /* destroy path only */
+    for (uint32_t i = 0; usable && lw->gpus && i < lw->ngpu; i++)
+      if (lw->gpus[i].streams)
+        return_streams(lr, lw->gpus[i].streams);
+    pthread_mutex_unlock(&lr->lock);
+  }
   free(lw->segs);
   free(lw->members);
   free(lw->seg_of);
@@ -1000,14 +1058,13 @@ static rp_status update_params(rp_exec *ex, uint32_t ui) {
 
 /* Rebuilds segment k from fresh captures; applies it with
  * cudaGraphExecUpdate, else re-instantiates. */
-static rp_status rebuild_segment(rp_exec *ex, uint32_t k, lower_rt *lr,
-                                 int *reinst) {
+static rp_status rebuild_segment(rp_exec *ex, uint32_t k, int *reinst) {
   rp_lower *lw = ex->lw;
   rp_seg *sg = &lw->segs[k];
   rp_gpu_lane *gl = &lw->gpus[sg->gpu];
   seg_build b = {NULL, malloc(sizeof(void *) * sg->n), malloc(sg->n), NULL};
   rp_status st = b.nodes && b.colors
-                     ? build_graph(ex, k, &lr->g[sg->lane], &b)
+                     ? build_graph(ex, k, gl->streams, &b)
                      : rp__err(RP_ENOMEM, "rp_exec_update_args: out of "
                                           "memory");
   const char *why = "";
@@ -1040,21 +1097,21 @@ static rp_status rebuild_segment(rp_exec *ex, uint32_t k, lower_rt *lr,
 
 /* Unit ui of a graph segment: re-capture, set its node in place, else
  * rebuild the segment. */
-static rp_status update_node(rp_exec *ex, uint32_t ui, lower_rt *lr,
-                             int *reinst) {
+static rp_status update_node(rp_exec *ex, uint32_t ui, int *reinst) {
   rp_lower *lw = ex->lw;
   uint32_t k = lw->seg_of[ui], i = lw->midx[ui];
   rp_seg *sg = &lw->segs[k];
+  const lower_streams *gs = lw->gpus[sg->gpu].streams;
   void *child;
   uint8_t c = lw->colors[sg->first + i]; /* same stream: same cuBLAS slice */
-  rp_status st = capture_unit(ex, ui, lr->g[sg->lane].cap[c], &child);
+  rp_status st = capture_unit(ex, ui, gs->cap[c], &child);
   if (st)
     return st;
   const char *why = "";
   int ok = rp__cuda_graph_exec_set_child(ex->rt, sg->exec,
                                          lw->nodes[sg->first + i], child, &why);
   rp__cuda_graph_destroy(child);
-  return ok ? RP_OK : rebuild_segment(ex, k, lr, reinst);
+  return ok ? RP_OK : rebuild_segment(ex, k, reinst);
 }
 
 rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst) {
@@ -1075,7 +1132,7 @@ rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst) {
       break;
     st = update_params(ex, ui);
     if (!st && lw->segs[k].exec)
-      st = update_node(ex, ui, lr, reinst);
+      st = update_node(ex, ui, reinst);
     rp__cuda_device_leave(gl->device, prev);
   }
   pthread_mutex_unlock(&lr->lock);
