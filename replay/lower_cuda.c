@@ -878,17 +878,50 @@ static void fail_members(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   }
 }
 
-/* Issues the segment's work for one replay (not stale). */
+/* ---- traces: device times of traced replays ---- */
+
+struct rp_lower_trace {
+  uint64_t from;    /* replays [from, from + n) */
+  uint32_t n;
+  void **ev;        /* [((r - from) * nseg + k) * 2 + 0 / 1]: timed events
+                       recorded before / after segment k's work */
+  uint8_t *how;     /* [(r - from) * nseg + k]: 0 not recorded, 1 graph,
+                       2 op by op; written by the launcher, read after
+                       quiesce (the launcher's lane completes the replay
+                       after it: release/acquire through done_seq) */
+  void **base;      /* per GPU: the reference event */
+  uint64_t *base_ns;/* per GPU: host clock when it had completed */
+};
+
+/* The event pair of segment sg in traced slot s, or NULL. */
+static void **trace_pair(rp_exec *ex, const rp_seg *sg, const rp_slot *s,
+                         uint8_t **how) {
+  struct rp_lower_trace *t = ex->lw->trace;
+  if (!t || s->r < t->from || s->r - t->from >= t->n)
+    return NULL;
+  size_t i = (size_t)(s->r - t->from) * ex->lw->nseg +
+             (size_t)(sg - ex->lw->segs);
+  *how = &t->how[i];
+  return &t->ev[2 * i];
+}
+
+/* Issues the segment's work for one replay (not stale). A traced replay
+ * brackets it with its two timing events (their failure fails nothing:
+ * the trace then shows the host times only). */
 static void issue_segment(rp_exec *ex, const rp_seg *sg, rp_slot *s,
                           uint32_t slot, rp_status ports, issue_count *n) {
   rp_gpu_lane *gl = &ex->lw->gpus[sg->gpu];
   /* The fast path: one graph launch, nothing to skip. */
   int graph = sg->exec && ports == RP_OK && !members_poisoned(ex, sg, s);
+  uint8_t *how = NULL;
+  void **tev = RP_UNLIKELY(s->traced) ? trace_pair(ex, sg, s, &how) : NULL;
   rp_status st = rp__cuda_device_use(ex->rt, gl->device);
   if (!st && sg->first_of_gpu)
     st = refresh_params(ex, gl, s, slot);
   if (!st)
     st = wait_events(ex, sg, gl);
+  if (tev && !st && rp__cuda_event_record(ex->rt, tev[0], gl->stream))
+    tev = NULL;
   if (!st && graph) {
     st = rp__cuda_graph_launch(ex->rt, sg->exec, gl->stream);
     if (!st)
@@ -898,9 +931,27 @@ static void issue_segment(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   }
   if (st)
     fail_members(ex, sg, s, st, n);
+  else if (tev && !rp__cuda_event_record(ex->rt, tev[1], gl->stream))
+    *how = graph ? 1 : 2;
 }
 
-void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel) {
+/* A traced replay's result of the segment: its members' first failure. */
+static rp_status seg_status(const rp_exec *ex, const rp_seg *sg,
+                            const rp_slot *s) {
+  if (s->stale)
+    return RP_ESTALE;
+  if (!atomic_load_explicit(&s->any_fail, memory_order_relaxed))
+    return RP_OK;
+  for (uint32_t i = 0; i < sg->n; i++) {
+    int32_t st = s->unit_status[ex->lw->members[sg->first + i]];
+    if (st)
+      return (rp_status)st;
+  }
+  return RP_OK;
+}
+
+rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
+                           uint64_t *t_issue) {
   rp_lower *lw = ex->lw;
   uint32_t k = lw->seg_of[ui];
   const rp_seg *sg = &lw->segs[k];
@@ -910,6 +961,9 @@ void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel) {
   for (uint32_t i = 0; i < sg->nwait; i++)
     rp__lane_wait(ex, &lw->waits[sg->wait_off + i], rel);
   rp_status ports = wait_ports(ex, &ex->units[ui], s);
+  int traced = s->traced;
+  if (RP_UNLIKELY(traced) && t_issue)
+    *t_issue = rp__now_ns();
   rp_lane *l = &ex->lanes[sg->lane];
   l->cur_replay = s->r; /* rp_ctx_replay of tasks issued op by op */
   issue_count n = {0, 0};
@@ -922,6 +976,8 @@ void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel) {
   atomic_fetch_add_explicit(&l->ops_skipped, n.skipped, memory_order_relaxed);
   signal_segment(ex, k, s, slot, rel);
   rp__nvtx_pop();
+  /* the slot stays this replay's until this launcher's lane finished it */
+  return RP_UNLIKELY(traced) ? seg_status(ex, sg, s) : RP_OK;
 }
 
 /* ---- quiesce and destroy safety ---- */
@@ -989,11 +1045,113 @@ int rp__lower_quiesce(rp_exec *ex) {
   }
 }
 
+/* ---- traces: arming and reading ---- */
+
+static void trace_destroy(rp_runtime *rt, struct rp_lower_trace *t,
+                          size_t nev, uint32_t ngpu) {
+  for (size_t i = 0; t->ev && i < nev; i++)
+    (void)rp__cuda_event_destroy(rt, t->ev[i]);
+  for (uint32_t i = 0; t->base && i < ngpu; i++)
+    (void)rp__cuda_event_destroy(rt, t->base[i]);
+  free(t->ev);
+  free(t->how);
+  free(t->base);
+  free(t->base_ns);
+  free(t);
+}
+
+void rp__lower_trace_free(rp_exec *ex) {
+  rp_lower *lw = ex->lw;
+  if (!lw || !lw->trace)
+    return;
+  trace_destroy(ex->rt, lw->trace, (size_t)lw->trace->n * lw->nseg * 2,
+                lw->ngpu);
+  lw->trace = NULL;
+}
+
+/* GPU i's reference: recorded on the exec's replay stream and waited for;
+ * the host clock read right after stands for its device time (late by the
+ * host's wake-up, a few us). Work already queued there is waited for too:
+ * no traced replay is in flight yet. */
+static rp_status trace_base(rp_exec *ex, struct rp_lower_trace *t,
+                            uint32_t i) {
+  const rp_gpu_lane *gl = &ex->lw->gpus[i];
+  rp_status st = rp__cuda_event_create_timed(ex->rt, gl->lane, &t->base[i]);
+  int prev;
+  if (!st && !(st = rp__cuda_device_enter(ex->rt, gl->device, &prev))) {
+    st = rp__cuda_event_record(ex->rt, t->base[i], gl->stream);
+    if (!st)
+      st = rp__cuda_event_sync(ex->rt, t->base[i]);
+    rp__cuda_device_leave(gl->device, prev);
+  }
+  t->base_ns[i] = rp__now_ns();
+  return st;
+}
+
+rp_status rp__lower_trace_start(rp_exec *ex, uint64_t from, uint32_t n) {
+  rp_lower *lw = ex->lw;
+  uint64_t nrec = (uint64_t)n * lw->nseg;
+  if (nrec > RP_LOWER_TRACE_MAX_SEGS)
+    return rp__err(RP_ERANGE,
+                   "rp_exec_trace_start: %u replays of %u GPU segments "
+                   "need %llu pairs of CUDA events (at most %u)",
+                   n, lw->nseg, (unsigned long long)nrec,
+                   RP_LOWER_TRACE_MAX_SEGS);
+  struct rp_lower_trace *t = rp__calloc(1, sizeof *t);
+  if (!t)
+    return rp__err(RP_ENOMEM, "rp_exec_trace_start: out of memory");
+  t->from = from;
+  t->n = n;
+  t->ev = rp__calloc((size_t)nrec * 2 + 1, sizeof *t->ev);
+  t->how = rp__calloc((size_t)nrec + 1, 1);
+  t->base = rp__calloc(lw->ngpu + 1, sizeof *t->base);
+  t->base_ns = rp__calloc(lw->ngpu + 1, sizeof *t->base_ns);
+  rp_status st = t->ev && t->how && t->base && t->base_ns
+                     ? RP_OK
+                     : rp__err(RP_ENOMEM, "rp_exec_trace_start: out of "
+                                          "memory");
+  for (uint64_t i = 0; i < nrec * 2 && !st; i++)
+    st = rp__cuda_event_create_timed(ex->rt, lw->segs[(i / 2) % lw->nseg].lane,
+                                     &t->ev[i]);
+  for (uint32_t i = 0; i < lw->ngpu && !st; i++)
+    st = trace_base(ex, t, i);
+  if (st) {
+    trace_destroy(ex->rt, t, (size_t)nrec * 2, lw->ngpu);
+    return rp__err_prefix(st, "rp_exec_trace_start: CUDA events: ");
+  }
+  /* published to the launchers with ex->trace (see rp_exec_trace_start) */
+  lw->trace = t;
+  return RP_OK;
+}
+
+int rp__lower_trace_span(rp_exec *ex, uint64_t r, uint32_t k, uint64_t *t0,
+                         uint64_t *t1, const char **how) {
+  rp_lower *lw = ex->lw;
+  struct rp_lower_trace *t = lw ? lw->trace : NULL;
+  if (!t || r < t->from || r - t->from >= t->n || k >= lw->nseg)
+    return 0;
+  size_t i = (size_t)(r - t->from) * lw->nseg + k;
+  uint32_t g = lw->segs[k].gpu;
+  float a = 0, b = 0;
+  if (!t->how[i] ||
+      rp__cuda_event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i], &a) ||
+      rp__cuda_event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i + 1], &b))
+    return 0;
+  /* float ms: about 0.5 us resolution over the first seconds of a trace */
+  *t0 = t->base_ns[g] + (uint64_t)(a > 0 ? (double)a * 1e6 : 0.0);
+  *t1 = t->base_ns[g] + (uint64_t)(b > 0 ? (double)b * 1e6 : 0.0);
+  if (*t1 < *t0)
+    *t1 = *t0;
+  *how = t->how[i] == 1 ? "graph" : "op by op";
+  return 1;
+}
+
 /* ---- free ---- */
 
 void rp__lower_free(rp_exec *ex) {
   rp_lower *lw = ex->lw;
   int usable = rp__runtime_check(ex->rt) == RP_OK;
+  rp__lower_trace_free(ex); /* events: released once their work is done */
   for (uint32_t i = 0; usable && i < lw->ngpu; i++)
     if (lw->gpus[i].stream) /* uploads and the last replay's work */
       (void)rp__cuda_stream_sync(ex->rt, lw->gpus[i].stream);
@@ -1147,9 +1305,28 @@ rp_status rp__lower_build(rp_exec *ex) {
                                   "CUDA");
 }
 
-void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel) {
+rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
+                           uint64_t *t_issue) {
   RP_UNUSED(ex), RP_UNUSED(ui), RP_UNUSED(s), RP_UNUSED(rel);
+  RP_UNUSED(t_issue);
   RP_ASSERT(!"GPU segment without CUDA");
+  return RP_EUNSUPPORTED;
+}
+
+rp_status rp__lower_trace_start(rp_exec *ex, uint64_t from, uint32_t n) {
+  RP_UNUSED(ex), RP_UNUSED(from), RP_UNUSED(n);
+  return RP_OK;
+}
+
+int rp__lower_trace_span(rp_exec *ex, uint64_t r, uint32_t k, uint64_t *t0,
+                         uint64_t *t1, const char **how) {
+  RP_UNUSED(ex), RP_UNUSED(r), RP_UNUSED(k), RP_UNUSED(t0), RP_UNUSED(t1);
+  RP_UNUSED(how);
+  return 0;
+}
+
+void rp__lower_trace_free(rp_exec *ex) {
+  RP_UNUSED(ex);
 }
 
 int rp__lower_quiesce(rp_exec *ex) {

@@ -618,6 +618,49 @@ Test(replay_gpu, each_exec_replays_on_streams_of_its_own) {
   pipe_fini(&p);
 }
 
+static unsigned count_str(const char *text, const char *what) {
+  unsigned n = 0;
+  for (const char *q = text; (q = strstr(q, what)) != NULL; q += strlen(what))
+    n++;
+  return n;
+}
+
+/* Traces of a GPU exec: per traced replay and segment, a launch event on
+ * the launching worker's track and one event on the GPU's track with the
+ * device times of its timing events; untraced replays read no clock. */
+Test(replay_gpu, traces_show_each_segment_on_the_gpu_track) {
+  mpipe p;
+  pipe_init(&p, gpu_runtime(2, 1));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(p.g, NULL, &ex));
+  pipe_replay(&p, ex, 1);
+  cr_assert_eq(rp__exec_trace_clock_reads(ex), 0, "untraced: clock read");
+  th_tmpdir_make("/tmp/rp_gtrace_XXXXXX");
+  const char *path = th_tmp_path("gpu.json");
+  RP_CHECK(rp_exec_trace_start(ex, 3));
+  for (int r = 0; r < 3; r++)
+    pipe_replay(&p, ex, 10 + r);
+  RP_CHECK(rp_exec_trace_write(ex, path));
+  char *text = th_read_all(path, NULL);
+  unsigned nseg = ex->lw->nseg, want = 3 * nseg;
+  cr_assert_geq(nseg, 2, "host -> GPU -> host -> GPU: two segments");
+  cr_assert_eq(count_str(text, "\"cat\": \"gpu\""), want, "%s", text);
+  cr_assert_eq(count_str(text, "\"cat\": \"launch\""), want, "%s", text);
+  cr_assert_eq(count_str(text, "\"device_times\": true"), want, "%s", text);
+  cr_assert(strstr(text, "\"issued\": \"graph\""), "%s", text);
+  cr_assert(strstr(text, "\"issued\": \"op by op\""), "%s", text);
+  cr_assert(strstr(text, "\"gpu 0 (processor "), "%s", text);
+  free(text);
+  uint64_t reads = rp__exec_trace_clock_reads(ex);
+  pipe_replay(&p, ex, 20); /* recording stopped */
+  cr_assert_eq(rp__exec_trace_clock_reads(ex), reads);
+  RP_CHECK(rp_exec_trace_start(ex, 2)); /* destroy frees an armed trace */
+  pipe_replay(&p, ex, 21);
+  RP_CHECK(rp_exec_destroy(ex));
+  th_tmpdir_remove();
+  pipe_fini(&p);
+}
+
 Test(replay_gpu, soak_20k_replays_stay_correct_without_host_allocation,
      .timeout = 900) {
   mpipe p;
