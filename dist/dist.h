@@ -57,7 +57,8 @@ typedef struct rp_dist_args {
   uint64_t eager_op;  /* eager: the runtime's communication op count */
   uint64_t eager_seq; /* eager p2p: ops of this (src, dst) pair before it */
   uint64_t planned;   /* 0 when launched; in a replay's GPU all-reduce unit
-                         its exec's NCCL communicator (see nccl.c) */
+                         its exec's NCCL communicator of that GPU (see
+                         nccl.c) */
 } rp_dist_args;
 
 /* Where a rank waits: what a roll call compares. seq is the op's index
@@ -89,6 +90,8 @@ typedef struct rp_dist_state {
   uint64_t *recv_seq;   /* per peer: eager receives launched from it */
   char detail[320];     /* last failed eager op (rp_runtime_dist_detail) */
   void *nccl;           /* eager NCCL communicators per device (nccl.c) */
+  _Atomic uint64_t nccl_exec_comms; /* exec communicators created so far
+                                       (tests: one per exec and GPU) */
 } rp_dist_state;
 
 /* The runtime's state (NULL before attach). */
@@ -160,9 +163,10 @@ int rp__nccl_built(void);
 /* The all-reduce of a GPU task: on ctx's stream with the communicator in
  * a->planned, or the runtime's eager one for ctx's device. */
 rp_status rp__nccl_task(rp_task_ctx *ctx, const rp_dist_args *a);
-/* An exec's communicator for a GPU unit working in GPU memory mem
- * (created at instantiate, collective over mc, NULL with one rank): stored
- * in *comm (an ncclComm_t), freed by rp__nccl_comm_free. */
+/* An exec's communicator for the GPU working in GPU memory mem (created at
+ * instantiate by the exec's first all-reduce on that GPU and shared by its
+ * others; collective over mc, NULL with one rank): stored in *comm (an
+ * ncclComm_t), freed by rp__nccl_comm_free when the exec is freed. */
 rp_status rp__nccl_comm_create(rp_dist_state *ds, rp_mpi_comm *mc, rp_mem mem,
                                void **comm);
 void rp__nccl_comm_free(void *comm);

@@ -156,12 +156,21 @@ rp_status rp__dist_task_gpu(rp_task_ctx *ctx) {
 
 /* ---- replays (rp_task_ext) ---- */
 
+/* The exec's NCCL communicator of one GPU (keyed by the GPU's memory: one
+ * per GPU processor), shared by every all-reduce unit of the exec on it. */
+typedef struct dist_nccl {
+  rp_mem mem;
+  void *comm; /* ncclComm_t */
+} dist_nccl;
+
 typedef struct dist_exec {
   rp_dist_state *ds;
   rp_mpi_comm *mc;               /* the exec's own (NULL with one rank) */
   uint32_t K;                    /* replay slots: max_inflight */
   uint64_t nseq;                 /* communication ops planned so far */
   uint64_t *send_seq, *recv_seq; /* per peer: copies planned so far */
+  dist_nccl *nccl;               /* per GPU used, in order of first use */
+  uint32_t nnccl;
 } dist_exec;
 
 typedef struct dist_unit {
@@ -174,14 +183,18 @@ typedef struct dist_unit {
   int staged;                    /* buf is ours (pack / unpack) */
   size_t bytes;
   rp_mpi_reqs *q;
-  void *nccl;
   char why[320];
 } dist_unit;
 
+/* After every unit was released and the exec's device work finished
+ * (rp__exec_free frees the lowering, then the units, then this). */
 static void ext_exec_end(void *xs) {
   dist_exec *dx = xs;
   if (!dx)
     return;
+  for (uint32_t i = 0; i < dx->nnccl; i++)
+    rp__nccl_comm_free(dx->nccl[i].comm);
+  free(dx->nccl);
   rp__mpi_comm_free(dx->mc);
   free(dx->send_seq);
   free(dx->recv_seq);
@@ -215,7 +228,6 @@ static void ext_release(void *state) {
   /* a request MPI still owns after a timeout keeps its buffer */
   if (rp__mpi_reqs_free(u->q) == 0 && u->staged)
     free(u->buf);
-  rp__nccl_comm_free(u->nccl);
   free(u);
 }
 
@@ -232,16 +244,42 @@ static rp_status plan_p2p(dist_exec *dx, dist_unit *u) {
                           &u->q);
 }
 
+/* The exec's communicator for GPU memory mem, created at its first
+ * all-reduce. Creation is collective: units are planned in graph op order
+ * on every rank, so every rank creates its communicators at the same ops
+ * in the same order, provided each rank runs its k-th GPU all-reduce on
+ * the GPU processor of the same id (SPMD: the same recorded step). */
+static rp_status exec_comm(dist_exec *dx, rp_mem mem, void **comm) {
+  for (uint32_t i = 0; i < dx->nnccl; i++)
+    if (dx->nccl[i].mem == mem) {
+      *comm = dx->nccl[i].comm;
+      return RP_OK;
+    }
+  dist_nccl *n = realloc(dx->nccl, sizeof *n * (dx->nnccl + 1));
+  if (!n)
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  dx->nccl = n;
+  rp_status st = rp__nccl_comm_create(dx->ds, dx->mc, mem, comm);
+  if (st)
+    return st;
+  n[dx->nnccl++] = (dist_nccl){mem, *comm};
+  /* relaxed: a statistic for tests */
+  atomic_fetch_add_explicit(&dx->ds->nccl_exec_comms, 1,
+                            memory_order_relaxed);
+  return RP_OK;
+}
+
 static rp_status plan_allreduce(dist_exec *dx, dist_unit *u, rp_task_ctx *ctx,
                                 int *as_task) {
   const rp_instance_info *in = &u->insts[0];
   if (!rp__mem_host_addressable(ctx->rt, in->mem)) {
     /* GPU: the task itself runs (captured into the device's graph) with
-     * the exec's NCCL communicator in its args */
-    rp_status st = rp__nccl_comm_create(dx->ds, dx->mc, in->mem, &u->nccl);
+     * the exec's NCCL communicator of that GPU in its args */
+    void *comm = NULL;
+    rp_status st = exec_comm(dx, in->mem, &comm);
     if (st)
       return st;
-    u->a.planned = (uint64_t)(uintptr_t)u->nccl;
+    u->a.planned = (uint64_t)(uintptr_t)comm;
     memcpy((void *)ctx->args, &u->a, sizeof u->a);
     *as_task = 1;
     return RP_OK;

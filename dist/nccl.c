@@ -6,10 +6,14 @@
  * launches use one per physical device and runtime, created by the first
  * all-reduce on that device (inside the op, so every rank creates it at the
  * same point: communication ops run in launch order); an exec gets its own
- * per GPU unit at instantiate, so that its all-reduce can be captured into
- * the device's CUDA graph (NCCL supports stream capture) and replays of two
- * execs never share one. The unique id travels over MPI (rank 0
- * broadcasts, with the timeout); with one rank it stays local.
+ * per GPU at instantiate (dist/exec.c: created by its first all-reduce on
+ * that GPU, shared by the others, freed with the exec), so that its
+ * all-reduces can be captured into the device's CUDA graph (NCCL supports
+ * stream capture) and replays of two execs never share one. The all-reduces
+ * sharing one communicator are ordered among themselves (they all write the
+ * token), so NCCL sees them in launch order on every rank. The unique id
+ * travels over MPI (rank 0 broadcasts, with the timeout); with one rank it
+ * stays local.
  *
  * Multi-GPU: one rank per GPU is the model; it is tested on one GPU only
  * (single-rank communicators) until a machine with several GPUs is

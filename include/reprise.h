@@ -780,8 +780,8 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  *
  * GPU instances: rp_launch_allreduce on a GPU instance runs an NCCL
  * all-reduce on the instance's GPU stream (builds with NCCL; one NCCL
- * communicator per device and runtime for eager launches, one per exec in
- * replays, created at instantiate). Cross-rank copies need host memory.
+ * communicator per device and runtime for eager launches, one per exec and
+ * GPU in replays, created at instantiate). Cross-rank copies need host memory.
  *
  * Failures: a peer that does not answer within rp_runtime_config.
  * dist_timeout_ms makes the waiting op fail with RP_EPEER and a detail that

@@ -96,11 +96,17 @@ typedef struct rp_seg {
   void *exec;        /* cudaGraphExec_t (NULL when eager) */
 } rp_seg;
 
+struct rp_lower_streams; /* lower_cuda.c */
+struct rp_lower_rt;
+
 typedef struct rp_gpu_lane {
   uint32_t lane;      /* processor id */
   int device;         /* physical CUDA device */
-  void *stream;       /* the runtime's replay stream of this GPU (shared
-                         by every exec: not owned) */
+  struct rp_lower_streams *streams; /* this exec's own streams on this GPU
+                                       (leased from the runtime at
+                                       instantiate, handed back at
+                                       destroy) */
+  void *stream;       /* streams->replay: the exec's replay stream */
   size_t param_bytes; /* the GPU task units' argument bytes, 16-aligned */
   char *dev_params;   /* device parameter buffer (owned) */
   char *staging;      /* pinned: one param_bytes slot per replay slot */
@@ -130,6 +136,11 @@ typedef struct rp_lower {
   rp_gpu_lane *gpus;
   uint32_t *gpu_of_lane; /* per lane: index into gpus or UINT32_MAX */
   int graphs;            /* 0: REPRISE_CUDA_GRAPHS=0, every segment eager */
+  struct rp_lower_rt *lr; /* the runtime's stream sets (lower_cuda.c) */
+  struct rp_lower_trace *trace; /* device times of traced replays, or NULL:
+                                   set and cleared by the host thread while
+                                   no traced replay is in flight (as
+                                   ex->trace) */
   /* built after placement */
   rp_wait *waits; /* per segment: its members' CPU-lane waits */
   uint32_t nwaits;
@@ -162,8 +173,13 @@ void rp__lower_dump(const rp_exec *ex, FILE *f);
 /* lower_cuda.c (stubs without CUDA) */
 /* After placement: parameter buffers, events, CUDA graphs. */
 rp_status rp__lower_build(rp_exec *ex);
-/* The launcher unit ui of replay slot s (run by its lane). */
-void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel);
+/* The launcher unit ui of replay slot s (run by its lane). In a traced
+ * replay (s->traced) *t_issue (may be NULL) gets the host clock after the
+ * segment's waits, and the result is the first failure among its members
+ * (RP_ESTALE for a stale replay); untraced replays get RP_OK and read no
+ * clock. */
+rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
+                           uint64_t *t_issue);
 /* Waits until every replay completed and every host callback returned.
  * Returns 1 when the runtime became unusable meanwhile (a lost CUDA
  * context): callbacks may never run, so the exec must be leaked. */
@@ -174,7 +190,24 @@ void rp__lower_free(rp_exec *ex);
  * already in the units): re-captures, updates in place or re-instantiates;
  * *reinst set to 1 when a CUDA graph had to be re-instantiated. */
 rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst);
-/* The replay layer's per-runtime CUDA state (streams), from its dtor. */
+/* Traces (trace.c): device times of segments. For the traced replays
+ * [from, from + n), every segment launch records two timing events on its
+ * GPU's replay stream, around the segment's work; a reference event per
+ * GPU, recorded and waited for here, ties them to the host clock. Creates
+ * every event now (none on the replay path). RP_ERANGE when n x segments
+ * exceeds RP_LOWER_TRACE_MAX_SEGS. */
+#define RP_LOWER_TRACE_MAX_SEGS (1u << 15)
+rp_status rp__lower_trace_start(rp_exec *ex, uint64_t from, uint32_t n);
+/* Segment k of traced replay r ran on its device over [*t0, *t1] (host
+ * clock, rp__now_ns): 1 when both events were recorded and completed
+ * (exec quiesced), else 0. *how: "graph" or "op by op". */
+int rp__lower_trace_span(rp_exec *ex, uint64_t r, uint32_t k, uint64_t *t0,
+                         uint64_t *t1, const char **how);
+/* Frees the events (also done by rp__lower_free). */
+void rp__lower_trace_free(rp_exec *ex);
+
+/* The replay layer's per-runtime CUDA state (the stream sets execs
+ * lease), from its dtor. */
 void rp__lower_rt_free(rp_runtime *rt, void *state);
 
 #endif

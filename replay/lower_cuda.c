@@ -1,5 +1,5 @@
 /* replay/lower_cuda.c — the device half of the CUDA lowering (see
- * lower.h): per-runtime streams, device parameter buffers, cross-GPU
+ * lower.h): each exec's own streams, device parameter buffers, cross-GPU
  * events, capturing segments into CUDA graphs, launching them at every
  * replay, the host callbacks that report their completion, argument
  * updates, and destroy safety. Reaches CUDA only through the C wrappers of
@@ -21,27 +21,45 @@
  * therefore come from different capture streams. Each segment member gets
  * one of these streams ("color"); a member on the same color as an earlier
  * one, not already ordered after it, gets an extra edge, as stream order
- * would. 4: a 4-wide fork-join runs fully parallel, and two logical GPUs
- * on one device still fit cuBLAS's 8 slices with their eager streams. */
+ * would. 4: a 4-wide fork-join runs fully parallel. cuBLAS has 8 slices
+ * per device, bound first come, first served: with several logical GPUs
+ * or several execs alive on one device, streams beyond them run their
+ * GEMMs without a workspace (correct, maybe slower; cuda_kernels.cuh). */
 #define CAPTURE_STREAMS 4
 
-/* ---- per-runtime state: streams shared by every exec ---- */
+/* ---- streams: each exec's own, leased from the runtime ---- */
 
-typedef struct lower_gpu_streams {
-  /* Replay stream: every exec's segments of this GPU are launched here,
-   * so they never run concurrently with one another (their cuBLAS
-   * workspace slices are shared) and stay in launch order. Non-blocking:
-   * it ignores the legacy default stream. */
-  void *replay;
+/* One exec's streams on one GPU processor. The replay stream carries the
+ * exec's segments (graph launches, op-by-op issue, parameter refreshes,
+ * its host callbacks): replays of one exec stay in launch order on it, and
+ * no other exec's work queues there. The capture streams are those its
+ * graphs were captured on (and that updates re-capture on): cuBLAS binds a
+ * workspace slice to the stream a GEMM is captured on, so an exec with
+ * capture streams of its own never shares scratch memory with another
+ * exec's GEMMs running at the same time on their own replay streams.
+ *
+ * A set belongs to one exec from its instantiate to its destroy. Destroy
+ * syncs the replay stream and destroys the exec's graphs, then hands the
+ * set back to the runtime, whose next instantiate on that processor takes
+ * it again instead of creating streams: cuBLAS's slices (8 per device,
+ * bound to stream handles for the life of the process) are then reused,
+ * not exhausted by programs that instantiate many execs. The runtime
+ * destroys every set when it is destroyed. */
+typedef struct rp_lower_streams {
+  void *replay; /* non-blocking: ignores the legacy default stream */
   void *cap[CAPTURE_STREAMS]; /* blocking: see rp__cuda_stream_create_
                                  blocking */
-} lower_gpu_streams;
+  uint32_t proc;
+  struct rp_lower_streams *next_free; /* processor's free list */
+  struct rp_lower_streams *next_all;  /* every set of the runtime */
+} lower_streams;
 
-typedef struct lower_rt {
-  pthread_mutex_t lock; /* stream creation and captures (instantiate,
-                           update): capture streams are shared */
+typedef struct rp_lower_rt {
+  pthread_mutex_t lock; /* leases and captures (instantiate, update, destroy
+                           of execs with GPU ops) */
   uint32_t nprocs;
-  lower_gpu_streams *g; /* per processor */
+  lower_streams **free_sets; /* per processor: sets no exec holds */
+  lower_streams *all;
 } lower_rt;
 
 static pthread_mutex_t g_rt_init = PTHREAD_MUTEX_INITIALIZER;
@@ -52,8 +70,8 @@ static lower_rt *lower_rt_get(rp_exec *ex) {
   lower_rt *lr = rs->lower;
   if (!lr && (lr = rp__calloc(1, sizeof *lr)) != NULL) {
     lr->nprocs = rp_proc_count(ex->rt);
-    lr->g = rp__calloc(lr->nprocs, sizeof *lr->g);
-    if (!lr->g) {
+    lr->free_sets = rp__calloc(lr->nprocs, sizeof *lr->free_sets);
+    if (!lr->free_sets) {
       free(lr);
       lr = NULL;
     } else {
@@ -65,30 +83,57 @@ static lower_rt *lower_rt_get(rp_exec *ex) {
   return lr;
 }
 
+static void streams_destroy(rp_runtime *rt, lower_streams *ss) {
+  (void)rp__cuda_stream_destroy(rt, ss->replay);
+  for (int c = 0; c < CAPTURE_STREAMS; c++)
+    (void)rp__cuda_stream_destroy(rt, ss->cap[c]);
+  free(ss);
+}
+
 void rp__lower_rt_free(rp_runtime *rt, void *state) {
   lower_rt *lr = state;
-  for (uint32_t p = 0; p < lr->nprocs; p++) {
-    (void)rp__cuda_stream_destroy(rt, lr->g[p].replay);
-    for (int c = 0; c < CAPTURE_STREAMS; c++)
-      (void)rp__cuda_stream_destroy(rt, lr->g[p].cap[c]);
+  /* every exec is destroyed (or leaked after a lost context) by now */
+  while (lr->all) {
+    lower_streams *ss = lr->all;
+    lr->all = ss->next_all;
+    streams_destroy(rt, ss);
   }
-  free(lr->g);
+  free(lr->free_sets);
   pthread_mutex_destroy(&lr->lock);
   free(lr);
 }
 
-/* Creates processor p's streams on first use (lr->lock held). */
-static rp_status gpu_streams(rp_runtime *rt, lower_rt *lr, rp_proc p) {
-  lower_gpu_streams *g = &lr->g[p];
-  rp_status st = RP_OK;
-  if (!g->replay)
-    st = rp__cuda_stream_create(rt, p, &g->replay);
+/* A set of streams on processor p for one exec: a free one, else new ones
+ * (lr->lock held). */
+static rp_status lease_streams(rp_runtime *rt, lower_rt *lr, rp_proc p,
+                               lower_streams **out) {
+  lower_streams *ss = lr->free_sets[p];
+  if (ss) {
+    lr->free_sets[p] = ss->next_free;
+    ss->next_free = NULL;
+    *out = ss;
+    return RP_OK;
+  }
+  if (!(ss = rp__calloc(1, sizeof *ss)))
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  ss->proc = p;
+  rp_status st = rp__cuda_stream_create(rt, p, &ss->replay);
   for (int c = 0; c < CAPTURE_STREAMS && !st; c++)
-    if (!g->cap[c])
-      st = rp__cuda_stream_create_blocking(rt, p, &g->cap[c]);
-  return st ? rp__err_prefix(st,
-                             "instantiate: streams of GPU processor %u: ", p)
-            : RP_OK;
+    st = rp__cuda_stream_create_blocking(rt, p, &ss->cap[c]);
+  if (st) {
+    streams_destroy(rt, ss);
+    return rp__err_prefix(st, "instantiate: streams of GPU processor %u: ", p);
+  }
+  ss->next_all = lr->all;
+  lr->all = ss;
+  *out = ss;
+  return RP_OK;
+}
+
+/* Hands an exec's set back (lr->lock held; its work finished). */
+static void return_streams(lower_rt *lr, lower_streams *ss) {
+  ss->next_free = lr->free_sets[ss->proc];
+  lr->free_sets[ss->proc] = ss;
 }
 
 /* ---- device parameter buffers ---- */
@@ -191,8 +236,9 @@ static rp_status setup_gpus(rp_exec *ex, lower_rt *lr) {
     gl->device = rp__cuda_proc_device(ex->rt, gl->lane);
     gl->dev_mem = rp__proc(ex->rt, gl->lane)->local;
     gl->pin_mem = pinned;
-    st = gpu_streams(ex->rt, lr, gl->lane);
-    gl->stream = lr->g[gl->lane].replay;
+    st = lease_streams(ex->rt, lr, gl->lane, &gl->streams);
+    if (!st)
+      gl->stream = gl->streams->replay;
   }
   if (!st)
     st = param_layout(ex);
@@ -429,7 +475,7 @@ static uint8_t pick_color(rp_exec *ex, uint32_t k, uint32_t i,
  * predecessors (and the previous node of its capture stream), then the
  * record of its event when another GPU waits for it. */
 static rp_status add_member(rp_exec *ex, uint32_t k, uint32_t i,
-                            const lower_gpu_streams *gs, seg_build *b,
+                            const lower_streams *gs, seg_build *b,
                             uint32_t *tail, uint32_t *rr) {
   rp_lower *lw = ex->lw;
   const rp_seg *sg = &lw->segs[k];
@@ -465,7 +511,7 @@ static rp_status add_member(rp_exec *ex, uint32_t k, uint32_t i,
 
 /* Builds segment k's graph into b (b->nodes, b->colors sized sg->n). */
 static rp_status build_graph(rp_exec *ex, uint32_t k,
-                             const lower_gpu_streams *gs, seg_build *b) {
+                             const lower_streams *gs, seg_build *b) {
   const rp_seg *sg = &ex->lw->segs[k];
   uint32_t maxdeg = 0;
   for (uint32_t i = 0; i < sg->n; i++) {
@@ -491,7 +537,7 @@ static rp_status build_graph(rp_exec *ex, uint32_t k,
 }
 
 /* Captures and instantiates segment k (device current: its GPU's). */
-static rp_status segment_graph(rp_exec *ex, uint32_t k, lower_rt *lr) {
+static rp_status segment_graph(rp_exec *ex, uint32_t k) {
   rp_lower *lw = ex->lw;
   rp_seg *sg = &lw->segs[k];
   rp_gpu_lane *gl = &lw->gpus[sg->gpu];
@@ -500,7 +546,7 @@ static rp_status segment_graph(rp_exec *ex, uint32_t k, lower_rt *lr) {
   rp_status st = rp__cuda_device_enter(ex->rt, gl->device, &prev);
   if (st)
     return st;
-  st = build_graph(ex, k, &lr->g[sg->lane], &b);
+  st = build_graph(ex, k, gl->streams, &b);
   if (!st) {
     sg->graph = b.graph;
     st = rp__cuda_graph_instantiate(ex->rt, sg->graph, gl->stream, &sg->exec);
@@ -563,6 +609,7 @@ rp_status rp__lower_build(rp_exec *ex) {
   if (!lr)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   pthread_mutex_lock(&lr->lock); /* instantiate path only */
+  ex->lw->lr = lr;
   rp_status st = setup_gpus(ex, lr);
   if (!st)
     st = setup_events(ex);
@@ -573,7 +620,7 @@ rp_status rp__lower_build(rp_exec *ex) {
   for (uint32_t k = 0; k < lw->nseg && !st; k++) {
     lw->segs[k].eager = eager_reason(ex, k);
     if (!lw->segs[k].eager)
-      st = segment_graph(ex, k, lr);
+      st = segment_graph(ex, k);
   }
   pthread_mutex_unlock(&lr->lock);
   return st;
@@ -831,17 +878,50 @@ static void fail_members(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   }
 }
 
-/* Issues the segment's work for one replay (not stale). */
+/* ---- traces: device times of traced replays ---- */
+
+struct rp_lower_trace {
+  uint64_t from;    /* replays [from, from + n) */
+  uint32_t n;
+  void **ev;        /* [((r - from) * nseg + k) * 2 + 0 / 1]: timed events
+                       recorded before / after segment k's work */
+  uint8_t *how;     /* [(r - from) * nseg + k]: 0 not recorded, 1 graph,
+                       2 op by op; written by the launcher, read after
+                       quiesce (the launcher's lane completes the replay
+                       after it: release/acquire through done_seq) */
+  void **base;      /* per GPU: the reference event */
+  uint64_t *base_ns;/* per GPU: host clock when it had completed */
+};
+
+/* The event pair of segment sg in traced slot s, or NULL. */
+static void **trace_pair(rp_exec *ex, const rp_seg *sg, const rp_slot *s,
+                         uint8_t **how) {
+  struct rp_lower_trace *t = ex->lw->trace;
+  if (!t || s->r < t->from || s->r - t->from >= t->n)
+    return NULL;
+  size_t i = (size_t)(s->r - t->from) * ex->lw->nseg +
+             (size_t)(sg - ex->lw->segs);
+  *how = &t->how[i];
+  return &t->ev[2 * i];
+}
+
+/* Issues the segment's work for one replay (not stale). A traced replay
+ * brackets it with its two timing events (their failure fails nothing:
+ * the trace then shows the host times only). */
 static void issue_segment(rp_exec *ex, const rp_seg *sg, rp_slot *s,
                           uint32_t slot, rp_status ports, issue_count *n) {
   rp_gpu_lane *gl = &ex->lw->gpus[sg->gpu];
   /* The fast path: one graph launch, nothing to skip. */
   int graph = sg->exec && ports == RP_OK && !members_poisoned(ex, sg, s);
+  uint8_t *how = NULL;
+  void **tev = RP_UNLIKELY(s->traced) ? trace_pair(ex, sg, s, &how) : NULL;
   rp_status st = rp__cuda_device_use(ex->rt, gl->device);
   if (!st && sg->first_of_gpu)
     st = refresh_params(ex, gl, s, slot);
   if (!st)
     st = wait_events(ex, sg, gl);
+  if (tev && !st && rp__cuda_event_record(ex->rt, tev[0], gl->stream))
+    tev = NULL;
   if (!st && graph) {
     st = rp__cuda_graph_launch(ex->rt, sg->exec, gl->stream);
     if (!st)
@@ -851,9 +931,27 @@ static void issue_segment(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   }
   if (st)
     fail_members(ex, sg, s, st, n);
+  else if (tev && !rp__cuda_event_record(ex->rt, tev[1], gl->stream))
+    *how = graph ? 1 : 2;
 }
 
-void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel) {
+/* A traced replay's result of the segment: its members' first failure. */
+static rp_status seg_status(const rp_exec *ex, const rp_seg *sg,
+                            const rp_slot *s) {
+  if (s->stale)
+    return RP_ESTALE;
+  if (!atomic_load_explicit(&s->any_fail, memory_order_relaxed))
+    return RP_OK;
+  for (uint32_t i = 0; i < sg->n; i++) {
+    int32_t st = s->unit_status[ex->lw->members[sg->first + i]];
+    if (st)
+      return (rp_status)st;
+  }
+  return RP_OK;
+}
+
+rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
+                           uint64_t *t_issue) {
   rp_lower *lw = ex->lw;
   uint32_t k = lw->seg_of[ui];
   const rp_seg *sg = &lw->segs[k];
@@ -863,6 +961,9 @@ void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel) {
   for (uint32_t i = 0; i < sg->nwait; i++)
     rp__lane_wait(ex, &lw->waits[sg->wait_off + i], rel);
   rp_status ports = wait_ports(ex, &ex->units[ui], s);
+  int traced = s->traced;
+  if (RP_UNLIKELY(traced) && t_issue)
+    *t_issue = rp__now_ns();
   rp_lane *l = &ex->lanes[sg->lane];
   l->cur_replay = s->r; /* rp_ctx_replay of tasks issued op by op */
   issue_count n = {0, 0};
@@ -875,6 +976,8 @@ void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel) {
   atomic_fetch_add_explicit(&l->ops_skipped, n.skipped, memory_order_relaxed);
   signal_segment(ex, k, s, slot, rel);
   rp__nvtx_pop();
+  /* the slot stays this replay's until this launcher's lane finished it */
+  return RP_UNLIKELY(traced) ? seg_status(ex, sg, s) : RP_OK;
 }
 
 /* ---- quiesce and destroy safety ---- */
@@ -942,11 +1045,113 @@ int rp__lower_quiesce(rp_exec *ex) {
   }
 }
 
+/* ---- traces: arming and reading ---- */
+
+static void trace_destroy(rp_runtime *rt, struct rp_lower_trace *t,
+                          size_t nev, uint32_t ngpu) {
+  for (size_t i = 0; t->ev && i < nev; i++)
+    (void)rp__cuda_event_destroy(rt, t->ev[i]);
+  for (uint32_t i = 0; t->base && i < ngpu; i++)
+    (void)rp__cuda_event_destroy(rt, t->base[i]);
+  free(t->ev);
+  free(t->how);
+  free(t->base);
+  free(t->base_ns);
+  free(t);
+}
+
+void rp__lower_trace_free(rp_exec *ex) {
+  rp_lower *lw = ex->lw;
+  if (!lw || !lw->trace)
+    return;
+  trace_destroy(ex->rt, lw->trace, (size_t)lw->trace->n * lw->nseg * 2,
+                lw->ngpu);
+  lw->trace = NULL;
+}
+
+/* GPU i's reference: recorded on the exec's replay stream and waited for;
+ * the host clock read right after stands for its device time (late by the
+ * host's wake-up, a few us). Work already queued there is waited for too:
+ * no traced replay is in flight yet. */
+static rp_status trace_base(rp_exec *ex, struct rp_lower_trace *t,
+                            uint32_t i) {
+  const rp_gpu_lane *gl = &ex->lw->gpus[i];
+  rp_status st = rp__cuda_event_create_timed(ex->rt, gl->lane, &t->base[i]);
+  int prev;
+  if (!st && !(st = rp__cuda_device_enter(ex->rt, gl->device, &prev))) {
+    st = rp__cuda_event_record(ex->rt, t->base[i], gl->stream);
+    if (!st)
+      st = rp__cuda_event_sync(ex->rt, t->base[i]);
+    rp__cuda_device_leave(gl->device, prev);
+  }
+  t->base_ns[i] = rp__now_ns();
+  return st;
+}
+
+rp_status rp__lower_trace_start(rp_exec *ex, uint64_t from, uint32_t n) {
+  rp_lower *lw = ex->lw;
+  uint64_t nrec = (uint64_t)n * lw->nseg;
+  if (nrec > RP_LOWER_TRACE_MAX_SEGS)
+    return rp__err(RP_ERANGE,
+                   "rp_exec_trace_start: %u replays of %u GPU segments "
+                   "need %llu pairs of CUDA events (at most %u)",
+                   n, lw->nseg, (unsigned long long)nrec,
+                   RP_LOWER_TRACE_MAX_SEGS);
+  struct rp_lower_trace *t = rp__calloc(1, sizeof *t);
+  if (!t)
+    return rp__err(RP_ENOMEM, "rp_exec_trace_start: out of memory");
+  t->from = from;
+  t->n = n;
+  t->ev = rp__calloc((size_t)nrec * 2 + 1, sizeof *t->ev);
+  t->how = rp__calloc((size_t)nrec + 1, 1);
+  t->base = rp__calloc(lw->ngpu + 1, sizeof *t->base);
+  t->base_ns = rp__calloc(lw->ngpu + 1, sizeof *t->base_ns);
+  rp_status st = t->ev && t->how && t->base && t->base_ns
+                     ? RP_OK
+                     : rp__err(RP_ENOMEM, "rp_exec_trace_start: out of "
+                                          "memory");
+  for (uint64_t i = 0; i < nrec * 2 && !st; i++)
+    st = rp__cuda_event_create_timed(ex->rt, lw->segs[(i / 2) % lw->nseg].lane,
+                                     &t->ev[i]);
+  for (uint32_t i = 0; i < lw->ngpu && !st; i++)
+    st = trace_base(ex, t, i);
+  if (st) {
+    trace_destroy(ex->rt, t, (size_t)nrec * 2, lw->ngpu);
+    return rp__err_prefix(st, "rp_exec_trace_start: CUDA events: ");
+  }
+  /* published to the launchers with ex->trace (see rp_exec_trace_start) */
+  lw->trace = t;
+  return RP_OK;
+}
+
+int rp__lower_trace_span(rp_exec *ex, uint64_t r, uint32_t k, uint64_t *t0,
+                         uint64_t *t1, const char **how) {
+  rp_lower *lw = ex->lw;
+  struct rp_lower_trace *t = lw ? lw->trace : NULL;
+  if (!t || r < t->from || r - t->from >= t->n || k >= lw->nseg)
+    return 0;
+  size_t i = (size_t)(r - t->from) * lw->nseg + k;
+  uint32_t g = lw->segs[k].gpu;
+  float a = 0, b = 0;
+  if (!t->how[i] ||
+      rp__cuda_event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i], &a) ||
+      rp__cuda_event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i + 1], &b))
+    return 0;
+  /* float ms: about 0.5 us resolution over the first seconds of a trace */
+  *t0 = t->base_ns[g] + (uint64_t)(a > 0 ? (double)a * 1e6 : 0.0);
+  *t1 = t->base_ns[g] + (uint64_t)(b > 0 ? (double)b * 1e6 : 0.0);
+  if (*t1 < *t0)
+    *t1 = *t0;
+  *how = t->how[i] == 1 ? "graph" : "op by op";
+  return 1;
+}
+
 /* ---- free ---- */
 
 void rp__lower_free(rp_exec *ex) {
   rp_lower *lw = ex->lw;
   int usable = rp__runtime_check(ex->rt) == RP_OK;
+  rp__lower_trace_free(ex); /* events: released once their work is done */
   for (uint32_t i = 0; usable && i < lw->ngpu; i++)
     if (lw->gpus[i].stream) /* uploads and the last replay's work */
       (void)rp__cuda_stream_sync(ex->rt, lw->gpus[i].stream);
@@ -963,6 +1168,17 @@ void rp__lower_free(rp_exec *ex) {
     if (gl->staging)
       rp__mem_free(ex->rt, gl->pin_mem, gl->staging);
     free(gl->interp_units);
+  }
+  /* Last: the streams go back to the runtime for the next exec, once
+   * their work finished (synced above) and no graph of this exec remains.
+   * After a lost context they stay out (the runtime destroys them). */
+  lower_rt *lr = lw->lr;
+  if (lr) {
+    pthread_mutex_lock(&lr->lock); /* destroy path only */
+    for (uint32_t i = 0; usable && lw->gpus && i < lw->ngpu; i++)
+      if (lw->gpus[i].streams)
+        return_streams(lr, lw->gpus[i].streams);
+    pthread_mutex_unlock(&lr->lock);
   }
   free(lw->segs);
   free(lw->members);
@@ -1000,14 +1216,13 @@ static rp_status update_params(rp_exec *ex, uint32_t ui) {
 
 /* Rebuilds segment k from fresh captures; applies it with
  * cudaGraphExecUpdate, else re-instantiates. */
-static rp_status rebuild_segment(rp_exec *ex, uint32_t k, lower_rt *lr,
-                                 int *reinst) {
+static rp_status rebuild_segment(rp_exec *ex, uint32_t k, int *reinst) {
   rp_lower *lw = ex->lw;
   rp_seg *sg = &lw->segs[k];
   rp_gpu_lane *gl = &lw->gpus[sg->gpu];
   seg_build b = {NULL, malloc(sizeof(void *) * sg->n), malloc(sg->n), NULL};
   rp_status st = b.nodes && b.colors
-                     ? build_graph(ex, k, &lr->g[sg->lane], &b)
+                     ? build_graph(ex, k, gl->streams, &b)
                      : rp__err(RP_ENOMEM, "rp_exec_update_args: out of "
                                           "memory");
   const char *why = "";
@@ -1040,21 +1255,21 @@ static rp_status rebuild_segment(rp_exec *ex, uint32_t k, lower_rt *lr,
 
 /* Unit ui of a graph segment: re-capture, set its node in place, else
  * rebuild the segment. */
-static rp_status update_node(rp_exec *ex, uint32_t ui, lower_rt *lr,
-                             int *reinst) {
+static rp_status update_node(rp_exec *ex, uint32_t ui, int *reinst) {
   rp_lower *lw = ex->lw;
   uint32_t k = lw->seg_of[ui], i = lw->midx[ui];
   rp_seg *sg = &lw->segs[k];
+  const lower_streams *gs = lw->gpus[sg->gpu].streams;
   void *child;
   uint8_t c = lw->colors[sg->first + i]; /* same stream: same cuBLAS slice */
-  rp_status st = capture_unit(ex, ui, lr->g[sg->lane].cap[c], &child);
+  rp_status st = capture_unit(ex, ui, gs->cap[c], &child);
   if (st)
     return st;
   const char *why = "";
   int ok = rp__cuda_graph_exec_set_child(ex->rt, sg->exec,
                                          lw->nodes[sg->first + i], child, &why);
   rp__cuda_graph_destroy(child);
-  return ok ? RP_OK : rebuild_segment(ex, k, lr, reinst);
+  return ok ? RP_OK : rebuild_segment(ex, k, reinst);
 }
 
 rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst) {
@@ -1075,7 +1290,7 @@ rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst) {
       break;
     st = update_params(ex, ui);
     if (!st && lw->segs[k].exec)
-      st = update_node(ex, ui, lr, reinst);
+      st = update_node(ex, ui, reinst);
     rp__cuda_device_leave(gl->device, prev);
   }
   pthread_mutex_unlock(&lr->lock);
@@ -1090,9 +1305,28 @@ rp_status rp__lower_build(rp_exec *ex) {
                                   "CUDA");
 }
 
-void rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel) {
+rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
+                           uint64_t *t_issue) {
   RP_UNUSED(ex), RP_UNUSED(ui), RP_UNUSED(s), RP_UNUSED(rel);
+  RP_UNUSED(t_issue);
   RP_ASSERT(!"GPU segment without CUDA");
+  return RP_EUNSUPPORTED;
+}
+
+rp_status rp__lower_trace_start(rp_exec *ex, uint64_t from, uint32_t n) {
+  RP_UNUSED(ex), RP_UNUSED(from), RP_UNUSED(n);
+  return RP_OK;
+}
+
+int rp__lower_trace_span(rp_exec *ex, uint64_t r, uint32_t k, uint64_t *t0,
+                         uint64_t *t1, const char **how) {
+  RP_UNUSED(ex), RP_UNUSED(r), RP_UNUSED(k), RP_UNUSED(t0), RP_UNUSED(t1);
+  RP_UNUSED(how);
+  return 0;
+}
+
+void rp__lower_trace_free(rp_exec *ex) {
+  RP_UNUSED(ex);
 }
 
 int rp__lower_quiesce(rp_exec *ex) {

@@ -338,11 +338,17 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
   uint32_t ui = l->units[i];
   rp_unit *u = &ex->units[ui];
   int traced = s->traced;
-  uint64_t t_wait = traced && (u->nwait | u->nport) ? rp__now_ns() : 0;
+  /* a launcher also waits inside rp__lower_launch (its members' waits) */
+  uint64_t t_wait = traced && (u->nwait | u->nport ||
+                               u->kind == RP_UNIT_LAUNCH) ? rp__now_ns() : 0;
   if (u->nwait)
     wait_unit(ex, u, rel, ls);
   if (u->kind == RP_UNIT_LAUNCH) { /* a GPU segment: it decides itself */
-    rp__lower_launch(ex, ui, s, rel);
+    uint64_t t_issue = 0;
+    rp_status lst = rp__lower_launch(ex, ui, s, rel, &t_issue);
+    if (RP_UNLIKELY(traced)) /* host side; trace.c adds the device times */
+      rp__trace_unit(ex, s, ui, (uint32_t)(l - ex->lanes), t_wait, t_issue,
+                     lst, 0);
     if (u->publish)
       publish(l, (uint32_t)rel * l->len + i + 1);
     return;

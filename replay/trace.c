@@ -20,7 +20,17 @@
  * Timing note: a traced replay runs on the general path, so it costs a few
  * ns more per unit than an untraced one on the fast path; the trace shows
  * the shape of a replay (who waits for whom, for how long), not the last
- * nanosecond of the fast path. */
+ * nanosecond of the fast path.
+ *
+ * GPU segments (replay/lower.h): a GPU's ops are not run by a lane but
+ * launched, one segment at a time, by a launcher unit on a CPU lane. Its
+ * record is the host side (the segment's waits, then the launch call, on
+ * the worker's track); lower_cuda.c also records two timing events around
+ * the segment's work on the exec's replay stream, and the writer puts the
+ * device span, mapped onto the host clock through a reference event
+ * waited for at trace start, on the GPU's track ("gpu N"). Individual ops
+ * inside a segment (one CUDA graph) get no events of their own. */
+#include "lower.h"
 #include "replay_impl.h"
 
 #include <errno.h>
@@ -95,6 +105,8 @@ uint64_t rp__exec_trace_clock_reads(const rp_exec *ex) {
 }
 
 void rp__trace_free(rp_exec *ex) {
+  if (ex->lw) /* the exec's free did it already otherwise */
+    rp__lower_trace_free(ex);
   if (!ex->trace)
     return;
   free(ex->trace->recs);
@@ -151,6 +163,13 @@ rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays) {
   t->nunits = ex->nunits;
   t->from = ex->issued; /* the next replay rp_replay will arm */
   t->to = t->from + replays;
+  rp_status lst = ex->lw ? rp__lower_trace_start(ex, t->from, replays) : RP_OK;
+  if (lst) {
+    free(t->recs);
+    free(t->replays);
+    free(t);
+    return lst;
+  }
   /* Only the host thread reads ex->trace before a slot is armed; workers
    * reach it through traced slots, published by submit()'s seq_cst store. */
   ex->trace = t;
@@ -227,7 +246,40 @@ static void unit_events(tw *w, const rp_exec *ex, const rp_trace_rec *rec,
           u->op, u->shard, (unsigned long long)r, status_text(rec->status));
 }
 
-static void replay_events(tw *w, const rp_exec *ex, const struct rp_trace *t,
+/* A GPU segment's launcher ui in replay r: its waits and launch call on
+ * the worker's track, and one event on the GPU's track: the device span
+ * when its timing events were recorded, else the host launch time. */
+static void launch_events(tw *w, rp_exec *ex, const rp_trace_rec *rec,
+                          uint32_t ui, uint64_t r) {
+  uint32_t k = ex->lw->seg_of[ui];
+  const rp_seg *sg = &ex->lw->segs[k];
+  char name[64];
+  uint64_t ts = rec->t_start ? rec->t_start : rec->t_end;
+  if (rec->t_wait) {
+    complete_ev(w, "wait", "wait", rec->lane, rec->t_wait, ts);
+    fprintf(w->f, ", \"args\": {\"segment\": %u, \"replay\": %llu}}", k,
+            (unsigned long long)r);
+  }
+  snprintf(name, sizeof name, "launch segment %u", k);
+  complete_ev(w, name, "launch", rec->lane, ts, rec->t_end);
+  fprintf(w->f,
+          ", \"args\": {\"segment\": %u, \"replay\": %llu, \"ops\": %u, "
+          "\"status\": \"%s\"}}",
+          k, (unsigned long long)r, sg->n, status_text(rec->status));
+  uint64_t d0 = 0, d1 = 0;
+  const char *how = "";
+  int dev = rp__lower_trace_span(ex, r, k, &d0, &d1, &how);
+  snprintf(name, sizeof name, "segment %u", k);
+  complete_ev(w, name, "gpu", sg->lane, dev ? d0 : ts, dev ? d1 : ts);
+  fprintf(w->f,
+          ", \"args\": {\"segment\": %u, \"replay\": %llu, \"ops\": %u, "
+          "\"device_times\": %s, \"issued\": \"%s\", "
+          "\"host_launch_us\": %.3f, \"status\": \"%s\"}}",
+          k, (unsigned long long)r, sg->n, dev ? "true" : "false",
+          dev ? how : "unknown", us(w, ts), status_text(rec->status));
+}
+
+static void replay_events(tw *w, rp_exec *ex, const struct rp_trace *t,
                           uint64_t r) {
   const rp_trace_replay *rr = &t->replays[r - t->from];
   uint32_t tid = RP_TRACE_SLOT_TID + (uint32_t)(r % ex->max_inflight);
@@ -238,7 +290,9 @@ static void replay_events(tw *w, const rp_exec *ex, const struct rp_trace *t,
           (unsigned long long)r, status_text(rr->status));
   for (uint32_t u = 0; u < t->nunits; u++) {
     const rp_trace_rec *rec = &t->recs[(r - t->from) * t->nunits + u];
-    if (rec->t_end)
+    if (rec->t_end && ex->units[u].kind == RP_UNIT_LAUNCH)
+      launch_events(w, ex, rec, u, r);
+    else if (rec->t_end)
       unit_events(w, ex, rec, u, r);
   }
 }
@@ -264,7 +318,11 @@ static void write_tracks(tw *w, const rp_exec *ex, uint64_t nrep) {
   rp__json_str(w->f, name);
   fprintf(w->f, "\"}}");
   for (uint32_t l = 0; l < ex->nlanes; l++) {
-    snprintf(name, sizeof name, "worker %u", l);
+    uint32_t g = ex->lw ? ex->lw->gpu_of_lane[l] : UINT32_MAX;
+    if (g != UINT32_MAX) /* a GPU lane: its segments' device spans */
+      snprintf(name, sizeof name, "gpu %u (processor %u)", g, l);
+    else
+      snprintf(name, sizeof name, "worker %u", l);
     meta(w, "thread_name", l, name, l);
   }
   for (uint32_t k = 0; k < ex->max_inflight && k < nrep; k++) {
@@ -273,7 +331,7 @@ static void write_tracks(tw *w, const rp_exec *ex, uint64_t nrep) {
   }
 }
 
-static void write_trace(const rp_exec *ex, const struct rp_trace *t,
+static void write_trace(rp_exec *ex, const struct rp_trace *t,
                         uint64_t end, FILE *f) {
   tw w = {
       .f = f, .base = trace_base(t, end), .pid = (long)getpid(), .first = 1};

@@ -10,6 +10,8 @@
 #ifdef REPRISE_HAVE_CUDA
 #include "kernels/cuda_kernels.cuh"
 #include "kernels/probe_kernels.cuh"
+#include "engine/cuda/cuda_backend.h"
+#include "replay/lower.h" /* an exec's streams (rp_gpu_lane) */
 #endif
 
 #include <stdatomic.h>
@@ -571,6 +573,91 @@ Test(replay_gpu, destroy_waits_for_replays_and_callbacks_in_flight) {
     RP_CHECK(rp_instance_read(p.rt, p.x[3], &v, sizeof v));
     cr_assert_eq(v, pipe_expect(s), "round %d", round);
   }
+  pipe_fini(&p);
+}
+
+/* The replay stream of ex on its first GPU. */
+static void *exec_stream(const rp_exec *ex) {
+  cr_assert_not_null(ex->lw, "the exec has no GPU segments");
+  cr_assert_not_null(ex->lw->gpus[0].stream);
+  return ex->lw->gpus[0].stream;
+}
+
+static void pipe_replay(mpipe *p, rp_exec *ex, int64_t seed) {
+  int64_t s[4] = {seed, 1, 2, 3}, v;
+  rp_event done;
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
+                     &done));
+  RP_CHECK(rp_event_wait(p->rt, done, -1));
+  RP_CHECK(rp_event_release(p->rt, done));
+  RP_CHECK(rp_instance_read(p->rt, p->x[3], &v, sizeof v));
+  cr_assert_eq(v, pipe_expect(s), "seed %lld", (long long)seed);
+}
+
+/* Each exec launches on streams of its own; a destroyed exec's streams go
+ * to the next exec instantiated (cuBLAS slices are bound to streams). */
+Test(replay_gpu, each_exec_replays_on_streams_of_its_own) {
+  mpipe p;
+  pipe_init(&p, gpu_runtime(2, 1));
+  rp_exec *a, *b, *c;
+  RP_CHECK(rp_instantiate(p.g, NULL, &a));
+  RP_CHECK(rp_instantiate(p.g, NULL, &b));
+  void *sa = exec_stream(a), *sb = exec_stream(b);
+  cr_assert_neq(sa, sb, "two execs share a replay stream");
+  cr_assert_neq(sa, rp__cuda_proc_stream(p.rt, gpu_proc(p.rt, 0)),
+                "an exec replays on the processor's eager stream");
+  pipe_replay(&p, a, 5);
+  pipe_replay(&p, b, 6);
+  RP_CHECK(rp_exec_destroy(a));
+  RP_CHECK(rp_instantiate(p.g, NULL, &c));
+  cr_assert_eq(exec_stream(c), sa, "the freed streams were not reused");
+  pipe_replay(&p, c, 7);
+  pipe_replay(&p, b, 8);
+  RP_CHECK(rp_exec_destroy(b));
+  RP_CHECK(rp_exec_destroy(c));
+  pipe_fini(&p);
+}
+
+static unsigned count_str(const char *text, const char *what) {
+  unsigned n = 0;
+  for (const char *q = text; (q = strstr(q, what)) != NULL; q += strlen(what))
+    n++;
+  return n;
+}
+
+/* Traces of a GPU exec: per traced replay and segment, a launch event on
+ * the launching worker's track and one event on the GPU's track with the
+ * device times of its timing events; untraced replays read no clock. */
+Test(replay_gpu, traces_show_each_segment_on_the_gpu_track) {
+  mpipe p;
+  pipe_init(&p, gpu_runtime(2, 1));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(p.g, NULL, &ex));
+  pipe_replay(&p, ex, 1);
+  cr_assert_eq(rp__exec_trace_clock_reads(ex), 0, "untraced: clock read");
+  th_tmpdir_make("/tmp/rp_gtrace_XXXXXX");
+  const char *path = th_tmp_path("gpu.json");
+  RP_CHECK(rp_exec_trace_start(ex, 3));
+  for (int r = 0; r < 3; r++)
+    pipe_replay(&p, ex, 10 + r);
+  RP_CHECK(rp_exec_trace_write(ex, path));
+  char *text = th_read_all(path, NULL);
+  unsigned nseg = ex->lw->nseg, want = 3 * nseg;
+  cr_assert_geq(nseg, 2, "host -> GPU -> host -> GPU: two segments");
+  cr_assert_eq(count_str(text, "\"cat\": \"gpu\""), want, "%s", text);
+  cr_assert_eq(count_str(text, "\"cat\": \"launch\""), want, "%s", text);
+  cr_assert_eq(count_str(text, "\"device_times\": true"), want, "%s", text);
+  cr_assert(strstr(text, "\"issued\": \"graph\""), "%s", text);
+  cr_assert(strstr(text, "\"issued\": \"op by op\""), "%s", text);
+  cr_assert(strstr(text, "\"gpu 0 (processor "), "%s", text);
+  free(text);
+  uint64_t reads = rp__exec_trace_clock_reads(ex);
+  pipe_replay(&p, ex, 20); /* recording stopped */
+  cr_assert_eq(rp__exec_trace_clock_reads(ex), reads);
+  RP_CHECK(rp_exec_trace_start(ex, 2)); /* destroy frees an armed trace */
+  pipe_replay(&p, ex, 21);
+  RP_CHECK(rp_exec_destroy(ex));
+  th_tmpdir_remove();
   pipe_fini(&p);
 }
 

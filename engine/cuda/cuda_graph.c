@@ -199,3 +199,33 @@ rp_status rp__cuda_stream_poll(rp_runtime *rt, void *stream) {
   }
   return RP_CUDA(rt, e);
 }
+
+/* ---- timing events ---- */
+
+rp_status rp__cuda_event_create_timed(rp_runtime *rt, rp_proc p, void **out) {
+  *out = NULL;
+  int dev = rp__cuda_proc_device(rt, p);
+  if (dev < 0)
+    return rp__err(RP_EPROC, "processor %u is not a GPU of this runtime", p);
+  int prev;
+  rp_status st = rp__cuda_device_enter(rt, dev, &prev);
+  if (st)
+    return st;
+  cudaEvent_t e = NULL;
+  st = RP_CUDA(rt, cudaEventCreateWithFlags(&e, cudaEventDefault));
+  rp__cuda_device_leave(dev, prev);
+  if (st == RP_OK)
+    *out = e;
+  return st;
+}
+
+rp_status rp__cuda_event_sync(rp_runtime *rt, void *event) {
+  return RP_CUDA(rt, cudaEventSynchronize((cudaEvent_t)event));
+}
+
+rp_status rp__cuda_event_elapsed_ms(rp_runtime *rt, void *start, void *end,
+                                    float *ms) {
+  *ms = 0.0f;
+  return RP_CUDA(rt, cudaEventElapsedTime(ms, (cudaEvent_t)start,
+                                          (cudaEvent_t)end));
+}

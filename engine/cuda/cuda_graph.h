@@ -71,6 +71,18 @@ int rp__cuda_graph_exec_set_child(rp_runtime *rt, void *exec, void *node,
 int rp__cuda_graph_exec_update(rp_runtime *rt, void *exec, void *graph,
                                const char **why);
 
+/* ---- timing events (traces) ---- */
+
+/* A new event on p's device that records timing (cudaEventDefault, unlike
+ * rp__cuda_event_create), owned by the caller: rp__cuda_event_destroy. */
+rp_status rp__cuda_event_create_timed(rp_runtime *rt, rp_proc p, void **out);
+/* Blocks until the event's last record completed (cudaEventSynchronize). */
+rp_status rp__cuda_event_sync(rp_runtime *rt, void *event);
+/* *ms = time from start to end (cudaEventElapsedTime: both timed events of
+ * one device, both recorded and complete; resolution about 0.5 us). */
+rp_status rp__cuda_event_elapsed_ms(rp_runtime *rt, void *start, void *end,
+                                    float *ms);
+
 /* cudaMemcpyAsync (direction from the pointers) on stream. */
 rp_status rp__cuda_memcpy_async(rp_runtime *rt, void *dst, const void *src,
                                 size_t bytes, void *stream);
