@@ -1,0 +1,248 @@
+/* The replay scheduler's contracts beyond the basic cases of test_replay.c:
+ * postconditions at replay. */
+#include "helpers.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn fn,
+                      uint64_t cost_ns) {
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn,
+                            .cost_ns = cost_ns}, &t));
+  return t;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Busy, not asleep: the worker stays on its core, as a real kernel would. */
+static void busy_ns(uint64_t ns) {
+  uint64_t t0 = now_ns();
+  while (now_ns() - t0 < ns)
+    ;
+}
+
+/* ---- postconditions ---- */
+
+/* Waits args.delay_us, then writes args.val (interpolated per replay) into
+ * its first access; args.fail != 0 fails it instead (RP_ETASK). */
+typedef struct wargs {
+  int64_t val;
+  uint32_t delay_us;
+  int32_t fail;
+} wargs;
+
+static rp_status write_task(rp_task_ctx *ctx) {
+  const wargs *a = rp_ctx_args(ctx, NULL);
+  if (a->delay_us)
+    busy_ns((uint64_t)a->delay_us * 1000);
+  if (a->fail)
+    return RP_ETASK;
+  *(int64_t *)rp_ctx_ptr(ctx, 0) = a->val;
+  return RP_OK;
+}
+
+/* On one worker: op A (2 ms, then writes x) feeds postcondition "x"; op B
+ * writes y but waits for precondition "gate". The post event must trigger
+ * once A finished, with A's value visible, while B still waits (the replay
+ * is not done): a post delivered at replay completion would hang here. */
+Test(replay, postcondition_triggers_after_its_ops_before_unrelated_ops) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "write", write_task, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x, y;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &y));
+  rp_access ax = {x, RP_WRITE, 0}, ay = {y, RP_WRITE, 0};
+  wargs wa = {-1, 2000, 0}, wb = {-1, 0, 0};
+  rp_interp ipa = {0, offsetof(wargs, val), sizeof(int64_t)};
+  rp_interp ipb = {8, offsetof(wargs, val), sizeof(int64_t)};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event gate, a_ref;
+  RP_CHECK(rp_capture_precondition(rt, "gate", &gate, NULL));
+  /* B first in program order: the lane still runs A before B, because A
+   * does not depend on a precondition */
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
+                          .accesses = &ay, .naccess = 1, .args = &wb,
+                          .args_size = sizeof wb, .interps = &ipb,
+                          .ninterp = 1, .wait = gate}, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
+                          .accesses = &ax, .naccess = 1, .args = &wa,
+                          .args_size = sizeof wa, .interps = &ipa,
+                          .ninterp = 1}, &a_ref));
+  uint32_t port;
+  RP_CHECK(rp_capture_postcondition(rt, "x", &a_ref, 1, &port));
+  cr_assert_eq(port, 0);
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_postcondition_count(g), 1);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int64_t k = 0; k < 4; k++) {
+    int64_t vals[2] = {100 + k, 200 + k};
+    rp_event pre, post, done;
+    RP_CHECK(rp_event_create(rt, &pre));
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = vals,
+                       .args_size = sizeof vals, .pre = &pre, .npre = 1,
+                       .post = &post, .npost = 1}, &done));
+    RP_EXPECT(rp_event_wait(rt, post, 10000000000ll), RP_OK);
+    int64_t got;
+    RP_CHECK(rp_instance_read(rt, x, &got, sizeof got));
+    cr_assert_eq(got, 100 + k, "replay %lld: post fired before its op's "
+                 "write was visible (x = %lld)", (long long)k,
+                 (long long)got);
+    RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
+    RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
+    cr_assert_eq(got, k ? 200 + k - 1 : 0, "replay %lld: the gated op ran",
+                 (long long)k);
+    RP_CHECK(rp_event_trigger(rt, pre));
+    RP_EXPECT(rp_event_wait(rt, done, -1), RP_OK);
+    RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
+    cr_assert_eq(got, 200 + k);
+    RP_CHECK(rp_event_release(rt, pre));
+    RP_CHECK(rp_event_release(rt, post));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  /* asking for the wrong number of post events changes nothing */
+  rp_event pre, posts[2], done;
+  RP_CHECK(rp_event_create(rt, &pre));
+  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.pre = &pre, .npre = 1,
+                      .post = posts, .npost = 2}, &done), RP_EPORT);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, 4);
+  RP_CHECK(rp_event_release(rt, pre));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+}
+
+/* F (worker 0) fails on demand; H (worker 1) reads what F wrote; G (worker
+ * 1) is independent. Posts: "f" <- F, "h" <- H, "g" <- G, "fg" <- F and G.
+ * A failing F poisons "f", "h" (its dependent was skipped), "fg" and the
+ * done event with F's error; "g" still triggers, with G's value visible.
+ * The next replay triggers them all. */
+Test(replay, failing_op_poisons_its_postconditions_only_then_next_works) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "write", write_task, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x, y, z;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &y));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &z));
+  rp_access af = {x, RP_WRITE, 0}, ag = {y, RP_WRITE, 0};
+  rp_access ah[2] = {{z, RP_WRITE, 0}, {x, RP_READ, 0}};
+  wargs w0 = {7, 0, 0}, wg = {-1, 0, 0}, wh = {9, 0, 0};
+  rp_interp ipf = {0, offsetof(wargs, fail), sizeof(int32_t)};
+  rp_interp ipg = {8, offsetof(wargs, val), sizeof(int64_t)};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id F, G, H;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
+                             .accesses = &af, .naccess = 1, .args = &w0,
+                             .args_size = sizeof w0}, &F));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1,
+                             .accesses = &ag, .naccess = 1, .args = &wg,
+                             .args_size = sizeof wg}, &G));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1,
+                             .accesses = ah, .naccess = 2, .args = &wh,
+                             .args_size = sizeof wh}, &H));
+  RP_CHECK(rp_graph_add_edge(g, F, H));
+  RP_CHECK(rp_graph_add_interp(g, F, &ipf));
+  RP_CHECK(rp_graph_add_interp(g, G, &ipg));
+  enum { PF, PH, PG, PFG, NP };
+  rp_port_id p[NP];
+  static const char *names[NP] = {"f", "h", "g", "fg"};
+  for (int i = 0; i < NP; i++) {
+    RP_CHECK(rp_graph_add_postcondition(g, names[i], &p[i]));
+    cr_assert_eq(p[i], (rp_port_id)i);
+  }
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PF], F));
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PH], H));
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PG], G));
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PFG], F));
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PFG], G));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int k = 0; k < 4; k++) {
+    int fail = k % 2 == 0; /* fail, ok, fail, ok */
+    struct {
+      int32_t fail, pad;
+      int64_t gval;
+    } a = {fail, 0, 1000 + k};
+    rp_event post[NP], done;
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a,
+                       .post = post, .npost = NP}, &done));
+    RP_EXPECT(rp_event_wait(rt, post[PG], 10000000000ll), RP_OK);
+    int64_t got;
+    RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
+    cr_assert_eq(got, 1000 + k, "replay %d: 'g' fired before G's write", k);
+    rp_status want = fail ? RP_ETASK : RP_OK;
+    for (int i = 0; i < NP; i++)
+      cr_assert_eq(rp_event_wait(rt, post[i], 10000000000ll),
+                   i == PG ? RP_OK : want, "replay %d post '%s': %s", k,
+                   names[i], rp_status_name(rp_event_query(rt, post[i])));
+    RP_EXPECT(rp_event_wait(rt, done, -1), want);
+    if (fail)
+      cr_assert(strstr(rp_exec_error_detail(ex), "op 0") != NULL, "%s",
+                rp_exec_error_detail(ex));
+    RP_CHECK(rp_instance_read(rt, z, &got, sizeof got));
+    cr_assert_eq(got, k == 0 ? 0 : 9, "replay %d: H ran after F failed", k);
+    for (int i = 0; i < NP; i++)
+      RP_CHECK(rp_event_release(rt, post[i]));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.ops_skipped, 2, "H skipped in the two failing replays");
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  RP_CHECK(rp_instance_free(rt, z));
+  th_destroy(rt);
+}
+
+/* A replay that runs nothing because an instance went stale must not
+ * report its postconditions as produced. */
+Test(replay, stale_replay_poisons_its_postconditions) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "write", write_task, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  rp_access ax = {x, RP_WRITE, 0};
+  wargs wa = {5, 0, 0};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
+                             .accesses = &ax, .naccess = 1, .args = &wa,
+                             .args_size = sizeof wa}, &a));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_postcondition(g, "out", &p));
+  RP_CHECK(rp_graph_bind_postcondition(g, p, a));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_instance_realloc(rt, &x));
+  rp_event post, done;
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.post = &post, .npost = 1},
+                     &done));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_ESTALE);
+  RP_EXPECT(rp_event_wait(rt, post, -1), RP_ESTALE);
+  RP_CHECK(rp_event_release(rt, post));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
