@@ -1,5 +1,6 @@
 /* The replay scheduler's contracts beyond the basic cases of test_replay.c:
- * postconditions at replay. */
+ * postconditions at replay, in-order completion seen through callbacks,
+ * destroy with callbacks in flight. */
 #include "helpers.h"
 
 #include <stdatomic.h>
@@ -244,5 +245,179 @@ Test(replay, stale_replay_poisons_its_postconditions) {
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+/* ---- completion order ---- */
+
+#define NORDER 200
+static _Atomic uint32_t log_n;
+static uint32_t log_r[NORDER];
+static _Atomic int32_t log_st[NORDER];
+static _Atomic uint32_t cb_runs[NORDER];
+static _Atomic uint32_t op_done[NORDER][2]; /* per replay and worker */
+static _Atomic int early_done = -1;          /* a replay done too soon */
+
+/* Busy for args[0] ns (interpolated per replay), then marks its replay. */
+static rp_status busy_arg_task(rp_task_ctx *ctx) {
+  const uint32_t *ns = rp_ctx_args(ctx, NULL);
+  busy_ns(*ns);
+  uint64_t r = rp_ctx_replay(ctx);
+  if (r < NORDER && rp_ctx_proc(ctx) < 2)
+    atomic_store(&op_done[r][rp_ctx_proc(ctx)], 1);
+  return RP_OK;
+}
+
+static void log_cb(void *arg, rp_status st) {
+  uint32_t r = (uint32_t)(uintptr_t)arg;
+  uint32_t i = atomic_fetch_add(&log_n, 1); /* the completion's position */
+  if (i < NORDER)
+    log_r[i] = r;
+  /* done means both of the replay's ops finished */
+  if (!atomic_load(&op_done[r][0]) || !atomic_load(&op_done[r][1]))
+    atomic_store(&early_done, (int)r);
+  atomic_store(&log_st[r], (int32_t)st);
+  atomic_fetch_add(&cb_runs[r], 1);
+}
+
+/* Two lanes, each op busy for its own per-replay time, so either lane may
+ * finish a replay last while the other runs up to 7 replays ahead. Each
+ * replay's lane-0 op waits for a precondition the host triggers only after
+ * attaching the callback, so no callback runs on the host at attach time:
+ * every one runs where the replay completes. The callbacks must come in
+ * issue order, once each, each after both of its replay's ops.
+ * (On CPU lanes the order also follows from the structure: the lane that
+ * completes replay r does so inline, before it can count down r + 1; the
+ * out-of-order hand-over in complete() serves GPU host callbacks.) */
+Test(replay, replays_complete_in_issue_order_under_varying_durations,
+     .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "busy.arg", busy_arg_task, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  uint32_t zero = 0;
+  rp_op_id op[2];
+  for (int i = 0; i < 2; i++) {
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = (rp_proc)i,
+                               .args = &zero, .args_size = sizeof zero},
+                               &op[i]));
+    RP_CHECK(rp_graph_add_interp(g, op[i], &(rp_interp){
+                                 (size_t)i * 4, 0, sizeof(uint32_t)}));
+  }
+  rp_port_id gate;
+  RP_CHECK(rp_graph_add_precondition(g, "gate", &gate));
+  RP_CHECK(rp_graph_bind_precondition(g, gate, op[0]));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 8}, &ex));
+  atomic_store(&log_n, 0);
+  static rp_event done[NORDER];
+  srand(99);
+  for (uint32_t r = 0; r < NORDER; r++) {
+    /* 0..60 us each, independently: the last lane changes at random */
+    uint32_t ns[2] = {(uint32_t)(rand() % 61) * 1000,
+                      (uint32_t)(rand() % 61) * 1000};
+    rp_event pre;
+    RP_CHECK(rp_event_create(rt, &pre));
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = ns,
+                       .args_size = sizeof ns, .pre = &pre, .npre = 1},
+                       &done[r]));
+    RP_CHECK(rp_event_on_complete(rt, done[r], log_cb,
+                                  (void *)(uintptr_t)r));
+    RP_CHECK(rp_event_trigger(rt, pre));
+    RP_CHECK(rp_event_release(rt, pre));
+  }
+  for (uint32_t r = 0; r < NORDER; r++) {
+    RP_EXPECT(rp_event_wait(rt, done[r], -1), RP_OK);
+    RP_CHECK(rp_event_release(rt, done[r]));
+  }
+  /* the last callback may still be returning: it ran before its replay
+   * counted as completed, and destroy waits for it in any case */
+  RP_CHECK(rp_exec_destroy(ex));
+  cr_assert_eq(atomic_load(&log_n), NORDER);
+  cr_assert_eq(atomic_load(&early_done), -1, "replay %d was done before "
+               "both of its ops finished", atomic_load(&early_done));
+  for (uint32_t i = 0; i < NORDER; i++) {
+    cr_assert_eq(log_r[i], i, "completion %u was replay %u", i, log_r[i]);
+    cr_assert_eq(atomic_load(&cb_runs[i]), 1);
+    cr_assert_eq(atomic_load(&log_st[i]), RP_OK);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* ---- destroy with callbacks in flight ---- */
+
+#define NFLIGHT 6
+static rp_exec *g_ex;
+static _Atomic int destroyed;
+static _Atomic int late_cb;
+static _Atomic uint32_t done_cbs[NFLIGHT], post_cbs[NFLIGHT];
+
+/* Slow for a callback (still not blocking) and touches the exec: had
+ * destroy returned (and freed it) before the callback finished, `late_cb`
+ * or AddressSanitizer would tell. */
+static void done_cb(void *arg, rp_status st) {
+  busy_ns(300000);
+  rp_exec_stats s;
+  if (rp_exec_stats_get(g_ex, &s) != RP_OK || atomic_load(&destroyed))
+    atomic_store(&late_cb, 1);
+  if (st == RP_OK)
+    atomic_fetch_add(&done_cbs[(uintptr_t)arg], 1);
+}
+
+static void post_cb(void *arg, rp_status st) {
+  busy_ns(100000);
+  if (atomic_load(&destroyed))
+    atomic_store(&late_cb, 1);
+  if (st == RP_OK)
+    atomic_fetch_add(&post_cbs[(uintptr_t)arg], 1);
+}
+
+static rp_status slow_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  busy_ns(1000000);
+  return RP_OK;
+}
+
+Test(replay, destroy_waits_for_every_callback_of_replays_in_flight) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "slow", slow_task, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &a));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1}, &b));
+  RP_CHECK(rp_graph_add_edge(g, a, b));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_postcondition(g, "a", &p));
+  RP_CHECK(rp_graph_bind_postcondition(g, p, a));
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 8}, &g_ex));
+  atomic_store(&destroyed, 0);
+  atomic_store(&late_cb, 0);
+  rp_event done[NFLIGHT], post[NFLIGHT];
+  for (uintptr_t r = 0; r < NFLIGHT; r++) {
+    RP_CHECK(rp_replay(g_ex, &(rp_replay_args){.post = &post[r], .npost = 1},
+                       &done[r]));
+    RP_CHECK(rp_event_on_complete(rt, done[r], done_cb, (void *)r));
+    RP_CHECK(rp_event_on_complete(rt, post[r], post_cb, (void *)r));
+  }
+  /* 6 replays of 2 ms each: most are still queued here */
+  RP_EXPECT(rp_event_query(rt, done[NFLIGHT - 1]), RP_EAGAIN);
+  RP_CHECK(rp_exec_destroy(g_ex));
+  atomic_store(&destroyed, 1);
+  for (int r = 0; r < NFLIGHT; r++) {
+    cr_assert_eq(atomic_load(&done_cbs[r]), 1, "done callback of replay %d "
+                 "ran %u times before destroy returned", r,
+                 atomic_load(&done_cbs[r]));
+    cr_assert_eq(atomic_load(&post_cbs[r]), 1, "post callback of replay %d "
+                 "ran %u times before destroy returned", r,
+                 atomic_load(&post_cbs[r]));
+    RP_EXPECT(rp_event_query(rt, done[r]), RP_OK);
+    RP_CHECK(rp_event_release(rt, done[r]));
+    RP_CHECK(rp_event_release(rt, post[r]));
+  }
+  usleep(2000); /* a callback still running now would flag itself */
+  cr_assert_eq(atomic_load(&late_cb), 0, "a callback ran after destroy");
+  RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
 }
