@@ -1,7 +1,10 @@
 /* The replay scheduler's contracts beyond the basic cases of test_replay.c:
  * postconditions at replay, in-order completion seen through callbacks,
- * destroy with callbacks in flight. */
+ * destroy with callbacks in flight, the placement reason in dumps, the
+ * hand-off and wake-up counters, and what steers placement. */
 #include "helpers.h"
+
+#include "engine/util.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -420,4 +423,306 @@ Test(replay, destroy_waits_for_every_callback_of_replays_in_flight) {
   cr_assert_eq(atomic_load(&late_cb), 0, "a callback ran after destroy");
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
+}
+
+/* ---- the placement reason in dumps ---- */
+
+static rp_status empty_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* The text of the dump's "placement:" line (static buffer). */
+static const char *placement_line(const rp_exec *ex, rp_dump_format fmt) {
+  static char line[512];
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_exec_dump(ex, f, fmt));
+  fclose(f);
+  const char *key = fmt == RP_DUMP_JSON ? "\"placement\": \"" : "placement: ";
+  const char *p = strstr(buf, key);
+  cr_assert_not_null(p, "no placement in the dump:\n%s", buf);
+  p += strlen(key);
+  size_t n = strcspn(p, fmt == RP_DUMP_JSON ? "\"" : "\n");
+  cr_assert_lt(n, sizeof line);
+  memcpy(line, p, n);
+  line[n] = 0;
+  free(buf);
+  return line;
+}
+
+Test(replay, dump_shows_the_placement_and_why_before_and_after_replacing) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task, 0); /* no cost hint */
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 8; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
+                               .proc = RP_PROC_ANY}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  const char *why = placement_line(ex, RP_DUMP_TEXT);
+  cr_assert(strstr(why, "initial") == why, "%s", why);
+  cr_assert(strstr(why, "default (1 us) costs") != NULL, "%s", why);
+  cr_assert(strstr(why, "edge cost 200 ns") != NULL, "%s", why);
+  cr_assert_str_eq(placement_line(ex, RP_DUMP_JSON), why);
+  for (int i = 0; i < 40; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_gt(s.replacements, 0);
+  cr_assert_eq(s.procs_used, 1);
+  why = placement_line(ex, RP_DUMP_TEXT);
+  /* the chosen candidate, then each trial's measured replay time */
+  cr_assert(strstr(why, "one worker") == why ||
+            strstr(why, "list scheduling on measured costs") == why,
+            "the reason names the chosen candidate: %s", why);
+  cr_assert(strstr(why, "after measuring replays:") != NULL, "%s", why);
+  cr_assert(strstr(why, " initial ") != NULL, "%s", why);
+  cr_assert(strstr(why, " ns") != NULL, "%s", why);
+  cr_assert_str_eq(placement_line(ex, RP_DUMP_JSON), why);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_TEXT));
+  fclose(f);
+  cr_assert(strstr(buf, "1 of 2 workers used") != NULL, "%s", buf);
+  free(buf);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+Test(replay, hinted_placement_says_so_and_never_changes) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task, 5000);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
+                               .proc = RP_PROC_ANY}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = 300}, &ex));
+  char before[512];
+  snprintf(before, sizeof before, "%s", placement_line(ex, RP_DUMP_TEXT));
+  cr_assert_str_eq(before, "initial: list scheduling on hinted costs, edge "
+                   "cost 300 ns");
+  for (int i = 0; i < 40; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  cr_assert_str_eq(placement_line(ex, RP_DUMP_TEXT), before);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replacements, 0);
+  cr_assert_eq(s.procs_used, 2);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* ---- hand-off and wake-up counters ---- */
+
+/* The consumer's worker announces itself (an `arrive` task that runs first
+ * in its lane) and the producer starts its busy time only then: on a
+ * loaded machine a worker may take milliseconds to wake up, and a consumer
+ * that arrives after its producer finished never waits. */
+static _Atomic uint64_t arrived;
+
+static rp_status arrive_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  atomic_fetch_add(&arrived, 1);
+  return RP_OK;
+}
+
+static rp_status produce_task(rp_task_ctx *ctx) {
+  const uint32_t *us = rp_ctx_args(ctx, NULL);
+  /* bounded (1 s): a placement bug shows as a failed count, not a hang */
+  uint64_t t0 = now_ns();
+  while (atomic_load(&arrived) <= rp_ctx_replay(ctx) &&
+         now_ns() - t0 < 1000000000ull)
+    ;
+  busy_ns((uint64_t)*us * 1000);
+  *(int64_t *)rp_ctx_ptr(ctx, 0) += 1;
+  return RP_OK;
+}
+
+static rp_status consume_task(rp_task_ctx *ctx) {
+  (void)rp_ctx_ptr(ctx, 0);
+  return RP_OK;
+}
+
+static rp_exec_stats run_edge(unsigned pp, unsigned pc, uint32_t us, int n) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id tp = reg(rt, "produce", produce_task, 0);
+  rp_task_id tc = reg(rt, "consume", consume_task, 0);
+  /* its high cost hint ranks it first in its lane */
+  rp_task_id ta = reg(rt, "arrive", arrive_task, 1000000);
+  atomic_store(&arrived, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  rp_access w = {x, RP_RW, 0}, rd = {x, RP_READ, 0};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = ta, .proc = pc}, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tp, .proc = pp,
+                          .accesses = &w, .naccess = 1, .args = &us,
+                          .args_size = sizeof us}, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tc, .proc = pc,
+                          .accesses = &rd, .naccess = 1}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int i = 0; i < n; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  int64_t v;
+  RP_CHECK(rp_instance_read(rt, x, &v, sizeof v));
+  cr_assert_eq(v, n);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.ops_run, 3ull * (uint64_t)n);
+  cr_assert_eq(atomic_load(&arrived), (uint64_t)n);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+  return s;
+}
+
+Test(replay, cross_worker_wait_counts_handoffs_same_worker_none) {
+  rp_exec_stats s = run_edge(0, 1, 200, 10);
+  cr_assert_eq(s.procs_used, 2);
+  cr_assert_gt(s.handoffs, 0, "a consumer on another worker waited for a "
+               "200 us producer 10 times and no hand-off was counted");
+  s = run_edge(0, 0, 200, 10);
+  cr_assert_eq(s.procs_used, 1);
+  cr_assert_eq(s.handoffs, 0, "same worker: in order, nothing to wait for");
+  cr_assert_eq(s.wakeups, 0);
+}
+
+/* 5 ms outlasts the default spin and yield bounds (10 us + 200 us of wall
+ * time): the consumer sleeps and is woken by the producer's publication. */
+Test(replay, consumer_that_sleeps_counts_wakeups) {
+  rp_exec_stats s = run_edge(0, 1, 5000, 5);
+  cr_assert_gt(s.wakeups, 0, "a consumer waited 5 x 5 ms without sleeping "
+               "(%llu hand-offs)", (unsigned long long)s.handoffs);
+  cr_assert_gt(s.handoffs, 0);
+}
+
+/* With the spin and yield bounds set to zero through the environment
+ * (read once per process, at the first wait: Criterion runs each test in
+ * a fresh process), a consumer sleeps as soon as it finds the producer
+ * not done, even behind a 150 us producer that the default bounds (210
+ * us) would mostly spin and yield through. */
+Test(replay, spin_and_yield_bounds_come_from_the_environment) {
+  setenv("REPRISE_SPIN_NS", "0", 1);
+  setenv("REPRISE_YIELD_NS", "0", 1);
+  const rp_tunables *tun = rp__tunables();
+  if (tun->spin_ns != 0 || tun->yield_ns != 0)
+    cr_skip_test("the tunables were read before this test (--no-fork?)");
+  rp_exec_stats s = run_edge(0, 1, 150, 20);
+  cr_assert_gt(s.wakeups, 0, "zero spin and yield bounds, 20 waits behind "
+               "a 150 us producer, and the consumer never slept (%llu "
+               "hand-offs)", (unsigned long long)s.handoffs);
+}
+
+/* ---- what steers placement ---- */
+
+static rp_exec_stats two_independent(uint64_t task_hint, uint64_t launch_hint,
+                                     int capture) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "work", empty_task, task_hint);
+  rp_graph *g;
+  rp_launch l = {.task = t, .proc = RP_PROC_ANY, .cost_ns = launch_hint};
+  if (capture) {
+    RP_CHECK(rp_capture_begin(rt, NULL));
+    RP_CHECK(rp_launch_task(rt, &l, NULL));
+    RP_CHECK(rp_launch_task(rt, &l, NULL));
+    RP_CHECK(rp_capture_end(rt, &g));
+  } else {
+    RP_CHECK(rp_graph_create(rt, &g));
+    RP_CHECK(rp_graph_add_task(g, &l, NULL));
+    RP_CHECK(rp_graph_add_task(g, &l, NULL));
+  }
+  rp_exec *ex;
+  /* no_replace: the hints alone decide */
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.no_replace = 1}, &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  rp_proc p0, p1;
+  RP_CHECK(rp_exec_op_proc(ex, 0, &p0));
+  RP_CHECK(rp_exec_op_proc(ex, 1, &p1));
+  cr_assert_eq(s.procs_used, p0 == p1 ? 1u : 2u);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  return s;
+}
+
+Test(replay, per_launch_cost_hint_steers_placement_like_the_task_hint) {
+  /* the registration hint: heavy spreads, tiny stays together */
+  cr_assert_eq(two_independent(50000, 0, 0).procs_used, 2);
+  cr_assert_eq(two_independent(10, 0, 0).procs_used, 1);
+  /* the launch hint alone does the same, recorded or built */
+  for (int capture = 0; capture < 2; capture++) {
+    cr_assert_eq(two_independent(0, 50000, capture).procs_used, 2,
+                 "capture %d: two 50 us launches", capture);
+    cr_assert_eq(two_independent(0, 10, capture).procs_used, 1,
+                 "capture %d: two 10 ns launches", capture);
+  }
+  /* and it overrides the task's hint */
+  cr_assert_eq(two_independent(50000, 10, 1).procs_used, 1);
+  cr_assert_eq(two_independent(10, 50000, 1).procs_used, 2);
+}
+
+/* A -> B, A -> C, each 5 us (hinted). A cheap edge spreads B and C over two
+ * workers; an edge dearer than running C after B keeps the fork on one. */
+static uint32_t fork_procs(uint64_t edge_cost_ns) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "work", empty_task, 5000);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b, c;
+  rp_launch l = {.task = t, .proc = RP_PROC_ANY};
+  RP_CHECK(rp_graph_add_task(g, &l, &a));
+  RP_CHECK(rp_graph_add_task(g, &l, &b));
+  RP_CHECK(rp_graph_add_task(g, &l, &c));
+  RP_CHECK(rp_graph_add_edge(g, a, b));
+  RP_CHECK(rp_graph_add_edge(g, a, c));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = edge_cost_ns},
+                          &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  char want[64];
+  snprintf(want, sizeof want, "edge cost %llu ns",
+           (unsigned long long)edge_cost_ns);
+  const char *why = placement_line(ex, RP_DUMP_TEXT);
+  cr_assert(strstr(why, want) != NULL, "%s", why);
+  /* it still runs correctly either way */
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  return s.procs_used;
+}
+
+Test(replay, edge_cost_option_keeps_a_fork_together_or_spreads_it) {
+  cr_assert_eq(fork_procs(1), 2, "a 1 ns edge: B and C in parallel");
+  cr_assert_eq(fork_procs(1000000), 1, "a 1 ms edge: the fork stays put");
 }
