@@ -967,6 +967,68 @@ Test(replay, capture_misuse_gets_clear_errors) {
   th_destroy(rt);
 }
 
+/* What a second thread gets while the first one's capture is open. */
+typedef struct second_thread {
+  rp_runtime *rt;
+  rp_status begin, end, abort_, pre;
+  char detail[256];
+} second_thread;
+
+static void *second_thread_capture(void *arg) {
+  second_thread *st = arg;
+  st->begin = rp_capture_begin(st->rt, NULL);
+  snprintf(st->detail, sizeof st->detail, "%s", rp_error_detail());
+  rp_graph *g = NULL;
+  st->end = rp_capture_end(st->rt, &g);
+  if (st->end == RP_OK)
+    rp_graph_destroy(g);
+  st->abort_ = rp_capture_abort(st->rt);
+  rp_event e;
+  st->pre = rp_capture_precondition(st->rt, "other", &e, NULL);
+  return NULL;
+}
+
+Test(replay, capture_begin_from_a_second_thread_fails_and_leaves_the_first) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event a, b;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, &a));
+  second_thread st = {.rt = rt};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, second_thread_capture, &st), 0);
+  pthread_join(th, NULL);
+  cr_assert_eq(st.begin, RP_ECAPTURE, "begin from a second thread: %s",
+               rp_status_name(st.begin));
+  cr_assert(strstr(st.detail, "capture") != NULL, "detail: '%s'", st.detail);
+  /* it has no capture of its own to end or abort, and cannot touch ours */
+  cr_assert_eq(st.end, RP_ECAPTURE);
+  cr_assert_eq(st.abort_, RP_ECAPTURE);
+  cr_assert_eq(st.pre, RP_ECAPTURE);
+  /* the first capture goes on as if nothing happened */
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0, .wait = a},
+                          &b));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 2);
+  cr_assert_eq(rp_graph_precondition_count(g), 0);
+  cr_assert(rp_graph_depends(g, 0, 1));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  /* once it ended, the second thread may capture */
+  pthread_create(&th, NULL, second_thread_capture, &st);
+  pthread_join(th, NULL);
+  cr_assert_eq(st.begin, RP_OK, "%s", st.detail);
+  cr_assert_eq(st.end, RP_OK, "it ended its own capture");
+  th_destroy(rt);
+}
+
 /* The same step, recorded and built: same ops, same transitive deps. */
 Test(replay, capture_and_builder_make_equivalent_graphs) {
   rp_runtime *rt = th_cpu_runtime(2);
