@@ -618,6 +618,78 @@ Test(replay, spmd_shards_get_disjoint_workspace_slices_per_replay_count) {
   th_destroy(rt);
 }
 
+/* A fixed shard count (no interpolation): every shard writes a per-replay
+ * marker over its whole slice and says where its slice is. */
+#define FSHARDS 6
+static void *slice_ptr[FSHARDS];
+static size_t slice_bytes[FSHARDS];
+
+static uint32_t slice_mark(uint64_t replay, uint32_t shard) {
+  return (uint32_t)replay * 16 + shard + 1;
+}
+
+static rp_status slice_task(rp_task_ctx *ctx) {
+  size_t bytes;
+  uint32_t *ws = rp_ctx_workspace(ctx, &bytes);
+  uint32_t sh = rp_ctx_shard(ctx);
+  if (sh >= FSHARDS || rp_ctx_shards(ctx) != FSHARDS || !ws)
+    return RP_EINVAL;
+  slice_ptr[sh] = ws;
+  slice_bytes[sh] = bytes;
+  uint32_t mark = slice_mark(rp_ctx_replay(ctx), sh);
+  for (size_t i = 0; i < bytes / 4; i++)
+    ws[i] = mark;
+  return RP_OK;
+}
+
+/* After each replay: the slices are aligned, at least the declared size,
+ * pairwise disjoint, and each holds only its own shard's marker of this
+ * replay (no shard wrote into another's slice, none was skipped). */
+Test(replay, spmd_fixed_shard_count_each_shard_owns_its_slice) {
+  rp_runtime *rt = th_cpu_runtime(3);
+  rp_task_id t = reg(rt, "slice", slice_task);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                             .shards = FSHARDS, .workspace_bytes = 1000,
+                             .workspace_align = 128, .cost_ns = 50000},
+                             NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.ops, FSHARDS);
+  cr_assert_gt(s.procs_used, 1, "50 us shards spread over the workers");
+  for (uint64_t r = 0; r < 4; r++) {
+    memset(slice_ptr, 0, sizeof slice_ptr);
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_EXPECT(rp_event_wait(rt, done, -1), RP_OK);
+    RP_CHECK(rp_event_release(rt, done));
+    for (uint32_t a = 0; a < FSHARDS; a++) {
+      char *pa = slice_ptr[a];
+      cr_assert_not_null(pa, "replay %llu: shard %u did not run",
+                         (unsigned long long)r, a);
+      cr_assert_geq(slice_bytes[a], 1000);
+      cr_assert_eq((uintptr_t)pa % 128, 0, "shard %u slice misaligned", a);
+      for (uint32_t b = 0; b < a; b++) {
+        char *pb = slice_ptr[b];
+        cr_assert(pa + slice_bytes[a] <= pb || pb + slice_bytes[b] <= pa,
+                  "slices of shards %u and %u overlap", b, a);
+      }
+      const uint32_t *w = (const uint32_t *)pa;
+      for (size_t i = 0; i < slice_bytes[a] / 4; i++)
+        if (w[i] != slice_mark(r, a))
+          cr_assert_fail("replay %llu: word %zu of shard %u's slice holds "
+                         "%#x, expected %#x", (unsigned long long)r, i, a,
+                         w[i], slice_mark(r, a));
+    }
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 static rp_status overrun_task(rp_task_ctx *ctx) {
   size_t bytes;
   char *ws = rp_ctx_workspace(ctx, &bytes);
