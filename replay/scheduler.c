@@ -629,6 +629,11 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
                (unsigned long long)r,
                (unsigned long long)((uint64_t)ex->insts[i].info.generation
                                         << 32 | ex->insts[i].slot));
+      /* no op runs: no postcondition was produced (relaxed: published
+       * with the slot by submit) */
+      for (uint32_t p = 0; p < ex->npost; p++)
+        atomic_store_explicit(&s->post_status[p], (int32_t)RP_ESTALE,
+                              memory_order_relaxed);
       break;
     }
 }

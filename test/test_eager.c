@@ -196,14 +196,52 @@ Test(eager, destroy_cancels_ops_waiting_on_untriggered_user_events) {
   cr_assert_eq(atomic_load(&runs[0]), 0);
 }
 
+/* Each shard fills its whole workspace slice with its own marker and says
+ * where the slice is; the last shard to finish (the workspace lives until
+ * then) checks every slice: aligned, disjoint from the others, holding
+ * only its shard's marker. */
+#define SPMD_N 6
+static void *spmd_ptr[SPMD_N];
+static size_t spmd_bytes[SPMD_N];
+static atomic_uint spmd_finished;
+static atomic_int spmd_verdict = -1; /* -1 unchecked, 0 ok, else bad shard+1 */
+
+static int32_t spmd_mark(uint32_t shard) { return (int32_t)(0x5100 + shard); }
+
+static int spmd_check_all(void) {
+  for (uint32_t a = 0; a < SPMD_N; a++) {
+    char *pa = spmd_ptr[a];
+    if (!pa || spmd_bytes[a] < 100 || (uintptr_t)pa % 64)
+      return (int)a + 1;
+    for (uint32_t b = 0; b < a; b++) {
+      char *pb = spmd_ptr[b];
+      if (!(pa + spmd_bytes[a] <= pb || pb + spmd_bytes[b] <= pa))
+        return (int)a + 1;
+    }
+    const int32_t *w = (const int32_t *)pa;
+    for (size_t i = 0; i < spmd_bytes[a] / sizeof *w; i++)
+      if (w[i] != spmd_mark(a))
+        return (int)a + 1;
+  }
+  return 0;
+}
+
 static rp_status spmd_task(rp_task_ctx *ctx) {
   int32_t *out = rp_ctx_ptr(ctx, 0);
   size_t wsb;
   int32_t *ws = rp_ctx_workspace(ctx, &wsb);
+  uint32_t sh = rp_ctx_shard(ctx);
+  if (sh >= SPMD_N)
+    return RP_EINVAL;
   for (size_t i = 0; i < wsb / sizeof *ws; i++)
-    ws[i] = (int32_t)rp_ctx_shard(ctx);
-  out[rp_ctx_shard(ctx)] = (int32_t)(rp_ctx_shard(ctx) * 10 +
-                                     rp_ctx_shards(ctx));
+    ws[i] = spmd_mark(sh);
+  spmd_ptr[sh] = ws;
+  spmd_bytes[sh] = wsb;
+  out[sh] = (int32_t)(sh * 10 + rp_ctx_shards(ctx));
+  /* acq_rel: the last shard sees every other shard's slice and writes */
+  if (atomic_fetch_add_explicit(&spmd_finished, 1, memory_order_acq_rel) ==
+      SPMD_N - 1)
+    atomic_store(&spmd_verdict, spmd_check_all());
   return RP_OK;
 }
 
@@ -212,19 +250,24 @@ Test(eager, spmd_launch_runs_every_shard_with_its_workspace) {
   rp_task_id t;
   RP_CHECK(rp_task_register(
       rt, &(rp_task_desc){.name = "spmd", .cpu_fn = spmd_task}, &t));
-  rp_rect r = rp_rect_1d(0, 5);
+  rp_rect r = rp_rect_1d(0, SPMD_N - 1);
   rp_inst out;
   RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &out));
   rp_access acc = {out, RP_WRITE, 0};
   rp_launch l = {.task = t, .proc = RP_PROC_ANY, .accesses = &acc,
-                 .naccess = 1, .shards = 6, .workspace_bytes = 100};
+                 .naccess = 1, .shards = SPMD_N, .workspace_bytes = 100};
   rp_event done;
   RP_CHECK(rp_launch_task(rt, &l, &done));
   RP_CHECK(rp_event_wait(rt, done, -1));
-  int32_t v[6];
+  int32_t v[SPMD_N];
   RP_CHECK(rp_instance_read(rt, out, v, sizeof v));
-  for (int i = 0; i < 6; i++)
-    cr_assert_eq(v[i], i * 10 + 6, "shard %d", i);
+  for (int i = 0; i < SPMD_N; i++)
+    cr_assert_eq(v[i], i * 10 + SPMD_N, "shard %d", i);
+  cr_assert_eq(atomic_load(&spmd_finished), SPMD_N);
+  int verdict = atomic_load(&spmd_verdict);
+  cr_assert_eq(verdict, 0, "shard %d's workspace slice is misaligned, "
+               "overlaps another or was written by another shard",
+               verdict - 1);
   rp_event_release(rt, done);
   RP_CHECK(rp_instance_free(rt, out));
   th_destroy(rt);

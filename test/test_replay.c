@@ -24,7 +24,15 @@ typedef struct dargs {
 
 static atomic_uint runs[MAXOPS];
 static atomic_uint seqno;
-static unsigned t_start[MAXOPS], t_end[MAXOPS];
+/* Sequence numbers of each op's start and end, per replay: replay r logs
+ * into row r % (RSLOTS - 1), eager runs into the last row. */
+#define RSLOTS 4
+static unsigned t_start[RSLOTS][MAXOPS], t_end[RSLOTS][MAXOPS];
+
+static unsigned rslot(const rp_task_ctx *ctx) {
+  uint64_t r = rp_ctx_replay(ctx);
+  return r == UINT64_MAX ? RSLOTS - 1 : (unsigned)(r % (RSLOTS - 1));
+}
 
 static uint64_t mix(uint64_t a, uint64_t b) {
   a ^= b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2);
@@ -33,7 +41,8 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 
 static rp_status data_task(rp_task_ctx *ctx) {
   const dargs *a = rp_ctx_args(ctx, NULL);
-  t_start[a->id] = atomic_fetch_add(&seqno, 1);
+  unsigned slot = rslot(ctx);
+  t_start[slot][a->id] = atomic_fetch_add(&seqno, 1);
   atomic_fetch_add(&runs[a->id], 1);
   uint64_t acc = a->id * 1000003ull + 17;
   uint32_t n = rp_ctx_access_count(ctx);
@@ -54,7 +63,7 @@ static rp_status data_task(rp_task_ctx *ctx) {
     else if (privs[i] == RP_REDUCE)
       __atomic_fetch_add(p, (int64_t)(acc & 0xffff), __ATOMIC_RELAXED);
   }
-  t_end[a->id] = atomic_fetch_add(&seqno, 1);
+  t_end[slot][a->id] = atomic_fetch_add(&seqno, 1);
   return RP_OK;
 }
 
@@ -147,6 +156,49 @@ static void reset_runs(void) {
     atomic_store(&runs[i], 0);
 }
 
+/* Every edge's order held in the n replays of the differential test (in
+ * flight together), replay r + 1 counting as the step after replay r (it
+ * must see r's results). Per instance, the accesses of n eager steps in a
+ * row fall into epochs: a run of reads, a run of reductions, or one write;
+ * an access conflicts with every access of the other epochs, and edges
+ * order exactly those pairs. So it is enough (and linear) to check that
+ * each access started after every access of the previous epoch ended: end
+ * before start is transitive. */
+typedef struct epoch {
+  int kind; /* RP_READ, RP_REDUCE, or RP_WRITE for a writer */
+  unsigned cur_end, prev_end;
+  int have_prev;
+  uint32_t cur_op, prev_op;
+  int cur_r, prev_r;
+} epoch;
+
+static void check_edge_order(const rdag *d, int dag, int n) {
+  for (uint32_t i = 0; i < d->ninst; i++) {
+    epoch e = {.kind = -1};
+    for (int r = 0; r < n; r++)
+      for (uint32_t k = 0; k < d->n; k++)
+        for (uint32_t j = 0; j < d->nacc[k]; j++) {
+          if (d->acc[k][j].inst.id != i)
+            continue;
+          rp_privilege p = d->acc[k][j].priv;
+          int kind = p == RP_READ || p == RP_REDUCE ? (int)p : RP_WRITE;
+          unsigned st = t_start[r][k], en = t_end[r][k];
+          if (kind != e.kind || kind == RP_WRITE) { /* a new epoch */
+            e.have_prev = e.kind >= 0;
+            e.prev_end = e.cur_end, e.prev_op = e.cur_op, e.prev_r = e.cur_r;
+            e.kind = kind;
+            e.cur_end = en, e.cur_op = k, e.cur_r = r;
+          } else if (en > e.cur_end) {
+            e.cur_end = en, e.cur_op = k, e.cur_r = r;
+          }
+          if (e.have_prev && !(e.prev_end < st))
+            cr_assert_fail("dag %d instance %u: op %u of replay %d started "
+                           "before op %u of replay %d ended", dag, i, k, r,
+                           e.prev_op, e.prev_r);
+        }
+  }
+}
+
 Test(replay, differential_random_dags_match_eager, .timeout = 900) {
   static rdag d;
   srand(777);
@@ -206,6 +258,7 @@ Test(replay, differential_random_dags_match_eager, .timeout = 900) {
       cr_assert_eq(atomic_load(&runs[k]), (unsigned)N,
                    "dag %d op %u ran %u times", dag, k,
                    atomic_load(&runs[k]));
+    check_edge_order(&d, dag, N); /* N <= RSLOTS - 1 rows */
     read_all(&w, d.ninst, got);
     for (uint32_t i = 0; i < d.ninst; i++)
       cr_assert_eq(got[i], want[i], "dag %d (%u ops, %u workers, ports %d): "
@@ -257,7 +310,8 @@ Test(replay, edges_order_holds_in_every_replay, .timeout = 300) {
       for (uint32_t to = 0; to < d.n; to++)
         for (uint32_t from = 0; from < to; from++)
           if (conflict(&d, from, to))
-            cr_assert_lt(t_end[from], t_start[to],
+            cr_assert_lt(t_end[r % (RSLOTS - 1)][from],
+                         t_start[r % (RSLOTS - 1)][to],
                          "dag %d replay %d: edge %u -> %u violated", dag, r,
                          from, to);
     }
@@ -561,6 +615,78 @@ Test(replay, spmd_shards_get_disjoint_workspace_slices_per_replay_count) {
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, cnt));
+  th_destroy(rt);
+}
+
+/* A fixed shard count (no interpolation): every shard writes a per-replay
+ * marker over its whole slice and says where its slice is. */
+#define FSHARDS 6
+static void *slice_ptr[FSHARDS];
+static size_t slice_bytes[FSHARDS];
+
+static uint32_t slice_mark(uint64_t replay, uint32_t shard) {
+  return (uint32_t)replay * 16 + shard + 1;
+}
+
+static rp_status slice_task(rp_task_ctx *ctx) {
+  size_t bytes;
+  uint32_t *ws = rp_ctx_workspace(ctx, &bytes);
+  uint32_t sh = rp_ctx_shard(ctx);
+  if (sh >= FSHARDS || rp_ctx_shards(ctx) != FSHARDS || !ws)
+    return RP_EINVAL;
+  slice_ptr[sh] = ws;
+  slice_bytes[sh] = bytes;
+  uint32_t mark = slice_mark(rp_ctx_replay(ctx), sh);
+  for (size_t i = 0; i < bytes / 4; i++)
+    ws[i] = mark;
+  return RP_OK;
+}
+
+/* After each replay: the slices are aligned, at least the declared size,
+ * pairwise disjoint, and each holds only its own shard's marker of this
+ * replay (no shard wrote into another's slice, none was skipped). */
+Test(replay, spmd_fixed_shard_count_each_shard_owns_its_slice) {
+  rp_runtime *rt = th_cpu_runtime(3);
+  rp_task_id t = reg(rt, "slice", slice_task);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                             .shards = FSHARDS, .workspace_bytes = 1000,
+                             .workspace_align = 128, .cost_ns = 50000},
+                             NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.ops, FSHARDS);
+  cr_assert_gt(s.procs_used, 1, "50 us shards spread over the workers");
+  for (uint64_t r = 0; r < 4; r++) {
+    memset(slice_ptr, 0, sizeof slice_ptr);
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_EXPECT(rp_event_wait(rt, done, -1), RP_OK);
+    RP_CHECK(rp_event_release(rt, done));
+    for (uint32_t a = 0; a < FSHARDS; a++) {
+      char *pa = slice_ptr[a];
+      cr_assert_not_null(pa, "replay %llu: shard %u did not run",
+                         (unsigned long long)r, a);
+      cr_assert_geq(slice_bytes[a], 1000);
+      cr_assert_eq((uintptr_t)pa % 128, 0, "shard %u slice misaligned", a);
+      for (uint32_t b = 0; b < a; b++) {
+        char *pb = slice_ptr[b];
+        cr_assert(pa + slice_bytes[a] <= pb || pb + slice_bytes[b] <= pa,
+                  "slices of shards %u and %u overlap", b, a);
+      }
+      const uint32_t *w = (const uint32_t *)pa;
+      for (size_t i = 0; i < slice_bytes[a] / 4; i++)
+        if (w[i] != slice_mark(r, a))
+          cr_assert_fail("replay %llu: word %zu of shard %u's slice holds "
+                         "%#x, expected %#x", (unsigned long long)r, i, a,
+                         w[i], slice_mark(r, a));
+    }
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
 }
 
@@ -910,6 +1036,68 @@ Test(replay, capture_misuse_gets_clear_errors) {
   rp_event_trigger(rt, e);
   rp_event_release(rt, e);
   RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* What a second thread gets while the first one's capture is open. */
+typedef struct second_thread {
+  rp_runtime *rt;
+  rp_status begin, end, abort_, pre;
+  char detail[256];
+} second_thread;
+
+static void *second_thread_capture(void *arg) {
+  second_thread *st = arg;
+  st->begin = rp_capture_begin(st->rt, NULL);
+  snprintf(st->detail, sizeof st->detail, "%s", rp_error_detail());
+  rp_graph *g = NULL;
+  st->end = rp_capture_end(st->rt, &g);
+  if (st->end == RP_OK)
+    rp_graph_destroy(g);
+  st->abort_ = rp_capture_abort(st->rt);
+  rp_event e;
+  st->pre = rp_capture_precondition(st->rt, "other", &e, NULL);
+  return NULL;
+}
+
+Test(replay, capture_begin_from_a_second_thread_fails_and_leaves_the_first) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event a, b;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, &a));
+  second_thread st = {.rt = rt};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, second_thread_capture, &st), 0);
+  pthread_join(th, NULL);
+  cr_assert_eq(st.begin, RP_ECAPTURE, "begin from a second thread: %s",
+               rp_status_name(st.begin));
+  cr_assert(strstr(st.detail, "capture") != NULL, "detail: '%s'", st.detail);
+  /* it has no capture of its own to end or abort, and cannot touch ours */
+  cr_assert_eq(st.end, RP_ECAPTURE);
+  cr_assert_eq(st.abort_, RP_ECAPTURE);
+  cr_assert_eq(st.pre, RP_ECAPTURE);
+  /* the first capture goes on as if nothing happened */
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0, .wait = a},
+                          &b));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 2);
+  cr_assert_eq(rp_graph_precondition_count(g), 0);
+  cr_assert(rp_graph_depends(g, 0, 1));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  /* once it ended, the second thread may capture */
+  pthread_create(&th, NULL, second_thread_capture, &st);
+  pthread_join(th, NULL);
+  cr_assert_eq(st.begin, RP_OK, "%s", st.detail);
+  cr_assert_eq(st.end, RP_OK, "it ended its own capture");
   th_destroy(rt);
 }
 

@@ -1,0 +1,728 @@
+/* The replay scheduler's contracts beyond the basic cases of test_replay.c:
+ * postconditions at replay, in-order completion seen through callbacks,
+ * destroy with callbacks in flight, the placement reason in dumps, the
+ * hand-off and wake-up counters, and what steers placement. */
+#include "helpers.h"
+
+#include "engine/util.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn fn,
+                      uint64_t cost_ns) {
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn,
+                            .cost_ns = cost_ns}, &t));
+  return t;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Busy, not asleep: the worker stays on its core, as a real kernel would. */
+static void busy_ns(uint64_t ns) {
+  uint64_t t0 = now_ns();
+  while (now_ns() - t0 < ns)
+    ;
+}
+
+/* ---- postconditions ---- */
+
+/* Waits args.delay_us, then writes args.val (interpolated per replay) into
+ * its first access; args.fail != 0 fails it instead (RP_ETASK). */
+typedef struct wargs {
+  int64_t val;
+  uint32_t delay_us;
+  int32_t fail;
+} wargs;
+
+static rp_status write_task(rp_task_ctx *ctx) {
+  const wargs *a = rp_ctx_args(ctx, NULL);
+  if (a->delay_us)
+    busy_ns((uint64_t)a->delay_us * 1000);
+  if (a->fail)
+    return RP_ETASK;
+  *(int64_t *)rp_ctx_ptr(ctx, 0) = a->val;
+  return RP_OK;
+}
+
+/* On one worker: op A (2 ms, then writes x) feeds postcondition "x"; op B
+ * writes y but waits for precondition "gate". The post event must trigger
+ * once A finished, with A's value visible, while B still waits (the replay
+ * is not done): a post delivered at replay completion would hang here. */
+Test(replay, postcondition_triggers_after_its_ops_before_unrelated_ops) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "write", write_task, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x, y;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &y));
+  rp_access ax = {x, RP_WRITE, 0}, ay = {y, RP_WRITE, 0};
+  wargs wa = {-1, 2000, 0}, wb = {-1, 0, 0};
+  rp_interp ipa = {0, offsetof(wargs, val), sizeof(int64_t)};
+  rp_interp ipb = {8, offsetof(wargs, val), sizeof(int64_t)};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event gate, a_ref;
+  RP_CHECK(rp_capture_precondition(rt, "gate", &gate, NULL));
+  /* B first in program order: the lane still runs A before B, because A
+   * does not depend on a precondition */
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
+                          .accesses = &ay, .naccess = 1, .args = &wb,
+                          .args_size = sizeof wb, .interps = &ipb,
+                          .ninterp = 1, .wait = gate}, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
+                          .accesses = &ax, .naccess = 1, .args = &wa,
+                          .args_size = sizeof wa, .interps = &ipa,
+                          .ninterp = 1}, &a_ref));
+  uint32_t port;
+  RP_CHECK(rp_capture_postcondition(rt, "x", &a_ref, 1, &port));
+  cr_assert_eq(port, 0);
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_postcondition_count(g), 1);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int64_t k = 0; k < 4; k++) {
+    int64_t vals[2] = {100 + k, 200 + k};
+    rp_event pre, post, done;
+    RP_CHECK(rp_event_create(rt, &pre));
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = vals,
+                       .args_size = sizeof vals, .pre = &pre, .npre = 1,
+                       .post = &post, .npost = 1}, &done));
+    RP_EXPECT(rp_event_wait(rt, post, 10000000000ll), RP_OK);
+    int64_t got;
+    RP_CHECK(rp_instance_read(rt, x, &got, sizeof got));
+    cr_assert_eq(got, 100 + k, "replay %lld: post fired before its op's "
+                 "write was visible (x = %lld)", (long long)k,
+                 (long long)got);
+    RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
+    RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
+    cr_assert_eq(got, k ? 200 + k - 1 : 0, "replay %lld: the gated op ran",
+                 (long long)k);
+    RP_CHECK(rp_event_trigger(rt, pre));
+    RP_EXPECT(rp_event_wait(rt, done, -1), RP_OK);
+    RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
+    cr_assert_eq(got, 200 + k);
+    RP_CHECK(rp_event_release(rt, pre));
+    RP_CHECK(rp_event_release(rt, post));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  /* asking for the wrong number of post events changes nothing */
+  rp_event pre, posts[2], done;
+  RP_CHECK(rp_event_create(rt, &pre));
+  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.pre = &pre, .npre = 1,
+                      .post = posts, .npost = 2}, &done), RP_EPORT);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, 4);
+  RP_CHECK(rp_event_release(rt, pre));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+}
+
+/* F (worker 0) fails on demand; H (worker 1) reads what F wrote; G (worker
+ * 1) is independent. Posts: "f" <- F, "h" <- H, "g" <- G, "fg" <- F and G.
+ * A failing F poisons "f", "h" (its dependent was skipped), "fg" and the
+ * done event with F's error; "g" still triggers, with G's value visible.
+ * The next replay triggers them all. */
+Test(replay, failing_op_poisons_its_postconditions_only_then_next_works) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "write", write_task, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x, y, z;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &y));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &z));
+  rp_access af = {x, RP_WRITE, 0}, ag = {y, RP_WRITE, 0};
+  rp_access ah[2] = {{z, RP_WRITE, 0}, {x, RP_READ, 0}};
+  wargs w0 = {7, 0, 0}, wg = {-1, 0, 0}, wh = {9, 0, 0};
+  rp_interp ipf = {0, offsetof(wargs, fail), sizeof(int32_t)};
+  rp_interp ipg = {8, offsetof(wargs, val), sizeof(int64_t)};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id F, G, H;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
+                             .accesses = &af, .naccess = 1, .args = &w0,
+                             .args_size = sizeof w0}, &F));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1,
+                             .accesses = &ag, .naccess = 1, .args = &wg,
+                             .args_size = sizeof wg}, &G));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1,
+                             .accesses = ah, .naccess = 2, .args = &wh,
+                             .args_size = sizeof wh}, &H));
+  RP_CHECK(rp_graph_add_edge(g, F, H));
+  RP_CHECK(rp_graph_add_interp(g, F, &ipf));
+  RP_CHECK(rp_graph_add_interp(g, G, &ipg));
+  enum { PF, PH, PG, PFG, NP };
+  rp_port_id p[NP];
+  static const char *names[NP] = {"f", "h", "g", "fg"};
+  for (int i = 0; i < NP; i++) {
+    RP_CHECK(rp_graph_add_postcondition(g, names[i], &p[i]));
+    cr_assert_eq(p[i], (rp_port_id)i);
+  }
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PF], F));
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PH], H));
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PG], G));
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PFG], F));
+  RP_CHECK(rp_graph_bind_postcondition(g, p[PFG], G));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int k = 0; k < 4; k++) {
+    int fail = k % 2 == 0; /* fail, ok, fail, ok */
+    struct {
+      int32_t fail, pad;
+      int64_t gval;
+    } a = {fail, 0, 1000 + k};
+    rp_event post[NP], done;
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a,
+                       .post = post, .npost = NP}, &done));
+    RP_EXPECT(rp_event_wait(rt, post[PG], 10000000000ll), RP_OK);
+    int64_t got;
+    RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
+    cr_assert_eq(got, 1000 + k, "replay %d: 'g' fired before G's write", k);
+    rp_status want = fail ? RP_ETASK : RP_OK;
+    for (int i = 0; i < NP; i++)
+      cr_assert_eq(rp_event_wait(rt, post[i], 10000000000ll),
+                   i == PG ? RP_OK : want, "replay %d post '%s': %s", k,
+                   names[i], rp_status_name(rp_event_query(rt, post[i])));
+    RP_EXPECT(rp_event_wait(rt, done, -1), want);
+    if (fail)
+      cr_assert(strstr(rp_exec_error_detail(ex), "op 0") != NULL, "%s",
+                rp_exec_error_detail(ex));
+    RP_CHECK(rp_instance_read(rt, z, &got, sizeof got));
+    cr_assert_eq(got, k == 0 ? 0 : 9, "replay %d: H ran after F failed", k);
+    for (int i = 0; i < NP; i++)
+      RP_CHECK(rp_event_release(rt, post[i]));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.ops_skipped, 2, "H skipped in the two failing replays");
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  RP_CHECK(rp_instance_free(rt, z));
+  th_destroy(rt);
+}
+
+/* A replay that runs nothing because an instance went stale must not
+ * report its postconditions as produced. */
+Test(replay, stale_replay_poisons_its_postconditions) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "write", write_task, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  rp_access ax = {x, RP_WRITE, 0};
+  wargs wa = {5, 0, 0};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
+                             .accesses = &ax, .naccess = 1, .args = &wa,
+                             .args_size = sizeof wa}, &a));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_postcondition(g, "out", &p));
+  RP_CHECK(rp_graph_bind_postcondition(g, p, a));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_instance_realloc(rt, &x));
+  rp_event post, done;
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.post = &post, .npost = 1},
+                     &done));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_ESTALE);
+  RP_EXPECT(rp_event_wait(rt, post, -1), RP_ESTALE);
+  RP_CHECK(rp_event_release(rt, post));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+/* ---- completion order ---- */
+
+#define NORDER 200
+static _Atomic uint32_t log_n;
+static uint32_t log_r[NORDER];
+static _Atomic int32_t log_st[NORDER];
+static _Atomic uint32_t cb_runs[NORDER];
+static _Atomic uint32_t op_done[NORDER][2]; /* per replay and worker */
+static _Atomic int early_done = -1;          /* a replay done too soon */
+
+/* Busy for args[0] ns (interpolated per replay), then marks its replay. */
+static rp_status busy_arg_task(rp_task_ctx *ctx) {
+  const uint32_t *ns = rp_ctx_args(ctx, NULL);
+  busy_ns(*ns);
+  uint64_t r = rp_ctx_replay(ctx);
+  if (r < NORDER && rp_ctx_proc(ctx) < 2)
+    atomic_store(&op_done[r][rp_ctx_proc(ctx)], 1);
+  return RP_OK;
+}
+
+static void log_cb(void *arg, rp_status st) {
+  uint32_t r = (uint32_t)(uintptr_t)arg;
+  uint32_t i = atomic_fetch_add(&log_n, 1); /* the completion's position */
+  if (i < NORDER)
+    log_r[i] = r;
+  /* done means both of the replay's ops finished */
+  if (!atomic_load(&op_done[r][0]) || !atomic_load(&op_done[r][1]))
+    atomic_store(&early_done, (int)r);
+  atomic_store(&log_st[r], (int32_t)st);
+  atomic_fetch_add(&cb_runs[r], 1);
+}
+
+/* Two lanes, each op busy for its own per-replay time, so either lane may
+ * finish a replay last while the other runs up to 7 replays ahead. Each
+ * replay's lane-0 op waits for a precondition the host triggers only after
+ * attaching the callback, so no callback runs on the host at attach time:
+ * every one runs where the replay completes. The callbacks must come in
+ * issue order, once each, each after both of its replay's ops.
+ * (On CPU lanes the order also follows from the structure: the lane that
+ * completes replay r does so inline, before it can count down r + 1; the
+ * out-of-order hand-over in complete() serves GPU host callbacks.) */
+Test(replay, replays_complete_in_issue_order_under_varying_durations,
+     .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "busy.arg", busy_arg_task, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  uint32_t zero = 0;
+  rp_op_id op[2];
+  for (int i = 0; i < 2; i++) {
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = (rp_proc)i,
+                               .args = &zero, .args_size = sizeof zero},
+                               &op[i]));
+    RP_CHECK(rp_graph_add_interp(g, op[i], &(rp_interp){
+                                 (size_t)i * 4, 0, sizeof(uint32_t)}));
+  }
+  rp_port_id gate;
+  RP_CHECK(rp_graph_add_precondition(g, "gate", &gate));
+  RP_CHECK(rp_graph_bind_precondition(g, gate, op[0]));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 8}, &ex));
+  atomic_store(&log_n, 0);
+  static rp_event done[NORDER];
+  srand(99);
+  for (uint32_t r = 0; r < NORDER; r++) {
+    /* 0..60 us each, independently: the last lane changes at random */
+    uint32_t ns[2] = {(uint32_t)(rand() % 61) * 1000,
+                      (uint32_t)(rand() % 61) * 1000};
+    rp_event pre;
+    RP_CHECK(rp_event_create(rt, &pre));
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = ns,
+                       .args_size = sizeof ns, .pre = &pre, .npre = 1},
+                       &done[r]));
+    RP_CHECK(rp_event_on_complete(rt, done[r], log_cb,
+                                  (void *)(uintptr_t)r));
+    RP_CHECK(rp_event_trigger(rt, pre));
+    RP_CHECK(rp_event_release(rt, pre));
+  }
+  for (uint32_t r = 0; r < NORDER; r++) {
+    RP_EXPECT(rp_event_wait(rt, done[r], -1), RP_OK);
+    RP_CHECK(rp_event_release(rt, done[r]));
+  }
+  /* the last callback may still be returning: it ran before its replay
+   * counted as completed, and destroy waits for it in any case */
+  RP_CHECK(rp_exec_destroy(ex));
+  cr_assert_eq(atomic_load(&log_n), NORDER);
+  cr_assert_eq(atomic_load(&early_done), -1, "replay %d was done before "
+               "both of its ops finished", atomic_load(&early_done));
+  for (uint32_t i = 0; i < NORDER; i++) {
+    cr_assert_eq(log_r[i], i, "completion %u was replay %u", i, log_r[i]);
+    cr_assert_eq(atomic_load(&cb_runs[i]), 1);
+    cr_assert_eq(atomic_load(&log_st[i]), RP_OK);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* ---- destroy with callbacks in flight ---- */
+
+#define NFLIGHT 6
+static rp_exec *g_ex;
+static _Atomic int destroyed;
+static _Atomic int late_cb;
+static _Atomic uint32_t done_cbs[NFLIGHT], post_cbs[NFLIGHT];
+
+/* Slow for a callback (still not blocking) and touches the exec: had
+ * destroy returned (and freed it) before the callback finished, `late_cb`
+ * or AddressSanitizer would tell. */
+static void done_cb(void *arg, rp_status st) {
+  busy_ns(300000);
+  rp_exec_stats s;
+  if (rp_exec_stats_get(g_ex, &s) != RP_OK || atomic_load(&destroyed))
+    atomic_store(&late_cb, 1);
+  if (st == RP_OK)
+    atomic_fetch_add(&done_cbs[(uintptr_t)arg], 1);
+}
+
+static void post_cb(void *arg, rp_status st) {
+  busy_ns(100000);
+  if (atomic_load(&destroyed))
+    atomic_store(&late_cb, 1);
+  if (st == RP_OK)
+    atomic_fetch_add(&post_cbs[(uintptr_t)arg], 1);
+}
+
+static rp_status slow_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  busy_ns(1000000);
+  return RP_OK;
+}
+
+Test(replay, destroy_waits_for_every_callback_of_replays_in_flight) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "slow", slow_task, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &a));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1}, &b));
+  RP_CHECK(rp_graph_add_edge(g, a, b));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_postcondition(g, "a", &p));
+  RP_CHECK(rp_graph_bind_postcondition(g, p, a));
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 8}, &g_ex));
+  atomic_store(&destroyed, 0);
+  atomic_store(&late_cb, 0);
+  rp_event done[NFLIGHT], post[NFLIGHT];
+  for (uintptr_t r = 0; r < NFLIGHT; r++) {
+    RP_CHECK(rp_replay(g_ex, &(rp_replay_args){.post = &post[r], .npost = 1},
+                       &done[r]));
+    RP_CHECK(rp_event_on_complete(rt, done[r], done_cb, (void *)r));
+    RP_CHECK(rp_event_on_complete(rt, post[r], post_cb, (void *)r));
+  }
+  /* 6 replays of 2 ms each: most are still queued here */
+  RP_EXPECT(rp_event_query(rt, done[NFLIGHT - 1]), RP_EAGAIN);
+  RP_CHECK(rp_exec_destroy(g_ex));
+  atomic_store(&destroyed, 1);
+  for (int r = 0; r < NFLIGHT; r++) {
+    cr_assert_eq(atomic_load(&done_cbs[r]), 1, "done callback of replay %d "
+                 "ran %u times before destroy returned", r,
+                 atomic_load(&done_cbs[r]));
+    cr_assert_eq(atomic_load(&post_cbs[r]), 1, "post callback of replay %d "
+                 "ran %u times before destroy returned", r,
+                 atomic_load(&post_cbs[r]));
+    RP_EXPECT(rp_event_query(rt, done[r]), RP_OK);
+    RP_CHECK(rp_event_release(rt, done[r]));
+    RP_CHECK(rp_event_release(rt, post[r]));
+  }
+  usleep(2000); /* a callback still running now would flag itself */
+  cr_assert_eq(atomic_load(&late_cb), 0, "a callback ran after destroy");
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* ---- the placement reason in dumps ---- */
+
+static rp_status empty_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* The text of the dump's "placement:" line (static buffer). */
+static const char *placement_line(const rp_exec *ex, rp_dump_format fmt) {
+  static char line[512];
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_exec_dump(ex, f, fmt));
+  fclose(f);
+  const char *key = fmt == RP_DUMP_JSON ? "\"placement\": \"" : "placement: ";
+  const char *p = strstr(buf, key);
+  cr_assert_not_null(p, "no placement in the dump:\n%s", buf);
+  p += strlen(key);
+  size_t n = strcspn(p, fmt == RP_DUMP_JSON ? "\"" : "\n");
+  cr_assert_lt(n, sizeof line);
+  memcpy(line, p, n);
+  line[n] = 0;
+  free(buf);
+  return line;
+}
+
+Test(replay, dump_shows_the_placement_and_why_before_and_after_replacing) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task, 0); /* no cost hint */
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 8; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
+                               .proc = RP_PROC_ANY}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  const char *why = placement_line(ex, RP_DUMP_TEXT);
+  cr_assert(strstr(why, "initial") == why, "%s", why);
+  cr_assert(strstr(why, "default (1 us) costs") != NULL, "%s", why);
+  cr_assert(strstr(why, "edge cost 200 ns") != NULL, "%s", why);
+  cr_assert_str_eq(placement_line(ex, RP_DUMP_JSON), why);
+  for (int i = 0; i < 40; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_gt(s.replacements, 0);
+  cr_assert_eq(s.procs_used, 1);
+  why = placement_line(ex, RP_DUMP_TEXT);
+  /* the chosen candidate, then each trial's measured replay time */
+  cr_assert(strstr(why, "one worker") == why ||
+            strstr(why, "list scheduling on measured costs") == why,
+            "the reason names the chosen candidate: %s", why);
+  cr_assert(strstr(why, "after measuring replays:") != NULL, "%s", why);
+  cr_assert(strstr(why, " initial ") != NULL, "%s", why);
+  cr_assert(strstr(why, " ns") != NULL, "%s", why);
+  cr_assert_str_eq(placement_line(ex, RP_DUMP_JSON), why);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_TEXT));
+  fclose(f);
+  cr_assert(strstr(buf, "1 of 2 workers used") != NULL, "%s", buf);
+  free(buf);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+Test(replay, hinted_placement_says_so_and_never_changes) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task, 5000);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
+                               .proc = RP_PROC_ANY}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = 300}, &ex));
+  char before[512];
+  snprintf(before, sizeof before, "%s", placement_line(ex, RP_DUMP_TEXT));
+  cr_assert_str_eq(before, "initial: list scheduling on hinted costs, edge "
+                   "cost 300 ns");
+  for (int i = 0; i < 40; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  cr_assert_str_eq(placement_line(ex, RP_DUMP_TEXT), before);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replacements, 0);
+  cr_assert_eq(s.procs_used, 2);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* ---- hand-off and wake-up counters ---- */
+
+/* The consumer's worker announces itself (an `arrive` task that runs first
+ * in its lane) and the producer starts its busy time only then: on a
+ * loaded machine a worker may take milliseconds to wake up, and a consumer
+ * that arrives after its producer finished never waits. */
+static _Atomic uint64_t arrived;
+
+static rp_status arrive_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  atomic_fetch_add(&arrived, 1);
+  return RP_OK;
+}
+
+static rp_status produce_task(rp_task_ctx *ctx) {
+  const uint32_t *us = rp_ctx_args(ctx, NULL);
+  /* bounded (1 s): a placement bug shows as a failed count, not a hang */
+  uint64_t t0 = now_ns();
+  while (atomic_load(&arrived) <= rp_ctx_replay(ctx) &&
+         now_ns() - t0 < 1000000000ull)
+    ;
+  busy_ns((uint64_t)*us * 1000);
+  *(int64_t *)rp_ctx_ptr(ctx, 0) += 1;
+  return RP_OK;
+}
+
+static rp_status consume_task(rp_task_ctx *ctx) {
+  (void)rp_ctx_ptr(ctx, 0);
+  return RP_OK;
+}
+
+static rp_exec_stats run_edge(unsigned pp, unsigned pc, uint32_t us, int n) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id tp = reg(rt, "produce", produce_task, 0);
+  rp_task_id tc = reg(rt, "consume", consume_task, 0);
+  /* its high cost hint ranks it first in its lane */
+  rp_task_id ta = reg(rt, "arrive", arrive_task, 1000000);
+  atomic_store(&arrived, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  rp_access w = {x, RP_RW, 0}, rd = {x, RP_READ, 0};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = ta, .proc = pc}, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tp, .proc = pp,
+                          .accesses = &w, .naccess = 1, .args = &us,
+                          .args_size = sizeof us}, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tc, .proc = pc,
+                          .accesses = &rd, .naccess = 1}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int i = 0; i < n; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  int64_t v;
+  RP_CHECK(rp_instance_read(rt, x, &v, sizeof v));
+  cr_assert_eq(v, n);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.ops_run, 3ull * (uint64_t)n);
+  cr_assert_eq(atomic_load(&arrived), (uint64_t)n);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+  return s;
+}
+
+Test(replay, cross_worker_wait_counts_handoffs_same_worker_none) {
+  rp_exec_stats s = run_edge(0, 1, 200, 10);
+  cr_assert_eq(s.procs_used, 2);
+  cr_assert_gt(s.handoffs, 0, "a consumer on another worker waited for a "
+               "200 us producer 10 times and no hand-off was counted");
+  s = run_edge(0, 0, 200, 10);
+  cr_assert_eq(s.procs_used, 1);
+  cr_assert_eq(s.handoffs, 0, "same worker: in order, nothing to wait for");
+  cr_assert_eq(s.wakeups, 0);
+}
+
+/* 5 ms outlasts the default spin and yield bounds (10 us + 200 us of wall
+ * time): the consumer sleeps and is woken by the producer's publication. */
+Test(replay, consumer_that_sleeps_counts_wakeups) {
+  rp_exec_stats s = run_edge(0, 1, 5000, 5);
+  cr_assert_gt(s.wakeups, 0, "a consumer waited 5 x 5 ms without sleeping "
+               "(%llu hand-offs)", (unsigned long long)s.handoffs);
+  cr_assert_gt(s.handoffs, 0);
+}
+
+/* With the spin and yield bounds set to zero through the environment
+ * (read once per process, at the first wait: Criterion runs each test in
+ * a fresh process), a consumer sleeps as soon as it finds the producer
+ * not done, even behind a 150 us producer that the default bounds (210
+ * us) would mostly spin and yield through. */
+Test(replay, spin_and_yield_bounds_come_from_the_environment) {
+  setenv("REPRISE_SPIN_NS", "0", 1);
+  setenv("REPRISE_YIELD_NS", "0", 1);
+  const rp_tunables *tun = rp__tunables();
+  if (tun->spin_ns != 0 || tun->yield_ns != 0)
+    cr_skip_test("the tunables were read before this test (--no-fork?)");
+  rp_exec_stats s = run_edge(0, 1, 150, 20);
+  cr_assert_gt(s.wakeups, 0, "zero spin and yield bounds, 20 waits behind "
+               "a 150 us producer, and the consumer never slept (%llu "
+               "hand-offs)", (unsigned long long)s.handoffs);
+}
+
+/* ---- what steers placement ---- */
+
+static rp_exec_stats two_independent(uint64_t task_hint, uint64_t launch_hint,
+                                     int capture) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "work", empty_task, task_hint);
+  rp_graph *g;
+  rp_launch l = {.task = t, .proc = RP_PROC_ANY, .cost_ns = launch_hint};
+  if (capture) {
+    RP_CHECK(rp_capture_begin(rt, NULL));
+    RP_CHECK(rp_launch_task(rt, &l, NULL));
+    RP_CHECK(rp_launch_task(rt, &l, NULL));
+    RP_CHECK(rp_capture_end(rt, &g));
+  } else {
+    RP_CHECK(rp_graph_create(rt, &g));
+    RP_CHECK(rp_graph_add_task(g, &l, NULL));
+    RP_CHECK(rp_graph_add_task(g, &l, NULL));
+  }
+  rp_exec *ex;
+  /* no_replace: the hints alone decide */
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.no_replace = 1}, &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  rp_proc p0, p1;
+  RP_CHECK(rp_exec_op_proc(ex, 0, &p0));
+  RP_CHECK(rp_exec_op_proc(ex, 1, &p1));
+  cr_assert_eq(s.procs_used, p0 == p1 ? 1u : 2u);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  return s;
+}
+
+Test(replay, per_launch_cost_hint_steers_placement_like_the_task_hint) {
+  /* the registration hint: heavy spreads, tiny stays together */
+  cr_assert_eq(two_independent(50000, 0, 0).procs_used, 2);
+  cr_assert_eq(two_independent(10, 0, 0).procs_used, 1);
+  /* the launch hint alone does the same, recorded or built */
+  for (int capture = 0; capture < 2; capture++) {
+    cr_assert_eq(two_independent(0, 50000, capture).procs_used, 2,
+                 "capture %d: two 50 us launches", capture);
+    cr_assert_eq(two_independent(0, 10, capture).procs_used, 1,
+                 "capture %d: two 10 ns launches", capture);
+  }
+  /* and it overrides the task's hint */
+  cr_assert_eq(two_independent(50000, 10, 1).procs_used, 1);
+  cr_assert_eq(two_independent(10, 50000, 1).procs_used, 2);
+}
+
+/* A -> B, A -> C, each 5 us (hinted). A cheap edge spreads B and C over two
+ * workers; an edge dearer than running C after B keeps the fork on one. */
+static uint32_t fork_procs(uint64_t edge_cost_ns) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "work", empty_task, 5000);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b, c;
+  rp_launch l = {.task = t, .proc = RP_PROC_ANY};
+  RP_CHECK(rp_graph_add_task(g, &l, &a));
+  RP_CHECK(rp_graph_add_task(g, &l, &b));
+  RP_CHECK(rp_graph_add_task(g, &l, &c));
+  RP_CHECK(rp_graph_add_edge(g, a, b));
+  RP_CHECK(rp_graph_add_edge(g, a, c));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = edge_cost_ns},
+                          &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  char want[64];
+  snprintf(want, sizeof want, "edge cost %llu ns",
+           (unsigned long long)edge_cost_ns);
+  const char *why = placement_line(ex, RP_DUMP_TEXT);
+  cr_assert(strstr(why, want) != NULL, "%s", why);
+  /* it still runs correctly either way */
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  return s.procs_used;
+}
+
+Test(replay, edge_cost_option_keeps_a_fork_together_or_spreads_it) {
+  cr_assert_eq(fork_procs(1), 2, "a 1 ns edge: B and C in parallel");
+  cr_assert_eq(fork_procs(1000000), 1, "a 1 ms edge: the fork stays put");
+}
