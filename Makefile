@@ -46,7 +46,7 @@ test: build
 # ASan+UBSan, debug (guard bytes on): the whole Criterion suite.
 test-asan:
 	$(MAKE) test BUILD=build-asan TYPE=Debug \
-	  CMAKE_ARGS="-DREPRISE_SANITIZER=address -DREPRISE_BENCH=OFF"
+	  CMAKE_ARGS="-DREPRISE_SANITIZER=address"
 
 # TSan: Criterion cannot start under ThreadSanitizer (Snaipe/Criterion#274),
 # so the concurrent paths run in a stand-alone stress program. MPI is off:

@@ -1045,6 +1045,9 @@ Test(plot, without_gnuplot_or_with_bad_input_says_why) {
 }
 
 Test(plot, bench_sweeps_sizes_and_plots_them, .timeout = 300) {
+#ifndef REPRISE_HAVE_BENCH
+  cr_skip_test("built with -DREPRISE_BENCH=OFF: the CLI has no benchmarks");
+#endif
   make_tmpdir();
   const char *rows = th_tmp_path("rows.json"), *svg = th_tmp_path("b.svg");
 #ifdef REPRISE_HAVE_CJSON
