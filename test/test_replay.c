@@ -24,7 +24,12 @@ typedef struct dargs {
 
 static atomic_uint runs[MAXOPS];
 static atomic_uint seqno;
-static unsigned t_start[MAXOPS], t_end[MAXOPS];
+/* Atomic: the differential test issues each DAG three times eagerly, so
+ * instances of one op that do not conflict (readers, reductions) run at
+ * once and store these slots concurrently. Relaxed is enough: the stamps
+ * come from seqno, and edges_order reads them after the replay's done
+ * event, which orders every task before it. */
+static atomic_uint t_start[MAXOPS], t_end[MAXOPS];
 
 static uint64_t mix(uint64_t a, uint64_t b) {
   a ^= b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2);
@@ -33,7 +38,8 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 
 static rp_status data_task(rp_task_ctx *ctx) {
   const dargs *a = rp_ctx_args(ctx, NULL);
-  t_start[a->id] = atomic_fetch_add(&seqno, 1);
+  atomic_store_explicit(&t_start[a->id], atomic_fetch_add(&seqno, 1),
+                        memory_order_relaxed);
   atomic_fetch_add(&runs[a->id], 1);
   uint64_t acc = a->id * 1000003ull + 17;
   uint32_t n = rp_ctx_access_count(ctx);
@@ -54,7 +60,8 @@ static rp_status data_task(rp_task_ctx *ctx) {
     else if (privs[i] == RP_REDUCE)
       __atomic_fetch_add(p, (int64_t)(acc & 0xffff), __ATOMIC_RELAXED);
   }
-  t_end[a->id] = atomic_fetch_add(&seqno, 1);
+  atomic_store_explicit(&t_end[a->id], atomic_fetch_add(&seqno, 1),
+                        memory_order_relaxed);
   return RP_OK;
 }
 
@@ -521,7 +528,9 @@ static rp_status shard_task(rp_task_ctx *ctx) {
     ws[i] = me;
   int32_t *count = rp_ctx_ptr(ctx, 0);
   __atomic_fetch_add(&count[rp_ctx_shard(ctx)], 1, __ATOMIC_RELAXED);
-  count[8] = (int32_t)rp_ctx_shards(ctx);
+  /* every shard stores the count, at once: the instance is reduced into,
+   * so only atomic accesses are allowed on it */
+  __atomic_store_n(&count[8], (int32_t)rp_ctx_shards(ctx), __ATOMIC_RELAXED);
   return RP_OK;
 }
 
