@@ -48,15 +48,19 @@ test-asan:
 	$(MAKE) test BUILD=build-asan TYPE=Debug \
 	  CMAKE_ARGS="-DREPRISE_SANITIZER=address"
 
-# TSan: Criterion cannot start under ThreadSanitizer (Snaipe/Criterion#274),
-# so the concurrent paths run in a stand-alone stress program. MPI is off:
-# its UCX memory hooks (libucm) crash under TSan.
+# TSan, debug: the unit suite, then the stress program test/tsan/stress.c.
+# Criterion cannot start under ThreadSanitizer (Snaipe/Criterion#274), so
+# TSan builds run the same test files through the runner in
+# test/tsan/crit_shim.h. MPI is off: its UCX memory hooks (libucm) crash
+# under TSan. Any report fails the test it happens in (halt_on_error).
+TSAN_RUN = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 test-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DREPRISE_WERROR=ON \
-	  -DREPRISE_SANITIZER=thread -DREPRISE_TESTS=OFF -DREPRISE_BENCH=OFF \
+	  -DREPRISE_SANITIZER=thread -DREPRISE_TESTS=ON -DREPRISE_BENCH=OFF \
 	  -DREPRISE_TSAN_STRESS=ON -DREPRISE_MPI=OFF
-	cmake --build build-tsan -j $(JOBS) --target tsan_stress
-	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ./build-tsan/tsan_stress
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && $(TSAN_RUN) ctest -L unit --output-on-failure -j $(JOBS)
+	$(TSAN_RUN) ./build-tsan/tsan_stress
 
 fuzz: deps
 	.ci/fuzz.sh

@@ -25,9 +25,14 @@ typedef struct dargs {
 static atomic_uint runs[MAXOPS];
 static atomic_uint seqno;
 /* Sequence numbers of each op's start and end, per replay: replay r logs
- * into row r % (RSLOTS - 1), eager runs into the last row. */
+ * into row r % (RSLOTS - 1), eager runs into the last row. Atomic: the
+ * differential test issues each DAG three times eagerly, so instances of
+ * one op that do not conflict (readers, reductions) run at once and store
+ * the same slot concurrently. Relaxed is enough: the stamps come from
+ * seqno, and the checks read them after the done events, which order every
+ * task before them. */
 #define RSLOTS 4
-static unsigned t_start[RSLOTS][MAXOPS], t_end[RSLOTS][MAXOPS];
+static atomic_uint t_start[RSLOTS][MAXOPS], t_end[RSLOTS][MAXOPS];
 
 static unsigned rslot(const rp_task_ctx *ctx) {
   uint64_t r = rp_ctx_replay(ctx);
@@ -42,7 +47,8 @@ static uint64_t mix(uint64_t a, uint64_t b) {
 static rp_status data_task(rp_task_ctx *ctx) {
   const dargs *a = rp_ctx_args(ctx, NULL);
   unsigned slot = rslot(ctx);
-  t_start[slot][a->id] = atomic_fetch_add(&seqno, 1);
+  atomic_store_explicit(&t_start[slot][a->id], atomic_fetch_add(&seqno, 1),
+                        memory_order_relaxed);
   atomic_fetch_add(&runs[a->id], 1);
   uint64_t acc = a->id * 1000003ull + 17;
   uint32_t n = rp_ctx_access_count(ctx);
@@ -63,7 +69,8 @@ static rp_status data_task(rp_task_ctx *ctx) {
     else if (privs[i] == RP_REDUCE)
       __atomic_fetch_add(p, (int64_t)(acc & 0xffff), __ATOMIC_RELAXED);
   }
-  t_end[slot][a->id] = atomic_fetch_add(&seqno, 1);
+  atomic_store_explicit(&t_end[slot][a->id], atomic_fetch_add(&seqno, 1),
+                        memory_order_relaxed);
   return RP_OK;
 }
 
@@ -575,7 +582,9 @@ static rp_status shard_task(rp_task_ctx *ctx) {
     ws[i] = me;
   int32_t *count = rp_ctx_ptr(ctx, 0);
   __atomic_fetch_add(&count[rp_ctx_shard(ctx)], 1, __ATOMIC_RELAXED);
-  count[8] = (int32_t)rp_ctx_shards(ctx);
+  /* every shard stores the count, at once: the instance is reduced into,
+   * so only atomic accesses are allowed on it */
+  __atomic_store_n(&count[8], (int32_t)rp_ctx_shards(ctx), __ATOMIC_RELAXED);
   return RP_OK;
 }
 

@@ -1,13 +1,13 @@
 /* test/tsan/stress.c — the concurrent paths under ThreadSanitizer.
  *
- * Criterion cannot start under TSan (its sandbox arena maps over TSan's
- * shadow memory: Snaipe/Criterion#274), so CI runs this program in a TSan
- * build instead: events across threads, eager DAGs on several workers,
- * replays of two execs from two host threads at once, poison, destroy with
- * replays in flight, traced replays in flight, engine ops (task spawns and
- * copies chained by events) from two host threads. It checks results as it
- * goes and exits non-zero on the first mismatch; TSan (halt_on_error=1)
- * fails it on any race. */
+ * `make test-tsan` runs this program after the unit suite (which runs under
+ * TSan through test/tsan/crit_shim.h: Criterion itself cannot start there,
+ * Snaipe/Criterion#274). It pushes harder than the unit tests do: events
+ * across threads, eager DAGs on several workers, replays of two execs from
+ * two host threads at once, poison, destroy with replays in flight, traced
+ * replays in flight, engine ops (task spawns and copies chained by events)
+ * from two host threads. It checks results as it goes and exits non-zero on
+ * the first mismatch; TSan (halt_on_error=1) fails it on any race. */
 #include "reprise.h"
 
 #include "engine/engine.h"
