@@ -103,13 +103,13 @@ void crs_skip(const char *file, int line, const char *fmt, ...) {
   _exit(0);
 }
 
-void crs_warn(const char *fmt, ...) {
+void crs_log(const char *tag, const char *fmt, ...) {
   char msg[768];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "[WARN] %s\n", msg);
+  fprintf(stderr, "[%s] %s\n", tag, msg);
 }
 
 const char *crs_detail_str(const char *a, const char *b) {

@@ -20,7 +20,7 @@
  *   cr_assert_null/not_null, cr_assert_str_eq, cr_assert_str_empty,
  *   cr_assert_arr_eq, cr_assert_float_eq (each with an optional
  *   printf-style message, as in Criterion), cr_assert_fail, cr_skip_test and
- *   cr_log_warn (whose message is required here).
+ *   cr_log_warn, cr_log_info (whose message is required here).
  * Semantics kept from Criterion: each test runs in its own forked process
  * (the runner itself starts no thread), with the suite's .init before and
  * .fini after it; a test's .timeout (else its suite's) kills it; a failed
@@ -149,7 +149,8 @@ _Noreturn void crs_fail(const char *file, int line, const char *expr,
 /* Marks the test skipped with the message and ends its process. */
 _Noreturn void crs_skip(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void crs_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void crs_log(const char *tag, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* "actual: ... / expected: ..." for the failure report (a static buffer:
  * only called on the failure path, which ends the process). */
 const char *crs_detail_str(const char *a, const char *b);
@@ -234,6 +235,7 @@ const char *crs_detail_float(double a, double b, double eps);
 #define cr_assert_fail(...)                                                    \
   crs_fail(__FILE__, __LINE__, "cr_assert_fail", NULL, __VA_ARGS__)
 #define cr_skip_test(...) crs_skip(__FILE__, __LINE__, __VA_ARGS__)
-#define cr_log_warn(...) crs_warn(__VA_ARGS__)
+#define cr_log_warn(...) crs_log("WARN", __VA_ARGS__)
+#define cr_log_info(...) crs_log("INFO", __VA_ARGS__)
 
 #endif
