@@ -3,7 +3,6 @@
  * layer's lifetime (state, drain, teardown). */
 #include "capture_impl.h"
 
-#include <sched.h>
 #include <string.h>
 
 rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
@@ -15,23 +14,7 @@ rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
  * so ops gated on them complete instead of hanging the teardown. */
 static rp_status capture_drain(rp_runtime *rt, void *arg) {
   rp_capture_state *cs = arg;
-  uint64_t last = UINT64_MAX, since = rp__now_ns();
-  for (;;) {
-    uint64_t n = atomic_load_explicit(&cs->outstanding, memory_order_acquire);
-    if (n == 0)
-      return RP_OK;
-    uint64_t now = rp__now_ns();
-    if (n != last) {
-      last = n;
-      since = now;
-    } else if (rp__runtime_destroying(rt) && now - since > 100000000ull) {
-      if (rp__events_cancel_user(rt, RP_EBUSY) == 0 &&
-          now - since > 10000000000ull)
-        return rp__err(RP_EBUSY, "%llu eager ops cannot complete",
-                       (unsigned long long)n);
-    }
-    sched_yield();
-  }
+  return rp__drain_count(rt, &cs->outstanding, "eager ops");
 }
 
 static void capture_dtor(rp_runtime *rt, void *arg) {

@@ -316,6 +316,13 @@ void *rp__layer_set(rp_runtime *rt, int layer, void *state,
 /* 1 while rp_runtime_destroy drains the layers (they may then cancel work
  * that can never run instead of waiting for it). */
 int rp__runtime_destroying(const rp_runtime *rt);
+/* Waits until *outstanding (ops of some layer not yet completed) is 0.
+ * While the runtime is being destroyed and the count stays put for 100 ms,
+ * user events nobody triggered are poisoned (RP_EBUSY) so the ops gated on
+ * them complete; RP_EBUSY ("N <what> cannot complete") when even that does
+ * not help within 10 s. */
+rp_status rp__drain_count(rp_runtime *rt, _Atomic uint64_t *outstanding,
+                          const char *what);
 
 /* Distributed (dist/dist.c): called by rp_runtime_create once the
  * backends are up, to take cfg->comm (duplicating it: a collective call)

@@ -108,12 +108,12 @@ static rp_status check_pre(const rp_runtime *rt, rp_event pre,
   return RP_OK;
 }
 
-rp_status rp__ops_drain(rp_runtime *rt) {
+rp_status rp__drain_count(rp_runtime *rt, _Atomic uint64_t *outstanding,
+                          const char *what) {
   uint64_t last = UINT64_MAX, since = rp__now_ns();
   for (;;) {
-    /* acquire: pairs with op_complete's release */
-    uint64_t n =
-        atomic_load_explicit(&rt->ops_outstanding, memory_order_acquire);
+    /* acquire: pairs with the completer's release decrement */
+    uint64_t n = atomic_load_explicit(outstanding, memory_order_acquire);
     if (n == 0)
       return RP_OK;
     uint64_t now = rp__now_ns();
@@ -125,11 +125,15 @@ rp_status rp__ops_drain(rp_runtime *rt) {
        * waiting for user events nobody will trigger. */
       if (rp__events_cancel_user(rt, RP_EBUSY) == 0 &&
           now - since > 10000000000ull)
-        return rp__err(RP_EBUSY, "%llu engine ops cannot complete",
-                       (unsigned long long)n);
+        return rp__err(RP_EBUSY, "%llu %s cannot complete",
+                       (unsigned long long)n, what);
     }
     sched_yield();
   }
+}
+
+rp_status rp__ops_drain(rp_runtime *rt) {
+  return rp__drain_count(rt, &rt->ops_outstanding, "engine ops");
 }
 
 /* ---------------------------------------------------------------------- */
