@@ -103,6 +103,12 @@ static void read_file(const char *path, char *buf, size_t cap) {
 
 /* ---- tests ---- */
 
+static void tmp_file(char *path) {
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+}
+
 /* The bench cases need bench/ in the CLI (skipped in a build configured
  * with -DREPRISE_BENCH=OFF). */
 static void need_bench(void) {
@@ -218,9 +224,7 @@ Test(cli, bench_rejects_bad_option_values_with_exit_2) {
 Test(cli, bench_quick_eager_chain_writes_valid_json, .timeout = 300) {
   need_bench();
   char path[] = "/tmp/rp_cli_json_XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  tmp_file(path);
   cli_run r;
   RUN(&r, "bench", "--quick", "--mode", "eager", "--workload", "chain",
       "--json", path);
@@ -255,9 +259,7 @@ Test(cli, bench_quick_eager_chain_writes_valid_json, .timeout = 300) {
 Test(cli, bench_hop_reports_the_spin_and_sleep_cases, .timeout = 300) {
   need_bench();
   char path[] = "/tmp/rp_cli_hop_XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  tmp_file(path);
   cli_run r;
   RUN(&r, "bench", "--quick", "--mode", "eager", "--hop", "--json", path);
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
@@ -289,9 +291,7 @@ static double row_num(const char *buf, const char *tag, const char *key) {
 Test(cli, bench_replay_tiny_and_hop_rows_carry_their_keys, .timeout = 300) {
   need_bench();
   char path[] = "/tmp/rp_cli_tiny_XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  tmp_file(path);
   cli_run r;
   RUN(&r, "bench", "--quick", "--mode", "replay", "--workload", "tiny",
       "--hop", "--json", path);
@@ -321,9 +321,7 @@ Test(cli, bench_replay_tiny_and_hop_rows_carry_their_keys, .timeout = 300) {
 Test(cli, bench_xfer_writes_the_transfer_rows, .timeout = 300) {
   need_bench();
   char path[] = "/tmp/rp_cli_xfer_XXXXXX";
-  int fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  tmp_file(path);
   cli_run r;
   RUN(&r, "bench", "--xfer", "--quick", "--json", path);
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
@@ -411,12 +409,6 @@ Test(cli, train_rejects_bad_options_with_exit_2) {
     cr_assert(strstr(r.err, "reprise train"), "%s: %s", bad[i][0], r.err);
     cr_assert_str_empty(r.out, "%s: trained anyway", bad[i][0]);
   }
-}
-
-static void tmp_file(char *path) {
-  int fd = mkstemp(path);
-  cr_assert_geq(fd, 0);
-  close(fd);
 }
 
 /* A JSON number or null after "key": in buf; NAN for null. */

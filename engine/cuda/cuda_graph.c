@@ -31,14 +31,21 @@ void rp__cuda_device_leave(int dev, int prev) {
     (void)cudaGetLastError(); /* the caller's device is gone: keep ours */
 }
 
+/* Clears *out, checks p is a GPU and makes its device current (*dev, *prev
+ * for rp__cuda_device_leave). */
+static rp_status proc_enter(rp_runtime *rt, rp_proc p, void **out, int *dev,
+                            int *prev) {
+  *out = NULL;
+  *dev = rp__cuda_proc_device(rt, p);
+  if (*dev < 0)
+    return rp__err(RP_EPROC, "processor %u is not a GPU of this runtime", p);
+  return rp__cuda_device_enter(rt, *dev, prev);
+}
+
 rp_status rp__cuda_stream_create_blocking(rp_runtime *rt, rp_proc p,
                                           void **out) {
-  *out = NULL;
-  int dev = rp__cuda_proc_device(rt, p);
-  if (dev < 0)
-    return rp__err(RP_EPROC, "processor %u is not a GPU of this runtime", p);
-  int prev;
-  rp_status st = rp__cuda_device_enter(rt, dev, &prev);
+  int dev, prev;
+  rp_status st = proc_enter(rt, p, out, &dev, &prev);
   if (st)
     return st;
   cudaStream_t s = NULL;
@@ -203,12 +210,8 @@ rp_status rp__cuda_stream_poll(rp_runtime *rt, void *stream) {
 /* ---- timing events ---- */
 
 rp_status rp__cuda_event_create_timed(rp_runtime *rt, rp_proc p, void **out) {
-  *out = NULL;
-  int dev = rp__cuda_proc_device(rt, p);
-  if (dev < 0)
-    return rp__err(RP_EPROC, "processor %u is not a GPU of this runtime", p);
-  int prev;
-  rp_status st = rp__cuda_device_enter(rt, dev, &prev);
+  int dev, prev;
+  rp_status st = proc_enter(rt, p, out, &dev, &prev);
   if (st)
     return st;
   cudaEvent_t e = NULL;
