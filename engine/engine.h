@@ -196,6 +196,7 @@ typedef struct rp_task_rec {
   char *name;
   rp_task_fn cpu_fn;
   rp_task_fn gpu_fn;
+  rp_task_fn check_fn; /* see rp_task_desc.check_fn; may be NULL */
   unsigned flags;
   uint64_t cost_ns;
   const rp_task_ext *ext; /* NULL: a plain task (see rp_task_ext) */

@@ -222,6 +222,7 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
   t->name = name;
   t->cpu_fn = d->cpu_fn;
   t->gpu_fn = d->gpu_fn;
+  t->check_fn = d->check_fn;
   t->flags = d->flags ? d->flags : RP_TASK_HOST;
   t->cost_ns = d->cost_ns;
   /* release: the record is complete before readers can see its id */

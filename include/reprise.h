@@ -373,6 +373,15 @@ typedef struct rp_task_desc {
   rp_task_fn gpu_fn;  /* variant for GPUs (may be NULL) */
   unsigned flags;     /* rp_task_flags */
   uint64_t cost_ns;   /* cost hint for placement; 0 = measure */
+  /* Optional host-side check of the argument bytes (after per-replay
+   * interpolation) against the declared accesses' shapes: it reads
+   * rp_ctx_args/rp_ctx_inst only, never instance data, and returns
+   * RP_OK or an error (with rp__err-style detail). A replay calls it
+   * before issuing a GPU op of this task whose args are interpolated and
+   * read on the device (RP_TASK_DEVICE_ARGS), so that a bad per-replay
+   * value (an out-of-range batch index) fails the op and poisons the
+   * replay instead of reaching the kernel. May be NULL. */
+  rp_task_fn check_fn;
 } rp_task_desc;
 
 /* Registers a task. RP_EEXIST for a duplicate name, RP_EINVAL without any
