@@ -24,6 +24,7 @@
 
 #ifdef REPRISE_HAVE_CUDA
 #include "kernels/cuda_kernels.cuh"
+#include "kernels/mlp.h"
 #include "kernels/probe_kernels.cuh"
 
 #define BATCH 64
@@ -43,7 +44,11 @@ static const gpu_case CASES[] = {
 
 typedef struct timing {
   double host_ns, e2e_ns; /* per run, medians */
+  double lat_ns;          /* one run issued alone, then waited for */
 } timing;
+
+/* Latency runs: each issues one run and waits for it; the median. */
+#define LAT_RUNS 200
 
 /* ---- raw CUDA ---- */
 
@@ -85,6 +90,16 @@ static rp_status time_raw(issue_fn fn, void *arg, void *sync_stream,
     t->host_ns = rp_bench_summarize(host, RP_BENCH_RUNS).median;
     t->e2e_ns = rp_bench_summarize(e2e, RP_BENCH_RUNS).median;
   }
+  static double lat[LAT_RUNS];
+  for (int r = 0; r < LAT_RUNS && !st; r++) {
+    uint64_t t0 = rp_bench_now_ns();
+    st = fn(arg);
+    if (!st)
+      st = rp_cuda_stream_sync(sync_stream);
+    lat[r] = (double)(rp_bench_now_ns() - t0);
+  }
+  if (!st)
+    t->lat_ns = rp_bench_summarize(lat, LAT_RUNS).median;
   return st;
 }
 
@@ -165,6 +180,27 @@ static rp_status replay_batch(rp_runtime *rt, rp_exec *ex, double *host,
   return st;
 }
 
+/* One replay, then its wait, LAT_RUNS times: the median (args: the
+ * replay's argument block, may be NULL). */
+static rp_status replay_latency(rp_runtime *rt, rp_exec *ex,
+                                const rp_replay_args *args, double *lat_ns) {
+  static double lat[LAT_RUNS];
+  rp_status st = RP_OK;
+  for (int r = 0; r < LAT_RUNS && !st; r++) {
+    rp_event done;
+    uint64_t t0 = rp_bench_now_ns();
+    st = rp_replay(ex, args, &done);
+    if (!st) {
+      st = rp_event_wait(rt, done, -1);
+      rp_event_release(rt, done);
+    }
+    lat[r] = (double)(rp_bench_now_ns() - t0);
+  }
+  if (!st)
+    *lat_ns = rp_bench_summarize(lat, LAT_RUNS).median;
+  return st;
+}
+
 static rp_status time_reprise(rp_runtime *rt, rp_task_id t, rp_proc gpu,
                               const gpu_case *c, int graphs, timing *out) {
   rp_graph *g;
@@ -187,6 +223,7 @@ static rp_status time_reprise(rp_runtime *rt, rp_task_id t, rp_proc gpu,
   if (!st) {
     out->host_ns = rp_bench_summarize(host, RP_BENCH_RUNS).median;
     out->e2e_ns = rp_bench_summarize(e2e, RP_BENCH_RUNS).median;
+    st = replay_latency(rt, ex, NULL, &out->lat_ns);
   }
   if (ex)
     rp_exec_destroy(ex);
@@ -199,9 +236,10 @@ static void row(const gpu_case *c, const char *mode, const timing *t,
                 const timing *graph, FILE *f, rp_bench_json *j) {
   double ratio = t->e2e_ns / graph->e2e_ns;
   if (f)
-    fprintf(f, "%-13s %-14s %6d %12.2f %12.2f %10.2f %12.2f\n", c->name, mode,
-            c->n + (c->kind == RP_PROBE_FORKJOIN ? 2 : 0), t->host_ns / 1e3,
-            t->e2e_ns / 1e3, ratio, (t->host_ns - graph->host_ns) / 1e3);
+    fprintf(f, "%-13s %-14s %6d %10.2f %10.2f %10.2f %10.2f %11.2f\n",
+            c->name, mode, c->n + (c->kind == RP_PROBE_FORKJOIN ? 2 : 0),
+            t->host_ns / 1e3, t->e2e_ns / 1e3, t->lat_ns / 1e3, ratio,
+            (t->host_ns - graph->host_ns) / 1e3);
   rp_bench_json_begin(j);
   rp_bench_json_str(j, "case", c->name);
   rp_bench_json_str(j, "mode", mode);
@@ -209,6 +247,8 @@ static void row(const gpu_case *c, const char *mode, const timing *t,
                      (uint64_t)(c->n + (c->kind == RP_PROBE_FORKJOIN ? 2 : 0)));
   rp_bench_json_num(j, "host_ns", t->host_ns);
   rp_bench_json_num(j, "e2e_ns", t->e2e_ns);
+  rp_bench_json_num(j, "lat_ns", t->lat_ns);
+  rp_bench_json_num(j, "lat_minus_graph_ns", t->lat_ns - graph->lat_ns);
   rp_bench_json_num(j, "e2e_vs_graph", ratio);
   rp_bench_json_num(j, "host_minus_graph_ns", t->host_ns - graph->host_ns);
   rp_bench_json_end(j);
@@ -240,6 +280,101 @@ static rp_status run_case(rp_runtime *rt, rp_task_id t, rp_proc gpu,
   return RP_OK;
 }
 
+/* ---- the training step ---- */
+
+/* The step `reprise train --backend cuda --procs 1` replays (MLP
+ * 2-64-64-3, batch 256, spirals), per iteration: back to back (e2e, the
+ * throughput) and one replay then wait (lat, what `reprise train` does
+ * without --inflight). No raw reference: the ratio columns print 0. */
+static rp_status train_row(rp_runtime *rt, FILE *f, rp_bench_json *j) {
+  rp_kernel_tasks k;
+  rp_dataset d = {0};
+  rp_mlp *m = NULL;
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  rp_mlp_config cfg;
+  rp_mlp_config_init(&cfg);
+  cfg.procs = 1;
+  rp_status st = rp_kernels_register(rt, &k);
+  if (!st)
+    st = rp_data_generate(RP_DATA_SPIRALS, 4096, 2, 3, cfg.seed, &d);
+  if (!st)
+    st = rp_mlp_create(rt, &k, &cfg, &d, &m);
+  if (!st)
+    st = rp_mlp_record(m, &g);
+  rp_exec_opts eo = {.max_inflight = BATCH};
+  if (!st)
+    st = rp_instantiate(g, &eo, &ex);
+  rp_mlp_step_args a = {0, 0.01f};
+  rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+  double host[RP_BENCH_RUNS], e2e[RP_BENCH_RUNS];
+  timing t = {0};
+  for (int r = -1; r < RP_BENCH_RUNS && !st; r++) { /* r = -1: warm-up */
+    rp_event done[BATCH];
+    int issued = 0;
+    uint64_t t0 = rp_bench_now_ns();
+    for (; issued < BATCH && !st; issued++) {
+      a.batch = (uint32_t)issued % 16;
+      st = rp_replay(ex, &ra, &done[issued]);
+    }
+    uint64_t t1 = rp_bench_now_ns();
+    if (st)
+      issued--;
+    for (int i = 0; i < issued; i++) {
+      rp_status w = rp_event_wait(rt, done[i], -1);
+      st = st ? st : w;
+      rp_event_release(rt, done[i]);
+    }
+    uint64_t t2 = rp_bench_now_ns();
+    if (r >= 0) {
+      host[r] = (double)(t1 - t0) / BATCH;
+      e2e[r] = (double)(t2 - t0) / BATCH;
+    }
+  }
+  if (!st) {
+    t.host_ns = rp_bench_summarize(host, RP_BENCH_RUNS).median;
+    t.e2e_ns = rp_bench_summarize(e2e, RP_BENCH_RUNS).median;
+    st = replay_latency(rt, ex, &ra, &t.lat_ns);
+  }
+  rp_exec_stats s = {0};
+  if (!st)
+    st = rp_exec_stats_get(ex, &s);
+  if (!st) {
+    if (f)
+      fprintf(f, "%-13s %-14s %6u %10.2f %10.2f %10.2f %10s %11s\n",
+              "train", "reprise", s.ops,
+              t.host_ns / 1e3, t.e2e_ns / 1e3, t.lat_ns / 1e3, "-", "-");
+    rp_bench_json_begin(j);
+    rp_bench_json_str(j, "case", "train");
+    rp_bench_json_str(j, "mode", "reprise");
+    rp_bench_json_uint(j, "kernels", s.ops);
+    rp_bench_json_num(j, "host_ns", t.host_ns);
+    rp_bench_json_num(j, "e2e_ns", t.e2e_ns);
+    rp_bench_json_num(j, "lat_ns", t.lat_ns);
+    rp_bench_json_uint(j, "graph_launches_per_replay",
+                       s.replays ? s.graph_launches / s.replays : 0);
+    rp_bench_json_uint(j, "op_by_op_per_replay",
+                       s.replays ? s.gpu_ops_op_by_op / s.replays : 0);
+    rp_bench_json_end(j);
+    if (f)
+      fprintf(f, "# train: the step of `reprise train --backend cuda "
+              "--procs 1` (MLP 2-64-64-3,\n# batch 256), %u ops in %u "
+              "segment(s); per replay: %.2f graph launches, %.2f ops\n# "
+              "issued op by op, %.2f host callbacks\n", s.ops,
+              s.gpu_segments, (double)s.graph_launches / (double)s.replays,
+              (double)s.gpu_ops_op_by_op / (double)s.replays,
+              (double)s.host_callbacks / (double)s.replays);
+  }
+  if (ex)
+    rp_exec_destroy(ex);
+  if (g)
+    rp_graph_destroy(g);
+  if (m)
+    rp_mlp_destroy(m);
+  rp_data_free(&d);
+  return st;
+}
+
 static rp_status first_gpu(rp_runtime *rt, rp_proc *out) {
   for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
     rp_proc_info pi;
@@ -269,17 +404,21 @@ static int run_all(const rp_bench_opts *o, rp_runtime *rt, FILE *table,
   if (table)
     fprintf(table,
             "# host_us: time of the launch call alone (reprise: "
-            "rp_replay, which arms\n# and submits; a worker thread launches "
-            "the graph); e2e_us: per run, %d runs\n# back to back until "
-            "all completed; medians of %d batches\n%-13s %-14s %6s %12s "
-            "%12s %10s %12s\n",
-            BATCH, RP_BENCH_RUNS, "case", "mode", "kernels", "host_us",
-            "e2e_us", "e2e/graph", "host-graph");
+            "rp_replay, which arms the\n# slot and launches the graph from "
+            "the calling thread); e2e_us: per run, %d runs\n# back to back "
+            "until all completed; medians of %d batches; lat_us: one run\n"
+            "# issued alone, then waited for (stream sync / rp_event_wait), "
+            "median of %d\n%-13s %-14s %6s %10s %10s %10s %10s %11s\n",
+            BATCH, RP_BENCH_RUNS, LAT_RUNS, "case", "mode", "kernels",
+            "host_us", "e2e_us", "lat_us", "e2e/graph", "host-graph");
   size_t ncase = o->quick ? 2 : sizeof CASES / sizeof CASES[0], i = 0;
   for (; i < ncase && !st; i++)
     st = run_case(rt, t, gpu, &env, &CASES[i], table, j);
   rp_cuda_probe_env_destroy(&env);
-  return st ? rp_bench_fail(CASES[i - 1].name, st) : 0;
+  if (st)
+    return rp_bench_fail(CASES[i - 1].name, st);
+  st = train_row(rt, table, j);
+  return st ? rp_bench_fail("train", st) : 0;
 }
 #endif
 

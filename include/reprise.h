@@ -697,6 +697,28 @@ typedef struct rp_exec_stats {
   uint64_t replacements; /* times the exec re-placed itself */
   uint32_t ops;          /* ops per replay after expansion */
   uint32_t procs_used;
+  /* GPU lowering (all 0 for an exec without GPU ops). Counts are totals
+   * over the replays so far; divide by `replays` for per-replay figures.
+   * A replay whose GPU work is one CUDA graph per GPU shows, per replay,
+   * graph_launches == gpus, gpu_ops_op_by_op == 0, host_waits == 0. */
+  uint32_t gpus;             /* GPU processors the exec uses */
+  uint32_t gpu_segments;     /* segments (one CUDA graph each, or issued
+                                op by op), over all GPUs */
+  uint32_t max_gpu_segments; /* the most segments one GPU has */
+  uint32_t gpu_segments_op_by_op; /* segments that cannot be a graph */
+  uint64_t graph_launches;   /* CUDA graph launches */
+  uint64_t gpu_ops_op_by_op; /* GPU ops issued one by one (a segment that
+                                is no graph, REPRISE_CUDA_GRAPHS=0, or
+                                skipping poisoned ops) */
+  uint64_t host_callbacks;   /* host functions enqueued (on each GPU's
+                                completion side stream, never on the
+                                replay stream) */
+  uint64_t host_waits;       /* waits a launcher did on the host before
+                                issuing device work (preconditions, CPU
+                                tasks the GPU work depends on) */
+  uint64_t stream_waits;     /* cross-GPU event waits enqueued */
+  uint64_t inline_launches;  /* replays launched from the calling thread
+                                (no hand-off to a worker) */
 } rp_exec_stats;
 RP_API rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out);
 /* Detail of the first failure in the last failed replay: which op, shard

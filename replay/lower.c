@@ -464,6 +464,29 @@ static rp_status collect_waits(rp_exec *ex) {
   return RP_OK;
 }
 
+/* 1 when no CPU lane but the launch lane has units, and it holds only
+ * launchers that wait for nothing on the host (no precondition, no CPU
+ * lane, no member waiting on one): running it costs a graph launch per
+ * segment and never blocks, so the calling thread can run it. */
+static int launch_inline_ok(const rp_exec *ex) {
+  const rp_lower *lw = ex->lw;
+  for (uint32_t w = 0; w < ex->ncpu; w++) {
+    const rp_lane *l = &ex->lanes[w];
+    if (w != lw->launch_lane) {
+      if (l->len)
+        return 0;
+      continue;
+    }
+    for (uint32_t i = 0; i < l->len; i++) {
+      const rp_unit *u = &ex->units[l->units[i]];
+      if (u->kind != RP_UNIT_LAUNCH || u->nwait || u->nport ||
+          lw->segs[lw->seg_of[l->units[i]]].nwait)
+        return 0;
+    }
+  }
+  return 1;
+}
+
 rp_status rp__lower_placed(rp_exec *ex) {
   rp_lower *lw = ex->lw;
   for (uint32_t k = 0; k < lw->nseg; k++) {
@@ -492,7 +515,54 @@ rp_status rp__lower_placed(rp_exec *ex) {
       lw->segs[lw->seg_of[p]].needs_cb = 1;
     }
   }
-  return collect_waits(ex);
+  rp_status st = collect_waits(ex);
+  lw->inline_ok = !st && launch_inline_ok(ex);
+  return st;
+}
+
+/* ---- what keeps an op out of a CUDA graph ---- */
+
+const char *rp__lower_task_blocker(const rp_runtime *rt, const rp_gop *op) {
+  if (op->kind != RP_OP_TASK)
+    return NULL;
+  int value = 0;
+  for (uint32_t k = 0; k < op->ninterp; k++) {
+    if (op->interps[k].dst_offset == RP_INTERP_SHARDS)
+      return "an op's shard count is interpolated";
+    value = 1;
+  }
+  const rp_task_rec *t = value ? rp__task_get(rt, op->task) : NULL;
+  if (value && (!t || !(t->flags & RP_TASK_DEVICE_ARGS)))
+    return "an op interpolates args its task reads at issue (no "
+           "RP_TASK_DEVICE_ARGS)";
+  return NULL;
+}
+
+/* ---- stats ---- */
+
+void rp__lower_stats(const rp_exec *ex, rp_exec_stats *out) {
+  rp_lower *lw = ex->lw;
+  out->gpus = lw->ngpu;
+  out->gpu_segments = lw->nseg;
+  for (uint32_t g = 0; g < lw->ngpu; g++) {
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < lw->nseg; k++)
+      n += lw->segs[k].gpu == g;
+    out->max_gpu_segments = n > out->max_gpu_segments ? n
+                                                      : out->max_gpu_segments;
+  }
+  for (uint32_t k = 0; k < lw->nseg; k++)
+    out->gpu_segments_op_by_op += lw->segs[k].eager != NULL;
+  out->graph_launches =
+      atomic_load_explicit(&lw->n_graph_launches, memory_order_relaxed);
+  out->gpu_ops_op_by_op =
+      atomic_load_explicit(&lw->n_op_by_op, memory_order_relaxed);
+  out->host_callbacks =
+      atomic_load_explicit(&lw->n_callbacks, memory_order_relaxed);
+  out->host_waits = atomic_load_explicit(&lw->n_host_waits,
+                                         memory_order_relaxed);
+  out->stream_waits =
+      atomic_load_explicit(&lw->n_stream_waits, memory_order_relaxed);
 }
 
 /* ---- dump ---- */

@@ -112,6 +112,7 @@ typedef struct rp_gpu_lane {
   char *staging;      /* pinned: one param_bytes slot per replay slot */
   rp_mem dev_mem, pin_mem;
   uint32_t *interp_units; /* GPU task units with argument interpolations */
+  rp_task_fn *interp_checks; /* per interp unit: its task's check_fn */
   uint32_t ninterp_units;
 } rp_gpu_lane;
 
@@ -153,6 +154,21 @@ typedef struct rp_lower {
                              members */
   uint32_t *param_off;    /* per unit: offset in its GPU's parameters */
   rp_seg_cb *cbs;         /* max_inflight x nseg */
+  void **done_events;     /* per segment: recorded on the replay stream
+                             after its work, waited for on the side
+                             stream before its host function */
+  int inline_ok;          /* the launch lane holds only launchers with
+                             nothing to wait for, and no other CPU lane
+                             has units: rp_replay may run the launch lane
+                             itself (no thread hop), see scheduler.c */
+  /* counters for rp_exec_stats, written by whoever runs the launch lane
+   * (one thread at a time, replays in order), read relaxed */
+  _Atomic uint64_t n_graph_launches; /* CUDA graph launches */
+  _Atomic uint64_t n_op_by_op;       /* GPU ops issued one by one */
+  _Atomic uint64_t n_callbacks;      /* host functions enqueued */
+  _Atomic uint64_t n_host_waits;     /* waits a launcher did on the host
+                                        (preconditions, CPU lanes) */
+  _Atomic uint64_t n_stream_waits;   /* cross-GPU event waits enqueued */
   _Atomic uint32_t *owed; /* max_inflight x ngpu: last-segment callback
                              still owes the slot its completion */
   RP_ALIGNED_LINE _Atomic uint32_t cb_pending; /* callbacks enqueued and
@@ -167,6 +183,13 @@ rp_status rp__lower_plan(rp_exec *ex);
 /* lower.c: end of every placement: segment lane positions, callbacks
  * needed, the members' CPU-lane waits. */
 rp_status rp__lower_placed(rp_exec *ex);
+/* lower.c: why task op `op` (on a GPU) cannot be captured into a CUDA
+ * graph, or NULL: its shard count is interpolated, or it interpolates
+ * argument bytes its task reads on the host at issue (no
+ * RP_TASK_DEVICE_ARGS), which a graph would freeze. Pure: tested on CPU. */
+const char *rp__lower_task_blocker(const rp_runtime *rt, const rp_gop *op);
+/* lower.c: the lowering's figures for rp_exec_stats_get. */
+void rp__lower_stats(const rp_exec *ex, rp_exec_stats *out);
 /* lower.c: segments section of rp_exec_dump's text. */
 void rp__lower_dump(const rp_exec *ex, FILE *f);
 

@@ -47,6 +47,11 @@
  * destroys every set when it is destroyed. */
 typedef struct rp_lower_streams {
   void *replay; /* non-blocking: ignores the legacy default stream */
+  void *done;   /* non-blocking: the completion side stream. A segment's
+                   host function waits there (on an event recorded after
+                   the segment's work), so the replay stream itself never
+                   waits on the host: the next replay's graph starts while
+                   the callback of this one is still on its way */
   void *cap[CAPTURE_STREAMS]; /* blocking: see rp__cuda_stream_create_
                                  blocking */
   uint32_t proc;
@@ -85,6 +90,7 @@ static lower_rt *lower_rt_get(rp_exec *ex) {
 
 static void streams_destroy(rp_runtime *rt, lower_streams *ss) {
   (void)rp__cuda_stream_destroy(rt, ss->replay);
+  (void)rp__cuda_stream_destroy(rt, ss->done);
   for (int c = 0; c < CAPTURE_STREAMS; c++)
     (void)rp__cuda_stream_destroy(rt, ss->cap[c]);
   free(ss);
@@ -118,6 +124,8 @@ static rp_status lease_streams(rp_runtime *rt, lower_rt *lr, rp_proc p,
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   ss->proc = p;
   rp_status st = rp__cuda_stream_create(rt, p, &ss->replay);
+  if (!st)
+    st = rp__cuda_stream_create(rt, p, &ss->done);
   for (int c = 0; c < CAPTURE_STREAMS && !st; c++)
     st = rp__cuda_stream_create_blocking(rt, p, &ss->cap[c]);
   if (st) {
@@ -171,7 +179,9 @@ static rp_status param_layout(rp_exec *ex) {
                      gl->lane, gl->param_bytes);
     gl->interp_units = malloc(sizeof *gl->interp_units *
                               (gl->ninterp_units ? gl->ninterp_units : 1));
-    if (!gl->interp_units)
+    gl->interp_checks = rp__calloc(gl->ninterp_units ? gl->ninterp_units : 1,
+                                   sizeof *gl->interp_checks);
+    if (!gl->interp_units || !gl->interp_checks)
       return rp__err(RP_ENOMEM, "instantiate: out of memory");
     gl->ninterp_units = 0;
   }
@@ -180,6 +190,8 @@ static rp_status param_layout(rp_exec *ex) {
     if (lw->seg_of[u] != UINT32_MAX && x->kind == RP_UNIT_TASK &&
         has_value_interp(x)) {
       rp_gpu_lane *gl = &lw->gpus[lw->gpu_of_lane[x->lane]];
+      const rp_task_rec *t = rp__task_get(ex->rt, ex->g->ops[x->op].task);
+      gl->interp_checks[gl->ninterp_units] = t ? t->check_fn : NULL;
       gl->interp_units[gl->ninterp_units++] = u;
     }
   }
@@ -427,10 +439,9 @@ static const char *eager_reason(const rp_exec *ex, uint32_t k) {
     }
     if (u->shards_src != SIZE_MAX)
       return "an op's shard count is interpolated";
-    const rp_task_rec *t = rp__task_get(ex->rt, ex->g->ops[u->op].task);
-    if (has_value_interp(u) && !(t->flags & RP_TASK_DEVICE_ARGS))
-      return "an op interpolates args its task reads at issue (no "
-             "RP_TASK_DEVICE_ARGS)";
+    const char *why = rp__lower_task_blocker(ex->rt, &ex->g->ops[u->op]);
+    if (why)
+      return why;
   }
   return NULL;
 }
@@ -567,8 +578,20 @@ static rp_status setup_callbacks(rp_exec *ex) {
   size_t ncb = (size_t)ex->max_inflight * lw->nseg;
   lw->cbs = rp__calloc(ncb, sizeof *lw->cbs);
   lw->owed = rp__calloc((size_t)ex->max_inflight * lw->ngpu, sizeof *lw->owed);
-  if (!lw->cbs || !lw->owed)
+  lw->done_events = rp__calloc(lw->nseg ? lw->nseg : 1,
+                               sizeof *lw->done_events);
+  if (!lw->cbs || !lw->owed || !lw->done_events)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  /* One per segment (every segment: a re-placement may give any of them a
+   * callback). Recorded after the segment's work and waited for on the
+   * side stream right away, so one event serves every replay. */
+  for (uint32_t k = 0; k < lw->nseg; k++) {
+    rp_status st =
+        rp__cuda_event_create(ex->rt, lw->segs[k].lane, &lw->done_events[k]);
+    if (st)
+      return rp__err_prefix(st, "instantiate: completion event of segment "
+                                "%u: ", k);
+  }
   for (uint32_t slot = 0; slot < ex->max_inflight; slot++)
     for (uint32_t k = 0; k < lw->nseg; k++) {
       rp_seg_cb *c = &lw->cbs[(size_t)slot * lw->nseg + k];
@@ -680,8 +703,10 @@ static void seg_done(void *arg) {
   atomic_fetch_sub_explicit(&lw->cb_pending, 1, memory_order_release);
 }
 
-/* Enqueues segment k's host function after its work, or, when CUDA
- * refuses, runs it here. */
+/* Enqueues segment k's host function after its work, on the GPU's
+ * completion side stream (event record on the replay stream, event wait
+ * and host function on the side stream: nothing in the replay stream
+ * waits on the host), or, when CUDA refuses, runs it here. */
 static void signal_segment(rp_exec *ex, uint32_t k, rp_slot *s, uint32_t slot,
                            uint64_t rel) {
   rp_lower *lw = ex->lw;
@@ -698,10 +723,17 @@ static void signal_segment(rp_exec *ex, uint32_t k, rp_slot *s, uint32_t slot,
   atomic_fetch_add(&lw->cb_pending, 1);
   const rp_gpu_lane *gl = &lw->gpus[sg->gpu];
   rp_status st = rp__cuda_device_use(ex->rt, gl->device);
+  void *ev = lw->done_events[k], *side = gl->streams->done;
   if (!st)
-    st = rp__cuda_launch_host_func(ex->rt, gl->stream, seg_done, c);
-  if (st == RP_OK)
+    st = rp__cuda_event_record(ex->rt, ev, gl->stream);
+  if (!st)
+    st = rp__cuda_stream_wait_event(ex->rt, side, ev);
+  if (!st)
+    st = rp__cuda_launch_host_func(ex->rt, side, seg_done, c);
+  if (st == RP_OK) {
+    rp__count(&lw->n_callbacks, 1);
     return;
+  }
   atomic_fetch_sub(&lw->cb_pending, 1);
   for (uint32_t i = 0; i < sg->n; i++) {
     uint32_t m = lw->members[sg->first + i];
@@ -743,9 +775,11 @@ static int members_poisoned(const rp_exec *ex, const rp_seg *sg,
                             const rp_slot *s) {
   if (!atomic_load_explicit(&s->any_fail, memory_order_relaxed))
     return 0;
-  for (uint32_t i = 0; i < sg->n; i++)
-    if (rp__pred_status(ex, &ex->units[ex->lw->members[sg->first + i]], s))
+  for (uint32_t i = 0; i < sg->n; i++) {
+    uint32_t ui = ex->lw->members[sg->first + i];
+    if (s->unit_status[ui] || rp__pred_status(ex, &ex->units[ui], s))
       return 1;
+  }
   return 0;
 }
 
@@ -768,6 +802,12 @@ static rp_status refresh_params(rp_exec *ex, rp_gpu_lane *gl, rp_slot *s,
              s->args + ip->src_offset, ip->bytes);
       memcpy(u->args + ip->dst_offset, s->args + ip->src_offset, ip->bytes);
     }
+    /* the task's host-side check of this replay's values: a bad one fails
+     * the op (and poisons its successors) instead of reaching the device */
+    rp_task_fn check = gl->interp_checks[i];
+    rp_status cst = check && !s->unit_status[ui] ? check(&u->ctx) : RP_OK;
+    if (RP_UNLIKELY(cst != RP_OK))
+      rp__unit_failed(ex, s, ui, cst > 0 ? RP_ETASK : cst, rp_error_detail());
   }
   /* The staging slot is this replay's alone: the slot is re-armed only
    * after this replay completed, so the copy has run by then. */
@@ -843,6 +883,10 @@ static void issue_members(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   for (uint32_t i = 0; i < sg->n; i++) {
     uint32_t ui = ex->lw->members[sg->first + i];
     const rp_unit *u = &ex->units[ui];
+    if (RP_UNLIKELY(s->unit_status[ui])) { /* failed its args check */
+      n->skipped++;
+      continue;
+    }
     const char *why = "precondition poisoned";
     rp_status st = port_status(ex, u, s);
     if (!st && atomic_load_explicit(&s->any_fail, memory_order_relaxed)) {
@@ -910,24 +954,32 @@ static void **trace_pair(rp_exec *ex, const rp_seg *sg, const rp_slot *s,
  * the trace then shows the host times only). */
 static void issue_segment(rp_exec *ex, const rp_seg *sg, rp_slot *s,
                           uint32_t slot, rp_status ports, issue_count *n) {
-  rp_gpu_lane *gl = &ex->lw->gpus[sg->gpu];
-  /* The fast path: one graph launch, nothing to skip. */
-  int graph = sg->exec && ports == RP_OK && !members_poisoned(ex, sg, s);
+  rp_lower *lw = ex->lw;
+  rp_gpu_lane *gl = &lw->gpus[sg->gpu];
   uint8_t *how = NULL;
   void **tev = RP_UNLIKELY(s->traced) ? trace_pair(ex, sg, s, &how) : NULL;
   rp_status st = rp__cuda_device_use(ex->rt, gl->device);
   if (!st && sg->first_of_gpu)
     st = refresh_params(ex, gl, s, slot);
+  /* The fast path: one graph launch, nothing to skip (decided after the
+   * refresh: its args checks may fail members). */
+  int graph = sg->exec && ports == RP_OK && !members_poisoned(ex, sg, s);
   if (!st)
     st = wait_events(ex, sg, gl);
+  if (!st)
+    rp__count(&lw->n_stream_waits, sg->nev);
   if (tev && !st && rp__cuda_event_record(ex->rt, tev[0], gl->stream))
     tev = NULL;
   if (!st && graph) {
     st = rp__cuda_graph_launch(ex->rt, sg->exec, gl->stream);
-    if (!st)
+    if (!st) {
       n->run += sg->n;
+      rp__count(&lw->n_graph_launches, 1);
+    }
   } else if (!st) {
+    uint64_t before = n->run;
     issue_members(ex, sg, s, gl, n);
+    rp__count(&lw->n_op_by_op, n->run - before);
   }
   if (st)
     fail_members(ex, sg, s, st, n);
@@ -961,6 +1013,9 @@ rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
   for (uint32_t i = 0; i < sg->nwait; i++)
     rp__lane_wait(ex, &lw->waits[sg->wait_off + i], rel);
   rp_status ports = wait_ports(ex, &ex->units[ui], s);
+  if (sg->nwait | ex->units[ui].nport | ex->units[ui].nwait)
+    rp__count(&lw->n_host_waits,
+              sg->nwait + ex->units[ui].nport + ex->units[ui].nwait);
   int traced = s->traced;
   if (RP_UNLIKELY(traced) && t_issue)
     *t_issue = rp__now_ns();
@@ -1153,14 +1208,19 @@ void rp__lower_free(rp_exec *ex) {
   int usable = rp__runtime_check(ex->rt) == RP_OK;
   rp__lower_trace_free(ex); /* events: released once their work is done */
   for (uint32_t i = 0; usable && i < lw->ngpu; i++)
-    if (lw->gpus[i].stream) /* uploads and the last replay's work */
+    if (lw->gpus[i].stream) { /* uploads, the last replay's work and its
+                                 completion */
       (void)rp__cuda_stream_sync(ex->rt, lw->gpus[i].stream);
+      (void)rp__cuda_stream_sync(ex->rt, lw->gpus[i].streams->done);
+    }
   for (uint32_t k = 0; lw->segs && k < lw->nseg; k++) {
     rp__cuda_graph_exec_destroy(lw->segs[k].exec);
     rp__cuda_graph_destroy(lw->segs[k].graph);
   }
   for (uint32_t u = 0; lw->events && u < lw->nop_units; u++)
     (void)rp__cuda_event_destroy(ex->rt, lw->events[u]);
+  for (uint32_t k = 0; lw->done_events && k < lw->nseg; k++)
+    (void)rp__cuda_event_destroy(ex->rt, lw->done_events[k]);
   for (uint32_t i = 0; lw->gpus && i < lw->ngpu; i++) {
     rp_gpu_lane *gl = &lw->gpus[i];
     if (gl->dev_params)
@@ -1168,6 +1228,7 @@ void rp__lower_free(rp_exec *ex) {
     if (gl->staging)
       rp__mem_free(ex->rt, gl->pin_mem, gl->staging);
     free(gl->interp_units);
+    free(gl->interp_checks);
   }
   /* Last: the streams go back to the runtime for the next exec, once
    * their work finished (synced above) and no graph of this exec remains.
@@ -1193,6 +1254,7 @@ void rp__lower_free(rp_exec *ex) {
   free(lw->midx);
   free(lw->param_off);
   free(lw->cbs);
+  free(lw->done_events);
   free((void *)lw->owed);
   free(lw);
   ex->lw = NULL;

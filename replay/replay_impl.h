@@ -179,6 +179,9 @@ struct rp_exec {
   uint64_t issued;               /* replays submitted (host side) */
   uint64_t epoch;                /* replay number placement started at */
   uint64_t last_sub;             /* ring index of the last submission */
+  int submitted;                 /* some replay went through the ring */
+  uint64_t inline_runs;          /* replays whose launch lane ran in the
+                                    calling thread (host side only) */
   RP_ALIGNED_LINE _Atomic uint32_t done_seq; /* replays completed (low 32) */
   _Atomic uint32_t done_sleepers;
   _Atomic uint32_t wake_at;      /* done_seq a sleeping host waits for */
@@ -255,6 +258,12 @@ uint64_t rp__place_makespan(const rp_exec *ex, int use_measured);
 rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
                               uint32_t **src);
 
+/* Adds v to a counter only one thread writes at a time (readers load it
+ * relaxed): a plain load and store, no read-modify-write. */
+static inline void rp__count(_Atomic uint64_t *c, uint64_t v) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                        memory_order_relaxed);
+}
 /* scheduler (scheduler.c) */
 /* The shards unit u runs in slot s's replay: max_shards, or the per-replay
  * count (shards_src) clamped to 1..max_shards. 0 when u's shard is not among

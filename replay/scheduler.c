@@ -488,11 +488,33 @@ static void submit(rp_exec *ex, uint64_t r) {
   e->r = r;
   memcpy(e->mask, ex->mask, sizeof e->mask);
   ex->last_sub = t;
+  ex->submitted = 1;
   /* seq_cst: published before we look at the workers' sleeping flags */
   atomic_store(&e->seq, t + 1);
   for (uint32_t w = 0; w < ex->nlanes; w++)
     if (ex->mask[w / 64] >> (w % 64) & 1)
       rp__worker_wake(ex->rt, w);
+}
+
+/* 1 when the launch lane's worker has no submission of this exec left to
+ * run: a replay launched from the calling thread then cannot overtake an
+ * earlier one still waiting in the ring (launches stay in replay order,
+ * which the device parameter buffer relies on). */
+static int launch_lane_idle(const rp_exec *ex) {
+  if (!ex->submitted)
+    return 1;
+  const rp_cursor *c = &ex->rs->cursors[ex->lw->launch_lane];
+  /* acquire: the worker's lane run happens before our own */
+  return atomic_load_explicit(&c->next, memory_order_acquire) > ex->last_sub;
+}
+
+/* Runs the launch lane in the calling thread: the exec's CPU side is only
+ * graph launches with nothing to wait for (rp_lower.inline_ok), so
+ * rp_replay goes straight to cudaGraphLaunch without a hand-off to a
+ * worker and back. */
+static void launch_here(rp_exec *ex, uint64_t r) {
+  ex->inline_runs++;
+  run_lane(ex, ex->lw->launch_lane, r);
 }
 
 /* Blocks until fewer than `limit` replays are in flight. */
@@ -542,7 +564,8 @@ int rp__exec_quiesce(rp_exec *ex) {
   if (ex->lw && rp__lower_quiesce(ex))
     return 1;
   wait_inflight(ex, 1);
-  if (!ex->issued)
+  if (!ex->submitted) /* never went through the ring (no op, or every
+                         replay launched from the calling thread) */
     return 0;
   rp_replay_state *rs = ex->rs;
   for (uint32_t w = 0; w < rs->nworkers; w++)
@@ -682,6 +705,8 @@ rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
   ex->issued = r + 1;
   if (ex->active == 0)
     complete(ex, s); /* nothing to run: completes in order, here */
+  else if (ex->lw && ex->lw->inline_ok && launch_lane_idle(ex))
+    launch_here(ex, r);
   else
     submit(ex, r);
   rp__nvtx_pop();
@@ -729,6 +754,9 @@ rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out) {
   out->replacements = ex->replacements;
   out->ops = ex->nunits - ex->nlaunch;
   out->procs_used = ex->active;
+  out->inline_launches = ex->inline_runs;
+  if (ex->lw)
+    rp__lower_stats(ex, out);
   return RP_OK;
 }
 

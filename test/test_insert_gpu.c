@@ -139,8 +139,10 @@ Test(insert_gpu, cpu_task_on_device_memory_gets_a_host_mirror) {
   if (replay_once(g)) {
     float v[N];
     RP_CHECK(rp_instance_read(rt, c, v, sizeof v));
+    /* c starts at i (make(.., 0.0f)), d at 2 + i: c + d = 2 + 2i */
     for (int i = 0; i < N; i++)
-      cr_assert_eq(v[i], 2.0f + (float)i, "element %d", i);
+      cr_assert_eq(v[i], 2.0f + 2.0f * (float)i, "element %d: %g, want %g",
+                   i, (double)v[i], 2.0 + 2.0 * i);
   }
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, d));

@@ -900,3 +900,180 @@ Test(replay_gpu, device_copies_and_events_across_logical_gpus) {
 }
 
 #endif /* REPRISE_HAVE_CUDA */
+
+/* ---- the structure of a GPU-only replay: counters (issue 12) ---- */
+
+/* Fails the op when its (interpolated) seed is negative: the check a
+ * replay runs on the host before issuing the op's graph. */
+static rp_status fold_check(rp_task_ctx *ctx) {
+  const fargs *a = rp_ctx_args(ctx, NULL);
+  return a->seed < 0 ? rp__err(RP_ERANGE, "fold.chk: seed %lld < 0",
+                               (long long)a->seed)
+                     : RP_OK;
+}
+
+typedef struct gchain {
+  rp_runtime *rt;
+  rp_task_id t;
+  rp_inst x[10];
+  rp_graph *g;
+} gchain;
+
+/* x0 = fold(seed) on GPU 0, x_k = fold(seed + k, x_{k-1}): ten kernels,
+ * each reading its seed on the device; x9's writer feeds a
+ * postcondition. */
+static void gchain_init(gchain *c) {
+  c->rt = gpu_runtime(2, 1);
+  RP_CHECK(rp_task_register(
+      c->rt,
+      &(rp_task_desc){.name = "fold.chk",
+                      .cpu_fn = fold_cpu,
+                      .gpu_fn = fold_gpu_dev,
+                      .check_fn = fold_check,
+                      .flags = RP_TASK_STREAM_ORDERED | RP_TASK_DEVICE_ARGS},
+      &c->t));
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_mem dev;
+  RP_CHECK(rp_mem_find(c->rt, RP_MEM_GPU, 0, &dev));
+  for (int i = 0; i < 10; i++)
+    RP_CHECK(rp_instance_create(c->rt, i == 9 ? pinned_mem(c->rt) : dev,
+                                RP_I64, &r, NULL, &c->x[i]));
+  RP_CHECK(rp_capture_begin(c->rt, NULL));
+  rp_event last = RP_NO_EVENT;
+  for (uint32_t k = 0; k < 10; k++) {
+    fargs a = {k, 0, 0};
+    rp_access acc[2] = {{c->x[k], RP_WRITE, RP_REDOP_NONE},
+                        {k ? c->x[k - 1] : c->x[0], RP_READ, RP_REDOP_NONE}};
+    rp_interp ip = {0, 8, 8};
+    rp_launch l = {.task = c->t,
+                   .proc = gpu_proc(c->rt, 0),
+                   .accesses = acc,
+                   .naccess = k ? 2 : 1,
+                   .args = &a,
+                   .args_size = sizeof a,
+                   .interps = &ip,
+                   .ninterp = 1};
+    RP_CHECK(rp_launch_task(c->rt, &l, k == 9 ? &last : NULL));
+  }
+  uint32_t port;
+  RP_CHECK(rp_capture_postcondition(c->rt, "x9", &last, 1, &port));
+  RP_CHECK(rp_capture_end(c->rt, &c->g));
+}
+
+static int64_t gchain_expect(int64_t seed) {
+  int64_t x = seed;
+  for (int k = 1; k < 10; k++)
+    x = rp_probe_mix(seed, x);
+  return x;
+}
+
+static void gchain_fini(gchain *c) {
+  RP_CHECK(rp_graph_destroy(c->g));
+  for (int i = 0; i < 10; i++)
+    RP_CHECK(rp_instance_free(c->rt, c->x[i]));
+  th_destroy(c->rt);
+}
+
+Test(replay_gpu, a_gpu_only_step_is_one_graph_launch_from_the_calling_thread) {
+  gchain c;
+  gchain_init(&c);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(c.g, &(rp_exec_opts){.max_inflight = 8}, &ex));
+  /* latency mode: one replay, then wait */
+  for (int r = 0; r < 20; r++) {
+    int64_t seed = 1000 + r, v;
+    rp_event done, post;
+    RP_CHECK(rp_replay(ex,
+                       &(rp_replay_args){.args = &seed,
+                                         .args_size = sizeof seed,
+                                         .post = &post,
+                                         .npost = 1},
+                       &done));
+    RP_CHECK(rp_event_wait(c.rt, post, -1));
+    RP_CHECK(rp_event_wait(c.rt, done, -1));
+    rp_event_release(c.rt, post);
+    rp_event_release(c.rt, done);
+    RP_CHECK(rp_instance_read(c.rt, c.x[9], &v, sizeof v));
+    cr_assert_eq(v, gchain_expect(seed), "replay %d", r);
+  }
+  /* back to back: done events complete in issue order */
+  rp_event done[40];
+  for (int r = 0; r < 40; r++) {
+    int64_t seed = 5000 + r;
+    RP_CHECK(rp_replay(
+        ex, &(rp_replay_args){.args = &seed, .args_size = sizeof seed},
+        &done[r]));
+  }
+  for (int r = 39; r >= 0; r--) {
+    RP_CHECK(rp_event_wait(c.rt, done[r], -1));
+    for (int q = 0; q < r; q++) /* every earlier one completed too */
+      RP_EXPECT(rp_event_query(c.rt, done[q]), RP_OK);
+  }
+  for (int r = 0; r < 40; r++)
+    rp_event_release(c.rt, done[r]);
+  int64_t v;
+  RP_CHECK(rp_instance_read(c.rt, c.x[9], &v, sizeof v));
+  cr_assert_eq(v, gchain_expect(5039));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, 60u);
+  cr_assert_eq(s.gpus, 1u);
+  cr_assert_eq(s.gpu_segments, 1u, "one segment: %u", s.gpu_segments);
+  cr_assert_eq(s.gpu_segments_op_by_op, 0u);
+  cr_assert_eq(s.graph_launches, 60u, "one graph launch per replay");
+  cr_assert_eq(s.gpu_ops_op_by_op, 0u);
+  cr_assert_eq(s.host_callbacks, 60u, "one side-stream callback per replay");
+  cr_assert_eq(s.host_waits, 0u);
+  cr_assert_eq(s.stream_waits, 0u);
+  cr_assert_eq(s.inline_launches, 60u, "no hand-off to a worker");
+  RP_CHECK(rp_exec_destroy(ex));
+  gchain_fini(&c);
+}
+
+Test(replay_gpu, a_failed_args_check_poisons_the_replay_and_the_next_works) {
+  gchain c;
+  gchain_init(&c);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(c.g, &(rp_exec_opts){.max_inflight = 4}, &ex));
+  int64_t seeds[6] = {1, 2, -5, 3, -1, 4};
+  rp_event done[6], post[6];
+  for (int r = 0; r < 6; r++)
+    RP_CHECK(rp_replay(ex,
+                       &(rp_replay_args){.args = &seeds[r],
+                                         .args_size = sizeof seeds[r],
+                                         .post = &post[r],
+                                         .npost = 1},
+                       &done[r]));
+  for (int r = 0; r < 6; r++) {
+    rp_status want = seeds[r] < 0 ? RP_ERANGE : RP_OK;
+    RP_EXPECT(rp_event_wait(c.rt, done[r], -1), want);
+    RP_EXPECT(rp_event_wait(c.rt, post[r], -1), want);
+    rp_event_release(c.rt, done[r]);
+    rp_event_release(c.rt, post[r]);
+  }
+  int64_t v;
+  RP_CHECK(rp_instance_read(c.rt, c.x[9], &v, sizeof v));
+  cr_assert_eq(v, gchain_expect(4), "the replays after a failure work");
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.graph_launches, 4u, "the good replays ran their graph");
+  cr_assert_geq(s.ops_skipped, 20u, "the bad ones skipped all ten ops");
+  RP_CHECK(rp_exec_destroy(ex));
+  gchain_fini(&c);
+}
+
+Test(replay_gpu, host_work_between_gpu_ops_is_waited_for_by_the_launcher) {
+  mpipe p;
+  pipe_init(&p, gpu_runtime(2, 1));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(p.g, NULL, &ex));
+  for (int r = 0; r < 5; r++)
+    pipe_replay(&p, ex, r);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.inline_launches, 0u, "host tasks: launched by a worker");
+  cr_assert_geq(s.host_waits, 5u, "the second segment waits for host work");
+  cr_assert_eq(s.gpu_segments, 2u);
+  RP_CHECK(rp_exec_destroy(ex));
+  pipe_fini(&p);
+}
