@@ -44,25 +44,50 @@ static void gemm_blas(int ta, int tb, int m, int n, int k, float alpha,
               tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
               beta, c, n);
 }
-#else
-/* Fallback when the build found no BLAS: a plain triple loop. Correct (the
- * tests run against it in such builds) but one to two orders of magnitude
- * slower than OpenBLAS; sums each dot product in f32 in order of p. */
-static void gemm_naive(int ta, int tb, int m, int n, int k, float alpha,
-                       const float *a, const float *b, float beta, float *c) {
-  for (size_t i = 0; i < (size_t)m; i++)
-    for (size_t j = 0; j < (size_t)n; j++) {
-      float acc = 0.0f;
-      for (size_t p = 0; p < (size_t)k; p++) {
-        float av = ta ? a[p * (size_t)m + i] : a[i * (size_t)k + p];
-        float bv = tb ? b[j * (size_t)k + p] : b[p * (size_t)n + j];
-        acc += av * bv;
-      }
-      float *cij = &c[i * (size_t)n + j];
-      *cij = beta == 0.0f ? alpha * acc : alpha * acc + beta * *cij;
-    }
-}
 #endif
+
+/* GEMMs up to this many multiply-adds run here instead of in BLAS.
+ * OpenBLAS (0.3.21, Debian 12) sends such "small" products to kernels
+ * that malloc a scratch buffer on every call on AVX-512 machines
+ * (sgemm_small_kernel_*_COOPERLAKE/SKYLAKEX: 512 B to 512 KiB a call),
+ * which would break the replay path's promise of allocating nothing;
+ * and at these sizes a plain loop is about as fast. Larger products use
+ * BLAS, whose buffers are pooled. */
+#define GEMM_SMALL_MACS ((size_t)1 << 21)
+
+/* C = alpha op(A) op(B) + beta C in f32, allocating nothing. Each C
+ * element's dot product is summed in order of p (NT: as a dot product of
+ * two rows; otherwise row-broadcast so the inner loop runs along C's row
+ * and vectorizes). */
+static void gemm_small(int ta, int tb, int m, int n, int k, float alpha,
+                       const float *a, const float *b, float beta, float *c) {
+  size_t M = (size_t)m, N = (size_t)n, K = (size_t)k;
+  for (size_t i = 0; i < M; i++) {
+    float *ci = c + i * N;
+    if (tb) {
+      for (size_t j = 0; j < N; j++) {
+        const float *bj = b + j * K;
+        float acc = 0.0f;
+        for (size_t p = 0; p < K; p++)
+          acc += (ta ? a[p * M + i] : a[i * K + p]) * bj[p];
+        ci[j] = beta == 0.0f ? alpha * acc : alpha * acc + beta * ci[j];
+      }
+      continue;
+    }
+    if (beta == 0.0f)
+      for (size_t j = 0; j < N; j++)
+        ci[j] = 0.0f;
+    else if (beta != 1.0f)
+      for (size_t j = 0; j < N; j++)
+        ci[j] *= beta;
+    for (size_t p = 0; p < K; p++) {
+      float av = alpha * (ta ? a[p * M + i] : a[i * K + p]);
+      const float *bp = b + p * N;
+      for (size_t j = 0; j < N; j++)
+        ci[j] += av * bp[j];
+    }
+  }
+}
 
 void rp_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float *a, const float *b, float beta, float *c) {
@@ -75,10 +100,12 @@ void rp_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
     return;
   }
 #ifdef REPRISE_HAVE_BLAS
-  gemm_blas(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
-#else
-  gemm_naive(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+  if ((size_t)m * (size_t)n * (size_t)k > GEMM_SMALL_MACS) {
+    gemm_blas(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+    return;
+  }
 #endif
+  gemm_small(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 }
 
 /* ---------------------------------------------------------------------- */

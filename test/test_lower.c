@@ -2,6 +2,7 @@
  * device is needed, so this runs everywhere (label unit). */
 #include "helpers.h"
 
+#include "kernels/mlp.h"
 #include "replay/lower.h"
 
 #include <stdlib.h>
@@ -234,4 +235,119 @@ Test(lower, random_unit_graphs_keep_every_invariant) {
     check_cut(&g, &c, what);
     rp__lower_cut_free(&c);
   }
+}
+
+Test(lower, random_single_gpu_dags_are_one_segment) {
+  /* No host unit and no port: whatever the DAG, one GPU's work is one
+   * segment (one CUDA graph, one launch per replay). */
+  srand(777);
+  static ugraph g;
+  for (int t = 0; t < 1000; t++) {
+    uint32_t n = 1 + (uint32_t)(rand() % 200);
+    ug_init(&g, n);
+    for (uint32_t u = 0; u < n; u++) {
+      g.gpu[u] = 2;
+      uint32_t want = u ? (uint32_t)(rand() % 5) : 0;
+      for (uint32_t j = 0; j < want && g.npred[u] < 8; j++) {
+        uint32_t p = (uint32_t)rand() % u;
+        int dup = 0;
+        for (uint32_t q = 0; q < g.npred[u]; q++)
+          dup |= g.preds[g.pred_off[u] + q] == p;
+        if (!dup)
+          ug_edge(&g, p, u);
+      }
+    }
+    rp_cut c;
+    ug_cut(&g, &c);
+    check_cut(&g, &c, "single gpu");
+    cr_assert_eq(c.nseg, 1u, "dag %d (%u units): %u segments", t, n, c.nseg);
+    cr_assert_eq(c.segs[0].n, n);
+    rp__lower_cut_free(&c);
+  }
+}
+
+/* The recorded training step (procs 1), as a unit graph with every op on
+ * GPU 0: ops in graph order are topological (capture appends in issue
+ * order and edges point forward). */
+static void step_unit_graph(const rp_graph *gr, ugraph *g) {
+  cr_assert_leq(gr->nops, (uint32_t)MAXU);
+  ug_init(g, gr->nops);
+  for (uint32_t u = 0; u < gr->nops; u++)
+    g->gpu[u] = 0;
+  for (uint32_t e = 0; e < gr->nedges; e++)
+    ug_edge(g, gr->edges[e].from, gr->edges[e].to);
+}
+
+Test(lower, the_training_step_is_one_graph_with_no_op_by_op_issue) {
+  rp_runtime_config rc;
+  rp_runtime_config_init(&rc);
+  rc.backend = RP_BACKEND_CPU;
+  rc.cpus = 1;
+  rc.quiet = 1;
+  rc.ignore_env = 1;
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create(&rc, &rt));
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_dataset d;
+  RP_CHECK(rp_data_generate(RP_DATA_SPIRALS, 1024, 2, 3, 5, &d));
+  rp_mlp_config cfg;
+  rp_mlp_config_init(&cfg);
+  cfg.procs = 1;
+  cfg.batch = 128;
+  rp_mlp *m;
+  RP_CHECK(rp_mlp_create(rt, &k, &cfg, &d, &m));
+  rp_graph *gr;
+  RP_CHECK(rp_mlp_record(m, &gr));
+  /* every op may live in a CUDA graph: per-replay values (batch index,
+   * learning rate) are read on the device */
+  uint32_t interpolated = 0;
+  for (uint32_t i = 0; i < gr->nops; i++) {
+    const char *why = rp__lower_task_blocker(rt, &gr->ops[i]);
+    cr_assert_null(why, "op %u (%s) would be issued op by op: %s", i,
+                   gr->ops[i].kind == RP_OP_TASK
+                       ? rp_task_name(rt, gr->ops[i].task)
+                       : "copy",
+                   why);
+    interpolated += gr->ops[i].ninterp > 0;
+  }
+  cr_assert_geq(interpolated, 2u, "batch index and lr are interpolated");
+  static ugraph g;
+  step_unit_graph(gr, &g);
+  rp_cut c;
+  ug_cut(&g, &c);
+  check_cut(&g, &c, "training step");
+  cr_assert_eq(c.nseg, 1u, "the step on one GPU is one segment, not %u",
+               c.nseg);
+  rp__lower_cut_free(&c);
+  RP_CHECK(rp_graph_destroy(gr));
+  RP_CHECK(rp_mlp_destroy(m));
+  rp_data_free(&d);
+  th_destroy(rt);
+}
+
+Test(lower, an_interpolated_arg_without_device_args_is_a_blocker) {
+  rp_runtime_config rc;
+  rp_runtime_config_init(&rc);
+  rc.backend = RP_BACKEND_CPU;
+  rc.cpus = 1;
+  rc.quiet = 1;
+  rc.ignore_env = 1;
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create(&rc, &rt));
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_interp value = {0, 0, 4}, shards = {0, RP_INTERP_SHARDS, 4};
+  rp_gop op = {.kind = RP_OP_TASK, .task = k.fill, .ninterp = 1,
+               .interps = &value};
+  cr_assert_not_null(rp__lower_task_blocker(rt, &op),
+                     "rp.fill reads its value at issue");
+  op.task = k.sgd; /* RP_TASK_DEVICE_ARGS */
+  cr_assert_null(rp__lower_task_blocker(rt, &op));
+  op.interps = &shards;
+  cr_assert_not_null(rp__lower_task_blocker(rt, &op));
+  op.ninterp = 0;
+  op.task = k.fill;
+  cr_assert_null(rp__lower_task_blocker(rt, &op));
+  th_destroy(rt);
 }
