@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #ifdef REPRISE_HAVE_BLAS
 #include <cblas.h>
@@ -35,59 +36,89 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
  * per call. This is process-wide (OpenBLAS keeps one setting). */
 static void blas_setup(void) { openblas_set_num_threads(1); }
 
+/* Per-thread scratch, grown on demand and freed when the thread exits:
+ * after the first steps a worker's GEMMs allocate nothing. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+typedef struct scratch {
+  size_t cap; /* floats */
+  float v[];
+} scratch;
+
+static void scratch_key_init(void) {
+  (void)pthread_key_create(&scratch_key, free);
+}
+
+static float *scratch_get(size_t n) {
+  pthread_once(&scratch_once, scratch_key_init);
+  scratch *s = pthread_getspecific(scratch_key);
+  if (s && s->cap >= n)
+    return s->v;
+  scratch *g = realloc(s, sizeof *g + n * sizeof(float));
+  if (!g)
+    return NULL; /* s stays set: the caller falls back to plain BLAS */
+  g->cap = n;
+  (void)pthread_setspecific(scratch_key, g);
+  return g->v;
+}
+
+/* OpenBLAS 0.3.21 (Debian 12) runs A B with a narrow B (n < 16, "small
+ * matrix" sizes) in kernels that malloc a scratch buffer on every call on
+ * AVX-512 machines (sgemm_small_kernel_b0_nn_COOPERLAKE: 512 B to 1.5 KiB
+ * a call in the training step), which would break the replay path's
+ * promise of allocating nothing. The same product as C^T = B^T A^T (both
+ * operands transposed, which those kernels do not take) into per-thread
+ * scratch, then transposed into C, allocates nothing after warm-up and
+ * costs about as much (2.5 us instead of 1.2 us at 128 x 3 x 64). */
+static int gemm_transposed(int m, int n, int k, float alpha, const float *a,
+                           const float *b, float beta, float *c) {
+  size_t mn = (size_t)m * (size_t)n;
+  float *t = n < 16 && mn * (size_t)k <= ((size_t)1 << 21) ? scratch_get(mn)
+                                                           : NULL;
+  if (!t)
+    return 0;
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, n, m, k, alpha, b, n, a,
+              k, 0.0f, t, m);
+  for (size_t i = 0; i < (size_t)m; i++)
+    for (size_t j = 0; j < (size_t)n; j++) {
+      float *cij = &c[i * (size_t)n + j];
+      float v = t[j * (size_t)m + i];
+      *cij = beta == 0.0f ? v : v + beta * *cij;
+    }
+  return 1;
+}
+
 static void gemm_blas(int ta, int tb, int m, int n, int k, float alpha,
                       const float *a, const float *b, float beta, float *c) {
   pthread_once(&blas_once, blas_setup);
+  if (!ta && !tb && gemm_transposed(m, n, k, alpha, a, b, beta, c))
+    return;
   /* Row-major leading dimensions are the stored row lengths. */
   int lda = ta ? m : k, ldb = tb ? k : n;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
               beta, c, n);
 }
-#endif
-
-/* GEMMs up to this many multiply-adds run here instead of in BLAS.
- * OpenBLAS (0.3.21, Debian 12) sends such "small" products to kernels
- * that malloc a scratch buffer on every call on AVX-512 machines
- * (sgemm_small_kernel_*_COOPERLAKE/SKYLAKEX: 512 B to 512 KiB a call),
- * which would break the replay path's promise of allocating nothing;
- * and at these sizes a plain loop is about as fast. Larger products use
- * BLAS, whose buffers are pooled. */
-#define GEMM_SMALL_MACS ((size_t)1 << 21)
-
-/* C = alpha op(A) op(B) + beta C in f32, allocating nothing. Each C
- * element's dot product is summed in order of p (NT: as a dot product of
- * two rows; otherwise row-broadcast so the inner loop runs along C's row
- * and vectorizes). */
-static void gemm_small(int ta, int tb, int m, int n, int k, float alpha,
+#else
+/* Fallback when the build found no BLAS: a plain triple loop. Correct (the
+ * tests run against it in such builds) but one to two orders of magnitude
+ * slower than OpenBLAS; sums each dot product in f32 in order of p. */
+static void gemm_naive(int ta, int tb, int m, int n, int k, float alpha,
                        const float *a, const float *b, float beta, float *c) {
-  size_t M = (size_t)m, N = (size_t)n, K = (size_t)k;
-  for (size_t i = 0; i < M; i++) {
-    float *ci = c + i * N;
-    if (tb) {
-      for (size_t j = 0; j < N; j++) {
-        const float *bj = b + j * K;
-        float acc = 0.0f;
-        for (size_t p = 0; p < K; p++)
-          acc += (ta ? a[p * M + i] : a[i * K + p]) * bj[p];
-        ci[j] = beta == 0.0f ? alpha * acc : alpha * acc + beta * ci[j];
+  for (size_t i = 0; i < (size_t)m; i++)
+    for (size_t j = 0; j < (size_t)n; j++) {
+      float acc = 0.0f;
+      for (size_t p = 0; p < (size_t)k; p++) {
+        float av = ta ? a[p * (size_t)m + i] : a[i * (size_t)k + p];
+        float bv = tb ? b[j * (size_t)k + p] : b[p * (size_t)n + j];
+        acc += av * bv;
       }
-      continue;
+      float *cij = &c[i * (size_t)n + j];
+      *cij = beta == 0.0f ? alpha * acc : alpha * acc + beta * *cij;
     }
-    if (beta == 0.0f)
-      for (size_t j = 0; j < N; j++)
-        ci[j] = 0.0f;
-    else if (beta != 1.0f)
-      for (size_t j = 0; j < N; j++)
-        ci[j] *= beta;
-    for (size_t p = 0; p < K; p++) {
-      float av = alpha * (ta ? a[p * M + i] : a[i * K + p]);
-      const float *bp = b + p * N;
-      for (size_t j = 0; j < N; j++)
-        ci[j] += av * bp[j];
-    }
-  }
 }
+#endif
 
 void rp_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float *a, const float *b, float beta, float *c) {
@@ -100,12 +131,10 @@ void rp_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
     return;
   }
 #ifdef REPRISE_HAVE_BLAS
-  if ((size_t)m * (size_t)n * (size_t)k > GEMM_SMALL_MACS) {
-    gemm_blas(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
-    return;
-  }
+  gemm_blas(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+#else
+  gemm_naive(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 #endif
-  gemm_small(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""The reference for `reprise train` on a GPU: the same MLP step (gather the
+batch's rows, linear+relu layers, softmax cross-entropy, backward, SGD with
+momentum) in PyTorch, eager and captured whole into one torch.cuda.CUDAGraph.
+Prints per-iteration times: latency (one step, then synchronize) and back to
+back (N steps, then synchronize, divided by N). Medians of 5 runs.
+
+  python3 bench/torch_ref.py [--hidden 64,64] [--batch 256] [--iters 500]
+
+Needs PyTorch with CUDA; not part of the build or the tests."""
+import argparse
+import statistics
+import time
+
+import torch
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hidden", default="64,64")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--features", type=int, default=2)
+    ap.add_argument("--classes", type=int, default=3)
+    ap.add_argument("--samples", type=int, default=4096)
+    ap.add_argument("--iters", type=int, default=500)
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    torch.manual_seed(1)
+    widths = [a.features] + [int(h) for h in a.hidden.split(",")] + [a.classes]
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    data_x = torch.randn(a.samples, a.features, device=dev)
+    data_y = torch.randint(0, a.classes, (a.samples,), device=dev)
+    nb = a.samples // a.batch
+    index = torch.zeros(1, dtype=torch.long, device=dev)  # batch number
+    ar = torch.arange(a.batch, device=dev)
+
+    def step():
+        rows = index * a.batch + ar
+        x = data_x.index_select(0, rows)
+        y = data_y.index_select(0, rows)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def timeit(fn, n):
+        lat, b2b = [], []
+        for _ in range(5):
+            t = []
+            for i in range(50):
+                index.fill_(i % nb)
+                t0 = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                t.append(time.perf_counter() - t0)
+            lat.append(statistics.median(t))
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for i in range(n):
+                fn()
+            torch.cuda.synchronize()
+            b2b.append((time.perf_counter() - t0) / n)
+        return statistics.median(lat) * 1e6, statistics.median(b2b) * 1e6
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(5):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    e_lat, e_b2b = timeit(step, a.iters)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    g_lat, g_b2b = timeit(g.replay, a.iters)
+    name = torch.cuda.get_device_name()
+    print(f"# PyTorch {torch.__version__} on {name}; MLP "
+          f"{'-'.join(map(str, widths))} batch {a.batch}")
+    print(f"torch-eager  latency_us {e_lat:8.1f}  back_to_back_us {e_b2b:8.1f}")
+    print(f"torch-graph  latency_us {g_lat:8.1f}  back_to_back_us {g_b2b:8.1f}")
+
+
+if __name__ == "__main__":
+    main()
