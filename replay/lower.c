@@ -363,13 +363,22 @@ static rp_status lower_new(rp_exec *ex, rp_cut *c, uint32_t launch_lane) {
                            .n = c->segs[k].n,
                            .first_of_gpu = first};
   }
+  lw->last_seg = rp__calloc(lw->ngpu ? lw->ngpu : 1, sizeof *lw->last_seg);
+  if (!lw->last_seg)
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
   for (uint32_t k = c->nseg; k-- > 0;) {
     rp_seg *sg = &lw->segs[k];
     int later = 0;
     for (uint32_t j = k + 1; j < c->nseg && !later; j++)
       later = lw->segs[j].lane == sg->lane;
     sg->last_of_gpu = !later;
+    if (!later)
+      lw->last_seg[sg->gpu] = k;
   }
+  /* a debugging switch (and the tests' way to run both completion paths),
+   * read at every instantiate */
+  const char *poll = getenv("REPRISE_GPU_POLL");
+  lw->poll_ok = !(poll && strcmp(poll, "0") == 0);
   /* the cut's arrays move into the lowering */
   lw->members = c->members;
   lw->seg_of = c->seg;
@@ -515,6 +524,12 @@ rp_status rp__lower_placed(rp_exec *ex) {
       lw->segs[lw->seg_of[p]].needs_cb = 1;
     }
   }
+  /* polling completes only a GPU's last segment: a segment before it
+   * whose completion the host needs keeps host functions for all */
+  lw->polled = lw->poll_ok;
+  for (uint32_t k = 0; k < lw->nseg; k++)
+    if (lw->segs[k].needs_cb && !lw->segs[k].last_of_gpu)
+      lw->polled = 0;
   rp_status st = collect_waits(ex);
   lw->inline_ok = !st && launch_inline_ok(ex);
   return st;

@@ -169,8 +169,25 @@ typedef struct rp_lower {
   _Atomic uint64_t n_host_waits;     /* waits a launcher did on the host
                                         (preconditions, CPU lanes) */
   _Atomic uint64_t n_stream_waits;   /* cross-GPU event waits enqueued */
-  _Atomic uint32_t *owed; /* max_inflight x ngpu: last-segment callback
-                             still owes the slot its completion */
+  _Atomic uint64_t *owed; /* max_inflight x ngpu: r + 1 while the GPU's
+                             last segment of replay r still owes the slot
+                             its completion (claimed by exchange or CAS
+                             to 0: exactly once), else 0 */
+  /* Completion by polling (lw->polled): the GPU's last segment of each
+   * replay ends with a record of slot_events[slot x ngpu + g] on the
+   * replay stream, and the runtime's GPU poller thread (lower_cuda.c)
+   * completes replays in stream order as their events complete: no host
+   * function at all. Used when no segment but the GPUs' last ones needs a
+   * callback (placement), unless REPRISE_GPU_POLL=0. */
+  int poll_ok;               /* REPRISE_GPU_POLL allows it (instantiate) */
+  int polled;                /* this placement completes by polling */
+  void **slot_events;        /* max_inflight x ngpu */
+  _Atomic uint64_t *launched;/* max_inflight x ngpu: r + 1 once replay r's
+                                event record was issued (release) */
+  uint64_t *rel_of;          /* max_inflight x ngpu: replay r's rel */
+  uint64_t *next_r;          /* per GPU: the next replay the poller
+                                completes (poller thread only) */
+  uint32_t *last_seg;        /* per GPU: its last segment */
   RP_ALIGNED_LINE _Atomic uint32_t cb_pending; /* callbacks enqueued and
                                                   not yet finished */
 } rp_lower;
@@ -203,6 +220,11 @@ rp_status rp__lower_build(rp_exec *ex);
  * clock. */
 rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
                            uint64_t *t_issue);
+/* The calling thread's current CUDA device, and its restoration after
+ * rp_replay launched from that thread (launches make their GPU's device
+ * current; a caller's own choice of device must survive). -1: none. */
+int rp__lower_device_save(rp_exec *ex);
+void rp__lower_device_restore(rp_exec *ex, int dev);
 /* Waits until every replay completed and every host callback returned.
  * Returns 1 when the runtime became unusable meanwhile (a lost CUDA
  * context): callbacks may never run, so the exec must be leaked. */

@@ -12,8 +12,14 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_graph.h"
 
+#include <sched.h>
 #include <string.h>
 #include <time.h>
+
+static void nap(long ns) {
+  struct timespec ts = {0, ns};
+  nanosleep(&ts, NULL);
+}
 
 /* Capture streams per GPU. cuBLAS gives every stream its own workspace
  * slice (kernels/cuda_kernels.cuh), and a captured GEMM keeps the slice of
@@ -65,6 +71,20 @@ typedef struct rp_lower_rt {
   uint32_t nprocs;
   lower_streams **free_sets; /* per processor: sets no exec holds */
   lower_streams *all;
+  /* The GPU poller (see "completion by polling" below): one thread per
+   * runtime, started by the first exec that may complete by polling. */
+  pthread_mutex_t reg_lock;  /* the registry (instantiate, destroy) */
+  rp_exec **reg;             /* execs it polls */
+  uint32_t nreg, capreg;
+  rp_exec **snap;            /* the poller's copy (poller only) */
+  uint32_t capsnap;
+  int started;               /* under lock */
+  pthread_t thread;
+  RP_ALIGNED_LINE _Atomic uint64_t scan_seq; /* odd while scanning */
+  RP_ALIGNED_LINE _Atomic uint32_t pending;  /* replay x GPU completions
+                                                issued and not yet polled */
+  _Atomic uint32_t sleeping;
+  _Atomic uint32_t stop;
 } lower_rt;
 
 static pthread_mutex_t g_rt_init = PTHREAD_MUTEX_INITIALIZER;
@@ -81,6 +101,7 @@ static lower_rt *lower_rt_get(rp_exec *ex) {
       lr = NULL;
     } else {
       pthread_mutex_init(&lr->lock, NULL);
+      pthread_mutex_init(&lr->reg_lock, NULL);
       rs->lower = lr;
     }
   }
@@ -96,8 +117,12 @@ static void streams_destroy(rp_runtime *rt, lower_streams *ss) {
   free(ss);
 }
 
+static void poller_stop(lower_rt *lr);
+static rp_status poller_register(lower_rt *lr, rp_exec *ex);
+
 void rp__lower_rt_free(rp_runtime *rt, void *state) {
   lower_rt *lr = state;
+  poller_stop(lr); /* every exec is gone: nothing left to poll */
   /* every exec is destroyed (or leaked after a lost context) by now */
   while (lr->all) {
     lower_streams *ss = lr->all;
@@ -105,7 +130,10 @@ void rp__lower_rt_free(rp_runtime *rt, void *state) {
     streams_destroy(rt, ss);
   }
   free(lr->free_sets);
+  free(lr->reg);
+  free(lr->snap);
   pthread_mutex_destroy(&lr->lock);
+  pthread_mutex_destroy(&lr->reg_lock);
   free(lr);
 }
 
@@ -580,8 +608,20 @@ static rp_status setup_callbacks(rp_exec *ex) {
   lw->owed = rp__calloc((size_t)ex->max_inflight * lw->ngpu, sizeof *lw->owed);
   lw->done_events = rp__calloc(lw->nseg ? lw->nseg : 1,
                                sizeof *lw->done_events);
-  if (!lw->cbs || !lw->owed || !lw->done_events)
+  size_t nsg = (size_t)ex->max_inflight * lw->ngpu;
+  lw->slot_events = rp__calloc(nsg, sizeof *lw->slot_events);
+  lw->launched = rp__calloc(nsg, sizeof *lw->launched);
+  lw->rel_of = rp__calloc(nsg, sizeof *lw->rel_of);
+  lw->next_r = rp__calloc(lw->ngpu, sizeof *lw->next_r);
+  if (!lw->cbs || !lw->owed || !lw->done_events || !lw->slot_events ||
+      !lw->launched || !lw->rel_of || !lw->next_r)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  for (size_t i = 0; lw->poll_ok && i < nsg; i++) {
+    rp_status st = rp__cuda_event_create(
+        ex->rt, lw->gpus[i % lw->ngpu].lane, &lw->slot_events[i]);
+    if (st)
+      return rp__err_prefix(st, "instantiate: completion event: ");
+  }
   /* One per segment (every segment: a re-placement may give any of them a
    * callback). Recorded after the segment's work and waited for on the
    * side stream right away, so one event serves every replay. */
@@ -645,6 +685,8 @@ rp_status rp__lower_build(rp_exec *ex) {
     if (!lw->segs[k].eager)
       st = segment_graph(ex, k);
   }
+  if (!st && lw->poll_ok)
+    st = poller_register(lr, ex);
   pthread_mutex_unlock(&lr->lock);
   return st;
 }
@@ -671,6 +713,20 @@ static void lane_publish(rp_lane *l, uint32_t v) {
 /* What a segment's host function does: deliver postconditions, publish
  * the lane up to the segment's end, and at the GPU's last segment give
  * the slot its completion (exactly once: `owed` is exchanged). */
+/* Segment sg of replay rel (slot s) completed on the device: deliver its
+ * postconditions, publish its GPU lane up to the segment's end. */
+static void seg_complete(rp_exec *ex, const rp_seg *sg, rp_slot *s,
+                         uint64_t rel) {
+  rp_lower *lw = ex->lw;
+  for (uint32_t i = 0; sg->any_post && i < sg->n; i++) {
+    const rp_unit *u = &ex->units[lw->members[sg->first + i]];
+    if (u->npost)
+      rp__post_done(ex, u, s);
+  }
+  rp_lane *l = &ex->lanes[sg->lane];
+  lane_publish(l, (uint32_t)rel * l->len + sg->vpos_end);
+}
+
 static void seg_done_body(rp_seg_cb *c) {
   rp_exec *ex = c->ex;
   rp_lower *lw = ex->lw;
@@ -679,16 +735,190 @@ static void seg_done_body(rp_seg_cb *c) {
   uint64_t rel = atomic_load_explicit(&c->rel, memory_order_acquire);
   const rp_seg *sg = &lw->segs[c->seg];
   rp_slot *s = &ex->slots[c->slot];
-  for (uint32_t i = 0; sg->any_post && i < sg->n; i++) {
-    const rp_unit *u = &ex->units[lw->members[sg->first + i]];
-    if (u->npost)
-      rp__post_done(ex, u, s);
-  }
-  rp_lane *l = &ex->lanes[sg->lane];
-  lane_publish(l, (uint32_t)rel * l->len + sg->vpos_end);
-  _Atomic uint32_t *owed = &lw->owed[(size_t)c->slot * lw->ngpu + sg->gpu];
-  if (sg->last_of_gpu && atomic_exchange(owed, 0) == 1)
+  seg_complete(ex, sg, s, rel);
+  _Atomic uint64_t *owed = &lw->owed[(size_t)c->slot * lw->ngpu + sg->gpu];
+  if (sg->last_of_gpu && atomic_exchange(owed, 0) != 0)
     rp__slot_source_done(ex, s);
+}
+
+/* ---- completion by polling ----
+ *
+ * A host function's latency is a wake-up of CUDA's callback thread (tens
+ * of us on an H200), and in the replay stream it also holds back the next
+ * replay. So an exec whose only host-visible completions are its GPUs'
+ * last segments ends each replay's GPU work with an event record and no
+ * host function; one poller thread per runtime queries those events in
+ * stream order (cudaEventQuery, about 0.3 us) and completes the replays
+ * whose events completed. It polls while such work is in flight, lingers
+ * a little after the last completion (a training loop's next replay comes
+ * soon), then sleeps on a futex the launchers wake. Exactly one of the
+ * poller, a failing launcher and the lost-context rescue claims a replay's
+ * completion (owed: CAS from r + 1 to 0). */
+
+#define POLL_LINGER_NS 200000u  /* spin after the last completion */
+#define POLL_BUSY_NS 100000u    /* then yield between polls... */
+#define POLL_NAP_NS 1000000u    /* ...and past this nap 20 us */
+
+/* GPU g's last segment of replay r (slot index si) completed. */
+static void gpu_done(rp_exec *ex, uint32_t g, uint32_t si, uint64_t rel) {
+  rp_lower *lw = ex->lw;
+  rp_slot *s = &ex->slots[si];
+  seg_complete(ex, &lw->segs[lw->last_seg[g]], s, rel);
+  rp__slot_source_done(ex, s);
+}
+
+/* Completes ex's replays whose GPU work finished, per GPU in replay
+ * order; the number completed. Poller thread only. */
+static uint32_t poll_exec(rp_exec *ex) {
+  rp_lower *lw = ex->lw;
+  uint32_t n = 0;
+  for (uint32_t g = 0; g < lw->ngpu; g++)
+    for (;;) {
+      uint64_t r = lw->next_r[g];
+      /* replays completed already (the callback path of an earlier
+       * placement, a failure, a rescue): skip past them */
+      uint32_t ahead = atomic_load(&ex->done_seq) - (uint32_t)r;
+      if ((int32_t)ahead > 0) {
+        lw->next_r[g] = r + ahead;
+        continue;
+      }
+      uint32_t si = (uint32_t)(r % ex->max_inflight);
+      size_t i = (size_t)si * lw->ngpu + g;
+      /* acquire: pairs with the launcher's release of launched */
+      uint64_t l = atomic_load_explicit(&lw->launched[i],
+                                        memory_order_acquire);
+      if (l <= r)
+        break; /* replay r has not issued this GPU's work yet */
+      uint64_t want = r + 1;
+      if (l == want && atomic_load(&lw->owed[i]) == want) {
+        if (rp__cuda_device_use(ex->rt, lw->gpus[g].device) != RP_OK ||
+            rp__cuda_event_done(ex->rt, lw->slot_events[i]) <= 0)
+          break; /* still running (an error: quiesce rescues) */
+        if (atomic_compare_exchange_strong(&lw->owed[i], &want, 0)) {
+          gpu_done(ex, g, si, lw->rel_of[i]);
+          atomic_fetch_sub(&lw->lr->pending, 1);
+          n++;
+        }
+      }
+      lw->next_r[g] = r + 1; /* done, by us or by someone else */
+    }
+  return n;
+}
+
+/* One pass over the registry (a snapshot taken under reg_lock; scan_seq
+ * odd meanwhile, so that a destroyer can wait the pass out). */
+static uint32_t poll_all(lower_rt *lr) {
+  pthread_mutex_lock(&lr->reg_lock); /* the poller's side, not a replay's */
+  uint32_t n = lr->nreg;
+  if (n > lr->capsnap) {
+    rp_exec **g = realloc(lr->snap, sizeof *g * n);
+    if (!g)
+      n = lr->capsnap; /* poll what fits; the rest on a later pass */
+    else
+      lr->snap = g, lr->capsnap = n;
+  }
+  if (n)
+    memcpy(lr->snap, lr->reg, sizeof *lr->snap * n);
+  atomic_fetch_add(&lr->scan_seq, 1);
+  pthread_mutex_unlock(&lr->reg_lock);
+  uint32_t done = 0;
+  for (uint32_t i = 0; i < n; i++)
+    done += poll_exec(lr->snap[i]);
+  atomic_fetch_add(&lr->scan_seq, 1);
+  return done;
+}
+
+static void *poller_main(void *arg) {
+  lower_rt *lr = arg;
+  uint64_t quiet_from = 0;
+  while (!atomic_load(&lr->stop)) {
+    if (poll_all(lr)) {
+      quiet_from = 0;
+      continue;
+    }
+    uint64_t now = rp__now_ns();
+    if (!quiet_from)
+      quiet_from = now;
+    uint64_t quiet = now - quiet_from;
+    if (atomic_load(&lr->pending)) { /* work in flight: keep polling */
+      if (quiet < POLL_BUSY_NS)
+        rp__cpu_relax();
+      else if (quiet < POLL_NAP_NS)
+        sched_yield();
+      else
+        nap(20000);
+      continue;
+    }
+    if (quiet < POLL_LINGER_NS) {
+      sched_yield();
+      continue;
+    }
+    /* Asleep until a launcher issues work. seq_cst: pairs with
+     * poller_kick's increment, then load of `sleeping` (no lost wake). */
+    atomic_store(&lr->sleeping, 1);
+    if (!atomic_load(&lr->pending) && !atomic_load(&lr->stop))
+      rp__futex_wait(&lr->pending, 0, -1);
+    atomic_store(&lr->sleeping, 0);
+    quiet_from = 0;
+  }
+  return NULL;
+}
+
+static void poller_kick(lower_rt *lr) {
+  atomic_fetch_add(&lr->pending, 1);
+  if (atomic_load(&lr->sleeping))
+    rp__futex_wake(&lr->pending, 1);
+}
+
+static void poller_stop(lower_rt *lr) {
+  if (!lr->started)
+    return;
+  atomic_store(&lr->stop, 1);
+  rp__futex_wake(&lr->pending, 1);
+  pthread_join(lr->thread, NULL);
+  lr->started = 0;
+}
+
+/* Adds ex to the registry, starting the thread on first use (lr->lock
+ * held: instantiate). */
+static rp_status poller_register(lower_rt *lr, rp_exec *ex) {
+  if (!lr->started) {
+    if (pthread_create(&lr->thread, NULL, poller_main, lr) != 0)
+      return rp__err(RP_ENOMEM, "instantiate: cannot start the GPU "
+                                "poller thread");
+    lr->started = 1;
+  }
+  pthread_mutex_lock(&lr->reg_lock);
+  rp_status st = RP_OK;
+  if (lr->nreg == lr->capreg) {
+    uint32_t cap = lr->capreg ? 2 * lr->capreg : 8;
+    rp_exec **g = realloc(lr->reg, sizeof *g * cap);
+    if (g)
+      lr->reg = g, lr->capreg = cap;
+    else
+      st = rp__err(RP_ENOMEM, "instantiate: out of memory");
+  }
+  if (!st)
+    lr->reg[lr->nreg++] = ex;
+  pthread_mutex_unlock(&lr->reg_lock);
+  return st;
+}
+
+/* Removes ex (quiesced) and waits out a pass that may still look at it. */
+static void poller_unregister(lower_rt *lr, rp_exec *ex) {
+  pthread_mutex_lock(&lr->reg_lock);
+  int found = 0;
+  for (uint32_t i = 0; i < lr->nreg && !found; i++)
+    if (lr->reg[i] == ex) {
+      lr->reg[i] = lr->reg[--lr->nreg];
+      found = 1;
+    }
+  uint64_t seq = atomic_load(&lr->scan_seq);
+  pthread_mutex_unlock(&lr->reg_lock);
+  if (!found || !(seq & 1))
+    return;
+  while (atomic_load(&lr->scan_seq) == seq)
+    sched_yield();
 }
 
 /* Runs on CUDA's callback thread once the segment's work completed. It
@@ -703,6 +933,35 @@ static void seg_done(void *arg) {
   atomic_fetch_sub_explicit(&lw->cb_pending, 1, memory_order_release);
 }
 
+/* The GPU's last segment of replay s->r, under polling: an event record
+ * after its work, then the poller is told (see above). When CUDA refuses
+ * the record, the members fail and the replay completes here. */
+static void signal_polled(rp_exec *ex, const rp_seg *sg, rp_slot *s,
+                          uint32_t slot, uint64_t rel) {
+  rp_lower *lw = ex->lw;
+  size_t i = (size_t)slot * lw->ngpu + sg->gpu;
+  const rp_gpu_lane *gl = &lw->gpus[sg->gpu];
+  lw->rel_of[i] = rel; /* published by the release of launched */
+  atomic_store_explicit(&lw->owed[i], s->r + 1, memory_order_relaxed);
+  rp_status st = rp__cuda_device_use(ex->rt, gl->device);
+  if (!st)
+    st = rp__cuda_event_record(ex->rt, lw->slot_events[i], gl->stream);
+  if (st == RP_OK) {
+    /* release: the slot's statuses, rel and owed before the poller */
+    atomic_store_explicit(&lw->launched[i], s->r + 1, memory_order_release);
+    poller_kick(lw->lr);
+    return;
+  }
+  for (uint32_t j = 0; j < sg->n; j++) {
+    uint32_t m = lw->members[sg->first + j];
+    if (!s->unit_status[m])
+      rp__unit_failed(ex, s, m, st, "could not record its completion");
+  }
+  uint64_t want = s->r + 1;
+  if (atomic_compare_exchange_strong(&lw->owed[i], &want, 0))
+    gpu_done(ex, sg->gpu, slot, rel);
+}
+
 /* Enqueues segment k's host function after its work, on the GPU's
  * completion side stream (event record on the replay stream, event wait
  * and host function on the side stream: nothing in the replay stream
@@ -713,10 +972,14 @@ static void signal_segment(rp_exec *ex, uint32_t k, rp_slot *s, uint32_t slot,
   const rp_seg *sg = &lw->segs[k];
   if (!sg->needs_cb)
     return; /* a later segment's callback publishes past it */
+  if (lw->polled) { /* sg is its GPU's last segment (rp__lower_placed) */
+    signal_polled(ex, sg, s, slot, rel);
+    return;
+  }
   rp_seg_cb *c = &lw->cbs[(size_t)slot * lw->nseg + k];
   if (sg->last_of_gpu) /* relaxed: published by the release below */
-    atomic_store_explicit(&lw->owed[(size_t)slot * lw->ngpu + sg->gpu], 1,
-                          memory_order_relaxed);
+    atomic_store_explicit(&lw->owed[(size_t)slot * lw->ngpu + sg->gpu],
+                          s->r + 1, memory_order_relaxed);
   /* release: what the launcher did (statuses) happens before the callback */
   atomic_store_explicit(&c->rel, rel, memory_order_release);
   /* seq_cst: a quiescing host that reads zero saw no enqueue in flight */
@@ -1035,6 +1298,18 @@ rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
   return RP_UNLIKELY(traced) ? seg_status(ex, sg, s) : RP_OK;
 }
 
+int rp__lower_device_save(rp_exec *ex) {
+  int prev = -1; /* makes the first GPU's device current, as a launch will */
+  return rp__cuda_device_enter(ex->rt, ex->lw->gpus[0].device, &prev) == RP_OK
+             ? prev
+             : -1;
+}
+
+void rp__lower_device_restore(rp_exec *ex, int dev) {
+  if (dev >= 0)
+    (void)rp__cuda_device_use(ex->rt, dev);
+}
+
 /* ---- quiesce and destroy safety ---- */
 
 /* 1 when the CUDA context is lost (a sticky error, found by polling the
@@ -1063,16 +1338,15 @@ static void rescue(rp_exec *ex) {
     rp_slot *s = &ex->slots[r % ex->max_inflight];
     int32_t zero = 0;
     atomic_compare_exchange_strong(&s->status, &zero, (int32_t)RP_EUNUSABLE);
-    for (uint32_t g = 0; g < lw->ngpu; g++)
-      if (atomic_exchange(&lw->owed[(r % ex->max_inflight) * lw->ngpu + g],
-                          0) == 1)
-        rp__slot_source_done(ex, s);
+    for (uint32_t g = 0; g < lw->ngpu; g++) {
+      size_t i = (r % ex->max_inflight) * lw->ngpu + g;
+      if (atomic_exchange(&lw->owed[i], 0) == 0)
+        continue;
+      if (atomic_load(&lw->launched[i]) == r + 1) /* the poller's count */
+        atomic_fetch_sub(&lw->lr->pending, 1);
+      rp__slot_source_done(ex, s);
+    }
   }
-}
-
-static void nap(long ns) {
-  struct timespec ts = {0, ns};
-  nanosleep(&ts, NULL);
 }
 
 int rp__lower_quiesce(rp_exec *ex) {
@@ -1205,6 +1479,8 @@ int rp__lower_trace_span(rp_exec *ex, uint64_t r, uint32_t k, uint64_t *t0,
 
 void rp__lower_free(rp_exec *ex) {
   rp_lower *lw = ex->lw;
+  if (lw->lr)
+    poller_unregister(lw->lr, ex); /* first: the poller reads the exec */
   int usable = rp__runtime_check(ex->rt) == RP_OK;
   rp__lower_trace_free(ex); /* events: released once their work is done */
   for (uint32_t i = 0; usable && i < lw->ngpu; i++)
@@ -1221,6 +1497,9 @@ void rp__lower_free(rp_exec *ex) {
     (void)rp__cuda_event_destroy(ex->rt, lw->events[u]);
   for (uint32_t k = 0; lw->done_events && k < lw->nseg; k++)
     (void)rp__cuda_event_destroy(ex->rt, lw->done_events[k]);
+  for (size_t i = 0; lw->slot_events && i < (size_t)ex->max_inflight * lw->ngpu;
+       i++)
+    (void)rp__cuda_event_destroy(ex->rt, lw->slot_events[i]);
   for (uint32_t i = 0; lw->gpus && i < lw->ngpu; i++) {
     rp_gpu_lane *gl = &lw->gpus[i];
     if (gl->dev_params)
@@ -1255,6 +1534,11 @@ void rp__lower_free(rp_exec *ex) {
   free(lw->param_off);
   free(lw->cbs);
   free(lw->done_events);
+  free(lw->slot_events);
+  free((void *)lw->launched);
+  free(lw->rel_of);
+  free(lw->next_r);
+  free(lw->last_seg);
   free((void *)lw->owed);
   free(lw);
   ex->lw = NULL;
@@ -1404,6 +1688,7 @@ void rp__lower_free(rp_exec *ex) {
   free(lw->gpus);
   free(lw->gpu_of_lane);
   free(lw->waits);
+  free(lw->last_seg);
   free(lw);
   ex->lw = NULL;
 }
@@ -1416,6 +1701,15 @@ rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst) {
 void rp__lower_rt_free(rp_runtime *rt, void *state) {
   RP_UNUSED(rt);
   free(state);
+}
+
+int rp__lower_device_save(rp_exec *ex) {
+  RP_UNUSED(ex);
+  return -1;
+}
+
+void rp__lower_device_restore(rp_exec *ex, int dev) {
+  RP_UNUSED(ex), RP_UNUSED(dev);
 }
 
 #endif

@@ -514,7 +514,9 @@ static int launch_lane_idle(const rp_exec *ex) {
  * worker and back. */
 static void launch_here(rp_exec *ex, uint64_t r) {
   ex->inline_runs++;
+  int dev = rp__lower_device_save(ex);
   run_lane(ex, ex->lw->launch_lane, r);
+  rp__lower_device_restore(ex, dev);
 }
 
 /* Blocks until fewer than `limit` replays are in flight. */

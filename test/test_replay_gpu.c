@@ -974,11 +974,18 @@ static void gchain_fini(gchain *c) {
   th_destroy(c->rt);
 }
 
-Test(replay_gpu, a_gpu_only_step_is_one_graph_launch_from_the_calling_thread) {
+/* Latency and back-to-back replays of the chain, their order and results,
+ * and the counters; poll: completion by the poller (default) or by host
+ * functions on the side stream (REPRISE_GPU_POLL=0). */
+static void gpu_only_step(int poll) {
   gchain c;
   gchain_init(&c);
   rp_exec *ex;
-  RP_CHECK(rp_instantiate(c.g, &(rp_exec_opts){.max_inflight = 8}, &ex));
+  if (!poll)
+    setenv("REPRISE_GPU_POLL", "0", 1);
+  rp_status ist = rp_instantiate(c.g, &(rp_exec_opts){.max_inflight = 8}, &ex);
+  unsetenv("REPRISE_GPU_POLL");
+  RP_CHECK(ist);
   /* latency mode: one replay, then wait */
   for (int r = 0; r < 20; r++) {
     int64_t seed = 1000 + r, v;
@@ -1022,12 +1029,36 @@ Test(replay_gpu, a_gpu_only_step_is_one_graph_launch_from_the_calling_thread) {
   cr_assert_eq(s.gpu_segments_op_by_op, 0u);
   cr_assert_eq(s.graph_launches, 60u, "one graph launch per replay");
   cr_assert_eq(s.gpu_ops_op_by_op, 0u);
-  cr_assert_eq(s.host_callbacks, 60u, "one side-stream callback per replay");
+  cr_assert_eq(s.host_callbacks, poll ? 0u : 60u,
+               "polling: no host function; else one per replay (on the "
+               "side stream): %llu", (unsigned long long)s.host_callbacks);
   cr_assert_eq(s.host_waits, 0u);
   cr_assert_eq(s.stream_waits, 0u);
   cr_assert_eq(s.inline_launches, 60u, "no hand-off to a worker");
+  /* destroy with replays in flight: it waits for them */
+  rp_event last[8];
+  for (int r = 0; r < 8; r++) {
+    int64_t seed = 9000 + r;
+    RP_CHECK(rp_replay(
+        ex, &(rp_replay_args){.args = &seed, .args_size = sizeof seed},
+        &last[r]));
+  }
   RP_CHECK(rp_exec_destroy(ex));
+  for (int r = 0; r < 8; r++) {
+    RP_EXPECT(rp_event_query(c.rt, last[r]), RP_OK);
+    rp_event_release(c.rt, last[r]);
+  }
+  RP_CHECK(rp_instance_read(c.rt, c.x[9], &v, sizeof v));
+  cr_assert_eq(v, gchain_expect(9007));
   gchain_fini(&c);
+}
+
+Test(replay_gpu, a_gpu_only_step_is_one_graph_launch_completed_by_polling) {
+  gpu_only_step(1);
+}
+
+Test(replay_gpu, a_gpu_only_step_completes_through_side_stream_callbacks) {
+  gpu_only_step(0);
 }
 
 Test(replay_gpu, a_failed_args_check_poisons_the_replay_and_the_next_works) {

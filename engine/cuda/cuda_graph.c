@@ -207,6 +207,18 @@ rp_status rp__cuda_stream_poll(rp_runtime *rt, void *stream) {
   return RP_CUDA(rt, e);
 }
 
+int rp__cuda_event_done(rp_runtime *rt, void *event) {
+  cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+  if (e == cudaSuccess)
+    return 1;
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError(); /* pending is not an error */
+    return 0;
+  }
+  (void)RP_CUDA(rt, e);
+  return -1;
+}
+
 /* ---- timing events ---- */
 
 rp_status rp__cuda_event_create_timed(rp_runtime *rt, rp_proc p, void **out) {

@@ -86,6 +86,10 @@ rp_status rp__cuda_event_elapsed_ms(rp_runtime *rt, void *start, void *end,
 /* cudaMemcpyAsync (direction from the pointers) on stream. */
 rp_status rp__cuda_memcpy_async(rp_runtime *rt, void *dst, const void *src,
                                 size_t bytes, void *stream);
+/* cudaEventQuery without waiting: 1 when the event's last record
+ * completed, 0 while it is pending, -1 on an error (which marks a sticky
+ * one; rp_error_detail says which). Never blocks, allocates nothing. */
+int rp__cuda_event_done(rp_runtime *rt, void *event);
 /* cudaStreamQuery without waiting: RP_OK when the stream is idle or still
  * busy, the error (which marks a sticky one) otherwise. */
 rp_status rp__cuda_stream_poll(rp_runtime *rt, void *stream);
