@@ -14,18 +14,25 @@
  *   2. RP_POP_REPARTITION fwd scatters the batch (rows and labels) into P
  *      shards (rp_chunk_rect along rows; shards keep global row numbers);
  *   3. RP_POP_REPLICATE fwd copies every weight and bias into P replicas;
- *   4. on each processor p: forward (gemm, bias_add, relu), loss
- *      (xent_fwd with norm = global batch, so the shard losses and
- *      gradients add up to those of the whole batch), backward (xent_bwd,
- *      gemm, bias_grad, relu_bwd) into per-shard gradients;
+ *   4. on each processor p, with the fused tasks of tasks.h: forward
+ *      (gemm, bias_act: bias + relu), loss (softmax_xent with norm = global
+ *      batch, so the shard losses and gradients add up to those of the
+ *      whole batch; it also writes the last layer's bias gradient),
+ *      backward (gemm for dW and d(in), relu_bwd_bias for the layer
+ *      below's dz and bias gradient) into per-shard gradients;
  *   5. RP_POP_REDUCTION fwd sums the P partial gradients (and the P partial
  *      losses) into one on the home memory;
- *   6. rp.sgd on the home processor updates every weight and bias.
- * The next step's replicate (3) reads the updated weights.
+ *   6. one rp.sgd_multi on the home processor updates every weight and
+ *      bias.
+ * The next step's replicate (3) reads the updated weights. With P = 1 the
+ * only shard is the home batch in the home memory: it uses the home
+ * instances (batch, weights, gradients, loss) directly and the step has no
+ * parallel ops (2, 3, 5): 5L + 2 ops for L layers (17 for 2-64-64-3).
  *
  * Per-replay arguments (rp_mlp_step_args, the replay's argument block): the
- * batch index reaches both gathers and the learning rate every sgd through
- * interpolations; nothing else changes between replays. Every instance is
+ * batch index reaches both gathers and the learning rate the sgd_multi
+ * task through interpolations (both read on the device by GPU variants, so
+ * on CUDA they stay inside the step's CUDA graphs); nothing else changes between replays. Every instance is
  * allocated by rp_mlp_create: a step allocates nothing.
  *
  * Processors: on a CUDA runtime the first P GPUs, else the first P CPU

@@ -252,11 +252,13 @@ Test(train, recorded_step_has_every_op_and_saves_as_a_graph_file) {
     RP_CHECK(rp_mlp_record(w.m, &g));
     RP_CHECK(rp_graph_validate(g));
     uint32_t L = c.nhidden + 1, P = procs;
-    /* 2 gathers, x and y scattered, 2L tensors replicated, per shard 3L-1
-     * forward + 2 loss + 4L-2 backward tasks, 2L gradients and the loss
-     * reduced, 2L sgd */
-    uint32_t want =
-        2 + 2 * P + 2 * L * P + P * (7 * L - 1) + (2 * L + 1) * P + 2 * L;
+    /* 2 gathers; per shard 2L forward (gemm, bias_act), 1 loss
+     * (softmax_xent) and 3L-2 backward (L + L-1 gemms, L-1 relu_bwd_bias)
+     * tasks; one sgd_multi. With P > 1 also x and y scattered, 2L tensors
+     * replicated, 2L gradients and the loss reduced; with P == 1 the shard
+     * is the home batch and there are no parallel ops. */
+    uint32_t pops = P > 1 ? 2 * P + 2 * L * P + (2 * L + 1) * P : 0;
+    uint32_t want = 2 + P * (5 * L - 1) + 1 + pops;
     cr_assert_eq(rp_graph_op_count(g), want, "P=%u: %u ops, want %u", procs,
                  rp_graph_op_count(g), want);
     cr_assert_eq(rp_graph_precondition_count(g), 0);
