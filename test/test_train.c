@@ -4,6 +4,7 @@
  * arguments; the batch-selection task; data sets and data files. */
 #include "train_common.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -452,6 +453,72 @@ Test(train, gather_rows_copies_one_batch_and_rejects_bad_indices) {
   RP_CHECK(rp_instance_free(rt, src));
   RP_CHECK(rp_instance_free(rt, dst));
   RP_CHECK(rp_instance_free(rt, fdst));
+  th_destroy(rt);
+}
+
+/* A recorded gather with an interpolated index: a replay with an index
+ * beyond the data poisons its done event with RP_ERANGE (and copies
+ * nothing); the next replay with a good index works. On the CPU backend
+ * the task variant checks; a GPU replay calls the same checks through the
+ * task's check_fn before issuing the op. */
+Test(train, gather_rows_replay_with_a_bad_interpolated_index_fails_alone) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_inst src, dst;
+  rp_rect rs = rp_rect_2d(0, 5, 0, 1), rd = rp_rect_2d(0, 1, 0, 1);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &rs, NULL, &src));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &rd, NULL, &dst));
+  int32_t v[12], fill[4] = {-7, -7, -7, -7};
+  for (int i = 0; i < 12; i++)
+    v[i] = 100 + i;
+  RP_CHECK(rp_instance_write(rt, src, v, sizeof v));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_gather_args a = {0, 2, 2};
+  rp_access acc[2] = {{src, RP_READ, 0}, {dst, RP_WRITE, 0}};
+  rp_interp ip = {0, offsetof(rp_gather_args, index), sizeof a.index};
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = k.gather_rows,
+                                       .proc = 0,
+                                       .accesses = acc,
+                                       .naccess = 2,
+                                       .args = &a,
+                                       .args_size = sizeof a,
+                                       .interps = &ip,
+                                       .ninterp = 1},
+                          NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  static const struct {
+    int32_t index;
+    rp_status want;
+  } cases[] = {{2, RP_OK}, {3, RP_ERANGE}, {1, RP_OK}, {-1, RP_ERANGE},
+               {0, RP_OK}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    RP_CHECK(rp_instance_write(rt, dst, fill, sizeof fill));
+    rp_replay_args ra = {.args = &cases[i].index,
+                         .args_size = sizeof cases[i].index};
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &ra, &done));
+    RP_EXPECT(rp_event_wait(rt, done, -1), cases[i].want);
+    RP_CHECK(rp_event_release(rt, done));
+    int32_t got[4];
+    RP_CHECK(rp_instance_read(rt, dst, got, sizeof got));
+    for (int j = 0; j < 4; j++) {
+      int32_t want = cases[i].want ? -7 : 100 + 4 * cases[i].index + j;
+      cr_assert_eq(got[j], want, "replay %zu (index %d) elem %d: %d", i,
+                   cases[i].index, j, got[j]);
+    }
+    if (cases[i].want != RP_OK)
+      cr_assert(strstr(rp_exec_error_detail(ex), "rp.gather_rows"), "%s",
+                rp_exec_error_detail(ex));
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, src));
+  RP_CHECK(rp_instance_free(rt, dst));
   th_destroy(rt);
 }
 
