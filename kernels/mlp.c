@@ -884,11 +884,22 @@ static rp_status eager_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
   return st;
 }
 
+static rp_mlp_step_args step_args(const rp_mlp *m, const rp_mlp_train_opts *o,
+                                  uint32_t t) {
+  rp_mlp_step_args a = {t % m->nbatches,
+                        o->lr / (1.0f + o->lr_decay * (float)t)};
+  return a;
+}
+
+/* 1 when step t reads the batch loss. */
+static int reads_loss(const rp_mlp_train_opts *o, uint32_t t) {
+  return o->loss_every && (t % o->loss_every == 0 || t + 1 == o->iters);
+}
+
 static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
                        const rp_mlp_train_opts *o) {
   for (uint32_t t = 0; t < o->iters; t++) {
-    rp_mlp_step_args a = {t % m->nbatches,
-                          o->lr / (1.0f + o->lr_decay * (float)t)};
+    rp_mlp_step_args a = step_args(m, o, t);
     uint64_t t0 = rp__now_ns();
     rp_status st = fn(m, ctx, &a);
     uint64_t t1 = rp__now_ns();
@@ -897,8 +908,7 @@ static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
     if (o->iter_ns)
       o->iter_ns[t] = t1 - t0;
     float loss = NAN;
-    int read = o->loss_every && (t % o->loss_every == 0 || t + 1 == o->iters);
-    if (read && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
+    if (reads_loss(o, t) && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
       return st;
     if (o->progress && o->progress(o->arg, t, loss))
       break;
@@ -906,17 +916,97 @@ static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
   return RP_OK;
 }
 
+/* The outstanding replays of train_inflight: a ring of done events, the
+ * oldest (step `first`) at `head`. */
+typedef struct inflight_ring {
+  rp_event ev[RP_MLP_MAX_INFLIGHT];
+  uint64_t t0[RP_MLP_MAX_INFLIGHT]; /* when rp_replay was called */
+  uint32_t cap, head, n, first;
+  int stop; /* progress asked to stop: retire without reporting */
+} inflight_ring;
+
+/* Waits for the oldest outstanding replay and reports it (latency, loss
+ * when its step reads one: it is then the newest, see train_inflight). */
+static rp_status retire(rp_mlp *m, rp_exec *ex, inflight_ring *r,
+                        const rp_mlp_train_opts *o) {
+  uint32_t i = r->head, t = r->first;
+  rp_status st = rp_event_wait(m->rt, r->ev[i], -1);
+  uint64_t t1 = rp__now_ns();
+  rp_event_release(m->rt, r->ev[i]);
+  r->head = (i + 1) % r->cap;
+  r->n--;
+  r->first++;
+  if (st != RP_OK)
+    return rp__err(st, "step %u: replay failed: %s", t,
+                   rp_exec_error_detail(ex));
+  if (o->iter_ns)
+    o->iter_ns[t] = t1 - r->t0[i];
+  float loss = NAN;
+  if (reads_loss(o, t) && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
+    return st;
+  if (!r->stop && o->progress && o->progress(o->arg, t, loss))
+    r->stop = 1;
+  return RP_OK;
+}
+
+/* Up to o->inflight replays outstanding (see rp_mlp_train_opts). A step
+ * that reads the loss retires every outstanding replay right after it is
+ * issued, so when it is retired no later replay has been started. */
+static rp_status train_inflight(rp_mlp *m, rp_exec *ex,
+                                const rp_mlp_train_opts *o) {
+  inflight_ring r = {.cap = o->inflight};
+  rp_status st = RP_OK;
+  for (uint32_t t = 0; !st && !r.stop && t < o->iters; t++) {
+    if (r.n == r.cap && (st = retire(m, ex, &r, o)) != RP_OK)
+      break;
+    if (r.stop)
+      break;
+    rp_mlp_step_args a = step_args(m, o, t);
+    rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+    uint32_t slot = (r.head + r.n) % r.cap;
+    r.t0[slot] = rp__now_ns();
+    if ((st = rp_replay(ex, &ra, &r.ev[slot])) != RP_OK) {
+      st = rp__err_prefix(st, "step %u: ", t);
+      break;
+    }
+    r.n++;
+    while (!st && r.n && reads_loss(o, t))
+      st = retire(m, ex, &r, o);
+  }
+  while (!st && r.n) /* the last steps, reported in order */
+    st = retire(m, ex, &r, o);
+  while (r.n) { /* after an error: wait for the rest, keep the first error */
+    rp_event_wait(m->rt, r.ev[r.head], -1);
+    rp_event_release(m->rt, r.ev[r.head]);
+    r.head = (r.head + 1) % r.cap;
+    r.n--;
+  }
+  return st;
+}
+
 rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
                               const rp_mlp_train_opts *o) {
   if (!m || !ex || !o)
     return rp__err(RP_EINVAL, "rp_mlp_train_replay: NULL argument");
-  return train(m, replay_one, ex, o);
+  if (o->inflight > RP_MLP_MAX_INFLIGHT)
+    return rp__err(RP_EINVAL,
+                   "rp_mlp_train_replay: inflight = %u (need 0..%d)",
+                   o->inflight, RP_MLP_MAX_INFLIGHT);
+  uint64_t w0 = rp__now_ns();
+  rp_status st = o->inflight > 1 ? train_inflight(m, ex, o)
+                                 : train(m, replay_one, ex, o);
+  if (o->wall_ns)
+    *o->wall_ns = rp__now_ns() - w0;
+  return st;
 }
 
 rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o) {
   if (!m || !o)
     return rp__err(RP_EINVAL, "rp_mlp_train_eager: NULL argument");
+  uint64_t w0 = rp__now_ns();
   rp_status st = train(m, eager_one, NULL, o);
   rp_status dst = rp_runtime_drain(m->rt); /* the ops' own bookkeeping */
+  if (o->wall_ns)
+    *o->wall_ns = rp__now_ns() - w0;
   return st ? st : dst;
 }
