@@ -241,6 +241,80 @@ Test(train, batch_index_and_learning_rate_are_per_replay_arguments) {
   tw_fini(&w);
 }
 
+/* ---- replays in flight ---- */
+
+/* What progress saw: the steps in order, and the losses read. */
+typedef struct steps_seen {
+  uint32_t n, next;
+  int in_order;
+  float loss[64];
+} steps_seen;
+
+static int note_step(void *arg, uint32_t t, float loss) {
+  steps_seen *s = arg;
+  s->in_order &= t == s->next;
+  s->next = t + 1;
+  if (t < 64)
+    s->loss[t] = loss;
+  s->n++;
+  return 0;
+}
+
+/* N replays in flight give the weights and the losses of one at a time,
+ * bitwise (replays of one exec run in order); progress sees every step in
+ * order; an exec with fewer slots than N only makes rp_replay wait. */
+Test(train, replays_in_flight_give_the_weights_of_one_at_a_time) {
+  static const uint32_t inflight[] = {1, 4, 7};
+  float *ref[2] = {NULL, NULL};
+  float ref_loss[2][64];
+  for (size_t i = 0; i < sizeof inflight / sizeof inflight[0]; i++) {
+    for (uint32_t procs = 1; procs <= 2; procs++) {
+      rp_mlp_config c;
+      tw_config(&c, procs);
+      tw w;
+      tw_init(&w, RP_BACKEND_CPU, &c);
+      rp_exec *ex; /* the default 4 slots: 7 in flight only makes
+                      rp_replay wait, still correct */
+      RP_CHECK(tw_exec(&w, &ex));
+      steps_seen s = {.in_order = 1};
+      uint64_t wall = 0;
+      rp_mlp_train_opts o = tw_opts(50);
+      o.loss_every = 6;
+      o.progress = note_step;
+      o.arg = &s;
+      o.inflight = inflight[i];
+      o.wall_ns = &wall;
+      RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+      cr_assert(s.n == 50 && s.in_order, "inflight %u: %u steps, in order %d",
+                inflight[i], s.n, s.in_order);
+      cr_assert_gt(wall, 0);
+      for (uint32_t t = 0; t < 50; t++)
+        cr_assert_eq(isnan(s.loss[t]), !(t % 6 == 0 || t == 49),
+                     "inflight %u step %u: loss %g", inflight[i], t,
+                     (double)s.loss[t]);
+      float *p = tw_params(&w);
+      size_t n = rp_mlp_param_count(w.m);
+      if (i == 0) { /* one at a time: the reference */
+        ref[procs - 1] = p;
+        memcpy(ref_loss[procs - 1], s.loss, sizeof s.loss);
+      } else {
+        cr_assert(memcmp(p, ref[procs - 1], n * sizeof *p) == 0,
+                  "P=%u inflight %u: weights differ", procs, inflight[i]);
+        for (uint32_t t = 0; t < 50; t += 6)
+          cr_assert_eq(s.loss[t], ref_loss[procs - 1][t],
+                       "P=%u inflight %u step %u loss", procs, inflight[i], t);
+        free(p);
+      }
+      o.inflight = RP_MLP_MAX_INFLIGHT + 1;
+      RP_EXPECT(rp_mlp_train_replay(w.m, ex, &o), RP_EINVAL);
+      RP_CHECK(rp_exec_destroy(ex));
+      tw_fini(&w);
+    }
+  }
+  free(ref[0]);
+  free(ref[1]);
+}
+
 /* ---- the recorded graph ---- */
 
 Test(train, recorded_step_has_every_op_and_saves_as_a_graph_file) {
