@@ -230,6 +230,57 @@ int64_t rp_cpu_xent_bwd(const float *probs, const int32_t *labels,
 }
 
 /* ---------------------------------------------------------------------- */
+/* Fused kernels: one sweep over the rows, each element computed by exactly
+ * the operations of the unfused kernels (see cpu_kernels.h). */
+
+void rp_cpu_bias_act(float *z, const float *bias, float *a, size_t rows,
+                     size_t cols) {
+  for (size_t r = 0; r < rows; r++) {
+    float *zr = z + r * cols;
+    for (size_t c = 0; c < cols; c++)
+      zr[c] += bias[c];
+    if (a)
+      rp_cpu_relu_fwd(zr, a + r * cols, cols);
+  }
+}
+
+void rp_cpu_relu_bwd_bias_grad(const float *a, const float *da, float *dz,
+                               float *db, size_t rows, size_t cols) {
+  rp_cpu_fill(db, 0.0f, cols);
+  for (size_t r = 0; r < rows; r++) {
+    const float *ar = a + r * cols, *dar = da + r * cols;
+    float *dzr = dz + r * cols;
+    for (size_t c = 0; c < cols; c++) {
+      dzr[c] = ar[c] > 0.0f ? dar[c] : 0.0f;
+      db[c] += dzr[c]; /* rows in order, as rp_cpu_bias_grad */
+    }
+  }
+}
+
+int64_t rp_cpu_softmax_xent(const float *logits, const int32_t *labels,
+                            float *dlogits, float *db, size_t rows,
+                            size_t cols, float norm, float *loss) {
+  if (cols == 0) /* no class is a valid label: as rp_cpu_xent_fwd */
+    return rp_cpu_xent_fwd(logits, labels, dlogits, 0, rows, cols, norm, loss);
+  if (db)
+    rp_cpu_fill(db, 0.0f, cols);
+  int64_t bad = -1;
+  double sum = 0.0;
+  for (size_t r = 0; r < rows; r++) {
+    float *d = dlogits + r * cols;
+    /* probs of the row, then dlogits in place: rp_cpu_xent_bwd's formula */
+    sum += xent_row(logits + r * cols, labels[r], d, cols);
+    int64_t b = rp_cpu_xent_bwd(d, labels + r, d, 0, 1, cols, norm);
+    if (b >= 0 && bad < 0)
+      bad = (int64_t)r;
+    for (size_t c = 0; db && c < cols; c++)
+      db[c] += d[c];
+  }
+  *loss = (float)(sum / norm);
+  return bad;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Optimizer and BLAS-1 */
 
 void rp_cpu_sgd_momentum(float *w, const float *g, float *v, size_t n, float lr,

@@ -83,6 +83,29 @@ int64_t rp_cpu_xent_bwd(const float *probs, const int32_t *labels,
 void rp_cpu_sgd_momentum(float *w, const float *g, float *v, size_t n, float lr,
                          float mu);
 
+/* ---- Fused kernels (one pass each; every result is bitwise equal to the
+ * unfused sequence named, since each element sees the same f32 operations
+ * in the same order). ---- */
+
+/* z[r, c] += bias[c]; then, when a != NULL, a = max(z, 0) (a NaN gives 0):
+ * rp_cpu_bias_add followed by rp_cpu_relu_fwd. a may not alias z. */
+void rp_cpu_bias_act(float *z, const float *bias, float *a, size_t rows,
+                     size_t cols);
+
+/* dz = da * (a > 0) and db[c] = sum over r of dz[r, c] (rows in order):
+ * rp_cpu_relu_bwd followed by rp_cpu_bias_grad. dz may equal da. */
+void rp_cpu_relu_bwd_bias_grad(const float *a, const float *da, float *dz,
+                               float *db, size_t rows, size_t cols);
+
+/* Softmax cross-entropy forward and backward in one pass over rows
+ * [0, rows): rp_cpu_xent_fwd (probs into dlogits) then rp_cpu_xent_bwd in
+ * place, then, when db != NULL, rp_cpu_bias_grad(dlogits, db). *loss is the
+ * forward's (summed in f64, in row order, / norm). Returns -1, or the first
+ * row with a label outside [0, cols) (its dlogits are NaN, *loss NaN). */
+int64_t rp_cpu_softmax_xent(const float *logits, const int32_t *labels,
+                            float *dlogits, float *db, size_t rows,
+                            size_t cols, float norm, float *loss);
+
 /* x[i] = value. */
 void rp_cpu_fill(float *x, float value, size_t n);
 /* x[i] *= alpha. */

@@ -289,6 +289,137 @@ __global__ void argmax_k(const float *x, const int32_t *labels, int32_t *count,
   }
 }
 
+/* ---------------------------------------------------------------------- */
+/* Fused kernels */
+
+__global__ void bias_act_k(float *z, const float *bias, float *a, size_t rows,
+                           size_t cols) {
+  size_t n = rows * cols;
+  for (size_t i = global_tid(); i < n; i += global_threads()) {
+    float v = z[i] + bias[i % cols];
+    z[i] = v;
+    if (a)
+      a[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+/* bias_grad_k's shape and order, computing dz on the way. */
+__global__ void relu_bwd_bias_k(const float *a, const float *da, float *dz,
+                                float *db, size_t rows, size_t cols) {
+  __shared__ float part[kBgLanes][kBgCols + 1];
+  size_t c = (size_t)blockIdx.x * kBgCols + threadIdx.x;
+  float acc = 0.0f;
+  if (c < cols)
+    for (size_t r = threadIdx.y; r < rows; r += kBgLanes) {
+      size_t i = r * cols + c;
+      float v = a[i] > 0.0f ? da[i] : 0.0f;
+      dz[i] = v;
+      acc += v;
+    }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float s = part[0][threadIdx.x];
+    for (unsigned y = 1; y < kBgLanes; y++)
+      s += part[y][threadIdx.x];
+    db[c] = s;
+  }
+}
+
+/* One block of kFusedThreads: warp w takes rows w, w + 32, ... (softmax
+ * into dlogits, then the backward formula on the lane's own columns);
+ * thread 0 sums the warps' losses in warp order. After a barrier (which
+ * also makes the block's global writes visible to the block), column
+ * chunks of 32: lane = column, warp y sums rows y, y + 32, ... in order,
+ * warp 0 adds the 32 partials in order. */
+__global__ void softmax_xent_k(const float *logits, const int32_t *labels,
+                               float *dlogits, float *db, float *loss,
+                               size_t rows, size_t cols, float norm) {
+  __shared__ double sh[kFusedThreads / 32];
+  __shared__ float part[kFusedThreads / 32][33];
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  unsigned nwarps = blockDim.x / 32;
+  double acc = 0.0;
+  for (size_t r = warp; r < rows; r += nwarps) {
+    float *d = dlogits + r * cols;
+    int32_t label = labels[r];
+    acc += xent_row(logits + r * cols, label, d, cols, lane);
+    bool ok = label >= 0 && (size_t)label < cols;
+    for (size_t c = lane; c < cols; c += 32) { /* the lane's own p[c] */
+      float y = (size_t)label == c ? 1.0f : 0.0f;
+      d[c] = ok ? (d[c] - y) / norm : __int_as_float(0x7fc00000);
+    }
+  }
+  if (lane == 0)
+    sh[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0.0;
+    for (unsigned w = 0; w < nwarps; w++)
+      s += sh[w];
+    *loss = (float)(s / norm);
+  }
+  for (size_t c0 = 0; db && c0 < cols; c0 += 32) {
+    size_t c = c0 + lane;
+    float cs = 0.0f;
+    for (size_t r = warp; c < cols && r < rows; r += nwarps)
+      cs += dlogits[r * cols + c];
+    part[warp][lane] = cs;
+    __syncthreads();
+    if (warp == 0 && c < cols) {
+      float s = part[0][lane];
+      for (unsigned y = 1; y < nwarps; y++)
+        s += part[y][lane];
+      db[c] = s;
+    }
+    __syncthreads(); /* part is reused by the next chunk */
+  }
+}
+
+struct SgdTable {
+  float *w[RP_CUDA_SGD_MULTI_MAX];
+  const float *g[RP_CUDA_SGD_MULTI_MAX];
+  float *v[RP_CUDA_SGD_MULTI_MAX];
+  size_t n[RP_CUDA_SGD_MULTI_MAX];
+};
+
+/* Grid row blockIdx.y updates tensor blockIdx.y with sgd_k's operations. */
+__global__ void sgd_multi_k(SgdTable t, float lr, float mu,
+                            const float *lr_dev) {
+  float rate = lr_dev ? *lr_dev : lr;
+  unsigned k = blockIdx.y;
+  float *w = t.w[k], *v = t.v[k];
+  const float *g = t.g[k];
+  size_t n = t.n[k], stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    float vi = __fadd_rn(__fmul_rn(mu, v[i]), g[i]);
+    v[i] = vi;
+    w[i] = __fsub_rn(w[i], __fmul_rn(rate, vi));
+  }
+}
+
+/* Copies `units` units (4 bytes when words, else 1) of the selected batch;
+ * an index outside [0, batches) copies nothing. */
+__global__ void gather_rows_k(char *dst, const char *src, size_t batch_bytes,
+                              long long batches, int index,
+                              const int32_t *index_dev, bool words) {
+  long long idx = index_dev ? *index_dev : index;
+  if (idx < 0 || idx >= batches)
+    return;
+  const char *from = src + (size_t)idx * batch_bytes;
+  if (words) {
+    size_t n = batch_bytes / 4;
+    const uint32_t *s = reinterpret_cast<const uint32_t *>(from);
+    uint32_t *d = reinterpret_cast<uint32_t *>(dst);
+    for (size_t i = global_tid(); i < n; i += global_threads())
+      d[i] = s[i];
+  } else {
+    for (size_t i = global_tid(); i < batch_bytes; i += global_threads())
+      dst[i] = from[i];
+  }
+}
+
 } // namespace
 
 /* ---------------------------------------------------------------------- */
@@ -428,6 +559,85 @@ extern "C" rp_status rp_cuda_argmax_correct(const float *x,
   argmax_k<<<blocks_for(rows, kThreads / 32), kThreads, 0, s>>>(
       x, labels, count, rows, cols);
   return launched("rp_cuda_argmax_correct");
+}
+
+extern "C" rp_status rp_cuda_bias_act(float *z, const float *bias, float *a,
+                                      size_t rows, size_t cols, void *stream) {
+  size_t n = rows * cols;
+  if (n == 0)
+    return RP_OK;
+  bias_act_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(
+      z, bias, a, rows, cols);
+  return launched("rp_cuda_bias_act");
+}
+
+extern "C" rp_status rp_cuda_relu_bwd_bias_grad(const float *a,
+                                                const float *da, float *dz,
+                                                float *db, size_t rows,
+                                                size_t cols, void *stream) {
+  if (cols == 0)
+    return RP_OK;
+  /* rows == 0 still runs: db = 0, as on the CPU */
+  size_t nb = (cols + kBgCols - 1) / kBgCols;
+  if (nb > 0x7fffffffu)
+    return rp__err(RP_EBACKEND, "rp_cuda_relu_bwd_bias_grad: %zu columns",
+                   cols);
+  relu_bwd_bias_k<<<(unsigned)nb, dim3(kBgCols, kBgLanes), 0,
+                    as_stream(stream)>>>(a, da, dz, db, rows, cols);
+  return launched("rp_cuda_relu_bwd_bias_grad");
+}
+
+extern "C" rp_status rp_cuda_softmax_xent(const float *logits,
+                                          const int32_t *labels,
+                                          float *dlogits, float *db,
+                                          float *loss, size_t rows,
+                                          size_t cols, float norm,
+                                          void *stream) {
+  /* rows == 0 still runs: loss = 0 and db = 0, as on the CPU */
+  softmax_xent_k<<<1, kFusedThreads, 0, as_stream(stream)>>>(
+      logits, labels, dlogits, db, loss, rows, cols, norm);
+  return launched("rp_cuda_softmax_xent");
+}
+
+extern "C" rp_status rp_cuda_sgd_multi(float *const *w, const float *const *g,
+                                       float *const *v, const size_t *n,
+                                       int count, float lr, float mu,
+                                       const float *lr_dev, void *stream) {
+  if (count < 1 || count > RP_CUDA_SGD_MULTI_MAX)
+    return rp__err(RP_EBACKEND, "rp_cuda_sgd_multi: %d tensors (1..%d)",
+                   count, RP_CUDA_SGD_MULTI_MAX);
+  SgdTable t = {};
+  size_t most = 0;
+  for (int i = 0; i < count; i++) {
+    t.w[i] = w[i];
+    t.g[i] = g[i];
+    t.v[i] = v[i];
+    t.n[i] = n[i];
+    most = n[i] > most ? n[i] : most;
+  }
+  if (most == 0)
+    return RP_OK;
+  dim3 grid(blocks_for(most, kThreads), (unsigned)count);
+  sgd_multi_k<<<grid, kThreads, 0, as_stream(stream)>>>(t, lr, mu, lr_dev);
+  return launched("rp_cuda_sgd_multi");
+}
+
+extern "C" rp_status rp_cuda_gather_rows(void *dst, const void *src_base,
+                                         size_t batch_bytes, int64_t batches,
+                                         int32_t index, const void *index_dev,
+                                         void *stream) {
+  if (batch_bytes == 0)
+    return RP_OK;
+  /* 4-byte units when every batch and both ends are 4-byte aligned */
+  bool words = batch_bytes % 4 == 0 && (uintptr_t)dst % 4 == 0 &&
+               (uintptr_t)src_base % 4 == 0;
+  size_t units = words ? batch_bytes / 4 : batch_bytes;
+  gather_rows_k<<<blocks_for(units, kThreads), kThreads, 0,
+                  as_stream(stream)>>>(
+      static_cast<char *>(dst), static_cast<const char *>(src_base),
+      batch_bytes, (long long)batches, index,
+      static_cast<const int32_t *>(index_dev), words);
+  return launched("rp_cuda_gather_rows");
 }
 
 /* ---------------------------------------------------------------------- */

@@ -88,6 +88,52 @@ rp_status rp_cuda_argmax_correct(const float *x, const int32_t *labels,
                                  void *stream);
 
 /* ---------------------------------------------------------------------- */
+/* Fused kernels (kernels/tasks.h's rp.bias_act, rp.relu_bwd_bias,
+ * rp.softmax_xent, rp.sgd_multi, and rp.gather_rows's copy). Each is one
+ * kernel launch and follows its CPU twin in cpu_kernels.h:
+ *  - bias_act, sgd_multi: the f32 operations of the unfused kernels, no
+ *    FMA contraction: equal to the CPU results;
+ *  - relu_bwd_bias_grad: dz equal; db summed as rp_cuda_bias_grad does
+ *    (relative 1e-4 of the CPU's column sums, bitwise equal to
+ *    rp_cuda_relu_bwd + rp_cuda_bias_grad);
+ *  - softmax_xent: dlogits and loss as rp_cuda_xent_fwd/bwd (relative
+ *    1e-4), db a fixed-order column sum (relative 1e-4).
+ * All are deterministic (no float atomics). */
+
+/* z += bias (row-broadcast); a = max(z, 0) when a != NULL. */
+rp_status rp_cuda_bias_act(float *z, const float *bias, float *a, size_t rows,
+                           size_t cols, void *stream);
+/* dz = da * (a > 0), db = column sums of dz (blocks of 32 columns x 8 row
+ * lanes, as rp_cuda_bias_grad). */
+rp_status rp_cuda_relu_bwd_bias_grad(const float *a, const float *da,
+                                     float *dz, float *db, size_t rows,
+                                     size_t cols, void *stream);
+/* One block of 32 warps: softmax, loss[0] = sum_r loss_r / norm, dlogits
+ * = (p - onehot) / norm (a bad label: NaN row, NaN loss), then (db !=
+ * NULL) db = column sums of dlogits in a fixed order. */
+rp_status rp_cuda_softmax_xent(const float *logits, const int32_t *labels,
+                               float *dlogits, float *db, float *loss,
+                               size_t rows, size_t cols, float norm,
+                               void *stream);
+/* rp_cuda_sgd_momentum over `count` tensors (1..RP_CUDA_SGD_MULTI_MAX) in
+ * one kernel: the pointer table is passed by value (kernel parameters);
+ * tensor i is updated by the blocks of grid row i. */
+#define RP_CUDA_SGD_MULTI_MAX 32
+rp_status rp_cuda_sgd_multi(float *const *w, const float *const *g,
+                            float *const *v, const size_t *n, int count,
+                            float lr, float mu, const float *lr_dev,
+                            void *stream);
+/* Copies batch `index` (batch_bytes each) of src_base to dst, where src
+ * holds `batches` whole batches. index_dev: NULL to use index, or a device
+ * pointer to an int32 read when the kernel runs (a per-replay index in the
+ * device parameter buffer). The kernel copies nothing when the index it
+ * reads is outside [0, batches). */
+rp_status rp_cuda_gather_rows(void *dst, const void *src_base,
+                              size_t batch_bytes, int64_t batches,
+                              int32_t index, const void *index_dev,
+                              void *stream);
+
+/* ---------------------------------------------------------------------- */
 /* GEMM through cuBLAS: the contract of rp_cpu_gemm (row-major, trans flags,
  * beta == 0 does not read C), on the current CUDA device.
  *

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #define MAXL (RP_MLP_MAX_HIDDEN + 1)
-#define MAXSINKS (2 * MAXL + 1) /* sgd per weight and bias, the loss */
+#define MAXSINKS 4 /* the sgd_multi task, the loss (see sink()) */
 
 /* One layer's home instances. */
 typedef struct layer {
@@ -21,11 +21,14 @@ typedef struct layer {
 } layer;
 
 /* One shard's instances, in its processor's memory. Activations keep the
- * batch's global row numbers (rect rows lo..hi), as the shard of x does. */
+ * batch's global row numbers (rect rows lo..hi), as the shard of x does.
+ * With one processor the shard is the whole batch in the home memory: x,
+ * y, loss, w, b, gw, gb are then the home instances themselves (see
+ * alias_home), so the step needs no parallel ops. */
 typedef struct shard {
   int64_t lo, hi;
   uint32_t rows;
-  rp_inst x, y, loss, probs, dlogits;
+  rp_inst x, y, loss, dlogits;
   rp_inst w[MAXL], b[MAXL];   /* replicas */
   rp_inst z[MAXL];            /* pre-activations; z[L-1] are the logits */
   rp_inst a[MAXL];            /* relu(z[l]), l < L-1 */
@@ -223,13 +226,13 @@ static rp_status make_shard(rp_mlp *m, uint32_t p) {
   s->lo = part.lo[0];
   s->hi = part.hi[0];
   s->rows = (uint32_t)(s->hi - s->lo + 1);
-  st = mk(m, p, RP_F32, mat(s->lo, s->hi, m->features), &s->x);
-  if (!st)
+  int own = m->cfg.procs > 1; /* else alias_home() */
+  if (own)
+    st = mk(m, p, RP_F32, mat(s->lo, s->hi, m->features), &s->x);
+  if (!st && own)
     st = mk(m, p, RP_I32, part, &s->y);
-  if (!st)
+  if (!st && own)
     st = mk(m, p, RP_F32, rp_rect_1d(0, 0), &s->loss);
-  if (!st)
-    st = mk(m, p, RP_F32, mat(s->lo, s->hi, m->classes), &s->probs);
   if (!st)
     st = mk(m, p, RP_F32, mat(s->lo, s->hi, m->classes), &s->dlogits);
   for (uint32_t l = 0; !st && l < m->nl; l++) {
@@ -237,7 +240,7 @@ static rp_status make_shard(rp_mlp *m, uint32_t p) {
     rp_rect w = mat(0, ly->in - 1, ly->out), b = rp_rect_1d(0, ly->out - 1);
     rp_rect act = mat(s->lo, s->hi, ly->out);
     rp_inst *mats[] = {&s->w[l], &s->gw[l]}, *vecs[] = {&s->b[l], &s->gb[l]};
-    for (int i = 0; !st && i < 2; i++)
+    for (int i = 0; !st && own && i < 2; i++)
       if (!(st = mk(m, p, RP_F32, w, mats[i])))
         st = mk(m, p, RP_F32, b, vecs[i]);
     if (!st)
@@ -249,6 +252,23 @@ static rp_status make_shard(rp_mlp *m, uint32_t p) {
     }
   }
   return st;
+}
+
+/* One processor: the only shard is the home batch (the same rows in the
+ * same memory), so it uses the home instances instead of copies of them;
+ * the replicate, repartition and reduction ops would be plain copies.
+ * These handles are not in m->all (destroy frees them once). */
+static void alias_home(rp_mlp *m) {
+  shard *s = &m->shards[0];
+  s->x = m->bx;
+  s->y = m->by;
+  s->loss = m->loss;
+  for (uint32_t l = 0; l < m->nl; l++) {
+    s->w[l] = m->layers[l].w;
+    s->b[l] = m->layers[l].b;
+    s->gw[l] = m->layers[l].gw;
+    s->gb[l] = m->layers[l].gb;
+  }
 }
 
 rp_status rp_mlp_destroy(rp_mlp *m) {
@@ -338,9 +358,10 @@ static rp_status pop_ev(rp_mlp *m, rp_pop_kind kind, rp_inst whole,
   return rp_launch_parallel(m->rt, &op, done);
 }
 
+/* With one processor the shard is the home instance (alias_home): no op. */
 static rp_status pop(rp_mlp *m, rp_pop_kind kind, rp_inst whole,
                      const rp_inst *parts) {
-  return pop_ev(m, kind, whole, parts, NULL);
+  return m->cfg.procs == 1 ? RP_OK : pop_ev(m, kind, whole, parts, NULL);
 }
 
 /* Gathers field `off` (an rp_inst) of every shard into parts. */
@@ -365,14 +386,15 @@ static rp_status forward(rp_mlp *m, rp_proc p, rp_inst x, uint32_t rows,
   for (uint32_t l = 0; !st && l < m->nl; l++) {
     const layer *ly = &m->layers[l];
     rp_inst in = l ? a[l - 1] : x;
-    rp_bias_args ba = {(int32_t)rows, (int32_t)ly->out};
-    rp_elementwise_args ea = {0};
+    int relu = l + 1 < m->nl; /* z += b, then a = relu(z) in one task */
+    rp_bias_act_args ba = {(int32_t)rows, (int32_t)ly->out,
+                           relu ? RP_ACT_RELU : RP_ACT_NONE};
     st = gemm(m, p, in, w[l], z[l], 0, 0, rows, ly->out, ly->in);
-    if (!st)
-      st = task(m, m->k.bias_add, p, ACC(RW(z[l]), R(b[l])), &ba, sizeof ba,
-                NULL);
-    if (!st && l + 1 < m->nl)
-      st = task(m, m->k.relu_fwd, p, ACC(R(z[l]), W(a[l])), &ea, sizeof ea,
+    if (!st && relu)
+      st = task(m, m->k.bias_act, p, ACC(RW(z[l]), R(b[l]), W(a[l])), &ba,
+                sizeof ba, NULL);
+    else if (!st)
+      st = task(m, m->k.bias_act, p, ACC(RW(z[l]), R(b[l])), &ba, sizeof ba,
                 NULL);
   }
   return st;
@@ -385,40 +407,52 @@ static rp_status backward(rp_mlp *m, uint32_t p) {
   uint32_t L = m->nl;
   rp_xent_args xa = {(int32_t)s->rows, (int32_t)m->classes,
                      (float)m->cfg.batch};
-  rp_status st = task(m, m->k.xent_fwd, pr,
-                      ACC(R(s->z[L - 1]), R(s->y), W(s->probs), W(s->loss)),
-                      &xa, sizeof xa, NULL);
-  if (!st)
-    st = task(m, m->k.xent_bwd, pr, ACC(R(s->probs), R(s->y), W(s->dlogits)),
-              &xa, sizeof xa, NULL);
+  /* loss, dlogits and the last layer's bias gradient in one task; with one
+   * processor (and no all-reduce after it) it writes the batch loss last,
+   * so an eager step waits for it */
+  rp_event *done = m->cfg.procs == 1 && !m->cfg.dist ? sink(m) : NULL;
+  rp_status st = task_ev(
+      m, m->k.softmax_xent, pr,
+      ACC(R(s->z[L - 1]), R(s->y), W(s->dlogits), W(s->loss), W(s->gb[L - 1])),
+      &xa, sizeof xa, NULL, done);
   for (uint32_t l = L; !st && l-- > 0;) {
     const layer *ly = &m->layers[l];
     rp_inst dz = l + 1 == L ? s->dlogits : s->dz[l];
     rp_inst in = l ? s->a[l - 1] : s->x;
-    rp_bias_args ba = {(int32_t)s->rows, (int32_t)ly->out};
-    rp_elementwise_args ea = {0};
-    /* dW = in^T dz, db = column sums of dz, d(in) = dz W^T */
+    rp_rows_cols_args ba = {(int32_t)s->rows, (int32_t)ly->in};
+    /* dW = in^T dz; d(in) = dz W^T, then the layer below's dz and db
+     * (relu backward and column sums) in one task */
     st = gemm(m, pr, in, dz, s->gw[l], 1, 0, ly->in, ly->out, s->rows);
-    if (!st)
-      st = task(m, m->k.bias_grad, pr, ACC(R(dz), W(s->gb[l])), &ba, sizeof ba,
-                NULL);
     if (!st && l > 0)
       st = gemm(m, pr, dz, s->w[l], s->da[l - 1], 0, 1, s->rows, ly->in,
                 ly->out);
     if (!st && l > 0)
-      st = task(m, m->k.relu_bwd, pr,
-                ACC(R(s->a[l - 1]), R(s->da[l - 1]), W(s->dz[l - 1])), &ea,
-                sizeof ea, NULL);
+      st = task(m, m->k.relu_bwd_bias, pr,
+                ACC(R(s->a[l - 1]), R(s->da[l - 1]), W(s->dz[l - 1]),
+                    W(s->gb[l - 1])),
+                &ba, sizeof ba, NULL);
   }
   return st;
 }
 
-static rp_status sgd(rp_mlp *m, rp_inst w, rp_inst g, rp_inst v, float lr) {
-  rp_sgd_args a = {lr, m->cfg.momentum, 0};
-  rp_interp ip = {offsetof(rp_mlp_step_args, lr), offsetof(rp_sgd_args, lr),
-                  sizeof a.lr};
-  return task_ev(m, m->k.sgd, m->procs[0], ACC(RW(w), R(g), RW(v)), &a,
-                 sizeof a, &ip, sink(m));
+/* Every weight and bias in one rp.sgd_multi task (layer by layer: w, b). */
+static rp_status sgd_all(rp_mlp *m, float lr) {
+  rp_access acc[3 * 2 * MAXL];
+  uint32_t n = 0;
+  for (uint32_t l = 0; l < m->nl; l++) {
+    const layer *ly = &m->layers[l];
+    rp_inst t[2][3] = {{ly->w, ly->gw, ly->vw}, {ly->b, ly->gb, ly->vb}};
+    for (int i = 0; i < 2; i++) {
+      acc[n++] = (rp_access){t[i][0], RP_RW, RP_REDOP_NONE};
+      acc[n++] = (rp_access){t[i][1], RP_READ, RP_REDOP_NONE};
+      acc[n++] = (rp_access){t[i][2], RP_RW, RP_REDOP_NONE};
+    }
+  }
+  rp_sgd_multi_args a = {lr, m->cfg.momentum, (int32_t)(n / 3)};
+  rp_interp ip = {offsetof(rp_mlp_step_args, lr),
+                  offsetof(rp_sgd_multi_args, lr), sizeof a.lr};
+  return task_ev(m, m->k.sgd_multi, m->procs[0], acc, n, &a, sizeof a, &ip,
+                 sink(m));
 }
 
 static rp_status step_inputs(rp_mlp *m, uint32_t index) {
@@ -467,18 +501,14 @@ static rp_status step_update(rp_mlp *m, float lr) {
       st = pop(m, RP_POP_REDUCTION, m->layers[l].gb, PARTS(gb, l));
   }
   /* the loss's last op is an eager step's sink: its reduction, or with
-   * dist its all-reduce */
-  if (!st)
+   * dist its all-reduce (one processor: backward() made the loss task one) */
+  if (!st && m->cfg.procs > 1)
     st = pop_ev(m, RP_POP_REDUCTION, m->loss, PARTS(loss, 0),
                 m->cfg.dist ? NULL : sink(m));
   if (!st && m->cfg.dist)
     st = step_allreduce(m);
-  for (uint32_t l = 0; !st && l < m->nl; l++) {
-    layer *ly = &m->layers[l];
-    st = sgd(m, ly->w, ly->gw, ly->vw, lr);
-    if (!st)
-      st = sgd(m, ly->b, ly->gb, ly->vb, lr);
-  }
+  if (!st)
+    st = sgd_all(m, lr);
   return st;
 }
 
@@ -668,6 +698,8 @@ rp_status rp_mlp_create(rp_runtime *rt, const rp_kernel_tasks *k,
     st = make_home(m);
   for (uint32_t p = 0; !st && p < cfg->procs; p++)
     st = make_shard(m, p);
+  if (!st && cfg->procs == 1)
+    alias_home(m);
   if (!st)
     st = write_data(m, data);
   if (!st)
@@ -852,11 +884,22 @@ static rp_status eager_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
   return st;
 }
 
+static rp_mlp_step_args step_args(const rp_mlp *m, const rp_mlp_train_opts *o,
+                                  uint32_t t) {
+  rp_mlp_step_args a = {t % m->nbatches,
+                        o->lr / (1.0f + o->lr_decay * (float)t)};
+  return a;
+}
+
+/* 1 when step t reads the batch loss. */
+static int reads_loss(const rp_mlp_train_opts *o, uint32_t t) {
+  return o->loss_every && (t % o->loss_every == 0 || t + 1 == o->iters);
+}
+
 static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
                        const rp_mlp_train_opts *o) {
   for (uint32_t t = 0; t < o->iters; t++) {
-    rp_mlp_step_args a = {t % m->nbatches,
-                          o->lr / (1.0f + o->lr_decay * (float)t)};
+    rp_mlp_step_args a = step_args(m, o, t);
     uint64_t t0 = rp__now_ns();
     rp_status st = fn(m, ctx, &a);
     uint64_t t1 = rp__now_ns();
@@ -865,8 +908,7 @@ static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
     if (o->iter_ns)
       o->iter_ns[t] = t1 - t0;
     float loss = NAN;
-    int read = o->loss_every && (t % o->loss_every == 0 || t + 1 == o->iters);
-    if (read && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
+    if (reads_loss(o, t) && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
       return st;
     if (o->progress && o->progress(o->arg, t, loss))
       break;
@@ -874,17 +916,97 @@ static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
   return RP_OK;
 }
 
+/* The outstanding replays of train_inflight: a ring of done events, the
+ * oldest (step `first`) at `head`. */
+typedef struct inflight_ring {
+  rp_event ev[RP_MLP_MAX_INFLIGHT];
+  uint64_t t0[RP_MLP_MAX_INFLIGHT]; /* when rp_replay was called */
+  uint32_t cap, head, n, first;
+  int stop; /* progress asked to stop: retire without reporting */
+} inflight_ring;
+
+/* Waits for the oldest outstanding replay and reports it (latency, loss
+ * when its step reads one: it is then the newest, see train_inflight). */
+static rp_status retire(rp_mlp *m, rp_exec *ex, inflight_ring *r,
+                        const rp_mlp_train_opts *o) {
+  uint32_t i = r->head, t = r->first;
+  rp_status st = rp_event_wait(m->rt, r->ev[i], -1);
+  uint64_t t1 = rp__now_ns();
+  rp_event_release(m->rt, r->ev[i]);
+  r->head = (i + 1) % r->cap;
+  r->n--;
+  r->first++;
+  if (st != RP_OK)
+    return rp__err(st, "step %u: replay failed: %s", t,
+                   rp_exec_error_detail(ex));
+  if (o->iter_ns)
+    o->iter_ns[t] = t1 - r->t0[i];
+  float loss = NAN;
+  if (reads_loss(o, t) && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
+    return st;
+  if (!r->stop && o->progress && o->progress(o->arg, t, loss))
+    r->stop = 1;
+  return RP_OK;
+}
+
+/* Up to o->inflight replays outstanding (see rp_mlp_train_opts). A step
+ * that reads the loss retires every outstanding replay right after it is
+ * issued, so when it is retired no later replay has been started. */
+static rp_status train_inflight(rp_mlp *m, rp_exec *ex,
+                                const rp_mlp_train_opts *o) {
+  inflight_ring r = {.cap = o->inflight};
+  rp_status st = RP_OK;
+  for (uint32_t t = 0; !st && !r.stop && t < o->iters; t++) {
+    if (r.n == r.cap && (st = retire(m, ex, &r, o)) != RP_OK)
+      break;
+    if (r.stop)
+      break;
+    rp_mlp_step_args a = step_args(m, o, t);
+    rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+    uint32_t slot = (r.head + r.n) % r.cap;
+    r.t0[slot] = rp__now_ns();
+    if ((st = rp_replay(ex, &ra, &r.ev[slot])) != RP_OK) {
+      st = rp__err_prefix(st, "step %u: ", t);
+      break;
+    }
+    r.n++;
+    while (!st && r.n && reads_loss(o, t))
+      st = retire(m, ex, &r, o);
+  }
+  while (!st && r.n) /* the last steps, reported in order */
+    st = retire(m, ex, &r, o);
+  while (r.n) { /* after an error: wait for the rest, keep the first error */
+    rp_event_wait(m->rt, r.ev[r.head], -1);
+    rp_event_release(m->rt, r.ev[r.head]);
+    r.head = (r.head + 1) % r.cap;
+    r.n--;
+  }
+  return st;
+}
+
 rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
                               const rp_mlp_train_opts *o) {
   if (!m || !ex || !o)
     return rp__err(RP_EINVAL, "rp_mlp_train_replay: NULL argument");
-  return train(m, replay_one, ex, o);
+  if (o->inflight > RP_MLP_MAX_INFLIGHT)
+    return rp__err(RP_EINVAL,
+                   "rp_mlp_train_replay: inflight = %u (need 0..%d)",
+                   o->inflight, RP_MLP_MAX_INFLIGHT);
+  uint64_t w0 = rp__now_ns();
+  rp_status st = o->inflight > 1 ? train_inflight(m, ex, o)
+                                 : train(m, replay_one, ex, o);
+  if (o->wall_ns)
+    *o->wall_ns = rp__now_ns() - w0;
+  return st;
 }
 
 rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o) {
   if (!m || !o)
     return rp__err(RP_EINVAL, "rp_mlp_train_eager: NULL argument");
+  uint64_t w0 = rp__now_ns();
   rp_status st = train(m, eager_one, NULL, o);
   rp_status dst = rp_runtime_drain(m->rt); /* the ops' own bookkeeping */
+  if (o->wall_ns)
+    *o->wall_ns = rp__now_ns() - w0;
   return st ? st : dst;
 }

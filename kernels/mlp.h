@@ -14,18 +14,25 @@
  *   2. RP_POP_REPARTITION fwd scatters the batch (rows and labels) into P
  *      shards (rp_chunk_rect along rows; shards keep global row numbers);
  *   3. RP_POP_REPLICATE fwd copies every weight and bias into P replicas;
- *   4. on each processor p: forward (gemm, bias_add, relu), loss
- *      (xent_fwd with norm = global batch, so the shard losses and
- *      gradients add up to those of the whole batch), backward (xent_bwd,
- *      gemm, bias_grad, relu_bwd) into per-shard gradients;
+ *   4. on each processor p, with the fused tasks of tasks.h: forward
+ *      (gemm, bias_act: bias + relu), loss (softmax_xent with norm = global
+ *      batch, so the shard losses and gradients add up to those of the
+ *      whole batch; it also writes the last layer's bias gradient),
+ *      backward (gemm for dW and d(in), relu_bwd_bias for the layer
+ *      below's dz and bias gradient) into per-shard gradients;
  *   5. RP_POP_REDUCTION fwd sums the P partial gradients (and the P partial
  *      losses) into one on the home memory;
- *   6. rp.sgd on the home processor updates every weight and bias.
- * The next step's replicate (3) reads the updated weights.
+ *   6. one rp.sgd_multi on the home processor updates every weight and
+ *      bias.
+ * The next step's replicate (3) reads the updated weights. With P = 1 the
+ * only shard is the home batch in the home memory: it uses the home
+ * instances (batch, weights, gradients, loss) directly and the step has no
+ * parallel ops (2, 3, 5): 5L + 2 ops for L layers (17 for 2-64-64-3).
  *
  * Per-replay arguments (rp_mlp_step_args, the replay's argument block): the
- * batch index reaches both gathers and the learning rate every sgd through
- * interpolations; nothing else changes between replays. Every instance is
+ * batch index reaches both gathers and the learning rate the sgd_multi
+ * task through interpolations (both read on the device by GPU variants, so
+ * on CUDA they stay inside the step's CUDA graphs); nothing else changes between replays. Every instance is
  * allocated by rp_mlp_create: a step allocates nothing.
  *
  * Processors: on a CUDA runtime the first P GPUs, else the first P CPU
@@ -137,19 +144,34 @@ rp_status rp_mlp_batch_loss(rp_mlp *m, float *out);
 rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy);
 
 /* Training loops. Step t (0-based) uses batch t % rp_mlp_batches() and the
- * learning rate lr / (1 + lr_decay * t). Each step is waited for before the
- * next starts, so iter_ns[t] is step t's latency: rp_replay to done, or
- * issuing the eager launches to rp_runtime_drain. */
+ * learning rate lr / (1 + lr_decay * t). By default each step is waited
+ * for before the next starts, so iter_ns[t] is step t's latency: rp_replay
+ * to done, or issuing the eager launches to the events of its last ops.
+ *
+ * inflight N > 1 (rp_mlp_train_replay only): rp_replay returns at once and
+ * up to N replays stay outstanding; the loop waits for the oldest one's
+ * done event only when N are. A step that reads the loss (every
+ * loss_every steps, and the last) first waits for every outstanding
+ * replay, itself included, so the loss read is that step's. Replays of one
+ * exec run in order, so the weights are bitwise those of N = 1. iter_ns[t]
+ * is then rp_replay of step t to when its done event was seen, and the
+ * throughput is *wall_ns / iters. The exec needs max_inflight >= N
+ * (rp_exec_opts), else rp_replay blocks until a slot frees (correct, less
+ * overlap). */
+#define RP_MLP_MAX_INFLIGHT 64
 typedef struct rp_mlp_train_opts {
   uint32_t iters;
   float lr;
   float lr_decay;
   uint32_t loss_every; /* read the batch loss every k steps; 0: never */
-  /* Called after step t completed (may be NULL); loss is the batch loss
-   * when it was read at this step, else NaN. Non-zero stops training. */
+  /* Called after step t completed, in step order (may be NULL); loss is
+   * the batch loss when it was read at this step, else NaN. Non-zero
+   * stops training (after the outstanding replays finished). */
   int (*progress)(void *arg, uint32_t t, float loss);
   void *arg;
-  uint64_t *iter_ns; /* NULL, or iters entries */
+  uint64_t *iter_ns;  /* NULL, or iters entries */
+  uint32_t inflight;  /* replays in flight, 0..RP_MLP_MAX_INFLIGHT (0: 1) */
+  uint64_t *wall_ns;  /* NULL, or out: wall time of the whole loop */
 } rp_mlp_train_opts;
 
 /* Trains by replaying ex (an instantiation of rp_mlp_record's graph). A
@@ -157,7 +179,8 @@ typedef struct rp_mlp_train_opts {
  * detail. */
 rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
                               const rp_mlp_train_opts *o);
-/* Trains by issuing the same step eagerly. */
+/* Trains by issuing the same step eagerly (o->inflight is ignored: every
+ * step is waited for before the next is issued). */
 rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o);
 
 #endif

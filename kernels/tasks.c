@@ -12,6 +12,7 @@
 
 #ifdef REPRISE_HAVE_CUDA
 #include "cuda_kernels.cuh"
+_Static_assert(RP_CUDA_SGD_MULTI_MAX == RP_SGD_MULTI_MAX, "sgd_multi table");
 #endif
 
 #include <stddef.h>
@@ -28,6 +29,9 @@ _Static_assert(offsetof(rp_sgd_args, momentum) == 4, "sgd momentum offset");
 _Static_assert(offsetof(rp_sgd_args, n) == 8, "sgd n offset");
 _Static_assert(offsetof(rp_scalar_args, n) == 4, "scalar n offset");
 _Static_assert(offsetof(rp_gather_args, index) == 0, "gather index offset");
+_Static_assert(offsetof(rp_sgd_multi_args, lr) == 0, "sgd_multi lr offset");
+_Static_assert(offsetof(rp_sgd_multi_args, count) == 8, "sgd_multi count");
+_Static_assert(offsetof(rp_bias_act_args, act) == 8, "bias_act act offset");
 
 /* ---------------------------------------------------------------------- */
 /* Checking args and instances */
@@ -242,8 +246,13 @@ typedef struct xent_job {
   float *loss; /* fwd only */
 } xent_job;
 
-static rp_status xent_prep(const rp_task_ctx *ctx, const char *t, int bwd,
+/* mode: XENT_FWD, XENT_BWD, or XENT_FUSED (rp.softmax_xent: logits in,
+ * dlogits and loss out). */
+enum { XENT_FWD = 0, XENT_BWD = 1, XENT_FUSED = 2 };
+
+static rp_status xent_prep(const rp_task_ctx *ctx, const char *t, int mode,
                            xent_job *j) {
+  int bwd = mode == XENT_BWD;
   rp_xent_args a;
   rp_status st = get_args(ctx, t, "rp_xent_args", &a, sizeof a);
   if (st == RP_OK)
@@ -263,7 +272,8 @@ static rp_status xent_prep(const rp_task_ctx *ctx, const char *t, int bwd,
   if (st == RP_OK)
     st = get_inst(ctx, t, 1, "labels", RP_I32, a.rows, &labels);
   if (st == RP_OK)
-    st = get_inst(ctx, t, 2, bwd ? "dlogits" : "probs", RP_F32, mn, &out);
+    st = get_inst(ctx, t, 2, mode != XENT_FWD ? "dlogits" : "probs", RP_F32,
+                  mn, &out);
   if (st == RP_OK && !bwd)
     st = get_inst(ctx, t, 3, "loss", RP_F32, 1, &loss);
   j->in = in;
@@ -436,9 +446,12 @@ rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx) {
 /* rp.gather_rows */
 
 typedef struct gather_job {
-  const char *src;
+  const char *src; /* the selected batch */
   char *dst;
-  size_t bytes; /* rows * cols * element size */
+  size_t bytes;         /* rows * cols * element size */
+  const char *src_base; /* batch 0 (GPU: the kernel selects) */
+  int64_t batches;      /* whole batches in src */
+  int32_t index;
 } gather_job;
 
 /* Access i as a dense instance of at least `need` elements; any type. */
@@ -491,8 +504,11 @@ static rp_status gather_prep(const rp_task_ctx *ctx, gather_job *j) {
     return st;
   size_t esz = rp_dtype_size(src->dtype);
   j->bytes = (size_t)n * esz;
+  j->src_base = src->ptr;
   j->src = (const char *)src->ptr + (size_t)a.index * j->bytes;
   j->dst = dst->ptr;
+  j->index = a.index;
+  j->batches = rp_rect_volume(&src->rect) / (n ? n : 1);
   return RP_OK;
 }
 
@@ -501,6 +517,176 @@ rp_status rp_task_gather_rows_cpu(rp_task_ctx *ctx) {
   rp_status st = gather_prep(ctx, &j);
   if (st == RP_OK && j.bytes)
     memcpy(j.dst, j.src, j.bytes);
+  return st;
+}
+
+rp_status rp_task_gather_rows_check(rp_task_ctx *ctx) {
+  gather_job j;
+  return gather_prep(ctx, &j);
+}
+
+/* ---------------------------------------------------------------------- */
+/* rp.bias_act */
+
+typedef struct bias_act_job {
+  rp_bias_act_args a;
+  float *z, *a_out; /* a_out: NULL without activation */
+  const float *bias;
+} bias_act_job;
+
+static rp_status bias_act_prep(const rp_task_ctx *ctx, bias_act_job *j) {
+  const char *t = "rp.bias_act";
+  rp_status st = get_args(ctx, t, "rp_bias_act_args", &j->a, sizeof j->a);
+  if (st == RP_OK)
+    st = rows_cols_ok(t, j->a.rows, j->a.cols);
+  if (st == RP_OK && j->a.act != RP_ACT_NONE && j->a.act != RP_ACT_RELU)
+    st = rp__err(RP_EINVAL, "%s: act = %d (need %d none or %d relu)", t,
+                 (int)j->a.act, RP_ACT_NONE, RP_ACT_RELU);
+  if (st != RP_OK)
+    return st;
+  int64_t mn = (int64_t)j->a.rows * j->a.cols;
+  void *z = NULL, *bias = NULL, *a = NULL;
+  st = get_inst(ctx, t, 0, "Z", RP_F32, mn, &z);
+  if (st == RP_OK)
+    st = get_inst(ctx, t, 1, "bias", RP_F32, j->a.cols, &bias);
+  if (st == RP_OK && j->a.act == RP_ACT_RELU)
+    st = get_inst(ctx, t, 2, "A", RP_F32, mn, &a);
+  if (st == RP_OK && a && a == z && mn > 0)
+    st = rp__err(RP_EINVAL, "%s: access 2 (A) is access 0's (Z) memory", t);
+  j->z = z;
+  j->bias = bias;
+  j->a_out = a;
+  return st;
+}
+
+rp_status rp_task_bias_act_cpu(rp_task_ctx *ctx) {
+  bias_act_job j;
+  rp_status st = bias_act_prep(ctx, &j);
+  if (st == RP_OK)
+    rp_cpu_bias_act(j.z, j.bias, j.a_out, (size_t)j.a.rows, (size_t)j.a.cols);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* rp.softmax_xent: xent_prep's checks (probs are dlogits here) plus the
+ * optional db */
+
+static rp_status softmax_xent_prep(const rp_task_ctx *ctx, xent_job *j,
+                                   float **db) {
+  const char *t = "rp.softmax_xent";
+  rp_status st = xent_prep(ctx, t, XENT_FUSED, j);
+  void *d = NULL;
+  if (st == RP_OK && rp_ctx_access_count(ctx) > 4)
+    st = get_inst(ctx, t, 4, "db", RP_F32, j->cols, &d);
+  *db = d;
+  return st;
+}
+
+rp_status rp_task_softmax_xent_cpu(rp_task_ctx *ctx) {
+  const char *t = "rp.softmax_xent";
+  xent_job j;
+  float *db = NULL;
+  rp_status st = softmax_xent_prep(ctx, &j, &db);
+  if (st == RP_OK)
+    st = labels_ok(t, &j);
+  if (st == RP_OK)
+    rp_cpu_softmax_xent(j.in, j.labels, j.out, db, (size_t)j.rows,
+                        (size_t)j.cols, j.norm, j.loss);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* rp.relu_bwd_bias */
+
+typedef struct relu_bias_job {
+  rp_rows_cols_args a;
+  const float *act, *da;
+  float *dz, *db;
+} relu_bias_job;
+
+static rp_status relu_bias_prep(const rp_task_ctx *ctx, relu_bias_job *j) {
+  const char *t = "rp.relu_bwd_bias";
+  rp_status st = get_args(ctx, t, "rp_rows_cols_args", &j->a, sizeof j->a);
+  if (st == RP_OK)
+    st = rows_cols_ok(t, j->a.rows, j->a.cols);
+  if (st != RP_OK)
+    return st;
+  int64_t mn = (int64_t)j->a.rows * j->a.cols;
+  void *act = NULL, *da = NULL, *dz = NULL, *db = NULL;
+  st = get_inst(ctx, t, 0, "A", RP_F32, mn, &act);
+  if (st == RP_OK)
+    st = get_inst(ctx, t, 1, "dA", RP_F32, mn, &da);
+  if (st == RP_OK)
+    st = get_inst(ctx, t, 2, "dZ", RP_F32, mn, &dz);
+  if (st == RP_OK)
+    st = get_inst(ctx, t, 3, "db", RP_F32, j->a.cols, &db);
+  j->act = act;
+  j->da = da;
+  j->dz = dz;
+  j->db = db;
+  return st;
+}
+
+rp_status rp_task_relu_bwd_bias_cpu(rp_task_ctx *ctx) {
+  relu_bias_job j;
+  rp_status st = relu_bias_prep(ctx, &j);
+  if (st == RP_OK)
+    rp_cpu_relu_bwd_bias_grad(j.act, j.da, j.dz, j.db, (size_t)j.a.rows,
+                              (size_t)j.a.cols);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* rp.sgd_multi */
+
+typedef struct sgd_multi_job {
+  rp_sgd_multi_args a;
+  float *w[RP_SGD_MULTI_MAX], *v[RP_SGD_MULTI_MAX];
+  const float *g[RP_SGD_MULTI_MAX];
+  size_t n[RP_SGD_MULTI_MAX];
+} sgd_multi_job;
+
+/* Tensor i: W_i's volume, and G_i, V_i holding at least as much. */
+static rp_status sgd_tensor(const rp_task_ctx *ctx, const char *t, uint32_t i,
+                            sgd_multi_job *j) {
+  const rp_instance_info *w = rp_ctx_inst(ctx, 3 * i);
+  int64_t n = w ? rp_rect_volume(&w->rect) : 0;
+  void *pw = NULL, *pg = NULL, *pv = NULL;
+  rp_status st = get_inst(ctx, t, 3 * i, "W", RP_F32, n, &pw);
+  if (st == RP_OK)
+    st = get_inst(ctx, t, 3 * i + 1, "G", RP_F32, n, &pg);
+  if (st == RP_OK)
+    st = get_inst(ctx, t, 3 * i + 2, "V", RP_F32, n, &pv);
+  j->w[i] = pw;
+  j->g[i] = pg;
+  j->v[i] = pv;
+  j->n[i] = (size_t)n;
+  return st;
+}
+
+static rp_status sgd_multi_prep(const rp_task_ctx *ctx, sgd_multi_job *j) {
+  const char *t = "rp.sgd_multi";
+  rp_status st = get_args(ctx, t, "rp_sgd_multi_args", &j->a, sizeof j->a);
+  if (st != RP_OK)
+    return st;
+  if (j->a.count < 1 || j->a.count > RP_SGD_MULTI_MAX)
+    return rp__err(RP_EINVAL, "%s: count = %d (need 1..%d)", t,
+                   (int)j->a.count, RP_SGD_MULTI_MAX);
+  uint32_t want = 3u * (uint32_t)j->a.count;
+  if (rp_ctx_access_count(ctx) < want)
+    return rp__err(RP_ESHAPE, "%s: %u accesses for %d tensors (need %u)", t,
+                   rp_ctx_access_count(ctx), (int)j->a.count, want);
+  for (uint32_t i = 0; st == RP_OK && i < (uint32_t)j->a.count; i++)
+    st = sgd_tensor(ctx, t, i, j);
+  return st;
+}
+
+rp_status rp_task_sgd_multi_cpu(rp_task_ctx *ctx) {
+  sgd_multi_job j;
+  rp_status st = sgd_multi_prep(ctx, &j);
+  for (int32_t i = 0; st == RP_OK && i < j.a.count; i++)
+    rp_cpu_sgd_momentum(j.w[i], j.g[i], j.v[i], j.n[i], j.a.lr,
+                        j.a.momentum);
   return st;
 }
 
@@ -631,7 +817,51 @@ rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx) {
   rp_status st = gather_prep(ctx, &j);
   if (st != RP_OK)
     return st;
-  return rp_cuda_copy_async(j.dst, j.src, j.bytes, rp_ctx_stream(ctx));
+  /* The kernel gets the src base and the batch count and picks the batch
+   * itself: the device-side index (inside an exec; offset 0) when there is
+   * one, else the by-value one. */
+  return rp_cuda_gather_rows(j.dst, j.src_base, j.bytes, j.batches, j.index,
+                             rp_ctx_device_args(ctx), rp_ctx_stream(ctx));
+}
+
+rp_status rp_task_bias_act_gpu(rp_task_ctx *ctx) {
+  bias_act_job j;
+  rp_status st = bias_act_prep(ctx, &j);
+  if (st != RP_OK)
+    return st;
+  return rp_cuda_bias_act(j.z, j.bias, j.a_out, (size_t)j.a.rows,
+                          (size_t)j.a.cols, rp_ctx_stream(ctx));
+}
+
+rp_status rp_task_softmax_xent_gpu(rp_task_ctx *ctx) {
+  xent_job j;
+  float *db = NULL;
+  rp_status st = softmax_xent_prep(ctx, &j, &db);
+  if (st != RP_OK)
+    return st;
+  return rp_cuda_softmax_xent(j.in, j.labels, j.out, db, j.loss,
+                              (size_t)j.rows, (size_t)j.cols, j.norm,
+                              rp_ctx_stream(ctx));
+}
+
+rp_status rp_task_relu_bwd_bias_gpu(rp_task_ctx *ctx) {
+  relu_bias_job j;
+  rp_status st = relu_bias_prep(ctx, &j);
+  if (st != RP_OK)
+    return st;
+  return rp_cuda_relu_bwd_bias_grad(j.act, j.da, j.dz, j.db, (size_t)j.a.rows,
+                                    (size_t)j.a.cols, rp_ctx_stream(ctx));
+}
+
+rp_status rp_task_sgd_multi_gpu(rp_task_ctx *ctx) {
+  sgd_multi_job j;
+  rp_status st = sgd_multi_prep(ctx, &j);
+  if (st != RP_OK)
+    return st;
+  /* lr at offset 0 of the device args inside an exec (see rp.sgd) */
+  return rp_cuda_sgd_multi(j.w, j.g, j.v, j.n, j.a.count, j.a.lr,
+                           j.a.momentum, rp_ctx_device_args(ctx),
+                           rp_ctx_stream(ctx));
 }
 #define GPU_FN(f) f
 #else
@@ -644,14 +874,15 @@ rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx) {
 typedef struct task_entry {
   const char *name;
   rp_task_fn cpu_fn, gpu_fn;
-  size_t field;   /* offset of the id in rp_kernel_tasks */
-  unsigned flags; /* beyond RP_TASK_STREAM_ORDERED */
+  size_t field;        /* offset of the id in rp_kernel_tasks */
+  unsigned flags;      /* beyond RP_TASK_STREAM_ORDERED */
+  rp_task_fn check_fn; /* rp_task_desc.check_fn, or NULL */
 } task_entry;
 
 #define TASK(nm, fn, field_)                                                   \
   {                                                                            \
     "rp." nm, rp_task_##fn##_cpu, GPU_FN(rp_task_##fn##_gpu),                  \
-        offsetof(rp_kernel_tasks, field_), 0                                   \
+        offsetof(rp_kernel_tasks, field_), 0, NULL                             \
   }
 
 static const task_entry TASKS[] = {
@@ -664,12 +895,22 @@ static const task_entry TASKS[] = {
     TASK("xent_bwd", xent_bwd, xent_bwd),
     /* its GPU variant reads lr from rp_ctx_device_args (tasks.h) */
     {"rp.sgd", rp_task_sgd_cpu, GPU_FN(rp_task_sgd_gpu),
-     offsetof(rp_kernel_tasks, sgd), RP_TASK_DEVICE_ARGS},
+     offsetof(rp_kernel_tasks, sgd), RP_TASK_DEVICE_ARGS, NULL},
     TASK("fill", fill, fill),
     TASK("scale", scale, scale),
     TASK("axpy", axpy, axpy),
     TASK("accuracy", accuracy, accuracy),
-    TASK("gather_rows", gather_rows, gather_rows),
+    /* its GPU variant reads the batch index from rp_ctx_device_args; a
+     * replay checks an interpolated index on the host first (check_fn) */
+    {"rp.gather_rows", rp_task_gather_rows_cpu,
+     GPU_FN(rp_task_gather_rows_gpu), offsetof(rp_kernel_tasks, gather_rows),
+     RP_TASK_DEVICE_ARGS, rp_task_gather_rows_check},
+    /* the fused tasks of the MLP step */
+    TASK("bias_act", bias_act, bias_act),
+    TASK("softmax_xent", softmax_xent, softmax_xent),
+    TASK("relu_bwd_bias", relu_bwd_bias, relu_bwd_bias),
+    {"rp.sgd_multi", rp_task_sgd_multi_cpu, GPU_FN(rp_task_sgd_multi_gpu),
+     offsetof(rp_kernel_tasks, sgd_multi), RP_TASK_DEVICE_ARGS, NULL},
 };
 
 #ifdef REPRISE_HAVE_CUDA
@@ -713,7 +954,8 @@ rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
                       .cpu_fn = TASKS[i].cpu_fn,
                       .gpu_fn = TASKS[i].gpu_fn,
                       .flags = RP_TASK_STREAM_ORDERED | TASKS[i].flags,
-                      .cost_ns = 0};
+                      .cost_ns = 0,
+                      .check_fn = TASKS[i].check_fn};
     rp_task_id id;
     rp_status st = rp_task_register(rt, &d, &id);
     if (st != RP_OK) /* out of memory: earlier ones stay registered */

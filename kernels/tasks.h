@@ -28,9 +28,10 @@
  * reads through rp_ctx_device_args() change per replay. rp.sgd does so for
  * lr (registered with RP_TASK_DEVICE_ARGS): lr may be interpolated inside a
  * graph; its momentum and n may not (they keep their recorded values; use
- * rp_exec_update_args to change them). Every other task reads its args at
- * issue: an interpolated one is issued op by op at every replay instead of
- * from a graph (correct, slower).
+ * rp_exec_update_args to change them); rp.sgd_multi likewise, and
+ * rp.gather_rows reads its batch index that way. Every other task reads
+ * its args at issue: an interpolated one is issued op by op at every
+ * replay instead of from a graph (correct, slower).
  */
 #ifndef RP_KERNELS_TASKS_H
 #define RP_KERNELS_TASKS_H
@@ -116,17 +117,75 @@ typedef struct rp_scalar_args {
  * Accesses: 0 src (READ), 1 dst (WRITE, >= rows*cols elements); both dense,
  * of the same element type (any type). RP_ERANGE when index < 0 or the
  * selected rows reach past src (checked on instance metadata, so the GPU
- * variant checks it too). The GPU variant enqueues one device-to-device
- * cudaMemcpyAsync (a memcpy node under stream capture). */
+ * variant checks it too). The GPU variant enqueues one small copy kernel
+ * that reads the index on the device (RP_TASK_DEVICE_ARGS): from
+ * rp_ctx_device_args inside an exec, so an interpolated index stays
+ * inside the CUDA graph, else (eager) the by-value index. The kernel
+ * bounds-checks the index itself and copies nothing when it is out of
+ * range; the task's check_fn (rp_task_gather_rows_check) lets a replay
+ * reject such an index on the host first, with RP_ERANGE and a detail. */
 typedef struct rp_gather_args {
   int32_t index;      /* offset 0 */
   int32_t rows, cols; /* offsets 4, 8 */
 } rp_gather_args;
 
+/* ---- Fused tasks: what the MLP step launches (fewer, larger ops; fewer
+ * CUDA graph nodes). Each CPU variant gives bitwise the results of the
+ * unfused task sequence named; each GPU variant agrees with its CPU
+ * variant within the tolerances of cuda_kernels.cuh (elementwise parts
+ * equal; column sums and softmax within a relative 1e-4). ---- */
+
+/* "rp.bias_act": Z[r, c] += bias[c]; with act = RP_ACT_RELU also
+ * A = relu(Z) (rp.bias_add then rp.relu_fwd, in one kernel).
+ * Accesses: 0 Z (RW, rows*cols), 1 bias (READ, cols),
+ *           2 A (WRITE, rows*cols; act RP_ACT_RELU only, not Z's instance).
+ * RP_EINVAL for an act other than these two. */
+enum rp_act { RP_ACT_NONE = 0, RP_ACT_RELU = 1 };
+typedef struct rp_bias_act_args {
+  int32_t rows, cols; /* offsets 0, 4 */
+  int32_t act;        /* offset 8: enum rp_act */
+} rp_bias_act_args;
+
+/* "rp.softmax_xent": rp.xent_fwd, rp.xent_bwd and (optionally) the bias
+ * gradient of the layer that produced the logits, in one task; args are
+ * rp_xent_args (norm as for rp.xent_fwd). No probs instance: they only
+ * live in dlogits until the backward formula overwrites them.
+ * Accesses: 0 logits (READ, rows*cols), 1 labels (READ, I32, rows),
+ *           2 dlogits (WRITE, rows*cols), 3 loss (WRITE, >= 1 element),
+ *           4 db (WRITE, cols; optional: db = column sums of dlogits).
+ * A bad label: CPU RP_ERANGE before writing; GPU makes the loss and that
+ * row (and so db) NaN. The GPU variant runs one block (1024 threads):
+ * right for the MLP's shards (hundreds of rows); a shard of many thousands
+ * of rows is better served by rp.xent_fwd with a workspace. */
+
+/* "rp.relu_bwd_bias": dZ = dA * (A > 0), db[c] = sum_r dZ[r, c]
+ * (rp.relu_bwd then rp.bias_grad); args are rp_rows_cols_args.
+ * Accesses: 0 A (READ, rows*cols: the forward output or input),
+ *           1 dA (READ, rows*cols), 2 dZ (WRITE, rows*cols; may be dA's
+ *           instance), 3 db (WRITE, cols). */
+
+/* "rp.sgd_multi": rp.sgd over `count` tensors in one launch (one kernel on
+ * the GPU): for each i, v_i = momentum * v_i + g_i; w_i -= lr * v_i over
+ * the whole instance of W_i (G_i and V_i hold at least as many elements).
+ * Accesses: 3 * count, tensor i at 3i: W_i (RW), 3i+1: G_i (READ),
+ *           3i+2: V_i (RW).
+ * lr sits at offset 0 for per-replay interpolation and, as for rp.sgd, the
+ * GPU variant reads it through rp_ctx_device_args (RP_TASK_DEVICE_ARGS):
+ * an interpolated lr stays inside the CUDA graph; momentum and count keep
+ * their recorded values. RP_EINVAL for count outside
+ * 1..RP_SGD_MULTI_MAX; RP_ESHAPE for fewer than 3 * count accesses. */
+#define RP_SGD_MULTI_MAX 32
+typedef struct rp_sgd_multi_args {
+  float lr;       /* offset 0 */
+  float momentum; /* offset 4 */
+  int32_t count;  /* offset 8: tensors */
+} rp_sgd_multi_args;
+
 /* The registered task ids. */
 typedef struct rp_kernel_tasks {
   rp_task_id gemm, bias_add, bias_grad, relu_fwd, relu_bwd, xent_fwd, xent_bwd,
       sgd, fill, scale, axpy, accuracy, gather_rows;
+  rp_task_id bias_act, softmax_xent, relu_bwd_bias, sgd_multi; /* fused */
 } rp_kernel_tasks;
 
 /* Registers every task above on rt and fills *out. Call once per runtime:
@@ -151,6 +210,14 @@ rp_status rp_task_scale_cpu(rp_task_ctx *ctx);
 rp_status rp_task_axpy_cpu(rp_task_ctx *ctx);
 rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx);
 rp_status rp_task_gather_rows_cpu(rp_task_ctx *ctx);
+rp_status rp_task_bias_act_cpu(rp_task_ctx *ctx);
+rp_status rp_task_softmax_xent_cpu(rp_task_ctx *ctx);
+rp_status rp_task_relu_bwd_bias_cpu(rp_task_ctx *ctx);
+rp_status rp_task_sgd_multi_cpu(rp_task_ctx *ctx);
+/* rp.gather_rows's check_fn (rp_task_desc.check_fn): the variants' checks
+ * of the args (the batch index, after interpolation) against the
+ * instances' shapes, touching no data. RP_OK or the variants' error. */
+rp_status rp_task_gather_rows_check(rp_task_ctx *ctx);
 #ifdef REPRISE_HAVE_CUDA
 rp_status rp_task_gemm_gpu(rp_task_ctx *ctx);
 rp_status rp_task_bias_add_gpu(rp_task_ctx *ctx);
@@ -165,6 +232,10 @@ rp_status rp_task_scale_gpu(rp_task_ctx *ctx);
 rp_status rp_task_axpy_gpu(rp_task_ctx *ctx);
 rp_status rp_task_accuracy_gpu(rp_task_ctx *ctx);
 rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx);
+rp_status rp_task_bias_act_gpu(rp_task_ctx *ctx);
+rp_status rp_task_softmax_xent_gpu(rp_task_ctx *ctx);
+rp_status rp_task_relu_bwd_bias_gpu(rp_task_ctx *ctx);
+rp_status rp_task_sgd_multi_gpu(rp_task_ctx *ctx);
 #endif
 
 #endif

@@ -362,7 +362,7 @@ Test(cli, train_help_lists_every_option) {
                         "--hidden",      "--lr",         "--seed",    "--eager",
                         "--compare",     "--save-graph", "--dump",    "--trace",
                         "--json",        "--data",       "--dataset", "--dist",
-                        "--save-weights"};
+                        "--save-weights", "--inflight"};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     cr_assert(strstr(r.out, opts[i]), "train --help lacks %s", opts[i]);
 }
@@ -391,6 +391,10 @@ Test(cli, train_rejects_bad_options_with_exit_2) {
       {"--procs", "4", "--batch", "2"},
       {"--batch", "5000"},
       {"--eager", "--trace", "t.json"},
+      {"--inflight", "0"},
+      {"--inflight", "65"},
+      {"--inflight", "four"},
+      {"--eager", "--inflight", "2"},
       {"--bogus"},
       {"stray"},
   };
@@ -561,6 +565,53 @@ Test(cli, train_save_weights_writes_every_parameter_as_raw_f32) {
   cr_assert_eq(r.status, 1, "unwritable --save-weights file: %s", r.err);
   cr_assert(strstr(r.err, "--save-weights"), "%s", r.err);
   unlink(path);
+}
+
+/* The whole --save-weights file (raw f32) into buf; its size. */
+static size_t read_weights(const char *path, unsigned char *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s", path);
+  size_t n = fread(buf, 1, cap, f);
+  fclose(f);
+  return n;
+}
+
+/* Replays of one exec run in order: keeping 4 in flight must give the
+ * final weights of 1 in flight, bitwise, with the same seed; and the run
+ * reports its throughput beside the latency. Both 1 and 2 processors. */
+Test(cli, train_inflight_4_gives_the_weights_of_inflight_1_bitwise,
+     .timeout = 300) {
+  static const char *procs[] = {"1", "2"};
+  char p1[] = "/tmp/rp_cli_inflight1_XXXXXX", p4[] = "/tmp/rp_cli_inflight4_XXXXXX";
+  char js[] = "/tmp/rp_cli_inflight_json_XXXXXX";
+  tmp_file(p1), tmp_file(p4), tmp_file(js);
+  static unsigned char w1[4096], w4[4096];
+  static char buf[16384];
+  for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+    cli_run r;
+    RUN(&r, "train", "--backend", "cpu", "--procs", procs[i], "--iters", "45",
+        "--batch", "64", "--hidden", "8", "--samples", "512", "--log-every",
+        "7", "--save-weights", p1);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    RUN(&r, "train", "--backend", "cpu", "--procs", procs[i], "--iters", "45",
+        "--batch", "64", "--hidden", "8", "--samples", "512", "--log-every",
+        "7", "--inflight", "4", "--save-weights", p4, "--json", js);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "(4 in flight)"), "%s", r.out);
+    cr_assert(strstr(r.out, "iter     43/45"), "loss lines: %s", r.out);
+    size_t n1 = read_weights(p1, w1, sizeof w1);
+    size_t n4 = read_weights(p4, w4, sizeof w4);
+    cr_assert(n1 == 51 * 4 && n4 == n1, "%zu and %zu bytes", n1, n4);
+    cr_assert(memcmp(w1, w4, n1) == 0,
+              "procs %s: --inflight 4 weights differ from --inflight 1",
+              procs[i]);
+    read_file(js, buf, sizeof buf);
+    cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+    cr_assert_eq(json_field(buf, "inflight"), 4);
+    cr_assert_gt(json_field(buf, "replay_iter_us_throughput"), 0);
+    cr_assert(isnan(json_field(buf, "eager_iter_us_throughput")), "%s", buf);
+  }
+  unlink(p1), unlink(p4), unlink(js);
 }
 
 #ifndef REPRISE_HAVE_MPI

@@ -368,6 +368,81 @@ Test(kernels, argmax_correct_counts_first_maximum_on_ties) {
 }
 
 /* ---------------------------------------------------------------------- */
+/* Fused kernels against the unfused sequences they replace: bitwise equal,
+ * on random (not zero) data, over the odd shapes. */
+
+static void bits_eq(const float *a, const float *b, size_t n, const char *what,
+                    size_t rows, size_t cols) {
+  cr_assert(memcmp(a, b, n * sizeof *a) == 0, "%s %zux%zu differs", what, rows,
+            cols);
+}
+
+Test(kernels, bias_act_equals_bias_add_then_relu_bitwise) {
+  for (size_t s = 0; s < KR_NSHAPES; s++) {
+    size_t rows = kr_shapes[s][0], cols = kr_shapes[s][1], n = rows * cols;
+    float *z = kr_random(n, 201 + (uint32_t)s, -2, 2);
+    float *bias = kr_random(cols, 202, -1, 1);
+    float *zr = kr_alloc(n), *a = kr_alloc(n), *ar = kr_alloc(n);
+    memcpy(zr, z, n * sizeof *z);
+    rp_cpu_bias_add(zr, bias, rows, cols);
+    rp_cpu_relu_fwd(zr, ar, n);
+    float *z2 = kr_alloc(n);
+    memcpy(z2, z, n * sizeof *z);
+    rp_cpu_bias_act(z, bias, a, rows, cols);
+    bits_eq(z, zr, n, "bias_act z", rows, cols);
+    bits_eq(a, ar, n, "bias_act a", rows, cols);
+    rp_cpu_bias_act(z2, bias, NULL, rows, cols); /* no activation */
+    bits_eq(z2, zr, n, "bias_act (none) z", rows, cols);
+    free(z), free(bias), free(zr), free(a), free(ar), free(z2);
+  }
+}
+
+Test(kernels, relu_bwd_bias_grad_equals_relu_bwd_then_bias_grad_bitwise) {
+  for (size_t s = 0; s < KR_NSHAPES; s++) {
+    size_t rows = kr_shapes[s][0], cols = kr_shapes[s][1], n = rows * cols;
+    float *a = kr_random(n, 211 + (uint32_t)s, -1, 1);
+    float *da = kr_random(n, 212 + (uint32_t)s, -3, 3);
+    float *dz = kr_alloc(n), *dzr = kr_alloc(n);
+    float *db = kr_alloc(cols), *dbr = kr_alloc(cols);
+    rp_cpu_relu_bwd(a, da, dzr, n);
+    rp_cpu_bias_grad(dzr, dbr, rows, cols);
+    rp_cpu_relu_bwd_bias_grad(a, da, dz, db, rows, cols);
+    bits_eq(dz, dzr, n, "relu_bwd_bias dz", rows, cols);
+    bits_eq(db, dbr, cols, "relu_bwd_bias db", rows, cols);
+    rp_cpu_relu_bwd_bias_grad(a, da, da, db, rows, cols); /* dz = da */
+    bits_eq(da, dzr, n, "relu_bwd_bias in place", rows, cols);
+    free(a), free(da), free(dz), free(dzr), free(db), free(dbr);
+  }
+}
+
+Test(kernels, softmax_xent_equals_fwd_bwd_and_bias_grad_bitwise) {
+  for (size_t s = 0; s < KR_NSHAPES; s++) {
+    size_t rows = kr_shapes[s][0], cols = kr_shapes[s][1], n = rows * cols;
+    float *x = kr_random(n, 221 + (uint32_t)s, -6, 6);
+    int32_t *lab = kr_labels(rows, cols, 222 + (uint32_t)s);
+    float *p = kr_alloc(n), *dr = kr_alloc(n), *d = kr_alloc(n);
+    float *dbr = kr_alloc(cols), *db = kr_alloc(cols);
+    float norm = (float)(2 * rows + 1), lr_ = 0, l = 0, l2 = 0;
+    cr_assert_eq(rp_cpu_xent_fwd(x, lab, p, 0, rows, cols, norm, &lr_), -1);
+    cr_assert_eq(rp_cpu_xent_bwd(p, lab, dr, 0, rows, cols, norm), -1);
+    rp_cpu_bias_grad(dr, dbr, rows, cols);
+    cr_assert_eq(rp_cpu_softmax_xent(x, lab, d, db, rows, cols, norm, &l), -1);
+    cr_assert(memcmp(&l, &lr_, sizeof l) == 0, "loss %.9g vs %.9g", l, lr_);
+    bits_eq(d, dr, n, "softmax_xent dlogits", rows, cols);
+    bits_eq(db, dbr, cols, "softmax_xent db", rows, cols);
+    cr_assert_eq(rp_cpu_softmax_xent(x, lab, d, NULL, rows, cols, norm, &l2),
+                 -1);
+    cr_assert(memcmp(&l2, &lr_, sizeof l2) == 0, "loss without db");
+    if (rows > 1) { /* a bad label: reported, its row and the loss NaN */
+      lab[1] = (int32_t)cols;
+      cr_assert_eq(rp_cpu_softmax_xent(x, lab, d, db, rows, cols, norm, &l), 1);
+      cr_assert(isnan(l) && isnan(d[cols]), "bad label not NaN");
+    }
+    free(x), free(lab), free(p), free(dr), free(d), free(dbr), free(db);
+  }
+}
+
+/* ---------------------------------------------------------------------- */
 /* Task wrappers, run with hand-built contexts (struct rp_task_ctx is the
  * engine's; the launch layer builds the same thing). */
 
@@ -593,24 +668,299 @@ Test(kernel_tasks, axpy_scale_accuracy_tasks) {
   RP_EXPECT(rp_task_accuracy_cpu(&ctx), RP_ETYPE);
 }
 
+/* ---- fused tasks: against the unfused tasks, and their errors ---- */
+
+Test(kernel_tasks, bias_act_task_equals_bias_add_and_relu_tasks) {
+  enum { R = 9, C = 7, N = R * C };
+  float *z = kr_random(N, 301, -2, 2), *bias = kr_random(C, 302, -1, 1);
+  float zr[N], ar[N], a[N], z0[N];
+  memcpy(zr, z, sizeof zr);
+  memcpy(z0, z, sizeof z0);
+  rp_bias_args ba = {.rows = R, .cols = C};
+  rp_instance_info bin[2] = {inst2d(zr, RP_F32, R, C),
+                             inst2d(bias, RP_F32, 1, C)};
+  rp_task_ctx ctx = cpu_ctx(&ba, sizeof ba, bin, 2);
+  RP_CHECK(rp_task_bias_add_cpu(&ctx));
+  rp_elementwise_args ea = {0};
+  rp_instance_info rin[2] = {inst2d(zr, RP_F32, R, C),
+                             inst2d(ar, RP_F32, R, C)};
+  ctx = cpu_ctx(&ea, sizeof ea, rin, 2);
+  RP_CHECK(rp_task_relu_fwd_cpu(&ctx));
+
+  rp_bias_act_args args = {.rows = R, .cols = C, .act = RP_ACT_RELU};
+  rp_instance_info in[3] = {inst2d(z, RP_F32, R, C),
+                            inst2d(bias, RP_F32, 1, C),
+                            inst2d(a, RP_F32, R, C)};
+  ctx = cpu_ctx(&args, sizeof args, in, 3);
+  RP_CHECK(rp_task_bias_act_cpu(&ctx));
+  cr_assert(memcmp(z, zr, sizeof zr) == 0 && memcmp(a, ar, sizeof ar) == 0,
+            "bias_act differs from bias_add + relu_fwd");
+  /* errors, each before anything is written */
+  memcpy(z, z0, sizeof z0);
+  args.act = 2;
+  RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp.bias_act") &&
+                strstr(rp_error_detail(), "act = 2"),
+            "%s", rp_error_detail());
+  args.act = RP_ACT_RELU;
+  ctx.naccess = 2; /* relu needs A */
+  RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "access 2 (A) missing"), "%s",
+            rp_error_detail());
+  ctx.naccess = 3;
+  in[2] = inst2d(a, RP_I32, R, C);
+  RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_ETYPE);
+  in[2] = inst2d(z, RP_F32, R, C); /* A on Z's memory */
+  RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_EINVAL);
+  in[2] = inst2d(a, RP_F32, R, C);
+  in[1] = inst2d(bias, RP_F32, 1, C - 1);
+  RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "access 1 (bias)"), "%s",
+            rp_error_detail());
+  in[1] = inst2d(bias, RP_F32, 1, C);
+  ctx.args_size = sizeof args - 1;
+  RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_EINVAL);
+  ctx.args_size = sizeof args;
+  args.rows = -1;
+  RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_EINVAL);
+  cr_assert(memcmp(z, z0, sizeof z0) == 0, "Z touched by a rejected task");
+  /* act none: two accesses suffice, and it is rp.bias_add (zr) */
+  args.rows = R;
+  args.act = RP_ACT_NONE;
+  ctx.naccess = 2;
+  memset(a, 0, sizeof a);
+  RP_CHECK(rp_task_bias_act_cpu(&ctx));
+  cr_assert(memcmp(z, zr, sizeof zr) == 0, "act none differs from bias_add");
+  cr_assert(a[0] == 0 && a[N - 1] == 0, "act none wrote A");
+  free(z), free(bias);
+}
+
+Test(kernel_tasks, softmax_xent_task_equals_xent_tasks_and_bias_grad) {
+  enum { R = 21, C = 5, N = R * C };
+  float *x = kr_random(N, 311, -5, 5);
+  int32_t *lab = kr_labels(R, C, 312);
+  float p[N], dr[N], d[N], dbr[C], db[C], lr_ = 0, loss = 0;
+  xent_tasks(x, lab, p, dr, &lr_, R, C, 64);
+  rp_bias_args ba = {.rows = R, .cols = C};
+  rp_instance_info gin[2] = {inst2d(dr, RP_F32, R, C),
+                             inst2d(dbr, RP_F32, 1, C)};
+  rp_task_ctx ctx = cpu_ctx(&ba, sizeof ba, gin, 2);
+  RP_CHECK(rp_task_bias_grad_cpu(&ctx));
+
+  rp_xent_args args = {.rows = R, .cols = C, .norm = 64};
+  rp_instance_info in[5] = {
+      inst2d(x, RP_F32, R, C), inst2d(lab, RP_I32, R, 1),
+      inst2d(d, RP_F32, R, C), inst2d(&loss, RP_F32, 1, 1),
+      inst2d(db, RP_F32, 1, C)};
+  ctx = cpu_ctx(&args, sizeof args, in, 5);
+  RP_CHECK(rp_task_softmax_xent_cpu(&ctx));
+  cr_assert(memcmp(&loss, &lr_, sizeof loss) == 0, "loss %g vs %g", loss, lr_);
+  cr_assert(memcmp(d, dr, sizeof d) == 0, "dlogits differ");
+  cr_assert(memcmp(db, dbr, sizeof db) == 0, "db differs");
+  ctx.naccess = 4; /* db is optional */
+  memset(d, 0, sizeof d);
+  RP_CHECK(rp_task_softmax_xent_cpu(&ctx));
+  cr_assert(memcmp(d, dr, sizeof d) == 0, "dlogits differ without db");
+  ctx.naccess = 5;
+  /* errors, before writing */
+  memset(d, 0, sizeof d);
+  loss = 42;
+  lab[3] = C;
+  RP_EXPECT(rp_task_softmax_xent_cpu(&ctx), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp.softmax_xent") &&
+                strstr(rp_error_detail(), "row 3"),
+            "%s", rp_error_detail());
+  cr_assert(loss == 42 && d[0] == 0, "written despite a bad label");
+  lab[3] = 0;
+  in[4] = inst2d(db, RP_F32, 1, C - 1);
+  RP_EXPECT(rp_task_softmax_xent_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "access 4 (db)"), "%s",
+            rp_error_detail());
+  in[4] = inst2d(db, RP_F32, 1, C);
+  in[2] = inst2d(d, RP_F32, R - 1, C);
+  RP_EXPECT(rp_task_softmax_xent_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "access 2 (dlogits)"), "%s",
+            rp_error_detail());
+  in[2] = inst2d(d, RP_F32, R, C);
+  in[1] = inst2d(lab, RP_F32, R, 1);
+  RP_EXPECT(rp_task_softmax_xent_cpu(&ctx), RP_ETYPE);
+  in[1] = inst2d(lab, RP_I32, R, 1);
+  args.norm = -1;
+  RP_EXPECT(rp_task_softmax_xent_cpu(&ctx), RP_EINVAL);
+  args.norm = 64;
+  ctx.naccess = 3;
+  RP_EXPECT(rp_task_softmax_xent_cpu(&ctx), RP_ESHAPE);
+  cr_assert(loss == 42 && d[0] == 0, "written by a rejected task");
+  free(x), free(lab);
+}
+
+Test(kernel_tasks, relu_bwd_bias_task_equals_relu_bwd_and_bias_grad_tasks) {
+  enum { R = 13, C = 40, N = R * C };
+  float *a = kr_random(N, 321, -1, 1), *da = kr_random(N, 322, -2, 2);
+  float dzr[N], dbr[C], dz[N], db[C];
+  rp_elementwise_args ea = {0};
+  rp_instance_info rin[3] = {inst2d(a, RP_F32, R, C), inst2d(da, RP_F32, R, C),
+                             inst2d(dzr, RP_F32, R, C)};
+  rp_task_ctx ctx = cpu_ctx(&ea, sizeof ea, rin, 3);
+  RP_CHECK(rp_task_relu_bwd_cpu(&ctx));
+  rp_bias_args ba = {.rows = R, .cols = C};
+  rp_instance_info gin[2] = {inst2d(dzr, RP_F32, R, C),
+                             inst2d(dbr, RP_F32, 1, C)};
+  ctx = cpu_ctx(&ba, sizeof ba, gin, 2);
+  RP_CHECK(rp_task_bias_grad_cpu(&ctx));
+
+  rp_rows_cols_args args = {.rows = R, .cols = C};
+  rp_instance_info in[4] = {inst2d(a, RP_F32, R, C), inst2d(da, RP_F32, R, C),
+                            inst2d(dz, RP_F32, R, C),
+                            inst2d(db, RP_F32, 1, C)};
+  ctx = cpu_ctx(&args, sizeof args, in, 4);
+  RP_CHECK(rp_task_relu_bwd_bias_cpu(&ctx));
+  cr_assert(memcmp(dz, dzr, sizeof dz) == 0, "dZ differs");
+  cr_assert(memcmp(db, dbr, sizeof db) == 0, "db differs");
+  memset(dz, 0, sizeof dz);
+  memset(db, 0, sizeof db);
+  in[3] = inst2d(db, RP_F32, 1, C - 1);
+  RP_EXPECT(rp_task_relu_bwd_bias_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "rp.relu_bwd_bias") &&
+                strstr(rp_error_detail(), "access 3 (db)"),
+            "%s", rp_error_detail());
+  in[3] = inst2d(db, RP_F32, 1, C);
+  in[1] = inst2d(da, RP_I32, R, C);
+  RP_EXPECT(rp_task_relu_bwd_bias_cpu(&ctx), RP_ETYPE);
+  cr_assert(strstr(rp_error_detail(), "access 1 (dA)"), "%s",
+            rp_error_detail());
+  in[1] = inst2d(da, RP_F32, R, C);
+  ctx.naccess = 3;
+  RP_EXPECT(rp_task_relu_bwd_bias_cpu(&ctx), RP_ESHAPE);
+  ctx.naccess = 4;
+  args.cols = 0;
+  RP_EXPECT(rp_task_relu_bwd_bias_cpu(&ctx), RP_EINVAL);
+  for (int i = 0; i < N; i++)
+    cr_assert(dz[i] == 0, "dZ written by a rejected task");
+  free(a), free(da);
+}
+
+/* Three tensors of different sizes: one rp.sgd_multi equals three rp.sgd
+ * tasks bitwise, also after the lr bytes change (interpolation). */
+Test(kernel_tasks, sgd_multi_task_equals_one_sgd_task_per_tensor) {
+  static const int64_t rows[3] = {5, 1, 17}, cols[3] = {3, 8, 2};
+  float *w[3], *g[3], *v[3], *wr[3], *vr[3];
+  rp_instance_info in[9], rin[3];
+  for (int t = 0; t < 3; t++) {
+    size_t n = (size_t)(rows[t] * cols[t]);
+    w[t] = kr_random(n, 331 + t, -1, 1);
+    g[t] = kr_random(n, 341 + t, -1, 1);
+    v[t] = kr_random(n, 351 + t, -1, 1);
+    wr[t] = kr_alloc(n), vr[t] = kr_alloc(n);
+    memcpy(wr[t], w[t], n * sizeof(float));
+    memcpy(vr[t], v[t], n * sizeof(float));
+    in[3 * t] = inst2d(w[t], RP_F32, rows[t], cols[t]);
+    in[3 * t + 1] = inst2d(g[t], RP_F32, rows[t], cols[t]);
+    in[3 * t + 2] = inst2d(v[t], RP_F32, rows[t], cols[t]);
+  }
+  unsigned char argbuf[sizeof(rp_sgd_multi_args)];
+  rp_sgd_multi_args a = {.lr = 0.1f, .momentum = 0.9f, .count = 3};
+  memcpy(argbuf, &a, sizeof a);
+  rp_task_ctx ctx = cpu_ctx(argbuf, sizeof argbuf, in, 9);
+  for (int step = 0; step < 2; step++) {
+    float lr = step ? 0.37f : 0.1f;
+    memcpy(argbuf + offsetof(rp_sgd_multi_args, lr), &lr, sizeof lr);
+    RP_CHECK(rp_task_sgd_multi_cpu(&ctx));
+    for (int t = 0; t < 3; t++) {
+      rp_sgd_args sa = {.lr = lr, .momentum = 0.9f, .n = 0};
+      rin[0] = inst2d(wr[t], RP_F32, rows[t], cols[t]);
+      rin[1] = in[3 * t + 1];
+      rin[2] = inst2d(vr[t], RP_F32, rows[t], cols[t]);
+      rp_task_ctx sctx = cpu_ctx(&sa, sizeof sa, rin, 3);
+      RP_CHECK(rp_task_sgd_cpu(&sctx));
+      size_t bytes = (size_t)(rows[t] * cols[t]) * sizeof(float);
+      cr_assert(memcmp(w[t], wr[t], bytes) == 0, "step %d tensor %d: w", step,
+                t);
+      cr_assert(memcmp(v[t], vr[t], bytes) == 0, "step %d tensor %d: v", step,
+                t);
+    }
+  }
+  /* errors, before any tensor is touched */
+  float w0 = w[0][0];
+  memcpy(&a, argbuf, sizeof a);
+  a.count = 0;
+  memcpy(argbuf, &a, sizeof a);
+  RP_EXPECT(rp_task_sgd_multi_cpu(&ctx), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "count = 0"), "%s", rp_error_detail());
+  a.count = RP_SGD_MULTI_MAX + 1;
+  memcpy(argbuf, &a, sizeof a);
+  RP_EXPECT(rp_task_sgd_multi_cpu(&ctx), RP_EINVAL);
+  a.count = 4; /* 9 accesses hold 3 tensors */
+  memcpy(argbuf, &a, sizeof a);
+  RP_EXPECT(rp_task_sgd_multi_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "9 accesses for 4 tensors"), "%s",
+            rp_error_detail());
+  a.count = 3;
+  memcpy(argbuf, &a, sizeof a);
+  in[7] = inst2d(g[2], RP_F32, rows[2], cols[2] - 1); /* G_2 short */
+  RP_EXPECT(rp_task_sgd_multi_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "access 7 (G)"), "%s", rp_error_detail());
+  in[7] = inst2d(g[2], RP_F32, rows[2], cols[2]);
+  in[5] = inst2d(v[1], RP_F64, rows[1], cols[1]);
+  RP_EXPECT(rp_task_sgd_multi_cpu(&ctx), RP_ETYPE);
+  ctx.args_size = sizeof a - 1;
+  RP_EXPECT(rp_task_sgd_multi_cpu(&ctx), RP_EINVAL);
+  cr_assert(w[0][0] == w0, "W touched by a rejected task");
+  for (int t = 0; t < 3; t++)
+    free(w[t]), free(g[t]), free(v[t]), free(wr[t]), free(vr[t]);
+}
+
+/* rp.gather_rows's check_fn: the interpolated index against the shapes,
+ * on instance metadata only (the pointers are never read). */
+Test(kernel_tasks, gather_rows_check_fn_validates_the_index_on_metadata) {
+  rp_instance_info in[2] = {inst2d((void *)0x1000, RP_F32, 12, 3),
+                            inst2d((void *)0x2000, RP_F32, 4, 3)};
+  rp_gather_args a = {.index = 2, .rows = 4, .cols = 3};
+  rp_task_ctx ctx = cpu_ctx(&a, sizeof a, in, 2);
+  RP_CHECK(rp_task_gather_rows_check(&ctx));
+  a.index = 3; /* rows [12, 16) of 12 */
+  RP_EXPECT(rp_task_gather_rows_check(&ctx), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp.gather_rows") &&
+                strstr(rp_error_detail(), "batch index 3") &&
+                strstr(rp_error_detail(), "12 rows"),
+            "%s", rp_error_detail());
+  a.index = -1;
+  RP_EXPECT(rp_task_gather_rows_check(&ctx), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "negative"), "%s", rp_error_detail());
+  a.index = 0;
+  in[1] = inst2d((void *)0x2000, RP_I32, 4, 3);
+  RP_EXPECT(rp_task_gather_rows_check(&ctx), RP_ETYPE);
+}
+
 Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
-  static const char *names[] = {"rp.gemm",       "rp.bias_add", "rp.bias_grad",
-                                "rp.relu_fwd",   "rp.relu_bwd", "rp.xent_fwd",
-                                "rp.xent_bwd",   "rp.sgd",      "rp.fill",
-                                "rp.scale",      "rp.axpy",     "rp.accuracy",
-                                "rp.gather_rows"};
-  rp_task_id want[] = {k.gemm,       k.bias_add, k.bias_grad, k.relu_fwd,
-                       k.relu_bwd,   k.xent_fwd, k.xent_bwd,  k.sgd,
-                       k.fill,       k.scale,    k.axpy,      k.accuracy,
-                       k.gather_rows};
+  static const char *names[] = {
+      "rp.gemm",        "rp.bias_add",    "rp.bias_grad",    "rp.relu_fwd",
+      "rp.relu_bwd",    "rp.xent_fwd",    "rp.xent_bwd",     "rp.sgd",
+      "rp.fill",        "rp.scale",       "rp.axpy",         "rp.accuracy",
+      "rp.gather_rows", "rp.bias_act",    "rp.softmax_xent", "rp.relu_bwd_bias",
+      "rp.sgd_multi"};
+  rp_task_id want[] = {k.gemm,        k.bias_add,     k.bias_grad,
+                       k.relu_fwd,    k.relu_bwd,     k.xent_fwd,
+                       k.xent_bwd,    k.sgd,          k.fill,
+                       k.scale,       k.axpy,         k.accuracy,
+                       k.gather_rows, k.bias_act,     k.softmax_xent,
+                       k.relu_bwd_bias, k.sgd_multi};
   for (size_t i = 0; i < KR_LEN(names); i++) {
     rp_task_id id;
     RP_CHECK(rp_task_find(rt, names[i], &id));
     cr_assert_eq(id, want[i], "%s", names[i]);
   }
+  /* the device-args tasks and gather_rows's host-side check */
+  const rp_task_rec *g = rp__task_get(rt, k.gather_rows);
+  cr_assert(g && g->check_fn == rp_task_gather_rows_check,
+            "rp.gather_rows has no check_fn");
+  cr_assert(g->flags & RP_TASK_DEVICE_ARGS, "rp.gather_rows flags %#x",
+            g->flags);
+  cr_assert(rp__task_get(rt, k.sgd_multi)->flags & RP_TASK_DEVICE_ARGS);
+  cr_assert_null(rp__task_get(rt, k.gemm)->check_fn);
   rp_kernel_tasks again;
   RP_EXPECT(rp_kernels_register(rt, &again), RP_EEXIST);
   th_destroy(rt);

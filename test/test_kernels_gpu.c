@@ -472,6 +472,193 @@ Test(kernels_gpu, gemm_xent_sgd_tasks_match_cpu_tasks) {
   rp_cuda_blas_shutdown();
 }
 
+/* ---------------------------------------------------------------------- */
+/* Fused kernels and tasks against their CPU variants (tolerances in
+ * cuda_kernels.cuh: bias_act, sgd_multi equal to 1e-5; relu_bwd_bias's dz
+ * equal and db 1e-4; softmax_xent 1e-4), and against the unfused GPU
+ * kernels where those are the same operations (bitwise). */
+
+Test(kernels_gpu, bias_act_and_relu_bwd_bias_match_cpu_and_unfused_gpu) {
+  need_gpu();
+  void *s = new_stream();
+  for (size_t sh = 0; sh < KR_NSHAPES; sh++) {
+    size_t rows = kr_shapes[sh][0], cols = kr_shapes[sh][1], n = rows * cols;
+    size_t fb = n * sizeof(float), cb = cols * sizeof(float);
+    float *z = kr_random(n, 401 + (uint32_t)sh, -2, 2);
+    float *b = kr_random(cols, 402, -1, 1), *da = kr_random(n, 403, -2, 2);
+    float *a = kr_alloc(n), *got = kr_alloc(n), *got2 = kr_alloc(n);
+    float *dbh = kr_alloc(cols), *gdb = kr_alloc(cols), *gdb2 = kr_alloc(cols);
+    float *dz = dev_copy(z, fb), *dz2 = dev_copy(z, fb);
+    float *dbias = dev_copy(b, cb), *dda = dev_copy(da, fb);
+    float *dact = dev_copy(NULL, fb), *dact2 = dev_copy(NULL, fb);
+    float *ddb = dev_copy(NULL, cb), *ddb2 = dev_copy(NULL, cb);
+    rp_cpu_bias_act(z, b, a, rows, cols);
+    RP_CHECK(rp_cuda_bias_act(dz, dbias, dact, rows, cols, s));
+    RP_CHECK(rp_cuda_bias_add(dz2, dbias, rows, cols, s));
+    RP_CHECK(rp_cuda_relu_fwd(dz2, dact2, n, s));
+    fetch(got, dact, fb, s);
+    fetch(got2, dact2, fb, s);
+    kr_close_f(got, a, n, 1e-5, 0, 0, "bias_act a");
+    cr_assert(memcmp(got, got2, fb) == 0, "bias_act vs bias_add + relu");
+    fetch(got, dz, fb, s);
+    kr_close_f(got, z, n, 1e-5, 0, 0, "bias_act z");
+
+    /* relu_bwd_bias over (a, da): dz into dz2's buffer */
+    float *dzh = kr_alloc(n);
+    rp_cpu_relu_bwd_bias_grad(a, da, dzh, dbh, rows, cols);
+    RP_CHECK(rp_cuda_relu_bwd_bias_grad(dact, dda, dz2, ddb, rows, cols, s));
+    RP_CHECK(rp_cuda_relu_bwd(dact, dda, dz, n, s));
+    RP_CHECK(rp_cuda_bias_grad(dz, ddb2, rows, cols, s));
+    fetch(got, dz2, fb, s);
+    kr_close_f(got, dzh, n, 1e-5, 0, 0, "relu_bwd_bias dz");
+    fetch(gdb, ddb, cb, s);
+    fetch(gdb2, ddb2, cb, s);
+    kr_close_f(gdb, dbh, cols, 1e-4, 1.0, 0, "relu_bwd_bias db");
+    cr_assert(memcmp(gdb, gdb2, cb) == 0, "relu_bwd_bias vs unfused db");
+    free(z), free(b), free(da), free(a), free(got), free(got2), free(dbh);
+    free(gdb), free(gdb2), free(dzh);
+    void *bufs[] = {dz, dz2, dbias, dda, dact, dact2, ddb, ddb2};
+    for (size_t i = 0; i < KR_LEN(bufs); i++)
+      rp_cuda_buf_free(bufs[i]);
+  }
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+Test(kernels_gpu, softmax_xent_matches_cpu_and_is_deterministic) {
+  need_gpu();
+  void *s = new_stream();
+  static const size_t extra[][2] = {{256, 3}, {1000, 70}, {0, 4}};
+  for (size_t sh = 0; sh < KR_NSHAPES + KR_LEN(extra); sh++) {
+    const size_t *shape = sh < KR_NSHAPES ? kr_shapes[sh]
+                                          : extra[sh - KR_NSHAPES];
+    size_t rows = shape[0], cols = shape[1], n = rows * cols;
+    size_t fb = (n ? n : 1) * sizeof(float), cb = cols * sizeof(float);
+    float *x = kr_random(n, 411 + (uint32_t)sh, -6, 6);
+    int32_t *lab = kr_labels(rows, cols, 412);
+    float *d = kr_alloc(n), *db = kr_alloc(cols), *got = kr_alloc(n);
+    float *gdb = kr_alloc(cols), *gdb2 = kr_alloc(cols);
+    float loss = 0, gl = 0, gl2 = 0, norm = (float)(rows ? rows : 1);
+    float *dx = dev_copy(x, fb), *dd = dev_copy(NULL, fb);
+    int32_t *dl = dev_copy(lab, (rows ? rows : 1) * 4);
+    float *ddb = dev_copy(NULL, cb), *dloss = dev_copy(NULL, 4);
+    rp_cpu_softmax_xent(x, lab, d, db, rows, cols, norm, &loss);
+    RP_CHECK(rp_cuda_softmax_xent(dx, dl, dd, ddb, dloss, rows, cols, norm, s));
+    fetch(got, dd, n * sizeof(float), s);
+    fetch(gdb, ddb, cb, s);
+    fetch(&gl, dloss, 4, s);
+    kr_close_f(got, d, n, 1e-4, 1.0 / norm, 0, "softmax_xent dlogits");
+    kr_close_f(gdb, db, cols, 1e-4, 1.0, 0, "softmax_xent db");
+    cr_assert(fabsf(gl - loss) <= 1e-4f * fabsf(loss) + 1e-7f,
+              "%zux%zu: loss %g, cpu %g", rows, cols, gl, loss);
+    RP_CHECK(rp_cuda_softmax_xent(dx, dl, dd, ddb, dloss, rows, cols, norm, s));
+    fetch(gdb2, ddb, cb, s);
+    fetch(&gl2, dloss, 4, s);
+    cr_assert(memcmp(gdb, gdb2, cb) == 0 && gl == gl2, "not deterministic");
+    free(x), free(lab), free(d), free(db), free(got), free(gdb), free(gdb2);
+    void *bufs[] = {dx, dd, dl, ddb, dloss};
+    for (size_t i = 0; i < KR_LEN(bufs); i++)
+      rp_cuda_buf_free(bufs[i]);
+  }
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* rp.sgd_multi's GPU variant against its CPU variant, with lr by value
+ * (eager) and then from a device args buffer (as inside an exec). */
+Test(kernels_gpu, sgd_multi_task_matches_cpu_with_device_lr) {
+  need_gpu();
+  void *s = new_stream();
+  static const int64_t rows[3] = {64, 1, 33}, cols[3] = {64, 64, 3};
+  float *w[3], *g[3], *v[3], *dw[3], *dg[3], *dv[3];
+  rp_instance_info hin[9], din[9];
+  for (int t = 0; t < 3; t++) {
+    size_t n = (size_t)(rows[t] * cols[t]), fb = n * sizeof(float);
+    w[t] = kr_random(n, 421 + t, -1, 1);
+    g[t] = kr_random(n, 431 + t, -1, 1);
+    v[t] = kr_random(n, 441 + t, -1, 1);
+    dw[t] = dev_copy(w[t], fb), dg[t] = dev_copy(g[t], fb);
+    dv[t] = dev_copy(v[t], fb);
+    float *h[3] = {w[t], g[t], v[t]}, *dd[3] = {dw[t], dg[t], dv[t]};
+    for (int i = 0; i < 3; i++) {
+      hin[3 * t + i] = dinst(h[i], RP_F32, rows[t], cols[t]);
+      din[3 * t + i] = dinst(dd[i], RP_F32, rows[t], cols[t]);
+    }
+  }
+  rp_sgd_multi_args a = {.lr = 0.05f, .momentum = 0.9f, .count = 3};
+  rp_task_ctx hc = gpu_ctx(NULL, &a, sizeof a, hin, 9);
+  hc.kind = RP_PROC_CPU;
+  rp_task_ctx dc = gpu_ctx(s, &a, sizeof a, din, 9);
+  RP_CHECK(rp_task_sgd_multi_cpu(&hc));
+  RP_CHECK(rp_task_sgd_multi_gpu(&dc));
+  /* the device args say lr 0.2; the by-value args still 0.05 */
+  rp_sgd_multi_args dev = {.lr = 0.2f, .momentum = 0.9f, .count = 3};
+  void *dargs = dev_copy(&dev, sizeof dev);
+  dc.dev_args = dargs;
+  RP_CHECK(rp_task_sgd_multi_gpu(&dc));
+  a.lr = 0.2f;
+  RP_CHECK(rp_task_sgd_multi_cpu(&hc));
+  for (int t = 0; t < 3; t++) {
+    size_t n = (size_t)(rows[t] * cols[t]);
+    float *got = kr_alloc(n);
+    fetch(got, dw[t], n * sizeof(float), s);
+    kr_close_f(got, w[t], n, 1e-5, 1e-3, 0, "sgd_multi w");
+    fetch(got, dv[t], n * sizeof(float), s);
+    kr_close_f(got, v[t], n, 1e-5, 1e-3, 0, "sgd_multi v");
+    free(got);
+  }
+  dc.dev_args = NULL;
+  a.count = 0;
+  RP_EXPECT(rp_task_sgd_multi_gpu(&dc), RP_EINVAL);
+  rp_cuda_buf_free(dargs);
+  for (int t = 0; t < 3; t++) {
+    free(w[t]), free(g[t]), free(v[t]);
+    rp_cuda_buf_free(dw[t]), rp_cuda_buf_free(dg[t]), rp_cuda_buf_free(dv[t]);
+  }
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* rp.gather_rows's GPU variant: the by-value index eagerly, the device
+ * index when there are device args, and nothing copied for an index out
+ * of range; also under stream capture (a graph replayed with a new index
+ * in the device buffer copies the new batch). */
+Test(kernels_gpu, gather_rows_reads_the_index_on_the_device) {
+  need_gpu();
+  void *s = new_stream();
+  int32_t src[6 * 2], fill[4] = {-7, -7, -7, -7}, got[4];
+  for (int i = 0; i < 12; i++)
+    src[i] = 100 + i;
+  void *dsrc = dev_copy(src, sizeof src), *ddst = dev_copy(fill, sizeof fill);
+  rp_instance_info in[2] = {dinst(dsrc, RP_I32, 6, 2),
+                            dinst(ddst, RP_I32, 2, 2)};
+  rp_gather_args a = {.index = 1, .rows = 2, .cols = 2};
+  rp_task_ctx c = gpu_ctx(s, &a, sizeof a, in, 2);
+  RP_CHECK(rp_task_gather_rows_gpu(&c));
+  fetch(got, ddst, sizeof got, s);
+  for (int j = 0; j < 4; j++)
+    cr_assert_eq(got[j], 104 + j, "by value: elem %d = %d", j, got[j]);
+  rp_gather_args dev = a;
+  dev.index = 2;
+  void *dargs = dev_copy(&dev, sizeof dev);
+  c.dev_args = dargs;
+  RP_CHECK(rp_cuda_capture_begin(s));
+  RP_CHECK(rp_task_gather_rows_gpu(&c));
+  RP_CHECK(rp_cuda_capture_end_launch(s, 1));
+  fetch(got, ddst, sizeof got, s);
+  for (int j = 0; j < 4; j++)
+    cr_assert_eq(got[j], 108 + j, "device index: elem %d = %d", j, got[j]);
+  dev.index = 3; /* beyond the 3 batches: the kernel copies nothing */
+  RP_CHECK(rp_cuda_buf_put(dargs, &dev, sizeof dev));
+  RP_CHECK(rp_cuda_buf_put(ddst, fill, sizeof fill));
+  RP_CHECK(rp_task_gather_rows_gpu(&c));
+  fetch(got, ddst, sizeof got, s);
+  for (int j = 0; j < 4; j++)
+    cr_assert_eq(got[j], -7, "out of range: elem %d = %d", j, got[j]);
+  /* the host-side check rejects the same index */
+  c.args = &dev;
+  RP_EXPECT(rp_task_gather_rows_check(&c), RP_ERANGE);
+  rp_cuda_buf_free(dargs), rp_cuda_buf_free(dsrc), rp_cuda_buf_free(ddst);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
 #else /* !REPRISE_HAVE_CUDA */
 
 Test(kernels_gpu, skipped_without_cuda) {

@@ -4,6 +4,7 @@
  * arguments; the batch-selection task; data sets and data files. */
 #include "train_common.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -240,6 +241,80 @@ Test(train, batch_index_and_learning_rate_are_per_replay_arguments) {
   tw_fini(&w);
 }
 
+/* ---- replays in flight ---- */
+
+/* What progress saw: the steps in order, and the losses read. */
+typedef struct steps_seen {
+  uint32_t n, next;
+  int in_order;
+  float loss[64];
+} steps_seen;
+
+static int note_step(void *arg, uint32_t t, float loss) {
+  steps_seen *s = arg;
+  s->in_order &= t == s->next;
+  s->next = t + 1;
+  if (t < 64)
+    s->loss[t] = loss;
+  s->n++;
+  return 0;
+}
+
+/* N replays in flight give the weights and the losses of one at a time,
+ * bitwise (replays of one exec run in order); progress sees every step in
+ * order; an exec with fewer slots than N only makes rp_replay wait. */
+Test(train, replays_in_flight_give_the_weights_of_one_at_a_time) {
+  static const uint32_t inflight[] = {1, 4, 7};
+  float *ref[2] = {NULL, NULL};
+  float ref_loss[2][64];
+  for (size_t i = 0; i < sizeof inflight / sizeof inflight[0]; i++) {
+    for (uint32_t procs = 1; procs <= 2; procs++) {
+      rp_mlp_config c;
+      tw_config(&c, procs);
+      tw w;
+      tw_init(&w, RP_BACKEND_CPU, &c);
+      rp_exec *ex; /* the default 4 slots: 7 in flight only makes
+                      rp_replay wait, still correct */
+      RP_CHECK(tw_exec(&w, &ex));
+      steps_seen s = {.in_order = 1};
+      uint64_t wall = 0;
+      rp_mlp_train_opts o = tw_opts(50);
+      o.loss_every = 6;
+      o.progress = note_step;
+      o.arg = &s;
+      o.inflight = inflight[i];
+      o.wall_ns = &wall;
+      RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+      cr_assert(s.n == 50 && s.in_order, "inflight %u: %u steps, in order %d",
+                inflight[i], s.n, s.in_order);
+      cr_assert_gt(wall, 0);
+      for (uint32_t t = 0; t < 50; t++)
+        cr_assert_eq(isnan(s.loss[t]), !(t % 6 == 0 || t == 49),
+                     "inflight %u step %u: loss %g", inflight[i], t,
+                     (double)s.loss[t]);
+      float *p = tw_params(&w);
+      size_t n = rp_mlp_param_count(w.m);
+      if (i == 0) { /* one at a time: the reference */
+        ref[procs - 1] = p;
+        memcpy(ref_loss[procs - 1], s.loss, sizeof s.loss);
+      } else {
+        cr_assert(memcmp(p, ref[procs - 1], n * sizeof *p) == 0,
+                  "P=%u inflight %u: weights differ", procs, inflight[i]);
+        for (uint32_t t = 0; t < 50; t += 6)
+          cr_assert_eq(s.loss[t], ref_loss[procs - 1][t],
+                       "P=%u inflight %u step %u loss", procs, inflight[i], t);
+        free(p);
+      }
+      o.inflight = RP_MLP_MAX_INFLIGHT + 1;
+      RP_EXPECT(rp_mlp_train_replay(w.m, ex, &o), RP_EINVAL);
+      RP_CHECK(rp_exec_destroy(ex));
+      tw_fini(&w);
+    }
+  }
+  free(ref[0]);
+  free(ref[1]);
+}
+
 /* ---- the recorded graph ---- */
 
 Test(train, recorded_step_has_every_op_and_saves_as_a_graph_file) {
@@ -252,11 +327,13 @@ Test(train, recorded_step_has_every_op_and_saves_as_a_graph_file) {
     RP_CHECK(rp_mlp_record(w.m, &g));
     RP_CHECK(rp_graph_validate(g));
     uint32_t L = c.nhidden + 1, P = procs;
-    /* 2 gathers, x and y scattered, 2L tensors replicated, per shard 3L-1
-     * forward + 2 loss + 4L-2 backward tasks, 2L gradients and the loss
-     * reduced, 2L sgd */
-    uint32_t want =
-        2 + 2 * P + 2 * L * P + P * (7 * L - 1) + (2 * L + 1) * P + 2 * L;
+    /* 2 gathers; per shard 2L forward (gemm, bias_act), 1 loss
+     * (softmax_xent) and 3L-2 backward (L + L-1 gemms, L-1 relu_bwd_bias)
+     * tasks; one sgd_multi. With P > 1 also x and y scattered, 2L tensors
+     * replicated, 2L gradients and the loss reduced; with P == 1 the shard
+     * is the home batch and there are no parallel ops. */
+    uint32_t pops = P > 1 ? 2 * P + 2 * L * P + (2 * L + 1) * P : 0;
+    uint32_t want = 2 + P * (5 * L - 1) + 1 + pops;
     cr_assert_eq(rp_graph_op_count(g), want, "P=%u: %u ops, want %u", procs,
                  rp_graph_op_count(g), want);
     cr_assert_eq(rp_graph_precondition_count(g), 0);
@@ -450,6 +527,72 @@ Test(train, gather_rows_copies_one_batch_and_rejects_bad_indices) {
   RP_CHECK(rp_instance_free(rt, src));
   RP_CHECK(rp_instance_free(rt, dst));
   RP_CHECK(rp_instance_free(rt, fdst));
+  th_destroy(rt);
+}
+
+/* A recorded gather with an interpolated index: a replay with an index
+ * beyond the data poisons its done event with RP_ERANGE (and copies
+ * nothing); the next replay with a good index works. On the CPU backend
+ * the task variant checks; a GPU replay calls the same checks through the
+ * task's check_fn before issuing the op. */
+Test(train, gather_rows_replay_with_a_bad_interpolated_index_fails_alone) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_inst src, dst;
+  rp_rect rs = rp_rect_2d(0, 5, 0, 1), rd = rp_rect_2d(0, 1, 0, 1);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &rs, NULL, &src));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &rd, NULL, &dst));
+  int32_t v[12], fill[4] = {-7, -7, -7, -7};
+  for (int i = 0; i < 12; i++)
+    v[i] = 100 + i;
+  RP_CHECK(rp_instance_write(rt, src, v, sizeof v));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_gather_args a = {0, 2, 2};
+  rp_access acc[2] = {{src, RP_READ, 0}, {dst, RP_WRITE, 0}};
+  rp_interp ip = {0, offsetof(rp_gather_args, index), sizeof a.index};
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = k.gather_rows,
+                                       .proc = 0,
+                                       .accesses = acc,
+                                       .naccess = 2,
+                                       .args = &a,
+                                       .args_size = sizeof a,
+                                       .interps = &ip,
+                                       .ninterp = 1},
+                          NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  static const struct {
+    int32_t index;
+    rp_status want;
+  } cases[] = {{2, RP_OK}, {3, RP_ERANGE}, {1, RP_OK}, {-1, RP_ERANGE},
+               {0, RP_OK}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    RP_CHECK(rp_instance_write(rt, dst, fill, sizeof fill));
+    rp_replay_args ra = {.args = &cases[i].index,
+                         .args_size = sizeof cases[i].index};
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &ra, &done));
+    RP_EXPECT(rp_event_wait(rt, done, -1), cases[i].want);
+    RP_CHECK(rp_event_release(rt, done));
+    int32_t got[4];
+    RP_CHECK(rp_instance_read(rt, dst, got, sizeof got));
+    for (int j = 0; j < 4; j++) {
+      int32_t want = cases[i].want ? -7 : 100 + 4 * cases[i].index + j;
+      cr_assert_eq(got[j], want, "replay %zu (index %d) elem %d: %d", i,
+                   cases[i].index, j, got[j]);
+    }
+    if (cases[i].want != RP_OK)
+      cr_assert(strstr(rp_exec_error_detail(ex), "rp.gather_rows"), "%s",
+                rp_exec_error_detail(ex));
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, src));
+  RP_CHECK(rp_instance_free(rt, dst));
   th_destroy(rt);
 }
 
