@@ -124,6 +124,11 @@ rp_status rp__spawn_copy(rp_runtime *rt, const rp_copy_bytes *c, rp_proc where,
 /* A new pending event; the caller holds two references: one it drops with
  * rp_event_release, one dropped by the trigger (rp__event_complete). */
 rp_status rp__event_new(rp_runtime *rt, rp_event *out);
+/* How long a host thread waiting for e yields before it sleeps (us; the
+ * event's creator knows when it will come: a GPU replay's done event is
+ * worth a longer yield than a wake-up's 5-50 us). Call before handing e
+ * out. */
+void rp__event_set_yield(rp_runtime *rt, rp_event e, uint32_t us);
 /* Triggers (st == RP_OK) or poisons (st < 0) e and drops the trigger's
  * reference. Runs waiters and wakes host sleepers. */
 void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st);

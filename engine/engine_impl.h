@@ -45,6 +45,8 @@ typedef struct rp_event_slot {
   _Atomic int32_t poison;
   _Atomic uint32_t next_free; /* free list link (slot index + 1) */
   _Atomic uint32_t user;      /* created by rp_event_create */
+  _Atomic uint32_t yield_us;  /* a host waiter's yield budget before it
+                                 sleeps (0: REPRISE_HOST_YIELD_NS) */
   pthread_mutex_t lock;       /* guards waiters only */
   rp_ev_waiter *waiters;
 } rp_event_slot;

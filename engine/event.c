@@ -143,11 +143,19 @@ rp_status rp__event_new(rp_runtime *rt, rp_event *out) {
   atomic_store_explicit(&s->poison, 0, memory_order_relaxed);
   atomic_store_explicit(&s->refs, 2, memory_order_relaxed);
   atomic_store_explicit(&s->user, 0, memory_order_relaxed);
+  atomic_store_explicit(&s->yield_us, 0, memory_order_relaxed);
   s->waiters = NULL;
   atomic_store_explicit(&s->state, RP_EV_PENDING, memory_order_release);
   uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
   out->id = (uint64_t)gen << 32 | (uint64_t)(i + 1);
   return RP_OK;
+}
+
+void rp__event_set_yield(rp_runtime *rt, rp_event e, uint32_t us) {
+  if (e.id == 0)
+    return;
+  atomic_store_explicit(&slot_at(&rt->events, ev_slot_of(e))->yield_us, us,
+                        memory_order_relaxed);
 }
 
 /* Drops one reference; the last one recycles the slot. */
@@ -356,8 +364,11 @@ static rp_status wait_loop(rp_runtime *rt, rp_event_slot *s, rp_event e,
   /* workers block here only for preconditions: spin like any lane wait;
    * host threads yield */
   rp_backoff b = RP_BACKOFF_INIT;
-  if (!rp__tl_replay_violation)
+  if (!rp__tl_replay_violation) {
     b = (rp_backoff)RP_BACKOFF_HOST;
+    b.yield_ns = 1000ull * atomic_load_explicit(&s->yield_us,
+                                                memory_order_relaxed);
+  }
   for (;;) {
     uint32_t v = atomic_load_explicit(&s->state, memory_order_acquire);
     if ((v & RP_EV_STATE_MASK) != RP_EV_PENDING)

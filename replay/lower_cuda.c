@@ -943,7 +943,8 @@ static void signal_polled(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   const rp_gpu_lane *gl = &lw->gpus[sg->gpu];
   lw->rel_of[i] = rel; /* published by the release of launched */
   atomic_store_explicit(&lw->owed[i], s->r + 1, memory_order_relaxed);
-  rp_status st = rp__cuda_device_use(ex->rt, gl->device);
+  /* issue_segment made the device current, unless the replay is stale */
+  rp_status st = s->stale ? rp__cuda_device_use(ex->rt, gl->device) : RP_OK;
   if (!st)
     st = rp__cuda_event_record(ex->rt, lw->slot_events[i], gl->stream);
   if (st == RP_OK) {

@@ -682,6 +682,14 @@ static rp_status slot_events(rp_exec *ex, rp_slot *s, const rp_replay_args *a,
     s->pre[i] = a->pre[i];
     rp__event_retain(ex->rt, s->pre[i]);
   }
+  if (ex->lw && ex->lw->polled) {
+    /* completed by the GPU poller: a host waiter that yields through a
+     * few replay intervals sees it at once instead of being woken */
+    uint64_t iv = atomic_load_explicit(&ex->interval_ns,
+                                       memory_order_relaxed) / 1000 * 4;
+    rp__event_set_yield(ex->rt, s->done,
+                        (uint32_t)(iv < 200 ? 200 : iv > 5000 ? 5000 : iv));
+  }
   if (done)
     *done = s->done;
   else

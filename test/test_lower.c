@@ -9,6 +9,7 @@
 #include <string.h>
 
 #define MAXU 256
+#define MAXP 32 /* predecessors per unit */
 
 /* A unit graph: units 0..n-1 in index order are topological (edges go
  * from a lower to a higher index). gpu[u] = -1 for host units. */
@@ -17,7 +18,7 @@ typedef struct ugraph {
   int32_t gpu[MAXU];
   uint8_t port[MAXU];
   uint32_t npred[MAXU], pred_off[MAXU];
-  uint32_t preds[MAXU * 8];
+  uint32_t preds[MAXU * MAXP];
   uint32_t order[MAXU];
 } ugraph;
 
@@ -26,13 +27,13 @@ static void ug_init(ugraph *g, uint32_t n) {
   g->n = n;
   for (uint32_t u = 0; u < n; u++) {
     g->order[u] = u;
-    g->pred_off[u] = u * 8;
+    g->pred_off[u] = u * MAXP;
   }
 }
 
 static void ug_edge(ugraph *g, uint32_t from, uint32_t to) {
   cr_assert_lt(from, to);
-  cr_assert_lt(g->npred[to], 8u);
+  cr_assert_lt(g->npred[to], (uint32_t)MAXP);
   g->preds[g->pred_off[to] + g->npred[to]++] = from;
 }
 
@@ -248,7 +249,7 @@ Test(lower, random_single_gpu_dags_are_one_segment) {
     for (uint32_t u = 0; u < n; u++) {
       g.gpu[u] = 2;
       uint32_t want = u ? (uint32_t)(rand() % 5) : 0;
-      for (uint32_t j = 0; j < want && g.npred[u] < 8; j++) {
+      for (uint32_t j = 0; j < want && g.npred[u] < MAXP; j++) {
         uint32_t p = (uint32_t)rand() % u;
         int dup = 0;
         for (uint32_t q = 0; q < g.npred[u]; q++)
