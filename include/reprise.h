@@ -699,9 +699,13 @@ typedef struct rp_exec_stats {
   uint32_t procs_used;
   /* GPU lowering (all 0 for an exec without GPU ops). Counts are totals
    * over the replays so far; divide by `replays` for per-replay figures.
-   * A replay whose GPU work is one CUDA graph per GPU shows, per replay,
-   * graph_launches == gpus, gpu_ops_op_by_op == 0, host_waits == 0. */
+   * A replay whose GPU work is one CUDA graph per device shows, per
+   * replay, graph_launches == gpu_devices, gpu_ops_op_by_op == 0,
+   * host_waits == 0. */
   uint32_t gpus;             /* GPU processors the exec uses */
+  uint32_t gpu_devices;      /* physical devices: logical GPUs that share
+                                one are lowered together (one graph per
+                                segment on that device) */
   uint32_t gpu_segments;     /* segments (one CUDA graph each, or issued
                                 op by op), over all GPUs */
   uint32_t max_gpu_segments; /* the most segments one GPU has */

@@ -101,6 +101,18 @@ static int is_gpu_unit(const rp_exec *ex, const rp_unit *u) {
   return pi && pi->kind == RP_PROC_GPU;
 }
 
+/* The leader of GPU processor p's group: the lowest GPU processor on the
+ * same physical device. */
+static uint32_t gpu_leader(const rp_exec *ex, uint32_t p) {
+  const rp_proc_info *pi = rp__proc(ex->rt, p);
+  for (uint32_t q = 0; q < p; q++) {
+    const rp_proc_info *qi = rp__proc(ex->rt, q);
+    if (qi && qi->kind == RP_PROC_GPU && qi->device == pi->device)
+      return q;
+  }
+  return p;
+}
+
 /* The cut's input from the units (op units only). */
 static rp_status cut_units(rp_exec *ex, int32_t *gpu, rp_cut *c) {
   uint32_t n = ex->nunits;
@@ -343,16 +355,17 @@ static rp_status lower_new(rp_exec *ex, rp_cut *c, uint32_t launch_lane) {
   lw->segs = rp__calloc(c->nseg, sizeof *lw->segs);
   uint32_t nprocs = rp_proc_count(ex->rt); /* the lanes, once allocated */
   lw->gpu_of_lane = malloc(sizeof *lw->gpu_of_lane * nprocs);
-  lw->gpus = rp__calloc(c->nseg, sizeof *lw->gpus); /* ngpu <= nseg */
+  lw->gpus = rp__calloc(nprocs, sizeof *lw->gpus);
   if (!lw->segs || !lw->gpu_of_lane || !lw->gpus)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   for (uint32_t w = 0; w < nprocs; w++)
     lw->gpu_of_lane[w] = UINT32_MAX;
   for (uint32_t k = 0; k < c->nseg; k++) {
-    uint32_t lane = (uint32_t)c->segs[k].gpu;
+    uint32_t lane = (uint32_t)c->segs[k].gpu; /* a group's leader */
     uint8_t first = lw->gpu_of_lane[lane] == UINT32_MAX;
     if (first) {
       lw->gpu_of_lane[lane] = lw->ngpu;
+      lw->gpus[lw->ngpu].group = lw->ngpu;
       lw->gpus[lw->ngpu++].lane = lane;
     }
     lw->segs[k] = (rp_seg){.lane = lane,
@@ -379,6 +392,16 @@ static rp_status lower_new(rp_exec *ex, rp_cut *c, uint32_t launch_lane) {
    * read at every instantiate */
   const char *poll = getenv("REPRISE_GPU_POLL");
   lw->poll_ok = !(poll && strcmp(poll, "0") == 0);
+  /* the other logical GPUs of each group (their own parameter buffers) */
+  for (uint32_t u = 0; u < ex->nunits; u++) {
+    const rp_unit *x = &ex->units[u];
+    if (c->seg[u] == UINT32_MAX || lw->gpu_of_lane[x->pinned] != UINT32_MAX)
+      continue;
+    uint32_t lead = (uint32_t)c->segs[c->seg[u]].gpu;
+    lw->gpu_of_lane[x->pinned] = lw->ngpu;
+    lw->gpus[lw->ngpu].group = lw->gpu_of_lane[lead];
+    lw->gpus[lw->ngpu++].lane = x->pinned;
+  }
   /* the cut's arrays move into the lowering */
   lw->members = c->members;
   lw->seg_of = c->seg;
@@ -394,7 +417,9 @@ rp_status rp__lower_plan(rp_exec *ex) {
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   int any = 0;
   for (uint32_t u = 0; u < n; u++) {
-    gpu[u] = is_gpu_unit(ex, &ex->units[u]) ? (int32_t)ex->units[u].pinned : -1;
+    gpu[u] = is_gpu_unit(ex, &ex->units[u])
+                 ? (int32_t)gpu_leader(ex, ex->units[u].pinned)
+                 : -1;
     any |= gpu[u] >= 0;
   }
   if (!any) { /* CPU-only: nothing changes */
@@ -496,20 +521,55 @@ static int launch_inline_ok(const rp_exec *ex) {
   return 1;
 }
 
+/* Each segment's lanes and end positions (lw->pubs), and each group's
+ * completion sources. */
+static rp_status seg_pubs(rp_exec *ex) {
+  rp_lower *lw = ex->lw;
+  uint32_t nm = 0;
+  for (uint32_t k = 0; k < lw->nseg; k++)
+    nm += lw->segs[k].n;
+  free(lw->pubs);
+  lw->pubs = malloc(sizeof *lw->pubs * (nm ? nm : 1)); /* at most one each */
+  if (!lw->pubs)
+    return rp__err(RP_ENOMEM, "placement: out of memory");
+  uint32_t at = 0;
+  for (uint32_t k = 0; k < lw->nseg; k++) {
+    rp_seg *sg = &lw->segs[k];
+    sg->pub_off = at;
+    for (uint32_t i = 0; i < sg->n; i++) {
+      const rp_unit *u = &ex->units[lw->members[sg->first + i]];
+      uint32_t j = sg->pub_off;
+      while (j < at && lw->pubs[j].lane != u->lane)
+        j++;
+      if (j == at)
+        lw->pubs[at++] = (rp_seg_pub){u->lane, 0};
+      if (u->pos + 1 > lw->pubs[j].end)
+        lw->pubs[j].end = u->pos + 1;
+    }
+    sg->npub = at - sg->pub_off;
+  }
+  for (uint32_t g = 0; g < lw->ngpu; g++)
+    lw->gpus[g].nsrc = 0;
+  for (uint32_t g = 0; g < lw->ngpu; g++)
+    if (ex->lanes[lw->gpus[g].lane].len)
+      lw->gpus[lw->gpus[g].group].nsrc++;
+  return RP_OK;
+}
+
 rp_status rp__lower_placed(rp_exec *ex) {
   rp_lower *lw = ex->lw;
   for (uint32_t k = 0; k < lw->nseg; k++) {
     rp_seg *sg = &lw->segs[k];
-    uint32_t end = 0;
     sg->any_post = 0;
     for (uint32_t i = 0; i < sg->n; i++) {
       const rp_unit *u = &ex->units[lw->members[sg->first + i]];
-      end = u->pos + 1 > end ? u->pos + 1 : end;
       sg->any_post |= u->npost > 0;
     }
-    sg->vpos_end = end;
     sg->needs_cb = sg->last_of_gpu || sg->any_post;
   }
+  rp_status pst = seg_pubs(ex);
+  if (pst)
+    return pst;
   /* a segment whose completion a host unit waits for needs its callback
    * (waits of GPU units on other GPUs are device-side) */
   for (uint32_t u = 0; u < ex->nunits; u++) {
@@ -558,6 +618,8 @@ const char *rp__lower_task_blocker(const rp_runtime *rt, const rp_gop *op) {
 void rp__lower_stats(const rp_exec *ex, rp_exec_stats *out) {
   rp_lower *lw = ex->lw;
   out->gpus = lw->ngpu;
+  for (uint32_t g = 0; g < lw->ngpu; g++)
+    out->gpu_devices += lw->gpus[g].group == g;
   out->gpu_segments = lw->nseg;
   for (uint32_t g = 0; g < lw->ngpu; g++) {
     uint32_t n = 0;

@@ -7,6 +7,12 @@
  * lane. Instead its units are cut into segments and each segment is issued
  * by one launcher unit (RP_UNIT_LAUNCH) in a CPU lane:
  *
+ * Logical GPUs that share a physical device are one "GPU" for the cut: the
+ * cut sees each GPU unit on its device's leader lane (the lowest GPU
+ * processor of that device), so their work lands in the same segments and
+ * the same CUDA graphs, launched on the leader's stream; dependencies
+ * between them are graph edges, not events.
+ *
  * Cut (rp__lower_cut, pure): a unit's key is (port bit, depth). The port
  * bit is set when the unit depends (transitively) on a precondition port;
  * depth grows by one across every host -> GPU edge and across a GPU -> GPU
@@ -82,7 +88,9 @@ typedef struct rp_seg {
   uint32_t key;
   uint32_t launch;   /* its launcher unit */
   uint32_t first, n; /* members: rp_lower.members[first .. first + n) */
-  uint32_t vpos_end; /* lane position after its last member (placement) */
+  uint32_t pub_off, npub; /* rp_lower.pubs: each lane it has members on,
+                             with the lane position after its last one
+                             (placement) */
   uint32_t wait_off, nwait; /* members' CPU-lane waits: rp_lower.waits */
   uint32_t ev_off, nev;     /* other GPUs' events to wait for first */
   uint8_t first_of_gpu;     /* refreshes the GPU's parameters */
@@ -101,6 +109,12 @@ struct rp_lower_rt;
 
 typedef struct rp_gpu_lane {
   uint32_t lane;      /* processor id */
+  uint32_t group;     /* index (in rp_lower.gpus) of the group's leader:
+                         logical GPUs on one physical device form a group,
+                         whose segments are cut, captured and launched
+                         together on the leader's streams */
+  uint32_t nsrc;      /* leaders: the group's lanes with units (completion
+                         sources of a replay; placement) */
   int device;         /* physical CUDA device */
   struct rp_lower_streams *streams; /* this exec's own streams on this GPU
                                        (leased from the runtime at
@@ -125,6 +139,11 @@ typedef struct rp_seg_cb {
                            the launcher, acquire-loaded by the callback */
 } rp_seg_cb;
 
+/* A lane a segment has members on, and its position after them. */
+typedef struct rp_seg_pub {
+  uint32_t lane, end;
+} rp_seg_pub;
+
 typedef struct rp_lower {
   uint32_t nseg;
   rp_seg *segs;         /* in launch order */
@@ -143,6 +162,7 @@ typedef struct rp_lower {
                                    no traced replay is in flight (as
                                    ex->trace) */
   /* built after placement */
+  rp_seg_pub *pubs; /* per segment: pub_off, npub */
   rp_wait *waits; /* per segment: its members' CPU-lane waits */
   uint32_t nwaits;
   void **events;          /* per unit: cudaEvent_t recorded after it for

@@ -289,11 +289,19 @@ static rp_status setup_gpus(rp_exec *ex, lower_rt *lr) {
 
 /* ---- cross-GPU events ---- */
 
-/* 1 when GPU unit u's predecessor p is a GPU op unit on another GPU
- * (launchers, also predecessors of their members, are not). */
+/* The group (leader's index in lw->gpus) of GPU unit u. */
+static uint32_t group_of(const rp_exec *ex, uint32_t u) {
+  const rp_lower *lw = ex->lw;
+  return lw->gpus[lw->gpu_of_lane[ex->units[u].lane]].group;
+}
+
+/* 1 when GPU unit u's predecessor p is a GPU op unit of another group
+ * (another physical device; launchers, also predecessors of their
+ * members, are not): ordered by an event. Within a group stream order and
+ * graph edges do. */
 static int other_gpu(const rp_exec *ex, uint32_t u, uint32_t p) {
   return p < ex->lw->nop_units && ex->lw->seg_of[p] != UINT32_MAX &&
-         ex->units[p].lane != ex->units[u].lane;
+         group_of(ex, p) != group_of(ex, u);
 }
 
 /* 1 when p is a member of segment k (not its launcher). */
@@ -723,8 +731,11 @@ static void seg_complete(rp_exec *ex, const rp_seg *sg, rp_slot *s,
     if (u->npost)
       rp__post_done(ex, u, s);
   }
-  rp_lane *l = &ex->lanes[sg->lane];
-  lane_publish(l, (uint32_t)rel * l->len + sg->vpos_end);
+  for (uint32_t i = 0; i < sg->npub; i++) {
+    const rp_seg_pub *p = &lw->pubs[sg->pub_off + i];
+    rp_lane *l = &ex->lanes[p->lane];
+    lane_publish(l, (uint32_t)rel * l->len + p->end);
+  }
 }
 
 static void seg_done_body(rp_seg_cb *c) {
@@ -738,7 +749,7 @@ static void seg_done_body(rp_seg_cb *c) {
   seg_complete(ex, sg, s, rel);
   _Atomic uint64_t *owed = &lw->owed[(size_t)c->slot * lw->ngpu + sg->gpu];
   if (sg->last_of_gpu && atomic_exchange(owed, 0) != 0)
-    rp__slot_source_done(ex, s);
+    rp__slot_sources_done(ex, s, lw->gpus[sg->gpu].nsrc);
 }
 
 /* ---- completion by polling ----
@@ -764,7 +775,7 @@ static void gpu_done(rp_exec *ex, uint32_t g, uint32_t si, uint64_t rel) {
   rp_lower *lw = ex->lw;
   rp_slot *s = &ex->slots[si];
   seg_complete(ex, &lw->segs[lw->last_seg[g]], s, rel);
-  rp__slot_source_done(ex, s);
+  rp__slot_sources_done(ex, s, lw->gpus[g].nsrc);
 }
 
 /* Completes ex's replays whose GPU work finished, per GPU in replay
@@ -1051,7 +1062,7 @@ static int members_poisoned(const rp_exec *ex, const rp_seg *sg,
  * the units' host args, for op-by-op issue), then the slot into the
  * device buffer, in stream order before the GPU's first segment. */
 static rp_status refresh_params(rp_exec *ex, rp_gpu_lane *gl, rp_slot *s,
-                                uint32_t slot) {
+                                uint32_t slot, void *stream) {
   if (!gl->ninterp_units)
     return RP_OK;
   char *stg = gl->staging + (size_t)slot * gl->param_bytes;
@@ -1076,7 +1087,18 @@ static rp_status refresh_params(rp_exec *ex, rp_gpu_lane *gl, rp_slot *s,
   /* The staging slot is this replay's alone: the slot is re-armed only
    * after this replay completed, so the copy has run by then. */
   return rp__cuda_memcpy_async(ex->rt, gl->dev_params, stg, gl->param_bytes,
-                               gl->stream);
+                               stream);
+}
+
+/* Every logical GPU of group g (g its leader), on the leader's stream. */
+static rp_status refresh_group(rp_exec *ex, uint32_t g, rp_slot *s,
+                               uint32_t slot) {
+  rp_lower *lw = ex->lw;
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; i < lw->ngpu && !st; i++)
+    if (lw->gpus[i].group == g)
+      st = refresh_params(ex, &lw->gpus[i], s, slot, lw->gpus[g].stream);
+  return st;
 }
 
 /* Other GPUs' producers: stream-level waits before the segment (the
@@ -1224,7 +1246,7 @@ static void issue_segment(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   void **tev = RP_UNLIKELY(s->traced) ? trace_pair(ex, sg, s, &how) : NULL;
   rp_status st = rp__cuda_device_use(ex->rt, gl->device);
   if (!st && sg->first_of_gpu)
-    st = refresh_params(ex, gl, s, slot);
+    st = refresh_group(ex, sg->gpu, s, slot);
   /* The fast path: one graph launch, nothing to skip (decided after the
    * refresh: its args checks may fail members). */
   int graph = sg->exec && ports == RP_OK && !members_poisoned(ex, sg, s);
@@ -1283,8 +1305,10 @@ rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
   int traced = s->traced;
   if (RP_UNLIKELY(traced) && t_issue)
     *t_issue = rp__now_ns();
+  for (uint32_t i = 0; i < sg->npub; i++) /* rp_ctx_replay of tasks
+                                              issued op by op */
+    ex->lanes[lw->pubs[sg->pub_off + i].lane].cur_replay = s->r;
   rp_lane *l = &ex->lanes[sg->lane];
-  l->cur_replay = s->r; /* rp_ctx_replay of tasks issued op by op */
   issue_count n = {0, 0};
   if (!s->stale)
     issue_segment(ex, sg, s, slot, ports, &n);
@@ -1345,7 +1369,7 @@ static void rescue(rp_exec *ex) {
         continue;
       if (atomic_load(&lw->launched[i]) == r + 1) /* the poller's count */
         atomic_fetch_sub(&lw->lr->pending, 1);
-      rp__slot_source_done(ex, s);
+      rp__slot_sources_done(ex, s, lw->gpus[g].nsrc);
     }
   }
 }
@@ -1527,6 +1551,7 @@ void rp__lower_free(rp_exec *ex) {
   free(lw->gpus);
   free(lw->gpu_of_lane);
   free(lw->waits);
+  free(lw->pubs);
   free(lw->events);
   free(lw->seg_events);
   free(lw->nodes);
@@ -1689,6 +1714,7 @@ void rp__lower_free(rp_exec *ex) {
   free(lw->gpus);
   free(lw->gpu_of_lane);
   free(lw->waits);
+  free(lw->pubs);
   free(lw->last_seg);
   free(lw);
   ex->lw = NULL;

@@ -289,6 +289,9 @@ void rp__lane_wait(rp_exec *ex, const rp_wait *w, uint64_t rel);
 /* One completion source of slot s is done; the last one completes the
  * replay (in order, without blocking). */
 void rp__slot_source_done(rp_exec *ex, rp_slot *s);
+/* n completion sources at once (a GPU group completes its logical GPUs'
+ * lanes together). */
+void rp__slot_sources_done(rp_exec *ex, rp_slot *s, uint32_t n);
 
 /* traces (trace.c). The replay path calls these only for slots armed as
  * traced, so an exec that is not being traced does no extra work.

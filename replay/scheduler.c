@@ -319,6 +319,12 @@ void rp__slot_source_done(rp_exec *ex, rp_slot *s) {
     complete(ex, s);
 }
 
+void rp__slot_sources_done(rp_exec *ex, rp_slot *s, uint32_t n) {
+  if (n && atomic_fetch_sub_explicit(&s->remaining, n,
+                                     memory_order_acq_rel) == n)
+    complete(ex, s);
+}
+
 static void store_stats(rp_lane *l, const lane_stats *ls) {
   /* owner-only writers: load + store, relaxed (readers may lag) */
 #define ADD_(f, v)                                                             \

@@ -922,8 +922,8 @@ typedef struct gchain {
 /* x0 = fold(seed) on GPU 0, x_k = fold(seed + k, x_{k-1}): ten kernels,
  * each reading its seed on the device; x9's writer feeds a
  * postcondition. */
-static void gchain_init(gchain *c) {
-  c->rt = gpu_runtime(2, 1);
+static void gchain_init_on(gchain *c, unsigned ngpu) {
+  c->rt = gpu_runtime(2, ngpu);
   RP_CHECK(rp_task_register(
       c->rt,
       &(rp_task_desc){.name = "fold.chk",
@@ -946,7 +946,7 @@ static void gchain_init(gchain *c) {
                         {k ? c->x[k - 1] : c->x[0], RP_READ, RP_REDOP_NONE}};
     rp_interp ip = {0, 8, 8};
     rp_launch l = {.task = c->t,
-                   .proc = gpu_proc(c->rt, 0),
+                   .proc = gpu_proc(c->rt, k % ngpu),
                    .accesses = acc,
                    .naccess = k ? 2 : 1,
                    .args = &a,
@@ -958,6 +958,10 @@ static void gchain_init(gchain *c) {
   uint32_t port;
   RP_CHECK(rp_capture_postcondition(c->rt, "x9", &last, 1, &port));
   RP_CHECK(rp_capture_end(c->rt, &c->g));
+}
+
+static void gchain_init(gchain *c) {
+  gchain_init_on(c, 1);
 }
 
 static int64_t gchain_expect(int64_t seed) {
@@ -1107,4 +1111,46 @@ Test(replay_gpu, host_work_between_gpu_ops_is_waited_for_by_the_launcher) {
   cr_assert_eq(s.gpu_segments, 2u);
   RP_CHECK(rp_exec_destroy(ex));
   pipe_fini(&p);
+}
+
+/* Two logical GPUs on one device alternate along the chain: one graph on
+ * the device, no event between them, one launch per replay. */
+Test(replay_gpu, logical_gpus_on_one_device_share_one_graph) {
+  gchain c;
+  gchain_init_on(&c, 2);
+  rp_proc_info a, b;
+  RP_CHECK(rp_proc_query(c.rt, gpu_proc(c.rt, 0), &a));
+  RP_CHECK(rp_proc_query(c.rt, gpu_proc(c.rt, 1), &b));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(c.g, &(rp_exec_opts){.max_inflight = 4}, &ex));
+  rp_event done[30];
+  for (int r = 0; r < 30; r++) {
+    int64_t seed = 700 + r;
+    RP_CHECK(rp_replay(
+        ex, &(rp_replay_args){.args = &seed, .args_size = sizeof seed},
+        &done[r]));
+  }
+  for (int r = 0; r < 30; r++) {
+    RP_CHECK(rp_event_wait(c.rt, done[r], -1));
+    rp_event_release(c.rt, done[r]);
+  }
+  int64_t v;
+  RP_CHECK(rp_instance_read(c.rt, c.x[9], &v, sizeof v));
+  cr_assert_eq(v, gchain_expect(729));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.gpus, 2u);
+  if (a.device == b.device) {
+    cr_assert_eq(s.gpu_devices, 1u);
+    cr_assert_eq(s.gpu_segments, 1u, "one graph for both: %u segments",
+                 s.gpu_segments);
+    cr_assert_eq(s.graph_launches, 30u);
+    cr_assert_eq(s.stream_waits, 0u);
+  } else {
+    cr_assert_eq(s.gpu_devices, 2u);
+  }
+  cr_assert_eq(s.gpu_ops_op_by_op, 0u);
+  cr_assert_eq(s.host_waits, 0u);
+  RP_CHECK(rp_exec_destroy(ex));
+  gchain_fini(&c);
 }
