@@ -768,7 +768,9 @@ static void seg_done_body(rp_seg_cb *c) {
 
 #define POLL_LINGER_NS 200000u  /* spin after the last completion */
 #define POLL_BUSY_NS 100000u    /* then yield between polls... */
-#define POLL_NAP_NS 1000000u    /* ...and past this nap 20 us */
+#define POLL_NAP_NS 1000000u    /* ...and past this nap 10 us (quiet
+                                   counts from the last completion or the
+                                   last new work, whichever is later) */
 
 /* GPU g's last segment of replay r (slot index si) completed. */
 static void gpu_done(rp_exec *ex, uint32_t g, uint32_t si, uint64_t rel) {
@@ -842,22 +844,27 @@ static uint32_t poll_all(lower_rt *lr) {
 static void *poller_main(void *arg) {
   lower_rt *lr = arg;
   uint64_t quiet_from = 0;
+  uint32_t seen = 0; /* pending at the last pass */
   while (!atomic_load(&lr->stop)) {
     if (poll_all(lr)) {
       quiet_from = 0;
+      seen = atomic_load(&lr->pending);
       continue;
     }
+    uint32_t pending = atomic_load(&lr->pending);
     uint64_t now = rp__now_ns();
-    if (!quiet_from)
+    if (!quiet_from || pending > seen) /* new work restarts the clock */
       quiet_from = now;
+    seen = pending;
     uint64_t quiet = now - quiet_from;
-    if (atomic_load(&lr->pending)) { /* work in flight: keep polling */
+    if (pending) { /* work in flight: keep polling */
       if (quiet < POLL_BUSY_NS)
-        rp__cpu_relax();
+        for (int i = 0; i < 8; i++) /* about 0.3 us between queries */
+          rp__cpu_relax();
       else if (quiet < POLL_NAP_NS)
         sched_yield();
       else
-        nap(20000);
+        nap(10000);
       continue;
     }
     if (quiet < POLL_LINGER_NS) {
