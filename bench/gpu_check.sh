@@ -33,15 +33,15 @@ timeout 200 "$E" "$B/reprise" bench --gpu --json "$OUT/bench.json" \
   >"$OUT/bench.txt" 2>&1
 echo "bench rc=$?"
 train_rows "$B/reprise" new >"$OUT/train.txt" 2>&1
-if [ -x "$root/.gpu/reprise-orig" ]; then
+if [ -x "$root/.gpu/reprise-orig" ] && [ -z "${NO_ORIG:-}" ]; then
   timeout 200 "$E" "$root/.gpu/reprise-orig" bench --gpu \
     >"$OUT/bench-orig.txt" 2>&1
   train_rows "$root/.gpu/reprise-orig" orig >"$OUT/train-orig.txt" 2>&1
 fi
-{
+if [ -z "${NO_TORCH:-}" ]; then # NO_TORCH=1: skip the PyTorch reference
   timeout 120 python3 "$root/bench/torch_ref.py"
   timeout 120 python3 "$root/bench/torch_ref.py" --hidden 256,256 --batch 1024
-} >"$OUT/torch.txt" 2>&1
+fi >"$OUT/torch.txt" 2>&1
 echo "==== bench (new)"; cat "$OUT/bench.txt"
 [ -f "$OUT/bench-orig.txt" ] && { echo "==== bench (orig)"; cat "$OUT/bench-orig.txt"; }
 cat "$OUT/train.txt" "$OUT/train-orig.txt" 2>/dev/null
