@@ -201,7 +201,12 @@ typedef struct rp_lower {
    * callback (placement), unless REPRISE_GPU_POLL=0. */
   int poll_ok;               /* REPRISE_GPU_POLL allows it (instantiate) */
   int polled;                /* this placement completes by polling */
-  void **slot_events;        /* max_inflight x ngpu */
+  uint32_t *words;           /* max_inflight x ngpu, pinned: the device
+                                writes r + 1 there after replay r's work
+                                (a stream memory write); NULL where the
+                                driver has none: then slot_events */
+  char *words_dev;           /* the device address of words */
+  void **slot_events;        /* max_inflight x ngpu (without words) */
   _Atomic uint64_t *launched;/* max_inflight x ngpu: r + 1 once replay r's
                                 event record was issued (release) */
   uint64_t *rel_of;          /* max_inflight x ngpu: replay r's rel */

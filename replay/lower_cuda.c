@@ -609,6 +609,42 @@ static rp_status segment_graph(rp_exec *ex, uint32_t k) {
 
 /* ---- build ---- */
 
+/* The polled completion words, when the driver writes memory from a
+ * stream: a probe write on each GPU's replay stream tells (an exec with
+ * them polls plain memory, without a CUDA call and its driver lock). */
+static rp_status completion_words(rp_exec *ex, size_t n) {
+  rp_lower *lw = ex->lw;
+  void *w = NULL;
+  rp_status st = rp__mem_alloc(ex->rt, lw->gpus[0].pin_mem,
+                               n * sizeof(uint32_t), 64, &w);
+  if (st)
+    return rp__err_prefix(st, "instantiate: completion words: ");
+  memset(w, 0, n * sizeof(uint32_t));
+  lw->words = w;
+  void *dw = NULL;
+  st = rp__cuda_host_device_ptr(ex->rt, w, &dw);
+  lw->words_dev = dw;
+  for (uint32_t g = 0; g < lw->ngpu && !st; g++) {
+    if (lw->gpus[g].group != g)
+      continue;
+    int prev;
+    st = rp__cuda_device_enter(ex->rt, lw->gpus[g].device, &prev);
+    if (st)
+      return st;
+    st = rp__cuda_stream_write_u32(ex->rt, lw->gpus[g].stream,
+                                   lw->words_dev + g * sizeof(uint32_t), 0);
+    if (!st)
+      st = rp__cuda_stream_sync(ex->rt, lw->gpus[g].stream);
+    rp__cuda_device_leave(lw->gpus[g].device, prev);
+  }
+  if (st && rp__runtime_check(ex->rt) == RP_OK) { /* events, then */
+    rp__mem_free(ex->rt, lw->gpus[0].pin_mem, lw->words);
+    lw->words = NULL;
+    return RP_OK;
+  }
+  return st ? rp__err_prefix(st, "instantiate: completion words: ") : RP_OK;
+}
+
 static rp_status setup_callbacks(rp_exec *ex) {
   rp_lower *lw = ex->lw;
   size_t ncb = (size_t)ex->max_inflight * lw->nseg;
@@ -624,7 +660,12 @@ static rp_status setup_callbacks(rp_exec *ex) {
   if (!lw->cbs || !lw->owed || !lw->done_events || !lw->slot_events ||
       !lw->launched || !lw->rel_of || !lw->next_r)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
-  for (size_t i = 0; lw->poll_ok && i < nsg; i++) {
+  if (lw->poll_ok) {
+    rp_status st = completion_words(ex, nsg);
+    if (st)
+      return st;
+  }
+  for (size_t i = 0; lw->poll_ok && !lw->words && i < nsg; i++) {
     rp_status st = rp__cuda_event_create(
         ex->rt, lw->gpus[i % lw->ngpu].lane, &lw->slot_events[i]);
     if (st)
@@ -804,8 +845,13 @@ static uint32_t poll_exec(rp_exec *ex) {
         break; /* replay r has not issued this GPU's work yet */
       uint64_t want = r + 1;
       if (l == want && atomic_load(&lw->owed[i]) == want) {
-        if (rp__cuda_device_use(ex->rt, lw->gpus[g].device) != RP_OK ||
-            rp__cuda_event_done(ex->rt, lw->slot_events[i]) <= 0)
+        if (lw->words ? atomic_load_explicit((_Atomic uint32_t *)&lw->words[i],
+                                             memory_order_acquire) !=
+                            (uint32_t)want
+                      : rp__cuda_device_use(ex->rt, lw->gpus[g].device) !=
+                                RP_OK ||
+                            rp__cuda_event_done(ex->rt, lw->slot_events[i]) <=
+                                0)
           break; /* still running (an error: quiesce rescues) */
         if (atomic_compare_exchange_strong(&lw->owed[i], &want, 0)) {
           gpu_done(ex, g, si, lw->rel_of[i]);
@@ -964,7 +1010,12 @@ static void signal_polled(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   /* issue_segment made the device current, unless the replay is stale */
   rp_status st = s->stale ? rp__cuda_device_use(ex->rt, gl->device) : RP_OK;
   if (!st)
-    st = rp__cuda_event_record(ex->rt, lw->slot_events[i], gl->stream);
+    st = lw->words ? rp__cuda_stream_write_u32(
+                         ex->rt, gl->stream,
+                         lw->words_dev + i * sizeof(uint32_t),
+                         (uint32_t)(s->r + 1))
+                   : rp__cuda_event_record(ex->rt, lw->slot_events[i],
+                                           gl->stream);
   if (st == RP_OK) {
     /* release: the slot's statuses, rel and owed before the poller */
     atomic_store_explicit(&lw->launched[i], s->r + 1, memory_order_release);
@@ -1532,6 +1583,8 @@ void rp__lower_free(rp_exec *ex) {
   for (size_t i = 0; lw->slot_events && i < (size_t)ex->max_inflight * lw->ngpu;
        i++)
     (void)rp__cuda_event_destroy(ex->rt, lw->slot_events[i]);
+  if (lw->words) /* the streams were synced above (or the context is lost) */
+    rp__mem_free(ex->rt, lw->gpus[0].pin_mem, lw->words);
   for (uint32_t i = 0; lw->gpus && i < lw->ngpu; i++) {
     rp_gpu_lane *gl = &lw->gpus[i];
     if (gl->dev_params)

@@ -5,6 +5,9 @@
 #include "cuda_graph.h"
 #include "cuda_impl.h"
 
+#include <cuda.h> /* driver API types only: its entry points are looked up */
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 /* ---- devices ---- */
@@ -217,6 +220,48 @@ int rp__cuda_event_done(rp_runtime *rt, void *event) {
   }
   (void)RP_CUDA(rt, e);
   return -1;
+}
+
+typedef CUresult (*write32_fn)(CUstream, CUdeviceptr, cuuint32_t,
+                               unsigned int);
+static write32_fn g_write32;
+static pthread_once_t g_write32_once = PTHREAD_ONCE_INIT;
+
+static void write32_init(void) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000,
+                                       cudaEnableDefault,
+                                       &q) == cudaSuccess &&
+      q == cudaDriverEntryPointSuccess)
+    memcpy(&g_write32, &fn, sizeof fn); /* POSIX: same representation */
+  else
+    (void)cudaGetLastError();
+}
+
+rp_status rp__cuda_host_device_ptr(rp_runtime *rt, void *host, void **dev) {
+  *dev = NULL;
+  return RP_CUDA(rt, cudaHostGetDevicePointer(dev, host, 0));
+}
+
+rp_status rp__cuda_stream_write_u32(rp_runtime *rt, void *stream,
+                                    void *dev_word, uint32_t value) {
+  pthread_once(&g_write32_once, write32_init);
+  if (!g_write32)
+    return rp__err(RP_EUNSUPPORTED, "cuStreamWriteValue32: the driver has "
+                                    "no such entry point");
+  CUresult r = g_write32((CUstream)stream, (CUdeviceptr)(uintptr_t)dev_word,
+                         value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (r == CUDA_SUCCESS)
+    return RP_OK;
+  if (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE)
+    return rp__err(RP_EUNSUPPORTED, "cuStreamWriteValue32 refused (CUresult "
+                                    "%d): no stream memory operations here",
+                   (int)r);
+  /* the runtime's codes equal the driver's for the errors that matter
+   * (700 illegal address, 719 launch failure, ...): checked as one, so a
+   * sticky one marks the runtime unusable */
+  return RP_CUDA(rt, (cudaError_t)r);
 }
 
 /* ---- timing events ---- */

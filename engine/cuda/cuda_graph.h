@@ -90,6 +90,17 @@ rp_status rp__cuda_memcpy_async(rp_runtime *rt, void *dst, const void *src,
  * completed, 0 while it is pending, -1 on an error (which marks a sticky
  * one; rp_error_detail says which). Never blocks, allocates nothing. */
 int rp__cuda_event_done(rp_runtime *rt, void *event);
+/* The device address of pinned host memory (cudaHostGetDevicePointer). */
+rp_status rp__cuda_host_device_ptr(rp_runtime *rt, void *host, void **dev);
+/* Writes value to *word once the stream's earlier work completed
+ * (cuStreamWriteValue32 of the driver API, found through
+ * cudaGetDriverEntryPointByVersion: no link against libcuda), with a
+ * system-scope fence first, so the work's own writes are visible before
+ * the word is. dev_word: the device address of pinned host memory
+ * (rp__cuda_host_device_ptr). RP_EUNSUPPORTED where the driver has no
+ * stream memory operations. */
+rp_status rp__cuda_stream_write_u32(rp_runtime *rt, void *stream,
+                                    void *dev_word, uint32_t value);
 /* cudaStreamQuery without waiting: RP_OK when the stream is idle or still
  * busy, the error (which marks a sticky one) otherwise. */
 rp_status rp__cuda_stream_poll(rp_runtime *rt, void *stream);
