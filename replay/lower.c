@@ -392,6 +392,7 @@ static rp_status lower_new(rp_exec *ex, rp_cut *c, uint32_t launch_lane) {
    * read at every instantiate */
   const char *poll = getenv("REPRISE_GPU_POLL");
   lw->poll_ok = !(poll && strcmp(poll, "0") == 0);
+  lw->poll_events = poll && strcmp(poll, "events") == 0;
   /* the other logical GPUs of each group (their own parameter buffers) */
   for (uint32_t u = 0; u < ex->nunits; u++) {
     const rp_unit *x = &ex->units[u];

@@ -199,7 +199,12 @@ typedef struct rp_lower {
    * completes replays in stream order as their events complete: no host
    * function at all. Used when no segment but the GPUs' last ones needs a
    * callback (placement), unless REPRISE_GPU_POLL=0. */
-  int poll_ok;               /* REPRISE_GPU_POLL allows it (instantiate) */
+  int poll_ok;               /* REPRISE_GPU_POLL allows it (instantiate):
+                                unset or 1: poll completion words (or
+                                events where the driver cannot write
+                                them), "events": poll events, 0: host
+                                functions on the side stream */
+  int poll_events;
   int polled;                /* this placement completes by polling */
   uint32_t *words;           /* max_inflight x ngpu, pinned: the device
                                 writes r + 1 there after replay r's work

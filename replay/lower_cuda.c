@@ -660,7 +660,7 @@ static rp_status setup_callbacks(rp_exec *ex) {
   if (!lw->cbs || !lw->owed || !lw->done_events || !lw->slot_events ||
       !lw->launched || !lw->rel_of || !lw->next_r)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
-  if (lw->poll_ok) {
+  if (lw->poll_ok && !lw->poll_events) {
     rp_status st = completion_words(ex, nsg);
     if (st)
       return st;

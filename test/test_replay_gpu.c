@@ -979,14 +979,15 @@ static void gchain_fini(gchain *c) {
 }
 
 /* Latency and back-to-back replays of the chain, their order and results,
- * and the counters; poll: completion by the poller (default) or by host
- * functions on the side stream (REPRISE_GPU_POLL=0). */
+ * and the counters; poll: completion by the poller reading completion
+ * words (1, the default), polling events (2) or by host functions on the
+ * side stream (0: REPRISE_GPU_POLL=0). */
 static void gpu_only_step(int poll) {
   gchain c;
   gchain_init(&c);
   rp_exec *ex;
-  if (!poll)
-    setenv("REPRISE_GPU_POLL", "0", 1);
+  if (poll != 1)
+    setenv("REPRISE_GPU_POLL", poll ? "events" : "0", 1);
   rp_status ist = rp_instantiate(c.g, &(rp_exec_opts){.max_inflight = 8}, &ex);
   unsetenv("REPRISE_GPU_POLL");
   RP_CHECK(ist);
@@ -1063,6 +1064,10 @@ Test(replay_gpu, a_gpu_only_step_is_one_graph_launch_completed_by_polling) {
 
 Test(replay_gpu, a_gpu_only_step_completes_through_side_stream_callbacks) {
   gpu_only_step(0);
+}
+
+Test(replay_gpu, a_gpu_only_step_completed_by_polling_events) {
+  gpu_only_step(2);
 }
 
 Test(replay_gpu, a_failed_args_check_poisons_the_replay_and_the_next_works) {
