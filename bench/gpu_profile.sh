@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# bench/gpu_profile.sh — per-kernel device times of the replayed training
+# step under Nsight Compute (ncu), for finding the slow kernel: run on a
+# lent GPU machine after bench/gpu_check.sh's unpacking (logs under $OUT).
+set -u
+OUT=${OUT:-/tmp/gpu-out}
+B=/tmp/reprise-gpu/build
+E=/tmp/gpu-env
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+[ -n "$NCU" ] || { echo "no ncu"; exit 0; }
+prof() { # $1: name, rest: train options
+  local name=$1
+  shift
+  timeout 150 "$E" "$NCU" --metrics gpu__time_duration.sum --csv \
+    --graph-profiling node "$B/reprise" train --backend cuda --iters 3 \
+    --log-every 1000 "$@" >"$OUT/ncu-$name.csv" 2>"$OUT/ncu-$name.err"
+  echo "== $name: kernel, calls, mean us (last replay's kernels)"
+  python3 - "$OUT/ncu-$name.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    print("no rows"); sys.exit()
+h = rows[0]; ki = h.index("Kernel Name"); vi = h.index("Metric Value"); ui = h.index("Metric Unit")
+t = collections.OrderedDict()
+for r in rows[1:]:
+    v = float(r[vi].replace(",", "")); v = v / 1000 if r[ui] == "nsecond" else v * 1000 if r[ui] == "msecond" else v
+    t.setdefault(r[ki][:60], []).append(v)
+tot = 0
+for k, v in t.items():
+    print(f"{k:60s} {len(v):4d} {sum(v)/len(v):8.2f}")
+    tot += sum(v) / len(v) * (len(v) / 3 if len(v) >= 3 else 1)
+print(f"sum of means x calls/3: {tot:.1f} us")
+PY
+}
+prof small --procs 1
+prof big --procs 1 --hidden 256,256 --batch 1024
