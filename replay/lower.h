@@ -211,7 +211,14 @@ typedef struct rp_lower {
                                 (a stream memory write); NULL where the
                                 driver has none: then slot_events */
   char *words_dev;           /* the device address of words */
-  void **slot_events;        /* max_inflight x ngpu (without words) */
+  void **slot_events;        /* max_inflight x ngpu */
+  uint8_t *by_word;          /* max_inflight x ngpu: 1 when that replay
+                                ends with a word write (it was alone in
+                                flight: latency matters, and reading the
+                                word is immediate), 0 with an event record
+                                (others in flight: a stream memory write's
+                                fence would cost each replay ~1.8 us of
+                                device time on an H100) */
   _Atomic uint64_t *launched;/* max_inflight x ngpu: r + 1 once replay r's
                                 event record was issued (release) */
   uint64_t *rel_of;          /* max_inflight x ngpu: replay r's rel */

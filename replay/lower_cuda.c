@@ -657,15 +657,16 @@ static rp_status setup_callbacks(rp_exec *ex) {
   lw->launched = rp__calloc(nsg, sizeof *lw->launched);
   lw->rel_of = rp__calloc(nsg, sizeof *lw->rel_of);
   lw->next_r = rp__calloc(lw->ngpu, sizeof *lw->next_r);
+  lw->by_word = rp__calloc(nsg, 1);
   if (!lw->cbs || !lw->owed || !lw->done_events || !lw->slot_events ||
-      !lw->launched || !lw->rel_of || !lw->next_r)
+      !lw->launched || !lw->rel_of || !lw->next_r || !lw->by_word)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   if (lw->poll_ok && !lw->poll_events) {
     rp_status st = completion_words(ex, nsg);
     if (st)
       return st;
   }
-  for (size_t i = 0; lw->poll_ok && !lw->words && i < nsg; i++) {
+  for (size_t i = 0; lw->poll_ok && i < nsg; i++) {
     rp_status st = rp__cuda_event_create(
         ex->rt, lw->gpus[i % lw->ngpu].lane, &lw->slot_events[i]);
     if (st)
@@ -809,6 +810,7 @@ static void seg_done_body(rp_seg_cb *c) {
 
 #define POLL_LINGER_NS 200000u  /* spin after the last completion */
 #define POLL_BUSY_NS 100000u    /* then yield between polls... */
+#define POLL_SPACED_NS 2000u    /* between polls with several in flight */
 #define POLL_NAP_NS 1000000u    /* ...and past this nap 10 us (quiet
                                    counts from the last completion or the
                                    last new work, whichever is later) */
@@ -845,13 +847,11 @@ static uint32_t poll_exec(rp_exec *ex) {
         break; /* replay r has not issued this GPU's work yet */
       uint64_t want = r + 1;
       if (l == want && atomic_load(&lw->owed[i]) == want) {
-        if (lw->words ? atomic_load_explicit((_Atomic uint32_t *)&lw->words[i],
-                                             memory_order_acquire) !=
-                            (uint32_t)want
-                      : rp__cuda_device_use(ex->rt, lw->gpus[g].device) !=
-                                RP_OK ||
-                            rp__cuda_event_done(ex->rt, lw->slot_events[i]) <=
-                                0)
+        if (lw->by_word[i]
+                ? atomic_load_explicit((_Atomic uint32_t *)&lw->words[i],
+                                       memory_order_acquire) != (uint32_t)want
+                : rp__cuda_device_use(ex->rt, lw->gpus[g].device) != RP_OK ||
+                      rp__cuda_event_done(ex->rt, lw->slot_events[i]) <= 0)
           break; /* still running (an error: quiesce rescues) */
         if (atomic_compare_exchange_strong(&lw->owed[i], &want, 0)) {
           gpu_done(ex, g, si, lw->rel_of[i]);
@@ -904,8 +904,14 @@ static void *poller_main(void *arg) {
     seen = pending;
     uint64_t quiet = now - quiet_from;
     if (pending) { /* work in flight: keep polling */
-      if (quiet < POLL_BUSY_NS)
-        for (int i = 0; i < 8; i++) /* about 0.3 us between queries */
+      if (quiet < POLL_BUSY_NS && pending == 1)
+        for (int i = 0; i < 8; i++) /* about 0.3 us between polls */
+          rp__cpu_relax();
+      else if (quiet < POLL_BUSY_NS) /* several in flight: the next is a
+                                        replay away; each event query
+                                        takes the driver lock the
+                                        launching thread needs */
+        while (rp__now_ns() - now < POLL_SPACED_NS)
           rp__cpu_relax();
       else if (quiet < POLL_NAP_NS)
         sched_yield();
@@ -1009,13 +1015,17 @@ static void signal_polled(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   atomic_store_explicit(&lw->owed[i], s->r + 1, memory_order_relaxed);
   /* issue_segment made the device current, unless the replay is stale */
   rp_status st = s->stale ? rp__cuda_device_use(ex->rt, gl->device) : RP_OK;
+  /* alone in flight (no earlier replay incomplete): the word */
+  uint8_t word = lw->words &&
+                 atomic_load_explicit(&ex->done_seq, memory_order_relaxed) ==
+                     (uint32_t)s->r;
+  lw->by_word[i] = word; /* published by the release of launched */
   if (!st)
-    st = lw->words ? rp__cuda_stream_write_u32(
-                         ex->rt, gl->stream,
-                         lw->words_dev + i * sizeof(uint32_t),
-                         (uint32_t)(s->r + 1))
-                   : rp__cuda_event_record(ex->rt, lw->slot_events[i],
-                                           gl->stream);
+    st = word ? rp__cuda_stream_write_u32(ex->rt, gl->stream,
+                                          lw->words_dev + i * sizeof(uint32_t),
+                                          (uint32_t)(s->r + 1))
+              : rp__cuda_event_record(ex->rt, lw->slot_events[i],
+                                      gl->stream);
   if (st == RP_OK) {
     /* release: the slot's statuses, rel and owed before the poller */
     atomic_store_explicit(&lw->launched[i], s->r + 1, memory_order_release);
@@ -1621,6 +1631,7 @@ void rp__lower_free(rp_exec *ex) {
   free(lw->cbs);
   free(lw->done_events);
   free(lw->slot_events);
+  free(lw->by_word);
   free((void *)lw->launched);
   free(lw->rel_of);
   free(lw->next_r);
