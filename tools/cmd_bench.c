@@ -236,8 +236,12 @@ static int run_plot(const bench_cli *c) {
   int rc = rp_bench_dag(&c->o, stdout, mem);
   fclose(mem);
   FILE *json = rc || !c->json ? NULL : fopen(c->json, "w");
-  if (!rc && c->json &&
-      (!json || fwrite(rows, 1, len, json) != len || fclose(json) != 0)) {
+  int bad = !json;
+  if (json) { /* the write, then the flush at fclose: both checked */
+    bad = fwrite(rows, 1, len, json) != len;
+    bad |= ferror(json) | (fclose(json) != 0);
+  }
+  if (!rc && c->json && bad) {
     fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);
     rc = RP_CLI_FAILED;
   }
@@ -261,7 +265,8 @@ static int run(const bench_cli *c) {
                                                            : RP_CLI_OK)
            : c->xfer ? run_xfer(json)
                      : rp_bench_dag(&c->o, stdout, json);
-  if (json && fclose(json) != 0 && rc == RP_CLI_OK) {
+  /* the last buffered rows reach the file at fclose: check both */
+  if (json && (ferror(json) | (fclose(json) != 0)) && rc == RP_CLI_OK) {
     fprintf(stderr, "reprise bench: error writing '%s'\n", c->json);
     rc = RP_CLI_FAILED;
   }
