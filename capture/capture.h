@@ -90,6 +90,14 @@ struct rp_graph {
   int no_copy_insertion;
   rp_gmirror *mirrors; /* the mirror table (see above) */
   uint32_t nmirrors, mirrors_cap;
+  /* Edge index (graph.c): an open-addressing hash set of edge positions + 1
+   * (0 = empty) keyed by (from, to), so that rp_graph_add_edge's duplicate
+   * check and rp_graph_remove_edge are O(1). An entry counts only while
+   * edges[pos] still holds its key: code that drops edges from the tail
+   * (undo paths) leaves stale entries, which lookups skip and a rebuild
+   * clears. A copy of the struct must not share it (set eidx NULL). */
+  uint32_t *eidx;
+  uint32_t eidx_cap, eidx_used; /* slots (power of two), entries written */
 };
 
 /* Appends mirror (src, mem) to g's table: src must be a live instance
