@@ -221,4 +221,25 @@ void rp__depset_free(rp_dep_set *s);
 rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
                              uint32_t nacc, const char *what);
 
+/* ---- graph files (graph_load.c): limits and the bounded loaders ----
+ * A graph file may have at most RP_GRAPH_FILE_MAX bytes, and the instances
+ * the loader allocates for it (rp_graph_load with insts == NULL) at most
+ * RP_GRAPH_ALLOC_MAX bytes together, in any memory: a small file cannot
+ * make it allocate (and zero) gigabytes. README "Graph files". */
+#define RP_GRAPH_FILE_MAX (64u << 20)
+#define RP_GRAPH_ALLOC_MAX ((size_t)256 << 20)
+
+/* rp_graph_load from memory: buf need not be NUL-terminated. max_alloc caps
+ * the bytes of the instances the loader allocates (insts == NULL); 0 means
+ * RP_GRAPH_ALLOC_MAX. */
+rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
+                             const rp_inst *insts, uint32_t ninsts,
+                             size_t max_alloc, rp_graph **out);
+/* rp_graph_load with other limits: max_file bytes for the file (0:
+ * RP_GRAPH_FILE_MAX), max_alloc as above. */
+rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
+                              const rp_inst *insts, uint32_t ninsts,
+                              size_t max_file, size_t max_alloc,
+                              rp_graph **out);
+
 #endif
