@@ -49,6 +49,11 @@ unsigned rp_bench_workload_parse(const char *name);
 /* The DAG workloads and, with o->hop, the hop latency. */
 int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json);
 
+/* Graph-building benchmark (bench/build_bench.c): a chain of n tasks built
+ * with the builder (rp_graph_add_task + rp_graph_add_edge), its
+ * rp_instantiate, and n / 2.5 task registrations; seconds per row. */
+int rp_bench_build(uint32_t n, FILE *table, FILE *json);
+
 /* Transfer-descriptor benchmark (bench/xfer_bench.c). */
 int rp_bench_xfer(FILE *table, FILE *json);
 

@@ -90,6 +90,14 @@ struct rp_graph {
   int no_copy_insertion;
   rp_gmirror *mirrors; /* the mirror table (see above) */
   uint32_t nmirrors, mirrors_cap;
+  /* Edge index (graph.c): an open-addressing hash set of edge positions + 1
+   * (0 = empty) keyed by (from, to), so that rp_graph_add_edge's duplicate
+   * check and rp_graph_remove_edge are O(1). An entry counts only while
+   * edges[pos] still holds its key: code that drops edges from the tail
+   * (undo paths) leaves stale entries, which lookups skip and a rebuild
+   * clears. A copy of the struct must not share it (set eidx NULL). */
+  uint32_t *eidx;
+  uint32_t eidx_cap, eidx_used; /* slots (power of two), entries written */
 };
 
 /* Appends mirror (src, mem) to g's table: src must be a live instance
@@ -212,5 +220,26 @@ void rp__depset_free(rp_dep_set *s);
  * privileges, reduce ops. `what` names the op in errors. */
 rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
                              uint32_t nacc, const char *what);
+
+/* ---- graph files (graph_load.c): limits and the bounded loaders ----
+ * A graph file may have at most RP_GRAPH_FILE_MAX bytes, and the instances
+ * the loader allocates for it (rp_graph_load with insts == NULL) at most
+ * RP_GRAPH_ALLOC_MAX bytes together, in any memory: a small file cannot
+ * make it allocate (and zero) gigabytes. README "Graph files". */
+#define RP_GRAPH_FILE_MAX (64u << 20)
+#define RP_GRAPH_ALLOC_MAX ((size_t)256 << 20)
+
+/* rp_graph_load from memory: buf need not be NUL-terminated. max_alloc caps
+ * the bytes of the instances the loader allocates (insts == NULL); 0 means
+ * RP_GRAPH_ALLOC_MAX. */
+rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
+                             const rp_inst *insts, uint32_t ninsts,
+                             size_t max_alloc, rp_graph **out);
+/* rp_graph_load with other limits: max_file bytes for the file (0:
+ * RP_GRAPH_FILE_MAX), max_alloc as above. */
+rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
+                              const rp_inst *insts, uint32_t ninsts,
+                              size_t max_file, size_t max_alloc,
+                              rp_graph **out);
 
 #endif

@@ -118,12 +118,6 @@ rp_status rp__graph_inst_table(const rp_graph *g, rp_inst **out, uint32_t *n);
 /* Writes g as a graph file to f (the JSON dump is the file format).
  * RP_EUNSUPPORTED without cJSON. */
 rp_status rp__graph_json_write(const rp_graph *g, FILE *f);
-/* rp_graph_load from memory: buf need not be NUL-terminated. max_alloc caps
- * the bytes of the instances the loader allocates (insts == NULL); 0 caps
- * host memory at the machine's physical memory only. */
-rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
-                             const rp_inst *insts, uint32_t ninsts,
-                             size_t max_alloc, rp_graph **out);
 
 /* Names shared by graph files and dumps ("?" when out of range). */
 const char *rp__priv_name(rp_privilege p);      /* R W RW RED */

@@ -25,7 +25,7 @@ __attribute__((format(printf, 2, 3))) static void say(out *o, const char *fmt,
 }
 
 static rp_status finish(out *o) {
-  if (!o->err && fflush(o->f) != 0)
+  if (!o->err && (fflush(o->f) != 0 || ferror(o->f)))
     o->err = errno ? errno : EIO;
   if (o->err)
     return rp__err(RP_EIO, "rp_graph_dump: write failed: %s", strerror(o->err));

@@ -189,12 +189,13 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
   }
   if (l->workspace_bytes) {
     size_t align = l->workspace_align ? l->workspace_align : 64;
-    t->ws_slice = align_up(l->workspace_bytes, align);
     t->ws_mem = rp__proc(rt, t->shards[0].proc)->local;
     size_t total;
-    if (!rp__mul_ok(t->ws_slice, t->nshards, &total))
-      return rp__err(RP_ERANGE, "workspace of %u x %zu bytes overflows",
-                     t->nshards, t->ws_slice);
+    if (!rp__align_up_ok(l->workspace_bytes, align, &t->ws_slice) ||
+        !rp__mul_ok(t->ws_slice, t->nshards, &total))
+      return rp__err(RP_ERANGE, "workspace of %u x %zu bytes (aligned to "
+                     "%zu) overflows", t->nshards, l->workspace_bytes,
+                     align);
     void *ws;
     rp_status st = rp__mem_alloc(rt, t->ws_mem, total, align, &ws);
     if (st)

@@ -123,6 +123,7 @@ rp_status rp_graph_destroy(rp_graph *g) {
     rp__gop_clear(&g->ops[i]);
   free(g->ops);
   free(g->edges);
+  free(g->eidx);
   ports_free(g->pre, g->npre);
   ports_free(g->post, g->npost);
   free(g->mirrors);
@@ -151,11 +152,69 @@ rp_status rp__graph_append(rp_graph *g, const rp_gop *op, rp_op_id *out) {
   return RP_OK;
 }
 
+/* ---- the edge index (see struct rp_graph) ---- */
+
+static uint32_t edge_hash(rp_op_id from, rp_op_id to) {
+  uint64_t k = ((uint64_t)from << 32 | to) * 0x9e3779b97f4a7c15ull;
+  return (uint32_t)(k >> 32);
+}
+
+/* The position of edge from -> to, or UINT32_MAX when absent. */
+static uint32_t eidx_find(const rp_graph *g, rp_op_id from, rp_op_id to) {
+  if (!g->eidx)
+    return UINT32_MAX;
+  uint32_t mask = g->eidx_cap - 1;
+  for (uint32_t h = edge_hash(from, to) & mask; g->eidx[h]; h = (h + 1) & mask) {
+    uint32_t k = g->eidx[h] - 1;
+    if (k < g->nedges && g->edges[k].from == from && g->edges[k].to == to)
+      return k;
+  }
+  return UINT32_MAX;
+}
+
+/* Writes position k (no capacity check: the caller made room). */
+static void eidx_put(rp_graph *g, uint32_t k) {
+  uint32_t mask = g->eidx_cap - 1;
+  uint32_t h = edge_hash(g->edges[k].from, g->edges[k].to) & mask;
+  while (g->eidx[h])
+    h = (h + 1) & mask;
+  g->eidx[h] = k + 1;
+  g->eidx_used++;
+}
+
+/* Makes room for `more` entries at a load of at most 1/2. When full (stale
+ * entries count) or missing (a graph with edges but no index yet), it is
+ * rebuilt from the edges, sized for the live ones: amortized O(1). */
+static rp_status eidx_reserve(rp_graph *g, uint32_t more) {
+  if (g->eidx && ((uint64_t)g->eidx_used + more) * 2 <= g->eidx_cap)
+    return RP_OK;
+  uint64_t cap = 16, live = (uint64_t)g->nedges + more;
+  while (cap < live * 2)
+    cap *= 2;
+  if (cap > (1ull << 31))
+    return rp__err(RP_ERANGE, "graph: %u edges are past the edge index's "
+                   "limit of 2^30", g->nedges);
+  uint32_t *t = rp__calloc((size_t)cap, sizeof *t);
+  if (!t)
+    return rp__err(RP_ENOMEM, "graph: out of memory");
+  free(g->eidx);
+  g->eidx = t;
+  g->eidx_cap = (uint32_t)cap;
+  g->eidx_used = 0;
+  for (uint32_t k = 0; k < g->nedges; k++)
+    eidx_put(g, k);
+  return RP_OK;
+}
+
 rp_status rp__graph_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
+  rp_status st = eidx_reserve(g, 1);
+  if (st)
+    return st;
   if (!rp__grow((void **)&g->edges, &g->edges_cap, g->nedges + 1,
                 sizeof *g->edges))
     return rp__err(RP_ENOMEM, "graph: out of memory");
   g->edges[g->nedges++] = (rp_gedge){from, to};
+  eidx_put(g, g->nedges - 1);
   return RP_OK;
 }
 
@@ -189,22 +248,29 @@ rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
     st = check_op_id(g, to, "rp_graph_add_edge");
   if (st)
     return st;
-  for (uint32_t i = 0; i < g->nedges; i++)
-    if (g->edges[i].from == from && g->edges[i].to == to)
-      return RP_OK;
+  if ((st = eidx_reserve(g, 0)) != RP_OK) /* builds a missing index */
+    return st;
+  if (eidx_find(g, from, to) != UINT32_MAX)
+    return RP_OK;
   return rp__graph_edge(g, from, to);
 }
 
 rp_status rp_graph_remove_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
   if (!g)
     return rp__err(RP_EINVAL, "rp_graph_remove_edge: NULL graph");
-  for (uint32_t i = 0; i < g->nedges; i++)
-    if (g->edges[i].from == from && g->edges[i].to == to) {
-      g->edges[i] = g->edges[--g->nedges];
-      return RP_OK;
-    }
-  return rp__err(RP_ENOENT, "rp_graph_remove_edge: no edge %u -> %u", from,
-                 to);
+  rp_status st = eidx_reserve(g, 1); /* room to re-index the moved edge */
+  if (st)
+    return st;
+  uint32_t i = eidx_find(g, from, to);
+  if (i == UINT32_MAX)
+    return rp__err(RP_ENOENT, "rp_graph_remove_edge: no edge %u -> %u", from,
+                   to);
+  /* the last edge moves into i: index it there (its old entry, past the
+   * end now, goes stale) */
+  g->edges[i] = g->edges[--g->nedges];
+  if (i < g->nedges)
+    eidx_put(g, i);
+  return RP_OK;
 }
 
 static rp_status add_port(rp_gport **ports, uint32_t *n, uint32_t *cap,

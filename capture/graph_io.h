@@ -37,7 +37,7 @@
 /* Limits on what a file may ask for, so a hostile or corrupt file cannot
  * make the loader exhaust memory. Each is far above a real training step
  * (a large one has ~10^4 ops, ~10^3 instances, a few ports). */
-#define RP_GRAPH_FILE_MAX (64u << 20) /* bytes per file */
+/* bytes per file: RP_GRAPH_FILE_MAX (capture.h) */
 /* JSON values per file: cJSON spends ~64 bytes per value, so this bounds
  * the parse tree at ~256 MiB even for a file of nothing but "[0,0,0,...". */
 #define RP_GRAPH_MAX_VALUES (4u << 20)

@@ -53,8 +53,7 @@ typedef struct loader {
   uint32_t ninst;
   uint32_t nalloc;  /* leading table entries the loader allocated */
   uint32_t used;    /* table entries referenced so far (first-use order) */
-  size_t max_alloc; /* budget for allocated instances (0: host memory only,
-                       against physical memory) */
+  size_t max_alloc; /* budget for allocated instances, every memory */
   size_t alloc_bytes;
   uint32_t nops; /* ops in the file */
   group_tag *groups;
@@ -373,30 +372,19 @@ static size_t layout_bytes(const inst_desc *d) {
                                                                    : SIZE_MAX;
 }
 
-static size_t physical_memory(void) {
-  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  size_t bytes;
-  if (pages <= 0 || size <= 0 ||
-      !rp__mul_ok((size_t)pages, (size_t)size, &bytes))
-    return SIZE_MAX;
-  return bytes;
-}
-
-/* Keeps the instances the loader allocates within its budget, so a file
- * cannot make it allocate (and zero) more than the machine holds. */
+/* Keeps the instances the loader allocates within its budget (every
+ * memory: a device would otherwise zero what a tiny file asks for), so a
+ * file cannot make it allocate more than RP_GRAPH_ALLOC_MAX (or the
+ * caller's cap). */
 static rp_status charge(loader *L, uint32_t i, const inst_desc *d) {
-  size_t limit = L->max_alloc;
-  if (!limit) {
-    if (d->mem == RP_MEM_GPU)
-      return RP_OK; /* the device refuses what it cannot hold */
-    limit = physical_memory();
-  }
+  size_t limit = L->max_alloc ? L->max_alloc : RP_GRAPH_ALLOC_MAX;
   size_t bytes = layout_bytes(d), total;
   if (bytes && (!rp__add_ok(L->alloc_bytes, bytes, &total) || total > limit))
     return rp__err(RP_ERANGE,
-                   "instance table entry %u: %zu bytes would "
-                   "take the loaded instances past %zu bytes",
-                   i, bytes, limit);
+                   "instance table entry %u: %s%zu bytes would take the "
+                   "instances the loader allocates past its limit of %zu "
+                   "bytes (pass instances, or raise the limit)",
+                   i, bytes == SIZE_MAX ? "more than " : "", bytes, limit);
   L->alloc_bytes += bytes;
   return RP_OK;
 }
@@ -1296,69 +1284,29 @@ rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
   return st;
 }
 
-/* Reads at most RP_GRAPH_FILE_MAX + 1 bytes, so that neither a huge file
- * nor an endless one (a pipe, /dev/zero) gets further than the limit. */
-static rp_status read_file(const char *path, char **buf, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return rp__err(errno == ENOENT ? RP_ENOENT : RP_EIO, "cannot open: %s",
-                   strerror(errno));
-  struct stat sb;
-  size_t cap = 1 << 16, n = 0;
-  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
-    if ((uint64_t)sb.st_size > RP_GRAPH_FILE_MAX) {
-      close(fd);
-      return rp__err(RP_ERANGE, "the file has %lld bytes (the limit is %u)",
-                     (long long)sb.st_size, RP_GRAPH_FILE_MAX);
-    }
-    cap = (size_t)sb.st_size + 1;
-  }
-  char *b = malloc(cap);
-  rp_status st = b ? RP_OK : rp__err(RP_ENOMEM, "out of memory");
-  while (!st && n <= RP_GRAPH_FILE_MAX) {
-    if (n == cap) {
-      char *nb = realloc(b, cap *= 2);
-      if (!nb) {
-        st = rp__err(RP_ENOMEM, "out of memory");
-        break;
-      }
-      b = nb;
-    }
-    ssize_t r = read(fd, b + n, cap - n);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0)
-      st = rp__err(RP_EIO, "read failed: %s", strerror(errno));
-    else if (r == 0)
-      break;
-    else
-      n += (size_t)r;
-  }
-  close(fd);
-  if (!st && n > RP_GRAPH_FILE_MAX)
-    st = rp__err(RP_ERANGE, "the file has more than %u bytes",
-                 RP_GRAPH_FILE_MAX);
-  if (st) {
-    free(b);
-    return st;
-  }
-  *buf = b;
-  *len = n;
-  return RP_OK;
-}
-
-rp_status rp_graph_load(rp_runtime *rt, const char *path, const rp_inst *insts,
-                        uint32_t ninsts, rp_graph **out) {
+rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
+                              const rp_inst *insts, uint32_t ninsts,
+                              size_t max_file, size_t max_alloc,
+                              rp_graph **out) {
   if (!rt || !path || !out || (ninsts && !insts))
     return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
   char *buf = NULL;
   size_t len = 0;
-  rp_status st = read_file(path, &buf, &len);
+  /* a regular file only (a FIFO or /dev/zero is refused, never read), of
+   * at most max_file bytes: no more than max_file + 1 are ever read */
+  rp_status st = rp__read_regular(path, max_file ? max_file
+                                                 : RP_GRAPH_FILE_MAX,
+                                  &buf, &len);
   if (!st) {
-    st = rp__graph_load_mem(rt, buf, len, insts, ninsts, 0, out);
+    st = rp__graph_load_mem(rt, buf, len, insts, ninsts, max_alloc, out);
     free(buf);
   }
   return st ? rp__err_prefix(st, "rp_graph_load '%s': ", path) : RP_OK;
+}
+
+rp_status rp_graph_load(rp_runtime *rt, const char *path, const rp_inst *insts,
+                        uint32_t ninsts, rp_graph **out) {
+  return rp__graph_load_file(rt, path, insts, ninsts, 0, 0, out);
 }
 
 #else /* !REPRISE_HAVE_CJSON */
@@ -1377,11 +1325,19 @@ rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
                                   "which this build was configured without");
 }
 
-rp_status rp_graph_load(rp_runtime *rt, const char *path, const rp_inst *insts,
-                        uint32_t ninsts, rp_graph **out) {
+rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
+                              const rp_inst *insts, uint32_t ninsts,
+                              size_t max_file, size_t max_alloc,
+                              rp_graph **out) {
+  RP_UNUSED(max_file);
   if (!rt || !path || !out || (ninsts && !insts))
     return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
-  return rp__graph_load_mem(rt, NULL, 0, insts, ninsts, 0, out);
+  return rp__graph_load_mem(rt, NULL, 0, insts, ninsts, max_alloc, out);
+}
+
+rp_status rp_graph_load(rp_runtime *rt, const char *path, const rp_inst *insts,
+                        uint32_t ninsts, rp_graph **out) {
+  return rp__graph_load_file(rt, path, insts, ninsts, 0, 0, out);
 }
 
 #endif

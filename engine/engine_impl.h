@@ -180,6 +180,10 @@ struct rp_runtime {
   pthread_mutex_t task_lock; /* registration */
   rp_ctable tasks;
   _Atomic uint32_t ntasks;
+  /* Task names: open-addressing hash of ids + 1 (0 = empty), load <= 1/2,
+   * so registration and rp_task_find are O(1). Under task_lock. */
+  uint32_t *task_hash;
+  uint32_t task_hash_cap;
 
   rp_poll_fn poll_fn;
   void *_Atomic poll_arg;

@@ -25,25 +25,43 @@ int64_t rp_rect_volume(const rp_rect *r) {
     return 0;
   int64_t v = 1;
   for (int d = 0; d < r->dim; d++) {
-    if (r->hi[d] < r->lo[d])
-      return 0;
     int64_t ext;
-    if (__builtin_sub_overflow(r->hi[d], r->lo[d], &ext) ||
-        __builtin_add_overflow(ext, 1, &ext) ||
-        __builtin_mul_overflow(v, ext, &v))
+    if (!rp__extent_ok(r->lo[d], r->hi[d], &ext) || !rp__mul_i64_ok(v, ext, &v))
       return 0;
   }
   return v;
 }
 
-rp_rect rp_rect_make(int dim, const int64_t *lo, const int64_t *extent) {
+rp_status rp_rect_init(rp_rect *out, int dim, const int64_t *lo,
+                       const int64_t *extent) {
+  if (!out || !extent)
+    return rp__err(RP_EINVAL, "rp_rect_init: NULL %s",
+                   out ? "extent" : "rectangle");
+  if (dim < 1 || dim > RP_MAX_DIM)
+    return rp__err(RP_ESHAPE, "rp_rect_init: %d dimensions (1..%d allowed)",
+                   dim, RP_MAX_DIM);
   rp_rect r;
   memset(&r, 0, sizeof r);
   r.dim = dim;
-  for (int d = 0; d < dim && d < RP_MAX_DIM; d++) {
+  for (int d = 0; d < dim; d++) {
     r.lo[d] = lo ? lo[d] : 0;
-    r.hi[d] = r.lo[d] + extent[d] - 1;
+    if (extent[d] < 1)
+      return rp__err(RP_ESHAPE, "rp_rect_init: extent %lld in dimension %d "
+                     "(must be >= 1)", (long long)extent[d], d);
+    /* hi = lo + extent - 1: extent >= 1, so only the sum can overflow */
+    if (!rp__add_i64_ok(r.lo[d], extent[d] - 1, &r.hi[d]))
+      return rp__err(RP_ERANGE, "rp_rect_init: lo %lld + extent %lld - 1 in "
+                     "dimension %d overflows", (long long)r.lo[d],
+                     (long long)extent[d], d);
   }
+  *out = r;
+  return RP_OK;
+}
+
+rp_rect rp_rect_make(int dim, const int64_t *lo, const int64_t *extent) {
+  rp_rect r;
+  if (rp_rect_init(&r, dim, lo, extent) != RP_OK)
+    memset(&r, 0, sizeof r); /* dim 0: every call refuses it (RP_ESHAPE) */
   return r;
 }
 
@@ -85,9 +103,10 @@ static rp_status layout(rp_dtype dtype, const rp_rect *rect,
                      "rectangle is empty or inverted in dimension %d "
                      "(lo %lld > hi %lld)",
                      d, (long long)rect->lo[d], (long long)rect->hi[d]);
-    if (__builtin_sub_overflow(rect->hi[d], rect->lo[d], &ext[d]) ||
-        __builtin_add_overflow(ext[d], 1, &ext[d]))
-      return rp__err(RP_ERANGE, "extent of dimension %d overflows", d);
+    if (!rp__extent_ok(rect->lo[d], rect->hi[d], &ext[d]))
+      return rp__err(RP_ERANGE, "extent of dimension %d (lo %lld, hi %lld) "
+                     "overflows", d, (long long)rect->lo[d],
+                     (long long)rect->hi[d]);
   }
   size_t esz = rp_dtype_size(dtype);
   if (!strides) {
@@ -95,12 +114,16 @@ static rp_status layout(rp_dtype dtype, const rp_rect *rect,
     int64_t s = 1;
     for (int d = rect->dim - 1; d >= 0; d--) {
       out_strides[d] = s;
-      if (__builtin_mul_overflow(s, ext[d], &s))
-        return rp__err(RP_ERANGE, "instance size overflows");
+      if (!rp__mul_i64_ok(s, ext[d], &s))
+        return rp__err(RP_ERANGE, "instance size overflows: the points of "
+                       "dimensions %d.. exceed 2^63", d);
     }
-    size_t b;
-    if (s < 0 || !rp__mul_ok((size_t)s, esz, &b) || b > (SIZE_MAX >> 2))
-      return rp__err(RP_ERANGE, "instance size overflows");
+    size_t b, n;
+    if (!rp__i64_size_ok(s, &n) || !rp__mul_ok(n, esz, &b) ||
+        b > (SIZE_MAX >> 2))
+      return rp__err(RP_ERANGE, "instance size overflows: %lld points of %zu "
+                     "bytes (limit %zu bytes)", (long long)s, esz,
+                     SIZE_MAX >> 2);
     *bytes = b;
     return RP_OK;
   }
@@ -128,13 +151,18 @@ static rp_status layout(rp_dtype dtype, const rp_rect *rect,
                      "strides overlap: dimension %d stride %lld < span %lld",
                      d, (long long)strides[d], (long long)span);
     int64_t last;
-    if (__builtin_mul_overflow(strides[d], ext[d] - 1, &last) ||
-        __builtin_add_overflow(last, span, &span))
-      return rp__err(RP_ERANGE, "instance size overflows");
+    if (!rp__mul_i64_ok(strides[d], ext[d] - 1, &last) ||
+        !rp__add_i64_ok(last, span, &span))
+      return rp__err(RP_ERANGE, "instance size overflows: dimension %d "
+                     "stride %lld x extent %lld", d, (long long)strides[d],
+                     (long long)ext[d]);
   }
-  size_t b;
-  if (!rp__mul_ok((size_t)span, esz, &b) || b > (SIZE_MAX >> 2))
-    return rp__err(RP_ERANGE, "instance size overflows");
+  size_t b, n;
+  if (!rp__i64_size_ok(span, &n) || !rp__mul_ok(n, esz, &b) ||
+      b > (SIZE_MAX >> 2))
+    return rp__err(RP_ERANGE, "instance size overflows: a span of %lld "
+                   "elements of %zu bytes (limit %zu bytes)", (long long)span,
+                   esz, SIZE_MAX >> 2);
   *bytes = b;
   return RP_OK;
 }
@@ -205,6 +233,10 @@ static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
                      "external buffer of %zu bytes is smaller than the "
                      "layout's %zu bytes",
                      ext_bytes, info.bytes);
+    uintptr_t end;
+    if (__builtin_add_overflow((uintptr_t)ext_ptr, ext_bytes, &end))
+      return rp__err(RP_ERANGE, "external buffer %p + %zu bytes wraps "
+                     "around the address space", ext_ptr, ext_bytes);
     info.ptr = ext_ptr;
     info.external = 1;
   } else {

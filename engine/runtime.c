@@ -186,6 +186,57 @@ uint32_t rp__task_count(const rp_runtime *rt) {
                               memory_order_acquire);
 }
 
+/* FNV-1a over a task name. */
+static uint32_t name_hash(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+/* The id of the task named `name`, or UINT32_MAX (caller holds task_lock). */
+static uint32_t task_lookup(const rp_runtime *rt, const char *name) {
+  if (!rt->task_hash)
+    return UINT32_MAX;
+  uint32_t mask = rt->task_hash_cap - 1;
+  for (uint32_t h = name_hash(name) & mask; rt->task_hash[h];
+       h = (h + 1) & mask) {
+    uint32_t id = rt->task_hash[h] - 1;
+    if (strcmp(task_at(rt, id)->name, name) == 0)
+      return id;
+  }
+  return UINT32_MAX;
+}
+
+static void task_hash_put(rp_runtime *rt, uint32_t id) {
+  uint32_t mask = rt->task_hash_cap - 1;
+  uint32_t h = name_hash(task_at(rt, id)->name) & mask;
+  while (rt->task_hash[h])
+    h = (h + 1) & mask;
+  rt->task_hash[h] = id + 1;
+}
+
+/* Room for n tasks at a load of at most 1/2 (caller holds task_lock). */
+static rp_status task_hash_reserve(rp_runtime *rt, uint32_t n) {
+  if ((uint64_t)n * 2 <= rt->task_hash_cap)
+    return RP_OK;
+  uint64_t cap = 64;
+  while (cap < (uint64_t)n * 2)
+    cap *= 2;
+  if (cap > (1ull << 31))
+    return rp__err(RP_ERANGE, "rp_task_register: %u tasks is past the "
+                   "registry's limit of 2^30", n);
+  uint32_t *t = rp__calloc((size_t)cap, sizeof *t);
+  if (!t)
+    return rp__err(RP_ENOMEM, "rp_task_register: out of memory");
+  free(rt->task_hash);
+  rt->task_hash = t;
+  rt->task_hash_cap = (uint32_t)cap;
+  for (uint32_t i = 0; i + 1 < n; i++) /* the n - 1 registered ones */
+    task_hash_put(rt, i);
+  return RP_OK;
+}
+
 rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
                            rp_task_id *out) {
   if (!rt || !d || !out)
@@ -206,13 +257,20 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
                    d->name);
   pthread_mutex_lock(&rt->task_lock);
   uint32_t n = atomic_load(&rt->ntasks);
-  for (uint32_t i = 0; i < n; i++)
-    if (strcmp(task_at(rt, i)->name, d->name) == 0) {
-      pthread_mutex_unlock(&rt->task_lock);
-      return rp__err(RP_EEXIST, "task '%s' is already registered (id %u)",
-                     d->name, i);
-    }
-  rp_status st = rp__ctable_reserve(&rt->tasks, n);
+  uint32_t dup = task_lookup(rt, d->name);
+  if (dup != UINT32_MAX) {
+    pthread_mutex_unlock(&rt->task_lock);
+    return rp__err(RP_EEXIST, "task '%s' is already registered (id %u)",
+                   d->name, dup);
+  }
+  rp_status st = n == UINT32_MAX - 1
+                     ? rp__err(RP_ERANGE, "rp_task_register: too many tasks")
+                     : task_hash_reserve(rt, n + 1);
+  if (st) {
+    pthread_mutex_unlock(&rt->task_lock);
+    return st;
+  }
+  st = rp__ctable_reserve(&rt->tasks, n);
   char *name = st ? NULL : rp__strdup(d->name);
   if (!name) {
     pthread_mutex_unlock(&rt->task_lock);
@@ -225,6 +283,7 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
   t->check_fn = d->check_fn;
   t->flags = d->flags ? d->flags : RP_TASK_HOST;
   t->cost_ns = d->cost_ns;
+  task_hash_put(rt, n);
   /* release: the record is complete before readers can see its id */
   atomic_store_explicit(&rt->ntasks, n + 1, memory_order_release);
   pthread_mutex_unlock(&rt->task_lock);
@@ -246,13 +305,15 @@ rp_status rp_task_find(const rp_runtime *rt, const char *name,
                        rp_task_id *out) {
   if (!rt || !name || !out)
     return rp__err(RP_EINVAL, "rp_task_find: NULL argument");
-  uint32_t n = rp__task_count(rt);
-  for (uint32_t i = 0; i < n; i++)
-    if (strcmp(task_at(rt, i)->name, name) == 0) {
-      *out = i;
-      return RP_OK;
-    }
-  return rp__err(RP_ENOTASK, "no task named '%s'", name);
+  /* the registry's lock, not its data, changes: the runtime stays const */
+  rp_runtime *w = (rp_runtime *)rt;
+  pthread_mutex_lock(&w->task_lock);
+  uint32_t id = task_lookup(rt, name);
+  pthread_mutex_unlock(&w->task_lock);
+  if (id == UINT32_MAX)
+    return rp__err(RP_ENOTASK, "no task named '%s'", name);
+  *out = id;
+  return RP_OK;
 }
 
 const char *rp_task_name(const rp_runtime *rt, rp_task_id id) {
@@ -493,6 +554,7 @@ static void destroy_parts(rp_runtime *rt) {
   for (uint32_t i = 0; i < nt; i++)
     free(((rp_task_rec *)rp__ctable_at(&rt->tasks, i))->name);
   rp__ctable_fini(&rt->tasks);
+  free(rt->task_hash);
   rp__events_fini(&rt->events);
   free(rt->worker_alloc);
   pthread_mutex_destroy(&rt->inst_lock);

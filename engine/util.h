@@ -51,13 +51,64 @@ rp_status rp__err_prefix(rp_status st, const char *fmt, ...)
 void *rp__calloc(size_t n, size_t size);
 void *rp__reallocarray(void *p, size_t n, size_t size);
 char *rp__strdup(const char *s);
-/* Overflow-checked multiply/add; return false on overflow. */
+/* Checked arithmetic: the one set every size, extent, stride, workspace and
+ * count computation uses. Each returns false on overflow (and leaves *out
+ * unspecified); none has undefined behaviour for any input. */
 static inline bool rp__mul_ok(size_t a, size_t b, size_t *out) {
   return !__builtin_mul_overflow(a, b, out);
 }
 static inline bool rp__add_ok(size_t a, size_t b, size_t *out) {
   return !__builtin_add_overflow(a, b, out);
 }
+/* v rounded up to a multiple of a (a power of two; 0 counts as 1). */
+static inline bool rp__align_up_ok(size_t v, size_t a, size_t *out) {
+  if (a == 0)
+    a = 1;
+  if (a & (a - 1))
+    return false;
+  size_t t;
+  if (__builtin_add_overflow(v, a - 1, &t))
+    return false;
+  *out = t & ~(a - 1);
+  return true;
+}
+static inline bool rp__add_i64_ok(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+static inline bool rp__sub_i64_ok(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_sub_overflow(a, b, out);
+}
+static inline bool rp__mul_i64_ok(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+/* Points in lo..hi inclusive (hi - lo + 1); false when hi < lo or when the
+ * count does not fit an int64_t. */
+static inline bool rp__extent_ok(int64_t lo, int64_t hi, int64_t *out) {
+  int64_t d;
+  return hi >= lo && !__builtin_sub_overflow(hi, lo, &d) &&
+         !__builtin_add_overflow(d, 1, out);
+}
+/* A non-negative int64_t as size_t (false for negatives and, on 32-bit
+ * hosts, for values past SIZE_MAX). */
+static inline bool rp__i64_size_ok(int64_t v, size_t *out) {
+  if (v < 0 || (uint64_t)v > SIZE_MAX)
+    return false;
+  *out = (size_t)v;
+  return true;
+}
+
+/* Bounded input. Opens path for reading only when it is a regular file:
+ * a FIFO, a device, a directory or a socket is refused (RP_EINVAL naming
+ * which) before anything could block on it or read endless bytes (the
+ * open itself does not block: O_NONBLOCK, cleared afterwards). *size gets
+ * the file's size. RP_ENOENT / RP_EIO when it cannot be opened. The detail
+ * does not name the path: callers prefix it. */
+rp_status rp__open_regular(const char *path, int *fd, uint64_t *size);
+/* Reads a whole regular file of at most max bytes into *buf (malloc'd,
+ * NUL-terminated; *len excludes the NUL). RP_ERANGE when the file has (or
+ * grows to) more than max bytes: no more than max + 1 are ever read. */
+rp_status rp__read_regular(const char *path, size_t max, char **buf,
+                           size_t *len);
 
 /* Grows a dynamic array *pp of *cap elements to hold at least need. */
 bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem);

@@ -272,7 +272,15 @@ RP_API size_t rp_dtype_size(rp_dtype t); /* 0 for an unknown type */
 RP_API const char *rp_dtype_name(rp_dtype t);
 /* Number of points in r (0 when empty or invalid). */
 RP_API int64_t rp_rect_volume(const rp_rect *r);
-/* Convenience: a dim-D rectangle from lo and extents. */
+/* A dim-D rectangle from lo (NULL: all zero) and extents: hi = lo + extent
+ * - 1 in each dimension. Errors: RP_EINVAL NULL out or extent, RP_ESHAPE
+ * dim outside 1..RP_MAX_DIM or an extent < 1, RP_ERANGE lo + extent - 1
+ * overflows int64_t; *out is untouched then. */
+RP_API rp_status rp_rect_init(rp_rect *out, int dim, const int64_t *lo,
+                              const int64_t *extent);
+/* Convenience form of rp_rect_init: on any of its errors (a NULL extent
+ * included) the result has dim 0, which every call taking a rectangle
+ * refuses (RP_ESHAPE), and rp_error_detail() says why it was made so. */
 RP_API rp_rect rp_rect_make(int dim, const int64_t *lo, const int64_t *extent);
 RP_API rp_rect rp_rect_1d(int64_t lo, int64_t hi);
 RP_API rp_rect rp_rect_2d(int64_t lo0, int64_t hi0, int64_t lo1, int64_t hi1);
@@ -657,16 +665,23 @@ RP_API rp_status rp_graph_instances(const rp_graph *g, rp_inst *out,
 /* ------------------------------------------------------------------------ */
 /* Instantiate and replay */
 
+#define RP_MAX_INFLIGHT 64u         /* the most replays in flight */
+#define RP_MAX_REPLAY_ARGS (1u << 20) /* the largest replay argument block */
+
 typedef struct rp_exec_opts {
-  uint32_t max_inflight;     /* replays in flight; 0 = 4 */
-  size_t max_args;           /* replay argument block bytes; 0 = 256 */
+  uint32_t max_inflight;     /* replays in flight, 1..RP_MAX_INFLIGHT;
+                                0 = 4 */
+  size_t max_args;           /* replay argument block bytes, up to
+                                RP_MAX_REPLAY_ARGS; 0 = 256 */
   int no_replace;            /* 1: never re-place from measured costs */
   uint64_t edge_cost_ns;     /* cross-worker edge cost; 0 = default (200) */
 } rp_exec_opts;
 
 /* Validates g and compiles it into an exec owned by the caller. The exec does
  * not depend on g afterwards. Errors: RP_ECYCLE, RP_ENOTASK, RP_EPROC,
- * RP_EACCESS, RP_ESHAPE, RP_ETYPE, RP_EPORT, RP_ESTALE; g is unchanged. */
+ * RP_EACCESS, RP_ESHAPE, RP_ETYPE, RP_EPORT, RP_ESTALE; RP_ERANGE for
+ * options past their limits, an interpolation reading past max_args, or a
+ * workspace whose size overflows; g is unchanged. */
 RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
                                 rp_exec **out);
 /* Waits for every in-flight replay and callback, then frees. */
@@ -684,7 +699,10 @@ typedef struct rp_replay_args {
 
 /* Starts one replay and returns at once (blocks only while max_inflight
  * replays are already in flight). *done (owned by the caller) triggers when
- * every op finished, or is poisoned with the first error. */
+ * every op finished, or is poisoned with the first error. The argument
+ * block must cover every byte the exec's interpolations read (RP_ERANGE
+ * naming the op and interpolation otherwise) and fit max_args
+ * (RP_ERANGE). */
 RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BIN_MAGIC "RPRSDATA"
 #define BIN_HEADER 24u
@@ -274,6 +275,8 @@ static rp_status load_bin(FILE *f, const char *path, uint64_t size,
 
 typedef struct csv_state {
   const char *path;
+  uint64_t max_file; /* bytes the file may have (it may grow while read) */
+  uint64_t bytes;    /* bytes read so far */
   unsigned line;
   uint32_t cols; /* header columns, label included */
   rp_dataset d;  /* x and y grow; n counts rows */
@@ -427,14 +430,57 @@ static rp_status csv_row(csv_state *c, char *line, char **fields) {
   return RP_OK;
 }
 
+/* Reads one line ('\n' included when there is one) of at most max bytes
+ * into *buf (grown as needed, NUL-terminated; NUL bytes inside are kept
+ * and counted in *len). 1 a line, 0 end of file, -1 a read error, -2 the
+ * line is longer than max (no more than max + 1 of its bytes were read).
+ * Unlike getline, a file without newlines cannot make it allocate more
+ * than max + 2 bytes. */
+static int read_line(FILE *f, char **buf, size_t *cap, size_t max,
+                     size_t *len) {
+  size_t n = 0;
+  int ch = EOF;
+  while ((ch = getc_unlocked(f)) != EOF) {
+    if (n >= max)
+      return -2;
+    if (n + 2 > *cap) {
+      size_t ncap = *cap ? *cap * 2 : 256;
+      if (ncap > max + 2)
+        ncap = max + 2;
+      char *nb = realloc(*buf, ncap);
+      if (!nb)
+        return -1;
+      *buf = nb;
+      *cap = ncap;
+    }
+    (*buf)[n++] = (char)ch;
+    if (ch == '\n')
+      break;
+  }
+  if (ch == EOF && ferror(f))
+    return -1;
+  if (n == 0)
+    return 0;
+  (*buf)[n] = 0;
+  *len = n;
+  return 1;
+}
+
 static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
   char *line = NULL;
-  size_t cap = 0;
-  ssize_t len;
+  size_t cap = 0, len = 0;
+  int got;
   rp_status st = RP_OK;
-  while (st == RP_OK && (len = getline(&line, &cap, f)) >= 0) {
+  while (st == RP_OK &&
+         (got = read_line(f, &line, &cap, RP_DATA_MAX_LINE, &len)) > 0) {
     c->line++;
-    st = text_line(c, line, (size_t)len);
+    if ((c->bytes += len) > c->max_file) {
+      st = rp__err(RP_ERANGE, "%s:%u: the file grew past the limit of %llu "
+                   "bytes while read", c->path, c->line,
+                   (unsigned long long)c->max_file);
+      break;
+    }
+    st = text_line(c, line, len);
     if (st != RP_OK || blank_or_comment(line))
       continue;
     if (c->cols == 0) /* skip a UTF-8 byte order mark */
@@ -445,13 +491,20 @@ static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
       break;
   }
   free(line);
-  if (st == RP_OK && ferror(f))
-    st = rp__err(RP_EIO, "%s:%u: read failed", c->path, c->line);
+  if (st == RP_OK && got == -2)
+    st = rp__err(RP_ERANGE, "%s:%u: line longer than %u bytes (the limit "
+                 "for one line of a CSV data file)", c->path, c->line + 1,
+                 RP_DATA_MAX_LINE);
+  else if (st == RP_OK && got == -1)
+    st = rp__err(RP_EIO, "%s:%u: read failed%s%s", c->path, c->line + 1,
+                 ferror(f) ? ": " : " (out of memory)",
+                 ferror(f) ? strerror(errno) : "");
   return st;
 }
 
-static rp_status load_csv(FILE *f, const char *path, rp_dataset *out) {
-  csv_state c = {.path = path, .max_label = -1};
+static rp_status load_csv(FILE *f, const char *path, uint64_t max_file,
+                          rp_dataset *out) {
+  csv_state c = {.path = path, .max_file = max_file, .max_label = -1};
   rp_status st = csv_lines(f, &c, NULL); /* up to the header */
   char **fields = NULL;
   if (st == RP_OK && c.cols == 0)
@@ -479,27 +532,45 @@ static rp_status load_csv(FILE *f, const char *path, rp_dataset *out) {
 /* Files */
 
 rp_status rp_data_load(const char *path, rp_dataset *out) {
+  return rp_data_load_max(path, 0, out);
+}
+
+rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
+                           rp_dataset *out) {
   if (!path || !out)
     return rp__err(RP_EINVAL, "rp_data_load: NULL argument");
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return rp__err(errno == ENOENT ? RP_ENOENT : RP_EIO, "%s: cannot open: %s",
-                   path, strerror(errno));
+  uint64_t max = max_bytes ? max_bytes : RP_DATA_FILE_MAX;
+  int fd;
+  uint64_t size;
+  /* a regular file only: a FIFO would block, /dev/zero never end */
+  rp_status st = rp__open_regular(path, &fd, &size);
+  if (st)
+    return rp__err_prefix(st, "%s: ", path);
+  if (size > max) {
+    close(fd);
+    return rp__err(RP_ERANGE, "%s: the file has %llu bytes, above the limit "
+                   "of %llu (--max-bytes)", path, (unsigned long long)size,
+                   (unsigned long long)max);
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    return rp__err(RP_EIO, "%s: cannot open: %s", path, strerror(e));
+  }
   char magic[8];
   size_t got = fread(magic, 1, sizeof magic, f);
-  rp_status st;
-  long size = -1;
   if (got == sizeof magic && memcmp(magic, BIN_MAGIC, 8) == 0) {
-    if (fseek(f, 0, SEEK_END) == 0)
-      size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
+    /* the size fstat said: bin_header refuses any other (a file that
+     * grows later is cut at its header's size by fread) */
+    if (fseek(f, 0, SEEK_SET) != 0)
       st = rp__err(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
     else
-      st = load_bin(f, path, (uint64_t)size, out);
+      st = load_bin(f, path, size, out);
   } else if (fseek(f, 0, SEEK_SET) != 0) {
     st = rp__err(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
   } else {
-    st = load_csv(f, path, out);
+    st = load_csv(f, path, max, out);
   }
   fclose(f);
   return st;

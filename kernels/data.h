@@ -30,7 +30,9 @@
  * the line (CSV) or the byte offset / sample (binary): a wrong header, a
  * wrong column count, a bad label, a bad number, no samples, a truncated or
  * overlong binary file; RP_EVERSION for a binary version other than 1;
- * RP_ERANGE for a data set above RP_DATA_MAX_BYTES; RP_ENOMEM. */
+ * RP_ERANGE for a data set above RP_DATA_MAX_BYTES, a file above its size
+ * limit or a CSV line above RP_DATA_MAX_LINE; RP_EINVAL for a path that is
+ * not a regular file; RP_ENOMEM. */
 #ifndef RP_KERNELS_DATA_H
 #define RP_KERNELS_DATA_H
 
@@ -41,6 +43,13 @@
 
 /* Largest data set a file may hold: features and labels together. */
 #define RP_DATA_MAX_BYTES ((uint64_t)1 << 30)
+/* Input bounds (README "Data files"): a data file must be a regular file
+ * (FIFOs, devices and directories are refused: RP_EINVAL) of at most
+ * RP_DATA_FILE_MAX bytes unless the caller sets another limit
+ * (rp_data_load_max; `reprise train --max-bytes`), and a CSV line may have
+ * at most RP_DATA_MAX_LINE bytes (RP_ERANGE naming the line). */
+#define RP_DATA_FILE_MAX ((uint64_t)4 << 30)
+#define RP_DATA_MAX_LINE (1u << 20)
 #define RP_DATA_MAX_CLASSES 65536u
 
 typedef struct rp_dataset {
@@ -82,6 +91,10 @@ rp_status rp_data_generate(rp_data_kind kind, uint32_t n, uint32_t features,
 /* Reads a data file (CSV or binary, see above) into *out (owned by the
  * caller). On error *out is untouched and nothing is leaked. */
 rp_status rp_data_load(const char *path, rp_dataset *out);
+/* rp_data_load with a file size limit of max_bytes (0: RP_DATA_FILE_MAX):
+ * RP_ERANGE for a larger file. */
+rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
+                           rp_dataset *out);
 
 /* Writes d to path as CSV (csv = 1; "%.9g" numbers, so it reads back
  * bitwise) or binary. RP_EIO when writing fails. */

@@ -155,7 +155,12 @@ rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt) {
   default:
     return rp__err(RP_EINVAL, "rp_exec_dump: unknown format %d", (int)fmt);
   }
-  return ferror(f) ? rp__err(RP_EIO, "rp_exec_dump: write failed") : RP_OK;
+  /* buffered text reaches the file only at the flush: check after it */
+  errno = 0;
+  if (fflush(f) != 0 || ferror(f))
+    return rp__err(RP_EIO, "rp_exec_dump: write failed: %s",
+                   strerror(errno ? errno : EIO));
+  return RP_OK;
 }
 
 /* ---- REPRISE_DUMP=DIR ---- */

@@ -38,6 +38,8 @@ static rp_status graph_clone(const rp_graph *g, rp_graph **out) {
   if (!c)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   *c = *g;
+  c->eidx = NULL; /* the clone's edge index is built if ever needed */
+  c->eidx_cap = c->eidx_used = 0;
   c->mirrors = NULL; /* materialize_mirrors replaces every mirror reference */
   c->nmirrors = c->mirrors_cap = 0;
   c->ops = rp__calloc(g->nops, sizeof *c->ops);
@@ -270,11 +272,12 @@ static rp_status setup_workspace(rp_exec *ex, const rp_gop *op,
                                  rp_unit *first) {
   size_t align = op->ws_align ? op->ws_align : 64;
   size_t guard = RP_DEBUG ? GUARD_BYTES : 0;
-  size_t slice = (op->ws_bytes + guard + align - 1) & ~(align - 1);
-  size_t total;
-  if (!rp__mul_ok(slice, op->shards, &total))
-    return rp__err(RP_ERANGE, "workspace of %u x %zu bytes overflows",
-                   op->shards, op->ws_bytes);
+  size_t slice, total;
+  if (!rp__add_ok(op->ws_bytes, guard, &slice) ||
+      !rp__align_up_ok(slice, align, &slice) ||
+      !rp__mul_ok(slice, op->shards, &total))
+    return rp__err(RP_ERANGE, "workspace of %u x %zu bytes (aligned to %zu) "
+                   "overflows", op->shards, op->ws_bytes, align);
   rp_mem mem = 0; /* CPU units: system memory */
   void *buf;
   rp_status st = rp__mem_alloc(ex->rt, mem, total, align, &buf);
@@ -452,18 +455,28 @@ static rp_status alloc_lanes(rp_exec *ex) {
   return RP_OK;
 }
 
-static void options(rp_exec *ex, const rp_exec_opts *o) {
+/* The options, checked: past the limits is an error, not a silent clamp. */
+static rp_status options(rp_exec *ex, const rp_exec_opts *o) {
+  if (o && o->max_inflight > RP_MAX_INFLIGHT)
+    return rp__err(RP_ERANGE, "rp_instantiate: max_inflight %u exceeds the "
+                   "limit of %u replays in flight", o->max_inflight,
+                   RP_MAX_INFLIGHT);
+  if (o && o->max_args > RP_MAX_REPLAY_ARGS)
+    return rp__err(RP_ERANGE, "rp_instantiate: max_args %zu exceeds the "
+                   "limit of %u bytes", o->max_args, RP_MAX_REPLAY_ARGS);
   ex->max_inflight = o && o->max_inflight ? o->max_inflight
                                           : DEFAULT_INFLIGHT;
-  if (ex->max_inflight > 64)
-    ex->max_inflight = 64;
   ex->max_args = o && o->max_args ? o->max_args : DEFAULT_MAX_ARGS;
   ex->edge_cost = o && o->edge_cost_ns ? o->edge_cost_ns : DEFAULT_EDGE_COST;
   ex->no_replace = o ? o->no_replace : 0;
+  return RP_OK;
 }
 
-/* Interpolations must read inside the replay argument block. */
-static rp_status check_interp_sources(const rp_exec *ex) {
+/* Interpolations must read inside the replay argument block. The largest
+ * end of what they read is the shortest block a replay may pass (checked
+ * by rp_replay in O(1); the op and interpolation are kept to name them). */
+static rp_status check_interp_sources(rp_exec *ex) {
+  ex->min_args = 0;
   for (uint32_t id = 0; id < ex->g->nops; id++) {
     const rp_gop *op = &ex->g->ops[id];
     for (uint32_t k = 0; k < op->ninterp; k++) {
@@ -474,6 +487,11 @@ static rp_status check_interp_sources(const rp_exec *ex) {
                        "argument bytes [%zu, +%zu) beyond max_args %zu", id,
                        k, op->interps[k].src_offset, op->interps[k].bytes,
                        ex->max_args);
+      if (end > ex->min_args) {
+        ex->min_args = end;
+        ex->min_args_op = id;
+        ex->min_args_interp = k;
+      }
     }
   }
   return RP_OK;
@@ -481,8 +499,9 @@ static rp_status check_interp_sources(const rp_exec *ex) {
 
 static rp_status build(rp_exec *ex, const rp_graph *g,
                        const rp_exec_opts *opts) {
-  options(ex, opts);
-  rp_status st = graph_clone(g, &ex->g);
+  rp_status st = options(ex, opts);
+  if (!st)
+    st = graph_clone(g, &ex->g);
   if (!st)
     st = materialize_mirrors(ex, g);
   if (!st)

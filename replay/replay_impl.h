@@ -173,6 +173,11 @@ struct rp_exec {
   rp_slot *slots;
   uint32_t max_inflight;
   size_t max_args;
+  size_t min_args;          /* the shortest argument block a replay may
+                               pass: the end of the furthest interpolation
+                               source (0: none) */
+  uint32_t min_args_op;     /* the op and interpolation that read there */
+  uint32_t min_args_interp;
   uint64_t edge_cost;
   int no_replace;
 

@@ -619,6 +619,14 @@ static rp_status check_args(rp_exec *ex, const rp_replay_args *a) {
   if (a && a->post && a->npost != ex->npost)
     return rp__err(RP_EPORT, "rp_replay: the exec has %u postcondition "
                    "ports, the replay asked for %u", ex->npost, a->npost);
+  if (RP_UNLIKELY(size < ex->min_args))
+    return rp__err(RP_ERANGE, "rp_replay: %zu argument bytes, but op %u's "
+                   "interpolation %u reads bytes [%zu, +%zu)", size,
+                   ex->min_args_op, ex->min_args_interp,
+                   ex->g->ops[ex->min_args_op]
+                       .interps[ex->min_args_interp].src_offset,
+                   ex->g->ops[ex->min_args_op]
+                       .interps[ex->min_args_interp].bytes);
   return RP_OK;
 }
 

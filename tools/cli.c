@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,34 @@ int rp_cli_parse_u32(const char *cmd, const char *opt, const char *s,
     return rp_cli_usage_error(cmd, "%s: '%s' is not a number in %lu..%lu", opt,
                               s, lo, hi);
   *out = (uint32_t)v;
+  return RP_CLI_OK;
+}
+
+int rp_cli_parse_bytes(const char *cmd, const char *opt, const char *s,
+                       uint64_t hi, uint64_t *out) {
+  char *end = NULL;
+  unsigned long long v = 0;
+  int ok = s && isdigit((unsigned char)s[0]);
+  if (ok) {
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    ok = !errno;
+  }
+  unsigned shift = 0;
+  if (ok && *end) {
+    const char *units = "KMG", *u = strchr(units, toupper((unsigned char)*end));
+    ok = u && end[1] == 0;
+    shift = ok ? 10u * (unsigned)(u - units + 1) : 0;
+  }
+  if (ok && shift && v > (ULLONG_MAX >> shift))
+    ok = 0;
+  if (ok)
+    v <<= shift;
+  if (!ok || v < 1 || v > hi)
+    return rp_cli_usage_error(cmd, "%s: '%s' is not a byte count in 1..%llu "
+                              "(K, M, G suffixes allowed)", opt,
+                              s ? s : "", (unsigned long long)hi);
+  *out = v;
   return RP_CLI_OK;
 }
 

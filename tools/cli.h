@@ -38,6 +38,12 @@ int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
 int rp_cli_parse_u32(const char *cmd, const char *opt, const char *s,
                      unsigned long lo, unsigned long hi, uint32_t *out);
 
+/* --max-bytes N: a byte count, decimal with an optional K, M or G suffix
+ * (powers of 1024), in 1..hi, into *out; otherwise a usage error for CMD.
+ * RP_CLI_OK or RP_CLI_USAGE. */
+int rp_cli_parse_bytes(const char *cmd, const char *opt, const char *s,
+                       uint64_t hi, uint64_t *out);
+
 /* --backend cpu|cuda|auto into *b; otherwise a usage error for CMD.
  * RP_CLI_OK or RP_CLI_USAGE. */
 int rp_cli_parse_backend(const char *cmd, const char *s, rp_backend_kind *b);

@@ -17,7 +17,7 @@ typedef struct bench_cli {
   const char *plot; /* --plot FILE.svg|.png, or NULL */
   uint32_t sizes[MAX_SIZES];
   int workloads_given;
-  int xfer, gpu, dist;
+  int xfer, gpu, dist, build;
   int workers_given;
 } bench_cli;
 
@@ -49,6 +49,11 @@ static void bench_usage(FILE *f) {
           "                            (.svg, or .png with pngcairo) with\n"
           "                            gnuplot; use with --sizes\n"
           "  --xfer                    the transfer benchmark instead\n"
+          "  --build                   the graph-building benchmark instead:\n"
+          "                            a chain of N tasks built with the\n"
+          "                            builder, its instantiate, and N/2.5\n"
+          "                            task registrations, in seconds (N: the\n"
+          "                            first --sizes value, default 100000)\n"
           "  --gpu                     the GPU benchmark instead: empty-kernel\n"
           "                            chains and a fork-join as stream\n"
           "                            launches, a CUDA graph and reprise\n"
@@ -116,7 +121,8 @@ enum {
   OPT_GPU,
   OPT_SIZES,
   OPT_PLOT,
-  OPT_DIST
+  OPT_DIST,
+  OPT_BUILD
 };
 
 static const struct option LONGOPTS[] = {
@@ -133,6 +139,7 @@ static const struct option LONGOPTS[] = {
     {"sizes", required_argument, NULL, OPT_SIZES},
     {"plot", required_argument, NULL, OPT_PLOT},
     {"dist", no_argument, NULL, OPT_DIST},
+    {"build", no_argument, NULL, OPT_BUILD},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -182,6 +189,9 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
   case OPT_DIST:
     c->dist = 1;
     return RP_CLI_OK;
+  case OPT_BUILD:
+    c->build = 1;
+    return RP_CLI_OK;
   case 'h':
     bench_usage(stdout);
     return -1;
@@ -210,9 +220,9 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
   if (c->plot && !rp_cli_plot_ext_ok(c->plot))
     return rp_cli_usage_error("bench", "--plot: '%s' must end in .svg or "
                               ".png", c->plot);
-  if (c->plot && (c->xfer || c->gpu || !c->o.workloads))
+  if (c->plot && (c->xfer || c->gpu || c->build || !c->o.workloads))
     return rp_cli_usage_error("bench", "--plot draws the DAG workloads: not "
-                              "with --xfer, --gpu or --hop alone");
+                              "with --xfer, --gpu, --build or --hop alone");
   if (c->dist && !c->workers_given)
     c->o.workers = 1; /* one shard per rank: mpiexec -n 2 fills 2 cores */
   return RP_CLI_OK;
@@ -236,8 +246,12 @@ static int run_plot(const bench_cli *c) {
   int rc = rp_bench_dag(&c->o, stdout, mem);
   fclose(mem);
   FILE *json = rc || !c->json ? NULL : fopen(c->json, "w");
-  if (!rc && c->json &&
-      (!json || fwrite(rows, 1, len, json) != len || fclose(json) != 0)) {
+  int bad = !json;
+  if (json) { /* the write, then the flush at fclose: both checked */
+    bad = fwrite(rows, 1, len, json) != len;
+    bad |= ferror(json) | (fclose(json) != 0);
+  }
+  if (!rc && c->json && bad) {
     fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);
     rc = RP_CLI_FAILED;
   }
@@ -257,11 +271,15 @@ static int run(const bench_cli *c) {
     fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);
     return RP_CLI_FAILED;
   }
+  uint32_t n = c->o.nsizes ? c->o.sizes[0] : 100000;
   int rc = c->gpu    ? (rp_bench_gpu(&c->o, stdout, json) ? RP_CLI_FAILED
                                                            : RP_CLI_OK)
            : c->xfer ? run_xfer(json)
-                     : rp_bench_dag(&c->o, stdout, json);
-  if (json && fclose(json) != 0 && rc == RP_CLI_OK) {
+           : c->build ? (rp_bench_build(n, stdout, json) ? RP_CLI_FAILED
+                                                         : RP_CLI_OK)
+                      : rp_bench_dag(&c->o, stdout, json);
+  /* the last buffered rows reach the file at fclose: check both */
+  if (json && (ferror(json) | (fclose(json) != 0)) && rc == RP_CLI_OK) {
     fprintf(stderr, "reprise bench: error writing '%s'\n", c->json);
     rc = RP_CLI_FAILED;
   }

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "dump_model.h"
 
+#include "capture/capture.h" /* rp__graph_load_mem, the file limits */
 #include "kernels/tasks.h"
 
 #include <getopt.h>
@@ -37,6 +38,7 @@ typedef struct dump_cli {
   rp_dump_format fmt;
   int format_given, schedule, stats, lint, strict;
   unsigned long cpus; /* 0: derive from the file */
+  uint64_t max_bytes;  /* --max-bytes: 0 = the loader's limits */
   contract_decl contracts[MAX_CONTRACTS];
   uint32_t ncontracts;
 } dump_cli;
@@ -84,9 +86,16 @@ static void dump_usage(FILE *f) {
       "  --cpus N                CPU workers to load into (default: enough\n"
       "                          for every processor the file names; one\n"
       "                          per core when it uses GPU memory)\n"
+      "  --max-bytes N           the most bytes of instance storage the\n"
+      "                          loader may allocate for the file (default\n"
+      "                          256 MiB), and the largest file read\n"
+      "                          (default and at most 64 MiB); K, M, G\n"
+      "                          suffixes\n"
       "  -o, --output FILE       write to FILE instead of stdout\n"
       "  -h, --help              this text\n"
       "\n"
+      "FILE must be a regular file: a FIFO, a device or a directory is\n"
+      "refused.\n"
       "--stats and --lint print instead of the dump unless --format is\n"
       "given too. Exit status: 0 done (lint findings included), 1 the file\n"
       "could not be read or loaded (its status is printed) or --strict\n"
@@ -141,7 +150,8 @@ enum {
   OPT_LINT,
   OPT_STRICT,
   OPT_CONTRACT,
-  OPT_CPUS
+  OPT_CPUS,
+  OPT_MAX_BYTES
 };
 
 static const struct option LONGOPTS[] = {
@@ -152,6 +162,7 @@ static const struct option LONGOPTS[] = {
     {"strict", no_argument, NULL, OPT_STRICT},
     {"contract", required_argument, NULL, OPT_CONTRACT},
     {"cpus", required_argument, NULL, OPT_CPUS},
+    {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -184,6 +195,9 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
                                 "1..1024",
                                 arg);
     return RP_CLI_OK;
+  case OPT_MAX_BYTES:
+    return rp_cli_parse_bytes("dump", "--max-bytes", arg, (uint64_t)1 << 40,
+                              &c->max_bytes);
   case 'o':
     c->output = arg;
     return RP_CLI_OK;
@@ -226,37 +240,6 @@ static void prescan_free(prescan *p) {
 }
 
 #ifdef REPRISE_HAVE_CJSON
-/* The file's text, or NULL (unreadable or past the loader's 64 MiB limit:
- * the loader then says what is wrong). */
-static char *read_text(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  size_t cap = (64u << 20) + 1, n = 0;
-  char *buf = malloc(1 << 16);
-  size_t have = buf ? 1 << 16 : 0;
-  while (buf && !feof(f) && !ferror(f) && n < cap) {
-    if (n == have) {
-      char *b = realloc(buf, have * 2);
-      if (!b) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = b, have *= 2;
-    }
-    n += fread(buf + n, 1, have - n, f);
-  }
-  int bad = ferror(f) || n >= cap;
-  fclose(f);
-  if (bad) {
-    free(buf);
-    return NULL;
-  }
-  *len = n;
-  return buf;
-}
-
 static void note_proc(prescan *p, const cJSON *v) {
   if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 65536) {
     uint32_t x = (uint32_t)v->valuedouble;
@@ -300,24 +283,39 @@ static void scan_tree(prescan *p, const cJSON *graph) {
 }
 
 /* Best effort: a file that does not parse is left to the loader. */
-static void prescan_file(const char *path, prescan *p) {
+static void prescan_text(const char *text, size_t len, prescan *p) {
   memset(p, 0, sizeof *p);
   p->max_proc = UINT32_MAX;
-  size_t len = 0;
-  char *text = read_text(path, &len);
-  cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
-  free(text);
+  cJSON *doc = cJSON_ParseWithLength(text, len);
   if (doc)
     scan_tree(p, cJSON_GetObjectItemCaseSensitive(doc, "graph"));
   cJSON_Delete(doc);
 }
 #else
-static void prescan_file(const char *path, prescan *p) {
-  (void)path;
+static void prescan_text(const char *text, size_t len, prescan *p) {
+  (void)text, (void)len;
   memset(p, 0, sizeof *p);
   p->max_proc = UINT32_MAX;
 }
 #endif
+
+/* The file's text, read once for the prescan and the loader: a regular
+ * file of at most the loader's size limit (or --max-bytes below it). NULL
+ * after saying why. */
+static char *read_graph_file(const dump_cli *c, size_t *len) {
+  size_t max = RP_GRAPH_FILE_MAX;
+  if (c->max_bytes && c->max_bytes < max)
+    max = (size_t)c->max_bytes;
+  char *text = NULL;
+  rp_status st = rp__read_regular(c->file, max, &text, len);
+  if (st) {
+    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n",
+            c->file, rp_status_name(st), rp_status_str(st),
+            rp_error_detail());
+    return NULL;
+  }
+  return text;
+}
 
 /* ---- runtime and tasks ---- */
 
@@ -556,8 +554,12 @@ static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
 }
 
 static int run(const dump_cli *c) {
+  size_t len = 0;
+  char *text = read_graph_file(c, &len);
+  if (!text)
+    return RP_CLI_FAILED;
   prescan p;
-  prescan_file(c->file, &p);
+  prescan_text(text, len, &p);
   rp_runtime *rt = NULL;
   placeholders ph = {.cli = c};
   rp_graph *g = NULL;
@@ -569,8 +571,10 @@ static int run(const dump_cli *c) {
   else if (st)
     fprintf(stderr, "reprise dump: runtime: %s: %s\n", rp_status_name(st),
             rp_error_detail());
-  else if ((st = rp_graph_load(rt, c->file, NULL, 0, &g)) != RP_OK)
+  else if ((st = rp__graph_load_mem(rt, text, len, NULL, 0,
+                                    (size_t)c->max_bytes, &g)) != RP_OK)
     rc = load_failed(c->file, st, &p);
+  free(text);
   if (!st) {
     say_placeholders(&ph);
     FILE *out = c->output ? fopen(c->output, "w") : stdout;
@@ -578,8 +582,12 @@ static int run(const dump_cli *c) {
       fprintf(stderr, "reprise dump: cannot write '%s'\n", c->output);
     else
       rc = run_loaded(c, g, &ph, out);
-    if (out && out != stdout && fclose(out) != 0 && rc == RP_CLI_OK) {
-      fprintf(stderr, "reprise dump: error writing '%s'\n", c->output);
+    /* what is still buffered is written at the flush: check after it */
+    int bad = out && (out == stdout ? fflush(out) != 0 || ferror(out)
+                                    : ferror(out) | (fclose(out) != 0));
+    if (bad && rc == RP_CLI_OK) {
+      fprintf(stderr, "reprise dump: error writing '%s'\n",
+              c->output ? c->output : "(stdout)");
       rc = RP_CLI_FAILED;
     }
     free_loaded(rt, g);

@@ -31,6 +31,7 @@ typedef struct train_cli {
   rp_data_kind kind;
   uint32_t samples, classes, features;
   int synth_given; /* --dataset/--samples/--classes/--features */
+  uint64_t max_bytes; /* --max-bytes: --data file size limit (0: default) */
   const char *data, *save_graph, *trace, *json, *timings, *save_weights;
   int eager, compare, dump, dist;
   rp_dump_format dump_fmt;
@@ -63,7 +64,11 @@ static void train_usage(FILE *f) {
       "  --features N              blobs' dimensions (default 16; spirals 2)\n"
       "  --data FILE               read the data set from FILE instead (CSV\n"
       "                            with a 'label,...' header, or the binary\n"
-      "                            RPRSDATA format; see README)\n"
+      "                            RPRSDATA format; see README); a regular\n"
+      "                            file (FIFOs, devices are refused)\n"
+      "  --max-bytes N             the largest --data file read (default\n"
+      "                            4G; K, M, G suffixes); CSV lines are\n"
+      "                            limited to 1 MiB\n"
       "  --eager                   run the same step eagerly, not recorded\n"
       "  --compare                 train by replay, then eagerly from the "
       "same\n"
@@ -183,6 +188,7 @@ enum {
   OPT_DIST,
   OPT_SAVE_WEIGHTS,
   OPT_INFLIGHT,
+  OPT_MAX_BYTES,
 };
 
 static const struct option LONGOPTS[] = {
@@ -211,6 +217,7 @@ static const struct option LONGOPTS[] = {
     {"dist", no_argument, NULL, OPT_DIST},
     {"save-weights", required_argument, NULL, OPT_SAVE_WEIGHTS},
     {"inflight", required_argument, NULL, OPT_INFLIGHT},
+    {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -266,6 +273,9 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   case OPT_DATA:
     c->data = arg;
     return RP_CLI_OK;
+  case OPT_MAX_BYTES:
+    return rp_cli_parse_bytes("train", "--max-bytes", arg, (uint64_t)1 << 40,
+                              &c->max_bytes);
   case OPT_EAGER:
     c->eager = 1;
     return RP_CLI_OK;
@@ -573,7 +583,7 @@ static int same_on_every_rank(const float *w, size_t n) {
 
 static int load_data(train_state *s) {
   const train_cli *c = s->c;
-  rp_status st = c->data ? rp_data_load(c->data, &s->data)
+  rp_status st = c->data ? rp_data_load_max(c->data, c->max_bytes, &s->data)
                          : rp_data_generate(c->kind, c->samples, c->features,
                                             c->classes, c->mc.seed, &s->data);
   if (st != RP_OK) {

@@ -27,19 +27,25 @@ rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n, uint32_t i,
     return rp__err(RP_EINVAL, "rp_chunk_rect: zero shards");
   if (i >= n)
     return rp__err(RP_ERANGE, "rp_chunk_rect: shard %u of %u", i, n);
-  int64_t lo = whole->lo[dim], hi = whole->hi[dim];
-  int64_t ext = hi - lo + 1; /* > 0 and no overflow: the volume was valid */
+  int64_t lo = whole->lo[dim], hi = whole->hi[dim], ext, off, end;
+  if (!rp__extent_ok(lo, hi, &ext)) /* cannot fail: the volume was valid */
+    return rp__err(RP_ERANGE, "rp_chunk_rect: extent of dim %d overflows",
+                   dim);
   int64_t chunk = ext / n + (ext % n != 0);
-  int64_t off = chunk * (int64_t)i; /* i < n and chunk*(n-1) < ext + n */
-  if (off >= ext)
+  /* off = chunk * i < ext + n fits in practice, but checked: no signed
+   * overflow for any input */
+  if (!rp__mul_i64_ok(chunk, (int64_t)i, &off) || off >= ext)
     return rp__err(RP_ESHAPE,
                    "rp_chunk_rect: shard %u of %u along dim %d is empty "
                    "(extent %lld splits into chunks of %lld; use fewer "
                    "shards)",
                    i, n, dim, (long long)ext, (long long)chunk);
   *out = *whole;
-  out->lo[dim] = lo + off;
-  out->hi[dim] = off + chunk >= ext ? hi : lo + off + chunk - 1;
+  out->lo[dim] = lo + off; /* off < ext: lo + off <= hi */
+  /* the last point: lo + off + chunk - 1, or hi when that passes it */
+  out->hi[dim] = !rp__add_i64_ok(off, chunk, &end) || end >= ext
+                     ? hi
+                     : lo + end - 1;
   return RP_OK;
 }
 

@@ -319,6 +319,38 @@ static rp_status pick_channel(rp_xfer_desc *d) {
 /* ---------------------------------------------------------------------- */
 /* Plan and the per-use protocol */
 
+/* Bytes from the nest's first point on one side to the end of its last
+ * (strides are positive, so the walk stays inside). */
+static uintptr_t nest_span(const rp_xfer_nest *n, int dst) {
+  uintptr_t span = n->esz;
+  for (int i = 0; i < RP_XFER_NEST_DIMS; i++)
+    span += (uintptr_t)(n->ext[i] - 1) *
+            (uintptr_t)(dst ? n->dstride[i] : n->sstride[i]);
+  return span;
+}
+
+/* Allocated instances never share memory; two external ones may wrap
+ * overlapping caller buffers. A copy whose source and destination byte
+ * ranges overlap could read what it already wrote (memcpy's undefined
+ * case), so it is refused, also when strides would interleave the points
+ * without touching one twice; a copy between disjoint ranges of one buffer
+ * is fine. */
+static rp_status check_overlap(const rp_xfer_desc *d, int src_ext,
+                               int dst_ext) {
+  if (!src_ext || !dst_ext)
+    return RP_OK;
+  uintptr_t s0 = (uintptr_t)d->nest.src, s1 = s0 + nest_span(&d->nest, 0);
+  uintptr_t d0 = (uintptr_t)d->nest.dst, d1 = d0 + nest_span(&d->nest, 1);
+  if (s1 <= d0 || d1 <= s0)
+    return RP_OK;
+  return rp__err(RP_EINVAL,
+                 "rp_xfer_plan: copy %#llx -> %#llx: the external instances' "
+                 "bytes overlap in the caller's memory (src [%p, +%zu), dst "
+                 "[%p, +%zu)); copy through a separate buffer",
+                 (unsigned long long)d->src.id, (unsigned long long)d->dst.id,
+                 (void *)s0, (size_t)(s1 - s0), (void *)d0, (size_t)(d1 - d0));
+}
+
 static rp_status check_alignment(const rp_xfer_desc *d) {
   /* The fold dereferences typed pointers: an external instance wrapping a
    * misaligned buffer cannot be a SUM destination or source. */
@@ -372,7 +404,9 @@ rp_status rp_xfer_plan(rp_runtime *rt, const rp_copy *c, rp_xfer_desc *d) {
   d->src_gen_word = s.v.gen_word;
   d->dst_gen_word = t.v.gen_word;
   build_nest(&dom, &s.v.info, &t.v.info, &d->nest);
-  st = check_alignment(d);
+  st = check_overlap(d, s.v.info.external, t.v.info.external);
+  if (!st)
+    st = check_alignment(d);
   if (!st)
     st = pick_channel(d);
   if (st)

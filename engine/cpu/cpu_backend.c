@@ -173,9 +173,10 @@ static rp_status cpu_mem_alloc(void *state, const rp_mem_rec *m, size_t bytes,
   RP_UNUSED(m);
   if (align < sizeof(void *))
     align = sizeof(void *);
-  size_t rounded = (bytes + align - 1) & ~(align - 1);
-  if (rounded < bytes)
-    return rp__err(RP_ERANGE, "allocation of %zu bytes overflows", bytes);
+  size_t rounded;
+  if (!rp__align_up_ok(bytes, align, &rounded))
+    return rp__err(RP_ERANGE, "allocation of %zu bytes aligned to %zu "
+                   "overflows", bytes, align);
   void *p = aligned_alloc(align, rounded);
   if (!p)
     return rp__err(RP_ENOMEM, "system memory: cannot allocate %zu bytes",
