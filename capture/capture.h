@@ -76,7 +76,13 @@ typedef struct rp_gport {
   uint32_t nops, cap;
 } rp_gport;
 
+#define RP_GRAPH_MAGIC 0x52504752u /* "RPGR"; RP_DEAD_MAGIC destroyed */
+/* RP_OK for a live graph; RP_EINVAL for NULL or no graph, RP_ESTALE for a
+ * destroyed one (still quarantined, engine/util.h). `what`: the call. */
+rp_status rp__graph_check(const rp_graph *g, const char *what);
+
 struct rp_graph {
+  uint32_t magic;
   rp_runtime *rt;
   rp_gop *ops;
   uint32_t nops, ops_cap;

@@ -226,6 +226,9 @@ rp_status rp_launch_parallel(rp_runtime *rt, const rp_parallel_op *op,
 /* ---- builder ---- */
 
 rp_status rp_graph_add_copy(rp_graph *g, const rp_copy *c, rp_op_id *out) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_add_copy");
+  if (gst_)
+    return gst_;
   if (!g || !c)
     return rp__err(RP_EINVAL, "rp_graph_add_copy: NULL argument");
   if (c->wait.id)
@@ -245,6 +248,9 @@ rp_status rp_graph_add_copy(rp_graph *g, const rp_copy *c, rp_op_id *out) {
 
 rp_status rp_graph_add_parallel(rp_graph *g, const rp_parallel_op *p,
                                 rp_op_id *first, uint32_t *count) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_add_parallel");
+  if (gst_)
+    return gst_;
   if (!g || !p)
     return rp__err(RP_EINVAL, "rp_graph_add_parallel: NULL argument");
   if (p->wait.id)

@@ -326,6 +326,9 @@ static rp_status dump_dot(const rp_graph *g, FILE *f) {
 }
 
 rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_dump");
+  if (gst_)
+    return gst_;
   if (!g || !f)
     return rp__err(RP_EINVAL, "rp_graph_dump: NULL argument");
   switch (fmt) {

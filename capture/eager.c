@@ -116,7 +116,7 @@ static void tok_retain(void *arg, rp_dep_token t, uint32_t n) {
   rp__event_retain_n(arg, (rp_event){t.id}, n);
 }
 static void tok_release(void *arg, rp_dep_token t) {
-  rp_event_release(arg, (rp_event){t.id});
+  rp__event_unref(arg, (rp_event){t.id}); /* the analysis' own reference */
 }
 /* Completed successfully: nothing to wait for, and the analysis may drop
  * it. A poisoned event stays, so every later dependent still inherits its

@@ -96,14 +96,29 @@ rp_status rp__graph_new(rp_runtime *rt, rp_graph **out) {
   rp_graph *g = rp__calloc(1, sizeof *g);
   if (!g)
     return rp__err(RP_ENOMEM, "rp_graph_create: out of memory");
+  g->magic = RP_GRAPH_MAGIC;
   g->rt = rt;
   rp__runtime_ref(rt, 1);
   *out = g;
   return RP_OK;
 }
 
+rp_status rp__graph_check(const rp_graph *g, const char *what) {
+  if (RP_UNLIKELY(!g))
+    return rp__err(RP_EINVAL, "%s: NULL graph", what);
+  if (RP_LIKELY(g->magic == RP_GRAPH_MAGIC))
+    return RP_OK;
+  if (g->magic == RP_DEAD_MAGIC)
+    return rp__err(RP_ESTALE, "%s: the graph %p was destroyed", what,
+                   (const void *)g);
+  return rp__err(RP_EINVAL, "%s: %p is not a graph", what, (const void *)g);
+}
+
 rp_status rp_graph_create(rp_runtime *rt, rp_graph **out) {
-  if (!rt || !out)
+  rp_status st = rp__rt_check(rt, "rp_graph_create");
+  if (st)
+    return st;
+  if (!out)
     return rp__err(RP_EINVAL, "rp_graph_create: NULL argument");
   return rp__graph_new(rt, out);
 }
@@ -119,6 +134,9 @@ static void ports_free(rp_gport *p, uint32_t n) {
 rp_status rp_graph_destroy(rp_graph *g) {
   if (!g)
     return RP_OK;
+  rp_status st = rp__graph_check(g, "rp_graph_destroy");
+  if (st)
+    return st;
   for (uint32_t i = 0; i < g->nops; i++)
     rp__gop_clear(&g->ops[i]);
   free(g->ops);
@@ -128,7 +146,10 @@ rp_status rp_graph_destroy(rp_graph *g) {
   ports_free(g->post, g->npost);
   free(g->mirrors);
   rp__runtime_ref(g->rt, -1);
-  free(g);
+  /* quarantined with a poisoned magic: a second destroy or a later call
+   * with this handle is refused (RP_ESTALE) */
+  g->magic = RP_DEAD_MAGIC;
+  rp__quarantine(g);
   return RP_OK;
 }
 
@@ -219,6 +240,9 @@ rp_status rp__graph_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
 }
 
 rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l, rp_op_id *out) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_add_task");
+  if (gst_)
+    return gst_;
   if (!g || !l)
     return rp__err(RP_EINVAL, "rp_graph_add_task: NULL argument");
   if (l->wait.id)
@@ -241,6 +265,9 @@ static rp_status check_op_id(const rp_graph *g, rp_op_id id,
 }
 
 rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_add_edge");
+  if (gst_)
+    return gst_;
   if (!g)
     return rp__err(RP_EINVAL, "rp_graph_add_edge: NULL graph");
   rp_status st = check_op_id(g, from, "rp_graph_add_edge");
@@ -256,6 +283,9 @@ rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
 }
 
 rp_status rp_graph_remove_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_remove_edge");
+  if (gst_)
+    return gst_;
   if (!g)
     return rp__err(RP_EINVAL, "rp_graph_remove_edge: NULL graph");
   rp_status st = eidx_reserve(g, 1); /* room to re-index the moved edge */
@@ -296,6 +326,9 @@ static rp_status add_port(rp_gport **ports, uint32_t *n, uint32_t *cap,
 
 rp_status rp_graph_add_precondition(rp_graph *g, const char *name,
                                     rp_port_id *out) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_add_precondition");
+  if (gst_)
+    return gst_;
   if (!g)
     return rp__err(RP_EINVAL, "rp_graph_add_precondition: NULL graph");
   return add_port(&g->pre, &g->npre, &g->pre_cap, name, out,
@@ -304,6 +337,9 @@ rp_status rp_graph_add_precondition(rp_graph *g, const char *name,
 
 rp_status rp_graph_add_postcondition(rp_graph *g, const char *name,
                                      rp_port_id *out) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_add_postcondition");
+  if (gst_)
+    return gst_;
   if (!g)
     return rp__err(RP_EINVAL, "rp_graph_add_postcondition: NULL graph");
   return add_port(&g->post, &g->npost, &g->post_cap, name, out,
@@ -344,6 +380,9 @@ rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
 }
 
 rp_status rp_graph_add_interp(rp_graph *g, rp_op_id id, const rp_interp *ip) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_add_interp");
+  if (gst_)
+    return gst_;
   if (!g || !ip)
     return rp__err(RP_EINVAL, "rp_graph_add_interp: NULL argument");
   rp_status st = check_op_id(g, id, "rp_graph_add_interp");

@@ -132,6 +132,9 @@ rp_status rp__graph_inst_table(const rp_graph *g, rp_inst **out, uint32_t *n) {
 
 rp_status rp_graph_instances(const rp_graph *g, rp_inst *out, uint32_t cap,
                              uint32_t *n) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_instances");
+  if (gst_)
+    return gst_;
   if (!g || !n || (cap && !out))
     return rp__err(RP_EINVAL, "rp_graph_instances: NULL argument");
   rp_inst *list;
@@ -606,6 +609,9 @@ static rp_status save_text(const char *text, const char *path) {
 }
 
 rp_status rp_graph_save(const rp_graph *g, const char *path) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_save");
+  if (gst_)
+    return gst_;
   if (!g || !path)
     return rp__err(RP_EINVAL, "rp_graph_save: NULL argument");
   char *text;
@@ -627,6 +633,9 @@ rp_status rp__graph_json_write(const rp_graph *g, FILE *f) {
 }
 
 rp_status rp_graph_save(const rp_graph *g, const char *path) {
+  rp_status gst_ = rp__graph_check(g, "rp_graph_save");
+  if (gst_)
+    return gst_;
   if (!g || !path)
     return rp__err(RP_EINVAL, "rp_graph_save: NULL argument");
   return rp__err(RP_EUNSUPPORTED, "rp_graph_save: graph files need cJSON, "

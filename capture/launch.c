@@ -45,7 +45,7 @@ static void inst_release(rp_runtime *rt, void *arg, rp_inst inst) {
   for (uint32_t i = 0; i < toks.n; i++) {
     rp_event e = {toks.v[i].id};
     rp_event_wait(rt, e, -1);
-    rp_event_release(rt, e);
+    rp__event_unref(rt, e); /* the reference taken above */
   }
   rp__depset_free(&toks);
 }
@@ -191,7 +191,10 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
 
 rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
                            rp_capture_state **cs, int *recording) {
-  if (!rt || !arg)
+  rp_status cst = rp__rt_check(rt, what);
+  if (cst)
+    return cst;
+  if (!arg)
     return rp__err(RP_EINVAL, "%s: NULL argument", what);
   if (rp__tl_replay_violation) {
     *rp__tl_replay_violation = 1;

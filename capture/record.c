@@ -6,7 +6,54 @@
  * have waited on. */
 #include "capture_impl.h"
 
+#include <pthread.h>
 #include <string.h>
+
+/* ---- captures left open by an exiting thread ----
+ * Only the capturing thread may close its capture; a thread that exits with
+ * one open would leave its runtime refusing eager launches and destroy for
+ * good. So each thread remembers the runtimes it captures on, and a
+ * pthread key destructor aborts what is still open when it exits. */
+
+#define TL_CAPTURES 4 /* open captures one thread tracks (more: untracked) */
+static _Thread_local rp_runtime *tl_captures[TL_CAPTURES];
+static pthread_key_t capture_key;
+static pthread_once_t capture_once = PTHREAD_ONCE_INIT;
+static int capture_key_ok;
+
+static rp_status close_capture(rp_runtime *rt, rp_graph **out,
+                               const char *what);
+
+/* Key destructor: runs on the exiting thread (pthread_self() is still its
+ * own, so the owner check in close_capture passes). */
+static void capture_thread_exit(void *unused) {
+  RP_UNUSED(unused);
+  for (int i = 0; i < TL_CAPTURES; i++) {
+    rp_runtime *rt = tl_captures[i];
+    if (rt && rp__rt_check(rt, "thread exit") == RP_OK)
+      close_capture(rt, NULL, "rp_capture_abort (thread exit)");
+    tl_captures[i] = NULL;
+  }
+}
+
+static void capture_key_init(void) {
+  capture_key_ok = pthread_key_create(&capture_key, capture_thread_exit) == 0;
+}
+
+/* Remembers (rt != NULL) or forgets an open capture of this thread. */
+static void track_capture(rp_runtime *rt, rp_runtime *forget) {
+  for (int i = 0; i < TL_CAPTURES; i++)
+    if (tl_captures[i] == forget) {
+      tl_captures[i] = rt;
+      break;
+    }
+  if (rt) {
+    pthread_once(&capture_once, capture_key_init);
+    /* any non-NULL value: the destructor runs at thread exit */
+    if (capture_key_ok)
+      pthread_setspecific(capture_key, tl_captures);
+  }
+}
 
 static rp_event op_ref(const rp_capture_state *cs, rp_op_id op) {
   return (rp_event){RP_REF_BIT | (uint64_t)(cs->serial & 0x3fffffffu) << 32 |
@@ -61,8 +108,9 @@ static uint32_t writeback_tail(const rp_graph *g, rp_op_id t) {
 }
 
 rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
-  if (!rt)
-    return rp__err(RP_EINVAL, "rp_capture_begin: NULL runtime");
+  rp_status cst = rp__rt_check(rt, "rp_capture_begin");
+  if (cst)
+    return cst;
   if (rp__tl_replay_violation) {
     *rp__tl_replay_violation = 1;
     return rp__err(RP_ECONTRACT, "rp_capture_begin inside a replay");
@@ -96,13 +144,15 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
    * capture open */
   atomic_store_explicit(&cs->recording, 1, memory_order_release);
   pthread_mutex_unlock(&cs->lock);
+  track_capture(rt, NULL);
   return RP_OK;
 }
 
 static rp_status close_capture(rp_runtime *rt, rp_graph **out,
                                const char *what) {
-  if (!rt)
-    return rp__err(RP_EINVAL, "%s: NULL runtime", what);
+  rp_status cst = rp__rt_check(rt, what);
+  if (cst)
+    return cst;
   rp_capture_state *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
   if (!cs || !atomic_load(&cs->recording) ||
       !pthread_equal(cs->owner, pthread_self()))
@@ -116,6 +166,7 @@ static rp_status close_capture(rp_runtime *rt, rp_graph **out,
   rp_status failed = (rp_status)cs->failed;
   atomic_store_explicit(&cs->recording, 0, memory_order_release);
   pthread_mutex_unlock(&cs->lock);
+  track_capture(NULL, rt);
   if (out && !failed) {
     *out = g;
     return RP_OK;
@@ -140,8 +191,9 @@ rp_status rp_capture_abort(rp_runtime *rt) {
 
 static rp_status recording_state(rp_runtime *rt, rp_capture_state **cs,
                                  const char *what) {
-  if (!rt)
-    return rp__err(RP_EINVAL, "%s: NULL runtime", what);
+  rp_status cst = rp__rt_check(rt, what);
+  if (cst)
+    return cst;
   *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
   int rec = 0;
   rp_status st = *cs ? rp__capture_mode(*cs, &rec) : RP_OK;

@@ -133,6 +133,10 @@ void rp__event_set_yield(rp_runtime *rt, rp_event e, uint32_t us);
  * reference. Runs waiters and wakes host sleepers. */
 void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st);
 rp_status rp__event_retain(rp_runtime *rt, rp_event e);
+/* Drops a reference the engine took itself (rp__event_retain, _retain_n),
+ * never the handle's own one: unlike rp_event_release, it does not mark the
+ * handle released. */
+void rp__event_unref(rp_runtime *rt, rp_event e);
 /* Adds n references to a live event at once. */
 void rp__event_retain_n(rp_runtime *rt, rp_event e, uint32_t n);
 /* Adds a waiter; if e already completed, runs w->fn at once. */
@@ -155,6 +159,26 @@ uint32_t rp__events_cancel_user(rp_runtime *rt, rp_status st);
 int rp__event_live(const rp_runtime *rt, rp_event e);
 
 /* ---------------------------------------------------------------------- */
+/* Handle identity. The low 32 bits of an event or instance handle are
+ * (tag << RP_HANDLE_TAG_SHIFT) | index: the index (an event's slot + 1, an
+ * instance's slot) fits in 23 bits (the tables hold at most 4M entries) and
+ * the tag (1..255) names the runtime that handed the handle out, so a
+ * handle of another runtime is refused instead of acted on (two live
+ * runtimes share a tag only when 255 were created in between). Bit 31 stays
+ * clear: slot UINT32_MAX is the capture layer's mirror marker. */
+#define RP_HANDLE_TAG_SHIFT 23
+#define RP_HANDLE_SLOT_MASK ((1u << RP_HANDLE_TAG_SHIFT) - 1u)
+static inline uint32_t rp__handle_tag(uint64_t id) {
+  return ((uint32_t)id >> RP_HANDLE_TAG_SHIFT) & 0xffu;
+}
+/* This runtime's tag. */
+uint32_t rp__runtime_tag(const rp_runtime *rt);
+/* Checks that rt is a live runtime: RP_EINVAL for NULL or an object that is
+ * no runtime, RP_ESTALE for a destroyed one still in quarantine (util.h).
+ * The detail names `what` (the public call). */
+rp_status rp__rt_check(const rp_runtime *rt, const char *what);
+
+/* ---------------------------------------------------------------------- */
 /* Instances (internal side). A stable view of a live instance. */
 
 typedef struct rp_inst_view {
@@ -168,10 +192,21 @@ rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out);
 rp_status rp__inst_mem(const rp_runtime *rt, rp_inst inst, rp_mem *mem);
 /* Slot UINT32_MAX is never handed out (the capture layer marks mirror
  * references with it). */
-static inline uint32_t rp__inst_slot(rp_inst i) { return (uint32_t)i.id; }
+static inline uint32_t rp__inst_slot(rp_inst i) {
+  uint32_t lo = (uint32_t)i.id;
+  return lo == UINT32_MAX ? lo : lo & RP_HANDLE_SLOT_MASK;
+}
 static inline uint32_t rp__inst_gen(rp_inst i) {
   return (uint32_t)(i.id >> 32);
 }
+/* Hook the replay layer installs: RP_EBUSY (with detail) when an exec with
+ * replays in flight uses the instance, else RP_OK. Called by free and
+ * realloc while the instance's generation word is held at a transient
+ * value (so a replay armed meanwhile sees it stale), before anything
+ * changes. */
+typedef rp_status (*rp_inst_busy_hook)(rp_runtime *rt, void *arg,
+                                       rp_inst inst, const char *what);
+void rp__set_inst_busy_hook(rp_runtime *rt, rp_inst_busy_hook fn, void *arg);
 /* Hook the capture layer installs to wait for eager ops touching an instance
  * before it is freed or reallocated. */
 typedef void (*rp_inst_release_hook)(rp_runtime *rt, void *arg, rp_inst inst);

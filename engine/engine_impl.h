@@ -47,6 +47,9 @@ typedef struct rp_event_slot {
   _Atomic uint32_t user;      /* created by rp_event_create */
   _Atomic uint32_t yield_us;  /* a host waiter's yield budget before it
                                  sleeps (0: REPRISE_HOST_YIELD_NS) */
+  _Atomic uint32_t released;  /* the handle's own reference was dropped
+                                 (rp_event_release): a second release is
+                                 refused, not taken from the trigger */
   pthread_mutex_t lock;       /* guards waiters only */
   rp_ev_waiter *waiters;
 } rp_event_slot;
@@ -152,7 +155,11 @@ rp_status rp__add_mem(rp_runtime *rt, const rp_mem_info *info,
 #define RP_MAX_PROCS 256
 #define RP_MAX_MEMS 64
 
+#define RP_RUNTIME_MAGIC 0x52505254u /* "RPRT"; RP_DEAD_MAGIC destroyed */
+
 struct rp_runtime {
+  uint32_t magic;
+  uint32_t tag; /* handle tag (engine.h "Handle identity") */
   rp_runtime_config cfg;
   rp_backend_kind kind;
   const char *backend_reason;
@@ -176,6 +183,8 @@ struct rp_runtime {
   uint32_t inst_count;       /* slots handed out */
   rp_inst_release_hook inst_hook;
   void *inst_hook_arg;
+  rp_inst_busy_hook inst_busy;
+  void *inst_busy_arg;
 
   pthread_mutex_t task_lock; /* registration */
   rp_ctable tasks;

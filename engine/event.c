@@ -1,6 +1,7 @@
 /* engine/event.c — generational one-shot events.
  *
- * A handle is (generation << 32) | (slot + 1). A slot is recycled when its
+ * A handle is (generation << 32) | (tag << 23) | (slot + 1) (the tag names
+ * the runtime, engine.h "Handle identity"). A slot is recycled when its
  * reference count drops to zero (the trigger holds one reference until it
  * completes the event, each handle handed out holds one); recycling bumps the
  * generation, so any older handle is detected as stale.
@@ -13,7 +14,13 @@
 
 #include <string.h>
 
-static inline uint32_t ev_slot_of(rp_event e) { return (uint32_t)e.id - 1u; }
+static inline uint32_t ev_slot_of(rp_event e) {
+  return ((uint32_t)e.id & RP_HANDLE_SLOT_MASK) - 1u;
+}
+static inline uint64_t ev_id(const rp_runtime *rt, uint32_t gen, uint32_t i) {
+  return (uint64_t)gen << 32 | (uint64_t)rt->tag << RP_HANDLE_TAG_SHIFT |
+         (uint64_t)(i + 1);
+}
 static inline uint32_t ev_gen_of(rp_event e) { return (uint32_t)(e.id >> 32); }
 
 static inline rp_event_slot *slot_at(const rp_event_table *et, uint32_t i) {
@@ -23,9 +30,10 @@ static inline rp_event_slot *slot_at(const rp_event_table *et, uint32_t i) {
 /* Resolves a handle to its slot, or NULL when it is out of range or its
  * generation is not the slot's current one (recycled). */
 static rp_event_slot *ev_lookup(const rp_runtime *rt, rp_event e) {
-  uint32_t lo = (uint32_t)e.id;
-  if (lo == 0 || lo - 1 >= atomic_load_explicit(&rt->events.t.size,
-                                                memory_order_acquire))
+  uint32_t lo = (uint32_t)e.id & RP_HANDLE_SLOT_MASK;
+  if (lo == 0 || rp__handle_tag(e.id) != rt->tag || (e.id >> 63) ||
+      lo - 1 >= atomic_load_explicit(&rt->events.t.size,
+                                     memory_order_acquire))
     return NULL;
   rp_event_slot *s = slot_at(&rt->events, lo - 1);
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
@@ -36,7 +44,12 @@ static rp_event_slot *ev_lookup(const rp_runtime *rt, rp_event e) {
 /* The error for a handle ev_lookup refused (or whose slot was recycled
  * meanwhile): "[call: ]event 0x... is stale[note]". call names the public
  * entry point, NULL for none; note is "" or a hint to append. */
-static rp_status ev_stale(rp_event e, const char *call, const char *note) {
+static rp_status ev_stale(const rp_runtime *rt, rp_event e, const char *call,
+                          const char *note) {
+  if (e.id >> 63)
+    note = " (a captured op reference, not an event)";
+  else if (rp__handle_tag(e.id) != rt->tag)
+    note = " (a handle of another runtime, or no event handle)";
   if (call)
     return rp__err(RP_ESTALE, "%s: event %#llx is stale%s", call,
                    (unsigned long long)e.id, note);
@@ -147,7 +160,8 @@ rp_status rp__event_new(rp_runtime *rt, rp_event *out) {
   s->waiters = NULL;
   atomic_store_explicit(&s->state, RP_EV_PENDING, memory_order_release);
   uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
-  out->id = (uint64_t)gen << 32 | (uint64_t)(i + 1);
+  atomic_store_explicit(&s->released, 0, memory_order_relaxed);
+  out->id = ev_id(rt, gen, i);
   return RP_OK;
 }
 
@@ -212,9 +226,17 @@ rp_status rp__event_retain(rp_runtime *rt, rp_event e) {
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return ev_stale(e, NULL, EV_RECYCLED);
+    return ev_stale(rt, e, NULL, EV_RECYCLED);
   atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   return RP_OK;
+}
+
+void rp__event_unref(rp_runtime *rt, rp_event e) {
+  if (e.id == 0)
+    return;
+  rp_event_slot *s = slot_at(&rt->events, ev_slot_of(e));
+  RP_DASSERT(atomic_load(&s->gen) == ev_gen_of(e));
+  ev_unref(&rt->events, ev_slot_of(e), s);
 }
 
 void rp__event_retain_n(rp_runtime *rt, rp_event e, uint32_t n) {
@@ -255,7 +277,7 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   }
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return ev_stale(e, NULL, EV_RECYCLED);
+    return ev_stale(rt, e, NULL, EV_RECYCLED);
   /* Completed already: no list to join, no lock (acquire: the event's work
    * happens before fn). */
   rp_status done = rp__event_peek(rt, e);
@@ -288,9 +310,12 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
 /* Public API */
 
 rp_status rp_event_create(rp_runtime *rt, rp_event *out) {
-  if (!rt || !out)
+  rp_status st = rp__rt_check(rt, "rp_event_create");
+  if (st)
+    return st;
+  if (!out)
     return rp__err(RP_EINVAL, "rp_event_create: NULL argument");
-  rp_status st = rp__event_new(rt, out);
+  st = rp__event_new(rt, out);
   if (st == RP_OK)
     atomic_store_explicit(&slot_at(&rt->events, ev_slot_of(*out))->user, 1,
                           memory_order_relaxed);
@@ -304,7 +329,7 @@ uint32_t rp__events_cancel_user(rp_runtime *rt, rp_status st) {
     if (!atomic_load(&s->user) || atomic_load(&s->refs) == 0 ||
         (atomic_load(&s->state) & RP_EV_STATE_MASK) != RP_EV_PENDING)
       continue;
-    rp_event e = {(uint64_t)atomic_load(&s->gen) << 32 | (uint64_t)(i + 1)};
+    rp_event e = {ev_id(rt, atomic_load(&s->gen), i)};
     rp__event_complete(rt, e, st);
     count++;
   }
@@ -313,13 +338,14 @@ uint32_t rp__events_cancel_user(rp_runtime *rt, rp_status st) {
 
 static rp_status user_complete(rp_runtime *rt, rp_event e, rp_status st,
                                const char *what) {
-  if (!rt)
-    return rp__err(RP_EINVAL, "%s: NULL runtime", what);
+  rp_status cst = rp__rt_check(rt, what);
+  if (cst)
+    return cst;
   if (e.id == 0)
     return rp__err(RP_EINVAL, "%s: RP_NO_EVENT cannot be completed", what);
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return ev_stale(e, what, "");
+    return ev_stale(rt, e, what, "");
   /* Claim the completion: only one trigger/poison may win. */
   uint32_t old = atomic_load_explicit(&s->state, memory_order_acquire);
   if ((old & RP_EV_STATE_MASK) != RP_EV_PENDING)
@@ -341,17 +367,18 @@ rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why) {
 }
 
 rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
-  if (!rt)
-    return rp__err(RP_EINVAL, "rp_event_query: NULL runtime");
+  rp_status cst = rp__rt_check(rt, "rp_event_query");
+  if (cst)
+    return cst;
   if (e.id == 0)
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return ev_stale(e, NULL, "");
+    return ev_stale(rt, e, NULL, "");
   rp_status st = rp__event_peek(rt, e);
   /* Re-check: the slot may have been recycled while we read it. */
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
-    return ev_stale(e, NULL, "");
+    return ev_stale(rt, e, NULL, "");
   return st;
 }
 
@@ -400,8 +427,9 @@ rp_status rp__event_block(rp_runtime *rt, rp_event e) {
 }
 
 rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
-  if (!rt)
-    return rp__err(RP_EINVAL, "rp_event_wait: NULL runtime");
+  rp_status cst = rp__rt_check(rt, "rp_event_wait");
+  if (cst)
+    return cst;
   if (rp__tl_replay_violation) {
     *rp__tl_replay_violation = 1;
     return rp__err(RP_ECONTRACT,
@@ -411,13 +439,13 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return ev_stale(e, NULL, "");
+    return ev_stale(rt, e, NULL, "");
   /* Hold a reference while waiting so the slot cannot be recycled under us
    * (the caller might release its handle from another thread). */
   atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
     ev_unref(&rt->events, ev_slot_of(e), s);
-    return ev_stale(e, NULL, "");
+    return ev_stale(rt, e, NULL, "");
   }
   rp_status st = wait_loop(rt, s, e, timeout_ns);
   ev_unref(&rt->events, ev_slot_of(e), s);
@@ -439,10 +467,13 @@ static void user_waiter_fn(rp_ev_waiter *w, rp_status st) {
 rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
                                void (*cb)(void *arg, rp_status st),
                                void *arg) {
-  if (!rt || !cb)
+  rp_status cst = rp__rt_check(rt, "rp_event_on_complete");
+  if (cst)
+    return cst;
+  if (!cb)
     return rp__err(RP_EINVAL, "rp_event_on_complete: NULL argument");
   if (!rp__event_live(rt, e))
-    return ev_stale(e, NULL, "");
+    return ev_stale(rt, e, NULL, "");
   user_waiter *u = malloc(sizeof *u);
   if (!u)
     return rp__err(RP_ENOMEM, "rp_event_on_complete: out of memory");
@@ -488,7 +519,10 @@ static void merge_fn(rp_ev_waiter *w, rp_status st) {
 
 rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
                          rp_event *out) {
-  if (!rt || !out || (n && !evs))
+  rp_status cst = rp__rt_check(rt, "rp_event_merge");
+  if (cst)
+    return cst;
+  if (!out || (n && !evs))
     return rp__err(RP_EINVAL, "rp_event_merge: NULL argument");
   if (n > UINT32_MAX - 1)
     return rp__err(RP_ERANGE, "rp_event_merge: %zu events", n);
@@ -526,14 +560,22 @@ rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
   return RP_OK;
 }
 
+/* The handle's own reference goes once: a second release of an event
+ * still pending (its slot not yet recycled) is refused, else it would take
+ * the trigger's reference and recycle the slot under its waiters. */
 rp_status rp_event_release(rp_runtime *rt, rp_event e) {
-  if (!rt)
-    return rp__err(RP_EINVAL, "rp_event_release: NULL runtime");
+  rp_status st = rp__rt_check(rt, "rp_event_release");
+  if (st)
+    return st;
   if (e.id == 0)
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return ev_stale(e, "rp_event_release", "");
+    return ev_stale(rt, e, "rp_event_release", "");
+  if (atomic_exchange_explicit(&s->released, 1, memory_order_relaxed))
+    return rp__err(RP_ESTALE, "rp_event_release: event %#llx was already "
+                   "released (it is still pending)",
+                   (unsigned long long)e.id);
   ev_unref(&rt->events, ev_slot_of(e), s);
   return RP_OK;
 }

@@ -171,10 +171,17 @@ static rp_inst_slot *inst_at(const rp_runtime *rt, uint32_t i) {
   return (rp_inst_slot *)rp__ctable_at(&rt->insts, i);
 }
 
-/* Resolves a handle; NULL when unknown, freed, or of an older generation. */
+/* The handle a live slot hands out (engine.h "Handle identity"). */
+static uint64_t inst_id(const rp_runtime *rt, uint32_t gen, uint32_t slot) {
+  return (uint64_t)gen << 32 | (uint64_t)rt->tag << RP_HANDLE_TAG_SHIFT |
+         slot;
+}
+
+/* Resolves a handle; NULL when unknown, freed, of an older generation or
+ * of another runtime. */
 static rp_inst_slot *inst_lookup(const rp_runtime *rt, rp_inst inst) {
   uint32_t slot = rp__inst_slot(inst);
-  if (inst.id == 0 ||
+  if (inst.id == 0 || rp__handle_tag(inst.id) != rt->tag ||
       slot >= atomic_load_explicit(&rt->insts.size, memory_order_acquire))
     return NULL;
   rp_inst_slot *s = inst_at(rt, slot);
@@ -182,6 +189,13 @@ static rp_inst_slot *inst_lookup(const rp_runtime *rt, rp_inst inst) {
       rp__inst_gen(inst))
     return NULL;
   return s;
+}
+
+/* Why inst_lookup refused a handle, for the error detail. */
+static const char *inst_why(const rp_runtime *rt, rp_inst inst) {
+  return rp__handle_tag(inst.id) != rt->tag ? " (a handle of another "
+                                              "runtime, or no instance handle)"
+                                            : "";
 }
 
 /* Takes a free slot (caller holds inst_lock). */
@@ -192,7 +206,7 @@ static rp_status slot_take(rp_runtime *rt, uint32_t *out) {
     return RP_OK;
   }
   uint32_t i = rt->inst_count;
-  if (i == UINT32_MAX)
+  if (i > RP_HANDLE_SLOT_MASK)
     return rp__err(RP_ENOMEM, "instance table full");
   rp_status st = rp__ctable_reserve(&rt->insts, i);
   if (st)
@@ -208,9 +222,12 @@ static rp_status slot_take(rp_runtime *rt, uint32_t *out) {
 static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
                         const rp_rect *rect, const int64_t *strides,
                         void *ext_ptr, size_t ext_bytes, rp_inst *out) {
-  if (!rt || !out)
+  rp_status st = rp__rt_check(rt, "rp_instance_create");
+  if (st)
+    return st;
+  if (!out)
     return rp__err(RP_EINVAL, "rp_instance_create: NULL argument");
-  rp_status st = rp__runtime_check(rt);
+  st = rp__runtime_check(rt);
   if (st)
     return st;
   if (mem >= rt->nmems)
@@ -261,7 +278,7 @@ static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
   uint32_t gen = atomic_load(&s->gen);
   s->info.generation = gen;
   pthread_mutex_unlock(&rt->inst_lock);
-  out->id = (uint64_t)gen << 32 | i;
+  out->id = inst_id(rt, gen, i);
   return RP_OK;
 }
 
@@ -282,19 +299,40 @@ rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
 
 static rp_status lookup_for_change(rp_runtime *rt, rp_inst inst,
                                    const char *what) {
-  if (!rt)
-    return rp__err(RP_EINVAL, "%s: NULL runtime", what);
+  rp_status st = rp__rt_check(rt, what);
+  if (st)
+    return st;
   if (!inst_lookup(rt, inst))
-    return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown", what,
-                   (unsigned long long)inst.id);
+    return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown%s",
+                   what, (unsigned long long)inst.id, inst_why(rt, inst));
   /* Let eager ops still touching the instance finish first. */
   if (rt->inst_hook)
     rt->inst_hook(rt, rt->inst_hook_arg, inst);
   return RP_OK;
 }
 
+/* Refuses (RP_EBUSY) to change an instance an exec with replays in flight
+ * uses, changing nothing. The generation word is held at a transient value
+ * (bit 31 flipped: never a live generation's, so no handle resolves and a
+ * replay armed meanwhile sees it stale) while the replay layer looks; then
+ * it is restored when busy. Caller holds inst_lock; s is inst's live slot.
+ * On RP_OK the word stays transient: the caller stores the new one. */
+static rp_status claim_for_change(rp_runtime *rt, rp_inst_slot *s,
+                                  rp_inst inst, const char *what) {
+  if (!rt->inst_busy)
+    return RP_OK;
+  uint32_t gen = rp__inst_gen(inst);
+  /* seq_cst: pairs with rp_replay's seq_cst publication of a replay in
+   * flight before it checks generations: one of the two sees the other */
+  atomic_store(&s->gen, gen ^ 0x80000000u);
+  rp_status st = rt->inst_busy(rt, rt->inst_busy_arg, inst, what);
+  if (st)
+    atomic_store(&s->gen, gen);
+  return st;
+}
+
 rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
-  if (rt && inst.id == 0)
+  if (inst.id == 0 && !rp__rt_check(rt, "rp_instance_free"))
     return RP_OK;
   rp_status st = lookup_for_change(rt, inst, "rp_instance_free");
   if (st)
@@ -306,14 +344,18 @@ rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
     return rp__err(RP_ESTALE, "rp_instance_free: instance %#llx is stale",
                    (unsigned long long)inst.id);
   }
+  if ((st = claim_for_change(rt, s, inst, "rp_instance_free")) != RP_OK) {
+    pthread_mutex_unlock(&rt->inst_lock);
+    return st;
+  }
   void *base = s->base;
   rp_mem mem = s->info.mem;
   s->live = 0;
   s->base = NULL;
   /* release: descriptors that acquire-load the generation see the change */
-  atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
-  if (atomic_load(&s->gen) == 0)
-    atomic_store(&s->gen, 1); /* 0 never names a live generation */
+  uint32_t gen = (rp__inst_gen(inst) + 1) & 0x7fffffffu;
+  atomic_store_explicit(&s->gen, gen ? gen : 1, /* 0 never names one */
+                        memory_order_release);
   s->next_free = rt->inst_free;
   rt->inst_free = rp__inst_slot(inst) + 1;
   pthread_mutex_unlock(&rt->inst_lock);
@@ -340,25 +382,37 @@ rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
   if (st)
     return st;
   pthread_mutex_lock(&rt->inst_lock);
+  if (inst_lookup(rt, *inout) != s) { /* freed or reallocated meanwhile */
+    pthread_mutex_unlock(&rt->inst_lock);
+    rp__mem_free(rt, s->info.mem, nb);
+    return rp__err(RP_ESTALE, "rp_instance_realloc: instance %#llx is stale",
+                   (unsigned long long)inout->id);
+  }
+  if ((st = claim_for_change(rt, s, *inout, "rp_instance_realloc")) !=
+      RP_OK) {
+    pthread_mutex_unlock(&rt->inst_lock);
+    rp__mem_free(rt, s->info.mem, nb);
+    return st;
+  }
   void *old = s->base;
   s->base = nb;
   s->info.ptr = nb;
-  uint32_t gen = atomic_load(&s->gen) + 1;
+  uint32_t gen = (rp__inst_gen(*inout) + 1) & 0x7fffffffu;
   if (gen == 0)
     gen = 1;
   s->info.generation = gen;
   atomic_store_explicit(&s->gen, gen, memory_order_release);
   pthread_mutex_unlock(&rt->inst_lock);
   rp__mem_free(rt, s->info.mem, old);
-  inout->id = (uint64_t)gen << 32 | rp__inst_slot(*inout);
+  inout->id = inst_id(rt, gen, rp__inst_slot(*inout));
   return RP_OK;
 }
 
 rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out) {
   rp_inst_slot *s = inst_lookup(rt, inst);
   if (!s || !s->live)
-    return rp__err(RP_ESTALE, "instance %#llx is stale or unknown",
-                   (unsigned long long)inst.id);
+    return rp__err(RP_ESTALE, "instance %#llx is stale or unknown%s",
+                   (unsigned long long)inst.id, inst_why(rt, inst));
   out->info = s->info;
   out->slot = rp__inst_slot(inst);
   out->gen_word = &s->gen;
@@ -375,7 +429,10 @@ rp_status rp__inst_mem(const rp_runtime *rt, rp_inst inst, rp_mem *mem) {
 
 rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
                             rp_instance_info *out) {
-  if (!rt || !out)
+  rp_status cst = rp__rt_check(rt, "rp_instance_query");
+  if (cst)
+    return cst;
+  if (!out)
     return rp__err(RP_EINVAL, "rp_instance_query: NULL argument");
   rp_inst_view v;
   rp_status st = rp__inst_view(rt, inst, &v);
@@ -387,7 +444,7 @@ rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
 
 void *rp_instance_ptr(const rp_runtime *rt, rp_inst inst) {
   rp_inst_view v;
-  if (!rt || rp__inst_view(rt, inst, &v) ||
+  if (rp__rt_check(rt, "rp_instance_ptr") || rp__inst_view(rt, inst, &v) ||
       !rp__mem_host_addressable(rt, v.info.mem))
     return NULL;
   return v.info.ptr;
@@ -442,7 +499,10 @@ static rp_status for_each_row(rp_runtime *rt, const rp_instance_info *in,
 
 static rp_status read_write(rp_runtime *rt, rp_inst inst, void *buf,
                             size_t bytes, int to_dense, const char *what) {
-  if (!rt || !buf)
+  rp_status cst = rp__rt_check(rt, what);
+  if (cst)
+    return cst;
+  if (!buf)
     return rp__err(RP_EINVAL, "%s: NULL argument", what);
   rp_inst_view v;
   rp_status st = rp__inst_view(rt, inst, &v);
@@ -470,4 +530,11 @@ void rp__set_inst_release_hook(rp_runtime *rt, rp_inst_release_hook fn,
                                void *arg) {
   rt->inst_hook_arg = arg;
   rt->inst_hook = fn;
+}
+
+void rp__set_inst_busy_hook(rp_runtime *rt, rp_inst_busy_hook fn, void *arg) {
+  pthread_mutex_lock(&rt->inst_lock);
+  rt->inst_busy_arg = arg;
+  rt->inst_busy = fn;
+  pthread_mutex_unlock(&rt->inst_lock);
 }

@@ -239,7 +239,10 @@ static rp_status task_hash_reserve(rp_runtime *rt, uint32_t n) {
 
 rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
                            rp_task_id *out) {
-  if (!rt || !d || !out)
+  rp_status cst = rp__rt_check(rt, "rp_task_register");
+  if (cst)
+    return cst;
+  if (!d || !out)
     return rp__err(RP_EINVAL, "rp_task_register: NULL argument");
   if (!d->name || !*d->name)
     return rp__err(RP_EINVAL, "rp_task_register: task needs a name");
@@ -560,7 +563,6 @@ static void destroy_parts(rp_runtime *rt) {
   pthread_mutex_destroy(&rt->inst_lock);
   pthread_mutex_destroy(&rt->task_lock);
   pthread_mutex_destroy(&rt->layer_lock);
-  free(rt);
 }
 
 rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
@@ -588,6 +590,10 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
   if (!rt)
     return rp__err(RP_ENOMEM, "rp_runtime_create: out of memory");
   rt->cfg = cfg;
+  rt->magic = RP_RUNTIME_MAGIC;
+  /* handle tags 1..255, in creation order (engine.h "Handle identity") */
+  static _Atomic uint32_t tags;
+  rt->tag = 1 + atomic_fetch_add(&tags, 1) % 255;
   /* Nsight Systems and other NVTX tools announce themselves through the
    * injection variable; per-op ranges are emitted only then. */
   if (getenv("NVTX_INJECTION64_PATH") || rp__env_long("REPRISE_NVTX", 0) > 0)
@@ -668,6 +674,7 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
   return RP_OK;
 fail:
   destroy_parts(rt);
+  free(rt);
   return st;
 }
 
@@ -684,9 +691,10 @@ static rp_status drain_layers(rp_runtime *rt) {
 }
 
 rp_status rp_runtime_drain(rp_runtime *rt) {
-  if (!rt)
-    return rp__err(RP_EINVAL, "rp_runtime_drain: NULL runtime");
-  rp_status st = drain_layers(rt);
+  rp_status st = rp__rt_check(rt, "rp_runtime_drain");
+  if (st)
+    return st;
+  st = drain_layers(rt);
   if (!st)
     st = rp__ops_drain(rt);
   if (st)
@@ -702,6 +710,13 @@ rp_status rp_runtime_drain(rp_runtime *rt) {
 rp_status rp_runtime_destroy(rp_runtime *rt) {
   if (!rt)
     return RP_OK;
+  rp_status cst = rp__rt_check(rt, "rp_runtime_destroy");
+  if (cst)
+    return cst;
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "rp_runtime_destroy inside a replay");
+  }
   int32_t live = atomic_load(&rt->live_objects);
   if (live > 0)
     return rp__err(RP_EBUSY,
@@ -717,5 +732,23 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
   if (st)
     return st;
   destroy_parts(rt);
+  /* The struct stays in quarantine with a poisoned magic, so a second
+   * destroy or a later call with this handle is refused (RP_ESTALE). */
+  rt->magic = RP_DEAD_MAGIC;
+  rp__quarantine(rt);
   return RP_OK;
+}
+
+uint32_t rp__runtime_tag(const rp_runtime *rt) { return rt->tag; }
+
+rp_status rp__rt_check(const rp_runtime *rt, const char *what) {
+  if (RP_UNLIKELY(!rt))
+    return rp__err(RP_EINVAL, "%s: NULL runtime", what);
+  if (RP_LIKELY(rt->magic == RP_RUNTIME_MAGIC))
+    return RP_OK;
+  if (rt->magic == RP_DEAD_MAGIC)
+    return rp__err(RP_ESTALE, "%s: the runtime %p was destroyed", what,
+                   (const void *)rt);
+  return rp__err(RP_EINVAL, "%s: %p is not a runtime", what,
+                 (const void *)rt);
 }

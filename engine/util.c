@@ -329,3 +329,20 @@ void rp__nvtx_pop(void) {
     nvtxRangePop();
 #endif
 }
+
+/* ---- quarantine of destroyed handle objects (see util.h) ---- */
+
+static pthread_mutex_t quarantine_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *quarantine_ring[RP_QUARANTINE];
+static unsigned quarantine_next;
+
+void rp__quarantine(void *p) {
+  if (!p)
+    return;
+  pthread_mutex_lock(&quarantine_lock);
+  void *old = quarantine_ring[quarantine_next];
+  quarantine_ring[quarantine_next] = p;
+  quarantine_next = (quarantine_next + 1) % RP_QUARANTINE;
+  pthread_mutex_unlock(&quarantine_lock);
+  free(old);
+}

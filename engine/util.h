@@ -110,6 +110,17 @@ rp_status rp__open_regular(const char *path, int *fd, uint64_t *size);
 rp_status rp__read_regular(const char *path, size_t max, char **buf,
                            size_t *len);
 
+/* Quarantine for destroyed handle objects (runtime, graph, exec): the
+ * destroy call poisons the object's magic word and hands its memory here
+ * instead of freeing it, so a later call with the destroyed handle reads
+ * the poisoned magic and is refused (not a use after free). The last
+ * RP_QUARANTINE objects are kept; the oldest is freed when a new one
+ * arrives, after which passing its handle is undefined. Thread-safe. */
+#define RP_QUARANTINE 32
+void rp__quarantine(void *p);
+/* The magic word a destroyed object carries while quarantined. */
+#define RP_DEAD_MAGIC 0xdeadd00du
+
 /* Grows a dynamic array *pp of *cap elements to hold at least need. */
 bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem);
 

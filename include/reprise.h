@@ -12,6 +12,26 @@
  * handed out by any call are owned by the caller, who drops them with
  * rp_event_release(). Destroying NULL is a no-op.
  *
+ * Misuse of handles, and what is defined:
+ *  - A destroyed runtime, graph or exec keeps its memory, with a poisoned
+ *    tag, in a quarantine of the last 32 destroyed objects: passing it
+ *    again (a second destroy included) returns RP_ESTALE ("... was
+ *    destroyed") and does nothing. Once 32 more objects were destroyed its
+ *    memory is freed: passing it then, or any pointer that never was such
+ *    an object, is undefined behaviour.
+ *  - Event and instance handles carry their runtime's identity (an 8-bit
+ *    tag) and a generation: another runtime's handle, a released and
+ *    recycled event, a freed or reallocated instance is refused with
+ *    RP_ESTALE and never acted on. (Two live runtimes share a tag only when
+ *    255 runtimes were created between them.) Releasing an event twice is
+ *    RP_ESTALE, also while it is still pending. Other calls on a released
+ *    event that is still pending act on the event, which is still live.
+ *  - One thread at a time per exec: a thread calling rp_replay or
+ *    rp_exec_destroy while another is inside rp_replay on the same exec
+ *    gets RP_EBUSY (nothing happened). Other calls on an exec, and
+ *    destroying an object while another thread still uses it, must be
+ *    ordered by the caller.
+ *
  * Layers (each a folder): engine (runtime, processors, memories, instances,
  * events, tasks, backends) -> xfer (copies, parallel operators) -> capture
  * (launch API, dependence analysis, recording, graphs) -> replay (instantiate,
@@ -300,10 +320,23 @@ RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
                                              const rp_rect *rect,
                                              const int64_t *strides, void *ptr,
                                              size_t bytes, rp_inst *out);
-/* Frees the instance; its handle (and every copy of it) becomes stale. */
+/* Frees the instance; its handle (and every copy of it) becomes stale.
+ * Instances in use (both calls, free and realloc):
+ *  - eager ops (launches outside a capture) that access the instance and
+ *    have not completed are waited for first, as before;
+ *  - a replay in flight (issued, done event not yet triggered) of an exec
+ *    that uses the instance makes the call fail with RP_EBUSY, naming the
+ *    exec, and change nothing (handle, generation and storage stay). It
+ *    does not wait for them because a replay may wait for preconditions
+ *    the caller triggers only later: waiting could deadlock the caller,
+ *    failing never does. Wait for the replays' done events, then retry.
+ * A free racing an rp_replay of such an exec on another thread either
+ * fails with RP_EBUSY or makes that replay fail with RP_ESTALE. */
 RP_API rp_status rp_instance_free(rp_runtime *rt, rp_inst inst);
 /* Gives the instance fresh storage of the same shape (zeroed) and a new
- * generation; *inout is updated, every older copy of the handle is stale. */
+ * generation; *inout is updated, every older copy of the handle is stale.
+ * RP_EBUSY (nothing changed) while a replay in flight uses it (see
+ * rp_instance_free). */
 RP_API rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout);
 RP_API rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
                                    rp_instance_info *out);
@@ -554,7 +587,10 @@ typedef struct rp_capture_opts {
 } rp_capture_opts;
 
 /* Starts recording on this thread. RP_ECAPTURE when a capture is already open
- * on this runtime (from any thread: nested or concurrent capture). */
+ * on this runtime (from any thread: nested or concurrent capture). A
+ * capture still open when its thread exits is aborted then (as
+ * rp_capture_abort; up to 4 runtimes per thread are tracked), so the
+ * runtime takes eager launches and can be destroyed again. */
 RP_API rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts);
 /* Ends recording; *out is a new graph owned by the caller. RP_ECAPTURE when
  * this thread has no open capture. */
@@ -702,7 +738,16 @@ typedef struct rp_replay_args {
  * every op finished, or is poisoned with the first error. The argument
  * block must cover every byte the exec's interpolations read (RP_ERANGE
  * naming the op and interpolation otherwise) and fit max_args
- * (RP_ERANGE). */
+ * (RP_ERANGE).
+ * While an exec measures its placement (tasks without cost hints and
+ * no_replace 0: a few windows of 8 replays after the 10th), the replay
+ * that ends a window re-places the exec only if the exec is quiet (no
+ * replay in flight); otherwise the step is postponed to a later
+ * rp_replay. rp_replay never waits for anything but a free slot, so
+ * replays gated on preconditions the caller triggers after issuing more
+ * never block it.
+ * One thread at a time per exec: a concurrent second caller gets RP_EBUSY
+ * and nothing is replayed. A destroyed exec: RP_ESTALE. */
 RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done);
 

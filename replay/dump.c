@@ -140,7 +140,10 @@ static void dump_json(const rp_exec *ex, FILE *f) {
 }
 
 rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt) {
-  if (!ex || !f || ex->magic != RP_EXEC_MAGIC)
+  rp_status st = rp__exec_check(ex, "rp_exec_dump");
+  if (st)
+    return st;
+  if (!f)
     return rp__err(RP_EINVAL, "rp_exec_dump: bad argument");
   switch (fmt) {
   case RP_DUMP_TEXT:

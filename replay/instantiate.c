@@ -554,6 +554,7 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
 
 void rp__exec_free(rp_exec *ex);
 void rp__exec_free(rp_exec *ex) {
+  rp__exec_unregister(ex); /* first: free/realloc stop looking at it */
   if (ex->lw)
     rp__lower_free(ex); /* first: its graphs use the units and buffers */
   free(ex->unit_key);
@@ -606,12 +607,17 @@ void rp__exec_free(rp_exec *ex) {
   rp__tune_free(ex);
   rp__trace_free(ex);
   pthread_mutex_destroy(&ex->detail_lock);
-  ex->magic = 0;
-  free(ex);
+  /* quarantined with a poisoned magic: a second destroy or a later call
+   * with this handle is refused (RP_ESTALE) */
+  ex->magic = RP_DEAD_MAGIC;
+  rp__quarantine(ex);
 }
 
 rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
                          rp_exec **out) {
+  rp_status gst_ = rp__graph_check(g, "rp_instantiate");
+  if (gst_)
+    return gst_;
   if (!g || !out)
     return rp__err(RP_EINVAL, "rp_instantiate: NULL argument");
   uint64_t t0 = rp__now_ns();
@@ -658,6 +664,7 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
              any_measure ? "hinted or default (1 us)" : "hinted",
              (unsigned long long)ex->edge_cost);
     rp__runtime_ref(g->rt, 1);
+    rp__exec_register(ex);
     rp__exec_env_dump(ex); /* REPRISE_DUMP=DIR; never fails */
     *out = ex;
   }

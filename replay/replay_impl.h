@@ -182,6 +182,14 @@ struct rp_exec {
   int no_replace;
 
   uint64_t issued;               /* replays submitted (host side) */
+  /* misuse guards (scheduler.c): 1 while a thread is inside rp_replay (a
+   * second concurrent caller is refused: RP_EBUSY); issued as seen by other
+   * threads, stored (seq_cst) before the replay checks its instances'
+   * generations, so rp_instance_free/realloc sees it in flight */
+  _Atomic uint32_t in_replay;
+  _Atomic uint64_t issued_pub;
+  struct rp_exec *reg_next, *reg_prev; /* rp_replay_state.execs */
+  int registered;
   uint64_t epoch;                /* replay number placement started at */
   uint64_t last_sub;             /* ring index of the last submission */
   int submitted;                 /* some replay went through the ring */
@@ -239,10 +247,20 @@ typedef struct rp_replay_state {
   _Atomic uint64_t min_cache;
   rp_cursor *cursors;
   void *lower; /* the CUDA lowering's per-runtime streams (lower_cuda.c) */
+  /* every live exec of the runtime, for rp_instance_free/realloc's check
+   * that no replay in flight uses the instance (never on the replay path) */
+  pthread_mutex_t exec_lock;
+  struct rp_exec *execs;
   rp_sub ring[RP_RING];
 } rp_replay_state;
 
 rp_replay_state *rp__replay_state(rp_runtime *rt);
+/* Adds ex to / removes it from its runtime's list of execs. */
+void rp__exec_register(rp_exec *ex);
+void rp__exec_unregister(rp_exec *ex);
+/* RP_OK for a live exec; RP_EINVAL for NULL or no exec, RP_ESTALE for a
+ * destroyed one (still quarantined, engine/util.h). `what`: the call. */
+rp_status rp__exec_check(const rp_exec *ex, const char *what);
 
 /* placement (place.c): assigns every unit a lane and builds the lanes,
  * waits and publish flags. May allocate. */

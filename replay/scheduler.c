@@ -28,8 +28,73 @@ static void replay_dtor(rp_runtime *rt, void *arg) {
   rp_replay_state *rs = arg;
   if (rs->lower)
     rp__lower_rt_free(rt, rs->lower);
+  pthread_mutex_destroy(&rs->exec_lock);
   free(rs->cursors);
   free(rs);
+}
+
+/* rp_instance_free / rp_instance_realloc (engine hook, see engine.h): an
+ * exec with replays in flight that uses the instance makes the call fail
+ * with RP_EBUSY. Seq_cst loads pair with rp_replay's publication of
+ * issued_pub and with the engine's transient generation store. */
+static rp_status inst_busy(rp_runtime *rt, void *arg, rp_inst inst,
+                           const char *what) {
+  RP_UNUSED(rt);
+  rp_replay_state *rs = arg;
+  uint32_t slot = rp__inst_slot(inst), gen = rp__inst_gen(inst);
+  rp_status st = RP_OK;
+  pthread_mutex_lock(&rs->exec_lock);
+  for (rp_exec *ex = rs->execs; ex && !st; ex = ex->reg_next) {
+    uint32_t inflight = (uint32_t)atomic_load(&ex->issued_pub) -
+                        atomic_load(&ex->done_seq);
+    for (uint32_t i = 0; inflight && i < ex->ninsts && !st; i++)
+      if (ex->insts[i].slot == slot && ex->insts[i].info.generation == gen)
+        st = rp__err(RP_EBUSY, "%s: instance %#llx is used by exec %p, "
+                     "which has %u replay(s) in flight; wait for their done "
+                     "events first (nothing was changed)", what,
+                     (unsigned long long)inst.id, (void *)ex, inflight);
+  }
+  pthread_mutex_unlock(&rs->exec_lock);
+  return st;
+}
+
+void rp__exec_register(rp_exec *ex) {
+  rp_replay_state *rs = ex->rs;
+  pthread_mutex_lock(&rs->exec_lock);
+  ex->reg_prev = NULL;
+  ex->reg_next = rs->execs;
+  if (rs->execs)
+    rs->execs->reg_prev = ex;
+  rs->execs = ex;
+  ex->registered = 1;
+  pthread_mutex_unlock(&rs->exec_lock);
+}
+
+void rp__exec_unregister(rp_exec *ex) {
+  rp_replay_state *rs = ex->rs;
+  if (!rs || !ex->registered)
+    return;
+  pthread_mutex_lock(&rs->exec_lock);
+  if (ex->reg_prev)
+    ex->reg_prev->reg_next = ex->reg_next;
+  else
+    rs->execs = ex->reg_next;
+  if (ex->reg_next)
+    ex->reg_next->reg_prev = ex->reg_prev;
+  ex->registered = 0;
+  pthread_mutex_unlock(&rs->exec_lock);
+}
+
+rp_status rp__exec_check(const rp_exec *ex, const char *what) {
+  if (RP_UNLIKELY(!ex))
+    return rp__err(RP_EINVAL, "%s: NULL exec", what);
+  if (RP_LIKELY(ex->magic == RP_EXEC_MAGIC))
+    return RP_OK;
+  if (ex->magic == RP_DEAD_MAGIC)
+    return rp__err(RP_ESTALE, "%s: the exec %p was destroyed", what,
+                   (const void *)ex);
+  return rp__err(RP_EINVAL, "%s: %p is not an exec (destroyed?)", what,
+                 (const void *)ex);
 }
 
 rp_replay_state *rp__replay_state(rp_runtime *rt) {
@@ -49,6 +114,7 @@ rp_replay_state *rp__replay_state(rp_runtime *rt) {
     return NULL;
   }
   memset(rs->cursors, 0, sizeof(rp_cursor) * (rs->nworkers + 1));
+  pthread_mutex_init(&rs->exec_lock, NULL);
   rp_replay_state *won = rp__layer_set(rt, RP_LAYER_REPLAY, rs, replay_dtor,
                                        NULL);
   if (won != rs) {
@@ -56,6 +122,7 @@ rp_replay_state *rp__replay_state(rp_runtime *rt) {
     return won;
   }
   rp__set_poller(rt, rp__replay_poll, rs);
+  rp__set_inst_busy_hook(rt, inst_busy, rs);
   return rs;
 }
 
@@ -263,7 +330,7 @@ static void finish(rp_exec *ex, rp_slot *s) {
     pthread_mutex_unlock(&ex->detail_lock);
   }
   for (uint32_t i = 0; i < ex->npre; i++)
-    rp_event_release(ex->rt, s->pre[i]);
+    rp__event_unref(ex->rt, s->pre[i]); /* retained by slot_events */
   uint64_t now = rp__now_ns();
   if (RP_UNLIKELY(ex->tuning))
     rp__tune_record(ex, s, now);
@@ -588,8 +655,9 @@ int rp__exec_quiesce(rp_exec *ex) {
 /* ---- public API ---- */
 
 static rp_status check_args(rp_exec *ex, const rp_replay_args *a) {
-  if (!ex || ex->magic != RP_EXEC_MAGIC)
-    return rp__err(RP_EINVAL, "rp_replay: not an exec (destroyed?)");
+  rp_status cst = rp__exec_check(ex, "rp_replay");
+  if (cst)
+    return cst;
   if (rp__tl_replay_violation) {
     *rp__tl_replay_violation = 1;
     return rp__err(RP_ECONTRACT, "rp_replay called from a task inside a "
@@ -658,9 +726,11 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
   s->traced = 0;
   if (RP_UNLIKELY(ex->trace != NULL))
     rp__trace_arm(ex, s, r);
+  /* seq_cst: pairs with rp_instance_free/realloc (issued_pub, see
+   * inst_busy): a replay that misses a generation change in flight there
+   * is seen in flight by it (a plain load on x86) */
   for (uint32_t i = 0; i < ex->ninsts; i++)
-    if (atomic_load_explicit(ex->insts[i].gen_word, memory_order_acquire) !=
-        ex->insts[i].info.generation) {
+    if (atomic_load(ex->insts[i].gen_word) != ex->insts[i].info.generation) {
       s->stale = 1;
       atomic_store(&s->status, (int32_t)RP_ESTALE);
       snprintf(s->detail, sizeof s->detail, "replay %llu: instance %#llx was "
@@ -711,19 +781,56 @@ static rp_status slot_events(rp_exec *ex, rp_slot *s, const rp_replay_args *a,
   return RP_OK;
 }
 
-rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
-  rp_status st = check_args(ex, a);
-  if (st)
-    return st;
-  rp__nvtx_push("reprise.replay");
-  if (RP_UNLIKELY(ex->tuning && ex->issued == ex->measure_to))
+/* 1 when nothing of ex is in flight: every replay completed and no GPU
+ * host callback is pending. A lane touches nothing the tuning step changes
+ * once its replay completed (its stats are stored before its completion
+ * count), so idle workers need not be waited for. Waits only for a
+ * completion already under way (the last replay's completion claimed: its
+ * completer is past every precondition and task and only has to store
+ * done_seq), so a host that saw the last done event sees the exec quiet. */
+static int exec_quiet(rp_exec *ex) {
+  uint32_t want = (uint32_t)ex->issued;
+  uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
+  if (done != want && ex->issued &&
+      atomic_load(&ex->slots[(ex->issued - 1) % ex->max_inflight].zeroed) ==
+          2)
+    while ((done = atomic_load_explicit(&ex->done_seq,
+                                        memory_order_acquire)) != want)
+      rp__cpu_relax();
+  if (done != want)
+    return 0;
+  return !ex->lw || !atomic_load_explicit(&ex->lw->cb_pending,
+                                          memory_order_acquire);
+}
+
+/* The tuning step (a re-placement) runs only on a quiet exec: it never
+ * waits for replays in flight, which may be gated on preconditions the
+ * caller triggers only after issuing more (issue 13). A loop that keeps
+ * replays in flight without pause postpones it until the exec is idle at
+ * some rp_replay (a batch boundary, a wait for a result). */
+static int tune_ready(rp_exec *ex) {
+  return exec_quiet(ex);
+}
+
+/* The body of rp_replay, for the thread that holds ex->in_replay. */
+static rp_status replay_owned(rp_exec *ex, const rp_replay_args *a,
+                              rp_event *done) {
+  rp_status st;
+  /* A measurement window ended: the tuning step (re-placement) needs the
+   * exec quiet, and is postponed to a later rp_replay rather than wait for
+   * a replay in flight that may depend on the caller (tune_ready). */
+  if (RP_UNLIKELY(ex->tuning && ex->issued >= ex->measure_to) &&
+      tune_ready(ex))
     rp__tune_step(ex);
   uint64_t r = ex->issued;
   wait_inflight(ex, ex->max_inflight);
   rp_slot *s = &ex->slots[r % ex->max_inflight];
+  /* in flight for rp_instance_free/realloc before arm_slot checks the
+   * generations (seq_cst, see inst_busy) */
+  atomic_store(&ex->issued_pub, r + 1);
   arm_slot(ex, s, r, a);
   if ((st = slot_events(ex, s, a, done)) != RP_OK) {
-    rp__nvtx_pop();
+    atomic_store(&ex->issued_pub, r);
     return st;
   }
   ex->issued = r + 1;
@@ -733,23 +840,46 @@ rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
     launch_here(ex, r);
   else
     submit(ex, r);
-  rp__nvtx_pop();
   return RP_OK;
+}
+
+/* One thread at a time per exec: a second thread calling rp_replay (or
+ * rp_exec_destroy) on the exec while one is inside is refused with
+ * RP_EBUSY, not raced (an uncontended exchange per replay). */
+rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
+  rp_status st = check_args(ex, a);
+  if (st)
+    return st;
+  if (RP_UNLIKELY(atomic_exchange_explicit(&ex->in_replay, 1,
+                                           memory_order_acquire)))
+    return rp__err(RP_EBUSY, "rp_replay: another thread is inside rp_replay "
+                   "or rp_exec_destroy on exec %p (one thread at a time per "
+                   "exec)", (void *)ex);
+  rp__nvtx_push("reprise.replay");
+  st = replay_owned(ex, a, done);
+  rp__nvtx_pop();
+  atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+  return st;
 }
 
 rp_status rp_exec_destroy(rp_exec *ex) {
   if (!ex)
     return RP_OK;
-  if (ex->magic != RP_EXEC_MAGIC)
-    return rp__err(RP_EINVAL, "rp_exec_destroy: not an exec");
+  rp_status cst = rp__exec_check(ex, "rp_exec_destroy");
+  if (cst)
+    return cst;
   if (rp__tl_replay_violation) {
     *rp__tl_replay_violation = 1;
     return rp__err(RP_ECONTRACT, "rp_exec_destroy inside a replay");
   }
+  if (atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire))
+    return rp__err(RP_EBUSY, "rp_exec_destroy: another thread is inside "
+                   "rp_replay on exec %p", (void *)ex);
   rp_runtime *rt = ex->rt;
   if (rp__exec_quiesce(ex)) {
     /* The CUDA context is lost: host callbacks CUDA will never run may
      * still reference the exec, so it is leaked rather than freed. */
+    rp__exec_unregister(ex);
     ex->magic = 0;
     rp__runtime_ref(rt, -1);
     return rp__err(RP_EUNUSABLE, "rp_exec_destroy: the CUDA context was "
@@ -762,8 +892,11 @@ rp_status rp_exec_destroy(rp_exec *ex) {
 }
 
 rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out) {
-  if (!ex || !out || ex->magic != RP_EXEC_MAGIC)
-    return rp__err(RP_EINVAL, "rp_exec_stats_get: bad argument");
+  rp_status cst = rp__exec_check(ex, "rp_exec_stats_get");
+  if (cst)
+    return cst;
+  if (!out)
+    return rp__err(RP_EINVAL, "rp_exec_stats_get: NULL out");
   memset(out, 0, sizeof *out);
   out->replays = atomic_load_explicit(&((rp_exec *)ex)->completed,
                                       memory_order_relaxed);
@@ -785,8 +918,11 @@ rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out) {
 }
 
 rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out) {
-  if (!ex || !out || ex->magic != RP_EXEC_MAGIC)
-    return rp__err(RP_EINVAL, "rp_exec_op_proc: bad argument");
+  rp_status cst = rp__exec_check(ex, "rp_exec_op_proc");
+  if (cst)
+    return cst;
+  if (!out)
+    return rp__err(RP_EINVAL, "rp_exec_op_proc: NULL out");
   if (op >= ex->g->nops)
     return rp__err(RP_EINVAL, "rp_exec_op_proc: op %u out of range (%u ops)",
                    op, ex->g->nops);

@@ -118,8 +118,9 @@ void rp__trace_free(rp_exec *ex) {
 /* ---- the public calls ---- */
 
 static rp_status check_exec(rp_exec *ex, const char *what) {
-  if (!ex || ex->magic != RP_EXEC_MAGIC)
-    return rp__err(RP_EINVAL, "%s: not an exec (destroyed?)", what);
+  rp_status st = rp__exec_check(ex, what);
+  if (st)
+    return st;
   if (rp__tl_replay_violation) {
     *rp__tl_replay_violation = 1;
     return rp__err(RP_ECONTRACT, "%s called from a task inside a replay", what);

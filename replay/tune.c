@@ -5,8 +5,9 @@
  * replay's duration), then tries the candidate placements those costs
  * suggest — list scheduling on the measured costs, and everything on one
  * worker — for a window of replays each, and keeps the one whose replays
- * were fastest. Every change happens between replays (rp_replay waits for
- * the exec to go quiet first), never during one; at most two trials run, so
+ * were fastest. Every change happens between replays (rp_replay takes the
+ * step only once the exec is quiet, postponing it otherwise: it never waits
+ * for replays in flight, which may be gated on the caller), never during one; at most two trials run, so
  * the exec settles after a few dozen replays and never moves again.
  *
  * A replay's duration, in steady state, is the time from when it could
@@ -152,7 +153,9 @@ static void next_window(rp_exec *ex) {
  * replay, so replay times are taken in later windows); then the initial
  * placement and each candidate are timed in turn. */
 void rp__tune_step(rp_exec *ex) {
-  rp__exec_quiesce(ex);
+  /* rp_replay calls this only once the exec is quiet (exec_quiet): no
+   * rp__exec_quiesce here, which would wait for idle workers that another
+   * exec's gated replay may hold */
   if (ex->tune_phase == 0) {
     /* unit costs are known now: plan the candidates */
     add_candidate(ex, ex->nlanes, "list scheduling on measured costs");

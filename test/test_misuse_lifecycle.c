@@ -1,0 +1,457 @@
+/* test/test_misuse_lifecycle.c — what the caller does wrong with handles
+ * and lifetimes is refused with a named error, never acted on: destroyed
+ * runtimes, graphs and execs; another runtime's events and instances;
+ * events released twice; instances freed under replays in flight; gated
+ * replays while an exec measures its placement; captures left open by an
+ * exiting thread; rp_replay from several threads at once. */
+#include "helpers.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SEC 1000000000ll
+
+static _Atomic int runs;
+
+static rp_status count_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  atomic_fetch_add(&runs, 1);
+  return RP_OK;
+}
+
+/* Writes its replay number into the first element of access 0. */
+static rp_status write_task(rp_task_ctx *ctx) {
+  float *p = rp_ctx_ptr(ctx, 0);
+  if (p)
+    p[0] = (float)rp_ctx_replay(ctx);
+  atomic_fetch_add(&runs, 1);
+  return RP_OK;
+}
+
+static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn fn,
+                      uint64_t cost_ns) {
+  rp_task_id id;
+  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn,
+                                                .cost_ns = cost_ns},
+                            &id));
+  return id;
+}
+
+static rp_inst make_inst(rp_runtime *rt) {
+  rp_inst in;
+  rp_rect r = rp_rect_1d(0, 15);
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));
+  return in;
+}
+
+/* ---- lifecycle: destroyed handles ---- */
+
+Test(misuse, destroyed_runtime_is_refused_and_double_destroy_is_estale) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  RP_CHECK(rp_runtime_destroy(rt));
+  RP_EXPECT(rp_runtime_destroy(rt), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "destroyed"), "%s", rp_error_detail());
+  rp_event e;
+  RP_EXPECT(rp_event_create(rt, &e), RP_ESTALE);
+  RP_EXPECT(rp_runtime_drain(rt), RP_ESTALE);
+  rp_graph *g;
+  RP_EXPECT(rp_graph_create(rt, &g), RP_ESTALE);
+  RP_EXPECT(rp_capture_begin(rt, NULL), RP_ESTALE);
+  rp_inst in;
+  rp_rect r = rp_rect_1d(0, 3);
+  RP_EXPECT(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in), RP_ESTALE);
+  RP_EXPECT(rp_event_release(rt, (rp_event){1}), RP_ESTALE);
+}
+
+Test(misuse, destroyed_graph_and_exec_are_refused) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "count", count_task, 100);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  /* the runtime refuses to go while they live */
+  RP_EXPECT(rp_runtime_destroy(rt), RP_EBUSY);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_EXPECT(rp_graph_destroy(g), RP_ESTALE);
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_ESTALE);
+  RP_EXPECT(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, NULL),
+            RP_ESTALE);
+  RP_EXPECT(rp_graph_validate(g), RP_ESTALE);
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, 10 * SEC));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_EXPECT(rp_exec_destroy(ex), RP_ESTALE);
+  RP_EXPECT(rp_replay(ex, NULL, &done), RP_ESTALE);
+  rp_exec_stats s;
+  RP_EXPECT(rp_exec_stats_get(ex, &s), RP_ESTALE);
+  RP_EXPECT(rp_exec_dump(ex, stderr, RP_DUMP_TEXT), RP_ESTALE);
+  cr_assert_str_eq(rp_exec_error_detail(ex), "");
+  th_destroy(rt);
+}
+
+/* ---- foreign and stale handles ---- */
+
+Test(misuse, another_runtimes_handles_are_refused_never_acted_on) {
+  rp_runtime *a = th_cpu_runtime(1), *b = th_cpu_runtime(1);
+  rp_inst ia = make_inst(a);
+  rp_event ea;
+  RP_CHECK(rp_event_create(a, &ea));
+  RP_EXPECT(rp_instance_free(b, ia), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "another runtime"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_instance_realloc(b, &ia), RP_ESTALE);
+  rp_instance_info info;
+  RP_EXPECT(rp_instance_query(b, ia, &info), RP_ESTALE);
+  cr_assert_null(rp_instance_ptr(b, ia));
+  RP_EXPECT(rp_event_trigger(b, ea), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "another runtime"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_event_poison(b, ea, RP_ETASK), RP_ESTALE);
+  RP_EXPECT(rp_event_release(b, ea), RP_ESTALE);
+  RP_EXPECT(rp_event_query(b, ea), RP_ESTALE);
+  RP_EXPECT(rp_event_wait(b, ea, 0), RP_ESTALE);
+  /* a's objects are untouched */
+  RP_CHECK(rp_instance_query(a, ia, &info));
+  RP_EXPECT(rp_event_query(a, ea), RP_EAGAIN);
+  /* b's own handle with the same slot still works on b */
+  rp_inst ib = make_inst(b);
+  cr_assert_neq(ib.id, ia.id);
+  RP_EXPECT(rp_instance_query(a, ib, &info), RP_ESTALE);
+  RP_CHECK(rp_instance_free(b, ib));
+  RP_CHECK(rp_event_trigger(a, ea));
+  RP_CHECK(rp_event_release(a, ea));
+  RP_CHECK(rp_instance_free(a, ia));
+  th_destroy(b);
+  th_destroy(a);
+}
+
+Test(misuse, stale_instance_and_released_event_are_refused) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_inst in = make_inst(rt), old = in;
+  RP_CHECK(rp_instance_realloc(rt, &in));
+  RP_EXPECT(rp_instance_free(rt, old), RP_ESTALE);
+  RP_EXPECT(rp_instance_realloc(rt, &old), RP_ESTALE);
+  RP_CHECK(rp_instance_free(rt, in));
+  RP_EXPECT(rp_instance_free(rt, in), RP_ESTALE);
+  float buf[16];
+  RP_EXPECT(rp_instance_read(rt, in, buf, sizeof buf), RP_ESTALE);
+  /* a triggered event released once is recycled: stale */
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_trigger(rt, e));
+  RP_CHECK(rp_event_release(rt, e));
+  RP_EXPECT(rp_event_release(rt, e), RP_ESTALE);
+  RP_EXPECT(rp_event_trigger(rt, e), RP_ESTALE);
+  th_destroy(rt);
+}
+
+/* Releasing a still-pending event twice must not take the trigger's
+ * reference: the task gated on it still runs once it triggers, and the
+ * runtime goes down cleanly. */
+Test(misuse, pending_event_released_twice_is_refused) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  rp_event gate, done;
+  RP_CHECK(rp_event_create(rt, &gate));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
+                                           .wait = gate}, &done));
+  RP_CHECK(rp_event_release(rt, gate));
+  RP_EXPECT(rp_event_release(rt, gate), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "already released"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_event_release(rt, gate), RP_ESTALE);
+  RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_wait(rt, done, 10 * SEC));
+  RP_CHECK(rp_event_release(rt, done));
+  cr_assert_eq(atomic_load(&runs), 1);
+  th_destroy(rt);
+}
+
+/* ---- resources in use ---- */
+
+/* One task writing inst, gated on precondition port 0. */
+static rp_exec *gated_writer(rp_runtime *rt, rp_task_id t, rp_inst in,
+                             uint32_t max_inflight) {
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_access acc = {.inst = in, .priv = RP_WRITE};
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
+                                             .accesses = &acc, .naccess = 1},
+                             &op));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "go", &p));
+  RP_CHECK(rp_graph_bind_precondition(g, p, op));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = max_inflight},
+                          &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  return ex;
+}
+
+Test(misuse, instance_used_by_a_replay_in_flight_is_not_freed) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "write", write_task, 100);
+  rp_inst in = make_inst(rt);
+  rp_exec *ex = gated_writer(rt, t, in, 4);
+  rp_event go, done;
+  RP_CHECK(rp_event_create(rt, &go));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &go, .npre = 1}, &done));
+  rp_instance_info before, after;
+  RP_CHECK(rp_instance_query(rt, in, &before));
+  RP_EXPECT(rp_instance_free(rt, in), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "in flight"), "%s", rp_error_detail());
+  rp_inst moved = in;
+  RP_EXPECT(rp_instance_realloc(rt, &moved), RP_EBUSY);
+  cr_assert_eq(moved.id, in.id, "realloc changed the handle");
+  /* nothing changed: same generation and storage */
+  RP_CHECK(rp_instance_query(rt, in, &after));
+  cr_assert_eq(after.generation, before.generation);
+  cr_assert_eq(after.ptr, before.ptr);
+  RP_CHECK(rp_event_trigger(rt, go));
+  RP_CHECK(rp_event_wait(rt, done, 10 * SEC));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_event_release(rt, go));
+  /* quiet now: free works, and a later replay reports the stale instance */
+  RP_CHECK(rp_instance_realloc(rt, &moved));
+  RP_CHECK(rp_instance_free(rt, moved));
+  RP_CHECK(rp_event_create(rt, &go));
+  RP_CHECK(rp_event_trigger(rt, go));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &go, .npre = 1}, &done));
+  RP_EXPECT(rp_event_wait(rt, done, 10 * SEC), RP_ESTALE);
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_event_release(rt, go));
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
+typedef struct trigger_later {
+  rp_runtime *rt;
+  rp_event e;
+  _Atomic int fired;
+} trigger_later;
+
+static void *trigger_after_sleep(void *p) {
+  trigger_later *tl = p;
+  usleep(50000);
+  atomic_store(&tl->fired, 1);
+  rp_event_trigger(tl->rt, tl->e);
+  return NULL;
+}
+
+/* Eager ops are waited for: free returns once the gated task ran. */
+Test(misuse, instance_used_by_an_eager_op_waits_for_it) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "write", write_task, 0);
+  atomic_store(&runs, 0);
+  rp_inst in = make_inst(rt);
+  trigger_later tl = {.rt = rt};
+  RP_CHECK(rp_event_create(rt, &tl.e));
+  rp_access acc = {.inst = in, .priv = RP_WRITE};
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
+                                           .accesses = &acc, .naccess = 1,
+                                           .wait = tl.e}, NULL));
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, trigger_after_sleep, &tl), 0);
+  RP_CHECK(rp_instance_free(rt, in));
+  cr_assert(atomic_load(&tl.fired), "free did not wait for the eager op");
+  cr_assert_eq(atomic_load(&runs), 1);
+  pthread_join(th, NULL);
+  RP_CHECK(rp_event_release(rt, tl.e));
+  th_destroy(rt);
+}
+
+/* ---- replay never blocks beyond its promise ---- */
+
+/* N gated replays are issued before any precondition triggers, with room
+ * for all of them in flight: rp_replay must return every time, in each
+ * placement mode (measured placement included: its windows end at
+ * replays 10, 18, 26...). */
+static void gated_replays(uint64_t cost_ns, int no_replace) {
+  enum { N = 40 };
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "count", count_task, cost_ns);
+  atomic_store(&runs, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "go", &p));
+  for (int i = 0; i < 6; i++) {
+    rp_op_id op;
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
+                                               .proc = RP_PROC_ANY}, &op));
+    RP_CHECK(rp_graph_bind_precondition(g, p, op));
+  }
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = N,
+                                             .no_replace = no_replace},
+                          &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  rp_event go[N], done[N];
+  for (int i = 0; i < N; i++) {
+    RP_CHECK(rp_event_create(rt, &go[i]));
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &go[i], .npre = 1},
+                       &done[i]));
+  }
+  cr_assert_eq(atomic_load(&runs), 0);
+  for (int i = 0; i < N; i++)
+    RP_CHECK(rp_event_trigger(rt, go[i]));
+  for (int i = 0; i < N; i++) {
+    RP_CHECK(rp_event_wait(rt, done[i], 30 * SEC));
+    RP_CHECK(rp_event_release(rt, done[i]));
+    RP_CHECK(rp_event_release(rt, go[i]));
+  }
+  cr_assert_eq(atomic_load(&runs), N * 6);
+  /* the postponed tuning steps still happen once the exec is quiet */
+  for (int i = 0; i < 40; i++) {
+    rp_event e, d;
+    RP_CHECK(rp_event_create(rt, &e));
+    RP_CHECK(rp_event_trigger(rt, e));
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &e, .npre = 1}, &d));
+    RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
+    RP_CHECK(rp_event_release(rt, d));
+    RP_CHECK(rp_event_release(rt, e));
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
+Test(misuse, gated_replays_do_not_block_while_placement_is_measured,
+     .timeout = 120) {
+  gated_replays(0, 0);
+}
+
+Test(misuse, gated_replays_do_not_block_with_cost_hints, .timeout = 120) {
+  gated_replays(1000, 0);
+}
+
+Test(misuse, gated_replays_do_not_block_with_no_replace, .timeout = 120) {
+  gated_replays(0, 1);
+}
+
+Test(misuse, zero_op_exec_replays_and_destroys, .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  for (int i = 0; i < 20; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, 10 * SEC));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  for (int i = 0; i < 5; i++) /* and some never waited for */
+    RP_CHECK(rp_replay(ex, NULL, NULL));
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
+/* ---- concurrency misuse ---- */
+
+typedef struct replayer {
+  rp_runtime *rt;
+  rp_exec *ex;
+  _Atomic int *go;
+  int ok, busy, other;
+} replayer;
+
+static void *replay_thread(void *p) {
+  replayer *r = p;
+  while (!atomic_load(r->go))
+    ;
+  for (int i = 0; i < 200; i++) {
+    rp_event done;
+    rp_status st = rp_replay(r->ex, NULL, &done);
+    if (st == RP_OK) {
+      r->ok++;
+      if (rp_event_wait(r->rt, done, 30 * SEC) != RP_OK ||
+          rp_event_release(r->rt, done) != RP_OK)
+        r->other++;
+    } else if (st == RP_EBUSY) {
+      r->busy++;
+    } else {
+      r->other++;
+    }
+  }
+  return NULL;
+}
+
+/* Eight threads replaying one exec: each call either runs one replay
+ * (counted exactly once) or is refused with RP_EBUSY; nothing is lost,
+ * duplicated or hung. */
+Test(misuse, concurrent_replay_on_one_exec_is_refused_not_raced,
+     .timeout = 300) {
+  enum { T = 8 };
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 3; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
+                                               .proc = RP_PROC_ANY}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  _Atomic int go = 0;
+  replayer r[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    r[i] = (replayer){.rt = rt, .ex = ex, .go = &go};
+    cr_assert_eq(pthread_create(&th[i], NULL, replay_thread, &r[i]), 0);
+  }
+  atomic_store(&go, 1);
+  int ok = 0, other = 0;
+  for (int i = 0; i < T; i++) {
+    pthread_join(th[i], NULL);
+    ok += r[i].ok;
+    other += r[i].other;
+  }
+  cr_assert_eq(other, 0);
+  cr_assert_gt(ok, 0);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, (uint64_t)ok);
+  cr_assert_eq(atomic_load(&runs), ok * 3);
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
+/* ---- orphaned captures ---- */
+
+static void *capture_and_exit(void *p) {
+  rp_runtime *rt = p;
+  rp_status st = rp_capture_begin(rt, NULL);
+  return (void *)(intptr_t)st;
+}
+
+Test(misuse, capture_left_open_by_an_exiting_thread_is_aborted) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  pthread_t th;
+  void *ret;
+  cr_assert_eq(pthread_create(&th, NULL, capture_and_exit, rt), 0);
+  pthread_join(th, &ret);
+  cr_assert_eq((intptr_t)ret, RP_OK);
+  /* eager launches work again, a new capture opens, destroy succeeds */
+  rp_event done;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, &done));
+  RP_CHECK(rp_event_wait(rt, done, 10 * SEC));
+  RP_CHECK(rp_event_release(rt, done));
+  cr_assert_eq(atomic_load(&runs), 1);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_abort(rt));
+  th_destroy(rt);
+}
