@@ -104,6 +104,12 @@ static int is_gpu_unit(const rp_exec *ex, const rp_unit *u) {
 /* The leader of GPU processor p's group: the lowest GPU processor on the
  * same physical device. */
 static uint32_t gpu_leader(const rp_exec *ex, uint32_t p) {
+  /* REPRISE_GPU_GROUPS=0 (read at instantiate): every logical GPU its own
+   * group, as on separate devices (the tests' way to run the cross-GPU
+   * event path on one device) */
+  const char *v = getenv("REPRISE_GPU_GROUPS");
+  if (v && strcmp(v, "0") == 0)
+    return p;
   const rp_proc_info *pi = rp__proc(ex->rt, p);
   for (uint32_t q = 0; q < p; q++) {
     const rp_proc_info *qi = rp__proc(ex->rt, q);

@@ -308,6 +308,15 @@ Test(replay_gpu, random_dags_over_two_logical_gpus_match, .timeout = 900) {
   differential(2, 40, 616);
 }
 
+/* The same with each logical GPU its own group (cross-GPU events, as on
+ * separate devices, although they share one). */
+Test(replay_gpu, random_dags_over_two_ungrouped_logical_gpus_match,
+     .timeout = 900) {
+  setenv("REPRISE_GPU_GROUPS", "0", 1); /* read at instantiate */
+  differential(2, 30, 818);
+  unsetenv("REPRISE_GPU_GROUPS");
+}
+
 Test(replay_gpu, random_dags_without_cuda_graphs_match, .timeout = 900) {
   setenv("REPRISE_CUDA_GRAPHS", "0", 1); /* read at instantiate */
   differential(2, 30, 717);
