@@ -37,6 +37,23 @@ static void replay_dtor(rp_runtime *rt, void *arg) {
  * exec with replays in flight that uses the instance makes the call fail
  * with RP_EBUSY. Seq_cst loads pair with rp_replay's publication of
  * issued_pub and with the engine's transient generation store. */
+/* Replays of ex in flight. One whose completion was already claimed
+ * (zeroed == 2: finish() is under way, and its done event may have
+ * triggered already — a caller that waited on it must not be told it is in
+ * flight) is waited out: done_seq moves right after. */
+static uint32_t inflight_settled(rp_exec *ex) {
+  for (;;) {
+    uint64_t issued = atomic_load(&ex->issued_pub);
+    uint32_t n = (uint32_t)issued - atomic_load(&ex->done_seq);
+    if (!n)
+      return 0;
+    uint64_t oldest = issued - n;
+    if (atomic_load(&ex->slots[oldest % ex->max_inflight].zeroed) != 2)
+      return n;
+    rp__cpu_relax();
+  }
+}
+
 static rp_status inst_busy(rp_runtime *rt, void *arg, rp_inst inst,
                            const char *what) {
   RP_UNUSED(rt);
@@ -45,8 +62,7 @@ static rp_status inst_busy(rp_runtime *rt, void *arg, rp_inst inst,
   rp_status st = RP_OK;
   pthread_mutex_lock(&rs->exec_lock);
   for (rp_exec *ex = rs->execs; ex && !st; ex = ex->reg_next) {
-    uint32_t inflight = (uint32_t)atomic_load(&ex->issued_pub) -
-                        atomic_load(&ex->done_seq);
+    uint32_t inflight = inflight_settled(ex);
     for (uint32_t i = 0; inflight && i < ex->ninsts && !st; i++)
       if (ex->insts[i].slot == slot && ex->insts[i].info.generation == gen)
         st = rp__err(RP_EBUSY, "%s: instance %#llx is used by exec %p, "
