@@ -672,8 +672,9 @@ void rp__lower_dump(const rp_exec *ex, FILE *f) {
 
 static rp_status update_check(rp_exec *ex, rp_op_id op, const void *args,
                               size_t size) {
-  if (!ex || ex->magic != RP_EXEC_MAGIC)
-    return rp__err(RP_EINVAL, "rp_exec_update_args: not an exec");
+  rp_status cst = rp__exec_check(ex, "rp_exec_update_args");
+  if (cst)
+    return cst;
   if (rp__tl_replay_violation) {
     *rp__tl_replay_violation = 1;
     return rp__err(RP_ECONTRACT, "rp_exec_update_args inside a replay");

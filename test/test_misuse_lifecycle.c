@@ -92,6 +92,7 @@ Test(misuse, destroyed_graph_and_exec_are_refused) {
   rp_exec_stats s;
   RP_EXPECT(rp_exec_stats_get(ex, &s), RP_ESTALE);
   RP_EXPECT(rp_exec_dump(ex, stderr, RP_DUMP_TEXT), RP_ESTALE);
+  RP_EXPECT(rp_exec_update_args(ex, 0, NULL, 0, NULL), RP_ESTALE);
   cr_assert_str_eq(rp_exec_error_detail(ex), "");
   th_destroy(rt);
 }
