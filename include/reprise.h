@@ -741,11 +741,13 @@ typedef struct rp_replay_args {
  * (RP_ERANGE).
  * While an exec measures its placement (tasks without cost hints and
  * no_replace 0: a few windows of 8 replays after the 10th), the replay
- * that ends a window re-places the exec only if the exec is quiet (no
- * replay in flight); otherwise the step is postponed to a later
- * rp_replay. rp_replay never waits for anything but a free slot, so
- * replays gated on preconditions the caller triggers after issuing more
- * never block it.
+ * that ends a window re-places the exec between replays: when the exec is
+ * quiet, or once it becomes quiet while none of the replays in flight
+ * waits for a pending precondition and they keep completing (a stall of
+ * 20 ms, or 4 completion intervals, ends that wait); otherwise the step is
+ * postponed to a later rp_replay. So rp_replay never waits for a replay
+ * that needs something from the caller: replays gated on preconditions
+ * the caller triggers after issuing more never block it.
  * One thread at a time per exec: a concurrent second caller gets RP_EBUSY
  * and nothing is replayed. A destroyed exec: RP_ESTALE. */
 RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,

@@ -819,13 +819,61 @@ static int exec_quiet(rp_exec *ex) {
                                           memory_order_acquire);
 }
 
-/* The tuning step (a re-placement) runs only on a quiet exec: it never
- * waits for replays in flight, which may be gated on preconditions the
- * caller triggers only after issuing more (issue 13). A loop that keeps
- * replays in flight without pause postpones it until the exec is idle at
- * some rp_replay (a batch boundary, a wait for a result). */
+/* 1 when a replay in flight still waits for a precondition (an event the
+ * caller may trigger only after issuing more replays). */
+static int inflight_gated(rp_exec *ex) {
+  uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
+  for (uint64_t r = ex->issued - ((uint32_t)ex->issued - done); r < ex->issued;
+       r++) {
+    const rp_slot *s = &ex->slots[r % ex->max_inflight];
+    for (uint32_t i = 0; i < ex->npre; i++)
+      if (rp__event_peek(ex->rt, s->pre[i]) == RP_EAGAIN)
+        return 1;
+  }
+  return 0;
+}
+
+/* Whether the tuning step may run now. When the exec is not quiet yet, it
+ * waits for the replays in flight only while none of them waits for a
+ * pending precondition (they need nothing from the caller) and they keep
+ * completing (a stall of max(20 ms, 4 completion intervals): e.g. a worker
+ * held by another exec's gated replay); otherwise the step is postponed to
+ * a later rp_replay. So a host that issues gated replays and triggers them
+ * afterwards never waits here, and a host loop that keeps replays in flight
+ * still gets its placement measured. */
+/* A loaded machine can hold a worker off its core for milliseconds: the
+ * bound only has to be finite (a wait that can never end is what issue 13
+ * forbids) and long enough that an ungated exec settles deterministically
+ * (the zero-growth soak test relies on it). */
+#define TUNE_STALL_NS 20000000ull
+
 static int tune_ready(rp_exec *ex) {
-  return exec_quiet(ex);
+  uint32_t seen = atomic_load(&ex->done_seq);
+  uint64_t last = rp__now_ns();
+  rp_backoff b = RP_BACKOFF_HOST;
+  while (!exec_quiet(ex)) {
+    if (inflight_gated(ex))
+      return 0;
+    uint64_t now = rp__now_ns(), iv = atomic_load_explicit(
+                                         &ex->interval_ns,
+                                         memory_order_relaxed);
+    uint32_t done = atomic_load(&ex->done_seq);
+    if (done != seen) {
+      seen = done;
+      last = now;
+    } else if (now - last > (iv * 4 > TUNE_STALL_NS ? iv * 4 : TUNE_STALL_NS)) {
+      return 0;
+    }
+    if (rp__backoff(&b))
+      continue;
+    /* asleep until the next completion, 1 ms at most (see wait_inflight) */
+    atomic_store(&ex->wake_at, done + 1);
+    atomic_fetch_add(&ex->done_sleepers, 1);
+    if (atomic_load(&ex->done_seq) == done)
+      rp__futex_wait(&ex->done_seq, done, 1000000);
+    atomic_fetch_sub(&ex->done_sleepers, 1);
+  }
+  return 1;
 }
 
 /* The body of rp_replay, for the thread that holds ex->in_replay. */
