@@ -623,6 +623,9 @@ static int setup(train_state *s, rp_backend_kind backend) {
   cfg.gpus = c->mc.procs; /* logical GPUs, round-robin on the devices */
   cfg.quiet = 1;          /* the summary says which backend and why */
   cfg.ignore_env = 1;     /* the options decide */
+  /* parse_args checked it (rp_cli_env_check): no failure here */
+  (void)rp_cli_env_u32("train", "REPRISE_DIST_TIMEOUT_MS", 1, 86400000,
+                       &cfg.dist_timeout_ms, NULL);
 #ifdef REPRISE_HAVE_MPI
   MPI_Comm world = MPI_COMM_WORLD; /* create duplicates it (collective) */
   if (c->dist)
