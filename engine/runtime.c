@@ -471,24 +471,31 @@ void rp_runtime_config_init(rp_runtime_config *cfg) {
   cfg->backend = RP_BACKEND_AUTO;
 }
 
-/* REPRISE_CPUS: unset or empty leaves cfg->cpus alone; otherwise it must be
- * a whole number in 1..RP_MAX_PROCS/2 (text, trailing characters or a
- * number out of range is an error naming the value, as a bad
- * REPRISE_BACKEND is: a typo must not silently run on every core). */
+/* REPRISE_WORKERS (or its deprecated spelling REPRISE_CPUS, read when
+ * REPRISE_WORKERS is unset): unset or empty leaves cfg->cpus alone;
+ * otherwise it must be a whole number in 1..RP_MAX_PROCS/2 (text, trailing
+ * characters or a number out of range is an error naming the variable and
+ * value, as a bad REPRISE_BACKEND is: a typo must not silently run on every
+ * core). */
 static rp_status env_cpus(rp_runtime_config *cfg) {
-  const char *s = getenv("REPRISE_CPUS");
+  const char *var = "REPRISE_WORKERS", *s = getenv(var);
+  if (!s || !*s)
+    s = getenv(var = "REPRISE_CPUS");
   if (!s || !*s)
     return RP_OK;
-  long n = rp__env_long("REPRISE_CPUS", 0);
+  long n = rp__env_long(var, 0);
   if (n < 1 || n > RP_MAX_PROCS / 2)
-    return rp__err(RP_EINVAL, "REPRISE_CPUS=%s: expected a whole number in "
-                   "1..%d", s, RP_MAX_PROCS / 2);
+    return rp__err(RP_EINVAL, "%s=%s: expected a whole number in 1..%d", var,
+                   s, RP_MAX_PROCS / 2);
   cfg->cpus = (unsigned)n;
   return RP_OK;
 }
 
-static rp_status apply_env(rp_runtime_config *cfg) {
+/* *backend_env = 1 when REPRISE_BACKEND chose the backend (its errors name
+ * the variable then, the config otherwise). */
+static rp_status apply_env(rp_runtime_config *cfg, int *backend_env) {
   const char *b = getenv("REPRISE_BACKEND");
+  *backend_env = b && *b;
   if (b && *b) {
     if (!strcasecmp(b, "auto"))
       cfg->backend = RP_BACKEND_AUTO;
@@ -503,8 +510,12 @@ static rp_status apply_env(rp_runtime_config *cfg) {
   rp_status st = env_cpus(cfg);
   if (st)
     return st;
+  const char *gs = getenv("REPRISE_GPUS");
   long g = rp__env_long("REPRISE_GPUS", -1);
-  if (g > 0 && g <= 16)
+  if (gs && *gs && (g < 1 || g > 16))
+    return rp__err(RP_EINVAL, "REPRISE_GPUS=%s: expected a whole number in "
+                   "1..16", gs);
+  if (g > 0)
     cfg->gpus = (unsigned)g;
   long t = rp__env_long("REPRISE_DIST_TIMEOUT_MS", -1);
   if (t == 0 || t > 86400000L || (t < 0 && t != -1))
@@ -577,8 +588,9 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
     rp_runtime_config_init(&cfg);
   if ((unsigned)cfg.backend > RP_BACKEND_CUDA)
     return rp__err(RP_EINVAL, "unknown backend %d", (int)cfg.backend);
+  int backend_env = 0;
   if (!cfg.ignore_env) {
-    rp_status st = apply_env(&cfg);
+    rp_status st = apply_env(&cfg, &backend_env);
     if (st)
       return st;
   }
@@ -629,7 +641,8 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
     if (st == RP_OK) {
       rt->kind = RP_BACKEND_CUDA;
     } else if (cfg.backend == RP_BACKEND_CUDA) {
-      st = rp__err_prefix(st, "REPRISE_BACKEND=cuda: ");
+      st = rp__err_prefix(st, backend_env ? "REPRISE_BACKEND=cuda: "
+                                          : "backend cuda: ");
       goto fail;
     } else {
       static char why[300];

@@ -7,8 +7,10 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <dlfcn.h>
 #include <math.h>
 #include <mutex>
+#include <stdio.h>
 
 /* engine/util.h is C-only (_Atomic); this is its rp__err prototype. */
 extern "C" rp_status rp__err(rp_status st, const char *fmt, ...)
@@ -44,11 +46,73 @@ rp_status check(cudaError_t e, const char *what) {
 /* After a <<<>>> launch: configuration errors show up here. */
 rp_status launched(const char *what) { return check(cudaGetLastError(), what); }
 
+/* ---------------------------------------------------------------------- */
+/* cuBLAS, loaded when first needed. Linking libcublas costs every process
+ * about 75 ms at start-up (libcublasLt's relocations and constructors),
+ * whether or not it ever runs a GEMM on a GPU, so `reprise version`, `dump`
+ * and CPU training would pay it too. It is dlopen'ed by the first
+ * rp_cuda_blas_init instead (RP_CUBLAS_SONAME, then the toolkit's copy
+ * RP_CUBLAS_PATH), and these are the only entry points reprise calls. */
+
+struct BlasApi {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasDestroy_v2) destroy;
+  decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSetWorkspace_v2) set_workspace;
+  decltype(&cublasSgemm_v2) sgemm;
+  decltype(&cublasGetStatusName) status_name;
+  decltype(&cublasGetStatusString) status_string;
+};
+
+BlasApi g_api;
+std::once_flag g_api_once;
+char g_api_why[512]; /* empty: loaded */
+
+/* Looks up one symbol into *fn; records why not in g_api_why. */
+template <typename F> bool blas_sym(void *h, const char *name, F *fn) {
+  *fn = reinterpret_cast<F>(dlsym(h, name));
+  if (!*fn)
+    snprintf(g_api_why, sizeof g_api_why, "%s lacks %s", RP_CUBLAS_SONAME,
+             name);
+  return *fn != nullptr;
+}
+
+void blas_load(void) {
+  void *h = dlopen(RP_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    h = dlopen(RP_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *e = dlerror();
+    snprintf(g_api_why, sizeof g_api_why, "cannot load cuBLAS (%s, %s): %s",
+             RP_CUBLAS_SONAME, RP_CUBLAS_PATH, e ? e : "not found");
+    return;
+  }
+  BlasApi a{};
+  if (!blas_sym(h, "cublasCreate_v2", &a.create) ||
+      !blas_sym(h, "cublasDestroy_v2", &a.destroy) ||
+      !blas_sym(h, "cublasSetStream_v2", &a.set_stream) ||
+      !blas_sym(h, "cublasSetWorkspace_v2", &a.set_workspace) ||
+      !blas_sym(h, "cublasSgemm_v2", &a.sgemm) ||
+      !blas_sym(h, "cublasGetStatusName", &a.status_name) ||
+      !blas_sym(h, "cublasGetStatusString", &a.status_string))
+    return; /* the handle stays open: harmless, and never unloaded */
+  g_api = a;
+}
+
+/* The loaded API, or RP_EBACKEND naming what failed (every call). */
+rp_status blas_api(const char *what) {
+  std::call_once(g_api_once, blas_load);
+  if (g_api_why[0])
+    return rp__err(RP_EBACKEND, "%s: %s", what, g_api_why);
+  return RP_OK;
+}
+
 rp_status blas_check(cublasStatus_t s, const char *what) {
   if (s == CUBLAS_STATUS_SUCCESS)
     return RP_OK;
-  return rp__err(RP_EBACKEND, "%s: %s (%s)", what, cublasGetStatusName(s),
-                 cublasGetStatusString(s));
+  /* a status comes from a call: the API is loaded */
+  return rp__err(RP_EBACKEND, "%s: %s (%s)", what, g_api.status_name(s),
+                 g_api.status_string(s));
 }
 
 cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
@@ -738,14 +802,16 @@ std::mutex g_blas_init_lock; /* serializes init and shutdown */
 rp_status blas_create(BlasDev *d) {
   cublasHandle_t h = nullptr;
   void *ws = nullptr;
-  rp_status st =
-      blas_check(cublasCreate(&h), "rp_cuda_blas_init: cublasCreate");
+  rp_status st = blas_api("rp_cuda_blas_init");
+  if (st != RP_OK)
+    return st;
+  st = blas_check(g_api.create(&h), "rp_cuda_blas_init: cublasCreate");
   if (st != RP_OK)
     return st;
   st = check(cudaMalloc(&ws, RP_CUBLAS_WS_SLOTS * RP_CUBLAS_WS_BYTES),
              "rp_cuda_blas_init: cudaMalloc(workspace)");
   if (st != RP_OK) {
-    cublasDestroy(h);
+    g_api.destroy(h);
     return st;
   }
   d->handle = h;
@@ -843,7 +909,7 @@ extern "C" void rp_cuda_blas_shutdown(void) {
       continue;
     std::lock_guard<std::mutex> dl(d->lock); /* no GEMM enqueue in flight */
     cudaSetDevice(i);
-    cublasDestroy(d->handle);
+    g_api.destroy(d->handle); /* ready: the API is loaded */
     cudaFree(d->ws);
     d->handle = nullptr;
     d->ws = nullptr;
@@ -874,13 +940,13 @@ extern "C" rp_status rp_cuda_gemm(int trans_a, int trans_b, int m, int n, int k,
   size_t ws_bytes = 0;
   ws_slot(d, stream, &ws, &ws_bytes);
   /* Order matters: cublasSetStream resets the workspace to cuBLAS's pool. */
-  st = blas_check(cublasSetStream(d->handle, as_stream(stream)),
+  st = blas_check(g_api.set_stream(d->handle, as_stream(stream)),
                   "rp_cuda_gemm: cublasSetStream");
   if (st == RP_OK)
-    st = blas_check(cublasSetWorkspace(d->handle, ws, ws_bytes),
+    st = blas_check(g_api.set_workspace(d->handle, ws, ws_bytes),
                     "rp_cuda_gemm: cublasSetWorkspace");
   if (st == RP_OK)
-    st = blas_check(cublasSgemm(d->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+    st = blas_check(g_api.sgemm(d->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
                                 &alpha, b, ldb, a, lda, &beta, c, n),
                     "rp_cuda_gemm: cublasSgemm");

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- a small JSON validator (RFC 8259 grammar, no semantics) ---- */
@@ -681,4 +682,209 @@ Test(cli, train_reads_data_files_and_names_malformed_ones_with_exit_1) {
   RUN(&r, "train", "--backend", "cpu", "--data", "/nonexistent/d.csv");
   cr_assert_eq(r.status, 1);
   cr_assert(strstr(r.err, "cannot open"), "%s", r.err);
+}
+
+/* ---- one grammar for the commands (README "Environment") ---- */
+
+/* Every command, for the cases that go through them all. */
+static const char *const COMMANDS[] = {"bench", "dump", "plot", "train",
+                                       "version", "help"};
+#define NCMD (sizeof COMMANDS / sizeof COMMANDS[0])
+
+Test(cli, every_command_and_help_topic_answers_help) {
+  cli_run r;
+  for (size_t i = 0; i < NCMD; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "usage: reprise %s", COMMANDS[i]);
+    RUN(&r, COMMANDS[i], "--help");
+    cr_assert_eq(r.status, 0, "%s --help: %s", COMMANDS[i], r.err);
+    cr_assert(strstr(r.out, want), "%s --help: %s", COMMANDS[i], r.out);
+    RUN(&r, "help", COMMANDS[i]);
+    cr_assert_eq(r.status, 0, "help %s: %s", COMMANDS[i], r.err);
+    cr_assert(strstr(r.out, want), "help %s: %s", COMMANDS[i], r.out);
+  }
+  /* an unknown topic lists the commands instead of naming a --help */
+  RUN(&r, "help", "bogus");
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "unknown command 'bogus'"), "%s", r.err);
+  cr_assert(strstr(r.err, "usage: reprise <command>"), "%s", r.err);
+}
+
+Test(cli, a_bad_option_prints_the_commands_usage_and_exits_2) {
+  cli_run r;
+  for (size_t i = 0; i < NCMD; i++) {
+#ifndef REPRISE_HAVE_BENCH
+    if (!strcmp(COMMANDS[i], "bench"))
+      continue;
+#endif
+    char want[64];
+    snprintf(want, sizeof want, "usage: reprise %s", COMMANDS[i]);
+    RUN(&r, COMMANDS[i], "--no-such-option");
+    cr_assert_eq(r.status, 2, "%s: %d %s", COMMANDS[i], r.status, r.err);
+    cr_assert(strstr(r.err, want), "%s: no usage: %s", COMMANDS[i], r.err);
+    cr_assert_str_empty(r.out, "%s: %s", COMMANDS[i], r.out);
+  }
+}
+
+/* A graph file to dump (a tiny recorded step). */
+static void small_graph(char *path) {
+  tmp_file(path);
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--iters", "1",
+      "--batch", "32", "--hidden", "4", "--samples", "64", "--save-graph",
+      path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+}
+
+Test(cli, a_bad_environment_value_is_an_error_naming_the_variable) {
+  char graph[] = "/tmp/rp_cli_envg_XXXXXX";
+  small_graph(graph);
+  static const char *const vars[][2] = {
+      {"REPRISE_BACKEND", "gpu"},   {"REPRISE_WORKERS", "0"},
+      {"REPRISE_CPUS", "lots"},     {"REPRISE_GPUS", "99"},
+      {"REPRISE_SPIN_NS", "-5"},    {"REPRISE_GPU_POLL", "often"},
+      {"REPRISE_DIST_TIMEOUT_MS", "0"}};
+  cli_run r;
+  for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
+    setenv(vars[v][0], vars[v][1], 1);
+    char want[96];
+    snprintf(want, sizeof want, "%s=%s", vars[v][0], vars[v][1]);
+    RUN(&r, TRAIN_SMALL);
+    cr_assert_eq(r.status, 2, "train, %s: %d %s", want, r.status, r.err);
+    cr_assert(strstr(r.err, want), "train: %s not named: %s", want, r.err);
+    RUN(&r, "dump", graph);
+    cr_assert_eq(r.status, 2, "dump, %s: %d %s", want, r.status, r.err);
+    cr_assert(strstr(r.err, want), "dump: %s not named: %s", want, r.err);
+#ifdef REPRISE_HAVE_BENCH
+    RUN(&r, "bench", "--quick", "--mode", "eager", "--workload", "chain");
+    cr_assert_eq(r.status, 2, "bench, %s: %d %s", want, r.status, r.err);
+    cr_assert(strstr(r.err, want), "bench: %s not named: %s", want, r.err);
+#endif
+    unsetenv(vars[v][0]);
+  }
+  unlink(graph);
+}
+
+Test(cli, the_environment_applies_where_no_option_decides, .timeout = 300) {
+  char json[] = "/tmp/rp_cli_envj_XXXXXX";
+  tmp_file(json);
+  static char buf[1 << 16];
+  cli_run r;
+  /* train: REPRISE_BACKEND=cpu decides; an option wins over it */
+  setenv("REPRISE_BACKEND", "cpu", 1);
+  RUN(&r, "train", "--procs", "1", "--iters", "2", "--batch", "32",
+      "--hidden", "4", "--samples", "64", "--json", json);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  read_file(json, buf, sizeof buf);
+  cr_assert(strstr(buf, "\"backend\": \"cpu\""), "%.500s", buf);
+  setenv("REPRISE_BACKEND", "cuda", 1);
+  RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--iters", "2",
+      "--batch", "32", "--hidden", "4", "--samples", "64");
+  cr_assert_eq(r.status, 0, "--backend cpu lost to REPRISE_BACKEND: %s",
+               r.err);
+  /* without the option, REPRISE_BACKEND=cuda is obeyed: CUDA, or a
+   * failure that names the variable (no device) */
+  RUN(&r, "train", "--procs", "1", "--iters", "2", "--batch", "32",
+      "--hidden", "4", "--samples", "64", "--json", json);
+  if (r.status == 0) {
+    read_file(json, buf, sizeof buf);
+    cr_assert(strstr(buf, "\"backend\": \"cuda\""), "%.500s", buf);
+  } else {
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "REPRISE_BACKEND=cuda"), "%s", r.err);
+  }
+  /* and --backend cuda failing blames the option, not the variable */
+  unsetenv("REPRISE_BACKEND");
+  RUN(&r, "train", "--backend", "cuda", "--procs", "1", "--iters", "2",
+      "--batch", "32", "--hidden", "4", "--samples", "64");
+  if (r.status)
+    cr_assert(strstr(r.err, "--backend cuda") &&
+                  !strstr(r.err, "REPRISE_BACKEND"), "%s", r.err);
+#ifdef REPRISE_HAVE_BENCH
+  /* bench: REPRISE_WORKERS and REPRISE_BACKEND reach the rows */
+  setenv("REPRISE_WORKERS", "3", 1);
+  setenv("REPRISE_BACKEND", "cpu", 1);
+  RUN(&r, "bench", "--quick", "--mode", "eager", "--workload", "chain",
+      "--json", json);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  read_file(json, buf, sizeof buf);
+  cr_assert(strstr(buf, "\"workers\": 3"), "%.500s", buf);
+  cr_assert(strstr(buf, "\"backend\": \"cpu\""), "%.500s", buf);
+  RUN(&r, "bench", "--quick", "--mode", "eager", "--workload", "chain",
+      "--workers", "1", "--json", json);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  read_file(json, buf, sizeof buf);
+  cr_assert(strstr(buf, "\"workers\": 1"), "--workers lost: %.500s", buf);
+  /* --quick says its numbers are a smoke test */
+  cr_assert(strstr(r.err, "smoke test"), "%s", r.err);
+  unsetenv("REPRISE_WORKERS");
+  unsetenv("REPRISE_BACKEND");
+#endif
+  /* dump: REPRISE_WORKERS sizes the runtime the file is loaded into */
+  char graph[] = "/tmp/rp_cli_envg_XXXXXX";
+  small_graph(graph);
+  setenv("REPRISE_WORKERS", "3", 1);
+  RUN(&r, "dump", graph, "--schedule");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "of 3 workers"), "3 workers asked: %.3000s",
+            r.out);
+  RUN(&r, "dump", graph, "--schedule", "--workers", "1");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "of 1 workers"), "--workers 1 lost: %.3000s",
+            r.out);
+  unsetenv("REPRISE_WORKERS");
+  unlink(graph);
+  unlink(json);
+}
+
+/* Milliseconds since start. */
+static double ms_since(const struct timespec *a) {
+  struct timespec b;
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  return (double)(b.tv_sec - a->tv_sec) * 1e3 +
+         (double)(b.tv_nsec - a->tv_nsec) / 1e6;
+}
+
+Test(cli, an_unwritable_output_path_fails_before_any_work) {
+  static const char *const train_outs[] = {"--json", "--trace", "--timings",
+                                           "--save-graph", "--save-weights"};
+  const char *bad = "/nonexistent-dir/out.json";
+  cli_run r;
+  for (size_t i = 0; i < sizeof train_outs / sizeof train_outs[0]; i++) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* a run of minutes if it started */
+    RUN(&r, "train", "--backend", "cpu", "--iters", "100000000",
+        train_outs[i], bad);
+    double ms = ms_since(&t0);
+    cr_assert_eq(r.status, 1, "%s: %d %s", train_outs[i], r.status, r.err);
+    cr_assert(strstr(r.err, train_outs[i]) && strstr(r.err, bad), "%s",
+              r.err);
+    cr_assert_lt(ms, 5000, "%s: failed only after %.0f ms", train_outs[i],
+                 ms);
+    cr_assert(!strstr(r.out, "iter"), "training started: %s", r.out);
+  }
+#ifdef REPRISE_HAVE_BENCH
+  RUN(&r, "bench", "--json", bad); /* the full benchmark if it started */
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "--json"), "%s", r.err);
+  cr_assert_str_empty(r.out, "bench started: %.500s", r.out);
+#endif
+  char graph[] = "/tmp/rp_cli_outg_XXXXXX";
+  small_graph(graph);
+  RUN(&r, "dump", graph, "-o", bad);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "--output"), "%s", r.err);
+  RUN(&r, "plot", "--train", graph, "-o", "/nonexistent-dir/p.svg");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "--output"), "%s", r.err);
+  /* a check leaves an existing file as it was */
+  static char before[1 << 16], after[1 << 16];
+  read_file(graph, before, sizeof before);
+  RUN(&r, "train", "--backend", "cpu", "--iters", "100000000",
+      "--save-graph", graph, "--save-weights", bad); /* checked in order */
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  read_file(graph, after, sizeof after);
+  cr_assert_str_eq(before, after, "the check changed the file");
+  unlink(graph);
 }

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
                       unsigned long *out) {
@@ -98,4 +101,164 @@ int rp_cli_each_item(const char *list, int (*each)(const char *item, void *arg),
       return rc;
     p += len + 1;
   }
+}
+
+/* ---- the environment: REPRISE_* variables (README "Environment") ---- */
+
+/* A variable's value, or NULL when unset or empty (empty counts as unset,
+ * as in the library). */
+static const char *env_value(const char *var) {
+  const char *s = getenv(var);
+  return s && *s ? s : NULL;
+}
+
+int rp_cli_env_u32(const char *cmd, const char *var, unsigned long lo,
+                   unsigned long hi, uint32_t *out, int *set) {
+  const char *s = env_value(var);
+  if (!s)
+    return RP_CLI_OK;
+  unsigned long v;
+  if (!rp_cli_parse_uint(s, lo, hi, &v))
+    return rp_cli_usage_error(cmd, "%s=%s: not a number in %lu..%lu", var, s,
+                              lo, hi);
+  *out = (uint32_t)v;
+  if (set)
+    *set = 1;
+  return RP_CLI_OK;
+}
+
+int rp_cli_env_backend(const char *cmd, rp_backend_kind *b, int *set) {
+  const char *s = env_value("REPRISE_BACKEND");
+  if (!s)
+    return RP_CLI_OK;
+  if (strcmp(s, "cpu") == 0)
+    *b = RP_BACKEND_CPU;
+  else if (strcmp(s, "cuda") == 0)
+    *b = RP_BACKEND_CUDA;
+  else if (strcmp(s, "auto") == 0)
+    *b = RP_BACKEND_AUTO;
+  else
+    return rp_cli_usage_error(cmd, "REPRISE_BACKEND=%s: not cpu, cuda or "
+                              "auto", s);
+  if (set)
+    *set = 1;
+  return RP_CLI_OK;
+}
+
+int rp_cli_env_workers(const char *cmd, uint32_t *workers, int *set) {
+  int rc = rp_cli_env_u32(cmd, "REPRISE_CPUS", 1, RP_CLI_MAX_WORKERS, workers,
+                          set); /* deprecated spelling: WORKERS wins */
+  if (!rc)
+    rc = rp_cli_env_u32(cmd, "REPRISE_WORKERS", 1, RP_CLI_MAX_WORKERS,
+                        workers, set);
+  return rc;
+}
+
+/* Every REPRISE_* variable a runtime reads, with what each accepts: checked
+ * by every command that starts a runtime, so that a typo is an error rather
+ * than the library's silent default. */
+typedef struct env_rule {
+  const char *var;
+  unsigned long lo, hi; /* a whole number in lo..hi, when words is NULL */
+  const char *words;    /* else one of these, '|'-separated */
+} env_rule;
+
+static const env_rule ENV_RULES[] = {
+    /* also checked where no option reads them (train's workers are its
+     * --procs): a bad value is an error everywhere */
+    {"REPRISE_BACKEND", 0, 0, "cpu|cuda|auto"},
+    {"REPRISE_WORKERS", 1, RP_CLI_MAX_WORKERS, NULL},
+    {"REPRISE_CPUS", 1, RP_CLI_MAX_WORKERS, NULL},
+    {"REPRISE_GPUS", 1, 16, NULL},
+    {"REPRISE_DIST_TIMEOUT_MS", 1, 86400000, NULL},
+    {"REPRISE_SPIN_NS", 0, 10000000000ul, NULL},
+    {"REPRISE_YIELD_NS", 0, 10000000000ul, NULL},
+    {"REPRISE_HOST_YIELD_NS", 0, 10000000000ul, NULL},
+    {"REPRISE_IDLE_SPIN_NS", 0, 10000000000ul, NULL},
+    {"REPRISE_PIN", 0, 1, NULL},
+    {"REPRISE_NVTX", 0, 1, NULL},
+    {"REPRISE_CUDA_GRAPHS", 0, 0, "0|1"},
+    {"REPRISE_GPU_GROUPS", 0, 0, "0|1"},
+    {"REPRISE_GPU_POLL", 0, 0, "0|1|events"},
+};
+
+/* 1 when s is one of the '|'-separated words. */
+static int is_word(const char *s, const char *words) {
+  size_t n = strlen(s);
+  for (const char *p = words;;) {
+    size_t len = strcspn(p, "|");
+    if (len == n && strncmp(p, s, n) == 0)
+      return 1;
+    if (!p[len])
+      return 0;
+    p += len + 1;
+  }
+}
+
+int rp_cli_env_check(const char *cmd) {
+  for (size_t i = 0; i < sizeof ENV_RULES / sizeof ENV_RULES[0]; i++) {
+    const env_rule *r = &ENV_RULES[i];
+    const char *s = env_value(r->var);
+    unsigned long v;
+    if (!s || (r->words ? is_word(s, r->words)
+                        : rp_cli_parse_uint(s, r->lo, r->hi, &v)))
+      continue;
+    if (r->words)
+      return rp_cli_usage_error(cmd, "%s=%s: not one of %s", r->var, s,
+                                r->words);
+    return rp_cli_usage_error(cmd, "%s=%s: not a number in %lu..%lu", r->var,
+                              s, r->lo, r->hi);
+  }
+  return RP_CLI_OK;
+}
+
+/* ---- output paths, checked before the work ---- */
+
+int rp_cli_check_output(const char *cmd, const char *opt, const char *path) {
+  if (!path)
+    return RP_CLI_OK;
+  if (!*path)
+    return rp_cli_usage_error(cmd, "%s: an empty file name", opt);
+  /* An existing file is opened for writing without truncating it; a new one
+   * is created and removed again: nothing is lost if the run fails later. */
+  int fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  int created = 0;
+  if (fd < 0 && errno == ENOENT) {
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    created = fd >= 0;
+  }
+  if (fd < 0 && errno == ENXIO)
+    return RP_CLI_OK; /* a FIFO nobody reads yet: the write will wait */
+  if (fd < 0) {
+    fprintf(stderr, "reprise %s: %s %s: cannot write: %s\n", cmd, opt, path,
+            strerror(errno));
+    return RP_CLI_FAILED;
+  }
+  struct stat sb;
+  int regular_or_char = fstat(fd, &sb) == 0 &&
+                        (S_ISREG(sb.st_mode) || S_ISCHR(sb.st_mode) ||
+                         S_ISFIFO(sb.st_mode));
+  close(fd);
+  if (created)
+    unlink(path);
+  if (!regular_or_char) {
+    fprintf(stderr, "reprise %s: %s %s: not a file\n", cmd, opt, path);
+    return RP_CLI_FAILED;
+  }
+  return RP_CLI_OK;
+}
+
+/* ---- usage ---- */
+
+static void (*cur_usage)(FILE *f);
+
+void rp_cli_set_usage(void (*usage)(FILE *f)) { cur_usage = usage; }
+
+int rp_cli_bad_option(const char *cmd) {
+  fputc('\n', stderr);
+  if (cur_usage)
+    cur_usage(stderr);
+  else
+    fprintf(stderr, "Try 'reprise %s --help'.\n", cmd);
+  return RP_CLI_USAGE;
 }

@@ -12,6 +12,7 @@
 #include "reprise.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* A command: argv[0] is the command's name, options follow. */
@@ -57,5 +58,39 @@ int rp_cli_usage_error(const char *cmd, const char *fmt, ...)
  * items included). Stops at the first non-zero return and returns it. */
 int rp_cli_each_item(const char *list, int (*each)(const char *item, void *arg),
                      void *arg);
+
+/* ---- one grammar for the commands (README "Environment") ----
+ * An option wins; its REPRISE_* variable applies when the option is not
+ * given; a bad value in either is a usage error naming its source. */
+
+/* The one range of --workers / REPRISE_WORKERS (CPU worker threads). */
+#define RP_CLI_MAX_WORKERS 128
+
+/* var's whole number in lo..hi into *out (and *set = 1) when var is set and
+ * not empty; a bad value is a usage error "VAR=S: not a number in LO..HI".
+ * RP_CLI_OK or RP_CLI_USAGE. */
+int rp_cli_env_u32(const char *cmd, const char *var, unsigned long lo,
+                   unsigned long hi, uint32_t *out, int *set);
+/* REPRISE_BACKEND (cpu|cuda|auto) into *b, as rp_cli_env_u32. */
+int rp_cli_env_backend(const char *cmd, rp_backend_kind *b, int *set);
+/* REPRISE_WORKERS (1..RP_CLI_MAX_WORKERS; the deprecated REPRISE_CPUS when
+ * it is unset) into *workers, as rp_cli_env_u32. */
+int rp_cli_env_workers(const char *cmd, uint32_t *workers, int *set);
+/* Every REPRISE_* variable a runtime reads (those above too, the
+ * tunables, the debugging switches): the first bad value is a usage error
+ * naming it. RP_CLI_OK or RP_CLI_USAGE. */
+int rp_cli_env_check(const char *cmd);
+
+/* Checks before any work that output path (option opt) can be written: an
+ * existing file is opened without truncation, a missing one created and
+ * removed again. NULL passes. RP_CLI_OK, RP_CLI_USAGE (empty name) or
+ * RP_CLI_FAILED with "reprise CMD: OPT PATH: cannot write: why". */
+int rp_cli_check_output(const char *cmd, const char *opt, const char *path);
+
+/* The running command's usage text (for rp_cli_bad_option). */
+void rp_cli_set_usage(void (*usage)(FILE *f));
+/* After getopt_long reported an unknown option or a missing argument:
+ * prints the command's usage on stderr; returns RP_CLI_USAGE. */
+int rp_cli_bad_option(const char *cmd);
 
 #endif

@@ -18,7 +18,7 @@ typedef struct bench_cli {
   uint32_t sizes[MAX_SIZES];
   int workloads_given;
   int xfer, gpu, dist, build;
-  int workers_given;
+  int workers_given, backend_given;
 } bench_cli;
 
 static void bench_usage(FILE *f) {
@@ -31,11 +31,15 @@ static void bench_usage(FILE *f) {
           "  --mode replay|eager|both  how to execute (default both)\n"
           "  --workload LIST           chain, forkjoin, layered, tiny; comma\n"
           "                            list or repeated (default all four)\n"
-          "  --workers N               CPU workers (default 2)\n"
+          "  --workers N               CPU worker threads, 1..%d (default 2;\n"
+          "                            env REPRISE_WORKERS)\n"
           "  --reps N                  executions per timed run (default per\n"
           "                            workload and mode)\n"
-          "  --backend cpu|cuda|auto   engine backend (default auto)\n"
-          "  --quick                   a few reps only (smoke test)\n"
+          "  --backend cpu|cuda|auto   engine backend (default auto; env\n"
+          "                            REPRISE_BACKEND)\n"
+          "  --quick                   a few reps only: a smoke test that the\n"
+          "                            benchmarks run, not a measurement (its\n"
+          "                            numbers can be 20-30x off)\n"
           "  --hop                     one cross-worker hop, spinning and\n"
           "                            sleeping consumer (alone unless\n"
           "                            --workload is given too)\n"
@@ -64,7 +68,11 @@ static void bench_usage(FILE *f) {
           "                            parallel step (replay vs eager, --workers\n"
           "                            shards per rank, default 1) and the\n"
           "                            replayed all-reduce vs MPI_Allreduce\n"
-          "  -h, --help                this text\n");
+          "  -h, --help                this text\n"
+          "\n"
+          "Options win over the REPRISE_* variables (README \"Environment\").\n"
+          "Exit status: 0 done, 1 a benchmark failed, 2 bad usage.\n",
+          RP_CLI_MAX_WORKERS);
 }
 
 /* ---- option values ---- */
@@ -155,7 +163,8 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
     c->o.workloads = c->workloads_given++ ? c->o.workloads : 0;
     return rp_cli_each_item(arg, add_workload, &c->o.workloads);
   case OPT_WORKERS:
-    if (!(rc = rp_cli_parse_u32("bench", "--workers", arg, 1, 1024, &v))) {
+    if (!(rc = rp_cli_parse_u32("bench", "--workers", arg, 1,
+                                RP_CLI_MAX_WORKERS, &v))) {
       c->o.workers = v;
       c->workers_given = 1;
     }
@@ -163,6 +172,7 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
   case OPT_REPS:
     return rp_cli_parse_u32("bench", "--reps", arg, 1, 100000000, &c->o.reps);
   case OPT_BACKEND:
+    c->backend_given = 1;
     return rp_cli_parse_backend("bench", arg, &c->o.backend);
   case OPT_QUICK:
     c->o.quick = 1;
@@ -196,8 +206,7 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
     bench_usage(stdout);
     return -1;
   default: /* getopt_long already said what was wrong */
-    fprintf(stderr, "Try 'reprise bench --help'.\n");
-    return RP_CLI_USAGE;
+    return rp_cli_bad_option("bench");
   }
 }
 
@@ -205,6 +214,7 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
   static char prog[] = "reprise bench"; /* getopt's messages name argv[0] */
   argv[0] = prog;
   rp_bench_opts_init(&c->o);
+  rp_cli_set_usage(bench_usage);
   optind = 1;
   int opt;
   while ((opt = getopt_long(argc, argv, "h", LONGOPTS, NULL)) != -1) {
@@ -215,6 +225,14 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
   if (optind < argc)
     return rp_cli_usage_error("bench", "unexpected argument '%s'",
                               argv[optind]);
+  /* the environment where no option decided (README "Environment") */
+  int rc;
+  if ((!c->backend_given &&
+       (rc = rp_cli_env_backend("bench", &c->o.backend, NULL))) ||
+      (!c->workers_given &&
+       (rc = rp_cli_env_workers("bench", &c->o.workers, &c->workers_given))) ||
+      (rc = rp_cli_env_check("bench")))
+    return rc;
   if (c->o.hop && !c->workloads_given)
     c->o.workloads = 0; /* --hop alone measures only the hop */
   if (c->plot && !rp_cli_plot_ext_ok(c->plot))
@@ -225,6 +243,10 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                               "with --xfer, --gpu, --build or --hop alone");
   if (c->dist && !c->workers_given)
     c->o.workers = 1; /* one shard per rank: mpiexec -n 2 fills 2 cores */
+  /* output paths, before any work */
+  if ((rc = rp_cli_check_output("bench", "--json", c->json)) ||
+      (rc = rp_cli_check_output("bench", "--plot", c->plot)))
+    return rc;
   return RP_CLI_OK;
 }
 
@@ -291,5 +313,11 @@ int rp_cmd_bench(int argc, char **argv) {
   int rc = parse_args(argc, argv, &c);
   if (rc)
     return rc < 0 ? RP_CLI_OK : rc;
+  if (c.o.quick)
+    fprintf(stderr, "reprise bench: --quick is a smoke test, not a "
+            "measurement: a few reps each, so the numbers can be 20-30x off "
+            "the real ones, and first-use allocations (the allocator's "
+            "caches) may show as 'replay loop allocated' lines. Drop --quick "
+            "to measure.\n");
   return run(&c);
 }

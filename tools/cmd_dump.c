@@ -37,7 +37,9 @@ typedef struct dump_cli {
   const char *file, *output;
   rp_dump_format fmt;
   int format_given, schedule, stats, lint, strict;
-  unsigned long cpus; /* 0: derive from the file */
+  unsigned long cpus; /* --workers (REPRISE_WORKERS); 0: from the file */
+  rp_backend_kind backend; /* REPRISE_BACKEND (no option) */
+  uint32_t gpus;           /* REPRISE_GPUS; 0: one per device */
   uint64_t max_bytes;  /* --max-bytes: 0 = the loader's limits */
   contract_decl contracts[MAX_CONTRACTS];
   uint32_t ncontracts;
@@ -83,9 +85,11 @@ static void dump_usage(FILE *f) {
       "  --contract NAME=host|stream\n"
       "                          the contract of a task this build does not\n"
       "                          know (repeatable), for the lint\n"
-      "  --cpus N                CPU workers to load into (default: enough\n"
-      "                          for every processor the file names; one\n"
-      "                          per core when it uses GPU memory)\n"
+      "  --workers N             CPU worker threads to load into, 1..128\n"
+      "                          (env REPRISE_WORKERS; default: enough for\n"
+      "                          every processor the file names, one per\n"
+      "                          core when it uses GPU memory); --cpus is\n"
+      "                          its deprecated spelling\n"
       "  --max-bytes N           the most bytes of instance storage the\n"
       "                          loader may allocate for the file (default\n"
       "                          256 MiB), and the largest file read\n"
@@ -99,7 +103,9 @@ static void dump_usage(FILE *f) {
       "--stats and --lint print instead of the dump unless --format is\n"
       "given too. Exit status: 0 done (lint findings included), 1 the file\n"
       "could not be read or loaded (its status is printed) or --strict\n"
-      "found something, 2 bad usage.\n");
+      "found something, 2 bad usage. REPRISE_BACKEND and REPRISE_GPUS\n"
+      "apply to the runtime the file is loaded into (README\n"
+      "\"Environment\").\n");
 }
 
 /* ---- options ---- */
@@ -161,7 +167,8 @@ static const struct option LONGOPTS[] = {
     {"lint", no_argument, NULL, OPT_LINT},
     {"strict", no_argument, NULL, OPT_STRICT},
     {"contract", required_argument, NULL, OPT_CONTRACT},
-    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"workers", required_argument, NULL, OPT_CPUS},
+    {"cpus", required_argument, NULL, OPT_CPUS}, /* deprecated spelling */
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
@@ -189,11 +196,11 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
   case OPT_CONTRACT:
     return parse_contract(c, arg);
   case OPT_CPUS:
-    if (!rp_cli_parse_uint(arg, 1, 1024, &c->cpus))
+    if (!rp_cli_parse_uint(arg, 1, RP_CLI_MAX_WORKERS, &c->cpus))
       return rp_cli_usage_error("dump",
-                                "--cpus: '%s' is not a number in "
-                                "1..1024",
-                                arg);
+                                "--workers: '%s' is not a number in "
+                                "1..%d",
+                                arg, RP_CLI_MAX_WORKERS);
     return RP_CLI_OK;
   case OPT_MAX_BYTES:
     return rp_cli_parse_bytes("dump", "--max-bytes", arg, (uint64_t)1 << 40,
@@ -205,14 +212,14 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
     dump_usage(stdout);
     return -1;
   default: /* getopt_long said what was wrong */
-    fprintf(stderr, "Try 'reprise dump --help'.\n");
-    return RP_CLI_USAGE;
+    return rp_cli_bad_option("dump");
   }
 }
 
 static int parse_args(int argc, char **argv, dump_cli *c) {
   static char prog[] = "reprise dump"; /* getopt's messages name argv[0] */
   argv[0] = prog;
+  rp_cli_set_usage(dump_usage);
   optind = 1;
   int opt;
   while ((opt = getopt_long(argc, argv, "ho:", LONGOPTS, NULL)) != -1) {
@@ -227,7 +234,17 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
     return rp_cli_usage_error("dump", "unexpected argument '%s'", argv[optind]);
   if (c->strict && !c->lint)
     return rp_cli_usage_error("dump", "--strict needs --lint");
-  return RP_CLI_OK;
+  /* the environment where no option decided (README "Environment") */
+  uint32_t w = 0;
+  int rc;
+  if ((rc = rp_cli_env_backend("dump", &c->backend, NULL)) ||
+      (rc = rp_cli_env_u32("dump", "REPRISE_GPUS", 1, 16, &c->gpus, NULL)) ||
+      (!c->cpus && (rc = rp_cli_env_workers("dump", &w, NULL))) ||
+      (rc = rp_cli_env_check("dump")))
+    return rc;
+  if (w)
+    c->cpus = w;
+  return rp_cli_check_output("dump", "--output", c->output);
 }
 
 /* ---- prescan: task names and processors, before loading ---- */
@@ -350,7 +367,9 @@ static rp_status make_runtime(const dump_cli *c, const prescan *p,
   rp_runtime_config_init(&cfg);
   cfg.cpus = (unsigned)runtime_cpus(c, p);
   cfg.quiet = 1;
-  cfg.ignore_env = c->cpus != 0; /* --cpus decides over REPRISE_CPUS */
+  cfg.backend = c->backend;
+  cfg.gpus = c->gpus;
+  cfg.ignore_env = 1; /* parse_args applied the environment */
   return rp_runtime_create(&cfg, rt);
 }
 

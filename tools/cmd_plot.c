@@ -457,6 +457,7 @@ static const struct option PLOT_OPTS[] = {
 int rp_cmd_plot(int argc, char **argv) {
   static char prog[] = "reprise plot";
   argv[0] = prog;
+  rp_cli_set_usage(plot_usage);
   optind = 1;
   const char *bench = NULL, *train = NULL, *out = NULL;
   int opt;
@@ -471,8 +472,7 @@ int rp_cmd_plot(int argc, char **argv) {
       plot_usage(stdout);
       return RP_CLI_OK;
     } else {
-      fprintf(stderr, "Try 'reprise plot --help'.\n");
-      return RP_CLI_USAGE;
+      return rp_cli_bad_option("plot");
     }
   }
   if (optind < argc)
@@ -486,6 +486,9 @@ int rp_cmd_plot(int argc, char **argv) {
                               "'%s': the output must end in .svg or "
                               ".png",
                               out);
+  int orc = rp_cli_check_output("plot", "--output", out);
+  if (orc)
+    return orc;
 #ifdef REPRISE_HAVE_CJSON
   cJSON *doc = parse_file("plot", bench ? bench : train);
   plot p = {0};

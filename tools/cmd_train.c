@@ -24,6 +24,7 @@
 
 typedef struct train_cli {
   rp_backend_kind backend;
+  const char *backend_src; /* "--backend", "REPRISE_BACKEND" or NULL */
   rp_mlp_config mc;
   uint32_t iters, log_every;
   uint32_t inflight; /* --inflight: replays kept in flight */
@@ -244,6 +245,7 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   uint32_t seed32 = 0;
   switch (opt) {
   case OPT_BACKEND:
+    c->backend_src = "--backend";
     return rp_cli_parse_backend("train", arg, &c->backend);
   case OPT_PROCS:
     return rp_cli_parse_u32("train", "--procs", arg, 1, RP_MLP_MAX_PROCS,
@@ -312,8 +314,7 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
     train_usage(stdout);
     return -1;
   default: /* getopt_long already said what was wrong */
-    fprintf(stderr, "Try 'reprise train --help'.\n");
-    return RP_CLI_USAGE;
+    return rp_cli_bad_option("train");
   }
 }
 
@@ -359,6 +360,7 @@ static int parse_args(int argc, char **argv, train_cli *c) {
   c->kind = RP_DATA_SPIRALS;
   c->samples = 4096;
   c->classes = 3;
+  rp_cli_set_usage(train_usage);
   optind = 1;
   int opt;
   while ((opt = getopt_long(argc, argv, "h", LONGOPTS, NULL)) != -1) {
@@ -369,11 +371,30 @@ static int parse_args(int argc, char **argv, train_cli *c) {
   if (optind < argc)
     return rp_cli_usage_error("train", "unexpected argument '%s'",
                               argv[optind]);
+  /* the environment where no option decided (README "Environment") */
+  int env_backend = 0, rc;
+  if (!c->backend_src &&
+      (rc = rp_cli_env_backend("train", &c->backend, &env_backend)))
+    return rc;
+  if (env_backend)
+    c->backend_src = "REPRISE_BACKEND";
+  if ((rc = rp_cli_env_check("train")))
+    return rc;
   if (!c->features)
     c->features = c->kind == RP_DATA_SPIRALS ? 2 : 16;
   if (!c->log_every)
     c->log_every = c->iters >= 10 ? c->iters / 10 : 1;
-  return check_options(c);
+  if ((rc = check_options(c)))
+    return rc;
+  /* every output path, before any work */
+  const char *outs[][2] = {{"--json", c->json}, {"--trace", c->trace},
+                           {"--timings", c->timings},
+                           {"--save-graph", c->save_graph},
+                           {"--save-weights", c->save_weights}};
+  for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+    if ((rc = rp_cli_check_output("train", outs[i][0], outs[i][1])))
+      return rc;
+  return RP_CLI_OK;
 }
 
 /* ---- progress ---- */
@@ -602,12 +623,22 @@ static int setup(train_state *s, rp_backend_kind backend) {
   cfg.gpus = c->mc.procs; /* logical GPUs, round-robin on the devices */
   cfg.quiet = 1;          /* the summary says which backend and why */
   cfg.ignore_env = 1;     /* the options decide */
+  /* parse_args checked it (rp_cli_env_check): no failure here */
+  (void)rp_cli_env_u32("train", "REPRISE_DIST_TIMEOUT_MS", 1, 86400000,
+                       &cfg.dist_timeout_ms, NULL);
 #ifdef REPRISE_HAVE_MPI
   MPI_Comm world = MPI_COMM_WORLD; /* create duplicates it (collective) */
   if (c->dist)
     cfg.comm = &world;
 #endif
   rp_status st = rp_runtime_create(&cfg, &s->rt);
+  if (st != RP_OK && c->backend_src && backend != RP_BACKEND_AUTO) {
+    char what[64];
+    snprintf(what, sizeof what, "creating the runtime (%s%s%s)",
+             c->backend_src, c->backend_src[0] == '-' ? " " : "=",
+             backend == RP_BACKEND_CUDA ? "cuda" : "cpu");
+    return fail(what, st);
+  }
   if (st != RP_OK)
     return fail("creating the runtime", st);
   rp_kernel_tasks k;

@@ -60,9 +60,39 @@ static const command *find_command(const char *name) {
   return NULL;
 }
 
+static int is_help(const char *a) {
+  return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
+}
+
+static void version_usage(FILE *f) {
+  fprintf(f, "usage: reprise version\n\nPrints the version of this build "
+             "(also: reprise --version).\n\nExit status: 0, or 2 bad "
+             "usage.\n");
+}
+
+static void help_usage(FILE *f) {
+  fprintf(f, "usage: reprise help [COMMAND]\n\nPrints the list of "
+             "commands, or COMMAND's options (as 'reprise COMMAND --help').\n"
+             "\nExit status: 0, or 2 for an unknown COMMAND.\n");
+}
+
+/* A bad argument to version or help: the message, then the usage (as the
+ * other commands' bad options). */
+static int usage_error(const char *cmd, void (*u)(FILE *), const char *msg,
+                       const char *arg) {
+  fprintf(stderr, "reprise %s: %s '%s'\n\n", cmd, msg, arg);
+  u(stderr);
+  return RP_CLI_USAGE;
+}
+
 static int cmd_version(int argc, char **argv) {
+  if (argc == 2 && is_help(argv[1])) {
+    version_usage(stdout);
+    return RP_CLI_OK;
+  }
   if (argc > 1)
-    return rp_cli_usage_error(argv[0], "unexpected argument '%s'", argv[1]);
+    return usage_error("version", version_usage, "unexpected argument",
+                       argv[1]);
   printf("reprise %s\n", rp_version_string());
   return RP_CLI_OK;
 }
@@ -72,12 +102,19 @@ static int cmd_help(int argc, char **argv) {
     usage(stdout);
     return RP_CLI_OK;
   }
-  const command *c = find_command(argv[1]);
-  if (argc > 2 || !c)
-    return rp_cli_usage_error(argv[0], "unknown command '%s'", argv[1]);
-  if (c->run == cmd_help || c->run == cmd_version) {
-    printf("usage: reprise %s\n  %s\n", c->name, c->summary);
+  if (argc == 2 && is_help(argv[1])) {
+    help_usage(stdout);
     return RP_CLI_OK;
+  }
+  if (argc > 2)
+    return usage_error("help", help_usage, "unexpected argument", argv[2]);
+  if (argv[1][0] == '-')
+    return usage_error("help", help_usage, "unknown option", argv[1]);
+  const command *c = find_command(argv[1]);
+  if (!c) { /* the list of topics, not a pointer to another --help */
+    fprintf(stderr, "reprise help: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return RP_CLI_USAGE;
   }
   char help[] = "--help";
   char *args[] = {argv[1], help, NULL};
@@ -89,7 +126,7 @@ int main(int argc, char **argv) {
     usage(stderr);
     return RP_CLI_USAGE;
   }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)
+  if (is_help(argv[1]))
     return cmd_help(1, argv + 1);
   if (strcmp(argv[1], "--version") == 0)
     return cmd_version(1, argv + 1);
