@@ -529,6 +529,207 @@ static rp_status load_csv(FILE *f, const char *path, uint64_t max_file,
 }
 
 /* ---------------------------------------------------------------------- */
+/* IDX files (MNIST style; big-endian): two zero bytes, the element type,
+ * the dimension count d, d u32 sizes, then the elements row-major. */
+
+#define IDX_U8 0x08
+#define IDX_MAX_DIMS 8
+
+typedef struct idx_file {
+  char *buf; /* the whole file (owned) */
+  size_t len;
+  uint32_t ndims, dims[IDX_MAX_DIMS];
+  uint64_t count; /* elements: the product of the sizes */
+  const unsigned char *data;
+} idx_file;
+
+static uint32_t get_be32(const unsigned char *b) {
+  return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
+         (uint32_t)b[3];
+}
+
+/* The IDX element type byte's name, for messages. */
+static const char *idx_type_name(unsigned t) {
+  switch (t) {
+  case 0x08: return "unsigned byte";
+  case 0x09: return "signed byte";
+  case 0x0B: return "16-bit integer";
+  case 0x0C: return "32-bit integer";
+  case 0x0D: return "32-bit float";
+  case 0x0E: return "64-bit float";
+  default: return "unknown";
+  }
+}
+
+/* 1 when the first 4 bytes look like an IDX header (any known type). */
+static int idx_magic(const unsigned char *b) {
+  return b[0] == 0 && b[1] == 0 && strcmp(idx_type_name(b[2]), "unknown") &&
+         b[3] >= 1 && b[3] <= IDX_MAX_DIMS;
+}
+
+/* Checks the header of the file in f->buf: unsigned bytes, min..max
+ * dimensions, no zero size, and exactly the elements the sizes say. */
+static rp_status idx_header(const char *path, const char *what,
+                            uint32_t min, uint32_t max, idx_file *f) {
+  const unsigned char *b = (const unsigned char *)f->buf;
+  if (f->len < 4)
+    return rp__err(RP_EFORMAT, "%s: truncated: %zu bytes, an IDX header has "
+                   "at least 4", path, f->len);
+  if (b[0] || b[1])
+    return rp__err(RP_EFORMAT, "%s: bad magic %02x %02x %02x %02x: not an "
+                   "IDX file (it starts 00 00, the type, the dimension "
+                   "count)", path, b[0], b[1], b[2], b[3]);
+  if (b[2] != IDX_U8)
+    return rp__err(RP_EFORMAT, "%s: element type 0x%02x (%s): only unsigned "
+                   "bytes (0x08) are read", path, b[2], idx_type_name(b[2]));
+  f->ndims = b[3];
+  if (f->ndims < min || f->ndims > max)
+    return rp__err(RP_EFORMAT, "%s: %u dimensions: %s need %s", path,
+                   f->ndims, what, min == max ? "exactly 1 (idx1)"
+                   : "2 to 8 (samples, then the feature dimensions)");
+  size_t head = 4 + 4 * (size_t)f->ndims;
+  if (f->len < head)
+    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes",
+                   path, f->len, head);
+  f->count = 1;
+  for (uint32_t i = 0; i < f->ndims; i++) {
+    f->dims[i] = get_be32(b + 4 + 4 * i);
+    if (f->dims[i] == 0)
+      return rp__err(RP_EFORMAT, "%s: dimension %u has size 0", path, i);
+    f->count *= f->dims[i];
+    if (f->count > RP_DATA_MAX_BYTES)
+      return rp__err(RP_ERANGE, "%s: more than %llu elements", path,
+                     (unsigned long long)RP_DATA_MAX_BYTES);
+  }
+  uint64_t want = head + f->count;
+  if (f->len < want)
+    return rp__err(RP_EFORMAT, "%s: truncated: the header (%u x %llu) needs "
+                   "%llu bytes, the file has %zu", path, f->dims[0],
+                   (unsigned long long)(f->count / f->dims[0]),
+                   (unsigned long long)want, f->len);
+  if (f->len > want)
+    return rp__err(RP_EFORMAT, "%s: %llu trailing bytes after the %llu "
+                   "elements the header announces", path,
+                   (unsigned long long)(f->len - want),
+                   (unsigned long long)f->count);
+  f->data = b + head;
+  return RP_OK;
+}
+
+/* Reads one IDX file of unsigned bytes (a regular file of at most max
+ * bytes) with min..max dimensions. */
+static rp_status idx_read(const char *path, const char *what, uint64_t max,
+                          uint32_t min_dims, uint32_t max_dims, idx_file *f) {
+  memset(f, 0, sizeof *f);
+  size_t lim = max > SIZE_MAX - 2 ? SIZE_MAX - 2 : (size_t)max;
+  rp_status st = rp__read_regular(path, lim, &f->buf, &f->len);
+  if (st != RP_OK)
+    return rp__err_prefix(st, "%s: ", path);
+  st = idx_header(path, what, min_dims, max_dims, f);
+  if (st != RP_OK) {
+    free(f->buf);
+    f->buf = NULL;
+  }
+  return st;
+}
+
+rp_status rp_data_load_idx(const char *images, const char *labels,
+                           uint64_t max_bytes, rp_dataset *out) {
+  if (!images || !labels || !out)
+    return rp__err(RP_EINVAL, "rp_data_load_idx: NULL argument");
+  uint64_t max = max_bytes ? max_bytes : RP_DATA_FILE_MAX;
+  idx_file fi, fl = {0};
+  rp_status st = idx_read(images, "images", max, 2, IDX_MAX_DIMS, &fi);
+  if (st == RP_OK)
+    st = idx_read(labels, "labels", max, 1, 1, &fl);
+  if (st == RP_OK && fi.dims[0] != fl.dims[0])
+    st = rp__err(RP_EFORMAT, "%s has %u samples, %s has %u labels: the "
+                 "counts must match", images, fi.dims[0], labels, fl.dims[0]);
+  uint32_t classes = 0;
+  for (uint32_t i = 0; st == RP_OK && i < fl.dims[0]; i++)
+    classes = fl.data[i] + 1u > classes ? fl.data[i] + 1u : classes;
+  rp_dataset d = {0};
+  if (st == RP_OK) {
+    uint32_t n = fi.dims[0], feats = (uint32_t)(fi.count / n);
+    st = data_alloc(&d, n, feats, classes < 2 ? 2 : classes);
+    if (st != RP_OK)
+      st = rp__err_prefix(st, "%s: ", images);
+  }
+  for (uint64_t i = 0; st == RP_OK && i < fi.count; i++)
+    d.x[i] = (float)fi.data[i] / 255.0f;
+  for (uint32_t i = 0; st == RP_OK && i < d.n; i++)
+    d.y[i] = fl.data[i];
+  free(fi.buf);
+  free(fl.buf);
+  if (st == RP_OK)
+    *out = d;
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Permutations and the validation split */
+
+void rp_data_permutation(uint32_t n, uint64_t seed, uint32_t *perm) {
+  rp_rng r;
+  rp_rng_seed(&r, seed);
+  for (uint32_t i = 0; i < n; i++)
+    perm[i] = i;
+  for (uint32_t i = n; i > 1; i--) { /* Fisher-Yates */
+    uint32_t j = (uint32_t)(((rp_rng_next(&r) >> 32) * i) >> 32);
+    uint32_t t = perm[i - 1];
+    perm[i - 1] = perm[j];
+    perm[j] = t;
+  }
+}
+
+/* Copies the samples with mark[i] == want into *out, in their order. */
+static rp_status pick(const rp_dataset *all, const unsigned char *mark,
+                      int want, uint32_t n, rp_dataset *out) {
+  rp_status st = data_alloc(out, n, all->features, all->classes);
+  size_t F = all->features, k = 0;
+  for (uint32_t i = 0; st == RP_OK && i < all->n; i++)
+    if (mark[i] == want) {
+      memcpy(out->x + k * F, all->x + i * F, F * sizeof *out->x);
+      out->y[k++] = all->y[i];
+    }
+  return st;
+}
+
+rp_status rp_data_split(rp_dataset *all, uint32_t nval, uint64_t seed,
+                        rp_dataset *val) {
+  if (!all || !val || !all->x || !all->y)
+    return rp__err(RP_EINVAL, "rp_data_split: NULL argument");
+  if (nval == 0 || nval >= all->n)
+    return rp__err(RP_ERANGE, "rp_data_split: %u validation samples of %u "
+                   "(need 1..%u)", nval, all->n, all->n - 1);
+  uint32_t *perm = rp__calloc(all->n, sizeof *perm);
+  unsigned char *mark = rp__calloc(all->n, 1);
+  rp_dataset tr = {0}, va = {0};
+  rp_status st = perm && mark ? RP_OK
+                              : rp__err(RP_ENOMEM, "rp_data_split: out of "
+                                        "memory");
+  if (st == RP_OK) {
+    rp_data_permutation(all->n, seed ^ 0x76616c2d73706c74ull, perm);
+    for (uint32_t i = 0; i < nval; i++) /* "val-splt" */
+      mark[perm[i]] = 1;
+    st = pick(all, mark, 1, nval, &va);
+  }
+  if (st == RP_OK)
+    st = pick(all, mark, 0, all->n - nval, &tr);
+  free(perm);
+  free(mark);
+  if (st != RP_OK) {
+    rp_data_free(&tr);
+    rp_data_free(&va);
+    return st;
+  }
+  rp_data_free(all);
+  *all = tr;
+  *val = va;
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Files */
 
 rp_status rp_data_load(const char *path, rp_dataset *out) {
@@ -567,6 +768,11 @@ rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
       st = rp__err(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
     else
       st = load_bin(f, path, size, out);
+  } else if (got >= 4 && idx_magic((const unsigned char *)magic)) {
+    st = rp__err(RP_EFORMAT, "%s: an IDX file (MNIST format, %u "
+                 "dimensions of %s): give it with its labels, --data "
+                 "IMAGES --labels LABELS", path, (unsigned)magic[3],
+                 idx_type_name((unsigned char)magic[2]));
   } else if (fseek(f, 0, SEEK_SET) != 0) {
     st = rp__err(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
   } else {

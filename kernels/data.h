@@ -96,6 +96,30 @@ rp_status rp_data_load(const char *path, rp_dataset *out);
 rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
                            rp_dataset *out);
 
+/* Reads an IDX (MNIST-style) pair: `images`, an idx3 file of unsigned
+ * bytes (any 2..8 dimensions: the first counts samples, the others are
+ * flattened into features; each byte v becomes v / 255.0f), and `labels`,
+ * an idx1 file of unsigned bytes with as many entries; classes = largest
+ * label + 1 (at least 2). Both must be regular files of at most max_bytes
+ * (0: RP_DATA_FILE_MAX). RP_EFORMAT, naming the file, for a bad magic, an
+ * element type other than 0x08, the wrong number of dimensions, a zero
+ * size, a truncated file, trailing bytes, or sample and label counts that
+ * differ; RP_ERANGE above the limits; errors of rp_data_load otherwise. On
+ * error *out is untouched. rp_data_load refuses an IDX file (it needs its
+ * labels) with RP_EFORMAT. */
+rp_status rp_data_load_idx(const char *images, const char *labels,
+                           uint64_t max_bytes, rp_dataset *out);
+
+/* A seeded permutation of 0..n-1 into perm (n entries; Fisher-Yates from
+ * rp_rng): the same seed gives the same permutation everywhere. */
+void rp_data_permutation(uint32_t n, uint64_t seed, uint32_t *perm);
+
+/* Holds out nval samples (1..n-1), chosen by a permutation seeded from
+ * `seed`, into *val; *all keeps the others. Both keep the samples' relative
+ * order and the data set's classes. On error both are untouched. */
+rp_status rp_data_split(rp_dataset *all, uint32_t nval, uint64_t seed,
+                        rp_dataset *val);
+
 /* Writes d to path as CSV (csv = 1; "%.9g" numbers, so it reads back
  * bitwise) or binary. RP_EIO when writing fails. */
 rp_status rp_data_save(const rp_dataset *d, const char *path, int csv);

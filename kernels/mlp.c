@@ -5,7 +5,9 @@
 
 #include "engine/util.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +66,18 @@ struct rp_mlp {
   int collect;   /* a timed eager step: collect the sinks' events */
   rp_event sinks[MAXSINKS];
   uint32_t nsinks;
+  /* shuffling (rp_mlp_shuffle): the data set as given, the epoch whose
+   * order data_x holds (-1: the given order), the permutation and the
+   * packed rows being written (allocated once: training allocates nothing) */
+  int shuffle;
+  uint64_t shuffle_seed;
+  int64_t loaded_epoch;
+  float *src_x, *stage_x;
+  int32_t *src_y, *stage_y;
+  uint32_t *perm;
+  /* validation (rp_mlp_set_validation): packed like data_x, whole batches */
+  rp_inst val_x, val_y;
+  uint32_t val_batches;
 };
 
 /* ---------------------------------------------------------------------- */
@@ -282,6 +296,11 @@ rp_status rp_mlp_destroy(rp_mlp *m) {
   }
   free(m->all);
   free(m->shards);
+  free(m->src_x);
+  free(m->src_y);
+  free(m->stage_x);
+  free(m->stage_y);
+  free(m->perm);
   free(m);
   return st;
 }
@@ -635,6 +654,23 @@ static rp_status place_rank(rp_mlp *m) {
   return RP_OK;
 }
 
+/* Packs this rank's rows of nb whole batches, batch after batch, into
+ * ox/oy: source row perm[i] for row i of the ordered set (i without a
+ * permutation). Without dist the rank's rows are every row of a batch. */
+static void pack_rows(const rp_mlp *m, const float *x, const int32_t *y,
+                      const uint32_t *perm, uint32_t nb, float *ox,
+                      int32_t *oy) {
+  size_t F = m->features;
+  for (size_t b = 0; b < nb; b++)
+    for (size_t r = 0; r < m->rows; r++) {
+      size_t from = b * m->cfg.batch + (size_t)m->rlo + r;
+      size_t to = b * m->rows + r;
+      from = perm ? perm[from] : from;
+      memcpy(ox + to * F, x + from * F, F * sizeof *ox);
+      oy[to] = y[from];
+    }
+}
+
 /* Copies the data set into the home memory: all of it, or with dist this
  * rank's rows of every whole batch, batch after batch (a partial last
  * batch is never used, as without dist). */
@@ -652,11 +688,8 @@ static rp_status write_data(rp_mlp *m, const rp_dataset *d) {
   rp_status st = RP_OK;
   if (!x || !y)
     st = rp__err(RP_ENOMEM, "rp_mlp_create: out of memory");
-  for (size_t i = 0; !st && i < m->nbatches; i++) {
-    size_t from = i * m->cfg.batch + (size_t)m->rlo, to = i * m->rows;
-    memcpy(x + to * F, d->x + from * F, m->rows * F * sizeof *x);
-    memcpy(y + to, d->y + from, m->rows * sizeof *y);
-  }
+  if (!st)
+    pack_rows(m, d->x, d->y, NULL, m->nbatches, x, y);
   if (!st)
     st = rp_instance_write(m->rt, m->data_x, x, nd * F * sizeof *x);
   if (!st)
@@ -687,6 +720,7 @@ rp_status rp_mlp_create(rp_runtime *rt, const rp_kernel_tasks *k,
   m->classes = data->classes;
   m->samples = data->n;
   m->nbatches = data->n / cfg->batch;
+  m->loaded_epoch = -1;
   for (uint32_t l = 0; l < m->nl; l++) {
     m->layers[l].in = l ? cfg->hidden[l - 1] : data->features;
     m->layers[l].out = l + 1 < m->nl ? cfg->hidden[l] : data->classes;
@@ -756,11 +790,11 @@ rp_status rp_mlp_batch_loss(rp_mlp *m, float *out) {
   return rp_instance_read(m->rt, m->loss, out, sizeof *out);
 }
 
-/* One batch of the evaluation (this rank's rows of it): loss (summed over
- * those rows, divided by the global batch) and the number of correct
- * predictions. */
-static rp_status eval_batch(rp_mlp *m, uint32_t i, float *loss,
-                            int32_t *correct) {
+/* One batch of the evaluation (this rank's rows of batch i of the packed
+ * set sx/sy): loss (summed over those rows, divided by the global batch)
+ * and the number of correct predictions. */
+static rp_status eval_batch(rp_mlp *m, rp_inst sx, rp_inst sy, uint32_t i,
+                            float *loss, int32_t *correct) {
   rp_proc p = m->procs[0];
   const layer *ly = m->layers;
   rp_inst w[MAXL], b[MAXL];
@@ -774,9 +808,9 @@ static rp_status eval_batch(rp_mlp *m, uint32_t i, float *loss,
   rp_xent_args xa = {(int32_t)m->rows, (int32_t)m->classes,
                      m->cfg.dist ? (float)m->cfg.batch : 0.0f};
   rp_rows_cols_args ra = {(int32_t)m->rows, (int32_t)m->classes};
-  rp_status st = gather(m, m->data_x, m->bx, m->features, i);
+  rp_status st = gather(m, sx, m->bx, m->features, i);
   if (!st)
-    st = gather(m, m->data_y, m->by, 1, i);
+    st = gather(m, sy, m->by, 1, i);
   if (!st)
     st = forward(m, p, m->bx, m->rows, w, b, m->ez, m->ea);
   if (!st)
@@ -820,26 +854,147 @@ static rp_status sum_ranks(rp_mlp *m, double *sum, int64_t *correct) {
   return st;
 }
 
-rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy) {
-  if (!m || !loss || !accuracy)
-    return rp__err(RP_EINVAL, "rp_mlp_evaluate: NULL argument");
+/* Mean loss and accuracy over nb whole batches of the packed set sx/sy. */
+static rp_status evaluate_on(rp_mlp *m, rp_inst sx, rp_inst sy, uint32_t nb,
+                             const char *f, double *loss, double *accuracy) {
   double sum = 0.0;
   int64_t correct = 0;
-  for (uint32_t i = 0; i < m->nbatches; i++) {
+  for (uint32_t i = 0; i < nb; i++) {
     float l = 0.0f;
     int32_t c = 0;
-    rp_status st = eval_batch(m, i, &l, &c);
+    rp_status st = eval_batch(m, sx, sy, i, &l, &c);
     if (st != RP_OK)
-      return rp__err_prefix(st, "rp_mlp_evaluate: batch %u: ", i);
+      return rp__err_prefix(st, "%s: batch %u: ", f, i);
     sum += l;
     correct += c;
   }
   rp_status st = m->cfg.dist ? sum_ranks(m, &sum, &correct) : RP_OK;
   if (st != RP_OK)
-    return rp__err_prefix(st, "rp_mlp_evaluate: ");
-  *loss = sum / m->nbatches;
-  *accuracy = (double)correct / ((double)m->nbatches * m->cfg.batch);
+    return rp__err_prefix(st, "%s: ", f);
+  *loss = sum / nb;
+  *accuracy = (double)correct / ((double)nb * m->cfg.batch);
   return RP_OK;
+}
+
+rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy) {
+  if (!m || !loss || !accuracy)
+    return rp__err(RP_EINVAL, "rp_mlp_evaluate: NULL argument");
+  return evaluate_on(m, m->data_x, m->data_y, m->nbatches, "rp_mlp_evaluate",
+                     loss, accuracy);
+}
+
+rp_status rp_mlp_evaluate_val(rp_mlp *m, double *loss, double *accuracy) {
+  if (!m || !loss || !accuracy)
+    return rp__err(RP_EINVAL, "rp_mlp_evaluate_val: NULL argument");
+  if (!m->val_batches)
+    return rp__err(RP_EINVAL, "rp_mlp_evaluate_val: no validation set "
+                   "(rp_mlp_set_validation)");
+  return evaluate_on(m, m->val_x, m->val_y, m->val_batches,
+                     "rp_mlp_evaluate_val", loss, accuracy);
+}
+
+rp_status rp_mlp_set_validation(rp_mlp *m, const rp_dataset *val) {
+  const char *f = "rp_mlp_set_validation";
+  if (!m || !val || !val->x || !val->y)
+    return rp__err(RP_EINVAL, "%s: NULL argument", f);
+  if (m->val_batches)
+    return rp__err(RP_EEXIST, "%s: the model has a validation set", f);
+  if (val->features != m->features)
+    return rp__err(RP_ESHAPE, "%s: %u features, the training set has %u", f,
+                   val->features, m->features);
+  for (uint32_t i = 0; i < val->n; i++)
+    if (val->y[i] < 0 || (uint32_t)val->y[i] >= m->classes)
+      return rp__err(RP_ERANGE, "%s: sample %u: label %d outside [0, %u)", f,
+                     i, (int)val->y[i], m->classes);
+  uint32_t nb = val->n / m->cfg.batch;
+  if (nb == 0)
+    return rp__err(RP_ERANGE, "%s: %u samples, less than one batch of %u", f,
+                   val->n, m->cfg.batch);
+  size_t rows = (size_t)nb * m->rows, F = m->features;
+  float *x = rp__calloc(rows * F, sizeof *x);
+  int32_t *y = rp__calloc(rows, sizeof *y);
+  rp_status st = x && y ? RP_OK : rp__err(RP_ENOMEM, "%s: out of memory", f);
+  if (!st)
+    st = mk(m, 0, RP_F32, mat(0, (int64_t)rows - 1, m->features), &m->val_x);
+  if (!st)
+    st = mk(m, 0, RP_I32, rp_rect_1d(0, (int64_t)rows - 1), &m->val_y);
+  if (!st) {
+    pack_rows(m, val->x, val->y, NULL, nb, x, y);
+    st = rp_instance_write(m->rt, m->val_x, x, rows * F * sizeof *x);
+  }
+  if (!st)
+    st = rp_instance_write(m->rt, m->val_y, y, rows * sizeof *y);
+  free(x);
+  free(y);
+  if (!st)
+    m->val_batches = nb; /* on failure the instances wait for destroy */
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Shuffling */
+
+rp_status rp_mlp_shuffle(rp_mlp *m, const rp_dataset *d, uint64_t seed) {
+  const char *f = "rp_mlp_shuffle";
+  if (!m || !d || !d->x || !d->y)
+    return rp__err(RP_EINVAL, "%s: NULL argument", f);
+  if (d->n != m->samples || d->features != m->features)
+    return rp__err(RP_ESHAPE, "%s: a data set of %u x %u, the model's is "
+                   "%u x %u", f, d->n, d->features, m->samples, m->features);
+  size_t n = m->samples, F = m->features, nd = home_rows(m);
+  if (!m->src_x) { /* once: training then allocates nothing */
+    m->src_x = rp__calloc(n * F, sizeof *m->src_x);
+    m->src_y = rp__calloc(n, sizeof *m->src_y);
+    m->stage_x = rp__calloc(nd * F, sizeof *m->stage_x);
+    m->stage_y = rp__calloc(nd, sizeof *m->stage_y);
+    m->perm = rp__calloc(n, sizeof *m->perm);
+    if (!m->src_x || !m->src_y || !m->stage_x || !m->stage_y || !m->perm)
+      return rp__err(RP_ENOMEM, "%s: out of memory", f);
+  }
+  memcpy(m->src_x, d->x, n * F * sizeof *m->src_x);
+  memcpy(m->src_y, d->y, n * sizeof *m->src_y);
+  m->shuffle = 1;
+  m->shuffle_seed = seed;
+  m->loaded_epoch = -1; /* the next training step writes its epoch */
+  return RP_OK;
+}
+
+/* Writes epoch e's order into data_x/data_y (no step may be running):
+ * the data set permuted by a permutation seeded from the seed and e, so
+ * every epoch's order is known without the ones before (a resumed run
+ * sees the order an uninterrupted one does) and every rank computes the
+ * same. No-op without shuffling or when that order is loaded. */
+static rp_status load_epoch(rp_mlp *m, uint32_t e) {
+  if (!m->shuffle || m->loaded_epoch == (int64_t)e)
+    return RP_OK;
+  size_t F = m->features, nd = home_rows(m);
+  uint64_t seed = m->shuffle_seed ^ 0x73687566666c6521ull; /* "shuffle!" */
+  rp_data_permutation(m->samples, seed + 0x9e3779b97f4a7c15ull * (e + 1ull),
+                      m->perm);
+  if (m->cfg.dist) {
+    pack_rows(m, m->src_x, m->src_y, m->perm, m->nbatches, m->stage_x,
+              m->stage_y);
+  } else {
+    for (size_t i = 0; i < m->samples; i++) {
+      memcpy(m->stage_x + i * F, m->src_x + m->perm[i] * F,
+             F * sizeof *m->stage_x);
+      m->stage_y[i] = m->src_y[m->perm[i]];
+    }
+  }
+  rp_status st =
+      rp_instance_write(m->rt, m->data_x, m->stage_x, nd * F * sizeof(float));
+  if (!st)
+    st = rp_instance_write(m->rt, m->data_y, m->stage_y,
+                           nd * sizeof(int32_t));
+  if (st != RP_OK)
+    return rp__err_prefix(st, "shuffling for epoch %u: ", e);
+  m->loaded_epoch = e;
+  return RP_OK;
+}
+
+/* 1 when step t needs another epoch's order than the one loaded. */
+static int epoch_change(const rp_mlp *m, uint32_t t) {
+  return m->shuffle && m->loaded_epoch != (int64_t)(t / m->nbatches);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -898,15 +1053,18 @@ static int reads_loss(const rp_mlp_train_opts *o, uint32_t t) {
 
 static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
                        const rp_mlp_train_opts *o) {
-  for (uint32_t t = 0; t < o->iters; t++) {
+  for (uint32_t t = o->start; t < o->iters; t++) {
+    rp_status st = load_epoch(m, t / m->nbatches); /* the step waited */
+    if (st != RP_OK)
+      return rp__err_prefix(st, "step %u: ", t);
     rp_mlp_step_args a = step_args(m, o, t);
     uint64_t t0 = rp__now_ns();
-    rp_status st = fn(m, ctx, &a);
+    st = fn(m, ctx, &a);
     uint64_t t1 = rp__now_ns();
     if (st != RP_OK)
       return rp__err_prefix(st, "step %u: ", t);
     if (o->iter_ns)
-      o->iter_ns[t] = t1 - t0;
+      o->iter_ns[t - o->start] = t1 - t0;
     float loss = NAN;
     if (reads_loss(o, t) && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
       return st;
@@ -940,7 +1098,7 @@ static rp_status retire(rp_mlp *m, rp_exec *ex, inflight_ring *r,
     return rp__err(st, "step %u: replay failed: %s", t,
                    rp_exec_error_detail(ex));
   if (o->iter_ns)
-    o->iter_ns[t] = t1 - r->t0[i];
+    o->iter_ns[t - o->start] = t1 - r->t0[i];
   float loss = NAN;
   if (reads_loss(o, t) && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
     return st;
@@ -954,12 +1112,17 @@ static rp_status retire(rp_mlp *m, rp_exec *ex, inflight_ring *r,
  * issued, so when it is retired no later replay has been started. */
 static rp_status train_inflight(rp_mlp *m, rp_exec *ex,
                                 const rp_mlp_train_opts *o) {
-  inflight_ring r = {.cap = o->inflight};
+  inflight_ring r = {.cap = o->inflight, .first = o->start};
   rp_status st = RP_OK;
-  for (uint32_t t = 0; !st && !r.stop && t < o->iters; t++) {
+  for (uint32_t t = o->start; !st && !r.stop && t < o->iters; t++) {
     if (r.n == r.cap && (st = retire(m, ex, &r, o)) != RP_OK)
       break;
-    if (r.stop)
+    /* a new epoch's order is written while no replay is in flight */
+    while (!st && r.n && epoch_change(m, t))
+      st = retire(m, ex, &r, o);
+    if (!st && (st = load_epoch(m, t / m->nbatches)) != RP_OK)
+      st = rp__err_prefix(st, "step %u: ", t);
+    if (st || r.stop)
       break;
     rp_mlp_step_args a = step_args(m, o, t);
     rp_replay_args ra = {.args = &a, .args_size = sizeof a};
@@ -992,6 +1155,9 @@ rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
     return rp__err(RP_EINVAL,
                    "rp_mlp_train_replay: inflight = %u (need 0..%d)",
                    o->inflight, RP_MLP_MAX_INFLIGHT);
+  if (o->start > o->iters)
+    return rp__err(RP_EINVAL, "rp_mlp_train_replay: start %u > iters %u",
+                   o->start, o->iters);
   uint64_t w0 = rp__now_ns();
   rp_status st = o->inflight > 1 ? train_inflight(m, ex, o)
                                  : train(m, replay_one, ex, o);
@@ -1003,10 +1169,232 @@ rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
 rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o) {
   if (!m || !o)
     return rp__err(RP_EINVAL, "rp_mlp_train_eager: NULL argument");
+  if (o->start > o->iters)
+    return rp__err(RP_EINVAL, "rp_mlp_train_eager: start %u > iters %u",
+                   o->start, o->iters);
   uint64_t w0 = rp__now_ns();
   rp_status st = train(m, eager_one, NULL, o);
   rp_status dst = rp_runtime_drain(m->rt); /* the ops' own bookkeeping */
   if (o->wall_ns)
     *o->wall_ns = rp__now_ns() - w0;
   return st ? st : dst;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Checkpoints (format in mlp.h) */
+
+#define CKPT_MAGIC "RPRSWGHT"
+#define CKPT_HEAD 48u /* bytes before the widths */
+
+static uint64_t fnv1a64(const unsigned char *b, size_t n) {
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+static void put32(unsigned char *b, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    b[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+         (uint32_t)b[3] << 24;
+}
+static void putf(unsigned char *b, float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  put32(b, u);
+}
+static float getf(const unsigned char *b) {
+  uint32_t u = get32(b);
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Floats of a model with these widths: per layer W, b and their momentum. */
+static uint64_t ckpt_floats(const uint32_t *w, uint32_t layers) {
+  uint64_t n = 0;
+  for (uint32_t l = 0; l < layers; l++)
+    n += 2 * ((uint64_t)w[l] * w[l + 1] + w[l + 1]);
+  return n;
+}
+
+/* "2-64-64-3" into buf. */
+static const char *widths_str(const uint32_t *w, uint32_t layers, char *buf,
+                              size_t cap) {
+  size_t k = 0;
+  buf[0] = '\0';
+  for (uint32_t i = 0; i <= layers && k < cap; i++)
+    k += (size_t)snprintf(buf + k, cap - k, "%s%u", i ? "-" : "", w[i]);
+  return buf;
+}
+
+/* Copies (dir 0: instance -> floats, 1: floats -> instance) every
+ * parameter and its momentum in the file's order. */
+static rp_status ckpt_move(rp_mlp *m, float *p, int dir) {
+  rp_status st = RP_OK;
+  for (uint32_t l = 0; !st && l < m->nl; l++) {
+    const layer *ly = &m->layers[l];
+    size_t nw = (size_t)ly->in * ly->out;
+    rp_inst inst[4] = {ly->w, ly->b, ly->vw, ly->vb};
+    size_t cnt[4] = {nw, ly->out, nw, ly->out};
+    for (int i = 0; !st && i < 4; i++) {
+      st = dir ? rp_instance_write(m->rt, inst[i], p, cnt[i] * sizeof *p)
+               : rp_instance_read(m->rt, inst[i], p, cnt[i] * sizeof *p);
+      p += cnt[i];
+    }
+  }
+  return st;
+}
+
+rp_status rp_mlp_save(rp_mlp *m, const char *path,
+                      const rp_mlp_ckpt_info *info) {
+  if (!m || !path || !info)
+    return rp__err(RP_EINVAL, "rp_mlp_save: NULL argument");
+  uint32_t w[MAXL + 1];
+  w[0] = m->features;
+  for (uint32_t l = 0; l < m->nl; l++)
+    w[l + 1] = m->layers[l].out;
+  size_t nf = (size_t)ckpt_floats(w, m->nl);
+  size_t head = CKPT_HEAD + 4 * ((size_t)m->nl + 1);
+  size_t size = head + 4 * nf + 8;
+  unsigned char *b = rp__calloc(size, 1);
+  float *p = rp__calloc(nf ? nf : 1, sizeof *p);
+  rp_status st = b && p ? ckpt_move(m, p, 0)
+                        : rp__err(RP_ENOMEM, "rp_mlp_save: out of memory");
+  if (!st) {
+    memcpy(b, CKPT_MAGIC, 8);
+    put32(b + 8, 1);
+    put32(b + 12, m->nl);
+    put32(b + 16, info->step);
+    putf(b + 20, info->lr);
+    putf(b + 24, info->lr_decay);
+    putf(b + 28, m->cfg.momentum);
+    put32(b + 32, m->cfg.batch);
+    put32(b + 36, m->shuffle ? 1u : 0u);
+    put32(b + 40, (uint32_t)m->cfg.seed);
+    put32(b + 44, (uint32_t)(m->cfg.seed >> 32));
+    for (uint32_t i = 0; i <= m->nl; i++)
+      put32(b + CKPT_HEAD + 4 * i, w[i]);
+    for (size_t i = 0; i < nf; i++)
+      putf(b + head + 4 * i, p[i]);
+    uint64_t h = fnv1a64(b, size - 8);
+    put32(b + size - 8, (uint32_t)h);
+    put32(b + size - 4, (uint32_t)(h >> 32));
+    FILE *f = fopen(path, "wb");
+    if (!f)
+      st = rp__err(RP_EIO, "%s: cannot write: %s", path, strerror(errno));
+    else if ((fwrite(b, 1, size, f) != size) | (fclose(f) != 0))
+      st = rp__err(RP_EIO, "%s: write failed", path);
+  }
+  free(b);
+  free(p);
+  return st;
+}
+
+/* Checks a whole checkpoint file in b (n bytes) and fills *c (but for the
+ * parameters). */
+static rp_status ckpt_parse(const char *path, const unsigned char *b,
+                            size_t n, rp_mlp_ckpt *c) {
+  if (n < CKPT_HEAD || memcmp(b, CKPT_MAGIC, 8) != 0)
+    return rp__err(RP_EFORMAT, "%s: not a reprise weights file (no "
+                   "'" CKPT_MAGIC "' header; raw f32 files of older builds "
+                   "cannot be loaded)", path);
+  if (get32(b + 8) != 1)
+    return rp__err(RP_EVERSION, "%s: weights format version %u (this "
+                   "build reads version 1)", path, get32(b + 8));
+  c->layers = get32(b + 12);
+  if (c->layers < 1 || c->layers > MAXL)
+    return rp__err(RP_EFORMAT, "%s: %u layers (need 1..%u)", path,
+                   c->layers, MAXL);
+  size_t head = CKPT_HEAD + 4 * ((size_t)c->layers + 1);
+  if (n < head)
+    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes",
+                   path, n, head);
+  for (uint32_t i = 0; i <= c->layers; i++)
+    if ((c->widths[i] = get32(b + CKPT_HEAD + 4 * i)) == 0 ||
+        c->widths[i] > (1u << 24))
+      return rp__err(RP_EFORMAT, "%s: layer width %u is %u (need "
+                     "1..2^24)", path, i, c->widths[i]);
+  char ws[160];
+  uint64_t want = head + 4 * ckpt_floats(c->widths, c->layers) + 8;
+  if (n != want)
+    return rp__err(RP_EFORMAT, "%s: %s: the header (an MLP %s) needs %llu "
+                   "bytes, the file has %zu", path,
+                   n < want ? "truncated" : "trailing bytes",
+                   widths_str(c->widths, c->layers, ws, sizeof ws),
+                   (unsigned long long)want, n);
+  uint64_t h = fnv1a64(b, n - 8);
+  uint64_t fh = get32(b + n - 8) | (uint64_t)get32(b + n - 4) << 32;
+  if (h != fh)
+    return rp__err(RP_ECHECKSUM, "%s: checksum mismatch (the file says "
+                   "fnv1a64:%016llx, its bytes give %016llx): the file is "
+                   "corrupt", path, (unsigned long long)fh,
+                   (unsigned long long)h);
+  c->info.step = get32(b + 16);
+  c->info.lr = getf(b + 20);
+  c->info.lr_decay = getf(b + 24);
+  c->info.momentum = getf(b + 28);
+  c->info.batch = get32(b + 32);
+  c->info.shuffle = get32(b + 36) & 1u;
+  c->info.seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
+  if (!isfinite(c->info.lr) || !isfinite(c->info.lr_decay) ||
+      !(c->info.momentum >= 0.0f && c->info.momentum < 1.0f))
+    return rp__err(RP_EFORMAT, "%s: bad schedule: lr %g, lr decay %g, "
+                   "momentum %g", path, (double)c->info.lr,
+                   (double)c->info.lr_decay, (double)c->info.momentum);
+  return RP_OK;
+}
+
+rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
+  if (!path || !out)
+    return rp__err(RP_EINVAL, "rp_mlp_ckpt_read: NULL argument");
+  char *buf;
+  size_t n;
+  rp_status st = rp__read_regular(path, RP_MLP_CKPT_MAX, &buf, &n);
+  if (st != RP_OK)
+    return rp__err_prefix(st, "%s: ", path);
+  rp_mlp_ckpt c;
+  memset(&c, 0, sizeof c);
+  const unsigned char *b = (const unsigned char *)buf;
+  st = ckpt_parse(path, b, n, &c);
+  if (!st) {
+    c.nparams = (size_t)ckpt_floats(c.widths, c.layers);
+    if (!(c.params = rp__calloc(c.nparams, sizeof *c.params)))
+      st = rp__err(RP_ENOMEM, "%s: out of memory", path);
+  }
+  size_t head = CKPT_HEAD + 4 * ((size_t)c.layers + 1);
+  for (size_t i = 0; !st && i < c.nparams; i++)
+    c.params[i] = getf(b + head + 4 * i);
+  free(buf);
+  if (!st)
+    *out = c;
+  return st;
+}
+
+void rp_mlp_ckpt_free(rp_mlp_ckpt *c) {
+  if (!c)
+    return;
+  free(c->params);
+  memset(c, 0, sizeof *c);
+}
+
+rp_status rp_mlp_ckpt_apply(rp_mlp *m, const rp_mlp_ckpt *c) {
+  if (!m || !c || !c->params)
+    return rp__err(RP_EINVAL, "rp_mlp_ckpt_apply: NULL argument");
+  uint32_t w[MAXL + 1];
+  w[0] = m->features;
+  for (uint32_t l = 0; l < m->nl; l++)
+    w[l + 1] = m->layers[l].out;
+  int same = c->layers == m->nl;
+  for (uint32_t i = 0; same && i <= m->nl; i++)
+    same = c->widths[i] == w[i];
+  char a[160], b[160];
+  if (!same)
+    return rp__err(RP_ESHAPE, "the file holds an MLP %s, this model is %s",
+                   widths_str(c->widths, c->layers, a, sizeof a),
+                   widths_str(w, m->nl, b, sizeof b));
+  return ckpt_move(m, c->params, 1);
 }

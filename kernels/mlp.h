@@ -139,9 +139,34 @@ rp_status rp_mlp_reset(rp_mlp *m);
 rp_status rp_mlp_params_read(rp_mlp *m, float *out, size_t n);
 /* The last step's batch loss (mean over the global batch). */
 rp_status rp_mlp_batch_loss(rp_mlp *m, float *out);
-/* Mean loss and accuracy (0..1) over every whole batch of the data set,
- * with the current weights, computed eagerly on the home processor. */
+/* Mean loss and accuracy (0..1) over every whole batch of the data set
+ * (in the order it has now: with shuffling, the last epoch's), with the
+ * current weights, computed eagerly on the home processor. */
 rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy);
+
+/* Validation: copies a held-out set (same features, labels below the
+ * model's classes; every whole batch of it is used, with dist each rank's
+ * rows of each) into the home memory, once per model (RP_EEXIST after).
+ * RP_ESHAPE (features), RP_ERANGE (a label, or fewer samples than one
+ * batch), RP_ENOMEM. Allocates instances: call it before training. */
+rp_status rp_mlp_set_validation(rp_mlp *m, const rp_dataset *val);
+/* rp_mlp_evaluate over the validation set (RP_EINVAL without one).
+ * Collective with dist, as rp_mlp_evaluate. */
+rp_status rp_mlp_evaluate_val(rp_mlp *m, double *loss, double *accuracy);
+
+/* Shuffling per epoch: from now on, the training loops give step t the
+ * order of epoch e = t / rp_mlp_batches(): the data set d (the one given to
+ * rp_mlp_create: RP_ESHAPE when its size differs) permuted by a
+ * permutation seeded from `seed` and e alone. Before the first step of an
+ * epoch (and the first step a loop runs) they write that order into the
+ * data instances with rp_instance_write while no step runs (with replays
+ * in flight, they first wait for them), so the recorded step is unchanged
+ * and its gathers read the new order; nothing is allocated then (the
+ * copies and the permutation are allocated here, once). Every rank computes
+ * the same permutation, so with dist the ranks take their rows of the same
+ * global batches; a run resumed at step t sees the order an uninterrupted
+ * one does. Replay and eager training stay bitwise equal. */
+rp_status rp_mlp_shuffle(rp_mlp *m, const rp_dataset *d, uint64_t seed);
 
 /* Training loops. Step t (0-based) uses batch t % rp_mlp_batches() and the
  * learning rate lr / (1 + lr_decay * t). By default each step is waited
@@ -160,7 +185,9 @@ rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy);
  * overlap). */
 #define RP_MLP_MAX_INFLIGHT 64
 typedef struct rp_mlp_train_opts {
-  uint32_t iters;
+  uint32_t iters; /* the last step is iters - 1 */
+  uint32_t start; /* the first step (a resumed run: the steps done), <= iters;
+                     the lr schedule and the epochs count from step 0 */
   float lr;
   float lr_decay;
   uint32_t loss_every; /* read the batch loss every k steps; 0: never */
@@ -169,7 +196,8 @@ typedef struct rp_mlp_train_opts {
    * stops training (after the outstanding replays finished). */
   int (*progress)(void *arg, uint32_t t, float loss);
   void *arg;
-  uint64_t *iter_ns;  /* NULL, or iters entries */
+  uint64_t *iter_ns;  /* NULL, or iters - start entries (step t's at
+                         t - start) */
   uint32_t inflight;  /* replays in flight, 0..RP_MLP_MAX_INFLIGHT (0: 1) */
   uint64_t *wall_ns;  /* NULL, or out: wall time of the whole loop */
 } rp_mlp_train_opts;
@@ -182,5 +210,52 @@ rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
 /* Trains by issuing the same step eagerly (o->inflight is ignored: every
  * step is waited for before the next is issued). */
 rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o);
+
+/* Checkpoints (`reprise train --save-weights/--load-weights`): a file of
+ * little-endian words,
+ *   bytes 0..7    magic "RPRSWGHT"
+ *   8..11         u32 version, 1
+ *   12..15        u32 layers L (1..RP_MLP_MAX_HIDDEN + 1)
+ *   16..19        u32 step: the steps done (the next step's index)
+ *   20..27        f32 lr, f32 lr_decay (the schedule lr / (1 + decay t))
+ *   28..31        f32 momentum
+ *   32..35        u32 batch
+ *   36..39        u32 flags (bit 0: shuffled per epoch)
+ *   40..47        u64 seed (data, weights, shuffling)
+ *   48..          L + 1 u32 widths: features, hidden..., classes
+ *   then per layer: W [in x out] row-major, bias [out], W's momentum, the
+ *   bias's momentum (f32), then the u64 FNV-1a 64 of every byte before it.
+ * Loading a checkpoint into a model of the same shape, with the same data,
+ * batch, seed and schedule, and training steps step..N-1 ends bitwise
+ * where training 0..N-1 without a stop does. */
+#define RP_MLP_CKPT_MAX ((size_t)1 << 31) /* largest file read */
+typedef struct rp_mlp_ckpt_info {
+  uint32_t step;
+  float lr, lr_decay, momentum; /* momentum: the model's, on save */
+  uint32_t batch;               /* on save: the model's */
+  uint32_t shuffle;             /* on save: whether rp_mlp_shuffle is on */
+  uint64_t seed;                /* on save: the model's */
+} rp_mlp_ckpt_info;
+typedef struct rp_mlp_ckpt {
+  rp_mlp_ckpt_info info;
+  uint32_t layers, widths[RP_MLP_MAX_HIDDEN + 2];
+  float *params; /* owned: the file's floats in its order */
+  size_t nparams;
+} rp_mlp_ckpt;
+
+/* Writes m's weights, biases and momentum with info->step, lr, lr_decay
+ * (the rest comes from the model). RP_EIO when writing fails. */
+rp_status rp_mlp_save(rp_mlp *m, const char *path,
+                      const rp_mlp_ckpt_info *info);
+/* Reads and checks a whole checkpoint (a regular file of at most
+ * RP_MLP_CKPT_MAX bytes) into *out (rp_mlp_ckpt_free). Errors name the
+ * file: RP_EFORMAT (not this format, bad layer count or width, truncated
+ * or trailing bytes, a bad schedule), RP_EVERSION, RP_ECHECKSUM (corrupt),
+ * and those of reading a file. */
+rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out);
+void rp_mlp_ckpt_free(rp_mlp_ckpt *c);
+/* Writes a checkpoint's weights, biases and momentum into m: RP_ESHAPE,
+ * naming both shapes, when the file holds another architecture. */
+rp_status rp_mlp_ckpt_apply(rp_mlp *m, const rp_mlp_ckpt *c);
 
 #endif

@@ -540,35 +540,7 @@ Test(cli, train_trace_writes_a_chrome_trace_of_the_replays, .timeout = 300) {
   unlink(path);
 }
 
-Test(cli, train_save_weights_writes_every_parameter_as_raw_f32) {
-  char path[] = "/tmp/rp_cli_weights_XXXXXX";
-  tmp_file(path);
-  cli_run r;
-  RUN(&r, TRAIN_SMALL, "--save-weights", path);
-  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-  /* 2-8-3: (2 + 1) * 8 + (8 + 1) * 3 = 51 parameters */
-  static unsigned char buf[4096];
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f);
-  size_t n = fread(buf, 1, sizeof buf, f);
-  fclose(f);
-  cr_assert_eq(n, 51 * 4, "%zu bytes", n);
-  for (size_t i = 0; i < 51; i++) {
-    uint32_t u = (uint32_t)buf[4 * i] | (uint32_t)buf[4 * i + 1] << 8 |
-                 (uint32_t)buf[4 * i + 2] << 16 |
-                 (uint32_t)buf[4 * i + 3] << 24;
-    float w;
-    memcpy(&w, &u, sizeof w);
-    cr_assert(isfinite(w) && fabsf(w) < 100, "parameter %zu = %g", i,
-              (double)w);
-  }
-  RUN(&r, TRAIN_SMALL, "--save-weights", "/nonexistent-dir/w.bin");
-  cr_assert_eq(r.status, 1, "unwritable --save-weights file: %s", r.err);
-  cr_assert(strstr(r.err, "--save-weights"), "%s", r.err);
-  unlink(path);
-}
-
-/* The whole --save-weights file (raw f32) into buf; its size. */
+/* The whole --save-weights file into buf; its size. */
 static size_t read_weights(const char *path, unsigned char *buf, size_t cap) {
   FILE *f = fopen(path, "rb");
   cr_assert_not_null(f, "cannot open %s", path);
@@ -576,6 +548,201 @@ static size_t read_weights(const char *path, unsigned char *buf, size_t cap) {
   fclose(f);
   return n;
 }
+
+/* A little-endian u32 of a checkpoint. */
+static uint32_t le32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+         (uint32_t)b[3] << 24;
+}
+
+/* 2-8-3: (2 + 1) * 8 + (8 + 1) * 3 = 51 parameters and 51 momentum
+ * values after a 48-byte header and 3 widths, then an 8-byte checksum. */
+#define CKPT_SMALL (48 + 3 * 4 + 2 * 51 * 4 + 8)
+
+Test(cli, train_save_weights_writes_a_versioned_checkpoint) {
+  char path[] = "/tmp/rp_cli_weights_XXXXXX";
+  tmp_file(path);
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--save-weights", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  static unsigned char buf[4096];
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f);
+  size_t n = fread(buf, 1, sizeof buf, f);
+  fclose(f);
+  cr_assert_eq(n, CKPT_SMALL, "%zu bytes", n);
+  cr_assert(memcmp(buf, "RPRSWGHT", 8) == 0);
+  cr_assert_eq(le32(buf + 8), 1, "version");
+  cr_assert_eq(le32(buf + 12), 2, "layers");
+  cr_assert_eq(le32(buf + 16), 30, "step: the steps done");
+  cr_assert_eq(le32(buf + 32), 64, "batch");
+  cr_assert_eq(le32(buf + 48), 2);
+  cr_assert_eq(le32(buf + 52), 8);
+  cr_assert_eq(le32(buf + 56), 3);
+  for (size_t i = 0; i < 2 * 51; i++) {
+    uint32_t u = le32(buf + 60 + 4 * i);
+    float w;
+    memcpy(&w, &u, sizeof w);
+    cr_assert(isfinite(w) && fabsf(w) < 100, "value %zu = %g", i, (double)w);
+  }
+  RUN(&r, TRAIN_SMALL, "--save-weights", "/nonexistent-dir/w.bin");
+  cr_assert_eq(r.status, 1, "unwritable --save-weights file: %s", r.err);
+  cr_assert(strstr(r.err, "--save-weights"), "%s", r.err);
+  unlink(path);
+}
+
+#define TRAIN_RESUME                                                           \
+  "train", "--backend", "cpu", "--batch", "64", "--hidden", "8", "--samples",  \
+      "512", "--lr-decay", "0.01", "--log-every", "30"
+
+/* --iters counts the total: 100 steps saved, then resumed to 200, end
+ * bitwise where 200 steps without a stop end (weights, momentum, step),
+ * with shuffling on (8 batches an epoch: the epochs cross the stop), for
+ * 1 and 2 processors, by replay (one and four in flight) and eagerly. */
+Test(cli, train_resumed_at_step_100_ends_bitwise_where_200_steps_end,
+     .timeout = 300) {
+  char whole[] = "/tmp/rp_cli_whole_XXXXXX", half[] = "/tmp/rp_cli_half_XXXXXX";
+  char res[] = "/tmp/rp_cli_res_XXXXXX";
+  tmp_file(whole), tmp_file(half), tmp_file(res);
+  static unsigned char a[4096], b[4096];
+  static const char *procs[] = {"1", "2"};
+  static const char *mode[][2] = {{"--inflight", "1"}, {"--inflight", "4"},
+                                  {"--eager", "--eager"}};
+  for (int p = 0; p < 2; p++) {
+    cli_run r;
+    RUN(&r, TRAIN_RESUME, "--procs", procs[p], "--iters", "200",
+        "--save-weights", whole);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    RUN(&r, TRAIN_RESUME, "--procs", procs[p], "--iters", "100",
+        "--save-weights", half);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    for (int m = 0; m < 3; m++) {
+      RUN(&r, TRAIN_RESUME, "--procs", procs[p], "--iters", "200",
+          "--load-weights", half, "--save-weights", res, mode[m][0],
+          mode[m][1]);
+      cr_assert_eq(r.status, 0, "%s", r.err);
+      cr_assert(strstr(r.out, "at step 100"), "%s", r.out);
+      cr_assert(strstr(r.out, "iter    200/200"), "%s", r.out);
+      size_t na = read_weights(whole, a, sizeof a);
+      size_t nb = read_weights(res, b, sizeof b);
+      cr_assert(na == CKPT_SMALL && nb == na, "%zu, %zu bytes", na, nb);
+      cr_assert(memcmp(a, b, na) == 0,
+                "procs %s, %s: the resumed run differs from the whole one",
+                procs[p], mode[m][0]);
+    }
+  }
+  unlink(whole), unlink(half), unlink(res);
+}
+
+/* Runs TRAIN_SMALL with --load-weights path (and extra args): exit 1 (or
+ * `status`) with msg and the path on stderr. */
+static void load_fails(const char *path, int status, const char *msg,
+                       const char *hidden) {
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--iters", status == 2 ? "30" : "40",
+      "--batch", "64",
+      "--hidden", hidden, "--samples", "512", "--load-weights", path);
+  cr_assert_eq(r.status, status, "%s -> %d: %s", msg, r.status, r.err);
+  cr_assert(strstr(r.err, msg), "want '%s': %s", msg, r.err);
+  cr_assert(strstr(r.err, path), "no file name: %s", r.err);
+}
+
+/* Writes n bytes of buf to path. */
+static void put_file(const char *path, const void *buf, size_t n) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(buf, 1, n, f), n);
+  fclose(f);
+}
+
+Test(cli, train_load_weights_refuses_corrupt_and_mismatched_files,
+     .timeout = 300) {
+  char good[] = "/tmp/rp_cli_ck_XXXXXX", bad[] = "/tmp/rp_cli_ckbad_XXXXXX";
+  tmp_file(good), tmp_file(bad);
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--save-weights", good);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  static unsigned char buf[4096], mod[4096];
+  size_t n = read_weights(good, buf, sizeof buf);
+  cr_assert_eq(n, CKPT_SMALL);
+  load_fails(good, 1, "the file holds an MLP 2-8-3, this model is 2-16-3",
+             "16");
+  load_fails(good, 2, "has done 30 steps already", "8");
+  memcpy(mod, buf, n);
+  put_file(bad, mod + 60, 51 * 4); /* the old raw format */
+  load_fails(bad, 1, "not a reprise weights file", "8");
+  memcpy(mod, buf, n), mod[8] = 2;
+  put_file(bad, mod, n);
+  load_fails(bad, 1, "weights format version 2", "8");
+  put_file(bad, buf, n - 9);
+  load_fails(bad, 1, "truncated: the header (an MLP 2-8-3) needs", "8");
+  memcpy(mod, buf, n), mod[n] = 0;
+  put_file(bad, mod, n + 1);
+  load_fails(bad, 1, "trailing bytes", "8");
+  memcpy(mod, buf, n), mod[100] ^= 1;
+  put_file(bad, mod, n);
+  load_fails(bad, 1, "checksum mismatch", "8");
+  memcpy(mod, buf, n), mod[12] = 99;
+  put_file(bad, mod, n);
+  load_fails(bad, 1, "99 layers", "8");
+  load_fails("/tmp", 1, "directory", "8");
+  load_fails("/nonexistent/w.bin", 1, "cannot open", "8");
+  unlink(good), unlink(bad);
+}
+
+/* Divergence: a loss above 10x the initial one stops training with exit 1
+ * and the advice, and --json says so. */
+Test(cli, train_lr_100_diverges_with_exit_1, .timeout = 300) {
+  char js[] = "/tmp/rp_cli_div_XXXXXX";
+  tmp_file(js);
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--lr", "100", "--json", js);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "training diverged at iteration"), "%s", r.err);
+  cr_assert(strstr(r.err, "try a smaller --lr"), "%s", r.err);
+  static char buf[16384];
+  read_file(js, buf, sizeof buf);
+  cr_assert(json_valid(buf), "%s", buf);
+  cr_assert(strstr(buf, "\"diverged\": true"), "%s", buf);
+  RUN(&r, "train", "--backend", "cpu", "--lr", "100", "--iters", "300");
+  cr_assert_eq(r.status, 1, "the defaults with --lr 100: %s", r.err);
+  unlink(js);
+}
+
+/* --val-frac: held-out figures at every log point and in --json. */
+Test(cli, train_reports_validation_at_log_points_and_in_json,
+     .timeout = 300) {
+  char js[] = "/tmp/rp_cli_val_XXXXXX";
+  tmp_file(js);
+  static char buf[32768];
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--val-frac", "0.25", "--log-every", "10", "--json",
+      js);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "validation: 128 samples held out"), "%s", r.out);
+  cr_assert(strstr(r.out, "iter     11/30  loss"), "%s", r.out);
+  cr_assert_eq(count_substr(r.out, "val acc"), 4, "%s", r.out);
+  cr_assert(strstr(r.out, "validation loss"), "%s", r.out);
+  read_file(js, buf, sizeof buf);
+  cr_assert(json_valid(buf), "%s", buf);
+  cr_assert_eq(json_field(buf, "val_samples"), 128);
+  cr_assert_eq(json_field(buf, "train_samples"), 384);
+  double acc = json_field(buf, "val_accuracy");
+  cr_assert(acc >= 0 && acc <= 1, "%s", buf);
+  cr_assert_eq(count_substr(buf, "\"val_loss\""), 5, "%s", buf);
+  RUN(&r, TRAIN_SMALL, "--val-frac", "0", "--json", js);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  read_file(js, buf, sizeof buf);
+  cr_assert(isnan(json_field(buf, "val_loss")), "%s", buf);
+  cr_assert_eq(json_field(buf, "train_samples"), 512);
+  RUN(&r, TRAIN_SMALL, "--samples", "100", "--val-frac", "0.5");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "cannot hold a validation batch"), "%s", r.err);
+  RUN(&r, TRAIN_SMALL, "--val-frac", "2");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  unlink(js);
+}
+
 
 /* Replays of one exec run in order: keeping 4 in flight must give the
  * final weights of 1 in flight, bitwise, with the same seed; and the run
@@ -602,7 +769,7 @@ Test(cli, train_inflight_4_gives_the_weights_of_inflight_1_bitwise,
     cr_assert(strstr(r.out, "iter     43/45"), "loss lines: %s", r.out);
     size_t n1 = read_weights(p1, w1, sizeof w1);
     size_t n4 = read_weights(p4, w4, sizeof w4);
-    cr_assert(n1 == 51 * 4 && n4 == n1, "%zu and %zu bytes", n1, n4);
+    cr_assert(n1 == CKPT_SMALL && n4 == n1, "%zu and %zu bytes", n1, n4);
     cr_assert(memcmp(w1, w4, n1) == 0,
               "procs %s: --inflight 4 weights differ from --inflight 1",
               procs[i]);

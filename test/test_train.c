@@ -750,3 +750,270 @@ Test(data, malformed_binary_files_name_the_problem) {
   memcpy(b, "RPRSDATX", 8);
   expect_load((char *)b, n, RP_EFORMAT, "not a data file");
 }
+
+/* ---- IDX (MNIST-style) files ---- */
+
+/* An IDX header: 00 00 type ndims, then the sizes big-endian. */
+static size_t idx_head(unsigned char *b, unsigned type, uint32_t nd,
+                       const uint32_t *dims) {
+  b[0] = b[1] = 0;
+  b[2] = (unsigned char)type;
+  b[3] = (unsigned char)nd;
+  for (uint32_t i = 0; i < nd; i++)
+    for (int k = 0; k < 4; k++)
+      b[4 + 4 * i + k] = (unsigned char)(dims[i] >> (8 * (3 - k)));
+  return 4 + 4 * nd;
+}
+
+/* Writes images (n x 2 x 3 bytes i*6+j) and labels (i % 4) as an IDX pair. */
+static void idx_pair(const char *img, const char *lab, uint32_t n,
+                     uint32_t nlab) {
+  static unsigned char b[4096];
+  size_t h = idx_head(b, 0x08, 3, (const uint32_t[]){n, 2, 3});
+  for (uint32_t i = 0; i < n * 6; i++)
+    b[h + i] = (unsigned char)(i % 256);
+  write_bytes(img, b, h + n * 6);
+  h = idx_head(b, 0x08, 1, (const uint32_t[]){nlab});
+  for (uint32_t i = 0; i < nlab; i++)
+    b[h + i] = (unsigned char)(i % 4);
+  write_bytes(lab, b, h + nlab);
+}
+
+Test(data, idx_files_read_as_scaled_bytes_with_flattened_features) {
+  char img[64], lab[64];
+  tmp_path(img, sizeof img, "img.idx3");
+  tmp_path(lab, sizeof lab, "lab.idx1");
+  idx_pair(img, lab, 20, 20);
+  rp_dataset d;
+  RP_CHECK(rp_data_load_idx(img, lab, 0, &d));
+  cr_assert_eq(d.n, 20);
+  cr_assert_eq(d.features, 6, "2 x 3 flattened");
+  cr_assert_eq(d.classes, 4);
+  for (uint32_t i = 0; i < 120; i++)
+    cr_assert_eq(d.x[i], (float)(i % 256) / 255.0f, "x[%u]", i);
+  for (uint32_t i = 0; i < 20; i++)
+    cr_assert_eq(d.y[i], (int32_t)(i % 4));
+  rp_data_free(&d);
+  /* rp_data_load knows the format and asks for the labels */
+  RP_EXPECT(rp_data_load(img, &d), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "--labels"), "%s", rp_error_detail());
+  unlink(img), unlink(lab);
+}
+
+/* Writes `len` bytes as the images file (the labels are a good pair of 4)
+ * or as the labels file, and expects detail from rp_data_load_idx. */
+static void expect_idx(int as_labels, const unsigned char *b, size_t len,
+                       rp_status want, const char *detail) {
+  char img[64], lab[64];
+  tmp_path(img, sizeof img, "bimg");
+  tmp_path(lab, sizeof lab, "blab");
+  idx_pair(img, lab, 4, 4);
+  write_bytes(as_labels ? lab : img, b, len);
+  rp_dataset d = {.n = 12345};
+  RP_EXPECT(rp_data_load_idx(img, lab, 0, &d), want);
+  cr_assert(strstr(rp_error_detail(), detail), "want '%s' in '%s'", detail,
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), as_labels ? lab : img), "no file: %s",
+            rp_error_detail());
+  cr_assert_eq(d.n, 12345, "*out touched on error");
+  unlink(img), unlink(lab);
+}
+
+Test(data, malformed_idx_files_name_the_file_and_the_problem) {
+  static unsigned char b[256];
+  size_t h = idx_head(b, 0x08, 3, (const uint32_t[]){4, 2, 3});
+  memset(b + h, 7, 24);
+  expect_idx(0, b, 2, RP_EFORMAT, "truncated: 2 bytes");
+  b[0] = 'P';
+  expect_idx(0, b, h + 24, RP_EFORMAT, "bad magic 50 00 08 03");
+  b[0] = 0, b[2] = 0x0D;
+  expect_idx(0, b, h + 24, RP_EFORMAT, "element type 0x0d (32-bit float)");
+  b[2] = 0x08;
+  expect_idx(0, b, h + 23, RP_EFORMAT, "truncated: the header (4 x 6) needs "
+                                       "40 bytes, the file has 39");
+  expect_idx(0, b, h + 25, RP_EFORMAT, "1 trailing bytes");
+  expect_idx(1, b, h + 24, RP_EFORMAT, "3 dimensions: labels need exactly 1");
+  size_t h1 = idx_head(b, 0x08, 1, (const uint32_t[]){4});
+  expect_idx(0, b, h1 + 4, RP_EFORMAT, "1 dimensions: images need 2 to 8");
+  h1 = idx_head(b, 0x08, 1, (const uint32_t[]){5});
+  memset(b + h1, 1, 5);
+  expect_idx(1, b, h1 + 5, RP_EFORMAT, "has 4 samples");
+  h = idx_head(b, 0x08, 3, (const uint32_t[]){4, 0, 3});
+  expect_idx(0, b, h, RP_EFORMAT, "dimension 1 has size 0");
+  /* not a regular file */
+  char lab[64];
+  tmp_path(lab, sizeof lab, "dirlab");
+  idx_pair("/tmp/rp_data_unused_img", lab, 4, 4);
+  rp_dataset d;
+  RP_EXPECT(rp_data_load_idx("/tmp", lab, 0, &d), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "directory"), "%s", rp_error_detail());
+  RP_EXPECT(rp_data_load_idx("/tmp/rp_data_unused_img", lab, 10, &d),
+            RP_ERANGE);
+  unlink(lab), unlink("/tmp/rp_data_unused_img");
+}
+
+/* ---- shuffling, validation, checkpoints (library) ---- */
+
+/* Trains `iters` steps with shuffling on from a fresh model; returns the
+ * parameters. */
+static float *train_shuffled(uint32_t procs, int eager, uint32_t iters,
+                             size_t *n) {
+  rp_mlp_config c;
+  tw_config(&c, procs);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  RP_CHECK(rp_mlp_shuffle(w.m, &w.d, 3));
+  rp_mlp_train_opts o = tw_opts(iters);
+  if (eager) {
+    RP_CHECK(rp_mlp_train_eager(w.m, &o));
+  } else {
+    rp_exec *ex;
+    RP_CHECK(tw_exec(&w, &ex));
+    RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+    RP_CHECK(rp_exec_destroy(ex));
+  }
+  float *p = tw_params(&w);
+  *n = rp_mlp_param_count(w.m);
+  tw_fini(&w);
+  return p;
+}
+
+/* 40 steps = 2.5 epochs of 16 batches: two new orders are written. */
+Test(train, shuffled_replay_equals_shuffled_eager_bitwise) {
+  for (uint32_t procs = 1; procs <= 2; procs++) {
+    size_t n, n2;
+    float *r = train_shuffled(procs, 0, 40, &n);
+    float *e = train_shuffled(procs, 1, 40, &n2);
+    cr_assert(n == n2 && memcmp(r, e, n * sizeof *r) == 0, "procs %u", procs);
+    free(r), free(e);
+  }
+}
+
+Test(train, shuffling_allocates_nothing_per_step) {
+  if (rp_thread_allocated_bytes() == UINT64_MAX)
+    cr_skip_test("built without jemalloc (sanitizer build)");
+  rp_mlp_config c;
+  tw_config(&c, 2);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  RP_CHECK(rp_mlp_shuffle(w.m, &w.d, 5));
+  rp_exec *ex;
+  RP_CHECK(tw_exec(&w, &ex));
+  rp_mlp_train_opts o = tw_opts(100);
+  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  uint64_t host0 = rp_thread_allocated_bytes();
+  uint64_t work0 = rp_runtime_worker_allocated_bytes(w.rt);
+  o.start = 100, o.iters = 300; /* 12 more epochs */
+  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  cr_assert_eq(rp_thread_allocated_bytes() - host0, 0);
+  cr_assert_eq(rp_runtime_worker_allocated_bytes(w.rt) - work0, 0);
+  RP_CHECK(rp_exec_destroy(ex));
+  tw_fini(&w);
+}
+
+/* A data set sorted by label: batches of one class each; shuffled, the
+ * model learns faster (150 steps). */
+Test(train, shuffling_fixes_a_data_set_sorted_by_label) {
+  double acc[2];
+  for (int sh = 0; sh < 2; sh++) {
+    rp_mlp_config c;
+    tw_config(&c, 1);
+    tw w;
+    tw_init(&w, RP_BACKEND_CPU, &c);
+    rp_dataset s;
+    RP_CHECK(rp_data_generate(RP_DATA_SPIRALS, 2048, 2, 3, 7, &s));
+    uint32_t k = 0;
+    for (int32_t cls = 0; cls < 3; cls++)
+      for (uint32_t i = 0; i < w.d.n; i++)
+        if (w.d.y[i] == cls) {
+          memcpy(s.x + 2 * k, w.d.x + 2 * i, 2 * sizeof(float));
+          s.y[k++] = cls;
+        }
+    RP_CHECK(rp_mlp_destroy(w.m));
+    RP_CHECK(rp_mlp_create(w.rt, &w.k, &c, &s, &w.m));
+    if (sh)
+      RP_CHECK(rp_mlp_shuffle(w.m, &s, 1));
+    rp_mlp_train_opts o = tw_opts(150);
+    RP_CHECK(rp_mlp_train_eager(w.m, &o));
+    double loss;
+    RP_CHECK(rp_mlp_evaluate(w.m, &loss, &acc[sh]));
+    rp_data_free(&s);
+    tw_fini(&w);
+  }
+  cr_assert_gt(acc[1], 0.95, "shuffled: %g", acc[1]);
+  cr_assert_gt(acc[1], acc[0] + 0.01, "sorted %g, shuffled %g", acc[0],
+               acc[1]); /* 150 steps: 0.939 sorted, 0.974 shuffled */
+}
+
+/* Library-level resume: a checkpoint at step 30 loaded into a new model
+ * and trained to 70 equals 70 steps without a stop, momentum included. */
+Test(train, a_checkpoint_resumes_exactly_with_shuffling) {
+  char path[64];
+  tmp_path(path, sizeof path, "ckpt");
+  size_t n, n2;
+  float *whole = train_shuffled(2, 0, 70, &n);
+  rp_mlp_config c;
+  tw_config(&c, 2);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  RP_CHECK(rp_mlp_shuffle(w.m, &w.d, 3));
+  rp_mlp_train_opts o = tw_opts(30);
+  RP_CHECK(rp_mlp_train_eager(w.m, &o));
+  rp_mlp_ckpt_info info = {.step = 30, .lr = o.lr, .lr_decay = o.lr_decay};
+  RP_CHECK(rp_mlp_save(w.m, path, &info));
+  RP_CHECK(rp_mlp_reset(w.m));
+  rp_mlp_ckpt ck;
+  RP_CHECK(rp_mlp_ckpt_read(path, &ck));
+  cr_assert_eq(ck.info.step, 30);
+  cr_assert_eq(ck.info.shuffle, 1);
+  cr_assert_eq(ck.info.batch, 128);
+  RP_CHECK(rp_mlp_ckpt_apply(w.m, &ck));
+  rp_exec *ex;
+  RP_CHECK(tw_exec(&w, &ex));
+  o.start = 30, o.iters = 70;
+  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  float *res = tw_params(&w);
+  n2 = rp_mlp_param_count(w.m);
+  cr_assert(n == n2 && memcmp(whole, res, n * sizeof *res) == 0);
+  /* another architecture */
+  ck.widths[1] = 31;
+  RP_EXPECT(rp_mlp_ckpt_apply(w.m, &ck), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "2-31-32-3, this model is 2-32-32-3"),
+            "%s", rp_error_detail());
+  rp_mlp_ckpt_free(&ck);
+  RP_CHECK(rp_exec_destroy(ex));
+  free(whole), free(res);
+  tw_fini(&w);
+  unlink(path);
+}
+
+Test(train, validation_set_is_evaluated_and_checked) {
+  rp_mlp_config c;
+  tw_config(&c, 2);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  double l, a;
+  RP_EXPECT(rp_mlp_evaluate_val(w.m, &l, &a), RP_EINVAL);
+  rp_dataset v;
+  RP_CHECK(rp_data_generate(RP_DATA_SPIRALS, 100, 2, 3, 9, &v));
+  RP_EXPECT(rp_mlp_set_validation(w.m, &v), RP_ERANGE); /* < one batch */
+  rp_data_free(&v);
+  RP_CHECK(rp_data_generate(RP_DATA_SPIRALS, 300, 2, 3, 9, &v));
+  RP_CHECK(rp_mlp_set_validation(w.m, &v));
+  RP_EXPECT(rp_mlp_set_validation(w.m, &v), RP_EEXIST);
+  RP_CHECK(rp_mlp_evaluate_val(w.m, &l, &a));
+  cr_assert(isfinite(l) && a >= 0 && a <= 1);
+  rp_mlp_train_opts o = tw_opts(200);
+  RP_CHECK(rp_mlp_train_eager(w.m, &o));
+  double l2, a2;
+  RP_CHECK(rp_mlp_evaluate_val(w.m, &l2, &a2));
+  cr_assert_lt(l2, l, "validation loss %g -> %g", l, l2);
+  rp_data_free(&v);
+  /* the split keeps every sample once */
+  rp_dataset all;
+  RP_CHECK(rp_data_generate(RP_DATA_BLOBS, 50, 2, 3, 4, &all));
+  RP_CHECK(rp_data_split(&all, 10, 1, &v));
+  cr_assert(all.n == 40 && v.n == 10);
+  rp_data_free(&v), rp_data_free(&all);
+  tw_fini(&w);
+}

@@ -36,7 +36,15 @@ typedef struct train_cli {
   const char *data, *save_graph, *trace, *json, *timings, *save_weights;
   int eager, compare, dump, dist;
   rp_dump_format dump_fmt;
+  const char *labels;       /* --labels: the --data file is IDX images */
+  const char *load_weights; /* --load-weights: resume from a checkpoint */
+  float val_frac;           /* --val-frac: held out for validation */
+  int no_shuffle;           /* --no-shuffle: batches in the file's order */
 } train_cli;
+
+/* Divergence: a batch loss (at a log point) or the final loss that is not
+ * finite or above DIVERGE_FACTOR x max(initial loss, ln(classes)). */
+#define DIVERGE_FACTOR 10.0
 
 static void train_usage(FILE *f) {
   fprintf(
@@ -67,9 +75,24 @@ static void train_usage(FILE *f) {
       "                            with a 'label,...' header, or the binary\n"
       "                            RPRSDATA format; see README); a regular\n"
       "                            file (FIFOs, devices are refused)\n"
+      "  --labels FILE             with --data IMAGES: the IDX (MNIST) pair,\n"
+      "                            idx3 unsigned-byte images (scaled to\n"
+      "                            [0,1], dimensions after the first\n"
+      "                            flattened) and idx1 unsigned-byte labels\n"
+      "  --val-frac F              hold out F of the samples (rounded to\n"
+      "                            whole batches, at least one) for\n"
+      "                            validation, reported at log points\n"
+      "                            (default 0.1; 0: none)\n"
+      "  --no-shuffle              keep the data set's order (default: a new\n"
+      "                            seeded order every epoch)\n"
+      "  --load-weights FILE       resume from a --save-weights file: weights,\n"
+      "                            momentum, step; --iters is the total\n"
       "  --max-bytes N             the largest --data file read (default\n"
       "                            4G; K, M, G suffixes); CSV lines are\n"
       "                            limited to 1 MiB\n"
+      );
+  fprintf(
+      f,
       "  --eager                   run the same step eagerly, not recorded\n"
       "  --compare                 train by replay, then eagerly from the "
       "same\n"
@@ -95,14 +118,14 @@ static void train_usage(FILE *f) {
       "  --json FILE               write the summary as one JSON object\n"
       "  --timings FILE            write every iteration's time (JSON, for\n"
       "                            `reprise plot --train FILE`)\n"
-      "  --save-weights FILE       write the final weights (for debugging and\n"
-      "                            tests): raw little-endian f32, layer by\n"
-      "                            layer, weights row-major [in x out], then\n"
-      "                            the bias\n"
+      "  --save-weights FILE       write a checkpoint: weights, momentum, the\n"
+      "                            step and the lr schedule (versioned\n"
+      "                            RPRSWGHT format, see docs/training.md)\n"
       "  -h, --help                this text\n"
       "\n"
-      "Exit status: 0 trained, 1 failed (engine error, bad --data file,\n"
-      "diverged loss), 2 bad usage.\n");
+      "Exit status: 0 trained, 1 failed (engine error, bad --data or\n"
+      "--load-weights file, diverged: a loss not finite or above 10x the\n"
+      "initial one, or ln(classes) if larger), 2 bad usage.\n");
 }
 
 /* ---- option values ---- */
@@ -190,6 +213,10 @@ enum {
   OPT_SAVE_WEIGHTS,
   OPT_INFLIGHT,
   OPT_MAX_BYTES,
+  OPT_LABELS,
+  OPT_VAL_FRAC,
+  OPT_NO_SHUFFLE,
+  OPT_LOAD_WEIGHTS,
 };
 
 static const struct option LONGOPTS[] = {
@@ -219,6 +246,10 @@ static const struct option LONGOPTS[] = {
     {"save-weights", required_argument, NULL, OPT_SAVE_WEIGHTS},
     {"inflight", required_argument, NULL, OPT_INFLIGHT},
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
+    {"labels", required_argument, NULL, OPT_LABELS},
+    {"val-frac", required_argument, NULL, OPT_VAL_FRAC},
+    {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
+    {"load-weights", required_argument, NULL, OPT_LOAD_WEIGHTS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -310,6 +341,17 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   case OPT_INFLIGHT:
     return rp_cli_parse_u32("train", "--inflight", arg, 1, RP_MLP_MAX_INFLIGHT,
                             &c->inflight);
+  case OPT_LABELS:
+    c->labels = arg;
+    return RP_CLI_OK;
+  case OPT_VAL_FRAC:
+    return parse_real("--val-frac", arg, 0, 0, 0.9, 0, &c->val_frac);
+  case OPT_NO_SHUFFLE:
+    c->no_shuffle = 1;
+    return RP_CLI_OK;
+  case OPT_LOAD_WEIGHTS:
+    c->load_weights = arg;
+    return RP_CLI_OK;
   case 'h':
     train_usage(stdout);
     return -1;
@@ -323,6 +365,9 @@ static int check_options(train_cli *c) {
   if (c->eager && c->compare)
     return rp_cli_usage_error("train", "--eager and --compare exclude each "
                                        "other (--compare runs both)");
+  if (c->labels && !c->data)
+    return rp_cli_usage_error("train", "--labels FILE needs --data IMAGES "
+                                       "(the IDX images file)");
   if (c->data && c->synth_given)
     return rp_cli_usage_error("train", "--data FILE excludes --dataset, "
                                        "--samples, --classes and --features");
@@ -361,6 +406,7 @@ static int parse_args(int argc, char **argv, train_cli *c) {
   c->samples = 4096;
   c->classes = 3;
   rp_cli_set_usage(train_usage);
+  c->val_frac = 0.1f;
   optind = 1;
   int opt;
   while ((opt = getopt_long(argc, argv, "h", LONGOPTS, NULL)) != -1) {
@@ -399,12 +445,24 @@ static int parse_args(int argc, char **argv, train_cli *c) {
 
 /* ---- progress ---- */
 
+/* One log point: the batch loss and, with a validation set, its figures. */
+typedef struct log_point {
+  uint32_t iter;
+  float loss;
+  double val_loss, val_acc;
+} log_point;
+
+typedef struct train_state train_state;
+
 typedef struct progress {
   uint32_t iters, every;
   int quiet; /* --dist: ranks other than 0 print nothing */
   int tty;
   const char *what; /* "replay" or "eager" */
   float last_loss;
+  train_state *s;   /* validation at log points, the log, divergence */
+  uint32_t done;    /* steps done (the last step's index + 1) */
+  int failed;       /* a validation failed: stopped, s has said why */
 } progress;
 
 static void draw_bar(const progress *p, uint32_t done) {
@@ -419,25 +477,29 @@ static void draw_bar(const progress *p, uint32_t done) {
   fflush(stdout);
 }
 
+static int step_checks(progress *p, uint32_t t, float loss);
+static void print_log_line(const progress *p, uint32_t done, float loss);
+
 static int on_step(void *arg, uint32_t t, float loss) {
   progress *p = arg;
   uint32_t done = t + 1;
+  p->done = done;
+  int stop = step_checks(p, t, loss); /* collective: before quiet's return */
   if (p->quiet)
-    return 0;
+    return stop;
   if (!isnan(loss))
     p->last_loss = loss;
   int log = !isnan(loss) && (t % p->every == 0 || done == p->iters);
   if (log && p->tty)
     printf("\r%-60s\r", ""); /* clear the bar, print the line, redraw */
   if (log)
-    printf("%-6s iter %6u/%u  loss %.4f\n", p->what, done, p->iters,
-           (double)loss);
+    print_log_line(p, done, loss);
   uint32_t tick = p->iters >= 100 ? p->iters / 100 : 1;
   if (p->tty && (log || done % tick == 0 || done == p->iters))
     draw_bar(p, done);
   if (p->tty && done == p->iters)
     printf("\n");
-  return 0;
+  return stop;
 }
 
 /* ---- timings ---- */
@@ -472,7 +534,7 @@ static void summarize(uint64_t *ns, uint32_t n, uint32_t batch, uint64_t wall,
 
 /* ---- one run on one backend ---- */
 
-typedef struct train_state {
+struct train_state {
   const train_cli *c;
   rp_dataset data;
   rp_runtime *rt;
@@ -489,7 +551,18 @@ typedef struct train_state {
   uint32_t rank, ranks;           /* --dist: MPI_COMM_WORLD's; else 0 of 1 */
   int mpi_mine;                   /* --dist: this command initialized MPI */
   int ranks_checked, ranks_equal; /* --dist: final weights on every rank */
-} train_state;
+  rp_dataset val;                 /* --val-frac: the held-out samples */
+  rp_mlp_ckpt ckpt;               /* --load-weights */
+  uint32_t start;                 /* the first step: the file's, or 0 */
+  uint32_t steps_done;            /* the last run's steps (for the file) */
+  double limit;                   /* divergence: a loss above it */
+  int diverged;
+  uint32_t diverged_at;
+  double diverged_loss;
+  double val_loss, val_acc;       /* the last run's final validation */
+  log_point *log;                 /* the last run's log points */
+  uint32_t nlog, caplog;
+};
 
 #define FALLBACK 3 /* internal: retry on the CPU backend */
 
@@ -514,6 +587,45 @@ static int fail(const char *what, rp_status st) {
 static int oom(const char *what) {
   fprintf(stderr, "%s: %s: out of memory\n", who(), what);
   return RP_CLI_FAILED;
+}
+
+/* At a step that read the batch loss (every --log-every steps and the
+ * last, as the training loops read it): the validation figures
+ * (collective under --dist: every rank reads the same steps' losses), the
+ * log and the divergence check. Non-zero stops training. */
+static int step_checks(progress *p, uint32_t t, float loss) {
+  train_state *s = p->s;
+  if (!s || !(t % p->every == 0 || t + 1 == p->iters))
+    return 0;
+  log_point lp = {t + 1, loss, NAN, NAN};
+  if (s->val.n) {
+    rp_status st = rp_mlp_evaluate_val(s->m, &lp.val_loss, &lp.val_acc);
+    if (st != RP_OK) {
+      fail("validation", st);
+      p->failed = 1;
+      return 1;
+    }
+  }
+  if (s->nlog < s->caplog)
+    s->log[s->nlog++] = lp;
+  if (!isfinite(loss) || loss > s->limit) {
+    s->diverged = 1;
+    s->diverged_at = t + 1;
+    s->diverged_loss = loss;
+    return 1;
+  }
+  return 0;
+}
+
+static void print_log_line(const progress *p, uint32_t done, float loss) {
+  const train_state *s = p->s;
+  printf("%-6s iter %6u/%u  loss %.4f", p->what, done, p->iters,
+         (double)loss);
+  const log_point *lp = s && s->nlog ? &s->log[s->nlog - 1] : NULL;
+  if (lp && lp->iter == done && s->val.n)
+    printf("  val loss %.4f  val acc %.1f%%", lp->val_loss,
+           100 * lp->val_acc);
+  printf("\n");
 }
 
 /* ---- across ranks (--dist) ---- */
@@ -602,13 +714,80 @@ static int same_on_every_rank(const float *w, size_t n) {
 }
 #endif
 
+/* --val-frac: holds out F of the samples, rounded down to whole batches
+ * (at least one), chosen by a permutation seeded from --seed. */
+static int split_val(train_state *s) {
+  const train_cli *c = s->c;
+  uint32_t n = s->data.n, B = c->mc.batch;
+  if (c->val_frac <= 0)
+    return RP_CLI_OK;
+  uint32_t nval = (uint32_t)((double)c->val_frac * n / B) * B;
+  nval = nval ? nval : B;
+  if (n < B || n - nval < B)
+    return rp_cli_usage_error("train", "--val-frac %g: %u samples cannot hold "
+                              "a validation batch and a training batch of "
+                              "%u (use --val-frac 0 or a smaller --batch)",
+                              (double)c->val_frac, n, B);
+  rp_status st = rp_data_split(&s->data, nval, c->mc.seed, &s->val);
+  return st ? fail("holding out the validation set", st) : RP_CLI_OK;
+}
+
 static int load_data(train_state *s) {
   const train_cli *c = s->c;
-  rp_status st = c->data ? rp_data_load_max(c->data, c->max_bytes, &s->data)
-                         : rp_data_generate(c->kind, c->samples, c->features,
-                                            c->classes, c->mc.seed, &s->data);
+  rp_status st =
+      c->labels ? rp_data_load_idx(c->data, c->labels, c->max_bytes, &s->data)
+      : c->data ? rp_data_load_max(c->data, c->max_bytes, &s->data)
+                : rp_data_generate(c->kind, c->samples, c->features,
+                                   c->classes, c->mc.seed, &s->data);
   if (st != RP_OK) {
     fprintf(stderr, "%s: %s\n", who(), rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  return split_val(s);
+}
+
+/* --load-weights: reads and checks the file before any work; --iters
+ * counts the total, so it must exceed the steps the file has done. A
+ * setting that differs from the file's is allowed (fine-tuning) but makes
+ * the run no exact continuation: it is said once. */
+static int load_ckpt(train_state *s) {
+  const train_cli *c = s->c;
+  if (!c->load_weights)
+    return RP_CLI_OK;
+  rp_status st = rp_mlp_ckpt_read(c->load_weights, &s->ckpt);
+  if (st != RP_OK) {
+    fprintf(stderr, "%s: --load-weights %s\n", who(), rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  const rp_mlp_ckpt_info *f = &s->ckpt.info;
+  if (c->iters <= f->step)
+    return rp_cli_usage_error("train", "--iters %u: %s has done %u steps "
+                              "already; --iters counts the total steps, so "
+                              "ask for more than %u", c->iters,
+                              c->load_weights, f->step, f->step);
+  s->start = f->step;
+  if (s->rank == 0 &&
+      (f->lr != c->lr || f->lr_decay != c->lr_decay ||
+       f->momentum != c->mc.momentum || f->batch != c->mc.batch ||
+       f->seed != c->mc.seed || f->shuffle != (uint32_t)!c->no_shuffle))
+    fprintf(stderr, "%s: note: %s was saved with --lr %g --lr-decay %g "
+            "--momentum %g --batch %u --seed %llu%s; this run differs, so it "
+            "is not an exact continuation\n", who(), c->load_weights,
+            (double)f->lr, (double)f->lr_decay, (double)f->momentum,
+            f->batch, (unsigned long long)f->seed,
+            f->shuffle ? "" : " --no-shuffle");
+  return RP_CLI_OK;
+}
+
+/* The --load-weights checkpoint into the model (again before --compare's
+ * eager run); a file of another architecture is refused here. */
+static int restore(train_state *s) {
+  if (!s->ckpt.params)
+    return RP_CLI_OK;
+  rp_status st = rp_mlp_ckpt_apply(s->m, &s->ckpt);
+  if (st != RP_OK) {
+    fprintf(stderr, "%s: --load-weights %s: %s\n", who(),
+            s->c->load_weights, rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -646,12 +825,19 @@ static int setup(train_state *s, rp_backend_kind backend) {
     return fail("registering the kernels", st);
   if ((st = rp_mlp_create(s->rt, &k, &c->mc, &s->data, &s->m)) != RP_OK)
     return fail("building the model", st);
-  return RP_CLI_OK;
+  if (s->val.n && (st = rp_mlp_set_validation(s->m, &s->val)) != RP_OK)
+    return fail("copying the validation set", st);
+  if (!c->no_shuffle &&
+      (st = rp_mlp_shuffle(s->m, &s->data, c->mc.seed)) != RP_OK)
+    return fail("shuffling", st);
+  return restore(s);
 }
 
 /* Collective under --dist (the sums are all-reduced). */
 static int evaluate_initial(train_state *s) {
   rp_status st = rp_mlp_evaluate(s->m, &s->init_loss, &s->init_acc);
+  double chance = log((double)s->data.classes); /* a uniform guess */
+  s->limit = DIVERGE_FACTOR * (s->init_loss > chance ? s->init_loss : chance);
   return st ? fail("evaluating the initial weights", st) : RP_CLI_OK;
 }
 
@@ -705,10 +891,10 @@ static int record(train_state *s, rp_backend_kind asked) {
 /* --timings FILE: {"format": "reprise-timings", "version": 1,
  * "iterations": [{"iteration": N, "mode": "replay|eager", "ns": T}, ...]}
  * (the format `reprise plot --train` reads). */
-static void write_timings(train_state *s, const char *mode) {
-  for (uint32_t i = 0; s->timings && i < s->c->iters; i++)
+static void write_timings(train_state *s, const char *mode, uint32_t n) {
+  for (uint32_t i = 0; s->timings && i < n; i++)
     fprintf(s->timings, "%s\n  {\"iteration\": %u, \"mode\": \"%s\", "
-            "\"ns\": %llu}", s->timing_rows++ ? "," : "", i, mode,
+            "\"ns\": %llu}", s->timing_rows++ ? "," : "", s->start + i, mode,
             (unsigned long long)s->ns[i]);
 }
 
@@ -745,8 +931,13 @@ static int train_once(train_state *s, int eager, run_stats *out) {
                 s->rank != 0,
                 s->rank == 0 && isatty(STDOUT_FILENO),
                 eager ? "eager" : "replay",
-                NAN};
+                NAN,
+                s,
+                s->start,
+                0};
+  s->nlog = 0;
   rp_mlp_train_opts o = {.iters = c->iters,
+                         .start = s->start,
                          .lr = c->lr,
                          .lr_decay = c->lr_decay,
                          .loss_every = c->log_every,
@@ -761,10 +952,23 @@ static int train_once(train_state *s, int eager, run_stats *out) {
     fflush(stdout);
   if (st != RP_OK)
     return fail(eager ? "eager training" : "training by replay", st);
-  write_timings(s, eager ? "eager" : "replay"); /* before summarize sorts */
-  summarize(s->ns, c->iters, c->mc.batch, wall, out);
+  if (p.failed)
+    return RP_CLI_FAILED;
+  uint32_t ran = p.done - s->start; /* fewer when it diverged */
+  s->steps_done = p.done;
+  write_timings(s, eager ? "eager" : "replay", ran); /* before the sort */
+  if (ran)
+    summarize(s->ns, ran, c->mc.batch, wall, out);
   if ((st = rp_mlp_evaluate(s->m, &out->final_loss, &out->accuracy)))
     return fail("evaluating the trained weights", st);
+  if (s->val.n &&
+      (st = rp_mlp_evaluate_val(s->m, &s->val_loss, &s->val_acc)) != RP_OK)
+    return fail("validation", st);
+  if (!isfinite(out->final_loss) || out->final_loss > s->limit) {
+    s->diverged_at = s->diverged ? s->diverged_at : p.done;
+    s->diverged_loss = s->diverged ? s->diverged_loss : out->final_loss;
+    s->diverged = 1; /* the same on every rank: the loss is all-reduced */
+  }
   return RP_CLI_OK;
 }
 
@@ -811,7 +1015,7 @@ static int train_all(train_state *s) {
     if (!rc)
       rc = train_once(s, 0, &s->replay);
     rc = agree(s, rc ? rc : trace_write(s));
-    if (rc)
+    if (rc || s->diverged)
       return rc;
   }
   if (!c->eager && !c->compare)
@@ -826,6 +1030,10 @@ static int train_all(train_state *s) {
       free(replayed);
       return fail("restarting for the eager run", st);
     }
+    if ((rc = restore(s)) != RP_CLI_OK) {
+      free(replayed);
+      return rc;
+    }
   }
   rc = train_once(s, 1, &s->eager);
   if (!rc && c->compare)
@@ -834,31 +1042,18 @@ static int train_all(train_state *s) {
   return rc;
 }
 
-/* --save-weights FILE: the n floats as raw little-endian f32 (the order
- * of rp_mlp_params_read). */
-static int write_weights(const char *path, const float *w, size_t n) {
-  unsigned char *b = malloc(n * 4 + 1);
-  if (!b)
-    return oom("--save-weights");
-  for (size_t i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, &w[i], 4);
-    for (int k = 0; k < 4; k++)
-      b[4 * i + k] = (unsigned char)(u >> (8 * k));
+/* --save-weights FILE: a checkpoint (kernels/mlp.h) of the weights, the
+ * momentum, the steps done and the lr schedule. */
+static int write_weights(train_state *s) {
+  const train_cli *c = s->c;
+  rp_mlp_ckpt_info info = {.step = s->steps_done, .lr = c->lr,
+                           .lr_decay = c->lr_decay};
+  rp_status st = rp_mlp_save(s->m, c->save_weights, &info);
+  if (st != RP_OK) {
+    fprintf(stderr, "%s: --save-weights %s\n", who(), rp_error_detail());
+    return RP_CLI_FAILED;
   }
-  FILE *f = fopen(path, "wb");
-  if (!f)
-    fprintf(stderr, "%s: --save-weights %s: cannot write: %s\n", who(), path,
-            strerror(errno));
-  int bad = !f;
-  if (f) {
-    bad = fwrite(b, 4, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad)
-      fprintf(stderr, "%s: --save-weights %s: write failed\n", who(), path);
-  }
-  free(b);
-  return bad ? RP_CLI_FAILED : RP_CLI_OK;
+  return RP_CLI_OK;
 }
 
 /* The final weights: --dist checks that every rank holds the same ones
@@ -879,7 +1074,7 @@ static int final_weights(train_state *s) {
     s->ranks_equal = same_on_every_rank(w, n);
   }
   if (!rc && c->save_weights && s->rank == 0)
-    rc = write_weights(c->save_weights, w, n);
+    rc = write_weights(s);
   free(w);
   return agree(s, rc);
 }
@@ -926,7 +1121,13 @@ static void print_header(const train_state *s) {
          c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
   if (c->dist)
     printf("%u rank%s (MPI) x ", s->ranks, s->ranks == 1 ? "" : "s");
-  printf("%u processors\n", c->mc.procs);
+  if (s->val.n) /* the samples above are those trained on */
+    printf("%u processors\nvalidation: %u samples held out (--val-frac %g); "
+           "%s\n", c->mc.procs, s->val.n, (double)c->val_frac,
+           c->no_shuffle ? "batches in the data set's order"
+                         : "shuffled every epoch");
+  else
+    printf("%u processors\n", c->mc.procs);
   print_procs(s, "");
   const char *why = rp_runtime_backend_reason(s->rt);
   if (c->backend == RP_BACKEND_AUTO && why[0])
@@ -936,6 +1137,8 @@ static void print_header(const train_state *s) {
            rp_graph_edge_count(s->g), s->ex ? "" : " (not replayed)");
   if (s->ex)
     printf("instantiated in %.2f ms\n", s->instantiate_ms);
+  if (s->start)
+    printf("resumed from %s at step %u\n", c->load_weights, s->start);
   printf("initial loss %.4f, accuracy %.1f%%\n", s->init_loss,
          100 * s->init_acc);
   fflush(stdout);
@@ -954,10 +1157,14 @@ static void print_summary(const train_state *s) {
   const run_stats *fin = c->eager ? &s->eager : &s->replay;
   printf("final loss %.4f (initial %.4f), accuracy %.1f%%\n", fin->final_loss,
          s->init_loss, 100 * fin->accuracy);
+  if (s->val.n)
+    printf("validation loss %.4f, accuracy %.1f%% (%u held-out samples)\n",
+           s->val_loss, 100 * s->val_acc, s->val.n);
   if (s->replay.ran)
-    print_run("replay", &s->replay, c->iters, c->inflight, c->dist);
+    print_run("replay", &s->replay, s->steps_done - s->start, c->inflight,
+              c->dist);
   if (s->eager.ran)
-    print_run("eager", &s->eager, c->iters, 1, c->dist);
+    print_run("eager", &s->eager, s->steps_done - s->start, 1, c->dist);
   if (s->replay.ran && s->eager.ran)
     printf("eager/replay median: %.2fx\n",
            s->eager.median_us / s->replay.median_us);
@@ -978,6 +1185,31 @@ static void json_num(FILE *f, const char *key, double v, int ok) {
     fprintf(f, ",\n  \"%s\": %.9g", key, v);
   else
     fprintf(f, ",\n  \"%s\": null", key);
+}
+
+/* The practitioner's keys: samples, validation, shuffling, resume,
+ * divergence and the log points. */
+static void write_json_training(FILE *f, const train_state *s) {
+  const train_cli *c = s->c;
+  fprintf(f, ",\n  \"train_samples\": %u,\n  \"val_samples\": %u",
+          s->data.n, s->val.n);
+  json_num(f, "val_loss", s->val_loss, s->val.n > 0);
+  json_num(f, "val_accuracy", s->val_acc, s->val.n > 0);
+  fprintf(f, ",\n  \"shuffle\": %s,\n  \"start_step\": %u",
+          c->no_shuffle ? "false" : "true", s->start);
+  fprintf(f, ",\n  \"steps_done\": %u,\n  \"diverged\": %s",
+          s->steps_done, s->diverged ? "true" : "false");
+  json_num(f, "diverge_limit", s->limit, 1);
+  fprintf(f, ",\n  \"log\": [");
+  for (uint32_t i = 0; i < s->nlog; i++) {
+    const log_point *lp = &s->log[i];
+    fprintf(f, "%s\n    {\"iter\": %u", i ? "," : "", lp->iter);
+    json_num(f, "loss", lp->loss, 1);
+    json_num(f, "val_loss", lp->val_loss, s->val.n > 0);
+    json_num(f, "val_accuracy", lp->val_acc, s->val.n > 0);
+    fprintf(f, "}");
+  }
+  fprintf(f, "%s]", s->nlog ? "\n  " : "");
 }
 
 static int write_json(const train_state *s) {
@@ -1021,6 +1253,7 @@ static int write_json(const train_state *s) {
   if (s->ranks_checked)
     fprintf(f, ",\n  \"weights_equal_across_ranks\": %s",
             s->ranks_equal ? "true" : "false");
+  write_json_training(f, s);
   fprintf(f, "\n}\n");
   if (fclose(f) != 0) {
     fprintf(stderr, "%s: error writing '%s'\n", who(), c->json);
@@ -1046,19 +1279,23 @@ static int run_on(train_state *s, rp_backend_kind backend,
     return rc;
   if (s->rank == 0)
     print_header(s);
-  if ((rc = agree(s, train_all(s))) || (rc = final_weights(s)))
+  if ((rc = agree(s, train_all(s))))
+    return rc;
+  if (!s->diverged && (rc = final_weights(s))) /* no diverged checkpoint */
     return rc;
   if (s->rank == 0)
     print_summary(s);
-  const run_stats *fin = c->eager ? &s->eager : &s->replay;
   if (c->json && s->rank == 0 && (rc = write_json(s)))
     return rc;
-  if (!isfinite(fin->final_loss)) { /* the same on every rank */
+  if (s->diverged) { /* the same on every rank: the losses are global */
     if (s->rank == 0)
       fprintf(stderr,
-              "reprise train: training diverged (final loss %g): try "
-              "a smaller --lr\n",
-              fin->final_loss);
+              "reprise train: training diverged at iteration %u: loss %g "
+              "is not finite or above %g (%gx the initial loss %.4f, or "
+              "ln(classes) if larger): try a smaller --lr (now %g)%s\n",
+              s->diverged_at, s->diverged_loss, s->limit, DIVERGE_FACTOR,
+              s->init_loss, (double)c->lr,
+              c->lr_decay > 0 ? "" : " or --lr-decay");
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -1067,6 +1304,11 @@ static int run_on(train_state *s, rp_backend_kind backend,
 static int train_main(train_state *s) {
   const train_cli *c = s->c;
   int rc = load_data(s);
+  if (!rc)
+    rc = load_ckpt(s);
+  s->caplog = c->iters / c->log_every + 2;
+  if (!rc && !(s->log = calloc(s->caplog, sizeof *s->log)))
+    rc = oom("allocating the log");
   if (!rc && !(s->ns = malloc(c->iters * sizeof *s->ns)))
     rc = oom("allocating timings");
   if (!rc)
@@ -1082,7 +1324,10 @@ static int train_main(train_state *s) {
   rc = rc ? rc : tc;
   teardown(s);
   free(s->ns);
+  free(s->log);
   rp_data_free(&s->data);
+  rp_data_free(&s->val);
+  rp_mlp_ckpt_free(&s->ckpt);
   return rc;
 }
 

@@ -140,15 +140,19 @@ static int train(int np, const char *tag, const char *const *extra) {
 static float *weights(const char *name, size_t *n) {
   size_t len = 0;
   char *b = slurp(path(name), &len);
-  if (!b || len % 4) {
+  /* a checkpoint (kernels/mlp.h): 48 bytes, L + 1 widths, the floats
+   * (weights and momentum), an 8-byte checksum */
+  const unsigned char *h = (const unsigned char *)b;
+  size_t head = b && len >= 48 ? 48 + 4 * ((size_t)h[12] + 1) : len + 1;
+  if (!b || len < head + 8 || (len - head - 8) % 4) {
     free(b);
     *n = 0;
     return NULL;
   }
-  *n = len / 4;
+  *n = (len - head - 8) / 4;
   float *w = malloc(*n * sizeof *w + 1);
   for (size_t i = 0; w && i < *n; i++) { /* little-endian f32 */
-    const unsigned char *p = (const unsigned char *)b + 4 * i;
+    const unsigned char *p = h + head + 4 * i;
     uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                  (uint32_t)p[3] << 24;
     memcpy(&w[i], &u, 4);
