@@ -299,7 +299,7 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip,
     return st;
   }
   if (u->kind == RP_UNIT_COPY) {
-    rp__nvtx_push(RP_NVTX_COPY);
+    rp__nvtx_push(rp__unit_trace_name(u));
     rp_status st = rp_xfer_check(u->xd);
     if (!st) {
       rp_xfer_reset(u->xd);
