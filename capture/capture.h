@@ -36,10 +36,15 @@ typedef struct rp_gop {
   int pop_backward;
   /* where the op came from: 1 when capture inserted it (mirror copy) */
   int inserted;
+  /* rp_capture_name_next / rp_graph_set_op_name; "" none */
+  char name[RP_NAME_MAX + 1];
 } rp_gop;
 
 typedef struct rp_gedge {
   rp_op_id from, to;
+  /* 1: capture inferred it from conflicting accesses; 0: asked for
+   * (rp_graph_add_edge, a launch's wait, a graph file without the mark) */
+  uint32_t inferred;
 } rp_gedge;
 
 /* ---- mirrors (copy insertion, insert.c and mirror.c) ----
@@ -161,6 +166,9 @@ rp_status rp__gop_copy(rp_gop *dst, const rp_gop *src);
 rp_status rp__graph_append(rp_graph *g, const rp_gop *op, rp_op_id *out);
 /* Appends an edge without duplicate checks (caller deduplicates). */
 rp_status rp__graph_edge(rp_graph *g, rp_op_id from, rp_op_id to);
+/* The same, for an edge capture inferred (marked so: lint and graph files
+ * tell it from an edge someone asked for). */
+rp_status rp__graph_edge_inferred(rp_graph *g, rp_op_id from, rp_op_id to);
 /* Topological order of g's ops into order[nops]; RP_ECYCLE with the ops on
  * one cycle named in the detail. */
 rp_status rp__graph_topo(const rp_graph *g, uint32_t *order);

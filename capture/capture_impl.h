@@ -36,6 +36,10 @@ typedef struct rp_capture_state {
   rp_graph *graph;
   rp_analysis rec;
   int failed; /* a recorded launch failed: end returns the error */
+  /* rp_capture_name_next: the name of the next launch's ops ("" none);
+   * keep_name holds it over the copies of one parallel operator */
+  char next_name[RP_NAME_MAX + 1];
+  int keep_name;
 
   /* Copy insertion (insert.c), for the open capture's mirrors: mvalid[k]
    * is 1 while mirror k holds its source's current contents (as of the

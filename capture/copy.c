@@ -193,9 +193,12 @@ static rp_status record_parallel(rp_capture_state *cs,
   uint32_t group = ++cs->graph->ngroups;
   rp_status st = RP_OK;
   rp_event last = RP_NO_EVENT;
+  cs->keep_name = 1; /* every copy of the operator carries its name */
   for (uint32_t i = 0; i < n && !st; i++)
     st = record_copy(cs, &copies[i], group, op->kind, op->backward, op->wait,
                      &last);
+  cs->keep_name = 0;
+  cs->next_name[0] = '\0';
   /* The operator's reference: its last copy. Its earlier copies precede it
    * only through accesses, so a postcondition on the whole operator should
    * name each copy; the README says so. */

@@ -46,7 +46,8 @@ static void rect_str(const rp_rect *r, char *buf, size_t n) {
   }
 }
 
-/* "inst#slot.gen" then, when live, " f32 [0..15]". A mirror (copy
+/* "inst#slot.gen", its name when it has one (" 'W1'"), then, when live,
+ * " f32 [0..15]". A mirror (copy
  * insertion): "mirror#k(inst#slot.gen)" then its source's type and rect. */
 static void inst_str(const rp_graph *g, rp_inst i, const char *priv, char *buf,
                      size_t n) {
@@ -69,8 +70,13 @@ static void inst_str(const rp_graph *g, rp_inst i, const char *priv, char *buf,
     return;
   }
   rect_str(&info.rect, rect, sizeof rect);
-  snprintf(buf, n, "inst#%u.%u%s%s %s %s", rp__inst_slot(i), rp__inst_gen(i),
-           priv ? ":" : "", priv ? priv : "", rp_dtype_name(info.dtype), rect);
+  const char *name = rp_instance_name(g->rt, i);
+  char named[RP_NAME_MAX + 4] = "";
+  if (name && name[0])
+    snprintf(named, sizeof named, " '%s'", name);
+  snprintf(buf, n, "inst#%u.%u%s%s%s %s %s", rp__inst_slot(i),
+           rp__inst_gen(i), named, priv ? ":" : "", priv ? priv : "",
+           rp_dtype_name(info.dtype), rect);
 }
 
 static void proc_str(rp_proc p, char *buf, size_t n) {
@@ -176,7 +182,10 @@ static rp_status dump_text(const rp_graph *g, FILE *f) {
   text_mirrors(&o, g);
   for (rp_op_id id = 0; id < g->nops; id++) {
     const rp_gop *op = &g->ops[id];
-    say(&o, "op %u:", id);
+    if (op->name[0])
+      say(&o, "op %u '%s':", id, op->name);
+    else
+      say(&o, "op %u:", id);
     if (op->kind == RP_OP_TASK)
       text_task(&o, g, op);
     else
@@ -233,6 +242,10 @@ static void dot_op(out *o, const rp_graph *g, rp_op_id id) {
   if (op->kind == RP_OP_TASK) {
     proc_str(op->proc, proc, sizeof proc);
     say(o, "  op%u [shape=box, label=\"%u: ", id, id);
+    if (op->name[0]) {
+      dot_str(o, op->name);
+      say(o, "\\n");
+    }
     dot_str(o, task_name(g, op));
     say(o, "\\nproc %s", proc);
     if (op->shards > 1)
@@ -247,9 +260,14 @@ static void dot_op(out *o, const rp_graph *g, rp_op_id id) {
   inst_str(g, c->dst, NULL, ends[1], sizeof ends[1]);
   if (c->domain == RP_DOMAIN_RECT)
     rect_str(&c->rect, rect, sizeof rect);
-  say(o, "  op%u [shape=box, style=%s, label=\"%u: %scopy%s\\n", id,
-      op->inserted ? "\"rounded,dashed\"" : "rounded", id,
-      op->inserted ? "inserted " : "", c->redop ? " (sum)" : "");
+  say(o, "  op%u [shape=box, style=%s, label=\"%u: ", id,
+      op->inserted ? "\"rounded,dashed\"" : "rounded", id);
+  if (op->name[0]) {
+    dot_str(o, op->name);
+    say(o, "\\n");
+  }
+  say(o, "%scopy%s\\n", op->inserted ? "inserted " : "",
+      c->redop ? " (sum)" : "");
   dot_str(o, ends[0]);
   say(o, "\\n-> ");
   dot_str(o, ends[1]);

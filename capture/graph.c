@@ -81,11 +81,15 @@ const char *rp__op_label(const rp_graph *g, rp_op_id id, char *buf,
     return buf;
   }
   const rp_gop *op = &g->ops[id];
+  char named[RP_NAME_MAX + 4] = "";
+  if (op->name[0])
+    snprintf(named, sizeof named, " '%s'", op->name);
   if (op->kind == RP_OP_TASK) {
     const char *name = rp_task_name(g->rt, op->task);
-    snprintf(buf, n, "op %u (task '%s')", id, name ? name : "?");
+    snprintf(buf, n, "op %u%s (task '%s')", id, named, name ? name : "?");
   } else {
-    snprintf(buf, n, "op %u (%scopy)", id, op->inserted ? "inserted " : "");
+    snprintf(buf, n, "op %u%s (%scopy)", id, named,
+             op->inserted ? "inserted " : "");
   }
   return buf;
 }
@@ -227,16 +231,25 @@ static rp_status eidx_reserve(rp_graph *g, uint32_t more) {
   return RP_OK;
 }
 
-rp_status rp__graph_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
+static rp_status edge_add(rp_graph *g, rp_op_id from, rp_op_id to,
+                          uint32_t inferred) {
   rp_status st = eidx_reserve(g, 1);
   if (st)
     return st;
   if (!rp__grow((void **)&g->edges, &g->edges_cap, g->nedges + 1,
                 sizeof *g->edges))
     return rp__err(RP_ENOMEM, "graph: out of memory");
-  g->edges[g->nedges++] = (rp_gedge){from, to};
+  g->edges[g->nedges++] = (rp_gedge){from, to, inferred};
   eidx_put(g, g->nedges - 1);
   return RP_OK;
+}
+
+rp_status rp__graph_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
+  return edge_add(g, from, to, 0);
+}
+
+rp_status rp__graph_edge_inferred(rp_graph *g, rp_op_id from, rp_op_id to) {
+  return edge_add(g, from, to, 1);
 }
 
 rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l, rp_op_id *out) {
@@ -277,8 +290,11 @@ rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
     return st;
   if ((st = eidx_reserve(g, 0)) != RP_OK) /* builds a missing index */
     return st;
-  if (eidx_find(g, from, to) != UINT32_MAX)
+  uint32_t k = eidx_find(g, from, to);
+  if (k != UINT32_MAX) { /* asked for now, whoever added it first */
+    g->edges[k].inferred = 0;
     return RP_OK;
+  }
   return rp__graph_edge(g, from, to);
 }
 
@@ -557,4 +573,24 @@ rp_status rp__graph_topo(const rp_graph *g, uint32_t *order) {
   free(off);
   free(adj);
   return st;
+}
+
+/* ---- names ---- */
+
+rp_status rp_graph_set_op_name(rp_graph *g, rp_op_id op, const char *name) {
+  rp_status st = rp__graph_check(g, "rp_graph_set_op_name");
+  if (st)
+    return st;
+  if ((st = check_op_id(g, op, "rp_graph_set_op_name")) != RP_OK)
+    return st;
+  if (name && (st = rp__name_check(name, "rp_graph_set_op_name")) != RP_OK)
+    return st;
+  snprintf(g->ops[op].name, sizeof g->ops[op].name, "%s", name ? name : "");
+  return RP_OK;
+}
+
+const char *rp_graph_op_name(const rp_graph *g, rp_op_id op) {
+  if (rp__graph_check(g, "rp_graph_op_name") || op >= g->nops)
+    return NULL;
+  return g->ops[op].name;
 }

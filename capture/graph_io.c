@@ -311,6 +311,9 @@ static rp_status inst_json(writer *w, cJSON *arr, uint32_t i) {
   put(w, o, "dtype", cJSON_CreateString(rp_dtype_name(info.dtype)));
   put_rect(w, o, &info.rect);
   put(w, o, "strides", j_i64_array(w, info.strides, info.rect.dim));
+  const char *name = rp_instance_name(w->g->rt, inst);
+  if (name && name[0]) /* optional: unnamed instances' entries as before */
+    put(w, o, "name", cJSON_CreateString(name));
   return RP_OK;
 }
 
@@ -438,11 +441,13 @@ static rp_status ops_json(writer *w, cJSON *graph) {
         cJSON_CreateString(op->kind == RP_OP_TASK ? "task" : "copy"));
     if (op->kind == RP_OP_COPY) {
       copy_json(w, o, op);
-      continue;
+    } else {
+      rp_status st = task_json(w, o, id, op);
+      if (st)
+        return st;
     }
-    rp_status st = task_json(w, o, id, op);
-    if (st)
-      return st;
+    if (op->name[0]) /* optional: unnamed ops as before */
+      put(w, o, "name", cJSON_CreateString(op->name));
   }
   return RP_OK;
 }
@@ -453,6 +458,8 @@ static void edges_json(writer *w, cJSON *graph) {
     cJSON *e = put(w, edges, NULL, cJSON_CreateArray());
     put(w, e, NULL, cJSON_CreateNumber(w->g->edges[i].from));
     put(w, e, NULL, cJSON_CreateNumber(w->g->edges[i].to));
+    if (w->g->edges[i].inferred) /* optional third element */
+      put(w, e, NULL, cJSON_CreateString("inferred"));
   }
 }
 

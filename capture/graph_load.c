@@ -279,10 +279,26 @@ typedef struct inst_desc {
   rp_dtype dtype;
   rp_rect rect;
   int64_t strides[RP_MAX_DIM];
+  const char *name; /* optional; NULL none (points into the JSON tree) */
 } inst_desc;
 
-static const char *const INST_KEYS[] = {"id", "mem", "device",  "dtype",
-                                        "lo", "hi",  "strides", NULL};
+static const char *const INST_KEYS[] = {"id", "mem",     "device", "dtype",
+                                        "lo", "hi",      "strides", "name",
+                                        NULL};
+
+/* An optional "name" (instances, ops): NULL when absent, else checked
+ * against the name rules (RP_NAME_MAX). */
+static rp_status get_name(const cJSON *o, const char *path,
+                          const char **name) {
+  const cJSON *v = field(o, "name");
+  *name = NULL;
+  if (!v)
+    return RP_OK;
+  rp_status st = get_str(v, path, "name", name);
+  if (!st && (st = rp__name_check(*name, "name")) != RP_OK)
+    st = rp__err_prefix(RP_EFORMAT, "%s.", path);
+  return st;
+}
 
 static rp_status parse_inst(const cJSON *o, uint32_t i, inst_desc *d) {
   char path[PATH_LEN];
@@ -309,6 +325,8 @@ static rp_status parse_inst(const cJSON *o, uint32_t i, inst_desc *d) {
   if (sdim != d->rect.dim)
     return rp__err(RP_ESHAPE, "%s.strides: %d strides for %d dimensions", path,
                    sdim, d->rect.dim);
+  if ((st = get_name(o, path, &d->name)) != RP_OK)
+    return st;
   d->mem = (rp_mem_kind)mem;
   d->device = (int)dev;
   d->dtype = (rp_dtype)dtype;
@@ -405,6 +423,8 @@ static rp_status alloc_inst(loader *L, uint32_t i, const inst_desc *d) {
   if (st)
     return rp__err_prefix(st, "instance table entry %u: ", i);
   L->nalloc++;
+  if (d->name) /* checked by parse_inst: cannot fail */
+    rp_instance_set_name(L->rt, L->table[i], d->name);
   return RP_OK;
 }
 
@@ -735,6 +755,7 @@ static const char *const TASK_KEYS[] = {"id",
                                         "args",
                                         "accesses",
                                         "interps",
+                                        "name",
                                         NULL};
 
 static rp_status parse_task(loader *L, const cJSON *o, const char *path,
@@ -884,7 +905,7 @@ static rp_status parse_group(loader *L, const cJSON *o, const char *path,
 
 static const char *const COPY_KEYS[] = {
     "id",    "kind",  "src",      "dst",      "domain",   "rect",
-    "redop", "group", "pop_kind", "backward", "inserted", NULL};
+    "redop", "group", "pop_kind", "backward", "inserted", "name", NULL};
 
 static rp_status parse_copy(loader *L, const cJSON *o, const char *path,
                             rp_gop *op) {
@@ -945,14 +966,19 @@ static rp_status load_op(loader *L, const cJSON *o, uint32_t i) {
   if ((uint64_t)v != i)
     return rp__err(RP_EFORMAT, "%s.id: %lld (ops must be in id order)", path,
                    (long long)v);
-  const char *k = NULL;
-  if ((st = get_str(kind, path, "kind", &k)) != RP_OK)
+  const char *k = NULL, *name = NULL;
+  if ((st = get_str(kind, path, "kind", &k)) != RP_OK ||
+      (st = get_name(o, path, &name)) != RP_OK)
     return st;
   if (!strcmp(k, "task"))
-    return load_task(L, o, path);
-  if (!strcmp(k, "copy"))
-    return load_copy(L, o, path);
-  return rp__err(RP_EFORMAT, "%s.kind: unknown op kind '%.40s'", path, k);
+    st = load_task(L, o, path);
+  else if (!strcmp(k, "copy"))
+    st = load_copy(L, o, path);
+  else
+    return rp__err(RP_EFORMAT, "%s.kind: unknown op kind '%.40s'", path, k);
+  if (!st && name) /* the op just appended */
+    snprintf(L->g->ops[L->g->nops - 1].name, RP_NAME_MAX + 1, "%s", name);
+  return st;
 }
 
 static rp_status load_ops(loader *L, const cJSON *arr) {
@@ -1013,13 +1039,22 @@ static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
   snprintf(path, sizeof path, "graph.edges[%u]", i);
   uint32_t n;
   rp_op_id from, to;
-  rp_status st = get_array(e, path, "", 2, &n);
-  if (st || n != 2)
-    return rp__err(RP_EFORMAT, "%s: expected [from, to]", path);
+  rp_status st = get_array(e, path, "", 3, &n);
+  if (st || n < 2)
+    return rp__err(RP_EFORMAT, "%s: expected [from, to] or [from, to, "
+                   "\"inferred\"]", path);
+  const cJSON *mark = e->child->next->next;
+  if (mark && !(cJSON_IsString(mark) && mark->valuestring &&
+                !strcmp(mark->valuestring, "inferred")))
+    return rp__err(RP_EFORMAT, "%s[2]: expected \"inferred\" (an edge "
+                   "capture inferred) or nothing", path);
   if ((st = op_ref(L, e->child, path, "from", &from)) ||
       (st = op_ref(L, e->child->next, path, "to", &to)))
     return st;
-  return edge_seen(s, from, to) ? RP_OK : rp__graph_edge(L->g, from, to);
+  if (edge_seen(s, from, to))
+    return RP_OK;
+  return mark ? rp__graph_edge_inferred(L->g, from, to)
+              : rp__graph_edge(L->g, from, to);
 }
 
 static rp_status load_edges(loader *L, const cJSON *arr) {

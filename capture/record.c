@@ -137,6 +137,8 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
   g->no_copy_insertion = opts ? opts->no_copy_insertion : 0;
   cs->graph = g;
   cs->failed = 0;
+  cs->next_name[0] = '\0';
+  cs->keep_name = 0;
   cs->serial++;
   rp__analysis_init(&cs->rec, (rp_dep_hooks){0});
   cs->owner = pthread_self();
@@ -203,6 +205,16 @@ static rp_status recording_state(rp_runtime *rt, rp_capture_state **cs,
     return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread",
                    what);
   return RP_OK;
+}
+
+rp_status rp_capture_name_next(rp_runtime *rt, const char *name) {
+  rp_capture_state *cs;
+  rp_status st = recording_state(rt, &cs, "rp_capture_name_next");
+  if (!st && name)
+    st = rp__name_check(name, "rp_capture_name_next");
+  if (!st)
+    snprintf(cs->next_name, sizeof cs->next_name, "%s", name ? name : "");
+  return st;
 }
 
 rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
@@ -277,10 +289,16 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   if ((st = rp__analysis_deps(&cs->rec, acc, nacc, &deps)) != RP_OK)
     goto out;
   rp_op_id id;
+  rp_gop named;
+  if (!op->inserted && cs->next_name[0]) { /* rp_capture_name_next */
+    named = *op; /* shallow: append deep-copies */
+    memcpy(named.name, cs->next_name, sizeof named.name);
+    op = &named;
+  }
   if ((st = rp__graph_append(g, op, &id)) != RP_OK)
     goto out;
   for (uint32_t i = 0; i < deps.n && !st; i++)
-    st = rp__graph_edge(g, (rp_op_id)deps.v[i].id, id);
+    st = rp__graph_edge_inferred(g, (rp_op_id)deps.v[i].id, id);
   if (!st && wait.id)
     st = wport ? rp_graph_bind_precondition(g, widx, id)
                : rp_graph_add_edge(g, widx, id);
@@ -297,6 +315,8 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
     goto out;
   }
   rp__insert_note_writes(cs, op);
+  if (!op->inserted && !cs->keep_name)
+    cs->next_name[0] = '\0'; /* the name was for this launch only */
   if (ref)
     *ref = op_ref(cs, id);
 out:

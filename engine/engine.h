@@ -188,6 +188,9 @@ typedef struct rp_inst_view {
 } rp_inst_view;
 
 rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out);
+/* RP_OK when name is a valid name (reprise.h RP_NAME_MAX): at most
+ * RP_NAME_MAX printable ASCII bytes, no '"' or '\\'. `what`: the call. */
+rp_status rp__name_check(const char *name, const char *what);
 /* Liveness and memory only (no copy of the view): RP_ESTALE or RP_OK. */
 rp_status rp__inst_mem(const rp_runtime *rt, rp_inst inst, rp_mem *mem);
 /* Slot UINT32_MAX is never handed out (the capture layer marks mirror

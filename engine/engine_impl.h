@@ -74,6 +74,8 @@ typedef struct rp_inst_slot {
   rp_instance_info info;
   void *base; /* what to hand back to the allocator */
   uint32_t next_free;
+  /* rp_instance_set_name; "" none. Kept by realloc, cleared by free. */
+  char name[RP_NAME_MAX + 1];
 } rp_inst_slot;
 
 /* ---------------------------------------------------------------------- */

@@ -275,6 +275,7 @@ static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
   s->live = 1;
   s->base = base;
   s->info = info;
+  s->name[0] = '\0';
   uint32_t gen = atomic_load(&s->gen);
   s->info.generation = gen;
   pthread_mutex_unlock(&rt->inst_lock);
@@ -352,6 +353,7 @@ rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
   rp_mem mem = s->info.mem;
   s->live = 0;
   s->base = NULL;
+  s->name[0] = '\0';
   /* release: descriptors that acquire-load the generation see the change */
   uint32_t gen = (rp__inst_gen(inst) + 1) & 0x7fffffffu;
   atomic_store_explicit(&s->gen, gen ? gen : 1, /* 0 never names one */
@@ -537,4 +539,49 @@ void rp__set_inst_busy_hook(rp_runtime *rt, rp_inst_busy_hook fn, void *arg) {
   rt->inst_busy_arg = arg;
   rt->inst_busy = fn;
   pthread_mutex_unlock(&rt->inst_lock);
+}
+
+/* RP_OK when name (not NULL) is a valid name (reprise.h RP_NAME_MAX);
+ * `what` names the call in the error. */
+rp_status rp__name_check(const char *name, const char *what) {
+  size_t n = strlen(name);
+  if (n > RP_NAME_MAX)
+    return rp__err(RP_EINVAL, "%s: name '%.20s...' is %zu bytes (at most %d)",
+                   what, name, n, RP_NAME_MAX);
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)name[i];
+    if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
+      return rp__err(RP_EINVAL,
+                     "%s: name byte %zu (0x%02x) is not printable ASCII "
+                     "other than '\"' and '\\'",
+                     what, i, c);
+  }
+  return RP_OK;
+}
+
+rp_status rp_instance_set_name(rp_runtime *rt, rp_inst inst,
+                               const char *name) {
+  rp_status st = rp__rt_check(rt, "rp_instance_set_name");
+  if (st)
+    return st;
+  if (name && (st = rp__name_check(name, "rp_instance_set_name")) != RP_OK)
+    return st;
+  pthread_mutex_lock(&rt->inst_lock);
+  rp_inst_slot *s = inst_lookup(rt, inst);
+  if (!s || !s->live) {
+    pthread_mutex_unlock(&rt->inst_lock);
+    return rp__err(RP_ESTALE, "rp_instance_set_name: instance %#llx is stale "
+                   "or unknown%s", (unsigned long long)inst.id,
+                   inst_why(rt, inst));
+  }
+  snprintf(s->name, sizeof s->name, "%s", name ? name : "");
+  pthread_mutex_unlock(&rt->inst_lock);
+  return RP_OK;
+}
+
+const char *rp_instance_name(const rp_runtime *rt, rp_inst inst) {
+  if (rp__rt_check(rt, "rp_instance_name"))
+    return NULL;
+  rp_inst_slot *s = inst_lookup(rt, inst);
+  return s && s->live ? s->name : NULL;
 }

@@ -2,6 +2,7 @@
  * memories, the task registry, task contexts, layer slots. */
 #include "engine_impl.h"
 
+#include <sched.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -447,7 +448,13 @@ uint64_t rp_runtime_worker_allocated_bytes(rp_runtime *rt) {
     return UINT64_MAX;
   uint64_t sum = 0;
   for (unsigned w = 0; w < rt->ncpu; w++) {
+    /* a worker registers its counter when its thread starts: on a loaded
+     * machine that can come after the first replays (waiting here, up to
+     * 2 s, keeps a measurement from mixing "unknown" with a count) */
     uint64_t *p = atomic_load(&rt->worker_alloc[w]);
+    for (uint64_t t0 = rp__now_ns(); !p && rp__now_ns() - t0 < 2000000000ull;
+         p = atomic_load(&rt->worker_alloc[w]))
+      sched_yield();
     if (!p)
       return UINT64_MAX;
     /* A racy but word-sized read of the worker's own counter: jemalloc

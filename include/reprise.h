@@ -340,6 +340,20 @@ RP_API rp_status rp_instance_free(rp_runtime *rt, rp_inst inst);
 RP_API rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout);
 RP_API rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
                                    rp_instance_info *out);
+/* Names (instances, ops, ports) are at most RP_NAME_MAX bytes, printable
+ * ASCII (0x20..0x7e) without '"' or '\\'; they are recorded in graphs,
+ * saved in graph files and shown by dumps, lint findings, error details,
+ * traces and NVTX ranges. Names need not be unique. */
+#define RP_NAME_MAX 63
+/* Names an instance ("W1"); NULL or "" removes the name. The name stays
+ * through rp_instance_realloc and goes with rp_instance_free. Errors:
+ * RP_ESTALE stale handle, RP_EINVAL a name too long or with a byte
+ * outside the allowed set. */
+RP_API rp_status rp_instance_set_name(rp_runtime *rt, rp_inst inst,
+                                      const char *name);
+/* The instance's name: "" when unnamed, NULL for a stale handle. Valid
+ * until the instance is renamed or freed. */
+RP_API const char *rp_instance_name(const rp_runtime *rt, rp_inst inst);
 /* Host pointer to the element at rect.lo, or NULL (stale handle or memory the
  * host cannot address). */
 RP_API void *rp_instance_ptr(const rp_runtime *rt, rp_inst inst);
@@ -597,6 +611,11 @@ RP_API rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts);
 RP_API rp_status rp_capture_end(rp_runtime *rt, rp_graph **out);
 /* Discards an open capture. */
 RP_API rp_status rp_capture_abort(rp_runtime *rt);
+/* Names the ops of the next launch call on this capture ("fc1.fwd"; see
+ * RP_NAME_MAX): its task, or each copy of a copy or parallel operator
+ * (copies capture inserts stay unnamed). NULL or "" cancels. Errors:
+ * RP_ECAPTURE no capture open on this thread, RP_EINVAL a bad name. */
+RP_API rp_status rp_capture_name_next(rp_runtime *rt, const char *name);
 /* A named precondition port; *ev may be used as a launch's `wait`. */
 RP_API rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
                                          rp_event *ev, uint32_t *port);
@@ -643,6 +662,12 @@ RP_API rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
                                              rp_op_id op);
 RP_API rp_status rp_graph_add_interp(rp_graph *g, rp_op_id op,
                                      const rp_interp *ip);
+/* Names op (RP_NAME_MAX); NULL or "" removes the name. RP_EINVAL for an
+ * op out of range or a bad name. */
+RP_API rp_status rp_graph_set_op_name(rp_graph *g, rp_op_id op,
+                                      const char *name);
+/* The op's name: "" when unnamed, NULL when op is out of range. */
+RP_API const char *rp_graph_op_name(const rp_graph *g, rp_op_id op);
 /* Removes an edge (to fix a rejected graph). RP_ENOENT when absent. */
 RP_API rp_status rp_graph_remove_edge(rp_graph *g, rp_op_id from, rp_op_id to);
 RP_API uint32_t rp_graph_op_count(const rp_graph *g);

@@ -348,7 +348,8 @@ static rp_status setup_task_units(rp_exec *ex, uint32_t id,
     u->measure = u->pinned == RP_PROC_ANY && !u->cost_ns;
     u->measured_ns = UINT64_MAX;
     u->fn = gpu ? t->gpu_fn : t->cpu_fn;
-    u->name = t->name;
+    u->name = op->name[0] ? op->name : t->name; /* the exec's clone */
+    u->task_name = t->name;
     u->interps = op->interps;
     u->ninterp = op->ninterp;
     u->shards_src = shards_src;
@@ -382,6 +383,7 @@ static rp_status setup_units(rp_exec *ex) {
     if (op->kind == RP_OP_COPY) {
       u->kind = RP_UNIT_COPY;
       u->op = id;
+      u->name = op->name[0] ? op->name : NULL;
       u->pinned = RP_PROC_ANY;
       u->xd = &ex->xds[ex->nxds];
       rp_status st = rp_xfer_plan(ex->rt, &op->copy, u->xd);

@@ -64,7 +64,11 @@ typedef struct rp_unit {
   uint32_t ninterp;
   size_t shards_src;         /* SIZE_MAX or offset of the shard count */
   uint32_t max_shards;
+  /* what traces, NVTX ranges and error details call the unit: the op's
+   * name (rp_capture_name_next, graph files) when it has one, else its
+   * task's name; copies: the op's name or NULL ("reprise.copy") */
   const char *name;
+  const char *task_name; /* tasks: the registered task name */
   unsigned char *guard;      /* debug: bytes after this shard's workspace */
   /* copy units */
   rp_xfer_desc *xd;
@@ -321,7 +325,7 @@ void rp__slot_sources_done(rp_exec *ex, rp_slot *s, uint32_t n);
  * The name a unit's trace events and NVTX ranges share. */
 #define RP_NVTX_COPY "reprise.copy"
 static inline const char *rp__unit_trace_name(const rp_unit *u) {
-  return u->kind == RP_UNIT_COPY ? RP_NVTX_COPY : u->name;
+  return u->kind == RP_UNIT_COPY && !u->name ? RP_NVTX_COPY : u->name;
 }
 /* arm_slot: marks s traced (and stamps its submission) when replay r falls
  * in the armed trace window. */

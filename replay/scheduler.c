@@ -208,11 +208,16 @@ static void unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
   const rp_unit *u = &ex->units[ui];
   s->unit_status[ui] = st;
   int32_t zero = 0;
+  /* a named op: "op 3 'fc1.fwd' (rp.gemm)"; else "op 3 (rp.gemm)" */
+  const char *kind = u->kind == RP_UNIT_COPY ? "copy"
+                     : u->task_name          ? u->task_name
+                                             : u->name;
+  const char *named = u->name && u->name != u->task_name ? u->name : NULL;
   if (atomic_compare_exchange_strong(&s->status, &zero, (int32_t)st))
-    snprintf(s->detail, sizeof s->detail, "replay %llu: op %u (%s) shard %u: "
-             "%s: %s", (unsigned long long)s->r, u->op,
-             u->kind == RP_UNIT_COPY ? "copy" : u->name, u->shard,
-             rp_status_name(st), why ? why : "");
+    snprintf(s->detail, sizeof s->detail, "replay %llu: op %u%s%s%s (%s) "
+             "shard %u: %s: %s", (unsigned long long)s->r, u->op,
+             named ? " '" : "", named ? named : "", named ? "'" : "", kind,
+             u->shard, rp_status_name(st), why ? why : "");
   for (uint32_t k = 0; k < u->npost; k++) {
     zero = 0;
     atomic_compare_exchange_strong(&s->post_status[ex->posts[u->post_off + k]],
@@ -299,7 +304,7 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip,
     return st;
   }
   if (u->kind == RP_UNIT_COPY) {
-    rp__nvtx_push(RP_NVTX_COPY);
+    rp__nvtx_push(rp__unit_trace_name(u));
     rp_status st = rp_xfer_check(u->xd);
     if (!st) {
       rp_xfer_reset(u->xd);

@@ -241,10 +241,15 @@ static void unit_events(tw *w, const rp_exec *ex, const rp_trace_rec *rec,
   complete_ev(w, rp__unit_trace_name(u),
               u->kind == RP_UNIT_COPY ? "copy" : "task", rec->lane, t0,
               rec->t_end);
+  fprintf(w->f, ", \"args\": {\"op\": %u, ", u->op);
+  if (u->kind != RP_UNIT_COPY && u->task_name) { /* named ops: the task */
+    fprintf(w->f, "\"task\": \"");
+    rp__json_str(w->f, u->task_name);
+    fprintf(w->f, "\", ");
+  }
   fprintf(w->f,
-          ", \"args\": {\"op\": %u, \"shard\": %u, \"replay\": %llu, "
-          "\"status\": \"%s\"}}",
-          u->op, u->shard, (unsigned long long)r, status_text(rec->status));
+          "\"shard\": %u, \"replay\": %llu, \"status\": \"%s\"}}",
+          u->shard, (unsigned long long)r, status_text(rec->status));
 }
 
 /* A GPU segment's launcher ui in replay r: its waits and launch call on

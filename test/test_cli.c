@@ -520,6 +520,33 @@ Test(cli, train_save_graph_and_dump_hand_over_the_recorded_step) {
   unlink(path);
 }
 
+/* Issue 15: the flagship's graphs lint clean (--strict) for 1, 2 and 4
+ * processors, and name their weights and ops. */
+Test(cli, train_graphs_pass_lint_strict_for_procs_1_2_4, .timeout = 300) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("graph files need cJSON");
+#endif
+  const char *procs[] = {"1", "2", "4"};
+  for (int i = 0; i < 3; i++) {
+    char path[] = "/tmp/rp_cli_lint_XXXXXX";
+    tmp_file(path);
+    cli_run r;
+    RUN(&r, "train", "--backend", "cpu", "--procs", procs[i], "--iters", "2",
+        "--save-graph", path);
+    cr_assert_eq(r.status, 0, "procs %s: %s", procs[i], r.err);
+    RUN(&r, "dump", "--lint", "--strict", path);
+    cr_assert_eq(r.status, 0, "procs %s: %s\n%s", procs[i], r.out, r.err);
+    cr_assert(strstr(r.out, "lint: no findings"), "%s", r.out);
+    RUN(&r, "dump", path);
+    cr_assert(strstr(r.out, "'fc1.fwd"), "procs %s: %.2000s", procs[i],
+              r.out);
+    cr_assert(strstr(r.out, "'W1'"), "%.2000s", r.out);
+    cr_assert(strstr(r.out, "postcondition 0 'loss' <- ops"), "%.4000s",
+              r.out);
+    unlink(path);
+  }
+}
+
 Test(cli, train_trace_writes_a_chrome_trace_of_the_replays, .timeout = 300) {
   char path[] = "/tmp/rp_cli_trace_XXXXXX";
   tmp_file(path);

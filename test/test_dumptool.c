@@ -515,9 +515,9 @@ static void model_line(model *md, unsigned mid_flags, rp_proc mid_proc,
   memset(md, 0, sizeof *md);
   md->kinds[0] = md->kinds[1] = RP_PROC_CPU;
   md->kinds[2] = RP_PROC_GPU;
-  md->insts[0] = (dm_inst){RP_MEM_GPU, 0, RP_F32, rp_rect_1d(0, 15)};
+  md->insts[0] = (dm_inst){RP_MEM_GPU, 0, RP_F32, rp_rect_1d(0, 15), ""};
   md->insts[1] = (dm_inst){mid_mem, mid_mem == RP_MEM_GPU ? 0 : -1, RP_F32,
-                           rp_rect_1d(0, 15)};
+                           rp_rect_1d(0, 15), ""};
   for (uint32_t i = 0; i < 3; i++) {
     int mid = i == 1;
     /* the middle op only reads: none of its results goes unread */
@@ -534,8 +534,8 @@ static void model_line(model *md, unsigned mid_flags, rp_proc mid_proc,
                          .acc = md->acc[i],
                          .nacc = mid ? 2 : 1};
   }
-  md->edges[0] = (dm_edge){0, 1};
-  md->edges[1] = (dm_edge){1, 2};
+  md->edges[0] = (dm_edge){0, 1, 0};
+  md->edges[1] = (dm_edge){1, 2, 0};
   md->m = (dm_graph){.ops = md->ops,
                      .nops = 3,
                      .insts = md->insts,
@@ -552,9 +552,205 @@ static char *lint_model(const dm_graph *m, uint32_t *n) {
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   cr_assert_not_null(f);
-  cr_assert_eq(dm_lint(m, f, stderr, n), 0);
+  cr_assert_eq(dm_lint(m, DM_LINT_ALL, f, stderr, n), 0);
   fclose(f);
   return text;
+}
+
+/* ---- names (issue 15) ---- */
+
+Test(names, instances_and_ops_show_in_every_format_and_finding) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  RP_CHECK(rp_instance_set_name(fx.rt, fx.in[0], "W1"));
+  RP_CHECK(rp_graph_set_op_name(fx.g, 0, "fc1.init"));
+  cr_assert_str_eq(rp_instance_name(fx.rt, fx.in[0]), "W1");
+  cr_assert_str_eq(rp_graph_op_name(fx.g, 0), "fc1.init");
+  cr_assert_str_eq(rp_graph_op_name(fx.g, 1), "");
+  cr_assert_null(rp_graph_op_name(fx.g, 99));
+  /* bad names are refused and change nothing */
+  RP_EXPECT(rp_instance_set_name(fx.rt, fx.in[0], "a\"b"), RP_EINVAL);
+  RP_EXPECT(rp_graph_set_op_name(fx.g, 0, "x\ny"), RP_EINVAL);
+  char big[RP_NAME_MAX + 2];
+  memset(big, 'a', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  RP_EXPECT(rp_graph_set_op_name(fx.g, 0, big), RP_EINVAL);
+  RP_EXPECT(rp_graph_set_op_name(fx.g, 99, "x"), RP_EINVAL);
+  cr_assert_str_eq(rp_graph_op_name(fx.g, 0), "fc1.init");
+  /* an unread op, so the lint names both */
+  rp_op_id u = FILL(&fx, 0, 0, 5);
+  RP_CHECK(rp_instance_set_name(fx.rt, fx.in[5], "scratch"));
+  RP_CHECK(rp_graph_set_op_name(fx.g, u, "scratch.fill"));
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "op 0 'fc1.init': task 'rp.fill'"), "%s", r.out);
+  cr_assert(strstr(r.out, "'W1':W f32 [0..15]"), "%s", r.out);
+  RUN(&r, "dump", g, "--format", "dot");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "label=\"0: fc1.init\\nrp.fill"), "%s", r.out);
+  cr_assert(strstr(r.out, "'W1'"), "%s", r.out);
+  RUN(&r, "dump", g, "--format", "json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\"name\":\t\"fc1.init\"") ||
+                strstr(r.out, "\"name\": \"fc1.init\"") ||
+                strstr(r.out, "\"name\":\"fc1.init\""),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--lint");
+  cr_assert(strstr(r.out, "unread-result: op 6 'scratch.fill' (rp.fill) "
+                          "writes instance 3 'scratch' (f32"),
+            "%s", r.out);
+  fx_fini(&fx);
+  th_tmpdir_remove();
+}
+
+Test(names, capture_names_the_next_launch_and_traces_use_it) {
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect rr = rp_rect_1d(0, 15);
+  rp_inst a, b;
+  RP_CHECK(rp_instance_create(rt, sys, RP_F32, &rr, NULL, &a));
+  RP_CHECK(rp_instance_create(rt, sys, RP_F32, &rr, NULL, &b));
+  RP_EXPECT(rp_capture_name_next(rt, "x"), RP_ECAPTURE); /* no capture */
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_name_next(rt, "a.fill"));
+  rp_access wa = {a, RP_WRITE, RP_REDOP_NONE};
+  rp_launch l = {.task = k.fill, .proc = 0, .accesses = &wa, .naccess = 1,
+                 .args = &SCALAR, .args_size = sizeof SCALAR};
+  RP_CHECK(rp_launch_task(rt, &l, NULL));
+  RP_CHECK(rp_capture_name_next(rt, "a.to.b"));
+  rp_copy c = {.src = a, .dst = b, .domain = RP_DOMAIN_SRC};
+  RP_CHECK(rp_launch_copy(rt, &c, NULL));
+  RP_CHECK(rp_launch_copy(rt, &c, NULL)); /* the name was for one launch */
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_str_eq(rp_graph_op_name(g, 0), "a.fill");
+  cr_assert_str_eq(rp_graph_op_name(g, 1), "a.to.b");
+  cr_assert_str_eq(rp_graph_op_name(g, 2), "");
+  /* error details name the op */
+  RP_EXPECT(rp_graph_remove_edge(g, 2, 0), RP_ENOENT);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_exec_trace_start(ex, 1));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  rp_event_release(rt, done);
+  const char *path = th_tmp_path("t.json");
+  RP_CHECK(rp_exec_trace_write(ex, path));
+  static char buf[65536];
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  cr_assert(strstr(buf, "\"name\": \"a.fill\""), "%s", buf);
+  cr_assert(strstr(buf, "\"task\": \"rp.fill\""), "%s", buf);
+  cr_assert(strstr(buf, "\"name\": \"a.to.b\""), "%s", buf);
+  cr_assert(strstr(buf, "\"name\": \"reprise.copy\""), "%s", buf);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
+/* ---- lint: capture's edges, check selection (issue 15) ---- */
+
+Test(lint, inferred_edges_a_path_implies_are_stats_not_findings) {
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect rr = rp_rect_1d(0, 15);
+  rp_inst x, y;
+  RP_CHECK(rp_instance_create(rt, sys, RP_F32, &rr, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, sys, RP_F32, &rr, NULL, &y));
+  /* fill x; y = x (reads x); x = scale (WAR on the copy, WAW on the fill:
+   * the fill -> scale edge is implied by fill -> copy -> scale) */
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_access wx = {x, RP_WRITE, RP_REDOP_NONE}, rwx = {x, RP_RW, RP_REDOP_NONE};
+  rp_launch l = {.task = k.fill, .proc = 0, .accesses = &wx, .naccess = 1,
+                 .args = &SCALAR, .args_size = sizeof SCALAR};
+  rp_event e0, e2;
+  RP_CHECK(rp_launch_task(rt, &l, &e0));
+  rp_copy c = {.src = x, .dst = y, .domain = RP_DOMAIN_SRC};
+  rp_event e1;
+  RP_CHECK(rp_launch_copy(rt, &c, &e1));
+  l.task = k.scale;
+  l.accesses = &rwx;
+  RP_CHECK(rp_launch_task(rt, &l, &e2));
+  rp_event ends[2] = {e1, e2};
+  RP_CHECK(rp_capture_postcondition(rt, "out", ends, 2, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert(rp_graph_depends(g, 0, 2));
+  const char *path = th_tmp_path("g.json");
+  RP_CHECK(rp_graph_save(g, path));
+  cli_run r;
+  RUN(&r, "dump", path, "--lint", "--strict");
+  cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+  cr_assert(strstr(r.out, "lint: no findings"), "%s", r.out);
+  RUN(&r, "dump", path, "--stats");
+  cr_assert(strstr(r.out, "inferred edges: 3 (capture's, from conflicting "
+                          "accesses), 1 of them implied by a path"),
+            "%s", r.out);
+  /* the same edge asked for is a finding */
+  RP_CHECK(rp_graph_add_edge(g, 0, 2));
+  RP_CHECK(rp_graph_save(g, path));
+  RUN(&r, "dump", path, "--lint", "--strict");
+  cr_assert_eq(r.status, 1, "%s", r.out);
+  cr_assert(strstr(r.out, "redundant-edge: op 0 (rp.fill) -> op 2 "
+                          "(rp.scale): implied by the path through op 1 "
+                          "(copy)"),
+            "%s", r.out);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
+Test(lint, checks_are_selected_and_ignored_by_name) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  edge(&fx, 0, 2); /* a redundant edge someone asked for */
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint=unread-result,contract", "--strict");
+  cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+  cr_assert(strstr(r.out, "lint: no findings (6 ops, 7 edges checked; not "
+                          "checked: runahead, redundant-edge, "
+                          "mergeable-copies)"),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--lint-ignore", "redundant-edge", "--strict");
+  cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+  RUN(&r, "dump", g, "--lint=redundant-edge", "--strict");
+  cr_assert_eq(r.status, 1, "%s", r.out);
+  cr_assert(strstr(r.out, "lint: 1 finding (redundant-edge 1; not checked: "
+                          "runahead, contract, unread-result, "
+                          "mergeable-copies)"),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--lint=redundant-edges");
+  cr_assert_eq(r.status, 2);
+  cr_assert(strstr(r.err, "'redundant-edges' is not a lint check"), "%s",
+            r.err);
+  RUN(&r, "dump", g, "--lint-ignore", "contract,bogus");
+  cr_assert_eq(r.status, 2);
+  fx_fini(&fx);
+  th_tmpdir_remove();
 }
 
 Test(lint_model, host_task_between_device_ops_stops_runahead) {

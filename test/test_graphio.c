@@ -1119,3 +1119,47 @@ Test(dump, stale_instances_are_marked_in_text) {
   free(buf);
   teardown(&fx);
 }
+
+/* ---- names and inferred edges (issue 15) ---- */
+
+/* MINI (no names, as files before names were) loads; named instances and
+ * ops, and the inferred mark on edges, load and save back the same. */
+Test(graphio_names, names_and_inferred_marks_round_trip) {
+  env e = env_make();
+  char *a = subst(MINI, "\"strides\": [1]}", "\"strides\": [1], \"name\": \"W1\"}");
+  char *b = subst(a, "\"interps\": []},", "\"interps\": [], \"name\": \"fc1.fwd\"},");
+  char *t = subst(b, "[[0, 1]]", "[[0, 1, \"inferred\"]]");
+  make_tmpdir();
+  const char *path = th_tmp_path("n.json"), *again = th_tmp_path("m.json");
+  write_all(path, t, strlen(t));
+  rp_graph *g, *h;
+  RP_CHECK(rp_graph_load(e.rt, path, NULL, 0, &g));
+  rp_inst l[1];
+  uint32_t n;
+  RP_CHECK(rp_graph_instances(g, l, 1, &n));
+  cr_assert_str_eq(rp_instance_name(e.rt, l[0]), "W1");
+  cr_assert_str_eq(rp_graph_op_name(g, 0), "fc1.fwd");
+  cr_assert_str_eq(rp_graph_op_name(g, 1), "");
+  cr_assert_eq(g->edges[0].inferred, 1u);
+  RP_CHECK(rp_graph_save(g, again));
+  RP_CHECK(rp_graph_load(e.rt, again, l, 1, &h));
+  cr_assert_str_eq(rp_graph_op_name(h, 0), "fc1.fwd");
+  cr_assert_eq(h->edges[0].inferred, 1u);
+  RP_CHECK(rp_graph_destroy(h));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(e.rt, l[0]));
+  th_tmpdir_remove();
+  free(a), free(b), free(t);
+  th_destroy(e.rt);
+}
+
+Test(graphio_names, bad_names_and_marks_are_format_errors) {
+  expect_edit("\"interps\": []},", "\"interps\": [], \"name\": \"a\\\"b\"},",
+              RP_EFORMAT);
+  expect_edit("\"interps\": []},", "\"interps\": [], \"name\": 7},",
+              RP_EFORMAT);
+  expect_edit("\"strides\": [1]}", "\"strides\": [1], \"name\": \"\\n\"}",
+              RP_EFORMAT);
+  expect_edit("[[0, 1]]", "[[0, 1, \"asked\"]]", RP_EFORMAT);
+  expect_edit("[[0, 1]]", "[[0, 1, \"inferred\", 2]]", RP_EFORMAT);
+}

@@ -37,6 +37,8 @@ typedef struct dump_cli {
   const char *file, *output;
   rp_dump_format fmt;
   int format_given, schedule, stats, lint, strict;
+  unsigned checks;  /* --lint=CHECK,...: DM_LINT_* bits (0: every one) */
+  unsigned ignored; /* --lint-ignore CHECK */
   unsigned long cpus; /* --workers (REPRISE_WORKERS); 0: from the file */
   rp_backend_kind backend; /* REPRISE_BACKEND (no option) */
   uint32_t gpus;           /* REPRISE_GPUS; 0: one per device */
@@ -77,9 +79,13 @@ static void dump_usage(FILE *f) {
       "  --stats                 op counts per kind, processor and task,\n"
       "                          critical path (ops; ns with cost hints),\n"
       "                          width\n"
-      "  --lint                  findings: runahead, contract,\n"
+      "  --lint[=CHECK,...]      findings of every check, or of those\n"
+      "                          named: runahead, contract,\n"
       "                          redundant-edge, unread-result,\n"
       "                          mergeable-copies (README \"reprise dump\")\n"
+      "  --lint-ignore CHECK[,CHECK...]\n"
+      "                          lint without these checks (repeatable;\n"
+      "                          implies --lint)\n"
       "  --strict                with --lint: exit 1 when there is a\n"
       "                          finding\n"
       "  --contract NAME=host|stream\n"
@@ -149,11 +155,29 @@ static int parse_contract(dump_cli *c, const char *s) {
   return RP_CLI_OK;
 }
 
+/* "redundant-edge,unread-result" into DM_LINT_* bits (added to *bits). */
+static int parse_checks(const char *s, const char *opt, unsigned *bits) {
+  for (const char *p = s;;) {
+    size_t n = strcspn(p, ",");
+    unsigned bit = dm_lint_check(p, n);
+    if (!bit)
+      return rp_cli_usage_error("dump",
+                                "%s: '%.*s' is not a lint check (the "
+                                "checks: %s)",
+                                opt, (int)n, p, dm_lint_checks());
+    *bits |= bit;
+    if (!p[n])
+      return RP_CLI_OK;
+    p += n + 1;
+  }
+}
+
 enum {
   OPT_FORMAT = 256,
   OPT_SCHEDULE,
   OPT_STATS,
   OPT_LINT,
+  OPT_LINT_IGNORE,
   OPT_STRICT,
   OPT_CONTRACT,
   OPT_CPUS,
@@ -164,7 +188,8 @@ static const struct option LONGOPTS[] = {
     {"format", required_argument, NULL, OPT_FORMAT},
     {"schedule", no_argument, NULL, OPT_SCHEDULE},
     {"stats", no_argument, NULL, OPT_STATS},
-    {"lint", no_argument, NULL, OPT_LINT},
+    {"lint", optional_argument, NULL, OPT_LINT},
+    {"lint-ignore", required_argument, NULL, OPT_LINT_IGNORE},
     {"strict", no_argument, NULL, OPT_STRICT},
     {"contract", required_argument, NULL, OPT_CONTRACT},
     {"workers", required_argument, NULL, OPT_CPUS},
@@ -189,7 +214,10 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
     return RP_CLI_OK;
   case OPT_LINT:
     c->lint = 1;
-    return RP_CLI_OK;
+    return arg ? parse_checks(arg, "--lint", &c->checks) : RP_CLI_OK;
+  case OPT_LINT_IGNORE:
+    c->lint = 1;
+    return parse_checks(arg, "--lint-ignore", &c->ignored);
   case OPT_STRICT:
     c->strict = 1;
     return RP_CLI_OK;
@@ -548,7 +576,8 @@ static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
   if (!rc && c->lint) {
     if (c->stats)
       fputc('\n', out);
-    if (dm_lint(&m, out, stderr, &findings))
+    unsigned checks = (c->checks ? c->checks : DM_LINT_ALL) & ~c->ignored;
+    if (dm_lint(&m, checks, out, stderr, &findings))
       rc = RP_CLI_FAILED;
     else if (c->strict && findings)
       rc = RP_CLI_FAILED;

@@ -18,12 +18,17 @@
  *                   stream (kernels/tasks.h), so that is the contract kept.
  * redundant-edge    an edge u -> v that another path u -> w -> ... -> v
  *                   already implies (not in the transitive reduction), or
- *                   an edge given twice.
+ *                   an edge given twice. Only edges someone asked for
+ *                   (rp_graph_add_edge, a launch's wait): capture infers
+ *                   one edge per conflicting access, and those a path
+ *                   implies are counted by --stats, not reported.
  * unread-result     an op that writes (WRITE, RW, REDUCE; a copy's
  *                   destination), is bound to no postcondition, and whose
  *                   written instances no other op reads (READ, RW, a copy's
  *                   source: anywhere in the graph, so state read by the next
- *                   replay counts) except ops that are themselves unread
+ *                   replay counts; a REDUCE ordered after the op folds its
+ *                   result in, so it counts too) except ops that are
+ *                   themselves unread
  *                   (least fixpoint, so a closed loop is never flagged).
  *                   Ops that write nothing are kept: their effect is
  *                   outside the graph.
@@ -47,6 +52,7 @@
 typedef struct dg {
   const dm_graph *m;
   uint32_t *succ_off, *succ; /* CSR, nops + 1 offsets */
+  uint8_t *succ_inf;         /* per succ entry: the edge was inferred */
   uint32_t *pred_off, *pred;
   uint32_t *order; /* topological */
   uint64_t *reach; /* nops x words bits: strict descendants, or
@@ -57,6 +63,7 @@ typedef struct dg {
 static void dg_free(dg *d) {
   free(d->succ_off);
   free(d->succ);
+  free(d->succ_inf);
   free(d->pred_off);
   free(d->pred);
   free(d->order);
@@ -64,9 +71,14 @@ static void dg_free(dg *d) {
   memset(d, 0, sizeof *d);
 }
 
-static int csr(const dm_graph *m, int fwd, uint32_t **off, uint32_t **adj) {
+/* Adjacency in CSR form; inf (may be NULL) gets each entry's inferred
+ * mark. */
+static int csr(const dm_graph *m, int fwd, uint32_t **off, uint32_t **adj,
+               uint8_t **inf) {
   *off = calloc((size_t)m->nops + 1, sizeof **off);
   *adj = malloc(sizeof **adj * (m->nedges ? m->nedges : 1));
+  if (inf && !(*inf = malloc(m->nedges ? m->nedges : 1)))
+    return -1;
   if (!*off || !*adj)
     return -1;
   for (uint32_t e = 0; e < m->nedges; e++)
@@ -79,6 +91,8 @@ static int csr(const dm_graph *m, int fwd, uint32_t **off, uint32_t **adj) {
   for (uint32_t e = 0; e < m->nedges; e++) {
     uint32_t a = fwd ? m->edges[e].from : m->edges[e].to;
     uint32_t b = fwd ? m->edges[e].to : m->edges[e].from;
+    if (inf)
+      (*inf)[(*off)[a] + fill[a]] = (uint8_t)(m->edges[e].inferred != 0);
     (*adj)[(*off)[a] + fill[a]++] = b;
   }
   free(fill);
@@ -143,7 +157,8 @@ static int dg_build(dg *d, const dm_graph *m, FILE *err) {
       fprintf(err, "edge %u names an op out of range\n", e);
       return -1;
     }
-  if (csr(m, 1, &d->succ_off, &d->succ) || csr(m, 0, &d->pred_off, &d->pred)) {
+  if (csr(m, 1, &d->succ_off, &d->succ, &d->succ_inf) ||
+      csr(m, 0, &d->pred_off, &d->pred, NULL)) {
     fprintf(err, "out of memory\n");
     dg_free(d);
     return -1;
@@ -159,10 +174,15 @@ static int dg_build(dg *d, const dm_graph *m, FILE *err) {
 
 /* ---- names ---- */
 
-typedef char label[160];
+typedef char label[256];
 
+/* "op 3 (rp.gemm)", or with a name "op 3 'fc1.fwd' (rp.gemm)". */
 static const char *op_name(const dm_graph *m, uint32_t i, char *buf) {
-  snprintf(buf, sizeof(label), "op %u (%s)", i, m->ops[i].name);
+  if (m->ops[i].label[0])
+    snprintf(buf, sizeof(label), "op %u '%s' (%s)", i, m->ops[i].label,
+             m->ops[i].name);
+  else
+    snprintf(buf, sizeof(label), "op %u (%s)", i, m->ops[i].name);
   return buf;
 }
 
@@ -175,17 +195,19 @@ static const char *inst_name(const dm_graph *m, uint32_t i, char *buf) {
     snprintf(buf, sizeof(label), "instance ?");
     return buf;
   }
-  char rect[96];
+  char rect[80], named[RP_NAME_MAX + 4] = "";
   const dm_inst *in = &m->insts[i];
   rp_xfer_rect_str(&in->rect, rect, sizeof rect);
+  if (in->name[0])
+    snprintf(named, sizeof named, " '%s'", in->name);
   if (in->mem == RP_MEM_GPU)
     snprintf(buf, sizeof(label),
-             "instance %u (%s %s, gpu memory of device "
+             "instance %u%s (%s %s, gpu memory of device "
              "%d)",
-             i, rp_dtype_name(in->dtype), rect, in->device);
+             i, named, rp_dtype_name(in->dtype), rect, in->device);
   else
-    snprintf(buf, sizeof(label), "instance %u (%s %s, %s memory)", i,
-             rp_dtype_name(in->dtype), rect, mem_name(in->mem));
+    snprintf(buf, sizeof(label), "instance %u%s (%s %s, %s memory)", i,
+             named, rp_dtype_name(in->dtype), rect, mem_name(in->mem));
   return buf;
 }
 
@@ -384,6 +406,24 @@ static int width(const dg *d, FILE *out) {
   return 0;
 }
 
+/* The successor of u other than v through which v is reachable, or
+ * UINT32_MAX (also without reachability). */
+static uint32_t implied_via(const dg *d, uint32_t u, uint32_t v) {
+  for (uint32_t j = d->succ_off[u]; d->reach && j < d->succ_off[u + 1]; j++)
+    if (d->succ[j] != v && reach_has(d, d->succ[j], v))
+      return d->succ[j];
+  return UINT32_MAX;
+}
+
+/* Edges capture inferred that a path already implies (for --stats). */
+static uint32_t implied_inferred(const dg *d) {
+  uint32_t n = 0;
+  for (uint32_t u = 0; u < d->m->nops; u++)
+    for (uint32_t k = d->succ_off[u]; k < d->succ_off[u + 1]; k++)
+      n += d->succ_inf[k] && implied_via(d, u, d->succ[k]) != UINT32_MAX;
+  return n;
+}
+
 int dm_stats(const dm_graph *m, FILE *out, FILE *err) {
   dg d;
   if (dg_build(&d, m, err))
@@ -402,6 +442,18 @@ int dm_stats(const dm_graph *m, FILE *out, FILE *err) {
           "edges: %u, instances: %u, preconditions: %u, "
           "postconditions: %u\n",
           m->nedges, m->ninsts, m->npre, m->npost);
+  uint32_t inferred = 0;
+  for (uint32_t e = 0; e < m->nedges; e++)
+    inferred += m->edges[e].inferred != 0;
+  if (d.reach)
+    fprintf(out,
+            "inferred edges: %u (capture's, from conflicting accesses), %u "
+            "of them implied by a path (harmless: instantiate keeps only "
+            "the waits it needs; not lint findings)\n",
+            inferred, implied_inferred(&d));
+  else
+    fprintf(out, "inferred edges: %u (capture's, from conflicting "
+                 "accesses)\n", inferred);
   int rc = stats_procs(m, out) || stats_tasks(m, out) || longest(&d, 0, out);
   if (!rc && hinted) {
     rc = longest(&d, 1, out);
@@ -430,8 +482,21 @@ typedef struct lint {
   const dg *d;
   const dm_graph *m;
   FILE *out;
+  unsigned checks; /* DM_LINT_* bits (bit k: check k of LINT_NAME) */
   uint32_t count[L_COUNT];
 } lint;
+
+unsigned dm_lint_check(const char *name, size_t len) {
+  for (int k = 0; k < L_COUNT; k++)
+    if (strlen(LINT_NAME[k]) == len && !strncmp(LINT_NAME[k], name, len))
+      return 1u << k;
+  return 0;
+}
+
+const char *dm_lint_checks(void) {
+  return "runahead, contract, redundant-edge, unread-result, "
+         "mergeable-copies";
+}
 
 __attribute__((format(printf, 3, 4))) static void
 finding(lint *L, int kind, const char *fmt, ...) {
@@ -533,15 +598,14 @@ static void lint_redundant(lint *L) {
   const dg *d = L->d;
   for (uint32_t u = 0; u < L->m->nops; u++) {
     for (uint32_t k = d->succ_off[u]; k < d->succ_off[u + 1]; k++) {
+      if (d->succ_inf[k]) /* capture's own: --stats counts those */
+        continue;
       uint32_t v = d->succ[k], via = UINT32_MAX;
       int twice = 0;
       for (uint32_t j = d->succ_off[u]; j < k && !twice; j++)
         twice = d->succ[j] == v;
-      for (uint32_t j = d->succ_off[u];
-           !twice && d->reach && j < d->succ_off[u + 1] && via == UINT32_MAX;
-           j++)
-        if (d->succ[j] != v && reach_has(d, d->succ[j], v))
-          via = d->succ[j];
+      if (!twice)
+        via = implied_via(d, u, v);
       label a, b, c;
       if (twice)
         finding(L, L_REDUNDANT,
@@ -564,6 +628,23 @@ static int acc_reads(const dm_access *a) {
 
 static int acc_writes(const dm_access *a) {
   return a->priv == RP_WRITE || a->priv == RP_RW || a->priv == RP_REDUCE;
+}
+
+/* Reads, or folds into (REDUCE): what may observe an earlier write. */
+static int acc_observes(const dm_access *a) {
+  return acc_reads(a) || a->priv == RP_REDUCE;
+}
+
+/* 1 when op j observes what op o wrote into instance x: j reads x, or
+ * only reduces into it but is ordered after o (its sum includes o's
+ * result; reductions that commute with o do not). Without reachability
+ * (huge graphs) a reduction counts. */
+static int observes(const dg *d, uint32_t o, uint32_t j, uint32_t x) {
+  const dm_op *op = &d->m->ops[j];
+  for (uint32_t k = 0; k < op->nacc; k++)
+    if (op->acc[k].inst == x && acc_reads(&op->acc[k]))
+      return 1;
+  return !d->reach || reach_has(d, o, j);
 }
 
 /* Per instance, the ops that read it (or write it): CSR. */
@@ -609,15 +690,16 @@ static int unread_eligible(const dm_op *op) {
 }
 
 /* 1 when every other reader of every instance op o writes is unread. */
-static int unread_now(const dm_graph *m, const inst_ops *rd,
-                      const uint8_t *dead, uint32_t o) {
+static int unread_now(const dg *d, const inst_ops *rd, const uint8_t *dead,
+                      uint32_t o) {
+  const dm_graph *m = d->m;
   const dm_op *op = &m->ops[o];
   for (uint32_t k = 0; k < op->nacc; k++) {
     uint32_t x = op->acc[k].inst;
     if (!acc_writes(&op->acc[k]) || x >= m->ninsts)
       continue;
     for (uint32_t j = rd->off[x]; j < rd->off[x + 1]; j++)
-      if (rd->ops[j] != o && !dead[rd->ops[j]])
+      if (rd->ops[j] != o && !dead[rd->ops[j]] && observes(d, o, rd->ops[j], x))
         return 0;
   }
   return 1;
@@ -625,8 +707,9 @@ static int unread_now(const dm_graph *m, const inst_ops *rd,
 
 /* The least fixpoint: an op dies once all other readers of what it
  * writes are dead; its death re-queues the writers of what it reads. */
-static int unread_fixpoint(const dm_graph *m, const inst_ops *rd,
+static int unread_fixpoint(const dg *d, const inst_ops *rd,
                            const inst_ops *wr, uint8_t *dead) {
+  const dm_graph *m = d->m;
   uint32_t *queue = malloc(sizeof *queue * (m->nops ? m->nops : 1));
   uint8_t *queued = calloc(m->nops ? m->nops : 1, 1);
   if (!queue || !queued) {
@@ -640,12 +723,12 @@ static int unread_fixpoint(const dm_graph *m, const inst_ops *rd,
   while (head < n) {
     uint32_t o = queue[head++ % m->nops];
     queued[o] = 0;
-    if (dead[o] || !unread_now(m, rd, dead, o))
+    if (dead[o] || !unread_now(d, rd, dead, o))
       continue;
     dead[o] = 1;
     for (uint32_t k = 0; k < m->ops[o].nacc; k++) {
       uint32_t x = m->ops[o].acc[k].inst;
-      if (!acc_reads(&m->ops[o].acc[k]) || x >= m->ninsts)
+      if (!acc_observes(&m->ops[o].acc[k]) || x >= m->ninsts)
         continue;
       for (uint32_t j = wr->off[x]; j < wr->off[x + 1]; j++) {
         uint32_t w = wr->ops[j];
@@ -690,7 +773,9 @@ static void unread_report(lint *L, const inst_ops *rd, uint32_t o) {
     sb_add(&why, "%s%s", why.n ? "; " : "", inst_name(L->m, x, in));
     uint32_t others = 0;
     for (uint32_t j = rd->off[x]; j < rd->off[x + 1]; j++)
-      if (rd->ops[j] != o && (j == rd->off[x] || rd->ops[j - 1] != rd->ops[j]))
+      if (rd->ops[j] != o &&
+          (j == rd->off[x] || rd->ops[j - 1] != rd->ops[j]) &&
+          observes(L->d, o, rd->ops[j], x))
         sb_add(&why, "%s%u", others++ ? ", " : ", read only by unread ops ",
                rd->ops[j]);
     if (!others)
@@ -709,9 +794,9 @@ static int lint_unread(lint *L) {
   const dm_graph *m = L->m;
   inst_ops rd = {0}, wr = {0};
   uint8_t *dead = calloc(m->nops ? m->nops : 1, 1);
-  int rc = !dead || inst_ops_build(m, acc_reads, &rd) ||
+  int rc = !dead || inst_ops_build(m, acc_observes, &rd) ||
            inst_ops_build(m, acc_writes, &wr) ||
-           unread_fixpoint(m, &rd, &wr, dead);
+           unread_fixpoint(L->d, &rd, &wr, dead);
   for (uint32_t o = 0; !rc && o < m->nops; o++)
     if (dead[o])
       unread_report(L, &rd, o);
@@ -832,10 +917,10 @@ static void lint_notes(const lint *L) {
   if (L->count[L_REDUNDANT])
     fprintf(L->out,
             "note: a redundant edge costs nothing at replay "
-            "(instantiate keeps only the waits it needs); remove the ones "
-            "added with rp_graph_add_edge or a launch's wait. Capture infers "
-            "an edge per conflicting access, so captured graphs have them "
-            "too\n");
+            "(instantiate keeps only the waits it needs); these were asked "
+            "for (rp_graph_add_edge or a launch's wait): remove them. The "
+            "edges capture infers, one per conflicting access, are not "
+            "findings (--stats counts those a path implies)\n");
   if (!L->d->reach && L->m->nops)
     fprintf(L->out,
             "note: %u ops is more than %u: redundant-edge and "
@@ -843,15 +928,20 @@ static void lint_notes(const lint *L) {
             L->m->nops, DM_REACH_MAX_OPS);
 }
 
-int dm_lint(const dm_graph *m, FILE *out, FILE *err, uint32_t *nfindings) {
+int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,
+            uint32_t *nfindings) {
   dg d;
   if (dg_build(&d, m, err))
     return -1;
-  lint L = {.d = &d, .m = m, .out = out};
-  lint_runahead(&L);
-  lint_contract(&L);
-  lint_redundant(&L);
-  int rc = lint_unread(&L) || lint_merge(&L);
+  lint L = {.d = &d, .m = m, .out = out, .checks = checks};
+  if (checks & DM_LINT_RUNAHEAD)
+    lint_runahead(&L);
+  if (checks & DM_LINT_CONTRACT)
+    lint_contract(&L);
+  if (checks & DM_LINT_REDUNDANT)
+    lint_redundant(&L);
+  int rc = ((checks & DM_LINT_UNREAD) && lint_unread(&L)) ||
+           ((checks & DM_LINT_MERGE) && lint_merge(&L));
   if (!rc)
     lint_notes(&L);
   dg_free(&d);
@@ -862,15 +952,22 @@ int dm_lint(const dm_graph *m, FILE *out, FILE *err, uint32_t *nfindings) {
   uint32_t total = 0;
   for (int k = 0; k < L_COUNT; k++)
     total += L.count[k];
-  if (!total)
-    fprintf(out, "lint: no findings (%u ops, %u edges checked)\n", m->nops,
+  if (!total) {
+    fprintf(out, "lint: no findings (%u ops, %u edges checked", m->nops,
             m->nedges);
-  else {
+  } else {
     fprintf(out, "lint: %u finding%s (", total, total == 1 ? "" : "s");
-    for (int k = 0; k < L_COUNT; k++)
-      fprintf(out, "%s%s %u", k ? ", " : "", LINT_NAME[k], L.count[k]);
-    fprintf(out, ")\n");
+    for (int k = 0, n = 0; k < L_COUNT; k++)
+      if (checks & 1u << k)
+        fprintf(out, "%s%s %u", n++ ? ", " : "", LINT_NAME[k], L.count[k]);
   }
+  if (checks != DM_LINT_ALL) { /* say what was left out */
+    fprintf(out, "; not checked:");
+    for (int k = 0, n = 0; k < L_COUNT; k++)
+      if (!(checks & 1u << k))
+        fprintf(out, "%s %s", n++ ? "," : "", LINT_NAME[k]);
+  }
+  fprintf(out, ")\n");
   *nfindings = total;
   return 0;
 }

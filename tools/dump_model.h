@@ -24,11 +24,13 @@ typedef struct dm_inst {
   int device;
   rp_dtype dtype;
   rp_rect rect;
+  char name[RP_NAME_MAX + 1]; /* "" unnamed */
 } dm_inst;
 
 typedef struct dm_op {
   rp_op_kind kind;
   const char *name; /* task name, or "copy" */
+  char label[RP_NAME_MAX + 1]; /* the op's own name; "" unnamed */
   rp_proc proc;     /* task: processor or RP_PROC_ANY; copy: RP_PROC_ANY */
   const rp_proc *shard_procs; /* SPMD: one per shard, or NULL */
   rp_proc_kind pkind;         /* the processor's kind (CPU for RP_PROC_ANY) */
@@ -45,6 +47,7 @@ typedef struct dm_op {
 
 typedef struct dm_edge {
   uint32_t from, to;
+  int inferred; /* capture inferred it (not asked for) */
 } dm_edge;
 
 typedef struct dm_graph {
@@ -75,9 +78,25 @@ void dm_free(dm_graph *m);
  * cost hints), width. 0 ok, -1 out of memory or a cycle (said on err). */
 int dm_stats(const dm_graph *m, FILE *out, FILE *err);
 
-/* The lint findings, one per line on out, then a summary line. *nfindings
- * gets their number. 0 ok, -1 failure (said on err). */
-int dm_lint(const dm_graph *m, FILE *out, FILE *err, uint32_t *nfindings);
+/* The lint checks, bits of a selection mask (DM_LINT_ALL: every one). */
+enum {
+  DM_LINT_RUNAHEAD = 1u << 0,
+  DM_LINT_CONTRACT = 1u << 1,
+  DM_LINT_REDUNDANT = 1u << 2,
+  DM_LINT_UNREAD = 1u << 3,
+  DM_LINT_MERGE = 1u << 4,
+  DM_LINT_ALL = (1u << 5) - 1,
+};
+/* The check's bit for a name ("redundant-edge"), 0 when unknown. */
+unsigned dm_lint_check(const char *name, size_t len);
+/* "runahead, contract, ...": every check's name, for usage errors. */
+const char *dm_lint_checks(void);
+
+/* The lint findings of the checks in `checks` (DM_LINT_* bits), one per
+ * line on out, then a summary line. *nfindings gets their number. 0 ok,
+ * -1 failure (said on err). */
+int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,
+            uint32_t *nfindings);
 
 /* Ops above which reachability (redundant edges, the ordering check of
  * mergeable copies) is skipped: it takes nops^2 / 8 bytes. */
