@@ -1359,7 +1359,7 @@ Test(anywhere, gpu_file_dumps_in_every_format_without_a_gpu) {
             "%s", r.out);
   cr_assert(strstr(r.out, "  proc 2 (gpu):\n    op 1 'fwd.gpu1' t.dev\n"),
             "%s", r.out);
-  cr_assert(strstr(r.out, "  any CPU worker:\n    op 2 'allreduce' copy\n"),
+  cr_assert(strstr(r.out, "  placed when instantiated (copies, proc any):\n    op 2 'allreduce' copy\n"),
             "%s", r.out);
   RUN(&r, "dump", g, "--schedule", "--format", "json");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);

@@ -96,11 +96,12 @@ static void dump_usage(FILE *f) {
       "  --contract NAME=host|stream\n"
       "                          the contract of a task this build does not\n"
       "                          know (repeatable), for the lint\n"
-      "  --workers N             CPU worker threads to load into, 1..128\n"
-      "                          (env REPRISE_WORKERS; default: enough for\n"
-      "                          every processor the file names, one per\n"
-      "                          core when it uses GPU memory); --cpus is\n"
+      "  --workers N             CPU workers of the machine the file is\n"
+      "                          read as, 1..128 (env REPRISE_WORKERS;\n"
+      "                          default: the recorded ones); --cpus is\n"
       "                          its deprecated spelling\n"
+      "  --gpus N                logical GPUs of that machine, 1..16 (env\n"
+      "                          REPRISE_GPUS; default: the recorded ones)\n"
       "  --max-bytes N           the most bytes of instance storage the\n"
       "                          loader may allocate for the file (default\n"
       "                          256 MiB), and the largest file read\n"
@@ -114,9 +115,9 @@ static void dump_usage(FILE *f) {
       "--stats and --lint print instead of the dump unless --format is\n"
       "given too. Exit status: 0 done (lint findings included), 1 the file\n"
       "could not be read or loaded (its status is printed) or --strict\n"
-      "found something, 2 bad usage. REPRISE_BACKEND and REPRISE_GPUS\n"
-      "apply to the runtime the file is loaded into (README\n"
-      "\"Environment\").\n");
+      "found something, 2 bad usage. The file is read on any machine: it\n"
+      "loads into a model of the recorded machine (no device, no instance\n"
+      "storage); with GPU processors --schedule lists the placement.\n");
 }
 
 /* ---- options ---- */
@@ -586,7 +587,7 @@ static int print_schedule_text(FILE *out, rp_exec *ex, rp_status st) {
 /* The processor an op is placed on, as the schedule lists it. */
 static void say_proc(FILE *out, const dm_graph *m, rp_proc p) {
   if (p == RP_PROC_ANY)
-    fprintf(out, "any CPU worker");
+    fprintf(out, "placed when instantiated (copies, proc any)");
   else if (p < m->nprocs && m->proc_kinds[p] == RP_PROC_GPU)
     fprintf(out, "proc %u (gpu)", p);
   else
