@@ -249,6 +249,11 @@ rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
 rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
                              const rp_inst *insts, uint32_t ninsts,
                              size_t max_alloc, rp_graph **out);
+/* The recorded machine of a graph file (its optional graph.machine key):
+ * *present = 1 and *m filled when the file has one, *present = 0 when not;
+ * an error when the file is not a graph file or the key is malformed. */
+rp_status rp__graph_machine(const void *buf, size_t len, rp_machine_desc *m,
+                            int *present);
 /* rp_graph_load with other limits: max_file bytes for the file (0:
  * RP_GRAPH_FILE_MAX), max_alloc as above. */
 rp_status rp__graph_load_file(rp_runtime *rt, const char *path,

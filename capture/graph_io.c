@@ -475,6 +475,30 @@ static void ports_json(writer *w, cJSON *graph, const char *key,
   }
 }
 
+/* The recording runtime's machine (optional key "machine"): CPU worker
+ * count, the logical device of each GPU processor after them, and every
+ * memory, so that `reprise dump` models the machine anywhere. */
+static void machine_json(writer *w, cJSON *graph) {
+  const rp_runtime *rt = w->g->rt;
+  unsigned ncpu = rp__cpu_workers(rt), np = rp_proc_count(rt);
+  cJSON *m = put(w, graph, "machine", cJSON_CreateObject());
+  put(w, m, "cpus", cJSON_CreateNumber(ncpu));
+  cJSON *gpus = put(w, m, "gpus", cJSON_CreateArray());
+  for (unsigned p = ncpu; p < np && gpus; p++) {
+    const rp_proc_info *pi = rp__proc(rt, p);
+    put(w, gpus, NULL, cJSON_CreateNumber(pi ? pi->device : 0));
+  }
+  cJSON *mems = put(w, m, "mems", cJSON_CreateArray());
+  for (unsigned k = 0; k < rp_mem_count(rt) && mems; k++) {
+    rp_mem_info mi;
+    if (rp_mem_query(rt, k, &mi) != RP_OK)
+      continue;
+    cJSON *o = put(w, mems, NULL, cJSON_CreateObject());
+    put(w, o, "mem", cJSON_CreateString(rp__mem_kind_name(mi.kind)));
+    put(w, o, "device", cJSON_CreateNumber(mi.device));
+  }
+}
+
 static rp_status graph_body(writer *w, cJSON *graph) {
   cJSON *insts = put(w, graph, "instances", cJSON_CreateArray());
   for (uint32_t i = 0; i < w->ix.n && insts; i++) {
@@ -490,6 +514,7 @@ static rp_status graph_body(writer *w, cJSON *graph) {
   edges_json(w, graph);
   ports_json(w, graph, "preconditions", w->g->pre, w->g->npre);
   ports_json(w, graph, "postconditions", w->g->post, w->g->npost);
+  machine_json(w, graph);
   return RP_OK;
 }
 

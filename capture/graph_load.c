@@ -397,6 +397,8 @@ static size_t layout_bytes(const inst_desc *d) {
 static rp_status charge(loader *L, uint32_t i, const inst_desc *d) {
   size_t limit = L->max_alloc ? L->max_alloc : RP_GRAPH_ALLOC_MAX;
   size_t bytes = layout_bytes(d), total;
+  if (rp__runtime_is_model(L->rt)) /* a model's instances have no storage */
+    return RP_OK;
   if (bytes && (!rp__add_ok(L->alloc_bytes, bytes, &total) || total > limit))
     return rp__err(RP_ERANGE,
                    "instance table entry %u: %s%zu bytes would take the "
@@ -1130,14 +1132,68 @@ static rp_status check_acyclic(const rp_graph *g) {
   return st;
 }
 
-/* the first five are required; "mirrors" only in graphs with mirrors */
+/* the first five are required; "mirrors" only in graphs with mirrors,
+ * "machine" (the recording runtime's processors and memories) optional */
 static const char *const GRAPH_KEYS[] = {"instances",      "ops",
                                          "edges",          "preconditions",
                                          "postconditions", "mirrors",
-                                         NULL};
+                                         "machine",        NULL};
+
+static const char *const MACHINE_KEYS[] = {"cpus", "gpus", "mems", NULL};
+static const char *const MMEM_KEYS[] = {"mem", "device", NULL};
+
+/* One entry of graph.machine.mems. */
+static rp_status parse_machine_mem(const cJSON *o, uint32_t i,
+                                   rp_mem_info *mi) {
+  char path[PATH_LEN];
+  snprintf(path, sizeof path, "graph.machine.mems[%u]", i);
+  int mem;
+  int64_t dev;
+  rp_status st = check_object(o, path, MMEM_KEYS, 2);
+  if (st || (st = get_enum(field(o, "mem"), path, "mem", mem_n, 3, &mem)) ||
+      (st = get_i64(field(o, "device"), path, "device", -1, 1023, &dev)))
+    return st;
+  *mi = (rp_mem_info){(rp_mem_kind)mem, (int)dev};
+  return RP_OK;
+}
+
+/* graph.machine: {"cpus": N, "gpus": [device...], "mems": [{"mem",
+ * "device"}...]} into *m (the system memory entry is left out). */
+static rp_status parse_machine(const cJSON *o, rp_machine_desc *m) {
+  const char *path = "graph.machine";
+  uint32_t ng = 0, nm = 0, i = 0;
+  memset(m, 0, sizeof *m);
+  rp_status st = check_object(o, path, MACHINE_KEYS, 3);
+  if (st || (st = get_u32(field(o, "cpus"), path, "cpus", 128, &m->cpus)) ||
+      (st = get_array(field(o, "gpus"), path, "gpus", RP_MODEL_MAX_GPUS,
+                      &ng)) ||
+      (st = get_array(field(o, "mems"), path, "mems", RP_MODEL_MAX_MEMS,
+                      &nm)))
+    return st;
+  if (!m->cpus)
+    return rp__err(RP_ERANGE, "%s.cpus: 0 (at least 1)", path);
+  for (const cJSON *c = field(o, "gpus")->child; c; c = c->next, i++) {
+    int64_t d;
+    if ((st = get_i64(c, path, "gpus", 0, 1023, &d)) != RP_OK)
+      return st;
+    m->gpu_device[m->ngpus++] = (int)d;
+  }
+  i = 0;
+  for (const cJSON *c = field(o, "mems")->child; c; c = c->next, i++) {
+    rp_mem_info mi;
+    if ((st = parse_machine_mem(c, i, &mi)) != RP_OK)
+      return st;
+    if (mi.kind != RP_MEM_SYSTEM)
+      m->mems[m->nmems++] = mi;
+  }
+  return RP_OK;
+}
 
 static rp_status load_graph(loader *L, const cJSON *graph) {
+  rp_machine_desc m;
   rp_status st = check_object(graph, "graph", GRAPH_KEYS, 5);
+  if (!st && field(graph, "machine")) /* checked; the runtime is given */
+    st = parse_machine(field(graph, "machine"), &m);
   if (st || (st = load_insts(L, field(graph, "instances"))) ||
       (st = load_mirrors(L, field(graph, "mirrors"))) ||
       (st = load_ops(L, field(graph, "ops"))) ||
@@ -1319,6 +1375,28 @@ rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
   return st;
 }
 
+rp_status rp__graph_machine(const void *buf, size_t len, rp_machine_desc *m,
+                            int *present) {
+  if ((len && !buf) || !m || !present)
+    return rp__err(RP_EINVAL, "rp__graph_machine: NULL argument");
+  cJSON *doc = NULL;
+  const cJSON *graph = NULL;
+  *present = 0;
+  rp_status st = prescan(buf, len);
+  if (!st)
+    st = parse(buf, len, &doc);
+  if (!st)
+    st = header(doc, &graph);
+  if (!st && !cJSON_IsObject(graph))
+    st = rp__err(RP_EFORMAT, "graph: expected an object");
+  if (!st && field(graph, "machine")) {
+    st = parse_machine(field(graph, "machine"), m);
+    *present = !st;
+  }
+  cJSON_Delete(doc);
+  return st;
+}
+
 rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
                               const rp_inst *insts, uint32_t ninsts,
                               size_t max_file, size_t max_alloc,
@@ -1358,6 +1436,17 @@ rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
   RP_UNUSED(out);
   return rp__err(RP_EUNSUPPORTED, "rp_graph_load: graph files need cJSON, "
                                   "which this build was configured without");
+}
+
+rp_status rp__graph_machine(const void *buf, size_t len, rp_machine_desc *m,
+                            int *present) {
+  RP_UNUSED(buf);
+  RP_UNUSED(len);
+  RP_UNUSED(m);
+  if (present)
+    *present = 0;
+  return rp__err(RP_EUNSUPPORTED, "graph files need cJSON, which this "
+                                  "build was configured without");
 }
 
 rp_status rp__graph_load_file(rp_runtime *rt, const char *path,

@@ -317,6 +317,28 @@ struct rp_task_ctx {
 /* Processors, replay mode, hooks into the worker loop. */
 
 unsigned rp__cpu_workers(const rp_runtime *rt);
+
+/* A recorded machine, as a graph file's optional "machine" key describes
+ * it: CPU workers first, then GPU processors (their logical devices), and
+ * the memories beyond system memory (pinned, GPU per logical device). */
+#define RP_MODEL_MAX_GPUS 64
+#define RP_MODEL_MAX_MEMS 32
+typedef struct rp_machine_desc {
+  unsigned cpus;  /* CPU workers, 1..128 */
+  unsigned ngpus; /* GPU processors after them */
+  int gpu_device[RP_MODEL_MAX_GPUS];
+  unsigned nmems; /* memories besides system memory */
+  rp_mem_info mems[RP_MODEL_MAX_MEMS];
+} rp_machine_desc;
+
+/* A model of a machine, for reading graph files anywhere (reprise dump):
+ * the processors and memories `m` names, every processor reaching every
+ * memory, and instances without storage (info.ptr NULL). It has CPU
+ * worker threads but no device: graphs load, dump, lint and (CPU-only)
+ * instantiate; nothing on it may run. Destroy with rp_runtime_destroy. */
+rp_status rp__runtime_create_model(const rp_machine_desc *m, rp_runtime **out);
+/* 1 when rt was made by rp__runtime_create_model. */
+int rp__runtime_is_model(const rp_runtime *rt);
 const rp_proc_info *rp__proc(const rp_runtime *rt, rp_proc p); /* NULL: bad */
 
 /* A poller the layer above installs into every CPU worker's loop: called

@@ -176,6 +176,7 @@ struct rp_runtime {
 
   void *cpu_state;
   void *cuda_state;
+  int model; /* rp__runtime_create_model: no storage, no devices */
 
   rp_event_table events;
 

@@ -1274,3 +1274,151 @@ Test(plot, bench_sweeps_sizes_and_plots_them, .timeout = 300) {
   cr_assert_eq(r.status, 2);
   th_tmpdir_remove();
 }
+
+/* ---- a graph file opens anywhere: the model of the recorded machine ---- */
+
+/* A file as `reprise train --backend cuda --procs 2` writes one on a GPU
+ * machine: one CPU worker, two logical GPUs (procs 1, 2) on devices 0 and
+ * 1, an instance in each GPU memory and one pinned, a task per GPU and a
+ * copy between the GPU memories (written by hand: no GPU is needed). */
+static const char GPU_FILE[] =
+    "{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {"
+    "\"instances\": ["
+    "{\"id\": 0, \"mem\": \"gpu\", \"device\": 0, \"dtype\": \"f32\", "
+    "\"lo\": [0], \"hi\": [15], \"strides\": [1], \"name\": \"W.gpu0\"},"
+    "{\"id\": 1, \"mem\": \"gpu\", \"device\": 1, \"dtype\": \"f32\", "
+    "\"lo\": [0], \"hi\": [15], \"strides\": [1], \"name\": \"W.gpu1\"},"
+    "{\"id\": 2, \"mem\": \"pinned\", \"device\": -1, \"dtype\": \"f32\", "
+    "\"lo\": [0], \"hi\": [15], \"strides\": [1], \"name\": \"staging\"}],"
+    "\"ops\": ["
+    "{\"id\": 0, \"kind\": \"task\", \"task\": \"t.dev\", \"proc\": 1, "
+    "\"shards\": 1, \"shard_procs\": null, \"workspace_bytes\": 0, "
+    "\"workspace_align\": 0, \"cost_ns\": 0, \"args\": \"\", \"accesses\": "
+    "[{\"inst\": 0, \"priv\": \"RW\", \"redop\": \"none\"}], \"interps\": [], "
+    "\"name\": \"fwd.gpu0\"},"
+    "{\"id\": 1, \"kind\": \"task\", \"task\": \"t.dev\", \"proc\": 2, "
+    "\"shards\": 1, \"shard_procs\": null, \"workspace_bytes\": 0, "
+    "\"workspace_align\": 0, \"cost_ns\": 0, \"args\": \"\", \"accesses\": "
+    "[{\"inst\": 1, \"priv\": \"RW\", \"redop\": \"none\"}], \"interps\": [], "
+    "\"name\": \"fwd.gpu1\"},"
+    "{\"id\": 2, \"kind\": \"copy\", \"src\": 0, \"dst\": 1, \"domain\": "
+    "\"dst\", \"rect\": null, \"redop\": \"sum\", \"group\": 0, "
+    "\"pop_kind\": null, \"backward\": false, \"inserted\": false, "
+    "\"name\": \"allreduce\"},"
+    "{\"id\": 3, \"kind\": \"copy\", \"src\": 1, \"dst\": 2, \"domain\": "
+    "\"dst\", \"rect\": null, \"redop\": \"none\", \"group\": 0, "
+    "\"pop_kind\": null, \"backward\": false, \"inserted\": false, "
+    "\"name\": \"to.host\"}],"
+    "\"edges\": [[0, 2], [1, 2], [2, 3]],"
+    "\"preconditions\": [], \"postconditions\": [{\"name\": \"step\", "
+    "\"ops\": [3]}],"
+    "\"machine\": {\"cpus\": 1, \"gpus\": [0, 1], \"mems\": ["
+    "{\"mem\": \"system\", \"device\": -1}, {\"mem\": \"pinned\", "
+    "\"device\": -1}, {\"mem\": \"gpu\", \"device\": 0}, {\"mem\": \"gpu\", "
+    "\"device\": 1}]}}}\n";
+
+static const char *write_gpu_file(void) {
+  const char *path = th_tmp_path("gpu.json");
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  cr_assert_eq(fputs(GPU_FILE, f) >= 0, 1);
+  cr_assert_eq(fclose(f), 0);
+  return path;
+}
+
+Test(anywhere, gpu_file_dumps_in_every_format_without_a_gpu) {
+  make_tmpdir();
+  const char *g = write_gpu_file();
+  cli_run r;
+  RUN(&r, "dump", g);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "machine: 1 CPU worker (procs 0..0); proc 1 gpu "
+                          "device 0, proc 2 gpu device 1; memories: "
+                          "system, pinned, gpu 0, gpu 1"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "op 1 'fwd.gpu1': task 't.dev' proc 2"), "%s",
+            r.out);
+  RUN(&r, "dump", g, "--format", "dot");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "digraph"), "%s", r.out);
+  cr_assert(strstr(r.out, "fwd.gpu0"), "%s", r.out);
+  RUN(&r, "dump", g, "--format", "json");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "\"gpus\":"), "%s", r.out);
+  cr_assert(strstr(r.out, "\"mem\":\t\"gpu\""), "%s", r.out);
+  RUN(&r, "dump", g, "--stats");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "proc 1 (gpu)"), "%s", r.out);
+  cr_assert(strstr(r.out, "proc 2 (gpu)"), "%s", r.out);
+  RUN(&r, "dump", g, "--lint", "--contract", "t.dev=stream");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  RUN(&r, "dump", g, "--schedule");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "schedule (placement only"), "%s", r.out);
+  cr_assert(strstr(r.out, "  proc 1 (gpu):\n    op 0 'fwd.gpu0' t.dev\n"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "  proc 2 (gpu):\n    op 1 'fwd.gpu1' t.dev\n"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "  placed when instantiated (copies, proc any):\n    op 2 'allreduce' copy\n"),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--schedule", "--format", "json");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  th_tmpdir_remove();
+}
+
+Test(anywhere, workers_and_gpus_replace_the_recorded_machine) {
+  make_tmpdir();
+  const char *g = write_gpu_file();
+  cli_run r;
+  /* 2 workers shift the GPUs to procs 2, 3: op 1's proc 2 is a GPU still,
+   * and the dump says which machine it read the file as */
+  RUN(&r, "dump", g, "--workers", "2", "--gpus", "2");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "machine: 2 CPU workers (procs 0..1); proc 2 gpu "
+                          "device 0, proc 3 gpu device 1"),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--gpus", "0");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  th_tmpdir_remove();
+}
+
+/* rp_graph_load into a live runtime keeps its contract: a CPU runtime has
+ * no GPU memory, and says so. */
+Test(anywhere, live_load_still_refuses_gpu_memory_on_a_cpu_runtime) {
+  make_tmpdir();
+  const char *g = write_gpu_file();
+  rp_runtime *rt = th_runtime(RP_BACKEND_CPU, 1);
+  rp_graph *gr = NULL;
+  rp_status st = rp_graph_load(rt, g, NULL, 0, &gr);
+  cr_assert_eq(st, RP_ENOENT, "%s: %s", rp_status_name(st),
+               rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "instance table entry 0: the runtime "
+                                      "has no gpu memory for that device"),
+            "%s", rp_error_detail());
+  cr_assert_null(gr);
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
+/* A malformed "machine" key is an error that names it, for both readers. */
+Test(anywhere, malformed_machine_is_named) {
+  make_tmpdir();
+  const char *path = th_tmp_path("bad.json");
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs("{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {"
+        "\"instances\": [], \"ops\": [], \"edges\": [], \"preconditions\": "
+        "[], \"postconditions\": [], \"machine\": {\"cpus\": 0, \"gpus\": "
+        "[], \"mems\": []}}}\n",
+        f);
+  cr_assert_eq(fclose(f), 0);
+  cli_run r;
+  RUN(&r, "dump", path);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "graph.machine.cpus: 0 (at least 1)"), "%s", r.err);
+  rp_runtime *rt = th_runtime(RP_BACKEND_CPU, 1);
+  rp_graph *gr = NULL;
+  cr_assert_eq(rp_graph_load(rt, path, NULL, 0, &gr), RP_ERANGE);
+  th_destroy(rt);
+  th_tmpdir_remove();
+}

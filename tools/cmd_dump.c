@@ -41,7 +41,10 @@ typedef struct dump_cli {
   unsigned ignored; /* --lint-ignore CHECK */
   unsigned long cpus; /* --workers (REPRISE_WORKERS); 0: from the file */
   rp_backend_kind backend; /* REPRISE_BACKEND (no option) */
-  uint32_t gpus;           /* REPRISE_GPUS; 0: one per device */
+  uint32_t gpus;     /* --gpus (REPRISE_GPUS); 0: the recorded GPUs */
+  int gpus_given;
+  unsigned model_gpus; /* GPU processors of the model loaded into */
+  const rp_machine_desc *machine; /* that model's description */
   uint64_t max_bytes;  /* --max-bytes: 0 = the loader's limits */
   contract_decl contracts[MAX_CONTRACTS];
   uint32_t ncontracts;
@@ -53,6 +56,8 @@ typedef struct prescan {
   uint32_t ntasks;
   uint32_t max_proc; /* largest processor index named, or UINT32_MAX */
   int gpu_mem;       /* an instance lives in GPU memory */
+  int gpu_dev[RP_MODEL_MAX_MEMS]; /* the GPU memories' logical devices */
+  uint32_t ngpu_dev;
 } prescan;
 
 /* Placeholders registered for this run. */
@@ -91,11 +96,12 @@ static void dump_usage(FILE *f) {
       "  --contract NAME=host|stream\n"
       "                          the contract of a task this build does not\n"
       "                          know (repeatable), for the lint\n"
-      "  --workers N             CPU worker threads to load into, 1..128\n"
-      "                          (env REPRISE_WORKERS; default: enough for\n"
-      "                          every processor the file names, one per\n"
-      "                          core when it uses GPU memory); --cpus is\n"
+      "  --workers N             CPU workers of the machine the file is\n"
+      "                          read as, 1..128 (env REPRISE_WORKERS;\n"
+      "                          default: the recorded ones); --cpus is\n"
       "                          its deprecated spelling\n"
+      "  --gpus N                logical GPUs of that machine, 1..16 (env\n"
+      "                          REPRISE_GPUS; default: the recorded ones)\n"
       "  --max-bytes N           the most bytes of instance storage the\n"
       "                          loader may allocate for the file (default\n"
       "                          256 MiB), and the largest file read\n"
@@ -109,9 +115,9 @@ static void dump_usage(FILE *f) {
       "--stats and --lint print instead of the dump unless --format is\n"
       "given too. Exit status: 0 done (lint findings included), 1 the file\n"
       "could not be read or loaded (its status is printed) or --strict\n"
-      "found something, 2 bad usage. REPRISE_BACKEND and REPRISE_GPUS\n"
-      "apply to the runtime the file is loaded into (README\n"
-      "\"Environment\").\n");
+      "found something, 2 bad usage. The file is read on any machine: it\n"
+      "loads into a model of the recorded machine (no device, no instance\n"
+      "storage); with GPU processors --schedule lists the placement.\n");
 }
 
 /* ---- options ---- */
@@ -181,6 +187,7 @@ enum {
   OPT_STRICT,
   OPT_CONTRACT,
   OPT_CPUS,
+  OPT_GPUS,
   OPT_MAX_BYTES
 };
 
@@ -194,6 +201,7 @@ static const struct option LONGOPTS[] = {
     {"contract", required_argument, NULL, OPT_CONTRACT},
     {"workers", required_argument, NULL, OPT_CPUS},
     {"cpus", required_argument, NULL, OPT_CPUS}, /* deprecated spelling */
+    {"gpus", required_argument, NULL, OPT_GPUS},
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
@@ -230,6 +238,15 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
                                 "1..%d",
                                 arg, RP_CLI_MAX_WORKERS);
     return RP_CLI_OK;
+  case OPT_GPUS: {
+    unsigned long g;
+    if (!rp_cli_parse_uint(arg, 1, 16, &g))
+      return rp_cli_usage_error("dump", "--gpus: '%s' is not a number in "
+                                "1..16", arg);
+    c->gpus = (uint32_t)g;
+    c->gpus_given = 1;
+    return RP_CLI_OK;
+  }
   case OPT_MAX_BYTES:
     return rp_cli_parse_bytes("dump", "--max-bytes", arg, (uint64_t)1 << 40,
                               &c->max_bytes);
@@ -266,7 +283,8 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
   uint32_t w = 0;
   int rc;
   if ((rc = rp_cli_env_backend("dump", &c->backend, NULL)) ||
-      (rc = rp_cli_env_u32("dump", "REPRISE_GPUS", 1, 16, &c->gpus, NULL)) ||
+      (!c->gpus_given &&
+       (rc = rp_cli_env_u32("dump", "REPRISE_GPUS", 1, 16, &c->gpus, NULL))) ||
       (!c->cpus && (rc = rp_cli_env_workers("dump", &w, NULL))) ||
       (rc = rp_cli_env_check("dump")))
     return rc;
@@ -291,6 +309,19 @@ static void note_proc(prescan *p, const cJSON *v) {
     if (p->max_proc == UINT32_MAX || x > p->max_proc)
       p->max_proc = x;
   }
+}
+
+/* A GPU memory an instance or mirror lives in (files without "machine"). */
+static void note_gpu_dev(prescan *p, const cJSON *v) {
+  p->gpu_mem = 1;
+  if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1023)
+    return;
+  int d = (int)v->valuedouble;
+  for (uint32_t i = 0; i < p->ngpu_dev; i++)
+    if (p->gpu_dev[i] == d)
+      return;
+  if (p->ngpu_dev < RP_MODEL_MAX_MEMS)
+    p->gpu_dev[p->ngpu_dev++] = d;
 }
 
 static int note_task(prescan *p, const char *name) {
@@ -323,7 +354,13 @@ static void scan_tree(prescan *p, const cJSON *graph) {
     const cJSON *mem = cJSON_GetObjectItemCaseSensitive(in, "mem");
     if (cJSON_IsString(mem) && mem->valuestring &&
         !strcmp(mem->valuestring, "gpu"))
-      p->gpu_mem = 1;
+      note_gpu_dev(p, cJSON_GetObjectItemCaseSensitive(in, "device"));
+  }
+  cJSON_ArrayForEach(in, cJSON_GetObjectItemCaseSensitive(graph, "mirrors")) {
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(in, "mem");
+    if (cJSON_IsString(mem) && mem->valuestring &&
+        !strcmp(mem->valuestring, "gpu"))
+      note_gpu_dev(p, cJSON_GetObjectItemCaseSensitive(in, "device"));
   }
 }
 
@@ -377,28 +414,49 @@ static const contract_decl *find_contract(const dump_cli *c, const char *name) {
   return NULL;
 }
 
-static unsigned long runtime_cpus(const dump_cli *c, const prescan *p) {
-  if (c->cpus)
-    return c->cpus;
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  unsigned long n = cores > 0 ? (unsigned long)cores : 1;
-  if (p->gpu_mem) /* GPUs follow the CPU workers: keep the usual count */
-    return n;
-  if (p->max_proc != UINT32_MAX && p->max_proc + 1 > n)
-    n = p->max_proc + 1;
-  return n > 1024 ? 1024 : n;
+/* The machine of a file without "machine" (older files): a CPU worker
+ * per processor index named, system, pinned and the GPU memories the
+ * instances use; processor kinds are unknown, so every one is a CPU. */
+static void infer_machine(const prescan *p, rp_machine_desc *m) {
+  memset(m, 0, sizeof *m);
+  m->cpus = p->max_proc == UINT32_MAX ? 1 : p->max_proc + 1;
+  if (m->cpus > RP_CLI_MAX_WORKERS)
+    m->cpus = RP_CLI_MAX_WORKERS;
+  m->mems[m->nmems++] = (rp_mem_info){RP_MEM_PINNED, -1};
+  for (uint32_t i = 0; i < p->ngpu_dev && m->nmems < RP_MODEL_MAX_MEMS; i++)
+    m->mems[m->nmems++] = (rp_mem_info){RP_MEM_GPU, p->gpu_dev[i]};
 }
 
+/* --workers N / --gpus N over the recorded machine: N CPU workers; N
+ * logical GPUs 0..N-1, each a processor with its memory. */
+static void override_machine(const dump_cli *c, rp_machine_desc *m) {
+  if (c->cpus)
+    m->cpus = (unsigned)c->cpus;
+  if (!c->gpus)
+    return;
+  m->ngpus = c->gpus < RP_MODEL_MAX_GPUS ? c->gpus : RP_MODEL_MAX_GPUS;
+  for (unsigned g = 0; g < m->ngpus; g++) {
+    m->gpu_device[g] = (int)g;
+    if (m->nmems < RP_MODEL_MAX_MEMS)
+      m->mems[m->nmems++] = (rp_mem_info){RP_MEM_GPU, (int)g};
+  }
+}
+
+/* The model of the recorded machine the file is loaded into: no devices
+ * needed, no instance storage (engine.h rp__runtime_create_model). */
 static rp_status make_runtime(const dump_cli *c, const prescan *p,
-                              rp_runtime **rt) {
-  rp_runtime_config cfg;
-  rp_runtime_config_init(&cfg);
-  cfg.cpus = (unsigned)runtime_cpus(c, p);
-  cfg.quiet = 1;
-  cfg.backend = c->backend;
-  cfg.gpus = c->gpus;
-  cfg.ignore_env = 1; /* parse_args applied the environment */
-  return rp_runtime_create(&cfg, rt);
+                              const char *text, size_t len,
+                              rp_machine_desc *m, rp_runtime **rt) {
+  int present = 0;
+  rp_status st = rp__graph_machine(text, len, m, &present);
+  if (st && !strstr(rp_error_detail(), "graph.machine"))
+    st = RP_OK; /* not the "machine" key: the loader says what is wrong */
+  if (st)
+    return st;
+  if (!present)
+    infer_machine(p, m);
+  override_machine(c, m);
+  return rp__runtime_create_model(m, rt);
 }
 
 /* Built-in kernels, then a placeholder for every other name. */
@@ -468,14 +526,13 @@ static void free_loaded(rp_runtime *rt, rp_graph *g) {
   free(list);
 }
 
-static int load_failed(const char *file, rp_status st, const prescan *p) {
+static int load_failed(const char *file, rp_status st) {
   fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
           rp_status_name(st), rp_status_str(st), rp_error_detail());
-  if (p->gpu_mem && (st == RP_ENOENT || st == RP_EPROC || st == RP_EACCESS))
-    fprintf(stderr,
-            "reprise dump: the file uses GPU memory: inspect it on "
-            "a machine whose GPUs answer, with --cpus set to the recording "
-            "runtime's CPU worker count\n");
+  if (st == RP_EPROC)
+    fprintf(stderr, "reprise dump: --workers and --gpus replace the "
+                    "recorded machine; processor indices in the file are "
+                    "the recorded ones (CPU workers first, then GPUs)\n");
   return RP_CLI_FAILED;
 }
 
@@ -527,10 +584,63 @@ static int print_schedule_text(FILE *out, rp_exec *ex, rp_status st) {
   return rp_exec_dump(ex, out, RP_DUMP_TEXT) ? RP_CLI_FAILED : RP_CLI_OK;
 }
 
+/* The processor an op is placed on, as the schedule lists it. */
+static void say_proc(FILE *out, const dm_graph *m, rp_proc p) {
+  if (p == RP_PROC_ANY)
+    fprintf(out, "placed when instantiated (copies, proc any)");
+  else if (p < m->nprocs && m->proc_kinds[p] == RP_PROC_GPU)
+    fprintf(out, "proc %u (gpu)", p);
+  else
+    fprintf(out, "proc %u (cpu)", p);
+}
+
+/* --schedule on a model with GPU processors: no CUDA graph can be built
+ * without the devices, so the plan is the placement the file records, per
+ * processor in op order (text; DOT and JSON print the graph alone). */
+static int print_placement(const dump_cli *c, rp_graph *g, FILE *out) {
+  dm_graph m;
+  if (dm_build(g, NULL, NULL, &m) != RP_OK)
+    return RP_CLI_FAILED;
+  fprintf(out, "\nschedule (placement only: GPU work is lowered to CUDA "
+               "graphs on a machine whose GPUs answer):\n");
+  for (uint32_t p = 0; p <= m.nprocs; p++) {
+    rp_proc proc = p == m.nprocs ? RP_PROC_ANY : p;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m.nops; i++) {
+      const dm_op *op = &m.ops[i];
+      int on = op->proc == proc;
+      for (uint32_t s = 0; op->shard_procs && s < op->shards; s++)
+        on |= op->shard_procs[s] == proc;
+      if (!on)
+        continue;
+      if (!n++) {
+        fprintf(out, "  ");
+        say_proc(out, &m, proc);
+        fprintf(out, ":\n");
+      }
+      fprintf(out, "    op %u%s%s%s %s\n", i, op->label[0] ? " '" : "",
+              op->label, op->label[0] ? "'" : "", op->name);
+    }
+  }
+  (void)c;
+  dm_free(&m);
+  return ferror(out) ? RP_CLI_FAILED : RP_CLI_OK;
+}
+
 /* The dump, with the schedule when asked (instantiating the graph). */
 static int print_dump(const dump_cli *c, rp_graph *g, FILE *out) {
   if (!c->schedule)
     return rp_graph_dump(g, out, c->fmt) ? RP_CLI_FAILED : RP_CLI_OK;
+  if (c->model_gpus) {
+    if (rp_graph_dump(g, out, c->fmt))
+      return RP_CLI_FAILED;
+    if (c->fmt == RP_DUMP_TEXT)
+      return print_placement(c, g, out);
+    fprintf(stderr, "reprise dump: --schedule: the machine has GPU "
+                    "processors, which are not planned here: the graph "
+                    "alone (--format text lists the placement)\n");
+    return RP_CLI_OK;
+  }
   rp_exec *ex = NULL;
   rp_status ist = rp_instantiate(g, NULL, &ex);
   if (ist)
@@ -586,9 +696,27 @@ static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
   return rc;
 }
 
+/* The text dump's first line: the machine the file is read as. */
+static void print_machine(FILE *out, const rp_machine_desc *m) {
+  fprintf(out, "machine: %u CPU worker%s (procs 0..%u)", m->cpus,
+          m->cpus == 1 ? "" : "s", m->cpus - 1);
+  for (unsigned g = 0; g < m->ngpus; g++)
+    fprintf(out, "%s proc %u gpu device %d", g ? "," : ";", m->cpus + g,
+            m->gpu_device[g]);
+  fprintf(out, "; memories: system");
+  for (unsigned k = 0; k < m->nmems; k++)
+    if (m->mems[k].kind == RP_MEM_GPU)
+      fprintf(out, ", gpu %d", m->mems[k].device);
+    else if (m->mems[k].kind == RP_MEM_PINNED)
+      fprintf(out, ", pinned");
+  fputc('\n', out);
+}
+
 static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
                       FILE *out) {
   int dump = (!c->stats && !c->lint) || c->format_given;
+  if (dump && c->fmt == RP_DUMP_TEXT && c->machine)
+    print_machine(out, c->machine);
   int rc = dump ? print_dump(c, g, out) : RP_CLI_OK;
   if (rc && dump)
     fprintf(stderr, "reprise dump: writing the dump failed: %s\n",
@@ -601,7 +729,7 @@ static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
   return rc;
 }
 
-static int run(const dump_cli *c) {
+static int run(dump_cli *c) {
   size_t len = 0;
   char *text = read_graph_file(c, &len);
   if (!text)
@@ -612,16 +740,20 @@ static int run(const dump_cli *c) {
   placeholders ph = {.cli = c};
   rp_graph *g = NULL;
   int rc = RP_CLI_FAILED;
-  rp_status st = make_runtime(c, &p, &rt);
+  rp_machine_desc m;
+  rp_status st = make_runtime(c, &p, text, len, &m, &rt);
+  c->model_gpus = st ? 0 : m.ngpus;
+  c->machine = &m;
   if (!st && (st = register_tasks(rt, c, &p, &ph)) != RP_OK)
     fprintf(stderr, "reprise dump: registering tasks: %s: %s\n",
             rp_status_name(st), rp_error_detail());
   else if (st)
-    fprintf(stderr, "reprise dump: runtime: %s: %s\n", rp_status_name(st),
+    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n",
+            c->file, rp_status_name(st), rp_status_str(st),
             rp_error_detail());
   else if ((st = rp__graph_load_mem(rt, text, len, NULL, 0,
                                     (size_t)c->max_bytes, &g)) != RP_OK)
-    rc = load_failed(c->file, st, &p);
+    rc = load_failed(c->file, st);
   free(text);
   if (!st) {
     say_placeholders(&ph);
