@@ -498,9 +498,12 @@ Test(misuse_files, dump_and_train_commands, .timeout = 120) {
 #ifdef REPRISE_HAVE_CJSON
   const char *huge = th_tmp_path("huge.json");
   write_graph(huge, "268435455");
+  /* the dump reads into a model of the machine and allocates no instance
+   * storage: a tiny file claiming 1 GiB prints (rp_graph_load into a live
+   * runtime refuses it, test graph_files) */
   RUN(&r, "dump", huge);
-  cr_assert_eq(r.status, 1, "%s", r.err);
-  cr_assert(has(r.err, "RP_ERANGE"), "%s", r.err);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(has(r.out, "268435455"), "%s", r.out);
   const char *ok = th_tmp_path("ok.json");
   write_graph(ok, "15");
   RUN(&r, "dump", ok);
