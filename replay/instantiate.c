@@ -549,7 +549,10 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
     st = alloc_lanes(ex);
   if (!st)
     st = rp__place(ex, 0);
-  if (!st && ex->lw)
+  /* a model of a machine (reprise dump --schedule): the plan — segments,
+   * launchers, placement — without CUDA graphs, streams or buffers; such
+   * an exec is dumped, never replayed (rp_replay refuses it) */
+  if (!st && ex->lw && !rp__runtime_is_model(ex->rt))
     st = rp__lower_build(ex);
   return st;
 }

@@ -396,6 +396,8 @@ static rp_status lower_new(rp_exec *ex, rp_cut *c, uint32_t launch_lane) {
   }
   /* a debugging switch (and the tests' way to run both completion paths),
    * read at every instantiate */
+  const char *graphs = getenv("REPRISE_CUDA_GRAPHS"); /* as in build */
+  lw->graphs = !(graphs && strcmp(graphs, "0") == 0);
   const char *poll = getenv("REPRISE_GPU_POLL");
   lw->poll_ok = !(poll && strcmp(poll, "0") == 0);
   lw->poll_events = poll && strcmp(poll, "events") == 0;
@@ -664,7 +666,9 @@ void rp__lower_dump(const rp_exec *ex, FILE *f) {
             sg->key & ~RP_KEY_PORT, sg->n,
             sg->eager ? "issued op by op: " : "CUDA graph",
             sg->eager ? sg->eager : "", sg->nev ? ", waits on other GPUs" : "",
-            sg->needs_cb ? ", host callback" : "");
+            !sg->needs_cb ? ""
+            : lw->polled  ? ", completion polled"
+                          : ", host callback (side stream)");
   }
 }
 

@@ -685,6 +685,10 @@ static rp_status check_args(rp_exec *ex, const rp_replay_args *a) {
                                  "replay");
   }
   rp_status st = rp__runtime_check(ex->rt);
+  if (RP_UNLIKELY(rp__runtime_is_model(ex->rt)))
+    return rp__err(RP_EUNSUPPORTED, "rp_replay: the exec was instantiated on "
+                   "a model of a machine (reprise dump): it can be dumped, not "
+                   "run");
   if (st)
     return st;
   size_t size = a ? a->args_size : 0;

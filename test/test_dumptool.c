@@ -1352,17 +1352,38 @@ Test(anywhere, gpu_file_dumps_in_every_format_without_a_gpu) {
   cr_assert(strstr(r.out, "proc 2 (gpu)"), "%s", r.out);
   RUN(&r, "dump", g, "--lint", "--contract", "t.dev=stream");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  /* planned for the recorded machine: lanes, launchers and the GPU
+   * segments (one per device), without CUDA */
   RUN(&r, "dump", g, "--schedule");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-  cr_assert(strstr(r.out, "schedule (placement only"), "%s", r.out);
-  cr_assert(strstr(r.out, "  proc 1 (gpu):\n    op 0 'fwd.gpu0' t.dev\n"),
+  cr_assert(strstr(r.out, "lane 1 (GPU processor 1, run by segment launches)"),
             "%s", r.out);
-  cr_assert(strstr(r.out, "  proc 2 (gpu):\n    op 1 'fwd.gpu1' t.dev\n"),
-            "%s", r.out);
-  cr_assert(strstr(r.out, "  placed when instantiated (copies, proc any):\n    op 2 'allreduce' copy\n"),
+  cr_assert(strstr(r.out, "op 0 fwd.gpu0"), "%s", r.out);
+  cr_assert(strstr(r.out, "gpu segments: 2"), "%s", r.out);
+  cr_assert(strstr(r.out, "segment 1: gpu lane 2, depth 0, 3 ops, CUDA graph"),
             "%s", r.out);
   RUN(&r, "dump", g, "--schedule", "--format", "json");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  /* two logical GPUs of one device (the machine's GPU list names device
+   * 0 twice, and W.gpu1 moves to gpu 0 memory) plan as one group: one
+   * segment for both */
+  char *one = strdup(GPU_FILE);
+  char *at = strstr(one, "\"gpus\": [0, 1]");
+  cr_assert_not_null(at);
+  at[strlen("\"gpus\": [0, ")] = '0';
+  at = strstr(one, "\"id\": 1, \"mem\": \"gpu\", \"device\": 1");
+  cr_assert_not_null(at);
+  at[strlen("\"id\": 1, \"mem\": \"gpu\", \"device\": ")] = '0';
+  const char *g1 = th_tmp_path("one_device.json");
+  FILE *f = fopen(g1, "w");
+  cr_assert_not_null(f);
+  cr_assert(fputs(one, f) >= 0 && fclose(f) == 0);
+  free(one);
+  RUN(&r, "dump", g1, "--schedule");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "gpu segments: 1 "), "%s", r.out);
+  cr_assert(strstr(r.out, "segment 0: gpu lane 1, depth 0, 4 ops"), "%s",
+            r.out);
   th_tmpdir_remove();
 }
 

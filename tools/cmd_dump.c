@@ -116,7 +116,8 @@ static void dump_usage(FILE *f) {
       "could not be read or loaded (its status is printed) or --strict\n"
       "found something, 2 bad usage. The file is read on any machine: it\n"
       "loads into a model of the recorded machine (no device, no instance\n"
-      "storage); with GPU processors --schedule lists the placement.\n");
+      "storage); --schedule plans for it without CUDA (GPU segments\n"
+      "included).\n");
 }
 
 /* ---- options ---- */
@@ -593,9 +594,9 @@ static void say_proc(FILE *out, const dm_graph *m, rp_proc p) {
     fprintf(out, "proc %u (cpu)", p);
 }
 
-/* --schedule on a model with GPU processors: no CUDA graph can be built
- * without the devices, so the plan is the placement the file records, per
- * processor in op order (text; DOT and JSON print the graph alone). */
+/* --schedule on a model with GPU processors whose planning failed: the
+ * placement the file records, per processor in op order (text; DOT and
+ * JSON print the graph alone). */
 static int print_placement(const dump_cli *c, rp_graph *g, FILE *out) {
   dm_graph m;
   if (dm_build(g, NULL, NULL, &m) != RP_OK)
@@ -630,7 +631,11 @@ static int print_placement(const dump_cli *c, rp_graph *g, FILE *out) {
 static int print_dump(const dump_cli *c, rp_graph *g, FILE *out) {
   if (!c->schedule)
     return rp_graph_dump(g, out, c->fmt) ? RP_CLI_FAILED : RP_CLI_OK;
-  if (c->model_gpus) {
+  rp_exec *ex = NULL;
+  rp_status ist = rp_instantiate(g, NULL, &ex);
+  if (c->model_gpus && ist) { /* the placement the file records, at least */
+    fprintf(stderr, "reprise dump: --schedule: planning failed: %s: %s\n",
+            rp_status_name(ist), rp_error_detail());
     if (rp_graph_dump(g, out, c->fmt))
       return RP_CLI_FAILED;
     if (c->fmt == RP_DUMP_TEXT)
@@ -640,8 +645,6 @@ static int print_dump(const dump_cli *c, rp_graph *g, FILE *out) {
                     "alone (--format text lists the placement)\n");
     return RP_CLI_OK;
   }
-  rp_exec *ex = NULL;
-  rp_status ist = rp_instantiate(g, NULL, &ex);
   if (ist)
     fprintf(stderr, "reprise dump: --schedule: instantiate failed: %s: %s\n",
             rp_status_name(ist), rp_error_detail());

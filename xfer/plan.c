@@ -262,11 +262,26 @@ static void stage_nest(rp_xfer_desc *d) {
 
 /* CUDA plan: device ids; a SUM whose source the kernel cannot read (other
  * device or host memory) is staged through ib in the destination's memory. */
+/* The device of memory m (-1: host memory), from the runtime's tables: a
+ * model of a machine (reprise dump) has memories but no pointers. */
+static int mem_device(rp_runtime *rt, rp_mem m) {
+  rp_mem_info mi;
+  return rp_mem_query(rt, m, &mi) == RP_OK && mi.kind == RP_MEM_GPU
+             ? mi.device
+             : -1;
+}
+
 static rp_status plan_cuda(rp_xfer_desc *d) {
   const char *what = "";
-  int rc = rp_xfer_cuda_device_of(d->nest.src, &d->nest.src_dev, &what);
-  if (!rc)
-    rc = rp_xfer_cuda_device_of(d->nest.dst, &d->nest.dst_dev, &what);
+  int rc = 0;
+  if (rp__runtime_is_model(d->rt)) {
+    d->nest.src_dev = mem_device(d->rt, d->src_mem);
+    d->nest.dst_dev = mem_device(d->rt, d->dst_mem);
+  } else {
+    rc = rp_xfer_cuda_device_of(d->nest.src, &d->nest.src_dev, &what);
+    if (!rc)
+      rc = rp_xfer_cuda_device_of(d->nest.dst, &d->nest.dst_dev, &what);
+  }
   if (rc)
     return cuda_err(rc, what, d);
   if (d->redop != RP_REDOP_SUM) {
