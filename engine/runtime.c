@@ -662,8 +662,9 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
     }
 #else
     if (cfg.backend == RP_BACKEND_CUDA) {
-      st = rp__err(RP_ENODEV, "REPRISE_BACKEND=cuda: this build of reprise "
-                              "has no CUDA backend (CUDA toolkit not found)");
+      st = rp__err(RP_ENODEV, "%sthis build of reprise has no CUDA backend "
+                   "(CUDA toolkit not found)",
+                   backend_env ? "REPRISE_BACKEND=cuda: " : "backend cuda: ");
       goto fail;
     }
     rt->backend_reason = "built without the CUDA toolkit";

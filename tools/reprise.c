@@ -19,8 +19,14 @@ static int cmd_help(int argc, char **argv);
  * command says so in one line (exit 1: the request is well-formed, this
  * build cannot do it). */
 static int cmd_no_bench(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
+  for (int i = 1; i < argc; i++) /* --help still answers, as everywhere */
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("usage: reprise bench [options]\n\n"
+             "This build has no benchmarks (configured with "
+             "-DREPRISE_BENCH=OFF):\nreconfigure with -DREPRISE_BENCH=ON "
+             "to measure launch and replay overheads.\n");
+      return RP_CLI_OK;
+    }
   fprintf(stderr, "reprise bench: this build has no benchmarks (configured "
                   "with -DREPRISE_BENCH=OFF)\n");
   return RP_CLI_FAILED;
