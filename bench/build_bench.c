@@ -67,8 +67,8 @@ static rp_status run_register(uint32_t n, double *s) {
     char name[32];
     snprintf(name, sizeof name, "bench.task.%u", i);
     rp_task_id id;
-    st = rp_task_register(rt, &(rp_task_desc){.name = name,
-                                               .cpu_fn = empty_task}, &id);
+    st = rp_task_register(
+        rt, &(rp_task_desc){.name = name, .cpu_fn = empty_task}, &id);
   }
   *s = (double)(rp_bench_now_ns() - t0) * 1e-9;
   rp_bench_check("register", st);
@@ -80,8 +80,8 @@ static rp_status run_register(uint32_t n, double *s) {
 static void row(FILE *table, rp_bench_json *j, const char *name, uint32_t n,
                 rp_bench_stats s) {
   if (table)
-    fprintf(table, "%-12s %8u %10.4f %10.4f %10.4f\n", name, n, s.median,
-            s.min, s.max);
+    fprintf(table, "%-12s %8u %10.4f %10.4f %10.4f\n", name, n, s.median, s.min,
+            s.max);
   rp_bench_json_begin(j);
   rp_bench_json_str(j, "bench", "build");
   rp_bench_json_str(j, "case", name);
@@ -98,9 +98,10 @@ int rp_bench_build(uint32_t n, FILE *table, FILE *json) {
   if (cpu_runtime(&rt))
     return 1;
   rp_status st = rp_bench_check(
-      "register", rp_task_register(rt, &(rp_task_desc){.name = "bench.empty",
-                                                        .cpu_fn = empty_task},
-                                   &t));
+      "register",
+      rp_task_register(
+          rt, &(rp_task_desc){.name = "bench.empty", .cpu_fn = empty_task},
+          &t));
   double b[RP_BENCH_RUNS], in[RP_BENCH_RUNS], r[RP_BENCH_RUNS];
   for (int k = 0; k < RP_BENCH_RUNS && !st; k++)
     st = run_chain(rt, t, n, &b[k], &in[k]);

@@ -58,7 +58,7 @@ typedef struct workload {
   uint32_t nacc, acc_cap;
   rp_access *acc; /* every node's accesses, back to back */
   uint32_t ninst;
-  rp_inst *insts;      /* one-element tokens the accesses name */
+  rp_inst *insts;   /* one-element tokens the accesses name */
   uint64_t busy_ns; /* tiny: every node's argument; 0: no arguments */
 } workload;
 
@@ -211,8 +211,8 @@ static rp_status build_layered(rp_runtime *rt, rp_task_id t, workload *w,
 /* size 0: the workload's standard size; else about `size` tasks. */
 static rp_status build(const dag_ctx *c, unsigned bit, uint32_t size,
                        workload *w) {
-  uint32_t layers = size ? (size > LAYER_WIDTH ? (size - 1) / LAYER_WIDTH : 1)
-                         : LAYERS;
+  uint32_t layers =
+      size ? (size > LAYER_WIDTH ? (size - 1) / LAYER_WIDTH : 1) : LAYERS;
   switch (bit) {
   case RP_BENCH_CHAIN:
     return build_chain(c->rt, c->empty, w, size ? size : CHAIN_LEN);
@@ -426,7 +426,7 @@ static uint32_t reps_for(const rp_bench_opts *o, const workload_def *d,
                          unsigned mode, uint32_t nodes) {
   if (o->reps)
     return o->reps;
-  uint64_t r = o->quick ? d->reps_quick
+  uint64_t r = o->quick                 ? d->reps_quick
                : mode == RP_BENCH_EAGER ? d->reps_eager
                                         : d->reps_replay;
   if (nodes && o->nsizes)

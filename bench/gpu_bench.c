@@ -236,8 +236,8 @@ static void row(const gpu_case *c, const char *mode, const timing *t,
                 const timing *graph, FILE *f, rp_bench_json *j) {
   double ratio = t->e2e_ns / graph->e2e_ns;
   if (f)
-    fprintf(f, "%-13s %-14s %6d %10.2f %10.2f %10.2f %10.2f %11.2f\n",
-            c->name, mode, c->n + (c->kind == RP_PROBE_FORKJOIN ? 2 : 0),
+    fprintf(f, "%-13s %-14s %6d %10.2f %10.2f %10.2f %10.2f %11.2f\n", c->name,
+            mode, c->n + (c->kind == RP_PROBE_FORKJOIN ? 2 : 0),
             t->host_ns / 1e3, t->e2e_ns / 1e3, t->lat_ns / 1e3, ratio,
             (t->host_ns - graph->host_ns) / 1e3);
   rp_bench_json_begin(j);
@@ -341,9 +341,9 @@ static rp_status train_row(rp_runtime *rt, FILE *f, rp_bench_json *j) {
     st = rp_exec_stats_get(ex, &s);
   if (!st) {
     if (f)
-      fprintf(f, "%-13s %-14s %6u %10.2f %10.2f %10.2f %10s %11s\n",
-              "train", "reprise", s.ops,
-              t.host_ns / 1e3, t.e2e_ns / 1e3, t.lat_ns / 1e3, "-", "-");
+      fprintf(f, "%-13s %-14s %6u %10.2f %10.2f %10.2f %10s %11s\n", "train",
+              "reprise", s.ops, t.host_ns / 1e3, t.e2e_ns / 1e3, t.lat_ns / 1e3,
+              "-", "-");
     rp_bench_json_begin(j);
     rp_bench_json_str(j, "case", "train");
     rp_bench_json_str(j, "mode", "reprise");
@@ -357,11 +357,13 @@ static rp_status train_row(rp_runtime *rt, FILE *f, rp_bench_json *j) {
                        s.replays ? s.gpu_ops_op_by_op / s.replays : 0);
     rp_bench_json_end(j);
     if (f)
-      fprintf(f, "# train: the step of `reprise train --backend cuda "
+      fprintf(f,
+              "# train: the step of `reprise train --backend cuda "
               "--procs 1` (MLP 2-64-64-3,\n# batch 256), %u ops in %u "
               "segment(s); per replay: %.2f graph launches, %.2f ops\n# "
-              "issued op by op, %.2f host callbacks\n", s.ops,
-              s.gpu_segments, (double)s.graph_launches / (double)s.replays,
+              "issued op by op, %.2f host callbacks\n",
+              s.ops, s.gpu_segments,
+              (double)s.graph_launches / (double)s.replays,
               (double)s.gpu_ops_op_by_op / (double)s.replays,
               (double)s.host_callbacks / (double)s.replays);
   }

@@ -213,7 +213,7 @@ static rp_status hop_case_run(hop_ctx *h, hop_exec fn, const hop_case *k,
 typedef struct os_hop {
   _Atomic uint32_t word;  /* the producer's round number */
   _Atomic uint32_t taken; /* the consumer's samples so far */
-  int sleep;             /* consumer: futex wait (1) or spin (0) */
+  int sleep;              /* consumer: futex wait (1) or spin (0) */
   uint32_t n;
   int64_t stamp; /* the producer's clock, written before word */
   double *v;     /* samples */

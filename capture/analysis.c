@@ -187,9 +187,9 @@ void rp__analysis_fini(rp_analysis *a) {
  * from engine slots; mirrors have no generations. */
 static rp_inst_deps *mirror_state(rp_analysis *a, rp_inst ref) {
   uint32_t k = rp__mirror_index(ref);
-  if (k >= a->mcap && (k == UINT32_MAX ||
-                       !rp__grow((void **)&a->by_mirror, &a->mcap, k + 1,
-                                 sizeof *a->by_mirror)))
+  if (k >= a->mcap &&
+      (k == UINT32_MAX || !rp__grow((void **)&a->by_mirror, &a->mcap, k + 1,
+                                    sizeof *a->by_mirror)))
     return NULL;
   return &a->by_mirror[k];
 }
@@ -201,8 +201,7 @@ static rp_inst_deps *state_for(rp_analysis *a, rp_inst inst) {
   uint32_t slot = rp__inst_slot(inst);
   if (slot >= a->cap) {
     if (slot == UINT32_MAX ||
-        !rp__grow((void **)&a->by_slot, &a->cap, slot + 1,
-                  sizeof *a->by_slot))
+        !rp__grow((void **)&a->by_slot, &a->cap, slot + 1, sizeof *a->by_slot))
       return NULL;
   }
   rp_inst_deps *d = &a->by_slot[slot];
@@ -230,8 +229,8 @@ static rp_status add_all(const rp_analysis *a, rp_dep_set *out,
   return RP_OK;
 }
 
-rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc,
-                            uint32_t nacc, rp_dep_set *deps) {
+rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc, uint32_t nacc,
+                            rp_dep_set *deps) {
   for (uint32_t i = 0; i < nacc; i++) {
     rp_inst_deps *d = state_for(a, acc[i].inst);
     if (!d)
@@ -333,8 +332,10 @@ rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
   for (uint32_t i = 0; i < nacc; i++) {
     rp_mem mem;
     if (rp__inst_mem(rt, acc[i].inst, &mem) != RP_OK)
-      return rp__err(RP_ESTALE, "%s: access %u: instance %#llx is stale or "
-                     "unknown", what, i, (unsigned long long)acc[i].inst.id);
+      return rp__err(RP_ESTALE,
+                     "%s: access %u: instance %#llx is stale or "
+                     "unknown",
+                     what, i, (unsigned long long)acc[i].inst.id);
     switch (acc[i].priv) {
     case RP_READ:
     case RP_WRITE:
@@ -342,12 +343,14 @@ rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
       break;
     case RP_REDUCE:
       if (acc[i].redop != RP_REDOP_SUM)
-        return rp__err(RP_EINVAL, "%s: access %u: unknown reduction "
-                       "operator %d", what, i, (int)acc[i].redop);
+        return rp__err(RP_EINVAL,
+                       "%s: access %u: unknown reduction "
+                       "operator %d",
+                       what, i, (int)acc[i].redop);
       break;
     default:
-      return rp__err(RP_EINVAL, "%s: access %u: unknown privilege %d", what,
-                     i, (int)acc[i].priv);
+      return rp__err(RP_EINVAL, "%s: access %u: unknown privilege %d", what, i,
+                     (int)acc[i].priv);
     }
   }
   return RP_OK;

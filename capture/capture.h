@@ -17,10 +17,10 @@ typedef struct rp_gop {
   rp_op_kind kind;
   /* task ops */
   rp_task_id task;
-  rp_proc proc;          /* a processor or RP_PROC_ANY */
-  uint32_t shards;       /* >= 1 */
-  rp_proc *shard_procs;  /* NULL or `shards` entries */
-  size_t ws_bytes;       /* per shard */
+  rp_proc proc;         /* a processor or RP_PROC_ANY */
+  uint32_t shards;      /* >= 1 */
+  rp_proc *shard_procs; /* NULL or `shards` entries */
+  size_t ws_bytes;      /* per shard */
   size_t ws_align;
   uint64_t cost_ns;
   void *args;
@@ -30,8 +30,8 @@ typedef struct rp_gop {
   rp_interp *interps;
   uint32_t ninterp;
   /* copy ops */
-  rp_copy copy;          /* wait is always RP_NO_EVENT */
-  uint32_t group;        /* parallel-operator group (0 = none) */
+  rp_copy copy;   /* wait is always RP_NO_EVENT */
+  uint32_t group; /* parallel-operator group (0 = none) */
   rp_pop_kind pop_kind;
   int pop_backward;
   /* where the op came from: 1 when capture inserted it (mirror copy) */
@@ -174,8 +174,7 @@ rp_status rp__graph_edge_inferred(rp_graph *g, rp_op_id from, rp_op_id to);
 rp_status rp__graph_topo(const rp_graph *g, uint32_t *order);
 /* Creates an empty graph (counted against the runtime's live objects). */
 rp_status rp__graph_new(rp_runtime *rt, rp_graph **out);
-const char *rp__op_label(const rp_graph *g, rp_op_id op, char *buf,
-                         size_t n);
+const char *rp__op_label(const rp_graph *g, rp_op_id op, char *buf, size_t n);
 
 /* ---------------------------------------------------------------------- */
 /* Dependence analysis over abstract tokens (an eager op's completion event,
@@ -201,8 +200,8 @@ typedef struct rp_dep_set {
 
 typedef struct rp_dep_hooks {
   void (*retain)(void *arg, rp_dep_token t, uint32_t n); /* (optional) */
-  void (*release)(void *arg, rp_dep_token t); /* (optional) */
-  int (*done)(void *arg, rp_dep_token t);     /* (optional) completed? */
+  void (*release)(void *arg, rp_dep_token t);            /* (optional) */
+  int (*done)(void *arg, rp_dep_token t); /* (optional) completed? */
   void *arg;
 } rp_dep_hooks;
 
@@ -218,8 +217,8 @@ void rp__analysis_init(rp_analysis *a, rp_dep_hooks hooks);
 void rp__analysis_fini(rp_analysis *a);
 /* Appends (deduplicated) the tokens an op with these accesses must wait for.
  * The tokens stay valid until the next commit. */
-rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc,
-                            uint32_t nacc, rp_dep_set *deps);
+rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc, uint32_t nacc,
+                            rp_dep_set *deps);
 /* Records the op `self` as the newest accessor. */
 rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
                               uint32_t nacc, rp_dep_token self);

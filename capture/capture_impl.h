@@ -23,9 +23,9 @@ typedef struct rp_capture_state {
    * Completion paths never take it. */
   pthread_mutex_t lock;
   rp_analysis eager;
-  uint32_t rr; /* round-robin cursor for RP_PROC_ANY */
-  rp_dep_set scratch;  /* per-launch dependency list, reused under lock */
-  rp_event *evs;       /* the same as events, reused under lock */
+  uint32_t rr;        /* round-robin cursor for RP_PROC_ANY */
+  rp_dep_set scratch; /* per-launch dependency list, reused under lock */
+  rp_event *evs;      /* the same as events, reused under lock */
   uint32_t evs_cap;
   _Atomic uint64_t outstanding; /* eager ops launched and not completed */
 
@@ -98,8 +98,8 @@ rp_status rp__record_check_ref(const rp_capture_state *cs, rp_event e,
  * copies for the accesses its processor cannot reach (unless the capture
  * turned insertion off). On an error after part of it was recorded the
  * capture is marked failed (rp_capture_end returns the error). */
-rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op,
-                          rp_event wait, rp_event *ref);
+rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op, rp_event wait,
+                          rp_event *ref);
 /* After any op was recorded: the mirrors of the instances it writes no
  * longer hold their sources' contents. */
 void rp__insert_note_writes(rp_capture_state *cs, const rp_gop *op);
@@ -124,10 +124,10 @@ rp_status rp__graph_inst_table(const rp_graph *g, rp_inst **out, uint32_t *n);
 rp_status rp__graph_json_write(const rp_graph *g, FILE *f);
 
 /* Names shared by graph files and dumps ("?" when out of range). */
-const char *rp__priv_name(rp_privilege p);      /* R W RW RED */
-const char *rp__redop_name(rp_redop r);         /* none sum */
-const char *rp__domain_name(rp_copy_domain d);  /* intersect src dst rect */
-const char *rp__pop_name(rp_pop_kind k);        /* replicate ... */
-const char *rp__mem_kind_name(rp_mem_kind k);   /* system pinned gpu */
+const char *rp__priv_name(rp_privilege p);     /* R W RW RED */
+const char *rp__redop_name(rp_redop r);        /* none sum */
+const char *rp__domain_name(rp_copy_domain d); /* intersect src dst rect */
+const char *rp__pop_name(rp_pop_kind k);       /* replicate ... */
+const char *rp__mem_kind_name(rp_mem_kind k);  /* system pinned gpu */
 
 #endif

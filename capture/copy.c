@@ -41,7 +41,9 @@ static void copy_finish(eager_copy *c, rp_status st) {
 }
 
 #ifdef REPRISE_HAVE_CUDA
-static void copy_stream_done(void *arg) { copy_finish(arg, RP_OK); }
+static void copy_stream_done(void *arg) {
+  copy_finish(arg, RP_OK);
+}
 #endif
 
 static void copy_run(rp_work *w) {
@@ -89,11 +91,10 @@ static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,
     free(op);
     return st;
   }
-  rp_proc proc = rp_xfer_is_device(&op->d) ? rp_xfer_device_proc(&op->d)
-                                           : hint;
+  rp_proc proc = rp_xfer_is_device(&op->d) ? rp_xfer_device_proc(&op->d) : hint;
   int armed;
-  st = rp__eager_end(cs, &op->gate, proc, op->waiters, acc, 2, &op->done,
-                     done, &armed);
+  st = rp__eager_end(cs, &op->gate, proc, op->waiters, acc, 2, &op->done, done,
+                     &armed);
   if (!armed) {
     rp_xfer_release(&op->d);
     free(op);
@@ -106,8 +107,10 @@ static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,
 static rp_status check_wait(rp_runtime *rt, rp_event wait, int rec,
                             const char *what) {
   if (!rec && (wait.id & RP_REF_BIT))
-    return rp__err(RP_ECAPTURE, "%s: waits on a captured op reference "
-                   "outside its capture", what);
+    return rp__err(RP_ECAPTURE,
+                   "%s: waits on a captured op reference "
+                   "outside its capture",
+                   what);
   if (!rec && !rp__event_live(rt, wait))
     return rp__err(RP_ESTALE, "%s: wait event %#llx is stale", what,
                    (unsigned long long)wait.id);
@@ -187,9 +190,8 @@ static rp_status eager_parallel(rp_capture_state *cs, const rp_parallel_op *op,
   return st ? st : mst;
 }
 
-static rp_status record_parallel(rp_capture_state *cs,
-                                 const rp_parallel_op *op, rp_copy *copies,
-                                 uint32_t n, rp_event *done) {
+static rp_status record_parallel(rp_capture_state *cs, const rp_parallel_op *op,
+                                 rp_copy *copies, uint32_t n, rp_event *done) {
   uint32_t group = ++cs->graph->ngroups;
   rp_status st = RP_OK;
   rp_event last = RP_NO_EVENT;

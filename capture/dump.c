@@ -74,9 +74,9 @@ static void inst_str(const rp_graph *g, rp_inst i, const char *priv, char *buf,
   char named[RP_NAME_MAX + 4] = "";
   if (name && name[0])
     snprintf(named, sizeof named, " '%s'", name);
-  snprintf(buf, n, "inst#%u.%u%s%s%s %s %s", rp__inst_slot(i),
-           rp__inst_gen(i), named, priv ? ":" : "", priv ? priv : "",
-           rp_dtype_name(info.dtype), rect);
+  snprintf(buf, n, "inst#%u.%u%s%s%s %s %s", rp__inst_slot(i), rp__inst_gen(i),
+           named, priv ? ":" : "", priv ? priv : "", rp_dtype_name(info.dtype),
+           rect);
 }
 
 static void proc_str(rp_proc p, char *buf, size_t n) {
@@ -227,8 +227,7 @@ static void dot_task_lines(out *o, const rp_graph *g, const rp_gop *op) {
   }
   for (uint32_t k = 0; k < op->ninterp; k++) {
     const rp_interp *ip = &op->interps[k];
-    say(o, "\\ninterp: replay args [%zu, +%zu) -> ", ip->src_offset,
-        ip->bytes);
+    say(o, "\\ninterp: replay args [%zu, +%zu) -> ", ip->src_offset, ip->bytes);
     if (ip->dst_offset == RP_INTERP_SHARDS)
       say(o, "shard count");
     else
@@ -271,8 +270,8 @@ static void dot_op(out *o, const rp_graph *g, rp_op_id id) {
   dot_str(o, ends[0]);
   say(o, "\\n-> ");
   dot_str(o, ends[1]);
-  say(o, "\\ndomain %s%s%s\"];\n", rp__domain_name(c->domain),
-      *rect ? " " : "", rect);
+  say(o, "\\ndomain %s%s%s\"];\n", rp__domain_name(c->domain), *rect ? " " : "",
+      rect);
 }
 
 /* A parallel operator's copies are boxed together, labelled with its kind.

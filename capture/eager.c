@@ -22,8 +22,8 @@ struct eager_task {
   rp_capture_state *cs;
   const rp_task_rec *task;
   rp_event done;
-  _Atomic uint32_t left;   /* shards not finished */
-  _Atomic int32_t status;  /* first failure */
+  _Atomic uint32_t left;  /* shards not finished */
+  _Atomic int32_t status; /* first failure */
   void *args;
   size_t args_size;
   rp_instance_info *insts;
@@ -60,7 +60,9 @@ static void finish(eager_task *t, rp_status st) {
 #ifdef REPRISE_HAVE_CUDA
 /* Runs on a CUDA callback thread once the stream reached it: completes the
  * op (no CUDA call happens on this path: waiters only enqueue work). */
-static void gpu_done(void *arg) { finish(arg, RP_OK); }
+static void gpu_done(void *arg) {
+  finish(arg, RP_OK);
+}
 #define EAGER_GPU_DONE gpu_done
 #else
 #define EAGER_GPU_DONE NULL
@@ -87,13 +89,14 @@ static void run_shard(eager_shard *sh) {
   /* A GPU shard only enqueues work: gpu_done completes it from the
    * stream. */
   int queued;
-  rp_status st = rp__task_invoke(rt, t->task, &ctx, EAGER_GPU_DONE, t,
-                                 &queued);
+  rp_status st = rp__task_invoke(rt, t->task, &ctx, EAGER_GPU_DONE, t, &queued);
   if (!queued)
     finish(t, st);
 }
 
-static void shard_work(rp_work *w) { run_shard((eager_shard *)w); }
+static void shard_work(rp_work *w) {
+  run_shard((eager_shard *)w);
+}
 
 /* The gate opened on shard 0's processor: fan the other shards out. */
 static void start(rp_work *w) {
@@ -140,7 +143,9 @@ static rp_proc pick_cpu(rp_capture_state *cs, const rp_dep_set *deps) {
   return cs->rr++ % rp__cpu_workers(cs->rt);
 }
 
-static size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
+static size_t align_up(size_t v, size_t a) {
+  return (v + a - 1) & ~(a - 1);
+}
 
 /* One block: task, shards, waiters, instance views, args. */
 static eager_task *task_alloc(uint32_t nshards, uint32_t npre, uint32_t nacc,
@@ -184,8 +189,8 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
     sh->t = t;
     sh->index = i;
     sh->proc = l->shard_procs ? l->shard_procs[i]
-               : i == 0        ? proc0
-                               : (proc0 + i) % rp__cpu_workers(rt);
+               : i == 0       ? proc0
+                              : (proc0 + i) % rp__cpu_workers(rt);
   }
   if (l->workspace_bytes) {
     size_t align = l->workspace_align ? l->workspace_align : 64;
@@ -193,9 +198,10 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
     size_t total;
     if (!rp__align_up_ok(l->workspace_bytes, align, &t->ws_slice) ||
         !rp__mul_ok(t->ws_slice, t->nshards, &total))
-      return rp__err(RP_ERANGE, "workspace of %u x %zu bytes (aligned to "
-                     "%zu) overflows", t->nshards, l->workspace_bytes,
-                     align);
+      return rp__err(RP_ERANGE,
+                     "workspace of %u x %zu bytes (aligned to "
+                     "%zu) overflows",
+                     t->nshards, l->workspace_bytes, align);
     void *ws;
     rp_status st = rp__mem_alloc(rt, t->ws_mem, total, align, &ws);
     if (st)
@@ -219,8 +225,8 @@ rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
   rp_status st = rp__analysis_deps(&cs->eager, acc, nacc, deps);
   if (!st && wait.id)
     st = rp__depset_add(deps, (rp_dep_token){wait.id, UINT32_MAX});
-  if (!st && !rp__grow((void **)&cs->evs, &cs->evs_cap, deps->n + 1,
-                       sizeof *cs->evs))
+  if (!st &&
+      !rp__grow((void **)&cs->evs, &cs->evs_cap, deps->n + 1, sizeof *cs->evs))
     st = rp__err(RP_ENOMEM, "launch: out of memory");
   if (st) {
     pthread_mutex_unlock(&cs->lock);
@@ -231,7 +237,9 @@ rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
   return RP_OK;
 }
 
-void rp__eager_abort(rp_capture_state *cs) { pthread_mutex_unlock(&cs->lock); }
+void rp__eager_abort(rp_capture_state *cs) {
+  pthread_mutex_unlock(&cs->lock);
+}
 
 rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
                         rp_gate_waiter *waiters, const rp_access *acc,
@@ -276,11 +284,11 @@ rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
                          rp_event *done) {
   uint32_t npre;
   rp_proc hint;
-  rp_status st = rp__eager_begin(cs, l->accesses, l->naccess, l->wait, &npre,
-                                 &hint);
+  rp_status st =
+      rp__eager_begin(cs, l->accesses, l->naccess, l->wait, &npre, &hint);
   if (st)
     return st;
-  rp_proc proc0 = l->shard_procs ? l->shard_procs[0]
+  rp_proc proc0 = l->shard_procs           ? l->shard_procs[0]
                   : l->proc == RP_PROC_ANY ? hint
                                            : l->proc;
   uint32_t nshards = l->shards > 1 ? l->shards : 1;
@@ -297,8 +305,8 @@ rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
   rp_mem ws_mem = t->ws_mem;
   char *ws = t->ws;
   int armed;
-  st = rp__eager_end(cs, &t->gate, proc0, t->waiters, l->accesses,
-                     l->naccess, &t->done, done, &armed);
+  st = rp__eager_end(cs, &t->gate, proc0, t->waiters, l->accesses, l->naccess,
+                     &t->done, done, &armed);
   if (!armed) { /* the op never became visible: it is still ours */
     if (ws)
       rp__mem_free(cs->rt, ws_mem, ws);

@@ -74,8 +74,7 @@ rp_status rp__gop_copy(rp_gop *dst, const rp_gop *src) {
   return RP_OK;
 }
 
-const char *rp__op_label(const rp_graph *g, rp_op_id id, char *buf,
-                         size_t n) {
+const char *rp__op_label(const rp_graph *g, rp_op_id id, char *buf, size_t n) {
   if (id >= g->nops) {
     snprintf(buf, n, "op %u (out of range)", id);
     return buf;
@@ -189,7 +188,8 @@ static uint32_t eidx_find(const rp_graph *g, rp_op_id from, rp_op_id to) {
   if (!g->eidx)
     return UINT32_MAX;
   uint32_t mask = g->eidx_cap - 1;
-  for (uint32_t h = edge_hash(from, to) & mask; g->eidx[h]; h = (h + 1) & mask) {
+  for (uint32_t h = edge_hash(from, to) & mask; g->eidx[h];
+       h = (h + 1) & mask) {
     uint32_t k = g->eidx[h] - 1;
     if (k < g->nedges && g->edges[k].from == from && g->edges[k].to == to)
       return k;
@@ -217,8 +217,10 @@ static rp_status eidx_reserve(rp_graph *g, uint32_t more) {
   while (cap < live * 2)
     cap *= 2;
   if (cap > (1ull << 31))
-    return rp__err(RP_ERANGE, "graph: %u edges are past the edge index's "
-                   "limit of 2^30", g->nedges);
+    return rp__err(RP_ERANGE,
+                   "graph: %u edges are past the edge index's "
+                   "limit of 2^30",
+                   g->nedges);
   uint32_t *t = rp__calloc((size_t)cap, sizeof *t);
   if (!t)
     return rp__err(RP_ENOMEM, "graph: out of memory");
@@ -269,11 +271,10 @@ rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l, rp_op_id *out) {
   return rp__graph_append(g, &op, out);
 }
 
-static rp_status check_op_id(const rp_graph *g, rp_op_id id,
-                             const char *what) {
+static rp_status check_op_id(const rp_graph *g, rp_op_id id, const char *what) {
   if (id >= g->nops)
-    return rp__err(RP_EINVAL, "%s: op %u out of range (graph has %u ops)",
-                   what, id, g->nops);
+    return rp__err(RP_EINVAL, "%s: op %u out of range (graph has %u ops)", what,
+                   id, g->nops);
   return RP_OK;
 }
 
@@ -320,14 +321,13 @@ rp_status rp_graph_remove_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
 }
 
 static rp_status add_port(rp_gport **ports, uint32_t *n, uint32_t *cap,
-                          const char *name, rp_port_id *out,
-                          const char *what) {
+                          const char *name, rp_port_id *out, const char *what) {
   if (!name || !*name)
     return rp__err(RP_EINVAL, "%s: a port needs a name", what);
   for (uint32_t i = 0; i < *n; i++)
     if (!strcmp((*ports)[i].name, name))
-      return rp__err(RP_EPORT, "%s: port '%s' is already used (port %u)",
-                     what, name, i);
+      return rp__err(RP_EPORT, "%s: port '%s' is already used (port %u)", what,
+                     name, i);
   if (!rp__grow((void **)ports, cap, *n + 1, sizeof **ports))
     return rp__err(RP_ENOMEM, "%s: out of memory", what);
   char *dup = rp__strdup(name);
@@ -367,16 +367,15 @@ static rp_status bind(rp_graph *g, rp_gport *ports, uint32_t n, rp_port_id p,
   if (!g)
     return rp__err(RP_EINVAL, "%s: NULL graph", what);
   if (p >= n)
-    return rp__err(RP_EPORT, "%s: port %u out of range (%u ports)", what, p,
-                   n);
+    return rp__err(RP_EPORT, "%s: port %u out of range (%u ports)", what, p, n);
   rp_status st = check_op_id(g, op, what);
   if (st)
     return st;
   rp_gport *port = &ports[p];
   for (uint32_t i = 0; i < port->nops; i++)
     if (port->ops[i] == op)
-      return rp__err(RP_EPORT, "%s: port '%s' is already bound to op %u",
-                     what, port->name, op);
+      return rp__err(RP_EPORT, "%s: port '%s' is already bound to op %u", what,
+                     port->name, op);
   if (!rp__grow((void **)&port->ops, &port->cap, port->nops + 1,
                 sizeof *port->ops))
     return rp__err(RP_ENOMEM, "%s: out of memory", what);
@@ -389,8 +388,7 @@ rp_status rp_graph_bind_precondition(rp_graph *g, rp_port_id p, rp_op_id op) {
               "rp_graph_bind_precondition");
 }
 
-rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
-                                      rp_op_id op) {
+rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p, rp_op_id op) {
   return bind(g, g ? g->post : NULL, g ? g->npost : 0, p, op,
               "rp_graph_bind_postcondition");
 }
@@ -407,8 +405,11 @@ rp_status rp_graph_add_interp(rp_graph *g, rp_op_id id, const rp_interp *ip) {
   rp_gop *op = &g->ops[id];
   if (op->kind != RP_OP_TASK)
     return rp__err(RP_EINVAL, "rp_graph_add_interp: op %u is a copy", id);
-  rp_launch l = {.task = op->task, .args_size = op->args_size,
-                 .shards = op->shards, .interps = ip, .ninterp = 1,
+  rp_launch l = {.task = op->task,
+                 .args_size = op->args_size,
+                 .shards = op->shards,
+                 .interps = ip,
+                 .ninterp = 1,
                  .args = op->args};
   rp_interp *tmp = op->interps;
   uint32_t n = op->ninterp;
@@ -424,8 +425,12 @@ rp_status rp_graph_add_interp(rp_graph *g, rp_op_id id, const rp_interp *ip) {
 
 /* ---- queries ---- */
 
-uint32_t rp_graph_op_count(const rp_graph *g) { return g ? g->nops : 0; }
-uint32_t rp_graph_edge_count(const rp_graph *g) { return g ? g->nedges : 0; }
+uint32_t rp_graph_op_count(const rp_graph *g) {
+  return g ? g->nops : 0;
+}
+uint32_t rp_graph_edge_count(const rp_graph *g) {
+  return g ? g->nedges : 0;
+}
 uint32_t rp_graph_precondition_count(const rp_graph *g) {
   return g ? g->npre : 0;
 }

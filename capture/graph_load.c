@@ -58,8 +58,8 @@ typedef struct loader {
   uint32_t nops; /* ops in the file */
   group_tag *groups;
   uint32_t bindings;
-  uint32_t *msrc;   /* per mirror: its source's table index */
-  uint8_t *mused;   /* per mirror: referenced by an op */
+  uint32_t *msrc; /* per mirror: its source's table index */
+  uint8_t *mused; /* per mirror: referenced by an op */
 } loader;
 
 /* ---- JSON accessors: each names the path in its error ---- */
@@ -282,14 +282,12 @@ typedef struct inst_desc {
   const char *name; /* optional; NULL none (points into the JSON tree) */
 } inst_desc;
 
-static const char *const INST_KEYS[] = {"id", "mem",     "device", "dtype",
-                                        "lo", "hi",      "strides", "name",
-                                        NULL};
+static const char *const INST_KEYS[] = {
+    "id", "mem", "device", "dtype", "lo", "hi", "strides", "name", NULL};
 
 /* An optional "name" (instances, ops): NULL when absent, else checked
  * against the name rules (RP_NAME_MAX). */
-static rp_status get_name(const cJSON *o, const char *path,
-                          const char **name) {
+static rp_status get_name(const cJSON *o, const char *path, const char **name) {
   const cJSON *v = field(o, "name");
   *name = NULL;
   if (!v)
@@ -542,8 +540,10 @@ static rp_status load_mirror(loader *L, const cJSON *o, uint32_t k) {
       (st = get_i64(field(o, "device"), path, "device", -1, 65535, &dev)))
     return st;
   if (src >= L->ninst)
-    return rp__err(RP_ERANGE, "%s.source: instance %u out of range (the "
-                   "table has %u entries)", path, src, L->ninst);
+    return rp__err(RP_ERANGE,
+                   "%s.source: instance %u out of range (the "
+                   "table has %u entries)",
+                   path, src, L->ninst);
   if ((st = rp_mem_find(L->rt, (rp_mem_kind)mem, (int)dev, &m)) != RP_OK)
     return rp__err(st, "%s: the runtime has no %s memory%s", path,
                    rp__mem_kind_name((rp_mem_kind)mem),
@@ -582,12 +582,13 @@ static rp_status mirror_ref(loader *L, const cJSON *v, const char *path,
   subpath(mpath, path, key, UINT32_MAX);
   uint32_t k;
   rp_status st = check_object(v, mpath, MREF_KEYS, 1);
-  if (st || (st = get_u32(field(v, "mirror"), mpath, "mirror", UINT32_MAX,
-                          &k)))
+  if (st || (st = get_u32(field(v, "mirror"), mpath, "mirror", UINT32_MAX, &k)))
     return st;
   if (k >= L->g->nmirrors)
-    return rp__err(RP_ERANGE, "%s.mirror: mirror %u out of range (the file "
-                   "has %u)", mpath, k, L->g->nmirrors);
+    return rp__err(RP_ERANGE,
+                   "%s.mirror: mirror %u out of range (the file "
+                   "has %u)",
+                   mpath, k, L->g->nmirrors);
   L->mused[k] = 1;
   *out = rp__mirror_ref(k);
   *src = L->msrc[k];
@@ -906,8 +907,8 @@ static rp_status parse_group(loader *L, const cJSON *o, const char *path,
 }
 
 static const char *const COPY_KEYS[] = {
-    "id",    "kind",  "src",      "dst",      "domain",   "rect",
-    "redop", "group", "pop_kind", "backward", "inserted", "name", NULL};
+    "id",    "kind",     "src",      "dst",      "domain", "rect", "redop",
+    "group", "pop_kind", "backward", "inserted", "name",   NULL};
 
 static rp_status parse_copy(loader *L, const cJSON *o, const char *path,
                             rp_gop *op) {
@@ -1002,8 +1003,10 @@ static rp_status load_ops(loader *L, const cJSON *arr) {
                    L->used);
   for (uint32_t k = 0; k < L->g->nmirrors; k++)
     if (!L->mused[k])
-      return rp__err(RP_EFORMAT, "graph.mirrors[%u]: not referenced by any "
-                     "op", k);
+      return rp__err(RP_EFORMAT,
+                     "graph.mirrors[%u]: not referenced by any "
+                     "op",
+                     k);
   return RP_OK;
 }
 
@@ -1043,13 +1046,17 @@ static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
   rp_op_id from, to;
   rp_status st = get_array(e, path, "", 3, &n);
   if (st || n < 2)
-    return rp__err(RP_EFORMAT, "%s: expected [from, to] or [from, to, "
-                   "\"inferred\"]", path);
+    return rp__err(RP_EFORMAT,
+                   "%s: expected [from, to] or [from, to, "
+                   "\"inferred\"]",
+                   path);
   const cJSON *mark = e->child->next->next;
   if (mark && !(cJSON_IsString(mark) && mark->valuestring &&
                 !strcmp(mark->valuestring, "inferred")))
-    return rp__err(RP_EFORMAT, "%s[2]: expected \"inferred\" (an edge "
-                   "capture inferred) or nothing", path);
+    return rp__err(RP_EFORMAT,
+                   "%s[2]: expected \"inferred\" (an edge "
+                   "capture inferred) or nothing",
+                   path);
   if ((st = op_ref(L, e->child, path, "from", &from)) ||
       (st = op_ref(L, e->child->next, path, "to", &to)))
     return st;
@@ -1134,10 +1141,9 @@ static rp_status check_acyclic(const rp_graph *g) {
 
 /* the first five are required; "mirrors" only in graphs with mirrors,
  * "machine" (the recording runtime's processors and memories) optional */
-static const char *const GRAPH_KEYS[] = {"instances",      "ops",
-                                         "edges",          "preconditions",
-                                         "postconditions", "mirrors",
-                                         "machine",        NULL};
+static const char *const GRAPH_KEYS[] = {
+    "instances",      "ops",     "edges",   "preconditions",
+    "postconditions", "mirrors", "machine", NULL};
 
 static const char *const MACHINE_KEYS[] = {"cpus", "gpus", "mems", NULL};
 static const char *const MMEM_KEYS[] = {"mem", "device", NULL};
@@ -1165,10 +1171,9 @@ static rp_status parse_machine(const cJSON *o, rp_machine_desc *m) {
   memset(m, 0, sizeof *m);
   rp_status st = check_object(o, path, MACHINE_KEYS, 3);
   if (st || (st = get_u32(field(o, "cpus"), path, "cpus", 128, &m->cpus)) ||
-      (st = get_array(field(o, "gpus"), path, "gpus", RP_MODEL_MAX_GPUS,
-                      &ng)) ||
-      (st = get_array(field(o, "mems"), path, "mems", RP_MODEL_MAX_MEMS,
-                      &nm)))
+      (st =
+           get_array(field(o, "gpus"), path, "gpus", RP_MODEL_MAX_GPUS, &ng)) ||
+      (st = get_array(field(o, "mems"), path, "mems", RP_MODEL_MAX_MEMS, &nm)))
     return st;
   if (!m->cpus)
     return rp__err(RP_ERANGE, "%s.cpus: 0 (at least 1)", path);
@@ -1407,8 +1412,7 @@ rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
   size_t len = 0;
   /* a regular file only (a FIFO or /dev/zero is refused, never read), of
    * at most max_file bytes: no more than max_file + 1 are ever read */
-  rp_status st = rp__read_regular(path, max_file ? max_file
-                                                 : RP_GRAPH_FILE_MAX,
+  rp_status st = rp__read_regular(path, max_file ? max_file : RP_GRAPH_FILE_MAX,
                                   &buf, &len);
   if (!st) {
     st = rp__graph_load_mem(rt, buf, len, insts, ninsts, max_alloc, out);

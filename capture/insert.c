@@ -38,8 +38,12 @@
 
 enum { STALE = 0, FRESH = 1, WRITTEN_BACK = 2 };
 
-static int reads(rp_privilege p) { return p != RP_WRITE; }
-static int writes(rp_privilege p) { return p != RP_READ; }
+static int reads(rp_privilege p) {
+  return p != RP_WRITE;
+}
+static int writes(rp_privilege p) {
+  return p != RP_READ;
+}
 
 void rp__insert_reset(rp_capture_state *cs) {
   free(cs->mvalid);
@@ -138,19 +142,21 @@ static rp_status mirror_mem(rp_runtime *rt, const rp_gop *op, uint32_t i,
       tgt = local;
       first = p;
     } else if (local != tgt) {
-      return rp__err(RP_EACCESS, "task '%s': access %u: instance %#llx is "
+      return rp__err(RP_EACCESS,
+                     "task '%s': access %u: instance %#llx is "
                      "not accessible from processors %u and %u, whose shards "
                      "would need mirrors in different memories (%u, %u); "
-                     "launch one op per device", name, i,
-                     (unsigned long long)x.id, first, p, tgt, local);
+                     "launch one op per device",
+                     name, i, (unsigned long long)x.id, first, p, tgt, local);
     }
   }
   for (uint32_t s = 0; tgt != NO_MEM && s < op->shards; s++)
     if (!rp_proc_can_access(rt, shard_proc(op, s), tgt))
-      return rp__err(RP_EACCESS, "task '%s': access %u: instance %#llx needs "
+      return rp__err(RP_EACCESS,
+                     "task '%s': access %u: instance %#llx needs "
                      "a mirror in memory %u for processor %u, which "
-                     "processor %u of another shard cannot access", name, i,
-                     (unsigned long long)x.id, tgt, first,
+                     "processor %u of another shard cannot access",
+                     name, i, (unsigned long long)x.id, tgt, first,
                      shard_proc(op, s));
   *out = tgt;
   return RP_OK;
@@ -223,8 +229,8 @@ static rp_status record_around(rp_capture_state *cs, const rp_gop *op,
   return st;
 }
 
-rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op,
-                          rp_event wait, rp_event *ref) {
+rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op, rp_event wait,
+                          rp_event *ref) {
   rp_graph *g = cs->graph;
   if (g->no_copy_insertion || !op->nacc)
     return rp__record_op(cs, op, wait, ref);

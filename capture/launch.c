@@ -86,7 +86,9 @@ rp_status rp__capture_mode(rp_capture_state *cs, int *recording) {
 
 /* ---- validation ---- */
 
-static int is_ref(rp_event e) { return (e.id & RP_REF_BIT) != 0; }
+static int is_ref(rp_event e) {
+  return (e.id & RP_REF_BIT) != 0;
+}
 
 static rp_status check_proc(rp_runtime *rt, const rp_task_rec *t, rp_proc p,
                             const char *what) {
@@ -95,9 +97,10 @@ static rp_status check_proc(rp_runtime *rt, const rp_task_rec *t, rp_proc p,
     return rp__err(RP_EPROC, "%s: processor %u out of range (runtime has %u)",
                    what, p, rp_proc_count(rt));
   if (pi->kind == RP_PROC_GPU ? !t->gpu_fn : !t->cpu_fn)
-    return rp__err(RP_EPROC, "%s: task '%s' has no %s variant for processor "
-                   "%u", what, t->name, pi->kind == RP_PROC_GPU ? "GPU" : "CPU",
-                   p);
+    return rp__err(RP_EPROC,
+                   "%s: task '%s' has no %s variant for processor "
+                   "%u",
+                   what, t->name, pi->kind == RP_PROC_GPU ? "GPU" : "CPU", p);
   return RP_OK;
 }
 
@@ -107,10 +110,11 @@ static rp_status check_access_reach(rp_runtime *rt, const rp_launch *l,
     rp_mem mem = 0;
     rp__inst_mem(rt, l->accesses[i].inst, &mem);
     if (!rp_proc_can_access(rt, p, mem))
-      return rp__err(RP_EACCESS, "task '%s': access %u: instance %#llx in "
+      return rp__err(RP_EACCESS,
+                     "task '%s': access %u: instance %#llx in "
                      "memory %u is not accessible from processor %u",
-                     name, i, (unsigned long long)l->accesses[i].inst.id,
-                     mem, p);
+                     name, i, (unsigned long long)l->accesses[i].inst.id, mem,
+                     p);
   }
   return RP_OK;
 }
@@ -123,17 +127,19 @@ rp_status rp__check_interps(const rp_launch *l, const char *name) {
     const rp_interp *ip = &l->interps[i];
     if (ip->dst_offset == RP_INTERP_SHARDS) {
       if (ip->bytes != sizeof(uint32_t) || l->shards < 2)
-        return rp__err(RP_EINVAL, "task '%s': interpolation %u targets the "
-                       "shard count: needs 4 bytes and an SPMD launch", name,
-                       i);
+        return rp__err(RP_EINVAL,
+                       "task '%s': interpolation %u targets the "
+                       "shard count: needs 4 bytes and an SPMD launch",
+                       name, i);
       continue;
     }
     size_t end;
     if (!ip->bytes || !rp__add_ok(ip->dst_offset, ip->bytes, &end) ||
         end > l->args_size)
-      return rp__err(RP_ERANGE, "task '%s': interpolation %u writes bytes "
-                     "[%zu, +%zu) outside the %zu argument bytes", name, i,
-                     ip->dst_offset, ip->bytes, l->args_size);
+      return rp__err(RP_ERANGE,
+                     "task '%s': interpolation %u writes bytes "
+                     "[%zu, +%zu) outside the %zu argument bytes",
+                     name, i, ip->dst_offset, ip->bytes, l->args_size);
   }
   return RP_OK;
 }
@@ -141,18 +147,19 @@ rp_status rp__check_interps(const rp_launch *l, const char *name) {
 rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
   const rp_task_rec *t = rp__task_get(rt, l->task);
   if (!t)
-    return rp__err(RP_ENOTASK, "launch: task id %u is not registered",
-                   l->task);
+    return rp__err(RP_ENOTASK, "launch: task id %u is not registered", l->task);
   const char *name = t->name;
   if (l->args_size && !l->args)
-    return rp__err(RP_EINVAL, "task '%s': %zu argument bytes, NULL args",
-                   name, l->args_size);
+    return rp__err(RP_EINVAL, "task '%s': %zu argument bytes, NULL args", name,
+                   l->args_size);
   if (l->args_size > RP_MAX_ARGS)
     return rp__err(RP_ERANGE, "task '%s': %zu argument bytes (max %u)", name,
                    l->args_size, RP_MAX_ARGS);
   if (l->workspace_align & (l->workspace_align - 1))
-    return rp__err(RP_EINVAL, "task '%s': workspace alignment %zu is not a "
-                   "power of two", name, l->workspace_align);
+    return rp__err(RP_EINVAL,
+                   "task '%s': workspace alignment %zu is not a "
+                   "power of two",
+                   name, l->workspace_align);
   rp_status st = rp__check_accesses(rt, l->accesses, l->naccess, name);
   if (st)
     return st;
@@ -163,8 +170,10 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
     rp_proc p = l->shard_procs ? l->shard_procs[i] : l->proc;
     if (p == RP_PROC_ANY) {
       if (!t->cpu_fn)
-        return rp__err(RP_EPROC, "task '%s' has no CPU variant, so it cannot "
-                       "run on RP_PROC_ANY", name);
+        return rp__err(RP_EPROC,
+                       "task '%s' has no CPU variant, so it cannot "
+                       "run on RP_PROC_ANY",
+                       name);
       continue;
     }
     if ((st = check_proc(rt, t, p, name)) != RP_OK)
@@ -174,13 +183,17 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
       return st;
   }
   if (!recorded && l->ninterp)
-    return rp__err(RP_EINVAL, "task '%s': interpolations apply to recorded "
-                   "launches only", name);
+    return rp__err(RP_EINVAL,
+                   "task '%s': interpolations apply to recorded "
+                   "launches only",
+                   name);
   if ((st = rp__check_interps(l, name)) != RP_OK)
     return st;
   if (!recorded && is_ref(l->wait))
-    return rp__err(RP_ECAPTURE, "task '%s': waits on a captured op reference "
-                   "outside its capture", name);
+    return rp__err(RP_ECAPTURE,
+                   "task '%s': waits on a captured op reference "
+                   "outside its capture",
+                   name);
   if (!recorded && !rp__event_live(rt, l->wait))
     return rp__err(RP_ESTALE, "task '%s': wait event %#llx is stale", name,
                    (unsigned long long)l->wait.id);
@@ -198,8 +211,7 @@ rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
     return rp__err(RP_EINVAL, "%s: NULL argument", what);
   if (rp__tl_replay_violation) {
     *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "%s called from a task inside a replay",
-                   what);
+    return rp__err(RP_ECONTRACT, "%s called from a task inside a replay", what);
   }
   rp_status st = rp__runtime_check(rt);
   if (st)

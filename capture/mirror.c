@@ -10,13 +10,15 @@ rp_status rp__graph_add_mirror(rp_graph *g, rp_inst src, rp_mem mem,
                                uint32_t *out) {
   rp_inst_view v;
   if (rp__is_mirror(src) || rp__inst_view(g->rt, src, &v) != RP_OK)
-    return rp__err(RP_ESTALE, "mirror of instance %#llx: the source is "
+    return rp__err(RP_ESTALE,
+                   "mirror of instance %#llx: the source is "
                    "stale, unknown or itself a mirror",
                    (unsigned long long)src.id);
   if (mem >= rp_mem_count(g->rt))
-    return rp__err(RP_EINVAL, "mirror of instance %#llx: memory %u out of "
-                   "range (runtime has %u)", (unsigned long long)src.id, mem,
-                   rp_mem_count(g->rt));
+    return rp__err(RP_EINVAL,
+                   "mirror of instance %#llx: memory %u out of "
+                   "range (runtime has %u)",
+                   (unsigned long long)src.id, mem, rp_mem_count(g->rt));
   /* the index must fit the handle's upper half and stay below the marker */
   if (g->nmirrors >= UINT32_MAX - 1)
     return rp__err(RP_ERANGE, "graph: too many mirrors");
@@ -40,11 +42,15 @@ rp_status rp__check_mirrors(const rp_graph *g) {
     const rp_gmirror *m = &g->mirrors[k];
     rp_inst_view v;
     if (rp__is_mirror(m->src) || rp__inst_view(g->rt, m->src, &v) != RP_OK)
-      return rp__err(RP_ESTALE, "mirror %u: source instance %#llx is stale "
-                     "or unknown", k, (unsigned long long)m->src.id);
+      return rp__err(RP_ESTALE,
+                     "mirror %u: source instance %#llx is stale "
+                     "or unknown",
+                     k, (unsigned long long)m->src.id);
     if (m->mem >= rp_mem_count(g->rt))
-      return rp__err(RP_EINVAL, "mirror %u: memory %u out of range (runtime "
-                     "has %u)", k, m->mem, rp_mem_count(g->rt));
+      return rp__err(RP_EINVAL,
+                     "mirror %u: memory %u out of range (runtime "
+                     "has %u)",
+                     k, m->mem, rp_mem_count(g->rt));
   }
   return RP_OK;
 }
@@ -52,9 +58,10 @@ rp_status rp__check_mirrors(const rp_graph *g) {
 static rp_status check_ref(const rp_graph *g, rp_inst i, const char *what,
                            const char *side) {
   if (rp__is_mirror(i) && rp__mirror_index(i) >= g->nmirrors)
-    return rp__err(RP_EINVAL, "%s: %s names mirror %u, out of range (the "
-                   "graph has %u)", what, side, rp__mirror_index(i),
-                   g->nmirrors);
+    return rp__err(RP_EINVAL,
+                   "%s: %s names mirror %u, out of range (the "
+                   "graph has %u)",
+                   what, side, rp__mirror_index(i), g->nmirrors);
   return RP_OK;
 }
 
@@ -69,19 +76,23 @@ rp_status rp__check_mirror_copy(const rp_graph *g, const rp_copy *c,
   rp_inst other = ms ? c->dst : c->src;
   rp_inst mirror = ms ? c->src : c->dst;
   if (ms && md)
-    return rp__err(RP_EINVAL, "%s: copies mirror %u into mirror %u (a "
-                   "mirror is copied only to or from its source)", what,
-                   rp__mirror_index(c->src), rp__mirror_index(c->dst));
+    return rp__err(RP_EINVAL,
+                   "%s: copies mirror %u into mirror %u (a "
+                   "mirror is copied only to or from its source)",
+                   what, rp__mirror_index(c->src), rp__mirror_index(c->dst));
   if (rp__graph_source(g, mirror).id != other.id)
-    return rp__err(RP_EINVAL, "%s: mirror %u of instance %#llx is copied "
-                   "%s instance %#llx (only its own source)", what,
-                   rp__mirror_index(mirror),
+    return rp__err(RP_EINVAL,
+                   "%s: mirror %u of instance %#llx is copied "
+                   "%s instance %#llx (only its own source)",
+                   what, rp__mirror_index(mirror),
                    (unsigned long long)rp__graph_source(g, mirror).id,
                    ms ? "into" : "from", (unsigned long long)other.id);
   if (c->redop != RP_REDOP_NONE || c->domain == RP_DOMAIN_RECT ||
       (unsigned)c->domain > RP_DOMAIN_RECT)
-    return rp__err(RP_EINVAL, "%s: a mirror copy moves the whole instance: "
-                   "no reduction and no RECT domain", what);
+    return rp__err(RP_EINVAL,
+                   "%s: a mirror copy moves the whole instance: "
+                   "no reduction and no RECT domain",
+                   what);
   rp_inst_view v;
   if (rp__inst_view(g->rt, other, &v) != RP_OK)
     return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown", what,

@@ -71,13 +71,16 @@ static rp_event port_ref(const rp_capture_state *cs, rp_port_id p) {
 static rp_status decode_ref(const rp_capture_state *cs, rp_event e,
                             uint32_t *index, int *port, const char *what) {
   if (!(e.id & RP_REF_BIT))
-    return rp__err(RP_ECAPTURE, "%s: event %#llx is an eager event; a "
+    return rp__err(RP_ECAPTURE,
+                   "%s: event %#llx is an eager event; a "
                    "recorded op can only wait on recorded ops or on "
-                   "rp_capture_precondition ports", what,
-                   (unsigned long long)e.id);
+                   "rp_capture_precondition ports",
+                   what, (unsigned long long)e.id);
   if (RP_REF_SERIAL(e.id) != (cs->serial & 0x3fffffffu))
-    return rp__err(RP_ECAPTURE, "%s: reference %#llx belongs to another "
-                   "capture", what, (unsigned long long)e.id);
+    return rp__err(RP_ECAPTURE,
+                   "%s: reference %#llx belongs to another "
+                   "capture",
+                   what, (unsigned long long)e.id);
   *port = (e.id & RP_REF_PORT) != 0;
   *index = (uint32_t)e.id - 1;
   uint32_t limit = *port ? cs->graph->npre : cs->graph->nops;
@@ -158,8 +161,7 @@ static rp_status close_capture(rp_runtime *rt, rp_graph **out,
   rp_capture_state *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
   if (!cs || !atomic_load(&cs->recording) ||
       !pthread_equal(cs->owner, pthread_self()))
-    return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread",
-                   what);
+    return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread", what);
   pthread_mutex_lock(&cs->lock);
   rp_graph *g = cs->graph;
   cs->graph = NULL;
@@ -175,9 +177,10 @@ static rp_status close_capture(rp_runtime *rt, rp_graph **out,
   }
   rp_graph_destroy(g);
   if (out)
-    return rp__err(failed, "%s: a recorded launch failed part-way (%s); "
-                   "the capture is closed and its graph discarded", what,
-                   rp_status_name(failed));
+    return rp__err(failed,
+                   "%s: a recorded launch failed part-way (%s); "
+                   "the capture is closed and its graph discarded",
+                   what, rp_status_name(failed));
   return RP_OK;
 }
 
@@ -202,8 +205,7 @@ static rp_status recording_state(rp_runtime *rt, rp_capture_state **cs,
   if (st)
     return st;
   if (!rec)
-    return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread",
-                   what);
+    return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread", what);
   return RP_OK;
 }
 
@@ -250,8 +252,10 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
                          "rp_capture_postcondition")) != RP_OK)
       return st;
     if (is_port)
-      return rp__err(RP_EPORT, "rp_capture_postcondition: ref %u is a "
-                     "precondition port, not an op", i);
+      return rp__err(RP_EPORT,
+                     "rp_capture_postcondition: ref %u is a "
+                     "precondition port, not an op",
+                     i);
   }
   rp_port_id p;
   if ((st = rp_graph_add_postcondition(cs->graph, name, &p)) != RP_OK)
@@ -262,8 +266,7 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
     decode_ref(cs, ops[i], &idx, &is_port, "rp_capture_postcondition");
     uint32_t tail = writeback_tail(cs->graph, idx);
     for (uint32_t k = 0; k <= tail; k++)
-      if ((st = rp_graph_bind_postcondition(cs->graph, p, idx + k)) !=
-              RP_OK &&
+      if ((st = rp_graph_bind_postcondition(cs->graph, p, idx + k)) != RP_OK &&
           st != RP_EPORT)
         return st;
   }
@@ -291,7 +294,7 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   rp_op_id id;
   rp_gop named;
   if (!op->inserted && cs->next_name[0]) { /* rp_capture_name_next */
-    named = *op; /* shallow: append deep-copies */
+    named = *op;                           /* shallow: append deep-copies */
     memcpy(named.name, cs->next_name, sizeof named.name);
     op = &named;
   }

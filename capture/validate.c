@@ -9,8 +9,7 @@
 /* Whether processor p reaches access i of op (a mirror: its memory). */
 static int op_reach(const rp_graph *g, rp_proc p, rp_inst inst) {
   if (rp__is_mirror(inst))
-    return rp_proc_can_access(g->rt, p,
-                              g->mirrors[rp__mirror_index(inst)].mem);
+    return rp_proc_can_access(g->rt, p, g->mirrors[rp__mirror_index(inst)].mem);
   return rp__reach(g->rt, p, inst);
 }
 
@@ -19,10 +18,11 @@ static rp_status reach_err(const rp_graph *g, const char *lab, uint32_t i,
   rp_inst_view v;
   if (rp__is_mirror(inst)) {
     const rp_gmirror *m = &g->mirrors[rp__mirror_index(inst)];
-    return rp__err(RP_EACCESS, "%s: access %u: mirror %u of instance %#llx "
-                   "(memory %u) is not accessible from processor %u", lab, i,
-                   rp__mirror_index(inst), (unsigned long long)m->src.id,
-                   m->mem, p);
+    return rp__err(RP_EACCESS,
+                   "%s: access %u: mirror %u of instance %#llx "
+                   "(memory %u) is not accessible from processor %u",
+                   lab, i, rp__mirror_index(inst),
+                   (unsigned long long)m->src.id, m->mem, p);
   }
   rp__inst_view(g->rt, inst, &v);
   return rp__err(RP_EACCESS,
@@ -47,12 +47,17 @@ static rp_status check_task_op(const rp_graph *g, rp_op_id id) {
   rp_status st = rp__resolve_accesses(g, op->acc, op->nacc, lab, &res);
   if (st)
     return st;
-  rp_launch l = {.task = op->task, .proc = op->proc, .accesses = res,
-                 .naccess = op->nacc, .args = op->args,
-                 .args_size = op->args_size, .shards = op->shards,
+  rp_launch l = {.task = op->task,
+                 .proc = op->proc,
+                 .accesses = res,
+                 .naccess = op->nacc,
+                 .args = op->args,
+                 .args_size = op->args_size,
+                 .shards = op->shards,
                  .shard_procs = op->shard_procs,
                  .workspace_bytes = op->ws_bytes,
-                 .workspace_align = op->ws_align, .interps = op->interps,
+                 .workspace_align = op->ws_align,
+                 .interps = op->interps,
                  .ninterp = op->ninterp};
   st = rp__check_launch(g->rt, &l, 1);
   free(res);
@@ -77,20 +82,24 @@ static rp_status check_ports(const rp_graph *g, const rp_gport *ports,
                              uint32_t n, const char *kind) {
   for (uint32_t p = 0; p < n; p++) {
     if (!ports[p].nops)
-      return rp__err(RP_EPORT, "%s port %u '%s' is never bound to an op",
-                     kind, p, ports[p].name);
+      return rp__err(RP_EPORT, "%s port %u '%s' is never bound to an op", kind,
+                     p, ports[p].name);
     for (uint32_t q = 0; q < p; q++)
       if (!strcmp(ports[q].name, ports[p].name))
-        return rp__err(RP_EPORT, "%s port name '%s' is used twice (ports %u "
-                       "and %u)", kind, ports[p].name, q, p);
+        return rp__err(RP_EPORT,
+                       "%s port name '%s' is used twice (ports %u "
+                       "and %u)",
+                       kind, ports[p].name, q, p);
     for (uint32_t i = 0; i < ports[p].nops; i++) {
       if (ports[p].ops[i] >= g->nops)
-        return rp__err(RP_EPORT, "%s port '%s' is bound to op %u, out of "
-                       "range", kind, ports[p].name, ports[p].ops[i]);
+        return rp__err(RP_EPORT,
+                       "%s port '%s' is bound to op %u, out of "
+                       "range",
+                       kind, ports[p].name, ports[p].ops[i]);
       for (uint32_t j = 0; j < i; j++)
         if (ports[p].ops[j] == ports[p].ops[i])
-          return rp__err(RP_EPORT, "%s port '%s' is bound to op %u twice",
-                         kind, ports[p].name, ports[p].ops[i]);
+          return rp__err(RP_EPORT, "%s port '%s' is bound to op %u twice", kind,
+                         ports[p].name, ports[p].ops[i]);
     }
   }
   return RP_OK;
@@ -107,9 +116,10 @@ rp_status rp_graph_validate(const rp_graph *g) {
     return st;
   for (uint32_t i = 0; i < g->nedges; i++)
     if (g->edges[i].from >= g->nops || g->edges[i].to >= g->nops)
-      return rp__err(RP_EINVAL, "edge %u (%u -> %u) names an op out of range "
-                     "(graph has %u ops)", i, g->edges[i].from,
-                     g->edges[i].to, g->nops);
+      return rp__err(RP_EINVAL,
+                     "edge %u (%u -> %u) names an op out of range "
+                     "(graph has %u ops)",
+                     i, g->edges[i].from, g->edges[i].to, g->nops);
   if ((st = check_ports(g, g->pre, g->npre, "precondition")) ||
       (st = check_ports(g, g->post, g->npost, "postcondition")))
     return st;

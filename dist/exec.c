@@ -264,8 +264,7 @@ static rp_status exec_comm(dist_exec *dx, rp_mem mem, void **comm) {
     return st;
   n[dx->nnccl++] = (dist_nccl){mem, *comm};
   /* relaxed: a statistic for tests */
-  atomic_fetch_add_explicit(&dx->ds->nccl_exec_comms, 1,
-                            memory_order_relaxed);
+  atomic_fetch_add_explicit(&dx->ds->nccl_exec_comms, 1, memory_order_relaxed);
   return RP_OK;
 }
 

@@ -74,9 +74,9 @@ void rp__proc_enqueue(rp_runtime *rt, rp_proc p, rp_work *w);
 
 /* A task spawn: the task runs once, as shard 0 of 1, without workspace. */
 typedef struct rp_task_spawn {
-  rp_proc proc;        /* a processor of the runtime (not RP_PROC_ANY) */
-  rp_task_id task;     /* needs a variant for proc's kind */
-  const void *args;    /* copied at spawn (args_size bytes) */
+  rp_proc proc;     /* a processor of the runtime (not RP_PROC_ANY) */
+  rp_task_id task;  /* needs a variant for proc's kind */
+  const void *args; /* copied at spawn (args_size bytes) */
   size_t args_size;
   const rp_inst *insts; /* resolved at spawn: rp_ctx_inst(i) / rp_ctx_ptr(i) */
   uint32_t ninsts;      /* each must be accessible from proc */
@@ -207,8 +207,8 @@ static inline uint32_t rp__inst_gen(rp_inst i) {
  * realloc while the instance's generation word is held at a transient
  * value (so a replay armed meanwhile sees it stale), before anything
  * changes. */
-typedef rp_status (*rp_inst_busy_hook)(rp_runtime *rt, void *arg,
-                                       rp_inst inst, const char *what);
+typedef rp_status (*rp_inst_busy_hook)(rp_runtime *rt, void *arg, rp_inst inst,
+                                       const char *what);
 void rp__set_inst_busy_hook(rp_runtime *rt, rp_inst_busy_hook fn, void *arg);
 /* Hook the capture layer installs to wait for eager ops touching an instance
  * before it is freed or reallocated. */
@@ -368,8 +368,13 @@ void rp__runtime_set_unusable(rp_runtime *rt, const char *why);
 /* Per-layer state slots on the runtime (capture, replay): owned by those
  * layers, created lazily, destroyed through the registered destructor before
  * the engine goes down. */
-enum { RP_LAYER_CAPTURE = 0, RP_LAYER_XFER = 1, RP_LAYER_REPLAY = 2,
-       RP_LAYER_DIST = 3, RP_LAYER_COUNT };
+enum {
+  RP_LAYER_CAPTURE = 0,
+  RP_LAYER_XFER = 1,
+  RP_LAYER_REPLAY = 2,
+  RP_LAYER_DIST = 3,
+  RP_LAYER_COUNT
+};
 void *rp__layer_get(rp_runtime *rt, int layer);
 /* Installs state once (returns the existing one if another thread won).
  * drain (optional) blocks until the layer's outstanding work completed; it

@@ -112,8 +112,7 @@ typedef struct rp_backend_ops {
   /* Brings the backend up and registers its processors and memories with
    * rp__add_proc / rp__add_mem. RP_ENODEV when no device answers (the detail
    * says why). */
-  rp_status (*init)(rp_runtime *rt, const rp_runtime_config *cfg,
-                    void **state);
+  rp_status (*init)(rp_runtime *rt, const rp_runtime_config *cfg, void **state);
   /* Stops threads and frees the backend's state; all work has drained. */
   void (*fini)(rp_runtime *rt, void *state);
   /* Allocates zeroed, aligned bytes in one of this backend's memories. */
@@ -136,8 +135,7 @@ typedef struct rp_backend_ops {
    * host function. An error (nothing will run, done included) when the copy
    * cannot be enqueued. (optional: NULL means the backend cannot copy, the
    * caller reports RP_EUNSUPPORTED) */
-  rp_status (*copy_async)(void *state, const rp_proc_rec *p,
-                          rp_copy_async *op);
+  rp_status (*copy_async)(void *state, const rp_proc_rec *p, rp_copy_async *op);
 } rp_backend_ops;
 
 extern const rp_backend_ops rp__cpu_backend;
@@ -182,8 +180,8 @@ struct rp_runtime {
 
   pthread_mutex_t inst_lock; /* create/free/realloc of instances */
   rp_ctable insts;
-  uint32_t inst_free;        /* free list: slot + 1, 0 = empty */
-  uint32_t inst_count;       /* slots handed out */
+  uint32_t inst_free;  /* free list: slot + 1, 0 = empty */
+  uint32_t inst_count; /* slots handed out */
   rp_inst_release_hook inst_hook;
   void *inst_hook_arg;
   rp_inst_busy_hook inst_busy;
@@ -205,7 +203,7 @@ struct rp_runtime {
   void (*layer_dtor[RP_LAYER_COUNT])(rp_runtime *, void *);
   rp_status (*layer_drain[RP_LAYER_COUNT])(rp_runtime *, void *);
 
-  _Atomic int32_t live_objects; /* graphs + execs */
+  _Atomic int32_t live_objects;     /* graphs + execs */
   _Atomic uint64_t ops_outstanding; /* engine ops (ops.c) not completed */
   _Atomic int destroying;
   _Atomic int unusable;

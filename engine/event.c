@@ -21,7 +21,9 @@ static inline uint64_t ev_id(const rp_runtime *rt, uint32_t gen, uint32_t i) {
   return (uint64_t)gen << 32 | (uint64_t)rt->tag << RP_HANDLE_TAG_SHIFT |
          (uint64_t)(i + 1);
 }
-static inline uint32_t ev_gen_of(rp_event e) { return (uint32_t)(e.id >> 32); }
+static inline uint32_t ev_gen_of(rp_event e) {
+  return (uint32_t)(e.id >> 32);
+}
 
 static inline rp_event_slot *slot_at(const rp_event_table *et, uint32_t i) {
   return (rp_event_slot *)rp__ctable_at(&et->t, i);
@@ -32,8 +34,7 @@ static inline rp_event_slot *slot_at(const rp_event_table *et, uint32_t i) {
 static rp_event_slot *ev_lookup(const rp_runtime *rt, rp_event e) {
   uint32_t lo = (uint32_t)e.id & RP_HANDLE_SLOT_MASK;
   if (lo == 0 || rp__handle_tag(e.id) != rt->tag || (e.id >> 63) ||
-      lo - 1 >= atomic_load_explicit(&rt->events.t.size,
-                                     memory_order_acquire))
+      lo - 1 >= atomic_load_explicit(&rt->events.t.size, memory_order_acquire))
     return NULL;
   rp_event_slot *s = slot_at(&rt->events, lo - 1);
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
@@ -53,8 +54,8 @@ static rp_status ev_stale(const rp_runtime *rt, rp_event e, const char *call,
   if (call)
     return rp__err(RP_ESTALE, "%s: event %#llx is stale%s", call,
                    (unsigned long long)e.id, note);
-  return rp__err(RP_ESTALE, "event %#llx is stale%s",
-                 (unsigned long long)e.id, note);
+  return rp__err(RP_ESTALE, "event %#llx is stale%s", (unsigned long long)e.id,
+                 note);
 }
 #define EV_RECYCLED " (released and recycled)" /* note: engine-internal */
 
@@ -289,10 +290,9 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   uint32_t old = atomic_load_explicit(&s->state, memory_order_acquire);
   while ((old & RP_EV_STATE_MASK) == RP_EV_PENDING &&
          !(old & RP_EV_HAS_WAITERS)) {
-    if (atomic_compare_exchange_weak_explicit(&s->state, &old,
-                                              old | RP_EV_HAS_WAITERS,
-                                              memory_order_acq_rel,
-                                              memory_order_acquire))
+    if (atomic_compare_exchange_weak_explicit(
+            &s->state, &old, old | RP_EV_HAS_WAITERS, memory_order_acq_rel,
+            memory_order_acquire))
       old |= RP_EV_HAS_WAITERS;
   }
   if ((old & RP_EV_STATE_MASK) == RP_EV_PENDING) {
@@ -386,15 +386,15 @@ rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
  * passes. The caller holds a reference, so the slot cannot be recycled. */
 static rp_status wait_loop(rp_runtime *rt, rp_event_slot *s, rp_event e,
                            int64_t timeout_ns) {
-  uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : rp__now_ns() +
-                                                      (uint64_t)timeout_ns;
+  uint64_t deadline =
+      timeout_ns < 0 ? UINT64_MAX : rp__now_ns() + (uint64_t)timeout_ns;
   /* workers block here only for preconditions: spin like any lane wait;
    * host threads yield */
   rp_backoff b = RP_BACKOFF_INIT;
   if (!rp__tl_replay_violation) {
     b = (rp_backoff)RP_BACKOFF_HOST;
-    b.yield_ns = 1000ull * atomic_load_explicit(&s->yield_us,
-                                                memory_order_relaxed);
+    b.yield_ns =
+        1000ull * atomic_load_explicit(&s->yield_us, memory_order_relaxed);
   }
   for (;;) {
     uint32_t v = atomic_load_explicit(&s->state, memory_order_acquire);
@@ -465,8 +465,7 @@ static void user_waiter_fn(rp_ev_waiter *w, rp_status st) {
 }
 
 rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
-                               void (*cb)(void *arg, rp_status st),
-                               void *arg) {
+                               void (*cb)(void *arg, rp_status st), void *arg) {
   rp_status cst = rp__rt_check(rt, "rp_event_on_complete");
   if (cst)
     return cst;
@@ -573,7 +572,8 @@ rp_status rp_event_release(rp_runtime *rt, rp_event e) {
   if (!s)
     return ev_stale(rt, e, "rp_event_release", "");
   if (atomic_exchange_explicit(&s->released, 1, memory_order_relaxed))
-    return rp__err(RP_ESTALE, "rp_event_release: event %#llx was already "
+    return rp__err(RP_ESTALE,
+                   "rp_event_release: event %#llx was already "
                    "released (it is still pending)",
                    (unsigned long long)e.id);
   ev_unref(&rt->events, ev_slot_of(e), s);

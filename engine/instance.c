@@ -46,13 +46,16 @@ rp_status rp_rect_init(rp_rect *out, int dim, const int64_t *lo,
   for (int d = 0; d < dim; d++) {
     r.lo[d] = lo ? lo[d] : 0;
     if (extent[d] < 1)
-      return rp__err(RP_ESHAPE, "rp_rect_init: extent %lld in dimension %d "
-                     "(must be >= 1)", (long long)extent[d], d);
+      return rp__err(RP_ESHAPE,
+                     "rp_rect_init: extent %lld in dimension %d "
+                     "(must be >= 1)",
+                     (long long)extent[d], d);
     /* hi = lo + extent - 1: extent >= 1, so only the sum can overflow */
     if (!rp__add_i64_ok(r.lo[d], extent[d] - 1, &r.hi[d]))
-      return rp__err(RP_ERANGE, "rp_rect_init: lo %lld + extent %lld - 1 in "
-                     "dimension %d overflows", (long long)r.lo[d],
-                     (long long)extent[d], d);
+      return rp__err(RP_ERANGE,
+                     "rp_rect_init: lo %lld + extent %lld - 1 in "
+                     "dimension %d overflows",
+                     (long long)r.lo[d], (long long)extent[d], d);
   }
   *out = r;
   return RP_OK;
@@ -104,9 +107,10 @@ static rp_status layout(rp_dtype dtype, const rp_rect *rect,
                      "(lo %lld > hi %lld)",
                      d, (long long)rect->lo[d], (long long)rect->hi[d]);
     if (!rp__extent_ok(rect->lo[d], rect->hi[d], &ext[d]))
-      return rp__err(RP_ERANGE, "extent of dimension %d (lo %lld, hi %lld) "
-                     "overflows", d, (long long)rect->lo[d],
-                     (long long)rect->hi[d]);
+      return rp__err(RP_ERANGE,
+                     "extent of dimension %d (lo %lld, hi %lld) "
+                     "overflows",
+                     d, (long long)rect->lo[d], (long long)rect->hi[d]);
   }
   size_t esz = rp_dtype_size(dtype);
   if (!strides) {
@@ -115,15 +119,18 @@ static rp_status layout(rp_dtype dtype, const rp_rect *rect,
     for (int d = rect->dim - 1; d >= 0; d--) {
       out_strides[d] = s;
       if (!rp__mul_i64_ok(s, ext[d], &s))
-        return rp__err(RP_ERANGE, "instance size overflows: the points of "
-                       "dimensions %d.. exceed 2^63", d);
+        return rp__err(RP_ERANGE,
+                       "instance size overflows: the points of "
+                       "dimensions %d.. exceed 2^63",
+                       d);
     }
     size_t b, n;
     if (!rp__i64_size_ok(s, &n) || !rp__mul_ok(n, esz, &b) ||
         b > (SIZE_MAX >> 2))
-      return rp__err(RP_ERANGE, "instance size overflows: %lld points of %zu "
-                     "bytes (limit %zu bytes)", (long long)s, esz,
-                     SIZE_MAX >> 2);
+      return rp__err(RP_ERANGE,
+                     "instance size overflows: %lld points of %zu "
+                     "bytes (limit %zu bytes)",
+                     (long long)s, esz, SIZE_MAX >> 2);
     *bytes = b;
     return RP_OK;
   }
@@ -148,21 +155,23 @@ static rp_status layout(rp_dtype dtype, const rp_rect *rect,
     int d = order[i];
     if (ext[d] > 1 && strides[d] < span)
       return rp__err(RP_ERANGE,
-                     "strides overlap: dimension %d stride %lld < span %lld",
-                     d, (long long)strides[d], (long long)span);
+                     "strides overlap: dimension %d stride %lld < span %lld", d,
+                     (long long)strides[d], (long long)span);
     int64_t last;
     if (!rp__mul_i64_ok(strides[d], ext[d] - 1, &last) ||
         !rp__add_i64_ok(last, span, &span))
-      return rp__err(RP_ERANGE, "instance size overflows: dimension %d "
-                     "stride %lld x extent %lld", d, (long long)strides[d],
-                     (long long)ext[d]);
+      return rp__err(RP_ERANGE,
+                     "instance size overflows: dimension %d "
+                     "stride %lld x extent %lld",
+                     d, (long long)strides[d], (long long)ext[d]);
   }
   size_t b, n;
   if (!rp__i64_size_ok(span, &n) || !rp__mul_ok(n, esz, &b) ||
       b > (SIZE_MAX >> 2))
-    return rp__err(RP_ERANGE, "instance size overflows: a span of %lld "
-                   "elements of %zu bytes (limit %zu bytes)", (long long)span,
-                   esz, SIZE_MAX >> 2);
+    return rp__err(RP_ERANGE,
+                   "instance size overflows: a span of %lld "
+                   "elements of %zu bytes (limit %zu bytes)",
+                   (long long)span, esz, SIZE_MAX >> 2);
   *bytes = b;
   return RP_OK;
 }
@@ -173,8 +182,7 @@ static rp_inst_slot *inst_at(const rp_runtime *rt, uint32_t i) {
 
 /* The handle a live slot hands out (engine.h "Handle identity"). */
 static uint64_t inst_id(const rp_runtime *rt, uint32_t gen, uint32_t slot) {
-  return (uint64_t)gen << 32 | (uint64_t)rt->tag << RP_HANDLE_TAG_SHIFT |
-         slot;
+  return (uint64_t)gen << 32 | (uint64_t)rt->tag << RP_HANDLE_TAG_SHIFT | slot;
 }
 
 /* Resolves a handle; NULL when unknown, freed, of an older generation or
@@ -185,8 +193,7 @@ static rp_inst_slot *inst_lookup(const rp_runtime *rt, rp_inst inst) {
       slot >= atomic_load_explicit(&rt->insts.size, memory_order_acquire))
     return NULL;
   rp_inst_slot *s = inst_at(rt, slot);
-  if (atomic_load_explicit(&s->gen, memory_order_acquire) !=
-      rp__inst_gen(inst))
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != rp__inst_gen(inst))
     return NULL;
   return s;
 }
@@ -252,8 +259,10 @@ static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
                      ext_bytes, info.bytes);
     uintptr_t end;
     if (__builtin_add_overflow((uintptr_t)ext_ptr, ext_bytes, &end))
-      return rp__err(RP_ERANGE, "external buffer %p + %zu bytes wraps "
-                     "around the address space", ext_ptr, ext_bytes);
+      return rp__err(RP_ERANGE,
+                     "external buffer %p + %zu bytes wraps "
+                     "around the address space",
+                     ext_ptr, ext_bytes);
     info.ptr = ext_ptr;
     info.external = 1;
   } else {
@@ -304,8 +313,8 @@ static rp_status lookup_for_change(rp_runtime *rt, rp_inst inst,
   if (st)
     return st;
   if (!inst_lookup(rt, inst))
-    return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown%s",
-                   what, (unsigned long long)inst.id, inst_why(rt, inst));
+    return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown%s", what,
+                   (unsigned long long)inst.id, inst_why(rt, inst));
   /* Let eager ops still touching the instance finish first. */
   if (rt->inst_hook)
     rt->inst_hook(rt, rt->inst_hook_arg, inst);
@@ -318,8 +327,8 @@ static rp_status lookup_for_change(rp_runtime *rt, rp_inst inst,
  * replay armed meanwhile sees it stale) while the replay layer looks; then
  * it is restored when busy. Caller holds inst_lock; s is inst's live slot.
  * On RP_OK the word stays transient: the caller stores the new one. */
-static rp_status claim_for_change(rp_runtime *rt, rp_inst_slot *s,
-                                  rp_inst inst, const char *what) {
+static rp_status claim_for_change(rp_runtime *rt, rp_inst_slot *s, rp_inst inst,
+                                  const char *what) {
   if (!rt->inst_busy)
     return RP_OK;
   uint32_t gen = rp__inst_gen(inst);
@@ -390,8 +399,7 @@ rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
     return rp__err(RP_ESTALE, "rp_instance_realloc: instance %#llx is stale",
                    (unsigned long long)inout->id);
   }
-  if ((st = claim_for_change(rt, s, *inout, "rp_instance_realloc")) !=
-      RP_OK) {
+  if ((st = claim_for_change(rt, s, *inout, "rp_instance_realloc")) != RP_OK) {
     pthread_mutex_unlock(&rt->inst_lock);
     rp__mem_free(rt, s->info.mem, nb);
     return st;
@@ -485,17 +493,18 @@ static rp_status for_each_row(rp_runtime *rt, const rp_instance_info *in,
     char *p = (char *)in->ptr + (size_t)eoff * esz;
     char *q = (char *)dense + off_dense;
     if (contiguous_rows) {
-      rp_status st = to_dense ? rp__mem_copy(rt, RP_MEM_CALLER, q, in->mem, p, row)
-                              : rp__mem_copy(rt, in->mem, p, RP_MEM_CALLER, q, row);
+      rp_status st = to_dense
+                         ? rp__mem_copy(rt, RP_MEM_CALLER, q, in->mem, p, row)
+                         : rp__mem_copy(rt, in->mem, p, RP_MEM_CALLER, q, row);
       if (st)
         return st;
     } else {
       for (int64_t k = 0; k < ext[dim - 1]; k++) {
         char *pe = p + (size_t)(k * in->strides[dim - 1]) * esz;
         char *qe = q + (size_t)k * esz;
-        rp_status st = to_dense
-                           ? rp__mem_copy(rt, RP_MEM_CALLER, qe, in->mem, pe, esz)
-                           : rp__mem_copy(rt, in->mem, pe, RP_MEM_CALLER, qe, esz);
+        rp_status st =
+            to_dense ? rp__mem_copy(rt, RP_MEM_CALLER, qe, in->mem, pe, esz)
+                     : rp__mem_copy(rt, in->mem, pe, RP_MEM_CALLER, qe, esz);
         if (st)
           return st;
       }
@@ -523,8 +532,8 @@ static rp_status read_write(rp_runtime *rt, rp_inst inst, void *buf,
   rp_status st = rp__inst_view(rt, inst, &v);
   if (st)
     return st;
-  size_t need = (size_t)rp_rect_volume(&v.info.rect) *
-                rp_dtype_size(v.info.dtype);
+  size_t need =
+      (size_t)rp_rect_volume(&v.info.rect) * rp_dtype_size(v.info.dtype);
   if (bytes != need)
     return rp__err(RP_ESHAPE, "%s: buffer is %zu bytes, instance holds %zu",
                    what, bytes, need);
@@ -572,8 +581,7 @@ rp_status rp__name_check(const char *name, const char *what) {
   return RP_OK;
 }
 
-rp_status rp_instance_set_name(rp_runtime *rt, rp_inst inst,
-                               const char *name) {
+rp_status rp_instance_set_name(rp_runtime *rt, rp_inst inst, const char *name) {
   rp_status st = rp__rt_check(rt, "rp_instance_set_name");
   if (st)
     return st;
@@ -583,9 +591,10 @@ rp_status rp_instance_set_name(rp_runtime *rt, rp_inst inst,
   rp_inst_slot *s = inst_lookup(rt, inst);
   if (!s || !s->live) {
     pthread_mutex_unlock(&rt->inst_lock);
-    return rp__err(RP_ESTALE, "rp_instance_set_name: instance %#llx is stale "
-                   "or unknown%s", (unsigned long long)inst.id,
-                   inst_why(rt, inst));
+    return rp__err(RP_ESTALE,
+                   "rp_instance_set_name: instance %#llx is stale "
+                   "or unknown%s",
+                   (unsigned long long)inst.id, inst_why(rt, inst));
   }
   snprintf(s->name, sizeof s->name, "%s", name ? name : "");
   pthread_mutex_unlock(&rt->inst_lock);

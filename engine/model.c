@@ -95,8 +95,7 @@ static rp_status add_model_parts(rp_runtime *rt, const rp_machine_desc *m) {
   return RP_OK;
 }
 
-rp_status rp__runtime_create_model(const rp_machine_desc *m,
-                                   rp_runtime **out) {
+rp_status rp__runtime_create_model(const rp_machine_desc *m, rp_runtime **out) {
   rp_status st = check_desc(m);
   if (st || !out)
     return st ? st : rp__err(RP_EINVAL, "rp__runtime_create_model: NULL out");
@@ -119,4 +118,6 @@ rp_status rp__runtime_create_model(const rp_machine_desc *m,
   return RP_OK;
 }
 
-int rp__runtime_is_model(const rp_runtime *rt) { return rt && rt->model; }
+int rp__runtime_is_model(const rp_runtime *rt) {
+  return rt && rt->model;
+}

@@ -65,8 +65,7 @@ rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
 
 /* Frees op, then completes done with st. The count drops last: once it
  * reads 0, no completing thread touches the runtime any more. */
-static void op_complete(rp_runtime *rt, void *op, rp_event done,
-                        rp_status st) {
+static void op_complete(rp_runtime *rt, void *op, rp_event done, rp_status st) {
   free(op);
   rp__event_complete(rt, done, st);
   /* release: the op's effects happen before a drain that reads 0 */
@@ -191,7 +190,9 @@ static void task_start(rp_work *w) {
   op_complete(rt, op, op->done, st);
 }
 
-static size_t align_up(size_t v, size_t a) { return (v + a - 1) & ~(a - 1); }
+static size_t align_up(size_t v, size_t a) {
+  return (v + a - 1) & ~(a - 1);
+}
 
 static task_op *task_op_alloc(uint32_t ninsts, size_t args_size) {
   size_t off_i = align_up(sizeof(task_op), 16);
@@ -211,26 +212,36 @@ static rp_status check_spawn(rp_runtime *rt, const rp_task_spawn *s,
                              const rp_task_rec **task) {
   const rp_proc_info *pi = rp__proc(rt, s->proc);
   if (!pi)
-    return rp__err(RP_EPROC, "rp__spawn_task: processor %u out of range "
-                   "(runtime has %u)", s->proc, rt->nprocs);
+    return rp__err(RP_EPROC,
+                   "rp__spawn_task: processor %u out of range "
+                   "(runtime has %u)",
+                   s->proc, rt->nprocs);
   const rp_task_rec *t = rp__task_get(rt, s->task);
   if (!t)
-    return rp__err(RP_ENOTASK, "rp__spawn_task: task id %u is not "
-                   "registered", s->task);
+    return rp__err(RP_ENOTASK,
+                   "rp__spawn_task: task id %u is not "
+                   "registered",
+                   s->task);
   if (pi->kind == RP_PROC_GPU ? !t->gpu_fn : !t->cpu_fn)
-    return rp__err(RP_EPROC, "rp__spawn_task: task '%s' has no %s variant "
-                   "for processor %u", t->name,
-                   pi->kind == RP_PROC_GPU ? "GPU" : "CPU", s->proc);
+    return rp__err(RP_EPROC,
+                   "rp__spawn_task: task '%s' has no %s variant "
+                   "for processor %u",
+                   t->name, pi->kind == RP_PROC_GPU ? "GPU" : "CPU", s->proc);
   if (s->args_size && !s->args)
-    return rp__err(RP_EINVAL, "rp__spawn_task: task '%s': %zu argument "
-                   "bytes, NULL args", t->name, s->args_size);
+    return rp__err(RP_EINVAL,
+                   "rp__spawn_task: task '%s': %zu argument "
+                   "bytes, NULL args",
+                   t->name, s->args_size);
   if (s->args_size > RP_SPAWN_MAX_ARGS)
-    return rp__err(RP_ERANGE, "rp__spawn_task: task '%s': %zu argument "
-                   "bytes (max %u)", t->name, s->args_size,
-                   RP_SPAWN_MAX_ARGS);
+    return rp__err(RP_ERANGE,
+                   "rp__spawn_task: task '%s': %zu argument "
+                   "bytes (max %u)",
+                   t->name, s->args_size, RP_SPAWN_MAX_ARGS);
   if (s->ninsts && !s->insts)
-    return rp__err(RP_EINVAL, "rp__spawn_task: task '%s': %u instances, "
-                   "NULL array", t->name, s->ninsts);
+    return rp__err(RP_EINVAL,
+                   "rp__spawn_task: task '%s': %u instances, "
+                   "NULL array",
+                   t->name, s->ninsts);
   *task = t;
   return RP_OK;
 }
@@ -242,14 +253,15 @@ static rp_status fill_insts(rp_runtime *rt, task_op *op,
     rp_inst_view v;
     rp_status st = rp__inst_view(rt, s->insts[i], &v);
     if (st)
-      return rp__err_prefix(st, "rp__spawn_task: task '%s': instance %u: ",
-                            op->task->name, i);
+      return rp__err_prefix(
+          st, "rp__spawn_task: task '%s': instance %u: ", op->task->name, i);
     if (!rp_proc_can_access(rt, s->proc, v.info.mem))
-      return rp__err(RP_EACCESS, "rp__spawn_task: task '%s': instance %u "
+      return rp__err(RP_EACCESS,
+                     "rp__spawn_task: task '%s': instance %u "
                      "(%#llx) in memory %u is not accessible from "
-                     "processor %u", op->task->name, i,
-                     (unsigned long long)s->insts[i].id, v.info.mem,
-                     s->proc);
+                     "processor %u",
+                     op->task->name, i, (unsigned long long)s->insts[i].id,
+                     v.info.mem, s->proc);
     op->insts[i] = v.info;
   }
   return RP_OK;
@@ -330,23 +342,27 @@ static rp_status copy_extent(const void *base, size_t rows, size_t row_bytes,
                              size_t pitch, const char *side, size_t *ext) {
   size_t span;
   if (!rp__mul_ok(rows - 1, pitch, &span) ||
-      !rp__add_ok(span, row_bytes, ext) ||
-      (uintptr_t)base > UINTPTR_MAX - *ext)
-    return rp__err(RP_ERANGE, "rp__spawn_copy: %s: %zu rows of %zu bytes, "
-                   "pitch %zu, overflow the address space", side, rows,
-                   row_bytes, pitch);
+      !rp__add_ok(span, row_bytes, ext) || (uintptr_t)base > UINTPTR_MAX - *ext)
+    return rp__err(RP_ERANGE,
+                   "rp__spawn_copy: %s: %zu rows of %zu bytes, "
+                   "pitch %zu, overflow the address space",
+                   side, rows, row_bytes, pitch);
   return RP_OK;
 }
 
 static rp_status check_mem(const rp_runtime *rt, rp_mem m, rp_proc where,
                            const char *side) {
   if (m >= rt->nmems)
-    return rp__err(RP_EINVAL, "rp__spawn_copy: %s memory %u out of range "
-                   "(runtime has %u)", side, m, rt->nmems);
+    return rp__err(RP_EINVAL,
+                   "rp__spawn_copy: %s memory %u out of range "
+                   "(runtime has %u)",
+                   side, m, rt->nmems);
   if (rt->procs[where].info.kind == RP_PROC_CPU &&
       !rp__mem_host_addressable(rt, m))
-    return rp__err(RP_EACCESS, "rp__spawn_copy: %s memory %u is not "
-                   "addressable from CPU worker %u", side, m, where);
+    return rp__err(RP_EACCESS,
+                   "rp__spawn_copy: %s memory %u is not "
+                   "addressable from CPU worker %u",
+                   side, m, where);
   return RP_OK;
 }
 
@@ -354,19 +370,25 @@ static rp_status check_mem(const rp_runtime *rt, rp_mem m, rp_proc where,
 static rp_status check_copy(const rp_runtime *rt, const rp_copy_bytes *c,
                             rp_proc where, rp_copy_async *cp) {
   if (where >= rt->nprocs)
-    return rp__err(RP_EPROC, "rp__spawn_copy: processor %u out of range "
-                   "(runtime has %u)", where, rt->nprocs);
+    return rp__err(RP_EPROC,
+                   "rp__spawn_copy: processor %u out of range "
+                   "(runtime has %u)",
+                   where, rt->nprocs);
   if (!c->dst || !c->src)
     return rp__err(RP_EINVAL, "rp__spawn_copy: NULL %s pointer",
                    c->dst ? "src" : "dst");
   if (!c->rows || !c->row_bytes)
-    return rp__err(RP_EINVAL, "rp__spawn_copy: %zu rows of %zu bytes: "
-                   "nothing to copy", c->rows, c->row_bytes);
+    return rp__err(RP_EINVAL,
+                   "rp__spawn_copy: %zu rows of %zu bytes: "
+                   "nothing to copy",
+                   c->rows, c->row_bytes);
   size_t dp = c->dst_pitch ? c->dst_pitch : c->row_bytes;
   size_t sp = c->src_pitch ? c->src_pitch : c->row_bytes;
   if (dp < c->row_bytes || sp < c->row_bytes)
-    return rp__err(RP_EINVAL, "rp__spawn_copy: %s_pitch %zu is below "
-                   "row_bytes %zu", dp < c->row_bytes ? "dst" : "src",
+    return rp__err(RP_EINVAL,
+                   "rp__spawn_copy: %s_pitch %zu is below "
+                   "row_bytes %zu",
+                   dp < c->row_bytes ? "dst" : "src",
                    dp < c->row_bytes ? dp : sp, c->row_bytes);
   size_t dext = 0, sext = 0;
   rp_status st = copy_extent(c->dst, c->rows, c->row_bytes, dp, "dst", &dext);
@@ -380,13 +402,20 @@ static rp_status check_copy(const rp_runtime *rt, const rp_copy_bytes *c,
     return st;
   uintptr_t d = (uintptr_t)c->dst, s = (uintptr_t)c->src;
   if (d < s + sext && s < d + dext)
-    return rp__err(RP_EINVAL, "rp__spawn_copy: destination [%p, +%zu) "
-                   "overlaps source [%p, +%zu)", c->dst, dext, c->src, sext);
+    return rp__err(RP_EINVAL,
+                   "rp__spawn_copy: destination [%p, +%zu) "
+                   "overlaps source [%p, +%zu)",
+                   c->dst, dext, c->src, sext);
   if (!rt->procs[where].be->copy_async)
-    return rp__err(RP_EUNSUPPORTED, "rp__spawn_copy: backend %s cannot "
-                   "copy", rt->procs[where].be->name);
-  *cp = (rp_copy_async){.dst = c->dst, .src = c->src, .rows = c->rows,
-                        .row_bytes = c->row_bytes, .dpitch = dp,
+    return rp__err(RP_EUNSUPPORTED,
+                   "rp__spawn_copy: backend %s cannot "
+                   "copy",
+                   rt->procs[where].be->name);
+  *cp = (rp_copy_async){.dst = c->dst,
+                        .src = c->src,
+                        .rows = c->rows,
+                        .row_bytes = c->row_bytes,
+                        .dpitch = dp,
                         .spitch = sp};
   return RP_OK;
 }

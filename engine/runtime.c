@@ -54,8 +54,7 @@ rp_status rp__ctable_reserve(rp_ctable *t, uint32_t i) {
 /* Processors and memories */
 
 rp_status rp__add_proc(rp_runtime *rt, const rp_proc_info *info,
-                       const rp_backend_ops *be, unsigned local,
-                       rp_proc *out) {
+                       const rp_backend_ops *be, unsigned local, rp_proc *out) {
   if (rt->nprocs >= RP_MAX_PROCS)
     return rp__err(RP_ERANGE, "too many processors (max %d)", RP_MAX_PROCS);
   rp_proc_rec *p = &rt->procs[rt->nprocs];
@@ -83,9 +82,15 @@ rp_status rp__add_mem(rp_runtime *rt, const rp_mem_info *info,
   return RP_OK;
 }
 
-unsigned rp_proc_count(const rp_runtime *rt) { return rt ? rt->nprocs : 0; }
-unsigned rp_mem_count(const rp_runtime *rt) { return rt ? rt->nmems : 0; }
-unsigned rp__cpu_workers(const rp_runtime *rt) { return rt->ncpu; }
+unsigned rp_proc_count(const rp_runtime *rt) {
+  return rt ? rt->nprocs : 0;
+}
+unsigned rp_mem_count(const rp_runtime *rt) {
+  return rt ? rt->nmems : 0;
+}
+unsigned rp__cpu_workers(const rp_runtime *rt) {
+  return rt->ncpu;
+}
 
 const rp_proc_info *rp__proc(const rp_runtime *rt, rp_proc p) {
   return p < rt->nprocs ? &rt->procs[p].info : NULL;
@@ -176,8 +181,8 @@ static rp_task_rec *task_at(const rp_runtime *rt, uint32_t i) {
 }
 
 const rp_task_rec *rp__task_get(const rp_runtime *rt, rp_task_id id) {
-  if (id >= atomic_load_explicit(&((rp_runtime *)rt)->ntasks,
-                                 memory_order_acquire))
+  if (id >=
+      atomic_load_explicit(&((rp_runtime *)rt)->ntasks, memory_order_acquire))
     return NULL;
   return task_at(rt, id);
 }
@@ -225,8 +230,10 @@ static rp_status task_hash_reserve(rp_runtime *rt, uint32_t n) {
   while (cap < (uint64_t)n * 2)
     cap *= 2;
   if (cap > (1ull << 31))
-    return rp__err(RP_ERANGE, "rp_task_register: %u tasks is past the "
-                   "registry's limit of 2^30", n);
+    return rp__err(RP_ERANGE,
+                   "rp_task_register: %u tasks is past the "
+                   "registry's limit of 2^30",
+                   n);
   uint32_t *t = rp__calloc((size_t)cap, sizeof *t);
   if (!t)
     return rp__err(RP_ENOMEM, "rp_task_register: out of memory");
@@ -250,10 +257,12 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
   if (!d->cpu_fn && !d->gpu_fn)
     return rp__err(RP_EINVAL, "rp_task_register: task '%s' has no variant",
                    d->name);
-  if (d->flags & ~(unsigned)(RP_TASK_STREAM_ORDERED | RP_TASK_HOST |
-                             RP_TASK_DEVICE_ARGS))
-    return rp__err(RP_EINVAL, "rp_task_register: task '%s' has unknown flags "
-                   "%#x", d->name, d->flags);
+  if (d->flags &
+      ~(unsigned)(RP_TASK_STREAM_ORDERED | RP_TASK_HOST | RP_TASK_DEVICE_ARGS))
+    return rp__err(RP_EINVAL,
+                   "rp_task_register: task '%s' has unknown flags "
+                   "%#x",
+                   d->name, d->flags);
   if ((d->flags & RP_TASK_STREAM_ORDERED) && (d->flags & RP_TASK_HOST))
     return rp__err(RP_EINVAL,
                    "rp_task_register: task '%s' cannot be both STREAM_ORDERED "
@@ -328,17 +337,33 @@ const char *rp_task_name(const rp_runtime *rt, rp_task_id id) {
 /* ---------------------------------------------------------------------- */
 /* Task context accessors */
 
-rp_runtime *rp_ctx_runtime(const rp_task_ctx *c) { return c->rt; }
-rp_proc rp_ctx_proc(const rp_task_ctx *c) { return c->proc; }
-rp_proc_kind rp_ctx_proc_kind(const rp_task_ctx *c) { return c->kind; }
-uint32_t rp_ctx_shard(const rp_task_ctx *c) { return c->shard; }
-uint32_t rp_ctx_shards(const rp_task_ctx *c) { return c->shards; }
-void *rp_ctx_stream(const rp_task_ctx *c) { return c->stream; }
+rp_runtime *rp_ctx_runtime(const rp_task_ctx *c) {
+  return c->rt;
+}
+rp_proc rp_ctx_proc(const rp_task_ctx *c) {
+  return c->proc;
+}
+rp_proc_kind rp_ctx_proc_kind(const rp_task_ctx *c) {
+  return c->kind;
+}
+uint32_t rp_ctx_shard(const rp_task_ctx *c) {
+  return c->shard;
+}
+uint32_t rp_ctx_shards(const rp_task_ctx *c) {
+  return c->shards;
+}
+void *rp_ctx_stream(const rp_task_ctx *c) {
+  return c->stream;
+}
 uint64_t rp_ctx_replay(const rp_task_ctx *c) {
   return c->replay_at ? *c->replay_at : c->replay;
 }
-uint32_t rp_ctx_access_count(const rp_task_ctx *c) { return c->naccess; }
-const void *rp_ctx_device_args(const rp_task_ctx *c) { return c->dev_args; }
+uint32_t rp_ctx_access_count(const rp_task_ctx *c) {
+  return c->naccess;
+}
+const void *rp_ctx_device_args(const rp_task_ctx *c) {
+  return c->dev_args;
+}
 
 const void *rp_ctx_args(const rp_task_ctx *c, size_t *size) {
   if (size)
@@ -384,7 +409,9 @@ void *rp__layer_set(rp_runtime *rt, int layer, void *state,
   return s;
 }
 
-void *rp__cuda_state(rp_runtime *rt) { return rt->cuda_state; }
+void *rp__cuda_state(rp_runtime *rt) {
+  return rt->cuda_state;
+}
 
 int rp__runtime_destroying(const rp_runtime *rt) {
   return atomic_load(&((rp_runtime *)rt)->destroying);
@@ -492,8 +519,8 @@ static rp_status env_cpus(rp_runtime_config *cfg) {
     return RP_OK;
   long n = rp__env_long(var, 0);
   if (n < 1 || n > RP_MAX_PROCS / 2)
-    return rp__err(RP_EINVAL, "%s=%s: expected a whole number in 1..%d", var,
-                   s, RP_MAX_PROCS / 2);
+    return rp__err(RP_EINVAL, "%s=%s: expected a whole number in 1..%d", var, s,
+                   RP_MAX_PROCS / 2);
   cfg->cpus = (unsigned)n;
   return RP_OK;
 }
@@ -520,14 +547,18 @@ static rp_status apply_env(rp_runtime_config *cfg, int *backend_env) {
   const char *gs = getenv("REPRISE_GPUS");
   long g = rp__env_long("REPRISE_GPUS", -1);
   if (gs && *gs && (g < 1 || g > 16))
-    return rp__err(RP_EINVAL, "REPRISE_GPUS=%s: expected a whole number in "
-                   "1..16", gs);
+    return rp__err(RP_EINVAL,
+                   "REPRISE_GPUS=%s: expected a whole number in "
+                   "1..16",
+                   gs);
   if (g > 0)
     cfg->gpus = (unsigned)g;
   long t = rp__env_long("REPRISE_DIST_TIMEOUT_MS", -1);
   if (t == 0 || t > 86400000L || (t < 0 && t != -1))
-    return rp__err(RP_EINVAL, "REPRISE_DIST_TIMEOUT_MS=%ld: expected "
-                   "1..86400000", t);
+    return rp__err(RP_EINVAL,
+                   "REPRISE_DIST_TIMEOUT_MS=%ld: expected "
+                   "1..86400000",
+                   t);
   if (t > 0)
     cfg->dist_timeout_ms = (uint32_t)t;
   return RP_OK;
@@ -583,8 +614,7 @@ static void destroy_parts(rp_runtime *rt) {
   pthread_mutex_destroy(&rt->layer_lock);
 }
 
-rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
-                            rp_runtime **out) {
+rp_status rp_runtime_create(const rp_runtime_config *cfg_in, rp_runtime **out) {
   if (!out)
     return rp__err(RP_EINVAL, "rp_runtime_create: NULL out");
   *out = NULL;
@@ -662,7 +692,8 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
     }
 #else
     if (cfg.backend == RP_BACKEND_CUDA) {
-      st = rp__err(RP_ENODEV, "%sthis build of reprise has no CUDA backend "
+      st = rp__err(RP_ENODEV,
+                   "%sthis build of reprise has no CUDA backend "
                    "(CUDA toolkit not found)",
                    backend_env ? "REPRISE_BACKEND=cuda: " : "backend cuda: ");
       goto fail;
@@ -680,8 +711,8 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in,
       const rp_proc_rec *pr = &rt->procs[p];
       const rp_mem_rec *mr = &rt->mems[m];
       if (mr->info.kind == RP_MEM_GPU)
-        rt->access[p][m] = pr->info.kind == RP_PROC_GPU &&
-                           pr->info.device == mr->info.device;
+        rt->access[p][m] =
+            pr->info.kind == RP_PROC_GPU && pr->info.device == mr->info.device;
       else
         rt->access[p][m] = mr->info.kind == RP_MEM_SYSTEM
                                ? pr->info.kind == RP_PROC_CPU
@@ -760,7 +791,9 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
   return RP_OK;
 }
 
-uint32_t rp__runtime_tag(const rp_runtime *rt) { return rt->tag; }
+uint32_t rp__runtime_tag(const rp_runtime *rt) {
+  return rt->tag;
+}
 
 rp_status rp__rt_check(const rp_runtime *rt, const char *what) {
   if (RP_UNLIKELY(!rt))
@@ -770,6 +803,5 @@ rp_status rp__rt_check(const rp_runtime *rt, const char *what) {
   if (rt->magic == RP_DEAD_MAGIC)
     return rp__err(RP_ESTALE, "%s: the runtime %p was destroyed", what,
                    (const void *)rt);
-  return rp__err(RP_EINVAL, "%s: %p is not a runtime", what,
-                 (const void *)rt);
+  return rp__err(RP_EINVAL, "%s: %p is not a runtime", what, (const void *)rt);
 }

@@ -43,7 +43,9 @@ const char *rp_status_name(rp_status st) {
   return "RP_?";
 }
 
-unsigned rp_version(void) { return REPRISE_VERSION_HEX; }
+unsigned rp_version(void) {
+  return REPRISE_VERSION_HEX;
+}
 
 #define RP_STR2_(x) #x
 #define RP_STR_(x) RP_STR2_(x)
@@ -56,7 +58,9 @@ const char *rp_version_string(void) {
 
 static _Thread_local char tl_detail[512];
 
-const char *rp_error_detail(void) { return tl_detail; }
+const char *rp_error_detail(void) {
+  return tl_detail;
+}
 
 rp_status rp__err(rp_status st, const char *fmt, ...) {
   va_list ap;
@@ -154,7 +158,8 @@ rp_status rp__open_regular(const char *path, int *fd_out, uint64_t *size) {
   }
   if (!S_ISREG(sb.st_mode)) {
     close(fd);
-    return rp__err(RP_EINVAL, "%s, not a regular file: only regular files "
+    return rp__err(RP_EINVAL,
+                   "%s, not a regular file: only regular files "
                    "are read (a pipe or a device could block or never end)",
                    file_kind(sb.st_mode));
   }
@@ -180,8 +185,10 @@ rp_status rp__read_regular(const char *path, size_t max, char **buf,
     return st;
   if (size > max) {
     close(fd);
-    return rp__err(RP_ERANGE, "the file has %llu bytes, above the limit of "
-                   "%zu", (unsigned long long)size, max);
+    return rp__err(RP_ERANGE,
+                   "the file has %llu bytes, above the limit of "
+                   "%zu",
+                   (unsigned long long)size, max);
   }
   /* room for the size fstat said, one byte more to see growth, and a NUL */
   size_t cap = (size_t)size + 2, n = 0;
@@ -196,8 +203,10 @@ rp_status rp__read_regular(const char *path, size_t max, char **buf,
       char *nb = ncap > cap ? realloc(b, ncap) : NULL;
       if (!nb) {
         st = ncap > cap ? rp__err(RP_ENOMEM, "out of memory")
-                        : rp__err(RP_ERANGE, "the file has more than %zu "
-                                  "bytes", max);
+                        : rp__err(RP_ERANGE,
+                                  "the file has more than %zu "
+                                  "bytes",
+                                  max);
         break;
       }
       b = nb;
@@ -303,8 +312,8 @@ int rp__backoff(rp_backoff *b) {
     return 1;
   }
   uint64_t budget = !b->yield_only ? spin + t->yield_ns
-                    : b->yield_ns    ? b->yield_ns
-                                     : t->host_yield_ns;
+                    : b->yield_ns  ? b->yield_ns
+                                   : t->host_yield_ns;
   if (waited < budget) {
     sched_yield();
     return 1;

@@ -183,15 +183,18 @@ typedef struct rp_backoff {
   uint64_t yield_ns; /* host-side: yield budget (0: REPRISE_HOST_YIELD_NS) */
   int idle;          /* an idle worker: busy-spin only REPRISE_IDLE_SPIN_NS */
 } rp_backoff;
-#define RP_BACKOFF_INIT {0, 0, 0, 0, 0}
+#define RP_BACKOFF_INIT                                                        \
+  { 0, 0, 0, 0, 0 }
 /* An idle worker (nothing queued, no replay submitted) spins briefly, then
  * yields: the next replay usually arrives from a host thread that may share
  * its core, and a busy-spinning worker would keep it off that core. */
-#define RP_BACKOFF_IDLE {0, 64, 0, 0, 1}
+#define RP_BACKOFF_IDLE                                                        \
+  { 0, 64, 0, 0, 1 }
 /* Host threads (waiting for replays or events) skip the busy phase: on a
  * machine with as many workers as cores, a spinning host steals the core a
  * worker needs to finish what the host waits for. */
-#define RP_BACKOFF_HOST {0, 64, 1, 0, 0}
+#define RP_BACKOFF_HOST                                                        \
+  { 0, 64, 1, 0, 0 }
 int rp__backoff(rp_backoff *b);
 
 /* NVTX ranges (compiled out without the CUDA toolkit's nvtx3 headers). */

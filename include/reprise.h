@@ -113,7 +113,8 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------ */
-/* Status codes: one list, the enum and rp_status_str() are generated from it. */
+/* Status codes: one list, the enum and rp_status_str() are generated from it.
+ */
 
 #define RP_STATUS_MAP(X)                                                       \
   X(OK, 0, "ok")                                                               \
@@ -134,7 +135,7 @@ extern "C" {
   X(ESHAPE, -15, "rectangle or shape mismatch")                                \
   X(EPORT, -16, "port misuse")                                                 \
   X(ECAPTURE, -17, "capture misuse")                                           \
-  X(EPOISON, -18, "poisoned: an upstream op or precondition failed")          \
+  X(EPOISON, -18, "poisoned: an upstream op or precondition failed")           \
   X(ETASK, -19, "task failed")                                                 \
   X(EFORMAT, -20, "malformed input")                                           \
   X(EVERSION, -21, "unsupported format version")                               \
@@ -161,8 +162,8 @@ RP_API const char *rp_status_name(rp_status st);
  * op, instance, port or argument. Valid until the next failing call. */
 RP_API const char *rp_error_detail(void);
 
-RP_API unsigned rp_version(void);            /* REPRISE_VERSION_HEX */
-RP_API const char *rp_version_string(void);  /* "0.1.0" */
+RP_API unsigned rp_version(void);           /* REPRISE_VERSION_HEX */
+RP_API const char *rp_version_string(void); /* "0.1.0" */
 
 /* ------------------------------------------------------------------------ */
 /* Runtime */
@@ -173,7 +174,8 @@ typedef struct rp_exec rp_exec;
 typedef struct rp_task_ctx rp_task_ctx;
 
 typedef enum rp_backend_kind {
-  RP_BACKEND_AUTO = 0, /* CUDA when a device answers, else CPU (says why once) */
+  RP_BACKEND_AUTO =
+      0, /* CUDA when a device answers, else CPU (says why once) */
   RP_BACKEND_CPU = 1,
   RP_BACKEND_CUDA = 2,
 } rp_backend_kind;
@@ -423,11 +425,11 @@ enum rp_task_flags {
 typedef rp_status (*rp_task_fn)(rp_task_ctx *ctx);
 
 typedef struct rp_task_desc {
-  const char *name;   /* unique per runtime; copied */
-  rp_task_fn cpu_fn;  /* variant for CPU workers (may be NULL) */
-  rp_task_fn gpu_fn;  /* variant for GPUs (may be NULL) */
-  unsigned flags;     /* rp_task_flags */
-  uint64_t cost_ns;   /* cost hint for placement; 0 = measure */
+  const char *name;  /* unique per runtime; copied */
+  rp_task_fn cpu_fn; /* variant for CPU workers (may be NULL) */
+  rp_task_fn gpu_fn; /* variant for GPUs (may be NULL) */
+  unsigned flags;    /* rp_task_flags */
+  uint64_t cost_ns;  /* cost hint for placement; 0 = measure */
   /* Optional host-side check of the argument bytes (after per-replay
    * interpolation) against the declared accesses' shapes: it reads
    * rp_ctx_args/rp_ctx_inst only, never instance data, and returns
@@ -510,10 +512,10 @@ typedef struct rp_interp {
 
 typedef struct rp_launch {
   rp_task_id task;
-  rp_proc proc;               /* a processor, or RP_PROC_ANY */
-  const rp_access *accesses;  /* declared accesses (copied) */
+  rp_proc proc;              /* a processor, or RP_PROC_ANY */
+  const rp_access *accesses; /* declared accesses (copied) */
   uint32_t naccess;
-  const void *args;           /* argument bytes (copied) */
+  const void *args; /* argument bytes (copied) */
   size_t args_size;
   uint32_t shards;            /* 0 or 1: single task; N: SPMD over N shards */
   const rp_proc *shard_procs; /* NULL: engine places shards */
@@ -538,26 +540,26 @@ typedef struct rp_copy {
   rp_inst src;
   rp_inst dst;
   rp_copy_domain domain;
-  rp_rect rect;  /* for RP_DOMAIN_RECT */
+  rp_rect rect;   /* for RP_DOMAIN_RECT */
   rp_redop redop; /* RP_REDOP_SUM: dst += src (f32/f64/i32/i64) */
   rp_event wait;
 } rp_copy;
 
 /* Parallel operators, each a small set of copies (see README). */
 typedef enum rp_pop_kind {
-  RP_POP_REPLICATE = 0,   /* fwd: whole -> every part; bwd: sum(parts) -> whole */
+  RP_POP_REPLICATE = 0, /* fwd: whole -> every part; bwd: sum(parts) -> whole */
   RP_POP_REPARTITION = 1, /* fwd: whole scattered into parts; bwd: gathered */
   RP_POP_COMBINE = 2,     /* fwd: parts gathered into whole; bwd: scattered */
-  RP_POP_REDUCTION = 3,   /* fwd: sum(parts) -> whole; bwd: whole -> every part */
+  RP_POP_REDUCTION = 3, /* fwd: sum(parts) -> whole; bwd: whole -> every part */
 } rp_pop_kind;
 
 typedef struct rp_parallel_op {
   rp_pop_kind kind;
-  int backward;         /* 0 forward, 1 backward */
+  int backward; /* 0 forward, 1 backward */
   rp_inst whole;
   const rp_inst *parts; /* nparts instances */
   uint32_t nparts;
-  int dim;              /* partitioned dimension (repartition/combine) */
+  int dim; /* partitioned dimension (repartition/combine) */
   rp_event wait;
 } rp_parallel_op;
 
@@ -726,16 +728,16 @@ RP_API rp_status rp_graph_instances(const rp_graph *g, rp_inst *out,
 /* ------------------------------------------------------------------------ */
 /* Instantiate and replay */
 
-#define RP_MAX_INFLIGHT 64u         /* the most replays in flight */
+#define RP_MAX_INFLIGHT 64u           /* the most replays in flight */
 #define RP_MAX_REPLAY_ARGS (1u << 20) /* the largest replay argument block */
 
 typedef struct rp_exec_opts {
-  uint32_t max_inflight;     /* replays in flight, 1..RP_MAX_INFLIGHT;
-                                0 = 4 */
-  size_t max_args;           /* replay argument block bytes, up to
-                                RP_MAX_REPLAY_ARGS; 0 = 256 */
-  int no_replace;            /* 1: never re-place from measured costs */
-  uint64_t edge_cost_ns;     /* cross-worker edge cost; 0 = default (200) */
+  uint32_t max_inflight; /* replays in flight, 1..RP_MAX_INFLIGHT;
+                            0 = 4 */
+  size_t max_args;       /* replay argument block bytes, up to
+                            RP_MAX_REPLAY_ARGS; 0 = 256 */
+  int no_replace;        /* 1: never re-place from measured costs */
+  uint64_t edge_cost_ns; /* cross-worker edge cost; 0 = default (200) */
 } rp_exec_opts;
 
 /* Validates g and compiles it into an exec owned by the caller. The exec does
@@ -749,12 +751,12 @@ RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
 RP_API rp_status rp_exec_destroy(rp_exec *ex);
 
 typedef struct rp_replay_args {
-  const void *args;      /* argument block (copied), may be NULL */
+  const void *args; /* argument block (copied), may be NULL */
   size_t args_size;
-  const rp_event *pre;   /* one event per precondition port, in port order */
+  const rp_event *pre; /* one event per precondition port, in port order */
   uint32_t npre;
-  rp_event *post;        /* out: one event per postcondition port (owned by
-                            the caller), may be NULL */
+  rp_event *post; /* out: one event per postcondition port (owned by
+                     the caller), may be NULL */
   uint32_t npost;
 } rp_replay_args;
 
@@ -792,27 +794,27 @@ typedef struct rp_exec_stats {
    * A replay whose GPU work is one CUDA graph per device shows, per
    * replay, graph_launches == gpu_devices, gpu_ops_op_by_op == 0,
    * host_waits == 0. */
-  uint32_t gpus;             /* GPU processors the exec uses */
-  uint32_t gpu_devices;      /* physical devices: logical GPUs that share
-                                one are lowered together (one graph per
-                                segment on that device) */
-  uint32_t gpu_segments;     /* segments (one CUDA graph each, or issued
-                                op by op), over all GPUs */
-  uint32_t max_gpu_segments; /* the most segments one GPU has */
+  uint32_t gpus;                  /* GPU processors the exec uses */
+  uint32_t gpu_devices;           /* physical devices: logical GPUs that share
+                                     one are lowered together (one graph per
+                                     segment on that device) */
+  uint32_t gpu_segments;          /* segments (one CUDA graph each, or issued
+                                     op by op), over all GPUs */
+  uint32_t max_gpu_segments;      /* the most segments one GPU has */
   uint32_t gpu_segments_op_by_op; /* segments that cannot be a graph */
-  uint64_t graph_launches;   /* CUDA graph launches */
-  uint64_t gpu_ops_op_by_op; /* GPU ops issued one by one (a segment that
-                                is no graph, REPRISE_CUDA_GRAPHS=0, or
-                                skipping poisoned ops) */
-  uint64_t host_callbacks;   /* host functions enqueued (on each GPU's
-                                completion side stream, never on the
-                                replay stream) */
-  uint64_t host_waits;       /* waits a launcher did on the host before
-                                issuing device work (preconditions, CPU
-                                tasks the GPU work depends on) */
-  uint64_t stream_waits;     /* cross-GPU event waits enqueued */
-  uint64_t inline_launches;  /* replays launched from the calling thread
-                                (no hand-off to a worker) */
+  uint64_t graph_launches;        /* CUDA graph launches */
+  uint64_t gpu_ops_op_by_op;      /* GPU ops issued one by one (a segment that
+                                     is no graph, REPRISE_CUDA_GRAPHS=0, or
+                                     skipping poisoned ops) */
+  uint64_t host_callbacks;        /* host functions enqueued (on each GPU's
+                                     completion side stream, never on the
+                                     replay stream) */
+  uint64_t host_waits;            /* waits a launcher did on the host before
+                                     issuing device work (preconditions, CPU
+                                     tasks the GPU work depends on) */
+  uint64_t stream_waits;          /* cross-GPU event waits enqueued */
+  uint64_t inline_launches;       /* replays launched from the calling thread
+                                     (no hand-off to a worker) */
 } rp_exec_stats;
 RP_API rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out);
 /* Detail of the first failure in the last failed replay: which op, shard
@@ -836,9 +838,8 @@ RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
  * RP_ESHAPE size differs; RP_EBACKEND a CUDA failure (detail names the op;
  * the op keeps running with its previous graph when the new capture
  * failed, but its args already changed for op-by-op issue). */
-RP_API rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op,
-                                     const void *args, size_t size,
-                                     int *reinstantiated);
+RP_API rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
+                                     size_t size, int *reinstantiated);
 
 /* ------------------------------------------------------------------------ */
 /* Traces: replay timelines as Chrome trace event JSON (Perfetto, chrome://

@@ -34,7 +34,9 @@ static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 /* OpenBLAS's own thread pool would put N threads behind every GEMM task, and
  * the runtime already runs one task per core on its CPU workers: one thread
  * per call. This is process-wide (OpenBLAS keeps one setting). */
-static void blas_setup(void) { openblas_set_num_threads(1); }
+static void blas_setup(void) {
+  openblas_set_num_threads(1);
+}
 
 /* Per-thread scratch, grown on demand and freed when the thread exits:
  * after the first steps a worker's GEMMs allocate nothing. */
@@ -74,12 +76,12 @@ static float *scratch_get(size_t n) {
 static int gemm_transposed(int m, int n, int k, float alpha, const float *a,
                            const float *b, float beta, float *c) {
   size_t mn = (size_t)m * (size_t)n;
-  float *t = n < 16 && mn * (size_t)k <= ((size_t)1 << 21) ? scratch_get(mn)
-                                                           : NULL;
+  float *t =
+      n < 16 && mn * (size_t)k <= ((size_t)1 << 21) ? scratch_get(mn) : NULL;
   if (!t)
     return 0;
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, n, m, k, alpha, b, n, a,
-              k, 0.0f, t, m);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, n, m, k, alpha, b, n, a, k,
+              0.0f, t, m);
   for (size_t i = 0; i < (size_t)m; i++)
     for (size_t j = 0; j < (size_t)n; j++) {
       float *cij = &c[i * (size_t)n + j];
@@ -258,8 +260,8 @@ void rp_cpu_relu_bwd_bias_grad(const float *a, const float *da, float *dz,
 }
 
 int64_t rp_cpu_softmax_xent(const float *logits, const int32_t *labels,
-                            float *dlogits, float *db, size_t rows,
-                            size_t cols, float norm, float *loss) {
+                            float *dlogits, float *db, size_t rows, size_t cols,
+                            float norm, float *loss) {
   if (cols == 0) /* no class is a valid label: as rp_cpu_xent_fwd */
     return rp_cpu_xent_fwd(logits, labels, dlogits, 0, rows, cols, norm, loss);
   if (db)

@@ -103,8 +103,8 @@ void rp_cpu_relu_bwd_bias_grad(const float *a, const float *da, float *dz,
  * forward's (summed in f64, in row order, / norm). Returns -1, or the first
  * row with a label outside [0, cols) (its dlogits are NaN, *loss NaN). */
 int64_t rp_cpu_softmax_xent(const float *logits, const int32_t *labels,
-                            float *dlogits, float *db, size_t rows,
-                            size_t cols, float norm, float *loss);
+                            float *dlogits, float *db, size_t rows, size_t cols,
+                            float norm, float *loss);
 
 /* x[i] = value. */
 void rp_cpu_fill(float *x, float value, size_t n);

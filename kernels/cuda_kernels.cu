@@ -44,7 +44,9 @@ rp_status check(cudaError_t e, const char *what) {
 }
 
 /* After a <<<>>> launch: configuration errors show up here. */
-rp_status launched(const char *what) { return check(cudaGetLastError(), what); }
+rp_status launched(const char *what) {
+  return check(cudaGetLastError(), what);
+}
 
 /* ---------------------------------------------------------------------- */
 /* cuBLAS, loaded when first needed. Linking libcublas costs every process
@@ -115,7 +117,9 @@ rp_status blas_check(cublasStatus_t s, const char *what) {
                  g_api.status_string(s));
 }
 
-cudaStream_t as_stream(void *s) { return static_cast<cudaStream_t>(s); }
+cudaStream_t as_stream(void *s) {
+  return static_cast<cudaStream_t>(s);
+}
 
 __device__ inline size_t global_tid() {
   return blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -186,8 +190,7 @@ __global__ void axpy_k(float alpha, const float *x, float *y, size_t n) {
 constexpr unsigned kBgCols = 32, kBgLanes = 32;
 
 __global__ void bias_grad_k(const float *__restrict__ dy,
-                            float *__restrict__ db, size_t rows,
-                            size_t cols) {
+                            float *__restrict__ db, size_t rows, size_t cols) {
   __shared__ float part[kBgLanes][kBgCols + 1]; /* +1: no bank conflicts */
   size_t c = (size_t)blockIdx.x * kBgCols + threadIdx.x;
   float acc = 0.0f;
@@ -483,7 +486,8 @@ __global__ void softmax_xent_small_k(const float *__restrict__ logits,
       float y = (size_t)label == c ? 1.0f : 0.0f;
       d[c] = ok ? (p - y) / norm : __int_as_float(0x7fc00000);
     }
-    acc += ok ? (double)(logf(s) - (xl - m)) : (double)__int_as_float(0x7fc00000);
+    acc +=
+        ok ? (double)(logf(s) - (xl - m)) : (double)__int_as_float(0x7fc00000);
   }
   sh[t] = acc;
   __syncthreads(); /* also: the block's dlogits writes are visible */
@@ -706,10 +710,10 @@ extern "C" rp_status rp_cuda_bias_act(float *z, const float *bias, float *a,
   return launched("rp_cuda_bias_act");
 }
 
-extern "C" rp_status rp_cuda_relu_bwd_bias_grad(const float *a,
-                                                const float *da, float *dz,
-                                                float *db, size_t rows,
-                                                size_t cols, void *stream) {
+extern "C" rp_status rp_cuda_relu_bwd_bias_grad(const float *a, const float *da,
+                                                float *dz, float *db,
+                                                size_t rows, size_t cols,
+                                                void *stream) {
   if (cols == 0)
     return RP_OK;
   /* rows == 0 still runs: db = 0, as on the CPU */
@@ -723,9 +727,8 @@ extern "C" rp_status rp_cuda_relu_bwd_bias_grad(const float *a,
 }
 
 extern "C" rp_status rp_cuda_softmax_xent(const float *logits,
-                                          const int32_t *labels,
-                                          float *dlogits, float *db,
-                                          float *loss, size_t rows,
+                                          const int32_t *labels, float *dlogits,
+                                          float *db, float *loss, size_t rows,
                                           size_t cols, float norm,
                                           void *stream) {
   /* rows == 0 still runs: loss = 0 and db = 0, as on the CPU */
@@ -743,8 +746,8 @@ extern "C" rp_status rp_cuda_sgd_multi(float *const *w, const float *const *g,
                                        int count, float lr, float mu,
                                        const float *lr_dev, void *stream) {
   if (count < 1 || count > RP_CUDA_SGD_MULTI_MAX)
-    return rp__err(RP_EBACKEND, "rp_cuda_sgd_multi: %d tensors (1..%d)",
-                   count, RP_CUDA_SGD_MULTI_MAX);
+    return rp__err(RP_EBACKEND, "rp_cuda_sgd_multi: %d tensors (1..%d)", count,
+                   RP_CUDA_SGD_MULTI_MAX);
   SgdTable t = {};
   size_t most = 0;
   for (int i = 0; i < count; i++) {
@@ -985,7 +988,9 @@ extern "C" rp_status rp_cuda_buf_alloc(void **out, size_t bytes) {
   return check(cudaMalloc(out, bytes ? bytes : 1), "cudaMalloc");
 }
 
-extern "C" void rp_cuda_buf_free(void *p) { cudaFree(p); }
+extern "C" void rp_cuda_buf_free(void *p) {
+  cudaFree(p);
+}
 
 extern "C" rp_status rp_cuda_buf_put(void *dst_dev, const void *src_host,
                                      size_t bytes) {

@@ -105,9 +105,9 @@ rp_status rp_cuda_bias_act(float *z, const float *bias, float *a, size_t rows,
                            size_t cols, void *stream);
 /* dz = da * (a > 0), db = column sums of dz (blocks of 32 columns x 8 row
  * lanes, as rp_cuda_bias_grad). */
-rp_status rp_cuda_relu_bwd_bias_grad(const float *a, const float *da,
-                                     float *dz, float *db, size_t rows,
-                                     size_t cols, void *stream);
+rp_status rp_cuda_relu_bwd_bias_grad(const float *a, const float *da, float *dz,
+                                     float *db, size_t rows, size_t cols,
+                                     void *stream);
 /* One block of 32 warps: softmax, loss[0] = sum_r loss_r / norm, dlogits
  * = (p - onehot) / norm (a bad label: NaN row, NaN loss), then (db !=
  * NULL) db = column sums of dlogits in a fixed order. */

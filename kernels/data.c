@@ -475,9 +475,10 @@ static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
          (got = read_line(f, &line, &cap, RP_DATA_MAX_LINE, &len)) > 0) {
     c->line++;
     if ((c->bytes += len) > c->max_file) {
-      st = rp__err(RP_ERANGE, "%s:%u: the file grew past the limit of %llu "
-                   "bytes while read", c->path, c->line,
-                   (unsigned long long)c->max_file);
+      st = rp__err(RP_ERANGE,
+                   "%s:%u: the file grew past the limit of %llu "
+                   "bytes while read",
+                   c->path, c->line, (unsigned long long)c->max_file);
       break;
     }
     st = text_line(c, line, len);
@@ -492,9 +493,10 @@ static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
   }
   free(line);
   if (st == RP_OK && got == -2)
-    st = rp__err(RP_ERANGE, "%s:%u: line longer than %u bytes (the limit "
-                 "for one line of a CSV data file)", c->path, c->line + 1,
-                 RP_DATA_MAX_LINE);
+    st = rp__err(RP_ERANGE,
+                 "%s:%u: line longer than %u bytes (the limit "
+                 "for one line of a CSV data file)",
+                 c->path, c->line + 1, RP_DATA_MAX_LINE);
   else if (st == RP_OK && got == -1)
     st = rp__err(RP_EIO, "%s:%u: read failed%s%s", c->path, c->line + 1,
                  ferror(f) ? ": " : " (out of memory)",
@@ -551,13 +553,20 @@ static uint32_t get_be32(const unsigned char *b) {
 /* The IDX element type byte's name, for messages. */
 static const char *idx_type_name(unsigned t) {
   switch (t) {
-  case 0x08: return "unsigned byte";
-  case 0x09: return "signed byte";
-  case 0x0B: return "16-bit integer";
-  case 0x0C: return "32-bit integer";
-  case 0x0D: return "32-bit float";
-  case 0x0E: return "64-bit float";
-  default: return "unknown";
+  case 0x08:
+    return "unsigned byte";
+  case 0x09:
+    return "signed byte";
+  case 0x0B:
+    return "16-bit integer";
+  case 0x0C:
+    return "32-bit integer";
+  case 0x0D:
+    return "32-bit float";
+  case 0x0E:
+    return "64-bit float";
+  default:
+    return "unknown";
   }
 }
 
@@ -569,28 +578,35 @@ static int idx_magic(const unsigned char *b) {
 
 /* Checks the header of the file in f->buf: unsigned bytes, min..max
  * dimensions, no zero size, and exactly the elements the sizes say. */
-static rp_status idx_header(const char *path, const char *what,
-                            uint32_t min, uint32_t max, idx_file *f) {
+static rp_status idx_header(const char *path, const char *what, uint32_t min,
+                            uint32_t max, idx_file *f) {
   const unsigned char *b = (const unsigned char *)f->buf;
   if (f->len < 4)
-    return rp__err(RP_EFORMAT, "%s: truncated: %zu bytes, an IDX header has "
-                   "at least 4", path, f->len);
+    return rp__err(RP_EFORMAT,
+                   "%s: truncated: %zu bytes, an IDX header has "
+                   "at least 4",
+                   path, f->len);
   if (b[0] || b[1])
-    return rp__err(RP_EFORMAT, "%s: bad magic %02x %02x %02x %02x: not an "
+    return rp__err(RP_EFORMAT,
+                   "%s: bad magic %02x %02x %02x %02x: not an "
                    "IDX file (it starts 00 00, the type, the dimension "
-                   "count)", path, b[0], b[1], b[2], b[3]);
+                   "count)",
+                   path, b[0], b[1], b[2], b[3]);
   if (b[2] != IDX_U8)
-    return rp__err(RP_EFORMAT, "%s: element type 0x%02x (%s): only unsigned "
-                   "bytes (0x08) are read", path, b[2], idx_type_name(b[2]));
+    return rp__err(RP_EFORMAT,
+                   "%s: element type 0x%02x (%s): only unsigned "
+                   "bytes (0x08) are read",
+                   path, b[2], idx_type_name(b[2]));
   f->ndims = b[3];
   if (f->ndims < min || f->ndims > max)
-    return rp__err(RP_EFORMAT, "%s: %u dimensions: %s need %s", path,
-                   f->ndims, what, min == max ? "exactly 1 (idx1)"
+    return rp__err(
+        RP_EFORMAT, "%s: %u dimensions: %s need %s", path, f->ndims, what,
+        min == max ? "exactly 1 (idx1)"
                    : "2 to 8 (samples, then the feature dimensions)");
   size_t head = 4 + 4 * (size_t)f->ndims;
   if (f->len < head)
-    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes",
-                   path, f->len, head);
+    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes", path,
+                   f->len, head);
   f->count = 1;
   for (uint32_t i = 0; i < f->ndims; i++) {
     f->dims[i] = get_be32(b + 4 + 4 * i);
@@ -603,14 +619,17 @@ static rp_status idx_header(const char *path, const char *what,
   }
   uint64_t want = head + f->count;
   if (f->len < want)
-    return rp__err(RP_EFORMAT, "%s: truncated: the header (%u x %llu) needs "
-                   "%llu bytes, the file has %zu", path, f->dims[0],
+    return rp__err(RP_EFORMAT,
+                   "%s: truncated: the header (%u x %llu) needs "
+                   "%llu bytes, the file has %zu",
+                   path, f->dims[0],
                    (unsigned long long)(f->count / f->dims[0]),
                    (unsigned long long)want, f->len);
   if (f->len > want)
-    return rp__err(RP_EFORMAT, "%s: %llu trailing bytes after the %llu "
-                   "elements the header announces", path,
-                   (unsigned long long)(f->len - want),
+    return rp__err(RP_EFORMAT,
+                   "%s: %llu trailing bytes after the %llu "
+                   "elements the header announces",
+                   path, (unsigned long long)(f->len - want),
                    (unsigned long long)f->count);
   f->data = b + head;
   return RP_OK;
@@ -643,8 +662,10 @@ rp_status rp_data_load_idx(const char *images, const char *labels,
   if (st == RP_OK)
     st = idx_read(labels, "labels", max, 1, 1, &fl);
   if (st == RP_OK && fi.dims[0] != fl.dims[0])
-    st = rp__err(RP_EFORMAT, "%s has %u samples, %s has %u labels: the "
-                 "counts must match", images, fi.dims[0], labels, fl.dims[0]);
+    st = rp__err(RP_EFORMAT,
+                 "%s has %u samples, %s has %u labels: the "
+                 "counts must match",
+                 images, fi.dims[0], labels, fl.dims[0]);
   uint32_t classes = 0;
   for (uint32_t i = 0; st == RP_OK && i < fl.dims[0]; i++)
     classes = fl.data[i] + 1u > classes ? fl.data[i] + 1u : classes;
@@ -700,14 +721,16 @@ rp_status rp_data_split(rp_dataset *all, uint32_t nval, uint64_t seed,
   if (!all || !val || !all->x || !all->y)
     return rp__err(RP_EINVAL, "rp_data_split: NULL argument");
   if (nval == 0 || nval >= all->n)
-    return rp__err(RP_ERANGE, "rp_data_split: %u validation samples of %u "
-                   "(need 1..%u)", nval, all->n, all->n - 1);
+    return rp__err(RP_ERANGE,
+                   "rp_data_split: %u validation samples of %u "
+                   "(need 1..%u)",
+                   nval, all->n, all->n - 1);
   uint32_t *perm = rp__calloc(all->n, sizeof *perm);
   unsigned char *mark = rp__calloc(all->n, 1);
   rp_dataset tr = {0}, va = {0};
   rp_status st = perm && mark ? RP_OK
                               : rp__err(RP_ENOMEM, "rp_data_split: out of "
-                                        "memory");
+                                                   "memory");
   if (st == RP_OK) {
     rp_data_permutation(all->n, seed ^ 0x76616c2d73706c74ull, perm);
     for (uint32_t i = 0; i < nval; i++) /* "val-splt" */
@@ -749,9 +772,10 @@ rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
     return rp__err_prefix(st, "%s: ", path);
   if (size > max) {
     close(fd);
-    return rp__err(RP_ERANGE, "%s: the file has %llu bytes, above the limit "
-                   "of %llu (--max-bytes)", path, (unsigned long long)size,
-                   (unsigned long long)max);
+    return rp__err(RP_ERANGE,
+                   "%s: the file has %llu bytes, above the limit "
+                   "of %llu (--max-bytes)",
+                   path, (unsigned long long)size, (unsigned long long)max);
   }
   FILE *f = fdopen(fd, "rb");
   if (!f) {
@@ -769,9 +793,11 @@ rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
     else
       st = load_bin(f, path, size, out);
   } else if (got >= 4 && idx_magic((const unsigned char *)magic)) {
-    st = rp__err(RP_EFORMAT, "%s: an IDX file (MNIST format, %u "
+    st = rp__err(RP_EFORMAT,
+                 "%s: an IDX file (MNIST format, %u "
                  "dimensions of %s): give it with its labels, --data "
-                 "IMAGES --labels LABELS", path, (unsigned)magic[3],
+                 "IMAGES --labels LABELS",
+                 path, (unsigned)magic[3],
                  idx_type_name((unsigned char)magic[2]));
   } else if (fseek(f, 0, SEEK_SET) != 0) {
     st = rp__err(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));

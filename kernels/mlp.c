@@ -220,7 +220,7 @@ name_op(rp_mlp *m, int sh, const char *fmt, ...) {
 /* The ops that write the step's final loss sum (README "Names"): what
  * rp_mlp_record binds to its "loss" postcondition. */
 static const char *loss_op(const rp_mlp *m) {
-  return m->cfg.dist ? "loss.allreduce"
+  return m->cfg.dist        ? "loss.allreduce"
          : m->cfg.procs > 1 ? "loss.reduce"
                             : "loss.xent";
 }
@@ -230,18 +230,19 @@ static const char *loss_op(const rp_mlp *m) {
  * "s<p>.W1", "s<p>.z1" (one processor: the home ones, no prefix). */
 static rp_status name_all(rp_mlp *m) {
   rp_status st = RP_OK;
-  rp_inst home[] = {m->data_x, m->data_y, m->bx, m->by, m->loss,
-                    m->eprobs, m->eloss, m->ecount, m->esum};
-  const char *hn[] = {"data.x", "data.y", "batch.x", "batch.y", "loss",
-                      "eval.probs", "eval.loss", "eval.count", "eval.sum"};
+  rp_inst home[] = {m->data_x, m->data_y, m->bx,     m->by,  m->loss,
+                    m->eprobs, m->eloss,  m->ecount, m->esum};
+  const char *hn[] = {"data.x",    "data.y",     "batch.x",
+                      "batch.y",   "loss",       "eval.probs",
+                      "eval.loss", "eval.count", "eval.sum"};
   for (size_t i = 0; !st && i < sizeof home / sizeof *home; i++)
     st = name_inst(m, home[i], "%s", hn[i]);
   for (uint32_t l = 0; !st && l < m->nl; l++) {
     const layer *ly = &m->layers[l];
-    rp_inst li[] = {ly->w, ly->b, ly->vw, ly->vb, ly->gw, ly->gb,
-                    m->ez[l], l + 1 < m->nl ? m->ea[l] : (rp_inst){0}};
-    const char *ln[] = {"W", "b", "vW", "vb", "dW", "db", "eval.z",
-                        "eval.a"};
+    rp_inst li[] = {
+        ly->w,  ly->b,  ly->vw,   ly->vb,
+        ly->gw, ly->gb, m->ez[l], l + 1 < m->nl ? m->ea[l] : (rp_inst){0}};
+    const char *ln[] = {"W", "b", "vW", "vb", "dW", "db", "eval.z", "eval.a"};
     for (size_t i = 0; !st && i < sizeof li / sizeof *li; i++)
       st = name_inst(m, li[i], "%s%u", ln[i], l + 1);
   }
@@ -529,10 +530,10 @@ static rp_status backward(rp_mlp *m, uint32_t p) {
   rp_event *done = m->cfg.procs == 1 && !m->cfg.dist ? sink(m) : NULL;
   rp_status st = name_op(m, (int)p, "loss.xent");
   if (!st)
-    st = task_ev(
-      m, m->k.softmax_xent, pr,
-      ACC(R(s->z[L - 1]), R(s->y), W(s->dlogits), W(s->loss), W(s->gb[L - 1])),
-      &xa, sizeof xa, NULL, done);
+    st = task_ev(m, m->k.softmax_xent, pr,
+                 ACC(R(s->z[L - 1]), R(s->y), W(s->dlogits), W(s->loss),
+                     W(s->gb[L - 1])),
+                 &xa, sizeof xa, NULL, done);
   for (uint32_t l = L; !st && l-- > 0;) {
     const layer *ly = &m->layers[l];
     rp_inst dz = l + 1 == L ? s->dlogits : s->dz[l];
@@ -573,8 +574,8 @@ static rp_status sgd_all(rp_mlp *m, float lr) {
                   offsetof(rp_sgd_multi_args, lr), sizeof a.lr};
   rp_status st = name_op(m, -1, "sgd");
   return st ? st
-            : task_ev(m, m->k.sgd_multi, m->procs[0], acc, n, &a, sizeof a,
-                      &ip, sink(m));
+            : task_ev(m, m->k.sgd_multi, m->procs[0], acc, n, &a, sizeof a, &ip,
+                      sink(m));
 }
 
 static rp_status step_inputs(rp_mlp *m, uint32_t index) {
@@ -680,8 +681,10 @@ static rp_status bind_loss(rp_graph *g, const char *op) {
     }
   }
   if (!st && !bound)
-    st = rp__err(RP_EINVAL, "rp_mlp_record: no op named '%s' writes the "
-                 "loss", op);
+    st = rp__err(RP_EINVAL,
+                 "rp_mlp_record: no op named '%s' writes the "
+                 "loss",
+                 op);
   return st;
 }
 
@@ -1034,7 +1037,7 @@ rp_status rp_mlp_evaluate_val(rp_mlp *m, double *loss, double *accuracy) {
     return rp__err(RP_EINVAL, "rp_mlp_evaluate_val: NULL argument");
   if (!m->val_batches)
     return rp__err(RP_EINVAL, "rp_mlp_evaluate_val: no validation set "
-                   "(rp_mlp_set_validation)");
+                              "(rp_mlp_set_validation)");
   return evaluate_on(m, m->val_x, m->val_y, m->val_batches,
                      "rp_mlp_evaluate_val", loss, accuracy);
 }
@@ -1050,8 +1053,8 @@ rp_status rp_mlp_set_validation(rp_mlp *m, const rp_dataset *val) {
                    val->features, m->features);
   for (uint32_t i = 0; i < val->n; i++)
     if (val->y[i] < 0 || (uint32_t)val->y[i] >= m->classes)
-      return rp__err(RP_ERANGE, "%s: sample %u: label %d outside [0, %u)", f,
-                     i, (int)val->y[i], m->classes);
+      return rp__err(RP_ERANGE, "%s: sample %u: label %d outside [0, %u)", f, i,
+                     (int)val->y[i], m->classes);
   uint32_t nb = val->n / m->cfg.batch;
   if (nb == 0)
     return rp__err(RP_ERANGE, "%s: %u samples, less than one batch of %u", f,
@@ -1085,8 +1088,10 @@ rp_status rp_mlp_shuffle(rp_mlp *m, const rp_dataset *d, uint64_t seed) {
   if (!m || !d || !d->x || !d->y)
     return rp__err(RP_EINVAL, "%s: NULL argument", f);
   if (d->n != m->samples || d->features != m->features)
-    return rp__err(RP_ESHAPE, "%s: a data set of %u x %u, the model's is "
-                   "%u x %u", f, d->n, d->features, m->samples, m->features);
+    return rp__err(RP_ESHAPE,
+                   "%s: a data set of %u x %u, the model's is "
+                   "%u x %u",
+                   f, d->n, d->features, m->samples, m->features);
   size_t n = m->samples, F = m->features, nd = home_rows(m);
   if (!m->src_x) { /* once: training then allocates nothing */
     m->src_x = rp__calloc(n * F, sizeof *m->src_x);
@@ -1130,8 +1135,7 @@ static rp_status load_epoch(rp_mlp *m, uint32_t e) {
   rp_status st =
       rp_instance_write(m->rt, m->data_x, m->stage_x, nd * F * sizeof(float));
   if (!st)
-    st = rp_instance_write(m->rt, m->data_y, m->stage_y,
-                           nd * sizeof(int32_t));
+    st = rp_instance_write(m->rt, m->data_y, m->stage_y, nd * sizeof(int32_t));
   if (st != RP_OK)
     return rp__err_prefix(st, "shuffling for epoch %u: ", e);
   m->loaded_epoch = e;
@@ -1298,15 +1302,14 @@ rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
   if (!m || !ex || !o)
     return rp__err(RP_EINVAL, "rp_mlp_train_replay: NULL argument");
   if (o->inflight > RP_MLP_MAX_INFLIGHT)
-    return rp__err(RP_EINVAL,
-                   "rp_mlp_train_replay: inflight = %u (need 0..%d)",
+    return rp__err(RP_EINVAL, "rp_mlp_train_replay: inflight = %u (need 0..%d)",
                    o->inflight, RP_MLP_MAX_INFLIGHT);
   if (o->start > o->iters)
     return rp__err(RP_EINVAL, "rp_mlp_train_replay: start %u > iters %u",
                    o->start, o->iters);
   uint64_t w0 = rp__now_ns();
-  rp_status st = o->inflight > 1 ? train_inflight(m, ex, o)
-                                 : train(m, replay_one, ex, o);
+  rp_status st =
+      o->inflight > 1 ? train_inflight(m, ex, o) : train(m, replay_one, ex, o);
   if (o->wall_ns)
     *o->wall_ns = rp__now_ns() - w0;
   return st;
@@ -1442,43 +1445,51 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
 
 /* Checks a whole checkpoint file in b (n bytes) and fills *c (but for the
  * parameters). */
-static rp_status ckpt_parse(const char *path, const unsigned char *b,
-                            size_t n, rp_mlp_ckpt *c) {
+static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
+                            rp_mlp_ckpt *c) {
   if (n < CKPT_HEAD || memcmp(b, CKPT_MAGIC, 8) != 0)
-    return rp__err(RP_EFORMAT, "%s: not a reprise weights file (no "
+    return rp__err(RP_EFORMAT,
+                   "%s: not a reprise weights file (no "
                    "'" CKPT_MAGIC "' header; raw f32 files of older builds "
-                   "cannot be loaded)", path);
+                   "cannot be loaded)",
+                   path);
   if (get32(b + 8) != 1)
-    return rp__err(RP_EVERSION, "%s: weights format version %u (this "
-                   "build reads version 1)", path, get32(b + 8));
+    return rp__err(RP_EVERSION,
+                   "%s: weights format version %u (this "
+                   "build reads version 1)",
+                   path, get32(b + 8));
   c->layers = get32(b + 12);
   if (c->layers < 1 || c->layers > MAXL)
-    return rp__err(RP_EFORMAT, "%s: %u layers (need 1..%u)", path,
-                   c->layers, MAXL);
+    return rp__err(RP_EFORMAT, "%s: %u layers (need 1..%u)", path, c->layers,
+                   MAXL);
   size_t head = CKPT_HEAD + 4 * ((size_t)c->layers + 1);
   if (n < head)
-    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes",
-                   path, n, head);
+    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes", path,
+                   n, head);
   for (uint32_t i = 0; i <= c->layers; i++)
     if ((c->widths[i] = get32(b + CKPT_HEAD + 4 * i)) == 0 ||
         c->widths[i] > (1u << 24))
-      return rp__err(RP_EFORMAT, "%s: layer width %u is %u (need "
-                     "1..2^24)", path, i, c->widths[i]);
+      return rp__err(RP_EFORMAT,
+                     "%s: layer width %u is %u (need "
+                     "1..2^24)",
+                     path, i, c->widths[i]);
   char ws[160];
   uint64_t want = head + 4 * ckpt_floats(c->widths, c->layers) + 8;
   if (n != want)
-    return rp__err(RP_EFORMAT, "%s: %s: the header (an MLP %s) needs %llu "
-                   "bytes, the file has %zu", path,
-                   n < want ? "truncated" : "trailing bytes",
+    return rp__err(RP_EFORMAT,
+                   "%s: %s: the header (an MLP %s) needs %llu "
+                   "bytes, the file has %zu",
+                   path, n < want ? "truncated" : "trailing bytes",
                    widths_str(c->widths, c->layers, ws, sizeof ws),
                    (unsigned long long)want, n);
   uint64_t h = fnv1a64(b, n - 8);
   uint64_t fh = get32(b + n - 8) | (uint64_t)get32(b + n - 4) << 32;
   if (h != fh)
-    return rp__err(RP_ECHECKSUM, "%s: checksum mismatch (the file says "
+    return rp__err(RP_ECHECKSUM,
+                   "%s: checksum mismatch (the file says "
                    "fnv1a64:%016llx, its bytes give %016llx): the file is "
-                   "corrupt", path, (unsigned long long)fh,
-                   (unsigned long long)h);
+                   "corrupt",
+                   path, (unsigned long long)fh, (unsigned long long)h);
   c->info.step = get32(b + 16);
   c->info.lr = getf(b + 20);
   c->info.lr_decay = getf(b + 24);
@@ -1488,9 +1499,11 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b,
   c->info.seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
   if (!isfinite(c->info.lr) || !isfinite(c->info.lr_decay) ||
       !(c->info.momentum >= 0.0f && c->info.momentum < 1.0f))
-    return rp__err(RP_EFORMAT, "%s: bad schedule: lr %g, lr decay %g, "
-                   "momentum %g", path, (double)c->info.lr,
-                   (double)c->info.lr_decay, (double)c->info.momentum);
+    return rp__err(RP_EFORMAT,
+                   "%s: bad schedule: lr %g, lr decay %g, "
+                   "momentum %g",
+                   path, (double)c->info.lr, (double)c->info.lr_decay,
+                   (double)c->info.momentum);
   return RP_OK;
 }
 

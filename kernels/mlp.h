@@ -32,8 +32,9 @@
  * Per-replay arguments (rp_mlp_step_args, the replay's argument block): the
  * batch index reaches both gathers and the learning rate the sgd_multi
  * task through interpolations (both read on the device by GPU variants, so
- * on CUDA they stay inside the step's CUDA graphs); nothing else changes between replays. Every instance is
- * allocated by rp_mlp_create: a step allocates nothing.
+ * on CUDA they stay inside the step's CUDA graphs); nothing else changes
+ * between replays. Every instance is allocated by rp_mlp_create: a step
+ * allocates nothing.
  *
  * Processors: on a CUDA runtime the first P GPUs, else the first P CPU
  * workers (the runtime needs at least P of them). Processor 0 is home: the
@@ -196,10 +197,10 @@ typedef struct rp_mlp_train_opts {
    * stops training (after the outstanding replays finished). */
   int (*progress)(void *arg, uint32_t t, float loss);
   void *arg;
-  uint64_t *iter_ns;  /* NULL, or iters - start entries (step t's at
-                         t - start) */
-  uint32_t inflight;  /* replays in flight, 0..RP_MLP_MAX_INFLIGHT (0: 1) */
-  uint64_t *wall_ns;  /* NULL, or out: wall time of the whole loop */
+  uint64_t *iter_ns; /* NULL, or iters - start entries (step t's at
+                        t - start) */
+  uint32_t inflight; /* replays in flight, 0..RP_MLP_MAX_INFLIGHT (0: 1) */
+  uint64_t *wall_ns; /* NULL, or out: wall time of the whole loop */
 } rp_mlp_train_opts;
 
 /* Trains by replaying ex (an instantiation of rp_mlp_record's graph). A

@@ -272,8 +272,8 @@ static rp_status xent_prep(const rp_task_ctx *ctx, const char *t, int mode,
   if (st == RP_OK)
     st = get_inst(ctx, t, 1, "labels", RP_I32, a.rows, &labels);
   if (st == RP_OK)
-    st = get_inst(ctx, t, 2, mode != XENT_FWD ? "dlogits" : "probs", RP_F32,
-                  mn, &out);
+    st = get_inst(ctx, t, 2, mode != XENT_FWD ? "dlogits" : "probs", RP_F32, mn,
+                  &out);
   if (st == RP_OK && !bwd)
     st = get_inst(ctx, t, 3, "loss", RP_F32, 1, &loss);
   j->in = in;
@@ -670,8 +670,8 @@ static rp_status sgd_multi_prep(const rp_task_ctx *ctx, sgd_multi_job *j) {
   if (st != RP_OK)
     return st;
   if (j->a.count < 1 || j->a.count > RP_SGD_MULTI_MAX)
-    return rp__err(RP_EINVAL, "%s: count = %d (need 1..%d)", t,
-                   (int)j->a.count, RP_SGD_MULTI_MAX);
+    return rp__err(RP_EINVAL, "%s: count = %d (need 1..%d)", t, (int)j->a.count,
+                   RP_SGD_MULTI_MAX);
   uint32_t want = 3u * (uint32_t)j->a.count;
   if (rp_ctx_access_count(ctx) < want)
     return rp__err(RP_ESHAPE, "%s: %u accesses for %d tensors (need %u)", t,
@@ -685,8 +685,7 @@ rp_status rp_task_sgd_multi_cpu(rp_task_ctx *ctx) {
   sgd_multi_job j;
   rp_status st = sgd_multi_prep(ctx, &j);
   for (int32_t i = 0; st == RP_OK && i < j.a.count; i++)
-    rp_cpu_sgd_momentum(j.w[i], j.g[i], j.v[i], j.n[i], j.a.lr,
-                        j.a.momentum);
+    rp_cpu_sgd_momentum(j.w[i], j.g[i], j.v[i], j.n[i], j.a.lr, j.a.momentum);
   return st;
 }
 
@@ -839,9 +838,8 @@ rp_status rp_task_softmax_xent_gpu(rp_task_ctx *ctx) {
   rp_status st = softmax_xent_prep(ctx, &j, &db);
   if (st != RP_OK)
     return st;
-  return rp_cuda_softmax_xent(j.in, j.labels, j.out, db, j.loss,
-                              (size_t)j.rows, (size_t)j.cols, j.norm,
-                              rp_ctx_stream(ctx));
+  return rp_cuda_softmax_xent(j.in, j.labels, j.out, db, j.loss, (size_t)j.rows,
+                              (size_t)j.cols, j.norm, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_relu_bwd_bias_gpu(rp_task_ctx *ctx) {
@@ -859,9 +857,8 @@ rp_status rp_task_sgd_multi_gpu(rp_task_ctx *ctx) {
   if (st != RP_OK)
     return st;
   /* lr at offset 0 of the device args inside an exec (see rp.sgd) */
-  return rp_cuda_sgd_multi(j.w, j.g, j.v, j.n, j.a.count, j.a.lr,
-                           j.a.momentum, rp_ctx_device_args(ctx),
-                           rp_ctx_stream(ctx));
+  return rp_cuda_sgd_multi(j.w, j.g, j.v, j.n, j.a.count, j.a.lr, j.a.momentum,
+                           rp_ctx_device_args(ctx), rp_ctx_stream(ctx));
 }
 #define GPU_FN(f) f
 #else
@@ -902,9 +899,9 @@ static const task_entry TASKS[] = {
     TASK("accuracy", accuracy, accuracy),
     /* its GPU variant reads the batch index from rp_ctx_device_args; a
      * replay checks an interpolated index on the host first (check_fn) */
-    {"rp.gather_rows", rp_task_gather_rows_cpu,
-     GPU_FN(rp_task_gather_rows_gpu), offsetof(rp_kernel_tasks, gather_rows),
-     RP_TASK_DEVICE_ARGS, rp_task_gather_rows_check},
+    {"rp.gather_rows", rp_task_gather_rows_cpu, GPU_FN(rp_task_gather_rows_gpu),
+     offsetof(rp_kernel_tasks, gather_rows), RP_TASK_DEVICE_ARGS,
+     rp_task_gather_rows_check},
     /* the fused tasks of the MLP step */
     TASK("bias_act", bias_act, bias_act),
     TASK("softmax_xent", softmax_xent, softmax_xent),

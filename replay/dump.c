@@ -18,9 +18,11 @@ static long long unit_op(const rp_unit *u) {
 }
 
 static void dump_text(const rp_exec *ex, FILE *f) {
-  fprintf(f, "exec: %u ops, %u units, %u of %u workers used, %u in flight "
-          "at most\nplacement: %s\n", ex->g->nops, ex->nunits, ex->active,
-          ex->nlanes, ex->max_inflight, ex->place_why);
+  fprintf(f,
+          "exec: %u ops, %u units, %u of %u workers used, %u in flight "
+          "at most\nplacement: %s\n",
+          ex->g->nops, ex->nunits, ex->active, ex->nlanes, ex->max_inflight,
+          ex->place_why);
   for (uint32_t w = 0; w < ex->nlanes; w++) {
     const rp_lane *l = &ex->lanes[w];
     if (!l->len)
@@ -28,8 +30,10 @@ static void dump_text(const rp_exec *ex, FILE *f) {
     if (w < ex->ncpu)
       fprintf(f, "lane %u (worker %u): %u units\n", w, w, l->len);
     else
-      fprintf(f, "lane %u (GPU processor %u, run by segment launches): %u "
-              "units\n", w, w, l->len);
+      fprintf(f,
+              "lane %u (GPU processor %u, run by segment launches): %u "
+              "units\n",
+              w, w, l->len);
     for (uint32_t i = 0; i < l->len; i++) {
       const rp_unit *u = &ex->units[l->units[i]];
       if (u->kind == RP_UNIT_LAUNCH)
@@ -46,8 +50,7 @@ static void dump_text(const rp_exec *ex, FILE *f) {
       for (uint32_t k = 0; k < u->nport; k++)
         fprintf(f, " pre('%s')", ex->g->pre[ex->ports[u->port_off + k]].name);
       for (uint32_t k = 0; k < u->npost; k++)
-        fprintf(f, " post('%s')",
-                ex->g->post[ex->posts[u->post_off + k]].name);
+        fprintf(f, " post('%s')", ex->g->post[ex->posts[u->post_off + k]].name);
       fprintf(f, "%s\n", u->publish ? " publish" : "");
     }
   }
@@ -65,8 +68,10 @@ static void dot_str(FILE *f, const char *s) {
 }
 
 static void dump_dot(const rp_exec *ex, FILE *f) {
-  fprintf(f, "digraph exec {\n  rankdir=TB;\n  label=\"%u units on %u "
-          "workers\";\n", ex->nunits, ex->active);
+  fprintf(f,
+          "digraph exec {\n  rankdir=TB;\n  label=\"%u units on %u "
+          "workers\";\n",
+          ex->nunits, ex->active);
   for (uint32_t w = 0; w < ex->nlanes; w++) {
     const rp_lane *l = &ex->lanes[w];
     if (!l->len)
@@ -111,8 +116,10 @@ void rp__json_str(FILE *f, const char *s) {
 }
 
 static void dump_json(const rp_exec *ex, FILE *f) {
-  fprintf(f, "{\"ops\": %u, \"units\": %u, \"workers_used\": %u, "
-          "\"placement\": \"", ex->g->nops, ex->nunits, ex->active);
+  fprintf(f,
+          "{\"ops\": %u, \"units\": %u, \"workers_used\": %u, "
+          "\"placement\": \"",
+          ex->g->nops, ex->nunits, ex->active);
   rp__json_str(f, ex->place_why);
   fprintf(f, "\", \"lanes\": [");
   int first_lane = 1;
@@ -173,8 +180,10 @@ static atomic_int env_dump_warned;
 static void env_dump_fail(const char *dir, const char *path, const char *why) {
   if (atomic_exchange(&env_dump_warned, 1))
     return; /* said once per process: every exec would repeat it */
-  fprintf(stderr, "reprise: REPRISE_DUMP=%s: cannot write %s: %s (the exec "
-          "is fine; later dump failures are not reported)\n", dir, path, why);
+  fprintf(stderr,
+          "reprise: REPRISE_DUMP=%s: cannot write %s: %s (the exec "
+          "is fine; later dump failures are not reported)\n",
+          dir, path, why);
 }
 
 static void env_dump_schedule(const rp_exec *ex, const char *dir,

@@ -102,8 +102,8 @@ static rp_status materialize_mirrors(rp_exec *ex, const rp_graph *g) {
       st = rp_instance_create(ex->rt, g->mirrors[k].mem, v.info.dtype,
                               &v.info.rect, NULL, &ex->mirrors[k]);
     if (st)
-      return rp__err_prefix(st, "instantiate: mirror %u of instance %#llx: ",
-                            k, (unsigned long long)g->mirrors[k].src.id);
+      return rp__err_prefix(st, "instantiate: mirror %u of instance %#llx: ", k,
+                            (unsigned long long)g->mirrors[k].src.id);
     ex->nmirrors++;
   }
   for (uint32_t id = 0; id < ex->g->nops; id++) {
@@ -172,8 +172,8 @@ static rp_status link_units(rp_exec *ex) {
     ex->preds = rp__calloc(total ? total : 1, sizeof *ex->preds);
     ex->ports = rp__calloc(tp ? tp : 1, sizeof *ex->ports);
     ex->posts = rp__calloc(tq ? tq : 1, sizeof *ex->posts);
-    ex->post_units = rp__calloc(g->npost ? g->npost : 1,
-                                sizeof *ex->post_units);
+    ex->post_units =
+        rp__calloc(g->npost ? g->npost : 1, sizeof *ex->post_units);
     if (!ex->preds || !ex->ports || !ex->posts || !ex->post_units)
       st = RP_ENOMEM;
   }
@@ -253,8 +253,8 @@ static rp_status setup_gpu_workspace(rp_exec *ex, const rp_gop *op,
   size_t align = op->ws_align ? op->ws_align : 64;
   for (uint32_t s = 0; s < op->shards; s++) {
     rp_unit *u = first + s;
-    const rp_proc_info *pi = u->pinned == RP_PROC_ANY
-                                 ? NULL : rp__proc(ex->rt, u->pinned);
+    const rp_proc_info *pi =
+        u->pinned == RP_PROC_ANY ? NULL : rp__proc(ex->rt, u->pinned);
     rp_mem mem = pi ? pi->local : 0;
     void *buf;
     rp_status st = rp__mem_alloc(ex->rt, mem, op->ws_bytes, align, &buf);
@@ -276,8 +276,10 @@ static rp_status setup_workspace(rp_exec *ex, const rp_gop *op,
   if (!rp__add_ok(op->ws_bytes, guard, &slice) ||
       !rp__align_up_ok(slice, align, &slice) ||
       !rp__mul_ok(slice, op->shards, &total))
-    return rp__err(RP_ERANGE, "workspace of %u x %zu bytes (aligned to %zu) "
-                   "overflows", op->shards, op->ws_bytes, align);
+    return rp__err(RP_ERANGE,
+                   "workspace of %u x %zu bytes (aligned to %zu) "
+                   "overflows",
+                   op->shards, op->ws_bytes, align);
   rp_mem mem = 0; /* CPU units: system memory */
   void *buf;
   rp_status st = rp__mem_alloc(ex->rt, mem, total, align, &buf);
@@ -299,11 +301,13 @@ static rp_status setup_workspace(rp_exec *ex, const rp_gop *op,
 
 /* Units of a task with a planned replay form (communication): the ext
  * plans each one; units are visited in op order (see rp_task_ext). */
-static rp_status plan_ext_units(rp_exec *ex, const rp_task_rec *t,
-                                uint32_t id, rp_unit *first, uint32_t n) {
+static rp_status plan_ext_units(rp_exec *ex, const rp_task_rec *t, uint32_t id,
+                                rp_unit *first, uint32_t n) {
   if (ex->ext && ex->ext != t->ext)
-    return rp__err(RP_EUNSUPPORTED, "op %u (task '%s'): two kinds of "
-                   "planned tasks in one exec", id, t->name);
+    return rp__err(RP_EUNSUPPORTED,
+                   "op %u (task '%s'): two kinds of "
+                   "planned tasks in one exec",
+                   id, t->name);
   rp_status st;
   if (!ex->ext) {
     if ((st = t->ext->exec_begin(ex->rt, ex->max_inflight, &ex->ext_xs)))
@@ -314,8 +318,8 @@ static rp_status plan_ext_units(rp_exec *ex, const rp_task_rec *t,
     rp_unit *u = first + s;
     int as_task = 0;
     u->ext = t->ext;
-    if ((st = t->ext->plan(ex->ext_xs, id, &u->ctx, &u->ext_state,
-                           &as_task)) != RP_OK)
+    if ((st = t->ext->plan(ex->ext_xs, id, &u->ctx, &u->ext_state, &as_task)) !=
+        RP_OK)
       return rp__err_prefix(st, "op %u (task '%s'): ", id, t->name);
     if (!as_task)
       u->kind = RP_UNIT_EXT;
@@ -338,10 +342,11 @@ static rp_status setup_task_units(rp_exec *ex, uint32_t id,
     u->kind = RP_UNIT_TASK;
     u->op = id;
     u->shard = s;
-    u->pinned = op->shard_procs ? op->shard_procs[s]
-                : op->shards > 1 ? RP_PROC_ANY : op->proc;
-    const rp_proc_info *pi = u->pinned == RP_PROC_ANY
-                                 ? NULL : rp__proc(ex->rt, u->pinned);
+    u->pinned = op->shard_procs  ? op->shard_procs[s]
+                : op->shards > 1 ? RP_PROC_ANY
+                                 : op->proc;
+    const rp_proc_info *pi =
+        u->pinned == RP_PROC_ANY ? NULL : rp__proc(ex->rt, u->pinned);
     int gpu = pi && pi->kind == RP_PROC_GPU; /* lowered: replay/lower.h */
     on_gpu |= gpu;
     u->cost_ns = op->cost_ns ? op->cost_ns : t->cost_ns;
@@ -362,8 +367,10 @@ static rp_status setup_task_units(rp_exec *ex, uint32_t id,
     u->ctx = (rp_task_ctx){.rt = ex->rt,
                            .kind = gpu ? RP_PROC_GPU : RP_PROC_CPU,
                            .shard = s,
-                           .shards = op->shards, .args = u->args,
-                           .args_size = op->args_size, .naccess = op->nacc,
+                           .shards = op->shards,
+                           .args = u->args,
+                           .args_size = op->args_size,
+                           .naccess = op->nacc,
                            .insts = views};
   }
   if (op->ws_bytes) {
@@ -396,8 +403,10 @@ static rp_status setup_units(rp_exec *ex) {
       if (rp_xfer_is_device(u->xd)) { /* lowered: replay/lower.h */
         u->pinned = rp_xfer_device_proc(u->xd);
         if (u->pinned == RP_PROC_ANY)
-          return rp__err(RP_EPROC, "op %u (copy): no GPU processor owns "
-                         "either side's memory", id);
+          return rp__err(RP_EPROC,
+                         "op %u (copy): no GPU processor owns "
+                         "either side's memory",
+                         id);
         u->measure = 0;
       }
       continue;
@@ -426,10 +435,9 @@ static rp_status alloc_slots(rp_exec *ex) {
   for (uint32_t i = 0; i < ex->max_inflight; i++) {
     rp_slot *s = &ex->slots[i];
     s->unit_status = rp__calloc(ex->nunits, sizeof *s->unit_status);
-    s->post_left = rp__calloc(ex->npost ? ex->npost : 1,
-                              sizeof *s->post_left);
-    s->post_status = rp__calloc(ex->npost ? ex->npost : 1,
-                                sizeof *s->post_status);
+    s->post_left = rp__calloc(ex->npost ? ex->npost : 1, sizeof *s->post_left);
+    s->post_status =
+        rp__calloc(ex->npost ? ex->npost : 1, sizeof *s->post_status);
     s->pre = rp__calloc(ex->npre ? ex->npre : 1, sizeof *s->pre);
     s->post = rp__calloc(ex->npost ? ex->npost : 1, sizeof *s->post);
     s->args = rp__calloc(ex->max_args ? ex->max_args : 1, 1);
@@ -460,14 +468,16 @@ static rp_status alloc_lanes(rp_exec *ex) {
 /* The options, checked: past the limits is an error, not a silent clamp. */
 static rp_status options(rp_exec *ex, const rp_exec_opts *o) {
   if (o && o->max_inflight > RP_MAX_INFLIGHT)
-    return rp__err(RP_ERANGE, "rp_instantiate: max_inflight %u exceeds the "
-                   "limit of %u replays in flight", o->max_inflight,
-                   RP_MAX_INFLIGHT);
+    return rp__err(RP_ERANGE,
+                   "rp_instantiate: max_inflight %u exceeds the "
+                   "limit of %u replays in flight",
+                   o->max_inflight, RP_MAX_INFLIGHT);
   if (o && o->max_args > RP_MAX_REPLAY_ARGS)
-    return rp__err(RP_ERANGE, "rp_instantiate: max_args %zu exceeds the "
-                   "limit of %u bytes", o->max_args, RP_MAX_REPLAY_ARGS);
-  ex->max_inflight = o && o->max_inflight ? o->max_inflight
-                                          : DEFAULT_INFLIGHT;
+    return rp__err(RP_ERANGE,
+                   "rp_instantiate: max_args %zu exceeds the "
+                   "limit of %u bytes",
+                   o->max_args, RP_MAX_REPLAY_ARGS);
+  ex->max_inflight = o && o->max_inflight ? o->max_inflight : DEFAULT_INFLIGHT;
   ex->max_args = o && o->max_args ? o->max_args : DEFAULT_MAX_ARGS;
   ex->edge_cost = o && o->edge_cost_ns ? o->edge_cost_ns : DEFAULT_EDGE_COST;
   ex->no_replace = o ? o->no_replace : 0;
@@ -483,11 +493,12 @@ static rp_status check_interp_sources(rp_exec *ex) {
     const rp_gop *op = &ex->g->ops[id];
     for (uint32_t k = 0; k < op->ninterp; k++) {
       size_t end;
-      if (!rp__add_ok(op->interps[k].src_offset, op->interps[k].bytes,
-                      &end) || end > ex->max_args)
-        return rp__err(RP_ERANGE, "op %u: interpolation %u reads replay "
-                       "argument bytes [%zu, +%zu) beyond max_args %zu", id,
-                       k, op->interps[k].src_offset, op->interps[k].bytes,
+      if (!rp__add_ok(op->interps[k].src_offset, op->interps[k].bytes, &end) ||
+          end > ex->max_args)
+        return rp__err(RP_ERANGE,
+                       "op %u: interpolation %u reads replay "
+                       "argument bytes [%zu, +%zu) beyond max_args %zu",
+                       id, k, op->interps[k].src_offset, op->interps[k].bytes,
                        ex->max_args);
       if (end > ex->min_args) {
         ex->min_args = end;
@@ -519,8 +530,7 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
     ex->workspaces = rp__calloc(ex->nunits, sizeof *ex->workspaces);
     ex->ws_mems = rp__calloc(ex->nunits, sizeof *ex->ws_mems);
     ex->views = rp__calloc(g->nops, sizeof *ex->views);
-    if (!ex->order || !ex->xds || !ex->workspaces || !ex->ws_mems ||
-        !ex->views)
+    if (!ex->order || !ex->xds || !ex->workspaces || !ex->ws_mems || !ex->views)
       st = rp__err(RP_ENOMEM, "instantiate: out of memory");
   }
   if (!st)
@@ -618,8 +628,7 @@ void rp__exec_free(rp_exec *ex) {
   rp__quarantine(ex);
 }
 
-rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
-                         rp_exec **out) {
+rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts, rp_exec **out) {
   rp_status gst_ = rp__graph_check(g, "rp_instantiate");
   if (gst_)
     return gst_;

@@ -634,8 +634,8 @@ void rp__lower_stats(const rp_exec *ex, rp_exec_stats *out) {
     uint32_t n = 0;
     for (uint32_t k = 0; k < lw->nseg; k++)
       n += lw->segs[k].gpu == g;
-    out->max_gpu_segments = n > out->max_gpu_segments ? n
-                                                      : out->max_gpu_segments;
+    out->max_gpu_segments =
+        n > out->max_gpu_segments ? n : out->max_gpu_segments;
   }
   for (uint32_t k = 0; k < lw->nseg; k++)
     out->gpu_segments_op_by_op += lw->segs[k].eager != NULL;
@@ -645,8 +645,8 @@ void rp__lower_stats(const rp_exec *ex, rp_exec_stats *out) {
       atomic_load_explicit(&lw->n_op_by_op, memory_order_relaxed);
   out->host_callbacks =
       atomic_load_explicit(&lw->n_callbacks, memory_order_relaxed);
-  out->host_waits = atomic_load_explicit(&lw->n_host_waits,
-                                         memory_order_relaxed);
+  out->host_waits =
+      atomic_load_explicit(&lw->n_host_waits, memory_order_relaxed);
   out->stream_waits =
       atomic_load_explicit(&lw->n_stream_waits, memory_order_relaxed);
 }

@@ -86,11 +86,11 @@ typedef struct rp_seg {
   uint32_t lane; /* the GPU's lane (= its processor id) */
   uint32_t gpu;  /* index into rp_lower.gpus */
   uint32_t key;
-  uint32_t launch;   /* its launcher unit */
-  uint32_t first, n; /* members: rp_lower.members[first .. first + n) */
-  uint32_t pub_off, npub; /* rp_lower.pubs: each lane it has members on,
-                             with the lane position after its last one
-                             (placement) */
+  uint32_t launch;          /* its launcher unit */
+  uint32_t first, n;        /* members: rp_lower.members[first .. first + n) */
+  uint32_t pub_off, npub;   /* rp_lower.pubs: each lane it has members on,
+                               with the lane position after its last one
+                               (placement) */
   uint32_t wait_off, nwait; /* members' CPU-lane waits: rp_lower.waits */
   uint32_t ev_off, nev;     /* other GPUs' events to wait for first */
   uint8_t first_of_gpu;     /* refreshes the GPU's parameters */
@@ -108,14 +108,14 @@ struct rp_lower_streams; /* lower_cuda.c */
 struct rp_lower_rt;
 
 typedef struct rp_gpu_lane {
-  uint32_t lane;      /* processor id */
-  uint32_t group;     /* index (in rp_lower.gpus) of the group's leader:
-                         logical GPUs on one physical device form a group,
-                         whose segments are cut, captured and launched
-                         together on the leader's streams */
-  uint32_t nsrc;      /* leaders: the group's lanes with units (completion
-                         sources of a replay; placement) */
-  int device;         /* physical CUDA device */
+  uint32_t lane;  /* processor id */
+  uint32_t group; /* index (in rp_lower.gpus) of the group's leader:
+                     logical GPUs on one physical device form a group,
+                     whose segments are cut, captured and launched
+                     together on the leader's streams */
+  uint32_t nsrc;  /* leaders: the group's lanes with units (completion
+                     sources of a replay; placement) */
+  int device;     /* physical CUDA device */
   struct rp_lower_streams *streams; /* this exec's own streams on this GPU
                                        (leased from the runtime at
                                        instantiate, handed back at
@@ -125,7 +125,7 @@ typedef struct rp_gpu_lane {
   char *dev_params;   /* device parameter buffer (owned) */
   char *staging;      /* pinned: one param_bytes slot per replay slot */
   rp_mem dev_mem, pin_mem;
-  uint32_t *interp_units; /* GPU task units with argument interpolations */
+  uint32_t *interp_units;    /* GPU task units with argument interpolations */
   rp_task_fn *interp_checks; /* per interp unit: its task's check_fn */
   uint32_t ninterp_units;
 } rp_gpu_lane;
@@ -154,8 +154,8 @@ typedef struct rp_lower {
   uint32_t launch_lane; /* the CPU lane every launcher is pinned to */
   uint32_t ngpu;
   rp_gpu_lane *gpus;
-  uint32_t *gpu_of_lane; /* per lane: index into gpus or UINT32_MAX */
-  int graphs;            /* 0: REPRISE_CUDA_GRAPHS=0, every segment eager */
+  uint32_t *gpu_of_lane;  /* per lane: index into gpus or UINT32_MAX */
+  int graphs;             /* 0: REPRISE_CUDA_GRAPHS=0, every segment eager */
   struct rp_lower_rt *lr; /* the runtime's stream sets (lower_cuda.c) */
   struct rp_lower_trace *trace; /* device times of traced replays, or NULL:
                                    set and cleared by the host thread while
@@ -163,24 +163,24 @@ typedef struct rp_lower {
                                    ex->trace) */
   /* built after placement */
   rp_seg_pub *pubs; /* per segment: pub_off, npub */
-  rp_wait *waits; /* per segment: its members' CPU-lane waits */
+  rp_wait *waits;   /* per segment: its members' CPU-lane waits */
   uint32_t nwaits;
-  void **events;          /* per unit: cudaEvent_t recorded after it for
-                             consumers on other GPUs, or NULL */
-  void **seg_events;      /* per segment: events to wait for (ev_off) */
-  void **nodes;           /* per member slot: its node in the template */
-  uint8_t *colors;        /* per member slot: its capture stream */
-  uint32_t *midx;         /* per unit: its index among its segment's
-                             members */
-  uint32_t *param_off;    /* per unit: offset in its GPU's parameters */
-  rp_seg_cb *cbs;         /* max_inflight x nseg */
-  void **done_events;     /* per segment: recorded on the replay stream
-                             after its work, waited for on the side
-                             stream before its host function */
-  int inline_ok;          /* the launch lane holds only launchers with
-                             nothing to wait for, and no other CPU lane
-                             has units: rp_replay may run the launch lane
-                             itself (no thread hop), see scheduler.c */
+  void **events;       /* per unit: cudaEvent_t recorded after it for
+                          consumers on other GPUs, or NULL */
+  void **seg_events;   /* per segment: events to wait for (ev_off) */
+  void **nodes;        /* per member slot: its node in the template */
+  uint8_t *colors;     /* per member slot: its capture stream */
+  uint32_t *midx;      /* per unit: its index among its segment's
+                          members */
+  uint32_t *param_off; /* per unit: offset in its GPU's parameters */
+  rp_seg_cb *cbs;      /* max_inflight x nseg */
+  void **done_events;  /* per segment: recorded on the replay stream
+                          after its work, waited for on the side
+                          stream before its host function */
+  int inline_ok;       /* the launch lane holds only launchers with
+                          nothing to wait for, and no other CPU lane
+                          has units: rp_replay may run the launch lane
+                          itself (no thread hop), see scheduler.c */
   /* counters for rp_exec_stats, written by whoever runs the launch lane
    * (one thread at a time, replays in order), read relaxed */
   _Atomic uint64_t n_graph_launches; /* CUDA graph launches */
@@ -199,32 +199,32 @@ typedef struct rp_lower {
    * completes replays in stream order as their events complete: no host
    * function at all. Used when no segment but the GPUs' last ones needs a
    * callback (placement), unless REPRISE_GPU_POLL=0. */
-  int poll_ok;               /* REPRISE_GPU_POLL allows it (instantiate):
-                                unset or 1: poll completion words (or
-                                events where the driver cannot write
-                                them), "events": poll events, 0: host
-                                functions on the side stream */
+  int poll_ok; /* REPRISE_GPU_POLL allows it (instantiate):
+                  unset or 1: poll completion words (or
+                  events where the driver cannot write
+                  them), "events": poll events, 0: host
+                  functions on the side stream */
   int poll_events;
-  int polled;                /* this placement completes by polling */
-  uint32_t *words;           /* max_inflight x ngpu, pinned: the device
-                                writes r + 1 there after replay r's work
-                                (a stream memory write); NULL where the
-                                driver has none: then slot_events */
-  char *words_dev;           /* the device address of words */
-  void **slot_events;        /* max_inflight x ngpu */
-  uint8_t *by_word;          /* max_inflight x ngpu: 1 when that replay
-                                ends with a word write (it was alone in
-                                flight: latency matters, and reading the
-                                word is immediate), 0 with an event record
-                                (others in flight: a stream memory write's
-                                fence would cost each replay ~1.8 us of
-                                device time on an H100) */
-  _Atomic uint64_t *launched;/* max_inflight x ngpu: r + 1 once replay r's
-                                event record was issued (release) */
-  uint64_t *rel_of;          /* max_inflight x ngpu: replay r's rel */
-  uint64_t *next_r;          /* per GPU: the next replay the poller
-                                completes (poller thread only) */
-  uint32_t *last_seg;        /* per GPU: its last segment */
+  int polled;                 /* this placement completes by polling */
+  uint32_t *words;            /* max_inflight x ngpu, pinned: the device
+                                 writes r + 1 there after replay r's work
+                                 (a stream memory write); NULL where the
+                                 driver has none: then slot_events */
+  char *words_dev;            /* the device address of words */
+  void **slot_events;         /* max_inflight x ngpu */
+  uint8_t *by_word;           /* max_inflight x ngpu: 1 when that replay
+                                 ends with a word write (it was alone in
+                                 flight: latency matters, and reading the
+                                 word is immediate), 0 with an event record
+                                 (others in flight: a stream memory write's
+                                 fence would cost each replay ~1.8 us of
+                                 device time on an H100) */
+  _Atomic uint64_t *launched; /* max_inflight x ngpu: r + 1 once replay r's
+                                 event record was issued (release) */
+  uint64_t *rel_of;           /* max_inflight x ngpu: replay r's rel */
+  uint64_t *next_r;           /* per GPU: the next replay the poller
+                                 completes (poller thread only) */
+  uint32_t *last_seg;         /* per GPU: its last segment */
   RP_ALIGNED_LINE _Atomic uint32_t cb_pending; /* callbacks enqueued and
                                                   not yet finished */
 } rp_lower;

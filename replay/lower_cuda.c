@@ -73,12 +73,12 @@ typedef struct rp_lower_rt {
   lower_streams *all;
   /* The GPU poller (see "completion by polling" below): one thread per
    * runtime, started by the first exec that may complete by polling. */
-  pthread_mutex_t reg_lock;  /* the registry (instantiate, destroy) */
-  rp_exec **reg;             /* execs it polls */
+  pthread_mutex_t reg_lock; /* the registry (instantiate, destroy) */
+  rp_exec **reg;            /* execs it polls */
   uint32_t nreg, capreg;
-  rp_exec **snap;            /* the poller's copy (poller only) */
+  rp_exec **snap; /* the poller's copy (poller only) */
   uint32_t capsnap;
-  int started;               /* under lock */
+  int started; /* under lock */
   pthread_t thread;
   RP_ALIGNED_LINE _Atomic uint64_t scan_seq; /* odd while scanning */
   RP_ALIGNED_LINE _Atomic uint32_t pending;  /* replay x GPU completions
@@ -557,8 +557,8 @@ static rp_status add_member(rp_exec *ex, uint32_t k, uint32_t i,
 }
 
 /* Builds segment k's graph into b (b->nodes, b->colors sized sg->n). */
-static rp_status build_graph(rp_exec *ex, uint32_t k,
-                             const lower_streams *gs, seg_build *b) {
+static rp_status build_graph(rp_exec *ex, uint32_t k, const lower_streams *gs,
+                             seg_build *b) {
   const rp_seg *sg = &ex->lw->segs[k];
   uint32_t maxdeg = 0;
   for (uint32_t i = 0; i < sg->n; i++) {
@@ -615,8 +615,8 @@ static rp_status segment_graph(rp_exec *ex, uint32_t k) {
 static rp_status completion_words(rp_exec *ex, size_t n) {
   rp_lower *lw = ex->lw;
   void *w = NULL;
-  rp_status st = rp__mem_alloc(ex->rt, lw->gpus[0].pin_mem,
-                               n * sizeof(uint32_t), 64, &w);
+  rp_status st =
+      rp__mem_alloc(ex->rt, lw->gpus[0].pin_mem, n * sizeof(uint32_t), 64, &w);
   if (st)
     return rp__err_prefix(st, "instantiate: completion words: ");
   memset(w, 0, n * sizeof(uint32_t));
@@ -650,8 +650,8 @@ static rp_status setup_callbacks(rp_exec *ex) {
   size_t ncb = (size_t)ex->max_inflight * lw->nseg;
   lw->cbs = rp__calloc(ncb, sizeof *lw->cbs);
   lw->owed = rp__calloc((size_t)ex->max_inflight * lw->ngpu, sizeof *lw->owed);
-  lw->done_events = rp__calloc(lw->nseg ? lw->nseg : 1,
-                               sizeof *lw->done_events);
+  lw->done_events =
+      rp__calloc(lw->nseg ? lw->nseg : 1, sizeof *lw->done_events);
   size_t nsg = (size_t)ex->max_inflight * lw->ngpu;
   lw->slot_events = rp__calloc(nsg, sizeof *lw->slot_events);
   lw->launched = rp__calloc(nsg, sizeof *lw->launched);
@@ -667,8 +667,8 @@ static rp_status setup_callbacks(rp_exec *ex) {
       return st;
   }
   for (size_t i = 0; lw->poll_ok && i < nsg; i++) {
-    rp_status st = rp__cuda_event_create(
-        ex->rt, lw->gpus[i % lw->ngpu].lane, &lw->slot_events[i]);
+    rp_status st = rp__cuda_event_create(ex->rt, lw->gpus[i % lw->ngpu].lane,
+                                         &lw->slot_events[i]);
     if (st)
       return rp__err_prefix(st, "instantiate: completion event: ");
   }
@@ -679,8 +679,10 @@ static rp_status setup_callbacks(rp_exec *ex) {
     rp_status st =
         rp__cuda_event_create(ex->rt, lw->segs[k].lane, &lw->done_events[k]);
     if (st)
-      return rp__err_prefix(st, "instantiate: completion event of segment "
-                                "%u: ", k);
+      return rp__err_prefix(st,
+                            "instantiate: completion event of segment "
+                            "%u: ",
+                            k);
   }
   for (uint32_t slot = 0; slot < ex->max_inflight; slot++)
     for (uint32_t k = 0; k < lw->nseg; k++) {
@@ -808,12 +810,13 @@ static void seg_done_body(rp_seg_cb *c) {
  * poller, a failing launcher and the lost-context rescue claims a replay's
  * completion (owed: CAS from r + 1 to 0). */
 
-#define POLL_LINGER_NS 200000u  /* spin after the last completion */
-#define POLL_BUSY_NS 100000u    /* then yield between polls... */
-#define POLL_SPACED_NS 2000u    /* between polls with several in flight */
-#define POLL_NAP_NS 1000000u    /* ...and past this nap 10 us (quiet
-                                   counts from the last completion or the
-                                   last new work, whichever is later) */
+#define POLL_LINGER_NS 200000u /* spin after the last completion */
+#define POLL_BUSY_NS 100000u   /* then yield between polls... */
+#define POLL_SPACED_NS 2000u   /* between polls with several in flight */
+#define POLL_NAP_NS                                                            \
+  1000000u /* ...and past this nap 10 us (quiet                                \
+              counts from the last completion or the                           \
+              last new work, whichever is later) */
 
 /* GPU g's last segment of replay r (slot index si) completed. */
 static void gpu_done(rp_exec *ex, uint32_t g, uint32_t si, uint64_t rel) {
@@ -841,8 +844,7 @@ static uint32_t poll_exec(rp_exec *ex) {
       uint32_t si = (uint32_t)(r % ex->max_inflight);
       size_t i = (size_t)si * lw->ngpu + g;
       /* acquire: pairs with the launcher's release of launched */
-      uint64_t l = atomic_load_explicit(&lw->launched[i],
-                                        memory_order_acquire);
+      uint64_t l = atomic_load_explicit(&lw->launched[i], memory_order_acquire);
       if (l <= r)
         break; /* replay r has not issued this GPU's work yet */
       uint64_t want = r + 1;
@@ -1016,16 +1018,15 @@ static void signal_polled(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   /* issue_segment made the device current, unless the replay is stale */
   rp_status st = s->stale ? rp__cuda_device_use(ex->rt, gl->device) : RP_OK;
   /* alone in flight (no earlier replay incomplete): the word */
-  uint8_t word = lw->words &&
-                 atomic_load_explicit(&ex->done_seq, memory_order_relaxed) ==
-                     (uint32_t)s->r;
+  uint8_t word =
+      lw->words && atomic_load_explicit(&ex->done_seq, memory_order_relaxed) ==
+                       (uint32_t)s->r;
   lw->by_word[i] = word; /* published by the release of launched */
   if (!st)
     st = word ? rp__cuda_stream_write_u32(ex->rt, gl->stream,
                                           lw->words_dev + i * sizeof(uint32_t),
                                           (uint32_t)(s->r + 1))
-              : rp__cuda_event_record(ex->rt, lw->slot_events[i],
-                                      gl->stream);
+              : rp__cuda_event_record(ex->rt, lw->slot_events[i], gl->stream);
   if (st == RP_OK) {
     /* release: the slot's statuses, rel and owed before the poller */
     atomic_store_explicit(&lw->launched[i], s->r + 1, memory_order_release);
@@ -1051,7 +1052,7 @@ static void signal_segment(rp_exec *ex, uint32_t k, rp_slot *s, uint32_t slot,
   rp_lower *lw = ex->lw;
   const rp_seg *sg = &lw->segs[k];
   if (!sg->needs_cb)
-    return; /* a later segment's callback publishes past it */
+    return;         /* a later segment's callback publishes past it */
   if (lw->polled) { /* sg is its GPU's last segment (rp__lower_placed) */
     signal_polled(ex, sg, s, slot, rel);
     return;
@@ -1279,16 +1280,16 @@ static void fail_members(rp_exec *ex, const rp_seg *sg, rp_slot *s,
 /* ---- traces: device times of traced replays ---- */
 
 struct rp_lower_trace {
-  uint64_t from;    /* replays [from, from + n) */
+  uint64_t from; /* replays [from, from + n) */
   uint32_t n;
-  void **ev;        /* [((r - from) * nseg + k) * 2 + 0 / 1]: timed events
-                       recorded before / after segment k's work */
-  uint8_t *how;     /* [(r - from) * nseg + k]: 0 not recorded, 1 graph,
-                       2 op by op; written by the launcher, read after
-                       quiesce (the launcher's lane completes the replay
-                       after it: release/acquire through done_seq) */
-  void **base;      /* per GPU: the reference event */
-  uint64_t *base_ns;/* per GPU: host clock when it had completed */
+  void **ev;         /* [((r - from) * nseg + k) * 2 + 0 / 1]: timed events
+                        recorded before / after segment k's work */
+  uint8_t *how;      /* [(r - from) * nseg + k]: 0 not recorded, 1 graph,
+                        2 op by op; written by the launcher, read after
+                        quiesce (the launcher's lane completes the replay
+                        after it: release/acquire through done_seq) */
+  void **base;       /* per GPU: the reference event */
+  uint64_t *base_ns; /* per GPU: host clock when it had completed */
 };
 
 /* The event pair of segment sg in traced slot s, or NULL. */
@@ -1297,8 +1298,8 @@ static void **trace_pair(rp_exec *ex, const rp_seg *sg, const rp_slot *s,
   struct rp_lower_trace *t = ex->lw->trace;
   if (!t || s->r < t->from || s->r - t->from >= t->n)
     return NULL;
-  size_t i = (size_t)(s->r - t->from) * ex->lw->nseg +
-             (size_t)(sg - ex->lw->segs);
+  size_t i =
+      (size_t)(s->r - t->from) * ex->lw->nseg + (size_t)(sg - ex->lw->segs);
   *how = &t->how[i];
   return &t->ev[2 * i];
 }
@@ -1469,8 +1470,8 @@ int rp__lower_quiesce(rp_exec *ex) {
 
 /* ---- traces: arming and reading ---- */
 
-static void trace_destroy(rp_runtime *rt, struct rp_lower_trace *t,
-                          size_t nev, uint32_t ngpu) {
+static void trace_destroy(rp_runtime *rt, struct rp_lower_trace *t, size_t nev,
+                          uint32_t ngpu) {
   for (size_t i = 0; t->ev && i < nev; i++)
     (void)rp__cuda_event_destroy(rt, t->ev[i]);
   for (uint32_t i = 0; t->base && i < ngpu; i++)
@@ -1495,8 +1496,7 @@ void rp__lower_trace_free(rp_exec *ex) {
  * the host clock read right after stands for its device time (late by the
  * host's wake-up, a few us). Work already queued there is waited for too:
  * no traced replay is in flight yet. */
-static rp_status trace_base(rp_exec *ex, struct rp_lower_trace *t,
-                            uint32_t i) {
+static rp_status trace_base(rp_exec *ex, struct rp_lower_trace *t, uint32_t i) {
   const rp_gpu_lane *gl = &ex->lw->gpus[i];
   rp_status st = rp__cuda_event_create_timed(ex->rt, gl->lane, &t->base[i]);
   int prev;

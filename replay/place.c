@@ -17,8 +17,8 @@ static uint64_t unit_cost(const rp_exec *ex, const rp_unit *u,
                           int use_measured) {
   if (use_measured && u->measure && ex->measure_to > ex->measure_from &&
       u->measured_ns != UINT64_MAX)
-    return (u->measured_ns > ex->clock_ns ? u->measured_ns - ex->clock_ns
-                                          : 0) + 1;
+    return (u->measured_ns > ex->clock_ns ? u->measured_ns - ex->clock_ns : 0) +
+           1;
   return u->cost_ns ? u->cost_ns : DEFAULT_COST_NS;
 }
 
@@ -76,8 +76,7 @@ static uint64_t eft(const rp_exec *ex, const rp_unit *u, uint32_t w,
                                           : 0;
   for (uint32_t j = 0; j < u->npred; j++) {
     uint32_t p = ex->preds[u->pred_off + j];
-    uint64_t ready =
-        finish[p] + (ex->units[p].lane != w ? ex->edge_cost : 0);
+    uint64_t ready = finish[p] + (ex->units[p].lane != w ? ex->edge_cost : 0);
     if (ready > start)
       start = ready;
   }
@@ -223,12 +222,12 @@ static rp_status build_waits(rp_exec *ex, const unsigned char *wrap_from,
   uint32_t n = ex->nunits, L = ex->nlanes;
   size_t cells;
   if (!rp__mul_ok(n, L, &cells) || cells > (64u << 20))
-    return rp__err(RP_ERANGE, "placement: %u units x %u lanes is too large",
-                   n, L);
+    return rp__err(RP_ERANGE, "placement: %u units x %u lanes is too large", n,
+                   L);
   uint32_t *kn = rp__calloc(cells ? cells : 1, sizeof *kn);
   uint32_t *need = rp__calloc(L, sizeof *need);
   uint32_t *wrap_need = rp__calloc(L, sizeof *wrap_need);
-  uint32_t *last = malloc(sizeof *last * L);      /* last unit per lane */
+  uint32_t *last = malloc(sizeof *last * L); /* last unit per lane */
   uint32_t *wrap_known = rp__calloc(L * (size_t)L, sizeof *wrap_known);
   rp_status st = RP_OK;
   if (!kn || !need || !wrap_need || !last || !wrap_known) {
@@ -312,8 +311,8 @@ out:
 /* Wrap-around dependencies (replay r+1 on replay r), from the accesses:
  * analyse the op sequence twice; deps of the second pass on the first are
  * the cross-replay edges. Expanded to units. */
-rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has,
-                              uint32_t **off, uint32_t **src) {
+rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
+                              uint32_t **src) {
   const rp_graph *g = ex->g;
   rp_analysis a;
   rp__analysis_init(&a, (rp_dep_hooks){0});
@@ -340,8 +339,8 @@ rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has,
       }
       /* tokens: the op id, with the pass in the high half */
       if (!st)
-        st = rp__analysis_commit(
-            &a, ap, na, (rp_dep_token){(uint64_t)pass << 32 | op, 0});
+        st = rp__analysis_commit(&a, ap, na,
+                                 (rp_dep_token){(uint64_t)pass << 32 | op, 0});
     }
   rp__analysis_fini(&a);
   free(topo_ops);
@@ -411,9 +410,9 @@ static void fill_hot(rp_exec *ex) {
           .fn = u->fn,
           .ctx = &u->ctx,
           .unit = l->units[i],
-          .slow = u->kind != RP_UNIT_TASK || u->nwait || u->nport ||
-                  u->npost || u->publish || u->ninterp ||
-                  u->shards_src != SIZE_MAX || u->guard != NULL,
+          .slow = u->kind != RP_UNIT_TASK || u->nwait || u->nport || u->npost ||
+                  u->publish || u->ninterp || u->shards_src != SIZE_MAX ||
+                  u->guard != NULL,
       };
     }
   }
@@ -423,8 +422,8 @@ rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq) {
   uint32_t n = ex->nunits;
   unsigned char *wrap_has = rp__calloc(n, 1);
   uint32_t *wrap_off = NULL, *wrap_src = NULL;
-  rp_status st = wrap_has ? RP_OK
-                          : rp__err(RP_ENOMEM, "placement: out of memory");
+  rp_status st =
+      wrap_has ? RP_OK : rp__err(RP_ENOMEM, "placement: out of memory");
   if (!st)
     st = port_first(ex, seq);
   if (!st) {

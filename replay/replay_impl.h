@@ -41,35 +41,35 @@ typedef struct rp_wait {
 
 typedef struct rp_unit {
   uint8_t kind;
-  uint8_t publish;   /* store the lane's progress after this unit */
-  uint8_t measure;   /* unplaced unit whose cost is being measured */
-  uint32_t op;       /* graph op id */
+  uint8_t publish; /* store the lane's progress after this unit */
+  uint8_t measure; /* unplaced unit whose cost is being measured */
+  uint32_t op;     /* graph op id */
   uint32_t shard;
-  uint32_t lane;     /* worker */
-  uint32_t pos;      /* index in the lane */
-  uint32_t wait_off, nwait;  /* into exec->waits */
-  uint32_t port_off, nport;  /* precondition ports: into exec->ports */
-  uint32_t post_off, npost;  /* postcondition ports: into exec->posts */
-  uint32_t pred_off, npred;  /* predecessor units: into exec->preds */
-  rp_proc pinned;            /* RP_PROC_ANY when the engine places it */
-  uint64_t cost_ns;          /* hint or measurement (placement) */
-  uint64_t measured_ns;      /* fastest run in the measurement window (the
-                                minimum is robust to preemption and cold
-                                caches); UINT64_MAX before */
+  uint32_t lane;            /* worker */
+  uint32_t pos;             /* index in the lane */
+  uint32_t wait_off, nwait; /* into exec->waits */
+  uint32_t port_off, nport; /* precondition ports: into exec->ports */
+  uint32_t post_off, npost; /* postcondition ports: into exec->posts */
+  uint32_t pred_off, npred; /* predecessor units: into exec->preds */
+  rp_proc pinned;           /* RP_PROC_ANY when the engine places it */
+  uint64_t cost_ns;         /* hint or measurement (placement) */
+  uint64_t measured_ns;     /* fastest run in the measurement window (the
+                               minimum is robust to preemption and cold
+                               caches); UINT64_MAX before */
   /* task units */
   rp_task_fn fn;
-  rp_task_ctx ctx;           /* prebuilt; args/shards refreshed per replay */
-  char *args;                /* this unit's own argument bytes */
-  const rp_interp *interps;  /* into the exec's copy of the op */
+  rp_task_ctx ctx;          /* prebuilt; args/shards refreshed per replay */
+  char *args;               /* this unit's own argument bytes */
+  const rp_interp *interps; /* into the exec's copy of the op */
   uint32_t ninterp;
-  size_t shards_src;         /* SIZE_MAX or offset of the shard count */
+  size_t shards_src; /* SIZE_MAX or offset of the shard count */
   uint32_t max_shards;
   /* what traces, NVTX ranges and error details call the unit: the op's
    * name (rp_capture_name_next, graph files) when it has one, else its
    * task's name; copies: the op's name or NULL ("reprise.copy") */
   const char *name;
   const char *task_name; /* tasks: the registered task name */
-  unsigned char *guard;      /* debug: bytes after this shard's workspace */
+  unsigned char *guard;  /* debug: bytes after this shard's workspace */
   /* copy units */
   rp_xfer_desc *xd;
   /* ext units (and ext tasks kept as tasks): the plan's state */
@@ -94,7 +94,7 @@ typedef struct rp_lane {
   RP_ALIGNED_LINE uint32_t *units; /* unit indices, len entries */
   rp_hot *hot;                     /* the same, as hot records */
   uint32_t len;
-  uint64_t cur_replay;             /* what rp_ctx_replay reports */
+  uint64_t cur_replay; /* what rp_ctx_replay reports */
   _Atomic uint64_t ops_run, ops_skipped, handoffs, wakeups;
 } rp_lane;
 
@@ -116,20 +116,20 @@ typedef struct rp_slot {
   _Atomic uint32_t *post_left; /* per postcondition port */
   _Atomic int32_t *post_status;
   rp_event done;
-  rp_event *pre;               /* retained, npre */
-  rp_event *post;              /* npost */
+  rp_event *pre;  /* retained, npre */
+  rp_event *post; /* npost */
   uint64_t r;
   char *args;
   size_t args_size;
-  int stale;                   /* an instance went stale: skip everything */
+  int stale; /* an instance went stale: skip everything */
   /* 0 armed, 1 counter reached zero, 2 completion claimed: completion is in
    * replay order without blocking a completer (see complete()) */
   _Atomic uint32_t zeroed;
-  int measure;                 /* time every unit (placement window) */
-  int timed;                   /* time the replay (placement trials) */
-  _Atomic uint64_t t_start;    /* when its first lane started (timed) */
-  char detail[256];            /* first failure, for rp_exec_error_detail */
-  int traced;                  /* record this replay's timeline (trace.c) */
+  int measure;              /* time every unit (placement window) */
+  int timed;                /* time the replay (placement trials) */
+  _Atomic uint64_t t_start; /* when its first lane started (timed) */
+  char detail[256];         /* first failure, for rp_exec_error_detail */
+  int traced;               /* record this replay's timeline (trace.c) */
 } rp_slot;
 
 struct rp_exec {
@@ -140,52 +140,52 @@ struct rp_exec {
 
   rp_unit *units;
   uint32_t nunits;
-  uint32_t *order;       /* units in the global order (S') */
-  uint32_t *op_first;    /* first unit of each graph op */
-  uint32_t *preds;       /* CSR payload */
+  uint32_t *order;    /* units in the global order (S') */
+  uint32_t *op_first; /* first unit of each graph op */
+  uint32_t *preds;    /* CSR payload */
   rp_wait *waits;
   uint32_t nwaits, waits_cap;
-  uint32_t *ports;       /* precondition port ids per unit */
-  uint32_t *posts;       /* postcondition port ids per unit */
-  uint32_t *post_units;  /* units bound per postcondition port */
+  uint32_t *ports;      /* precondition port ids per unit */
+  uint32_t *posts;      /* postcondition port ids per unit */
+  uint32_t *post_units; /* units bound per postcondition port */
   uint32_t npre, npost;
 
-  uint32_t nlanes;       /* = processors: CPU workers, then GPU lanes
-                            (replay/lower.h), which no worker runs */
-  uint32_t ncpu;         /* CPU workers: lanes [0, ncpu) */
+  uint32_t nlanes; /* = processors: CPU workers, then GPU lanes
+                      (replay/lower.h), which no worker runs */
+  uint32_t ncpu;   /* CPU workers: lanes [0, ncpu) */
   rp_lane *lanes;
   uint64_t mask[RP_MASK_WORDS]; /* lanes with units */
-  uint32_t active;       /* lanes with units: completion sources */
-  uint32_t nlaunch;      /* launcher units (after the op units) */
-  uint32_t *unit_key;    /* GPU lowering: per unit, the order key (NULL
-                            without GPU units) */
-  struct rp_lower *lw;   /* GPU lowering (NULL without GPU units) */
+  uint32_t active;              /* lanes with units: completion sources */
+  uint32_t nlaunch;             /* launcher units (after the op units) */
+  uint32_t *unit_key;           /* GPU lowering: per unit, the order key (NULL
+                                   without GPU units) */
+  struct rp_lower *lw;          /* GPU lowering (NULL without GPU units) */
 
   rp_instance_info **views; /* per graph op: its accesses' instances */
-  rp_inst_view *insts;   /* every instance the exec touches */
+  rp_inst_view *insts;      /* every instance the exec touches */
   uint32_t ninsts;
   rp_xfer_desc *xds;
   uint32_t nxds;
   const rp_task_ext *ext; /* the ext table of the exec's ext units */
-  void *ext_xs;          /* its per-exec state (exec_begin) */
-  rp_inst *mirrors;      /* one instance per graph mirror (owned) */
+  void *ext_xs;           /* its per-exec state (exec_begin) */
+  rp_inst *mirrors;       /* one instance per graph mirror (owned) */
   uint32_t nmirrors;
-  void **workspaces;     /* one buffer per SPMD op with a workspace */
+  void **workspaces; /* one buffer per SPMD op with a workspace */
   rp_mem *ws_mems;
   uint32_t nws;
 
   rp_slot *slots;
   uint32_t max_inflight;
   size_t max_args;
-  size_t min_args;          /* the shortest argument block a replay may
-                               pass: the end of the furthest interpolation
-                               source (0: none) */
-  uint32_t min_args_op;     /* the op and interpolation that read there */
+  size_t min_args;      /* the shortest argument block a replay may
+                           pass: the end of the furthest interpolation
+                           source (0: none) */
+  uint32_t min_args_op; /* the op and interpolation that read there */
   uint32_t min_args_interp;
   uint64_t edge_cost;
   int no_replace;
 
-  uint64_t issued;               /* replays submitted (host side) */
+  uint64_t issued; /* replays submitted (host side) */
   /* misuse guards (scheduler.c): 1 while a thread is inside rp_replay (a
    * second concurrent caller is refused: RP_EBUSY); issued as seen by other
    * threads, stored (seq_cst) before the replay checks its instances'
@@ -194,33 +194,33 @@ struct rp_exec {
   _Atomic uint64_t issued_pub;
   struct rp_exec *reg_next, *reg_prev; /* rp_replay_state.execs */
   int registered;
-  uint64_t epoch;                /* replay number placement started at */
-  uint64_t last_sub;             /* ring index of the last submission */
-  int submitted;                 /* some replay went through the ring */
-  uint64_t inline_runs;          /* replays whose launch lane ran in the
-                                    calling thread (host side only) */
+  uint64_t epoch;       /* replay number placement started at */
+  uint64_t last_sub;    /* ring index of the last submission */
+  int submitted;        /* some replay went through the ring */
+  uint64_t inline_runs; /* replays whose launch lane ran in the
+                           calling thread (host side only) */
   RP_ALIGNED_LINE _Atomic uint32_t done_seq; /* replays completed (low 32) */
   _Atomic uint32_t done_sleepers;
-  _Atomic uint32_t wake_at;      /* done_seq a sleeping host waits for */
-  _Atomic uint64_t interval_ns;  /* smoothed time between completions */
-  uint64_t last_done_ns;         /* completion path only */
+  _Atomic uint32_t wake_at;     /* done_seq a sleeping host waits for */
+  _Atomic uint64_t interval_ns; /* smoothed time between completions */
+  uint64_t last_done_ns;        /* completion path only */
   _Atomic uint64_t completed;
 
   /* placement measurement and trials (tune.c) */
   uint32_t measure_from, measure_to; /* replays [from, to) are timed */
-  int tuning;               /* trials still running */
-  int tune_phase;           /* 0: timing units; 1: timing placements */
+  int tuning;                        /* trials still running */
+  int tune_phase;                    /* 0: timing units; 1: timing placements */
   rp_trial trials[RP_TRIALS];
   uint32_t ntrials, cur_trial;
   uint64_t dts[RP_TRIAL_LEN]; /* replay times in the current window */
   uint32_t ndt;
-  uint64_t last_end;        /* completion time of the previous replay */
+  uint64_t last_end; /* completion time of the previous replay */
   uint64_t clock_ns; /* cost of reading the clock, subtracted from timings */
   int replace_pending;
   uint64_t replacements;
   char place_why[160];
   char last_detail[256];
-  pthread_mutex_t detail_lock;   /* failure path only */
+  pthread_mutex_t detail_lock; /* failure path only */
 
   /* traces (trace.c): NULL unless rp_exec_trace_start armed one; set and
    * cleared by the host thread only while no traced replay is in flight */
@@ -333,12 +333,10 @@ void rp__trace_arm(rp_exec *ex, rp_slot *s, uint64_t r);
 /* One unit of a traced replay ran on `lane` (or was skipped): t_wait is
  * the clock before its waits (0: it had none), t_start before it ran (0:
  * it did not run); the end is read here. */
-void rp__trace_unit(rp_exec *ex, const rp_slot *s, uint32_t unit,
-                    uint32_t lane, uint64_t t_wait, uint64_t t_start,
-                    rp_status st, int skip);
+void rp__trace_unit(rp_exec *ex, const rp_slot *s, uint32_t unit, uint32_t lane,
+                    uint64_t t_wait, uint64_t t_start, rp_status st, int skip);
 /* complete(): the traced replay finished at `now` with status st. */
-void rp__trace_done(rp_exec *ex, const rp_slot *s, uint64_t now,
-                    rp_status st);
+void rp__trace_done(rp_exec *ex, const rp_slot *s, uint64_t now, rp_status st);
 void rp__trace_free(rp_exec *ex);
 /* Clock reads taken for traces so far (tests: 0 while tracing is off). */
 uint64_t rp__exec_trace_clock_reads(const rp_exec *ex);

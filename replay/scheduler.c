@@ -65,10 +65,11 @@ static rp_status inst_busy(rp_runtime *rt, void *arg, rp_inst inst,
     uint32_t inflight = inflight_settled(ex);
     for (uint32_t i = 0; inflight && i < ex->ninsts && !st; i++)
       if (ex->insts[i].slot == slot && ex->insts[i].info.generation == gen)
-        st = rp__err(RP_EBUSY, "%s: instance %#llx is used by exec %p, "
+        st = rp__err(RP_EBUSY,
+                     "%s: instance %#llx is used by exec %p, "
                      "which has %u replay(s) in flight; wait for their done "
-                     "events first (nothing was changed)", what,
-                     (unsigned long long)inst.id, (void *)ex, inflight);
+                     "events first (nothing was changed)",
+                     what, (unsigned long long)inst.id, (void *)ex, inflight);
   }
   pthread_mutex_unlock(&rs->exec_lock);
   return st;
@@ -123,16 +124,16 @@ rp_replay_state *rp__replay_state(rp_runtime *rt) {
   memset(rs, 0, sizeof *rs);
   rs->rt = rt;
   rs->nworkers = rp__cpu_workers(rt);
-  rs->cursors = aligned_alloc(RP_CACHELINE,
-                              sizeof(rp_cursor) * (rs->nworkers + 1));
+  rs->cursors =
+      aligned_alloc(RP_CACHELINE, sizeof(rp_cursor) * (rs->nworkers + 1));
   if (!rs->cursors) {
     free(rs);
     return NULL;
   }
   memset(rs->cursors, 0, sizeof(rp_cursor) * (rs->nworkers + 1));
   pthread_mutex_init(&rs->exec_lock, NULL);
-  rp_replay_state *won = rp__layer_set(rt, RP_LAYER_REPLAY, rs, replay_dtor,
-                                       NULL);
+  rp_replay_state *won =
+      rp__layer_set(rt, RP_LAYER_REPLAY, rs, replay_dtor, NULL);
   if (won != rs) {
     replay_dtor(rt, rs);
     return won;
@@ -214,10 +215,12 @@ static void unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
                                              : u->name;
   const char *named = u->name && u->name != u->task_name ? u->name : NULL;
   if (atomic_compare_exchange_strong(&s->status, &zero, (int32_t)st))
-    snprintf(s->detail, sizeof s->detail, "replay %llu: op %u%s%s%s (%s) "
-             "shard %u: %s: %s", (unsigned long long)s->r, u->op,
-             named ? " '" : "", named ? named : "", named ? "'" : "", kind,
-             u->shard, rp_status_name(st), why ? why : "");
+    snprintf(s->detail, sizeof s->detail,
+             "replay %llu: op %u%s%s%s (%s) "
+             "shard %u: %s: %s",
+             (unsigned long long)s->r, u->op, named ? " '" : "",
+             named ? named : "", named ? "'" : "", kind, u->shard,
+             rp_status_name(st), why ? why : "");
   for (uint32_t k = 0; k < u->npost; k++) {
     zero = 0;
     atomic_compare_exchange_strong(&s->post_status[ex->posts[u->post_off + k]],
@@ -294,8 +297,7 @@ static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
   return st;
 }
 
-static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip,
-                          const char **why) {
+static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip, const char **why) {
   if (u->kind == RP_UNIT_EXT) {
     /* communication (dist/): planned at instantiate, run here */
     rp__nvtx_push(u->name);
@@ -328,8 +330,8 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip,
 static void post_done(rp_exec *ex, const rp_unit *u, rp_slot *s) {
   for (uint32_t k = 0; k < u->npost; k++) {
     uint32_t p = ex->posts[u->post_off + k];
-    if (atomic_fetch_sub_explicit(&s->post_left[p], 1,
-                                  memory_order_acq_rel) == 1)
+    if (atomic_fetch_sub_explicit(&s->post_left[p], 1, memory_order_acq_rel) ==
+        1)
       rp__event_complete(ex->rt, s->post[p],
                          (rp_status)atomic_load(&s->post_status[p]));
   }
@@ -356,9 +358,8 @@ static void finish(rp_exec *ex, rp_slot *s) {
   if (RP_UNLIKELY(ex->tuning))
     rp__tune_record(ex, s, now);
   /* completion interval, smoothed (1/8): the host's slot-wait budget */
-  uint64_t last = ex->last_done_ns, iv = atomic_load_explicit(
-                                          &ex->interval_ns,
-                                          memory_order_relaxed);
+  uint64_t last = ex->last_done_ns,
+           iv = atomic_load_explicit(&ex->interval_ns, memory_order_relaxed);
   if (last && now > last)
     atomic_store_explicit(&ex->interval_ns, iv - iv / 8 + (now - last) / 8,
                           memory_order_relaxed);
@@ -408,16 +409,17 @@ void rp__slot_source_done(rp_exec *ex, rp_slot *s) {
 }
 
 void rp__slot_sources_done(rp_exec *ex, rp_slot *s, uint32_t n) {
-  if (n && atomic_fetch_sub_explicit(&s->remaining, n,
-                                     memory_order_acq_rel) == n)
+  if (n &&
+      atomic_fetch_sub_explicit(&s->remaining, n, memory_order_acq_rel) == n)
     complete(ex, s);
 }
 
 static void store_stats(rp_lane *l, const lane_stats *ls) {
   /* owner-only writers: load + store, relaxed (readers may lag) */
 #define ADD_(f, v)                                                             \
-  atomic_store_explicit(&l->f, atomic_load_explicit(&l->f,                     \
-                        memory_order_relaxed) + (v), memory_order_relaxed)
+  atomic_store_explicit(                                                       \
+      &l->f, atomic_load_explicit(&l->f, memory_order_relaxed) + (v),          \
+      memory_order_relaxed)
   ADD_(ops_run, ls->run);
   ADD_(ops_skipped, ls->skipped);
   ADD_(handoffs, ls->handoffs);
@@ -433,16 +435,17 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
   rp_unit *u = &ex->units[ui];
   int traced = s->traced;
   /* a launcher also waits inside rp__lower_launch (its members' waits) */
-  uint64_t t_wait = traced && (u->nwait | u->nport ||
-                               u->kind == RP_UNIT_LAUNCH) ? rp__now_ns() : 0;
+  uint64_t t_wait = traced && (u->nwait | u->nport || u->kind == RP_UNIT_LAUNCH)
+                        ? rp__now_ns()
+                        : 0;
   if (u->nwait)
     wait_unit(ex, u, rel, ls);
   if (u->kind == RP_UNIT_LAUNCH) { /* a GPU segment: it decides itself */
     uint64_t t_issue = 0;
     rp_status lst = rp__lower_launch(ex, ui, s, rel, &t_issue);
     if (RP_UNLIKELY(traced)) /* host side; trace.c adds the device times */
-      rp__trace_unit(ex, s, ui, (uint32_t)(l - ex->lanes), t_wait, t_issue,
-                     lst, 0);
+      rp__trace_unit(ex, s, ui, (uint32_t)(l - ex->lanes), t_wait, t_issue, lst,
+                     0);
     if (u->publish)
       publish(l, (uint32_t)rel * l->len + i + 1);
     return;
@@ -454,8 +457,8 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
     st = RP_ESTALE, skip = 2;
   else if (u->nport && (st = wait_ports(ex, u, s)) != RP_OK)
     why = "precondition poisoned";
-  else if (RP_UNLIKELY(atomic_load_explicit(&s->any_fail,
-                                            memory_order_relaxed)) &&
+  else if (RP_UNLIKELY(
+               atomic_load_explicit(&s->any_fail, memory_order_relaxed)) &&
            (st = rp__pred_status(ex, u, s)) != RP_OK)
     why = "upstream op failed";
   uint64_t t0 = 0;
@@ -548,8 +551,8 @@ int rp__replay_poll(void *arg, unsigned worker) {
 static uint64_t min_cursor(rp_replay_state *rs) {
   uint64_t m = UINT64_MAX;
   for (uint32_t w = 0; w < rs->nworkers; w++) {
-    uint64_t c = atomic_load_explicit(&rs->cursors[w].next,
-                                      memory_order_acquire);
+    uint64_t c =
+        atomic_load_explicit(&rs->cursors[w].next, memory_order_acquire);
     if (c < m)
       m = c;
   }
@@ -621,8 +624,8 @@ static void launch_here(rp_exec *ex, uint64_t r) {
  * (up to 100 us) so the next replay is submitted before the workers run
  * dry. */
 static uint64_t slot_yield_budget(const rp_exec *ex, uint64_t limit) {
-  uint64_t iv = atomic_load_explicit(&((rp_exec *)ex)->interval_ns,
-                                     memory_order_relaxed);
+  uint64_t iv =
+      atomic_load_explicit(&((rp_exec *)ex)->interval_ns, memory_order_relaxed);
   uint64_t queued = iv * (limit > 1 ? limit - 1 : 1);
   return queued >= 100000 ? 1000 : 100000;
 }
@@ -641,8 +644,8 @@ static void wait_inflight(rp_exec *ex, uint64_t limit) {
      * completer then pays for one futex wake per limit/2 replays, and the
      * host preempts a busy worker that often, not at every replay. */
     uint64_t iv = atomic_load_explicit(&ex->interval_ns, memory_order_relaxed);
-    uint32_t free_n = limit > 1 && iv * (limit / 2) >= 100000
-                          ? (uint32_t)(limit / 2) : 1;
+    uint32_t free_n =
+        limit > 1 && iv * (limit / 2) >= 100000 ? (uint32_t)(limit / 2) : 1;
     uint32_t want = (uint32_t)ex->issued - (uint32_t)limit + free_n;
     atomic_store(&ex->wake_at, want);
     atomic_fetch_add(&ex->done_sleepers, 1);
@@ -686,7 +689,8 @@ static rp_status check_args(rp_exec *ex, const rp_replay_args *a) {
   }
   rp_status st = rp__runtime_check(ex->rt);
   if (RP_UNLIKELY(rp__runtime_is_model(ex->rt)))
-    return rp__err(RP_EUNSUPPORTED, "rp_replay: the exec was instantiated on "
+    return rp__err(RP_EUNSUPPORTED,
+                   "rp_replay: the exec was instantiated on "
                    "a model of a machine (reprise dump): it can be dumped, not "
                    "run");
   if (st)
@@ -694,32 +698,38 @@ static rp_status check_args(rp_exec *ex, const rp_replay_args *a) {
   size_t size = a ? a->args_size : 0;
   uint32_t npre = a ? a->npre : 0;
   if (size > ex->max_args)
-    return rp__err(RP_ERANGE, "rp_replay: %zu argument bytes, exec accepts "
-                   "%zu (rp_exec_opts.max_args)", size, ex->max_args);
+    return rp__err(RP_ERANGE,
+                   "rp_replay: %zu argument bytes, exec accepts "
+                   "%zu (rp_exec_opts.max_args)",
+                   size, ex->max_args);
   if (size && !a->args)
-    return rp__err(RP_EINVAL, "rp_replay: args_size %zu with NULL args",
-                   size);
+    return rp__err(RP_EINVAL, "rp_replay: args_size %zu with NULL args", size);
   if (npre != ex->npre)
-    return rp__err(RP_EPORT, "rp_replay: the exec has %u precondition ports, "
-                   "the replay supplied %u events", ex->npre, npre);
+    return rp__err(RP_EPORT,
+                   "rp_replay: the exec has %u precondition ports, "
+                   "the replay supplied %u events",
+                   ex->npre, npre);
   if (npre && !a->pre)
     return rp__err(RP_EINVAL, "rp_replay: NULL precondition events");
   for (uint32_t i = 0; i < npre; i++)
     if (!rp__event_live(ex->rt, a->pre[i]) || (a->pre[i].id >> 63))
-      return rp__err(RP_ESTALE, "rp_replay: precondition %u ('%s'): event "
-                     "%#llx is stale", i, ex->g->pre[i].name,
-                     (unsigned long long)a->pre[i].id);
+      return rp__err(RP_ESTALE,
+                     "rp_replay: precondition %u ('%s'): event "
+                     "%#llx is stale",
+                     i, ex->g->pre[i].name, (unsigned long long)a->pre[i].id);
   if (a && a->post && a->npost != ex->npost)
-    return rp__err(RP_EPORT, "rp_replay: the exec has %u postcondition "
-                   "ports, the replay asked for %u", ex->npost, a->npost);
+    return rp__err(RP_EPORT,
+                   "rp_replay: the exec has %u postcondition "
+                   "ports, the replay asked for %u",
+                   ex->npost, a->npost);
   if (RP_UNLIKELY(size < ex->min_args))
-    return rp__err(RP_ERANGE, "rp_replay: %zu argument bytes, but op %u's "
-                   "interpolation %u reads bytes [%zu, +%zu)", size,
-                   ex->min_args_op, ex->min_args_interp,
-                   ex->g->ops[ex->min_args_op]
-                       .interps[ex->min_args_interp].src_offset,
-                   ex->g->ops[ex->min_args_op]
-                       .interps[ex->min_args_interp].bytes);
+    return rp__err(
+        RP_ERANGE,
+        "rp_replay: %zu argument bytes, but op %u's "
+        "interpolation %u reads bytes [%zu, +%zu)",
+        size, ex->min_args_op, ex->min_args_interp,
+        ex->g->ops[ex->min_args_op].interps[ex->min_args_interp].src_offset,
+        ex->g->ops[ex->min_args_op].interps[ex->min_args_interp].bytes);
   return RP_OK;
 }
 
@@ -758,11 +768,13 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
     if (atomic_load(ex->insts[i].gen_word) != ex->insts[i].info.generation) {
       s->stale = 1;
       atomic_store(&s->status, (int32_t)RP_ESTALE);
-      snprintf(s->detail, sizeof s->detail, "replay %llu: instance %#llx was "
-               "freed or reallocated after instantiate",
-               (unsigned long long)r,
-               (unsigned long long)((uint64_t)ex->insts[i].info.generation
-                                        << 32 | ex->insts[i].slot));
+      snprintf(
+          s->detail, sizeof s->detail,
+          "replay %llu: instance %#llx was "
+          "freed or reallocated after instantiate",
+          (unsigned long long)r,
+          (unsigned long long)((uint64_t)ex->insts[i].info.generation << 32 |
+                               ex->insts[i].slot));
       /* no op runs: no postcondition was produced (relaxed: published
        * with the slot by submit) */
       for (uint32_t p = 0; p < ex->npost; p++)
@@ -794,10 +806,12 @@ static rp_status slot_events(rp_exec *ex, rp_slot *s, const rp_replay_args *a,
   if (ex->lw && ex->lw->polled) {
     /* completed by the GPU poller: a host waiter that yields through a
      * few replay intervals sees it at once instead of being woken */
-    uint64_t iv = atomic_load_explicit(&ex->interval_ns,
-                                       memory_order_relaxed) / 1000 * 4;
+    uint64_t iv =
+        atomic_load_explicit(&ex->interval_ns, memory_order_relaxed) / 1000 * 4;
     rp__event_set_yield(ex->rt, s->done,
-                        (uint32_t)(iv < 200 ? 200 : iv > 5000 ? 5000 : iv));
+                        (uint32_t)(iv < 200    ? 200
+                                   : iv > 5000 ? 5000
+                                               : iv));
   }
   if (done)
     *done = s->done;
@@ -817,15 +831,14 @@ static int exec_quiet(rp_exec *ex) {
   uint32_t want = (uint32_t)ex->issued;
   uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
   if (done != want && ex->issued &&
-      atomic_load(&ex->slots[(ex->issued - 1) % ex->max_inflight].zeroed) ==
-          2)
-    while ((done = atomic_load_explicit(&ex->done_seq,
-                                        memory_order_acquire)) != want)
+      atomic_load(&ex->slots[(ex->issued - 1) % ex->max_inflight].zeroed) == 2)
+    while ((done = atomic_load_explicit(&ex->done_seq, memory_order_acquire)) !=
+           want)
       rp__cpu_relax();
   if (done != want)
     return 0;
-  return !ex->lw || !atomic_load_explicit(&ex->lw->cb_pending,
-                                          memory_order_acquire);
+  return !ex->lw ||
+         !atomic_load_explicit(&ex->lw->cb_pending, memory_order_acquire);
 }
 
 /* 1 when a replay in flight still waits for a precondition (an event the
@@ -863,9 +876,8 @@ static int tune_ready(rp_exec *ex) {
   while (!exec_quiet(ex)) {
     if (inflight_gated(ex))
       return 0;
-    uint64_t now = rp__now_ns(), iv = atomic_load_explicit(
-                                         &ex->interval_ns,
-                                         memory_order_relaxed);
+    uint64_t now = rp__now_ns(),
+             iv = atomic_load_explicit(&ex->interval_ns, memory_order_relaxed);
     uint32_t done = atomic_load(&ex->done_seq);
     if (done != seen) {
       seen = done;
@@ -892,8 +904,7 @@ static rp_status replay_owned(rp_exec *ex, const rp_replay_args *a,
   /* A measurement window ended: the tuning step (re-placement) needs the
    * exec quiet, and is postponed to a later rp_replay rather than wait for
    * a replay in flight that may depend on the caller (tune_ready). */
-  if (RP_UNLIKELY(ex->tuning && ex->issued >= ex->measure_to) &&
-      tune_ready(ex))
+  if (RP_UNLIKELY(ex->tuning && ex->issued >= ex->measure_to) && tune_ready(ex))
     rp__tune_step(ex);
   uint64_t r = ex->issued;
   wait_inflight(ex, ex->max_inflight);
@@ -923,11 +934,13 @@ rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
   rp_status st = check_args(ex, a);
   if (st)
     return st;
-  if (RP_UNLIKELY(atomic_exchange_explicit(&ex->in_replay, 1,
-                                           memory_order_acquire)))
-    return rp__err(RP_EBUSY, "rp_replay: another thread is inside rp_replay "
+  if (RP_UNLIKELY(
+          atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire)))
+    return rp__err(RP_EBUSY,
+                   "rp_replay: another thread is inside rp_replay "
                    "or rp_exec_destroy on exec %p (one thread at a time per "
-                   "exec)", (void *)ex);
+                   "exec)",
+                   (void *)ex);
   rp__nvtx_push("reprise.replay");
   st = replay_owned(ex, a, done);
   rp__nvtx_pop();
@@ -946,8 +959,10 @@ rp_status rp_exec_destroy(rp_exec *ex) {
     return rp__err(RP_ECONTRACT, "rp_exec_destroy inside a replay");
   }
   if (atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire))
-    return rp__err(RP_EBUSY, "rp_exec_destroy: another thread is inside "
-                   "rp_replay on exec %p", (void *)ex);
+    return rp__err(RP_EBUSY,
+                   "rp_exec_destroy: another thread is inside "
+                   "rp_replay on exec %p",
+                   (void *)ex);
   rp_runtime *rt = ex->rt;
   if (rp__exec_quiesce(ex)) {
     /* The CUDA context is lost: host callbacks CUDA will never run may
@@ -955,7 +970,8 @@ rp_status rp_exec_destroy(rp_exec *ex) {
     rp__exec_unregister(ex);
     ex->magic = 0;
     rp__runtime_ref(rt, -1);
-    return rp__err(RP_EUNUSABLE, "rp_exec_destroy: the CUDA context was "
+    return rp__err(RP_EUNUSABLE,
+                   "rp_exec_destroy: the CUDA context was "
                    "lost, the exec's memory is leaked: %s",
                    rp_error_detail());
   }
@@ -971,8 +987,8 @@ rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out) {
   if (!out)
     return rp__err(RP_EINVAL, "rp_exec_stats_get: NULL out");
   memset(out, 0, sizeof *out);
-  out->replays = atomic_load_explicit(&((rp_exec *)ex)->completed,
-                                      memory_order_relaxed);
+  out->replays =
+      atomic_load_explicit(&((rp_exec *)ex)->completed, memory_order_relaxed);
   for (uint32_t w = 0; w < ex->nlanes; w++) {
     rp_lane *l = &ex->lanes[w];
     out->ops_run += atomic_load_explicit(&l->ops_run, memory_order_relaxed);

@@ -247,8 +247,7 @@ static void unit_events(tw *w, const rp_exec *ex, const rp_trace_rec *rec,
     rp__json_str(w->f, u->task_name);
     fprintf(w->f, "\", ");
   }
-  fprintf(w->f,
-          "\"shard\": %u, \"replay\": %llu, \"status\": \"%s\"}}",
+  fprintf(w->f, "\"shard\": %u, \"replay\": %llu, \"status\": \"%s\"}}",
           u->shard, (unsigned long long)r, status_text(rec->status));
 }
 
@@ -337,8 +336,8 @@ static void write_tracks(tw *w, const rp_exec *ex, uint64_t nrep) {
   }
 }
 
-static void write_trace(rp_exec *ex, const struct rp_trace *t,
-                        uint64_t end, FILE *f) {
+static void write_trace(rp_exec *ex, const struct rp_trace *t, uint64_t end,
+                        FILE *f) {
   tw w = {
       .f = f, .base = trace_base(t, end), .pid = (long)getpid(), .first = 1};
   fprintf(f,

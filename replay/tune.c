@@ -7,8 +7,9 @@
  * worker — for a window of replays each, and keeps the one whose replays
  * were fastest. Every change happens between replays (rp_replay takes the
  * step only once the exec is quiet, postponing it otherwise: it never waits
- * for replays in flight, which may be gated on the caller), never during one; at most two trials run, so
- * the exec settles after a few dozen replays and never moves again.
+ * for replays in flight, which may be gated on the caller), never during one;
+ * at most two trials run, so the exec settles after a few dozen replays and
+ * never moves again.
  *
  * A replay's duration, in steady state, is the time from when it could
  * start (its first lane began, or the previous replay completed, whichever
@@ -76,8 +77,7 @@ static uint64_t window_median(rp_exec *ex) {
   return ex->dts[ex->ndt / 2];
 }
 
-static int same_lanes(const rp_exec *ex, const rp_trial *a,
-                      const rp_trial *b) {
+static int same_lanes(const rp_exec *ex, const rp_trial *a, const rp_trial *b) {
   return !memcmp(a->lane, b->lane, sizeof *a->lane * ex->nunits);
 }
 
@@ -129,13 +129,17 @@ static void settle(rp_exec *ex) {
     apply(ex, best);
   if (best != 0)
     ex->replacements++;
-  int n = snprintf(ex->place_why, sizeof ex->place_why, "%s after measuring "
-                   "replays:", ex->trials[best].what);
-  for (uint32_t i = 0; i < ex->ntrials && n > 0 &&
-                       (size_t)n < sizeof ex->place_why; i++)
+  int n = snprintf(ex->place_why, sizeof ex->place_why,
+                   "%s after measuring "
+                   "replays:",
+                   ex->trials[best].what);
+  for (uint32_t i = 0;
+       i < ex->ntrials && n > 0 && (size_t)n < sizeof ex->place_why; i++)
     n += snprintf(ex->place_why + n, sizeof ex->place_why - (size_t)n,
-                  " %s %llu ns%s", i == 0 ? "initial" : i == 1 ? "measured"
-                                                               : "one-worker",
+                  " %s %llu ns%s",
+                  i == 0   ? "initial"
+                  : i == 1 ? "measured"
+                           : "one-worker",
                   (unsigned long long)ex->trials[i].median_ns,
                   i + 1 < ex->ntrials ? "," : "");
   ex->tuning = 0;

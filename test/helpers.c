@@ -47,8 +47,7 @@ int th_cuda_available(const char **why) {
       rp_runtime_destroy(rt);
     } else {
       probed = 0;
-      snprintf(reason, sizeof reason, "no CUDA device: %s",
-               rp_error_detail());
+      snprintf(reason, sizeof reason, "no CUDA device: %s", rp_error_detail());
     }
   }
   if (why)
@@ -83,7 +82,8 @@ void th_destroy(rp_runtime *rt) {
   /* Everything the test allocated through the runtime is gone by now; the
    * report (on stderr) names the allocation sites. */
   int leaks = __lsan_do_recoverable_leak_check();
-  cr_assert_eq(leaks, 0, "LeakSanitizer found leaks after runtime destroy "
+  cr_assert_eq(leaks, 0,
+               "LeakSanitizer found leaks after runtime destroy "
                "(see the report above)");
 #endif
 }

@@ -19,8 +19,9 @@
 #define RP_EXPECT(call, want)                                                  \
   do {                                                                         \
     rp_status st_ = (call);                                                    \
-    cr_assert_eq(st_, (want), "%s -> %s, expected %s (%s)", #call,            \
-                 rp_status_name(st_), rp_status_name(want), rp_error_detail()); \
+    cr_assert_eq(st_, (want), "%s -> %s, expected %s (%s)", #call,             \
+                 rp_status_name(st_), rp_status_name(want),                    \
+                 rp_error_detail());                                           \
   } while (0)
 
 /* A CPU runtime with n workers (environment ignored). */

@@ -92,8 +92,7 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get) {
     return 0;
   NvtxFunctionTable table = NULL;
   unsigned size = 0;
-  if (!cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &table, &size) ||
-      !table)
+  if (!cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &table, &size) || !table)
     return 0;
   return hook(table, size, NVTX_CBID_CORE_RangePushA,
               (NvtxFunctionPointer)push_a) &&

@@ -9,11 +9,11 @@
 #include <stddef.h>
 
 typedef struct rp_nvtx_rec {
-  int push;           /* 1 push, 0 pop */
-  int depth;          /* the thread's open ranges before this push/pop */
-  unsigned long tid;  /* gettid() of the calling thread */
-  char name[64];      /* the pushed name (pops: the name they closed; "" for
-                         a pop without an open range) */
+  int push;          /* 1 push, 0 pop */
+  int depth;         /* the thread's open ranges before this push/pop */
+  unsigned long tid; /* gettid() of the calling thread */
+  char name[64];     /* the pushed name (pops: the name they closed; "" for
+                        a pop without an open range) */
 } rp_nvtx_rec;
 
 /* The log so far (*n records; at most RP_NVTX_LOG_MAX, then dropped is

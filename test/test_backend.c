@@ -228,8 +228,8 @@ Test(backend, env_cpus_ignored_with_ignore_env) {
 }
 
 Test(backend, env_cpus_bad_values_are_einval_naming_the_value) {
-  static const char *bad[] = {"0",   "-1",  "-3", "129", "abc",
-                              "3x",  "2.5", "99999999999999999999999"};
+  static const char *bad[] = {"0",   "-1", "-3",  "129",
+                              "abc", "3x", "2.5", "99999999999999999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     setenv("REPRISE_CPUS", bad[i], 1);
     rp_runtime *rt = (rp_runtime *)&rt; /* must be overwritten with NULL */
@@ -238,8 +238,10 @@ Test(backend, env_cpus_bad_values_are_einval_naming_the_value) {
                  rp_status_name(st), rp_error_detail());
     cr_assert_null(rt, "REPRISE_CPUS=%s handed out a runtime", bad[i]);
     char want[64];
-    snprintf(want, sizeof want, "REPRISE_CPUS=%s: expected a whole number "
-             "in 1..128", bad[i]);
+    snprintf(want, sizeof want,
+             "REPRISE_CPUS=%s: expected a whole number "
+             "in 1..128",
+             bad[i]);
     cr_assert(strstr(rp_error_detail(), want), "REPRISE_CPUS=%s: detail '%s'",
               bad[i], rp_error_detail());
   }

@@ -184,8 +184,7 @@ Test(cli, bench_without_benchmarks_says_so_in_one_line_and_exits_1) {
   for (size_t i = 0; i < sizeof help / sizeof help[0]; i++) {
     cli_run r;
     run_cli(&r, help[i]);
-    cr_assert_eq(r.status, 0, "%s %s -> %d", help[i][0], help[i][1],
-                 r.status);
+    cr_assert_eq(r.status, 0, "%s %s -> %d", help[i][0], help[i][1], r.status);
     cr_assert(strstr(r.out, "-DREPRISE_BENCH=OFF"), "%s", r.out);
   }
   cli_run r;
@@ -304,8 +303,8 @@ Test(cli, bench_replay_tiny_and_hop_rows_carry_their_keys, .timeout = 300) {
   char path[] = "/tmp/rp_cli_tiny_XXXXXX";
   tmp_file(path);
   cli_run r;
-  RUN(&r, "bench", "--quick", "--mode", "replay", "--workload", "tiny",
-      "--hop", "--json", path);
+  RUN(&r, "bench", "--quick", "--mode", "replay", "--workload", "tiny", "--hop",
+      "--json", path);
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   static char buf[16384];
   read_file(path, buf, sizeof buf);
@@ -318,15 +317,17 @@ Test(cli, bench_replay_tiny_and_hop_rows_carry_their_keys, .timeout = 300) {
   cr_assert_eq(row_num(buf, tiny, "nodes"), 129);
   cr_assert_gt(row_num(buf, tiny, "setup_us"), 0);
   /* replayed tasks cannot beat the ideal 2-worker schedule (65 of 129) */
-  cr_assert_geq(row_num(buf, tiny, "ns_per_task_min"), task_ns * 64 / 129,
-                "%s", buf);
+  cr_assert_geq(row_num(buf, tiny, "ns_per_task_min"), task_ns * 64 / 129, "%s",
+                buf);
   const char *spin = "\"case\": \"hop_spin\", \"mode\": \"replay\"";
   const char *sleep = "\"case\": \"hop_sleep\", \"mode\": \"replay\"";
   cr_assert_gt(row_num(buf, spin, "ns_median"), 0);
   cr_assert_eq(row_num(buf, spin, "reps"), 100);
   cr_assert_gt(row_num(buf, sleep, "ns_median"), 0);
-  cr_assert_null(strstr(buf, "\"mode\": \"eager\""), "--mode replay ran "
-                 "eager rows: %s", buf);
+  cr_assert_null(strstr(buf, "\"mode\": \"eager\""),
+                 "--mode replay ran "
+                 "eager rows: %s",
+                 buf);
 }
 
 Test(cli, bench_xfer_writes_the_transfer_rows, .timeout = 300) {
@@ -347,11 +348,11 @@ Test(cli, bench_xfer_writes_the_transfer_rows, .timeout = 300) {
   for (size_t c = 0; c < 2; c++)
     for (size_t b = 0; b < 3; b++) {
       char tag[96];
-      snprintf(tag, sizeof tag, "\"case\": \"%s\", \"bytes\": %s,",
-               cases[c], sizes[b]);
+      snprintf(tag, sizeof tag, "\"case\": \"%s\", \"bytes\": %s,", cases[c],
+               sizes[b]);
       for (size_t k = 0; k < 4; k++)
-        cr_assert_gt(row_num(buf, tag, keys[k]), 0, "%s %s: %s", tag,
-                     keys[k], buf);
+        cr_assert_gt(row_num(buf, tag, keys[k]), 0, "%s %s: %s", tag, keys[k],
+                     buf);
     }
 }
 
@@ -369,11 +370,11 @@ Test(cli, train_help_lists_every_option) {
   cli_run r;
   RUN(&r, "train", "--help");
   cr_assert_eq(r.status, 0, "%s", r.err);
-  const char *opts[] = {"--backend",     "--procs",      "--iters",   "--batch",
-                        "--hidden",      "--lr",         "--seed",    "--eager",
-                        "--compare",     "--save-graph", "--dump",    "--trace",
-                        "--json",        "--data",       "--dataset", "--dist",
-                        "--save-weights", "--inflight"};
+  const char *opts[] = {
+      "--backend", "--procs",        "--iters",   "--batch",   "--hidden",
+      "--lr",      "--seed",         "--eager",   "--compare", "--save-graph",
+      "--dump",    "--trace",        "--json",    "--data",    "--dataset",
+      "--dist",    "--save-weights", "--inflight"};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     cr_assert(strstr(r.out, opts[i]), "train --help lacks %s", opts[i]);
 }
@@ -495,8 +496,7 @@ static unsigned count_substr(const char *s, const char *needle) {
   return n;
 }
 
-Test(cli, train_timings_file_has_every_iteration_of_every_run,
-     .timeout = 300) {
+Test(cli, train_timings_file_has_every_iteration_of_every_run, .timeout = 300) {
   char path[] = "/tmp/rp_cli_timings_XXXXXX";
   tmp_file(path);
   static char buf[65536];
@@ -548,11 +548,9 @@ Test(cli, train_graphs_pass_lint_strict_for_procs_1_2_4, .timeout = 300) {
     cr_assert_eq(r.status, 0, "procs %s: %s\n%s", procs[i], r.out, r.err);
     cr_assert(strstr(r.out, "lint: no findings"), "%s", r.out);
     RUN(&r, "dump", path);
-    cr_assert(strstr(r.out, "'fc1.fwd"), "procs %s: %.2000s", procs[i],
-              r.out);
+    cr_assert(strstr(r.out, "'fc1.fwd"), "procs %s: %.2000s", procs[i], r.out);
     cr_assert(strstr(r.out, "'W1'"), "%.2000s", r.out);
-    cr_assert(strstr(r.out, "postcondition 0 'loss' <- ops"), "%.4000s",
-              r.out);
+    cr_assert(strstr(r.out, "postcondition 0 'loss' <- ops"), "%.4000s", r.out);
     unlink(path);
   }
 }
@@ -643,8 +641,8 @@ Test(cli, train_resumed_at_step_100_ends_bitwise_where_200_steps_end,
   tmp_file(whole), tmp_file(half), tmp_file(res);
   static unsigned char a[4096], b[4096];
   static const char *procs[] = {"1", "2"};
-  static const char *mode[][2] = {{"--inflight", "1"}, {"--inflight", "4"},
-                                  {"--eager", "--eager"}};
+  static const char *mode[][2] = {
+      {"--inflight", "1"}, {"--inflight", "4"}, {"--eager", "--eager"}};
   for (int p = 0; p < 2; p++) {
     cli_run r;
     RUN(&r, TRAIN_RESUME, "--procs", procs[p], "--iters", "200",
@@ -677,8 +675,8 @@ static void load_fails(const char *path, int status, const char *msg,
                        const char *hidden) {
   cli_run r;
   RUN(&r, "train", "--backend", "cpu", "--iters", status == 2 ? "30" : "40",
-      "--batch", "64",
-      "--hidden", hidden, "--samples", "512", "--load-weights", path);
+      "--batch", "64", "--hidden", hidden, "--samples", "512", "--load-weights",
+      path);
   cr_assert_eq(r.status, status, "%s -> %d: %s", msg, r.status, r.err);
   cr_assert(strstr(r.err, msg), "want '%s': %s", msg, r.err);
   cr_assert(strstr(r.err, path), "no file name: %s", r.err);
@@ -747,14 +745,12 @@ Test(cli, train_lr_100_diverges_with_exit_1, .timeout = 300) {
 }
 
 /* --val-frac: held-out figures at every log point and in --json. */
-Test(cli, train_reports_validation_at_log_points_and_in_json,
-     .timeout = 300) {
+Test(cli, train_reports_validation_at_log_points_and_in_json, .timeout = 300) {
   char js[] = "/tmp/rp_cli_val_XXXXXX";
   tmp_file(js);
   static char buf[32768];
   cli_run r;
-  RUN(&r, TRAIN_SMALL, "--val-frac", "0.25", "--log-every", "10", "--json",
-      js);
+  RUN(&r, TRAIN_SMALL, "--val-frac", "0.25", "--log-every", "10", "--json", js);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "validation: 128 samples held out"), "%s", r.out);
   cr_assert(strstr(r.out, "iter     11/30  loss"), "%s", r.out);
@@ -780,14 +776,14 @@ Test(cli, train_reports_validation_at_log_points_and_in_json,
   unlink(js);
 }
 
-
 /* Replays of one exec run in order: keeping 4 in flight must give the
  * final weights of 1 in flight, bitwise, with the same seed; and the run
  * reports its throughput beside the latency. Both 1 and 2 processors. */
 Test(cli, train_inflight_4_gives_the_weights_of_inflight_1_bitwise,
      .timeout = 300) {
   static const char *procs[] = {"1", "2"};
-  char p1[] = "/tmp/rp_cli_inflight1_XXXXXX", p4[] = "/tmp/rp_cli_inflight4_XXXXXX";
+  char p1[] = "/tmp/rp_cli_inflight1_XXXXXX",
+       p4[] = "/tmp/rp_cli_inflight4_XXXXXX";
   char js[] = "/tmp/rp_cli_inflight_json_XXXXXX";
   tmp_file(p1), tmp_file(p4), tmp_file(js);
   static unsigned char w1[4096], w4[4096];
@@ -891,8 +887,8 @@ Test(cli, train_reads_data_files_and_names_malformed_ones_with_exit_1) {
 /* ---- one grammar for the commands (README "Environment") ---- */
 
 /* Every command, for the cases that go through them all. */
-static const char *const COMMANDS[] = {"bench", "dump", "plot", "train",
-                                       "version", "help"};
+static const char *const COMMANDS[] = {"bench", "dump",    "plot",
+                                       "train", "version", "help"};
 #define NCMD (sizeof COMMANDS / sizeof COMMANDS[0])
 
 Test(cli, every_command_and_help_topic_answers_help) {
@@ -944,9 +940,9 @@ Test(cli, a_bad_environment_value_is_an_error_naming_the_variable) {
   char graph[] = "/tmp/rp_cli_envg_XXXXXX";
   small_graph(graph);
   static const char *const vars[][2] = {
-      {"REPRISE_BACKEND", "gpu"},   {"REPRISE_WORKERS", "0"},
-      {"REPRISE_CPUS", "lots"},     {"REPRISE_GPUS", "99"},
-      {"REPRISE_SPIN_NS", "-5"},    {"REPRISE_GPU_POLL", "often"},
+      {"REPRISE_BACKEND", "gpu"},      {"REPRISE_WORKERS", "0"},
+      {"REPRISE_CPUS", "lots"},        {"REPRISE_GPUS", "99"},
+      {"REPRISE_SPIN_NS", "-5"},       {"REPRISE_GPU_POLL", "often"},
       {"REPRISE_DIST_TIMEOUT_MS", "0"}};
   cli_run r;
   for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
@@ -976,20 +972,19 @@ Test(cli, the_environment_applies_where_no_option_decides, .timeout = 300) {
   cli_run r;
   /* train: REPRISE_BACKEND=cpu decides; an option wins over it */
   setenv("REPRISE_BACKEND", "cpu", 1);
-  RUN(&r, "train", "--procs", "1", "--iters", "2", "--batch", "32",
-      "--hidden", "4", "--samples", "64", "--json", json);
+  RUN(&r, "train", "--procs", "1", "--iters", "2", "--batch", "32", "--hidden",
+      "4", "--samples", "64", "--json", json);
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   read_file(json, buf, sizeof buf);
   cr_assert(strstr(buf, "\"backend\": \"cpu\""), "%.500s", buf);
   setenv("REPRISE_BACKEND", "cuda", 1);
   RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--iters", "2",
       "--batch", "32", "--hidden", "4", "--samples", "64");
-  cr_assert_eq(r.status, 0, "--backend cpu lost to REPRISE_BACKEND: %s",
-               r.err);
+  cr_assert_eq(r.status, 0, "--backend cpu lost to REPRISE_BACKEND: %s", r.err);
   /* without the option, REPRISE_BACKEND=cuda is obeyed: CUDA, or a
    * failure that names the variable (no device) */
-  RUN(&r, "train", "--procs", "1", "--iters", "2", "--batch", "32",
-      "--hidden", "4", "--samples", "64", "--json", json);
+  RUN(&r, "train", "--procs", "1", "--iters", "2", "--batch", "32", "--hidden",
+      "4", "--samples", "64", "--json", json);
   if (r.status == 0) {
     read_file(json, buf, sizeof buf);
     cr_assert(strstr(buf, "\"backend\": \"cuda\""), "%.500s", buf);
@@ -1003,7 +998,8 @@ Test(cli, the_environment_applies_where_no_option_decides, .timeout = 300) {
       "--batch", "32", "--hidden", "4", "--samples", "64");
   if (r.status)
     cr_assert(strstr(r.err, "--backend cuda") &&
-                  !strstr(r.err, "REPRISE_BACKEND"), "%s", r.err);
+                  !strstr(r.err, "REPRISE_BACKEND"),
+              "%s", r.err);
 #ifdef REPRISE_HAVE_BENCH
   /* bench: REPRISE_WORKERS and REPRISE_BACKEND reach the rows */
   setenv("REPRISE_WORKERS", "3", 1);
@@ -1030,12 +1026,10 @@ Test(cli, the_environment_applies_where_no_option_decides, .timeout = 300) {
   setenv("REPRISE_WORKERS", "3", 1);
   RUN(&r, "dump", graph, "--schedule");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-  cr_assert(strstr(r.out, "of 3 workers"), "3 workers asked: %.3000s",
-            r.out);
+  cr_assert(strstr(r.out, "of 3 workers"), "3 workers asked: %.3000s", r.out);
   RUN(&r, "dump", graph, "--schedule", "--workers", "1");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-  cr_assert(strstr(r.out, "of 1 workers"), "--workers 1 lost: %.3000s",
-            r.out);
+  cr_assert(strstr(r.out, "of 1 workers"), "--workers 1 lost: %.3000s", r.out);
   unsetenv("REPRISE_WORKERS");
   unlink(graph);
   unlink(json);
@@ -1058,14 +1052,12 @@ Test(cli, an_unwritable_output_path_fails_before_any_work) {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     /* a run of minutes if it started */
-    RUN(&r, "train", "--backend", "cpu", "--iters", "100000000",
-        train_outs[i], bad);
+    RUN(&r, "train", "--backend", "cpu", "--iters", "100000000", train_outs[i],
+        bad);
     double ms = ms_since(&t0);
     cr_assert_eq(r.status, 1, "%s: %d %s", train_outs[i], r.status, r.err);
-    cr_assert(strstr(r.err, train_outs[i]) && strstr(r.err, bad), "%s",
-              r.err);
-    cr_assert_lt(ms, 5000, "%s: failed only after %.0f ms", train_outs[i],
-                 ms);
+    cr_assert(strstr(r.err, train_outs[i]) && strstr(r.err, bad), "%s", r.err);
+    cr_assert_lt(ms, 5000, "%s: failed only after %.0f ms", train_outs[i], ms);
     cr_assert(!strstr(r.out, "iter"), "training started: %s", r.out);
   }
 #ifdef REPRISE_HAVE_BENCH
@@ -1085,8 +1077,8 @@ Test(cli, an_unwritable_output_path_fails_before_any_work) {
   /* a check leaves an existing file as it was */
   static char before[1 << 16], after[1 << 16];
   read_file(graph, before, sizeof before);
-  RUN(&r, "train", "--backend", "cpu", "--iters", "100000000",
-      "--save-graph", graph, "--save-weights", bad); /* checked in order */
+  RUN(&r, "train", "--backend", "cpu", "--iters", "100000000", "--save-graph",
+      graph, "--save-weights", bad); /* checked in order */
   cr_assert_eq(r.status, 1, "%s", r.err);
   read_file(graph, after, sizeof after);
   cr_assert_str_eq(before, after, "the check changed the file");

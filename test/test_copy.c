@@ -49,13 +49,13 @@ Test(copy, eager_copy_moves_the_intersection) {
   rp_event_release(rt, done);
   /* bad copies are rejected before anything runs */
   rp_inst c = mk(rt, RP_F32, rp_rect_1d(0, 9));
-  RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = c}, NULL),
-            RP_ETYPE);
+  RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = c}, NULL), RP_ETYPE);
   rp_inst far = mk(rt, RP_F64, rp_rect_1d(50, 59));
   RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = far}, NULL),
             RP_ESHAPE);
-  RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = b,
-                           .redop = (rp_redop)9}, NULL), RP_EINVAL);
+  RP_EXPECT(rp_launch_copy(
+                rt, &(rp_copy){.src = a, .dst = b, .redop = (rp_redop)9}, NULL),
+            RP_EINVAL);
   rp_inst gone = c;
   RP_CHECK(rp_instance_free(rt, c));
   RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = gone}, NULL),
@@ -74,8 +74,8 @@ typedef struct pop_case {
   int bwd;
 } pop_case;
 
-static void check_pop(rp_runtime *rt, rp_inst whole, rp_inst *parts,
-                      uint32_t n, pop_case pc, const rp_rect *wr) {
+static void check_pop(rp_runtime *rt, rp_inst whole, rp_inst *parts, uint32_t n,
+                      pop_case pc, const rp_rect *wr) {
   int64_t wn;
   double *w = read_f64(rt, whole, &wn);
   int gather = (pc.kind == RP_POP_REPARTITION && pc.bwd) ||
@@ -93,8 +93,8 @@ static void check_pop(rp_runtime *rt, rp_inst whole, rp_inst *parts,
       /* row-major 2D: global index of the part's k-th point */
       int64_t cols = wr->hi[1] - wr->lo[1] + 1;
       int64_t pcols = info.rect.hi[1] - info.rect.lo[1] + 1;
-      int64_t row = info.rect.lo[0] + k / pcols, col = info.rect.lo[1] +
-                                                      k % pcols;
+      int64_t row = info.rect.lo[0] + k / pcols,
+              col = info.rect.lo[1] + k % pcols;
       int64_t gk = row * cols + col;
       if (gather || scatter)
         cr_assert_eq(p[k], w[gk], "part %u point %lld", i, (long long)k);
@@ -149,8 +149,12 @@ static void run_pop(unsigned workers, uint32_t nparts, pop_case pc,
     }
   else
     fill_f64(rt, whole, 3.25);
-  rp_parallel_op op = {.kind = pc.kind, .backward = pc.bwd, .whole = whole,
-                       .parts = parts, .nparts = nparts, .dim = 0};
+  rp_parallel_op op = {.kind = pc.kind,
+                       .backward = pc.bwd,
+                       .whole = whole,
+                       .parts = parts,
+                       .nparts = nparts,
+                       .dim = 0};
   if (!replay) {
     rp_event done;
     RP_CHECK(rp_launch_parallel(rt, &op, &done));
@@ -180,9 +184,8 @@ static void run_pop(unsigned workers, uint32_t nparts, pop_case pc,
 
 Test(copy, every_parallel_operator_both_ways_eager_and_replayed) {
   static const pop_case cases[] = {
-      {RP_POP_REPLICATE, 0},   {RP_POP_REPLICATE, 1},
-      {RP_POP_REPARTITION, 0}, {RP_POP_REPARTITION, 1},
-      {RP_POP_COMBINE, 0},     {RP_POP_COMBINE, 1},
+      {RP_POP_REPLICATE, 0},   {RP_POP_REPLICATE, 1}, {RP_POP_REPARTITION, 0},
+      {RP_POP_REPARTITION, 1}, {RP_POP_COMBINE, 0},   {RP_POP_COMBINE, 1},
       {RP_POP_REDUCTION, 0},   {RP_POP_REDUCTION, 1},
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
@@ -206,8 +209,11 @@ Test(copy, replayed_reduction_is_exact_every_replay) {
       p[k] = (int64_t)(i + 1) * 1000 + k;
   }
   RP_CHECK(rp_capture_begin(rt, NULL));
-  RP_CHECK(rp_launch_parallel(rt, &(rp_parallel_op){.kind = RP_POP_REDUCTION,
-                              .whole = whole, .parts = parts, .nparts = 4},
+  RP_CHECK(rp_launch_parallel(rt,
+                              &(rp_parallel_op){.kind = RP_POP_REDUCTION,
+                                                .whole = whole,
+                                                .parts = parts,
+                                                .nparts = 4},
                               NULL));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
@@ -242,17 +248,19 @@ Test(copy, builder_copies_and_parallel_ops_replay) {
   RP_CHECK(rp_graph_add_copy(g, &(rp_copy){.src = a, .dst = b}, &c1));
   rp_inst reps[2] = {c, a};
   /* replicate backward: a + c -> b... use b as the whole: sum of c and a */
-  RP_CHECK(rp_graph_add_parallel(g, &(rp_parallel_op){.kind =
-                                 RP_POP_REDUCTION, .whole = b,
-                                 .parts = reps, .nparts = 2}, &first,
-                                 &count));
+  RP_CHECK(rp_graph_add_parallel(
+      g,
+      &(rp_parallel_op){
+          .kind = RP_POP_REDUCTION, .whole = b, .parts = reps, .nparts = 2},
+      &first, &count));
   cr_assert_eq(count, 2);
   RP_CHECK(rp_graph_add_edge(g, c1, first));
   /* errors name the problem */
   RP_EXPECT(rp_graph_add_copy(g, &(rp_copy){.src = a, .dst = a}, NULL),
             RP_EINVAL);
-  RP_EXPECT(rp_graph_add_copy(g, &(rp_copy){.src = a, .dst = b,
-                              .wait = (rp_event){5}}, NULL), RP_EINVAL);
+  RP_EXPECT(rp_graph_add_copy(
+                g, &(rp_copy){.src = a, .dst = b, .wait = (rp_event){5}}, NULL),
+            RP_EINVAL);
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   rp_event done;

@@ -100,10 +100,10 @@ Test(dist_nccl_gpu, recorded_allreduce_replays_in_the_gpu_graph) {
                                        .args = &two,
                                        .args_size = sizeof two},
                           NULL));
-  RP_CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}},
-                               NULL));
-  RP_CHECK(rp_launch_allreduce(rt, &(rp_allreduce){y, RP_REDOP_SUM, {0}},
-                               NULL));
+  RP_CHECK(
+      rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, NULL));
+  RP_CHECK(
+      rp_launch_allreduce(rt, &(rp_allreduce){y, RP_REDOP_SUM, {0}}, NULL));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
 

@@ -622,8 +622,12 @@ Test(names, capture_names_the_next_launch_and_traces_use_it) {
   RP_CHECK(rp_capture_begin(rt, NULL));
   RP_CHECK(rp_capture_name_next(rt, "a.fill"));
   rp_access wa = {a, RP_WRITE, RP_REDOP_NONE};
-  rp_launch l = {.task = k.fill, .proc = 0, .accesses = &wa, .naccess = 1,
-                 .args = &SCALAR, .args_size = sizeof SCALAR};
+  rp_launch l = {.task = k.fill,
+                 .proc = 0,
+                 .accesses = &wa,
+                 .naccess = 1,
+                 .args = &SCALAR,
+                 .args_size = sizeof SCALAR};
   RP_CHECK(rp_launch_task(rt, &l, NULL));
   RP_CHECK(rp_capture_name_next(rt, "a.to.b"));
   rp_copy c = {.src = a, .dst = b, .domain = RP_DOMAIN_SRC};
@@ -680,8 +684,12 @@ Test(lint, inferred_edges_a_path_implies_are_stats_not_findings) {
    * the fill -> scale edge is implied by fill -> copy -> scale) */
   RP_CHECK(rp_capture_begin(rt, NULL));
   rp_access wx = {x, RP_WRITE, RP_REDOP_NONE}, rwx = {x, RP_RW, RP_REDOP_NONE};
-  rp_launch l = {.task = k.fill, .proc = 0, .accesses = &wx, .naccess = 1,
-                 .args = &SCALAR, .args_size = sizeof SCALAR};
+  rp_launch l = {.task = k.fill,
+                 .proc = 0,
+                 .accesses = &wx,
+                 .naccess = 1,
+                 .args = &SCALAR,
+                 .args_size = sizeof SCALAR};
   rp_event e0, e2;
   RP_CHECK(rp_launch_task(rt, &l, &e0));
   rp_copy c = {.src = x, .dst = y, .domain = RP_DOMAIN_SRC};
@@ -1336,8 +1344,7 @@ Test(anywhere, gpu_file_dumps_in_every_format_without_a_gpu) {
                           "device 0, proc 2 gpu device 1; memories: "
                           "system, pinned, gpu 0, gpu 1"),
             "%s", r.out);
-  cr_assert(strstr(r.out, "op 1 'fwd.gpu1': task 't.dev' proc 2"), "%s",
-            r.out);
+  cr_assert(strstr(r.out, "op 1 'fwd.gpu1': task 't.dev' proc 2"), "%s", r.out);
   RUN(&r, "dump", g, "--format", "dot");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   cr_assert(strstr(r.out, "digraph"), "%s", r.out);
@@ -1411,8 +1418,7 @@ Test(anywhere, live_load_still_refuses_gpu_memory_on_a_cpu_runtime) {
   rp_runtime *rt = th_runtime(RP_BACKEND_CPU, 1);
   rp_graph *gr = NULL;
   rp_status st = rp_graph_load(rt, g, NULL, 0, &gr);
-  cr_assert_eq(st, RP_ENOENT, "%s: %s", rp_status_name(st),
-               rp_error_detail());
+  cr_assert_eq(st, RP_ENOENT, "%s: %s", rp_status_name(st), rp_error_detail());
   cr_assert(strstr(rp_error_detail(), "instance table entry 0: the runtime "
                                       "has no gpu memory for that device"),
             "%s", rp_error_detail());

@@ -57,12 +57,16 @@ static rp_inst mk(rp_runtime *rt) {
   return i;
 }
 
-static rp_status launch(rp_runtime *rt, rp_task_id t, uint32_t id,
-                        rp_proc proc, const rp_access *acc, uint32_t n,
-                        int32_t fail, uint32_t partner, rp_event *done) {
+static rp_status launch(rp_runtime *rt, rp_task_id t, uint32_t id, rp_proc proc,
+                        const rp_access *acc, uint32_t n, int32_t fail,
+                        uint32_t partner, rp_event *done) {
   targs a = {id, fail, partner};
-  rp_launch l = {.task = t, .proc = proc, .accesses = acc, .naccess = n,
-                 .args = &a, .args_size = sizeof a};
+  rp_launch l = {.task = t,
+                 .proc = proc,
+                 .accesses = acc,
+                 .naccess = n,
+                 .args = &a,
+                 .args_size = sizeof a};
   return rp_launch_task(rt, &l, done);
 }
 
@@ -88,11 +92,21 @@ static void ordered_pair(rp_privilege first, rp_privilege second) {
   th_destroy(rt);
 }
 
-Test(eager, read_after_write_waits) { ordered_pair(RP_WRITE, RP_READ); }
-Test(eager, write_after_read_waits) { ordered_pair(RP_READ, RP_WRITE); }
-Test(eager, write_after_write_waits) { ordered_pair(RP_WRITE, RP_RW); }
-Test(eager, read_after_reduce_waits) { ordered_pair(RP_REDUCE, RP_READ); }
-Test(eager, reduce_after_read_waits) { ordered_pair(RP_READ, RP_REDUCE); }
+Test(eager, read_after_write_waits) {
+  ordered_pair(RP_WRITE, RP_READ);
+}
+Test(eager, write_after_read_waits) {
+  ordered_pair(RP_READ, RP_WRITE);
+}
+Test(eager, write_after_write_waits) {
+  ordered_pair(RP_WRITE, RP_RW);
+}
+Test(eager, read_after_reduce_waits) {
+  ordered_pair(RP_REDUCE, RP_READ);
+}
+Test(eager, reduce_after_read_waits) {
+  ordered_pair(RP_READ, RP_REDUCE);
+}
 
 /* Two ops that must be allowed to overlap: each waits for the other to
  * start, so serializing them would time out. */
@@ -125,8 +139,8 @@ Test(eager, failing_task_poisons_exactly_its_dependents) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = register_log(rt);
   rp_inst x = mk(rt), y = mk(rt), z = mk(rt);
-  rp_access wx = {x, RP_WRITE, 0}, rx_wy[2] = {{x, RP_READ, 0},
-                                                 {y, RP_WRITE, 0}};
+  rp_access wx = {x, RP_WRITE, 0},
+            rx_wy[2] = {{x, RP_READ, 0}, {y, RP_WRITE, 0}};
   rp_access ry = {y, RP_READ, 0}, wz = {z, RP_WRITE, 0};
   rp_event a, b, c, d;
   RP_CHECK(launch(rt, t, 0, RP_PROC_ANY, &wx, 1, RP_ETASK, ~0u, &a));
@@ -169,8 +183,11 @@ Test(eager, explicit_wait_event_gates_the_task) {
   rp_event gate, done;
   RP_CHECK(rp_event_create(rt, &gate));
   targs a = {0, 0, ~0u};
-  rp_launch l = {.task = t, .proc = RP_PROC_ANY, .args = &a,
-                 .args_size = sizeof a, .wait = gate};
+  rp_launch l = {.task = t,
+                 .proc = RP_PROC_ANY,
+                 .args = &a,
+                 .args_size = sizeof a,
+                 .wait = gate};
   RP_CHECK(rp_launch_task(rt, &l, &done));
   RP_EXPECT(rp_event_wait(rt, done, 20000000), RP_ETIMEDOUT);
   cr_assert_eq(atomic_load(&runs[0]), 0);
@@ -189,8 +206,8 @@ Test(eager, destroy_cancels_ops_waiting_on_untriggered_user_events) {
   rp_event gate;
   RP_CHECK(rp_event_create(rt, &gate));
   targs a = {0, 0, ~0u};
-  rp_launch l = {.task = t, .proc = 0, .args = &a, .args_size = sizeof a,
-                 .wait = gate};
+  rp_launch l = {
+      .task = t, .proc = 0, .args = &a, .args_size = sizeof a, .wait = gate};
   RP_CHECK(rp_launch_task(rt, &l, NULL));
   th_destroy(rt); /* must not hang; the gated op never runs */
   cr_assert_eq(atomic_load(&runs[0]), 0);
@@ -206,7 +223,9 @@ static size_t spmd_bytes[SPMD_N];
 static atomic_uint spmd_finished;
 static atomic_int spmd_verdict = -1; /* -1 unchecked, 0 ok, else bad shard+1 */
 
-static int32_t spmd_mark(uint32_t shard) { return (int32_t)(0x5100 + shard); }
+static int32_t spmd_mark(uint32_t shard) {
+  return (int32_t)(0x5100 + shard);
+}
 
 static int spmd_check_all(void) {
   for (uint32_t a = 0; a < SPMD_N; a++) {
@@ -254,8 +273,12 @@ Test(eager, spmd_launch_runs_every_shard_with_its_workspace) {
   rp_inst out;
   RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &out));
   rp_access acc = {out, RP_WRITE, 0};
-  rp_launch l = {.task = t, .proc = RP_PROC_ANY, .accesses = &acc,
-                 .naccess = 1, .shards = SPMD_N, .workspace_bytes = 100};
+  rp_launch l = {.task = t,
+                 .proc = RP_PROC_ANY,
+                 .accesses = &acc,
+                 .naccess = 1,
+                 .shards = SPMD_N,
+                 .workspace_bytes = 100};
   rp_event done;
   RP_CHECK(rp_launch_task(rt, &l, &done));
   RP_CHECK(rp_event_wait(rt, done, -1));
@@ -265,7 +288,8 @@ Test(eager, spmd_launch_runs_every_shard_with_its_workspace) {
     cr_assert_eq(v[i], i * 10 + SPMD_N, "shard %d", i);
   cr_assert_eq(atomic_load(&spmd_finished), SPMD_N);
   int verdict = atomic_load(&spmd_verdict);
-  cr_assert_eq(verdict, 0, "shard %d's workspace slice is misaligned, "
+  cr_assert_eq(verdict, 0,
+               "shard %d's workspace slice is misaligned, "
                "overlaps another or was written by another shard",
                verdict - 1);
   rp_event_release(rt, done);
@@ -384,25 +408,24 @@ Test(eager, random_dags_run_each_task_once_in_dependence_order,
       rop *o = &ops[k];
       o->n = 1 + (uint32_t)(rand() % 3);
       for (uint32_t j = 0; j < o->n; j++) {
-        static const rp_privilege privs[] = {RP_READ, RP_READ, RP_WRITE,
-                                             RP_RW, RP_REDUCE};
+        static const rp_privilege privs[] = {RP_READ, RP_READ, RP_WRITE, RP_RW,
+                                             RP_REDUCE};
         rp_privilege p = privs[rand() % 5];
         /* distinct instances per op */
         o->acc[j] = (rp_access){inst[((uint32_t)rand() + j) % ninst], p,
                                 p == RP_REDUCE ? RP_REDOP_SUM : 0};
         for (uint32_t q = 0; q < j; q++)
           if (o->acc[q].inst.id == o->acc[j].inst.id)
-            o->acc[j].priv = o->acc[q].priv, o->acc[j].redop =
-                                                 o->acc[q].redop;
+            o->acc[j].priv = o->acc[q].priv, o->acc[j].redop = o->acc[q].redop;
       }
-      rp_proc proc = rand() % 3 == 0 ? (rp_proc)(rand() % (int)workers)
-                                     : RP_PROC_ANY;
+      rp_proc proc =
+          rand() % 3 == 0 ? (rp_proc)(rand() % (int)workers) : RP_PROC_ANY;
       RP_CHECK(launch(rt, t, k, proc, o->acc, o->n, 0, ~0u, NULL));
     }
     RP_CHECK(rp_runtime_drain(rt));
     for (uint32_t k = 0; k < n; k++)
-      cr_assert_eq(atomic_load(&runs[k]), 1, "dag %d task %u ran %u times",
-                   dag, k, atomic_load(&runs[k]));
+      cr_assert_eq(atomic_load(&runs[k]), 1, "dag %d task %u ran %u times", dag,
+                   k, atomic_load(&runs[k]));
     for (uint32_t b = 0; b < n; b++)
       for (uint32_t a = 0; a < b; a++)
         if (conflict(&ops[a], &ops[b]))

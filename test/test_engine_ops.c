@@ -106,10 +106,9 @@ static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn cpu,
   return id;
 }
 
-static rp_task_spawn counter_spawn(rp_task_id t, rp_proc p,
-                                   _Atomic int **c) {
-  return (rp_task_spawn){.proc = p, .task = t, .args = c,
-                         .args_size = sizeof *c};
+static rp_task_spawn counter_spawn(rp_task_id t, rp_proc p, _Atomic int **c) {
+  return (rp_task_spawn){
+      .proc = p, .task = t, .args = c, .args_size = sizeof *c};
 }
 
 /* ---- task spawns ---- */
@@ -171,8 +170,8 @@ Test(engine_ops, chain_of_spawns_runs_in_done_to_pre_order) {
   for (int i = 0; i < N; i++) {
     seq_args a = {log, i};
     /* alternate workers: each link crosses to the other one */
-    rp_task_spawn s = {.proc = (rp_proc)(i % 2), .task = t, .args = &a,
-                       .args_size = sizeof a};
+    rp_task_spawn s = {
+        .proc = (rp_proc)(i % 2), .task = t, .args = &a, .args_size = sizeof a};
     rp_event done;
     RP_CHECK(rp__spawn_task(rt, &s, prev, &done));
     RP_CHECK(rp_event_release(rt, prev));
@@ -185,8 +184,7 @@ Test(engine_ops, chain_of_spawns_runs_in_done_to_pre_order) {
   RP_CHECK(rp_event_release(rt, prev));
   cr_assert_eq(atomic_load(&log->next), N);
   for (int i = 0; i < N; i++)
-    cr_assert_eq(log->order[i], i, "position %d ran task %d", i,
-                 log->order[i]);
+    cr_assert_eq(log->order[i], i, "position %d ran task %d", i, log->order[i]);
   th_destroy(rt);
   free(log);
 }
@@ -231,8 +229,8 @@ Test(engine_ops, failing_task_poisons_done_and_its_dependents) {
   rp_status codes[] = {RP_EIO, 7 /* positive: RP_ETASK */};
   rp_status want[] = {RP_EIO, RP_ETASK};
   for (int i = 0; i < 2; i++) {
-    rp_task_spawn s = {.proc = 0, .task = f, .args = &codes[i],
-                       .args_size = sizeof codes[i]};
+    rp_task_spawn s = {
+        .proc = 0, .task = f, .args = &codes[i], .args_size = sizeof codes[i]};
     rp_task_spawn c = counter_spawn(t, 0, &rp);
     rp_event d1, d2;
     RP_CHECK(rp__spawn_task(rt, &s, RP_NO_EVENT, &d1));
@@ -259,16 +257,19 @@ Test(engine_ops, task_context_has_copied_args_and_instance_views) {
     args[i] = (unsigned char)(i * 7 + 1);
   rp_event pre, done;
   RP_CHECK(rp_event_create(rt, &pre));
-  rp_task_spawn s = {.proc = 1, .task = t, .args = args,
-                     .args_size = sizeof args, .insts = insts, .ninsts = 2};
+  rp_task_spawn s = {.proc = 1,
+                     .task = t,
+                     .args = args,
+                     .args_size = sizeof args,
+                     .insts = insts,
+                     .ninsts = 2};
   RP_CHECK(rp__spawn_task(rt, &s, pre, &done));
   memset(args, 0xff, sizeof args); /* the spawn holds its own copy */
   memset(insts, 0, sizeof insts);
   RP_CHECK(rp_event_trigger(rt, pre));
   RP_CHECK(rp_event_wait(rt, done, 10 * SEC));
   for (int i = 0; i < 16; i++)
-    cr_assert_eq(g_seen.args[i], (unsigned char)(i * 7 + 1), "arg byte %d",
-                 i);
+    cr_assert_eq(g_seen.args[i], (unsigned char)(i * 7 + 1), "arg byte %d", i);
   cr_assert_eq(g_seen.proc, 1u);
   cr_assert_eq(g_seen.kind, RP_PROC_CPU);
   cr_assert_eq(g_seen.shard, 0u);
@@ -310,32 +311,54 @@ Test(engine_ops, bad_task_spawns_return_precise_errors_and_change_nothing) {
     rp_status want;
     const char *detail;
   } cases[] = {
-      {"proc out of range", {.proc = 2, .task = t}, RP_NO_EVENT, RP_EPROC,
+      {"proc out of range",
+       {.proc = 2, .task = t},
+       RP_NO_EVENT,
+       RP_EPROC,
        "processor 2 out of range (runtime has 2)"},
-      {"RP_PROC_ANY", {.proc = RP_PROC_ANY, .task = t}, RP_NO_EVENT, RP_EPROC,
+      {"RP_PROC_ANY",
+       {.proc = RP_PROC_ANY, .task = t},
+       RP_NO_EVENT,
+       RP_EPROC,
        "out of range"},
-      {"unknown task", {.proc = 0, .task = 99}, RP_NO_EVENT, RP_ENOTASK,
+      {"unknown task",
+       {.proc = 0, .task = 99},
+       RP_NO_EVENT,
+       RP_ENOTASK,
        "task id 99 is not registered"},
-      {"no CPU variant", {.proc = 0, .task = g}, RP_NO_EVENT, RP_EPROC,
+      {"no CPU variant",
+       {.proc = 0, .task = g},
+       RP_NO_EVENT,
+       RP_EPROC,
        "task 'gpu_only' has no CPU variant for processor 0"},
-      {"NULL args", {.proc = 0, .task = t, .args_size = 8}, RP_NO_EVENT,
-       RP_EINVAL, "8 argument bytes, NULL args"},
-      {"args too big", {.proc = 0, .task = t, .args = big,
-                        .args_size = sizeof big}, RP_NO_EVENT, RP_ERANGE,
+      {"NULL args",
+       {.proc = 0, .task = t, .args_size = 8},
+       RP_NO_EVENT,
+       RP_EINVAL,
+       "8 argument bytes, NULL args"},
+      {"args too big",
+       {.proc = 0, .task = t, .args = big, .args_size = sizeof big},
+       RP_NO_EVENT,
+       RP_ERANGE,
        "1048577 argument bytes (max 1048576)"},
-      {"NULL insts", {.proc = 0, .task = t, .ninsts = 2}, RP_NO_EVENT,
-       RP_EINVAL, "2 instances, NULL array"},
-      {"stale instance", {.proc = 0, .task = t, .insts = &dead,
-                          .ninsts = 1}, RP_NO_EVENT, RP_ESTALE,
+      {"NULL insts",
+       {.proc = 0, .task = t, .ninsts = 2},
+       RP_NO_EVENT,
+       RP_EINVAL,
+       "2 instances, NULL array"},
+      {"stale instance",
+       {.proc = 0, .task = t, .insts = &dead, .ninsts = 1},
+       RP_NO_EVENT,
+       RP_ESTALE,
        "instance 0: instance"},
       {"stale pre", ok, stale, RP_ESTALE, "precondition event"},
   };
   for (size_t i = 0; i < RP_ARRAY_LEN(cases); i++) {
     rp_event done = {0x5a5a};
     rp_status st = rp__spawn_task(rt, &cases[i].s, cases[i].pre, &done);
-    cr_assert_eq(st, cases[i].want, "%s: %s, expected %s (%s)",
-                 cases[i].name, rp_status_name(st),
-                 rp_status_name(cases[i].want), rp_error_detail());
+    cr_assert_eq(st, cases[i].want, "%s: %s, expected %s (%s)", cases[i].name,
+                 rp_status_name(st), rp_status_name(cases[i].want),
+                 rp_error_detail());
     cr_assert(strstr(rp_error_detail(), cases[i].detail), "%s: detail '%s'",
               cases[i].name, rp_error_detail());
     cr_assert(strstr(rp_error_detail(), "rp__spawn_task"),
@@ -345,8 +368,7 @@ Test(engine_ops, bad_task_spawns_return_precise_errors_and_change_nothing) {
   }
   rp_event done;
   RP_EXPECT(rp__spawn_task(NULL, &ok, RP_NO_EVENT, &done), RP_EINVAL);
-  cr_assert(strstr(rp_error_detail(), "NULL runtime"), "%s",
-            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "NULL runtime"), "%s", rp_error_detail());
   RP_EXPECT(rp__spawn_task(rt, NULL, RP_NO_EVENT, &done), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "NULL spawn"), "%s", rp_error_detail());
   RP_CHECK(rp_runtime_drain(rt));
@@ -404,9 +426,13 @@ static void copy_and_check(rp_runtime *rt, rp_proc where, size_t rows,
   size_t dst_bytes = (rows - 1) * (dp ? dp : row_bytes) + row_bytes + 96;
   unsigned char *src = pattern(src_bytes, (unsigned)(rows + row_bytes));
   unsigned char *dst = guarded(dst_bytes);
-  rp_copy_bytes c = {.dst = dst + 32, .dst_mem = sysmem(rt), .src = src + 16,
-                     .src_mem = sysmem(rt), .rows = rows,
-                     .row_bytes = row_bytes, .src_pitch = sp,
+  rp_copy_bytes c = {.dst = dst + 32,
+                     .dst_mem = sysmem(rt),
+                     .src = src + 16,
+                     .src_mem = sysmem(rt),
+                     .rows = rows,
+                     .row_bytes = row_bytes,
+                     .src_pitch = sp,
                      .dst_pitch = dp};
   rp_event done;
   RP_CHECK(rp__spawn_copy(rt, &c, where, RP_NO_EVENT, &done));
@@ -439,9 +465,14 @@ Test(engine_ops, strided_copies_follow_both_pitches) {
 Test(engine_ops, copy_waits_for_its_pre) {
   rp_runtime *rt = th_cpu_runtime(2);
   unsigned char *src = pattern(256, 3), *dst = guarded(256);
-  rp_copy_bytes c = {.dst = dst, .dst_mem = sysmem(rt), .src = src,
-                     .src_mem = sysmem(rt), .rows = 4, .row_bytes = 32,
-                     .src_pitch = 64, .dst_pitch = 64};
+  rp_copy_bytes c = {.dst = dst,
+                     .dst_mem = sysmem(rt),
+                     .src = src,
+                     .src_mem = sysmem(rt),
+                     .rows = 4,
+                     .row_bytes = 32,
+                     .src_pitch = 64,
+                     .dst_pitch = 64};
   rp_event pre, done;
   RP_CHECK(rp_event_create(rt, &pre));
   RP_CHECK(rp__spawn_copy(rt, &c, 1, pre, &done));
@@ -465,8 +496,12 @@ Test(engine_ops, copy_waits_for_its_pre) {
 Test(engine_ops, copy_behind_a_poisoned_pre_copies_nothing) {
   rp_runtime *rt = th_cpu_runtime(1);
   unsigned char *src = pattern(64, 1), *dst = guarded(64);
-  rp_copy_bytes c = {.dst = dst, .dst_mem = sysmem(rt), .src = src,
-                     .src_mem = sysmem(rt), .rows = 1, .row_bytes = 64};
+  rp_copy_bytes c = {.dst = dst,
+                     .dst_mem = sysmem(rt),
+                     .src = src,
+                     .src_mem = sysmem(rt),
+                     .rows = 1,
+                     .row_bytes = 64};
   rp_event pre, done;
   RP_CHECK(rp_event_create(rt, &pre));
   RP_CHECK(rp__spawn_copy(rt, &c, 0, pre, &done));
@@ -496,12 +531,16 @@ Test(engine_ops, task_then_copy_then_task_by_events) {
   rp_task_id cnt = reg(rt, "count", count_task, NULL);
   unsigned char *a = guarded(128), *b = guarded(128);
   _Atomic int runs = 0, *rp = &runs;
-  rp_task_spawn s1 = {.proc = 0, .task = fill, .args = &a,
-                      .args_size = sizeof a};
+  rp_task_spawn s1 = {
+      .proc = 0, .task = fill, .args = &a, .args_size = sizeof a};
   rp_event d1, d2, d3;
   RP_CHECK(rp__spawn_task(rt, &s1, RP_NO_EVENT, &d1));
-  rp_copy_bytes c = {.dst = b, .dst_mem = sysmem(rt), .src = a,
-                     .src_mem = sysmem(rt), .rows = 1, .row_bytes = 128};
+  rp_copy_bytes c = {.dst = b,
+                     .dst_mem = sysmem(rt),
+                     .src = a,
+                     .src_mem = sysmem(rt),
+                     .rows = 1,
+                     .row_bytes = 128};
   RP_CHECK(rp__spawn_copy(rt, &c, 1, d1, &d2));
   rp_task_spawn s3 = counter_spawn(cnt, 0, &rp);
   RP_CHECK(rp__spawn_task(rt, &s3, d2, &d3));
@@ -521,8 +560,13 @@ Test(engine_ops, bad_copies_return_precise_errors_and_change_nothing) {
   rp_runtime *rt = th_cpu_runtime(2);
   unsigned char *src = pattern(256, 5), *dst = guarded(256);
   rp_mem m = sysmem(rt);
-  rp_copy_bytes ok = {.dst = dst, .dst_mem = m, .src = src, .src_mem = m,
-                      .rows = 2, .row_bytes = 8, .src_pitch = 16,
+  rp_copy_bytes ok = {.dst = dst,
+                      .dst_mem = m,
+                      .src = src,
+                      .src_mem = m,
+                      .rows = 2,
+                      .row_bytes = 8,
+                      .src_pitch = 16,
                       .dst_pitch = 16};
   rp_event stale;
   RP_CHECK(rp_event_create(rt, &stale));
@@ -573,9 +617,9 @@ Test(engine_ops, bad_copies_return_precise_errors_and_change_nothing) {
     rp_event done = {0x5a5a};
     rp_status st =
         rp__spawn_copy(rt, &cases[i].c, cases[i].where, cases[i].pre, &done);
-    cr_assert_eq(st, cases[i].want, "%s: %s, expected %s (%s)",
-                 cases[i].name, rp_status_name(st),
-                 rp_status_name(cases[i].want), rp_error_detail());
+    cr_assert_eq(st, cases[i].want, "%s: %s, expected %s (%s)", cases[i].name,
+                 rp_status_name(st), rp_status_name(cases[i].want),
+                 rp_error_detail());
     cr_assert(strstr(rp_error_detail(), cases[i].detail), "%s: detail '%s'",
               cases[i].name, rp_error_detail());
     cr_assert(strstr(rp_error_detail(), "rp__spawn_copy"),
@@ -585,8 +629,7 @@ Test(engine_ops, bad_copies_return_precise_errors_and_change_nothing) {
   }
   rp_event done;
   RP_EXPECT(rp__spawn_copy(NULL, &ok, 0, RP_NO_EVENT, &done), RP_EINVAL);
-  cr_assert(strstr(rp_error_detail(), "NULL runtime"), "%s",
-            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "NULL runtime"), "%s", rp_error_detail());
   RP_EXPECT(rp__spawn_copy(rt, NULL, 0, RP_NO_EVENT, &done), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "NULL copy"), "%s", rp_error_detail());
   RP_CHECK(rp_runtime_drain(rt));
@@ -624,7 +667,8 @@ static void *spawn_many(void *p) {
   rp_event prev = RP_NO_EVENT;
   for (int i = 0; i < PER_THREAD && s->st == RP_OK; i++) {
     rp_task_spawn ts = {.proc = (rp_proc)((i + s->seed) % 2),
-                        .task = s->task, .args = &runs,
+                        .task = s->task,
+                        .args = &runs,
                         .args_size = sizeof runs};
     rp_event done;
     int chained = (i / 7) % 2;
@@ -636,9 +680,14 @@ static void *spawn_many(void *p) {
     if (i % COPY_EVERY == 0) {
       size_t slot = (size_t)(i / COPY_EVERY) * 16;
       rp_mem m = 0; /* system memory: the CPU backend's first */
-      rp_copy_bytes c = {.dst = s->dst + slot, .dst_mem = m,
-                         .src = s->src + slot, .src_mem = m, .rows = 2,
-                         .row_bytes = 8, .src_pitch = 8, .dst_pitch = 8};
+      rp_copy_bytes c = {.dst = s->dst + slot,
+                         .dst_mem = m,
+                         .src = s->src + slot,
+                         .src_mem = m,
+                         .rows = 2,
+                         .row_bytes = 8,
+                         .src_pitch = 8,
+                         .dst_pitch = 8};
       s->st = rp__spawn_copy(s->rt, &c, (rp_proc)(i % 2), prev, NULL);
     }
   }
@@ -648,8 +697,7 @@ static void *spawn_many(void *p) {
   return NULL;
 }
 
-Test(engine_ops, many_concurrent_spawns_from_two_host_threads,
-     .timeout = 300) {
+Test(engine_ops, many_concurrent_spawns_from_two_host_threads, .timeout = 300) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = reg(rt, "count", count_task, NULL);
   cr_assert_eq(sysmem(rt), 0u);
@@ -658,8 +706,13 @@ Test(engine_ops, many_concurrent_spawns_from_two_host_threads,
   spawner sp[2];
   pthread_t th[2];
   for (int k = 0; k < 2; k++) {
-    sp[k] = (spawner){rt, t, &runs, pattern(bytes, 11u * (unsigned)k + 1),
-                      guarded(bytes), (unsigned)k, RP_OK};
+    sp[k] = (spawner){rt,
+                      t,
+                      &runs,
+                      pattern(bytes, 11u * (unsigned)k + 1),
+                      guarded(bytes),
+                      (unsigned)k,
+                      RP_OK};
     cr_assert_eq(pthread_create(&th[k], NULL, spawn_many, &sp[k]), 0);
   }
   for (int k = 0; k < 2; k++)
@@ -668,8 +721,8 @@ Test(engine_ops, many_concurrent_spawns_from_two_host_threads,
   for (int k = 0; k < 2; k++) {
     cr_assert_eq(sp[k].st, RP_OK, "thread %d: %s (%s)", k,
                  rp_status_name(sp[k].st), rp_error_detail());
-    cr_assert_eq(memcmp(sp[k].src, sp[k].dst, bytes), 0,
-                 "thread %d: copies", k);
+    cr_assert_eq(memcmp(sp[k].src, sp[k].dst, bytes), 0, "thread %d: copies",
+                 k);
     free(sp[k].src);
     free(sp[k].dst);
   }
@@ -686,8 +739,12 @@ Test(engine_ops, destroy_cancels_ops_gated_on_untriggered_user_events) {
   rp_task_spawn s = counter_spawn(t, 0, &rp);
   RP_CHECK(rp__spawn_task(rt, &s, never, &d1));
   unsigned char *src = pattern(32, 2), *dst = guarded(32);
-  rp_copy_bytes c = {.dst = dst, .dst_mem = sysmem(rt), .src = src,
-                     .src_mem = sysmem(rt), .rows = 1, .row_bytes = 32};
+  rp_copy_bytes c = {.dst = dst,
+                     .dst_mem = sysmem(rt),
+                     .src = src,
+                     .src_mem = sysmem(rt),
+                     .rows = 1,
+                     .row_bytes = 32};
   RP_CHECK(rp__spawn_copy(rt, &c, 1, d1, NULL));
   RP_CHECK(rp_event_release(rt, never));
   RP_CHECK(rp_event_release(rt, d1));

@@ -67,8 +67,7 @@ static void copy_on(rp_runtime *rt, rp_proc where, const rp_copy_bytes *c) {
  * into a dense buffer), all on the GPU's stream; the device buffer outside
  * the rows and the host buffer outside the copy stay GUARD. */
 static void round_trip(rp_runtime *rt, rp_mem host_mem, size_t rows,
-                       size_t row_bytes, size_t host_pitch,
-                       size_t dev_pitch) {
+                       size_t row_bytes, size_t host_pitch, size_t dev_pitch) {
   rp_proc gpu = first_gpu(rt);
   rp_proc_info gi;
   RP_CHECK(rp_proc_query(rt, gpu, &gi));
@@ -82,20 +81,28 @@ static void round_trip(rp_runtime *rt, rp_mem host_mem, size_t rows,
     src[i] = (unsigned char)((i * 131u + rows) % 251u);
   memset(back, GUARD, back_bytes);
   unsigned char *dev = device_guarded(rt, gi.local, dev_bytes);
-  rp_copy_bytes up = {.dst = dev + 32, .dst_mem = gi.local, .src = src,
-                      .src_mem = host_mem, .rows = rows,
-                      .row_bytes = row_bytes, .src_pitch = host_pitch,
+  rp_copy_bytes up = {.dst = dev + 32,
+                      .dst_mem = gi.local,
+                      .src = src,
+                      .src_mem = host_mem,
+                      .rows = rows,
+                      .row_bytes = row_bytes,
+                      .src_pitch = host_pitch,
                       .dst_pitch = dev_pitch};
   copy_on(rt, gpu, &up);
-  rp_copy_bytes down = {.dst = back + 16, .dst_mem = host_mem,
-                        .src = dev + 32, .src_mem = gi.local, .rows = rows,
-                        .row_bytes = row_bytes, .src_pitch = dev_pitch,
+  rp_copy_bytes down = {.dst = back + 16,
+                        .dst_mem = host_mem,
+                        .src = dev + 32,
+                        .src_mem = gi.local,
+                        .rows = rows,
+                        .row_bytes = row_bytes,
+                        .src_pitch = dev_pitch,
                         .dst_pitch = row_bytes};
   copy_on(rt, gpu, &down);
   for (size_t r = 0; r < rows; r++)
-    cr_assert_eq(memcmp(back + 16 + r * row_bytes, src + r * host_pitch,
-                        row_bytes), 0, "row %zu (%zu x %zu)", r, rows,
-                 row_bytes);
+    cr_assert_eq(
+        memcmp(back + 16 + r * row_bytes, src + r * host_pitch, row_bytes), 0,
+        "row %zu (%zu x %zu)", r, rows, row_bytes);
   for (size_t i = 0; i < back_bytes; i++)
     if (i < 16 || i >= 16 + rows * row_bytes)
       cr_assert_eq(back[i], GUARD, "host byte %zu outside the copy", i);
@@ -105,8 +112,8 @@ static void round_trip(rp_runtime *rt, rp_mem host_mem, size_t rows,
   RP_CHECK(rp__mem_copy(rt, RP_MEM_CALLER, all, gi.local, dev, dev_bytes));
   for (size_t i = 0; i < dev_bytes; i++) {
     size_t off = i - 32;
-    int inside = i >= 32 && off / dev_pitch < rows &&
-                 off % dev_pitch < row_bytes;
+    int inside =
+        i >= 32 && off / dev_pitch < rows && off % dev_pitch < row_bytes;
     if (!inside)
       cr_assert_eq(all[i], GUARD, "device byte %zu outside the copy", i);
   }
@@ -120,9 +127,9 @@ Test(engine_ops_gpu, strided_copies_on_the_gpu_stream) {
   rp_runtime *rt = th_runtime(RP_BACKEND_CUDA, 2);
   rp_mem sys = mem_of(rt, RP_MEM_SYSTEM, -1);
   rp_mem pinned = mem_of(rt, RP_MEM_PINNED, -1);
-  round_trip(rt, sys, 1, 4099, 4099, 4099);  /* contiguous, pageable */
+  round_trip(rt, sys, 1, 4099, 4099, 4099); /* contiguous, pageable */
   round_trip(rt, pinned, 1, 65536, 65536, 65536);
-  round_trip(rt, sys, 17, 29, 53, 37);       /* strided both sides */
+  round_trip(rt, sys, 17, 29, 53, 37); /* strided both sides */
   round_trip(rt, pinned, 64, 100, 128, 512);
   th_destroy(rt);
 }
@@ -137,8 +144,12 @@ Test(engine_ops_gpu, gpu_copy_waits_for_its_pre) {
   RP_CHECK(rp__mem_alloc(rt, pinned, 1024, 64, (void **)&src));
   memset(src, 0x5c, 1024);
   unsigned char *dev = device_guarded(rt, gi.local, 1024);
-  rp_copy_bytes c = {.dst = dev, .dst_mem = gi.local, .src = src,
-                     .src_mem = pinned, .rows = 1, .row_bytes = 1024};
+  rp_copy_bytes c = {.dst = dev,
+                     .dst_mem = gi.local,
+                     .src = src,
+                     .src_mem = pinned,
+                     .rows = 1,
+                     .row_bytes = 1024};
   rp_event pre, done;
   RP_CHECK(rp_event_create(rt, &pre));
   RP_CHECK(rp__spawn_copy(rt, &c, gpu, pre, &done));
@@ -167,8 +178,11 @@ Test(engine_ops_gpu, cpu_worker_cannot_copy_device_memory) {
   void *dev;
   RP_CHECK(rp__mem_alloc(rt, gi.local, 64, 256, &dev));
   unsigned char host[64] = {0};
-  rp_copy_bytes c = {.dst = dev, .dst_mem = gi.local, .src = host,
-                     .src_mem = mem_of(rt, RP_MEM_SYSTEM, -1), .rows = 1,
+  rp_copy_bytes c = {.dst = dev,
+                     .dst_mem = gi.local,
+                     .src = host,
+                     .src_mem = mem_of(rt, RP_MEM_SYSTEM, -1),
+                     .rows = 1,
                      .row_bytes = 64};
   rp_event done = {0x5a5a};
   RP_EXPECT(rp__spawn_copy(rt, &c, 0, RP_NO_EVENT, &done), RP_EACCESS);
@@ -185,8 +199,8 @@ Test(engine_ops_gpu, cpu_worker_cannot_copy_device_memory) {
 static rp_status gpu_fill(rp_task_ctx *ctx) {
   const rp_instance_info *in = rp_ctx_inst(ctx, 0);
   int v = *(const unsigned char *)rp_ctx_args(ctx, NULL);
-  return rp__cuda_memset_async(rp_ctx_runtime(ctx), rp_ctx_stream(ctx),
-                               in->ptr, v, in->bytes);
+  return rp__cuda_memset_async(rp_ctx_runtime(ctx), rp_ctx_stream(ctx), in->ptr,
+                               v, in->bytes);
 }
 
 Test(engine_ops_gpu, gpu_task_spawn_completes_through_its_stream) {
@@ -209,13 +223,21 @@ Test(engine_ops_gpu, gpu_task_spawn_completes_through_its_stream) {
   unsigned char *back;
   RP_CHECK(rp__mem_alloc(rt, pinned, 4096, 64, (void **)&back));
   unsigned char byte = 0x3d;
-  rp_task_spawn s = {.proc = gpu, .task = t, .args = &byte,
-                     .args_size = 1, .insts = &in, .ninsts = 1};
+  rp_task_spawn s = {.proc = gpu,
+                     .task = t,
+                     .args = &byte,
+                     .args_size = 1,
+                     .insts = &in,
+                     .ninsts = 1};
   rp_event pre, d1, d2;
   RP_CHECK(rp_event_create(rt, &pre));
   RP_CHECK(rp__spawn_task(rt, &s, pre, &d1));
-  rp_copy_bytes c = {.dst = back, .dst_mem = pinned, .src = info.ptr,
-                     .src_mem = gi.local, .rows = 1, .row_bytes = 4096};
+  rp_copy_bytes c = {.dst = back,
+                     .dst_mem = pinned,
+                     .src = info.ptr,
+                     .src_mem = gi.local,
+                     .rows = 1,
+                     .row_bytes = 4096};
   RP_CHECK(rp__spawn_copy(rt, &c, gpu, d1, &d2));
   RP_CHECK(rp_event_trigger(rt, pre));
   RP_CHECK(rp_event_wait(rt, d2, 30 * SEC));

@@ -7,8 +7,12 @@
 #include <unistd.h>
 
 static rp_runtime *rt;
-static void setup(void) { rt = th_cpu_runtime(2); }
-static void teardown(void) { th_destroy(rt); }
+static void setup(void) {
+  rt = th_cpu_runtime(2);
+}
+static void teardown(void) {
+  th_destroy(rt);
+}
 
 TestSuite(event, .init = setup, .fini = teardown, .timeout = 60);
 

@@ -673,12 +673,9 @@ Test(graphio_corrupt, schema_errors_name_the_path) {
  * load rounded, and the saved copy then failed its own checksum). */
 Test(graphio_corrupt, integers_past_2p53_are_strings) {
   expect_edit("\"cost_ns\": 0", "\"cost_ns\": 9007199254740991", RP_OK);
-  expect_edit("\"cost_ns\": 0", "\"cost_ns\": 9007199254740992",
-              RP_ERANGE);
-  expect_edit("\"cost_ns\": 0", "\"cost_ns\": 09007199254740993",
-              RP_ERANGE);
-  expect_edit("\"cost_ns\": 0", "\"cost_ns\": \"9007199254740993\"",
-              RP_OK);
+  expect_edit("\"cost_ns\": 0", "\"cost_ns\": 9007199254740992", RP_ERANGE);
+  expect_edit("\"cost_ns\": 0", "\"cost_ns\": 09007199254740993", RP_ERANGE);
+  expect_edit("\"cost_ns\": 0", "\"cost_ns\": \"9007199254740993\"", RP_OK);
 }
 
 Test(graphio_corrupt, out_of_range_ids) {
@@ -1020,8 +1017,7 @@ Test(dump, text_names_every_op) {
   char w[64];
   /* the slot: the handle's low bits below the runtime tag */
   snprintf(w, sizeof w, "access 0: inst#%u.%u:W f32 [0..15]",
-           (unsigned)fx.a.id & 0x7fffffu,
-           (unsigned)(fx.a.id >> 32));
+           (unsigned)fx.a.id & 0x7fffffu, (unsigned)(fx.a.id >> 32));
   cr_assert(strstr(buf, w), "missing '%s' in:\n%s", w, buf);
   free(buf);
   teardown(&fx);
@@ -1126,8 +1122,10 @@ Test(dump, stale_instances_are_marked_in_text) {
  * ops, and the inferred mark on edges, load and save back the same. */
 Test(graphio_names, names_and_inferred_marks_round_trip) {
   env e = env_make();
-  char *a = subst(MINI, "\"strides\": [1]}", "\"strides\": [1], \"name\": \"W1\"}");
-  char *b = subst(a, "\"interps\": []},", "\"interps\": [], \"name\": \"fc1.fwd\"},");
+  char *a =
+      subst(MINI, "\"strides\": [1]}", "\"strides\": [1], \"name\": \"W1\"}");
+  char *b =
+      subst(a, "\"interps\": []},", "\"interps\": [], \"name\": \"fc1.fwd\"},");
   char *t = subst(b, "[[0, 1]]", "[[0, 1, \"inferred\"]]");
   make_tmpdir();
   const char *path = th_tmp_path("n.json"), *again = th_tmp_path("m.json");

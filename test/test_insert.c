@@ -82,8 +82,13 @@ static void task1(fx *f, rp_task_id t, rp_proc p, rp_inst x, rp_privilege pr,
                   float value, rp_event wait, rp_event *done) {
   rp_scalar_args a = {value, 0};
   rp_access acc[1] = {{x, pr, RP_REDOP_NONE}};
-  rp_launch l = {.task = t, .proc = p, .accesses = acc, .naccess = 1,
-                 .args = &a, .args_size = sizeof a, .wait = wait};
+  rp_launch l = {.task = t,
+                 .proc = p,
+                 .accesses = acc,
+                 .naccess = 1,
+                 .args = &a,
+                 .args_size = sizeof a,
+                 .wait = wait};
   RP_CHECK(rp_launch_task(f->rt, &l, done));
 }
 
@@ -99,8 +104,12 @@ static void scale(fx *f, rp_proc p, rp_inst x, float v) {
 static void axpy(fx *f, rp_proc p, rp_inst x, rp_inst y, float v) {
   rp_scalar_args a = {v, 0};
   rp_access acc[2] = {{x, RP_READ, RP_REDOP_NONE}, {y, RP_RW, RP_REDOP_NONE}};
-  rp_launch l = {.task = f->k.axpy, .proc = p, .accesses = acc, .naccess = 2,
-                 .args = &a, .args_size = sizeof a};
+  rp_launch l = {.task = f->k.axpy,
+                 .proc = p,
+                 .accesses = acc,
+                 .naccess = 2,
+                 .args = &a,
+                 .args_size = sizeof a};
   RP_CHECK(rp_launch_task(f->rt, &l, NULL));
 }
 
@@ -112,15 +121,15 @@ static void copy(fx *f, rp_inst src, rp_inst dst) {
 /* The step the differential tests run: every kind of access to a and b
  * from the worker that cannot reach them, and from the one that can. */
 static void program(fx *f) {
-  fill(f, 0, f->b, 1.0f);          /* WRITE b from 0: write-back only */
-  scale(f, 1, f->a, 3.0f);         /* RW a from 1: fill, write-back */
-  axpy(f, 0, f->a, f->b, 2.0f);    /* b's mirror still current: no fill */
-  axpy(f, 1, f->b, f->a, 1.0f);    /* a's mirror still current: no fill */
+  fill(f, 0, f->b, 1.0f);            /* WRITE b from 0: write-back only */
+  scale(f, 1, f->a, 3.0f);           /* RW a from 1: fill, write-back */
+  axpy(f, 0, f->a, f->b, 2.0f);      /* b's mirror still current: no fill */
+  axpy(f, 1, f->b, f->a, 1.0f);      /* a's mirror still current: no fill */
   scale(f, RP_PROC_ANY, f->b, 0.5f); /* any worker stands for worker 0 */
-  copy(f, f->a, f->c);             /* user copies: c = a, then a = c + ... */
-  axpy(f, 0, f->c, f->c, 0.0f);    /* (reads and writes c in place) */
-  copy(f, f->c, f->a);             /* writes a: its mirror goes stale */
-  axpy(f, 1, f->a, f->c, 1.0f);    /* so this fills again */
+  copy(f, f->a, f->c);               /* user copies: c = a, then a = c + ... */
+  axpy(f, 0, f->c, f->c, 0.0f);      /* (reads and writes c in place) */
+  copy(f, f->c, f->a);               /* writes a: its mirror goes stale */
+  axpy(f, 1, f->a, f->c, 1.0f);      /* so this fills again */
 }
 
 static rp_graph *capture(fx *f, int no_insertion, void (*fn)(fx *)) {
@@ -204,9 +213,9 @@ Test(insert, writer_gets_a_write_back_that_later_readers_wait_for) {
   fx_init(&f);
   hook_on(&f);
   RP_CHECK(rp_capture_begin(f.rt, NULL));
-  scale(&f, 1, f.a, 3.0f);        /* ops 0 fill, 1 scale, 2 write-back */
-  axpy(&f, 0, f.a, f.c, 1.0f);    /* op 3: reads a where it lives */
-  scale(&f, 0, f.a, 2.0f);        /* op 4: writes a where it lives */
+  scale(&f, 1, f.a, 3.0f);     /* ops 0 fill, 1 scale, 2 write-back */
+  axpy(&f, 0, f.a, f.c, 1.0f); /* op 3: reads a where it lives */
+  scale(&f, 0, f.a, 2.0f);     /* op 4: writes a where it lives */
   rp_graph *g;
   RP_CHECK(rp_capture_end(f.rt, &g));
   cr_assert_eq(rp_graph_op_count(g), 5);
@@ -290,8 +299,13 @@ Test(insert, spmd_shards_share_one_mirror) {
   rp_proc sp[2] = {1, 1};
   rp_scalar_args a = {2.0f, 0};
   rp_access acc[1] = {{f.a, RP_READ, RP_REDOP_NONE}};
-  rp_launch l = {.task = f.k.axpy, .accesses = acc, .naccess = 1, .args = &a,
-                 .args_size = sizeof a, .shards = 2, .shard_procs = sp};
+  rp_launch l = {.task = f.k.axpy,
+                 .accesses = acc,
+                 .naccess = 1,
+                 .args = &a,
+                 .args_size = sizeof a,
+                 .shards = 2,
+                 .shard_procs = sp};
   RP_CHECK(rp_capture_begin(f.rt, NULL));
   RP_CHECK(rp_launch_task(f.rt, &l, NULL));
   rp_graph *g;
@@ -382,8 +396,8 @@ Test(insert, replays_with_mirrors_match_eager_bitwise) {
   get(&f, f.c, got[2]);
   for (int i = 0; i < 3; i++)
     for (int k = 0; k < N; k++)
-      cr_assert_eq(got[i][k], want[i][k], "instance %d element %d: %g vs %g",
-                   i, k, (double)got[i][k], (double)want[i][k]);
+      cr_assert_eq(got[i][k], want[i][k], "instance %d element %d: %g vs %g", i,
+                   k, (double)got[i][k], (double)want[i][k]);
   RP_CHECK(rp_graph_destroy(g));
   fx_fini(&f);
 }
@@ -452,8 +466,8 @@ static void expect_load(fx *f, const char *json, const char *from,
   char *t = edit(json, from, to);
   rp_graph *h = NULL;
   rp_status st = rp__graph_load_mem(f->rt, t, strlen(t), NULL, 0, 0, &h);
-  cr_assert_eq(st, want, "'%s' -> '%s': %s (%s)", from, to,
-               rp_status_name(st), rp_error_detail());
+  cr_assert_eq(st, want, "'%s' -> '%s': %s (%s)", from, to, rp_status_name(st),
+               rp_error_detail());
   cr_assert(strstr(rp_error_detail(), detail), "%s", rp_error_detail());
   cr_assert_null(h);
   free(t);
@@ -491,8 +505,8 @@ Test(insert, loader_checks_mirrors) {
   expect_load(&f, json, "\"mirrors\":\t[{\n\t\t\t\t\"id\":\t0",
               "\"mirrors\":\t[{\n\t\t\t\t\"id\":\t1", RP_EFORMAT,
               "graph.mirrors[0].id");
-  expect_load(&f, json, "\"dst\":\t0,", "\"dst\":\t{\"mirror\": 0},",
-              RP_EINVAL, "copies mirror 0 into mirror 0");
+  expect_load(&f, json, "\"dst\":\t0,", "\"dst\":\t{\"mirror\": 0},", RP_EINVAL,
+              "copies mirror 0 into mirror 0");
   expect_load(&f, json, "\"domain\":\t\"src\"", "\"domain\":\t\"rect\"",
               RP_EFORMAT, "rect");
   expect_load(&f, json, "\"redop\":\t\"none\",\n\t\t\t\t\"group\"",
@@ -511,8 +525,12 @@ Test(insert, mirror_references_are_not_instances_to_the_public_api) {
   fx_init(&f);
   rp_access acc[1] = {{rp__mirror_ref(0), RP_RW, RP_REDOP_NONE}};
   rp_scalar_args a = {1.0f, 0};
-  rp_launch l = {.task = f.k.scale, .proc = 0, .accesses = acc, .naccess = 1,
-                 .args = &a, .args_size = sizeof a};
+  rp_launch l = {.task = f.k.scale,
+                 .proc = 0,
+                 .accesses = acc,
+                 .naccess = 1,
+                 .args = &a,
+                 .args_size = sizeof a};
   RP_EXPECT(rp_launch_task(f.rt, &l, NULL), RP_ESTALE);
   rp_graph *g;
   RP_CHECK(rp_graph_create(f.rt, &g));

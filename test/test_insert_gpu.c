@@ -68,17 +68,25 @@ static void launch1(rp_runtime *rt, rp_task_id t, rp_proc p, rp_inst x,
                     rp_privilege pr, float value) {
   rp_scalar_args a = {value, 0};
   rp_access acc[1] = {{x, pr, RP_REDOP_NONE}};
-  rp_launch l = {.task = t, .proc = p, .accesses = acc, .naccess = 1,
-                 .args = &a, .args_size = sizeof a};
+  rp_launch l = {.task = t,
+                 .proc = p,
+                 .accesses = acc,
+                 .naccess = 1,
+                 .args = &a,
+                 .args_size = sizeof a};
   RP_CHECK(rp_launch_task(rt, &l, NULL));
 }
 
-static void axpy(rp_runtime *rt, const rp_kernel_tasks *k, rp_proc p,
-                 rp_inst x, rp_inst y, float v) {
+static void axpy(rp_runtime *rt, const rp_kernel_tasks *k, rp_proc p, rp_inst x,
+                 rp_inst y, float v) {
   rp_scalar_args a = {v, 0};
   rp_access acc[2] = {{x, RP_READ, RP_REDOP_NONE}, {y, RP_RW, RP_REDOP_NONE}};
-  rp_launch l = {.task = k->axpy, .proc = p, .accesses = acc, .naccess = 2,
-                 .args = &a, .args_size = sizeof a};
+  rp_launch l = {.task = k->axpy,
+                 .proc = p,
+                 .accesses = acc,
+                 .naccess = 2,
+                 .args = &a,
+                 .args_size = sizeof a};
   RP_CHECK(rp_launch_task(rt, &l, NULL));
 }
 
@@ -141,8 +149,8 @@ Test(insert_gpu, cpu_task_on_device_memory_gets_a_host_mirror) {
     RP_CHECK(rp_instance_read(rt, c, v, sizeof v));
     /* c starts at i (make(.., 0.0f)), d at 2 + i: c + d = 2 + 2i */
     for (int i = 0; i < N; i++)
-      cr_assert_eq(v[i], 2.0f + 2.0f * (float)i, "element %d: %g, want %g",
-                   i, (double)v[i], 2.0 + 2.0 * i);
+      cr_assert_eq(v[i], 2.0f + 2.0f * (float)i, "element %d: %g, want %g", i,
+                   (double)v[i], 2.0 + 2.0 * i);
   }
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, d));
@@ -208,8 +216,12 @@ Test(insert_gpu, spmd_shards_on_two_devices_are_refused) {
   rp_inst a = make(rt, 0, 1.0f);
   rp_scalar_args args = {2.0f, 0};
   rp_access acc[1] = {{a, RP_RW, RP_REDOP_NONE}};
-  rp_launch l = {.task = k.scale, .accesses = acc, .naccess = 1,
-                 .args = &args, .args_size = sizeof args, .shards = 2,
+  rp_launch l = {.task = k.scale,
+                 .accesses = acc,
+                 .naccess = 1,
+                 .args = &args,
+                 .args_size = sizeof args,
+                 .shards = 2,
                  .shard_procs = sp};
   RP_CHECK(rp_capture_begin(rt, NULL));
   RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EACCESS);

@@ -4,8 +4,12 @@
 #include <string.h>
 
 static rp_runtime *rt;
-static void setup(void) { rt = th_cpu_runtime(1); }
-static void teardown(void) { th_destroy(rt); }
+static void setup(void) {
+  rt = th_cpu_runtime(1);
+}
+static void teardown(void) {
+  th_destroy(rt);
+}
 
 TestSuite(instance, .init = setup, .fini = teardown, .timeout = 60);
 
@@ -46,8 +50,8 @@ Test(instance, every_dtype_and_dimension) {
       size_t vol = 1;
       for (int d = 0; d < dim; d++)
         vol *= (size_t)ext[d];
-      cr_assert_eq(info.bytes, vol * rp_dtype_size((rp_dtype)t), "t%d d%d",
-                   t, dim);
+      cr_assert_eq(info.bytes, vol * rp_dtype_size((rp_dtype)t), "t%d d%d", t,
+                   dim);
       RP_CHECK(rp_instance_free(rt, i));
     }
 }
@@ -96,8 +100,7 @@ Test(instance, bad_shapes_types_and_sizes_are_errors) {
   RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, &r2, overlap, &i),
             RP_ERANGE);
   int64_t neg[2] = {4, -1};
-  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, &r2, neg, &i),
-            RP_ERANGE);
+  RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, &r2, neg, &i), RP_ERANGE);
   RP_EXPECT(rp_instance_create(rt, 99, RP_F32, &r, NULL, &i), RP_EINVAL);
   RP_EXPECT(rp_instance_create(rt, sysmem(), RP_F32, NULL, NULL, &i),
             RP_EINVAL);

@@ -688,8 +688,7 @@ Test(kernel_tasks, bias_act_task_equals_bias_add_and_relu_tasks) {
   RP_CHECK(rp_task_relu_fwd_cpu(&ctx));
 
   rp_bias_act_args args = {.rows = R, .cols = C, .act = RP_ACT_RELU};
-  rp_instance_info in[3] = {inst2d(z, RP_F32, R, C),
-                            inst2d(bias, RP_F32, 1, C),
+  rp_instance_info in[3] = {inst2d(z, RP_F32, R, C), inst2d(bias, RP_F32, 1, C),
                             inst2d(a, RP_F32, R, C)};
   ctx = cpu_ctx(&args, sizeof args, in, 3);
   RP_CHECK(rp_task_bias_act_cpu(&ctx));
@@ -748,10 +747,10 @@ Test(kernel_tasks, softmax_xent_task_equals_xent_tasks_and_bias_grad) {
   RP_CHECK(rp_task_bias_grad_cpu(&ctx));
 
   rp_xent_args args = {.rows = R, .cols = C, .norm = 64};
-  rp_instance_info in[5] = {
-      inst2d(x, RP_F32, R, C), inst2d(lab, RP_I32, R, 1),
-      inst2d(d, RP_F32, R, C), inst2d(&loss, RP_F32, 1, 1),
-      inst2d(db, RP_F32, 1, C)};
+  rp_instance_info in[5] = {inst2d(x, RP_F32, R, C), inst2d(lab, RP_I32, R, 1),
+                            inst2d(d, RP_F32, R, C),
+                            inst2d(&loss, RP_F32, 1, 1),
+                            inst2d(db, RP_F32, 1, C)};
   ctx = cpu_ctx(&args, sizeof args, in, 5);
   RP_CHECK(rp_task_softmax_xent_cpu(&ctx));
   cr_assert(memcmp(&loss, &lr_, sizeof loss) == 0, "loss %g vs %g", loss, lr_);
@@ -811,8 +810,7 @@ Test(kernel_tasks, relu_bwd_bias_task_equals_relu_bwd_and_bias_grad_tasks) {
 
   rp_rows_cols_args args = {.rows = R, .cols = C};
   rp_instance_info in[4] = {inst2d(a, RP_F32, R, C), inst2d(da, RP_F32, R, C),
-                            inst2d(dz, RP_F32, R, C),
-                            inst2d(db, RP_F32, 1, C)};
+                            inst2d(dz, RP_F32, R, C), inst2d(db, RP_F32, 1, C)};
   ctx = cpu_ctx(&args, sizeof args, in, 4);
   RP_CHECK(rp_task_relu_bwd_bias_cpu(&ctx));
   cr_assert(memcmp(dz, dzr, sizeof dz) == 0, "dZ differs");
@@ -937,17 +935,16 @@ Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
   static const char *names[] = {
-      "rp.gemm",        "rp.bias_add",    "rp.bias_grad",    "rp.relu_fwd",
-      "rp.relu_bwd",    "rp.xent_fwd",    "rp.xent_bwd",     "rp.sgd",
-      "rp.fill",        "rp.scale",       "rp.axpy",         "rp.accuracy",
-      "rp.gather_rows", "rp.bias_act",    "rp.softmax_xent", "rp.relu_bwd_bias",
+      "rp.gemm",        "rp.bias_add", "rp.bias_grad",    "rp.relu_fwd",
+      "rp.relu_bwd",    "rp.xent_fwd", "rp.xent_bwd",     "rp.sgd",
+      "rp.fill",        "rp.scale",    "rp.axpy",         "rp.accuracy",
+      "rp.gather_rows", "rp.bias_act", "rp.softmax_xent", "rp.relu_bwd_bias",
       "rp.sgd_multi"};
-  rp_task_id want[] = {k.gemm,        k.bias_add,     k.bias_grad,
-                       k.relu_fwd,    k.relu_bwd,     k.xent_fwd,
-                       k.xent_bwd,    k.sgd,          k.fill,
-                       k.scale,       k.axpy,         k.accuracy,
-                       k.gather_rows, k.bias_act,     k.softmax_xent,
-                       k.relu_bwd_bias, k.sgd_multi};
+  rp_task_id want[] = {
+      k.gemm,          k.bias_add, k.bias_grad,   k.relu_fwd, k.relu_bwd,
+      k.xent_fwd,      k.xent_bwd, k.sgd,         k.fill,     k.scale,
+      k.axpy,          k.accuracy, k.gather_rows, k.bias_act, k.softmax_xent,
+      k.relu_bwd_bias, k.sgd_multi};
   for (size_t i = 0; i < KR_LEN(names); i++) {
     rp_task_id id;
     RP_CHECK(rp_task_find(rt, names[i], &id));

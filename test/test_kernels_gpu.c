@@ -529,8 +529,8 @@ Test(kernels_gpu, softmax_xent_matches_cpu_and_is_deterministic) {
   void *s = new_stream();
   static const size_t extra[][2] = {{256, 3}, {1000, 70}, {0, 4}};
   for (size_t sh = 0; sh < KR_NSHAPES + KR_LEN(extra); sh++) {
-    const size_t *shape = sh < KR_NSHAPES ? kr_shapes[sh]
-                                          : extra[sh - KR_NSHAPES];
+    const size_t *shape =
+        sh < KR_NSHAPES ? kr_shapes[sh] : extra[sh - KR_NSHAPES];
     size_t rows = shape[0], cols = shape[1], n = rows * cols;
     size_t fb = (n ? n : 1) * sizeof(float), cb = cols * sizeof(float);
     float *x = kr_random(n, 411 + (uint32_t)sh, -6, 6);

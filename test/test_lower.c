@@ -339,8 +339,8 @@ Test(lower, an_interpolated_arg_without_device_args_is_a_blocker) {
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
   rp_interp value = {0, 0, 4}, shards = {0, RP_INTERP_SHARDS, 4};
-  rp_gop op = {.kind = RP_OP_TASK, .task = k.fill, .ninterp = 1,
-               .interps = &value};
+  rp_gop op = {
+      .kind = RP_OP_TASK, .task = k.fill, .ninterp = 1, .interps = &value};
   cr_assert_not_null(rp__lower_task_blocker(rt, &op),
                      "rp.fill reads its value at issue");
   op.task = k.sgd; /* RP_TASK_DEVICE_ARGS */

@@ -9,7 +9,7 @@
 
 #include "capture/capture.h" /* rp__graph_load_file, the file limits */
 #include "cli_run.h"
-#include "engine/util.h"     /* the checked helpers */
+#include "engine/util.h" /* the checked helpers */
 #include "kernels/data.h"
 
 #include <errno.h>
@@ -152,9 +152,11 @@ Test(misuse_sizes, instance_extents_strides_and_buffers) {
   float buf[8];
   r = rp_rect_1d(0, 7);
   RP_EXPECT(rp_instance_create_external(rt, 0, RP_F32, &r, NULL, buf,
-                                        sizeof buf - 1, &i), RP_ERANGE);
-  RP_EXPECT(rp_instance_create_external(rt, 0, RP_F32, &r, NULL, buf,
-                                        SIZE_MAX, &i), RP_ERANGE);
+                                        sizeof buf - 1, &i),
+            RP_ERANGE);
+  RP_EXPECT(
+      rp_instance_create_external(rt, 0, RP_F32, &r, NULL, buf, SIZE_MAX, &i),
+      RP_ERANGE);
   /* realloc keeps a checked shape; a stale handle is refused */
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &i));
   rp_inst old = i;
@@ -171,10 +173,12 @@ static rp_status ws_instantiate(rp_runtime *rt, rp_task_id t, size_t bytes,
                                 size_t align, uint32_t shards) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                                            .shards = shards,
-                                            .workspace_bytes = bytes,
-                                            .workspace_align = align},
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = RP_PROC_ANY,
+                                          .shards = shards,
+                                          .workspace_bytes = bytes,
+                                          .workspace_align = align},
                              NULL));
   rp_exec *ex = NULL;
   rp_status st = rp_instantiate(g, NULL, &ex);
@@ -194,13 +198,19 @@ Test(misuse_sizes, workspace_bytes_near_size_max) {
   RP_CHECK(ws_instantiate(rt, t, 100, 0, 2));
   /* eager launches round the same way */
   rp_event done;
-  RP_EXPECT(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
-                                            .workspace_bytes = SIZE_MAX - 3},
-                           &done), RP_ERANGE);
-  RP_EXPECT(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
-                                            .workspace_bytes = 64,
-                                            .workspace_align = 3},
-                           &done), RP_EINVAL);
+  RP_EXPECT(
+      rp_launch_task(
+          rt,
+          &(rp_launch){.task = t, .proc = 0, .workspace_bytes = SIZE_MAX - 3},
+          &done),
+      RP_ERANGE);
+  RP_EXPECT(rp_launch_task(rt,
+                           &(rp_launch){.task = t,
+                                        .proc = 0,
+                                        .workspace_bytes = 64,
+                                        .workspace_align = 3},
+                           &done),
+            RP_EINVAL);
   th_destroy(rt);
 }
 
@@ -210,13 +220,13 @@ static rp_graph *interp_graph(rp_runtime *rt, rp_task_id t, size_t src) {
   RP_CHECK(rp_graph_create(rt, &g));
   int64_t args = 0;
   rp_op_id op;
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
-                                            .args = &args,
-                                            .args_size = sizeof args},
-                             &op));
-  RP_CHECK(rp_graph_add_interp(g, op, &(rp_interp){.src_offset = src,
-                                                   .dst_offset = 0,
-                                                   .bytes = 8}));
+  RP_CHECK(rp_graph_add_task(
+      g,
+      &(rp_launch){
+          .task = t, .proc = 0, .args = &args, .args_size = sizeof args},
+      &op));
+  RP_CHECK(rp_graph_add_interp(
+      g, op, &(rp_interp){.src_offset = src, .dst_offset = 0, .bytes = 8}));
   return g;
 }
 
@@ -228,34 +238,37 @@ Test(misuse_sizes, exec_options_and_argument_blocks) {
   RP_EXPECT(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 65}, &ex),
             RP_ERANGE);
   cr_assert(has(rp_error_detail(), "64"), "%s", rp_error_detail());
-  RP_EXPECT(rp_instantiate(g, &(rp_exec_opts){.max_inflight = UINT32_MAX},
-                           &ex), RP_ERANGE);
+  RP_EXPECT(rp_instantiate(g, &(rp_exec_opts){.max_inflight = UINT32_MAX}, &ex),
+            RP_ERANGE);
   RP_EXPECT(rp_instantiate(g, &(rp_exec_opts){.max_args = SIZE_MAX}, &ex),
             RP_ERANGE);
-  RP_EXPECT(rp_instantiate(g, &(rp_exec_opts){.max_args =
-                                                  RP_MAX_REPLAY_ARGS + 1},
-                           &ex), RP_ERANGE);
+  RP_EXPECT(rp_instantiate(
+                g, &(rp_exec_opts){.max_args = RP_MAX_REPLAY_ARGS + 1}, &ex),
+            RP_ERANGE);
   RP_EXPECT(rp_instantiate(g, &(rp_exec_opts){.max_args = 15}, &ex),
             RP_ERANGE); /* the interpolation reads past max_args */
   cr_assert_null(ex);
-  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = RP_MAX_INFLIGHT,
-                                             .max_args = 16},
-                          &ex));
+  RP_CHECK(rp_instantiate(
+      g, &(rp_exec_opts){.max_inflight = RP_MAX_INFLIGHT, .max_args = 16},
+      &ex));
   /* short argument blocks: an error naming the op and interpolation */
   int64_t vals[2] = {1, 2};
   rp_event done;
-  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.args = vals, .args_size = 8},
-                      &done), RP_ERANGE);
+  RP_EXPECT(
+      rp_replay(ex, &(rp_replay_args){.args = vals, .args_size = 8}, &done),
+      RP_ERANGE);
   cr_assert(has(rp_error_detail(), "op 0") &&
                 has(rp_error_detail(), "interpolation 0"),
             "%s", rp_error_detail());
   RP_EXPECT(rp_replay(ex, NULL, &done), RP_ERANGE);
-  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.args = vals, .args_size = 17},
-                      &done), RP_ERANGE);
-  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.args = NULL, .args_size = 16},
-                      &done), RP_EINVAL);
-  RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = vals, .args_size = 16},
-                     &done));
+  RP_EXPECT(
+      rp_replay(ex, &(rp_replay_args){.args = vals, .args_size = 17}, &done),
+      RP_ERANGE);
+  RP_EXPECT(
+      rp_replay(ex, &(rp_replay_args){.args = NULL, .args_size = 16}, &done),
+      RP_EINVAL);
+  RP_CHECK(
+      rp_replay(ex, &(rp_replay_args){.args = vals, .args_size = 16}, &done));
   RP_CHECK(rp_event_wait(rt, done, -1));
   RP_CHECK(rp_event_release(rt, done));
   RP_CHECK(rp_exec_destroy(ex));
@@ -284,9 +297,10 @@ Test(misuse_sizes, overlapping_external_copies_are_refused) {
   RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = b}, &done),
             RP_EINVAL);
   cr_assert(has(rp_error_detail(), "overlap"), "%s", rp_error_detail());
-  RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = b, .dst = a,
-                                          .redop = RP_REDOP_SUM},
-                           &done), RP_EINVAL);
+  RP_EXPECT(
+      rp_launch_copy(rt, &(rp_copy){.src = b, .dst = a, .redop = RP_REDOP_SUM},
+                     &done),
+      RP_EINVAL);
   /* disjoint parts of one buffer copy as usual */
   RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = c}, &done));
   RP_CHECK(rp_event_wait(rt, done, -1));
@@ -347,22 +361,25 @@ Test(misuse_sizes, edges_and_tasks_at_scale) {
     char name[32];
     snprintf(name, sizeof name, "misuse.t%u", i);
     rp_task_id id, f;
-    RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name,
-                                                  .cpu_fn = noop}, &id));
+    RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = noop},
+                              &id));
     RP_CHECK(rp_task_find(rt, name, &f));
     cr_assert_eq(f, id);
   }
   rp_task_id id;
-  RP_EXPECT(rp_task_register(rt, &(rp_task_desc){.name = "misuse.t4321",
-                                                 .cpu_fn = noop}, &id),
-            RP_EEXIST);
+  RP_EXPECT(
+      rp_task_register(
+          rt, &(rp_task_desc){.name = "misuse.t4321", .cpu_fn = noop}, &id),
+      RP_EEXIST);
   RP_EXPECT(rp_task_find(rt, "misuse.t5000", &id), RP_ENOTASK);
   th_destroy(rt);
 }
 
 /* ---- hostile files ---- */
 
-static void tmpdir(void) { th_tmpdir_make("/tmp/rp_misuse_XXXXXX"); }
+static void tmpdir(void) {
+  th_tmpdir_make("/tmp/rp_misuse_XXXXXX");
+}
 
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "wb");
@@ -477,8 +494,8 @@ Test(misuse_files, data_files, .timeout = 60) {
   cr_assert_eq(fwrite(h, 1, sizeof h, f), sizeof h);
   cr_assert_eq(fclose(f), 0);
   rp_status st = rp_data_load(bin, &d);
-  cr_assert(st == RP_EFORMAT || st == RP_ERANGE, "%s: %s",
-            rp_status_name(st), rp_error_detail());
+  cr_assert(st == RP_EFORMAT || st == RP_ERANGE, "%s: %s", rp_status_name(st),
+            rp_error_detail());
   th_tmpdir_remove();
 }
 

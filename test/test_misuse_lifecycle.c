@@ -34,9 +34,9 @@ static rp_status write_task(rp_task_ctx *ctx) {
 static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn fn,
                       uint64_t cost_ns) {
   rp_task_id id;
-  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn,
-                                                .cost_ns = cost_ns},
-                            &id));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = name, .cpu_fn = fn, .cost_ns = cost_ns},
+      &id));
   return id;
 }
 
@@ -162,8 +162,8 @@ Test(misuse, pending_event_released_twice_is_refused) {
   atomic_store(&runs, 0);
   rp_event gate, done;
   RP_CHECK(rp_event_create(rt, &gate));
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
-                                           .wait = gate}, &done));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0, .wait = gate},
+                          &done));
   RP_CHECK(rp_event_release(rt, gate));
   RP_EXPECT(rp_event_release(rt, gate), RP_ESTALE);
   cr_assert(strstr(rp_error_detail(), "already released"), "%s",
@@ -186,15 +186,17 @@ static rp_exec *gated_writer(rp_runtime *rt, rp_task_id t, rp_inst in,
   RP_CHECK(rp_graph_create(rt, &g));
   rp_access acc = {.inst = in, .priv = RP_WRITE};
   rp_op_id op;
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                                             .accesses = &acc, .naccess = 1},
-                             &op));
+  RP_CHECK(rp_graph_add_task(
+      g,
+      &(rp_launch){
+          .task = t, .proc = RP_PROC_ANY, .accesses = &acc, .naccess = 1},
+      &op));
   rp_port_id p;
   RP_CHECK(rp_graph_add_precondition(g, "go", &p));
   RP_CHECK(rp_graph_bind_precondition(g, p, op));
   rp_exec *ex;
-  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = max_inflight},
-                          &ex));
+  RP_CHECK(
+      rp_instantiate(g, &(rp_exec_opts){.max_inflight = max_inflight}, &ex));
   RP_CHECK(rp_graph_destroy(g));
   return ex;
 }
@@ -258,9 +260,11 @@ Test(misuse, instance_used_by_an_eager_op_waits_for_it) {
   trigger_later tl = {.rt = rt};
   RP_CHECK(rp_event_create(rt, &tl.e));
   rp_access acc = {.inst = in, .priv = RP_WRITE};
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
-                                           .accesses = &acc, .naccess = 1,
-                                           .wait = tl.e}, NULL));
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){
+          .task = t, .proc = 0, .accesses = &acc, .naccess = 1, .wait = tl.e},
+      NULL));
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, trigger_after_sleep, &tl), 0);
   RP_CHECK(rp_instance_free(rt, in));
@@ -288,20 +292,19 @@ static void gated_replays(uint64_t cost_ns, int no_replace) {
   RP_CHECK(rp_graph_add_precondition(g, "go", &p));
   for (int i = 0; i < 6; i++) {
     rp_op_id op;
-    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
-                                               .proc = RP_PROC_ANY}, &op));
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY},
+                               &op));
     RP_CHECK(rp_graph_bind_precondition(g, p, op));
   }
   rp_exec *ex;
-  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = N,
-                                             .no_replace = no_replace},
-                          &ex));
+  RP_CHECK(rp_instantiate(
+      g, &(rp_exec_opts){.max_inflight = N, .no_replace = no_replace}, &ex));
   RP_CHECK(rp_graph_destroy(g));
   rp_event go[N], done[N];
   for (int i = 0; i < N; i++) {
     RP_CHECK(rp_event_create(rt, &go[i]));
-    RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &go[i], .npre = 1},
-                       &done[i]));
+    RP_CHECK(
+        rp_replay(ex, &(rp_replay_args){.pre = &go[i], .npre = 1}, &done[i]));
   }
   cr_assert_eq(atomic_load(&runs), 0);
   for (int i = 0; i < N; i++)
@@ -400,8 +403,8 @@ Test(misuse, concurrent_replay_on_one_exec_is_refused_not_raced,
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   for (int i = 0; i < 3; i++)
-    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
-                                               .proc = RP_PROC_ANY}, NULL));
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY},
+                               NULL));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   RP_CHECK(rp_graph_destroy(g));

@@ -40,12 +40,14 @@ static void attach(void) {
   void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
   if (!h)
     h = dlopen(path, RTLD_NOW); /* the same copy NVTX will dlopen */
-  cr_assert_not_null(h, "cannot load the NVTX injection library %s: %s",
-                     path, dlerror());
+  cr_assert_not_null(h, "cannot load the NVTX injection library %s: %s", path,
+                     dlerror());
   log_fn = (rp_nvtx_log_fn)(uintptr_t)dlsym(h, "rp_nvtx_inject_log");
   reset_fn = (rp_nvtx_reset_fn)(uintptr_t)dlsym(h, "rp_nvtx_inject_reset");
-  cr_assert(log_fn && reset_fn, "the injection library %s lacks its log "
-            "functions", path);
+  cr_assert(log_fn && reset_fn,
+            "the injection library %s lacks its log "
+            "functions",
+            path);
 }
 
 /* Pushes of name in the log (from index from on). */
@@ -64,8 +66,10 @@ static void assert_balanced(void) {
   const rp_nvtx_rec *r = log_fn(&n, &dropped);
   cr_assert_eq(dropped, 0, "the injection log overflowed");
   for (size_t i = 0; i < n; i++) {
-    cr_assert(r[i].push || r[i].name[0], "record %zu: a pop on thread %lu "
-              "without an open range", i, r[i].tid);
+    cr_assert(r[i].push || r[i].name[0],
+              "record %zu: a pop on thread %lu "
+              "without an open range",
+              i, r[i].tid);
     int open = 0;
     for (size_t j = 0; j < n; j++)
       if (r[j].tid == r[i].tid)
@@ -94,9 +98,11 @@ static rp_status nop_task(rp_task_ctx *ctx) {
 static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn cpu,
                       rp_task_fn gpu, unsigned flags) {
   rp_task_id t;
-  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = cpu,
-                                                .gpu_fn = gpu,
-                                                .flags = flags}, &t));
+  RP_CHECK(rp_task_register(
+      rt,
+      &(rp_task_desc){
+          .name = name, .cpu_fn = cpu, .gpu_fn = gpu, .flags = flags},
+      &t));
   return t;
 }
 
@@ -120,13 +126,16 @@ Test(nvtx, cpu_replay_ranges_and_names) {
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r16, NULL, &y));
   RP_CHECK(rp_capture_begin(rt, NULL));
   rp_access wx = {x, RP_WRITE, 0}, rx = {x, RP_READ, 0}, wy = {y, RP_WRITE, 0};
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = ta, .proc = 0,
-                          .accesses = &wx, .naccess = 1}, NULL));
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tc, .proc = 1,
-                          .accesses = &wy, .naccess = 1}, NULL));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = ta, .proc = 0, .accesses = &wx, .naccess = 1},
+      NULL));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = tc, .proc = 1, .accesses = &wy, .naccess = 1},
+      NULL));
   RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = x, .dst = y}, NULL));
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tb, .proc = 1,
-                          .accesses = &rx, .naccess = 1}, NULL));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = tb, .proc = 1, .accesses = &rx, .naccess = 1},
+      NULL));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
 
@@ -155,7 +164,8 @@ Test(nvtx, cpu_replay_ranges_and_names) {
   cr_assert_eq(pushes("nvtx.consume", n0), NREPLAY);
   cr_assert_eq(pushes("nvtx.side", n0), NREPLAY);
   cr_assert_eq(pushes("reprise.copy", n0), NREPLAY);
-  cr_assert_eq(pushes("reprise.segment", 0), 0, "a CPU exec has no device "
+  cr_assert_eq(pushes("reprise.segment", 0), 0,
+               "a CPU exec has no device "
                "segments");
   /* the replay range is outermost on the thread that called rp_replay */
   unsigned long me = (unsigned long)syscall(SYS_gettid);
@@ -168,8 +178,8 @@ Test(nvtx, cpu_replay_ranges_and_names) {
   /* nothing but the names above appeared */
   for (size_t i = n0; i < n; i++)
     cr_assert(!r[i].push || strcmp(r[i].name, "reprise.replay") == 0 ||
-              strncmp(r[i].name, "nvtx.", 5) == 0 ||
-              strcmp(r[i].name, "reprise.copy") == 0,
+                  strncmp(r[i].name, "nvtx.", 5) == 0 ||
+                  strcmp(r[i].name, "reprise.copy") == 0,
               "unexpected range '%s'", r[i].name);
   assert_balanced();
   RP_CHECK(rp_instance_free(rt, x));
@@ -234,9 +244,11 @@ Test(nvtx, cuda_segment_ranges) {
     print_log();
   cr_assert_eq(pushes("reprise.instantiate", 0), 1);
   cr_assert_eq(pushes("reprise.replay", n0), NREPLAY);
-  cr_assert_geq(pushes("reprise.segment", n0), NREPLAY, "one segment "
+  cr_assert_geq(pushes("reprise.segment", n0), NREPLAY,
+                "one segment "
                 "launch per replay at least");
-  cr_assert_geq(pushes("nvtx.gpu", 0), 1, "the GPU op's name was never "
+  cr_assert_geq(pushes("nvtx.gpu", 0), 1,
+                "the GPU op's name was never "
                 "pushed (capture or issue)");
   assert_balanced();
   th_destroy(rt);

@@ -104,8 +104,8 @@ static void gen_dag(rdag *d, unsigned workers, int with_ports) {
           d->nacc[k] = j;
           break;
         }
-    d->proc[k] = rand() % 4 == 0 ? (rp_proc)(rand() % (int)workers)
-                                 : RP_PROC_ANY;
+    d->proc[k] =
+        rand() % 4 == 0 ? (rp_proc)(rand() % (int)workers) : RP_PROC_ANY;
     d->port[k] = with_ports && rand() % 16 == 0 ? rand() % 2 : -1;
   }
 }
@@ -144,8 +144,11 @@ static void issue(world *w, const rdag *d, const rp_event *ports) {
       acc[j].inst = w->inst[d->acc[k][j].inst.id];
       args.privs[j] = (uint8_t)acc[j].priv;
     }
-    rp_launch l = {.task = w->task, .proc = d->proc[k], .accesses = acc,
-                   .naccess = d->nacc[k], .args = &args,
+    rp_launch l = {.task = w->task,
+                   .proc = d->proc[k],
+                   .accesses = acc,
+                   .naccess = d->nacc[k],
+                   .args = &args,
                    .args_size = sizeof args};
     if (ports && d->port[k] >= 0)
       l.wait = ports[d->port[k]];
@@ -200,8 +203,8 @@ static void check_edge_order(const rdag *d, int dag, int n) {
           }
           if (e.have_prev && !(e.prev_end < st))
             cr_assert_fail("dag %d instance %u: op %u of replay %d started "
-                           "before op %u of replay %d ended", dag, i, k, r,
-                           e.prev_op, e.prev_r);
+                           "before op %u of replay %d ended",
+                           dag, i, k, r, e.prev_op, e.prev_r);
         }
   }
 }
@@ -263,14 +266,14 @@ Test(replay, differential_random_dags_match_eager, .timeout = 900) {
     }
     for (uint32_t k = 0; k < d.n; k++)
       cr_assert_eq(atomic_load(&runs[k]), (unsigned)N,
-                   "dag %d op %u ran %u times", dag, k,
-                   atomic_load(&runs[k]));
+                   "dag %d op %u ran %u times", dag, k, atomic_load(&runs[k]));
     check_edge_order(&d, dag, N); /* N <= RSLOTS - 1 rows */
     read_all(&w, d.ninst, got);
     for (uint32_t i = 0; i < d.ninst; i++)
-      cr_assert_eq(got[i], want[i], "dag %d (%u ops, %u workers, ports %d): "
-                   "instance %u differs from eager", dag, d.n, workers,
-                   with_ports, i);
+      cr_assert_eq(got[i], want[i],
+                   "dag %d (%u ops, %u workers, ports %d): "
+                   "instance %u differs from eager",
+                   dag, d.n, workers, with_ports, i);
     rp_exec_stats s;
     RP_CHECK(rp_exec_stats_get(ex, &s));
     cr_assert_eq(s.replays, (uint64_t)N);
@@ -317,10 +320,9 @@ Test(replay, edges_order_holds_in_every_replay, .timeout = 300) {
       for (uint32_t to = 0; to < d.n; to++)
         for (uint32_t from = 0; from < to; from++)
           if (conflict(&d, from, to))
-            cr_assert_lt(t_end[r % (RSLOTS - 1)][from],
-                         t_start[r % (RSLOTS - 1)][to],
-                         "dag %d replay %d: edge %u -> %u violated", dag, r,
-                         from, to);
+            cr_assert_lt(
+                t_end[r % (RSLOTS - 1)][from], t_start[r % (RSLOTS - 1)][to],
+                "dag %d replay %d: edge %u -> %u violated", dag, r, from, to);
     }
     RP_CHECK(rp_exec_destroy(ex));
     RP_CHECK(rp_graph_destroy(g));
@@ -339,8 +341,8 @@ static rp_status flag_task(rp_task_ctx *ctx) {
 
 static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn fn) {
   rp_task_id t;
-  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn},
-                            &t));
+  RP_CHECK(
+      rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn}, &t));
   return t;
 }
 
@@ -353,10 +355,14 @@ Test(replay, precondition_gates_only_its_dependents) {
   RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id a, b;
   int ida = 0, idb = 1;
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
-                             .args = &ida, .args_size = sizeof ida}, &a));
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
-                             .args = &idb, .args_size = sizeof idb}, &b));
+  RP_CHECK(rp_graph_add_task(
+      g,
+      &(rp_launch){.task = t, .proc = 0, .args = &ida, .args_size = sizeof ida},
+      &a));
+  RP_CHECK(rp_graph_add_task(
+      g,
+      &(rp_launch){.task = t, .proc = 0, .args = &idb, .args_size = sizeof idb},
+      &b));
   rp_port_id p;
   RP_CHECK(rp_graph_add_precondition(g, "input", &p));
   /* a waits on the port; b, recorded after it on the same worker, does not
@@ -369,7 +375,8 @@ Test(replay, precondition_gates_only_its_dependents) {
   RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &pre, .npre = 1}, &done));
   for (int i = 0; i < 2000 && !atomic_load(&flag_ran[1]); i++)
     usleep(1000);
-  cr_assert_eq(atomic_load(&flag_ran[1]), 1, "independent op did not run "
+  cr_assert_eq(atomic_load(&flag_ran[1]), 1,
+               "independent op did not run "
                "ahead");
   cr_assert_eq(atomic_load(&flag_ran[0]), 0, "dependent op ran early");
   RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
@@ -395,8 +402,11 @@ Test(replay, poisoned_precondition_skips_only_dependents_then_next_works) {
   int ids[3] = {0, 1, 2};
   rp_op_id op[3];
   for (int i = 0; i < 3; i++)
-    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                               .args = &ids[i], .args_size = sizeof(int)},
+    RP_CHECK(rp_graph_add_task(g,
+                               &(rp_launch){.task = t,
+                                            .proc = RP_PROC_ANY,
+                                            .args = &ids[i],
+                                            .args_size = sizeof(int)},
                                &op[i]));
   RP_CHECK(rp_graph_add_edge(g, op[0], op[1])); /* 0 -> 1; 2 independent */
   rp_port_id p;
@@ -476,26 +486,38 @@ Test(replay, failing_task_and_contract_violations_complete_with_errors) {
   mode_args ma = {0, t};
   rp_interp ip = {0, 0, sizeof(int32_t)};
   rp_access w = {x, RP_WRITE, 0}, rd = {x, RP_READ, 0};
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                          .accesses = &w, .naccess = 1, .args = &ma,
-                          .args_size = sizeof ma, .interps = &ip,
-                          .ninterp = 1}, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t,
+                                       .proc = RP_PROC_ANY,
+                                       .accesses = &w,
+                                       .naccess = 1,
+                                       .args = &ma,
+                                       .args_size = sizeof ma,
+                                       .interps = &ip,
+                                       .ninterp = 1},
+                          NULL));
   int id = 0;
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = f, .proc = RP_PROC_ANY,
-                          .accesses = &rd, .naccess = 1, .args = &id,
-                          .args_size = sizeof id}, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = f,
+                                       .proc = RP_PROC_ANY,
+                                       .accesses = &rd,
+                                       .naccess = 1,
+                                       .args = &id,
+                                       .args_size = sizeof id},
+                          NULL));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
-  static const rp_status want[] = {RP_OK, RP_ETASK, RP_OK, RP_ECONTRACT,
+  static const rp_status want[] = {RP_OK, RP_ETASK,     RP_OK, RP_ECONTRACT,
                                    RP_OK, RP_ECONTRACT, RP_OK};
   static const int32_t modes[] = {0, 1, 0, 2, 0, 3, 0};
   int expect_runs = 0;
   for (int i = 0; i < 7; i++) {
     rp_event done;
-    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &modes[i],
-                       .args_size = sizeof modes[i]}, &done));
+    RP_CHECK(rp_replay(
+        ex, &(rp_replay_args){.args = &modes[i], .args_size = sizeof modes[i]},
+        &done));
     RP_EXPECT(rp_event_wait(rt, done, 10000000000ll), want[i]);
     rp_event_release(rt, done);
     if (want[i] == RP_OK)
@@ -533,10 +555,16 @@ Test(replay, interpolated_arguments_change_every_replay) {
                       {8, offsetof(hyper, lr), sizeof(float)}};
   rp_access acc = {log, RP_RW, 0};
   RP_CHECK(rp_capture_begin(rt, NULL));
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                          .accesses = &acc, .naccess = 1, .args = &h0,
-                          .args_size = sizeof h0, .interps = ips,
-                          .ninterp = 2}, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t,
+                                       .proc = RP_PROC_ANY,
+                                       .accesses = &acc,
+                                       .naccess = 1,
+                                       .args = &h0,
+                                       .args_size = sizeof h0,
+                                       .interps = ips,
+                                       .ninterp = 2},
+                          NULL));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
@@ -547,8 +575,8 @@ Test(replay, interpolated_arguments_change_every_replay) {
       uint64_t iter;
       float lr;
     } a = {(uint64_t)i * 3, 0.5f / (float)(i + 1)};
-    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &a,
-                       .args_size = sizeof a}, &done[i]));
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a},
+                       &done[i]));
   }
   for (int i = 0; i < 40; i++) {
     RP_CHECK(rp_event_wait(rt, done[i], -1));
@@ -563,8 +591,10 @@ Test(replay, interpolated_arguments_change_every_replay) {
   /* too many argument bytes */
   char big[1024] = {0};
   rp_event d;
-  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.args = big,
-                      .args_size = sizeof big}, &d), RP_ERANGE);
+  RP_EXPECT(rp_replay(ex,
+                      &(rp_replay_args){.args = big, .args_size = sizeof big},
+                      &d),
+            RP_ERANGE);
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, log));
@@ -597,10 +627,17 @@ Test(replay, spmd_shards_get_disjoint_workspace_slices_per_replay_count) {
   rp_access acc = {cnt, RP_REDUCE, RP_REDOP_SUM};
   rp_interp ip = {0, RP_INTERP_SHARDS, sizeof(uint32_t)};
   RP_CHECK(rp_capture_begin(rt, NULL));
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                          .accesses = &acc, .naccess = 1, .shards = 8,
-                          .workspace_bytes = 1000, .workspace_align = 64,
-                          .interps = &ip, .ninterp = 1}, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t,
+                                       .proc = RP_PROC_ANY,
+                                       .accesses = &acc,
+                                       .naccess = 1,
+                                       .shards = 8,
+                                       .workspace_bytes = 1000,
+                                       .workspace_align = 64,
+                                       .interps = &ip,
+                                       .ninterp = 1},
+                          NULL));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
@@ -609,8 +646,8 @@ Test(replay, spmd_shards_get_disjoint_workspace_slices_per_replay_count) {
   int expect[8] = {0};
   for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
     rp_event done;
-    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &counts[i],
-                       .args_size = 4}, &done));
+    RP_CHECK(rp_replay(
+        ex, &(rp_replay_args){.args = &counts[i], .args_size = 4}, &done));
     RP_EXPECT(rp_event_wait(rt, done, -1), RP_OK);
     rp_event_release(rt, done);
     uint32_t n = counts[i] < 1 ? 1 : counts[i] > 8 ? 8 : counts[i];
@@ -659,9 +696,13 @@ Test(replay, spmd_fixed_shard_count_each_shard_owns_its_slice) {
   rp_task_id t = reg(rt, "slice", slice_task);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                             .shards = FSHARDS, .workspace_bytes = 1000,
-                             .workspace_align = 128, .cost_ns = 50000},
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = RP_PROC_ANY,
+                                          .shards = FSHARDS,
+                                          .workspace_bytes = 1000,
+                                          .workspace_align = 128,
+                                          .cost_ns = 50000},
                              NULL));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
@@ -690,8 +731,8 @@ Test(replay, spmd_fixed_shard_count_each_shard_owns_its_slice) {
       for (size_t i = 0; i < slice_bytes[a] / 4; i++)
         if (w[i] != slice_mark(r, a))
           cr_assert_fail("replay %llu: word %zu of shard %u's slice holds "
-                         "%#x, expected %#x", (unsigned long long)r, i, a,
-                         w[i], slice_mark(r, a));
+                         "%#x, expected %#x",
+                         (unsigned long long)r, i, a, w[i], slice_mark(r, a));
     }
   }
   RP_CHECK(rp_exec_destroy(ex));
@@ -715,8 +756,11 @@ Test(replay, workspace_overrun_is_reported_in_debug_builds) {
   rp_task_id t = reg(rt, "overrun", overrun_task);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                             .shards = 2, .workspace_bytes = 100}, NULL));
+  RP_CHECK(rp_graph_add_task(
+      g,
+      &(rp_launch){
+          .task = t, .proc = RP_PROC_ANY, .shards = 2, .workspace_bytes = 100},
+      NULL));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   rp_event done;
@@ -770,13 +814,15 @@ static rp_status empty_task(rp_task_ctx *ctx) {
   return RP_OK;
 }
 
-static rp_graph *chain_graph(rp_runtime *rt, rp_task_id t, rp_inst x,
-                             int n) {
+static rp_graph *chain_graph(rp_runtime *rt, rp_task_id t, rp_inst x, int n) {
   rp_access acc = {x, RP_RW, 0};
   RP_CHECK(rp_capture_begin(rt, NULL));
   for (int i = 0; i < n; i++)
-    RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                            .accesses = &acc, .naccess = 1}, NULL));
+    RP_CHECK(rp_launch_task(
+        rt,
+        &(rp_launch){
+            .task = t, .proc = RP_PROC_ANY, .accesses = &acc, .naccess = 1},
+        NULL));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
   return g;
@@ -816,8 +862,7 @@ static rp_status busy_task(rp_task_ctx *ctx) {
   t0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
   for (;;) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    if ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0 >
-        50000)
+    if ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - t0 > 50000)
       return RP_OK;
   }
 }
@@ -825,13 +870,15 @@ static rp_status busy_task(rp_task_ctx *ctx) {
 Test(replay, wide_layer_of_costly_tasks_spreads_over_workers) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t;
-  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = "busy",
-                            .cpu_fn = busy_task, .cost_ns = 50000}, &t));
+  RP_CHECK(rp_task_register(
+      rt,
+      &(rp_task_desc){.name = "busy", .cpu_fn = busy_task, .cost_ns = 50000},
+      &t));
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   for (int i = 0; i < 8; i++)
-    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
-                               .proc = RP_PROC_ANY}, NULL));
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY},
+                               NULL));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   rp_exec_stats s;
@@ -856,8 +903,8 @@ Test(replay, empty_tasks_are_re_placed_onto_one_worker_after_measuring) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   for (int i = 0; i < 8; i++)
-    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
-                               .proc = RP_PROC_ANY}, NULL));
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY},
+                               NULL));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   rp_exec_stats s;
@@ -893,13 +940,16 @@ Test(replay, replay_path_allocates_nothing_after_warm_up) {
   rp_access both[2] = {{x, RP_READ, 0}, {y, RP_RW, 0}};
   RP_CHECK(rp_capture_begin(rt, NULL));
   for (int i = 0; i < 20; i++) {
-    RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
-                            .accesses = &ax, .naccess = 1}, NULL));
-    RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 1,
-                            .accesses = &ay, .naccess = 1}, NULL));
+    RP_CHECK(rp_launch_task(
+        rt, &(rp_launch){.task = t, .proc = 0, .accesses = &ax, .naccess = 1},
+        NULL));
+    RP_CHECK(rp_launch_task(
+        rt, &(rp_launch){.task = t, .proc = 1, .accesses = &ay, .naccess = 1},
+        NULL));
   }
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 1,
-                          .accesses = both, .naccess = 2}, NULL));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = t, .proc = 1, .accesses = both, .naccess = 2},
+      NULL));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
@@ -956,8 +1006,8 @@ Test(replay, soak_100k_replays_without_growth, .timeout = 600) {
   RP_CHECK(rp_replay(ex, NULL, &done));
   RP_CHECK(rp_event_wait(rt, done, -1));
   RP_CHECK(rp_event_release(rt, done));
-  uint64_t a1 = rp_thread_allocated_bytes() +
-                rp_runtime_worker_allocated_bytes(rt);
+  uint64_t a1 =
+      rp_thread_allocated_bytes() + rp_runtime_worker_allocated_bytes(rt);
   if (rp_thread_allocated_bytes() != UINT64_MAX)
     cr_assert_eq(a1, a0, "memory grew by %llu bytes over 99k replays",
                  (unsigned long long)(a1 - a0));
@@ -982,9 +1032,14 @@ Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
   rp_access acc = {x, RP_RW, 0};
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
-                             .accesses = &acc, .naccess = 1, .args = &id,
-                             .args_size = sizeof id}, NULL));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = 0,
+                                          .accesses = &acc,
+                                          .naccess = 1,
+                                          .args = &id,
+                                          .args_size = sizeof id},
+                             NULL));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   RP_CHECK(rp_instance_realloc(rt, &x));
@@ -1026,18 +1081,20 @@ Test(replay, capture_misuse_gets_clear_errors) {
                "a launch from another thread during capture");
   rp_event e;
   RP_CHECK(rp_event_create(rt, &e));
-  RP_EXPECT(rp_launch_task(rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY,
-                           .wait = e}, NULL),
-            RP_ECAPTURE); /* eager events cannot be recorded */
+  RP_EXPECT(
+      rp_launch_task(
+          rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY, .wait = e}, NULL),
+      RP_ECAPTURE); /* eager events cannot be recorded */
   rp_event ref;
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY},
-                          &ref));
+  RP_CHECK(
+      rp_launch_task(rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY}, &ref));
   RP_CHECK(rp_capture_end(rt, &g));
   cr_assert_eq(rp_graph_op_count(g), 1);
   /* a captured reference is useless outside its capture */
-  RP_EXPECT(rp_launch_task(rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY,
-                           .wait = ref}, NULL),
-            RP_ECAPTURE);
+  RP_EXPECT(
+      rp_launch_task(
+          rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY, .wait = ref}, NULL),
+      RP_ECAPTURE);
   RP_EXPECT(rp_capture_precondition(rt, "x", &e, NULL), RP_ECAPTURE);
   RP_CHECK(rp_capture_begin(rt, NULL));
   RP_CHECK(rp_capture_abort(rt));
@@ -1087,8 +1144,8 @@ Test(replay, capture_begin_from_a_second_thread_fails_and_leaves_the_first) {
   cr_assert_eq(st.abort_, RP_ECAPTURE);
   cr_assert_eq(st.pre, RP_ECAPTURE);
   /* the first capture goes on as if nothing happened */
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0, .wait = a},
-                          &b));
+  RP_CHECK(
+      rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0, .wait = a}, &b));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
   cr_assert_eq(rp_graph_op_count(g), 2);
@@ -1128,16 +1185,23 @@ Test(replay, capture_and_builder_make_equivalent_graphs) {
   uint32_t ns[] = {1, 2, 1, 1, 1, 2};
   RP_CHECK(rp_capture_begin(rt, NULL));
   for (int i = 0; i < 6; i++)
-    RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                            .accesses = steps[i], .naccess = ns[i]}, NULL));
+    RP_CHECK(rp_launch_task(rt,
+                            &(rp_launch){.task = t,
+                                         .proc = RP_PROC_ANY,
+                                         .accesses = steps[i],
+                                         .naccess = ns[i]},
+                            NULL));
   rp_graph *gc;
   RP_CHECK(rp_capture_end(rt, &gc));
   rp_graph *gb;
   RP_CHECK(rp_graph_create(rt, &gb));
   for (int i = 0; i < 6; i++)
-    RP_CHECK(rp_graph_add_task(gb, &(rp_launch){.task = t,
-                               .proc = RP_PROC_ANY, .accesses = steps[i],
-                               .naccess = ns[i]}, NULL));
+    RP_CHECK(rp_graph_add_task(gb,
+                               &(rp_launch){.task = t,
+                                            .proc = RP_PROC_ANY,
+                                            .accesses = steps[i],
+                                            .naccess = ns[i]},
+                               NULL));
   int edges[][2] = {{0, 1}, {0, 2}, {1, 3}, {1, 4}, {2, 5}, {3, 5}, {4, 5}};
   for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
     RP_CHECK(rp_graph_add_edge(gb, edges[i][0], edges[i][1]));
@@ -1254,9 +1318,14 @@ Test(replay, update_args_replaces_recorded_args_for_later_replays) {
   int64_t v = 5;
   rp_access acc = {x, RP_WRITE, RP_REDOP_NONE};
   rp_op_id op, cp;
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY,
-                             .accesses = &acc, .naccess = 1, .args = &v,
-                             .args_size = sizeof v}, &op));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = RP_PROC_ANY,
+                                          .accesses = &acc,
+                                          .naccess = 1,
+                                          .args = &v,
+                                          .args_size = sizeof v},
+                             &op));
   RP_CHECK(rp_graph_add_copy(g, &(rp_copy){.src = x, .dst = y}, &cp));
   RP_CHECK(rp_graph_add_edge(g, op, cp));
   rp_exec *ex;

@@ -916,9 +916,9 @@ Test(replay_gpu, device_copies_and_events_across_logical_gpus) {
  * replay runs on the host before issuing the op's graph. */
 static rp_status fold_check(rp_task_ctx *ctx) {
   const fargs *a = rp_ctx_args(ctx, NULL);
-  return a->seed < 0 ? rp__err(RP_ERANGE, "fold.chk: seed %lld < 0",
-                               (long long)a->seed)
-                     : RP_OK;
+  return a->seed < 0
+             ? rp__err(RP_ERANGE, "fold.chk: seed %lld < 0", (long long)a->seed)
+             : RP_OK;
 }
 
 typedef struct gchain {
@@ -945,8 +945,8 @@ static void gchain_init_on(gchain *c, unsigned ngpu) {
   rp_mem dev;
   RP_CHECK(rp_mem_find(c->rt, RP_MEM_GPU, 0, &dev));
   for (int i = 0; i < 10; i++)
-    RP_CHECK(rp_instance_create(c->rt, i == 9 ? pinned_mem(c->rt) : dev,
-                                RP_I64, &r, NULL, &c->x[i]));
+    RP_CHECK(rp_instance_create(c->rt, i == 9 ? pinned_mem(c->rt) : dev, RP_I64,
+                                &r, NULL, &c->x[i]));
   RP_CHECK(rp_capture_begin(c->rt, NULL));
   rp_event last = RP_NO_EVENT;
   for (uint32_t k = 0; k < 10; k++) {
@@ -1004,12 +1004,11 @@ static void gpu_only_step(int poll) {
   for (int r = 0; r < 20; r++) {
     int64_t seed = 1000 + r, v;
     rp_event done, post;
-    RP_CHECK(rp_replay(ex,
-                       &(rp_replay_args){.args = &seed,
-                                         .args_size = sizeof seed,
-                                         .post = &post,
-                                         .npost = 1},
-                       &done));
+    RP_CHECK(rp_replay(
+        ex,
+        &(rp_replay_args){
+            .args = &seed, .args_size = sizeof seed, .post = &post, .npost = 1},
+        &done));
     RP_CHECK(rp_event_wait(c.rt, post, -1));
     RP_CHECK(rp_event_wait(c.rt, done, -1));
     rp_event_release(c.rt, post);
@@ -1045,7 +1044,8 @@ static void gpu_only_step(int poll) {
   cr_assert_eq(s.gpu_ops_op_by_op, 0u);
   cr_assert_eq(s.host_callbacks, poll ? 0u : 60u,
                "polling: no host function; else one per replay (on the "
-               "side stream): %llu", (unsigned long long)s.host_callbacks);
+               "side stream): %llu",
+               (unsigned long long)s.host_callbacks);
   cr_assert_eq(s.host_waits, 0u);
   cr_assert_eq(s.stream_waits, 0u);
   cr_assert_eq(s.inline_launches, 60u, "no hand-off to a worker");

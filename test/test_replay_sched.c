@@ -15,8 +15,8 @@
 static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn fn,
                       uint64_t cost_ns) {
   rp_task_id t;
-  RP_CHECK(rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn,
-                            .cost_ns = cost_ns}, &t));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = name, .cpu_fn = fn, .cost_ns = cost_ns}, &t));
   return t;
 }
 
@@ -73,14 +73,27 @@ Test(replay, postcondition_triggers_after_its_ops_before_unrelated_ops) {
   RP_CHECK(rp_capture_precondition(rt, "gate", &gate, NULL));
   /* B first in program order: the lane still runs A before B, because A
    * does not depend on a precondition */
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
-                          .accesses = &ay, .naccess = 1, .args = &wb,
-                          .args_size = sizeof wb, .interps = &ipb,
-                          .ninterp = 1, .wait = gate}, NULL));
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0,
-                          .accesses = &ax, .naccess = 1, .args = &wa,
-                          .args_size = sizeof wa, .interps = &ipa,
-                          .ninterp = 1}, &a_ref));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t,
+                                       .proc = 0,
+                                       .accesses = &ay,
+                                       .naccess = 1,
+                                       .args = &wb,
+                                       .args_size = sizeof wb,
+                                       .interps = &ipb,
+                                       .ninterp = 1,
+                                       .wait = gate},
+                          NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t,
+                                       .proc = 0,
+                                       .accesses = &ax,
+                                       .naccess = 1,
+                                       .args = &wa,
+                                       .args_size = sizeof wa,
+                                       .interps = &ipa,
+                                       .ninterp = 1},
+                          &a_ref));
   uint32_t port;
   RP_CHECK(rp_capture_postcondition(rt, "x", &a_ref, 1, &port));
   cr_assert_eq(port, 0);
@@ -93,15 +106,21 @@ Test(replay, postcondition_triggers_after_its_ops_before_unrelated_ops) {
     int64_t vals[2] = {100 + k, 200 + k};
     rp_event pre, post, done;
     RP_CHECK(rp_event_create(rt, &pre));
-    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = vals,
-                       .args_size = sizeof vals, .pre = &pre, .npre = 1,
-                       .post = &post, .npost = 1}, &done));
+    RP_CHECK(rp_replay(ex,
+                       &(rp_replay_args){.args = vals,
+                                         .args_size = sizeof vals,
+                                         .pre = &pre,
+                                         .npre = 1,
+                                         .post = &post,
+                                         .npost = 1},
+                       &done));
     RP_EXPECT(rp_event_wait(rt, post, 10000000000ll), RP_OK);
     int64_t got;
     RP_CHECK(rp_instance_read(rt, x, &got, sizeof got));
-    cr_assert_eq(got, 100 + k, "replay %lld: post fired before its op's "
-                 "write was visible (x = %lld)", (long long)k,
-                 (long long)got);
+    cr_assert_eq(got, 100 + k,
+                 "replay %lld: post fired before its op's "
+                 "write was visible (x = %lld)",
+                 (long long)k, (long long)got);
     RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
     RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
     cr_assert_eq(got, k ? 200 + k - 1 : 0, "replay %lld: the gated op ran",
@@ -117,8 +136,11 @@ Test(replay, postcondition_triggers_after_its_ops_before_unrelated_ops) {
   /* asking for the wrong number of post events changes nothing */
   rp_event pre, posts[2], done;
   RP_CHECK(rp_event_create(rt, &pre));
-  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.pre = &pre, .npre = 1,
-                      .post = posts, .npost = 2}, &done), RP_EPORT);
+  RP_EXPECT(rp_replay(ex,
+                      &(rp_replay_args){
+                          .pre = &pre, .npre = 1, .post = posts, .npost = 2},
+                      &done),
+            RP_EPORT);
   rp_exec_stats s;
   RP_CHECK(rp_exec_stats_get(ex, &s));
   cr_assert_eq(s.replays, 4);
@@ -151,15 +173,30 @@ Test(replay, failing_op_poisons_its_postconditions_only_then_next_works) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id F, G, H;
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
-                             .accesses = &af, .naccess = 1, .args = &w0,
-                             .args_size = sizeof w0}, &F));
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1,
-                             .accesses = &ag, .naccess = 1, .args = &wg,
-                             .args_size = sizeof wg}, &G));
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1,
-                             .accesses = ah, .naccess = 2, .args = &wh,
-                             .args_size = sizeof wh}, &H));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = 0,
+                                          .accesses = &af,
+                                          .naccess = 1,
+                                          .args = &w0,
+                                          .args_size = sizeof w0},
+                             &F));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = 1,
+                                          .accesses = &ag,
+                                          .naccess = 1,
+                                          .args = &wg,
+                                          .args_size = sizeof wg},
+                             &G));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = 1,
+                                          .accesses = ah,
+                                          .naccess = 2,
+                                          .args = &wh,
+                                          .args_size = sizeof wh},
+                             &H));
   RP_CHECK(rp_graph_add_edge(g, F, H));
   RP_CHECK(rp_graph_add_interp(g, F, &ipf));
   RP_CHECK(rp_graph_add_interp(g, G, &ipg));
@@ -184,8 +221,11 @@ Test(replay, failing_op_poisons_its_postconditions_only_then_next_works) {
       int64_t gval;
     } a = {fail, 0, 1000 + k};
     rp_event post[NP], done;
-    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a,
-                       .post = post, .npost = NP}, &done));
+    RP_CHECK(rp_replay(
+        ex,
+        &(rp_replay_args){
+            .args = &a, .args_size = sizeof a, .post = post, .npost = NP},
+        &done));
     RP_EXPECT(rp_event_wait(rt, post[PG], 10000000000ll), RP_OK);
     int64_t got;
     RP_CHECK(rp_instance_read(rt, y, &got, sizeof got));
@@ -229,9 +269,14 @@ Test(replay, stale_replay_poisons_its_postconditions) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id a;
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0,
-                             .accesses = &ax, .naccess = 1, .args = &wa,
-                             .args_size = sizeof wa}, &a));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = 0,
+                                          .accesses = &ax,
+                                          .naccess = 1,
+                                          .args = &wa,
+                                          .args_size = sizeof wa},
+                             &a));
   rp_port_id p;
   RP_CHECK(rp_graph_add_postcondition(g, "out", &p));
   RP_CHECK(rp_graph_bind_postcondition(g, p, a));
@@ -239,8 +284,7 @@ Test(replay, stale_replay_poisons_its_postconditions) {
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   RP_CHECK(rp_instance_realloc(rt, &x));
   rp_event post, done;
-  RP_CHECK(rp_replay(ex, &(rp_replay_args){.post = &post, .npost = 1},
-                     &done));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.post = &post, .npost = 1}, &done));
   RP_EXPECT(rp_event_wait(rt, done, -1), RP_ESTALE);
   RP_EXPECT(rp_event_wait(rt, post, -1), RP_ESTALE);
   RP_CHECK(rp_event_release(rt, post));
@@ -259,7 +303,7 @@ static uint32_t log_r[NORDER];
 static _Atomic int32_t log_st[NORDER];
 static _Atomic uint32_t cb_runs[NORDER];
 static _Atomic uint32_t op_done[NORDER][2]; /* per replay and worker */
-static _Atomic int early_done = -1;          /* a replay done too soon */
+static _Atomic int early_done = -1;         /* a replay done too soon */
 
 /* Busy for args[0] ns (interpolated per replay), then marks its replay. */
 static rp_status busy_arg_task(rp_task_ctx *ctx) {
@@ -301,11 +345,14 @@ Test(replay, replays_complete_in_issue_order_under_varying_durations,
   uint32_t zero = 0;
   rp_op_id op[2];
   for (int i = 0; i < 2; i++) {
-    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = (rp_proc)i,
-                               .args = &zero, .args_size = sizeof zero},
+    RP_CHECK(rp_graph_add_task(g,
+                               &(rp_launch){.task = t,
+                                            .proc = (rp_proc)i,
+                                            .args = &zero,
+                                            .args_size = sizeof zero},
                                &op[i]));
-    RP_CHECK(rp_graph_add_interp(g, op[i], &(rp_interp){
-                                 (size_t)i * 4, 0, sizeof(uint32_t)}));
+    RP_CHECK(rp_graph_add_interp(
+        g, op[i], &(rp_interp){(size_t)i * 4, 0, sizeof(uint32_t)}));
   }
   rp_port_id gate;
   RP_CHECK(rp_graph_add_precondition(g, "gate", &gate));
@@ -321,11 +368,12 @@ Test(replay, replays_complete_in_issue_order_under_varying_durations,
                       (uint32_t)(rand() % 61) * 1000};
     rp_event pre;
     RP_CHECK(rp_event_create(rt, &pre));
-    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = ns,
-                       .args_size = sizeof ns, .pre = &pre, .npre = 1},
-                       &done[r]));
-    RP_CHECK(rp_event_on_complete(rt, done[r], log_cb,
-                                  (void *)(uintptr_t)r));
+    RP_CHECK(rp_replay(
+        ex,
+        &(rp_replay_args){
+            .args = ns, .args_size = sizeof ns, .pre = &pre, .npre = 1},
+        &done[r]));
+    RP_CHECK(rp_event_on_complete(rt, done[r], log_cb, (void *)(uintptr_t)r));
     RP_CHECK(rp_event_trigger(rt, pre));
     RP_CHECK(rp_event_release(rt, pre));
   }
@@ -337,8 +385,10 @@ Test(replay, replays_complete_in_issue_order_under_varying_durations,
    * counted as completed, and destroy waits for it in any case */
   RP_CHECK(rp_exec_destroy(ex));
   cr_assert_eq(atomic_load(&log_n), NORDER);
-  cr_assert_eq(atomic_load(&early_done), -1, "replay %d was done before "
-               "both of its ops finished", atomic_load(&early_done));
+  cr_assert_eq(atomic_load(&early_done), -1,
+               "replay %d was done before "
+               "both of its ops finished",
+               atomic_load(&early_done));
   for (uint32_t i = 0; i < NORDER; i++) {
     cr_assert_eq(log_r[i], i, "completion %u was replay %u", i, log_r[i]);
     cr_assert_eq(atomic_load(&cb_runs[i]), 1);
@@ -409,12 +459,14 @@ Test(replay, destroy_waits_for_every_callback_of_replays_in_flight) {
   RP_CHECK(rp_exec_destroy(g_ex));
   atomic_store(&destroyed, 1);
   for (int r = 0; r < NFLIGHT; r++) {
-    cr_assert_eq(atomic_load(&done_cbs[r]), 1, "done callback of replay %d "
-                 "ran %u times before destroy returned", r,
-                 atomic_load(&done_cbs[r]));
-    cr_assert_eq(atomic_load(&post_cbs[r]), 1, "post callback of replay %d "
-                 "ran %u times before destroy returned", r,
-                 atomic_load(&post_cbs[r]));
+    cr_assert_eq(atomic_load(&done_cbs[r]), 1,
+                 "done callback of replay %d "
+                 "ran %u times before destroy returned",
+                 r, atomic_load(&done_cbs[r]));
+    cr_assert_eq(atomic_load(&post_cbs[r]), 1,
+                 "post callback of replay %d "
+                 "ran %u times before destroy returned",
+                 r, atomic_load(&post_cbs[r]));
     RP_EXPECT(rp_event_query(rt, done[r]), RP_OK);
     RP_CHECK(rp_event_release(rt, done[r]));
     RP_CHECK(rp_event_release(rt, post[r]));
@@ -458,8 +510,8 @@ Test(replay, dump_shows_the_placement_and_why_before_and_after_replacing) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   for (int i = 0; i < 8; i++)
-    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
-                               .proc = RP_PROC_ANY}, NULL));
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY},
+                               NULL));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   const char *why = placement_line(ex, RP_DUMP_TEXT);
@@ -480,7 +532,7 @@ Test(replay, dump_shows_the_placement_and_why_before_and_after_replacing) {
   why = placement_line(ex, RP_DUMP_TEXT);
   /* the chosen candidate, then each trial's measured replay time */
   cr_assert(strstr(why, "one worker") == why ||
-            strstr(why, "list scheduling on measured costs") == why,
+                strstr(why, "list scheduling on measured costs") == why,
             "the reason names the chosen candidate: %s", why);
   cr_assert(strstr(why, "after measuring replays:") != NULL, "%s", why);
   cr_assert(strstr(why, " initial ") != NULL, "%s", why);
@@ -504,14 +556,14 @@ Test(replay, hinted_placement_says_so_and_never_changes) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   for (int i = 0; i < 4; i++)
-    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t,
-                               .proc = RP_PROC_ANY}, NULL));
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY},
+                               NULL));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = 300}, &ex));
   char before[512];
   snprintf(before, sizeof before, "%s", placement_line(ex, RP_DUMP_TEXT));
   cr_assert_str_eq(before, "initial: list scheduling on hinted costs, edge "
-                   "cost 300 ns");
+                           "cost 300 ns");
   for (int i = 0; i < 40; i++) {
     rp_event done;
     RP_CHECK(rp_replay(ex, NULL, &done));
@@ -572,11 +624,17 @@ static rp_exec_stats run_edge(unsigned pp, unsigned pc, uint32_t us, int n) {
   rp_access w = {x, RP_RW, 0}, rd = {x, RP_READ, 0};
   RP_CHECK(rp_capture_begin(rt, NULL));
   RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = ta, .proc = pc}, NULL));
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tp, .proc = pp,
-                          .accesses = &w, .naccess = 1, .args = &us,
-                          .args_size = sizeof us}, NULL));
-  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tc, .proc = pc,
-                          .accesses = &rd, .naccess = 1}, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = tp,
+                                       .proc = pp,
+                                       .accesses = &w,
+                                       .naccess = 1,
+                                       .args = &us,
+                                       .args_size = sizeof us},
+                          NULL));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = tc, .proc = pc, .accesses = &rd, .naccess = 1},
+      NULL));
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
@@ -604,7 +662,8 @@ static rp_exec_stats run_edge(unsigned pp, unsigned pc, uint32_t us, int n) {
 Test(replay, cross_worker_wait_counts_handoffs_same_worker_none) {
   rp_exec_stats s = run_edge(0, 1, 200, 10);
   cr_assert_eq(s.procs_used, 2);
-  cr_assert_gt(s.handoffs, 0, "a consumer on another worker waited for a "
+  cr_assert_gt(s.handoffs, 0,
+               "a consumer on another worker waited for a "
                "200 us producer 10 times and no hand-off was counted");
   s = run_edge(0, 0, 200, 10);
   cr_assert_eq(s.procs_used, 1);
@@ -616,8 +675,10 @@ Test(replay, cross_worker_wait_counts_handoffs_same_worker_none) {
  * time): the consumer sleeps and is woken by the producer's publication. */
 Test(replay, consumer_that_sleeps_counts_wakeups) {
   rp_exec_stats s = run_edge(0, 1, 5000, 5);
-  cr_assert_gt(s.wakeups, 0, "a consumer waited 5 x 5 ms without sleeping "
-               "(%llu hand-offs)", (unsigned long long)s.handoffs);
+  cr_assert_gt(s.wakeups, 0,
+               "a consumer waited 5 x 5 ms without sleeping "
+               "(%llu hand-offs)",
+               (unsigned long long)s.handoffs);
   cr_assert_gt(s.handoffs, 0);
 }
 
@@ -633,9 +694,11 @@ Test(replay, spin_and_yield_bounds_come_from_the_environment) {
   if (tun->spin_ns != 0 || tun->yield_ns != 0)
     cr_skip_test("the tunables were read before this test (--no-fork?)");
   rp_exec_stats s = run_edge(0, 1, 150, 20);
-  cr_assert_gt(s.wakeups, 0, "zero spin and yield bounds, 20 waits behind "
+  cr_assert_gt(s.wakeups, 0,
+               "zero spin and yield bounds, 20 waits behind "
                "a 150 us producer, and the consumer never slept (%llu "
-               "hand-offs)", (unsigned long long)s.handoffs);
+               "hand-offs)",
+               (unsigned long long)s.handoffs);
 }
 
 /* ---- what steers placement ---- */
@@ -702,8 +765,8 @@ static uint32_t fork_procs(uint64_t edge_cost_ns) {
   RP_CHECK(rp_graph_add_edge(g, a, b));
   RP_CHECK(rp_graph_add_edge(g, a, c));
   rp_exec *ex;
-  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = edge_cost_ns},
-                          &ex));
+  RP_CHECK(
+      rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = edge_cost_ns}, &ex));
   rp_exec_stats s;
   RP_CHECK(rp_exec_stats_get(ex, &s));
   char want[64];

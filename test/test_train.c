@@ -568,8 +568,8 @@ Test(train, gather_rows_replay_with_a_bad_interpolated_index_fails_alone) {
   static const struct {
     int32_t index;
     rp_status want;
-  } cases[] = {{2, RP_OK}, {3, RP_ERANGE}, {1, RP_OK}, {-1, RP_ERANGE},
-               {0, RP_OK}};
+  } cases[] = {
+      {2, RP_OK}, {3, RP_ERANGE}, {1, RP_OK}, {-1, RP_ERANGE}, {0, RP_OK}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     RP_CHECK(rp_instance_write(rt, dst, fill, sizeof fill));
     rp_replay_args ra = {.args = &cases[i].index,
@@ -829,8 +829,9 @@ Test(data, malformed_idx_files_name_the_file_and_the_problem) {
   b[0] = 0, b[2] = 0x0D;
   expect_idx(0, b, h + 24, RP_EFORMAT, "element type 0x0d (32-bit float)");
   b[2] = 0x08;
-  expect_idx(0, b, h + 23, RP_EFORMAT, "truncated: the header (4 x 6) needs "
-                                       "40 bytes, the file has 39");
+  expect_idx(0, b, h + 23, RP_EFORMAT,
+             "truncated: the header (4 x 6) needs "
+             "40 bytes, the file has 39");
   expect_idx(0, b, h + 25, RP_EFORMAT, "1 trailing bytes");
   expect_idx(1, b, h + 24, RP_EFORMAT, "3 dimensions: labels need exactly 1");
   size_t h1 = idx_head(b, 0x08, 1, (const uint32_t[]){4});

@@ -57,9 +57,10 @@ int rp_cli_parse_bytes(const char *cmd, const char *opt, const char *s,
   if (ok)
     v <<= shift;
   if (!ok || v < 1 || v > hi)
-    return rp_cli_usage_error(cmd, "%s: '%s' is not a byte count in 1..%llu "
-                              "(K, M, G suffixes allowed)", opt,
-                              s ? s : "", (unsigned long long)hi);
+    return rp_cli_usage_error(cmd,
+                              "%s: '%s' is not a byte count in 1..%llu "
+                              "(K, M, G suffixes allowed)",
+                              opt, s ? s : "", (unsigned long long)hi);
   *out = v;
   return RP_CLI_OK;
 }
@@ -138,8 +139,10 @@ int rp_cli_env_backend(const char *cmd, rp_backend_kind *b, int *set) {
   else if (strcmp(s, "auto") == 0)
     *b = RP_BACKEND_AUTO;
   else
-    return rp_cli_usage_error(cmd, "REPRISE_BACKEND=%s: not cpu, cuda or "
-                              "auto", s);
+    return rp_cli_usage_error(cmd,
+                              "REPRISE_BACKEND=%s: not cpu, cuda or "
+                              "auto",
+                              s);
   if (set)
     *set = 1;
   return RP_CLI_OK;
@@ -149,8 +152,8 @@ int rp_cli_env_workers(const char *cmd, uint32_t *workers, int *set) {
   int rc = rp_cli_env_u32(cmd, "REPRISE_CPUS", 1, RP_CLI_MAX_WORKERS, workers,
                           set); /* deprecated spelling: WORKERS wins */
   if (!rc)
-    rc = rp_cli_env_u32(cmd, "REPRISE_WORKERS", 1, RP_CLI_MAX_WORKERS,
-                        workers, set);
+    rc = rp_cli_env_u32(cmd, "REPRISE_WORKERS", 1, RP_CLI_MAX_WORKERS, workers,
+                        set);
   return rc;
 }
 
@@ -206,8 +209,8 @@ int rp_cli_env_check(const char *cmd) {
     if (r->words)
       return rp_cli_usage_error(cmd, "%s=%s: not one of %s", r->var, s,
                                 r->words);
-    return rp_cli_usage_error(cmd, "%s=%s: not a number in %lu..%lu", r->var,
-                              s, r->lo, r->hi);
+    return rp_cli_usage_error(cmd, "%s=%s: not a number in %lu..%lu", r->var, s,
+                              r->lo, r->hi);
   }
   return RP_CLI_OK;
 }
@@ -235,9 +238,9 @@ int rp_cli_check_output(const char *cmd, const char *opt, const char *path) {
     return RP_CLI_FAILED;
   }
   struct stat sb;
-  int regular_or_char = fstat(fd, &sb) == 0 &&
-                        (S_ISREG(sb.st_mode) || S_ISCHR(sb.st_mode) ||
-                         S_ISFIFO(sb.st_mode));
+  int regular_or_char =
+      fstat(fd, &sb) == 0 &&
+      (S_ISREG(sb.st_mode) || S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode));
   close(fd);
   if (created)
     unlink(path);
@@ -252,7 +255,9 @@ int rp_cli_check_output(const char *cmd, const char *opt, const char *path) {
 
 static void (*cur_usage)(FILE *f);
 
-void rp_cli_set_usage(void (*usage)(FILE *f)) { cur_usage = usage; }
+void rp_cli_set_usage(void (*usage)(FILE *f)) {
+  cur_usage = usage;
+}
 
 int rp_cli_bad_option(const char *cmd) {
   fputc('\n', stderr);

@@ -22,57 +22,58 @@ typedef struct bench_cli {
 } bench_cli;
 
 static void bench_usage(FILE *f) {
-  fprintf(f,
-          "usage: reprise bench [options]\n"
-          "\n"
-          "Runs the DAG workloads eagerly and/or recorded and replayed, and\n"
-          "prints ns per task (median, min and max of 5 runs) and setup time.\n"
-          "\n"
-          "  --mode replay|eager|both  how to execute (default both)\n"
-          "  --workload LIST           chain, forkjoin, layered, tiny; comma\n"
-          "                            list or repeated (default all four)\n"
-          "  --workers N               CPU worker threads, 1..%d (default 2;\n"
-          "                            env REPRISE_WORKERS)\n"
-          "  --reps N                  executions per timed run (default per\n"
-          "                            workload and mode)\n"
-          "  --backend cpu|cuda|auto   engine backend (default auto; env\n"
-          "                            REPRISE_BACKEND)\n"
-          "  --quick                   a few reps only: a smoke test that the\n"
-          "                            benchmarks run, not a measurement (its\n"
-          "                            numbers can be 20-30x off)\n"
-          "  --hop                     one cross-worker hop, spinning and\n"
-          "                            sleeping consumer (alone unless\n"
-          "                            --workload is given too)\n"
-          "  --sizes LIST              graph sizes to sweep, in tasks per graph\n"
-          "                            (about: chain length, fork-join width\n"
-          "                            + 2, layers of 8 + 1), e.g.\n"
-          "                            100,1000,10000; reps scale to keep the\n"
-          "                            tasks per run\n"
-          "  --json FILE               also write the rows as a JSON array\n"
-          "  --plot FILE               draw ns per task against graph size\n"
-          "                            (.svg, or .png with pngcairo) with\n"
-          "                            gnuplot; use with --sizes\n"
-          "  --xfer                    the transfer benchmark instead\n"
-          "  --build                   the graph-building benchmark instead:\n"
-          "                            a chain of N tasks built with the\n"
-          "                            builder, its instantiate, and N/2.5\n"
-          "                            task registrations, in seconds (N: the\n"
-          "                            first --sizes value, default 100000)\n"
-          "  --gpu                     the GPU benchmark instead: empty-kernel\n"
-          "                            chains and a fork-join as stream\n"
-          "                            launches, a CUDA graph and reprise\n"
-          "                            replays (uses --workers, --quick);\n"
-          "                            without a device: 'no GPU', no rows\n"
-          "  --dist                    the distributed benchmark instead:\n"
-          "                            run under mpiexec -n N; the data-\n"
-          "                            parallel step (replay vs eager, --workers\n"
-          "                            shards per rank, default 1) and the\n"
-          "                            replayed all-reduce vs MPI_Allreduce\n"
-          "  -h, --help                this text\n"
-          "\n"
-          "Options win over the REPRISE_* variables (README \"Environment\").\n"
-          "Exit status: 0 done, 1 a benchmark failed, 2 bad usage.\n",
-          RP_CLI_MAX_WORKERS);
+  fprintf(
+      f,
+      "usage: reprise bench [options]\n"
+      "\n"
+      "Runs the DAG workloads eagerly and/or recorded and replayed, and\n"
+      "prints ns per task (median, min and max of 5 runs) and setup time.\n"
+      "\n"
+      "  --mode replay|eager|both  how to execute (default both)\n"
+      "  --workload LIST           chain, forkjoin, layered, tiny; comma\n"
+      "                            list or repeated (default all four)\n"
+      "  --workers N               CPU worker threads, 1..%d (default 2;\n"
+      "                            env REPRISE_WORKERS)\n"
+      "  --reps N                  executions per timed run (default per\n"
+      "                            workload and mode)\n"
+      "  --backend cpu|cuda|auto   engine backend (default auto; env\n"
+      "                            REPRISE_BACKEND)\n"
+      "  --quick                   a few reps only: a smoke test that the\n"
+      "                            benchmarks run, not a measurement (its\n"
+      "                            numbers can be 20-30x off)\n"
+      "  --hop                     one cross-worker hop, spinning and\n"
+      "                            sleeping consumer (alone unless\n"
+      "                            --workload is given too)\n"
+      "  --sizes LIST              graph sizes to sweep, in tasks per graph\n"
+      "                            (about: chain length, fork-join width\n"
+      "                            + 2, layers of 8 + 1), e.g.\n"
+      "                            100,1000,10000; reps scale to keep the\n"
+      "                            tasks per run\n"
+      "  --json FILE               also write the rows as a JSON array\n"
+      "  --plot FILE               draw ns per task against graph size\n"
+      "                            (.svg, or .png with pngcairo) with\n"
+      "                            gnuplot; use with --sizes\n"
+      "  --xfer                    the transfer benchmark instead\n"
+      "  --build                   the graph-building benchmark instead:\n"
+      "                            a chain of N tasks built with the\n"
+      "                            builder, its instantiate, and N/2.5\n"
+      "                            task registrations, in seconds (N: the\n"
+      "                            first --sizes value, default 100000)\n"
+      "  --gpu                     the GPU benchmark instead: empty-kernel\n"
+      "                            chains and a fork-join as stream\n"
+      "                            launches, a CUDA graph and reprise\n"
+      "                            replays (uses --workers, --quick);\n"
+      "                            without a device: 'no GPU', no rows\n"
+      "  --dist                    the distributed benchmark instead:\n"
+      "                            run under mpiexec -n N; the data-\n"
+      "                            parallel step (replay vs eager, --workers\n"
+      "                            shards per rank, default 1) and the\n"
+      "                            replayed all-reduce vs MPI_Allreduce\n"
+      "  -h, --help                this text\n"
+      "\n"
+      "Options win over the REPRISE_* variables (README \"Environment\").\n"
+      "Exit status: 0 done, 1 a benchmark failed, 2 bad usage.\n",
+      RP_CLI_MAX_WORKERS);
 }
 
 /* ---- option values ---- */
@@ -105,8 +106,10 @@ static int add_size(const char *item, void *arg) {
   bench_cli *c = arg;
   unsigned long v;
   if (!rp_cli_parse_uint(item, 3, 1000000, &v))
-    return rp_cli_usage_error("bench", "--sizes: '%s' is not a number in "
-                              "3..1000000", item);
+    return rp_cli_usage_error("bench",
+                              "--sizes: '%s' is not a number in "
+                              "3..1000000",
+                              item);
   if (c->o.nsizes == MAX_SIZES)
     return rp_cli_usage_error("bench", "--sizes: more than %d sizes",
                               MAX_SIZES);
@@ -236,10 +239,13 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
   if (c->o.hop && !c->workloads_given)
     c->o.workloads = 0; /* --hop alone measures only the hop */
   if (c->plot && !rp_cli_plot_ext_ok(c->plot))
-    return rp_cli_usage_error("bench", "--plot: '%s' must end in .svg or "
-                              ".png", c->plot);
+    return rp_cli_usage_error("bench",
+                              "--plot: '%s' must end in .svg or "
+                              ".png",
+                              c->plot);
   if (c->plot && (c->xfer || c->gpu || c->build || !c->o.workloads))
-    return rp_cli_usage_error("bench", "--plot draws the DAG workloads: not "
+    return rp_cli_usage_error("bench",
+                              "--plot draws the DAG workloads: not "
                               "with --xfer, --gpu, --build or --hop alone");
   if (c->dist && !c->workers_given)
     c->o.workers = 1; /* one shard per rank: mpiexec -n 2 fills 2 cores */
@@ -294,12 +300,11 @@ static int run(const bench_cli *c) {
     return RP_CLI_FAILED;
   }
   uint32_t n = c->o.nsizes ? c->o.sizes[0] : 100000;
-  int rc = c->gpu    ? (rp_bench_gpu(&c->o, stdout, json) ? RP_CLI_FAILED
-                                                           : RP_CLI_OK)
-           : c->xfer ? run_xfer(json)
-           : c->build ? (rp_bench_build(n, stdout, json) ? RP_CLI_FAILED
-                                                         : RP_CLI_OK)
-                      : rp_bench_dag(&c->o, stdout, json);
+  int rc =
+      c->gpu ? (rp_bench_gpu(&c->o, stdout, json) ? RP_CLI_FAILED : RP_CLI_OK)
+      : c->xfer  ? run_xfer(json)
+      : c->build ? (rp_bench_build(n, stdout, json) ? RP_CLI_FAILED : RP_CLI_OK)
+                 : rp_bench_dag(&c->o, stdout, json);
   /* the last buffered rows reach the file at fclose: check both */
   if (json && (ferror(json) | (fclose(json) != 0)) && rc == RP_CLI_OK) {
     fprintf(stderr, "reprise bench: error writing '%s'\n", c->json);
@@ -314,7 +319,8 @@ int rp_cmd_bench(int argc, char **argv) {
   if (rc)
     return rc < 0 ? RP_CLI_OK : rc;
   if (c.o.quick)
-    fprintf(stderr, "reprise bench: --quick is a smoke test, not a "
+    fprintf(stderr,
+            "reprise bench: --quick is a smoke test, not a "
             "measurement: a few reps each, so the numbers can be 20-30x off "
             "the real ones, and first-use allocations (the allocator's "
             "caches) may show as 'replay loop allocated' lines. Drop --quick "

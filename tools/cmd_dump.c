@@ -37,15 +37,15 @@ typedef struct dump_cli {
   const char *file, *output;
   rp_dump_format fmt;
   int format_given, schedule, stats, lint, strict;
-  unsigned checks;  /* --lint=CHECK,...: DM_LINT_* bits (0: every one) */
-  unsigned ignored; /* --lint-ignore CHECK */
-  unsigned long cpus; /* --workers (REPRISE_WORKERS); 0: from the file */
+  unsigned checks;         /* --lint=CHECK,...: DM_LINT_* bits (0: every one) */
+  unsigned ignored;        /* --lint-ignore CHECK */
+  unsigned long cpus;      /* --workers (REPRISE_WORKERS); 0: from the file */
   rp_backend_kind backend; /* REPRISE_BACKEND (no option) */
-  uint32_t gpus;     /* --gpus (REPRISE_GPUS); 0: the recorded GPUs */
+  uint32_t gpus;           /* --gpus (REPRISE_GPUS); 0: the recorded GPUs */
   int gpus_given;
-  unsigned model_gpus; /* GPU processors of the model loaded into */
+  unsigned model_gpus;            /* GPU processors of the model loaded into */
   const rp_machine_desc *machine; /* that model's description */
-  uint64_t max_bytes;  /* --max-bytes: 0 = the loader's limits */
+  uint64_t max_bytes;             /* --max-bytes: 0 = the loader's limits */
   contract_decl contracts[MAX_CONTRACTS];
   uint32_t ncontracts;
 } dump_cli;
@@ -241,8 +241,10 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
   case OPT_GPUS: {
     unsigned long g;
     if (!rp_cli_parse_uint(arg, 1, 16, &g))
-      return rp_cli_usage_error("dump", "--gpus: '%s' is not a number in "
-                                "1..16", arg);
+      return rp_cli_usage_error("dump",
+                                "--gpus: '%s' is not a number in "
+                                "1..16",
+                                arg);
     c->gpus = (uint32_t)g;
     c->gpus_given = 1;
     return RP_CLI_OK;
@@ -391,9 +393,8 @@ static char *read_graph_file(const dump_cli *c, size_t *len) {
   char *text = NULL;
   rp_status st = rp__read_regular(c->file, max, &text, len);
   if (st) {
-    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n",
-            c->file, rp_status_name(st), rp_status_str(st),
-            rp_error_detail());
+    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", c->file,
+            rp_status_name(st), rp_status_str(st), rp_error_detail());
     return NULL;
   }
   return text;
@@ -445,8 +446,8 @@ static void override_machine(const dump_cli *c, rp_machine_desc *m) {
 /* The model of the recorded machine the file is loaded into: no devices
  * needed, no instance storage (engine.h rp__runtime_create_model). */
 static rp_status make_runtime(const dump_cli *c, const prescan *p,
-                              const char *text, size_t len,
-                              rp_machine_desc *m, rp_runtime **rt) {
+                              const char *text, size_t len, rp_machine_desc *m,
+                              rp_runtime **rt) {
   int present = 0;
   rp_status st = rp__graph_machine(text, len, m, &present);
   if (st && !strstr(rp_error_detail(), "graph.machine"))
@@ -750,9 +751,8 @@ static int run(dump_cli *c) {
     fprintf(stderr, "reprise dump: registering tasks: %s: %s\n",
             rp_status_name(st), rp_error_detail());
   else if (st)
-    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n",
-            c->file, rp_status_name(st), rp_status_str(st),
-            rp_error_detail());
+    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", c->file,
+            rp_status_name(st), rp_status_str(st), rp_error_detail());
   else if ((st = rp__graph_load_mem(rt, text, len, NULL, 0,
                                     (size_t)c->max_bytes, &g)) != RP_OK)
     rc = load_failed(c->file, st);

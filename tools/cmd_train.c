@@ -31,7 +31,7 @@ typedef struct train_cli {
   float lr, lr_decay;
   rp_data_kind kind;
   uint32_t samples, classes, features;
-  int synth_given; /* --dataset/--samples/--classes/--features */
+  int synth_given;    /* --dataset/--samples/--classes/--features */
   uint64_t max_bytes; /* --max-bytes: --data file size limit (0: default) */
   const char *data, *save_graph, *trace, *json, *timings, *save_weights;
   int eager, compare, dump, dist;
@@ -85,12 +85,12 @@ static void train_usage(FILE *f) {
       "                            (default 0.1; 0: none)\n"
       "  --no-shuffle              keep the data set's order (default: a new\n"
       "                            seeded order every epoch)\n"
-      "  --load-weights FILE       resume from a --save-weights file: weights,\n"
+      "  --load-weights FILE       resume from a --save-weights file: "
+      "weights,\n"
       "                            momentum, step; --iters is the total\n"
       "  --max-bytes N             the largest --data file read (default\n"
       "                            4G; K, M, G suffixes); CSV lines are\n"
-      "                            limited to 1 MiB\n"
-      );
+      "                            limited to 1 MiB\n");
   fprintf(
       f,
       "  --eager                   run the same step eagerly, not recorded\n"
@@ -388,8 +388,9 @@ static int check_options(train_cli *c) {
     return rp_cli_usage_error("train", "--trace needs the recorded step "
                                        "(drop --eager)");
   if (c->inflight > 1 && c->eager)
-    return rp_cli_usage_error("train", "--inflight %u needs the recorded "
-                                       "step (drop --eager)",
+    return rp_cli_usage_error("train",
+                              "--inflight %u needs the recorded "
+                              "step (drop --eager)",
                               c->inflight);
   return RP_CLI_OK;
 }
@@ -433,7 +434,8 @@ static int parse_args(int argc, char **argv, train_cli *c) {
   if ((rc = check_options(c)))
     return rc;
   /* every output path, before any work */
-  const char *outs[][2] = {{"--json", c->json}, {"--trace", c->trace},
+  const char *outs[][2] = {{"--json", c->json},
+                           {"--trace", c->trace},
                            {"--timings", c->timings},
                            {"--save-graph", c->save_graph},
                            {"--save-weights", c->save_weights}};
@@ -460,9 +462,9 @@ typedef struct progress {
   int tty;
   const char *what; /* "replay" or "eager" */
   float last_loss;
-  train_state *s;   /* validation at log points, the log, divergence */
-  uint32_t done;    /* steps done (the last step's index + 1) */
-  int failed;       /* a validation failed: stopped, s has said why */
+  train_state *s; /* validation at log points, the log, divergence */
+  uint32_t done;  /* steps done (the last step's index + 1) */
+  int failed;     /* a validation failed: stopped, s has said why */
 } progress;
 
 static void draw_bar(const progress *p, uint32_t done) {
@@ -542,7 +544,7 @@ struct train_state {
   rp_graph *g;
   rp_exec *ex;
   uint64_t *ns;
-  FILE *timings;       /* --timings: rows appended by every run */
+  FILE *timings; /* --timings: rows appended by every run */
   uint32_t timing_rows;
   double init_loss, init_acc, instantiate_ms;
   run_stats replay, eager;
@@ -559,8 +561,8 @@ struct train_state {
   int diverged;
   uint32_t diverged_at;
   double diverged_loss;
-  double val_loss, val_acc;       /* the last run's final validation */
-  log_point *log;                 /* the last run's log points */
+  double val_loss, val_acc; /* the last run's final validation */
+  log_point *log;           /* the last run's log points */
   uint32_t nlog, caplog;
 };
 
@@ -619,12 +621,10 @@ static int step_checks(progress *p, uint32_t t, float loss) {
 
 static void print_log_line(const progress *p, uint32_t done, float loss) {
   const train_state *s = p->s;
-  printf("%-6s iter %6u/%u  loss %.4f", p->what, done, p->iters,
-         (double)loss);
+  printf("%-6s iter %6u/%u  loss %.4f", p->what, done, p->iters, (double)loss);
   const log_point *lp = s && s->nlog ? &s->log[s->nlog - 1] : NULL;
   if (lp && lp->iter == done && s->val.n)
-    printf("  val loss %.4f  val acc %.1f%%", lp->val_loss,
-           100 * lp->val_acc);
+    printf("  val loss %.4f  val acc %.1f%%", lp->val_loss, 100 * lp->val_acc);
   printf("\n");
 }
 
@@ -724,7 +724,8 @@ static int split_val(train_state *s) {
   uint32_t nval = (uint32_t)((double)c->val_frac * n / B) * B;
   nval = nval ? nval : B;
   if (n < B || n - nval < B)
-    return rp_cli_usage_error("train", "--val-frac %g: %u samples cannot hold "
+    return rp_cli_usage_error("train",
+                              "--val-frac %g: %u samples cannot hold "
                               "a validation batch and a training batch of "
                               "%u (use --val-frac 0 or a smaller --batch)",
                               (double)c->val_frac, n, B);
@@ -737,8 +738,8 @@ static int load_data(train_state *s) {
   rp_status st =
       c->labels ? rp_data_load_idx(c->data, c->labels, c->max_bytes, &s->data)
       : c->data ? rp_data_load_max(c->data, c->max_bytes, &s->data)
-                : rp_data_generate(c->kind, c->samples, c->features,
-                                   c->classes, c->mc.seed, &s->data);
+                : rp_data_generate(c->kind, c->samples, c->features, c->classes,
+                                   c->mc.seed, &s->data);
   if (st != RP_OK) {
     fprintf(stderr, "%s: %s\n", who(), rp_error_detail());
     return RP_CLI_FAILED;
@@ -761,20 +762,22 @@ static int load_ckpt(train_state *s) {
   }
   const rp_mlp_ckpt_info *f = &s->ckpt.info;
   if (c->iters <= f->step)
-    return rp_cli_usage_error("train", "--iters %u: %s has done %u steps "
+    return rp_cli_usage_error("train",
+                              "--iters %u: %s has done %u steps "
                               "already; --iters counts the total steps, so "
-                              "ask for more than %u", c->iters,
-                              c->load_weights, f->step, f->step);
+                              "ask for more than %u",
+                              c->iters, c->load_weights, f->step, f->step);
   s->start = f->step;
   if (s->rank == 0 &&
       (f->lr != c->lr || f->lr_decay != c->lr_decay ||
        f->momentum != c->mc.momentum || f->batch != c->mc.batch ||
        f->seed != c->mc.seed || f->shuffle != (uint32_t)!c->no_shuffle))
-    fprintf(stderr, "%s: note: %s was saved with --lr %g --lr-decay %g "
+    fprintf(stderr,
+            "%s: note: %s was saved with --lr %g --lr-decay %g "
             "--momentum %g --batch %u --seed %llu%s; this run differs, so it "
-            "is not an exact continuation\n", who(), c->load_weights,
-            (double)f->lr, (double)f->lr_decay, (double)f->momentum,
-            f->batch, (unsigned long long)f->seed,
+            "is not an exact continuation\n",
+            who(), c->load_weights, (double)f->lr, (double)f->lr_decay,
+            (double)f->momentum, f->batch, (unsigned long long)f->seed,
             f->shuffle ? "" : " --no-shuffle");
   return RP_CLI_OK;
 }
@@ -786,8 +789,8 @@ static int restore(train_state *s) {
     return RP_CLI_OK;
   rp_status st = rp_mlp_ckpt_apply(s->m, &s->ckpt);
   if (st != RP_OK) {
-    fprintf(stderr, "%s: --load-weights %s: %s\n", who(),
-            s->c->load_weights, rp_error_detail());
+    fprintf(stderr, "%s: --load-weights %s: %s\n", who(), s->c->load_weights,
+            rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -813,8 +816,8 @@ static int setup(train_state *s, rp_backend_kind backend) {
   rp_status st = rp_runtime_create(&cfg, &s->rt);
   if (st != RP_OK && c->backend_src && backend != RP_BACKEND_AUTO) {
     char what[64];
-    snprintf(what, sizeof what, "creating the runtime (%s%s%s)",
-             c->backend_src, c->backend_src[0] == '-' ? " " : "=",
+    snprintf(what, sizeof what, "creating the runtime (%s%s%s)", c->backend_src,
+             c->backend_src[0] == '-' ? " " : "=",
              backend == RP_BACKEND_CUDA ? "cuda" : "cpu");
     return fail(what, st);
   }
@@ -893,8 +896,10 @@ static int record(train_state *s, rp_backend_kind asked) {
  * (the format `reprise plot --train` reads). */
 static void write_timings(train_state *s, const char *mode, uint32_t n) {
   for (uint32_t i = 0; s->timings && i < n; i++)
-    fprintf(s->timings, "%s\n  {\"iteration\": %u, \"mode\": \"%s\", "
-            "\"ns\": %llu}", s->timing_rows++ ? "," : "", s->start + i, mode,
+    fprintf(s->timings,
+            "%s\n  {\"iteration\": %u, \"mode\": \"%s\", "
+            "\"ns\": %llu}",
+            s->timing_rows++ ? "," : "", s->start + i, mode,
             (unsigned long long)s->ns[i]);
 }
 
@@ -907,7 +912,7 @@ static int timings_open(train_state *s) {
     return RP_CLI_FAILED;
   }
   fprintf(s->timings, "{\"format\": \"reprise-timings\", \"version\": 1, "
-          "\"iterations\": [");
+                      "\"iterations\": [");
   return RP_CLI_OK;
 }
 
@@ -1046,8 +1051,8 @@ static int train_all(train_state *s) {
  * momentum, the steps done and the lr schedule. */
 static int write_weights(train_state *s) {
   const train_cli *c = s->c;
-  rp_mlp_ckpt_info info = {.step = s->steps_done, .lr = c->lr,
-                           .lr_decay = c->lr_decay};
+  rp_mlp_ckpt_info info = {
+      .step = s->steps_done, .lr = c->lr, .lr_decay = c->lr_decay};
   rp_status st = rp_mlp_save(s->m, c->save_weights, &info);
   if (st != RP_OK) {
     fprintf(stderr, "%s: --save-weights %s\n", who(), rp_error_detail());
@@ -1123,7 +1128,8 @@ static void print_header(const train_state *s) {
     printf("%u rank%s (MPI) x ", s->ranks, s->ranks == 1 ? "" : "s");
   if (s->val.n) /* the samples above are those trained on */
     printf("%u processors\nvalidation: %u samples held out (--val-frac %g); "
-           "%s\n", c->mc.procs, s->val.n, (double)c->val_frac,
+           "%s\n",
+           c->mc.procs, s->val.n, (double)c->val_frac,
            c->no_shuffle ? "batches in the data set's order"
                          : "shuffled every epoch");
   else
@@ -1191,14 +1197,14 @@ static void json_num(FILE *f, const char *key, double v, int ok) {
  * divergence and the log points. */
 static void write_json_training(FILE *f, const train_state *s) {
   const train_cli *c = s->c;
-  fprintf(f, ",\n  \"train_samples\": %u,\n  \"val_samples\": %u",
-          s->data.n, s->val.n);
+  fprintf(f, ",\n  \"train_samples\": %u,\n  \"val_samples\": %u", s->data.n,
+          s->val.n);
   json_num(f, "val_loss", s->val_loss, s->val.n > 0);
   json_num(f, "val_accuracy", s->val_acc, s->val.n > 0);
   fprintf(f, ",\n  \"shuffle\": %s,\n  \"start_step\": %u",
           c->no_shuffle ? "false" : "true", s->start);
-  fprintf(f, ",\n  \"steps_done\": %u,\n  \"diverged\": %s",
-          s->steps_done, s->diverged ? "true" : "false");
+  fprintf(f, ",\n  \"steps_done\": %u,\n  \"diverged\": %s", s->steps_done,
+          s->diverged ? "true" : "false");
   json_num(f, "diverge_limit", s->limit, 1);
   fprintf(f, ",\n  \"log\": [");
   for (uint32_t i = 0; i < s->nlog; i++) {

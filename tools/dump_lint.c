@@ -206,8 +206,8 @@ static const char *inst_name(const dm_graph *m, uint32_t i, char *buf) {
              "%d)",
              i, named, rp_dtype_name(in->dtype), rect, in->device);
   else
-    snprintf(buf, sizeof(label), "instance %u%s (%s %s, %s memory)", i,
-             named, rp_dtype_name(in->dtype), rect, mem_name(in->mem));
+    snprintf(buf, sizeof(label), "instance %u%s (%s %s, %s memory)", i, named,
+             rp_dtype_name(in->dtype), rect, mem_name(in->mem));
   return buf;
 }
 
@@ -452,8 +452,10 @@ int dm_stats(const dm_graph *m, FILE *out, FILE *err) {
             "the waits it needs; not lint findings)\n",
             inferred, implied_inferred(&d));
   else
-    fprintf(out, "inferred edges: %u (capture's, from conflicting "
-                 "accesses)\n", inferred);
+    fprintf(out,
+            "inferred edges: %u (capture's, from conflicting "
+            "accesses)\n",
+            inferred);
   int rc = stats_procs(m, out) || stats_tasks(m, out) || longest(&d, 0, out);
   if (!rc && hinted) {
     rc = longest(&d, 1, out);
@@ -707,8 +709,8 @@ static int unread_now(const dg *d, const inst_ops *rd, const uint8_t *dead,
 
 /* The least fixpoint: an op dies once all other readers of what it
  * writes are dead; its death re-queues the writers of what it reads. */
-static int unread_fixpoint(const dg *d, const inst_ops *rd,
-                           const inst_ops *wr, uint8_t *dead) {
+static int unread_fixpoint(const dg *d, const inst_ops *rd, const inst_ops *wr,
+                           uint8_t *dead) {
   const dm_graph *m = d->m;
   uint32_t *queue = malloc(sizeof *queue * (m->nops ? m->nops : 1));
   uint8_t *queued = calloc(m->nops ? m->nops : 1, 1);
@@ -857,8 +859,7 @@ static void merge_pair(lint *L, uint32_t a, uint32_t b) {
   int64_t va = rp_rect_volume(&x->domain), vb = rp_rect_volume(&y->domain);
   int64_t vi = rp_rect_volume(&meet), vh = rp_rect_volume(&hull);
   int reduce = x->acc[1].priv == RP_REDUCE;
-  if (va <= 0 || vb <= 0 || vh <= 0 || vh != va + vb - vi ||
-      (reduce && vi > 0))
+  if (va <= 0 || vb <= 0 || vh <= 0 || vh != va + vb - vi || (reduce && vi > 0))
     return; /* not one rectangle, or a sum would count points twice */
   if (!L->d->reach || between(L->d, a, b))
     return;

@@ -49,8 +49,7 @@ static rp_status build_insts(const rp_graph *g, dm_graph *m, inst_key **keys) {
       break;
     m->insts[i] = (dm_inst){mi.kind, mi.device, info.dtype, info.rect, ""};
     const char *name = rp_instance_name(g->rt, list[i]);
-    snprintf(m->insts[i].name, sizeof m->insts[i].name, "%s",
-             name ? name : "");
+    snprintf(m->insts[i].name, sizeof m->insts[i].name, "%s", name ? name : "");
     (*keys)[i] = (inst_key){list[i].id, i};
   }
   free(list);
@@ -149,8 +148,8 @@ static rp_status build_edges(const rp_graph *g, dm_graph *m) {
   if (!m->edges)
     return rp__err(RP_ENOMEM, "dump: out of memory");
   for (uint32_t e = 0; e < g->nedges; e++)
-    m->edges[e] = (dm_edge){g->edges[e].from, g->edges[e].to,
-                            (int)g->edges[e].inferred};
+    m->edges[e] =
+        (dm_edge){g->edges[e].from, g->edges[e].to, (int)g->edges[e].inferred};
   m->nedges = g->nedges;
   for (uint32_t p = 0; p < g->npost; p++)
     for (uint32_t k = 0; k < g->post[p].nops; k++)

@@ -29,9 +29,9 @@ typedef struct dm_inst {
 
 typedef struct dm_op {
   rp_op_kind kind;
-  const char *name; /* task name, or "copy" */
+  const char *name;            /* task name, or "copy" */
   char label[RP_NAME_MAX + 1]; /* the op's own name; "" unnamed */
-  rp_proc proc;     /* task: processor or RP_PROC_ANY; copy: RP_PROC_ANY */
+  rp_proc proc; /* task: processor or RP_PROC_ANY; copy: RP_PROC_ANY */
   const rp_proc *shard_procs; /* SPMD: one per shard, or NULL */
   rp_proc_kind pkind;         /* the processor's kind (CPU for RP_PROC_ANY) */
   uint32_t shards;            /* >= 1 */

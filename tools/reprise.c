@@ -43,8 +43,9 @@ typedef struct command {
 
 static const command COMMANDS[] = {
     {"bench", BENCH_CMD, BENCH_SUMMARY},
-    {"dump", rp_cmd_dump, "print a graph file (text, DOT, JSON), its stats "
-                          "or lint findings"},
+    {"dump", rp_cmd_dump,
+     "print a graph file (text, DOT, JSON), its stats "
+     "or lint findings"},
     {"plot", rp_cmd_plot, "plot benchmark rows or training timings (gnuplot)"},
     {"train", rp_cmd_train, "train an MLP by replaying one recorded step"},
     {"version", cmd_version, "print the version"},

@@ -29,8 +29,7 @@ rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n, uint32_t i,
     return rp__err(RP_ERANGE, "rp_chunk_rect: shard %u of %u", i, n);
   int64_t lo = whole->lo[dim], hi = whole->hi[dim], ext, off, end;
   if (!rp__extent_ok(lo, hi, &ext)) /* cannot fail: the volume was valid */
-    return rp__err(RP_ERANGE, "rp_chunk_rect: extent of dim %d overflows",
-                   dim);
+    return rp__err(RP_ERANGE, "rp_chunk_rect: extent of dim %d overflows", dim);
   int64_t chunk = ext / n + (ext % n != 0);
   /* off = chunk * i < ext + n fits in practice, but checked: no signed
    * overflow for any input */
@@ -43,9 +42,8 @@ rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n, uint32_t i,
   *out = *whole;
   out->lo[dim] = lo + off; /* off < ext: lo + off <= hi */
   /* the last point: lo + off + chunk - 1, or hi when that passes it */
-  out->hi[dim] = !rp__add_i64_ok(off, chunk, &end) || end >= ext
-                     ? hi
-                     : lo + end - 1;
+  out->hi[dim] =
+      !rp__add_i64_ok(off, chunk, &end) || end >= ext ? hi : lo + end - 1;
   return RP_OK;
 }
 

@@ -266,9 +266,8 @@ static void stage_nest(rp_xfer_desc *d) {
  * model of a machine (reprise dump) has memories but no pointers. */
 static int mem_device(rp_runtime *rt, rp_mem m) {
   rp_mem_info mi;
-  return rp_mem_query(rt, m, &mi) == RP_OK && mi.kind == RP_MEM_GPU
-             ? mi.device
-             : -1;
+  return rp_mem_query(rt, m, &mi) == RP_OK && mi.kind == RP_MEM_GPU ? mi.device
+                                                                    : -1;
 }
 
 static rp_status plan_cuda(rp_xfer_desc *d) {

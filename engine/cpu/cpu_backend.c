@@ -4,7 +4,8 @@
  *
  * Queues are engine/queue.h's intrusive MPSC lists: a push is one atomic
  * exchange, nothing is allocated. An idle worker spins for the tunable
- * REPRISE_SPIN_NS, yields for REPRISE_YIELD_NS, then sleeps on a futex until a producer wakes it. */
+ * REPRISE_SPIN_NS, yields for REPRISE_YIELD_NS, then sleeps on a futex until a
+ * producer wakes it. */
 #include "../engine_impl.h"
 #include "../queue.h"
 
@@ -175,8 +176,10 @@ static rp_status cpu_mem_alloc(void *state, const rp_mem_rec *m, size_t bytes,
     align = sizeof(void *);
   size_t rounded;
   if (!rp__align_up_ok(bytes, align, &rounded))
-    return rp__err(RP_ERANGE, "allocation of %zu bytes aligned to %zu "
-                   "overflows", bytes, align);
+    return rp__err(RP_ERANGE,
+                   "allocation of %zu bytes aligned to %zu "
+                   "overflows",
+                   bytes, align);
   void *p = aligned_alloc(align, rounded);
   if (!p)
     return rp__err(RP_ENOMEM, "system memory: cannot allocate %zu bytes",

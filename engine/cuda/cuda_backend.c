@@ -491,11 +491,10 @@ static rp_status cuda_copy_async(void *state, const rp_proc_rec *p,
   cuda_state *cs = state;
   RP_ASSERT(p->local < cs->n);
   cuda_gpu *g = &cs->gpus[p->local];
-  rp_status st = RP_CUDA(cs->rt, cudaMemcpy2DAsync(op->dst, op->dpitch,
-                                                   op->src, op->spitch,
-                                                   op->row_bytes, op->rows,
-                                                   cudaMemcpyDefault,
-                                                   g->stream));
+  rp_status st =
+      RP_CUDA(cs->rt, cudaMemcpy2DAsync(op->dst, op->dpitch, op->src,
+                                        op->spitch, op->row_bytes, op->rows,
+                                        cudaMemcpyDefault, g->stream));
   if (st == RP_OK) {
     st = RP_CUDA(cs->rt, cudaLaunchHostFunc(g->stream, copy_done, op));
     /* The copy is in flight and nothing will say when it ends: wait for
@@ -505,8 +504,9 @@ static rp_status cuda_copy_async(void *state, const rp_proc_rec *p,
       (void)cudaGetLastError();
   }
   if (st)
-    return rp__err_prefix(st, "GPU %u: async copy of %zu x %zu bytes: ",
-                          g->index, op->rows, op->row_bytes);
+    return rp__err_prefix(st,
+                          "GPU %u: async copy of %zu x %zu bytes: ", g->index,
+                          op->rows, op->row_bytes);
   return RP_OK;
 }
 

@@ -222,8 +222,7 @@ int rp__cuda_event_done(rp_runtime *rt, void *event) {
   return -1;
 }
 
-typedef CUresult (*write32_fn)(CUstream, CUdeviceptr, cuuint32_t,
-                               unsigned int);
+typedef CUresult (*write32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 static write32_fn g_write32;
 static pthread_once_t g_write32_once = PTHREAD_ONCE_INIT;
 
@@ -231,8 +230,7 @@ static void write32_init(void) {
   void *fn = NULL;
   enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
   if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000,
-                                       cudaEnableDefault,
-                                       &q) == cudaSuccess &&
+                                       cudaEnableDefault, &q) == cudaSuccess &&
       q == cudaDriverEntryPointSuccess)
     memcpy(&g_write32, &fn, sizeof fn); /* POSIX: same representation */
   else
@@ -255,8 +253,9 @@ rp_status rp__cuda_stream_write_u32(rp_runtime *rt, void *stream,
   if (r == CUDA_SUCCESS)
     return RP_OK;
   if (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE)
-    return rp__err(RP_EUNSUPPORTED, "cuStreamWriteValue32 refused (CUresult "
-                                    "%d): no stream memory operations here",
+    return rp__err(RP_EUNSUPPORTED,
+                   "cuStreamWriteValue32 refused (CUresult "
+                   "%d): no stream memory operations here",
                    (int)r);
   /* the runtime's codes equal the driver's for the errors that matter
    * (700 illegal address, 719 launch failure, ...): checked as one, so a
@@ -286,6 +285,6 @@ rp_status rp__cuda_event_sync(rp_runtime *rt, void *event) {
 rp_status rp__cuda_event_elapsed_ms(rp_runtime *rt, void *start, void *end,
                                     float *ms) {
   *ms = 0.0f;
-  return RP_CUDA(rt, cudaEventElapsedTime(ms, (cudaEvent_t)start,
-                                          (cudaEvent_t)end));
+  return RP_CUDA(
+      rt, cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end));
 }

@@ -121,8 +121,8 @@ const char *crs_detail_str(const char *a, const char *b) {
 
 const char *crs_detail_float(double a, double b, double eps) {
   static char buf[128];
-  snprintf(buf, sizeof buf, "actual: %.9g  expected: %.9g  epsilon: %.3g", a,
-           b, eps);
+  snprintf(buf, sizeof buf, "actual: %.9g  expected: %.9g  epsilon: %.3g", a, b,
+           eps);
   return buf;
 }
 
@@ -202,8 +202,7 @@ static enum outcome judge(const struct crs_test *t, int status, double secs,
     return SKIPPED;
   }
   if (code == 0)
-    printf("[FAIL] %s::%s: the process exited before the test ended\n", st,
-           nm);
+    printf("[FAIL] %s::%s: the process exited before the test ended\n", st, nm);
   else
     printf("[FAIL] %s::%s: exit status %d%s (%.2fs)\n", st, nm, code,
            code == 66 ? " (ThreadSanitizer's: see its report above)" : "",

@@ -47,9 +47,9 @@
 /* Options of a test or a suite (designated initializers, as in Criterion).
  * sentinel_ lets Test(s, n) with no option still initialise the struct. */
 struct crs_opts {
-  double timeout;      /* seconds; 0: the suite's, else none */
-  void (*init)(void);  /* before the test, in its process */
-  void (*fini)(void);  /* after the test, in its process */
+  double timeout;     /* seconds; 0: the suite's, else none */
+  void (*init)(void); /* before the test, in its process */
+  void (*fini)(void); /* after the test, in its process */
   int sentinel_;
 };
 
@@ -78,7 +78,7 @@ void crs_register_suite(const struct crs_suite *s);
   static void crs_fn_##suite##_##name(void)
 
 #define CRS_SUITE_(suite, ...)                                                 \
-  static const struct crs_suite crs_suite_##suite = {#suite, {__VA_ARGS__}};  \
+  static const struct crs_suite crs_suite_##suite = {#suite, {__VA_ARGS__}};   \
   __attribute__((constructor)) static void crs_regs_##suite(void) {            \
     crs_register_suite(&crs_suite_##suite);                                    \
   }                                                                            \
@@ -111,12 +111,12 @@ void crs_register_suite(const struct crs_suite *s);
 #define CRS_CAT(a, b) CRS_CAT_(a, b)
 
 #define CRS_PICK_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, \
-                  a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, \
-                  a27, a28, a29, a30, a31, a32, x, ...)                       \
+                  a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26,  \
+                  a27, a28, a29, a30, a31, a32, x, ...)                        \
   x
 /* crs_none when there are exactly k arguments, crs_more when more. */
-#define CRS_MORE8_ crs_more, crs_more, crs_more, crs_more, crs_more, crs_more, \
-                   crs_more, crs_more
+#define CRS_MORE8_                                                             \
+  crs_more, crs_more, crs_more, crs_more, crs_more, crs_more, crs_more, crs_more
 #define CRS_PICK(...) CRS_PICK_(__VA_ARGS__)
 #define CRS_HAS1(...)                                                          \
   CRS_PICK(__VA_ARGS__, CRS_MORE8_, CRS_MORE8_, CRS_MORE8_, crs_more,          \
@@ -165,17 +165,17 @@ const char *crs_detail_float(double a, double b, double eps);
   } while (0)
 
 #define CRS_CMP_(op, ...)                                                      \
-  CRS_CHECK_((CRS_A1(__VA_ARGS__, 0)) op(CRS_A2(__VA_ARGS__, 0, 0)),          \
-             CRS_STR(CRS_A1(__VA_ARGS__, 0)) " " #op " " CRS_STR(             \
+  CRS_CHECK_((CRS_A1(__VA_ARGS__, 0))op(CRS_A2(__VA_ARGS__, 0, 0)),            \
+             CRS_STR(CRS_A1(__VA_ARGS__, 0)) " " #op " " CRS_STR(              \
                  CRS_A2(__VA_ARGS__, 0, 0)),                                   \
              NULL, CRS_TAIL2(__VA_ARGS__))
 
 #define cr_assert(...)                                                         \
-  CRS_CHECK_(CRS_A1(__VA_ARGS__, 0), CRS_STR(CRS_A1(__VA_ARGS__, 0)), NULL,   \
+  CRS_CHECK_(CRS_A1(__VA_ARGS__, 0), CRS_STR(CRS_A1(__VA_ARGS__, 0)), NULL,    \
              CRS_TAIL1(__VA_ARGS__))
 #define cr_assert_not(...)                                                     \
-  CRS_CHECK_(!(CRS_A1(__VA_ARGS__, 0)),                                       \
-             "!(" CRS_STR(CRS_A1(__VA_ARGS__, 0)) ")", NULL,                  \
+  CRS_CHECK_(!(CRS_A1(__VA_ARGS__, 0)),                                        \
+             "!(" CRS_STR(CRS_A1(__VA_ARGS__, 0)) ")", NULL,                   \
              CRS_TAIL1(__VA_ARGS__))
 #define cr_assert_null(...)                                                    \
   CRS_CHECK_((CRS_A1(__VA_ARGS__, 0)) == NULL,                                 \
@@ -200,23 +200,22 @@ const char *crs_detail_float(double a, double b, double eps);
     const char *crs_a_ = (CRS_A1(__VA_ARGS__, 0));                             \
     const char *crs_b_ = (CRS_A2(__VA_ARGS__, 0, 0));                          \
     CRS_CHECK_(strcmp(crs_a_, crs_b_) == 0,                                    \
-               "strcmp(" CRS_STR(CRS_A1(__VA_ARGS__, 0)) ", " CRS_STR(        \
+               "strcmp(" CRS_STR(CRS_A1(__VA_ARGS__, 0)) ", " CRS_STR(         \
                    CRS_A2(__VA_ARGS__, 0, 0)) ") == 0",                        \
                crs_detail_str(crs_a_, crs_b_), CRS_TAIL2(__VA_ARGS__));        \
   } while (0)
 #define cr_assert_str_empty(...)                                               \
   do {                                                                         \
     const char *crs_a_ = (CRS_A1(__VA_ARGS__, 0));                             \
-    CRS_CHECK_(crs_a_[0] == '\0',                                              \
-               CRS_STR(CRS_A1(__VA_ARGS__, 0)) " is empty",                    \
+    CRS_CHECK_(crs_a_[0] == '\0', CRS_STR(CRS_A1(__VA_ARGS__, 0)) " is empty", \
                crs_detail_str(crs_a_, ""), CRS_TAIL1(__VA_ARGS__));            \
   } while (0)
 #define cr_assert_arr_eq(...)                                                  \
-  CRS_CHECK_(memcmp((CRS_A1(__VA_ARGS__, 0)), (CRS_A2(__VA_ARGS__, 0, 0)),    \
+  CRS_CHECK_(memcmp((CRS_A1(__VA_ARGS__, 0)), (CRS_A2(__VA_ARGS__, 0, 0)),     \
                     (CRS_A3(__VA_ARGS__, 0, 0, 0))) == 0,                      \
-             "memcmp(" CRS_STR(CRS_A1(__VA_ARGS__, 0)) ", " CRS_STR(          \
-                 CRS_A2(__VA_ARGS__, 0, 0)) ", " CRS_STR(                      \
-                 CRS_A3(__VA_ARGS__, 0, 0, 0)) ") == 0",                       \
+             "memcmp(" CRS_STR(CRS_A1(__VA_ARGS__, 0)) ", " CRS_STR(CRS_A2(    \
+                 __VA_ARGS__, 0, 0)) ", " CRS_STR(CRS_A3(__VA_ARGS__, 0, 0,    \
+                                                         0)) ") == 0",         \
              NULL, CRS_TAIL3(__VA_ARGS__))
 /* As Criterion: |actual - expected| <= epsilon, each side computed apart. */
 #define cr_assert_float_eq(...)                                                \
@@ -225,9 +224,9 @@ const char *crs_detail_float(double a, double b, double eps);
     double crs_y_ = (CRS_A2(__VA_ARGS__, 0, 0));                               \
     double crs_e_ = (CRS_A3(__VA_ARGS__, 0, 0, 0));                            \
     CRS_CHECK_(crs_y_ - crs_x_ <= crs_e_ && crs_x_ - crs_y_ <= crs_e_,         \
-               CRS_STR(CRS_A1(__VA_ARGS__, 0)) " == " CRS_STR(                 \
-                   CRS_A2(__VA_ARGS__, 0, 0)) " within " CRS_STR(              \
-                   CRS_A3(__VA_ARGS__, 0, 0, 0)),                              \
+               CRS_STR(CRS_A1(__VA_ARGS__, 0)) " == " CRS_STR(CRS_A2(          \
+                   __VA_ARGS__, 0, 0)) " within " CRS_STR(CRS_A3(__VA_ARGS__,  \
+                                                                 0, 0, 0)),    \
                crs_detail_float(crs_x_, crs_y_, crs_e_),                       \
                CRS_TAIL3(__VA_ARGS__));                                        \
   } while (0)

@@ -22,7 +22,7 @@
   do {                                                                         \
     rp_status st_ = (call);                                                    \
     if (st_ != RP_OK) {                                                        \
-      fprintf(stderr, "%s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #call,    \
+      fprintf(stderr, "%s:%d: %s -> %s (%s)\n", __FILE__, __LINE__, #call,     \
               rp_status_name(st_), rp_error_detail());                         \
       exit(1);                                                                 \
     }                                                                          \
@@ -31,7 +31,7 @@
 #define EXPECT(cond)                                                           \
   do {                                                                         \
     if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);     \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);      \
       exit(1);                                                                 \
     }                                                                          \
   } while (0)
@@ -75,9 +75,13 @@ static void events(void) {
 static void eager_chain(rp_task_id add, rp_inst x, rp_inst y) {
   for (int64_t i = 1; i <= 2000; i++) {
     rp_access acc = {i % 3 ? x : y, RP_RW, 0};
-    CHECK(rp_launch_task(rt, &(rp_launch){.task = add,
-                         .proc = (rp_proc)(i % 3), .accesses = &acc,
-                         .naccess = 1, .args = &i, .args_size = sizeof i},
+    CHECK(rp_launch_task(rt,
+                         &(rp_launch){.task = add,
+                                      .proc = (rp_proc)(i % 3),
+                                      .accesses = &acc,
+                                      .naccess = 1,
+                                      .args = &i,
+                                      .args_size = sizeof i},
                          NULL));
   }
   CHECK(rp_runtime_drain(rt));
@@ -88,9 +92,14 @@ static rp_exec *record_exec(rp_task_id add, rp_inst a, rp_inst b) {
   for (int64_t i = 0; i < 50; i++) {
     rp_access acc = {i % 2 ? a : b, RP_RW, 0};
     int64_t one = 1;
-    CHECK(rp_launch_task(rt, &(rp_launch){.task = add, .proc = RP_PROC_ANY,
-                         .accesses = &acc, .naccess = 1, .args = &one,
-                         .args_size = sizeof one}, NULL));
+    CHECK(rp_launch_task(rt,
+                         &(rp_launch){.task = add,
+                                      .proc = RP_PROC_ANY,
+                                      .accesses = &acc,
+                                      .naccess = 1,
+                                      .args = &one,
+                                      .args_size = sizeof one},
+                         NULL));
   }
   rp_graph *g;
   CHECK(rp_capture_end(rt, &g));
@@ -150,11 +159,17 @@ static void poison(rp_task_id add, rp_task_id fail) {
   rp_access w = {x, RP_WRITE, 0}, rw = {x, RP_RW, 0};
   int64_t one = 1;
   CHECK(rp_capture_begin(rt, NULL));
-  CHECK(rp_launch_task(rt, &(rp_launch){.task = fail, .proc = 0,
-                       .accesses = &w, .naccess = 1}, NULL));
-  CHECK(rp_launch_task(rt, &(rp_launch){.task = add, .proc = 1,
-                       .accesses = &rw, .naccess = 1, .args = &one,
-                       .args_size = sizeof one}, NULL));
+  CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = fail, .proc = 0, .accesses = &w, .naccess = 1},
+      NULL));
+  CHECK(rp_launch_task(rt,
+                       &(rp_launch){.task = add,
+                                    .proc = 1,
+                                    .accesses = &rw,
+                                    .naccess = 1,
+                                    .args = &one,
+                                    .args_size = sizeof one},
+                       NULL));
   rp_graph *g;
   CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
@@ -215,14 +230,20 @@ static void *op_chain_run(void *arg) {
   int64_t *c = &ch->count;
   rp_event prev = RP_NO_EVENT, done;
   for (int i = 0; i < 2000; i++) {
-    rp_task_spawn s = {.proc = (rp_proc)(i % 3), .task = ch->bump,
-                       .args = &c, .args_size = sizeof c};
+    rp_task_spawn s = {.proc = (rp_proc)(i % 3),
+                       .task = ch->bump,
+                       .args = &c,
+                       .args_size = sizeof c};
     CHECK(rp__spawn_task(rt, &s, prev, &done));
     CHECK(rp_event_release(rt, prev));
     prev = done;
     if (i % 100 == 99) {
-      rp_copy_bytes cp = {.dst = &ch->copy, .dst_mem = 0, .src = c,
-                          .src_mem = 0, .rows = 1, .row_bytes = sizeof *c};
+      rp_copy_bytes cp = {.dst = &ch->copy,
+                          .dst_mem = 0,
+                          .src = c,
+                          .src_mem = 0,
+                          .rows = 1,
+                          .row_bytes = sizeof *c};
       CHECK(rp__spawn_copy(rt, &cp, (rp_proc)((i + 1) % 3), prev, &done));
       CHECK(rp_event_release(rt, prev));
       prev = done;
@@ -235,8 +256,8 @@ static void *op_chain_run(void *arg) {
 
 static void engine_ops(void) {
   rp_task_id bump;
-  CHECK(rp_task_register(rt, &(rp_task_desc){.name = "bump",
-                         .cpu_fn = bump_task}, &bump));
+  CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "bump", .cpu_fn = bump_task}, &bump));
   op_chain ch[2] = {{bump, 0, 0}, {bump, 0, 0}};
   pthread_t t[2];
   for (int i = 0; i < 2; i++)
@@ -255,10 +276,10 @@ int main(void) {
   cfg.quiet = 1;
   CHECK(rp_runtime_create(&cfg, &rt));
   rp_task_id add, fail;
-  CHECK(rp_task_register(rt, &(rp_task_desc){.name = "add",
-                         .cpu_fn = add_task}, &add));
-  CHECK(rp_task_register(rt, &(rp_task_desc){.name = "fail",
-                         .cpu_fn = fail_task}, &fail));
+  CHECK(rp_task_register(rt, &(rp_task_desc){.name = "add", .cpu_fn = add_task},
+                         &add));
+  CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "fail", .cpu_fn = fail_task}, &fail));
   events();
   rp_rect r = rp_rect_1d(0, 0);
   rp_inst x, y;
