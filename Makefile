@@ -12,9 +12,10 @@ CMAKE_ARGS ?=
 # Debian packages the build, the tests and the tools use.
 DEB_PKGS = build-essential cmake pkg-config git libcriterion-dev \
            libjemalloc-dev libopenblas-dev libcjson-dev mpich libmpich-dev \
-           graphviz gnuplot-nox clang libclang-rt-14-dev
+           graphviz gnuplot-nox clang libclang-rt-14-dev clang-format
 
-.PHONY: all deps configure build run test test-asan test-tsan fuzz clean
+.PHONY: all deps configure build run test test-asan test-tsan fuzz clean \
+        format-check
 
 all: build
 
@@ -67,3 +68,7 @@ fuzz: deps
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
+
+# Formatting: every C/CUDA source as .clang-format (clang-format 14) says.
+format-check: deps
+	git ls-files '*.c' '*.h' '*.cu' '*.cuh' | xargs clang-format --dry-run -Werror
