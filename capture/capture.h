@@ -214,6 +214,8 @@ typedef struct rp_analysis {
 } rp_analysis;
 
 void rp__analysis_init(rp_analysis *a, rp_dep_hooks hooks);
+/* The hooks eager execution uses: tokens are engine events (eager.c). */
+rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
 void rp__analysis_fini(rp_analysis *a);
 /* Appends (deduplicated) the tokens an op with these accesses must wait for.
  * The tokens stay valid until the next commit. */

@@ -128,7 +128,6 @@ static int tok_done(void *arg, rp_dep_token t) {
   return rp__event_peek(arg, (rp_event){t.id}) == RP_OK;
 }
 
-rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
 rp_dep_hooks rp__eager_hooks(rp_runtime *rt) {
   return (rp_dep_hooks){tok_retain, tok_release, tok_done, rt};
 }

@@ -5,8 +5,6 @@
 
 #include <string.h>
 
-rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
-
 /* ---- layer state ---- */
 
 /* Waits until every eager op completed. While the runtime is being

@@ -12,10 +12,6 @@
 
 #define DEFAULT_TIMEOUT_MS 30000u
 
-rp_status rp__dist_task_cpu(rp_task_ctx *ctx);
-rp_status rp__dist_task_gpu(rp_task_ctx *ctx);
-extern const rp_task_ext rp__dist_ext;
-
 /* ---- state ---- */
 
 rp_dist_state *rp__dist_state(rp_runtime *rt) {

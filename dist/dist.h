@@ -177,4 +177,10 @@ void rp__nccl_fini(rp_dist_state *ds);
  * the data and returns RP_OK, or the failure with a detail. */
 rp_status rp__nccl_graph_selftest(int device, size_t n, int launches);
 
+/* exec.c: the communication tasks' eager forms and their planned replay
+ * form (dist.c registers them). */
+rp_status rp__dist_task_cpu(rp_task_ctx *ctx);
+rp_status rp__dist_task_gpu(rp_task_ctx *ctx);
+extern const rp_task_ext rp__dist_ext;
+
 #endif

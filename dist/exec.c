@@ -105,7 +105,6 @@ static rp_status eager_p2p(rp_dist_state *ds, const rp_task_ctx *ctx,
   return st;
 }
 
-rp_status rp__dist_task_cpu(rp_task_ctx *ctx);
 rp_status rp__dist_task_cpu(rp_task_ctx *ctx) {
   const rp_dist_args *a = NULL;
   rp_status st = get_args(ctx, &a);
@@ -139,7 +138,6 @@ rp_status rp__dist_task_cpu(rp_task_ctx *ctx) {
   return st;
 }
 
-rp_status rp__dist_task_gpu(rp_task_ctx *ctx);
 rp_status rp__dist_task_gpu(rp_task_ctx *ctx) {
   const rp_dist_args *a = NULL;
   rp_status st = get_args(ctx, &a);

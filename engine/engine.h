@@ -148,9 +148,6 @@ rp_status rp__event_peek(const rp_runtime *rt, rp_event e);
  * to completes; returns its final status. No contract check, no timeout:
  * for replay workers waiting on preconditions. */
 rp_status rp__event_block(rp_runtime *rt, rp_event e);
-/* The futex word of a live event: replay workers sleep on it. Its low two
- * bits are 0 while pending. */
-_Atomic uint32_t *rp__event_word(rp_runtime *rt, rp_event e);
 /* Poisons (with st) every pending user event (rp_event_create) that is
  * still referenced: used when a runtime goes down so that eager work gated
  * on events nobody will trigger completes. Returns how many. */

@@ -263,10 +263,6 @@ rp_status rp__event_peek(const rp_runtime *rt, rp_event e) {
   }
 }
 
-_Atomic uint32_t *rp__event_word(rp_runtime *rt, rp_event e) {
-  return &slot_at(&rt->events, ev_slot_of(e))->state;
-}
-
 int rp__event_live(const rp_runtime *rt, rp_event e) {
   return e.id == 0 || ev_lookup(rt, e) != NULL;
 }

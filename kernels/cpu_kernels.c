@@ -12,14 +12,6 @@
 /* ---------------------------------------------------------------------- */
 /* GEMM */
 
-int rp_cpu_gemm_uses_blas(void) {
-#ifdef REPRISE_HAVE_BLAS
-  return 1;
-#else
-  return 0;
-#endif
-}
-
 /* C = beta * C over m x n, honouring "beta == 0: C is not read". */
 static void scale_c(float *c, size_t mn, float beta) {
   if (beta == 0.0f)

@@ -19,9 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 1 when rp_cpu_gemm goes through CBLAS, 0 for the naive fallback loop. */
-int rp_cpu_gemm_uses_blas(void);
-
 /* C = alpha * op(A) * op(B) + beta * C, row-major, as cblas_sgemm with
  * CblasRowMajor. op(A) is m x k, op(B) is k x n, C is m x n (row length n).
  * trans_a = 0: A is stored m x k (row length k); else A is stored k x m and

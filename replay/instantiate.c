@@ -567,7 +567,6 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
   return st;
 }
 
-void rp__exec_free(rp_exec *ex);
 void rp__exec_free(rp_exec *ex) {
   rp__exec_unregister(ex); /* first: free/realloc stop looking at it */
   if (ex->lw)

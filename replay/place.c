@@ -128,28 +128,6 @@ out:
   return st;
 }
 
-uint64_t rp__place_makespan(const rp_exec *ex, int use_measured) {
-  uint32_t n = ex->nunits, L = ex->nlanes;
-  uint64_t *avail = malloc(sizeof *avail * (L ? L : 1));
-  uint64_t *finish = rp__calloc(n, sizeof *finish);
-  uint64_t span = 0;
-  for (uint32_t w = 0; avail && w < L; w++)
-    avail[w] = UINT64_MAX;
-  if (avail && finish)
-    for (uint32_t k = 0; k < n; k++) {
-      uint32_t u = ex->order[k];
-      const rp_unit *uu = &ex->units[u];
-      finish[u] = eft(ex, uu, uu->lane, avail, finish,
-                      unit_cost(ex, uu, use_measured), k > 0);
-      avail[uu->lane] = finish[u];
-      if (finish[u] > span)
-        span = finish[u];
-    }
-  free(avail);
-  free(finish);
-  return span;
-}
-
 /* The global order S': list-scheduling order with the units that do not
  * depend on a precondition port moved first (a set closed under
  * predecessors, so S' stays topological). Every lane is a subsequence of

@@ -259,6 +259,8 @@ typedef struct rp_replay_state {
 } rp_replay_state;
 
 rp_replay_state *rp__replay_state(rp_runtime *rt);
+/* Frees an exec and everything it owns (instantiate.c; quiesced first). */
+void rp__exec_free(rp_exec *ex);
 /* Adds ex to / removes it from its runtime's list of execs. */
 void rp__exec_register(rp_exec *ex);
 void rp__exec_unregister(rp_exec *ex);
@@ -276,8 +278,6 @@ rp_status rp__place_plan(rp_exec *ex, int use_measured, uint32_t max_lanes,
 /* Rebuilds lanes, waits and publish flags for the lane assignment already in
  * the units, with seq as the scheduling order. */
 rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq);
-/* The predicted makespan of the current placement (ns). */
-uint64_t rp__place_makespan(const rp_exec *ex, int use_measured);
 
 /* The wrap-around dependencies (replay r on replay r - 1) per unit, from
  * the accesses: unit u's sources are (*src)[(*off)[u] .. (*off)[u + 1]);

@@ -16,8 +16,6 @@
 #include <sched.h>
 #include <string.h>
 
-void rp__exec_free(rp_exec *ex);
-
 static int reached(uint32_t v, uint32_t target) {
   return (int32_t)(v - target) >= 0;
 }
