@@ -401,6 +401,31 @@ __global__ void relu_bwd_bias_k(const float *__restrict__ a,
   }
 }
 
+/* db[c] = column sums of d (rows x cols), by the whole block (barriers
+ * inside: every thread calls it): column chunks of 32, lane = column, warp
+ * y sums rows y, y + nwarps, ... in order, warp 0 adds the partials in
+ * warp order (deterministic). part: shared scratch of nwarps x 33. */
+__device__ void column_sums(const float *d, float *db, size_t rows, size_t cols,
+                            float (*part)[33]) {
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  unsigned nwarps = blockDim.x / 32;
+  for (size_t c0 = 0; c0 < cols; c0 += 32) {
+    size_t c = c0 + lane;
+    float cs = 0.0f;
+    for (size_t r = warp; c < cols && r < rows; r += nwarps)
+      cs += d[r * cols + c];
+    part[warp][lane] = cs;
+    __syncthreads();
+    if (warp == 0 && c < cols) {
+      float s = part[0][lane];
+      for (unsigned y = 1; y < nwarps; y++)
+        s += part[y][lane];
+      db[c] = s;
+    }
+    __syncthreads(); /* part is reused by the next chunk */
+  }
+}
+
 /* One block of kFusedThreads: warp w takes rows w, w + 32, ... (softmax
  * into dlogits, then the backward formula on the lane's own columns);
  * thread 0 sums the warps' losses in warp order. After a barrier (which
@@ -434,21 +459,8 @@ __global__ void softmax_xent_k(const float *logits, const int32_t *labels,
       s += sh[w];
     *loss = (float)(s / norm);
   }
-  for (size_t c0 = 0; db && c0 < cols; c0 += 32) {
-    size_t c = c0 + lane;
-    float cs = 0.0f;
-    for (size_t r = warp; c < cols && r < rows; r += nwarps)
-      cs += dlogits[r * cols + c];
-    part[warp][lane] = cs;
-    __syncthreads();
-    if (warp == 0 && c < cols) {
-      float s = part[0][lane];
-      for (unsigned y = 1; y < nwarps; y++)
-        s += part[y][lane];
-      db[c] = s;
-    }
-    __syncthreads(); /* part is reused by the next chunk */
-  }
+  if (db)
+    column_sums(dlogits, db, rows, cols, part);
 }
 
 /* Few classes (cols <= kSmallCols): a thread owns a row — the warp-per-row
@@ -466,8 +478,7 @@ __global__ void softmax_xent_small_k(const float *__restrict__ logits,
                                      float norm) {
   __shared__ double sh[kFusedThreads];
   __shared__ float part[kFusedThreads / 32][33];
-  unsigned t = threadIdx.x, lane = t & 31, warp = t / 32;
-  unsigned nwarps = blockDim.x / 32;
+  unsigned t = threadIdx.x;
   double acc = 0.0;
   for (size_t r = t; r < rows; r += blockDim.x) {
     const float *x = logits + r * cols;
@@ -498,21 +509,8 @@ __global__ void softmax_xent_small_k(const float *__restrict__ logits,
   }
   if (t == 0)
     *loss = (float)(sh[0] / norm);
-  for (size_t c0 = 0; db && c0 < cols; c0 += 32) {
-    size_t c = c0 + lane;
-    float cs = 0.0f;
-    for (size_t r = warp; c < cols && r < rows; r += nwarps)
-      cs += dlogits[r * cols + c];
-    part[warp][lane] = cs;
-    __syncthreads();
-    if (warp == 0 && c < cols) {
-      float sum = part[0][lane];
-      for (unsigned y = 1; y < nwarps; y++)
-        sum += part[y][lane];
-      db[c] = sum;
-    }
-    __syncthreads();
-  }
+  if (db)
+    column_sums(dlogits, db, rows, cols, part);
 }
 
 struct SgdTable {

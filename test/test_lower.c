@@ -280,14 +280,7 @@ static void step_unit_graph(const rp_graph *gr, ugraph *g) {
 }
 
 Test(lower, the_training_step_is_one_graph_with_no_op_by_op_issue) {
-  rp_runtime_config rc;
-  rp_runtime_config_init(&rc);
-  rc.backend = RP_BACKEND_CPU;
-  rc.cpus = 1;
-  rc.quiet = 1;
-  rc.ignore_env = 1;
-  rp_runtime *rt;
-  RP_CHECK(rp_runtime_create(&rc, &rt));
+  rp_runtime *rt = th_cpu_runtime(1);
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
   rp_dataset d;
@@ -328,14 +321,7 @@ Test(lower, the_training_step_is_one_graph_with_no_op_by_op_issue) {
 }
 
 Test(lower, an_interpolated_arg_without_device_args_is_a_blocker) {
-  rp_runtime_config rc;
-  rp_runtime_config_init(&rc);
-  rc.backend = RP_BACKEND_CPU;
-  rc.cpus = 1;
-  rc.quiet = 1;
-  rc.ignore_env = 1;
-  rp_runtime *rt;
-  RP_CHECK(rp_runtime_create(&rc, &rt));
+  rp_runtime *rt = th_cpu_runtime(1);
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
   rp_interp value = {0, 0, 4}, shards = {0, RP_INTERP_SHARDS, 4};
