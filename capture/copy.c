@@ -6,10 +6,6 @@
 
 #include <string.h>
 
-#ifdef REPRISE_HAVE_CUDA
-#include "engine/cuda/cuda_backend.h"
-#endif
-
 #define MAX_PARTS 4096
 
 rp_status rp__check_copy(rp_runtime *rt, const rp_copy *c, rp_op_id op) {
@@ -40,27 +36,26 @@ static void copy_finish(eager_copy *c, rp_status st) {
   rp__eager_op_done(cs);
 }
 
-#ifdef REPRISE_HAVE_CUDA
 static void copy_stream_done(void *arg) {
   copy_finish(arg, RP_OK);
 }
-#endif
 
 static void copy_run(rp_work *w) {
   eager_copy *c = (eager_copy *)w;
   rp_status st = (rp_status)atomic_load(&c->gate.poison);
   if (st == RP_OK && rp_xfer_is_device(&c->d)) {
-#ifdef REPRISE_HAVE_CUDA
     rp_runtime *rt = c->cs->rt;
-    void *stream = rp__cuda_proc_stream(rt, c->gate.proc);
-    st = rp_xfer_run_stream(&c->d, stream);
-    if (st == RP_OK)
-      st = rp__cuda_launch_host_func(rt, stream, copy_stream_done, c);
-    if (st == RP_OK)
-      return; /* completes from the stream */
-#else
-    st = rp__err(RP_EUNSUPPORTED, "device copy without CUDA");
-#endif
+    const rp_device_ops *dev = rp__device_ops(rt);
+    if (!dev) {
+      st = rp__err(RP_EUNSUPPORTED, "device copy without a device backend");
+    } else {
+      void *stream = dev->proc_stream(rt, c->gate.proc);
+      st = rp_xfer_run_stream(&c->d, stream);
+      if (st == RP_OK)
+        st = dev->launch_host_func(rt, stream, copy_stream_done, c);
+      if (st == RP_OK)
+        return; /* completes from the stream */
+    }
   } else if (st == RP_OK) {
     rp__nvtx_push("reprise.copy");
     st = rp_xfer_run_cpu(&c->d);

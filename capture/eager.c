@@ -57,16 +57,11 @@ static void finish(eager_task *t, rp_status st) {
   rp__eager_op_done(cs);
 }
 
-#ifdef REPRISE_HAVE_CUDA
 /* Runs on a CUDA callback thread once the stream reached it: completes the
  * op (no CUDA call happens on this path: waiters only enqueue work). */
 static void gpu_done(void *arg) {
   finish(arg, RP_OK);
 }
-#define EAGER_GPU_DONE gpu_done
-#else
-#define EAGER_GPU_DONE NULL
-#endif
 
 static void run_shard(eager_shard *sh) {
   eager_task *t = sh->t;
@@ -89,7 +84,7 @@ static void run_shard(eager_shard *sh) {
   /* A GPU shard only enqueues work: gpu_done completes it from the
    * stream. */
   int queued;
-  rp_status st = rp__task_invoke(rt, t->task, &ctx, EAGER_GPU_DONE, t, &queued);
+  rp_status st = rp__task_invoke(rt, t->task, &ctx, gpu_done, t, &queued);
   if (!queued)
     finish(t, st);
 }

@@ -5,6 +5,7 @@
 #ifndef RP_ENGINE_H
 #define RP_ENGINE_H
 
+#include "device_ops.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -361,6 +362,10 @@ void rp__runtime_ref(rp_runtime *rt, int delta);
 /* Sticky backend error: once set, every later call fails RP_EUNUSABLE. */
 rp_status rp__runtime_check(const rp_runtime *rt);
 void rp__runtime_set_unusable(rp_runtime *rt, const char *why);
+/* A sticky device error (engine/cuda_check.h): the device context is lost
+ * for the whole process, so every runtime with a device backend up becomes
+ * unusable at its next rp__runtime_check (the first why is kept). */
+void rp__device_set_lost(const char *why);
 
 /* Per-layer state slots on the runtime (capture, replay): owned by those
  * layers, created lazily, destroyed through the registered destructor before

@@ -136,12 +136,19 @@ typedef struct rp_backend_ops {
    * cannot be enqueued. (optional: NULL means the backend cannot copy, the
    * caller reports RP_EUNSUPPORTED) */
   rp_status (*copy_async)(void *state, const rp_proc_rec *p, rp_copy_async *op);
+  /* Streams, events, host callbacks and graph segments (device_ops.h): the
+   * only door the layers above have to a device. (optional: NULL for a
+   * backend without asynchronous device work) */
+  const rp_device_ops *dev;
 } rp_backend_ops;
 
 extern const rp_backend_ops rp__cpu_backend;
-#ifdef REPRISE_HAVE_CUDA
+/* The device backend this build has (engine/cuda/), or NULL (a build without
+ * the CUDA toolkit: engine/nocuda/). */
+extern const rp_backend_ops *const rp__gpu_backend;
+/* engine/cuda/'s tables (defined only in builds with the toolkit). */
 extern const rp_backend_ops rp__cuda_backend;
-#endif
+extern const rp_device_ops rp__cuda_device_ops;
 
 rp_status rp__add_proc(rp_runtime *rt, const rp_proc_info *info,
                        const rp_backend_ops *be, unsigned local, rp_proc *out);
@@ -173,7 +180,8 @@ struct rp_runtime {
   unsigned char access[RP_MAX_PROCS][RP_MAX_MEMS];
 
   void *cpu_state;
-  void *cuda_state;
+  void *gpu_state;              /* the device backend's (NULL: none up) */
+  const rp_backend_ops *gpu_be; /* that backend, once its init succeeded */
   int model; /* rp__runtime_create_model: no storage, no devices */
 
   rp_event_table events;
@@ -215,7 +223,7 @@ struct rp_runtime {
 
 /* The backend state of processor p (CPU or CUDA). */
 static inline void *rp__proc_backend_state(const rp_runtime *rt, rp_proc p) {
-  return rt->procs[p].be == &rp__cpu_backend ? rt->cpu_state : rt->cuda_state;
+  return rt->procs[p].be == &rp__cpu_backend ? rt->cpu_state : rt->gpu_state;
 }
 
 /* Waits until every engine op (rp__spawn_task, rp__spawn_copy) completed;

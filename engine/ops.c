@@ -15,10 +15,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#ifdef REPRISE_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#endif
-
 /* Argument bytes a spawn copies, at most: as launches (RP_MAX_ARGS). */
 #define RP_SPAWN_MAX_ARGS (1u << 20)
 
@@ -35,26 +31,21 @@ rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
     return rp__err(RP_EPROC, "task '%s' has no %s variant for processor %u",
                    t->name, gpu ? "GPU" : "CPU", ctx->proc);
   rp__nvtx_push(t->name);
-#ifdef REPRISE_HAVE_CUDA
   if (gpu) {
-    ctx->stream = rp__cuda_proc_stream(rt, ctx->proc);
+    /* Only a device backend registers GPU processors. */
+    const rp_device_ops *dev = rt->procs[ctx->proc].be->dev;
+    RP_ASSERT(dev);
+    ctx->stream = dev->proc_stream(rt, ctx->proc);
     rp_status st = fn(ctx);
     rp__nvtx_pop();
     if (st > 0)
       st = RP_ETASK;
     /* The task only enqueued work: completion comes from the stream. */
     if (st == RP_OK)
-      st = rp__cuda_launch_host_func(rt, ctx->stream, gpu_done, arg);
+      st = dev->launch_host_func(rt, ctx->stream, gpu_done, arg);
     *queued = st == RP_OK;
     return st;
   }
-#else
-  /* Without the CUDA backend no processor is a GPU. */
-  RP_ASSERT(!gpu);
-  RP_UNUSED(rt);
-  RP_UNUSED(gpu_done);
-  RP_UNUSED(arg);
-#endif
   rp_status st = fn(ctx);
   rp__nvtx_pop();
   return st > 0 ? RP_ETASK : st;
@@ -151,16 +142,11 @@ typedef struct task_op {
   void *args;              /* in the same block */
 } task_op;
 
-#ifdef REPRISE_HAVE_CUDA
 /* The stream reached the end of the task's work (a CUDA host thread). */
 static void task_gpu_done(void *arg) {
   task_op *op = arg;
   op_complete(op->rt, op, op->done, RP_OK);
 }
-#define TASK_GPU_DONE task_gpu_done
-#else
-#define TASK_GPU_DONE NULL
-#endif
 
 /* The gate opened: runs on op->proc's thread. */
 static void task_start(rp_work *w) {
@@ -183,7 +169,7 @@ static void task_start(rp_work *w) {
         .replay = UINT64_MAX,
     };
     int queued;
-    st = rp__task_invoke(rt, op->task, &ctx, TASK_GPU_DONE, op, &queued);
+    st = rp__task_invoke(rt, op->task, &ctx, task_gpu_done, op, &queued);
     if (queued)
       return; /* task_gpu_done completes it */
   }

@@ -143,7 +143,7 @@ rp_status rp__mem_alloc(rp_runtime *rt, rp_mem m, size_t bytes, size_t align,
   if (m >= rt->nmems)
     return rp__err(RP_EINVAL, "memory %u out of range", m);
   const rp_mem_rec *mr = &rt->mems[m];
-  void *st = mr->be == &rp__cpu_backend ? rt->cpu_state : rt->cuda_state;
+  void *st = mr->be == &rp__cpu_backend ? rt->cpu_state : rt->gpu_state;
   rp_status s = mr->be->mem_alloc(st, mr, bytes ? bytes : 1, align, ptr);
   if (s)
     return rp__err_prefix(s, "allocating %zu bytes in memory %u: ", bytes, m);
@@ -154,7 +154,7 @@ void rp__mem_free(rp_runtime *rt, rp_mem m, void *ptr) {
   if (!ptr || m >= rt->nmems)
     return;
   const rp_mem_rec *mr = &rt->mems[m];
-  void *st = mr->be == &rp__cpu_backend ? rt->cpu_state : rt->cuda_state;
+  void *st = mr->be == &rp__cpu_backend ? rt->cpu_state : rt->gpu_state;
   mr->be->mem_free(st, mr, ptr);
 }
 
@@ -170,7 +170,7 @@ rp_status rp__mem_copy(rp_runtime *rt, rp_mem dst_mem, void *dst,
   const rp_mem_rec *mr = &rt->mems[dev];
   if (!mr->be->mem_copy)
     return rp__err(RP_EUNSUPPORTED, "backend %s cannot copy", mr->be->name);
-  return mr->be->mem_copy(rt->cuda_state, dst, src, bytes);
+  return mr->be->mem_copy(rt->gpu_state, dst, src, bytes);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -410,7 +410,11 @@ void *rp__layer_set(rp_runtime *rt, int layer, void *state,
 }
 
 void *rp__cuda_state(rp_runtime *rt) {
-  return rt->cuda_state;
+  return rt->gpu_state;
+}
+
+const rp_device_ops *rp__device_ops(rp_runtime *rt) {
+  return rt && rt->gpu_state ? rt->gpu_be->dev : NULL;
 }
 
 int rp__runtime_destroying(const rp_runtime *rt) {
@@ -421,9 +425,24 @@ void rp__runtime_ref(rp_runtime *rt, int delta) {
   atomic_fetch_add(&rt->live_objects, delta);
 }
 
+/* A sticky device error anywhere in the process (rp__device_set_lost). */
+static atomic_int device_lost;
+static char device_lost_why[256];
+
+void rp__device_set_lost(const char *why) {
+  int zero = 0;
+  if (atomic_compare_exchange_strong(&device_lost, &zero, 2)) {
+    snprintf(device_lost_why, sizeof device_lost_why, "%s", why);
+    atomic_store(&device_lost, 1); /* release: the text first */
+  }
+}
+
 rp_status rp__runtime_check(const rp_runtime *rt) {
-  if (RP_UNLIKELY(atomic_load_explicit(&((rp_runtime *)rt)->unusable,
-                                       memory_order_relaxed)))
+  rp_runtime *w = (rp_runtime *)rt;
+  if (RP_UNLIKELY(atomic_load_explicit(&device_lost, memory_order_relaxed)) &&
+      rt->gpu_state && atomic_load(&device_lost) == 1)
+    rp__runtime_set_unusable(w, device_lost_why);
+  if (RP_UNLIKELY(atomic_load_explicit(&w->unusable, memory_order_relaxed)))
     return rp__err(RP_EUNUSABLE, "runtime unusable: %s", rt->unusable_why);
   return RP_OK;
 }
@@ -567,12 +586,10 @@ static rp_status apply_env(rp_runtime_config *cfg, int *backend_env) {
 static atomic_int fallback_said;
 
 static void destroy_parts(rp_runtime *rt) {
-#ifdef REPRISE_HAVE_CUDA
   /* GPU drivers and device work may still use instances (and may queue CPU
    * work): let them finish before the workers stop and instances go. */
-  if (rt->cuda_state)
-    rp__cuda_backend.drain(rt->cuda_state);
-#endif
+  if (rt->gpu_state && rt->gpu_be->drain)
+    rt->gpu_be->drain(rt->gpu_state);
   /* Workers stop first: they run the layers' pollers (the replay ring), and
    * no task may touch an instance after this... */
   if (rt->cpu_state)
@@ -596,11 +613,9 @@ static void destroy_parts(rp_runtime *rt) {
       rp__mem_free(rt, s->info.mem, s->base);
     s->live = 0;
   }
-#ifdef REPRISE_HAVE_CUDA
-  if (rt->cuda_state)
-    rp__cuda_backend.fini(rt, rt->cuda_state);
-  rt->cuda_state = NULL;
-#endif
+  if (rt->gpu_state)
+    rt->gpu_be->fini(rt, rt->gpu_state);
+  rt->gpu_state = NULL;
   rp__ctable_fini(&rt->insts);
   uint32_t nt = atomic_load(&rt->ntasks);
   for (uint32_t i = 0; i < nt; i++)
@@ -673,36 +688,37 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in, rp_runtime **out) {
   rt->kind = RP_BACKEND_CPU;
 
   if (cfg.backend != RP_BACKEND_CPU) {
-#ifdef REPRISE_HAVE_CUDA
-    st = rp__cuda_backend.init(rt, &rt->cfg, &rt->cuda_state);
-    if (st == RP_OK) {
-      rt->kind = RP_BACKEND_CUDA;
-    } else if (cfg.backend == RP_BACKEND_CUDA) {
-      st = rp__err_prefix(st, backend_env ? "REPRISE_BACKEND=cuda: "
-                                          : "backend cuda: ");
-      goto fail;
-    } else {
-      static char why[300];
-      if (!atomic_exchange(&fallback_said, 1)) {
-        snprintf(why, sizeof why, "%s", rp_error_detail());
-        if (!cfg.quiet)
-          fprintf(stderr, "reprise: %s; using the CPU backend\n", why);
+    if (rp__gpu_backend) {
+      st = rp__gpu_backend->init(rt, &rt->cfg, &rt->gpu_state);
+      if (st == RP_OK) {
+        rt->gpu_be = rp__gpu_backend;
+        rt->kind = RP_BACKEND_CUDA;
+      } else if (cfg.backend == RP_BACKEND_CUDA) {
+        st = rp__err_prefix(st, backend_env ? "REPRISE_BACKEND=cuda: "
+                                            : "backend cuda: ");
+        goto fail;
+      } else {
+        static char why[300];
+        if (!atomic_exchange(&fallback_said, 1)) {
+          snprintf(why, sizeof why, "%s", rp_error_detail());
+          if (!cfg.quiet)
+            fprintf(stderr, "reprise: %s; using the CPU backend\n", why);
+        }
+        rt->backend_reason = why[0] ? why : "no CUDA device answers";
       }
-      rt->backend_reason = why[0] ? why : "no CUDA device answers";
+    } else {
+      if (cfg.backend == RP_BACKEND_CUDA) {
+        st = rp__err(RP_ENODEV,
+                     "%sthis build of reprise has no CUDA backend "
+                     "(CUDA toolkit not found)",
+                     backend_env ? "REPRISE_BACKEND=cuda: " : "backend cuda: ");
+        goto fail;
+      }
+      rt->backend_reason = "built without the CUDA toolkit";
+      if (!atomic_exchange(&fallback_said, 1) && !cfg.quiet)
+        fprintf(stderr, "reprise: built without the CUDA toolkit; using the "
+                        "CPU backend\n");
     }
-#else
-    if (cfg.backend == RP_BACKEND_CUDA) {
-      st = rp__err(RP_ENODEV,
-                   "%sthis build of reprise has no CUDA backend "
-                   "(CUDA toolkit not found)",
-                   backend_env ? "REPRISE_BACKEND=cuda: " : "backend cuda: ");
-      goto fail;
-    }
-    rt->backend_reason = "built without the CUDA toolkit";
-    if (!atomic_exchange(&fallback_said, 1) && !cfg.quiet)
-      fprintf(stderr, "reprise: built without the CUDA toolkit; using the CPU "
-                      "backend\n");
-#endif
   }
   /* Access: every processor reaches host-addressable memories; device
    * memories are reached by their own device's processors. */
@@ -751,10 +767,8 @@ rp_status rp_runtime_drain(rp_runtime *rt) {
     st = rp__ops_drain(rt);
   if (st)
     return st;
-#ifdef REPRISE_HAVE_CUDA
-  if (rt->cuda_state && rp__cuda_backend.drain)
-    rp__cuda_backend.drain(rt->cuda_state);
-#endif
+  if (rt->gpu_state && rt->gpu_be->drain)
+    rt->gpu_be->drain(rt->gpu_state);
   rp__cpu_backend.drain(rt->cpu_state);
   return RP_OK;
 }

@@ -2,6 +2,7 @@
  * cuda_kernels.cuh for the contracts, tolerances and determinism. The math
  * and layouts are those of cpu_kernels.h (dense row-major f32). */
 #include "cuda_kernels.cuh"
+#include "engine/cuda_check.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -34,19 +35,13 @@ unsigned blocks_for(size_t items, unsigned per_block) {
   return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
 }
 
-rp_status cuda_fail(cudaError_t e, const char *what) {
-  return rp__err(RP_EBACKEND, "%s: %s (%s)", what, cudaGetErrorName(e),
-                 cudaGetErrorString(e));
-}
-
-rp_status check(cudaError_t e, const char *what) {
-  return e == cudaSuccess ? RP_OK : cuda_fail(e, what);
-}
-
+/* Every CUDA call goes through the project's one wrapper
+ * (engine/cuda_check.h): what, file:line and the error name in the detail;
+ * a sticky error marks the process's device lost, so the runtime that ran
+ * the kernel turns unusable at its next call. */
+#define check(e, what) rp__cuda_check(nullptr, (e), (what), __FILE__, __LINE__)
 /* After a <<<>>> launch: configuration errors show up here. */
-rp_status launched(const char *what) {
-  return check(cudaGetLastError(), what);
-}
+#define launched(what) check(cudaGetLastError(), what)
 
 /* ---------------------------------------------------------------------- */
 /* cuBLAS, loaded when first needed. Linking libcublas costs every process

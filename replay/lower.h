@@ -145,6 +145,7 @@ typedef struct rp_seg_pub {
 } rp_seg_pub;
 
 typedef struct rp_lower {
+  const rp_device_ops *dev; /* the runtime's device slots (lower_cuda.c) */
   uint32_t nseg;
   rp_seg *segs;         /* in launch order */
   uint32_t *members;    /* units grouped by segment */

@@ -2,19 +2,18 @@
  * lower.h): each exec's own streams, device parameter buffers, cross-GPU
  * events, capturing segments into CUDA graphs, launching them at every
  * replay, the host callbacks that report their completion, argument
- * updates, and destroy safety. Reaches CUDA only through the C wrappers of
- * engine/cuda/ (cuda_backend.h, cuda_graph.h). Without CUDA there can be
- * no GPU unit, and the entry points are stubs. */
+ * updates, and destroy safety. Reaches the device only through the backend
+ * interface's device slots (engine/device_ops.h); a runtime without a
+ * device backend has no GPU unit to lower (a model runtime has GPU units
+ * but skips the build). */
 #include "lower.h"
-
-#ifdef REPRISE_HAVE_CUDA
-
-#include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/cuda_graph.h"
 
 #include <sched.h>
 #include <string.h>
 #include <time.h>
+
+/* The exec's device slots (set first thing by rp__lower_build). */
+#define DV(ex) ((ex)->lw->dev)
 
 static void nap(long ns) {
   struct timespec ts = {0, ns};
@@ -58,7 +57,7 @@ typedef struct rp_lower_streams {
                    the segment's work), so the replay stream itself never
                    waits on the host: the next replay's graph starts while
                    the callback of this one is still on its way */
-  void *cap[CAPTURE_STREAMS]; /* blocking: see rp__cuda_stream_create_
+  void *cap[CAPTURE_STREAMS]; /* blocking: see stream_create_
                                  blocking */
   uint32_t proc;
   struct rp_lower_streams *next_free; /* processor's free list */
@@ -110,10 +109,10 @@ static lower_rt *lower_rt_get(rp_exec *ex) {
 }
 
 static void streams_destroy(rp_runtime *rt, lower_streams *ss) {
-  (void)rp__cuda_stream_destroy(rt, ss->replay);
-  (void)rp__cuda_stream_destroy(rt, ss->done);
+  (void)rp__device_ops(rt)->stream_destroy(rt, ss->replay);
+  (void)rp__device_ops(rt)->stream_destroy(rt, ss->done);
   for (int c = 0; c < CAPTURE_STREAMS; c++)
-    (void)rp__cuda_stream_destroy(rt, ss->cap[c]);
+    (void)rp__device_ops(rt)->stream_destroy(rt, ss->cap[c]);
   free(ss);
 }
 
@@ -151,11 +150,11 @@ static rp_status lease_streams(rp_runtime *rt, lower_rt *lr, rp_proc p,
   if (!(ss = rp__calloc(1, sizeof *ss)))
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   ss->proc = p;
-  rp_status st = rp__cuda_stream_create(rt, p, &ss->replay);
+  rp_status st = rp__device_ops(rt)->stream_create(rt, p, &ss->replay);
   if (!st)
-    st = rp__cuda_stream_create(rt, p, &ss->done);
+    st = rp__device_ops(rt)->stream_create(rt, p, &ss->done);
   for (int c = 0; c < CAPTURE_STREAMS && !st; c++)
-    st = rp__cuda_stream_create_blocking(rt, p, &ss->cap[c]);
+    st = rp__device_ops(rt)->stream_create_blocking(rt, p, &ss->cap[c]);
   if (st) {
     streams_destroy(rt, ss);
     return rp__err_prefix(st, "instantiate: streams of GPU processor %u: ", p);
@@ -273,7 +272,7 @@ static rp_status setup_gpus(rp_exec *ex, lower_rt *lr) {
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   for (uint32_t i = 0; i < lw->ngpu && !st; i++) {
     rp_gpu_lane *gl = &lw->gpus[i];
-    gl->device = rp__cuda_proc_device(ex->rt, gl->lane);
+    gl->device = DV(ex)->proc_device(ex->rt, gl->lane);
     gl->dev_mem = rp__proc(ex->rt, gl->lane)->local;
     gl->pin_mem = pinned;
     st = lease_streams(ex->rt, lr, gl->lane, &gl->streams);
@@ -352,7 +351,7 @@ static rp_status make_events(rp_exec *ex, const uint8_t *need) {
     if (need[u]) {
       /* recorded on the producer's own device, waited on anywhere */
       rp_status st =
-          rp__cuda_event_create(ex->rt, ex->units[u].lane, &lw->events[u]);
+          DV(ex)->event_create(ex->rt, ex->units[u].lane, &lw->events[u]);
       if (st)
         return rp__err_prefix(st,
                               "instantiate: event of op %u: ", ex->units[u].op);
@@ -431,13 +430,13 @@ static rp_status capture_unit(rp_exec *ex, uint32_t ui, void *stream,
   char task_why[256] = "";
   *child = NULL;
   rp__nvtx_push(unit_label(u));
-  rp_status st = rp__cuda_capture_begin(ex->rt, stream);
+  rp_status st = DV(ex)->capture_begin(ex->rt, stream);
   rp_status fst = RP_OK;
   if (st == RP_OK) {
     fst = capture_issue(u, stream);
     if (fst)
       snprintf(task_why, sizeof task_why, "%s", rp_error_detail());
-    st = rp__cuda_capture_end(ex->rt, stream, child);
+    st = DV(ex)->capture_end(ex->rt, stream, child);
   }
   rp__nvtx_pop();
   if (fst == RP_OK && st == RP_OK)
@@ -445,7 +444,7 @@ static rp_status capture_unit(rp_exec *ex, uint32_t ui, void *stream,
   char cuda_why[256] = "";
   if (st)
     snprintf(cuda_why, sizeof cuda_why, "%s", rp_error_detail());
-  rp__cuda_graph_destroy(*child);
+  DV(ex)->graph_destroy(*child);
   *child = NULL;
   return rp__err(fst ? fst : st,
                  "op %u (%s) on GPU processor %u: capture "
@@ -541,17 +540,17 @@ static rp_status add_member(rp_exec *ex, uint32_t k, uint32_t i,
   rp_status st = capture_unit(ex, ui, gs->cap[c], &child);
   if (st)
     return st;
-  st = rp__cuda_graph_add_child(ex->rt, b->graph, b->deps, nd, child,
-                                &b->nodes[i]);
-  rp__cuda_graph_destroy(child);
+  st = DV(ex)->graph_add_child(ex->rt, b->graph, b->deps, nd, child,
+                               &b->nodes[i]);
+  DV(ex)->graph_destroy(child);
   if (st)
     return rp__err_prefix(st, "op %u (%s): ", u->op, unit_label(u));
   b->colors[i] = c;
   tail[c] = i;
   if (lw->events[ui]) {
     void *rec;
-    st = rp__cuda_graph_add_event_record(ex->rt, b->graph, &b->nodes[i], 1,
-                                         lw->events[ui], &rec);
+    st = DV(ex)->graph_add_event_record(ex->rt, b->graph, &b->nodes[i], 1,
+                                        lw->events[ui], &rec);
   }
   return st;
 }
@@ -568,7 +567,7 @@ static rp_status build_graph(rp_exec *ex, uint32_t k, const lower_streams *gs,
   b->deps = malloc(sizeof *b->deps * ((size_t)maxdeg + 2));
   if (!b->deps)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
-  rp_status st = rp__cuda_graph_create(ex->rt, &b->graph);
+  rp_status st = DV(ex)->graph_create(ex->rt, &b->graph);
   uint32_t tail[CAPTURE_STREAMS], rr = 0;
   for (int c = 0; c < CAPTURE_STREAMS; c++)
     tail[c] = UINT32_MAX;
@@ -577,7 +576,7 @@ static rp_status build_graph(rp_exec *ex, uint32_t k, const lower_streams *gs,
   free(b->deps);
   b->deps = NULL;
   if (st) {
-    rp__cuda_graph_destroy(b->graph);
+    DV(ex)->graph_destroy(b->graph);
     b->graph = NULL;
   }
   return st;
@@ -590,20 +589,20 @@ static rp_status segment_graph(rp_exec *ex, uint32_t k) {
   rp_gpu_lane *gl = &lw->gpus[sg->gpu];
   seg_build b = {NULL, &lw->nodes[sg->first], &lw->colors[sg->first], NULL};
   int prev;
-  rp_status st = rp__cuda_device_enter(ex->rt, gl->device, &prev);
+  rp_status st = DV(ex)->device_enter(ex->rt, gl->device, &prev);
   if (st)
     return st;
   st = build_graph(ex, k, gl->streams, &b);
   if (!st) {
     sg->graph = b.graph;
-    st = rp__cuda_graph_instantiate(ex->rt, sg->graph, gl->stream, &sg->exec);
+    st = DV(ex)->graph_instantiate(ex->rt, sg->graph, gl->stream, &sg->exec);
     if (st)
       st = rp__err_prefix(st,
                           "instantiate: segment %u of GPU processor %u: "
                           "",
                           k, sg->lane);
   }
-  rp__cuda_device_leave(gl->device, prev);
+  DV(ex)->device_leave(gl->device, prev);
   return st;
 }
 
@@ -622,20 +621,20 @@ static rp_status completion_words(rp_exec *ex, size_t n) {
   memset(w, 0, n * sizeof(uint32_t));
   lw->words = w;
   void *dw = NULL;
-  st = rp__cuda_host_device_ptr(ex->rt, w, &dw);
+  st = DV(ex)->host_device_ptr(ex->rt, w, &dw);
   lw->words_dev = dw;
   for (uint32_t g = 0; g < lw->ngpu && !st; g++) {
     if (lw->gpus[g].group != g)
       continue;
     int prev;
-    st = rp__cuda_device_enter(ex->rt, lw->gpus[g].device, &prev);
+    st = DV(ex)->device_enter(ex->rt, lw->gpus[g].device, &prev);
     if (st)
       return st;
-    st = rp__cuda_stream_write_u32(ex->rt, lw->gpus[g].stream,
-                                   lw->words_dev + g * sizeof(uint32_t), 0);
+    st = DV(ex)->stream_write_u32(ex->rt, lw->gpus[g].stream,
+                                  lw->words_dev + g * sizeof(uint32_t), 0);
     if (!st)
-      st = rp__cuda_stream_sync(ex->rt, lw->gpus[g].stream);
-    rp__cuda_device_leave(lw->gpus[g].device, prev);
+      st = DV(ex)->stream_sync(ex->rt, lw->gpus[g].stream);
+    DV(ex)->device_leave(lw->gpus[g].device, prev);
   }
   if (st && rp__runtime_check(ex->rt) == RP_OK) { /* events, then */
     rp__mem_free(ex->rt, lw->gpus[0].pin_mem, lw->words);
@@ -667,8 +666,8 @@ static rp_status setup_callbacks(rp_exec *ex) {
       return st;
   }
   for (size_t i = 0; lw->poll_ok && i < nsg; i++) {
-    rp_status st = rp__cuda_event_create(ex->rt, lw->gpus[i % lw->ngpu].lane,
-                                         &lw->slot_events[i]);
+    rp_status st = DV(ex)->event_create(ex->rt, lw->gpus[i % lw->ngpu].lane,
+                                        &lw->slot_events[i]);
     if (st)
       return rp__err_prefix(st, "instantiate: completion event: ");
   }
@@ -677,7 +676,7 @@ static rp_status setup_callbacks(rp_exec *ex) {
    * side stream right away, so one event serves every replay. */
   for (uint32_t k = 0; k < lw->nseg; k++) {
     rp_status st =
-        rp__cuda_event_create(ex->rt, lw->segs[k].lane, &lw->done_events[k]);
+        DV(ex)->event_create(ex->rt, lw->segs[k].lane, &lw->done_events[k]);
     if (st)
       return rp__err_prefix(st,
                             "instantiate: completion event of segment "
@@ -719,6 +718,10 @@ static int graphs_enabled(void) {
 
 rp_status rp__lower_build(rp_exec *ex) {
   rp_lower *lw = ex->lw;
+  lw->dev = rp__device_ops(ex->rt);
+  if (!lw->dev)
+    return rp__err(RP_EUNSUPPORTED, "instantiate: GPU ops need a runtime "
+                                    "with a device backend");
   lw->graphs = graphs_enabled();
   lower_rt *lr = lower_rt_get(ex);
   if (!lr)
@@ -852,8 +855,8 @@ static uint32_t poll_exec(rp_exec *ex) {
         if (lw->by_word[i]
                 ? atomic_load_explicit((_Atomic uint32_t *)&lw->words[i],
                                        memory_order_acquire) != (uint32_t)want
-                : rp__cuda_device_use(ex->rt, lw->gpus[g].device) != RP_OK ||
-                      rp__cuda_event_done(ex->rt, lw->slot_events[i]) <= 0)
+                : DV(ex)->device_use(ex->rt, lw->gpus[g].device) != RP_OK ||
+                      DV(ex)->event_done(ex->rt, lw->slot_events[i]) <= 0)
           break; /* still running (an error: quiesce rescues) */
         if (atomic_compare_exchange_strong(&lw->owed[i], &want, 0)) {
           gpu_done(ex, g, si, lw->rel_of[i]);
@@ -1016,17 +1019,17 @@ static void signal_polled(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   lw->rel_of[i] = rel; /* published by the release of launched */
   atomic_store_explicit(&lw->owed[i], s->r + 1, memory_order_relaxed);
   /* issue_segment made the device current, unless the replay is stale */
-  rp_status st = s->stale ? rp__cuda_device_use(ex->rt, gl->device) : RP_OK;
+  rp_status st = s->stale ? DV(ex)->device_use(ex->rt, gl->device) : RP_OK;
   /* alone in flight (no earlier replay incomplete): the word */
   uint8_t word =
       lw->words && atomic_load_explicit(&ex->done_seq, memory_order_relaxed) ==
                        (uint32_t)s->r;
   lw->by_word[i] = word; /* published by the release of launched */
   if (!st)
-    st = word ? rp__cuda_stream_write_u32(ex->rt, gl->stream,
-                                          lw->words_dev + i * sizeof(uint32_t),
-                                          (uint32_t)(s->r + 1))
-              : rp__cuda_event_record(ex->rt, lw->slot_events[i], gl->stream);
+    st = word ? DV(ex)->stream_write_u32(ex->rt, gl->stream,
+                                         lw->words_dev + i * sizeof(uint32_t),
+                                         (uint32_t)(s->r + 1))
+              : DV(ex)->event_record(ex->rt, lw->slot_events[i], gl->stream);
   if (st == RP_OK) {
     /* release: the slot's statuses, rel and owed before the poller */
     atomic_store_explicit(&lw->launched[i], s->r + 1, memory_order_release);
@@ -1066,14 +1069,14 @@ static void signal_segment(rp_exec *ex, uint32_t k, rp_slot *s, uint32_t slot,
   /* seq_cst: a quiescing host that reads zero saw no enqueue in flight */
   atomic_fetch_add(&lw->cb_pending, 1);
   const rp_gpu_lane *gl = &lw->gpus[sg->gpu];
-  rp_status st = rp__cuda_device_use(ex->rt, gl->device);
+  rp_status st = DV(ex)->device_use(ex->rt, gl->device);
   void *ev = lw->done_events[k], *side = gl->streams->done;
   if (!st)
-    st = rp__cuda_event_record(ex->rt, ev, gl->stream);
+    st = DV(ex)->event_record(ex->rt, ev, gl->stream);
   if (!st)
-    st = rp__cuda_stream_wait_event(ex->rt, side, ev);
+    st = DV(ex)->stream_wait_event(ex->rt, side, ev);
   if (!st)
-    st = rp__cuda_launch_host_func(ex->rt, side, seg_done, c);
+    st = DV(ex)->launch_host_func(ex->rt, side, seg_done, c);
   if (st == RP_OK) {
     rp__count(&lw->n_callbacks, 1);
     return;
@@ -1155,8 +1158,8 @@ static rp_status refresh_params(rp_exec *ex, rp_gpu_lane *gl, rp_slot *s,
   }
   /* The staging slot is this replay's alone: the slot is re-armed only
    * after this replay completed, so the copy has run by then. */
-  return rp__cuda_memcpy_async(ex->rt, gl->dev_params, stg, gl->param_bytes,
-                               stream);
+  return DV(ex)->memcpy_async(ex->rt, gl->dev_params, stg, gl->param_bytes,
+                              stream);
 }
 
 /* Every logical GPU of group g (g its leader), on the leader's stream. */
@@ -1175,7 +1178,7 @@ static rp_status refresh_group(rp_exec *ex, uint32_t g, rp_slot *s,
 static rp_status wait_events(rp_exec *ex, const rp_seg *sg,
                              const rp_gpu_lane *gl) {
   for (uint32_t i = 0; i < sg->nev; i++) {
-    rp_status st = rp__cuda_stream_wait_event(
+    rp_status st = DV(ex)->stream_wait_event(
         ex->rt, gl->stream, ex->lw->seg_events[sg->ev_off + i]);
     if (st)
       return st;
@@ -1219,7 +1222,7 @@ static rp_status issue_unit(rp_exec *ex, uint32_t ui, rp_slot *s,
     st = issue_task(u, s, gl->stream, skip, why);
   }
   if (!st && !*skip && ex->lw->events[ui])
-    st = rp__cuda_event_record(ex->rt, ex->lw->events[ui], gl->stream);
+    st = DV(ex)->event_record(ex->rt, ex->lw->events[ui], gl->stream);
   if (st && !*why)
     *why = rp_error_detail();
   rp__nvtx_pop();
@@ -1313,7 +1316,7 @@ static void issue_segment(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   rp_gpu_lane *gl = &lw->gpus[sg->gpu];
   uint8_t *how = NULL;
   void **tev = RP_UNLIKELY(s->traced) ? trace_pair(ex, sg, s, &how) : NULL;
-  rp_status st = rp__cuda_device_use(ex->rt, gl->device);
+  rp_status st = DV(ex)->device_use(ex->rt, gl->device);
   if (!st && sg->first_of_gpu)
     st = refresh_group(ex, sg->gpu, s, slot);
   /* The fast path: one graph launch, nothing to skip (decided after the
@@ -1323,10 +1326,10 @@ static void issue_segment(rp_exec *ex, const rp_seg *sg, rp_slot *s,
     st = wait_events(ex, sg, gl);
   if (!st)
     rp__count(&lw->n_stream_waits, sg->nev);
-  if (tev && !st && rp__cuda_event_record(ex->rt, tev[0], gl->stream))
+  if (tev && !st && DV(ex)->event_record(ex->rt, tev[0], gl->stream))
     tev = NULL;
   if (!st && graph) {
-    st = rp__cuda_graph_launch(ex->rt, sg->exec, gl->stream);
+    st = DV(ex)->graph_launch(ex->rt, sg->exec, gl->stream);
     if (!st) {
       n->run += sg->n;
       rp__count(&lw->n_graph_launches, 1);
@@ -1338,7 +1341,7 @@ static void issue_segment(rp_exec *ex, const rp_seg *sg, rp_slot *s,
   }
   if (st)
     fail_members(ex, sg, s, st, n);
-  else if (tev && !rp__cuda_event_record(ex->rt, tev[1], gl->stream))
+  else if (tev && !DV(ex)->event_record(ex->rt, tev[1], gl->stream))
     *how = graph ? 1 : 2;
 }
 
@@ -1394,14 +1397,14 @@ rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
 
 int rp__lower_device_save(rp_exec *ex) {
   int prev = -1; /* makes the first GPU's device current, as a launch will */
-  return rp__cuda_device_enter(ex->rt, ex->lw->gpus[0].device, &prev) == RP_OK
+  return DV(ex)->device_enter(ex->rt, ex->lw->gpus[0].device, &prev) == RP_OK
              ? prev
              : -1;
 }
 
 void rp__lower_device_restore(rp_exec *ex, int dev) {
   if (dev >= 0)
-    (void)rp__cuda_device_use(ex->rt, dev);
+    (void)DV(ex)->device_use(ex->rt, dev);
 }
 
 /* ---- quiesce and destroy safety ---- */
@@ -1411,7 +1414,7 @@ void rp__lower_device_restore(rp_exec *ex, int dev) {
 static int context_lost(rp_exec *ex) {
   for (uint32_t i = 0; i < ex->lw->ngpu; i++)
     if (ex->lw->gpus[i].stream)
-      (void)rp__cuda_stream_poll(ex->rt, ex->lw->gpus[i].stream);
+      (void)DV(ex)->stream_poll(ex->rt, ex->lw->gpus[i].stream);
   return rp__runtime_check(ex->rt) != RP_OK;
 }
 
@@ -1473,9 +1476,9 @@ int rp__lower_quiesce(rp_exec *ex) {
 static void trace_destroy(rp_runtime *rt, struct rp_lower_trace *t, size_t nev,
                           uint32_t ngpu) {
   for (size_t i = 0; t->ev && i < nev; i++)
-    (void)rp__cuda_event_destroy(rt, t->ev[i]);
+    (void)rp__device_ops(rt)->event_destroy(rt, t->ev[i]);
   for (uint32_t i = 0; t->base && i < ngpu; i++)
-    (void)rp__cuda_event_destroy(rt, t->base[i]);
+    (void)rp__device_ops(rt)->event_destroy(rt, t->base[i]);
   free(t->ev);
   free(t->how);
   free(t->base);
@@ -1498,13 +1501,13 @@ void rp__lower_trace_free(rp_exec *ex) {
  * no traced replay is in flight yet. */
 static rp_status trace_base(rp_exec *ex, struct rp_lower_trace *t, uint32_t i) {
   const rp_gpu_lane *gl = &ex->lw->gpus[i];
-  rp_status st = rp__cuda_event_create_timed(ex->rt, gl->lane, &t->base[i]);
+  rp_status st = DV(ex)->event_create_timed(ex->rt, gl->lane, &t->base[i]);
   int prev;
-  if (!st && !(st = rp__cuda_device_enter(ex->rt, gl->device, &prev))) {
-    st = rp__cuda_event_record(ex->rt, t->base[i], gl->stream);
+  if (!st && !(st = DV(ex)->device_enter(ex->rt, gl->device, &prev))) {
+    st = DV(ex)->event_record(ex->rt, t->base[i], gl->stream);
     if (!st)
-      st = rp__cuda_event_sync(ex->rt, t->base[i]);
-    rp__cuda_device_leave(gl->device, prev);
+      st = DV(ex)->event_sync(ex->rt, t->base[i]);
+    DV(ex)->device_leave(gl->device, prev);
   }
   t->base_ns[i] = rp__now_ns();
   return st;
@@ -1533,8 +1536,8 @@ rp_status rp__lower_trace_start(rp_exec *ex, uint64_t from, uint32_t n) {
                      : rp__err(RP_ENOMEM, "rp_exec_trace_start: out of "
                                           "memory");
   for (uint64_t i = 0; i < nrec * 2 && !st; i++)
-    st = rp__cuda_event_create_timed(ex->rt, lw->segs[(i / 2) % lw->nseg].lane,
-                                     &t->ev[i]);
+    st = DV(ex)->event_create_timed(ex->rt, lw->segs[(i / 2) % lw->nseg].lane,
+                                    &t->ev[i]);
   for (uint32_t i = 0; i < lw->ngpu && !st; i++)
     st = trace_base(ex, t, i);
   if (st) {
@@ -1556,8 +1559,8 @@ int rp__lower_trace_span(rp_exec *ex, uint64_t r, uint32_t k, uint64_t *t0,
   uint32_t g = lw->segs[k].gpu;
   float a = 0, b = 0;
   if (!t->how[i] ||
-      rp__cuda_event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i], &a) ||
-      rp__cuda_event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i + 1], &b))
+      DV(ex)->event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i], &a) ||
+      DV(ex)->event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i + 1], &b))
     return 0;
   /* float ms: about 0.5 us resolution over the first seconds of a trace */
   *t0 = t->base_ns[g] + (uint64_t)(a > 0 ? (double)a * 1e6 : 0.0);
@@ -1574,25 +1577,27 @@ void rp__lower_free(rp_exec *ex) {
   rp_lower *lw = ex->lw;
   if (lw->lr)
     poller_unregister(lw->lr, ex); /* first: the poller reads the exec */
-  int usable = rp__runtime_check(ex->rt) == RP_OK;
+  /* no device calls where the build never reached the device (a model
+   * runtime, a runtime without a device backend) */
+  int usable = lw->dev && rp__runtime_check(ex->rt) == RP_OK;
   rp__lower_trace_free(ex); /* events: released once their work is done */
   for (uint32_t i = 0; usable && i < lw->ngpu; i++)
     if (lw->gpus[i].stream) { /* uploads, the last replay's work and its
                                  completion */
-      (void)rp__cuda_stream_sync(ex->rt, lw->gpus[i].stream);
-      (void)rp__cuda_stream_sync(ex->rt, lw->gpus[i].streams->done);
+      (void)DV(ex)->stream_sync(ex->rt, lw->gpus[i].stream);
+      (void)DV(ex)->stream_sync(ex->rt, lw->gpus[i].streams->done);
     }
-  for (uint32_t k = 0; lw->segs && k < lw->nseg; k++) {
-    rp__cuda_graph_exec_destroy(lw->segs[k].exec);
-    rp__cuda_graph_destroy(lw->segs[k].graph);
+  for (uint32_t k = 0; lw->dev && lw->segs && k < lw->nseg; k++) {
+    DV(ex)->graph_exec_destroy(lw->segs[k].exec);
+    DV(ex)->graph_destroy(lw->segs[k].graph);
   }
   for (uint32_t u = 0; lw->events && u < lw->nop_units; u++)
-    (void)rp__cuda_event_destroy(ex->rt, lw->events[u]);
+    (void)DV(ex)->event_destroy(ex->rt, lw->events[u]);
   for (uint32_t k = 0; lw->done_events && k < lw->nseg; k++)
-    (void)rp__cuda_event_destroy(ex->rt, lw->done_events[k]);
+    (void)DV(ex)->event_destroy(ex->rt, lw->done_events[k]);
   for (size_t i = 0; lw->slot_events && i < (size_t)ex->max_inflight * lw->ngpu;
        i++)
-    (void)rp__cuda_event_destroy(ex->rt, lw->slot_events[i]);
+    (void)DV(ex)->event_destroy(ex->rt, lw->slot_events[i]);
   if (lw->words) /* the streams were synced above (or the context is lost) */
     rp__mem_free(ex->rt, lw->gpus[0].pin_mem, lw->words);
   for (uint32_t i = 0; lw->gpus && i < lw->ngpu; i++) {
@@ -1669,22 +1674,22 @@ static rp_status rebuild_segment(rp_exec *ex, uint32_t k, int *reinst) {
                      : rp__err(RP_ENOMEM, "rp_exec_update_args: out of "
                                           "memory");
   const char *why = "";
-  if (!st && rp__cuda_graph_exec_update(ex->rt, sg->exec, b.graph, &why)) {
+  if (!st && DV(ex)->graph_exec_update(ex->rt, sg->exec, b.graph, &why)) {
     /* node handles stay those of the graph the exec was made from */
-    rp__cuda_graph_destroy(b.graph);
+    DV(ex)->graph_destroy(b.graph);
   } else if (!st) {
     void *exec;
-    st = rp__cuda_graph_instantiate(ex->rt, b.graph, gl->stream, &exec);
+    st = DV(ex)->graph_instantiate(ex->rt, b.graph, gl->stream, &exec);
     if (!st) {
-      rp__cuda_graph_exec_destroy(sg->exec);
-      rp__cuda_graph_destroy(sg->graph);
+      DV(ex)->graph_exec_destroy(sg->exec);
+      DV(ex)->graph_destroy(sg->graph);
       sg->exec = exec;
       sg->graph = b.graph;
       memcpy(&lw->nodes[sg->first], b.nodes, sizeof(void *) * sg->n);
       memcpy(&lw->colors[sg->first], b.colors, sg->n);
       *reinst = 1;
     } else {
-      rp__cuda_graph_destroy(b.graph);
+      DV(ex)->graph_destroy(b.graph);
       st = rp__err_prefix(st,
                           "cudaGraphExecUpdate refused (%s), and "
                           "re-instantiating failed: ",
@@ -1709,9 +1714,9 @@ static rp_status update_node(rp_exec *ex, uint32_t ui, int *reinst) {
   if (st)
     return st;
   const char *why = "";
-  int ok = rp__cuda_graph_exec_set_child(ex->rt, sg->exec,
-                                         lw->nodes[sg->first + i], child, &why);
-  rp__cuda_graph_destroy(child);
+  int ok = DV(ex)->graph_exec_set_child(ex->rt, sg->exec,
+                                        lw->nodes[sg->first + i], child, &why);
+  DV(ex)->graph_destroy(child);
   return ok ? RP_OK : rebuild_segment(ex, k, reinst);
 }
 
@@ -1728,86 +1733,14 @@ rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst) {
       continue; /* a CPU unit: its args are all it has */
     const rp_gpu_lane *gl = &lw->gpus[lw->segs[k].gpu];
     int prev;
-    st = rp__cuda_device_enter(ex->rt, gl->device, &prev);
+    st = DV(ex)->device_enter(ex->rt, gl->device, &prev);
     if (st)
       break;
     st = update_params(ex, ui);
     if (!st && lw->segs[k].exec)
       st = update_node(ex, ui, reinst);
-    rp__cuda_device_leave(gl->device, prev);
+    DV(ex)->device_leave(gl->device, prev);
   }
   pthread_mutex_unlock(&lr->lock);
   return st ? rp__err_prefix(st, "rp_exec_update_args: op %u: ", op) : RP_OK;
 }
-
-#else /* !REPRISE_HAVE_CUDA: no GPU processor, so no GPU unit */
-
-rp_status rp__lower_build(rp_exec *ex) {
-  RP_UNUSED(ex);
-  return rp__err(RP_EUNSUPPORTED, "instantiate: GPU ops need a build with "
-                                  "CUDA");
-}
-
-rp_status rp__lower_launch(rp_exec *ex, uint32_t ui, rp_slot *s, uint64_t rel,
-                           uint64_t *t_issue) {
-  RP_UNUSED(ex), RP_UNUSED(ui), RP_UNUSED(s), RP_UNUSED(rel);
-  RP_UNUSED(t_issue);
-  RP_ASSERT(!"GPU segment without CUDA");
-  return RP_EUNSUPPORTED;
-}
-
-rp_status rp__lower_trace_start(rp_exec *ex, uint64_t from, uint32_t n) {
-  RP_UNUSED(ex), RP_UNUSED(from), RP_UNUSED(n);
-  return RP_OK;
-}
-
-int rp__lower_trace_span(rp_exec *ex, uint64_t r, uint32_t k, uint64_t *t0,
-                         uint64_t *t1, const char **how) {
-  RP_UNUSED(ex), RP_UNUSED(r), RP_UNUSED(k), RP_UNUSED(t0), RP_UNUSED(t1);
-  RP_UNUSED(how);
-  return 0;
-}
-
-void rp__lower_trace_free(rp_exec *ex) {
-  RP_UNUSED(ex);
-}
-
-int rp__lower_quiesce(rp_exec *ex) {
-  RP_UNUSED(ex);
-  return 0;
-}
-
-void rp__lower_free(rp_exec *ex) {
-  rp_lower *lw = ex->lw;
-  free(lw->segs);
-  free(lw->members);
-  free(lw->seg_of);
-  free(lw->gpus);
-  free(lw->gpu_of_lane);
-  free(lw->waits);
-  free(lw->pubs);
-  free(lw->last_seg);
-  free(lw);
-  ex->lw = NULL;
-}
-
-rp_status rp__lower_update(rp_exec *ex, rp_op_id op, int *reinst) {
-  RP_UNUSED(ex), RP_UNUSED(op), RP_UNUSED(reinst);
-  return RP_OK;
-}
-
-void rp__lower_rt_free(rp_runtime *rt, void *state) {
-  RP_UNUSED(rt);
-  free(state);
-}
-
-int rp__lower_device_save(rp_exec *ex) {
-  RP_UNUSED(ex);
-  return -1;
-}
-
-void rp__lower_device_restore(rp_exec *ex, int dev) {
-  RP_UNUSED(ex), RP_UNUSED(dev);
-}
-
-#endif

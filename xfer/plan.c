@@ -240,13 +240,6 @@ static int nest_is_span(const rp_xfer_nest *n) {
 /* ---------------------------------------------------------------------- */
 /* Channels */
 
-#ifdef REPRISE_HAVE_CUDA
-static rp_status cuda_err(int code, const char *what, const rp_xfer_desc *d) {
-  return rp__err(RP_EBACKEND, "rp_xfer: %s failed (%s) for copy %#llx -> %#llx",
-                 what, rp_xfer_cuda_error_name(code),
-                 (unsigned long long)d->src.id, (unsigned long long)d->dst.id);
-}
-
 /* A dense copy of d's nest from the source into ib (nest order). */
 static void stage_nest(rp_xfer_desc *d) {
   d->stage = d->nest;
@@ -271,18 +264,19 @@ static int mem_device(rp_runtime *rt, rp_mem m) {
 }
 
 static rp_status plan_cuda(rp_xfer_desc *d) {
-  const char *what = "";
-  int rc = 0;
+  rp_status st = RP_OK;
   if (rp__runtime_is_model(d->rt)) {
     d->nest.src_dev = mem_device(d->rt, d->src_mem);
     d->nest.dst_dev = mem_device(d->rt, d->dst_mem);
   } else {
-    rc = rp_xfer_cuda_device_of(d->nest.src, &d->nest.src_dev, &what);
-    if (!rc)
-      rc = rp_xfer_cuda_device_of(d->nest.dst, &d->nest.dst_dev, &what);
+    st = rp_xfer_cuda_device_of(d->rt, d->nest.src, &d->nest.src_dev);
+    if (!st)
+      st = rp_xfer_cuda_device_of(d->rt, d->nest.dst, &d->nest.dst_dev);
   }
-  if (rc)
-    return cuda_err(rc, what, d);
+  if (st)
+    return rp__err_prefix(st, "rp_xfer_plan: copy %#llx -> %#llx: ",
+                          (unsigned long long)d->src.id,
+                          (unsigned long long)d->dst.id);
   if (d->redop != RP_REDOP_SUM) {
     d->channel = RP_XFER_CUDA_COPY;
     return RP_OK;
@@ -296,7 +290,7 @@ static rp_status plan_cuda(rp_xfer_desc *d) {
   if (d->nest.src_dev == d->nest.dst_dev)
     return RP_OK;
   d->ib_bytes = (size_t)d->bytes;
-  rp_status st = rp__mem_alloc(d->rt, d->dst_mem, d->ib_bytes, 256, &d->ib);
+  st = rp__mem_alloc(d->rt, d->dst_mem, d->ib_bytes, 256, &d->ib);
   if (st)
     return rp__err_prefix(st,
                           "rp_xfer_plan: staging buffer for SUM into dst "
@@ -309,7 +303,6 @@ static rp_status plan_cuda(rp_xfer_desc *d) {
   d->nest.src_dev = d->nest.dst_dev;
   return RP_OK;
 }
-#endif
 
 static rp_status pick_channel(rp_xfer_desc *d) {
   rp_runtime *rt = d->rt;
@@ -320,14 +313,7 @@ static rp_status pick_channel(rp_xfer_desc *d) {
                                           : RP_XFER_CPU_STRIDED;
     return RP_OK;
   }
-#ifdef REPRISE_HAVE_CUDA
   return plan_cuda(d);
-#else
-  return rp__err(RP_EUNSUPPORTED,
-                 "rp_xfer_plan: copy %#llx -> %#llx touches "
-                 "device memory, and this build has no CUDA",
-                 (unsigned long long)d->src.id, (unsigned long long)d->dst.id);
-#endif
 }
 
 /* ---------------------------------------------------------------------- */

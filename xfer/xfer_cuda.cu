@@ -5,33 +5,26 @@
  * synchronizes: everything is stream-ordered on the caller's stream, so a
  * copy can be captured into a CUDA graph node like any other. */
 #include "reprise.h" /* plain C with extern "C": safe in C++ */
+#include "engine/cuda_check.h"
 #include "xfer/xfer_impl.h"
 
 #include <cuda_runtime.h>
 
-#define TRY(name, call)                                                        \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) {                                                   \
-      *what = name;                                                            \
-      return (int)e_;                                                          \
-    }                                                                          \
-  } while (0)
+/* Every CUDA call goes through the project's one wrapper (the statement,
+ * file:line and error name in the detail; a sticky error marks the
+ * process's device lost). */
+#define TRY(call) RP_CUDA_TRY(rt, call)
 
-extern "C" const char *rp_xfer_cuda_error_name(int code) {
-  return cudaGetErrorName((cudaError_t)code);
-}
-
-extern "C" int rp_xfer_cuda_device_of(const void *p, int *dev,
-                                      const char **what) {
+extern "C" rp_status rp_xfer_cuda_device_of(rp_runtime *rt, const void *p,
+                                            int *dev) {
   cudaPointerAttributes a;
   /* Since CUDA 11 a plain host pointer answers cudaMemoryTypeUnregistered
    * instead of failing. */
-  TRY("cudaPointerGetAttributes", cudaPointerGetAttributes(&a, p));
+  TRY(cudaPointerGetAttributes(&a, p));
   *dev = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged
              ? a.device
              : -1;
-  return 0;
+  return RP_OK;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -66,9 +59,10 @@ static pitched to_pitched(const rp_xfer_nest *n) {
 
 /* One 3-D copy: width bytes x h rows (pitches sp, dp) x d slices (slice
  * pitches sz, dz, which must be whole numbers of rows). */
-static int copy3d(const rp_xfer_nest *n, const char *src, char *dst,
-                  size_t width, int64_t h, int64_t sp, int64_t dp, int64_t d,
-                  int64_t sz, int64_t dz, cudaStream_t s, const char **what) {
+static rp_status copy3d(rp_runtime *rt, const rp_xfer_nest *n, const char *src,
+                        char *dst, size_t width, int64_t h, int64_t sp,
+                        int64_t dp, int64_t d, int64_t sz, int64_t dz,
+                        cudaStream_t s) {
   size_t spitch = h > 1 ? (size_t)sp : width,
          dpitch = h > 1 ? (size_t)dp : width;
   size_t sys = d > 1 ? (size_t)sz / spitch : (size_t)h;
@@ -83,16 +77,14 @@ static int copy3d(const rp_xfer_nest *n, const char *src, char *dst,
     pp.dstPtr = dptr;
     pp.dstDevice = n->dst_dev;
     pp.extent = ext;
-    TRY("cudaMemcpy3DPeerAsync", cudaMemcpy3DPeerAsync(&pp, s));
-    return 0;
+    return RP_CUDA(rt, cudaMemcpy3DPeerAsync(&pp, s));
   }
   cudaMemcpy3DParms p = {};
   p.srcPtr = sptr;
   p.dstPtr = dptr;
   p.extent = ext;
   p.kind = cudaMemcpyDefault; /* UVA: direction from the pointers */
-  TRY("cudaMemcpy3DAsync", cudaMemcpy3DAsync(&p, s));
-  return 0;
+  return RP_CUDA(rt, cudaMemcpy3DAsync(&p, s));
 }
 
 /* A slice axis can be the copy's depth when its strides are whole numbers
@@ -102,8 +94,8 @@ static int depth_ok(const pitched *p, int y, int z) {
          p->ss[z] / p->ss[y] >= p->ext[y] && p->ds[z] / p->ds[y] >= p->ext[y];
 }
 
-extern "C" int rp_xfer_cuda_copy(const rp_xfer_nest *n, void *stream,
-                                 const char **what) {
+extern "C" rp_status rp_xfer_cuda_copy(rp_runtime *rt, const rp_xfer_nest *n,
+                                       void *stream) {
   cudaStream_t s = (cudaStream_t)stream;
   pitched p = to_pitched(n);
   int y = p.nax - 1, z = p.nax - 2;
@@ -125,9 +117,9 @@ extern "C" int rp_xfer_cuda_copy(const rp_xfer_nest *n, void *stream,
       src += idx[i] * p.ss[i];
       dst += idx[i] * p.ds[i];
     }
-    int rc = copy3d(n, src, dst, p.width, h, sp, dp, d, sz, dz, s, what);
-    if (rc)
-      return rc;
+    rp_status st = copy3d(rt, n, src, dst, p.width, h, sp, dp, d, sz, dz, s);
+    if (st)
+      return st;
     int i = z;
     for (; i >= 0; i--) {
       if (++idx[i] < p.ext[i])
@@ -135,7 +127,7 @@ extern "C" int rp_xfer_cuda_copy(const rp_xfer_nest *n, void *stream,
       idx[i] = 0;
     }
     if (i < 0)
-      return 0;
+      return RP_OK;
   }
 }
 
@@ -181,48 +173,46 @@ __global__ void reduce_sum_kernel(rp_xfer_nest n, int64_t total) {
 #define REDUCE_MAX_BLOCKS 8192
 
 template <typename T>
-static int launch_reduce(const rp_xfer_nest *n, int64_t total, cudaStream_t s,
-                         const char **what) {
+static rp_status launch_reduce(rp_runtime *rt, const rp_xfer_nest *n,
+                               int64_t total, cudaStream_t s) {
   int64_t blocks = (total + REDUCE_THREADS - 1) / REDUCE_THREADS;
   if (blocks > REDUCE_MAX_BLOCKS)
     blocks = REDUCE_MAX_BLOCKS;
   reduce_sum_kernel<T><<<(unsigned)blocks, REDUCE_THREADS, 0, s>>>(*n, total);
-  TRY("reduce_sum_kernel launch", cudaGetLastError());
-  return 0;
+  return rp__cuda_check(rt, cudaGetLastError(), "reduce_sum_kernel launch",
+                        __FILE__, __LINE__);
 }
 
-static int dispatch_reduce(const rp_xfer_nest *n, cudaStream_t s,
-                           const char **what) {
+static rp_status dispatch_reduce(rp_runtime *rt, const rp_xfer_nest *n,
+                                 cudaStream_t s) {
   int64_t total = n->ext[0] * n->ext[1] * n->ext[2] * n->ext[3];
   switch (n->dtype) {
   case RP_F32:
-    return launch_reduce<float>(n, total, s, what);
+    return launch_reduce<float>(rt, n, total, s);
   case RP_F64:
-    return launch_reduce<double>(n, total, s, what);
+    return launch_reduce<double>(rt, n, total, s);
   case RP_I32:
-    return launch_reduce<int32_t>(n, total, s, what);
+    return launch_reduce<int32_t>(rt, n, total, s);
   case RP_I64:
-    return launch_reduce<int64_t>(n, total, s, what);
+    return launch_reduce<int64_t>(rt, n, total, s);
   }
-  *what = "reduce_sum_kernel dtype";
-  return (int)cudaErrorInvalidValue;
+  return rp__cuda_check(rt, cudaErrorInvalidValue, "reduce_sum_kernel dtype",
+                        __FILE__, __LINE__);
 }
 
-extern "C" int rp_xfer_cuda_reduce_sum(const rp_xfer_nest *n, void *stream,
-                                       const char **what) {
+extern "C" rp_status
+rp_xfer_cuda_reduce_sum(rp_runtime *rt, const rp_xfer_nest *n, void *stream) {
   /* A kernel runs on the current device, which must own the stream: switch
    * to the destination's device for the launch and back. */
   int old = 0;
-  TRY("cudaGetDevice", cudaGetDevice(&old));
+  TRY(cudaGetDevice(&old));
   if (old != n->dst_dev)
-    TRY("cudaSetDevice", cudaSetDevice(n->dst_dev));
-  int rc = dispatch_reduce(n, (cudaStream_t)stream, what);
+    TRY(cudaSetDevice(n->dst_dev));
+  rp_status st = dispatch_reduce(rt, n, (cudaStream_t)stream);
   if (old != n->dst_dev) {
-    cudaError_t e = cudaSetDevice(old);
-    if (!rc && e != cudaSuccess) {
-      *what = "cudaSetDevice (restore)";
-      rc = (int)e;
-    }
+    rp_status rs = RP_CUDA(rt, cudaSetDevice(old));
+    if (!st)
+      st = rs;
   }
-  return rc;
+  return st;
 }

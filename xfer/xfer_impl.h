@@ -6,6 +6,8 @@
 #ifndef RP_XFER_IMPL_H
 #define RP_XFER_IMPL_H
 
+#include "reprise.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -32,23 +34,23 @@ typedef struct rp_xfer_nest {
   int dst_dev;
 } rp_xfer_nest;
 
-/* CUDA launchers, defined in xfer_cuda.cu and linked only when the toolkit
- * is on (REPRISE_HAVE_CUDA). Each returns 0 or the cudaError_t value of the
- * first failing call, whose name (a static string) goes to *what; the C side
- * turns that into RP_EBACKEND with a detail. None of them synchronizes. */
+/* CUDA launchers, defined in xfer_cuda.cu (in a build without the toolkit,
+ * xfer/nocuda/ stands in: each fails with RP_EUNSUPPORTED). Each checks its
+ * CUDA calls with the project's one wrapper (engine/cuda_check.h: the
+ * statement, file:line and error name in the detail, RP_EBACKEND; a sticky
+ * error marks the device lost). None of them synchronizes. */
 
 /* Physical device holding p, or -1 when p is host memory (pinned or not). */
-int rp_xfer_cuda_device_of(const void *p, int *dev, const char **what);
+rp_status rp_xfer_cuda_device_of(rp_runtime *rt, const void *p, int *dev);
 /* Enqueues the nest as cudaMemcpy3DAsync calls (cudaMemcpy3DPeerAsync when
  * the sides are on different devices) on stream (a cudaStream_t). */
-int rp_xfer_cuda_copy(const rp_xfer_nest *n, void *stream, const char **what);
+rp_status rp_xfer_cuda_copy(rp_runtime *rt, const rp_xfer_nest *n,
+                            void *stream);
 /* Enqueues dst += src over the nest: one thread per point, atomicAdd on the
  * destination, so reductions from several streams into one destination
  * commute. dtype f32, f64, i32 or i64; src must be readable from dst_dev. */
-int rp_xfer_cuda_reduce_sum(const rp_xfer_nest *n, void *stream,
-                            const char **what);
-/* Static name of a cudaError_t value ("cudaErrorInvalidValue"). */
-const char *rp_xfer_cuda_error_name(int code);
+rp_status rp_xfer_cuda_reduce_sum(rp_runtime *rt, const rp_xfer_nest *n,
+                                  void *stream);
 
 #ifdef __cplusplus
 }

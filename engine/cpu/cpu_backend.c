@@ -243,7 +243,7 @@ const rp_backend_ops rp__cpu_backend = {
 void rp__proc_enqueue(rp_runtime *rt, rp_proc p, rp_work *w) {
   RP_ASSERT(p < rt->nprocs);
   const rp_proc_rec *pr = &rt->procs[p];
-  void *st = pr->be == &rp__cpu_backend ? rt->cpu_state : rt->cuda_state;
+  void *st = pr->be == &rp__cpu_backend ? rt->cpu_state : rt->gpu_state;
   pr->be->proc_enqueue(st, pr, w);
 }
 

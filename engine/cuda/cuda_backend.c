@@ -16,7 +16,7 @@
 #include "../engine_impl.h"
 #include "../queue.h"
 #include "cuda_backend.h"
-#include "cuda_impl.h"
+#include "../cuda_check.h"
 
 #include <sched.h>
 #include <string.h>
@@ -520,12 +520,15 @@ const rp_backend_ops rp__cuda_backend = {
     .proc_enqueue = cuda_enqueue,
     .drain = cuda_drain,
     .copy_async = cuda_copy_async,
+    .dev = &rp__cuda_device_ops,
 };
+
+const rp_backend_ops *const rp__gpu_backend = &rp__cuda_backend;
 
 /* ---- cuda_backend.h: primitives for the layers above ---- */
 
 static cuda_gpu *gpu_of(rp_runtime *rt, rp_proc p) {
-  cuda_state *cs = rt ? rt->cuda_state : NULL;
+  cuda_state *cs = rt ? rt->gpu_state : NULL;
   if (!cs || p >= rt->nprocs || rt->procs[p].be != &rp__cuda_backend)
     return NULL;
   return &cs->gpus[rt->procs[p].local];

@@ -1,6 +1,6 @@
 /* engine/cuda/cuda_check.c — CUDA error checking (see cuda_impl.h). */
 #include "../engine_impl.h"
-#include "cuda_impl.h"
+#include "../cuda_check.h"
 
 int rp__cuda_error_sticky(cudaError_t e) {
   /* The codes cuda's driver_types.h documents as "leaves the process in an
@@ -40,9 +40,13 @@ rp_status rp__cuda_check(rp_runtime *rt, cudaError_t e, const char *stmt,
   rp__err(st, "%s failed at %s:%d: %s: %s%s", stmt, file, line,
           cudaGetErrorName(e), cudaGetErrorString(e),
           sticky ? " (sticky: the CUDA context is lost for this process)" : "");
-  /* Only a runtime whose CUDA backend is up has a context to lose (a helper
-   * called on a CPU runtime fails on its own, without marking it). */
-  if (sticky && rt && rp__cuda_state(rt))
-    rp__runtime_set_unusable(rt, rp_error_detail());
+  /* The process's context is lost: every runtime whose CUDA backend is up
+   * finds out at its next check, this one at once (a helper called on a
+   * CPU runtime fails on its own, without marking it). */
+  if (sticky) {
+    rp__device_set_lost(rp_error_detail());
+    if (rt && rp__cuda_state(rt))
+      rp__runtime_set_unusable(rt, rp_error_detail());
+  }
   return st;
 }

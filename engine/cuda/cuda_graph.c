@@ -3,7 +3,7 @@
 #include "../engine_impl.h"
 #include "cuda_backend.h"
 #include "cuda_graph.h"
-#include "cuda_impl.h"
+#include "../cuda_check.h"
 
 #include <cuda.h> /* driver API types only: its entry points are looked up */
 #include <pthread.h>
@@ -114,6 +114,17 @@ rp_status rp__cuda_graph_add_event_record(rp_runtime *rt, void *graph,
   RP_CUDA_TRY(rt, cudaGraphAddEventRecordNode(&out, (cudaGraph_t)graph,
                                               (const cudaGraphNode_t *)deps,
                                               ndeps, (cudaEvent_t)event));
+  *node = out;
+  return RP_OK;
+}
+
+rp_status rp__cuda_graph_add_event_wait(rp_runtime *rt, void *graph,
+                                        void *const *deps, size_t ndeps,
+                                        void *event, void **node) {
+  cudaGraphNode_t out = NULL;
+  RP_CUDA_TRY(rt, cudaGraphAddEventWaitNode(&out, (cudaGraph_t)graph,
+                                            (const cudaGraphNode_t *)deps,
+                                            ndeps, (cudaEvent_t)event));
   *node = out;
   return RP_OK;
 }

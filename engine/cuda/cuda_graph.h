@@ -52,6 +52,10 @@ rp_status rp__cuda_graph_add_child(rp_runtime *rt, void *graph,
 rp_status rp__cuda_graph_add_event_record(rp_runtime *rt, void *graph,
                                           void *const *deps, size_t ndeps,
                                           void *event, void **node);
+/* A node waiting for event's last record (cudaGraphAddEventWaitNode). */
+rp_status rp__cuda_graph_add_event_wait(rp_runtime *rt, void *graph,
+                                        void *const *deps, size_t ndeps,
+                                        void *event, void **node);
 /* Instantiates graph (cudaGraphInstantiateWithFlags, no flags) and uploads
  * it on stream (cudaGraphUpload), so that the first launch does not pay
  * for the upload. */

@@ -1,10 +1,12 @@
-/* engine/cuda/cuda_impl.h — CUDA error checking shared by the CUDA backend's
- * C files and the library's .cu files (C and C++ safe: it needs only the
- * public header and <cuda_runtime.h>). Only engine/cuda/ and *.cu files
- * include it: everything else reaches CUDA through cuda_backend.h, which has
- * no CUDA types. */
-#ifndef RP_CUDA_IMPL_H
-#define RP_CUDA_IMPL_H
+/* engine/cuda_check.h — the one CUDA error wrapper of the project: the CUDA
+ * backend (engine/cuda/), the kernels, the copy channels and the NCCL
+ * communicator check every CUDA runtime call with RP_CUDA / RP_CUDA_TRY (C
+ * and C++ safe: it needs only the public header and <cuda_runtime.h>). Only
+ * files built with the toolkit include it; the layers above the engine
+ * reach the device itself only through the backend interface's device
+ * slots (device_ops.h). */
+#ifndef RP_CUDA_CHECK_H
+#define RP_CUDA_CHECK_H
 
 #include "reprise.h"
 
@@ -19,10 +21,11 @@ extern "C" {
  * the thread's error detail, clears the thread's CUDA error, and returns
  * RP_EBACKEND (cudaErrorMemoryAllocation gives RP_ENOMEM). A sticky error —
  * the CUDA context is lost (illegal address, launch failure, device assert,
- * ...) or cudaPeekAtLastError still reports an error after the clear — also
- * makes rt unusable (rt may be NULL: during init there is no runtime to mark
- * yet; a runtime without a CUDA backend is never marked). Never aborts,
- * never prints. */
+ * ...) or cudaPeekAtLastError still reports an error after the clear — is
+ * lost for the whole process: it makes rt unusable at once, and every
+ * runtime with a CUDA backend up at its next public call (rt may be NULL: a
+ * kernel launcher or a copy channel that has no runtime at hand, init
+ * before there is one to mark). Never aborts, never prints. */
 rp_status rp__cuda_check(rp_runtime *rt, cudaError_t e, const char *stmt,
                          const char *file, int line);
 

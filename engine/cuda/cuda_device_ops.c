@@ -1,0 +1,45 @@
+/* engine/cuda/cuda_device_ops.c — the CUDA backend's device slots
+ * (engine/device_ops.h): the calls of cuda_backend.h and cuda_graph.h,
+ * which only engine/cuda/ (and the tests) include. */
+#include "../engine_impl.h"
+#include "cuda_backend.h"
+#include "cuda_graph.h"
+
+const rp_device_ops rp__cuda_device_ops = {
+    .proc_stream = rp__cuda_proc_stream,
+    .proc_device = rp__cuda_proc_device,
+    .current_device = rp__cuda_current_device,
+    .stream_create = rp__cuda_stream_create,
+    .stream_create_blocking = rp__cuda_stream_create_blocking,
+    .stream_destroy = rp__cuda_stream_destroy,
+    .stream_sync = rp__cuda_stream_sync,
+    .stream_poll = rp__cuda_stream_poll,
+    .stream_wait_event = rp__cuda_stream_wait_event,
+    .event_create = rp__cuda_event_create,
+    .event_create_timed = rp__cuda_event_create_timed,
+    .event_destroy = rp__cuda_event_destroy,
+    .event_record = rp__cuda_event_record,
+    .event_done = rp__cuda_event_done,
+    .event_sync = rp__cuda_event_sync,
+    .event_elapsed_ms = rp__cuda_event_elapsed_ms,
+    .launch_host_func = rp__cuda_launch_host_func,
+    .memset_async = rp__cuda_memset_async,
+    .memcpy_async = rp__cuda_memcpy_async,
+    .host_device_ptr = rp__cuda_host_device_ptr,
+    .stream_write_u32 = rp__cuda_stream_write_u32,
+    .device_use = rp__cuda_device_use,
+    .device_enter = rp__cuda_device_enter,
+    .device_leave = rp__cuda_device_leave,
+    .capture_begin = rp__cuda_capture_begin,
+    .capture_end = rp__cuda_capture_end,
+    .graph_create = rp__cuda_graph_create,
+    .graph_destroy = rp__cuda_graph_destroy,
+    .graph_add_child = rp__cuda_graph_add_child,
+    .graph_add_event_record = rp__cuda_graph_add_event_record,
+    .graph_add_event_wait = rp__cuda_graph_add_event_wait,
+    .graph_instantiate = rp__cuda_graph_instantiate,
+    .graph_exec_destroy = rp__cuda_graph_exec_destroy,
+    .graph_launch = rp__cuda_graph_launch,
+    .graph_exec_set_child = rp__cuda_graph_exec_set_child,
+    .graph_exec_update = rp__cuda_graph_exec_update,
+};
