@@ -812,7 +812,11 @@ typedef struct rp_exec_stats {
   uint64_t host_waits;            /* waits a launcher did on the host before
                                      issuing device work (preconditions, CPU
                                      tasks the GPU work depends on) */
-  uint64_t stream_waits;          /* cross-GPU event waits enqueued */
+  uint64_t stream_waits;          /* cross-GPU event waits the launcher
+                                     enqueued on a stream (a segment issued
+                                     op by op; a graph waits for other
+                                     devices' producers through event wait
+                                     nodes of its own: 0 per replay) */
   uint64_t inline_launches;       /* replays launched from the calling thread
                                      (no hand-off to a worker) */
 } rp_exec_stats;

@@ -30,8 +30,7 @@
  * device span, mapped onto the host clock through a reference event
  * waited for at trace start, on the GPU's track ("gpu N"). Individual ops
  * inside a segment (one CUDA graph) get no events of their own. */
-#include "lower.h"
-#include "replay_impl.h"
+#include "gpu.h"
 
 #include <errno.h>
 #include <string.h>
@@ -384,4 +383,106 @@ rp_status rp_exec_trace_write(rp_exec *ex, const char *path) {
                    strerror(err ? err : EIO));
   rp__trace_free(ex); /* recording stops; a failed write keeps it armed */
   return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Device times (the GPU lowering's events, gpu.h) */
+
+static void gpu_trace_destroy(rp_runtime *rt, struct rp_lower_trace *t,
+                              size_t nev, uint32_t ngpu) {
+  for (size_t i = 0; t->ev && i < nev; i++)
+    (void)rp__device_ops(rt)->event_destroy(rt, t->ev[i]);
+  for (uint32_t i = 0; t->base && i < ngpu; i++)
+    (void)rp__device_ops(rt)->event_destroy(rt, t->base[i]);
+  free(t->ev);
+  free(t->how);
+  free(t->base);
+  free(t->base_ns);
+  free(t);
+}
+
+void rp__lower_trace_free(rp_exec *ex) {
+  rp_lower *lw = ex->lw;
+  if (!lw || !lw->trace)
+    return;
+  gpu_trace_destroy(ex->rt, lw->trace, (size_t)lw->trace->n * lw->nseg * 2,
+                    lw->ngpu);
+  lw->trace = NULL;
+}
+
+/* GPU i's reference: recorded on the exec's replay stream and waited for;
+ * the host clock read right after stands for its device time (late by the
+ * host's wake-up, a few us). Work already queued there is waited for too:
+ * no traced replay is in flight yet. */
+static rp_status gpu_trace_base(rp_exec *ex, struct rp_lower_trace *t,
+                                uint32_t i) {
+  const rp_gpu_lane *gl = &ex->lw->gpus[i];
+  rp_status st = DV(ex)->event_create_timed(ex->rt, gl->lane, &t->base[i]);
+  int prev;
+  if (!st && !(st = DV(ex)->device_enter(ex->rt, gl->device, &prev))) {
+    st = DV(ex)->event_record(ex->rt, t->base[i], gl->stream);
+    if (!st)
+      st = DV(ex)->event_sync(ex->rt, t->base[i]);
+    DV(ex)->device_leave(gl->device, prev);
+  }
+  t->base_ns[i] = rp__now_ns();
+  return st;
+}
+
+rp_status rp__lower_trace_start(rp_exec *ex, uint64_t from, uint32_t n) {
+  rp_lower *lw = ex->lw;
+  uint64_t nrec = (uint64_t)n * lw->nseg;
+  if (nrec > RP_LOWER_TRACE_MAX_SEGS)
+    return rp__err(RP_ERANGE,
+                   "rp_exec_trace_start: %u replays of %u GPU segments "
+                   "need %llu pairs of CUDA events (at most %u)",
+                   n, lw->nseg, (unsigned long long)nrec,
+                   RP_LOWER_TRACE_MAX_SEGS);
+  struct rp_lower_trace *t = rp__calloc(1, sizeof *t);
+  if (!t)
+    return rp__err(RP_ENOMEM, "rp_exec_trace_start: out of memory");
+  t->from = from;
+  t->n = n;
+  t->ev = rp__calloc((size_t)nrec * 2 + 1, sizeof *t->ev);
+  t->how = rp__calloc((size_t)nrec + 1, 1);
+  t->base = rp__calloc(lw->ngpu + 1, sizeof *t->base);
+  t->base_ns = rp__calloc(lw->ngpu + 1, sizeof *t->base_ns);
+  rp_status st = t->ev && t->how && t->base && t->base_ns
+                     ? RP_OK
+                     : rp__err(RP_ENOMEM, "rp_exec_trace_start: out of "
+                                          "memory");
+  for (uint64_t i = 0; i < nrec * 2 && !st; i++)
+    st = DV(ex)->event_create_timed(ex->rt, lw->segs[(i / 2) % lw->nseg].lane,
+                                    &t->ev[i]);
+  for (uint32_t i = 0; i < lw->ngpu && !st; i++)
+    st = gpu_trace_base(ex, t, i);
+  if (st) {
+    gpu_trace_destroy(ex->rt, t, (size_t)nrec * 2, lw->ngpu);
+    return rp__err_prefix(st, "rp_exec_trace_start: CUDA events: ");
+  }
+  /* published to the launchers with ex->trace (see rp_exec_trace_start) */
+  lw->trace = t;
+  return RP_OK;
+}
+
+int rp__lower_trace_span(rp_exec *ex, uint64_t r, uint32_t k, uint64_t *t0,
+                         uint64_t *t1, const char **how) {
+  rp_lower *lw = ex->lw;
+  struct rp_lower_trace *t = lw ? lw->trace : NULL;
+  if (!t || r < t->from || r - t->from >= t->n || k >= lw->nseg)
+    return 0;
+  size_t i = (size_t)(r - t->from) * lw->nseg + k;
+  uint32_t g = lw->segs[k].gpu;
+  float a = 0, b = 0;
+  if (!t->how[i] ||
+      DV(ex)->event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i], &a) ||
+      DV(ex)->event_elapsed_ms(ex->rt, t->base[g], t->ev[2 * i + 1], &b))
+    return 0;
+  /* float ms: about 0.5 us resolution over the first seconds of a trace */
+  *t0 = t->base_ns[g] + (uint64_t)(a > 0 ? (double)a * 1e6 : 0.0);
+  *t1 = t->base_ns[g] + (uint64_t)(b > 0 ? (double)b * 1e6 : 0.0);
+  if (*t1 < *t0)
+    *t1 = *t0;
+  *how = t->how[i] == 1 ? "graph" : "op by op";
+  return 1;
 }

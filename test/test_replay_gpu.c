@@ -908,8 +908,6 @@ Test(replay_gpu, device_copies_and_events_across_logical_gpus) {
   th_destroy(rt);
 }
 
-#endif /* REPRISE_HAVE_CUDA */
-
 /* ---- the structure of a GPU-only replay: counters (issue 12) ---- */
 
 /* Fails the op when its (interpolated) seed is negative: the check a
@@ -1127,6 +1125,56 @@ Test(replay_gpu, host_work_between_gpu_ops_is_waited_for_by_the_launcher) {
   pipe_fini(&p);
 }
 
+/* The same chain with every logical GPU its own group (as on two physical
+ * devices): a segment waits for the other GPU's producer through an event
+ * wait node inside its graph, not a stream wait the launcher issues; issued
+ * op by op (REPRISE_CUDA_GRAPHS=0) the stream waits instead. */
+static void ungrouped_chain(int graphs, rp_exec_stats *s) {
+  setenv("REPRISE_GPU_GROUPS", "0", 1); /* read at instantiate */
+  if (!graphs)
+    setenv("REPRISE_CUDA_GRAPHS", "0", 1);
+  gchain c;
+  gchain_init_on(&c, 2);
+  rp_exec *ex;
+  rp_status ist = rp_instantiate(c.g, &(rp_exec_opts){.max_inflight = 4}, &ex);
+  unsetenv("REPRISE_GPU_GROUPS");
+  unsetenv("REPRISE_CUDA_GRAPHS");
+  RP_CHECK(ist);
+  rp_event done[30];
+  for (int r = 0; r < 30; r++) {
+    int64_t seed = 900 + r;
+    RP_CHECK(rp_replay(
+        ex, &(rp_replay_args){.args = &seed, .args_size = sizeof seed},
+        &done[r]));
+  }
+  for (int r = 0; r < 30; r++) {
+    RP_CHECK(rp_event_wait(c.rt, done[r], -1));
+    rp_event_release(c.rt, done[r]);
+  }
+  int64_t v;
+  RP_CHECK(rp_instance_read(c.rt, c.x[9], &v, sizeof v));
+  cr_assert_eq(v, gchain_expect(929), "graphs=%d: %lld, want %lld", graphs,
+               (long long)v, (long long)gchain_expect(929));
+  RP_CHECK(rp_exec_stats_get(ex, s));
+  cr_assert_eq(s->gpus, 2u);
+  cr_assert_gt(s->gpu_segments, 1u, "the chain crosses GPUs: %u segments",
+               s->gpu_segments);
+  RP_CHECK(rp_exec_destroy(ex));
+  gchain_fini(&c);
+}
+
+Test(replay_gpu, ungrouped_logical_gpus_wait_inside_their_graphs) {
+  rp_exec_stats s;
+  ungrouped_chain(1, &s);
+  cr_assert_eq(s.stream_waits, 0u, "waits are graph nodes: %llu stream waits",
+               (unsigned long long)s.stream_waits);
+  cr_assert_eq(s.graph_launches, 30ull * s.gpu_segments);
+  cr_assert_eq(s.gpu_ops_op_by_op, 0u);
+  ungrouped_chain(0, &s);
+  cr_assert_gt(s.stream_waits, 0u, "op by op: the launcher's stream waits");
+  cr_assert_eq(s.graph_launches, 0u);
+}
+
 /* Two logical GPUs on one device alternate along the chain: one graph on
  * the device, no event between them, one launch per replay. */
 Test(replay_gpu, logical_gpus_on_one_device_share_one_graph) {
@@ -1168,3 +1216,5 @@ Test(replay_gpu, logical_gpus_on_one_device_share_one_graph) {
   RP_CHECK(rp_exec_destroy(ex));
   gchain_fini(&c);
 }
+
+#endif /* REPRISE_HAVE_CUDA */
