@@ -161,6 +161,19 @@ RP_API const char *rp_status_name(rp_status st);
 /* What the last failing call on this thread said about the failure: names the
  * op, instance, port or argument. Valid until the next failing call. */
 RP_API const char *rp_error_detail(void);
+/* Sets what rp_error_detail() returns on this thread (printf-style, cut to
+ * the detail's 511 characters) and returns st, so code above the library
+ * (tasks, training loops, tools) reports through the same channel:
+ * `return rp_error_set(RP_EINVAL, "batch %u of %u", b, n);`. The arguments
+ * may include rp_error_detail() itself (it is formatted before it is
+ * replaced), which prefixes the current detail:
+ * `rp_error_set(st, "step %u: %s", t, rp_error_detail())`. Never fails;
+ * fmt NULL clears the detail. */
+RP_API rp_status rp_error_set(rp_status st, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 RP_API unsigned rp_version(void);           /* REPRISE_VERSION_HEX */
 RP_API const char *rp_version_string(void); /* "0.1.0" */
