@@ -24,7 +24,7 @@
 
 #ifdef REPRISE_HAVE_CUDA
 #include "kernels/cuda_kernels.cuh"
-#include "kernels/mlp.h"
+#include "train/mlp.h"
 #include "kernels/probe_kernels.cuh"
 
 #define BATCH 64

@@ -1,4 +1,4 @@
-/* Training by replaying one recorded data-parallel step (kernels/mlp.h) on
+/* Training by replaying one recorded data-parallel step (train/mlp.h) on
  * the CPU backend: convergence, determinism, replay against eager (a
  * differential test of the whole stack), P = 2 against P = 1, per-replay
  * arguments; the batch-selection task; data sets and data files. */
