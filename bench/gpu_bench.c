@@ -25,7 +25,7 @@
 #ifdef REPRISE_HAVE_CUDA
 #include "kernels/cuda_kernels.cuh"
 #include "train/mlp.h"
-#include "kernels/probe_kernels.cuh"
+#include "bench/probe_kernels.cuh"
 
 #define BATCH 64
 
