@@ -614,7 +614,8 @@ static void destroy_parts(rp_runtime *rt) {
   pthread_mutex_destroy(&rt->layer_lock);
 }
 
-rp_status rp_runtime_create(const rp_runtime_config *cfg_in, rp_runtime **out) {
+rp_status rp__runtime_create_engine(const rp_runtime_config *cfg_in,
+                                    rp_runtime **out) {
   if (!out)
     return rp__err(RP_EINVAL, "rp_runtime_create: NULL out");
   *out = NULL;
@@ -718,16 +719,20 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in, rp_runtime **out) {
                                ? pr->info.kind == RP_PROC_CPU
                                : 1; /* pinned: both */
     }
-  /* Last: the communicator (a collective duplicate), once the runtime can
-   * allocate instances and register tasks. */
-  if ((st = rp__dist_attach(rt, &rt->cfg)) != RP_OK)
-    goto fail;
   *out = rt;
   return RP_OK;
 fail:
+  rp__runtime_discard(rt);
+  return st;
+}
+
+void rp__runtime_discard(rp_runtime *rt) {
   destroy_parts(rt);
   free(rt);
-  return st;
+}
+
+const rp_runtime_config *rp__runtime_config(const rp_runtime *rt) {
+  return &rt->cfg;
 }
 
 static rp_status drain_layers(rp_runtime *rt) {

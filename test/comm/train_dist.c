@@ -1,4 +1,4 @@
-/* test/dist/train_dist.c — `reprise train --dist` across N ranks reaches
+/* test/comm/train_dist.c — `reprise train --dist` across N ranks reaches
  * the weights of one process. A plain program (no Criterion, no MPI of its
  * own): it runs the built command line, once as one process without
  * --dist and then under `mpiexec -n N ... --dist` with the same global
