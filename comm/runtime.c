@@ -18,3 +18,15 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg, rp_runtime **out) {
   }
   return st;
 }
+
+rp_status rp_runtime_create_model(const rp_machine_desc *m, rp_runtime **out) {
+  rp_status st = rp__runtime_create_model(m, out);
+  if (st)
+    return st;
+  /* no communicator: the single rank's state, as every runtime has */
+  if ((st = rp__dist_attach(*out, rp__runtime_config(*out))) != RP_OK) {
+    rp_runtime_destroy(*out);
+    *out = NULL;
+  }
+  return st;
+}

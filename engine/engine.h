@@ -315,20 +315,8 @@ struct rp_task_ctx {
 
 unsigned rp__cpu_workers(const rp_runtime *rt);
 
-/* A recorded machine, as a graph file's optional "machine" key describes
- * it: CPU workers first, then GPU processors (their logical devices), and
- * the memories beyond system memory (pinned, GPU per logical device). */
-#define RP_MODEL_MAX_GPUS 64
-#define RP_MODEL_MAX_MEMS 32
-typedef struct rp_machine_desc {
-  unsigned cpus;  /* CPU workers, 1..128 */
-  unsigned ngpus; /* GPU processors after them */
-  int gpu_device[RP_MODEL_MAX_GPUS];
-  unsigned nmems; /* memories besides system memory */
-  rp_mem_info mems[RP_MODEL_MAX_MEMS];
-} rp_machine_desc;
-
-/* A model of a machine, for reading graph files anywhere (reprise dump):
+/* The engine's part of rp_runtime_create_model (reprise.h; the public call
+ * attaches the layers, comm/runtime.c). A model of a machine:
  * the processors and memories `m` names, every processor reaching every
  * memory, and instances without storage (info.ptr NULL). It has CPU
  * worker threads but no device: graphs load, dump, lint and (CPU-only)

@@ -334,6 +334,18 @@ const char *rp_task_name(const rp_runtime *rt, rp_task_id id) {
   return t ? t->name : NULL;
 }
 
+rp_status rp_task_query(const rp_runtime *rt, rp_task_id id,
+                        rp_task_info *out) {
+  if (!rt || !out)
+    return rp__err(RP_EINVAL, "rp_task_query: NULL argument");
+  const rp_task_rec *t = rp__task_get(rt, id);
+  if (!t)
+    return rp__err(RP_ENOTASK, "rp_task_query: no task %u", (unsigned)id);
+  *out = (rp_task_info){t->name, t->flags, t->cost_ns, t->cpu_fn != NULL,
+                        t->gpu_fn != NULL};
+  return RP_OK;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Task context accessors */
 
