@@ -15,7 +15,7 @@ DEB_PKGS = build-essential cmake pkg-config git libcriterion-dev \
            graphviz gnuplot-nox clang libclang-rt-14-dev clang-format
 
 .PHONY: all deps configure build run test test-asan test-tsan fuzz clean \
-        format-check
+        format-check layering
 
 all: build
 
@@ -72,3 +72,8 @@ clean:
 # Formatting: every C/CUDA source as .clang-format (clang-format 14) says.
 format-check: deps
 	git ls-files '*.c' '*.h' '*.cu' '*.cuh' | xargs clang-format --dry-run -Werror
+
+# Layering: no #include runs up the folders' order (README "Architecture";
+# .ci/layering prints file:line and the rule for each breach).
+layering:
+	sh .ci/layering

@@ -4,11 +4,11 @@
  * MPI_Allreduce_init started per replay) against a plain loop of blocking
  * MPI_Allreduce on the same buffers.
  *
- * The step is a two-layer MLP (gemm, bias, ReLU, softmax cross-entropy,
- * SGD with momentum) over a global batch split across ranks and, inside a
- * rank, across its workers (one shard each); a worker's gradients are
- * summed inside the rank (a reduction operator) and all-reduced across
- * ranks, four parameters, four all-reduces per step.
+ * The step is `reprise train`'s (train/mlp.h) with one hidden layer,
+ * 256-256-10 on Gaussian clusters: a global batch split across ranks and,
+ * inside a rank, across its workers (one shard each); a worker's gradients
+ * are summed inside the rank (a reduction operator) and all-reduced across
+ * ranks (the loss and four parameters: five all-reduces per step).
  *
  * Every figure is the slowest rank's time (ranks start each run together,
  * after a barrier), median of RUNS runs; rank 0 prints. Bandwidth: algbw =
@@ -17,7 +17,7 @@
  * replayed all-reduce costs no more than the plain MPI loop. */
 #include "bench/bench_impl.h"
 
-#include "kernels/tasks.h"
+#include "train/mlp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +31,7 @@
 #define D_IN 256
 #define D_HID 256
 #define N_CLS 10
+#define BATCHES 4 /* global batches in the data set */
 
 static int RANK, NRANKS;
 
@@ -67,227 +68,60 @@ static rp_status inst2(rp_runtime *rt, rp_dtype t, int64_t r0, int64_t r1,
   return rp_instance_create(rt, 0, t, &r, NULL, out);
 }
 
-/* ---- the data-parallel MLP step ---- */
+/* ---- the data-parallel MLP step: train/mlp.h's, one hidden layer ---- */
 
-enum { P_W1, P_B1, P_W2, P_B2, NPARAM };
-#define MAX_SHARDS 16
-
-typedef struct shard {
-  int rows;
-  rp_inst x, lab, h, a, logits, probs, loss, dl, da, dh;
-  rp_inst g[NPARAM];
-} shard;
-
-typedef struct mlp {
+typedef struct model {
   rp_runtime *rt;
+  rp_mlp *m;
+  uint32_t batches;
+} model;
+
+static rp_status model_init(model *md, rp_runtime *rt, unsigned procs) {
+  memset(md, 0, sizeof *md);
+  md->rt = rt;
   rp_kernel_tasks k;
-  rp_inst w[NPARAM], v[NPARAM], g[NPARAM];
-  shard sh[MAX_SHARDS];
-  unsigned nsh;
-} mlp;
-
-static const int64_t PSHAPE[NPARAM][2] = {
-    {D_IN, D_HID}, {1, D_HID}, {D_HID, N_CLS}, {1, N_CLS}};
-
-static rp_status shard_init(mlp *m, shard *s, int64_t lo, int64_t hi) {
-  rp_runtime *rt = m->rt;
-  s->rows = (int)(hi - lo + 1);
-  rp_status st = inst2(rt, RP_F32, lo, hi, D_IN, &s->x);
+  rp_dataset d = {0};
+  rp_mlp_config cfg;
+  rp_mlp_config_init(&cfg);
+  cfg.hidden[0] = D_HID;
+  cfg.nhidden = 1;
+  cfg.batch = B_GLOBAL;
+  cfg.procs = procs;
+  cfg.dist = 1;
+  rp_status st = ck("kernels", rp_kernels_register(rt, &k));
   if (!st)
-    st = inst2(rt, RP_I32, lo, hi, 1, &s->lab);
-  rp_inst *acts[] = {&s->h, &s->a, &s->da, &s->dh};
-  for (int i = 0; i < 4 && !st; i++)
-    st = inst2(rt, RP_F32, lo, hi, D_HID, acts[i]);
-  rp_inst *outs[] = {&s->logits, &s->probs, &s->dl};
-  for (int i = 0; i < 3 && !st; i++)
-    st = inst2(rt, RP_F32, lo, hi, N_CLS, outs[i]);
+    st = ck("data", rp_data_generate(RP_DATA_BLOBS, B_GLOBAL * BATCHES, D_IN,
+                                     N_CLS, 1, &d));
   if (!st)
-    st = inst2(rt, RP_F32, 0, 0, 1, &s->loss);
-  for (int p = 0; p < NPARAM && !st; p++)
-    st = m->nsh == 1
-             ? (s->g[p] = m->g[p], RP_OK)
-             : inst2(rt, RP_F32, 0, PSHAPE[p][0] - 1, PSHAPE[p][1], &s->g[p]);
-  /* deterministic inputs: a class per row and a noisy one-hot */
-  float *xb = calloc((size_t)s->rows * D_IN, sizeof *xb);
-  int32_t *lb = calloc((size_t)s->rows, sizeof *lb);
-  for (int r = 0; !st && xb && lb && r < s->rows; r++) {
-    lb[r] = (int32_t)((lo + r) % N_CLS);
-    for (int j = 0; j < D_IN; j++)
-      xb[r * D_IN + j] = (float)(((lo + r) * 31 + j * 17) % 23) * 0.01f +
-                         (j % N_CLS == lb[r] ? 1.0f : 0.0f);
-  }
-  if (!st && (!xb || !lb))
-    st = RP_ENOMEM;
+    st = ck("model set-up", rp_mlp_create(rt, &k, &cfg, &d, &md->m));
+  rp_data_free(&d);
   if (!st)
-    st = rp_instance_write(rt, s->x, xb, sizeof *xb * (size_t)s->rows * D_IN);
-  if (!st)
-    st = rp_instance_write(rt, s->lab, lb, sizeof *lb * (size_t)s->rows);
-  free(xb);
-  free(lb);
-  return ck("shard set-up", st);
-}
-
-static rp_status mlp_init(mlp *m, rp_runtime *rt, unsigned nsh) {
-  memset(m, 0, sizeof *m);
-  m->rt = rt;
-  m->nsh = nsh;
-  rp_status st = ck("kernels", rp_kernels_register(rt, &m->k));
-  for (int p = 0; p < NPARAM && !st; p++) {
-    int64_t r = PSHAPE[p][0], c = PSHAPE[p][1];
-    st = inst2(rt, RP_F32, 0, r - 1, c, &m->w[p]);
-    if (!st)
-      st = inst2(rt, RP_F32, 0, r - 1, c, &m->v[p]);
-    if (!st)
-      st = inst2(rt, RP_F32, 0, r - 1, c, &m->g[p]);
-    float *w = calloc((size_t)(r * c), sizeof *w);
-    for (int64_t i = 0; w && i < r * c; i++)
-      w[i] = (float)((i * 7919) % 201 - 100) * (p == P_W1 ? 4e-4f : 2e-3f);
-    if (!st)
-      st = w ? rp_instance_write(rt, m->w[p], w, sizeof *w * (size_t)(r * c))
-             : RP_ENOMEM;
-    free(w);
-  }
-  rp_rect all = rp_rect_2d(0, B_GLOBAL - 1, 0, 0), mine, part;
-  if (!st)
-    st = rp_chunk_rect(&all, 0, (uint32_t)NRANKS, (uint32_t)RANK, &mine);
-  for (unsigned i = 0; i < nsh && !st; i++)
-    if (!(st = rp_chunk_rect(&mine, 0, nsh, i, &part)))
-      st = shard_init(m, &m->sh[i], part.lo[0], part.hi[0]);
-  return ck("model set-up", st);
-}
-
-static rp_status task(mlp *m, rp_task_id t, rp_proc p, const void *args,
-                      size_t size, const rp_access *acc, uint32_t n,
-                      rp_event *done) {
-  rp_launch l = {.task = t,
-                 .proc = p,
-                 .accesses = acc,
-                 .naccess = n,
-                 .args = args,
-                 .args_size = size};
-  return rp_launch_task(m->rt, &l, done);
-}
-
-#define R_(i)                                                                  \
-  { (i), RP_READ, RP_REDOP_NONE }
-#define W_(i)                                                                  \
-  { (i), RP_WRITE, RP_REDOP_NONE }
-#define RW_(i)                                                                 \
-  { (i), RP_RW, RP_REDOP_NONE }
-
-static rp_status forward(mlp *m, shard *s, rp_proc p) {
-  const rp_kernel_tasks *k = &m->k;
-  int r = s->rows;
-  rp_gemm_args g1 = {r, D_HID, D_IN, 0, 0, 1.0f, 0.0f};
-  rp_access a1[] = {R_(s->x), R_(m->w[P_W1]), W_(s->h)};
-  rp_status st = task(m, k->gemm, p, &g1, sizeof g1, a1, 3, NULL);
-  rp_bias_args b1 = {r, D_HID};
-  rp_access a2[] = {RW_(s->h), R_(m->w[P_B1])};
-  if (!st)
-    st = task(m, k->bias_add, p, &b1, sizeof b1, a2, 2, NULL);
-  rp_elementwise_args e = {r * D_HID};
-  rp_access a3[] = {R_(s->h), W_(s->a)};
-  if (!st)
-    st = task(m, k->relu_fwd, p, &e, sizeof e, a3, 2, NULL);
-  rp_gemm_args g2 = {r, N_CLS, D_HID, 0, 0, 1.0f, 0.0f};
-  rp_access a4[] = {R_(s->a), R_(m->w[P_W2]), W_(s->logits)};
-  if (!st)
-    st = task(m, k->gemm, p, &g2, sizeof g2, a4, 3, NULL);
-  rp_bias_args b2 = {r, N_CLS};
-  rp_access a5[] = {RW_(s->logits), R_(m->w[P_B2])};
-  if (!st)
-    st = task(m, k->bias_add, p, &b2, sizeof b2, a5, 2, NULL);
-  rp_xent_args x = {r, N_CLS, (float)B_GLOBAL};
-  rp_access a6[] = {R_(s->logits), R_(s->lab), W_(s->probs), W_(s->loss)};
-  if (!st)
-    st = task(m, k->xent_fwd, p, &x, sizeof x, a6, 4, NULL);
+    md->batches = rp_mlp_batches(md->m);
   return st;
-}
-
-static rp_status backward(mlp *m, shard *s, rp_proc p) {
-  const rp_kernel_tasks *k = &m->k;
-  int r = s->rows;
-  rp_xent_args x = {r, N_CLS, (float)B_GLOBAL};
-  rp_access a1[] = {R_(s->probs), R_(s->lab), W_(s->dl)};
-  rp_status st = task(m, k->xent_bwd, p, &x, sizeof x, a1, 3, NULL);
-  rp_gemm_args g2 = {D_HID, N_CLS, r, 1, 0, 1.0f, 0.0f};
-  rp_access a2[] = {R_(s->a), R_(s->dl), W_(s->g[P_W2])};
-  if (!st)
-    st = task(m, k->gemm, p, &g2, sizeof g2, a2, 3, NULL);
-  rp_bias_args b2 = {r, N_CLS};
-  rp_access a3[] = {R_(s->dl), W_(s->g[P_B2])};
-  if (!st)
-    st = task(m, k->bias_grad, p, &b2, sizeof b2, a3, 2, NULL);
-  rp_gemm_args gd = {r, D_HID, N_CLS, 0, 1, 1.0f, 0.0f};
-  rp_access a4[] = {R_(s->dl), R_(m->w[P_W2]), W_(s->da)};
-  if (!st)
-    st = task(m, k->gemm, p, &gd, sizeof gd, a4, 3, NULL);
-  rp_elementwise_args e = {r * D_HID};
-  rp_access a5[] = {R_(s->h), R_(s->da), W_(s->dh)};
-  if (!st)
-    st = task(m, k->relu_bwd, p, &e, sizeof e, a5, 3, NULL);
-  rp_gemm_args g1 = {D_IN, D_HID, r, 1, 0, 1.0f, 0.0f};
-  rp_access a6[] = {R_(s->x), R_(s->dh), W_(s->g[P_W1])};
-  if (!st)
-    st = task(m, k->gemm, p, &g1, sizeof g1, a6, 3, NULL);
-  rp_bias_args b1 = {r, D_HID};
-  rp_access a7[] = {R_(s->dh), W_(s->g[P_B1])};
-  if (!st)
-    st = task(m, k->bias_grad, p, &b1, sizeof b1, a7, 2, NULL);
-  return st;
-}
-
-/* The whole step; done (eager) gets the last SGD's event. */
-static rp_status step(mlp *m, rp_event *done) {
-  rp_status st = RP_OK;
-  for (unsigned i = 0; i < m->nsh && !st; i++)
-    if (!(st = forward(m, &m->sh[i], (rp_proc)i)))
-      st = backward(m, &m->sh[i], (rp_proc)i);
-  /* the last layers' gradients first: they are ready first */
-  for (int p = NPARAM - 1; p >= 0 && !st; p--) {
-    rp_inst parts[MAX_SHARDS];
-    for (unsigned i = 0; i < m->nsh; i++)
-      parts[i] = m->sh[i].g[p];
-    rp_parallel_op red = {.kind = RP_POP_REDUCTION,
-                          .whole = m->g[p],
-                          .parts = parts,
-                          .nparts = m->nsh};
-    if (m->nsh > 1)
-      st = rp_launch_parallel(m->rt, &red, NULL);
-    if (!st)
-      st = rp_launch_allreduce(
-          m->rt, &(rp_allreduce){m->g[p], RP_REDOP_SUM, {0}}, NULL);
-    rp_sgd_args sg = {0.05f, 0.9f, 0};
-    rp_access a[] = {RW_(m->w[p]), R_(m->g[p]), RW_(m->v[p])};
-    if (!st)
-      st = task(m, m->k.sgd, RP_PROC_ANY, &sg, sizeof sg, a, 3,
-                p == 0 ? done : NULL);
-  }
-  return ck("step", st);
 }
 
 /* Seconds per step: `reps` replays back to back, or eager steps. */
-static double time_steps(mlp *m, rp_exec *ex, int reps) {
+static double time_steps(model *md, rp_exec *ex, int reps) {
   MPI_Barrier(MPI_COMM_WORLD);
   uint64_t t0 = rp_bench_now_ns();
   rp_event e = RP_NO_EVENT;
   rp_status st = RP_OK;
   for (int i = 0; i < reps && !st; i++) {
-    rp_event_release(m->rt, e);
+    rp_mlp_step_args sa = {(uint32_t)i % md->batches, 0.05f};
+    rp_event_release(md->rt, e);
     e = RP_NO_EVENT;
     if (ex) {
-      st = rp_replay(ex, NULL, &e);
-    } else {
-      st = step(m, &e);
-      if (!st) /* eager: each step waits for the previous */
-        st = rp_event_wait(m->rt, e, -1);
+      rp_replay_args ra = {.args = &sa, .args_size = sizeof sa};
+      st = rp_replay(ex, &ra, &e);
+    } else if (!(st = rp_mlp_step(md->m, &sa))) {
+      st = rp_runtime_drain(md->rt); /* eager: each step waits */
     }
   }
+  if (!st && ex)
+    st = rp_event_wait(md->rt, e, -1);
   if (!st)
-    st = rp_event_wait(m->rt, e, -1);
-  if (!st)
-    st = rp_runtime_drain(m->rt);
-  rp_event_release(m->rt, e);
+    st = rp_runtime_drain(md->rt);
+  rp_event_release(md->rt, e);
   double s = (double)(rp_bench_now_ns() - t0) * 1e-9 / reps;
   if (ck(ex ? "replay" : "eager step", st))
     s = -1;
@@ -321,31 +155,27 @@ static void step_row(row_out *o, const char *mode, unsigned workers,
 
 static int bench_step(const rp_bench_opts *bo, row_out *o) {
   unsigned w = bo->workers ? bo->workers : 1;
-  if (w > MAX_SHARDS)
-    w = MAX_SHARDS;
+  if (w > RP_MLP_MAX_PROCS)
+    w = RP_MLP_MAX_PROCS;
   rp_runtime *rt;
   if (make_rt(w, &rt))
     return 1;
-  mlp m;
+  model md;
   rp_graph *g = NULL;
   rp_exec *ex = NULL;
   int reps = bo->quick ? 5 : bo->reps ? (int)bo->reps : 200;
-  rp_status st = mlp_init(&m, rt, w);
+  rp_status st = model_init(&md, rt, w);
   if (!st)
-    st = ck("capture", rp_capture_begin(rt, NULL));
-  if (!st && (st = step(&m, NULL)) != RP_OK)
-    rp_capture_abort(rt);
-  if (!st)
-    st = ck("capture end", rp_capture_end(rt, &g));
+    st = ck("record", rp_mlp_record(md.m, &g));
   if (!st)
     st = ck("instantiate", rp_instantiate(g, NULL, &ex));
   rp_graph_destroy(g);
   double rv[RUNS], ev[RUNS];
   if (!st)
-    time_steps(&m, ex, reps / 2 + 1); /* warm-up, placement trials */
+    time_steps(&md, ex, reps / 2 + 1); /* warm-up, placement trials */
   for (int r = 0; r < RUNS && !st; r++) {
-    rv[r] = time_steps(&m, ex, reps);
-    ev[r] = time_steps(&m, NULL, reps / 4 + 1);
+    rv[r] = time_steps(&md, ex, reps);
+    ev[r] = time_steps(&md, NULL, reps / 4 + 1);
     if (rv[r] < 0 || ev[r] < 0)
       st = RP_EBACKEND;
   }
@@ -354,6 +184,7 @@ static int bench_step(const rp_bench_opts *bo, row_out *o) {
     step_row(o, "eager", w, rp_bench_summarize(ev, RUNS));
   }
   rp_exec_destroy(ex);
+  rp_mlp_destroy(md.m);
   rp_runtime_destroy(rt);
   return st != RP_OK;
 }

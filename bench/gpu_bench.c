@@ -24,8 +24,8 @@
 
 #ifdef REPRISE_HAVE_CUDA
 #include "kernels/cuda_kernels.cuh"
-#include "kernels/mlp.h"
-#include "kernels/probe_kernels.cuh"
+#include "train/mlp.h"
+#include "bench/probe_kernels.cuh"
 
 #define BATCH 64
 

@@ -241,8 +241,7 @@ rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
  * the loader allocates for it (rp_graph_load with insts == NULL) at most
  * RP_GRAPH_ALLOC_MAX bytes together, in any memory: a small file cannot
  * make it allocate (and zero) gigabytes. README "Graph files". */
-#define RP_GRAPH_FILE_MAX (64u << 20)
-#define RP_GRAPH_ALLOC_MAX ((size_t)256 << 20)
+/* (RP_GRAPH_FILE_MAX, RP_GRAPH_ALLOC_MAX: reprise.h) */
 
 /* rp_graph_load from memory: buf need not be NUL-terminated. max_alloc caps
  * the bytes of the instances the loader allocates (insts == NULL); 0 means

@@ -244,7 +244,7 @@ typedef struct rp_task_rec {
 } rp_task_rec;
 
 /* A task whose replayed form is planned at instantiate instead of calling
- * its function (dist/: communication ops). Its cpu_fn / gpu_fn stay its
+ * its function (comm/: communication ops). Its cpu_fn / gpu_fn stay its
  * eager form. The replay layer calls, for an exec that has such units:
  * exec_begin once, before the first plan; plan once per unit, in graph op
  * order (so every rank of an SPMD job plans the same units in the same
@@ -316,20 +316,8 @@ struct rp_task_ctx {
 
 unsigned rp__cpu_workers(const rp_runtime *rt);
 
-/* A recorded machine, as a graph file's optional "machine" key describes
- * it: CPU workers first, then GPU processors (their logical devices), and
- * the memories beyond system memory (pinned, GPU per logical device). */
-#define RP_MODEL_MAX_GPUS 64
-#define RP_MODEL_MAX_MEMS 32
-typedef struct rp_machine_desc {
-  unsigned cpus;  /* CPU workers, 1..128 */
-  unsigned ngpus; /* GPU processors after them */
-  int gpu_device[RP_MODEL_MAX_GPUS];
-  unsigned nmems; /* memories besides system memory */
-  rp_mem_info mems[RP_MODEL_MAX_MEMS];
-} rp_machine_desc;
-
-/* A model of a machine, for reading graph files anywhere (reprise dump):
+/* The engine's part of rp_runtime_create_model (reprise.h; the public call
+ * attaches the layers, comm/runtime.c). A model of a machine:
  * the processors and memories `m` names, every processor reaching every
  * memory, and instances without storage (info.ptr NULL). It has CPU
  * worker threads but no device: graphs load, dump, lint and (CPU-only)
@@ -367,14 +355,14 @@ void rp__runtime_set_unusable(rp_runtime *rt, const char *why);
  * unusable at its next rp__runtime_check (the first why is kept). */
 void rp__device_set_lost(const char *why);
 
-/* Per-layer state slots on the runtime (capture, replay): owned by those
- * layers, created lazily, destroyed through the registered destructor before
- * the engine goes down. */
+/* Per-layer state slots on the runtime (capture, xfer, replay, comm): owned by
+ * those layers, created lazily, destroyed through the registered destructor
+ * before the engine goes down. */
 enum {
   RP_LAYER_CAPTURE = 0,
   RP_LAYER_XFER = 1,
   RP_LAYER_REPLAY = 2,
-  RP_LAYER_DIST = 3,
+  RP_LAYER_COMM = 3,
   RP_LAYER_COUNT
 };
 void *rp__layer_get(rp_runtime *rt, int layer);
@@ -397,11 +385,19 @@ int rp__runtime_destroying(const rp_runtime *rt);
 rp_status rp__drain_count(rp_runtime *rt, _Atomic uint64_t *outstanding,
                           const char *what);
 
-/* Distributed (dist/dist.c): called by rp_runtime_create once the
- * backends are up, to take cfg->comm (duplicating it: a collective call)
- * and install the RP_LAYER_DIST state. On failure the runtime is torn
- * down. */
-rp_status rp__dist_attach(rp_runtime *rt, const rp_runtime_config *cfg);
+/* The engine's part of rp_runtime_create: the configuration (environment
+ * applied unless cfg->ignore_env), processors, memories, backends, the
+ * event table and the registries. The public rp_runtime_create
+ * (comm/runtime.c) composes it with the layers that attach themselves at
+ * creation (the communication layer); the engine calls none of them. On
+ * failure nothing is left. */
+rp_status rp__runtime_create_engine(const rp_runtime_config *cfg,
+                                    rp_runtime **out);
+/* Tears down a runtime that was never handed out (a composition's failure
+ * path after rp__runtime_create_engine): no checks, no quarantine. */
+void rp__runtime_discard(rp_runtime *rt);
+/* The configuration the runtime was created with, environment applied. */
+const rp_runtime_config *rp__runtime_config(const rp_runtime *rt);
 
 /* The CUDA backend's opaque state (NULL when the runtime has none). */
 void *rp__cuda_state(rp_runtime *rt);

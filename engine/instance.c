@@ -77,6 +77,25 @@ rp_rect rp_rect_1d(int64_t lo, int64_t hi) {
   return r;
 }
 
+const char *rp_rect_str(const rp_rect *r, char *buf, size_t size) {
+  size_t n = 0;
+  buf[0] = '\0';
+  if (!r || r->dim < 1 || r->dim > RP_MAX_DIM) {
+    snprintf(buf, size, "[invalid rect]");
+    return buf;
+  }
+  for (int d = 0; d < r->dim && n < size; d++) {
+    int k = snprintf(buf + n, size - n, "%s%lld..%lld", d ? ", " : "[",
+                     (long long)r->lo[d], (long long)r->hi[d]);
+    if (k < 0)
+      break;
+    n += (size_t)k;
+  }
+  if (n < size)
+    snprintf(buf + n, size - n, "]");
+  return buf;
+}
+
 rp_rect rp_rect_2d(int64_t lo0, int64_t hi0, int64_t lo1, int64_t hi1) {
   rp_rect r;
   memset(&r, 0, sizeof r);

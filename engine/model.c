@@ -106,7 +106,7 @@ rp_status rp__runtime_create_model(const rp_machine_desc *m, rp_runtime **out) {
   cfg.quiet = 1;
   cfg.ignore_env = 1;
   rp_runtime *rt = NULL;
-  if ((st = rp_runtime_create(&cfg, &rt)) != RP_OK)
+  if ((st = rp__runtime_create_engine(&cfg, &rt)) != RP_OK)
     return st;
   rt->model = 1;
   rt->backend_reason = "a model of a recorded machine (no devices)";

@@ -334,6 +334,18 @@ const char *rp_task_name(const rp_runtime *rt, rp_task_id id) {
   return t ? t->name : NULL;
 }
 
+rp_status rp_task_query(const rp_runtime *rt, rp_task_id id,
+                        rp_task_info *out) {
+  if (!rt || !out)
+    return rp__err(RP_EINVAL, "rp_task_query: NULL argument");
+  const rp_task_rec *t = rp__task_get(rt, id);
+  if (!t)
+    return rp__err(RP_ENOTASK, "rp_task_query: no task %u", (unsigned)id);
+  *out = (rp_task_info){t->name, t->flags, t->cost_ns, t->cpu_fn != NULL,
+                        t->gpu_fn != NULL};
+  return RP_OK;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Task context accessors */
 
@@ -629,7 +641,8 @@ static void destroy_parts(rp_runtime *rt) {
   pthread_mutex_destroy(&rt->layer_lock);
 }
 
-rp_status rp_runtime_create(const rp_runtime_config *cfg_in, rp_runtime **out) {
+rp_status rp__runtime_create_engine(const rp_runtime_config *cfg_in,
+                                    rp_runtime **out) {
   if (!out)
     return rp__err(RP_EINVAL, "rp_runtime_create: NULL out");
   *out = NULL;
@@ -734,16 +747,20 @@ rp_status rp_runtime_create(const rp_runtime_config *cfg_in, rp_runtime **out) {
                                ? pr->info.kind == RP_PROC_CPU
                                : 1; /* pinned: both */
     }
-  /* Last: the communicator (a collective duplicate), once the runtime can
-   * allocate instances and register tasks. */
-  if ((st = rp__dist_attach(rt, &rt->cfg)) != RP_OK)
-    goto fail;
   *out = rt;
   return RP_OK;
 fail:
+  rp__runtime_discard(rt);
+  return st;
+}
+
+void rp__runtime_discard(rp_runtime *rt) {
   destroy_parts(rt);
   free(rt);
-  return st;
+}
+
+const rp_runtime_config *rp__runtime_config(const rp_runtime *rt) {
+  return &rt->cfg;
 }
 
 static rp_status drain_layers(rp_runtime *rt) {

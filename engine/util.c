@@ -70,6 +70,21 @@ rp_status rp__err(rp_status st, const char *fmt, ...) {
   return st;
 }
 
+rp_status rp_error_set(rp_status st, const char *fmt, ...) {
+  if (!fmt) {
+    tl_detail[0] = 0;
+    return st;
+  }
+  /* through a buffer: the arguments may point into tl_detail */
+  char buf[sizeof tl_detail];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  memcpy(tl_detail, buf, sizeof tl_detail);
+  return st;
+}
+
 rp_status rp__err_prefix(rp_status st, const char *fmt, ...) {
   char old[sizeof tl_detail];
   memcpy(old, tl_detail, sizeof old);

@@ -161,6 +161,19 @@ RP_API const char *rp_status_name(rp_status st);
 /* What the last failing call on this thread said about the failure: names the
  * op, instance, port or argument. Valid until the next failing call. */
 RP_API const char *rp_error_detail(void);
+/* Sets what rp_error_detail() returns on this thread (printf-style, cut to
+ * the detail's 511 characters) and returns st, so code above the library
+ * (tasks, training loops, tools) reports through the same channel:
+ * `return rp_error_set(RP_EINVAL, "batch %u of %u", b, n);`. The arguments
+ * may include rp_error_detail() itself (it is formatted before it is
+ * replaced), which prefixes the current detail:
+ * `rp_error_set(st, "step %u: %s", t, rp_error_detail())`. Never fails;
+ * fmt NULL clears the detail. */
+RP_API rp_status rp_error_set(rp_status st, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 RP_API unsigned rp_version(void);           /* REPRISE_VERSION_HEX */
 RP_API const char *rp_version_string(void); /* "0.1.0" */
@@ -306,6 +319,10 @@ RP_API rp_status rp_rect_init(rp_rect *out, int dim, const int64_t *lo,
 RP_API rp_rect rp_rect_make(int dim, const int64_t *lo, const int64_t *extent);
 RP_API rp_rect rp_rect_1d(int64_t lo, int64_t hi);
 RP_API rp_rect rp_rect_2d(int64_t lo0, int64_t hi0, int64_t lo1, int64_t hi1);
+/* Writes r as text, "[lo0..hi0, lo1..hi1]" ("[invalid rect]" for NULL or a
+ * dimension outside 1..RP_MAX_DIM), cut to size bytes (NUL included;
+ * size >= 1), and returns buf. Never fails. */
+RP_API const char *rp_rect_str(const rp_rect *r, char *buf, size_t size);
 
 /* Allocates an instance. strides (elements per step in each dimension) may be
  * NULL for dense row-major (last dimension fastest). Errors: RP_ETYPE unknown
@@ -448,6 +465,18 @@ RP_API rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *desc,
 RP_API rp_status rp_task_find(const rp_runtime *rt, const char *name,
                               rp_task_id *out);
 RP_API const char *rp_task_name(const rp_runtime *rt, rp_task_id id);
+/* What a task was registered with. */
+typedef struct rp_task_info {
+  const char *name; /* the registry's copy: valid while the runtime lives */
+  unsigned flags;   /* rp_task_flags: its contract */
+  uint64_t cost_ns; /* its cost hint; 0: none */
+  int has_cpu;      /* 1 when it has a CPU function */
+  int has_gpu;      /* 1 when it has a GPU function */
+} rp_task_info;
+/* Fills *out for task id. Errors: RP_EINVAL (NULL argument), RP_ENOTASK
+ * (no task has that id on rt). On error *out is untouched. */
+RP_API rp_status rp_task_query(const rp_runtime *rt, rp_task_id id,
+                               rp_task_info *out);
 
 /* What a running task sees. */
 RP_API rp_runtime *rp_ctx_runtime(const rp_task_ctx *ctx);
@@ -678,6 +707,57 @@ RP_API uint32_t rp_graph_precondition_count(const rp_graph *g);
 RP_API uint32_t rp_graph_postcondition_count(const rp_graph *g);
 /* 1 when `to` transitively depends on `from`. */
 RP_API int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to);
+
+/* Reading a graph back (the dump tool, analyses, a user's own checks).
+ * Everything here reads; pointers handed out stay valid until g changes or
+ * is destroyed. */
+
+/* The runtime g belongs to (NULL for NULL or a destroyed graph). */
+RP_API rp_runtime *rp_graph_runtime(const rp_graph *g);
+/* One op as recorded. */
+typedef struct rp_op_info {
+  rp_op_kind kind; /* RP_OP_TASK or RP_OP_COPY */
+  /* tasks */
+  rp_task_id task;
+  rp_proc proc;               /* as launched; RP_PROC_ANY: any worker */
+  uint32_t shards;            /* SPMD shards; 1 for a plain task or a copy */
+  const rp_proc *shard_procs; /* SPMD: one processor per shard, or NULL */
+  uint64_t cost_ns;           /* the op's own hint; 0: the task's applies */
+  /* tasks: the accesses declared; copies: 2 (source read, destination
+   * written or reduced): see rp_graph_op_accesses */
+  uint32_t naccess;
+  /* copies: as launched (wait is RP_NO_EVENT) */
+  rp_copy copy;
+  int inserted; /* 1: capture inserted it (a mirror copy) */
+} rp_op_info;
+/* Fills *out for op. Errors: RP_EINVAL (NULL argument or graph, or a
+ * destroyed graph: RP_ESTALE), RP_ERANGE (op >= rp_graph_op_count). On
+ * error *out is untouched. */
+RP_API rp_status rp_graph_op_query(const rp_graph *g, rp_op_id op,
+                                   rp_op_info *out);
+/* The accesses op declares (a copy: its source RP_READ, then its
+ * destination RP_WRITE, or RP_REDUCE with the copy's redop). *n is set to
+ * their number; up to cap are written to out. out == NULL with cap == 0
+ * only counts. Errors: those of rp_graph_op_query, and RP_ERANGE when out
+ * is too small (cap filled, *n says how many there are). */
+RP_API rp_status rp_graph_op_accesses(const rp_graph *g, rp_op_id op,
+                                      rp_access *out, uint32_t cap,
+                                      uint32_t *n);
+/* Edge e (0 <= e < rp_graph_edge_count), in the order edges were added:
+ * *from must finish before *to starts; *inferred is 1 when capture
+ * inferred it from conflicting accesses, 0 when someone asked for it.
+ * Errors: RP_EINVAL (NULL argument), RP_ESTALE (destroyed graph),
+ * RP_ERANGE (e out of range); the outputs are then untouched. */
+RP_API rp_status rp_graph_edge_query(const rp_graph *g, uint32_t e,
+                                     rp_op_id *from, rp_op_id *to,
+                                     int *inferred);
+/* The ops bound to postcondition port p, in binding order: *n gets their
+ * number, up to cap are written to out (out == NULL with cap == 0 only
+ * counts). Errors: RP_EINVAL (NULL graph or n), RP_ESTALE, RP_ERANGE (p
+ * out of range, or out too small: cap filled). */
+RP_API rp_status rp_graph_postcondition_ops(const rp_graph *g, rp_port_id p,
+                                            rp_op_id *out, uint32_t cap,
+                                            uint32_t *n);
 /* Checks the graph as instantiate would, without building anything. */
 RP_API rp_status rp_graph_validate(const rp_graph *g);
 
@@ -724,6 +804,52 @@ RP_API rp_status rp_graph_load(rp_runtime *rt, const char *path,
  * cap == 0 only counts; RP_ERANGE when out is too small (cap filled). */
 RP_API rp_status rp_graph_instances(const rp_graph *g, rp_inst *out,
                                     uint32_t cap, uint32_t *n);
+
+/* Graph file limits: a graph file may have at most RP_GRAPH_FILE_MAX bytes,
+ * and the instances the loader allocates for it (insts == NULL) at most
+ * RP_GRAPH_ALLOC_MAX bytes together, in any memory: a small file cannot
+ * make it allocate (and zero) gigabytes. */
+#define RP_GRAPH_FILE_MAX (64u << 20)
+#define RP_GRAPH_ALLOC_MAX ((size_t)256 << 20)
+/* rp_graph_load from a buffer of len bytes (it need not end in a NUL):
+ * the same checks and errors (no RP_ENOENT / RP_EIO), RP_ERANGE when len
+ * is above RP_GRAPH_FILE_MAX. max_alloc caps the bytes of the instances
+ * the loader allocates (insts == NULL); 0 means RP_GRAPH_ALLOC_MAX. On
+ * error nothing is left behind and *out is untouched. */
+RP_API rp_status rp_graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
+                                   const rp_inst *insts, uint32_t ninsts,
+                                   size_t max_alloc, rp_graph **out);
+
+/* A recorded machine, as a graph file's optional "machine" key describes
+ * it: CPU workers first, then GPU processors (their logical devices), and
+ * the memories beyond system memory (pinned, GPU per logical device). */
+#define RP_MODEL_MAX_GPUS 64
+#define RP_MODEL_MAX_MEMS 32
+typedef struct rp_machine_desc {
+  unsigned cpus;  /* CPU workers, 1..128 */
+  unsigned ngpus; /* GPU processors after them, 0..RP_MODEL_MAX_GPUS */
+  int gpu_device[RP_MODEL_MAX_GPUS];
+  unsigned nmems; /* memories besides system memory, 0..RP_MODEL_MAX_MEMS */
+  rp_mem_info mems[RP_MODEL_MAX_MEMS];
+} rp_machine_desc;
+/* The machine a graph file was recorded on (its optional graph.machine
+ * key): *present = 1 and *m filled when the file has one, *present = 0
+ * (*m untouched) when not. Errors: RP_EINVAL (NULL argument),
+ * RP_EUNSUPPORTED (a build without cJSON), RP_EFORMAT when buf is not a
+ * graph file or the key is malformed (the detail then names
+ * "graph.machine" when the key is at fault). */
+RP_API rp_status rp_graph_file_machine(const void *buf, size_t len,
+                                       rp_machine_desc *m, int *present);
+/* A model of a machine, for reading graph files anywhere (reprise dump):
+ * the processors and memories m names, every processor reaching every
+ * memory, and instances without storage (info.ptr NULL). It has CPU worker
+ * threads but no device: graphs load, dump, lint and (CPU-only)
+ * instantiate; nothing on it may run. The environment is ignored. *out is
+ * the caller's (rp_runtime_destroy). Errors: RP_EINVAL (NULL argument, a
+ * memory of unknown kind), RP_ERANGE (a count out of its range, named),
+ * RP_ENOMEM; nothing is left behind. */
+RP_API rp_status rp_runtime_create_model(const rp_machine_desc *m,
+                                         rp_runtime **out);
 
 /* ------------------------------------------------------------------------ */
 /* Instantiate and replay */

@@ -824,7 +824,7 @@ Test(cli, train_dist_without_mpi_is_a_usage_error) {
   cr_assert_str_empty(r.out);
 }
 #endif
-/* With MPI: test/dist/train_dist.c (label dist) runs --dist under mpiexec
+/* With MPI: test/comm/train_dist.c (label dist) runs --dist under mpiexec
  * and without it. */
 
 static void data_file(char *path, const char *text) {

@@ -1,10 +1,10 @@
 /* test/test_dist.c — the distributed API in one process (rank 0 of 1, no
  * communicator): what works on one rank, what is refused and why. The
- * cases across ranks are an MPI program (test/dist/test_dist.c, label
+ * cases across ranks are an MPI program (test/comm/test_dist.c, label
  * "dist"). */
 #include "helpers.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
  * untested until a machine with several GPUs is available. */
 #include "helpers.h"
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "kernels/tasks.h"
 
 #include <stdlib.h>

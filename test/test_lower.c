@@ -2,7 +2,7 @@
  * device is needed, so this runs everywhere (label unit). */
 #include "helpers.h"
 
-#include "kernels/mlp.h"
+#include "train/mlp.h"
 #include "replay/lower.h"
 
 #include <stdlib.h>

@@ -10,7 +10,7 @@
 #include "capture/capture.h" /* rp__graph_load_file, the file limits */
 #include "cli_run.h"
 #include "engine/util.h" /* the checked helpers */
-#include "kernels/data.h"
+#include "train/data.h"
 
 #include <errno.h>
 #include <fcntl.h>

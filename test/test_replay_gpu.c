@@ -9,7 +9,7 @@
 
 #ifdef REPRISE_HAVE_CUDA
 #include "kernels/cuda_kernels.cuh"
-#include "kernels/probe_kernels.cuh"
+#include "bench/probe_kernels.cuh"
 #include "engine/cuda/cuda_backend.h"
 #include "replay/lower.h" /* an exec's streams (rp_gpu_lane) */
 #endif

@@ -1,4 +1,4 @@
-/* Training by replaying one recorded data-parallel step (kernels/mlp.h) on
+/* Training by replaying one recorded data-parallel step (train/mlp.h) on
  * the CPU backend: convergence, determinism, replay against eager (a
  * differential test of the whole stack), P = 2 against P = 1, per-replay
  * arguments; the batch-selection task; data sets and data files. */
@@ -361,7 +361,7 @@ Test(train, recorded_step_has_every_op_and_saves_as_a_graph_file) {
   }
 }
 
-/* ---- across ranks (one rank here; test/dist/train_dist.c runs 2 and 3) ----
+/* ---- across ranks (one rank here; test/comm/train_dist.c runs 2 and 3) ----
  */
 
 /* Trains with dist = 0 or 1 on a runtime without a communicator (rank 0 of

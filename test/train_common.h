@@ -5,7 +5,7 @@
 #define RP_TEST_TRAIN_COMMON_H
 
 #include "helpers.h"
-#include "kernels/mlp.h"
+#include "train/mlp.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -13,8 +13,8 @@
 #include "cli.h"
 #include "dump_model.h"
 
-#include "capture/capture.h" /* rp__graph_load_mem, the file limits */
 #include "kernels/tasks.h"
+#include "train/train_util.h" /* rp_train_read_regular */
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -391,7 +391,7 @@ static char *read_graph_file(const dump_cli *c, size_t *len) {
   if (c->max_bytes && c->max_bytes < max)
     max = (size_t)c->max_bytes;
   char *text = NULL;
-  rp_status st = rp__read_regular(c->file, max, &text, len);
+  rp_status st = rp_train_read_regular(c->file, max, &text, len);
   if (st) {
     fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", c->file,
             rp_status_name(st), rp_status_str(st), rp_error_detail());
@@ -444,12 +444,12 @@ static void override_machine(const dump_cli *c, rp_machine_desc *m) {
 }
 
 /* The model of the recorded machine the file is loaded into: no devices
- * needed, no instance storage (engine.h rp__runtime_create_model). */
+ * needed, no instance storage (rp_runtime_create_model). */
 static rp_status make_runtime(const dump_cli *c, const prescan *p,
                               const char *text, size_t len, rp_machine_desc *m,
                               rp_runtime **rt) {
   int present = 0;
-  rp_status st = rp__graph_machine(text, len, m, &present);
+  rp_status st = rp_graph_file_machine(text, len, m, &present);
   if (st && !strstr(rp_error_detail(), "graph.machine"))
     st = RP_OK; /* not the "machine" key: the loader says what is wrong */
   if (st)
@@ -457,7 +457,7 @@ static rp_status make_runtime(const dump_cli *c, const prescan *p,
   if (!present)
     infer_machine(p, m);
   override_machine(c, m);
-  return rp__runtime_create_model(m, rt);
+  return rp_runtime_create_model(m, rt);
 }
 
 /* Built-in kernels, then a placeholder for every other name. */
@@ -753,8 +753,8 @@ static int run(dump_cli *c) {
   else if (st)
     fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", c->file,
             rp_status_name(st), rp_status_str(st), rp_error_detail());
-  else if ((st = rp__graph_load_mem(rt, text, len, NULL, 0,
-                                    (size_t)c->max_bytes, &g)) != RP_OK)
+  else if ((st = rp_graph_load_mem(rt, text, len, NULL, 0, (size_t)c->max_bytes,
+                                   &g)) != RP_OK)
     rc = load_failed(c->file, st);
   free(text);
   if (!st) {

@@ -1,5 +1,5 @@
 /* tools/cmd_train.c — `reprise train`: build the data-parallel MLP step
- * (kernels/mlp.h), record it, instantiate it and train by replaying it;
+ * (train/mlp.h), record it, instantiate it and train by replaying it;
  * --eager runs the same step without recording, --compare both ways;
  * --dist runs it on every rank of `mpiexec -n N` (one shard per rank and
  * processor, gradients all-reduced), rank 0 printing and writing files.
@@ -7,7 +7,7 @@
  * malformed --data file, diverged loss), 2 bad usage. */
 #include "cli.h"
 
-#include "kernels/mlp.h"
+#include "train/mlp.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -1047,7 +1047,7 @@ static int train_all(train_state *s) {
   return rc;
 }
 
-/* --save-weights FILE: a checkpoint (kernels/mlp.h) of the weights, the
+/* --save-weights FILE: a checkpoint (train/mlp.h) of the weights, the
  * momentum, the steps done and the lr schedule. */
 static int write_weights(train_state *s) {
   const train_cli *c = s->c;

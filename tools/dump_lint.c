@@ -41,8 +41,6 @@
  * (contract unknown) are skipped by runahead and contract. */
 #include "dump_model.h"
 
-#include "xfer/xfer.h" /* rp_xfer_rect_str */
-
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +195,7 @@ static const char *inst_name(const dm_graph *m, uint32_t i, char *buf) {
   }
   char rect[80], named[RP_NAME_MAX + 4] = "";
   const dm_inst *in = &m->insts[i];
-  rp_xfer_rect_str(&in->rect, rect, sizeof rect);
+  rp_rect_str(&in->rect, rect, sizeof rect);
   if (in->name[0])
     snprintf(named, sizeof named, " '%s'", in->name);
   if (in->mem == RP_MEM_GPU)
@@ -864,9 +862,9 @@ static void merge_pair(lint *L, uint32_t a, uint32_t b) {
   if (!L->d->reach || between(L->d, a, b))
     return;
   char ra[96], rb[96], rh[96];
-  rp_xfer_rect_str(&x->domain, ra, sizeof ra);
-  rp_xfer_rect_str(&y->domain, rb, sizeof rb);
-  rp_xfer_rect_str(&hull, rh, sizeof rh);
+  rp_rect_str(&x->domain, ra, sizeof ra);
+  rp_rect_str(&y->domain, rb, sizeof rb);
+  rp_rect_str(&hull, rh, sizeof rh);
   const char *how = vi == va && vi == vb ? "the same points"
                     : vi                 ? "overlapping rectangles"
                                          : "adjacent rectangles";

@@ -1,9 +1,8 @@
 /* tools/dump_model.c — the dump command's model of a loaded graph. Reads
- * the recorded graph through capture/capture.h (the read-only structs the
- * capture layer offers the tools) and the task registry for contracts. */
+ * the recorded graph through the public header only (rp_graph_op_query,
+ * rp_graph_edge_query, ...) and the task registry (rp_task_query) for
+ * contracts. */
 #include "dump_model.h"
-
-#include "capture/capture.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@ static uint32_t inst_index(const inst_key *keys, uint32_t n, rp_inst i) {
 
 /* The instance table (graph file order) and a sorted id -> index map. */
 static rp_status build_insts(const rp_graph *g, dm_graph *m, inst_key **keys) {
+  rp_runtime *rt = rp_graph_runtime(g);
   uint32_t n = 0;
   rp_status st = rp_graph_instances(g, NULL, 0, &n);
   if (st)
@@ -35,7 +35,7 @@ static rp_status build_insts(const rp_graph *g, dm_graph *m, inst_key **keys) {
   *keys = malloc(sizeof **keys * (n ? n : 1));
   if (!list || !m->insts || !*keys) {
     free(list);
-    return rp__err(RP_ENOMEM, "dump: out of memory");
+    return rp_error_set(RP_ENOMEM, "dump: out of memory");
   }
   if ((st = rp_graph_instances(g, list, n, &n)) != RP_OK) {
     free(list);
@@ -44,11 +44,11 @@ static rp_status build_insts(const rp_graph *g, dm_graph *m, inst_key **keys) {
   for (uint32_t i = 0; i < n && !st; i++) {
     rp_instance_info info;
     rp_mem_info mi;
-    if ((st = rp_instance_query(g->rt, list[i], &info)) != RP_OK ||
-        (st = rp_mem_query(g->rt, info.mem, &mi)) != RP_OK)
+    if ((st = rp_instance_query(rt, list[i], &info)) != RP_OK ||
+        (st = rp_mem_query(rt, info.mem, &mi)) != RP_OK)
       break;
     m->insts[i] = (dm_inst){mi.kind, mi.device, info.dtype, info.rect, ""};
-    const char *name = rp_instance_name(g->rt, list[i]);
+    const char *name = rp_instance_name(rt, list[i]);
     snprintf(m->insts[i].name, sizeof m->insts[i].name, "%s", name ? name : "");
     (*keys)[i] = (inst_key){list[i].id, i};
   }
@@ -88,81 +88,107 @@ static rp_rect copy_domain(const dm_graph *m, const rp_copy *c,
   }
 }
 
-static void task_op(const rp_graph *g, const rp_gop *go, dm_op *op,
+static void task_op(rp_runtime *rt, const rp_op_info *oi, dm_op *op,
                     int (*unknown)(const char *, void *), void *arg) {
-  const rp_task_rec *t = rp__task_get(g->rt, go->task);
-  op->name = t ? t->name : "?";
+  rp_task_info t;
+  int known = rp_task_query(rt, oi->task, &t) == RP_OK;
+  op->name = known ? t.name : "?";
   /* as instantiate places them: unpinned SPMD shards go to any worker */
-  op->proc = go->shard_procs  ? go->shard_procs[0]
-             : go->shards > 1 ? RP_PROC_ANY
-                              : go->proc;
-  op->shard_procs = go->shard_procs;
+  op->proc = oi->shard_procs  ? oi->shard_procs[0]
+             : oi->shards > 1 ? RP_PROC_ANY
+                              : oi->proc;
+  op->shard_procs = oi->shard_procs;
   rp_proc_info pi = {.kind = RP_PROC_CPU};
   if (op->proc != RP_PROC_ANY)
-    rp_proc_query(g->rt, op->proc, &pi);
+    rp_proc_query(rt, op->proc, &pi);
   op->pkind = pi.kind;
-  op->shards = go->shards ? go->shards : 1;
-  op->flags = t ? t->flags : 0;
-  op->contract_known = t && !(unknown && unknown(t->name, arg));
-  op->cost_ns = go->cost_ns ? go->cost_ns : t ? t->cost_ns : 0;
+  op->shards = oi->shards;
+  op->flags = known ? t.flags : 0;
+  op->contract_known = known && !(unknown && unknown(t.name, arg));
+  op->cost_ns = oi->cost_ns ? oi->cost_ns : known ? t.cost_ns : 0;
 }
 
 static rp_status build_ops(const rp_graph *g, dm_graph *m, const inst_key *keys,
                            int (*unknown)(const char *, void *), void *arg) {
+  rp_runtime *rt = rp_graph_runtime(g);
+  uint32_t nops = rp_graph_op_count(g);
   uint64_t nacc = 0;
-  for (uint32_t i = 0; i < g->nops; i++)
-    nacc += g->ops[i].kind == RP_OP_TASK ? g->ops[i].nacc : 2;
-  m->ops = calloc(g->nops ? g->nops : 1, sizeof *m->ops);
+  rp_op_info oi;
+  for (uint32_t i = 0; i < nops; i++)
+    if (rp_graph_op_query(g, i, &oi) == RP_OK)
+      nacc += oi.naccess;
+  m->ops = calloc(nops ? nops : 1, sizeof *m->ops);
   m->acc_pool = calloc(nacc ? nacc : 1, sizeof *m->acc_pool);
-  if (!m->ops || !m->acc_pool)
-    return rp__err(RP_ENOMEM, "dump: out of memory");
+  rp_access *acc = calloc(nacc ? nacc : 1, sizeof *acc);
+  if (!m->ops || !m->acc_pool || !acc) {
+    free(acc);
+    return rp_error_set(RP_ENOMEM, "dump: out of memory");
+  }
   dm_access *pool = m->acc_pool;
-  for (uint32_t i = 0; i < g->nops; i++, m->nops++) {
-    const rp_gop *go = &g->ops[i];
+  uint32_t cap = nacc < UINT32_MAX ? (uint32_t)nacc : UINT32_MAX;
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; i < nops && !st; i++, m->nops++) {
     dm_op *op = &m->ops[i];
-    rp_access tmp[2];
-    const rp_access *acc;
-    op->kind = go->kind;
-    memcpy(op->label, go->name, sizeof op->label);
+    if ((st = rp_graph_op_query(g, i, &oi)) != RP_OK ||
+        (st = rp_graph_op_accesses(g, i, acc, cap, &op->nacc)) != RP_OK)
+      break;
+    op->kind = oi.kind;
+    const char *label = rp_graph_op_name(g, i);
+    snprintf(op->label, sizeof op->label, "%s", label ? label : "");
     op->acc = pool;
-    op->nacc = rp__op_accesses(go, tmp, &acc);
     for (uint32_t k = 0; k < op->nacc; k++)
       pool[k] = (dm_access){inst_index(keys, m->ninsts, acc[k].inst),
                             acc[k].priv, acc[k].redop};
     pool += op->nacc;
-    if (go->kind == RP_OP_TASK) {
-      task_op(g, go, op, unknown, arg);
+    if (oi.kind == RP_OP_TASK) {
+      task_op(rt, &oi, op, unknown, arg);
       continue;
     }
     op->name = "copy";
     op->proc = RP_PROC_ANY;
     op->pkind = RP_PROC_CPU;
     op->shards = 1;
-    op->domain = copy_domain(m, &go->copy, op->acc);
+    op->domain = copy_domain(m, &oi.copy, op->acc);
   }
-  return RP_OK;
+  free(acc);
+  return st;
 }
 
 static rp_status build_edges(const rp_graph *g, dm_graph *m) {
-  m->edges = malloc(sizeof *m->edges * (g->nedges ? g->nedges : 1));
+  rp_runtime *rt = rp_graph_runtime(g);
+  uint32_t nedges = rp_graph_edge_count(g);
+  m->edges = malloc(sizeof *m->edges * (nedges ? nedges : 1));
   if (!m->edges)
-    return rp__err(RP_ENOMEM, "dump: out of memory");
-  for (uint32_t e = 0; e < g->nedges; e++)
-    m->edges[e] =
-        (dm_edge){g->edges[e].from, g->edges[e].to, (int)g->edges[e].inferred};
-  m->nedges = g->nedges;
-  for (uint32_t p = 0; p < g->npost; p++)
-    for (uint32_t k = 0; k < g->post[p].nops; k++)
-      m->ops[g->post[p].ops[k]].npost++;
-  m->npre = g->npre;
-  m->npost = g->npost;
-  m->nprocs = rp_proc_count(g->rt);
+    return rp_error_set(RP_ENOMEM, "dump: out of memory");
+  rp_status st = RP_OK;
+  for (uint32_t e = 0; e < nedges && !st; e++) {
+    dm_edge *d = &m->edges[e];
+    st = rp_graph_edge_query(g, e, &d->from, &d->to, &d->inferred);
+  }
+  m->nedges = nedges;
+  m->npre = rp_graph_precondition_count(g);
+  m->npost = rp_graph_postcondition_count(g);
+  for (uint32_t p = 0; p < m->npost && !st; p++) {
+    uint32_t n = 0;
+    if ((st = rp_graph_postcondition_ops(g, p, NULL, 0, &n)) != RP_OK)
+      break;
+    rp_op_id *ops = malloc(sizeof *ops * (n ? n : 1));
+    if (!ops)
+      return rp_error_set(RP_ENOMEM, "dump: out of memory");
+    if (!(st = rp_graph_postcondition_ops(g, p, ops, n, &n)))
+      for (uint32_t k = 0; k < n; k++)
+        m->ops[ops[k]].npost++;
+    free(ops);
+  }
+  if (st)
+    return st;
+  m->nprocs = rp_proc_count(rt);
   m->proc_kinds = calloc(m->nprocs ? m->nprocs : 1, sizeof *m->proc_kinds);
   if (!m->proc_kinds)
-    return rp__err(RP_ENOMEM, "dump: out of memory");
+    return rp_error_set(RP_ENOMEM, "dump: out of memory");
   for (uint32_t p = 0; p < m->nprocs; p++) {
     rp_proc_info pi = {.kind = RP_PROC_CPU};
-    rp_proc_query(g->rt, p, &pi);
+    rp_proc_query(rt, p, &pi);
     m->proc_kinds[p] = pi.kind;
   }
   return RP_OK;
@@ -171,8 +197,8 @@ static rp_status build_edges(const rp_graph *g, dm_graph *m) {
 rp_status dm_build(const rp_graph *g, int (*unknown)(const char *, void *),
                    void *arg, dm_graph *m) {
   memset(m, 0, sizeof *m);
-  if (!g)
-    return rp__err(RP_EINVAL, "dm_build: NULL graph");
+  if (!rp_graph_runtime(g))
+    return rp_error_set(RP_EINVAL, "dm_build: NULL graph");
   inst_key *keys = NULL;
   rp_status st = build_insts(g, m, &keys);
   if (!st)

@@ -6,22 +6,7 @@
 #include <string.h>
 
 const char *rp_xfer_rect_str(const rp_rect *r, char *buf, size_t size) {
-  size_t n = 0;
-  buf[0] = '\0';
-  if (!r || r->dim < 1 || r->dim > RP_MAX_DIM) {
-    snprintf(buf, size, "[invalid rect]");
-    return buf;
-  }
-  for (int d = 0; d < r->dim && n < size; d++) {
-    int k = snprintf(buf + n, size - n, "%s%lld..%lld", d ? ", " : "[",
-                     (long long)r->lo[d], (long long)r->hi[d]);
-    if (k < 0)
-      break;
-    n += (size_t)k;
-  }
-  if (n < size)
-    snprintf(buf + n, size - n, "]");
-  return buf;
+  return rp_rect_str(r, buf, size);
 }
 
 static int rect_contains(const rp_rect *outer, const rp_rect *inner) {

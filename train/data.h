@@ -1,6 +1,6 @@
-/* kernels/data.h — classification data sets for `reprise train`: synthetic
+/* train/data.h — classification data sets for `reprise train`: synthetic
  * ones generated deterministically from a seed, and files in the two formats
- * below. Host memory only; kernels/mlp.c copies a data set into instances.
+ * below. Host memory only; train/mlp.c copies a data set into instances.
  *
  * A data set is n samples of `features` f32 values (row-major: sample i's
  * values are x[i*features .. (i+1)*features)) and an int32 label in
@@ -33,8 +33,8 @@
  * RP_ERANGE for a data set above RP_DATA_MAX_BYTES, a file above its size
  * limit or a CSV line above RP_DATA_MAX_LINE; RP_EINVAL for a path that is
  * not a regular file; RP_ENOMEM. */
-#ifndef RP_KERNELS_DATA_H
-#define RP_KERNELS_DATA_H
+#ifndef RP_TRAIN_DATA_H
+#define RP_TRAIN_DATA_H
 
 #include "reprise.h"
 

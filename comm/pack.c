@@ -1,9 +1,9 @@
-/* dist/pack.c — moving a rectangle of a strided host instance into and out
+/* comm/pack.c — moving a rectangle of a strided host instance into and out
  * of the dense buffers messages travel in, and local copies between two
  * instances (the root's own part of a parallel operator). Row by row: the
  * last dimension's run is contiguous when its stride is 1 (dense layouts),
  * else element by element. */
-#include "dist.h"
+#include "comm.h"
 
 #include <string.h>
 

@@ -1,12 +1,12 @@
-/* kernels/probe_kernels.cuh — tiny CUDA kernels for the GPU tests and the
- * GPU benchmark (kernels/probe_kernels.cu): an empty kernel, an execution
+/* bench/probe_kernels.cuh — tiny CUDA kernels for the GPU tests and the
+ * GPU benchmark (bench/probe_kernels.cu): an empty kernel, an execution
  * log, an int64 fold that matches a CPU function bit for bit, and the raw
  * CUDA baselines of `reprise bench --gpu` (per-kernel stream launches and a
  * captured CUDA graph of the same work). C callable, no CUDA types: streams,
  * events and graph execs are void *. Every launcher is stream-ordered and
  * capture-safe; each returns RP_OK or RP_EBACKEND with a detail. */
-#ifndef RP_KERNELS_PROBE_KERNELS_CUH
-#define RP_KERNELS_PROBE_KERNELS_CUH
+#ifndef RP_BENCH_PROBE_KERNELS_CUH
+#define RP_BENCH_PROBE_KERNELS_CUH
 
 #include "reprise.h"
 

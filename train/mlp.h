@@ -1,4 +1,4 @@
-/* kernels/mlp.h — a data-parallel MLP training step built from the launch
+/* train/mlp.h — a data-parallel MLP training step built from the launch
  * API and the kernel tasks (kernels/tasks.h), for `reprise train`, its
  * tests and benchmarks.
  *
@@ -64,11 +64,11 @@
  *
  * Threads: one rp_mlp is used by one thread at a time, and only while none
  * of its steps is running (rp_mlp_train_* return with every step done). */
-#ifndef RP_KERNELS_MLP_H
-#define RP_KERNELS_MLP_H
+#ifndef RP_TRAIN_MLP_H
+#define RP_TRAIN_MLP_H
 
 #include "data.h"
-#include "tasks.h"
+#include "kernels/tasks.h"
 
 #define RP_MLP_MAX_HIDDEN 8
 #define RP_MLP_MAX_PROCS 64

@@ -1,8 +1,8 @@
-/* dist/stubs.c — what dist.c calls in builds without MPI (mpi_comm.c is
+/* comm/stubs.c — what comm.c calls in builds without MPI (mpi_comm.c is
  * not built) or without NCCL (nccl.c answers nothing). Without MPI there is
  * one rank: a communicator in the config is refused, and nothing else can
  * reach the transport (every copy is local, an all-reduce a no-op). */
-#include "dist.h"
+#include "comm.h"
 
 #ifndef REPRISE_HAVE_MPI
 rp_status rp__mpi_attach(rp_dist_state *ds, void *user_comm) {

@@ -1,12 +1,12 @@
-/* dist/nccl.c — the all-reduce on GPU instances: NCCL. Built with
+/* comm/nccl.c — the all-reduce on GPU instances: NCCL. Built with
  * REPRISE_HAVE_NCCL (the CUDA toolkit's NCCL was found); the only file of
- * dist/ that sees CUDA and NCCL headers.
+ * comm/ that sees CUDA and NCCL headers.
  *
  * Communicators: an NCCL communicator spans one GPU per rank. Eager
  * launches use one per physical device and runtime, created by the first
  * all-reduce on that device (inside the op, so every rank creates it at the
  * same point: communication ops run in launch order); an exec gets its own
- * per GPU at instantiate (dist/exec.c: created by its first all-reduce on
+ * per GPU at instantiate (comm/exec.c: created by its first all-reduce on
  * that GPU, shared by the others, freed with the exec), so that its
  * all-reduces can be captured into the device's CUDA graph (NCCL supports
  * stream capture) and replays of two execs never share one. The all-reduces
@@ -18,7 +18,7 @@
  * Multi-GPU: one rank per GPU is the model; it is tested on one GPU only
  * (single-rank communicators) until a machine with several GPUs is
  * available (see README "Distributed"). */
-#include "dist.h"
+#include "comm.h"
 
 #ifdef REPRISE_HAVE_NCCL
 

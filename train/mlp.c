@@ -1,9 +1,9 @@
-/* kernels/mlp.c — the data-parallel MLP training step (see mlp.h). Uses the
+/* train/mlp.c — the data-parallel MLP training step (see mlp.h). Uses the
  * public API and the kernel tasks only: the same launches run eagerly or are
  * recorded. */
 #include "mlp.h"
 
-#include "engine/util.h"
+#include "train_util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -98,28 +98,28 @@ void rp_mlp_config_init(rp_mlp_config *cfg) {
 static rp_status check_config(const rp_mlp_config *c, const rp_dataset *d) {
   const char *f = "rp_mlp_create";
   if (c->nhidden > RP_MLP_MAX_HIDDEN)
-    return rp__err(RP_EINVAL, "%s: %u hidden layers (max %u)", f, c->nhidden,
-                   RP_MLP_MAX_HIDDEN);
+    return rp_error_set(RP_EINVAL, "%s: %u hidden layers (max %u)", f,
+                        c->nhidden, RP_MLP_MAX_HIDDEN);
   for (uint32_t i = 0; i < c->nhidden; i++)
     if (c->hidden[i] == 0 || c->hidden[i] > (1u << 16))
-      return rp__err(RP_EINVAL, "%s: hidden[%u] = %u (need 1..65536)", f, i,
-                     c->hidden[i]);
+      return rp_error_set(RP_EINVAL, "%s: hidden[%u] = %u (need 1..65536)", f,
+                          i, c->hidden[i]);
   if (c->procs == 0 || c->procs > RP_MLP_MAX_PROCS)
-    return rp__err(RP_EINVAL, "%s: procs = %u (need 1..%u)", f, c->procs,
-                   RP_MLP_MAX_PROCS);
+    return rp_error_set(RP_EINVAL, "%s: procs = %u (need 1..%u)", f, c->procs,
+                        RP_MLP_MAX_PROCS);
   if (!(c->momentum >= 0.0f && c->momentum < 1.0f))
-    return rp__err(RP_EINVAL, "%s: momentum = %g (need 0 <= momentum < 1)", f,
-                   (double)c->momentum);
+    return rp_error_set(RP_EINVAL, "%s: momentum = %g (need 0 <= momentum < 1)",
+                        f, (double)c->momentum);
   if (!d->x || !d->y || d->n == 0 || d->features == 0 || d->classes < 2)
-    return rp__err(RP_EINVAL,
-                   "%s: empty data set (%u samples, %u features, "
-                   "%u classes)",
-                   f, d->n, d->features, d->classes);
+    return rp_error_set(RP_EINVAL,
+                        "%s: empty data set (%u samples, %u features, "
+                        "%u classes)",
+                        f, d->n, d->features, d->classes);
   if (c->batch < c->procs || c->batch > d->n || c->batch > (1u << 24))
-    return rp__err(RP_ERANGE,
-                   "%s: batch = %u (need procs = %u <= batch <= "
-                   "samples = %u)",
-                   f, c->batch, c->procs, d->n);
+    return rp_error_set(RP_ERANGE,
+                        "%s: batch = %u (need procs = %u <= batch <= "
+                        "samples = %u)",
+                        f, c->batch, c->procs, d->n);
   return RP_OK;
 }
 
@@ -136,10 +136,10 @@ static rp_status pick_procs(rp_mlp *m) {
     }
   }
   if (n < m->cfg.procs)
-    return rp__err(RP_EPROC,
-                   "rp_mlp_create: %u %s processors wanted, the "
-                   "runtime has %u",
-                   m->cfg.procs, want == RP_PROC_GPU ? "GPU" : "CPU", n);
+    return rp_error_set(RP_EPROC,
+                        "rp_mlp_create: %u %s processors wanted, the "
+                        "runtime has %u",
+                        m->cfg.procs, want == RP_PROC_GPU ? "GPU" : "CPU", n);
   return RP_OK;
 }
 
@@ -151,9 +151,9 @@ static rp_status mk_in(rp_mlp *m, rp_mem mem, rp_dtype dt, rp_rect r,
                        rp_inst *out) {
   if (m->nall == m->capall) {
     uint32_t cap = m->capall ? 2 * m->capall : 64;
-    rp_inst *a = rp__reallocarray(m->all, cap, sizeof *a);
+    rp_inst *a = rp_train_realloc_n(m->all, cap, sizeof *a);
     if (!a)
-      return rp__err(RP_ENOMEM, "rp_mlp_create: out of memory");
+      return rp_error_set(RP_ENOMEM, "rp_mlp_create: out of memory");
     m->all = a;
     m->capall = cap;
   }
@@ -168,7 +168,8 @@ static rp_status mk(rp_mlp *m, uint32_t p, rp_dtype dt, rp_rect r,
                     rp_inst *out) {
   rp_status st = mk_in(m, m->mems[p], dt, r, out);
   if (st != RP_OK)
-    return rp__err_prefix(st, "rp_mlp_create: processor %u: ", m->procs[p]);
+    return rp_train_err_prefix(st,
+                               "rp_mlp_create: processor %u: ", m->procs[p]);
   return RP_OK;
 }
 
@@ -179,7 +180,7 @@ static rp_status mk_sys(rp_mlp *m, rp_dtype dt, rp_rect r, rp_inst *out) {
   if (st == RP_OK)
     st = mk_in(m, sys, dt, r, out);
   if (st != RP_OK)
-    return rp__err_prefix(st, "rp_mlp_create: system memory: ");
+    return rp_train_err_prefix(st, "rp_mlp_create: system memory: ");
   return RP_OK;
 }
 
@@ -325,11 +326,11 @@ static rp_status make_shard(rp_mlp *m, uint32_t p) {
   rp_rect whole = rp_rect_1d(m->rlo, m->rhi), part;
   rp_status st = rp_chunk_rect(&whole, 0, m->cfg.procs, p, &part);
   if (st != RP_OK) /* dist: place_rank() has refused this already */
-    return rp__err(RP_ERANGE,
-                   "rp_mlp_create: batch %u cannot be split into "
-                   "%u non-empty shards (shard %u is empty): use fewer "
-                   "processors or a larger batch",
-                   m->cfg.batch, m->cfg.procs, p);
+    return rp_error_set(RP_ERANGE,
+                        "rp_mlp_create: batch %u cannot be split into "
+                        "%u non-empty shards (shard %u is empty): use fewer "
+                        "processors or a larger batch",
+                        m->cfg.batch, m->cfg.procs, p);
   s->lo = part.lo[0];
   s->hi = part.hi[0];
   s->rows = (uint32_t)(s->hi - s->lo + 1);
@@ -648,10 +649,10 @@ static rp_status step_update(rp_mlp *m, float lr) {
 
 rp_status rp_mlp_step(rp_mlp *m, const rp_mlp_step_args *a) {
   if (!m || !a)
-    return rp__err(RP_EINVAL, "rp_mlp_step: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_step: NULL argument");
   if (a->batch >= m->nbatches)
-    return rp__err(RP_ERANGE, "rp_mlp_step: batch %u of %u", a->batch,
-                   m->nbatches);
+    return rp_error_set(RP_ERANGE, "rp_mlp_step: batch %u of %u", a->batch,
+                        m->nbatches);
   rp_status st = step_inputs(m, a->batch);
   for (uint32_t p = 0; !st && p < m->cfg.procs; p++) {
     shard *s = &m->shards[p];
@@ -681,16 +682,16 @@ static rp_status bind_loss(rp_graph *g, const char *op) {
     }
   }
   if (!st && !bound)
-    st = rp__err(RP_EINVAL,
-                 "rp_mlp_record: no op named '%s' writes the "
-                 "loss",
-                 op);
+    st = rp_error_set(RP_EINVAL,
+                      "rp_mlp_record: no op named '%s' writes the "
+                      "loss",
+                      op);
   return st;
 }
 
 rp_status rp_mlp_record(rp_mlp *m, rp_graph **out) {
   if (!m || !out)
-    return rp__err(RP_EINVAL, "rp_mlp_record: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_record: NULL argument");
   rp_status st = rp_capture_begin(m->rt, NULL);
   if (st != RP_OK)
     return st;
@@ -727,15 +728,15 @@ static rp_status write_init(rp_mlp *m, rp_inst inst, float *buf, size_t n,
 
 rp_status rp_mlp_reset(rp_mlp *m) {
   if (!m)
-    return rp__err(RP_EINVAL, "rp_mlp_reset: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_reset: NULL argument");
   size_t most = 0;
   for (uint32_t l = 0; l < m->nl; l++) {
     size_t n = (size_t)m->layers[l].in * m->layers[l].out;
     most = n > most ? n : most;
   }
-  float *buf = rp__calloc(most, sizeof *buf);
+  float *buf = calloc(most, sizeof *buf);
   if (!buf)
-    return rp__err(RP_ENOMEM, "rp_mlp_reset: out of memory");
+    return rp_error_set(RP_ENOMEM, "rp_mlp_reset: out of memory");
   rp_rng r;
   rp_rng_seed(&r, m->cfg.seed ^ 0x6d6c702d696e6974ull); /* "mlp-init" */
   rp_status st = RP_OK;
@@ -759,19 +760,19 @@ rp_status rp_mlp_reset(rp_mlp *m) {
 
 rp_status rp_mlp_split_check(uint32_t batch, uint32_t ranks, uint32_t procs) {
   if (batch == 0 || ranks == 0 || procs == 0)
-    return rp__err(RP_EINVAL, "batch %u, ranks %u, procs %u (need >= 1)", batch,
-                   ranks, procs);
+    return rp_error_set(RP_EINVAL, "batch %u, ranks %u, procs %u (need >= 1)",
+                        batch, ranks, procs);
   rp_rect whole = rp_rect_1d(0, batch - 1), part, sub;
   for (uint32_t r = 0; r < ranks; r++) {
     rp_status st = rp_chunk_rect(&whole, 0, ranks, r, &part);
     for (uint32_t p = 0; st == RP_OK && p < procs; p++)
       st = rp_chunk_rect(&part, 0, procs, p, &sub);
     if (st != RP_OK)
-      return rp__err(RP_ERANGE,
-                     "batch %u cannot be split over %u ranks x %u "
-                     "processors (rank %u gets an empty shard): use a "
-                     "larger batch or fewer ranks or processors",
-                     batch, ranks, procs, r);
+      return rp_error_set(RP_ERANGE,
+                          "batch %u cannot be split over %u ranks x %u "
+                          "processors (rank %u gets an empty shard): use a "
+                          "larger batch or fewer ranks or processors",
+                          batch, ranks, procs, r);
   }
   return RP_OK;
 }
@@ -792,7 +793,7 @@ static rp_status place_rank(rp_mlp *m) {
   m->ranks = rp_runtime_ranks(m->rt);
   rp_status st = rp_mlp_split_check(B, m->ranks, P);
   if (st != RP_OK)
-    return rp__err_prefix(st, "rp_mlp_create: ");
+    return rp_train_err_prefix(st, "rp_mlp_create: ");
   rp_rect whole = rp_rect_1d(0, B - 1), part;
   rp_chunk_rect(&whole, 0, m->ranks, m->rank, &part); /* checked above */
   m->rlo = part.lo[0];
@@ -830,11 +831,11 @@ static rp_status write_data(rp_mlp *m, const rp_dataset *d) {
               : rp_instance_write(m->rt, m->data_y, d->y,
                                   (size_t)d->n * sizeof(int32_t));
   }
-  float *x = rp__calloc(nd * F, sizeof *x);
-  int32_t *y = rp__calloc(nd, sizeof *y);
+  float *x = calloc(nd * F, sizeof *x);
+  int32_t *y = calloc(nd, sizeof *y);
   rp_status st = RP_OK;
   if (!x || !y)
-    st = rp__err(RP_ENOMEM, "rp_mlp_create: out of memory");
+    st = rp_error_set(RP_ENOMEM, "rp_mlp_create: out of memory");
   if (!st)
     pack_rows(m, d->x, d->y, NULL, m->nbatches, x, y);
   if (!st)
@@ -850,14 +851,14 @@ rp_status rp_mlp_create(rp_runtime *rt, const rp_kernel_tasks *k,
                         const rp_mlp_config *cfg, const rp_dataset *data,
                         rp_mlp **out) {
   if (!rt || !k || !cfg || !data || !out)
-    return rp__err(RP_EINVAL, "rp_mlp_create: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_create: NULL argument");
   rp_status st = check_config(cfg, data);
   if (st != RP_OK)
     return st;
-  rp_mlp *m = rp__calloc(1, sizeof *m);
-  if (!m || !(m->shards = rp__calloc(cfg->procs, sizeof *m->shards))) {
+  rp_mlp *m = calloc(1, sizeof *m);
+  if (!m || !(m->shards = calloc(cfg->procs, sizeof *m->shards))) {
     free(m);
-    return rp__err(RP_ENOMEM, "rp_mlp_create: out of memory");
+    return rp_error_set(RP_ENOMEM, "rp_mlp_create: out of memory");
   }
   m->rt = rt;
   m->k = *k;
@@ -914,12 +915,12 @@ size_t rp_mlp_param_count(const rp_mlp *m) {
 
 rp_status rp_mlp_params_read(rp_mlp *m, float *out, size_t n) {
   if (!m || !out)
-    return rp__err(RP_EINVAL, "rp_mlp_params_read: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_params_read: NULL argument");
   if (n < rp_mlp_param_count(m))
-    return rp__err(RP_ERANGE,
-                   "rp_mlp_params_read: room for %zu of %zu "
-                   "parameters",
-                   n, rp_mlp_param_count(m));
+    return rp_error_set(RP_ERANGE,
+                        "rp_mlp_params_read: room for %zu of %zu "
+                        "parameters",
+                        n, rp_mlp_param_count(m));
   rp_status st = RP_OK;
   for (uint32_t l = 0; !st && l < m->nl; l++) {
     const layer *ly = &m->layers[l];
@@ -935,7 +936,7 @@ rp_status rp_mlp_params_read(rp_mlp *m, float *out, size_t n) {
 
 rp_status rp_mlp_batch_loss(rp_mlp *m, float *out) {
   if (!m || !out)
-    return rp__err(RP_EINVAL, "rp_mlp_batch_loss: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_batch_loss: NULL argument");
   return rp_instance_read(m->rt, m->loss, out, sizeof *out);
 }
 
@@ -991,8 +992,8 @@ static rp_status sum_ranks(rp_mlp *m, double *sum, int64_t *correct) {
     st = rp_event_wait(m->rt, done, -1);
     rp_event_release(m->rt, done);
     if (st != RP_OK)
-      st = rp__err(st, "all-reduce of the sums: %s",
-                   rp_runtime_dist_detail(m->rt));
+      st = rp_error_set(st, "all-reduce of the sums: %s",
+                        rp_runtime_dist_detail(m->rt));
   }
   if (!st)
     st = rp_instance_read(m->rt, m->esum, v, sizeof v);
@@ -1013,13 +1014,13 @@ static rp_status evaluate_on(rp_mlp *m, rp_inst sx, rp_inst sy, uint32_t nb,
     int32_t c = 0;
     rp_status st = eval_batch(m, sx, sy, i, &l, &c);
     if (st != RP_OK)
-      return rp__err_prefix(st, "%s: batch %u: ", f, i);
+      return rp_train_err_prefix(st, "%s: batch %u: ", f, i);
     sum += l;
     correct += c;
   }
   rp_status st = m->cfg.dist ? sum_ranks(m, &sum, &correct) : RP_OK;
   if (st != RP_OK)
-    return rp__err_prefix(st, "%s: ", f);
+    return rp_train_err_prefix(st, "%s: ", f);
   *loss = sum / nb;
   *accuracy = (double)correct / ((double)nb * m->cfg.batch);
   return RP_OK;
@@ -1027,17 +1028,17 @@ static rp_status evaluate_on(rp_mlp *m, rp_inst sx, rp_inst sy, uint32_t nb,
 
 rp_status rp_mlp_evaluate(rp_mlp *m, double *loss, double *accuracy) {
   if (!m || !loss || !accuracy)
-    return rp__err(RP_EINVAL, "rp_mlp_evaluate: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_evaluate: NULL argument");
   return evaluate_on(m, m->data_x, m->data_y, m->nbatches, "rp_mlp_evaluate",
                      loss, accuracy);
 }
 
 rp_status rp_mlp_evaluate_val(rp_mlp *m, double *loss, double *accuracy) {
   if (!m || !loss || !accuracy)
-    return rp__err(RP_EINVAL, "rp_mlp_evaluate_val: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_evaluate_val: NULL argument");
   if (!m->val_batches)
-    return rp__err(RP_EINVAL, "rp_mlp_evaluate_val: no validation set "
-                              "(rp_mlp_set_validation)");
+    return rp_error_set(RP_EINVAL, "rp_mlp_evaluate_val: no validation set "
+                                   "(rp_mlp_set_validation)");
   return evaluate_on(m, m->val_x, m->val_y, m->val_batches,
                      "rp_mlp_evaluate_val", loss, accuracy);
 }
@@ -1045,24 +1046,25 @@ rp_status rp_mlp_evaluate_val(rp_mlp *m, double *loss, double *accuracy) {
 rp_status rp_mlp_set_validation(rp_mlp *m, const rp_dataset *val) {
   const char *f = "rp_mlp_set_validation";
   if (!m || !val || !val->x || !val->y)
-    return rp__err(RP_EINVAL, "%s: NULL argument", f);
+    return rp_error_set(RP_EINVAL, "%s: NULL argument", f);
   if (m->val_batches)
-    return rp__err(RP_EEXIST, "%s: the model has a validation set", f);
+    return rp_error_set(RP_EEXIST, "%s: the model has a validation set", f);
   if (val->features != m->features)
-    return rp__err(RP_ESHAPE, "%s: %u features, the training set has %u", f,
-                   val->features, m->features);
+    return rp_error_set(RP_ESHAPE, "%s: %u features, the training set has %u",
+                        f, val->features, m->features);
   for (uint32_t i = 0; i < val->n; i++)
     if (val->y[i] < 0 || (uint32_t)val->y[i] >= m->classes)
-      return rp__err(RP_ERANGE, "%s: sample %u: label %d outside [0, %u)", f, i,
-                     (int)val->y[i], m->classes);
+      return rp_error_set(RP_ERANGE, "%s: sample %u: label %d outside [0, %u)",
+                          f, i, (int)val->y[i], m->classes);
   uint32_t nb = val->n / m->cfg.batch;
   if (nb == 0)
-    return rp__err(RP_ERANGE, "%s: %u samples, less than one batch of %u", f,
-                   val->n, m->cfg.batch);
+    return rp_error_set(RP_ERANGE, "%s: %u samples, less than one batch of %u",
+                        f, val->n, m->cfg.batch);
   size_t rows = (size_t)nb * m->rows, F = m->features;
-  float *x = rp__calloc(rows * F, sizeof *x);
-  int32_t *y = rp__calloc(rows, sizeof *y);
-  rp_status st = x && y ? RP_OK : rp__err(RP_ENOMEM, "%s: out of memory", f);
+  float *x = calloc(rows * F, sizeof *x);
+  int32_t *y = calloc(rows, sizeof *y);
+  rp_status st =
+      x && y ? RP_OK : rp_error_set(RP_ENOMEM, "%s: out of memory", f);
   if (!st)
     st = mk(m, 0, RP_F32, mat(0, (int64_t)rows - 1, m->features), &m->val_x);
   if (!st)
@@ -1086,21 +1088,21 @@ rp_status rp_mlp_set_validation(rp_mlp *m, const rp_dataset *val) {
 rp_status rp_mlp_shuffle(rp_mlp *m, const rp_dataset *d, uint64_t seed) {
   const char *f = "rp_mlp_shuffle";
   if (!m || !d || !d->x || !d->y)
-    return rp__err(RP_EINVAL, "%s: NULL argument", f);
+    return rp_error_set(RP_EINVAL, "%s: NULL argument", f);
   if (d->n != m->samples || d->features != m->features)
-    return rp__err(RP_ESHAPE,
-                   "%s: a data set of %u x %u, the model's is "
-                   "%u x %u",
-                   f, d->n, d->features, m->samples, m->features);
+    return rp_error_set(RP_ESHAPE,
+                        "%s: a data set of %u x %u, the model's is "
+                        "%u x %u",
+                        f, d->n, d->features, m->samples, m->features);
   size_t n = m->samples, F = m->features, nd = home_rows(m);
   if (!m->src_x) { /* once: training then allocates nothing */
-    m->src_x = rp__calloc(n * F, sizeof *m->src_x);
-    m->src_y = rp__calloc(n, sizeof *m->src_y);
-    m->stage_x = rp__calloc(nd * F, sizeof *m->stage_x);
-    m->stage_y = rp__calloc(nd, sizeof *m->stage_y);
-    m->perm = rp__calloc(n, sizeof *m->perm);
+    m->src_x = calloc(n * F, sizeof *m->src_x);
+    m->src_y = calloc(n, sizeof *m->src_y);
+    m->stage_x = calloc(nd * F, sizeof *m->stage_x);
+    m->stage_y = calloc(nd, sizeof *m->stage_y);
+    m->perm = calloc(n, sizeof *m->perm);
     if (!m->src_x || !m->src_y || !m->stage_x || !m->stage_y || !m->perm)
-      return rp__err(RP_ENOMEM, "%s: out of memory", f);
+      return rp_error_set(RP_ENOMEM, "%s: out of memory", f);
   }
   memcpy(m->src_x, d->x, n * F * sizeof *m->src_x);
   memcpy(m->src_y, d->y, n * sizeof *m->src_y);
@@ -1137,7 +1139,7 @@ static rp_status load_epoch(rp_mlp *m, uint32_t e) {
   if (!st)
     st = rp_instance_write(m->rt, m->data_y, m->stage_y, nd * sizeof(int32_t));
   if (st != RP_OK)
-    return rp__err_prefix(st, "shuffling for epoch %u: ", e);
+    return rp_train_err_prefix(st, "shuffling for epoch %u: ", e);
   m->loaded_epoch = e;
   return RP_OK;
 }
@@ -1162,7 +1164,7 @@ static rp_status replay_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
   st = rp_event_wait(m->rt, done, -1);
   rp_event_release(m->rt, done);
   if (st != RP_OK)
-    return rp__err(st, "replay failed: %s", rp_exec_error_detail(ex));
+    return rp_error_set(st, "replay failed: %s", rp_exec_error_detail(ex));
   return RP_OK;
 }
 
@@ -1170,7 +1172,7 @@ static rp_status replay_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
  * waits for its done event (rp_runtime_drain would busy-yield the host
  * thread instead of sleeping through long steps). */
 static rp_status eager_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
-  RP_UNUSED(ctx);
+  (void)ctx;
   m->collect = 1;
   m->nsinks = 0;
   rp_status st = rp_mlp_step(m, a);
@@ -1206,13 +1208,13 @@ static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
   for (uint32_t t = o->start; t < o->iters; t++) {
     rp_status st = load_epoch(m, t / m->nbatches); /* the step waited */
     if (st != RP_OK)
-      return rp__err_prefix(st, "step %u: ", t);
+      return rp_train_err_prefix(st, "step %u: ", t);
     rp_mlp_step_args a = step_args(m, o, t);
-    uint64_t t0 = rp__now_ns();
+    uint64_t t0 = rp_train_now_ns();
     st = fn(m, ctx, &a);
-    uint64_t t1 = rp__now_ns();
+    uint64_t t1 = rp_train_now_ns();
     if (st != RP_OK)
-      return rp__err_prefix(st, "step %u: ", t);
+      return rp_train_err_prefix(st, "step %u: ", t);
     if (o->iter_ns)
       o->iter_ns[t - o->start] = t1 - t0;
     float loss = NAN;
@@ -1239,14 +1241,14 @@ static rp_status retire(rp_mlp *m, rp_exec *ex, inflight_ring *r,
                         const rp_mlp_train_opts *o) {
   uint32_t i = r->head, t = r->first;
   rp_status st = rp_event_wait(m->rt, r->ev[i], -1);
-  uint64_t t1 = rp__now_ns();
+  uint64_t t1 = rp_train_now_ns();
   rp_event_release(m->rt, r->ev[i]);
   r->head = (i + 1) % r->cap;
   r->n--;
   r->first++;
   if (st != RP_OK)
-    return rp__err(st, "step %u: replay failed: %s", t,
-                   rp_exec_error_detail(ex));
+    return rp_error_set(st, "step %u: replay failed: %s", t,
+                        rp_exec_error_detail(ex));
   if (o->iter_ns)
     o->iter_ns[t - o->start] = t1 - r->t0[i];
   float loss = NAN;
@@ -1271,15 +1273,15 @@ static rp_status train_inflight(rp_mlp *m, rp_exec *ex,
     while (!st && r.n && epoch_change(m, t))
       st = retire(m, ex, &r, o);
     if (!st && (st = load_epoch(m, t / m->nbatches)) != RP_OK)
-      st = rp__err_prefix(st, "step %u: ", t);
+      st = rp_train_err_prefix(st, "step %u: ", t);
     if (st || r.stop)
       break;
     rp_mlp_step_args a = step_args(m, o, t);
     rp_replay_args ra = {.args = &a, .args_size = sizeof a};
     uint32_t slot = (r.head + r.n) % r.cap;
-    r.t0[slot] = rp__now_ns();
+    r.t0[slot] = rp_train_now_ns();
     if ((st = rp_replay(ex, &ra, &r.ev[slot])) != RP_OK) {
-      st = rp__err_prefix(st, "step %u: ", t);
+      st = rp_train_err_prefix(st, "step %u: ", t);
       break;
     }
     r.n++;
@@ -1300,32 +1302,33 @@ static rp_status train_inflight(rp_mlp *m, rp_exec *ex,
 rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
                               const rp_mlp_train_opts *o) {
   if (!m || !ex || !o)
-    return rp__err(RP_EINVAL, "rp_mlp_train_replay: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_train_replay: NULL argument");
   if (o->inflight > RP_MLP_MAX_INFLIGHT)
-    return rp__err(RP_EINVAL, "rp_mlp_train_replay: inflight = %u (need 0..%d)",
-                   o->inflight, RP_MLP_MAX_INFLIGHT);
+    return rp_error_set(RP_EINVAL,
+                        "rp_mlp_train_replay: inflight = %u (need 0..%d)",
+                        o->inflight, RP_MLP_MAX_INFLIGHT);
   if (o->start > o->iters)
-    return rp__err(RP_EINVAL, "rp_mlp_train_replay: start %u > iters %u",
-                   o->start, o->iters);
-  uint64_t w0 = rp__now_ns();
+    return rp_error_set(RP_EINVAL, "rp_mlp_train_replay: start %u > iters %u",
+                        o->start, o->iters);
+  uint64_t w0 = rp_train_now_ns();
   rp_status st =
       o->inflight > 1 ? train_inflight(m, ex, o) : train(m, replay_one, ex, o);
   if (o->wall_ns)
-    *o->wall_ns = rp__now_ns() - w0;
+    *o->wall_ns = rp_train_now_ns() - w0;
   return st;
 }
 
 rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o) {
   if (!m || !o)
-    return rp__err(RP_EINVAL, "rp_mlp_train_eager: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_train_eager: NULL argument");
   if (o->start > o->iters)
-    return rp__err(RP_EINVAL, "rp_mlp_train_eager: start %u > iters %u",
-                   o->start, o->iters);
-  uint64_t w0 = rp__now_ns();
+    return rp_error_set(RP_EINVAL, "rp_mlp_train_eager: start %u > iters %u",
+                        o->start, o->iters);
+  uint64_t w0 = rp_train_now_ns();
   rp_status st = train(m, eager_one, NULL, o);
   rp_status dst = rp_runtime_drain(m->rt); /* the ops' own bookkeeping */
   if (o->wall_ns)
-    *o->wall_ns = rp__now_ns() - w0;
+    *o->wall_ns = rp_train_now_ns() - w0;
   return st ? st : dst;
 }
 
@@ -1401,7 +1404,7 @@ static rp_status ckpt_move(rp_mlp *m, float *p, int dir) {
 rp_status rp_mlp_save(rp_mlp *m, const char *path,
                       const rp_mlp_ckpt_info *info) {
   if (!m || !path || !info)
-    return rp__err(RP_EINVAL, "rp_mlp_save: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_save: NULL argument");
   uint32_t w[MAXL + 1];
   w[0] = m->features;
   for (uint32_t l = 0; l < m->nl; l++)
@@ -1409,10 +1412,10 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
   size_t nf = (size_t)ckpt_floats(w, m->nl);
   size_t head = CKPT_HEAD + 4 * ((size_t)m->nl + 1);
   size_t size = head + 4 * nf + 8;
-  unsigned char *b = rp__calloc(size, 1);
-  float *p = rp__calloc(nf ? nf : 1, sizeof *p);
+  unsigned char *b = calloc(size, 1);
+  float *p = calloc(nf ? nf : 1, sizeof *p);
   rp_status st = b && p ? ckpt_move(m, p, 0)
-                        : rp__err(RP_ENOMEM, "rp_mlp_save: out of memory");
+                        : rp_error_set(RP_ENOMEM, "rp_mlp_save: out of memory");
   if (!st) {
     memcpy(b, CKPT_MAGIC, 8);
     put32(b + 8, 1);
@@ -1434,9 +1437,9 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
     put32(b + size - 4, (uint32_t)(h >> 32));
     FILE *f = fopen(path, "wb");
     if (!f)
-      st = rp__err(RP_EIO, "%s: cannot write: %s", path, strerror(errno));
+      st = rp_error_set(RP_EIO, "%s: cannot write: %s", path, strerror(errno));
     else if ((fwrite(b, 1, size, f) != size) | (fclose(f) != 0))
-      st = rp__err(RP_EIO, "%s: write failed", path);
+      st = rp_error_set(RP_EIO, "%s: write failed", path);
   }
   free(b);
   free(p);
@@ -1448,48 +1451,49 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
 static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                             rp_mlp_ckpt *c) {
   if (n < CKPT_HEAD || memcmp(b, CKPT_MAGIC, 8) != 0)
-    return rp__err(RP_EFORMAT,
-                   "%s: not a reprise weights file (no "
-                   "'" CKPT_MAGIC "' header; raw f32 files of older builds "
-                   "cannot be loaded)",
-                   path);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: not a reprise weights file (no "
+                        "'" CKPT_MAGIC
+                        "' header; raw f32 files of older builds "
+                        "cannot be loaded)",
+                        path);
   if (get32(b + 8) != 1)
-    return rp__err(RP_EVERSION,
-                   "%s: weights format version %u (this "
-                   "build reads version 1)",
-                   path, get32(b + 8));
+    return rp_error_set(RP_EVERSION,
+                        "%s: weights format version %u (this "
+                        "build reads version 1)",
+                        path, get32(b + 8));
   c->layers = get32(b + 12);
   if (c->layers < 1 || c->layers > MAXL)
-    return rp__err(RP_EFORMAT, "%s: %u layers (need 1..%u)", path, c->layers,
-                   MAXL);
+    return rp_error_set(RP_EFORMAT, "%s: %u layers (need 1..%u)", path,
+                        c->layers, MAXL);
   size_t head = CKPT_HEAD + 4 * ((size_t)c->layers + 1);
   if (n < head)
-    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes", path,
-                   n, head);
+    return rp_error_set(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes",
+                        path, n, head);
   for (uint32_t i = 0; i <= c->layers; i++)
     if ((c->widths[i] = get32(b + CKPT_HEAD + 4 * i)) == 0 ||
         c->widths[i] > (1u << 24))
-      return rp__err(RP_EFORMAT,
-                     "%s: layer width %u is %u (need "
-                     "1..2^24)",
-                     path, i, c->widths[i]);
+      return rp_error_set(RP_EFORMAT,
+                          "%s: layer width %u is %u (need "
+                          "1..2^24)",
+                          path, i, c->widths[i]);
   char ws[160];
   uint64_t want = head + 4 * ckpt_floats(c->widths, c->layers) + 8;
   if (n != want)
-    return rp__err(RP_EFORMAT,
-                   "%s: %s: the header (an MLP %s) needs %llu "
-                   "bytes, the file has %zu",
-                   path, n < want ? "truncated" : "trailing bytes",
-                   widths_str(c->widths, c->layers, ws, sizeof ws),
-                   (unsigned long long)want, n);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: %s: the header (an MLP %s) needs %llu "
+                        "bytes, the file has %zu",
+                        path, n < want ? "truncated" : "trailing bytes",
+                        widths_str(c->widths, c->layers, ws, sizeof ws),
+                        (unsigned long long)want, n);
   uint64_t h = fnv1a64(b, n - 8);
   uint64_t fh = get32(b + n - 8) | (uint64_t)get32(b + n - 4) << 32;
   if (h != fh)
-    return rp__err(RP_ECHECKSUM,
-                   "%s: checksum mismatch (the file says "
-                   "fnv1a64:%016llx, its bytes give %016llx): the file is "
-                   "corrupt",
-                   path, (unsigned long long)fh, (unsigned long long)h);
+    return rp_error_set(RP_ECHECKSUM,
+                        "%s: checksum mismatch (the file says "
+                        "fnv1a64:%016llx, its bytes give %016llx): the file is "
+                        "corrupt",
+                        path, (unsigned long long)fh, (unsigned long long)h);
   c->info.step = get32(b + 16);
   c->info.lr = getf(b + 20);
   c->info.lr_decay = getf(b + 24);
@@ -1499,30 +1503,30 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
   c->info.seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
   if (!isfinite(c->info.lr) || !isfinite(c->info.lr_decay) ||
       !(c->info.momentum >= 0.0f && c->info.momentum < 1.0f))
-    return rp__err(RP_EFORMAT,
-                   "%s: bad schedule: lr %g, lr decay %g, "
-                   "momentum %g",
-                   path, (double)c->info.lr, (double)c->info.lr_decay,
-                   (double)c->info.momentum);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: bad schedule: lr %g, lr decay %g, "
+                        "momentum %g",
+                        path, (double)c->info.lr, (double)c->info.lr_decay,
+                        (double)c->info.momentum);
   return RP_OK;
 }
 
 rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
   if (!path || !out)
-    return rp__err(RP_EINVAL, "rp_mlp_ckpt_read: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_ckpt_read: NULL argument");
   char *buf;
   size_t n;
-  rp_status st = rp__read_regular(path, RP_MLP_CKPT_MAX, &buf, &n);
+  rp_status st = rp_train_read_regular(path, RP_MLP_CKPT_MAX, &buf, &n);
   if (st != RP_OK)
-    return rp__err_prefix(st, "%s: ", path);
+    return rp_train_err_prefix(st, "%s: ", path);
   rp_mlp_ckpt c;
   memset(&c, 0, sizeof c);
   const unsigned char *b = (const unsigned char *)buf;
   st = ckpt_parse(path, b, n, &c);
   if (!st) {
     c.nparams = (size_t)ckpt_floats(c.widths, c.layers);
-    if (!(c.params = rp__calloc(c.nparams, sizeof *c.params)))
-      st = rp__err(RP_ENOMEM, "%s: out of memory", path);
+    if (!(c.params = calloc(c.nparams, sizeof *c.params)))
+      st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
   }
   size_t head = CKPT_HEAD + 4 * ((size_t)c.layers + 1);
   for (size_t i = 0; !st && i < c.nparams; i++)
@@ -1542,7 +1546,7 @@ void rp_mlp_ckpt_free(rp_mlp_ckpt *c) {
 
 rp_status rp_mlp_ckpt_apply(rp_mlp *m, const rp_mlp_ckpt *c) {
   if (!m || !c || !c->params)
-    return rp__err(RP_EINVAL, "rp_mlp_ckpt_apply: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_mlp_ckpt_apply: NULL argument");
   uint32_t w[MAXL + 1];
   w[0] = m->features;
   for (uint32_t l = 0; l < m->nl; l++)
@@ -1552,8 +1556,8 @@ rp_status rp_mlp_ckpt_apply(rp_mlp *m, const rp_mlp_ckpt *c) {
     same = c->widths[i] == w[i];
   char a[160], b[160];
   if (!same)
-    return rp__err(RP_ESHAPE, "the file holds an MLP %s, this model is %s",
-                   widths_str(c->widths, c->layers, a, sizeof a),
-                   widths_str(w, m->nl, b, sizeof b));
+    return rp_error_set(RP_ESHAPE, "the file holds an MLP %s, this model is %s",
+                        widths_str(c->widths, c->layers, a, sizeof a),
+                        widths_str(w, m->nl, b, sizeof b));
   return ckpt_move(m, c->params, 1);
 }

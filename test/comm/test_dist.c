@@ -1,4 +1,4 @@
-/* test/dist/test_dist.c — the distributed layer across ranks, as a plain
+/* test/comm/test_dist.c — the distributed layer across ranks, as a plain
  * MPI program (Criterion forks, which MPI does not survive). ctest runs it
  * with `mpiexec -n 2` and `-n 3` (label "dist"). Every case runs on every
  * rank; a failed check prints the rank, the line and why, and aborts the

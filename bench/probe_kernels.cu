@@ -1,4 +1,4 @@
-/* kernels/probe_kernels.cu — see probe_kernels.cuh. */
+/* bench/probe_kernels.cu — see probe_kernels.cuh. */
 #include "probe_kernels.cuh"
 
 #include <cuda_runtime.h>

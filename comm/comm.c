@@ -1,10 +1,10 @@
-/* dist/dist.c — the distributed layer's state and its launch API: ranks,
+/* comm/comm.c — the distributed layer's state and its launch API: ranks,
  * the communication ops' task records, all-reduce, cross-rank copies and the
  * parallel operators across ranks (as copies), and their builder forms.
  * Every launch becomes one rp_launch_task of an "rp.dist.*" task (see
- * dist.h for the roles and accesses), so eager execution, recording,
+ * comm.h for the roles and accesses), so eager execution, recording,
  * dependence analysis, graph files and dumps treat it as any task. */
-#include "dist.h"
+#include "comm.h"
 
 #include "capture/capture.h"
 
@@ -15,7 +15,7 @@
 /* ---- state ---- */
 
 rp_dist_state *rp__dist_state(rp_runtime *rt) {
-  return rp__layer_get(rt, RP_LAYER_DIST);
+  return rp__layer_get(rt, RP_LAYER_COMM);
 }
 
 static void state_free(rp_dist_state *ds) {
@@ -78,7 +78,7 @@ rp_status rp__dist_attach(rp_runtime *rt, const rp_runtime_config *cfg) {
     state_free(ds);
     return st;
   }
-  rp__layer_set(rt, RP_LAYER_DIST, ds, dist_dtor, NULL);
+  rp__layer_set(rt, RP_LAYER_COMM, ds, dist_dtor, NULL);
   return RP_OK;
 }
 

@@ -1,6 +1,6 @@
-/* dist/dist.h — the distributed layer's internal interface: SPMD ranks over
+/* comm/comm.h — the distributed layer's internal interface: SPMD ranks over
  * MPI, communication ops as tasks with a planned replay form, NCCL for GPU
- * instances. Private to libreprise; only dist/ includes it (and tests).
+ * instances. Private to libreprise; only comm/ includes it (and tests).
  *
  * Owns: the runtime's communicators (a duplicate of the user's MPI_Comm for
  * eager ops, another for the host's collective set-up calls), the task
@@ -23,12 +23,18 @@
  * order, and no deadlock: the earliest unfinished op always has all its
  * ranks at it).
  *
- * Layering: dist/ sits above replay (it plans replay units) and capture (it
- * launches through rp_launch_task); the engine calls rp__dist_attach from
- * rp_runtime_create and stores the state in RP_LAYER_DIST. mpi_*.c is built
- * only with MPI; without it dist.c answers for the single rank. */
-#ifndef RP_DIST_H
-#define RP_DIST_H
+ * Names: the folder is comm/ (communication); the public calls, the task
+ * names in graph files ("rp.dist.*") and the internal prefix rp__dist_
+ * keep "dist" (distributed), as reprise.h's "Distributed" section does.
+ *
+ * Layering: comm/ sits above replay (it plans replay units, through the
+ * engine's rp_task_ext) and capture (it launches through rp_launch_task).
+ * The engine does not call it: the public rp_runtime_create (runtime.c
+ * here) creates the engine's runtime and then calls rp__dist_attach, which
+ * stores the state in the runtime's RP_LAYER_COMM slot. mpi_*.c is built
+ * only with MPI; without it comm.c answers for the single rank. */
+#ifndef RP_COMM_H
+#define RP_COMM_H
 
 #include "engine/engine.h"
 
@@ -94,6 +100,11 @@ typedef struct rp_dist_state {
                                        (tests: one per exec and GPU) */
 } rp_dist_state;
 
+/* Called by rp_runtime_create (runtime.c) once the engine's runtime is
+ * up, to take cfg->comm (duplicating it: a collective call) and install the
+ * RP_LAYER_COMM state. On failure nothing is installed (the caller tears
+ * the runtime down). */
+rp_status rp__dist_attach(rp_runtime *rt, const rp_runtime_config *cfg);
 /* The runtime's state (NULL before attach). */
 rp_dist_state *rp__dist_state(rp_runtime *rt);
 /* Records an eager failure's detail for rp_runtime_dist_detail. */
@@ -115,7 +126,7 @@ void rp__dist_local_copy(const rp_instance_info *src,
                          const rp_instance_info *dst, const rp_rect *dom,
                          rp_redop redop);
 
-/* ---- MPI (mpi_comm.c; stubs in dist.c without MPI) ---- */
+/* ---- MPI (mpi_comm.c; stubs in comm.c without MPI) ---- */
 
 /* Takes the user's communicator: checks MPI is initialized with
  * MPI_THREAD_MULTIPLE, duplicates it twice (eager, ctl). */
@@ -178,7 +189,7 @@ void rp__nccl_fini(rp_dist_state *ds);
 rp_status rp__nccl_graph_selftest(int device, size_t n, int launches);
 
 /* exec.c: the communication tasks' eager forms and their planned replay
- * form (dist.c registers them). */
+ * form (comm.c registers them). */
 rp_status rp__dist_task_cpu(rp_task_ctx *ctx);
 rp_status rp__dist_task_gpu(rp_task_ctx *ctx);
 extern const rp_task_ext rp__dist_ext;

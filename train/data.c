@@ -1,8 +1,8 @@
-/* kernels/data.c — synthetic data sets and data files (formats and errors
+/* train/data.c — synthetic data sets and data files (formats and errors
  * in data.h). */
 #include "data.h"
 
-#include "engine/util.h"
+#include "train_util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -56,16 +56,16 @@ static rp_status data_alloc(rp_dataset *d, uint32_t n, uint32_t features,
                             uint32_t classes) {
   uint64_t bytes = (uint64_t)n * features * 4 + (uint64_t)n * 4;
   if (bytes > RP_DATA_MAX_BYTES)
-    return rp__err(RP_ERANGE,
-                   "data set of %u samples x %u features is %llu "
-                   "bytes (max %llu)",
-                   n, features, (unsigned long long)bytes,
-                   (unsigned long long)RP_DATA_MAX_BYTES);
-  d->x = rp__calloc((size_t)n * features, sizeof *d->x);
-  d->y = rp__calloc(n, sizeof *d->y);
+    return rp_error_set(RP_ERANGE,
+                        "data set of %u samples x %u features is %llu "
+                        "bytes (max %llu)",
+                        n, features, (unsigned long long)bytes,
+                        (unsigned long long)RP_DATA_MAX_BYTES);
+  d->x = calloc((size_t)n * features, sizeof *d->x);
+  d->y = calloc(n, sizeof *d->y);
   if (!d->x || !d->y) {
     rp_data_free(d);
-    return rp__err(RP_ENOMEM, "data set of %u samples: out of memory", n);
+    return rp_error_set(RP_ENOMEM, "data set of %u samples: out of memory", n);
   }
   d->n = n;
   d->features = features;
@@ -100,9 +100,9 @@ static void gen_spirals(rp_dataset *d, rp_rng *r) {
 }
 
 static rp_status gen_blobs(rp_dataset *d, rp_rng *r) {
-  float *centers = rp__calloc((size_t)d->classes * d->features, sizeof(float));
+  float *centers = calloc((size_t)d->classes * d->features, sizeof(float));
   if (!centers)
-    return rp__err(RP_ENOMEM, "rp_data_generate: out of memory");
+    return rp_error_set(RP_ENOMEM, "rp_data_generate: out of memory");
   /* Centre spread 3/sqrt(features) per dimension: two centres are about
    * 4.2 apart (3 sqrt 2) in any dimension, while the noise is N(0, 1) along
    * every direction, so the task is equally hard at 2 or 2000 features. */
@@ -124,19 +124,20 @@ static rp_status gen_blobs(rp_dataset *d, rp_rng *r) {
 rp_status rp_data_generate(rp_data_kind kind, uint32_t n, uint32_t features,
                            uint32_t classes, uint64_t seed, rp_dataset *out) {
   if (!out)
-    return rp__err(RP_EINVAL, "rp_data_generate: NULL out");
+    return rp_error_set(RP_EINVAL, "rp_data_generate: NULL out");
   if (n == 0 || features == 0 || classes < 2 || classes > RP_DATA_MAX_CLASSES)
-    return rp__err(RP_EINVAL,
-                   "rp_data_generate: %u samples, %u features, %u "
-                   "classes (need >= 1, >= 1, 2..%u)",
-                   n, features, classes, RP_DATA_MAX_CLASSES);
+    return rp_error_set(RP_EINVAL,
+                        "rp_data_generate: %u samples, %u features, %u "
+                        "classes (need >= 1, >= 1, 2..%u)",
+                        n, features, classes, RP_DATA_MAX_CLASSES);
   if (kind != RP_DATA_SPIRALS && kind != RP_DATA_BLOBS)
-    return rp__err(RP_EINVAL, "rp_data_generate: unknown kind %d", (int)kind);
+    return rp_error_set(RP_EINVAL, "rp_data_generate: unknown kind %d",
+                        (int)kind);
   if (kind == RP_DATA_SPIRALS && features != 2)
-    return rp__err(RP_EINVAL,
-                   "rp_data_generate: spirals have 2 features, "
-                   "not %u",
-                   features);
+    return rp_error_set(RP_EINVAL,
+                        "rp_data_generate: spirals have 2 features, "
+                        "not %u",
+                        features);
   rp_dataset d = {0};
   rp_status st = data_alloc(&d, n, features, classes);
   if (st != RP_OK)
@@ -179,8 +180,8 @@ static void fix_le32(void *buf, size_t count) {
     b[3] = t0;
   }
 #else
-  RP_UNUSED(buf);
-  RP_UNUSED(count);
+  (void)buf;
+  (void)count;
 #endif
 }
 
@@ -192,37 +193,38 @@ static rp_status bin_header(FILE *f, const char *path, uint64_t size,
   unsigned char b[BIN_HEADER];
   size_t got = fread(b, 1, sizeof b, f);
   if (got < sizeof b)
-    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %u bytes", path,
-                   got, BIN_HEADER);
+    return rp_error_set(RP_EFORMAT, "%s: truncated header: %zu of %u bytes",
+                        path, got, BIN_HEADER);
   for (int i = 0; i < 4; i++)
     h[i] = get_le32(b + 8 + 4 * i);
   if (h[0] != 1)
-    return rp__err(RP_EVERSION,
-                   "%s: binary data version %u (this build "
-                   "reads version 1)",
-                   path, h[0]);
+    return rp_error_set(RP_EVERSION,
+                        "%s: binary data version %u (this build "
+                        "reads version 1)",
+                        path, h[0]);
   if (h[1] == 0 || h[2] == 0 || h[3] < 2 || h[3] > RP_DATA_MAX_CLASSES)
-    return rp__err(RP_EFORMAT,
-                   "%s: header: n = %u, features = %u, classes = "
-                   "%u (need n >= 1, features >= 1, classes 2..%u)",
-                   path, h[1], h[2], h[3], RP_DATA_MAX_CLASSES);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: header: n = %u, features = %u, classes = "
+                        "%u (need n >= 1, features >= 1, classes 2..%u)",
+                        path, h[1], h[2], h[3], RP_DATA_MAX_CLASSES);
   uint64_t want = BIN_HEADER + ((uint64_t)h[1] * h[2] + h[1]) * 4;
   if (want - BIN_HEADER > RP_DATA_MAX_BYTES)
-    return rp__err(RP_ERANGE,
-                   "%s: %u samples x %u features is above the "
-                   "%llu-byte limit",
-                   path, h[1], h[2], (unsigned long long)RP_DATA_MAX_BYTES);
+    return rp_error_set(RP_ERANGE,
+                        "%s: %u samples x %u features is above the "
+                        "%llu-byte limit",
+                        path, h[1], h[2],
+                        (unsigned long long)RP_DATA_MAX_BYTES);
   if (size < want)
-    return rp__err(RP_EFORMAT,
-                   "%s: truncated: the header (%u samples, %u "
-                   "features) needs %llu bytes, the file has %llu",
-                   path, h[1], h[2], (unsigned long long)want,
-                   (unsigned long long)size);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: truncated: the header (%u samples, %u "
+                        "features) needs %llu bytes, the file has %llu",
+                        path, h[1], h[2], (unsigned long long)want,
+                        (unsigned long long)size);
   if (size > want)
-    return rp__err(RP_EFORMAT,
-                   "%s: %llu trailing bytes after the labels "
-                   "(the header says %u samples, %u features)",
-                   path, (unsigned long long)(size - want), h[1], h[2]);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: %llu trailing bytes after the labels "
+                        "(the header says %u samples, %u features)",
+                        path, (unsigned long long)(size - want), h[1], h[2]);
   return RP_OK;
 }
 
@@ -230,18 +232,18 @@ static rp_status bin_check(const rp_dataset *d, const char *path) {
   size_t nx = (size_t)d->n * d->features;
   for (size_t i = 0; i < nx; i++)
     if (!isfinite(d->x[i]))
-      return rp__err(RP_EFORMAT,
-                     "%s: sample %zu feature %zu is not finite "
-                     "(byte offset %zu)",
-                     path, i / d->features, i % d->features,
-                     BIN_HEADER + 4 * i);
+      return rp_error_set(RP_EFORMAT,
+                          "%s: sample %zu feature %zu is not finite "
+                          "(byte offset %zu)",
+                          path, i / d->features, i % d->features,
+                          BIN_HEADER + 4 * i);
   for (uint32_t i = 0; i < d->n; i++)
     if (d->y[i] < 0 || (uint32_t)d->y[i] >= d->classes)
-      return rp__err(RP_EFORMAT,
-                     "%s: sample %u: label %d outside [0, %u) "
-                     "(byte offset %zu)",
-                     path, i, (int)d->y[i], d->classes,
-                     BIN_HEADER + 4 * (nx + i));
+      return rp_error_set(RP_EFORMAT,
+                          "%s: sample %u: label %d outside [0, %u) "
+                          "(byte offset %zu)",
+                          path, i, (int)d->y[i], d->classes,
+                          BIN_HEADER + 4 * (nx + i));
   return RP_OK;
 }
 
@@ -253,10 +255,10 @@ static rp_status load_bin(FILE *f, const char *path, uint64_t size,
     return st;
   rp_dataset d = {0};
   if ((st = data_alloc(&d, h[1], h[2], h[3])) != RP_OK)
-    return rp__err_prefix(st, "%s: ", path);
+    return rp_train_err_prefix(st, "%s: ", path);
   size_t nx = (size_t)d.n * d.features;
   if (fread(d.x, 4, nx, f) != nx || fread(d.y, 4, d.n, f) != d.n)
-    st = rp__err(RP_EIO, "%s: read failed: %s", path, strerror(errno));
+    st = rp_error_set(RP_EIO, "%s: read failed: %s", path, strerror(errno));
   if (st == RP_OK) {
     fix_le32(d.x, nx);
     fix_le32(d.y, d.n);
@@ -337,11 +339,11 @@ static rp_status text_line(const csv_state *c, const char *line, size_t len) {
   for (size_t i = 0; i < len; i++) {
     unsigned char ch = (unsigned char)line[i];
     if (ch == 0 || (ch < 0x20 && ch != '\t' && ch != '\r' && ch != '\n'))
-      return rp__err(RP_EFORMAT,
-                     "%s:%u: not a data file: byte %#x at column "
-                     "%zu (a CSV file starts with a 'label,...' header, a "
-                     "binary one with the magic %s)",
-                     c->path, c->line, ch, i + 1, BIN_MAGIC);
+      return rp_error_set(RP_EFORMAT,
+                          "%s:%u: not a data file: byte %#x at column "
+                          "%zu (a CSV file starts with a 'label,...' header, a "
+                          "binary one with the magic %s)",
+                          c->path, c->line, ch, i + 1, BIN_MAGIC);
   }
   return RP_OK;
 }
@@ -351,15 +353,15 @@ static rp_status csv_header(csv_state *c, char *line) {
   char sh[48];
   uint32_t n = split(line, first, 2);
   if (strcmp(first[0], "label") != 0)
-    return rp__err(RP_EFORMAT,
-                   "%s:%u: wrong header: first column is '%s', "
-                   "expected 'label' followed by the feature columns",
-                   c->path, c->line, show(first[0], sh, sizeof sh));
+    return rp_error_set(RP_EFORMAT,
+                        "%s:%u: wrong header: first column is '%s', "
+                        "expected 'label' followed by the feature columns",
+                        c->path, c->line, show(first[0], sh, sizeof sh));
   if (n < 2)
-    return rp__err(RP_EFORMAT,
-                   "%s:%u: wrong header: no feature columns after "
-                   "'label'",
-                   c->path, c->line);
+    return rp_error_set(RP_EFORMAT,
+                        "%s:%u: wrong header: no feature columns after "
+                        "'label'",
+                        c->path, c->line);
   c->cols = n;
   c->d.features = n - 1;
   return RP_OK;
@@ -370,15 +372,16 @@ static rp_status csv_grow(csv_state *c) {
     return RP_OK;
   /* cols >= 2 keeps cap far below 2^31 under the byte limit. */
   if ((uint64_t)c->d.n * c->cols * 4 >= RP_DATA_MAX_BYTES)
-    return rp__err(RP_ERANGE, "%s:%u: more than %llu bytes of data", c->path,
-                   c->line, (unsigned long long)RP_DATA_MAX_BYTES);
+    return rp_error_set(RP_ERANGE, "%s:%u: more than %llu bytes of data",
+                        c->path, c->line,
+                        (unsigned long long)RP_DATA_MAX_BYTES);
   uint32_t cap = c->cap ? c->cap * 2 : 1024;
-  float *x = rp__reallocarray(c->d.x, (size_t)cap * c->d.features, 4);
+  float *x = rp_train_realloc_n(c->d.x, (size_t)cap * c->d.features, 4);
   if (x)
     c->d.x = x;
-  int32_t *y = x ? rp__reallocarray(c->d.y, cap, 4) : NULL;
+  int32_t *y = x ? rp_train_realloc_n(c->d.y, cap, 4) : NULL;
   if (!y)
-    return rp__err(RP_ENOMEM, "%s:%u: out of memory", c->path, c->line);
+    return rp_error_set(RP_ENOMEM, "%s:%u: out of memory", c->path, c->line);
   c->d.y = y;
   c->cap = cap;
   return RP_OK;
@@ -390,10 +393,10 @@ static rp_status csv_label(csv_state *c, const char *s, int32_t *out) {
   errno = 0;
   long v = strtol(s, &end, 10);
   if (!isdigit((unsigned char)s[0]) || *end || errno || v > 65535)
-    return rp__err(RP_EFORMAT,
-                   "%s:%u: bad label '%s': not an integer in "
-                   "0..65535",
-                   c->path, c->line, show(s, sh, sizeof sh));
+    return rp_error_set(RP_EFORMAT,
+                        "%s:%u: bad label '%s': not an integer in "
+                        "0..65535",
+                        c->path, c->line, show(s, sh, sizeof sh));
   *out = (int32_t)v;
   return RP_OK;
 }
@@ -401,10 +404,10 @@ static rp_status csv_label(csv_state *c, const char *s, int32_t *out) {
 static rp_status csv_row(csv_state *c, char *line, char **fields) {
   uint32_t n = split(line, fields, c->cols);
   if (n != c->cols)
-    return rp__err(RP_EFORMAT,
-                   "%s:%u: wrong column count: %u columns, the "
-                   "header has %u",
-                   c->path, c->line, n, c->cols);
+    return rp_error_set(RP_EFORMAT,
+                        "%s:%u: wrong column count: %u columns, the "
+                        "header has %u",
+                        c->path, c->line, n, c->cols);
   rp_status st = csv_grow(c);
   int32_t label = 0;
   if (st == RP_OK)
@@ -418,10 +421,11 @@ static rp_status csv_row(csv_state *c, char *line, char **fields) {
     errno = 0;
     float v = strtof(fields[i], &end);
     if (end == fields[i] || *end || !isfinite(v))
-      return rp__err(RP_EFORMAT,
-                     "%s:%u: column %u: '%s' is not a finite "
-                     "number",
-                     c->path, c->line, i + 1, show(fields[i], sh, sizeof sh));
+      return rp_error_set(RP_EFORMAT,
+                          "%s:%u: column %u: '%s' is not a finite "
+                          "number",
+                          c->path, c->line, i + 1,
+                          show(fields[i], sh, sizeof sh));
     x[i - 1] = v;
   }
   c->d.y[c->d.n++] = label;
@@ -475,10 +479,10 @@ static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
          (got = read_line(f, &line, &cap, RP_DATA_MAX_LINE, &len)) > 0) {
     c->line++;
     if ((c->bytes += len) > c->max_file) {
-      st = rp__err(RP_ERANGE,
-                   "%s:%u: the file grew past the limit of %llu "
-                   "bytes while read",
-                   c->path, c->line, (unsigned long long)c->max_file);
+      st = rp_error_set(RP_ERANGE,
+                        "%s:%u: the file grew past the limit of %llu "
+                        "bytes while read",
+                        c->path, c->line, (unsigned long long)c->max_file);
       break;
     }
     st = text_line(c, line, len);
@@ -493,14 +497,14 @@ static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
   }
   free(line);
   if (st == RP_OK && got == -2)
-    st = rp__err(RP_ERANGE,
-                 "%s:%u: line longer than %u bytes (the limit "
-                 "for one line of a CSV data file)",
-                 c->path, c->line + 1, RP_DATA_MAX_LINE);
+    st = rp_error_set(RP_ERANGE,
+                      "%s:%u: line longer than %u bytes (the limit "
+                      "for one line of a CSV data file)",
+                      c->path, c->line + 1, RP_DATA_MAX_LINE);
   else if (st == RP_OK && got == -1)
-    st = rp__err(RP_EIO, "%s:%u: read failed%s%s", c->path, c->line + 1,
-                 ferror(f) ? ": " : " (out of memory)",
-                 ferror(f) ? strerror(errno) : "");
+    st = rp_error_set(RP_EIO, "%s:%u: read failed%s%s", c->path, c->line + 1,
+                      ferror(f) ? ": " : " (out of memory)",
+                      ferror(f) ? strerror(errno) : "");
   return st;
 }
 
@@ -510,16 +514,16 @@ static rp_status load_csv(FILE *f, const char *path, uint64_t max_file,
   rp_status st = csv_lines(f, &c, NULL); /* up to the header */
   char **fields = NULL;
   if (st == RP_OK && c.cols == 0)
-    st = rp__err(RP_EFORMAT,
-                 "%s: wrong header: the file is empty (a CSV data "
-                 "file starts with 'label,<feature names>')",
-                 path);
-  if (st == RP_OK && !(fields = rp__calloc(c.cols, sizeof *fields)))
-    st = rp__err(RP_ENOMEM, "%s: out of memory", path);
+    st = rp_error_set(RP_EFORMAT,
+                      "%s: wrong header: the file is empty (a CSV data "
+                      "file starts with 'label,<feature names>')",
+                      path);
+  if (st == RP_OK && !(fields = calloc(c.cols, sizeof *fields)))
+    st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
   if (st == RP_OK)
     st = csv_lines(f, &c, fields);
   if (st == RP_OK && c.d.n == 0)
-    st = rp__err(RP_EFORMAT, "%s: no data rows after the header", path);
+    st = rp_error_set(RP_EFORMAT, "%s: no data rows after the header", path);
   free(fields);
   if (st != RP_OK) {
     rp_data_free(&c.d);
@@ -582,55 +586,55 @@ static rp_status idx_header(const char *path, const char *what, uint32_t min,
                             uint32_t max, idx_file *f) {
   const unsigned char *b = (const unsigned char *)f->buf;
   if (f->len < 4)
-    return rp__err(RP_EFORMAT,
-                   "%s: truncated: %zu bytes, an IDX header has "
-                   "at least 4",
-                   path, f->len);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: truncated: %zu bytes, an IDX header has "
+                        "at least 4",
+                        path, f->len);
   if (b[0] || b[1])
-    return rp__err(RP_EFORMAT,
-                   "%s: bad magic %02x %02x %02x %02x: not an "
-                   "IDX file (it starts 00 00, the type, the dimension "
-                   "count)",
-                   path, b[0], b[1], b[2], b[3]);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: bad magic %02x %02x %02x %02x: not an "
+                        "IDX file (it starts 00 00, the type, the dimension "
+                        "count)",
+                        path, b[0], b[1], b[2], b[3]);
   if (b[2] != IDX_U8)
-    return rp__err(RP_EFORMAT,
-                   "%s: element type 0x%02x (%s): only unsigned "
-                   "bytes (0x08) are read",
-                   path, b[2], idx_type_name(b[2]));
+    return rp_error_set(RP_EFORMAT,
+                        "%s: element type 0x%02x (%s): only unsigned "
+                        "bytes (0x08) are read",
+                        path, b[2], idx_type_name(b[2]));
   f->ndims = b[3];
   if (f->ndims < min || f->ndims > max)
-    return rp__err(
+    return rp_error_set(
         RP_EFORMAT, "%s: %u dimensions: %s need %s", path, f->ndims, what,
         min == max ? "exactly 1 (idx1)"
                    : "2 to 8 (samples, then the feature dimensions)");
   size_t head = 4 + 4 * (size_t)f->ndims;
   if (f->len < head)
-    return rp__err(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes", path,
-                   f->len, head);
+    return rp_error_set(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes",
+                        path, f->len, head);
   f->count = 1;
   for (uint32_t i = 0; i < f->ndims; i++) {
     f->dims[i] = get_be32(b + 4 + 4 * i);
     if (f->dims[i] == 0)
-      return rp__err(RP_EFORMAT, "%s: dimension %u has size 0", path, i);
+      return rp_error_set(RP_EFORMAT, "%s: dimension %u has size 0", path, i);
     f->count *= f->dims[i];
     if (f->count > RP_DATA_MAX_BYTES)
-      return rp__err(RP_ERANGE, "%s: more than %llu elements", path,
-                     (unsigned long long)RP_DATA_MAX_BYTES);
+      return rp_error_set(RP_ERANGE, "%s: more than %llu elements", path,
+                          (unsigned long long)RP_DATA_MAX_BYTES);
   }
   uint64_t want = head + f->count;
   if (f->len < want)
-    return rp__err(RP_EFORMAT,
-                   "%s: truncated: the header (%u x %llu) needs "
-                   "%llu bytes, the file has %zu",
-                   path, f->dims[0],
-                   (unsigned long long)(f->count / f->dims[0]),
-                   (unsigned long long)want, f->len);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: truncated: the header (%u x %llu) needs "
+                        "%llu bytes, the file has %zu",
+                        path, f->dims[0],
+                        (unsigned long long)(f->count / f->dims[0]),
+                        (unsigned long long)want, f->len);
   if (f->len > want)
-    return rp__err(RP_EFORMAT,
-                   "%s: %llu trailing bytes after the %llu "
-                   "elements the header announces",
-                   path, (unsigned long long)(f->len - want),
-                   (unsigned long long)f->count);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: %llu trailing bytes after the %llu "
+                        "elements the header announces",
+                        path, (unsigned long long)(f->len - want),
+                        (unsigned long long)f->count);
   f->data = b + head;
   return RP_OK;
 }
@@ -641,9 +645,9 @@ static rp_status idx_read(const char *path, const char *what, uint64_t max,
                           uint32_t min_dims, uint32_t max_dims, idx_file *f) {
   memset(f, 0, sizeof *f);
   size_t lim = max > SIZE_MAX - 2 ? SIZE_MAX - 2 : (size_t)max;
-  rp_status st = rp__read_regular(path, lim, &f->buf, &f->len);
+  rp_status st = rp_train_read_regular(path, lim, &f->buf, &f->len);
   if (st != RP_OK)
-    return rp__err_prefix(st, "%s: ", path);
+    return rp_train_err_prefix(st, "%s: ", path);
   st = idx_header(path, what, min_dims, max_dims, f);
   if (st != RP_OK) {
     free(f->buf);
@@ -655,17 +659,17 @@ static rp_status idx_read(const char *path, const char *what, uint64_t max,
 rp_status rp_data_load_idx(const char *images, const char *labels,
                            uint64_t max_bytes, rp_dataset *out) {
   if (!images || !labels || !out)
-    return rp__err(RP_EINVAL, "rp_data_load_idx: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_data_load_idx: NULL argument");
   uint64_t max = max_bytes ? max_bytes : RP_DATA_FILE_MAX;
   idx_file fi, fl = {0};
   rp_status st = idx_read(images, "images", max, 2, IDX_MAX_DIMS, &fi);
   if (st == RP_OK)
     st = idx_read(labels, "labels", max, 1, 1, &fl);
   if (st == RP_OK && fi.dims[0] != fl.dims[0])
-    st = rp__err(RP_EFORMAT,
-                 "%s has %u samples, %s has %u labels: the "
-                 "counts must match",
-                 images, fi.dims[0], labels, fl.dims[0]);
+    st = rp_error_set(RP_EFORMAT,
+                      "%s has %u samples, %s has %u labels: the "
+                      "counts must match",
+                      images, fi.dims[0], labels, fl.dims[0]);
   uint32_t classes = 0;
   for (uint32_t i = 0; st == RP_OK && i < fl.dims[0]; i++)
     classes = fl.data[i] + 1u > classes ? fl.data[i] + 1u : classes;
@@ -674,7 +678,7 @@ rp_status rp_data_load_idx(const char *images, const char *labels,
     uint32_t n = fi.dims[0], feats = (uint32_t)(fi.count / n);
     st = data_alloc(&d, n, feats, classes < 2 ? 2 : classes);
     if (st != RP_OK)
-      st = rp__err_prefix(st, "%s: ", images);
+      st = rp_train_err_prefix(st, "%s: ", images);
   }
   for (uint64_t i = 0; st == RP_OK && i < fi.count; i++)
     d.x[i] = (float)fi.data[i] / 255.0f;
@@ -719,18 +723,18 @@ static rp_status pick(const rp_dataset *all, const unsigned char *mark,
 rp_status rp_data_split(rp_dataset *all, uint32_t nval, uint64_t seed,
                         rp_dataset *val) {
   if (!all || !val || !all->x || !all->y)
-    return rp__err(RP_EINVAL, "rp_data_split: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_data_split: NULL argument");
   if (nval == 0 || nval >= all->n)
-    return rp__err(RP_ERANGE,
-                   "rp_data_split: %u validation samples of %u "
-                   "(need 1..%u)",
-                   nval, all->n, all->n - 1);
-  uint32_t *perm = rp__calloc(all->n, sizeof *perm);
-  unsigned char *mark = rp__calloc(all->n, 1);
+    return rp_error_set(RP_ERANGE,
+                        "rp_data_split: %u validation samples of %u "
+                        "(need 1..%u)",
+                        nval, all->n, all->n - 1);
+  uint32_t *perm = calloc(all->n, sizeof *perm);
+  unsigned char *mark = calloc(all->n, 1);
   rp_dataset tr = {0}, va = {0};
   rp_status st = perm && mark ? RP_OK
-                              : rp__err(RP_ENOMEM, "rp_data_split: out of "
-                                                   "memory");
+                              : rp_error_set(RP_ENOMEM, "rp_data_split: out of "
+                                                        "memory");
   if (st == RP_OK) {
     rp_data_permutation(all->n, seed ^ 0x76616c2d73706c74ull, perm);
     for (uint32_t i = 0; i < nval; i++) /* "val-splt" */
@@ -762,26 +766,27 @@ rp_status rp_data_load(const char *path, rp_dataset *out) {
 rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
                            rp_dataset *out) {
   if (!path || !out)
-    return rp__err(RP_EINVAL, "rp_data_load: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_data_load: NULL argument");
   uint64_t max = max_bytes ? max_bytes : RP_DATA_FILE_MAX;
   int fd;
   uint64_t size;
   /* a regular file only: a FIFO would block, /dev/zero never end */
-  rp_status st = rp__open_regular(path, &fd, &size);
+  rp_status st = rp_train_open_regular(path, &fd, &size);
   if (st)
-    return rp__err_prefix(st, "%s: ", path);
+    return rp_train_err_prefix(st, "%s: ", path);
   if (size > max) {
     close(fd);
-    return rp__err(RP_ERANGE,
-                   "%s: the file has %llu bytes, above the limit "
-                   "of %llu (--max-bytes)",
-                   path, (unsigned long long)size, (unsigned long long)max);
+    return rp_error_set(RP_ERANGE,
+                        "%s: the file has %llu bytes, above the limit "
+                        "of %llu (--max-bytes)",
+                        path, (unsigned long long)size,
+                        (unsigned long long)max);
   }
   FILE *f = fdopen(fd, "rb");
   if (!f) {
     int e = errno;
     close(fd);
-    return rp__err(RP_EIO, "%s: cannot open: %s", path, strerror(e));
+    return rp_error_set(RP_EIO, "%s: cannot open: %s", path, strerror(e));
   }
   char magic[8];
   size_t got = fread(magic, 1, sizeof magic, f);
@@ -789,18 +794,18 @@ rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
     /* the size fstat said: bin_header refuses any other (a file that
      * grows later is cut at its header's size by fread) */
     if (fseek(f, 0, SEEK_SET) != 0)
-      st = rp__err(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
+      st = rp_error_set(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
     else
       st = load_bin(f, path, size, out);
   } else if (got >= 4 && idx_magic((const unsigned char *)magic)) {
-    st = rp__err(RP_EFORMAT,
-                 "%s: an IDX file (MNIST format, %u "
-                 "dimensions of %s): give it with its labels, --data "
-                 "IMAGES --labels LABELS",
-                 path, (unsigned)magic[3],
-                 idx_type_name((unsigned char)magic[2]));
+    st = rp_error_set(RP_EFORMAT,
+                      "%s: an IDX file (MNIST format, %u "
+                      "dimensions of %s): give it with its labels, --data "
+                      "IMAGES --labels LABELS",
+                      path, (unsigned)magic[3],
+                      idx_type_name((unsigned char)magic[2]));
   } else if (fseek(f, 0, SEEK_SET) != 0) {
-    st = rp__err(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
+    st = rp_error_set(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
   } else {
     st = load_csv(f, path, max, out);
   }
@@ -844,12 +849,12 @@ static int save_bin(FILE *f, const rp_dataset *d) {
 
 rp_status rp_data_save(const rp_dataset *d, const char *path, int csv) {
   if (!d || !path || !d->x || !d->y)
-    return rp__err(RP_EINVAL, "rp_data_save: NULL argument");
+    return rp_error_set(RP_EINVAL, "rp_data_save: NULL argument");
   FILE *f = fopen(path, "wb");
   if (!f)
-    return rp__err(RP_EIO, "%s: cannot write: %s", path, strerror(errno));
+    return rp_error_set(RP_EIO, "%s: cannot write: %s", path, strerror(errno));
   int bad = csv ? save_csv(f, d) : save_bin(f, d);
   if (fclose(f) != 0 || bad)
-    return rp__err(RP_EIO, "%s: write failed", path);
+    return rp_error_set(RP_EIO, "%s: write failed", path);
   return RP_OK;
 }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test/dist/bench_dist.sh — `reprise bench --dist --quick` under mpiexec:
+# test/comm/bench_dist.sh — `reprise bench --dist --quick` under mpiexec:
 # exit 0, rank 0 alone prints the table, and the JSON holds the step rows
 # (replay and eager) and one all-reduce row per size, each with its keys
 # and a positive time. Run by ctest (label dist):

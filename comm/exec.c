@@ -1,9 +1,9 @@
-/* dist/exec.c — running communication ops: the eager task functions (one
+/* comm/exec.c — running communication ops: the eager task functions (one
  * op at a time on a CPU worker or, for a GPU all-reduce, on the GPU's
  * stream) and the replay form (rp_task_ext): at instantiate, an exec gets a
  * communicator of its own and each unit its persistent requests and
  * staging buffer; every replay starts them and polls (mpi_comm.c). */
-#include "dist.h"
+#include "comm.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* test/dist/train_dist.c — `reprise train --dist` across N ranks reaches
+/* test/comm/train_dist.c — `reprise train --dist` across N ranks reaches
  * the weights of one process. A plain program (no Criterion, no MPI of its
  * own): it runs the built command line, once as one process without
  * --dist and then under `mpiexec -n N ... --dist` with the same global
@@ -140,7 +140,7 @@ static int train(int np, const char *tag, const char *const *extra) {
 static float *weights(const char *name, size_t *n) {
   size_t len = 0;
   char *b = slurp(path(name), &len);
-  /* a checkpoint (kernels/mlp.h): 48 bytes, L + 1 widths, the floats
+  /* a checkpoint (train/mlp.h): 48 bytes, L + 1 widths, the floats
    * (weights and momentum), an 8-byte checksum */
   const unsigned char *h = (const unsigned char *)b;
   size_t head = b && len >= 48 ? 48 + 4 * ((size_t)h[12] + 1) : len + 1;

@@ -1,4 +1,4 @@
-/* dist/mpi_comm.c — the MPI transport: communicators, persistent requests,
+/* comm/mpi_comm.c — the MPI transport: communicators, persistent requests,
  * polling with a timeout, and the roll call that names a silent peer.
  *
  * Completion: the worker that runs a communication op starts its requests
@@ -24,7 +24,7 @@
  * 3 + (pair_seq * K + slot) mod span for the data of the pair_seq-th copy
  * between two ranks in replay slot `slot` (K slots: replays in flight never
  * match each other's messages). */
-#include "dist.h"
+#include "comm.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -625,7 +625,7 @@ rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
   s = wait_req(mc, &req, w, &st, why, whylen);
   if (s == RP_EPEER && !abandon(&req, 1))
     MPI_Request_free(&req); /* MPI finishes it; the caller's buffer is
-                               the instance's or leaked (see dist.c) */
+                               the instance's or leaked (see comm.c) */
   if (s == RP_OK && got) {
     int c = 0;
     MPI_Get_count(&st, MPI_BYTE, &c);
