@@ -1,20 +1,14 @@
 /* bench/probe_kernels.cu — see probe_kernels.cuh. */
 #include "probe_kernels.cuh"
 
+#include "engine/cuda_check.h"
+
 #include <cuda_runtime.h>
 
-extern "C" rp_status rp__err(rp_status st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* The project's one CUDA error wrapper (engine/cuda_check.h). */
+#define check(e, what) rp__cuda_check(nullptr, (e), (what), __FILE__, __LINE__)
 
 namespace {
-
-rp_status check(cudaError_t e, const char *what) {
-  if (e == cudaSuccess)
-    return RP_OK;
-  (void)cudaGetLastError();
-  return rp__err(RP_EBACKEND, "%s: %s (%s)", what, cudaGetErrorName(e),
-                 cudaGetErrorString(e));
-}
 
 cudaStream_t as_stream(void *s) {
   return static_cast<cudaStream_t>(s);

@@ -22,7 +22,7 @@
 
 #ifdef REPRISE_HAVE_NCCL
 
-#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda_check.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -47,13 +47,10 @@ int rp__nccl_built(void) {
                      __LINE__, ncclGetErrorString(r_));                        \
   } while (0)
 
-#define CUDA_TRY_(call)                                                        \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess)                                                     \
-      return rp__err(RP_EBACKEND, "%s failed (%s:%d): %s", #call, __FILE__,    \
-                     __LINE__, cudaGetErrorName(e_));                          \
-  } while (0)
+/* CUDA calls: the project's one wrapper (engine/cuda_check.h). No runtime
+ * is at hand in the self-test; a sticky error still marks the device lost
+ * for every runtime. */
+#define CUDA_TRY_(call) RP_CUDA_TRY(NULL, call)
 
 static ncclDataType_t nccl_type(rp_dtype t) {
   switch (t) {
@@ -85,7 +82,8 @@ static rp_status comm_init(rp_dist_state *ds, rp_mpi_comm *mc,
 }
 
 static rp_status eager_comm(rp_dist_state *ds, ncclComm_t *out) {
-  int dev = rp__cuda_current_device();
+  const rp_device_ops *dv = rp__device_ops(ds->rt);
+  int dev = dv ? dv->current_device() : -1;
   if (dev < 0 || dev >= MAX_DEVICES)
     return rp__err(RP_EBACKEND, "NCCL: no current device (%d)", dev);
   pthread_mutex_lock(&ds->lock);
@@ -128,7 +126,7 @@ rp_status rp__nccl_comm_create(rp_dist_state *ds, rp_mpi_comm *mc, rp_mem mem,
     rp_proc_info pi;
     rp_proc_query(ds->rt, p, &pi);
     if (pi.kind == RP_PROC_GPU && pi.local == mem)
-      dev = rp__cuda_proc_device(ds->rt, p);
+      dev = rp__device_ops(ds->rt)->proc_device(ds->rt, p);
   }
   if (dev < 0)
     return rp__err(RP_EACCESS, "NCCL: no GPU works in memory %u", mem);
