@@ -945,6 +945,11 @@ typedef struct rp_exec_stats {
                                      nodes of its own: 0 per replay) */
   uint64_t inline_launches;       /* replays launched from the calling thread
                                      (no hand-off to a worker) */
+  uint64_t param_copies;          /* per-replay argument refreshes: one
+                                     async copy per physical device whose
+                                     ops take interpolated arguments
+                                     (logical GPUs on one device share one
+                                     parameter buffer) */
 } rp_exec_stats;
 RP_API rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out);
 /* Detail of the first failure in the last failed replay: which op, shard

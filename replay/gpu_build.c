@@ -102,7 +102,16 @@ static int has_value_interp(const rp_unit *u) {
   return 0;
 }
 
-/* Offsets of every GPU task unit's args in its GPU's buffer, and the
+/* The GPU whose parameter buffer holds the args of lane's units: its
+ * group's leader. Logical GPUs on one device share one buffer (and one
+ * staging slot per replay), so a replay refreshes a group's parameters with
+ * one copy. */
+static rp_gpu_lane *buf_of(rp_exec *ex, uint32_t lane) {
+  rp_lower *lw = ex->lw;
+  return &lw->gpus[lw->gpus[lw->gpu_of_lane[lane]].group];
+}
+
+/* Offsets of every GPU task unit's args in its group's buffer, and the
  * units whose args are interpolated per replay. */
 static rp_status param_layout(rp_exec *ex) {
   rp_lower *lw = ex->lw;
@@ -110,7 +119,7 @@ static rp_status param_layout(rp_exec *ex) {
     rp_unit *x = &ex->units[u];
     if (lw->seg_of[u] == UINT32_MAX || x->kind != RP_UNIT_TASK)
       continue;
-    rp_gpu_lane *gl = &lw->gpus[lw->gpu_of_lane[x->lane]];
+    rp_gpu_lane *gl = buf_of(ex, x->lane);
     lw->param_off[u] = (uint32_t)gl->param_bytes;
     gl->param_bytes = align16(gl->param_bytes + x->ctx.args_size);
     gl->ninterp_units += has_value_interp(x);
@@ -134,7 +143,7 @@ static rp_status param_layout(rp_exec *ex) {
     rp_unit *x = &ex->units[u];
     if (lw->seg_of[u] != UINT32_MAX && x->kind == RP_UNIT_TASK &&
         has_value_interp(x)) {
-      rp_gpu_lane *gl = &lw->gpus[lw->gpu_of_lane[x->lane]];
+      rp_gpu_lane *gl = buf_of(ex, x->lane);
       const rp_task_rec *t = rp__task_get(ex->rt, ex->g->ops[x->op].task);
       gl->interp_checks[gl->ninterp_units] = t ? t->check_fn : NULL;
       gl->interp_units[gl->ninterp_units++] = u;
@@ -143,8 +152,9 @@ static rp_status param_layout(rp_exec *ex) {
   return RP_OK;
 }
 
-/* Allocates one GPU's device buffer and staging slots, fills both with the
- * recorded args and points its units' contexts at their bytes. */
+/* Allocates one group's device buffer and staging slots (on its leader;
+ * the others have none), fills both with the recorded args and points its
+ * units' contexts at their bytes. */
 static rp_status param_buffers(rp_exec *ex, rp_gpu_lane *gl) {
   rp_lower *lw = ex->lw;
   size_t pb = gl->param_bytes, total;
@@ -166,7 +176,7 @@ static rp_status param_buffers(rp_exec *ex, rp_gpu_lane *gl) {
   for (uint32_t u = 0; u < lw->nop_units; u++) {
     rp_unit *x = &ex->units[u];
     if (lw->seg_of[u] == UINT32_MAX || x->kind != RP_UNIT_TASK ||
-        x->lane != gl->lane)
+        buf_of(ex, x->lane) != gl)
       continue;
     for (uint32_t slot = 0; slot < ex->max_inflight; slot++)
       memcpy(gl->staging + (size_t)slot * pb + lw->param_off[u], x->args,
@@ -765,7 +775,7 @@ void rp__lower_free(rp_exec *ex) {
 static rp_status update_params(rp_exec *ex, uint32_t ui) {
   rp_lower *lw = ex->lw;
   rp_unit *u = &ex->units[ui];
-  rp_gpu_lane *gl = &lw->gpus[lw->gpu_of_lane[u->lane]];
+  rp_gpu_lane *gl = buf_of(ex, u->lane);
   size_t n = u->ctx.args_size, off = lw->param_off[ui];
   if (!n)
     return RP_OK;

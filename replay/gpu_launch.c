@@ -420,19 +420,17 @@ static rp_status refresh_params(rp_exec *ex, rp_gpu_lane *gl, rp_slot *s,
   }
   /* The staging slot is this replay's alone: the slot is re-armed only
    * after this replay completed, so the copy has run by then. */
+  rp__count(&ex->lw->n_param_copies, 1);
   return DV(ex)->memcpy_async(ex->rt, gl->dev_params, stg, gl->param_bytes,
                               stream);
 }
 
-/* Every logical GPU of group g (g its leader), on the leader's stream. */
+/* Every logical GPU of group g (g its leader): the leader holds the
+ * group's one buffer, refreshed with one copy on its stream. */
 static rp_status refresh_group(rp_exec *ex, uint32_t g, rp_slot *s,
                                uint32_t slot) {
-  rp_lower *lw = ex->lw;
-  rp_status st = RP_OK;
-  for (uint32_t i = 0; i < lw->ngpu && !st; i++)
-    if (lw->gpus[i].group == g)
-      st = refresh_params(ex, &lw->gpus[i], s, slot, lw->gpus[g].stream);
-  return st;
+  rp_gpu_lane *gl = &ex->lw->gpus[g];
+  return refresh_params(ex, gl, s, slot, gl->stream);
 }
 
 /* Other GPUs' producers: stream-level waits before the segment (the

@@ -649,6 +649,8 @@ void rp__lower_stats(const rp_exec *ex, rp_exec_stats *out) {
       atomic_load_explicit(&lw->n_host_waits, memory_order_relaxed);
   out->stream_waits =
       atomic_load_explicit(&lw->n_stream_waits, memory_order_relaxed);
+  out->param_copies =
+      atomic_load_explicit(&lw->n_param_copies, memory_order_relaxed);
 }
 
 /* ---- dump ---- */

@@ -121,7 +121,9 @@ typedef struct rp_gpu_lane {
                                        instantiate, handed back at
                                        destroy) */
   void *stream;       /* streams->replay: the exec's replay stream */
-  size_t param_bytes; /* the GPU task units' argument bytes, 16-aligned */
+  size_t param_bytes; /* the GPU task units' argument bytes, 16-aligned:
+                         a group's leader holds those of the whole group
+                         (one buffer, one copy per replay); 0 elsewhere */
   char *dev_params;   /* device parameter buffer (owned) */
   char *staging;      /* pinned: one param_bytes slot per replay slot */
   rp_mem dev_mem, pin_mem;
@@ -185,6 +187,7 @@ typedef struct rp_lower {
   /* counters for rp_exec_stats, written by whoever runs the launch lane
    * (one thread at a time, replays in order), read relaxed */
   _Atomic uint64_t n_graph_launches; /* CUDA graph launches */
+  _Atomic uint64_t n_param_copies;   /* parameter refresh copies */
   _Atomic uint64_t n_op_by_op;       /* GPU ops issued one by one */
   _Atomic uint64_t n_callbacks;      /* host functions enqueued */
   _Atomic uint64_t n_host_waits;     /* waits a launcher did on the host

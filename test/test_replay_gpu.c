@@ -1208,6 +1208,8 @@ Test(replay_gpu, logical_gpus_on_one_device_share_one_graph) {
                  s.gpu_segments);
     cr_assert_eq(s.graph_launches, 30u);
     cr_assert_eq(s.stream_waits, 0u);
+    cr_assert_eq(s.param_copies, 30u, "one refresh copy per replay: %llu",
+                 (unsigned long long)s.param_copies);
   } else {
     cr_assert_eq(s.gpu_devices, 2u);
   }
