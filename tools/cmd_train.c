@@ -1169,6 +1169,18 @@ static void print_summary(const train_state *s) {
   if (s->replay.ran)
     print_run("replay", &s->replay, s->steps_done - s->start, c->inflight,
               c->dist);
+  rp_exec_stats es;
+  if (s->replay.ran && s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK &&
+      es.gpus && es.replays) {
+    double n = (double)es.replays;
+    printf("gpu: %u segment(s) on %u device(s); per replay %.2f graph "
+           "launches, %.2f ops op by op, %.2f host callbacks, %.2f host "
+           "waits, %.2f stream waits, %.2f parameter copies, %.2f inline\n",
+           es.gpu_segments, es.gpu_devices, (double)es.graph_launches / n,
+           (double)es.gpu_ops_op_by_op / n, (double)es.host_callbacks / n,
+           (double)es.host_waits / n, (double)es.stream_waits / n,
+           (double)es.param_copies / n, (double)es.inline_launches / n);
+  }
   if (s->eager.ran)
     print_run("eager", &s->eager, s->steps_done - s->start, 1, c->dist);
   if (s->replay.ran && s->eager.ran)
