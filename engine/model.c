@@ -78,7 +78,7 @@ static rp_status add_model_parts(rp_runtime *rt, const rp_machine_desc *m) {
   }
   for (unsigned g = 0; g < m->ngpus && !st; g++) {
     rp_proc_info pi = {RP_PROC_GPU, m->gpu_device[g],
-                       gpu_local(rt, m->gpu_device[g])};
+                       gpu_local(rt, m->gpu_device[g]), m->gpu_device[g]};
     st = rp__add_proc(rt, &pi, &model_backend, g, NULL);
   }
   if (st)

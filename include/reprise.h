@@ -246,6 +246,9 @@ typedef struct rp_proc_info {
   rp_proc_kind kind;
   int device;   /* GPU: logical device index; CPU: worker index */
   rp_mem local; /* the memory this processor works in */
+  int physical; /* GPU: the physical device it runs on (logical GPUs mapped
+                   onto one device share it, and are lowered together);
+                   CPU: -1 */
 } rp_proc_info;
 
 typedef struct rp_mem_info {

@@ -102,7 +102,8 @@ static int is_gpu_unit(const rp_exec *ex, const rp_unit *u) {
 }
 
 /* The leader of GPU processor p's group: the lowest GPU processor on the
- * same physical device. */
+ * same physical device (rp_proc_info.physical; `device` is the logical
+ * index, distinct for every logical GPU). */
 static uint32_t gpu_leader(const rp_exec *ex, uint32_t p) {
   /* REPRISE_GPU_GROUPS=0 (read at instantiate): every logical GPU its own
    * group, as on separate devices (the tests' way to run the cross-GPU
@@ -113,7 +114,7 @@ static uint32_t gpu_leader(const rp_exec *ex, uint32_t p) {
   const rp_proc_info *pi = rp__proc(ex->rt, p);
   for (uint32_t q = 0; q < p; q++) {
     const rp_proc_info *qi = rp__proc(ex->rt, q);
-    if (qi && qi->kind == RP_PROC_GPU && qi->device == pi->device)
+    if (qi && qi->kind == RP_PROC_GPU && qi->physical == pi->physical)
       return q;
   }
   return p;

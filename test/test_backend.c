@@ -246,3 +246,29 @@ Test(backend, env_cpus_bad_values_are_einval_naming_the_value) {
               bad[i], rp_error_detail());
   }
 }
+
+/* rp_proc_info.physical: -1 on CPU workers; a model runtime's GPU runs on
+ * the device its machine names. */
+Test(backend, physical_device_of_processors) {
+  rp_runtime *rt = th_cpu_runtime(3);
+  for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
+    rp_proc_info pi;
+    RP_CHECK(rp_proc_query(rt, p, &pi));
+    cr_assert_eq(pi.kind, RP_PROC_CPU);
+    cr_assert_eq(pi.physical, -1, "worker %u", p);
+  }
+  th_destroy(rt);
+  rp_machine_desc m = {.cpus = 1, .ngpus = 2, .gpu_device = {0, 1}};
+  m.nmems = 2;
+  m.mems[0] = (rp_mem_info){RP_MEM_GPU, 0};
+  m.mems[1] = (rp_mem_info){RP_MEM_GPU, 1};
+  rp_runtime *model = NULL;
+  RP_CHECK(rp_runtime_create_model(&m, &model));
+  for (rp_proc p = 1; p < 3; p++) {
+    rp_proc_info pi;
+    RP_CHECK(rp_proc_query(model, p, &pi));
+    cr_assert_eq(pi.kind, RP_PROC_GPU);
+    cr_assert_eq(pi.physical, pi.device, "GPU processor %u", p);
+  }
+  RP_CHECK(rp_runtime_destroy(model));
+}

@@ -372,6 +372,9 @@ Test(cuda_gpu, logical_gpus_beyond_physical_map_round_robin) {
     cr_assert_eq(pi.device, (int)i);
     cr_assert_eq(rp__cuda_proc_device(rt, p), (int)(i % ndev), "logical GPU %u",
                  i);
+    /* the public query says the same (the lowering groups by it) */
+    cr_assert_eq(pi.physical, (int)(i % ndev), "logical GPU %u: physical %d", i,
+                 pi.physical);
     /* each logical GPU has its own memory, reachable only from itself */
     for (unsigned j = 0; j < n; j++) {
       rp_proc_info pj;

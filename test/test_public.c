@@ -289,6 +289,11 @@ Test(public_model, a_graph_file_loads_from_memory_into_a_model) {
   rp_runtime *model = NULL;
   RP_CHECK(rp_runtime_create_model(&m, &model));
   cr_assert_eq(rp_proc_count(model), 2);
+  for (rp_proc p = 0; p < 2; p++) {
+    rp_proc_info pi;
+    RP_CHECK(rp_proc_query(model, p, &pi));
+    cr_assert_eq(pi.physical, -1, "CPU workers have no physical device");
+  }
   rp_task_id t;
   RP_CHECK(rp_task_register(
       model, &(rp_task_desc){.name = "pub.noop", .cpu_fn = noop}, &t));

@@ -119,7 +119,7 @@ static rp_status cpu_init(rp_runtime *rt, const rp_runtime_config *cfg,
     w->index = i;
     w->rt = rt;
     w->cs = cs;
-    st = rp__add_proc(rt, &(rp_proc_info){RP_PROC_CPU, (int)i, sysmem},
+    st = rp__add_proc(rt, &(rp_proc_info){RP_PROC_CPU, (int)i, sysmem, -1},
                       &rp__cpu_backend, i, NULL);
     if (st)
       goto fail;

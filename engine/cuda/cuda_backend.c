@@ -185,7 +185,8 @@ static rp_status register_all(rp_runtime *rt, cuda_state *cs) {
     st = rp__add_mem(rt, &(rp_mem_info){RP_MEM_GPU, (int)i}, &rp__cuda_backend,
                      0, &g->mem);
     if (st == RP_OK)
-      st = rp__add_proc(rt, &(rp_proc_info){RP_PROC_GPU, (int)i, g->mem},
+      st = rp__add_proc(rt,
+                        &(rp_proc_info){RP_PROC_GPU, (int)i, g->mem, g->device},
                         &rp__cuda_backend, i, NULL);
   }
   if (st)
