@@ -32,6 +32,19 @@
  *    destroying an object while another thread still uses it, must be
  *    ordered by the caller.
  *
+ * Errors every call shares (each call's comment lists only its own):
+ *  - a NULL runtime, graph or exec, or a pointer that is not one:
+ *    RP_EINVAL; a destroyed one (in quarantine): RP_ESTALE; a NULL
+ *    required pointer argument (an out-parameter, a descriptor): RP_EINVAL.
+ *  - a stale event or instance handle (see above): RP_ESTALE.
+ *  - RP_ENOMEM when an allocation fails.
+ *  - Calls that launch, record, wait or destroy, made from a task inside a
+ *    replay: RP_ECONTRACT (and the replay completes with RP_ECONTRACT).
+ * What an error leaves behind, unless a call's comment says otherwise:
+ * nothing changed, nothing half-created (what the call allocated before
+ * failing is freed again), and out-parameters untouched (not written, not
+ * set to NULL).
+ *
  * Layers (each a folder): engine (runtime, processors, memories, instances,
  * events, tasks, backends) -> xfer (copies, parallel operators) -> capture
  * (launch API, dependence analysis, recording, graphs) -> replay (instantiate,
@@ -214,17 +227,28 @@ typedef struct rp_runtime_config {
 /* Fills defaults (AUTO, all cores). */
 RP_API void rp_runtime_config_init(rp_runtime_config *cfg);
 /* Creates a runtime. cfg may be NULL (defaults). *out is owned by the caller;
- * destroy with rp_runtime_destroy. */
+ * destroy with rp_runtime_destroy. Errors: RP_EINVAL unknown backend, cpus
+ * past the limit, or a malformed REPRISE_* variable; RP_ENODEV backend CUDA
+ * (asked for, not AUTO) without a device or without CUDA in the build, or
+ * whatever status the CUDA backend's start returned (RP_EBACKEND ...);
+ * RP_EUNSUPPORTED a comm in a build without MPI, or the communicator's
+ * errors (RP_EBACKEND). On error *out is set to NULL (when out is not
+ * NULL) and everything created so far is destroyed again. */
 RP_API rp_status rp_runtime_create(const rp_runtime_config *cfg,
                                    rp_runtime **out);
 /* Waits for eager work to drain, then frees everything. RP_EBUSY (and nothing
- * freed) while graphs or execs created on it are alive. */
+ * freed) while graphs or execs created on it are alive; RP_ECONTRACT from a
+ * task inside a replay. When draining fails (the first failing layer's or
+ * op's status, e.g. RP_EUNUSABLE) nothing is freed and the runtime stays
+ * usable. */
 RP_API rp_status rp_runtime_destroy(rp_runtime *rt);
 /* The backend actually in use (CPU or CUDA, never AUTO). */
 RP_API rp_backend_kind rp_runtime_backend(const rp_runtime *rt);
 /* Why AUTO chose the CPU backend (static text), or "" when CUDA was chosen. */
 RP_API const char *rp_runtime_backend_reason(const rp_runtime *rt);
-/* Blocks until every eager op issued so far has completed. */
+/* Blocks until every eager op issued so far has completed. Errors: the
+ * status a layer's drain returned (e.g. communication that failed); the
+ * ops issued are still complete or in flight, nothing is cancelled. */
 RP_API rp_status rp_runtime_drain(rp_runtime *rt);
 
 /* ------------------------------------------------------------------------ */
@@ -258,12 +282,15 @@ typedef struct rp_mem_info {
 
 RP_API unsigned rp_proc_count(const rp_runtime *rt);
 RP_API unsigned rp_mem_count(const rp_runtime *rt);
+/* Describe processor p / memory m. Errors: RP_EPROC p out of range,
+ * RP_EINVAL m out of range; *out untouched then. */
 RP_API rp_status rp_proc_query(const rp_runtime *rt, rp_proc p,
                                rp_proc_info *out);
 RP_API rp_status rp_mem_query(const rp_runtime *rt, rp_mem m, rp_mem_info *out);
 /* 1 when tasks on p may read and write instances in m directly. */
 RP_API int rp_proc_can_access(const rp_runtime *rt, rp_proc p, rp_mem m);
-/* The memory of the given kind (device index for GPU memory), or RP_ENOENT. */
+/* The memory of the given kind (device index for GPU memory), or RP_ENOENT
+ * (*out untouched). */
 RP_API rp_status rp_mem_find(const rp_runtime *rt, rp_mem_kind kind, int device,
                              rp_mem *out);
 
@@ -330,13 +357,16 @@ RP_API const char *rp_rect_str(const rp_rect *r, char *buf, size_t size);
 /* Allocates an instance. strides (elements per step in each dimension) may be
  * NULL for dense row-major (last dimension fastest). Errors: RP_ETYPE unknown
  * type, RP_ESHAPE empty/inverted rectangle or bad dim, RP_ERANGE size overflow
- * or strides that overlap, RP_EINVAL unknown memory. Free with
- * rp_instance_free. Contents are zero. */
+ * or strides that overlap, RP_EINVAL unknown memory, RP_ENOMEM (or the
+ * backend's allocation status, e.g. RP_EBACKEND) when the memory has no
+ * room. Free with rp_instance_free. Contents are zero. */
 RP_API rp_status rp_instance_create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
                                     const rp_rect *rect, const int64_t *strides,
                                     rp_inst *out);
 /* Wraps caller memory (which stays the caller's: free does not release it).
- * bytes is the size of the caller's buffer; the layout must fit in it. */
+ * bytes is the size of the caller's buffer; the layout must fit in it.
+ * Errors: as rp_instance_create, and RP_EINVAL a NULL ptr, RP_ERANGE a
+ * layout that does not fit in bytes. */
 RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
                                              rp_dtype dtype,
                                              const rp_rect *rect,
@@ -353,13 +383,18 @@ RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
  *    the caller triggers only later: waiting could deadlock the caller,
  *    failing never does. Wait for the replays' done events, then retry.
  * A free racing an rp_replay of such an exec on another thread either
- * fails with RP_EBUSY or makes that replay fail with RP_ESTALE. */
+ * fails with RP_EBUSY or makes that replay fail with RP_ESTALE.
+ * Errors (free): RP_ESTALE stale handle, RP_EBUSY as above. */
 RP_API rp_status rp_instance_free(rp_runtime *rt, rp_inst inst);
 /* Gives the instance fresh storage of the same shape (zeroed) and a new
  * generation; *inout is updated, every older copy of the handle is stale.
  * RP_EBUSY (nothing changed) while a replay in flight uses it (see
- * rp_instance_free). */
+ * rp_instance_free). Errors: RP_ESTALE stale handle, RP_EINVAL an external
+ * instance (caller memory cannot be replaced), RP_ENOMEM (or the backend's
+ * status) when the new storage cannot be allocated; on every error the
+ * handle, the generation and the old storage stay. */
 RP_API rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout);
+/* The instance's layout. Errors: RP_ESTALE stale handle (*out untouched). */
 RP_API rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
                                    rp_instance_info *out);
 /* Names (instances, ops, ports) are at most RP_NAME_MAX bytes, printable
@@ -381,7 +416,10 @@ RP_API const char *rp_instance_name(const rp_runtime *rt, rp_inst inst);
 RP_API void *rp_instance_ptr(const rp_runtime *rt, rp_inst inst);
 /* Copies the instance's points (row-major over its rectangle) to/from a dense
  * host buffer of rect volume * dtype size bytes; works for every memory.
- * Synchronous with respect to the host; waits for nothing else. */
+ * Synchronous with respect to the host; waits for nothing else. Errors:
+ * RP_ESTALE stale handle, RP_ESHAPE bytes differs from the instance's
+ * size, the backend's copy status (RP_EBACKEND); nothing written to the
+ * instance (write) or to the buffer (read) on the argument errors. */
 RP_API rp_status rp_instance_read(rp_runtime *rt, rp_inst inst, void *dst,
                                   size_t bytes);
 RP_API rp_status rp_instance_write(rp_runtime *rt, rp_inst inst,
@@ -400,8 +438,12 @@ typedef struct rp_event {
 
 /* A user event, triggered by rp_event_trigger / rp_event_poison. */
 RP_API rp_status rp_event_create(rp_runtime *rt, rp_event *out);
+/* Errors (trigger and poison): RP_ESTALE a stale handle, RP_EINVAL
+ * RP_NO_EVENT or an event that already triggered or was poisoned; the
+ * event is unchanged then. */
 RP_API rp_status rp_event_trigger(rp_runtime *rt, rp_event e);
-/* Poisons e with why (a negative status). Waiters see why. */
+/* Poisons e with why (a negative status; RP_EINVAL otherwise). Waiters see
+ * why. */
 RP_API rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why);
 /* RP_OK triggered, RP_EAGAIN pending, the poison status, or RP_ESTALE. */
 RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
@@ -410,15 +452,18 @@ RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
  * replay. */
 RP_API rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns);
 /* Calls cb(arg, status) once e triggers or is poisoned (at once if it already
- * has), on whichever thread triggers it. cb must not block. */
+ * has), on whichever thread triggers it. cb must not block. Errors:
+ * RP_EINVAL NULL cb, RP_ESTALE stale handle; cb is not registered then. */
 RP_API rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
                                       void (*cb)(void *arg, rp_status st),
                                       void *arg);
 /* An event that triggers when all of evs have; poisoned with the first poison
- * status seen if any of them is poisoned. */
+ * status seen if any of them is poisoned. Errors: RP_ESTALE one of evs is
+ * stale (detail: which), RP_ERANGE too many events; no event is made. */
 RP_API rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
                                 rp_event *out);
-/* Drops the caller's reference. Releasing RP_NO_EVENT is a no-op. */
+/* Drops the caller's reference. Releasing RP_NO_EVENT is a no-op. RP_ESTALE
+ * for a stale handle or a second release. */
 RP_API rp_status rp_event_release(rp_runtime *rt, rp_event e);
 
 /* ------------------------------------------------------------------------ */
@@ -462,9 +507,11 @@ typedef struct rp_task_desc {
 } rp_task_desc;
 
 /* Registers a task. RP_EEXIST for a duplicate name, RP_EINVAL without any
- * variant or name. */
+ * variant or name, with unknown flags or with both STREAM_ORDERED and
+ * HOST, RP_ERANGE too many tasks; nothing is registered then. */
 RP_API rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *desc,
                                   rp_task_id *out);
+/* The id of a registered task; RP_ENOTASK when none has that name. */
 RP_API rp_status rp_task_find(const rp_runtime *rt, const char *name,
                               rp_task_id *out);
 RP_API const char *rp_task_name(const rp_runtime *rt, rp_task_id id);
@@ -596,7 +643,14 @@ typedef struct rp_parallel_op {
 } rp_parallel_op;
 
 /* Launches a task (or N SPMD shards). *done (may be NULL) is the completion
- * event (eager) or the recorded op's reference (capture). */
+ * event (eager) or the recorded op's reference (capture). Errors (the three
+ * launch calls), all before anything runs or is recorded (*done untouched):
+ * RP_ECAPTURE another thread's capture is open, or an eager event as a
+ * recorded launch's wait; RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE,
+ * RP_ETYPE, RP_ERANGE, RP_ESTALE for a bad task, processor, access, copy
+ * rectangle, element type, shard count or handle (the detail names it);
+ * RP_ECONTRACT from a task inside a replay. A task that fails later
+ * poisons *done instead. */
 RP_API rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l,
                                 rp_event *done);
 RP_API rp_status rp_launch_copy(rp_runtime *rt, const rp_copy *c,
@@ -607,7 +661,9 @@ RP_API rp_status rp_launch_parallel(rp_runtime *rt, const rp_parallel_op *op,
 /* Shard i of n of `whole` along dimension `dim`, split as torch.chunk does:
  * chunk = ceil(extent / n); shard i covers [lo + i*chunk, min(hi, lo +
  * (i+1)*chunk - 1)]. Trailing shards can be empty: RP_ESHAPE then (callers
- * should use fewer shards). */
+ * should use fewer shards). Other errors: RP_EINVAL n 0 or dim out of
+ * range, RP_ERANGE i >= n or an extent that overflows, RP_ESHAPE an empty
+ * or invalid whole; *out untouched. */
 RP_API rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n,
                                uint32_t i, rp_rect *out);
 
@@ -641,20 +697,27 @@ typedef struct rp_capture_opts {
  * runtime takes eager launches and can be destroyed again. */
 RP_API rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts);
 /* Ends recording; *out is a new graph owned by the caller. RP_ECAPTURE when
- * this thread has no open capture. */
+ * this thread has no open capture. When a recorded launch failed part-way
+ * (after recording some of its ops), the capture cannot be trusted: the
+ * call returns that launch's status, closes the capture and frees what
+ * was recorded (*out untouched). */
 RP_API rp_status rp_capture_end(rp_runtime *rt, rp_graph **out);
-/* Discards an open capture. */
+/* Discards an open capture. RP_ECAPTURE when this thread has no open
+ * capture on rt. */
 RP_API rp_status rp_capture_abort(rp_runtime *rt);
 /* Names the ops of the next launch call on this capture ("fc1.fwd"; see
  * RP_NAME_MAX): its task, or each copy of a copy or parallel operator
  * (copies capture inserts stay unnamed). NULL or "" cancels. Errors:
  * RP_ECAPTURE no capture open on this thread, RP_EINVAL a bad name. */
 RP_API rp_status rp_capture_name_next(rp_runtime *rt, const char *name);
-/* A named precondition port; *ev may be used as a launch's `wait`. */
+/* A named precondition port; *ev may be used as a launch's `wait`. Errors:
+ * RP_ECAPTURE no capture open on this thread, RP_EINVAL a bad name. */
 RP_API rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
                                          rp_event *ev, uint32_t *port);
 /* A named postcondition port signalled once all of ops (captured op refs)
- * completed in a replay. */
+ * completed in a replay. Errors: RP_ECAPTURE no capture open on this
+ * thread, RP_EINVAL a bad name, RP_EPORT an entry of ops that is not an
+ * op reference of this capture. */
 RP_API rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
                                           const rp_event *ops, uint32_t n,
                                           uint32_t *port);
@@ -672,8 +735,13 @@ typedef enum rp_op_kind {
 
 /* A new empty graph on rt, owned by the caller. */
 RP_API rp_status rp_graph_create(rp_runtime *rt, rp_graph **out);
+/* Frees g (execs instantiated from it stay valid). RP_ESTALE when g was
+ * already destroyed. */
 RP_API rp_status rp_graph_destroy(rp_graph *g);
-/* Adds ops. l->wait / c->wait must be RP_NO_EVENT (use edges and ports). */
+/* Adds ops. l->wait / c->wait must be RP_NO_EVENT (use edges and ports;
+ * RP_EINVAL otherwise). Other errors are the launch calls' checks
+ * (RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE, RP_ETYPE, RP_ERANGE,
+ * RP_ESTALE); a failed add leaves the graph as it was. */
 RP_API rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l,
                                    rp_op_id *out);
 RP_API rp_status rp_graph_add_copy(rp_graph *g, const rp_copy *c,
@@ -682,18 +750,27 @@ RP_API rp_status rp_graph_add_copy(rp_graph *g, const rp_copy *c,
  * (consecutive). */
 RP_API rp_status rp_graph_add_parallel(rp_graph *g, const rp_parallel_op *op,
                                        rp_op_id *first, uint32_t *count);
+/* RP_EINVAL for an op out of range. Cycles (a self-edge included) are
+ * found by rp_graph_validate / rp_instantiate (RP_ECYCLE). */
 RP_API rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to);
 /* External ports. A precondition is an event supplied to each replay; a
- * postcondition an event each replay hands back. */
+ * postcondition an event each replay hands back. RP_EINVAL no name,
+ * RP_EPORT a name already used by a port of that kind. */
 RP_API rp_status rp_graph_add_precondition(rp_graph *g, const char *name,
                                            rp_port_id *out);
 RP_API rp_status rp_graph_add_postcondition(rp_graph *g, const char *name,
                                             rp_port_id *out);
-/* op waits for precondition port p / postcondition port p waits for op. */
+/* op waits for precondition port p / postcondition port p waits for op.
+ * RP_EPORT p out of range or already bound to op, RP_EINVAL op out of
+ * range. */
 RP_API rp_status rp_graph_bind_precondition(rp_graph *g, rp_port_id p,
                                             rp_op_id op);
 RP_API rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
                                              rp_op_id op);
+/* Adds an interpolation to task op. RP_EINVAL op out of range or a copy;
+ * the launch checks of an interpolation (RP_EINVAL, RP_ERANGE: one that
+ * does not fit the op's args or shard count, the detail says which); the
+ * op is unchanged then. */
 RP_API rp_status rp_graph_add_interp(rp_graph *g, rp_op_id op,
                                      const rp_interp *ip);
 /* Names op (RP_NAME_MAX); NULL or "" removes the name. RP_EINVAL for an
@@ -761,7 +838,10 @@ RP_API rp_status rp_graph_edge_query(const rp_graph *g, uint32_t e,
 RP_API rp_status rp_graph_postcondition_ops(const rp_graph *g, rp_port_id p,
                                             rp_op_id *out, uint32_t cap,
                                             uint32_t *n);
-/* Checks the graph as instantiate would, without building anything. */
+/* Checks the graph as instantiate would, without building anything:
+ * rp_instantiate's errors (RP_ECYCLE, RP_ENOTASK, RP_EPROC, RP_EACCESS,
+ * RP_ESHAPE, RP_ETYPE, RP_EPORT, RP_ESTALE, RP_EUNUSABLE ...); g is never
+ * changed. */
 RP_API rp_status rp_graph_validate(const rp_graph *g);
 
 /* ------------------------------------------------------------------------ */
@@ -876,7 +956,13 @@ typedef struct rp_exec_opts {
  * workspace whose size overflows; g is unchanged. */
 RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
                                 rp_exec **out);
-/* Waits for every in-flight replay and callback, then frees. */
+/* Waits for every in-flight replay and callback, then frees. Errors:
+ * RP_EBUSY another thread is inside rp_replay on ex, RP_ECONTRACT called
+ * from a task inside a replay (nothing freed, ex still valid, either way).
+ * RP_EUNUSABLE when the CUDA context was lost while waiting: host callbacks
+ * CUDA will never run may still reference the exec, so its memory is
+ * leaked on purpose (not freed) — ex is invalid afterwards all the same
+ * and no longer counts against rp_runtime_destroy. */
 RP_API rp_status rp_exec_destroy(rp_exec *ex);
 
 typedef struct rp_replay_args {
@@ -905,7 +991,14 @@ typedef struct rp_replay_args {
  * that needs something from the caller: replays gated on preconditions
  * the caller triggers after issuing more never block it.
  * One thread at a time per exec: a concurrent second caller gets RP_EBUSY
- * and nothing is replayed. A destroyed exec: RP_ESTALE. */
+ * and nothing is replayed. A destroyed exec: RP_ESTALE. Other errors, all
+ * before anything is issued (*done and a->post untouched): RP_EPORT a
+ * pre/post count that differs from the exec's ports, RP_EINVAL NULL args
+ * or pre with a non-zero size or count, RP_ESTALE a stale precondition
+ * event, RP_ECONTRACT from a task inside a replay, RP_EUNUSABLE after a
+ * sticky backend error, RP_EUNSUPPORTED an exec of a machine model
+ * (reprise dump). A failure while the replay runs (a task, a stale
+ * instance, a poisoned precondition) poisons *done instead. */
 RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done);
 
@@ -954,12 +1047,14 @@ typedef struct rp_exec_stats {
                                      (logical GPUs on one device share one
                                      parameter buffer) */
 } rp_exec_stats;
+/* Only the shared errors (a bad exec or NULL out). */
 RP_API rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out);
 /* Detail of the first failure in the last failed replay: which op, shard
  * and why (e.g. "replay 7: op 3 (sgd) shard 0: RP_ETASK: ..."). Valid until
  * the next failed replay completes; "" when none failed. */
 RP_API const char *rp_exec_error_detail(const rp_exec *ex);
-/* The processor an op (by graph op id; shard 0 for SPMD) was placed on. */
+/* The processor an op (by graph op id; shard 0 for SPMD) was placed on.
+ * RP_EINVAL op out of range (*out untouched). */
 RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
 
 /* Replaces the recorded argument bytes of task op (size must equal the
@@ -985,10 +1080,15 @@ RP_API rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
 
 /* Records the timeline (per worker: each op's start and end, copies, waits)
  * of the next `replays` replays of ex. The buffers are allocated here, never
- * on the replay path. */
+ * on the replay path. Errors: RP_EINVAL replays 0, RP_ERANGE too many
+ * replays for the buffers, RP_EBUSY a trace is already recording,
+ * RP_ECONTRACT from a task inside a replay; no trace is started then. */
 RP_API rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays);
 /* Waits for the recorded replays to complete, writes their timeline to path
- * and stops recording. */
+ * and stops recording. Errors: RP_EINVAL no trace started, RP_EIO the file
+ * cannot be created or written (detail: path and why; the trace stays
+ * armed, so the write may be retried), RP_ECONTRACT from a task inside a
+ * replay. */
 RP_API rp_status rp_exec_trace_write(rp_exec *ex, const char *path);
 
 /* ------------------------------------------------------------------------ */

@@ -26,6 +26,20 @@ const char *__lsan_default_suppressions(void) {
 
 rp_backend_kind th_backends[2] = {RP_BACKEND_CPU, RP_BACKEND_CUDA};
 
+rp_proc th_backend_proc(const rp_runtime *rt) {
+  rp_proc_kind want = TH_ON_CPU ? RP_PROC_CPU : RP_PROC_GPU;
+  for (rp_proc p = 0; p < rp_proc_count(rt); p++) {
+    rp_proc_info pi;
+    rp_status st = rp_proc_query(rt, p, &pi);
+    cr_assert_eq(st, RP_OK, "rp_proc_query: %s", rp_status_name(st));
+    if (pi.kind == want)
+      return p;
+  }
+  cr_assert_fail("the %s runtime has no processor of its kind",
+                 TH_BACKEND_NAME);
+  return 0;
+}
+
 rp_runtime *th_cpu_runtime(unsigned workers) {
   return th_runtime(RP_BACKEND_CPU, workers);
 }

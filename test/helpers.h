@@ -50,4 +50,22 @@ char *th_read_all(const char *path, size_t *len);
 /* Backends for parameterized tests. */
 extern rp_backend_kind th_backends[2];
 
+/* Behaviours every backend must show are tested once, in suites whose name
+ * ends in "_backends", on TH_BACKEND. A test source with such a suite
+ * builds twice (test/CMakeLists.txt): as test_x, where TH_BACKEND is
+ * RP_BACKEND_CPU and every suite runs (label "unit"), and as test_x_cuda,
+ * where TH_BACKEND is RP_BACKEND_CUDA and only the *_backends suites run
+ * (label "gpu"; th_runtime skips them with the reason when no CUDA device
+ * answers). Where the backends differ in a tolerance or a detail, the test
+ * says so with TH_ON_CPU. */
+#ifndef TH_BACKEND
+#define TH_BACKEND RP_BACKEND_CPU
+#endif
+#define TH_ON_CPU (TH_BACKEND == RP_BACKEND_CPU)
+/* "CPU" or "CUDA", for messages. */
+#define TH_BACKEND_NAME (TH_ON_CPU ? "CPU" : "CUDA")
+/* The first processor of rt that runs TH_BACKEND's work (a CPU worker on
+ * the CPU backend, a GPU on CUDA); asserts there is one. */
+rp_proc th_backend_proc(const rp_runtime *rt);
+
 #endif

@@ -1,10 +1,17 @@
 /* test/test_engine_ops.c — the engine's low-level operations
  * (engine/ops.c): task spawns and byte copies gated on one precondition
- * event, each completing an event of its own, on the CPU backend. The GPU
- * copy lives in test_engine_ops_gpu.c. */
+ * event, each completing an event of its own. Copies after their
+ * precondition, strided copies through a processor's own memory and a task
+ * spawn followed by a copy on every backend (suite engine_ops_backends,
+ * also built as test_engine_ops_cuda: test/helpers.h); the rest on the CPU
+ * backend. What only CUDA has (device memory a CPU worker cannot address)
+ * is in test_engine_ops_gpu.c. */
 #include "helpers.h"
 
 #include "engine/engine.h"
+#ifdef REPRISE_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -462,35 +469,262 @@ Test(engine_ops, strided_copies_follow_both_pitches) {
   th_destroy(rt);
 }
 
-Test(engine_ops, copy_waits_for_its_pre) {
-  rp_runtime *rt = th_cpu_runtime(2);
-  unsigned char *src = pattern(256, 3), *dst = guarded(256);
+/* ---- every backend: copies on the backend's processor ---- */
+
+/* The host side of a backend's copies: pinned memory on CUDA (the GPU's
+ * stream copies it asynchronously), system memory on the CPU backend. */
+static rp_mem host_mem(rp_runtime *rt) {
+  rp_mem m;
+  RP_CHECK(rp_mem_find(rt, TH_ON_CPU ? RP_MEM_SYSTEM : RP_MEM_PINNED, -1, &m));
+  return m;
+}
+
+/* The memory of TH_BACKEND's processor p (system memory on the CPU
+ * backend, the GPU's device memory on CUDA). */
+static rp_mem local_mem(rp_runtime *rt, rp_proc p) {
+  rp_proc_info pi;
+  RP_CHECK(rp_proc_query(rt, p, &pi));
+  return pi.local;
+}
+
+/* A buffer of n bytes in memory m, every byte GUARD (written through
+ * rp__mem_copy: m may be device memory). */
+static unsigned char *mem_guarded(rp_runtime *rt, rp_mem m, size_t n) {
+  void *d;
+  RP_CHECK(rp__mem_alloc(rt, m, n, 256, &d));
+  unsigned char *h = guarded(n);
+  RP_CHECK(rp__mem_copy(rt, m, d, RP_MEM_CALLER, h, n));
+  free(h);
+  return d;
+}
+
+/* n bytes at p in memory m, read back synchronously (malloc'd). */
+static unsigned char *read_back(rp_runtime *rt, rp_mem m, const void *p,
+                                size_t n) {
+  unsigned char *h = malloc(n);
+  cr_assert(h);
+  RP_CHECK(rp__mem_copy(rt, RP_MEM_CALLER, h, m, p, n));
+  return h;
+}
+
+/* One async copy on `where`, waited for. */
+static void copy_on(rp_runtime *rt, rp_proc where, const rp_copy_bytes *c) {
+  rp_event done;
+  RP_CHECK(rp__spawn_copy(rt, c, where, RP_NO_EVENT, &done));
+  RP_CHECK(rp_event_wait(rt, done, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, done));
+}
+
+/* host (host_mem) -> the processor's memory (strided) -> host (strided
+ * back into a dense buffer), all on the backend's processor (the GPU's
+ * stream on CUDA); the processor's buffer outside the rows and the host
+ * buffer outside the copy stay GUARD. */
+static void round_trip(rp_runtime *rt, rp_mem hmem, size_t rows,
+                       size_t row_bytes, size_t host_pitch, size_t dev_pitch) {
+  rp_proc proc = th_backend_proc(rt);
+  rp_mem local = local_mem(rt, proc);
+  size_t src_bytes = (rows - 1) * host_pitch + row_bytes;
+  size_t dev_bytes = (rows - 1) * dev_pitch + row_bytes + 64;
+  size_t back_bytes = rows * row_bytes + 64;
+  unsigned char *src, *back;
+  RP_CHECK(rp__mem_alloc(rt, hmem, src_bytes, 64, (void **)&src));
+  RP_CHECK(rp__mem_alloc(rt, hmem, back_bytes, 64, (void **)&back));
+  for (size_t i = 0; i < src_bytes; i++)
+    src[i] = (unsigned char)((i * 131u + rows) % 251u);
+  memset(back, GUARD, back_bytes);
+  unsigned char *dev = mem_guarded(rt, local, dev_bytes);
+  rp_copy_bytes up = {.dst = dev + 32,
+                      .dst_mem = local,
+                      .src = src,
+                      .src_mem = hmem,
+                      .rows = rows,
+                      .row_bytes = row_bytes,
+                      .src_pitch = host_pitch,
+                      .dst_pitch = dev_pitch};
+  copy_on(rt, proc, &up);
+  rp_copy_bytes down = {.dst = back + 16,
+                        .dst_mem = hmem,
+                        .src = dev + 32,
+                        .src_mem = local,
+                        .rows = rows,
+                        .row_bytes = row_bytes,
+                        .src_pitch = dev_pitch,
+                        .dst_pitch = row_bytes};
+  copy_on(rt, proc, &down);
+  for (size_t r = 0; r < rows; r++)
+    cr_assert_eq(
+        memcmp(back + 16 + r * row_bytes, src + r * host_pitch, row_bytes), 0,
+        "%s: row %zu (%zu x %zu)", TH_BACKEND_NAME, r, rows, row_bytes);
+  for (size_t i = 0; i < back_bytes; i++)
+    if (i < 16 || i >= 16 + rows * row_bytes)
+      cr_assert_eq(back[i], GUARD, "host byte %zu outside the copy", i);
+  /* the gaps in the processor's buffer: read it all back synchronously */
+  unsigned char *all = read_back(rt, local, dev, dev_bytes);
+  for (size_t i = 0; i < dev_bytes; i++) {
+    size_t off = i - 32;
+    int inside =
+        i >= 32 && off / dev_pitch < rows && off % dev_pitch < row_bytes;
+    if (!inside)
+      cr_assert_eq(all[i], GUARD, "%s: byte %zu outside the copy",
+                   TH_BACKEND_NAME, i);
+  }
+  free(all);
+  rp__mem_free(rt, local, dev);
+  rp__mem_free(rt, hmem, src);
+  rp__mem_free(rt, hmem, back);
+}
+
+Test(engine_ops_backends, strided_copies_through_the_processors_memory) {
+  rp_runtime *rt = th_runtime(TH_BACKEND, 2);
+  rp_mem sys = sysmem(rt), host = host_mem(rt);
+  round_trip(rt, sys, 1, 4099, 4099, 4099); /* contiguous, pageable */
+  round_trip(rt, host, 1, 65536, 65536, 65536);
+  round_trip(rt, sys, 17, 29, 53, 37); /* strided both sides */
+  round_trip(rt, host, 64, 100, 128, 512);
+  th_destroy(rt);
+}
+
+/* A copy from host memory into the processor's memory gated on pre: it
+ * copies nothing and does not complete until pre triggers, and reads the
+ * source after (the source may change until then). rows x row_bytes,
+ * pitch apart on both sides (0: dense); the source is `fill` in every byte
+ * (-1: a pattern). */
+static void copy_waits(rp_runtime *rt, size_t rows, size_t row_bytes,
+                       size_t pitch, int fill) {
+  rp_proc proc = th_backend_proc(rt);
+  rp_mem local = local_mem(rt, proc), hmem = host_mem(rt);
+  size_t bytes = (rows - 1) * (pitch ? pitch : row_bytes) + row_bytes;
+  unsigned char *src;
+  RP_CHECK(rp__mem_alloc(rt, hmem, bytes, 64, (void **)&src));
+  if (fill < 0) {
+    unsigned char *p = pattern(bytes, 3);
+    memcpy(src, p, bytes);
+    free(p);
+  } else {
+    memset(src, fill, bytes);
+  }
+  unsigned char *dst = mem_guarded(rt, local, bytes);
   rp_copy_bytes c = {.dst = dst,
-                     .dst_mem = sysmem(rt),
+                     .dst_mem = local,
                      .src = src,
-                     .src_mem = sysmem(rt),
-                     .rows = 4,
-                     .row_bytes = 32,
-                     .src_pitch = 64,
-                     .dst_pitch = 64};
+                     .src_mem = hmem,
+                     .rows = rows,
+                     .row_bytes = row_bytes,
+                     .src_pitch = pitch,
+                     .dst_pitch = pitch};
   rp_event pre, done;
   RP_CHECK(rp_event_create(rt, &pre));
-  RP_CHECK(rp__spawn_copy(rt, &c, 1, pre, &done));
+  RP_CHECK(rp__spawn_copy(rt, &c, proc, pre, &done));
   sleep_ms(30);
-  for (size_t i = 0; i < 256; i++)
-    cr_assert_eq(dst[i], GUARD, "byte %zu copied before pre triggered", i);
   RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
-  /* the source may change until pre: the copy reads it after */
-  src[0] = 0x42;
+  unsigned char *back = read_back(rt, local, dst, bytes);
+  for (size_t i = 0; i < bytes; i++)
+    cr_assert_eq(back[i], GUARD, "%s: byte %zu copied before pre triggered",
+                 TH_BACKEND_NAME, i);
+  free(back);
+  if (fill < 0)
+    src[0] = 0x42; /* read by the copy, after pre */
   RP_CHECK(rp_event_trigger(rt, pre));
-  RP_CHECK(rp_event_wait(rt, done, 10 * SEC));
-  check_copied(dst, 256, &c);
-  cr_assert_eq(dst[0], 0x42);
+  RP_CHECK(rp_event_wait(rt, done, 30 * SEC));
+  back = read_back(rt, local, dst, bytes);
+  rp_copy_bytes seen = c; /* the same copy, into the bytes read back */
+  seen.dst = back;
+  check_copied(back, bytes, &seen);
+  if (fill < 0)
+    cr_assert_eq(back[0], 0x42);
+  else
+    for (size_t i = 0; i < bytes; i++)
+      cr_assert_eq(back[i], (unsigned char)fill, "byte %zu", i);
+  free(back);
   RP_CHECK(rp_event_release(rt, pre));
   RP_CHECK(rp_event_release(rt, done));
+  rp__mem_free(rt, local, dst);
+  rp__mem_free(rt, hmem, src);
+}
+
+Test(engine_ops_backends, copy_waits_for_its_pre) {
+  rp_runtime *rt = th_runtime(TH_BACKEND, 2);
+  copy_waits(rt, 4, 32, 64, -1); /* strided, the source changed late */
+  copy_waits(rt, 1, 1024, 0, 0x5c);
   th_destroy(rt);
-  free(src);
-  free(dst);
+}
+
+/* Fills its instance 0 with the byte in args: on a CPU worker, and on a
+ * GPU's stream. */
+static rp_status fill_byte_cpu(rp_task_ctx *ctx) {
+  const rp_instance_info *in = rp_ctx_inst(ctx, 0);
+  memset(in->ptr, *(const unsigned char *)rp_ctx_args(ctx, NULL), in->bytes);
+  return RP_OK;
+}
+
+#ifdef REPRISE_HAVE_CUDA
+static rp_status fill_byte_gpu(rp_task_ctx *ctx) {
+  const rp_instance_info *in = rp_ctx_inst(ctx, 0);
+  int v = *(const unsigned char *)rp_ctx_args(ctx, NULL);
+  return rp__cuda_memset_async(rp_ctx_runtime(ctx), rp_ctx_stream(ctx), in->ptr,
+                               v, in->bytes);
+}
+#endif
+
+/* A task spawn on the backend's processor (through its stream on CUDA)
+ * filling an instance in its memory, a copy to host memory after it, both
+ * behind one pre; a poisoned pre skips the task. */
+Test(engine_ops_backends, task_spawn_then_copy_complete_in_event_order) {
+  rp_runtime *rt = th_runtime(TH_BACKEND, 1);
+  rp_proc proc = th_backend_proc(rt);
+  rp_mem local = local_mem(rt, proc);
+  rp_task_desc d = {0};
+  d.name = "fill_byte";
+  d.cpu_fn = fill_byte_cpu;
+#ifdef REPRISE_HAVE_CUDA
+  d.gpu_fn = fill_byte_gpu;
+#endif
+  d.flags = RP_TASK_STREAM_ORDERED;
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt, &d, &t));
+  rp_rect r = rp_rect_1d(0, 4095);
+  rp_inst in;
+  RP_CHECK(rp_instance_create(rt, local, RP_U8, &r, NULL, &in));
+  rp_instance_info info;
+  RP_CHECK(rp_instance_query(rt, in, &info));
+  rp_mem hmem = host_mem(rt);
+  unsigned char *back;
+  RP_CHECK(rp__mem_alloc(rt, hmem, 4096, 64, (void **)&back));
+  memset(back, GUARD, 4096);
+  unsigned char byte = 0x3d;
+  rp_task_spawn s = {.proc = proc,
+                     .task = t,
+                     .args = &byte,
+                     .args_size = 1,
+                     .insts = &in,
+                     .ninsts = 1};
+  rp_event pre, d1, d2;
+  RP_CHECK(rp_event_create(rt, &pre));
+  RP_CHECK(rp__spawn_task(rt, &s, pre, &d1));
+  rp_copy_bytes c = {.dst = back,
+                     .dst_mem = hmem,
+                     .src = info.ptr,
+                     .src_mem = local,
+                     .rows = 1,
+                     .row_bytes = 4096};
+  RP_CHECK(rp__spawn_copy(rt, &c, proc, d1, &d2));
+  RP_CHECK(rp_event_trigger(rt, pre));
+  RP_CHECK(rp_event_wait(rt, d2, 30 * SEC));
+  RP_CHECK(rp_event_query(rt, d1));
+  for (int i = 0; i < 4096; i++)
+    cr_assert_eq(back[i], 0x3d, "%s: byte %d", TH_BACKEND_NAME, i);
+  /* a poisoned pre skips the task too */
+  rp_event bad, d3;
+  RP_CHECK(rp_event_create(rt, &bad));
+  RP_CHECK(rp__spawn_task(rt, &s, bad, &d3));
+  RP_CHECK(rp_event_poison(rt, bad, RP_EIO));
+  RP_EXPECT(rp_event_wait(rt, d3, 30 * SEC), RP_EIO);
+  rp_event evs[] = {pre, d1, d2, bad, d3};
+  for (size_t i = 0; i < RP_ARRAY_LEN(evs); i++)
+    RP_CHECK(rp_event_release(rt, evs[i]));
+  rp__mem_free(rt, hmem, back);
+  RP_CHECK(rp_instance_free(rt, in));
+  th_destroy(rt);
 }
 
 Test(engine_ops, copy_behind_a_poisoned_pre_copies_nothing) {

@@ -8,7 +8,9 @@
  * exactly as they do for device memory, the mirrors are real instances
  * (in the worker's own memory, system memory here) and the replays move
  * real bytes, so results are compared bitwise with eager execution. The
- * same behaviour on real device memory is in test_insert_gpu.c. */
+ * suite insert_backends runs on every backend (also built as
+ * test_insert_cuda: test/helpers.h), on real device memory on CUDA; what
+ * only several GPUs have is in test_insert_gpu.c. */
 #include "helpers.h"
 
 #include "capture/capture_impl.h"
@@ -577,4 +579,190 @@ Test(insert, stale_source_fails_instantiate_naming_the_copy) {
             rp_error_detail());
   RP_CHECK(rp_graph_destroy(g));
   fx_fini(&f);
+}
+
+/* ---- every backend: a processor that cannot reach an instance ----
+ * On CUDA the access matrix itself: a GPU does not reach system memory, a
+ * CPU worker does not reach a GPU's memory. On the CPU backend the access
+ * predicate above makes an instance private to one worker. Either way the
+ * "far" processor (the first GPU on CUDA, worker 1 on the CPU backend)
+ * cannot reach a "home" instance (system memory; private to worker 0) and
+ * CPU worker 0 cannot reach a "far" instance (the GPU's memory; private to
+ * worker 1). Instantiating goes through the backend's replay lowering (on
+ * CUDA replay/lower_cuda.c): any refusal, RP_EUNSUPPORTED included, fails
+ * the test. */
+
+#define BN 64
+
+typedef struct bx {
+  rp_runtime *rt;
+  rp_kernel_tasks k;
+  rp_proc far;
+  priv pv; /* the CPU backend's private instances */
+} bx;
+
+static void bx_init(bx *b) {
+  memset(b, 0, sizeof *b);
+  b->rt = th_runtime(TH_BACKEND, 2); /* skips without a CUDA device */
+  RP_CHECK(rp_kernels_register(b->rt, &b->k));
+  b->far = TH_ON_CPU ? 1 : th_backend_proc(b->rt);
+  if (TH_ON_CPU)
+    RP_CHECK(rp__capture_set_reach(b->rt, private_reach, &b->pv));
+}
+
+static void bx_fini(bx *b) {
+  if (TH_ON_CPU)
+    RP_CHECK(rp__capture_set_reach(b->rt, NULL, NULL));
+  th_destroy(b->rt);
+}
+
+static rp_mem local_of(const rp_runtime *rt, rp_proc p) {
+  rp_proc_info pi;
+  RP_CHECK(rp_proc_query(rt, p, &pi));
+  return pi.local;
+}
+
+/* An instance of BN floats base, base + 1, ... in memory m. */
+static rp_inst bx_make(bx *b, rp_mem m, float base) {
+  rp_rect r = rp_rect_1d(0, BN - 1);
+  rp_inst i;
+  RP_CHECK(rp_instance_create(b->rt, m, RP_F32, &r, NULL, &i));
+  float v[BN];
+  for (int k = 0; k < BN; k++)
+    v[k] = base + (float)k;
+  RP_CHECK(rp_instance_write(b->rt, i, v, sizeof v));
+  return i;
+}
+
+/* An instance only CPU workers reach (system memory; on the CPU backend
+ * private to worker 0); `far` is 1 for one only the far processor reaches
+ * (its memory; private to worker 1). */
+static rp_inst bx_private(bx *b, int far, float base) {
+  rp_inst i = bx_make(b, far ? local_of(b->rt, b->far) : 0, base);
+  if (TH_ON_CPU) {
+    b->pv.id[b->pv.n] = i.id;
+    b->pv.owner[b->pv.n++] = far ? b->far : 0;
+  }
+  return i;
+}
+
+static void bx_task1(bx *b, rp_task_id t, rp_proc p, rp_inst x, rp_privilege pr,
+                     float value) {
+  rp_scalar_args a = {value, 0};
+  rp_access acc[1] = {{x, pr, RP_REDOP_NONE}};
+  rp_launch l = {.task = t,
+                 .proc = p,
+                 .accesses = acc,
+                 .naccess = 1,
+                 .args = &a,
+                 .args_size = sizeof a};
+  RP_CHECK(rp_launch_task(b->rt, &l, NULL));
+}
+
+/* y += v * x on p */
+static void bx_axpy(bx *b, rp_proc p, rp_inst x, rp_inst y, float v) {
+  rp_scalar_args a = {v, 0};
+  rp_access acc[2] = {{x, RP_READ, RP_REDOP_NONE}, {y, RP_RW, RP_REDOP_NONE}};
+  rp_launch l = {.task = b->k.axpy,
+                 .proc = p,
+                 .accesses = acc,
+                 .naccess = 2,
+                 .args = &a,
+                 .args_size = sizeof a};
+  RP_CHECK(rp_launch_task(b->rt, &l, NULL));
+}
+
+/* Instantiates and replays once; returns 1 (the callers check the data). */
+static int replay_once(rp_graph *g) {
+  rp_exec *ex = NULL;
+  rp_status st = rp_instantiate(g, NULL, &ex);
+  cr_assert_eq(st, RP_OK, "%s: instantiate: %s (%s)", TH_BACKEND_NAME,
+               rp_status_name(st), rp_error_detail());
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(g->rt, done, -1));
+  RP_CHECK(rp_event_release(g->rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  return 1;
+}
+
+/* A writer on the far processor (a GPU task on system memory): a mirror in
+ * its memory, filled before and written back after. */
+Test(insert_backends, far_writer_gets_a_mirror_in_its_memory) {
+  bx b;
+  bx_init(&b);
+  rp_inst a = bx_private(&b, 0, 1.0f);
+  RP_CHECK(rp_capture_begin(b.rt, NULL));
+  bx_task1(&b, b.k.scale, b.far, a, RP_RW, 3.0f);
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(b.rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 3, "fill, task, write-back");
+  cr_assert_eq(g->nmirrors, 1u);
+  cr_assert_eq(g->mirrors[0].mem, local_of(b.rt, b.far),
+               "in the far processor's memory");
+  cr_assert(g->ops[0].inserted && g->ops[2].inserted);
+  cr_assert_eq(g->ops[1].acc[0].inst.id, rp__mirror_ref(0).id);
+  RP_CHECK(rp_graph_validate(g));
+  if (replay_once(g)) {
+    float v[BN];
+    RP_CHECK(rp_instance_read(b.rt, a, v, sizeof v));
+    for (int i = 0; i < BN; i++)
+      cr_assert_eq(v[i], 3.0f * (1.0f + (float)i), "element %d", i);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(b.rt, a));
+  bx_fini(&b);
+}
+
+/* A reader on CPU worker 0 of a far instance (a CPU task on device
+ * memory): a mirror in the worker's memory, filled first. */
+Test(insert_backends, worker_reading_a_far_instance_gets_a_mirror) {
+  bx b;
+  bx_init(&b);
+  rp_inst d = bx_private(&b, 1, 2.0f);
+  rp_inst c = bx_make(&b, 0, 0.0f); /* reached by worker 0 */
+  RP_CHECK(rp_capture_begin(b.rt, NULL));
+  bx_axpy(&b, 0, d, c, 1.0f); /* c += d on CPU worker 0 */
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(b.rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 2, "fill, task");
+  cr_assert_eq(g->mirrors[0].src.id, d.id);
+  cr_assert_eq(g->mirrors[0].mem, local_of(b.rt, 0), "in the worker's memory");
+  RP_CHECK(rp_graph_validate(g));
+  if (replay_once(g)) {
+    float v[BN];
+    RP_CHECK(rp_instance_read(b.rt, c, v, sizeof v));
+    /* c starts at i (bx_make(.., 0.0f)), d at 2 + i: c + d = 2 + 2i */
+    for (int i = 0; i < BN; i++)
+      cr_assert_eq(v[i], 2.0f + 2.0f * (float)i, "element %d: %g, want %g", i,
+                   (double)v[i], 2.0 + 2.0 * i);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(b.rt, d));
+  RP_CHECK(rp_instance_free(b.rt, c));
+  bx_fini(&b);
+}
+
+Test(insert_backends, insertion_off_fails_validation_naming_op_and_instance) {
+  bx b;
+  bx_init(&b);
+  rp_inst a = bx_private(&b, 0, 1.0f);
+  rp_capture_opts o = {.no_copy_insertion = 1};
+  RP_CHECK(rp_capture_begin(b.rt, &o));
+  bx_task1(&b, b.k.scale, b.far, a, RP_RW, 3.0f);
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(b.rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  cr_assert_eq(g->nmirrors, 0u);
+  rp_exec *ex = NULL;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EACCESS);
+  char want[200];
+  snprintf(want, sizeof want,
+           "op 0 (task 'rp.scale'): access 0: instance %#llx (memory 0) is "
+           "not accessible from processor %u (copy insertion is off)",
+           (unsigned long long)a.id, b.far);
+  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(b.rt, a));
+  bx_fini(&b);
 }

@@ -1,9 +1,9 @@
-/* test/test_insert_gpu.c (label gpu) — copy insertion against the CUDA
- * backend's real access matrix: GPU processors do not reach system memory,
- * CPU workers do not reach device memory, a logical GPU does not reach
- * another's memory. Every case skips with the reason when no CUDA device
- * answers. (test_insert.c drives the same pass on the CPU backend through
- * an access predicate.)
+/* test/test_insert_gpu.c (label gpu) — copy insertion where only the
+ * CUDA backend's access matrix has the case: a logical GPU does not reach
+ * another's memory, SPMD shards on two devices. A GPU task on system
+ * memory, a CPU task on device memory and insertion turned off are
+ * test_insert.c's insert_backends suite (test_insert_cuda runs it on
+ * CUDA). Every case skips with the reason when no CUDA device answers.
  *
  * Instantiating a graph with GPU ops or device copies goes through the CUDA
  * replay lowering (replay/lower_cuda.c): any refusal, RP_EUNSUPPORTED
@@ -64,19 +64,6 @@ static rp_mem local_of(const rp_runtime *rt, rp_proc p) {
   return pi.local;
 }
 
-static void launch1(rp_runtime *rt, rp_task_id t, rp_proc p, rp_inst x,
-                    rp_privilege pr, float value) {
-  rp_scalar_args a = {value, 0};
-  rp_access acc[1] = {{x, pr, RP_REDOP_NONE}};
-  rp_launch l = {.task = t,
-                 .proc = p,
-                 .accesses = acc,
-                 .naccess = 1,
-                 .args = &a,
-                 .args_size = sizeof a};
-  RP_CHECK(rp_launch_task(rt, &l, NULL));
-}
-
 static void axpy(rp_runtime *rt, const rp_kernel_tasks *k, rp_proc p, rp_inst x,
                  rp_inst y, float v) {
   rp_scalar_args a = {v, 0};
@@ -102,85 +89,6 @@ static int replay_once(rp_graph *g) {
   RP_CHECK(rp_event_release(g->rt, done));
   RP_CHECK(rp_exec_destroy(ex));
   return 1;
-}
-
-Test(insert_gpu, gpu_task_on_system_memory_gets_a_device_mirror) {
-  rp_kernel_tasks k;
-  rp_runtime *rt = cuda_rt(0, &k);
-  rp_proc gpu = nth_gpu(rt, 0);
-  rp_inst a = make(rt, 0, 1.0f); /* system memory */
-  RP_CHECK(rp_capture_begin(rt, NULL));
-  launch1(rt, k.scale, gpu, a, RP_RW, 3.0f);
-  rp_graph *g;
-  RP_CHECK(rp_capture_end(rt, &g));
-  cr_assert_eq(rp_graph_op_count(g), 3, "fill, task, write-back");
-  cr_assert_eq(g->nmirrors, 1u);
-  cr_assert_eq(g->mirrors[0].mem, local_of(rt, gpu), "in the GPU's memory");
-  cr_assert(g->ops[0].inserted && g->ops[2].inserted);
-  cr_assert_eq(g->ops[1].acc[0].inst.id, rp__mirror_ref(0).id);
-  RP_CHECK(rp_graph_validate(g));
-  if (replay_once(g)) {
-    float v[N];
-    RP_CHECK(rp_instance_read(rt, a, v, sizeof v));
-    for (int i = 0; i < N; i++)
-      cr_assert_eq(v[i], 3.0f * (1.0f + (float)i), "element %d", i);
-  }
-  RP_CHECK(rp_graph_destroy(g));
-  RP_CHECK(rp_instance_free(rt, a));
-  th_destroy(rt);
-}
-
-Test(insert_gpu, cpu_task_on_device_memory_gets_a_host_mirror) {
-  rp_kernel_tasks k;
-  rp_runtime *rt = cuda_rt(0, &k);
-  rp_proc gpu = nth_gpu(rt, 0);
-  rp_inst d = make(rt, local_of(rt, gpu), 2.0f);
-  rp_inst c = make(rt, 0, 0.0f);
-  RP_CHECK(rp_capture_begin(rt, NULL));
-  axpy(rt, &k, 0, d, c, 1.0f); /* c += d on CPU worker 0 */
-  rp_graph *g;
-  RP_CHECK(rp_capture_end(rt, &g));
-  cr_assert_eq(rp_graph_op_count(g), 2, "fill, task");
-  cr_assert_eq(g->mirrors[0].src.id, d.id);
-  cr_assert_eq(g->mirrors[0].mem, local_of(rt, 0), "in the worker's memory");
-  RP_CHECK(rp_graph_validate(g));
-  if (replay_once(g)) {
-    float v[N];
-    RP_CHECK(rp_instance_read(rt, c, v, sizeof v));
-    /* c starts at i (make(.., 0.0f)), d at 2 + i: c + d = 2 + 2i */
-    for (int i = 0; i < N; i++)
-      cr_assert_eq(v[i], 2.0f + 2.0f * (float)i, "element %d: %g, want %g", i,
-                   (double)v[i], 2.0 + 2.0 * i);
-  }
-  RP_CHECK(rp_graph_destroy(g));
-  RP_CHECK(rp_instance_free(rt, d));
-  RP_CHECK(rp_instance_free(rt, c));
-  th_destroy(rt);
-}
-
-Test(insert_gpu, insertion_off_fails_validation_naming_op_and_instance) {
-  rp_kernel_tasks k;
-  rp_runtime *rt = cuda_rt(0, &k);
-  rp_proc gpu = nth_gpu(rt, 0);
-  rp_inst a = make(rt, 0, 1.0f);
-  rp_capture_opts o = {.no_copy_insertion = 1};
-  RP_CHECK(rp_capture_begin(rt, &o));
-  launch1(rt, k.scale, gpu, a, RP_RW, 3.0f);
-  rp_graph *g;
-  RP_CHECK(rp_capture_end(rt, &g));
-  cr_assert_eq(rp_graph_op_count(g), 1);
-  cr_assert_eq(g->nmirrors, 0u);
-  rp_exec *ex = NULL;
-  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EACCESS);
-  char want[200];
-  snprintf(want, sizeof want,
-           "op 0 (task 'rp.scale'): access 0: instance %#llx (memory 0) is "
-           "not accessible from processor %u (copy insertion is off)",
-           (unsigned long long)a.id, gpu);
-  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
-  RP_CHECK(rp_graph_destroy(g));
-  RP_CHECK(rp_instance_free(rt, a));
-  th_destroy(rt);
 }
 
 Test(insert_gpu, gpu_reads_another_gpus_memory_through_a_mirror) {

@@ -1,8 +1,13 @@
 /* Record once, replay many: capture, builder, validation, instantiate,
- * the replay scheduler. */
+ * the replay scheduler. The behaviours the GPU path shares (preconditions,
+ * in-order logging of a fork-join, destroy in flight, soak, stale
+ * instances, updated args) run on every backend at the end (suite
+ * replay_backends, also built as test_replay_cuda); CUDA's own structure
+ * is in test_replay_gpu.c. */
 #include "helpers.h"
 
 #include "capture/capture.h"
+#include "bench/probe_kernels.cuh" /* the fold's mix; its GPU variants */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1371,5 +1376,430 @@ Test(replay, update_args_replaces_recorded_args_for_later_replays) {
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, x));
   RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+}
+
+/* ---- every backend: the GPU replay behaviours ----
+ * Suite replay_backends, also built as test_replay_cuda (test/helpers.h):
+ * ops of a "device" processor (the first GPU on CUDA, lowered onto CUDA
+ * graphs; worker 1 on the CPU backend) and of CPU worker 0, with tasks that
+ * have both variants and compute the same values (the GPU variants are
+ * bench/probe_kernels.cuh's). Instances live in host memory the device
+ * reaches (pinned on CUDA, system memory on the CPU backend), so results
+ * are read through their pointers. */
+
+/* The device processor of a runtime of TH_BACKEND with two CPU workers. */
+static rp_proc dev_proc(const rp_runtime *rt) {
+  return TH_ON_CPU ? 1 : th_backend_proc(rt);
+}
+
+static rp_mem host_mem(const rp_runtime *rt) {
+  rp_mem m = 0; /* the CPU backend: system memory */
+  if (!TH_ON_CPU)
+    RP_CHECK(rp_mem_find(rt, RP_MEM_PINNED, -1, &m));
+  return m;
+}
+
+/* The fold task: access 0 is the output (WRITE), 1.. the inputs (READ);
+ * each instance is one int64. out = mix(... mix(seed, in0) ..., inN). */
+
+typedef struct fargs {
+  uint32_t id, pad; /* offsets 0, 4 */
+  int64_t seed;     /* offset 8: interpolated per replay */
+} fargs;
+
+static rp_status fold_cpu(rp_task_ctx *ctx) {
+  const fargs *a = rp_ctx_args(ctx, NULL);
+  int64_t x = a->seed;
+  for (uint32_t i = 1; i < rp_ctx_access_count(ctx); i++)
+    x = rp_probe_mix(x, *(const int64_t *)rp_ctx_ptr(ctx, i));
+  *(int64_t *)rp_ctx_ptr(ctx, 0) = x;
+  return RP_OK;
+}
+
+#ifdef REPRISE_HAVE_CUDA
+static const int64_t *in_ptr(rp_task_ctx *ctx, uint32_t i) {
+  return i < rp_ctx_access_count(ctx) ? rp_ctx_ptr(ctx, i) : NULL;
+}
+
+/* Registered with RP_TASK_DEVICE_ARGS: reads the seed on the device. */
+static rp_status fold_gpu_dev(rp_task_ctx *ctx) {
+  const fargs *a = rp_ctx_args(ctx, NULL);
+  const char *dev = rp_ctx_device_args(ctx);
+  return rp_cuda_probe_fold(
+      rp_ctx_ptr(ctx, 0), in_ptr(ctx, 1), in_ptr(ctx, 2), in_ptr(ctx, 3),
+      a->seed, dev ? (const int64_t *)(dev + 8) : NULL, rp_ctx_stream(ctx));
+}
+
+/* Reads the seed at issue (by value): interpolated ops are issued op by
+ * op. */
+static rp_status fold_gpu_val(rp_task_ctx *ctx) {
+  const fargs *a = rp_ctx_args(ctx, NULL);
+  return rp_cuda_probe_fold(rp_ctx_ptr(ctx, 0), in_ptr(ctx, 1), in_ptr(ctx, 2),
+                            in_ptr(ctx, 3), a->seed, NULL, rp_ctx_stream(ctx));
+}
+#define FOLD_GPU(fn) fn
+#else
+#define FOLD_GPU(fn) NULL
+#endif
+
+typedef struct folds {
+  rp_task_id dev, val;
+} folds;
+
+static folds reg_fold(rp_runtime *rt) {
+  folds t;
+  RP_CHECK(rp_task_register(
+      rt,
+      &(rp_task_desc){.name = "fold.dev",
+                      .cpu_fn = fold_cpu,
+                      .gpu_fn = FOLD_GPU(fold_gpu_dev),
+                      .flags = RP_TASK_STREAM_ORDERED | RP_TASK_DEVICE_ARGS},
+      &t.dev));
+  RP_CHECK(rp_task_register(rt,
+                            &(rp_task_desc){.name = "fold.val",
+                                            .cpu_fn = fold_cpu,
+                                            .gpu_fn = FOLD_GPU(fold_gpu_val),
+                                            .flags = RP_TASK_STREAM_ORDERED},
+                            &t.val));
+  return t;
+}
+
+/* The log task: appends its id to a log in host memory: log[0] counts
+ * entries, entry i is log[1 + i] (entries beyond cap are counted but not
+ * stored). */
+typedef struct largs {
+  int32_t *log;
+  uint32_t cap;
+  int32_t id;
+} largs;
+
+static rp_status log_cpu(rp_task_ctx *ctx) {
+  const largs *a = rp_ctx_args(ctx, NULL);
+  int32_t i = __atomic_fetch_add(&a->log[0], 1, __ATOMIC_RELAXED);
+  if ((uint32_t)i < a->cap)
+    a->log[1 + i] = a->id;
+  return RP_OK;
+}
+
+#ifdef REPRISE_HAVE_CUDA
+static rp_status log_gpu(rp_task_ctx *ctx) {
+  const largs *a = rp_ctx_args(ctx, NULL);
+  return rp_cuda_probe_log(a->log, a->cap, a->id, rp_ctx_stream(ctx));
+}
+#define LOG_GPU log_gpu
+#else
+#define LOG_GPU NULL
+#endif
+
+static rp_task_id reg_log(rp_runtime *rt) {
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt,
+                            &(rp_task_desc){.name = "log",
+                                            .cpu_fn = log_cpu,
+                                            .gpu_fn = LOG_GPU,
+                                            .flags = RP_TASK_STREAM_ORDERED},
+                            &t));
+  return t;
+}
+
+#define LOGCAP 512
+
+static rp_op_id add_log(rp_graph *g, rp_task_id t, rp_proc p, int32_t *log,
+                        int32_t id) {
+  largs a = {log, LOGCAP, id};
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = t, .proc = p, .args = &a, .args_size = sizeof a},
+      &op));
+  return op;
+}
+
+/* A source, four branches of 20 (one capture stream each on CUDA), a
+ * sink, all on the device processor: every replay logs the source first,
+ * each branch in order, the sink last. */
+Test(replay_backends, kernels_log_a_fork_join_in_dependency_order) {
+  rp_runtime *rt = th_runtime(TH_BACKEND, 2);
+  rp_task_id t = reg_log(rt);
+  rp_proc dev = dev_proc(rt);
+  rp_rect r = rp_rect_1d(0, LOGCAP);
+  rp_inst li;
+  RP_CHECK(rp_instance_create(rt, host_mem(rt), RP_I32, &r, NULL, &li));
+  int32_t *log = rp_instance_ptr(rt, li);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id src = add_log(g, t, dev, log, 0), sink;
+  rp_op_id last[4];
+  for (int b = 0; b < 4; b++) {
+    last[b] = src;
+    for (int i = 0; i < 20; i++) {
+      rp_op_id op = add_log(g, t, dev, log, 1 + b * 100 + i);
+      RP_CHECK(rp_graph_add_edge(g, last[b], op));
+      last[b] = op;
+    }
+  }
+  sink = add_log(g, t, dev, log, 999);
+  for (int b = 0; b < 4; b++)
+    RP_CHECK(rp_graph_add_edge(g, last[b], sink));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int rep = 0; rep < 20; rep++) {
+    memset(log, 0, sizeof(int32_t) * (LOGCAP + 1));
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+    cr_assert_eq(log[0], 82, "replay %d: %d entries", rep, log[0]);
+    cr_assert_eq(log[1], 0, "replay %d: source not first", rep);
+    cr_assert_eq(log[82], 999, "replay %d: sink not last", rep);
+    int next[4] = {0, 0, 0, 0};
+    for (int i = 2; i < 82; i++) {
+      int b = (log[i] - 1) / 100, k = (log[i] - 1) % 100;
+      cr_assert(b >= 0 && b < 4, "replay %d: bad id %d", rep, log[i]);
+      cr_assert_eq(k, next[b]++, "replay %d: branch %d out of order", rep, b);
+    }
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, li));
+  th_destroy(rt);
+}
+
+/* Preconditions: gated work waits, the rest runs ahead (on CUDA: device
+ * work behind a port is not even issued). */
+Test(replay_backends, precondition_gates_device_work_and_the_rest_runs_ahead) {
+  rp_runtime *rt = th_runtime(TH_BACKEND, 2);
+  folds t = reg_fold(rt);
+  rp_proc dev = dev_proc(rt);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst a, b;
+  RP_CHECK(rp_instance_create(rt, host_mem(rt), RP_I64, &r, NULL, &a));
+  RP_CHECK(rp_instance_create(rt, host_mem(rt), RP_I64, &r, NULL, &b));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  fargs fa = {0, 0, 11}, fb = {1, 0, 22};
+  rp_access acca = {a, RP_WRITE, RP_REDOP_NONE},
+            accb = {b, RP_WRITE, RP_REDOP_NONE};
+  rp_op_id opa, opb;
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t.dev,
+                                          .proc = dev,
+                                          .accesses = &acca,
+                                          .naccess = 1,
+                                          .args = &fa,
+                                          .args_size = sizeof fa},
+                             &opa));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t.dev,
+                                          .proc = dev,
+                                          .accesses = &accb,
+                                          .naccess = 1,
+                                          .args = &fb,
+                                          .args_size = sizeof fb},
+                             &opb));
+  rp_port_id pin, pout;
+  RP_CHECK(rp_graph_add_precondition(g, "in", &pin));
+  RP_CHECK(rp_graph_bind_precondition(g, pin, opa));
+  RP_CHECK(rp_graph_add_postcondition(g, "b", &pout));
+  RP_CHECK(rp_graph_bind_postcondition(g, pout, opb));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  int64_t *pa = rp_instance_ptr(rt, a), *pb = rp_instance_ptr(rt, b);
+  for (int rep = 0; rep < 3; rep++) {
+    *pa = *pb = 0;
+    rp_event pre, post, done;
+    RP_CHECK(rp_event_create(rt, &pre));
+    RP_CHECK(rp_replay(
+        ex,
+        &(rp_replay_args){.pre = &pre, .npre = 1, .post = &post, .npost = 1},
+        &done));
+    /* b does not depend on the port: it completes while the port is
+     * pending; a must not even have been issued */
+    RP_EXPECT(rp_event_wait(rt, post, 10ll * 1000 * 1000 * 1000), RP_OK);
+    cr_assert_eq(*pb, 22, "replay %d: independent op did not run ahead", rep);
+    usleep(20000);
+    cr_assert_eq(*pa, 0, "replay %d: gated op ran before its port", rep);
+    RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
+    RP_CHECK(rp_event_trigger(rt, pre));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    cr_assert_eq(*pa, 11, "replay %d: gated op result", rep);
+    cr_assert_eq(*pb, 22);
+    rp_event_release(rt, pre);
+    rp_event_release(rt, post);
+    rp_event_release(rt, done);
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  th_destroy(rt);
+}
+
+/* A small mixed pipeline: x0 = fold(seed0) on CPU worker 0, x1 =
+ * fold(seed1, x0) on the device (device args), x2 = fold(seed2, x1) on
+ * worker 0, x3 = fold(seed3, x2) on the device (by value: on CUDA issued
+ * op by op). Seeds interpolated from args[0..3]. */
+typedef struct mpipe {
+  rp_runtime *rt;
+  folds t;
+  rp_inst x[4];
+  rp_graph *g;
+} mpipe;
+
+static void pipe_init(mpipe *p) {
+  rp_runtime *rt = th_runtime(TH_BACKEND, 2);
+  p->rt = rt;
+  p->t = reg_fold(rt);
+  rp_rect r = rp_rect_1d(0, 0);
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(rp_instance_create(rt, host_mem(rt), RP_I64, &r, NULL, &p->x[i]));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  for (uint32_t k = 0; k < 4; k++) {
+    fargs a = {k, 0, 0};
+    rp_access acc[2] = {{p->x[k], RP_WRITE, RP_REDOP_NONE},
+                        {k ? p->x[k - 1] : p->x[0], RP_READ, RP_REDOP_NONE}};
+    rp_interp ip = {8 * k, 8, 8};
+    rp_launch l = {.task = k == 3 ? p->t.val : p->t.dev,
+                   .proc = k % 2 ? dev_proc(rt) : 0,
+                   .accesses = acc,
+                   .naccess = k ? 2 : 1,
+                   .args = &a,
+                   .args_size = sizeof a,
+                   .interps = &ip,
+                   .ninterp = 1};
+    RP_CHECK(rp_launch_task(rt, &l, NULL));
+  }
+  RP_CHECK(rp_capture_end(rt, &p->g));
+}
+
+static int64_t pipe_expect(const int64_t *seeds) {
+  int64_t x = seeds[0];
+  for (int k = 1; k < 4; k++)
+    x = rp_probe_mix(seeds[k], x);
+  return x;
+}
+
+static void pipe_fini(mpipe *p) {
+  RP_CHECK(rp_graph_destroy(p->g));
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(rp_instance_free(p->rt, p->x[i]));
+  th_destroy(p->rt);
+}
+
+Test(replay_backends, destroy_waits_for_replays_and_callbacks_in_flight) {
+  mpipe p;
+  pipe_init(&p);
+  for (int round = 0; round < 20; round++) {
+    rp_exec *ex;
+    RP_CHECK(rp_instantiate(p.g, &(rp_exec_opts){.max_inflight = 16}, &ex));
+    rp_event done[16];
+    int64_t s[4] = {round, 1, 2, 3};
+    for (int i = 0; i < 16; i++)
+      RP_CHECK(rp_replay(
+          ex, &(rp_replay_args){.args = s, .args_size = sizeof s}, &done[i]));
+    RP_CHECK(rp_exec_destroy(ex)); /* replays and host callbacks pending */
+    for (int i = 0; i < 16; i++) {
+      RP_EXPECT(rp_event_query(p.rt, done[i]), RP_OK);
+      rp_event_release(p.rt, done[i]);
+    }
+    int64_t v;
+    RP_CHECK(rp_instance_read(p.rt, p.x[3], &v, sizeof v));
+    cr_assert_eq(v, pipe_expect(s), "%s round %d", TH_BACKEND_NAME, round);
+  }
+  pipe_fini(&p);
+}
+
+Test(replay_backends, soak_20k_replays_stay_correct_without_host_allocation,
+     .timeout = 900) {
+  mpipe p;
+  pipe_init(&p);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(p.g, NULL, &ex));
+  enum { N = 20000 };
+  uint64_t a0 = 0;
+  int64_t s[4];
+  for (int r = 0; r < N; r++) {
+    if (r == 100)
+      a0 = rp_thread_allocated_bytes();
+    s[0] = r, s[1] = -r, s[2] = r * 3, s[3] = 7;
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
+                       NULL));
+  }
+  uint64_t a1 = rp_thread_allocated_bytes();
+  RP_CHECK(rp_exec_destroy(ex)); /* waits for all of them */
+  if (a0 != UINT64_MAX)
+    cr_assert_eq(a1, a0, "%s: rp_replay allocated %llu bytes", TH_BACKEND_NAME,
+                 (unsigned long long)(a1 - a0));
+  int64_t v;
+  RP_CHECK(rp_instance_read(p.rt, p.x[3], &v, sizeof v));
+  cr_assert_eq(v, pipe_expect(s));
+  pipe_fini(&p);
+}
+
+Test(replay_backends, stale_instance_fails_the_replay_and_runs_nothing) {
+  mpipe p;
+  pipe_init(&p);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(p.g, NULL, &ex));
+  int64_t s[4] = {1, 2, 3, 4};
+  rp_event done;
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
+                     &done));
+  RP_CHECK(rp_event_wait(p.rt, done, -1));
+  rp_event_release(p.rt, done);
+  RP_CHECK(rp_instance_realloc(p.rt, &p.x[1]));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
+                     &done));
+  RP_EXPECT(rp_event_wait(p.rt, done, -1), RP_ESTALE);
+  rp_event_release(p.rt, done);
+  rp_exec_stats st;
+  RP_CHECK(rp_exec_stats_get(ex, &st));
+  cr_assert_eq(st.ops_run, 4u, "the stale replay ran ops");
+  RP_CHECK(rp_exec_destroy(ex));
+  pipe_fini(&p);
+}
+
+/* rp_exec_update_args on an op of the device (on CUDA a graph node,
+ * updated in place or by re-instantiating). */
+Test(replay_backends, update_args_changes_an_op_in_place_or_reinstantiates) {
+  rp_runtime *rt = th_runtime(TH_BACKEND, 2);
+  folds t = reg_fold(rt);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, host_mem(rt), RP_I64, &r, NULL, &x));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  fargs a = {0, 0, 5};
+  rp_access acc = {x, RP_WRITE, RP_REDOP_NONE};
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t.val,
+                                          .proc = dev_proc(rt),
+                                          .accesses = &acc,
+                                          .naccess = 1,
+                                          .args = &a,
+                                          .args_size = sizeof a},
+                             &op));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  int64_t *px = rp_instance_ptr(rt, x);
+  for (int64_t seed = 5; seed < 10; seed++) {
+    if (seed > 5) {
+      a.seed = seed;
+      int reinst = -1;
+      RP_CHECK(rp_exec_update_args(ex, op, &a, sizeof a, &reinst));
+      cr_assert(reinst == 0 || reinst == 1);
+    }
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+    cr_assert_eq(*px, seed, "the op still runs the old args");
+  }
+  RP_EXPECT(rp_exec_update_args(ex, op, &a, sizeof a - 1, NULL), RP_ESHAPE);
+  RP_EXPECT(rp_exec_update_args(ex, 7, &a, sizeof a, NULL), RP_EINVAL);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
   th_destroy(rt);
 }

@@ -1,10 +1,14 @@
 /* Replays on the CUDA backend: GPU ops lowered onto CUDA graphs
- * (replay/lower.h). The replay suite's behaviours — random DAGs compared
- * with the CPU backend, preconditions, poison, interpolation, destroy in
- * flight, soak — over GPU processors, with kernels that record their
- * execution order in device memory. Multi-device lowering runs on one
- * physical GPU through logical GPUs (rp_runtime_config.gpus). Label "gpu":
- * every case skips with the reason when no CUDA device answers. */
+ * (replay/lower.h). What only CUDA has: random DAGs (with poison and
+ * interpolation) compared with the CPU backend, graph segments against op
+ * by op issue, an exec's own streams, GPU trace tracks, capture failures,
+ * device copies and events between logical GPUs, the counters of a
+ * GPU-only replay. Multi-device lowering runs on one physical GPU through
+ * logical GPUs (rp_runtime_config.gpus). The behaviours every backend
+ * shares (a fork-join logged in order, preconditions, destroy in flight,
+ * soak, stale instances, updated args) are test_replay.c's replay_backends
+ * suite (test_replay_cuda runs it on CUDA). Label "gpu": every case skips
+ * with the reason when no CUDA device answers. */
 #include "helpers.h"
 
 #ifdef REPRISE_HAVE_CUDA
@@ -323,161 +327,6 @@ Test(replay_gpu, random_dags_without_cuda_graphs_match, .timeout = 900) {
   unsetenv("REPRISE_CUDA_GRAPHS");
 }
 
-/* ---- execution order in device memory ---- */
-
-typedef struct largs {
-  int32_t *log;
-  uint32_t cap;
-  int32_t id;
-} largs;
-
-static rp_status log_gpu(rp_task_ctx *ctx) {
-  const largs *a = rp_ctx_args(ctx, NULL);
-  return rp_cuda_probe_log(a->log, a->cap, a->id, rp_ctx_stream(ctx));
-}
-
-static rp_task_id reg_log(rp_runtime *rt) {
-  rp_task_id t;
-  RP_CHECK(rp_task_register(rt,
-                            &(rp_task_desc){.name = "log",
-                                            .gpu_fn = log_gpu,
-                                            .flags = RP_TASK_STREAM_ORDERED},
-                            &t));
-  return t;
-}
-
-#define LOGCAP 512
-
-static rp_op_id add_log(rp_graph *g, rp_task_id t, rp_proc p, int32_t *log,
-                        int32_t id) {
-  largs a = {log, LOGCAP, id};
-  rp_op_id op;
-  RP_CHECK(rp_graph_add_task(
-      g, &(rp_launch){.task = t, .proc = p, .args = &a, .args_size = sizeof a},
-      &op));
-  return op;
-}
-
-/* A source, four branches of 20 (one capture stream each), a sink: every
- * replay logs the source first, each branch in order, the sink last. */
-Test(replay_gpu, kernels_log_a_fork_join_in_dependency_order) {
-  rp_runtime *rt = gpu_runtime(2, 1);
-  rp_task_id t = reg_log(rt);
-  rp_proc gpu = gpu_proc(rt, 0);
-  rp_mem pm = pinned_mem(rt);
-  rp_rect r = rp_rect_1d(0, LOGCAP);
-  rp_inst li;
-  RP_CHECK(rp_instance_create(rt, pm, RP_I32, &r, NULL, &li));
-  int32_t *log = rp_instance_ptr(rt, li);
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  rp_op_id src = add_log(g, t, gpu, log, 0), sink;
-  rp_op_id last[4];
-  for (int b = 0; b < 4; b++) {
-    last[b] = src;
-    for (int i = 0; i < 20; i++) {
-      rp_op_id op = add_log(g, t, gpu, log, 1 + b * 100 + i);
-      RP_CHECK(rp_graph_add_edge(g, last[b], op));
-      last[b] = op;
-    }
-  }
-  sink = add_log(g, t, gpu, log, 999);
-  for (int b = 0; b < 4; b++)
-    RP_CHECK(rp_graph_add_edge(g, last[b], sink));
-  rp_exec *ex;
-  RP_CHECK(rp_instantiate(g, NULL, &ex));
-  for (int rep = 0; rep < 20; rep++) {
-    memset(log, 0, sizeof(int32_t) * (LOGCAP + 1));
-    rp_event done;
-    RP_CHECK(rp_replay(ex, NULL, &done));
-    RP_CHECK(rp_event_wait(rt, done, -1));
-    RP_CHECK(rp_event_release(rt, done));
-    cr_assert_eq(log[0], 82, "replay %d: %d entries", rep, log[0]);
-    cr_assert_eq(log[1], 0, "replay %d: source not first", rep);
-    cr_assert_eq(log[82], 999, "replay %d: sink not last", rep);
-    int next[4] = {0, 0, 0, 0};
-    for (int i = 2; i < 82; i++) {
-      int b = (log[i] - 1) / 100, k = (log[i] - 1) % 100;
-      cr_assert(b >= 0 && b < 4, "replay %d: bad id %d", rep, log[i]);
-      cr_assert_eq(k, next[b]++, "replay %d: branch %d out of order", rep, b);
-    }
-  }
-  RP_CHECK(rp_exec_destroy(ex));
-  RP_CHECK(rp_graph_destroy(g));
-  RP_CHECK(rp_instance_free(rt, li));
-  th_destroy(rt);
-}
-
-/* ---- preconditions: gated work waits, the rest runs ahead ---- */
-
-Test(replay_gpu, precondition_gates_device_work_and_the_rest_runs_ahead) {
-  rp_runtime *rt = gpu_runtime(2, 1);
-  tasks t = reg_fold(rt);
-  rp_proc gpu = gpu_proc(rt, 0);
-  rp_rect r = rp_rect_1d(0, 0);
-  rp_inst a, b;
-  RP_CHECK(rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &a));
-  RP_CHECK(rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &b));
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  fargs fa = {0, 0, 11}, fb = {1, 0, 22};
-  rp_access acca = {a, RP_WRITE, RP_REDOP_NONE},
-            accb = {b, RP_WRITE, RP_REDOP_NONE};
-  rp_op_id opa, opb;
-  RP_CHECK(rp_graph_add_task(g,
-                             &(rp_launch){.task = t.dev,
-                                          .proc = gpu,
-                                          .accesses = &acca,
-                                          .naccess = 1,
-                                          .args = &fa,
-                                          .args_size = sizeof fa},
-                             &opa));
-  RP_CHECK(rp_graph_add_task(g,
-                             &(rp_launch){.task = t.dev,
-                                          .proc = gpu,
-                                          .accesses = &accb,
-                                          .naccess = 1,
-                                          .args = &fb,
-                                          .args_size = sizeof fb},
-                             &opb));
-  rp_port_id pin, pout;
-  RP_CHECK(rp_graph_add_precondition(g, "in", &pin));
-  RP_CHECK(rp_graph_bind_precondition(g, pin, opa));
-  RP_CHECK(rp_graph_add_postcondition(g, "b", &pout));
-  RP_CHECK(rp_graph_bind_postcondition(g, pout, opb));
-  rp_exec *ex;
-  RP_CHECK(rp_instantiate(g, NULL, &ex));
-  int64_t *pa = rp_instance_ptr(rt, a), *pb = rp_instance_ptr(rt, b);
-  for (int rep = 0; rep < 3; rep++) {
-    *pa = *pb = 0;
-    rp_event pre, post, done;
-    RP_CHECK(rp_event_create(rt, &pre));
-    RP_CHECK(rp_replay(
-        ex,
-        &(rp_replay_args){.pre = &pre, .npre = 1, .post = &post, .npost = 1},
-        &done));
-    /* b does not depend on the port: it completes while the port is
-     * pending; a must not even have been issued */
-    RP_EXPECT(rp_event_wait(rt, post, 10ll * 1000 * 1000 * 1000), RP_OK);
-    cr_assert_eq(*pb, 22, "replay %d: independent op did not run ahead", rep);
-    usleep(20000);
-    cr_assert_eq(*pa, 0, "replay %d: gated op ran before its port", rep);
-    RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
-    RP_CHECK(rp_event_trigger(rt, pre));
-    RP_CHECK(rp_event_wait(rt, done, -1));
-    cr_assert_eq(*pa, 11, "replay %d: gated op result", rep);
-    cr_assert_eq(*pb, 22);
-    rp_event_release(rt, pre);
-    rp_event_release(rt, post);
-    rp_event_release(rt, done);
-  }
-  RP_CHECK(rp_exec_destroy(ex));
-  RP_CHECK(rp_graph_destroy(g));
-  RP_CHECK(rp_instance_free(rt, a));
-  RP_CHECK(rp_instance_free(rt, b));
-  th_destroy(rt);
-}
-
 /* ---- a small mixed pipeline: host -> GPU -> host -> GPU ---- */
 
 typedef struct mpipe {
@@ -559,29 +408,6 @@ Test(replay_gpu, interpolated_values_reach_graphs_and_op_by_op_ops) {
   cr_assert(strstr(buf, "CUDA graph"), "%s", buf);
   cr_assert(strstr(buf, "issued op by op"), "the by-value op: %s", buf);
   RP_CHECK(rp_exec_destroy(ex));
-  pipe_fini(&p);
-}
-
-Test(replay_gpu, destroy_waits_for_replays_and_callbacks_in_flight) {
-  mpipe p;
-  pipe_init(&p, gpu_runtime(2, 1));
-  for (int round = 0; round < 20; round++) {
-    rp_exec *ex;
-    RP_CHECK(rp_instantiate(p.g, &(rp_exec_opts){.max_inflight = 16}, &ex));
-    rp_event done[16];
-    int64_t s[4] = {round, 1, 2, 3};
-    for (int i = 0; i < 16; i++)
-      RP_CHECK(rp_replay(
-          ex, &(rp_replay_args){.args = s, .args_size = sizeof s}, &done[i]));
-    RP_CHECK(rp_exec_destroy(ex)); /* replays and host callbacks pending */
-    for (int i = 0; i < 16; i++) {
-      RP_EXPECT(rp_event_query(p.rt, done[i]), RP_OK);
-      rp_event_release(p.rt, done[i]);
-    }
-    int64_t v;
-    RP_CHECK(rp_instance_read(p.rt, p.x[3], &v, sizeof v));
-    cr_assert_eq(v, pipe_expect(s), "round %d", round);
-  }
   pipe_fini(&p);
 }
 
@@ -668,101 +494,6 @@ Test(replay_gpu, traces_show_each_segment_on_the_gpu_track) {
   RP_CHECK(rp_exec_destroy(ex));
   th_tmpdir_remove();
   pipe_fini(&p);
-}
-
-Test(replay_gpu, soak_20k_replays_stay_correct_without_host_allocation,
-     .timeout = 900) {
-  mpipe p;
-  pipe_init(&p, gpu_runtime(2, 1));
-  rp_exec *ex;
-  RP_CHECK(rp_instantiate(p.g, NULL, &ex));
-  enum { N = 20000 };
-  uint64_t a0 = 0;
-  int64_t s[4];
-  for (int r = 0; r < N; r++) {
-    if (r == 100)
-      a0 = rp_thread_allocated_bytes();
-    s[0] = r, s[1] = -r, s[2] = r * 3, s[3] = 7;
-    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
-                       NULL));
-  }
-  uint64_t a1 = rp_thread_allocated_bytes();
-  RP_CHECK(rp_exec_destroy(ex)); /* waits for all of them */
-  if (a0 != UINT64_MAX)
-    cr_assert_eq(a1, a0, "rp_replay allocated %llu bytes",
-                 (unsigned long long)(a1 - a0));
-  int64_t v;
-  RP_CHECK(rp_instance_read(p.rt, p.x[3], &v, sizeof v));
-  cr_assert_eq(v, pipe_expect(s));
-  pipe_fini(&p);
-}
-
-Test(replay_gpu, stale_instance_fails_the_replay_and_runs_nothing) {
-  mpipe p;
-  pipe_init(&p, gpu_runtime(2, 1));
-  rp_exec *ex;
-  RP_CHECK(rp_instantiate(p.g, NULL, &ex));
-  int64_t s[4] = {1, 2, 3, 4};
-  rp_event done;
-  RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
-                     &done));
-  RP_CHECK(rp_event_wait(p.rt, done, -1));
-  rp_event_release(p.rt, done);
-  RP_CHECK(rp_instance_realloc(p.rt, &p.x[1]));
-  RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = s, .args_size = sizeof s},
-                     &done));
-  RP_EXPECT(rp_event_wait(p.rt, done, -1), RP_ESTALE);
-  rp_event_release(p.rt, done);
-  rp_exec_stats st;
-  RP_CHECK(rp_exec_stats_get(ex, &st));
-  cr_assert_eq(st.ops_run, 4u, "the stale replay ran ops");
-  RP_CHECK(rp_exec_destroy(ex));
-  pipe_fini(&p);
-}
-
-/* ---- rp_exec_update_args ---- */
-
-Test(replay_gpu, update_args_changes_a_graph_op_in_place_or_reinstantiates) {
-  rp_runtime *rt = gpu_runtime(2, 1);
-  tasks t = reg_fold(rt);
-  rp_rect r = rp_rect_1d(0, 0);
-  rp_inst x;
-  RP_CHECK(rp_instance_create(rt, pinned_mem(rt), RP_I64, &r, NULL, &x));
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  fargs a = {0, 0, 5};
-  rp_access acc = {x, RP_WRITE, RP_REDOP_NONE};
-  rp_op_id op;
-  RP_CHECK(rp_graph_add_task(g,
-                             &(rp_launch){.task = t.val,
-                                          .proc = gpu_proc(rt, 0),
-                                          .accesses = &acc,
-                                          .naccess = 1,
-                                          .args = &a,
-                                          .args_size = sizeof a},
-                             &op));
-  rp_exec *ex;
-  RP_CHECK(rp_instantiate(g, NULL, &ex));
-  int64_t *px = rp_instance_ptr(rt, x);
-  for (int64_t seed = 5; seed < 10; seed++) {
-    if (seed > 5) {
-      a.seed = seed;
-      int reinst = -1;
-      RP_CHECK(rp_exec_update_args(ex, op, &a, sizeof a, &reinst));
-      cr_assert(reinst == 0 || reinst == 1);
-    }
-    rp_event done;
-    RP_CHECK(rp_replay(ex, NULL, &done));
-    RP_CHECK(rp_event_wait(rt, done, -1));
-    rp_event_release(rt, done);
-    cr_assert_eq(*px, seed, "the graph still runs the old args");
-  }
-  RP_EXPECT(rp_exec_update_args(ex, op, &a, sizeof a - 1, NULL), RP_ESHAPE);
-  RP_EXPECT(rp_exec_update_args(ex, 7, &a, sizeof a, NULL), RP_EINVAL);
-  RP_CHECK(rp_exec_destroy(ex));
-  RP_CHECK(rp_graph_destroy(g));
-  RP_CHECK(rp_instance_free(rt, x));
-  th_destroy(rt);
 }
 
 /* ---- capture failures ---- */

@@ -1,7 +1,9 @@
-/* Training by replaying one recorded data-parallel step (train/mlp.h) on
- * the CPU backend: convergence, determinism, replay against eager (a
- * differential test of the whole stack), P = 2 against P = 1, per-replay
- * arguments; the batch-selection task; data sets and data files. */
+/* Training by replaying one recorded data-parallel step (train/mlp.h):
+ * convergence, determinism and P = 2 against P = 1 on every backend (suite
+ * train_backends, also built as test_train_cuda: test/helpers.h); on the
+ * CPU backend replay against eager (a differential test of the whole
+ * stack), per-replay arguments; the batch-selection task; data sets and
+ * data files. */
 #include "train_common.h"
 
 #include <stddef.h>
@@ -9,38 +11,57 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- convergence ---- */
+/* ---- convergence (every backend) ---- */
 
-static void replays_converge(uint32_t procs) {
+/* Trains by replaying the step 300 times, or eagerly as many steps, on
+ * TH_BACKEND with P processors (P GPUs on CUDA). */
+static void converges(uint32_t procs, int eager) {
   rp_mlp_config c;
   tw_config(&c, procs);
   tw w;
-  tw_init(&w, RP_BACKEND_CPU, &c);
+  tw_init(&w, TH_BACKEND, &c);
   double l0, a0, l1, a1;
   RP_CHECK(rp_mlp_evaluate(w.m, &l0, &a0));
-  rp_exec *ex;
-  RP_CHECK(tw_exec(&w, &ex));
   rp_mlp_train_opts o = tw_opts(300);
-  RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  rp_exec *ex = NULL;
+  if (eager) {
+    RP_CHECK(rp_mlp_train_eager(w.m, &o));
+  } else {
+    RP_CHECK(tw_exec(&w, &ex)); /* RP_EUNSUPPORTED fails: lowering is in */
+    RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+  }
   RP_CHECK(rp_mlp_evaluate(w.m, &l1, &a1));
-  cr_assert_lt(l1, 0.5 * l0, "P=%u: loss %g after 300 replays, initial %g",
-               procs, l1, l0);
+  cr_assert_lt(l1, 0.5 * l0,
+               "%s P=%u eager=%d: loss %g after 300 steps, "
+               "initial %g",
+               TH_BACKEND_NAME, procs, eager, l1, l0);
   /* chance is 1/3 */
-  cr_assert_gt(a1, 0.8, "P=%u: accuracy %g after 300 replays", procs, a1);
-  rp_exec_stats s;
-  RP_CHECK(rp_exec_stats_get(ex, &s));
-  cr_assert_eq(s.replays, 300);
-  cr_assert_eq(s.ops_skipped, 0);
-  RP_CHECK(rp_exec_destroy(ex));
+  cr_assert_gt(a1, 0.8, "%s P=%u eager=%d: accuracy %g after 300 steps",
+               TH_BACKEND_NAME, procs, eager, a1);
+  if (!eager) {
+    rp_exec_stats s;
+    RP_CHECK(rp_exec_stats_get(ex, &s));
+    cr_assert_eq(s.replays, 300);
+    cr_assert_eq(s.ops_skipped, 0);
+    RP_CHECK(rp_exec_destroy(ex));
+  }
   tw_fini(&w);
 }
 
-Test(train, replays_converge_on_cpu_with_one_processor) {
-  replays_converge(1);
+Test(train_backends, replays_converge_with_one_processor) {
+  converges(1, 0);
 }
 
-Test(train, replays_converge_on_cpu_with_two_processors) {
-  replays_converge(2);
+Test(train_backends, replays_converge_with_two_processors) {
+  converges(2, 0);
+}
+
+Test(train_backends, eager_training_converges_with_one_processor) {
+  converges(1, 1);
+}
+
+Test(train_backends, eager_training_converges_with_two_processors) {
+  converges(2, 1);
 }
 
 /* The step is recordable as promised: every instance exists up front, so
@@ -74,42 +95,35 @@ Test(train, training_by_replay_allocates_nothing_per_step) {
 
 /* ---- determinism and differential tests ---- */
 
-/* Trains a fresh model (its own runtime) and returns its parameters. */
-static float *train_fresh(uint32_t procs, uint64_t seed, int eager,
-                          uint32_t iters, size_t *n) {
-  rp_mlp_config c;
-  tw_config(&c, procs);
-  c.seed = seed;
-  tw w;
-  tw_init(&w, RP_BACKEND_CPU, &c);
-  rp_mlp_train_opts o = tw_opts(iters);
-  if (eager) {
-    RP_CHECK(rp_mlp_train_eager(w.m, &o));
-  } else {
-    rp_exec *ex;
-    RP_CHECK(tw_exec(&w, &ex));
-    RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
-    RP_CHECK(rp_exec_destroy(ex));
-  }
-  float *p = tw_params(&w);
-  *n = rp_mlp_param_count(w.m);
-  tw_fini(&w);
-  return p;
-}
+/* Determinism: two fresh runs (each its own runtime) with one seed reach
+ * the same weights; another seed does not. On the CPU backend bitwise. On
+ * CUDA within 1e-5, not bitwise: cuBLAS binds its workspace slices to
+ * streams for the life of the process, so a later run may get none and
+ * pick other GEMM algorithms (the test logs whether they were bitwise
+ * equal). */
+#define SAME_SEED_TOL 1e-5
 
-Test(train, a_fixed_seed_gives_bitwise_equal_weights) {
+Test(train_backends, a_fixed_seed_gives_the_same_weights) {
   size_t n;
-  float *a = train_fresh(2, 7, 0, 100, &n);
-  float *b = train_fresh(2, 7, 0, 100, &n);
-  float *c = train_fresh(2, 8, 0, 100, &n);
-  cr_assert(memcmp(a, b, n * sizeof *a) == 0,
-            "same seed, different weights "
-            "(max rel diff %g)",
-            tw_rel_diff(a, b, n));
-  cr_assert(memcmp(a, c, n * sizeof *a) != 0, "the seed changes nothing");
-  free(a);
-  free(b);
-  free(c);
+  float *p = tw_train(TH_BACKEND, 2, 7, 0, 100, &n, NULL, NULL);
+  float *q = tw_train(TH_BACKEND, 2, 7, 0, 100, &n, NULL, NULL);
+  float *r = tw_train(TH_BACKEND, 2, 8, 0, 100, &n, NULL, NULL);
+  double d = tw_rel_diff(p, q, n);
+  if (TH_ON_CPU) {
+    cr_assert(memcmp(p, q, n * sizeof *p) == 0,
+              "same seed, different weights (max rel diff %g)", d);
+  } else {
+    int bitwise = memcmp(p, q, n * sizeof *p) == 0;
+    cr_log_info("same seed on CUDA: %s (max rel diff %g)",
+                bitwise ? "bitwise equal" : "not bitwise equal", d);
+    cr_assert_leq(d, SAME_SEED_TOL, "same seed: max rel diff %g", d);
+  }
+  cr_assert(memcmp(p, r, n * sizeof *p) != 0, "the seed changes nothing");
+  cr_assert_gt(tw_rel_diff(p, r, n), SAME_SEED_TOL,
+               "seeds 7 and 8 give nearly the same weights");
+  free(p);
+  free(q);
+  free(r);
 }
 
 /* Replays 50 steps, then restarts the same model and runs the same 50
@@ -168,14 +182,21 @@ Test(train, replay_matches_eager_within_tolerance_p3) {
 
 /* Data parallelism is correct: splitting the batch over two processors
  * gives the one-processor result up to the order of f32 sums (the GEMMs
- * and the bias gradients add rows in a different grouping). */
-Test(train, two_processors_match_one_within_tolerance) {
+ * and the bias gradients add rows in a different grouping): 1e-5 of the
+ * largest weight on the CPU backend. On CUDA (two logical GPUs) the GEMM
+ * shapes differ too, so cuBLAS may pick other algorithms: 1e-4 after 50
+ * steps. */
+Test(train_backends, two_processors_match_one_within_tolerance) {
+  const double tol = TH_ON_CPU ? 1e-5 : 1e-4;
   size_t n;
-  float *p1 = train_fresh(1, 7, 0, 50, &n);
-  float *p2 = train_fresh(2, 7, 0, 50, &n);
+  double l1, a1, l2, a2;
+  float *p1 = tw_train(TH_BACKEND, 1, 7, 0, 50, &n, &l1, &a1);
+  float *p2 = tw_train(TH_BACKEND, 2, 7, 0, 50, &n, &l2, &a2);
   double d = tw_rel_diff(p1, p2, n);
-  cr_assert_leq(d, 1e-5, "P=2 vs P=1: max rel diff %g", d);
+  cr_log_info("P=2 vs P=1 on %s: max rel diff %g", TH_BACKEND_NAME, d);
+  cr_assert_leq(d, tol, "P=2 vs P=1: max rel diff %g", d);
   cr_assert(d > 0 || memcmp(p1, p2, n * sizeof *p1) == 0);
+  cr_assert_leq(fabs(l2 - l1), tol * (1 + l1), "loss %g vs %g", l2, l1);
   free(p1);
   free(p2);
 }

@@ -1,6 +1,7 @@
 /* test/train_common.h — what test_train.c and test_train_gpu.c share: a
- * runtime with the kernels, a synthetic data set and the MLP, and weight
- * comparisons. Header-only (static inline), included by both. */
+ * runtime with the kernels, a synthetic data set and the MLP, training a
+ * fresh model, and weight comparisons. Header-only (static inline),
+ * included by both. */
 #ifndef RP_TEST_TRAIN_COMMON_H
 #define RP_TEST_TRAIN_COMMON_H
 
@@ -80,6 +81,41 @@ static inline float *tw_params(tw *w) {
   float *p = malloc(n * sizeof *p);
   cr_assert_not_null(p);
   RP_CHECK(rp_mlp_params_read(w->m, p, n));
+  return p;
+}
+
+/* Trains a fresh model (its own runtime of `kind`; skips without a CUDA
+ * device) with `seed` for `iters` steps, eagerly or by replaying the
+ * recorded step, and returns its parameters (*n of them; the caller frees
+ * them) and, when loss/acc are not NULL, its loss and accuracy over the
+ * data set. An instantiate that fails (RP_EUNSUPPORTED included) fails the
+ * test. */
+static inline float *tw_train(rp_backend_kind kind, uint32_t procs,
+                              uint64_t seed, int eager, uint32_t iters,
+                              size_t *n, double *loss, double *acc) {
+  rp_mlp_config c;
+  tw_config(&c, procs);
+  c.seed = seed;
+  tw w;
+  tw_init(&w, kind, &c);
+  rp_mlp_train_opts o = tw_opts(iters);
+  if (eager) {
+    RP_CHECK(rp_mlp_train_eager(w.m, &o));
+  } else {
+    rp_exec *ex = NULL;
+    RP_CHECK(tw_exec(&w, &ex));
+    RP_CHECK(rp_mlp_train_replay(w.m, ex, &o));
+    RP_CHECK(rp_exec_destroy(ex));
+  }
+  double l, a;
+  RP_CHECK(rp_mlp_evaluate(w.m, &l, &a));
+  if (loss)
+    *loss = l;
+  if (acc)
+    *acc = a;
+  float *p = tw_params(&w);
+  *n = rp_mlp_param_count(w.m);
+  tw_fini(&w);
   return p;
 }
 
