@@ -59,6 +59,34 @@ void rp_bench_json_uint(rp_bench_json *j, const char *key, uint64_t v);
 /* Non-finite values are written as null (JSON has no NaN). */
 void rp_bench_json_num(rp_bench_json *j, const char *key, double v);
 
+/* ---- the static schedule (static_sched.c): replay's hand-written peer ---- */
+
+/* A DAG to run statically: node i's accesses are acc[acc_off[i] ..
+ * acc_off[i + 1]), tok[] numbering each access's instance (0..ntokens);
+ * nodes in launch order (a topological order); lane[i] < nlanes. */
+typedef struct rp_bench_graph {
+  uint32_t nodes, ntokens, nlanes;
+  const uint32_t *acc_off;
+  const rp_access *acc;
+  const uint32_t *tok;
+  const uint32_t *lane;
+} rp_bench_graph;
+
+/* Every node's work: body(arg, node). */
+typedef void (*rp_bench_body)(const void *arg, uint32_t node);
+typedef struct rp_bench_static rp_bench_static;
+
+/* Builds the schedule and starts one thread per lane that has nodes.
+ * RP_ENOMEM (memory or a thread), RP_EINVAL (a lane out of range). */
+rp_status rp_bench_static_create(const rp_bench_graph *g, rp_bench_body body,
+                                 const void *arg, rp_bench_static **out);
+/* Runs reps iterations and waits for them (an exec_fn: s is the schedule). */
+rp_status rp_bench_static_run(void *s, uint32_t reps);
+void rp_bench_static_destroy(rp_bench_static *s);
+/* Threads (lanes with nodes), and cross-lane waits per iteration. */
+uint32_t rp_bench_static_lanes(const rp_bench_static *s);
+uint32_t rp_bench_static_waits(const rp_bench_static *s);
+
 /* ---- the hop benchmark (hop_bench.c), called by rp_bench_dag ---- */
 
 /* Measures one dependent hop between workers 0 and 1 in each selected mode

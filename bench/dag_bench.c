@@ -15,9 +15,20 @@
  *         back with the previous ones (up to 8 in flight, then the oldest
  *         done event is waited for and released).
  *
+ * static  with replay: the same DAG run by a hand-written static schedule
+ *         (static_sched.c): the lanes the replayed exec settled on, one
+ *         thread each running its fixed list, progress counters for the
+ *         cross-lane dependences (those of the previous iteration
+ *         included, so iterations overlap as replays in flight do). The
+ *         same task work, workers, reps, runs and clock; the replay row's
+ *         x_static is its median over this row's.
+ *
  * ns_per_task = run time / (reps x nodes): what one task costs end to end,
  * at the parallelism the DAG allows on the given workers. setup_us is the
- * build time (eager) or the rp_instantiate time (replay). */
+ * build time (eager), the rp_instantiate time (replay) or the static
+ * schedule's build and thread start (static). For tiny, ideal_ns is the
+ * total task time spread evenly over the workers (task_ns / workers per
+ * task) and %ideal that over the row's median. */
 #include "bench_impl.h"
 
 #include <assert.h>
@@ -57,6 +68,7 @@ typedef struct workload {
   rp_launch *launches;
   uint32_t nacc, acc_cap;
   rp_access *acc; /* every node's accesses, back to back */
+  uint32_t *tok;  /* per access: the index of its instance in insts */
   uint32_t ninst;
   rp_inst *insts;   /* one-element tokens the accesses name */
   uint64_t busy_ns; /* tiny: every node's argument; 0: no arguments */
@@ -79,7 +91,14 @@ typedef struct dag_row {
   uint32_t nodes, reps;
   rp_bench_stats s; /* ns per task over RP_BENCH_RUNS runs */
   double setup_us;
-  double task_ns; /* tiny only; < 0 elsewhere */
+  double task_ns;   /* tiny only; < 0 elsewhere */
+  double vs_static; /* replay: median / the static schedule's; < 0: none */
+  /* how the work was spread: replay, the exec's counters (per replay, over
+   * its life); static, the threads and the waits per iteration */
+  int sched;
+  uint32_t lanes;
+  double handoffs, wakeups, waits;
+  uint64_t replacements;
 } dag_row;
 
 void rp_bench_opts_init(rp_bench_opts *o) {
@@ -102,6 +121,7 @@ static void wl_free(rp_runtime *rt, workload *w) {
   for (uint32_t i = 0; i < w->ninst; i++)
     rp_instance_free(rt, w->insts[i]);
   free(w->insts);
+  free(w->tok);
   free(w->acc);
   free(w->launches);
   *w = (workload){0};
@@ -112,8 +132,9 @@ static rp_status wl_alloc(rp_runtime *rt, workload *w, uint32_t nodes,
                           uint32_t ninst, uint32_t nacc) {
   w->launches = calloc(nodes, sizeof *w->launches);
   w->acc = calloc(nacc, sizeof *w->acc);
+  w->tok = calloc(nacc, sizeof *w->tok);
   w->insts = calloc(ninst, sizeof *w->insts);
-  if (!w->launches || !w->acc || !w->insts) {
+  if (!w->launches || !w->acc || !w->tok || !w->insts) {
     fprintf(stderr, "reprise bench: out of memory\n");
     return RP_ENOMEM;
   }
@@ -131,6 +152,7 @@ static rp_status wl_alloc(rp_runtime *rt, workload *w, uint32_t nodes,
 
 static void acc_add(workload *w, uint32_t inst, rp_privilege p) {
   assert(w->nacc < w->acc_cap && inst < w->ninst);
+  w->tok[w->nacc] = inst;
   w->acc[w->nacc++] = (rp_access){w->insts[inst], p, RP_REDOP_NONE};
 }
 
@@ -332,8 +354,81 @@ static rp_status replay_reps(void *p, uint32_t reps) {
   return rp_bench_check("replay", st);
 }
 
+/* ---- static: replay's hand-written peer ---- */
+
+static void static_empty(const void *arg, uint32_t node) {
+  (void)arg;
+  (void)node;
+}
+
+static void static_spin(const void *arg, uint32_t node) {
+  (void)node;
+  rp_bench_busy(*(const uint64_t *)arg);
+}
+
+/* The static schedule of w on the lanes ex settled on, timed as the replay
+ * row was (same reps, runs and clock). */
+static rp_status static_measure(const dag_ctx *c, const workload *w,
+                                const rp_exec *ex, dag_row *row) {
+  uint32_t *lane = malloc(sizeof *lane * w->nodes);
+  uint32_t *off = malloc(sizeof *off * (w->nodes + 1));
+  if (!lane || !off) {
+    free(lane);
+    free(off);
+    return rp_bench_check("static schedule", RP_ENOMEM);
+  }
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; i < w->nodes && !st; i++) {
+    /* op i is launch i (recorded in order) */
+    rp_proc p = 0;
+    st = rp_bench_check("exec op proc", rp_exec_op_proc(ex, i, &p));
+    lane[i] = p;
+    off[i] = (uint32_t)(w->launches[i].accesses - w->acc);
+  }
+  off[w->nodes] = w->nacc;
+  rp_bench_graph g = {.nodes = w->nodes,
+                      .ntokens = w->ninst,
+                      .nlanes = c->o->workers,
+                      .acc_off = off,
+                      .acc = w->acc,
+                      .tok = w->tok,
+                      .lane = lane};
+  rp_bench_static *sc = NULL;
+  uint64_t t0 = rp_bench_now_ns();
+  if (!st)
+    st = rp_bench_check(
+        "static schedule",
+        rp_bench_static_create(&g, w->busy_ns ? static_spin : static_empty,
+                               &w->busy_ns, &sc));
+  row->setup_us = (double)(rp_bench_now_ns() - t0) / 1e3;
+  free(lane);
+  free(off);
+  if (st)
+    return st;
+  st = time_runs(rp_bench_static_run, sc, row->reps, w->nodes, &row->s);
+  row->sched = 1;
+  row->lanes = rp_bench_static_lanes(sc);
+  row->waits = rp_bench_static_waits(sc);
+  rp_bench_static_destroy(sc);
+  return st;
+}
+
+/* The exec's spread of the work, per replay over its life. */
+static void exec_sched(const rp_exec *ex, dag_row *row) {
+  rp_exec_stats xs;
+  if (rp_exec_stats_get(ex, &xs) || !xs.replays)
+    return;
+  row->sched = 1;
+  row->lanes = xs.procs_used;
+  row->handoffs = (double)xs.handoffs / (double)xs.replays;
+  row->wakeups = (double)xs.wakeups / (double)xs.replays;
+  row->replacements = xs.replacements;
+}
+
+/* The replay row, then (sr not NULL) the static schedule's on the lanes
+ * the exec settled on, measured while the exec still exists. */
 static rp_status replay_measure(const dag_ctx *c, const workload *w,
-                                dag_row *row) {
+                                dag_row *row, dag_row *sr) {
   rp_graph *g;
   rp_status st = record(c->rt, w, &g);
   if (st)
@@ -346,6 +441,9 @@ static rp_status replay_measure(const dag_ctx *c, const workload *w,
   if (st)
     return rp_bench_check("instantiate", st);
   st = time_runs(replay_reps, &r, row->reps, w->nodes, &row->s);
+  exec_sched(r.ex, row);
+  if (!st && sr)
+    st = static_measure(c, w, r.ex, sr);
   rp_status d = rp_bench_check("exec destroy", rp_exec_destroy(r.ex));
   if (rp_thread_allocated_bytes() != UINT64_MAX && r.host_alloc)
     fprintf(stderr, "reprise bench: %s replay loop allocated %llu bytes\n",
@@ -356,20 +454,41 @@ static rp_status replay_measure(const dag_ctx *c, const workload *w,
 /* ---- rows ---- */
 
 static void row_table_header(FILE *t) {
-  fprintf(t, "%-9s %-6s %-7s %7s %6s %6s %12s %10s %10s %10s %8s\n", "workload",
-          "mode", "backend", "workers", "nodes", "reps", "ns/task-med", "min",
-          "max", "setup_us", "task_ns");
+  fprintf(t,
+          "%-9s %-6s %-7s %7s %6s %6s %12s %10s %10s %10s %8s %8s %6s "
+          "%8s\n",
+          "workload", "mode", "backend", "workers", "nodes", "reps",
+          "ns/task-med", "min", "max", "setup_us", "task_ns", "ideal_ns",
+          "%ideal", "x_static");
+}
+
+/* The ideal for tiny: the total task time spread evenly over the workers
+ * (ns per task); < 0 for the other workloads. */
+static double ideal_ns(const dag_ctx *c, const dag_row *r) {
+  return r->task_ns >= 0 ? r->task_ns / c->o->workers : -1;
+}
+
+/* A column only some rows have: the value, or "-". */
+static void table_opt(FILE *t, int width, int prec, double v, int has) {
+  if (has)
+    fprintf(t, " %*.*f", width, prec, v);
+  else
+    fprintf(t, " %*s", width, "-");
 }
 
 static void row_emit(const dag_ctx *c, const dag_row *r) {
+  double ideal = ideal_ns(c, r);
   if (c->table) {
-    fprintf(c->table, "%-9s %-6s %-7s %7u %6u %6u %12.1f %10.1f %10.1f %10.1f",
+    FILE *t = c->table;
+    fprintf(t, "%-9s %-6s %-7s %7u %6u %6u %12.1f %10.1f %10.1f %10.1f",
             r->workload, r->mode, c->backend, c->o->workers, r->nodes, r->reps,
             r->s.median, r->s.min, r->s.max, r->setup_us);
-    if (r->task_ns >= 0)
-      fprintf(c->table, " %8.1f", r->task_ns);
-    fputc('\n', c->table);
-    fflush(c->table);
+    table_opt(t, 8, 1, r->task_ns, r->task_ns >= 0);
+    table_opt(t, 8, 1, ideal, ideal >= 0);
+    table_opt(t, 6, 1, 100 * ideal / r->s.median, ideal >= 0);
+    table_opt(t, 8, 2, r->vs_static, r->vs_static >= 0);
+    fputc('\n', t);
+    fflush(t);
   }
   rp_bench_json *j = c->json;
   rp_bench_json_begin(j);
@@ -383,8 +502,23 @@ static void row_emit(const dag_ctx *c, const dag_row *r) {
   rp_bench_json_num(j, "ns_per_task_min", r->s.min);
   rp_bench_json_num(j, "ns_per_task_max", r->s.max);
   rp_bench_json_num(j, "setup_us", r->setup_us);
-  if (r->task_ns >= 0)
+  if (r->task_ns >= 0) {
     rp_bench_json_num(j, "task_ns", r->task_ns);
+    rp_bench_json_num(j, "ideal_ns_per_task", ideal);
+    rp_bench_json_num(j, "pct_of_ideal", 100 * ideal / r->s.median);
+  }
+  if (r->vs_static >= 0)
+    rp_bench_json_num(j, "vs_static", r->vs_static);
+  if (r->sched) {
+    rp_bench_json_uint(j, "lanes", r->lanes);
+    if (!strcmp(r->mode, "static")) {
+      rp_bench_json_num(j, "waits_per_iter", r->waits);
+    } else {
+      rp_bench_json_num(j, "handoffs_per_replay", r->handoffs);
+      rp_bench_json_num(j, "wakeups_per_replay", r->wakeups);
+      rp_bench_json_uint(j, "replacements", r->replacements);
+    }
+  }
   rp_bench_json_end(j);
 }
 
@@ -435,9 +569,9 @@ static uint32_t reps_for(const rp_bench_opts *o, const workload_def *d,
 }
 
 static rp_status measure(const dag_ctx *c, const workload *w, unsigned mode,
-                         dag_row *row) {
+                         dag_row *row, dag_row *sr) {
   if (mode == RP_BENCH_REPLAY)
-    return replay_measure(c, w, row);
+    return replay_measure(c, w, row, sr);
   return eager_measure(c, w, row);
 }
 
@@ -456,10 +590,18 @@ static int run_workload(const dag_ctx *c, const workload_def *d,
                    .nodes = w.nodes,
                    .reps = reps_for(c->o, d, modes[m], w.nodes),
                    .setup_us = build_us,
-                   .task_ns = d->bit == RP_BENCH_TINY ? c->task_ns : -1};
-    st = measure(c, &w, modes[m], &row);
+                   .task_ns = d->bit == RP_BENCH_TINY ? c->task_ns : -1,
+                   .vs_static = -1};
+    dag_row sr = row; /* the static schedule's, after a replay row */
+    sr.mode = "static";
+    sr.s.median = -1;
+    st = measure(c, &w, modes[m], &row, &sr);
+    if (!st && sr.s.median > 0)
+      row.vs_static = row.s.median / sr.s.median;
     if (!st)
       row_emit(c, &row);
+    if (!st && sr.s.median > 0)
+      row_emit(c, &sr);
   }
   wl_free(c->rt, &w);
   return st ? 1 : 0;

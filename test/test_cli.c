@@ -261,6 +261,8 @@ Test(cli, bench_quick_eager_chain_writes_valid_json, .timeout = 300) {
   }
   cr_assert(strstr(buf, "\"workload\": \"chain\""), "%s", buf);
   cr_assert(strstr(buf, "\"nodes\": 1000"), "%s", buf);
+  cr_assert_null(strstr(buf, "\"mode\": \"static\""),
+                 "static rows come with replay only: %s", buf);
   const char *m = strstr(buf, "\"ns_per_task_median\":");
   double v = strtod(m + strlen("\"ns_per_task_median\":"), NULL);
   cr_assert_gt(v, 0, "%s", buf);
@@ -319,6 +321,28 @@ Test(cli, bench_replay_tiny_and_hop_rows_carry_their_keys, .timeout = 300) {
   /* replayed tasks cannot beat the ideal 2-worker schedule (65 of 129) */
   cr_assert_geq(row_num(buf, tiny, "ns_per_task_min"), task_ns * 64 / 129, "%s",
                 buf);
+  /* the ideal (the task time spread over the 2 workers) and the replay's
+   * share of it; replay over the static schedule's median */
+  cr_assert_float_eq(row_num(buf, tiny, "ideal_ns_per_task"), task_ns / 2,
+                     task_ns * 1e-3, "%s", buf);
+  double pct = row_num(buf, tiny, "pct_of_ideal");
+  cr_assert(pct > 0 && pct <= 100 * 129.0 / 128, "pct_of_ideal %g", pct);
+  cr_assert_gt(row_num(buf, tiny, "vs_static"), 0, "%s", buf);
+  cr_assert_geq(row_num(buf, tiny, "lanes"), 1, "%s", buf);
+  cr_assert(strstr(buf, "\"handoffs_per_replay\":"), "%s", buf);
+  /* the hand-written static schedule: the same DAG, workers and reps, and
+   * it runs the work too (it cannot beat the ideal either) */
+  const char *stat = "\"workload\": \"tiny\", \"mode\": \"static\"";
+  cr_assert_eq(row_num(buf, stat, "nodes"), 129);
+  cr_assert_eq(row_num(buf, stat, "workers"), 2);
+  cr_assert_eq(row_num(buf, stat, "reps"), row_num(buf, tiny, "reps"));
+  cr_assert_geq(row_num(buf, stat, "ns_per_task_min"), task_ns * 64 / 129, "%s",
+                buf);
+  double lanes = row_num(buf, stat, "lanes");
+  cr_assert(lanes >= 1 && lanes <= 2, "static lanes %g", lanes);
+  cr_assert_geq(row_num(buf, stat, "waits_per_iter"), 0, "%s", buf);
+  cr_assert(strstr(r.out, "x_static") && strstr(r.out, "%ideal"), "%s", r.out);
+  cr_assert(strstr(r.out, "tiny      static"), "no static row: %s", r.out);
   const char *spin = "\"case\": \"hop_spin\", \"mode\": \"replay\"";
   const char *sleep = "\"case\": \"hop_sleep\", \"mode\": \"replay\"";
   cr_assert_gt(row_num(buf, spin, "ns_median"), 0);

@@ -1,0 +1,154 @@
+#!/bin/sh
+# bench/replay_goals.sh — issue 14's "CPU replay goals", measured: runs
+# `reprise bench --mode replay --backend cpu --workers W --json ...` RUNS
+# times per worker count and prints, per row (workload x replay/static),
+# the min, median and max over the invocations of each invocation's median
+# ns per task, of the replay's ratio to the static schedule (x_static) and,
+# for tiny, of the share of the ideal reached (%ideal), next to the goal.
+#
+#   bench/replay_goals.sh [-n RUNS] [-b REPRISE] [-k] [WORKERS...]
+#
+#   -n RUNS     invocations per worker count (default 10)
+#   -b REPRISE  the reprise binary (default ./build-rel/reprise, then
+#               ./build/reprise)
+#   -k          keep the JSON files (their folder is printed)
+#   WORKERS     worker counts (default: 2 8)
+#
+# Goals (issue 14): layered <= 2x the static schedule, chain and forkjoin
+# <= 1.2x, tiny >= 95% of the ideal at 2 workers and >= 85% at 8, and no
+# bimodality between invocations (compare min and max). Build with
+#   cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release && \
+#   cmake --build build-rel -j
+# Only awk and POSIX sh are needed. On a machine with fewer cores than
+# workers + 1 the figures measure oversubscription, not the scheduler.
+set -eu
+
+runs=10
+bin=
+keep=0
+while getopts n:b:k opt; do
+  case $opt in
+  n) runs=$OPTARG ;;
+  b) bin=$OPTARG ;;
+  k) keep=1 ;;
+  *)
+    echo "usage: $0 [-n RUNS] [-b REPRISE] [-k] [WORKERS...]" >&2
+    exit 2
+    ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -gt 0 ] || set -- 2 8
+if [ -z "$bin" ]; then
+  for b in ./build-rel/reprise ./build/reprise; do
+    if [ -x "$b" ]; then
+      bin=$b
+      break
+    fi
+  done
+fi
+if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+  echo "$0: no reprise binary (build one, or pass -b)" >&2
+  exit 2
+fi
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/replay_goals.XXXXXX")
+[ "$keep" = 1 ] || trap 'rm -rf "$dir"' EXIT
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')
+echo "reprise: $bin; $cores online CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+
+for w in "$@"; do
+  i=1
+  while [ "$i" -le "$runs" ]; do
+    if ! "$bin" bench --mode replay --backend cpu --workers "$w" --json "$dir/w$w.$i.json" \
+      >"$dir/w$w.$i.out" 2>"$dir/w$w.$i.err"; then
+      echo "$0: invocation $i at $w workers failed:" >&2
+      cat "$dir/w$w.$i.err" >&2
+      exit 1
+    fi
+    i=$((i + 1))
+  done
+  [ "$cores" = '?' ] || [ "$w" -lt "$cores" ] ||
+    echo "note: $w workers and the host thread on $cores CPUs: they share cores"
+  # One JSON object per line (bench/bench_util.c writes them so).
+  cat "$dir"/w"$w".*.json | awk -v workers="$w" -v runs="$runs" '
+    function num(key,   m) {
+      if (match($0, "\"" key "\": [-0-9.]+")) {
+        m = substr($0, RSTART, RLENGTH)
+        sub(/.*: /, "", m)
+        return m + 0
+      }
+      return ""
+    }
+    function str(key,   m) {
+      if (match($0, "\"" key "\": \"[^\"]*\"")) {
+        m = substr($0, RSTART, RLENGTH)
+        sub(/.*: "/, "", m)
+        sub(/"$/, "", m)
+        return m
+      }
+      return ""
+    }
+    function add(k, v) {
+      if (v == "") return
+      n[k]++
+      val[k, n[k]] = v
+    }
+    # min, median and max of val[k, 1..n[k]] (insertion sort: mawk has no
+    # asort)
+    function stats(k,   i, j, t, c, med) {
+      c = n[k]
+      for (i = 2; i <= c; i++) {
+        t = val[k, i]
+        for (j = i - 1; j >= 1 && val[k, j] > t; j--) val[k, j + 1] = val[k, j]
+        val[k, j + 1] = t
+      }
+      med = c % 2 ? val[k, (c + 1) / 2] : (val[k, c / 2] + val[k, c / 2 + 1]) / 2
+      smin = val[k, 1]; smed = med; smax = val[k, c]
+      return c
+    }
+    /"workload":/ {
+      wl = str("workload"); md = str("mode")
+      if (md != "replay" && md != "static") next
+      k = wl SUBSEP md
+      if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
+      add(k SUBSEP "ns", num("ns_per_task_median"))
+      add(k SUBSEP "x", num("vs_static"))
+      add(k SUBSEP "pct", num("pct_of_ideal"))
+      if (wl == "tiny") ideal[k] = num("ideal_ns_per_task")
+    }
+    END {
+      printf "\n%d workers, %d invocations (each: the median of its 5 runs)\n", workers, runs
+      printf "%-9s %-6s %27s %21s %21s  %s\n", "workload", "mode",
+             "ns/task min / med / max", "x_static min/med/max",
+             "%ideal min/med/max", "goal (on the medians)"
+      for (o = 1; o <= nk; o++) {
+        k = order[o]; split(k, p, SUBSEP); wl = p[1]; md = p[2]
+        stats(k SUBSEP "ns")
+        line = sprintf("%-9s %-6s %8.1f / %7.1f / %7.1f", wl, md, smin, smed, smax)
+        xs = "-"; xmed = ""
+        if (n[k SUBSEP "x"]) {
+          stats(k SUBSEP "x"); xmed = smed
+          xs = sprintf("%5.2f / %5.2f / %5.2f", smin, smed, smax)
+        }
+        ps = "-"; pmed = ""
+        if (n[k SUBSEP "pct"]) {
+          stats(k SUBSEP "pct"); pmed = smed
+          ps = sprintf("%5.1f / %5.1f / %5.1f", smin, smed, smax)
+        }
+        goal = ""
+        if (md == "replay") {
+          lim = wl == "layered" ? 2.0 : (wl == "chain" || wl == "forkjoin") ? 1.2 : 0
+          if (lim && xmed != "")
+            goal = sprintf("x_static <= %.1f: %s", lim, xmed <= lim ? "met" : "NOT met")
+          if (wl == "tiny" && pmed != "") {
+            want = workers <= 2 ? 95 : 85
+            goal = sprintf("%%ideal >= %d: %s (ideal %.1f ns/task)", want,
+                           pmed >= want ? "met" : "NOT met", ideal[k])
+          }
+        }
+        printf "%s %21s %21s  %s\n", line, xs, ps, goal
+      }
+    }'
+done
+[ "$keep" = 0 ] || echo "JSON and tables kept in $dir"
