@@ -26,7 +26,7 @@ train_rows() { # $1: binary, $2: label
     "--procs 1 --hidden 256,256 --batch 1024"; do
     echo "== $2 train $cfg"
     timeout 60 "$E" "$1" train --backend cuda --iters 2000 $cfg 2>&1 |
-      grep -E "per iteration|final loss|error|usage|throughput" | head -4
+      grep -E "per iteration|final loss|error|usage|throughput|gpu:" | head -4
   done
 }
 timeout 200 "$E" "$B/reprise" bench --gpu --json "$OUT/bench.json" \
