@@ -44,10 +44,10 @@
 #define RP_GRAPH_MAX_OPS (1u << 20)
 #define RP_GRAPH_MAX_EDGES (4u << 20)
 #define RP_GRAPH_MAX_INSTS (1u << 20)
-#define RP_GRAPH_MAX_PORTS (1u << 16)    /* per direction */
-#define RP_GRAPH_MAX_ACCESSES (1u << 16) /* per task op */
-#define RP_GRAPH_MAX_INTERPS (1u << 12)  /* per task op */
-#define RP_GRAPH_MAX_SHARDS 4096u        /* the builder's limit */
+#define RP_GRAPH_MAX_PORTS (1u << 16)     /* per direction */
+#define RP_GRAPH_MAX_ACCESSES (1u << 16)  /* per task op */
+#define RP_GRAPH_MAX_INTERPS (1u << 12)   /* per task op */
+#define RP_GRAPH_MAX_SHARDS RP_MAX_SHARDS /* the builder's limit */
 
 /* Largest integer a JSON number carries exactly (2^53). */
 /* The largest magnitude written or read as a JSON number: 2^53 - 1. From

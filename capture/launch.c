@@ -162,8 +162,9 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
   if (st)
     return st;
   uint32_t n = l->shards > 1 ? l->shards : 1;
-  if (n > 4096)
-    return rp__err(RP_ERANGE, "task '%s': %u shards (max 4096)", name, n);
+  if (n > RP_MAX_SHARDS)
+    return rp__err(RP_ERANGE, "task '%s': %u shards (max %u)", name, n,
+                   RP_MAX_SHARDS);
   for (uint32_t i = 0; i < n; i++) {
     rp_proc p = l->shard_procs ? l->shard_procs[i] : l->proc;
     if (p == RP_PROC_ANY) {

@@ -589,6 +589,9 @@ typedef struct rp_interp {
 } rp_interp;
 #define RP_INTERP_SHARDS ((size_t)-1)
 
+/* The most shards one SPMD launch may have. */
+#define RP_MAX_SHARDS 4096u
+
 typedef struct rp_launch {
   rp_task_id task;
   rp_proc proc;              /* a processor, or RP_PROC_ANY */
@@ -596,7 +599,8 @@ typedef struct rp_launch {
   uint32_t naccess;
   const void *args; /* argument bytes (copied) */
   size_t args_size;
-  uint32_t shards;            /* 0 or 1: single task; N: SPMD over N shards */
+  uint32_t shards;            /* 0 or 1: single task; N: SPMD over N shards
+                                 (N <= RP_MAX_SHARDS) */
   const rp_proc *shard_procs; /* NULL: engine places shards */
   size_t workspace_bytes;     /* per shard; 0 = none */
   size_t workspace_align;     /* power of two; 0 = 64 */

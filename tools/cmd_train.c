@@ -161,7 +161,7 @@ static int add_hidden(const char *item, void *arg) {
   if (h->mc->nhidden == RP_MLP_MAX_HIDDEN)
     return rp_cli_usage_error("train", "--hidden: more than %d layers",
                               RP_MLP_MAX_HIDDEN);
-  return rp_cli_parse_u32("train", "--hidden", item, 1, 65536,
+  return rp_cli_parse_u32("train", "--hidden", item, 1, RP_MLP_MAX_WIDTH,
                           &h->mc->hidden[h->mc->nhidden++]);
 }
 

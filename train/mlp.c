@@ -101,9 +101,9 @@ static rp_status check_config(const rp_mlp_config *c, const rp_dataset *d) {
     return rp_error_set(RP_EINVAL, "%s: %u hidden layers (max %u)", f,
                         c->nhidden, RP_MLP_MAX_HIDDEN);
   for (uint32_t i = 0; i < c->nhidden; i++)
-    if (c->hidden[i] == 0 || c->hidden[i] > (1u << 16))
-      return rp_error_set(RP_EINVAL, "%s: hidden[%u] = %u (need 1..65536)", f,
-                          i, c->hidden[i]);
+    if (c->hidden[i] == 0 || c->hidden[i] > RP_MLP_MAX_WIDTH)
+      return rp_error_set(RP_EINVAL, "%s: hidden[%u] = %u (need 1..%u)", f, i,
+                          c->hidden[i], RP_MLP_MAX_WIDTH);
   if (c->procs == 0 || c->procs > RP_MLP_MAX_PROCS)
     return rp_error_set(RP_EINVAL, "%s: procs = %u (need 1..%u)", f, c->procs,
                         RP_MLP_MAX_PROCS);

@@ -71,6 +71,7 @@
 #include "kernels/tasks.h"
 
 #define RP_MLP_MAX_HIDDEN 8
+#define RP_MLP_MAX_WIDTH 65536u /* units in one hidden layer */
 #define RP_MLP_MAX_PROCS 64
 
 typedef struct rp_mlp_config {
