@@ -221,7 +221,7 @@ static rp_status get_array(const cJSON *v, const char *path, const char *key,
 /* 1..RP_MAX_DIM integers (a rectangle corner or strides). */
 static rp_status get_dims(const cJSON *v, const char *path, const char *key,
                           int64_t out[RP_MAX_DIM], int *dim) {
-  uint32_t n;
+  uint32_t n = 0;
   rp_status st = get_array(v, path, key, UINT32_MAX, &n);
   if (st)
     return st;
@@ -464,7 +464,7 @@ static rp_status check_distinct(const loader *L) {
 }
 
 static rp_status load_insts(loader *L, const cJSON *arr) {
-  uint32_t n;
+  uint32_t n = 0;
   rp_status st = get_array(arr, "graph", "instances", RP_GRAPH_MAX_INSTS, &n);
   if (st)
     return st;
@@ -558,7 +558,7 @@ static rp_status load_mirror(loader *L, const cJSON *o, uint32_t k) {
 static rp_status load_mirrors(loader *L, const cJSON *arr) {
   if (!arr)
     return RP_OK;
-  uint32_t n;
+  uint32_t n = 0;
   rp_status st = get_array(arr, "graph", "mirrors", RP_GRAPH_MAX_INSTS, &n);
   if (st)
     return st;
@@ -663,7 +663,7 @@ static rp_status get_shard_procs(const cJSON *v, const char *path, rp_launch *l,
                                  task_parts *t) {
   if (cJSON_IsNull(v))
     return RP_OK;
-  uint32_t n;
+  uint32_t n = 0;
   rp_status st = get_array(v, path, "shard_procs", RP_GRAPH_MAX_SHARDS, &n);
   if (st)
     return st;
@@ -684,7 +684,7 @@ static const char *const ACC_KEYS[] = {"inst", "priv", "redop", NULL};
 
 static rp_status get_accesses(loader *L, const cJSON *v, const char *opath,
                               rp_launch *l, task_parts *t) {
-  uint32_t n;
+  uint32_t n = 0;
   rp_status st = get_array(v, opath, "accesses", RP_GRAPH_MAX_ACCESSES, &n);
   if (st)
     return st;
@@ -693,7 +693,7 @@ static rp_status get_accesses(loader *L, const cJSON *v, const char *opath,
   uint32_t i = 0;
   for (const cJSON *c = v->child; c; c = c->next, i++) {
     char path[PATH_LEN];
-    int priv, redop;
+    int priv = 0, redop = 0;
     subpath(path, opath, "accesses", i);
     if ((st = check_object(c, path, ACC_KEYS, 3)) ||
         (st = inst_ref(L, field(c, "inst"), path, "inst", &t->acc[i].inst)) ||
@@ -728,7 +728,7 @@ static rp_status get_interp(const cJSON *c, const char *path, rp_interp *ip) {
 
 static rp_status get_interps(const cJSON *v, const char *opath, rp_launch *l,
                              task_parts *t) {
-  uint32_t n;
+  uint32_t n = 0;
   rp_status st = get_array(v, opath, "interps", RP_GRAPH_MAX_INTERPS, &n);
   if (st)
     return st;
@@ -913,7 +913,7 @@ static const char *const COPY_KEYS[] = {
 static rp_status parse_copy(loader *L, const cJSON *o, const char *path,
                             rp_gop *op) {
   rp_copy *c = &op->copy;
-  int domain, redop;
+  int domain = 0, redop = 0;
   rp_status st = check_object(o, path, COPY_KEYS, 11);
   if (st || (st = inst_ref(L, field(o, "src"), path, "src", &c->src)) ||
       (st = inst_ref(L, field(o, "dst"), path, "dst", &c->dst)) ||
@@ -1042,7 +1042,7 @@ static int edge_seen(edge_set *s, rp_op_id from, rp_op_id to) {
 static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
   char path[PATH_LEN];
   snprintf(path, sizeof path, "graph.edges[%u]", i);
-  uint32_t n;
+  uint32_t n = 0;
   rp_op_id from, to;
   rp_status st = get_array(e, path, "", 3, &n);
   if (st || n < 2)
@@ -1067,7 +1067,7 @@ static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
 }
 
 static rp_status load_edges(loader *L, const cJSON *arr) {
-  uint32_t n;
+  uint32_t n = 0;
   rp_status st = get_array(arr, "graph", "edges", RP_GRAPH_MAX_EDGES, &n);
   if (st)
     return st;
@@ -1119,7 +1119,7 @@ static rp_status load_port(loader *L, const cJSON *o, const char *path,
 
 static rp_status load_ports(loader *L, const cJSON *arr, const char *key,
                             int pre) {
-  uint32_t n;
+  uint32_t n = 0;
   rp_status st = get_array(arr, "graph", key, RP_GRAPH_MAX_PORTS, &n);
   uint32_t i = 0;
   for (const cJSON *c = st ? NULL : arr->child; c && !st; c = c->next, i++) {

@@ -247,7 +247,7 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
     return rp__err(RP_EINVAL, "rp_capture_postcondition: NULL ops");
   for (uint32_t i = 0; i < n; i++) {
     uint32_t idx;
-    int is_port;
+    int is_port = 0;
     if ((st = decode_ref(cs, ops[i], &idx, &is_port,
                          "rp_capture_postcondition")) != RP_OK)
       return st;

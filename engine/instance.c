@@ -472,7 +472,7 @@ rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
 }
 
 void *rp_instance_ptr(const rp_runtime *rt, rp_inst inst) {
-  rp_inst_view v;
+  rp_inst_view v = {0};
   if (rp__rt_check(rt, "rp_instance_ptr") || rp__inst_view(rt, inst, &v) ||
       !rp__mem_host_addressable(rt, v.info.mem))
     return NULL;

@@ -200,7 +200,7 @@ typedef struct relu_job {
 
 static rp_status relu_prep(const rp_task_ctx *ctx, const char *t, int bwd,
                            relu_job *j) {
-  rp_elementwise_args a;
+  rp_elementwise_args a = {0};
   rp_status st = get_args(ctx, t, "rp_elementwise_args", &a, sizeof a);
   if (st == RP_OK)
     st = elem_count(ctx, t, a.n, &j->n);
@@ -252,8 +252,9 @@ enum { XENT_FWD = 0, XENT_BWD = 1, XENT_FUSED = 2 };
 
 static rp_status xent_prep(const rp_task_ctx *ctx, const char *t, int mode,
                            xent_job *j) {
+  *j = (xent_job){0}; /* every field set on every path, failures included */
   int bwd = mode == XENT_BWD;
-  rp_xent_args a;
+  rp_xent_args a = {0};
   rp_status st = get_args(ctx, t, "rp_xent_args", &a, sizeof a);
   if (st == RP_OK)
     st = rows_cols_ok(t, a.rows, a.cols);
@@ -364,7 +365,8 @@ typedef struct scalar_job {
 
 static rp_status scalar_prep(const rp_task_ctx *ctx, const char *t, int axpy,
                              scalar_job *j) {
-  rp_scalar_args a;
+  *j = (scalar_job){0}; /* every field set on every path, failures included */
+  rp_scalar_args a = {0};
   rp_status st = get_args(ctx, t, "rp_scalar_args", &a, sizeof a);
   if (st == RP_OK)
     st = elem_count(ctx, t, a.n, &j->n);
