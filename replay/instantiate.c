@@ -553,6 +553,8 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
   ex->ncpu = rp__cpu_workers(ex->rt);
   if (!st) /* GPU units: segments and their launchers (replay/lower.h) */
     st = rp__lower_plan(ex);
+  if (!st) /* cross-replay edges: from the accesses, once for every placement */
+    st = rp__place_wrap_deps(ex);
   if (!st)
     st = alloc_slots(ex);
   if (!st)
@@ -605,6 +607,8 @@ void rp__exec_free(rp_exec *ex) {
   free(ex->order);
   free(ex->op_first);
   free(ex->preds);
+  free(ex->wrap_off);
+  free(ex->wrap_src);
   free(ex->waits);
   free(ex->ports);
   free(ex->posts);

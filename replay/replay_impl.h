@@ -143,6 +143,10 @@ struct rp_exec {
   uint32_t *order;    /* units in the global order (S') */
   uint32_t *op_first; /* first unit of each graph op */
   uint32_t *preds;    /* CSR payload */
+  uint32_t *wrap_off; /* wrap-around (replay r on r - 1) sources of unit u:
+                         wrap_src[wrap_off[u] .. wrap_off[u + 1]) (units;
+                         placement-independent, built once at instantiate) */
+  uint32_t *wrap_src;
   rp_wait *waits;
   uint32_t nwaits, waits_cap;
   uint32_t *ports;      /* precondition port ids per unit */
@@ -280,10 +284,9 @@ rp_status rp__place_plan(rp_exec *ex, int use_measured, uint32_t max_lanes,
 rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq);
 
 /* The wrap-around dependencies (replay r on replay r - 1) per unit, from
- * the accesses: unit u's sources are (*src)[(*off)[u] .. (*off)[u + 1]);
- * has[u] is 1 when there is any. Launcher units have none. */
-rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
-                              uint32_t **src);
+ * the accesses, into ex->wrap_off / ex->wrap_src (instantiate, once: they
+ * do not depend on the placement). Launcher units have none. */
+rp_status rp__place_wrap_deps(rp_exec *ex);
 
 /* Adds v to a counter only one thread writes at a time (readers load it
  * relaxed): a plain load and store, no read-modify-write. */
