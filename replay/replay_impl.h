@@ -210,9 +210,11 @@ struct rp_exec {
   uint64_t last_done_ns;        /* completion path only */
   _Atomic uint64_t completed;
 
-  /* placement measurement and trials (tune.c) */
-  uint32_t measure_from, measure_to; /* replays [from, to) are timed */
-  int tuning;                        /* trials still running */
+  /* placement measurement and trials (tune.c): only inside rp_exec_tune,
+   * which holds in_replay; rp_replay itself never changes the placement */
+  uint64_t measure_from, measure_to; /* replays [from, to) are timed */
+  int tuning;                        /* rp_exec_tune is measuring */
+  int tuned;                         /* some rp_exec_tune settled */
   int tune_phase;                    /* 0: timing units; 1: timing placements */
   rp_trial trials[RP_TRIALS];
   uint32_t ntrials, cur_trial;
@@ -308,6 +310,18 @@ int rp__replay_poll(void *arg, unsigned worker);
  * to leave the exec. Returns 1 when the CUDA context was lost meanwhile
  * (the exec must then be leaked, see rp__lower_quiesce), else 0. */
 int rp__exec_quiesce(rp_exec *ex);
+/* rp_replay's argument checks (`what` names the call in errors). */
+rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
+                           const char *what);
+/* rp_replay's body, for the thread that holds ex->in_replay (rp_replay,
+ * rp_exec_tune's trial replays). */
+rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
+                           rp_event *done);
+/* Waits until nothing of ex is in flight (every replay completed, no GPU
+ * host callback pending), without waiting for idle workers. RP_EBUSY when
+ * a replay in flight waits for a precondition that has not triggered (it
+ * may need the caller). Never called by rp_replay. */
+rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what);
 /* For the GPU lowering (lower_cuda.c): */
 /* Records unit ui's failure in slot s (first failure names the replay). */
 void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
@@ -350,10 +364,7 @@ void rp__exec_env_dump(rp_exec *ex);
  * backslashes and control bytes escaped (dump.c; the trace writer too). */
 void rp__json_str(FILE *f, const char *s);
 
-/* placement trials (tune.c): called by rp_replay at the end of each
- * measurement window, with nothing in flight; may allocate. */
-void rp__tune_step(rp_exec *ex);
-rp_status rp__tune_init(rp_exec *ex);
+/* placement trials (tune.c, rp_exec_tune): frees the trials' buffers. */
 void rp__tune_free(rp_exec *ex);
 /* Records one timed replay's duration (completion path, in order). */
 void rp__tune_record(rp_exec *ex, rp_slot *s, uint64_t end);
