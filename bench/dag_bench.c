@@ -440,6 +440,13 @@ static rp_status replay_measure(const dag_ctx *c, const workload *w,
   rp_graph_destroy(g);
   if (st)
     return rp_bench_check("instantiate", st);
+  /* unhinted workloads: place by measurement before timing (the bench's
+   * tasks have no side effects that matter); not part of setup_us */
+  st = rp_exec_tune(r.ex, NULL, NULL);
+  if (st) {
+    rp_exec_destroy(r.ex);
+    return rp_bench_check("exec tune", st);
+  }
   st = time_runs(replay_reps, &r, row->reps, w->nodes, &row->s);
   exec_sched(r.ex, row);
   if (!st && sr)

@@ -26,11 +26,11 @@
  *    255 runtimes were created between them.) Releasing an event twice is
  *    RP_ESTALE, also while it is still pending. Other calls on a released
  *    event that is still pending act on the event, which is still live.
- *  - One thread at a time per exec: a thread calling rp_replay or
- *    rp_exec_destroy while another is inside rp_replay on the same exec
- *    gets RP_EBUSY (nothing happened). Other calls on an exec, and
- *    destroying an object while another thread still uses it, must be
- *    ordered by the caller.
+ *  - One thread at a time per exec: a thread calling rp_replay,
+ *    rp_exec_tune or rp_exec_destroy while another is inside rp_replay or
+ *    rp_exec_tune on the same exec gets RP_EBUSY (nothing happened).
+ *    Other calls on an exec, and destroying an object while another
+ *    thread still uses it, must be ordered by the caller.
  *
  * Errors every call shares (each call's comment lists only its own):
  *  - a NULL runtime, graph or exec, or a pointer that is not one:
@@ -949,7 +949,8 @@ typedef struct rp_exec_opts {
                             0 = 4 */
   size_t max_args;       /* replay argument block bytes, up to
                             RP_MAX_REPLAY_ARGS; 0 = 256 */
-  int no_replace;        /* 1: never re-place from measured costs */
+  int no_replace;        /* 1: rp_exec_tune never re-places (runs
+                            nothing) */
   uint64_t edge_cost_ns; /* cross-worker edge cost; 0 = default (200) */
 } rp_exec_opts;
 
@@ -985,26 +986,54 @@ typedef struct rp_replay_args {
  * block must cover every byte the exec's interpolations read (RP_ERANGE
  * naming the op and interpolation otherwise) and fit max_args
  * (RP_ERANGE).
- * While an exec measures its placement (tasks without cost hints and
- * no_replace 0: a few windows of 8 replays after the 10th), the replay
- * that ends a window re-places the exec between replays: when the exec is
- * quiet, or once it becomes quiet while none of the replays in flight
- * waits for a pending precondition and they keep completing (a stall of
- * 20 ms, or 4 completion intervals, ends that wait); otherwise the step is
- * postponed to a later rp_replay. So rp_replay never waits for a replay
- * that needs something from the caller: replays gated on preconditions
- * the caller triggers after issuing more never block it.
- * One thread at a time per exec: a concurrent second caller gets RP_EBUSY
- * and nothing is replayed. A destroyed exec: RP_ESTALE. Other errors, all
- * before anything is issued (*done and a->post untouched): RP_EPORT a
- * pre/post count that differs from the exec's ports, RP_EINVAL NULL args
- * or pre with a non-zero size or count, RP_ESTALE a stale precondition
- * event, RP_ECONTRACT from a task inside a replay, RP_EUNUSABLE after a
- * sticky backend error, RP_EUNSUPPORTED an exec of a machine model
- * (reprise dump). A failure while the replay runs (a task, a stale
- * instance, a poisoned precondition) poisons *done instead. */
+ * rp_replay only replays: it allocates nothing (once the runtime's event
+ * table is warm), takes no lock in the common case, never changes the placement
+ * (rp_exec_tune does that, when the caller asks). It never waits for a
+ * replay that needs something from the caller: replays gated on
+ * preconditions the caller triggers after issuing more never block it.
+ * Errors: RP_EINVAL (NULL or malformed args), RP_EPORT (wrong number of
+ * precondition events or postcondition slots), RP_ERANGE (argument block),
+ * RP_ESTALE (a stale precondition event; a destroyed exec), RP_EBUSY
+ * (another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
+ * ex: one thread at a time per exec), RP_ECONTRACT (called from a task
+ * inside a replay), RP_EUNSUPPORTED (an exec instantiated on a machine
+ * model), RP_EUNUSABLE (the runtime is unusable), RP_ENOMEM (the
+ * runtime's event table could not grow). On error nothing was replayed
+ * and *done is untouched. */
 RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done);
+/* Placement by measurement, when the caller chooses. Units placed without
+ * a cost hint (task or launch cost_ns 0) were placed on a 1 us default;
+ * rp_exec_tune runs trial replays of ex — the first warms caches, the next
+ * 8 time every unit, then 8 on each candidate placement the measured costs
+ * suggest (list scheduling on them, everything on one worker) and 8 on the
+ * placement in effect — keeps the fastest (rp_exec_stats.replacements
+ * counts a change; rp_exec_dump says which won and why), and returns when
+ * the exec has settled: at most 33 replays. Later rp_replay calls use that
+ * placement; calling rp_exec_tune again measures again.
+ * Trial replays are real replays: every op runs with a's argument block
+ * and its side effects (an optimizer step updates its weights each time),
+ * so call it where extra replays are harmless — on warm-up data, on a
+ * scratch copy of the state, or counting them as the first steps of a run
+ * (*replays says how many ran; may be NULL). They are issued back to back
+ * (up to max_inflight in flight, as a training loop keeps them) and every
+ * one is waited for. a->pre's events stand for every trial replay and must
+ * have triggered already; a->post is ignored (no postcondition events are
+ * handed out). Without rp_exec_tune the placement instantiate chose stays.
+ * With every unit hinted, or no_replace 1, it runs nothing and returns
+ * RP_OK. Waits first for the replays already in flight.
+ * Errors: those of rp_replay for a's checks (nothing run); RP_EAGAIN when
+ * a precondition event has not triggered yet and its poison status when it
+ * was poisoned (nothing run); RP_EBUSY when a replay already in flight
+ * waits for a precondition that has not triggered (trigger it first;
+ * nothing run), or another thread is inside rp_replay, rp_exec_tune or
+ * rp_exec_destroy on ex; RP_ENOMEM; a trial replay's own failure (its
+ * status, e.g. RP_ETASK; the detail names the op as
+ * rp_exec_error_detail does). On a failure after trial replays ran, those
+ * replays ran (their side effects stay, *replays counts them), the exec
+ * keeps the placement it had before the call and stays usable. */
+RP_API rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
+                              uint32_t *replays);
 
 typedef struct rp_exec_stats {
   uint64_t replays;      /* replays completed */
@@ -1012,7 +1041,7 @@ typedef struct rp_exec_stats {
   uint64_t ops_skipped;  /* poisoned ops skipped */
   uint64_t handoffs;     /* cross-processor waits that were not yet satisfied */
   uint64_t wakeups;      /* futex wake-ups of sleeping consumers */
-  uint64_t replacements; /* times the exec re-placed itself */
+  uint64_t replacements; /* times rp_exec_tune changed the placement */
   uint32_t ops;          /* ops per replay after expansion */
   uint32_t procs_used;
   /* GPU lowering (all 0 for an exec without GPU ops). Counts are totals

@@ -290,13 +290,13 @@ static rp_status make_events(rp_exec *ex, const uint8_t *need) {
 static rp_status setup_events(rp_exec *ex) {
   rp_lower *lw = ex->lw;
   uint32_t n = ex->nunits;
-  unsigned char *has = rp__calloc(n ? n : 1, 1);
-  uint32_t *woff = NULL, *wsrc = NULL;
+  /* the wrap-around edges instantiate computed (rp__place_wrap_deps) */
+  const uint32_t *woff = ex->wrap_off, *wsrc = ex->wrap_src;
   cross_acc a = {rp__calloc(n ? n : 1, sizeof *a.stamp),
                  rp__calloc(n ? n : 1, 1), 0, 0};
   lw->events = rp__calloc(n ? n : 1, sizeof *lw->events);
-  rp_status st = has && a.stamp && a.need && lw->events
-                     ? rp__place_wrap_deps(ex, has, &woff, &wsrc)
+  rp_status st = a.stamp && a.need && lw->events
+                     ? RP_OK
                      : rp__err(RP_ENOMEM, "instantiate: out of memory");
   for (uint32_t k = 0; k < lw->nseg && !st; k++)
     each_cross(ex, k, woff, wsrc, cross_visit, &a);
@@ -314,9 +314,6 @@ static rp_status setup_events(rp_exec *ex) {
       lw->segs[k].nev = a.count - lw->segs[k].ev_off;
     }
   }
-  free(has);
-  free(woff);
-  free(wsrc);
   free(a.stamp);
   free(a.need);
   return st;

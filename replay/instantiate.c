@@ -8,8 +8,9 @@
 #define DEFAULT_INFLIGHT 4
 #define DEFAULT_MAX_ARGS 256
 #define DEFAULT_EDGE_COST 200
-#define MEASURE_FROM 1 /* replay 0 warms caches; 1..8 are timed */
-#define MEASURE_TO 9
+#define RESERVE_EVENTS_MAX                                                     \
+  65536 /* replay events reserved per exec, at most                            \
+         */
 #define GUARD_BYTES 64
 #define GUARD_BYTE 0xa5
 
@@ -553,6 +554,8 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
   ex->ncpu = rp__cpu_workers(ex->rt);
   if (!st) /* GPU units: segments and their launchers (replay/lower.h) */
     st = rp__lower_plan(ex);
+  if (!st) /* cross-replay edges: from the accesses, once for every placement */
+    st = rp__place_wrap_deps(ex);
   if (!st)
     st = alloc_slots(ex);
   if (!st)
@@ -605,6 +608,8 @@ void rp__exec_free(rp_exec *ex) {
   free(ex->order);
   free(ex->op_first);
   free(ex->preds);
+  free(ex->wrap_off);
+  free(ex->wrap_src);
   free(ex->waits);
   free(ex->ports);
   free(ex->posts);
@@ -660,18 +665,8 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts, rp_exec **out) {
     int any_measure = 0;
     for (uint32_t i = 0; i < ex->nunits; i++)
       any_measure |= ex->units[i].measure;
-    if (any_measure && !ex->no_replace && rp__tune_init(ex) == RP_OK) {
-      ex->measure_from = MEASURE_FROM;
-      ex->measure_to = MEASURE_TO;
-      /* the fastest of a few back-to-back clock reads: what a timing of an
-       * empty unit measures on its own */
-      ex->clock_ns = UINT64_MAX;
-      for (int i = 0; i < 32; i++) {
-        uint64_t a = rp__now_ns(), b = rp__now_ns();
-        if (b - a < ex->clock_ns)
-          ex->clock_ns = b - a;
-      }
-    }
+    /* this placement stays until the caller runs rp_exec_tune (tune.c):
+     * no replay changes it */
     snprintf(ex->place_why, sizeof ex->place_why,
              "initial: list scheduling on %s costs, edge cost %llu ns",
              any_measure ? "hinted or default (1 us)" : "hinted",

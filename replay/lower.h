@@ -104,7 +104,7 @@ typedef struct rp_seg {
   void *exec;        /* cudaGraphExec_t (NULL when eager) */
 } rp_seg;
 
-struct rp_lower_streams; /* lower_cuda.c */
+struct rp_lower_streams; /* gpu.h */
 struct rp_lower_rt;
 
 typedef struct rp_gpu_lane {
@@ -147,7 +147,7 @@ typedef struct rp_seg_pub {
 } rp_seg_pub;
 
 typedef struct rp_lower {
-  const rp_device_ops *dev; /* the runtime's device slots (lower_cuda.c) */
+  const rp_device_ops *dev; /* the runtime's device slots (gpu_build.c) */
   uint32_t nseg;
   rp_seg *segs;         /* in launch order */
   uint32_t *members;    /* units grouped by segment */
@@ -159,7 +159,7 @@ typedef struct rp_lower {
   rp_gpu_lane *gpus;
   uint32_t *gpu_of_lane;  /* per lane: index into gpus or UINT32_MAX */
   int graphs;             /* 0: REPRISE_CUDA_GRAPHS=0, every segment eager */
-  struct rp_lower_rt *lr; /* the runtime's stream sets (lower_cuda.c) */
+  struct rp_lower_rt *lr; /* the runtime's stream sets (gpu_build.c) */
   struct rp_lower_trace *trace; /* device times of traced replays, or NULL:
                                    set and cleared by the host thread while
                                    no traced replay is in flight (as
@@ -199,7 +199,7 @@ typedef struct rp_lower {
                              to 0: exactly once), else 0 */
   /* Completion by polling (lw->polled): the GPU's last segment of each
    * replay ends with a record of slot_events[slot x ngpu + g] on the
-   * replay stream, and the runtime's GPU poller thread (lower_cuda.c)
+   * replay stream, and the runtime's GPU poller thread (gpu_build.c)
    * completes replays in stream order as their events complete: no host
    * function at all. Used when no segment but the GPUs' last ones needs a
    * callback (placement), unless REPRISE_GPU_POLL=0. */
@@ -251,7 +251,7 @@ void rp__lower_stats(const rp_exec *ex, rp_exec_stats *out);
 /* lower.c: segments section of rp_exec_dump's text. */
 void rp__lower_dump(const rp_exec *ex, FILE *f);
 
-/* lower_cuda.c (stubs without CUDA) */
+/* gpu_build.c and gpu_launch.c */
 /* After placement: parameter buffers, events, CUDA graphs. */
 rp_status rp__lower_build(rp_exec *ex);
 /* The launcher unit ui of replay slot s (run by its lane). In a traced

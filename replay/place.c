@@ -194,9 +194,8 @@ static rp_status add_wait(rp_exec *ex, rp_wait w) {
 
 /* Lane positions and, with vector clocks, the minimal cross-lane waits:
  * kn[u][L] = units of lane L known complete once u completed. */
-static rp_status build_waits(rp_exec *ex, const unsigned char *wrap_from,
-                             const uint32_t *wrap_off,
-                             const uint32_t *wrap_src) {
+static rp_status build_waits(rp_exec *ex) {
+  const uint32_t *wrap_off = ex->wrap_off, *wrap_src = ex->wrap_src;
   uint32_t n = ex->nunits, L = ex->nlanes;
   size_t cells;
   if (!rp__mul_ok(n, L, &cells) || cells > (64u << 20))
@@ -255,12 +254,11 @@ static rp_status build_waits(rp_exec *ex, const unsigned char *wrap_from,
      * unless this lane already knows the producer lane reached the current
      * replay (which implies all of the previous one) */
     memset(wrap_need, 0, sizeof *wrap_need * L);
-    if (wrap_from[u])
-      for (uint32_t j = wrap_off[u]; j < wrap_off[u + 1]; j++) {
-        const rp_unit *p = &ex->units[wrap_src[j]];
-        if (p->lane != me && p->pos + 1 > wrap_need[p->lane])
-          wrap_need[p->lane] = p->pos + 1;
-      }
+    for (uint32_t j = wrap_off[u]; j < wrap_off[u + 1]; j++) {
+      const rp_unit *p = &ex->units[wrap_src[j]];
+      if (p->lane != me && p->pos + 1 > wrap_need[p->lane])
+        wrap_need[p->lane] = p->pos + 1;
+    }
     for (uint32_t l = 0; l < L && !st; l++) {
       uint32_t *wk = &wrap_known[(size_t)me * L + l];
       if (!wrap_need[l] || K[l] > 0 || *wk >= wrap_need[l])
@@ -288,9 +286,10 @@ out:
 
 /* Wrap-around dependencies (replay r+1 on replay r), from the accesses:
  * analyse the op sequence twice; deps of the second pass on the first are
- * the cross-replay edges. Expanded to units. */
-rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
-                              uint32_t **src) {
+ * the cross-replay edges. Expanded to units. They depend on the accesses
+ * only, not on the placement: computed once at instantiate, and every
+ * placement (build_waits) turns them into waits on its own lanes. */
+rp_status rp__place_wrap_deps(rp_exec *ex) {
   const rp_graph *g = ex->g;
   rp_analysis a;
   rp__analysis_init(&a, (rp_dep_hooks){0});
@@ -323,7 +322,7 @@ rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
   rp__analysis_fini(&a);
   free(topo_ops);
   /* expand to units: every unit of op waits for every unit of each dep */
-  uint32_t total = 0;
+  uint64_t total = 0;
   for (uint32_t u = 0; u < ex->nunits && !st; u++) {
     if (ex->units[u].kind == RP_UNIT_LAUNCH)
       continue; /* no op: a launcher has no accesses */
@@ -333,26 +332,29 @@ rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
       total += ex->op_first[o + 1] - ex->op_first[o];
     }
   }
-  *off = rp__calloc(ex->nunits + 1, sizeof **off);
-  *src = rp__calloc(total ? total : 1, sizeof **src);
-  if (!st && (!*off || !*src))
-    st = rp__err(RP_ENOMEM, "out of memory");
+  if (!st && total > UINT32_MAX)
+    st = rp__err(RP_ERANGE, "instantiate: %llu wrap-around unit edges",
+                 (unsigned long long)total);
+  if (!st) {
+    ex->wrap_off = rp__calloc(ex->nunits + 1, sizeof *ex->wrap_off);
+    ex->wrap_src = rp__calloc(total ? total : 1, sizeof *ex->wrap_src);
+    if (!ex->wrap_off || !ex->wrap_src)
+      st = rp__err(RP_ENOMEM, "out of memory");
+  }
   uint32_t k = 0;
   for (uint32_t u = 0; u < ex->nunits && !st; u++) {
-    (*off)[u] = k;
-    has[u] = 0;
+    ex->wrap_off[u] = k;
     if (ex->units[u].kind == RP_UNIT_LAUNCH)
       continue;
     const rp_dep_set *d = &per_op[ex->units[u].op];
     for (uint32_t i = 0; i < d->n; i++) {
       uint32_t o = (uint32_t)d->v[i].id;
       for (uint32_t v = ex->op_first[o]; v < ex->op_first[o + 1]; v++)
-        (*src)[k++] = v;
+        ex->wrap_src[k++] = v;
     }
-    has[u] = k > (*off)[u];
   }
   if (!st)
-    (*off)[ex->nunits] = k;
+    ex->wrap_off[ex->nunits] = k;
   for (uint32_t i = 0; per_op && i < g->nops; i++)
     rp__depset_free(&per_op[i]);
   free(per_op);
@@ -398,12 +400,7 @@ static void fill_hot(rp_exec *ex) {
 
 rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq) {
   uint32_t n = ex->nunits;
-  unsigned char *wrap_has = rp__calloc(n, 1);
-  uint32_t *wrap_off = NULL, *wrap_src = NULL;
-  rp_status st =
-      wrap_has ? RP_OK : rp__err(RP_ENOMEM, "placement: out of memory");
-  if (!st)
-    st = port_first(ex, seq);
+  rp_status st = port_first(ex, seq);
   if (!st) {
     memset(ex->mask, 0, sizeof ex->mask);
     ex->active = 0;
@@ -424,16 +421,12 @@ rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq) {
           ex->mask[w / 64] |= 1ull << (w % 64);
         ex->active++;
       }
-    st = rp__place_wrap_deps(ex, wrap_has, &wrap_off, &wrap_src);
   }
   if (!st)
-    st = build_waits(ex, wrap_has, wrap_off, wrap_src);
+    st = build_waits(ex);
   if (!st)
     fill_hot(ex);
   if (!st && ex->lw)
     st = rp__lower_placed(ex);
-  free(wrap_has);
-  free(wrap_off);
-  free(wrap_src);
   return st;
 }

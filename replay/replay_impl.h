@@ -143,6 +143,10 @@ struct rp_exec {
   uint32_t *order;    /* units in the global order (S') */
   uint32_t *op_first; /* first unit of each graph op */
   uint32_t *preds;    /* CSR payload */
+  uint32_t *wrap_off; /* wrap-around (replay r on r - 1) sources of unit u:
+                         wrap_src[wrap_off[u] .. wrap_off[u + 1]) (units;
+                         placement-independent, built once at instantiate) */
+  uint32_t *wrap_src;
   rp_wait *waits;
   uint32_t nwaits, waits_cap;
   uint32_t *ports;      /* precondition port ids per unit */
@@ -206,9 +210,11 @@ struct rp_exec {
   uint64_t last_done_ns;        /* completion path only */
   _Atomic uint64_t completed;
 
-  /* placement measurement and trials (tune.c) */
-  uint32_t measure_from, measure_to; /* replays [from, to) are timed */
-  int tuning;                        /* trials still running */
+  /* placement measurement and trials (tune.c): only inside rp_exec_tune,
+   * which holds in_replay; rp_replay itself never changes the placement */
+  uint64_t measure_from, measure_to; /* replays [from, to) are timed */
+  int tuning;                        /* rp_exec_tune is measuring */
+  int tuned;                         /* some rp_exec_tune settled */
   int tune_phase;                    /* 0: timing units; 1: timing placements */
   rp_trial trials[RP_TRIALS];
   uint32_t ntrials, cur_trial;
@@ -250,7 +256,7 @@ typedef struct rp_replay_state {
   RP_ALIGNED_LINE _Atomic uint64_t tail;
   _Atomic uint64_t min_cache;
   rp_cursor *cursors;
-  void *lower; /* the CUDA lowering's per-runtime streams (lower_cuda.c) */
+  void *lower; /* the CUDA lowering's per-runtime streams (gpu_build.c) */
   /* every live exec of the runtime, for rp_instance_free/realloc's check
    * that no replay in flight uses the instance (never on the replay path) */
   pthread_mutex_t exec_lock;
@@ -280,10 +286,9 @@ rp_status rp__place_plan(rp_exec *ex, int use_measured, uint32_t max_lanes,
 rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq);
 
 /* The wrap-around dependencies (replay r on replay r - 1) per unit, from
- * the accesses: unit u's sources are (*src)[(*off)[u] .. (*off)[u + 1]);
- * has[u] is 1 when there is any. Launcher units have none. */
-rp_status rp__place_wrap_deps(rp_exec *ex, unsigned char *has, uint32_t **off,
-                              uint32_t **src);
+ * the accesses, into ex->wrap_off / ex->wrap_src (instantiate, once: they
+ * do not depend on the placement). Launcher units have none. */
+rp_status rp__place_wrap_deps(rp_exec *ex);
 
 /* Adds v to a counter only one thread writes at a time (readers load it
  * relaxed): a plain load and store, no read-modify-write. */
@@ -305,7 +310,19 @@ int rp__replay_poll(void *arg, unsigned worker);
  * to leave the exec. Returns 1 when the CUDA context was lost meanwhile
  * (the exec must then be leaked, see rp__lower_quiesce), else 0. */
 int rp__exec_quiesce(rp_exec *ex);
-/* For the GPU lowering (lower_cuda.c): */
+/* rp_replay's argument checks (`what` names the call in errors). */
+rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
+                           const char *what);
+/* rp_replay's body, for the thread that holds ex->in_replay (rp_replay,
+ * rp_exec_tune's trial replays). */
+rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
+                           rp_event *done);
+/* Waits until nothing of ex is in flight (every replay completed, no GPU
+ * host callback pending), without waiting for idle workers. RP_EBUSY when
+ * a replay in flight waits for a precondition that has not triggered (it
+ * may need the caller). Never called by rp_replay. */
+rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what);
+/* For the GPU lowering (gpu_build.c): */
 /* Records unit ui's failure in slot s (first failure names the replay). */
 void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
                      const char *why);
@@ -347,10 +364,7 @@ void rp__exec_env_dump(rp_exec *ex);
  * backslashes and control bytes escaped (dump.c; the trace writer too). */
 void rp__json_str(FILE *f, const char *s);
 
-/* placement trials (tune.c): called by rp_replay at the end of each
- * measurement window, with nothing in flight; may allocate. */
-void rp__tune_step(rp_exec *ex);
-rp_status rp__tune_init(rp_exec *ex);
+/* placement trials (tune.c, rp_exec_tune): frees the trials' buffers. */
 void rp__tune_free(rp_exec *ex);
 /* Records one timed replay's duration (completion path, in order). */
 void rp__tune_record(rp_exec *ex, rp_slot *s, uint64_t end);

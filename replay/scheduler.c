@@ -9,8 +9,11 @@
  * list is done; the last decrement triggers the replay's done event.
  *
  * The common path allocates nothing and takes no lock: slots, events (from
- * the lock-free free list once warm), args and status arrays all exist
- * before the first replay. */
+ * the lock-free free list once warm), args, status arrays, lanes and waits
+ * all exist before the first replay. rp_replay never measures or
+ * re-places (rp_exec_tune, tune.c, does, when the caller asks) and never
+ * calls into capture/: the wrap-around waits were derived at
+ * instantiate. */
 #include "lower.h"
 
 #include <sched.h>
@@ -676,56 +679,61 @@ int rp__exec_quiesce(rp_exec *ex) {
 
 /* ---- public API ---- */
 
-static rp_status check_args(rp_exec *ex, const rp_replay_args *a) {
-  rp_status cst = rp__exec_check(ex, "rp_replay");
+rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
+                           const char *what) {
+  rp_status cst = rp__exec_check(ex, what);
   if (cst)
     return cst;
   if (rp__tl_replay_violation) {
     *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "rp_replay called from a task inside a "
-                                 "replay");
+    return rp__err(RP_ECONTRACT,
+                   "%s called from a task inside a "
+                   "replay",
+                   what);
   }
   rp_status st = rp__runtime_check(ex->rt);
   if (RP_UNLIKELY(rp__runtime_is_model(ex->rt)))
     return rp__err(RP_EUNSUPPORTED,
-                   "rp_replay: the exec was instantiated on "
+                   "%s: the exec was instantiated on "
                    "a model of a machine (reprise dump): it can be dumped, not "
-                   "run");
+                   "run",
+                   what);
   if (st)
     return st;
   size_t size = a ? a->args_size : 0;
   uint32_t npre = a ? a->npre : 0;
   if (size > ex->max_args)
     return rp__err(RP_ERANGE,
-                   "rp_replay: %zu argument bytes, exec accepts "
+                   "%s: %zu argument bytes, exec accepts "
                    "%zu (rp_exec_opts.max_args)",
-                   size, ex->max_args);
+                   what, size, ex->max_args);
   if (size && !a->args)
-    return rp__err(RP_EINVAL, "rp_replay: args_size %zu with NULL args", size);
+    return rp__err(RP_EINVAL, "%s: args_size %zu with NULL args", what, size);
   if (npre != ex->npre)
     return rp__err(RP_EPORT,
-                   "rp_replay: the exec has %u precondition ports, "
+                   "%s: the exec has %u precondition ports, "
                    "the replay supplied %u events",
-                   ex->npre, npre);
+                   what, ex->npre, npre);
   if (npre && !a->pre)
-    return rp__err(RP_EINVAL, "rp_replay: NULL precondition events");
+    return rp__err(RP_EINVAL, "%s: NULL precondition events", what);
   for (uint32_t i = 0; i < npre; i++)
     if (!rp__event_live(ex->rt, a->pre[i]) || (a->pre[i].id >> 63))
       return rp__err(RP_ESTALE,
-                     "rp_replay: precondition %u ('%s'): event "
+                     "%s: precondition %u ('%s'): event "
                      "%#llx is stale",
-                     i, ex->g->pre[i].name, (unsigned long long)a->pre[i].id);
+                     what, i, ex->g->pre[i].name,
+                     (unsigned long long)a->pre[i].id);
   if (a && a->post && a->npost != ex->npost)
     return rp__err(RP_EPORT,
-                   "rp_replay: the exec has %u postcondition "
+                   "%s: the exec has %u postcondition "
                    "ports, the replay asked for %u",
-                   ex->npost, a->npost);
+                   what, ex->npost, a->npost);
   if (RP_UNLIKELY(size < ex->min_args))
     return rp__err(
         RP_ERANGE,
-        "rp_replay: %zu argument bytes, but op %u's "
+        "%s: %zu argument bytes, but op %u's "
         "interpolation %u reads bytes [%zu, +%zu)",
-        size, ex->min_args_op, ex->min_args_interp,
+        what, size, ex->min_args_op, ex->min_args_interp,
         ex->g->ops[ex->min_args_op].interps[ex->min_args_interp].src_offset,
         ex->g->ops[ex->min_args_op].interps[ex->min_args_interp].bytes);
   return RP_OK;
@@ -819,7 +827,7 @@ static rp_status slot_events(rp_exec *ex, rp_slot *s, const rp_replay_args *a,
 }
 
 /* 1 when nothing of ex is in flight: every replay completed and no GPU
- * host callback is pending. A lane touches nothing the tuning step changes
+ * host callback is pending. A lane touches nothing rp_exec_tune changes
  * once its replay completed (its stats are stored before its completion
  * count), so idle workers need not be waited for. Waits only for a
  * completion already under way (the last replay's completion claimed: its
@@ -853,57 +861,32 @@ static int inflight_gated(rp_exec *ex) {
   return 0;
 }
 
-/* Whether the tuning step may run now. When the exec is not quiet yet, it
- * waits for the replays in flight only while none of them waits for a
- * pending precondition (they need nothing from the caller) and they keep
- * completing (a stall of max(20 ms, 4 completion intervals): e.g. a worker
- * held by another exec's gated replay); otherwise the step is postponed to
- * a later rp_replay. So a host that issues gated replays and triggers them
- * afterwards never waits here, and a host loop that keeps replays in flight
- * still gets its placement measured. */
-/* A loaded machine can hold a worker off its core for milliseconds: the
- * bound only has to be finite (a wait that can never end is what issue 13
- * forbids) and long enough that an ungated exec settles deterministically
- * (the zero-growth soak test relies on it). */
-#define TUNE_STALL_NS 20000000ull
-
-static int tune_ready(rp_exec *ex) {
-  uint32_t seen = atomic_load(&ex->done_seq);
-  uint64_t last = rp__now_ns();
+rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
   rp_backoff b = RP_BACKOFF_HOST;
   while (!exec_quiet(ex)) {
     if (inflight_gated(ex))
-      return 0;
-    uint64_t now = rp__now_ns(),
-             iv = atomic_load_explicit(&ex->interval_ns, memory_order_relaxed);
-    uint32_t done = atomic_load(&ex->done_seq);
-    if (done != seen) {
-      seen = done;
-      last = now;
-    } else if (now - last > (iv * 4 > TUNE_STALL_NS ? iv * 4 : TUNE_STALL_NS)) {
-      return 0;
-    }
+      return rp__err(RP_EBUSY,
+                     "%s: a replay in flight waits for a precondition "
+                     "that has not triggered; trigger it or wait for the "
+                     "replays' done events first (nothing was run)",
+                     what);
     if (rp__backoff(&b))
       continue;
     /* asleep until the next completion, 1 ms at most (see wait_inflight) */
+    uint32_t done = atomic_load(&ex->done_seq);
     atomic_store(&ex->wake_at, done + 1);
     atomic_fetch_add(&ex->done_sleepers, 1);
     if (atomic_load(&ex->done_seq) == done)
       rp__futex_wait(&ex->done_seq, done, 1000000);
     atomic_fetch_sub(&ex->done_sleepers, 1);
   }
-  return 1;
+  return RP_OK;
 }
 
 /* The body of rp_replay, for the thread that holds ex->in_replay. */
-static rp_status replay_owned(rp_exec *ex, const rp_replay_args *a,
-                              rp_event *done) {
+rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
+                           rp_event *done) {
   rp_status st;
-  /* A measurement window ended: the tuning step (re-placement) needs the
-   * exec quiet, and is postponed to a later rp_replay rather than wait for
-   * a replay in flight that may depend on the caller (tune_ready). */
-  if (RP_UNLIKELY(ex->tuning && ex->issued >= ex->measure_to) && tune_ready(ex))
-    rp__tune_step(ex);
   uint64_t r = ex->issued;
   wait_inflight(ex, ex->max_inflight);
   rp_slot *s = &ex->slots[r % ex->max_inflight];
@@ -929,7 +912,7 @@ static rp_status replay_owned(rp_exec *ex, const rp_replay_args *a,
  * rp_exec_destroy) on the exec while one is inside is refused with
  * RP_EBUSY, not raced (an uncontended exchange per replay). */
 rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
-  rp_status st = check_args(ex, a);
+  rp_status st = rp__replay_check(ex, a, "rp_replay");
   if (st)
     return st;
   if (RP_UNLIKELY(
@@ -940,7 +923,7 @@ rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
                    "exec)",
                    (void *)ex);
   rp__nvtx_push("reprise.replay");
-  st = replay_owned(ex, a, done);
+  st = rp__replay_owned(ex, a, done);
   rp__nvtx_pop();
   atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
   return st;

@@ -25,7 +25,7 @@
  * GPU segments (replay/lower.h): a GPU's ops are not run by a lane but
  * launched, one segment at a time, by a launcher unit on a CPU lane. Its
  * record is the host side (the segment's waits, then the launch call, on
- * the worker's track); lower_cuda.c also records two timing events around
+ * the worker's track); gpu_launch.c also records two timing events around
  * the segment's work on the exec's replay stream, and the writer puts the
  * device span, mapped onto the host clock through a reference event
  * waited for at trace start, on the GPU's track ("gpu N"). Individual ops

@@ -1,20 +1,32 @@
-/* replay/tune.c — placement by measurement.
+/* replay/tune.c — placement by measurement, when the caller asks for it.
  *
- * A cost model only predicts. When some units were placed without a cost
- * hint, the exec times its first replays (each unit's fastest run, and each
- * replay's duration), then tries the candidate placements those costs
+ * rp_replay only replays: it never measures, re-places, allocates or waits
+ * for the exec to go quiet. A cost model only predicts, so when some units
+ * were placed without a cost hint the caller may run rp_exec_tune (public,
+ * include/reprise.h): it times trial replays (each unit's fastest run, then
+ * each replay's duration), plans the candidate placements those costs
  * suggest — list scheduling on the measured costs, and everything on one
- * worker — for a window of replays each, and keeps the one whose replays
- * were fastest. Every change happens between replays (rp_replay takes the
- * step only once the exec is quiet, postponing it otherwise: it never waits
- * for replays in flight, which may be gated on the caller), never during one;
- * at most two trials run, so the exec settles after a few dozen replays and
- * never moves again.
+ * worker — runs a window of replays on each, and keeps the one whose
+ * replays were fastest. Every change happens between windows, with nothing
+ * of the exec in flight; the planning allocates (place.c), which is why it
+ * lives here and not on the replay path.
+ *
+ * Why an explicit call and not trial replays inside rp_instantiate: a
+ * trial replay is a real replay. A training step updates its weights and
+ * optimizer state, advances counters, may consume a data batch, and a
+ * graph with precondition ports cannot run before its inputs are ready.
+ * Instantiating must not run the user's step behind their back (nor
+ * block on events nobody triggered yet), so the caller chooses when the
+ * extra replays are harmless — on warm-up data, on a scratch copy of the
+ * state, or as the first steps of a run — the way CUDA-graph users run
+ * warm-up iterations before capture. Without the call the exec keeps the
+ * placement instantiate chose (hints, else a 1 us default), and nothing
+ * about it changes at replay time.
  *
  * A replay's duration, in steady state, is the time from when it could
  * start (its first lane began, or the previous replay completed, whichever
- * is later) to its completion: with replays back to back that is the
- * throughput, and for a lone replay its latency. */
+ * is later) to its completion: with replays back to back (as rp_exec_tune
+ * issues them) that is the throughput, and for a lone replay its latency. */
 #include "replay_impl.h"
 
 #include <string.h>
@@ -40,9 +52,11 @@ static rp_status trial_alloc(rp_exec *ex, rp_trial *t, const char *what) {
 }
 
 /* Saves the placement now in effect as trial 0. */
-rp_status rp__tune_init(rp_exec *ex) {
+static rp_status tune_init(rp_exec *ex) {
   rp_trial *t = &ex->trials[0];
-  rp_status st = trial_alloc(ex, t, "initial (hinted or default costs)");
+  rp_status st = trial_alloc(ex, t,
+                             ex->tuned ? "previous (measured before)"
+                                       : "initial (hinted or default costs)");
   if (st)
     return st;
   for (uint32_t u = 0; u < ex->nunits; u++)
@@ -52,6 +66,18 @@ rp_status rp__tune_init(rp_exec *ex) {
   ex->ntrials = 1;
   ex->cur_trial = 0;
   ex->tune_phase = 0;
+  ex->ndt = 0;
+  ex->last_end = 0;
+  for (uint32_t u = 0; u < ex->nunits; u++)
+    ex->units[u].measured_ns = UINT64_MAX;
+  /* the fastest of a few back-to-back clock reads: what a timing of an
+   * empty unit measures on its own */
+  ex->clock_ns = UINT64_MAX;
+  for (int i = 0; i < 32; i++) {
+    uint64_t a = rp__now_ns(), b = rp__now_ns();
+    if (b - a < ex->clock_ns)
+      ex->clock_ns = b - a;
+  }
   ex->tuning = 1;
   return RP_OK;
 }
@@ -106,27 +132,33 @@ static void add_candidate(rp_exec *ex, uint32_t max_lanes, const char *what) {
 
 /* Makes trial i the placement in effect. Progress words restart at zero in
  * the new epoch (nothing is in flight). */
-static void apply(rp_exec *ex, uint32_t i) {
+static rp_status apply(rp_exec *ex, uint32_t i) {
   rp_trial *t = &ex->trials[i];
   for (uint32_t u = 0; u < ex->nunits; u++)
     ex->units[u].lane = t->lane[u];
-  if (rp__place_finalize(ex, t->seq) != RP_OK)
-    return; /* out of memory: keep going with what finalize built */
+  rp_status st = rp__place_finalize(ex, t->seq);
   ex->cur_trial = i;
   ex->epoch = ex->issued;
   for (uint32_t w = 0; w < ex->nlanes; w++)
     atomic_store(&ex->lanes[w].progress, 0);
+  return st;
 }
 
-static void settle(rp_exec *ex) {
+/* Ends the measurement: no replay is timed any more. */
+static void tune_end(rp_exec *ex) {
+  ex->tuning = 0;
+  ex->measure_from = ex->measure_to = 0;
+  rp__tune_free(ex);
+}
+
+static rp_status settle(rp_exec *ex) {
   uint32_t best = 0;
   for (uint32_t i = 1; i < ex->ntrials; i++)
     /* leave the initial placement only for a clear (10%) gain */
     if (ex->trials[i].median_ns * 10 < ex->trials[0].median_ns * 9 &&
         ex->trials[i].median_ns < ex->trials[best].median_ns)
       best = i;
-  if (best != ex->cur_trial)
-    apply(ex, best);
+  rp_status st = best != ex->cur_trial ? apply(ex, best) : RP_OK;
   if (best != 0)
     ex->replacements++;
   int n = snprintf(ex->place_why, sizeof ex->place_why,
@@ -142,41 +174,147 @@ static void settle(rp_exec *ex) {
                            : "one-worker",
                   (unsigned long long)ex->trials[i].median_ns,
                   i + 1 < ex->ntrials ? "," : "");
-  ex->tuning = 0;
-  ex->measure_from = ex->measure_to = 0;
-  rp__tune_free(ex);
+  ex->tuned = 1;
+  tune_end(ex);
+  return st;
 }
 
 static void next_window(rp_exec *ex) {
   ex->ndt = 0;
-  ex->measure_from = (uint32_t)ex->issued;
-  ex->measure_to = (uint32_t)ex->issued + RP_TRIAL_LEN;
+  ex->measure_from = ex->issued;
+  ex->measure_to = ex->issued + RP_TRIAL_LEN;
 }
 
 /* Windows: units are timed first (the timing itself would slow a timed
- * replay, so replay times are taken in later windows); then the initial
- * placement and each candidate are timed in turn. */
-void rp__tune_step(rp_exec *ex) {
-  /* rp_replay calls this only once the exec is quiet (exec_quiet): no
-   * rp__exec_quiesce here, which would wait for idle workers that another
-   * exec's gated replay may hold */
+ * replay, so replay times are taken in later windows); then the placement
+ * in effect and each candidate are timed in turn. Called with nothing of
+ * the exec in flight (rp_exec_tune waits for that first). */
+static rp_status tune_step(rp_exec *ex) {
   if (ex->tune_phase == 0) {
     /* unit costs are known now: plan the candidates */
     add_candidate(ex, ex->nlanes, "list scheduling on measured costs");
     add_candidate(ex, 1, "one worker");
     ex->tune_phase = 1;
-    if (ex->ntrials > 1)
+    if (ex->ntrials > 1) {
       next_window(ex);
-    else
-      settle(ex);
-    return;
+      return RP_OK;
+    }
+    return settle(ex);
   }
   ex->trials[ex->cur_trial].median_ns = window_median(ex);
   uint32_t next = ex->cur_trial + 1;
   if (next < ex->ntrials) {
-    apply(ex, next);
+    rp_status st = apply(ex, next);
     next_window(ex);
-  } else {
-    settle(ex);
+    return st;
   }
+  return settle(ex);
+}
+
+/* Issues replays until ex->measure_to, back to back (up to max_inflight in
+ * flight, as a training loop keeps them), then waits for every one: the
+ * first failure among them, if any. */
+static rp_status run_window(rp_exec *ex, const rp_replay_args *a,
+                            uint32_t *replays) {
+  rp_event done[RP_TRIAL_LEN + 1];
+  uint32_t n = 0;
+  rp_status st = RP_OK;
+  while (ex->issued < ex->measure_to && n < RP_TRIAL_LEN + 1 && !st) {
+    st = rp__replay_owned(ex, a, &done[n]);
+    if (!st)
+      n++;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    rp_status rs = rp_event_wait(ex->rt, done[i], -1);
+    rp_event_release(ex->rt, done[i]);
+    if (rs && !st) /* finish() stored the detail before the done event */
+      st = rp__err(rs, "%s", rp_exec_error_detail(ex));
+  }
+  if (replays)
+    *replays += n;
+  if (st)
+    return st;
+  /* completed: only a completer's last stores can still be under way */
+  return rp__exec_wait_quiet(ex, "rp_exec_tune");
+}
+
+/* The trial replays and placement steps; ex->in_replay is held and nothing
+ * of ex is in flight. On failure the placement in effect before the call is
+ * restored. */
+static rp_status tune_run(rp_exec *ex, const rp_replay_args *a,
+                          uint32_t *replays) {
+  rp_status st = tune_init(ex);
+  if (st) {
+    rp__tune_free(ex);
+    return st;
+  }
+  /* replay `issued` warms caches, the next RP_TRIAL_LEN time the units */
+  ex->measure_from = ex->issued + 1;
+  ex->measure_to = ex->issued + 1 + RP_TRIAL_LEN;
+  while (ex->tuning && !st) {
+    st = run_window(ex, a, replays);
+    if (!st)
+      st = tune_step(ex);
+  }
+  if (st && ex->tuning) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", rp_error_detail());
+    /* back to the placement in effect before the call */
+    if (ex->cur_trial != 0)
+      (void)apply(ex, 0);
+    tune_end(ex);
+    st = rp__err(st,
+                 "rp_exec_tune: after %u trial replay(s) (the placement in "
+                 "effect before the call is kept): %s",
+                 replays ? *replays : 0, why);
+  }
+  return st;
+}
+
+static int wants_tuning(const rp_exec *ex) {
+  if (ex->no_replace)
+    return 0;
+  for (uint32_t u = 0; u < ex->nunits; u++)
+    if (ex->units[u].measure)
+      return 1;
+  return 0;
+}
+
+rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
+                       uint32_t *replays) {
+  if (replays)
+    *replays = 0;
+  rp_status st = rp__replay_check(ex, a, "rp_exec_tune");
+  if (st)
+    return st;
+  /* trial replays hand out no postcondition events */
+  rp_replay_args ta = a ? *a : (rp_replay_args){0};
+  ta.post = NULL;
+  ta.npost = 0;
+  for (uint32_t i = 0; i < ta.npre; i++) {
+    rp_status ps = rp__event_peek(ex->rt, ta.pre[i]);
+    if (ps == RP_EAGAIN)
+      return rp__err(RP_EAGAIN,
+                     "rp_exec_tune: precondition %u ('%s') has not "
+                     "triggered: trial replays run now (nothing was run)",
+                     i, ex->g->pre[i].name);
+    if (ps)
+      return rp__err(ps,
+                     "rp_exec_tune: precondition %u ('%s') was poisoned "
+                     "(%s): nothing was run",
+                     i, ex->g->pre[i].name, rp_status_name(ps));
+  }
+  if (atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire))
+    return rp__err(RP_EBUSY,
+                   "rp_exec_tune: another thread is inside rp_replay, "
+                   "rp_exec_tune or rp_exec_destroy on exec %p (one thread "
+                   "at a time per exec)",
+                   (void *)ex);
+  rp__nvtx_push("reprise.tune");
+  st = rp__exec_wait_quiet(ex, "rp_exec_tune");
+  if (!st && wants_tuning(ex))
+    st = tune_run(ex, &ta, replays);
+  rp__nvtx_pop();
+  atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+  return st;
 }

@@ -589,8 +589,8 @@ Test(insert, stale_source_fails_instantiate_naming_the_copy) {
  * cannot reach a "home" instance (system memory; private to worker 0) and
  * CPU worker 0 cannot reach a "far" instance (the GPU's memory; private to
  * worker 1). Instantiating goes through the backend's replay lowering (on
- * CUDA replay/lower_cuda.c): any refusal, RP_EUNSUPPORTED included, fails
- * the test. */
+ * CUDA replay/gpu_build.c, gpu_launch.c): any refusal, RP_EUNSUPPORTED
+ * included, fails the test. */
 
 #define BN 64
 

@@ -6,8 +6,8 @@
  * CUDA). Every case skips with the reason when no CUDA device answers.
  *
  * Instantiating a graph with GPU ops or device copies goes through the CUDA
- * replay lowering (replay/lower_cuda.c): any refusal, RP_EUNSUPPORTED
- * included, fails the test. */
+ * replay lowering (replay/gpu_build.c, gpu_launch.c): any refusal,
+ * RP_EUNSUPPORTED included, fails the test. */
 #include "helpers.h"
 
 #ifdef REPRISE_HAVE_CUDA

@@ -279,8 +279,8 @@ Test(misuse, instance_used_by_an_eager_op_waits_for_it) {
 
 /* N gated replays are issued before any precondition triggers, with room
  * for all of them in flight: rp_replay must return every time, in each
- * placement mode (measured placement included: its windows end at
- * replays 10, 18, 26...). */
+ * placement mode (unhinted, hinted, no_replace); rp_replay never measures
+ * or re-places, rp_exec_tune does once they completed. */
 static void gated_replays(uint64_t cost_ns, int no_replace) {
   enum { N = 40 };
   rp_runtime *rt = th_cpu_runtime(2);
@@ -315,7 +315,17 @@ static void gated_replays(uint64_t cost_ns, int no_replace) {
     RP_CHECK(rp_event_release(rt, go[i]));
   }
   cr_assert_eq(atomic_load(&runs), N * 6);
-  /* the postponed tuning steps still happen once the exec is quiet */
+  /* the exec is quiet now: rp_exec_tune runs its trial replays (with a
+   * triggered precondition) and replays go on */
+  rp_event ready;
+  RP_CHECK(rp_event_create(rt, &ready));
+  RP_CHECK(rp_event_trigger(rt, ready));
+  uint32_t tuned = 0;
+  RP_CHECK(
+      rp_exec_tune(ex, &(rp_replay_args){.pre = &ready, .npre = 1}, &tuned));
+  cr_assert_eq(atomic_load(&runs), (N + tuned) * 6);
+  cr_assert(cost_ns == 0 && !no_replace ? tuned > 0 : tuned == 0, "%u", tuned);
+  RP_CHECK(rp_event_release(rt, ready));
   for (int i = 0; i < 40; i++) {
     rp_event e, d;
     RP_CHECK(rp_event_create(rt, &e));
@@ -325,6 +335,57 @@ static void gated_replays(uint64_t cost_ns, int no_replace) {
     RP_CHECK(rp_event_release(rt, d));
     RP_CHECK(rp_event_release(rt, e));
   }
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
+/* rp_exec_tune runs replays now: it refuses a precondition that has not
+ * triggered (RP_EAGAIN) and a replay in flight that still waits for one
+ * (RP_EBUSY), running nothing either time, instead of waiting for the
+ * caller, who may trigger them only after the call returns. */
+Test(misuse, exec_tune_refuses_pending_preconditions, .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "go", &p));
+  for (int i = 0; i < 4; i++) {
+    rp_op_id op;
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY},
+                               &op));
+    RP_CHECK(rp_graph_bind_precondition(g, p, op));
+  }
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  rp_event go, done;
+  RP_CHECK(rp_event_create(rt, &go));
+  uint32_t tuned = 7;
+  RP_EXPECT(rp_exec_tune(ex, &(rp_replay_args){.pre = &go, .npre = 1}, &tuned),
+            RP_EAGAIN);
+  cr_assert_eq(tuned, 0);
+  RP_EXPECT(rp_exec_tune(ex, NULL, &tuned), RP_EPORT);
+  /* a gated replay in flight */
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &go, .npre = 1}, &done));
+  rp_event ready;
+  RP_CHECK(rp_event_create(rt, &ready));
+  RP_CHECK(rp_event_trigger(rt, ready));
+  RP_EXPECT(
+      rp_exec_tune(ex, &(rp_replay_args){.pre = &ready, .npre = 1}, &tuned),
+      RP_EBUSY);
+  cr_assert_eq(tuned, 0);
+  cr_assert_eq(atomic_load(&runs), 0, "nothing ran");
+  RP_CHECK(rp_event_trigger(rt, go));
+  RP_CHECK(rp_event_wait(rt, done, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(
+      rp_exec_tune(ex, &(rp_replay_args){.pre = &ready, .npre = 1}, &tuned));
+  cr_assert_gt(tuned, 0);
+  cr_assert_eq(atomic_load(&runs), (1 + tuned) * 4);
+  RP_CHECK(rp_event_release(rt, go));
+  RP_CHECK(rp_event_release(rt, ready));
   RP_CHECK(rp_exec_destroy(ex));
   th_destroy(rt);
 }

@@ -921,10 +921,24 @@ Test(replay, empty_tasks_are_re_placed_onto_one_worker_after_measuring) {
     RP_CHECK(rp_event_wait(rt, done, -1));
     rp_event_release(rt, done);
   }
+  /* rp_replay only replays: the placement changes only in rp_exec_tune */
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replacements, 0);
+  cr_assert_eq(s.procs_used, 2);
+  uint32_t tuned = 0;
+  RP_CHECK(rp_exec_tune(ex, NULL, &tuned));
+  /* a warm-up, 8 timing the units, 8 per placement tried (2 or 3) */
+  cr_assert(tuned == 1 + 8 + 2 * 8 || tuned == 1 + 8 + 3 * 8, "%u", tuned);
+  for (int i = 0; i < 40; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+  }
   RP_CHECK(rp_exec_stats_get(ex, &s));
   cr_assert_eq(s.replacements, 1);
   cr_assert_eq(s.procs_used, 1, "measured empty tasks stay together");
-  cr_assert_eq(s.ops_run, 320);
+  cr_assert_eq(s.ops_run, 8ull * (80 + tuned));
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
@@ -988,6 +1002,212 @@ Test(replay, replay_path_allocates_nothing_after_warm_up) {
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, x));
   RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+}
+
+/* Eight unhinted tasks on four instances (two per instance, in order),
+ * joined by one that reads all four: placed on the 1 us default cost it
+ * spreads over both workers, with cross-worker waits inside a replay and
+ * wrap-around waits between replays (the next replay's writers wait for
+ * this one's readers). */
+static rp_graph *unhinted_fan(rp_runtime *rt, rp_task_id t, rp_task_id join,
+                              const rp_inst *x) {
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  for (int i = 0; i < 8; i++) {
+    rp_access a = {x[i % 4], RP_RW, 0};
+    RP_CHECK(rp_launch_task(
+        rt,
+        &(rp_launch){
+            .task = t, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
+        NULL));
+  }
+  rp_access all[5] = {{x[0], RP_READ, 0},
+                      {x[1], RP_READ, 0},
+                      {x[2], RP_READ, 0},
+                      {x[3], RP_READ, 0},
+                      {x[4], RP_RW, 0}};
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){
+          .task = join, .proc = RP_PROC_ANY, .accesses = all, .naccess = 5},
+      NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  return g;
+}
+
+static rp_status add1_task(rp_task_ctx *ctx) {
+  *(int64_t *)rp_ctx_ptr(ctx, 0) += 1;
+  return RP_OK;
+}
+
+/* x[4] = x[0] + x[1] + x[2] + x[3] */
+static rp_status sum4_task(rp_task_ctx *ctx) {
+  int64_t v = 0;
+  for (uint32_t i = 0; i < 4; i++)
+    v += *(const int64_t *)rp_ctx_ptr(ctx, i);
+  *(int64_t *)rp_ctx_ptr(ctx, 4) = v;
+  return RP_OK;
+}
+
+static void make_insts(rp_runtime *rt, rp_inst *x, int n) {
+  rp_rect r = rp_rect_1d(0, 0);
+  int64_t zero = 0;
+  for (int i = 0; i < n; i++) {
+    RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x[i]));
+    RP_CHECK(rp_instance_write(rt, x[i], &zero, sizeof zero));
+  }
+}
+
+static void check_fan(rp_runtime *rt, const rp_inst *x, int64_t replays) {
+  for (int i = 0; i < 5; i++) {
+    int64_t v;
+    RP_CHECK(rp_instance_read(rt, x[i], &v, sizeof v));
+    cr_assert_eq(v, i < 4 ? 2 * replays : 8 * replays,
+                 "instance %d after %lld replays: %lld", i, (long long)replays,
+                 (long long)v);
+  }
+}
+
+/* rp_exec_tune measures and keeps the fastest placement: nine tiny tasks
+ * belong on one worker (a cross-worker hand-off costs far more than they
+ * do); every trial replay is a real one, and the values say so. */
+Test(replay, exec_tune_picks_the_measured_placement_and_results_stay_right) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "add1", add1_task);
+  rp_task_id j = reg(rt, "sum4", sum4_task);
+  rp_inst x[5];
+  make_insts(rt, x, 5);
+  rp_graph *g = unhinted_fan(rt, t, j, x);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  uint32_t tuned = 0;
+  RP_CHECK(rp_exec_tune(ex, NULL, &tuned));
+  cr_assert(tuned == 1 + 8 + 2 * 8 || tuned == 1 + 8 + 3 * 8, "%u", tuned);
+  check_fan(rt, x, tuned);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, tuned);
+  cr_assert_eq(s.replacements, 1);
+  cr_assert_eq(s.procs_used, 1, "measured tiny tasks stay together");
+  for (int i = 0; i < 30; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  check_fan(rt, x, (int64_t)tuned + 30);
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replacements, 1);
+  cr_assert_eq(s.procs_used, 1);
+  cr_assert_eq(s.ops_run, 9ull * (tuned + 30));
+  /* tuning again measures again (and runs its replays) */
+  uint32_t again = 0;
+  RP_CHECK(rp_exec_tune(ex, NULL, &again));
+  cr_assert_gt(again, 0);
+  check_fan(rt, x, (int64_t)tuned + 30 + again);
+  RP_CHECK(rp_exec_destroy(ex));
+  for (int i = 0; i < 5; i++)
+    RP_CHECK(rp_instance_free(rt, x[i]));
+  th_destroy(rt);
+}
+
+Test(replay, exec_tune_runs_nothing_when_every_unit_is_hinted) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "add1", .cpu_fn = add1_task, .cost_ns = 5000},
+      &t));
+  rp_inst x;
+  make_insts(rt, &x, 1);
+  rp_graph *g = chain_graph(rt, t, x, 4);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  uint32_t tuned = 99;
+  RP_CHECK(rp_exec_tune(ex, NULL, &tuned));
+  cr_assert_eq(tuned, 0);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, 0);
+  cr_assert_eq(s.replacements, 0);
+  /* and with no_replace, unhinted units are not measured either */
+  rp_exec *ex2;
+  rp_task_id u = reg(rt, "add1u", add1_task);
+  rp_graph *g2 = chain_graph(rt, u, x, 4);
+  RP_CHECK(rp_instantiate(g2, &(rp_exec_opts){.no_replace = 1}, &ex2));
+  RP_CHECK(rp_exec_tune(ex2, NULL, &tuned));
+  cr_assert_eq(tuned, 0);
+  int64_t v;
+  RP_CHECK(rp_instance_read(rt, x, &v, sizeof v));
+  cr_assert_eq(v, 0, "nothing ran");
+  RP_CHECK(rp_exec_destroy(ex2));
+  RP_CHECK(rp_graph_destroy(g2));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
+/* A trial replay fails (in the second placement's window): rp_exec_tune
+ * reports it, counts the replays that ran, and leaves the placement the
+ * exec had before the call; the exec keeps working. */
+static atomic_uint_fast64_t fail_at_replay;
+static rp_status fail_once_task(rp_task_ctx *ctx) {
+  *(int64_t *)rp_ctx_ptr(ctx, 0) += 1;
+  return rp_ctx_replay(ctx) == atomic_load(&fail_at_replay) ? 1 : RP_OK;
+}
+
+Test(replay, exec_tune_failing_trial_keeps_the_previous_placement) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "add1", add1_task);
+  rp_task_id j = reg(rt, "sum4", sum4_task);
+  rp_task_id f = reg(rt, "fail_once", fail_once_task);
+  rp_inst x[6];
+  make_insts(rt, x, 6);
+  rp_graph *g = unhinted_fan(rt, t, j, x);
+  /* one more unhinted op, on its own instance */
+  rp_access a = {x[5], RP_RW, 0};
+  RP_CHECK(rp_graph_add_task(
+      g,
+      &(rp_launch){
+          .task = f, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
+      NULL));
+  /* replays 0..8 warm up and time units, 9..16 time the initial
+   * placement, 17..24 the first candidate */
+  atomic_store(&fail_at_replay, 20);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  rp_proc before[10], after[10];
+  for (rp_op_id op = 0; op < 10; op++)
+    RP_CHECK(rp_exec_op_proc(ex, op, &before[op]));
+  uint32_t tuned = 0;
+  RP_EXPECT(rp_exec_tune(ex, NULL, &tuned), RP_ETASK);
+  cr_assert(strstr(rp_error_detail(), "fail_once") != NULL, "%s",
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "replay 20") != NULL, "%s",
+            rp_error_detail());
+  cr_assert_eq(tuned, 25, "the failing window's replays all ran: %u", tuned);
+  for (rp_op_id op = 0; op < 10; op++) {
+    RP_CHECK(rp_exec_op_proc(ex, op, &after[op]));
+    cr_assert_eq(after[op], before[op], "op %u moved", op);
+  }
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replacements, 0);
+  cr_assert_eq(s.procs_used, 2);
+  check_fan(rt, x, tuned);
+  for (int i = 0; i < 10; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  check_fan(rt, x, (int64_t)tuned + 10);
+  RP_CHECK(rp_exec_destroy(ex));
+  for (int i = 0; i < 6; i++)
+    RP_CHECK(rp_instance_free(rt, x[i]));
   th_destroy(rt);
 }
 

@@ -519,12 +519,19 @@ Test(replay, dump_shows_the_placement_and_why_before_and_after_replacing) {
   cr_assert(strstr(why, "default (1 us) costs") != NULL, "%s", why);
   cr_assert(strstr(why, "edge cost 200 ns") != NULL, "%s", why);
   cr_assert_str_eq(placement_line(ex, RP_DUMP_JSON), why);
+  char before[512];
+  snprintf(before, sizeof before, "%s", why);
   for (int i = 0; i < 40; i++) {
     rp_event done;
     RP_CHECK(rp_replay(ex, NULL, &done));
     RP_CHECK(rp_event_wait(rt, done, -1));
     RP_CHECK(rp_event_release(rt, done));
   }
+  /* replays never re-place: only rp_exec_tune does */
+  cr_assert_str_eq(placement_line(ex, RP_DUMP_TEXT), before);
+  uint32_t tuned = 0;
+  RP_CHECK(rp_exec_tune(ex, NULL, &tuned));
+  cr_assert_gt(tuned, 0);
   rp_exec_stats s;
   RP_CHECK(rp_exec_stats_get(ex, &s));
   cr_assert_gt(s.replacements, 0);
@@ -564,6 +571,9 @@ Test(replay, hinted_placement_says_so_and_never_changes) {
   snprintf(before, sizeof before, "%s", placement_line(ex, RP_DUMP_TEXT));
   cr_assert_str_eq(before, "initial: list scheduling on hinted costs, edge "
                            "cost 300 ns");
+  uint32_t tuned = 1;
+  RP_CHECK(rp_exec_tune(ex, NULL, &tuned)); /* hints are trusted */
+  cr_assert_eq(tuned, 0);
   for (int i = 0; i < 40; i++) {
     rp_event done;
     RP_CHECK(rp_replay(ex, NULL, &done));

@@ -3,8 +3,8 @@
  * determinism and P = 2 against P = 1 are test_train.c's train_backends
  * suite (test_train_cuda runs it on CUDA). Every test skips
  * with the reason when no device answers, and only then: replays of GPU
- * ops are lowered onto CUDA graphs (replay/lower_cuda.c), so an instantiate
- * that fails (RP_EUNSUPPORTED included) fails the test.
+ * ops are lowered onto CUDA graphs (replay/gpu_build.c, gpu_launch.c), so an
+ * instantiate that fails (RP_EUNSUPPORTED included) fails the test.
  *
  * Tolerances: the CUDA kernels agree with the CPU ones to a relative 1e-4
  * per op (cuda_kernels.cuh: GEMM in FP32, expf and sums in another order);

@@ -1,7 +1,7 @@
 /* engine/cuda/cuda_graph.h — the CUDA Graphs calls (and the few stream and
- * device calls) the replay layer's lowering needs (replay/lower_cuda.c), C
- * callable without CUDA types: a graph is a cudaGraph_t, a node a
- * cudaGraphNode_t, an exec a cudaGraphExec_t, passed as void *. Exists
+ * device calls) the replay layer's lowering needs (replay/gpu_build.c,
+ * gpu_launch.c), C callable without CUDA types: a graph is a cudaGraph_t, a
+ * node a cudaGraphNode_t, an exec a cudaGraphExec_t, passed as void *. Exists
  * only in builds with REPRISE_HAVE_CUDA.
  *
  * Errors: as in cuda_backend.h (RP_EBACKEND with the statement, file:line
