@@ -1,5 +1,7 @@
-/* replay/dump.c — an exec's compiled form: per-worker schedules, the waits
- * between them, and why it was placed that way (text, DOT, JSON). */
+/* replay/dump.c — writing an exec out: its compiled form (per-worker
+ * schedules, the waits between them, and why it was placed that way: text,
+ * DOT, JSON, and REPRISE_DUMP=DIR), and rp_exec_trace_write (the records
+ * trace.c kept, as Chrome trace event JSON). */
 #include "lower.h"
 
 #include <errno.h>
@@ -223,4 +225,214 @@ void rp__exec_env_dump(rp_exec *ex) {
   snprintf(path, len, "%s/exec-%ld-%u.schedule.txt", dir, (long)getpid(), n);
   env_dump_schedule(ex, dir, path);
   free(path);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Traces: rp_exec_trace_write (trace.c records them) */
+
+typedef struct tw {
+  FILE *f;
+  uint64_t base; /* ns: the earliest timestamp, written as ts 0 */
+  long pid;
+  int first;
+} tw;
+
+static void ev_sep(tw *w) {
+  fputs(w->first ? "\n  " : ",\n  ", w->f);
+  w->first = 0;
+}
+
+static double us(const tw *w, uint64_t t) {
+  return t > w->base ? (double)(t - w->base) / 1e3 : 0.0;
+}
+
+static void meta(tw *w, const char *what, uint32_t tid, const char *name,
+                 uint32_t index) {
+  ev_sep(w);
+  fprintf(w->f,
+          "{\"name\": \"%s\", \"ph\": \"M\", \"pid\": %ld, "
+          "\"tid\": %u, \"args\": {\"name\": \"",
+          what, w->pid, tid);
+  rp__json_str(w->f, name);
+  fprintf(w->f, "\"}}");
+  ev_sep(w);
+  fprintf(w->f,
+          "{\"name\": \"thread_sort_index\", \"ph\": \"M\", "
+          "\"pid\": %ld, \"tid\": %u, \"args\": {\"sort_index\": %u}}",
+          w->pid, tid, index);
+}
+
+static void complete_ev(tw *w, const char *name, const char *cat, uint32_t tid,
+                        uint64_t t0, uint64_t t1) {
+  ev_sep(w);
+  fprintf(w->f, "{\"name\": \"");
+  rp__json_str(w->f, name);
+  fprintf(w->f,
+          "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %ld, "
+          "\"tid\": %u, \"ts\": %.3f, \"dur\": %.3f",
+          cat, w->pid, tid, us(w, t0), t1 > t0 ? (double)(t1 - t0) / 1e3 : 0.0);
+}
+
+static const char *status_text(int32_t st) {
+  return st == 1 ? "not run (fewer shards)" : st ? rp_status_name(st) : "ok";
+}
+
+static void unit_events(tw *w, const rp_exec *ex, const rp_trace_rec *rec,
+                        uint32_t ui, uint64_t r) {
+  const rp_unit *u = &ex->units[ui];
+  if (rec->t_wait) {
+    uint64_t end = rec->t_start ? rec->t_start : rec->t_end;
+    complete_ev(w, "wait", "wait", rec->lane, rec->t_wait, end);
+    fprintf(w->f,
+            ", \"args\": {\"op\": %u, \"shard\": %u, \"replay\": %llu, "
+            "\"waits\": %u, \"preconditions\": %u}}",
+            u->op, u->shard, (unsigned long long)r, u->nwait, u->nport);
+  }
+  uint64_t t0 = rec->t_start ? rec->t_start : rec->t_end;
+  complete_ev(w, rp__unit_trace_name(u),
+              u->kind == RP_UNIT_COPY ? "copy" : "task", rec->lane, t0,
+              rec->t_end);
+  fprintf(w->f, ", \"args\": {\"op\": %u, ", u->op);
+  if (u->kind != RP_UNIT_COPY && u->task_name) { /* named ops: the task */
+    fprintf(w->f, "\"task\": \"");
+    rp__json_str(w->f, u->task_name);
+    fprintf(w->f, "\", ");
+  }
+  fprintf(w->f, "\"shard\": %u, \"replay\": %llu, \"status\": \"%s\"}}",
+          u->shard, (unsigned long long)r, status_text(rec->status));
+}
+
+/* A GPU segment's launcher ui in replay r: its waits and launch call on
+ * the worker's track, and one event on the GPU's track: the device span
+ * when its timing events were recorded, else the host launch time. */
+static void launch_events(tw *w, rp_exec *ex, const rp_trace_rec *rec,
+                          uint32_t ui, uint64_t r) {
+  uint32_t k = ex->lw->seg_of[ui];
+  const rp_seg *sg = &ex->lw->segs[k];
+  char name[64];
+  uint64_t ts = rec->t_start ? rec->t_start : rec->t_end;
+  if (rec->t_wait) {
+    complete_ev(w, "wait", "wait", rec->lane, rec->t_wait, ts);
+    fprintf(w->f, ", \"args\": {\"segment\": %u, \"replay\": %llu}}", k,
+            (unsigned long long)r);
+  }
+  snprintf(name, sizeof name, "launch segment %u", k);
+  complete_ev(w, name, "launch", rec->lane, ts, rec->t_end);
+  fprintf(w->f,
+          ", \"args\": {\"segment\": %u, \"replay\": %llu, \"ops\": %u, "
+          "\"status\": \"%s\"}}",
+          k, (unsigned long long)r, sg->n, status_text(rec->status));
+  uint64_t d0 = 0, d1 = 0;
+  const char *how = "";
+  int dev = rp__lower_trace_span(ex, r, k, &d0, &d1, &how);
+  snprintf(name, sizeof name, "segment %u", k);
+  complete_ev(w, name, "gpu", sg->lane, dev ? d0 : ts, dev ? d1 : ts);
+  fprintf(w->f,
+          ", \"args\": {\"segment\": %u, \"replay\": %llu, \"ops\": %u, "
+          "\"device_times\": %s, \"issued\": \"%s\", "
+          "\"host_launch_us\": %.3f, \"status\": \"%s\"}}",
+          k, (unsigned long long)r, sg->n, dev ? "true" : "false",
+          dev ? how : "unknown", us(w, ts), status_text(rec->status));
+}
+
+static void replay_events(tw *w, rp_exec *ex, const struct rp_trace *t,
+                          uint64_t r) {
+  const rp_trace_replay *rr = &t->replays[r - t->from];
+  uint32_t tid = RP_TRACE_SLOT_TID + (uint32_t)(r % ex->max_inflight);
+  char name[48];
+  snprintf(name, sizeof name, "replay %llu", (unsigned long long)r);
+  complete_ev(w, name, "replay", tid, rr->t_arm, rr->t_done);
+  fprintf(w->f, ", \"args\": {\"replay\": %llu, \"status\": \"%s\"}}",
+          (unsigned long long)r, status_text(rr->status));
+  for (uint32_t u = 0; u < t->nunits; u++) {
+    const rp_trace_rec *rec = &t->recs[(r - t->from) * t->nunits + u];
+    if (rec->t_end && ex->units[u].kind == RP_UNIT_LAUNCH)
+      launch_events(w, ex, rec, u, r);
+    else if (rec->t_end)
+      unit_events(w, ex, rec, u, r);
+  }
+}
+
+/* The earliest timestamp of the traced replays [from, end). */
+static uint64_t trace_base(const struct rp_trace *t, uint64_t end) {
+  uint64_t base = UINT64_MAX;
+  for (uint64_t r = t->from; r < end; r++)
+    if (t->replays[r - t->from].t_arm && t->replays[r - t->from].t_arm < base)
+      base = t->replays[r - t->from].t_arm;
+  return base == UINT64_MAX ? 0 : base;
+}
+
+static void write_tracks(tw *w, const rp_exec *ex, uint64_t nrep) {
+  char name[64];
+  snprintf(name, sizeof name, "reprise exec (%u ops, %u units)", ex->g->nops,
+           ex->nunits);
+  ev_sep(w);
+  fprintf(w->f,
+          "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %ld, "
+          "\"tid\": 0, \"args\": {\"name\": \"",
+          w->pid);
+  rp__json_str(w->f, name);
+  fprintf(w->f, "\"}}");
+  for (uint32_t l = 0; l < ex->nlanes; l++) {
+    uint32_t g = ex->lw ? ex->lw->gpu_of_lane[l] : UINT32_MAX;
+    if (g != UINT32_MAX) /* a GPU lane: its segments' device spans */
+      snprintf(name, sizeof name, "gpu %u (processor %u)", g, l);
+    else
+      snprintf(name, sizeof name, "worker %u", l);
+    meta(w, "thread_name", l, name, l);
+  }
+  for (uint32_t k = 0; k < ex->max_inflight && k < nrep; k++) {
+    snprintf(name, sizeof name, "replays (slot %u)", k);
+    meta(w, "thread_name", RP_TRACE_SLOT_TID + k, name, ex->nlanes + k);
+  }
+}
+
+static void write_trace(rp_exec *ex, const struct rp_trace *t, uint64_t end,
+                        FILE *f) {
+  tw w = {
+      .f = f, .base = trace_base(t, end), .pid = (long)getpid(), .first = 1};
+  fprintf(f,
+          "{\"displayTimeUnit\": \"ns\",\n \"otherData\": {\"producer\": "
+          "\"reprise %s\", \"replays_traced\": %llu, \"replays_armed\": "
+          "%llu, \"units_per_replay\": %u},\n \"traceEvents\": [",
+          rp_version_string(), (unsigned long long)(end - t->from),
+          (unsigned long long)(t->to - t->from), t->nunits);
+  write_tracks(&w, ex, end - t->from);
+  for (uint64_t r = t->from; r < end; r++)
+    replay_events(&w, ex, t, r);
+  fprintf(f, "\n]}\n");
+}
+
+rp_status rp_exec_trace_write(rp_exec *ex, const char *path) {
+  rp_status st = rp__exec_check_call(ex, "rp_exec_trace_write");
+  if (st)
+    return st;
+  if (!path)
+    return rp__err(RP_EINVAL, "rp_exec_trace_write: NULL path");
+  struct rp_trace *t = ex->trace;
+  if (!t)
+    return rp__err(RP_EINVAL, "rp_exec_trace_write: no trace armed "
+                              "(rp_exec_trace_start first)");
+  /* Every issued replay completes and every worker leaves the exec: the
+   * records are complete and no worker reads them any more. Replays of the
+   * window that were never issued are left out. */
+  rp__exec_quiesce(ex);
+  uint64_t end = ex->issued < t->to ? ex->issued : t->to;
+  if (end < t->from)
+    end = t->from;
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return rp__err(RP_EIO, "rp_exec_trace_write: cannot create '%s': %s", path,
+                   strerror(errno));
+  write_trace(ex, t, end, f);
+  int bad = ferror(f), err = bad ? errno : 0;
+  if (!bad && fflush(f) != 0)
+    bad = 1, err = errno;
+  if (fclose(f) != 0 && !bad)
+    bad = 1, err = errno;
+  if (bad)
+    return rp__err(RP_EIO, "rp_exec_trace_write: writing '%s' failed: %s", path,
+                   strerror(err ? err : EIO));
+  rp__trace_free(ex); /* recording stops; a failed write keeps it armed */
+  return RP_OK;
 }

@@ -1,6 +1,11 @@
-/* replay/instantiate.c — compile a graph into an exec: validate, expand
- * SPMD ops into units, plan transfer descriptors, allocate workspaces and
- * replay slots, place. Everything a replay needs is allocated here. */
+/* replay/instantiate.c — an exec's life, in one file: rp_instantiate
+ * compiles a graph into an exec (validate, expand SPMD ops into units, plan
+ * transfer descriptors, allocate workspaces and replay slots, place,
+ * lower GPU work); rp_exec_update_args, rp_exec_stats_get and
+ * rp_exec_destroy (with the free) complete it. Everything a replay needs
+ * is allocated here. Within replay/, the files call downwards only:
+ * instantiate -> dump -> tune -> place -> scheduler -> gpu_build ->
+ * gpu_launch -> slot -> trace -> lower (README "How it works"). */
 #include "lower.h"
 
 #include <string.h>
@@ -678,5 +683,121 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts, rp_exec **out) {
   }
   rp__nvtx_pop();
   RP_UNUSED(t0);
+  return st;
+}
+
+/* ---- the rest of an exec's life: updates, statistics, destroy ---- */
+
+rp_status rp_exec_destroy(rp_exec *ex) {
+  if (!ex)
+    return RP_OK;
+  rp_status cst = rp__exec_check(ex, "rp_exec_destroy");
+  if (cst)
+    return cst;
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "rp_exec_destroy inside a replay");
+  }
+  if (atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire))
+    return rp__err(RP_EBUSY,
+                   "rp_exec_destroy: another thread is inside "
+                   "rp_replay on exec %p",
+                   (void *)ex);
+  rp_runtime *rt = ex->rt;
+  if (rp__exec_quiesce(ex)) {
+    /* The CUDA context is lost: host callbacks CUDA will never run may
+     * still reference the exec, so it is leaked rather than freed. */
+    rp__exec_unregister(ex);
+    ex->magic = 0;
+    rp__runtime_ref(rt, -1);
+    return rp__err(RP_EUNUSABLE,
+                   "rp_exec_destroy: the CUDA context was "
+                   "lost, the exec's memory is leaked: %s",
+                   rp_error_detail());
+  }
+  rp__exec_free(ex);
+  rp__runtime_ref(rt, -1);
+  return RP_OK;
+}
+
+rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out) {
+  rp_status cst = rp__exec_check(ex, "rp_exec_stats_get");
+  if (cst)
+    return cst;
+  if (!out)
+    return rp__err(RP_EINVAL, "rp_exec_stats_get: NULL out");
+  memset(out, 0, sizeof *out);
+  out->replays =
+      atomic_load_explicit(&((rp_exec *)ex)->completed, memory_order_relaxed);
+  for (uint32_t w = 0; w < ex->nlanes; w++) {
+    rp_lane *l = &ex->lanes[w];
+    out->ops_run += atomic_load_explicit(&l->ops_run, memory_order_relaxed);
+    out->ops_skipped +=
+        atomic_load_explicit(&l->ops_skipped, memory_order_relaxed);
+    out->handoffs += atomic_load_explicit(&l->handoffs, memory_order_relaxed);
+    out->wakeups += atomic_load_explicit(&l->wakeups, memory_order_relaxed);
+  }
+  out->replacements = ex->replacements;
+  out->ops = ex->nunits - ex->nlaunch;
+  out->procs_used = ex->active;
+  out->inline_launches = ex->inline_runs;
+  if (ex->lw)
+    rp__lower_stats(ex, out);
+  return RP_OK;
+}
+
+static rp_status update_check(rp_exec *ex, rp_op_id op, const void *args,
+                              size_t size) {
+  rp_status cst = rp__exec_check(ex, "rp_exec_update_args");
+  if (cst)
+    return cst;
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "rp_exec_update_args inside a replay");
+  }
+  rp_status st = rp__runtime_check(ex->rt);
+  if (st)
+    return st;
+  if (op >= ex->g->nops)
+    return rp__err(RP_EINVAL,
+                   "rp_exec_update_args: op %u out of range (%u "
+                   "ops)",
+                   op, ex->g->nops);
+  const rp_gop *g = &ex->g->ops[op];
+  if (g->kind != RP_OP_TASK)
+    return rp__err(RP_EINVAL, "rp_exec_update_args: op %u is a copy", op);
+  if (size != g->args_size)
+    return rp__err(RP_ESHAPE,
+                   "rp_exec_update_args: op %u takes %zu argument "
+                   "bytes, %zu given",
+                   op, g->args_size, size);
+  if (size && !args)
+    return rp__err(RP_EINVAL, "rp_exec_update_args: NULL args");
+  return RP_OK;
+}
+
+rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
+                              size_t size, int *reinstantiated) {
+  rp_status st = update_check(ex, op, args, size);
+  if (st)
+    return st;
+  if (reinstantiated)
+    *reinstantiated = 0;
+  if (rp__exec_quiesce(ex))
+    return rp__err(RP_EUNUSABLE,
+                   "rp_exec_update_args: the CUDA context "
+                   "was lost: %s",
+                   rp_error_detail());
+  rp_gop *g = &ex->g->ops[op];
+  if (size)
+    memcpy(g->args, args, size);
+  for (uint32_t u = ex->op_first[op]; u < ex->op_first[op + 1]; u++)
+    if (size)
+      memcpy(ex->units[u].args, args, size);
+  int reinst = 0;
+  if (ex->lw)
+    st = rp__lower_update(ex, op, &reinst);
+  if (reinstantiated)
+    *reinstantiated = reinst;
   return st;
 }

@@ -17,6 +17,8 @@
 #include "capture/capture.h"
 #include "xfer/xfer.h"
 
+#include <string.h>
+
 #define RP_EXEC_MAGIC 0x52505845u /* "RPXE" */
 #define RP_RING 1024              /* submission ring entries (power of two) */
 #define RP_MASK_WORDS 2           /* 128 CPU workers */
@@ -272,7 +274,29 @@ void rp__exec_register(rp_exec *ex);
 void rp__exec_unregister(rp_exec *ex);
 /* RP_OK for a live exec; RP_EINVAL for NULL or no exec, RP_ESTALE for a
  * destroyed one (still quarantined, engine/util.h). `what`: the call. */
-rp_status rp__exec_check(const rp_exec *ex, const char *what);
+static inline rp_status rp__exec_check(const rp_exec *ex, const char *what) {
+  if (RP_UNLIKELY(!ex))
+    return rp__err(RP_EINVAL, "%s: NULL exec", what);
+  if (RP_LIKELY(ex->magic == RP_EXEC_MAGIC))
+    return RP_OK;
+  if (ex->magic == RP_DEAD_MAGIC)
+    return rp__err(RP_ESTALE, "%s: the exec %p was destroyed", what,
+                   (const void *)ex);
+  return rp__err(RP_EINVAL, "%s: %p is not an exec (destroyed?)", what,
+                 (const void *)ex);
+}
+/* rp__exec_check, and RP_ECONTRACT when called from a task inside a
+ * replay (public calls that may wait: trace start and write). */
+static inline rp_status rp__exec_check_call(rp_exec *ex, const char *what) {
+  rp_status st = rp__exec_check(ex, what);
+  if (st)
+    return st;
+  if (rp__tl_replay_violation) {
+    *rp__tl_replay_violation = 1;
+    return rp__err(RP_ECONTRACT, "%s called from a task inside a replay", what);
+  }
+  return RP_OK;
+}
 
 /* placement (place.c): assigns every unit a lane and builds the lanes,
  * waits and publish flags. May allocate. */
@@ -296,12 +320,75 @@ static inline void rp__count(_Atomic uint64_t *c, uint64_t v) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
                         memory_order_relaxed);
 }
-/* scheduler (scheduler.c) */
+/* ---- lane progress (inline: the CPU lanes' hot path and the GPU
+ * launcher share them) ---- */
+
+static inline int rp__lane_reached(uint32_t v, uint32_t target) {
+  return (int32_t)(v - target) >= 0;
+}
+
+/* Stores the lane's progress and wakes consumers sleeping on it. The seq_cst
+ * store pairs with the consumer's seq_cst increment of `sleepers` before its
+ * final check (no lost wake-up). */
+static inline void rp__lane_publish(rp_lane *l, uint32_t v) {
+  atomic_store(&l->progress, v);
+  if (atomic_load(&l->sleepers))
+    rp__futex_wake(&l->progress, 0x7fffffff);
+}
+
+typedef struct rp_lane_stats {
+  uint64_t run, skipped, handoffs, wakeups;
+} rp_lane_stats;
+
+static inline void rp__lane_wait_progress(rp_lane *p, uint32_t target,
+                                          rp_lane_stats *ls) {
+  /* acquire: the producer's units (and their status) happen before */
+  uint32_t v = atomic_load_explicit(&p->progress, memory_order_acquire);
+  if (rp__lane_reached(v, target))
+    return;
+  ls->handoffs++;
+  rp_backoff b = RP_BACKOFF_INIT;
+  while (rp__backoff(&b)) {
+    v = atomic_load_explicit(&p->progress, memory_order_acquire);
+    if (rp__lane_reached(v, target))
+      return;
+  }
+  for (;;) {
+    atomic_fetch_add(&p->sleepers, 1);
+    v = atomic_load(&p->progress);
+    if (rp__lane_reached(v, target)) {
+      atomic_fetch_sub(&p->sleepers, 1);
+      return;
+    }
+    rp__futex_wait(&p->progress, v, -1);
+    atomic_fetch_sub(&p->sleepers, 1);
+    ls->wakeups++;
+  }
+}
+
+/* Waits until w holds for replay rel (spin, then futex). */
+static inline void rp__lane_wait(rp_exec *ex, const rp_wait *w, uint64_t rel) {
+  rp_lane_stats ls = {0};
+  if (w->prev > rel)
+    return;
+  rp_lane *p = &ex->lanes[w->lane];
+  rp__lane_wait_progress(p, (uint32_t)(rel - w->prev) * p->len + w->pos, &ls);
+}
+
 /* The shards unit u runs in slot s's replay: max_shards, or the per-replay
  * count (shards_src) clamped to 1..max_shards. 0 when u's shard is not among
  * them: u skips this replay (not a failure). CPU lanes and GPU issue share
  * it. */
-uint32_t rp__unit_shards(const rp_unit *u, const rp_slot *s);
+static inline uint32_t rp__unit_shards(const rp_unit *u, const rp_slot *s) {
+  if (u->shards_src == SIZE_MAX)
+    return u->max_shards;
+  uint32_t v;
+  memcpy(&v, s->args + u->shards_src, sizeof v);
+  uint32_t shards = v < 1 ? 1 : v > u->max_shards ? u->max_shards : v;
+  return u->shard < shards ? shards : 0;
+}
+
+/* scheduler (scheduler.c) */
 /* The first failure among u's predecessors in slot s (RP_OK: none). */
 rp_status rp__pred_status(const rp_exec *ex, const rp_unit *u,
                           const rp_slot *s);
@@ -322,20 +409,50 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
  * a replay in flight waits for a precondition that has not triggered (it
  * may need the caller). Never called by rp_replay. */
 rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what);
-/* For the GPU lowering (gpu_build.c): */
+/* A replay's slot (slot.c): failures, postconditions, in-order completion;
+ * the CPU lanes (scheduler.c) and the GPU launcher (gpu_launch.c) share it. */
 /* Records unit ui's failure in slot s (first failure names the replay). */
 void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
                      const char *why);
 /* Delivers unit u's postconditions in slot s. */
 void rp__post_done(rp_exec *ex, const rp_unit *u, rp_slot *s);
-/* Waits until w holds for replay rel (spin, then futex). */
-void rp__lane_wait(rp_exec *ex, const rp_wait *w, uint64_t rel);
+/* Slot s's counter reached zero: completes its replay if it is next, and
+ * chains on to later ones already done (in order, without blocking). */
+void rp__slot_complete(rp_exec *ex, rp_slot *s);
 /* One completion source of slot s is done; the last one completes the
  * replay (in order, without blocking). */
 void rp__slot_source_done(rp_exec *ex, rp_slot *s);
 /* n completion sources at once (a GPU group completes its logical GPUs'
  * lanes together). */
 void rp__slot_sources_done(rp_exec *ex, rp_slot *s, uint32_t n);
+
+/* The records of a trace (trace.c writes them on the replay path, dump.c
+ * writes them out). */
+/* Records beyond this (32 bytes each) are refused at start: a trace is for
+ * a few replays of one step, not for a whole run. */
+#define RP_TRACE_MAX_RECS (8u << 20)
+/* Thread ids of the per-slot replay tracks (workers use their index). */
+#define RP_TRACE_SLOT_TID 1000u
+
+typedef struct rp_trace_rec {
+  uint64_t t_wait;  /* clock before the unit's waits; 0: it had none */
+  uint64_t t_start; /* clock before it ran; 0: it did not run */
+  uint64_t t_end;   /* 0: the record was never written */
+  uint32_t lane;
+  int32_t status; /* RP_OK, the failure, or 1: not run in this replay */
+} rp_trace_rec;
+
+typedef struct rp_trace_replay {
+  uint64_t t_arm, t_done; /* submission (slot armed) and completion */
+  int32_t status;
+} rp_trace_replay;
+
+struct rp_trace {
+  uint64_t from, to; /* replays [from, to) are traced */
+  uint32_t nunits;
+  rp_trace_rec *recs; /* (r - from) * nunits + unit */
+  rp_trace_replay *replays;
+};
 
 /* traces (trace.c). The replay path calls these only for slots armed as
  * traced, so an exec that is not being traced does no extra work.

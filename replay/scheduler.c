@@ -19,10 +19,6 @@
 #include <sched.h>
 #include <string.h>
 
-static int reached(uint32_t v, uint32_t target) {
-  return (int32_t)(v - target) >= 0;
-}
-
 /* ---- layer state ---- */
 
 static void replay_dtor(rp_runtime *rt, void *arg) {
@@ -103,18 +99,6 @@ void rp__exec_unregister(rp_exec *ex) {
   pthread_mutex_unlock(&rs->exec_lock);
 }
 
-rp_status rp__exec_check(const rp_exec *ex, const char *what) {
-  if (RP_UNLIKELY(!ex))
-    return rp__err(RP_EINVAL, "%s: NULL exec", what);
-  if (RP_LIKELY(ex->magic == RP_EXEC_MAGIC))
-    return RP_OK;
-  if (ex->magic == RP_DEAD_MAGIC)
-    return rp__err(RP_ESTALE, "%s: the exec %p was destroyed", what,
-                   (const void *)ex);
-  return rp__err(RP_EINVAL, "%s: %p is not an exec (destroyed?)", what,
-                 (const void *)ex);
-}
-
 rp_replay_state *rp__replay_state(rp_runtime *rt) {
   rp_replay_state *rs = rp__layer_get(rt, RP_LAYER_REPLAY);
   if (rs)
@@ -146,107 +130,18 @@ rp_replay_state *rp__replay_state(rp_runtime *rt) {
 
 /* ---- waiting inside a lane ---- */
 
-/* Stores the lane's progress and wakes consumers sleeping on it. The seq_cst
- * store pairs with the consumer's seq_cst increment of `sleepers` before its
- * final check (no lost wake-up). */
-static void publish(rp_lane *l, uint32_t v) {
-  atomic_store(&l->progress, v);
-  if (atomic_load(&l->sleepers))
-    rp__futex_wake(&l->progress, 0x7fffffff);
-}
-
-typedef struct lane_stats {
-  uint64_t run, skipped, handoffs, wakeups;
-} lane_stats;
-
-static void wait_progress(rp_lane *p, uint32_t target, lane_stats *ls) {
-  /* acquire: the producer's units (and their status) happen before */
-  uint32_t v = atomic_load_explicit(&p->progress, memory_order_acquire);
-  if (reached(v, target))
-    return;
-  ls->handoffs++;
-  rp_backoff b = RP_BACKOFF_INIT;
-  while (rp__backoff(&b)) {
-    v = atomic_load_explicit(&p->progress, memory_order_acquire);
-    if (reached(v, target))
-      return;
-  }
-  for (;;) {
-    atomic_fetch_add(&p->sleepers, 1);
-    v = atomic_load(&p->progress);
-    if (reached(v, target)) {
-      atomic_fetch_sub(&p->sleepers, 1);
-      return;
-    }
-    rp__futex_wait(&p->progress, v, -1);
-    atomic_fetch_sub(&p->sleepers, 1);
-    ls->wakeups++;
-  }
-}
-
-void rp__lane_wait(rp_exec *ex, const rp_wait *w, uint64_t rel) {
-  lane_stats ls = {0};
-  if (w->prev > rel)
-    return;
-  rp_lane *p = &ex->lanes[w->lane];
-  wait_progress(p, (uint32_t)(rel - w->prev) * p->len + w->pos, &ls);
-}
-
 static void wait_unit(rp_exec *ex, const rp_unit *u, uint64_t rel,
-                      lane_stats *ls) {
+                      rp_lane_stats *ls) {
   for (uint32_t i = 0; i < u->nwait; i++) {
     const rp_wait *w = &ex->waits[u->wait_off + i];
     if (w->prev > rel)
       continue; /* no previous replay in this placement */
     rp_lane *p = &ex->lanes[w->lane];
-    wait_progress(p, (uint32_t)(rel - w->prev) * p->len + w->pos, ls);
+    rp__lane_wait_progress(p, (uint32_t)(rel - w->prev) * p->len + w->pos, ls);
   }
 }
 
 /* ---- failures ---- */
-
-static void unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
-                        const char *why) {
-  const rp_unit *u = &ex->units[ui];
-  s->unit_status[ui] = st;
-  int32_t zero = 0;
-  /* a named op: "op 3 'fc1.fwd' (rp.gemm)"; else "op 3 (rp.gemm)" */
-  const char *kind = u->kind == RP_UNIT_COPY ? "copy"
-                     : u->task_name          ? u->task_name
-                                             : u->name;
-  const char *named = u->name && u->name != u->task_name ? u->name : NULL;
-  if (atomic_compare_exchange_strong(&s->status, &zero, (int32_t)st))
-    snprintf(s->detail, sizeof s->detail,
-             "replay %llu: op %u%s%s%s (%s) "
-             "shard %u: %s: %s",
-             (unsigned long long)s->r, u->op, named ? " '" : "",
-             named ? named : "", named ? "'" : "", kind, u->shard,
-             rp_status_name(st), why ? why : "");
-  for (uint32_t k = 0; k < u->npost; k++) {
-    zero = 0;
-    atomic_compare_exchange_strong(&s->post_status[ex->posts[u->post_off + k]],
-                                   &zero, (int32_t)st);
-  }
-  /* relaxed: readers synchronize through the lane progress they waited on */
-  atomic_store_explicit(&s->any_fail, 1, memory_order_relaxed);
-}
-
-void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
-                     const char *why) {
-  unit_failed(ex, s, ui, st, why);
-}
-
-/* Slow path, only after a failure in this replay: inherit a predecessor's
- * status. */
-rp_status rp__pred_status(const rp_exec *ex, const rp_unit *u,
-                          const rp_slot *s) {
-  for (uint32_t i = 0; i < u->npred; i++) {
-    int32_t st = s->unit_status[ex->preds[u->pred_off + i]];
-    if (st)
-      return (rp_status)st;
-  }
-  return RP_OK;
-}
 
 static rp_status wait_ports(rp_exec *ex, const rp_unit *u, rp_slot *s) {
   for (uint32_t i = 0; i < u->nport; i++) {
@@ -258,15 +153,6 @@ static rp_status wait_ports(rp_exec *ex, const rp_unit *u, rp_slot *s) {
 }
 
 /* ---- running units ---- */
-
-uint32_t rp__unit_shards(const rp_unit *u, const rp_slot *s) {
-  if (u->shards_src == SIZE_MAX)
-    return u->max_shards;
-  uint32_t v;
-  memcpy(&v, s->args + u->shards_src, sizeof v);
-  uint32_t shards = v < 1 ? 1 : v > u->max_shards ? u->max_shards : v;
-  return u->shard < shards ? shards : 0;
-}
 
 static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
   uint32_t shards = rp__unit_shards(u, s);
@@ -328,94 +214,9 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip, const char **why) {
   return st;
 }
 
-static void post_done(rp_exec *ex, const rp_unit *u, rp_slot *s) {
-  for (uint32_t k = 0; k < u->npost; k++) {
-    uint32_t p = ex->posts[u->post_off + k];
-    if (atomic_fetch_sub_explicit(&s->post_left[p], 1, memory_order_acq_rel) ==
-        1)
-      rp__event_complete(ex->rt, s->post[p],
-                         (rp_status)atomic_load(&s->post_status[p]));
-  }
-}
-
-void rp__post_done(rp_exec *ex, const rp_unit *u, rp_slot *s) {
-  post_done(ex, u, s);
-}
-
 /* ---- completion ---- */
 
-/* Completes replay s->r, which is next in order (done_seq == s->r). */
-static void finish(rp_exec *ex, rp_slot *s) {
-  uint32_t me = (uint32_t)s->r;
-  rp_status st = (rp_status)atomic_load(&s->status);
-  if (st) {
-    pthread_mutex_lock(&ex->detail_lock); /* failure path only */
-    memcpy(ex->last_detail, s->detail, sizeof ex->last_detail);
-    pthread_mutex_unlock(&ex->detail_lock);
-  }
-  for (uint32_t i = 0; i < ex->npre; i++)
-    rp__event_unref(ex->rt, s->pre[i]); /* retained by slot_events */
-  uint64_t now = rp__now_ns();
-  if (RP_UNLIKELY(ex->tuning))
-    rp__tune_record(ex, s, now);
-  /* completion interval, smoothed (1/8): the host's slot-wait budget */
-  uint64_t last = ex->last_done_ns,
-           iv = atomic_load_explicit(&ex->interval_ns, memory_order_relaxed);
-  if (last && now > last)
-    atomic_store_explicit(&ex->interval_ns, iv - iv / 8 + (now - last) / 8,
-                          memory_order_relaxed);
-  ex->last_done_ns = now;
-  if (RP_UNLIKELY(s->traced)) /* before done_seq: trace_write waits on it */
-    rp__trace_done(ex, s, now, st);
-  atomic_fetch_add_explicit(&ex->completed, 1, memory_order_relaxed);
-  rp__event_complete(ex->rt, s->done, st);
-  /* seq_cst store pairs with a waiting host's seq_cst sleeper count, and
-   * with complete()'s seq_cst store of `zeroed` (see there) */
-  atomic_store(&ex->done_seq, me + 1);
-  if (atomic_load(&ex->done_sleepers) &&
-      (int32_t)(me + 1 - atomic_load(&ex->wake_at)) >= 0)
-    rp__futex_wake(&ex->done_seq, 0x7fffffff);
-}
-
-/* Called by the last completion source of s (a lane, or a GPU's host
- * callback). Replays complete in order, and a completer never waits for
- * an earlier replay: a CUDA host callback must not block, and callbacks
- * of independent streams may share one thread. So it marks the slot done
- * and completes it only if it is next; whoever completes the replay before
- * it then chains on. Dekker pairing: this thread stores `zeroed` then
- * loads done_seq, the previous completer stores done_seq then loads
- * `zeroed` (all seq_cst), so at least one of them sees the other; the CAS
- * from 1 to 2 makes exactly one of them complete it. */
-static void complete(rp_exec *ex, rp_slot *s) {
-  atomic_store(&s->zeroed, 1);
-  for (;;) {
-    uint64_t r = s->r;
-    if (atomic_load(&ex->done_seq) != (uint32_t)r)
-      return; /* the completer of replay r - 1 will chain on */
-    uint32_t one = 1;
-    if (!atomic_compare_exchange_strong(&s->zeroed, &one, 2))
-      return; /* claimed by the other side */
-    finish(ex, s);
-    /* the next replay, if its counter already reached zero */
-    s = &ex->slots[(r + 1) % ex->max_inflight];
-    if (atomic_load(&s->zeroed) != 1)
-      return;
-  }
-}
-
-void rp__slot_source_done(rp_exec *ex, rp_slot *s) {
-  /* acq_rel: the last source sees every other source's writes */
-  if (atomic_fetch_sub_explicit(&s->remaining, 1, memory_order_acq_rel) == 1)
-    complete(ex, s);
-}
-
-void rp__slot_sources_done(rp_exec *ex, rp_slot *s, uint32_t n) {
-  if (n &&
-      atomic_fetch_sub_explicit(&s->remaining, n, memory_order_acq_rel) == n)
-    complete(ex, s);
-}
-
-static void store_stats(rp_lane *l, const lane_stats *ls) {
+static void store_stats(rp_lane *l, const rp_lane_stats *ls) {
   /* owner-only writers: load + store, relaxed (readers may lag) */
 #define ADD_(f, v)                                                             \
   atomic_store_explicit(                                                       \
@@ -431,7 +232,7 @@ static void store_stats(rp_lane *l, const lane_stats *ls) {
 /* The general path for one unit: waits, preconditions, poison, copies,
  * interpolations, measurement, postconditions, publication. */
 static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
-                        uint64_t rel, lane_stats *ls) {
+                        uint64_t rel, rp_lane_stats *ls) {
   uint32_t ui = l->units[i];
   rp_unit *u = &ex->units[ui];
   int traced = s->traced;
@@ -448,7 +249,7 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
       rp__trace_unit(ex, s, ui, (uint32_t)(l - ex->lanes), t_wait, t_issue, lst,
                      0);
     if (u->publish)
-      publish(l, (uint32_t)rel * l->len + i + 1);
+      rp__lane_publish(l, (uint32_t)rel * l->len + i + 1);
     return;
   }
   rp_status st = RP_OK;
@@ -477,20 +278,20 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
     ls->skipped++;
   }
   if (RP_UNLIKELY(st != RP_OK) && skip != 2)
-    unit_failed(ex, s, ui, st, why);
+    rp__unit_failed(ex, s, ui, st, why);
   if (RP_UNLIKELY(traced))
     rp__trace_unit(ex, s, ui, (uint32_t)(l - ex->lanes), t_wait, t0, st, skip);
   if (u->npost)
-    post_done(ex, u, s);
+    rp__post_done(ex, u, s);
   if (u->publish)
-    publish(l, (uint32_t)rel * l->len + i + 1);
+    rp__lane_publish(l, (uint32_t)rel * l->len + i + 1);
 }
 
 static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
   rp_slot *s = &ex->slots[r % ex->max_inflight];
   rp_lane *l = &ex->lanes[lane];
   uint64_t rel = r - ex->epoch;
-  lane_stats ls = {0};
+  rp_lane_stats ls = {0};
   l->cur_replay = r;
   if (RP_UNLIKELY(s->timed)) {
     uint64_t zero = 0;
@@ -515,19 +316,18 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
         continue;
       rp_status fst = violation ? RP_ECONTRACT : st > 0 ? RP_ETASK : st;
       violation = 0;
-      unit_failed(ex, s, h->unit, fst,
-                  fst == RP_ECONTRACT ? "task launched work or waited on an "
-                                        "event inside a replay"
-                                      : NULL);
+      rp__unit_failed(ex, s, h->unit, fst,
+                      fst == RP_ECONTRACT
+                          ? "task launched work or waited on an "
+                            "event inside a replay"
+                          : NULL);
       continue;
     }
     run_general(ex, l, i, s, rel, &ls);
   }
   rp__tl_replay_violation = NULL;
   store_stats(l, &ls);
-  /* acq_rel: the last lane sees every other lane's writes */
-  if (atomic_fetch_sub_explicit(&s->remaining, 1, memory_order_acq_rel) == 1)
-    complete(ex, s);
+  rp__slot_source_done(ex, s); /* the lane is one completion source */
 }
 
 int rp__replay_poll(void *arg, unsigned worker) {
@@ -900,7 +700,7 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
   }
   ex->issued = r + 1;
   if (ex->active == 0)
-    complete(ex, s); /* nothing to run: completes in order, here */
+    rp__slot_complete(ex, s); /* nothing to run: completes in order, here */
   else if (ex->lw && ex->lw->inline_ok && launch_lane_idle(ex))
     launch_here(ex, r);
   else
@@ -927,64 +727,6 @@ rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
   rp__nvtx_pop();
   atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
   return st;
-}
-
-rp_status rp_exec_destroy(rp_exec *ex) {
-  if (!ex)
-    return RP_OK;
-  rp_status cst = rp__exec_check(ex, "rp_exec_destroy");
-  if (cst)
-    return cst;
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "rp_exec_destroy inside a replay");
-  }
-  if (atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire))
-    return rp__err(RP_EBUSY,
-                   "rp_exec_destroy: another thread is inside "
-                   "rp_replay on exec %p",
-                   (void *)ex);
-  rp_runtime *rt = ex->rt;
-  if (rp__exec_quiesce(ex)) {
-    /* The CUDA context is lost: host callbacks CUDA will never run may
-     * still reference the exec, so it is leaked rather than freed. */
-    rp__exec_unregister(ex);
-    ex->magic = 0;
-    rp__runtime_ref(rt, -1);
-    return rp__err(RP_EUNUSABLE,
-                   "rp_exec_destroy: the CUDA context was "
-                   "lost, the exec's memory is leaked: %s",
-                   rp_error_detail());
-  }
-  rp__exec_free(ex);
-  rp__runtime_ref(rt, -1);
-  return RP_OK;
-}
-
-rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out) {
-  rp_status cst = rp__exec_check(ex, "rp_exec_stats_get");
-  if (cst)
-    return cst;
-  if (!out)
-    return rp__err(RP_EINVAL, "rp_exec_stats_get: NULL out");
-  memset(out, 0, sizeof *out);
-  out->replays =
-      atomic_load_explicit(&((rp_exec *)ex)->completed, memory_order_relaxed);
-  for (uint32_t w = 0; w < ex->nlanes; w++) {
-    rp_lane *l = &ex->lanes[w];
-    out->ops_run += atomic_load_explicit(&l->ops_run, memory_order_relaxed);
-    out->ops_skipped +=
-        atomic_load_explicit(&l->ops_skipped, memory_order_relaxed);
-    out->handoffs += atomic_load_explicit(&l->handoffs, memory_order_relaxed);
-    out->wakeups += atomic_load_explicit(&l->wakeups, memory_order_relaxed);
-  }
-  out->replacements = ex->replacements;
-  out->ops = ex->nunits - ex->nlaunch;
-  out->procs_used = ex->active;
-  out->inline_launches = ex->inline_runs;
-  if (ex->lw)
-    rp__lower_stats(ex, out);
-  return RP_OK;
 }
 
 rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out) {

@@ -82,15 +82,6 @@ static rp_status tune_init(rp_exec *ex) {
   return RP_OK;
 }
 
-void rp__tune_record(rp_exec *ex, rp_slot *s, uint64_t end) {
-  uint64_t start = atomic_load_explicit(&s->t_start, memory_order_relaxed);
-  if (ex->last_end > start)
-    start = ex->last_end;
-  ex->last_end = end;
-  if (s->timed && ex->ndt < RP_TRIAL_LEN && end > start)
-    ex->dts[ex->ndt++] = end - start;
-}
-
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
