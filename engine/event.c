@@ -166,6 +166,27 @@ rp_status rp__event_new(rp_runtime *rt, rp_event *out) {
   return RP_OK;
 }
 
+rp_status rp__event_reserve(rp_runtime *rt, uint32_t n) {
+  rp_event_table *et = &rt->events;
+  uint32_t *held = malloc(sizeof *held * (n ? n : 1));
+  if (!held)
+    return rp__err(RP_ENOMEM, "event table: out of memory");
+  rp_status st = RP_OK;
+  uint32_t k = 0;
+  while (k < n) {
+    uint32_t i = free_pop(et);
+    if (i != UINT32_MAX)
+      held[k++] = i;
+    else if ((st = grow(et)) != RP_OK)
+      break;
+  }
+  /* back in the reverse order, so the list reads as before */
+  while (k-- > 0)
+    free_push(et, held[k]);
+  free(held);
+  return st ? rp__err(st, "event table full") : RP_OK;
+}
+
 void rp__event_set_yield(rp_runtime *rt, rp_event e, uint32_t us) {
   if (e.id == 0)
     return;

@@ -986,8 +986,8 @@ typedef struct rp_replay_args {
  * block must cover every byte the exec's interpolations read (RP_ERANGE
  * naming the op and interpolation otherwise) and fit max_args
  * (RP_ERANGE).
- * rp_replay only replays: it allocates nothing (once the runtime's event
- * table is warm), takes no lock in the common case, never changes the placement
+ * rp_replay only replays: from the first call on it allocates nothing,
+ * takes no lock in the common case and never changes the placement
  * (rp_exec_tune does that, when the caller asks). It never waits for a
  * replay that needs something from the caller: replays gated on
  * preconditions the caller triggers after issuing more never block it.

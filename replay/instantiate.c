@@ -563,6 +563,15 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
     st = rp__place_wrap_deps(ex);
   if (!st)
     st = alloc_slots(ex);
+  if (!st) {
+    /* the done and postcondition events of a full window of replays (and
+     * the one being issued), on the free list now: the first replay does
+     * not grow the runtime's event table (events the caller creates come
+     * from the same table) */
+    uint64_t n = ((uint64_t)ex->max_inflight + 1) * (1 + (uint64_t)ex->npost);
+    st = rp__event_reserve(ex->rt, n < RESERVE_EVENTS_MAX ? (uint32_t)n
+                                                          : RESERVE_EVENTS_MAX);
+  }
   if (!st)
     st = alloc_lanes(ex);
   if (!st)

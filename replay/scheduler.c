@@ -8,9 +8,10 @@
  * Each lane decrements the replay's single completion counter once, when its
  * list is done; the last decrement triggers the replay's done event.
  *
- * The common path allocates nothing and takes no lock: slots, events (from
- * the lock-free free list once warm), args, status arrays, lanes and waits
- * all exist before the first replay. rp_replay never measures or
+ * The common path allocates nothing and takes no lock, from the first
+ * replay on: slots, events (the lock-free free list holds the exec's
+ * replay events, reserved at instantiate), args, status arrays, lanes and
+ * waits all exist before the first replay. rp_replay never measures or
  * re-places (rp_exec_tune, tune.c, does, when the caller asks) and never
  * calls into capture/: the wrap-around waits were derived at
  * instantiate. */

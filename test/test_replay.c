@@ -1069,6 +1069,63 @@ static void check_fan(rp_runtime *rt, const rp_inst *x, int64_t replays) {
   }
 }
 
+/* The case that used to re-place itself during its first replays
+ * (unhinted units): from the very first replay of a fresh exec, neither
+ * the calling thread nor a worker allocates a byte. */
+Test(replay, replay_path_allocates_nothing_from_the_first_replay) {
+  if (rp_thread_allocated_bytes() == UINT64_MAX)
+    cr_skip_test("built without jemalloc (sanitizer build): no per-thread "
+                 "allocation counters");
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "add1", add1_task); /* no cost hints */
+  rp_task_id j = reg(rt, "sum4", sum4_task);
+  rp_inst x[5];
+  make_insts(rt, x, 5);
+  rp_graph *g = unhinted_fan(rt, t, j, x);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.procs_used, 2, "unhinted: spread on the 1 us default");
+  uint64_t host0 = rp_thread_allocated_bytes();
+  uint64_t work0 = rp_runtime_worker_allocated_bytes(rt);
+  cr_assert_neq(work0, UINT64_MAX);
+  rp_event done;
+  /* one at a time (each replay quiet before the next: the moment the old
+   * tuning step re-placed), then back to back */
+  for (int i = 0; i < 100; i++) {
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  for (int i = 0; i < 300; i++) {
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_release(rt, done));
+  }
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  uint64_t host1 = rp_thread_allocated_bytes();
+  uint64_t work1 = rp_runtime_worker_allocated_bytes(rt);
+  cr_assert_eq(host1 - host0, 0,
+               "host thread allocated %llu bytes from replay 1 to 401",
+               (unsigned long long)(host1 - host0));
+  cr_assert_eq(work1 - work0, 0,
+               "workers allocated %llu bytes from replay 1 to 401",
+               (unsigned long long)(work1 - work0));
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, 401);
+  cr_assert_eq(s.replacements, 0, "rp_replay never re-places");
+  cr_assert_eq(s.procs_used, 2);
+  cr_assert_eq(s.ops_run, 401ull * 9);
+  check_fan(rt, x, 401);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  for (int i = 0; i < 5; i++)
+    RP_CHECK(rp_instance_free(rt, x[i]));
+  th_destroy(rt);
+}
+
 /* rp_exec_tune measures and keeps the fastest placement: nine tiny tasks
  * belong on one worker (a cross-worker hand-off costs far more than they
  * do); every trial replay is a real one, and the values say so. */
