@@ -359,6 +359,9 @@ void rp__runtime_set_unusable(rp_runtime *rt, const char *why);
  * for the whole process, so every runtime with a device backend up becomes
  * unusable at its next rp__runtime_check (the first why is kept). */
 void rp__device_set_lost(const char *why);
+/* The runtime's instance epoch (engine_impl.h inst_epoch): it moves before
+ * any instance's generation changes. Valid for the runtime's life. */
+const _Atomic uint64_t *rp__inst_epoch_word(rp_runtime *rt);
 
 /* Per-layer state slots on the runtime (capture, xfer, replay, comm): owned by
  * those layers, created lazily, destroyed through the registered destructor

@@ -194,6 +194,10 @@ struct rp_runtime {
   void *inst_hook_arg;
   rp_inst_busy_hook inst_busy;
   void *inst_busy_arg;
+  /* Bumped (seq_cst) whenever an instance's generation is about to change
+   * (free, realloc): a replay compares it with the epoch it last checked
+   * its instances at and walks them only when it moved. */
+  _Atomic uint64_t inst_epoch;
 
   pthread_mutex_t task_lock; /* registration */
   rp_ctable tasks;

@@ -348,12 +348,16 @@ static rp_status lookup_for_change(rp_runtime *rt, rp_inst inst,
  * On RP_OK the word stays transient: the caller stores the new one. */
 static rp_status claim_for_change(rp_runtime *rt, rp_inst_slot *s, rp_inst inst,
                                   const char *what) {
-  if (!rt->inst_busy)
+  if (!rt->inst_busy) {
+    atomic_fetch_add(&rt->inst_epoch, 1);
     return RP_OK;
+  }
   uint32_t gen = rp__inst_gen(inst);
   /* seq_cst: pairs with rp_replay's seq_cst publication of a replay in
-   * flight before it checks generations: one of the two sees the other */
+   * flight before it checks the epoch and generations: one of the two sees
+   * the other (a replay that read the old epoch is seen in flight here) */
   atomic_store(&s->gen, gen ^ 0x80000000u);
+  atomic_fetch_add(&rt->inst_epoch, 1);
   rp_status st = rt->inst_busy(rt, rt->inst_busy_arg, inst, what);
   if (st)
     atomic_store(&s->gen, gen);
@@ -625,4 +629,8 @@ const char *rp_instance_name(const rp_runtime *rt, rp_inst inst) {
     return NULL;
   rp_inst_slot *s = inst_lookup(rt, inst);
   return s && s->live ? s->name : NULL;
+}
+
+const _Atomic uint64_t *rp__inst_epoch_word(rp_runtime *rt) {
+  return &rt->inst_epoch;
 }

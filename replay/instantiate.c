@@ -668,6 +668,9 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts, rp_exec **out) {
     ex->magic = RP_EXEC_MAGIC;
     ex->rt = g->rt;
     ex->rs = rs;
+    /* before the instances are resolved: a change from here on moves it */
+    ex->inst_epoch = rp__inst_epoch_word(g->rt);
+    ex->epoch_seen = atomic_load(ex->inst_epoch);
     pthread_mutex_init(&ex->detail_lock, NULL);
     st = build(ex, g, opts);
     if (st) {

@@ -170,6 +170,11 @@ struct rp_exec {
   rp_instance_info **views; /* per graph op: its accesses' instances */
   rp_inst_view *insts;      /* every instance the exec touches */
   uint32_t ninsts;
+  /* The runtime's instance epoch, and its value when every instance was
+   * last seen current (host thread only): a replay walks insts only when
+   * the epoch moved since. */
+  const _Atomic uint64_t *inst_epoch;
+  uint64_t epoch_seen;
   rp_xfer_desc *xds;
   uint32_t nxds;
   const rp_task_ext *ext; /* the ext table of the exec's ext units */

@@ -569,8 +569,13 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
   if (RP_UNLIKELY(ex->trace != NULL))
     rp__trace_arm(ex, s, r);
   /* seq_cst: pairs with rp_instance_free/realloc (issued_pub, see
-   * inst_busy): a replay that misses a generation change in flight there
-   * is seen in flight by it (a plain load on x86) */
+   * inst_busy): a replay that misses an epoch or generation change in
+   * flight there is seen in flight by it (a plain load on x86). The walk
+   * over the instances runs only when the epoch moved since they were last
+   * all current; once one is stale it stays stale (epoch_seen stays). */
+  uint64_t epoch = atomic_load(ex->inst_epoch);
+  if (RP_LIKELY(epoch == ex->epoch_seen))
+    return;
   for (uint32_t i = 0; i < ex->ninsts; i++)
     if (atomic_load(ex->insts[i].gen_word) != ex->insts[i].info.generation) {
       s->stale = 1;
@@ -587,8 +592,9 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
       for (uint32_t p = 0; p < ex->npost; p++)
         atomic_store_explicit(&s->post_status[p], (int32_t)RP_ESTALE,
                               memory_order_relaxed);
-      break;
+      return;
     }
+  ex->epoch_seen = epoch; /* every instance current as of this epoch */
 }
 
 /* Done and postcondition events for the slot; the caller gets one

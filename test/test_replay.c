@@ -1340,6 +1340,55 @@ Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
   th_destroy(rt);
 }
 
+/* Replays check their instances only when some instance changed since
+ * they were last all current (the runtime's instance epoch): freeing an
+ * unrelated instance leaves the replays running; reallocating the exec's
+ * own makes this and every later replay stale. */
+Test(replay, an_unrelated_free_keeps_replays_running_a_realloc_stales_them) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "flag", flag_task);
+  rp_inst x, other;
+  rp_rect r = rp_rect_1d(0, 3);
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &other));
+  int id = 1;
+  rp_access acc = {x, RP_RW, 0};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = 0,
+                                          .accesses = &acc,
+                                          .naccess = 1,
+                                          .args = &id,
+                                          .args_size = sizeof id},
+                             NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  for (int i = 0; i < 3; i++) {
+    atomic_store(&flag_ran[1], 0);
+    if (i == 1)
+      RP_CHECK(rp_instance_free(rt, other)); /* moves the epoch */
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+    cr_assert_eq(atomic_load(&flag_ran[1]), 1, "replay %d ran", i);
+  }
+  RP_CHECK(rp_instance_realloc(rt, &x));
+  for (int i = 0; i < 3; i++) {
+    atomic_store(&flag_ran[1], 0);
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_EXPECT(rp_event_wait(rt, done, -1), RP_ESTALE);
+    rp_event_release(rt, done);
+    cr_assert_eq(atomic_load(&flag_ran[1]), 0, "stale replay %d ran", i);
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
 /* ---- capture errors, builder, validation ---- */
 
 static void *other_thread_launch(void *arg) {
