@@ -323,7 +323,7 @@ static void gated_replays(uint64_t cost_ns, int no_replace) {
   uint32_t tuned = 0;
   RP_CHECK(
       rp_exec_tune(ex, &(rp_replay_args){.pre = &ready, .npre = 1}, &tuned));
-  cr_assert_eq(atomic_load(&runs), (N + tuned) * 6);
+  cr_assert_eq(atomic_load(&runs), (int)((N + tuned) * 6));
   cr_assert(cost_ns == 0 && !no_replace ? tuned > 0 : tuned == 0, "%u", tuned);
   RP_CHECK(rp_event_release(rt, ready));
   for (int i = 0; i < 40; i++) {
@@ -383,7 +383,7 @@ Test(misuse, exec_tune_refuses_pending_preconditions, .timeout = 60) {
   RP_CHECK(
       rp_exec_tune(ex, &(rp_replay_args){.pre = &ready, .npre = 1}, &tuned));
   cr_assert_gt(tuned, 0);
-  cr_assert_eq(atomic_load(&runs), (1 + tuned) * 4);
+  cr_assert_eq(atomic_load(&runs), (int)((1 + tuned) * 4));
   RP_CHECK(rp_event_release(rt, go));
   RP_CHECK(rp_event_release(rt, ready));
   RP_CHECK(rp_exec_destroy(ex));
