@@ -131,9 +131,10 @@ rp_status rp_xfer_run_cpu(rp_xfer_desc *d);
  * that should run it) and returns without waiting: the generation check
  * covers frees before the enqueue; keeping the instances alive until the
  * stream has run the copy is the caller's (as for any stream work).
- * RP_EUNSUPPORTED in builds without CUDA; RP_EINVAL for a CPU channel, a
- * released descriptor or a second run before reset; RP_ESTALE; RP_EBACKEND when
- * a CUDA call fails. No allocation. */
+ * RP_EINVAL for a CPU channel, a released descriptor or a second run before
+ * reset; RP_ESTALE; RP_EBACKEND when a CUDA call fails. (A build without CUDA
+ * plans no device channel: rp_xfer_plan already refused the copy with
+ * RP_EUNSUPPORTED.) No allocation. */
 rp_status rp_xfer_run_stream(rp_xfer_desc *d, void *stream);
 
 /* Frees what plan allocated and leaves *d released. NULL, a released or a
