@@ -1412,8 +1412,8 @@ rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
   size_t len = 0;
   /* a regular file only (a FIFO or /dev/zero is refused, never read), of
    * at most max_file bytes: no more than max_file + 1 are ever read */
-  rp_status st = rp__read_regular(path, max_file ? max_file : RP_GRAPH_FILE_MAX,
-                                  &buf, &len);
+  rp_status st = rp_file_read_regular(
+      path, max_file ? max_file : RP_GRAPH_FILE_MAX, &buf, &len);
   if (!st) {
     st = rp__graph_load_mem(rt, buf, len, insts, ninsts, max_alloc, out);
     free(buf);

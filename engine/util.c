@@ -157,7 +157,7 @@ static const char *file_kind(mode_t m) {
                        : "not a regular file";
 }
 
-rp_status rp__open_regular(const char *path, int *fd_out, uint64_t *size) {
+rp_status rp_file_open_regular(const char *path, int *fd_out, uint64_t *size) {
   if (!path || !fd_out || !size)
     return rp__err(RP_EINVAL, "NULL argument");
   /* O_NONBLOCK: opening a FIFO without a writer would block forever */
@@ -189,13 +189,13 @@ rp_status rp__open_regular(const char *path, int *fd_out, uint64_t *size) {
   return RP_OK;
 }
 
-rp_status rp__read_regular(const char *path, size_t max, char **buf,
-                           size_t *len) {
+rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
+                               size_t *len) {
   int fd;
   uint64_t size;
   if (max > SIZE_MAX - 2)
     max = SIZE_MAX - 2; /* room for the growth probe and the NUL */
-  rp_status st = rp__open_regular(path, &fd, &size);
+  rp_status st = rp_file_open_regular(path, &fd, &size);
   if (st)
     return st;
   if (size > max) {

@@ -97,18 +97,7 @@ static inline bool rp__i64_size_ok(int64_t v, size_t *out) {
   return true;
 }
 
-/* Bounded input. Opens path for reading only when it is a regular file:
- * a FIFO, a device, a directory or a socket is refused (RP_EINVAL naming
- * which) before anything could block on it or read endless bytes (the
- * open itself does not block: O_NONBLOCK, cleared afterwards). *size gets
- * the file's size. RP_ENOENT / RP_EIO when it cannot be opened. The detail
- * does not name the path: callers prefix it. */
-rp_status rp__open_regular(const char *path, int *fd, uint64_t *size);
-/* Reads a whole regular file of at most max bytes into *buf (malloc'd,
- * NUL-terminated; *len excludes the NUL). RP_ERANGE when the file has (or
- * grows to) more than max bytes: no more than max + 1 are ever read. */
-rp_status rp__read_regular(const char *path, size_t max, char **buf,
-                           size_t *len);
+/* Bounded input: rp_file_open_regular, rp_file_read_regular (reprise.h). */
 
 /* Quarantine for destroyed handle objects (runtime, graph, exec): the
  * destroy call poisons the object's magic word and hands its memory here

@@ -188,6 +188,25 @@ RP_API rp_status rp_error_set(rp_status st, const char *fmt, ...)
 #endif
     ;
 
+/* Bounded input (graph files, data files, checkpoints). Opens path for
+ * reading only when it is a regular file: a FIFO, a device, a directory or
+ * a socket is refused (RP_EINVAL naming which) before anything could block
+ * on it or read endless bytes (the open itself does not block). *fd (the
+ * caller closes it) and *size (the file's size) are set on success.
+ * Errors: RP_EINVAL (NULL argument, not a regular file), RP_ENOENT (no
+ * such file), RP_EIO (cannot open or stat); nothing is left open. The
+ * detail does not name the path: callers prefix it. */
+RP_API rp_status rp_file_open_regular(const char *path, int *fd,
+                                      uint64_t *size);
+/* Reads a whole regular file of at most max bytes into *buf (malloc'd,
+ * NUL-terminated, the caller free()s it; *len excludes the NUL). Errors:
+ * those of rp_file_open_regular, RP_ERANGE when the file has (or grows to)
+ * more than max bytes (no more than max + 1 are ever read), RP_ENOMEM,
+ * RP_EIO (a read failed); on error nothing is allocated and *buf, *len are
+ * untouched. */
+RP_API rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
+                                      size_t *len);
+
 RP_API unsigned rp_version(void);           /* REPRISE_VERSION_HEX */
 RP_API const char *rp_version_string(void); /* "0.1.0" */
 

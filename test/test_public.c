@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 Test(public_error, set_returns_the_status_and_sets_the_detail) {
   cr_assert_eq(rp_error_set(RP_ERANGE, "batch %u of %u", 9u, 4u), RP_ERANGE);
@@ -338,4 +339,43 @@ Test(public_model, bad_machines_are_refused_naming_the_field) {
   m.ngpus = RP_MODEL_MAX_GPUS + 1;
   RP_EXPECT(rp_runtime_create_model(&m, &rt), RP_ERANGE);
   cr_assert_null(rt);
+}
+
+/* Bounded input: a regular file reads whole; everything else is refused
+ * with its own status, leaving the outputs untouched. */
+Test(public_file, read_regular_reads_bounded_and_refuses_the_rest) {
+  char dir[] = "/tmp/rp_pubfile.XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/f.txt", dir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs("hello, reprise", f);
+  fclose(f);
+  char *buf = NULL;
+  size_t len = 0;
+  RP_CHECK(rp_file_read_regular(path, 64, &buf, &len));
+  cr_assert_eq(len, 14u);
+  cr_assert_str_eq(buf, "hello, reprise");
+  free(buf);
+  char *none = (char *)"untouched";
+  size_t n = 7;
+  RP_EXPECT(rp_file_read_regular(path, 13, &none, &n), RP_ERANGE);
+  RP_EXPECT(rp_file_read_regular(dir, 64, &none, &n), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "directory"), "%s", rp_error_detail());
+  char missing[160];
+  snprintf(missing, sizeof missing, "%s/missing", dir);
+  RP_EXPECT(rp_file_read_regular(missing, 64, &none, &n), RP_ENOENT);
+  RP_EXPECT(rp_file_read_regular("/dev/null", 64, &none, &n), RP_EINVAL);
+  cr_assert_str_eq(none, "untouched");
+  cr_assert_eq(n, 7u);
+  int fd = -1;
+  uint64_t size = 0;
+  RP_EXPECT(rp_file_open_regular(NULL, &fd, &size), RP_EINVAL);
+  RP_CHECK(rp_file_open_regular(path, &fd, &size));
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(size, 14u);
+  close(fd);
+  remove(path);
+  rmdir(dir);
 }

@@ -14,7 +14,6 @@
 #include "dump_model.h"
 
 #include "kernels/tasks.h"
-#include "train/train_util.h" /* rp_train_read_regular */
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -391,7 +390,7 @@ static char *read_graph_file(const dump_cli *c, size_t *len) {
   if (c->max_bytes && c->max_bytes < max)
     max = (size_t)c->max_bytes;
   char *text = NULL;
-  rp_status st = rp_train_read_regular(c->file, max, &text, len);
+  rp_status st = rp_file_read_regular(c->file, max, &text, len);
   if (st) {
     fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", c->file,
             rp_status_name(st), rp_status_str(st), rp_error_detail());

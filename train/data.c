@@ -645,7 +645,7 @@ static rp_status idx_read(const char *path, const char *what, uint64_t max,
                           uint32_t min_dims, uint32_t max_dims, idx_file *f) {
   memset(f, 0, sizeof *f);
   size_t lim = max > SIZE_MAX - 2 ? SIZE_MAX - 2 : (size_t)max;
-  rp_status st = rp_train_read_regular(path, lim, &f->buf, &f->len);
+  rp_status st = rp_file_read_regular(path, lim, &f->buf, &f->len);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "%s: ", path);
   st = idx_header(path, what, min_dims, max_dims, f);
@@ -771,7 +771,7 @@ rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
   int fd;
   uint64_t size;
   /* a regular file only: a FIFO would block, /dev/zero never end */
-  rp_status st = rp_train_open_regular(path, &fd, &size);
+  rp_status st = rp_file_open_regular(path, &fd, &size);
   if (st)
     return rp_train_err_prefix(st, "%s: ", path);
   if (size > max) {

@@ -1516,7 +1516,7 @@ rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
     return rp_error_set(RP_EINVAL, "rp_mlp_ckpt_read: NULL argument");
   char *buf;
   size_t n;
-  rp_status st = rp_train_read_regular(path, RP_MLP_CKPT_MAX, &buf, &n);
+  rp_status st = rp_file_read_regular(path, RP_MLP_CKPT_MAX, &buf, &n);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "%s: ", path);
   rp_mlp_ckpt c;
