@@ -30,6 +30,23 @@ static void blas_setup(void) {
   openblas_set_num_threads(1);
 }
 
+/* The pthreads build of OpenBLAS starts one server thread per core when it
+ * loads, and each polls its queue with sched_yield for about 2^28 cycles
+ * (~0.1 s) before it sleeps: on a 16-core machine, 15 threads competing
+ * with the CPU workers for the first tenth of a second of every process
+ * (measured here: 103 ms of CPU in a 200 ms sleep with one such thread).
+ * reprise runs OpenBLAS on one thread, so when this library loads it sets
+ * that and stops the pool through OpenBLAS's exported shutdown (the one its
+ * fork handler uses; weak: absent in other builds, then only the setting
+ * applies). Process-wide, as blas_setup is. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+__attribute__((constructor)) static void blas_pool_stop(void) {
+  pthread_once(&blas_once, blas_setup);
+  if (blas_thread_shutdown_)
+    blas_thread_shutdown_();
+}
+
 /* Per-thread scratch, grown on demand and freed when the thread exits:
  * after the first steps a worker's GEMMs allocate nothing. */
 static pthread_key_t scratch_key;

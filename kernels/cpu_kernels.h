@@ -25,9 +25,10 @@
  * op(A) = A^T. Likewise trans_b = 0: B stored k x n; else stored n x k.
  * As in BLAS, beta == 0 means C is not read (NaNs in it do not propagate).
  * k == 0 or alpha == 0 gives C = beta * C. OpenBLAS runs single-threaded:
- * the first call sets openblas_set_num_threads(1) for the whole process, so
- * that CPU workers running GEMM tasks side by side do not oversubscribe the
- * cores. */
+ * when the library loads it sets openblas_set_num_threads(1) for the whole
+ * process and stops OpenBLAS's server threads (which would otherwise spin
+ * for ~0.1 s after load), so that CPU workers running GEMM tasks side by
+ * side do not oversubscribe the cores. */
 void rp_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float *a, const float *b, float beta, float *c);
 
