@@ -320,6 +320,10 @@ struct rp_task_ctx {
 /* Processors, replay mode, hooks into the worker loop. */
 
 unsigned rp__cpu_workers(const rp_runtime *rt);
+/* How long a host thread waiting on this runtime's replays or events
+ * busy-spins before it yields (rp_backoff.spin_ns): see
+ * rp_tunables.host_spin_ns. */
+uint64_t rp__host_spin_ns(const rp_runtime *rt);
 
 /* The engine's part of rp_runtime_create_model (reprise.h; the public call
  * attaches the layers, comm/runtime.c). A model of a machine:

@@ -410,6 +410,7 @@ static rp_status wait_loop(rp_runtime *rt, rp_event_slot *s, rp_event e,
   rp_backoff b = RP_BACKOFF_INIT;
   if (!rp__tl_replay_violation) {
     b = (rp_backoff)RP_BACKOFF_HOST;
+    b.spin_ns = rt->host_spin_ns;
     b.yield_ns =
         1000ull * atomic_load_explicit(&s->yield_us, memory_order_relaxed);
   }

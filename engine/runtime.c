@@ -92,6 +92,27 @@ unsigned rp__cpu_workers(const rp_runtime *rt) {
   return rt->ncpu;
 }
 
+uint64_t rp__host_spin_ns(const rp_runtime *rt) {
+  return rt->host_spin_ns;
+}
+
+/* The host spin budget (rp_tunables.host_spin_ns): REPRISE_HOST_SPIN_NS,
+ * else 20 us when the process may run on more CPUs than the runtime keeps
+ * busy (its workers, and the GPU backend's poller thread): the host then
+ * has a core of its own and answers a completion in a cache transfer
+ * instead of a sched_yield round trip. 0 otherwise. */
+static uint64_t host_spin(const rp_runtime *rt) {
+  uint64_t set = rp__tunables()->host_spin_ns;
+  if (set != UINT64_MAX)
+    return set;
+  cpu_set_t allowed;
+  long cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0
+                  ? CPU_COUNT(&allowed)
+                  : sysconf(_SC_NPROCESSORS_ONLN);
+  long busy = (long)rt->ncpu + (rt->gpu_state != NULL);
+  return cpus > busy ? 20000 : 0;
+}
+
 const rp_proc_info *rp__proc(const rp_runtime *rt, rp_proc p) {
   return p < rt->nprocs ? &rt->procs[p].info : NULL;
 }
@@ -733,6 +754,7 @@ rp_status rp__runtime_create_engine(const rp_runtime_config *cfg_in,
                         "CPU backend\n");
     }
   }
+  rt->host_spin_ns = host_spin(rt);
   /* Access: every processor reaches host-addressable memories; device
    * memories are reached by their own device's processors. */
   for (unsigned p = 0; p < rt->nprocs; p++)

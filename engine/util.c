@@ -302,6 +302,9 @@ static void tunables_init(void) {
   g_tun.yield_ns = env_ns("REPRISE_YIELD_NS", 200000);
   g_tun.host_yield_ns = env_ns("REPRISE_HOST_YIELD_NS", 50000);
   g_tun.idle_spin_ns = env_ns("REPRISE_IDLE_SPIN_NS", 1000);
+  g_tun.host_spin_ns = getenv("REPRISE_HOST_SPIN_NS")
+                           ? env_ns("REPRISE_HOST_SPIN_NS", 0)
+                           : UINT64_MAX;
 }
 
 const rp_tunables *rp__tunables(void) {
@@ -320,16 +323,19 @@ int rp__backoff(rp_backoff *b) {
   if (!b->start)
     b->start = now;
   uint64_t waited = now - b->start;
-  uint64_t spin = b->idle ? t->idle_spin_ns : t->spin_ns;
-  if (waited < spin && !b->yield_only) {
+  uint64_t spin = b->yield_only ? b->spin_ns
+                  : b->idle      ? t->idle_spin_ns
+                                 : t->spin_ns;
+  if (waited < spin) {
     for (int i = 0; i < 16; i++)
       rp__cpu_relax();
     return 1;
   }
-  uint64_t budget = !b->yield_only ? spin + t->yield_ns
-                    : b->yield_ns  ? b->yield_ns
-                                   : t->host_yield_ns;
+  uint64_t budget = spin + (!b->yield_only ? t->yield_ns
+                            : b->yield_ns  ? b->yield_ns
+                                           : t->host_yield_ns);
   if (waited < budget) {
+    b->yielded = 1;
     sched_yield();
     return 1;
   }

@@ -159,6 +159,13 @@ typedef struct rp_tunables {
   /* How long an idle worker busy-spins before yielding. Default 1 us. env
    * REPRISE_IDLE_SPIN_NS. */
   uint64_t idle_spin_ns;
+  /* How long a host thread waiting for a replay slot or an event busy-spins
+   * before it yields. A runtime decides (rp__host_spin_ns): this value when
+   * REPRISE_HOST_SPIN_NS is set; else 20 us when the process may run on
+   * more CPUs than the runtime keeps busy (its workers, and the GPU
+   * poller), 0 when it may not (a spinning host would then take the core a
+   * worker needs). UINT64_MAX here: not set. */
+  uint64_t host_spin_ns;
 } rp_tunables;
 const rp_tunables *rp__tunables(void);
 
@@ -171,19 +178,22 @@ typedef struct rp_backoff {
   int yield_only;    /* host-side waits: never busy-spin */
   uint64_t yield_ns; /* host-side: yield budget (0: REPRISE_HOST_YIELD_NS) */
   int idle;          /* an idle worker: busy-spin only REPRISE_IDLE_SPIN_NS */
+  uint64_t spin_ns;  /* host-side: busy-spin this long before yielding */
+  int yielded;       /* set once it went past its spin phase */
 } rp_backoff;
 #define RP_BACKOFF_INIT                                                        \
-  { 0, 0, 0, 0, 0 }
+  { 0, 0, 0, 0, 0, 0, 0 }
 /* An idle worker (nothing queued, no replay submitted) spins briefly, then
  * yields: the next replay usually arrives from a host thread that may share
  * its core, and a busy-spinning worker would keep it off that core. */
 #define RP_BACKOFF_IDLE                                                        \
-  { 0, 64, 0, 0, 1 }
-/* Host threads (waiting for replays or events) skip the busy phase: on a
- * machine with as many workers as cores, a spinning host steals the core a
- * worker needs to finish what the host waits for. */
+  { 0, 64, 0, 0, 1, 0, 0 }
+/* Host threads (waiting for replays or events) busy-spin only for spin_ns,
+ * which the caller sets from rp__host_spin_ns: on a machine with as many
+ * workers as cores a spinning host steals the core a worker needs to
+ * finish what the host waits for, so it yields at once there. */
 #define RP_BACKOFF_HOST                                                        \
-  { 0, 64, 1, 0, 0 }
+  { 0, 64, 1, 0, 0, 0, 0 }
 int rp__backoff(rp_backoff *b);
 
 /* NVTX ranges (compiled out without the CUDA toolkit's nvtx3 headers). */

@@ -484,6 +484,7 @@ static rp_status options(rp_exec *ex, const rp_exec_opts *o) {
                    "limit of %u bytes",
                    o->max_args, RP_MAX_REPLAY_ARGS);
   ex->max_inflight = o && o->max_inflight ? o->max_inflight : DEFAULT_INFLIGHT;
+  ex->slot_spin_ns = rp__host_spin_ns(ex->rt);
   ex->max_args = o && o->max_args ? o->max_args : DEFAULT_MAX_ARGS;
   ex->edge_cost = o && o->edge_cost_ns ? o->edge_cost_ns : DEFAULT_EDGE_COST;
   ex->no_replace = o ? o->no_replace : 0;

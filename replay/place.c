@@ -390,9 +390,11 @@ static void fill_hot(rp_exec *ex) {
           .fn = u->fn,
           .ctx = &u->ctx,
           .unit = l->units[i],
-          .slow = u->kind != RP_UNIT_TASK || u->nwait || u->nport || u->npost ||
-                  u->publish || u->ninterp || u->shards_src != SIZE_MAX ||
-                  u->guard != NULL,
+          .slow = u->kind != RP_UNIT_TASK || u->nport || u->npost ||
+                  u->ninterp || u->shards_src != SIZE_MAX || u->guard != NULL,
+          .publish = u->publish,
+          .wait_off = u->wait_off,
+          .nwait = u->nwait,
       };
     }
   }

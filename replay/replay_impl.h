@@ -84,8 +84,10 @@ typedef struct rp_hot {
   rp_task_fn fn;
   rp_task_ctx *ctx;
   uint32_t unit;
-  uint32_t slow; /* nonzero: copy, waits, ports, interpolations, shard
-                    count, publish or guard: take the general path */
+  uint16_t slow;    /* nonzero: copy, ports, postconditions, interpolations,
+                       shard count or guard: take the general path */
+  uint16_t publish; /* store the lane's progress after the unit */
+  uint32_t wait_off, nwait; /* the unit's cross-lane waits (exec->waits) */
 } rp_hot;
 
 typedef struct rp_lane {
@@ -210,6 +212,11 @@ struct rp_exec {
   int submitted;        /* some replay went through the ring */
   uint64_t inline_runs; /* replays whose launch lane ran in the
                            calling thread (host side only) */
+  /* The host's busy-spin budget while it waits for a slot (host side
+   * only, scheduler.c wait_inflight): starts at rp__host_spin_ns, halves
+   * after a spin that ran out, back to full every SPIN_RETRY waits. */
+  uint64_t slot_spin_ns;
+  uint32_t slot_waits;
   RP_ALIGNED_LINE _Atomic uint32_t done_seq; /* replays completed (low 32) */
   _Atomic uint32_t done_sleepers;
   _Atomic uint32_t wake_at;     /* done_seq a sleeping host waits for */

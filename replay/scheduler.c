@@ -131,10 +131,10 @@ rp_replay_state *rp__replay_state(rp_runtime *rt) {
 
 /* ---- waiting inside a lane ---- */
 
-static void wait_unit(rp_exec *ex, const rp_unit *u, uint64_t rel,
+static void wait_list(rp_exec *ex, uint32_t off, uint32_t n, uint64_t rel,
                       rp_lane_stats *ls) {
-  for (uint32_t i = 0; i < u->nwait; i++) {
-    const rp_wait *w = &ex->waits[u->wait_off + i];
+  for (uint32_t i = 0; i < n; i++) {
+    const rp_wait *w = &ex->waits[off + i];
     if (w->prev > rel)
       continue; /* no previous replay in this placement */
     rp_lane *p = &ex->lanes[w->lane];
@@ -242,7 +242,7 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
                         ? rp__now_ns()
                         : 0;
   if (u->nwait)
-    wait_unit(ex, u, rel, ls);
+    wait_list(ex, u->wait_off, u->nwait, rel, ls);
   if (u->kind == RP_UNIT_LAUNCH) { /* a GPU segment: it decides itself */
     uint64_t t_issue = 0;
     rp_status lst = rp__lower_launch(ex, ui, s, rel, &t_issue);
@@ -307,45 +307,68 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
   int general = s->measure || s->stale || rp__nvtx_on || s->traced;
   for (uint32_t i = 0; i < l->len; i++) {
     const rp_hot *h = &l->hot[i];
-    /* Fast path: a plain task with nothing to wait for or announce, in a
-     * replay where nothing failed yet. */
-    if (RP_LIKELY(!(h->slow | general)) &&
-        RP_LIKELY(!atomic_load_explicit(&s->any_fail, memory_order_relaxed))) {
-      rp_status st = h->fn(h->ctx);
-      ls.run++;
-      if (RP_LIKELY(st == RP_OK && !violation))
+    /* Fast path: a plain task, after its cross-lane waits, in a replay where
+     * nothing failed yet (checked after the waits: a failure upstream is
+     * published before the progress the waits see). */
+    if (RP_LIKELY(!(h->slow | general))) {
+      if (h->nwait)
+        wait_list(ex, h->wait_off, h->nwait, rel, &ls);
+      if (RP_LIKELY(
+              !atomic_load_explicit(&s->any_fail, memory_order_relaxed))) {
+        rp_status st = h->fn(h->ctx);
+        ls.run++;
+        if (RP_UNLIKELY(st != RP_OK || violation)) {
+          rp_status fst = violation ? RP_ECONTRACT : st > 0 ? RP_ETASK : st;
+          violation = 0;
+          rp__unit_failed(ex, s, h->unit, fst,
+                          fst == RP_ECONTRACT
+                              ? "task launched work or waited on an "
+                                "event inside a replay"
+                              : NULL);
+        }
+        if (h->publish)
+          rp__lane_publish(l, (uint32_t)rel * l->len + i + 1);
         continue;
-      rp_status fst = violation ? RP_ECONTRACT : st > 0 ? RP_ETASK : st;
-      violation = 0;
-      rp__unit_failed(ex, s, h->unit, fst,
-                      fst == RP_ECONTRACT
-                          ? "task launched work or waited on an "
-                            "event inside a replay"
-                          : NULL);
-      continue;
+      }
     }
-    run_general(ex, l, i, s, rel, &ls);
+    run_general(ex, l, i, s, rel, &ls); /* its waits are met: no cost */
   }
   rp__tl_replay_violation = NULL;
   store_stats(l, &ls);
   rp__slot_source_done(ex, s); /* the lane is one completion source */
 }
 
+/* Reads the worker's next ring entries: runs its lane of the first one it
+ * has a lane in and returns 1, or returns 0 once the ring is read (entries
+ * of execs it has no lane in are passed over). Passing over is not work: a
+ * worker that takes no part in the execs being replayed goes idle and
+ * sleeps like any other (an idle worker spinning on every submission would
+ * take a core, or an SMT sibling's share of one, from a worker that runs
+ * lanes). ring_reserve wakes a sleeper that holds the ring back. At
+ * most PASS_MAX entries are passed over per call, so the worker's own
+ * queue is not starved by a stream of other execs' replays. */
+enum { PASS_MAX = 64 };
+
 int rp__replay_poll(void *arg, unsigned worker) {
   rp_replay_state *rs = arg;
   rp_cursor *c = &rs->cursors[worker];
   uint64_t i = atomic_load_explicit(&c->next, memory_order_relaxed);
-  rp_sub *e = &rs->ring[i & (RP_RING - 1)];
-  /* seq_cst: pairs with the worker's `sleeping` announcement (see
-   * cpu_backend.c) and the producer's seq_cst publication */
-  if (atomic_load(&e->seq) != i + 1)
-    return 0;
-  if (e->mask[worker / 64] >> (worker % 64) & 1)
-    run_lane(e->ex, worker, e->r);
-  /* release: everything this worker did with the exec happens before a
-   * destroyer sees the cursor pass the entry */
-  atomic_store_explicit(&c->next, i + 1, memory_order_release);
-  return 1;
+  for (uint64_t end = i + PASS_MAX; i < end; i++) {
+    rp_sub *e = &rs->ring[i & (RP_RING - 1)];
+    /* seq_cst: pairs with the worker's `sleeping` announcement (see
+     * cpu_backend.c) and the producer's seq_cst publication */
+    if (atomic_load(&e->seq) != i + 1)
+      return 0;
+    int mine = e->mask[worker / 64] >> (worker % 64) & 1;
+    if (mine)
+      run_lane(e->ex, worker, e->r);
+    /* release: everything this worker did with the exec happens before a
+     * destroyer sees the cursor pass the entry */
+    atomic_store_explicit(&c->next, i + 1, memory_order_release);
+    if (mine)
+      return 1;
+  }
+  return 0;
 }
 
 /* ---- submission ---- */
@@ -432,13 +455,32 @@ static uint64_t slot_yield_budget(const rp_exec *ex, uint64_t limit) {
   return queued >= 100000 ? 1000 : 100000;
 }
 
+/* The host busy-spins for a slot only while that pays: a spin that runs
+ * out means the completion it waits for is far off (long replays) or
+ * cannot come while it spins (the OS put the worker on the host's CPU), so
+ * the next budget is halved; every SPIN_RETRY waits it starts again from
+ * the runtime's full budget (rp__host_spin_ns: 0 where the host has no
+ * core of its own). */
+enum { SPIN_RETRY = 256 };
+
+static void spin_adapt(rp_exec *ex, const rp_backoff *b) {
+  if (b->yielded)
+    ex->slot_spin_ns /= 2;
+  if (++ex->slot_waits % SPIN_RETRY == 0)
+    ex->slot_spin_ns = rp__host_spin_ns(ex->rt);
+}
+
 static void wait_inflight(rp_exec *ex, uint64_t limit) {
   rp_backoff b = RP_BACKOFF_HOST;
+  b.spin_ns = ex->slot_spin_ns;
   b.yield_ns = slot_yield_budget(ex, limit);
   for (;;) {
     uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
-    if ((uint32_t)ex->issued - done < limit)
+    if ((uint32_t)ex->issued - done < limit) {
+      if (b.n > 64) /* it waited */
+        spin_adapt(ex, &b);
       return;
+    }
     if (rp__backoff(&b))
       continue;
     /* Asleep until a slot frees; when replays are long (half the window
@@ -670,6 +712,7 @@ static int inflight_gated(rp_exec *ex) {
 
 rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
   rp_backoff b = RP_BACKOFF_HOST;
+  b.spin_ns = rp__host_spin_ns(ex->rt);
   while (!exec_quiet(ex)) {
     if (inflight_gated(ex))
       return rp__err(RP_EBUSY,
