@@ -324,8 +324,8 @@ int rp__backoff(rp_backoff *b) {
     b->start = now;
   uint64_t waited = now - b->start;
   uint64_t spin = b->yield_only ? b->spin_ns
-                  : b->idle      ? t->idle_spin_ns
-                                 : t->spin_ns;
+                  : b->idle     ? t->idle_spin_ns
+                                : t->spin_ns;
   if (waited < spin) {
     for (int i = 0; i < 16; i++)
       rp__cpu_relax();
