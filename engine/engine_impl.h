@@ -173,7 +173,7 @@ struct rp_runtime {
 
   rp_proc_rec procs[RP_MAX_PROCS];
   unsigned nprocs;
-  unsigned ncpu; /* CPU workers: procs [0, ncpu) */
+  unsigned ncpu;         /* CPU workers: procs [0, ncpu) */
   uint64_t host_spin_ns; /* see rp__host_spin_ns */
   rp_mem_rec mems[RP_MAX_MEMS];
   unsigned nmems;

@@ -435,9 +435,10 @@ static rp_status setup_units(rp_exec *ex) {
 }
 
 static rp_status alloc_slots(rp_exec *ex) {
-  ex->slots = rp__calloc(ex->max_inflight, sizeof *ex->slots);
+  ex->slots = aligned_alloc(RP_CACHELINE, sizeof *ex->slots * ex->max_inflight);
   if (!ex->slots)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  memset(ex->slots, 0, sizeof *ex->slots * ex->max_inflight);
   for (uint32_t i = 0; i < ex->max_inflight; i++) {
     rp_slot *s = &ex->slots[i];
     s->unit_status = rp__calloc(ex->nunits, sizeof *s->unit_status);

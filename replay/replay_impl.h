@@ -17,6 +17,7 @@
 #include "capture/capture.h"
 #include "xfer/xfer.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #define RP_EXEC_MAGIC 0x52505845u /* "RPXE" */
@@ -113,28 +114,36 @@ typedef struct rp_trial {
 } rp_trial;
 
 typedef struct rp_slot {
-  _Atomic uint32_t remaining;  /* completion sources left: one per lane */
-  _Atomic int32_t status;      /* first failure */
-  _Atomic uint32_t any_fail;   /* fast-path flag: some unit failed */
-  int32_t *unit_status;        /* per unit, valid when any_fail */
-  _Atomic uint32_t *post_left; /* per postcondition port */
-  _Atomic int32_t *post_status;
-  rp_event done;
-  rp_event *pre;  /* retained, npre */
-  rp_event *post; /* npost */
-  uint64_t r;
-  char *args;
-  size_t args_size;
-  int stale; /* an instance went stale: skip everything */
+  /* One cache line holds what every lane reads when it starts the replay
+   * and what its completion writes (the host arms it all at once): a lane
+   * pays one transfer for the slot, not one per field. */
+  RP_ALIGNED_LINE _Atomic uint32_t remaining; /* completion sources left: one
+                                                 per lane */
+  _Atomic int32_t status;                     /* first failure */
+  _Atomic uint32_t any_fail; /* fast-path flag: some unit failed */
   /* 0 armed, 1 counter reached zero, 2 completion claimed: completion is in
    * replay order without blocking a completer (see complete()) */
   _Atomic uint32_t zeroed;
-  int measure;              /* time every unit (placement window) */
-  int timed;                /* time the replay (placement trials) */
+  uint64_t r;
+  uint8_t stale;            /* an instance went stale: skip everything */
+  uint8_t measure;          /* time every unit (placement window) */
+  uint8_t timed;            /* time the replay (placement trials) */
+  uint8_t traced;           /* record this replay's timeline (trace.c) */
   _Atomic uint64_t t_start; /* when its first lane started (timed) */
-  char detail[256];         /* first failure, for rp_exec_error_detail */
-  int traced;               /* record this replay's timeline (trace.c) */
+  rp_event done;
+  /* read on the slower paths */
+  RP_ALIGNED_LINE int32_t *unit_status; /* per unit, valid when any_fail */
+  _Atomic uint32_t *post_left;          /* per postcondition port */
+  _Atomic int32_t *post_status;
+  rp_event *pre;  /* retained, npre */
+  rp_event *post; /* npost */
+  char *args;
+  size_t args_size;
+  char detail[256]; /* first failure, for rp_exec_error_detail (written with
+                       the status that first leaves 0) */
 } rp_slot;
+_Static_assert(offsetof(rp_slot, unit_status) == RP_CACHELINE,
+               "a replay's per-lane slot fields fill one cache line");
 
 struct rp_exec {
   uint32_t magic;
@@ -253,8 +262,8 @@ struct rp_exec {
 /* The replay layer's per-runtime state: the submission ring every worker
  * reads in the same order (so that two execs sharing workers can never wait
  * on each other in opposite orders). */
-typedef struct rp_sub {
-  _Atomic uint64_t seq; /* index + 1 once published */
+typedef struct rp_sub { /* one cache line each: a reader pays one transfer */
+  RP_ALIGNED_LINE _Atomic uint64_t seq; /* index + 1 once published */
   rp_exec *ex;
   uint64_t r;
   uint64_t mask[RP_MASK_WORDS];

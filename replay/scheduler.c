@@ -401,9 +401,23 @@ static void ring_reserve(rp_replay_state *rs, uint64_t t) {
   }
 }
 
+/* Every quarter ring, wakes the workers that lag half a ring behind (those
+ * with no lane in the execs being replayed sleep): they pass over the
+ * entries while the ring still has room, so ring_reserve seldom has to
+ * wait for a wake-up. */
+static void nudge_laggards(rp_replay_state *rs, uint64_t t) {
+  for (uint32_t w = 0; w < rs->nworkers; w++)
+    if (atomic_load_explicit(&rs->cursors[w].next, memory_order_relaxed) +
+            RP_RING / 2 <=
+        t)
+      rp__worker_wake(rs->rt, w);
+}
+
 static void submit(rp_exec *ex, uint64_t r) {
   rp_replay_state *rs = ex->rs;
   uint64_t t = atomic_fetch_add(&rs->tail, 1);
+  if (RP_UNLIKELY(t % (RP_RING / 4) == 0) && t)
+    nudge_laggards(rs, t);
   ring_reserve(rs, t);
   rp_sub *e = &rs->ring[t & (RP_RING - 1)];
   e->ex = ex;
@@ -606,7 +620,6 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
   s->timed = window && ex->tune_phase == 1;
   atomic_store_explicit(&s->t_start, 0, memory_order_relaxed);
   s->stale = 0;
-  s->detail[0] = 0;
   s->traced = 0;
   if (RP_UNLIKELY(ex->trace != NULL))
     rp__trace_arm(ex, s, r);

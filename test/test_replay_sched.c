@@ -4,7 +4,10 @@
  * hand-off and wake-up counters, and what steers placement. */
 #include "helpers.h"
 
+#include "engine/engine.h"
 #include "engine/util.h"
+
+#include <sched.h>
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -709,6 +712,109 @@ Test(replay, spin_and_yield_bounds_come_from_the_environment) {
                "a 150 us producer, and the consumer never slept (%llu "
                "hand-offs)",
                (unsigned long long)s.handoffs);
+}
+
+/* The host's busy-spin budget (waiting for a replay slot or an event):
+ * 20 us when the process may run on more CPUs than the runtime's workers,
+ * none when the workers fill them (a spinning host would take a worker's
+ * core); REPRISE_HOST_SPIN_NS overrides (next test). The affinity mask
+ * decides, so the test sets it: one CPU, then two. */
+static uint64_t spin_with(int ncpu, unsigned workers) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int c = 0; c < ncpu; c++)
+    CPU_SET(c, &one);
+  cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+  rp_runtime *rt = th_cpu_runtime(workers);
+  uint64_t v = rp__host_spin_ns(rt);
+  th_destroy(rt);
+  return v;
+}
+
+Test(replay, host_spins_only_with_a_cpu_to_spare) {
+  if (getenv("REPRISE_HOST_SPIN_NS"))
+    cr_skip_test("REPRISE_HOST_SPIN_NS is set in the environment");
+  cpu_set_t allowed;
+  cr_assert_eq(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int first = -1, second = -1;
+  for (int c = 0; c < CPU_SETSIZE && second < 0; c++)
+    if (CPU_ISSET(c, &allowed)) {
+      if (first < 0)
+        first = c;
+      else
+        second = c;
+    }
+  cr_assert_eq(spin_with(1, 1), 0, "one CPU, one worker: the host must yield");
+  if (second != 1 || first != 0)
+    cr_skip_test("CPUs 0 and 1 are not both available here");
+  cr_assert_eq(spin_with(2, 1), 20000, "two CPUs, one worker: host spins");
+  cr_assert_eq(spin_with(2, 2), 0, "two CPUs, two workers: host yields");
+}
+
+Test(replay, host_spin_budget_comes_from_the_environment) {
+  setenv("REPRISE_HOST_SPIN_NS", "1234", 1);
+  if (rp__tunables()->host_spin_ns != 1234)
+    cr_skip_test("the tunables were read before this test (--no-fork?)");
+  cr_assert_eq(spin_with(1, 1), 1234);
+}
+
+/* A plain task with a cross-lane wait runs on the lane's fast path; a
+ * failure upstream (a plain task on the other lane) must still skip it in
+ * that replay, and the next replay runs both. */
+static _Atomic int fail_next, dependent_ran;
+
+static rp_status maybe_fail_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return atomic_load(&fail_next) ? RP_ETASK : RP_OK;
+}
+
+static rp_status dependent_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  atomic_fetch_add(&dependent_ran, 1);
+  return RP_OK;
+}
+
+Test(replay, plain_task_waiting_across_lanes_is_skipped_after_upstream_fails) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id tf = reg(rt, "maybe_fail", maybe_fail_task, 0);
+  rp_task_id td = reg(rt, "dependent", dependent_task, 0);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  rp_access w = {x, RP_WRITE, 0}, rd = {x, RP_READ, 0};
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL)); /* the read depends on the write */
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = tf, .proc = 0, .accesses = &w, .naccess = 1},
+      NULL));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = td, .proc = 1, .accesses = &rd, .naccess = 1},
+      NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  atomic_store(&dependent_ran, 0);
+  static const int fails[] = {0, 1, 0, 1, 1, 0};
+  int runs = 0;
+  for (int i = 0; i < 6; i++) {
+    atomic_store(&fail_next, fails[i]);
+    rp_event done;
+    RP_CHECK(rp_replay(ex, NULL, &done));
+    RP_EXPECT(rp_event_wait(rt, done, -1), fails[i] ? RP_ETASK : RP_OK);
+    RP_CHECK(rp_event_release(rt, done));
+    runs += !fails[i];
+    cr_assert_eq(atomic_load(&dependent_ran), runs,
+                 "replay %d: the dependent ran %d times, expected %d", i,
+                 atomic_load(&dependent_ran), runs);
+  }
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.procs_used, 2, "the two ops must sit on two lanes");
+  cr_assert_eq(s.ops_run, 6 + 3, "every producer run, the dependent 3 times");
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
 }
 
 /* ---- what steers placement ---- */
