@@ -138,6 +138,9 @@ void rp__event_set_yield(rp_runtime *rt, rp_event e, uint32_t us);
 /* Triggers (st == RP_OK) or poisons (st < 0) e and drops the trigger's
  * reference. Runs waiters and wakes host sleepers. */
 void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st);
+/* Asks for e's slot in this core's cache, for writing: a completer that
+ * calls this when its work starts finds the line local when it triggers. */
+void rp__event_prefetch(rp_runtime *rt, rp_event e);
 rp_status rp__event_retain(rp_runtime *rt, rp_event e);
 /* Drops a reference the engine took itself (rp__event_retain, _retain_n),
  * never the handle's own one: unlike rp_event_release, it does not mark the

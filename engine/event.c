@@ -206,6 +206,11 @@ static void ev_unref(rp_event_table *et, uint32_t i, rp_event_slot *s) {
   }
 }
 
+void rp__event_prefetch(rp_runtime *rt, rp_event e) {
+  if (e.id != 0)
+    __builtin_prefetch(slot_at(&rt->events, ev_slot_of(e)), 1, 3);
+}
+
 void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st) {
   if (e.id == 0)
     return;

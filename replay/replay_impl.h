@@ -21,8 +21,8 @@
 #include <string.h>
 
 #define RP_EXEC_MAGIC 0x52505845u /* "RPXE" */
-#define RP_RING 1024              /* submission ring entries (power of two) */
-#define RP_MASK_WORDS 2           /* 128 CPU workers */
+#define RP_RING 4096    /* submission ring entries (power of two; 256 KiB) */
+#define RP_MASK_WORDS 2 /* 128 CPU workers */
 
 /* RP_UNIT_EXT: a task with a planned replay form (engine.h rp_task_ext,
  * dist/ communication): run through ext->run, always on the general path.

@@ -305,6 +305,11 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
   rp__tl_replay_violation = &violation;
   /* traced replays take the general path: the fast one stays untouched */
   int general = s->measure || s->stale || rp__nvtx_on || s->traced;
+  /* While the lane runs, bring in what its replay boundary will touch:
+   * the done event its completion may trigger (for writing) and the next
+   * replay's slot (armed by now when replays are back to back). */
+  rp__event_prefetch(ex->rt, s->done);
+  __builtin_prefetch(&ex->slots[(r + 1) % ex->max_inflight], 0, 3);
   for (uint32_t i = 0; i < l->len; i++) {
     const rp_hot *h = &l->hot[i];
     /* Fast path: a plain task, after its cross-lane waits, in a replay where
@@ -360,8 +365,12 @@ int rp__replay_poll(void *arg, unsigned worker) {
     if (atomic_load(&e->seq) != i + 1)
       return 0;
     int mine = e->mask[worker / 64] >> (worker % 64) & 1;
-    if (mine)
+    if (mine) {
+      /* the next entry, while the lane runs (published by now when
+       * replays are back to back) */
+      __builtin_prefetch(&rs->ring[(i + 1) & (RP_RING - 1)], 0, 3);
       run_lane(e->ex, worker, e->r);
+    }
     /* release: everything this worker did with the exec happens before a
      * destroyer sees the cursor pass the entry */
     atomic_store_explicit(&c->next, i + 1, memory_order_release);
@@ -427,6 +436,8 @@ static void submit(rp_exec *ex, uint64_t r) {
   ex->submitted = 1;
   /* seq_cst: published before we look at the workers' sleeping flags */
   atomic_store(&e->seq, t + 1);
+  /* the next entry, for writing: the workers read it a ring ago */
+  __builtin_prefetch(&rs->ring[(t + 1) & (RP_RING - 1)], 1, 3);
   for (uint32_t w = 0; w < ex->nlanes; w++)
     if (ex->mask[w / 64] >> (w % 64) & 1)
       rp__worker_wake(ex->rt, w);
