@@ -310,16 +310,23 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
    * replay's slot (armed by now when replays are back to back). */
   rp__event_prefetch(ex->rt, s->done);
   __builtin_prefetch(&ex->slots[(r + 1) % ex->max_inflight], 0, 3);
+  /* Whether this lane has seen a failure in this replay: its own, or
+   * another lane's, read after a cross-lane wait (a failure is published
+   * before the progress a wait sees). A unit without waits depends on
+   * other lanes only through earlier units of this lane that waited, so
+   * the fast path tests this local flag and never reads the slot's shared
+   * line per task (other lanes write that line when they finish). */
+  uint32_t seen_fail = atomic_load_explicit(&s->any_fail, memory_order_relaxed);
   for (uint32_t i = 0; i < l->len; i++) {
     const rp_hot *h = &l->hot[i];
     /* Fast path: a plain task, after its cross-lane waits, in a replay where
-     * nothing failed yet (checked after the waits: a failure upstream is
-     * published before the progress the waits see). */
+     * nothing it depends on failed. */
     if (RP_LIKELY(!(h->slow | general))) {
-      if (h->nwait)
+      if (h->nwait) {
         wait_list(ex, h->wait_off, h->nwait, rel, &ls);
-      if (RP_LIKELY(
-              !atomic_load_explicit(&s->any_fail, memory_order_relaxed))) {
+        seen_fail |= atomic_load_explicit(&s->any_fail, memory_order_relaxed);
+      }
+      if (RP_LIKELY(!seen_fail)) {
         rp_status st = h->fn(h->ctx);
         ls.run++;
         if (RP_UNLIKELY(st != RP_OK || violation)) {
@@ -330,6 +337,7 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
                               ? "task launched work or waited on an "
                                 "event inside a replay"
                               : NULL);
+          seen_fail = 1;
         }
         if (h->publish)
           rp__lane_publish(l, (uint32_t)rel * l->len + i + 1);
@@ -337,6 +345,7 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
       }
     }
     run_general(ex, l, i, s, rel, &ls); /* its waits are met: no cost */
+    seen_fail |= atomic_load_explicit(&s->any_fail, memory_order_relaxed);
   }
   rp__tl_replay_violation = NULL;
   store_stats(l, &ls);
