@@ -92,14 +92,15 @@ typedef struct rp_hot {
 } rp_hot;
 
 typedef struct rp_lane {
-  /* written by the lane's worker, read by consumers */
+  /* written by the lane's worker, read by consumers (a wait reads len with
+   * progress: one line) */
   RP_ALIGNED_LINE _Atomic uint32_t progress;
   _Atomic uint32_t sleepers;
+  uint32_t len; /* units in the lane (set at placement) */
   /* owned by the worker (stats stored once per lane run, read relaxed) */
   RP_ALIGNED_LINE uint32_t *units; /* unit indices, len entries */
   rp_hot *hot;                     /* the same, as hot records */
-  uint32_t len;
-  uint64_t cur_replay; /* what rp_ctx_replay reports */
+  uint64_t cur_replay;             /* what rp_ctx_replay reports */
   _Atomic uint64_t ops_run, ops_skipped, handoffs, wakeups;
 } rp_lane;
 
@@ -207,7 +208,11 @@ struct rp_exec {
   uint64_t edge_cost;
   int no_replace;
 
-  uint64_t issued; /* replays submitted (host side) */
+  uint64_t epoch; /* replay number placement started at (lanes read it) */
+
+  /* Written by the host on every replay: a line of their own, so that the
+   * lanes' reads of the fields above stay in their caches. */
+  RP_ALIGNED_LINE uint64_t issued; /* replays submitted (host side) */
   /* misuse guards (scheduler.c): 1 while a thread is inside rp_replay (a
    * second concurrent caller is refused: RP_EBUSY); issued as seen by other
    * threads, stored (seq_cst) before the replay checks its instances'
@@ -216,7 +221,6 @@ struct rp_exec {
   _Atomic uint64_t issued_pub;
   struct rp_exec *reg_next, *reg_prev; /* rp_replay_state.execs */
   int registered;
-  uint64_t epoch;       /* replay number placement started at */
   uint64_t last_sub;    /* ring index of the last submission */
   int submitted;        /* some replay went through the ring */
   uint64_t inline_runs; /* replays whose launch lane ran in the
