@@ -310,25 +310,30 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
    * replay's slot (armed by now when replays are back to back). */
   rp__event_prefetch(ex->rt, s->done);
   __builtin_prefetch(&ex->slots[(r + 1) % ex->max_inflight], 0, 3);
-  /* Whether this lane has seen a failure in this replay: its own, or
-   * another lane's, read after a cross-lane wait (a failure is published
+  /* Nonzero while every unit takes the general path: a traced or measured
+   * replay, or once this lane has seen a failure in this replay (its own,
+   * or another lane's, read after a cross-lane wait: a failure is published
    * before the progress a wait sees). A unit without waits depends on
    * other lanes only through earlier units of this lane that waited, so
    * the fast path tests this local flag and never reads the slot's shared
    * line per task (other lanes write that line when they finish). */
-  uint32_t seen_fail = atomic_load_explicit(&s->any_fail, memory_order_relaxed);
-  for (uint32_t i = 0; i < l->len; i++) {
-    const rp_hot *h = &l->hot[i];
-    /* Fast path: a plain task, after its cross-lane waits, in a replay where
-     * nothing it depends on failed. */
-    if (RP_LIKELY(!(h->slow | general))) {
+  uint32_t block = (uint32_t)general |
+                   atomic_load_explicit(&s->any_fail, memory_order_relaxed);
+  /* Units taken by the general path (it counts its own runs): the fast
+   * path's runs are the rest, so its loop stores nothing per task. */
+  uint32_t general_units = 0;
+  const rp_hot *const hot = l->hot, *const hend = hot + l->len;
+  const uint32_t pub_base = (uint32_t)rel * l->len + 1;
+  for (const rp_hot *h = hot; h != hend; h++) {
+    /* Fast path: a plain task, after its cross-lane waits, in a replay
+     * where nothing it depends on failed. */
+    if (RP_LIKELY(!(h->slow | block))) {
       if (h->nwait) {
         wait_list(ex, h->wait_off, h->nwait, rel, &ls);
-        seen_fail |= atomic_load_explicit(&s->any_fail, memory_order_relaxed);
+        block |= atomic_load_explicit(&s->any_fail, memory_order_relaxed);
       }
-      if (RP_LIKELY(!seen_fail)) {
+      if (RP_LIKELY(!block)) {
         rp_status st = h->fn(h->ctx);
-        ls.run++;
         if (RP_UNLIKELY(st != RP_OK || violation)) {
           rp_status fst = violation ? RP_ECONTRACT : st > 0 ? RP_ETASK : st;
           violation = 0;
@@ -337,17 +342,20 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
                               ? "task launched work or waited on an "
                                 "event inside a replay"
                               : NULL);
-          seen_fail = 1;
+          block = 1;
         }
         if (h->publish)
-          rp__lane_publish(l, (uint32_t)rel * l->len + i + 1);
+          rp__lane_publish(l, pub_base + (uint32_t)(h - hot));
         continue;
       }
     }
-    run_general(ex, l, i, s, rel, &ls); /* its waits are met: no cost */
-    seen_fail |= atomic_load_explicit(&s->any_fail, memory_order_relaxed);
+    /* its waits are met: no cost */
+    run_general(ex, l, (uint32_t)(h - hot), s, rel, &ls);
+    general_units++;
+    block |= atomic_load_explicit(&s->any_fail, memory_order_relaxed);
   }
   rp__tl_replay_violation = NULL;
+  ls.run += l->len - general_units;
   store_stats(l, &ls);
   rp__slot_source_done(ex, s); /* the lane is one completion source */
 }
