@@ -223,12 +223,22 @@ int rp_cli_check_output(const char *cmd, const char *opt, const char *path) {
   if (!*path)
     return rp_cli_usage_error(cmd, "%s: an empty file name", opt);
   /* An existing file is opened for writing without truncating it; a new one
-   * is created and removed again: nothing is lost if the run fails later. */
-  int fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  int created = 0;
-  if (fd < 0 && errno == ENOENT) {
+   * is created and removed again: nothing is lost if the run fails later.
+   * Other processes may check the same path at the same time (the ranks of
+   * `mpiexec reprise train --dist`): one that creates the file between our
+   * two opens, or removes it again, is no error, so EEXIST goes back to the
+   * first open. A rank that failed here alone would exit before MPI_Init
+   * and leave the others blocked in it. Bounded: a dangling symbolic link
+   * fails the first open with ENOENT and the second with EEXIST forever. */
+  int fd = -1, created = 0;
+  for (int tries = 0; tries < 100; tries++) {
+    fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd >= 0 || errno != ENOENT)
+      break;
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     created = fd >= 0;
+    if (fd >= 0 || errno != EEXIST)
+      break;
   }
   if (fd < 0 && errno == ENXIO)
     return RP_CLI_OK; /* a FIFO nobody reads yet: the write will wait */
