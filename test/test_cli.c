@@ -3,9 +3,12 @@
  * never timings. */
 #include "cli_run.h"
 #include "helpers.h"
+#include "tools/cli.h"
 
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -1107,4 +1110,45 @@ Test(cli, an_unwritable_output_path_fails_before_any_work) {
   read_file(graph, after, sizeof after);
   cr_assert_str_eq(before, after, "the check changed the file");
   unlink(graph);
+}
+
+/* The ranks of `mpiexec reprise train --dist` check the same missing
+ * output paths at the same moment: another process creating the file
+ * between the check's open and its exclusive create, or removing it again,
+ * must not fail the check (a rank that exited there, before MPI_Init, left
+ * the others blocked in it for good). A thread stands in for the other
+ * ranks, creating and removing the path as fast as it can. */
+static _Atomic int race_stop;
+
+static void *create_remove_loop(void *arg) {
+  const char *path = arg;
+  while (!atomic_load(&race_stop)) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd >= 0) {
+      close(fd);
+      unlink(path);
+    }
+  }
+  return NULL;
+}
+
+Test(cli, output_check_tolerates_others_creating_and_removing_the_path) {
+  char dir[] = "/tmp/rp_cli_race_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char path[64];
+  snprintf(path, sizeof path, "%s/out.json", dir);
+  atomic_store(&race_stop, 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, create_remove_loop, path), 0);
+  int failed = 0;
+  for (int i = 0; i < 20000; i++)
+    failed += rp_cli_check_output("train", "--json", path) != RP_CLI_OK;
+  atomic_store(&race_stop, 1);
+  pthread_join(t, NULL);
+  cr_assert_eq(failed, 0,
+               "%d of 20000 checks failed while another thread "
+               "created and removed the path",
+               failed);
+  unlink(path);
+  cr_assert_eq(rmdir(dir), 0, "the checks left something behind in %s", dir);
 }
