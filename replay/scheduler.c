@@ -155,6 +155,20 @@ static rp_status wait_ports(rp_exec *ex, const rp_unit *u, rp_slot *s) {
 
 /* ---- running units ---- */
 
+static const char CONTRACT_WHY[] =
+    "task launched work or waited on an event inside a replay";
+
+/* A task function's return, as the replay records it: RP_ECONTRACT when
+ * it launched or waited inside the replay (*violation, cleared here),
+ * RP_ETASK for a positive (user) code. */
+static rp_status task_status(rp_status st, int *violation) {
+  if (RP_UNLIKELY(*violation)) {
+    *violation = 0;
+    return RP_ECONTRACT;
+  }
+  return st > 0 ? RP_ETASK : st;
+}
+
 static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
   uint32_t shards = rp__unit_shards(u, s);
   if (!shards) {
@@ -167,14 +181,7 @@ static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
       memcpy(u->args + ip->dst_offset, s->args + ip->src_offset, ip->bytes);
   }
   u->ctx.shards = shards;
-  int *violation = rp__tl_replay_violation;
-  rp_status st = u->fn(&u->ctx);
-  if (*violation) {
-    *violation = 0;
-    st = RP_ECONTRACT;
-  } else if (st > 0) {
-    st = RP_ETASK;
-  }
+  rp_status st = task_status(u->fn(&u->ctx), rp__tl_replay_violation);
   if (RP_UNLIKELY(u->guard != NULL)) {
     for (uint32_t i = 0; i < 64; i++)
       if (u->guard[i] != 0xa5) {
@@ -209,7 +216,7 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip, const char **why) {
   rp_status st = run_task(u, s, skip);
   rp__nvtx_pop();
   if (st == RP_ECONTRACT)
-    *why = "task launched work or waited on an event inside a replay";
+    *why = CONTRACT_WHY;
   else if (st == RP_ERANGE && u->guard)
     *why = "task overran its workspace slice (guard bytes changed)";
   return st;
@@ -335,13 +342,9 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
       if (RP_LIKELY(!block)) {
         rp_status st = h->fn(h->ctx);
         if (RP_UNLIKELY(st != RP_OK || violation)) {
-          rp_status fst = violation ? RP_ECONTRACT : st > 0 ? RP_ETASK : st;
-          violation = 0;
-          rp__unit_failed(ex, s, h->unit, fst,
-                          fst == RP_ECONTRACT
-                              ? "task launched work or waited on an "
-                                "event inside a replay"
-                              : NULL);
+          st = task_status(st, &violation);
+          rp__unit_failed(ex, s, h->unit, st,
+                          st == RP_ECONTRACT ? CONTRACT_WHY : NULL);
           block = 1;
         }
         if (h->publish)
@@ -516,10 +519,10 @@ static void wait_inflight(rp_exec *ex, uint64_t limit) {
   rp_backoff b = RP_BACKOFF_HOST;
   b.spin_ns = ex->slot_spin_ns;
   b.yield_ns = slot_yield_budget(ex, limit);
-  for (;;) {
+  for (int waited = 0;; waited = 1) {
     uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
     if ((uint32_t)ex->issued - done < limit) {
-      if (b.n > 64) /* it waited */
+      if (waited)
         spin_adapt(ex, &b);
       return;
     }
