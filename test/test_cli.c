@@ -967,10 +967,10 @@ Test(cli, a_bad_environment_value_is_an_error_naming_the_variable) {
   char graph[] = "/tmp/rp_cli_envg_XXXXXX";
   small_graph(graph);
   static const char *const vars[][2] = {
-      {"REPRISE_BACKEND", "gpu"},      {"REPRISE_WORKERS", "0"},
-      {"REPRISE_CPUS", "lots"},        {"REPRISE_GPUS", "99"},
-      {"REPRISE_SPIN_NS", "-5"},       {"REPRISE_GPU_POLL", "often"},
-      {"REPRISE_DIST_TIMEOUT_MS", "0"}};
+      {"REPRISE_BACKEND", "gpu"},       {"REPRISE_WORKERS", "0"},
+      {"REPRISE_CPUS", "lots"},         {"REPRISE_GPUS", "99"},
+      {"REPRISE_SPIN_NS", "-5"},        {"REPRISE_GPU_POLL", "often"},
+      {"REPRISE_DIST_TIMEOUT_MS", "0"}, {"REPRISE_HOST_SPIN_NS", "soon"}};
   cli_run r;
   for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
     setenv(vars[v][0], vars[v][1], 1);
