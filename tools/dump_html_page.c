@@ -254,6 +254,21 @@ const char *const dv_page_js[] = {
     "        var h = highlight(\"o\" + i);\n",
     "        out.push(\"select \" + arg + \": \" + h.anc + \" ancestors, \" + "
     "h.desc + \" descendants\");\n",
+    "      } else if (what === \"hover\") {\n",
+    "        var j = -1;\n",
+    "        for (var q = 0; q < D.ops.length; q++) if (D.ops[q][0] === arg) j "
+    "= q;\n",
+    "        var nd = j < 0 ? null : svg.select(\"#o\" + j).node();\n",
+    "        if (!nd) { out.push(\"hover \" + arg + \": not shown\"); return; "
+    "}\n",
+    "        var r = nd.getBoundingClientRect(), sr = "
+    "stage.getBoundingClientRect();\n",
+    "        tip.textContent = details(\"o\" + j);\n",
+    "        tip.style.left = (r.right - sr.left + 8) + \"px\";\n",
+    "        tip.style.top = (r.top - sr.top) + \"px\";\n",
+    "        tip.style.display = \"block\";\n",
+    "        out.push(\"hover \" + arg + \": \" + "
+    "tip.textContent.split(\"\\n\").length + \" lines of details\");\n",
     "      } else if (what === \"crit\") {\n",
     "        toggleCrit(true);\n",
     "        el(\"crit\").checked = true;\n",

@@ -48,19 +48,30 @@ int dv_adj(const dm_graph *m, int fwd, uint32_t **off, uint32_t **adj) {
   return 0;
 }
 
+/* Bytes dv_json_str writes as they are. */
+static int plain(unsigned char c, unsigned char next) {
+  return c >= 0x20 && c != '"' && c != '\\' && !(c == '<' && next == '/');
+}
+
 void dv_json_str(FILE *out, const char *s) {
-  for (; *s; s++) {
+  while (*s) {
+    size_t n = 0;
+    while (s[n] && plain((unsigned char)s[n], (unsigned char)s[n + 1]))
+      n++;
+    fwrite(s, 1, n, out); /* runs, not bytes: the page's SVGs are MBs */
+    s += n;
     unsigned char c = (unsigned char)*s;
+    if (!c)
+      break;
     if (c == '"' || c == '\\')
       fprintf(out, "\\%c", c);
     else if (c == '\n')
       fputs("\\n", out);
-    else if (c < 0x20)
-      fprintf(out, "\\u%04x", c);
-    else if (c == '<' && s[1] == '/') /* "</script>" ends no script */
+    else if (c == '<') /* "</script>" ends no script */
       fputs("<\\/", out), s++;
     else
-      fputc(c, out);
+      fprintf(out, "\\u%04x", c);
+    s++;
   }
 }
 
