@@ -300,8 +300,10 @@ Test(views, bad_traces_are_usage_errors, .init = setup, .fini = teardown) {
 
 /* ---- summary ---- */
 
-/* Two workers over one 30 us replay: worker 0 busy [0, 10) and [20, 30)
- * (one 10 us gap), worker 1 [0, 30); ops a.x, a.y (10 us each), b (30). */
+/* Two workers, replay 0 over [0, 30) us: worker 0 busy [0, 10) and
+ * [20, 30) (one 10 us gap), worker 1 [0, 30); replay 1 over [100, 110):
+ * worker 1 [100, 110) (the 70 us between the replays is no idle gap).
+ * Ops a.x, a.y (10 us each), b (30 us, then 10 us). */
 static const char TRACE[] =
     "{\"traceEvents\": [\n"
     "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, "
@@ -318,7 +320,13 @@ static const char TRACE[] =
     "0}},\n"
     "{\"name\": \"b\", \"cat\": \"task\", \"ph\": \"X\", \"pid\": 1, \"tid\": "
     "1, \"ts\": 0, \"dur\": 30, \"args\": {\"op\": 2, \"task\": \"rp.fill\", "
-    "\"replay\": 0}}\n"
+    "\"replay\": 0}},\n"
+    "{\"name\": \"replay 1\", \"cat\": \"replay\", \"ph\": \"X\", \"pid\": "
+    "1, \"tid\": 1001, \"ts\": 100, \"dur\": 10, \"args\": {\"replay\": "
+    "1}},\n"
+    "{\"name\": \"b\", \"cat\": \"task\", \"ph\": \"X\", \"pid\": 1, \"tid\": "
+    "1, \"ts\": 100, \"dur\": 10, \"args\": {\"op\": 2, \"task\": "
+    "\"rp.fill\", \"replay\": 1}}\n"
     "]}\n";
 
 Test(views, summary_of_a_known_trace, .init = setup, .fini = teardown) {
@@ -327,22 +335,26 @@ Test(views, summary_of_a_known_trace, .init = setup, .fini = teardown) {
   cli_run r;
   RUN(&r, "dump", "--trace", t, "--summary");
   cr_assert_eq(r.status, 0, "%s", r.err);
-  HAS(r.out, "trace: 1 replays traced, 4 events, 30.0 us traced\n");
+  HAS(r.out, "trace: 2 replays traced, 6 events, 40.0 us in replays (110.0 "
+             "us from the first to the last)\n");
+  /* per replay: b (30 + 10) / 2, a (10 + 10) / 2 */
   HAS(r.out, "time per group (depth 1) (2; per replay, share of op time):\n"
-             "  b                                      30.0 us   60.0%  (1 "
+             "  b                                      20.0 us   66.7%  (2 "
              "events)\n"
-             "  a                                      20.0 us   40.0%  (2 "
+             "  a                                      10.0 us   33.3%  (2 "
              "events)\n");
-  HAS(r.out, "  rp.gemm                                10.0 us   20.0%");
-  HAS(r.out, "  copy                                   10.0 us   20.0%");
-  HAS(r.out, "worker 0                 busy       20.0 us of 30.0 us ( 66.7%); "
+  HAS(r.out, "  rp.fill                                20.0 us   66.7%");
+  HAS(r.out, "  rp.gemm                                 5.0 us   16.7%");
+  HAS(r.out, "  copy                                    5.0 us   16.7%");
+  HAS(r.out, "worker 0                 busy       20.0 us of 40.0 us ( 50.0%); "
              "1 idle gaps over 5 us, 10.0 us in all");
-  HAS(r.out, "worker 1                 busy       30.0 us of 30.0 us (100.0%); "
+  HAS(r.out, "worker 1                 busy       40.0 us of 40.0 us (100.0%); "
              "0 idle gaps");
   HAS(r.out, "largest idle gap: 10.0 us on worker 0 at 10.0 us, before 'a.y'");
-  HAS(r.out, "slowest replays:\n  replay 0           30.0 us\n");
+  HAS(r.out, "slowest replays:\n  replay 0           30.0 us\n"
+             "  replay 1           10.0 us\n");
   RUN(&r, "dump", "--trace", t, "--summary", "--group", "2");
-  HAS(r.out, "  a.x                                    10.0 us");
+  HAS(r.out, "  a.x                                     5.0 us");
 }
 
 Test(views, summary_of_a_recorded_step, .init = setup, .fini = teardown) {

@@ -104,28 +104,62 @@ static void print_rows(const char *title, const row *r, uint32_t n,
             rest / replays, total > 0 ? 100.0 * rest / total : 0.0);
 }
 
-/* The traced window: first replay start to last replay end. */
-static void window(const dv_trace *t, double *t0, double *t1, uint32_t *n) {
-  *t0 = 1e300, *t1 = 0, *n = 0;
-  for (uint32_t i = 0; i < t->nev; i++) {
-    const dv_event *e = &t->ev[i];
-    if (e->cat != DV_EV_REPLAY)
-      continue;
-    (*n)++;
-    if (e->ts < *t0)
-      *t0 = e->ts;
-    if (e->ts + e->dur > *t1)
-      *t1 = e->ts + e->dur;
-  }
-  if (!*n) { /* no replay events: the events' extent */
+/* The replays' spans, sorted and merged (the time the tracks are measured
+ * over: a training loop's host work between replays is not idle time). */
+typedef struct windows {
+  span *w;
+  uint32_t n;
+  uint32_t replays;
+  double total, t0, t1; /* their length; first start, last end */
+} windows;
+
+static int make_windows(const dv_trace *t, windows *ws) {
+  memset(ws, 0, sizeof *ws);
+  ws->w = malloc(sizeof *ws->w * (t->nev ? t->nev : 1));
+  if (!ws->w)
+    return -1;
+  for (uint32_t i = 0; i < t->nev; i++)
+    if (t->ev[i].cat == DV_EV_REPLAY)
+      ws->w[ws->n++] = (span){t->ev[i].ts, t->ev[i].ts + t->ev[i].dur, i};
+  ws->replays = ws->n;
+  if (!ws->n) { /* no replay events: the events' extent */
+    span all = {1e300, 0, 0};
     for (uint32_t i = 0; i < t->nev; i++) {
-      if (t->ev[i].ts < *t0)
-        *t0 = t->ev[i].ts;
-      if (t->ev[i].ts + t->ev[i].dur > *t1)
-        *t1 = t->ev[i].ts + t->ev[i].dur;
+      if (t->ev[i].ts < all.t0)
+        all.t0 = t->ev[i].ts;
+      if (t->ev[i].ts + t->ev[i].dur > all.t1)
+        all.t1 = t->ev[i].ts + t->ev[i].dur;
     }
-    *n = 1;
+    ws->w[ws->n++] = all;
+    ws->replays = 1;
   }
+  qsort(ws->w, ws->n, sizeof *ws->w, cmp_span);
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < ws->n; i++)
+    if (k && ws->w[i].t0 <= ws->w[k - 1].t1) {
+      if (ws->w[i].t1 > ws->w[k - 1].t1)
+        ws->w[k - 1].t1 = ws->w[i].t1;
+    } else {
+      ws->w[k++] = ws->w[i];
+    }
+  ws->n = k;
+  for (uint32_t i = 0; i < k; i++)
+    ws->total += ws->w[i].t1 - ws->w[i].t0;
+  ws->t0 = ws->w[0].t0, ws->t1 = ws->w[k - 1].t1;
+  return 0;
+}
+
+/* 1 when [a, b] lies inside one replay's span. */
+static int inside(const windows *ws, double a, double b) {
+  uint32_t lo = 0, hi = ws->n;
+  while (lo < hi) { /* the first window ending at or after b */
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (ws->w[mid].t1 < b)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < ws->n && ws->w[lo].t0 <= a;
 }
 
 static const char *track_name(const dv_trace *t, uint32_t tid) {
@@ -140,9 +174,12 @@ typedef struct gap_note {
   uint32_t tid, ev;
 } gap_note;
 
-/* One track: its busy spans merged; busy time, gaps over gap_us. */
-static void one_track(const dv_trace *t, uint32_t tid, span *s, double span_us,
-                      double gap_us, gap_note *big, FILE *out) {
+/* One track: its busy spans merged; busy time, gaps over gap_us inside
+ * the replays. */
+static void one_track(const dv_trace *t, uint32_t tid, span *s,
+                      const windows *ws, double gap_us, gap_note *big,
+                      FILE *out) {
+  double span_us = ws->total;
   uint32_t n = 0;
   for (uint32_t i = 0; i < t->nev; i++)
     if (t->ev[i].tid == tid && t->ev[i].cat != DV_EV_WAIT &&
@@ -152,7 +189,7 @@ static void one_track(const dv_trace *t, uint32_t tid, span *s, double span_us,
   double busy = 0, end = 0, gaps = 0;
   uint32_t ngap = 0;
   for (uint32_t i = 0; i < n; i++) {
-    if (i && s[i].t0 - end > gap_us) {
+    if (i && s[i].t0 - end > gap_us && inside(ws, end, s[i].t0)) {
       double g = s[i].t0 - end;
       ngap++, gaps += g;
       if (g > big->us)
@@ -171,7 +208,8 @@ static void one_track(const dv_trace *t, uint32_t tid, span *s, double span_us,
           span_us > 0 ? 100.0 * busy / span_us : 0.0, ngap, gap_us, gaps);
 }
 
-static int tracks(const dv_trace *t, double span_us, double gap_us, FILE *out) {
+static int tracks(const dv_trace *t, const windows *ws, double gap_us,
+                  FILE *out) {
   span *s = malloc(sizeof *s * t->nev);
   uint32_t *seen = calloc(t->nev, sizeof *seen);
   if (!s || !seen) {
@@ -186,10 +224,10 @@ static int tracks(const dv_trace *t, double span_us, double gap_us, FILE *out) {
     if (k == ns && tid < SLOT_TID)
       seen[ns++] = tid;
   }
-  fprintf(out, "processors (busy share of the traced span):\n");
+  fprintf(out, "processors (busy share of the time in replays):\n");
   gap_note big = {0};
   for (uint32_t k = 0; k < ns; k++)
-    one_track(t, seen[k], s, span_us, gap_us, &big, out);
+    one_track(t, seen[k], s, ws, gap_us, &big, out);
   if (big.us > 0)
     fprintf(out, "  largest idle gap: %.1f us on %s at %.1f us, before '%s'\n",
             big.us, track_name(t, big.tid), big.at, t->ev[big.ev].name);
@@ -241,26 +279,29 @@ static void device(const dv_trace *t, uint32_t replays, FILE *out) {
 
 int dv_summary(const dv_trace *t, unsigned depth, double gap_us, FILE *out,
                FILE *err) {
-  row *r = malloc(sizeof *r * t->nev);
-  if (!r) {
+  row *r = malloc(sizeof *r * (t->nev ? t->nev : 1));
+  windows ws;
+  if (!r || make_windows(t, &ws)) {
+    free(r);
     fprintf(err, "reprise dump: --summary: out of memory\n");
     return -1;
   }
-  double t0, t1;
-  uint32_t replays;
-  window(t, &t0, &t1, &replays);
-  fprintf(out, "trace: %u replays traced, %u events, %.1f us traced\n", replays,
-          t->nev, t1 > t0 ? t1 - t0 : 0.0);
+  fprintf(out,
+          "trace: %u replays traced, %u events, %.1f us in replays (%.1f us "
+          "from the first to the last)\n",
+          ws.replays, t->nev, ws.total, ws.t1 - ws.t0);
   char title[64];
   snprintf(title, sizeof title, "time per group (depth %u)", depth);
-  print_rows(title, r, tally(t, depth, 0, r), replays, out);
-  print_rows("time per task", r, tally(t, depth, 1, r), replays, out);
+  print_rows(title, r, tally(t, depth, 0, r), ws.replays, out);
+  print_rows("time per task", r, tally(t, depth, 1, r), ws.replays, out);
   free(r);
-  if (tracks(t, t1 > t0 ? t1 - t0 : 0.0, gap_us, out)) {
+  int rc = tracks(t, &ws, gap_us, out);
+  if (rc)
     fprintf(err, "reprise dump: --summary: out of memory\n");
-    return -1;
+  free(ws.w);
+  if (!rc) {
+    slowest(t, out);
+    device(t, ws.replays, out);
   }
-  slowest(t, out);
-  device(t, replays, out);
-  return ferror(out) ? -1 : 0;
+  return rc || ferror(out) ? -1 : 0;
 }
