@@ -979,8 +979,8 @@ static void describe(const dump_cli *c, const dm_graph *m, uint32_t n,
     k = (size_t)snprintf(buf, cap, "ops");
   unsigned long d = c->depth_given ? c->depth : 1UL;
   if (c->focus && k < cap)
-    snprintf(buf + k, cap - k, " within %lu edge%s of '%s' (%u of %u ops)",
-             d, d == 1 ? "" : "s", c->focus, n, m->nops);
+    snprintf(buf + k, cap - k, " within %lu edge%s of '%s' (%u of %u ops)", d,
+             d == 1 ? "" : "s", c->focus, n, m->nops);
   else if (k < cap)
     snprintf(buf + k, cap - k, " (%u ops)", m->nops);
 }
