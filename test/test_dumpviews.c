@@ -357,6 +357,44 @@ Test(views, summary_of_a_known_trace, .init = setup, .fini = teardown) {
   HAS(r.out, "  a.x                                     5.0 us");
 }
 
+/* A GPU trace as the writer shapes it (replay/dump.c): a launcher's launch
+ * call on the worker's track, the segment's device span on the GPU's;
+ * the second segment has no device times (its host launch time stands in,
+ * 0 us long). */
+static const char GPU_TRACE[] =
+    "{\"traceEvents\": [\n"
+    "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, "
+    "\"args\": {\"name\": \"worker 0\"}},\n"
+    "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, "
+    "\"args\": {\"name\": \"gpu 0 (processor 1)\"}},\n"
+    "{\"name\": \"replay 0\", \"cat\": \"replay\", \"ph\": \"X\", \"pid\": "
+    "1, \"tid\": 1000, \"ts\": 0, \"dur\": 100, \"args\": {\"replay\": 0}},\n"
+    "{\"name\": \"launch segment 0\", \"cat\": \"launch\", \"ph\": \"X\", "
+    "\"pid\": 1, \"tid\": 0, \"ts\": 0, \"dur\": 4, \"args\": {\"segment\": "
+    "0, \"replay\": 0, \"ops\": 3, \"status\": \"ok\"}},\n"
+    "{\"name\": \"segment 0\", \"cat\": \"gpu\", \"ph\": \"X\", \"pid\": 1, "
+    "\"tid\": 1, \"ts\": 5, \"dur\": 60, \"args\": {\"segment\": 0, "
+    "\"replay\": 0, \"ops\": 3, \"device_times\": true}},\n"
+    "{\"name\": \"launch segment 1\", \"cat\": \"launch\", \"ph\": \"X\", "
+    "\"pid\": 1, \"tid\": 0, \"ts\": 70, \"dur\": 6, \"args\": {\"segment\": "
+    "1, \"replay\": 0, \"ops\": 2, \"status\": \"ok\"}},\n"
+    "{\"name\": \"segment 1\", \"cat\": \"gpu\", \"ph\": \"X\", \"pid\": 1, "
+    "\"tid\": 1, \"ts\": 70, \"dur\": 0, \"args\": {\"segment\": 1, "
+    "\"replay\": 0, \"ops\": 2, \"device_times\": false}}\n"
+    "]}\n";
+
+Test(views, summary_of_a_gpu_trace, .init = setup, .fini = teardown) {
+  const char *t = th_tmp_path("t.json");
+  write_text(t, GPU_TRACE);
+  cli_run r;
+  RUN(&r, "dump", "--trace", t, "--summary");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "GPU segments: 2 traced (1 with device times): 60.0 us per "
+             "replay on the devices, 10.0 us per replay launching them\n");
+  HAS(r.out, "gpu 0 (processor 1)      busy       60.0 us of 100.0 us");
+  HAS(r.out, "worker 0                 busy       10.0 us of 100.0 us");
+}
+
 Test(views, summary_of_a_recorded_step, .init = setup, .fini = teardown) {
   const char *g, *t;
   mlp(&g, &t);
@@ -491,6 +529,7 @@ static char *browse(const char *html, const char *selftest) {
   snprintf(profile, sizeof profile, "%s", th_tmp_path("profile"));
   snprintf(cmd, sizeof cmd,
            "timeout 120 %s --headless --no-sandbox --disable-gpu "
+           "--disable-dev-shm-usage "
            "--user-data-dir='%s' --dump-dom 'file://%s#selftest=%s' >'%s' "
            "2>/dev/null",
            exe, profile, html, selftest, dom);
