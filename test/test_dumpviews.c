@@ -570,6 +570,26 @@ Test(views, page_in_a_browser_searches_expands_highlights, .init = setup,
   free(st);
 }
 
+Test(views, page_of_a_focus_holds_only_its_ops, .init = setup,
+     .fini = teardown) {
+  if (!html_ready())
+    return;
+  char g[512], html[512];
+  snprintf(g, sizeof g, "%s", synth(200, 0, "s.json"));
+  snprintf(html, sizeof html, "%s", th_tmp_path("f.html"));
+  cli_run r;
+  RUN(&r, "dump", g, "--format", "html", "--group", "2", "--focus", "h3.attn",
+      "--depth", "0", "-o", html);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *st = browse(html, "search:h5.attn.qkv;search:h3.attn.qkv");
+  if (!st)
+    return;
+  HAS(st, "nodes 1\n"); /* the group h3.attn, nothing around it */
+  HAS(st, "search h5.attn.qkv: not found");
+  HAS(st, "search h3.attn.qkv: found op ");
+  free(st);
+}
+
 Test(views, page_of_the_recorded_mlp_step, .init = setup, .fini = teardown) {
   if (!html_ready())
     return;

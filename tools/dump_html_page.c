@@ -191,10 +191,12 @@ const char *const dv_page_js[] = {
     "  }\n",
     "  function search(q) {\n",
     "    matches = [];\n",
-    "    for (var i = 0; i < D.ops.length; i++) if (D.ops[i][0] === q) "
-    "matches.push(i);\n",
+    "    /* ops outside the page (--focus) have no view (-1) */\n",
+    "    for (var i = 0; i < D.ops.length; i++) if (D.ops[i][8] >= 0 && "
+    "D.ops[i][0] === q) matches.push(i);\n",
     "    if (!matches.length)\n",
-    "      for (i = 0; i < D.ops.length; i++) if (opName(i).indexOf(q) >= 0) "
+    "      for (i = 0; i < D.ops.length; i++)\n",
+    "        if (D.ops[i][8] >= 0 && opName(i).indexOf(q) >= 0) "
     "matches.push(i);\n",
     "    matchAt = 0;\n",
     "    el(\"found\").textContent = q ? matches.length + \" match\" + "
