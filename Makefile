@@ -12,7 +12,8 @@ CMAKE_ARGS ?=
 # Debian packages the build, the tests and the tools use.
 DEB_PKGS = build-essential cmake pkg-config git libcriterion-dev \
            libjemalloc-dev libopenblas-dev libcjson-dev mpich libmpich-dev \
-           graphviz gnuplot-nox clang libclang-rt-14-dev clang-format
+           graphviz gnuplot-nox clang libclang-rt-14-dev clang-format \
+           libjs-d3 chromium-headless-shell
 
 .PHONY: all deps configure build run test test-asan test-tsan fuzz clean \
         format-check layering

@@ -12,6 +12,7 @@
  * enough CPU workers (--cpus) and, where a device answers, the GPUs. */
 #include "cli.h"
 #include "dump_model.h"
+#include "dump_view.h"
 
 #include "kernels/tasks.h"
 
@@ -32,9 +33,19 @@ typedef struct contract_decl {
   unsigned flags;
 } contract_decl;
 
+/* --format html (not a format rp_graph_dump writes) */
+#define FMT_HTML ((rp_dump_format)100)
+
 typedef struct dump_cli {
   const char *file, *output;
   rp_dump_format fmt;
+  unsigned group;        /* --group [DEPTH]: 0 none */
+  const char *focus;     /* --focus NAME */
+  unsigned long depth;   /* --depth K (default 1) */
+  int depth_given, crit; /* --critical-path */
+  const char *trace;     /* --trace FILE */
+  int summary;           /* --summary */
+  const char *diff;      /* --diff FILE */
   int format_given, schedule, stats, lint, strict;
   unsigned checks;         /* --lint=CHECK,...: DM_LINT_* bits (0: every one) */
   unsigned ignored;        /* --lint-ignore CHECK */
@@ -70,14 +81,32 @@ static void dump_usage(FILE *f) {
   fprintf(
       f,
       "usage: reprise dump FILE [options]\n"
+      "       reprise dump A.json --diff B.json\n"
+      "       reprise dump --trace TRACE --summary [--group DEPTH]\n"
       "\n"
       "Loads a graph file (rp_graph_save, `reprise train --save-graph`,\n"
       "REPRISE_DUMP) and prints it. Tasks the file names that this build\n"
       "does not register run as no-op placeholders (said on stderr).\n"
       "\n"
-      "  --format text|dot|json  the dump's format (default text); DOT\n"
+      "  --format text|dot|json|html\n"
+      "                          the dump's format (default text); DOT\n"
       "                          renders with `dot -Tsvg`, JSON is a graph\n"
-      "                          file\n"
+      "                          file; html: one self-contained page to\n"
+      "                          explore (Graphviz dot, libjs-d3)\n"
+      "  --group [DEPTH]         ops grouped by their names' first DEPTH\n"
+      "                          dotted components (default 1), edges\n"
+      "                          between groups counted\n"
+      "  --focus NAME            only the op or group NAME (a name, a\n"
+      "                          dotted prefix, or 'op N') and the ops\n"
+      "  --depth K               within K edges of it (default 1)\n"
+      "  --critical-path         the longest path by cost, each op's share\n"
+      "                          (highlighted in DOT, JSON and html)\n"
+      "  --trace TRACE           costs measured in a replay trace\n"
+      "                          (`reprise train --trace`)\n"
+      "  --summary               with --trace: time per group and task,\n"
+      "                          busy shares, idle gaps, slowest replays\n"
+      "  --diff B.json           what B adds, removes or changes; exit 0\n"
+      "                          same, 1 different, 2 unreadable\n"
       "  --schedule              also instantiate the graph and print the\n"
       "                          exec's per-worker schedule (same format)\n"
       "  --stats                 op counts per kind, processor and task,\n"
@@ -128,10 +157,12 @@ static int parse_format(const char *s, rp_dump_format *f) {
     *f = RP_DUMP_DOT;
   else if (!strcmp(s, "json"))
     *f = RP_DUMP_JSON;
+  else if (!strcmp(s, "html"))
+    *f = FMT_HTML;
   else
     return rp_cli_usage_error("dump",
-                              "--format: '%s' is not text, dot or "
-                              "json",
+                              "--format: '%s' is not text, dot, json or "
+                              "html",
                               s);
   return RP_CLI_OK;
 }
@@ -187,7 +218,14 @@ enum {
   OPT_CONTRACT,
   OPT_CPUS,
   OPT_GPUS,
-  OPT_MAX_BYTES
+  OPT_MAX_BYTES,
+  OPT_GROUP,
+  OPT_FOCUS,
+  OPT_DEPTH,
+  OPT_CRIT,
+  OPT_TRACE,
+  OPT_SUMMARY,
+  OPT_DIFF
 };
 
 static const struct option LONGOPTS[] = {
@@ -202,13 +240,69 @@ static const struct option LONGOPTS[] = {
     {"cpus", required_argument, NULL, OPT_CPUS}, /* deprecated spelling */
     {"gpus", required_argument, NULL, OPT_GPUS},
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
+    {"group", optional_argument, NULL, OPT_GROUP},
+    {"focus", required_argument, NULL, OPT_FOCUS},
+    {"depth", required_argument, NULL, OPT_DEPTH},
+    {"critical-path", no_argument, NULL, OPT_CRIT},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {"summary", no_argument, NULL, OPT_SUMMARY},
+    {"diff", required_argument, NULL, OPT_DIFF},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
+static int parse_group(dump_cli *c, const char *arg) {
+  unsigned long d = 1;
+  if (arg && !rp_cli_parse_uint(arg, 1, DV_MAX_DEPTH, &d))
+    return rp_cli_usage_error("dump",
+                              "--group: '%s' is not a group depth in "
+                              "1..%u (dotted name components)",
+                              arg, DV_MAX_DEPTH);
+  c->group = (unsigned)d;
+  return RP_CLI_OK;
+}
+
+/* The views' options (--group ... --diff); -2: not one of them. */
+static int view_option(dump_cli *c, int opt, const char *arg) {
+  switch (opt) {
+  case OPT_GROUP:
+    return parse_group(c, arg);
+  case OPT_FOCUS:
+    if (!arg[0])
+      return rp_cli_usage_error("dump", "--focus: an empty name");
+    c->focus = arg;
+    return RP_CLI_OK;
+  case OPT_DEPTH:
+    c->depth_given = 1;
+    if (!rp_cli_parse_uint(arg, 0, 1000, &c->depth))
+      return rp_cli_usage_error("dump",
+                                "--depth: '%s' is not a number of edges "
+                                "in 0..1000",
+                                arg);
+    return RP_CLI_OK;
+  case OPT_CRIT:
+    c->crit = 1;
+    return RP_CLI_OK;
+  case OPT_TRACE:
+    c->trace = arg;
+    return RP_CLI_OK;
+  case OPT_SUMMARY:
+    c->summary = 1;
+    return RP_CLI_OK;
+  case OPT_DIFF:
+    c->diff = arg;
+    return RP_CLI_OK;
+  default:
+    return -2;
+  }
+}
+
 /* One option: RP_CLI_OK, RP_CLI_USAGE, or -1 after --help. */
 static int apply_option(dump_cli *c, int opt, const char *arg) {
+  int vrc = view_option(c, opt, arg);
+  if (vrc != -2)
+    return vrc;
   switch (opt) {
   case OPT_FORMAT:
     c->format_given = 1;
@@ -262,6 +356,30 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
   }
 }
 
+/* The views' options together. */
+static int check_view_args(const dump_cli *c) {
+  if (c->strict && !c->lint)
+    return rp_cli_usage_error("dump", "--strict needs --lint");
+  if (c->depth_given && !c->focus)
+    return rp_cli_usage_error("dump", "--depth needs --focus NAME");
+  if (c->summary && !c->trace)
+    return rp_cli_usage_error("dump", "--summary needs --trace FILE");
+  if (c->trace && !c->summary && !c->crit && c->fmt != FMT_HTML)
+    return rp_cli_usage_error("dump", "--trace FILE needs --summary, "
+                                      "--critical-path or --format html");
+  if (c->diff && (c->group || c->focus || c->crit || c->summary || c->stats ||
+                  c->lint || c->schedule || c->format_given))
+    return rp_cli_usage_error("dump", "--diff compares two graphs: no other "
+                                      "view or format with it");
+  if ((c->group || c->focus || c->crit || c->fmt == FMT_HTML) &&
+      (c->schedule || c->stats || c->lint))
+    return rp_cli_usage_error("dump", "--group, --focus, --critical-path "
+                                      "and --format html are views of "
+                                      "their own: not with --schedule, "
+                                      "--stats or --lint");
+  return RP_CLI_OK;
+}
+
 static int parse_args(int argc, char **argv, dump_cli *c) {
   static char prog[] = "reprise dump"; /* getopt's messages name argv[0] */
   argv[0] = prog;
@@ -269,20 +387,26 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
   optind = 1;
   int opt;
   while ((opt = getopt_long(argc, argv, "ho:", LONGOPTS, NULL)) != -1) {
-    int rc = apply_option(c, opt, optarg);
+    const char *arg = optarg;
+    /* --group DEPTH: a number right after --group is its depth */
+    if (opt == OPT_GROUP && !arg && optind < argc && argv[optind][0] >= '0' &&
+        argv[optind][0] <= '9' &&
+        strspn(argv[optind], "0123456789") == strlen(argv[optind]))
+      arg = argv[optind++];
+    int rc = apply_option(c, opt, arg);
     if (rc)
       return rc;
   }
-  if (optind >= argc)
+  if (optind >= argc && !(c->summary && c->trace))
     return rp_cli_usage_error("dump", "missing the graph FILE");
-  c->file = argv[optind++];
+  c->file = optind < argc ? argv[optind++] : NULL;
   if (optind < argc)
     return rp_cli_usage_error("dump", "unexpected argument '%s'", argv[optind]);
-  if (c->strict && !c->lint)
-    return rp_cli_usage_error("dump", "--strict needs --lint");
+  int rc = check_view_args(c);
+  if (rc)
+    return rc;
   /* the environment where no option decided (README "Environment") */
   uint32_t w = 0;
-  int rc;
   if ((rc = rp_cli_env_backend("dump", &c->backend, NULL)) ||
       (!c->gpus_given &&
        (rc = rp_cli_env_u32("dump", "REPRISE_GPUS", 1, 16, &c->gpus, NULL))) ||
@@ -385,14 +509,14 @@ static void prescan_text(const char *text, size_t len, prescan *p) {
 /* The file's text, read once for the prescan and the loader: a regular
  * file of at most the loader's size limit (or --max-bytes below it). NULL
  * after saying why. */
-static char *read_graph_file(const dump_cli *c, size_t *len) {
+static char *read_graph_file(const dump_cli *c, const char *file, size_t *len) {
   size_t max = RP_GRAPH_FILE_MAX;
   if (c->max_bytes && c->max_bytes < max)
     max = (size_t)c->max_bytes;
   char *text = NULL;
-  rp_status st = rp_file_read_regular(c->file, max, &text, len);
+  rp_status st = rp_file_read_regular(file, max, &text, len);
   if (st) {
-    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", c->file,
+    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
             rp_status_name(st), rp_status_str(st), rp_error_detail());
     return NULL;
   }
@@ -731,53 +855,262 @@ static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
   return rc;
 }
 
-static int run(dump_cli *c) {
-  size_t len = 0;
-  char *text = read_graph_file(c, &len);
-  if (!text)
-    return RP_CLI_FAILED;
+/* A graph file loaded into a model of its machine. */
+typedef struct loaded {
+  char *text; /* the file, kept for the views' extras */
+  size_t len;
   prescan p;
-  prescan_text(text, len, &p);
-  rp_runtime *rt = NULL;
-  placeholders ph = {.cli = c};
-  rp_graph *g = NULL;
-  int rc = RP_CLI_FAILED;
+  rp_runtime *rt;
+  placeholders ph;
+  rp_graph *g;
   rp_machine_desc m;
-  rp_status st = make_runtime(c, &p, text, len, &m, &rt);
-  c->model_gpus = st ? 0 : m.ngpus;
-  c->machine = &m;
-  if (!st && (st = register_tasks(rt, c, &p, &ph)) != RP_OK)
+} loaded;
+
+/* RP_CLI_OK, or RP_CLI_FAILED after saying why (unload frees either way). */
+static int load(dump_cli *c, const char *file, loaded *L) {
+  memset(L, 0, sizeof *L);
+  L->ph.cli = c;
+  L->p.max_proc = UINT32_MAX;
+  if (!(L->text = read_graph_file(c, file, &L->len)))
+    return RP_CLI_FAILED;
+  prescan_text(L->text, L->len, &L->p);
+  rp_status st = make_runtime(c, &L->p, L->text, L->len, &L->m, &L->rt);
+  c->model_gpus = st ? 0 : L->m.ngpus;
+  c->machine = &L->m;
+  if (!st && (st = register_tasks(L->rt, c, &L->p, &L->ph)) != RP_OK) {
     fprintf(stderr, "reprise dump: registering tasks: %s: %s\n",
             rp_status_name(st), rp_error_detail());
-  else if (st)
-    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", c->file,
-            rp_status_name(st), rp_status_str(st), rp_error_detail());
-  else if ((st = rp_graph_load_mem(rt, text, len, NULL, 0, (size_t)c->max_bytes,
-                                   &g)) != RP_OK)
-    rc = load_failed(c->file, st);
-  free(text);
-  if (!st) {
-    say_placeholders(&ph);
-    FILE *out = c->output ? fopen(c->output, "w") : stdout;
-    if (!out)
-      fprintf(stderr, "reprise dump: cannot write '%s'\n", c->output);
-    else
-      rc = run_loaded(c, g, &ph, out);
-    /* what is still buffered is written at the flush: check after it */
-    int bad = out && (out == stdout ? fflush(out) != 0 || ferror(out)
-                                    : ferror(out) | (fclose(out) != 0));
-    if (bad && rc == RP_CLI_OK) {
-      fprintf(stderr, "reprise dump: error writing '%s'\n",
-              c->output ? c->output : "(stdout)");
-      rc = RP_CLI_FAILED;
-    }
-    free_loaded(rt, g);
+    return RP_CLI_FAILED;
   }
-  free(ph.names);
-  prescan_free(&p);
-  if (rt && rp_runtime_destroy(rt) != RP_OK && rc == RP_CLI_OK)
-    rc = RP_CLI_FAILED;
+  if (st) {
+    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
+            rp_status_name(st), rp_status_str(st), rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  if ((st = rp_graph_load_mem(L->rt, L->text, L->len, NULL, 0,
+                              (size_t)c->max_bytes, &L->g)) != RP_OK)
+    return load_failed(file, st);
+  say_placeholders(&L->ph);
+  return RP_CLI_OK;
+}
+
+/* RP_CLI_FAILED when the runtime's destroy failed. */
+static int unload(loaded *L) {
+  if (L->g)
+    free_loaded(L->rt, L->g);
+  free(L->ph.names);
+  prescan_free(&L->p);
+  free(L->text);
+  int rc =
+      L->rt && rp_runtime_destroy(L->rt) != RP_OK ? RP_CLI_FAILED : RP_CLI_OK;
+  memset(L, 0, sizeof *L);
   return rc;
+}
+
+static FILE *open_out(const dump_cli *c) {
+  FILE *out = c->output ? fopen(c->output, "w") : stdout;
+  if (!out)
+    fprintf(stderr, "reprise dump: cannot write '%s'\n", c->output);
+  return out;
+}
+
+/* Flushes (stdout) or closes out; rc, or RP_CLI_FAILED on a write error. */
+static int close_out(const dump_cli *c, FILE *out, int rc) {
+  /* what is still buffered is written at the flush: check after it */
+  int bad = out && (out == stdout ? fflush(out) != 0 || ferror(out)
+                                  : ferror(out) | (fclose(out) != 0));
+  if (bad && rc == RP_CLI_OK) {
+    fprintf(stderr, "reprise dump: error writing '%s'\n",
+            c->output ? c->output : "(stdout)");
+    rc = RP_CLI_FAILED;
+  }
+  return rc;
+}
+
+/* ---- the views (dump_view.h) ---- */
+
+static int is_view(const dump_cli *c) {
+  return c->group || c->focus || c->crit || c->fmt == FMT_HTML;
+}
+
+/* Measured costs from --trace (NULL without it). RP_CLI_OK or
+ * RP_CLI_USAGE (a trace that is not one of this graph: said). */
+static int trace_costs(const dump_cli *c, const dm_graph *m, double **cost) {
+  *cost = NULL;
+  if (!c->trace)
+    return RP_CLI_OK;
+  dv_trace t;
+  if (dv_trace_load(c->trace, &t, stderr))
+    return RP_CLI_USAGE;
+  int bad = dv_trace_op_costs(&t, m->nops, cost, stderr);
+  dv_trace_free(&t);
+  return bad ? RP_CLI_USAGE : RP_CLI_OK;
+}
+
+/* --focus: its ops; RP_CLI_USAGE when the name matches none (said). */
+static int focus_ops(const dump_cli *c, const dm_graph *m, uint32_t **ops,
+                     uint32_t *n) {
+  *ops = NULL, *n = 0;
+  if (!c->focus)
+    return RP_CLI_OK;
+  unsigned depth = c->depth_given ? (unsigned)c->depth : 1;
+  *n = dv_focus(m, c->focus, depth, ops);
+  if (*n == UINT32_MAX) {
+    fprintf(stderr, "reprise dump: --focus: out of memory\n");
+    return RP_CLI_FAILED;
+  }
+  if (!*n) {
+    fprintf(stderr,
+            "reprise dump: --focus: no op or group is named '%s' (%u ops; "
+            "a name is an op's name, a dotted prefix of names, or 'op N')\n",
+            c->focus, m->nops);
+    return RP_CLI_USAGE;
+  }
+  return RP_CLI_OK;
+}
+
+static void describe(const dump_cli *c, const dm_graph *m, uint32_t n,
+                     char *buf, size_t cap) {
+  size_t k = 0;
+  if (c->group)
+    k = (size_t)snprintf(buf, cap, "ops grouped by %u name component%s",
+                         c->group, c->group == 1 ? "" : "s");
+  else
+    k = (size_t)snprintf(buf, cap, "ops");
+  unsigned long d = c->depth_given ? c->depth : 1UL;
+  if (c->focus && k < cap)
+    snprintf(buf + k, cap - k, " within %lu edge%s of '%s' (%u of %u ops)", d,
+             d == 1 ? "" : "s", c->focus, n, m->nops);
+  else if (k < cap)
+    snprintf(buf + k, cap - k, " (%u ops)", m->nops);
+}
+
+static int write_view(const dump_cli *c, const dm_graph *m, const dv_crit *cr,
+                      const double *cost, const uint32_t *ops, uint32_t n,
+                      const dv_extra *x, FILE *out) {
+  if (c->fmt == FMT_HTML) {
+    dv_html_opts ho = {.title = c->file,
+                       .extra = x,
+                       .crit = cr,
+                       .cost_ns = cost,
+                       .ops = ops,
+                       .nops = n,
+                       .depth = c->group ? c->group : 1};
+    return dv_html(m, &ho, out, stderr) ? RP_CLI_FAILED : RP_CLI_OK;
+  }
+  int rc = RP_CLI_OK;
+  if (c->group || c->focus || c->fmt != RP_DUMP_TEXT) {
+    dv_opts o = {
+        .depth = c->group, .ops = ops, .nops = n, .crit = cr, .cost_ns = cost};
+    dv_view v;
+    char what[RP_NAME_MAX + 160];
+    describe(c, m, n, what, sizeof what);
+    if (dv_build(m, &o, &v, stderr))
+      return RP_CLI_FAILED;
+    rc = dv_write(m, &v, c->fmt, what, out) ? RP_CLI_FAILED : RP_CLI_OK;
+    dv_free(&v);
+  }
+  if (!rc && cr && c->fmt == RP_DUMP_TEXT) {
+    if (c->group || c->focus)
+      fputc('\n', out);
+    rc = dv_crit_print(m, cr, cost, out) ? RP_CLI_FAILED : RP_CLI_OK;
+  }
+  return rc;
+}
+
+static int run_view(const dump_cli *c, loaded *L, FILE *out) {
+  dm_graph m;
+  rp_status st = dm_build(L->g, is_placeholder, &L->ph, &m);
+  if (st) {
+    fprintf(stderr, "reprise dump: %s: %s\n", rp_status_name(st),
+            rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  double *cost = NULL;
+  uint32_t *ops = NULL, n = 0;
+  dv_crit cr = {0};
+  dv_extra x = {0};
+  int want_crit = c->crit || c->fmt == FMT_HTML;
+  int rc = trace_costs(c, &m, &cost);
+  if (!rc)
+    rc = focus_ops(c, &m, &ops, &n);
+  if (!rc && want_crit && dv_crit_find(&m, cost, &cr, stderr))
+    rc = RP_CLI_FAILED;
+  if (!rc && c->fmt == FMT_HTML && dv_extra_read(L->text, L->len, &x, stderr))
+    rc = RP_CLI_FAILED;
+  if (!rc)
+    rc = write_view(c, &m, want_crit ? &cr : NULL, cost, ops, n, &x, out);
+  dv_extra_free(&x);
+  dv_crit_free(&cr);
+  free(cost), free(ops);
+  dm_free(&m);
+  return rc;
+}
+
+/* --summary: the trace alone. */
+static int run_summary(const dump_cli *c, FILE *out) {
+  dv_trace t;
+  if (dv_trace_load(c->trace, &t, stderr))
+    return RP_CLI_USAGE;
+  int rc = dv_summary(&t, c->group ? c->group : 1, 5.0, out, stderr)
+               ? RP_CLI_FAILED
+               : RP_CLI_OK;
+  dv_trace_free(&t);
+  return rc;
+}
+
+/* --diff: 0 the same, 1 they differ, 2 either cannot be read. */
+static int run_diff(dump_cli *c) {
+  loaded a = {0}, b = {0};
+  dm_graph ma = {0}, mb = {0};
+  dv_extra xa = {0}, xb = {0};
+  int rc = load(c, c->file, &a) || load(c, c->diff, &b) ? RP_CLI_USAGE : 0;
+  if (!rc &&
+      (dm_build(a.g, NULL, NULL, &ma) || dm_build(b.g, NULL, NULL, &mb))) {
+    fprintf(stderr, "reprise dump: --diff: %s\n", rp_error_detail());
+    rc = RP_CLI_USAGE;
+  }
+  if (!rc && (dv_extra_read(a.text, a.len, &xa, stderr) ||
+              dv_extra_read(b.text, b.len, &xb, stderr)))
+    rc = RP_CLI_USAGE;
+  FILE *out = rc ? NULL : open_out(c);
+  if (!rc && !out)
+    rc = RP_CLI_USAGE;
+  uint32_t nd = 0;
+  if (!rc)
+    rc = dv_diff(&ma, &xa, &mb, &xb, out, stderr, &nd) ? RP_CLI_USAGE
+         : nd                                          ? RP_CLI_FAILED
+                                                       : RP_CLI_OK;
+  if (out && close_out(c, out, RP_CLI_OK))
+    rc = RP_CLI_USAGE;
+  dv_extra_free(&xa), dv_extra_free(&xb);
+  dm_free(&ma), dm_free(&mb);
+  int ua = unload(&a), ub = unload(&b);
+  return rc == RP_CLI_OK && (ua || ub) ? RP_CLI_USAGE : rc;
+}
+
+static int run(dump_cli *c) {
+  if (c->diff)
+    return run_diff(c);
+  if (c->summary && !c->file) {
+    FILE *out = open_out(c);
+    return out ? close_out(c, out, run_summary(c, out)) : RP_CLI_FAILED;
+  }
+  loaded L;
+  int rc = load(c, c->file, &L);
+  FILE *out = rc ? NULL : open_out(c);
+  if (!rc && !out)
+    rc = RP_CLI_FAILED;
+  if (!rc && is_view(c))
+    rc = run_view(c, &L, out);
+  else if (!rc && !c->summary)
+    rc = run_loaded(c, L.g, &L.ph, out);
+  if (!rc && c->summary)
+    rc = run_summary(c, out);
+  if (out)
+    rc = close_out(c, out, rc);
+  int u = unload(&L);
+  return rc == RP_CLI_OK ? u : rc;
 }
 
 int rp_cmd_dump(int argc, char **argv) {

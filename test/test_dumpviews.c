@@ -1,0 +1,607 @@
+/* `reprise dump`'s views for large steps (issue 24): --group, --focus,
+ * --critical-path (cost hints and --trace durations), --diff, --trace
+ * --summary and --format html, the page checked in headless Chromium
+ * (its self-test writes what it saw into the DOM). Steps: a synthetic
+ * transformer-shaped step (test/synth_step.h), a hand-built diamond with
+ * cost hints, and the MLP step `reprise train --save-graph --trace`
+ * records. Asserts behaviour (nodes, counts, paths, exit statuses,
+ * messages), never timings. */
+#include "cli_run.h"
+#include "helpers.h"
+#include "synth_step.h"
+
+#include "kernels/tasks.h"
+#include "tools/dump_view.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef REPRISE_HAVE_CJSON
+#include <cJSON.h>
+#endif
+
+static void setup(void) {
+  th_tmpdir_make("/tmp/rp_dumpviews_XXXXXX");
+}
+
+static void teardown(void) {
+  th_tmpdir_remove();
+}
+
+static const char *synth(uint32_t ops, int variant, const char *name) {
+  const char *path = th_tmp_path(name);
+  rp_status st = synth_step_save(ops, variant, path);
+  cr_assert_eq(st, RP_OK, "synth_step_save: %s: %s", rp_status_name(st),
+               rp_error_detail());
+  return path;
+}
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p++)
+    n++;
+  return n;
+}
+
+#define HAS(text, s)                                                           \
+  cr_assert(strstr((text), (s)), "no '%s' in:\n%s", (s), (text))
+
+/* 1000 ops ask for 45 layers: 45 * 22 + 4 ops. */
+#define SYNTH_LAYERS 45u
+#define SYNTH_OPS (SYNTH_LAYERS * SYNTH_OPS_PER_LAYER + SYNTH_OPS_FIXED)
+
+/* The diamond: a (100 ns) -> b (500 ns) -> d (100 ns), a -> c (50) -> d. */
+static const char *diamond(const char *name) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, 15);
+  rp_inst in[2];
+  for (int i = 0; i < 2; i++)
+    RP_CHECK(rp_instance_create(rt, sys, RP_F32, &r, NULL, &in[i]));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  static const rp_scalar_args a = {.value = 1.0f, .n = 0};
+  const uint64_t cost[4] = {100, 500, 50, 100};
+  const char *names[4] = {"a", "b", "c", "d"};
+  rp_op_id id[4];
+  for (int i = 0; i < 4; i++) {
+    rp_access acc = {in[i == 2], i ? RP_RW : RP_WRITE, RP_REDOP_NONE};
+    rp_launch l = {.task = i ? k.scale : k.fill,
+                   .proc = (rp_proc)(i == 2),
+                   .accesses = &acc,
+                   .naccess = 1,
+                   .args = &a,
+                   .args_size = sizeof a,
+                   .cost_ns = cost[i]};
+    RP_CHECK(rp_graph_add_task(g, &l, &id[i]));
+    RP_CHECK(rp_graph_set_op_name(g, id[i], names[i]));
+  }
+  RP_CHECK(rp_graph_add_edge(g, id[0], id[1]));
+  RP_CHECK(rp_graph_add_edge(g, id[0], id[2]));
+  RP_CHECK(rp_graph_add_edge(g, id[1], id[3]));
+  RP_CHECK(rp_graph_add_edge(g, id[2], id[3]));
+  const char *path = th_tmp_path(name);
+  RP_CHECK(rp_graph_save(g, path));
+  RP_CHECK(rp_graph_destroy(g));
+  for (int i = 0; i < 2; i++)
+    RP_CHECK(rp_instance_free(rt, in[i]));
+  th_destroy(rt);
+  return path;
+}
+
+/* The MLP step and its trace, recorded by the CLI. */
+static void mlp(const char **graph, const char **trace) {
+  *graph = th_tmp_path("mlp.json");
+  *trace = th_tmp_path("mlp_trace.json");
+  char g[512], t[512];
+  snprintf(g, sizeof g, "%s", *graph);
+  snprintf(t, sizeof t, "%s", *trace);
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--procs", "2", "--iters", "4",
+      "--save-graph", g, "--trace", t);
+  cr_assert_eq(r.status, 0, "train: %s", r.err);
+  *graph = th_tmp_path("mlp.json");
+  *trace = th_tmp_path("mlp_trace.json");
+}
+
+/* ---- grouping ---- */
+
+Test(views, group_key_takes_the_first_components) {
+  char k[RP_NAME_MAX + 1];
+  dv_group_key("h3.attn.qkv", 1, k, sizeof k);
+  cr_assert_str_eq(k, "h3");
+  dv_group_key("h3.attn.qkv", 2, k, sizeof k);
+  cr_assert_str_eq(k, "h3.attn");
+  dv_group_key("h3.attn.qkv", 5, k, sizeof k);
+  cr_assert_str_eq(k, "h3.attn.qkv");
+  dv_group_key("", 1, k, sizeof k);
+  cr_assert_str_eq(k, DV_UNNAMED);
+}
+
+Test(views, group_one_node_per_layer_with_counts_and_edges, .init = setup,
+     .fini = teardown) {
+  const char *g = synth(1000, 0, "s.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--group");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char head[160];
+  snprintf(head, sizeof head, "(%u ops): %u nodes (%u groups, 4 ops)",
+           SYNTH_OPS, SYNTH_LAYERS + 4, SYNTH_LAYERS);
+  HAS(r.out, head);
+  HAS(r.out, "group 'h0': 22 ops (18 tasks, 4 copies), cost 82500 ns\n"
+             "  -> group 'h1' (2 edges)\n");
+  HAS(r.out, "op 0 'embed': rp.axpy proc 0, cost 500 ns\n  -> group 'h0'");
+  RUN(&r, "dump", g, "--group", "2");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "group 'h0.attn': 10 ops (8 tasks, 2 copies)");
+  HAS(r.out, "group 'h44.mlp': 8 ops (6 tasks, 2 copies)");
+  RUN(&r, "dump", g, "--group=1", "--format", "dot");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "digraph reprise_view {");
+  cr_assert_eq(count(r.out, "shape=box3d"), (int)SYNTH_LAYERS);
+}
+
+#ifdef REPRISE_HAVE_CJSON
+Test(views, group_json_accounts_for_every_op, .init = setup, .fini = teardown) {
+  const char *g = synth(1000, 0, "s.json");
+  const char *out = th_tmp_path("v.json");
+  char o[512];
+  snprintf(o, sizeof o, "%s", out);
+  cli_run r;
+  RUN(&r, "dump", g, "--group", "--format", "json", "-o", o);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *text = th_read_all(o, NULL);
+  cJSON *doc = cJSON_Parse(text);
+  cr_assert_not_null(doc);
+  const cJSON *n, *nodes = cJSON_GetObjectItem(doc, "nodes");
+  cr_assert_eq(cJSON_GetArraySize(nodes), (int)SYNTH_LAYERS + 4);
+  int ops = 0, groups = 0;
+  cJSON_ArrayForEach(n, nodes) {
+    ops += cJSON_GetObjectItem(n, "ops")->valueint;
+    groups += cJSON_IsTrue(cJSON_GetObjectItem(n, "group"));
+  }
+  cr_assert_eq(ops, (int)SYNTH_OPS);
+  cr_assert_eq(groups, (int)SYNTH_LAYERS);
+  /* layer l's forward feeds layer l + 1; the backward runs l + 1 -> l */
+  cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "edges")),
+               2 * ((int)SYNTH_LAYERS - 1) + 5);
+  cJSON_Delete(doc);
+  free(text);
+}
+#endif
+
+Test(views, focus_is_the_neighbourhood, .init = setup, .fini = teardown) {
+  const char *g = synth(200, 0, "s.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--focus", "h3.attn.qkv", "--depth", "1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "within 1 edge of 'h3.attn.qkv' (4 of 180 ops): 4 nodes");
+  HAS(r.out, "'h3.ln1'");
+  HAS(r.out, "'h3.attn.in.copy'");
+  HAS(r.out, "'h3.attn.score'");
+  cr_assert_null(strstr(r.out, "'h3.attn.softmax'"));
+  RUN(&r, "dump", g, "--focus", "h3.attn.qkv", "--depth", "2");
+  HAS(r.out, "'h3.attn.softmax'");
+  /* a group and its neighbours, grouped */
+  RUN(&r, "dump", g, "--group", "2", "--focus", "h3.attn", "--depth", "0");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "1 nodes (1 groups, 0 ops)");
+  HAS(r.out, "group 'h3.attn': 10 ops");
+}
+
+Test(views, bad_options_are_usage_errors, .init = setup, .fini = teardown) {
+  const char *g = synth(100, 0, "s.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--focus", "nope");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--focus: no op or group is named 'nope'");
+  RUN(&r, "dump", g, "--group=0");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--group: '0' is not a group depth in 1..32");
+  RUN(&r, "dump", g, "--group=deep");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--group: 'deep' is not a group depth");
+  RUN(&r, "dump", g, "--depth", "2");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--depth needs --focus NAME");
+  RUN(&r, "dump", g, "--focus", "h0", "--depth", "x");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--depth: 'x' is not a number of edges");
+  RUN(&r, "dump", g, "--summary");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--summary needs --trace FILE");
+  RUN(&r, "dump", g, "--diff", g, "--group");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--diff compares two graphs");
+  RUN(&r, "dump", g, "--format", "svg");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "is not text, dot, json or html");
+}
+
+/* ---- critical path ---- */
+
+Test(views, critical_path_by_cost_hints_with_shares, .init = setup,
+     .fini = teardown) {
+  const char *g = diamond("d.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--critical-path");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_str_eq(r.out, "critical path by cost hints: 700 ns over 3 ops\n"
+                          "  op 0 'a' rp.fill  100 ns  14.3%\n"
+                          "  op 1 'b' rp.scale  500 ns  71.4%\n"
+                          "  op 3 'd' rp.scale  100 ns  14.3%\n");
+  RUN(&r, "dump", g, "--critical-path", "--format", "dot");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "n0 -> n1 [color=\"#d62728\", penwidth=2.5];");
+  HAS(r.out, "n1 -> n3 [color=\"#d62728\", penwidth=2.5];");
+  HAS(r.out, "n0 -> n2;");
+  HAS(r.out, "n2 -> n3;");
+}
+
+Test(views, critical_path_by_measured_durations, .init = setup,
+     .fini = teardown) {
+  const char *g, *t;
+  mlp(&g, &t);
+  char gp[512];
+  snprintf(gp, sizeof gp, "%s", g);
+  cli_run r;
+  RUN(&r, "dump", gp, "--critical-path", "--trace", t);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "critical path by measured durations: ");
+  HAS(r.out, "  op 0 'batch.");
+  HAS(r.out, "'sgd' rp.sgd_multi");
+  /* the shares of the path's ops add up to the whole */
+  double sum = 0;
+  for (const char *p = r.out; (p = strstr(p, " ns  ")) != NULL; p += 5)
+    sum += strtod(p + 5, NULL);
+  cr_assert(sum > 99.0 && sum < 101.0, "shares add up to %.1f%%", sum);
+}
+
+Test(views, bad_traces_are_usage_errors, .init = setup, .fini = teardown) {
+  const char *g = diamond("d.json");
+  char gp[512];
+  snprintf(gp, sizeof gp, "%s", g);
+  const char *bad = th_tmp_path("bad.json");
+  write_text(bad, "{\"traceEvents\": [ {\"ph\": \"X\", ");
+  cli_run r;
+  RUN(&r, "dump", gp, "--critical-path", "--trace", bad);
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "is not valid JSON");
+  write_text(bad, "{\"traceEvents\": 5}");
+  RUN(&r, "dump", "--trace", bad, "--summary");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "not a reprise trace: no \"traceEvents\" array");
+  write_text(bad, "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\"}]}");
+  RUN(&r, "dump", "--trace", bad, "--summary");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "an \"X\" event without name, tid, ts or dur");
+  RUN(&r, "dump", "--trace", th_tmp_path("missing.json"), "--summary");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "cannot read the trace");
+  /* a trace of another graph */
+  write_text(bad, "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"x\", "
+                  "\"cat\": \"task\", \"tid\": 0, \"ts\": 0, \"dur\": 1, "
+                  "\"args\": {\"op\": 9}}]}");
+  RUN(&r, "dump", gp, "--critical-path", "--trace", bad);
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "the trace names op 9 ('x'), the graph has 4 ops");
+}
+
+/* ---- summary ---- */
+
+/* Two workers, replay 0 over [0, 30) us: worker 0 busy [0, 10) and
+ * [20, 30) (one 10 us gap), worker 1 [0, 30); replay 1 over [100, 110):
+ * worker 1 [100, 110) (the 70 us between the replays is no idle gap).
+ * Ops a.x, a.y (10 us each), b (30 us, then 10 us). */
+static const char TRACE[] =
+    "{\"traceEvents\": [\n"
+    "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, "
+    "\"args\": {\"name\": \"worker 0\"}},\n"
+    "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, "
+    "\"args\": {\"name\": \"worker 1\"}},\n"
+    "{\"name\": \"replay 0\", \"cat\": \"replay\", \"ph\": \"X\", \"pid\": "
+    "1, \"tid\": 1000, \"ts\": 0, \"dur\": 30, \"args\": {\"replay\": 0}},\n"
+    "{\"name\": \"a.x\", \"cat\": \"task\", \"ph\": \"X\", \"pid\": 1, "
+    "\"tid\": 0, \"ts\": 0, \"dur\": 10, \"args\": {\"op\": 0, \"task\": "
+    "\"rp.gemm\", \"replay\": 0}},\n"
+    "{\"name\": \"a.y\", \"cat\": \"copy\", \"ph\": \"X\", \"pid\": 1, "
+    "\"tid\": 0, \"ts\": 20, \"dur\": 10, \"args\": {\"op\": 1, \"replay\": "
+    "0}},\n"
+    "{\"name\": \"b\", \"cat\": \"task\", \"ph\": \"X\", \"pid\": 1, \"tid\": "
+    "1, \"ts\": 0, \"dur\": 30, \"args\": {\"op\": 2, \"task\": \"rp.fill\", "
+    "\"replay\": 0}},\n"
+    "{\"name\": \"replay 1\", \"cat\": \"replay\", \"ph\": \"X\", \"pid\": "
+    "1, \"tid\": 1001, \"ts\": 100, \"dur\": 10, \"args\": {\"replay\": "
+    "1}},\n"
+    "{\"name\": \"b\", \"cat\": \"task\", \"ph\": \"X\", \"pid\": 1, \"tid\": "
+    "1, \"ts\": 100, \"dur\": 10, \"args\": {\"op\": 2, \"task\": "
+    "\"rp.fill\", \"replay\": 1}}\n"
+    "]}\n";
+
+Test(views, summary_of_a_known_trace, .init = setup, .fini = teardown) {
+  const char *t = th_tmp_path("t.json");
+  write_text(t, TRACE);
+  cli_run r;
+  RUN(&r, "dump", "--trace", t, "--summary");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "trace: 2 replays traced, 6 events, 40.0 us in replays (110.0 "
+             "us from the first to the last)\n");
+  /* per replay: b (30 + 10) / 2, a (10 + 10) / 2 */
+  HAS(r.out, "time per group (depth 1) (2; per replay, share of op time):\n"
+             "  b                                      20.0 us   66.7%  (2 "
+             "events)\n"
+             "  a                                      10.0 us   33.3%  (2 "
+             "events)\n");
+  HAS(r.out, "  rp.fill                                20.0 us   66.7%");
+  HAS(r.out, "  rp.gemm                                 5.0 us   16.7%");
+  HAS(r.out, "  copy                                    5.0 us   16.7%");
+  HAS(r.out, "worker 0                 busy       20.0 us of 40.0 us ( 50.0%); "
+             "1 idle gaps over 5 us, 10.0 us in all");
+  HAS(r.out, "worker 1                 busy       40.0 us of 40.0 us (100.0%); "
+             "0 idle gaps");
+  HAS(r.out, "largest idle gap: 10.0 us on worker 0 at 10.0 us, before 'a.y'");
+  HAS(r.out, "slowest replays:\n  replay 0           30.0 us\n"
+             "  replay 1           10.0 us\n");
+  RUN(&r, "dump", "--trace", t, "--summary", "--group", "2");
+  HAS(r.out, "  a.x                                     5.0 us");
+}
+
+/* A GPU trace as the writer shapes it (replay/dump.c): a launcher's launch
+ * call on the worker's track, the segment's device span on the GPU's;
+ * the second segment has no device times (its host launch time stands in,
+ * 0 us long). */
+static const char GPU_TRACE[] =
+    "{\"traceEvents\": [\n"
+    "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 0, "
+    "\"args\": {\"name\": \"worker 0\"}},\n"
+    "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": 1, "
+    "\"args\": {\"name\": \"gpu 0 (processor 1)\"}},\n"
+    "{\"name\": \"replay 0\", \"cat\": \"replay\", \"ph\": \"X\", \"pid\": "
+    "1, \"tid\": 1000, \"ts\": 0, \"dur\": 100, \"args\": {\"replay\": 0}},\n"
+    "{\"name\": \"launch segment 0\", \"cat\": \"launch\", \"ph\": \"X\", "
+    "\"pid\": 1, \"tid\": 0, \"ts\": 0, \"dur\": 4, \"args\": {\"segment\": "
+    "0, \"replay\": 0, \"ops\": 3, \"status\": \"ok\"}},\n"
+    "{\"name\": \"segment 0\", \"cat\": \"gpu\", \"ph\": \"X\", \"pid\": 1, "
+    "\"tid\": 1, \"ts\": 5, \"dur\": 60, \"args\": {\"segment\": 0, "
+    "\"replay\": 0, \"ops\": 3, \"device_times\": true}},\n"
+    "{\"name\": \"launch segment 1\", \"cat\": \"launch\", \"ph\": \"X\", "
+    "\"pid\": 1, \"tid\": 0, \"ts\": 70, \"dur\": 6, \"args\": {\"segment\": "
+    "1, \"replay\": 0, \"ops\": 2, \"status\": \"ok\"}},\n"
+    "{\"name\": \"segment 1\", \"cat\": \"gpu\", \"ph\": \"X\", \"pid\": 1, "
+    "\"tid\": 1, \"ts\": 70, \"dur\": 0, \"args\": {\"segment\": 1, "
+    "\"replay\": 0, \"ops\": 2, \"device_times\": false}}\n"
+    "]}\n";
+
+Test(views, summary_of_a_gpu_trace, .init = setup, .fini = teardown) {
+  const char *t = th_tmp_path("t.json");
+  write_text(t, GPU_TRACE);
+  cli_run r;
+  RUN(&r, "dump", "--trace", t, "--summary");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "GPU segments: 2 traced (1 with device times): 60.0 us per "
+             "replay on the devices, 10.0 us per replay launching them\n");
+  HAS(r.out, "gpu 0 (processor 1)      busy       60.0 us of 100.0 us");
+  HAS(r.out, "worker 0                 busy       10.0 us of 100.0 us");
+}
+
+Test(views, summary_of_a_recorded_step, .init = setup, .fini = teardown) {
+  const char *g, *t;
+  mlp(&g, &t);
+  cli_run r;
+  RUN(&r, "dump", "--trace", t, "--summary");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "trace: 4 replays traced");
+  HAS(r.out, "time per group (depth 1)");
+  HAS(r.out, "  fc1 ");
+  HAS(r.out, "time per task");
+  HAS(r.out, "  rp.gemm ");
+  HAS(r.out, "  worker 0 ");
+  HAS(r.out, "  worker 1 ");
+  HAS(r.out, "slowest replays:\n  replay ");
+}
+
+/* ---- diff ---- */
+
+Test(views, diff_same_differs_and_errors, .init = setup, .fini = teardown) {
+  const char *a = synth(200, 0, "a.json");
+  char ap[512];
+  snprintf(ap, sizeof ap, "%s", a);
+  const char *b = synth(200, 1, "b.json");
+  cli_run r;
+  RUN(&r, "dump", ap, "--diff", ap);
+  cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+  HAS(r.out, "no differences (180 ops, ");
+  RUN(&r, "dump", ap, "--diff", b);
+  cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+  HAS(r.out, "~ op 1 'h0.attn.in.copy' (copy) -> op 1 'h0.attn.in.copy2' "
+             "(copy): renamed\n");
+  HAS(r.out, "+ edge op 0 'embed' (rp.axpy) -> op 5 'h0.attn.softmax' "
+             "(rp.axpy)\n");
+  HAS(r.out, "diff: 2 differences: ops +0 -0 ~1, edges +1 -0, instances +0 "
+             "-0 ~0, ports +0 -0 ~0\n");
+  const char *d = diamond("d.json");
+  RUN(&r, "dump", ap, "--diff", d);
+  cr_assert_eq(r.status, 1);
+  HAS(r.out, "- op 0 'embed' (rp.axpy)");
+  HAS(r.out, "+ op 0 'a' (rp.fill)");
+  RUN(&r, "dump", ap, "--diff", th_tmp_path("missing.json"));
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "cannot load");
+  HAS(r.err, "missing.json");
+  const char *junk = th_tmp_path("junk.json");
+  write_text(junk, "{\"graph\": ");
+  RUN(&r, "dump", ap, "--diff", junk);
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "junk.json");
+}
+
+/* ---- the page ---- */
+
+static int have(const char *prog) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", prog);
+  return system(cmd) == 0;
+}
+
+static int html_ready(void) {
+  if (!have("dot") || access("/usr/share/javascript/d3/d3.min.js", R_OK)) {
+    cr_skip_test("--format html needs Graphviz's dot and libjs-d3 (the "
+                 "Makefile's DEB_PKGS install them)");
+    return 0;
+  }
+  return 1;
+}
+
+static const char *page(const char *graph, const char *name) {
+  const char *out = th_tmp_path(name);
+  char g[512], o[512];
+  snprintf(g, sizeof g, "%s", graph);
+  snprintf(o, sizeof o, "%s", out);
+  cli_run r;
+  RUN(&r, "dump", g, "--format", "html", "-o", o);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  return th_tmp_path(name);
+}
+
+Test(views, html_is_self_contained, .init = setup, .fini = teardown) {
+  if (!html_ready())
+    return;
+  const char *p = page(synth(200, 0, "s.json"), "s.html");
+  char *html = th_read_all(p, NULL);
+  cr_assert_eq(strncmp(html, "<!DOCTYPE html>", 15), 0);
+  HAS(html, "var d3={version:\"3.");
+  HAS(html, "var RP_DATA = {");
+  HAS(html, "var RP_SVG = [");
+  /* nothing fetched: no external script, style, image or font */
+  cr_assert_null(strstr(html, "<script src"));
+  cr_assert_null(strstr(html, "<link"));
+  cr_assert_null(strstr(html, "@import"));
+  cr_assert_null(strstr(html, "xlink:href=\"http"));
+  /* one layout per level: the step, 8 layers, their groups */
+  cr_assert(count(html, "<svg ") >= 9);
+  free(html);
+}
+
+Test(views, html_without_dot_is_an_error, .init = setup, .fini = teardown) {
+  const char *g = diamond("d.json");
+  char gp[512];
+  snprintf(gp, sizeof gp, "%s", g);
+  char *path = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+  setenv("PATH", "/nonexistent", 1);
+  cli_run r;
+  RUN(&r, "dump", gp, "--format", "html", "-o", th_tmp_path("d.html"));
+  setenv("PATH", path, 1); /* the teardown runs rm */
+  free(path);
+  cr_assert_eq(r.status, 1);
+  HAS(r.err, "Graphviz's dot (Debian package graphviz), which is not on PATH");
+}
+
+static const char *chromium(void) {
+  static const char *const names[] = {"chromium-headless-shell", "chromium",
+                                      "chromium-browser", NULL};
+  for (int i = 0; names[i]; i++)
+    if (have(names[i]))
+      return names[i];
+  return NULL;
+}
+
+/* The page in headless Chromium with a self-test; its <pre id=selftest>. */
+static char *browse(const char *html, const char *selftest) {
+  const char *exe = chromium();
+  if (!exe) {
+    cr_skip_test("no chromium binary (the Makefile's DEB_PKGS install "
+                 "chromium-headless-shell)");
+    return NULL;
+  }
+  char dom[512], profile[512], cmd[4096];
+  snprintf(dom, sizeof dom, "%s", th_tmp_path("dom.html"));
+  snprintf(profile, sizeof profile, "%s", th_tmp_path("profile"));
+  snprintf(cmd, sizeof cmd,
+           "timeout 120 %s --headless --no-sandbox --disable-gpu "
+           "--disable-dev-shm-usage "
+           "--user-data-dir='%s' --dump-dom 'file://%s#selftest=%s' >'%s' "
+           "2>/dev/null",
+           exe, profile, html, selftest, dom);
+  cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+  char *text = th_read_all(dom, NULL);
+  char *pre = strstr(text, "<pre id=\"selftest\">");
+  cr_assert_not_null(pre, "no self-test block in the page's DOM");
+  char *end = strstr(pre, "</pre>");
+  cr_assert_not_null(end);
+  *end = 0;
+  char *out = strdup(pre + strlen("<pre id=\"selftest\">"));
+  free(text);
+  return out;
+}
+
+Test(views, page_in_a_browser_searches_expands_highlights, .init = setup,
+     .fini = teardown) {
+  if (!html_ready())
+    return;
+  char html[512];
+  snprintf(html, sizeof html, "%s", page(synth(1000, 0, "s.json"), "s.html"));
+  char *st = browse(html, "search:h1.attn.qkv;expand:h1.attn;"
+                          "select:h1.attn.score;crit");
+  if (!st)
+    return;
+  char line[128];
+  snprintf(line, sizeof line, "nodes %u\nops %u\n", SYNTH_LAYERS + 4,
+           SYNTH_OPS);
+  HAS(st, line);
+  HAS(st, "' in view 'h1.attn'");
+  HAS(st, "search h1.attn.qkv: found op ");
+  HAS(st, "expand h1.attn: 10 nodes, 10 ops shown");
+  /* in the view of h1.attn: h1.attn.score runs after qkv and the copy
+   * (h1.ln1 is a node of h1's view), before softmax and proj */
+  HAS(st, "select h1.attn.score: 2 ancestors, 2 descendants");
+  HAS(st, "crit: ");
+  HAS(st, "selftest done");
+  free(st);
+}
+
+Test(views, page_of_a_focus_holds_only_its_ops, .init = setup,
+     .fini = teardown) {
+  if (!html_ready())
+    return;
+  char g[512], html[512];
+  snprintf(g, sizeof g, "%s", synth(200, 0, "s.json"));
+  snprintf(html, sizeof html, "%s", th_tmp_path("f.html"));
+  cli_run r;
+  RUN(&r, "dump", g, "--format", "html", "--group", "2", "--focus", "h3.attn",
+      "--depth", "0", "-o", html);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *st = browse(html, "search:h5.attn.qkv;search:h3.attn.qkv");
+  if (!st)
+    return;
+  HAS(st, "nodes 1\n"); /* the group h3.attn, nothing around it */
+  HAS(st, "search h5.attn.qkv: not found");
+  HAS(st, "search h3.attn.qkv: found op ");
+  free(st);
+}
+
+Test(views, page_of_the_recorded_mlp_step, .init = setup, .fini = teardown) {
+  if (!html_ready())
+    return;
+  const char *g, *t;
+  mlp(&g, &t);
+  char html[512];
+  snprintf(html, sizeof html, "%s", page(g, "mlp.html"));
+  char *st = browse(html, "search:fc1.fwd.s0;expand:fc2");
+  if (!st)
+    return;
+  HAS(st, "nodes 18\nops 61\n");
+  HAS(st, "search fc1.fwd.s0: found op ");
+  HAS(st, "expand fc2: ");
+  free(st);
+}

@@ -1,0 +1,462 @@
+/* tools/dump_diff.c — `reprise dump A.json --diff B.json`: what B adds,
+ * removes or changes against A. Ops are matched by name (the k-th op of a
+ * name in A with the k-th in B), then the rest by structure (kind, task,
+ * processor and accesses, in order); instances by name, then by memory,
+ * type and rectangle; edges through the op matching; ports by name. One
+ * line per difference ("+", "-", "~"), then a summary line. */
+#include "dump_view.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct key {
+  char *s;
+  uint32_t idx;
+} key;
+
+static int cmp_key(const void *a, const void *b) {
+  const key *x = a, *y = b;
+  int c = strcmp(x->s, y->s);
+  return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Matches the keys of unmatched items (s != NULL) by equal strings, in
+ * order: ma[i] = j, mb[j] = i. */
+static void match(key *ka, uint32_t na, key *kb, uint32_t nb, uint32_t *ma,
+                  uint32_t *mb) {
+  qsort(ka, na, sizeof *ka, cmp_key);
+  qsort(kb, nb, sizeof *kb, cmp_key);
+  for (uint32_t i = 0, j = 0; i < na && j < nb;) {
+    int c = strcmp(ka[i].s, kb[j].s);
+    if (c < 0) {
+      i++;
+    } else if (c > 0) {
+      j++;
+    } else {
+      ma[ka[i].idx] = kb[j].idx;
+      mb[kb[j].idx] = ka[i].idx;
+      i++, j++;
+    }
+  }
+}
+
+static void keys_free(key *k, uint32_t n) {
+  for (uint32_t i = 0; k && i < n; i++)
+    free(k[i].s);
+  free(k);
+}
+
+static void rect_str(const rp_rect *r, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int d = 0; d < r->dim && n < cap; d++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%lld..%lld", d ? ", " : "",
+                          (long long)r->lo[d], (long long)r->hi[d]);
+  if (n < cap)
+    snprintf(buf + n, cap - n, "]");
+}
+
+static const char *priv_str(rp_privilege p) {
+  static const char *const s[] = {"none", "R", "W", "RW", "reduce"};
+  return (unsigned)p < 5 ? s[p] : "?";
+}
+
+/* ---- instances ---- */
+
+static char *inst_sig(const dm_inst *in, int with_name) {
+  char r[256], *s = NULL;
+  rect_str(&in->rect, r, sizeof r);
+  if (asprintf(&s, "%s|%d|%d|%s|%s", with_name ? in->name : "", (int)in->mem,
+               in->device, rp_dtype_name(in->dtype), r) < 0)
+    return NULL;
+  return s;
+}
+
+/* Two passes: named by "name#k", then the rest by their signature. */
+static int match_pass(uint32_t na, uint32_t nb, uint32_t *ma, uint32_t *mb,
+                      char *(*sig)(const void *, uint32_t, int), const void *a,
+                      const void *b, int pass) {
+  key *ka = calloc(na ? na : 1, sizeof *ka),
+      *kb = calloc(nb ? nb : 1, sizeof *kb);
+  uint32_t ia = 0, ib = 0;
+  int rc = ka && kb ? 0 : -1;
+  for (uint32_t i = 0; !rc && i < na; i++)
+    if (ma[i] == UINT32_MAX && (ka[ia].s = sig(a, i, pass)) != NULL)
+      ka[ia++].idx = i;
+  for (uint32_t j = 0; !rc && j < nb; j++)
+    if (mb[j] == UINT32_MAX && (kb[ib].s = sig(b, j, pass)) != NULL)
+      kb[ib++].idx = j;
+  if (!rc)
+    match(ka, ia, kb, ib, ma, mb);
+  keys_free(ka, ia), keys_free(kb, ib);
+  return rc;
+}
+
+/* The k-th of a name: "name#k" (NULL for unnamed: the structure pass). */
+static char *nth_name(const char *name, uint32_t k) {
+  char *s = NULL;
+  if (!name[0] || asprintf(&s, "%s#%u", name, k) < 0)
+    return NULL;
+  return s;
+}
+
+typedef struct name_ctx {
+  const char *(*name_of)(const void *, uint32_t);
+  const void *g;
+} name_ctx;
+
+static int cmp_named(const void *a, const void *b, void *arg) {
+  const name_ctx *c = arg;
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  int r = strcmp(c->name_of(c->g, x), c->name_of(c->g, y));
+  return r ? r : (x > y) - (x < y);
+}
+
+/* occ[i]: how many items before i have i's name. NULL out of memory. */
+static uint32_t *occurrences(const char *(*name_of)(const void *, uint32_t),
+                             const void *g, uint32_t n) {
+  uint32_t *idx = malloc(sizeof *idx * (n ? n : 1));
+  uint32_t *occ = malloc(sizeof *occ * (n ? n : 1));
+  if (!idx || !occ) {
+    free(idx), free(occ);
+    return NULL;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    idx[i] = i;
+  name_ctx c = {name_of, g};
+  qsort_r(idx, n, sizeof *idx, cmp_named, &c);
+  for (uint32_t i = 0; i < n; i++)
+    occ[idx[i]] = i && !strcmp(name_of(g, idx[i]), name_of(g, idx[i - 1]))
+                      ? occ[idx[i - 1]] + 1
+                      : 0;
+  free(idx);
+  return occ;
+}
+
+static const char *inst_name(const void *g, uint32_t i) {
+  return ((const dm_graph *)g)->insts[i].name;
+}
+
+static const char *op_label(const void *g, uint32_t i) {
+  return ((const dm_graph *)g)->ops[i].label;
+}
+
+typedef struct side {
+  const dm_graph *m;
+  uint32_t *occ; /* per op or instance: its name's occurrence index */
+} side;
+
+static char *inst_key(const void *sd, uint32_t i, int pass) {
+  const side *s = sd;
+  if (pass == 0)
+    return nth_name(s->m->insts[i].name, s->occ[i]);
+  return inst_sig(&s->m->insts[i], 0);
+}
+
+/* ---- ops ---- */
+
+/* The op's accesses, instances as the other side knows them (imap). */
+static char *op_acc(const dm_graph *m, uint32_t i, const uint32_t *imap) {
+  const dm_op *op = &m->ops[i];
+  char *s = strdup(""), *t = NULL;
+  for (uint32_t k = 0; s && k < op->nacc; k++, s = t) {
+    uint32_t in = op->acc[k].inst;
+    long id = !imap                                      ? (long)in
+              : in < m->ninsts && imap[in] != UINT32_MAX ? (long)imap[in]
+                                                         : -1L;
+    if (asprintf(&t, "%s|%ld:%s", s, id, priv_str(op->acc[k].priv)) < 0)
+      t = NULL;
+    free(s);
+  }
+  return s;
+}
+
+static char *op_sig(const dm_graph *m, uint32_t i, const uint32_t *imap,
+                    int names) {
+  const dm_op *op = &m->ops[i];
+  char *acc = op_acc(m, i, imap), *s = NULL;
+  if (acc &&
+      asprintf(&s, "%d|%s|%d|%u|%llu|%s%s", (int)op->kind, op->name,
+               (int)op->proc, op->shards, (unsigned long long)op->cost_ns,
+               names ? op->label : "", acc) < 0)
+    s = NULL;
+  free(acc);
+  return s;
+}
+
+typedef struct op_side {
+  const dm_graph *m;
+  uint32_t *occ;
+  const uint32_t *imap; /* A: instance -> B's instance; B: NULL */
+} op_side;
+
+static char *op_key(const void *sd, uint32_t i, int pass) {
+  const op_side *s = sd;
+  if (pass == 0)
+    return nth_name(s->m->ops[i].label, s->occ[i]);
+  return op_sig(s->m, i, s->imap, 0);
+}
+
+/* ---- reporting ---- */
+
+typedef struct counts {
+  uint32_t add, del, chg;
+} counts;
+
+typedef struct differ {
+  const dm_graph *a, *b;
+  const dv_extra *xa, *xb;
+  uint32_t *ia, *ib; /* instance matching (UINT32_MAX: none) */
+  uint32_t *oa, *ob; /* op matching */
+  FILE *out;
+  counts ops, edges, insts, ports;
+} differ;
+
+static void say_op(FILE *out, const dm_graph *m, uint32_t i) {
+  const dm_op *op = &m->ops[i];
+  fprintf(out, "op %u%s%s%s (%s)", i, op->label[0] ? " '" : "", op->label,
+          op->label[0] ? "'" : "", op->name);
+}
+
+static void say_inst(FILE *out, const dm_graph *m, uint32_t i) {
+  char r[256];
+  rect_str(&m->insts[i].rect, r, sizeof r);
+  fprintf(out, "instance %u%s%s%s (%s %s)", i, m->insts[i].name[0] ? " '" : "",
+          m->insts[i].name, m->insts[i].name[0] ? "'" : "",
+          rp_dtype_name(m->insts[i].dtype), r);
+}
+
+static void inst_changes(differ *d, uint32_t i, uint32_t j) {
+  const dm_inst *x = &d->a->insts[i], *y = &d->b->insts[j];
+  char *sx = inst_sig(x, 1), *sy = inst_sig(y, 1);
+  if (sx && sy && strcmp(sx, sy)) {
+    fprintf(d->out, "~ ");
+    say_inst(d->out, d->a, i);
+    fprintf(d->out, " -> ");
+    say_inst(d->out, d->b, j);
+    fprintf(d->out, "%s\n",
+            x->mem != y->mem || x->device != y->device ? " (memory differs)"
+                                                       : "");
+    d->insts.chg++;
+  }
+  free(sx), free(sy);
+}
+
+static void diff_insts(differ *d) {
+  for (uint32_t i = 0; i < d->a->ninsts; i++)
+    if (d->ia[i] == UINT32_MAX) {
+      fprintf(d->out, "- ");
+      say_inst(d->out, d->a, i);
+      fputc('\n', d->out), d->insts.del++;
+    } else {
+      inst_changes(d, i, d->ia[i]);
+    }
+  for (uint32_t j = 0; j < d->b->ninsts; j++)
+    if (d->ib[j] == UINT32_MAX) {
+      fprintf(d->out, "+ ");
+      say_inst(d->out, d->b, j);
+      fputc('\n', d->out), d->insts.add++;
+    }
+}
+
+/* What differs between matched ops i (A) and j (B), "" when nothing. */
+static void op_changes(differ *d, uint32_t i, uint32_t j) {
+  const dm_op *x = &d->a->ops[i], *y = &d->b->ops[j];
+  char *sx = op_sig(d->a, i, d->ia, 1), *sy = op_sig(d->b, j, NULL, 1);
+  int args = d->xa && d->xb && i < d->xa->nops && j < d->xb->nops &&
+             strcmp(d->xa->args[i], d->xb->args[j]);
+  if (sx && sy && (strcmp(sx, sy) || args)) {
+    fprintf(d->out, "~ ");
+    say_op(d->out, d->a, i);
+    fprintf(d->out, " -> ");
+    say_op(d->out, d->b, j);
+    fprintf(d->out, ":");
+    if (strcmp(x->label, y->label))
+      fprintf(d->out, " renamed");
+    if (strcmp(x->name, y->name))
+      fprintf(d->out, " task");
+    if (x->proc != y->proc || x->shards != y->shards)
+      fprintf(d->out, " placement");
+    if (x->cost_ns != y->cost_ns)
+      fprintf(d->out, " cost");
+    if (x->kind != y->kind)
+      fprintf(d->out, " kind");
+    if (args)
+      fprintf(d->out, " arguments");
+    char *ax = op_acc(d->a, i, d->ia), *ay = op_acc(d->b, j, NULL);
+    fprintf(d->out, "%s\n", ax && ay && strcmp(ax, ay) ? " accesses" : "");
+    free(ax), free(ay);
+    d->ops.chg++;
+  }
+  free(sx), free(sy);
+}
+
+static void diff_ops(differ *d) {
+  for (uint32_t i = 0; i < d->a->nops; i++)
+    if (d->oa[i] == UINT32_MAX) {
+      fprintf(d->out, "- ");
+      say_op(d->out, d->a, i);
+      fputc('\n', d->out), d->ops.del++;
+    } else {
+      op_changes(d, i, d->oa[i]);
+    }
+  for (uint32_t j = 0; j < d->b->nops; j++)
+    if (d->ob[j] == UINT32_MAX) {
+      fprintf(d->out, "+ ");
+      say_op(d->out, d->b, j);
+      fputc('\n', d->out), d->ops.add++;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Edge (from, to) as one number; a's through the op matching (an
+ * unmatched end: UINT64_MAX, never in b). */
+static uint64_t *edge_set(const dm_graph *m, const uint32_t *map) {
+  uint64_t *e = malloc(sizeof *e * (m->nedges ? m->nedges : 1));
+  for (uint32_t k = 0; e && k < m->nedges; k++) {
+    uint32_t f = m->edges[k].from, t = m->edges[k].to;
+    if (map)
+      f = map[f], t = map[t];
+    e[k] =
+        f == UINT32_MAX || t == UINT32_MAX ? UINT64_MAX : (uint64_t)f << 32 | t;
+  }
+  if (e)
+    qsort(e, m->nedges, sizeof *e, cmp_u64);
+  return e;
+}
+
+static int has(const uint64_t *set, uint32_t n, uint64_t x) {
+  return x != UINT64_MAX && bsearch(&x, set, n, sizeof x, cmp_u64) != NULL;
+}
+
+static void say_edge(differ *d, const dm_graph *m, char sign, uint32_t f,
+                     uint32_t t) {
+  fprintf(d->out, "%c edge ", sign);
+  say_op(d->out, m, f);
+  fprintf(d->out, " -> ");
+  say_op(d->out, m, t);
+  fputc('\n', d->out);
+}
+
+static int diff_edges(differ *d) {
+  uint64_t *ea = edge_set(d->a, d->oa), *eb = edge_set(d->b, NULL);
+  if (!ea || !eb) {
+    free(ea), free(eb);
+    return -1;
+  }
+  for (uint32_t k = 0; k < d->a->nedges; k++) {
+    const dm_edge *e = &d->a->edges[k];
+    uint32_t f = d->oa[e->from], t = d->oa[e->to];
+    uint64_t x =
+        f == UINT32_MAX || t == UINT32_MAX ? UINT64_MAX : (uint64_t)f << 32 | t;
+    if (!has(eb, d->b->nedges, x))
+      say_edge(d, d->a, '-', e->from, e->to), d->edges.del++;
+  }
+  for (uint32_t k = 0; k < d->b->nedges; k++) {
+    const dm_edge *e = &d->b->edges[k];
+    if (!has(ea, d->a->nedges, (uint64_t)e->from << 32 | e->to))
+      say_edge(d, d->b, '+', e->from, e->to), d->edges.add++;
+  }
+  free(ea), free(eb);
+  return 0;
+}
+
+/* Ports of one kind, matched by name; changed when their ops differ. */
+static void diff_ports(differ *d, const char *kind, const dv_port *pa,
+                       uint32_t na, const dv_port *pb, uint32_t nb) {
+  for (uint32_t i = 0; i < na; i++) {
+    const dv_port *q = NULL;
+    for (uint32_t j = 0; j < nb && !q; j++)
+      q = !strcmp(pa[i].name, pb[j].name) ? &pb[j] : NULL;
+    if (!q) {
+      fprintf(d->out, "- %s '%s'\n", kind, pa[i].name), d->ports.del++;
+      continue;
+    }
+    int same = pa[i].nops == q->nops;
+    for (uint32_t k = 0; same && k < q->nops; k++)
+      same = pa[i].ops[k] < d->a->nops && d->oa[pa[i].ops[k]] == q->ops[k];
+    if (!same)
+      fprintf(d->out, "~ %s '%s': its bound ops differ\n", kind, pa[i].name),
+          d->ports.chg++;
+  }
+  for (uint32_t j = 0; j < nb; j++) {
+    int found = 0;
+    for (uint32_t i = 0; i < na && !found; i++)
+      found = !strcmp(pa[i].name, pb[j].name);
+    if (!found)
+      fprintf(d->out, "+ %s '%s'\n", kind, pb[j].name), d->ports.add++;
+  }
+}
+
+static void summary(const differ *d, uint32_t n) {
+  if (!n) {
+    fprintf(d->out,
+            "no differences (%u ops, %u edges, %u instances, %u ports)\n",
+            d->a->nops, d->a->nedges, d->a->ninsts, d->a->npre + d->a->npost);
+    return;
+  }
+  fprintf(d->out,
+          "diff: %u differences: ops +%u -%u ~%u, edges +%u -%u, instances "
+          "+%u -%u ~%u, ports +%u -%u ~%u\n",
+          n, d->ops.add, d->ops.del, d->ops.chg, d->edges.add, d->edges.del,
+          d->insts.add, d->insts.del, d->insts.chg, d->ports.add, d->ports.del,
+          d->ports.chg);
+}
+
+static uint32_t *unmatched(uint32_t n) {
+  uint32_t *m = malloc(sizeof *m * (n ? n : 1));
+  for (uint32_t i = 0; m && i < n; i++)
+    m[i] = UINT32_MAX;
+  return m;
+}
+
+/* Instances, then ops (their structure keys use the instance matching). */
+static int matching(differ *d) {
+  uint32_t *occa = occurrences(inst_name, d->a, d->a->ninsts);
+  uint32_t *occb = occurrences(inst_name, d->b, d->b->ninsts);
+  side sa = {d->a, occa}, sb = {d->b, occb};
+  int rc = occa && occb ? 0 : -1;
+  for (int pass = 0; !rc && pass < 2; pass++)
+    rc = match_pass(d->a->ninsts, d->b->ninsts, d->ia, d->ib, inst_key, &sa,
+                    &sb, pass);
+  free(occa), free(occb);
+  occa = rc ? NULL : occurrences(op_label, d->a, d->a->nops);
+  occb = rc ? NULL : occurrences(op_label, d->b, d->b->nops);
+  op_side oa = {d->a, occa, d->ia}, ob = {d->b, occb, NULL};
+  rc = occa && occb ? 0 : -1;
+  for (int pass = 0; !rc && pass < 2; pass++)
+    rc = match_pass(d->a->nops, d->b->nops, d->oa, d->ob, op_key, &oa, &ob,
+                    pass);
+  free(occa), free(occb);
+  return rc;
+}
+
+int dv_diff(const dm_graph *a, const dv_extra *xa, const dm_graph *b,
+            const dv_extra *xb, FILE *out, FILE *err, uint32_t *ndiff) {
+  differ d = {.a = a, .b = b, .xa = xa, .xb = xb, .out = out};
+  d.ia = unmatched(a->ninsts), d.ib = unmatched(b->ninsts);
+  d.oa = unmatched(a->nops), d.ob = unmatched(b->nops);
+  int rc = d.ia && d.ib && d.oa && d.ob ? matching(&d) : -1;
+  if (!rc) {
+    diff_ops(&d);
+    rc = diff_edges(&d);
+  }
+  if (!rc) {
+    diff_insts(&d);
+    if (xa && xb) {
+      diff_ports(&d, "precondition", xa->pre, xa->npre, xb->pre, xb->npre);
+      diff_ports(&d, "postcondition", xa->post, xa->npost, xb->post, xb->npost);
+    }
+    *ndiff = d.ops.add + d.ops.del + d.ops.chg + d.edges.add + d.edges.del +
+             d.insts.add + d.insts.del + d.insts.chg + d.ports.add +
+             d.ports.del + d.ports.chg;
+    summary(&d, *ndiff);
+  }
+  free(d.ia), free(d.ib), free(d.oa), free(d.ob);
+  if (rc)
+    fprintf(err, "reprise dump: --diff: out of memory\n");
+  return rc ? -1 : ferror(out) ? -1 : 0;
+}

@@ -1,0 +1,89 @@
+/* tools/dump_extra.c — what the dump's views read from a graph file that
+ * the model (dump_model.h) does not hold: each op's argument bytes (hex,
+ * for the page's op details) and the ports' names and bound ops (for
+ * --diff). */
+#include "dump_view.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef REPRISE_HAVE_CJSON
+#include <cJSON.h>
+
+static int ports(const cJSON *arr, dv_port **out, uint32_t *n) {
+  int cnt = cJSON_GetArraySize(arr);
+  *out = calloc(cnt ? (size_t)cnt : 1, sizeof **out);
+  if (!*out)
+    return -1;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, arr) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
+    const cJSON *ops = cJSON_GetObjectItemCaseSensitive(p, "ops"), *o;
+    dv_port *d = &(*out)[(*n)++];
+    d->name = strdup(cJSON_IsString(name) ? name->valuestring : "");
+    int k = cJSON_GetArraySize(ops);
+    d->ops = calloc(k ? (size_t)k : 1, sizeof *d->ops);
+    if (!d->name || !d->ops)
+      return -1;
+    cJSON_ArrayForEach(o, ops) if (cJSON_IsNumber(o) && o->valuedouble >= 0)
+        d->ops[d->nops++] = (uint32_t)o->valuedouble;
+  }
+  return 0;
+}
+
+static int op_args(const cJSON *ops, dv_extra *x) {
+  int n = cJSON_GetArraySize(ops);
+  x->args = calloc(n ? (size_t)n : 1, sizeof *x->args);
+  if (!x->args)
+    return -1;
+  const cJSON *o;
+  cJSON_ArrayForEach(o, ops) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "args");
+    if (!(x->args[x->nops++] = strdup(cJSON_IsString(a) ? a->valuestring : "")))
+      return -1;
+  }
+  return 0;
+}
+
+int dv_extra_read(const char *text, size_t len, dv_extra *x, FILE *err) {
+  memset(x, 0, sizeof *x);
+  cJSON *doc = cJSON_ParseWithLength(text, len);
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(doc, "graph");
+  int rc = -1;
+  if (!cJSON_IsObject(g))
+    fprintf(err, "reprise dump: not a graph file (no \"graph\" object)\n");
+  else if (op_args(cJSON_GetObjectItemCaseSensitive(g, "ops"), x) ||
+           ports(cJSON_GetObjectItemCaseSensitive(g, "preconditions"), &x->pre,
+                 &x->npre) ||
+           ports(cJSON_GetObjectItemCaseSensitive(g, "postconditions"),
+                 &x->post, &x->npost))
+    fprintf(err, "reprise dump: out of memory\n");
+  else
+    rc = 0;
+  cJSON_Delete(doc);
+  if (rc)
+    dv_extra_free(x);
+  return rc;
+}
+#else
+int dv_extra_read(const char *text, size_t len, dv_extra *x, FILE *err) {
+  (void)text, (void)len, (void)err;
+  memset(x, 0, sizeof *x); /* no arguments, no port names */
+  return 0;
+}
+#endif
+
+static void ports_free(dv_port *p, uint32_t n) {
+  for (uint32_t i = 0; p && i < n; i++)
+    free(p[i].name), free(p[i].ops);
+  free(p);
+}
+
+void dv_extra_free(dv_extra *x) {
+  for (uint32_t i = 0; x->args && i < x->nops; i++)
+    free(x->args[i]);
+  free(x->args);
+  ports_free(x->pre, x->npre);
+  ports_free(x->post, x->npost);
+  memset(x, 0, sizeof *x);
+}

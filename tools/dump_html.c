@@ -1,0 +1,485 @@
+/* tools/dump_html.c — `reprise dump --format html`: one self-contained
+ * page (nothing fetched: d3, the style, the script, the data and every
+ * laid-out SVG inlined). Every level of grouping is its own small graph:
+ * the step's groups at --group DEPTH (default 1), each group's groups one
+ * component deeper, down to the ops; Graphviz's `dot`, run once as a child
+ * process over all of them, lays them out, so a 10,000-op step is a few
+ * thousand small layouts rather than one unreadable one. d3 (v3, Debian's
+ * libjs-d3) is read from its installed file at run time. */
+#include "dump_view.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define D3_PATH "/usr/share/javascript/d3/d3.min.js"
+
+extern char **environ;
+
+/* A level still to lay out: a group's ops, grouped one component deeper. */
+typedef struct level {
+  char key[RP_NAME_MAX + 1]; /* the group ("" the step) */
+  unsigned depth;
+  int parent;
+  uint32_t *ops;
+  uint32_t n;
+} level;
+
+typedef struct page {
+  const dm_graph *m;
+  const dv_html_opts *o;
+  FILE *dot, *meta; /* the layouts' input; the views' JSON */
+  char *meta_text;
+  size_t meta_len;
+  level *q;
+  uint32_t nq, cap;
+  int32_t *op_view; /* per op: the view that shows it as a node (-1) */
+} page;
+
+static int on_path(const char *prog) {
+  const char *path = getenv("PATH");
+  char buf[4096];
+  for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+    size_t n = strcspn(p, ":");
+    snprintf(buf, sizeof buf, "%.*s/%s", (int)n, p, prog);
+    if (n && access(buf, X_OK) == 0)
+      return 1;
+    p += n + (p[n] == ':');
+  }
+  return 0;
+}
+
+static int push(page *pg, const char *key, unsigned depth, int parent,
+                const uint32_t *ops, uint32_t n) {
+  if (pg->nq == pg->cap) {
+    uint32_t cap = pg->cap ? 2 * pg->cap : 64;
+    level *q = realloc(pg->q, sizeof *q * cap);
+    if (!q)
+      return -1;
+    pg->q = q, pg->cap = cap;
+  }
+  level *l = &pg->q[pg->nq];
+  l->ops = malloc(sizeof *l->ops * (n ? n : 1));
+  if (!l->ops)
+    return -1;
+  memcpy(l->ops, ops, sizeof *ops * n);
+  snprintf(l->key, sizeof l->key, "%s", key);
+  l->depth = depth, l->parent = parent, l->n = n;
+  pg->nq++;
+  return 0;
+}
+
+static void node_id(const dv_node *n, uint32_t child, char *buf, size_t cap) {
+  if (n->op != UINT32_MAX)
+    snprintf(buf, cap, "o%u", n->op);
+  else
+    snprintf(buf, cap, "v%u", child);
+}
+
+/* The level's graph for dot: ids the script finds (o<op>, v<view>,
+ * e<view>_<k>), crit classes. */
+static void dot_level(page *pg, uint32_t vi, const dv_view *v,
+                      const uint32_t *child) {
+  FILE *f = pg->dot;
+  fprintf(f,
+          "digraph v%u {\n graph [id=\"view%u\"];\n node [shape=box, "
+          "style=\"rounded,filled\", fillcolor=\"#eef3fb\", "
+          "fontname=\"Helvetica\", fontsize=10];\n",
+          vi, vi);
+  for (uint32_t k = 0; k < v->nnodes; k++) {
+    const dv_node *n = &v->nodes[k];
+    char id[32];
+    node_id(n, child[k], id, sizeof id);
+    fprintf(f, " %s [id=\"%s\", class=\"%s%s\", label=\"", id, id,
+            n->op == UINT32_MAX ? "grp" : "op", n->crit ? " crit" : "");
+    dv_json_str(f, n->name[0] ? n->name : pg->m->ops[n->op].name);
+    if (n->op == UINT32_MAX)
+      fprintf(f, "\\n%u ops\", shape=box3d, fillcolor=\"#dde8f7\"];\n",
+              n->nops);
+    else
+      fprintf(f, "\\n%s\"];\n", pg->m->ops[n->op].name);
+  }
+  for (uint32_t e = 0; e < v->nedges; e++) {
+    char a[32], b[32];
+    node_id(&v->nodes[v->edges[e].from], child[v->edges[e].from], a, sizeof a);
+    node_id(&v->nodes[v->edges[e].to], child[v->edges[e].to], b, sizeof b);
+    fprintf(f, " %s -> %s [id=\"e%u_%u\"%s];\n", a, b, vi, e,
+            v->edges[e].crit ? ", class=\"crit\"" : "");
+  }
+  fprintf(f, "}\n");
+}
+
+static void meta_level(page *pg, uint32_t vi, const dv_view *v,
+                       const uint32_t *child) {
+  FILE *f = pg->meta;
+  fprintf(f, "%s\n{\"key\": \"", vi ? "," : "");
+  dv_json_str(f, pg->q[vi].key);
+  fprintf(f, "\", \"parent\": %d, \"nodes\": {", pg->q[vi].parent);
+  for (uint32_t k = 0; k < v->nnodes; k++) {
+    const dv_node *n = &v->nodes[k];
+    char id[32];
+    node_id(n, child[k], id, sizeof id);
+    fprintf(f, "%s\"%s\": [\"%c\", %u, %u, %u, %u, %d]", k ? ", " : "", id,
+            n->op == UINT32_MAX ? 'g' : 'o',
+            n->op == UINT32_MAX ? child[k] : n->op, n->nops, n->ntasks,
+            n->ncopies, n->crit);
+  }
+  fprintf(f, "}, \"edges\": [");
+  for (uint32_t e = 0; e < v->nedges; e++) {
+    char a[32], b[32];
+    node_id(&v->nodes[v->edges[e].from], child[v->edges[e].from], a, sizeof a);
+    node_id(&v->nodes[v->edges[e].to], child[v->edges[e].to], b, sizeof b);
+    fprintf(f, "%s[\"%s\", \"%s\"]", e ? ", " : "", a, b);
+  }
+  fprintf(f, "]}");
+}
+
+/* Lays out level vi: its view, its groups queued as levels. */
+static int one_level(page *pg, uint32_t vi, FILE *err) {
+  level l = pg->q[vi]; /* pg->q moves as levels are pushed */
+  dv_opts vo = {.depth = l.depth,
+                .ops = l.ops,
+                .nops = l.n,
+                .parent = vi ? l.key : NULL,
+                .single_as_op = 1,
+                .crit = pg->o->crit,
+                .cost_ns = pg->o->cost_ns};
+  dv_view v;
+  if (dv_build(pg->m, &vo, &v, err))
+    return -1;
+  uint32_t *child = calloc(v.nnodes ? v.nnodes : 1, sizeof *child);
+  int rc = child ? 0 : -1;
+  for (uint32_t k = 0; !rc && k < v.nnodes; k++) {
+    const dv_node *n = &v.nodes[k];
+    if (n->op != UINT32_MAX) {
+      pg->op_view[n->op] = (int32_t)vi;
+      continue;
+    }
+    child[k] = pg->nq;
+    rc = push(pg, n->name, l.depth + 1, (int)vi, v.members + n->first, n->nops);
+  }
+  if (!rc) {
+    dot_level(pg, vi, &v, child);
+    meta_level(pg, vi, &v, child);
+  } else {
+    fprintf(err, "reprise dump: --format html: out of memory\n");
+  }
+  free(child);
+  dv_free(&v);
+  free(pg->q[vi].ops);
+  pg->q[vi].ops = NULL;
+  return rc;
+}
+
+/* ---- dot ---- */
+
+/* Reads all of fd into *buf (malloc'd). 0 ok, -1 out of memory. */
+static int slurp(int fd, char **buf, size_t *len) {
+  size_t cap = 1 << 16;
+  *len = 0;
+  *buf = malloc(cap);
+  for (ssize_t r = 1; *buf && r > 0;) {
+    if (*len + 4096 > cap) {
+      char *b = realloc(*buf, cap *= 2);
+      if (!b)
+        break;
+      *buf = b;
+    }
+    r = read(fd, *buf + *len, cap - *len - 1);
+    if (r < 0 && errno == EINTR)
+      r = 1;
+    else if (r > 0)
+      *len += (size_t)r;
+  }
+  if (*buf && *len + 4096 <= cap) {
+    (*buf)[*len] = 0;
+    return 0;
+  }
+  free(*buf);
+  *buf = NULL;
+  return -1;
+}
+
+/* `dot -Tsvg < input`: its output in *svg. 0 ok, -1 failed (said). */
+static int run_dot(const char *input, char **svg, size_t *len, FILE *err) {
+  int fds[2];
+  if (pipe(fds)) {
+    fprintf(err, "reprise dump: --format html: pipe: %s\n", strerror(errno));
+    return -1;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, input, O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  posix_spawn_file_actions_addclose(&fa, fds[1]);
+  char *argv[] = {(char *)"dot", (char *)"-Tsvg", NULL};
+  pid_t pid;
+  int e = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  int rc = e ? -1 : slurp(fds[0], svg, len);
+  close(fds[0]);
+  int status = 0;
+  if (!e && waitpid(pid, &status, 0) < 0)
+    status = -1;
+  if (e)
+    fprintf(err, "reprise dump: --format html: cannot run dot: %s\n",
+            strerror(e));
+  else if (!WIFEXITED(status) || WEXITSTATUS(status))
+    fprintf(err, "reprise dump: --format html: dot failed (status %d)\n",
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1),
+        rc = -1;
+  if (rc && *svg)
+    free(*svg), *svg = NULL;
+  return e ? -1 : rc;
+}
+
+/* ---- the page ---- */
+
+static void html_text(FILE *out, const char *s) {
+  for (; *s; s++)
+    if (*s == '<')
+      fputs("&lt;", out);
+    else if (*s == '>')
+      fputs("&gt;", out);
+    else if (*s == '&')
+      fputs("&amp;", out);
+    else
+      fputc(*s, out);
+}
+
+static void lines(FILE *out, const char *const *l) {
+  for (; *l; l++)
+    fputs(*l, out);
+}
+
+static void rect_json(FILE *out, const rp_rect *r) {
+  fputc('[', out);
+  for (int d = 0; d < r->dim; d++)
+    fprintf(out, "%s%lld..%lld", d ? ", " : "", (long long)r->lo[d],
+            (long long)r->hi[d]);
+  fputc(']', out);
+}
+
+static const char *mem_str(rp_mem_kind k) {
+  return k == RP_MEM_GPU ? "gpu" : k == RP_MEM_PINNED ? "pinned" : "system";
+}
+
+static const char *priv_str(rp_privilege p) {
+  static const char *const s[] = {"none", "R", "W", "RW", "reduce"};
+  return (unsigned)p < 5 ? s[p] : "?";
+}
+
+static void data_ops(const page *pg, FILE *out) {
+  const dm_graph *m = pg->m;
+  const dv_extra *x = pg->o->extra;
+  fprintf(out, "\"ops\": [");
+  for (uint32_t i = 0; i < m->nops; i++) {
+    const dm_op *op = &m->ops[i];
+    fprintf(out, "%s\n[\"", i ? "," : "");
+    dv_json_str(out, op->label);
+    fprintf(out, "\", \"");
+    dv_json_str(out, op->name);
+    fprintf(out, "\", \"%c\", ", op->kind == RP_OP_COPY ? 'c' : 't');
+    if (op->kind == RP_OP_COPY || op->proc == RP_PROC_ANY)
+      fprintf(out, "\"any\"");
+    else
+      fprintf(out, "%u", op->proc);
+    double cost = pg->o->cost_ns ? pg->o->cost_ns[i] : (double)op->cost_ns;
+    fprintf(out, ", %u, %.0f, \"%s\", [", op->shards, cost,
+            x && x->args && i < x->nops ? x->args[i] : "");
+    for (uint32_t k = 0; k < op->nacc; k++)
+      fprintf(out, "%s[%u, \"%s\"]", k ? ", " : "", op->acc[k].inst,
+              priv_str(op->acc[k].priv));
+    fprintf(out, "], %d]", pg->op_view[i]);
+  }
+  fprintf(out, "],\n");
+}
+
+static void data_insts(const dm_graph *m, FILE *out) {
+  fprintf(out, "\"insts\": [");
+  for (uint32_t i = 0; i < m->ninsts; i++) {
+    const dm_inst *in = &m->insts[i];
+    fprintf(out, "%s\n[\"", i ? "," : "");
+    dv_json_str(out, in->name);
+    fprintf(out, "\", \"%s\", \"", rp_dtype_name(in->dtype));
+    rect_json(out, &in->rect);
+    fprintf(out, "\", \"%s%s\"]", mem_str(in->mem),
+            in->mem == RP_MEM_GPU ? " memory of a gpu" : " memory");
+  }
+  fprintf(out, "],\n");
+}
+
+static void data_crit(const page *pg, FILE *out) {
+  const dv_crit *c = pg->o->crit;
+  fprintf(out, "\"crit\": [");
+  for (uint32_t i = 0; c && i < c->n; i++)
+    fprintf(out, "%s%u", i ? ", " : "", c->path[i]);
+  fprintf(out, "],\n");
+}
+
+/* The SVGs of the levels, in order, as JSON strings. -1: dot's output
+ * does not hold one per level. */
+static int svgs(const char *svg, uint32_t n, FILE *out) {
+  fprintf(out, "var RP_SVG = [");
+  const char *p = svg;
+  for (uint32_t i = 0; i < n; i++) {
+    const char *a = strstr(p, "<svg"), *b = a ? strstr(a, "</svg>") : NULL;
+    if (!b)
+      return -1;
+    b += strlen("</svg>");
+    char *one = strndup(a, (size_t)(b - a));
+    if (!one)
+      return -1;
+    fprintf(out, "%s\n\"", i ? "," : "");
+    dv_json_str(out, one);
+    fputc('"', out);
+    free(one);
+    p = b;
+  }
+  fprintf(out, "];\n");
+  return 0;
+}
+
+static void head(const page *pg, FILE *out) {
+  fprintf(out, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n"
+               "<title>reprise: ");
+  html_text(out, pg->o->title ? pg->o->title : "graph");
+  fprintf(out, "</title>\n<style>\n");
+  lines(out, dv_page_css);
+  const dv_crit *c = pg->o->crit;
+  fprintf(out,
+          "</style></head><body>\n<div id=\"bar\"><b>reprise</b> "
+          "<span id=\"crumbs\"></span> <input id=\"q\" size=\"28\" "
+          "placeholder=\"search ops by name (Enter)\"> <span "
+          "id=\"found\"></span> <label><input type=\"checkbox\" "
+          "id=\"crit\"> critical path (%u ops, by %s)</label> <button "
+          "id=\"fit\">fit</button> <span id=\"info\"></span></div>\n"
+          "<div id=\"stage\"><div id=\"tip\"></div></div>\n<pre "
+          "id=\"selftest\"></pre>\n",
+          c ? c->n : 0, c ? c->basis : "none");
+}
+
+/* d3, inlined as it is installed; -1 missing or unusable (said). */
+static int inline_d3(FILE *out, FILE *err) {
+  char *text = NULL;
+  size_t len = 0;
+  rp_status st = rp_file_read_regular(D3_PATH, (size_t)64 << 20, &text, &len);
+  if (st) {
+    fprintf(err,
+            "reprise dump: --format html inlines d3 from %s (Debian "
+            "package libjs-d3): %s\n",
+            D3_PATH, rp_error_detail());
+    return -1;
+  }
+  int bad = memmem(text, len, "</script", 8) != NULL;
+  if (bad)
+    fprintf(err, "reprise dump: %s holds \"</script\": cannot inline it\n",
+            D3_PATH);
+  else
+    fprintf(out, "<script>\n%.*s\n</script>\n", (int)len, text);
+  free(text);
+  return bad ? -1 : 0;
+}
+
+static int write_page(page *pg, const char *svg, FILE *out, FILE *err) {
+  head(pg, out);
+  if (inline_d3(out, err))
+    return -1;
+  fprintf(out, "<script>\nvar RP_DATA = {");
+  data_ops(pg, out);
+  data_insts(pg->m, out);
+  data_crit(pg, out);
+  fprintf(out, "\"views\": [%.*s]};\n", (int)pg->meta_len, pg->meta_text);
+  if (svgs(svg, pg->nq, out)) {
+    fprintf(err,
+            "reprise dump: --format html: dot's output does not hold "
+            "the %u layouts asked for\n",
+            pg->nq);
+    return -1;
+  }
+  fprintf(out, "</script>\n<script>\n");
+  lines(out, dv_page_js);
+  fprintf(out, "</script>\n</body></html>\n");
+  return ferror(out) ? -1 : 0;
+}
+
+/* Every level into pg->dot and pg->meta, breadth first. */
+static int levels(page *pg, FILE *err) {
+  uint32_t n = pg->o->ops ? pg->o->nops : pg->m->nops;
+  uint32_t *all = malloc(sizeof *all * (n ? n : 1));
+  if (!all)
+    return -1;
+  for (uint32_t i = 0; i < n; i++)
+    all[i] = pg->o->ops ? pg->o->ops[i] : i;
+  int rc = push(pg, "", pg->o->depth, -1, all, n);
+  free(all);
+  for (uint32_t vi = 0; !rc && vi < pg->nq; vi++)
+    rc = one_level(pg, vi, err);
+  return rc;
+}
+
+static int prerequisites(FILE *err) {
+  if (!on_path("dot")) {
+    fprintf(err, "reprise dump: --format html lays the graph out with "
+                 "Graphviz's dot (Debian package graphviz), which is not "
+                 "on PATH\n");
+    return -1;
+  }
+  if (access(D3_PATH, R_OK)) {
+    fprintf(err,
+            "reprise dump: --format html inlines d3 from %s (Debian "
+            "package libjs-d3), which is missing\n",
+            D3_PATH);
+    return -1;
+  }
+  return 0;
+}
+
+static void page_free(page *pg) {
+  for (uint32_t i = 0; i < pg->nq; i++)
+    free(pg->q[i].ops);
+  free(pg->q), free(pg->op_view), free(pg->meta_text);
+}
+
+int dv_html(const dm_graph *m, const dv_html_opts *o, FILE *out, FILE *err) {
+  if (prerequisites(err))
+    return -1;
+  page pg = {.m = m, .o = o};
+  char path[] = "/tmp/reprise-dump-XXXXXX";
+  int fd = mkstemp(path);
+  pg.dot = fd >= 0 ? fdopen(fd, "w") : NULL;
+  pg.meta = open_memstream(&pg.meta_text, &pg.meta_len);
+  pg.op_view = malloc(sizeof *pg.op_view * (m->nops ? m->nops : 1));
+  int rc = pg.dot && pg.meta && pg.op_view ? 0 : -1;
+  if (rc)
+    fprintf(err, "reprise dump: --format html: %s\n",
+            fd < 0 ? "cannot create a temporary file" : "out of memory");
+  for (uint32_t i = 0; !rc && i < m->nops; i++)
+    pg.op_view[i] = -1;
+  if (!rc)
+    rc = levels(&pg, err);
+  if (pg.meta && fclose(pg.meta))
+    rc = -1;
+  if (pg.dot && fclose(pg.dot) && !rc)
+    fprintf(err, "reprise dump: --format html: writing %s failed\n", path),
+        rc = -1;
+  else if (!pg.dot && fd >= 0)
+    close(fd);
+  char *svg = NULL;
+  size_t len = 0;
+  if (!rc)
+    rc = run_dot(path, &svg, &len, err);
+  if (fd >= 0)
+    unlink(path);
+  if (!rc)
+    rc = write_page(&pg, svg, out, err);
+  free(svg);
+  page_free(&pg);
+  return rc;
+}

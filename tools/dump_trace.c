@@ -1,0 +1,184 @@
+/* tools/dump_trace.c — reads the Chrome trace JSON that rp_exec_trace_write
+ * (`reprise train --trace`) writes: "X" events (cat task, copy, wait,
+ * launch, gpu, replay; ts and dur in us; args.op, args.replay, args.task,
+ * args.device_times) and the "thread_name" metadata naming each track.
+ * --critical-path --trace and --summary read it. */
+#include "dump_view.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef REPRISE_HAVE_CJSON
+#include <cJSON.h>
+
+#define TRACE_MAX_BYTES ((size_t)1 << 30)
+
+static dv_cat cat_of(const char *s) {
+  static const char *const names[] = {"task",   "copy", "wait",
+                                      "launch", "gpu",  "replay"};
+  for (int i = 0; i < 6; i++)
+    if (s && !strcmp(s, names[i]))
+      return (dv_cat)i;
+  return DV_EV_OTHER;
+}
+
+static const char *str_item(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int num_item(const cJSON *o, const char *key, double *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsNumber(v))
+    return 0;
+  *out = v->valuedouble;
+  return 1;
+}
+
+static void track(dv_trace *t, const cJSON *e) {
+  const char *what = str_item(e, "name");
+  const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+  double tid;
+  if (!what || strcmp(what, "thread_name") || !num_item(e, "tid", &tid))
+    return;
+  t->tracks[t->ntracks++] = (dv_track){(uint32_t)tid, str_item(args, "name")};
+}
+
+/* One "X" event; 0 ok, -1 malformed (what is missing in *why). */
+static int event(const cJSON *e, dv_event *d, const char **why) {
+  const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+  double tid, a;
+  d->name = str_item(e, "name");
+  d->cat = cat_of(str_item(e, "cat"));
+  if (!d->name || !num_item(e, "tid", &tid) || !num_item(e, "ts", &d->ts) ||
+      !num_item(e, "dur", &d->dur) || tid < 0 || d->dur < 0) {
+    *why = "an \"X\" event without name, tid, ts or dur";
+    return -1;
+  }
+  d->tid = (uint32_t)tid;
+  d->task = str_item(args, "task");
+  d->op = num_item(args, "op", &a) && a >= 0 ? (int64_t)a : -1;
+  d->replay = num_item(args, "replay", &a) && a >= 0 ? (int64_t)a : -1;
+  d->device =
+      cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "device_times"));
+  return 0;
+}
+
+static int fill(dv_trace *t, const cJSON *events, const char **why) {
+  int n = cJSON_GetArraySize(events);
+  t->ev = calloc(n ? (size_t)n : 1, sizeof *t->ev);
+  t->tracks = calloc(n ? (size_t)n : 1, sizeof *t->tracks);
+  if (!t->ev || !t->tracks) {
+    *why = "out of memory";
+    return -1;
+  }
+  const cJSON *e;
+  cJSON_ArrayForEach(e, events) {
+    const char *ph = str_item(e, "ph");
+    if (!cJSON_IsObject(e) || !ph) {
+      *why = "an event that is not an object with \"ph\"";
+      return -1;
+    }
+    if (!strcmp(ph, "M"))
+      track(t, e);
+    else if (!strcmp(ph, "X") && event(e, &t->ev[t->nev], why))
+      return -1;
+    else if (!strcmp(ph, "X"))
+      t->nev++;
+  }
+  if (!t->nev) {
+    *why = "no \"X\" events (no replay was traced)";
+    return -1;
+  }
+  return 0;
+}
+
+int dv_trace_load(const char *path, dv_trace *t, FILE *err) {
+  memset(t, 0, sizeof *t);
+  char *text = NULL;
+  size_t len = 0;
+  rp_status st = rp_file_read_regular(path, TRACE_MAX_BYTES, &text, &len);
+  if (st) {
+    fprintf(err, "reprise dump: cannot read the trace '%s': %s: %s\n", path,
+            rp_status_name(st), rp_error_detail());
+    return -1;
+  }
+  cJSON *doc = cJSON_ParseWithLength(text, len);
+  const char *why = NULL;
+  if (!doc)
+    why = "not valid JSON";
+  const cJSON *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+  if (doc && !cJSON_IsArray(events))
+    why = "no \"traceEvents\" array (not a Chrome trace)";
+  t->doc = doc;
+  if (!why)
+    fill(t, events, &why);
+  if (why && !doc) {
+    const char *at = cJSON_GetErrorPtr();
+    size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : 0;
+    fprintf(err, "reprise dump: the trace '%s' is %s (near byte %zu)\n", path,
+            why, off);
+  } else if (why) {
+    fprintf(err, "reprise dump: the trace '%s' is not a reprise trace: %s\n",
+            path, why);
+  }
+  free(text);
+  if (why)
+    dv_trace_free(t);
+  return why ? -1 : 0;
+}
+
+void dv_trace_free(dv_trace *t) {
+  cJSON_Delete(t->doc);
+  free(t->ev), free(t->tracks);
+  memset(t, 0, sizeof *t);
+}
+#else
+int dv_trace_load(const char *path, dv_trace *t, FILE *err) {
+  memset(t, 0, sizeof *t);
+  fprintf(err,
+          "reprise dump: cannot read the trace '%s': this build has no "
+          "JSON parser (configure with cJSON, Debian's libcjson-dev)\n",
+          path);
+  return -1;
+}
+
+void dv_trace_free(dv_trace *t) {
+  free(t->ev), free(t->tracks);
+  memset(t, 0, sizeof *t);
+}
+#endif
+
+int dv_trace_op_costs(const dv_trace *t, uint32_t nops, double **cost,
+                      FILE *err) {
+  *cost = calloc(nops ? nops : 1, sizeof **cost);
+  uint32_t *runs = calloc(nops ? nops : 1, sizeof *runs);
+  if (!*cost || !runs) {
+    free(*cost), free(runs);
+    *cost = NULL;
+    fprintf(err, "reprise dump: out of memory\n");
+    return -1;
+  }
+  for (uint32_t i = 0; i < t->nev; i++) {
+    const dv_event *e = &t->ev[i];
+    if ((e->cat != DV_EV_TASK && e->cat != DV_EV_COPY) || e->op < 0)
+      continue;
+    if ((uint64_t)e->op >= nops) {
+      fprintf(err,
+              "reprise dump: --trace: the trace names op %lld ('%s'), "
+              "the graph has %u ops: not a trace of this graph\n",
+              (long long)e->op, e->name, nops);
+      free(*cost), free(runs);
+      *cost = NULL;
+      return -1;
+    }
+    (*cost)[e->op] += e->dur * 1e3;
+    runs[e->op]++;
+  }
+  /* SPMD shards: one event each per replay; the op's cost is their mean */
+  for (uint32_t i = 0; i < nops; i++)
+    if (runs[i])
+      (*cost)[i] /= runs[i];
+  free(runs);
+  return 0;
+}
