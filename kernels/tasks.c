@@ -884,6 +884,12 @@ typedef struct task_entry {
         offsetof(rp_kernel_tasks, field_), 0, NULL                             \
   }
 
+#define GPT(nm, flags_, check_)                                                \
+  {                                                                            \
+    "gpt." #nm, rp_task_gpt_##nm##_cpu, GPU_FN(rp_task_gpt_##nm##_gpu),        \
+        offsetof(rp_kernel_tasks, nm), flags_, check_                          \
+  }
+
 static const task_entry TASKS[] = {
     TASK("gemm", gemm, gemm),
     TASK("bias_add", bias_add, bias_add),
@@ -910,6 +916,25 @@ static const task_entry TASKS[] = {
     TASK("relu_bwd_bias", relu_bwd_bias, relu_bwd_bias),
     {"rp.sgd_multi", rp_task_sgd_multi_cpu, GPU_FN(rp_task_sgd_multi_gpu),
      offsetof(rp_kernel_tasks, sgd_multi), RP_TASK_DEVICE_ARGS, NULL},
+    /* the transformer (kernels/gpt_tasks.c) */
+    GPT(embed_fwd, 0, NULL),
+    GPT(embed_bwd, 0, NULL),
+    /* pos and token are read on the device; check_fn: their ranges */
+    GPT(embed_token, RP_TASK_DEVICE_ARGS, rp_task_gpt_embed_token_check),
+    GPT(layernorm_fwd, 0, NULL),
+    GPT(residual_layernorm_fwd, 0, NULL),
+    GPT(layernorm_bwd, 0, NULL),
+    GPT(matmul_fwd, 0, NULL),
+    GPT(matmul_bwd, 0, NULL),
+    GPT(bias_gelu_fwd, 0, NULL),
+    GPT(gelu_bwd, 0, NULL),
+    GPT(attention_fwd, 0, NULL),
+    GPT(attention_bwd, 0, NULL),
+    GPT(attention_decode, RP_TASK_DEVICE_ARGS,
+        rp_task_gpt_attention_decode_check),
+    GPT(xent, 0, NULL),
+    /* lr and step are read on the device; check_fn: step >= 1 etc. */
+    GPT(adamw, RP_TASK_DEVICE_ARGS, rp_task_gpt_adamw_check),
 };
 
 #ifdef REPRISE_HAVE_CUDA

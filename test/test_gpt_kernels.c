@@ -1,0 +1,896 @@
+/* test/test_gpt_kernels.c — the GPT CPU kernels (kernels/gpt_kernels.h) and
+ * their gpt.* tasks.
+ *
+ * References and bounds:
+ *  - forwards against naive double-precision loops written here, straight
+ *    from the formulas (relative 1e-5 of max(|expected|, 1) for LayerNorm,
+ *    GELU, softmax and losses; GEMM-based outputs 1e-5 of sum |a||b|);
+ *  - backwards against central finite differences of the f32 forward of
+ *    L = sum_i r_i y_i (r a fixed random projection, L accumulated in
+ *    double), h = 1e-2 on inputs of magnitude <= 4: truncation
+ *    h^2/6 |L'''| is below 2e-5 and f32 rounding of L over 2h below 1e-4
+ *    for these sizes (tens of outputs of magnitude <= 3), so the bound is
+ *    |g - fd| <= 2e-4 + 2e-3 |fd| (the largest deviation seen is 1.5e-5;
+ *    a gradient off by 1% fails it);
+ *  - AdamW against a two-step example computed by hand (in double, as
+ *    written in gpt_kernels.h), within 1e-6 relative;
+ *  - decoding against attention_fwd's rows for the same prefix (1e-5);
+ *  - the task layer bitwise against the raw kernels. */
+#include "helpers.h"
+#include "kernels_ref.h"
+
+#include "engine/engine.h"
+#include "kernels/gpt_kernels.h"
+#include "kernels/tasks.h"
+
+#include <string.h>
+
+/* ---------------------------------------------------------------------- */
+/* Helpers */
+
+static void *dup_f(const float *p, size_t n) {
+  float *q = kr_alloc(n);
+  memcpy(q, p, n * sizeof *q);
+  return q;
+}
+
+static double dot_d(const float *r, const float *y, size_t n) {
+  double s = 0.0;
+  for (size_t i = 0; i < n; i++)
+    s += (double)r[i] * y[i];
+  return s;
+}
+
+typedef double (*objective)(void *st);
+
+/* Central differences of f with respect to x[0..n) (every element up to
+ * 96, else a stride through them) against grad. */
+static void fd_check(const char *what, float *x, size_t n, const float *grad,
+                     objective f, void *st) {
+  size_t step = n <= 96 ? 1 : n / 61 + 1;
+  for (size_t i = 0; i < n; i += step) {
+    float x0 = x[i], xp = x0 + 1e-2f, xm = x0 - 1e-2f;
+    x[i] = xp;
+    double fp = f(st);
+    x[i] = xm;
+    double fm = f(st);
+    x[i] = x0;
+    double fd = (fp - fm) / ((double)xp - (double)xm);
+    cr_assert(fabs(grad[i] - fd) <= 2e-4 + 2e-3 * fabs(fd),
+              "%s: gradient %zu is %.7g, finite difference %.7g", what, i,
+              grad[i], fd);
+  }
+}
+
+static void bits_eq(const float *a, const float *b, size_t n,
+                    const char *what) {
+  cr_assert(memcmp(a, b, n * sizeof *a) == 0, "%s differs bitwise", what);
+}
+
+static int32_t *tokens_of(size_t n, int V, uint32_t seed) {
+  return kr_labels(n, (size_t)V, seed);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Embeddings */
+
+enum { EB = 2, ET = 5, EC = 6, EV = 7 };
+
+Test(gpt_kernels, embed_fwd_matches_lookup_and_bwd_sums_rows) {
+  int32_t *tok = tokens_of(EB * ET, EV, 3);
+  tok[0] = tok[ET + 2] = 4; /* a repeated token */
+  float *wte = kr_random(EV * EC, 4, -1, 1),
+        *wpe = kr_random(ET * EC, 5, -1, 1);
+  float *out = kr_alloc(EB * ET * EC);
+  RP_CHECK(rp_cpu_gpt_embed_fwd(tok, wte, wpe, out, EB, ET, EC, EV));
+  for (int b = 0; b < EB; b++)
+    for (int t = 0; t < ET; t++)
+      for (int c = 0; c < EC; c++)
+        cr_assert(out[(b * ET + t) * EC + c] ==
+                      wte[tok[b * ET + t] * EC + c] + wpe[t * EC + c],
+                  "out[%d,%d,%d]", b, t, c);
+  /* backward: dwte += (it holds the LM head's part), dwpe = */
+  float *dout = kr_random(EB * ET * EC, 6, -1, 1);
+  float *dwte = kr_random(EV * EC, 7, -1, 1), *dwte0 = dup_f(dwte, EV * EC);
+  float *dwpe = kr_random(ET * EC, 8, 100, 200);
+  RP_CHECK(rp_cpu_gpt_embed_bwd(tok, dout, dwte, dwpe, EB, ET, EC, EV));
+  double want_te[EV * EC], want_pe[ET * EC];
+  for (int i = 0; i < EV * EC; i++)
+    want_te[i] = dwte0[i];
+  memset(want_pe, 0, sizeof want_pe);
+  for (int r = 0; r < EB * ET; r++)
+    for (int c = 0; c < EC; c++) {
+      want_te[tok[r] * EC + c] += dout[r * EC + c];
+      want_pe[(r % ET) * EC + c] += dout[r * EC + c];
+    }
+  kr_close(dwte, want_te, EV * EC, 1e-6, 1.0, 0, "dwte");
+  kr_close(dwpe, want_pe, ET * EC, 1e-6, 1.0, 0, "dwpe");
+  free(tok), free(wte), free(wpe), free(out), free(dout), free(dwte),
+      free(dwte0), free(dwpe);
+}
+
+Test(gpt_kernels, embed_rejects_a_token_out_of_range_before_writing) {
+  int32_t tok[4] = {0, 1, EV, 2};
+  float *wte = kr_random(EV * EC, 4, -1, 1), *wpe = kr_random(4 * EC, 5, -1, 1);
+  float *out = kr_random(4 * EC, 6, -1, 1), *out0 = dup_f(out, 4 * EC);
+  RP_EXPECT(rp_cpu_gpt_embed_fwd(tok, wte, wpe, out, 1, 4, EC, EV), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "token 7"), "%s", rp_error_detail());
+  bits_eq(out, out0, 4 * EC, "out after a bad token");
+  tok[2] = -1;
+  float *dwte = dup_f(wte, EV * EC), *dwpe = dup_f(wpe, 4 * EC);
+  RP_EXPECT(rp_cpu_gpt_embed_bwd(tok, out, dwte, dwpe, 1, 4, EC, EV),
+            RP_ERANGE);
+  bits_eq(dwte, wte, EV * EC, "dwte after a bad token");
+  bits_eq(dwpe, wpe, 4 * EC, "dwpe after a bad token");
+  RP_EXPECT(rp_cpu_gpt_embed_token(wte, wpe, out, 4, 0, EC, EV, 4), RP_ERANGE);
+  RP_EXPECT(rp_cpu_gpt_embed_token(wte, wpe, out, 0, EV, EC, EV, 4), RP_ERANGE);
+  bits_eq(out, out0, 4 * EC, "out after a bad pos or token");
+  RP_CHECK(rp_cpu_gpt_embed_token(wte, wpe, out, 3, 5, EC, EV, 4));
+  for (int c = 0; c < EC; c++)
+    cr_assert(out[c] == wte[5 * EC + c] + wpe[3 * EC + c]);
+  free(wte), free(wpe), free(out), free(out0), free(dwte), free(dwpe);
+}
+
+/* ---------------------------------------------------------------------- */
+/* LayerNorm */
+
+enum { LN_N = 6, LN_C = 10 };
+
+typedef struct ln_state {
+  float *x, *w, *b, *out, *mean, *rstd, *r;
+} ln_state;
+
+static double ln_obj(void *p) {
+  ln_state *s = p;
+  rp_cpu_gpt_layernorm_fwd(s->x, s->w, s->b, s->out, s->mean, s->rstd, LN_N,
+                           LN_C, 1e-5f);
+  return dot_d(s->r, s->out, LN_N * LN_C);
+}
+
+Test(gpt_kernels, layernorm_fwd_matches_reference) {
+  float *x = kr_random(LN_N * LN_C, 11, -2, 3), *w = kr_random(LN_C, 12, -1, 1);
+  float *b = kr_random(LN_C, 13, -1, 1), *out = kr_alloc(LN_N * LN_C);
+  float mean[LN_N], rstd[LN_N];
+  rp_cpu_gpt_layernorm_fwd(x, w, b, out, mean, rstd, LN_N, LN_C, 1e-5f);
+  double want[LN_N * LN_C], wm[LN_N], wr[LN_N];
+  for (int r = 0; r < LN_N; r++) {
+    double m = 0, v = 0;
+    for (int c = 0; c < LN_C; c++)
+      m += x[r * LN_C + c];
+    m /= LN_C;
+    for (int c = 0; c < LN_C; c++)
+      v += (x[r * LN_C + c] - m) * (x[r * LN_C + c] - m);
+    v /= LN_C; /* biased, as torch */
+    wm[r] = m;
+    wr[r] = 1.0 / sqrt(v + 1e-5);
+    for (int c = 0; c < LN_C; c++)
+      want[r * LN_C + c] = (x[r * LN_C + c] - m) * wr[r] * w[c] + b[c];
+  }
+  kr_close(out, want, LN_N * LN_C, 1e-5, 1.0, 0, "layernorm out");
+  kr_close(mean, wm, LN_N, 1e-5, 1.0, 0, "layernorm mean");
+  kr_close(rstd, wr, LN_N, 1e-5, 1.0, 0, "layernorm rstd");
+  /* residual variant: res = a + r, then the same */
+  float *a = kr_random(LN_N * LN_C, 14, -1, 1), *rr = kr_alloc(LN_N * LN_C);
+  for (int i = 0; i < LN_N * LN_C; i++)
+    rr[i] = x[i] - a[i];
+  float *res = kr_alloc(LN_N * LN_C), *out2 = kr_alloc(LN_N * LN_C);
+  float mean2[LN_N], rstd2[LN_N];
+  rp_cpu_gpt_residual_layernorm_fwd(a, rr, res, w, b, out2, mean2, rstd2, LN_N,
+                                    LN_C, 1e-5f);
+  for (int i = 0; i < LN_N * LN_C; i++)
+    cr_assert(res[i] == a[i] + rr[i], "res[%d]", i);
+  kr_close(out2, want, LN_N * LN_C, 1e-5, 1.0, 1e-5, "residual out");
+  free(x), free(w), free(b), free(out), free(a), free(rr), free(res),
+      free(out2);
+}
+
+Test(gpt_kernels, layernorm_bwd_matches_finite_differences) {
+  ln_state s = {kr_random(LN_N * LN_C, 21, -2, 2),
+                kr_random(LN_C, 22, -1, 1),
+                kr_random(LN_C, 23, -1, 1),
+                kr_alloc(LN_N * LN_C),
+                kr_alloc(LN_N),
+                kr_alloc(LN_N),
+                kr_random(LN_N * LN_C, 24, -1, 1)};
+  ln_obj(&s);
+  float *dx = kr_alloc(LN_N * LN_C), *dw = kr_alloc(LN_C), *db = kr_alloc(LN_C);
+  rp_cpu_gpt_layernorm_bwd(s.r, s.x, s.w, s.mean, s.rstd, dx, dw, db, LN_N,
+                           LN_C, 0);
+  /* accumulate = 1 adds the same dx onto what is there */
+  float *dx2 = kr_random(LN_N * LN_C, 25, -1, 1),
+        *base = dup_f(dx2, LN_N * LN_C);
+  rp_cpu_gpt_layernorm_bwd(s.r, s.x, s.w, s.mean, s.rstd, dx2, dw, db, LN_N,
+                           LN_C, 1);
+  for (int i = 0; i < LN_N * LN_C; i++)
+    cr_assert(dx2[i] == base[i] + dx[i], "dx += at %d", i);
+  fd_check("layernorm dx", s.x, LN_N * LN_C, dx, ln_obj, &s);
+  fd_check("layernorm dw", s.w, LN_C, dw, ln_obj, &s);
+  fd_check("layernorm db", s.b, LN_C, db, ln_obj, &s);
+  free(s.x), free(s.w), free(s.b), free(s.out), free(s.mean), free(s.rstd),
+      free(s.r), free(dx), free(dw), free(db), free(dx2), free(base);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Linear */
+
+enum { MN = 7, MC = 5, MOC = 9 };
+
+typedef struct mm_state {
+  float *inp, *W, *bias, *out, *r;
+} mm_state;
+
+static double mm_obj(void *p) {
+  mm_state *s = p;
+  rp_cpu_gpt_matmul_fwd(s->inp, s->W, s->bias, s->out, MN, MC, MOC);
+  return dot_d(s->r, s->out, MN * MOC);
+}
+
+Test(gpt_kernels, matmul_fwd_matches_reference_and_bwd_finite_differences) {
+  mm_state s = {kr_random(MN * MC, 31, -1, 1), kr_random(MOC * MC, 32, -1, 1),
+                kr_random(MOC, 33, -1, 1), kr_alloc(MN * MOC),
+                kr_random(MN * MOC, 34, -1, 1)};
+  mm_obj(&s);
+  double want[MN * MOC];
+  for (int n = 0; n < MN; n++)
+    for (int o = 0; o < MOC; o++) {
+      double acc = s.bias[o];
+      for (int c = 0; c < MC; c++)
+        acc += (double)s.inp[n * MC + c] * s.W[o * MC + c];
+      want[n * MOC + o] = acc;
+    }
+  kr_close(s.out, want, MN * MOC, 1e-5, 1.0, 1e-5, "matmul out");
+  /* without bias */
+  float *nob = kr_alloc(MN * MOC);
+  rp_cpu_gpt_matmul_fwd(s.inp, s.W, NULL, nob, MN, MC, MOC);
+  for (int n = 0; n < MN; n++)
+    for (int o = 0; o < MOC; o++)
+      want[n * MOC + o] -= s.bias[o];
+  kr_close(nob, want, MN * MOC, 1e-5, 1.0, 1e-5, "matmul out, no bias");
+  float *dinp = kr_alloc(MN * MC), *dW = kr_alloc(MOC * MC),
+        *db = kr_alloc(MOC);
+  rp_cpu_gpt_matmul_bwd(s.r, s.inp, s.W, dinp, dW, db, MN, MC, MOC, 0);
+  float *dinp2 = kr_random(MN * MC, 35, -1, 1), *base = dup_f(dinp2, MN * MC);
+  rp_cpu_gpt_matmul_bwd(s.r, s.inp, s.W, dinp2, dW, NULL, MN, MC, MOC, 1);
+  for (int i = 0; i < MN * MC; i++)
+    cr_assert(fabsf(dinp2[i] - (base[i] + dinp[i])) <= 1e-5f, "dinp += %d", i);
+  fd_check("matmul dinp", s.inp, MN * MC, dinp, mm_obj, &s);
+  fd_check("matmul dW", s.W, MOC * MC, dW, mm_obj, &s);
+  fd_check("matmul dbias", s.bias, MOC, db, mm_obj, &s);
+  free(s.inp), free(s.W), free(s.bias), free(s.out), free(s.r), free(nob),
+      free(dinp), free(dW), free(db), free(dinp2), free(base);
+}
+
+/* ---------------------------------------------------------------------- */
+/* GELU */
+
+static double gelu_ref(double x) {
+  return 0.5 * x *
+         (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) *
+                     (x + 0.044715 * x * x * x)));
+}
+
+typedef struct gelu_state {
+  float *pre, *bias, *tmp, *out, *r;
+  int n;
+} gelu_state;
+
+static double gelu_obj(void *p) {
+  gelu_state *s = p;
+  memcpy(s->tmp, s->pre, (size_t)s->n * sizeof(float));
+  rp_cpu_gpt_bias_gelu_fwd(s->tmp, s->bias, s->out, 1, s->n);
+  return dot_d(s->r, s->out, (size_t)s->n);
+}
+
+Test(gpt_kernels, bias_gelu_fwd_matches_reference_and_bwd_finite_differences) {
+  enum { R = 4, CC = 13 };
+  float *pre = kr_random(R * CC, 41, -4, 4), *bias = kr_random(CC, 42, -1, 1);
+  float *pre0 = dup_f(pre, R * CC), *out = kr_alloc(R * CC);
+  rp_cpu_gpt_bias_gelu_fwd(pre, bias, out, R, CC);
+  double want[R * CC];
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < CC; c++) {
+      cr_assert(pre[r * CC + c] == pre0[r * CC + c] + bias[c], "pre += bias");
+      want[r * CC + c] = gelu_ref(pre[r * CC + c]);
+    }
+  kr_close(out, want, R * CC, 1e-5, 1.0, 1e-6, "gelu out");
+  gelu_state s = {pre0,
+                  kr_alloc(R * CC),
+                  kr_alloc(R * CC),
+                  kr_alloc(R * CC),
+                  kr_random(R * CC, 43, -1, 1),
+                  R * CC};
+  memset(s.bias, 0, R * CC * sizeof(float));
+  float *dpre = kr_alloc(R * CC);
+  rp_cpu_gpt_gelu_bwd(pre0, s.r, dpre, R * CC);
+  fd_check("gelu dpre", pre0, R * CC, dpre, gelu_obj, &s);
+  /* in place: dpre may be dout's instance */
+  float *d = dup_f(s.r, R * CC);
+  rp_cpu_gpt_gelu_bwd(pre0, d, d, R * CC);
+  bits_eq(d, dpre, R * CC, "gelu_bwd in place");
+  free(pre), free(bias), free(pre0), free(out), free(s.bias), free(s.tmp),
+      free(s.out), free(s.r), free(dpre), free(d);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Attention */
+
+enum { AB = 2, AT = 6, AC = 8, ANH = 2, AHS = AC / ANH, AN = AB * AT };
+
+typedef struct attn_state {
+  float *qkv, *qkvr, *att, *out, *scratch, *r;
+} attn_state;
+
+static attn_state attn_new(uint32_t seed) {
+  attn_state s = {kr_random(AN * 3 * AC, seed, -1, 1),
+                  kr_alloc(3 * AN * AC),
+                  kr_alloc(AB * ANH * AT * AT),
+                  kr_alloc(AN * AC),
+                  kr_alloc(AN * AC),
+                  kr_random(AN * AC, seed + 1, -1, 1)};
+  return s;
+}
+
+static void attn_free(attn_state *s) {
+  free(s->qkv), free(s->qkvr), free(s->att), free(s->out), free(s->scratch),
+      free(s->r);
+}
+
+static double attn_obj(void *p) {
+  attn_state *s = p;
+  rp_cpu_gpt_attention_fwd(s->qkv, s->qkvr, s->att, s->out, s->scratch, AB, AT,
+                           AC, ANH);
+  return dot_d(s->r, s->out, AN * AC);
+}
+
+Test(gpt_kernels, attention_fwd_matches_causal_softmax_reference) {
+  attn_state s = attn_new(51);
+  attn_obj(&s);
+  double want[AN * AC], watt[AB * ANH * AT * AT];
+  double scale = 1.0 / sqrt((double)AHS);
+  for (int b = 0; b < AB; b++)
+    for (int h = 0; h < ANH; h++)
+      for (int t = 0; t < AT; t++) {
+        const float *q = s.qkv + (b * AT + t) * 3 * AC + h * AHS;
+        double sc[AT], mx = -1e300, sum = 0;
+        for (int u = 0; u <= t; u++) {
+          const float *k = s.qkv + (b * AT + u) * 3 * AC + AC + h * AHS;
+          sc[u] = 0;
+          for (int d = 0; d < AHS; d++)
+            sc[u] += (double)q[d] * k[d];
+          sc[u] *= scale;
+          mx = sc[u] > mx ? sc[u] : mx;
+        }
+        for (int u = 0; u <= t; u++)
+          sum += sc[u] = exp(sc[u] - mx);
+        double *arow = watt + ((b * ANH + h) * AT + t) * AT;
+        for (int u = 0; u < AT; u++)
+          arow[u] = u <= t ? sc[u] / sum : 0.0;
+        for (int d = 0; d < AHS; d++) {
+          double acc = 0;
+          for (int u = 0; u <= t; u++)
+            acc +=
+                arow[u] * s.qkv[(b * AT + u) * 3 * AC + 2 * AC + h * AHS + d];
+          want[(b * AT + t) * AC + h * AHS + d] = acc;
+        }
+      }
+  kr_close(s.out, want, AN * AC, 1e-5, 1.0, 1e-6, "attention out");
+  kr_close(s.att, watt, AB * ANH * AT * AT, 1e-5, 1.0, 1e-7, "attention att");
+  for (int u = 0; u < AB * ANH * AT * AT; u++)
+    if (watt[u] == 0.0)
+      cr_assert(s.att[u] == 0.0f, "att %d above the diagonal", u);
+  /* qkvr: [3][B][NH][T][hs] */
+  for (int p = 0; p < 3; p++)
+    for (int b = 0; b < AB; b++)
+      for (int h = 0; h < ANH; h++)
+        for (int t = 0; t < AT; t++)
+          for (int d = 0; d < AHS; d++)
+            cr_assert(s.qkvr[(((p * AB + b) * ANH + h) * AT + t) * AHS + d] ==
+                      s.qkv[(b * AT + t) * 3 * AC + p * AC + h * AHS + d]);
+  attn_free(&s);
+}
+
+Test(gpt_kernels, attention_bwd_matches_finite_differences) {
+  attn_state s = attn_new(61);
+  attn_obj(&s);
+  float *dqkv = kr_alloc(AN * 3 * AC), *datt = kr_alloc(AB * ANH * AT * AT);
+  float *scr = kr_alloc(4 * AN * AC);
+  rp_cpu_gpt_attention_bwd(s.r, s.qkvr, s.att, dqkv, datt, scr, AB, AT, AC,
+                           ANH);
+  fd_check("attention dqkv", s.qkv, AN * 3 * AC, dqkv, attn_obj, &s);
+  /* deterministic: a second run is bitwise equal */
+  float *again = kr_alloc(AN * 3 * AC);
+  attn_obj(&s);
+  rp_cpu_gpt_attention_bwd(s.r, s.qkvr, s.att, again, datt, scr, AB, AT, AC,
+                           ANH);
+  bits_eq(again, dqkv, AN * 3 * AC, "attention_bwd run twice");
+  free(dqkv), free(datt), free(scr), free(again);
+  attn_free(&s);
+}
+
+Test(gpt_kernels, attention_decode_equals_fwd_rows_of_the_same_prefix) {
+  enum { TM = 7 };
+  float *seq = kr_random(TM * 3 * AC, 71, -1, 1);
+  float *kc = kr_alloc(ANH * TM * AHS), *vc = kr_alloc(ANH * TM * AHS);
+  float *out = kr_alloc(AC), *scr = kr_alloc(ANH * TM);
+  float *qkvr = kr_alloc(3 * TM * AC), *att = kr_alloc(ANH * TM * TM);
+  float *fout = kr_alloc(TM * AC), *fscr = kr_alloc(TM * AC);
+  rp_cpu_gpt_attention_fwd(seq, qkvr, att, fout, fscr, 1, TM, AC, ANH);
+  for (int pos = 0; pos < TM; pos++) {
+    RP_CHECK(rp_cpu_gpt_attention_decode(seq + pos * 3 * AC, kc, vc, out, scr,
+                                         pos, TM, AC, ANH));
+    kr_close_f(out, fout + pos * AC, AC, 1e-5, 1.0, 1e-6, "decode row");
+    for (int h = 0; h < ANH; h++)
+      for (int d = 0; d < AHS; d++)
+        cr_assert(kc[(h * TM + pos) * AHS + d] ==
+                      seq[pos * 3 * AC + AC + h * AHS + d] &&
+                  vc[(h * TM + pos) * AHS + d] ==
+                      seq[pos * 3 * AC + 2 * AC + h * AHS + d]);
+  }
+  float *out0 = dup_f(out, AC), *kc0 = dup_f(kc, ANH * TM * AHS);
+  RP_EXPECT(rp_cpu_gpt_attention_decode(seq, kc, vc, out, scr, TM, TM, AC, ANH),
+            RP_ERANGE);
+  RP_EXPECT(rp_cpu_gpt_attention_decode(seq, kc, vc, out, scr, -1, TM, AC, ANH),
+            RP_ERANGE);
+  bits_eq(out, out0, AC, "decode out after a bad pos");
+  bits_eq(kc, kc0, ANH * TM * AHS, "kcache after a bad pos");
+  free(seq), free(kc), free(vc), free(out), free(scr), free(qkvr), free(att),
+      free(fout), free(fscr), free(out0), free(kc0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Cross-entropy */
+
+enum { XN = 5, XV = 9 };
+
+typedef struct xent_state {
+  float *logits, *tmp, *losses, loss;
+  int32_t *tg;
+} xent_state;
+
+static double xent_obj(void *p) {
+  xent_state *s = p;
+  memcpy(s->tmp, s->logits, XN * XV * sizeof(float));
+  RP_CHECK(rp_cpu_gpt_xent(s->tmp, s->tg, s->losses, &s->loss, XN, XV, 0, 0));
+  return s->loss;
+}
+
+Test(gpt_kernels, xent_loss_and_grad_match_the_formula_and_differences) {
+  xent_state s = {kr_random(XN * XV, 81, -3, 3), kr_alloc(XN * XV),
+                  kr_alloc(XN), 0, tokens_of(XN, XV, 82)};
+  float *g = dup_f(s.logits, XN * XV), losses[XN], loss = 0;
+  float norm = 12.0f; /* a shard of a 12-row batch */
+  RP_CHECK(rp_cpu_gpt_xent(g, s.tg, losses, &loss, XN, XV, norm, 1));
+  double total = 0;
+  for (int r = 0; r < XN; r++) {
+    double m = -1e300, z = 0;
+    for (int c = 0; c < XV; c++)
+      m = fmax(m, s.logits[r * XV + c]);
+    for (int c = 0; c < XV; c++)
+      z += exp(s.logits[r * XV + c] - m);
+    double lr = log(z) + m - s.logits[r * XV + s.tg[r]];
+    cr_assert(fabs(losses[r] - lr) <= 1e-5 * fmax(1.0, fabs(lr)), "row %d", r);
+    total += lr;
+    for (int c = 0; c < XV; c++) {
+      double p = exp(s.logits[r * XV + c] - m) / z;
+      double want = (p - (c == s.tg[r])) / norm;
+      cr_assert(fabs(g[r * XV + c] - want) <= 1e-6, "dlogits[%d,%d]", r, c);
+    }
+  }
+  cr_assert(fabs(loss - total / norm) <= 1e-5 * fmax(1.0, total / norm));
+  /* norm 0: the mean over N rows; the gradient of that loss by differences */
+  float *g0 = dup_f(s.logits, XN * XV);
+  RP_CHECK(rp_cpu_gpt_xent(g0, s.tg, losses, &loss, XN, XV, 0, 1));
+  fd_check("xent dlogits", s.logits, XN * XV, g0, xent_obj, &s);
+  /* grad = 0 reads the logits only */
+  float *ro = dup_f(s.logits, XN * XV);
+  RP_CHECK(rp_cpu_gpt_xent(ro, s.tg, losses, &loss, XN, XV, 0, 0));
+  bits_eq(ro, s.logits, XN * XV, "logits with grad = 0");
+  /* a bad target: nothing written */
+  float lcopy[XN];
+  memcpy(lcopy, losses, sizeof lcopy);
+  s.tg[3] = XV;
+  RP_EXPECT(rp_cpu_gpt_xent(ro, s.tg, losses, &loss, XN, XV, 0, 1), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "row 3"), "%s", rp_error_detail());
+  bits_eq(ro, s.logits, XN * XV, "logits after a bad target");
+  bits_eq(losses, lcopy, XN, "losses after a bad target");
+  free(s.logits), free(s.tmp), free(s.losses), free(s.tg), free(g), free(g0),
+      free(ro);
+}
+
+/* ---------------------------------------------------------------------- */
+/* AdamW */
+
+/* Two tensors (a decayed matrix of 3 and a vector of 2), clipping active
+ * on step 1, not on step 2, computed in double by the formulas of
+ * gpt_kernels.h. */
+Test(gpt_kernels, adamw_two_steps_match_a_hand_computed_example) {
+  float w0[3] = {0.5f, -1.0f, 2.0f}, w1[2] = {0.25f, -0.75f};
+  float g0[3] = {3.0f, -4.0f, 0.0f}, g1[2] = {0.0f, 12.0f};
+  float m0[3] = {0}, m1[2] = {0}, v0[3] = {0}, v1[2] = {0}, stats[3];
+  float *w[2] = {w0, w1}, *m[2] = {m0, m1}, *v[2] = {v0, v1};
+  const float *g[2] = {g0, g1};
+  size_t n[2] = {3, 2};
+  rp_gpt_adamw_args a = {.lr = 0.1f,
+                         .step = 1,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.95f,
+                         .eps = 1e-8f,
+                         .weight_decay = 0.1f,
+                         .max_norm = 6.5f,
+                         .count = 2};
+  a.decay[0] = 1;
+  double W[5] = {0.5, -1.0, 2.0, 0.25, -0.75}, M[5] = {0}, V[5] = {0};
+  for (int step = 1; step <= 2; step++) {
+    a.step = step;
+    if (step == 2) { /* new gradients, below max_norm */
+      g0[0] = 0.5f, g0[1] = 1.0f, g0[2] = -1.0f, g1[0] = 2.0f, g1[1] = 0.0f;
+    }
+    double gd[5] = {g0[0], g0[1], g0[2], g1[0], g1[1]};
+    double sq0 = gd[0] * gd[0] + gd[1] * gd[1] + gd[2] * gd[2];
+    double sq1 = gd[3] * gd[3] + gd[4] * gd[4];
+    double norm = sqrt(sq0 + sq1); /* 13 on step 1, 2.5 on step 2 */
+    double scale = fmin(1.0, 6.5 / (norm + 1e-6));
+    rp_cpu_gpt_adamw(w, g, m, v, n, stats, &a);
+    cr_assert(fabs(stats[0] - norm) <= 1e-6 * norm, "step %d norm %g", step,
+              stats[0]);
+    cr_assert(stats[1] == (float)sq0 && stats[2] == (float)sq1, "step %d sq",
+              step);
+    double bc1 = 1 - pow(0.9, step), bc2 = 1 - pow(0.95, step);
+    for (int i = 0; i < 5; i++) {
+      double gi = scale * gd[i];
+      if (i < 3)
+        W[i] -= 0.1 * 0.1 * W[i];
+      M[i] = 0.9 * M[i] + 0.1 * gi;
+      V[i] = 0.95 * V[i] + 0.05 * gi * gi;
+      W[i] -= 0.1 * (M[i] / bc1) / (sqrt(V[i] / bc2) + 1e-8);
+    }
+    float got[5] = {w0[0], w0[1], w0[2], w1[0], w1[1]};
+    float gm[5] = {m0[0], m0[1], m0[2], m1[0], m1[1]};
+    float gv[5] = {v0[0], v0[1], v0[2], v1[0], v1[1]};
+    kr_close(got, W, 5, 1e-6, 1.0, 0, "adamw w");
+    kr_close(gm, M, 5, 1e-6, 1.0, 0, "adamw m");
+    kr_close(gv, V, 5, 1e-6, 1.0, 1e-9, "adamw v");
+  }
+  /* step 1 by hand for w1[1] (no decay, g = 12 * 6.5/13 = 6): m = 0.6,
+   * v = 1.8, mhat = 6, vhat = 36, w = -0.75 - 0.1 * 6 / 6 = -0.85 */
+  cr_assert(fabs(W[4] -
+                 (-0.85 - 0.1 * (0.9 * 0.6 + 0) / (1 - 0.81) /
+                              (sqrt(0.95 * 1.8 / (1 - 0.9025)) + 1e-8))) < 1e-9,
+            "w1[1] after step 2: %.9g", W[4]);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The tasks, launched eagerly on a CPU runtime */
+
+typedef struct tl {
+  rp_runtime *rt;
+  rp_kernel_tasks k;
+  rp_inst inst[16];
+  uint32_t n;
+} tl;
+
+static tl tl_new(void) {
+  tl t;
+  memset(&t, 0, sizeof t);
+  t.rt = th_cpu_runtime(1);
+  RP_CHECK(rp_kernels_register(t.rt, &t.k));
+  return t;
+}
+
+/* A 1-d instance holding n elements of p (n f32 or i32). */
+static void tl_add(tl *t, rp_dtype dt, const void *p, size_t n) {
+  rp_rect r = rp_rect_1d(0, (int64_t)n - 1);
+  RP_CHECK(rp_instance_create(t->rt, 0, dt, &r, NULL, &t->inst[t->n]));
+  RP_CHECK(rp_instance_write(t->rt, t->inst[t->n], p, n * 4));
+  t->n++;
+}
+
+static void tl_read(tl *t, uint32_t i, void *p, size_t n) {
+  RP_CHECK(rp_instance_read(t->rt, t->inst[i], p, n * 4));
+}
+
+/* Launches task id over every instance added (RW) and waits. */
+static rp_status tl_run(tl *t, rp_task_id id, const void *args, size_t size) {
+  rp_access acc[16];
+  for (uint32_t i = 0; i < t->n; i++)
+    acc[i] = (rp_access){.inst = t->inst[i], .priv = RP_RW};
+  rp_launch l = {.task = id,
+                 .proc = RP_PROC_ANY,
+                 .accesses = acc,
+                 .naccess = t->n,
+                 .args = args,
+                 .args_size = size};
+  rp_event e;
+  rp_status st = rp_launch_task(t->rt, &l, &e);
+  if (st != RP_OK)
+    return st;
+  st = rp_event_wait(t->rt, e, -1);
+  rp_event_release(t->rt, e);
+  return st;
+}
+
+static void tl_free(tl *t) {
+  for (uint32_t i = 0; i < t->n; i++)
+    RP_CHECK(rp_instance_free(t->rt, t->inst[i]));
+  th_destroy(t->rt);
+}
+
+Test(gpt_tasks, layernorm_and_attention_tasks_equal_the_kernels_bitwise) {
+  attn_state s = attn_new(91);
+  attn_obj(&s);
+  tl t = tl_new();
+  float *zero = calloc(3 * AN * AC + AB * ANH * AT * AT, sizeof(float));
+  tl_add(&t, RP_F32, s.qkv, AN * 3 * AC);
+  tl_add(&t, RP_F32, zero, 3 * AN * AC);
+  tl_add(&t, RP_F32, zero, AB * ANH * AT * AT);
+  tl_add(&t, RP_F32, zero, AN * AC);
+  tl_add(&t, RP_F32, zero, AN * AC);
+  rp_gpt_attn_args a = {AB, AT, AC, ANH};
+  RP_CHECK(tl_run(&t, t.k.attention_fwd, &a, sizeof a));
+  float *got = kr_alloc(3 * AN * AC);
+  tl_read(&t, 1, got, 3 * AN * AC);
+  bits_eq(got, s.qkvr, 3 * AN * AC, "task qkvr");
+  tl_read(&t, 2, got, AB * ANH * AT * AT);
+  bits_eq(got, s.att, AB * ANH * AT * AT, "task att");
+  tl_read(&t, 3, got, AN * AC);
+  bits_eq(got, s.out, AN * AC, "task out");
+  tl_free(&t);
+
+  /* layernorm over the attention output */
+  float w[AC], b[AC], ref[AN * AC], mean[AN], rstd[AN];
+  for (int i = 0; i < AC; i++)
+    w[i] = 1.0f + 0.1f * (float)i, b[i] = 0.01f * (float)i;
+  rp_cpu_gpt_layernorm_fwd(s.out, w, b, ref, mean, rstd, AN, AC, 1e-5f);
+  t = tl_new();
+  tl_add(&t, RP_F32, s.out, AN * AC);
+  tl_add(&t, RP_F32, w, AC);
+  tl_add(&t, RP_F32, b, AC);
+  tl_add(&t, RP_F32, zero, AN * AC);
+  tl_add(&t, RP_F32, zero, AN);
+  tl_add(&t, RP_F32, zero, AN);
+  rp_gpt_ln_args la = {AN, AC, 1e-5f};
+  RP_CHECK(tl_run(&t, t.k.layernorm_fwd, &la, sizeof la));
+  tl_read(&t, 3, got, AN * AC);
+  bits_eq(got, ref, AN * AC, "task layernorm out");
+  tl_read(&t, 5, got, AN);
+  bits_eq(got, rstd, AN, "task layernorm rstd");
+  tl_free(&t);
+  free(zero), free(got);
+  attn_free(&s);
+}
+
+Test(gpt_tasks, xent_and_adamw_tasks_equal_the_kernels_bitwise) {
+  float *logits = kr_random(XN * XV, 101, -2, 2), *ref = dup_f(logits, XN * XV);
+  int32_t *tg = tokens_of(XN, XV, 102);
+  float losses[XN], loss[2] = {0, 0}, got[XN * XV];
+  RP_CHECK(rp_cpu_gpt_xent(ref, tg, losses, loss, XN, XV, 0, 1));
+  tl t = tl_new();
+  tl_add(&t, RP_F32, logits, XN * XV);
+  tl_add(&t, RP_I32, tg, XN);
+  tl_add(&t, RP_F32, got, XN);
+  tl_add(&t, RP_F32, got, 2);
+  rp_gpt_xent_args xa = {XN, XV, 0.0f, 1};
+  RP_CHECK(tl_run(&t, t.k.xent, &xa, sizeof xa));
+  tl_read(&t, 0, got, XN * XV);
+  bits_eq(got, ref, XN * XV, "task dlogits");
+  tl_read(&t, 3, got, 2);
+  bits_eq(got, loss, 1, "task loss");
+  tl_free(&t);
+
+  /* adamw over two tensors */
+  float *wa = kr_random(6, 103, -1, 1), *ga = kr_random(6, 104, -1, 1);
+  float *wb = kr_random(3, 105, -1, 1), *gb = kr_random(3, 106, -1, 1);
+  float z[6] = {0}, ma[6] = {0}, va[6] = {0}, mb[3] = {0}, vb[3] = {0};
+  float stats[3];
+  rp_gpt_adamw_args aa = {.lr = 1e-2f,
+                          .step = 1,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.999f,
+                          .eps = 1e-8f,
+                          .weight_decay = 0.1f,
+                          .max_norm = 0.5f,
+                          .count = 2};
+  aa.decay[0] = 1;
+  t = tl_new();
+  tl_add(&t, RP_F32, wa, 6), tl_add(&t, RP_F32, ga, 6);
+  tl_add(&t, RP_F32, z, 6), tl_add(&t, RP_F32, z, 6);
+  tl_add(&t, RP_F32, wb, 3), tl_add(&t, RP_F32, gb, 3);
+  tl_add(&t, RP_F32, z, 3), tl_add(&t, RP_F32, z, 3);
+  tl_add(&t, RP_F32, z, 3);
+  float *w[2] = {wa, wb}, *m[2] = {ma, mb}, *v[2] = {va, vb};
+  const float *g[2] = {ga, gb};
+  size_t n[2] = {6, 3};
+  for (int step = 1; step <= 2; step++) {
+    aa.step = step;
+    RP_CHECK(tl_run(&t, t.k.adamw, &aa, sizeof aa));
+    rp_cpu_gpt_adamw(w, g, m, v, n, stats, &aa);
+    tl_read(&t, 0, got, 6);
+    bits_eq(got, wa, 6, "task adamw W_0");
+    tl_read(&t, 6, got, 3);
+    bits_eq(got, mb, 3, "task adamw M_1");
+    tl_read(&t, 8, got, 3);
+    bits_eq(got, stats, 3, "task adamw stats");
+  }
+  /* step 0 is refused (the event is poisoned with the task's status);
+   * nothing changes */
+  aa.step = 0;
+  RP_EXPECT(tl_run(&t, t.k.adamw, &aa, sizeof aa), RP_EINVAL);
+  tl_read(&t, 0, got, 6);
+  bits_eq(got, wa, 6, "W_0 after a refused step");
+  tl_free(&t);
+  free(logits), free(ref), free(tg), free(wa), free(ga), free(wb), free(gb);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The tasks' checks, with hand-built contexts */
+
+static rp_instance_info inst1d(void *p, rp_dtype dt, int64_t n) {
+  rp_instance_info in;
+  memset(&in, 0, sizeof in);
+  in.dtype = dt;
+  in.rect = rp_rect_1d(0, n - 1);
+  in.strides[0] = 1;
+  in.bytes = (size_t)n * rp_dtype_size(dt);
+  in.ptr = p;
+  return in;
+}
+
+static rp_task_ctx cpu_ctx(const void *args, size_t size,
+                           const rp_instance_info *insts, uint32_t n) {
+  rp_task_ctx c;
+  memset(&c, 0, sizeof c);
+  c.kind = RP_PROC_CPU;
+  c.shards = 1;
+  c.args = args;
+  c.args_size = size;
+  c.naccess = n;
+  c.insts = insts;
+  c.replay = UINT64_MAX;
+  return c;
+}
+
+Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
+  enum { N = 4, C = 8, OC = 6 };
+  float *inp = kr_random(N * C, 111, -1, 1), *W = kr_random(OC * C, 112, -1, 1);
+  float *bias = kr_random(OC, 113, -1, 1), *out = kr_random(N * OC, 114, 5, 6);
+  float *out0 = dup_f(out, N * OC);
+  rp_instance_info in[4] = {
+      inst1d(inp, RP_F32, N * C), inst1d(W, RP_F32, OC * C),
+      inst1d(out, RP_F32, N * OC), inst1d(bias, RP_F32, OC)};
+  rp_gpt_matmul_args a = {N, C, OC, 1, 0};
+  rp_task_ctx ctx = cpu_ctx(&a, sizeof a, in, 4);
+  ctx.naccess = 3; /* the bias is missing */
+  RP_EXPECT(rp_task_gpt_matmul_fwd_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "gpt.matmul_fwd: access 3 (bias) "
+                                      "missing"),
+            "%s", rp_error_detail());
+  ctx.naccess = 4;
+  in[1].dtype = RP_I32;
+  RP_EXPECT(rp_task_gpt_matmul_fwd_cpu(&ctx), RP_ETYPE);
+  cr_assert(strstr(rp_error_detail(), "access 1 (W)"), "%s", rp_error_detail());
+  in[1].dtype = RP_F32;
+  in[2] = inst1d(out, RP_F32, N * OC - 1);
+  RP_EXPECT(rp_task_gpt_matmul_fwd_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "has 23 elements, needs 24"), "%s",
+            rp_error_detail());
+  in[2] = inst1d(out, RP_F32, N * OC);
+  a.has_bias = 2;
+  RP_EXPECT(rp_task_gpt_matmul_fwd_cpu(&ctx), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "has_bias = 2"), "%s", rp_error_detail());
+  a.has_bias = 1;
+  a.OC = 0;
+  RP_EXPECT(rp_task_gpt_matmul_fwd_cpu(&ctx), RP_EINVAL);
+  a.OC = OC;
+  ctx.args_size = sizeof a - 4;
+  RP_EXPECT(rp_task_gpt_matmul_fwd_cpu(&ctx), RP_EINVAL);
+  ctx.args_size = sizeof a;
+  bits_eq(out, out0, N * OC, "out after refused launches");
+  /* the good launch, without bias: 3 accesses are enough */
+  a.has_bias = 0;
+  ctx.naccess = 3;
+  RP_CHECK(rp_task_gpt_matmul_fwd_cpu(&ctx));
+  float *ref = kr_alloc(N * OC);
+  rp_cpu_gpt_matmul_fwd(inp, W, NULL, ref, N, C, OC);
+  bits_eq(out, ref, N * OC, "task out");
+
+  /* attention: C not a multiple of NH */
+  rp_gpt_attn_args aa = {1, 2, 6, 4};
+  ctx = cpu_ctx(&aa, sizeof aa, in, 4);
+  RP_EXPECT(rp_task_gpt_attention_fwd_cpu(&ctx), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "multiple of NH"), "%s",
+            rp_error_detail());
+
+  /* embed_token and attention_decode: the check_fns refuse pos and token
+   * out of range (RP_ERANGE) on metadata, as the CPU bodies do */
+  float wte[5 * 2] = {0}, wpe[3 * 2] = {0}, o[2] = {7, 7};
+  rp_instance_info ti[3] = {inst1d(wte, RP_F32, 10), inst1d(wpe, RP_F32, 6),
+                            inst1d(o, RP_F32, 2)};
+  rp_gpt_token_args ta = {.pos = 3, .token = 1, .C = 2, .V = 5, .T = 3};
+  ctx = cpu_ctx(&ta, sizeof ta, ti, 3);
+  RP_EXPECT(rp_task_gpt_embed_token_check(&ctx), RP_ERANGE);
+  RP_EXPECT(rp_task_gpt_embed_token_cpu(&ctx), RP_ERANGE);
+  ta.pos = 2, ta.token = 5;
+  RP_EXPECT(rp_task_gpt_embed_token_check(&ctx), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "token 5"), "%s", rp_error_detail());
+  cr_assert(o[0] == 7 && o[1] == 7, "out written");
+  ta.token = 4;
+  RP_CHECK(rp_task_gpt_embed_token_check(&ctx));
+  RP_CHECK(rp_task_gpt_embed_token_cpu(&ctx));
+  cr_assert(o[0] == 0 && o[1] == 0);
+
+  float q[3 * 4] = {0}, kc[2 * 3 * 2] = {0}, vc[2 * 3 * 2] = {0}, dout[4],
+              sc[2 * 3];
+  rp_instance_info di[5] = {inst1d(q, RP_F32, 12), inst1d(kc, RP_F32, 12),
+                            inst1d(vc, RP_F32, 12), inst1d(dout, RP_F32, 4),
+                            inst1d(sc, RP_F32, 6)};
+  rp_gpt_decode_args da = {.pos = 3, .T = 3, .C = 4, .NH = 2};
+  ctx = cpu_ctx(&da, sizeof da, di, 5);
+  RP_EXPECT(rp_task_gpt_attention_decode_check(&ctx), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "pos 3"), "%s", rp_error_detail());
+  di[4] = inst1d(sc, RP_F32, 5); /* scores need NH * T */
+  da.pos = 0;
+  RP_EXPECT(rp_task_gpt_attention_decode_check(&ctx), RP_ESHAPE);
+  di[4] = inst1d(sc, RP_F32, 6);
+  RP_CHECK(rp_task_gpt_attention_decode_cpu(&ctx));
+
+  /* adamw: fewer accesses than 4 * count + 1 */
+  rp_gpt_adamw_args wa = {.lr = 0.1f,
+                          .step = 1,
+                          .beta1 = 0.9f,
+                          .beta2 = 0.99f,
+                          .eps = 1e-8f,
+                          .count = 2};
+  rp_instance_info wi[8];
+  for (int i = 0; i < 8; i++)
+    wi[i] = inst1d(inp, RP_F32, 4);
+  ctx = cpu_ctx(&wa, sizeof wa, wi, 8);
+  RP_EXPECT(rp_task_gpt_adamw_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "8 accesses for 2 tensors (need 9)"),
+            "%s", rp_error_detail());
+  wa.beta1 = 1.0f;
+  RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_EINVAL);
+  bits_eq(inp, in[0].ptr, 1, "inp");
+  free(inp), free(W), free(bias), free(out), free(out0), free(ref);
+}
+
+Test(gpt_tasks, register_names_the_gpt_tasks) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  static const char *names[] = {"gpt.embed_fwd",
+                                "gpt.embed_bwd",
+                                "gpt.embed_token",
+                                "gpt.layernorm_fwd",
+                                "gpt.residual_layernorm_fwd",
+                                "gpt.layernorm_bwd",
+                                "gpt.matmul_fwd",
+                                "gpt.matmul_bwd",
+                                "gpt.bias_gelu_fwd",
+                                "gpt.gelu_bwd",
+                                "gpt.attention_fwd",
+                                "gpt.attention_bwd",
+                                "gpt.attention_decode",
+                                "gpt.xent",
+                                "gpt.adamw"};
+  rp_task_id ids[] = {k.embed_fwd,
+                      k.embed_bwd,
+                      k.embed_token,
+                      k.layernorm_fwd,
+                      k.residual_layernorm_fwd,
+                      k.layernorm_bwd,
+                      k.matmul_fwd,
+                      k.matmul_bwd,
+                      k.bias_gelu_fwd,
+                      k.gelu_bwd,
+                      k.attention_fwd,
+                      k.attention_bwd,
+                      k.attention_decode,
+                      k.xent,
+                      k.adamw};
+  for (size_t i = 0; i < KR_LEN(names); i++) {
+    rp_task_id id;
+    RP_CHECK(rp_task_find(rt, names[i], &id));
+    cr_assert(id == ids[i], "%s", names[i]);
+  }
+  th_destroy(rt);
+}
