@@ -15,10 +15,11 @@
  *             dq   = dpre k         (m T, n hs, k T)
  *             dk   = dpre^T q       (m T, n hs, k T;  A transposed)
  * Softmax forward, in place on att: a warp per row (b, h, t); lane-strided
- * max and sum of exp over u <= t, warp butterflies; writes exp(x - max) /
- * sum for u <= t and 0 above the diagonal. Backward, in place on datt: a
- * warp per row; dpre[u] = scale * att[u] (datt[u] - sum_u' att[u'] datt[u'])
- * for u <= t, 0 above. Deterministic (fixed orders; cuBLAS is bitwise
+ * max and sum of exp over u <= t (the sum in f64), warp butterflies;
+ * writes exp(x - max) * (1 / sum) for u <= t and 0 above the diagonal (the
+ * CPU kernel's operations). Backward, in place on datt: a warp per row;
+ * dpre[u] = scale * att[u] * (datt[u] - sum_u' att[u'] datt[u']) for u <= t
+ * (the sum in f64), 0 above. Deterministic (fixed orders; cuBLAS is bitwise
  * reproducible on one GPU model and toolkit). Agreement with the CPU: the
  * GEMMs and sums run in another order: 1e-4 relative to the largest |entry|.
  *
@@ -26,9 +27,10 @@
  * the token's k and v rows into the caches at pos, then (after a barrier:
  * the block's global writes are visible to the block) each warp scores the
  * positions u = warp, warp + nwarps, ... <= pos (a lane-strided dot product
- * and a butterfly) into scratch[h, u]; block max and sum of exp in a fixed
- * order; out[h, d] = (sum_u e_u v[u, d]) / sum, the u split over a fixed
- * number of thread groups added in group order. pos comes from dev_args
+ * and a butterfly) into scratch[h, u]; block max and sum of exp (f64) in a
+ * fixed order, the scores turned into probabilities p in place; out[h, d]
+ * = sum_u p_u v[u, d], the u split over a fixed number of thread groups
+ * added in group order. pos comes from dev_args
  * (offset 0) when given; outside [0, Tmax) the head's output is NaN and the
  * caches are untouched. */
 #include "gpt_cuda.cuh"
@@ -104,12 +106,12 @@ __global__ void softmax_causal_k(float *att, size_t rows, int T) {
     for (int u = lane; u <= t; u += 32)
       m = fmaxf(m, x[u]);
     m = warp_max(m);
-    float s = 0.0f;
+    double s = 0.0;
     for (int u = lane; u <= t; u += 32)
       s += expf(x[u] - m);
-    s = warp_sum(s);
+    float inv = (float)(1.0 / warp_sum_d(s));
     for (int u = lane; u < T; u += 32) /* each lane its own entries */
-      x[u] = u <= t ? expf(x[u] - m) / s : 0.0f;
+      x[u] = u <= t ? __fmul_rn(expf(x[u] - m), inv) : 0.0f;
   }
 }
 
@@ -122,12 +124,12 @@ __global__ void softmax_causal_bwd_k(const float *__restrict__ att, float *datt,
     int t = (int)(r % (size_t)T);
     const float *a = att + r * T;
     float *d = datt + r * T;
-    float dot = 0.0f;
+    double dot = 0.0;
     for (int u = lane; u <= t; u += 32)
-      dot = __fadd_rn(dot, __fmul_rn(a[u], d[u]));
-    dot = warp_sum(dot);
+      dot += (double)a[u] * d[u];
+    float sf = (float)warp_sum_d(dot);
     for (int u = lane; u < T; u += 32)
-      d[u] = u <= t ? __fmul_rn(scale, __fmul_rn(a[u], __fsub_rn(d[u], dot)))
+      d[u] = u <= t ? __fmul_rn(__fmul_rn(scale, a[u]), __fsub_rn(d[u], sf))
                     : 0.0f;
   }
 }
@@ -138,6 +140,7 @@ __global__ void attention_decode_k(const float *__restrict__ qkv, float *kcache,
                                    float *sc, int pos, int T, int NH, int hs,
                                    const int32_t *dev) {
   __shared__ float red[32];
+  __shared__ double redd[32];
   extern __shared__ float part[]; /* blockDim.x floats */
   if (dev)
     pos = dev[0];
@@ -173,14 +176,16 @@ __global__ void attention_decode_k(const float *__restrict__ qkv, float *kcache,
   for (int u = threadIdx.x; u <= pos; u += blockDim.x)
     m = fmaxf(m, s[u]);
   m = block_max(m, red);
-  float sum = 0.0f;
+  double sum = 0.0;
   for (int u = threadIdx.x; u <= pos; u += blockDim.x) {
     float e = expf(s[u] - m);
     s[u] = e; /* each thread rewrites only what it read */
     sum += e;
   }
-  sum = block_sum(sum, red);
-  __syncthreads(); /* the exp values are visible */
+  float inv = (float)(1.0 / block_sum_d(sum, redd));
+  for (int u = threadIdx.x; u <= pos; u += blockDim.x)
+    s[u] = __fmul_rn(s[u], inv); /* the same u as above: own entries */
+  __syncthreads();               /* the probabilities are visible */
   /* out: columns in chunks of w = min(hs, blockDim); g groups of w threads
    * split u (group j takes u = j, j + g, ...), then group 0 adds the
    * groups' partials in group order. */
@@ -199,7 +204,7 @@ __global__ void attention_decode_k(const float *__restrict__ qkv, float *kcache,
       float tot = part[col];
       for (int j = 1; j < groups; j++)
         tot += part[j * w + col];
-      o[d] = tot / sum;
+      o[d] = tot;
     }
     __syncthreads(); /* part is rewritten by the next chunk */
   }

@@ -86,18 +86,6 @@ __device__ inline float warp_max(float v) {
  * value). sh: 32 entries of shared memory. A barrier comes before the
  * write of sh, so consecutive calls may share sh; other uses of sh after a
  * call need a barrier first. */
-__device__ inline float block_sum(float v, float *sh) {
-  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  unsigned nwarps = blockDim.x >> 5;
-  v = warp_sum(v);
-  __syncthreads(); /* sh's previous readers are done */
-  if (lane == 0)
-    sh[warp] = v;
-  __syncthreads();
-  float w = lane < nwarps ? sh[lane] : 0.0f;
-  w = warp_sum(w); /* every warp computes the same bits */
-  return w;
-}
 __device__ inline double block_sum_d(double v, double *sh) {
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   unsigned nwarps = blockDim.x >> 5;

@@ -5,15 +5,17 @@
  * Forward: a warp per row (8 rows a block of 256, grid-stride over rows).
  * Lane l takes columns l, l + 32, ...; mean = (sum x) / C, then the biased
  * variance from a second pass over (x - mean)^2 (two passes, as the CPU
- * kernel: no cancellation), rstd = 1 / sqrtf(var + eps), then out = (x -
- * mean) * rstd * w + b with explicit round-to-nearest operations (no FMA
- * contraction). Sums: lane-strided then a warp butterfly, a fixed order.
+ * kernel: no cancellation), rstd = 1 / sqrt(var + eps), the sums and the
+ * square root in f64 as on the CPU, then out = (x - mean) * rstd * w + b
+ * with explicit round-to-nearest operations (no FMA contraction). Sums:
+ * lane-strided then a warp butterfly, a fixed order.
  * The residual variant writes res = a + r in the first pass and reads it
  * back (each lane its own columns).
  *
  * Backward, two kernels:
  *  - dx: a warp per row: dnorm = w * dout, xhat = (x - mean) * rstd,
- *    dx (= or +=) rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat));
+ *    dx (= or +=) rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat))
+ *    (the two means summed in f64, as on the CPU);
  *  - dw, db: column sums without atomics or scratch: a block per chunk of
  *    32 columns (32 x 32 threads); row lane y sums rows y, y + 32, ... in
  *    order, then lane 0 adds the 32 partials in lane order (a fixed order:
@@ -43,17 +45,17 @@ __device__ void ln_row(const float *a, const float *r, float *res,
       z[c] = x[c] + y[c];
     x = z; /* each lane rereads only what it wrote */
   }
-  float s = 0.0f;
+  double s = 0.0;
   for (int c = lane; c < C; c += 32)
     s += x[c];
-  float m = warp_sum(s) / (float)C;
-  float v = 0.0f;
+  float m = (float)(warp_sum_d(s) / (double)C);
+  double v = 0.0;
   for (int c = lane; c < C; c += 32) {
-    float d = __fsub_rn(x[c], m);
-    v = __fadd_rn(v, __fmul_rn(d, d));
+    double d = (double)__fsub_rn(x[c], m);
+    v += d * d;
   }
-  v = warp_sum(v) / (float)C;
-  float rs = 1.0f / sqrtf(v + eps);
+  v = warp_sum_d(v);
+  float rs = (float)(1.0 / sqrt(v / (double)C + (double)eps));
   float *o = out + row * C;
   for (int c = lane; c < C; c += 32) {
     float n = __fmul_rn(__fsub_rn(x[c], m), rs);
@@ -87,15 +89,15 @@ __global__ void ln_bwd_dx_k(const float *__restrict__ dout,
     const float *dy = dout + row * C, *xr = x + row * C;
     float *d = dx + row * C;
     float m = mean[row], rs = rstd[row];
-    float s1 = 0.0f, s2 = 0.0f;
+    double s1 = 0.0, s2 = 0.0;
     for (int c = lane; c < C; c += 32) {
       float xhat = __fmul_rn(__fsub_rn(xr[c], m), rs);
       float dn = __fmul_rn(w[c], dy[c]);
-      s1 = __fadd_rn(s1, dn);
-      s2 = __fadd_rn(s2, __fmul_rn(dn, xhat));
+      s1 += dn;
+      s2 += (double)dn * xhat;
     }
-    float dn_mean = warp_sum(s1) / (float)C;
-    float dnx_mean = warp_sum(s2) / (float)C;
+    float dn_mean = (float)(warp_sum_d(s1) / (double)C);
+    float dnx_mean = (float)(warp_sum_d(s2) / (double)C);
     for (int c = lane; c < C; c += 32) {
       float xhat = __fmul_rn(__fsub_rn(xr[c], m), rs);
       float dn = __fmul_rn(w[c], dy[c]);

@@ -4,13 +4,14 @@
  * Two kernels:
  *  - rows: a block per row (grid-stride over rows; 1024 threads for V >
  *    4096, else 256, else 64 for V <= 256: a shape fixed by V). The target
- *    logit is read first; block max, then the block sum of exp(x - max)
- *    (thread-strided partials, warp butterflies, warps in order); losses[r]
- *    = log(sum) - (x[target] - max); with grad, after both reductions (the
- *    barriers inside them order every read of the row before any write),
- *    each thread overwrites its own columns with (exp(x - max) / sum -
- *    onehot) / norm. A target outside [0, V) gives a NaN loss and, with
- *    grad, a NaN row.
+ *    logit is read first; block max, then the block sum of exp(x - max) in
+ *    f64 (thread-strided partials, warp butterflies, warps in order);
+ *    losses[r] = log(sum) - (x[target] - max) in f64; with grad, after both
+ *    reductions (the barriers inside them order every read of the row
+ *    before any write), each thread overwrites its own columns with
+ *    (exp(x - max) * (1 / sum) - onehot) / norm: the CPU kernel's
+ *    operations. A target outside [0, V) gives a NaN loss and, with grad, a
+ *    NaN row.
  *  - loss: one block of 256 threads sums losses in f64: thread t takes rows
  *    t, t + 256, ... in order, then a fixed tree; loss[0] = sum / norm.
  * norm 0 means N. Deterministic (fixed orders). Agreement with the CPU:
@@ -32,6 +33,7 @@ __global__ void xent_rows_k(float *logits, const int32_t *__restrict__ targets,
                             float *__restrict__ losses, int N, int V,
                             float norm, int grad) {
   __shared__ float red[32];
+  __shared__ double redd[32];
   for (size_t r = blockIdx.x; r < (size_t)N; r += gridDim.x) {
     float *x = logits + r * V;
     int32_t tgt = targets[r];
@@ -41,18 +43,20 @@ __global__ void xent_rows_k(float *logits, const int32_t *__restrict__ targets,
     for (int c = threadIdx.x; c < V; c += blockDim.x)
       m = fmaxf(m, x[c]);
     m = block_max(m, red);
-    float s = 0.0f;
+    double s = 0.0;
     for (int c = threadIdx.x; c < V; c += blockDim.x)
       s += expf(x[c] - m);
-    s = block_sum(s, red);
+    s = block_sum_d(s, redd);
     if (threadIdx.x == 0)
-      losses[r] = ok ? logf(s) - (xt - m) : nan_f();
-    if (grad)
+      losses[r] = ok ? (float)(log(s) - (double)(xt - m)) : nan_f();
+    if (grad) {
+      float inv = (float)(1.0 / s);
       for (int c = threadIdx.x; c < V; c += blockDim.x) {
-        float p = expf(x[c] - m) / s;
+        float p = __fmul_rn(expf(x[c] - m), inv);
         float y = c == tgt ? 1.0f : 0.0f;
-        x[c] = ok ? (p - y) / norm : nan_f();
+        x[c] = ok ? __fdiv_rn(__fsub_rn(p, y), norm) : nan_f();
       }
+    }
     __syncthreads(); /* red is reused by the next row */
   }
 }
