@@ -1,6 +1,7 @@
 /* kernels/tasks.h — the training-step kernels as reprise tasks.
  *
- * rp_kernels_register() registers the tasks below on a runtime. Each has a
+ * rp_kernels_register() registers the tasks below, and the transformer's
+ * "gpt.*" tasks (kernels/gpt_kernels.h), on a runtime. Each has a
  * CPU variant (kernels/cpu_kernels.h) and, in CUDA builds, a GPU variant
  * (kernels/cuda_kernels.cuh); all are RP_TASK_STREAM_ORDERED: the GPU variant
  * only enqueues work on rp_ctx_stream(ctx), and the CPU variant ignores the
@@ -20,6 +21,9 @@
  *   RP_EBACKEND a CUDA or cuBLAS call failed;
  * with rp_error_detail() naming the task, the access and the sizes. It
  * checks before it touches any data, so a rejected task changed nothing.
+ * The checks are data: each task is one op descriptor (kernels/op_table.h:
+ * its args struct, the ranges of its fields, its accesses with element
+ * type and count rule) run by one generic check, rp_op_prep.
  *
  * Per-replay values (learning rate, batch size) are interpolated into the
  * args bytes by offset (rp_interp.dst_offset): the offsets below are fixed
@@ -186,6 +190,11 @@ typedef struct rp_kernel_tasks {
   rp_task_id gemm, bias_add, bias_grad, relu_fwd, relu_bwd, xent_fwd, xent_bwd,
       sgd, fill, scale, axpy, accuracy, gather_rows;
   rp_task_id bias_act, softmax_xent, relu_bwd_bias, sgd_multi; /* fused */
+  /* the transformer's tasks, "gpt.*" (gpt_kernels.h) */
+  rp_task_id embed_fwd, embed_bwd, embed_token, layernorm_fwd,
+      residual_layernorm_fwd, layernorm_bwd, matmul_fwd, matmul_bwd,
+      bias_gelu_fwd, gelu_bwd, attention_fwd, attention_bwd, attention_decode,
+      xent, adamw;
 } rp_kernel_tasks;
 
 /* Registers every task above on rt and fills *out. Call once per runtime:
@@ -218,6 +227,28 @@ rp_status rp_task_sgd_multi_cpu(rp_task_ctx *ctx);
  * of the args (the batch index, after interpolation) against the
  * instances' shapes, touching no data. RP_OK or the variants' error. */
 rp_status rp_task_gather_rows_check(rp_task_ctx *ctx);
+/* The gpt.* tasks (kernels/gpt_tasks.c). The _check ones are the check_fns
+ * of the tasks whose GPU variants read per-replay args on the device:
+ * the task's argument and access checks (an interpolated pos or token out
+ * of range: RP_ERANGE), touching no data. */
+rp_status rp_task_gpt_embed_fwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_embed_bwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_embed_token_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_layernorm_fwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_residual_layernorm_fwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_layernorm_bwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_matmul_fwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_matmul_bwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_bias_gelu_fwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_gelu_bwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_attention_fwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_attention_bwd_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_attention_decode_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_xent_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_adamw_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_embed_token_check(rp_task_ctx *ctx);
+rp_status rp_task_gpt_attention_decode_check(rp_task_ctx *ctx);
+rp_status rp_task_gpt_adamw_check(rp_task_ctx *ctx);
 #ifdef REPRISE_HAVE_CUDA
 rp_status rp_task_gemm_gpu(rp_task_ctx *ctx);
 rp_status rp_task_bias_add_gpu(rp_task_ctx *ctx);
@@ -236,6 +267,21 @@ rp_status rp_task_bias_act_gpu(rp_task_ctx *ctx);
 rp_status rp_task_softmax_xent_gpu(rp_task_ctx *ctx);
 rp_status rp_task_relu_bwd_bias_gpu(rp_task_ctx *ctx);
 rp_status rp_task_sgd_multi_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_embed_fwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_embed_bwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_embed_token_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_layernorm_fwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_residual_layernorm_fwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_layernorm_bwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_matmul_fwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_matmul_bwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_bias_gelu_fwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_gelu_bwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_attention_fwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_attention_bwd_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_attention_decode_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_xent_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_adamw_gpu(rp_task_ctx *ctx);
 #endif
 
 #endif

@@ -1,0 +1,47 @@
+/* kernels/adamw.c — AdamW with global gradient-norm clipping on the CPU
+ * (contract and formulas in gpt_kernels.h: torch.nn.utils.clip_grad_norm_
+ * then torch.optim.AdamW's default math). The squared norms are summed in
+ * double, each tensor in element order, the tensors in order. */
+#include "gpt_kernels.h"
+
+#include <math.h>
+
+void rp_cpu_gpt_adamw(float *const *w, const float *const *g, float *const *m,
+                      float *const *v, const size_t *n, float *stats,
+                      const rp_gpt_adamw_args *a) {
+  double total = 0.0;
+  for (int32_t i = 0; i < a->count; i++) {
+    double sq = 0.0;
+    for (size_t e = 0; e < n[i]; e++)
+      sq += (double)g[i][e] * g[i][e];
+    stats[1 + i] = (float)sq;
+    total += sq;
+  }
+  float norm = (float)sqrt(total);
+  stats[0] = norm;
+  float scale = 1.0f;
+  if (a->max_norm > 0.0f) {
+    float c = a->max_norm / (norm + 1e-6f);
+    scale = c < 1.0f ? c : 1.0f;
+  }
+  float lr = a->lr, b1 = a->beta1, b2 = a->beta2, eps = a->eps;
+  float bc1 = (float)(1.0 - pow((double)b1, (double)a->step));
+  float bc2 = (float)(1.0 - pow((double)b2, (double)a->step));
+  float wd = lr * a->weight_decay;
+  for (int32_t i = 0; i < a->count; i++) {
+    float *wi = w[i], *mi = m[i], *vi = v[i];
+    const float *gi = g[i];
+    int decay = a->decay[i] != 0;
+    for (size_t e = 0; e < n[i]; e++) {
+      float gr = scale * gi[e];
+      float x = wi[e];
+      if (decay)
+        x -= wd * x;
+      float me = b1 * mi[e] + (1.0f - b1) * gr;
+      float ve = b2 * vi[e] + (1.0f - b2) * gr * gr;
+      mi[e] = me;
+      vi[e] = ve;
+      wi[e] = x - lr * (me / bc1) / (sqrtf(ve / bc2) + eps);
+    }
+  }
+}

@@ -1,0 +1,152 @@
+/* kernels/op_table.c — the one argument and access check of every task
+ * (contract in op_table.h). */
+#include "op_table.h"
+
+#include "engine/util.h"
+
+#include <string.h>
+
+static int32_t field_i32(const void *args, uint16_t f) {
+  int32_t v;
+  memcpy(&v, (const char *)args + (f - 1), sizeof v);
+  return v;
+}
+
+static int64_t field_i64(const void *args, uint16_t f) {
+  int64_t v;
+  memcpy(&v, (const char *)args + (f - 1), sizeof v);
+  return v;
+}
+
+static rp_status check_fields(const rp_op *op, const void *args) {
+  for (int i = 0; i < RP_OP_MAX_FIELDS && op->fields[i].name; i++) {
+    const rp_op_field *f = &op->fields[i];
+    int64_t v = f->i64 ? field_i64(args, f->field) : field_i32(args, f->field);
+    if (v < f->lo || v > f->hi)
+      return rp__err(RP_EINVAL, "%s: %s = %lld (need %lld..%lld)", op->name,
+                     f->name, (long long)v, (long long)f->lo, (long long)f->hi);
+  }
+  return RP_OK;
+}
+
+uint32_t rp_op_access_total(const rp_op *op, const void *args) {
+  uint32_t count = op->ngroup ? (uint32_t)field_i32(args, op->group_count) : 0;
+  return op->nhead + op->ngroup * count + op->ntail;
+}
+
+/* 1 when the layout is dense row-major (a dimension of extent 1 may have
+ * any stride: it is never stepped over). */
+static int dense(const rp_instance_info *in) {
+  int64_t want = 1;
+  for (int d = in->rect.dim - 1; d >= 0; d--) {
+    int64_t ext = in->rect.hi[d] - in->rect.lo[d] + 1;
+    if (ext > 1 && in->strides[d] != want)
+      return 0;
+    want *= ext;
+  }
+  return 1;
+}
+
+/* Elements access i (of a group starting at access g0) needs. */
+static rp_status need_of(const rp_op *op, const rp_op_count *c,
+                         const void *args, const rp_task_ctx *ctx, uint32_t g0,
+                         int64_t *out) {
+  const rp_instance_info *in = NULL;
+  int64_t prod = 1;
+  switch (c->kind) {
+  case RP_OPC_I64:
+    prod = field_i64(args, c->field[0]);
+    break;
+  case RP_OPC_N_OR_VOL0:
+    prod = field_i32(args, c->field[0]);
+    if (prod == 0 && (in = rp_ctx_inst(ctx, 0)) != NULL)
+      prod = rp_rect_volume(&in->rect);
+    break;
+  case RP_OPC_GROUP_VOL:
+    in = rp_ctx_inst(ctx, g0);
+    prod = in ? rp_rect_volume(&in->rect) : 0;
+    break;
+  default:
+    for (int k = 0; k < 4 && c->field[k]; k++)
+      if (__builtin_mul_overflow(prod, (int64_t)field_i32(args, c->field[k]),
+                                 &prod))
+        return rp__err(RP_EINVAL, "%s: sizes overflow", op->name);
+  }
+  if (__builtin_mul_overflow(prod, c->mul, &prod) ||
+      __builtin_add_overflow(prod, c->add, &prod))
+    return rp__err(RP_EINVAL, "%s: sizes overflow", op->name);
+  *out = prod;
+  return RP_OK;
+}
+
+/* Access i as described by a: present (unless optional or switched off by
+ * its `when` field), of its type, dense, holding what its rule needs. */
+static rp_status take(const rp_op *op, const rp_op_access *a, const void *args,
+                      const rp_task_ctx *ctx, uint32_t i, uint32_t g0,
+                      void **ptr, int64_t *vol) {
+  ptr[i] = NULL;
+  if (vol)
+    vol[i] = 0;
+  if (a->when && field_i32(args, a->when) == 0)
+    return RP_OK;
+  const rp_instance_info *in = rp_ctx_inst(ctx, i);
+  if (!in && (a->flags & RP_OPA_OPTIONAL))
+    return RP_OK;
+  if (!in)
+    return rp__err(RP_ESHAPE, "%s: access %u (%s) missing: %u accesses",
+                   op->name, i, a->role, rp_ctx_access_count(ctx));
+  if (!(a->flags & RP_OPA_ANY_TYPE) && in->dtype != a->dtype)
+    return rp__err(RP_ETYPE, "%s: access %u (%s) is %s, needs %s", op->name, i,
+                   a->role, rp_dtype_name(in->dtype), rp_dtype_name(a->dtype));
+  if (!dense(in))
+    return rp__err(RP_ESHAPE, "%s: access %u (%s) is not dense row-major",
+                   op->name, i, a->role);
+  int64_t need = 0, have = rp_rect_volume(&in->rect);
+  rp_status st = need_of(op, &a->need, args, ctx, g0, &need);
+  if (st != RP_OK)
+    return st;
+  if (have < need)
+    return rp__err(RP_ESHAPE,
+                   "%s: access %u (%s) has %lld elements, needs %lld", op->name,
+                   i, a->role, (long long)have, (long long)need);
+  ptr[i] = in->ptr;
+  if (vol)
+    vol[i] = have;
+  return RP_OK;
+}
+
+rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
+                     void **ptr, int64_t *vol, uint32_t cap) {
+  size_t have = 0;
+  const void *a = rp_ctx_args(ctx, &have);
+  if (!a || have < op->args_size)
+    return rp__err(RP_EINVAL, "%s: args are %zu bytes, need %zu (%s)", op->name,
+                   a ? have : 0, op->args_size, op->args_type);
+  memcpy(args, a, op->args_size); /* args bytes carry no alignment promise */
+  rp_status st = check_fields(op, args);
+  if (st == RP_OK && op->check_args)
+    st = op->check_args(op, args, ctx);
+  if (st != RP_OK)
+    return st;
+  uint32_t total = rp_op_access_total(op, args);
+  uint32_t count = op->ngroup ? (uint32_t)field_i32(args, op->group_count) : 0;
+  if (total > cap)
+    return rp__err(RP_ESHAPE, "%s: %u accesses, the task takes at most %u",
+                   op->name, total, cap);
+  if (op->ngroup && rp_ctx_access_count(ctx) < total)
+    return rp__err(RP_ESHAPE, "%s: %u accesses for %u tensors (need %u)",
+                   op->name, rp_ctx_access_count(ctx), count, total);
+  uint32_t i = 0;
+  for (uint32_t k = 0; st == RP_OK && k < op->nhead; k++, i++)
+    st = take(op, &op->head[k], args, ctx, i, 0, ptr, vol);
+  for (uint32_t g = 0; st == RP_OK && g < count; g++) {
+    uint32_t g0 = i;
+    for (uint32_t k = 0; st == RP_OK && k < op->ngroup; k++, i++)
+      st = take(op, &op->group[k], args, ctx, i, g0, ptr, vol);
+  }
+  for (uint32_t k = 0; st == RP_OK && k < op->ntail; k++, i++)
+    st = take(op, &op->tail[k], args, ctx, i, 0, ptr, vol);
+  if (st == RP_OK && op->check_ptrs)
+    st = op->check_ptrs(op, args, ptr, ctx);
+  return st;
+}

@@ -1,0 +1,135 @@
+/* kernels/op_table.h — tasks described by data: one descriptor per task
+ * (its name, argument struct, the ranges of its size fields, and each
+ * access with its role, element type, privilege and element-count rule
+ * computed from the args), and one check, rp_op_prep, that every task
+ * variant runs before touching data: it copies the args, checks their
+ * ranges, then checks every access (present, of its type, dense row-major,
+ * at least as many elements as its rule asks) and hands out the pointers.
+ * Adding a task is one descriptor plus its CPU and CUDA bodies.
+ *
+ * Errors (with rp_error_detail naming the task, the access and the sizes;
+ * a rejected task touched nothing):
+ *   RP_EINVAL  args missing or shorter than the struct; a field outside
+ *              its range; the descriptor's args hook refused them; sizes
+ *              whose product overflows;
+ *   RP_ESHAPE  an access missing (too few accesses), not dense, or with
+ *              fewer elements than its rule;
+ *   RP_ETYPE   an access of the wrong element type;
+ *   anything the descriptor's hooks return (RP_ERANGE for a position, a
+ *   token or a batch index out of range). */
+#ifndef RP_KERNELS_OP_TABLE_H
+#define RP_KERNELS_OP_TABLE_H
+
+#include "reprise.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A field of the args struct, by offset + 1 (0: none). */
+#define RP_OPF(type, member) ((uint16_t)(offsetof(type, member) + 1))
+
+/* How the elements an access needs are computed from the args:
+ *   mul * (product of the int32 fields) + add
+ * (a rule with no fields has product 1), or, by kind: */
+enum rp_op_count_kind {
+  RP_OPC_PRODUCT = 0,
+  /* field[0] is an int64 count (times mul, plus add) */
+  RP_OPC_I64 = 1,
+  /* the int32 field[0], or the volume of access 0 when it is 0 (the
+   * elementwise tasks' "n == 0: the whole instance") */
+  RP_OPC_N_OR_VOL0 = 2,
+  /* the volume of the first access of the same group (multi-tensor
+   * tasks: G_i and M_i hold at least W_i's elements) */
+  RP_OPC_GROUP_VOL = 3,
+};
+
+typedef struct rp_op_count {
+  int64_t mul;
+  uint16_t field[4]; /* RP_OPF(...) of int32 fields; 0: unused */
+  int64_t add;
+  uint8_t kind; /* enum rp_op_count_kind */
+} rp_op_count;
+
+/* Rules that recur: the elementwise count of field f (access 0's volume
+ * when it is 0), a group's volume, and one element. */
+/* clang-format off */
+#define RP_OPC_N(f) {1, {f}, 0, RP_OPC_N_OR_VOL0}
+#define RP_OPC_GROUP {1, {0}, 0, RP_OPC_GROUP_VOL}
+#define RP_OPC_ONE {0, {0}, 1, RP_OPC_PRODUCT}
+/* clang-format on */
+
+enum rp_op_access_flags {
+  RP_OPA_OPTIONAL = 1u << 0, /* may be left out (a shorter access list) */
+  RP_OPA_ANY_TYPE = 1u << 1, /* any element type (dtype ignored) */
+};
+
+typedef struct rp_op_access {
+  const char *role; /* as the task's contract names it */
+  rp_dtype dtype;
+  rp_privilege priv; /* as declared by callers (documentation: a task
+                      * context does not expose privileges) */
+  rp_op_count need;
+  uint16_t when;  /* RP_OPF of an int32 field: the access exists only when
+                   * that field is nonzero (a bias); 0: always */
+  unsigned flags; /* rp_op_access_flags */
+} rp_op_access;
+
+/* A size field's range: lo <= value <= hi. */
+typedef struct rp_op_field {
+  const char *name;
+  uint16_t field; /* RP_OPF */
+  uint8_t i64;    /* 1: an int64 field, else int32 */
+  int64_t lo, hi;
+} rp_op_field;
+
+#define RP_OP_MAX_FIELDS 8
+#define RP_OP_MAX_ACCESSES 8
+
+typedef struct rp_op rp_op;
+
+struct rp_op {
+  const char *name;      /* "gpt.embed_fwd" */
+  const char *args_type; /* "rp_gpt_embed_args", for the messages */
+  size_t args_size;
+  rp_op_field fields[RP_OP_MAX_FIELDS]; /* checked in order; name NULL ends */
+  /* More checks of the args after the ranges (divisibility, floats), or
+   * normalisation of the local copy (norm 0 -> rows). NULL: none. */
+  rp_status (*check_args)(const rp_op *op, void *args, const rp_task_ctx *ctx);
+  /* Accesses: `head`, then `group` repeated count times (count: the int32
+   * field group_count, within the range of its rp_op_field), then `tail`. */
+  rp_op_access head[RP_OP_MAX_ACCESSES];
+  rp_op_access group[RP_OP_MAX_ACCESSES];
+  rp_op_access tail[2];
+  uint8_t nhead, ngroup, ntail;
+  uint16_t group_count; /* RP_OPF of the count field (group != 0) */
+  /* Checks that need the instances (aliasing, dtype agreement), after the
+   * accesses passed. NULL: none. */
+  rp_status (*check_ptrs)(const rp_op *op, const void *args, void *const *ptr,
+                          const rp_task_ctx *ctx);
+};
+
+/* An args struct in a descriptor: .args_type = "type", .args_size. */
+#define RP_OP_ARGS(type) .args_type = #type, .args_size = sizeof(type)
+
+/* Total accesses op takes for args (head + group * count + tail). */
+uint32_t rp_op_access_total(const rp_op *op, const void *args);
+
+/* The one check: copies op->args_size bytes of args into `args`, checks
+ * them, then the accesses, and sets ptr[i] to access i's element at
+ * rect.lo (NULL for an absent optional or conditional access) and, when
+ * vol is not NULL, vol[i] to its volume (0 when absent). ptr and vol hold
+ * `cap` entries (at least rp_op_access_total; RP_ESHAPE otherwise). */
+rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
+                     void **ptr, int64_t *vol, uint32_t cap);
+
+/* The first statement of a task body of a fixed-access op (the `ctx`
+ * parameter in scope): declares `a`, the args copy (of type `type`), `p`,
+ * the n access pointers, and `st`, and returns the check's error. */
+#define RP_OP_PREP(op, type, n)                                                \
+  type a;                                                                      \
+  void *p[n];                                                                  \
+  rp_status st = rp_op_prep(&(op), ctx, &a, p, NULL, n);                       \
+  if (st != RP_OK)                                                             \
+  return st
+
+#endif
