@@ -3,8 +3,8 @@
  *
  * References and bounds:
  *  - forwards against naive double-precision loops written here, straight
- *    from the formulas (relative 1e-5 of max(|expected|, 1) for LayerNorm,
- *    GELU, softmax and losses; GEMM-based outputs 1e-5 of sum |a||b|);
+ *    from the formulas, within 1e-5 of max(|expected|, 1) (plus 1e-5
+ *    absolute for the products of 5 to 8 terms of magnitude <= 1);
  *  - backwards against central finite differences of the f32 forward of
  *    L = sum_i r_i y_i (r a fixed random projection, L accumulated in
  *    double), h = 1e-2 on inputs of magnitude <= 4: truncation
@@ -15,7 +15,11 @@
  *  - AdamW against a two-step example computed by hand (in double, as
  *    written in gpt_kernels.h), within 1e-6 relative;
  *  - decoding against attention_fwd's rows for the same prefix (1e-5);
- *  - the task layer bitwise against the raw kernels. */
+ *  - every gpt.* task, launched on a runtime, against its raw kernel:
+ *    bitwise on the CPU backend, within 1e-4 of max(|x|, 1) on CUDA (suite
+ *    gpt_tasks_backends, also built as test_gpt_kernels_cuda);
+ *  - the tasks' refusals (missing access, wrong type, too small, bad args,
+ *    a position or token out of range) leave every output untouched. */
 #include "helpers.h"
 #include "kernels_ref.h"
 
@@ -560,165 +564,206 @@ Test(gpt_kernels, adamw_two_steps_match_a_hand_computed_example) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* The tasks, launched eagerly on a CPU runtime */
+/* The tasks, launched eagerly on each backend (suite gpt_tasks_backends:
+ * on the CPU backend every access equals the raw kernel's result bitwise;
+ * on CUDA, where the task runs the rp_cuda_gpt_* launcher, within 1e-4 of
+ * max(|x|, 1): cuBLAS and the device reductions sum in other orders). */
 
-typedef struct tl {
-  rp_runtime *rt;
-  rp_kernel_tasks k;
-  rp_inst inst[16];
+enum { TC_MAX = 12 };
+
+/* One launch: its accesses' initial contents and, computed on the host
+ * by the CPU kernel in place, the contents expected after it. */
+typedef struct tcase {
   uint32_t n;
-} tl;
+  rp_dtype dt[TC_MAX];
+  size_t len[TC_MAX];
+  void *init[TC_MAX], *want[TC_MAX];
+  int scratch[TC_MAX]; /* contents left to the backend: compared on CPU */
+} tcase;
 
-static tl tl_new(void) {
-  tl t;
-  memset(&t, 0, sizeof t);
-  t.rt = th_cpu_runtime(1);
-  RP_CHECK(rp_kernels_register(t.rt, &t.k));
-  return t;
+static void tc_push(tcase *c, rp_dtype dt, void *p, size_t len) {
+  cr_assert(c->n < TC_MAX);
+  c->dt[c->n] = dt;
+  c->len[c->n] = len;
+  c->init[c->n] = p;
+  c->scratch[c->n] = 0;
+  c->want[c->n] = malloc(len * 4);
+  memcpy(c->want[c->n], p, len * 4);
+  c->n++;
 }
 
-/* A 1-d instance holding n elements of p (n f32 or i32). */
-static void tl_add(tl *t, rp_dtype dt, const void *p, size_t n) {
-  rp_rect r = rp_rect_1d(0, (int64_t)n - 1);
-  RP_CHECK(rp_instance_create(t->rt, 0, dt, &r, NULL, &t->inst[t->n]));
-  RP_CHECK(rp_instance_write(t->rt, t->inst[t->n], p, n * 4));
-  t->n++;
+/* Random f32 in [-1, 1) (seeded by the access index), or tokens in
+ * [0, mod). */
+static void tc_f32(tcase *c, size_t len) {
+  tc_push(c, RP_F32, kr_random(len, 1000 + c->n, -1, 1), len);
 }
 
-static void tl_read(tl *t, uint32_t i, void *p, size_t n) {
-  RP_CHECK(rp_instance_read(t->rt, t->inst[i], p, n * 4));
+static void tc_i32(tcase *c, size_t len, int mod) {
+  tc_push(c, RP_I32, tokens_of(len, mod, 2000 + c->n), len);
 }
 
-/* Launches task id over every instance added (RW) and waits. */
-static rp_status tl_run(tl *t, rp_task_id id, const void *args, size_t size) {
-  rp_access acc[16];
-  for (uint32_t i = 0; i < t->n; i++)
-    acc[i] = (rp_access){.inst = t->inst[i], .priv = RP_RW};
+/* The last access pushed is a scratch buffer. */
+static void tc_scratch(tcase *c) {
+  c->scratch[c->n - 1] = 1;
+}
+
+static float *F(tcase *c, uint32_t i) {
+  return c->want[i];
+}
+
+/* Runs task `id` over c's initial contents on rt (instances in proc's
+ * memory), then compares every access with c->want. */
+static void tc_run(rp_runtime *rt, rp_task_id id, const void *args, size_t size,
+                   tcase *c, const char *what) {
+  rp_proc proc = th_backend_proc(rt);
+  rp_proc_info pi;
+  RP_CHECK(rp_proc_query(rt, proc, &pi));
+  rp_inst inst[TC_MAX];
+  rp_access acc[TC_MAX];
+  for (uint32_t i = 0; i < c->n; i++) {
+    rp_rect r = rp_rect_1d(0, (int64_t)c->len[i] - 1);
+    RP_CHECK(rp_instance_create(rt, pi.local, c->dt[i], &r, NULL, &inst[i]));
+    RP_CHECK(rp_instance_write(rt, inst[i], c->init[i], c->len[i] * 4));
+    acc[i] = (rp_access){.inst = inst[i], .priv = RP_RW};
+  }
   rp_launch l = {.task = id,
-                 .proc = RP_PROC_ANY,
+                 .proc = proc,
                  .accesses = acc,
-                 .naccess = t->n,
+                 .naccess = c->n,
                  .args = args,
                  .args_size = size};
   rp_event e;
-  rp_status st = rp_launch_task(t->rt, &l, &e);
-  if (st != RP_OK)
-    return st;
-  st = rp_event_wait(t->rt, e, -1);
-  rp_event_release(t->rt, e);
-  return st;
+  RP_CHECK(rp_launch_task(rt, &l, &e));
+  RP_CHECK(rp_event_wait(rt, e, -1));
+  RP_CHECK(rp_event_release(rt, e));
+  for (uint32_t i = 0; i < c->n; i++) {
+    float *got = kr_alloc(c->len[i]);
+    RP_CHECK(rp_instance_read(rt, inst[i], got, c->len[i] * 4));
+    if (TH_ON_CPU || c->dt[i] != RP_F32)
+      cr_assert(memcmp(got, c->want[i], c->len[i] * 4) == 0,
+                "%s: access %u differs from the kernel's", what, i);
+    else if (!c->scratch[i])
+      kr_close_f(got, c->want[i], c->len[i], 1e-4, 1.0, 0, what);
+    free(got);
+    RP_CHECK(rp_instance_free(rt, inst[i]));
+    free(c->init[i]), free(c->want[i]);
+  }
+  c->n = 0;
 }
 
-static void tl_free(tl *t) {
-  for (uint32_t i = 0; i < t->n; i++)
-    RP_CHECK(rp_instance_free(t->rt, t->inst[i]));
-  th_destroy(t->rt);
-}
+Test(gpt_tasks_backends, every_gpt_task_equals_its_kernel) {
+  rp_runtime *rt = th_runtime(TH_BACKEND, 1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  enum { B = 2, T = 5, C = 8, NH = 2, V = 11, N = B * T, OC = 12 };
+  tcase c = {0};
 
-Test(gpt_tasks, layernorm_and_attention_tasks_equal_the_kernels_bitwise) {
-  attn_state s = attn_new(91);
-  attn_obj(&s);
-  tl t = tl_new();
-  float *zero = calloc(3 * AN * AC + AB * ANH * AT * AT, sizeof(float));
-  tl_add(&t, RP_F32, s.qkv, AN * 3 * AC);
-  tl_add(&t, RP_F32, zero, 3 * AN * AC);
-  tl_add(&t, RP_F32, zero, AB * ANH * AT * AT);
-  tl_add(&t, RP_F32, zero, AN * AC);
-  tl_add(&t, RP_F32, zero, AN * AC);
-  rp_gpt_attn_args a = {AB, AT, AC, ANH};
-  RP_CHECK(tl_run(&t, t.k.attention_fwd, &a, sizeof a));
-  float *got = kr_alloc(3 * AN * AC);
-  tl_read(&t, 1, got, 3 * AN * AC);
-  bits_eq(got, s.qkvr, 3 * AN * AC, "task qkvr");
-  tl_read(&t, 2, got, AB * ANH * AT * AT);
-  bits_eq(got, s.att, AB * ANH * AT * AT, "task att");
-  tl_read(&t, 3, got, AN * AC);
-  bits_eq(got, s.out, AN * AC, "task out");
-  tl_free(&t);
+  rp_gpt_embed_args ea = {B, T, C, V};
+  tc_i32(&c, N, V), tc_f32(&c, V * C), tc_f32(&c, T * C), tc_f32(&c, N * C);
+  RP_CHECK(rp_cpu_gpt_embed_fwd(c.want[0], F(&c, 1), F(&c, 2), F(&c, 3), B, T,
+                                C, V));
+  tc_run(rt, k.embed_fwd, &ea, sizeof ea, &c, "gpt.embed_fwd");
+  tc_i32(&c, N, V), tc_f32(&c, N * C), tc_f32(&c, V * C), tc_f32(&c, T * C);
+  RP_CHECK(rp_cpu_gpt_embed_bwd(c.want[0], F(&c, 1), F(&c, 2), F(&c, 3), B, T,
+                                C, V));
+  tc_run(rt, k.embed_bwd, &ea, sizeof ea, &c, "gpt.embed_bwd");
+  rp_gpt_token_args ta = {.pos = 3, .token = 7, .C = C, .V = V, .T = T};
+  tc_f32(&c, V * C), tc_f32(&c, T * C), tc_f32(&c, C);
+  RP_CHECK(rp_cpu_gpt_embed_token(F(&c, 0), F(&c, 1), F(&c, 2), 3, 7, C, V, T));
+  tc_run(rt, k.embed_token, &ta, sizeof ta, &c, "gpt.embed_token");
 
-  /* layernorm over the attention output */
-  float w[AC], b[AC], ref[AN * AC], mean[AN], rstd[AN];
-  for (int i = 0; i < AC; i++)
-    w[i] = 1.0f + 0.1f * (float)i, b[i] = 0.01f * (float)i;
-  rp_cpu_gpt_layernorm_fwd(s.out, w, b, ref, mean, rstd, AN, AC, 1e-5f);
-  t = tl_new();
-  tl_add(&t, RP_F32, s.out, AN * AC);
-  tl_add(&t, RP_F32, w, AC);
-  tl_add(&t, RP_F32, b, AC);
-  tl_add(&t, RP_F32, zero, AN * AC);
-  tl_add(&t, RP_F32, zero, AN);
-  tl_add(&t, RP_F32, zero, AN);
-  rp_gpt_ln_args la = {AN, AC, 1e-5f};
-  RP_CHECK(tl_run(&t, t.k.layernorm_fwd, &la, sizeof la));
-  tl_read(&t, 3, got, AN * AC);
-  bits_eq(got, ref, AN * AC, "task layernorm out");
-  tl_read(&t, 5, got, AN);
-  bits_eq(got, rstd, AN, "task layernorm rstd");
-  tl_free(&t);
-  free(zero), free(got);
-  attn_free(&s);
-}
+  rp_gpt_ln_args la = {N, C, 1e-5f};
+  tc_f32(&c, N * C), tc_f32(&c, C), tc_f32(&c, C), tc_f32(&c, N * C);
+  tc_f32(&c, N), tc_f32(&c, N);
+  rp_cpu_gpt_layernorm_fwd(F(&c, 0), F(&c, 1), F(&c, 2), F(&c, 3), F(&c, 4),
+                           F(&c, 5), N, C, 1e-5f);
+  tc_run(rt, k.layernorm_fwd, &la, sizeof la, &c, "gpt.layernorm_fwd");
+  tc_f32(&c, N * C), tc_f32(&c, N * C), tc_f32(&c, N * C), tc_f32(&c, C);
+  tc_f32(&c, C), tc_f32(&c, N * C), tc_f32(&c, N), tc_f32(&c, N);
+  rp_cpu_gpt_residual_layernorm_fwd(F(&c, 0), F(&c, 1), F(&c, 2), F(&c, 3),
+                                    F(&c, 4), F(&c, 5), F(&c, 6), F(&c, 7), N,
+                                    C, 1e-5f);
+  tc_run(rt, k.residual_layernorm_fwd, &la, sizeof la, &c,
+         "gpt.residual_layernorm_fwd");
+  rp_gpt_ln_bwd_args lb = {N, C, 1};
+  tc_f32(&c, N * C), tc_f32(&c, N * C), tc_f32(&c, C), tc_f32(&c, N);
+  tc_f32(&c, N), tc_f32(&c, N * C), tc_f32(&c, C), tc_f32(&c, C);
+  for (int r = 0; r < N; r++) /* a plausible rstd: positive */
+    F(&c, 4)[r] = ((float *)c.init[4])[r] = 1.5f + F(&c, 4)[r];
+  rp_cpu_gpt_layernorm_bwd(F(&c, 0), F(&c, 1), F(&c, 2), F(&c, 3), F(&c, 4),
+                           F(&c, 5), F(&c, 6), F(&c, 7), N, C, 1);
+  tc_run(rt, k.layernorm_bwd, &lb, sizeof lb, &c, "gpt.layernorm_bwd");
 
-Test(gpt_tasks, xent_and_adamw_tasks_equal_the_kernels_bitwise) {
-  float *logits = kr_random(XN * XV, 101, -2, 2), *ref = dup_f(logits, XN * XV);
-  int32_t *tg = tokens_of(XN, XV, 102);
-  float losses[XN], loss[2] = {0, 0}, got[XN * XV];
-  RP_CHECK(rp_cpu_gpt_xent(ref, tg, losses, loss, XN, XV, 0, 1));
-  tl t = tl_new();
-  tl_add(&t, RP_F32, logits, XN * XV);
-  tl_add(&t, RP_I32, tg, XN);
-  tl_add(&t, RP_F32, got, XN);
-  tl_add(&t, RP_F32, got, 2);
-  rp_gpt_xent_args xa = {XN, XV, 0.0f, 1};
-  RP_CHECK(tl_run(&t, t.k.xent, &xa, sizeof xa));
-  tl_read(&t, 0, got, XN * XV);
-  bits_eq(got, ref, XN * XV, "task dlogits");
-  tl_read(&t, 3, got, 2);
-  bits_eq(got, loss, 1, "task loss");
-  tl_free(&t);
+  rp_gpt_matmul_args ma = {N, C, OC, 1, 1};
+  tc_f32(&c, N * C), tc_f32(&c, OC * C), tc_f32(&c, N * OC), tc_f32(&c, OC);
+  rp_cpu_gpt_matmul_fwd(F(&c, 0), F(&c, 1), F(&c, 3), F(&c, 2), N, C, OC);
+  tc_run(rt, k.matmul_fwd, &ma, sizeof ma, &c, "gpt.matmul_fwd");
+  tc_f32(&c, N * OC), tc_f32(&c, N * C), tc_f32(&c, OC * C), tc_f32(&c, N * C);
+  tc_f32(&c, OC * C), tc_f32(&c, OC);
+  rp_cpu_gpt_matmul_bwd(F(&c, 0), F(&c, 1), F(&c, 2), F(&c, 3), F(&c, 4),
+                        F(&c, 5), N, C, OC, 1);
+  tc_run(rt, k.matmul_bwd, &ma, sizeof ma, &c, "gpt.matmul_bwd");
 
-  /* adamw over two tensors */
-  float *wa = kr_random(6, 103, -1, 1), *ga = kr_random(6, 104, -1, 1);
-  float *wb = kr_random(3, 105, -1, 1), *gb = kr_random(3, 106, -1, 1);
-  float z[6] = {0}, ma[6] = {0}, va[6] = {0}, mb[3] = {0}, vb[3] = {0};
-  float stats[3];
-  rp_gpt_adamw_args aa = {.lr = 1e-2f,
-                          .step = 1,
+  rp_gpt_rows_cols_args ga = {N, OC};
+  tc_f32(&c, N * OC), tc_f32(&c, OC), tc_f32(&c, N * OC);
+  rp_cpu_gpt_bias_gelu_fwd(F(&c, 0), F(&c, 1), F(&c, 2), N, OC);
+  tc_run(rt, k.bias_gelu_fwd, &ga, sizeof ga, &c, "gpt.bias_gelu_fwd");
+  rp_gpt_n_args na = {N * OC};
+  tc_f32(&c, N * OC), tc_f32(&c, N * OC), tc_f32(&c, N * OC);
+  rp_cpu_gpt_gelu_bwd(F(&c, 0), F(&c, 1), F(&c, 2), N * OC);
+  tc_run(rt, k.gelu_bwd, &na, sizeof na, &c, "gpt.gelu_bwd");
+
+  rp_gpt_attn_args aa = {B, T, C, NH};
+  tc_f32(&c, N * 3 * C), tc_f32(&c, 3 * N * C), tc_f32(&c, B * NH * T * T);
+  tc_f32(&c, N * C), tc_f32(&c, N * C), tc_scratch(&c);
+  rp_cpu_gpt_attention_fwd(F(&c, 0), F(&c, 1), F(&c, 2), F(&c, 3), F(&c, 4), B,
+                           T, C, NH);
+  /* the forward's qkvr and att feed the backward */
+  float *qkvr = dup_f(F(&c, 1), 3 * N * C),
+        *att = dup_f(F(&c, 2), B * NH * T * T);
+  tc_run(rt, k.attention_fwd, &aa, sizeof aa, &c, "gpt.attention_fwd");
+  tc_f32(&c, N * C);
+  tc_push(&c, RP_F32, qkvr, 3 * N * C);
+  tc_push(&c, RP_F32, att, B * NH * T * T);
+  tc_f32(&c, N * 3 * C), tc_f32(&c, B * NH * T * T), tc_scratch(&c);
+  tc_f32(&c, 4 * N * C), tc_scratch(&c);
+  rp_cpu_gpt_attention_bwd(F(&c, 0), F(&c, 1), F(&c, 2), F(&c, 3), F(&c, 4),
+                           F(&c, 5), B, T, C, NH);
+  tc_run(rt, k.attention_bwd, &aa, sizeof aa, &c, "gpt.attention_bwd");
+  rp_gpt_decode_args da = {.pos = 2, .T = T, .C = C, .NH = NH};
+  tc_f32(&c, 3 * C), tc_f32(&c, T * C), tc_f32(&c, T * C), tc_f32(&c, C);
+  tc_f32(&c, NH * T), tc_scratch(&c);
+  RP_CHECK(rp_cpu_gpt_attention_decode(F(&c, 0), F(&c, 1), F(&c, 2), F(&c, 3),
+                                       F(&c, 4), 2, T, C, NH));
+  tc_run(rt, k.attention_decode, &da, sizeof da, &c, "gpt.attention_decode");
+
+  rp_gpt_xent_args xa = {N, V, 0.0f, 1};
+  tc_f32(&c, N * V), tc_i32(&c, N, V), tc_f32(&c, N), tc_f32(&c, 1);
+  RP_CHECK(
+      rp_cpu_gpt_xent(F(&c, 0), c.want[1], F(&c, 2), F(&c, 3), N, V, 0.0f, 1));
+  tc_run(rt, k.xent, &xa, sizeof xa, &c, "gpt.xent");
+
+  rp_gpt_adamw_args wa = {.lr = 1e-2f,
+                          .step = 3,
                           .beta1 = 0.9f,
-                          .beta2 = 0.999f,
+                          .beta2 = 0.95f,
                           .eps = 1e-8f,
                           .weight_decay = 0.1f,
-                          .max_norm = 0.5f,
+                          .max_norm = 1.0f,
                           .count = 2};
-  aa.decay[0] = 1;
-  t = tl_new();
-  tl_add(&t, RP_F32, wa, 6), tl_add(&t, RP_F32, ga, 6);
-  tl_add(&t, RP_F32, z, 6), tl_add(&t, RP_F32, z, 6);
-  tl_add(&t, RP_F32, wb, 3), tl_add(&t, RP_F32, gb, 3);
-  tl_add(&t, RP_F32, z, 3), tl_add(&t, RP_F32, z, 3);
-  tl_add(&t, RP_F32, z, 3);
-  float *w[2] = {wa, wb}, *m[2] = {ma, mb}, *v[2] = {va, vb};
-  const float *g[2] = {ga, gb};
-  size_t n[2] = {6, 3};
-  for (int step = 1; step <= 2; step++) {
-    aa.step = step;
-    RP_CHECK(tl_run(&t, t.k.adamw, &aa, sizeof aa));
-    rp_cpu_gpt_adamw(w, g, m, v, n, stats, &aa);
-    tl_read(&t, 0, got, 6);
-    bits_eq(got, wa, 6, "task adamw W_0");
-    tl_read(&t, 6, got, 3);
-    bits_eq(got, mb, 3, "task adamw M_1");
-    tl_read(&t, 8, got, 3);
-    bits_eq(got, stats, 3, "task adamw stats");
-  }
-  /* step 0 is refused (the event is poisoned with the task's status);
-   * nothing changes */
-  aa.step = 0;
-  RP_EXPECT(tl_run(&t, t.k.adamw, &aa, sizeof aa), RP_EINVAL);
-  tl_read(&t, 0, got, 6);
-  bits_eq(got, wa, 6, "W_0 after a refused step");
-  tl_free(&t);
-  free(logits), free(ref), free(tg), free(wa), free(ga), free(wb), free(gb);
+  wa.decay[0] = 1;
+  tc_f32(&c, 24), tc_f32(&c, 24), tc_f32(&c, 24), tc_f32(&c, 24);
+  tc_f32(&c, 5), tc_f32(&c, 5), tc_f32(&c, 5), tc_f32(&c, 5), tc_f32(&c, 3);
+  for (uint32_t i = 3; i < 8; i += 4) /* v >= 0 */
+    for (size_t e = 0; e < c.len[i]; e++)
+      F(&c, i)[e] = ((float *)c.init[i])[e] = fabsf(F(&c, i)[e]);
+  float *w[2] = {F(&c, 0), F(&c, 4)}, *m[2] = {F(&c, 2), F(&c, 6)},
+        *v[2] = {F(&c, 3), F(&c, 7)};
+  const float *g[2] = {F(&c, 1), F(&c, 5)};
+  size_t n[2] = {24, 5};
+  rp_cpu_gpt_adamw(w, g, m, v, n, F(&c, 8), &wa);
+  tc_run(rt, k.adamw, &wa, sizeof wa, &c, "gpt.adamw");
+  th_destroy(rt);
 }
 
 /* ---------------------------------------------------------------------- */
