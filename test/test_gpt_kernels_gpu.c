@@ -22,9 +22,7 @@
  * launchers that take dev_args are also run inside a CUDA graph (global
  * capture mode: an allocation or synchronization would fail the capture)
  * with per-replay values in device memory that differ from the by-value
- * arguments. Last, a few gpt.* tasks run eagerly on a CUDA runtime's GPU
- * processor (kernels/gpt_tasks.c's GPU variants: access order, argument
- * mapping) against the CPU kernels, with the same bounds. */
+ * arguments. */
 #include "helpers.h"
 
 #ifdef REPRISE_HAVE_CUDA
@@ -33,7 +31,6 @@
 
 #include "kernels/cuda_kernels.cuh"
 #include "kernels/gpt_kernels.h"
-#include "kernels/tasks.h"
 
 #include <math.h>
 #include <string.h>
@@ -782,171 +779,6 @@ Test(gpt_kernels_gpu, gemm_launchers_are_capture_safe) {
   for (size_t i = 0; i < KR_LEN(bufs); i++)
     rp_cuda_buf_free(bufs[i]);
   RP_CHECK(rp_cuda_stream_destroy(s));
-}
-
-/* ---------------------------------------------------------------------- */
-/* The gpt.* tasks on a CUDA runtime's GPU processor (kernels/gpt_tasks.c's
- * GPU variants calling these launchers), eagerly, against the CPU kernels */
-
-typedef struct gtl {
-  rp_runtime *rt;
-  rp_kernel_tasks k;
-  rp_proc gpu;
-  rp_mem mem; /* the GPU processor's memory */
-  rp_inst inst[16];
-  uint32_t n;
-} gtl;
-
-static gtl gtl_new(void) {
-  gtl t;
-  memset(&t, 0, sizeof t);
-  t.rt = th_runtime(RP_BACKEND_CUDA, 1);
-  RP_CHECK(rp_kernels_register(t.rt, &t.k));
-  int found = 0;
-  for (rp_proc p = 0; p < rp_proc_count(t.rt) && !found; p++) {
-    rp_proc_info pi;
-    RP_CHECK(rp_proc_query(t.rt, p, &pi));
-    if (pi.kind == RP_PROC_GPU) {
-      t.gpu = p, t.mem = pi.local;
-      found = 1;
-    }
-  }
-  cr_assert(found, "the CUDA runtime has no GPU processor");
-  return t;
-}
-
-/* A 1-d instance in GPU memory holding n elements (f32 or i32) of p. */
-static void gtl_add(gtl *t, rp_dtype dt, const void *p, size_t n) {
-  rp_rect r = rp_rect_1d(0, (int64_t)n - 1);
-  RP_CHECK(rp_instance_create(t->rt, t->mem, dt, &r, NULL, &t->inst[t->n]));
-  RP_CHECK(rp_instance_write(t->rt, t->inst[t->n], p, n * 4));
-  t->n++;
-}
-
-static float *gtl_read(gtl *t, uint32_t i, size_t n) {
-  float *h = kr_alloc(n);
-  RP_CHECK(rp_instance_read(t->rt, t->inst[i], h, n * 4));
-  return h;
-}
-
-/* Launches task id on the GPU processor over every instance added (RW). */
-static void gtl_run(gtl *t, rp_task_id id, const void *args, size_t size) {
-  rp_access acc[16];
-  for (uint32_t i = 0; i < t->n; i++)
-    acc[i] = (rp_access){.inst = t->inst[i], .priv = RP_RW};
-  rp_launch l = {.task = id,
-                 .proc = t->gpu,
-                 .accesses = acc,
-                 .naccess = t->n,
-                 .args = args,
-                 .args_size = size};
-  rp_event e;
-  RP_CHECK(rp_launch_task(t->rt, &l, &e));
-  RP_CHECK(rp_event_wait(t->rt, e, -1));
-  rp_event_release(t->rt, e);
-}
-
-static void gtl_free(gtl *t) {
-  for (uint32_t i = 0; i < t->n; i++)
-    RP_CHECK(rp_instance_free(t->rt, t->inst[i]));
-  th_destroy(t->rt);
-}
-
-Test(gpt_kernels_gpu, tasks_on_the_gpu_processor_match_the_cpu_kernels) {
-  need_gpu();
-  /* matmul_fwd with a bias (access 3) */
-  enum { N = 10, C = 12, OC = 36, B = 2, T = 5, NH = 3, V = 17 };
-  float *inp = kr_random(N * C, 1200, -1, 1),
-        *W = kr_random(OC * C, 1201, -1, 1);
-  float *bias = kr_random(OC, 1202, -1, 1), *zero = calloc(4096, 4);
-  float *out = kr_alloc(N * OC);
-  rp_cpu_gpt_matmul_fwd(inp, W, bias, out, N, C, OC);
-  gtl t = gtl_new();
-  gtl_add(&t, RP_F32, inp, N * C), gtl_add(&t, RP_F32, W, OC * C);
-  gtl_add(&t, RP_F32, zero, N * OC), gtl_add(&t, RP_F32, bias, OC);
-  rp_gpt_matmul_args ma = {N, C, OC, 1, 0};
-  gtl_run(&t, t.k.matmul_fwd, &ma, sizeof ma);
-  float *got = gtl_read(&t, 2, N * OC);
-  close_max(got, out, N * OC, REL_RED, "task matmul_fwd");
-  free(got);
-  gtl_free(&t);
-
-  /* attention_fwd over the matmul's output as qkv (B * T = N rows) */
-  float *qkvr = kr_alloc(3 * N * C), *att = kr_alloc(B * NH * T * T);
-  float *aout = kr_alloc(N * C), *scr = kr_alloc(N * C);
-  rp_cpu_gpt_attention_fwd(out, qkvr, att, aout, scr, B, T, C, NH);
-  t = gtl_new();
-  gtl_add(&t, RP_F32, out, 3 * N * C), gtl_add(&t, RP_F32, zero, 3 * N * C);
-  gtl_add(&t, RP_F32, zero, B * NH * T * T), gtl_add(&t, RP_F32, zero, N * C);
-  gtl_add(&t, RP_F32, zero, N * C);
-  rp_gpt_attn_args aa = {B, T, C, NH};
-  gtl_run(&t, t.k.attention_fwd, &aa, sizeof aa);
-  got = gtl_read(&t, 3, N * C);
-  close_max(got, aout, N * C, REL_RED, "task attention_fwd out");
-  free(got);
-  gtl_free(&t);
-
-  /* xent with the gradient */
-  float *logits = kr_random(N * V, 1203, -3, 3), *dl = fdup(logits, N * V);
-  int32_t *tg = tokens_random(N, V, 1204);
-  float losses[N], loss = 0;
-  RP_CHECK(rp_cpu_gpt_xent(dl, tg, losses, &loss, N, V, 0.0f, 1));
-  t = gtl_new();
-  gtl_add(&t, RP_F32, logits, N * V), gtl_add(&t, RP_I32, tg, N);
-  gtl_add(&t, RP_F32, zero, N), gtl_add(&t, RP_F32, zero, 1);
-  rp_gpt_xent_args xa = {N, V, 0.0f, 1};
-  gtl_run(&t, t.k.xent, &xa, sizeof xa);
-  got = gtl_read(&t, 0, N * V);
-  close_max(got, dl, N * V, REL_RED, "task xent dlogits");
-  free(got);
-  got = gtl_read(&t, 3, 1);
-  close_max(got, &loss, 1, REL_RED, "task xent loss");
-  free(got);
-  gtl_free(&t);
-
-  /* adamw over two tensors, clipped */
-  float *w0 = kr_random(N * C, 1205, -1, 1),
-        *g0 = kr_random(N * C, 1206, -1, 1);
-  float *w1 = kr_random(OC, 1207, -1, 1), *g1 = kr_random(OC, 1208, -1, 1);
-  float *m0 = calloc(N * C, 4), *v0 = calloc(N * C, 4);
-  float *m1 = calloc(OC, 4), *v1 = calloc(OC, 4), stats[3];
-  rp_gpt_adamw_args ad = {.lr = 1e-2f,
-                          .step = 1,
-                          .beta1 = 0.9f,
-                          .beta2 = 0.999f,
-                          .eps = 1e-8f,
-                          .weight_decay = 0.1f,
-                          .max_norm = 0.5f,
-                          .count = 2};
-  ad.decay[0] = 1;
-  t = gtl_new();
-  gtl_add(&t, RP_F32, w0, N * C), gtl_add(&t, RP_F32, g0, N * C);
-  gtl_add(&t, RP_F32, zero, N * C), gtl_add(&t, RP_F32, zero, N * C);
-  gtl_add(&t, RP_F32, w1, OC), gtl_add(&t, RP_F32, g1, OC);
-  gtl_add(&t, RP_F32, zero, OC), gtl_add(&t, RP_F32, zero, OC);
-  gtl_add(&t, RP_F32, zero, 3);
-  float *wv[2] = {w0, w1}, *mv[2] = {m0, m1}, *vv[2] = {v0, v1};
-  const float *gv[2] = {g0, g1};
-  size_t nv[2] = {N * C, OC};
-  for (int step = 1; step <= 2; step++) {
-    ad.step = step;
-    gtl_run(&t, t.k.adamw, &ad, sizeof ad);
-    rp_cpu_gpt_adamw(wv, gv, mv, vv, nv, stats, &ad);
-  }
-  got = gtl_read(&t, 0, N * C);
-  close_max(got, w0, N * C, REL_ELEM, "task adamw W_0");
-  free(got);
-  got = gtl_read(&t, 6, OC);
-  close_max(got, m1, OC, REL_ELEM, "task adamw M_1");
-  free(got);
-  got = gtl_read(&t, 8, 3);
-  close_max(got, stats, 3, REL_RED, "task adamw stats");
-  free(got);
-  gtl_free(&t);
-  free(inp), free(W), free(bias), free(zero), free(out), free(qkvr);
-  free(att), free(aout), free(scr), free(logits), free(dl), free(tg);
-  free(w0), free(g0), free(w1), free(g1), free(m0), free(v0), free(m1);
-  free(v1);
 }
 
 #else /* !REPRISE_HAVE_CUDA */
