@@ -844,6 +844,10 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
   RP_EXPECT(rp_task_gpt_attention_fwd_cpu(&ctx), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "multiple of NH"), "%s",
             rp_error_detail());
+  /* sizes whose product overflows int64 (3 B T C = 3 * 2^93) */
+  aa = (rp_gpt_attn_args){INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+  RP_EXPECT(rp_task_gpt_attention_fwd_cpu(&ctx), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "overflow"), "%s", rp_error_detail());
 
   /* embed_token and attention_decode: the check_fns refuse pos and token
    * out of range (RP_ERANGE) on metadata, as the CPU bodies do */
