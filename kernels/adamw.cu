@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(kSumsqThreads)
   const float *g = t.g[k];
   size_t n = (size_t)t.n[k];
   double acc = 0.0;
+#pragma unroll 4 /* loads issued ahead; the adds keep their order */
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
     double x = g[i];
     acc += x * x;

@@ -1,16 +1,16 @@
 /* kernels/gelu.cu — CUDA launchers of the GELU kernels (gpt_kernels.h:
- * gpt.bias_gelu_fwd, gpt.gelu_bwd), tanh approximation:
- *   gelu(x)  = 0.5 x (1 + tanh(s (x + 0.044715 x^3))), s = sqrt(2 / pi);
- *   gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 0.044715 x^2),
- *              t = tanh(s (x + 0.044715 x^3)).
+ * gpt.bias_gelu_fwd, gpt.gelu_bwd), tanh approximation, computed as the
+ * CPU kernel does (kernels/gelu.c):
+ *   gelu(x)  = x h,  h = 0.5 (1 + tanh(u)) = sigma(2u) = 1 / (1 + exp(-2u)),
+ *              u = s (x + 0.044715 x^3), s = sqrt(2 / pi);
+ *   gelu'(x) = h + 2 x h (1 - h) s (1 + 3 0.044715 x^2).
  * Elementwise, the CPU kernel's operations in its order, each with explicit
- * round-to-nearest intrinsics (no FMA contraction); tanhf differs from
- * glibc's by a few ulp, so they
- * agree with the CPU to a relative 1e-5 of max(|value|, 1) (where 1 +
- * tanh cancels, the absolute error stays at a few ulp of 1). Deterministic.
- * bias_gelu_fwd: a block per row (grid-stride), threads over columns;
- * gelu_bwd: grid-stride over n (dpre may be dout: each element is read
- * before it is written, by the same thread). */
+ * round-to-nearest intrinsics (no FMA contraction); device expf differs
+ * from glibc's by a few ulp, so they agree with the CPU to a relative 1e-5
+ * of max(|value|, 1). Deterministic. bias_gelu_fwd: a block per row
+ * (grid-stride), threads over columns; gelu_bwd: grid-stride over n (dpre
+ * may be dout: each element is read before it is written, by the same
+ * thread). */
 #include "gpt_cuda.cuh"
 
 using namespace rp_gpt;
@@ -21,26 +21,21 @@ constexpr unsigned kGeluThreads = 256;
 constexpr float kGeluS = 0.7978845608028654f; /* sqrt(2 / pi) */
 constexpr float kGeluK = 0.044715f;
 
-__device__ inline float gelu_arg(float x) {
-  /* s * (x + k * x * x * x), evaluated left to right as C does */
+/* h = sigma(2u) = 0.5 (1 + tanh(u)), u = s (x + k x^3): the CPU kernel's
+ * 1 / (1 + exp(-2 s (x + k x x x))), left to right as C evaluates it. */
+__device__ inline float half_one_plus_tanh(float x) {
   float cube = __fmul_rn(__fmul_rn(__fmul_rn(kGeluK, x), x), x);
-  return __fmul_rn(kGeluS, __fadd_rn(x, cube));
+  float z = __fmul_rn(-2.0f * kGeluS, __fadd_rn(x, cube));
+  return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(z)));
 }
 
-__device__ inline float gelu(float x) {
-  float t = tanhf(gelu_arg(x));
-  return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, t));
-}
-
+/* h + 2 x h (1 - h) s (1 + 3 k x^2) */
 __device__ inline float gelu_grad(float x) {
-  float t = tanhf(gelu_arg(x));
-  float sech2 = __fsub_rn(1.0f, __fmul_rn(t, t)); /* cannot overflow */
-  float poly = __fadd_rn(
-      1.0f, __fmul_rn(__fmul_rn(3.0f * kGeluK, x), x)); /* 1 + 3k x^2 */
-  float left = __fmul_rn(0.5f, __fadd_rn(1.0f, t));
-  float right =
-      __fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(0.5f, x), sech2), kGeluS), poly);
-  return __fadd_rn(left, right);
+  float h = half_one_plus_tanh(x);
+  float poly = __fadd_rn(1.0f, __fmul_rn(__fmul_rn(3.0f * kGeluK, x), x));
+  float t = __fmul_rn(__fmul_rn(2.0f, x), h);
+  t = __fmul_rn(__fmul_rn(__fmul_rn(t, __fsub_rn(1.0f, h)), kGeluS), poly);
+  return __fadd_rn(h, t);
 }
 
 __global__ void bias_gelu_fwd_k(float *pre, const float *__restrict__ bias,
@@ -50,7 +45,7 @@ __global__ void bias_gelu_fwd_k(float *pre, const float *__restrict__ bias,
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {
       float v = __fadd_rn(p[c], bias[c]);
       p[c] = v;
-      o[c] = gelu(v);
+      o[c] = __fmul_rn(v, half_one_plus_tanh(v));
     }
   }
 }

@@ -81,9 +81,10 @@ __device__ inline float warp_max(float v) {
 
 /* Block reductions (blockDim.x a multiple of 32, at most 1024; every
  * thread of the block calls them, and all get the result): each warp
- * reduces by butterfly, then warp 0 reduces the warps' values (in a
+ * reduces by butterfly, then every warp reduces the warps' values (a
  * butterfly over lanes = warp index, missing warps giving the neutral
- * value). sh: 32 entries of shared memory. A barrier comes before the
+ * value; the same inputs in the same lanes, so the same bits in every
+ * warp). sh: 32 entries of shared memory. A barrier comes before the
  * write of sh, so consecutive calls may share sh; other uses of sh after a
  * call need a barrier first. */
 __device__ inline double block_sum_d(double v, double *sh) {

@@ -10,8 +10,11 @@
  *    in the same (b, t) order on both backends, the qkv permutation, the KV
  *    cache writes, the AdamW update): rel 1e-5, floor the largest |cpu|
  *    entry of the output (values that cancel are judged at the data's size);
- *  - GELU forward and backward: rel 1e-5, floor 1 (device tanhf and coshf
- *    differ from glibc's by a few ulp, and 1 + tanh cancels for x << 0);
+ *    embed_fwd and embed_bwd are also bitwise equal to the CPU (the same f32
+ *    adds in the same order);
+ *  - GELU forward and backward: rel 1e-5, floor 1 (device expf differs
+ *    from glibc's by a few ulp; the floor judges values near 0 at the
+ *    scale of 1);
  *  - reductions, softmax and GEMMs (layernorm, matmul, attention, decode,
  *    xent, adamw's norms): rel 1e-4, floor the largest |cpu| entry (other
  *    summation orders, cuBLAS's blocking, device expf).
@@ -119,6 +122,7 @@ Test(gpt_kernels_gpu, embed_fwd_matches_cpu_and_marks_bad_tokens) {
   RP_CHECK(rp_cuda_gpt_embed_fwd(dtok, dwte, dwpe, dout, B, T, C, V, s));
   float *got = dgetf(dout, n, s);
   close_max(got, want, n, REL_ELEM, "embed_fwd");
+  same_bits(want, got, n, "embed_fwd against the CPU"); /* one f32 add */
   RP_CHECK(rp_cuda_gpt_embed_fwd(dtok, dwte, dwpe, dout, B, T, C, V, s));
   float *again = dgetf(dout, n, s);
   same_bits(got, again, n, "embed_fwd");
@@ -158,6 +162,9 @@ static void check_embed_bwd(int B, int T, int C, int V, uint32_t seed,
   float *g_wpe = dgetf(ddwpe, (size_t)T * C, s);
   close_max(g_wte, wte, (size_t)V * C, REL_ELEM, "embed_bwd dwte");
   close_max(g_wpe, wpe, (size_t)T * C, REL_ELEM, "embed_bwd dwpe");
+  /* the contract's (b, t) order on both backends: the same f32 adds */
+  same_bits(wte, g_wte, (size_t)V * C, "embed_bwd dwte against the CPU");
+  same_bits(wpe, g_wpe, (size_t)T * C, "embed_bwd dwpe against the CPU");
   RP_CHECK(rp_cuda_buf_put(ddwte, dwte0, (size_t)V * C * 4));
   RP_CHECK(rp_cuda_gpt_embed_bwd(dtok, ddout, ddwte, ddwpe, B, T, C, V, s));
   float *a_wte = dgetf(ddwte, (size_t)V * C, s);
