@@ -618,8 +618,10 @@ static uint32_t le32(const unsigned char *b) {
 }
 
 /* 2-8-3: (2 + 1) * 8 + (8 + 1) * 3 = 51 parameters and 51 momentum
- * values after a 48-byte header and 3 widths, then an 8-byte checksum. */
-#define CKPT_SMALL (48 + 3 * 4 + 2 * 51 * 4 + 8)
+ * values after a 48-byte header and 3 widths, then an 8-byte checksum: the
+ * MLP's record, inside the 48-byte checkpoint container (train/ckpt.h). */
+#define CKPT_RECORD (48 + 3 * 4 + 2 * 51 * 4 + 8)
+#define CKPT_SMALL (48 + CKPT_RECORD)
 
 Test(cli, train_save_weights_writes_a_versioned_checkpoint) {
   char path[] = "/tmp/rp_cli_weights_XXXXXX";
@@ -633,16 +635,24 @@ Test(cli, train_save_weights_writes_a_versioned_checkpoint) {
   size_t n = fread(buf, 1, sizeof buf, f);
   fclose(f);
   cr_assert_eq(n, CKPT_SMALL, "%zu bytes", n);
-  cr_assert(memcmp(buf, "RPRSWGHT", 8) == 0);
-  cr_assert_eq(le32(buf + 8), 1, "version");
-  cr_assert_eq(le32(buf + 12), 2, "layers");
-  cr_assert_eq(le32(buf + 16), 30, "step: the steps done");
-  cr_assert_eq(le32(buf + 32), 64, "batch");
-  cr_assert_eq(le32(buf + 48), 2);
-  cr_assert_eq(le32(buf + 52), 8);
-  cr_assert_eq(le32(buf + 56), 3);
+  /* the container: magic, version 1, payload version 1, kind, length */
+  cr_assert(memcmp(buf, "RPRSCKPT", 8) == 0);
+  cr_assert_eq(le32(buf + 8), 1, "container version");
+  cr_assert_eq(le32(buf + 12), 1, "payload version");
+  cr_assert_str_eq((const char *)buf + 16, "mlp");
+  cr_assert_eq(le32(buf + 32), CKPT_RECORD, "payload length");
+  cr_assert_eq(le32(buf + 36), 0, "payload length, high word");
+  const unsigned char *rec = buf + 48; /* the MLP's record */
+  cr_assert(memcmp(rec, "RPRSWGHT", 8) == 0);
+  cr_assert_eq(le32(rec + 8), 1, "version");
+  cr_assert_eq(le32(rec + 12), 2, "layers");
+  cr_assert_eq(le32(rec + 16), 30, "step: the steps done");
+  cr_assert_eq(le32(rec + 32), 64, "batch");
+  cr_assert_eq(le32(rec + 48), 2);
+  cr_assert_eq(le32(rec + 52), 8);
+  cr_assert_eq(le32(rec + 56), 3);
   for (size_t i = 0; i < 2 * 51; i++) {
-    uint32_t u = le32(buf + 60 + 4 * i);
+    uint32_t u = le32(rec + 60 + 4 * i);
     float w;
     memcpy(&w, &u, sizeof w);
     cr_assert(isfinite(w) && fabsf(w) < 100, "value %zu = %g", i, (double)w);
@@ -730,22 +740,41 @@ Test(cli, train_load_weights_refuses_corrupt_and_mismatched_files,
   load_fails(good, 1, "the file holds an MLP 2-8-3, this model is 2-16-3",
              "16");
   load_fails(good, 2, "has done 30 steps already", "8");
-  memcpy(mod, buf, n);
-  put_file(bad, mod + 60, 51 * 4); /* the old raw format */
-  load_fails(bad, 1, "not a reprise weights file", "8");
-  memcpy(mod, buf, n), mod[8] = 2;
-  put_file(bad, mod, n);
-  load_fails(bad, 1, "weights format version 2", "8");
+  /* the container catches a torn or changed file first */
   put_file(bad, buf, n - 9);
-  load_fails(bad, 1, "truncated: the header (an MLP 2-8-3) needs", "8");
+  load_fails(bad, 1, "truncated: the header says 476 payload bytes", "8");
+  put_file(bad, buf, 30);
+  load_fails(bad, 1, "truncated: 30 bytes", "8");
   memcpy(mod, buf, n), mod[n] = 0;
   put_file(bad, mod, n + 1);
   load_fails(bad, 1, "trailing bytes", "8");
-  memcpy(mod, buf, n), mod[100] ^= 1;
+  memcpy(mod, buf, n), mod[148] ^= 1;
   put_file(bad, mod, n);
   load_fails(bad, 1, "checksum mismatch", "8");
-  memcpy(mod, buf, n), mod[12] = 99;
+  memcpy(mod, buf, n), mod[8] = 2;
   put_file(bad, mod, n);
+  load_fails(bad, 1, "checkpoint container version 2", "8");
+  /* the record alone (no container) loads, and its own checks hold */
+  const unsigned char *rec = buf + 48;
+  size_t m = CKPT_RECORD;
+  put_file(bad, rec, m);
+  load_fails(bad, 2, "has done 30 steps already", "8");
+  memcpy(mod, rec, m);
+  put_file(bad, mod + 60, 51 * 4); /* the old raw format */
+  load_fails(bad, 1, "not a reprise weights file", "8");
+  memcpy(mod, rec, m), mod[8] = 2;
+  put_file(bad, mod, m);
+  load_fails(bad, 1, "weights format version 2", "8");
+  put_file(bad, rec, m - 9);
+  load_fails(bad, 1, "truncated: the header (an MLP 2-8-3) needs", "8");
+  memcpy(mod, rec, m), mod[m] = 0;
+  put_file(bad, mod, m + 1);
+  load_fails(bad, 1, "trailing bytes", "8");
+  memcpy(mod, rec, m), mod[100] ^= 1;
+  put_file(bad, mod, m);
+  load_fails(bad, 1, "checksum mismatch", "8");
+  memcpy(mod, rec, m), mod[12] = 99;
+  put_file(bad, mod, m);
   load_fails(bad, 1, "99 layers", "8");
   load_fails("/tmp", 1, "directory", "8");
   load_fails("/nonexistent/w.bin", 1, "cannot open", "8");

@@ -291,6 +291,8 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
     return rc;
   if (w)
     c->cpus = w;
+  if (c->output && !strcmp(c->output, "-"))
+    c->output = NULL; /* -o -: standard output, as without -o */
   return rp_cli_check_output("dump", "--output", c->output);
 }
 
@@ -672,8 +674,9 @@ static int print_dump(const dump_cli *c, rp_graph *g, FILE *out) {
   return rc;
 }
 
+/* *whole: the report was written whole (also when --strict fails it). */
 static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
-                          FILE *out) {
+                          FILE *out, int *whole) {
   dm_graph m;
   rp_status st = dm_build(g, is_placeholder, ph, &m);
   if (st) {
@@ -692,7 +695,7 @@ static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
     if (dm_lint(&m, checks, out, stderr, &findings))
       rc = RP_CLI_FAILED;
     else if (c->strict && findings)
-      rc = RP_CLI_FAILED;
+      rc = RP_CLI_FAILED, *whole = 1;
   }
   dm_free(&m);
   return rc;
@@ -715,7 +718,7 @@ static void print_machine(FILE *out, const rp_machine_desc *m) {
 }
 
 static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
-                      FILE *out) {
+                      FILE *out, int *whole) {
   int dump = (!c->stats && !c->lint) || c->format_given;
   if (dump && c->fmt == RP_DUMP_TEXT && c->machine)
     print_machine(out, c->machine);
@@ -726,8 +729,9 @@ static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
   if (!rc && (c->stats || c->lint)) {
     if (dump)
       fputc('\n', out);
-    rc = print_analyses(c, g, ph, out);
+    rc = print_analyses(c, g, ph, out, whole);
   }
+  *whole |= rc == RP_CLI_OK;
   return rc;
 }
 
@@ -758,17 +762,23 @@ static int run(dump_cli *c) {
   free(text);
   if (!st) {
     say_placeholders(&ph);
-    FILE *out = c->output ? fopen(c->output, "w") : stdout;
-    if (!out)
-      fprintf(stderr, "reprise dump: cannot write '%s'\n", c->output);
-    else
-      rc = run_loaded(c, g, &ph, out);
-    /* what is still buffered is written at the flush: check after it */
-    int bad = out && (out == stdout ? fflush(out) != 0 || ferror(out)
-                                    : ferror(out) | (fclose(out) != 0));
-    if (bad && rc == RP_CLI_OK) {
-      fprintf(stderr, "reprise dump: error writing '%s'\n",
-              c->output ? c->output : "(stdout)");
+    /* -o FILE through the output writer: FILE is replaced only by a
+     * whole dump, and kept as it was when the dump fails */
+    rp_output *o = NULL;
+    rc = c->output ? rp_cli_output_open("dump", "--output", c->output, &o)
+                   : RP_CLI_OK;
+    FILE *out = o ? rp_output_file(o) : stdout;
+    int whole = 0; /* --strict findings fail the run, not the report */
+    if (!rc)
+      rc = run_loaded(c, g, &ph, out, &whole);
+    if (o) {
+      if (!whole)
+        rp_output_abort(o);
+      else if (rp_cli_output_commit("dump", "--output", c->output, o))
+        rc = RP_CLI_FAILED;
+    } else if ((fflush(out) != 0 || ferror(out)) && rc == RP_CLI_OK) {
+      /* what is still buffered is written at the flush: check after it */
+      fprintf(stderr, "reprise dump: error writing to standard output\n");
       rc = RP_CLI_FAILED;
     }
     free_loaded(rt, g);
