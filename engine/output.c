@@ -42,8 +42,7 @@ static rp_status resolve(const char *path, char **target, int *exists,
   *exists = 0;
   if (lstat(path, sb) != 0) {
     if (errno != ENOENT)
-      return rp__err(errno == ENOTDIR ? RP_ENOENT : RP_EIO, "cannot stat: %s",
-                     strerror(errno));
+      return rp__err(RP_EIO, "cannot stat: %s", strerror(errno));
     *target = rp__strdup(path); /* a new file (its directory checked later) */
   } else if (S_ISLNK(sb->st_mode)) {
     char *real = realpath(path, NULL);
