@@ -474,13 +474,19 @@ Test(outputs, sigkill_during_save_weights_leaves_the_old_or_the_new_file,
   /* how long a save takes here: the temporary file's life. The first
    * temporary file is the output-path check's (created and removed before
    * any work), the second the save's. */
-  uint64_t save_ns;
+  uint64_t save_ns = 0; /* 0: no temporary file seen (a writer in place) */
   {
     pid_t pid = start_train(iters[0], f);
-    cr_assert(wait_created(in, ".w.bin.tmp.", 2, 60000000000ull));
     uint64_t t0 = now_ns();
+    int seen = wait_created(in, ".w.bin.tmp.", 2, 4 * run_ns + 1000000000ull);
+    uint64_t t1 = now_ns();
     int ws = wait_status(pid);
-    save_ns = now_ns() - t0;
+    if (seen)
+      save_ns = now_ns() - t1;
+    else
+      cr_log_warn("kill test: the save made no temporary file beside F "
+                  "(%.0f ms waited): its kills aim at the run's end",
+                  (double)(t1 - t0) / 1e6);
     cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
   }
   srand((unsigned)now_ns());
@@ -492,11 +498,12 @@ Test(outputs, sigkill_during_save_weights_leaves_the_old_or_the_new_file,
     while (read(in, drain, sizeof drain) > 0)
       ; /* events of earlier tries */
     pid_t pid = start_train(iters[next], f);
-    if (i % 2 == 0) {
+    if (i % 2 == 0)
       sleep_ns((uint64_t)rand() % (run_ns + 1));
-    } else if (wait_created(in, ".w.bin.tmp.", 2, 4 * run_ns + 1000000000ull)) {
+    else if (!save_ns) /* the save is the run's last part */
+      sleep_ns(run_ns / 2 + (uint64_t)rand() % (run_ns * 3 / 4 + 1));
+    else if (wait_created(in, ".w.bin.tmp.", 2, 4 * run_ns + 1000000000ull))
       sleep_ns((uint64_t)rand() % (save_ns * 3 / 2 + 1));
-    }
     kill(pid, SIGKILL);
     int ws = wait_status(pid);
     int done = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
