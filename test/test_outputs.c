@@ -402,11 +402,11 @@ static int wait_status(pid_t pid) {
   return ws;
 }
 
-/* Waits (at most limit_ns) until the nth file whose name starts with
- * prefix is created in the directory that inotify fd in watches: 1 when
- * seen. */
-static int wait_created(int in, const char *prefix, int nth,
-                        uint64_t limit_ns) {
+/* Waits (at most limit_ns) until the nth event of mask (IN_CREATE: a file
+ * created, IN_MOVED_TO: renamed into place) for a name that starts with
+ * prefix in the directory that inotify fd in watches: 1 when seen. */
+static int wait_event(int in, uint32_t mask, const char *prefix, int nth,
+                      uint64_t limit_ns) {
   uint64_t end = now_ns() + limit_ns;
   char buf[4096] __attribute__((aligned(8)));
   for (uint64_t t; (t = now_ns()) < end;) {
@@ -416,7 +416,7 @@ static int wait_created(int in, const char *prefix, int nth,
     ssize_t n = read(in, buf, sizeof buf);
     for (ssize_t off = 0; off < n;) {
       const struct inotify_event *e = (const void *)(buf + off);
-      if ((e->mask & IN_CREATE) && e->len &&
+      if ((e->mask & mask) && e->len &&
           !strncmp(e->name, prefix, strlen(prefix)) && --nth == 0)
         return 1;
       off += (ssize_t)(sizeof *e + e->len);
@@ -447,7 +447,7 @@ static int remove_leftovers(const char *dir) {
  * times: F always holds, bitwise, either the checkpoint it held before or
  * the one the run writes, and loads. Half the kills fall anywhere in a
  * run, half in the save itself (after the writer's temporary file
- * appears, within 1.5x the time a save takes here). */
+ * appears, within 1.5x the time from there to the rename here). */
 Test(outputs, sigkill_during_save_weights_leaves_the_old_or_the_new_file,
      .timeout = 600) {
   tmpdir();
@@ -478,12 +478,14 @@ Test(outputs, sigkill_during_save_weights_leaves_the_old_or_the_new_file,
   {
     pid_t pid = start_train(iters[0], f);
     uint64_t t0 = now_ns();
-    int seen = wait_created(in, ".w.bin.tmp.", 2, 4 * run_ns + 1000000000ull);
+    int seen =
+        wait_event(in, IN_CREATE, ".w.bin.tmp.", 2, 4 * run_ns + 1000000000ull);
     uint64_t t1 = now_ns();
+    if (seen &&
+        wait_event(in, IN_MOVED_TO, "w.bin", 1, 4 * run_ns + 1000000000ull))
+      save_ns = now_ns() - t1 + 1; /* up to the rename */
     int ws = wait_status(pid);
-    if (seen)
-      save_ns = now_ns() - t1;
-    else
+    if (!seen)
       cr_log_warn("kill test: the save made no temporary file beside F "
                   "(%.0f ms waited): its kills aim at the run's end",
                   (double)(t1 - t0) / 1e6);
@@ -502,7 +504,8 @@ Test(outputs, sigkill_during_save_weights_leaves_the_old_or_the_new_file,
       sleep_ns((uint64_t)rand() % (run_ns + 1));
     else if (!save_ns) /* the save is the run's last part */
       sleep_ns(run_ns / 2 + (uint64_t)rand() % (run_ns * 3 / 4 + 1));
-    else if (wait_created(in, ".w.bin.tmp.", 2, 4 * run_ns + 1000000000ull))
+    else if (wait_event(in, IN_CREATE, ".w.bin.tmp.", 2,
+                        4 * run_ns + 1000000000ull))
       sleep_ns((uint64_t)rand() % (save_ns * 3 / 2 + 1));
     kill(pid, SIGKILL);
     int ws = wait_status(pid);
