@@ -303,12 +303,16 @@ int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &RANK);
   MPI_Comm_size(MPI_COMM_WORLD, &NRANKS);
-  FILE *json = NULL;
-  int bad = RANK == 0 && json_path && !(json = fopen(json_path, "w"));
+  /* rank 0's --json through the output writer (reprise.h "Output
+   * files"): replaced only by a whole file */
+  rp_output *out = NULL;
+  int bad = RANK == 0 && json_path && rp_output_open(json_path, &out);
+  FILE *json = rp_output_file(out);
   MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (bad) {
     if (RANK == 0)
-      fprintf(stderr, "reprise bench: cannot write '%s'\n", json_path);
+      fprintf(stderr, "reprise bench: --json %s: %s\n", json_path,
+              rp_error_detail());
     if (mine)
       MPI_Finalize();
     return 1;
@@ -325,8 +329,13 @@ int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
   if (!rc)
     rc = bench_allreduce(bo, &o);
   rp_bench_json_close(&j);
-  if (json && fclose(json) != 0)
+  if (rc)
+    rp_output_abort(out);
+  else if (out && rp_output_commit(out) != RP_OK) {
+    fprintf(stderr, "reprise bench: --json %s: %s\n", json_path,
+            rp_error_detail());
     rc = 1;
+  }
   if (mine)
     MPI_Finalize();
   return rc;

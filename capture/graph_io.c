@@ -589,55 +589,21 @@ rp_status rp__graph_json_write(const rp_graph *g, FILE *f) {
   return st;
 }
 
-/* A new file next to path, created with the usual permissions (0666 less
- * the umask, as fopen would; mkstemp's 0600 would survive the rename). */
-static int temp_next_to(const char *path, char **tmp) {
-  static _Atomic unsigned serial;
-  size_t n = strlen(path) + 48;
-  if (!(*tmp = malloc(n))) {
-    errno = ENOMEM;
-    return -1;
-  }
-  for (int tries = 0; tries < 100; tries++) {
-    snprintf(*tmp, n, "%s.tmp.%ld.%u", path, (long)getpid(),
-             atomic_fetch_add(&serial, 1));
-    int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST)
-      return fd;
-  }
-  return -1;
-}
-
-/* Writes into a temporary file next to path, then renames it over path:
- * a failed save never leaves a truncated graph file behind. */
+/* Through the one output writer (reprise.h "Output files"): a failed or
+ * interrupted save never leaves a truncated graph file behind, and a path
+ * that is not a regular file is refused before anything is written. */
 static rp_status save_text(const char *text, const char *path) {
-  char *tmp = NULL;
-  int fd = temp_next_to(path, &tmp);
-  if (fd < 0) {
-    rp_status st = rp__err(RP_EIO,
-                           "rp_graph_save: cannot create a file "
-                           "next to '%s': %s",
-                           path, strerror(errno));
-    free(tmp);
+  rp_output *o;
+  rp_status st = rp_output_open(path, &o);
+  if (st)
+    return rp__err_prefix(st, "rp_graph_save: '%s': ", path);
+  if ((st = write_all(rp_output_file(o), text, "rp_graph_save", path))) {
+    rp_output_abort(o);
     return st;
   }
-  FILE *f = fdopen(fd, "w");
-  rp_status st =
-      f ? write_all(f, text, "rp_graph_save", path)
-        : rp__err(RP_EIO, "rp_graph_save: '%s': %s", path, strerror(errno));
-  if (!st && fsync(fileno(f)) != 0)
-    st = rp__err(RP_EIO, "rp_graph_save: syncing '%s': %s", path,
-                 strerror(errno));
-  if ((f ? fclose(f) : close(fd)) != 0 && !st)
-    st = rp__err(RP_EIO, "rp_graph_save: closing '%s': %s", path,
-                 strerror(errno));
-  if (!st && rename(tmp, path) != 0)
-    st = rp__err(RP_EIO, "rp_graph_save: renaming onto '%s': %s", path,
-                 strerror(errno));
-  if (st)
-    unlink(tmp);
-  free(tmp);
-  return st;
+  if ((st = rp_output_commit(o)))
+    return rp__err_prefix(st, "rp_graph_save: '%s': ", path);
+  return RP_OK;
 }
 
 rp_status rp_graph_save(const rp_graph *g, const char *path) {

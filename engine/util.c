@@ -148,7 +148,7 @@ bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem) {
 
 /* ---- bounded input ---- */
 
-static const char *file_kind(mode_t m) {
+const char *rp__file_kind(unsigned m) {
   return S_ISFIFO(m)   ? "a FIFO (named pipe)"
          : S_ISCHR(m)  ? "a character device"
          : S_ISBLK(m)  ? "a block device"
@@ -157,14 +157,28 @@ static const char *file_kind(mode_t m) {
                        : "not a regular file";
 }
 
+static rp_status not_regular(mode_t m) {
+  return rp__err(RP_EINVAL,
+                 "%s, not a regular file: only regular files "
+                 "are read (a pipe or a device could block or never end)",
+                 rp__file_kind(m));
+}
+
 rp_status rp_file_open_regular(const char *path, int *fd_out, uint64_t *size) {
   if (!path || !fd_out || !size)
     return rp__err(RP_EINVAL, "NULL argument");
   /* O_NONBLOCK: opening a FIFO without a writer would block forever */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0)
-    return rp__err(errno == ENOENT ? RP_ENOENT : RP_EIO, "cannot open: %s",
-                   strerror(errno));
+  if (fd < 0) {
+    int e = errno;
+    struct stat lsb;
+    /* a socket (ENXIO) or a device without a driver cannot be opened at
+     * all: say what it is, as for the kinds that can */
+    if (e != ENOENT && stat(path, &lsb) == 0 && !S_ISREG(lsb.st_mode))
+      return not_regular(lsb.st_mode);
+    return rp__err(e == ENOENT ? RP_ENOENT : RP_EIO, "cannot open: %s",
+                   strerror(e));
+  }
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
     int e = errno;
@@ -173,10 +187,7 @@ rp_status rp_file_open_regular(const char *path, int *fd_out, uint64_t *size) {
   }
   if (!S_ISREG(sb.st_mode)) {
     close(fd);
-    return rp__err(RP_EINVAL,
-                   "%s, not a regular file: only regular files "
-                   "are read (a pipe or a device could block or never end)",
-                   file_kind(sb.st_mode));
+    return not_regular(sb.st_mode);
   }
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
@@ -193,6 +204,8 @@ rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
                                size_t *len) {
   int fd;
   uint64_t size;
+  if (!path || !buf || !len)
+    return rp__err(RP_EINVAL, "NULL argument");
   if (max > SIZE_MAX - 2)
     max = SIZE_MAX - 2; /* room for the growth probe and the NUL */
   rp_status st = rp_file_open_regular(path, &fd, &size);

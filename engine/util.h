@@ -47,6 +47,10 @@ rp_status rp__err(rp_status st, const char *fmt, ...)
 rp_status rp__err_prefix(rp_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* "a FIFO (named pipe)", "a character device", "a directory", ... for a
+ * st_mode that is not a regular file's. */
+const char *rp__file_kind(unsigned mode);
+
 /* Allocation helpers: zeroed, overflow-checked. NULL on failure. */
 void *rp__calloc(size_t n, size_t size);
 void *rp__reallocarray(void *p, size_t n, size_t size);

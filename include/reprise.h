@@ -207,6 +207,56 @@ RP_API rp_status rp_file_open_regular(const char *path, int *fd,
 RP_API rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
                                       size_t *len);
 
+/* Output files. Every file reprise writes (graph files, traces, dumps,
+ * checkpoints, the command line's outputs) goes through this one writer;
+ * code above the library may use it too. Guarantees:
+ *  - the target is replaced only by a complete file: the bytes go to a new
+ *    temporary file in the target's directory (".NAME.tmp.PID.N"), which
+ *    rp_output_commit flushes, fsyncs, renames over the target and then
+ *    fsyncs the directory. A crash, a SIGKILL, a full disk or a failed
+ *    write at any moment leaves the target either as it was or as the
+ *    whole new file (a killed process may leave its temporary file behind;
+ *    the target is never touched by it).
+ *  - an existing path that is not a regular file (a character or block
+ *    device, a FIFO, a socket, a directory, a dangling symbolic link) is
+ *    refused by rp_output_open, before any byte is written, with RP_EINVAL
+ *    naming its kind, and checked again right before the rename: a rename
+ *    would turn /dev/null into a file. A symbolic link to a regular file
+ *    stays a link: its target is replaced.
+ *  - a replaced file keeps its permission bits; a new one gets 0666 less
+ *    the umask (as fopen would). An existing file the caller may not write
+ *    is refused (RP_EIO), although the rename could replace it.
+ * Errors (every call): RP_EINVAL (NULL or empty path, the kinds above),
+ * RP_EIO (cannot create the temporary file, e.g. no such directory or no
+ * permission; a write, fsync, close or rename failed: the target is
+ * unchanged; or the file is in place but the directory sync failed),
+ * RP_ENOMEM. The detail does not name the path: callers prefix it.
+ * Writing to standard output is the caller's choice (the command line's
+ * `-o -`): these calls always name a file. */
+typedef struct rp_output rp_output;
+/* Checks path as above and opens a temporary file next to it; *out (NULL
+ * on error) holds the stream rp_output_file returns until
+ * rp_output_commit or rp_output_abort releases it. */
+RP_API rp_status rp_output_open(const char *path, rp_output **out);
+/* The stream to write (binary; do not fclose it). NULL for NULL. */
+RP_API FILE *rp_output_file(const rp_output *o);
+/* Flushes, fsyncs and closes the stream, renames the file over the target
+ * and fsyncs the directory. Releases o in every case; on error the
+ * temporary file is removed and the target unchanged (but for the
+ * directory sync's RP_EIO, which says the file is in place). A write
+ * that failed earlier on the stream (ferror) fails the commit. */
+RP_API rp_status rp_output_commit(rp_output *o);
+/* Closes and removes the temporary file; the target is unchanged. NULL is
+ * a no-op. */
+RP_API void rp_output_abort(rp_output *o);
+/* What rp_output_open checks, without keeping anything: for checking every
+ * output path before long work starts (a temporary file is created and
+ * removed; the target is not touched). */
+RP_API rp_status rp_output_check(const char *path);
+/* rp_output_open, n bytes of data, rp_output_commit. */
+RP_API rp_status rp_file_write_atomic(const char *path, const void *data,
+                                      size_t n);
+
 RP_API unsigned rp_version(void);           /* REPRISE_VERSION_HEX */
 RP_API const char *rp_version_string(void); /* "0.1.0" */
 
@@ -883,10 +933,12 @@ RP_API rp_status rp_graph_validate(const rp_graph *g);
  * Tasks are stored by registered name.
  * Both calls return RP_EUNSUPPORTED in a build without cJSON. */
 
-/* Saves g to path (written to a temporary file next to it, then renamed, so
- * a failed save leaves no partial file). Errors: RP_ESTALE when an op
- * references a freed instance, RP_ERANGE when the file would exceed the
- * loader's 64 MiB limit, RP_EIO. */
+/* Saves g to path through the output writer ("Output files": a temporary
+ * file next to it, fsynced and renamed over it, so a failed or interrupted
+ * save leaves no partial file). Errors: RP_ESTALE when an op references a
+ * freed instance, RP_ERANGE when the file would exceed the loader's 64 MiB
+ * limit, RP_EINVAL a path that is not a regular file (its kind named),
+ * RP_EIO (no such directory included). */
 RP_API rp_status rp_graph_save(const rp_graph *g, const char *path);
 /* Loads a graph file into a new graph on rt (*out owned by the caller).
  * Tasks are matched by their registered name (RP_ENOTASK), instances by
@@ -1137,9 +1189,11 @@ RP_API rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
  * RP_ECONTRACT from a task inside a replay; no trace is started then. */
 RP_API rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays);
 /* Waits for the recorded replays to complete, writes their timeline to path
- * and stops recording. Errors: RP_EINVAL no trace started, RP_EIO the file
- * cannot be created or written (detail: path and why; the trace stays
- * armed, so the write may be retried), RP_ECONTRACT from a task inside a
+ * (through the output writer, "Output files": the file is replaced only by
+ * a whole trace) and stops recording. Errors: RP_EINVAL no trace started
+ * or path not a regular file (its kind named), RP_EIO the file cannot be
+ * created or written (detail: path and why); on these the trace stays
+ * armed, so the write may be retried; RP_ECONTRACT from a task inside a
  * replay. */
 RP_API rp_status rp_exec_trace_write(rp_exec *ex, const char *path);
 

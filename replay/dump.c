@@ -190,16 +190,14 @@ static void env_dump_fail(const char *dir, const char *path, const char *why) {
 
 static void env_dump_schedule(const rp_exec *ex, const char *dir,
                               const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    env_dump_fail(dir, path, strerror(errno));
-    return;
-  }
-  rp_status st = rp_exec_dump(ex, f, RP_DUMP_TEXT);
-  if (fclose(f) != 0 && !st)
-    st = RP_EIO;
+  rp_output *o;
+  rp_status st = rp_output_open(path, &o);
+  if (!st && (st = rp_exec_dump(ex, rp_output_file(o), RP_DUMP_TEXT)))
+    rp_output_abort(o);
+  else if (!st)
+    st = rp_output_commit(o);
   if (st)
-    env_dump_fail(dir, path, rp_status_str(st));
+    env_dump_fail(dir, path, rp_error_detail());
 }
 
 void rp__exec_env_dump(rp_exec *ex) {
@@ -420,19 +418,17 @@ rp_status rp_exec_trace_write(rp_exec *ex, const char *path) {
   uint64_t end = ex->issued < t->to ? ex->issued : t->to;
   if (end < t->from)
     end = t->from;
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return rp__err(RP_EIO, "rp_exec_trace_write: cannot create '%s': %s", path,
-                   strerror(errno));
-  write_trace(ex, t, end, f);
-  int bad = ferror(f), err = bad ? errno : 0;
-  if (!bad && fflush(f) != 0)
-    bad = 1, err = errno;
-  if (fclose(f) != 0 && !bad)
-    bad = 1, err = errno;
-  if (bad)
-    return rp__err(RP_EIO, "rp_exec_trace_write: writing '%s' failed: %s", path,
-                   strerror(err ? err : EIO));
+  /* the one output writer (reprise.h "Output files"): the file at path is
+   * replaced only by a whole trace */
+  rp_output *o;
+  st = rp_output_open(path, &o);
+  if (st)
+    return rp__err_prefix(st,
+                          "rp_exec_trace_write: cannot create '%s': ", path);
+  write_trace(ex, t, end, rp_output_file(o));
+  if ((st = rp_output_commit(o)))
+    return rp__err_prefix(st,
+                          "rp_exec_trace_write: writing '%s' failed: ", path);
   rp__trace_free(ex); /* recording stops; a failed write keeps it armed */
   return RP_OK;
 }

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -618,8 +619,10 @@ static uint32_t le32(const unsigned char *b) {
 }
 
 /* 2-8-3: (2 + 1) * 8 + (8 + 1) * 3 = 51 parameters and 51 momentum
- * values after a 48-byte header and 3 widths, then an 8-byte checksum. */
-#define CKPT_SMALL (48 + 3 * 4 + 2 * 51 * 4 + 8)
+ * values after a 48-byte header and 3 widths, then an 8-byte checksum: the
+ * MLP's record, inside the 48-byte checkpoint container (train/ckpt.h). */
+#define CKPT_RECORD (48 + 3 * 4 + 2 * 51 * 4 + 8)
+#define CKPT_SMALL (48 + CKPT_RECORD)
 
 Test(cli, train_save_weights_writes_a_versioned_checkpoint) {
   char path[] = "/tmp/rp_cli_weights_XXXXXX";
@@ -633,16 +636,24 @@ Test(cli, train_save_weights_writes_a_versioned_checkpoint) {
   size_t n = fread(buf, 1, sizeof buf, f);
   fclose(f);
   cr_assert_eq(n, CKPT_SMALL, "%zu bytes", n);
-  cr_assert(memcmp(buf, "RPRSWGHT", 8) == 0);
-  cr_assert_eq(le32(buf + 8), 1, "version");
-  cr_assert_eq(le32(buf + 12), 2, "layers");
-  cr_assert_eq(le32(buf + 16), 30, "step: the steps done");
-  cr_assert_eq(le32(buf + 32), 64, "batch");
-  cr_assert_eq(le32(buf + 48), 2);
-  cr_assert_eq(le32(buf + 52), 8);
-  cr_assert_eq(le32(buf + 56), 3);
+  /* the container: magic, version 1, payload version 1, kind, length */
+  cr_assert(memcmp(buf, "RPRSCKPT", 8) == 0);
+  cr_assert_eq(le32(buf + 8), 1, "container version");
+  cr_assert_eq(le32(buf + 12), 1, "payload version");
+  cr_assert_str_eq((const char *)buf + 16, "mlp");
+  cr_assert_eq(le32(buf + 32), CKPT_RECORD, "payload length");
+  cr_assert_eq(le32(buf + 36), 0, "payload length, high word");
+  const unsigned char *rec = buf + 48; /* the MLP's record */
+  cr_assert(memcmp(rec, "RPRSWGHT", 8) == 0);
+  cr_assert_eq(le32(rec + 8), 1, "version");
+  cr_assert_eq(le32(rec + 12), 2, "layers");
+  cr_assert_eq(le32(rec + 16), 30, "step: the steps done");
+  cr_assert_eq(le32(rec + 32), 64, "batch");
+  cr_assert_eq(le32(rec + 48), 2);
+  cr_assert_eq(le32(rec + 52), 8);
+  cr_assert_eq(le32(rec + 56), 3);
   for (size_t i = 0; i < 2 * 51; i++) {
-    uint32_t u = le32(buf + 60 + 4 * i);
+    uint32_t u = le32(rec + 60 + 4 * i);
     float w;
     memcpy(&w, &u, sizeof w);
     cr_assert(isfinite(w) && fabsf(w) < 100, "value %zu = %g", i, (double)w);
@@ -730,22 +741,41 @@ Test(cli, train_load_weights_refuses_corrupt_and_mismatched_files,
   load_fails(good, 1, "the file holds an MLP 2-8-3, this model is 2-16-3",
              "16");
   load_fails(good, 2, "has done 30 steps already", "8");
-  memcpy(mod, buf, n);
-  put_file(bad, mod + 60, 51 * 4); /* the old raw format */
-  load_fails(bad, 1, "not a reprise weights file", "8");
-  memcpy(mod, buf, n), mod[8] = 2;
-  put_file(bad, mod, n);
-  load_fails(bad, 1, "weights format version 2", "8");
+  /* the container catches a torn or changed file first */
   put_file(bad, buf, n - 9);
-  load_fails(bad, 1, "truncated: the header (an MLP 2-8-3) needs", "8");
+  load_fails(bad, 1, "truncated: the header says 476 payload bytes", "8");
+  put_file(bad, buf, 30);
+  load_fails(bad, 1, "truncated: 30 bytes", "8");
   memcpy(mod, buf, n), mod[n] = 0;
   put_file(bad, mod, n + 1);
   load_fails(bad, 1, "trailing bytes", "8");
-  memcpy(mod, buf, n), mod[100] ^= 1;
+  memcpy(mod, buf, n), mod[148] ^= 1;
   put_file(bad, mod, n);
   load_fails(bad, 1, "checksum mismatch", "8");
-  memcpy(mod, buf, n), mod[12] = 99;
+  memcpy(mod, buf, n), mod[8] = 2;
   put_file(bad, mod, n);
+  load_fails(bad, 1, "checkpoint container version 2", "8");
+  /* the record alone (no container) loads, and its own checks hold */
+  const unsigned char *rec = buf + 48;
+  size_t m = CKPT_RECORD;
+  put_file(bad, rec, m);
+  load_fails(bad, 2, "has done 30 steps already", "8");
+  memcpy(mod, rec, m);
+  put_file(bad, mod + 60, 51 * 4); /* the old raw format */
+  load_fails(bad, 1, "not a reprise weights file", "8");
+  memcpy(mod, rec, m), mod[8] = 2;
+  put_file(bad, mod, m);
+  load_fails(bad, 1, "weights format version 2", "8");
+  put_file(bad, rec, m - 9);
+  load_fails(bad, 1, "truncated: the header (an MLP 2-8-3) needs", "8");
+  memcpy(mod, rec, m), mod[m] = 0;
+  put_file(bad, mod, m + 1);
+  load_fails(bad, 1, "trailing bytes", "8");
+  memcpy(mod, rec, m), mod[100] ^= 1;
+  put_file(bad, mod, m);
+  load_fails(bad, 1, "checksum mismatch", "8");
+  memcpy(mod, rec, m), mod[12] = 99;
+  put_file(bad, mod, m);
   load_fails(bad, 1, "99 layers", "8");
   load_fails("/tmp", 1, "directory", "8");
   load_fails("/nonexistent/w.bin", 1, "cannot open", "8");
@@ -1151,4 +1181,110 @@ Test(cli, output_check_tolerates_others_creating_and_removing_the_path) {
                failed);
   unlink(path);
   cr_assert_eq(rmdir(dir), 0, "the checks left something behind in %s", dir);
+}
+
+/* ---- issue 21: outputs that are not regular files, lost pictures ---- */
+
+/* A path of each kind that is not a regular file, for every output option
+ * of every command: refused before any work with the kind named, and left
+ * what it was (a rename would have turned /dev/null into a file). */
+Test(cli, outputs_refuse_devices_fifos_and_directories_by_kind,
+     .timeout = 300) {
+  char dir[] = "/tmp/rp_cli_odd_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char fifo[64], sub[64], svgdir[64];
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  snprintf(svgdir, sizeof svgdir, "%s/p.svg", dir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  cr_assert_eq(mkdir(sub, 0700), 0);
+  cr_assert_eq(mkdir(svgdir, 0700), 0);
+  const char *odd[][2] = {{"/dev/null", "a character device"},
+                          {fifo, "a FIFO"},
+                          {sub, "a directory"}};
+  const char *opts[] = {"--save-graph", "--save-weights", "--json", "--timings",
+                        "--trace"};
+  char graph[] = "/tmp/rp_cli_oddg_XXXXXX";
+  small_graph(graph);
+  cli_run r;
+  for (int k = 0; k < 3; k++) {
+    for (size_t o = 0; o < sizeof opts / sizeof opts[0]; o++) {
+      RUN(&r, TRAIN_SMALL, opts[o], odd[k][0]);
+      cr_assert_eq(r.status, 1, "%s %s: %d %s", opts[o], odd[k][0], r.status,
+                   r.err);
+      cr_assert(strstr(r.err, odd[k][1]), "%s %s: %s", opts[o], odd[k][0],
+                r.err);
+      cr_assert_str_empty(r.out, "%s: work started: %s", opts[o], r.out);
+    }
+    RUN(&r, "dump", graph, "-o", odd[k][0]);
+    cr_assert_eq(r.status, 1, "dump -o %s: %s", odd[k][0], r.err);
+    cr_assert(strstr(r.err, odd[k][1]), "%s", r.err);
+#ifdef REPRISE_HAVE_BENCH
+    RUN(&r, "bench", "--quick", "--workload", "chain", "--json", odd[k][0]);
+    cr_assert_eq(r.status, 1, "bench --json %s: %s", odd[k][0], r.err);
+    cr_assert(strstr(r.err, odd[k][1]), "%s", r.err);
+#endif
+  }
+  RUN(&r, "plot", "--train", graph, "-o", svgdir);
+  cr_assert_eq(r.status, 1, "plot -o a directory: %s", r.err);
+  cr_assert(strstr(r.err, "a directory"), "%s", r.err);
+  struct stat sb;
+  cr_assert_eq(stat("/dev/null", &sb), 0);
+  cr_assert(S_ISCHR(sb.st_mode), "/dev/null is no longer a device");
+  cr_assert_eq(lstat(fifo, &sb), 0);
+  cr_assert(S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+  cr_assert_eq(unlink(fifo), 0);
+  cr_assert_eq(rmdir(sub), 0, "something was written into the directory");
+  cr_assert_eq(rmdir(svgdir), 0);
+  cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
+  unlink(graph);
+}
+
+/* `-o -` is standard output for dump, as no -o is. */
+Test(cli, dump_o_dash_writes_to_standard_output) {
+  char graph[] = "/tmp/rp_cli_dashg_XXXXXX";
+  small_graph(graph);
+  cli_run r;
+  RUN(&r, "dump", graph, "-o", "-");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "machine:"), "%.500s", r.out);
+  cr_assert_eq(access("-", F_OK), -1, "a file named '-' was written");
+  unlink(graph);
+}
+
+/* A failing gnuplot (one that writes half a picture, then exits 1) keeps
+ * the previous picture: the output is replaced only by a whole one. */
+Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("plot reads JSON with cJSON");
+#endif
+  char dir[] = "/tmp/rp_cli_plot_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char tim[64], svg[64], gp[64];
+  snprintf(tim, sizeof tim, "%s/t.json", dir);
+  snprintf(svg, sizeof svg, "%s/p.svg", dir);
+  snprintf(gp, sizeof gp, "%s/gnuplot", dir);
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--timings", tim);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  FILE *f = fopen(svg, "w");
+  cr_assert_not_null(f);
+  fputs("<svg>the previous picture</svg>\n", f);
+  fclose(f);
+  f = fopen(gp, "w");
+  cr_assert_not_null(f);
+  fputs("#!/bin/sh\ncat >/dev/null\necho '<svg>half a pict'\nexit 1\n", f);
+  fclose(f);
+  cr_assert_eq(chmod(gp, 0755), 0);
+  setenv("REPRISE_GNUPLOT", gp, 1);
+  RUN(&r, "plot", "--train", tim, "-o", svg);
+  unsetenv("REPRISE_GNUPLOT");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "not written"), "%s", r.err);
+  char buf[256];
+  read_file(svg, buf, sizeof buf);
+  cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
+                   "the previous picture was lost");
+  unlink(tim), unlink(svg), unlink(gp);
+  cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
 }

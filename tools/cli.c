@@ -223,40 +223,35 @@ int rp_cli_check_output(const char *cmd, const char *opt, const char *path) {
     return RP_CLI_OK;
   if (!*path)
     return rp_cli_usage_error(cmd, "%s: an empty file name", opt);
-  /* An existing file is opened for writing without truncating it; a new one
-   * is created and removed again: nothing is lost if the run fails later.
-   * Other processes may check the same path at the same time (the ranks of
-   * `mpiexec reprise train --dist`): one that creates the file between our
-   * two opens, or removes it again, is no error, so EEXIST goes back to the
-   * first open. A rank that failed here alone would exit before MPI_Init
-   * and leave the others blocked in it. Bounded: a dangling symbolic link
-   * fails the first open with ENOENT and the second with EEXIST forever. */
-  int fd = -1, created = 0;
-  for (int tries = 0; tries < 100; tries++) {
-    fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd >= 0 || errno != ENOENT)
-      break;
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    created = fd >= 0;
-    if (fd >= 0 || errno != EEXIST)
-      break;
-  }
-  if (fd < 0 && errno == ENXIO)
-    return RP_CLI_OK; /* a FIFO nobody reads yet: the write will wait */
-  if (fd < 0) {
-    fprintf(stderr, "reprise %s: %s %s: cannot write: %s\n", cmd, opt, path,
-            strerror(errno));
+  /* The writer's own check, without writing: the target is not touched
+   * (nothing is lost if the run fails later), a temporary file is created
+   * next to it and removed. Other processes may check the same path at
+   * the same time (the ranks of `mpiexec reprise train --dist`): each
+   * temporary name carries its process id, and another process creating
+   * or removing the path itself meanwhile is no error. */
+  if (rp_output_check(path) != RP_OK) {
+    fprintf(stderr, "reprise %s: %s %s: %s\n", cmd, opt, path,
+            rp_error_detail());
     return RP_CLI_FAILED;
   }
-  struct stat sb;
-  int regular_or_char =
-      fstat(fd, &sb) == 0 &&
-      (S_ISREG(sb.st_mode) || S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode));
-  close(fd);
-  if (created)
-    unlink(path);
-  if (!regular_or_char) {
-    fprintf(stderr, "reprise %s: %s %s: not a file\n", cmd, opt, path);
+  return RP_CLI_OK;
+}
+
+int rp_cli_output_open(const char *cmd, const char *opt, const char *path,
+                       rp_output **o) {
+  if (rp_output_open(path, o) != RP_OK) {
+    fprintf(stderr, "reprise %s: %s %s: %s\n", cmd, opt, path,
+            rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  return RP_CLI_OK;
+}
+
+int rp_cli_output_commit(const char *cmd, const char *opt, const char *path,
+                         rp_output *o) {
+  if (o && rp_output_commit(o) != RP_OK) {
+    fprintf(stderr, "reprise %s: %s %s: %s\n", cmd, opt, path,
+            rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;

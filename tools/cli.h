@@ -81,11 +81,23 @@ int rp_cli_env_workers(const char *cmd, uint32_t *workers, int *set);
  * naming it. RP_CLI_OK or RP_CLI_USAGE. */
 int rp_cli_env_check(const char *cmd);
 
-/* Checks before any work that output path (option opt) can be written: an
- * existing file is opened without truncation, a missing one created and
- * removed again. NULL passes. RP_CLI_OK, RP_CLI_USAGE (empty name) or
- * RP_CLI_FAILED with "reprise CMD: OPT PATH: cannot write: why". */
+/* Every file a command writes goes through the library's output writer
+ * (reprise.h "Output files"): the path is replaced only by a complete
+ * file, and an existing path that is not a regular file (a device, a
+ * FIFO, a socket, a directory) is refused with its kind named.
+ *
+ * Checks before any work that output path (option opt) can be written
+ * (rp_output_check: a temporary file is created next to it and removed;
+ * the path itself is not touched). NULL passes. RP_CLI_OK, RP_CLI_USAGE
+ * (empty name) or RP_CLI_FAILED with "reprise CMD: OPT PATH: why". */
 int rp_cli_check_output(const char *cmd, const char *opt, const char *path);
+/* rp_output_open, saying why not as rp_cli_check_output does. */
+int rp_cli_output_open(const char *cmd, const char *opt, const char *path,
+                       rp_output **o);
+/* rp_output_commit (o NULL: RP_CLI_OK), saying why it failed ("... : the
+ * file is unchanged"). */
+int rp_cli_output_commit(const char *cmd, const char *opt, const char *path,
+                         rp_output *o);
 
 /* The running command's usage text (for rp_cli_bad_option). */
 void rp_cli_set_usage(void (*usage)(FILE *f));

@@ -279,14 +279,9 @@ static int run_plot(const bench_cli *c) {
   }
   int rc = rp_bench_dag(&c->o, stdout, mem);
   fclose(mem);
-  FILE *json = rc || !c->json ? NULL : fopen(c->json, "w");
-  int bad = !json;
-  if (json) { /* the write, then the flush at fclose: both checked */
-    bad = fwrite(rows, 1, len, json) != len;
-    bad |= ferror(json) | (fclose(json) != 0);
-  }
-  if (!rc && c->json && bad) {
-    fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);
+  if (!rc && c->json && rp_file_write_atomic(c->json, rows, len) != RP_OK) {
+    fprintf(stderr, "reprise bench: --json %s: %s\n", c->json,
+            rp_error_detail());
     rc = RP_CLI_FAILED;
   }
   if (!rc)
@@ -300,22 +295,21 @@ static int run(const bench_cli *c) {
     return rp_bench_dist(&c->o, stdout, c->json) ? RP_CLI_FAILED : RP_CLI_OK;
   if (c->plot)
     return run_plot(c);
-  FILE *json = NULL;
-  if (c->json && !(json = fopen(c->json, "w"))) {
-    fprintf(stderr, "reprise bench: cannot write '%s'\n", c->json);
+  rp_output *o = NULL; /* --json through the output writer */
+  if (c->json && rp_cli_output_open("bench", "--json", c->json, &o))
     return RP_CLI_FAILED;
-  }
+  FILE *json = rp_output_file(o);
   uint32_t n = c->o.nsizes ? c->o.sizes[0] : 100000;
   int rc =
       c->gpu ? (rp_bench_gpu(&c->o, stdout, json) ? RP_CLI_FAILED : RP_CLI_OK)
       : c->xfer  ? run_xfer(json)
       : c->build ? (rp_bench_build(n, stdout, json) ? RP_CLI_FAILED : RP_CLI_OK)
                  : rp_bench_dag(&c->o, stdout, json);
-  /* the last buffered rows reach the file at fclose: check both */
-  if (json && (ferror(json) | (fclose(json) != 0)) && rc == RP_CLI_OK) {
-    fprintf(stderr, "reprise bench: error writing '%s'\n", c->json);
-    rc = RP_CLI_FAILED;
-  }
+  /* a failed run keeps the previous file; the commit checks the writes */
+  if (rc != RP_CLI_OK)
+    rp_output_abort(o);
+  else
+    rc = rp_cli_output_commit("bench", "--json", c->json, o);
   return rc;
 }
 

@@ -134,11 +134,13 @@ static void dump_usage(FILE *f) {
       "                          most 64 MiB; K, M, G suffixes); the dump\n"
       "                          allocates no instance storage (it reads\n"
       "                          into a model of the recorded machine)\n"
-      "  -o, --output FILE       write to FILE instead of stdout\n"
+      "  -o, --output FILE       write to FILE instead of stdout (- is\n"
+      "                          stdout); FILE is replaced only by a\n"
+      "                          whole dump\n"
       "  -h, --help              this text\n"
       "\n"
-      "FILE must be a regular file: a FIFO, a device or a directory is\n"
-      "refused.\n"
+      "FILE (both) must be a regular file or absent: a FIFO, a device, a\n"
+      "socket or a directory is refused.\n"
       "--stats and --lint print instead of the dump unless --format is\n"
       "given too. Exit status: 0 done (lint findings included), 1 the file\n"
       "could not be read or loaded (its status is printed) or --strict\n"
@@ -415,6 +417,8 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
     return rc;
   if (w)
     c->cpus = w;
+  if (c->output && !strcmp(c->output, "-"))
+    c->output = NULL; /* -o -: standard output, as without -o */
   return rp_cli_check_output("dump", "--output", c->output);
 }
 
@@ -796,8 +800,9 @@ static int print_dump(const dump_cli *c, rp_graph *g, FILE *out) {
   return rc;
 }
 
+/* *whole: the report was written whole (also when --strict fails it). */
 static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
-                          FILE *out) {
+                          FILE *out, int *whole) {
   dm_graph m;
   rp_status st = dm_build(g, is_placeholder, ph, &m);
   if (st) {
@@ -816,7 +821,7 @@ static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
     if (dm_lint(&m, checks, out, stderr, &findings))
       rc = RP_CLI_FAILED;
     else if (c->strict && findings)
-      rc = RP_CLI_FAILED;
+      rc = RP_CLI_FAILED, *whole = 1;
   }
   dm_free(&m);
   return rc;
@@ -839,7 +844,7 @@ static void print_machine(FILE *out, const rp_machine_desc *m) {
 }
 
 static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
-                      FILE *out) {
+                      FILE *out, int *whole) {
   int dump = (!c->stats && !c->lint) || c->format_given;
   if (dump && c->fmt == RP_DUMP_TEXT && c->machine)
     print_machine(out, c->machine);
@@ -850,8 +855,9 @@ static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
   if (!rc && (c->stats || c->lint)) {
     if (dump)
       fputc('\n', out);
-    rc = print_analyses(c, g, ph, out);
+    rc = print_analyses(c, g, ph, out, whole);
   }
+  *whole |= rc == RP_CLI_OK;
   return rc;
 }
 
@@ -907,23 +913,38 @@ static int unload(loaded *L) {
   return rc;
 }
 
-static FILE *open_out(const dump_cli *c) {
-  FILE *out = c->output ? fopen(c->output, "w") : stdout;
-  if (!out)
-    fprintf(stderr, "reprise dump: cannot write '%s'\n", c->output);
-  return out;
+/* Where a dump goes: -o FILE through the output writer (FILE is replaced
+ * only by a whole dump, and kept as it was when the dump fails), else (or
+ * with -o -) standard output. */
+typedef struct dump_out {
+  rp_output *o;
+  FILE *f;
+} dump_out;
+
+static int open_out(const dump_cli *c, dump_out *d) {
+  d->o = NULL;
+  d->f = stdout;
+  if (!c->output || !strcmp(c->output, "-"))
+    return RP_CLI_OK;
+  int rc = rp_cli_output_open("dump", "--output", c->output, &d->o);
+  d->f = rc ? NULL : rp_output_file(d->o);
+  return rc;
 }
 
-/* Flushes (stdout) or closes out; rc, or RP_CLI_FAILED on a write error. */
-static int close_out(const dump_cli *c, FILE *out, int rc) {
-  /* what is still buffered is written at the flush: check after it */
-  int bad = out && (out == stdout ? fflush(out) != 0 || ferror(out)
-                                  : ferror(out) | (fclose(out) != 0));
-  if (bad && rc == RP_CLI_OK) {
-    fprintf(stderr, "reprise dump: error writing '%s'\n",
-            c->output ? c->output : "(stdout)");
+/* Commits the file when the report was written whole, else drops it;
+ * flushes standard output. rc, or RP_CLI_FAILED on a write error. */
+static int close_out(const dump_cli *c, dump_out *d, int rc, int whole) {
+  if (d->o) {
+    if (!whole)
+      rp_output_abort(d->o);
+    else if (rp_cli_output_commit("dump", "--output", c->output, d->o))
+      rc = RP_CLI_FAILED;
+  } else if (d->f && (fflush(d->f) != 0 || ferror(d->f)) && rc == RP_CLI_OK) {
+    /* what is still buffered is written at the flush: check after it */
+    fprintf(stderr, "reprise dump: error writing to standard output\n");
     rc = RP_CLI_FAILED;
   }
+  d->o = NULL, d->f = NULL;
   return rc;
 }
 
@@ -1073,15 +1094,16 @@ static int run_diff(dump_cli *c) {
   if (!rc && (dv_extra_read(a.text, a.len, &xa, stderr) ||
               dv_extra_read(b.text, b.len, &xb, stderr)))
     rc = RP_CLI_USAGE;
-  FILE *out = rc ? NULL : open_out(c);
-  if (!rc && !out)
+  dump_out d = {0};
+  if (!rc && open_out(c, &d))
     rc = RP_CLI_USAGE;
   uint32_t nd = 0;
   if (!rc)
-    rc = dv_diff(&ma, &xa, &mb, &xb, out, stderr, &nd) ? RP_CLI_USAGE
+    rc = dv_diff(&ma, &xa, &mb, &xb, d.f, stderr, &nd) ? RP_CLI_USAGE
          : nd                                          ? RP_CLI_FAILED
                                                        : RP_CLI_OK;
-  if (out && close_out(c, out, RP_CLI_OK))
+  /* a difference is a whole report too (exit 1) */
+  if (d.f && close_out(c, &d, RP_CLI_OK, rc != RP_CLI_USAGE))
     rc = RP_CLI_USAGE;
   dv_extra_free(&xa), dv_extra_free(&xb);
   dm_free(&ma), dm_free(&mb);
@@ -1092,23 +1114,26 @@ static int run_diff(dump_cli *c) {
 static int run(dump_cli *c) {
   if (c->diff)
     return run_diff(c);
+  dump_out d = {0};
   if (c->summary && !c->file) {
-    FILE *out = open_out(c);
-    return out ? close_out(c, out, run_summary(c, out)) : RP_CLI_FAILED;
+    if (open_out(c, &d))
+      return RP_CLI_FAILED;
+    int rc = run_summary(c, d.f);
+    return close_out(c, &d, rc, rc == RP_CLI_OK);
   }
   loaded L;
   int rc = load(c, c->file, &L);
-  FILE *out = rc ? NULL : open_out(c);
-  if (!rc && !out)
+  if (!rc && open_out(c, &d))
     rc = RP_CLI_FAILED;
+  int whole = 0; /* --strict findings fail the run, not the report */
   if (!rc && is_view(c))
-    rc = run_view(c, &L, out);
+    rc = run_view(c, &L, d.f);
   else if (!rc && !c->summary)
-    rc = run_loaded(c, L.g, &L.ph, out);
+    rc = run_loaded(c, L.g, &L.ph, d.f, &whole);
   if (!rc && c->summary)
-    rc = run_summary(c, out);
-  if (out)
-    rc = close_out(c, out, rc);
+    rc = run_summary(c, d.f);
+  if (d.f)
+    rc = close_out(c, &d, rc, whole || rc == RP_CLI_OK);
   int u = unload(&L);
   return rc == RP_CLI_OK ? u : rc;
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -128,9 +129,11 @@ static char *find_gnuplot(void) {
   return NULL;
 }
 
-/* Runs gnuplot with `script` on its stdin; its stdout and stderr are
- * ours (quiet: stderr to /dev/null). Returns its exit status, or -1. */
-static int run_gnuplot(const char *gp, const char *script, int quiet) {
+/* Runs gnuplot with `script` on its stdin; its stdout is out_fd (-1:
+ * ours), its stderr ours (quiet: /dev/null). Returns its exit status, or
+ * -1. */
+static int run_gnuplot(const char *gp, const char *script, int quiet,
+                       int out_fd) {
   int fd[2];
   if (pipe(fd) != 0)
     return -1;
@@ -147,6 +150,8 @@ static int run_gnuplot(const char *gp, const char *script, int quiet) {
     int null = quiet ? open("/dev/null", O_WRONLY) : -1;
     if (null >= 0)
       dup2(null, 2);
+    if (out_fd >= 0)
+      dup2(out_fd, 1);
     execl(gp, "gnuplot", (char *)NULL);
     _exit(127);
   }
@@ -176,9 +181,9 @@ static const char *terminal_for(const char *cmd, const char *gp,
   const char *dot = strrchr(out, '.');
   if (!strcasecmp(dot, ".svg"))
     return "svg size 960,640 dynamic font 'sans,11'";
-  if (run_gnuplot(gp, "set terminal pngcairo\n", 1) == 0)
+  if (run_gnuplot(gp, "set terminal pngcairo\n", 1, -1) == 0)
     return "pngcairo size 960,640 font 'sans,10'";
-  if (run_gnuplot(gp, "set terminal png\n", 1) == 0)
+  if (run_gnuplot(gp, "set terminal png\n", 1, -1) == 0)
     return "png size 960,640";
   fprintf(stderr,
           "reprise %s: this gnuplot (%s) has no PNG terminal "
@@ -224,16 +229,15 @@ static void script_series(FILE *f, const plot *p) {
   fputc('\n', f);
 }
 
-/* The whole script; NULL when out of memory. */
-static char *make_script(const plot *p, const char *term, const char *out) {
+/* The whole script, which draws on gnuplot's standard output; NULL when
+ * out of memory. */
+static char *make_script(const plot *p, const char *term) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   if (!f)
     return NULL;
-  fprintf(f, "set terminal %s\nset output ", term);
-  gp_str(f, out);
-  fprintf(f, "\nset title ");
+  fprintf(f, "set terminal %s\nset output\nset title ", term);
   gp_str(f, p->title);
   fprintf(f, "\nset xlabel ");
   gp_str(f, p->xlabel);
@@ -266,20 +270,27 @@ static int draw(const char *cmd, const plot *p, const char *out) {
     return RP_CLI_FAILED;
   }
   const char *term = terminal_for(cmd, gp, out);
-  char *script = term ? make_script(p, term, out) : NULL;
+  char *script = term ? make_script(p, term) : NULL;
   int rc = RP_CLI_FAILED;
   if (term && !script)
     fprintf(stderr, "reprise %s: out of memory\n", cmd);
-  if (script) {
-    unlink(out); /* replaced anyway; its absence afterwards shows failure */
-    int st = run_gnuplot(gp, script, 0);
-    if (st == 0 && access(out, F_OK) == 0)
-      rc = RP_CLI_OK;
-    else
+  /* gnuplot draws into the output writer's temporary file (its stdout):
+   * out is replaced only by a whole picture, and a failing gnuplot leaves
+   * the previous one */
+  rp_output *o = NULL;
+  if (script && !rp_cli_output_open(cmd, "--output", out, &o)) {
+    FILE *f = rp_output_file(o);
+    int st = run_gnuplot(gp, script, 0, fileno(f));
+    struct stat sb;
+    if (st == 0 && fstat(fileno(f), &sb) == 0 && sb.st_size > 0) {
+      rc = rp_cli_output_commit(cmd, "--output", out, o);
+    } else {
+      rp_output_abort(o);
       fprintf(stderr,
               "reprise %s: gnuplot (%s) failed (exit status %d): "
-              "'%s' not written\n",
+              "'%s' not written (a file there is unchanged)\n",
               cmd, gp, st, out);
+    }
   }
   free(script);
   free(gp);

@@ -544,7 +544,8 @@ struct train_state {
   rp_graph *g;
   rp_exec *ex;
   uint64_t *ns;
-  FILE *timings; /* --timings: rows appended by every run */
+  FILE *timings;        /* --timings: rows appended by every run */
+  rp_output *timings_o; /* its writer: the file is replaced at the end */
   uint32_t timing_rows;
   double init_loss, init_acc, instantiate_ms;
   run_stats replay, eager;
@@ -906,11 +907,11 @@ static void write_timings(train_state *s, const char *mode, uint32_t n) {
 static int timings_open(train_state *s) {
   if (!s->c->timings || s->rank != 0) /* --dist: rank 0's own times */
     return RP_CLI_OK;
-  if (!(s->timings = fopen(s->c->timings, "w"))) {
-    fprintf(stderr, "reprise train: --timings %s: cannot write\n",
-            s->c->timings);
-    return RP_CLI_FAILED;
-  }
+  int rc =
+      rp_cli_output_open("train", "--timings", s->c->timings, &s->timings_o);
+  if (rc)
+    return rc;
+  s->timings = rp_output_file(s->timings_o);
   fprintf(s->timings, "{\"format\": \"reprise-timings\", \"version\": 1, "
                       "\"iterations\": [");
   return RP_CLI_OK;
@@ -919,13 +920,13 @@ static int timings_open(train_state *s) {
 static int timings_close(train_state *s) {
   if (!s->timings)
     return RP_CLI_OK;
+  /* the rows of the iterations that ran, also after a failure: a whole
+   * JSON file either way */
   fprintf(s->timings, "\n]}\n");
-  int bad = ferror(s->timings) | (fclose(s->timings) != 0);
   s->timings = NULL;
-  if (bad)
-    fprintf(stderr, "reprise train: --timings %s: write failed\n",
-            s->c->timings);
-  return bad ? RP_CLI_FAILED : RP_CLI_OK;
+  rp_output *o = s->timings_o;
+  s->timings_o = NULL;
+  return rp_cli_output_commit("train", "--timings", s->c->timings, o);
 }
 
 static int train_once(train_state *s, int eager, run_stats *out) {
@@ -1232,12 +1233,11 @@ static void write_json_training(FILE *f, const train_state *s) {
 
 static int write_json(const train_state *s) {
   const train_cli *c = s->c;
-  FILE *f = fopen(c->json, "w");
-  if (!f) {
-    fprintf(stderr, "%s: cannot write '%s': %s\n", who(), c->json,
-            strerror(errno));
-    return RP_CLI_FAILED;
-  }
+  rp_output *o;
+  int rc = rp_cli_output_open("train", "--json", c->json, &o);
+  if (rc)
+    return rc;
+  FILE *f = rp_output_file(o);
   const run_stats *fin = c->eager ? &s->eager : &s->replay;
   fprintf(f, "{\n  \"backend\": \"%s\"",
           backend_name(rp_runtime_backend(s->rt)));
@@ -1273,11 +1273,7 @@ static int write_json(const train_state *s) {
             s->ranks_equal ? "true" : "false");
   write_json_training(f, s);
   fprintf(f, "\n}\n");
-  if (fclose(f) != 0) {
-    fprintf(stderr, "%s: error writing '%s'\n", who(), c->json);
-    return RP_CLI_FAILED;
-  }
-  return RP_CLI_OK;
+  return rp_cli_output_commit("train", "--json", c->json, o);
 }
 
 /* ---- entry ---- */

@@ -850,11 +850,17 @@ static int save_bin(FILE *f, const rp_dataset *d) {
 rp_status rp_data_save(const rp_dataset *d, const char *path, int csv) {
   if (!d || !path || !d->x || !d->y)
     return rp_error_set(RP_EINVAL, "rp_data_save: NULL argument");
-  FILE *f = fopen(path, "wb");
-  if (!f)
-    return rp_error_set(RP_EIO, "%s: cannot write: %s", path, strerror(errno));
-  int bad = csv ? save_csv(f, d) : save_bin(f, d);
-  if (fclose(f) != 0 || bad)
-    return rp_error_set(RP_EIO, "%s: write failed", path);
+  rp_output *o; /* the output writer: path is replaced only when whole */
+  rp_status st = rp_output_open(path, &o);
+  if (st)
+    return rp_train_err_prefix(st, "%s: cannot write: ", path);
+  FILE *f = rp_output_file(o);
+  if (csv ? save_csv(f, d) : save_bin(f, d)) {
+    rp_output_abort(o);
+    return rp_error_set(RP_EIO, "%s: write failed (the file is unchanged)",
+                        path);
+  }
+  if ((st = rp_output_commit(o)))
+    return rp_train_err_prefix(st, "%s: ", path);
   return RP_OK;
 }

@@ -3,6 +3,7 @@
  * recorded. */
 #include "mlp.h"
 
+#include "ckpt.h"
 #include "train_util.h"
 
 #include <errno.h>
@@ -1338,11 +1339,10 @@ rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o) {
 #define CKPT_MAGIC "RPRSWGHT"
 #define CKPT_HEAD 48u /* bytes before the widths */
 
+#define CKPT_KIND "mlp" /* in the checkpoint container (ckpt.h) */
+
 static uint64_t fnv1a64(const unsigned char *b, size_t n) {
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ b[i]) * 1099511628211ull;
-  return h;
+  return rp_fnv1a64(RP_FNV64_INIT, b, n);
 }
 
 static void put32(unsigned char *b, uint32_t v) {
@@ -1435,11 +1435,9 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
     uint64_t h = fnv1a64(b, size - 8);
     put32(b + size - 8, (uint32_t)h);
     put32(b + size - 4, (uint32_t)(h >> 32));
-    FILE *f = fopen(path, "wb");
-    if (!f)
-      st = rp_error_set(RP_EIO, "%s: cannot write: %s", path, strerror(errno));
-    else if ((fwrite(b, 1, size, f) != size) | (fclose(f) != 0))
-      st = rp_error_set(RP_EIO, "%s: write failed", path);
+    /* the record inside the checkpoint container: written through the
+     * output writer, a length and a checksum around it */
+    st = rp_ckpt_save(path, CKPT_KIND, 1, b, size);
   }
   free(b);
   free(p);
@@ -1522,7 +1520,21 @@ rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
   rp_mlp_ckpt c;
   memset(&c, 0, sizeof c);
   const unsigned char *b = (const unsigned char *)buf;
-  st = ckpt_parse(path, b, n, &c);
+  /* the container around the record; a bare record also loads */
+  if (rp_ckpt_is_container(b, n)) {
+    uint32_t version;
+    size_t off, len;
+    st = rp_ckpt_parse(path, CKPT_KIND, b, n, &version, &off, &len);
+    if (!st && version != 1)
+      st = rp_error_set(RP_EVERSION,
+                        "%s: MLP checkpoint payload version %u (this "
+                        "build reads version 1)",
+                        path, version);
+    if (!st)
+      b += off, n = len;
+  }
+  if (!st)
+    st = ckpt_parse(path, b, n, &c);
   if (!st) {
     c.nparams = (size_t)ckpt_floats(c.widths, c.layers);
     if (!(c.params = calloc(c.nparams, sizeof *c.params)))

@@ -213,8 +213,12 @@ rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,
  * step is waited for before the next is issued). */
 rp_status rp_mlp_train_eager(rp_mlp *m, const rp_mlp_train_opts *o);
 
-/* Checkpoints (`reprise train --save-weights/--load-weights`): a file of
- * little-endian words,
+/* Checkpoints (`reprise train --save-weights/--load-weights`): a
+ * checkpoint container (train/ckpt.h: kind "mlp", payload version 1, a
+ * length and an FNV-1a 64 around the record, written through the output
+ * writer, so the file is replaced only by a whole checkpoint) holding this
+ * record of little-endian words (a bare record, without the container,
+ * also loads):
  *   bytes 0..7    magic "RPRSWGHT"
  *   8..11         u32 version, 1
  *   12..15        u32 layers L (1..RP_MLP_MAX_HIDDEN + 1)
@@ -246,14 +250,16 @@ typedef struct rp_mlp_ckpt {
 } rp_mlp_ckpt;
 
 /* Writes m's weights, biases and momentum with info->step, lr, lr_decay
- * (the rest comes from the model). RP_EIO when writing fails. */
+ * (the rest comes from the model). Errors: rp_ckpt_save's (RP_EINVAL a
+ * path that is not a regular file, RP_EIO when writing fails:
+ * the file at path is then unchanged). */
 rp_status rp_mlp_save(rp_mlp *m, const char *path,
                       const rp_mlp_ckpt_info *info);
 /* Reads and checks a whole checkpoint (a regular file of at most
  * RP_MLP_CKPT_MAX bytes) into *out (rp_mlp_ckpt_free). Errors name the
- * file: RP_EFORMAT (not this format, bad layer count or width, truncated
- * or trailing bytes, a bad schedule), RP_EVERSION, RP_ECHECKSUM (corrupt),
- * and those of reading a file. */
+ * file: RP_EFORMAT (not this format, another model's checkpoint, bad
+ * layer count or width, truncated or trailing bytes, a bad schedule),
+ * RP_EVERSION, RP_ECHECKSUM (corrupt), and those of reading a file. */
 rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out);
 void rp_mlp_ckpt_free(rp_mlp_ckpt *c);
 /* Writes a checkpoint's weights, biases and momentum into m: RP_ESHAPE,

@@ -1,0 +1,245 @@
+/* engine/output.c — the one writer of every file reprise writes: a
+ * temporary file next to the target, fsync, rename over the target, fsync
+ * of the directory (contract in reprise.h, "Output files"). */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct rp_output {
+  FILE *f;
+  char *target; /* the file the rename replaces (a link resolved) */
+  char *tmp;    /* the temporary file next to it */
+  char *dir;    /* their directory, synced after the rename */
+};
+
+/* The kind of an existing path that an output refuses; NULL for a
+ * regular file. */
+static const char *refused_kind(mode_t m) {
+  return S_ISREG(m) ? NULL : rp__file_kind(m);
+}
+
+static rp_status not_regular(mode_t m) {
+  return rp__err(RP_EINVAL,
+                 "%s, not a regular file: an output only ever replaces a "
+                 "regular file (renaming over a device, a FIFO or a socket "
+                 "would turn it into a file)",
+                 refused_kind(m));
+}
+
+/* The file an output to path replaces: path itself, or what a symbolic
+ * link resolves to (the link stays a link). *exists and *sb say whether
+ * it exists and what it is; an existing one that is not a regular file is
+ * refused. */
+static rp_status resolve(const char *path, char **target, int *exists,
+                         struct stat *sb) {
+  *exists = 0;
+  if (lstat(path, sb) != 0) {
+    if (errno != ENOENT)
+      return rp__err(RP_EIO, "cannot stat: %s", strerror(errno));
+    *target = rp__strdup(path); /* a new file (its directory checked later) */
+  } else if (S_ISLNK(sb->st_mode)) {
+    char *real = realpath(path, NULL);
+    if (!real)
+      return errno == ENOENT
+                 ? rp__err(RP_EINVAL, "a symbolic link to nothing (a dangling "
+                                      "link): an output does not create "
+                                      "its target")
+                 : rp__err(RP_EIO, "cannot resolve the symbolic link: %s",
+                           strerror(errno));
+    if (stat(real, sb) != 0) {
+      int e = errno;
+      free(real);
+      return rp__err(RP_EIO, "cannot stat the link's target: %s", strerror(e));
+    }
+    *target = real;
+    *exists = 1;
+  } else {
+    *target = rp__strdup(path);
+    *exists = 1;
+  }
+  if (!*target)
+    return rp__err(RP_ENOMEM, "out of memory");
+  if (*exists && refused_kind(sb->st_mode)) {
+    free(*target);
+    *target = NULL;
+    return not_regular(sb->st_mode);
+  }
+  return RP_OK;
+}
+
+/* "dir" of "dir/name" ("." without a slash, "/" for "/name"). */
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    return rp__strdup(".");
+  size_t n = slash == path ? 1 : (size_t)(slash - path);
+  char *d = malloc(n + 1);
+  if (d) {
+    memcpy(d, path, n);
+    d[n] = 0;
+  }
+  return d;
+}
+
+/* Creates "dir/.name.tmp.PID.N" exclusively (0666 less the umask, as
+ * fopen would create the target itself; mkstemp's 0600 would survive the
+ * rename). The name part is cut so the whole stays within NAME_MAX. */
+static int temp_create(const char *dir, const char *target, char **tmp) {
+  static _Atomic unsigned serial;
+  const char *slash = strrchr(target, '/');
+  const char *name = slash ? slash + 1 : target;
+  size_t n = strlen(dir) + strlen(name) + 64;
+  if (!(*tmp = malloc(n))) {
+    errno = ENOMEM;
+    return -1;
+  }
+  for (int tries = 0; tries < 100; tries++) {
+    snprintf(*tmp, n, "%s/.%.200s.tmp.%ld.%u", dir, name, (long)getpid(),
+             atomic_fetch_add(&serial, 1));
+    int fd =
+        open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
+    if (fd >= 0 || errno != EEXIST)
+      return fd;
+  }
+  return -1;
+}
+
+static void output_free(rp_output *o) {
+  free(o->target);
+  free(o->tmp);
+  free(o->dir);
+  free(o);
+}
+
+rp_status rp_output_open(const char *path, rp_output **out) {
+  if (out)
+    *out = NULL;
+  if (!path || !out)
+    return rp__err(RP_EINVAL, "NULL argument");
+  if (!*path)
+    return rp__err(RP_EINVAL, "an empty file name");
+  rp_output *o = calloc(1, sizeof *o);
+  if (!o)
+    return rp__err(RP_ENOMEM, "out of memory");
+  int exists;
+  struct stat sb;
+  rp_status st = resolve(path, &o->target, &exists, &sb);
+  if (!st && !(o->dir = dir_of(o->target)))
+    st = rp__err(RP_ENOMEM, "out of memory");
+  /* an existing file we may not write stays protected: the rename would
+   * replace it whatever its permissions */
+  if (!st && exists && access(o->target, W_OK) != 0 && errno != ENOENT)
+    st = rp__err(RP_EIO, "cannot write: %s", strerror(errno));
+  int fd = -1;
+  if (!st && (fd = temp_create(o->dir, o->target, &o->tmp)) < 0)
+    st = rp__err(RP_EIO, "cannot create a file in '%s': %s", o->dir,
+                 strerror(errno));
+  /* a replaced file keeps its permission bits */
+  if (!st && exists && fchmod(fd, sb.st_mode & 07777) != 0)
+    st = rp__err(RP_EIO, "cannot set the permissions: %s", strerror(errno));
+  if (!st && !(o->f = fdopen(fd, "wb")))
+    st = rp__err(RP_EIO, "fdopen: %s", strerror(errno));
+  if (st) {
+    if (fd >= 0) {
+      close(fd);
+      unlink(o->tmp);
+    }
+    output_free(o);
+    return st;
+  }
+  *out = o;
+  return RP_OK;
+}
+
+FILE *rp_output_file(const rp_output *o) {
+  return o ? o->f : NULL;
+}
+
+/* fsync of the directory makes the rename itself durable. File systems
+ * that cannot sync a directory (EINVAL) have nothing to sync. */
+static rp_status sync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return rp__err(RP_EIO,
+                   "the file is in place, but its directory cannot be "
+                   "opened to sync the rename: %s",
+                   strerror(errno));
+  int bad = fsync(fd) != 0 && errno != EINVAL && errno != EROFS;
+  int e = errno;
+  close(fd);
+  return bad ? rp__err(RP_EIO,
+                       "the file is in place, but syncing its directory "
+                       "failed: %s",
+                       strerror(e))
+             : RP_OK;
+}
+
+rp_status rp_output_commit(rp_output *o) {
+  if (!o)
+    return rp__err(RP_EINVAL, "NULL argument");
+  rp_status st = RP_OK;
+  int fd = fileno(o->f);
+  if (ferror(o->f))
+    st = rp__err(RP_EIO, "a write failed (a full disk or a file size "
+                         "limit?): the target is unchanged");
+  else if (fflush(o->f) != 0 || fsync(fd) != 0)
+    st = rp__err(RP_EIO, "writing failed: %s: the target is unchanged",
+                 strerror(errno));
+  if (fclose(o->f) != 0 && !st)
+    st = rp__err(RP_EIO, "closing failed: %s: the target is unchanged",
+                 strerror(errno));
+  o->f = NULL;
+  /* the target may have become something else since the open: check its
+   * kind again right before the rename replaces it */
+  struct stat sb;
+  if (!st && lstat(o->target, &sb) == 0 && !S_ISLNK(sb.st_mode) &&
+      refused_kind(sb.st_mode))
+    st = not_regular(sb.st_mode);
+  if (!st && rename(o->tmp, o->target) != 0)
+    st = rp__err(RP_EIO, "renaming the new file into place failed: %s",
+                 strerror(errno));
+  if (st)
+    unlink(o->tmp);
+  else
+    st = sync_dir(o->dir);
+  output_free(o);
+  return st;
+}
+
+void rp_output_abort(rp_output *o) {
+  if (!o)
+    return;
+  fclose(o->f);
+  unlink(o->tmp);
+  output_free(o);
+}
+
+rp_status rp_output_check(const char *path) {
+  rp_output *o;
+  rp_status st = rp_output_open(path, &o);
+  rp_output_abort(o);
+  return st;
+}
+
+rp_status rp_file_write_atomic(const char *path, const void *data, size_t n) {
+  if (!data && n)
+    return rp__err(RP_EINVAL, "NULL data");
+  rp_output *o;
+  rp_status st = rp_output_open(path, &o);
+  if (st)
+    return st;
+  if (n && fwrite(data, 1, n, o->f) != n) {
+    int e = errno;
+    rp_output_abort(o);
+    return rp__err(RP_EIO, "writing failed: %s: the target is unchanged",
+                   strerror(e));
+  }
+  return rp_output_commit(o);
+}

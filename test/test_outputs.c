@@ -1,0 +1,541 @@
+/* test/test_outputs.c — issue 21: nothing a user writes is ever lost. The
+ * one output writer (reprise.h "Output files": rp_output_*,
+ * rp_file_write_atomic), the library writers that go through it (graph
+ * files, traces, checkpoints, data files), the checkpoint container
+ * (train/ckpt.h), the bounded reader's argument checks, and the kill test:
+ * `reprise train --save-weights F` SIGKILLed at random moments, F always
+ * loads as the old or the new checkpoint. Runs under ASan and TSan in CI
+ * (the misuse suites' builds). */
+#include "helpers.h"
+
+#include "cli_run.h"
+#include "train/ckpt.h"
+#include "train/data.h"
+#include "train/mlp.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int has(const char *hay, const char *needle) {
+  return strstr(hay, needle) != NULL;
+}
+
+static void tmpdir(void) {
+  th_tmpdir_make("/tmp/rp_out_XXXXXX");
+}
+
+static void put(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+  cr_assert_eq(fwrite(text, 1, strlen(text), f), strlen(text));
+  cr_assert_eq(fclose(f), 0);
+}
+
+/* The files of dir (dot files included, . and .. not). */
+static int entries(const char *dir) {
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n;
+}
+
+static const char *dir_of_tmp(void) {
+  static char d[512];
+  snprintf(d, sizeof d, "%s", th_tmp_path("x"));
+  *strrchr(d, '/') = 0;
+  return d;
+}
+
+/* A listening-free UNIX socket bound at path. */
+static int make_socket(const char *path) {
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  cr_assert_geq(s, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  cr_assert_lt(strlen(path), sizeof a.sun_path);
+  strcpy(a.sun_path, path);
+  cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0, "bind: %s",
+               strerror(errno));
+  return s;
+}
+
+/* ---- the writer ---- */
+
+Test(outputs, the_target_changes_only_at_commit_and_no_file_is_left) {
+  tmpdir();
+  const char *p = th_tmp_path("out.txt");
+  put(p, "old\n");
+  rp_output *o;
+  RP_CHECK(rp_output_open(p, &o));
+  FILE *f = rp_output_file(o);
+  cr_assert_not_null(f);
+  fputs("new, longer than the old\n", f);
+  fflush(f);
+  char *t = th_read_all(p, NULL);
+  cr_assert_str_eq(t, "old\n", "the target changed before the commit");
+  free(t);
+  cr_assert_eq(entries(dir_of_tmp()), 2, "the temporary file is beside it");
+  RP_CHECK(rp_output_commit(o));
+  t = th_read_all(p, NULL);
+  cr_assert_str_eq(t, "new, longer than the old\n");
+  free(t);
+  cr_assert_eq(entries(dir_of_tmp()), 1, "a temporary file was left");
+  /* abort: the target as it was, nothing left */
+  RP_CHECK(rp_output_open(p, &o));
+  fputs("half", rp_output_file(o));
+  rp_output_abort(o);
+  rp_output_abort(NULL);
+  t = th_read_all(p, NULL);
+  cr_assert_str_eq(t, "new, longer than the old\n");
+  free(t);
+  cr_assert_eq(entries(dir_of_tmp()), 1);
+  /* a new file, in one call */
+  const char *q = th_tmp_path("new.bin");
+  RP_CHECK(rp_file_write_atomic(q, "abc", 3));
+  t = th_read_all(q, NULL);
+  cr_assert_str_eq(t, "abc");
+  free(t);
+  RP_CHECK(rp_file_write_atomic(q, NULL, 0));
+  struct stat sb;
+  cr_assert_eq(stat(q, &sb), 0);
+  cr_assert_eq(sb.st_size, 0);
+  cr_assert_eq(entries(dir_of_tmp()), 2);
+  th_tmpdir_remove();
+}
+
+Test(outputs, arguments_are_checked) {
+  rp_output *o = (rp_output *)&o;
+  RP_EXPECT(rp_output_open(NULL, &o), RP_EINVAL);
+  cr_assert_null(o, "*out is NULL on error");
+  RP_EXPECT(rp_output_open("", &o), RP_EINVAL);
+  cr_assert(has(rp_error_detail(), "empty"), "%s", rp_error_detail());
+  RP_EXPECT(rp_output_open("/tmp/x", NULL), RP_EINVAL);
+  RP_EXPECT(rp_output_commit(NULL), RP_EINVAL);
+  cr_assert_null(rp_output_file(NULL));
+  RP_EXPECT(rp_file_write_atomic("/tmp/x", NULL, 3), RP_EINVAL);
+  RP_EXPECT(rp_output_check(NULL), RP_EINVAL);
+  RP_EXPECT(rp_output_open("/nonexistent-dir/x", &o), RP_EIO);
+  cr_assert(has(rp_error_detail(), "No such file"), "%s", rp_error_detail());
+}
+
+/* Every kind of path that is not a regular file is refused by name before
+ * anything is written, and stays what it was. */
+Test(outputs, devices_fifos_sockets_directories_are_refused_by_kind) {
+  tmpdir();
+  const char *fifo = th_tmp_path("fifo");
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  const char *sock = th_tmp_path("sock");
+  int s = make_socket(sock);
+  const char *dir = th_tmp_path("dir");
+  cr_assert_eq(mkdir(dir, 0700), 0);
+  const char *dangling = th_tmp_path("dangling");
+  cr_assert_eq(symlink(th_tmp_path("nothing"), dangling), 0);
+  const char *link_fifo = th_tmp_path("link-to-fifo");
+  cr_assert_eq(symlink(fifo, link_fifo), 0);
+  struct {
+    const char *path, *kind;
+    mode_t type;
+  } odd[] = {
+      {"/dev/null", "a character device", S_IFCHR},
+      {fifo, "a FIFO", S_IFIFO},
+      {sock, "a socket", S_IFSOCK},
+      {dir, "a directory", S_IFDIR},
+      {link_fifo, "a FIFO", S_IFLNK},
+      {dangling, "dangling", S_IFLNK},
+  };
+  for (size_t k = 0; k < sizeof odd / sizeof odd[0]; k++) {
+    rp_output *o;
+    RP_EXPECT(rp_output_open(odd[k].path, &o), RP_EINVAL);
+    cr_assert(has(rp_error_detail(), odd[k].kind), "%s: %s", odd[k].path,
+              rp_error_detail());
+    RP_EXPECT(rp_output_check(odd[k].path), RP_EINVAL);
+    RP_EXPECT(rp_file_write_atomic(odd[k].path, "x", 1), RP_EINVAL);
+    /* the library's own writers refuse it the same way */
+    RP_EXPECT(rp_ckpt_save(odd[k].path, "mlp", 1, "x", 1), RP_EINVAL);
+    cr_assert(has(rp_error_detail(), odd[k].kind), "%s", rp_error_detail());
+    rp_dataset d;
+    RP_CHECK(rp_data_generate(RP_DATA_BLOBS, 8, 2, 2, 1, &d));
+    RP_EXPECT(rp_data_save(&d, odd[k].path, 1), RP_EINVAL);
+    rp_data_free(&d);
+    struct stat sb;
+    cr_assert_eq(lstat(odd[k].path, &sb), 0);
+    cr_assert_eq(sb.st_mode & S_IFMT, odd[k].type, "%s changed kind",
+                 odd[k].path);
+  }
+  cr_assert_eq(entries(dir_of_tmp()), 5, "a temporary file was left");
+  close(s);
+  th_tmpdir_remove();
+}
+
+/* The target turned into a FIFO between open and commit: the rename does
+ * not replace it. */
+Test(outputs, a_target_that_changes_kind_before_the_commit_is_kept) {
+  tmpdir();
+  const char *p = th_tmp_path("out");
+  put(p, "old");
+  rp_output *o;
+  RP_CHECK(rp_output_open(p, &o));
+  fputs("new", rp_output_file(o));
+  cr_assert_eq(unlink(p), 0);
+  cr_assert_eq(mkfifo(p, 0600), 0);
+  RP_EXPECT(rp_output_commit(o), RP_EINVAL);
+  cr_assert(has(rp_error_detail(), "a FIFO"), "%s", rp_error_detail());
+  struct stat sb;
+  cr_assert_eq(lstat(p, &sb), 0);
+  cr_assert(S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+  cr_assert_eq(entries(dir_of_tmp()), 1, "a temporary file was left");
+  th_tmpdir_remove();
+}
+
+/* A link to a regular file stays a link; the file it names is replaced,
+ * with its permission bits. */
+Test(outputs, links_stay_links_and_modes_are_kept) {
+  tmpdir();
+  const char *real = th_tmp_path("real");
+  put(real, "old");
+  cr_assert_eq(chmod(real, 0640), 0);
+  const char *link = th_tmp_path("link");
+  cr_assert_eq(symlink(real, link), 0);
+  RP_CHECK(rp_file_write_atomic(link, "new", 3));
+  struct stat sb;
+  cr_assert_eq(lstat(link, &sb), 0);
+  cr_assert(S_ISLNK(sb.st_mode), "the link was replaced by a file");
+  char *t = th_read_all(real, NULL);
+  cr_assert_str_eq(t, "new");
+  free(t);
+  cr_assert_eq(stat(real, &sb), 0);
+  cr_assert_eq(sb.st_mode & 07777, 0640, "mode %o", sb.st_mode & 07777);
+  /* a new file: 0666 less the umask */
+  mode_t old = umask(022);
+  const char *fresh = th_tmp_path("fresh");
+  RP_CHECK(rp_file_write_atomic(fresh, "x", 1));
+  umask(old);
+  cr_assert_eq(stat(fresh, &sb), 0);
+  cr_assert_eq(sb.st_mode & 07777, 0644, "mode %o", sb.st_mode & 07777);
+  th_tmpdir_remove();
+}
+
+/* Write errors (a file size limit stands in for a full disk): every writer
+ * fails with RP_EIO, and the previous file is untouched. */
+Test(outputs, write_errors_leave_the_previous_file_whole) {
+  tmpdir();
+  const char *p = th_tmp_path("big");
+  put(p, "the previous file");
+  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
+  struct rlimit old, lim;
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 4096;
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  size_t n = 1 << 20;
+  char *big = calloc(n, 1);
+  cr_assert_not_null(big);
+  rp_status st = rp_file_write_atomic(p, big, n);
+  rp_status st2 = rp_ckpt_save(p, "mlp", 1, big, n);
+  rp_output *o;
+  rp_status st3 = rp_output_open(p, &o);
+  if (!st3) {
+    fwrite(big, 1, n, rp_output_file(o)); /* fails; the commit says so */
+    st3 = rp_output_commit(o);
+  }
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  free(big);
+  cr_assert_eq(st, RP_EIO, "%s: %s", rp_status_name(st), rp_error_detail());
+  cr_assert_eq(st2, RP_EIO, "%s", rp_status_name(st2));
+  cr_assert_eq(st3, RP_EIO, "%s", rp_status_name(st3));
+  char *t = th_read_all(p, NULL);
+  cr_assert_str_eq(t, "the previous file");
+  free(t);
+  cr_assert_eq(entries(dir_of_tmp()), 1, "a temporary file was left");
+  th_tmpdir_remove();
+}
+
+/* ---- the bounded reader (the input side's argument checks) ---- */
+
+Test(outputs, read_regular_checks_its_out_parameters) {
+  tmpdir();
+  const char *p = th_tmp_path("f");
+  put(p, "abc");
+  char *buf = NULL;
+  size_t len = 0;
+  RP_EXPECT(rp_file_read_regular(p, 100, NULL, &len), RP_EINVAL);
+  RP_EXPECT(rp_file_read_regular(p, 100, &buf, NULL), RP_EINVAL);
+  RP_EXPECT(rp_file_read_regular(NULL, 100, &buf, &len), RP_EINVAL);
+  cr_assert_null(buf);
+  RP_CHECK(rp_file_read_regular(p, 100, &buf, &len));
+  cr_assert_eq(len, 3);
+  free(buf);
+  th_tmpdir_remove();
+}
+
+Test(outputs, open_regular_names_a_socket) {
+  tmpdir();
+  const char *sock = th_tmp_path("sock");
+  int s = make_socket(sock);
+  int fd;
+  uint64_t size;
+  RP_EXPECT(rp_file_open_regular(sock, &fd, &size), RP_EINVAL);
+  cr_assert(has(rp_error_detail(), "a socket"), "%s", rp_error_detail());
+  char *buf;
+  size_t len;
+  RP_EXPECT(rp_file_read_regular(sock, 100, &buf, &len), RP_EINVAL);
+  cr_assert(has(rp_error_detail(), "a socket"), "%s", rp_error_detail());
+  close(s);
+  th_tmpdir_remove();
+}
+
+/* ---- the checkpoint container ---- */
+
+Test(outputs, checkpoints_refuse_every_torn_or_changed_file) {
+  tmpdir();
+  const char *p = th_tmp_path("ck");
+  unsigned char payload[200];
+  for (size_t i = 0; i < sizeof payload; i++)
+    payload[i] = (unsigned char)(i * 7 + 1);
+  RP_CHECK(rp_ckpt_save(p, "gpt", 3, payload, sizeof payload));
+  size_t n;
+  char *whole = th_read_all(p, &n);
+  cr_assert_eq(n, RP_CKPT_HEAD + sizeof payload);
+  void *back;
+  size_t len;
+  uint32_t version;
+  RP_CHECK(rp_ckpt_load(p, "gpt", 1 << 20, &version, &back, &len));
+  cr_assert_eq(version, 3);
+  cr_assert_eq(len, sizeof payload);
+  cr_assert(memcmp(back, payload, len) == 0);
+  free(back);
+  /* another model's checkpoint */
+  RP_EXPECT(rp_ckpt_load(p, "mlp", 1 << 20, &version, &back, &len), RP_EFORMAT);
+  cr_assert(has(rp_error_detail(), "a 'gpt' checkpoint, not a 'mlp' one"), "%s",
+            rp_error_detail());
+  rp_mlp_ckpt ck;
+  RP_EXPECT(rp_mlp_ckpt_read(p, &ck), RP_EFORMAT);
+  /* cut at every length: refused, naming the file */
+  const unsigned char *b = (const unsigned char *)whole;
+  for (size_t k = 0; k < n; k++) {
+    size_t off;
+    rp_status st = rp_ckpt_parse(p, "gpt", b, k, &version, &off, &len);
+    cr_assert_eq(st, RP_EFORMAT, "%zu of %zu bytes: %s", k, n,
+                 rp_status_name(st));
+    cr_assert(has(rp_error_detail(),
+                  k < 8 ? "not a reprise checkpoint" : "truncated"),
+              "%zu: %s", k, rp_error_detail());
+    cr_assert(has(rp_error_detail(), p), "%s", rp_error_detail());
+  }
+  /* any one bit changed: refused */
+  unsigned char *mod = malloc(n);
+  cr_assert_not_null(mod);
+  for (size_t k = 0; k < n; k++) {
+    memcpy(mod, b, n);
+    mod[k] ^= 0x10;
+    size_t off;
+    rp_status st = rp_ckpt_parse(p, "gpt", mod, n, &version, &off, &len);
+    cr_assert(st == RP_ECHECKSUM || st == RP_EFORMAT || st == RP_EVERSION,
+              "byte %zu changed: %s", k, rp_status_name(st));
+  }
+  free(mod);
+  /* a length field past the file: truncated, not an overread */
+  RP_EXPECT(rp_ckpt_save(p, "", 1, payload, 1), RP_EINVAL);
+  RP_EXPECT(rp_ckpt_save(p, "a kind far too long", 1, payload, 1), RP_EINVAL);
+  RP_EXPECT(rp_ckpt_load(p, "gpt", 10, &version, &back, &len), RP_ERANGE);
+  free(whole);
+  th_tmpdir_remove();
+}
+
+/* ---- the kill test ---- */
+
+#define KILL_TRIES 100
+#define TRAIN_BIG                                                              \
+  "train", "--backend", "cpu", "--procs", "1", "--batch", "16", "--hidden",    \
+      "512,512", "--samples", "64", "--log-every", "1000"
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+/* Starts `reprise TRAIN_BIG --iters iters --save-weights path` with its
+ * output sent to /dev/null. */
+static pid_t start_train(const char *iters, const char *path) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(REPRISE_CLI_PATH, "reprise", TRAIN_BIG, "--iters", iters,
+          "--save-weights", path, (char *)NULL);
+    _exit(127);
+  }
+  return pid;
+}
+
+static int wait_status(pid_t pid) {
+  int ws;
+  while (waitpid(pid, &ws, 0) < 0)
+    cr_assert_eq(errno, EINTR);
+  return ws;
+}
+
+/* Waits (at most limit_ns) until the nth event of mask (IN_CREATE: a file
+ * created, IN_MOVED_TO: renamed into place) for a name that starts with
+ * prefix in the directory that inotify fd in watches: 1 when seen. */
+static int wait_event(int in, uint32_t mask, const char *prefix, int nth,
+                      uint64_t limit_ns) {
+  uint64_t end = now_ns() + limit_ns;
+  char buf[4096] __attribute__((aligned(8)));
+  for (uint64_t t; (t = now_ns()) < end;) {
+    struct pollfd pfd = {.fd = in, .events = POLLIN};
+    if (poll(&pfd, 1, (int)((end - t) / 1000000u) + 1) <= 0)
+      continue;
+    ssize_t n = read(in, buf, sizeof buf);
+    for (ssize_t off = 0; off < n;) {
+      const struct inotify_event *e = (const void *)(buf + off);
+      if ((e->mask & mask) && e->len &&
+          !strncmp(e->name, prefix, strlen(prefix)) && --nth == 0)
+        return 1;
+      off += (ssize_t)(sizeof *e + e->len);
+    }
+  }
+  return 0;
+}
+
+/* Removes the temporary files a killed writer left (".w.bin.tmp.*");
+ * returns how many there were. */
+static int remove_leftovers(const char *dir) {
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d);
+  int n = 0;
+  struct dirent *e;
+  char path[1024];
+  while ((e = readdir(d)))
+    if (!strncmp(e->d_name, ".w.bin.tmp.", 11)) {
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      cr_assert_eq(unlink(path), 0);
+      n++;
+    }
+  closedir(d);
+  return n;
+}
+
+/* `reprise train --save-weights F` SIGKILLed at random moments, KILL_TRIES
+ * times: F always holds, bitwise, either the checkpoint it held before or
+ * the one the run writes, and loads. Half the kills fall anywhere in a
+ * run, half in the save itself (after the writer's temporary file
+ * appears, within 1.5x the time from there to the rename here). */
+Test(outputs, sigkill_during_save_weights_leaves_the_old_or_the_new_file,
+     .timeout = 600) {
+  tmpdir();
+  const char *dir = dir_of_tmp();
+  const char *ref[2] = {th_tmp_path("a.bin"), th_tmp_path("b.bin")};
+  const char *iters[2] = {"2", "3"};
+  /* the two checkpoints (deterministic: same seed and data) */
+  uint64_t run_ns = 0;
+  for (int k = 0; k < 2; k++) {
+    uint64_t t0 = now_ns();
+    int ws = wait_status(start_train(iters[k], ref[k]));
+    run_ns += now_ns() - t0;
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "reference run %d", k);
+  }
+  size_t na, nb;
+  char *want[2] = {th_read_all(ref[0], &na), th_read_all(ref[1], &nb)};
+  cr_assert(na == nb && na > (1u << 20) && memcmp(want[0], want[1], na),
+            "the two references must differ: %zu, %zu bytes", na, nb);
+  run_ns /= 2;
+  const char *f = th_tmp_path("w.bin");
+  int in = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  cr_assert_geq(in, 0, "inotify: %s", strerror(errno));
+  cr_assert_geq(inotify_add_watch(in, dir, IN_CREATE | IN_MOVED_TO), 0);
+  /* how long a save takes here: the temporary file's life. The first
+   * temporary file is the output-path check's (created and removed before
+   * any work), the second the save's. */
+  uint64_t save_ns = 0; /* 0: no temporary file seen (a writer in place) */
+  {
+    pid_t pid = start_train(iters[0], f);
+    uint64_t t0 = now_ns();
+    int seen =
+        wait_event(in, IN_CREATE, ".w.bin.tmp.", 2, 4 * run_ns + 1000000000ull);
+    uint64_t t1 = now_ns();
+    if (seen &&
+        wait_event(in, IN_MOVED_TO, "w.bin", 1, 4 * run_ns + 1000000000ull))
+      save_ns = now_ns() - t1 + 1; /* up to the rename */
+    int ws = wait_status(pid);
+    if (!seen)
+      cr_log_warn("kill test: the save made no temporary file beside F "
+                  "(%.0f ms waited): its kills aim at the run's end",
+                  (double)(t1 - t0) / 1e6);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  }
+  srand((unsigned)now_ns());
+  int held = 0; /* F holds want[held] */
+  int finished = 0, mid_save = 0;
+  for (int i = 0; i < KILL_TRIES; i++) {
+    int next = 1 - held;
+    char drain[4096];
+    while (read(in, drain, sizeof drain) > 0)
+      ; /* events of earlier tries */
+    pid_t pid = start_train(iters[next], f);
+    if (i % 2 == 0)
+      sleep_ns((uint64_t)rand() % (run_ns + 1));
+    else if (!save_ns) /* the save is the run's last part */
+      sleep_ns(run_ns / 2 + (uint64_t)rand() % (run_ns * 3 / 4 + 1));
+    else if (wait_event(in, IN_CREATE, ".w.bin.tmp.", 2,
+                        4 * run_ns + 1000000000ull))
+      sleep_ns((uint64_t)rand() % (save_ns * 3 / 2 + 1));
+    kill(pid, SIGKILL);
+    int ws = wait_status(pid);
+    int done = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+    finished += done;
+    mid_save += remove_leftovers(dir);
+    size_t n;
+    char *got = th_read_all(f, &n);
+    int is_old = n == na && !memcmp(got, want[held], n);
+    int is_new = n == na && !memcmp(got, want[next], n);
+    free(got);
+    cr_assert(is_old || is_new,
+              "try %d: after SIGKILL F is neither the old nor the new "
+              "checkpoint (%zu bytes)",
+              i, n);
+    cr_assert(!done || is_new, "try %d: the run finished, F is the old one", i);
+    rp_mlp_ckpt ck;
+    RP_CHECK(rp_mlp_ckpt_read(f, &ck));
+    cr_assert_eq(ck.info.step, 2u + (unsigned)(is_new ? next : held));
+    rp_mlp_ckpt_free(&ck);
+    held = is_new ? next : held;
+  }
+  close(in);
+  cr_log_info("kill test: %d tries, %d killed inside the save, %d finished "
+              "first (a run %.0f ms, a save %.1f ms here)",
+              KILL_TRIES, mid_save, finished, (double)run_ns / 1e6,
+              (double)save_ns / 1e6);
+  /* the test sees kills inside the save itself, or it shows nothing */
+  cr_assert_gt(mid_save, 0, "no kill landed inside a save (%d finished)",
+               finished);
+  free(want[0]), free(want[1]);
+  th_tmpdir_remove();
+}

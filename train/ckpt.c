@@ -1,0 +1,151 @@
+/* train/ckpt.c — the checkpoint container (format in ckpt.h). */
+#include "ckpt.h"
+
+#include "train_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t rp_fnv1a64(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+static void put32(unsigned char *b, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    b[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *b, uint64_t v) {
+  put32(b, (uint32_t)v);
+  put32(b + 4, (uint32_t)(v >> 32));
+}
+static uint32_t get32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+         (uint32_t)b[3] << 24;
+}
+static uint64_t get64(const unsigned char *b) {
+  return get32(b) | (uint64_t)get32(b + 4) << 32;
+}
+
+static int kind_ok(const char *kind) {
+  size_t n = kind ? strlen(kind) : 0;
+  if (n < 1 || n > RP_CKPT_KIND_MAX)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (kind[i] <= 0x20 || kind[i] >= 0x7f)
+      return 0;
+  return 1;
+}
+
+int rp_ckpt_is_container(const unsigned char *b, size_t n) {
+  return b && n >= 8 && memcmp(b, RP_CKPT_MAGIC, 8) == 0;
+}
+
+rp_status rp_ckpt_save(const char *path, const char *kind, uint32_t version,
+                       const void *payload, size_t len) {
+  if (!path || (!payload && len))
+    return rp_error_set(RP_EINVAL, "rp_ckpt_save: NULL argument");
+  if (!kind_ok(kind))
+    return rp_error_set(RP_EINVAL,
+                        "rp_ckpt_save: kind '%s': need 1..%u "
+                        "printable ASCII bytes",
+                        kind ? kind : "(null)", RP_CKPT_KIND_MAX);
+  unsigned char h[RP_CKPT_HEAD] = {0};
+  memcpy(h, RP_CKPT_MAGIC, 8);
+  put32(h + 8, RP_CKPT_VERSION);
+  put32(h + 12, version);
+  memcpy(h + 16, kind, strlen(kind));
+  put64(h + 32, (uint64_t)len);
+  put64(h + 40, rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, h, 40), payload, len));
+  rp_output *o;
+  rp_status st = rp_output_open(path, &o);
+  if (st)
+    return rp_train_err_prefix(st, "%s: cannot write: ", path);
+  FILE *f = rp_output_file(o);
+  if (fwrite(h, 1, sizeof h, f) != sizeof h ||
+      (len && fwrite(payload, 1, len, f) != len)) {
+    rp_output_abort(o);
+    return rp_error_set(RP_EIO, "%s: write failed (the file is unchanged)",
+                        path);
+  }
+  if ((st = rp_output_commit(o)))
+    return rp_train_err_prefix(st, "%s: ", path);
+  return RP_OK;
+}
+
+rp_status rp_ckpt_parse(const char *path, const char *kind,
+                        const unsigned char *b, size_t n, uint32_t *version,
+                        size_t *off, size_t *len) {
+  if (!rp_ckpt_is_container(b, n))
+    return rp_error_set(RP_EFORMAT,
+                        "%s: not a reprise checkpoint (no "
+                        "'" RP_CKPT_MAGIC "' header)",
+                        path);
+  if (n < RP_CKPT_HEAD)
+    return rp_error_set(RP_EFORMAT,
+                        "%s: truncated: %zu bytes, the checkpoint "
+                        "header alone has %u",
+                        path, n, RP_CKPT_HEAD);
+  if (get32(b + 8) != RP_CKPT_VERSION)
+    return rp_error_set(RP_EVERSION,
+                        "%s: checkpoint container version %u (this "
+                        "build reads version %u)",
+                        path, get32(b + 8), RP_CKPT_VERSION);
+  char fk[RP_CKPT_KIND_MAX + 1];
+  memcpy(fk, b + 16, RP_CKPT_KIND_MAX);
+  fk[RP_CKPT_KIND_MAX] = 0;
+  uint64_t want = get64(b + 32);
+  /* the length first: a torn file says so rather than "corrupt" */
+  if (want != (uint64_t)(n - RP_CKPT_HEAD))
+    return rp_error_set(
+        RP_EFORMAT,
+        "%s: %s: the header says %llu payload bytes "
+        "(%llu in all), the file has %zu",
+        path,
+        want > (uint64_t)n - RP_CKPT_HEAD ? "truncated" : "trailing bytes",
+        (unsigned long long)want, (unsigned long long)(want + RP_CKPT_HEAD), n);
+  uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, b, 40), b + RP_CKPT_HEAD,
+                          (size_t)want);
+  if (h != get64(b + 40))
+    return rp_error_set(RP_ECHECKSUM,
+                        "%s: checksum mismatch (the file says "
+                        "fnv1a64:%016llx, its bytes give %016llx): the file "
+                        "is corrupt",
+                        path, (unsigned long long)get64(b + 40),
+                        (unsigned long long)h);
+  if (!kind || strcmp(fk, kind) != 0)
+    return rp_error_set(RP_EFORMAT,
+                        "%s: a '%s' checkpoint, not a '%s' one "
+                        "(another model's file)",
+                        path, fk, kind ? kind : "(null)");
+  *version = get32(b + 12);
+  *off = RP_CKPT_HEAD;
+  *len = (size_t)want;
+  return RP_OK;
+}
+
+rp_status rp_ckpt_load(const char *path, const char *kind, size_t max,
+                       uint32_t *version, void **payload, size_t *len) {
+  if (!path || !kind || !version || !payload || !len)
+    return rp_error_set(RP_EINVAL, "rp_ckpt_load: NULL argument");
+  char *buf;
+  size_t n;
+  rp_status st = rp_file_read_regular(path, max, &buf, &n);
+  if (st)
+    return rp_train_err_prefix(st, "%s: ", path);
+  size_t off, pl;
+  uint32_t v;
+  st = rp_ckpt_parse(path, kind, (const unsigned char *)buf, n, &v, &off, &pl);
+  if (st) {
+    free(buf);
+    return st;
+  }
+  memmove(buf, buf + off, pl); /* the payload to the front: one allocation */
+  *version = v;
+  *payload = buf;
+  *len = pl;
+  return RP_OK;
+}

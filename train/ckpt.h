@@ -1,0 +1,63 @@
+/* train/ckpt.h — the checkpoint container every model of train/ saves its
+ * state in (the MLP now, the GPT beside it): a kind, a payload version, the
+ * payload's length and a checksum around the model's own bytes, written
+ * through the library's output writer (reprise.h "Output files"), so a
+ * checkpoint file is replaced only by a complete one, and a file cut short
+ * or damaged by anything else is refused on load with a precise error.
+ * Uses only reprise.h and libc.
+ *
+ * Format (little-endian):
+ *   0..7    "RPRSCKPT"
+ *   8..11   u32 container version (1)
+ *   12..15  u32 payload version (the model's own format version)
+ *   16..31  kind: ASCII, NUL-padded ("mlp", "gpt"; at most 15 bytes)
+ *   32..39  u64 payload length L
+ *   40..47  u64 FNV-1a 64 of bytes 0..39 and then the payload
+ *   48..    the payload (L bytes); the file ends there (48 + L bytes). */
+#ifndef RP_TRAIN_CKPT_H
+#define RP_TRAIN_CKPT_H
+
+#include "reprise.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RP_CKPT_MAGIC "RPRSCKPT"
+#define RP_CKPT_VERSION 1u
+#define RP_CKPT_HEAD 48u
+#define RP_CKPT_KIND_MAX 15u
+
+/* FNV-1a 64 of n bytes, continuing from h (start: RP_FNV64_INIT). */
+#define RP_FNV64_INIT 14695981039346656037ull
+uint64_t rp_fnv1a64(uint64_t h, const void *b, size_t n);
+
+/* Writes a checkpoint of `kind` (1..RP_CKPT_KIND_MAX bytes of ASCII)
+ * holding len bytes of payload in the model's format `version`. Errors:
+ * RP_EINVAL (NULL argument, bad kind, a path that is not a regular file),
+ * and the output writer's (RP_EIO: the file at path is then unchanged);
+ * the detail names path. */
+rp_status rp_ckpt_save(const char *path, const char *kind, uint32_t version,
+                       const void *payload, size_t len);
+
+/* Checks n bytes b of a whole file (path only names it in errors) as a
+ * checkpoint of `kind`: on success *off and *len locate the payload in b
+ * and *version is its version. Errors name the file: RP_EFORMAT (no
+ * container header, another kind, truncated or trailing bytes against the
+ * length), RP_EVERSION (a container version other than 1), RP_ECHECKSUM
+ * (the bytes do not give the checksum: the file is corrupt). */
+rp_status rp_ckpt_parse(const char *path, const char *kind,
+                        const unsigned char *b, size_t n, uint32_t *version,
+                        size_t *off, size_t *len);
+
+/* Reads path (a regular file of at most max bytes) and checks it as
+ * rp_ckpt_parse does; *payload (malloc'd, the caller frees it) holds the
+ * *len payload bytes. Errors: those of rp_ckpt_parse and of
+ * rp_file_read_regular (prefixed with the path), RP_EINVAL a NULL
+ * argument; nothing is allocated on error. */
+rp_status rp_ckpt_load(const char *path, const char *kind, size_t max,
+                       uint32_t *version, void **payload, size_t *len);
+
+/* Whether n bytes b start with the container's magic. */
+int rp_ckpt_is_container(const unsigned char *b, size_t n);
+
+#endif
