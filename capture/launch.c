@@ -217,7 +217,15 @@ rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
     return st;
   if (!(*cs = rp__capture_state(rt)))
     return rp__err(RP_ENOMEM, "%s: out of memory", what);
-  return rp__capture_mode(*cs, recording);
+  if ((st = rp__capture_mode(*cs, recording)) != RP_OK)
+    return st;
+  /* a model's instances have no storage: it records, it does not run */
+  if (!*recording && rp__runtime_is_model(rt))
+    return rp__err(RP_EUNSUPPORTED,
+                   "%s: a model of a machine (reprise dump) runs nothing "
+                   "eagerly (record it in a capture instead)",
+                   what);
+  return RP_OK;
 }
 
 static rp_status record_task(rp_capture_state *cs, const rp_launch *l,
