@@ -1481,6 +1481,11 @@ Test(misuse_api, loader_refuses_bad_names_nul_escapes_included) {
     rp_status st = load_with_port_name(rt, bad[i]);
     cr_assert(st == RP_EINVAL || st == RP_EFORMAT, "port name \"%s\": %s (%s)",
               bad[i], rp_status_name(st), rp_error_detail());
+    /* the builder's refusal names where in the file */
+    cr_assert(st == RP_EFORMAT ||
+                  strstr(rp_error_detail(), "graph.preconditions[0]"),
+              "port name \"%s\": the detail '%s' does not name the path",
+              bad[i], rp_error_detail());
   }
   RP_CHECK(rp_runtime_destroy(rt));
 #endif
