@@ -321,6 +321,8 @@ rp_status rp_launch_allreduce(rp_runtime *rt, const rp_allreduce *x,
   const char *what = "rp_launch_allreduce";
   rp_dist_state *ds;
   rp_status st = enter(rt, x, what, &ds);
+  if (!st)
+    st = rp__launch_eager_ok(rt, what);
   rp_dist_args a;
   rp_access acc[2];
   rp_proc proc;
@@ -334,6 +336,8 @@ rp_status rp_launch_dist_copy(rp_runtime *rt, const rp_dist_copy *c,
   const char *what = "rp_launch_dist_copy";
   rp_dist_state *ds;
   rp_status st = enter(rt, c, what, &ds);
+  if (!st)
+    st = rp__launch_eager_ok(rt, what);
   rp_dist_args a;
   rp_access acc[3];
   uint32_t n = 0;
@@ -505,6 +509,8 @@ rp_status rp_launch_dist_parallel(rp_runtime *rt, const rp_dist_parallel *p,
   rp_dist_state *ds;
   pop_plan pl = {0};
   rp_status st = enter(rt, p, what, &ds);
+  if (!st)
+    st = rp__launch_eager_ok(rt, what);
   if (!st)
     st = pop_check(ds, p, what, &pl);
   rp_event *evs = st ? NULL : rp__calloc(ds->ranks, sizeof *evs);

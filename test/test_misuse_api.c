@@ -1235,6 +1235,12 @@ Test(misuse_api, model_runtime_refuses_every_call_touching_instance_data) {
   RP_EXPECT(rp_launch_allreduce(
                 rt, &(rp_allreduce){.inst = a, .redop = RP_REDOP_SUM}, &done),
             RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_allreduce"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_launch_dist_copy(rt, &(rp_dist_copy){.src = a, .dst = b}, &done),
+            RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_dist_copy"), "%s",
+            rp_error_detail());
   cr_assert_eq(done.id, 0x5a5a, "*done written on error");
   /* recording on a model still works: nothing runs */
   RP_CHECK(rp_capture_begin(rt, NULL));
