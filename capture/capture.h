@@ -149,6 +149,13 @@ int rp__reach(rp_runtime *rt, rp_proc p, rp_inst inst);
 typedef int (*rp_reach_fn)(void *arg, rp_proc p, rp_inst inst);
 rp_status rp__capture_set_reach(rp_runtime *rt, rp_reach_fn fn, void *arg);
 
+/* RP_OK when a launch by this thread on rt would run eagerly on a runtime
+ * that can run it, or would be recorded; RP_EUNSUPPORTED naming `what`
+ * when rt is a model of a machine (no instance storage) and this thread
+ * has no capture open on it. Launch entry points (here and in comm/) call
+ * it before any side effect. */
+rp_status rp__launch_eager_ok(rp_runtime *rt, const char *what);
+
 /* The accesses an op declares (a copy reads its source and writes or
  * reduces into its destination; `tmp` holds those two). Returns the count
  * and points *out at them. */

@@ -200,14 +200,18 @@ static rp_status dump_text(const rp_graph *g, FILE *f) {
 
 /* ---- DOT ---- */
 
-/* A DOT string body: quotes and backslashes escaped, control bytes
- * dropped, so names cannot break the file. */
+/* A DOT string body: quotes and backslashes escaped, every byte outside
+ * printable ASCII (control bytes, bytes that are no UTF-8) shown as the
+ * text \xNN, so no string can break the file or its encoding. (Names
+ * follow RP_NAME_MAX's rule; this holds for any string.) */
 static void dot_str(out *o, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '"' || *p == '\\')
       say(o, "\\%c", *p);
-    else if (*p >= 0x20)
+    else if (*p >= 0x20 && *p < 0x7f)
       say(o, "%c", *p);
+    else
+      say(o, "\\\\x%02x", *p);
   }
 }
 

@@ -324,6 +324,9 @@ static rp_status add_port(rp_gport **ports, uint32_t *n, uint32_t *cap,
                           const char *name, rp_port_id *out, const char *what) {
   if (!name || !*name)
     return rp__err(RP_EINVAL, "%s: a port needs a name", what);
+  rp_status st = rp__name_check(name, what);
+  if (st)
+    return st;
   for (uint32_t i = 0; i < *n; i++)
     if (!strcmp((*ports)[i].name, name))
       return rp__err(RP_EPORT, "%s: port '%s' is already used (port %u)", what,
@@ -362,10 +365,13 @@ rp_status rp_graph_add_postcondition(rp_graph *g, const char *name,
                   "rp_graph_add_postcondition");
 }
 
-static rp_status bind(rp_graph *g, rp_gport *ports, uint32_t n, rp_port_id p,
-                      rp_op_id op, const char *what) {
-  if (!g)
-    return rp__err(RP_EINVAL, "%s: NULL graph", what);
+static rp_status bind(rp_graph *g, int pre, rp_port_id p, rp_op_id op,
+                      const char *what) {
+  rp_status gst = rp__graph_check(g, what);
+  if (gst)
+    return gst;
+  rp_gport *ports = pre ? g->pre : g->post;
+  uint32_t n = pre ? g->npre : g->npost;
   if (p >= n)
     return rp__err(RP_EPORT, "%s: port %u out of range (%u ports)", what, p, n);
   rp_status st = check_op_id(g, op, what);
@@ -384,13 +390,11 @@ static rp_status bind(rp_graph *g, rp_gport *ports, uint32_t n, rp_port_id p,
 }
 
 rp_status rp_graph_bind_precondition(rp_graph *g, rp_port_id p, rp_op_id op) {
-  return bind(g, g ? g->pre : NULL, g ? g->npre : 0, p, op,
-              "rp_graph_bind_precondition");
+  return bind(g, 1, p, op, "rp_graph_bind_precondition");
 }
 
 rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p, rp_op_id op) {
-  return bind(g, g ? g->post : NULL, g ? g->npost : 0, p, op,
-              "rp_graph_bind_postcondition");
+  return bind(g, 0, p, op, "rp_graph_bind_postcondition");
 }
 
 rp_status rp_graph_add_interp(rp_graph *g, rp_op_id id, const rp_interp *ip) {
@@ -426,16 +430,16 @@ rp_status rp_graph_add_interp(rp_graph *g, rp_op_id id, const rp_interp *ip) {
 /* ---- queries ---- */
 
 uint32_t rp_graph_op_count(const rp_graph *g) {
-  return g ? g->nops : 0;
+  return rp__graph_check(g, "rp_graph_op_count") ? 0 : g->nops;
 }
 uint32_t rp_graph_edge_count(const rp_graph *g) {
-  return g ? g->nedges : 0;
+  return rp__graph_check(g, "rp_graph_edge_count") ? 0 : g->nedges;
 }
 uint32_t rp_graph_precondition_count(const rp_graph *g) {
-  return g ? g->npre : 0;
+  return rp__graph_check(g, "rp_graph_precondition_count") ? 0 : g->npre;
 }
 uint32_t rp_graph_postcondition_count(const rp_graph *g) {
-  return g ? g->npost : 0;
+  return rp__graph_check(g, "rp_graph_postcondition_count") ? 0 : g->npost;
 }
 
 /* Successor lists in CSR form: off[nops + 1], adj[nedges]. */
@@ -466,7 +470,8 @@ static rp_status csr(const rp_graph *g, uint32_t **off, uint32_t **adj) {
 }
 
 int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to) {
-  if (!g || from >= g->nops || to >= g->nops || from == to)
+  if (rp__graph_check(g, "rp_graph_depends") || from >= g->nops ||
+      to >= g->nops || from == to)
     return 0;
   uint32_t *off, *adj;
   if (csr(g, &off, &adj))

@@ -1225,6 +1225,12 @@ static rp_status prescan(const char *buf, size_t len) {
     if (!c)
       return rp__err(RP_EFORMAT, "NUL byte at offset %zu", i);
     if (in_str) {
+      /* cJSON decodes \u0000 into a NUL that ends the C string: "a\u0000b"
+       * would load as "a". No string of a graph file holds a NUL. */
+      if (c == '\\' && i + 5 < len && buf[i + 1] == 'u' &&
+          !memcmp(buf + i + 2, "0000", 4))
+        return rp__err(RP_EFORMAT,
+                       "a \\u0000 escape (NUL) inside a string at byte %zu", i);
       if (c == '\\')
         i++;
       else if (c == '"')
@@ -1383,10 +1389,12 @@ rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
 rp_status rp__graph_machine(const void *buf, size_t len, rp_machine_desc *m,
                             int *present) {
   if ((len && !buf) || !m || !present)
-    return rp__err(RP_EINVAL, "rp__graph_machine: NULL argument");
+    return rp__err(RP_EINVAL, "rp_graph_file_machine: NULL argument");
   cJSON *doc = NULL;
   const cJSON *graph = NULL;
-  *present = 0;
+  /* parsed into a copy: the out-parameters change only on success */
+  rp_machine_desc md;
+  int has = 0;
   rp_status st = prescan(buf, len);
   if (!st)
     st = parse(buf, len, &doc);
@@ -1395,18 +1403,26 @@ rp_status rp__graph_machine(const void *buf, size_t len, rp_machine_desc *m,
   if (!st && !cJSON_IsObject(graph))
     st = rp__err(RP_EFORMAT, "graph: expected an object");
   if (!st && field(graph, "machine")) {
-    st = parse_machine(field(graph, "machine"), m);
-    *present = !st;
+    st = parse_machine(field(graph, "machine"), &md);
+    has = !st;
   }
   cJSON_Delete(doc);
-  return st;
+  if (st)
+    return st;
+  if (has)
+    *m = md;
+  *present = has;
+  return RP_OK;
 }
 
 rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
                               const rp_inst *insts, uint32_t ninsts,
                               size_t max_file, size_t max_alloc,
                               rp_graph **out) {
-  if (!rt || !path || !out || (ninsts && !insts))
+  rp_status cst = rp__rt_check(rt, "rp_graph_load");
+  if (cst)
+    return cst;
+  if (!path || !out || (ninsts && !insts))
     return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
   char *buf = NULL;
   size_t len = 0;
@@ -1447,8 +1463,7 @@ rp_status rp__graph_machine(const void *buf, size_t len, rp_machine_desc *m,
   RP_UNUSED(buf);
   RP_UNUSED(len);
   RP_UNUSED(m);
-  if (present)
-    *present = 0;
+  RP_UNUSED(present);
   return rp__err(RP_EUNSUPPORTED, "graph files need cJSON, which this "
                                   "build was configured without");
 }
@@ -1458,7 +1473,10 @@ rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
                               size_t max_file, size_t max_alloc,
                               rp_graph **out) {
   RP_UNUSED(max_file);
-  if (!rt || !path || !out || (ninsts && !insts))
+  rp_status cst = rp__rt_check(rt, "rp_graph_load");
+  if (cst)
+    return cst;
+  if (!path || !out || (ninsts && !insts))
     return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
   return rp__graph_load_mem(rt, NULL, 0, insts, ninsts, max_alloc, out);
 }

@@ -201,6 +201,16 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
 
 /* ---- public entry points ---- */
 
+/* A model's instances have no storage: it records, it does not run. */
+static rp_status model_refuses(const rp_runtime *rt, const char *what) {
+  if (!rp__runtime_is_model(rt))
+    return RP_OK;
+  return rp__err(RP_EUNSUPPORTED,
+                 "%s: a model of a machine (reprise dump) runs nothing "
+                 "eagerly (record it in a capture instead)",
+                 what);
+}
+
 rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
                            rp_capture_state **cs, int *recording) {
   rp_status cst = rp__rt_check(rt, what);
@@ -217,7 +227,20 @@ rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
     return st;
   if (!(*cs = rp__capture_state(rt)))
     return rp__err(RP_ENOMEM, "%s: out of memory", what);
-  return rp__capture_mode(*cs, recording);
+  if ((st = rp__capture_mode(*cs, recording)) != RP_OK)
+    return st;
+  return *recording ? RP_OK : model_refuses(rt, what);
+}
+
+rp_status rp__launch_eager_ok(rp_runtime *rt, const char *what) {
+  if (!rp__runtime_is_model(rt))
+    return RP_OK;
+  rp_capture_state *cs = rp__capture_state(rt);
+  int rec = 0;
+  if (!cs)
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
+  rp_status st = rp__capture_mode(cs, &rec);
+  return st ? st : rec ? RP_OK : model_refuses(rt, what);
 }
 
 static rp_status record_task(rp_capture_state *cs, const rp_launch *l,

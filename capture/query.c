@@ -6,7 +6,7 @@
 #include <string.h>
 
 rp_runtime *rp_graph_runtime(const rp_graph *g) {
-  return g && g->magic == RP_GRAPH_MAGIC ? g->rt : NULL;
+  return rp__graph_check(g, "rp_graph_runtime") ? NULL : g->rt;
 }
 
 static rp_status get_op(const rp_graph *g, rp_op_id op, const char *what,
@@ -62,7 +62,7 @@ rp_status rp_graph_op_accesses(const rp_graph *g, rp_op_id op, rp_access *out,
   const rp_access *acc;
   uint32_t k = rp__op_accesses(go, tmp, &acc);
   *n = k;
-  if (cap)
+  if (cap && k) /* acc may be NULL for an op without accesses */
     memcpy(out, acc, sizeof *out * (k < cap ? k : cap));
   if (k > cap && (out || cap))
     return rp__err(RP_ERANGE,
@@ -100,7 +100,7 @@ rp_status rp_graph_postcondition_ops(const rp_graph *g, rp_port_id p,
                    g->npost);
   const rp_gport *port = &g->post[p];
   *n = port->nops;
-  if (cap)
+  if (cap && port->nops)
     memcpy(out, port->ops, sizeof *out * (port->nops < cap ? port->nops : cap));
   if (port->nops > cap && (out || cap))
     return rp__err(RP_ERANGE,
@@ -113,6 +113,9 @@ rp_status rp_graph_postcondition_ops(const rp_graph *g, rp_port_id p,
 rp_status rp_graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
                             const rp_inst *insts, uint32_t ninsts,
                             size_t max_alloc, rp_graph **out) {
+  rp_status cst = rp__rt_check(rt, "rp_graph_load_mem");
+  if (cst)
+    return cst;
   if (len > RP_GRAPH_FILE_MAX)
     return rp__err(RP_ERANGE,
                    "rp_graph_load_mem: %zu bytes, above the limit of %u", len,

@@ -83,12 +83,16 @@ rp_status rp__dist_attach(rp_runtime *rt, const rp_runtime_config *cfg) {
 }
 
 uint32_t rp_runtime_rank(const rp_runtime *rt) {
-  rp_dist_state *ds = rt ? rp__dist_state((rp_runtime *)rt) : NULL;
+  rp_dist_state *ds = rp__rt_check(rt, "rp_runtime_rank")
+                          ? NULL
+                          : rp__dist_state((rp_runtime *)rt);
   return ds ? ds->rank : 0;
 }
 
 uint32_t rp_runtime_ranks(const rp_runtime *rt) {
-  rp_dist_state *ds = rt ? rp__dist_state((rp_runtime *)rt) : NULL;
+  rp_dist_state *ds = rp__rt_check(rt, "rp_runtime_ranks")
+                          ? NULL
+                          : rp__dist_state((rp_runtime *)rt);
   return ds ? ds->ranks : 1;
 }
 
@@ -99,7 +103,9 @@ void rp__dist_set_detail(rp_dist_state *ds, const char *why) {
 }
 
 const char *rp_runtime_dist_detail(const rp_runtime *rt) {
-  rp_dist_state *ds = rt ? rp__dist_state((rp_runtime *)rt) : NULL;
+  rp_dist_state *ds = rp__rt_check(rt, "rp_runtime_dist_detail")
+                          ? NULL
+                          : rp__dist_state((rp_runtime *)rt);
   return ds ? ds->detail : "";
 }
 
@@ -107,7 +113,10 @@ const char *rp_runtime_dist_detail(const rp_runtime *rt) {
 
 static rp_status enter(rp_runtime *rt, const void *arg, const char *what,
                        rp_dist_state **ds) {
-  if (!rt || !arg)
+  rp_status st = rp__rt_check(rt, what);
+  if (st)
+    return st;
+  if (!arg)
     return rp__err(RP_EINVAL, "%s: NULL argument", what);
   if (!(*ds = rp__dist_state(rt)))
     return rp__err(RP_EINVAL, "%s: runtime has no distributed state", what);
@@ -312,6 +321,8 @@ rp_status rp_launch_allreduce(rp_runtime *rt, const rp_allreduce *x,
   const char *what = "rp_launch_allreduce";
   rp_dist_state *ds;
   rp_status st = enter(rt, x, what, &ds);
+  if (!st)
+    st = rp__launch_eager_ok(rt, what);
   rp_dist_args a;
   rp_access acc[2];
   rp_proc proc;
@@ -325,6 +336,8 @@ rp_status rp_launch_dist_copy(rp_runtime *rt, const rp_dist_copy *c,
   const char *what = "rp_launch_dist_copy";
   rp_dist_state *ds;
   rp_status st = enter(rt, c, what, &ds);
+  if (!st)
+    st = rp__launch_eager_ok(rt, what);
   rp_dist_args a;
   rp_access acc[3];
   uint32_t n = 0;
@@ -362,7 +375,10 @@ static rp_status add_op(rp_dist_state *ds, rp_graph *g, rp_dist_args *a,
 
 static rp_status builder_enter(rp_graph *g, const void *arg, rp_event wait,
                                const char *what, rp_dist_state **ds) {
-  rp_status st = enter(g ? g->rt : NULL, arg, what, ds);
+  rp_status st = rp__graph_check(g, what);
+  if (st)
+    return st;
+  st = enter(g->rt, arg, what, ds);
   if (!st && wait.id)
     st = rp__err(RP_EINVAL,
                  "%s: use edges and ports, not wait events, in "
@@ -493,6 +509,8 @@ rp_status rp_launch_dist_parallel(rp_runtime *rt, const rp_dist_parallel *p,
   rp_dist_state *ds;
   pop_plan pl = {0};
   rp_status st = enter(rt, p, what, &ds);
+  if (!st)
+    st = rp__launch_eager_ok(rt, what);
   if (!st)
     st = pop_check(ds, p, what, &pl);
   rp_event *evs = st ? NULL : rp__calloc(ds->ranks, sizeof *evs);

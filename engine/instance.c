@@ -248,7 +248,9 @@ static rp_status slot_take(rp_runtime *rt, uint32_t *out) {
 static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
                         const rp_rect *rect, const int64_t *strides,
                         void *ext_ptr, size_t ext_bytes, rp_inst *out) {
-  rp_status st = rp__rt_check(rt, "rp_instance_create");
+  const char *what =
+      ext_ptr ? "rp_instance_create_external" : "rp_instance_create";
+  rp_status st = rp__rt_check(rt, what);
   if (st)
     return st;
   if (!out)
@@ -321,6 +323,9 @@ rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
                                       rp_dtype dtype, const rp_rect *rect,
                                       const int64_t *strides, void *ptr,
                                       size_t bytes, rp_inst *out) {
+  rp_status st = rp__rt_check(rt, "rp_instance_create_external");
+  if (st)
+    return st;
   if (!ptr)
     return rp__err(RP_EINVAL, "rp_instance_create_external: NULL pointer");
   return create(rt, mem, dtype, rect, strides, ptr, bytes, out);
@@ -551,6 +556,11 @@ static rp_status read_write(rp_runtime *rt, rp_inst inst, void *buf,
     return cst;
   if (!buf)
     return rp__err(RP_EINVAL, "%s: NULL argument", what);
+  if (rt->model)
+    return rp__err(RP_EUNSUPPORTED,
+                   "%s: a model of a machine (reprise dump) has no instance "
+                   "storage to read or write",
+                   what);
   rp_inst_view v;
   rp_status st = rp__inst_view(rt, inst, &v);
   if (st)
@@ -589,10 +599,10 @@ void rp__set_inst_busy_hook(rp_runtime *rt, rp_inst_busy_hook fn, void *arg) {
 /* RP_OK when name (not NULL) is a valid name (reprise.h RP_NAME_MAX);
  * `what` names the call in the error. */
 rp_status rp__name_check(const char *name, const char *what) {
-  size_t n = strlen(name);
-  if (n > RP_NAME_MAX)
-    return rp__err(RP_EINVAL, "%s: name '%.20s...' is %zu bytes (at most %d)",
-                   what, name, n, RP_NAME_MAX);
+  /* bytes are checked before the length is reported, so the detail never
+   * quotes a byte outside the rule (a name of megabytes is not measured
+   * further than one byte past the limit) */
+  size_t n = strnlen(name, RP_NAME_MAX + 1);
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)name[i];
     if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
@@ -601,6 +611,9 @@ rp_status rp__name_check(const char *name, const char *what) {
                      "other than '\"' and '\\'",
                      what, i, c);
   }
+  if (n > RP_NAME_MAX)
+    return rp__err(RP_EINVAL, "%s: name '%.20s...' is longer than %d bytes",
+                   what, name, RP_NAME_MAX);
   return RP_OK;
 }
 

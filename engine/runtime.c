@@ -2,7 +2,10 @@
  * memories, the task registry, task contexts, layer slots. */
 #include "engine_impl.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -83,10 +86,10 @@ rp_status rp__add_mem(rp_runtime *rt, const rp_mem_info *info,
 }
 
 unsigned rp_proc_count(const rp_runtime *rt) {
-  return rt ? rt->nprocs : 0;
+  return rp__rt_check(rt, "rp_proc_count") ? 0 : rt->nprocs;
 }
 unsigned rp_mem_count(const rp_runtime *rt) {
-  return rt ? rt->nmems : 0;
+  return rp__rt_check(rt, "rp_mem_count") ? 0 : rt->nmems;
 }
 unsigned rp__cpu_workers(const rp_runtime *rt) {
   return rt->ncpu;
@@ -118,7 +121,10 @@ const rp_proc_info *rp__proc(const rp_runtime *rt, rp_proc p) {
 }
 
 rp_status rp_proc_query(const rp_runtime *rt, rp_proc p, rp_proc_info *out) {
-  if (!rt || !out)
+  rp_status cst = rp__rt_check(rt, "rp_proc_query");
+  if (cst)
+    return cst;
+  if (!out)
     return rp__err(RP_EINVAL, "rp_proc_query: NULL argument");
   if (p >= rt->nprocs)
     return rp__err(RP_EPROC, "processor %u out of range (runtime has %u)", p,
@@ -128,7 +134,10 @@ rp_status rp_proc_query(const rp_runtime *rt, rp_proc p, rp_proc_info *out) {
 }
 
 rp_status rp_mem_query(const rp_runtime *rt, rp_mem m, rp_mem_info *out) {
-  if (!rt || !out)
+  rp_status cst = rp__rt_check(rt, "rp_mem_query");
+  if (cst)
+    return cst;
+  if (!out)
     return rp__err(RP_EINVAL, "rp_mem_query: NULL argument");
   if (m >= rt->nmems)
     return rp__err(RP_EINVAL, "memory %u out of range (runtime has %u)", m,
@@ -138,12 +147,16 @@ rp_status rp_mem_query(const rp_runtime *rt, rp_mem m, rp_mem_info *out) {
 }
 
 int rp_proc_can_access(const rp_runtime *rt, rp_proc p, rp_mem m) {
-  return rt && p < rt->nprocs && m < rt->nmems && rt->access[p][m];
+  return !rp__rt_check(rt, "rp_proc_can_access") && p < rt->nprocs &&
+         m < rt->nmems && rt->access[p][m];
 }
 
 rp_status rp_mem_find(const rp_runtime *rt, rp_mem_kind kind, int device,
                       rp_mem *out) {
-  if (!rt || !out)
+  rp_status cst = rp__rt_check(rt, "rp_mem_find");
+  if (cst)
+    return cst;
+  if (!out)
     return rp__err(RP_EINVAL, "rp_mem_find: NULL argument");
   for (unsigned m = 0; m < rt->nmems; m++)
     if (rt->mems[m].info.kind == kind &&
@@ -275,6 +288,9 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
     return rp__err(RP_EINVAL, "rp_task_register: NULL argument");
   if (!d->name || !*d->name)
     return rp__err(RP_EINVAL, "rp_task_register: task needs a name");
+  rp_status nst = rp__name_check(d->name, "rp_task_register");
+  if (nst)
+    return nst;
   if (!d->cpu_fn && !d->gpu_fn)
     return rp__err(RP_EINVAL, "rp_task_register: task '%s' has no variant",
                    d->name);
@@ -337,7 +353,10 @@ rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
 
 rp_status rp_task_find(const rp_runtime *rt, const char *name,
                        rp_task_id *out) {
-  if (!rt || !name || !out)
+  rp_status cst = rp__rt_check(rt, "rp_task_find");
+  if (cst)
+    return cst;
+  if (!name || !out)
     return rp__err(RP_EINVAL, "rp_task_find: NULL argument");
   /* the registry's lock, not its data, changes: the runtime stays const */
   rp_runtime *w = (rp_runtime *)rt;
@@ -351,13 +370,17 @@ rp_status rp_task_find(const rp_runtime *rt, const char *name,
 }
 
 const char *rp_task_name(const rp_runtime *rt, rp_task_id id) {
-  const rp_task_rec *t = rt ? rp__task_get(rt, id) : NULL;
+  const rp_task_rec *t =
+      rp__rt_check(rt, "rp_task_name") ? NULL : rp__task_get(rt, id);
   return t ? t->name : NULL;
 }
 
 rp_status rp_task_query(const rp_runtime *rt, rp_task_id id,
                         rp_task_info *out) {
-  if (!rt || !out)
+  rp_status cst = rp__rt_check(rt, "rp_task_query");
+  if (cst)
+    return cst;
+  if (!out)
     return rp__err(RP_EINVAL, "rp_task_query: NULL argument");
   const rp_task_rec *t = rp__task_get(rt, id);
   if (!t)
@@ -489,11 +512,13 @@ void rp__runtime_set_unusable(rp_runtime *rt, const char *why) {
 }
 
 const char *rp_runtime_backend_reason(const rp_runtime *rt) {
-  return rt && rt->backend_reason ? rt->backend_reason : "";
+  if (rp__rt_check(rt, "rp_runtime_backend_reason"))
+    return "";
+  return rt->backend_reason ? rt->backend_reason : "";
 }
 
 rp_backend_kind rp_runtime_backend(const rp_runtime *rt) {
-  return rt ? rt->kind : RP_BACKEND_CPU;
+  return rp__rt_check(rt, "rp_runtime_backend") ? RP_BACKEND_CPU : rt->kind;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -522,8 +547,10 @@ void rp__alloc_counter_register(rp_runtime *rt, unsigned worker) {
 }
 
 uint64_t rp_runtime_worker_allocated_bytes(rp_runtime *rt) {
+  if (rp__rt_check(rt, "rp_runtime_worker_allocated_bytes"))
+    return UINT64_MAX;
 #ifdef REPRISE_HAVE_JEMALLOC
-  if (!rt || !rt->worker_alloc)
+  if (!rt->worker_alloc)
     return UINT64_MAX;
   uint64_t sum = 0;
   for (unsigned w = 0; w < rt->ncpu; w++) {
@@ -557,60 +584,112 @@ void rp_runtime_config_init(rp_runtime_config *cfg) {
   cfg->backend = RP_BACKEND_AUTO;
 }
 
-/* REPRISE_WORKERS (or its deprecated spelling REPRISE_CPUS, read when
- * REPRISE_WORKERS is unset): unset or empty leaves cfg->cpus alone;
- * otherwise it must be a whole number in 1..RP_MAX_PROCS/2 (text, trailing
- * characters or a number out of range is an error naming the variable and
- * value, as a bad REPRISE_BACKEND is: a typo must not silently run on every
- * core). */
-static rp_status env_cpus(rp_runtime_config *cfg) {
-  const char *var = "REPRISE_WORKERS", *s = getenv(var);
-  if (!s || !*s)
-    s = getenv(var = "REPRISE_CPUS");
-  if (!s || !*s)
-    return RP_OK;
-  long n = rp__env_long(var, 0);
-  if (n < 1 || n > RP_MAX_PROCS / 2)
-    return rp__err(RP_EINVAL, "%s=%s: expected a whole number in 1..%d", var, s,
-                   RP_MAX_PROCS / 2);
-  cfg->cpus = (unsigned)n;
+/* Every REPRISE_* variable the library reads, with what it accepts (the
+ * command line's table, tools/cli.c, says the same): checked at
+ * rp_runtime_create, so that a typo is an error naming the variable and its
+ * value rather than a silent default. Unset or empty is "not set". The
+ * tunables (spins, yields) are read once per process, the lowering's
+ * switches at instantiate; checking them here catches them before any run
+ * (a runtime created with ignore_env does not check them, and the readers
+ * then fall back to their defaults for a malformed value). */
+typedef struct env_rule {
+  const char *var;
+  unsigned long lo, hi; /* a whole number in lo..hi, when words is NULL */
+  const char *words;    /* else one of these, '|'-separated (any case for
+                           REPRISE_BACKEND, exact otherwise) */
+} env_rule;
+
+static const env_rule ENV_RULES[] = {
+    {"REPRISE_BACKEND", 0, 0, "auto|cpu|cuda"},
+    {"REPRISE_WORKERS", 1, RP_MAX_PROCS / 2, NULL},
+    {"REPRISE_CPUS", 1, RP_MAX_PROCS / 2, NULL},
+    {"REPRISE_GPUS", 1, 16, NULL},
+    {"REPRISE_DIST_TIMEOUT_MS", 1, 86400000ul, NULL},
+    {"REPRISE_SPIN_NS", 0, 10000000000ul, NULL},
+    {"REPRISE_YIELD_NS", 0, 10000000000ul, NULL},
+    {"REPRISE_HOST_YIELD_NS", 0, 10000000000ul, NULL},
+    {"REPRISE_IDLE_SPIN_NS", 0, 10000000000ul, NULL},
+    {"REPRISE_HOST_SPIN_NS", 0, 10000000000ul, NULL},
+    {"REPRISE_PIN", 0, 1, NULL},
+    {"REPRISE_NVTX", 0, 1, NULL},
+    {"REPRISE_CUDA_GRAPHS", 0, 0, "0|1"},
+    {"REPRISE_GPU_GROUPS", 0, 0, "0|1"},
+    {"REPRISE_GPU_POLL", 0, 0, "0|1|events"},
+};
+
+/* 1 when s is one of the '|'-separated words. */
+static int env_is_word(const char *s, const char *words, int any_case) {
+  size_t n = strlen(s);
+  for (const char *p = words;;) {
+    size_t len = strcspn(p, "|");
+    if (len == n && (any_case ? strncasecmp(p, s, n) : strncmp(p, s, n)) == 0)
+      return 1;
+    if (!p[len])
+      return 0;
+    p += len + 1;
+  }
+}
+
+/* A whole number in lo..hi: digits only (no sign, no blank, no suffix). */
+static int env_is_uint(const char *s, unsigned long lo, unsigned long hi,
+                       unsigned long *out) {
+  if (!isdigit((unsigned char)s[0]))
+    return 0;
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (errno || *end || v < lo || v > hi)
+    return 0;
+  *out = v;
+  return 1;
+}
+
+static rp_status env_check(void) {
+  for (size_t i = 0; i < sizeof ENV_RULES / sizeof ENV_RULES[0]; i++) {
+    const env_rule *r = &ENV_RULES[i];
+    const char *s = getenv(r->var);
+    unsigned long v;
+    if (!s || !*s)
+      continue;
+    if (r->words) {
+      if (!env_is_word(s, r->words, i == 0))
+        return rp__err(RP_EINVAL, "%s=%.64s: expected one of %s", r->var, s,
+                       r->words);
+    } else if (!env_is_uint(s, r->lo, r->hi, &v)) {
+      return rp__err(RP_EINVAL, "%s=%.64s: expected a whole number in %lu..%lu",
+                     r->var, s, r->lo, r->hi);
+    }
+  }
   return RP_OK;
 }
 
-/* *backend_env = 1 when REPRISE_BACKEND chose the backend (its errors name
- * the variable then, the config otherwise). */
+/* The value of a variable env_check accepted; dflt when unset or empty. */
+static long env_num(const char *var, long dflt) {
+  const char *s = getenv(var);
+  return s && *s ? strtol(s, NULL, 10) : dflt;
+}
+
+/* Applies the checked environment to cfg. REPRISE_WORKERS wins over its
+ * deprecated spelling REPRISE_CPUS. *backend_env = 1 when REPRISE_BACKEND
+ * chose the backend (its errors name the variable then, the config
+ * otherwise). */
 static rp_status apply_env(rp_runtime_config *cfg, int *backend_env) {
-  const char *b = getenv("REPRISE_BACKEND");
-  *backend_env = b && *b;
-  if (b && *b) {
-    if (!strcasecmp(b, "auto"))
-      cfg->backend = RP_BACKEND_AUTO;
-    else if (!strcasecmp(b, "cpu"))
-      cfg->backend = RP_BACKEND_CPU;
-    else if (!strcasecmp(b, "cuda"))
-      cfg->backend = RP_BACKEND_CUDA;
-    else
-      return rp__err(RP_EINVAL,
-                     "REPRISE_BACKEND=%s: expected auto, cpu or cuda", b);
-  }
-  rp_status st = env_cpus(cfg);
+  rp_status st = env_check();
   if (st)
     return st;
-  const char *gs = getenv("REPRISE_GPUS");
-  long g = rp__env_long("REPRISE_GPUS", -1);
-  if (gs && *gs && (g < 1 || g > 16))
-    return rp__err(RP_EINVAL,
-                   "REPRISE_GPUS=%s: expected a whole number in "
-                   "1..16",
-                   gs);
+  const char *b = getenv("REPRISE_BACKEND");
+  *backend_env = b && *b;
+  if (b && *b)
+    cfg->backend = !strcasecmp(b, "cpu")    ? RP_BACKEND_CPU
+                   : !strcasecmp(b, "cuda") ? RP_BACKEND_CUDA
+                                            : RP_BACKEND_AUTO;
+  long n = env_num("REPRISE_WORKERS", env_num("REPRISE_CPUS", 0));
+  if (n > 0)
+    cfg->cpus = (unsigned)n;
+  long g = env_num("REPRISE_GPUS", 0);
   if (g > 0)
     cfg->gpus = (unsigned)g;
-  long t = rp__env_long("REPRISE_DIST_TIMEOUT_MS", -1);
-  if (t == 0 || t > 86400000L || (t < 0 && t != -1))
-    return rp__err(RP_EINVAL,
-                   "REPRISE_DIST_TIMEOUT_MS=%ld: expected "
-                   "1..86400000",
-                   t);
+  long t = env_num("REPRISE_DIST_TIMEOUT_MS", 0);
   if (t > 0)
     cfg->dist_timeout_ms = (uint32_t)t;
   return RP_OK;

@@ -36,6 +36,12 @@
  *  - a NULL runtime, graph or exec, or a pointer that is not one:
  *    RP_EINVAL; a destroyed one (in quarantine): RP_ESTALE; a NULL
  *    required pointer argument (an out-parameter, a descriptor): RP_EINVAL.
+ *    Out-parameters are required unless their call says "may be NULL".
+ *    Calls that return a value instead of a status (counts, names, the
+ *    backend, rp_graph_depends ...) return their neutral value for such a
+ *    handle (0, NULL, "", RP_BACKEND_CPU, UINT64_MAX as documented) and
+ *    set rp_error_detail() as a failing call does; none of them reads
+ *    the destroyed object beyond its tag.
  *  - a stale event or instance handle (see above): RP_ESTALE.
  *  - RP_ENOMEM when an allocation fails.
  *  - Calls that launch, record, wait or destroy, made from a task inside a
@@ -297,7 +303,9 @@ typedef struct rp_runtime_config {
 RP_API void rp_runtime_config_init(rp_runtime_config *cfg);
 /* Creates a runtime. cfg may be NULL (defaults). *out is owned by the caller;
  * destroy with rp_runtime_destroy. Errors: RP_EINVAL unknown backend, cpus
- * past the limit, or a malformed REPRISE_* variable; RP_ENODEV backend CUDA
+ * past the limit, or a malformed REPRISE_* variable (every one the
+ * library reads is checked here unless ignore_env is set; the detail
+ * names the variable and its value); RP_ENODEV backend CUDA
  * (asked for, not AUTO) without a device or without CUDA in the build, or
  * whatever status the CUDA backend's start returned (RP_EBACKEND ...);
  * RP_EUNSUPPORTED a comm in a build without MPI, or the communicator's
@@ -466,10 +474,17 @@ RP_API rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout);
 /* The instance's layout. Errors: RP_ESTALE stale handle (*out untouched). */
 RP_API rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
                                    rp_instance_info *out);
-/* Names (instances, ops, ports) are at most RP_NAME_MAX bytes, printable
- * ASCII (0x20..0x7e) without '"' or '\\'; they are recorded in graphs,
- * saved in graph files and shown by dumps, lint findings, error details,
- * traces and NVTX ranges. Names need not be unique. */
+/* Names (instances, ops, ports, tasks) are at most RP_NAME_MAX bytes,
+ * printable ASCII (0x20..0x7e) without '"' or '\\'; they are recorded in
+ * graphs, saved in graph files and shown by dumps, lint findings, error
+ * details, traces and NVTX ranges. Names need not be unique (task names
+ * must). Every entry checks the rule: rp_instance_set_name,
+ * rp_graph_set_op_name, rp_capture_name_next, the port calls of the
+ * builder and of capture, rp_task_register (RP_EINVAL naming the call and
+ * the byte) and the graph loader (RP_EINVAL naming the JSON path; a
+ * \u0000 escape anywhere in a string is RP_EFORMAT). Dumps escape every
+ * string they print besides: DOT and JSON dumps parse (Graphviz, any JSON
+ * parser) and are valid UTF-8. */
 #define RP_NAME_MAX 63
 /* Names an instance ("W1"); NULL or "" removes the name. The name stays
  * through rp_instance_realloc and goes with rp_instance_free. Errors:
@@ -559,7 +574,7 @@ enum rp_task_flags {
 typedef rp_status (*rp_task_fn)(rp_task_ctx *ctx);
 
 typedef struct rp_task_desc {
-  const char *name;  /* unique per runtime; copied */
+  const char *name;  /* unique per runtime, RP_NAME_MAX's rule; copied */
   rp_task_fn cpu_fn; /* variant for CPU workers (may be NULL) */
   rp_task_fn gpu_fn; /* variant for GPUs (may be NULL) */
   unsigned flags;    /* rp_task_flags */
@@ -576,8 +591,9 @@ typedef struct rp_task_desc {
 } rp_task_desc;
 
 /* Registers a task. RP_EEXIST for a duplicate name, RP_EINVAL without any
- * variant or name, with unknown flags or with both STREAM_ORDERED and
- * HOST, RP_ERANGE too many tasks; nothing is registered then. */
+ * variant or name, a name outside RP_NAME_MAX's rule, with unknown flags
+ * or with both STREAM_ORDERED and HOST, RP_ERANGE too many tasks; nothing
+ * is registered then. */
 RP_API rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *desc,
                                   rp_task_id *out);
 /* The id of a registered task; RP_ENOTASK when none has that name. */
@@ -783,14 +799,15 @@ RP_API rp_status rp_capture_abort(rp_runtime *rt);
  * (copies capture inserts stay unnamed). NULL or "" cancels. Errors:
  * RP_ECAPTURE no capture open on this thread, RP_EINVAL a bad name. */
 RP_API rp_status rp_capture_name_next(rp_runtime *rt, const char *name);
-/* A named precondition port; *ev may be used as a launch's `wait`. Errors:
- * RP_ECAPTURE no capture open on this thread, RP_EINVAL a bad name. */
+/* A named precondition port; *ev may be used as a launch's `wait`; *port
+ * (may be NULL) its index. Errors: RP_ECAPTURE no capture open on this
+ * thread, RP_EINVAL a bad name. */
 RP_API rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
                                          rp_event *ev, uint32_t *port);
 /* A named postcondition port signalled once all of ops (captured op refs)
- * completed in a replay. Errors: RP_ECAPTURE no capture open on this
- * thread, RP_EINVAL a bad name, RP_EPORT an entry of ops that is not an
- * op reference of this capture. */
+ * completed in a replay; *port (may be NULL) its index. Errors: RP_ECAPTURE no
+ * capture open on this thread, RP_EINVAL a bad name, RP_EPORT an entry of ops
+ * that is not an op reference of this capture. */
 RP_API rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
                                           const rp_event *ops, uint32_t n,
                                           uint32_t *port);
@@ -811,24 +828,25 @@ RP_API rp_status rp_graph_create(rp_runtime *rt, rp_graph **out);
 /* Frees g (execs instantiated from it stay valid). RP_ESTALE when g was
  * already destroyed. */
 RP_API rp_status rp_graph_destroy(rp_graph *g);
-/* Adds ops. l->wait / c->wait must be RP_NO_EVENT (use edges and ports;
- * RP_EINVAL otherwise). Other errors are the launch calls' checks
- * (RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE, RP_ETYPE, RP_ERANGE,
- * RP_ESTALE); a failed add leaves the graph as it was. */
+/* Adds ops; *out (may be NULL) is the new op's id. l->wait / c->wait must
+ * be RP_NO_EVENT (use edges and ports; RP_EINVAL otherwise). Other errors are
+ * the launch calls' checks (RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE,
+ * RP_ETYPE, RP_ERANGE, RP_ESTALE); a failed add leaves the graph as it was. */
 RP_API rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l,
                                    rp_op_id *out);
 RP_API rp_status rp_graph_add_copy(rp_graph *g, const rp_copy *c,
                                    rp_op_id *out);
-/* Adds the copies of a parallel operator; *first and *count give the op ids
- * (consecutive). */
+/* Adds the copies of a parallel operator; *first and *count (each may be
+ * NULL) give the op ids (consecutive). */
 RP_API rp_status rp_graph_add_parallel(rp_graph *g, const rp_parallel_op *op,
                                        rp_op_id *first, uint32_t *count);
 /* RP_EINVAL for an op out of range. Cycles (a self-edge included) are
  * found by rp_graph_validate / rp_instantiate (RP_ECYCLE). */
 RP_API rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to);
-/* External ports. A precondition is an event supplied to each replay; a
- * postcondition an event each replay hands back. RP_EINVAL no name,
- * RP_EPORT a name already used by a port of that kind. */
+/* External ports; *out (may be NULL) is the port's index. A precondition
+ * is an event supplied to each replay; a postcondition an event each
+ * replay hands back. RP_EINVAL no name or a name outside RP_NAME_MAX's
+ * rule, RP_EPORT a name already used by a port of that kind. */
 RP_API rp_status rp_graph_add_precondition(rp_graph *g, const char *name,
                                            rp_port_id *out);
 RP_API rp_status rp_graph_add_postcondition(rp_graph *g, const char *name,
@@ -1002,7 +1020,11 @@ RP_API rp_status rp_graph_file_machine(const void *buf, size_t len,
  * the processors and memories m names, every processor reaching every
  * memory, and instances without storage (info.ptr NULL). It has CPU worker
  * threads but no device: graphs load, dump, lint and (CPU-only)
- * instantiate; nothing on it may run. The environment is ignored. *out is
+ * instantiate; nothing on it may run: every call that would touch
+ * instance data (rp_instance_read, rp_instance_write, eager launches of
+ * tasks, copies, parallel and distributed operators) returns
+ * RP_EUNSUPPORTED naming the call (capture still records), and rp_replay
+ * of its execs returns RP_EUNSUPPORTED. The environment is ignored. *out is
  * the caller's (rp_runtime_destroy). Errors: RP_EINVAL (NULL argument, a
  * memory of unknown kind), RP_ERANGE (a count out of its range, named),
  * RP_ENOMEM; nothing is left behind. */
@@ -1052,8 +1074,9 @@ typedef struct rp_replay_args {
 } rp_replay_args;
 
 /* Starts one replay and returns at once (blocks only while max_inflight
- * replays are already in flight). *done (owned by the caller) triggers when
- * every op finished, or is poisoned with the first error. The argument
+ * replays are already in flight). *done (owned by the caller; done may be
+ * NULL: no event) triggers when every op finished, or is poisoned with the
+ * first error. a may be NULL (no arguments, no ports). The argument
  * block must cover every byte the exec's interpolations read (RP_ERANGE
  * naming the op and interpolation otherwise) and fit max_args
  * (RP_ERANGE).
@@ -1086,7 +1109,8 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * and its side effects (an optimizer step updates its weights each time),
  * so call it where extra replays are harmless — on warm-up data, on a
  * scratch copy of the state, or counting them as the first steps of a run
- * (*replays says how many ran; may be NULL). They are issued back to back
+ * (*replays says how many ran; may be NULL; an error before any trial
+ * replay ran leaves it untouched). They are issued back to back
  * (up to max_inflight in flight, as a training loop keeps them) and every
  * one is waited for. a->pre's events stand for every trial replay and must
  * have triggered already; a->post is ignored (no postcondition events are
@@ -1153,9 +1177,12 @@ typedef struct rp_exec_stats {
 } rp_exec_stats;
 /* Only the shared errors (a bad exec or NULL out). */
 RP_API rp_status rp_exec_stats_get(const rp_exec *ex, rp_exec_stats *out);
-/* Detail of the first failure in the last failed replay: which op, shard
- * and why (e.g. "replay 7: op 3 (sgd) shard 0: RP_ETASK: ..."). Valid until
- * the next failed replay completes; "" when none failed. */
+/* Detail of the first failure in the last failed replay: which op (its
+ * name when it has one), task, shard and why; for a task that failed, why
+ * is its own detail (what it set with rp_error_set, "" when it set none),
+ * e.g. "replay 7: op 3 'data.next' (loader) shard 0: RP_EINVAL: batch 9
+ * of 4". Valid until the next failed replay completes; "" when none
+ * failed. */
 RP_API const char *rp_exec_error_detail(const rp_exec *ex);
 /* The processor an op (by graph op id; shard 0 for SPMD) was placed on.
  * RP_EINVAL op out of range (*out untouched). */

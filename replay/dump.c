@@ -59,13 +59,16 @@ static void dump_text(const rp_exec *ex, FILE *f) {
   rp__lower_dump(ex, f);
 }
 
-/* A DOT string body: quotes and backslashes escaped, control bytes dropped. */
+/* A DOT string body: quotes and backslashes escaped, every byte outside
+ * printable ASCII shown as the text \xNN (as capture/dump.c does). */
 static void dot_str(FILE *f, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '"' || *p == '\\')
       fprintf(f, "\\%c", *p);
-    else if (*p >= 0x20)
+    else if (*p >= 0x20 && *p < 0x7f)
       fputc(*p, f);
+    else
+      fprintf(f, "\\\\x%02x", *p);
   }
 }
 
@@ -105,12 +108,14 @@ static void dump_dot(const rp_exec *ex, FILE *f) {
   fprintf(f, "}\n");
 }
 
-/* Task names may hold quotes or control bytes. */
+/* A JSON string body: quotes and backslashes escaped, every byte outside
+ * printable ASCII written as \u00NN (its Latin-1 reading), so the output
+ * is valid JSON and valid UTF-8 whatever the string holds. */
 void rp__json_str(FILE *f, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '"' || *p == '\\')
       fprintf(f, "\\%c", *p);
-    else if (*p < 0x20)
+    else if (*p < 0x20 || *p >= 0x7f)
       fprintf(f, "\\u%04x", *p);
     else
       fputc(*p, f);

@@ -169,6 +169,20 @@ static rp_status task_status(rp_status st, int *violation) {
   return st > 0 ? RP_ETASK : st;
 }
 
+/* Why a task failed: the contract's words, or what the task said itself
+ * (rp_error_set on this worker thread, as any caller of the library
+ * reports; "" when it said nothing). */
+static const char *task_why(rp_status st) {
+  return st == RP_ECONTRACT ? CONTRACT_WHY : rp_error_detail();
+}
+
+/* After a failure's detail was copied into the replay: the worker's own
+ * detail is cleared, so a later task that fails without a word of its own
+ * does not inherit this one. */
+static void why_consumed(void) {
+  rp_error_set(RP_OK, NULL);
+}
+
 static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
   uint32_t shards = rp__unit_shards(u, s);
   if (!shards) {
@@ -215,10 +229,10 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip, const char **why) {
   rp__nvtx_push(u->name);
   rp_status st = run_task(u, s, skip);
   rp__nvtx_pop();
-  if (st == RP_ECONTRACT)
-    *why = CONTRACT_WHY;
-  else if (st == RP_ERANGE && u->guard)
+  if (st == RP_ERANGE && u->guard)
     *why = "task overran its workspace slice (guard bytes changed)";
+  else if (st)
+    *why = task_why(st);
   return st;
 }
 
@@ -285,8 +299,10 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
   } else {
     ls->skipped++;
   }
-  if (RP_UNLIKELY(st != RP_OK) && skip != 2)
+  if (RP_UNLIKELY(st != RP_OK) && skip != 2) {
     rp__unit_failed(ex, s, ui, st, why);
+    why_consumed();
+  }
   if (RP_UNLIKELY(traced))
     rp__trace_unit(ex, s, ui, (uint32_t)(l - ex->lanes), t_wait, t0, st, skip);
   if (u->npost)
@@ -343,8 +359,8 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
         rp_status st = h->fn(h->ctx);
         if (RP_UNLIKELY(st != RP_OK || violation)) {
           st = task_status(st, &violation);
-          rp__unit_failed(ex, s, h->unit, st,
-                          st == RP_ECONTRACT ? CONTRACT_WHY : NULL);
+          rp__unit_failed(ex, s, h->unit, st, task_why(st));
+          why_consumed();
           block = 1;
         }
         if (h->publish)
@@ -837,5 +853,5 @@ rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out) {
 }
 
 const char *rp_exec_error_detail(const rp_exec *ex) {
-  return ex && ex->magic == RP_EXEC_MAGIC ? ex->last_detail : "";
+  return rp__exec_check(ex, "rp_exec_error_detail") ? "" : ex->last_detail;
 }

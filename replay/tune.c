@@ -221,8 +221,7 @@ static rp_status run_window(rp_exec *ex, const rp_replay_args *a,
     if (rs && !st) /* finish() stored the detail before the done event */
       st = rp__err(rs, "%s", rp_exec_error_detail(ex));
   }
-  if (replays)
-    *replays += n;
+  *replays += n;
   if (st)
     return st;
   /* completed: only a completer's last stores can still be under way */
@@ -257,7 +256,7 @@ static rp_status tune_run(rp_exec *ex, const rp_replay_args *a,
     st = rp__err(st,
                  "rp_exec_tune: after %u trial replay(s) (the placement in "
                  "effect before the call is kept): %s",
-                 replays ? *replays : 0, why);
+                 *replays, why);
   }
   return st;
 }
@@ -273,8 +272,6 @@ static int wants_tuning(const rp_exec *ex) {
 
 rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
                        uint32_t *replays) {
-  if (replays)
-    *replays = 0;
   rp_status st = rp__replay_check(ex, a, "rp_exec_tune");
   if (st)
     return st;
@@ -302,10 +299,15 @@ rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
                    "at a time per exec)",
                    (void *)ex);
   rp__nvtx_push("reprise.tune");
+  uint32_t ran = 0;
   st = rp__exec_wait_quiet(ex, "rp_exec_tune");
   if (!st && wants_tuning(ex))
-    st = tune_run(ex, &ta, replays);
+    st = tune_run(ex, &ta, &ran);
   rp__nvtx_pop();
   atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+  /* *replays says how many ran: on success, or on a failure after trial
+   * replays ran; an error before any leaves it untouched */
+  if (replays && (!st || ran))
+    *replays = ran;
   return st;
 }

@@ -1,0 +1,1641 @@
+/* test/test_misuse_api.c — the promises the public header makes for every
+ * call, checked over the whole header by tables:
+ *  - every call taking a runtime, graph or exec, given a destroyed one,
+ *    refuses it (RP_ESTALE, or the call's neutral value with a detail
+ *    saying "destroyed") without touching freed memory (ASan builds);
+ *    include/reprise.h is parsed here, so a call missing from the table
+ *    fails the test;
+ *  - out-parameters stay untouched on error paths, and a NULL required
+ *    out-parameter is RP_EINVAL; the header is parsed for those too;
+ *  - model runtimes refuse calls that touch instance data;
+ *  - names of instances, ops and ports follow one rule everywhere, and
+ *    every dump of an accepted graph parses (dot, cJSON);
+ *  - a task's own error detail reaches rp_exec_error_detail;
+ *  - malformed REPRISE_* variables fail rp_runtime_create naming them. */
+#include "helpers.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef REPRISE_HAVE_CJSON
+#include <cJSON.h>
+#endif
+
+static rp_status nop_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+static rp_status failing_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return rp_error_set(RP_EINVAL, "batch index 99 is past the 4 batches");
+}
+
+/* ---- reading the header ---- */
+
+typedef struct api_fn {
+  char ret[64]; /* the return type */
+  char name[64];
+  char params[512]; /* whitespace collapsed */
+} api_fn;
+
+/* Every RP_API function of include/reprise.h (comments stripped). */
+static size_t header_functions(api_fn *out, size_t cap) {
+  size_t len = 0;
+  char *s = th_read_all(REPRISE_HEADER_PATH, &len);
+  cr_assert_not_null(s, "cannot read %s", REPRISE_HEADER_PATH);
+  /* strip comments and preprocessor lines (the RP_API definitions) */
+  for (char *p = s; *p; p++) {
+    if (p[0] == '/' && p[1] == '*') {
+      char *e = strstr(p + 2, "*/");
+      cr_assert_not_null(e);
+      memset(p, ' ', (size_t)(e + 2 - p));
+    } else if (*p == '#' && (p == s || p[-1] == '\n')) {
+      while (*p && !(*p == '\n' && p[-1] != '\\'))
+        *p++ = ' ';
+    }
+  }
+  size_t n = 0;
+  for (char *p = strstr(s, "RP_API"); p; p = strstr(p + 6, "RP_API")) {
+    char *paren = strchr(p, '('), *semi = strchr(p, ';');
+    cr_assert(paren && semi && paren < semi);
+    char *e = paren;
+    while (e > p && isspace((unsigned char)e[-1]))
+      e--;
+    char *b = e;
+    while (b > p && (isalnum((unsigned char)b[-1]) || b[-1] == '_'))
+      b--;
+    cr_assert_lt(n, cap);
+    api_fn *f = &out[n++];
+    snprintf(f->name, sizeof f->name, "%.*s", (int)(e - b), b);
+    char *r = p + 6, *re = b;
+    while (isspace((unsigned char)*r))
+      r++;
+    while (re > r && isspace((unsigned char)re[-1]))
+      re--;
+    snprintf(f->ret, sizeof f->ret, "%.*s", (int)(re - r), r);
+    /* the parameter list, to its matching parenthesis */
+    int depth = 0;
+    size_t k = 0;
+    for (char *q = paren; q < semi; q++) {
+      depth += *q == '(';
+      depth -= *q == ')';
+      char c = isspace((unsigned char)*q) ? ' ' : *q;
+      if (k + 1 < sizeof f->params &&
+          !(c == ' ' && k && f->params[k - 1] == ' '))
+        f->params[k++] = c;
+      if (!depth)
+        break;
+    }
+    f->params[k] = 0;
+  }
+  free(s);
+  return n;
+}
+
+/* 1 when the parameter list takes a runtime, graph or exec handle (not
+ * only a `**` out-parameter). */
+static int takes_handle(const char *params) {
+  static const char *const types[] = {"rp_runtime *", "rp_graph *",
+                                      "rp_exec *"};
+  for (size_t i = 0; i < 3; i++)
+    for (const char *p = strstr(params, types[i]); p;
+         p = strstr(p + 1, types[i]))
+      if (p[strlen(types[i])] != '*')
+        return 1;
+  return 0;
+}
+
+/* ---- destroyed handles ---- */
+
+typedef struct dead {
+  rp_runtime *rt;
+  rp_graph *g;
+  rp_exec *ex;
+} dead;
+
+/* One call on destroyed handles: returns 1 when the call gave what the
+ * header promises for a destroyed handle (RP_ESTALE, or a value call's
+ * neutral value). */
+typedef int (*dead_fn)(const dead *d);
+
+#define S_(call) return (call) == RP_ESTALE
+static int d_runtime_destroy(const dead *d) {
+  S_(rp_runtime_destroy(d->rt));
+}
+static int d_runtime_backend(const dead *d) {
+  return rp_runtime_backend(d->rt) == RP_BACKEND_CPU;
+}
+static int d_runtime_backend_reason(const dead *d) {
+  return strcmp(rp_runtime_backend_reason(d->rt), "") == 0;
+}
+static int d_runtime_drain(const dead *d) {
+  S_(rp_runtime_drain(d->rt));
+}
+static int d_proc_count(const dead *d) {
+  return rp_proc_count(d->rt) == 0;
+}
+static int d_mem_count(const dead *d) {
+  return rp_mem_count(d->rt) == 0;
+}
+static int d_proc_query(const dead *d) {
+  rp_proc_info pi;
+  S_(rp_proc_query(d->rt, 0, &pi));
+}
+static int d_mem_query(const dead *d) {
+  rp_mem_info mi;
+  S_(rp_mem_query(d->rt, 0, &mi));
+}
+static int d_proc_can_access(const dead *d) {
+  return rp_proc_can_access(d->rt, 0, 0) == 0;
+}
+static int d_mem_find(const dead *d) {
+  rp_mem m;
+  S_(rp_mem_find(d->rt, RP_MEM_SYSTEM, -1, &m));
+}
+static const rp_rect R4 = {1, {0}, {3}};
+static int d_instance_create(const dead *d) {
+  rp_inst i;
+  S_(rp_instance_create(d->rt, 0, RP_F32, &R4, NULL, &i));
+}
+static int d_instance_create_external(const dead *d) {
+  float buf[4];
+  rp_inst i;
+  S_(rp_instance_create_external(d->rt, 0, RP_F32, &R4, NULL, buf, sizeof buf,
+                                 &i));
+}
+static const rp_inst I1 = {((uint64_t)1 << 32) | 1};
+static int d_instance_free(const dead *d) {
+  S_(rp_instance_free(d->rt, I1));
+}
+static int d_instance_realloc(const dead *d) {
+  rp_inst i = I1;
+  S_(rp_instance_realloc(d->rt, &i));
+}
+static int d_instance_query(const dead *d) {
+  rp_instance_info ii;
+  S_(rp_instance_query(d->rt, I1, &ii));
+}
+static int d_instance_set_name(const dead *d) {
+  S_(rp_instance_set_name(d->rt, I1, "x"));
+}
+static int d_instance_name(const dead *d) {
+  return rp_instance_name(d->rt, I1) == NULL;
+}
+static int d_instance_ptr(const dead *d) {
+  return rp_instance_ptr(d->rt, I1) == NULL;
+}
+static int d_instance_read(const dead *d) {
+  float b[4];
+  S_(rp_instance_read(d->rt, I1, b, sizeof b));
+}
+static int d_instance_write(const dead *d) {
+  float b[4] = {0};
+  S_(rp_instance_write(d->rt, I1, b, sizeof b));
+}
+static int d_event_create(const dead *d) {
+  rp_event e;
+  S_(rp_event_create(d->rt, &e));
+}
+static int d_event_trigger(const dead *d) {
+  S_(rp_event_trigger(d->rt, (rp_event){1}));
+}
+static int d_event_poison(const dead *d) {
+  S_(rp_event_poison(d->rt, (rp_event){1}, RP_ETASK));
+}
+static int d_event_query(const dead *d) {
+  S_(rp_event_query(d->rt, (rp_event){1}));
+}
+static int d_event_wait(const dead *d) {
+  S_(rp_event_wait(d->rt, (rp_event){1}, 0));
+}
+static void cb_nop(void *arg, rp_status st) {
+  (void)arg, (void)st;
+}
+static int d_event_on_complete(const dead *d) {
+  S_(rp_event_on_complete(d->rt, (rp_event){1}, cb_nop, NULL));
+}
+static int d_event_merge(const dead *d) {
+  rp_event e;
+  S_(rp_event_merge(d->rt, NULL, 0, &e));
+}
+static int d_event_release(const dead *d) {
+  S_(rp_event_release(d->rt, (rp_event){1}));
+}
+static int d_task_register(const dead *d) {
+  rp_task_id t;
+  S_(rp_task_register(d->rt, &(rp_task_desc){.name = "t2", .cpu_fn = nop_task},
+                      &t));
+}
+static int d_task_find(const dead *d) {
+  rp_task_id t;
+  S_(rp_task_find(d->rt, "nop", &t));
+}
+static int d_task_name(const dead *d) {
+  return rp_task_name(d->rt, 0) == NULL;
+}
+static int d_task_query(const dead *d) {
+  rp_task_info ti;
+  S_(rp_task_query(d->rt, 0, &ti));
+}
+static int d_launch_task(const dead *d) {
+  S_(rp_launch_task(d->rt, &(rp_launch){.proc = 0}, NULL));
+}
+static int d_launch_copy(const dead *d) {
+  S_(rp_launch_copy(d->rt, &(rp_copy){.src = I1, .dst = I1}, NULL));
+}
+static int d_launch_parallel(const dead *d) {
+  S_(rp_launch_parallel(d->rt, &(rp_parallel_op){.whole = I1}, NULL));
+}
+static int d_capture_begin(const dead *d) {
+  S_(rp_capture_begin(d->rt, NULL));
+}
+static int d_capture_end(const dead *d) {
+  rp_graph *g;
+  S_(rp_capture_end(d->rt, &g));
+}
+static int d_capture_abort(const dead *d) {
+  S_(rp_capture_abort(d->rt));
+}
+static int d_capture_name_next(const dead *d) {
+  S_(rp_capture_name_next(d->rt, "x"));
+}
+static int d_capture_precondition(const dead *d) {
+  rp_event e;
+  uint32_t p;
+  S_(rp_capture_precondition(d->rt, "p", &e, &p));
+}
+static int d_capture_postcondition(const dead *d) {
+  uint32_t p;
+  S_(rp_capture_postcondition(d->rt, "p", NULL, 0, &p));
+}
+static int d_graph_create(const dead *d) {
+  rp_graph *g;
+  S_(rp_graph_create(d->rt, &g));
+}
+static int d_graph_destroy(const dead *d) {
+  S_(rp_graph_destroy(d->g));
+}
+static int d_graph_add_task(const dead *d) {
+  rp_op_id o;
+  S_(rp_graph_add_task(d->g, &(rp_launch){.proc = 0}, &o));
+}
+static int d_graph_add_copy(const dead *d) {
+  rp_op_id o;
+  S_(rp_graph_add_copy(d->g, &(rp_copy){.src = I1, .dst = I1}, &o));
+}
+static int d_graph_add_parallel(const dead *d) {
+  rp_op_id o;
+  uint32_t n;
+  S_(rp_graph_add_parallel(d->g, &(rp_parallel_op){.whole = I1}, &o, &n));
+}
+static int d_graph_add_edge(const dead *d) {
+  S_(rp_graph_add_edge(d->g, 0, 1));
+}
+static int d_graph_add_precondition(const dead *d) {
+  rp_port_id p;
+  S_(rp_graph_add_precondition(d->g, "p", &p));
+}
+static int d_graph_add_postcondition(const dead *d) {
+  rp_port_id p;
+  S_(rp_graph_add_postcondition(d->g, "p", &p));
+}
+static int d_graph_bind_precondition(const dead *d) {
+  S_(rp_graph_bind_precondition(d->g, 0, 0));
+}
+static int d_graph_bind_postcondition(const dead *d) {
+  S_(rp_graph_bind_postcondition(d->g, 0, 0));
+}
+static int d_graph_add_interp(const dead *d) {
+  S_(rp_graph_add_interp(d->g, 0, &(rp_interp){0, 0, 4}));
+}
+static int d_graph_set_op_name(const dead *d) {
+  S_(rp_graph_set_op_name(d->g, 0, "x"));
+}
+static int d_graph_op_name(const dead *d) {
+  return rp_graph_op_name(d->g, 0) == NULL;
+}
+static int d_graph_remove_edge(const dead *d) {
+  S_(rp_graph_remove_edge(d->g, 0, 1));
+}
+static int d_graph_op_count(const dead *d) {
+  return rp_graph_op_count(d->g) == 0;
+}
+static int d_graph_edge_count(const dead *d) {
+  return rp_graph_edge_count(d->g) == 0;
+}
+static int d_graph_precondition_count(const dead *d) {
+  return rp_graph_precondition_count(d->g) == 0;
+}
+static int d_graph_postcondition_count(const dead *d) {
+  return rp_graph_postcondition_count(d->g) == 0;
+}
+static int d_graph_depends(const dead *d) {
+  return rp_graph_depends(d->g, 0, 1) == 0;
+}
+static int d_graph_runtime(const dead *d) {
+  return rp_graph_runtime(d->g) == NULL;
+}
+static int d_graph_op_query(const dead *d) {
+  rp_op_info oi;
+  S_(rp_graph_op_query(d->g, 0, &oi));
+}
+static int d_graph_op_accesses(const dead *d) {
+  uint32_t n;
+  S_(rp_graph_op_accesses(d->g, 0, NULL, 0, &n));
+}
+static int d_graph_edge_query(const dead *d) {
+  rp_op_id a, b;
+  int inf;
+  S_(rp_graph_edge_query(d->g, 0, &a, &b, &inf));
+}
+static int d_graph_postcondition_ops(const dead *d) {
+  uint32_t n;
+  S_(rp_graph_postcondition_ops(d->g, 0, NULL, 0, &n));
+}
+static int d_graph_validate(const dead *d) {
+  S_(rp_graph_validate(d->g));
+}
+static int d_graph_save(const dead *d) {
+  S_(rp_graph_save(d->g, "/nonexistent-dir/g.json"));
+}
+static int d_graph_load(const dead *d) {
+  rp_graph *g;
+  S_(rp_graph_load(d->rt, "/nonexistent-dir/g.json", NULL, 0, &g));
+}
+static int d_graph_instances(const dead *d) {
+  uint32_t n;
+  S_(rp_graph_instances(d->g, NULL, 0, &n));
+}
+static int d_graph_load_mem(const dead *d) {
+  rp_graph *g;
+  S_(rp_graph_load_mem(d->rt, "{}", 2, NULL, 0, 0, &g));
+}
+static int d_instantiate(const dead *d) {
+  rp_exec *ex;
+  S_(rp_instantiate(d->g, NULL, &ex));
+}
+static int d_exec_destroy(const dead *d) {
+  S_(rp_exec_destroy(d->ex));
+}
+static int d_replay(const dead *d) {
+  rp_event e;
+  S_(rp_replay(d->ex, &(rp_replay_args){0}, &e));
+}
+static int d_exec_tune(const dead *d) {
+  S_(rp_exec_tune(d->ex, &(rp_replay_args){0}, NULL));
+}
+static int d_exec_stats_get(const dead *d) {
+  rp_exec_stats es;
+  S_(rp_exec_stats_get(d->ex, &es));
+}
+static int d_exec_error_detail(const dead *d) {
+  return strcmp(rp_exec_error_detail(d->ex), "") == 0;
+}
+static int d_exec_op_proc(const dead *d) {
+  rp_proc p;
+  S_(rp_exec_op_proc(d->ex, 0, &p));
+}
+static int d_exec_update_args(const dead *d) {
+  char a[4] = {0};
+  S_(rp_exec_update_args(d->ex, 0, a, sizeof a, NULL));
+}
+static int d_exec_trace_start(const dead *d) {
+  S_(rp_exec_trace_start(d->ex, 1));
+}
+static int d_exec_trace_write(const dead *d) {
+  S_(rp_exec_trace_write(d->ex, "/nonexistent-dir/t.json"));
+}
+static int d_graph_dump(const dead *d) {
+  S_(rp_graph_dump(d->g, stderr, RP_DUMP_TEXT));
+}
+static int d_exec_dump(const dead *d) {
+  S_(rp_exec_dump(d->ex, stderr, RP_DUMP_TEXT));
+}
+static int d_runtime_rank(const dead *d) {
+  return rp_runtime_rank(d->rt) == 0;
+}
+static int d_runtime_ranks(const dead *d) {
+  return rp_runtime_ranks(d->rt) == 1;
+}
+static int d_launch_allreduce(const dead *d) {
+  S_(rp_launch_allreduce(d->rt, &(rp_allreduce){.inst = I1}, NULL));
+}
+static int d_launch_dist_copy(const dead *d) {
+  S_(rp_launch_dist_copy(d->rt, &(rp_dist_copy){.src = I1, .dst = I1}, NULL));
+}
+static int d_launch_dist_parallel(const dead *d) {
+  S_(rp_launch_dist_parallel(d->rt, &(rp_dist_parallel){.whole = I1}, NULL));
+}
+static int d_graph_add_allreduce(const dead *d) {
+  rp_op_id o;
+  S_(rp_graph_add_allreduce(d->g, &(rp_allreduce){.inst = I1}, &o));
+}
+static int d_graph_add_dist_copy(const dead *d) {
+  rp_op_id o;
+  S_(rp_graph_add_dist_copy(d->g, &(rp_dist_copy){.src = I1, .dst = I1}, &o));
+}
+static int d_runtime_dist_detail(const dead *d) {
+  return strcmp(rp_runtime_dist_detail(d->rt), "") == 0;
+}
+static int d_runtime_worker_allocated_bytes(const dead *d) {
+  return rp_runtime_worker_allocated_bytes(d->rt) == UINT64_MAX;
+}
+#undef S_
+
+typedef struct dead_entry {
+  const char *name;
+  dead_fn fn;
+} dead_entry;
+
+#define D_(n)                                                                  \
+  { "rp_" #n, d_##n }
+static const dead_entry DEAD[] = {
+    D_(runtime_destroy),
+    D_(runtime_backend),
+    D_(runtime_backend_reason),
+    D_(runtime_drain),
+    D_(proc_count),
+    D_(mem_count),
+    D_(proc_query),
+    D_(mem_query),
+    D_(proc_can_access),
+    D_(mem_find),
+    D_(instance_create),
+    D_(instance_create_external),
+    D_(instance_free),
+    D_(instance_realloc),
+    D_(instance_query),
+    D_(instance_set_name),
+    D_(instance_name),
+    D_(instance_ptr),
+    D_(instance_read),
+    D_(instance_write),
+    D_(event_create),
+    D_(event_trigger),
+    D_(event_poison),
+    D_(event_query),
+    D_(event_wait),
+    D_(event_on_complete),
+    D_(event_merge),
+    D_(event_release),
+    D_(task_register),
+    D_(task_find),
+    D_(task_name),
+    D_(task_query),
+    D_(launch_task),
+    D_(launch_copy),
+    D_(launch_parallel),
+    D_(capture_begin),
+    D_(capture_end),
+    D_(capture_abort),
+    D_(capture_name_next),
+    D_(capture_precondition),
+    D_(capture_postcondition),
+    D_(graph_create),
+    D_(graph_destroy),
+    D_(graph_add_task),
+    D_(graph_add_copy),
+    D_(graph_add_parallel),
+    D_(graph_add_edge),
+    D_(graph_add_precondition),
+    D_(graph_add_postcondition),
+    D_(graph_bind_precondition),
+    D_(graph_bind_postcondition),
+    D_(graph_add_interp),
+    D_(graph_set_op_name),
+    D_(graph_op_name),
+    D_(graph_remove_edge),
+    D_(graph_op_count),
+    D_(graph_edge_count),
+    D_(graph_precondition_count),
+    D_(graph_postcondition_count),
+    D_(graph_depends),
+    D_(graph_runtime),
+    D_(graph_op_query),
+    D_(graph_op_accesses),
+    D_(graph_edge_query),
+    D_(graph_postcondition_ops),
+    D_(graph_validate),
+    D_(graph_save),
+    D_(graph_load),
+    D_(graph_instances),
+    D_(graph_load_mem),
+    D_(instantiate),
+    D_(exec_destroy),
+    D_(replay),
+    D_(exec_tune),
+    D_(exec_stats_get),
+    D_(exec_error_detail),
+    D_(exec_op_proc),
+    D_(exec_update_args),
+    D_(exec_trace_start),
+    D_(exec_trace_write),
+    D_(graph_dump),
+    D_(exec_dump),
+    D_(runtime_rank),
+    D_(runtime_ranks),
+    D_(launch_allreduce),
+    D_(launch_dist_copy),
+    D_(launch_dist_parallel),
+    D_(graph_add_allreduce),
+    D_(graph_add_dist_copy),
+    D_(runtime_dist_detail),
+    D_(runtime_worker_allocated_bytes),
+};
+#undef D_
+#define NDEAD (sizeof DEAD / sizeof DEAD[0])
+
+Test(misuse_api, destroyed_handle_table_covers_every_call_of_the_header) {
+  static api_fn fns[512];
+  size_t n = header_functions(fns, 512);
+  cr_assert_gt(n, 100, "only %zu RP_API functions parsed", n);
+  size_t handles = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!takes_handle(fns[i].params))
+      continue;
+    handles++;
+    size_t k = 0;
+    while (k < NDEAD && strcmp(DEAD[k].name, fns[i].name) != 0)
+      k++;
+    cr_assert_lt(k, NDEAD,
+                 "%s%s takes a runtime, graph or exec: add it to the "
+                 "destroyed-handle table",
+                 fns[i].name, fns[i].params);
+  }
+  cr_assert_eq(handles, NDEAD, "the table has %zu entries, the header %zu",
+               NDEAD, handles);
+}
+
+/* Every call on a destroyed runtime, graph and exec. The quarantine keeps
+ * the last 32 destroyed objects: only 3 are destroyed here. */
+Test(misuse_api, every_call_refuses_destroyed_handles) {
+  dead d;
+  d.rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      d.rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 100},
+      &t));
+  RP_CHECK(rp_graph_create(d.rt, &d.g));
+  rp_op_id a, b;
+  RP_CHECK(rp_graph_add_task(d.g, &(rp_launch){.task = t, .proc = 0}, &a));
+  RP_CHECK(rp_graph_add_task(d.g, &(rp_launch){.task = t, .proc = 0}, &b));
+  RP_CHECK(rp_graph_add_edge(d.g, a, b));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_postcondition(d.g, "out", &p));
+  RP_CHECK(rp_graph_bind_postcondition(d.g, p, b));
+  RP_CHECK(rp_instantiate(d.g, NULL, &d.ex));
+  RP_CHECK(rp_exec_destroy(d.ex));
+  RP_CHECK(rp_graph_destroy(d.g));
+  RP_CHECK(rp_runtime_destroy(d.rt));
+  for (size_t i = 0; i < NDEAD; i++) {
+    rp_error_set(RP_OK, NULL);
+    int ok = DEAD[i].fn(&d);
+    cr_assert(ok, "%s on a destroyed handle: not refused (%s)", DEAD[i].name,
+              rp_error_detail());
+    cr_assert(strstr(rp_error_detail(), "destroyed") &&
+                  strstr(rp_error_detail(), DEAD[i].name),
+              "%s: the detail '%s' does not say the handle was destroyed",
+              DEAD[i].name, rp_error_detail());
+  }
+}
+
+/* ---- out-parameters ---- */
+
+/* What the out-parameter calls run on: a runtime with a task, instances, a
+ * graph (a task with 4 argument bytes, an edge, a postcondition port), an
+ * exec of it, and a graph with a cycle. */
+typedef struct fx {
+  rp_runtime *rt;
+  rp_task_id task;
+  rp_inst whole, part[2];
+  rp_graph *g, *cyc;
+  rp_exec *ex;
+  unsigned names;
+} fx;
+
+static void fx_init(fx *f) {
+  memset(f, 0, sizeof *f);
+  f->rt = th_cpu_runtime(2);
+  RP_CHECK(rp_task_register(
+      f->rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 100},
+      &f->task));
+  rp_rect r = rp_rect_1d(0, 7);
+  RP_CHECK(rp_instance_create(f->rt, 0, RP_F32, &r, NULL, &f->whole));
+  for (int i = 0; i < 2; i++)
+    RP_CHECK(rp_instance_create(f->rt, 0, RP_F32, &r, NULL, &f->part[i]));
+  RP_CHECK(rp_graph_create(f->rt, &f->g));
+  uint32_t arg = 7;
+  rp_op_id a, b;
+  RP_CHECK(rp_graph_add_task(
+      f->g,
+      &(rp_launch){
+          .task = f->task, .proc = 0, .args = &arg, .args_size = sizeof arg},
+      &a));
+  RP_CHECK(
+      rp_graph_add_task(f->g, &(rp_launch){.task = f->task, .proc = 0}, &b));
+  RP_CHECK(rp_graph_add_edge(f->g, a, b));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_postcondition(f->g, "out", &p));
+  RP_CHECK(rp_graph_bind_postcondition(f->g, p, b));
+  RP_CHECK(rp_instantiate(f->g, NULL, &f->ex));
+  RP_CHECK(rp_graph_create(f->rt, &f->cyc));
+  RP_CHECK(
+      rp_graph_add_task(f->cyc, &(rp_launch){.task = f->task, .proc = 0}, &a));
+  RP_CHECK(
+      rp_graph_add_task(f->cyc, &(rp_launch){.task = f->task, .proc = 0}, &b));
+  RP_CHECK(rp_graph_add_edge(f->cyc, a, b));
+  RP_CHECK(rp_graph_add_edge(f->cyc, b, a));
+  RP_CHECK(rp_graph_add_postcondition(f->cyc, "out", NULL));
+}
+
+static void fx_fini(fx *f) {
+  RP_CHECK(rp_exec_destroy(f->ex));
+  RP_CHECK(rp_graph_destroy(f->g));
+  RP_CHECK(rp_graph_destroy(f->cyc));
+  RP_CHECK(rp_instance_free(f->rt, f->whole));
+  for (int i = 0; i < 2; i++)
+    RP_CHECK(rp_instance_free(f->rt, f->part[i]));
+  RP_CHECK(rp_runtime_destroy(f->rt));
+}
+
+/* A graph file of f->g in memory (JSON dump), malloc'd. */
+static char *fx_graph_file(fx *f, size_t *len) {
+  char *buf = NULL;
+  FILE *m = open_memstream(&buf, len);
+  cr_assert_not_null(m);
+  RP_CHECK(rp_graph_dump(f->g, m, RP_DUMP_JSON));
+  fclose(m);
+  return buf;
+}
+
+enum { BAD = 0, GOOD = 1 };
+
+/* One call with out-parameters o[0..]: mode BAD makes it fail on an input
+ * error (o as given), GOOD makes it succeed (and frees what it made when
+ * every o is non-NULL and it succeeded). */
+typedef rp_status (*out_fn)(fx *f, int mode, void **o);
+
+#define O_(n) static rp_status o_##n(fx *f, int mode, void **o)
+#define GOOD_OK_(st) ((st) == RP_OK && mode == GOOD)
+
+O_(file_open_regular) {
+  (void)f;
+  rp_status st = rp_file_open_regular(
+      mode ? REPRISE_HEADER_PATH : "/nonexistent-dir/x", o[0], o[1]);
+  if (GOOD_OK_(st) && o[0] && o[1])
+    close(*(int *)o[0]);
+  return st;
+}
+O_(file_read_regular) {
+  (void)f;
+  rp_status st = rp_file_read_regular(
+      mode ? REPRISE_HEADER_PATH : "/nonexistent-dir/x", 1 << 20, o[0], o[1]);
+  if (GOOD_OK_(st) && o[0] && o[1])
+    free(*(char **)o[0]);
+  return st;
+}
+O_(runtime_create) {
+  (void)f;
+  rp_runtime_config c;
+  rp_runtime_config_init(&c);
+  c.cpus = mode ? 1 : 100000;
+  c.quiet = c.ignore_env = 1;
+  c.backend = RP_BACKEND_CPU;
+  rp_status st = rp_runtime_create(&c, o[0]);
+  if (GOOD_OK_(st) && o[0])
+    RP_CHECK(rp_runtime_destroy(*(rp_runtime **)o[0]));
+  return st;
+}
+O_(proc_query) {
+  return rp_proc_query(f->rt, mode ? 0 : 9999, o[0]);
+}
+O_(mem_query) {
+  return rp_mem_query(f->rt, mode ? 0 : 9999, o[0]);
+}
+O_(mem_find) {
+  return rp_mem_find(f->rt, mode ? RP_MEM_SYSTEM : RP_MEM_GPU, mode ? -1 : 7,
+                     o[0]);
+}
+O_(rect_init) {
+  (void)f;
+  int64_t ext[1] = {4};
+  return rp_rect_init(o[0], mode ? 1 : 0, NULL, ext);
+}
+O_(chunk_rect) {
+  (void)f;
+  rp_rect w = rp_rect_1d(0, 7);
+  return rp_chunk_rect(&w, 0, mode ? 2 : 0, 0, o[0]);
+}
+O_(instance_create) {
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_status st = rp_instance_create(f->rt, 0, mode ? RP_F32 : (rp_dtype)99, &r,
+                                    NULL, o[0]);
+  if (GOOD_OK_(st) && o[0])
+    RP_CHECK(rp_instance_free(f->rt, *(rp_inst *)o[0]));
+  return st;
+}
+O_(instance_create_external) {
+  static float buf[4];
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_status st = rp_instance_create_external(
+      f->rt, 0, mode ? RP_F32 : (rp_dtype)99, &r, NULL, buf, sizeof buf, o[0]);
+  if (GOOD_OK_(st) && o[0])
+    RP_CHECK(rp_instance_free(f->rt, *(rp_inst *)o[0]));
+  return st;
+}
+O_(instance_realloc) {
+  /* inout: BAD passes the sentinel bytes as the handle (stale) */
+  if (mode && o[0])
+    *(rp_inst *)o[0] = f->whole;
+  rp_status st = rp_instance_realloc(f->rt, o[0]);
+  if (GOOD_OK_(st) && o[0])
+    f->whole = *(rp_inst *)o[0];
+  return st;
+}
+O_(instance_query) {
+  return rp_instance_query(f->rt, mode ? f->whole : (rp_inst){0x5a5a5a5a5a},
+                           o[0]);
+}
+O_(event_create) {
+  rp_status st = rp_event_create(mode ? f->rt : NULL, o[0]);
+  if (GOOD_OK_(st) && o[0]) {
+    rp_event e = *(rp_event *)o[0];
+    RP_CHECK(rp_event_trigger(f->rt, e));
+    RP_CHECK(rp_event_release(f->rt, e));
+  }
+  return st;
+}
+O_(event_merge) {
+  rp_event evs[1] = {{mode ? 0 : 0x5a5a5a5a5a}};
+  rp_status st = rp_event_merge(f->rt, evs, 1, o[0]);
+  if (GOOD_OK_(st) && o[0])
+    RP_CHECK(rp_event_release(f->rt, *(rp_event *)o[0]));
+  return st;
+}
+O_(task_register) {
+  char name[32];
+  snprintf(name, sizeof name, "t%u", f->names++);
+  return rp_task_register(
+      f->rt, &(rp_task_desc){.name = mode ? name : "nop", .cpu_fn = nop_task},
+      o[0]);
+}
+O_(task_find) {
+  return rp_task_find(f->rt, mode ? "nop" : "none", o[0]);
+}
+O_(task_query) {
+  return rp_task_query(f->rt, mode ? f->task : 999, o[0]);
+}
+static rp_status done_release(fx *f, rp_status st, int mode, void *done) {
+  if (GOOD_OK_(st) && done) {
+    rp_event e = *(rp_event *)done;
+    RP_CHECK(rp_event_wait(f->rt, e, -1));
+    RP_CHECK(rp_event_release(f->rt, e));
+  }
+  return st;
+}
+O_(launch_task) {
+  rp_status st = rp_launch_task(
+      f->rt, &(rp_launch){.task = mode ? f->task : 999, .proc = 0}, o[0]);
+  return done_release(f, st, mode, o[0]);
+}
+static rp_inst stale_or(fx *f, int mode, rp_inst i) {
+  (void)f;
+  return mode ? i : (rp_inst){0x5a5a5a5a5a};
+}
+O_(launch_copy) {
+  rp_status st = rp_launch_copy(
+      f->rt, &(rp_copy){.src = stale_or(f, mode, f->whole), .dst = f->part[0]},
+      o[0]);
+  return done_release(f, st, mode, o[0]);
+}
+static rp_parallel_op pop(fx *f, int mode) {
+  return (rp_parallel_op){.kind = RP_POP_REPLICATE,
+                          .whole = stale_or(f, mode, f->whole),
+                          .parts = f->part,
+                          .nparts = 2};
+}
+O_(launch_parallel) {
+  rp_parallel_op p = pop(f, mode);
+  rp_status st = rp_launch_parallel(f->rt, &p, o[0]);
+  return done_release(f, st, mode, o[0]);
+}
+O_(capture_end) {
+  if (mode)
+    RP_CHECK(rp_capture_begin(f->rt, NULL));
+  rp_status st = rp_capture_end(f->rt, o[0]);
+  if (mode && st)
+    RP_CHECK(rp_capture_abort(f->rt));
+  if (GOOD_OK_(st) && o[0])
+    RP_CHECK(rp_graph_destroy(*(rp_graph **)o[0]));
+  return st;
+}
+O_(capture_precondition) {
+  if (mode)
+    RP_CHECK(rp_capture_begin(f->rt, NULL));
+  rp_status st = rp_capture_precondition(f->rt, "pre", o[0], o[1]);
+  if (mode)
+    RP_CHECK(rp_capture_abort(f->rt));
+  return st;
+}
+O_(capture_postcondition) {
+  if (mode)
+    RP_CHECK(rp_capture_begin(f->rt, NULL));
+  rp_status st = rp_capture_postcondition(f->rt, "post", NULL, 0, o[0]);
+  if (mode)
+    RP_CHECK(rp_capture_abort(f->rt));
+  return st;
+}
+O_(graph_create) {
+  rp_status st = rp_graph_create(mode ? f->rt : NULL, o[0]);
+  if (GOOD_OK_(st) && o[0])
+    RP_CHECK(rp_graph_destroy(*(rp_graph **)o[0]));
+  return st;
+}
+O_(graph_add_task) {
+  return rp_graph_add_task(
+      f->g, &(rp_launch){.task = mode ? f->task : 999, .proc = 0}, o[0]);
+}
+O_(graph_add_copy) {
+  return rp_graph_add_copy(
+      f->g, &(rp_copy){.src = stale_or(f, mode, f->whole), .dst = f->part[0]},
+      o[0]);
+}
+O_(graph_add_parallel) {
+  rp_parallel_op p = pop(f, mode);
+  return rp_graph_add_parallel(f->g, &p, o[0], o[1]);
+}
+O_(graph_add_precondition) {
+  char name[32];
+  snprintf(name, sizeof name, "pre%u", f->names++);
+  return rp_graph_add_precondition(f->cyc, mode ? name : "", o[0]);
+}
+O_(graph_add_postcondition) {
+  char name[32];
+  snprintf(name, sizeof name, "post%u", f->names++);
+  return rp_graph_add_postcondition(f->cyc, mode ? name : "out", o[0]);
+}
+O_(graph_op_query) {
+  return rp_graph_op_query(f->g, mode ? 0 : 999, o[0]);
+}
+O_(graph_op_accesses) {
+  return rp_graph_op_accesses(f->g, mode ? 0 : 999, o[0], o[0] ? 8 : 0, o[1]);
+}
+O_(graph_edge_query) {
+  return rp_graph_edge_query(f->g, mode ? 0 : 999, o[0], o[1], o[2]);
+}
+O_(graph_postcondition_ops) {
+  return rp_graph_postcondition_ops(f->g, mode ? 0 : 999, o[0], o[0] ? 8 : 0,
+                                    o[1]);
+}
+O_(graph_instances) {
+  return rp_graph_instances(mode ? f->g : NULL, o[0], o[0] ? 8 : 0, o[1]);
+}
+O_(graph_load) {
+  const char *path = "/nonexistent-dir/g.json";
+  if (mode) {
+    path = th_tmp_path("g.json");
+    RP_CHECK(rp_graph_save(f->g, path));
+  }
+  rp_status st = rp_graph_load(f->rt, path, NULL, 0, o[0]);
+  if (GOOD_OK_(st) && o[0]) {
+    rp_graph *g = *(rp_graph **)o[0];
+    rp_inst insts[8];
+    uint32_t n = 0;
+    RP_CHECK(rp_graph_instances(g, insts, 8, &n));
+    RP_CHECK(rp_graph_destroy(g));
+    for (uint32_t i = 0; i < n; i++)
+      RP_CHECK(rp_instance_free(f->rt, insts[i]));
+  }
+  return st;
+}
+O_(graph_load_mem) {
+  size_t len = 4;
+  char *buf = mode ? fx_graph_file(f, &len) : strdup("nope");
+  rp_status st = rp_graph_load_mem(f->rt, buf, len, NULL, 0, 0, o[0]);
+  free(buf);
+  if (GOOD_OK_(st) && o[0]) {
+    rp_graph *g = *(rp_graph **)o[0];
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  return st;
+}
+O_(graph_file_machine) {
+  size_t len = 4;
+  char *buf = mode ? fx_graph_file(f, &len) : strdup("nope");
+  rp_status st = rp_graph_file_machine(buf, len, o[0], o[1]);
+  free(buf);
+  return st;
+}
+O_(runtime_create_model) {
+  (void)f;
+  rp_machine_desc m = {.cpus = mode ? 1 : 0};
+  rp_status st = rp_runtime_create_model(&m, o[0]);
+  if (GOOD_OK_(st) && o[0])
+    RP_CHECK(rp_runtime_destroy(*(rp_runtime **)o[0]));
+  return st;
+}
+O_(instantiate) {
+  rp_status st = rp_instantiate(mode ? f->g : f->cyc, NULL, o[0]);
+  if (GOOD_OK_(st) && o[0])
+    RP_CHECK(rp_exec_destroy(*(rp_exec **)o[0]));
+  return st;
+}
+O_(replay) {
+  rp_event post[1];
+  rp_replay_args a = {.post = post, .npost = mode ? 1 : 2};
+  rp_status st = rp_replay(f->ex, &a, o[0]);
+  if (st == RP_OK)
+    RP_CHECK(rp_event_release(f->rt, post[0]));
+  return done_release(f, st, mode, o[0]);
+}
+O_(exec_tune) {
+  rp_replay_args a = {.npre = mode ? 0 : 1};
+  return rp_exec_tune(f->ex, &a, o[0]);
+}
+O_(exec_stats_get) {
+  return rp_exec_stats_get(mode ? f->ex : NULL, o[0]);
+}
+O_(exec_op_proc) {
+  return rp_exec_op_proc(f->ex, mode ? 0 : 999, o[0]);
+}
+O_(exec_update_args) {
+  uint32_t arg = 9;
+  return rp_exec_update_args(f->ex, mode ? 0 : 999, &arg, sizeof arg, o[0]);
+}
+O_(launch_allreduce) {
+  rp_status st =
+      rp_launch_allreduce(f->rt,
+                          &(rp_allreduce){.inst = stale_or(f, mode, f->whole),
+                                          .redop = RP_REDOP_SUM},
+                          o[0]);
+  return done_release(f, st, mode, o[0]);
+}
+static rp_dist_copy dcopy(fx *f, int mode) {
+  return (rp_dist_copy){.src = stale_or(f, mode, f->whole), .dst = f->part[0]};
+}
+O_(launch_dist_copy) {
+  rp_dist_copy c = dcopy(f, mode);
+  rp_status st = rp_launch_dist_copy(f->rt, &c, o[0]);
+  return done_release(f, st, mode, o[0]);
+}
+O_(launch_dist_parallel) {
+  rp_dist_parallel p = {.kind = RP_POP_REPLICATE,
+                        .whole = stale_or(f, mode, f->whole),
+                        .part = f->part[0]};
+  rp_status st = rp_launch_dist_parallel(f->rt, &p, o[0]);
+  return done_release(f, st, mode, o[0]);
+}
+O_(graph_add_allreduce) {
+  return rp_graph_add_allreduce(
+      f->g,
+      &(rp_allreduce){.inst = stale_or(f, mode, f->whole),
+                      .redop = RP_REDOP_SUM},
+      o[0]);
+}
+O_(graph_add_dist_copy) {
+  rp_dist_copy c = dcopy(f, mode);
+  return rp_graph_add_dist_copy(f->g, &c, o[0]);
+}
+#undef O_
+
+enum { OPT0 = 1, OPT1 = 2, OPT2 = 4 }; /* out-parameter i may be NULL */
+/* NEED_JSON: graph files (builds with cJSON); SETS_NULL: the header's
+ * exception (*out set to NULL on error); ELSEWHERE: listed for the
+ * header's coverage, exercised by the file-reading tests (test_cli,
+ * test_misuse_inputs) */
+enum { NEED_JSON = 1, SETS_NULL = 2, ELSEWHERE = 4 };
+
+typedef struct out_entry {
+  const char *name;
+  out_fn fn;
+  uint32_t n;        /* out-parameters */
+  size_t size[3];    /* their sizes */
+  unsigned optional; /* OPTi: NULL allowed (the header says "may be NULL" or
+                        "out == NULL with cap == 0 only counts") */
+  unsigned flags;
+} out_entry;
+
+#define E1_(n, t, opt, fl)                                                     \
+  { "rp_" #n, o_##n, 1, {sizeof(t)}, opt, fl }
+#define E2_(n, t0, t1, opt, fl)                                                \
+  { "rp_" #n, o_##n, 2, {sizeof(t0), sizeof(t1)}, opt, fl }
+static const out_entry OUTS[] = {
+    E2_(file_open_regular, int, uint64_t, 0, ELSEWHERE),
+    E2_(file_read_regular, char *, size_t, 0, ELSEWHERE),
+    /* documented exception: *out is set to NULL on error */
+    E1_(runtime_create, rp_runtime *, 0, SETS_NULL),
+    E1_(proc_query, rp_proc_info, 0, 0),
+    E1_(mem_query, rp_mem_info, 0, 0),
+    E1_(mem_find, rp_mem, 0, 0),
+    E1_(rect_init, rp_rect, 0, 0),
+    E1_(chunk_rect, rp_rect, 0, 0),
+    E1_(instance_create, rp_inst, 0, 0),
+    E1_(instance_create_external, rp_inst, 0, 0),
+    E1_(instance_realloc, rp_inst, 0, 0),
+    E1_(instance_query, rp_instance_info, 0, 0),
+    E1_(event_create, rp_event, 0, 0),
+    E1_(event_merge, rp_event, 0, 0),
+    E1_(task_register, rp_task_id, 0, 0),
+    E1_(task_find, rp_task_id, 0, 0),
+    E1_(task_query, rp_task_info, 0, 0),
+    E1_(launch_task, rp_event, OPT0, 0),
+    E1_(launch_copy, rp_event, OPT0, 0),
+    E1_(launch_parallel, rp_event, OPT0, 0),
+    E1_(capture_end, rp_graph *, 0, 0),
+    E2_(capture_precondition, rp_event, uint32_t, OPT1, 0),
+    E1_(capture_postcondition, uint32_t, OPT0, 0),
+    E1_(graph_create, rp_graph *, 0, 0),
+    E1_(graph_add_task, rp_op_id, OPT0, 0),
+    E1_(graph_add_copy, rp_op_id, OPT0, 0),
+    E2_(graph_add_parallel, rp_op_id, uint32_t, OPT0 | OPT1, 0),
+    E1_(graph_add_precondition, rp_port_id, OPT0, 0),
+    E1_(graph_add_postcondition, rp_port_id, OPT0, 0),
+    E1_(graph_op_query, rp_op_info, 0, 0),
+    E2_(graph_op_accesses, rp_access, uint32_t, OPT0, 0),
+    {"rp_graph_edge_query",
+     o_graph_edge_query,
+     3,
+     {sizeof(rp_op_id), sizeof(rp_op_id), sizeof(int)},
+     0,
+     0},
+    E2_(graph_postcondition_ops, rp_op_id, uint32_t, OPT0, 0),
+    E1_(graph_load, rp_graph *, 0, NEED_JSON),
+    E2_(graph_instances, rp_inst, uint32_t, OPT0, 0),
+    E1_(graph_load_mem, rp_graph *, 0, NEED_JSON),
+    E2_(graph_file_machine, rp_machine_desc, int, 0, NEED_JSON),
+    E1_(runtime_create_model, rp_runtime *, 0, 0),
+    E1_(instantiate, rp_exec *, 0, 0),
+    E1_(replay, rp_event, OPT0, 0),
+    E1_(exec_tune, uint32_t, OPT0, 0),
+    E1_(exec_stats_get, rp_exec_stats, 0, 0),
+    E1_(exec_op_proc, rp_proc, 0, 0),
+    E1_(exec_update_args, int, OPT0, 0),
+    E1_(launch_allreduce, rp_event, OPT0, 0),
+    E1_(launch_dist_copy, rp_event, OPT0, 0),
+    E1_(launch_dist_parallel, rp_event, OPT0, 0),
+    E1_(graph_add_allreduce, rp_op_id, OPT0, 0),
+    E1_(graph_add_dist_copy, rp_op_id, OPT0, 0),
+};
+#undef E1_
+#undef E2_
+#define NOUTS (sizeof OUTS / sizeof OUTS[0])
+
+/* The out-parameters of a declaration: non-const pointers that are not a
+ * runtime, graph or exec handle, a caller's data buffer (void *), a FILE
+ * or a callback. */
+static uint32_t out_params(const char *params) {
+  uint32_t n = 0;
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", params + 1); /* past '(' */
+  for (char *save = NULL, *p = strtok_r(buf, ",", &save); p;
+       p = strtok_r(NULL, ",", &save)) {
+    while (*p == ' ')
+      p++;
+    if (!strchr(p, '*') || strstr(p, "const") || strchr(p, '(') ||
+        strchr(p, ')') != strrchr(p, ')') || !strncmp(p, "void *", 6) ||
+        !strncmp(p, "FILE", 4))
+      continue;
+    if ((!strncmp(p, "rp_runtime *", 12) || !strncmp(p, "rp_graph *", 10) ||
+         !strncmp(p, "rp_exec *", 9)) &&
+        !strstr(p, "**"))
+      continue;
+    n++;
+  }
+  return n;
+}
+
+Test(misuse_api, out_parameter_table_covers_every_call_of_the_header) {
+  static api_fn fns[512];
+  size_t n = header_functions(fns, 512);
+  size_t with_outs = 0;
+  for (size_t i = 0; i < n; i++) {
+    /* only calls returning a status promise untouched out-parameters */
+    if (strcmp(fns[i].ret, "rp_status") != 0)
+      continue;
+    uint32_t k = out_params(fns[i].params);
+    if (!k)
+      continue;
+    with_outs++;
+    size_t e = 0;
+    while (e < NOUTS && strcmp(OUTS[e].name, fns[i].name) != 0)
+      e++;
+    cr_assert_lt(e, NOUTS, "%s%s has %u out-parameter(s): add it to the table",
+                 fns[i].name, fns[i].params, k);
+    cr_assert_eq(OUTS[e].n, k,
+                 "%s: %u out-parameters in the header, %u in "
+                 "the table",
+                 fns[i].name, k, OUTS[e].n);
+  }
+  cr_assert_eq(with_outs, NOUTS, "the table has %zu entries, the header %zu",
+               NOUTS, with_outs);
+}
+
+#define SENTINEL 0xa5
+
+static int all_sentinel(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != SENTINEL)
+      return 0;
+  return 1;
+}
+
+Test(misuse_api, out_parameters_untouched_on_error_and_null_is_einval) {
+  th_tmpdir_make("/tmp/rp_outs_XXXXXX");
+  fx f;
+  fx_init(&f);
+  for (size_t e = 0; e < NOUTS; e++) {
+    const out_entry *t = &OUTS[e];
+#ifndef REPRISE_HAVE_CJSON
+    if (t->flags & NEED_JSON)
+      continue;
+#endif
+    if (t->flags & ELSEWHERE)
+      continue;
+    _Alignas(16) unsigned char bufs[3][1024];
+    void *o[3] = {NULL, NULL, NULL};
+    /* an error path: every out-parameter keeps its bytes */
+    for (uint32_t i = 0; i < t->n; i++) {
+      cr_assert_leq(t->size[i], sizeof bufs[i]);
+      memset(bufs[i], SENTINEL, sizeof bufs[i]);
+      o[i] = bufs[i];
+    }
+    rp_status st = t->fn(&f, BAD, o);
+    cr_assert_neq(st, RP_OK, "%s: the error case succeeded", t->name);
+    if (!(t->flags & SETS_NULL))
+      for (uint32_t i = 0; i < t->n; i++)
+        cr_assert(all_sentinel(bufs[i], t->size[i]),
+                  "%s (%s): out-parameter %u written on error", t->name,
+                  rp_status_name(st), i);
+    /* the good case succeeds with every out-parameter */
+    st = t->fn(&f, GOOD, o);
+    cr_assert_eq(st, RP_OK, "%s: the good case failed: %s (%s)", t->name,
+                 rp_status_name(st), rp_error_detail());
+    /* a NULL required out-parameter is RP_EINVAL, nothing done */
+    for (uint32_t i = 0; i < t->n; i++) {
+      void *q[3] = {o[0], o[1], o[2]};
+      q[i] = NULL;
+      st = t->fn(&f, GOOD, q);
+      if (t->optional & (1u << i))
+        cr_assert_eq(st, RP_OK, "%s: optional out-parameter %u NULL: %s (%s)",
+                     t->name, i, rp_status_name(st), rp_error_detail());
+      else
+        cr_assert_eq(st, RP_EINVAL, "%s: out-parameter %u NULL: %s (%s)",
+                     t->name, i, rp_status_name(st), rp_error_detail());
+    }
+  }
+  fx_fini(&f);
+  th_tmpdir_remove();
+}
+
+/* ---- model runtimes: no instance data ---- */
+
+Test(misuse_api, model_runtime_refuses_every_call_touching_instance_data) {
+  rp_machine_desc m = {.cpus = 2};
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst a, b;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &a));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &b));
+  float buf[4] = {1, 2, 3, 4};
+  RP_EXPECT(rp_instance_write(rt, a, buf, sizeof buf), RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_instance_write"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_instance_read(rt, a, buf, sizeof buf), RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_instance_read"), "%s",
+            rp_error_detail());
+  cr_assert_float_eq(buf[0], 1.0f, 0.0f, "the buffer was written");
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task}, &t));
+  rp_access acc = {a, RP_WRITE, RP_REDOP_NONE};
+  rp_event done = {0x5a5a};
+  RP_EXPECT(
+      rp_launch_task(
+          rt,
+          &(rp_launch){.task = t, .proc = 0, .accesses = &acc, .naccess = 1},
+          &done),
+      RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_task"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = b}, &done),
+            RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_copy"), "%s",
+            rp_error_detail());
+  rp_inst parts[1] = {b};
+  RP_EXPECT(rp_launch_parallel(rt,
+                               &(rp_parallel_op){.kind = RP_POP_REPLICATE,
+                                                 .whole = a,
+                                                 .parts = parts,
+                                                 .nparts = 1},
+                               &done),
+            RP_EUNSUPPORTED);
+  RP_EXPECT(rp_launch_allreduce(
+                rt, &(rp_allreduce){.inst = a, .redop = RP_REDOP_SUM}, &done),
+            RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_allreduce"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_launch_dist_copy(rt, &(rp_dist_copy){.src = a, .dst = b}, &done),
+            RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_dist_copy"), "%s",
+            rp_error_detail());
+  cr_assert_eq(done.id, 0x5a5a, "*done written on error");
+  /* recording on a model still works: nothing runs */
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = b}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
+
+/* ---- a task's own error detail ---- */
+
+Test(misuse_api, task_error_detail_reaches_exec_error_detail) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t, ok;
+  RP_CHECK(rp_task_register(
+      rt,
+      &(rp_task_desc){.name = "loader", .cpu_fn = failing_task, .cost_ns = 10},
+      &t));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 10},
+      &ok));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = ok, .proc = 0}, &a));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &b));
+  RP_CHECK(rp_graph_add_edge(g, a, b));
+  RP_CHECK(rp_graph_set_op_name(g, b, "data.next"));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int r = 0; r < 2; r++) {
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){0}, &done));
+    RP_EXPECT(rp_event_wait(rt, done, -1), RP_EINVAL);
+    RP_CHECK(rp_event_release(rt, done));
+    const char *d = rp_exec_error_detail(ex);
+    cr_assert(strstr(d, "op 1") && strstr(d, "data.next") &&
+                  strstr(d, "loader") &&
+                  strstr(d, "batch index 99 is past the 4 batches"),
+              "replay %d: detail '%s' lacks the op, task or message", r, d);
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
+
+/* ---- REPRISE_* variables ---- */
+
+static rp_status create_with_env(const char *var, const char *value) {
+  cr_assert_eq(setenv(var, value, 1), 0);
+  rp_runtime_config c;
+  rp_runtime_config_init(&c);
+  c.backend = RP_BACKEND_CPU;
+  c.cpus = 1;
+  c.quiet = 1;
+  rp_runtime *rt = (rp_runtime *)0x1;
+  rp_status st = rp_runtime_create(&c, &rt);
+  if (st == RP_OK)
+    RP_CHECK(rp_runtime_destroy(rt));
+  else
+    cr_assert_null(rt, "%s=%s: *out not NULL on error", var, value);
+  unsetenv(var);
+  return st;
+}
+
+Test(misuse_api, malformed_environment_is_einval_naming_the_variable) {
+  static const char *const vars[] = {
+      "REPRISE_WORKERS",       "REPRISE_CPUS",
+      "REPRISE_GPUS",          "REPRISE_DIST_TIMEOUT_MS",
+      "REPRISE_SPIN_NS",       "REPRISE_YIELD_NS",
+      "REPRISE_HOST_YIELD_NS", "REPRISE_IDLE_SPIN_NS",
+      "REPRISE_HOST_SPIN_NS",  "REPRISE_PIN",
+      "REPRISE_NVTX",          "REPRISE_CUDA_GRAPHS",
+      "REPRISE_GPU_GROUPS",    "REPRISE_GPU_POLL",
+      "REPRISE_BACKEND"};
+  static const char *const bad[] = {"abc", "5s", "-1", " 1",
+                                    "99999999999999999999999"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+      rp_status st = create_with_env(vars[i], bad[k]);
+      cr_assert_eq(st, RP_EINVAL, "%s=%s: %s (%s)", vars[i], bad[k],
+                   rp_status_name(st), rp_error_detail());
+      cr_assert(strstr(rp_error_detail(), vars[i]) &&
+                    strstr(rp_error_detail(), bad[k]),
+                "%s=%s: the detail '%s' does not name it", vars[i], bad[k],
+                rp_error_detail());
+    }
+  /* past the range */
+  RP_EXPECT(create_with_env("REPRISE_DIST_TIMEOUT_MS", "0"), RP_EINVAL);
+  RP_EXPECT(create_with_env("REPRISE_DIST_TIMEOUT_MS", "86400001"), RP_EINVAL);
+  RP_EXPECT(create_with_env("REPRISE_PIN", "2"), RP_EINVAL);
+  RP_EXPECT(create_with_env("REPRISE_GPU_POLL", "2"), RP_EINVAL);
+  /* well-formed values and empty (unset) ones are taken */
+  RP_CHECK(create_with_env("REPRISE_DIST_TIMEOUT_MS", "5000"));
+  RP_CHECK(create_with_env("REPRISE_SPIN_NS", "0"));
+  RP_CHECK(create_with_env("REPRISE_GPU_POLL", "events"));
+  RP_CHECK(create_with_env("REPRISE_CUDA_GRAPHS", "0"));
+  RP_CHECK(create_with_env("REPRISE_PIN", ""));
+  /* ignore_env: not read, so not checked */
+  setenv("REPRISE_SPIN_NS", "abc", 1);
+  rp_runtime *rt = th_cpu_runtime(1);
+  unsetenv("REPRISE_SPIN_NS");
+  RP_CHECK(rp_runtime_destroy(rt));
+}
+
+/* ---- names ---- */
+
+/* Names refused by the rule: too long, a quote, a backslash, a newline, a
+ * byte past ASCII, a tab. */
+static char long_name[1 << 20];
+static const char *bad_names[7];
+
+static void bad_names_init(void) {
+  memset(long_name, 'a', sizeof long_name - 1);
+  bad_names[0] = long_name;
+  bad_names[1] = "a\"b";
+  bad_names[2] = "a\\b";
+  bad_names[3] = "a\nb";
+  bad_names[4] = "a\xff"
+                 "b";
+  bad_names[5] = "a\tb";
+  static char n64[65];
+  memset(n64, 'x', 64);
+  bad_names[6] = n64;
+}
+
+Test(misuse_api, every_name_entry_refuses_a_bad_name_and_changes_nothing) {
+  bad_names_init();
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
+      &t));
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst in;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));
+  RP_CHECK(rp_instance_set_name(rt, in, "W"));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &op));
+  RP_CHECK(rp_graph_set_op_name(g, op, "fc1"));
+  for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+    const char *n = bad_names[i];
+    rp_port_id p = 77;
+    RP_EXPECT(rp_instance_set_name(rt, in, n), RP_EINVAL);
+    cr_assert_str_eq(rp_instance_name(rt, in), "W");
+    RP_EXPECT(rp_graph_set_op_name(g, op, n), RP_EINVAL);
+    cr_assert_str_eq(rp_graph_op_name(g, op), "fc1");
+    RP_EXPECT(rp_graph_add_precondition(g, n, &p), RP_EINVAL);
+    RP_EXPECT(rp_graph_add_postcondition(g, n, &p), RP_EINVAL);
+    cr_assert_eq(p, 77);
+    cr_assert_eq(rp_graph_precondition_count(g), 0);
+    cr_assert_eq(rp_graph_postcondition_count(g), 0);
+    rp_task_id t2 = 77;
+    RP_EXPECT(rp_task_register(
+                  rt, &(rp_task_desc){.name = n, .cpu_fn = nop_task}, &t2),
+              RP_EINVAL);
+    RP_CHECK(rp_capture_begin(rt, NULL));
+    RP_EXPECT(rp_capture_name_next(rt, n), RP_EINVAL);
+    rp_event ev = {0x5a};
+    RP_EXPECT(rp_capture_precondition(rt, n, &ev, &p), RP_EINVAL);
+    RP_EXPECT(rp_capture_postcondition(rt, n, NULL, 0, &p), RP_EINVAL);
+    cr_assert_eq(ev.id, 0x5a);
+    rp_graph *cg;
+    RP_CHECK(rp_capture_end(rt, &cg));
+    cr_assert_eq(rp_graph_precondition_count(cg), 0);
+    cr_assert_eq(rp_graph_postcondition_count(cg), 0);
+    RP_CHECK(rp_graph_destroy(cg));
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, in));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
+
+#ifdef REPRISE_HAVE_CJSON
+/* A graph file with one op of task "nop" and one precondition port whose
+ * name is the JSON text `port` (as written between the quotes). */
+static rp_status load_with_port_name(rp_runtime *rt, const char *port) {
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_task_id t;
+  RP_CHECK(rp_task_find(rt, "nop", &t));
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &op));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "PORTNAME", &p));
+  RP_CHECK(rp_graph_bind_precondition(g, p, op));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&buf, &len);
+  RP_CHECK(rp_graph_dump(g, m, RP_DUMP_JSON));
+  fclose(m);
+  RP_CHECK(rp_graph_destroy(g));
+  /* the checksum is optional: drop it, so that only the name is wrong */
+  cJSON *doc = cJSON_Parse(buf);
+  cr_assert_not_null(doc);
+  free(buf);
+  cJSON_DeleteItemFromObject(doc, "checksum");
+  char *text = cJSON_PrintUnformatted(doc);
+  cJSON_Delete(doc);
+  char *at = strstr(text, "\"PORTNAME\"");
+  cr_assert_not_null(at, "%s", text);
+  size_t need = strlen(text) + strlen(port) + 1;
+  char *out = malloc(need);
+  snprintf(out, need, "%.*s\"%s\"%s", (int)(at - text), text, port,
+           at + strlen("\"PORTNAME\""));
+  cJSON_free(text);
+  rp_graph *lg = (rp_graph *)0x1;
+  rp_status st = rp_graph_load_mem(rt, out, strlen(out), NULL, 0, 0, &lg);
+  free(out);
+  if (st == RP_OK) {
+    RP_CHECK(rp_graph_destroy(lg));
+  } else {
+    cr_assert_eq(lg, (rp_graph *)0x1, "*out written on error");
+  }
+  return st;
+}
+#endif
+
+Test(misuse_api, loader_refuses_bad_names_nul_escapes_included) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("graph files need cJSON, which this build lacks");
+#else
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
+      &t));
+  /* as JSON text: a NUL escape (cJSON would cut the name at it), a quote,
+   * a newline, a byte past ASCII (escaped and raw), a backslash */
+  static const char *const bad[] = {"a\\u0000b",
+                                    "a\\\"b",
+                                    "a\\nb",
+                                    "a\\u00ffb",
+                                    "a\\\\b",
+                                    "a\xff"
+                                    "b"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rp_status st = load_with_port_name(rt, bad[i]);
+    cr_assert(st == RP_EINVAL || st == RP_EFORMAT, "port name \"%s\": %s (%s)",
+              bad[i], rp_status_name(st), rp_error_detail());
+    /* the builder's refusal names where in the file */
+    cr_assert(st == RP_EFORMAT ||
+                  strstr(rp_error_detail(), "graph.preconditions[0]"),
+              "port name \"%s\": the detail '%s' does not name the path",
+              bad[i], rp_error_detail());
+  }
+  RP_CHECK(rp_runtime_destroy(rt));
+#endif
+}
+
+/* ---- every dump of an accepted graph parses ---- */
+
+/* 1 when the n bytes are valid UTF-8 (no overlong forms, no surrogates). */
+static int utf8_valid(const unsigned char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    unsigned c = s[i];
+    size_t k = c < 0x80             ? 0
+               : (c & 0xe0) == 0xc0 ? 1
+               : (c & 0xf0) == 0xe0 ? 2
+               : (c & 0xf8) == 0xf0 ? 3
+                                    : 9;
+    if (k == 9 || i + k >= n + (k == 0))
+      return 0;
+    unsigned cp = k == 0 ? c : c & (0x3f >> k);
+    for (size_t j = 1; j <= k; j++) {
+      if ((s[i + j] & 0xc0) != 0x80)
+        return 0;
+      cp = cp << 6 | (s[i + j] & 0x3f);
+    }
+    if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) ||
+        (k == 3 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return 0;
+    i += k + 1;
+  }
+  return 1;
+}
+
+/* Odd but legal names: every printable ASCII byte the rule allows that
+ * means something to DOT, HTML-like labels, records or shells. */
+#define ODD_OP "a<b>{c}|d;e'f#g&h%i$j@k=l[m]n`o~p"
+#define ODD_PORT "in <0> {x|y} 'q' #1"
+#define ODD_INST "W{1}|<x> & 'y'"
+#define ODD_TASK "t.x<y>|z'q{r}"
+
+static void dump_to(const char *path, const rp_graph *g, const rp_exec *ex,
+                    rp_dump_format fmt) {
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f, "%s", path);
+  RP_CHECK(g ? rp_graph_dump(g, f, fmt) : rp_exec_dump(ex, f, fmt));
+  cr_assert_eq(fclose(f), 0);
+}
+
+static void check_dot(const char *path) {
+  if (system("command -v dot >/dev/null 2>&1") != 0) {
+    cr_log_warn("%s", "Graphviz `dot` not found: DOT output not parsed");
+    return;
+  }
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "dot -Tsvg -o /dev/null '%s' 2>'%s.err'", path,
+           path);
+  int rc = system(cmd);
+  size_t len = 0;
+  char errp[256];
+  snprintf(errp, sizeof errp, "%s.err", path);
+  char *err = th_read_all(errp, &len);
+  cr_assert_eq(rc, 0, "dot refused %s: %s", path, err ? err : "");
+  cr_assert_eq(len, 0, "dot warned on %s: %s", path, err);
+  free(err);
+}
+
+static void check_json(const char *path, int graph_file) {
+  size_t len = 0;
+  char *text = th_read_all(path, &len);
+  cr_assert_not_null(text);
+  cr_assert(utf8_valid((const unsigned char *)text, len),
+            "%s is not valid UTF-8", path);
+#ifdef REPRISE_HAVE_CJSON
+  cJSON *doc = cJSON_ParseWithLength(text, len);
+  cr_assert_not_null(doc, "%s does not parse as JSON", path);
+  if (graph_file) {
+    /* the names come back as they were given */
+    char *again = cJSON_PrintUnformatted(doc);
+    cr_assert(strstr(again, ODD_OP) && strstr(again, ODD_PORT) &&
+                  strstr(again, ODD_INST) && strstr(again, ODD_TASK),
+              "%s lost a name", path);
+    cJSON_free(again);
+  }
+  cJSON_Delete(doc);
+#else
+  (void)graph_file;
+#endif
+  free(text);
+}
+
+Test(misuse_api, dumps_of_graphs_with_odd_legal_names_parse) {
+  th_tmpdir_make("/tmp/rp_dumps_XXXXXX");
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = ODD_TASK, .cpu_fn = nop_task, .cost_ns = 1},
+      &t));
+  rp_rect r = rp_rect_1d(0, 7);
+  rp_inst w, parts[2];
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &w));
+  RP_CHECK(rp_instance_set_name(rt, w, ODD_INST));
+  for (int i = 0; i < 2; i++)
+    RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &parts[i]));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_access acc = {w, RP_RW, RP_REDOP_NONE};
+  rp_op_id a, first;
+  uint32_t n;
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = t, .proc = 0, .accesses = &acc, .naccess = 1},
+      &a));
+  RP_CHECK(rp_graph_set_op_name(g, a, ODD_OP));
+  RP_CHECK(rp_graph_add_parallel(
+      g,
+      &(rp_parallel_op){
+          .kind = RP_POP_REPLICATE, .whole = w, .parts = parts, .nparts = 2},
+      &first, &n));
+  for (uint32_t k = 0; k < n; k++) {
+    RP_CHECK(rp_graph_add_edge(g, a, first + k));
+    RP_CHECK(rp_graph_set_op_name(g, first + k, ODD_OP));
+  }
+  rp_port_id pre, post;
+  RP_CHECK(rp_graph_add_precondition(g, ODD_PORT, &pre));
+  RP_CHECK(rp_graph_bind_precondition(g, pre, a));
+  RP_CHECK(rp_graph_add_postcondition(g, ODD_PORT, &post));
+  RP_CHECK(rp_graph_bind_postcondition(g, post, first));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+
+  dump_to(th_tmp_path("g.dot"), g, NULL, RP_DUMP_DOT);
+  check_dot(th_tmp_path("g.dot"));
+  dump_to(th_tmp_path("x.dot"), NULL, ex, RP_DUMP_DOT);
+  check_dot(th_tmp_path("x.dot"));
+  dump_to(th_tmp_path("x.json"), NULL, ex, RP_DUMP_JSON);
+  check_json(th_tmp_path("x.json"), 0);
+#ifdef REPRISE_HAVE_CJSON
+  dump_to(th_tmp_path("g.json"), g, NULL, RP_DUMP_JSON);
+  check_json(th_tmp_path("g.json"), 1);
+#endif
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, w));
+  for (int i = 0; i < 2; i++)
+    RP_CHECK(rp_instance_free(rt, parts[i]));
+  RP_CHECK(rp_runtime_destroy(rt));
+  th_tmpdir_remove();
+}
