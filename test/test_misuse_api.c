@@ -696,6 +696,16 @@ O_(file_read_regular) {
     free(*(char **)o[0]);
   return st;
 }
+O_(output_open) {
+  (void)f;
+  /* GOOD: a file in the build directory (the target is never created:
+   * the temporary file is dropped) */
+  rp_status st =
+      rp_output_open(mode ? "misuse_api_output" : "/nonexistent-dir/x", o[0]);
+  if (GOOD_OK_(st) && o[0])
+    rp_output_abort(*(rp_output **)o[0]);
+  return st;
+}
 O_(runtime_create) {
   (void)f;
   rp_runtime_config c;
@@ -1026,6 +1036,8 @@ static const out_entry OUTS[] = {
     E2_(file_read_regular, char *, size_t, 0, ELSEWHERE),
     /* documented exception: *out is set to NULL on error */
     E1_(runtime_create, rp_runtime *, 0, SETS_NULL),
+    /* likewise: *out is NULL on error */
+    E1_(output_open, rp_output *, 0, SETS_NULL),
     E1_(proc_query, rp_proc_info, 0, 0),
     E1_(mem_query, rp_mem_info, 0, 0),
     E1_(mem_find, rp_mem, 0, 0),
@@ -1083,8 +1095,8 @@ static const out_entry OUTS[] = {
 #define NOUTS (sizeof OUTS / sizeof OUTS[0])
 
 /* The out-parameters of a declaration: non-const pointers that are not a
- * runtime, graph or exec handle, a caller's data buffer (void *), a FILE
- * or a callback. */
+ * runtime, graph, exec or output handle, a caller's data buffer (void *), a
+ * FILE or a callback. */
 static uint32_t out_params(const char *params) {
   uint32_t n = 0;
   char buf[512];
@@ -1098,7 +1110,7 @@ static uint32_t out_params(const char *params) {
         !strncmp(p, "FILE", 4))
       continue;
     if ((!strncmp(p, "rp_runtime *", 12) || !strncmp(p, "rp_graph *", 10) ||
-         !strncmp(p, "rp_exec *", 9)) &&
+         !strncmp(p, "rp_exec *", 9) || !strncmp(p, "rp_output *", 11)) &&
         !strstr(p, "**"))
       continue;
     n++;
