@@ -14,7 +14,7 @@
  * (reprise: max_inflight = BATCH, so rp_replay never waits for a slot).
  * Without a device or driver (or in a build without CUDA) it prints why
  * and exits 0 with no rows; any other failure to start the CUDA runtime
- * exits 1. Goals (issue 5; reported, never asserted): reprise's host
+ * exits 1. Goals (reported, never asserted): reprise's host
  * time at most 1 us above cudaGraphLaunch's at every size; end-to-end at
  * most 1.1x the raw graph's; at least 3x faster than stream launches at
  * 100 kernels. */

@@ -16,6 +16,7 @@
 # What runs: on every machine the CPU benchmarks (`reprise bench`: the DAG
 # workloads replayed, eager and as a hand-written static schedule; --hop;
 # --xfer; --build; and `reprise train --compare` on the CPU backend); with
+# mpiexec and an MPI build, `reprise bench --dist` on 2 ranks; with
 # 10 or more CPUs, the DAG workloads at 2 and 8 workers as well; when a CUDA
 # device answers, `reprise bench --gpu` and the training step on the GPU
 # (replayed, replayed back to back, eager); and when `import torch` works
@@ -89,6 +90,7 @@ fi
   echo "cpu=$cpu, $cpus CPUs"
   echo "gpu=$gpu"
   echo "build=${btype:-unknown}"
+  echo "load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)"
   echo "runs=$runs"
   echo "quick=$quick"
 } >"$dir/machine"
@@ -138,6 +140,19 @@ for i in $(seq 1 "$runs"); do
     --procs 1 --dataset blobs --features 128 --classes 10 --hidden 512,512 \
     --batch 512 --iters "$iters_big" --json "$dir/train-cpu.big.$i.json"
 done
+
+# ---- several processes: where mpiexec runs the MPI build ----
+if command -v mpiexec >/dev/null 2>&1 &&
+  mpiexec -n 2 "$bin" bench --dist --quick --json "$dir/probe-dist.json" \
+    >"$dir/probe-dist.out" 2>&1; then
+  for i in $(seq 1 "$runs"); do
+    echo "round $i of $runs: MPI"
+    run dist "$dir/dist.$i.json" mpiexec -n 2 "$bin" bench "${q[@]}" --dist \
+      --json "$dir/dist.$i.json"
+  done
+else
+  echo "note: no mpiexec, or this build has no MPI: the dist section is kept"
+fi
 
 # ---- GPU: only when a device answers ----
 gpu_ok=0
