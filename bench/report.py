@@ -296,7 +296,7 @@ def sec_gpu_train(d, name):
                      lat[0].get("ops_per_step", "—"),
                      mmm(col(lat, "replay_iter_us_median"), "{:.1f}"),
                      mmm(col(b2b, "replay_iter_us_throughput"), "{:.1f}")])
-        rows.append([label, "reprise eager (same kernels)",
+        rows.append([label, "reprise eager (same kernels, `--compare`)",
                      eag[0].get("ops_per_step", "—") if eag else "—",
                      mmm(col(eag, "eager_iter_us_median"), "{:.1f}"),
                      "—"])

@@ -184,7 +184,7 @@ if [ "$gpu_ok" = 1 ]; then
       run gpu-train "$dir/gpu-train.$m.b2b.$i.json" "$bin" train --backend cuda --procs 1 \
         "${model[@]}" --iters "$giters" --inflight 16 --json "$dir/gpu-train.$m.b2b.$i.json"
       run gpu-train "$dir/gpu-train.$m.eager.$i.json" "$bin" train --backend cuda --procs 1 \
-        "${model[@]}" --iters "$giters" --eager --json "$dir/gpu-train.$m.eager.$i.json"
+        "${model[@]}" --iters "$giters" --compare --json "$dir/gpu-train.$m.eager.$i.json"
       if [ "$torch" = 1 ]; then
         run gpu-train "$dir/gpu-train.$m.torch.$i.json" python3 "$root/bench/torch_ref.py" \
           "${model[@]}" --iters "$([ "$quick" = 1 ] && echo 50 || echo 500)" \
