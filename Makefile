@@ -74,7 +74,7 @@ clean:
 format-check: deps
 	git ls-files '*.c' '*.h' '*.cu' '*.cuh' | xargs clang-format --dry-run -Werror
 
-# Layering: no #include runs up the folders' order (README "Architecture";
+# Layering: no #include runs up the folders' order (docs/architecture.md;
 # .ci/layering prints file:line and the rule for each breach).
 layering:
 	sh .ci/layering

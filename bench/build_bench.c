@@ -3,7 +3,7 @@
  * RP_BENCH_RUNS runs (CPU backend, one worker):
  *   chain      rp_graph_create, N tasks added with rp_graph_add_task and
  *              N - 1 edges i -> i+1 with rp_graph_add_edge (100k by
- *              default; issue 13 asks for under 0.2 s);
+ *              default; the goal is under 0.2 s);
  *   instantiate rp_instantiate of that chain;
  *   register   N / 2.5 rp_task_register calls with distinct names (40k
  *              for the default N) into a fresh runtime.

@@ -13,7 +13,7 @@
  * Every figure is the slowest rank's time (ranks start each run together,
  * after a barrier), median of RUNS runs; rank 0 prints. Bandwidth: algbw =
  * bytes / time; busbw = algbw * 2 (n - 1) / n (the bytes each rank moves in
- * a ring all-reduce, as nccl-tests reports it). Goal (issue 8): the
+ * a ring all-reduce, as nccl-tests reports it). Goal: the
  * replayed all-reduce costs no more than the plain MPI loop. */
 #include "bench/bench_impl.h"
 

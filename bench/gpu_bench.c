@@ -12,8 +12,9 @@
  * the calls alone) and end-to-end time per run (the batch from its first
  * call until all of it completed, per run). Runs in a batch go back to back
  * (reprise: max_inflight = BATCH, so rp_replay never waits for a slot).
- * Without a device (or in a build without CUDA) it prints why and exits 0
- * with no rows. Goals (issue 5; reported, never asserted): reprise's host
+ * Without a device or driver (or in a build without CUDA) it prints why
+ * and exits 0 with no rows; any other failure to start the CUDA runtime
+ * exits 1. Goals (reported, never asserted): reprise's host
  * time at most 1 us above cudaGraphLaunch's at every size; end-to-end at
  * most 1.1x the raw graph's; at least 3x faster than stream launches at
  * 100 kernels. */
@@ -443,10 +444,19 @@ int rp_bench_gpu(const rp_bench_opts *o, FILE *table, FILE *json) {
   rp_runtime *rt = NULL;
   rp_status st = rp_runtime_create(&cfg, &rt);
   if (st) {
-    if (table)
-      fprintf(table, "no GPU: %s (no rows)\n", rp_error_detail());
+    /* no device, or no (or too old a) driver: nothing to measure here;
+     * any other failure on a machine with a device is an error */
+    const char *why = rp_error_detail();
+    int none = st == RP_ENODEV && (strstr(why, "cudaErrorNoDevice") ||
+                                   strstr(why, "cudaErrorInsufficientDriver") ||
+                                   strstr(why, "found no device"));
     rp_bench_json_close(&j);
-    return 0;
+    if (none) {
+      if (table)
+        fprintf(table, "no GPU: %s (no rows)\n", why);
+      return 0;
+    }
+    return rp_bench_fail("--gpu: the CUDA runtime", st);
   }
   int rc = run_all(o, rt, table, &j);
   rp_bench_json_close(&j);

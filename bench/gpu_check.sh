@@ -1,48 +1,83 @@
 #!/usr/bin/env bash
-# bench/gpu_check.sh — the GPU checks in one call, for a lent GPU machine
-# where time is short. Run from the repository root on that machine after
-# `tar xJf .gpu/carry.tar.xz -C /tmp` (../shared/tools/gpu-pack made it):
-#   bash bench/gpu_check.sh            (logs and JSON under $OUT)
-# 1. ctest -L gpu; 2. reprise bench --gpu; 3. reprise train on CUDA (both
-# model sizes, --procs 1 and 2, --inflight 4); 4. when .gpu/reprise-orig
-# exists (an older build, packed beside), the same bench and train rows
-# for it, on the same card; 5. the PyTorch whole-step reference
-# (bench/torch_ref.py). Prints a short summary last.
+# bench/gpu_check.sh BUILD_DIR — the GPU checks, pass or fail, on a machine
+# with an NVIDIA GPU and its driver, for a build configured with the CUDA
+# backend (e.g. `cmake -S . -B build -DREPRISE_CUDA=ON && cmake --build
+# build -j`), however it got there. Run from anywhere:
+#
+#   bash bench/gpu_check.sh build        (logs under $OUT, default a new
+#                                         folder in /tmp, named at the end)
+#
+# 1. the device (nvidia-smi);
+# 2. the GPU tests: REPRISE_REQUIRE_GPU=1 ctest -L gpu (a test that would
+#    skip for want of a device fails instead);
+# 3. reprise bench --gpu --quick, which must write rows;
+# 4. reprise train --backend cuda (--procs 1, --inflight 4, --procs 2, and
+#    a larger model), each of which must finish and report its rows.
+# Exits 1 when any step fails or writes no rows, 0 when all passed.
+# Measurements for docs/performance.md come from bench/report.sh instead.
 set -u
-OUT=${OUT:-/tmp/gpu-out}
-mkdir -p "$OUT"
-B=/tmp/reprise-gpu/build
-E=/tmp/gpu-env
-root=$(pwd)
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader |
-  tee "$OUT/device.txt"
-(cd "$B" && timeout "${CTEST_S:-240}" "$E" ctest -L gpu -j4 \
-  --output-on-failure) >"$OUT/ctest.log" 2>&1
-echo "ctest rc=$?"
-grep -E "tests passed|\*\*\*|FAIL\]|Assertion|Passed|Failed" "$OUT/ctest.log" |
-  grep -v "^\[----\]   $" | head -40
-train_rows() { # $1: binary, $2: label
-  for cfg in "--procs 1" "--procs 1 --inflight 4" "--procs 2" \
-    "--procs 1 --hidden 256,256 --batch 1024"; do
-    echo "== $2 train $cfg"
-    timeout 60 "$E" "$1" train --backend cuda --iters 2000 $cfg 2>&1 |
-      grep -E "per iteration|final loss|error|usage|throughput|gpu:" | head -4
-  done
-}
-timeout 200 "$E" "$B/reprise" bench --gpu --json "$OUT/bench.json" \
-  >"$OUT/bench.txt" 2>&1
-echo "bench rc=$?"
-train_rows "$B/reprise" new >"$OUT/train.txt" 2>&1
-if [ -x "$root/.gpu/reprise-orig" ] && [ -z "${NO_ORIG:-}" ]; then
-  timeout 200 "$E" "$root/.gpu/reprise-orig" bench --gpu \
-    >"$OUT/bench-orig.txt" 2>&1
-  train_rows "$root/.gpu/reprise-orig" orig >"$OUT/train-orig.txt" 2>&1
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
 fi
-if [ -z "${NO_TORCH:-}" ]; then # NO_TORCH=1: skip the PyTorch reference
-  timeout 120 python3 "$root/bench/torch_ref.py"
-  timeout 120 python3 "$root/bench/torch_ref.py" --hidden 256,256 --batch 1024
-fi >"$OUT/torch.txt" 2>&1
-echo "==== bench (new)"; cat "$OUT/bench.txt"
-[ -f "$OUT/bench-orig.txt" ] && { echo "==== bench (orig)"; cat "$OUT/bench-orig.txt"; }
-cat "$OUT/train.txt" "$OUT/train-orig.txt" 2>/dev/null
-cat "$OUT/torch.txt"
+B=$(cd "$1" && pwd)
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/rp_gpu_check.XXXXXX")}
+mkdir -p "$OUT"
+failed=0
+step() { # step NAME RC [WHY]
+  if [ "$2" -eq 0 ]; then
+    echo "ok    $1"
+  else
+    echo "FAIL  $1${3:+: $3}"
+    failed=1
+  fi
+}
+
+if nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
+  >"$OUT/device.txt" 2>&1 && [ -s "$OUT/device.txt" ]; then
+  step "device: $(head -1 "$OUT/device.txt")" 0
+else
+  step "device" 1 "nvidia-smi lists no GPU ($(head -1 "$OUT/device.txt"))"
+fi
+
+if [ ! -x "$B/reprise" ]; then
+  step "build" 1 "$B/reprise is missing"
+  echo "logs: $OUT"
+  exit 1
+fi
+
+(cd "$B" && REPRISE_REQUIRE_GPU=1 timeout "${CTEST_TIMEOUT:-900}" \
+  ctest -L gpu --output-on-failure -j "$(nproc 2>/dev/null || echo 2)") \
+  >"$OUT/ctest.log" 2>&1
+rc=$?
+ntests=$(sed -n 's/.* tests passed, .* out of \([0-9]*\)$/\1/p' "$OUT/ctest.log")
+if [ "$rc" -eq 0 ] && [ "${ntests:-0}" -eq 0 ]; then
+  rc=1 # no gpu tests at all: a build without the tests
+fi
+step "ctest -L gpu (REPRISE_REQUIRE_GPU=1): $(grep -E 'tests passed' "$OUT/ctest.log" || echo 'no summary')" \
+  "$rc" "see $OUT/ctest.log"
+
+timeout 300 "$B/reprise" bench --gpu --quick --json "$OUT/bench-gpu.json" \
+  >"$OUT/bench-gpu.txt" 2>&1
+rc=$?
+rows=$(grep -c '"case"' "$OUT/bench-gpu.json" 2>/dev/null)
+[ "$rc" -ne 0 ] || [ "${rows:-0}" -gt 0 ] || rc=1
+step "reprise bench --gpu --quick: ${rows:-0} rows" "$rc" \
+  "$(grep -v 'is a smoke test' "$OUT/bench-gpu.txt" | head -2 | tr '\n' ' ')"
+
+i=0
+for cfg in "--procs 1" "--procs 1 --inflight 4" "--procs 2" \
+  "--procs 1 --hidden 256,256 --batch 1024"; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086
+  timeout 120 "$B/reprise" train --backend cuda --iters 2000 $cfg \
+    --json "$OUT/train$i.json" >"$OUT/train$i.txt" 2>&1
+  rc=$?
+  grep -q '"replay_iter_us_median"' "$OUT/train$i.json" 2>/dev/null || rc=1
+  grep -q '^gpu: ' "$OUT/train$i.txt" || rc=1
+  step "reprise train --backend cuda $cfg: $(grep -E 'per iteration' "$OUT/train$i.txt" | head -1)" \
+    "$rc" "$(grep -m1 -iE 'error|reprise train:' "$OUT/train$i.txt"); see $OUT/train$i.txt"
+done
+
+echo "logs: $OUT"
+exit "$failed"

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# bench/gpu_profile.sh — per-kernel device times of the replayed training
-# step under Nsight Compute (ncu), for finding the slow kernel: run on a
-# lent GPU machine after bench/gpu_check.sh's unpacking (logs under $OUT).
+# bench/gpu_profile.sh BUILD_DIR — per-kernel device times of the replayed
+# training step under Nsight Compute (ncu), for finding the slow kernel, on
+# a machine with a GPU and a CUDA build (logs under $OUT, default a new
+# folder in /tmp). Exits 1 without ncu or when a profile has no rows.
 set -u
-OUT=${OUT:-/tmp/gpu-out}
-B=/tmp/reprise-gpu/build
-E=/tmp/gpu-env
+if [ $# -ne 1 ] || [ ! -x "$1/reprise" ]; then
+  echo "usage: $0 BUILD_DIR (a build with the CUDA backend)" >&2
+  exit 2
+fi
+B=$(cd "$1" && pwd)
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/rp_gpu_profile.XXXXXX")}
+mkdir -p "$OUT"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-[ -n "$NCU" ] || { echo "no ncu"; exit 0; }
+[ -n "$NCU" ] || { echo "$0: no ncu (Nsight Compute) found" >&2; exit 1; }
+failed=0
 prof() { # $1: name, rest: train options
   local name=$1
   shift
-  timeout 150 "$E" "$NCU" --metrics gpu__time_duration.sum --csv \
+  timeout 150 "$NCU" --metrics gpu__time_duration.sum --csv \
     --graph-profiling node "$B/reprise" train --backend cuda --iters 3 \
     --log-every 1000 "$@" >"$OUT/ncu-$name.csv" 2>"$OUT/ncu-$name.err"
   echo "== $name: kernel, calls, mean us (last replay's kernels)"
@@ -19,7 +25,7 @@ prof() { # $1: name, rest: train options
 import csv, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if not rows:
-    print("no rows"); sys.exit()
+    print("no rows"); sys.exit(1)
 h = rows[0]; ki = h.index("Kernel Name"); vi = h.index("Metric Value"); ui = h.index("Metric Unit")
 t = collections.OrderedDict()
 for r in rows[1:]:
@@ -31,6 +37,9 @@ for k, v in t.items():
     tot += sum(v) / len(v) * (len(v) / 3 if len(v) >= 3 else 1)
 print(f"sum of means x calls/3: {tot:.1f} us")
 PY
+  [ $? -eq 0 ] || failed=1
 }
 prof small --procs 1
 prof big --procs 1 --hidden 256,256 --batch 1024
+echo "logs: $OUT"
+exit "$failed"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/replay_goals.sh — issue 14's "CPU replay goals", measured: runs
+# bench/replay_goals.sh — the CPU replay goals, measured: runs
 # `reprise bench --mode replay --backend cpu --workers W --json ...` RUNS
 # times per worker count and prints, per row (workload x replay/static),
 # the min, median and max over the invocations of each invocation's median
@@ -14,7 +14,7 @@
 #   -k          keep the JSON files (their folder is printed)
 #   WORKERS     worker counts (default: 2 8)
 #
-# Goals (issue 14): layered <= 2x the static schedule, chain and forkjoin
+# Goals: layered <= 2x the static schedule, chain and forkjoin
 # <= 1.2x, tiny >= 95% of the ideal at 2 workers and >= 85% at 8, and no
 # bimodality between invocations (compare min and max). Build with
 #   cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release && \

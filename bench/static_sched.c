@@ -1,6 +1,6 @@
 /* bench/static_sched.c — the hand-written peer of CPU replay: a static
- * schedule of the same DAG, the yardstick issue 14's "CPU replay goals"
- * measure reprise's replay against.
+ * schedule of the same DAG, the yardstick the CPU replay goals
+ * (bench/replay_goals.sh) measure reprise's replay against.
  *
  * Given every node's accesses (in launch order, which is a topological
  * order) and a lane per node (the one reprise's exec settled on), it builds

@@ -3,12 +3,18 @@
 batch's rows, linear+relu layers, softmax cross-entropy, backward, SGD with
 momentum) in PyTorch, eager and captured whole into one torch.cuda.CUDAGraph.
 Prints per-iteration times: latency (one step, then synchronize) and back to
-back (N steps, then synchronize, divided by N). Medians of 5 runs.
+back (N steps, then synchronize, divided by N), medians of 5 runs, and the
+GPU work items (kernels, memsets and copies) one step issues, counted by
+PyTorch's profiler on one eager step (the captured graph replays the same
+work as one launch).
 
   python3 bench/torch_ref.py [--hidden 64,64] [--batch 256] [--iters 500]
+                             [--json FILE]
 
+--json writes the two rows as a JSON array (bench/report.sh reads it).
 Needs PyTorch with CUDA; not part of the build or the tests."""
 import argparse
+import json
 import statistics
 import time
 
@@ -23,6 +29,7 @@ def main():
     ap.add_argument("--classes", type=int, default=3)
     ap.add_argument("--samples", type=int, default=4096)
     ap.add_argument("--iters", type=int, default=500)
+    ap.add_argument("--json", default=None)
     a = ap.parse_args()
     dev = torch.device("cuda")
     torch.manual_seed(1)
@@ -75,16 +82,41 @@ def main():
         for _ in range(5):
             step()
     torch.cuda.current_stream().wait_stream(s)
+    kernels = count_gpu_work(step)
     e_lat, e_b2b = timeit(step, a.iters)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         step()
     g_lat, g_b2b = timeit(g.replay, a.iters)
     name = torch.cuda.get_device_name()
-    print(f"# PyTorch {torch.__version__} on {name}; MLP "
-          f"{'-'.join(map(str, widths))} batch {a.batch}")
+    model = '-'.join(map(str, widths))
+    print(f"# PyTorch {torch.__version__} on {name}; MLP {model} "
+          f"batch {a.batch}; {kernels} GPU work items per step")
     print(f"torch-eager  latency_us {e_lat:8.1f}  back_to_back_us {e_b2b:8.1f}")
     print(f"torch-graph  latency_us {g_lat:8.1f}  back_to_back_us {g_b2b:8.1f}")
+    if a.json:
+        rows = [{"impl": impl, "model": model, "batch": a.batch,
+                 "latency_us": round(lat, 3), "back_to_back_us": round(b2b, 3),
+                 "kernels_per_step": kernels, "torch": torch.__version__,
+                 "device": name}
+                for impl, lat, b2b in (("torch-eager", e_lat, e_b2b),
+                                       ("torch-graph", g_lat, g_b2b))]
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+            f.write("\n")
+
+
+def count_gpu_work(step):
+    """The GPU activities (kernels, memsets, copies) one eager step issues,
+    as PyTorch's profiler (CUPTI) records them."""
+    from torch.profiler import ProfilerActivity, profile
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events()
+               if e.device_type == torch.autograd.DeviceType.CUDA)
 
 
 if __name__ == "__main__":

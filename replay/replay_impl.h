@@ -510,5 +510,14 @@ void rp__json_str(FILE *f, const char *s);
 void rp__tune_free(rp_exec *ex);
 /* Records one timed replay's duration (completion path, in order). */
 void rp__tune_record(rp_exec *ex, rp_slot *s, uint64_t end);
+/* A cost source for tests (NULL otherwise): when set, rp_exec_tune asks it
+ * for each trial placement's replay time instead of using the measured
+ * median, given the trial's description (rp_trial.what), the number of
+ * workers it uses and the measured median. Tests set it to decide the
+ * choice independently of the machine's speed and load; the candidates
+ * themselves are still planned from measured unit costs. Read between
+ * trial windows only, on the thread inside rp_exec_tune. */
+extern uint64_t (*rp__tune_cost_hook)(const char *what, uint32_t workers,
+                                      uint64_t measured_ns);
 
 #endif

@@ -94,6 +94,21 @@ static uint64_t window_median(rp_exec *ex) {
   return ex->dts[ex->ndt / 2];
 }
 
+uint64_t (*rp__tune_cost_hook)(const char *what, uint32_t workers,
+                               uint64_t measured_ns);
+
+/* The number of lanes trial t places units on (for the cost hook only). */
+static uint32_t trial_workers(const rp_exec *ex, const rp_trial *t) {
+  uint32_t n = 0;
+  for (uint32_t w = 0; w < ex->nlanes; w++) {
+    uint32_t u = 0;
+    while (u < ex->nunits && t->lane[u] != w)
+      u++;
+    n += u < ex->nunits;
+  }
+  return n;
+}
+
 static int same_lanes(const rp_exec *ex, const rp_trial *a, const rp_trial *b) {
   return !memcmp(a->lane, b->lane, sizeof *a->lane * ex->nunits);
 }
@@ -192,7 +207,11 @@ static rp_status tune_step(rp_exec *ex) {
     }
     return settle(ex);
   }
-  ex->trials[ex->cur_trial].median_ns = window_median(ex);
+  rp_trial *cur = &ex->trials[ex->cur_trial];
+  cur->median_ns = window_median(ex);
+  if (rp__tune_cost_hook)
+    cur->median_ns =
+        rp__tune_cost_hook(cur->what, trial_workers(ex, cur), cur->median_ns);
   uint32_t next = ex->cur_trial + 1;
   if (next < ex->ntrials) {
     rp_status st = apply(ex, next);

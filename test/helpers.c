@@ -2,6 +2,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#ifdef REPRISE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 /* ASan builds: LeakSanitizer reports leaks at exit, but Criterion ignores
  * the exit status of its test processes, so a leaking test would pass.
@@ -44,24 +49,59 @@ rp_runtime *th_cpu_runtime(unsigned workers) {
   return th_runtime(RP_BACKEND_CPU, workers);
 }
 
+int th_gpu_required(void) {
+  const char *v = getenv("REPRISE_REQUIRE_GPU");
+  return v && strcmp(v, "1") == 0;
+}
+
+/* 1 when no CUDA device can answer in this process: a build without CUDA,
+ * no device, or no (or too old a) driver; the reason goes to why. Any other
+ * answer means a device is there. */
+static int no_device(char *why, size_t n) {
+#ifndef REPRISE_HAVE_CUDA
+  snprintf(why, n,
+           "no CUDA device: this build of reprise has no CUDA "
+           "(configured without the toolkit or -DREPRISE_CUDA=OFF)");
+  return 1;
+#else
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) {
+    snprintf(why, n, "no CUDA device: cudaGetDeviceCount: %s (%s)",
+             cudaGetErrorString(e), cudaGetErrorName(e));
+    return 1;
+  }
+  if (e == cudaSuccess && count < 1) {
+    snprintf(why, n, "no CUDA device: cudaGetDeviceCount found none");
+    return 1;
+  }
+  return 0;
+#endif
+}
+
 int th_cuda_available(const char **why) {
   static int probed = -1;
   static char reason[512];
   if (probed < 0) {
-    rp_runtime_config cfg;
-    rp_runtime_config_init(&cfg);
-    cfg.backend = RP_BACKEND_CUDA;
-    cfg.cpus = 1;
-    cfg.quiet = 1;
-    cfg.ignore_env = 1;
-    rp_runtime *rt = NULL;
-    rp_status st = rp_runtime_create(&cfg, &rt);
-    if (st == RP_OK) {
+    if (no_device(reason, sizeof reason)) {
+      probed = 0;
+    } else {
+      rp_runtime_config cfg;
+      rp_runtime_config_init(&cfg);
+      cfg.backend = RP_BACKEND_CUDA;
+      cfg.cpus = 1;
+      cfg.quiet = 1;
+      cfg.ignore_env = 1;
+      rp_runtime *rt = NULL;
+      rp_status st = rp_runtime_create(&cfg, &rt);
+      /* a device answers: a runtime that cannot start on it is a failure
+       * (a regression or a broken machine), never a skip */
+      cr_assert_eq(st, RP_OK,
+                   "a CUDA device answers but rp_runtime_create on the CUDA "
+                   "backend failed: %s (%s)",
+                   rp_status_name(st), rp_error_detail());
       probed = 1;
       rp_runtime_destroy(rt);
-    } else {
-      probed = 0;
-      snprintf(reason, sizeof reason, "no CUDA device: %s", rp_error_detail());
     }
   }
   if (why)
@@ -69,12 +109,15 @@ int th_cuda_available(const char **why) {
   return probed;
 }
 
+void th_need_gpu(void) {
+  const char *why;
+  if (!th_cuda_available(&why))
+    th_gpu_skip("%s", why);
+}
+
 rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers) {
-  if (kind == RP_BACKEND_CUDA) {
-    const char *why;
-    if (!th_cuda_available(&why))
-      cr_skip_test("%s", why);
-  }
+  if (kind == RP_BACKEND_CUDA)
+    th_need_gpu();
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
   cfg.backend = kind;
@@ -100,6 +143,20 @@ void th_destroy(rp_runtime *rt) {
                "LeakSanitizer found leaks after runtime destroy "
                "(see the report above)");
 #endif
+}
+
+/* ---- rp_exec_tune's cost sources ---- */
+
+uint64_t th_cost_one_worker_wins(const char *what, uint32_t workers,
+                                 uint64_t measured_ns) {
+  (void)what, (void)measured_ns;
+  return workers <= 1 ? 10000 : 20000;
+}
+
+uint64_t th_cost_all_equal(const char *what, uint32_t workers,
+                           uint64_t measured_ns) {
+  (void)what, (void)workers, (void)measured_ns;
+  return 10000;
 }
 
 /* ---- scratch files ---- */

@@ -27,14 +27,44 @@
 /* A CPU runtime with n workers (environment ignored). */
 rp_runtime *th_cpu_runtime(unsigned workers);
 /* A runtime of the given backend; for CUDA without a device the test is
- * skipped with the reason (cr_skip_test). */
+ * skipped with the reason (th_need_gpu). */
 rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers);
 /* Destroys rt and asserts it returned RP_OK; in ASan builds also that
  * LeakSanitizer finds no leak at that point (anything the test still holds
  * outside the runtime counts too). */
 void th_destroy(rp_runtime *rt);
-/* 1 when a CUDA device answers (probed once per process). */
+/* 1 when a CUDA device answers (probed once per process); 0 when none can
+ * (a build without CUDA, no device, no or too old a driver: why says
+ * which). A device that answers while rp_runtime_create on the CUDA backend
+ * fails is a test failure, never a skip. */
 int th_cuda_available(const char **why);
+/* 1 when REPRISE_REQUIRE_GPU=1: a GPU is expected, so a GPU test that
+ * would skip fails instead. */
+int th_gpu_required(void);
+/* Skips the running GPU test with the reason (printf-style, a literal
+ * format), or fails it under REPRISE_REQUIRE_GPU=1. */
+#define th_gpu_skip(...)                                                       \
+  do {                                                                         \
+    if (th_gpu_required())                                                     \
+      cr_assert_fail("REPRISE_REQUIRE_GPU=1, but this GPU test would "         \
+                     "skip: " __VA_ARGS__);                                    \
+    else                                                                       \
+      cr_skip_test(__VA_ARGS__);                                               \
+  } while (0)
+/* Skips (th_gpu_skip) the running test unless a CUDA device answers. */
+void th_need_gpu(void);
+
+/* rp_exec_tune's cost source (replay/replay_impl.h): a test that asserts
+ * which placement the tuner keeps sets it, so that the machine's speed and
+ * load cannot decide the outcome. Two sources: a placement on one worker
+ * replays in half the time of any wider one; every placement takes the
+ * same time. */
+extern uint64_t (*rp__tune_cost_hook)(const char *what, uint32_t workers,
+                                      uint64_t measured_ns);
+uint64_t th_cost_one_worker_wins(const char *what, uint32_t workers,
+                                 uint64_t measured_ns);
+uint64_t th_cost_all_equal(const char *what, uint32_t workers,
+                           uint64_t measured_ns);
 
 /* A scratch directory for the running test: th_tmpdir_make creates one
  * from a mkdtemp template ("/tmp/rp_x_XXXXXX"), th_tmp_path names a file

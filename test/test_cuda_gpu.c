@@ -340,9 +340,7 @@ static unsigned count_gpus(const rp_runtime *rt) {
 }
 
 static rp_runtime *cuda_runtime_with_gpus(unsigned gpus) {
-  const char *why;
-  if (!th_cuda_available(&why))
-    cr_skip_test("%s", why);
+  th_need_gpu();
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
   cfg.backend = RP_BACKEND_CUDA;

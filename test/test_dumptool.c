@@ -446,7 +446,7 @@ Test(lint, unknown_tasks_run_as_placeholders_with_unknown_contracts) {
 Test(lint, gpu_runahead_and_contract_through_the_cli) {
   const char *why;
   if (!th_cuda_available(&why))
-    cr_skip_test("%s (the same checks run on models in lint_model)", why);
+    th_gpu_skip("%s (the same checks run on models in lint_model)", why);
   make_tmpdir();
   rp_runtime *rt = th_runtime(RP_BACKEND_CUDA, 1);
   rp_task_id dev, host;

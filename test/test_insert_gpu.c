@@ -31,9 +31,7 @@ static rp_proc nth_gpu(const rp_runtime *rt, unsigned n) {
 }
 
 static rp_runtime *cuda_rt(unsigned gpus, rp_kernel_tasks *k) {
-  const char *why;
-  if (!th_cuda_available(&why))
-    cr_skip_test("%s", why);
+  th_need_gpu();
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
   cfg.backend = RP_BACKEND_CUDA;
@@ -147,7 +145,7 @@ Test(insert_gpu, spmd_shards_on_two_devices_are_refused) {
 #else
 
 Test(insert_gpu, skipped_without_cuda) {
-  cr_skip_test("built without the CUDA toolkit: no device memories");
+  th_gpu_skip("built without the CUDA toolkit: no device memories");
 }
 
 #endif

@@ -25,9 +25,7 @@
 #include <string.h>
 
 static void need_gpu(void) {
-  const char *why = NULL;
-  if (!th_cuda_available(&why))
-    cr_skip_test("%s", why);
+  th_need_gpu();
 }
 
 static void *dev_copy(const void *host, size_t bytes) {
@@ -662,7 +660,7 @@ Test(kernels_gpu, gather_rows_reads_the_index_on_the_device) {
 #else /* !REPRISE_HAVE_CUDA */
 
 Test(kernels_gpu, skipped_without_cuda) {
-  cr_skip_test("built without the CUDA toolkit: no CUDA kernels to test");
+  th_gpu_skip("built without the CUDA toolkit: no CUDA kernels to test");
 }
 
 #endif

@@ -26,7 +26,7 @@
 #ifndef REPRISE_HAVE_CUDA
 /* A build without CUDA has no GPU processor: every case says so. */
 Test(replay_gpu, skipped_without_cuda) {
-  cr_skip_test("no CUDA device: this build of reprise has no CUDA");
+  th_gpu_skip("no CUDA device: this build of reprise has no CUDA");
 }
 #else
 
@@ -35,9 +35,7 @@ Test(replay_gpu, skipped_without_cuda) {
 /* A CUDA runtime with `cpus` workers and `gpus` logical GPUs (0: one per
  * device); skips without a device. */
 static rp_runtime *gpu_runtime(unsigned cpus, unsigned gpus) {
-  const char *why;
-  if (!th_cuda_available(&why))
-    cr_skip_test("%s", why);
+  th_need_gpu();
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
   cfg.backend = RP_BACKEND_CUDA;

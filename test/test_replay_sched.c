@@ -533,7 +533,11 @@ Test(replay, dump_shows_the_placement_and_why_before_and_after_replacing) {
   /* replays never re-place: only rp_exec_tune does */
   cr_assert_str_eq(placement_line(ex, RP_DUMP_TEXT), before);
   uint32_t tuned = 0;
+  /* which placement wins comes from a cost source (one worker fastest),
+   * not from this machine's speed */
+  rp__tune_cost_hook = th_cost_one_worker_wins;
   RP_CHECK(rp_exec_tune(ex, NULL, &tuned));
+  rp__tune_cost_hook = NULL;
   cr_assert_gt(tuned, 0);
   rp_exec_stats s;
   RP_CHECK(rp_exec_stats_get(ex, &s));
@@ -673,23 +677,27 @@ static rp_exec_stats run_edge(unsigned pp, unsigned pc, uint32_t us, int n) {
 }
 
 Test(replay, cross_worker_wait_counts_handoffs_same_worker_none) {
-  rp_exec_stats s = run_edge(0, 1, 200, 10);
+  /* 2 ms: longer than a loaded machine keeps a thread off its core
+   * between the consumer's arrival and its wait */
+  rp_exec_stats s = run_edge(0, 1, 2000, 10);
   cr_assert_eq(s.procs_used, 2);
   cr_assert_gt(s.handoffs, 0,
                "a consumer on another worker waited for a "
-               "200 us producer 10 times and no hand-off was counted");
+               "2 ms producer 10 times and no hand-off was counted");
   s = run_edge(0, 0, 200, 10);
   cr_assert_eq(s.procs_used, 1);
   cr_assert_eq(s.handoffs, 0, "same worker: in order, nothing to wait for");
   cr_assert_eq(s.wakeups, 0);
 }
 
-/* 5 ms outlasts the default spin and yield bounds (10 us + 200 us of wall
- * time): the consumer sleeps and is woken by the producer's publication. */
+/* 50 ms outlasts the default spin and yield bounds (10 us + 200 us of
+ * wall time) by far: the consumer sleeps and is woken by the producer's
+ * publication, even on a loaded machine where a yielding thread may stay
+ * off its core for milliseconds. */
 Test(replay, consumer_that_sleeps_counts_wakeups) {
-  rp_exec_stats s = run_edge(0, 1, 5000, 5);
+  rp_exec_stats s = run_edge(0, 1, 50000, 5);
   cr_assert_gt(s.wakeups, 0,
-               "a consumer waited 5 x 5 ms without sleeping "
+               "a consumer waited 5 x 50 ms without sleeping "
                "(%llu hand-offs)",
                (unsigned long long)s.handoffs);
   cr_assert_gt(s.handoffs, 0);
@@ -698,18 +706,18 @@ Test(replay, consumer_that_sleeps_counts_wakeups) {
 /* With the spin and yield bounds set to zero through the environment
  * (read once per process, at the first wait: Criterion runs each test in
  * a fresh process), a consumer sleeps as soon as it finds the producer
- * not done, even behind a 150 us producer that the default bounds (210
- * us) would mostly spin and yield through. */
+ * not done, behind a 1 ms producer (long enough that a loaded machine
+ * cannot keep the consumer away until the producer is done, every time). */
 Test(replay, spin_and_yield_bounds_come_from_the_environment) {
   setenv("REPRISE_SPIN_NS", "0", 1);
   setenv("REPRISE_YIELD_NS", "0", 1);
   const rp_tunables *tun = rp__tunables();
   if (tun->spin_ns != 0 || tun->yield_ns != 0)
     cr_skip_test("the tunables were read before this test (--no-fork?)");
-  rp_exec_stats s = run_edge(0, 1, 150, 20);
+  rp_exec_stats s = run_edge(0, 1, 1000, 20);
   cr_assert_gt(s.wakeups, 0,
                "zero spin and yield bounds, 20 waits behind "
-               "a 150 us producer, and the consumer never slept (%llu "
+               "a 1 ms producer, and the consumer never slept (%llu "
                "hand-offs)",
                (unsigned long long)s.handoffs);
 }

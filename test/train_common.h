@@ -37,9 +37,7 @@ static inline void tw_init(tw *w, rp_backend_kind kind,
   memset(w, 0, sizeof *w);
   w->cfg = *c;
   if (kind == RP_BACKEND_CUDA) {
-    const char *why;
-    if (!th_cuda_available(&why))
-      cr_skip_test("%s", why);
+    th_need_gpu();
   }
   rp_runtime_config rc;
   rp_runtime_config_init(&rc);

@@ -1265,6 +1265,15 @@ static int write_json(const train_state *s) {
   json_num(f, "eager_iter_us_throughput", s->eager.wall_us_per_iter,
            s->eager.ran);
   json_num(f, "samples_per_s", fin->samples_per_s, 1);
+  /* the step's size in ops (each a kernel on a GPU): what a comparison
+   * with another framework's step counts against */
+  rp_exec_stats es;
+  if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK) {
+    fprintf(f, ",\n  \"ops_per_step\": %u", es.ops);
+    if (es.gpus && es.replays)
+      fprintf(f, ",\n  \"graph_launches_per_replay\": %.2f",
+              (double)es.graph_launches / (double)es.replays);
+  }
   if (s->compared)
     fprintf(f, ",\n  \"weights_bitwise_equal\": %s",
             s->bitwise ? "true" : "false");
