@@ -1266,17 +1266,18 @@ static rp_status run_one(rp_gpt *m, rp_exec *ex, const rp_gpt_step_args *a) {
 
 rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
                        const rp_gpt_train_opts *o) {
-  if (!m || !t || !o || o->start > o->iters)
+  uint32_t stop = o && o->stop ? o->stop : o ? o->iters : 0;
+  if (!m || !t || !o || o->start > stop || stop > o->iters)
     return rp_error_set(RP_EINVAL, "rp_gpt_train: bad argument");
   const rp_gpt_config *c = &m->cfg;
   size_t per = (size_t)c->batch * c->context;
   uint64_t w0 = rp_train_now_ns();
   rp_status st = RP_OK;
-  for (uint32_t s = o->start; !st && s < o->iters; s++) {
+  for (uint32_t s = o->start; !st && s < stop; s++) {
     if (s < m->ring_base || s >= m->ring_base + m->ring_valid) {
       /* the next ring of batches: steps s.. (evaluation may have used
        * the ring in between) */
-      uint32_t n = o->iters - s < c->ring ? o->iters - s : c->ring;
+      uint32_t n = stop - s < c->ring ? stop - s : c->ring;
       rp_text_windows(t, 0, t->ntrain, c->batch, c->context, c->seed, s, n,
                       m->hx, m->hy);
       m->ring_base = s;
@@ -1302,7 +1303,7 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
     if (o->iter_ns)
       o->iter_ns[s - o->start] = t1 - t0;
     float loss = NAN;
-    if (o->loss_every && (s % o->loss_every == 0 || s + 1 == o->iters) &&
+    if (o->loss_every && (s % o->loss_every == 0 || s + 1 == stop) &&
         (st = rp_gpt_batch_loss(m, &loss)) != RP_OK)
       break;
     if (o->progress && o->progress(o->arg, s, loss))

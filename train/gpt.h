@@ -216,7 +216,8 @@ double rp_text_bigram_loss(const rp_text *t, const int32_t *x, const int32_t *y,
 /* ---- training loop ---- */
 
 typedef struct rp_gpt_train_opts {
-  uint32_t iters, start; /* steps start..iters-1 */
+  uint32_t iters, start; /* the schedule's steps; the first step run */
+  uint32_t stop;         /* run steps start..stop-1 (0: iters) */
   float lr;              /* peak */
   uint32_t warmup;
   uint32_t loss_every; /* 0: never */
