@@ -547,6 +547,28 @@ Test(gpt, windows_depend_on_the_seed_and_batch_index_alone) {
   rp_text_free(&t);
 }
 
+/* Neighbouring batches draw independent windows (seeding each batch's
+ * stream with index-spaced splitmix64 states once made batch k + 1 batch
+ * k shifted by one window). */
+Test(gpt, neighbouring_batches_share_no_windows) {
+  uint8_t *b = make_text(20000);
+  rp_text t;
+  RP_CHECK(rp_text_from_bytes("t", b, 20000, 32, &t));
+  enum { NB = 16, BW = 8, TW = 32 };
+  static int32_t x[NB * BW * TW], y[NB * BW * TW];
+  rp_text_windows(&t, 0, t.ntrain, BW, TW, 1, 0, NB, x, y);
+  int shared = 0;
+  for (int k = 0; k + 1 < NB; k++)
+    for (int i = 0; i < BW; i++)
+      for (int j = 0; j < BW; j++)
+        shared += !memcmp(x + (k * BW + i) * TW, x + ((k + 1) * BW + j) * TW,
+                          TW * sizeof *x);
+  cr_assert_leq(shared, 2, "%d windows shared between neighbouring batches",
+                shared);
+  free(b);
+  rp_text_free(&t);
+}
+
 Test(gpt, config_and_checkpoint_errors_are_precise) {
   rp_gpt_config c;
   rp_gpt_config_init(&c);

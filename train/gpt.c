@@ -1044,7 +1044,8 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
   int32_t *win = calloc(T, sizeof *win);
-  float *logits = calloc((size_t)T * V, sizeof *logits);
+  size_t nl = (size_t)m->sh[0].N * V; /* shard 0's logits instance */
+  float *logits = calloc(nl, sizeof *logits);
   rp_status st =
       win && logits ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_sample: memory");
   rp_rng r;
@@ -1059,11 +1060,9 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
       st = rp_gpt_forward(m, m->sample, 1);
     rp_status ds = rp_runtime_drain(m->rt);
     st = st ? st : ds;
-    if (!st) /* shard 0's logits hold rows * T positions; row 0 is ours */
-      st = rp_instance_read(m->rt, m->sh[0].logits, logits,
-                            (size_t)m->sh[0].N * V * sizeof *logits) == RP_OK
-               ? RP_OK
-               : RP_EIO;
+    if (!st) /* shard 0's logits: rows * T positions, the first T ours */
+      st =
+          rp_instance_read(m->rt, m->sh[0].logits, logits, nl * sizeof *logits);
     if (st)
       break;
     const float *lg = logits + (size_t)(k - 1) * V;
