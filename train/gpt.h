@@ -38,7 +38,7 @@
  *      backward (adds into dwte after the tied head's part);
  *   4. P > 1: RP_POP_REDUCTION sums every gradient and the loss at home;
  *   5. one gpt.adamw over every parameter (clipping by the global norm).
- * P = 1: 16 L + 9 ops (73 for L = 4).
+ * P = 1: 16 L + 10 ops (74 for L = 4).
  *
  * Per-replay arguments (rp_gpt_step_args): the ring index (both gathers),
  * the learning rate and the 1-based AdamW step (bias correction). The
