@@ -398,10 +398,11 @@ Test(cli, train_help_lists_every_option) {
   RUN(&r, "train", "--help");
   cr_assert_eq(r.status, 0, "%s", r.err);
   const char *opts[] = {
-      "--backend", "--procs",        "--iters",   "--batch",   "--hidden",
-      "--lr",      "--seed",         "--eager",   "--compare", "--save-graph",
-      "--dump",    "--trace",        "--json",    "--data",    "--dataset",
-      "--dist",    "--save-weights", "--inflight"};
+      "--backend", "--procs",        "--iters",    "--batch",   "--hidden",
+      "--lr",      "--seed",         "--eager",    "--compare", "--save-graph",
+      "--dump",    "--trace",        "--json",     "--data",    "--dataset",
+      "--dist",    "--save-weights", "--inflight", "--model",   "--layers",
+      "--heads",   "--width",        "--context",  "--text",    "--warmup"};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     cr_assert(strstr(r.out, opts[i]), "train --help lacks %s", opts[i]);
 }
@@ -1240,6 +1241,19 @@ Test(cli, train_gpt_trains_reports_and_resumes, .timeout = 300) {
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     cr_assert(strstr(j, keys[i]), "no %s in %s", keys[i], j);
   free(j);
+  /* reprise generate: the decode step replayed per byte */
+  RUN(&r, "generate", "--load-weights", ckpt, "--tokens", "10", "--prompt",
+      "the ", "--temperature", "0", "--backend", "cpu");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_eq(strlen(r.out), 4 + 10 + 1, "%s", r.out);
+  cr_assert(!strncmp(r.out, "the ", 4), "%s", r.out);
+  cr_assert(strstr(r.err, "decode step"), "%s", r.err);
+  RUN(&r, "generate", "--load-weights", ckpt, "--prompt", "THE", "--backend",
+      "cpu");
+  cr_assert_eq(r.status, 1, "a byte outside the vocabulary: %s", r.err);
+  cr_assert(strstr(r.err, "0x54"), "%s", r.err);
+  RUN(&r, "generate", "--tokens", "5");
+  cr_assert_eq(r.status, 2, "no --load-weights: %s", r.err);
   RUN(&r, TRAIN_GPT(corpus), "--iters", "30", "--load-weights", ckpt);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "at step 20"), "%s", r.out);
