@@ -5,9 +5,7 @@
  * processor, gradients all-reduced), rank 0 printing and writing files.
  * Exit status: 0 trained, 1 the work failed (engine error, unreadable or
  * malformed --data file, diverged loss), 2 bad usage. */
-#include "cli.h"
-
-#include "train/mlp.h"
+#include "cmd_train.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -21,26 +19,6 @@
 #ifdef REPRISE_HAVE_MPI
 #include <mpi.h>
 #endif
-
-typedef struct train_cli {
-  rp_backend_kind backend;
-  const char *backend_src; /* "--backend", "REPRISE_BACKEND" or NULL */
-  rp_mlp_config mc;
-  uint32_t iters, log_every;
-  uint32_t inflight; /* --inflight: replays kept in flight */
-  float lr, lr_decay;
-  rp_data_kind kind;
-  uint32_t samples, classes, features;
-  int synth_given;    /* --dataset/--samples/--classes/--features */
-  uint64_t max_bytes; /* --max-bytes: --data file size limit (0: default) */
-  const char *data, *save_graph, *trace, *json, *timings, *save_weights;
-  int eager, compare, dump, dist;
-  rp_dump_format dump_fmt;
-  const char *labels;       /* --labels: the --data file is IDX images */
-  const char *load_weights; /* --load-weights: resume from a checkpoint */
-  float val_frac;           /* --val-frac: held out for validation */
-  int no_shuffle;           /* --no-shuffle: batches in the file's order */
-} train_cli;
 
 /* Divergence: a batch loss (at a log point) or the final loss that is not
  * finite or above DIVERGE_FACTOR x max(initial loss, ln(classes)). */
@@ -122,6 +100,26 @@ static void train_usage(FILE *f) {
       "                            step and the lr schedule (versioned\n"
       "                            RPRSWGHT format, see docs/training.md)\n"
       "  -h, --help                this text\n"
+      "\n"
+      "--model mlp|gpt             the model (default mlp, above). gpt: a\n"
+      "                            decoder-only transformer on a text file's\n"
+      "                            bytes (see docs/gpt.md), with the shared\n"
+      "                            options --backend --procs --iters --batch\n"
+      "                            (default 16) --lr (peak, default 0.002)\n"
+      "                            --seed --eager --log-every --save-graph\n"
+      "                            --dump --trace --json --save-weights\n"
+      "                            --load-weights --max-bytes and its own:\n"
+      "  --layers N                transformer blocks (default 2)\n"
+      "  --heads N                 attention heads (default 4)\n"
+      "  --width N                 embedding width, a multiple of --heads\n"
+      "                            (default 64)\n"
+      "  --context N               positions per window (default 64)\n"
+      "  --text FILE               the corpus (default " RP_GPT_DEFAULT_TEXT
+      ",\n"
+      "                            from the Debian package fortunes)\n"
+      "  --warmup N                linear warmup steps before the cosine\n"
+      "                            decay (default iters/10, at most 100)\n"
+      "  --sample N                bytes sampled at the end (default 200)\n"
       "\n"
       "Exit status: 0 trained, 1 failed (engine error, bad --data or\n"
       "--load-weights file, diverged: a loss not finite or above 10x the\n"
@@ -217,6 +215,15 @@ enum {
   OPT_VAL_FRAC,
   OPT_NO_SHUFFLE,
   OPT_LOAD_WEIGHTS,
+  OPT_MODEL, /* the GPT's options (cmd_train.h) */
+  OPT_LAYERS,
+  OPT_HEADS,
+  OPT_WIDTH,
+  OPT_CONTEXT,
+  OPT_TEXT,
+  OPT_WARMUP,
+  OPT_SAMPLE,
+  OPT_END,
 };
 
 static const struct option LONGOPTS[] = {
@@ -250,6 +257,14 @@ static const struct option LONGOPTS[] = {
     {"val-frac", required_argument, NULL, OPT_VAL_FRAC},
     {"no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE},
     {"load-weights", required_argument, NULL, OPT_LOAD_WEIGHTS},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"layers", required_argument, NULL, OPT_LAYERS},
+    {"heads", required_argument, NULL, OPT_HEADS},
+    {"width", required_argument, NULL, OPT_WIDTH},
+    {"context", required_argument, NULL, OPT_CONTEXT},
+    {"text", required_argument, NULL, OPT_TEXT},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"sample", required_argument, NULL, OPT_SAMPLE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -352,6 +367,30 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   case OPT_LOAD_WEIGHTS:
     c->load_weights = arg;
     return RP_CLI_OK;
+  case OPT_MODEL:
+    if (strcmp(arg, "mlp") && strcmp(arg, "gpt"))
+      return bad("--model", arg, "mlp or gpt");
+    c->gpt = strcmp(arg, "gpt") == 0;
+    return RP_CLI_OK;
+  case OPT_LAYERS:
+    return rp_cli_parse_u32("train", "--layers", arg, 1, RP_GPT_MAX_LAYERS,
+                            &c->layers);
+  case OPT_HEADS:
+    return rp_cli_parse_u32("train", "--heads", arg, 1, 256, &c->heads);
+  case OPT_WIDTH:
+    return rp_cli_parse_u32("train", "--width", arg, 1, RP_GPT_MAX_WIDTH,
+                            &c->width);
+  case OPT_CONTEXT:
+    return rp_cli_parse_u32("train", "--context", arg, 1, RP_GPT_MAX_CONTEXT,
+                            &c->context);
+  case OPT_TEXT:
+    c->text = arg;
+    c->text_given = 1;
+    return RP_CLI_OK;
+  case OPT_WARMUP:
+    return rp_cli_parse_u32("train", "--warmup", arg, 0, 100000000, &c->warmup);
+  case OPT_SAMPLE:
+    return rp_cli_parse_u32("train", "--sample", arg, 0, 1000000, &c->sample);
   case 'h':
     train_usage(stdout);
     return -1;
@@ -395,6 +434,76 @@ static int check_options(train_cli *c) {
   return RP_CLI_OK;
 }
 
+#define GIVEN(c, o) (((c)->given >> ((o)-OPT_BACKEND)) & 1u)
+
+/* --model mlp (the default): the GPT's own options are refused. */
+static int gpt_only(const train_cli *c) {
+  const int o[] = {OPT_LAYERS, OPT_HEADS,  OPT_WIDTH, OPT_CONTEXT,
+                   OPT_TEXT,   OPT_WARMUP, OPT_SAMPLE};
+  for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
+    if (GIVEN(c, o[i]))
+      return rp_cli_usage_error("train", "--%s is an option of --model gpt",
+                                LONGOPTS[o[i] - OPT_BACKEND].name);
+  return RP_CLI_OK;
+}
+
+/* --model gpt: the MLP's own options are refused, the shared ones get the
+ * GPT's defaults where not given, the output paths are checked. */
+static int gpt_options(train_cli *c) {
+  const int o[] = {OPT_HIDDEN,   OPT_LR_DECAY,   OPT_MOMENTUM, OPT_DATASET,
+                   OPT_SAMPLES,  OPT_CLASSES,    OPT_FEATURES, OPT_DATA,
+                   OPT_COMPARE,  OPT_DIST,       OPT_INFLIGHT, OPT_LABELS,
+                   OPT_VAL_FRAC, OPT_NO_SHUFFLE, OPT_TIMINGS};
+  for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
+    if (GIVEN(c, o[i]))
+      return rp_cli_usage_error("train",
+                                "--%s is not an option of --model "
+                                "gpt",
+                                LONGOPTS[o[i] - OPT_BACKEND].name);
+  if (!GIVEN(c, OPT_PROCS))
+    c->mc.procs = 1;
+  if (!GIVEN(c, OPT_BATCH))
+    c->mc.batch = 16;
+  if (!GIVEN(c, OPT_ITERS))
+    c->iters = 600;
+  if (!GIVEN(c, OPT_LR))
+    c->lr = 2e-3f;
+  c->layers = GIVEN(c, OPT_LAYERS) ? c->layers : 2;
+  c->heads = GIVEN(c, OPT_HEADS) ? c->heads : 4;
+  c->width = GIVEN(c, OPT_WIDTH) ? c->width : 64;
+  c->context = GIVEN(c, OPT_CONTEXT) ? c->context : 64;
+  c->warmup = GIVEN(c, OPT_WARMUP) ? c->warmup
+              : c->iters >= 1000   ? 100
+                                   : c->iters / 10;
+  c->sample = GIVEN(c, OPT_SAMPLE) ? c->sample : 200;
+  if (!c->text)
+    c->text = RP_GPT_DEFAULT_TEXT;
+  if (!c->log_every)
+    c->log_every = c->iters >= 10 ? c->iters / 10 : 1;
+  if (c->width % c->heads)
+    return rp_cli_usage_error("train",
+                              "--width %u is not a multiple of "
+                              "--heads %u",
+                              c->width, c->heads);
+  if (c->mc.procs > c->mc.batch)
+    return rp_cli_usage_error("train",
+                              "--procs %u is more than --batch %u: "
+                              "every processor needs rows of the batch",
+                              c->mc.procs, c->mc.batch);
+  if (c->trace && c->eager)
+    return rp_cli_usage_error("train", "--trace needs the recorded step "
+                                       "(drop --eager)");
+  const char *outs[][2] = {{"--json", c->json},
+                           {"--trace", c->trace},
+                           {"--save-graph", c->save_graph},
+                           {"--save-weights", c->save_weights}};
+  int rc;
+  for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+    if ((rc = rp_cli_check_output("train", outs[i][0], outs[i][1])))
+      return rc;
+  return RP_CLI_OK;
+}
+
 static int parse_args(int argc, char **argv, train_cli *c) {
   static char prog[] = "reprise train"; /* getopt's messages name argv[0] */
   argv[0] = prog;
@@ -411,6 +520,8 @@ static int parse_args(int argc, char **argv, train_cli *c) {
   optind = 1;
   int opt;
   while ((opt = getopt_long(argc, argv, "h", LONGOPTS, NULL)) != -1) {
+    if (opt >= OPT_BACKEND && opt < OPT_END)
+      c->given |= 1ull << (opt - OPT_BACKEND);
     int rc = apply_option(c, opt, optarg);
     if (rc)
       return rc;
@@ -427,6 +538,8 @@ static int parse_args(int argc, char **argv, train_cli *c) {
     c->backend_src = "REPRISE_BACKEND";
   if ((rc = rp_cli_env_check("train")))
     return rc;
+  if (c->gpt || (rc = gpt_only(c)))
+    return c->gpt ? gpt_options(c) : rc;
   if (!c->features)
     c->features = c->kind == RP_DATA_SPIRALS ? 2 : 16;
   if (!c->log_every)
@@ -1359,6 +1472,8 @@ int rp_cmd_train(int argc, char **argv) {
   int rc = parse_args(argc, argv, &c);
   if (rc)
     return rc < 0 ? RP_CLI_OK : rc;
+  if (c.gpt)
+    return rp_cmd_train_gpt(&c);
   train_state s = {.c = &c, .rank = 0, .ranks = 1};
   if (!c.dist || (rc = dist_start(&s)) == RP_CLI_OK)
     rc = train_main(&s);

@@ -1,0 +1,685 @@
+/* test/test_gpt.c — the GPT (train/gpt.h) against PyTorch and against
+ * itself. The gpt_backends suite also builds as test_gpt_cuda (the CUDA
+ * backend; it skips without a device): test/helpers.h.
+ *
+ * The reference: test/fixtures/gpt_tiny.bin, written by
+ * tools/gpt_fixture.py (float64 PyTorch from float32 initial weights; see
+ * there): the loss, every gradient and the parameters after 3 AdamW steps
+ * with clipping, for 2 layers, 2 heads, width 32, context 16, batch 4,
+ * vocabulary 64.
+ *
+ * Bounds (relative to the largest magnitude of the tensor compared):
+ *  - loss and gradients: 1e-4 (float32 sums of at most a few thousand
+ *    terms against an exact reference; measured 4.5e-7 on the CPU);
+ *  - parameters after 3 steps: 1e-4 likewise (measured 9.1e-6), but for
+ *    null-gradient elements (see NULL_GRAD below), held to an absolute
+ *    bound of twice the sum of the learning rates;
+ *  - --procs 2 against 1: loss and gradients 1e-5 (only the order of
+ *    float sums differs); weights after 3 steps 1e-4 (see the test);
+ *  - replay against eager, and a resumed run against an uninterrupted
+ *    one: bitwise (the kernels are deterministic). */
+#include "helpers.h"
+#include "train/gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REF_TOL 1e-4
+#define PROCS_TOL 1e-5
+#define CUDA_TOL 1e-4
+
+/* ---- the fixture ---- */
+
+typedef struct fixture {
+  uint32_t L, NH, C, T, V, B, steps, tensors;
+  float beta1, beta2, eps, wd, max_norm;
+  float lr[8], loss[8];
+  int32_t *x, *y;
+  float *init, *grad, *after; /* every tensor, in table order */
+  size_t n;                   /* floats per set */
+  char *buf;
+} fixture;
+
+static const char *fixture_path(void) {
+  static char path[4096];
+  const char *f = __FILE__, *slash = strrchr(f, '/');
+  snprintf(path, sizeof path, "%.*sfixtures/gpt_tiny.bin",
+           slash ? (int)(slash - f + 1) : 0, f);
+  return path;
+}
+
+static void fx_load(fixture *fx) {
+  memset(fx, 0, sizeof *fx);
+  size_t len;
+  fx->buf = th_read_all(fixture_path(), &len);
+  cr_assert_not_null(fx->buf, "cannot read %s", fixture_path());
+  cr_assert(len > 60 && !memcmp(fx->buf, "RPGPTFX1", 8), "not a fixture");
+  const char *p = fx->buf + 8;
+  uint32_t h[8];
+  memcpy(h, p, sizeof h);
+  p += sizeof h;
+  fx->L = h[0], fx->NH = h[1], fx->C = h[2], fx->T = h[3], fx->V = h[4];
+  fx->B = h[5], fx->steps = h[6], fx->tensors = h[7];
+  cr_assert(fx->steps >= 1 && fx->steps <= 8);
+  float a[5];
+  memcpy(a, p, sizeof a);
+  p += sizeof a;
+  fx->beta1 = a[0], fx->beta2 = a[1], fx->eps = a[2], fx->wd = a[3];
+  fx->max_norm = a[4];
+  memcpy(fx->lr, p, fx->steps * 4);
+  p += fx->steps * 4;
+  size_t bt = (size_t)fx->B * fx->T;
+  fx->x = (int32_t *)(void *)p; /* the file's words are 4-byte aligned */
+  p += bt * 4;
+  fx->y = (int32_t *)(void *)p;
+  p += bt * 4;
+  memcpy(fx->loss, p, fx->steps * 4);
+  p += fx->steps * 4;
+  size_t rest = len - (size_t)(p - fx->buf);
+  cr_assert(rest % 12 == 0, "fixture tail %zu bytes", rest);
+  fx->n = rest / 12;
+  fx->init = (float *)(void *)p;
+  fx->grad = fx->init + fx->n;
+  fx->after = fx->grad + fx->n;
+}
+
+static void fx_free(fixture *fx) {
+  free(fx->buf);
+}
+
+/* ---- a model of the fixture's config ---- */
+
+typedef struct tg {
+  rp_runtime *rt;
+  rp_gpt *m;
+  rp_exec *ex;
+} tg;
+
+static void tg_init(tg *t, const fixture *fx, rp_backend_kind kind,
+                    uint32_t procs, uint32_t ring) {
+  memset(t, 0, sizeof *t);
+  t->rt = th_runtime(kind, procs); /* skips without a CUDA device */
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(t->rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = fx->L;
+  c.heads = fx->NH;
+  c.width = fx->C;
+  c.context = fx->T;
+  c.vocab = fx->V;
+  c.batch = fx->B;
+  c.procs = procs;
+  c.ring = ring;
+  c.beta1 = fx->beta1;
+  c.beta2 = fx->beta2;
+  c.eps = fx->eps;
+  c.weight_decay = fx->wd;
+  c.max_norm = fx->max_norm;
+  RP_CHECK(rp_gpt_create(t->rt, &k, &c, &t->m));
+  cr_assert_eq(rp_gpt_param_tensors(t->m), fx->tensors);
+  cr_assert_eq(rp_gpt_param_count(t->m), fx->n);
+  const float *w = fx->init;
+  for (uint32_t i = 0; i < fx->tensors; i++) {
+    const rp_gpt_param_info *p = rp_gpt_param(t->m, i);
+    size_t n = (size_t)p->rows * p->cols;
+    RP_CHECK(rp_gpt_tensor_write(t->m, i, RP_GPT_WEIGHT, w, n));
+    w += n;
+  }
+  RP_CHECK(rp_gpt_write_batches(t->m, fx->x, fx->y, 1));
+}
+
+static void tg_fini(tg *t) {
+  RP_CHECK(rp_exec_destroy(t->ex));
+  RP_CHECK(rp_gpt_destroy(t->m));
+  th_destroy(t->rt);
+}
+
+/* Step k (0-based) of the fixture: eagerly, or by replaying the recorded
+ * step (recorded at the first call). */
+static void tg_step(tg *t, const fixture *fx, uint32_t k, int replay) {
+  rp_gpt_step_args a = {0, fx->lr[k], (int32_t)k + 1};
+  if (!replay) {
+    RP_CHECK(rp_gpt_step(t->m, &a));
+    RP_CHECK(rp_runtime_drain(t->rt));
+    return;
+  }
+  if (!t->ex) {
+    rp_graph *g;
+    RP_CHECK(rp_gpt_record(t->m, &g));
+    RP_CHECK(rp_instantiate(g, NULL, &t->ex));
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+  rp_event done;
+  RP_CHECK(rp_replay(t->ex, &ra, &done));
+  rp_status st = rp_event_wait(t->rt, done, -1);
+  rp_event_release(t->rt, done);
+  cr_assert_eq(st, RP_OK, "replay %u: %s", k, rp_exec_error_detail(t->ex));
+}
+
+static float *tg_read(tg *t, rp_gpt_slot s) {
+  size_t n = rp_gpt_param_count(t->m);
+  float *out = malloc(n * sizeof *out), *p = out;
+  cr_assert_not_null(out);
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(t->m); i++) {
+    const rp_gpt_param_info *pi = rp_gpt_param(t->m, i);
+    size_t k = (size_t)pi->rows * pi->cols;
+    RP_CHECK(rp_gpt_tensor_read(t->m, i, s, p, k));
+    p += k;
+  }
+  return out;
+}
+
+/* Null-gradient elements: those whose exact gradient (the fixture's) is
+ * below NULL_GRAD times the largest of their tensor. The key bias is one
+ * (softmax ignores a shift common to a row's scores, so its exact
+ * gradient is zero and a float32 one is rounding noise); AdamW turns any
+ * nonzero noise into an update of about lr per step, with a random sign.
+ * After steps such elements are held to |diff| <= NULL_BOUND (twice the
+ * sum of the fixture's learning rates): their updates are noise by
+ * construction. Every other element meets the relative bound. */
+#define NULL_GRAD 1e-6
+static double null_bound(const fixture *fx) {
+  double s = 0;
+  for (uint32_t k = 0; k < fx->steps; k++)
+    s += fx->lr[k];
+  return 2 * s;
+}
+
+/* Every tensor of got within tol of want, relative to the largest
+ * magnitude of want's tensor (null-gradient elements of `grad`, when not
+ * NULL, within nb absolutely); returns the worst ratio seen. */
+static double check_tensors_null(tg *t, const float *got, const float *want,
+                                 double tol, const char *what,
+                                 const float *grad, double nb);
+static double check_tensors(tg *t, const float *got, const float *want,
+                            double tol, const char *what) {
+  return check_tensors_null(t, got, want, tol, what, NULL, 0);
+}
+
+static double check_tensors_null(tg *t, const float *got, const float *want,
+                                 double tol, const char *what,
+                                 const float *grad, double nb) {
+  double worst = 0;
+  uint32_t nulls = 0;
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(t->m); i++) {
+    const rp_gpt_param_info *pi = rp_gpt_param(t->m, i);
+    size_t k = (size_t)pi->rows * pi->cols;
+    double scale = 0, diff = 0, gmax = 0;
+    size_t at = 0;
+    for (size_t j = 0; j < k; j++)
+      scale = fmax(scale, fabs((double)want[j]));
+    for (size_t j = 0; grad && j < k; j++)
+      gmax = fmax(gmax, fabs((double)grad[j]));
+    for (size_t j = 0; j < k; j++) {
+      double d = fabs((double)got[j] - (double)want[j]);
+      if (grad && fabs((double)grad[j]) <= NULL_GRAD * gmax) {
+        nulls++;
+        cr_assert(d <= nb, "%s %s[%zu] (null gradient): %.9g vs %.9g", what,
+                  pi->name, j, (double)got[j], (double)want[j]);
+        continue;
+      }
+      if (d > diff || isnan(d)) {
+        diff = d;
+        at = j;
+      }
+    }
+    double rel = diff / (scale > 0 ? scale : 1);
+    worst = fmax(worst, rel);
+    cr_assert(rel <= tol, "%s %s[%zu]: %.9g vs %.9g: relative %.3g > %.3g (%s)",
+              what, pi->name, at, (double)got[at], (double)want[at], rel, tol,
+              TH_BACKEND_NAME);
+    got += k;
+    want += k;
+    grad = grad ? grad + k : NULL;
+  }
+  if (grad || nb > 0)
+    cr_log_info("%s: %u null-gradient elements", what, nulls);
+  return worst;
+}
+
+/* ---- against PyTorch ---- */
+
+static void against_pytorch(int replay) {
+  fixture fx;
+  fx_load(&fx);
+  tg t;
+  tg_init(&t, &fx, TH_BACKEND, 1, 1);
+  tg_step(&t, &fx, 0, replay);
+  float loss;
+  RP_CHECK(rp_gpt_batch_loss(t.m, &loss));
+  cr_assert(fabs(loss - fx.loss[0]) <= REF_TOL * fabs(fx.loss[0]),
+            "loss %.9g, PyTorch %.9g", (double)loss, (double)fx.loss[0]);
+  float *g = tg_read(&t, RP_GPT_GRAD);
+  double gw = check_tensors(&t, g, fx.grad, REF_TOL, "gradient");
+  free(g);
+  for (uint32_t k = 1; k < fx.steps; k++) {
+    tg_step(&t, &fx, k, replay);
+    RP_CHECK(rp_gpt_batch_loss(t.m, &loss));
+    cr_assert(fabs(loss - fx.loss[k]) <= REF_TOL * fabs(fx.loss[k]),
+              "step %u: loss %.9g, PyTorch %.9g", k + 1, (double)loss,
+              (double)fx.loss[k]);
+  }
+  float *w = tg_read(&t, RP_GPT_WEIGHT);
+  double ww = check_tensors_null(&t, w, fx.after, REF_TOL, "weight after steps",
+                                 fx.grad, null_bound(&fx));
+  cr_log_info("%s %s: gradients within %.3g, weights after %u steps within "
+              "%.3g of PyTorch (relative)",
+              TH_BACKEND_NAME, replay ? "replay" : "eager", gw, fx.steps, ww);
+  free(w);
+  tg_fini(&t);
+  fx_free(&fx);
+}
+
+Test(gpt_backends, eager_loss_gradients_and_adamw_steps_match_pytorch) {
+  against_pytorch(0);
+}
+
+Test(gpt_backends, replayed_loss_gradients_and_adamw_steps_match_pytorch) {
+  against_pytorch(1);
+}
+
+/* The fixture's steps on P processors, eagerly or replayed: the weights
+ * (and, when grad is not NULL, the first step's gradients). */
+static float *run_fixture_g(const fixture *fx, rp_backend_kind kind,
+                            uint32_t procs, int replay, float *last_loss,
+                            float **grad) {
+  tg t;
+  tg_init(&t, fx, kind, procs, 1);
+  for (uint32_t k = 0; k < fx->steps; k++) {
+    tg_step(&t, fx, k, replay);
+    if (k == 0 && grad)
+      *grad = tg_read(&t, RP_GPT_GRAD);
+  }
+  RP_CHECK(rp_gpt_batch_loss(t.m, last_loss));
+  float *w = tg_read(&t, RP_GPT_WEIGHT);
+  tg_fini(&t);
+  return w;
+}
+
+static float *run_fixture(const fixture *fx, rp_backend_kind kind,
+                          uint32_t procs, int replay, float *last_loss) {
+  return run_fixture_g(fx, kind, procs, replay, last_loss, NULL);
+}
+
+Test(gpt_backends, replay_is_bitwise_equal_to_eager) {
+  fixture fx;
+  fx_load(&fx);
+  for (uint32_t procs = 1; procs <= 2; procs++) {
+    float le, lr;
+    float *e = run_fixture(&fx, TH_BACKEND, procs, 0, &le);
+    float *r = run_fixture(&fx, TH_BACKEND, procs, 1, &lr);
+    cr_assert(!memcmp(e, r, fx.n * sizeof *e),
+              "procs %u: replayed weights differ from eager ones", procs);
+    cr_assert(!memcmp(&le, &lr, sizeof le), "procs %u: loss %.9g vs %.9g",
+              procs, (double)le, (double)lr);
+    free(e);
+    free(r);
+  }
+  fx_free(&fx);
+}
+
+/* Two processors sum the gradients of two halves of the batch: the loss
+ * and the gradients agree with one processor's within 1e-5. The weights
+ * after 3 steps are held to REF_TOL: AdamW divides by sqrt(v), so for an
+ * element with a small gradient it turns the gradients' relative rounding
+ * difference into an update difference of up to about lr times it
+ * (measured 1.9e-5 of the tensor's largest weight on the CPU). */
+Test(gpt_backends, two_processors_match_one_within_1e_5) {
+  fixture fx;
+  fx_load(&fx);
+  float l1, l2, *g1, *g2;
+  float *one = run_fixture_g(&fx, TH_BACKEND, 1, 1, &l1, &g1);
+  float *two = run_fixture_g(&fx, TH_BACKEND, 2, 1, &l2, &g2);
+  tg t; /* for the table */
+  tg_init(&t, &fx, TH_BACKEND, 1, 1);
+  check_tensors(&t, g2, g1, PROCS_TOL, "gradient, procs 2 vs 1");
+  check_tensors_null(&t, two, one, REF_TOL, "weights after steps, procs 2 vs 1",
+                     fx.grad, null_bound(&fx));
+  tg_fini(&t);
+  cr_assert(fabs(l1 - l2) <= PROCS_TOL * fabs(l1), "loss %.9g vs %.9g",
+            (double)l1, (double)l2);
+  free(one);
+  free(two);
+  free(g1);
+  free(g2);
+  fx_free(&fx);
+}
+
+Test(gpt_backends, cuda_matches_cpu_within_the_reference_bound) {
+  if (TH_ON_CPU)
+    cr_skip_test("compares CUDA with the CPU: test_gpt_cuda runs it");
+  fixture fx;
+  fx_load(&fx);
+  float lg, lc;
+  float *gpu = run_fixture(&fx, RP_BACKEND_CUDA, 1, 1, &lg);
+  float *cpu = run_fixture(&fx, RP_BACKEND_CPU, 1, 1, &lc);
+  tg t;
+  tg_init(&t, &fx, RP_BACKEND_CPU, 1, 1);
+  check_tensors_null(&t, gpu, cpu, CUDA_TOL, "CUDA vs CPU", fx.grad,
+                     null_bound(&fx));
+  tg_fini(&t);
+  free(gpu);
+  free(cpu);
+  fx_free(&fx);
+}
+
+/* ---- decoding ---- */
+
+/* The decode graph, replayed once per position with a KV cache, gives the
+ * logits of the full forward at every position (within 1e-5 of the
+ * largest logit: the same math, GEMMs of other shapes), and greedy
+ * generation by replay the tokens of greedy full-recompute sampling. */
+Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
+  fixture fx;
+  fx_load(&fx);
+  tg t;
+  tg_init(&t, &fx, TH_BACKEND, 1, 1);
+  uint32_t T = fx.T, V = fx.V;
+  rp_proc_info pi;
+  RP_CHECK(rp_proc_query(t.rt, rp_gpt_procs(t.m)[0], &pi));
+  rp_inst tok;
+  rp_rect r = rp_rect_2d(0, 0, 0, T - 1);
+  RP_CHECK(rp_instance_create(t.rt, pi.local, RP_I32, &r, NULL, &tok));
+  RP_CHECK(rp_instance_write(t.rt, tok, fx.x, T * sizeof(int32_t)));
+  RP_CHECK(rp_gpt_forward(t.m, tok, 1));
+  RP_CHECK(rp_runtime_drain(t.rt));
+  size_t nl = (size_t)fx.B * T * V;
+  float *full = malloc(nl * sizeof *full), *one = malloc(V * sizeof *one);
+  RP_CHECK(rp_instance_read(t.rt, rp_gpt_logits(t.m), full, nl * sizeof *full));
+  rp_graph *g;
+  RP_CHECK(rp_gpt_decode_record(t.m, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  double worst = 0;
+  for (uint32_t pos = 0; pos < T; pos++) {
+    rp_gpt_decode_step a = {(int32_t)pos, fx.x[pos]};
+    rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &ra, &done));
+    rp_status st = rp_event_wait(t.rt, done, -1);
+    rp_event_release(t.rt, done);
+    cr_assert_eq(st, RP_OK, "pos %u: %s", pos, rp_exec_error_detail(ex));
+    RP_CHECK(rp_instance_read(t.rt, rp_gpt_decode_logits(t.m), one,
+                              V * sizeof *one));
+    double scale = 0, diff = 0;
+    for (uint32_t v = 0; v < V; v++) {
+      scale = fmax(scale, fabs((double)full[pos * V + v]));
+      diff = fmax(diff, fabs((double)full[pos * V + v] - (double)one[v]));
+    }
+    worst = fmax(worst, diff / scale);
+    cr_assert(diff <= 1e-5 * scale, "pos %u: decode differs by %g (of %g)", pos,
+              diff, scale);
+  }
+  cr_log_info("%s: decode vs full forward within %.3g", TH_BACKEND_NAME, worst);
+  int32_t gen[12], smp[12];
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 10, 0.0f, 1, gen));
+  RP_CHECK(rp_gpt_sample(t.m, fx.x, 2, 10, 0.0f, 1, smp));
+  cr_assert(!memcmp(gen, smp, sizeof gen), "greedy decode and sample differ");
+  int32_t bad = (int32_t)V;
+  RP_EXPECT(rp_gpt_generate(t.m, ex, &bad, 1, 1, 0.0f, 1, gen), RP_ERANGE);
+  /* past the context (the last T/2 decoded again from position 0): the
+   * tokens within the context are those of a run that stops there */
+  int32_t *longer = malloc((2 + 3 * T) * sizeof *longer);
+  int32_t *shorter = malloc(T * sizeof *shorter);
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 3 * T, 1.0f, 5, longer));
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, T - 2, 1.0f, 5, shorter));
+  cr_assert(!memcmp(longer, shorter, T * sizeof *shorter),
+            "the wrap rewrote tokens of the first context");
+  for (uint32_t i = 0; i < 2 + 3 * T; i++)
+    cr_assert(longer[i] >= 0 && (uint32_t)longer[i] < V);
+  free(longer);
+  free(shorter);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_instance_free(t.rt, tok));
+  free(full);
+  free(one);
+  tg_fini(&t);
+  fx_free(&fx);
+}
+
+/* ---- training on text, checkpoints ---- */
+
+/* A deterministic pseudo-text of n bytes: words of a small alphabet. */
+static uint8_t *make_text(size_t n) {
+  uint8_t *b = malloc(n);
+  cr_assert_not_null(b);
+  rp_rng r;
+  rp_rng_seed(&r, 42);
+  const char *words[] = {"the ", "cat ",  "sat ", "on ",
+                         "a ",   "mat. ", "dog ", "ran\n"};
+  size_t i = 0;
+  while (i < n) {
+    const char *w = words[rp_rng_next(&r) % 8];
+    for (size_t j = 0; w[j] && i < n; j++)
+      b[i++] = (uint8_t)w[j];
+  }
+  return b;
+}
+
+typedef struct tt {
+  rp_runtime *rt;
+  rp_gpt *m;
+  rp_exec *ex;
+  rp_text text;
+} tt;
+
+static void tt_init(tt *t, uint32_t procs, int replay) {
+  memset(t, 0, sizeof *t);
+  uint8_t *b = make_text(20000);
+  RP_CHECK(rp_text_from_bytes("test text", b, 20000, 16, &t->text));
+  free(b);
+  t->rt = th_runtime(TH_BACKEND, procs);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(t->rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 2;
+  c.heads = 2;
+  c.width = 32;
+  c.context = 16;
+  c.vocab = t->text.vocab;
+  c.batch = 4;
+  c.procs = procs;
+  c.ring = 4; /* refilled every 4 steps */
+  c.seed = 3;
+  RP_CHECK(rp_gpt_create(t->rt, &k, &c, &t->m));
+  if (replay) {
+    rp_graph *g;
+    RP_CHECK(rp_gpt_record(t->m, &g));
+    RP_CHECK(rp_instantiate(g, NULL, &t->ex));
+    RP_CHECK(rp_graph_destroy(g));
+  }
+}
+
+static void tt_fini(tt *t) {
+  RP_CHECK(rp_exec_destroy(t->ex));
+  RP_CHECK(rp_gpt_destroy(t->m));
+  th_destroy(t->rt);
+  rp_text_free(&t->text);
+}
+
+/* Steps start..stop-1 of a 10-step schedule. */
+static void tt_train(tt *t, uint32_t start, uint32_t stop) {
+  rp_gpt_train_opts o = {
+      .iters = 10, .start = start, .stop = stop, .lr = 3e-3f, .warmup = 2};
+  RP_CHECK(rp_gpt_train(t->m, t->ex, &t->text, &o));
+}
+
+Test(gpt_backends, checkpoint_resume_is_bitwise_equal_to_one_run) {
+  th_tmpdir_make("test_gpt_XXXXXX");
+  tt a, b;
+  tt_init(&a, 1, 1);
+  tt_train(&a, 0, 10);
+  float *straight = malloc(rp_gpt_param_count(a.m) * sizeof(float));
+  RP_CHECK(rp_gpt_params_read(a.m, straight, rp_gpt_param_count(a.m)));
+  RP_CHECK(rp_gpt_reset(a.m));
+  tt_train(&a, 0, 5); /* stops half way (the schedule still of 10) */
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  info.step = 5;
+  info.lr = 3e-3f;
+  info.iters = 10;
+  memcpy(info.bytes, a.text.bytes, a.text.vocab);
+  const char *path = th_tmp_path("gpt.ckpt");
+  RP_CHECK(rp_gpt_save(a.m, path, &info));
+  tt_fini(&a);
+  /* the second half in a fresh process state: new runtime, new model */
+  tt_init(&b, 1, 1);
+  rp_gpt_ckpt c;
+  RP_CHECK(rp_gpt_ckpt_read(path, &c));
+  cr_assert_eq(c.step, 5);
+  cr_assert_eq(c.vocab, b.text.vocab);
+  cr_assert(!memcmp(c.bytes, b.text.bytes, c.vocab));
+  RP_CHECK(rp_gpt_ckpt_apply(b.m, &c));
+  rp_gpt_ckpt_free(&c);
+  tt_train(&b, 5, 10);
+  size_t n = rp_gpt_param_count(b.m);
+  float *resumed = malloc(n * sizeof(float));
+  RP_CHECK(rp_gpt_params_read(b.m, resumed, n));
+  cr_assert(!memcmp(straight, resumed, n * sizeof(float)),
+            "resumed weights differ from the uninterrupted run's");
+  free(straight);
+  free(resumed);
+  tt_fini(&b);
+  th_tmpdir_remove();
+}
+
+Test(gpt_backends, training_on_text_goes_below_the_bigram_baseline) {
+  tt t;
+  tt_init(&t, 1, 1);
+  size_t n = (size_t)4 * 4 * 16;
+  int32_t *x = malloc(4 * n), *y = malloc(4 * n);
+  rp_text_windows(&t.text, t.text.ntrain, t.text.n, 4, 16, 9, 0, 4, x, y);
+  double bigram = rp_text_bigram_loss(&t.text, x, y, n), before, after;
+  RP_CHECK(rp_gpt_evaluate(t.m, x, y, 4, &before));
+  rp_gpt_train_opts o = {.iters = 300, .lr = 1e-2f, .warmup = 20};
+  RP_CHECK(rp_gpt_train(t.m, t.ex, &t.text, &o));
+  RP_CHECK(rp_gpt_evaluate(t.m, x, y, 4, &after));
+  cr_log_info("val loss %.4f -> %.4f, bigram %.4f", before, after, bigram);
+  cr_assert(after < bigram && before > bigram,
+            "val loss %.4f -> %.4f, bigram %.4f", before, after, bigram);
+  free(x);
+  free(y);
+  tt_fini(&t);
+}
+
+/* ---- host-side units (CPU only) ---- */
+
+Test(gpt, text_vocabulary_is_the_bytes_present_in_order) {
+  const char *s = "ba\ncab\nbaa\nabcab\nbbb\nccc\naaa\nbcb\ncbc\nabc\nxyz\n";
+  rp_text t;
+  RP_CHECK(rp_text_from_bytes("s", (const uint8_t *)s, strlen(s), 2, &t));
+  cr_assert_eq(t.vocab, 7); /* \n a b c x y z */
+  cr_assert_eq(t.bytes[0], '\n');
+  cr_assert_eq(t.bytes[1], 'a');
+  cr_assert_eq(t.bytes[6], 'z');
+  cr_assert_eq(t.tokens[0], 2); /* 'b' */
+  cr_assert_eq(t.ntrain, t.n - t.n / 10);
+  rp_text_free(&t);
+}
+
+Test(gpt, text_too_short_or_of_one_byte_is_refused) {
+  rp_text t;
+  RP_EXPECT(rp_text_from_bytes("s", (const uint8_t *)"abababab", 8, 4, &t),
+            RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "s: 8 bytes"), "%s", rp_error_detail());
+  RP_EXPECT(rp_text_from_bytes("s", (const uint8_t *)"aaaaaaaa", 8, 1, &t),
+            RP_EFORMAT);
+  RP_EXPECT(rp_text_load("/nonexistent/corpus.txt", 0, 4, &t), RP_ENOENT);
+  cr_assert(strstr(rp_error_detail(), "/nonexistent/corpus.txt"));
+}
+
+Test(gpt, bigram_loss_is_add_one_smoothed_counts) {
+  const char *s = "abababababababababab"; /* 20 bytes: 18 train */
+  rp_text t;
+  RP_CHECK(rp_text_from_bytes("s", (const uint8_t *)s, 20, 1, &t));
+  cr_assert_eq(t.ntrain, 18);
+  int32_t x[2] = {0, 1}, y[2] = {1, 1};
+  double got = rp_text_bigram_loss(&t, x, y, 2);
+  /* pairs of tokens 0..17: a->b 9 times, b->a 8 times; V = 2 */
+  double want = -(log((9.0 + 1) / (9 + 2)) + log((0.0 + 1) / (8 + 2))) / 2;
+  cr_assert(fabs(got - want) < 1e-12, "%.12g vs %.12g", got, want);
+  rp_text_free(&t);
+}
+
+Test(gpt, windows_depend_on_the_seed_and_batch_index_alone) {
+  uint8_t *b = make_text(5000);
+  rp_text t;
+  RP_CHECK(rp_text_from_bytes("t", b, 5000, 8, &t));
+  int32_t x1[3 * 2 * 8], y1[3 * 2 * 8], x2[2 * 8], y2[2 * 8];
+  rp_text_windows(&t, 0, t.ntrain, 2, 8, 5, 10, 3, x1, y1);
+  rp_text_windows(&t, 0, t.ntrain, 2, 8, 5, 12, 1, x2, y2);
+  cr_assert(!memcmp(x1 + 2 * 16, x2, sizeof x2), "batch 12 differs");
+  for (int i = 0; i < 16; i++) /* targets are the inputs shifted by one */
+    if (i % 8 != 7)
+      cr_assert_eq(y2[i], x2[i + 1]);
+  free(b);
+  rp_text_free(&t);
+}
+
+/* Neighbouring batches draw independent windows (seeding each batch's
+ * stream with index-spaced splitmix64 states once made batch k + 1 batch
+ * k shifted by one window). */
+Test(gpt, neighbouring_batches_share_no_windows) {
+  uint8_t *b = make_text(20000);
+  rp_text t;
+  RP_CHECK(rp_text_from_bytes("t", b, 20000, 32, &t));
+  enum { NB = 16, BW = 8, TW = 32 };
+  static int32_t x[NB * BW * TW], y[NB * BW * TW];
+  rp_text_windows(&t, 0, t.ntrain, BW, TW, 1, 0, NB, x, y);
+  int shared = 0;
+  for (int k = 0; k + 1 < NB; k++)
+    for (int i = 0; i < BW; i++)
+      for (int j = 0; j < BW; j++)
+        shared += !memcmp(x + (k * BW + i) * TW, x + ((k + 1) * BW + j) * TW,
+                          TW * sizeof *x);
+  cr_assert_leq(shared, 2, "%d windows shared between neighbouring batches",
+                shared);
+  free(b);
+  rp_text_free(&t);
+}
+
+Test(gpt, config_and_checkpoint_errors_are_precise) {
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.width = 30; /* not a multiple of 4 heads */
+  RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "multiple of heads"));
+  th_tmpdir_make("test_gpt_XXXXXX");
+  fixture fx;
+  fx_load(&fx);
+  tg t;
+  tg_init(&t, &fx, RP_BACKEND_CPU, 1, 1);
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  const char *path = th_tmp_path("w.ckpt");
+  RP_CHECK(rp_gpt_save(t.m, path, &info));
+  size_t len;
+  char *buf = th_read_all(path, &len);
+  buf[len / 2] ^= 1; /* one bit of a weight */
+  FILE *f = fopen(path, "wb");
+  fwrite(buf, 1, len, f);
+  fclose(f);
+  rp_gpt_ckpt c2;
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_ECHECKSUM);
+  f = fopen(path, "wb");
+  fwrite(buf, 1, len - 4, f);
+  fclose(f);
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "truncated"), "%s", rp_error_detail());
+  buf[len / 2] ^= 1;
+  buf[12] = 3; /* 3 layers: another architecture */
+  f = fopen(path, "wb");
+  fwrite(buf, 1, len, f);
+  fclose(f);
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT); /* size disagrees */
+  free(buf);
+  tg_fini(&t);
+  fx_free(&fx);
+  th_tmpdir_remove();
+}

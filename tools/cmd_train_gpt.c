@@ -1,0 +1,423 @@
+/* tools/cmd_train_gpt.c — `reprise train --model gpt`: a GPT (train/gpt.h)
+ * on a byte-level text corpus, trained by replaying its recorded step
+ * (--eager: the same step without recording). Prints the batch loss, the
+ * validation loss against a count-based bigram model's on the same
+ * windows, throughput in tokens/s and a sample of generated text.
+ * Exit status: 0 trained, 1 failed (engine error, unreadable corpus or
+ * checkpoint, diverged), 2 bad usage. */
+#include "cmd_train.h"
+
+#include "train/train_util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define VAL_BATCHES 8 /* validation: 8 batches of windows of the val split */
+#define RING_BYTES ((size_t)64 << 20) /* the batch ring's tokens, at most */
+
+typedef struct gpt_state {
+  const train_cli *c;
+  rp_text text;
+  rp_gpt_ckpt ckpt;
+  int have_ckpt;
+  uint32_t start;
+  rp_runtime *rt;
+  rp_gpt *m;
+  rp_graph *g;
+  rp_exec *ex;
+  int32_t *vx, *vy; /* validation windows */
+  double bigram, init_val, val;
+  float last_loss;
+  uint64_t *ns;
+  uint64_t wall;
+  uint32_t done;
+  double limit;
+  int diverged, failed;
+  uint32_t ops;
+  int tty;
+} gpt_state;
+
+static int gfail(const char *what, rp_status st) {
+  fprintf(stderr, "reprise train: %s: %s (%s)\n", what, rp_status_name(st),
+          rp_error_detail());
+  return RP_CLI_FAILED;
+}
+
+static int load_text(gpt_state *s) {
+  const train_cli *c = s->c;
+  rp_status st = rp_text_load(c->text, c->max_bytes, c->context, &s->text);
+  if (st == RP_OK)
+    return RP_CLI_OK;
+  if (!c->text_given && access(c->text, F_OK) != 0)
+    fprintf(stderr,
+            "reprise train: the default corpus %s is missing: install the "
+            "Debian package fortunes (make deps), or name a file with "
+            "--text FILE\n",
+            c->text);
+  else
+    fprintf(stderr, "reprise train: --text %s\n", rp_error_detail());
+  return RP_CLI_FAILED;
+}
+
+static int load_ckpt(gpt_state *s) {
+  const train_cli *c = s->c;
+  if (!c->load_weights)
+    return RP_CLI_OK;
+  rp_status st = rp_gpt_ckpt_read(c->load_weights, &s->ckpt);
+  if (st != RP_OK) {
+    fprintf(stderr, "reprise train: --load-weights %s\n", rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  s->have_ckpt = 1;
+  const rp_gpt_ckpt *k = &s->ckpt;
+  if (k->vocab != s->text.vocab ||
+      memcmp(k->bytes, s->text.bytes, k->vocab) != 0) {
+    fprintf(stderr,
+            "reprise train: --load-weights %s: its vocabulary (%u bytes) "
+            "is not the one of %s (%u bytes): another corpus\n",
+            c->load_weights, k->vocab, c->text, s->text.vocab);
+    return RP_CLI_FAILED;
+  }
+  if (c->iters <= k->step)
+    return rp_cli_usage_error("train",
+                              "--iters %u: %s has done %u steps already; "
+                              "--iters counts the total steps",
+                              c->iters, c->load_weights, k->step);
+  s->start = k->step;
+  if (k->lr != c->lr || k->warmup != c->warmup || k->iters != c->iters ||
+      k->batch != c->mc.batch || k->seed != c->mc.seed)
+    fprintf(stderr,
+            "reprise train: note: %s was saved with --lr %g --warmup %u "
+            "--iters %u --batch %u --seed %llu; this run differs, so it is "
+            "not an exact continuation\n",
+            c->load_weights, (double)k->lr, k->warmup, k->iters, k->batch,
+            (unsigned long long)k->seed);
+  return RP_CLI_OK;
+}
+
+static int setup(gpt_state *s) {
+  const train_cli *c = s->c;
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = c->backend;
+  cfg.cpus = c->mc.procs;
+  cfg.gpus = c->mc.procs;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  rp_status st = rp_runtime_create(&cfg, &s->rt);
+  if (st != RP_OK)
+    return gfail("creating the runtime", st);
+  rp_kernel_tasks k;
+  if ((st = rp_kernels_register(s->rt, &k)) != RP_OK)
+    return gfail("registering the kernels", st);
+  rp_gpt_config g;
+  rp_gpt_config_init(&g);
+  g.layers = c->layers;
+  g.heads = c->heads;
+  g.width = c->width;
+  g.context = c->context;
+  g.vocab = s->text.vocab;
+  g.batch = c->mc.batch;
+  g.procs = c->mc.procs;
+  g.seed = c->mc.seed;
+  size_t per = (size_t)g.batch * g.context * 2 * sizeof(int32_t);
+  size_t ring = RING_BYTES / per;
+  ring = ring < 1 ? 1 : ring > 64 ? 64 : ring;
+  g.ring = (uint32_t)(ring > c->iters ? c->iters : ring);
+  g.ring = g.ring < VAL_BATCHES ? VAL_BATCHES : g.ring;
+  if ((st = rp_gpt_create(s->rt, &k, &g, &s->m)) != RP_OK)
+    return gfail("building the model", st);
+  if (s->have_ckpt && (st = rp_gpt_ckpt_apply(s->m, &s->ckpt)) != RP_OK) {
+    fprintf(stderr, "reprise train: --load-weights %s: %s\n", c->load_weights,
+            rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  return RP_CLI_OK;
+}
+
+/* The validation windows (VAL_BATCHES batches from the val split, seeded)
+ * and the bigram model's loss on them. */
+static int validation_set(gpt_state *s) {
+  const train_cli *c = s->c;
+  size_t n = (size_t)VAL_BATCHES * c->mc.batch * c->context;
+  s->vx = calloc(n, sizeof *s->vx);
+  s->vy = calloc(n, sizeof *s->vy);
+  if (!s->vx || !s->vy) {
+    fprintf(stderr, "reprise train: out of memory\n");
+    return RP_CLI_FAILED;
+  }
+  rp_text_windows(&s->text, s->text.ntrain, s->text.n, c->mc.batch, c->context,
+                  c->mc.seed ^ 0x76616c6964617465ull, 0, VAL_BATCHES, s->vx,
+                  s->vy);
+  s->bigram = rp_text_bigram_loss(&s->text, s->vx, s->vy, n);
+  return RP_CLI_OK;
+}
+
+static int evaluate(gpt_state *s, double *out) {
+  rp_status st = rp_gpt_evaluate(s->m, s->vx, s->vy, VAL_BATCHES, out);
+  return st ? gfail("validation", st) : RP_CLI_OK;
+}
+
+static int record(gpt_state *s) {
+  const train_cli *c = s->c;
+  rp_status st = rp_gpt_record(s->m, &s->g);
+  if (st != RP_OK)
+    return gfail("recording the step", st);
+  s->ops = rp_graph_op_count(s->g);
+  if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK)
+    return gfail("--dump", st);
+  if (c->save_graph && (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
+    return gfail("--save-graph", st);
+  if (c->eager)
+    return RP_CLI_OK;
+  if ((st = rp_instantiate(s->g, NULL, &s->ex)) != RP_OK)
+    return gfail("instantiating the step", st);
+  if (c->trace) {
+    uint32_t n = c->iters < 16 ? c->iters : 16;
+    if ((st = rp_exec_trace_start(s->ex, n)) != RP_OK)
+      return gfail("--trace", st);
+  }
+  return RP_CLI_OK;
+}
+
+static int on_step(void *arg, uint32_t t, float loss) {
+  gpt_state *s = arg;
+  const train_cli *c = s->c;
+  s->done = t + 1;
+  if (isnan(loss))
+    return 0;
+  s->last_loss = loss;
+  if (!isfinite(loss) || loss > s->limit) {
+    s->diverged = 1;
+    return 1;
+  }
+  if (!(t % c->log_every == 0 || t + 1 == c->iters))
+    return 0;
+  double val = NAN;
+  if (evaluate(s, &val) != RP_CLI_OK) {
+    s->failed = 1;
+    return 1;
+  }
+  printf("%-6s iter %6u/%u  loss %.4f  val loss %.4f  (bigram %.4f)\n",
+         c->eager ? "eager" : "replay", t + 1, c->iters, (double)loss, val,
+         s->bigram);
+  fflush(stdout);
+  return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void print_header(const gpt_state *s) {
+  const train_cli *c = s->c;
+  const rp_text *t = &s->text;
+  printf("reprise train: GPT %u layers, %u heads, width %u, context %u, "
+         "vocabulary %u bytes (%zu parameters)\n",
+         c->layers, c->heads, c->width, c->context, t->vocab,
+         rp_gpt_param_count(s->m));
+  printf("corpus %s: %zu bytes, %zu train / %zu validation; batch %u "
+         "windows (%u tokens per step) over %u processor%s, backend %s\n",
+         c->text, t->n, t->ntrain, t->n - t->ntrain, c->mc.batch,
+         c->mc.batch * c->context, c->mc.procs, c->mc.procs == 1 ? "" : "s",
+         rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
+  const char *why = rp_runtime_backend_reason(s->rt);
+  if (c->backend == RP_BACKEND_AUTO && why[0])
+    printf("  not CUDA: %s\n", why);
+  printf("recorded step: %u ops%s; AdamW, lr %g (warmup %u, cosine to "
+         "%g), clipping at 1.0\n",
+         s->ops, s->ex ? "" : " (not replayed: --eager)", (double)c->lr,
+         c->warmup, (double)c->lr / 10);
+  if (s->start)
+    printf("resumed from %s at step %u\n", c->load_weights, s->start);
+  printf("bigram baseline (add-one smoothing, train counts) on the "
+         "validation windows: %.4f\n",
+         s->bigram);
+  printf("initial val loss %.4f\n", s->init_val);
+  fflush(stdout);
+}
+
+/* A sample from the trained model: the decode step recorded once and
+ * replayed per byte (rp_gpt_generate), after a newline. */
+static int print_sample(gpt_state *s) {
+  const train_cli *c = s->c;
+  if (!c->sample)
+    return RP_CLI_OK;
+  int32_t *out = calloc((size_t)c->sample + 1, sizeof *out);
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  int32_t prompt = s->vx[0];
+  for (uint32_t v = 0; v < s->text.vocab; v++)
+    prompt = s->text.bytes[v] == '\n' ? (int32_t)v : prompt;
+  rp_status st = out ? rp_gpt_decode_record(s->m, &g) : RP_ENOMEM;
+  if (!st)
+    st = rp_instantiate(g, NULL, &ex);
+  uint64_t t0 = rp_train_now_ns();
+  if (!st)
+    st =
+        rp_gpt_generate(s->m, ex, &prompt, 1, c->sample, 1.0f, c->mc.seed, out);
+  double secs = (double)(rp_train_now_ns() - t0) * 1e-9;
+  if (st == RP_OK) {
+    printf("sample (%u bytes, temperature 1; %u-op decode step replayed per "
+           "byte, %.0f bytes/s):\n----\n",
+           c->sample, rp_graph_op_count(g), secs > 0 ? c->sample / secs : 0);
+    for (uint32_t i = 1; i <= c->sample; i++) {
+      int ch = s->text.bytes[out[i]];
+      putchar(ch == '\n' || ch == '\t' || (ch >= 32 && ch < 127) ? ch : '?');
+    }
+    printf("\n----\n");
+  }
+  int rc = st == RP_OK ? RP_CLI_OK : gfail("sampling", st);
+  rp_exec_destroy(ex);
+  rp_graph_destroy(g);
+  free(out);
+  return rc;
+}
+
+static int write_json(const gpt_state *s, double median_us, double tok_s) {
+  const train_cli *c = s->c;
+  FILE *f = fopen(c->json, "w");
+  if (!f) {
+    fprintf(stderr, "reprise train: cannot write '%s': %s\n", c->json,
+            strerror(errno));
+    return RP_CLI_FAILED;
+  }
+  fprintf(f,
+          "{\n  \"model\": \"gpt\",\n  \"backend\": \"%s\",\n  \"layers\": "
+          "%u,\n  \"heads\": %u,\n  \"width\": %u,\n  \"context\": %u,\n"
+          "  \"vocab\": %u,\n  \"batch\": %u,\n  \"procs\": %u,\n  \"iters\": "
+          "%u,\n  \"mode\": \"%s\",\n  \"params\": %zu,\n  \"ops_per_step\": "
+          "%u,\n  \"final_loss\": %.9g,\n  \"val_loss\": %.9g,\n"
+          "  \"initial_val_loss\": %.9g,\n  \"bigram_val_loss\": %.9g,\n"
+          "  \"iter_us_median\": %.9g,\n  \"tokens_per_s\": %.9g,\n"
+          "  \"start_step\": %u,\n  \"steps_done\": %u\n}\n",
+          rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu",
+          c->layers, c->heads, c->width, c->context, s->text.vocab, c->mc.batch,
+          c->mc.procs, c->iters, c->eager ? "eager" : "replay",
+          rp_gpt_param_count(s->m), s->ops, (double)s->last_loss, s->val,
+          s->init_val, s->bigram, median_us, tok_s, s->start, s->done);
+  if (fclose(f) != 0) {
+    fprintf(stderr, "reprise train: error writing '%s'\n", c->json);
+    return RP_CLI_FAILED;
+  }
+  return RP_CLI_OK;
+}
+
+static int train(gpt_state *s) {
+  const train_cli *c = s->c;
+  uint32_t n = c->iters - s->start;
+  if (!(s->ns = calloc(n, sizeof *s->ns)))
+    return gfail("allocating timings", RP_ENOMEM);
+  s->limit = 10.0 * (s->init_val > log(s->text.vocab) ? s->init_val
+                                                      : log(s->text.vocab));
+  s->tty = isatty(STDOUT_FILENO);
+  rp_gpt_train_opts o = {.iters = c->iters,
+                         .start = s->start,
+                         .lr = c->lr,
+                         .warmup = c->warmup,
+                         .loss_every = c->log_every,
+                         .progress = on_step,
+                         .arg = s,
+                         .iter_ns = s->ns,
+                         .wall_ns = &s->wall};
+  rp_status st = rp_gpt_train(s->m, s->ex, &s->text, &o);
+  if (st != RP_OK)
+    return gfail(c->eager ? "eager training" : "training by replay", st);
+  if (s->failed)
+    return RP_CLI_FAILED;
+  if (s->diverged) {
+    fprintf(stderr,
+            "reprise train: training diverged at iteration %u: loss %g is "
+            "not finite or above %g: try a smaller --lr (now %g)\n",
+            s->done, (double)s->last_loss, s->limit, (double)c->lr);
+    return RP_CLI_FAILED;
+  }
+  if (c->trace && s->ex) {
+    if ((st = rp_exec_trace_write(s->ex, c->trace)) != RP_OK)
+      return gfail("--trace", st);
+  }
+  return evaluate(s, &s->val);
+}
+
+static int summary(gpt_state *s) {
+  const train_cli *c = s->c;
+  uint32_t ran = s->done - s->start;
+  qsort(s->ns, ran, sizeof *s->ns, cmp_u64);
+  double median_us = ran ? (double)s->ns[ran / 2] / 1e3 : 0;
+  double tok = (double)ran * c->mc.batch * c->context;
+  double tok_s = s->wall ? tok / ((double)s->wall * 1e-9) : 0;
+  printf("final loss %.4f, val loss %.4f (initial %.4f); bigram baseline "
+         "%.4f: %s\n",
+         (double)s->last_loss, s->val, s->init_val, s->bigram,
+         s->val < s->bigram ? "below the baseline" : "NOT below the baseline");
+  printf("%-6s %u iterations: per step median %.1f us, %.0f tokens/s "
+         "(%u ops per step)\n",
+         c->eager ? "eager" : "replay", ran, median_us, tok_s, s->ops);
+  rp_exec_stats es; /* the replays' own count */
+  if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
+    printf("replays: %llu, %u ops per replay, %.1f run per replay "
+           "(rp_exec_stats)\n",
+           (unsigned long long)es.replays, es.ops,
+           (double)es.ops_run / (double)es.replays);
+  int rc = print_sample(s);
+  if (c->save_weights) {
+    rp_gpt_ckpt info;
+    memset(&info, 0, sizeof info);
+    info.step = s->done;
+    info.lr = c->lr;
+    info.warmup = c->warmup;
+    info.iters = c->iters;
+    memcpy(info.bytes, s->text.bytes, s->text.vocab);
+    rp_status st = rp_gpt_save(s->m, c->save_weights, &info);
+    if (st != RP_OK) {
+      fprintf(stderr, "reprise train: --save-weights %s\n", rp_error_detail());
+      rc = RP_CLI_FAILED;
+    }
+  }
+  if (!rc && c->json)
+    rc = write_json(s, median_us, tok_s);
+  return rc;
+}
+
+int rp_cmd_train_gpt(const train_cli *c) {
+  gpt_state s;
+  memset(&s, 0, sizeof s);
+  s.c = c;
+  int rc = load_text(&s);
+  if (!rc)
+    rc = load_ckpt(&s);
+  if (!rc)
+    rc = setup(&s);
+  if (!rc)
+    rc = validation_set(&s);
+  if (!rc)
+    rc = evaluate(&s, &s.init_val);
+  if (!rc)
+    rc = record(&s);
+  if (!rc)
+    print_header(&s);
+  if (!rc)
+    rc = train(&s);
+  if (!rc)
+    rc = summary(&s);
+  rp_exec_destroy(s.ex);
+  rp_graph_destroy(s.g);
+  rp_gpt_destroy(s.m);
+  if (s.rt) {
+    rp_status st = rp_runtime_destroy(s.rt);
+    if (st != RP_OK)
+      fprintf(stderr, "reprise train: destroying the runtime: %s (%s)\n",
+              rp_status_name(st), rp_error_detail());
+  }
+  rp_text_free(&s.text);
+  rp_gpt_ckpt_free(&s.ckpt);
+  free(s.vx);
+  free(s.vy);
+  free(s.ns);
+  return rc;
+}

@@ -1,0 +1,1690 @@
+/* train/gpt.c — the GPT training step (see gpt.h): one function per layer
+ * kind, each issuing its forward or backward ops; a block is a dozen
+ * lines; the step is a loop over blocks. Uses the public API and the
+ * kernel tasks only: the same launches run eagerly or are recorded. */
+#include "gpt.h"
+
+#include "train_util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A block's parameters, at 2 + 12 l + j. */
+enum {
+  LN1_W,
+  LN1_B,
+  QKV_W,
+  QKV_B,
+  APROJ_W,
+  APROJ_B,
+  LN2_W,
+  LN2_B,
+  FC_W,
+  FC_B,
+  MPROJ_W,
+  MPROJ_B,
+  PER_BLOCK
+};
+#define WTE 0u
+#define WPE 1u
+#define BP(l, j) (2u + PER_BLOCK * (uint32_t)(l) + (uint32_t)(j))
+#define LNF_W(L) (2u + PER_BLOCK * (uint32_t)(L))
+#define LNF_B(L) (LNF_W(L) + 1u)
+#define MAXSINKS 4
+
+/* One block's activations on one shard (N = rows * T positions). */
+typedef struct block_acts {
+  rp_inst res;             /* the block's input (the residual stream) */
+  rp_inst ln1, ln1m, ln1r; /* ln1(res), its means and 1/std */
+  rp_inst qkv, qkvr, att;  /* [N, 3C], permuted q k v, probabilities */
+  rp_inst atty, aproj;     /* attention output, its projection */
+  rp_inst resm;            /* res + aproj */
+  rp_inst ln2, ln2m, ln2r; /* ln2(resm) */
+  rp_inst fcpre, fcact;    /* fc(ln2) + b, gelu of it: [N, 4C] */
+  rp_inst mproj;           /* mlp projection: the block adds resm + it */
+  rp_inst kc, vc;          /* decoding: the key and value caches */
+} block_acts;
+
+/* One shard's instances in its processor's memory. With one processor
+ * x, y, loss, w and g are the home ones. */
+typedef struct shard {
+  int64_t lo, hi; /* batch rows */
+  uint32_t rows, N;
+  rp_inst x, y, loss;
+  rp_inst *w, *g; /* parameter replicas and this shard's gradients */
+  block_acts *a;
+  rp_inst resf, lnf, lnfm, lnfr, logits, losses;
+  /* backward scratch, shared by the blocks */
+  rp_inst dres, dln, dfc, datty, dqkv, datt, scratch;
+} shard;
+
+struct rp_gpt {
+  rp_runtime *rt;
+  rp_kernel_tasks k;
+  rp_gpt_config cfg;
+  uint32_t np; /* parameter tensors */
+  rp_gpt_param_info *info;
+  rp_proc procs[RP_GPT_MAX_PROCS];
+  rp_mem mems[RP_GPT_MAX_PROCS];
+  rp_inst *w, *g, *mo, *vo; /* home: weights, gradients, moments */
+  rp_inst ring_x, ring_y;   /* the batch ring [ring * B x T] */
+  rp_inst bx, by;           /* the step's batch [B x T] */
+  rp_inst loss, stats;      /* mean loss; AdamW's norms */
+  rp_inst sample;           /* [1 x T] tokens for rp_gpt_sample */
+  shard *sh;
+  rp_inst *all;
+  uint32_t nall, capall;
+  int recording;
+  int collect;
+  rp_event sinks[MAXSINKS];
+  uint32_t nsinks;
+  int32_t *hx, *hy;    /* ring staging (allocated once) */
+  shard *dec;          /* decoding (rp_gpt_decode_record): one position */
+  uint64_t ring_base;  /* rp_gpt_train: the step of ring slot 0 */
+  uint32_t ring_valid; /* its batches in the ring (0: none) */
+};
+
+/* ---------------------------------------------------------------------- */
+/* Configuration and the parameter table */
+
+void rp_gpt_config_init(rp_gpt_config *c) {
+  memset(c, 0, sizeof *c);
+  c->layers = 4;
+  c->heads = 4;
+  c->width = 128;
+  c->context = 64;
+  c->vocab = 64;
+  c->batch = 16;
+  c->procs = 1;
+  c->ring = 64;
+  c->beta1 = 0.9f;
+  c->beta2 = 0.95f;
+  c->eps = 1e-8f;
+  c->weight_decay = 0.1f;
+  c->max_norm = 1.0f;
+  c->seed = 1;
+}
+
+rp_status rp_gpt_config_check(const rp_gpt_config *c) {
+  const char *f = "rp_gpt_create";
+  if (!c)
+    return rp_error_set(RP_EINVAL, "%s: NULL config", f);
+  struct {
+    const char *name;
+    uint32_t v, lo, hi;
+  } r[] = {{"layers", c->layers, 1, RP_GPT_MAX_LAYERS},
+           {"heads", c->heads, 1, 256},
+           {"width", c->width, 1, RP_GPT_MAX_WIDTH},
+           {"context", c->context, 1, RP_GPT_MAX_CONTEXT},
+           {"vocab", c->vocab, 2, RP_GPT_MAX_VOCAB},
+           {"batch", c->batch, 1, 1u << 16},
+           {"procs", c->procs, 1, RP_GPT_MAX_PROCS},
+           {"ring", c->ring, 1, 1u << 16}};
+  for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+    if (r[i].v < r[i].lo || r[i].v > r[i].hi)
+      return rp_error_set(RP_EINVAL, "%s: %s = %u (need %u..%u)", f, r[i].name,
+                          r[i].v, r[i].lo, r[i].hi);
+  if (c->width % c->heads)
+    return rp_error_set(RP_EINVAL, "%s: width %u is not a multiple of heads %u",
+                        f, c->width, c->heads);
+  if (c->batch < c->procs)
+    return rp_error_set(RP_EINVAL,
+                        "%s: batch %u < procs %u (every processor needs rows)",
+                        f, c->batch, c->procs);
+  uint64_t rows_t = (uint64_t)c->batch * c->context;
+  if (rows_t * c->width * 4 > (1u << 31) ||
+      (uint64_t)c->batch * c->heads * c->context * c->context > (1u << 31))
+    return rp_error_set(RP_EINVAL,
+                        "%s: batch %u x context %u is too large for int32 "
+                        "kernel sizes",
+                        f, c->batch, c->context);
+  if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 &&
+        c->eps > 0 && c->weight_decay >= 0 && isfinite(c->max_norm)))
+    return rp_error_set(RP_EINVAL, "%s: bad AdamW settings", f);
+  return RP_OK;
+}
+
+static void set_info(rp_gpt_param_info *p, const char *name, uint32_t rows,
+                     uint32_t cols, int decay, float std, float value) {
+  snprintf(p->name, sizeof p->name, "%s", name);
+  p->rows = rows;
+  p->cols = cols;
+  p->decay = decay;
+  p->init_std = std;
+  p->init_value = value;
+}
+
+/* The table: names, shapes, decay and initialisation (gpt.h). */
+static void make_table(rp_gpt *m) {
+  const rp_gpt_config *c = &m->cfg;
+  uint32_t C = c->width;
+  float std = 0.02f, rstd = 0.02f / sqrtf(2.0f * (float)c->layers);
+  set_info(&m->info[WTE], "wte", c->vocab, C, 1, std, 0);
+  set_info(&m->info[WPE], "wpe", c->context, C, 1, std, 0);
+  for (uint32_t l = 0; l < c->layers; l++) {
+    struct {
+      const char *n;
+      uint32_t rows, cols;
+      int decay;
+      float std, value;
+    } b[PER_BLOCK] = {{"ln1.w", 1, C, 0, 0, 1},
+                      {"ln1.b", 1, C, 0, 0, 0},
+                      {"attn.qkv.w", 3 * C, C, 1, std, 0},
+                      {"attn.qkv.b", 1, 3 * C, 0, 0, 0},
+                      {"attn.proj.w", C, C, 1, rstd, 0},
+                      {"attn.proj.b", 1, C, 0, 0, 0},
+                      {"ln2.w", 1, C, 0, 0, 1},
+                      {"ln2.b", 1, C, 0, 0, 0},
+                      {"mlp.fc.w", 4 * C, C, 1, std, 0},
+                      {"mlp.fc.b", 1, 4 * C, 0, 0, 0},
+                      {"mlp.proj.w", C, 4 * C, 1, rstd, 0},
+                      {"mlp.proj.b", 1, C, 0, 0, 0}};
+    for (int j = 0; j < PER_BLOCK; j++) {
+      char name[32];
+      snprintf(name, sizeof name, "h%u.%s", l, b[j].n);
+      set_info(&m->info[BP(l, j)], name, b[j].rows, b[j].cols, b[j].decay,
+               b[j].std, b[j].value);
+    }
+  }
+  set_info(&m->info[LNF_W(c->layers)], "lnf.w", 1, C, 0, 0, 1);
+  set_info(&m->info[LNF_B(c->layers)], "lnf.b", 1, C, 0, 0, 0);
+}
+
+static size_t numel(const rp_gpt_param_info *p) {
+  return (size_t)p->rows * p->cols;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Instances and names */
+
+static rp_status mk(rp_gpt *m, uint32_t p, rp_dtype dt, rp_rect r,
+                    rp_inst *out) {
+  if (m->nall == m->capall) {
+    uint32_t cap = m->capall ? 2 * m->capall : 256;
+    rp_inst *a = rp_train_realloc_n(m->all, cap, sizeof *a);
+    if (!a)
+      return rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
+    m->all = a;
+    m->capall = cap;
+  }
+  rp_status st = rp_instance_create(m->rt, m->mems[p], dt, &r, NULL, out);
+  if (st != RP_OK)
+    return rp_train_err_prefix(st,
+                               "rp_gpt_create: processor %u: ", m->procs[p]);
+  m->all[m->nall++] = *out;
+  return RP_OK;
+}
+
+static rp_status mkf(rp_gpt *m, uint32_t p, uint64_t rows, uint64_t cols,
+                     rp_inst *out) {
+  return mk(m, p, RP_F32,
+            rp_rect_2d(0, (int64_t)rows - 1, 0, (int64_t)cols - 1), out);
+}
+
+__attribute__((format(printf, 3, 4))) static rp_status
+name_inst(rp_gpt *m, rp_inst inst, const char *fmt, ...) {
+  char name[RP_NAME_MAX + 1];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  return inst.id ? rp_instance_set_name(m->rt, inst, name) : RP_OK;
+}
+
+/* Names the next recorded launch ("h3.attn.qkv"; with several processors
+ * the shard's suffix ".s1"); nothing while not recording. */
+__attribute__((format(printf, 3, 4))) static rp_status
+name_op(rp_gpt *m, int sh, const char *fmt, ...) {
+  if (!m->recording)
+    return RP_OK;
+  char name[RP_NAME_MAX + 1];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  if (sh >= 0 && m->cfg.procs > 1 && n >= 0 && (size_t)n < sizeof name)
+    snprintf(name + n, sizeof name - (size_t)n, ".s%d", sh);
+  return rp_capture_name_next(m->rt, name);
+}
+
+/* "h3.mlp.fc.w" -> "h3.mlp.fc.dW", ".b" -> ".db", "wte" -> "dwte". */
+static void grad_name(const char *w, char *out, size_t cap) {
+  size_t n = strlen(w);
+  if (n > 2 && w[n - 2] == '.' && (w[n - 1] == 'w' || w[n - 1] == 'b'))
+    snprintf(out, cap, "%.*s.d%c", (int)(n - 2), w,
+             w[n - 1] == 'w' ? 'W' : 'b');
+  else
+    snprintf(out, cap, "d%s", w);
+}
+
+static rp_status make_home(rp_gpt *m) {
+  const rp_gpt_config *c = &m->cfg;
+  rp_inst *sets[4] = {m->w, m->g, m->mo, m->vo};
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; !st && i < m->np; i++)
+    for (int s = 0; !st && s < 4; s++)
+      st = mkf(m, 0, m->info[i].rows, m->info[i].cols, &sets[s][i]);
+  uint64_t rb = (uint64_t)c->ring * c->batch;
+  rp_rect ring = rp_rect_2d(0, (int64_t)rb - 1, 0, c->context - 1);
+  rp_rect batch = rp_rect_2d(0, c->batch - 1, 0, c->context - 1);
+  if (!st)
+    st = mk(m, 0, RP_I32, ring, &m->ring_x);
+  if (!st)
+    st = mk(m, 0, RP_I32, ring, &m->ring_y);
+  if (!st)
+    st = mk(m, 0, RP_I32, batch, &m->bx);
+  if (!st)
+    st = mk(m, 0, RP_I32, batch, &m->by);
+  if (!st)
+    st = mkf(m, 0, 1, 1, &m->loss);
+  if (!st)
+    st = mkf(m, 0, 1, m->np + 1, &m->stats);
+  if (!st)
+    st = mk(m, 0, RP_I32, rp_rect_2d(0, 0, 0, c->context - 1), &m->sample);
+  for (uint32_t i = 0; !st && i < m->np; i++) {
+    char gn[48];
+    grad_name(m->info[i].name, gn, sizeof gn);
+    st = name_inst(m, m->w[i], "%s", m->info[i].name);
+    if (!st)
+      st = name_inst(m, m->g[i], "%s", gn);
+    if (!st)
+      st = name_inst(m, m->mo[i], "%s.m", m->info[i].name);
+    if (!st)
+      st = name_inst(m, m->vo[i], "%s.v", m->info[i].name);
+  }
+  rp_inst hi[] = {m->ring_x, m->ring_y, m->bx,    m->by,
+                  m->loss,   m->stats,  m->sample};
+  const char *hn[] = {"ring.x", "ring.y",      "batch.x", "batch.y",
+                      "loss",   "adamw.stats", "sample.x"};
+  for (size_t i = 0; !st && i < sizeof hi / sizeof *hi; i++)
+    st = name_inst(m, hi[i], "%s", hn[i]);
+  return st;
+}
+
+/* A shard's activations ("s1." in front with several processors). */
+static rp_status make_acts(rp_gpt *m, uint32_t p) {
+  const rp_gpt_config *c = &m->cfg;
+  shard *s = &m->sh[p];
+  uint64_t N = s->N, C = c->width, T = c->context, NH = c->heads;
+  uint64_t att = (uint64_t)s->rows * NH * T * T;
+  char pre[8] = "";
+  if (c->procs > 1)
+    snprintf(pre, sizeof pre, "s%u.", p);
+  rp_status st = RP_OK;
+  for (uint32_t l = 0; !st && l < c->layers; l++) {
+    block_acts *a = &s->a[l];
+    struct {
+      rp_inst *i;
+      uint64_t rows, cols;
+      const char *n;
+    } t[] = {{&a->res, N, C, "res"},
+             {&a->ln1, N, C, "ln1.out"},
+             {&a->ln1m, 1, N, "ln1.mean"},
+             {&a->ln1r, 1, N, "ln1.rstd"},
+             {&a->qkv, N, 3 * C, "attn.qkv.out"},
+             {&a->qkvr, 3, N * C, "attn.qkvr"},
+             {&a->att, 1, att, "attn.att"},
+             {&a->atty, N, C, "attn.y"},
+             {&a->aproj, N, C, "attn.proj.out"},
+             {&a->resm, N, C, "res.mid"},
+             {&a->ln2, N, C, "ln2.out"},
+             {&a->ln2m, 1, N, "ln2.mean"},
+             {&a->ln2r, 1, N, "ln2.rstd"},
+             {&a->fcpre, N, 4 * C, "mlp.fc.out"},
+             {&a->fcact, N, 4 * C, "mlp.gelu"},
+             {&a->mproj, N, C, "mlp.proj.out"}};
+    for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
+      if (!(st = mkf(m, p, t[i].rows, t[i].cols, t[i].i)))
+        st = name_inst(m, *t[i].i, "%sh%u.%s", pre, l, t[i].n);
+  }
+  struct {
+    rp_inst *i;
+    uint64_t rows, cols;
+    const char *n;
+  } t[] = {{&s->resf, N, C, "res.final"},
+           {&s->lnf, N, C, "lnf.out"},
+           {&s->lnfm, 1, N, "lnf.mean"},
+           {&s->lnfr, 1, N, "lnf.rstd"},
+           {&s->logits, N, c->vocab, "logits"},
+           {&s->losses, 1, N, "losses"},
+           {&s->dres, N, C, "dres"},
+           {&s->dln, N, C, "dln"},
+           {&s->dfc, N, 4 * C, "dfc"},
+           {&s->datty, N, C, "dattn.y"},
+           {&s->dqkv, N, 3 * C, "dqkv"},
+           {&s->datt, 1, att, "datt"},
+           {&s->scratch, 4, N * C, "attn.scratch"}};
+  for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
+    if (!(st = mkf(m, p, t[i].rows, t[i].cols, t[i].i)))
+      st = name_inst(m, *t[i].i, "%s%s", pre, t[i].n);
+  return st;
+}
+
+static rp_status make_shard(rp_gpt *m, uint32_t p) {
+  const rp_gpt_config *c = &m->cfg;
+  shard *s = &m->sh[p];
+  rp_rect whole = rp_rect_1d(0, c->batch - 1), part;
+  rp_status st = rp_chunk_rect(&whole, 0, c->procs, p, &part);
+  if (st != RP_OK)
+    return rp_error_set(RP_EINVAL, "rp_gpt_create: batch %u over %u shards",
+                        c->batch, c->procs);
+  s->lo = part.lo[0];
+  s->hi = part.hi[0];
+  s->rows = (uint32_t)(s->hi - s->lo + 1);
+  s->N = s->rows * c->context;
+  s->w = calloc(m->np, sizeof *s->w);
+  s->g = calloc(m->np, sizeof *s->g);
+  s->a = calloc(c->layers, sizeof *s->a);
+  if (!s->w || !s->g || !s->a)
+    return rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
+  if (c->procs == 1) { /* the home instances themselves */
+    s->x = m->bx;
+    s->y = m->by;
+    s->loss = m->loss;
+    memcpy(s->w, m->w, m->np * sizeof *s->w);
+    memcpy(s->g, m->g, m->np * sizeof *s->g);
+  } else {
+    rp_rect rows = rp_rect_2d(s->lo, s->hi, 0, c->context - 1);
+    st = mk(m, p, RP_I32, rows, &s->x);
+    if (!st)
+      st = mk(m, p, RP_I32, rows, &s->y);
+    if (!st)
+      st = mkf(m, p, 1, 1, &s->loss);
+    for (uint32_t i = 0; !st && i < m->np; i++) {
+      char gn[48];
+      grad_name(m->info[i].name, gn, sizeof gn);
+      if (!(st = mkf(m, p, m->info[i].rows, m->info[i].cols, &s->w[i])))
+        st = mkf(m, p, m->info[i].rows, m->info[i].cols, &s->g[i]);
+      if (!st)
+        st = name_inst(m, s->w[i], "s%u.%s", p, m->info[i].name);
+      if (!st)
+        st = name_inst(m, s->g[i], "s%u.%s", p, gn);
+    }
+    if (!st)
+      st = name_inst(m, s->x, "s%u.x", p);
+    if (!st)
+      st = name_inst(m, s->y, "s%u.y", p);
+    if (!st)
+      st = name_inst(m, s->loss, "s%u.loss", p);
+  }
+  return st ? st : make_acts(m, p);
+}
+
+static rp_status pick_procs(rp_gpt *m) {
+  rp_proc_kind want =
+      rp_runtime_backend(m->rt) == RP_BACKEND_CUDA ? RP_PROC_GPU : RP_PROC_CPU;
+  uint32_t n = 0;
+  for (rp_proc p = 0; p < rp_proc_count(m->rt) && n < m->cfg.procs; p++) {
+    rp_proc_info pi;
+    if (rp_proc_query(m->rt, p, &pi) == RP_OK && pi.kind == want) {
+      m->procs[n] = p;
+      m->mems[n++] = pi.local;
+    }
+  }
+  if (n < m->cfg.procs)
+    return rp_error_set(RP_EPROC,
+                        "rp_gpt_create: %u %s processors wanted, the "
+                        "runtime has %u",
+                        m->cfg.procs, want == RP_PROC_GPU ? "GPU" : "CPU", n);
+  return RP_OK;
+}
+
+rp_status rp_gpt_destroy(rp_gpt *m) {
+  if (!m)
+    return RP_OK;
+  rp_status st = RP_OK;
+  for (uint32_t i = m->nall; i-- > 0;) {
+    rp_status fs = rp_instance_free(m->rt, m->all[i]);
+    if (st == RP_OK)
+      st = fs;
+  }
+  for (uint32_t p = 0; m->sh && p < m->cfg.procs; p++) {
+    free(m->sh[p].w);
+    free(m->sh[p].g);
+    free(m->sh[p].a);
+  }
+  free(m->sh);
+  if (m->dec)
+    free(m->dec->a);
+  free(m->dec);
+  free(m->all);
+  free(m->info);
+  free(m->w);
+  free(m->g);
+  free(m->mo);
+  free(m->vo);
+  free(m->hx);
+  free(m->hy);
+  free(m);
+  return st;
+}
+
+rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
+                        const rp_gpt_config *cfg, rp_gpt **out) {
+  if (!rt || !k || !cfg || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_create: NULL argument");
+  rp_status st = rp_gpt_config_check(cfg);
+  if (st != RP_OK)
+    return st;
+  if (RP_GPT_PARAMS(cfg->layers) > RP_GPT_ADAMW_MAX)
+    return rp_error_set(RP_EINVAL, "rp_gpt_create: too many layers");
+  rp_gpt *m = calloc(1, sizeof *m);
+  if (!m)
+    return rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
+  m->rt = rt;
+  m->k = *k;
+  m->cfg = *cfg;
+  m->np = RP_GPT_PARAMS(cfg->layers);
+  size_t rb = (size_t)cfg->ring * cfg->batch * cfg->context;
+  m->info = calloc(m->np, sizeof *m->info);
+  m->w = calloc(m->np, sizeof *m->w);
+  m->g = calloc(m->np, sizeof *m->g);
+  m->mo = calloc(m->np, sizeof *m->mo);
+  m->vo = calloc(m->np, sizeof *m->vo);
+  m->sh = calloc(cfg->procs, sizeof *m->sh);
+  m->hx = calloc(rb, sizeof *m->hx);
+  m->hy = calloc(rb, sizeof *m->hy);
+  if (!m->info || !m->w || !m->g || !m->mo || !m->vo || !m->sh || !m->hx ||
+      !m->hy)
+    st = rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
+  if (!st) {
+    make_table(m);
+    st = pick_procs(m);
+  }
+  if (!st)
+    st = make_home(m);
+  for (uint32_t p = 0; !st && p < cfg->procs; p++)
+    st = make_shard(m, p);
+  if (!st)
+    st = rp_gpt_reset(m);
+  if (st != RP_OK) {
+    rp_gpt_destroy(m);
+    return st;
+  }
+  *out = m;
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Launch helpers */
+
+static rp_status task_ev(rp_gpt *m, rp_task_id t, rp_proc p,
+                         const rp_access *acc, uint32_t nacc, const void *args,
+                         size_t size, const rp_interp *ip, uint32_t nip,
+                         rp_event *done) {
+  rp_launch l = {.task = t,
+                 .proc = p,
+                 .accesses = acc,
+                 .naccess = nacc,
+                 .args = args,
+                 .args_size = size};
+  if (ip && m->recording) {
+    l.interps = ip;
+    l.ninterp = nip;
+  }
+  return rp_launch_task(m->rt, &l, done);
+}
+
+static rp_status task(rp_gpt *m, rp_task_id t, rp_proc p, const rp_access *acc,
+                      uint32_t nacc, const void *args, size_t size) {
+  return task_ev(m, t, p, acc, nacc, args, size, NULL, 0, NULL);
+}
+
+static rp_event *sink(rp_gpt *m) {
+  return m->collect && m->nsinks < MAXSINKS ? &m->sinks[m->nsinks++] : NULL;
+}
+
+#define R(i)                                                                   \
+  { (i), RP_READ, RP_REDOP_NONE }
+#define W(i)                                                                   \
+  { (i), RP_WRITE, RP_REDOP_NONE }
+#define RW(i)                                                                  \
+  { (i), RP_RW, RP_REDOP_NONE }
+#define ACC(...)                                                               \
+  (const rp_access[]){__VA_ARGS__},                                            \
+      (uint32_t)(sizeof((const rp_access[]){__VA_ARGS__}) / sizeof(rp_access))
+
+/* What one layer function needs: the processor, the shard's sizes and
+ * whether to name ops (sh: the shard for the name's suffix). */
+typedef struct ctx {
+  rp_gpt *m;
+  shard *s;
+  int decode; /* one token at a per-replay position (rp_gpt_decode_step) */
+  rp_proc p;
+  int sh;
+  int32_t B, T, C, NH, V, N;
+} ctx;
+
+/* ---------------------------------------------------------------------- */
+/* Layers: one forward and one backward function per kind */
+
+/* Decoding: wte[token] + wpe[pos], both per replay. */
+static rp_status embedding_token(ctx *x, rp_inst wte, rp_inst wpe,
+                                 rp_inst out) {
+  rp_gpt_token_args a = {0, 0, x->C, x->V, x->T};
+  rp_interp ip[2] = {{offsetof(rp_gpt_decode_step, pos),
+                      offsetof(rp_gpt_token_args, pos), sizeof a.pos},
+                     {offsetof(rp_gpt_decode_step, token),
+                      offsetof(rp_gpt_token_args, token), sizeof a.token}};
+  return task_ev(x->m, x->m->k.embed_token, x->p, ACC(R(wte), R(wpe), W(out)),
+                 &a, sizeof a, ip, 2, NULL);
+}
+
+static rp_status embedding_fwd(ctx *x, rp_inst tok, rp_inst wte, rp_inst wpe,
+                               rp_inst out) {
+  rp_status st = name_op(x->m, x->sh, "embed");
+  if (st || x->decode)
+    return st ? st : embedding_token(x, wte, wpe, out);
+  rp_gpt_embed_args a = {x->B, x->T, x->C, x->V};
+  return task(x->m, x->m->k.embed_fwd, x->p,
+              ACC(R(tok), R(wte), R(wpe), W(out)), &a, sizeof a);
+}
+
+static rp_status embedding_bwd(ctx *x, rp_inst tok, rp_inst dout, rp_inst dwte,
+                               rp_inst dwpe) {
+  rp_gpt_embed_args a = {x->B, x->T, x->C, x->V};
+  rp_status st = name_op(x->m, x->sh, "embed.bwd");
+  return st ? st
+            : task(x->m, x->m->k.embed_bwd, x->p,
+                   ACC(R(tok), R(dout), RW(dwte), W(dwpe)), &a, sizeof a);
+}
+
+/* ln(in) into out; with `r` (not id 0) first res = in + r (the residual
+ * add of the layer before, fused). */
+static rp_status layernorm_fwd(ctx *x, const char *name, rp_inst in, rp_inst r,
+                               rp_inst res, rp_inst w, rp_inst b, rp_inst out,
+                               rp_inst mean, rp_inst rstd) {
+  rp_gpt_ln_args a = {x->N, x->C, 1e-5f};
+  rp_status st = name_op(x->m, x->sh, "%s", name);
+  if (st)
+    return st;
+  if (!r.id)
+    return task(x->m, x->m->k.layernorm_fwd, x->p,
+                ACC(R(in), R(w), R(b), W(out), W(mean), W(rstd)), &a, sizeof a);
+  return task(x->m, x->m->k.residual_layernorm_fwd, x->p,
+              ACC(R(in), R(r), W(res), R(w), R(b), W(out), W(mean), W(rstd)),
+              &a, sizeof a);
+}
+
+/* dx += (or = without accumulate) the gradient through the LayerNorm. */
+static rp_status layernorm_bwd(ctx *x, const char *name, rp_inst dout,
+                               rp_inst in, rp_inst w, rp_inst mean,
+                               rp_inst rstd, rp_inst dx, rp_inst dw, rp_inst db,
+                               int accumulate) {
+  rp_gpt_ln_bwd_args a = {x->N, x->C, accumulate};
+  rp_access dxa = {dx, accumulate ? RP_RW : RP_WRITE, RP_REDOP_NONE};
+  rp_status st = name_op(x->m, x->sh, "%s.bwd", name);
+  return st ? st
+            : task(x->m, x->m->k.layernorm_bwd, x->p,
+                   ACC(R(dout), R(in), R(w), R(mean), R(rstd), dxa, W(dw),
+                       W(db)),
+                   &a, sizeof a);
+}
+
+/* out[N, OC] = in[N, IC] W^T (+ b when b.id). */
+static rp_status linear_fwd(ctx *x, const char *name, rp_inst in, rp_inst w,
+                            rp_inst b, rp_inst out, int32_t IC, int32_t OC) {
+  rp_gpt_matmul_args a = {x->N, IC, OC, b.id ? 1 : 0, 0};
+  rp_status st = name_op(x->m, x->sh, "%s", name);
+  if (st)
+    return st;
+  if (b.id)
+    return task(x->m, x->m->k.matmul_fwd, x->p, ACC(R(in), R(w), W(out), R(b)),
+                &a, sizeof a);
+  return task(x->m, x->m->k.matmul_fwd, x->p, ACC(R(in), R(w), W(out)), &a,
+              sizeof a);
+}
+
+/* din = dout W, dW = dout^T in, db = column sums (when db.id). */
+static rp_status linear_bwd(ctx *x, const char *name, rp_inst dout, rp_inst in,
+                            rp_inst w, rp_inst din, rp_inst dw, rp_inst db,
+                            int32_t IC, int32_t OC) {
+  rp_gpt_matmul_args a = {x->N, IC, OC, db.id ? 1 : 0, 0};
+  rp_status st = name_op(x->m, x->sh, "%s.bwd", name);
+  if (st)
+    return st;
+  if (db.id)
+    return task(x->m, x->m->k.matmul_bwd, x->p,
+                ACC(R(dout), R(in), R(w), W(din), W(dw), W(db)), &a, sizeof a);
+  return task(x->m, x->m->k.matmul_bwd, x->p,
+              ACC(R(dout), R(in), R(w), W(din), W(dw)), &a, sizeof a);
+}
+
+static rp_status attention_fwd(ctx *x, const char *name, rp_inst qkv,
+                               rp_inst qkvr, rp_inst att, rp_inst out,
+                               rp_inst scratch) {
+  rp_gpt_attn_args a = {x->B, x->T, x->C, x->NH};
+  rp_status st = name_op(x->m, x->sh, "%s", name);
+  return st ? st
+            : task(x->m, x->m->k.attention_fwd, x->p,
+                   ACC(R(qkv), W(qkvr), W(att), W(out), W(scratch)), &a,
+                   sizeof a);
+}
+
+/* Decoding: the token's k and v into the caches at pos (per replay), its
+ * attention over positions 0..pos. */
+static rp_status attention_decode(ctx *x, const char *name, rp_inst qkv,
+                                  rp_inst kc, rp_inst vc, rp_inst out,
+                                  rp_inst scratch) {
+  rp_gpt_decode_args a = {0, x->T, x->C, x->NH};
+  rp_interp ip = {offsetof(rp_gpt_decode_step, pos),
+                  offsetof(rp_gpt_decode_args, pos), sizeof a.pos};
+  rp_status st = name_op(x->m, x->sh, "%s", name);
+  return st ? st
+            : task_ev(x->m, x->m->k.attention_decode, x->p,
+                      ACC(R(qkv), RW(kc), RW(vc), W(out), W(scratch)), &a,
+                      sizeof a, &ip, 1, NULL);
+}
+
+static rp_status attention_bwd(ctx *x, const char *name, rp_inst dout,
+                               rp_inst qkvr, rp_inst att, rp_inst dqkv,
+                               rp_inst datt, rp_inst scratch) {
+  rp_gpt_attn_args a = {x->B, x->T, x->C, x->NH};
+  rp_status st = name_op(x->m, x->sh, "%s.bwd", name);
+  return st ? st
+            : task(x->m, x->m->k.attention_bwd, x->p,
+                   ACC(R(dout), R(qkvr), R(att), W(dqkv), W(datt), W(scratch)),
+                   &a, sizeof a);
+}
+
+static rp_status gelu_fwd(ctx *x, const char *name, rp_inst pre, rp_inst b,
+                          rp_inst out) {
+  rp_gpt_rows_cols_args a = {x->N, 4 * x->C};
+  rp_status st = name_op(x->m, x->sh, "%s", name);
+  return st ? st
+            : task(x->m, x->m->k.bias_gelu_fwd, x->p,
+                   ACC(RW(pre), R(b), W(out)), &a, sizeof a);
+}
+
+static rp_status gelu_bwd(ctx *x, const char *name, rp_inst pre, rp_inst d) {
+  rp_gpt_n_args a = {(int64_t)x->N * 4 * x->C};
+  rp_status st = name_op(x->m, x->sh, "%s.bwd", name);
+  return st ? st
+            : task(x->m, x->m->k.gelu_bwd, x->p, ACC(R(pre), R(d), W(d)), &a,
+                   sizeof a);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Blocks */
+
+/* Block l's forward. `prev`: the previous block's activations (its
+ * residual add is fused into this block's ln1), NULL for block 0. */
+static rp_status block_fwd(ctx *x, const rp_inst *w, uint32_t l,
+                           const block_acts *prev, block_acts *a) {
+  int32_t C = x->C;
+  char n[6][32];
+  const char *k[6] = {"ln1", "attn.qkv", "attn", "attn.proj", "ln2", "mlp.fc"};
+  for (int i = 0; i < 6; i++)
+    snprintf(n[i], sizeof n[i], "h%u.%s", l, k[i]);
+  char gelu[32], mproj[32];
+  snprintf(gelu, sizeof gelu, "h%u.mlp.gelu", l);
+  snprintf(mproj, sizeof mproj, "h%u.mlp.proj", l);
+  rp_inst none = {0};
+  rp_status st =
+      prev ? layernorm_fwd(x, n[0], prev->resm, prev->mproj, a->res,
+                           w[BP(l, LN1_W)], w[BP(l, LN1_B)], a->ln1, a->ln1m,
+                           a->ln1r)
+           : layernorm_fwd(x, n[0], a->res, none, none, w[BP(l, LN1_W)],
+                           w[BP(l, LN1_B)], a->ln1, a->ln1m, a->ln1r);
+  if (!st)
+    st = linear_fwd(x, n[1], a->ln1, w[BP(l, QKV_W)], w[BP(l, QKV_B)], a->qkv,
+                    C, 3 * C);
+  if (!st && x->decode)
+    st =
+        attention_decode(x, n[2], a->qkv, a->kc, a->vc, a->atty, x->s->scratch);
+  else if (!st)
+    st =
+        attention_fwd(x, n[2], a->qkv, a->qkvr, a->att, a->atty, x->s->scratch);
+  if (!st)
+    st = linear_fwd(x, n[3], a->atty, w[BP(l, APROJ_W)], w[BP(l, APROJ_B)],
+                    a->aproj, C, C);
+  if (!st)
+    st = layernorm_fwd(x, n[4], a->res, a->aproj, a->resm, w[BP(l, LN2_W)],
+                       w[BP(l, LN2_B)], a->ln2, a->ln2m, a->ln2r);
+  if (!st) /* the bias is added with the gelu */
+    st = linear_fwd(x, n[5], a->ln2, w[BP(l, FC_W)], none, a->fcpre, C, 4 * C);
+  if (!st)
+    st = gelu_fwd(x, gelu, a->fcpre, w[BP(l, FC_B)], a->fcact);
+  if (!st)
+    st = linear_fwd(x, mproj, a->fcact, w[BP(l, MPROJ_W)], w[BP(l, MPROJ_B)],
+                    a->mproj, 4 * C, C);
+  return st;
+}
+
+/* Block l's backward: s->dres holds the gradient of the block's output
+ * (resm + mproj) and gets that of its input. */
+static rp_status block_bwd(ctx *x, shard *s, const rp_inst *w, const rp_inst *g,
+                           uint32_t l, const block_acts *a) {
+  int32_t C = x->C;
+  char n[7][32];
+  const char *k[7] = {"mlp.proj",  "mlp.gelu", "mlp.fc",  "ln2",
+                      "attn.proj", "attn",     "attn.qkv"};
+  for (int i = 0; i < 7; i++)
+    snprintf(n[i], sizeof n[i], "h%u.%s", l, k[i]);
+  char ln1[32];
+  snprintf(ln1, sizeof ln1, "h%u.ln1", l);
+  rp_status st =
+      linear_bwd(x, n[0], s->dres, a->fcact, w[BP(l, MPROJ_W)], s->dfc,
+                 g[BP(l, MPROJ_W)], g[BP(l, MPROJ_B)], 4 * C, C);
+  if (!st)
+    st = gelu_bwd(x, n[1], a->fcpre, s->dfc);
+  if (!st)
+    st = linear_bwd(x, n[2], s->dfc, a->ln2, w[BP(l, FC_W)], s->dln,
+                    g[BP(l, FC_W)], g[BP(l, FC_B)], C, 4 * C);
+  if (!st)
+    st = layernorm_bwd(x, n[3], s->dln, a->resm, w[BP(l, LN2_W)], a->ln2m,
+                       a->ln2r, s->dres, g[BP(l, LN2_W)], g[BP(l, LN2_B)], 1);
+  if (!st)
+    st = linear_bwd(x, n[4], s->dres, a->atty, w[BP(l, APROJ_W)], s->datty,
+                    g[BP(l, APROJ_W)], g[BP(l, APROJ_B)], C, C);
+  if (!st)
+    st = attention_bwd(x, n[5], s->datty, a->qkvr, a->att, s->dqkv, s->datt,
+                       s->scratch);
+  if (!st)
+    st = linear_bwd(x, n[6], s->dqkv, a->ln1, w[BP(l, QKV_W)], s->dln,
+                    g[BP(l, QKV_W)], g[BP(l, QKV_B)], C, 3 * C);
+  if (!st)
+    st = layernorm_bwd(x, ln1, s->dln, a->res, w[BP(l, LN1_W)], a->ln1m,
+                       a->ln1r, s->dres, g[BP(l, LN1_W)], g[BP(l, LN1_B)], 1);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The model */
+
+static ctx make_ctx(rp_gpt *m, uint32_t p, uint32_t rows, int named) {
+  const rp_gpt_config *c = &m->cfg;
+  ctx x = {m,
+           &m->sh[p],
+           0,
+           m->procs[p],
+           named ? (int)p : -1,
+           (int32_t)rows,
+           (int32_t)c->context,
+           (int32_t)c->width,
+           (int32_t)c->heads,
+           (int32_t)c->vocab,
+           (int32_t)(rows * c->context)};
+  return x;
+}
+
+/* Embedding, blocks, lnf and the head: tokens -> s->logits. */
+static rp_status forward(ctx *x, shard *s, const rp_inst *w, rp_inst tokens) {
+  uint32_t L = x->m->cfg.layers;
+  rp_status st = embedding_fwd(x, tokens, w[WTE], w[WPE], s->a[0].res);
+  for (uint32_t l = 0; !st && l < L; l++)
+    st = block_fwd(x, w, l, l ? &s->a[l - 1] : NULL, &s->a[l]);
+  const block_acts *last = &s->a[L - 1];
+  if (!st)
+    st = layernorm_fwd(x, "lnf", last->resm, last->mproj, s->resf, w[LNF_W(L)],
+                       w[LNF_B(L)], s->lnf, s->lnfm, s->lnfr);
+  rp_inst none = {0};
+  if (!st) /* tied: the head is wte */
+    st = linear_fwd(x, "lm_head", s->lnf, w[WTE], none, s->logits, x->C, x->V);
+  return st;
+}
+
+/* Cross-entropy (mean over the global batch's positions; with grad the
+ * logits become dlogits). */
+static rp_status loss_fwd(ctx *x, shard *s, int grad, rp_event *done) {
+  const rp_gpt_config *c = &x->m->cfg;
+  rp_gpt_xent_args a = {x->N, x->V, (float)c->batch * (float)c->context, grad};
+  rp_access lg = {s->logits, grad ? RP_RW : RP_READ, RP_REDOP_NONE};
+  rp_status st = name_op(x->m, x->sh, "loss.xent");
+  return st ? st
+            : task_ev(x->m, x->m->k.xent, x->p,
+                      ACC(lg, R(s->y), W(s->losses), W(s->loss)), &a, sizeof a,
+                      NULL, 0, done);
+}
+
+/* From dlogits (in s->logits) to every gradient of the shard. */
+static rp_status backward(ctx *x, shard *s) {
+  uint32_t L = x->m->cfg.layers;
+  const rp_inst *w = s->w, *g = s->g;
+  rp_inst none = {0};
+  rp_status st = linear_bwd(x, "lm_head", s->logits, s->lnf, w[WTE], s->dln,
+                            g[WTE], none, x->C, x->V);
+  if (!st)
+    st = layernorm_bwd(x, "lnf", s->dln, s->resf, w[LNF_W(L)], s->lnfm, s->lnfr,
+                       s->dres, g[LNF_W(L)], g[LNF_B(L)], 0);
+  for (uint32_t l = L; !st && l-- > 0;)
+    st = block_bwd(x, s, w, g, l, &s->a[l]);
+  if (!st) /* adds into dwte after the head's part */
+    st = embedding_bwd(x, s->x, s->dres, g[WTE], g[WPE]);
+  return st;
+}
+
+static rp_status pop(rp_gpt *m, rp_pop_kind kind, rp_inst whole,
+                     const rp_inst *parts, rp_event *done) {
+  rp_parallel_op op = {.kind = kind,
+                       .whole = whole,
+                       .parts = parts,
+                       .nparts = m->cfg.procs,
+                       .dim = 0};
+  return rp_launch_parallel(m->rt, &op, done);
+}
+
+/* The step's batch (ring slot `index`, per replay) into the shards, and
+ * (P > 1) the weights into their replicas. */
+static rp_status step_inputs(rp_gpt *m, uint32_t index) {
+  const rp_gpt_config *c = &m->cfg;
+  rp_gather_args ga = {(int32_t)index, (int32_t)c->batch, (int32_t)c->context};
+  rp_interp ip = {offsetof(rp_gpt_step_args, batch),
+                  offsetof(rp_gather_args, index), sizeof ga.index};
+  rp_status st = name_op(m, -1, "batch.x.gather");
+  if (!st)
+    st = task_ev(m, m->k.gather_rows, m->procs[0], ACC(R(m->ring_x), W(m->bx)),
+                 &ga, sizeof ga, &ip, 1, NULL);
+  if (!st && !(st = name_op(m, -1, "batch.y.gather")))
+    st = task_ev(m, m->k.gather_rows, m->procs[0], ACC(R(m->ring_y), W(m->by)),
+                 &ga, sizeof ga, &ip, 1, NULL);
+  if (c->procs == 1 || st)
+    return st;
+  rp_inst parts[RP_GPT_MAX_PROCS];
+  for (uint32_t p = 0; p < c->procs; p++)
+    parts[p] = m->sh[p].x;
+  if (!(st = name_op(m, -1, "batch.x.split")))
+    st = pop(m, RP_POP_REPARTITION, m->bx, parts, NULL);
+  for (uint32_t p = 0; p < c->procs; p++)
+    parts[p] = m->sh[p].y;
+  if (!st && !(st = name_op(m, -1, "batch.y.split")))
+    st = pop(m, RP_POP_REPARTITION, m->by, parts, NULL);
+  for (uint32_t i = 0; !st && i < m->np; i++) {
+    for (uint32_t p = 0; p < c->procs; p++)
+      parts[p] = m->sh[p].w[i];
+    if (!(st = name_op(m, -1, "%s.replicate", m->info[i].name)))
+      st = pop(m, RP_POP_REPLICATE, m->w[i], parts, NULL);
+  }
+  return st;
+}
+
+/* P > 1: sums the shards' gradients (and losses) at home. */
+static rp_status reduce_grads(rp_gpt *m) {
+  rp_inst parts[RP_GPT_MAX_PROCS];
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; !st && i < m->np; i++) {
+    char gn[48];
+    grad_name(m->info[i].name, gn, sizeof gn);
+    for (uint32_t p = 0; p < m->cfg.procs; p++)
+      parts[p] = m->sh[p].g[i];
+    if (!(st = name_op(m, -1, "%s.reduce", gn)))
+      st = pop(m, RP_POP_REDUCTION, m->g[i], parts, NULL);
+  }
+  for (uint32_t p = 0; p < m->cfg.procs; p++)
+    parts[p] = m->sh[p].loss;
+  if (!st && !(st = name_op(m, -1, "loss.reduce")))
+    st = pop(m, RP_POP_REDUCTION, m->loss, parts, sink(m));
+  return st;
+}
+
+/* One gpt.adamw over every tensor; lr and step per replay. */
+static rp_status adamw(rp_gpt *m, float lr, int32_t step) {
+  const rp_gpt_config *c = &m->cfg;
+  rp_gpt_adamw_args a;
+  memset(&a, 0, sizeof a);
+  a.lr = lr;
+  a.step = step;
+  a.beta1 = c->beta1;
+  a.beta2 = c->beta2;
+  a.eps = c->eps;
+  a.weight_decay = c->weight_decay;
+  a.max_norm = c->max_norm;
+  a.count = (int32_t)m->np;
+  rp_access acc[4 * RP_GPT_ADAMW_MAX + 1];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < m->np; i++) {
+    a.decay[i] = (uint8_t)(m->info[i].decay ? 1 : 0);
+    acc[n++] = (rp_access){m->w[i], RP_RW, RP_REDOP_NONE};
+    acc[n++] = (rp_access){m->g[i], RP_READ, RP_REDOP_NONE};
+    acc[n++] = (rp_access){m->mo[i], RP_RW, RP_REDOP_NONE};
+    acc[n++] = (rp_access){m->vo[i], RP_RW, RP_REDOP_NONE};
+  }
+  acc[n++] = (rp_access){m->stats, RP_WRITE, RP_REDOP_NONE};
+  rp_interp ip[2] = {{offsetof(rp_gpt_step_args, lr),
+                      offsetof(rp_gpt_adamw_args, lr), sizeof a.lr},
+                     {offsetof(rp_gpt_step_args, step),
+                      offsetof(rp_gpt_adamw_args, step), sizeof a.step}};
+  rp_status st = name_op(m, -1, "adamw");
+  return st ? st
+            : task_ev(m, m->k.adamw, m->procs[0], acc, n, &a, sizeof a, ip, 2,
+                      sink(m));
+}
+
+rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
+  if (!m || !a)
+    return rp_error_set(RP_EINVAL, "rp_gpt_step: NULL argument");
+  if (a->batch >= m->cfg.ring || a->step < 1)
+    return rp_error_set(RP_ERANGE, "rp_gpt_step: batch %u of %u, step %d",
+                        a->batch, m->cfg.ring, (int)a->step);
+  rp_status st = step_inputs(m, a->batch);
+  for (uint32_t p = 0; !st && p < m->cfg.procs; p++) {
+    shard *s = &m->sh[p];
+    ctx x = make_ctx(m, p, s->rows, 1);
+    st = forward(&x, s, s->w, s->x);
+    if (!st)
+      st = loss_fwd(&x, s, 1, m->cfg.procs == 1 ? sink(m) : NULL);
+    if (!st)
+      st = backward(&x, s);
+  }
+  if (!st && m->cfg.procs > 1)
+    st = reduce_grads(m);
+  if (!st)
+    st = adamw(m, a->lr, a->step);
+  return st;
+}
+
+static rp_status bind_loss(rp_gpt *m, rp_graph *g) {
+  const char *op = m->cfg.procs > 1 ? "loss.reduce" : "loss.xent";
+  rp_port_id port;
+  rp_status st = rp_graph_add_postcondition(g, "loss", &port);
+  uint32_t bound = 0;
+  for (rp_op_id i = 0; !st && i < rp_graph_op_count(g); i++) {
+    const char *name = rp_graph_op_name(g, i);
+    if (name && !strcmp(name, op)) {
+      st = rp_graph_bind_postcondition(g, port, i);
+      bound++;
+    }
+  }
+  if (!st && !bound)
+    st = rp_error_set(RP_EINVAL, "rp_gpt_record: no op named '%s'", op);
+  return st;
+}
+
+rp_status rp_gpt_record(rp_gpt *m, rp_graph **out) {
+  if (!m || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_record: NULL argument");
+  rp_status st = rp_capture_begin(m->rt, NULL);
+  if (st != RP_OK)
+    return st;
+  m->recording = 1;
+  rp_gpt_step_args a = {0, 0.0f, 1};
+  st = rp_gpt_step(m, &a);
+  m->recording = 0;
+  if (st != RP_OK) {
+    rp_capture_abort(m->rt);
+    return st;
+  }
+  rp_graph *g = NULL;
+  if ((st = rp_capture_end(m->rt, &g)) != RP_OK)
+    return st;
+  if ((st = bind_loss(m, g)) != RP_OK) {
+    rp_graph_destroy(g);
+    return st;
+  }
+  *out = g;
+  return RP_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Evaluation and sampling (eager) */
+
+rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows) {
+  if (!m || rows == 0 || rows > m->sh[0].rows)
+    return rp_error_set(RP_EINVAL, "rp_gpt_forward: rows %u (need 1..%u)", rows,
+                        m ? m->sh[0].rows : 0);
+  ctx x = make_ctx(m, 0, rows, 1);
+  return forward(&x, &m->sh[0], m->w, tokens);
+}
+
+rp_inst rp_gpt_logits(const rp_gpt *m) {
+  return m->sh[0].logits;
+}
+
+rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
+                          uint32_t n, double *loss) {
+  if (!m || !x || !y || !loss || n == 0)
+    return rp_error_set(RP_EINVAL, "rp_gpt_evaluate: bad argument");
+  double sum = 0;
+  size_t per = (size_t)m->cfg.batch * m->cfg.context;
+  for (uint32_t b = 0; b < n; b += m->cfg.ring) {
+    uint32_t k = n - b < m->cfg.ring ? n - b : m->cfg.ring;
+    rp_status st = rp_gpt_write_batches(m, x + b * per, y + b * per, k);
+    for (uint32_t i = 0; !st && i < k; i++) {
+      st = step_inputs(m, i);
+      for (uint32_t p = 0; !st && p < m->cfg.procs; p++) {
+        shard *s = &m->sh[p];
+        ctx c = make_ctx(m, p, s->rows, 0);
+        st = forward(&c, s, s->w, s->x);
+        if (!st)
+          st = loss_fwd(&c, s, 0, NULL);
+      }
+      if (!st && m->cfg.procs > 1) {
+        rp_inst parts[RP_GPT_MAX_PROCS];
+        for (uint32_t p = 0; p < m->cfg.procs; p++)
+          parts[p] = m->sh[p].loss;
+        st = pop(m, RP_POP_REDUCTION, m->loss, parts, NULL);
+      }
+      rp_status ds = rp_runtime_drain(m->rt);
+      st = st ? st : ds;
+      float l = 0;
+      if (!st)
+        st = rp_instance_read(m->rt, m->loss, &l, sizeof l);
+      sum += l;
+    }
+    if (st)
+      return rp_train_err_prefix(st, "rp_gpt_evaluate: ");
+  }
+  *loss = sum / n;
+  return RP_OK;
+}
+
+/* The next token from logits: the argmax (temperature 0, the first
+ * maximum) or a draw from softmax(logits / temperature). */
+static int32_t pick(const float *lg, uint32_t V, float temperature, rp_rng *r) {
+  int32_t best = 0;
+  for (uint32_t v = 1; v < V; v++)
+    best = lg[v] > lg[best] ? (int32_t)v : best;
+  if (temperature <= 0)
+    return best;
+  double z = 0, u = rp_rng_uniform(r), acc = 0;
+  for (uint32_t v = 0; v < V; v++)
+    z += exp((lg[v] - lg[best]) / temperature);
+  for (uint32_t v = 0; v < V; v++) {
+    acc += exp((lg[v] - lg[best]) / temperature) / z;
+    if (u < acc)
+      return (int32_t)v;
+  }
+  return best;
+}
+
+rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
+                        uint32_t n, float temperature, uint64_t seed,
+                        int32_t *out) {
+  if (!m || !prompt || !out || plen == 0)
+    return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
+  uint32_t T = m->cfg.context, V = m->cfg.vocab;
+  int32_t *win = calloc(T, sizeof *win);
+  size_t nl = (size_t)m->sh[0].N * V; /* shard 0's logits instance */
+  float *logits = calloc(nl, sizeof *logits);
+  rp_status st =
+      win && logits ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_sample: memory");
+  rp_rng r;
+  rp_rng_seed(&r, seed ^ 0x73616d706c65ull);
+  memcpy(out, prompt, plen * sizeof *out);
+  for (uint32_t i = 0; !st && i < n; i++) {
+    uint32_t have = plen + i, k = have < T ? have : T;
+    memset(win, 0, T * sizeof *win);
+    memcpy(win, out + have - k, k * sizeof *win);
+    st = rp_instance_write(m->rt, m->sample, win, T * sizeof *win);
+    if (!st)
+      st = rp_gpt_forward(m, m->sample, 1);
+    rp_status ds = rp_runtime_drain(m->rt);
+    st = st ? st : ds;
+    if (!st) /* shard 0's logits: rows * T positions, the first T ours */
+      st =
+          rp_instance_read(m->rt, m->sh[0].logits, logits, nl * sizeof *logits);
+    if (st)
+      break;
+    out[have] = pick(logits + (size_t)(k - 1) * V, V, temperature, &r);
+  }
+  free(win);
+  free(logits);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Decoding: one token per replay, with key/value caches */
+
+/* The decode instances (processor 0): one position's activations, the
+ * caches [T x C] per block (head h's keys at rows h * T..), the scores. */
+static rp_status make_decode(rp_gpt *m) {
+  const rp_gpt_config *c = &m->cfg;
+  shard *d = calloc(1, sizeof *d);
+  if (!d || !(d->a = calloc(c->layers, sizeof *d->a))) {
+    free(d);
+    return rp_error_set(RP_ENOMEM, "rp_gpt_decode_record: out of memory");
+  }
+  m->dec = d;
+  d->rows = 1;
+  d->N = 1;
+  uint64_t C = c->width, T = c->context;
+  rp_status st = RP_OK;
+  for (uint32_t l = 0; !st && l < c->layers; l++) {
+    block_acts *a = &d->a[l];
+    struct {
+      rp_inst *i;
+      uint64_t rows, cols;
+      const char *n;
+    } t[] = {{&a->res, 1, C, "res"},
+             {&a->ln1, 1, C, "ln1.out"},
+             {&a->ln1m, 1, 1, "ln1.mean"},
+             {&a->ln1r, 1, 1, "ln1.rstd"},
+             {&a->qkv, 1, 3 * C, "attn.qkv.out"},
+             {&a->atty, 1, C, "attn.y"},
+             {&a->aproj, 1, C, "attn.proj.out"},
+             {&a->resm, 1, C, "res.mid"},
+             {&a->ln2, 1, C, "ln2.out"},
+             {&a->ln2m, 1, 1, "ln2.mean"},
+             {&a->ln2r, 1, 1, "ln2.rstd"},
+             {&a->fcpre, 1, 4 * C, "mlp.fc.out"},
+             {&a->fcact, 1, 4 * C, "mlp.gelu"},
+             {&a->mproj, 1, C, "mlp.proj.out"},
+             {&a->kc, T, C, "attn.kcache"},
+             {&a->vc, T, C, "attn.vcache"}};
+    for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
+      if (!(st = mkf(m, 0, t[i].rows, t[i].cols, t[i].i)))
+        st = name_inst(m, *t[i].i, "dec.h%u.%s", l, t[i].n);
+  }
+  struct {
+    rp_inst *i;
+    uint64_t rows, cols;
+    const char *n;
+  } t[] = {{&d->resf, 1, C, "res.final"},
+           {&d->lnf, 1, C, "lnf.out"},
+           {&d->lnfm, 1, 1, "lnf.mean"},
+           {&d->lnfr, 1, 1, "lnf.rstd"},
+           {&d->logits, 1, c->vocab, "logits"},
+           {&d->scratch, c->heads, T, "attn.scores"}};
+  for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
+    if (!(st = mkf(m, 0, t[i].rows, t[i].cols, t[i].i)))
+      st = name_inst(m, *t[i].i, "dec.%s", t[i].n);
+  return st;
+}
+
+rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
+  if (!m || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_decode_record: NULL argument");
+  rp_status st = m->dec ? RP_OK : make_decode(m);
+  if (st != RP_OK)
+    return st;
+  if ((st = rp_capture_begin(m->rt, NULL)) != RP_OK)
+    return st;
+  m->recording = 1;
+  ctx x = make_ctx(m, 0, 1, 1);
+  x.s = m->dec;
+  x.decode = 1;
+  x.B = 1; /* one position of one row; T stays the caches' length */
+  x.N = 1;
+  rp_inst none = {0};
+  st = forward(&x, m->dec, m->w, none);
+  m->recording = 0;
+  if (st != RP_OK) {
+    rp_capture_abort(m->rt);
+    return st;
+  }
+  return rp_capture_end(m->rt, out);
+}
+
+rp_inst rp_gpt_decode_logits(const rp_gpt *m) {
+  return m->dec ? m->dec->logits : (rp_inst){0};
+}
+
+static rp_status decode_one(rp_gpt *m, rp_exec *ex, int32_t pos, int32_t token,
+                            float *logits) {
+  rp_gpt_decode_step a = {pos, token};
+  rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+  rp_event done;
+  rp_status st = rp_replay(ex, &ra, &done);
+  if (st != RP_OK)
+    return st;
+  st = rp_event_wait(m->rt, done, -1);
+  rp_event_release(m->rt, done);
+  if (st != RP_OK)
+    return rp_error_set(st, "decode replay: %s", rp_exec_error_detail(ex));
+  return rp_instance_read(m->rt, m->dec->logits, logits,
+                          m->cfg.vocab * sizeof *logits);
+}
+
+rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
+                          uint32_t plen, uint32_t n, float temperature,
+                          uint64_t seed, int32_t *out) {
+  if (!m || !ex || !prompt || !out || plen == 0 || !m->dec)
+    return rp_error_set(RP_EINVAL, "rp_gpt_generate: bad argument");
+  uint32_t T = m->cfg.context, V = m->cfg.vocab;
+  for (uint32_t i = 0; i < plen; i++)
+    if (prompt[i] < 0 || (uint32_t)prompt[i] >= V)
+      return rp_error_set(RP_ERANGE,
+                          "rp_gpt_generate: prompt token %u = %d "
+                          "outside [0, %u)",
+                          i, (int)prompt[i], V);
+  float *logits = calloc(V, sizeof *logits);
+  if (!logits)
+    return rp_error_set(RP_ENOMEM, "rp_gpt_generate: out of memory");
+  rp_rng r;
+  rp_rng_seed(&r, seed ^ 0x73616d706c65ull);
+  memcpy(out, prompt, plen * sizeof *out);
+  /* out[0..filled) are tokens; out[have] is decoded next, at position
+   * pos; the caches hold positions 0..pos-1 = tokens out[have-pos..have) */
+  uint32_t total = plen + n, filled = plen;
+  uint32_t keep = plen < T ? plen : T; /* a long prompt: its last T */
+  uint32_t have = plen - keep, pos = 0;
+  rp_status st = RP_OK;
+  while (!st && filled < total) {
+    if (pos == T) { /* full: decode the last T/2 tokens again from 0 */
+      have -= T / 2;
+      pos = 0;
+    }
+    st = decode_one(m, ex, (int32_t)pos, out[have], logits);
+    pos++;
+    have++;
+    if (!st && have == filled) /* the last token: its logits sample */
+      out[filled++] = pick(logits, V, temperature, &r);
+  }
+  free(logits);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* State */
+
+rp_status rp_gpt_reset(rp_gpt *m) {
+  if (!m)
+    return rp_error_set(RP_EINVAL, "rp_gpt_reset: NULL argument");
+  size_t most = 0;
+  for (uint32_t i = 0; i < m->np; i++)
+    most = numel(&m->info[i]) > most ? numel(&m->info[i]) : most;
+  float *buf = calloc(most, sizeof *buf), *zero = calloc(most, sizeof *zero);
+  rp_status st =
+      buf && zero ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_reset: memory");
+  rp_rng r;
+  rp_rng_seed(&r, m->cfg.seed ^ 0x6770742d696e6974ull); /* "gpt-init" */
+  for (uint32_t i = 0; !st && i < m->np; i++) {
+    const rp_gpt_param_info *p = &m->info[i];
+    size_t n = numel(p);
+    for (size_t j = 0; j < n; j++)
+      buf[j] =
+          p->init_std > 0 ? p->init_std * rp_rng_normal(&r) : p->init_value;
+    st = rp_instance_write(m->rt, m->w[i], buf, n * sizeof *buf);
+    if (!st)
+      st = rp_instance_write(m->rt, m->mo[i], zero, n * sizeof *zero);
+    if (!st)
+      st = rp_instance_write(m->rt, m->vo[i], zero, n * sizeof *zero);
+    if (!st)
+      st = rp_instance_write(m->rt, m->g[i], zero, n * sizeof *zero);
+  }
+  free(buf);
+  free(zero);
+  return st;
+}
+
+const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m) {
+  return &m->cfg;
+}
+const rp_proc *rp_gpt_procs(const rp_gpt *m) {
+  return m->procs;
+}
+uint32_t rp_gpt_param_tensors(const rp_gpt *m) {
+  return m ? m->np : 0;
+}
+size_t rp_gpt_param_count(const rp_gpt *m) {
+  size_t n = 0;
+  for (uint32_t i = 0; m && i < m->np; i++)
+    n += numel(&m->info[i]);
+  return n;
+}
+const rp_gpt_param_info *rp_gpt_param(const rp_gpt *m, uint32_t i) {
+  return m && i < m->np ? &m->info[i] : NULL;
+}
+
+static rp_inst slot_inst(rp_gpt *m, uint32_t i, rp_gpt_slot s) {
+  rp_inst *t[4] = {m->w, m->g, m->mo, m->vo};
+  return t[s][i];
+}
+
+static rp_status check_slot(rp_gpt *m, uint32_t i, rp_gpt_slot s, size_t n,
+                            const char *f) {
+  if (!m || i >= m->np || (unsigned)s > RP_GPT_MOM2)
+    return rp_error_set(RP_EINVAL, "%s: tensor %u slot %d", f, i, (int)s);
+  if (n != numel(&m->info[i]))
+    return rp_error_set(RP_ESHAPE, "%s: %s has %zu elements, not %zu", f,
+                        m->info[i].name, numel(&m->info[i]), n);
+  return RP_OK;
+}
+
+rp_status rp_gpt_tensor_read(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
+                             size_t n) {
+  rp_status st = check_slot(m, i, s, n, "rp_gpt_tensor_read");
+  return st ? st
+            : rp_instance_read(m->rt, slot_inst(m, i, s), out, n * sizeof *out);
+}
+
+rp_status rp_gpt_tensor_write(rp_gpt *m, uint32_t i, rp_gpt_slot s,
+                              const float *in, size_t n) {
+  rp_status st = check_slot(m, i, s, n, "rp_gpt_tensor_write");
+  return st ? st
+            : rp_instance_write(m->rt, slot_inst(m, i, s), in, n * sizeof *in);
+}
+
+rp_status rp_gpt_params_read(rp_gpt *m, float *out, size_t n) {
+  if (!m || !out || n < rp_gpt_param_count(m))
+    return rp_error_set(RP_EINVAL, "rp_gpt_params_read: bad argument");
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; !st && i < m->np; i++) {
+    st = rp_gpt_tensor_read(m, i, RP_GPT_WEIGHT, out, numel(&m->info[i]));
+    out += numel(&m->info[i]);
+  }
+  return st;
+}
+
+rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
+                               uint32_t n) {
+  if (!m || !x || !y || n == 0 || n > m->cfg.ring)
+    return rp_error_set(RP_EINVAL, "rp_gpt_write_batches: %u batches (ring %u)",
+                        n, m ? m->cfg.ring : 0);
+  size_t per = (size_t)m->cfg.batch * m->cfg.context, total = per * n;
+  for (size_t i = 0; i < total; i++)
+    if (x[i] < 0 || (uint32_t)x[i] >= m->cfg.vocab || y[i] < 0 ||
+        (uint32_t)y[i] >= m->cfg.vocab)
+      return rp_error_set(RP_ERANGE,
+                          "rp_gpt_write_batches: token %zu outside [0, %u)", i,
+                          m->cfg.vocab);
+  size_t all = per * m->cfg.ring;
+  m->ring_valid = 0; /* not the training windows any more */
+  memcpy(m->hx, x, total * sizeof *x);
+  memcpy(m->hy, y, total * sizeof *y);
+  rp_status st = rp_instance_write(m->rt, m->ring_x, m->hx, all * sizeof *x);
+  return st ? st : rp_instance_write(m->rt, m->ring_y, m->hy, all * sizeof *y);
+}
+
+rp_status rp_gpt_batch_loss(rp_gpt *m, float *out) {
+  if (!m || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_batch_loss: NULL argument");
+  return rp_instance_read(m->rt, m->loss, out, sizeof *out);
+}
+
+rp_status rp_gpt_grad_norm(rp_gpt *m, float *out) {
+  if (!m || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_grad_norm: NULL argument");
+  float *s = calloc(m->np + 1, sizeof *s);
+  if (!s)
+    return rp_error_set(RP_ENOMEM, "rp_gpt_grad_norm: out of memory");
+  rp_status st = rp_instance_read(m->rt, m->stats, s, (m->np + 1) * sizeof *s);
+  *out = s[0];
+  free(s);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Training */
+
+float rp_gpt_lr(float lr, uint32_t warmup, uint32_t iters, uint32_t t) {
+  if (t < warmup)
+    return lr * (float)(t + 1) / (float)warmup;
+  float min = lr / 10.0f;
+  if (iters <= warmup + 1)
+    return lr;
+  double progress = (double)(t - warmup) / (double)(iters - warmup - 1);
+  progress = progress > 1 ? 1 : progress;
+  return min + (float)(0.5 * (1.0 + cos(M_PI * progress))) * (lr - min);
+}
+
+static rp_status run_one(rp_gpt *m, rp_exec *ex, const rp_gpt_step_args *a) {
+  if (ex) {
+    rp_replay_args ra = {.args = a, .args_size = sizeof *a};
+    rp_event done;
+    rp_status st = rp_replay(ex, &ra, &done);
+    if (st != RP_OK)
+      return st;
+    st = rp_event_wait(m->rt, done, -1);
+    rp_event_release(m->rt, done);
+    if (st != RP_OK)
+      return rp_error_set(st, "replay failed: %s", rp_exec_error_detail(ex));
+    return RP_OK;
+  }
+  m->collect = 1;
+  m->nsinks = 0;
+  rp_status st = rp_gpt_step(m, a);
+  m->collect = 0;
+  rp_event all = RP_NO_EVENT;
+  if (st == RP_OK)
+    st = rp_event_merge(m->rt, m->sinks, m->nsinks, &all);
+  for (uint32_t i = 0; i < m->nsinks; i++)
+    rp_event_release(m->rt, m->sinks[i]);
+  if (st == RP_OK) {
+    st = rp_event_wait(m->rt, all, -1);
+    rp_event_release(m->rt, all);
+  } else {
+    rp_runtime_drain(m->rt);
+  }
+  return st;
+}
+
+rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
+                       const rp_gpt_train_opts *o) {
+  uint32_t stop = o && o->stop ? o->stop : o ? o->iters : 0;
+  if (!m || !t || !o || o->start > stop || stop > o->iters)
+    return rp_error_set(RP_EINVAL, "rp_gpt_train: bad argument");
+  const rp_gpt_config *c = &m->cfg;
+  size_t per = (size_t)c->batch * c->context;
+  uint64_t w0 = rp_train_now_ns();
+  rp_status st = RP_OK;
+  for (uint32_t s = o->start; !st && s < stop; s++) {
+    if (s < m->ring_base || s >= m->ring_base + m->ring_valid) {
+      /* the next ring of batches: steps s.. (evaluation may have used
+       * the ring in between) */
+      uint32_t n = stop - s < c->ring ? stop - s : c->ring;
+      rp_text_windows(t, 0, t->ntrain, c->batch, c->context, c->seed, s, n,
+                      m->hx, m->hy);
+      m->ring_base = s;
+      m->ring_valid = n;
+      st = rp_instance_write(m->rt, m->ring_x, m->hx,
+                             per * c->ring * sizeof *m->hx);
+      if (!st)
+        st = rp_instance_write(m->rt, m->ring_y, m->hy,
+                               per * c->ring * sizeof *m->hy);
+      if (st)
+        break;
+    }
+    rp_gpt_step_args a = {(uint32_t)(s - m->ring_base),
+                          rp_gpt_lr(o->lr, o->warmup, o->iters, s),
+                          (int32_t)(s + 1)};
+    uint64_t t0 = rp_train_now_ns();
+    st = run_one(m, ex, &a);
+    uint64_t t1 = rp_train_now_ns();
+    if (st) {
+      st = rp_train_err_prefix(st, "step %u: ", s);
+      break;
+    }
+    if (o->iter_ns)
+      o->iter_ns[s - o->start] = t1 - t0;
+    float loss = NAN;
+    if (o->loss_every && (s % o->loss_every == 0 || s + 1 == stop) &&
+        (st = rp_gpt_batch_loss(m, &loss)) != RP_OK)
+      break;
+    if (o->progress && o->progress(o->arg, s, loss))
+      break;
+  }
+  if (!ex) {
+    rp_status ds = rp_runtime_drain(m->rt);
+    st = st ? st : ds;
+  }
+  if (o->wall_ns)
+    *o->wall_ns = rp_train_now_ns() - w0;
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Checkpoints */
+
+#define CKPT_MAGIC "RPRSGPTW"
+#define CKPT_HEAD 64u
+#define CKPT_MAX ((size_t)1 << 32)
+
+static uint64_t fnv1a64(const unsigned char *b, size_t n) {
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+static void put32(unsigned char *b, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    b[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+         (uint32_t)b[3] << 24;
+}
+static void putf(unsigned char *b, float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  put32(b, u);
+}
+static float getf(const unsigned char *b) {
+  uint32_t u = get32(b);
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Floats of the checkpoint of a model of this shape: 3 per parameter. */
+static uint64_t ckpt_floats(uint32_t L, uint64_t C, uint64_t T, uint64_t V) {
+  uint64_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C +
+                   4 * C + 4 * C * C + C;
+  return 3 * (V * C + T * C + L * block + 2 * C);
+}
+
+rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
+  if (!m || !path || !info)
+    return rp_error_set(RP_EINVAL, "rp_gpt_save: NULL argument");
+  const rp_gpt_config *c = &m->cfg;
+  size_t nf = 3 * rp_gpt_param_count(m);
+  size_t size = CKPT_HEAD + c->vocab + 4 * nf + 8;
+  unsigned char *b = calloc(size, 1);
+  float *p = calloc(nf, sizeof *p);
+  rp_status st =
+      b && p ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_save: memory");
+  float *q = p;
+  for (uint32_t i = 0; !st && i < m->np; i++)
+    for (int s = 0; !st && s < 4; s++) {
+      if (s == RP_GPT_GRAD)
+        continue;
+      st = rp_gpt_tensor_read(m, i, (rp_gpt_slot)s, q, numel(&m->info[i]));
+      q += numel(&m->info[i]);
+    }
+  if (!st) {
+    memcpy(b, CKPT_MAGIC, 8);
+    uint32_t h[] = {1,          c->layers, c->heads, c->width,
+                    c->context, c->vocab,  c->batch, info->step};
+    for (int i = 0; i < 8; i++)
+      put32(b + 8 + 4 * i, h[i]);
+    putf(b + 40, info->lr);
+    put32(b + 44, info->warmup);
+    put32(b + 48, info->iters);
+    put32(b + 52, (uint32_t)c->seed);
+    put32(b + 56, (uint32_t)(c->seed >> 32));
+    memcpy(b + CKPT_HEAD, info->bytes, c->vocab);
+    for (size_t i = 0; i < nf; i++)
+      putf(b + CKPT_HEAD + c->vocab + 4 * i, p[i]);
+    uint64_t hh = fnv1a64(b, size - 8);
+    put32(b + size - 8, (uint32_t)hh);
+    put32(b + size - 4, (uint32_t)(hh >> 32));
+    FILE *f = fopen(path, "wb");
+    if (!f)
+      st = rp_error_set(RP_EIO, "%s: cannot write", path);
+    else if ((fwrite(b, 1, size, f) != size) | (fclose(f) != 0))
+      st = rp_error_set(RP_EIO, "%s: write failed", path);
+  }
+  free(b);
+  free(p);
+  return st;
+}
+
+static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
+                            rp_gpt_ckpt *c) {
+  if (n < CKPT_HEAD + 8 || memcmp(b, CKPT_MAGIC, 8) != 0)
+    return rp_error_set(
+        RP_EFORMAT,
+        "%s: not a reprise GPT checkpoint (no '" CKPT_MAGIC "' header)", path);
+  if (get32(b + 8) != 1)
+    return rp_error_set(RP_EVERSION,
+                        "%s: GPT checkpoint version %u (this "
+                        "build reads version 1)",
+                        path, get32(b + 8));
+  c->layers = get32(b + 12);
+  c->heads = get32(b + 16);
+  c->width = get32(b + 20);
+  c->context = get32(b + 24);
+  c->vocab = get32(b + 28);
+  c->batch = get32(b + 32);
+  c->step = get32(b + 36);
+  c->lr = getf(b + 40);
+  c->warmup = get32(b + 44);
+  c->iters = get32(b + 48);
+  c->seed = get32(b + 52) | (uint64_t)get32(b + 56) << 32;
+  if (c->layers < 1 || c->layers > RP_GPT_MAX_LAYERS || c->heads < 1 ||
+      c->width < 1 || c->width > RP_GPT_MAX_WIDTH || c->width % c->heads ||
+      c->context < 1 || c->context > RP_GPT_MAX_CONTEXT || c->vocab < 2 ||
+      c->vocab > RP_GPT_MAX_VOCAB || !isfinite(c->lr))
+    return rp_error_set(RP_EFORMAT,
+                        "%s: bad header (layers %u, heads %u, "
+                        "width %u, context %u, vocab %u)",
+                        path, c->layers, c->heads, c->width, c->context,
+                        c->vocab);
+  uint64_t want = CKPT_HEAD + c->vocab +
+                  4 * ckpt_floats(c->layers, c->width, c->context, c->vocab) +
+                  8;
+  if (n != want)
+    return rp_error_set(RP_EFORMAT,
+                        "%s: %s: the header needs %llu bytes, "
+                        "the file has %zu",
+                        path, n < want ? "truncated" : "trailing bytes",
+                        (unsigned long long)want, n);
+  uint64_t h = fnv1a64(b, n - 8);
+  uint64_t fh = get32(b + n - 8) | (uint64_t)get32(b + n - 4) << 32;
+  if (h != fh)
+    return rp_error_set(RP_ECHECKSUM,
+                        "%s: checksum mismatch: the file is "
+                        "corrupt",
+                        path);
+  memcpy(c->bytes, b + CKPT_HEAD, c->vocab);
+  return RP_OK;
+}
+
+rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
+  if (!path || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_read: NULL argument");
+  char *buf;
+  size_t n;
+  rp_status st = rp_file_read_regular(path, CKPT_MAX, &buf, &n);
+  if (st != RP_OK)
+    return rp_train_err_prefix(st, "%s: ", path);
+  rp_gpt_ckpt c;
+  memset(&c, 0, sizeof c);
+  const unsigned char *b = (const unsigned char *)buf;
+  st = ckpt_parse(path, b, n, &c);
+  if (!st) {
+    c.ndata = (size_t)ckpt_floats(c.layers, c.width, c.context, c.vocab);
+    if (!(c.data = calloc(c.ndata, sizeof *c.data)))
+      st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+  }
+  for (size_t i = 0; !st && i < c.ndata; i++)
+    c.data[i] = getf(b + CKPT_HEAD + c.vocab + 4 * i);
+  free(buf);
+  if (!st)
+    *out = c;
+  return st;
+}
+
+void rp_gpt_ckpt_free(rp_gpt_ckpt *c) {
+  if (!c)
+    return;
+  free(c->data);
+  memset(c, 0, sizeof *c);
+}
+
+rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
+  if (!m || !c || !c->data)
+    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_apply: NULL argument");
+  const rp_gpt_config *g = &m->cfg;
+  if (c->layers != g->layers || c->heads != g->heads || c->width != g->width ||
+      c->context != g->context || c->vocab != g->vocab)
+    return rp_error_set(RP_ESHAPE,
+                        "the file holds a GPT of %u layers, %u heads, width "
+                        "%u, context %u, vocabulary %u; this model has %u, "
+                        "%u, %u, %u, %u",
+                        c->layers, c->heads, c->width, c->context, c->vocab,
+                        g->layers, g->heads, g->width, g->context, g->vocab);
+  const float *q = c->data;
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; !st && i < m->np; i++)
+    for (int s = 0; !st && s < 4; s++) {
+      if (s == RP_GPT_GRAD)
+        continue;
+      st = rp_gpt_tensor_write(m, i, (rp_gpt_slot)s, q, numel(&m->info[i]));
+      q += numel(&m->info[i]);
+    }
+  return st;
+}

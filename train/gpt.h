@@ -1,0 +1,280 @@
+/* train/gpt.h — a decoder-only transformer (GPT-2 layout, as nanoGPT and
+ * llm.c) trained by one recorded step built from the gpt.* kernel tasks
+ * (kernels/gpt_kernels.h), for `reprise train --model gpt`, its tests and
+ * benchmarks.
+ *
+ * The model (nanoGPT's model.py): token and position embeddings (learned,
+ * wte [V x C], wpe [T x C]); L pre-LayerNorm blocks
+ *   x = x + attn.proj(causal_self_attention(attn.qkv(ln1(x))))
+ *   x = x + mlp.proj(gelu_tanh(mlp.fc(ln2(x))))          (fc: C -> 4C)
+ * a final LayerNorm lnf, the LM head tied to wte (logits = lnf(x) wte^T)
+ * and the mean cross-entropy over the B*T positions. fp32 throughout.
+ *
+ * Parameters, in this order (nanoGPT's named_parameters, rp_gpt_param):
+ *   wte, wpe, then per block l: h{l}.ln1.w, h{l}.ln1.b, h{l}.attn.qkv.w,
+ *   h{l}.attn.qkv.b, h{l}.attn.proj.w, h{l}.attn.proj.b, h{l}.ln2.w,
+ *   h{l}.ln2.b, h{l}.mlp.fc.w, h{l}.mlp.fc.b, h{l}.mlp.proj.w,
+ *   h{l}.mlp.proj.b, then lnf.w, lnf.b.
+ * Matrices are [out x in] as nn.Linear. Their gradients are named with a
+ * "d" in front of the last part ("h3.mlp.fc.dW", "h3.mlp.fc.db", "dwte"),
+ * AdamW moments "m." and "v." + the name.
+ *
+ * Initialisation (rp_gpt_reset) as nanoGPT: matrices and embeddings
+ * normal(0, 0.02), the residual projections (attn.proj.w, mlp.proj.w)
+ * normal(0, 0.02 / sqrt(2 L)), biases 0, LayerNorm weights 1, from the
+ * seed (Box-Muller over splitmix64, train/data.h's rp_rng).
+ *
+ * One training step over P processors (one launch sequence: eagerly run or
+ * recorded, the same ops):
+ *   1. rp.gather_rows copies batch `batch` of the batch ring (the inputs
+ *      and the targets, B rows of T tokens each) into the home batch;
+ *   2. P > 1: RP_POP_REPARTITION splits the batch rows into P shards,
+ *      RP_POP_REPLICATE copies every parameter to the P processors;
+ *   3. per shard: forward (gpt.embed_fwd; per block 8 ops: ln1 (fused with
+ *      the previous block's residual add), qkv, attention, proj, ln2 (fused
+ *      residual add), fc, bias+gelu, proj; lnf (fused residual add); head
+ *      matmul), gpt.xent (loss and dlogits, norm = B*T so shard losses and
+ *      gradients add up), backward in reverse (8 ops per block), embedding
+ *      backward (adds into dwte after the tied head's part);
+ *   4. P > 1: RP_POP_REDUCTION sums every gradient and the loss at home;
+ *   5. one gpt.adamw over every parameter (clipping by the global norm).
+ * P = 1: 16 L + 10 ops (74 for L = 4).
+ *
+ * Per-replay arguments (rp_gpt_step_args): the ring index (both gathers),
+ * the learning rate and the 1-based AdamW step (bias correction). The
+ * host computes the learning rate (warmup and cosine, rp_gpt_lr). Nothing
+ * else changes between replays and a step allocates nothing.
+ *
+ * The batch ring: `ring` batches of B windows of T + 1 tokens (inputs and
+ * targets shifted by one) in the home memory, written by the host with
+ * rp_gpt_write_batches while no step runs. rp_gpt_train fills it every
+ * `ring` steps with the windows of the coming steps: step t's windows are
+ * drawn from (seed, t) alone, so eager and replayed training see the same
+ * batches and a resumed run the ones an uninterrupted run does.
+ *
+ * Determinism: the gpt.* kernels are deterministic (gpt_kernels.h), so
+ * replayed steps are bitwise equal to eager ones for P <= 2 (a reduction
+ * of two parts has one order). */
+#ifndef RP_TRAIN_GPT_H
+#define RP_TRAIN_GPT_H
+
+#include "data.h"
+#include "kernels/gpt_kernels.h"
+#include "kernels/tasks.h"
+
+#define RP_GPT_MAX_LAYERS 32
+#define RP_GPT_MAX_PROCS 16
+#define RP_GPT_MAX_VOCAB 256 /* byte-level vocabularies */
+#define RP_GPT_MAX_WIDTH 8192
+#define RP_GPT_MAX_CONTEXT 4096
+/* Parameter tensors: 2 embeddings, 12 per block, 2 for lnf. */
+#define RP_GPT_PARAMS(L) (12u * (L) + 4u)
+
+typedef struct rp_gpt_config {
+  uint32_t layers, heads, width, context; /* L, NH, C (NH | C), T */
+  uint32_t vocab;                         /* V, 2..RP_GPT_MAX_VOCAB */
+  uint32_t batch;                         /* B: global rows, >= procs */
+  uint32_t procs;                         /* P, 1..RP_GPT_MAX_PROCS */
+  uint32_t ring;                          /* batches in the ring, >= 1 */
+  float beta1, beta2, eps, weight_decay, max_norm; /* AdamW, clipping */
+  uint64_t seed;                                   /* weights, windows */
+} rp_gpt_config;
+
+/* Defaults: 4 layers, 4 heads, width 128, context 64, vocab 64, batch 16,
+ * 1 processor, ring 64, AdamW (0.9, 0.95, 1e-8), weight decay 0.1 (matrices
+ * and embeddings only), clipping at norm 1.0, seed 1. */
+void rp_gpt_config_init(rp_gpt_config *cfg);
+/* RP_OK, or RP_EINVAL naming the field. */
+rp_status rp_gpt_config_check(const rp_gpt_config *cfg);
+
+/* The replay argument block of a recorded step. */
+typedef struct rp_gpt_step_args {
+  uint32_t batch; /* offset 0: ring index, < ring */
+  float lr;       /* offset 4 */
+  int32_t step;   /* offset 8: AdamW step, >= 1 */
+} rp_gpt_step_args;
+
+/* One parameter tensor of the table. */
+typedef struct rp_gpt_param_info {
+  char name[32];  /* "h3.mlp.fc.w" */
+  uint32_t rows;  /* 1 for vectors */
+  uint32_t cols;  /* elements per row */
+  int decay;      /* weight decay applies (matrices, embeddings) */
+  float init_std; /* 0: constant init_value */
+  float init_value;
+} rp_gpt_param_info;
+
+typedef struct rp_gpt rp_gpt;
+
+/* Allocates every instance on rt (rp_kernels_register done: `k`), with
+ * the weights initialised from the seed. RP_EINVAL (config), RP_EPROC,
+ * RP_ENOMEM, instance errors. */
+rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
+                        const rp_gpt_config *cfg, rp_gpt **out);
+/* Destroy execs recorded from it first. NULL: no-op. */
+rp_status rp_gpt_destroy(rp_gpt *m);
+
+const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m);
+const rp_proc *rp_gpt_procs(const rp_gpt *m);
+/* Parameter tensors (RP_GPT_PARAMS(L)) and scalars. */
+uint32_t rp_gpt_param_tensors(const rp_gpt *m);
+size_t rp_gpt_param_count(const rp_gpt *m);
+/* Tensor i's description, NULL past the end. */
+const rp_gpt_param_info *rp_gpt_param(const rp_gpt *m, uint32_t i);
+
+/* Host access to tensor i (rows * cols floats): its weights, its gradient
+ * (the last step's, summed over the shards) or its AdamW moments. */
+typedef enum rp_gpt_slot {
+  RP_GPT_WEIGHT = 0,
+  RP_GPT_GRAD = 1,
+  RP_GPT_MOM1 = 2,
+  RP_GPT_MOM2 = 3,
+} rp_gpt_slot;
+rp_status rp_gpt_tensor_read(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
+                             size_t n);
+rp_status rp_gpt_tensor_write(rp_gpt *m, uint32_t i, rp_gpt_slot s,
+                              const float *in, size_t n);
+/* Every weight, tensor after tensor, into out (n >= rp_gpt_param_count). */
+rp_status rp_gpt_params_read(rp_gpt *m, float *out, size_t n);
+/* Re-initialises the weights from the seed, zeroes the moments. */
+rp_status rp_gpt_reset(rp_gpt *m);
+
+/* Writes n (1..ring) batches into ring slots 0..n-1: x and y hold
+ * n * B * T tokens each (batch after batch, row after row), in [0, V):
+ * RP_ERANGE otherwise. No step may be running. */
+rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
+                               uint32_t n);
+
+/* Issues one step (eagerly, or recorded with the interpolations while a
+ * capture is open on this thread). */
+rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a);
+/* Records one step into a new graph (the "loss" postcondition bound). */
+rp_status rp_gpt_record(rp_gpt *m, rp_graph **out);
+/* The last step's mean loss. */
+rp_status rp_gpt_batch_loss(rp_gpt *m, float *out);
+/* The last step's global gradient norm (before clipping). */
+rp_status rp_gpt_grad_norm(rp_gpt *m, float *out);
+
+/* Mean loss of the model on n batches (x, y as rp_gpt_write_batches;
+ * they go through the ring, so nothing may be running), forward only,
+ * eagerly over the P shards. */
+rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
+                          uint32_t n, double *loss);
+
+/* Records (or runs) the forward of `rows` rows (1..rows of shard 0) of
+ * the tokens in `tokens` (an I32 instance of >= rows * T tokens) on
+ * processor 0 with the home weights, up to the logits (shard 0's logits
+ * instance, rows * T x V). The hook for decoding and sampling. */
+rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows);
+/* Shard 0's logits instance (rows * T x V, row-major). */
+rp_inst rp_gpt_logits(const rp_gpt *m);
+/* Samples n tokens after the prompt (plen tokens, >= 1), full recompute of
+ * a context window per token, at `temperature` (0: greedy) with the rng
+ * seeded from seed; out gets plen + n tokens. Eager. */
+rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
+                        uint32_t n, float temperature, uint64_t seed,
+                        int32_t *out);
+
+/* ---- decoding (the hook for `reprise generate`) ----
+ * A decode graph: the forward of one token at position pos (0..T-1) with
+ * the home weights on processor 0 (gpt.embed_token; per block the layers
+ * above with gpt.attention_decode, which writes the token's key and value
+ * into the block's caches at pos and attends over 0..pos; lnf; the head),
+ * recorded once and replayed per token with pos and token as per-replay
+ * arguments (the GPU kernels read them on the device: the graph never
+ * changes). */
+typedef struct rp_gpt_decode_step {
+  int32_t pos;   /* offset 0 */
+  int32_t token; /* offset 4 */
+} rp_gpt_decode_step;
+/* Records the decode graph (allocating its instances at the first call). */
+rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out);
+/* The decode graph's logits (V floats), after a replay. */
+rp_inst rp_gpt_decode_logits(const rp_gpt *m);
+/* Generates n tokens after the prompt (plen >= 1 tokens; only its last T
+ * are decoded) by replaying ex (an instantiation of rp_gpt_decode_record's
+ * graph) once per position, at `temperature` (0: greedy); when the context
+ * is full, the last T/2 tokens are decoded again from position 0. out gets
+ * plen + n tokens. RP_ERANGE for a prompt token outside [0, V). */
+rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
+                          uint32_t plen, uint32_t n, float temperature,
+                          uint64_t seed, int32_t *out);
+
+/* Learning rate at step t (0-based) of `iters`: linear warmup over
+ * `warmup` steps to lr, then cosine decay to lr / 10 at the last step. */
+float rp_gpt_lr(float lr, uint32_t warmup, uint32_t iters, uint32_t t);
+
+/* ---- text data (train/text.c) ---- */
+
+/* A byte-level corpus: the distinct bytes of a file, in byte order, are
+ * the vocabulary; the tokens are the file's bytes' indices; the first 90%
+ * (of the tokens) train, the rest validate. */
+typedef struct rp_text {
+  uint32_t vocab;
+  uint8_t bytes[RP_GPT_MAX_VOCAB]; /* token id -> byte */
+  int32_t *tokens;                 /* n, owned */
+  size_t n, ntrain;                /* [0, ntrain) train, [ntrain, n) val */
+} rp_text;
+
+/* Reads a regular file of at most max_bytes (0: 1 GiB) and encodes it.
+ * RP_EFORMAT when a split is too short for one window of context + 1
+ * tokens or the file has fewer than 2 distinct bytes; errors of
+ * rp_file_read_regular (naming the file). */
+rp_status rp_text_load(const char *path, uint64_t max_bytes, uint32_t context,
+                       rp_text *out);
+/* Encodes len bytes of memory (the same rules, "path" naming it). */
+rp_status rp_text_from_bytes(const char *what, const uint8_t *b, size_t len,
+                             uint32_t context, rp_text *out);
+void rp_text_free(rp_text *t);
+/* Fills n batches of B windows of T + 1 tokens from [lo, hi) of t's
+ * tokens: x gets tokens s..s+T-1, y s+1..s+T. Batch j's windows are drawn
+ * from (seed, first + j) alone. */
+void rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
+                     uint32_t T, uint64_t seed, uint64_t first, uint32_t n,
+                     int32_t *x, int32_t *y);
+/* The count-based bigram model of the training split (add-one smoothing:
+ * p(b | a) = (count(a b) + 1) / (count(a) + V)), its mean cross-entropy
+ * over the n positions (x[i] -> y[i]). */
+double rp_text_bigram_loss(const rp_text *t, const int32_t *x, const int32_t *y,
+                           size_t n);
+
+/* ---- training loop ---- */
+
+typedef struct rp_gpt_train_opts {
+  uint32_t iters, start; /* the schedule's steps; the first step run */
+  uint32_t stop;         /* run steps start..stop-1 (0: iters) */
+  float lr;              /* peak */
+  uint32_t warmup;
+  uint32_t loss_every; /* 0: never */
+  int (*progress)(void *arg, uint32_t t, float loss);
+  void *arg;
+  uint64_t *iter_ns; /* NULL or iters - start entries */
+  uint64_t *wall_ns;
+} rp_gpt_train_opts;
+
+/* Trains on t's training split by replaying ex (eagerly when ex is NULL);
+ * refills the ring every `ring` steps. */
+rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
+                       const rp_gpt_train_opts *o);
+
+/* ---- checkpoints ----
+ * Little-endian: "RPRSGPTW", u32 version 1, u32 L, NH, C, T, V, B, u32
+ * step (steps done), f32 lr, u32 warmup, u32 iters, u64 seed, V vocabulary
+ * bytes, then per parameter tensor its weights, first and second moments
+ * (f32), then the FNV-1a 64 of every byte before it. */
+typedef struct rp_gpt_ckpt {
+  uint32_t layers, heads, width, context, vocab, batch;
+  uint32_t step, warmup, iters;
+  float lr;
+  uint64_t seed;
+  uint8_t bytes[RP_GPT_MAX_VOCAB];
+  float *data; /* owned: weights, m, v per tensor */
+  size_t ndata;
+} rp_gpt_ckpt;
+rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
+rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out);
+void rp_gpt_ckpt_free(rp_gpt_ckpt *c);
+/* RP_ESHAPE when the file holds another architecture. */
+rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c);
+
+#endif

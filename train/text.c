@@ -1,0 +1,116 @@
+/* train/text.c — byte-level text corpora for the GPT (gpt.h): encoding, the
+ * train/validation split, seeded random windows and the count-based
+ * bigram baseline. Host memory only. */
+#include "gpt.h"
+
+#include "train_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEXT_FILE_MAX ((uint64_t)1 << 30)
+
+rp_status rp_text_from_bytes(const char *what, const uint8_t *b, size_t len,
+                             uint32_t context, rp_text *out) {
+  if (!what || (!b && len) || !out || context == 0)
+    return rp_error_set(RP_EINVAL, "rp_text_from_bytes: bad argument");
+  int present[256] = {0};
+  for (size_t i = 0; i < len; i++)
+    present[b[i]] = 1;
+  rp_text t;
+  memset(&t, 0, sizeof t);
+  int32_t id[256];
+  for (int c = 0; c < 256; c++)
+    if (present[c]) {
+      id[c] = (int32_t)t.vocab;
+      t.bytes[t.vocab++] = (uint8_t)c;
+    }
+  if (t.vocab < 2)
+    return rp_error_set(RP_EFORMAT,
+                        "%s: %zu bytes with %u distinct values: a text needs "
+                        "at least 2",
+                        what, len, t.vocab);
+  t.n = len;
+  t.ntrain = len - len / 10; /* the last 10% validate */
+  size_t need = (size_t)context + 1;
+  if (t.ntrain < need || t.n - t.ntrain < need)
+    return rp_error_set(RP_EFORMAT,
+                        "%s: %zu bytes: the 90%%/10%% split needs at least "
+                        "%zu bytes in each part for one window of context "
+                        "%u + 1 (at least %zu bytes in all)",
+                        what, len, need, context, 10 * need + 10);
+  if (!(t.tokens = calloc(len, sizeof *t.tokens)))
+    return rp_error_set(RP_ENOMEM, "%s: out of memory", what);
+  for (size_t i = 0; i < len; i++)
+    t.tokens[i] = id[b[i]];
+  *out = t;
+  return RP_OK;
+}
+
+rp_status rp_text_load(const char *path, uint64_t max_bytes, uint32_t context,
+                       rp_text *out) {
+  if (!path || !out)
+    return rp_error_set(RP_EINVAL, "rp_text_load: NULL argument");
+  char *buf;
+  size_t n;
+  rp_status st = rp_file_read_regular(
+      path, (size_t)(max_bytes ? max_bytes : TEXT_FILE_MAX), &buf, &n);
+  if (st != RP_OK)
+    return rp_train_err_prefix(st, "%s: ", path);
+  st = rp_text_from_bytes(path, (const uint8_t *)buf, n, context, out);
+  free(buf);
+  return st;
+}
+
+void rp_text_free(rp_text *t) {
+  if (!t)
+    return;
+  free(t->tokens);
+  memset(t, 0, sizeof *t);
+}
+
+void rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
+                     uint32_t T, uint64_t seed, uint64_t first, uint32_t n,
+                     int32_t *x, int32_t *y) {
+  size_t starts = hi - lo - T; /* windows [s, s + T] inside [lo, hi) */
+  for (uint32_t j = 0; j < n; j++) {
+    /* batch first + j's windows from the seed and its index alone: the
+     * stream starts at a mixed value (splitmix64 streams seeded a multiple
+     * of its increment apart would be shifted copies of each other, so
+     * neighbouring batches would share windows) */
+    rp_rng g, r;
+    rp_rng_seed(&g, seed ^ 0x77696e646f777321ull ^
+                        0xd1b54a32d192ed03ull * (first + j + 1));
+    rp_rng_seed(&r, rp_rng_next(&g));
+    for (uint32_t b = 0; b < B; b++) {
+      size_t s = lo + (size_t)(rp_rng_next(&r) % starts);
+      size_t o = ((size_t)j * B + b) * T;
+      memcpy(x + o, t->tokens + s, T * sizeof *x);
+      memcpy(y + o, t->tokens + s + 1, T * sizeof *y);
+    }
+  }
+}
+
+double rp_text_bigram_loss(const rp_text *t, const int32_t *x, const int32_t *y,
+                           size_t n) {
+  uint32_t V = t->vocab;
+  double *count = calloc((size_t)V * V, sizeof *count);
+  double *row = calloc(V, sizeof *row);
+  double sum = NAN;
+  if (count && row) {
+    for (size_t i = 0; i + 1 < t->ntrain; i++) {
+      count[(size_t)t->tokens[i] * V + (size_t)t->tokens[i + 1]] += 1;
+      row[t->tokens[i]] += 1;
+    }
+    sum = 0;
+    for (size_t i = 0; i < n; i++) {
+      double c = count[(size_t)x[i] * V + (size_t)y[i]];
+      sum -= log((c + 1) / (row[x[i]] + V)); /* add-one smoothing */
+    }
+    sum /= (double)n;
+  }
+  free(count);
+  free(row);
+  return sum;
+}
