@@ -75,7 +75,9 @@ typedef struct rp_gpt_config {
   uint32_t vocab;                         /* V, 2..RP_GPT_MAX_VOCAB */
   uint32_t batch;                         /* B: global rows, >= procs */
   uint32_t procs;                         /* P, 1..RP_GPT_MAX_PROCS */
-  uint32_t ring;                          /* batches in the ring, >= 1 */
+  uint32_t tp;   /* tensor-parallel degree N (0 or 1: none): P / N data groups
+                    of N processors each (docs/distributed.md) */
+  uint32_t ring; /* batches in the ring, >= 1 */
   float beta1, beta2, eps, weight_decay, max_norm; /* AdamW, clipping */
   uint64_t seed;                                   /* weights, windows */
 } rp_gpt_config;
@@ -115,6 +117,12 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
 rp_status rp_gpt_destroy(rp_gpt *m);
 
 const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m);
+/* Bytes of the instances on processor index p (0..P-1, the order of
+ * rp_gpt_procs): all of them (*total) and those of the parameter state
+ * (*state: weights, their replicas or shards, gradients, AdamW moments).
+ * RP_EINVAL for p >= P. */
+rp_status rp_gpt_proc_bytes(const rp_gpt *m, uint32_t p, uint64_t *total,
+                            uint64_t *state);
 const rp_proc *rp_gpt_procs(const rp_gpt *m);
 /* Parameter tensors (RP_GPT_PARAMS(L)) and scalars. */
 uint32_t rp_gpt_param_tensors(const rp_gpt *m);
