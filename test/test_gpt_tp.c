@@ -4,7 +4,8 @@
  * row-parallel projections joined by REDUCTION, the LayerNorm outputs
  * REPLICATEd, the split weights REPARTITIONed at their global offsets and
  * their gradients COMBINEd at home. The gpt_tp_backends suite also builds
- * as test_gpt_tp_cuda (logical GPUs of one device; skips without one).
+ * as test_gpt_tp_cuda: the processors are logical GPUs of one device
+ * (rp_runtime_config.gpus), and it skips without one.
  *
  * Bounds (relative to the largest magnitude of the tensor compared):
  *  - loss (every step) and the first step's gradients: 1e-5. Tensor
@@ -42,9 +43,31 @@ typedef struct run {
   rp_exec *ex;
 } run;
 
+/* procs CPU workers, or on CUDA procs logical GPUs of one device (their
+ * copies run on the device: one GPU is enough). */
+static rp_runtime *tp_runtime(uint32_t procs) {
+  if (TH_ON_CPU)
+    return th_runtime(TH_BACKEND, procs);
+  const char *why;
+  if (!th_cuda_available(&why))
+    cr_skip_test("%s", why);
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = TH_BACKEND;
+  cfg.cpus = 2;
+  cfg.gpus = procs;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  rp_runtime *rt = NULL;
+  rp_status st = rp_runtime_create(&cfg, &rt);
+  cr_assert_eq(st, RP_OK, "runtime create: %s (%s)", rp_status_name(st),
+               rp_error_detail());
+  return rt;
+}
+
 static void run_init(run *r, uint32_t heads, uint32_t procs, uint32_t tp) {
   memset(r, 0, sizeof *r);
-  r->rt = th_runtime(TH_BACKEND, procs);
+  r->rt = tp_runtime(procs);
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(r->rt, &k));
   rp_gpt_config c;
@@ -274,7 +297,7 @@ Test(gpt_tp_backends, pytorch_fixture_at_tp2) {
   const float *init = (const float *)(const void *)p, *grad = init + n,
               *after = grad + n;
 
-  rp_runtime *rt = th_runtime(TH_BACKEND, 2);
+  rp_runtime *rt = tp_runtime(2);
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
   rp_gpt_config c;
