@@ -46,7 +46,7 @@ build: configure
 GPT_GPU = --layers 6 --heads 6 --width 384 --context 256 --batch 64 \
           --iters 5000 --lr 1e-3 --warmup 100 --log-every 250
 GPT_CPU = --layers 2 --heads 4 --width 64 --context 64 --batch 16 \
-          --iters 600 --lr 2e-3 --log-every 100
+          --iters 1200 --lr 2e-3 --log-every 200
 run: build
 	@if nvidia-smi -L >/dev/null 2>&1; then \
 	  echo "./$(BUILD)/reprise train --model gpt $(GPT_GPU)"; \
