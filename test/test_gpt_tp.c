@@ -482,3 +482,34 @@ Test(gpt_tp, bad_tensor_parallel_configs_are_refused) {
   c.batch = 2;
   cr_assert_eq(rp_gpt_config_check(&c), RP_OK);
 }
+
+/* Evaluation (forward only, over the groups) and greedy sampling (the
+ * forward of group 0, the weights repartitioned first) at tp 2 agree with
+ * one processor's. */
+Test(gpt_tp_backends, evaluate_and_sample_match_one_processor) {
+  run one, two;
+  run_init(&one, 4, 1, 1);
+  run_init(&two, 4, 2, 2);
+  rp_gpt_step_args a = {0, 1e-2f, 1};
+  RP_CHECK(rp_gpt_step(one.m, &a));
+  RP_CHECK(rp_gpt_step(two.m, &a));
+  RP_CHECK(rp_runtime_drain(one.rt));
+  RP_CHECK(rp_runtime_drain(two.rt));
+  size_t n = (size_t)4 * 16;
+  int32_t x[64], y[64];
+  for (size_t i = 0; i < n; i++) {
+    x[i] = (int32_t)((i * 7) % 64);
+    y[i] = (int32_t)((i * 5 + 1) % 64);
+  }
+  double l1, l2;
+  RP_CHECK(rp_gpt_evaluate(one.m, x, y, 1, &l1));
+  RP_CHECK(rp_gpt_evaluate(two.m, x, y, 1, &l2));
+  cr_assert(fabs(l1 - l2) <= TP_TOL * fabs(l1), "evaluate %.9g vs %.9g", l1,
+            l2);
+  int32_t prompt[3] = {1, 2, 3}, o1[11], o2[11];
+  RP_CHECK(rp_gpt_sample(one.m, prompt, 3, 8, 0.0f, 5, o1));
+  RP_CHECK(rp_gpt_sample(two.m, prompt, 3, 8, 0.0f, 5, o2));
+  cr_assert(!memcmp(o1, o2, sizeof o1), "greedy samples differ");
+  run_fini(&one);
+  run_fini(&two);
+}

@@ -40,6 +40,15 @@
  *   5. one gpt.adamw over every parameter (clipping by the global norm).
  * P = 1: 16 L + 10 ops (74 for L = 4).
  *
+ * Tensor parallelism (tp = N > 1; docs/distributed.md): the P processors
+ * form P / N data groups of N; step 3's blocks run over the group's N
+ * slices (NH / N heads and 4C / N MLP columns each: column-parallel qkv
+ * and fc, row-parallel projections whose partial sums a RP_POP_REDUCTION
+ * joins at the group's leader, the LayerNorm outputs RP_POP_REPLICATEd to
+ * the slices), the split weights are RP_POP_REPARTITIONed from home at
+ * their global offsets in step 2 and their gradients RP_POP_COMBINEd home
+ * in step 4; AdamW stays one task at home (the global norm).
+ *
  * Per-replay arguments (rp_gpt_step_args): the ring index (both gathers),
  * the learning rate and the 1-based AdamW step (bias correction). The
  * host computes the learning rate (warmup and cosine, rp_gpt_lr). Nothing
