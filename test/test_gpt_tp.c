@@ -513,3 +513,21 @@ Test(gpt_tp_backends, evaluate_and_sample_match_one_processor) {
   run_fini(&one);
   run_fini(&two);
 }
+
+/* Too few processors for procs = 4 (tp 2 x 2 groups): RP_EPROC naming
+ * them, nothing created (the runtime's destroy finds nothing left). */
+Test(gpt_tp, too_few_processors_are_refused) {
+  rp_runtime *rt = th_runtime(RP_BACKEND_CPU, 2);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.procs = 4;
+  c.tp = 2;
+  rp_gpt *m = NULL;
+  cr_assert_eq(rp_gpt_create(rt, &k, &c, &m), RP_EPROC);
+  cr_assert_null(m);
+  cr_assert(strstr(rp_error_detail(), "4 CPU processors wanted"), "%s",
+            rp_error_detail());
+  th_destroy(rt);
+}
