@@ -531,3 +531,96 @@ Test(gpt_tp, too_few_processors_are_refused) {
             rp_error_detail());
   th_destroy(rt);
 }
+
+/* ---- the trace: the order of a replay's events ---- */
+
+typedef struct span {
+  double start, end; /* us; end < 0: not seen */
+} span;
+
+/* The span of op `op` in replay r of a trace file (one event per line, as
+ * rp_exec_trace_write writes them; not its "wait" event). */
+static span trace_span(const char *trace, int op, int r) {
+  span s = {0, -1};
+  char want[64];
+  snprintf(want, sizeof want, "\"args\": {\"op\": %d, ", op);
+  for (const char *l = trace; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : l) {
+    const char *e = strchr(l, '\n'), *a = strstr(l, want);
+    const char *wait = "{\"name\": \"wait\"", *b = strchr(l, '{');
+    if (!a || (e && a > e) || !b || !strncmp(b, wait, strlen(wait)))
+      continue; /* a wait before the op is not the op */
+    const char *rp = strstr(a, "\"replay\": ");
+    if (!rp || atoi(rp + 10) != r)
+      continue;
+    const char *ts = strstr(l, "\"ts\": "), *du = strstr(l, "\"dur\": ");
+    cr_assert(ts && du && ts < a && du < a, "event of op %d: no ts/dur", op);
+    s.start = strtod(ts + 6, NULL);
+    s.end = s.start + strtod(du + 7, NULL);
+    return s;
+  }
+  return s;
+}
+
+/* In every traced replay: slice t's copy of a REDUCTION starts after slice
+ * t's partial projection ends, slice 1's copy (the sum) after slice 0's
+ * copy; whether slice 0's copy ran while slice 1 still computed (the
+ * overlap) depends on the schedule, and is logged. */
+Test(gpt_tp, trace_orders_each_slices_copy_after_its_producer) {
+  th_tmpdir_make("/tmp/rp_gpt_tp_XXXXXX");
+  run r;
+  run_init(&r, 4, 2, 2);
+  rp_graph *g;
+  RP_CHECK(rp_gpt_record(r.m, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &r.ex));
+  const uint32_t replays = 4;
+  RP_CHECK(rp_exec_trace_start(r.ex, replays));
+  for (uint32_t k = 0; k < replays; k++) {
+    rp_gpt_step_args a = {k, 1e-3f, (int32_t)k + 1};
+    rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+    rp_event done;
+    RP_CHECK(rp_replay(r.ex, &ra, &done));
+    RP_CHECK(rp_event_wait(r.rt, done, -1));
+    rp_event_release(r.rt, done);
+  }
+  const char *path = th_tmp_path("trace.json");
+  RP_CHECK(rp_exec_trace_write(r.ex, path));
+  char *trace = th_read_all(path, NULL);
+  const char *ops[][3] = {
+      {"h0.attn.proj.reduce", "h0.attn.proj.t0", "h0.attn.proj.t1"},
+      {"h1.mlp.proj.reduce", "h1.mlp.proj.t0", "h1.mlp.proj.t1"},
+      {"h0.ln1.replicate.bwd", "h0.attn.qkv.bwd.t0", "h0.attn.qkv.bwd.t1"}};
+  const double eps = 0.002; /* the file's 1 ns resolution, twice */
+  uint32_t overlapped = 0, seen = 0;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    int c0 = find_op(g, ops[i][0], 0);
+    int p0 = find_op(g, ops[i][1], 0), p1 = find_op(g, ops[i][2], 0);
+    cr_assert(c0 >= 0 && p0 >= 0 && p1 >= 0, "%s: ops missing", ops[i][0]);
+    for (int k = 0; k < (int)replays; k++) {
+      span s0 = trace_span(trace, c0, k), s1 = trace_span(trace, c0 + 1, k);
+      span q0 = trace_span(trace, p0, k), q1 = trace_span(trace, p1, k);
+      cr_assert(s0.end >= 0 && s1.end >= 0 && q0.end >= 0 && q1.end >= 0,
+                "%s: replay %d: events missing", ops[i][0], k);
+      cr_assert_geq(s0.start + eps, q0.end,
+                    "%s replay %d: slice 0's copy "
+                    "starts before its producer ends",
+                    ops[i][0], k);
+      cr_assert_geq(s1.start + eps, q1.end,
+                    "%s replay %d: slice 1's copy "
+                    "starts before its producer ends",
+                    ops[i][0], k);
+      cr_assert_geq(s1.start + eps, s0.end,
+                    "%s replay %d: the sum starts "
+                    "before the first copy ends",
+                    ops[i][0], k);
+      overlapped += s0.start < q1.end;
+      seen++;
+    }
+  }
+  cr_log_info("slice 0's copy started before slice 1's producer ended in %u "
+              "of %u reductions",
+              overlapped, seen);
+  free(trace);
+  RP_CHECK(rp_graph_destroy(g));
+  run_fini(&r);
+  th_tmpdir_remove();
+}
