@@ -422,12 +422,18 @@ Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
   cr_assert(!memcmp(gen, smp, sizeof gen), "greedy decode and sample differ");
   int32_t bad = (int32_t)V;
   RP_EXPECT(rp_gpt_generate(t.m, ex, &bad, 1, 1, 0.0f, 1, gen), RP_ERANGE);
-  /* past the context: positions wrap (the last T/2 decoded again) */
+  /* past the context (the last T/2 decoded again from position 0): the
+   * tokens within the context are those of a run that stops there */
   int32_t *longer = malloc((2 + 3 * T) * sizeof *longer);
-  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 3 * T, 1.0f, 1, longer));
+  int32_t *shorter = malloc(T * sizeof *shorter);
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 3 * T, 1.0f, 5, longer));
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, T - 2, 1.0f, 5, shorter));
+  cr_assert(!memcmp(longer, shorter, T * sizeof *shorter),
+            "the wrap rewrote tokens of the first context");
   for (uint32_t i = 0; i < 2 + 3 * T; i++)
     cr_assert(longer[i] >= 0 && (uint32_t)longer[i] < V);
   free(longer);
+  free(shorter);
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_instance_free(t.rt, tok));
   free(full);

@@ -396,6 +396,12 @@ static int summary(gpt_state *s) {
   printf("%-6s %u iterations: per step median %.1f us, %.0f tokens/s "
          "(%u ops per step)\n",
          c->eager ? "eager" : "replay", ran, median_us, tok_s, s->ops);
+  rp_exec_stats es; /* the replays' own count */
+  if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
+    printf("replays: %llu, %u ops per replay, %.1f run per replay "
+           "(rp_exec_stats)\n",
+           (unsigned long long)es.replays, es.ops,
+           (double)es.ops_run / (double)es.replays);
   int rc = print_sample(s);
   if (c->save_weights) {
     rp_gpt_ckpt info;

@@ -982,7 +982,6 @@ static rp_status block_bwd(ctx *x, shard *s, const rp_inst *w, const rp_inst *g,
     snprintf(n[i], sizeof n[i], "h%u.%s", l, k[i]);
   char ln1[32];
   snprintf(ln1, sizeof ln1, "h%u.ln1", l);
-  rp_inst none = {0};
   rp_status st =
       linear_bwd(x, n[0], s->dres, a->fcact, w[BP(l, MPROJ_W)], s->dfc,
                  g[BP(l, MPROJ_W)], g[BP(l, MPROJ_B)], 4 * C, C);
@@ -1006,7 +1005,6 @@ static rp_status block_bwd(ctx *x, shard *s, const rp_inst *w, const rp_inst *g,
   if (!st)
     st = layernorm_bwd(x, ln1, s->dln, a->res, w[BP(l, LN1_W)], a->ln1m,
                        a->ln1r, s->dres, g[BP(l, LN1_W)], g[BP(l, LN1_B)], 1);
-  (void)none;
   return st;
 }
 
@@ -1244,7 +1242,6 @@ static rp_status loss_fwd(ctx *x, shard *s, int grad, rp_event *done) {
 static rp_status backward(ctx *x, shard *s) {
   uint32_t L = x->m->cfg.layers;
   const rp_inst *w = s->w, *g = s->g;
-  const block_acts *last = &s->a[L - 1];
   rp_inst none = {0};
   rp_status st = linear_bwd(x, "lm_head", s->logits, s->lnf, w[WTE], s->dln,
                             g[WTE], none, x->C, x->V);
@@ -1254,7 +1251,6 @@ static rp_status backward(ctx *x, shard *s) {
   for (uint32_t l = L; !st && l-- > 0;)
     st = x->tp ? tp_block_bwd(x, s, w, g, l, &s->a[l])
                : block_bwd(x, s, w, g, l, &s->a[l]);
-  (void)last;
   if (!st) /* adds into dwte after the head's part */
     st = embedding_bwd(x, s->x, s->dres, g[WTE], g[WPE]);
   return st;
@@ -1691,12 +1687,13 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
   rp_rng r;
   rp_rng_seed(&r, seed ^ 0x73616d706c65ull);
   memcpy(out, prompt, plen * sizeof *out);
-  uint32_t total = plen + n, have = 0, pos = 0; /* out[0..have) decoded */
-  /* the caches hold positions 0..pos-1 = tokens out[have-pos..have) */
-  rp_status st = RP_OK;
+  /* out[0..filled) are tokens; out[have] is decoded next, at position
+   * pos; the caches hold positions 0..pos-1 = tokens out[have-pos..have) */
+  uint32_t total = plen + n, filled = plen;
   uint32_t keep = plen < T ? plen : T; /* a long prompt: its last T */
-  have = plen - keep;
-  while (!st && have < total - (n ? 0 : 0)) {
+  uint32_t have = plen - keep, pos = 0;
+  rp_status st = RP_OK;
+  while (!st && filled < total) {
     if (pos == T) { /* full: decode the last T/2 tokens again from 0 */
       have -= T / 2;
       pos = 0;
@@ -1704,10 +1701,8 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
     st = decode_one(m, ex, (int32_t)pos, out[have], logits);
     pos++;
     have++;
-    if (!st && have >= plen && have < total)
-      out[have] = pick(logits, V, temperature, &r);
-    if (have == total)
-      break;
+    if (!st && have == filled) /* the last token: its logits sample */
+      out[filled++] = pick(logits, V, temperature, &r);
   }
   free(logits);
   return st;
