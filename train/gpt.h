@@ -174,14 +174,16 @@ rp_status rp_gpt_grad_norm(rp_gpt *m, float *out);
 
 /* Mean loss of the model on n batches (x, y as rp_gpt_write_batches;
  * they go through the ring, so nothing may be running), forward only,
- * eagerly over the P shards. */
+ * eagerly over the data groups (and their slices). */
 rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
                           uint32_t n, double *loss);
 
 /* Records (or runs) the forward of `rows` rows (1..rows of shard 0) of
  * the tokens in `tokens` (an I32 instance of >= rows * T tokens) on
  * processor 0 with the home weights, up to the logits (shard 0's logits
- * instance, rows * T x V). The hook for decoding and sampling. */
+ * instance, rows * T x V). The hook for decoding and sampling. With tp > 1
+ * the blocks run over group 0's slices, after a REPARTITION of the home
+ * weights into them. */
 rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows);
 /* Shard 0's logits instance (rows * T x V, row-major). */
 rp_inst rp_gpt_logits(const rp_gpt *m);
