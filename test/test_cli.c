@@ -1401,3 +1401,46 @@ Test(cli, train_gpt_trains_reports_and_resumes, .timeout = 300) {
   unlink(ckpt);
   unlink(json);
 }
+
+/* --tp: the split, the bytes per processor (text and JSON); a tensor-
+ * parallel checkpoint resumes on one processor (the global layout);
+ * refused combinations exit 2. */
+Test(cli, train_gpt_tensor_parallel_reports_bytes_per_processor,
+     .timeout = 300) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_gpt_XXXXXX",
+       json[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(ckpt);
+  tmp_file(json);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--procs", "2", "--tp", "2",
+      "--save-weights", ckpt, "--json", json);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *want[] = {"tensor parallel: 2 processors per group (1 of 2 "
+                        "heads, 32 of 64 MLP columns each), 1 data-parallel "
+                        "group",
+                        "bytes per processor", " 1: ", "kernels"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    cr_assert(strstr(r.out, want[i]), "no '%s' in: %s", want[i], r.out);
+  size_t n;
+  char *j = th_read_all(json, &n);
+  const char *keys[] = {"\"tp\": 2", "\"bytes_per_proc\": [",
+                        "\"state_bytes_per_proc\": [", "\"copies_per_step\""};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    cr_assert(strstr(j, keys[i]), "no %s in %s", keys[i], j);
+  free(j);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "6", "--load-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "at step 4"), "%s", r.out);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--procs", "3", "--tp", "2");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "not a multiple of --tp 2"), "%s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--procs", "4", "--tp", "4");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--heads 2"), "%s", r.err);
+  RUN(&r, "train", "--tp", "2");
+  cr_assert_eq(r.status, 2, "--tp of the MLP: %s", r.err);
+  unlink(corpus);
+  unlink(ckpt);
+  unlink(json);
+}

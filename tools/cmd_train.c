@@ -120,6 +120,10 @@ static void train_usage(FILE *f) {
       "  --warmup N                linear warmup steps before the cosine\n"
       "                            decay (default iters/10, at most 100)\n"
       "  --sample N                bytes sampled at the end (default 200)\n"
+      "  --tp N                    tensor parallelism: attention heads and\n"
+      "                            MLP columns split over N processors\n"
+      "                            (default 1; --procs a multiple of N, the\n"
+      "                            rest data parallel; docs/distributed.md)\n"
       "\n"
       "Exit status: 0 trained, 1 failed (engine error, bad --data or\n"
       "--load-weights file, diverged: a loss not finite or above 10x the\n"
@@ -223,6 +227,7 @@ enum {
   OPT_TEXT,
   OPT_WARMUP,
   OPT_SAMPLE,
+  OPT_TP,
   OPT_END,
 };
 
@@ -265,6 +270,7 @@ static const struct option LONGOPTS[] = {
     {"text", required_argument, NULL, OPT_TEXT},
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"sample", required_argument, NULL, OPT_SAMPLE},
+    {"tp", required_argument, NULL, OPT_TP},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -391,6 +397,8 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
     return rp_cli_parse_u32("train", "--warmup", arg, 0, 100000000, &c->warmup);
   case OPT_SAMPLE:
     return rp_cli_parse_u32("train", "--sample", arg, 0, 1000000, &c->sample);
+  case OPT_TP:
+    return rp_cli_parse_u32("train", "--tp", arg, 1, RP_GPT_MAX_PROCS, &c->tp);
   case 'h':
     train_usage(stdout);
     return -1;
@@ -438,8 +446,8 @@ static int check_options(train_cli *c) {
 
 /* --model mlp (the default): the GPT's own options are refused. */
 static int gpt_only(const train_cli *c) {
-  const int o[] = {OPT_LAYERS, OPT_HEADS,  OPT_WIDTH, OPT_CONTEXT,
-                   OPT_TEXT,   OPT_WARMUP, OPT_SAMPLE};
+  const int o[] = {OPT_LAYERS, OPT_HEADS,  OPT_WIDTH,  OPT_CONTEXT,
+                   OPT_TEXT,   OPT_WARMUP, OPT_SAMPLE, OPT_TP};
   for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
     if (GIVEN(c, o[i]))
       return rp_cli_usage_error("train", "--%s is an option of --model gpt",
@@ -485,11 +493,22 @@ static int gpt_options(train_cli *c) {
                               "--width %u is not a multiple of "
                               "--heads %u",
                               c->width, c->heads);
-  if (c->mc.procs > c->mc.batch)
+  c->tp = GIVEN(c, OPT_TP) ? c->tp : 1;
+  if (c->mc.procs % c->tp)
     return rp_cli_usage_error("train",
-                              "--procs %u is more than --batch %u: "
-                              "every processor needs rows of the batch",
-                              c->mc.procs, c->mc.batch);
+                              "--procs %u is not a multiple of --tp %u (the "
+                              "processors form data groups of --tp)",
+                              c->mc.procs, c->tp);
+  if (c->heads % c->tp)
+    return rp_cli_usage_error("train",
+                              "--heads %u is not a multiple of --tp %u: "
+                              "every processor needs whole heads",
+                              c->heads, c->tp);
+  if (c->mc.procs / c->tp > c->mc.batch)
+    return rp_cli_usage_error("train",
+                              "--procs %u / --tp %u is more than --batch %u: "
+                              "every data group needs rows of the batch",
+                              c->mc.procs, c->tp, c->mc.batch);
   if (c->trace && c->eager)
     return rp_cli_usage_error("train", "--trace needs the recorded step "
                                        "(drop --eager)");

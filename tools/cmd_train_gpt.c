@@ -37,7 +37,7 @@ typedef struct gpt_state {
   uint32_t done;
   double limit;
   int diverged, failed;
-  uint32_t ops;
+  uint32_t ops, kernels, copies; /* the recorded step's ops: tasks, copies */
   int tty;
 } gpt_state;
 
@@ -123,6 +123,7 @@ static int setup(gpt_state *s) {
   g.vocab = s->text.vocab;
   g.batch = c->mc.batch;
   g.procs = c->mc.procs;
+  g.tp = c->tp;
   g.seed = c->mc.seed;
   size_t per = (size_t)g.batch * g.context * 2 * sizeof(int32_t);
   size_t ring = RING_BYTES / per;
@@ -168,6 +169,13 @@ static int record(gpt_state *s) {
   if (st != RP_OK)
     return gfail("recording the step", st);
   s->ops = rp_graph_op_count(s->g);
+  for (rp_op_id i = 0; i < s->ops; i++) {
+    rp_op_info oi;
+    if (rp_graph_op_query(s->g, i, &oi) == RP_OK) {
+      s->kernels += oi.kind == RP_OP_TASK;
+      s->copies += oi.kind == RP_OP_COPY;
+    }
+  }
   if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK)
     return gfail("--dump", st);
   if (c->save_graph && (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
@@ -229,10 +237,25 @@ static void print_header(const gpt_state *s) {
   const char *why = rp_runtime_backend_reason(s->rt);
   if (c->backend == RP_BACKEND_AUTO && why[0])
     printf("  not CUDA: %s\n", why);
-  printf("recorded step: %u ops%s; AdamW, lr %g (warmup %u, cosine to "
-         "%g), clipping at 1.0\n",
-         s->ops, s->ex ? "" : " (not replayed: --eager)", (double)c->lr,
-         c->warmup, (double)c->lr / 10);
+  if (c->tp > 1)
+    printf("tensor parallel: %u processors per group (%u of %u heads, %u of "
+           "%u MLP columns each), %u data-parallel group%s\n",
+           c->tp, c->heads / c->tp, c->heads, 4 * c->width / c->tp,
+           4 * c->width, c->mc.procs / c->tp,
+           c->mc.procs / c->tp == 1 ? "" : "s");
+  printf("bytes per processor (parameter state: weights, replicas or shards, "
+         "gradients, AdamW moments; then everything):");
+  for (uint32_t p = 0; p < c->mc.procs; p++) {
+    uint64_t total = 0, state = 0;
+    rp_gpt_proc_bytes(s->m, p, &total, &state);
+    printf("%s %u: %llu / %llu", p ? "," : "", p, (unsigned long long)state,
+           (unsigned long long)total);
+  }
+  printf("\n");
+  printf("recorded step: %u ops (%u kernels, %u copies)%s; AdamW, lr %g "
+         "(warmup %u, cosine to %g), clipping at 1.0\n",
+         s->ops, s->kernels, s->copies, s->ex ? "" : " (not replayed: --eager)",
+         (double)c->lr, c->warmup, (double)c->lr / 10);
   if (s->start)
     printf("resumed from %s at step %u\n", c->load_weights, s->start);
   printf("bigram baseline (add-one smoothing, train counts) on the "
@@ -295,12 +318,27 @@ static int write_json(const gpt_state *s, double median_us, double tok_s) {
           "%u,\n  \"final_loss\": %.9g,\n  \"val_loss\": %.9g,\n"
           "  \"initial_val_loss\": %.9g,\n  \"bigram_val_loss\": %.9g,\n"
           "  \"iter_us_median\": %.9g,\n  \"tokens_per_s\": %.9g,\n"
-          "  \"start_step\": %u,\n  \"steps_done\": %u\n}\n",
+          "  \"start_step\": %u,\n  \"steps_done\": %u,\n",
           rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu",
           c->layers, c->heads, c->width, c->context, s->text.vocab, c->mc.batch,
           c->mc.procs, c->iters, c->eager ? "eager" : "replay",
           rp_gpt_param_count(s->m), s->ops, (double)s->last_loss, s->val,
           s->init_val, s->bigram, median_us, tok_s, s->start, s->done);
+  fprintf(f,
+          "  \"tp\": %u,\n  \"kernels_per_step\": %u,\n"
+          "  \"copies_per_step\": %u,\n  \"bytes_per_proc\": [",
+          c->tp, s->kernels, s->copies);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass)
+      fprintf(f, "],\n  \"state_bytes_per_proc\": [");
+    for (uint32_t p = 0; p < c->mc.procs; p++) {
+      uint64_t total = 0, state = 0;
+      rp_gpt_proc_bytes(s->m, p, &total, &state);
+      fprintf(f, "%s%llu", p ? ", " : "",
+              (unsigned long long)(pass ? state : total));
+    }
+  }
+  fprintf(f, "]\n}\n");
   if (fclose(f) != 0) {
     fprintf(stderr, "reprise train: error writing '%s'\n", c->json);
     return RP_CLI_FAILED;

@@ -85,6 +85,17 @@ struct rp_gpt {
   shard *dec;          /* decoding (rp_gpt_decode_record): one position */
   uint64_t ring_base;  /* rp_gpt_train: the step of ring slot 0 */
   uint32_t ring_valid; /* its batches in the ring (0: none) */
+  /* Tensor parallelism (docs/distributed.md): tp processors per data group,
+   * dp groups; processor index d * tp + t. sh[d] is group d's leader (its
+   * processor t = 0: the residual stream, LayerNorms, embedding, head and
+   * loss); ts[d * tp + t] (tp > 1) the slice of processor t: its shards of
+   * the split matrices, their gradients and the per-head activations. */
+  uint32_t tp, dp;
+  shard *ts;
+  rp_inst *gsum; /* tp > 1, dp > 1: [t * np + i] the groups' sum of slice
+                    t's gradient shard i, on processor t */
+  uint64_t bytes[RP_GPT_MAX_PROCS], state_bytes[RP_GPT_MAX_PROCS];
+  int state; /* mk counts into state_bytes */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -99,6 +110,7 @@ void rp_gpt_config_init(rp_gpt_config *c) {
   c->vocab = 64;
   c->batch = 16;
   c->procs = 1;
+  c->tp = 1;
   c->ring = 64;
   c->beta1 = 0.9f;
   c->beta2 = 0.95f;
@@ -130,10 +142,22 @@ rp_status rp_gpt_config_check(const rp_gpt_config *c) {
   if (c->width % c->heads)
     return rp_error_set(RP_EINVAL, "%s: width %u is not a multiple of heads %u",
                         f, c->width, c->heads);
-  if (c->batch < c->procs)
+  uint32_t tp = c->tp ? c->tp : 1;
+  if (tp > c->procs || c->procs % tp)
     return rp_error_set(RP_EINVAL,
-                        "%s: batch %u < procs %u (every processor needs rows)",
-                        f, c->batch, c->procs);
+                        "%s: procs %u is not a multiple of tp %u (the "
+                        "processors form procs / tp data groups of tp)",
+                        f, c->procs, tp);
+  if (c->heads % tp)
+    return rp_error_set(RP_EINVAL,
+                        "%s: heads %u are not a multiple of tp %u (every "
+                        "processor needs whole heads)",
+                        f, c->heads, tp);
+  if (c->batch < c->procs / tp)
+    return rp_error_set(RP_EINVAL,
+                        "%s: batch %u < %u data groups (every group needs "
+                        "rows)",
+                        f, c->batch, c->procs / tp);
   uint64_t rows_t = (uint64_t)c->batch * c->context;
   if (rows_t * c->width * 4 > (1u << 31) ||
       (uint64_t)c->batch * c->heads * c->context * c->context > (1u << 31))
@@ -215,6 +239,12 @@ static rp_status mk(rp_gpt *m, uint32_t p, rp_dtype dt, rp_rect r,
     return rp_train_err_prefix(st,
                                "rp_gpt_create: processor %u: ", m->procs[p]);
   m->all[m->nall++] = *out;
+  uint64_t bytes = 4; /* f32 and i32 */
+  for (int d = 0; d < r.dim; d++)
+    bytes *= (uint64_t)(r.hi[d] - r.lo[d] + 1);
+  m->bytes[p] += bytes;
+  if (m->state)
+    m->state_bytes[p] += bytes;
   return RP_OK;
 }
 
@@ -234,10 +264,11 @@ name_inst(rp_gpt *m, rp_inst inst, const char *fmt, ...) {
   return inst.id ? rp_instance_set_name(m->rt, inst, name) : RP_OK;
 }
 
-/* Names the next recorded launch ("h3.attn.qkv"; with several processors
- * the shard's suffix ".s1"); nothing while not recording. */
+/* Names the next recorded launch ("h3.attn.qkv" and the suffix `sfx`:
+ * ".s1" data group 1, ".t1" tensor-parallel slice 1, ".s1.t1" both);
+ * nothing while not recording. */
 __attribute__((format(printf, 3, 4))) static rp_status
-name_op(rp_gpt *m, int sh, const char *fmt, ...) {
+name_op(rp_gpt *m, const char *sfx, const char *fmt, ...) {
   if (!m->recording)
     return RP_OK;
   char name[RP_NAME_MAX + 1];
@@ -245,8 +276,8 @@ name_op(rp_gpt *m, int sh, const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(name, sizeof name, fmt, ap);
   va_end(ap);
-  if (sh >= 0 && m->cfg.procs > 1 && n >= 0 && (size_t)n < sizeof name)
-    snprintf(name + n, sizeof name - (size_t)n, ".s%d", sh);
+  if (n >= 0 && (size_t)n < sizeof name)
+    snprintf(name + n, sizeof name - (size_t)n, "%s", sfx);
   return rp_capture_name_next(m->rt, name);
 }
 
@@ -260,13 +291,57 @@ static void grad_name(const char *w, char *out, size_t cap) {
     snprintf(out, cap, "d%s", w);
 }
 
+/* Tensor parallelism: the dimension of tensor i's home rect along which
+ * it is split over the tp processors of a group, -1 for a tensor every
+ * processor of the group needs whole (or tp 1). Column-parallel: attn.qkv
+ * (w [3][C][C], b [3][C]: dim 1 splits q, k and v by heads alike), mlp.fc
+ * (w [4C][C] by rows, b [1][4C] by columns); row-parallel: attn.proj.w
+ * [C][C] and mlp.proj.w [C][4C] by input columns (their biases are added
+ * once, by processor t = 0). */
+static int split_dim(const rp_gpt *m, uint32_t i) {
+  if (m->tp <= 1 || i < 2 || i >= LNF_W(m->cfg.layers))
+    return -1;
+  switch ((i - 2) % PER_BLOCK) {
+  case QKV_W:
+  case QKV_B:
+  case APROJ_W:
+  case FC_B:
+  case MPROJ_W:
+    return 1;
+  case FC_W:
+    return 0;
+  default:
+    return -1;
+  }
+}
+
+/* Tensor i's rect at home: rows x cols, except with tensor parallelism
+ * attn.qkv.w [3][C][C] and attn.qkv.b [3][C] (the same bytes, so the
+ * layout is nanoGPT's [q | k | v] either way). */
+static rp_rect home_rect(const rp_gpt *m, uint32_t i) {
+  const rp_gpt_param_info *p = &m->info[i];
+  rp_rect r = rp_rect_2d(0, (int64_t)p->rows - 1, 0, (int64_t)p->cols - 1);
+  if (split_dim(m, i) < 0 || (i - 2) % PER_BLOCK > QKV_B)
+    return r;
+  int64_t C = m->cfg.width;
+  if ((i - 2) % PER_BLOCK == QKV_B)
+    return rp_rect_2d(0, 2, 0, C - 1);
+  r.dim = 3;
+  r.lo[0] = r.lo[1] = r.lo[2] = 0;
+  r.hi[0] = 2;
+  r.hi[1] = r.hi[2] = C - 1;
+  return r;
+}
+
 static rp_status make_home(rp_gpt *m) {
   const rp_gpt_config *c = &m->cfg;
   rp_inst *sets[4] = {m->w, m->g, m->mo, m->vo};
   rp_status st = RP_OK;
+  m->state = 1;
   for (uint32_t i = 0; !st && i < m->np; i++)
     for (int s = 0; !st && s < 4; s++)
-      st = mkf(m, 0, m->info[i].rows, m->info[i].cols, &sets[s][i]);
+      st = mk(m, 0, RP_F32, home_rect(m, i), &sets[s][i]);
+  m->state = 0;
   uint64_t rb = (uint64_t)c->ring * c->batch;
   rp_rect ring = rp_rect_2d(0, (int64_t)rb - 1, 0, c->context - 1);
   rp_rect batch = rp_rect_2d(0, c->batch - 1, 0, c->context - 1);
@@ -304,15 +379,20 @@ static rp_status make_home(rp_gpt *m) {
   return st;
 }
 
-/* A shard's activations ("s1." in front with several processors). */
-static rp_status make_acts(rp_gpt *m, uint32_t p) {
+/* Group d's leader activations ("s1." in front with several groups). With
+ * tensor parallelism (lead: the leader of a group) the per-head ones (from
+ * qkv to the MLP's hidden columns) live in the slices: the leader keeps the
+ * residual stream, the LayerNorms, the summed projections and the head. */
+static rp_status make_acts(rp_gpt *m, uint32_t d) {
   const rp_gpt_config *c = &m->cfg;
-  shard *s = &m->sh[p];
+  shard *s = &m->sh[d];
   uint64_t N = s->N, C = c->width, T = c->context, NH = c->heads;
   uint64_t att = (uint64_t)s->rows * NH * T * T;
+  uint32_t p = d * m->tp;
+  int lead = m->tp > 1;
   char pre[8] = "";
-  if (c->procs > 1)
-    snprintf(pre, sizeof pre, "s%u.", p);
+  if (m->dp > 1)
+    snprintf(pre, sizeof pre, "s%u.", d);
   rp_status st = RP_OK;
   for (uint32_t l = 0; !st && l < c->layers; l++) {
     block_acts *a = &s->a[l];
@@ -336,9 +416,15 @@ static rp_status make_acts(rp_gpt *m, uint32_t p) {
              {&a->fcpre, N, 4 * C, "mlp.fc.out"},
              {&a->fcact, N, 4 * C, "mlp.gelu"},
              {&a->mproj, N, C, "mlp.proj.out"}};
-    for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
+    for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++) {
+      int head = t[i].i == &a->qkv || t[i].i == &a->qkvr || t[i].i == &a->att ||
+                 t[i].i == &a->atty || t[i].i == &a->fcpre ||
+                 t[i].i == &a->fcact;
+      if (lead && head)
+        continue;
       if (!(st = mkf(m, p, t[i].rows, t[i].cols, t[i].i)))
         st = name_inst(m, *t[i].i, "%sh%u.%s", pre, l, t[i].n);
+    }
   }
   struct {
     rp_inst *i;
@@ -357,20 +443,112 @@ static rp_status make_acts(rp_gpt *m, uint32_t p) {
            {&s->dqkv, N, 3 * C, "dqkv"},
            {&s->datt, 1, att, "datt"},
            {&s->scratch, 4, N * C, "attn.scratch"}};
-  for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
+  for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++) {
+    if (lead && i >= 8) /* dfc .. scratch: the slices' */
+      break;
     if (!(st = mkf(m, p, t[i].rows, t[i].cols, t[i].i)))
       st = name_inst(m, *t[i].i, "%s%s", pre, t[i].n);
+  }
   return st;
 }
 
-static rp_status make_shard(rp_gpt *m, uint32_t p) {
+/* Slice t of group d (tp > 1) on processor d * tp + t: its shards of the
+ * split tensors at their global offsets (the repartition's chunks of the
+ * home rects), their gradients, and the activations of its heads and
+ * hidden columns (C / tp wide) plus replicas of the LayerNorm outputs and
+ * its partial projections (full width). */
+static rp_status make_slice(rp_gpt *m, uint32_t d, uint32_t t) {
   const rp_gpt_config *c = &m->cfg;
-  shard *s = &m->sh[p];
+  uint32_t p = d * m->tp + t;
+  shard *s = &m->ts[p];
+  const shard *ld = &m->sh[d];
+  s->lo = ld->lo;
+  s->hi = ld->hi;
+  s->rows = ld->rows;
+  s->N = ld->N;
+  s->w = calloc(m->np, sizeof *s->w);
+  s->g = calloc(m->np, sizeof *s->g);
+  s->a = calloc(c->layers, sizeof *s->a);
+  if (!s->w || !s->g || !s->a)
+    return rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
+  char pre[16];
+  if (m->dp > 1)
+    snprintf(pre, sizeof pre, "s%u.t%u.", d, t);
+  else
+    snprintf(pre, sizeof pre, "t%u.", t);
+  rp_status st = RP_OK;
+  m->state = 1;
+  for (uint32_t i = 0; !st && i < m->np; i++) {
+    int dim = split_dim(m, i);
+    if (dim < 0)
+      continue;
+    rp_rect whole = home_rect(m, i), part;
+    char gn[48];
+    grad_name(m->info[i].name, gn, sizeof gn);
+    st = rp_chunk_rect(&whole, dim, m->tp, t, &part);
+    if (!st && !(st = mk(m, p, RP_F32, part, &s->w[i])))
+      st = mk(m, p, RP_F32, part, &s->g[i]);
+    if (!st)
+      st = name_inst(m, s->w[i], "%s%s", pre, m->info[i].name);
+    if (!st)
+      st = name_inst(m, s->g[i], "%s%s", pre, gn);
+    if (!st && m->dp > 1 && d == 0) {
+      rp_inst *sum = &m->gsum[(size_t)t * m->np + i];
+      if (!(st = mk(m, p, RP_F32, part, sum)))
+        st = name_inst(m, *sum, "t%u.%s.sum", t, gn);
+    }
+  }
+  m->state = 0;
+  uint64_t N = s->N, C = c->width, Cs = C / m->tp, T = c->context;
+  uint64_t att = (uint64_t)s->rows * (c->heads / m->tp) * T * T;
+  for (uint32_t l = 0; !st && l < c->layers; l++) {
+    block_acts *a = &s->a[l];
+    struct {
+      rp_inst *i;
+      uint64_t rows, cols;
+      const char *n;
+    } v[] = {{&a->ln1, N, C, "ln1.out"},
+             {&a->qkv, N, 3 * Cs, "attn.qkv.out"},
+             {&a->qkvr, 3, N * Cs, "attn.qkvr"},
+             {&a->att, 1, att, "attn.att"},
+             {&a->atty, N, Cs, "attn.y"},
+             {&a->aproj, N, C, "attn.proj.part"},
+             {&a->ln2, N, C, "ln2.out"},
+             {&a->fcpre, N, 4 * Cs, "mlp.fc.out"},
+             {&a->fcact, N, 4 * Cs, "mlp.gelu"},
+             {&a->mproj, N, C, "mlp.proj.part"}};
+    for (size_t i = 0; !st && i < sizeof v / sizeof v[0]; i++)
+      if (!(st = mkf(m, p, v[i].rows, v[i].cols, v[i].i)))
+        st = name_inst(m, *v[i].i, "%sh%u.%s", pre, l, v[i].n);
+  }
+  struct {
+    rp_inst *i;
+    uint64_t rows, cols;
+    const char *n;
+  } v[] = {{&s->dres, N, C, "dres"},
+           {&s->dln, N, C, "dln.part"},
+           {&s->dfc, N, 4 * Cs, "dfc"},
+           {&s->datty, N, Cs, "dattn.y"},
+           {&s->dqkv, N, 3 * Cs, "dqkv"},
+           {&s->datt, 1, att, "datt"},
+           {&s->scratch, 4, N * Cs, "attn.scratch"}};
+  for (size_t i = 0; !st && i < sizeof v / sizeof v[0]; i++)
+    if (!(st = mkf(m, p, v[i].rows, v[i].cols, v[i].i)))
+      st = name_inst(m, *v[i].i, "%s%s", pre, v[i].n);
+  return st;
+}
+
+/* Group d's leader shard on processor d * tp: its rows of the batch, the
+ * replicas of the tensors it needs whole, its activations. */
+static rp_status make_shard(rp_gpt *m, uint32_t d) {
+  const rp_gpt_config *c = &m->cfg;
+  shard *s = &m->sh[d];
+  uint32_t p = d * m->tp;
   rp_rect whole = rp_rect_1d(0, c->batch - 1), part;
-  rp_status st = rp_chunk_rect(&whole, 0, c->procs, p, &part);
+  rp_status st = rp_chunk_rect(&whole, 0, m->dp, d, &part);
   if (st != RP_OK)
     return rp_error_set(RP_EINVAL, "rp_gpt_create: batch %u over %u shards",
-                        c->batch, c->procs);
+                        c->batch, m->dp);
   s->lo = part.lo[0];
   s->hi = part.hi[0];
   s->rows = (uint32_t)(s->hi - s->lo + 1);
@@ -380,7 +558,7 @@ static rp_status make_shard(rp_gpt *m, uint32_t p) {
   s->a = calloc(c->layers, sizeof *s->a);
   if (!s->w || !s->g || !s->a)
     return rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
-  if (c->procs == 1) { /* the home instances themselves */
+  if (m->dp == 1) { /* the home instances themselves */
     s->x = m->bx;
     s->y = m->by;
     s->loss = m->loss;
@@ -393,24 +571,31 @@ static rp_status make_shard(rp_gpt *m, uint32_t p) {
       st = mk(m, p, RP_I32, rows, &s->y);
     if (!st)
       st = mkf(m, p, 1, 1, &s->loss);
+    m->state = 1;
     for (uint32_t i = 0; !st && i < m->np; i++) {
       char gn[48];
       grad_name(m->info[i].name, gn, sizeof gn);
+      if (split_dim(m, i) >= 0)
+        continue; /* in the slices */
       if (!(st = mkf(m, p, m->info[i].rows, m->info[i].cols, &s->w[i])))
         st = mkf(m, p, m->info[i].rows, m->info[i].cols, &s->g[i]);
       if (!st)
-        st = name_inst(m, s->w[i], "s%u.%s", p, m->info[i].name);
+        st = name_inst(m, s->w[i], "s%u.%s", d, m->info[i].name);
       if (!st)
-        st = name_inst(m, s->g[i], "s%u.%s", p, gn);
+        st = name_inst(m, s->g[i], "s%u.%s", d, gn);
     }
+    m->state = 0;
     if (!st)
-      st = name_inst(m, s->x, "s%u.x", p);
+      st = name_inst(m, s->x, "s%u.x", d);
     if (!st)
-      st = name_inst(m, s->y, "s%u.y", p);
+      st = name_inst(m, s->y, "s%u.y", d);
     if (!st)
-      st = name_inst(m, s->loss, "s%u.loss", p);
+      st = name_inst(m, s->loss, "s%u.loss", d);
   }
-  return st ? st : make_acts(m, p);
+  st = st ? st : make_acts(m, d);
+  for (uint32_t t = 0; !st && m->tp > 1 && t < m->tp; t++)
+    st = make_slice(m, d, t);
+  return st;
 }
 
 static rp_status pick_procs(rp_gpt *m) {
@@ -441,12 +626,19 @@ rp_status rp_gpt_destroy(rp_gpt *m) {
     if (st == RP_OK)
       st = fs;
   }
-  for (uint32_t p = 0; m->sh && p < m->cfg.procs; p++) {
-    free(m->sh[p].w);
-    free(m->sh[p].g);
-    free(m->sh[p].a);
+  for (uint32_t d = 0; m->sh && d < m->dp; d++) {
+    free(m->sh[d].w);
+    free(m->sh[d].g);
+    free(m->sh[d].a);
+  }
+  for (uint32_t p = 0; m->ts && p < m->cfg.procs; p++) {
+    free(m->ts[p].w);
+    free(m->ts[p].g);
+    free(m->ts[p].a);
   }
   free(m->sh);
+  free(m->ts);
+  free(m->gsum);
   if (m->dec)
     free(m->dec->a);
   free(m->dec);
@@ -478,17 +670,24 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
   m->k = *k;
   m->cfg = *cfg;
   m->np = RP_GPT_PARAMS(cfg->layers);
+  m->tp = cfg->tp ? cfg->tp : 1;
+  m->dp = cfg->procs / m->tp;
+  m->cfg.tp = m->tp;
   size_t rb = (size_t)cfg->ring * cfg->batch * cfg->context;
   m->info = calloc(m->np, sizeof *m->info);
   m->w = calloc(m->np, sizeof *m->w);
   m->g = calloc(m->np, sizeof *m->g);
   m->mo = calloc(m->np, sizeof *m->mo);
   m->vo = calloc(m->np, sizeof *m->vo);
-  m->sh = calloc(cfg->procs, sizeof *m->sh);
+  m->sh = calloc(m->dp, sizeof *m->sh);
+  if (m->tp > 1)
+    m->ts = calloc(cfg->procs, sizeof *m->ts);
+  if (m->tp > 1 && m->dp > 1)
+    m->gsum = calloc((size_t)m->tp * m->np, sizeof *m->gsum);
   m->hx = calloc(rb, sizeof *m->hx);
   m->hy = calloc(rb, sizeof *m->hy);
   if (!m->info || !m->w || !m->g || !m->mo || !m->vo || !m->sh || !m->hx ||
-      !m->hy)
+      !m->hy || (m->tp > 1 && !m->ts) || (m->tp > 1 && m->dp > 1 && !m->gsum))
     st = rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
   if (!st) {
     make_table(m);
@@ -496,8 +695,8 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
   }
   if (!st)
     st = make_home(m);
-  for (uint32_t p = 0; !st && p < cfg->procs; p++)
-    st = make_shard(m, p);
+  for (uint32_t d = 0; !st && d < m->dp; d++)
+    st = make_shard(m, d);
   if (!st)
     st = rp_gpt_reset(m);
   if (st != RP_OK) {
@@ -547,14 +746,17 @@ static rp_event *sink(rp_gpt *m) {
   (const rp_access[]){__VA_ARGS__},                                            \
       (uint32_t)(sizeof((const rp_access[]){__VA_ARGS__}) / sizeof(rp_access))
 
-/* What one layer function needs: the processor, the shard's sizes and
- * whether to name ops (sh: the shard for the name's suffix). */
+/* What one layer function needs: the processor, the shard's sizes (for a
+ * tensor-parallel slice C and NH are its own: C / tp, NH / tp) and the
+ * suffix of its ops' names. */
 typedef struct ctx {
   rp_gpt *m;
   shard *s;
   int decode; /* one token at a per-replay position (rp_gpt_decode_step) */
   rp_proc p;
-  int sh;
+  char sfx[16];
+  int tp;     /* the blocks run over group d's slices */
+  uint32_t d; /* the data group */
   int32_t B, T, C, NH, V, N;
 } ctx;
 
@@ -575,7 +777,7 @@ static rp_status embedding_token(ctx *x, rp_inst wte, rp_inst wpe,
 
 static rp_status embedding_fwd(ctx *x, rp_inst tok, rp_inst wte, rp_inst wpe,
                                rp_inst out) {
-  rp_status st = name_op(x->m, x->sh, "embed");
+  rp_status st = name_op(x->m, x->sfx, "embed");
   if (st || x->decode)
     return st ? st : embedding_token(x, wte, wpe, out);
   rp_gpt_embed_args a = {x->B, x->T, x->C, x->V};
@@ -586,7 +788,7 @@ static rp_status embedding_fwd(ctx *x, rp_inst tok, rp_inst wte, rp_inst wpe,
 static rp_status embedding_bwd(ctx *x, rp_inst tok, rp_inst dout, rp_inst dwte,
                                rp_inst dwpe) {
   rp_gpt_embed_args a = {x->B, x->T, x->C, x->V};
-  rp_status st = name_op(x->m, x->sh, "embed.bwd");
+  rp_status st = name_op(x->m, x->sfx, "embed.bwd");
   return st ? st
             : task(x->m, x->m->k.embed_bwd, x->p,
                    ACC(R(tok), R(dout), RW(dwte), W(dwpe)), &a, sizeof a);
@@ -598,7 +800,7 @@ static rp_status layernorm_fwd(ctx *x, const char *name, rp_inst in, rp_inst r,
                                rp_inst res, rp_inst w, rp_inst b, rp_inst out,
                                rp_inst mean, rp_inst rstd) {
   rp_gpt_ln_args a = {x->N, x->C, 1e-5f};
-  rp_status st = name_op(x->m, x->sh, "%s", name);
+  rp_status st = name_op(x->m, x->sfx, "%s", name);
   if (st)
     return st;
   if (!r.id)
@@ -616,7 +818,7 @@ static rp_status layernorm_bwd(ctx *x, const char *name, rp_inst dout,
                                int accumulate) {
   rp_gpt_ln_bwd_args a = {x->N, x->C, accumulate};
   rp_access dxa = {dx, accumulate ? RP_RW : RP_WRITE, RP_REDOP_NONE};
-  rp_status st = name_op(x->m, x->sh, "%s.bwd", name);
+  rp_status st = name_op(x->m, x->sfx, "%s.bwd", name);
   return st ? st
             : task(x->m, x->m->k.layernorm_bwd, x->p,
                    ACC(R(dout), R(in), R(w), R(mean), R(rstd), dxa, W(dw),
@@ -628,7 +830,7 @@ static rp_status layernorm_bwd(ctx *x, const char *name, rp_inst dout,
 static rp_status linear_fwd(ctx *x, const char *name, rp_inst in, rp_inst w,
                             rp_inst b, rp_inst out, int32_t IC, int32_t OC) {
   rp_gpt_matmul_args a = {x->N, IC, OC, b.id ? 1 : 0, 0};
-  rp_status st = name_op(x->m, x->sh, "%s", name);
+  rp_status st = name_op(x->m, x->sfx, "%s", name);
   if (st)
     return st;
   if (b.id)
@@ -643,7 +845,7 @@ static rp_status linear_bwd(ctx *x, const char *name, rp_inst dout, rp_inst in,
                             rp_inst w, rp_inst din, rp_inst dw, rp_inst db,
                             int32_t IC, int32_t OC) {
   rp_gpt_matmul_args a = {x->N, IC, OC, db.id ? 1 : 0, 0};
-  rp_status st = name_op(x->m, x->sh, "%s.bwd", name);
+  rp_status st = name_op(x->m, x->sfx, "%s.bwd", name);
   if (st)
     return st;
   if (db.id)
@@ -657,7 +859,7 @@ static rp_status attention_fwd(ctx *x, const char *name, rp_inst qkv,
                                rp_inst qkvr, rp_inst att, rp_inst out,
                                rp_inst scratch) {
   rp_gpt_attn_args a = {x->B, x->T, x->C, x->NH};
-  rp_status st = name_op(x->m, x->sh, "%s", name);
+  rp_status st = name_op(x->m, x->sfx, "%s", name);
   return st ? st
             : task(x->m, x->m->k.attention_fwd, x->p,
                    ACC(R(qkv), W(qkvr), W(att), W(out), W(scratch)), &a,
@@ -672,7 +874,7 @@ static rp_status attention_decode(ctx *x, const char *name, rp_inst qkv,
   rp_gpt_decode_args a = {0, x->T, x->C, x->NH};
   rp_interp ip = {offsetof(rp_gpt_decode_step, pos),
                   offsetof(rp_gpt_decode_args, pos), sizeof a.pos};
-  rp_status st = name_op(x->m, x->sh, "%s", name);
+  rp_status st = name_op(x->m, x->sfx, "%s", name);
   return st ? st
             : task_ev(x->m, x->m->k.attention_decode, x->p,
                       ACC(R(qkv), RW(kc), RW(vc), W(out), W(scratch)), &a,
@@ -683,7 +885,7 @@ static rp_status attention_bwd(ctx *x, const char *name, rp_inst dout,
                                rp_inst qkvr, rp_inst att, rp_inst dqkv,
                                rp_inst datt, rp_inst scratch) {
   rp_gpt_attn_args a = {x->B, x->T, x->C, x->NH};
-  rp_status st = name_op(x->m, x->sh, "%s.bwd", name);
+  rp_status st = name_op(x->m, x->sfx, "%s.bwd", name);
   return st ? st
             : task(x->m, x->m->k.attention_bwd, x->p,
                    ACC(R(dout), R(qkvr), R(att), W(dqkv), W(datt), W(scratch)),
@@ -693,7 +895,7 @@ static rp_status attention_bwd(ctx *x, const char *name, rp_inst dout,
 static rp_status gelu_fwd(ctx *x, const char *name, rp_inst pre, rp_inst b,
                           rp_inst out) {
   rp_gpt_rows_cols_args a = {x->N, 4 * x->C};
-  rp_status st = name_op(x->m, x->sh, "%s", name);
+  rp_status st = name_op(x->m, x->sfx, "%s", name);
   return st ? st
             : task(x->m, x->m->k.bias_gelu_fwd, x->p,
                    ACC(RW(pre), R(b), W(out)), &a, sizeof a);
@@ -701,10 +903,24 @@ static rp_status gelu_fwd(ctx *x, const char *name, rp_inst pre, rp_inst b,
 
 static rp_status gelu_bwd(ctx *x, const char *name, rp_inst pre, rp_inst d) {
   rp_gpt_n_args a = {(int64_t)x->N * 4 * x->C};
-  rp_status st = name_op(x->m, x->sh, "%s.bwd", name);
+  rp_status st = name_op(x->m, x->sfx, "%s.bwd", name);
   return st ? st
             : task(x->m, x->m->k.gelu_bwd, x->p, ACC(R(pre), R(d), W(d)), &a,
                    sizeof a);
+}
+
+/* A parallel operator over n parts (dim: the split dimension). */
+static rp_status popn(rp_gpt *m, rp_pop_kind kind, int backward, rp_inst whole,
+                      const rp_inst *parts, uint32_t n, int dim,
+                      rp_event *done) {
+  rp_parallel_op op = {.kind = kind,
+                       .backward = backward,
+                       .whole = whole,
+                       .parts = parts,
+                       .nparts = n,
+                       .dim = dim,
+                       .wait = RP_NO_EVENT};
+  return rp_launch_parallel(m->rt, &op, done);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -792,31 +1008,213 @@ static rp_status block_bwd(ctx *x, shard *s, const rp_inst *w, const rp_inst *g,
   return st;
 }
 
-/* ---------------------------------------------------------------------- */
-/* The model */
-
-static ctx make_ctx(rp_gpt *m, uint32_t p, uint32_t rows, int named) {
+/* Group d's leader (on processor d * tp). */
+static ctx make_ctx(rp_gpt *m, uint32_t d, uint32_t rows, int named) {
   const rp_gpt_config *c = &m->cfg;
-  ctx x = {m,
-           &m->sh[p],
-           0,
-           m->procs[p],
-           named ? (int)p : -1,
-           (int32_t)rows,
-           (int32_t)c->context,
-           (int32_t)c->width,
-           (int32_t)c->heads,
-           (int32_t)c->vocab,
-           (int32_t)(rows * c->context)};
+  ctx x;
+  memset(&x, 0, sizeof x);
+  x.m = m;
+  x.s = &m->sh[d];
+  x.p = m->procs[d * m->tp];
+  if (named && m->dp > 1)
+    snprintf(x.sfx, sizeof x.sfx, ".s%u", d);
+  x.tp = m->tp > 1;
+  x.d = d;
+  x.B = (int32_t)rows;
+  x.T = (int32_t)c->context;
+  x.C = (int32_t)c->width;
+  x.NH = (int32_t)c->heads;
+  x.V = (int32_t)c->vocab;
+  x.N = (int32_t)(rows * c->context);
   return x;
 }
+
+/* Slice t of the leader lx's group: its processor, C / tp, NH / tp. */
+static ctx slice_ctx(const ctx *lx, uint32_t t) {
+  rp_gpt *m = lx->m;
+  uint32_t p = lx->d * m->tp + t;
+  ctx x = *lx;
+  x.s = &m->ts[p];
+  x.p = m->procs[p];
+  if (m->dp > 1)
+    snprintf(x.sfx, sizeof x.sfx, ".s%u.t%u", lx->d, t);
+  else
+    snprintf(x.sfx, sizeof x.sfx, ".t%u", t);
+  x.C = lx->C / (int32_t)m->tp;
+  x.NH = lx->NH / (int32_t)m->tp;
+  return x;
+}
+
+/* ---- tensor parallelism (Megatron-LM's layout, docs/distributed.md) ----
+ * The leader of a group (processor t = 0) keeps the residual stream and
+ * runs the LayerNorms; each slice t runs its heads and hidden columns:
+ *   ln -> REPLICATE (Megatron's f: copy forward, its backward sums the
+ *   slices' input gradients) -> column-parallel qkv / fc on the slice's
+ *   rows of W -> attention on its heads / gelu on its columns ->
+ *   row-parallel proj on its input columns (partial [N, C] outputs, the
+ *   bias added by slice 0 only) -> REDUCTION (Megatron's g: the partial
+ *   sums meet at the leader; its backward copies the output gradient to
+ *   every slice). */
+
+/* The group's slices' instance picked by `pick` (offset into shard or
+ * block_acts) into parts. */
+static void slice_parts(const ctx *lx, uint32_t l, size_t off, int in_acts,
+                        rp_inst *parts) {
+  rp_gpt *m = lx->m;
+  for (uint32_t t = 0; t < m->tp; t++) {
+    shard *s = &m->ts[lx->d * m->tp + t];
+    const char *base = in_acts ? (const char *)&s->a[l] : (const char *)s;
+    memcpy(&parts[t], base + off, sizeof parts[t]);
+  }
+}
+#define ACT_PARTS(lx, l, f, parts)                                             \
+  slice_parts(lx, l, offsetof(block_acts, f), 1, parts)
+#define SH_PARTS(lx, f, parts) slice_parts(lx, 0, offsetof(shard, f), 0, parts)
+
+/* A parallel operator over the group's slices, named "h{l}.{what}". */
+static rp_status tp_pop(const ctx *lx, rp_pop_kind kind, int backward,
+                        rp_inst whole, const rp_inst *parts, const char *what,
+                        uint32_t l) {
+  rp_status st = name_op(lx->m, lx->sfx, "h%u.%s", l, what);
+  return st ? st
+            : popn(lx->m, kind, backward, whole, parts, lx->m->tp, 0, NULL);
+}
+
+/* Block l's forward over the group's slices; w: the leader's weights. */
+static rp_status tp_block_fwd(ctx *lx, const rp_inst *w, uint32_t l,
+                              const block_acts *prev, block_acts *a) {
+  rp_gpt *m = lx->m;
+  int32_t C = lx->C, Cs = C / (int32_t)m->tp;
+  char n[6][32];
+  const char *k[6] = {"ln1", "attn.qkv", "attn", "attn.proj", "ln2", "mlp.fc"};
+  for (int i = 0; i < 6; i++)
+    snprintf(n[i], sizeof n[i], "h%u.%s", l, k[i]);
+  char gelu[32], mproj[32];
+  snprintf(gelu, sizeof gelu, "h%u.mlp.gelu", l);
+  snprintf(mproj, sizeof mproj, "h%u.mlp.proj", l);
+  rp_inst none = {0}, parts[RP_GPT_MAX_PROCS];
+  rp_status st =
+      prev ? layernorm_fwd(lx, n[0], prev->resm, prev->mproj, a->res,
+                           w[BP(l, LN1_W)], w[BP(l, LN1_B)], a->ln1, a->ln1m,
+                           a->ln1r)
+           : layernorm_fwd(lx, n[0], a->res, none, none, w[BP(l, LN1_W)],
+                           w[BP(l, LN1_B)], a->ln1, a->ln1m, a->ln1r);
+  ACT_PARTS(lx, l, ln1, parts);
+  if (!st)
+    st = tp_pop(lx, RP_POP_REPLICATE, 0, a->ln1, parts, "ln1.replicate", l);
+  for (uint32_t t = 0; !st && t < m->tp; t++) {
+    ctx x = slice_ctx(lx, t);
+    const rp_inst *sw = x.s->w;
+    block_acts *sa = &x.s->a[l];
+    st = linear_fwd(&x, n[1], sa->ln1, sw[BP(l, QKV_W)], sw[BP(l, QKV_B)],
+                    sa->qkv, C, 3 * Cs);
+    if (!st)
+      st = attention_fwd(&x, n[2], sa->qkv, sa->qkvr, sa->att, sa->atty,
+                         x.s->scratch);
+    if (!st) /* row-parallel: the bias once */
+      st = linear_fwd(&x, n[3], sa->atty, sw[BP(l, APROJ_W)],
+                      t ? none : w[BP(l, APROJ_B)], sa->aproj, Cs, C);
+  }
+  ACT_PARTS(lx, l, aproj, parts);
+  if (!st)
+    st =
+        tp_pop(lx, RP_POP_REDUCTION, 0, a->aproj, parts, "attn.proj.reduce", l);
+  if (!st)
+    st = layernorm_fwd(lx, n[4], a->res, a->aproj, a->resm, w[BP(l, LN2_W)],
+                       w[BP(l, LN2_B)], a->ln2, a->ln2m, a->ln2r);
+  ACT_PARTS(lx, l, ln2, parts);
+  if (!st)
+    st = tp_pop(lx, RP_POP_REPLICATE, 0, a->ln2, parts, "ln2.replicate", l);
+  for (uint32_t t = 0; !st && t < m->tp; t++) {
+    ctx x = slice_ctx(lx, t);
+    const rp_inst *sw = x.s->w;
+    block_acts *sa = &x.s->a[l];
+    st = linear_fwd(&x, n[5], sa->ln2, sw[BP(l, FC_W)], none, sa->fcpre, C,
+                    4 * Cs);
+    if (!st)
+      st = gelu_fwd(&x, gelu, sa->fcpre, sw[BP(l, FC_B)], sa->fcact);
+    if (!st)
+      st = linear_fwd(&x, mproj, sa->fcact, sw[BP(l, MPROJ_W)],
+                      t ? none : w[BP(l, MPROJ_B)], sa->mproj, 4 * Cs, C);
+  }
+  ACT_PARTS(lx, l, mproj, parts);
+  if (!st)
+    st = tp_pop(lx, RP_POP_REDUCTION, 0, a->mproj, parts, "mlp.proj.reduce", l);
+  return st;
+}
+
+/* Block l's backward over the group's slices: s->dres (the leader's)
+ * holds the gradient of the block's output and gets that of its input. */
+static rp_status tp_block_bwd(ctx *lx, shard *s, const rp_inst *w,
+                              const rp_inst *g, uint32_t l,
+                              const block_acts *a) {
+  rp_gpt *m = lx->m;
+  int32_t C = lx->C, Cs = C / (int32_t)m->tp;
+  char n[7][32];
+  const char *k[7] = {"mlp.proj",  "mlp.gelu", "mlp.fc",  "ln2",
+                      "attn.proj", "attn",     "attn.qkv"};
+  for (int i = 0; i < 7; i++)
+    snprintf(n[i], sizeof n[i], "h%u.%s", l, k[i]);
+  char ln1[32];
+  snprintf(ln1, sizeof ln1, "h%u.ln1", l);
+  rp_inst none = {0}, dres[RP_GPT_MAX_PROCS], dln[RP_GPT_MAX_PROCS];
+  SH_PARTS(lx, dres, dres);
+  SH_PARTS(lx, dln, dln);
+  rp_status st =
+      tp_pop(lx, RP_POP_REDUCTION, 1, s->dres, dres, "mlp.proj.reduce.bwd", l);
+  for (uint32_t t = 0; !st && t < m->tp; t++) {
+    ctx x = slice_ctx(lx, t);
+    shard *ss = x.s;
+    const block_acts *sa = &ss->a[l];
+    st = linear_bwd(&x, n[0], ss->dres, sa->fcact, ss->w[BP(l, MPROJ_W)],
+                    ss->dfc, ss->g[BP(l, MPROJ_W)],
+                    t ? none : g[BP(l, MPROJ_B)], 4 * Cs, C);
+    if (!st)
+      st = gelu_bwd(&x, n[1], sa->fcpre, ss->dfc);
+    if (!st)
+      st = linear_bwd(&x, n[2], ss->dfc, sa->ln2, ss->w[BP(l, FC_W)], ss->dln,
+                      ss->g[BP(l, FC_W)], ss->g[BP(l, FC_B)], C, 4 * Cs);
+  }
+  if (!st)
+    st = tp_pop(lx, RP_POP_REPLICATE, 1, s->dln, dln, "ln2.replicate.bwd", l);
+  if (!st)
+    st = layernorm_bwd(lx, n[3], s->dln, a->resm, w[BP(l, LN2_W)], a->ln2m,
+                       a->ln2r, s->dres, g[BP(l, LN2_W)], g[BP(l, LN2_B)], 1);
+  if (!st)
+    st = tp_pop(lx, RP_POP_REDUCTION, 1, s->dres, dres, "attn.proj.reduce.bwd",
+                l);
+  for (uint32_t t = 0; !st && t < m->tp; t++) {
+    ctx x = slice_ctx(lx, t);
+    shard *ss = x.s;
+    const block_acts *sa = &ss->a[l];
+    st = linear_bwd(&x, n[4], ss->dres, sa->atty, ss->w[BP(l, APROJ_W)],
+                    ss->datty, ss->g[BP(l, APROJ_W)],
+                    t ? none : g[BP(l, APROJ_B)], Cs, C);
+    if (!st)
+      st = attention_bwd(&x, n[5], ss->datty, sa->qkvr, sa->att, ss->dqkv,
+                         ss->datt, ss->scratch);
+    if (!st)
+      st = linear_bwd(&x, n[6], ss->dqkv, sa->ln1, ss->w[BP(l, QKV_W)], ss->dln,
+                      ss->g[BP(l, QKV_W)], ss->g[BP(l, QKV_B)], C, 3 * Cs);
+  }
+  if (!st)
+    st = tp_pop(lx, RP_POP_REPLICATE, 1, s->dln, dln, "ln1.replicate.bwd", l);
+  if (!st)
+    st = layernorm_bwd(lx, ln1, s->dln, a->res, w[BP(l, LN1_W)], a->ln1m,
+                       a->ln1r, s->dres, g[BP(l, LN1_W)], g[BP(l, LN1_B)], 1);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The model */
 
 /* Embedding, blocks, lnf and the head: tokens -> s->logits. */
 static rp_status forward(ctx *x, shard *s, const rp_inst *w, rp_inst tokens) {
   uint32_t L = x->m->cfg.layers;
   rp_status st = embedding_fwd(x, tokens, w[WTE], w[WPE], s->a[0].res);
   for (uint32_t l = 0; !st && l < L; l++)
-    st = block_fwd(x, w, l, l ? &s->a[l - 1] : NULL, &s->a[l]);
+    st = x->tp ? tp_block_fwd(x, w, l, l ? &s->a[l - 1] : NULL, &s->a[l])
+               : block_fwd(x, w, l, l ? &s->a[l - 1] : NULL, &s->a[l]);
   const block_acts *last = &s->a[L - 1];
   if (!st)
     st = layernorm_fwd(x, "lnf", last->resm, last->mproj, s->resf, w[LNF_W(L)],
@@ -833,7 +1231,7 @@ static rp_status loss_fwd(ctx *x, shard *s, int grad, rp_event *done) {
   const rp_gpt_config *c = &x->m->cfg;
   rp_gpt_xent_args a = {x->N, x->V, (float)c->batch * (float)c->context, grad};
   rp_access lg = {s->logits, grad ? RP_RW : RP_READ, RP_REDOP_NONE};
-  rp_status st = name_op(x->m, x->sh, "loss.xent");
+  rp_status st = name_op(x->m, x->sfx, "loss.xent");
   return st ? st
             : task_ev(x->m, x->m->k.xent, x->p,
                       ACC(lg, R(s->y), W(s->losses), W(s->loss)), &a, sizeof a,
@@ -851,72 +1249,113 @@ static rp_status backward(ctx *x, shard *s) {
     st = layernorm_bwd(x, "lnf", s->dln, s->resf, w[LNF_W(L)], s->lnfm, s->lnfr,
                        s->dres, g[LNF_W(L)], g[LNF_B(L)], 0);
   for (uint32_t l = L; !st && l-- > 0;)
-    st = block_bwd(x, s, w, g, l, &s->a[l]);
+    st = x->tp ? tp_block_bwd(x, s, w, g, l, &s->a[l])
+               : block_bwd(x, s, w, g, l, &s->a[l]);
   if (!st) /* adds into dwte after the head's part */
     st = embedding_bwd(x, s->x, s->dres, g[WTE], g[WPE]);
   return st;
 }
 
-static rp_status pop(rp_gpt *m, rp_pop_kind kind, rp_inst whole,
-                     const rp_inst *parts, rp_event *done) {
-  rp_parallel_op op = {.kind = kind,
-                       .whole = whole,
-                       .parts = parts,
-                       .nparts = m->cfg.procs,
-                       .dim = 0};
-  return rp_launch_parallel(m->rt, &op, done);
+/* The weights into the leaders' replicas (dp > 1: REPLICATE) and the
+ * split tensors into every group's slices (REPARTITION at their global
+ * offsets). */
+static rp_status step_weights(rp_gpt *m) {
+  rp_inst parts[RP_GPT_MAX_PROCS];
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; !st && i < m->np; i++) {
+    int dim = split_dim(m, i);
+    if (dim < 0) {
+      if (m->dp == 1)
+        continue;
+      for (uint32_t d = 0; d < m->dp; d++)
+        parts[d] = m->sh[d].w[i];
+      if (!(st = name_op(m, "", "%s.replicate", m->info[i].name)))
+        st = popn(m, RP_POP_REPLICATE, 0, m->w[i], parts, m->dp, 0, NULL);
+      continue;
+    }
+    for (uint32_t d = 0; !st && d < m->dp; d++) {
+      for (uint32_t t = 0; t < m->tp; t++)
+        parts[t] = m->ts[d * m->tp + t].w[i];
+      char sfx[16] = "";
+      if (m->dp > 1)
+        snprintf(sfx, sizeof sfx, ".s%u", d);
+      if (!(st = name_op(m, sfx, "%s.repartition", m->info[i].name)))
+        st = popn(m, RP_POP_REPARTITION, 0, m->w[i], parts, m->tp, dim, NULL);
+    }
+  }
+  return st;
 }
 
-/* The step's batch (ring slot `index`, per replay) into the shards, and
- * (P > 1) the weights into their replicas. */
+/* The step's batch (ring slot `index`, per replay) into the groups, and
+ * the weights into their replicas and shards. */
 static rp_status step_inputs(rp_gpt *m, uint32_t index) {
   const rp_gpt_config *c = &m->cfg;
   rp_gather_args ga = {(int32_t)index, (int32_t)c->batch, (int32_t)c->context};
   rp_interp ip = {offsetof(rp_gpt_step_args, batch),
                   offsetof(rp_gather_args, index), sizeof ga.index};
-  rp_status st = name_op(m, -1, "batch.x.gather");
+  rp_status st = name_op(m, "", "batch.x.gather");
   if (!st)
     st = task_ev(m, m->k.gather_rows, m->procs[0], ACC(R(m->ring_x), W(m->bx)),
                  &ga, sizeof ga, &ip, 1, NULL);
-  if (!st && !(st = name_op(m, -1, "batch.y.gather")))
+  if (!st && !(st = name_op(m, "", "batch.y.gather")))
     st = task_ev(m, m->k.gather_rows, m->procs[0], ACC(R(m->ring_y), W(m->by)),
                  &ga, sizeof ga, &ip, 1, NULL);
   if (c->procs == 1 || st)
     return st;
   rp_inst parts[RP_GPT_MAX_PROCS];
-  for (uint32_t p = 0; p < c->procs; p++)
-    parts[p] = m->sh[p].x;
-  if (!(st = name_op(m, -1, "batch.x.split")))
-    st = pop(m, RP_POP_REPARTITION, m->bx, parts, NULL);
-  for (uint32_t p = 0; p < c->procs; p++)
-    parts[p] = m->sh[p].y;
-  if (!st && !(st = name_op(m, -1, "batch.y.split")))
-    st = pop(m, RP_POP_REPARTITION, m->by, parts, NULL);
-  for (uint32_t i = 0; !st && i < m->np; i++) {
-    for (uint32_t p = 0; p < c->procs; p++)
-      parts[p] = m->sh[p].w[i];
-    if (!(st = name_op(m, -1, "%s.replicate", m->info[i].name)))
-      st = pop(m, RP_POP_REPLICATE, m->w[i], parts, NULL);
+  if (m->dp > 1) {
+    for (uint32_t d = 0; d < m->dp; d++)
+      parts[d] = m->sh[d].x;
+    if (!(st = name_op(m, "", "batch.x.split")))
+      st = popn(m, RP_POP_REPARTITION, 0, m->bx, parts, m->dp, 0, NULL);
+    for (uint32_t d = 0; d < m->dp; d++)
+      parts[d] = m->sh[d].y;
+    if (!st && !(st = name_op(m, "", "batch.y.split")))
+      st = popn(m, RP_POP_REPARTITION, 0, m->by, parts, m->dp, 0, NULL);
   }
-  return st;
+  return st ? st : step_weights(m);
 }
 
-/* P > 1: sums the shards' gradients (and losses) at home. */
+/* P > 1: the gradients (and losses) at home: the groups' sums (REDUCTION)
+ * of the tensors the leaders hold whole; the split tensors' shards summed
+ * over the groups into the sums of group 0's slices (dp > 1) and gathered
+ * at home (COMBINE, the repartition's backward). */
 static rp_status reduce_grads(rp_gpt *m) {
-  rp_inst parts[RP_GPT_MAX_PROCS];
+  rp_inst parts[RP_GPT_MAX_PROCS], sums[RP_GPT_MAX_PROCS];
   rp_status st = RP_OK;
   for (uint32_t i = 0; !st && i < m->np; i++) {
     char gn[48];
     grad_name(m->info[i].name, gn, sizeof gn);
-    for (uint32_t p = 0; p < m->cfg.procs; p++)
-      parts[p] = m->sh[p].g[i];
-    if (!(st = name_op(m, -1, "%s.reduce", gn)))
-      st = pop(m, RP_POP_REDUCTION, m->g[i], parts, NULL);
+    int dim = split_dim(m, i);
+    if (dim < 0) {
+      if (m->dp == 1)
+        continue;
+      for (uint32_t d = 0; d < m->dp; d++)
+        parts[d] = m->sh[d].g[i];
+      if (!(st = name_op(m, "", "%s.reduce", gn)))
+        st = popn(m, RP_POP_REDUCTION, 0, m->g[i], parts, m->dp, 0, NULL);
+      continue;
+    }
+    for (uint32_t t = 0; !st && t < m->tp; t++) {
+      if (m->dp == 1) {
+        sums[t] = m->ts[t].g[i];
+        continue;
+      }
+      sums[t] = m->gsum[(size_t)t * m->np + i];
+      for (uint32_t d = 0; d < m->dp; d++)
+        parts[d] = m->ts[d * m->tp + t].g[i];
+      if (!(st = name_op(m, "", "%s.t%u.reduce", gn, t)))
+        st = popn(m, RP_POP_REDUCTION, 0, sums[t], parts, m->dp, 0, NULL);
+    }
+    if (!st && !(st = name_op(m, "", "%s.combine", gn)))
+      st = popn(m, RP_POP_COMBINE, 0, m->g[i], sums, m->tp, dim, NULL);
   }
-  for (uint32_t p = 0; p < m->cfg.procs; p++)
-    parts[p] = m->sh[p].loss;
-  if (!st && !(st = name_op(m, -1, "loss.reduce")))
-    st = pop(m, RP_POP_REDUCTION, m->loss, parts, sink(m));
+  if (m->dp == 1)
+    return st;
+  for (uint32_t d = 0; d < m->dp; d++)
+    parts[d] = m->sh[d].loss;
+  if (!st && !(st = name_op(m, "", "loss.reduce")))
+    st = popn(m, RP_POP_REDUCTION, 0, m->loss, parts, m->dp, 0, sink(m));
   return st;
 }
 
@@ -947,7 +1386,7 @@ static rp_status adamw(rp_gpt *m, float lr, int32_t step) {
                       offsetof(rp_gpt_adamw_args, lr), sizeof a.lr},
                      {offsetof(rp_gpt_step_args, step),
                       offsetof(rp_gpt_adamw_args, step), sizeof a.step}};
-  rp_status st = name_op(m, -1, "adamw");
+  rp_status st = name_op(m, "", "adamw");
   return st ? st
             : task_ev(m, m->k.adamw, m->procs[0], acc, n, &a, sizeof a, ip, 2,
                       sink(m));
@@ -960,12 +1399,12 @@ rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
     return rp_error_set(RP_ERANGE, "rp_gpt_step: batch %u of %u, step %d",
                         a->batch, m->cfg.ring, (int)a->step);
   rp_status st = step_inputs(m, a->batch);
-  for (uint32_t p = 0; !st && p < m->cfg.procs; p++) {
-    shard *s = &m->sh[p];
-    ctx x = make_ctx(m, p, s->rows, 1);
+  for (uint32_t d = 0; !st && d < m->dp; d++) {
+    shard *s = &m->sh[d];
+    ctx x = make_ctx(m, d, s->rows, 1);
     st = forward(&x, s, s->w, s->x);
     if (!st)
-      st = loss_fwd(&x, s, 1, m->cfg.procs == 1 ? sink(m) : NULL);
+      st = loss_fwd(&x, s, 1, m->dp == 1 ? sink(m) : NULL);
     if (!st)
       st = backward(&x, s);
   }
@@ -977,7 +1416,7 @@ rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
 }
 
 static rp_status bind_loss(rp_gpt *m, rp_graph *g) {
-  const char *op = m->cfg.procs > 1 ? "loss.reduce" : "loss.xent";
+  const char *op = m->dp > 1 ? "loss.reduce" : "loss.xent";
   rp_port_id port;
   rp_status st = rp_graph_add_postcondition(g, "loss", &port);
   uint32_t bound = 0;
@@ -1026,7 +1465,8 @@ rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows) {
     return rp_error_set(RP_EINVAL, "rp_gpt_forward: rows %u (need 1..%u)", rows,
                         m ? m->sh[0].rows : 0);
   ctx x = make_ctx(m, 0, rows, 1);
-  return forward(&x, &m->sh[0], m->w, tokens);
+  rp_status st = m->tp > 1 ? step_weights(m) : RP_OK;
+  return st ? st : forward(&x, &m->sh[0], m->w, tokens);
 }
 
 rp_inst rp_gpt_logits(const rp_gpt *m) {
@@ -1044,18 +1484,18 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
     rp_status st = rp_gpt_write_batches(m, x + b * per, y + b * per, k);
     for (uint32_t i = 0; !st && i < k; i++) {
       st = step_inputs(m, i);
-      for (uint32_t p = 0; !st && p < m->cfg.procs; p++) {
-        shard *s = &m->sh[p];
-        ctx c = make_ctx(m, p, s->rows, 0);
+      for (uint32_t d = 0; !st && d < m->dp; d++) {
+        shard *s = &m->sh[d];
+        ctx c = make_ctx(m, d, s->rows, 0);
         st = forward(&c, s, s->w, s->x);
         if (!st)
           st = loss_fwd(&c, s, 0, NULL);
       }
-      if (!st && m->cfg.procs > 1) {
+      if (!st && m->dp > 1) {
         rp_inst parts[RP_GPT_MAX_PROCS];
-        for (uint32_t p = 0; p < m->cfg.procs; p++)
-          parts[p] = m->sh[p].loss;
-        st = pop(m, RP_POP_REDUCTION, m->loss, parts, NULL);
+        for (uint32_t d = 0; d < m->dp; d++)
+          parts[d] = m->sh[d].loss;
+        st = popn(m, RP_POP_REDUCTION, 0, m->loss, parts, m->dp, 0, NULL);
       }
       rp_status ds = rp_runtime_drain(m->rt);
       st = st ? st : ds;
@@ -1196,7 +1636,8 @@ rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
   ctx x = make_ctx(m, 0, 1, 1);
   x.s = m->dec;
   x.decode = 1;
-  x.B = 1; /* one position of one row; T stays the caches' length */
+  x.tp = 0; /* the home weights on processor 0 */
+  x.B = 1;  /* one position of one row; T stays the caches' length */
   x.N = 1;
   rp_inst none = {0};
   st = forward(&x, m->dec, m->w, none);
@@ -1302,6 +1743,15 @@ rp_status rp_gpt_reset(rp_gpt *m) {
 
 const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m) {
   return &m->cfg;
+}
+rp_status rp_gpt_proc_bytes(const rp_gpt *m, uint32_t p, uint64_t *total,
+                            uint64_t *state) {
+  if (!m || !total || !state || p >= m->cfg.procs)
+    return rp_error_set(RP_EINVAL, "rp_gpt_proc_bytes: processor %u of %u", p,
+                        m ? m->cfg.procs : 0);
+  *total = m->bytes[p];
+  *state = m->state_bytes[p];
+  return RP_OK;
 }
 const rp_proc *rp_gpt_procs(const rp_gpt *m) {
   return m->procs;

@@ -40,6 +40,15 @@
  *   5. one gpt.adamw over every parameter (clipping by the global norm).
  * P = 1: 16 L + 10 ops (74 for L = 4).
  *
+ * Tensor parallelism (tp = N > 1; docs/distributed.md): the P processors
+ * form P / N data groups of N; step 3's blocks run over the group's N
+ * slices (NH / N heads and 4C / N MLP columns each: column-parallel qkv
+ * and fc, row-parallel projections whose partial sums a RP_POP_REDUCTION
+ * joins at the group's leader, the LayerNorm outputs RP_POP_REPLICATEd to
+ * the slices), the split weights are RP_POP_REPARTITIONed from home at
+ * their global offsets in step 2 and their gradients RP_POP_COMBINEd home
+ * in step 4; AdamW stays one task at home (the global norm).
+ *
  * Per-replay arguments (rp_gpt_step_args): the ring index (both gathers),
  * the learning rate and the 1-based AdamW step (bias correction). The
  * host computes the learning rate (warmup and cosine, rp_gpt_lr). Nothing
@@ -75,7 +84,9 @@ typedef struct rp_gpt_config {
   uint32_t vocab;                         /* V, 2..RP_GPT_MAX_VOCAB */
   uint32_t batch;                         /* B: global rows, >= procs */
   uint32_t procs;                         /* P, 1..RP_GPT_MAX_PROCS */
-  uint32_t ring;                          /* batches in the ring, >= 1 */
+  uint32_t tp;   /* tensor-parallel degree N (0 or 1: none): P / N data groups
+                    of N processors each (docs/distributed.md) */
+  uint32_t ring; /* batches in the ring, >= 1 */
   float beta1, beta2, eps, weight_decay, max_norm; /* AdamW, clipping */
   uint64_t seed;                                   /* weights, windows */
 } rp_gpt_config;
@@ -115,6 +126,12 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
 rp_status rp_gpt_destroy(rp_gpt *m);
 
 const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m);
+/* Bytes of the instances on processor index p (0..P-1, the order of
+ * rp_gpt_procs): all of them (*total) and those of the parameter state
+ * (*state: weights, their replicas or shards, gradients, AdamW moments).
+ * RP_EINVAL for p >= P. */
+rp_status rp_gpt_proc_bytes(const rp_gpt *m, uint32_t p, uint64_t *total,
+                            uint64_t *state);
 const rp_proc *rp_gpt_procs(const rp_gpt *m);
 /* Parameter tensors (RP_GPT_PARAMS(L)) and scalars. */
 uint32_t rp_gpt_param_tensors(const rp_gpt *m);
@@ -157,14 +174,16 @@ rp_status rp_gpt_grad_norm(rp_gpt *m, float *out);
 
 /* Mean loss of the model on n batches (x, y as rp_gpt_write_batches;
  * they go through the ring, so nothing may be running), forward only,
- * eagerly over the P shards. */
+ * eagerly over the data groups (and their slices). */
 rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
                           uint32_t n, double *loss);
 
 /* Records (or runs) the forward of `rows` rows (1..rows of shard 0) of
  * the tokens in `tokens` (an I32 instance of >= rows * T tokens) on
  * processor 0 with the home weights, up to the logits (shard 0's logits
- * instance, rows * T x V). The hook for decoding and sampling. */
+ * instance, rows * T x V). The hook for decoding and sampling. With tp > 1
+ * the blocks run over group 0's slices, after a REPARTITION of the home
+ * weights into them. */
 rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows);
 /* Shard 0's logits instance (rows * T x V, row-major). */
 rp_inst rp_gpt_logits(const rp_gpt *m);

@@ -1,0 +1,626 @@
+/* test/test_gpt_tp.c — tensor parallelism on the GPT (train/gpt.h,
+ * rp_gpt_config.tp; docs/distributed.md): attention heads and the MLP's
+ * hidden columns split over tp processors, the partial sums of the
+ * row-parallel projections joined by REDUCTION, the LayerNorm outputs
+ * REPLICATEd, the split weights REPARTITIONed at their global offsets and
+ * their gradients COMBINEd at home. The gpt_tp_backends suite also builds
+ * as test_gpt_tp_cuda: the processors are logical GPUs of one device
+ * (rp_runtime_config.gpus), and it skips without one.
+ *
+ * Bounds (relative to the largest magnitude of the tensor compared):
+ *  - loss (every step) and the first step's gradients: 1e-5. Tensor
+ *    parallelism changes only the order of float sums: the row-parallel
+ *    projections sum tp partial products, the LayerNorms' input gradients
+ *    sum tp partial gradients (measured at most a few 1e-7);
+ *  - weights after 10 AdamW steps: 1e-5 too (measured at most 1.7e-6 on
+ *    the CPU), except elements whose gradient is null (below 1e-6 of their
+ *    tensor's largest: rounding noise, as the key bias, whose exact
+ *    gradient is zero): AdamW divides by sqrt(v) and turns any noise into
+ *    an update of about lr per step with a random sign, so they are held
+ *    to twice the sum of the learning rates, absolutely;
+ *  - the PyTorch fixture at tp 2: test_gpt's bounds (1e-4);
+ *  - replay against eager: bitwise. */
+#include "helpers.h"
+#include "train/gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TP_TOL 1e-5
+#define STEPS_TOL 1e-5
+#define REF_TOL 1e-4
+#define NULL_GRAD 1e-6
+#define STEPS 10
+
+/* A model of 2 layers, 4 heads, width 32, context 16, batch 4, vocabulary
+ * 64 on `procs` processors, tp of them per group; STEPS batches of tokens
+ * from a fixed seed in the ring. */
+typedef struct run {
+  rp_runtime *rt;
+  rp_gpt *m;
+  rp_exec *ex;
+} run;
+
+/* procs CPU workers, or on CUDA procs logical GPUs of one device (their
+ * copies run on the device: one GPU is enough). */
+static rp_runtime *tp_runtime(uint32_t procs) {
+  if (TH_ON_CPU)
+    return th_runtime(TH_BACKEND, procs);
+  const char *why;
+  if (!th_cuda_available(&why))
+    cr_skip_test("%s", why);
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = TH_BACKEND;
+  cfg.cpus = 2;
+  cfg.gpus = procs;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  rp_runtime *rt = NULL;
+  rp_status st = rp_runtime_create(&cfg, &rt);
+  cr_assert_eq(st, RP_OK, "runtime create: %s (%s)", rp_status_name(st),
+               rp_error_detail());
+  return rt;
+}
+
+static void run_init(run *r, uint32_t heads, uint32_t procs, uint32_t tp) {
+  memset(r, 0, sizeof *r);
+  r->rt = tp_runtime(procs);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(r->rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 2;
+  c.heads = heads;
+  c.width = 32;
+  c.context = 16;
+  c.vocab = 64;
+  c.batch = 4;
+  c.procs = procs;
+  c.tp = tp;
+  c.ring = STEPS;
+  c.seed = 7;
+  RP_CHECK(rp_gpt_create(r->rt, &k, &c, &r->m));
+  size_t n = (size_t)STEPS * c.batch * c.context;
+  int32_t *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+  cr_assert(x && y);
+  rp_rng g;
+  rp_rng_seed(&g, 99);
+  for (size_t i = 0; i < n; i++) {
+    x[i] = (int32_t)(rp_rng_next(&g) % c.vocab);
+    y[i] = (int32_t)(rp_rng_next(&g) % c.vocab);
+  }
+  RP_CHECK(rp_gpt_write_batches(r->m, x, y, STEPS));
+  free(x);
+  free(y);
+}
+
+static void run_fini(run *r) {
+  RP_CHECK(rp_exec_destroy(r->ex));
+  RP_CHECK(rp_gpt_destroy(r->m));
+  th_destroy(r->rt);
+}
+
+static void run_step(run *r, uint32_t k, int replay) {
+  rp_gpt_step_args a = {k % STEPS, 1e-3f * (float)(k + 1), (int32_t)k + 1};
+  if (!replay) {
+    RP_CHECK(rp_gpt_step(r->m, &a));
+    RP_CHECK(rp_runtime_drain(r->rt));
+    return;
+  }
+  if (!r->ex) {
+    rp_graph *g;
+    RP_CHECK(rp_gpt_record(r->m, &g));
+    RP_CHECK(rp_instantiate(g, NULL, &r->ex));
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+  rp_event done;
+  RP_CHECK(rp_replay(r->ex, &ra, &done));
+  rp_status st = rp_event_wait(r->rt, done, -1);
+  rp_event_release(r->rt, done);
+  cr_assert_eq(st, RP_OK, "replay %u: %s", k, rp_exec_error_detail(r->ex));
+}
+
+static float *run_read(run *r, rp_gpt_slot s) {
+  size_t n = rp_gpt_param_count(r->m);
+  float *out = malloc(n * sizeof *out), *p = out;
+  cr_assert_not_null(out);
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(r->m); i++) {
+    const rp_gpt_param_info *pi = rp_gpt_param(r->m, i);
+    size_t k = (size_t)pi->rows * pi->cols;
+    RP_CHECK(rp_gpt_tensor_read(r->m, i, s, p, k));
+    p += k;
+  }
+  return out;
+}
+
+typedef struct result {
+  float loss[STEPS];
+  float *grad;   /* after the first step */
+  float *weight; /* after STEPS steps */
+} result;
+
+static result train(uint32_t heads, uint32_t procs, uint32_t tp, int replay) {
+  result res;
+  memset(&res, 0, sizeof res);
+  run r;
+  run_init(&r, heads, procs, tp);
+  for (uint32_t k = 0; k < STEPS; k++) {
+    run_step(&r, k, replay);
+    RP_CHECK(rp_gpt_batch_loss(r.m, &res.loss[k]));
+    if (k == 0)
+      res.grad = run_read(&r, RP_GPT_GRAD);
+  }
+  res.weight = run_read(&r, RP_GPT_WEIGHT);
+  run_fini(&r);
+  return res;
+}
+
+static void result_free(result *r) {
+  free(r->grad);
+  free(r->weight);
+}
+
+/* got within tol of want per tensor (relative to the tensor's largest
+ * |want|); where `grad` (the reference's gradient) is null, within nb
+ * absolutely. Returns the worst ratio. */
+static double compare(const rp_gpt *m, const float *got, const float *want,
+                      const float *grad, double tol, double nb,
+                      const char *what) {
+  double worst = 0;
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(m); i++) {
+    const rp_gpt_param_info *pi = rp_gpt_param(m, i);
+    size_t k = (size_t)pi->rows * pi->cols;
+    double scale = 0, gmax = 0, diff = 0;
+    size_t at = 0;
+    for (size_t j = 0; j < k; j++) {
+      scale = fmax(scale, fabs((double)want[j]));
+      gmax = grad ? fmax(gmax, fabs((double)grad[j])) : 0;
+    }
+    for (size_t j = 0; j < k; j++) {
+      double d = fabs((double)got[j] - (double)want[j]);
+      if (grad && fabs((double)grad[j]) <= NULL_GRAD * gmax) {
+        cr_assert(d <= nb, "%s %s[%zu] (null gradient): %.9g vs %.9g", what,
+                  pi->name, j, (double)got[j], (double)want[j]);
+        continue;
+      }
+      if (d > diff || isnan(d)) {
+        diff = d;
+        at = j;
+      }
+    }
+    double rel = diff / (scale > 0 ? scale : 1);
+    worst = fmax(worst, rel);
+    cr_assert(rel <= tol, "%s %s[%zu]: %.9g vs %.9g: relative %.3g > %.3g (%s)",
+              what, pi->name, at, (double)got[at], (double)want[at], rel, tol,
+              TH_BACKEND_NAME);
+    got += k;
+    want += k;
+    grad = grad ? grad + k : NULL;
+  }
+  return worst;
+}
+
+static double lr_sum(void) {
+  double s = 0;
+  for (uint32_t k = 0; k < STEPS; k++)
+    s += 1e-3 * (k + 1);
+  return s;
+}
+
+/* tp (and procs / tp data groups) against one processor. */
+static void against_one(uint32_t procs, uint32_t tp) {
+  result one = train(4, 1, 1, 1), par = train(4, procs, tp, 1);
+  run r; /* for the table */
+  run_init(&r, 4, 1, 1);
+  for (uint32_t k = 0; k < STEPS; k++)
+    cr_assert(fabsf(par.loss[k] - one.loss[k]) <= TP_TOL * fabsf(one.loss[k]),
+              "procs %u tp %u step %u: loss %.9g vs %.9g", procs, tp, k + 1,
+              (double)par.loss[k], (double)one.loss[k]);
+  double g = compare(r.m, par.grad, one.grad, NULL, TP_TOL, 0, "gradient");
+  double w = compare(r.m, par.weight, one.weight, one.grad, STEPS_TOL,
+                     2 * lr_sum(), "weight after 10 steps");
+  cr_log_info("%s procs %u tp %u against 1: gradients within %.3g, weights "
+              "after %u steps within %.3g (relative)",
+              TH_BACKEND_NAME, procs, tp, g, STEPS, w);
+  run_fini(&r);
+  result_free(&one);
+  result_free(&par);
+}
+
+Test(gpt_tp_backends, tp2_matches_one_processor) {
+  against_one(2, 2);
+}
+
+Test(gpt_tp_backends, tp4_matches_one_processor) {
+  against_one(4, 4);
+}
+
+Test(gpt_tp_backends, tp2_times_dp2_matches_one_processor) {
+  against_one(4, 2);
+}
+
+Test(gpt_tp_backends, replay_is_bitwise_equal_to_eager) {
+  const uint32_t cfg[][2] = {{2, 2}, {4, 2}};
+  for (size_t i = 0; i < 2; i++) {
+    result e = train(4, cfg[i][0], cfg[i][1], 0);
+    result r = train(4, cfg[i][0], cfg[i][1], 1);
+    cr_assert(!memcmp(e.loss, r.loss, sizeof e.loss), "procs %u tp %u: loss",
+              cfg[i][0], cfg[i][1]);
+    run t;
+    run_init(&t, 4, 1, 1);
+    size_t n = rp_gpt_param_count(t.m);
+    run_fini(&t);
+    cr_assert(!memcmp(e.weight, r.weight, n * sizeof *e.weight),
+              "procs %u tp %u: replayed weights differ from eager ones",
+              cfg[i][0], cfg[i][1]);
+    result_free(&e);
+    result_free(&r);
+  }
+}
+
+/* ---- the PyTorch fixture of test_gpt at tp 2 ---- */
+
+static const char *fixture_path(void) {
+  static char path[4096];
+  const char *f = __FILE__, *slash = strrchr(f, '/');
+  snprintf(path, sizeof path, "%.*sfixtures/gpt_tiny.bin",
+           slash ? (int)(slash - f + 1) : 0, f);
+  return path;
+}
+
+Test(gpt_tp_backends, pytorch_fixture_at_tp2) {
+  size_t len;
+  char *buf = th_read_all(fixture_path(), &len);
+  cr_assert(len > 60 && !memcmp(buf, "RPGPTFX1", 8), "not a fixture");
+  const char *p = buf + 8;
+  uint32_t h[8];
+  memcpy(h, p, sizeof h);
+  p += sizeof h;
+  float a[5], lr[8], loss[8];
+  memcpy(a, p, sizeof a);
+  p += sizeof a;
+  uint32_t steps = h[6];
+  cr_assert(steps >= 1 && steps <= 8);
+  memcpy(lr, p, steps * 4);
+  p += steps * 4;
+  size_t bt = (size_t)h[5] * h[3];
+  const int32_t *x = (const int32_t *)(const void *)p;
+  const int32_t *y = x + bt;
+  p += 2 * bt * 4;
+  memcpy(loss, p, steps * 4);
+  p += steps * 4;
+  size_t n = (len - (size_t)(p - buf)) / 12;
+  const float *init = (const float *)(const void *)p, *grad = init + n,
+              *after = grad + n;
+
+  rp_runtime *rt = tp_runtime(2);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = h[0], c.heads = h[1], c.width = h[2], c.context = h[3];
+  c.vocab = h[4], c.batch = h[5], c.procs = 2, c.tp = 2, c.ring = 1;
+  c.beta1 = a[0], c.beta2 = a[1], c.eps = a[2], c.weight_decay = a[3];
+  c.max_norm = a[4];
+  rp_gpt *m;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  cr_assert_eq(rp_gpt_param_count(m), n);
+  const float *w = init;
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(m); i++) {
+    const rp_gpt_param_info *pi = rp_gpt_param(m, i);
+    size_t e = (size_t)pi->rows * pi->cols;
+    RP_CHECK(rp_gpt_tensor_write(m, i, RP_GPT_WEIGHT, w, e));
+    w += e;
+  }
+  RP_CHECK(rp_gpt_write_batches(m, x, y, 1));
+  rp_graph *g;
+  rp_exec *ex;
+  RP_CHECK(rp_gpt_record(m, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  run r = {rt, m, ex};
+  double lsum = 0;
+  for (uint32_t s = 0; s < steps; s++) {
+    rp_gpt_step_args sa = {0, lr[s], (int32_t)s + 1};
+    rp_replay_args ra = {.args = &sa, .args_size = sizeof sa};
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &ra, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+    lsum += lr[s];
+    float l;
+    RP_CHECK(rp_gpt_batch_loss(m, &l));
+    cr_assert(fabsf(l - loss[s]) <= REF_TOL * fabsf(loss[s]),
+              "step %u: loss %.9g, PyTorch %.9g", s + 1, (double)l,
+              (double)loss[s]);
+    if (s == 0) {
+      float *gr = run_read(&r, RP_GPT_GRAD);
+      double gw = compare(m, gr, grad, NULL, REF_TOL, 0, "gradient, tp 2");
+      cr_log_info("tp 2: gradients within %.3g of PyTorch", gw);
+      free(gr);
+    }
+  }
+  float *wt = run_read(&r, RP_GPT_WEIGHT);
+  compare(m, wt, after, grad, REF_TOL, 2 * lsum, "weight after steps, tp 2");
+  free(wt);
+  run_fini(&r);
+  free(buf);
+}
+
+/* ---- the recorded step: parallel operators, overlap, memory ---- */
+
+static int find_op(rp_graph *g, const char *name, rp_op_id from) {
+  for (rp_op_id i = from; i < rp_graph_op_count(g); i++) {
+    const char *n = rp_graph_op_name(g, i);
+    if (n && !strcmp(n, name))
+      return (int)i;
+  }
+  return -1;
+}
+
+/* Every kind of parallel operator is a node of the step: REPARTITION
+ * (weights into shards), REPLICATE (the LayerNorm outputs; backward: the
+ * slices' input gradients summed), REDUCTION (the partial projections;
+ * backward: the output gradient to every slice), COMBINE (the gradient
+ * shards at home); each copy of an operator carries its name. */
+Test(gpt_tp_backends, the_step_has_every_parallel_operator) {
+  run r;
+  run_init(&r, 4, 2, 2);
+  rp_graph *g;
+  RP_CHECK(rp_gpt_record(r.m, &g));
+  const char *names[] = {
+      "h0.attn.qkv.w.repartition", "h0.mlp.proj.w.repartition",
+      "h0.ln1.replicate",          "h0.ln2.replicate",
+      "h0.attn.proj.reduce",       "h1.mlp.proj.reduce",
+      "h1.mlp.proj.reduce.bwd",    "h1.ln2.replicate.bwd",
+      "h0.attn.proj.reduce.bwd",   "h0.ln1.replicate.bwd",
+      "h0.attn.qkv.dW.combine",    "h1.mlp.fc.db.combine"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    int at = find_op(g, names[i], 0);
+    cr_assert(at >= 0, "no op named %s", names[i]);
+    int second = find_op(g, names[i], (rp_op_id)at + 1);
+    cr_assert(second == at + 1, "%s: one copy per slice (2), adjacent",
+              names[i]);
+  }
+  cr_assert_lt(find_op(g, "h0.ln1.replicate", 0),
+               find_op(g, "h0.attn.qkv.t1", 0));
+  RP_CHECK(rp_graph_destroy(g));
+  run_fini(&r);
+}
+
+/* A shard's reduction starts when its partial result is ready: the copy
+ * of slice 0's partial projection (the reduction's first copy) depends on
+ * slice 0's projection and not on slice 1's, so it overlaps slice 1's
+ * work; slice 1's copy (the sum) depends on slice 1's projection. The
+ * same holds for the backward's gradient sums (REPLICATE backward). */
+Test(gpt_tp_backends, a_slices_reduction_waits_for_that_slice_only) {
+  run r;
+  run_init(&r, 4, 2, 2);
+  rp_graph *g;
+  RP_CHECK(rp_gpt_record(r.m, &g));
+  const char *pairs[][3] = {
+      {"h0.attn.proj.reduce", "h0.attn.proj.t0", "h0.attn.proj.t1"},
+      {"h1.mlp.proj.reduce", "h1.mlp.proj.t0", "h1.mlp.proj.t1"},
+      {"h1.ln2.replicate.bwd", "h1.mlp.fc.bwd.t0", "h1.mlp.fc.bwd.t1"},
+      {"h0.ln1.replicate.bwd", "h0.attn.qkv.bwd.t0", "h0.attn.qkv.bwd.t1"}};
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    int c0 = find_op(g, pairs[i][0], 0);
+    int p0 = find_op(g, pairs[i][1], 0), p1 = find_op(g, pairs[i][2], 0);
+    cr_assert(c0 >= 0 && p0 >= 0 && p1 >= 0, "%s: ops missing", pairs[i][0]);
+    int c1 = c0 + 1;
+    cr_assert(rp_graph_depends(g, (rp_op_id)p0, (rp_op_id)c0),
+              "%s: slice 0's copy does not follow %s", pairs[i][0],
+              pairs[i][1]);
+    cr_assert(!rp_graph_depends(g, (rp_op_id)p1, (rp_op_id)c0),
+              "%s: slice 0's copy waits for %s", pairs[i][0], pairs[i][2]);
+    cr_assert(rp_graph_depends(g, (rp_op_id)p1, (rp_op_id)c1),
+              "%s: slice 1's copy does not follow %s", pairs[i][0],
+              pairs[i][2]);
+    cr_assert(!rp_graph_depends(g, (rp_op_id)c1, (rp_op_id)p0) &&
+                  !rp_graph_depends(g, (rp_op_id)c0, (rp_op_id)p1),
+              "%s: a copy precedes a slice's producer", pairs[i][0]);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  run_fini(&r);
+}
+
+/* Each processor other than the home one holds 1/tp of the split
+ * matrices' weights and gradients (their shards at global offsets) and
+ * nothing else of the parameter state; the home processor holds the whole
+ * state (weights, gradients, AdamW moments: the optimizer runs there) plus
+ * its own shards. */
+Test(gpt_tp_backends, processors_hold_their_shards) {
+  for (uint32_t tp = 2; tp <= 4; tp += 2) {
+    run r;
+    run_init(&r, 4, tp, tp);
+    uint64_t split = 0, all = 0;
+    for (uint32_t i = 0; i < rp_gpt_param_tensors(r.m); i++) {
+      const rp_gpt_param_info *pi = rp_gpt_param(r.m, i);
+      uint64_t e = (uint64_t)pi->rows * pi->cols;
+      all += e;
+      const char *n = pi->name;
+      size_t L = strlen(n);
+      int is = strstr(n, "attn.qkv.") || strstr(n, "mlp.fc.") ||
+               (L > 6 && !strcmp(n + L - 6, "proj.w"));
+      split += is ? e : 0;
+    }
+    uint64_t total, state;
+    RP_CHECK(rp_gpt_proc_bytes(r.m, 0, &total, &state));
+    cr_assert_eq(state, 4 * 4 * all + 2 * 4 * split / tp, "tp %u home", tp);
+    for (uint32_t p = 1; p < tp; p++) {
+      RP_CHECK(rp_gpt_proc_bytes(r.m, p, &total, &state));
+      cr_assert_eq(state, 2 * 4 * split / tp, "tp %u processor %u: %llu", tp, p,
+                   (unsigned long long)state);
+      cr_assert_gt(total, state);
+    }
+    cr_assert_eq(rp_gpt_proc_bytes(r.m, tp, &total, &state), RP_EINVAL);
+    run_fini(&r);
+  }
+}
+
+Test(gpt_tp, bad_tensor_parallel_configs_are_refused) {
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.procs = 3;
+  c.tp = 2;
+  cr_assert_eq(rp_gpt_config_check(&c), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "not a multiple of tp"), "%s",
+            rp_error_detail());
+  c.procs = 8;
+  c.tp = 8; /* 4 heads */
+  cr_assert_eq(rp_gpt_config_check(&c), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "heads 4"), "%s", rp_error_detail());
+  c.procs = 4;
+  c.tp = 2;
+  c.batch = 1;
+  cr_assert_eq(rp_gpt_config_check(&c), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "data groups"), "%s", rp_error_detail());
+  c.batch = 2;
+  cr_assert_eq(rp_gpt_config_check(&c), RP_OK);
+}
+
+/* Evaluation (forward only, over the groups) and greedy sampling (the
+ * forward of group 0, the weights repartitioned first) at tp 2 agree with
+ * one processor's. */
+Test(gpt_tp_backends, evaluate_and_sample_match_one_processor) {
+  run one, two;
+  run_init(&one, 4, 1, 1);
+  run_init(&two, 4, 2, 2);
+  rp_gpt_step_args a = {0, 1e-2f, 1};
+  RP_CHECK(rp_gpt_step(one.m, &a));
+  RP_CHECK(rp_gpt_step(two.m, &a));
+  RP_CHECK(rp_runtime_drain(one.rt));
+  RP_CHECK(rp_runtime_drain(two.rt));
+  size_t n = (size_t)4 * 16;
+  int32_t x[64], y[64];
+  for (size_t i = 0; i < n; i++) {
+    x[i] = (int32_t)((i * 7) % 64);
+    y[i] = (int32_t)((i * 5 + 1) % 64);
+  }
+  double l1, l2;
+  RP_CHECK(rp_gpt_evaluate(one.m, x, y, 1, &l1));
+  RP_CHECK(rp_gpt_evaluate(two.m, x, y, 1, &l2));
+  cr_assert(fabs(l1 - l2) <= TP_TOL * fabs(l1), "evaluate %.9g vs %.9g", l1,
+            l2);
+  int32_t prompt[3] = {1, 2, 3}, o1[11], o2[11];
+  RP_CHECK(rp_gpt_sample(one.m, prompt, 3, 8, 0.0f, 5, o1));
+  RP_CHECK(rp_gpt_sample(two.m, prompt, 3, 8, 0.0f, 5, o2));
+  cr_assert(!memcmp(o1, o2, sizeof o1), "greedy samples differ");
+  run_fini(&one);
+  run_fini(&two);
+}
+
+/* Too few processors for procs = 4 (tp 2 x 2 groups): RP_EPROC naming
+ * them, nothing created (the runtime's destroy finds nothing left). */
+Test(gpt_tp, too_few_processors_are_refused) {
+  rp_runtime *rt = th_runtime(RP_BACKEND_CPU, 2);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.procs = 4;
+  c.tp = 2;
+  rp_gpt *m = NULL;
+  cr_assert_eq(rp_gpt_create(rt, &k, &c, &m), RP_EPROC);
+  cr_assert_null(m);
+  cr_assert(strstr(rp_error_detail(), "4 CPU processors wanted"), "%s",
+            rp_error_detail());
+  th_destroy(rt);
+}
+
+/* ---- the trace: the order of a replay's events ---- */
+
+typedef struct span {
+  double start, end; /* us; end < 0: not seen */
+} span;
+
+/* The span of op `op` in replay r of a trace file (one event per line, as
+ * rp_exec_trace_write writes them; not its "wait" event). */
+static span trace_span(const char *trace, int op, int r) {
+  span s = {0, -1};
+  char want[64];
+  snprintf(want, sizeof want, "\"args\": {\"op\": %d, ", op);
+  for (const char *l = trace; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : l) {
+    const char *e = strchr(l, '\n'), *a = strstr(l, want);
+    const char *wait = "{\"name\": \"wait\"", *b = strchr(l, '{');
+    if (!a || (e && a > e) || !b || !strncmp(b, wait, strlen(wait)))
+      continue; /* a wait before the op is not the op */
+    const char *rp = strstr(a, "\"replay\": ");
+    if (!rp || atoi(rp + 10) != r)
+      continue;
+    const char *ts = strstr(l, "\"ts\": "), *du = strstr(l, "\"dur\": ");
+    cr_assert(ts && du && ts < a && du < a, "event of op %d: no ts/dur", op);
+    s.start = strtod(ts + 6, NULL);
+    s.end = s.start + strtod(du + 7, NULL);
+    return s;
+  }
+  return s;
+}
+
+/* In every traced replay: slice t's copy of a REDUCTION starts after slice
+ * t's partial projection ends, slice 1's copy (the sum) after slice 0's
+ * copy; whether slice 0's copy ran while slice 1 still computed (the
+ * overlap) depends on the schedule, and is logged. */
+Test(gpt_tp, trace_orders_each_slices_copy_after_its_producer) {
+  th_tmpdir_make("/tmp/rp_gpt_tp_XXXXXX");
+  run r;
+  run_init(&r, 4, 2, 2);
+  rp_graph *g;
+  RP_CHECK(rp_gpt_record(r.m, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &r.ex));
+  const uint32_t replays = 4;
+  RP_CHECK(rp_exec_trace_start(r.ex, replays));
+  for (uint32_t k = 0; k < replays; k++) {
+    rp_gpt_step_args a = {k, 1e-3f, (int32_t)k + 1};
+    rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+    rp_event done;
+    RP_CHECK(rp_replay(r.ex, &ra, &done));
+    RP_CHECK(rp_event_wait(r.rt, done, -1));
+    rp_event_release(r.rt, done);
+  }
+  const char *path = th_tmp_path("trace.json");
+  RP_CHECK(rp_exec_trace_write(r.ex, path));
+  char *trace = th_read_all(path, NULL);
+  const char *ops[][3] = {
+      {"h0.attn.proj.reduce", "h0.attn.proj.t0", "h0.attn.proj.t1"},
+      {"h1.mlp.proj.reduce", "h1.mlp.proj.t0", "h1.mlp.proj.t1"},
+      {"h0.ln1.replicate.bwd", "h0.attn.qkv.bwd.t0", "h0.attn.qkv.bwd.t1"}};
+  const double eps = 0.002; /* the file's 1 ns resolution, twice */
+  uint32_t overlapped = 0, seen = 0;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    int c0 = find_op(g, ops[i][0], 0);
+    int p0 = find_op(g, ops[i][1], 0), p1 = find_op(g, ops[i][2], 0);
+    cr_assert(c0 >= 0 && p0 >= 0 && p1 >= 0, "%s: ops missing", ops[i][0]);
+    for (int k = 0; k < (int)replays; k++) {
+      span s0 = trace_span(trace, c0, k), s1 = trace_span(trace, c0 + 1, k);
+      span q0 = trace_span(trace, p0, k), q1 = trace_span(trace, p1, k);
+      cr_assert(s0.end >= 0 && s1.end >= 0 && q0.end >= 0 && q1.end >= 0,
+                "%s: replay %d: events missing", ops[i][0], k);
+      cr_assert_geq(s0.start + eps, q0.end,
+                    "%s replay %d: slice 0's copy "
+                    "starts before its producer ends",
+                    ops[i][0], k);
+      cr_assert_geq(s1.start + eps, q1.end,
+                    "%s replay %d: slice 1's copy "
+                    "starts before its producer ends",
+                    ops[i][0], k);
+      cr_assert_geq(s1.start + eps, s0.end,
+                    "%s replay %d: the sum starts "
+                    "before the first copy ends",
+                    ops[i][0], k);
+      overlapped += s0.start < q1.end;
+      seen++;
+    }
+  }
+  cr_log_info("slice 0's copy started before slice 1's producer ended in %u "
+              "of %u reductions",
+              overlapped, seen);
+  free(trace);
+  RP_CHECK(rp_graph_destroy(g));
+  run_fini(&r);
+  th_tmpdir_remove();
+}
