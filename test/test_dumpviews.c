@@ -3,9 +3,10 @@
  * --summary and --format html, the page checked in headless Chromium
  * (its self-test writes what it saw into the DOM). Steps: a synthetic
  * transformer-shaped step (test/synth_step.h), a hand-built diamond with
- * cost hints, and the MLP step `reprise train --save-graph --trace`
- * records. Asserts behaviour (nodes, counts, paths, exit statuses,
- * messages), never timings. */
+ * cost hints, the MLP step `reprise train --save-graph --trace` records
+ * and small GPT steps `reprise train --model gpt` records (their expected
+ * groups computed from the graph file's op names). Asserts behaviour (nodes,
+ * counts, paths, exit statuses, messages), never timings. */
 #include "cli_run.h"
 #include "helpers.h"
 #include "synth_step.h"
