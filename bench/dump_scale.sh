@@ -2,11 +2,16 @@
 # bench/dump_scale.sh — issue 24's scale goals for `reprise dump` on a
 # synthetic transformer-shaped step (test/synth_step.h): the text dump and
 # the lint in <= 1 s, the grouped HTML page in <= 10 s, on a 2-core
-# machine. Also times --group, --critical-path and --diff. One JSON row per
-# case on stdout: the best of REPEAT runs' wall time, that run's CPU time
-# (user + system, children included), the goal and whether it was met.
+# machine. Also times --group, --critical-path and --diff. Then the same
+# views of a recorded GPT step of nanoGPT's small configuration (6 layers,
+# 6 heads, width 384, context 256; `reprise train --model gpt --iters 1`
+# on a generated corpus, batch GPT_BATCH, default 1: the step's ops do not
+# depend on the batch; GPT_PROCS processors, default 1), the cases named
+# gpt-*. One JSON row per case on stdout: the best of REPEAT runs' wall
+# time, that run's CPU time (user + system, children included), the goal
+# and whether it was met.
 #
-# usage: bench/dump_scale.sh [BUILD_DIR [OPS [REPEAT]]]
+# usage: [GPT_BATCH=B] [GPT_PROCS=P] bench/dump_scale.sh [BUILD_DIR [OPS [REPEAT]]]
 #   BUILD_DIR  a configured and built tree (default: build) holding
 #              ./reprise and ./test/synth_step (cmake --build BUILD_DIR
 #              --target reprise-cli synth_step)
@@ -77,4 +82,20 @@ run group null 0 "$CLI" dump "$A" --group
 run critical-path null 0 "$CLI" dump "$A" --critical-path
 run diff null 1 "$CLI" dump "$A" --diff "$TMP/b.json"
 run html-grouped 10 0 "$CLI" dump "$A" --group 1 --format html -o "$TMP/a.html"
+
+# the recorded GPT step (the recording itself is not timed)
+awk 'BEGIN { srand(7); split("the quick brown fox jumps over a lazy dog and runs away", w);
+  for (i = 0; i < 16000; i++) printf "%s%s", w[int(rand() * 12) + 1], (i % 12 == 11) ? "\n" : " " }' \
+  >"$TMP/corpus.txt"
+G=$TMP/gpt.json
+"$CLI" train --model gpt --layers 6 --heads 6 --width 384 --context 256 \
+  --batch "${GPT_BATCH:-1}" --procs "${GPT_PROCS:-1}" --iters 1 --sample 0 \
+  --text "$TMP/corpus.txt" --save-graph "$G" >"$TMP/train.out" 2>&1 ||
+  { echo "dump_scale: recording the GPT step failed: $(tail -3 "$TMP/train.out")" >&2; exit 2; }
+NOPS=$("$CLI" dump "$G" | sed -n 's/^graph: \([0-9]*\) ops.*/\1/p')
+run gpt-text 1 0 "$CLI" dump "$G"
+run gpt-lint 1 0 "$CLI" dump "$G" --lint --strict
+run gpt-group null 0 "$CLI" dump "$G" --group
+run gpt-critical-path null 0 "$CLI" dump "$G" --critical-path
+run gpt-html-grouped 10 0 "$CLI" dump "$G" --group 1 --format html -o "$TMP/gpt.html"
 exit $missed

@@ -3,9 +3,10 @@
  * --summary and --format html, the page checked in headless Chromium
  * (its self-test writes what it saw into the DOM). Steps: a synthetic
  * transformer-shaped step (test/synth_step.h), a hand-built diamond with
- * cost hints, and the MLP step `reprise train --save-graph --trace`
- * records. Asserts behaviour (nodes, counts, paths, exit statuses,
- * messages), never timings. */
+ * cost hints, the MLP step `reprise train --save-graph --trace` records
+ * and small GPT steps `reprise train --model gpt` records (their expected
+ * groups computed from the graph file's op names). Asserts behaviour (nodes,
+ * counts, paths, exit statuses, messages), never timings. */
 #include "cli_run.h"
 #include "helpers.h"
 #include "synth_step.h"
@@ -605,3 +606,304 @@ Test(views, page_of_the_recorded_mlp_step, .init = setup, .fini = teardown) {
   HAS(st, "expand fc2: ");
   free(st);
 }
+
+/* ---- a recorded GPT step ---- */
+
+#ifdef REPRISE_HAVE_CJSON
+/* A small GPT step (2 heads, width 16, context 16, batch 2; one iteration)
+ * recorded by `reprise train --model gpt` on a generated text, with its
+ * trace when trace is not NULL; its path, in a static buffer per call. */
+static const char *gpt_step(const char *name, const char *layers,
+                            const char *procs, const char *trace) {
+  const char *txt = th_tmp_path("corpus.txt");
+  if (access(txt, R_OK)) {
+    static const char *const words[] = {"the",   "quick", "brown", "fox",
+                                        "jumps", "over",  "a",     "lazy",
+                                        "dog",   "and",   "runs",  "away"};
+    FILE *f = fopen(txt, "w");
+    cr_assert_not_null(f);
+    uint32_t x = 1;
+    for (int i = 0; i < 600; i++) {
+      x = x * 1103515245u + 12345u;
+      fprintf(f, "%s%c", words[(x >> 16) % 12], i % 12 == 11 ? '\n' : ' ');
+    }
+    fclose(f);
+  }
+  static char paths[4][512];
+  static int next;
+  char *g = paths[next++ % 4];
+  char t[512], tx[512];
+  snprintf(g, 512, "%s", th_tmp_path(name));
+  snprintf(tx, sizeof tx, "%s", txt);
+  if (trace)
+    snprintf(t, sizeof t, "%s", th_tmp_path(trace));
+  const char *args[] = {"train", "--model",
+                        "gpt",   "--layers",
+                        layers,  "--heads",
+                        "2",     "--width",
+                        "16",    "--context",
+                        "16",    "--batch",
+                        "2",     "--iters",
+                        "1",     "--sample",
+                        "0",     "--procs",
+                        procs,   "--text",
+                        tx,      "--save-graph",
+                        g,       trace ? "--trace" : NULL,
+                        t,       NULL};
+  cli_run r;
+  run_cli(&r, args);
+  cr_assert_eq(r.status, 0, "train --model gpt: %s", r.err);
+  return g;
+}
+
+/* The op names and edges of a graph file, read with cJSON (not through
+ * the dump's model). */
+typedef struct step_ops {
+  uint32_t nops, nedges;
+  char (*name)[RP_NAME_MAX + 1];
+  uint32_t (*edge)[2];
+} step_ops;
+
+static step_ops load_ops(const char *path) {
+  char *text = th_read_all(path, NULL);
+  cJSON *doc = cJSON_Parse(text);
+  cr_assert_not_null(doc, "%s is not JSON", path);
+  const cJSON *g = cJSON_GetObjectItem(doc, "graph"), *x;
+  const cJSON *ops = cJSON_GetObjectItem(g, "ops");
+  const cJSON *edges = cJSON_GetObjectItem(g, "edges");
+  step_ops s = {(uint32_t)cJSON_GetArraySize(ops),
+                (uint32_t)cJSON_GetArraySize(edges), NULL, NULL};
+  s.name = calloc(s.nops, sizeof *s.name);
+  s.edge = calloc(s.nedges ? s.nedges : 1, sizeof *s.edge);
+  cr_assert(s.name && s.edge);
+  uint32_t i = 0;
+  cJSON_ArrayForEach(x, ops) {
+    const cJSON *n = cJSON_GetObjectItem(x, "name");
+    snprintf(s.name[i++], RP_NAME_MAX + 1, "%s",
+             cJSON_IsString(n) ? n->valuestring : "");
+  }
+  i = 0;
+  cJSON_ArrayForEach(x, edges) {
+    s.edge[i][0] = (uint32_t)cJSON_GetArrayItem(x, 0)->valueint;
+    s.edge[i++][1] = (uint32_t)cJSON_GetArrayItem(x, 1)->valueint;
+  }
+  cJSON_Delete(doc);
+  free(text);
+  return s;
+}
+
+static void free_ops(step_ops *s) {
+  free(s->name);
+  free(s->edge);
+}
+
+/* The first depth dotted components of name (the whole name if it has
+ * fewer), written here rather than taken from dv_group_key. */
+static void key_of(const char *name, int depth, char *out, size_t cap) {
+  size_t n = 0;
+  int parts = 1;
+  while (name[n] && !(name[n] == '.' && parts++ == depth))
+    n++;
+  snprintf(out, cap, "%.*s", (int)n, name);
+}
+
+/* Among the ops under prefix (all when ""), grouped at depth: the number
+ * of groups (*nodes) and of those that are one op named as the group
+ * (*single: shown as the op). */
+static void groups_of(const step_ops *s, const char *prefix, int depth,
+                      uint32_t *nodes, uint32_t *single) {
+  size_t pl = strlen(prefix);
+  *nodes = *single = 0;
+  char k[RP_NAME_MAX + 1], k2[RP_NAME_MAX + 1];
+  for (uint32_t i = 0; i < s->nops; i++) {
+    if (pl && (strncmp(s->name[i], prefix, pl) ||
+               (s->name[i][pl] && s->name[i][pl] != '.')))
+      continue;
+    key_of(s->name[i], depth, k, sizeof k);
+    uint32_t first = i, members = 0;
+    for (uint32_t j = 0; j < s->nops; j++) {
+      key_of(s->name[j], depth, k2, sizeof k2);
+      if (strcmp(k, k2) == 0) {
+        first = j < first ? j : first;
+        members++;
+      }
+    }
+    if (first != i)
+      continue; /* counted at its first op */
+    (*nodes)++;
+    *single += members == 1 && strcmp(s->name[i], k) == 0;
+  }
+}
+
+static int has_edge(const step_ops *s, uint32_t a, uint32_t b) {
+  for (uint32_t i = 0; i < s->nedges; i++)
+    if (s->edge[i][0] == a && s->edge[i][1] == b)
+      return 1;
+  return 0;
+}
+
+Test(views, group_of_a_recorded_gpt_step, .init = setup, .fini = teardown) {
+  const char *g = gpt_step("gpt.json", "2", "1", NULL);
+  step_ops s = load_ops(g);
+  uint32_t nodes, single;
+  groups_of(&s, "", 1, &nodes, &single);
+  cli_run r;
+  RUN(&r, "dump", g, "--group", "1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char head[160];
+  snprintf(head, sizeof head, "(%u ops): %u nodes (%u groups, %u ops)", s.nops,
+           nodes, nodes - single, single);
+  HAS(r.out, head);
+  /* one line per node, in the order of their first op: the layers, then
+   * the final layernorm; their op counts add up to the step's */
+  uint32_t sum = 0, lines = 0;
+  const char *h0 = NULL, *h1 = NULL, *lnf = NULL;
+  for (const char *p = r.out; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+    unsigned n;
+    if (sscanf(p, "group '%*[^']': %u ops", &n) == 1) {
+      sum += n;
+      lines++;
+    } else if (strncmp(p, "op ", 3) == 0) {
+      sum++;
+      lines++;
+    }
+    if (strncmp(p, "group 'h0': ", 12) == 0)
+      h0 = p;
+    else if (strncmp(p, "group 'h1': ", 12) == 0)
+      h1 = p;
+    else if (strncmp(p, "group 'lnf': ", 13) == 0)
+      lnf = p;
+  }
+  cr_assert_eq(lines, nodes, "%s", r.out);
+  cr_assert_eq(sum, s.nops, "%s", r.out);
+  cr_assert(h0 && h1 && lnf && h0 < h1 && h1 < lnf, "%s", r.out);
+  /* the layer's ops: those named h1.* */
+  uint32_t in_h1 = 0;
+  for (uint32_t i = 0; i < s.nops; i++)
+    in_h1 += strncmp(s.name[i], "h1.", 3) == 0;
+  char line[64];
+  snprintf(line, sizeof line, "group 'h1': %u ops", in_h1);
+  HAS(r.out, line);
+  free_ops(&s);
+}
+
+Test(views, critical_path_of_a_recorded_gpt_step, .init = setup,
+     .fini = teardown) {
+  const char *g = gpt_step("gpt.json", "2", "1", "trace.json");
+  step_ops s = load_ops(g);
+  char t[512];
+  snprintf(t, sizeof t, "%s", th_tmp_path("trace.json"));
+  cli_run r;
+  RUN(&r, "dump", g, "--critical-path", "--trace", t);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "critical path by measured durations: ");
+  /* a path of the graph: each op depends on the one before it */
+  uint32_t prev = UINT32_MAX, n = 0;
+  int saw_h0 = 0, saw_h1 = 0;
+  for (const char *p = strstr(r.out, "\n  op "); p;
+       p = strstr(p + 1, "\n  op ")) {
+    unsigned op;
+    cr_assert_eq(sscanf(p, "\n  op %u", &op), 1);
+    cr_assert_lt(op, s.nops);
+    if (prev != UINT32_MAX)
+      cr_assert(has_edge(&s, prev, op), "no edge op %u -> op %u:\n%s", prev, op,
+                r.out);
+    saw_h0 |= strncmp(s.name[op], "h0.", 3) == 0;
+    saw_h1 |= strncmp(s.name[op], "h1.", 3) == 0;
+    prev = op;
+    n++;
+  }
+  char head[96];
+  snprintf(head, sizeof head, " ns over %u ops\n", n);
+  HAS(r.out, head);
+  /* the forward and backward run through both layers */
+  cr_assert(n > 2 && saw_h0 && saw_h1, "%s", r.out);
+  /* the summary of the same trace, per layer */
+  RUN(&r, "dump", "--trace", t, "--summary");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "trace: 1 replays traced");
+  HAS(r.out, "time per group (depth 1)");
+  HAS(r.out, "\n  h0 ");
+  HAS(r.out, "\n  h1 ");
+  HAS(r.out, "\n  lnf ");
+  free_ops(&s);
+}
+
+Test(views, diff_of_recorded_gpt_steps, .init = setup, .fini = teardown) {
+  char a[512];
+  snprintf(a, sizeof a, "%s", gpt_step("a.json", "2", "1", NULL));
+  const char *b = gpt_step("b.json", "2", "1", NULL);
+  cli_run r;
+  RUN(&r, "dump", a, "--diff", b);
+  cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+  HAS(r.out, "no differences (");
+  const char *c = gpt_step("c.json", "3", "1", NULL);
+  step_ops s = load_ops(c);
+  uint32_t in_h2 = 0;
+  for (uint32_t i = 0; i < s.nops; i++)
+    in_h2 += strncmp(s.name[i], "h2.", 3) == 0;
+  cr_assert_gt(in_h2, 0);
+  RUN(&r, "dump", a, "--diff", c);
+  cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+  /* every op of layer h2 is added, named */
+  cr_assert_eq(count(r.out, "\n+ op "), (int)in_h2, "%s", r.out);
+  HAS(r.out, "'h2.ln1' (gpt.");
+  HAS(r.out, "'h2.attn.qkv' (gpt.");
+  HAS(r.out, "'h2.mlp.proj' (gpt.");
+  char line[64];
+  snprintf(line, sizeof line, "ops +%u -0 ", in_h2);
+  HAS(r.out, line);
+  free_ops(&s);
+}
+
+Test(views, lint_of_recorded_gpt_steps_is_clean, .init = setup,
+     .fini = teardown) {
+  static const char *const procs[] = {"1", "2"};
+  for (int i = 0; i < 2; i++) {
+    const char *g = gpt_step("gpt.json", "2", procs[i], NULL);
+    step_ops s = load_ops(g);
+    char head[96];
+    snprintf(head, sizeof head, "lint: no findings (%u ops, ", s.nops);
+    cli_run r;
+    RUN(&r, "dump", g, "--lint", "--strict");
+    cr_assert_eq(r.status, 0, "--procs %s: %s%s", procs[i], r.out, r.err);
+    HAS(r.out, head);
+    free_ops(&s);
+  }
+}
+
+Test(views, page_of_a_recorded_gpt_step, .init = setup, .fini = teardown) {
+  if (!html_ready())
+    return;
+  const char *g = gpt_step("gpt.json", "2", "1", NULL);
+  step_ops s = load_ops(g);
+  char html[512];
+  snprintf(html, sizeof html, "%s", page(g, "gpt.html"));
+  char *st = browse(html, "search:h1.attn;expand:h1;expand:h1.attn;"
+                          "expand:h1.attn.qkv");
+  if (!st) {
+    free_ops(&s);
+    return;
+  }
+  /* the first view: one node per top-level group */
+  uint32_t nodes, single;
+  groups_of(&s, "", 1, &nodes, &single);
+  char line[128];
+  snprintf(line, sizeof line, "nodes %u\nops %u\n", nodes, s.nops);
+  HAS(st, line);
+  HAS(st, "search h1.attn: found op ");
+  HAS(st, " 'h1.attn' in view 'h1.attn'");
+  /* h1 opens on its sub-groups, h1.attn on its ops and groups, down to
+   * h1.attn.qkv's ops (forward and backward) */
+  static const char *const open[] = {"h1", "h1.attn", "h1.attn.qkv"};
+  for (int d = 0; d < 3; d++) {
+    groups_of(&s, open[d], d + 2, &nodes, &single);
+    snprintf(line, sizeof line, "expand %s: %u nodes, %u ops shown\n", open[d],
+             nodes, single);
+    HAS(st, line);
+  }
+  cr_assert_eq(single, 2); /* h1.attn.qkv and h1.attn.qkv.bwd */
+  free(st);
+  free_ops(&s);
+}
+#endif
