@@ -724,11 +724,16 @@ def reprise_vocab(a, cfg, tmpdir):
 
 # ------------------------------------------------------------- markdown
 
-def fmt_spread(s, scale=1.0, digits=1):
+def fmt_spread(s, scale=1.0, digits=1, unit=""):
+    """'median (min–max)'; unit "us" picks µs or ms by the median."""
     if not s:
         return "–"
+    if unit == "us" and s["median"] >= 10000:
+        scale, unit = scale / 1000, " ms"
+    elif unit == "us":
+        unit = " µs"
     f = f"{{:.{digits}f}}"
-    return (f"{f.format(s['median'] * scale)} "
+    return (f"{f.format(s['median'] * scale)}{unit} "
             f"({f.format(s['min'] * scale)}–{f.format(s['max'] * scale)})")
 
 
@@ -773,11 +778,14 @@ def goals(rows):
                     return r
             return None
 
-        def ratio(other, what, metric="b2b_us"):
-            if other and other.get(metric) and rep.get(metric):
-                q = rep[metric]["median"] / other[metric]["median"]
-                out.append(f"- {cname}: reprise replay / {what} = {q:.2f} "
-                           f"({'back to back' if metric == 'b2b_us' else 'latency'})")
+        def ratio(other, what):
+            parts = []
+            for metric, name in (("latency_us", "latency"), ("b2b_us", "back to back")):
+                if other and other.get(metric) and rep.get(metric):
+                    q = rep[metric]["median"] / other[metric]["median"]
+                    parts.append(f"{q:.2f} ({name})")
+            if parts:
+                out.append(f"- {cname}: reprise replay / {what}: " + ", ".join(parts))
         ratio(get("pytorch", "cudagraph"), "PyTorch whole-step CUDA graph (goal ≤ 0.8 launch-bound)")
         comp = [r for k, r in d.items() if k[0] == "pytorch" and k[1].startswith("compile-")]
         if comp:
@@ -785,8 +793,11 @@ def goals(rows):
             ratio(best, f"torch.compile's best ({best['mode']}) "
                   "(goal ≤ 1 launch-bound, ≤ 1.25 nanoGPT)")
         ratio(get("pytorch", "eager", "sdpa"), "PyTorch eager, fused attention (goal ≤ 1)")
-        ratio(get("pytorch", "eager", "sdpa"), "PyTorch eager, fused attention", "latency_us")
+        ratio(get("pytorch", "eager", "manual"), "PyTorch eager, manual attention")
         ratio(get("reprise", "eager"), "reprise eager (the engine's share)")
+        if rep.get("replay_overhead_pct") is not None:
+            out.append(f"- {cname}: replay overhead over the busiest worker's ops "
+                       f"{rep['replay_overhead_pct']:.1f}% (goal ≤ 5% on the CPU)")
     return out
 
 
@@ -799,6 +810,11 @@ def to_markdown(rows, meta):
                      f"CUDA {meta.get('cuda') or '?'}")
     if meta.get("torch"):
         stamp.append(f"PyTorch {meta['torch']}")
+    loads = [x[0] for r in rows for x in (r.get("loadavg_before"), r.get("loadavg_after"))
+             if x]
+    if loads:
+        stamp.append(f"1-minute load average during the run {min(loads):.1f}–{max(loads):.1f} "
+                     f"on {meta.get('cores')} cores")
     lines += ["; ".join(stamp) + ".", "", "Command:", "",
               "    " + meta.get("command", ""), ""]
     configs = []
@@ -810,8 +826,8 @@ def to_markdown(rows, meta):
         rs = [r for r in rows if r.get("config") == c]
         if c:
             lines += [f"## {cfg_name(c)}", ""]
-        lines += ["| side, mode | math | device (threads) | latency µs median (min–max) "
-                  "| back to back µs median (min–max) | kernels/step | MFU or FLOP/s | notes |",
+        lines += ["| side, mode | math | device (threads) | latency median (min–max) "
+                  "| back to back median (min–max) | kernels/step | MFU or FLOP/s | notes |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         inst = [r for r in rs if r.get("mode") == "instantiate"]
         rs = [r for r in rs if r.get("mode") != "instantiate"]
@@ -839,6 +855,9 @@ def to_markdown(rows, meta):
                              f"busiest worker's ops (trace, {r.get('trace_replays')} replays)")
             if r.get("instantiate_ms") is not None and not isinstance(r["instantiate_ms"], dict):
                 notes.append(f"instantiate {r['instantiate_ms']:.1f} ms")
+            if "tokens_per_s" in (r.get("b2b_source") or ""):
+                notes.append("back to back from its tokens/s (the loop's wall time, "
+                             "2 validation passes included)")
             if r.get("inflight_b2b", 1) > 1:
                 notes.append(f"b2b with --inflight {r['inflight_b2b']}")
             if r.get("optimizer") and r["optimizer"] != "compiled":
@@ -848,7 +867,8 @@ def to_markdown(rows, meta):
             if r.get("missing_fields"):
                 notes.append("no " + ", ".join(r["missing_fields"]) + " in its JSON")
             lines.append(f"| {row_label(r)} | {r.get('math')} | {dev} | "
-                         f"{fmt_spread(r.get('latency_us'))} | {fmt_spread(r.get('b2b_us'))} "
+                         f"{fmt_spread(r.get('latency_us'), unit='us')} | "
+                         f"{fmt_spread(r.get('b2b_us'), unit='us')} "
                          f"| {kt} | {perf} | {'; '.join(notes)} |")
         lines.append("")
         if inst:
@@ -865,7 +885,7 @@ def to_markdown(rows, meta):
             lines.append("")
     g = goals(rows)
     if g:
-        lines += ["## Against the goals (medians, back to back unless said)", ""] + g + [""]
+        lines += ["## Against the goals (ratios of medians)", ""] + g + [""]
     lines += ["Latency: one step then synchronize, median of the steps of one repeat; "
               "back to back: steps issued without waiting, then one synchronize, per "
               "step. PyTorch: min/median/max over repeats in one process; reprise: over "
@@ -919,7 +939,8 @@ def parse_args(argv=None):
     ap.add_argument("--reprise-procs", type=int, default=None,
                     help="reprise train --procs: processors the step is split over "
                     "(CPU workers; default: --threads on the CPU, 1 on a GPU)")
-    ap.add_argument("--invocations", type=int, default=5)
+    ap.add_argument("--invocations", type=int, default=5,
+                    help="reprise train processes per mode (0: no reprise train rows)")
     ap.add_argument("--instantiate-procs", default="1,2,4",
                     help="processor counts for the record/instantiate rows "
                     "(gpt_instantiate next to --reprise); '' for none")
@@ -1052,12 +1073,12 @@ def main(argv=None):
                       file=sys.stderr, flush=True)
                 crows.append(r)
 
-            if a.reprise:
+            if a.reprise and a.invocations > 0:
                 for r in reprise_rows(a, cfg, tmpdir):
                     done(r)
-                if a.instantiate_procs:
-                    for r in instantiate_rows(a, cfg):
-                        done(r)
+            if a.reprise and a.instantiate_procs:
+                for r in instantiate_rows(a, cfg):
+                    done(r)
             if torch is None:
                 done({"side": "pytorch", "mode": "all", "status": "skipped",
                       "reason": f"skipped: torch not importable ({torch_error})"})
