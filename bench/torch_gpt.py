@@ -920,8 +920,10 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU: torch threads (default: all cores)")
     ap.add_argument("--adamw", choices=("foreach", "fused", "single"), default="foreach")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--beta2", type=float, default=0.99)
+    # reprise train --model gpt's AdamW: lr 2e-3 (constant here: PyTorch's
+    # step has no schedule), betas (0.9, 0.95), eps 1e-8, decay 0.1
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--beta2", type=float, default=0.95)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1)
