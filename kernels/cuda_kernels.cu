@@ -57,6 +57,7 @@ struct BlasApi {
   decltype(&cublasSetStream_v2) set_stream;
   decltype(&cublasSetWorkspace_v2) set_workspace;
   decltype(&cublasSgemm_v2) sgemm;
+  decltype(&cublasSgemmStridedBatched) sgemm_sb;
   decltype(&cublasGetStatusName) status_name;
   decltype(&cublasGetStatusString) status_string;
 };
@@ -90,6 +91,7 @@ void blas_load(void) {
       !blas_sym(h, "cublasSetStream_v2", &a.set_stream) ||
       !blas_sym(h, "cublasSetWorkspace_v2", &a.set_workspace) ||
       !blas_sym(h, "cublasSgemm_v2", &a.sgemm) ||
+      !blas_sym(h, "cublasSgemmStridedBatched", &a.sgemm_sb) ||
       !blas_sym(h, "cublasGetStatusName", &a.status_name) ||
       !blas_sym(h, "cublasGetStatusString", &a.status_string))
     return; /* the handle stays open: harmless, and never unloaded */
@@ -915,6 +917,24 @@ extern "C" void rp_cuda_blas_shutdown(void) {
   cudaSetDevice(prev);
 }
 
+namespace {
+
+/* Binds stream and its workspace slice to the device's handle (caller holds
+ * d->lock). Order matters: cublasSetStream resets the workspace to cuBLAS's
+ * own pool, which allocates and breaks capture. */
+rp_status blas_bind(BlasDev *d, void *stream, const char *what) {
+  void *ws = nullptr;
+  size_t ws_bytes = 0;
+  ws_slot(d, stream, &ws, &ws_bytes);
+  rp_status st =
+      blas_check(g_api.set_stream(d->handle, as_stream(stream)), what);
+  if (st == RP_OK)
+    st = blas_check(g_api.set_workspace(d->handle, ws, ws_bytes), what);
+  return st;
+}
+
+} // namespace
+
 /* Row-major C (m x n, row length n) read as column-major is C^T (n x m,
  * ld n). C^T = op(B)^T * op(A)^T, and a row-major operand read as
  * column-major is already transposed: so cuBLAS gets B first with B's
@@ -932,20 +952,49 @@ extern "C" rp_status rp_cuda_gemm(int trans_a, int trans_b, int m, int n, int k,
     return st;
   int lda = trans_a ? m : k, ldb = trans_b ? k : n;
   std::lock_guard<std::mutex> g(d->lock);
-  void *ws = nullptr;
-  size_t ws_bytes = 0;
-  ws_slot(d, stream, &ws, &ws_bytes);
-  /* Order matters: cublasSetStream resets the workspace to cuBLAS's pool. */
-  st = blas_check(g_api.set_stream(d->handle, as_stream(stream)),
-                  "rp_cuda_gemm: cublasSetStream");
-  if (st == RP_OK)
-    st = blas_check(g_api.set_workspace(d->handle, ws, ws_bytes),
-                    "rp_cuda_gemm: cublasSetWorkspace");
+  st = blas_bind(d, stream, "rp_cuda_gemm: cublasSetStream/Workspace");
   if (st == RP_OK)
     st = blas_check(g_api.sgemm(d->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
                                 &alpha, b, ldb, a, lda, &beta, c, n),
                     "rp_cuda_gemm: cublasSgemm");
+  return st;
+}
+
+/* The same row-major to column-major mapping as rp_cuda_gemm, per batch
+ * entry, with the leading dimensions (stored row lengths) and the batch
+ * strides given. */
+extern "C" rp_status
+rp_cuda_gemm_strided_batched(int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int lda,
+                             long long stride_a, const float *b, int ldb,
+                             long long stride_b, float beta, float *c, int ldc,
+                             long long stride_c, int batch, void *stream) {
+  if (m <= 0 || n <= 0 || batch <= 0)
+    return RP_OK;
+  if (k <= 0 || alpha == 0.0f) {
+    if (ldc != n || stride_c != (long long)m * n)
+      return rp__err(RP_EBACKEND,
+                     "rp_cuda_gemm_strided_batched: k = %d or alpha = 0 "
+                     "needs a dense C",
+                     k);
+    return gemm_scale_only(beta, c, (size_t)m * (size_t)n * (size_t)batch,
+                           stream);
+  }
+  BlasDev *d = nullptr;
+  rp_status st = blas_dev_for(stream, &d);
+  if (st != RP_OK)
+    return st;
+  std::lock_guard<std::mutex> g(d->lock);
+  st = blas_bind(d, stream,
+                 "rp_cuda_gemm_strided_batched: cublasSetStream/Workspace");
+  if (st == RP_OK)
+    st = blas_check(g_api.sgemm_sb(d->handle,
+                                   trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                   &alpha, b, ldb, stride_b, a, lda, stride_a,
+                                   &beta, c, ldc, stride_c, batch),
+                    "rp_cuda_gemm_strided_batched: cublasSgemmStridedBatched");
   return st;
 }
 

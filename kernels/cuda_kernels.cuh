@@ -160,6 +160,16 @@ rp_status rp_cuda_gather_rows(void *dst, const void *src_base,
 rp_status rp_cuda_gemm(int trans_a, int trans_b, int m, int n, int k,
                        float alpha, const float *a, const float *b, float beta,
                        float *c, void *stream);
+/* `batch` row-major GEMMs C_i = alpha op(A_i) op(B_i) + beta C_i (one
+ * cublasSgemmStridedBatched): X_i = x + i * stride_x; lda, ldb, ldc are the
+ * stored row lengths (A is m x k, or k x m when trans_a; B is k x n, or
+ * n x k when trans_b; C is m x n). k == 0 or alpha == 0 needs a dense C
+ * (ldc == n, stride_c == m * n) and scales it by beta. Same handle,
+ * workspace and capture rules as rp_cuda_gemm. */
+rp_status rp_cuda_gemm_strided_batched(
+    int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+    int lda, long long stride_a, const float *b, int ldb, long long stride_b,
+    float beta, float *c, int ldc, long long stride_c, int batch, void *stream);
 /* Creates the handle and workspace of physical device `device` (idempotent,
  * thread-safe). Must not be called during stream capture. rp_cuda_gemm
  * calls it itself when not capturing; during capture an uninitialized

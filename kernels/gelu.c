@@ -1,6 +1,10 @@
 /* kernels/gelu.c — GELU, tanh approximation (nn.GELU(approximate="tanh")),
  * on the CPU (contracts in gpt_kernels.h):
- *   gelu(x) = 0.5 x (1 + tanh(s (x + 0.044715 x^3))), s = sqrt(2 / pi). */
+ *   gelu(x) = 0.5 x (1 + tanh(u)), u = s (x + 0.044715 x^3), s = sqrt(2/pi).
+ * Computed as x * sigma(2u) with sigma(z) = 1 / (1 + exp(-z)), the same
+ * function (0.5 (1 + tanh(u)) = sigma(2u)): one expf instead of glibc's
+ * tanhf (about 9 times slower here), and no cancellation in 1 + tanh for
+ * x << 0. exp(-2u) overflows to inf for x << 0, giving sigma = 0. */
 #include "gpt_kernels.h"
 
 #include <math.h>
@@ -8,8 +12,9 @@
 #define GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_K 0.044715f
 
-static float gelu(float x) {
-  return 0.5f * x * (1.0f + tanhf(GELU_S * (x + GELU_K * x * x * x)));
+/* sigma(2u) = 0.5 (1 + tanh(u)) */
+static float half_one_plus_tanh(float x) {
+  return 1.0f / (1.0f + expf(-2.0f * GELU_S * (x + GELU_K * x * x * x)));
 }
 
 void rp_cpu_gpt_bias_gelu_fwd(float *pre, const float *bias, float *out,
@@ -20,20 +25,21 @@ void rp_cpu_gpt_bias_gelu_fwd(float *pre, const float *bias, float *out,
     for (size_t i = 0; i < c; i++) {
       float x = p[i] + bias[i];
       p[i] = x;
-      o[i] = gelu(x);
+      o[i] = x * half_one_plus_tanh(x);
     }
   }
 }
 
-/* d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 k x^2), t the tanh
- * above (1 - t^2 = sech^2, which cannot overflow as cosh can). */
+/* d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 k x^2) with t =
+ * tanh(u); in terms of h = 0.5 (1 + t): 1 - t^2 = 4 h (1 - h), so
+ * d gelu / dx = h + 2 x h (1 - h) s (1 + 3 k x^2). */
 void rp_cpu_gpt_gelu_bwd(const float *pre, const float *dout, float *dpre,
                          int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     float x = pre[i];
-    float t = tanhf(GELU_S * (x + GELU_K * x * x * x));
-    float g = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_S *
-                                      (1.0f + 3.0f * GELU_K * x * x);
+    float h = half_one_plus_tanh(x);
+    float g =
+        h + 2.0f * x * h * (1.0f - h) * GELU_S * (1.0f + 3.0f * GELU_K * x * x);
     dpre[i] = dout[i] * g;
   }
 }

@@ -5,10 +5,11 @@
  *  1. Tasks ("gpt.*", registered by rp_kernels_register with the ids in
  *     rp_kernel_tasks): each reads the args struct below from
  *     rp_ctx_args() and its instances in the access order documented here.
- *     Arguments and shapes are checked once, by the op table of
- *     kernels/tasks.c, before any data is touched.
+ *     Arguments and shapes are checked once, by the task's op descriptor
+ *     (kernels/op_table.h; the gpt.* ones in kernels/gpt_tasks.c), before
+ *     any data is touched.
  *  2. CPU kernels rp_cpu_gpt_* (plain C, CBLAS for GEMMs).
- *  3. CUDA launchers rp_cuda_gpt_* (the kernels/gpt_NAME.cu files; C-callable,
+ *  3. CUDA launchers rp_cuda_gpt_* (the kernels/NAME.cu files; C-callable,
  * no CUDA types: a stream is a cudaStream_t passed as void *). They take the
  * same arguments as the CPU kernel of the same name, plus the stream (and, for
  * tasks registered with RP_TASK_DEVICE_ARGS, a device pointer to the replay's
@@ -226,7 +227,8 @@ typedef struct rp_gpt_adamw_args {
 } rp_gpt_adamw_args;
 
 /* ---------------------------------------------------------------------- */
-/* CPU kernels (kernels/gpt_cpu.c). Sizes are validated by the task layer;
+/* CPU kernels (kernels/NAME.c: embed, layernorm, matmul, gelu, attention,
+ * xent, adamw). Sizes are validated by the task layer;
  * these only compute. Functions that can find bad data (a token, target or
  * position out of range) return RP_ERANGE (with rp_error_detail) before
  * writing anything, else RP_OK. */
@@ -278,7 +280,7 @@ void rp_cpu_gpt_adamw(float *const *w, const float *const *g, float *const *m,
                       const rp_gpt_adamw_args *a);
 
 /* ---------------------------------------------------------------------- */
-/* CUDA launchers (the kernels/gpt_NAME.cu files, CUDA builds only). dev_args:
+/* CUDA launchers (the kernels/NAME.cu files, CUDA builds only). dev_args:
  * the replay's argument bytes on the device (rp_ctx_device_args), or NULL to
  * use the by-value arguments. */
 #ifdef REPRISE_HAVE_CUDA

@@ -26,13 +26,6 @@ _Static_assert(offsetof(rp_gpt_adamw_args, step) == 4, "adamw step offset");
 _Static_assert(offsetof(rp_gpt_adamw_args, count) == 28, "adamw count");
 _Static_assert(offsetof(rp_gpt_adamw_args, decay) == 32, "adamw decay");
 
-#define BIG INT32_MAX
-#define F32 RP_F32
-#define I32 RP_I32
-#define R RP_READ
-#define W RP_WRITE
-#define RW RP_RW
-
 /* ---------------------------------------------------------------------- */
 /* Checks beyond the ranges */
 
@@ -100,7 +93,8 @@ static rp_status adamw_args(const rp_op *op, void *args,
   const rp_gpt_adamw_args *a = args;
   if (!is_finite(a->lr) || !(a->beta1 >= 0.0f && a->beta1 < 1.0f) ||
       !(a->beta2 >= 0.0f && a->beta2 < 1.0f) || !(a->eps > 0.0f) ||
-      !is_finite(a->eps) || !is_finite(a->weight_decay) || !is_finite(a->max_norm))
+      !is_finite(a->eps) || !is_finite(a->weight_decay) ||
+      !is_finite(a->max_norm))
     return rp__err(RP_EINVAL,
                    "%s: lr = %g, beta1 = %g, beta2 = %g, eps = %g, "
                    "weight_decay = %g, max_norm = %g (need finite, betas in "
@@ -132,334 +126,324 @@ static rp_status bias_gelu_ptrs(const rp_op *op, const void *args,
 
 #define EM(m) RP_OPF(rp_gpt_embed_args, m)
 static const rp_op OP_EMBED_FWD = {
-    "gpt.embed_fwd",
-    "rp_gpt_embed_args",
-    sizeof(rp_gpt_embed_args),
-    .fields = {{"B", EM(B), 0, 1, BIG},
-               {"T", EM(T), 0, 1, BIG},
-               {"C", EM(C), 0, 1, BIG},
-               {"V", EM(V), 0, 1, BIG}},
-    .head = {{"tokens", I32, R, {1, {EM(B), EM(T)}}},
-             {"wte", F32, R, {1, {EM(V), EM(C)}}},
-             {"wpe", F32, R, {1, {EM(T), EM(C)}}},
-             {"out", F32, W, {1, {EM(B), EM(T), EM(C)}}}},
-    .nhead = 4};
+    .name = "gpt.embed_fwd",
+    RP_OP_ARGS(rp_gpt_embed_args),
+    .fields = {{"B", EM(B), 0, 1, INT32_MAX},
+               {"T", EM(T), 0, 1, INT32_MAX},
+               {"C", EM(C), 0, 1, INT32_MAX},
+               {"V", EM(V), 0, 1, INT32_MAX}},
+    .head = {{"tokens", RP_I32, RP_READ, {1, {EM(B), EM(T)}}},
+             {"wte", RP_F32, RP_READ, {1, {EM(V), EM(C)}}},
+             {"wpe", RP_F32, RP_READ, {1, {EM(T), EM(C)}}},
+             {"out", RP_F32, RP_WRITE, {1, {EM(B), EM(T), EM(C)}}}},
+    .nhead = 4,
+};
 static const rp_op OP_EMBED_BWD = {
-    "gpt.embed_bwd",
-    "rp_gpt_embed_args",
-    sizeof(rp_gpt_embed_args),
-    .fields = {{"B", EM(B), 0, 1, BIG},
-               {"T", EM(T), 0, 1, BIG},
-               {"C", EM(C), 0, 1, BIG},
-               {"V", EM(V), 0, 1, BIG}},
-    .head = {{"tokens", I32, R, {1, {EM(B), EM(T)}}},
-             {"dout", F32, R, {1, {EM(B), EM(T), EM(C)}}},
-             {"dwte", F32, RW, {1, {EM(V), EM(C)}}},
-             {"dwpe", F32, W, {1, {EM(T), EM(C)}}}},
-    .nhead = 4};
+    .name = "gpt.embed_bwd",
+    RP_OP_ARGS(rp_gpt_embed_args),
+    .fields = {{"B", EM(B), 0, 1, INT32_MAX},
+               {"T", EM(T), 0, 1, INT32_MAX},
+               {"C", EM(C), 0, 1, INT32_MAX},
+               {"V", EM(V), 0, 1, INT32_MAX}},
+    .head = {{"tokens", RP_I32, RP_READ, {1, {EM(B), EM(T)}}},
+             {"dout", RP_F32, RP_READ, {1, {EM(B), EM(T), EM(C)}}},
+             {"dwte", RP_F32, RP_RW, {1, {EM(V), EM(C)}}},
+             {"dwpe", RP_F32, RP_WRITE, {1, {EM(T), EM(C)}}}},
+    .nhead = 4,
+};
 
 #define TK(m) RP_OPF(rp_gpt_token_args, m)
 static const rp_op OP_EMBED_TOKEN = {
-    "gpt.embed_token",
-    "rp_gpt_token_args",
-    sizeof(rp_gpt_token_args),
-    .fields = {{"C", TK(C), 0, 1, BIG},
-               {"V", TK(V), 0, 1, BIG},
-               {"T", TK(T), 0, 1, BIG}},
+    .name = "gpt.embed_token",
+    RP_OP_ARGS(rp_gpt_token_args),
+    .fields = {{"C", TK(C), 0, 1, INT32_MAX},
+               {"V", TK(V), 0, 1, INT32_MAX},
+               {"T", TK(T), 0, 1, INT32_MAX}},
     .check_args = token_args,
-    .head = {{"wte", F32, R, {1, {TK(V), TK(C)}}},
-             {"wpe", F32, R, {1, {TK(T), TK(C)}}},
-             {"out", F32, W, {1, {TK(C)}}}},
-    .nhead = 3};
+    .head = {{"wte", RP_F32, RP_READ, {1, {TK(V), TK(C)}}},
+             {"wpe", RP_F32, RP_READ, {1, {TK(T), TK(C)}}},
+             {"out", RP_F32, RP_WRITE, {1, {TK(C)}}}},
+    .nhead = 3,
+};
 
 #define LN(m) RP_OPF(rp_gpt_ln_args, m)
 static const rp_op OP_LN_FWD = {
-    "gpt.layernorm_fwd",
-    "rp_gpt_ln_args",
-    sizeof(rp_gpt_ln_args),
-    .fields = {{"N", LN(N), 0, 1, BIG}, {"C", LN(C), 0, 1, BIG}},
+    .name = "gpt.layernorm_fwd",
+    RP_OP_ARGS(rp_gpt_ln_args),
+    .fields = {{"N", LN(N), 0, 1, INT32_MAX}, {"C", LN(C), 0, 1, INT32_MAX}},
     .check_args = ln_args,
-    .head = {{"x", F32, R, {1, {LN(N), LN(C)}}},
-             {"w", F32, R, {1, {LN(C)}}},
-             {"b", F32, R, {1, {LN(C)}}},
-             {"out", F32, W, {1, {LN(N), LN(C)}}},
-             {"mean", F32, W, {1, {LN(N)}}},
-             {"rstd", F32, W, {1, {LN(N)}}}},
-    .nhead = 6};
+    .head = {{"x", RP_F32, RP_READ, {1, {LN(N), LN(C)}}},
+             {"w", RP_F32, RP_READ, {1, {LN(C)}}},
+             {"b", RP_F32, RP_READ, {1, {LN(C)}}},
+             {"out", RP_F32, RP_WRITE, {1, {LN(N), LN(C)}}},
+             {"mean", RP_F32, RP_WRITE, {1, {LN(N)}}},
+             {"rstd", RP_F32, RP_WRITE, {1, {LN(N)}}}},
+    .nhead = 6,
+};
 static const rp_op OP_RES_LN_FWD = {
-    "gpt.residual_layernorm_fwd",
-    "rp_gpt_ln_args",
-    sizeof(rp_gpt_ln_args),
-    .fields = {{"N", LN(N), 0, 1, BIG}, {"C", LN(C), 0, 1, BIG}},
+    .name = "gpt.residual_layernorm_fwd",
+    RP_OP_ARGS(rp_gpt_ln_args),
+    .fields = {{"N", LN(N), 0, 1, INT32_MAX}, {"C", LN(C), 0, 1, INT32_MAX}},
     .check_args = ln_args,
-    .head = {{"a", F32, R, {1, {LN(N), LN(C)}}},
-             {"r", F32, R, {1, {LN(N), LN(C)}}},
-             {"res", F32, W, {1, {LN(N), LN(C)}}},
-             {"w", F32, R, {1, {LN(C)}}},
-             {"b", F32, R, {1, {LN(C)}}},
-             {"out", F32, W, {1, {LN(N), LN(C)}}},
-             {"mean", F32, W, {1, {LN(N)}}},
-             {"rstd", F32, W, {1, {LN(N)}}}},
-    .nhead = 8};
+    .head = {{"a", RP_F32, RP_READ, {1, {LN(N), LN(C)}}},
+             {"r", RP_F32, RP_READ, {1, {LN(N), LN(C)}}},
+             {"res", RP_F32, RP_WRITE, {1, {LN(N), LN(C)}}},
+             {"w", RP_F32, RP_READ, {1, {LN(C)}}},
+             {"b", RP_F32, RP_READ, {1, {LN(C)}}},
+             {"out", RP_F32, RP_WRITE, {1, {LN(N), LN(C)}}},
+             {"mean", RP_F32, RP_WRITE, {1, {LN(N)}}},
+             {"rstd", RP_F32, RP_WRITE, {1, {LN(N)}}}},
+    .nhead = 8,
+};
 
 #define LB(m) RP_OPF(rp_gpt_ln_bwd_args, m)
 static const rp_op OP_LN_BWD = {
-    "gpt.layernorm_bwd",
-    "rp_gpt_ln_bwd_args",
-    sizeof(rp_gpt_ln_bwd_args),
-    .fields = {{"N", LB(N), 0, 1, BIG},
-               {"C", LB(C), 0, 1, BIG},
+    .name = "gpt.layernorm_bwd",
+    RP_OP_ARGS(rp_gpt_ln_bwd_args),
+    .fields = {{"N", LB(N), 0, 1, INT32_MAX},
+               {"C", LB(C), 0, 1, INT32_MAX},
                {"accumulate", LB(accumulate), 0, 0, 1}},
-    .head = {{"dout", F32, R, {1, {LB(N), LB(C)}}},
-             {"x", F32, R, {1, {LB(N), LB(C)}}},
-             {"w", F32, R, {1, {LB(C)}}},
-             {"mean", F32, R, {1, {LB(N)}}},
-             {"rstd", F32, R, {1, {LB(N)}}},
-             {"dx", F32, RW, {1, {LB(N), LB(C)}}},
-             {"dw", F32, W, {1, {LB(C)}}},
-             {"db", F32, W, {1, {LB(C)}}}},
-    .nhead = 8};
+    .head = {{"dout", RP_F32, RP_READ, {1, {LB(N), LB(C)}}},
+             {"x", RP_F32, RP_READ, {1, {LB(N), LB(C)}}},
+             {"w", RP_F32, RP_READ, {1, {LB(C)}}},
+             {"mean", RP_F32, RP_READ, {1, {LB(N)}}},
+             {"rstd", RP_F32, RP_READ, {1, {LB(N)}}},
+             {"dx", RP_F32, RP_RW, {1, {LB(N), LB(C)}}},
+             {"dw", RP_F32, RP_WRITE, {1, {LB(C)}}},
+             {"db", RP_F32, RP_WRITE, {1, {LB(C)}}}},
+    .nhead = 8,
+};
 
 #define MM(m) RP_OPF(rp_gpt_matmul_args, m)
-#define MM_FIELDS                                                              \
-  {                                                                            \
-    {"N", MM(N), 0, 1, BIG}, {"C", MM(C), 0, 1, BIG},                          \
-        {"OC", MM(OC), 0, 1, BIG}, {"has_bias", MM(has_bias), 0, 0, 1}, {      \
-      "accumulate", MM(accumulate), 0, 0, 1                                    \
-    }                                                                          \
-  }
+/* clang-format off */
+#define MM_FIELDS \
+  {{"N", MM(N), 0, 1, INT32_MAX}, {"C", MM(C), 0, 1, INT32_MAX}, \
+   {"OC", MM(OC), 0, 1, INT32_MAX}, {"has_bias", MM(has_bias), 0, 0, 1}, \
+   {"accumulate", MM(accumulate), 0, 0, 1}}
+/* clang-format on */
 static const rp_op OP_MATMUL_FWD = {
-    "gpt.matmul_fwd",
-    "rp_gpt_matmul_args",
-    sizeof(rp_gpt_matmul_args),
+    .name = "gpt.matmul_fwd",
+    RP_OP_ARGS(rp_gpt_matmul_args),
     .fields = MM_FIELDS,
-    .head = {{"inp", F32, R, {1, {MM(N), MM(C)}}},
-             {"W", F32, R, {1, {MM(OC), MM(C)}}},
-             {"out", F32, W, {1, {MM(N), MM(OC)}}},
-             {"bias", F32, R, {1, {MM(OC)}}, MM(has_bias)}},
-    .nhead = 4};
+    .head = {{"inp", RP_F32, RP_READ, {1, {MM(N), MM(C)}}},
+             {"W", RP_F32, RP_READ, {1, {MM(OC), MM(C)}}},
+             {"out", RP_F32, RP_WRITE, {1, {MM(N), MM(OC)}}},
+             {"bias", RP_F32, RP_READ, {1, {MM(OC)}}, MM(has_bias)}},
+    .nhead = 4,
+};
 static const rp_op OP_MATMUL_BWD = {
-    "gpt.matmul_bwd",
-    "rp_gpt_matmul_args",
-    sizeof(rp_gpt_matmul_args),
+    .name = "gpt.matmul_bwd",
+    RP_OP_ARGS(rp_gpt_matmul_args),
     .fields = MM_FIELDS,
-    .head = {{"dout", F32, R, {1, {MM(N), MM(OC)}}},
-             {"inp", F32, R, {1, {MM(N), MM(C)}}},
-             {"W", F32, R, {1, {MM(OC), MM(C)}}},
-             {"dinp", F32, RW, {1, {MM(N), MM(C)}}},
-             {"dW", F32, W, {1, {MM(OC), MM(C)}}},
-             {"dbias", F32, W, {1, {MM(OC)}}, MM(has_bias)}},
-    .nhead = 6};
+    .head = {{"dout", RP_F32, RP_READ, {1, {MM(N), MM(OC)}}},
+             {"inp", RP_F32, RP_READ, {1, {MM(N), MM(C)}}},
+             {"W", RP_F32, RP_READ, {1, {MM(OC), MM(C)}}},
+             {"dinp", RP_F32, RP_RW, {1, {MM(N), MM(C)}}},
+             {"dW", RP_F32, RP_WRITE, {1, {MM(OC), MM(C)}}},
+             {"dbias", RP_F32, RP_WRITE, {1, {MM(OC)}}, MM(has_bias)}},
+    .nhead = 6,
+};
 
 #define RC(m) RP_OPF(rp_gpt_rows_cols_args, m)
 static const rp_op OP_BIAS_GELU = {
-    "gpt.bias_gelu_fwd",
-    "rp_gpt_rows_cols_args",
-    sizeof(rp_gpt_rows_cols_args),
-    .fields = {{"rows", RC(rows), 0, 0, BIG}, {"cols", RC(cols), 0, 1, BIG}},
-    .head = {{"pre", F32, RW, {1, {RC(rows), RC(cols)}}},
-             {"bias", F32, R, {1, {RC(cols)}}},
-             {"out", F32, W, {1, {RC(rows), RC(cols)}}}},
+    .name = "gpt.bias_gelu_fwd",
+    RP_OP_ARGS(rp_gpt_rows_cols_args),
+    .fields = {{"rows", RC(rows), 0, 0, INT32_MAX},
+               {"cols", RC(cols), 0, 1, INT32_MAX}},
+    .head = {{"pre", RP_F32, RP_RW, {1, {RC(rows), RC(cols)}}},
+             {"bias", RP_F32, RP_READ, {1, {RC(cols)}}},
+             {"out", RP_F32, RP_WRITE, {1, {RC(rows), RC(cols)}}}},
     .nhead = 3,
-    .check_ptrs = bias_gelu_ptrs};
+    .check_ptrs = bias_gelu_ptrs,
+};
 
 #define NN(m) RP_OPF(rp_gpt_n_args, m)
 static const rp_op OP_GELU_BWD = {
-    "gpt.gelu_bwd",
-    "rp_gpt_n_args",
-    sizeof(rp_gpt_n_args),
+    .name = "gpt.gelu_bwd",
+    RP_OP_ARGS(rp_gpt_n_args),
     .fields = {{"n", NN(n), 1, 0, INT64_MAX}},
-    .head = {{"pre", F32, R, {1, {NN(n)}, 0, RP_OPC_I64}},
-             {"dout", F32, R, {1, {NN(n)}, 0, RP_OPC_I64}},
-             {"dpre", F32, W, {1, {NN(n)}, 0, RP_OPC_I64}}},
-    .nhead = 3};
+    .head = {{"pre", RP_F32, RP_READ, {1, {NN(n)}, 0, RP_OPC_I64}},
+             {"dout", RP_F32, RP_READ, {1, {NN(n)}, 0, RP_OPC_I64}},
+             {"dpre", RP_F32, RP_WRITE, {1, {NN(n)}, 0, RP_OPC_I64}}},
+    .nhead = 3,
+};
 
 #define AT(m) RP_OPF(rp_gpt_attn_args, m)
-#define AT_FIELDS                                                              \
-  {                                                                            \
-    {"B", AT(B), 0, 1, BIG}, {"T", AT(T), 0, 1, BIG}, {"C", AT(C), 0, 1, BIG}, \
-    {                                                                          \
-      "NH", AT(NH), 0, 1, BIG                                                  \
-    }                                                                          \
-  }
+/* clang-format off */
+#define AT_FIELDS \
+  {{"B", AT(B), 0, 1, INT32_MAX}, {"T", AT(T), 0, 1, INT32_MAX}, \
+   {"C", AT(C), 0, 1, INT32_MAX}, {"NH", AT(NH), 0, 1, INT32_MAX}}
+/* clang-format on */
 static const rp_op OP_ATTN_FWD = {
-    "gpt.attention_fwd",
-    "rp_gpt_attn_args",
-    sizeof(rp_gpt_attn_args),
+    .name = "gpt.attention_fwd",
+    RP_OP_ARGS(rp_gpt_attn_args),
     .fields = AT_FIELDS,
     .check_args = attn_args,
-    .head = {{"qkv", F32, R, {3, {AT(B), AT(T), AT(C)}}},
-             {"qkvr", F32, W, {3, {AT(B), AT(T), AT(C)}}},
-             {"att", F32, W, {1, {AT(B), AT(NH), AT(T), AT(T)}}},
-             {"out", F32, W, {1, {AT(B), AT(T), AT(C)}}},
-             {"scratch", F32, W, {1, {AT(B), AT(T), AT(C)}}}},
-    .nhead = 5};
+    .head = {{"qkv", RP_F32, RP_READ, {3, {AT(B), AT(T), AT(C)}}},
+             {"qkvr", RP_F32, RP_WRITE, {3, {AT(B), AT(T), AT(C)}}},
+             {"att", RP_F32, RP_WRITE, {1, {AT(B), AT(NH), AT(T), AT(T)}}},
+             {"out", RP_F32, RP_WRITE, {1, {AT(B), AT(T), AT(C)}}},
+             {"scratch", RP_F32, RP_WRITE, {1, {AT(B), AT(T), AT(C)}}}},
+    .nhead = 5,
+};
 static const rp_op OP_ATTN_BWD = {
-    "gpt.attention_bwd",
-    "rp_gpt_attn_args",
-    sizeof(rp_gpt_attn_args),
+    .name = "gpt.attention_bwd",
+    RP_OP_ARGS(rp_gpt_attn_args),
     .fields = AT_FIELDS,
     .check_args = attn_args,
-    .head = {{"dout", F32, R, {1, {AT(B), AT(T), AT(C)}}},
-             {"qkvr", F32, R, {3, {AT(B), AT(T), AT(C)}}},
-             {"att", F32, R, {1, {AT(B), AT(NH), AT(T), AT(T)}}},
-             {"dqkv", F32, W, {3, {AT(B), AT(T), AT(C)}}},
-             {"datt", F32, W, {1, {AT(B), AT(NH), AT(T), AT(T)}}},
-             {"scratch", F32, W, {4, {AT(B), AT(T), AT(C)}}}},
-    .nhead = 6};
+    .head = {{"dout", RP_F32, RP_READ, {1, {AT(B), AT(T), AT(C)}}},
+             {"qkvr", RP_F32, RP_READ, {3, {AT(B), AT(T), AT(C)}}},
+             {"att", RP_F32, RP_READ, {1, {AT(B), AT(NH), AT(T), AT(T)}}},
+             {"dqkv", RP_F32, RP_WRITE, {3, {AT(B), AT(T), AT(C)}}},
+             {"datt", RP_F32, RP_WRITE, {1, {AT(B), AT(NH), AT(T), AT(T)}}},
+             {"scratch", RP_F32, RP_WRITE, {4, {AT(B), AT(T), AT(C)}}}},
+    .nhead = 6,
+};
 
 #define DC(m) RP_OPF(rp_gpt_decode_args, m)
 static const rp_op OP_ATTN_DECODE = {
-    "gpt.attention_decode",
-    "rp_gpt_decode_args",
-    sizeof(rp_gpt_decode_args),
-    .fields = {{"T", DC(T), 0, 1, BIG},
-               {"C", DC(C), 0, 1, BIG},
-               {"NH", DC(NH), 0, 1, BIG}},
+    .name = "gpt.attention_decode",
+    RP_OP_ARGS(rp_gpt_decode_args),
+    .fields = {{"T", DC(T), 0, 1, INT32_MAX},
+               {"C", DC(C), 0, 1, INT32_MAX},
+               {"NH", DC(NH), 0, 1, INT32_MAX}},
     .check_args = decode_args,
-    .head = {{"qkv", F32, R, {3, {DC(C)}}},
-             {"kcache", F32, RW, {1, {DC(T), DC(C)}}},
-             {"vcache", F32, RW, {1, {DC(T), DC(C)}}},
-             {"out", F32, W, {1, {DC(C)}}},
-             {"scratch", F32, W, {1, {DC(NH), DC(T)}}}},
-    .nhead = 5};
+    .head = {{"qkv", RP_F32, RP_READ, {3, {DC(C)}}},
+             {"kcache", RP_F32, RP_RW, {1, {DC(T), DC(C)}}},
+             {"vcache", RP_F32, RP_RW, {1, {DC(T), DC(C)}}},
+             {"out", RP_F32, RP_WRITE, {1, {DC(C)}}},
+             {"scratch", RP_F32, RP_WRITE, {1, {DC(NH), DC(T)}}}},
+    .nhead = 5,
+};
 
 #define XE(m) RP_OPF(rp_gpt_xent_args, m)
-static const rp_op OP_XENT = {"gpt.xent",
-                              "rp_gpt_xent_args",
-                              sizeof(rp_gpt_xent_args),
-                              .fields = {{"N", XE(N), 0, 1, BIG},
-                                         {"V", XE(V), 0, 1, BIG},
-                                         {"grad", XE(grad), 0, 0, 1}},
-                              .check_args = xent_args,
-                              .head = {{"logits", F32, RW, {1, {XE(N), XE(V)}}},
-                                       {"targets", I32, R, {1, {XE(N)}}},
-                                       {"losses", F32, W, {1, {XE(N)}}},
-                                       {"loss", F32, W, {0, {0}, 1}}},
-                              .nhead = 4};
+static const rp_op OP_XENT = {
+    .name = "gpt.xent",
+    RP_OP_ARGS(rp_gpt_xent_args),
+    .fields = {{"N", XE(N), 0, 1, INT32_MAX},
+               {"V", XE(V), 0, 1, INT32_MAX},
+               {"grad", XE(grad), 0, 0, 1}},
+    .check_args = xent_args,
+    .head = {{"logits", RP_F32, RP_RW, {1, {XE(N), XE(V)}}},
+             {"targets", RP_I32, RP_READ, {1, {XE(N)}}},
+             {"losses", RP_F32, RP_WRITE, {1, {XE(N)}}},
+             {"loss", RP_F32, RP_WRITE, RP_OPC_ONE}},
+    .nhead = 4,
+};
 
 #define AW(m) RP_OPF(rp_gpt_adamw_args, m)
-#define AW_VOL                                                                 \
-  { 1, {0}, 0, RP_OPC_GROUP_VOL }
 static const rp_op OP_ADAMW = {
-    "gpt.adamw",
-    "rp_gpt_adamw_args",
-    sizeof(rp_gpt_adamw_args),
+    .name = "gpt.adamw",
+    RP_OP_ARGS(rp_gpt_adamw_args),
     .fields = {{"count", AW(count), 0, 1, RP_GPT_ADAMW_MAX},
-               {"step", AW(step), 0, 1, BIG}},
+               {"step", AW(step), 0, 1, INT32_MAX}},
     .check_args = adamw_args,
-    .group = {{"W", F32, RW, AW_VOL},
-              {"G", F32, R, AW_VOL},
-              {"M", F32, RW, AW_VOL},
-              {"V", F32, RW, AW_VOL}},
+    .group = {{"W", RP_F32, RP_RW, RP_OPC_GROUP},
+              {"G", RP_F32, RP_READ, RP_OPC_GROUP},
+              {"M", RP_F32, RP_RW, RP_OPC_GROUP},
+              {"V", RP_F32, RP_RW, RP_OPC_GROUP}},
     .ngroup = 4,
     .group_count = AW(count),
-    .tail = {{"stats", F32, W, {1, {AW(count)}, 1}}},
-    .ntail = 1};
+    .tail = {{"stats", RP_F32, RP_WRITE, {1, {AW(count)}, 1}}},
+    .ntail = 1,
+};
 
 /* ---------------------------------------------------------------------- */
-/* Bodies: the descriptor's check, then one kernel (CPU) or launcher (GPU).
- * PREP declares the args copy `a` and the pointers `p` of op. */
-
-#define PREP(op, type, n)                                                      \
-  type a;                                                                      \
-  void *p[n];                                                                  \
-  rp_status st = rp_op_prep(&(op), ctx, &a, p, NULL, n);                       \
-  if (st != RP_OK)                                                             \
-  return st
+/* Bodies: the descriptor's check (RP_OP_PREP: the args copy `a`, the
+ * pointers `p`), then one kernel (CPU) or launcher (GPU). */
 
 rp_status rp_task_gpt_embed_fwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_EMBED_FWD, rp_gpt_embed_args, 4);
+  RP_OP_PREP(OP_EMBED_FWD, rp_gpt_embed_args, 4);
   return rp_cpu_gpt_embed_fwd(p[0], p[1], p[2], p[3], a.B, a.T, a.C, a.V);
 }
 
 rp_status rp_task_gpt_embed_bwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_EMBED_BWD, rp_gpt_embed_args, 4);
+  RP_OP_PREP(OP_EMBED_BWD, rp_gpt_embed_args, 4);
   return rp_cpu_gpt_embed_bwd(p[0], p[1], p[2], p[3], a.B, a.T, a.C, a.V);
 }
 
 rp_status rp_task_gpt_embed_token_check(rp_task_ctx *ctx) {
-  PREP(OP_EMBED_TOKEN, rp_gpt_token_args, 3);
+  RP_OP_PREP(OP_EMBED_TOKEN, rp_gpt_token_args, 3);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_embed_token_cpu(rp_task_ctx *ctx) {
-  PREP(OP_EMBED_TOKEN, rp_gpt_token_args, 3);
+  RP_OP_PREP(OP_EMBED_TOKEN, rp_gpt_token_args, 3);
   return rp_cpu_gpt_embed_token(p[0], p[1], p[2], a.pos, a.token, a.C, a.V,
                                 a.T);
 }
 
 rp_status rp_task_gpt_layernorm_fwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_LN_FWD, rp_gpt_ln_args, 6);
+  RP_OP_PREP(OP_LN_FWD, rp_gpt_ln_args, 6);
   rp_cpu_gpt_layernorm_fwd(p[0], p[1], p[2], p[3], p[4], p[5], a.N, a.C, a.eps);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_residual_layernorm_fwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_RES_LN_FWD, rp_gpt_ln_args, 8);
+  RP_OP_PREP(OP_RES_LN_FWD, rp_gpt_ln_args, 8);
   rp_cpu_gpt_residual_layernorm_fwd(p[0], p[1], p[2], p[3], p[4], p[5], p[6],
                                     p[7], a.N, a.C, a.eps);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_layernorm_bwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_LN_BWD, rp_gpt_ln_bwd_args, 8);
+  RP_OP_PREP(OP_LN_BWD, rp_gpt_ln_bwd_args, 8);
   rp_cpu_gpt_layernorm_bwd(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], a.N,
                            a.C, a.accumulate);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_matmul_fwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_MATMUL_FWD, rp_gpt_matmul_args, 4);
+  RP_OP_PREP(OP_MATMUL_FWD, rp_gpt_matmul_args, 4);
   rp_cpu_gpt_matmul_fwd(p[0], p[1], p[3], p[2], a.N, a.C, a.OC);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_matmul_bwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_MATMUL_BWD, rp_gpt_matmul_args, 6);
+  RP_OP_PREP(OP_MATMUL_BWD, rp_gpt_matmul_args, 6);
   rp_cpu_gpt_matmul_bwd(p[0], p[1], p[2], p[3], p[4], p[5], a.N, a.C, a.OC,
                         a.accumulate);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_bias_gelu_fwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_BIAS_GELU, rp_gpt_rows_cols_args, 3);
+  RP_OP_PREP(OP_BIAS_GELU, rp_gpt_rows_cols_args, 3);
   rp_cpu_gpt_bias_gelu_fwd(p[0], p[1], p[2], a.rows, a.cols);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_gelu_bwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_GELU_BWD, rp_gpt_n_args, 3);
+  RP_OP_PREP(OP_GELU_BWD, rp_gpt_n_args, 3);
   rp_cpu_gpt_gelu_bwd(p[0], p[1], p[2], a.n);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_attention_fwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_ATTN_FWD, rp_gpt_attn_args, 5);
+  RP_OP_PREP(OP_ATTN_FWD, rp_gpt_attn_args, 5);
   rp_cpu_gpt_attention_fwd(p[0], p[1], p[2], p[3], p[4], a.B, a.T, a.C, a.NH);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_attention_bwd_cpu(rp_task_ctx *ctx) {
-  PREP(OP_ATTN_BWD, rp_gpt_attn_args, 6);
+  RP_OP_PREP(OP_ATTN_BWD, rp_gpt_attn_args, 6);
   rp_cpu_gpt_attention_bwd(p[0], p[1], p[2], p[3], p[4], p[5], a.B, a.T, a.C,
                            a.NH);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_attention_decode_check(rp_task_ctx *ctx) {
-  PREP(OP_ATTN_DECODE, rp_gpt_decode_args, 5);
+  RP_OP_PREP(OP_ATTN_DECODE, rp_gpt_decode_args, 5);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_attention_decode_cpu(rp_task_ctx *ctx) {
-  PREP(OP_ATTN_DECODE, rp_gpt_decode_args, 5);
+  RP_OP_PREP(OP_ATTN_DECODE, rp_gpt_decode_args, 5);
   return rp_cpu_gpt_attention_decode(p[0], p[1], p[2], p[3], p[4], a.pos, a.T,
                                      a.C, a.NH);
 }
 
 rp_status rp_task_gpt_xent_cpu(rp_task_ctx *ctx) {
-  PREP(OP_XENT, rp_gpt_xent_args, 4);
+  RP_OP_PREP(OP_XENT, rp_gpt_xent_args, 4);
   return rp_cpu_gpt_xent(p[0], p[1], p[2], p[3], a.N, a.V, a.norm, a.grad);
 }
 
@@ -513,88 +497,88 @@ rp_status rp_task_gpt_adamw_cpu(rp_task_ctx *ctx) {
 
 #ifdef REPRISE_HAVE_CUDA
 rp_status rp_task_gpt_embed_fwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_EMBED_FWD, rp_gpt_embed_args, 4);
+  RP_OP_PREP(OP_EMBED_FWD, rp_gpt_embed_args, 4);
   return rp_cuda_gpt_embed_fwd(p[0], p[1], p[2], p[3], a.B, a.T, a.C, a.V,
                                rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_embed_bwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_EMBED_BWD, rp_gpt_embed_args, 4);
+  RP_OP_PREP(OP_EMBED_BWD, rp_gpt_embed_args, 4);
   return rp_cuda_gpt_embed_bwd(p[0], p[1], p[2], p[3], a.B, a.T, a.C, a.V,
                                rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_embed_token_gpu(rp_task_ctx *ctx) {
-  PREP(OP_EMBED_TOKEN, rp_gpt_token_args, 3);
+  RP_OP_PREP(OP_EMBED_TOKEN, rp_gpt_token_args, 3);
   return rp_cuda_gpt_embed_token(p[0], p[1], p[2], a.pos, a.token, a.C, a.V,
                                  a.T, rp_ctx_device_args(ctx),
                                  rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_layernorm_fwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_LN_FWD, rp_gpt_ln_args, 6);
+  RP_OP_PREP(OP_LN_FWD, rp_gpt_ln_args, 6);
   return rp_cuda_gpt_layernorm_fwd(p[0], p[1], p[2], p[3], p[4], p[5], a.N, a.C,
                                    a.eps, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_residual_layernorm_fwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_RES_LN_FWD, rp_gpt_ln_args, 8);
+  RP_OP_PREP(OP_RES_LN_FWD, rp_gpt_ln_args, 8);
   return rp_cuda_gpt_residual_layernorm_fwd(p[0], p[1], p[2], p[3], p[4], p[5],
                                             p[6], p[7], a.N, a.C, a.eps,
                                             rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_layernorm_bwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_LN_BWD, rp_gpt_ln_bwd_args, 8);
+  RP_OP_PREP(OP_LN_BWD, rp_gpt_ln_bwd_args, 8);
   return rp_cuda_gpt_layernorm_bwd(p[0], p[1], p[2], p[3], p[4], p[5], p[6],
                                    p[7], a.N, a.C, a.accumulate,
                                    rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_matmul_fwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_MATMUL_FWD, rp_gpt_matmul_args, 4);
+  RP_OP_PREP(OP_MATMUL_FWD, rp_gpt_matmul_args, 4);
   return rp_cuda_gpt_matmul_fwd(p[0], p[1], p[3], p[2], a.N, a.C, a.OC,
                                 rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_matmul_bwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_MATMUL_BWD, rp_gpt_matmul_args, 6);
+  RP_OP_PREP(OP_MATMUL_BWD, rp_gpt_matmul_args, 6);
   return rp_cuda_gpt_matmul_bwd(p[0], p[1], p[2], p[3], p[4], p[5], a.N, a.C,
                                 a.OC, a.accumulate, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_bias_gelu_fwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_BIAS_GELU, rp_gpt_rows_cols_args, 3);
+  RP_OP_PREP(OP_BIAS_GELU, rp_gpt_rows_cols_args, 3);
   return rp_cuda_gpt_bias_gelu_fwd(p[0], p[1], p[2], a.rows, a.cols,
                                    rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_gelu_bwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_GELU_BWD, rp_gpt_n_args, 3);
+  RP_OP_PREP(OP_GELU_BWD, rp_gpt_n_args, 3);
   return rp_cuda_gpt_gelu_bwd(p[0], p[1], p[2], a.n, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_attention_fwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_ATTN_FWD, rp_gpt_attn_args, 5);
+  RP_OP_PREP(OP_ATTN_FWD, rp_gpt_attn_args, 5);
   return rp_cuda_gpt_attention_fwd(p[0], p[1], p[2], p[3], p[4], a.B, a.T, a.C,
                                    a.NH, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_attention_bwd_gpu(rp_task_ctx *ctx) {
-  PREP(OP_ATTN_BWD, rp_gpt_attn_args, 6);
+  RP_OP_PREP(OP_ATTN_BWD, rp_gpt_attn_args, 6);
   return rp_cuda_gpt_attention_bwd(p[0], p[1], p[2], p[3], p[4], p[5], a.B, a.T,
                                    a.C, a.NH, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_attention_decode_gpu(rp_task_ctx *ctx) {
-  PREP(OP_ATTN_DECODE, rp_gpt_decode_args, 5);
+  RP_OP_PREP(OP_ATTN_DECODE, rp_gpt_decode_args, 5);
   return rp_cuda_gpt_attention_decode(p[0], p[1], p[2], p[3], p[4], a.pos, a.T,
                                       a.C, a.NH, rp_ctx_device_args(ctx),
                                       rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_xent_gpu(rp_task_ctx *ctx) {
-  PREP(OP_XENT, rp_gpt_xent_args, 4);
+  RP_OP_PREP(OP_XENT, rp_gpt_xent_args, 4);
   return rp_cuda_gpt_xent(p[0], p[1], p[2], p[3], a.N, a.V, a.norm, a.grad,
                           rp_ctx_stream(ctx));
 }

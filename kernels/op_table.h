@@ -50,6 +50,14 @@ typedef struct rp_op_count {
   uint8_t kind; /* enum rp_op_count_kind */
 } rp_op_count;
 
+/* Rules that recur: the elementwise count of field f (access 0's volume
+ * when it is 0), a group's volume, and one element. */
+/* clang-format off */
+#define RP_OPC_N(f) {1, {f}, 0, RP_OPC_N_OR_VOL0}
+#define RP_OPC_GROUP {1, {0}, 0, RP_OPC_GROUP_VOL}
+#define RP_OPC_ONE {0, {0}, 1, RP_OPC_PRODUCT}
+/* clang-format on */
+
 enum rp_op_access_flags {
   RP_OPA_OPTIONAL = 1u << 0, /* may be left out (a shorter access list) */
   RP_OPA_ANY_TYPE = 1u << 1, /* any element type (dtype ignored) */
@@ -100,6 +108,9 @@ struct rp_op {
                           const rp_task_ctx *ctx);
 };
 
+/* An args struct in a descriptor: .args_type = "type", .args_size. */
+#define RP_OP_ARGS(type) .args_type = #type, .args_size = sizeof(type)
+
 /* Total accesses op takes for args (head + group * count + tail). */
 uint32_t rp_op_access_total(const rp_op *op, const void *args);
 
@@ -110,5 +121,15 @@ uint32_t rp_op_access_total(const rp_op *op, const void *args);
  * `cap` entries (at least rp_op_access_total; RP_ESHAPE otherwise). */
 rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
                      void **ptr, int64_t *vol, uint32_t cap);
+
+/* The first statement of a task body of a fixed-access op (the `ctx`
+ * parameter in scope): declares `a`, the args copy (of type `type`), `p`,
+ * the n access pointers, and `st`, and returns the check's error. */
+#define RP_OP_PREP(op, type, n)                                                \
+  type a;                                                                      \
+  void *p[n];                                                                  \
+  rp_status st = rp_op_prep(&(op), ctx, &a, p, NULL, n);                       \
+  if (st != RP_OK)                                                             \
+  return st
 
 #endif

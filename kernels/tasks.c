@@ -1,14 +1,16 @@
 /* kernels/tasks.c — the kernels as reprise tasks (contracts in tasks.h).
  *
- * Every task is split in two: a `*_prep` that reads and checks the args and
- * instances into a small job struct (shared by both variants, touching no
- * data), and the variants that run the job: the CPU one calls
- * cpu_kernels.h, the GPU one (CUDA builds) enqueues through the C launchers
- * of cuda_kernels.cuh on rp_ctx_stream(ctx). */
+ * Every task is one op descriptor (kernels/op_table.h: its args struct,
+ * the ranges of its size fields, its accesses with element type and count
+ * rule) and its variants: each runs the descriptor's check (rp_op_prep,
+ * touching no data) and then the CPU kernel of cpu_kernels.h or, in CUDA
+ * builds, the launcher of cuda_kernels.cuh on rp_ctx_stream(ctx). The
+ * gpt.* tasks (kernels/gpt_tasks.c) are built the same way. */
 #include "tasks.h"
 
 #include "cpu_kernels.h"
 #include "engine/util.h"
+#include "op_table.h"
 
 #ifdef REPRISE_HAVE_CUDA
 #include "cuda_kernels.cuh"
@@ -34,419 +36,366 @@ _Static_assert(offsetof(rp_sgd_multi_args, count) == 8, "sgd_multi count");
 _Static_assert(offsetof(rp_bias_act_args, act) == 8, "bias_act act offset");
 
 /* ---------------------------------------------------------------------- */
-/* Checking args and instances */
+/* Checks beyond the ranges */
 
-/* Copies the task's args (at least `size` bytes) into out. */
-static rp_status get_args(const rp_task_ctx *ctx, const char *task,
-                          const char *type, void *out, size_t size) {
-  size_t have = 0;
-  const void *a = rp_ctx_args(ctx, &have);
-  if (!a || have < size)
-    return rp__err(RP_EINVAL, "%s: args are %zu bytes, need %zu (%s)", task,
-                   a ? have : 0, size, type);
-  memcpy(out, a, size); /* args bytes carry no alignment promise */
+/* rp.xent_*: norm 0 is the shard's own row count; the copy of the args
+ * carries the effective norm. */
+static rp_status xent_args(const rp_op *op, void *args,
+                           const rp_task_ctx *ctx) {
+  (void)ctx;
+  rp_xent_args *a = args;
+  float norm = a->norm != 0.0f ? a->norm : (a->rows > 0 ? (float)a->rows : 1);
+  if (!(norm > 0.0f) || norm > 3.0e38f) /* also rejects NaN, inf */
+    return rp__err(RP_EINVAL, "%s: norm = %g (the global batch size)", op->name,
+                   (double)a->norm);
+  a->norm = norm;
   return RP_OK;
 }
 
-/* 1 when the layout is dense row-major (a dimension of extent 1 may have
- * any stride: it is never stepped over). */
-static int dense(const rp_instance_info *in) {
-  int64_t want = 1;
-  for (int d = in->rect.dim - 1; d >= 0; d--) {
-    int64_t ext = in->rect.hi[d] - in->rect.lo[d] + 1;
-    if (ext > 1 && in->strides[d] != want)
-      return 0;
-    want *= ext;
-  }
-  return 1;
-}
-
-/* Access i, named `role`: present, of type dt, dense, with at least `need`
- * elements. *ptr gets its element at rect.lo. */
-static rp_status get_inst(const rp_task_ctx *ctx, const char *task, uint32_t i,
-                          const char *role, rp_dtype dt, int64_t need,
-                          void **ptr) {
-  const rp_instance_info *in = rp_ctx_inst(ctx, i);
-  if (!in)
-    return rp__err(RP_ESHAPE, "%s: access %u (%s) missing: %u accesses", task,
-                   i, role, rp_ctx_access_count(ctx));
-  if (in->dtype != dt)
-    return rp__err(RP_ETYPE, "%s: access %u (%s) is %s, needs %s", task, i,
-                   role, rp_dtype_name(in->dtype), rp_dtype_name(dt));
-  if (!dense(in))
-    return rp__err(RP_ESHAPE, "%s: access %u (%s) is not dense row-major", task,
-                   i, role);
-  int64_t vol = rp_rect_volume(&in->rect);
-  if (vol < need)
-    return rp__err(RP_ESHAPE,
-                   "%s: access %u (%s) has %lld elements, needs %lld", task, i,
-                   role, (long long)vol, (long long)need);
-  *ptr = in->ptr;
+static rp_status gather_args(const rp_op *op, void *args,
+                             const rp_task_ctx *ctx) {
+  (void)ctx;
+  const rp_gather_args *a = args;
+  if (a->index < 0)
+    return rp__err(RP_ERANGE, "%s: batch index %d is negative", op->name,
+                   (int)a->index);
   return RP_OK;
 }
 
-/* Elementwise count: n, or the volume of access 0 when n == 0. */
-static rp_status elem_count(const rp_task_ctx *ctx, const char *task, int32_t n,
-                            int64_t *out) {
-  if (n < 0)
-    return rp__err(RP_EINVAL, "%s: n = %d", task, (int)n);
-  const rp_instance_info *in = rp_ctx_inst(ctx, 0);
-  if (n == 0 && !in)
-    return rp__err(RP_ESHAPE, "%s: n = 0 needs access 0", task);
-  *out = n ? n : rp_rect_volume(&in->rect);
+/* rp.gather_rows: dst holds a batch, src holds batch `index`, both of one
+ * element type (on metadata: the GPU variant checks the same). */
+static rp_status gather_ptrs(const rp_op *op, const void *args,
+                             void *const *ptr, const rp_task_ctx *ctx) {
+  (void)ptr;
+  const rp_gather_args *a = args;
+  const rp_instance_info *src = rp_ctx_inst(ctx, 0), *dst = rp_ctx_inst(ctx, 1);
+  int64_t n = (int64_t)a->rows * a->cols; /* < 2^62: no overflow below */
+  int64_t svol = rp_rect_volume(&src->rect), dvol = rp_rect_volume(&dst->rect);
+  if (dvol < n)
+    return rp__err(RP_ERANGE,
+                   "%s: access 1 (dst) has %lld elements, needs %lld", op->name,
+                   (long long)dvol, (long long)n);
+  if ((int64_t)a->index + 1 > svol / (n ? n : 1))
+    return rp__err(RP_ERANGE,
+                   "%s: batch index %d selects rows [%lld, %lld) beyond the "
+                   "%lld rows of src",
+                   op->name, (int)a->index, (long long)a->index * a->rows,
+                   (long long)(a->index + 1) * a->rows,
+                   (long long)(a->cols ? svol / a->cols : 0));
+  if (src->dtype != dst->dtype)
+    return rp__err(RP_ETYPE, "%s: src is %s, dst is %s", op->name,
+                   rp_dtype_name(src->dtype), rp_dtype_name(dst->dtype));
   return RP_OK;
 }
 
-static rp_status rows_cols_ok(const char *task, int32_t rows, int32_t cols) {
-  if (rows < 0 || cols < 1)
-    return rp__err(RP_EINVAL,
-                   "%s: rows = %d, cols = %d (need rows >= 0, "
-                   "cols >= 1)",
-                   task, (int)rows, (int)cols);
+/* rp.bias_act: A is an output of its own. */
+static rp_status bias_act_ptrs(const rp_op *op, const void *args,
+                               void *const *ptr, const rp_task_ctx *ctx) {
+  (void)ctx;
+  const rp_bias_act_args *a = args;
+  if (ptr[2] && ptr[2] == ptr[0] && (int64_t)a->rows * a->cols > 0)
+    return rp__err(RP_EINVAL, "%s: access 2 (A) is access 0's (Z) memory",
+                   op->name);
   return RP_OK;
 }
 
 /* ---------------------------------------------------------------------- */
-/* rp.gemm */
+/* The descriptors */
 
-typedef struct gemm_job {
-  rp_gemm_args a;
-  const float *A, *B;
-  float *C;
-} gemm_job;
+#define GM(m) RP_OPF(rp_gemm_args, m)
+static const rp_op OP_GEMM = {
+    .name = "rp.gemm",
+    RP_OP_ARGS(rp_gemm_args),
+    .fields = {{"m", GM(m), 0, 0, INT32_MAX},
+               {"n", GM(n), 0, 0, INT32_MAX},
+               {"k", GM(k), 0, 0, INT32_MAX},
+               {"trans_a", GM(trans_a), 0, 0, 1},
+               {"trans_b", GM(trans_b), 0, 0, 1}},
+    .head = {{"A", RP_F32, RP_READ, {1, {GM(m), GM(k)}}},
+             {"B", RP_F32, RP_READ, {1, {GM(k), GM(n)}}},
+             {"C", RP_F32, RP_RW, {1, {GM(m), GM(n)}}}},
+    .nhead = 3,
+};
 
-static rp_status gemm_prep(const rp_task_ctx *ctx, gemm_job *j) {
-  const char *t = "rp.gemm";
-  rp_status st = get_args(ctx, t, "rp_gemm_args", &j->a, sizeof j->a);
-  if (st != RP_OK)
-    return st;
-  const rp_gemm_args *a = &j->a;
-  if (a->m < 0 || a->n < 0 || a->k < 0 || (a->trans_a & ~1) ||
-      (a->trans_b & ~1))
-    return rp__err(
-        RP_EINVAL, "%s: m = %d, n = %d, k = %d, trans_a = %d, trans_b = %d", t,
-        (int)a->m, (int)a->n, (int)a->k, (int)a->trans_a, (int)a->trans_b);
-  void *A = NULL, *B = NULL, *C = NULL;
-  st = get_inst(ctx, t, 0, "A", RP_F32, (int64_t)a->m * a->k, &A);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 1, "B", RP_F32, (int64_t)a->k * a->n, &B);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 2, "C", RP_F32, (int64_t)a->m * a->n, &C);
-  j->A = A;
-  j->B = B;
-  j->C = C;
-  return st;
-}
+/* rows x cols tasks: rows >= 0, cols >= 1 (rp_rows_cols_args, and the
+ * rp_xent_args that start the same way) */
+_Static_assert(offsetof(rp_xent_args, cols) ==
+                   offsetof(rp_rows_cols_args, cols),
+               "xent rows, cols");
+#define RC(m) RP_OPF(rp_rows_cols_args, m)
+/* clang-format off */
+#define RC_FIELDS \
+  {{"rows", RC(rows), 0, 0, INT32_MAX}, {"cols", RC(cols), 0, 1, INT32_MAX}}
+#define RC_MAT {1, {RC(rows), RC(cols)}}
+#define RC_ROW {1, {RC(cols)}}
+#define RC_LABELS {"labels", RP_I32, RP_READ, {1, {RC(rows)}}}
+/* clang-format on */
+static const rp_op OP_BIAS_ADD = {
+    .name = "rp.bias_add",
+    RP_OP_ARGS(rp_bias_args),
+    .fields = RC_FIELDS,
+    .head = {{"X", RP_F32, RP_RW, RC_MAT}, {"bias", RP_F32, RP_READ, RC_ROW}},
+    .nhead = 2,
+};
+static const rp_op OP_BIAS_GRAD = {
+    .name = "rp.bias_grad",
+    RP_OP_ARGS(rp_bias_args),
+    .fields = RC_FIELDS,
+    .head = {{"dY", RP_F32, RP_READ, RC_MAT}, {"db", RP_F32, RP_WRITE, RC_ROW}},
+    .nhead = 2,
+};
+static const rp_op OP_ACCURACY = {
+    .name = "rp.accuracy",
+    RP_OP_ARGS(rp_rows_cols_args),
+    .fields = RC_FIELDS,
+    .head = {{"X", RP_F32, RP_READ, RC_MAT},
+             {"labels", RP_I32, RP_READ, {1, {RC(rows)}}},
+             {"count", RP_I32, RP_WRITE, RP_OPC_ONE}},
+    .nhead = 3,
+};
+static const rp_op OP_RELU_BWD_BIAS = {
+    .name = "rp.relu_bwd_bias",
+    RP_OP_ARGS(rp_rows_cols_args),
+    .fields = RC_FIELDS,
+    .head = {{"A", RP_F32, RP_READ, RC_MAT},
+             {"dA", RP_F32, RP_READ, RC_MAT},
+             {"dZ", RP_F32, RP_WRITE, RC_MAT},
+             {"db", RP_F32, RP_WRITE, RC_ROW}},
+    .nhead = 4,
+};
+
+#define BA(m) RP_OPF(rp_bias_act_args, m)
+static const rp_op OP_BIAS_ACT = {
+    .name = "rp.bias_act",
+    RP_OP_ARGS(rp_bias_act_args),
+    .fields = {{"rows", BA(rows), 0, 0, INT32_MAX},
+               {"cols", BA(cols), 0, 1, INT32_MAX},
+               {"act", BA(act), 0, RP_ACT_NONE, RP_ACT_RELU}},
+    .head = {{"Z", RP_F32, RP_RW, {1, {BA(rows), BA(cols)}}},
+             {"bias", RP_F32, RP_READ, {1, {BA(cols)}}},
+             {"A", RP_F32, RP_WRITE, {1, {BA(rows), BA(cols)}}, BA(act)}},
+    .nhead = 3,
+    .check_ptrs = bias_act_ptrs,
+};
+
+/* Elementwise tasks: n, or the whole instance of access 0 when n == 0 */
+#define EW(m) RP_OPF(rp_elementwise_args, m)
+#define EW_N RP_OPC_N(EW(n))
+static const rp_op OP_RELU_FWD = {
+    .name = "rp.relu_fwd",
+    RP_OP_ARGS(rp_elementwise_args),
+    .fields = {{"n", EW(n), 0, 0, INT32_MAX}},
+    .head = {{"X", RP_F32, RP_READ, EW_N}, {"Y", RP_F32, RP_WRITE, EW_N}},
+    .nhead = 2,
+};
+static const rp_op OP_RELU_BWD = {
+    .name = "rp.relu_bwd",
+    RP_OP_ARGS(rp_elementwise_args),
+    .fields = {{"n", EW(n), 0, 0, INT32_MAX}},
+    .head = {{"X", RP_F32, RP_READ, EW_N},
+             {"dY", RP_F32, RP_READ, EW_N},
+             {"dX", RP_F32, RP_WRITE, EW_N}},
+    .nhead = 3,
+};
+
+#define SG(m) RP_OPF(rp_sgd_args, m)
+#define SG_N RP_OPC_N(SG(n))
+static const rp_op OP_SGD = {
+    .name = "rp.sgd",
+    RP_OP_ARGS(rp_sgd_args),
+    .fields = {{"n", SG(n), 0, 0, INT32_MAX}},
+    .head = {{"W", RP_F32, RP_RW, SG_N},
+             {"G", RP_F32, RP_READ, SG_N},
+             {"V", RP_F32, RP_RW, SG_N}},
+    .nhead = 3,
+};
+
+#define SC(m) RP_OPF(rp_scalar_args, m)
+#define SC_N RP_OPC_N(SC(n))
+static const rp_op OP_FILL = {
+    .name = "rp.fill",
+    RP_OP_ARGS(rp_scalar_args),
+    .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
+    .head = {{"X", RP_F32, RP_WRITE, SC_N}},
+    .nhead = 1,
+};
+static const rp_op OP_SCALE = {
+    .name = "rp.scale",
+    RP_OP_ARGS(rp_scalar_args),
+    .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
+    .head = {{"X", RP_F32, RP_RW, SC_N}},
+    .nhead = 1,
+};
+static const rp_op OP_AXPY = {
+    .name = "rp.axpy",
+    RP_OP_ARGS(rp_scalar_args),
+    .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
+    .head = {{"X", RP_F32, RP_READ, SC_N}, {"Y", RP_F32, RP_RW, SC_N}},
+    .nhead = 2,
+};
+
+static const rp_op OP_XENT_FWD = {
+    .name = "rp.xent_fwd",
+    RP_OP_ARGS(rp_xent_args),
+    .fields = RC_FIELDS,
+    .check_args = xent_args,
+    .head = {{"logits", RP_F32, RP_READ, RC_MAT},
+             RC_LABELS,
+             {"probs", RP_F32, RP_WRITE, RC_MAT},
+             {"loss", RP_F32, RP_WRITE, RP_OPC_ONE}},
+    .nhead = 4,
+};
+static const rp_op OP_XENT_BWD = {
+    .name = "rp.xent_bwd",
+    RP_OP_ARGS(rp_xent_args),
+    .fields = RC_FIELDS,
+    .check_args = xent_args,
+    .head = {{"probs", RP_F32, RP_READ, RC_MAT},
+             RC_LABELS,
+             {"dlogits", RP_F32, RP_WRITE, RC_MAT}},
+    .nhead = 3,
+};
+static const rp_op OP_SOFTMAX_XENT = {
+    .name = "rp.softmax_xent",
+    RP_OP_ARGS(rp_xent_args),
+    .fields = RC_FIELDS,
+    .check_args = xent_args,
+    .head = {{"logits", RP_F32, RP_READ, RC_MAT},
+             RC_LABELS,
+             {"dlogits", RP_F32, RP_WRITE, RC_MAT},
+             {"loss", RP_F32, RP_WRITE, RP_OPC_ONE},
+             {"db", RP_F32, RP_WRITE, RC_ROW, 0, RP_OPA_OPTIONAL}},
+    .nhead = 5,
+};
+
+#define GA(m) RP_OPF(rp_gather_args, m)
+static const rp_op OP_GATHER_ROWS = {
+    .name = "rp.gather_rows",
+    RP_OP_ARGS(rp_gather_args),
+    .fields = {{"rows", GA(rows), 0, 0, INT32_MAX},
+               {"cols", GA(cols), 0, 0, INT32_MAX}},
+    .check_args = gather_args,
+    /* sizes checked by gather_ptrs (RP_ERANGE: a batch index is data) */
+    .head = {{"src", RP_F32, RP_READ, {0}, 0, RP_OPA_ANY_TYPE},
+             {"dst", RP_F32, RP_WRITE, {0}, 0, RP_OPA_ANY_TYPE}},
+    .nhead = 2,
+    .check_ptrs = gather_ptrs,
+};
+
+#define SM(m) RP_OPF(rp_sgd_multi_args, m)
+static const rp_op OP_SGD_MULTI = {
+    .name = "rp.sgd_multi",
+    RP_OP_ARGS(rp_sgd_multi_args),
+    .fields = {{"count", SM(count), 0, 1, RP_SGD_MULTI_MAX}},
+    .group = {{"W", RP_F32, RP_RW, RP_OPC_GROUP},
+              {"G", RP_F32, RP_READ, RP_OPC_GROUP},
+              {"V", RP_F32, RP_RW, RP_OPC_GROUP}},
+    .ngroup = 3,
+    .group_count = SM(count),
+};
+
+/* ---------------------------------------------------------------------- */
+/* CPU variants */
 
 rp_status rp_task_gemm_cpu(rp_task_ctx *ctx) {
-  gemm_job j;
-  rp_status st = gemm_prep(ctx, &j);
-  if (st != RP_OK)
-    return st;
-  rp_cpu_gemm(j.a.trans_a, j.a.trans_b, j.a.m, j.a.n, j.a.k, j.a.alpha, j.A,
-              j.B, j.a.beta, j.C);
+  RP_OP_PREP(OP_GEMM, rp_gemm_args, 3);
+  rp_cpu_gemm(a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, p[0], p[1], a.beta,
+              p[2]);
   return RP_OK;
-}
-
-/* ---------------------------------------------------------------------- */
-/* rp.bias_add, rp.bias_grad */
-
-typedef struct bias_job {
-  rp_rows_cols_args a;
-  float *mat, *vec; /* X or dY; bias or db */
-} bias_job;
-
-static rp_status bias_prep(const rp_task_ctx *ctx, const char *t, int grad,
-                           bias_job *j) {
-  rp_status st = get_args(ctx, t, "rp_bias_args", &j->a, sizeof j->a);
-  if (st == RP_OK)
-    st = rows_cols_ok(t, j->a.rows, j->a.cols);
-  if (st != RP_OK)
-    return st;
-  void *mat = NULL, *vec = NULL;
-  st = get_inst(ctx, t, 0, grad ? "dY" : "X", RP_F32,
-                (int64_t)j->a.rows * j->a.cols, &mat);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 1, grad ? "db" : "bias", RP_F32, j->a.cols, &vec);
-  j->mat = mat;
-  j->vec = vec;
-  return st;
 }
 
 rp_status rp_task_bias_add_cpu(rp_task_ctx *ctx) {
-  bias_job j;
-  rp_status st = bias_prep(ctx, "rp.bias_add", 0, &j);
-  if (st == RP_OK)
-    rp_cpu_bias_add(j.mat, j.vec, (size_t)j.a.rows, (size_t)j.a.cols);
-  return st;
+  RP_OP_PREP(OP_BIAS_ADD, rp_bias_args, 2);
+  rp_cpu_bias_add(p[0], p[1], (size_t)a.rows, (size_t)a.cols);
+  return RP_OK;
 }
 
 rp_status rp_task_bias_grad_cpu(rp_task_ctx *ctx) {
-  bias_job j;
-  rp_status st = bias_prep(ctx, "rp.bias_grad", 1, &j);
-  if (st == RP_OK)
-    rp_cpu_bias_grad(j.mat, j.vec, (size_t)j.a.rows, (size_t)j.a.cols);
-  return st;
+  RP_OP_PREP(OP_BIAS_GRAD, rp_bias_args, 2);
+  rp_cpu_bias_grad(p[0], p[1], (size_t)a.rows, (size_t)a.cols);
+  return RP_OK;
 }
 
-/* ---------------------------------------------------------------------- */
-/* rp.relu_fwd, rp.relu_bwd */
-
-typedef struct relu_job {
-  int64_t n;
-  const float *x, *dy; /* dy: backward only */
-  float *out;          /* y or dx */
-} relu_job;
-
-static rp_status relu_prep(const rp_task_ctx *ctx, const char *t, int bwd,
-                           relu_job *j) {
-  rp_elementwise_args a = {0};
-  rp_status st = get_args(ctx, t, "rp_elementwise_args", &a, sizeof a);
-  if (st == RP_OK)
-    st = elem_count(ctx, t, a.n, &j->n);
-  if (st != RP_OK)
-    return st;
-  void *x = NULL, *dy = NULL, *out = NULL;
-  st = get_inst(ctx, t, 0, "X", RP_F32, j->n, &x);
-  if (st == RP_OK && bwd)
-    st = get_inst(ctx, t, 1, "dY", RP_F32, j->n, &dy);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, bwd ? 2 : 1, bwd ? "dX" : "Y", RP_F32, j->n, &out);
-  j->x = x;
-  j->dy = dy;
-  j->out = out;
-  return st;
+/* Elementwise count: n, or the whole instance of access 0. */
+static size_t count_of(int32_t n, const rp_task_ctx *ctx) {
+  return n ? (size_t)n : (size_t)rp_rect_volume(&rp_ctx_inst(ctx, 0)->rect);
 }
 
 rp_status rp_task_relu_fwd_cpu(rp_task_ctx *ctx) {
-  relu_job j;
-  rp_status st = relu_prep(ctx, "rp.relu_fwd", 0, &j);
-  if (st == RP_OK)
-    rp_cpu_relu_fwd(j.x, j.out, (size_t)j.n);
-  return st;
+  RP_OP_PREP(OP_RELU_FWD, rp_elementwise_args, 2);
+  rp_cpu_relu_fwd(p[0], p[1], count_of(a.n, ctx));
+  return RP_OK;
 }
 
 rp_status rp_task_relu_bwd_cpu(rp_task_ctx *ctx) {
-  relu_job j;
-  rp_status st = relu_prep(ctx, "rp.relu_bwd", 1, &j);
-  if (st == RP_OK)
-    rp_cpu_relu_bwd(j.x, j.dy, j.out, (size_t)j.n);
-  return st;
-}
-
-/* ---------------------------------------------------------------------- */
-/* rp.xent_fwd, rp.xent_bwd */
-
-typedef struct xent_job {
-  int32_t rows, cols;
-  float norm;
-  const float *in; /* logits (fwd) or probs (bwd) */
-  const int32_t *labels;
-  float *out;  /* probs (fwd) or dlogits (bwd) */
-  float *loss; /* fwd only */
-} xent_job;
-
-/* mode: XENT_FWD, XENT_BWD, or XENT_FUSED (rp.softmax_xent: logits in,
- * dlogits and loss out). */
-enum { XENT_FWD = 0, XENT_BWD = 1, XENT_FUSED = 2 };
-
-static rp_status xent_prep(const rp_task_ctx *ctx, const char *t, int mode,
-                           xent_job *j) {
-  *j = (xent_job){0}; /* every field set on every path, failures included */
-  int bwd = mode == XENT_BWD;
-  rp_xent_args a = {0};
-  rp_status st = get_args(ctx, t, "rp_xent_args", &a, sizeof a);
-  if (st == RP_OK)
-    st = rows_cols_ok(t, a.rows, a.cols);
-  if (st != RP_OK)
-    return st;
-  /* norm 0: the shard is the whole batch (mean over its own rows). */
-  j->norm = a.norm != 0.0f ? a.norm : (a.rows > 0 ? (float)a.rows : 1.0f);
-  if (!(j->norm > 0.0f) || j->norm > 3.0e38f) /* also rejects NaN, inf */
-    return rp__err(RP_EINVAL, "%s: norm = %g (the global batch size)", t,
-                   (double)a.norm);
-  j->rows = a.rows;
-  j->cols = a.cols;
-  int64_t mn = (int64_t)a.rows * a.cols;
-  void *in = NULL, *labels = NULL, *out = NULL, *loss = NULL;
-  st = get_inst(ctx, t, 0, bwd ? "probs" : "logits", RP_F32, mn, &in);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 1, "labels", RP_I32, a.rows, &labels);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 2, mode != XENT_FWD ? "dlogits" : "probs", RP_F32, mn,
-                  &out);
-  if (st == RP_OK && !bwd)
-    st = get_inst(ctx, t, 3, "loss", RP_F32, 1, &loss);
-  j->in = in;
-  j->labels = labels;
-  j->out = out;
-  j->loss = loss;
-  return st;
+  RP_OP_PREP(OP_RELU_BWD, rp_elementwise_args, 3);
+  rp_cpu_relu_bwd(p[0], p[1], p[2], count_of(a.n, ctx));
+  return RP_OK;
 }
 
 /* CPU only (the labels live on the host): RP_ERANGE for the first label
  * outside [0, cols), before anything is written. */
-static rp_status labels_ok(const char *t, const xent_job *j) {
-  for (int32_t r = 0; r < j->rows; r++)
-    if (j->labels[r] < 0 || j->labels[r] >= j->cols)
+static rp_status labels_ok(const char *t, const int32_t *labels, int32_t rows,
+                           int32_t cols) {
+  for (int32_t r = 0; r < rows; r++)
+    if (labels[r] < 0 || labels[r] >= cols)
       return rp__err(RP_ERANGE, "%s: label %d of row %d outside [0, %d)", t,
-                     (int)j->labels[r], (int)r, (int)j->cols);
+                     (int)labels[r], (int)r, (int)cols);
   return RP_OK;
 }
 
 rp_status rp_task_xent_fwd_cpu(rp_task_ctx *ctx) {
-  const char *t = "rp.xent_fwd";
-  xent_job j;
-  rp_status st = xent_prep(ctx, t, 0, &j);
+  RP_OP_PREP(OP_XENT_FWD, rp_xent_args, 4);
+  st = labels_ok(OP_XENT_FWD.name, p[1], a.rows, a.cols);
   if (st == RP_OK)
-    st = labels_ok(t, &j);
-  if (st == RP_OK)
-    rp_cpu_xent_fwd(j.in, j.labels, j.out, 0, (size_t)j.rows, (size_t)j.cols,
-                    j.norm, j.loss);
+    rp_cpu_xent_fwd(p[0], p[1], p[2], 0, (size_t)a.rows, (size_t)a.cols, a.norm,
+                    p[3]);
   return st;
 }
 
 rp_status rp_task_xent_bwd_cpu(rp_task_ctx *ctx) {
-  const char *t = "rp.xent_bwd";
-  xent_job j;
-  rp_status st = xent_prep(ctx, t, 1, &j);
+  RP_OP_PREP(OP_XENT_BWD, rp_xent_args, 3);
+  st = labels_ok(OP_XENT_BWD.name, p[1], a.rows, a.cols);
   if (st == RP_OK)
-    st = labels_ok(t, &j);
-  if (st == RP_OK)
-    rp_cpu_xent_bwd(j.in, j.labels, j.out, 0, (size_t)j.rows, (size_t)j.cols,
-                    j.norm);
-  return st;
-}
-
-/* ---------------------------------------------------------------------- */
-/* rp.sgd */
-
-typedef struct sgd_job {
-  rp_sgd_args a;
-  int64_t n;
-  float *w, *g, *v;
-} sgd_job;
-
-static rp_status sgd_prep(const rp_task_ctx *ctx, sgd_job *j) {
-  const char *t = "rp.sgd";
-  rp_status st = get_args(ctx, t, "rp_sgd_args", &j->a, sizeof j->a);
-  if (st == RP_OK)
-    st = elem_count(ctx, t, j->a.n, &j->n);
-  if (st != RP_OK)
-    return st;
-  void *w = NULL, *g = NULL, *v = NULL;
-  st = get_inst(ctx, t, 0, "W", RP_F32, j->n, &w);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 1, "G", RP_F32, j->n, &g);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 2, "V", RP_F32, j->n, &v);
-  j->w = w;
-  j->g = g;
-  j->v = v;
+    rp_cpu_xent_bwd(p[0], p[1], p[2], 0, (size_t)a.rows, (size_t)a.cols,
+                    a.norm);
   return st;
 }
 
 rp_status rp_task_sgd_cpu(rp_task_ctx *ctx) {
-  sgd_job j;
-  rp_status st = sgd_prep(ctx, &j);
-  if (st == RP_OK)
-    rp_cpu_sgd_momentum(j.w, j.g, j.v, (size_t)j.n, j.a.lr, j.a.momentum);
-  return st;
-}
-
-/* ---------------------------------------------------------------------- */
-/* rp.fill, rp.scale, rp.axpy */
-
-typedef struct scalar_job {
-  float value;
-  int64_t n;
-  float *x, *y; /* y: axpy only */
-} scalar_job;
-
-static rp_status scalar_prep(const rp_task_ctx *ctx, const char *t, int axpy,
-                             scalar_job *j) {
-  *j = (scalar_job){0}; /* every field set on every path, failures included */
-  rp_scalar_args a = {0};
-  rp_status st = get_args(ctx, t, "rp_scalar_args", &a, sizeof a);
-  if (st == RP_OK)
-    st = elem_count(ctx, t, a.n, &j->n);
-  if (st != RP_OK)
-    return st;
-  j->value = a.value;
-  void *x = NULL, *y = NULL;
-  st = get_inst(ctx, t, 0, "X", RP_F32, j->n, &x);
-  if (st == RP_OK && axpy)
-    st = get_inst(ctx, t, 1, "Y", RP_F32, j->n, &y);
-  j->x = x;
-  j->y = y;
-  return st;
+  RP_OP_PREP(OP_SGD, rp_sgd_args, 3);
+  rp_cpu_sgd_momentum(p[0], p[1], p[2], count_of(a.n, ctx), a.lr, a.momentum);
+  return RP_OK;
 }
 
 rp_status rp_task_fill_cpu(rp_task_ctx *ctx) {
-  scalar_job j;
-  rp_status st = scalar_prep(ctx, "rp.fill", 0, &j);
-  if (st == RP_OK)
-    rp_cpu_fill(j.x, j.value, (size_t)j.n);
-  return st;
+  RP_OP_PREP(OP_FILL, rp_scalar_args, 1);
+  rp_cpu_fill(p[0], a.value, count_of(a.n, ctx));
+  return RP_OK;
 }
 
 rp_status rp_task_scale_cpu(rp_task_ctx *ctx) {
-  scalar_job j;
-  rp_status st = scalar_prep(ctx, "rp.scale", 0, &j);
-  if (st == RP_OK)
-    rp_cpu_scale(j.x, j.value, (size_t)j.n);
-  return st;
+  RP_OP_PREP(OP_SCALE, rp_scalar_args, 1);
+  rp_cpu_scale(p[0], a.value, count_of(a.n, ctx));
+  return RP_OK;
 }
 
 rp_status rp_task_axpy_cpu(rp_task_ctx *ctx) {
-  scalar_job j;
-  rp_status st = scalar_prep(ctx, "rp.axpy", 1, &j);
-  if (st == RP_OK)
-    rp_cpu_axpy(j.value, j.x, j.y, (size_t)j.n);
-  return st;
-}
-
-/* ---------------------------------------------------------------------- */
-/* rp.accuracy */
-
-typedef struct acc_job {
-  rp_rows_cols_args a;
-  const float *x;
-  const int32_t *labels;
-  int32_t *count;
-} acc_job;
-
-static rp_status acc_prep(const rp_task_ctx *ctx, acc_job *j) {
-  const char *t = "rp.accuracy";
-  rp_status st = get_args(ctx, t, "rp_rows_cols_args", &j->a, sizeof j->a);
-  if (st == RP_OK)
-    st = rows_cols_ok(t, j->a.rows, j->a.cols);
-  if (st != RP_OK)
-    return st;
-  void *x = NULL, *labels = NULL, *count = NULL;
-  st = get_inst(ctx, t, 0, "X", RP_F32, (int64_t)j->a.rows * j->a.cols, &x);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 1, "labels", RP_I32, j->a.rows, &labels);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 2, "count", RP_I32, 1, &count);
-  j->x = x;
-  j->labels = labels;
-  j->count = count;
-  return st;
+  RP_OP_PREP(OP_AXPY, rp_scalar_args, 2);
+  rp_cpu_axpy(a.value, p[0], p[1], count_of(a.n, ctx));
+  return RP_OK;
 }
 
 rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx) {
-  acc_job j;
-  rp_status st = acc_prep(ctx, &j);
-  if (st == RP_OK) /* rows fit int32, so the count does too */
-    j.count[0] = (int32_t)rp_cpu_argmax_correct(j.x, j.labels, (size_t)j.a.rows,
-                                                (size_t)j.a.cols);
-  return st;
+  RP_OP_PREP(OP_ACCURACY, rp_rows_cols_args, 3);
+  int32_t *count = p[2]; /* rows fit int32, so the count does too */
+  count[0] = (int32_t)rp_cpu_argmax_correct(p[0], p[1], (size_t)a.rows,
+                                            (size_t)a.cols);
+  return RP_OK;
 }
 
-/* ---------------------------------------------------------------------- */
-/* rp.gather_rows */
-
+/* rp.gather_rows: the selected batch, and what the GPU kernel needs to
+ * select it itself. */
 typedef struct gather_job {
   const char *src; /* the selected batch */
   char *dst;
@@ -456,59 +405,18 @@ typedef struct gather_job {
   int32_t index;
 } gather_job;
 
-/* Access i as a dense instance of at least `need` elements; any type. */
-static rp_status get_any(const rp_task_ctx *ctx, const char *t, uint32_t i,
-                         const char *role, int64_t need,
-                         const rp_instance_info **out) {
-  const rp_instance_info *in = rp_ctx_inst(ctx, i);
-  if (!in)
-    return rp__err(RP_ESHAPE, "%s: access %u (%s) missing: %u accesses", t, i,
-                   role, rp_ctx_access_count(ctx));
-  if (!dense(in))
-    return rp__err(RP_ESHAPE, "%s: access %u (%s) is not dense row-major", t, i,
-                   role);
-  int64_t vol = rp_rect_volume(&in->rect);
-  if (vol < need)
-    return rp__err(RP_ERANGE,
-                   "%s: access %u (%s) has %lld elements, needs "
-                   "%lld",
-                   t, i, role, (long long)vol, (long long)need);
-  *out = in;
-  return RP_OK;
-}
-
 static rp_status gather_prep(const rp_task_ctx *ctx, gather_job *j) {
-  const char *t = "rp.gather_rows";
   rp_gather_args a;
-  rp_status st = get_args(ctx, t, "rp_gather_args", &a, sizeof a);
-  if (st == RP_OK && (a.rows < 0 || a.cols < 0))
-    st = rp__err(RP_EINVAL, "%s: rows = %d, cols = %d", t, (int)a.rows,
-                 (int)a.cols);
-  if (st == RP_OK && a.index < 0)
-    st = rp__err(RP_ERANGE, "%s: batch index %d is negative", t, (int)a.index);
+  void *p[2];
+  rp_status st = rp_op_prep(&OP_GATHER_ROWS, ctx, &a, p, NULL, 2);
   if (st != RP_OK)
     return st;
-  int64_t n = (int64_t)a.rows * a.cols; /* < 2^62: no overflow below */
-  const rp_instance_info *src = NULL, *dst = NULL;
-  st = get_any(ctx, t, 1, "dst", n, &dst);
-  if (st == RP_OK && (st = get_any(ctx, t, 0, "src", 0, &src)) == RP_OK &&
-      (int64_t)a.index + 1 > rp_rect_volume(&src->rect) / (n ? n : 1))
-    st = rp__err(RP_ERANGE,
-                 "%s: batch index %d selects rows [%lld, %lld) "
-                 "beyond the %lld rows of src",
-                 t, (int)a.index, (long long)a.index * a.rows,
-                 (long long)(a.index + 1) * a.rows,
-                 (long long)(a.cols ? rp_rect_volume(&src->rect) / a.cols : 0));
-  if (st == RP_OK && src->dtype != dst->dtype)
-    st = rp__err(RP_ETYPE, "%s: src is %s, dst is %s", t,
-                 rp_dtype_name(src->dtype), rp_dtype_name(dst->dtype));
-  if (st != RP_OK)
-    return st;
-  size_t esz = rp_dtype_size(src->dtype);
-  j->bytes = (size_t)n * esz;
-  j->src_base = src->ptr;
-  j->src = (const char *)src->ptr + (size_t)a.index * j->bytes;
-  j->dst = dst->ptr;
+  const rp_instance_info *src = rp_ctx_inst(ctx, 0);
+  int64_t n = (int64_t)a.rows * a.cols;
+  j->bytes = (size_t)n * rp_dtype_size(src->dtype);
+  j->src_base = p[0];
+  j->src = (const char *)p[0] + (size_t)a.index * j->bytes;
+  j->dst = p[1];
   j->index = a.index;
   j->batches = rp_rect_volume(&src->rect) / (n ? n : 1);
   return RP_OK;
@@ -527,159 +435,48 @@ rp_status rp_task_gather_rows_check(rp_task_ctx *ctx) {
   return gather_prep(ctx, &j);
 }
 
-/* ---------------------------------------------------------------------- */
-/* rp.bias_act */
-
-typedef struct bias_act_job {
-  rp_bias_act_args a;
-  float *z, *a_out; /* a_out: NULL without activation */
-  const float *bias;
-} bias_act_job;
-
-static rp_status bias_act_prep(const rp_task_ctx *ctx, bias_act_job *j) {
-  const char *t = "rp.bias_act";
-  rp_status st = get_args(ctx, t, "rp_bias_act_args", &j->a, sizeof j->a);
-  if (st == RP_OK)
-    st = rows_cols_ok(t, j->a.rows, j->a.cols);
-  if (st == RP_OK && j->a.act != RP_ACT_NONE && j->a.act != RP_ACT_RELU)
-    st = rp__err(RP_EINVAL, "%s: act = %d (need %d none or %d relu)", t,
-                 (int)j->a.act, RP_ACT_NONE, RP_ACT_RELU);
-  if (st != RP_OK)
-    return st;
-  int64_t mn = (int64_t)j->a.rows * j->a.cols;
-  void *z = NULL, *bias = NULL, *a = NULL;
-  st = get_inst(ctx, t, 0, "Z", RP_F32, mn, &z);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 1, "bias", RP_F32, j->a.cols, &bias);
-  if (st == RP_OK && j->a.act == RP_ACT_RELU)
-    st = get_inst(ctx, t, 2, "A", RP_F32, mn, &a);
-  if (st == RP_OK && a && a == z && mn > 0)
-    st = rp__err(RP_EINVAL, "%s: access 2 (A) is access 0's (Z) memory", t);
-  j->z = z;
-  j->bias = bias;
-  j->a_out = a;
-  return st;
-}
-
 rp_status rp_task_bias_act_cpu(rp_task_ctx *ctx) {
-  bias_act_job j;
-  rp_status st = bias_act_prep(ctx, &j);
-  if (st == RP_OK)
-    rp_cpu_bias_act(j.z, j.bias, j.a_out, (size_t)j.a.rows, (size_t)j.a.cols);
-  return st;
-}
-
-/* ---------------------------------------------------------------------- */
-/* rp.softmax_xent: xent_prep's checks (probs are dlogits here) plus the
- * optional db */
-
-static rp_status softmax_xent_prep(const rp_task_ctx *ctx, xent_job *j,
-                                   float **db) {
-  const char *t = "rp.softmax_xent";
-  rp_status st = xent_prep(ctx, t, XENT_FUSED, j);
-  void *d = NULL;
-  if (st == RP_OK && rp_ctx_access_count(ctx) > 4)
-    st = get_inst(ctx, t, 4, "db", RP_F32, j->cols, &d);
-  *db = d;
-  return st;
+  RP_OP_PREP(OP_BIAS_ACT, rp_bias_act_args, 3);
+  rp_cpu_bias_act(p[0], p[1], p[2], (size_t)a.rows, (size_t)a.cols);
+  return RP_OK;
 }
 
 rp_status rp_task_softmax_xent_cpu(rp_task_ctx *ctx) {
-  const char *t = "rp.softmax_xent";
-  xent_job j;
-  float *db = NULL;
-  rp_status st = softmax_xent_prep(ctx, &j, &db);
+  RP_OP_PREP(OP_SOFTMAX_XENT, rp_xent_args, 5);
+  st = labels_ok(OP_SOFTMAX_XENT.name, p[1], a.rows, a.cols);
   if (st == RP_OK)
-    st = labels_ok(t, &j);
-  if (st == RP_OK)
-    rp_cpu_softmax_xent(j.in, j.labels, j.out, db, (size_t)j.rows,
-                        (size_t)j.cols, j.norm, j.loss);
-  return st;
-}
-
-/* ---------------------------------------------------------------------- */
-/* rp.relu_bwd_bias */
-
-typedef struct relu_bias_job {
-  rp_rows_cols_args a;
-  const float *act, *da;
-  float *dz, *db;
-} relu_bias_job;
-
-static rp_status relu_bias_prep(const rp_task_ctx *ctx, relu_bias_job *j) {
-  const char *t = "rp.relu_bwd_bias";
-  rp_status st = get_args(ctx, t, "rp_rows_cols_args", &j->a, sizeof j->a);
-  if (st == RP_OK)
-    st = rows_cols_ok(t, j->a.rows, j->a.cols);
-  if (st != RP_OK)
-    return st;
-  int64_t mn = (int64_t)j->a.rows * j->a.cols;
-  void *act = NULL, *da = NULL, *dz = NULL, *db = NULL;
-  st = get_inst(ctx, t, 0, "A", RP_F32, mn, &act);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 1, "dA", RP_F32, mn, &da);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 2, "dZ", RP_F32, mn, &dz);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 3, "db", RP_F32, j->a.cols, &db);
-  j->act = act;
-  j->da = da;
-  j->dz = dz;
-  j->db = db;
+    rp_cpu_softmax_xent(p[0], p[1], p[2], p[4], (size_t)a.rows, (size_t)a.cols,
+                        a.norm, p[3]);
   return st;
 }
 
 rp_status rp_task_relu_bwd_bias_cpu(rp_task_ctx *ctx) {
-  relu_bias_job j;
-  rp_status st = relu_bias_prep(ctx, &j);
-  if (st == RP_OK)
-    rp_cpu_relu_bwd_bias_grad(j.act, j.da, j.dz, j.db, (size_t)j.a.rows,
-                              (size_t)j.a.cols);
-  return st;
+  RP_OP_PREP(OP_RELU_BWD_BIAS, rp_rows_cols_args, 4);
+  rp_cpu_relu_bwd_bias_grad(p[0], p[1], p[2], p[3], (size_t)a.rows,
+                            (size_t)a.cols);
+  return RP_OK;
 }
 
-/* ---------------------------------------------------------------------- */
-/* rp.sgd_multi */
-
+/* rp.sgd_multi: the accesses de-interleaved into the launchers' arrays. */
+#define SGD_MULTI_ACCESSES (3 * RP_SGD_MULTI_MAX)
 typedef struct sgd_multi_job {
   rp_sgd_multi_args a;
+  void *p[SGD_MULTI_ACCESSES];
+  int64_t vol[SGD_MULTI_ACCESSES];
   float *w[RP_SGD_MULTI_MAX], *v[RP_SGD_MULTI_MAX];
   const float *g[RP_SGD_MULTI_MAX];
   size_t n[RP_SGD_MULTI_MAX];
 } sgd_multi_job;
 
-/* Tensor i: W_i's volume, and G_i, V_i holding at least as much. */
-static rp_status sgd_tensor(const rp_task_ctx *ctx, const char *t, uint32_t i,
-                            sgd_multi_job *j) {
-  const rp_instance_info *w = rp_ctx_inst(ctx, 3 * i);
-  int64_t n = w ? rp_rect_volume(&w->rect) : 0;
-  void *pw = NULL, *pg = NULL, *pv = NULL;
-  rp_status st = get_inst(ctx, t, 3 * i, "W", RP_F32, n, &pw);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 3 * i + 1, "G", RP_F32, n, &pg);
-  if (st == RP_OK)
-    st = get_inst(ctx, t, 3 * i + 2, "V", RP_F32, n, &pv);
-  j->w[i] = pw;
-  j->g[i] = pg;
-  j->v[i] = pv;
-  j->n[i] = (size_t)n;
-  return st;
-}
-
 static rp_status sgd_multi_prep(const rp_task_ctx *ctx, sgd_multi_job *j) {
-  const char *t = "rp.sgd_multi";
-  rp_status st = get_args(ctx, t, "rp_sgd_multi_args", &j->a, sizeof j->a);
-  if (st != RP_OK)
-    return st;
-  if (j->a.count < 1 || j->a.count > RP_SGD_MULTI_MAX)
-    return rp__err(RP_EINVAL, "%s: count = %d (need 1..%d)", t, (int)j->a.count,
-                   RP_SGD_MULTI_MAX);
-  uint32_t want = 3u * (uint32_t)j->a.count;
-  if (rp_ctx_access_count(ctx) < want)
-    return rp__err(RP_ESHAPE, "%s: %u accesses for %d tensors (need %u)", t,
-                   rp_ctx_access_count(ctx), (int)j->a.count, want);
-  for (uint32_t i = 0; st == RP_OK && i < (uint32_t)j->a.count; i++)
-    st = sgd_tensor(ctx, t, i, j);
+  rp_status st =
+      rp_op_prep(&OP_SGD_MULTI, ctx, &j->a, j->p, j->vol, SGD_MULTI_ACCESSES);
+  for (int32_t i = 0; st == RP_OK && i < j->a.count; i++) {
+    j->w[i] = j->p[3 * i];
+    j->g[i] = j->p[3 * i + 1];
+    j->v[i] = j->p[3 * i + 2];
+    j->n[i] = (size_t)j->vol[3 * i];
+  }
   return st;
 }
 
@@ -699,118 +496,83 @@ rp_status rp_task_sgd_multi_cpu(rp_task_ctx *ctx) {
 
 #ifdef REPRISE_HAVE_CUDA
 rp_status rp_task_gemm_gpu(rp_task_ctx *ctx) {
-  gemm_job j;
-  rp_status st = gemm_prep(ctx, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_gemm(j.a.trans_a, j.a.trans_b, j.a.m, j.a.n, j.a.k, j.a.alpha,
-                      j.A, j.B, j.a.beta, j.C, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_GEMM, rp_gemm_args, 3);
+  return rp_cuda_gemm(a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, p[0], p[1],
+                      a.beta, p[2], rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_bias_add_gpu(rp_task_ctx *ctx) {
-  bias_job j;
-  rp_status st = bias_prep(ctx, "rp.bias_add", 0, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_bias_add(j.mat, j.vec, (size_t)j.a.rows, (size_t)j.a.cols,
+  RP_OP_PREP(OP_BIAS_ADD, rp_bias_args, 2);
+  return rp_cuda_bias_add(p[0], p[1], (size_t)a.rows, (size_t)a.cols,
                           rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_bias_grad_gpu(rp_task_ctx *ctx) {
-  bias_job j;
-  rp_status st = bias_prep(ctx, "rp.bias_grad", 1, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_bias_grad(j.mat, j.vec, (size_t)j.a.rows, (size_t)j.a.cols,
+  RP_OP_PREP(OP_BIAS_GRAD, rp_bias_args, 2);
+  return rp_cuda_bias_grad(p[0], p[1], (size_t)a.rows, (size_t)a.cols,
                            rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_relu_fwd_gpu(rp_task_ctx *ctx) {
-  relu_job j;
-  rp_status st = relu_prep(ctx, "rp.relu_fwd", 0, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_relu_fwd(j.x, j.out, (size_t)j.n, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_RELU_FWD, rp_elementwise_args, 2);
+  return rp_cuda_relu_fwd(p[0], p[1], count_of(a.n, ctx), rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_relu_bwd_gpu(rp_task_ctx *ctx) {
-  relu_job j;
-  rp_status st = relu_prep(ctx, "rp.relu_bwd", 1, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_relu_bwd(j.x, j.dy, j.out, (size_t)j.n, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_RELU_BWD, rp_elementwise_args, 3);
+  return rp_cuda_relu_bwd(p[0], p[1], p[2], count_of(a.n, ctx),
+                          rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_xent_fwd_gpu(rp_task_ctx *ctx) {
-  xent_job j;
-  rp_status st = xent_prep(ctx, "rp.xent_fwd", 0, &j);
-  if (st != RP_OK)
-    return st;
+  RP_OP_PREP(OP_XENT_FWD, rp_xent_args, 4);
   /* Row losses go to the workspace when the launch declared enough of it;
    * otherwise the one-block kernel needs none. */
   size_t ws_bytes = 0;
   void *ws = rp_ctx_workspace(ctx, &ws_bytes);
   float *row_loss =
-      ws && ws_bytes >= (size_t)j.rows * sizeof(float) ? ws : NULL;
-  return rp_cuda_xent_fwd(j.in, j.labels, j.out, row_loss, j.loss,
-                          (size_t)j.rows, (size_t)j.cols, j.norm,
-                          rp_ctx_stream(ctx));
+      ws && ws_bytes >= (size_t)a.rows * sizeof(float) ? ws : NULL;
+  return rp_cuda_xent_fwd(p[0], p[1], p[2], row_loss, p[3], (size_t)a.rows,
+                          (size_t)a.cols, a.norm, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_xent_bwd_gpu(rp_task_ctx *ctx) {
-  xent_job j;
-  rp_status st = xent_prep(ctx, "rp.xent_bwd", 1, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_xent_bwd(j.in, j.labels, j.out, (size_t)j.rows, (size_t)j.cols,
-                          j.norm, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_XENT_BWD, rp_xent_args, 3);
+  return rp_cuda_xent_bwd(p[0], p[1], p[2], (size_t)a.rows, (size_t)a.cols,
+                          a.norm, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_sgd_gpu(rp_task_ctx *ctx) {
-  sgd_job j;
-  rp_status st = sgd_prep(ctx, &j);
-  if (st != RP_OK)
-    return st;
+  RP_OP_PREP(OP_SGD, rp_sgd_args, 3);
   /* Inside an exec the learning rate is read on the device from this
    * op's bytes in the parameter buffer (lr sits at offset 0), so a
    * per-replay lr reaches the captured graph; eager launches pass it by
    * value (no buffer). See tasks.h. */
   const float *lr_dev = rp_ctx_device_args(ctx);
-  return rp_cuda_sgd_momentum(j.w, j.g, j.v, (size_t)j.n, j.a.lr, j.a.momentum,
-                              lr_dev, rp_ctx_stream(ctx));
+  return rp_cuda_sgd_momentum(p[0], p[1], p[2], count_of(a.n, ctx), a.lr,
+                              a.momentum, lr_dev, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_fill_gpu(rp_task_ctx *ctx) {
-  scalar_job j;
-  rp_status st = scalar_prep(ctx, "rp.fill", 0, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_fill(j.x, j.value, (size_t)j.n, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_FILL, rp_scalar_args, 1);
+  return rp_cuda_fill(p[0], a.value, count_of(a.n, ctx), rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_scale_gpu(rp_task_ctx *ctx) {
-  scalar_job j;
-  rp_status st = scalar_prep(ctx, "rp.scale", 0, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_scale(j.x, j.value, (size_t)j.n, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_SCALE, rp_scalar_args, 1);
+  return rp_cuda_scale(p[0], a.value, count_of(a.n, ctx), rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_axpy_gpu(rp_task_ctx *ctx) {
-  scalar_job j;
-  rp_status st = scalar_prep(ctx, "rp.axpy", 1, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_axpy(j.value, j.x, j.y, (size_t)j.n, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_AXPY, rp_scalar_args, 2);
+  return rp_cuda_axpy(a.value, p[0], p[1], count_of(a.n, ctx),
+                      rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_accuracy_gpu(rp_task_ctx *ctx) {
-  acc_job j;
-  rp_status st = acc_prep(ctx, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_argmax_correct(j.x, j.labels, j.count, (size_t)j.a.rows,
-                                (size_t)j.a.cols, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_ACCURACY, rp_rows_cols_args, 3);
+  return rp_cuda_argmax_correct(p[0], p[1], p[2], (size_t)a.rows,
+                                (size_t)a.cols, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx) {
@@ -826,31 +588,21 @@ rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx) {
 }
 
 rp_status rp_task_bias_act_gpu(rp_task_ctx *ctx) {
-  bias_act_job j;
-  rp_status st = bias_act_prep(ctx, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_bias_act(j.z, j.bias, j.a_out, (size_t)j.a.rows,
-                          (size_t)j.a.cols, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_BIAS_ACT, rp_bias_act_args, 3);
+  return rp_cuda_bias_act(p[0], p[1], p[2], (size_t)a.rows, (size_t)a.cols,
+                          rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_softmax_xent_gpu(rp_task_ctx *ctx) {
-  xent_job j;
-  float *db = NULL;
-  rp_status st = softmax_xent_prep(ctx, &j, &db);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_softmax_xent(j.in, j.labels, j.out, db, j.loss, (size_t)j.rows,
-                              (size_t)j.cols, j.norm, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_SOFTMAX_XENT, rp_xent_args, 5);
+  return rp_cuda_softmax_xent(p[0], p[1], p[2], p[4], p[3], (size_t)a.rows,
+                              (size_t)a.cols, a.norm, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_relu_bwd_bias_gpu(rp_task_ctx *ctx) {
-  relu_bias_job j;
-  rp_status st = relu_bias_prep(ctx, &j);
-  if (st != RP_OK)
-    return st;
-  return rp_cuda_relu_bwd_bias_grad(j.act, j.da, j.dz, j.db, (size_t)j.a.rows,
-                                    (size_t)j.a.cols, rp_ctx_stream(ctx));
+  RP_OP_PREP(OP_RELU_BWD_BIAS, rp_rows_cols_args, 4);
+  return rp_cuda_relu_bwd_bias_grad(p[0], p[1], p[2], p[3], (size_t)a.rows,
+                                    (size_t)a.cols, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_sgd_multi_gpu(rp_task_ctx *ctx) {

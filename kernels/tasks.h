@@ -1,6 +1,7 @@
 /* kernels/tasks.h — the training-step kernels as reprise tasks.
  *
- * rp_kernels_register() registers the tasks below on a runtime. Each has a
+ * rp_kernels_register() registers the tasks below, and the transformer's
+ * "gpt.*" tasks (kernels/gpt_kernels.h), on a runtime. Each has a
  * CPU variant (kernels/cpu_kernels.h) and, in CUDA builds, a GPU variant
  * (kernels/cuda_kernels.cuh); all are RP_TASK_STREAM_ORDERED: the GPU variant
  * only enqueues work on rp_ctx_stream(ctx), and the CPU variant ignores the
@@ -20,6 +21,9 @@
  *   RP_EBACKEND a CUDA or cuBLAS call failed;
  * with rp_error_detail() naming the task, the access and the sizes. It
  * checks before it touches any data, so a rejected task changed nothing.
+ * The checks are data: each task is one op descriptor (kernels/op_table.h:
+ * its args struct, the ranges of its fields, its accesses with element
+ * type and count rule) run by one generic check, rp_op_prep.
  *
  * Per-replay values (learning rate, batch size) are interpolated into the
  * args bytes by offset (rp_interp.dst_offset): the offsets below are fixed

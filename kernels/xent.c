@@ -24,15 +24,23 @@ rp_status rp_cpu_gpt_xent(float *logits, const int32_t *targets, float *losses,
     float m = -INFINITY;
     for (size_t c = 0; c < v_n; c++)
       m = x[c] > m ? x[c] : m;
+    /* with grad, exp(x - m) is kept in x (one expf per logit) */
+    float xt = x[tgt] - m;
     double s = 0.0;
-    for (size_t c = 0; c < v_n; c++)
-      s += expf(x[c] - m);
-    losses[r] = (float)(log(s) - (double)(x[tgt] - m));
+    if (grad)
+      for (size_t c = 0; c < v_n; c++) {
+        x[c] = expf(x[c] - m);
+        s += x[c];
+      }
+    else
+      for (size_t c = 0; c < v_n; c++)
+        s += expf(x[c] - m);
+    losses[r] = (float)(log(s) - (double)xt);
     total += losses[r];
     if (grad) {
       float inv = (float)(1.0 / s);
       for (size_t c = 0; c < v_n; c++)
-        x[c] = (expf(x[c] - m) * inv - (c == tgt ? 1.0f : 0.0f)) / nrm;
+        x[c] = (x[c] * inv - (c == tgt ? 1.0f : 0.0f)) / nrm;
     }
   }
   loss[0] = (float)(total / (double)nrm);

@@ -398,10 +398,11 @@ Test(cli, train_help_lists_every_option) {
   RUN(&r, "train", "--help");
   cr_assert_eq(r.status, 0, "%s", r.err);
   const char *opts[] = {
-      "--backend", "--procs",        "--iters",   "--batch",   "--hidden",
-      "--lr",      "--seed",         "--eager",   "--compare", "--save-graph",
-      "--dump",    "--trace",        "--json",    "--data",    "--dataset",
-      "--dist",    "--save-weights", "--inflight"};
+      "--backend", "--procs",        "--iters",    "--batch",   "--hidden",
+      "--lr",      "--seed",         "--eager",    "--compare", "--save-graph",
+      "--dump",    "--trace",        "--json",     "--data",    "--dataset",
+      "--dist",    "--save-weights", "--inflight", "--model",   "--layers",
+      "--heads",   "--width",        "--context",  "--text",    "--warmup"};
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     cr_assert(strstr(r.out, opts[i]), "train --help lacks %s", opts[i]);
 }
@@ -1151,4 +1152,116 @@ Test(cli, output_check_tolerates_others_creating_and_removing_the_path) {
                failed);
   unlink(path);
   cr_assert_eq(rmdir(dir), 0, "the checks left something behind in %s", dir);
+}
+
+/* ---- --model gpt ---- */
+
+/* A small pseudo-text corpus file (20 KB of words) at path. */
+static void gpt_corpus(char *path) {
+  tmp_file(path);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  const char *w[] = {"the ", "cat ",  "sat ", "on ",
+                     "a ",   "mat. ", "dog ", "ran\n"};
+  uint64_t s = 7;
+  for (int i = 0; i < 5000; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    fputs(w[s >> 61], f);
+  }
+  fclose(f);
+}
+
+#define TRAIN_GPT(corpus)                                                      \
+  "train", "--model", "gpt", "--backend", "cpu", "--text", (corpus),           \
+      "--layers", "1", "--heads", "2", "--width", "16", "--context", "16",     \
+      "--batch", "4", "--sample", "20"
+
+Test(cli, train_gpt_refuses_the_other_models_options_with_exit_2) {
+  static const char *bad[][6] = {
+      {"--model", "gpt", "--hidden", "8"},
+      {"--model", "gpt", "--momentum", "0.5"},
+      {"--model", "gpt", "--data", "x.csv"},
+      {"--layers", "2"},
+      {"--model", "mlp", "--text", "x.txt"},
+      {"--model", "gpt", "--width", "30", "--heads", "4"},
+      {"--model", "tree"},
+      {"--model", "gpt", "--layers", "0"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *args[8] = {"train"};
+    size_t n = 1;
+    for (size_t j = 0; j < 6 && bad[i][j]; j++)
+      args[n++] = bad[i][j];
+    args[n] = NULL;
+    cli_run r;
+    run_cli(&r, args);
+    cr_assert_eq(r.status, 2, "case %zu (%s %s): status %d, %s", i, bad[i][0],
+                 bad[i][1], r.status, r.err);
+    cr_assert(strstr(r.err, "reprise train"), "case %zu: %s", i, r.err);
+  }
+}
+
+Test(cli, train_gpt_names_a_missing_or_unusable_corpus) {
+  cli_run r;
+  RUN(&r, TRAIN_GPT("/nonexistent/corpus.txt"), "--iters", "2");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "/nonexistent/corpus.txt"), "%s", r.err);
+  char path[] = "/tmp/rp_cli_gpt_XXXXXX";
+  tmp_file(path);
+  FILE *f = fopen(path, "w");
+  fputs("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", f);
+  fclose(f);
+  RUN(&r, TRAIN_GPT(path), "--iters", "2");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "distinct"), "%s", r.err);
+  unlink(path);
+}
+
+/* A short run prints the baseline, throughput and a sample, writes the
+ * JSON summary and a checkpoint that a second run resumes from. */
+Test(cli, train_gpt_trains_reports_and_resumes, .timeout = 300) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_gpt_XXXXXX",
+       json[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(ckpt);
+  tmp_file(json);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "20", "--save-weights", ckpt, "--json",
+      json);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *want[] = {"bigram baseline", "val loss", "tokens/s",
+                        "ops per step", "sample (20 bytes"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    cr_assert(strstr(r.out, want[i]), "no '%s' in: %s", want[i], r.out);
+  size_t n;
+  char *j = th_read_all(json, &n);
+  cr_assert_not_null(j);
+  const char *keys[] = {"\"model\": \"gpt\"", "\"bigram_val_loss\"",
+                        "\"tokens_per_s\"", "\"ops_per_step\": 26"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    cr_assert(strstr(j, keys[i]), "no %s in %s", keys[i], j);
+  free(j);
+  /* reprise generate: the decode step replayed per byte */
+  RUN(&r, "generate", "--load-weights", ckpt, "--tokens", "10", "--prompt",
+      "the ", "--temperature", "0", "--backend", "cpu");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_eq(strlen(r.out), 4 + 10 + 1, "%s", r.out);
+  cr_assert(!strncmp(r.out, "the ", 4), "%s", r.out);
+  cr_assert(strstr(r.err, "decode step"), "%s", r.err);
+  RUN(&r, "generate", "--load-weights", ckpt, "--prompt", "THE", "--backend",
+      "cpu");
+  cr_assert_eq(r.status, 1, "a byte outside the vocabulary: %s", r.err);
+  cr_assert(strstr(r.err, "0x54"), "%s", r.err);
+  RUN(&r, "generate", "--tokens", "5");
+  cr_assert_eq(r.status, 2, "no --load-weights: %s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "30", "--load-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "at step 20"), "%s", r.out);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "30", "--width", "32", "--load-weights",
+      ckpt);
+  cr_assert_eq(r.status, 1, "another width: %s", r.err);
+  cr_assert(strstr(r.err, "width"), "%s", r.err);
+  unlink(corpus);
+  unlink(ckpt);
+  unlink(json);
 }

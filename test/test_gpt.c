@@ -367,6 +367,75 @@ Test(gpt_backends, cuda_matches_cpu_within_the_reference_bound) {
   fx_free(&fx);
 }
 
+/* ---- decoding ---- */
+
+/* The decode graph, replayed once per position with a KV cache, gives the
+ * logits of the full forward at every position (within 1e-5 of the
+ * largest logit: the same math, GEMMs of other shapes), and greedy
+ * generation by replay the tokens of greedy full-recompute sampling. */
+Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
+  fixture fx;
+  fx_load(&fx);
+  tg t;
+  tg_init(&t, &fx, TH_BACKEND, 1, 1);
+  uint32_t T = fx.T, V = fx.V;
+  rp_proc_info pi;
+  RP_CHECK(rp_proc_query(t.rt, rp_gpt_procs(t.m)[0], &pi));
+  rp_inst tok;
+  rp_rect r = rp_rect_2d(0, 0, 0, T - 1);
+  RP_CHECK(rp_instance_create(t.rt, pi.local, RP_I32, &r, NULL, &tok));
+  RP_CHECK(rp_instance_write(t.rt, tok, fx.x, T * sizeof(int32_t)));
+  RP_CHECK(rp_gpt_forward(t.m, tok, 1));
+  RP_CHECK(rp_runtime_drain(t.rt));
+  size_t nl = (size_t)fx.B * T * V;
+  float *full = malloc(nl * sizeof *full), *one = malloc(V * sizeof *one);
+  RP_CHECK(rp_instance_read(t.rt, rp_gpt_logits(t.m), full, nl * sizeof *full));
+  rp_graph *g;
+  RP_CHECK(rp_gpt_decode_record(t.m, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  double worst = 0;
+  for (uint32_t pos = 0; pos < T; pos++) {
+    rp_gpt_decode_step a = {(int32_t)pos, fx.x[pos]};
+    rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &ra, &done));
+    rp_status st = rp_event_wait(t.rt, done, -1);
+    rp_event_release(t.rt, done);
+    cr_assert_eq(st, RP_OK, "pos %u: %s", pos, rp_exec_error_detail(ex));
+    RP_CHECK(rp_instance_read(t.rt, rp_gpt_decode_logits(t.m), one,
+                              V * sizeof *one));
+    double scale = 0, diff = 0;
+    for (uint32_t v = 0; v < V; v++) {
+      scale = fmax(scale, fabs((double)full[pos * V + v]));
+      diff = fmax(diff, fabs((double)full[pos * V + v] - (double)one[v]));
+    }
+    worst = fmax(worst, diff / scale);
+    cr_assert(diff <= 1e-5 * scale, "pos %u: decode differs by %g (of %g)", pos,
+              diff, scale);
+  }
+  cr_log_info("%s: decode vs full forward within %.3g", TH_BACKEND_NAME, worst);
+  int32_t gen[12], smp[12];
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 10, 0.0f, 1, gen));
+  RP_CHECK(rp_gpt_sample(t.m, fx.x, 2, 10, 0.0f, 1, smp));
+  cr_assert(!memcmp(gen, smp, sizeof gen), "greedy decode and sample differ");
+  int32_t bad = (int32_t)V;
+  RP_EXPECT(rp_gpt_generate(t.m, ex, &bad, 1, 1, 0.0f, 1, gen), RP_ERANGE);
+  /* past the context: positions wrap (the last T/2 decoded again) */
+  int32_t *longer = malloc((2 + 3 * T) * sizeof *longer);
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 3 * T, 1.0f, 1, longer));
+  for (uint32_t i = 0; i < 2 + 3 * T; i++)
+    cr_assert(longer[i] >= 0 && (uint32_t)longer[i] < V);
+  free(longer);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_instance_free(t.rt, tok));
+  free(full);
+  free(one);
+  tg_fini(&t);
+  fx_free(&fx);
+}
+
 /* ---- training on text, checkpoints ---- */
 
 /* A deterministic pseudo-text of n bytes: words of a small alphabet. */
@@ -543,6 +612,28 @@ Test(gpt, windows_depend_on_the_seed_and_batch_index_alone) {
   for (int i = 0; i < 16; i++) /* targets are the inputs shifted by one */
     if (i % 8 != 7)
       cr_assert_eq(y2[i], x2[i + 1]);
+  free(b);
+  rp_text_free(&t);
+}
+
+/* Neighbouring batches draw independent windows (seeding each batch's
+ * stream with index-spaced splitmix64 states once made batch k + 1 batch
+ * k shifted by one window). */
+Test(gpt, neighbouring_batches_share_no_windows) {
+  uint8_t *b = make_text(20000);
+  rp_text t;
+  RP_CHECK(rp_text_from_bytes("t", b, 20000, 32, &t));
+  enum { NB = 16, BW = 8, TW = 32 };
+  static int32_t x[NB * BW * TW], y[NB * BW * TW];
+  rp_text_windows(&t, 0, t.ntrain, BW, TW, 1, 0, NB, x, y);
+  int shared = 0;
+  for (int k = 0; k + 1 < NB; k++)
+    for (int i = 0; i < BW; i++)
+      for (int j = 0; j < BW; j++)
+        shared += !memcmp(x + (k * BW + i) * TW, x + ((k + 1) * BW + j) * TW,
+                          TW * sizeof *x);
+  cr_assert_leq(shared, 2, "%d windows shared between neighbouring batches",
+                shared);
   free(b);
   rp_text_free(&t);
 }

@@ -20,6 +20,7 @@ typedef int (*rp_cli_cmd_fn)(int argc, char **argv);
 
 int rp_cmd_bench(int argc, char **argv); /* only with REPRISE_HAVE_BENCH */
 int rp_cmd_train(int argc, char **argv);
+int rp_cmd_generate(int argc, char **argv);
 int rp_cmd_dump(int argc, char **argv);
 int rp_cmd_plot(int argc, char **argv);
 

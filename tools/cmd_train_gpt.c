@@ -242,31 +242,41 @@ static void print_header(const gpt_state *s) {
   fflush(stdout);
 }
 
-static void print_sample(gpt_state *s) {
+/* A sample from the trained model: the decode step recorded once and
+ * replayed per byte (rp_gpt_generate), after a newline. */
+static int print_sample(gpt_state *s) {
   const train_cli *c = s->c;
   if (!c->sample)
-    return;
+    return RP_CLI_OK;
   int32_t *out = calloc((size_t)c->sample + 1, sizeof *out);
-  if (!out)
-    return;
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
   int32_t prompt = s->vx[0];
   for (uint32_t v = 0; v < s->text.vocab; v++)
     prompt = s->text.bytes[v] == '\n' ? (int32_t)v : prompt;
-  rp_status st =
-      rp_gpt_sample(s->m, &prompt, 1, c->sample, 1.0f, c->mc.seed, out);
-  if (st != RP_OK) {
-    gfail("sampling", st);
-    free(out);
-    return;
+  rp_status st = out ? rp_gpt_decode_record(s->m, &g) : RP_ENOMEM;
+  if (!st)
+    st = rp_instantiate(g, NULL, &ex);
+  uint64_t t0 = rp_train_now_ns();
+  if (!st)
+    st =
+        rp_gpt_generate(s->m, ex, &prompt, 1, c->sample, 1.0f, c->mc.seed, out);
+  double secs = (double)(rp_train_now_ns() - t0) * 1e-9;
+  if (st == RP_OK) {
+    printf("sample (%u bytes, temperature 1; %u-op decode step replayed per "
+           "byte, %.0f bytes/s):\n----\n",
+           c->sample, rp_graph_op_count(g), secs > 0 ? c->sample / secs : 0);
+    for (uint32_t i = 1; i <= c->sample; i++) {
+      int ch = s->text.bytes[out[i]];
+      putchar(ch == '\n' || ch == '\t' || (ch >= 32 && ch < 127) ? ch : '?');
+    }
+    printf("\n----\n");
   }
-  printf("sample (%u bytes, temperature 1):\n", c->sample);
-  printf("----\n");
-  for (uint32_t i = 1; i <= c->sample; i++) {
-    int ch = s->text.bytes[out[i]];
-    putchar(ch == '\n' || ch == '\t' || (ch >= 32 && ch < 127) ? ch : '?');
-  }
-  printf("\n----\n");
+  int rc = st == RP_OK ? RP_CLI_OK : gfail("sampling", st);
+  rp_exec_destroy(ex);
+  rp_graph_destroy(g);
   free(out);
+  return rc;
 }
 
 static int write_json(const gpt_state *s, double median_us, double tok_s) {
@@ -348,8 +358,7 @@ static int summary(gpt_state *s) {
   printf("%-6s %u iterations: per step median %.1f us, %.0f tokens/s "
          "(%u ops per step)\n",
          c->eager ? "eager" : "replay", ran, median_us, tok_s, s->ops);
-  print_sample(s);
-  int rc = RP_CLI_OK;
+  int rc = print_sample(s);
   if (c->save_weights) {
     rp_gpt_ckpt info;
     memset(&info, 0, sizeof info);

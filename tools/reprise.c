@@ -47,7 +47,10 @@ static const command COMMANDS[] = {
      "print a graph file (text, DOT, JSON), its stats "
      "or lint findings"},
     {"plot", rp_cmd_plot, "plot benchmark rows or training timings (gnuplot)"},
-    {"train", rp_cmd_train, "train an MLP by replaying one recorded step"},
+    {"generate", rp_cmd_generate,
+     "text from a GPT checkpoint, one decode replay per token"},
+    {"train", rp_cmd_train,
+     "train an MLP or a GPT by replaying one recorded step"},
     {"version", cmd_version, "print the version"},
     {"help", cmd_help, "print this help, or a command's (help COMMAND)"},
 };

@@ -45,6 +45,7 @@ typedef struct block_acts {
   rp_inst ln2, ln2m, ln2r; /* ln2(resm) */
   rp_inst fcpre, fcact;    /* fc(ln2) + b, gelu of it: [N, 4C] */
   rp_inst mproj;           /* mlp projection: the block adds resm + it */
+  rp_inst kc, vc;          /* decoding: the key and value caches */
 } block_acts;
 
 /* One shard's instances in its processor's memory. With one processor
@@ -81,6 +82,7 @@ struct rp_gpt {
   rp_event sinks[MAXSINKS];
   uint32_t nsinks;
   int32_t *hx, *hy;    /* ring staging (allocated once) */
+  shard *dec;          /* decoding (rp_gpt_decode_record): one position */
   uint64_t ring_base;  /* rp_gpt_train: the step of ring slot 0 */
   uint32_t ring_valid; /* its batches in the ring (0: none) */
 };
@@ -445,6 +447,9 @@ rp_status rp_gpt_destroy(rp_gpt *m) {
     free(m->sh[p].a);
   }
   free(m->sh);
+  if (m->dec)
+    free(m->dec->a);
+  free(m->dec);
   free(m->all);
   free(m->info);
   free(m->w);
@@ -547,6 +552,7 @@ static rp_event *sink(rp_gpt *m) {
 typedef struct ctx {
   rp_gpt *m;
   shard *s;
+  int decode; /* one token at a per-replay position (rp_gpt_decode_step) */
   rp_proc p;
   int sh;
   int32_t B, T, C, NH, V, N;
@@ -555,13 +561,26 @@ typedef struct ctx {
 /* ---------------------------------------------------------------------- */
 /* Layers: one forward and one backward function per kind */
 
+/* Decoding: wte[token] + wpe[pos], both per replay. */
+static rp_status embedding_token(ctx *x, rp_inst wte, rp_inst wpe,
+                                 rp_inst out) {
+  rp_gpt_token_args a = {0, 0, x->C, x->V, x->T};
+  rp_interp ip[2] = {{offsetof(rp_gpt_decode_step, pos),
+                      offsetof(rp_gpt_token_args, pos), sizeof a.pos},
+                     {offsetof(rp_gpt_decode_step, token),
+                      offsetof(rp_gpt_token_args, token), sizeof a.token}};
+  return task_ev(x->m, x->m->k.embed_token, x->p, ACC(R(wte), R(wpe), W(out)),
+                 &a, sizeof a, ip, 2, NULL);
+}
+
 static rp_status embedding_fwd(ctx *x, rp_inst tok, rp_inst wte, rp_inst wpe,
                                rp_inst out) {
-  rp_gpt_embed_args a = {x->B, x->T, x->C, x->V};
   rp_status st = name_op(x->m, x->sh, "embed");
-  return st ? st
-            : task(x->m, x->m->k.embed_fwd, x->p,
-                   ACC(R(tok), R(wte), R(wpe), W(out)), &a, sizeof a);
+  if (st || x->decode)
+    return st ? st : embedding_token(x, wte, wpe, out);
+  rp_gpt_embed_args a = {x->B, x->T, x->C, x->V};
+  return task(x->m, x->m->k.embed_fwd, x->p,
+              ACC(R(tok), R(wte), R(wpe), W(out)), &a, sizeof a);
 }
 
 static rp_status embedding_bwd(ctx *x, rp_inst tok, rp_inst dout, rp_inst dwte,
@@ -645,6 +664,21 @@ static rp_status attention_fwd(ctx *x, const char *name, rp_inst qkv,
                    sizeof a);
 }
 
+/* Decoding: the token's k and v into the caches at pos (per replay), its
+ * attention over positions 0..pos. */
+static rp_status attention_decode(ctx *x, const char *name, rp_inst qkv,
+                                  rp_inst kc, rp_inst vc, rp_inst out,
+                                  rp_inst scratch) {
+  rp_gpt_decode_args a = {0, x->T, x->C, x->NH};
+  rp_interp ip = {offsetof(rp_gpt_decode_step, pos),
+                  offsetof(rp_gpt_decode_args, pos), sizeof a.pos};
+  rp_status st = name_op(x->m, x->sh, "%s", name);
+  return st ? st
+            : task_ev(x->m, x->m->k.attention_decode, x->p,
+                      ACC(R(qkv), RW(kc), RW(vc), W(out), W(scratch)), &a,
+                      sizeof a, &ip, 1, NULL);
+}
+
 static rp_status attention_bwd(ctx *x, const char *name, rp_inst dout,
                                rp_inst qkvr, rp_inst att, rp_inst dqkv,
                                rp_inst datt, rp_inst scratch) {
@@ -698,7 +732,10 @@ static rp_status block_fwd(ctx *x, const rp_inst *w, uint32_t l,
   if (!st)
     st = linear_fwd(x, n[1], a->ln1, w[BP(l, QKV_W)], w[BP(l, QKV_B)], a->qkv,
                     C, 3 * C);
-  if (!st)
+  if (!st && x->decode)
+    st =
+        attention_decode(x, n[2], a->qkv, a->kc, a->vc, a->atty, x->s->scratch);
+  else if (!st)
     st =
         attention_fwd(x, n[2], a->qkv, a->qkvr, a->att, a->atty, x->s->scratch);
   if (!st)
@@ -764,6 +801,7 @@ static ctx make_ctx(rp_gpt *m, uint32_t p, uint32_t rows, int named) {
   const rp_gpt_config *c = &m->cfg;
   ctx x = {m,
            &m->sh[p],
+           0,
            m->procs[p],
            named ? (int)p : -1,
            (int32_t)rows,
@@ -1037,6 +1075,25 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
   return RP_OK;
 }
 
+/* The next token from logits: the argmax (temperature 0, the first
+ * maximum) or a draw from softmax(logits / temperature). */
+static int32_t pick(const float *lg, uint32_t V, float temperature, rp_rng *r) {
+  int32_t best = 0;
+  for (uint32_t v = 1; v < V; v++)
+    best = lg[v] > lg[best] ? (int32_t)v : best;
+  if (temperature <= 0)
+    return best;
+  double z = 0, u = rp_rng_uniform(r), acc = 0;
+  for (uint32_t v = 0; v < V; v++)
+    z += exp((lg[v] - lg[best]) / temperature);
+  for (uint32_t v = 0; v < V; v++) {
+    acc += exp((lg[v] - lg[best]) / temperature) / z;
+    if (u < acc)
+      return (int32_t)v;
+  }
+  return best;
+}
+
 rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, float temperature, uint64_t seed,
                         int32_t *out) {
@@ -1044,7 +1101,8 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
   int32_t *win = calloc(T, sizeof *win);
-  float *logits = calloc((size_t)T * V, sizeof *logits);
+  size_t nl = (size_t)m->sh[0].N * V; /* shard 0's logits instance */
+  float *logits = calloc(nl, sizeof *logits);
   rp_status st =
       win && logits ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_sample: memory");
   rp_rng r;
@@ -1059,32 +1117,157 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
       st = rp_gpt_forward(m, m->sample, 1);
     rp_status ds = rp_runtime_drain(m->rt);
     st = st ? st : ds;
-    if (!st) /* shard 0's logits hold rows * T positions; row 0 is ours */
-      st = rp_instance_read(m->rt, m->sh[0].logits, logits,
-                            (size_t)m->sh[0].N * V * sizeof *logits) == RP_OK
-               ? RP_OK
-               : RP_EIO;
+    if (!st) /* shard 0's logits: rows * T positions, the first T ours */
+      st =
+          rp_instance_read(m->rt, m->sh[0].logits, logits, nl * sizeof *logits);
     if (st)
       break;
-    const float *lg = logits + (size_t)(k - 1) * V;
-    int32_t best = 0;
-    for (uint32_t v = 1; v < V; v++)
-      best = lg[v] > lg[best] ? (int32_t)v : best;
-    if (temperature > 0) {
-      double z = 0, u = rp_rng_uniform(&r), acc = 0;
-      for (uint32_t v = 0; v < V; v++)
-        z += exp((lg[v] - lg[best]) / temperature);
-      for (uint32_t v = 0; v < V; v++) {
-        acc += exp((lg[v] - lg[best]) / temperature) / z;
-        if (u < acc) {
-          best = (int32_t)v;
-          break;
-        }
-      }
-    }
-    out[have] = best;
+    out[have] = pick(logits + (size_t)(k - 1) * V, V, temperature, &r);
   }
   free(win);
+  free(logits);
+  return st;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Decoding: one token per replay, with key/value caches */
+
+/* The decode instances (processor 0): one position's activations, the
+ * caches [T x C] per block (head h's keys at rows h * T..), the scores. */
+static rp_status make_decode(rp_gpt *m) {
+  const rp_gpt_config *c = &m->cfg;
+  shard *d = calloc(1, sizeof *d);
+  if (!d || !(d->a = calloc(c->layers, sizeof *d->a))) {
+    free(d);
+    return rp_error_set(RP_ENOMEM, "rp_gpt_decode_record: out of memory");
+  }
+  m->dec = d;
+  d->rows = 1;
+  d->N = 1;
+  uint64_t C = c->width, T = c->context;
+  rp_status st = RP_OK;
+  for (uint32_t l = 0; !st && l < c->layers; l++) {
+    block_acts *a = &d->a[l];
+    struct {
+      rp_inst *i;
+      uint64_t rows, cols;
+      const char *n;
+    } t[] = {{&a->res, 1, C, "res"},
+             {&a->ln1, 1, C, "ln1.out"},
+             {&a->ln1m, 1, 1, "ln1.mean"},
+             {&a->ln1r, 1, 1, "ln1.rstd"},
+             {&a->qkv, 1, 3 * C, "attn.qkv.out"},
+             {&a->atty, 1, C, "attn.y"},
+             {&a->aproj, 1, C, "attn.proj.out"},
+             {&a->resm, 1, C, "res.mid"},
+             {&a->ln2, 1, C, "ln2.out"},
+             {&a->ln2m, 1, 1, "ln2.mean"},
+             {&a->ln2r, 1, 1, "ln2.rstd"},
+             {&a->fcpre, 1, 4 * C, "mlp.fc.out"},
+             {&a->fcact, 1, 4 * C, "mlp.gelu"},
+             {&a->mproj, 1, C, "mlp.proj.out"},
+             {&a->kc, T, C, "attn.kcache"},
+             {&a->vc, T, C, "attn.vcache"}};
+    for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
+      if (!(st = mkf(m, 0, t[i].rows, t[i].cols, t[i].i)))
+        st = name_inst(m, *t[i].i, "dec.h%u.%s", l, t[i].n);
+  }
+  struct {
+    rp_inst *i;
+    uint64_t rows, cols;
+    const char *n;
+  } t[] = {{&d->resf, 1, C, "res.final"},
+           {&d->lnf, 1, C, "lnf.out"},
+           {&d->lnfm, 1, 1, "lnf.mean"},
+           {&d->lnfr, 1, 1, "lnf.rstd"},
+           {&d->logits, 1, c->vocab, "logits"},
+           {&d->scratch, c->heads, T, "attn.scores"}};
+  for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
+    if (!(st = mkf(m, 0, t[i].rows, t[i].cols, t[i].i)))
+      st = name_inst(m, *t[i].i, "dec.%s", t[i].n);
+  return st;
+}
+
+rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
+  if (!m || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_decode_record: NULL argument");
+  rp_status st = m->dec ? RP_OK : make_decode(m);
+  if (st != RP_OK)
+    return st;
+  if ((st = rp_capture_begin(m->rt, NULL)) != RP_OK)
+    return st;
+  m->recording = 1;
+  ctx x = make_ctx(m, 0, 1, 1);
+  x.s = m->dec;
+  x.decode = 1;
+  x.B = 1; /* one position of one row; T stays the caches' length */
+  x.N = 1;
+  rp_inst none = {0};
+  st = forward(&x, m->dec, m->w, none);
+  m->recording = 0;
+  if (st != RP_OK) {
+    rp_capture_abort(m->rt);
+    return st;
+  }
+  return rp_capture_end(m->rt, out);
+}
+
+rp_inst rp_gpt_decode_logits(const rp_gpt *m) {
+  return m->dec ? m->dec->logits : (rp_inst){0};
+}
+
+static rp_status decode_one(rp_gpt *m, rp_exec *ex, int32_t pos, int32_t token,
+                            float *logits) {
+  rp_gpt_decode_step a = {pos, token};
+  rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+  rp_event done;
+  rp_status st = rp_replay(ex, &ra, &done);
+  if (st != RP_OK)
+    return st;
+  st = rp_event_wait(m->rt, done, -1);
+  rp_event_release(m->rt, done);
+  if (st != RP_OK)
+    return rp_error_set(st, "decode replay: %s", rp_exec_error_detail(ex));
+  return rp_instance_read(m->rt, m->dec->logits, logits,
+                          m->cfg.vocab * sizeof *logits);
+}
+
+rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
+                          uint32_t plen, uint32_t n, float temperature,
+                          uint64_t seed, int32_t *out) {
+  if (!m || !ex || !prompt || !out || plen == 0 || !m->dec)
+    return rp_error_set(RP_EINVAL, "rp_gpt_generate: bad argument");
+  uint32_t T = m->cfg.context, V = m->cfg.vocab;
+  for (uint32_t i = 0; i < plen; i++)
+    if (prompt[i] < 0 || (uint32_t)prompt[i] >= V)
+      return rp_error_set(RP_ERANGE,
+                          "rp_gpt_generate: prompt token %u = %d "
+                          "outside [0, %u)",
+                          i, (int)prompt[i], V);
+  float *logits = calloc(V, sizeof *logits);
+  if (!logits)
+    return rp_error_set(RP_ENOMEM, "rp_gpt_generate: out of memory");
+  rp_rng r;
+  rp_rng_seed(&r, seed ^ 0x73616d706c65ull);
+  memcpy(out, prompt, plen * sizeof *out);
+  uint32_t total = plen + n, have = 0, pos = 0; /* out[0..have) decoded */
+  /* the caches hold positions 0..pos-1 = tokens out[have-pos..have) */
+  rp_status st = RP_OK;
+  uint32_t keep = plen < T ? plen : T; /* a long prompt: its last T */
+  have = plen - keep;
+  while (!st && have < total - (n ? 0 : 0)) {
+    if (pos == T) { /* full: decode the last T/2 tokens again from 0 */
+      have -= T / 2;
+      pos = 0;
+    }
+    st = decode_one(m, ex, (int32_t)pos, out[have], logits);
+    pos++;
+    have++;
+    if (!st && have >= plen && have < total)
+      out[have] = pick(logits, V, temperature, &r);
+    if (have == total)
+      break;
+  }
   free(logits);
   return st;
 }

@@ -38,7 +38,7 @@
  *      backward (adds into dwte after the tied head's part);
  *   4. P > 1: RP_POP_REDUCTION sums every gradient and the loss at home;
  *   5. one gpt.adamw over every parameter (clipping by the global norm).
- * P = 1: 16 L + 9 ops (73 for L = 4).
+ * P = 1: 16 L + 10 ops (74 for L = 4).
  *
  * Per-replay arguments (rp_gpt_step_args): the ring index (both gathers),
  * the learning rate and the 1-based AdamW step (bias correction). The
@@ -174,6 +174,31 @@ rp_inst rp_gpt_logits(const rp_gpt *m);
 rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, float temperature, uint64_t seed,
                         int32_t *out);
+
+/* ---- decoding (the hook for `reprise generate`) ----
+ * A decode graph: the forward of one token at position pos (0..T-1) with
+ * the home weights on processor 0 (gpt.embed_token; per block the layers
+ * above with gpt.attention_decode, which writes the token's key and value
+ * into the block's caches at pos and attends over 0..pos; lnf; the head),
+ * recorded once and replayed per token with pos and token as per-replay
+ * arguments (the GPU kernels read them on the device: the graph never
+ * changes). */
+typedef struct rp_gpt_decode_step {
+  int32_t pos;   /* offset 0 */
+  int32_t token; /* offset 4 */
+} rp_gpt_decode_step;
+/* Records the decode graph (allocating its instances at the first call). */
+rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out);
+/* The decode graph's logits (V floats), after a replay. */
+rp_inst rp_gpt_decode_logits(const rp_gpt *m);
+/* Generates n tokens after the prompt (plen >= 1 tokens; only its last T
+ * are decoded) by replaying ex (an instantiation of rp_gpt_decode_record's
+ * graph) once per position, at `temperature` (0: greedy); when the context
+ * is full, the last T/2 tokens are decoded again from position 0. out gets
+ * plen + n tokens. RP_ERANGE for a prompt token outside [0, V). */
+rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
+                          uint32_t plen, uint32_t n, float temperature,
+                          uint64_t seed, int32_t *out);
 
 /* Learning rate at step t (0-based) of `iters`: linear warmup over
  * `warmup` steps to lr, then cosine decay to lr / 10 at the last step. */

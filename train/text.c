@@ -75,10 +75,14 @@ void rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
                      int32_t *x, int32_t *y) {
   size_t starts = hi - lo - T; /* windows [s, s + T] inside [lo, hi) */
   for (uint32_t j = 0; j < n; j++) {
-    rp_rng r;
-    /* batch first + j's windows from the seed and its index alone */
-    rp_rng_seed(&r, (seed ^ 0x77696e646f777321ull) +
-                        0x9e3779b97f4a7c15ull * (first + j + 1));
+    /* batch first + j's windows from the seed and its index alone: the
+     * stream starts at a mixed value (splitmix64 streams seeded a multiple
+     * of its increment apart would be shifted copies of each other, so
+     * neighbouring batches would share windows) */
+    rp_rng g, r;
+    rp_rng_seed(&g, seed ^ 0x77696e646f777321ull ^
+                        0xd1b54a32d192ed03ull * (first + j + 1));
+    rp_rng_seed(&r, rp_rng_next(&g));
     for (uint32_t b = 0; b < B; b++) {
       size_t s = lo + (size_t)(rp_rng_next(&r) % starts);
       size_t o = ((size_t)j * B + b) * T;

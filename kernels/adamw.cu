@@ -1,0 +1,183 @@
+/* kernels/adamw.cu — CUDA launcher of the multi-tensor AdamW with global
+ * gradient-norm clipping (gpt_kernels.h: gpt.adamw).
+ *
+ * The tensors' pointers, sizes and decay flags travel in the kernels'
+ * parameters (so a captured graph keeps them), in chunks of kAdamChunk
+ * tensors per launch: a chunk's table is 2.6 KiB, under the 4 KiB kernel
+ * parameter limit that every toolkit and architecture accepts. Three passes,
+ * stream-ordered:
+ *  1. sum of squares: a block of 1024 threads per tensor (one launch per
+ *     chunk); thread t sums g[t], g[t + 1024], ... in f64, then a fixed
+ *     tree (warp butterflies, warps in order): stats[1 + i] (as f32);
+ *  2. norm: one thread adds stats[1..count] in tensor order (f64):
+ *     stats[0] = sqrt(sum);
+ *  3. update: grid (x, tensor of the chunk), grid-stride over the tensor;
+ *     each thread reads stats[0] (the clipping scale), lr and step (from
+ *     dev_args at offsets 0 and 4 when given) on the device, and applies
+ *     the contract's formulas with explicit round-to-nearest operations
+ *     (no FMA contraction) in the C expression order.
+ * No atomics: deterministic. Agreement with the CPU: the sums run in
+ * another order (relative 1e-4 on stats); the update is elementwise with
+ * the same f32 operations in the same order (bias corrections in f64, as
+ * on the CPU), so w, m and v agree to a relative 1e-5 (the clipping scale
+ * carries the norm's last-bit differences).
+ *
+ * Cost: pass 1 puts one SM on each tensor, so the largest tensor sets its
+ * time (the token embedding of a GPT-2: ~39M floats, about a millisecond
+ * on an H100). Spreading a tensor over several blocks needs scratch for
+ * their partials, which the contract does not have. */
+#include "gpt_cuda.cuh"
+
+using namespace rp_gpt;
+
+namespace {
+
+constexpr int kAdamChunk = 64;
+constexpr unsigned kSumsqThreads = 1024;
+constexpr unsigned kAdamThreads = 256;
+/* Update blocks per tensor at most: 1024 x 256 threads, grid-stride. */
+constexpr size_t kAdamMaxBlocks = 1024;
+
+struct AdamTable {
+  float *w[kAdamChunk];
+  const float *g[kAdamChunk];
+  float *m[kAdamChunk];
+  float *v[kAdamChunk];
+  unsigned long long n[kAdamChunk];
+  unsigned char decay[kAdamChunk];
+};
+static_assert(sizeof(AdamTable) + 64 <= 4096,
+              "AdamW chunk table beyond the 4 KiB kernel parameter limit");
+
+struct AdamHyper {
+  float lr;
+  int step;
+  float beta1, beta2, eps, weight_decay, max_norm;
+};
+
+/* Block k: stats[k] = sum of t.g[k][i]^2. */
+__global__ void __launch_bounds__(kSumsqThreads)
+    adamw_sumsq_k(AdamTable t, float *__restrict__ stats) {
+  __shared__ double red[32];
+  unsigned k = blockIdx.x;
+  const float *g = t.g[k];
+  size_t n = (size_t)t.n[k];
+  double acc = 0.0;
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+    double x = g[i];
+    acc += x * x;
+  }
+  acc = block_sum_d(acc, red);
+  if (threadIdx.x == 0)
+    stats[k] = (float)acc;
+}
+
+__global__ void adamw_norm_k(float *stats, int count) {
+  double s = 0.0;
+  for (int i = 0; i < count; i++)
+    s += (double)stats[1 + i];
+  stats[0] = (float)sqrt(s);
+}
+
+__global__ void adamw_update_k(AdamTable t, AdamHyper hp,
+                               const float *__restrict__ stats,
+                               const void *dev) {
+  float lr = hp.lr;
+  int step = hp.step;
+  if (dev) {
+    lr = static_cast<const float *>(dev)[0];
+    step = static_cast<const int32_t *>(dev)[1];
+  }
+  float norm = stats[0];
+  float scale = 1.0f;
+  if (hp.max_norm > 0.0f) {
+    float r = __fdiv_rn(hp.max_norm, __fadd_rn(norm, 1e-6f));
+    scale = r < 1.0f ? r : 1.0f;
+  }
+  /* in double, then rounded: the CPU kernel's bias corrections */
+  float bc1 = (float)(1.0 - pow((double)hp.beta1, (double)step));
+  float bc2 = (float)(1.0 - pow((double)hp.beta2, (double)step));
+  float ob1 = __fsub_rn(1.0f, hp.beta1), ob2 = __fsub_rn(1.0f, hp.beta2);
+  float lrwd = __fmul_rn(lr, hp.weight_decay);
+  unsigned k = blockIdx.y;
+  float *w = t.w[k], *m = t.m[k], *v = t.v[k];
+  const float *g = t.g[k];
+  bool decay = t.decay[k] != 0;
+  size_t n = (size_t)t.n[k];
+  for (size_t i = global_tid(); i < n; i += global_threads()) {
+    float gi = __fmul_rn(scale, g[i]);
+    float wi = w[i];
+    if (decay)
+      wi = __fsub_rn(wi, __fmul_rn(lrwd, wi)); /* w -= lr * wd * w */
+    float mi = __fadd_rn(__fmul_rn(hp.beta1, m[i]), __fmul_rn(ob1, gi));
+    float vi =
+        __fadd_rn(__fmul_rn(hp.beta2, v[i]), __fmul_rn(__fmul_rn(ob2, gi), gi));
+    m[i] = mi;
+    v[i] = vi;
+    float mhat = __fdiv_rn(mi, bc1);
+    float vhat = __fdiv_rn(vi, bc2);
+    float upd =
+        __fdiv_rn(__fmul_rn(lr, mhat), __fadd_rn(__fsqrt_rn(vhat), hp.eps));
+    w[i] = __fsub_rn(wi, upd);
+  }
+}
+
+/* Fills the table with tensors [base, base + cnt); returns the largest n. */
+size_t adamw_table(AdamTable *t, float *const *w, const float *const *g,
+                   float *const *m, float *const *v, const size_t *n,
+                   const rp_gpt_adamw_args *a, int base, int cnt) {
+  *t = AdamTable{};
+  size_t most = 0;
+  for (int j = 0; j < cnt; j++) {
+    int i = base + j;
+    t->w[j] = w[i];
+    t->g[j] = g[i];
+    t->m[j] = m[i];
+    t->v[j] = v[i];
+    t->n[j] = n[i];
+    t->decay[j] = a->decay[i] ? 1 : 0;
+    most = n[i] > most ? n[i] : most;
+  }
+  return most;
+}
+
+} // namespace
+
+extern "C" rp_status rp_cuda_gpt_adamw(float *const *w, const float *const *g,
+                                       float *const *m, float *const *v,
+                                       const size_t *n, float *stats,
+                                       const rp_gpt_adamw_args *args,
+                                       const void *dev_args, void *stream) {
+  static const char what[] = "rp_cuda_gpt_adamw";
+  int count = args->count;
+  if (count < 1 || count > RP_GPT_ADAMW_MAX)
+    return rp__err(RP_EBACKEND, "%s: %d tensors (1..%d)", what, count,
+                   RP_GPT_ADAMW_MAX);
+  cudaStream_t s = as_stream(stream);
+  AdamTable t;
+  rp_status st = RP_OK;
+  for (int base = 0; st == RP_OK && base < count; base += kAdamChunk) {
+    int cnt = count - base < kAdamChunk ? count - base : kAdamChunk;
+    adamw_table(&t, w, g, m, v, n, args, base, cnt);
+    adamw_sumsq_k<<<(unsigned)cnt, kSumsqThreads, 0, s>>>(t, stats + 1 + base);
+    st = RP_GPT_LAUNCHED("rp_cuda_gpt_adamw: sum of squares");
+  }
+  if (st != RP_OK)
+    return st;
+  adamw_norm_k<<<1, 1, 0, s>>>(stats, count);
+  st = RP_GPT_LAUNCHED("rp_cuda_gpt_adamw: norm");
+  AdamHyper hp = {args->lr,  args->step,         args->beta1,   args->beta2,
+                  args->eps, args->weight_decay, args->max_norm};
+  for (int base = 0; st == RP_OK && base < count; base += kAdamChunk) {
+    int cnt = count - base < kAdamChunk ? count - base : kAdamChunk;
+    size_t most = adamw_table(&t, w, g, m, v, n, args, base, cnt);
+    if (most == 0)
+      continue;
+    size_t bx = (most + kAdamThreads - 1) / kAdamThreads;
+    dim3 grid((unsigned)(bx < kAdamMaxBlocks ? bx : kAdamMaxBlocks),
+              (unsigned)cnt);
+    adamw_update_k<<<grid, kAdamThreads, 0, s>>>(t, hp, stats, dev_args);
+    st = RP_GPT_LAUNCHED("rp_cuda_gpt_adamw: update");
+  }
+  return st;
+}

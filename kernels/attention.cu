@@ -1,0 +1,317 @@
+/* kernels/attention.cu — CUDA launchers of causal self-attention
+ * (gpt_kernels.h: gpt.attention_fwd, gpt.attention_bwd,
+ * gpt.attention_decode), llm.c's scheme: permute, strided-batched GEMMs,
+ * a fused scaled causal softmax, unpermute.
+ *
+ * Layouts: qkv [B, T, 3, NH, hs]; qkvr = q, k, v each [B, NH, T, hs];
+ * att [B, NH, T, T]. The GEMMs run as rp_cuda_gemm_strided_batched over
+ * the B * NH heads (row-major per head, see cuda_kernels.cuh; batch
+ * strides T * hs and T * T), scale = 1 / sqrt(hs):
+ *   forward   att = scale * q k^T   (m T, n T,  k hs; B transposed)
+ *             y   = att v           (m T, n hs, k T)  into scratch
+ *   backward  datt = dy v^T         (m T, n T,  k hs; B transposed)
+ *             dv   = att^T dy       (m T, n hs, k T;  A transposed)
+ *             dpre = softmax backward of datt, times scale (in place)
+ *             dq   = dpre k         (m T, n hs, k T)
+ *             dk   = dpre^T q       (m T, n hs, k T;  A transposed)
+ * Softmax forward, in place on att: a warp per row (b, h, t); lane-strided
+ * max and sum of exp over u <= t (the sum in f64), warp butterflies;
+ * writes exp(x - max) * (1 / sum) for u <= t and 0 above the diagonal (the
+ * CPU kernel's operations). Backward, in place on datt: a warp per row;
+ * dpre[u] = scale * att[u] * (datt[u] - sum_u' att[u'] datt[u']) for u <= t
+ * (the sum in f64), 0 above. Deterministic (fixed orders; cuBLAS is bitwise
+ * reproducible on one GPU model and toolkit). Agreement with the CPU: the
+ * GEMMs and sums run in another order: 1e-4 relative to the largest |entry|.
+ *
+ * Decode (batch 1, one token at pos): a block per head. The block writes
+ * the token's k and v rows into the caches at pos, then (after a barrier:
+ * the block's global writes are visible to the block) each warp scores the
+ * positions u = warp, warp + nwarps, ... <= pos (a lane-strided dot product
+ * and a butterfly) into scratch[h, u]; block max and sum of exp (f64) in a
+ * fixed order, the scores turned into probabilities p in place; out[h, d]
+ * = sum_u p_u v[u, d], the u split over a fixed number of thread groups
+ * added in group order. pos comes from dev_args
+ * (offset 0) when given; outside [0, Tmax) the head's output is NaN and the
+ * caches are untouched. */
+#include "gpt_cuda.cuh"
+
+using namespace rp_gpt;
+
+namespace {
+
+constexpr unsigned kAttnThreads = 256;
+
+/* qkv [B, T, 3, NH, hs] -> q, k, v [B, NH, T, hs] (= qkvr). */
+__global__ void permute_qkv_k(const float *__restrict__ qkv,
+                              float *__restrict__ qkvr, int B, int T, int NH,
+                              int hs) {
+  size_t per = (size_t)B * NH * T * hs, C = (size_t)NH * hs;
+  for (size_t i = global_tid(); i < per; i += global_threads()) {
+    size_t d = i % hs, rest = i / hs;
+    size_t t = rest % T;
+    rest /= T;
+    size_t h = rest % NH, b = rest / NH;
+    size_t src = ((b * T + t) * 3) * C + h * hs + d;
+    qkvr[i] = qkv[src];
+    qkvr[per + i] = qkv[src + C];
+    qkvr[2 * per + i] = qkv[src + 2 * C];
+  }
+}
+
+/* [B, NH, T, hs] <-> [B, T, NH, hs]: to_bt = 1 copies src [B, NH, T, hs]
+ * into dst [B, T, NH, hs] (the forward's unpermute), 0 the other way (its
+ * backward). */
+__global__ void permute_heads_k(const float *__restrict__ src,
+                                float *__restrict__ dst, int B, int T, int NH,
+                                int hs, int to_bt) {
+  size_t n = (size_t)B * NH * T * hs;
+  for (size_t i = global_tid(); i < n; i += global_threads()) {
+    size_t d = i % hs, rest = i / hs;
+    size_t t = rest % T;
+    rest /= T;
+    size_t h = rest % NH, b = rest / NH;
+    size_t j = ((b * T + t) * NH + h) * hs + d; /* i's place in [B, T, C] */
+    if (to_bt)
+      dst[j] = src[i];
+    else
+      dst[i] = src[j];
+  }
+}
+
+/* dq, dk, dv [B, NH, T, hs] each -> dqkv [B, T, 3, NH, hs] (=). */
+__global__ void unpermute_dqkv_k(const float *__restrict__ dqkvr,
+                                 float *__restrict__ dqkv, int B, int T, int NH,
+                                 int hs) {
+  size_t per = (size_t)B * NH * T * hs, C = (size_t)NH * hs;
+  for (size_t i = global_tid(); i < per; i += global_threads()) {
+    size_t d = i % hs, rest = i / hs;
+    size_t t = rest % T;
+    rest /= T;
+    size_t h = rest % NH, b = rest / NH;
+    size_t dst = ((b * T + t) * 3) * C + h * hs + d;
+    dqkv[dst] = dqkvr[i];
+    dqkv[dst + C] = dqkvr[per + i];
+    dqkv[dst + 2 * C] = dqkvr[2 * per + i];
+  }
+}
+
+/* Causal softmax of each row of att (already scaled), in place. */
+__global__ void softmax_causal_k(float *att, size_t rows, int T) {
+  unsigned lane = threadIdx.x & 31;
+  size_t warps = global_threads() / 32;
+  for (size_t r = global_tid() / 32; r < rows; r += warps) {
+    int t = (int)(r % (size_t)T);
+    float *x = att + r * T;
+    float m = -INFINITY;
+    for (int u = lane; u <= t; u += 32)
+      m = fmaxf(m, x[u]);
+    m = warp_max(m);
+    double s = 0.0;
+    for (int u = lane; u <= t; u += 32)
+      s += expf(x[u] - m);
+    float inv = (float)(1.0 / warp_sum_d(s));
+    for (int u = lane; u < T; u += 32) /* each lane its own entries */
+      x[u] = u <= t ? __fmul_rn(expf(x[u] - m), inv) : 0.0f;
+  }
+}
+
+/* Softmax backward, in place on datt: scale * att (datt - <att, datt>). */
+__global__ void softmax_causal_bwd_k(const float *__restrict__ att, float *datt,
+                                     size_t rows, int T, float scale) {
+  unsigned lane = threadIdx.x & 31;
+  size_t warps = global_threads() / 32;
+  for (size_t r = global_tid() / 32; r < rows; r += warps) {
+    int t = (int)(r % (size_t)T);
+    const float *a = att + r * T;
+    float *d = datt + r * T;
+    double dot = 0.0;
+    for (int u = lane; u <= t; u += 32)
+      dot += (double)a[u] * d[u];
+    float sf = (float)warp_sum_d(dot);
+    for (int u = lane; u < T; u += 32)
+      d[u] = u <= t ? __fmul_rn(__fmul_rn(scale, a[u]), __fsub_rn(d[u], sf))
+                    : 0.0f;
+  }
+}
+
+/* One block per head h. kcache, vcache [NH, Tmax, hs]; sc [NH, Tmax]. */
+__global__ void attention_decode_k(const float *__restrict__ qkv, float *kcache,
+                                   float *vcache, float *__restrict__ out,
+                                   float *sc, int pos, int T, int NH, int hs,
+                                   const int32_t *dev) {
+  __shared__ float red[32];
+  __shared__ double redd[32];
+  extern __shared__ float part[]; /* blockDim.x floats */
+  if (dev)
+    pos = dev[0];
+  int h = blockIdx.x, C = NH * hs;
+  float *o = out + (size_t)h * hs;
+  if (pos < 0 || pos >= T) { /* block-uniform */
+    for (int d = threadIdx.x; d < hs; d += blockDim.x)
+      o[d] = nan_f();
+    return;
+  }
+  float *K = kcache + (size_t)h * T * hs, *Vc = vcache + (size_t)h * T * hs;
+  const float *q = qkv + (size_t)h * hs;
+  for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+    K[(size_t)pos * hs + d] = qkv[C + h * hs + d];
+    Vc[(size_t)pos * hs + d] = qkv[2 * C + h * hs + d];
+  }
+  __syncthreads(); /* the cache rows are visible to the whole block */
+  float scale = 1.0f / sqrtf((float)hs);
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned nwarps = blockDim.x >> 5;
+  float *s = sc + (size_t)h * T;
+  for (int u = warp; u <= pos; u += nwarps) {
+    const float *k = K + (size_t)u * hs;
+    float dot = 0.0f;
+    for (int d = lane; d < hs; d += 32)
+      dot = __fadd_rn(dot, __fmul_rn(q[d], k[d]));
+    dot = warp_sum(dot);
+    if (lane == 0)
+      s[u] = __fmul_rn(scale, dot);
+  }
+  __syncthreads(); /* scores visible */
+  float m = -INFINITY;
+  for (int u = threadIdx.x; u <= pos; u += blockDim.x)
+    m = fmaxf(m, s[u]);
+  m = block_max(m, red);
+  double sum = 0.0;
+  for (int u = threadIdx.x; u <= pos; u += blockDim.x) {
+    float e = expf(s[u] - m);
+    s[u] = e; /* each thread rewrites only what it read */
+    sum += e;
+  }
+  float inv = (float)(1.0 / block_sum_d(sum, redd));
+  for (int u = threadIdx.x; u <= pos; u += blockDim.x)
+    s[u] = __fmul_rn(s[u], inv); /* the same u as above: own entries */
+  __syncthreads();               /* the probabilities are visible */
+  /* out: columns in chunks of w = min(hs, blockDim); g groups of w threads
+   * split u (group j takes u = j, j + g, ...), then group 0 adds the
+   * groups' partials in group order. */
+  int w = hs < (int)blockDim.x ? hs : (int)blockDim.x;
+  int groups = (int)blockDim.x / w;
+  int grp = (int)threadIdx.x / w, col = (int)threadIdx.x % w;
+  for (int d0 = 0; d0 < hs; d0 += w) {
+    int d = d0 + col;
+    float acc = 0.0f;
+    if (grp < groups && d < hs)
+      for (int u = grp; u <= pos; u += groups)
+        acc = __fadd_rn(acc, __fmul_rn(s[u], Vc[(size_t)u * hs + d]));
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    if (grp == 0 && d < hs) {
+      float tot = part[col];
+      for (int j = 1; j < groups; j++)
+        tot += part[j * w + col];
+      o[d] = tot;
+    }
+    __syncthreads(); /* part is rewritten by the next chunk */
+  }
+}
+
+bool attn_shape_ok(int B, int T, int C, int NH, const char *what) {
+  if (NH > 0 && C % NH == 0)
+    return true;
+  rp__err(RP_EBACKEND, "%s: C = %d is not a multiple of NH = %d (B %d, T %d)",
+          what, C, NH, B, T);
+  return false;
+}
+
+} // namespace
+
+extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
+                                               float *att, float *out,
+                                               float *scratch, int B, int T,
+                                               int C, int NH, void *stream) {
+  static const char what[] = "rp_cuda_gpt_attention_fwd";
+  if (B <= 0 || T <= 0 || C <= 0)
+    return RP_OK;
+  if (!attn_shape_ok(B, T, C, NH, what))
+    return RP_EBACKEND;
+  cudaStream_t s = as_stream(stream);
+  int hs = C / NH, bh = B * NH;
+  size_t n = (size_t)B * T * C;
+  long long sq = (long long)T * hs, st2 = (long long)T * T;
+  const float *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
+  permute_qkv_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
+      qkv, qkvr, B, T, NH, hs);
+  rp_status st = RP_GPT_LAUNCHED(what);
+  if (st == RP_OK)
+    st = rp_cuda_gemm_strided_batched(0, 1, T, T, hs, 1.0f / sqrtf((float)hs),
+                                      q, hs, sq, k, hs, sq, 0.0f, att, T, st2,
+                                      bh, stream);
+  if (st != RP_OK)
+    return st;
+  size_t rows = (size_t)bh * T;
+  softmax_causal_k<<<blocks_for(rows, kAttnThreads / 32), kAttnThreads, 0, s>>>(
+      att, rows, T);
+  st = RP_GPT_LAUNCHED(what);
+  if (st == RP_OK)
+    st = rp_cuda_gemm_strided_batched(0, 0, T, hs, T, 1.0f, att, T, st2, v, hs,
+                                      sq, 0.0f, scratch, hs, sq, bh, stream);
+  if (st != RP_OK)
+    return st;
+  permute_heads_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
+      scratch, out, B, T, NH, hs, 1);
+  return RP_GPT_LAUNCHED(what);
+}
+
+extern "C" rp_status rp_cuda_gpt_attention_bwd(
+    const float *dout, const float *qkvr, const float *att, float *dqkv,
+    float *datt, float *scratch, int B, int T, int C, int NH, void *stream) {
+  static const char what[] = "rp_cuda_gpt_attention_bwd";
+  if (B <= 0 || T <= 0 || C <= 0)
+    return RP_OK;
+  if (!attn_shape_ok(B, T, C, NH, what))
+    return RP_EBACKEND;
+  cudaStream_t s = as_stream(stream);
+  int hs = C / NH, bh = B * NH;
+  size_t n = (size_t)B * T * C;
+  long long sq = (long long)T * hs, st2 = (long long)T * T;
+  const float *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
+  float *dy = scratch, *dq = scratch + n, *dk = scratch + 2 * n,
+        *dv = scratch + 3 * n;
+  permute_heads_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
+      dout, dy, B, T, NH, hs, 0);
+  rp_status st = RP_GPT_LAUNCHED(what);
+  if (st == RP_OK)
+    st = rp_cuda_gemm_strided_batched(0, 1, T, T, hs, 1.0f, dy, hs, sq, v, hs,
+                                      sq, 0.0f, datt, T, st2, bh, stream);
+  if (st == RP_OK)
+    st = rp_cuda_gemm_strided_batched(1, 0, T, hs, T, 1.0f, att, T, st2, dy, hs,
+                                      sq, 0.0f, dv, hs, sq, bh, stream);
+  if (st != RP_OK)
+    return st;
+  size_t rows = (size_t)bh * T;
+  softmax_causal_bwd_k<<<blocks_for(rows, kAttnThreads / 32), kAttnThreads, 0,
+                         s>>>(att, datt, rows, T, 1.0f / sqrtf((float)hs));
+  st = RP_GPT_LAUNCHED(what);
+  if (st == RP_OK)
+    st = rp_cuda_gemm_strided_batched(0, 0, T, hs, T, 1.0f, datt, T, st2, k, hs,
+                                      sq, 0.0f, dq, hs, sq, bh, stream);
+  if (st == RP_OK)
+    st = rp_cuda_gemm_strided_batched(1, 0, T, hs, T, 1.0f, datt, T, st2, q, hs,
+                                      sq, 0.0f, dk, hs, sq, bh, stream);
+  if (st != RP_OK)
+    return st;
+  unpermute_dqkv_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
+      dq, dqkv, B, T, NH, hs);
+  return RP_GPT_LAUNCHED(what);
+}
+
+extern "C" rp_status
+rp_cuda_gpt_attention_decode(const float *qkv, float *kcache, float *vcache,
+                             float *out, float *scratch, int pos, int T, int C,
+                             int NH, const void *dev_args, void *stream) {
+  static const char what[] = "rp_cuda_gpt_attention_decode";
+  if (T <= 0 || C <= 0)
+    return RP_OK;
+  if (!attn_shape_ok(1, T, C, NH, what))
+    return RP_EBACKEND;
+  attention_decode_k<<<NH, kAttnThreads, kAttnThreads * sizeof(float),
+                       as_stream(stream)>>>(
+      qkv, kcache, vcache, out, scratch, pos, T, NH, C / NH,
+      static_cast<const int32_t *>(dev_args));
+  return RP_GPT_LAUNCHED(what);
+}

@@ -1,0 +1,183 @@
+/* kernels/embed.cu — CUDA launchers of the embedding kernels
+ * (gpt_kernels.h: gpt.embed_fwd, gpt.embed_bwd, gpt.embed_token).
+ *
+ * embed_fwd: a block per row (b, t), threads over the C columns:
+ *   out = wte[tok] + wpe[t] (one f32 add: equal to the CPU result); a token
+ *   outside [0, V) makes the row NaN.
+ * embed_bwd, deterministic without atomics or scratch:
+ *   dwpe: a thread per (t, c) sums dout[b, t, c] over b in increasing order
+ *     from 0 (the CPU's order and operations: equal results);
+ *   dwte: a block per position p (grid-stride) owns token tok[p] when p is
+ *     its first occurrence (the block scans tok[0..p) for an earlier one).
+ *     The owner lists the positions q >= p holding tok in increasing order
+ *     (an ordered block compaction into shared memory, flushed when full)
+ *     and each thread adds dout[q, c] for its columns into dwte[tok, c] in
+ *     that order: the CPU's order and operations (equal results). Positions
+ *     with a token outside [0, V) are skipped (the CPU refuses them before
+ *     writing). Cost: O(N^2) token comparisons, O(N C) float adds.
+ * embed_token: one block, threads over C; pos and token from dev_args
+ *   (offsets 0 and 4) when given; out of range: NaN. */
+#include "gpt_cuda.cuh"
+
+using namespace rp_gpt;
+
+namespace {
+
+constexpr unsigned kEmbedThreads = 256;
+/* dwte owner block: positions gathered per flush (shared int32s). */
+constexpr unsigned kEmbedList = 2048;
+
+__global__ void embed_fwd_k(const int32_t *__restrict__ tokens,
+                            const float *__restrict__ wte,
+                            const float *__restrict__ wpe,
+                            float *__restrict__ out, int B, int T, int C,
+                            int V) {
+  size_t rows = (size_t)B * T;
+  for (size_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int32_t tok = tokens[r];
+    bool ok = tok >= 0 && tok < V;
+    size_t t = r % (size_t)T;
+    const float *e = wte + (ok ? (size_t)tok : 0) * C;
+    const float *p = wpe + t * C;
+    float *o = out + r * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+      o[c] = ok ? e[c] + p[c] : nan_f();
+  }
+}
+
+/* dwpe[t, c] = sum_b dout[b, t, c], b increasing, from 0. */
+__global__ void embed_bwd_wpe_k(const float *__restrict__ dout,
+                                float *__restrict__ dwpe, int B, int T, int C) {
+  size_t n = (size_t)T * C, row = (size_t)T * C;
+  for (size_t i = global_tid(); i < n; i += global_threads()) {
+    float acc = 0.0f;
+    for (int b = 0; b < B; b++)
+      acc += dout[(size_t)b * row + i];
+    dwpe[i] = acc;
+  }
+}
+
+/* Adds the listed rows of dout (in list order) into dwte row tok. Every
+ * thread calls it (barrier inside, so the list may be refilled after). */
+__device__ void embed_flush(const float *__restrict__ dout, float *dwte,
+                            int32_t tok, int C, const int *list, unsigned cnt) {
+  __syncthreads(); /* the list writes are visible */
+  float *d = dwte + (size_t)tok * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = d[c];
+    for (unsigned j = 0; j < cnt; j++)
+      acc += dout[(size_t)list[j] * C + c];
+    d[c] = acc;
+  }
+  __syncthreads(); /* done reading the list */
+}
+
+/* blockDim.x == kEmbedThreads (a multiple of 32). */
+__global__ void embed_bwd_wte_k(const int32_t *__restrict__ tokens,
+                                const float *__restrict__ dout,
+                                float *__restrict__ dwte, int N, int C, int V) {
+  __shared__ int list[kEmbedList];
+  __shared__ unsigned warp_cnt[kEmbedThreads / 32];
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned nwarps = blockDim.x >> 5;
+  for (int p = blockIdx.x; p < N; p += gridDim.x) {
+    int32_t tok = tokens[p];
+    if (tok < 0 || tok >= V)
+      continue; /* block-uniform */
+    /* Owner: no earlier position holds tok. */
+    int earlier = 0;
+    for (int q = threadIdx.x; q < p; q += blockDim.x)
+      earlier |= tokens[q] == tok;
+    if (__syncthreads_or(earlier))
+      continue;
+    /* Ordered compaction of the positions q >= p holding tok: chunk of
+     * blockDim positions, a warp's matches ranked by ballot, warps in
+     * order. cnt is block-uniform (every thread computes it alike). */
+    unsigned cnt = 0;
+    for (int q0 = p; q0 < N; q0 += blockDim.x) {
+      if (cnt > kEmbedList - blockDim.x) { /* room for a whole chunk */
+        embed_flush(dout, dwte, tok, C, list, cnt);
+        cnt = 0;
+      }
+      int q = q0 + (int)threadIdx.x;
+      bool match = q < N && tokens[q] == tok;
+      unsigned ballot = __ballot_sync(kFull, match);
+      if (lane == 0)
+        warp_cnt[warp] = __popc(ballot);
+      __syncthreads();
+      unsigned before = 0, total = 0;
+      for (unsigned w = 0; w < nwarps; w++) {
+        before += w < warp ? warp_cnt[w] : 0;
+        total += warp_cnt[w];
+      }
+      if (match)
+        list[cnt + before + __popc(ballot & ((1u << lane) - 1u))] = q;
+      cnt += total;
+      __syncthreads(); /* warp_cnt is rewritten by the next chunk */
+    }
+    embed_flush(dout, dwte, tok, C, list, cnt);
+  }
+}
+
+__global__ void embed_token_k(const float *__restrict__ wte,
+                              const float *__restrict__ wpe,
+                              float *__restrict__ out, int pos, int token,
+                              int C, int V, int T, const int32_t *dev) {
+  if (dev) {
+    pos = dev[0];
+    token = dev[1];
+  }
+  bool ok = pos >= 0 && pos < T && token >= 0 && token < V;
+  const float *e = wte + (ok ? (size_t)token : 0) * C;
+  const float *p = wpe + (ok ? (size_t)pos : 0) * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    out[c] = ok ? e[c] + p[c] : nan_f();
+}
+
+} // namespace
+
+extern "C" rp_status rp_cuda_gpt_embed_fwd(const int32_t *tokens,
+                                           const float *wte, const float *wpe,
+                                           float *out, int B, int T, int C,
+                                           int V, void *stream) {
+  size_t rows = (size_t)B * T;
+  if (rows == 0 || C <= 0)
+    return RP_OK;
+  embed_fwd_k<<<blocks_for(rows, 1), kEmbedThreads, 0, as_stream(stream)>>>(
+      tokens, wte, wpe, out, B, T, C, V);
+  return RP_GPT_LAUNCHED("rp_cuda_gpt_embed_fwd");
+}
+
+extern "C" rp_status rp_cuda_gpt_embed_bwd(const int32_t *tokens,
+                                           const float *dout, float *dwte,
+                                           float *dwpe, int B, int T, int C,
+                                           int V, void *stream) {
+  if (T <= 0 || C <= 0)
+    return RP_OK;
+  cudaStream_t s = as_stream(stream);
+  /* B == 0 still runs: dwpe = 0, as on the CPU */
+  embed_bwd_wpe_k<<<blocks_for((size_t)T * C, kEmbedThreads), kEmbedThreads, 0,
+                    s>>>(dout, dwpe, B < 0 ? 0 : B, T, C);
+  rp_status st = RP_GPT_LAUNCHED("rp_cuda_gpt_embed_bwd: dwpe");
+  long long n = (long long)B * T;
+  if (st != RP_OK || n <= 0)
+    return st;
+  if (n > 0x7fffffffLL)
+    return rp__err(RP_EBACKEND, "rp_cuda_gpt_embed_bwd: %lld positions", n);
+  embed_bwd_wte_k<<<blocks_for((size_t)n, 1), kEmbedThreads, 0, s>>>(
+      tokens, dout, dwte, (int)n, C, V);
+  return RP_GPT_LAUNCHED("rp_cuda_gpt_embed_bwd: dwte");
+}
+
+extern "C" rp_status rp_cuda_gpt_embed_token(const float *wte, const float *wpe,
+                                             float *out, int pos, int token,
+                                             int C, int V, int T,
+                                             const void *dev_args,
+                                             void *stream) {
+  if (C <= 0)
+    return RP_OK;
+  embed_token_k<<<1, kEmbedThreads, 0, as_stream(stream)>>>(
+      wte, wpe, out, pos, token, C, V, T,
+      static_cast<const int32_t *>(dev_args));
+  return RP_GPT_LAUNCHED("rp_cuda_gpt_embed_token");
+}

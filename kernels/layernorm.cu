@@ -1,0 +1,192 @@
+/* kernels/layernorm.cu — CUDA launchers of the LayerNorm kernels
+ * (gpt_kernels.h: gpt.layernorm_fwd, gpt.residual_layernorm_fwd,
+ * gpt.layernorm_bwd).
+ *
+ * Forward: a warp per row (8 rows a block of 256, grid-stride over rows).
+ * Lane l takes columns l, l + 32, ...; mean = (sum x) / C, then the biased
+ * variance from a second pass over (x - mean)^2 (two passes, as the CPU
+ * kernel: no cancellation), rstd = 1 / sqrt(var + eps), the sums and the
+ * square root in f64 as on the CPU, then out = (x - mean) * rstd * w + b
+ * with explicit round-to-nearest operations (no FMA contraction). Sums:
+ * lane-strided then a warp butterfly, a fixed order.
+ * The residual variant writes res = a + r in the first pass and reads it
+ * back (each lane its own columns).
+ *
+ * Backward, two kernels:
+ *  - dx: a warp per row: dnorm = w * dout, xhat = (x - mean) * rstd,
+ *    dx (= or +=) rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat))
+ *    (the two means summed in f64, as on the CPU);
+ *  - dw, db: column sums without atomics or scratch: a block per chunk of
+ *    32 columns (32 x 32 threads); row lane y sums rows y, y + 32, ... in
+ *    order, then lane 0 adds the 32 partials in lane order (a fixed order:
+ *    deterministic; it differs from the CPU's row order, hence a relative
+ *    1e-4 bound against it). */
+#include "gpt_cuda.cuh"
+
+using namespace rp_gpt;
+
+namespace {
+
+constexpr unsigned kLnThreads = 256; /* 8 rows (warps) a block */
+constexpr unsigned kColChunk = 32, kColLanes = 32;
+
+/* One row, by the 32 lanes of a warp. a: the input (x, or the residual
+ * stream's a); r: NULL, or the residual branch (then res = a + r is
+ * written and normalized). */
+__device__ void ln_row(const float *a, const float *r, float *res,
+                       const float *__restrict__ w, const float *__restrict__ b,
+                       float *out, float *mean, float *rstd, size_t row, int C,
+                       float eps, unsigned lane) {
+  const float *x = a + row * C;
+  if (r) {
+    const float *y = r + row * C;
+    float *z = res + row * C;
+    for (int c = lane; c < C; c += 32)
+      z[c] = x[c] + y[c];
+    x = z; /* each lane rereads only what it wrote */
+  }
+  double s = 0.0;
+  for (int c = lane; c < C; c += 32)
+    s += x[c];
+  float m = (float)(warp_sum_d(s) / (double)C);
+  double v = 0.0;
+  for (int c = lane; c < C; c += 32) {
+    double d = (double)__fsub_rn(x[c], m);
+    v += d * d;
+  }
+  v = warp_sum_d(v);
+  float rs = (float)(1.0 / sqrt(v / (double)C + (double)eps));
+  float *o = out + row * C;
+  for (int c = lane; c < C; c += 32) {
+    float n = __fmul_rn(__fsub_rn(x[c], m), rs);
+    o[c] = __fadd_rn(__fmul_rn(n, w[c]), b[c]);
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = rs;
+  }
+}
+
+__global__ void ln_fwd_k(const float *a, const float *r, float *res,
+                         const float *__restrict__ w,
+                         const float *__restrict__ b, float *out, float *mean,
+                         float *rstd, int N, int C, float eps) {
+  unsigned lane = threadIdx.x & 31;
+  size_t warps = global_threads() / 32;
+  for (size_t row = global_tid() / 32; row < (size_t)N; row += warps)
+    ln_row(a, r, res, w, b, out, mean, rstd, row, C, eps, lane);
+}
+
+__global__ void ln_bwd_dx_k(const float *__restrict__ dout,
+                            const float *__restrict__ x,
+                            const float *__restrict__ w,
+                            const float *__restrict__ mean,
+                            const float *__restrict__ rstd, float *dx, int N,
+                            int C, int accumulate) {
+  unsigned lane = threadIdx.x & 31;
+  size_t warps = global_threads() / 32;
+  for (size_t row = global_tid() / 32; row < (size_t)N; row += warps) {
+    const float *dy = dout + row * C, *xr = x + row * C;
+    float *d = dx + row * C;
+    float m = mean[row], rs = rstd[row];
+    double s1 = 0.0, s2 = 0.0;
+    for (int c = lane; c < C; c += 32) {
+      float xhat = __fmul_rn(__fsub_rn(xr[c], m), rs);
+      float dn = __fmul_rn(w[c], dy[c]);
+      s1 += dn;
+      s2 += (double)dn * xhat;
+    }
+    float dn_mean = (float)(warp_sum_d(s1) / (double)C);
+    float dnx_mean = (float)(warp_sum_d(s2) / (double)C);
+    for (int c = lane; c < C; c += 32) {
+      float xhat = __fmul_rn(__fsub_rn(xr[c], m), rs);
+      float dn = __fmul_rn(w[c], dy[c]);
+      float v = __fsub_rn(__fsub_rn(dn, dn_mean), __fmul_rn(xhat, dnx_mean));
+      v = __fmul_rn(v, rs);
+      d[c] = accumulate ? __fadd_rn(d[c], v) : v;
+    }
+  }
+}
+
+/* dw[c] = sum_r dout[r, c] * xhat[r, c], db[c] = sum_r dout[r, c]. Block
+ * (kColChunk, kColLanes): a warp reads 32 consecutive columns of one row. */
+__global__ void
+ln_bwd_dwdb_k(const float *__restrict__ dout, const float *__restrict__ x,
+              const float *__restrict__ mean, const float *__restrict__ rstd,
+              float *__restrict__ dw, float *__restrict__ db, int N, int C) {
+  __shared__ float pw[kColLanes][kColChunk + 1]; /* +1: no bank conflicts */
+  __shared__ float pb[kColLanes][kColChunk + 1];
+  size_t c = (size_t)blockIdx.x * kColChunk + threadIdx.x;
+  float aw = 0.0f, ab = 0.0f;
+  if (c < (size_t)C)
+    for (size_t r = threadIdx.y; r < (size_t)N; r += kColLanes) {
+      size_t i = r * C + c;
+      float dy = dout[i];
+      float xhat = __fmul_rn(__fsub_rn(x[i], mean[r]), rstd[r]);
+      aw = __fadd_rn(aw, __fmul_rn(dy, xhat));
+      ab = __fadd_rn(ab, dy);
+    }
+  pw[threadIdx.y][threadIdx.x] = aw;
+  pb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < (size_t)C) {
+    float sw = pw[0][threadIdx.x], sb = pb[0][threadIdx.x];
+    for (unsigned y = 1; y < kColLanes; y++) {
+      sw += pw[y][threadIdx.x];
+      sb += pb[y][threadIdx.x];
+    }
+    dw[c] = sw;
+    db[c] = sb;
+  }
+}
+
+rp_status ln_fwd(const float *a, const float *r, float *res, const float *w,
+                 const float *b, float *out, float *mean, float *rstd, int N,
+                 int C, float eps, void *stream, const char *what) {
+  if (N <= 0 || C <= 0)
+    return RP_OK;
+  ln_fwd_k<<<blocks_for((size_t)N, kLnThreads / 32), kLnThreads, 0,
+             as_stream(stream)>>>(a, r, res, w, b, out, mean, rstd, N, C, eps);
+  return RP_GPT_LAUNCHED(what);
+}
+
+} // namespace
+
+extern "C" rp_status rp_cuda_gpt_layernorm_fwd(const float *x, const float *w,
+                                               const float *b, float *out,
+                                               float *mean, float *rstd, int N,
+                                               int C, float eps, void *stream) {
+  return ln_fwd(x, nullptr, nullptr, w, b, out, mean, rstd, N, C, eps, stream,
+                "rp_cuda_gpt_layernorm_fwd");
+}
+
+extern "C" rp_status
+rp_cuda_gpt_residual_layernorm_fwd(const float *a, const float *r, float *res,
+                                   const float *w, const float *b, float *out,
+                                   float *mean, float *rstd, int N, int C,
+                                   float eps, void *stream) {
+  return ln_fwd(a, r, res, w, b, out, mean, rstd, N, C, eps, stream,
+                "rp_cuda_gpt_residual_layernorm_fwd");
+}
+
+extern "C" rp_status
+rp_cuda_gpt_layernorm_bwd(const float *dout, const float *x, const float *w,
+                          const float *mean, const float *rstd, float *dx,
+                          float *dw, float *db, int N, int C, int accumulate,
+                          void *stream) {
+  if (C <= 0)
+    return RP_OK;
+  cudaStream_t s = as_stream(stream);
+  if (N > 0) {
+    ln_bwd_dx_k<<<blocks_for((size_t)N, kLnThreads / 32), kLnThreads, 0, s>>>(
+        dout, x, w, mean, rstd, dx, N, C, accumulate);
+    rp_status st = RP_GPT_LAUNCHED("rp_cuda_gpt_layernorm_bwd: dx");
+    if (st != RP_OK)
+      return st;
+  }
+  /* N == 0 still runs: dw = db = 0, as on the CPU */
+  unsigned chunks = (unsigned)(((size_t)C + kColChunk - 1) / kColChunk);
+  ln_bwd_dwdb_k<<<chunks, dim3(kColChunk, kColLanes), 0, s>>>(
+      dout, x, mean, rstd, dw, db, N < 0 ? 0 : N, C);
+  return RP_GPT_LAUNCHED("rp_cuda_gpt_layernorm_bwd: dw, db");
+}

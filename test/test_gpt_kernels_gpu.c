@@ -1,0 +1,784 @@
+/* test/test_gpt_kernels_gpu.c (label gpu) — every CUDA launcher of
+ * kernels/gpt_kernels.h (rp_cuda_gpt_*) against the CPU kernel of the same
+ * name (rp_cpu_gpt_*, the reference backend), on small and odd shapes and
+ * on shapes that reach each kernel's other paths (lane and chunk loops,
+ * xent's block sizes, embed_bwd's list flush, adamw's tensor chunks).
+ * Skips with the reason when the build has no CUDA or no device answers.
+ *
+ * Bounds: |gpu - cpu| <= rel * max(|cpu|, floor), with
+ *  - elementwise kernels (embed_fwd, embed_token, embed_bwd, whose sums run
+ *    in the same (b, t) order on both backends, the qkv permutation, the KV
+ *    cache writes, the AdamW update): rel 1e-5, floor the largest |cpu|
+ *    entry of the output (values that cancel are judged at the data's size);
+ *  - GELU forward and backward: rel 1e-5, floor 1 (device tanhf and coshf
+ *    differ from glibc's by a few ulp, and 1 + tanh cancels for x << 0);
+ *  - reductions, softmax and GEMMs (layernorm, matmul, attention, decode,
+ *    xent, adamw's norms): rel 1e-4, floor the largest |cpu| entry (other
+ *    summation orders, cuBLAS's blocking, device expf).
+ * Determinism: every launcher runs twice on the same inputs (read-write
+ * buffers restored in between) and must give bitwise equal outputs. The
+ * launchers that take dev_args are also run inside a CUDA graph (global
+ * capture mode: an allocation or synchronization would fail the capture)
+ * with per-replay values in device memory that differ from the by-value
+ * arguments. */
+#include "helpers.h"
+
+#ifdef REPRISE_HAVE_CUDA
+
+#include "kernels_ref.h"
+
+#include "kernels/cuda_kernels.cuh"
+#include "kernels/gpt_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#define REL_ELEM 1e-5
+#define REL_RED 1e-4
+
+static void need_gpu(void) {
+  const char *why = NULL;
+  if (!th_cuda_available(&why))
+    cr_skip_test("%s", why);
+}
+
+static void *dput(const void *host, size_t bytes) {
+  void *d = NULL;
+  RP_CHECK(rp_cuda_buf_alloc(&d, bytes));
+  if (host)
+    RP_CHECK(rp_cuda_buf_put(d, host, bytes));
+  return d;
+}
+
+/* Synchronizes the stream, then copies a device buffer back. */
+static void dget(void *host, const void *dev, size_t bytes, void *stream) {
+  RP_CHECK(rp_cuda_stream_sync(stream));
+  RP_CHECK(rp_cuda_buf_get(host, dev, bytes));
+}
+
+/* A fresh host copy of a device buffer. */
+static float *dgetf(const void *dev, size_t n, void *stream) {
+  float *h = kr_alloc(n);
+  dget(h, dev, n * sizeof(float), stream);
+  return h;
+}
+
+static void *new_stream(void) {
+  void *s = NULL;
+  RP_CHECK(rp_cuda_stream_create(&s));
+  return s;
+}
+
+static float *fdup(const float *x, size_t n) {
+  float *p = kr_alloc(n);
+  memcpy(p, x, n * sizeof *p);
+  return p;
+}
+
+static double max_abs(const float *x, size_t n) {
+  double m = 0.0;
+  for (size_t i = 0; i < n; i++)
+    m = fabs(x[i]) > m ? fabs(x[i]) : m;
+  return m;
+}
+
+/* got vs want within rel of max(|want|, largest |want|). */
+static void close_max(const float *got, const float *want, size_t n, double rel,
+                      const char *what) {
+  kr_close_f(got, want, n, rel, max_abs(want, n), 0, what);
+}
+
+/* Bitwise equality of two runs. */
+static void same_bits(const float *a, const float *b, size_t n,
+                      const char *what) {
+  for (size_t i = 0; i < n; i++)
+    cr_assert(memcmp(&a[i], &b[i], sizeof(float)) == 0,
+              "%s: run 2 differs at %zu (%.9g vs %.9g)", what, i, b[i], a[i]);
+}
+
+static int32_t *tokens_random(size_t n, int V, uint32_t seed) {
+  return kr_labels(n, (size_t)V, seed);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Embeddings */
+
+Test(gpt_kernels_gpu, embed_fwd_matches_cpu_and_marks_bad_tokens) {
+  need_gpu();
+  void *s = new_stream();
+  const int B = 3, T = 7, C = 37, V = 11;
+  size_t n = (size_t)B * T * C;
+  int32_t *tok = tokens_random((size_t)B * T, V, 1);
+  float *wte = kr_random((size_t)V * C, 2, -1, 1);
+  float *wpe = kr_random((size_t)(T + 2) * C, 3, -1, 1); /* >= T*C */
+  float *want = kr_alloc(n);
+  RP_CHECK(rp_cpu_gpt_embed_fwd(tok, wte, wpe, want, B, T, C, V));
+  int32_t *dtok = dput(tok, (size_t)B * T * 4);
+  float *dwte = dput(wte, (size_t)V * C * 4);
+  float *dwpe = dput(wpe, (size_t)(T + 2) * C * 4), *dout = dput(NULL, n * 4);
+  RP_CHECK(rp_cuda_gpt_embed_fwd(dtok, dwte, dwpe, dout, B, T, C, V, s));
+  float *got = dgetf(dout, n, s);
+  close_max(got, want, n, REL_ELEM, "embed_fwd");
+  RP_CHECK(rp_cuda_gpt_embed_fwd(dtok, dwte, dwpe, dout, B, T, C, V, s));
+  float *again = dgetf(dout, n, s);
+  same_bits(got, again, n, "embed_fwd");
+  /* a token outside [0, V): the CPU refuses, the GPU writes a NaN row */
+  tok[4] = V;
+  RP_EXPECT(rp_cpu_gpt_embed_fwd(tok, wte, wpe, want, B, T, C, V), RP_ERANGE);
+  RP_CHECK(rp_cuda_buf_put(dtok, tok, (size_t)B * T * 4));
+  RP_CHECK(rp_cuda_gpt_embed_fwd(dtok, dwte, dwpe, dout, B, T, C, V, s));
+  free(got);
+  got = dgetf(dout, n, s);
+  for (size_t r = 0; r < (size_t)B * T; r++)
+    for (int c = 0; c < C; c++)
+      cr_assert(r == 4 ? isnan(got[r * C + c])
+                       : got[r * C + c] == again[r * C + c],
+                "row %zu col %d: %g", r, c, got[r * C + c]);
+  free(tok), free(wte), free(wpe), free(want), free(got), free(again);
+  rp_cuda_buf_free(dtok), rp_cuda_buf_free(dwte), rp_cuda_buf_free(dwpe);
+  rp_cuda_buf_free(dout);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* V small against N: every token repeats (V = 2 with N = 4096 makes a
+ * token hold more positions than one list flush, 2048). */
+static void check_embed_bwd(int B, int T, int C, int V, uint32_t seed,
+                            void *s) {
+  size_t N = (size_t)B * T, n = N * C;
+  int32_t *tok = tokens_random(N, V, seed);
+  float *dout = kr_random(n, seed + 1, -1, 1);
+  float *dwte0 = kr_random((size_t)V * C, seed + 2, -1, 1); /* += */
+  float *wte = fdup(dwte0, (size_t)V * C), *wpe = kr_alloc((size_t)T * C);
+  RP_CHECK(rp_cpu_gpt_embed_bwd(tok, dout, wte, wpe, B, T, C, V));
+  int32_t *dtok = dput(tok, N * 4);
+  float *ddout = dput(dout, n * 4), *ddwte = dput(dwte0, (size_t)V * C * 4);
+  float *ddwpe = dput(NULL, (size_t)T * C * 4);
+  RP_CHECK(rp_cuda_gpt_embed_bwd(dtok, ddout, ddwte, ddwpe, B, T, C, V, s));
+  float *g_wte = dgetf(ddwte, (size_t)V * C, s);
+  float *g_wpe = dgetf(ddwpe, (size_t)T * C, s);
+  close_max(g_wte, wte, (size_t)V * C, REL_ELEM, "embed_bwd dwte");
+  close_max(g_wpe, wpe, (size_t)T * C, REL_ELEM, "embed_bwd dwpe");
+  RP_CHECK(rp_cuda_buf_put(ddwte, dwte0, (size_t)V * C * 4));
+  RP_CHECK(rp_cuda_gpt_embed_bwd(dtok, ddout, ddwte, ddwpe, B, T, C, V, s));
+  float *a_wte = dgetf(ddwte, (size_t)V * C, s);
+  float *a_wpe = dgetf(ddwpe, (size_t)T * C, s);
+  same_bits(g_wte, a_wte, (size_t)V * C, "embed_bwd dwte");
+  same_bits(g_wpe, a_wpe, (size_t)T * C, "embed_bwd dwpe");
+  free(tok), free(dout), free(dwte0), free(wte), free(wpe);
+  free(g_wte), free(g_wpe), free(a_wte), free(a_wpe);
+  rp_cuda_buf_free(dtok), rp_cuda_buf_free(ddout), rp_cuda_buf_free(ddwte);
+  rp_cuda_buf_free(ddwpe);
+}
+
+Test(gpt_kernels_gpu, embed_bwd_matches_cpu_in_token_order) {
+  need_gpu();
+  void *s = new_stream();
+  check_embed_bwd(2, 5, 3, 7, 10, s);
+  check_embed_bwd(3, 33, 300, 50, 20, s);
+  check_embed_bwd(4, 1024, 8, 2, 30, s);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+Test(gpt_kernels_gpu, embed_token_reads_device_args_in_a_graph) {
+  need_gpu();
+  void *s = new_stream();
+  const int C = 300, V = 13, T = 9;
+  float *wte = kr_random((size_t)V * C, 40, -1, 1);
+  float *wpe = kr_random((size_t)T * C, 41, -1, 1);
+  float *want = kr_alloc(C);
+  float *dwte = dput(wte, (size_t)V * C * 4),
+        *dwpe = dput(wpe, (size_t)T * C * 4);
+  float *dout = dput(NULL, (size_t)C * 4);
+  RP_CHECK(rp_cpu_gpt_embed_token(wte, wpe, want, 3, 12, C, V, T));
+  RP_CHECK(rp_cuda_gpt_embed_token(dwte, dwpe, dout, 3, 12, C, V, T, NULL, s));
+  float *got = dgetf(dout, C, s);
+  close_max(got, want, C, REL_ELEM, "embed_token by value");
+  /* device arguments win over the by-value ones, also in a graph */
+  rp_gpt_token_args a = {.pos = 8, .token = 0, .C = C, .V = V, .T = T};
+  void *dargs = dput(&a, sizeof a);
+  RP_CHECK(rp_cpu_gpt_embed_token(wte, wpe, want, 8, 0, C, V, T));
+  RP_CHECK(rp_cuda_capture_begin(s));
+  RP_CHECK(rp_cuda_gpt_embed_token(dwte, dwpe, dout, 3, 12, C, V, T, dargs, s));
+  RP_CHECK(rp_cuda_capture_end_launch(s, 1));
+  free(got);
+  got = dgetf(dout, C, s);
+  close_max(got, want, C, REL_ELEM, "embed_token device args");
+  /* out of range: the CPU refuses, the GPU writes NaN */
+  RP_EXPECT(rp_cpu_gpt_embed_token(wte, wpe, want, T, 0, C, V, T), RP_ERANGE);
+  a.pos = T;
+  RP_CHECK(rp_cuda_buf_put(dargs, &a, sizeof a));
+  RP_CHECK(rp_cuda_gpt_embed_token(dwte, dwpe, dout, 3, 12, C, V, T, dargs, s));
+  free(got);
+  got = dgetf(dout, C, s);
+  for (int c = 0; c < C; c++)
+    cr_assert(isnan(got[c]), "pos out of range: out[%d] = %g", c, got[c]);
+  free(wte), free(wpe), free(want), free(got);
+  rp_cuda_buf_free(dwte), rp_cuda_buf_free(dwpe), rp_cuda_buf_free(dout);
+  rp_cuda_buf_free(dargs);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* ---------------------------------------------------------------------- */
+/* LayerNorm */
+
+static void check_layernorm(int N, int C, uint32_t seed, void *s) {
+  size_t n = (size_t)N * C;
+  const float eps = 1e-5f;
+  float *x = kr_random(n, seed, -2, 3), *r = kr_random(n, seed + 1, -1, 1);
+  float *w = kr_random(C, seed + 2, 0.5f, 1.5f);
+  float *b = kr_random(C, seed + 3, -0.5f, 0.5f);
+  float *out = kr_alloc(n), *mean = kr_alloc(N), *rstd = kr_alloc(N);
+  float *res = kr_alloc(n);
+  float *dx = dput(x, n * 4), *dr = dput(r, n * 4), *dw = dput(w, C * 4);
+  float *db = dput(b, C * 4), *dout = dput(NULL, n * 4);
+  float *dmean = dput(NULL, N * 4), *drstd = dput(NULL, N * 4);
+  float *dres = dput(NULL, n * 4);
+
+  rp_cpu_gpt_layernorm_fwd(x, w, b, out, mean, rstd, N, C, eps);
+  RP_CHECK(
+      rp_cuda_gpt_layernorm_fwd(dx, dw, db, dout, dmean, drstd, N, C, eps, s));
+  float *g_out = dgetf(dout, n, s), *g_mean = dgetf(dmean, N, s);
+  float *g_rstd = dgetf(drstd, N, s);
+  close_max(g_out, out, n, REL_RED, "layernorm_fwd out");
+  close_max(g_mean, mean, N, REL_RED, "layernorm_fwd mean");
+  close_max(g_rstd, rstd, N, REL_RED, "layernorm_fwd rstd");
+  RP_CHECK(
+      rp_cuda_gpt_layernorm_fwd(dx, dw, db, dout, dmean, drstd, N, C, eps, s));
+  float *a_out = dgetf(dout, n, s);
+  same_bits(g_out, a_out, n, "layernorm_fwd out");
+  free(g_out), free(g_mean), free(g_rstd), free(a_out);
+
+  rp_cpu_gpt_residual_layernorm_fwd(x, r, res, w, b, out, mean, rstd, N, C,
+                                    eps);
+  RP_CHECK(rp_cuda_gpt_residual_layernorm_fwd(dx, dr, dres, dw, db, dout, dmean,
+                                              drstd, N, C, eps, s));
+  float *g_res = dgetf(dres, n, s);
+  g_out = dgetf(dout, n, s), g_mean = dgetf(dmean, N, s);
+  g_rstd = dgetf(drstd, N, s);
+  close_max(g_res, res, n, REL_ELEM, "residual_layernorm_fwd res");
+  close_max(g_out, out, n, REL_RED, "residual_layernorm_fwd out");
+  close_max(g_mean, mean, N, REL_RED, "residual_layernorm_fwd mean");
+  close_max(g_rstd, rstd, N, REL_RED, "residual_layernorm_fwd rstd");
+  RP_CHECK(rp_cuda_gpt_residual_layernorm_fwd(dx, dr, dres, dw, db, dout, dmean,
+                                              drstd, N, C, eps, s));
+  a_out = dgetf(dout, n, s);
+  same_bits(g_out, a_out, n, "residual_layernorm_fwd out");
+  free(g_res), free(g_out), free(g_mean), free(g_rstd), free(a_out);
+
+  /* backward of the residual stream's LayerNorm (x = res), both modes;
+   * the device gets the CPU's mean and rstd so that only the backward is
+   * judged */
+  float *dy = kr_random(n, seed + 4, -1, 1),
+        *dx0 = kr_random(n, seed + 5, -1, 1);
+  RP_CHECK(rp_cuda_buf_put(dres, res, n * 4));
+  RP_CHECK(rp_cuda_buf_put(dmean, mean, N * 4));
+  RP_CHECK(rp_cuda_buf_put(drstd, rstd, N * 4));
+  float *ddy = dput(dy, n * 4), *ddx = dput(NULL, n * 4);
+  float *ddw = dput(NULL, C * 4), *ddb = dput(NULL, C * 4);
+  for (int acc = 0; acc < 2; acc++) {
+    float *cdx = fdup(dx0, n), *cdw = kr_alloc(C), *cdb = kr_alloc(C);
+    rp_cpu_gpt_layernorm_bwd(dy, res, w, mean, rstd, cdx, cdw, cdb, N, C, acc);
+    float *g[3], *a[3];
+    for (int run = 0; run < 2; run++) {
+      RP_CHECK(rp_cuda_buf_put(ddx, dx0, n * 4));
+      RP_CHECK(rp_cuda_gpt_layernorm_bwd(ddy, dres, dw, dmean, drstd, ddx, ddw,
+                                         ddb, N, C, acc, s));
+      float **o = run ? a : g;
+      o[0] = dgetf(ddx, n, s), o[1] = dgetf(ddw, C, s), o[2] = dgetf(ddb, C, s);
+    }
+    close_max(g[0], cdx, n, REL_RED,
+              acc ? "layernorm_bwd dx +=" : "layernorm_bwd dx");
+    close_max(g[1], cdw, C, REL_RED, "layernorm_bwd dw");
+    close_max(g[2], cdb, C, REL_RED, "layernorm_bwd db");
+    same_bits(g[0], a[0], n, "layernorm_bwd dx");
+    same_bits(g[1], a[1], C, "layernorm_bwd dw");
+    same_bits(g[2], a[2], C, "layernorm_bwd db");
+    for (int i = 0; i < 3; i++)
+      free(g[i]), free(a[i]);
+    free(cdx), free(cdw), free(cdb);
+  }
+  free(x), free(r), free(w), free(b), free(out), free(mean), free(rstd);
+  free(res), free(dy), free(dx0);
+  void *bufs[] = {dx, dr, dw, db, dout, dmean, drstd, dres, ddy, ddx, ddw, ddb};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+}
+
+Test(gpt_kernels_gpu, layernorm_matches_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  check_layernorm(5, 7, 100, s);
+  check_layernorm(37, 300, 110, s);
+  check_layernorm(70, 64, 120, s);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Linear layers */
+
+static void check_matmul(int N, int C, int OC, int has_bias, int acc,
+                         uint32_t seed, void *s) {
+  size_t ni = (size_t)N * C, nw = (size_t)OC * C, no = (size_t)N * OC;
+  float *inp = kr_random(ni, seed, -1, 1), *W = kr_random(nw, seed + 1, -1, 1);
+  float *bias = kr_random(OC, seed + 2, -1, 1), *out = kr_alloc(no);
+  float *dout = kr_random(no, seed + 3, -1, 1);
+  float *dinp0 = kr_random(ni, seed + 4, -1, 1), *dinp = fdup(dinp0, ni);
+  float *dW = kr_alloc(nw), *dbias = kr_alloc(OC);
+  rp_cpu_gpt_matmul_fwd(inp, W, has_bias ? bias : NULL, out, N, C, OC);
+  rp_cpu_gpt_matmul_bwd(dout, inp, W, dinp, dW, has_bias ? dbias : NULL, N, C,
+                        OC, acc);
+  float *d_inp = dput(inp, ni * 4), *d_W = dput(W, nw * 4);
+  float *d_bias = dput(bias, OC * 4), *d_out = dput(NULL, no * 4);
+  float *d_dout = dput(dout, no * 4), *d_dinp = dput(NULL, ni * 4);
+  float *d_dW = dput(NULL, nw * 4), *d_dbias = dput(NULL, OC * 4);
+  float *g[4], *a[4];
+  for (int run = 0; run < 2; run++) {
+    float **o = run ? a : g;
+    RP_CHECK(rp_cuda_gpt_matmul_fwd(d_inp, d_W, has_bias ? d_bias : NULL, d_out,
+                                    N, C, OC, s));
+    RP_CHECK(rp_cuda_buf_put(d_dinp, dinp0, ni * 4));
+    RP_CHECK(rp_cuda_gpt_matmul_bwd(d_dout, d_inp, d_W, d_dinp, d_dW,
+                                    has_bias ? d_dbias : NULL, N, C, OC, acc,
+                                    s));
+    o[0] = dgetf(d_out, no, s), o[1] = dgetf(d_dinp, ni, s);
+    o[2] = dgetf(d_dW, nw, s), o[3] = dgetf(d_dbias, OC, s);
+  }
+  close_max(g[0], out, no, REL_RED, "matmul_fwd out");
+  close_max(g[1], dinp, ni, REL_RED, "matmul_bwd dinp");
+  close_max(g[2], dW, nw, REL_RED, "matmul_bwd dW");
+  if (has_bias)
+    close_max(g[3], dbias, OC, REL_RED, "matmul_bwd dbias");
+  same_bits(g[0], a[0], no, "matmul_fwd out");
+  same_bits(g[1], a[1], ni, "matmul_bwd dinp");
+  same_bits(g[2], a[2], nw, "matmul_bwd dW");
+  if (has_bias)
+    same_bits(g[3], a[3], OC, "matmul_bwd dbias");
+  for (int i = 0; i < 4; i++)
+    free(g[i]), free(a[i]);
+  free(inp), free(W), free(bias), free(out), free(dout), free(dinp0);
+  free(dinp), free(dW), free(dbias);
+  void *bufs[] = {d_inp, d_W, d_bias, d_out, d_dout, d_dinp, d_dW, d_dbias};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+}
+
+Test(gpt_kernels_gpu, matmul_matches_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  check_matmul(9, 13, 21, 1, 0, 200, s);
+  check_matmul(9, 13, 21, 0, 1, 210, s);
+  check_matmul(64, 96, 130, 1, 1, 220, s);
+  check_matmul(1, 5, 3, 0, 0, 230, s);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* ---------------------------------------------------------------------- */
+/* GELU */
+
+Test(gpt_kernels_gpu, gelu_matches_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  const int rows = 7, cols = 300;
+  size_t n = (size_t)rows * cols;
+  float *pre0 = kr_random(n, 300, -5, 5), *bias = kr_random(cols, 301, -1, 1);
+  float *pre = fdup(pre0, n), *out = kr_alloc(n);
+  rp_cpu_gpt_bias_gelu_fwd(pre, bias, out, rows, cols);
+  float *dpre_ = dput(NULL, n * 4), *dbias = dput(bias, cols * 4);
+  float *dout = dput(NULL, n * 4);
+  float *g[2], *a[2];
+  for (int run = 0; run < 2; run++) {
+    float **o = run ? a : g;
+    RP_CHECK(rp_cuda_buf_put(dpre_, pre0, n * 4));
+    RP_CHECK(rp_cuda_gpt_bias_gelu_fwd(dpre_, dbias, dout, rows, cols, s));
+    o[0] = dgetf(dpre_, n, s), o[1] = dgetf(dout, n, s);
+  }
+  kr_close_f(g[0], pre, n, REL_ELEM, 1.0, 0, "bias_gelu_fwd pre");
+  kr_close_f(g[1], out, n, REL_ELEM, 1.0, 0, "bias_gelu_fwd out");
+  same_bits(g[0], a[0], n, "bias_gelu_fwd pre");
+  same_bits(g[1], a[1], n, "bias_gelu_fwd out");
+  for (int i = 0; i < 2; i++)
+    free(g[i]), free(a[i]);
+
+  /* backward, also in place (dpre is dout's buffer) */
+  const int64_t m = 2101;
+  float *x = kr_random(m, 310, -5, 5), *dy = kr_random(m, 311, -1, 1);
+  float *dx = kr_alloc(m);
+  rp_cpu_gpt_gelu_bwd(x, dy, dx, m);
+  float *d_x = dput(x, m * 4), *d_dy = dput(dy, m * 4),
+        *d_dx = dput(NULL, m * 4);
+  RP_CHECK(rp_cuda_gpt_gelu_bwd(d_x, d_dy, d_dx, m, s));
+  float *g1 = dgetf(d_dx, m, s);
+  kr_close_f(g1, dx, m, REL_ELEM, 1.0, 0, "gelu_bwd");
+  RP_CHECK(rp_cuda_gpt_gelu_bwd(d_x, d_dy, d_dy, m, s)); /* in place */
+  float *g2 = dgetf(d_dy, m, s);
+  same_bits(g1, g2, m, "gelu_bwd in place");
+  free(pre0), free(bias), free(pre), free(out), free(x), free(dy), free(dx);
+  free(g1), free(g2);
+  void *bufs[] = {dpre_, dbias, dout, d_x, d_dy, d_dx};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Attention */
+
+static void check_attention(int B, int T, int C, int NH, uint32_t seed,
+                            void *s) {
+  size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+  float *qkv = kr_random(3 * n, seed, -1.5f, 1.5f);
+  float *qkvr = kr_alloc(3 * n), *att = kr_alloc(na), *out = kr_alloc(n);
+  float *scr = kr_alloc(4 * n), *dout = kr_random(n, seed + 1, -1, 1);
+  float *dqkv = kr_alloc(3 * n), *datt = kr_alloc(na);
+  rp_cpu_gpt_attention_fwd(qkv, qkvr, att, out, scr, B, T, C, NH);
+  rp_cpu_gpt_attention_bwd(dout, qkvr, att, dqkv, datt, scr, B, T, C, NH);
+  float *d_qkv = dput(qkv, 3 * n * 4), *d_qkvr = dput(NULL, 3 * n * 4);
+  float *d_att = dput(NULL, na * 4), *d_out = dput(NULL, n * 4);
+  float *d_scr = dput(NULL, 4 * n * 4), *d_dout = dput(dout, n * 4);
+  float *d_dqkv = dput(NULL, 3 * n * 4), *d_datt = dput(NULL, na * 4);
+  float *g[4], *a[4];
+  for (int run = 0; run < 2; run++) {
+    float **o = run ? a : g;
+    RP_CHECK(rp_cuda_gpt_attention_fwd(d_qkv, d_qkvr, d_att, d_out, d_scr, B, T,
+                                       C, NH, s));
+    RP_CHECK(rp_cuda_gpt_attention_bwd(d_dout, d_qkvr, d_att, d_dqkv, d_datt,
+                                       d_scr, B, T, C, NH, s));
+    o[0] = dgetf(d_qkvr, 3 * n, s), o[1] = dgetf(d_att, na, s);
+    o[2] = dgetf(d_out, n, s), o[3] = dgetf(d_dqkv, 3 * n, s);
+  }
+  close_max(g[0], qkvr, 3 * n, REL_ELEM, "attention_fwd qkvr");
+  close_max(g[1], att, na, REL_RED, "attention_fwd att");
+  close_max(g[2], out, n, REL_RED, "attention_fwd out");
+  close_max(g[3], dqkv, 3 * n, REL_RED, "attention_bwd dqkv");
+  /* the causal mask: exact zeros above the diagonal */
+  for (size_t r = 0; r < (size_t)B * NH * T; r++)
+    for (int u = (int)(r % T) + 1; u < T; u++)
+      cr_assert_eq(g[1][r * T + u], 0.0f, "att row %zu col %d", r, u);
+  const char *names[] = {"qkvr", "att", "out", "dqkv"};
+  size_t sizes[] = {3 * n, na, n, 3 * n};
+  for (int i = 0; i < 4; i++) {
+    same_bits(g[i], a[i], sizes[i], names[i]);
+    free(g[i]), free(a[i]);
+  }
+  free(qkv), free(qkvr), free(att), free(out), free(scr), free(dout);
+  free(dqkv), free(datt);
+  void *bufs[] = {d_qkv, d_qkvr, d_att, d_out, d_scr, d_dout, d_dqkv, d_datt};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+}
+
+Test(gpt_kernels_gpu, attention_matches_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  check_attention(2, 7, 12, 3, 400, s);
+  check_attention(1, 33, 64, 2, 410, s);
+  check_attention(3, 40, 48, 4, 420, s);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* Decodes positions 0..P-1 on both backends (a new qkv each step): out
+ * after every step and the caches at the end; the device run passes pos
+ * through dev_args when dev is set (the by-value pos is then wrong). */
+static void check_decode(int T, int C, int NH, int P, int dev, uint32_t seed,
+                         void *s) {
+  size_t nc = (size_t)T * C; /* NH * Tmax * hs */
+  float *kc = kr_random(nc, seed, -1, 1), *vc = kr_random(nc, seed + 1, -1, 1);
+  float *d_kc = dput(kc, nc * 4), *d_vc = dput(vc, nc * 4);
+  float *d_qkv = dput(NULL, 3 * (size_t)C * 4), *d_out = dput(NULL, C * 4);
+  float *d_scr = dput(NULL, (size_t)NH * T * 4);
+  float *out = kr_alloc(C), *scr = kr_alloc((size_t)NH * T);
+  rp_gpt_decode_args args = {.pos = 0, .T = T, .C = C, .NH = NH};
+  void *dargs = dput(&args, sizeof args);
+  for (int pos = 0; pos < P; pos++) {
+    float *qkv = kr_random(3 * (size_t)C, seed + 10 + (uint32_t)pos, -2, 2);
+    RP_CHECK(rp_cpu_gpt_attention_decode(qkv, kc, vc, out, scr, pos, T, C, NH));
+    RP_CHECK(rp_cuda_buf_put(d_qkv, qkv, 3 * (size_t)C * 4));
+    args.pos = pos;
+    RP_CHECK(rp_cuda_buf_put(dargs, &args, sizeof args));
+    RP_CHECK(rp_cuda_gpt_attention_decode(d_qkv, d_kc, d_vc, d_out, d_scr,
+                                          dev ? T + 5 : pos, T, C, NH,
+                                          dev ? dargs : NULL, s));
+    float *got = dgetf(d_out, C, s);
+    close_max(got, out, C, REL_RED, "attention_decode out");
+    free(qkv), free(got);
+  }
+  float *g_kc = dgetf(d_kc, nc, s), *g_vc = dgetf(d_vc, nc, s);
+  close_max(g_kc, kc, nc, REL_ELEM, "attention_decode kcache");
+  close_max(g_vc, vc, nc, REL_ELEM, "attention_decode vcache");
+  /* the last step again (it rewrites the same cache rows): same bits */
+  float *first = dgetf(d_out, C, s);
+  RP_CHECK(rp_cuda_gpt_attention_decode(d_qkv, d_kc, d_vc, d_out, d_scr,
+                                        dev ? T + 5 : P - 1, T, C, NH,
+                                        dev ? dargs : NULL, s));
+  float *again = dgetf(d_out, C, s);
+  same_bits(first, again, C, "attention_decode out");
+  free(kc), free(vc), free(out), free(scr), free(g_kc), free(g_vc);
+  free(first), free(again);
+  void *bufs[] = {d_kc, d_vc, d_qkv, d_out, d_scr, dargs};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+}
+
+Test(gpt_kernels_gpu, attention_decode_matches_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  check_decode(40, 64, 4, 40, 0, 500, s); /* hs 16, positions past a warp */
+  check_decode(12, 48, 3, 7, 1, 510, s);  /* pos from dev_args */
+  check_decode(5, 600, 2, 5, 0, 520, s);  /* hs 300 > the block */
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+Test(gpt_kernels_gpu, attention_decode_reads_pos_in_a_graph) {
+  need_gpu();
+  void *s = new_stream();
+  const int T = 6, C = 8, NH = 2;
+  size_t nc = (size_t)T * C;
+  float *kc = kr_random(nc, 530, -1, 1), *vc = kr_random(nc, 531, -1, 1);
+  float *qkv = kr_random(3 * (size_t)C, 532, -1, 1);
+  float *out = kr_alloc(C), *scr = kr_alloc((size_t)NH * T);
+  float *d_kc = dput(kc, nc * 4), *d_vc = dput(vc, nc * 4);
+  float *d_qkv = dput(qkv, 3 * (size_t)C * 4), *d_out = dput(NULL, C * 4);
+  float *d_scr = dput(NULL, (size_t)NH * T * 4);
+  rp_gpt_decode_args args = {.pos = 4, .T = T, .C = C, .NH = NH};
+  void *dargs = dput(&args, sizeof args);
+  RP_CHECK(rp_cpu_gpt_attention_decode(qkv, kc, vc, out, scr, 4, T, C, NH));
+  RP_CHECK(rp_cuda_capture_begin(s));
+  RP_CHECK(rp_cuda_gpt_attention_decode(d_qkv, d_kc, d_vc, d_out, d_scr, 1, T,
+                                        C, NH, dargs, s));
+  RP_CHECK(rp_cuda_capture_end_launch(s, 1));
+  float *got = dgetf(d_out, C, s), *g_kc = dgetf(d_kc, nc, s);
+  close_max(got, out, C, REL_RED, "captured decode out");
+  close_max(g_kc, kc, nc, REL_ELEM, "captured decode kcache");
+  /* pos out of range: NaN output, caches untouched */
+  args.pos = T;
+  RP_CHECK(rp_cuda_buf_put(dargs, &args, sizeof args));
+  RP_CHECK(rp_cuda_gpt_attention_decode(d_qkv, d_kc, d_vc, d_out, d_scr, 1, T,
+                                        C, NH, dargs, s));
+  free(got);
+  got = dgetf(d_out, C, s);
+  float *g_kc2 = dgetf(d_kc, nc, s);
+  for (int c = 0; c < C; c++)
+    cr_assert(isnan(got[c]), "pos out of range: out[%d] = %g", c, got[c]);
+  same_bits(g_kc, g_kc2, nc, "kcache after a refused pos");
+  free(kc), free(vc), free(qkv), free(out), free(scr), free(got), free(g_kc);
+  free(g_kc2);
+  void *bufs[] = {d_kc, d_vc, d_qkv, d_out, d_scr, dargs};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Cross-entropy */
+
+static void check_xent(int N, int V, float norm, int grad, uint32_t seed,
+                       void *s) {
+  size_t n = (size_t)N * V;
+  float *x0 = kr_random(n, seed, -4, 4), *x = fdup(x0, n);
+  int32_t *tgt = tokens_random(N, V, seed + 1);
+  float *losses = kr_alloc(N), loss = 0;
+  RP_CHECK(rp_cpu_gpt_xent(x, tgt, losses, &loss, N, V, norm, grad));
+  float *d_x = dput(NULL, n * 4), *d_losses = dput(NULL, (size_t)N * 4);
+  float *d_loss = dput(NULL, 4);
+  int32_t *d_tgt = dput(tgt, (size_t)N * 4);
+  float *g[3], *a[3];
+  for (int run = 0; run < 2; run++) {
+    float **o = run ? a : g;
+    RP_CHECK(rp_cuda_buf_put(d_x, x0, n * 4));
+    RP_CHECK(
+        rp_cuda_gpt_xent(d_x, d_tgt, d_losses, d_loss, N, V, norm, grad, s));
+    o[0] = dgetf(d_x, n, s), o[1] = dgetf(d_losses, N, s);
+    o[2] = dgetf(d_loss, 1, s);
+  }
+  close_max(g[0], x, n, REL_RED, grad ? "xent dlogits" : "xent logits kept");
+  close_max(g[1], losses, N, REL_RED, "xent losses");
+  close_max(g[2], &loss, 1, REL_RED, "xent loss");
+  same_bits(g[0], a[0], n, "xent logits");
+  same_bits(g[1], a[1], N, "xent losses");
+  same_bits(g[2], a[2], 1, "xent loss");
+  for (int i = 0; i < 3; i++)
+    free(g[i]), free(a[i]);
+  /* a bad target: NaN in that row's loss (and gradient), and in loss[0] */
+  tgt[N / 2] = -1;
+  RP_CHECK(rp_cuda_buf_put(d_tgt, tgt, (size_t)N * 4));
+  RP_CHECK(rp_cuda_buf_put(d_x, x0, n * 4));
+  RP_CHECK(rp_cuda_gpt_xent(d_x, d_tgt, d_losses, d_loss, N, V, norm, grad, s));
+  float *gl = dgetf(d_losses, N, s), *gx = dgetf(d_x, n, s), l1 = 0;
+  dget(&l1, d_loss, 4, s);
+  cr_assert(isnan(gl[N / 2]) && isnan(l1), "bad target: loss %g, row %g", l1,
+            gl[N / 2]);
+  if (grad)
+    for (int c = 0; c < V; c++)
+      cr_assert(isnan(gx[(size_t)(N / 2) * V + c]), "bad target: dlogit %d", c);
+  free(gl), free(gx);
+  free(x0), free(x), free(tgt), free(losses);
+  rp_cuda_buf_free(d_x), rp_cuda_buf_free(d_losses), rp_cuda_buf_free(d_loss);
+  rp_cuda_buf_free(d_tgt);
+}
+
+Test(gpt_kernels_gpu, xent_matches_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  check_xent(7, 11, 0.0f, 1, 600, s);      /* 64 threads a row, norm = N */
+  check_xent(7, 11, 0.0f, 0, 610, s);      /* no gradient: logits kept */
+  check_xent(5, 300, 16.0f, 1, 620, s);    /* 256 threads, a global norm */
+  check_xent(3, 5000, 0.0f, 1, 630, s);    /* 1024 threads */
+  check_xent(300, 65, 1024.0f, 1, 640, s); /* many rows */
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* ---------------------------------------------------------------------- */
+/* AdamW */
+
+#define ADAM_COUNT 70 /* more than one launch's chunk of 64 tensors */
+
+/* Three steps of AdamW over ADAM_COUNT tensors on both backends (device
+ * copies of the same state); dev: lr and step from a device copy of the
+ * args, with wrong by-value ones, the update captured into a graph. */
+static void check_adamw(float max_norm, int dev, void *s) {
+  rp_gpt_adamw_args a = {.lr = 1e-2f,
+                         .step = 1,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.95f,
+                         .eps = 1e-8f,
+                         .weight_decay = 0.1f,
+                         .max_norm = max_norm,
+                         .count = ADAM_COUNT};
+  float *w[ADAM_COUNT], *g[ADAM_COUNT], *m[ADAM_COUNT], *v[ADAM_COUNT];
+  float *dw[ADAM_COUNT], *dg[ADAM_COUNT], *dm[ADAM_COUNT], *dv[ADAM_COUNT];
+  size_t n[ADAM_COUNT];
+  for (int i = 0; i < ADAM_COUNT; i++) {
+    n[i] = i == 3 ? 0 : i == 7 ? 100003 : (size_t)(i * 37 % 500 + 1);
+    a.decay[i] = (uint8_t)(i % 3 != 0);
+    w[i] = kr_random(n[i], 700 + (uint32_t)i, -1, 1);
+    g[i] = kr_random(n[i], 800 + (uint32_t)i, -1, 1);
+    m[i] = kr_random(n[i], 900 + (uint32_t)i, -0.01f, 0.01f);
+    v[i] = kr_random(n[i], 1000 + (uint32_t)i, 0, 0.001f);
+    dw[i] = dput(w[i], n[i] * 4), dg[i] = dput(g[i], n[i] * 4);
+    dm[i] = dput(m[i], n[i] * 4), dv[i] = dput(v[i], n[i] * 4);
+  }
+  float stats[ADAM_COUNT + 1], gstats[ADAM_COUNT + 1];
+  float *dstats = dput(NULL, sizeof stats);
+  void *dargs = dput(&a, sizeof a);
+  for (int step = 1; step <= 3; step++) {
+    a.step = step;
+    a.lr = 1e-2f / (float)step;
+    rp_cpu_gpt_adamw(w, (const float *const *)g, m, v, n, stats, &a);
+    if (dev) {
+      RP_CHECK(rp_cuda_buf_put(dargs, &a, sizeof a));
+      rp_gpt_adamw_args wrong = a;
+      wrong.lr = 5.0f, wrong.step = 40;
+      RP_CHECK(rp_cuda_capture_begin(s));
+      RP_CHECK(rp_cuda_gpt_adamw(dw, (const float *const *)dg, dm, dv, n,
+                                 dstats, &wrong, dargs, s));
+      RP_CHECK(rp_cuda_capture_end_launch(s, 1));
+    } else {
+      RP_CHECK(rp_cuda_gpt_adamw(dw, (const float *const *)dg, dm, dv, n,
+                                 dstats, &a, NULL, s));
+    }
+  }
+  dget(gstats, dstats, sizeof gstats, s);
+  close_max(gstats, stats, ADAM_COUNT + 1, REL_RED, "adamw stats");
+  cr_assert(gstats[0] > 0.0f && (max_norm <= 0.0f || gstats[0] > max_norm),
+            "norm %g: the test means to clip", gstats[0]);
+  for (int i = 0; i < ADAM_COUNT; i++) {
+    if (n[i] == 0)
+      continue;
+    float *gw = dgetf(dw[i], n[i], s), *gm = dgetf(dm[i], n[i], s);
+    float *gv = dgetf(dv[i], n[i], s);
+    close_max(gw, w[i], n[i], REL_ELEM, "adamw w");
+    close_max(gm, m[i], n[i], REL_ELEM, "adamw m");
+    close_max(gv, v[i], n[i], REL_ELEM, "adamw v");
+    free(gw), free(gm), free(gv);
+  }
+  /* determinism: one more step from the same state, twice */
+  float *w7 = dgetf(dw[7], n[7], s), *m7 = dgetf(dm[7], n[7], s);
+  float *v7 = dgetf(dv[7], n[7], s), *r1 = NULL;
+  a.step = 4;
+  for (int run = 0; run < 2; run++) {
+    RP_CHECK(rp_cuda_buf_put(dw[7], w7, n[7] * 4));
+    RP_CHECK(rp_cuda_buf_put(dm[7], m7, n[7] * 4));
+    RP_CHECK(rp_cuda_buf_put(dv[7], v7, n[7] * 4));
+    RP_CHECK(rp_cuda_gpt_adamw(dw, (const float *const *)dg, dm, dv, n, dstats,
+                               &a, NULL, s));
+    float *r = dgetf(dw[7], n[7], s);
+    if (run) {
+      same_bits(r1, r, n[7], "adamw w (tensor 7)");
+      free(r);
+    } else {
+      r1 = r;
+    }
+  }
+  free(w7), free(m7), free(v7), free(r1);
+  for (int i = 0; i < ADAM_COUNT; i++) {
+    free(w[i]), free(g[i]), free(m[i]), free(v[i]);
+    rp_cuda_buf_free(dw[i]), rp_cuda_buf_free(dg[i]);
+    rp_cuda_buf_free(dm[i]), rp_cuda_buf_free(dv[i]);
+  }
+  rp_cuda_buf_free(dstats), rp_cuda_buf_free(dargs);
+}
+
+Test(gpt_kernels_gpu, adamw_matches_cpu_with_and_without_clipping) {
+  need_gpu();
+  void *s = new_stream();
+  check_adamw(0.0f, 0, s);
+  check_adamw(1.0f, 0, s);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+Test(gpt_kernels_gpu, adamw_reads_lr_and_step_in_a_graph) {
+  need_gpu();
+  RP_CHECK(rp_cuda_blas_init(0));
+  void *s = new_stream();
+  check_adamw(1.0f, 1, s);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* GEMM launchers recorded into a graph (cuBLAS state created beforehand)
+ * give the eager results. */
+Test(gpt_kernels_gpu, gemm_launchers_are_capture_safe) {
+  need_gpu();
+  RP_CHECK(rp_cuda_blas_init(0));
+  void *s = new_stream();
+  const int B = 2, T = 9, C = 16, NH = 2;
+  size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+  float *x = kr_random(n, 1100, -1, 1);
+  float *W = kr_random(3 * (size_t)C * C, 1101, -1, 1);
+  float *bias = kr_random(3 * (size_t)C, 1102, -1, 1);
+  float *d_x = dput(x, n * 4), *d_W = dput(W, 3 * (size_t)C * C * 4);
+  float *d_b = dput(bias, 3 * (size_t)C * 4), *d_qkv = dput(NULL, 3 * n * 4);
+  float *d_qkvr = dput(NULL, 3 * n * 4), *d_att = dput(NULL, na * 4);
+  float *d_out = dput(NULL, n * 4), *d_scr = dput(NULL, n * 4);
+  float *eager[2], *graph[2];
+  float *poison = kr_random(3 * n, 1103, 5, 6);
+  for (int run = 0; run < 2; run++) {
+    if (run) { /* the graph must rewrite both outputs */
+      RP_CHECK(rp_cuda_buf_put(d_qkv, poison, 3 * n * 4));
+      RP_CHECK(rp_cuda_buf_put(d_out, poison, n * 4));
+      RP_CHECK(rp_cuda_capture_begin(s));
+    }
+    RP_CHECK(rp_cuda_gpt_matmul_fwd(d_x, d_W, d_b, d_qkv, B * T, C, 3 * C, s));
+    RP_CHECK(rp_cuda_gpt_attention_fwd(d_qkv, d_qkvr, d_att, d_out, d_scr, B, T,
+                                       C, NH, s));
+    if (run)
+      RP_CHECK(rp_cuda_capture_end_launch(s, 2));
+    float **o = run ? graph : eager;
+    o[0] = dgetf(d_qkv, 3 * n, s), o[1] = dgetf(d_out, n, s);
+  }
+  same_bits(eager[0], graph[0], 3 * n, "captured matmul_fwd");
+  same_bits(eager[1], graph[1], n, "captured attention_fwd");
+  free(eager[0]), free(eager[1]), free(graph[0]), free(graph[1]);
+  free(x), free(W), free(bias), free(poison);
+  void *bufs[] = {d_x, d_W, d_b, d_qkv, d_qkvr, d_att, d_out, d_scr};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+#else /* !REPRISE_HAVE_CUDA */
+
+Test(gpt_kernels_gpu, skipped_without_cuda) {
+  cr_skip_test("built without the CUDA toolkit: no GPT CUDA kernels to test");
+}
+
+#endif

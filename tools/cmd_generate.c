@@ -1,0 +1,221 @@
+/* tools/cmd_generate.c — `reprise generate`: text from a GPT checkpoint
+ * (`reprise train --model gpt --save-weights FILE`), decoded by replaying
+ * one recorded decode step per token (train/gpt.h: rp_gpt_decode_record,
+ * rp_gpt_generate). Exit status: 0 generated, 1 failed (unreadable
+ * checkpoint, engine error), 2 bad usage. */
+#include "cmd_train.h"
+
+#include "train/train_util.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gen_cli {
+  rp_backend_kind backend;
+  const char *weights, *prompt;
+  uint32_t tokens, seed;
+  float temperature;
+} gen_cli;
+
+static void gen_usage(FILE *f) {
+  fprintf(f,
+          "usage: reprise generate --load-weights FILE [options]\n"
+          "\n"
+          "Generates text with a GPT checkpoint of `reprise train --model "
+          "gpt\n"
+          "--save-weights FILE`: the decode step (one token at a position,\n"
+          "with key/value caches) is recorded once and replayed per token,\n"
+          "the position and the token as per-replay arguments.\n"
+          "\n"
+          "  --load-weights FILE   the checkpoint (required)\n"
+          "  --prompt TEXT         the text to continue (default a newline);\n"
+          "                        its bytes must be in the checkpoint's\n"
+          "                        vocabulary\n"
+          "  --tokens N            bytes to generate (default 200)\n"
+          "  --temperature X       sampling temperature, 0 greedy (default "
+          "1)\n"
+          "  --seed N              sampling seed (default 1)\n"
+          "  --backend cpu|cuda|auto  (default auto)\n"
+          "  -h, --help            this text\n"
+          "\n"
+          "Exit status: 0 generated, 1 failed, 2 bad usage.\n");
+}
+
+static int gen_parse(int argc, char **argv, gen_cli *c) {
+  static const struct option opts[] = {
+      {"load-weights", required_argument, NULL, 'w'},
+      {"prompt", required_argument, NULL, 'p'},
+      {"tokens", required_argument, NULL, 'n'},
+      {"temperature", required_argument, NULL, 't'},
+      {"seed", required_argument, NULL, 's'},
+      {"backend", required_argument, NULL, 'b'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  static char prog[] = "reprise generate";
+  argv[0] = prog;
+  rp_cli_set_usage(gen_usage);
+  c->backend = RP_BACKEND_AUTO;
+  c->prompt = "\n";
+  c->tokens = 200;
+  c->seed = 1;
+  c->temperature = 1.0f;
+  optind = 1;
+  int opt, rc = RP_CLI_OK;
+  while (!rc && (opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    char *end;
+    switch (opt) {
+    case 'w':
+      c->weights = optarg;
+      break;
+    case 'p':
+      c->prompt = optarg;
+      break;
+    case 'n':
+      rc = rp_cli_parse_u32("generate", "--tokens", optarg, 1, 1000000,
+                            &c->tokens);
+      break;
+    case 't':
+      c->temperature = strtof(optarg, &end);
+      if (!optarg[0] || *end || !isfinite(c->temperature) ||
+          c->temperature < 0 || c->temperature > 100)
+        rc = rp_cli_usage_error("generate",
+                                "--temperature: '%s' is not a number in "
+                                "[0, 100]",
+                                optarg);
+      break;
+    case 's':
+      rc = rp_cli_parse_u32("generate", "--seed", optarg, 0, 0xffffffffu,
+                            &c->seed);
+      break;
+    case 'b':
+      rc = rp_cli_parse_backend("generate", optarg, &c->backend);
+      break;
+    case 'h':
+      gen_usage(stdout);
+      return -1;
+    default:
+      return rp_cli_bad_option("generate");
+    }
+  }
+  if (rc)
+    return rc;
+  if (optind < argc)
+    return rp_cli_usage_error("generate", "unexpected argument '%s'",
+                              argv[optind]);
+  if (!c->weights)
+    return rp_cli_usage_error("generate", "--load-weights FILE is required");
+  if (!c->prompt[0])
+    return rp_cli_usage_error("generate", "--prompt: an empty prompt");
+  return RP_CLI_OK;
+}
+
+static int gfail(const char *what, rp_status st) {
+  fprintf(stderr, "reprise generate: %s: %s (%s)\n", what, rp_status_name(st),
+          rp_error_detail());
+  return RP_CLI_FAILED;
+}
+
+/* The prompt's bytes as tokens of the checkpoint's vocabulary. */
+static int encode(const gen_cli *c, const rp_gpt_ckpt *k, int32_t *out) {
+  for (size_t i = 0; c->prompt[i]; i++) {
+    int32_t id = -1;
+    for (uint32_t v = 0; v < k->vocab; v++)
+      id = k->bytes[v] == (uint8_t)c->prompt[i] ? (int32_t)v : id;
+    if (id < 0) {
+      fprintf(stderr,
+              "reprise generate: --prompt: byte %zu (0x%02x) is not in the "
+              "vocabulary of %s\n",
+              i, (unsigned)(uint8_t)c->prompt[i], c->weights);
+      return RP_CLI_FAILED;
+    }
+    out[i] = id;
+  }
+  return RP_CLI_OK;
+}
+
+static int generate(const gen_cli *c, rp_gpt_ckpt *k) {
+  size_t plen = strlen(c->prompt);
+  int32_t *tok = calloc(plen + c->tokens, sizeof *tok);
+  if (!tok)
+    return gfail("allocating", RP_ENOMEM);
+  int rc = encode(c, k, tok);
+  rp_runtime *rt = NULL;
+  rp_gpt *m = NULL;
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = c->backend;
+  cfg.cpus = 1;
+  cfg.gpus = 1;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  rp_status st;
+  rp_kernel_tasks kt;
+  rp_gpt_config gc;
+  rp_gpt_config_init(&gc);
+  gc.layers = k->layers;
+  gc.heads = k->heads;
+  gc.width = k->width;
+  gc.context = k->context;
+  gc.vocab = k->vocab;
+  gc.batch = 1;
+  gc.ring = 1;
+  if (!rc && (st = rp_runtime_create(&cfg, &rt)) != RP_OK)
+    rc = gfail("creating the runtime", st);
+  if (!rc && (st = rp_kernels_register(rt, &kt)) != RP_OK)
+    rc = gfail("registering the kernels", st);
+  if (!rc && (st = rp_gpt_create(rt, &kt, &gc, &m)) != RP_OK)
+    rc = gfail("building the model", st);
+  if (!rc && (st = rp_gpt_ckpt_apply(m, k)) != RP_OK)
+    rc = gfail("loading the weights", st);
+  if (!rc && (st = rp_gpt_decode_record(m, &g)) != RP_OK)
+    rc = gfail("recording the decode step", st);
+  if (!rc && (st = rp_instantiate(g, NULL, &ex)) != RP_OK)
+    rc = gfail("instantiating the decode step", st);
+  uint64_t t0 = rp_train_now_ns();
+  if (!rc && (st = rp_gpt_generate(m, ex, tok, (uint32_t)plen, c->tokens,
+                                   c->temperature, c->seed, tok)) != RP_OK)
+    rc = gfail("generating", st);
+  double s = (double)(rp_train_now_ns() - t0) * 1e-9;
+  if (!rc) {
+    for (size_t i = 0; i < plen + c->tokens; i++) {
+      int ch = k->bytes[tok[i]];
+      putchar(ch == '\n' || ch == '\t' || (ch >= 32 && ch < 127) ? ch : '?');
+    }
+    printf("\n");
+    fprintf(stderr,
+            "reprise generate: %u bytes in %.3f s (%.0f tokens/s; one replay "
+            "of a %u-op decode step per position) on %s\n",
+            c->tokens, s, s > 0 ? (plen + c->tokens) / s : 0,
+            rp_graph_op_count(g),
+            rp_runtime_backend(rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
+  }
+  rp_exec_destroy(ex);
+  rp_graph_destroy(g);
+  rp_gpt_destroy(m);
+  if (rt)
+    rp_runtime_destroy(rt);
+  free(tok);
+  return rc;
+}
+
+int rp_cmd_generate(int argc, char **argv) {
+  gen_cli c;
+  memset(&c, 0, sizeof c);
+  int rc = gen_parse(argc, argv, &c);
+  if (rc)
+    return rc < 0 ? RP_CLI_OK : rc;
+  rp_gpt_ckpt k;
+  rp_status st = rp_gpt_ckpt_read(c.weights, &k);
+  if (st != RP_OK) {
+    fprintf(stderr, "reprise generate: --load-weights %s\n", rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  rc = generate(&c, &k);
+  rp_gpt_ckpt_free(&k);
+  return rc;
+}
