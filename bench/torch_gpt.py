@@ -119,7 +119,8 @@ def machine_info():
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
-        "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
+        # the interpreter by name: its install path says nothing about the run
+        "command": " ".join(shlex.quote(a) for a in ["python3"] + sys.argv),
     }
     smi = shutil.which("nvidia-smi")
     if smi:
