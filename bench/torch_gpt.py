@@ -798,7 +798,7 @@ def goals(rows):
         ratio(get("reprise", "eager"), "reprise eager (the engine's share)")
         if rep.get("replay_overhead_pct") is not None:
             out.append(f"- {cname}: replay overhead over the busiest worker's ops "
-                       f"{rep['replay_overhead_pct']:.1f}% (goal ≤ 5% on the CPU)")
+                       f"{rep['replay_overhead_pct']:.2f}% (goal ≤ 5% on the CPU)")
     return out
 
 
@@ -852,7 +852,7 @@ def to_markdown(rows, meta):
                 perf = "–"
             notes = []
             if r.get("replay_overhead_pct") is not None:
-                notes.append(f"replay overhead {r['replay_overhead_pct']:.1f}% over the "
+                notes.append(f"replay overhead {r['replay_overhead_pct']:.2f}% over the "
                              f"busiest worker's ops (trace, {r.get('trace_replays')} replays)")
             if r.get("instantiate_ms") is not None and not isinstance(r["instantiate_ms"], dict):
                 notes.append(f"instantiate {r['instantiate_ms']:.1f} ms")
