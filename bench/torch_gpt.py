@@ -827,11 +827,12 @@ def to_markdown(rows, meta):
         rs = [r for r in rows if r.get("config") == c]
         if c:
             lines += [f"## {cfg_name(c)}", ""]
-        lines += ["| side, mode | math | device (threads) | latency median (min–max) "
-                  "| back to back median (min–max) | kernels/step | MFU or FLOP/s | notes |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         inst = [r for r in rs if r.get("mode") == "instantiate"]
         rs = [r for r in rs if r.get("mode") != "instantiate"]
+        if rs:
+            lines += ["| side, mode | math | device (threads) | latency median (min–max) "
+                      "| back to back median (min–max) | kernels/step | MFU or FLOP/s | notes |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in rs:
             dev = r.get("device") or "–"
             if r.get("threads"):
@@ -871,7 +872,8 @@ def to_markdown(rows, meta):
                          f"{fmt_spread(r.get('latency_us'), unit='us')} | "
                          f"{fmt_spread(r.get('b2b_us'), unit='us')} "
                          f"| {kt} | {perf} | {'; '.join(notes)} |")
-        lines.append("")
+        if rs:
+            lines.append("")
         if inst:
             lines += ["Recording and instantiating the step (reprise, "
                       "`gpt_instantiate`, 20 instantiates each):", "",
