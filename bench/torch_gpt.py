@@ -601,7 +601,9 @@ def reprise_rows(a, cfg, tmpdir):
                     r["b2b"].append(thr)
                     r["how"] = f"--inflight {inflight}: {how}"
     trace = None
-    if a.trace_replays and not res["replay"]["err"]:
+    # the timeline's per-worker op times describe CPU workers; a GPU replay's
+    # kernels run inside its CUDA graph, which the trace does not time
+    if a.trace_replays and a.device == "cpu" and not res["replay"]["err"]:
         jp = os.path.join(tmpdir, "r_trace.json")
         tp = os.path.join(tmpdir, "r_trace_timeline.json")
         cmd = reprise_cmd(a, cfg, "replay", text, jp, 1)
