@@ -1,0 +1,1131 @@
+#!/usr/bin/env python3
+"""Per-step time of one GPT training step (nanoGPT's model: pre-LN blocks,
+causal self-attention, tanh GELU, LM head tied to the token embedding; the
+mean softmax cross-entropy; backward; clip_grad_norm_(1.0); AdamW with
+weight decay on the matrices only), in PyTorch and in reprise, on one
+machine, in one call.
+
+PyTorch modes (each in its own child process, so that one mode's caches,
+graphs and compiled code do not leak into the next):
+  eager            the step as written; attention by
+                   F.scaled_dot_product_attention(is_causal=True)
+                   ("sdpa": PyTorch's fused attention kernel), or with
+                   --attn manual as matmul, mask, softmax, matmul (the same
+                   math as reprise's attention kernels);
+  cudagraph        (GPU) the whole step, optimizer included (capturable
+                   AdamW), captured into one torch.cuda.CUDAGraph, replayed;
+  compile-max-autotune-no-cudagraphs, compile-reduce-overhead, compile-default
+                   torch.compile of the model (forward and backward) and of
+                   the clipping + optimizer step, in that mode.
+reprise modes (with --reprise BIN): `reprise train --model gpt` by replay
+and eagerly (the same kernels without the engine's record/replay: the
+difference is the engine's share), each --invocations times.
+
+Times: latency = one step, then synchronize (median over --lat-steps steps);
+back to back ("b2b") = --b2b-steps steps issued, then one synchronize,
+divided by their number. Each PyTorch figure is given as min/median/max over
+--repeats repeats in one process; each reprise figure as min/median/max over
+--invocations processes. On the CPU there is nothing to synchronize: the two
+differ only by the step boundary. Kernels per step: on the GPU the device
+kernels (and memcpy/memset) the profiler sees per step, and the host launch
+calls; on the CPU the aten operators the profiler sees (leaf ops: those that
+call no other aten op). MFU: nanoGPT's estimate, flops per step =
+B*T*(6*N + 12*L*C*T) (N: parameters without the position embedding), over
+the back-to-back median, against the peak in the row (GPU: H100/H200 SXM
+67 TFLOP/s FP32 without tensor cores, 494 dense TF32; CPU: no peak assumed
+unless --cpu-peak-gflops: FLOP/s only).
+
+Data: one fixed batch of random tokens resident where the model is (no input
+pipeline inside the timed step) on the PyTorch side.
+
+  python3 bench/torch_gpt.py --preset launch --json rows.json --markdown rows.md
+  python3 bench/torch_gpt.py --preset launch,nanogpt --reprise build/reprise \\
+      --json rows.json --markdown rows.md          # everything, on a GPU box
+
+Exit status 0 when the rows were written (a mode that failed or timed out
+is a row with "status": "failed"/"timeout" and its reason; torch missing is
+one row "skipped: torch not importable"), 2 on bad usage. Not a test: no
+assertion on time; the "goals" section of the markdown only compares.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+PRESETS = {
+    # launch-bound: tiny kernels, the step's time is launch/issue overhead
+    "launch": dict(layers=4, heads=4, width=128, context=64, batch=16),
+    # nanoGPT's shakespeare_char configuration (dropout 0)
+    "nanogpt": dict(layers=6, heads=6, width=384, context=256, batch=64),
+}
+
+GPU_MODES = ["eager", "cudagraph", "compile-max-autotune-no-cudagraphs",
+             "compile-reduce-overhead"]
+CPU_MODES = ["eager", "compile-default"]
+
+# Peak FLOP/s by device-name substring: (fp32 without tensor cores, tf32
+# dense). H200 has the H100 SXM's compute.
+GPU_PEAKS = [("H200", 67e12, 494e12), ("H100 PCIe", 51e12, 378e12),
+             ("H100", 67e12, 494e12), ("A100", 19.5e12, 156e12)]
+
+
+# ---------------------------------------------------------------- helpers
+
+def run_text(cmd, **kw):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                              **kw).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def spread(xs):
+    """min/median/max of a list of numbers (None when empty)."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None
+    return {"min": min(xs), "median": statistics.median(xs), "max": max(xs),
+            "n": len(xs)}
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info():
+    info = {
+        "date": datetime.datetime.now(datetime.timezone.utc)
+        .strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "commit": run_text(["git", "-C", REPO, "describe", "--always",
+                            "--dirty", "--tags"]) or "unknown",
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        # the interpreter by name: its install path says nothing about the run
+        "command": " ".join(shlex.quote(a) for a in ["python3"] + sys.argv),
+    }
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        q = run_text([smi, "--query-gpu=name,driver_version",
+                      "--format=csv,noheader"])
+        if q:
+            first = q.splitlines()[0].split(",")
+            info["gpu"] = first[0].strip()
+            info["driver"] = first[1].strip() if len(first) > 1 else None
+    return info
+
+
+def flops_per_step(cfg, n_params_no_wpe):
+    """nanoGPT's estimate_mfu: 6N per token plus 12*L*C*T per token for
+    attention (causal mask not halved), times B*T tokens."""
+    L, C, T, B = cfg["layers"], cfg["width"], cfg["context"], cfg["batch"]
+    return B * T * (6 * n_params_no_wpe + 12 * L * C * T)
+
+
+def param_count(cfg):
+    """Parameters of the model, the position embedding excluded (nanoGPT's
+    non_embedding count; the token embedding stays: it is the LM head)."""
+    L, C, V = cfg["layers"], cfg["width"], cfg["vocab"]
+    per_block = (2 * C  # ln_1
+                 + 3 * C * C + 3 * C  # c_attn
+                 + C * C + C  # attn c_proj
+                 + 2 * C  # ln_2
+                 + 4 * C * C + 4 * C  # c_fc
+                 + 4 * C * C + C)  # mlp c_proj
+    return V * C + L * per_block + 2 * C
+
+
+def peak_flops(device_name, math_mode, cpu_peak_gflops):
+    if device_name and device_name != "cpu":
+        for key, fp32, tf32 in GPU_PEAKS:
+            if key in device_name:
+                return (tf32 if math_mode == "tf32" else fp32), \
+                    f"{key} {'TF32 dense' if math_mode == 'tf32' else 'FP32 (no tensor cores)'}"
+        return None, None
+    if cpu_peak_gflops:
+        return cpu_peak_gflops * 1e9, "--cpu-peak-gflops"
+    return None, None
+
+
+def add_mfu(row, cfg, cpu_peak_gflops):
+    n = param_count(cfg)
+    f = flops_per_step(cfg, n)
+    row["params_no_wpe"] = n
+    row["flops_per_step"] = f
+    row["flops_formula"] = "B*T*(6*N + 12*L*C*T), N = params without wpe"
+    b2b = (row.get("b2b_us") or {}).get("median")
+    if not b2b:
+        return
+    row["flops_per_s"] = f / (b2b * 1e-6)
+    peak, what = peak_flops(row.get("device"), row.get("math"), cpu_peak_gflops)
+    if peak:
+        row["peak_flops"] = peak
+        row["peak"] = what
+        row["mfu"] = row["flops_per_s"] / peak
+
+
+# ------------------------------------------------------------ PyTorch side
+
+def build_model(torch, cfg, attn):
+    nn = torch.nn
+    F = torch.nn.functional
+    C, NH, T, V = cfg["width"], cfg["heads"], cfg["context"], cfg["vocab"]
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(C)
+            self.c_attn = nn.Linear(C, 3 * C)
+            self.c_proj = nn.Linear(C, C)
+            self.ln_2 = nn.LayerNorm(C)
+            self.c_fc = nn.Linear(C, 4 * C)
+            self.mlp_proj = nn.Linear(4 * C, C)
+            self.register_buffer(
+                "mask", torch.tril(torch.ones(T, T, dtype=torch.bool)),
+                persistent=False)
+
+        def attention(self, x):
+            B, Tn, _ = x.shape
+            q, k, v = self.c_attn(x).split(C, dim=2)
+            q = q.view(B, Tn, NH, C // NH).transpose(1, 2)
+            k = k.view(B, Tn, NH, C // NH).transpose(1, 2)
+            v = v.view(B, Tn, NH, C // NH).transpose(1, 2)
+            if attn == "sdpa":
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+                att = att.masked_fill(~self.mask[:Tn, :Tn], float("-inf"))
+                y = F.softmax(att, dim=-1) @ v
+            y = y.transpose(1, 2).contiguous().view(B, Tn, C)
+            return self.c_proj(y)
+
+        def forward(self, x):
+            x = x + self.attention(self.ln_1(x))
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)),
+                                            approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(V, C)
+            self.wpe = nn.Embedding(T, C)
+            self.h = nn.ModuleList([Block() for _ in range(cfg["layers"])])
+            self.ln_f = nn.LayerNorm(C)
+            self.register_buffer("pos", torch.arange(T), persistent=False)
+            for name, p in self.named_parameters():  # nanoGPT's init
+                if name.endswith("weight") and p.dim() == 2:
+                    std = 0.02
+                    if name.endswith("c_proj.weight") or \
+                            name.endswith("mlp_proj.weight"):
+                        std = 0.02 / (2 * cfg["layers"]) ** 0.5
+                    nn.init.normal_(p, 0.0, std)
+                elif name.endswith("bias"):
+                    nn.init.zeros_(p)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(self.pos[: idx.size(1)])
+            for blk in self.h:
+                x = blk(x)
+            logits = F.linear(self.ln_f(x), self.wte.weight)  # tied head
+            return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+
+    return GPT()
+
+
+def make_optimizer(torch, model, a, capturable):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": a.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kw = dict(lr=a.lr, betas=(0.9, a.beta2), eps=1e-8)
+    if a.adamw == "fused":
+        kw["fused"] = True
+    else:
+        kw["foreach"] = a.adamw == "foreach"
+    if capturable:
+        kw["capturable"] = True
+    return torch.optim.AdamW(groups, **kw)
+
+
+# aten ops that move no data (views, allocation, metadata): left out of the
+# CPU "kernels per step" (they are counted in aten_leaf_ops_per_step).
+METADATA_OPS = {
+    "empty", "empty_strided", "empty_like", "as_strided", "view", "_unsafe_view",
+    "reshape", "_reshape_alias", "t", "transpose", "expand", "permute", "slice",
+    "select", "split", "split_with_sizes", "unbind", "unsqueeze", "squeeze",
+    "detach", "alias", "lift_fresh", "resize_", "set_", "narrow", "numpy_T",
+    "result_type", "is_nonzero", "item", "_local_scalar_dense", "size", "stride",
+    "contiguous", "view_as", "expand_as", "flatten", "unflatten", "chunk",
+    "to", "_to_copy", "is_same_size", "scalar_tensor", "_has_compatible_shallow_copy_type",
+}
+
+
+def profile_counts(torch, step, sync, steps, on_gpu):
+    """Kernels (GPU) or aten ops (CPU) per step seen by torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            step()
+        sync()
+    evs = prof.events()
+    out = {}
+    if on_gpu:
+        dev = [e for e in evs if str(getattr(e, "device_type", "")).endswith("CUDA")]
+        mem = [e for e in dev if "memcpy" in e.name.lower() or "memset" in e.name.lower()]
+        out["kernels_per_step"] = (len(dev) - len(mem)) / steps
+        out["memcpy_memset_per_step"] = len(mem) / steps
+        launches = [e for e in evs if e.name in ("cudaLaunchKernel", "cuLaunchKernel",
+                                                 "cudaLaunchKernelExC", "cuLaunchKernelEx")]
+        graphs = [e for e in evs if e.name in ("cudaGraphLaunch", "cuGraphLaunch")]
+        out["host_kernel_launches_per_step"] = len(launches) / steps
+        out["host_graph_launches_per_step"] = len(graphs) / steps
+        out["kernel_count_method"] = "torch.profiler CUDA activity (CUPTI)"
+    else:
+        aten = [e for e in evs if e.name.startswith("aten::")]
+        leaf = [e for e in aten
+                if not any(c.name.startswith("aten::") for c in e.cpu_children)]
+        work = [e for e in leaf if e.name[len("aten::"):] not in METADATA_OPS]
+        out["aten_ops_per_step"] = len(aten) / steps
+        out["aten_leaf_ops_per_step"] = len(leaf) / steps
+        out["kernels_per_step"] = len(work) / steps
+        out["kernel_count_method"] = ("torch.profiler: leaf aten ops that compute "
+                                      "(views, allocations and metadata ops left out)")
+    return out
+
+
+def measure(step, sync, a):
+    lat_reps, b2b_reps, lat_all = [], [], []
+    for _ in range(a.repeats):
+        ts = []
+        for _ in range(a.lat_steps):
+            t0 = time.perf_counter()
+            step()
+            sync()
+            ts.append(time.perf_counter() - t0)
+        lat_reps.append(statistics.median(ts) * 1e6)
+        lat_all += ts
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(a.b2b_steps):
+            step()
+        sync()
+        b2b_reps.append((time.perf_counter() - t0) / a.b2b_steps * 1e6)
+    lat_all.sort()
+    p99 = lat_all[min(len(lat_all) - 1, int(0.99 * len(lat_all)))] * 1e6
+    return spread(lat_reps), spread(b2b_reps), p99
+
+
+def torch_child(a, cfg, mode, attn):
+    """Runs one PyTorch mode; returns its row (without the common fields)."""
+    import torch
+    on_gpu = a.device == "cuda"
+    dev = torch.device(a.device)
+    row = {"side": "pytorch", "mode": mode, "attention": attn,
+           "torch": torch.__version__, "adamw": a.adamw}
+    if on_gpu:
+        torch.backends.cuda.matmul.allow_tf32 = a.math == "tf32"
+        torch.backends.cudnn.allow_tf32 = a.math == "tf32"
+        row["device"] = torch.cuda.get_device_name()
+        row["cuda"] = torch.version.cuda
+        sync = torch.cuda.synchronize
+    else:
+        torch.set_num_threads(a.threads)
+        row["device"] = "cpu"
+        row["threads"] = torch.get_num_threads()
+        sync = lambda: None  # noqa: E731
+    torch.set_float32_matmul_precision("high" if a.math == "tf32" else "highest")
+    torch.manual_seed(a.seed)
+    model = build_model(torch, cfg, attn).to(dev)
+    B, T, V = cfg["batch"], cfg["context"], cfg["vocab"]
+    x = torch.randint(0, V, (B, T), device=dev)
+    y = torch.randint(0, V, (B, T), device=dev)
+    params = list(model.parameters())
+    opt = make_optimizer(torch, model, a, capturable=(mode == "cudagraph"))
+    clip = torch.nn.utils.clip_grad_norm_
+    last = {}
+
+    def eager_step():
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        clip(params, a.clip)
+        opt.step()
+        last["loss"] = loss
+
+    t_setup = time.perf_counter()
+    if mode == "eager":
+        step = eager_step
+        for _ in range(a.warmup):
+            step()
+        sync()
+    elif mode == "cudagraph":
+        if not on_gpu:
+            raise RuntimeError("cudagraph needs CUDA")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(max(3, a.warmup)):
+                eager_step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            eager_step()
+        step = g.replay
+        for _ in range(a.warmup):
+            step()
+        sync()
+    elif mode.startswith("compile-"):
+        cmode = mode[len("compile-"):]
+        cmodel = torch.compile(model, mode=cmode)
+        reduce_overhead = cmode == "reduce-overhead"
+
+        def opt_body():
+            clip(params, a.clip)
+            opt.step()
+
+        copt = torch.compile(opt_body, mode=cmode)
+        row["optimizer"] = "compiled"
+        mark = getattr(torch.compiler, "cudagraph_mark_step_begin", None)
+
+        def step():
+            if reduce_overhead and mark:
+                mark()
+            opt.zero_grad(set_to_none=True)
+            loss = cmodel(x, y)
+            loss.backward()
+            copt()
+            last["loss"] = loss
+
+        try:
+            for _ in range(max(5, a.warmup)):
+                step()
+            sync()
+        except Exception as e:  # the optimizer did not compile: eager one
+            row["optimizer"] = f"eager (compile failed: {type(e).__name__})"
+            copt = opt_body
+            torch.manual_seed(a.seed)
+            for _ in range(max(5, a.warmup)):
+                step()
+            sync()
+    else:
+        raise ValueError(f"unknown mode {mode}")
+    sync()
+    row["setup_s"] = time.perf_counter() - t_setup
+    row["latency_us"], row["b2b_us"], row["latency_us_p99"] = measure(step, sync, a)
+    if a.profile_steps > 0:
+        try:
+            row.update(profile_counts(torch, step, sync, a.profile_steps, on_gpu))
+        except Exception as e:  # counts are optional: say why they are absent
+            row["kernel_count_error"] = f"{type(e).__name__}: {e}"[:300]
+    if "loss" in last:
+        row["final_loss"] = float(last["loss"].detach().float().cpu())
+    return row
+
+
+# ------------------------------------------------------------ reprise side
+
+def text_file(a, tmpdir):
+    if a.text:
+        return a.text
+    # A text made of the repository's own docs: enough characters for any
+    # batch; the timing does not depend on the content.
+    path = os.path.join(tmpdir, "corpus.txt")
+    parts = []
+    for d in ("docs", "."):
+        root = os.path.join(REPO, d)
+        for n in sorted(os.listdir(root)):
+            if n.endswith(".md"):
+                with open(os.path.join(root, n), errors="replace") as f:
+                    parts.append(f.read())
+    text = "\n".join(parts)
+    while len(text) < 1 << 20:
+        text += text
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def reprise_cmd(a, cfg, mode, text, json_path, inflight):
+    cmd = [a.reprise, "train", "--model", "gpt",
+           "--layers", str(cfg["layers"]), "--heads", str(cfg["heads"]),
+           "--width", str(cfg["width"]), "--context", str(cfg["context"]),
+           "--batch", str(cfg["batch"]), "--text", text,
+           "--iters", str(a.reprise_iters), "--json", json_path,
+           "--log-every", str(a.reprise_iters), "--sample", "0",
+           "--procs", str(a.reprise_procs)]
+    if a.device == "cpu":
+        cmd += ["--backend", "cpu"]
+    elif a.device == "cuda":
+        cmd += ["--backend", "cuda"]
+    if mode == "eager":
+        cmd.append("--eager")
+    if inflight > 1:
+        cmd += ["--inflight", str(inflight)]
+    cmd += a.reprise_arg
+    return cmd
+
+
+def pick(d, *names):
+    for n in names:
+        if isinstance(d, dict) and d.get(n) is not None:
+            return d[n]
+    return None
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(x) for x in f.read().split()[:3]]
+    except (OSError, ValueError):
+        return None
+
+
+def reprise_figures(out, mode, cfg):
+    """(median latency us, p99 us, back-to-back us, how b2b was derived)
+    from one `reprise train --json` object: the GPT's fields
+    (iter_us_median, tokens_per_s) or the MLP's ({mode}_iter_us_*)."""
+    med = pick(out, f"{mode}_iter_us_median", "iter_us_median")
+    p99 = pick(out, f"{mode}_iter_us_p99", "iter_us_p99")
+    thr = pick(out, f"{mode}_iter_us_throughput", "iter_us_throughput")
+    how = "iter_us_throughput"
+    if thr is None and pick(out, "tokens_per_s"):
+        thr = cfg["batch"] * cfg["context"] / out["tokens_per_s"] * 1e6
+        how = ("batch*context / tokens_per_s (the training loop's wall time "
+               "per step, validation passes included)")
+    return med, p99, thr, how
+
+
+def trace_overhead(path):
+    """From a `reprise train --trace` timeline: per replay (the first one,
+    cold, left out), its span, the busiest worker's time in ops (tasks and
+    copies) and the overhead = span / that - 1; medians over the replays."""
+    with open(path) as f:
+        d = json.load(f)
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    spans = {e["args"]["replay"]: e["dur"] for e in ev if e.get("cat") == "replay"}
+    busy = {}
+    for e in ev:
+        if e.get("cat") in ("task", "copy") and "replay" in e.get("args", {}):
+            k = (e["args"]["replay"], e["tid"])
+            busy[k] = busy.get(k, 0.0) + e["dur"]
+    over, span_l, busy_l, util = [], [], [], []
+    workers = {k[1] for k in busy}
+    for r, span in sorted(spans.items()):
+        if r == 0 or span <= 0:
+            continue
+        per = [busy.get((r, w), 0.0) for w in workers]
+        if not per or max(per) <= 0:
+            continue
+        over.append(100.0 * (span / max(per) - 1.0))
+        span_l.append(span)
+        busy_l.append(max(per))
+        util.append(100.0 * sum(per) / (span * len(per)))
+    if not over:
+        return None
+    return {"replay_overhead_pct": statistics.median(over),
+            "trace_replays": len(over),
+            "trace_span_us": statistics.median(span_l),
+            "trace_busiest_worker_ops_us": statistics.median(busy_l),
+            "trace_worker_utilisation_pct": statistics.median(util),
+            "trace_workers": len(workers)}
+
+
+def reprise_rows(a, cfg, tmpdir):
+    """reprise replay and eager for cfg, --invocations processes each
+    (alternating replay and eager, so that a change in the machine's load
+    hits both); with --inflight N > 1 the replay's back-to-back figure comes
+    from extra runs with N replays in flight (a train command that refuses
+    --inflight leaves the one-in-flight throughput)."""
+    env = dict(os.environ)
+    text = text_file(a, tmpdir)
+    res = {m: {"lat": [], "p99": [], "b2b": [], "outs": [], "cmds": [], "err": None,
+               "how": None}
+           for m in ("replay", "eager")}
+    for i in range(a.invocations):
+        for mode in ("replay", "eager"):
+            r = res[mode]
+            if r["err"]:
+                continue
+            runs = [1] + ([a.inflight] if mode == "replay" and a.inflight > 1 else [])
+            for inflight in runs:
+                jp = os.path.join(tmpdir, f"r_{mode}_{i}_{inflight}.json")
+                cmd = reprise_cmd(a, cfg, mode, text, jp, inflight)
+                if i == 0:
+                    r["cmds"].append(" ".join(shlex.quote(c) for c in cmd))
+                try:
+                    p = subprocess.run(cmd, capture_output=True, text=True,
+                                       env=env, timeout=a.mode_timeout)
+                    if p.returncode != 0:
+                        raise RuntimeError(f"exit {p.returncode}: "
+                                           f"{(p.stderr or p.stdout).strip()[-400:]}")
+                    with open(jp) as f:
+                        out = json.load(f)
+                except subprocess.TimeoutExpired:
+                    r["err"] = ("timeout", f"over {a.mode_timeout:.0f} s")
+                    break
+                except (RuntimeError, OSError, ValueError) as e:
+                    if inflight > 1:  # --inflight refused: keep the rest
+                        r["inflight_error"] = str(e)[:300]
+                        continue
+                    r["err"] = ("failed", str(e)[:500])
+                    break
+                med, p99, thr, how = reprise_figures(out, mode, cfg)
+                if inflight == 1:
+                    r["lat"].append(med)
+                    r["p99"].append(p99)
+                    r["outs"].append(out)
+                    if len(runs) == 1 or "inflight_error" in r:
+                        r["b2b"].append(thr)
+                        r["how"] = how
+                else:
+                    r["b2b"].append(thr)
+                    r["how"] = f"--inflight {inflight}: {how}"
+    trace = None
+    # the timeline's per-worker op times describe CPU workers; a GPU replay's
+    # kernels run inside its CUDA graph, which the trace does not time
+    if a.trace_replays and a.device == "cpu" and not res["replay"]["err"]:
+        jp = os.path.join(tmpdir, "r_trace.json")
+        tp = os.path.join(tmpdir, "r_trace_timeline.json")
+        cmd = reprise_cmd(a, cfg, "replay", text, jp, 1)
+        cmd[cmd.index("--iters") + 1] = str(a.trace_replays + 1)
+        cmd[cmd.index("--log-every") + 1] = str(a.trace_replays + 1)
+        cmd += ["--trace", tp]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                               timeout=a.mode_timeout)
+            if p.returncode == 0:
+                trace = trace_overhead(tp)
+                if trace:
+                    trace["trace_command"] = " ".join(shlex.quote(c) for c in cmd)
+        except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+            trace = None
+    rows = []
+    for mode in ("replay", "eager"):
+        r = res[mode]
+        row = {"side": "reprise", "mode": mode,
+               "attention": "reprise kernels (matmul, fused causal softmax, matmul)",
+               "device": a.device_name, "math": "fp32"}
+        row["procs"] = a.reprise_procs
+        if a.device == "cpu":
+            row["threads"] = a.reprise_procs
+        row["reprise_command"] = r["cmds"]
+        if r["err"]:
+            row.update(status=r["err"][0], reason=r["err"][1])
+            rows.append(row)
+            continue
+        row["status"] = "ok"
+        row["invocations"] = len(r["lat"])
+        row["latency_us"] = spread(r["lat"])
+        row["latency_us_p99"] = spread(r["p99"])
+        row["b2b_us"] = spread(r["b2b"])
+        row["b2b_source"] = r["how"]
+        if r.get("inflight_error"):
+            row["inflight_error"] = r["inflight_error"]
+        first = r["outs"][0] if r["outs"] else {}
+        # Fields the train command may or may not emit: taken when present.
+        for name, keys in (("kernels_per_step", ("ops_per_step", "ops", "tasks_per_step")),
+                           ("instantiate_ms", ("instantiate_ms",)),
+                           ("record_ms", ("record_ms", "capture_ms")),
+                           ("device_idle_pct", ("device_idle_pct", "gpu_idle_pct")),
+                           ("replay_overhead_pct", ("replay_overhead_pct",)),
+                           ("reprise_params", ("params", "parameters")),
+                           ("vocab", ("vocab",)),
+                           ("final_loss", ("final_loss",)),
+                           ("backend", ("backend",))):
+            v = pick(first, *keys)
+            if v is not None:
+                row[name] = v
+        if mode == "replay" and trace:
+            row.update(trace)
+            row["replay_overhead_method"] = (
+                "--trace timeline: replay span / busiest worker's time in its "
+                "tasks and copies - 1, median over replays 2..")
+        if "instantiate_ms" in row:
+            row["instantiate_ms_spread"] = spread([pick(o, "instantiate_ms") for o in r["outs"]])
+        if "kernels_per_step" in row:
+            row["kernel_count_method"] = "reprise: ops of the recorded step (tasks and copies)"
+        wanted = ["iter_us_p99", "instantiate_ms"]
+        if mode == "replay" and a.device != "cpu":
+            wanted.append("device_idle_pct")
+        missing = [k for k in wanted
+                   if pick(first, k, f"{mode}_{k}") is None]
+        if missing:
+            row["missing_fields"] = missing
+        rows.append(row)
+    return rows
+
+
+def instantiate_rows(a, cfg):
+    """bench/gpt/gpt_instantiate (built next to the reprise binary): the
+    step's ops, record and instantiate times per --instantiate-procs."""
+    exe = os.path.join(os.path.dirname(os.path.abspath(a.reprise)), "gpt_instantiate")
+    rows = []
+    for procs in [int(p) for p in a.instantiate_procs.split(",") if p]:
+        row = {"side": "reprise", "mode": "instantiate", "procs": procs,
+               "device": a.device_name, "math": "fp32"}
+        cmd = [exe, "--layers", str(cfg["layers"]), "--heads", str(cfg["heads"]),
+               "--width", str(cfg["width"]), "--context", str(cfg["context"]),
+               "--batch", str(cfg["batch"]), "--vocab", str(cfg["vocab"]),
+               "--procs", str(procs), "--reps", "20",
+               "--backend", "cuda" if a.device == "cuda" else "cpu"]
+        row["reprise_command"] = [" ".join(shlex.quote(c) for c in cmd)]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True,
+                               timeout=a.mode_timeout)
+            if p.returncode != 0:
+                raise RuntimeError(f"exit {p.returncode}: {p.stderr.strip()[-300:]}")
+            out = json.loads(p.stdout)
+            row.update(status="ok", kernels_per_step=out["ops"],
+                       record_ms=out["record_ms"], instantiate_ms=out["instantiate_ms"],
+                       instantiate_reps=out["reps"],
+                       kernel_count_method="reprise: ops of the recorded step")
+        except (OSError, ValueError, KeyError, RuntimeError,
+                subprocess.SubprocessError) as e:
+            row.update(status="failed", reason=str(e)[:300])
+        rows.append(row)
+    return rows
+
+
+def reprise_vocab(a, cfg, tmpdir):
+    """The vocabulary reprise's --text reader gives (from a 1-step run's
+    JSON), so that the PyTorch model has the same LM head."""
+    text = text_file(a, tmpdir)
+    jp = os.path.join(tmpdir, "vocab.json")
+    cmd = reprise_cmd(a, dict(cfg), "replay", text, jp, 1)
+    cmd[cmd.index("--iters") + 1] = "1"
+    env = dict(os.environ)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                           timeout=a.mode_timeout)
+        if p.returncode == 0:
+            with open(jp) as f:
+                return pick(json.load(f), "vocab")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    return None
+
+
+# ------------------------------------------------------------- markdown
+
+def fmt_spread(s, scale=1.0, digits=1, unit=""):
+    """'median (min–max)'; unit "us" picks µs or ms by the median."""
+    if not s:
+        return "–"
+    if unit == "us" and s["median"] >= 10000:
+        scale, unit = scale / 1000, " ms"
+    elif unit == "us":
+        unit = " µs"
+    f = f"{{:.{digits}f}}"
+    return (f"{f.format(s['median'] * scale)}{unit} "
+            f"({f.format(s['min'] * scale)}–{f.format(s['max'] * scale)})")
+
+
+def row_label(r):
+    m = f"{r['side']} {r['mode']}"
+    if r["side"] == "reprise" and r.get("procs", 1) > 1:
+        m += f" (--procs {r['procs']})"
+    if r["side"] == "pytorch" and r["mode"] == "eager":
+        m += f" ({r.get('attention')})"
+    return m
+
+
+def cfg_name(cfg):
+    for k, v in PRESETS.items():
+        if all(cfg.get(x) == v[x] for x in v):
+            return f"{k}: " + cfg_text(cfg)
+    return cfg_text(cfg)
+
+
+def cfg_text(cfg):
+    return (f"{cfg['layers']} layers, {cfg['heads']} heads, width {cfg['width']}, "
+            f"context {cfg['context']}, batch {cfg['batch']}, vocab {cfg.get('vocab')}")
+
+
+def goals(rows):
+    """The issue's goals as ratios (medians of back-to-back times); lines of
+    text, nothing asserted."""
+    out = []
+    by = {}
+    for r in rows:
+        if r.get("status") == "ok":
+            key = (r["side"], r["mode"], r.get("attention"))
+            by.setdefault(cfg_text(r["config"]), {})[key] = r
+    for cname, d in by.items():
+        rep = d.get(("reprise", "replay", next((k[2] for k in d if k[:2] == ("reprise", "replay")), None)))
+        if not rep:
+            continue
+
+        def get(side, mode, attn=None):
+            for k, r in d.items():
+                if k[0] == side and k[1] == mode and (attn is None or k[2] == attn):
+                    return r
+            return None
+
+        def ratio(other, what):
+            parts = []
+            for metric, name in (("latency_us", "latency"), ("b2b_us", "back to back")):
+                if other and other.get(metric) and rep.get(metric):
+                    q = rep[metric]["median"] / other[metric]["median"]
+                    parts.append(f"{q:.2f} ({name})")
+            if parts:
+                out.append(f"- {cname}: reprise replay / {what}: " + ", ".join(parts))
+        ratio(get("pytorch", "cudagraph"), "PyTorch whole-step CUDA graph (goal ≤ 0.8 launch-bound)")
+        comp = [r for k, r in d.items() if k[0] == "pytorch" and k[1].startswith("compile-")]
+        if comp:
+            best = min(comp, key=lambda r: r["b2b_us"]["median"])
+            ratio(best, f"torch.compile's best ({best['mode']}) "
+                  "(goal ≤ 1 launch-bound, ≤ 1.25 nanoGPT)")
+        ratio(get("pytorch", "eager", "sdpa"), "PyTorch eager, fused attention (goal ≤ 1)")
+        ratio(get("pytorch", "eager", "manual"), "PyTorch eager, manual attention")
+        ratio(get("reprise", "eager"), "reprise eager (the engine's share)")
+        if rep.get("replay_overhead_pct") is not None:
+            out.append(f"- {cname}: replay overhead over the busiest worker's ops "
+                       f"{rep['replay_overhead_pct']:.2f}% (goal ≤ 5% on the CPU)")
+    return out
+
+
+def to_markdown(rows, meta):
+    lines = ["# GPT training step: reprise and PyTorch", ""]
+    stamp = [f"commit {meta.get('commit')}", meta.get("date", ""),
+             f"CPU {meta.get('cpu')} ({meta.get('cores')} cores)"]
+    if meta.get("gpu"):
+        stamp.append(f"GPU {meta['gpu']}, driver {meta.get('driver')}, "
+                     f"CUDA {meta.get('cuda') or '?'}")
+    if meta.get("torch"):
+        stamp.append(f"PyTorch {meta['torch']}")
+    loads = [x[0] for r in rows for x in (r.get("loadavg_before"), r.get("loadavg_after"))
+             if x]
+    if loads:
+        stamp.append(f"1-minute load average during the run {min(loads):.1f}–{max(loads):.1f} "
+                     f"on {meta.get('cores')} cores")
+    lines += ["; ".join(stamp) + ".", "", "Command:", "",
+              "    " + meta.get("command", ""), ""]
+    configs = []
+    for r in rows:
+        c = r.get("config")
+        if c and c not in configs:
+            configs.append(c)
+    for c in configs or [None]:
+        rs = [r for r in rows if r.get("config") == c]
+        if c:
+            lines += [f"## {cfg_name(c)}", ""]
+        inst = [r for r in rs if r.get("mode") == "instantiate"]
+        rs = [r for r in rs if r.get("mode") != "instantiate"]
+        if rs:
+            lines += ["| side, mode | math | device (threads) | latency median (min–max) "
+                      "| back to back median (min–max) | kernels/step | MFU or FLOP/s | notes |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in rs:
+            dev = r.get("device") or "–"
+            if r.get("threads"):
+                dev += f" ({r['threads']})"
+            if r.get("status") != "ok":
+                lines.append(f"| {row_label(r)} | {r.get('math', '–')} | {dev} | "
+                             f"{r.get('status')} | – | – | – | {r.get('reason', '')[:120]} |")
+                continue
+            k = r.get("kernels_per_step")
+            kt = f"{k:.0f}" if isinstance(k, (int, float)) else "–"
+            if r.get("memcpy_memset_per_step"):
+                kt += f" (+{r['memcpy_memset_per_step']:.0f} copies)"
+            if r.get("mfu") is not None:
+                perf = f"{100 * r['mfu']:.1f}%"
+            elif r.get("flops_per_s"):
+                perf = f"{r['flops_per_s'] / 1e9:.1f} GFLOP/s"
+            else:
+                perf = "–"
+            notes = []
+            if r.get("replay_overhead_pct") is not None:
+                notes.append(f"replay overhead {r['replay_overhead_pct']:.2f}% over the "
+                             f"busiest worker's ops (trace, {r.get('trace_replays')} replays)")
+            if r.get("instantiate_ms") is not None and not isinstance(r["instantiate_ms"], dict):
+                notes.append(f"instantiate {r['instantiate_ms']:.1f} ms")
+            if "tokens_per_s" in (r.get("b2b_source") or ""):
+                notes.append("back to back from its tokens/s (the loop's wall time, "
+                             "2 validation passes included)")
+            if r.get("inflight_b2b", 1) > 1:
+                notes.append(f"b2b with --inflight {r['inflight_b2b']}")
+            if r.get("optimizer") and r["optimizer"] != "compiled":
+                notes.append(f"optimizer {r['optimizer']}")
+            if r.get("setup_s") and r["mode"].startswith("compile"):
+                notes.append(f"compile {r['setup_s']:.0f} s")
+            if r.get("missing_fields"):
+                notes.append("no " + ", ".join(r["missing_fields"]) + " in its JSON")
+            lines.append(f"| {row_label(r)} | {r.get('math')} | {dev} | "
+                         f"{fmt_spread(r.get('latency_us'), unit='us')} | "
+                         f"{fmt_spread(r.get('b2b_us'), unit='us')} "
+                         f"| {kt} | {perf} | {'; '.join(notes)} |")
+        if rs:
+            lines.append("")
+        if inst:
+            lines += ["Recording and instantiating the step (reprise, "
+                      "`gpt_instantiate`, 20 instantiates each):", "",
+                      "| processors | ops per step | record ms | instantiate ms median (min–max) |",
+                      "| --- | --- | --- | --- |"]
+            for r in inst:
+                if r.get("status") != "ok":
+                    lines.append(f"| {r['procs']} | {r.get('status')} | – | {r.get('reason', '')[:100]} |")
+                    continue
+                lines.append(f"| {r['procs']} | {r['kernels_per_step']} | {r['record_ms']:.1f} "
+                             f"| {fmt_spread(r['instantiate_ms'], digits=2)} |")
+            lines.append("")
+    g = goals(rows)
+    if g:
+        lines += ["## Against the goals (ratios of medians)", ""] + g + [""]
+    lines += ["Latency: one step then synchronize, median of the steps of one repeat; "
+              "back to back: steps issued without waiting, then one synchronize, per "
+              "step. PyTorch: min/median/max over repeats in one process; reprise: over "
+              "separate invocations. Kernels/step: GPU kernels per step (PyTorch: "
+              "profiler; reprise: ops of the recorded step); on the CPU PyTorch's "
+              "leaf aten ops. MFU: flops per step B·T·(6N + 12·L·C·T) over the "
+              "back-to-back median.", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ main
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default=None,
+                    help="comma list of " + ", ".join(PRESETS) + " (default launch, "
+                    "unless --layers etc. give a config)")
+    for k in ("layers", "heads", "width", "context", "batch"):
+        ap.add_argument(f"--{k}", type=int, default=None)
+    ap.add_argument("--vocab", type=int, default=None,
+                    help="default: reprise's vocabulary for the text when --reprise, else 65")
+    ap.add_argument("--modes", default=None,
+                    help=f"PyTorch modes (GPU default {','.join(GPU_MODES)}; "
+                    f"CPU {','.join(CPU_MODES)}); 'none' for none")
+    ap.add_argument("--attn", default="sdpa,manual",
+                    help="attention(s) for the eager mode: sdpa, manual (the "
+                    "other modes use the first)")
+    ap.add_argument("--math", choices=("fp32", "tf32"), default="fp32")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="CPU: torch threads (default: all cores)")
+    ap.add_argument("--adamw", choices=("foreach", "fused", "single"), default="foreach")
+    # reprise train --model gpt's AdamW: lr 2e-3 (constant here: PyTorch's
+    # step has no schedule), betas (0.9, 0.95), eps 1e-8, decay 0.1
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--beta2", type=float, default=0.95)
+    ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--lat-steps", type=int, default=None, help="default GPU 50, CPU 10")
+    ap.add_argument("--b2b-steps", type=int, default=None, help="default GPU 200, CPU 20")
+    ap.add_argument("--profile-steps", type=int, default=3)
+    ap.add_argument("--mode-timeout", type=float, default=None,
+                    help="seconds per PyTorch mode / reprise invocation "
+                    "(default GPU 900, CPU 600)")
+    ap.add_argument("--cpu-peak-gflops", type=float, default=None)
+    ap.add_argument("--reprise", default=None, help="the reprise binary (BUILD/reprise)")
+    ap.add_argument("--reprise-iters", type=int, default=200)
+    ap.add_argument("--reprise-procs", type=int, default=None,
+                    help="reprise train --procs: processors the step is split over "
+                    "(CPU workers; default: --threads on the CPU, 1 on a GPU)")
+    ap.add_argument("--invocations", type=int, default=5,
+                    help="reprise train processes per mode (0: no reprise train rows)")
+    ap.add_argument("--instantiate-procs", default="1,2,4",
+                    help="processor counts for the record/instantiate rows "
+                    "(gpt_instantiate next to --reprise); '' for none")
+    ap.add_argument("--trace-replays", type=int, default=15,
+                    help="reprise: one more run with --trace over this many replays "
+                    "(after a cold one) for the replay overhead; 0: none")
+    ap.add_argument("--inflight", type=int, default=1,
+                    help="reprise replays in flight for the back-to-back figure "
+                    "(1: the training loop's throughput)")
+    ap.add_argument("--reprise-arg", action="append", default=[],
+                    help="extra argument for reprise train (repeatable)")
+    ap.add_argument("--text", default=None, help="text file for reprise (default: "
+                    "the repository's docs, repeated to 1 MiB)")
+    ap.add_argument("--json", default=None, help="write the rows here (a JSON array)")
+    ap.add_argument("--markdown", default=None, help="write the markdown table here")
+    ap.add_argument("--from-json", default=None,
+                    help="render --markdown from an existing rows file; measure nothing")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--child-config", default=None, help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def configs_from(a):
+    explicit = {k: getattr(a, k) for k in ("layers", "heads", "width", "context", "batch")}
+    if a.preset:
+        out = []
+        for name in a.preset.split(","):
+            if name not in PRESETS:
+                sys.exit(f"torch_gpt.py: unknown preset {name!r} (have {', '.join(PRESETS)})")
+            c = dict(PRESETS[name])
+            c.update({k: v for k, v in explicit.items() if v is not None})
+            out.append(c)
+        return out
+    c = dict(PRESETS["launch"])
+    c.update({k: v for k, v in explicit.items() if v is not None})
+    return [c]
+
+
+def write_outputs(a, rows, meta):
+    for r in rows:
+        for k in ("commit", "date"):
+            r.setdefault(k, meta.get(k))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+            f.write("\n")
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(to_markdown(rows, meta))
+    if not a.json and not a.markdown:
+        print(json.dumps(rows, indent=1))
+
+
+def run_child(a):
+    cfg = json.loads(a.child_config)
+    mode, attn = a.child.split(":")
+    try:
+        row = torch_child(a, cfg, mode, attn)
+        row["status"] = "ok"
+    except Exception as e:  # reported as a row by the parent
+        row = {"side": "pytorch", "mode": mode, "attention": attn,
+               "status": "failed", "reason": f"{type(e).__name__}: {e}"[:500]}
+    with open(a.child_out, "w") as f:
+        json.dump(row, f)
+    return 0
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    if a.from_json:
+        with open(a.from_json) as f:
+            rows = json.load(f)
+        meta = dict(rows[0].get("machine", {})) if rows else {}
+        write_outputs(argparse.Namespace(json=None, markdown=a.markdown or "/dev/stdout"),
+                      rows, meta)
+        return 0
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any import failure means no torch
+        torch = None
+        torch_error = f"{type(e).__name__}: {e}"
+    if a.device == "auto":
+        a.device = "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
+    on_gpu = a.device == "cuda"
+    a.threads = a.threads or os.cpu_count()
+    a.lat_steps = a.lat_steps or (50 if on_gpu else 10)
+    a.b2b_steps = a.b2b_steps or (200 if on_gpu else 20)
+    a.mode_timeout = a.mode_timeout or (900 if on_gpu else 600)
+    a.reprise_procs = a.reprise_procs or (1 if on_gpu else a.threads)
+    if a.child:
+        return run_child(a)
+
+    meta = machine_info()
+    if torch is not None:
+        meta["torch"] = torch.__version__
+        if on_gpu:
+            meta["cuda"] = torch.version.cuda
+            meta.setdefault("gpu", torch.cuda.get_device_name())
+    a.device_name = meta.get("gpu") if on_gpu else "cpu"
+    modes = (a.modes or ",".join(GPU_MODES if on_gpu else CPU_MODES)).split(",")
+    modes = [m for m in modes if m and m != "none"]
+    attns = a.attn.split(",")
+    rows = []
+    tmpdir = tempfile.mkdtemp(prefix="torch_gpt.")
+    try:
+        for cfg in configs_from(a):
+            if a.vocab:
+                cfg["vocab"] = a.vocab
+            elif a.reprise:
+                cfg["vocab"] = reprise_vocab(a, cfg, tmpdir) or 65
+            else:
+                cfg["vocab"] = 65
+            common = {"config": cfg, "math": a.math, "machine": meta,
+                      "loadavg_before": loadavg()}
+            if on_gpu is False:
+                common["threads"] = a.threads
+            crows = []
+
+            def done(r):
+                r["loadavg_after"] = loadavg()
+                for k, v in common.items():
+                    r.setdefault(k, v)
+                if r.get("status") == "ok":
+                    add_mfu(r, cfg, a.cpu_peak_gflops)
+                print(f"# {cfg_text(cfg)}: {row_label(r)}: {r.get('status')} "
+                      f"lat {fmt_spread(r.get('latency_us'))} us, "
+                      f"b2b {fmt_spread(r.get('b2b_us'))} us"
+                      + (f" ({r.get('reason')})" if r.get("reason") else ""),
+                      file=sys.stderr, flush=True)
+                crows.append(r)
+
+            if a.reprise and a.invocations > 0:
+                for r in reprise_rows(a, cfg, tmpdir):
+                    done(r)
+            if a.reprise and a.instantiate_procs:
+                for r in instantiate_rows(a, cfg):
+                    done(r)
+            if torch is None:
+                done({"side": "pytorch", "mode": "all", "status": "skipped",
+                      "reason": f"skipped: torch not importable ({torch_error})"})
+            else:
+                for m in modes:
+                    for at in (attns if m == "eager" else attns[:1]):
+                        done(run_torch_mode(a, cfg, m, at, tmpdir))
+            rows += crows
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    write_outputs(a, rows, meta)
+    return 0
+
+
+def run_torch_mode(a, cfg, mode, attn, tmpdir):
+    out = os.path.join(tmpdir, f"child_{mode}_{attn}.json")
+    argv = [sys.executable, os.path.abspath(__file__), "--child", f"{mode}:{attn}",
+            "--child-out", out, "--child-config", json.dumps(cfg),
+            "--device", a.device, "--threads", str(a.threads), "--math", a.math,
+            "--adamw", a.adamw, "--lr", str(a.lr), "--beta2", str(a.beta2),
+            "--weight-decay", str(a.weight_decay), "--clip", str(a.clip),
+            "--seed", str(a.seed), "--warmup", str(a.warmup),
+            "--repeats", str(a.repeats), "--lat-steps", str(a.lat_steps),
+            "--b2b-steps", str(a.b2b_steps), "--profile-steps", str(a.profile_steps)]
+    env = dict(os.environ)
+    if a.device == "cpu":
+        env["OMP_NUM_THREADS"] = str(a.threads)
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, env=env,
+                           timeout=a.mode_timeout)
+    except subprocess.TimeoutExpired:
+        return {"side": "pytorch", "mode": mode, "attention": attn, "status": "timeout",
+                "reason": f"over the {a.mode_timeout:.0f} s budget (--mode-timeout)"}
+    try:
+        with open(out) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"side": "pytorch", "mode": mode, "attention": attn, "status": "failed",
+                "reason": f"exit {p.returncode}: {(p.stderr or '').strip()[-400:]}"}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
