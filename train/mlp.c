@@ -189,7 +189,7 @@ static rp_rect mat(int64_t lo, int64_t hi, uint32_t cols) {
   return rp_rect_2d(lo, hi, 0, (int64_t)cols - 1);
 }
 
-/* ---- names (README "Names"): instances and step ops ---- */
+/* ---- names (docs/debugging.md, "Names."): instances and step ops ---- */
 
 /* Names inst printf-style ("W1", "s0.z1"); a name that does not fit is
  * cut (names are for people, nothing depends on them). */
@@ -219,8 +219,8 @@ name_op(rp_mlp *m, int sh, const char *fmt, ...) {
   return rp_capture_name_next(m->rt, name);
 }
 
-/* The ops that write the step's final loss sum (README "Names"): what
- * rp_mlp_record binds to its "loss" postcondition. */
+/* The ops that write the step's final loss sum (docs/debugging.md, "Names."):
+ * what rp_mlp_record binds to its "loss" postcondition. */
 static const char *loss_op(const rp_mlp *m) {
   return m->cfg.dist        ? "loss.allreduce"
          : m->cfg.procs > 1 ? "loss.reduce"

@@ -45,7 +45,7 @@
  * eager and replayed training give bitwise equal weights when the gradient
  * sum has a fixed order: P <= 2 (a plain copy of part 0, then one SUM
  * copy). With P > 2 the SUM copies commute and may land in any order:
- * results then agree within float rounding (see README).
+ * results then agree within float rounding (docs/training.md).
  *
  * Across ranks (cfg.dist = 1; see "Distributed" in reprise.h): every rank
  * of the runtime's communicator builds the same model from the same data
