@@ -247,7 +247,7 @@ rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
  * A graph file may have at most RP_GRAPH_FILE_MAX bytes, and the instances
  * the loader allocates for it (rp_graph_load with insts == NULL) at most
  * RP_GRAPH_ALLOC_MAX bytes together, in any memory: a small file cannot
- * make it allocate (and zero) gigabytes. README "Graph files". */
+ * make it allocate (and zero) gigabytes. docs/debugging.md "Graph files". */
 /* (RP_GRAPH_FILE_MAX, RP_GRAPH_ALLOC_MAX: reprise.h) */
 
 /* rp_graph_load from memory: buf need not be NUL-terminated. max_alloc caps

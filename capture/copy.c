@@ -198,7 +198,7 @@ static rp_status record_parallel(rp_capture_state *cs, const rp_parallel_op *op,
   cs->next_name[0] = '\0';
   /* The operator's reference: its last copy. Its earlier copies precede it
    * only through accesses, so a postcondition on the whole operator should
-   * name each copy; the README says so. */
+   * name each copy (rp_capture_postcondition takes their list). */
   if (!st && done)
     *done = last;
   return st;

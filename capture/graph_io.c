@@ -1,6 +1,7 @@
 /* capture/graph_io.c — graph files: the instance table, the writer
  * (rp_graph_save and the JSON dump) and the checksum. The loader is in
- * graph_load.c; the format in graph_io.h and the README. */
+ * graph_load.c; the format in graph_io.h and docs/debugging.md
+ * "Graph files". */
 #include "graph_io.h"
 
 #include <errno.h>

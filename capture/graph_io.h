@@ -2,7 +2,7 @@
  * (graph_io.c) and the loader (graph_load.c); nothing else includes it.
  *
  * A graph file is JSON (through cJSON): human-readable, diffable, and
- * versioned by its header. The layout (README "Graph files"):
+ * versioned by its header. The layout (docs/debugging.md "Graph files"):
  *
  *   {"format": "reprise-graph", "version": 1,
  *    "checksum": "fnv1a64:<16 hex digits>",

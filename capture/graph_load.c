@@ -1,4 +1,5 @@
-/* capture/graph_load.c — loading graph files (format: graph_io.h, README).
+/* capture/graph_load.c — loading graph files (format: graph_io.h,
+ * docs/debugging.md "Graph files").
  *
  * The loader trusts nothing in the file. In order: size and value-count
  * limits before parsing (so a file cannot make cJSON exhaust memory), the

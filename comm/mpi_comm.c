@@ -10,7 +10,7 @@
  * need; polling from the lane that waits for the result hands the
  * completion to the next op of that lane with no hand-off, no queue and no
  * lock on the replay path. The cost is that the polling worker runs nothing
- * else meanwhile; other lanes keep computing (see README "Distributed").
+ * else meanwhile; other lanes keep computing (see docs/distributed.md).
  *
  * Threads: ops on one communicator run one at a time (they all write the
  * runtime's token instance), so the fields a waiting thread writes

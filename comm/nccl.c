@@ -17,7 +17,7 @@
  *
  * Multi-GPU: one rank per GPU is the model; it is tested on one GPU only
  * (single-rank communicators) until a machine with several GPUs is
- * available (see README "Distributed"). */
+ * available (see docs/distributed.md). */
 #include "comm.h"
 
 #ifdef REPRISE_HAVE_NCCL

@@ -3,7 +3,7 @@
  * backends; engine/runtime.c); then the layers that attach themselves at
  * creation do so, today the communication layer (the user's communicator,
  * duplicated: a collective call). The engine calls none of them, so the
- * folders keep their order (README "Architecture"). */
+ * folders keep their order (docs/architecture.md "Layers"). */
 #include "comm.h"
 
 rp_status rp_runtime_create(const rp_runtime_config *cfg, rp_runtime **out) {

@@ -137,7 +137,8 @@ void rp__futex_wake(_Atomic uint32_t *addr, int n);
 /* Environment integer with default (invalid text -> default). */
 long rp__env_long(const char *name, long dflt);
 
-/* Tunables (see README "Tunables"): read once from the environment. */
+/* Tunables (README.md "Environment", the REPRISE_*_NS rows): read once from the
+ * environment. */
 typedef struct rp_tunables {
   /* How long a waiting thread busy-spins (pause) before it starts yielding
    * its core. Default 10 us: far above a cross-core hand-off (65-330 ns), so

@@ -713,7 +713,8 @@ typedef struct rp_copy {
   rp_event wait;
 } rp_copy;
 
-/* Parallel operators, each a small set of copies (see README). */
+/* Parallel operators, each a small set of copies (README.md "The API in
+ * one screen"). */
 typedef enum rp_pop_kind {
   RP_POP_REPLICATE = 0, /* fwd: whole -> every part; bwd: sum(parts) -> whole */
   RP_POP_REPARTITION = 1, /* fwd: whole scattered into parts; bwd: gathered */
@@ -939,9 +940,9 @@ RP_API rp_status rp_graph_validate(const rp_graph *g);
 /* Graph files
  *
  * A graph file is versioned JSON (header "format": "reprise-graph",
- * "version": 1, an FNV-1a 64 checksum of the graph body; see README "Graph
- * files"): human-readable and diffable. Live handles cannot be stored, so a
- * file carries an instance table (index -> memory kind, device, element
+ * "version": 1, an FNV-1a 64 checksum of the graph body; see docs/debugging.md
+ * "Graph files"): human-readable and diffable. Live handles cannot be stored,
+ * so a file carries an instance table (index -> memory kind, device, element
  * type, rectangle, strides) and ops name table indices. The table lists the
  * distinct instances the ops reference in first-use order (ops in order, a
  * task's accesses in order, a copy's source before its destination; a
@@ -1380,7 +1381,8 @@ RP_API const char *rp_runtime_dist_detail(const rp_runtime *rt);
  * counter); UINT64_MAX when the build has no jemalloc. */
 RP_API uint64_t rp_thread_allocated_bytes(void);
 /* Sum of allocated-bytes counters of the runtime's worker threads (sampled
- * by each worker; see README), UINT64_MAX without jemalloc. */
+ * by each worker; docs/architecture.md "Replay"), UINT64_MAX without
+ * jemalloc. */
 RP_API uint64_t rp_runtime_worker_allocated_bytes(rp_runtime *rt);
 
 #ifdef __cplusplus

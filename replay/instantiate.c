@@ -5,7 +5,7 @@
  * rp_exec_destroy (with the free) complete it. Everything a replay needs
  * is allocated here. Within replay/, the files call downwards only:
  * instantiate -> dump -> tune -> place -> scheduler -> gpu_build ->
- * gpu_launch -> slot -> trace -> lower (README "How it works"). */
+ * gpu_launch -> slot -> trace -> lower (docs/architecture.md "Layers"). */
 #include "lower.h"
 
 #include <string.h>

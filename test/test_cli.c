@@ -1397,6 +1397,21 @@ Test(cli, train_gpt_trains_reports_and_resumes, .timeout = 300) {
       ckpt);
   cr_assert_eq(r.status, 1, "another width: %s", r.err);
   cr_assert(strstr(r.err, "width"), "%s", r.err);
+  /* each model refuses the other's checkpoint by the container's kind */
+  char mlp[] = "/tmp/rp_cli_gpt_XXXXXX";
+  tmp_file(mlp);
+  RUN(&r, TRAIN_SMALL, "--save-weights", mlp);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "30", "--load-weights", mlp);
+  cr_assert_eq(r.status, 1, "an MLP checkpoint: %s", r.err);
+  cr_assert(strstr(r.err, "a 'mlp' checkpoint, not a 'gpt' one"), "%s", r.err);
+  RUN(&r, "generate", "--load-weights", mlp, "--backend", "cpu");
+  cr_assert_eq(r.status, 1, "an MLP checkpoint: %s", r.err);
+  cr_assert(strstr(r.err, "a 'mlp' checkpoint, not a 'gpt' one"), "%s", r.err);
+  RUN(&r, TRAIN_SMALL, "--load-weights", ckpt);
+  cr_assert_eq(r.status, 1, "a GPT checkpoint: %s", r.err);
+  cr_assert(strstr(r.err, "a 'gpt' checkpoint, not a 'mlp' one"), "%s", r.err);
+  unlink(mlp);
   unlink(corpus);
   unlink(ckpt);
   unlink(json);

@@ -19,12 +19,17 @@
  *  - replay against eager, and a resumed run against an uninterrupted
  *    one: bitwise (the kernels are deterministic). */
 #include "helpers.h"
+#include "train/ckpt.h"
 #include "train/gpt.h"
+#include "train/mlp.h"
 
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define REF_TOL 1e-4
 #define PROCS_TOL 1e-5
@@ -644,6 +649,13 @@ Test(gpt, neighbouring_batches_share_no_windows) {
   rp_text_free(&t);
 }
 
+static void put_bytes(const char *path, const void *b, size_t n) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(b, 1, n, f), n);
+  cr_assert_eq(fclose(f), 0);
+}
+
 Test(gpt, config_and_checkpoint_errors_are_precise) {
   rp_gpt_config c;
   rp_gpt_config_init(&c);
@@ -661,24 +673,101 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   RP_CHECK(rp_gpt_save(t.m, path, &info));
   size_t len;
   char *buf = th_read_all(path, &len);
+  /* the checkpoint container (train/ckpt.h), kind "gpt" */
+  cr_assert(rp_ckpt_is_container((const unsigned char *)buf, len));
+  cr_assert_str_eq(buf + 16, "gpt");
   buf[len / 2] ^= 1; /* one bit of a weight */
-  FILE *f = fopen(path, "wb");
-  fwrite(buf, 1, len, f);
-  fclose(f);
+  put_bytes(path, buf, len);
   rp_gpt_ckpt c2;
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_ECHECKSUM);
-  f = fopen(path, "wb");
-  fwrite(buf, 1, len - 4, f);
-  fclose(f);
+  cr_assert(strstr(rp_error_detail(), "checksum mismatch") &&
+                strstr(rp_error_detail(), path),
+            "%s", rp_error_detail());
+  buf[len / 2] ^= 1;
+  put_bytes(path, buf, len - 4); /* torn */
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "truncated"), "%s", rp_error_detail());
-  buf[len / 2] ^= 1;
-  buf[12] = 3; /* 3 layers: another architecture */
-  f = fopen(path, "wb");
-  fwrite(buf, 1, len, f);
-  fclose(f);
-  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT); /* size disagrees */
+  put_bytes(path, buf, 30); /* torn inside the header */
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "truncated"), "%s", rp_error_detail());
+  /* payloads resealed in a valid container: the GPT's own checks */
+  unsigned char *pl = (unsigned char *)buf + RP_CKPT_HEAD;
+  size_t pn = len - RP_CKPT_HEAD;
+  RP_CHECK(rp_ckpt_save(path, "mlp", 1, pl, pn)); /* another model's kind */
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "a 'mlp' checkpoint, not a 'gpt' one"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EVERSION);
+  cr_assert(strstr(rp_error_detail(), "payload version 2"), "%s",
+            rp_error_detail());
+  pl[0] = 3; /* 3 layers: the size disagrees */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "3 layers") &&
+                strstr(rp_error_detail(), "truncated"),
+            "%s", rp_error_detail());
+  pl[0] = 0; /* no layers */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "bad header"), "%s", rp_error_detail());
+  /* and the MLP refuses a GPT checkpoint by its kind */
+  RP_CHECK(rp_gpt_save(t.m, path, &info));
+  rp_mlp_ckpt mc;
+  RP_EXPECT(rp_mlp_ckpt_read(path, &mc), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "a 'gpt' checkpoint, not a 'mlp' one"),
+            "%s", rp_error_detail());
   free(buf);
+  tg_fini(&t);
+  fx_free(&fx);
+  th_tmpdir_remove();
+}
+
+/* The save goes through the output writer: a save that fails half way
+ * (the file size limit) leaves the previous checkpoint whole and no
+ * temporary file beside it. */
+Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
+  th_tmpdir_make("test_gpt_XXXXXX");
+  fixture fx;
+  fx_load(&fx);
+  tg t;
+  tg_init(&t, &fx, RP_BACKEND_CPU, 1, 1);
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  info.step = 7;
+  const char *path = th_tmp_path("w.ckpt");
+  RP_CHECK(rp_gpt_save(t.m, path, &info));
+  size_t len;
+  char *before = th_read_all(path, &len);
+  cr_assert_gt(len, 4096);
+  info.step = 8;
+  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
+  struct rlimit old, lim;
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 4096;
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  rp_status st = rp_gpt_save(t.m, path, &info);
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  cr_assert_eq(st, RP_EIO, "%s: %s", rp_status_name(st), rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), path), "%s", rp_error_detail());
+  size_t len2;
+  char *after = th_read_all(path, &len2);
+  cr_assert(len2 == len && !memcmp(before, after, len),
+            "the previous checkpoint changed");
+  rp_gpt_ckpt c;
+  RP_CHECK(rp_gpt_ckpt_read(path, &c));
+  cr_assert_eq(c.step, 7);
+  rp_gpt_ckpt_free(&c);
+  DIR *d = opendir(th_tmp_path("."));
+  cr_assert_not_null(d);
+  int entries = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  cr_assert_eq(entries, 1, "a temporary file was left");
+  free(before);
+  free(after);
   tg_fini(&t);
   fx_free(&fx);
   th_tmpdir_remove();

@@ -115,7 +115,7 @@ static void dump_usage(FILE *f) {
       "  --lint[=CHECK,...]      findings of every check, or of those\n"
       "                          named: runahead, contract,\n"
       "                          redundant-edge, unread-result,\n"
-      "                          mergeable-copies (README \"reprise dump\")\n"
+      "                          mergeable-copies (docs/debugging.md)\n"
       "  --lint-ignore CHECK[,CHECK...]\n"
       "                          lint without these checks (repeatable;\n"
       "                          implies --lint)\n"

@@ -1,6 +1,6 @@
 /* tools/dump_lint.c — `reprise dump --stats` and `--lint` over a dm_graph.
  *
- * The checks (README "reprise dump"; each finding names the op):
+ * The checks (docs/debugging.md "reprise dump"; each finding names the op):
  *
  * runahead          a task with the HOST contract whose direct predecessor
  *                   and direct successor are STREAM_ORDERED tasks on GPU

@@ -6,7 +6,8 @@
  * values are x[i*features .. (i+1)*features)) and an int32 label in
  * [0, classes) each.
  *
- * File formats (see README "Data files"), told apart by their first bytes:
+ * File formats (docs/training.md "Data files"), told apart by their first
+ * bytes:
  *
  * CSV (text). The first line that is not a comment (a line whose first
  * character is '#') is the header: `label` followed by one name per
@@ -43,8 +44,8 @@
 
 /* Largest data set a file may hold: features and labels together. */
 #define RP_DATA_MAX_BYTES ((uint64_t)1 << 30)
-/* Input bounds (README "Data files"): a data file must be a regular file
- * (FIFOs, devices and directories are refused: RP_EINVAL) of at most
+/* Input bounds (docs/training.md "Data files"): a data file must be a regular
+ * file (FIFOs, devices and directories are refused: RP_EINVAL) of at most
  * RP_DATA_FILE_MAX bytes unless the caller sets another limit
  * (rp_data_load_max; `reprise train --max-bytes`), and a CSV line may have
  * at most RP_DATA_MAX_LINE bytes (RP_ERANGE naming the line). */

@@ -3,6 +3,7 @@
  * lines; the step is a loop over blocks. Uses the public API and the
  * kernel tasks only: the same launches run eagerly or are recorded. */
 #include "gpt.h"
+#include "ckpt.h"
 
 #include "train_util.h"
 
@@ -1949,16 +1950,11 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
 /* ---------------------------------------------------------------------- */
 /* Checkpoints */
 
-#define CKPT_MAGIC "RPRSGPTW"
-#define CKPT_HEAD 64u
+#define CKPT_KIND "gpt" /* in the checkpoint container (ckpt.h) */
+#define CKPT_VERSION 1u /* the payload's format (gpt.h) */
+#define CKPT_HEAD 48u   /* payload bytes before the vocabulary */
 #define CKPT_MAX ((size_t)1 << 32)
 
-static uint64_t fnv1a64(const unsigned char *b, size_t n) {
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
 static void put32(unsigned char *b, uint32_t v) {
   for (int i = 0; i < 4; i++)
     b[i] = (unsigned char)(v >> (8 * i));
@@ -1991,7 +1987,7 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
     return rp_error_set(RP_EINVAL, "rp_gpt_save: NULL argument");
   const rp_gpt_config *c = &m->cfg;
   size_t nf = 3 * rp_gpt_param_count(m);
-  size_t size = CKPT_HEAD + c->vocab + 4 * nf + 8;
+  size_t size = CKPT_HEAD + c->vocab + 4 * nf;
   unsigned char *b = calloc(size, 1);
   float *p = calloc(nf, sizeof *p);
   rp_status st =
@@ -2005,55 +2001,48 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
       q += numel(&m->info[i]);
     }
   if (!st) {
-    memcpy(b, CKPT_MAGIC, 8);
-    uint32_t h[] = {1,          c->layers, c->heads, c->width,
-                    c->context, c->vocab,  c->batch, info->step};
-    for (int i = 0; i < 8; i++)
-      put32(b + 8 + 4 * i, h[i]);
-    putf(b + 40, info->lr);
-    put32(b + 44, info->warmup);
-    put32(b + 48, info->iters);
-    put32(b + 52, (uint32_t)c->seed);
-    put32(b + 56, (uint32_t)(c->seed >> 32));
+    uint32_t h[] = {c->layers, c->heads, c->width,  c->context,
+                    c->vocab,  c->batch, info->step};
+    for (int i = 0; i < 7; i++)
+      put32(b + 4 * i, h[i]);
+    putf(b + 28, info->lr);
+    put32(b + 32, info->warmup);
+    put32(b + 36, info->iters);
+    put32(b + 40, (uint32_t)c->seed);
+    put32(b + 44, (uint32_t)(c->seed >> 32));
     memcpy(b + CKPT_HEAD, info->bytes, c->vocab);
     for (size_t i = 0; i < nf; i++)
       putf(b + CKPT_HEAD + c->vocab + 4 * i, p[i]);
-    uint64_t hh = fnv1a64(b, size - 8);
-    put32(b + size - 8, (uint32_t)hh);
-    put32(b + size - 4, (uint32_t)(hh >> 32));
-    FILE *f = fopen(path, "wb");
-    if (!f)
-      st = rp_error_set(RP_EIO, "%s: cannot write", path);
-    else if ((fwrite(b, 1, size, f) != size) | (fclose(f) != 0))
-      st = rp_error_set(RP_EIO, "%s: write failed", path);
+    /* the container: its length and checksum around the payload, written
+     * through the output writer (the file is replaced only by a whole
+     * one) */
+    st = rp_ckpt_save(path, CKPT_KIND, CKPT_VERSION, b, size);
   }
   free(b);
   free(p);
   return st;
 }
 
+/* Checks the payload (n bytes at b) of a checkpoint the container has
+ * checked and fills *c (but for the floats). */
 static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                             rp_gpt_ckpt *c) {
-  if (n < CKPT_HEAD + 8 || memcmp(b, CKPT_MAGIC, 8) != 0)
-    return rp_error_set(
-        RP_EFORMAT,
-        "%s: not a reprise GPT checkpoint (no '" CKPT_MAGIC "' header)", path);
-  if (get32(b + 8) != 1)
-    return rp_error_set(RP_EVERSION,
-                        "%s: GPT checkpoint version %u (this "
-                        "build reads version 1)",
-                        path, get32(b + 8));
-  c->layers = get32(b + 12);
-  c->heads = get32(b + 16);
-  c->width = get32(b + 20);
-  c->context = get32(b + 24);
-  c->vocab = get32(b + 28);
-  c->batch = get32(b + 32);
-  c->step = get32(b + 36);
-  c->lr = getf(b + 40);
-  c->warmup = get32(b + 44);
-  c->iters = get32(b + 48);
-  c->seed = get32(b + 52) | (uint64_t)get32(b + 56) << 32;
+  if (n < CKPT_HEAD)
+    return rp_error_set(RP_EFORMAT,
+                        "%s: GPT payload of %zu bytes (its header alone "
+                        "has %u)",
+                        path, n, CKPT_HEAD);
+  c->layers = get32(b);
+  c->heads = get32(b + 4);
+  c->width = get32(b + 8);
+  c->context = get32(b + 12);
+  c->vocab = get32(b + 16);
+  c->batch = get32(b + 20);
+  c->step = get32(b + 24);
+  c->lr = getf(b + 28);
+  c->warmup = get32(b + 32);
+  c->iters = get32(b + 36);
+  c->seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
   if (c->layers < 1 || c->layers > RP_GPT_MAX_LAYERS || c->heads < 1 ||
       c->width < 1 || c->width > RP_GPT_MAX_WIDTH || c->width % c->heads ||
       c->context < 1 || c->context > RP_GPT_MAX_CONTEXT || c->vocab < 2 ||
@@ -2064,21 +2053,15 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         path, c->layers, c->heads, c->width, c->context,
                         c->vocab);
   uint64_t want = CKPT_HEAD + c->vocab +
-                  4 * ckpt_floats(c->layers, c->width, c->context, c->vocab) +
-                  8;
+                  4 * ckpt_floats(c->layers, c->width, c->context, c->vocab);
   if (n != want)
     return rp_error_set(RP_EFORMAT,
-                        "%s: %s: the header needs %llu bytes, "
-                        "the file has %zu",
+                        "%s: %s: the header (a GPT of %u layers, width %u, "
+                        "context %u, vocabulary %u) needs %llu payload "
+                        "bytes, the file has %zu",
                         path, n < want ? "truncated" : "trailing bytes",
+                        c->layers, c->width, c->context, c->vocab,
                         (unsigned long long)want, n);
-  uint64_t h = fnv1a64(b, n - 8);
-  uint64_t fh = get32(b + n - 8) | (uint64_t)get32(b + n - 4) << 32;
-  if (h != fh)
-    return rp_error_set(RP_ECHECKSUM,
-                        "%s: checksum mismatch: the file is "
-                        "corrupt",
-                        path);
   memcpy(c->bytes, b + CKPT_HEAD, c->vocab);
   return RP_OK;
 }
@@ -2086,15 +2069,23 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
 rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
   if (!path || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_read: NULL argument");
-  char *buf;
+  void *buf;
   size_t n;
-  rp_status st = rp_file_read_regular(path, CKPT_MAX, &buf, &n);
+  uint32_t version;
+  /* the container checks the magic, the kind, the length and the checksum */
+  rp_status st = rp_ckpt_load(path, CKPT_KIND, CKPT_MAX, &version, &buf, &n);
   if (st != RP_OK)
-    return rp_train_err_prefix(st, "%s: ", path);
+    return st;
   rp_gpt_ckpt c;
   memset(&c, 0, sizeof c);
-  const unsigned char *b = (const unsigned char *)buf;
-  st = ckpt_parse(path, b, n, &c);
+  const unsigned char *b = buf;
+  if (version != CKPT_VERSION)
+    st = rp_error_set(RP_EVERSION,
+                      "%s: GPT checkpoint payload version %u (this "
+                      "build reads version %u)",
+                      path, version, CKPT_VERSION);
+  if (!st)
+    st = ckpt_parse(path, b, n, &c);
   if (!st) {
     c.ndata = (size_t)ckpt_floats(c.layers, c.width, c.context, c.vocab);
     if (!(c.data = calloc(c.ndata, sizeof *c.data)))

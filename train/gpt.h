@@ -277,10 +277,12 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
                        const rp_gpt_train_opts *o);
 
 /* ---- checkpoints ----
- * Little-endian: "RPRSGPTW", u32 version 1, u32 L, NH, C, T, V, B, u32
- * step (steps done), f32 lr, u32 warmup, u32 iters, u64 seed, V vocabulary
- * bytes, then per parameter tensor its weights, first and second moments
- * (f32), then the FNV-1a 64 of every byte before it. */
+ * A checkpoint container (train/ckpt.h) of kind "gpt", payload version 1;
+ * the payload, little-endian: u32 L, NH, C, T, V, B, u32 step (steps
+ * done), f32 lr, u32 warmup, u32 iters, u64 seed, V vocabulary bytes, then
+ * per parameter tensor its weights, first and second moments (f32). The
+ * container's length and checksum cover it; it is written through the
+ * output writer (reprise.h "Output files"). */
 typedef struct rp_gpt_ckpt {
   uint32_t layers, heads, width, context, vocab, batch;
   uint32_t step, warmup, iters;
@@ -290,7 +292,15 @@ typedef struct rp_gpt_ckpt {
   float *data; /* owned: weights, m, v per tensor */
   size_t ndata;
 } rp_gpt_ckpt;
+/* Writes m's weights and moments with info's step, schedule and
+ * vocabulary (the rest of info is ignored). Errors: those of rp_ckpt_save
+ * (the file at path is then unchanged), RP_ENOMEM. */
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
+/* Reads a checkpoint into *out (free with rp_gpt_ckpt_free). Errors name
+ * the file: those of rp_ckpt_load (not a checkpoint, another model's kind,
+ * truncated, RP_ECHECKSUM when corrupt), RP_EVERSION (another payload
+ * version), RP_EFORMAT (a bad header, a size the header disagrees with);
+ * nothing is allocated on error. */
 rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out);
 void rp_gpt_ckpt_free(rp_gpt_ckpt *c);
 /* RP_ESHAPE when the file holds another architecture. */

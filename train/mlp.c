@@ -189,7 +189,7 @@ static rp_rect mat(int64_t lo, int64_t hi, uint32_t cols) {
   return rp_rect_2d(lo, hi, 0, (int64_t)cols - 1);
 }
 
-/* ---- names (README "Names"): instances and step ops ---- */
+/* ---- names (docs/debugging.md, "Names."): instances and step ops ---- */
 
 /* Names inst printf-style ("W1", "s0.z1"); a name that does not fit is
  * cut (names are for people, nothing depends on them). */
@@ -219,8 +219,8 @@ name_op(rp_mlp *m, int sh, const char *fmt, ...) {
   return rp_capture_name_next(m->rt, name);
 }
 
-/* The ops that write the step's final loss sum (README "Names"): what
- * rp_mlp_record binds to its "loss" postcondition. */
+/* The ops that write the step's final loss sum (docs/debugging.md, "Names."):
+ * what rp_mlp_record binds to its "loss" postcondition. */
 static const char *loss_op(const rp_mlp *m) {
   return m->cfg.dist        ? "loss.allreduce"
          : m->cfg.procs > 1 ? "loss.reduce"
@@ -1113,6 +1113,18 @@ rp_status rp_mlp_shuffle(rp_mlp *m, const rp_dataset *d, uint64_t seed) {
   return RP_OK;
 }
 
+void rp_mlp_epoch_permutation(uint32_t n, uint64_t seed, uint32_t epoch,
+                              uint32_t *perm) {
+  /* the epoch's stream starts at a mixed value: splitmix64 streams seeded
+   * a multiple of its increment apart are shifted copies of each other,
+   * and Fisher-Yates over streams one draw apart gives orders that share
+   * many neighbours */
+  rp_rng g;
+  rp_rng_seed(&g, seed ^ 0x73687566666c6521ull /* "shuffle!" */ ^
+                      0xd1b54a32d192ed03ull * (epoch + 1ull));
+  rp_data_permutation(n, rp_rng_next(&g), perm);
+}
+
 /* Writes epoch e's order into data_x/data_y (no step may be running):
  * the data set permuted by a permutation seeded from the seed and e, so
  * every epoch's order is known without the ones before (a resumed run
@@ -1122,9 +1134,7 @@ static rp_status load_epoch(rp_mlp *m, uint32_t e) {
   if (!m->shuffle || m->loaded_epoch == (int64_t)e)
     return RP_OK;
   size_t F = m->features, nd = home_rows(m);
-  uint64_t seed = m->shuffle_seed ^ 0x73687566666c6521ull; /* "shuffle!" */
-  rp_data_permutation(m->samples, seed + 0x9e3779b97f4a7c15ull * (e + 1ull),
-                      m->perm);
+  rp_mlp_epoch_permutation(m->samples, m->shuffle_seed, e, m->perm);
   if (m->cfg.dist) {
     pack_rows(m, m->src_x, m->src_y, m->perm, m->nbatches, m->stage_x,
               m->stage_y);

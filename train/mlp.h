@@ -45,7 +45,7 @@
  * eager and replayed training give bitwise equal weights when the gradient
  * sum has a fixed order: P <= 2 (a plain copy of part 0, then one SUM
  * copy). With P > 2 the SUM copies commute and may land in any order:
- * results then agree within float rounding (see README).
+ * results then agree within float rounding (docs/training.md).
  *
  * Across ranks (cfg.dist = 1; see "Distributed" in reprise.h): every rank
  * of the runtime's communicator builds the same model from the same data
@@ -169,6 +169,12 @@ rp_status rp_mlp_evaluate_val(rp_mlp *m, double *loss, double *accuracy);
  * global batches; a run resumed at step t sees the order an uninterrupted
  * one does. Replay and eager training stay bitwise equal. */
 rp_status rp_mlp_shuffle(rp_mlp *m, const rp_dataset *d, uint64_t seed);
+/* Epoch `epoch`'s order of n samples under `seed` (the one rp_mlp_shuffle
+ * uses): a Fisher-Yates permutation (rp_data_permutation) whose seed is
+ * splitmix64's output for a value mixed from seed and epoch, so the orders
+ * of different epochs are independent streams. */
+void rp_mlp_epoch_permutation(uint32_t n, uint64_t seed, uint32_t epoch,
+                              uint32_t *perm);
 
 /* Training loops. Step t (0-based) uses batch t % rp_mlp_batches() and the
  * learning rate lr / (1 + lr_decay * t). By default each step is waited
