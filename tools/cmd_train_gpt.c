@@ -358,10 +358,12 @@ static int write_json(const gpt_state *s, const gpt_times *tm) {
   fprintf(f,
           "],\n  \"inflight\": %u,\n  \"iter_us_p99\": %.9g,\n"
           "  \"iter_us_throughput\": %.9g,\n  \"train_tokens_per_s\": %.9g,\n"
-          "  \"record_ms\": %.9g,\n  \"instantiate_ms\": %.9g",
+          "  \"record_ms\": %.9g",
           c->eager ? 1 : c->inflight, tm->p99_us, tm->thr_us, tm->train_tok_s,
-          s->record_ms, s->instantiate_ms);
-  rp_exec_stats es;
+          s->record_ms);
+  rp_exec_stats es; /* the replayed step's (absent with --eager) */
+  if (s->ex)
+    fprintf(f, ",\n  \"instantiate_ms\": %.9g", s->instantiate_ms);
   if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
     fprintf(f, ",\n  \"ops_run_per_replay\": %.9g",
             (double)es.ops_run / (double)es.replays);
