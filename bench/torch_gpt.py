@@ -502,12 +502,18 @@ def loadavg():
 
 def reprise_figures(out, mode, cfg):
     """(median latency us, p99 us, back-to-back us, how b2b was derived)
-    from one `reprise train --json` object: the GPT's fields
-    (iter_us_median, tokens_per_s) or the MLP's ({mode}_iter_us_*)."""
+    from one `reprise train --json` object: the GPT's fields (iter_us_median,
+    iter_us_p99, iter_us_throughput: the loop's wall time per step, the
+    validation passes left out, with --inflight replays in flight) or the
+    MLP's ({mode}_iter_us_*); for an older train command without
+    iter_us_throughput, train_tokens_per_s or tokens_per_s."""
     med = pick(out, f"{mode}_iter_us_median", "iter_us_median")
     p99 = pick(out, f"{mode}_iter_us_p99", "iter_us_p99")
     thr = pick(out, f"{mode}_iter_us_throughput", "iter_us_throughput")
-    how = "iter_us_throughput"
+    how = "iter_us_throughput (the loop's wall time per step, validation left out)"
+    if thr is None and pick(out, "train_tokens_per_s"):
+        thr = cfg["batch"] * cfg["context"] / out["train_tokens_per_s"] * 1e6
+        how = "batch*context / train_tokens_per_s (validation passes left out)"
     if thr is None and pick(out, "tokens_per_s"):
         thr = cfg["batch"] * cfg["context"] / out["tokens_per_s"] * 1e6
         how = ("batch*context / tokens_per_s (the training loop's wall time "
@@ -646,6 +652,7 @@ def reprise_rows(a, cfg, tmpdir):
         for name, keys in (("kernels_per_step", ("ops_per_step", "ops", "tasks_per_step")),
                            ("instantiate_ms", ("instantiate_ms",)),
                            ("record_ms", ("record_ms", "capture_ms")),
+                           ("ops_run_per_replay", ("ops_run_per_replay",)),
                            ("device_idle_pct", ("device_idle_pct", "gpu_idle_pct")),
                            ("replay_overhead_pct", ("replay_overhead_pct",)),
                            ("reprise_params", ("params", "parameters")),
@@ -664,7 +671,7 @@ def reprise_rows(a, cfg, tmpdir):
             row["instantiate_ms_spread"] = spread([pick(o, "instantiate_ms") for o in r["outs"]])
         if "kernels_per_step" in row:
             row["kernel_count_method"] = "reprise: ops of the recorded step (tasks and copies)"
-        wanted = ["iter_us_p99", "instantiate_ms"]
+        wanted = ["iter_us_p99"] + (["instantiate_ms"] if mode == "replay" else [])
         if mode == "replay" and a.device != "cpu":
             wanted.append("device_idle_pct")
         missing = [k for k in wanted
@@ -859,7 +866,7 @@ def to_markdown(rows, meta):
                              f"busiest worker's ops (trace, {r.get('trace_replays')} replays)")
             if r.get("instantiate_ms") is not None and not isinstance(r["instantiate_ms"], dict):
                 notes.append(f"instantiate {r['instantiate_ms']:.1f} ms")
-            if "tokens_per_s" in (r.get("b2b_source") or ""):
+            if "/ tokens_per_s" in (r.get("b2b_source") or ""):
                 notes.append("back to back from its tokens/s (the loop's wall time, "
                              "2 validation passes included)")
             if r.get("inflight_b2b", 1) > 1:

@@ -1417,6 +1417,60 @@ Test(cli, train_gpt_trains_reports_and_resumes, .timeout = 300) {
   unlink(json);
 }
 
+/* --inflight 4: the final weights (the whole checkpoint) of --inflight 1,
+ * bitwise, on 1 and 2 processors; the latency beside the back-to-back
+ * throughput, in the text and the JSON (with the loop's timings); not with
+ * --eager. */
+Test(cli, train_gpt_inflight_4_gives_the_weights_of_inflight_1_bitwise,
+     .timeout = 300) {
+  static const char *procs[] = {"1", "2"};
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", c1[] = "/tmp/rp_cli_gpt_XXXXXX",
+       c4[] = "/tmp/rp_cli_gpt_XXXXXX", json[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(c1), tmp_file(c4), tmp_file(json);
+  for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+    cli_run r;
+    RUN(&r, TRAIN_GPT(corpus), "--iters", "45", "--procs", procs[i],
+        "--save-weights", c1);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "(1 in flight)"), "%s", r.out);
+    RUN(&r, TRAIN_GPT(corpus), "--iters", "45", "--procs", procs[i],
+        "--inflight", "4", "--save-weights", c4, "--json", json);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "us/step back to back (4 in flight)"), "%s", r.out);
+    /* every 4th step logs (iters / 10): in-flight replays retired first */
+    cr_assert(strstr(r.out, "iter     41/45"), "loss lines: %s", r.out);
+    size_t n1, n4;
+    char *w1 = th_read_all(c1, &n1), *w4 = th_read_all(c4, &n4);
+    cr_assert(w1 && w4 && n1 == n4 && n1 > 0, "%zu and %zu bytes", n1, n4);
+    cr_assert(!memcmp(w1, w4, n1),
+              "procs %s: --inflight 4 weights differ from --inflight 1",
+              procs[i]);
+    free(w1);
+    free(w4);
+    static char buf[16384];
+    read_file(json, buf, sizeof buf);
+    cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+    cr_assert_eq(json_field(buf, "inflight"), 4);
+    /* every op of the recorded step runs in every replay */
+    cr_assert_eq(json_field(buf, "ops_run_per_replay"),
+                 json_field(buf, "ops_per_step"), "%s", buf);
+    const char *pos[] = {"iter_us_p99", "iter_us_throughput",
+                         "train_tokens_per_s", "record_ms", "instantiate_ms"};
+    for (size_t k = 0; k < sizeof pos / sizeof pos[0]; k++)
+      cr_assert_gt(json_field(buf, pos[k]), 0, "%s in %s", pos[k], buf);
+    cr_assert_geq(json_field(buf, "iter_us_p99"),
+                  json_field(buf, "iter_us_median"), "%s", buf);
+  }
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--eager", "--inflight", "2");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--inflight 2 needs the recorded step"), "%s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--inflight", "65");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  unlink(corpus), unlink(c1), unlink(c4), unlink(json);
+}
+
 /* --tp: the split, the bytes per processor (text and JSON); a tensor-
  * parallel checkpoint resumes on one processor (the global layout);
  * refused combinations exit 2. */

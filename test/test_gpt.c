@@ -573,6 +573,158 @@ Test(gpt_backends, training_on_text_goes_below_the_bigram_baseline) {
   tt_fini(&t);
 }
 
+typedef struct seen {
+  uint32_t n, steps[16];
+  float loss[16];
+} seen;
+
+static int record_progress(void *arg, uint32_t t, float loss) {
+  seen *s = arg;
+  if (s->n < 16) {
+    s->steps[s->n] = t;
+    s->loss[s->n] = loss;
+  }
+  s->n++;
+  return 0;
+}
+
+/* Up to 3 replays in flight over a ring of 4 batch slots (refilled every
+ * 4 steps, while nothing is in flight): the weights end bitwise where one
+ * replay at a time leaves them, every step is reported once and in order,
+ * with the same losses at the same steps. */
+Test(gpt_backends, inflight_replays_give_the_weights_of_one_in_flight) {
+  for (uint32_t procs = 1; procs <= 2; procs++) {
+    float *w[2] = {NULL, NULL};
+    seen sn[2];
+    size_t n = 0;
+    for (int k = 0; k < 2; k++) {
+      tt t;
+      tt_init(&t, procs, 1);
+      memset(&sn[k], 0, sizeof sn[k]);
+      uint64_t ns[11], wall = 0;
+      rp_gpt_train_opts o = {.iters = 11,
+                             .lr = 3e-3f,
+                             .warmup = 2,
+                             .loss_every = 3,
+                             .progress = record_progress,
+                             .arg = &sn[k],
+                             .iter_ns = ns,
+                             .wall_ns = &wall,
+                             .inflight = k ? 3 : 1};
+      RP_CHECK(rp_gpt_train(t.m, t.ex, &t.text, &o));
+      cr_assert_gt(wall, 0);
+      n = rp_gpt_param_count(t.m);
+      w[k] = malloc(n * sizeof(float));
+      RP_CHECK(rp_gpt_params_read(t.m, w[k], n));
+      o.inflight = RP_GPT_MAX_INFLIGHT + 1;
+      RP_EXPECT(rp_gpt_train(t.m, t.ex, &t.text, &o), RP_EINVAL);
+      tt_fini(&t);
+    }
+    cr_assert(!memcmp(w[0], w[1], n * sizeof(float)),
+              "procs %u: --inflight 3 weights differ from --inflight 1", procs);
+    cr_assert_eq(sn[1].n, 11);
+    for (uint32_t i = 0; i < 11; i++) {
+      cr_assert_eq(sn[1].steps[i], i);
+      int read = i % 3 == 0 || i == 10;
+      cr_assert_eq(isnan(sn[1].loss[i]), !read, "step %u", i);
+      if (read)
+        cr_assert(sn[0].loss[i] == sn[1].loss[i], "step %u: loss %g vs %g", i,
+                  (double)sn[0].loss[i], (double)sn[1].loss[i]);
+    }
+    free(w[0]);
+    free(w[1]);
+  }
+}
+
+/* Greedy full-recompute decoding over the windows rp_gpt_generate decodes:
+ * token i's context is out[ws..i), ws starting at the prompt's last T
+ * tokens and moving on by T/2 whenever the context would exceed T tokens;
+ * the forward (rp_gpt_forward) of that window, the argmax (first of equal
+ * maxima) of its last position's logits. Independent of the decode graph
+ * and its caches. */
+static void greedy_full(rp_runtime *rt, rp_gpt *m, rp_inst tok, uint32_t B,
+                        const int32_t *prompt, uint32_t plen, uint32_t n,
+                        int32_t *out) {
+  const rp_gpt_config *c = rp_gpt_cfg(m);
+  uint32_t T = c->context, V = c->vocab;
+  size_t nl = (size_t)B * T * V;
+  float *logits = malloc(nl * sizeof *logits);
+  int32_t *win = calloc(T, sizeof *win);
+  cr_assert(logits && win);
+  memcpy(out, prompt, plen * sizeof *out);
+  uint32_t ws = plen > T ? plen - T : 0;
+  for (uint32_t i = plen; i < plen + n; i++) {
+    if (i - ws > T)
+      ws += T / 2;
+    uint32_t k = i - ws;
+    memset(win, 0, T * sizeof *win);
+    memcpy(win, out + ws, k * sizeof *win);
+    RP_CHECK(rp_instance_write(rt, tok, win, T * sizeof *win));
+    RP_CHECK(rp_gpt_forward(m, tok, 1));
+    RP_CHECK(rp_runtime_drain(rt));
+    RP_CHECK(
+        rp_instance_read(rt, rp_gpt_logits(m), logits, nl * sizeof *logits));
+    const float *row = logits + (size_t)(k - 1) * V;
+    int32_t best = 0;
+    for (uint32_t v = 1; v < V; v++)
+      best = row[v] > row[best] ? (int32_t)v : best;
+    out[i] = best;
+  }
+  free(logits);
+  free(win);
+}
+
+/* A model trained for 30 steps (so that the argmax is no coin toss between
+ * near-equal logits, yet the tokens still depend on more than the last
+ * few: moving the window on by T/4 instead of T/2 in greedy_full makes
+ * this test fail): greedy decoding by replay of the decode graph gives the
+ * tokens of greedy full-recompute decoding, within the context and past it
+ * (where both move the window on by T/2), from a one-token prompt, a short
+ * one and one longer than the context. */
+Test(gpt_backends, greedy_decoding_equals_greedy_full_recompute) {
+  tt t;
+  tt_init(&t, 1, 1);
+  rp_gpt_train_opts o = {.iters = 30, .lr = 1e-2f, .warmup = 3};
+  RP_CHECK(rp_gpt_train(t.m, t.ex, &t.text, &o));
+  const rp_gpt_config *c = rp_gpt_cfg(t.m);
+  uint32_t T = c->context, B = c->batch;
+  rp_proc_info pi;
+  RP_CHECK(rp_proc_query(t.rt, rp_gpt_procs(t.m)[0], &pi));
+  rp_inst tok;
+  rp_rect r = rp_rect_2d(0, 0, 0, T - 1);
+  RP_CHECK(rp_instance_create(t.rt, pi.local, RP_I32, &r, NULL, &tok));
+  rp_graph *g;
+  RP_CHECK(rp_gpt_decode_record(t.m, &g));
+  rp_exec *dec;
+  RP_CHECK(rp_instantiate(g, NULL, &dec));
+  RP_CHECK(rp_graph_destroy(g));
+  const int32_t *text = t.text.tokens + t.text.ntrain; /* validation */
+  uint32_t plens[] = {1, 5, T + 3}, n = 3 * T + 4;     /* 52 tokens, 2 wraps */
+  int32_t *rep = malloc((T + 3 + n) * sizeof *rep);
+  int32_t *full = malloc((T + 3 + n) * sizeof *full);
+  for (size_t p = 0; p < sizeof plens / sizeof plens[0]; p++) {
+    uint32_t plen = plens[p];
+    RP_CHECK(rp_gpt_generate(t.m, dec, text, plen, n, 0.0f, 1, rep));
+    greedy_full(t.rt, t.m, tok, B, text, plen, n, full);
+    for (uint32_t i = 0; i < plen + n; i++)
+      cr_assert_eq(rep[i], full[i],
+                   "prompt of %u: token %u is %d by replay, %d by full "
+                   "recompute",
+                   plen, i, rep[i], full[i]);
+    /* not a constant run: the comparison covers distinct tokens */
+    uint32_t changes = 0;
+    for (uint32_t i = plen + 1; i < plen + n; i++)
+      changes += rep[i] != rep[i - 1];
+    cr_assert_gt(changes, 4, "prompt of %u: %u changes in %u tokens", plen,
+                 changes, n);
+  }
+  free(rep);
+  free(full);
+  RP_CHECK(rp_exec_destroy(dec));
+  RP_CHECK(rp_instance_free(t.rt, tok));
+  tt_fini(&t);
+}
+
 /* ---- host-side units (CPU only) ---- */
 
 Test(gpt, text_vocabulary_is_the_bytes_present_in_order) {

@@ -108,7 +108,8 @@ static void train_usage(FILE *f) {
       "                            (default 16) --lr (peak, default 0.002)\n"
       "                            --seed --eager --log-every --save-graph\n"
       "                            --dump --trace --json --save-weights\n"
-      "                            --load-weights --max-bytes and its own:\n"
+      "                            --load-weights --max-bytes --inflight\n"
+      "                            and its own:\n"
       "  --layers N                transformer blocks (default 2)\n"
       "  --heads N                 attention heads (default 4)\n"
       "  --width N                 embedding width, a multiple of --heads\n"
@@ -458,10 +459,10 @@ static int gpt_only(const train_cli *c) {
 /* --model gpt: the MLP's own options are refused, the shared ones get the
  * GPT's defaults where not given, the output paths are checked. */
 static int gpt_options(train_cli *c) {
-  const int o[] = {OPT_HIDDEN,   OPT_LR_DECAY,   OPT_MOMENTUM, OPT_DATASET,
-                   OPT_SAMPLES,  OPT_CLASSES,    OPT_FEATURES, OPT_DATA,
-                   OPT_COMPARE,  OPT_DIST,       OPT_INFLIGHT, OPT_LABELS,
-                   OPT_VAL_FRAC, OPT_NO_SHUFFLE, OPT_TIMINGS};
+  const int o[] = {OPT_HIDDEN,     OPT_LR_DECAY, OPT_MOMENTUM, OPT_DATASET,
+                   OPT_SAMPLES,    OPT_CLASSES,  OPT_FEATURES, OPT_DATA,
+                   OPT_COMPARE,    OPT_DIST,     OPT_LABELS,   OPT_VAL_FRAC,
+                   OPT_NO_SHUFFLE, OPT_TIMINGS};
   for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
     if (GIVEN(c, o[i]))
       return rp_cli_usage_error("train",
@@ -512,6 +513,11 @@ static int gpt_options(train_cli *c) {
   if (c->trace && c->eager)
     return rp_cli_usage_error("train", "--trace needs the recorded step "
                                        "(drop --eager)");
+  if (c->inflight > 1 && c->eager)
+    return rp_cli_usage_error("train",
+                              "--inflight %u needs the recorded "
+                              "step (drop --eager)",
+                              c->inflight);
   const char *outs[][2] = {{"--json", c->json},
                            {"--trace", c->trace},
                            {"--save-graph", c->save_graph},

@@ -39,6 +39,8 @@ typedef struct gpt_state {
   int diverged, failed;
   uint32_t ops, kernels, copies; /* the recorded step's ops: tasks, copies */
   int tty;
+  double record_ms, instantiate_ms;
+  uint64_t val_ns; /* validation passes inside the training loop */
 } gpt_state;
 
 static int gfail(const char *what, rp_status st) {
@@ -165,7 +167,9 @@ static int evaluate(gpt_state *s, double *out) {
 
 static int record(gpt_state *s) {
   const train_cli *c = s->c;
+  uint64_t t0 = rp_train_now_ns();
   rp_status st = rp_gpt_record(s->m, &s->g);
+  s->record_ms = (double)(rp_train_now_ns() - t0) * 1e-6;
   if (st != RP_OK)
     return gfail("recording the step", st);
   s->ops = rp_graph_op_count(s->g);
@@ -182,8 +186,12 @@ static int record(gpt_state *s) {
     return gfail("--save-graph", st);
   if (c->eager)
     return RP_CLI_OK;
-  if ((st = rp_instantiate(s->g, NULL, &s->ex)) != RP_OK)
+  /* room for --inflight replays (0: the default, 4) */
+  rp_exec_opts eo = {.max_inflight = c->inflight > 4 ? c->inflight : 0};
+  t0 = rp_train_now_ns();
+  if ((st = rp_instantiate(s->g, &eo, &s->ex)) != RP_OK)
     return gfail("instantiating the step", st);
+  s->instantiate_ms = (double)(rp_train_now_ns() - t0) * 1e-6;
   if (c->trace) {
     uint32_t n = c->iters < 16 ? c->iters : 16;
     if ((st = rp_exec_trace_start(s->ex, n)) != RP_OK)
@@ -206,7 +214,10 @@ static int on_step(void *arg, uint32_t t, float loss) {
   if (!(t % c->log_every == 0 || t + 1 == c->iters))
     return 0;
   double val = NAN;
-  if (evaluate(s, &val) != RP_CLI_OK) {
+  uint64_t t0 = rp_train_now_ns();
+  int rc = evaluate(s, &val);
+  s->val_ns += rp_train_now_ns() - t0;
+  if (rc != RP_CLI_OK) {
     s->failed = 1;
     return 1;
   }
@@ -302,7 +313,13 @@ static int print_sample(gpt_state *s) {
   return rc;
 }
 
-static int write_json(const gpt_state *s, double median_us, double tok_s) {
+/* The step times: latency (median, p99 of the per-step times) and the
+ * loop's throughput (back to back, the validation passes left out). */
+typedef struct gpt_times {
+  double median_us, p99_us, thr_us, tok_s, train_tok_s;
+} gpt_times;
+
+static int write_json(const gpt_state *s, const gpt_times *tm) {
   const train_cli *c = s->c;
   FILE *f = fopen(c->json, "w");
   if (!f) {
@@ -323,7 +340,7 @@ static int write_json(const gpt_state *s, double median_us, double tok_s) {
           c->layers, c->heads, c->width, c->context, s->text.vocab, c->mc.batch,
           c->mc.procs, c->iters, c->eager ? "eager" : "replay",
           rp_gpt_param_count(s->m), s->ops, (double)s->last_loss, s->val,
-          s->init_val, s->bigram, median_us, tok_s, s->start, s->done);
+          s->init_val, s->bigram, tm->median_us, tm->tok_s, s->start, s->done);
   fprintf(f,
           "  \"tp\": %u,\n  \"kernels_per_step\": %u,\n"
           "  \"copies_per_step\": %u,\n  \"bytes_per_proc\": [",
@@ -338,7 +355,19 @@ static int write_json(const gpt_state *s, double median_us, double tok_s) {
               (unsigned long long)(pass ? state : total));
     }
   }
-  fprintf(f, "]\n}\n");
+  fprintf(f,
+          "],\n  \"inflight\": %u,\n  \"iter_us_p99\": %.9g,\n"
+          "  \"iter_us_throughput\": %.9g,\n  \"train_tokens_per_s\": %.9g,\n"
+          "  \"record_ms\": %.9g",
+          c->eager ? 1 : c->inflight, tm->p99_us, tm->thr_us, tm->train_tok_s,
+          s->record_ms);
+  rp_exec_stats es; /* the replayed step's (absent with --eager) */
+  if (s->ex)
+    fprintf(f, ",\n  \"instantiate_ms\": %.9g", s->instantiate_ms);
+  if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
+    fprintf(f, ",\n  \"ops_run_per_replay\": %.9g",
+            (double)es.ops_run / (double)es.replays);
+  fprintf(f, "\n}\n");
   if (fclose(f) != 0) {
     fprintf(stderr, "reprise train: error writing '%s'\n", c->json);
     return RP_CLI_FAILED;
@@ -362,7 +391,8 @@ static int train(gpt_state *s) {
                          .progress = on_step,
                          .arg = s,
                          .iter_ns = s->ns,
-                         .wall_ns = &s->wall};
+                         .wall_ns = &s->wall,
+                         .inflight = c->eager ? 1 : c->inflight};
   rp_status st = rp_gpt_train(s->m, s->ex, &s->text, &o);
   if (st != RP_OK)
     return gfail(c->eager ? "eager training" : "training by replay", st);
@@ -386,16 +416,24 @@ static int summary(gpt_state *s) {
   const train_cli *c = s->c;
   uint32_t ran = s->done - s->start;
   qsort(s->ns, ran, sizeof *s->ns, cmp_u64);
-  double median_us = ran ? (double)s->ns[ran / 2] / 1e3 : 0;
+  gpt_times tm = {0};
+  tm.median_us = ran ? (double)s->ns[ran / 2] / 1e3 : 0;
+  uint32_t k = (uint32_t)ceil(0.99 * ran);
+  tm.p99_us = ran ? (double)s->ns[k ? k - 1 : 0] / 1e3 : 0;
   double tok = (double)ran * c->mc.batch * c->context;
-  double tok_s = s->wall ? tok / ((double)s->wall * 1e-9) : 0;
+  tm.tok_s = s->wall ? tok / ((double)s->wall * 1e-9) : 0;
+  uint64_t loop = s->wall > s->val_ns ? s->wall - s->val_ns : 0;
+  tm.thr_us = ran ? (double)loop / 1e3 / ran : 0;
+  tm.train_tok_s = loop ? tok / ((double)loop * 1e-9) : 0;
   printf("final loss %.4f, val loss %.4f (initial %.4f); bigram baseline "
          "%.4f: %s\n",
          (double)s->last_loss, s->val, s->init_val, s->bigram,
          s->val < s->bigram ? "below the baseline" : "NOT below the baseline");
-  printf("%-6s %u iterations: per step median %.1f us, %.0f tokens/s "
-         "(%u ops per step)\n",
-         c->eager ? "eager" : "replay", ran, median_us, tok_s, s->ops);
+  printf("%-6s %u iterations: per step median %.1f us, p99 %.1f us; "
+         "throughput %.1f us/step back to back (%u in flight), %.0f "
+         "tokens/s (%.0f with the validation passes; %u ops per step)\n",
+         c->eager ? "eager" : "replay", ran, tm.median_us, tm.p99_us, tm.thr_us,
+         c->eager ? 1 : c->inflight, tm.train_tok_s, tm.tok_s, s->ops);
   rp_exec_stats es; /* the replays' own count */
   if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
     printf("replays: %llu, %u ops per replay, %.1f run per replay "
@@ -418,7 +456,7 @@ static int summary(gpt_state *s) {
     }
   }
   if (!rc && c->json)
-    rc = write_json(s, median_us, tok_s);
+    rc = write_json(s, &tm);
   return rc;
 }
 

@@ -1893,35 +1893,139 @@ static rp_status run_one(rp_gpt *m, rp_exec *ex, const rp_gpt_step_args *a) {
   return st;
 }
 
+/* Writes the next ring of batches, for steps s.. (evaluation may have
+ * used the ring in between) when step s's batch is not in the ring. No
+ * replay may be in flight. */
+static rp_status refill(rp_gpt *m, const rp_text *t, uint32_t s,
+                        uint32_t stop) {
+  const rp_gpt_config *c = &m->cfg;
+  if (s >= m->ring_base && s < m->ring_base + m->ring_valid)
+    return RP_OK;
+  size_t per = (size_t)c->batch * c->context;
+  uint32_t n = stop - s < c->ring ? stop - s : c->ring;
+  rp_text_windows(t, 0, t->ntrain, c->batch, c->context, c->seed, s, n, m->hx,
+                  m->hy);
+  m->ring_base = s;
+  m->ring_valid = n;
+  rp_status st =
+      rp_instance_write(m->rt, m->ring_x, m->hx, per * c->ring * sizeof *m->hx);
+  if (!st)
+    st = rp_instance_write(m->rt, m->ring_y, m->hy,
+                           per * c->ring * sizeof *m->hy);
+  return st;
+}
+
+static int needs_refill(const rp_gpt *m, uint32_t s) {
+  return s < m->ring_base || s >= m->ring_base + m->ring_valid;
+}
+
+static rp_gpt_step_args args_of(const rp_gpt *m, const rp_gpt_train_opts *o,
+                                uint32_t s) {
+  rp_gpt_step_args a = {(uint32_t)(s - m->ring_base),
+                        rp_gpt_lr(o->lr, o->warmup, o->iters, s),
+                        (int32_t)(s + 1)};
+  return a;
+}
+
+static int reads_loss(const rp_gpt_train_opts *o, uint32_t s, uint32_t stop) {
+  return o->loss_every && (s % o->loss_every == 0 || s + 1 == stop);
+}
+
+/* The outstanding replays of train_inflight: their done events, the
+ * oldest (step `first`) at `head`. */
+typedef struct flight {
+  rp_event ev[RP_GPT_MAX_INFLIGHT];
+  uint64_t t0[RP_GPT_MAX_INFLIGHT]; /* when rp_replay was called */
+  uint32_t cap, head, n, first, stop;
+  int halt; /* progress asked to stop: retire without reporting */
+} flight;
+
+/* Waits for the oldest outstanding replay and reports it (latency; the
+ * loss when its step reads one: it is then the newest). */
+static rp_status retire(rp_gpt *m, rp_exec *ex, flight *r,
+                        const rp_gpt_train_opts *o) {
+  uint32_t i = r->head, s = r->first;
+  rp_status st = rp_event_wait(m->rt, r->ev[i], -1);
+  uint64_t t1 = rp_train_now_ns();
+  rp_event_release(m->rt, r->ev[i]);
+  r->head = (i + 1) % r->cap;
+  r->n--;
+  r->first++;
+  if (st != RP_OK)
+    return rp_error_set(st, "step %u: replay failed: %s", s,
+                        rp_exec_error_detail(ex));
+  if (o->iter_ns)
+    o->iter_ns[s - o->start] = t1 - r->t0[i];
+  float loss = NAN;
+  if (reads_loss(o, s, r->stop) && (st = rp_gpt_batch_loss(m, &loss)) != RP_OK)
+    return st;
+  if (!r->halt && o->progress && o->progress(o->arg, s, loss))
+    r->halt = 1;
+  return RP_OK;
+}
+
+/* Up to o->inflight replays outstanding (see rp_gpt_train_opts). The ring
+ * is refilled, and a step that reads the loss is reported, only when no
+ * replay is outstanding: every replay in flight reads a slot of the ring
+ * as it was when the replay was issued. */
+static rp_status train_inflight(rp_gpt *m, rp_exec *ex, const rp_text *t,
+                                const rp_gpt_train_opts *o, uint32_t stop) {
+  flight r = {.cap = o->inflight, .first = o->start, .stop = stop};
+  rp_status st = RP_OK;
+  for (uint32_t s = o->start; !st && !r.halt && s < stop; s++) {
+    if (r.n == r.cap && (st = retire(m, ex, &r, o)) != RP_OK)
+      break;
+    while (!st && r.n && needs_refill(m, s))
+      st = retire(m, ex, &r, o);
+    if (st || r.halt)
+      break;
+    if ((st = refill(m, t, s, stop)) != RP_OK) {
+      st = rp_train_err_prefix(st, "step %u: ", s);
+      break;
+    }
+    rp_gpt_step_args a = args_of(m, o, s);
+    rp_replay_args ra = {.args = &a, .args_size = sizeof a};
+    uint32_t slot = (r.head + r.n) % r.cap;
+    r.t0[slot] = rp_train_now_ns();
+    if ((st = rp_replay(ex, &ra, &r.ev[slot])) != RP_OK) {
+      st = rp_train_err_prefix(st, "step %u: ", s);
+      break;
+    }
+    r.n++;
+    while (!st && r.n && reads_loss(o, s, stop))
+      st = retire(m, ex, &r, o);
+  }
+  while (!st && r.n) /* the last steps, reported in order */
+    st = retire(m, ex, &r, o);
+  while (r.n) { /* after an error: wait for the rest, keep the first error */
+    rp_event_wait(m->rt, r.ev[r.head], -1);
+    rp_event_release(m->rt, r.ev[r.head]);
+    r.head = (r.head + 1) % r.cap;
+    r.n--;
+  }
+  return st;
+}
+
 rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
                        const rp_gpt_train_opts *o) {
   uint32_t stop = o && o->stop ? o->stop : o ? o->iters : 0;
   if (!m || !t || !o || o->start > stop || stop > o->iters)
     return rp_error_set(RP_EINVAL, "rp_gpt_train: bad argument");
-  const rp_gpt_config *c = &m->cfg;
-  size_t per = (size_t)c->batch * c->context;
+  if (o->inflight > RP_GPT_MAX_INFLIGHT)
+    return rp_error_set(RP_EINVAL, "rp_gpt_train: inflight = %u (need 0..%d)",
+                        o->inflight, RP_GPT_MAX_INFLIGHT);
   uint64_t w0 = rp_train_now_ns();
   rp_status st = RP_OK;
+  if (ex && o->inflight > 1) {
+    st = train_inflight(m, ex, t, o, stop);
+    if (o->wall_ns)
+      *o->wall_ns = rp_train_now_ns() - w0;
+    return st;
+  }
   for (uint32_t s = o->start; !st && s < stop; s++) {
-    if (s < m->ring_base || s >= m->ring_base + m->ring_valid) {
-      /* the next ring of batches: steps s.. (evaluation may have used
-       * the ring in between) */
-      uint32_t n = stop - s < c->ring ? stop - s : c->ring;
-      rp_text_windows(t, 0, t->ntrain, c->batch, c->context, c->seed, s, n,
-                      m->hx, m->hy);
-      m->ring_base = s;
-      m->ring_valid = n;
-      st = rp_instance_write(m->rt, m->ring_x, m->hx,
-                             per * c->ring * sizeof *m->hx);
-      if (!st)
-        st = rp_instance_write(m->rt, m->ring_y, m->hy,
-                               per * c->ring * sizeof *m->hy);
-      if (st)
-        break;
-    }
-    rp_gpt_step_args a = {(uint32_t)(s - m->ring_base),
-                          rp_gpt_lr(o->lr, o->warmup, o->iters, s),
-                          (int32_t)(s + 1)};
+    if ((st = refill(m, t, s, stop)) != RP_OK)
+      break;
+    rp_gpt_step_args a = args_of(m, o, s);
     uint64_t t0 = rp_train_now_ns();
     st = run_one(m, ex, &a);
     uint64_t t1 = rp_train_now_ns();
@@ -1932,8 +2036,7 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
     if (o->iter_ns)
       o->iter_ns[s - o->start] = t1 - t0;
     float loss = NAN;
-    if (o->loss_every && (s % o->loss_every == 0 || s + 1 == stop) &&
-        (st = rp_gpt_batch_loss(m, &loss)) != RP_OK)
+    if (reads_loss(o, s, stop) && (st = rp_gpt_batch_loss(m, &loss)) != RP_OK)
       break;
     if (o->progress && o->progress(o->arg, s, loss))
       break;

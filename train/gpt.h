@@ -188,8 +188,9 @@ rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows);
 /* Shard 0's logits instance (rows * T x V, row-major). */
 rp_inst rp_gpt_logits(const rp_gpt *m);
 /* Samples n tokens after the prompt (plen tokens, >= 1), full recompute of
- * a context window per token, at `temperature` (0: greedy) with the rng
- * seeded from seed; out gets plen + n tokens. Eager. */
+ * a context window per token (the last T tokens: a sliding window, unlike
+ * rp_gpt_generate's past the context), at `temperature` (0: greedy) with
+ * the rng seeded from seed; out gets plen + n tokens. Eager. */
 rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, float temperature, uint64_t seed,
                         int32_t *out);
@@ -269,10 +270,24 @@ typedef struct rp_gpt_train_opts {
   void *arg;
   uint64_t *iter_ns; /* NULL or iters - start entries */
   uint64_t *wall_ns;
+  uint32_t inflight; /* replays in flight, 0..RP_GPT_MAX_INFLIGHT (0: 1) */
 } rp_gpt_train_opts;
+#define RP_GPT_MAX_INFLIGHT 64
 
 /* Trains on t's training split by replaying ex (eagerly when ex is NULL);
- * refills the ring every `ring` steps. */
+ * refills the ring every `ring` steps. By default each step is waited for
+ * before the next starts, so iter_ns is each step's latency.
+ *
+ * inflight N > 1 (with ex): rp_replay returns at once and up to N replays
+ * stay outstanding; the loop waits for the oldest only when N are. A
+ * refill of the ring, and a step that reads the loss (then reported to
+ * progress with the loss of that step), first wait for every outstanding
+ * replay, so no replay in flight has its ring slot overwritten. Replays of
+ * one exec run in order, so the weights are bitwise those of N = 1.
+ * iter_ns is then rp_replay to when the done event was seen, and
+ * *wall_ns / steps the back-to-back time per step. The exec needs
+ * max_inflight >= N (rp_exec_opts), else rp_replay blocks until a slot
+ * frees (correct, less overlap). RP_EINVAL for N > 64. */
 rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
                        const rp_gpt_train_opts *o);
 
