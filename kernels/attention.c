@@ -10,6 +10,8 @@
 #include "cpu_kernels.h"
 #include "engine/util.h"
 
+#include "vexpf.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -18,11 +20,11 @@ static void softmax_row(float *p, size_t n, size_t len) {
   float m = -INFINITY;
   for (size_t u = 0; u < n; u++)
     m = p[u] > m ? p[u] : m;
+  for (size_t u = 0; u < n; u++)
+    p[u] = rp_vexpf(p[u] - m);
   double s = 0.0;
-  for (size_t u = 0; u < n; u++) {
-    p[u] = expf(p[u] - m);
+  for (size_t u = 0; u < n; u++)
     s += p[u];
-  }
   float inv = (float)(1.0 / s);
   for (size_t u = 0; u < n; u++)
     p[u] *= inv;
