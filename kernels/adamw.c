@@ -4,6 +4,8 @@
  * double, each tensor in element order, the tensors in order. */
 #include "gpt_kernels.h"
 
+#include "vexpf.h"
+
 #include <math.h>
 
 /* One tensor's update; decay is a constant at each call, so each loop has
@@ -26,9 +28,9 @@ static inline void adamw_update(float *restrict wi, const float *restrict gi,
   }
 }
 
-void rp_cpu_gpt_adamw(float *const *w, const float *const *g, float *const *m,
-                      float *const *v, const size_t *n, float *stats,
-                      const rp_gpt_adamw_args *a) {
+static inline void adamw(float *const *w, const float *const *g,
+                         float *const *m, float *const *v, const size_t *n,
+                         float *stats, const rp_gpt_adamw_args *a) {
   double total = 0.0;
   for (int32_t i = 0; i < a->count; i++) {
     double sq = 0.0;
@@ -57,3 +59,10 @@ void rp_cpu_gpt_adamw(float *const *w, const float *const *g, float *const *m,
                    bc2, wd, 0);
   }
 }
+
+/* also as AVX2 code where the CPU has it (vexpf.h): the same bits */
+RP_VEC_DISPATCH(rp_cpu_gpt_adamw, adamw,
+                (float *const *w, const float *const *g, float *const *m,
+                 float *const *v, const size_t *n, float *stats,
+                 const rp_gpt_adamw_args *a),
+                (w, g, m, v, n, stats, a))

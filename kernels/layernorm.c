@@ -6,6 +6,8 @@
  * column sums of the backward are in row order. */
 #include "gpt_kernels.h"
 
+#include "vexpf.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -49,18 +51,19 @@ static void ln_row(const float *x, const float *w, const float *b, float *out,
   *rstd = r;
 }
 
-void rp_cpu_gpt_layernorm_fwd(const float *x, const float *w, const float *b,
-                              float *out, float *mean, float *rstd, int N,
-                              int C, float eps) {
+static inline void layernorm_fwd(const float *x, const float *w, const float *b,
+                                 float *out, float *mean, float *rstd, int N,
+                                 int C, float eps) {
   size_t c = (size_t)C;
   for (size_t r = 0; r < (size_t)N; r++)
     ln_row(x + r * c, w, b, out + r * c, &mean[r], &rstd[r], c, eps);
 }
 
-void rp_cpu_gpt_residual_layernorm_fwd(const float *a, const float *r,
-                                       float *res, const float *w,
-                                       const float *b, float *out, float *mean,
-                                       float *rstd, int N, int C, float eps) {
+static inline void residual_layernorm_fwd(const float *a, const float *r,
+                                          float *res, const float *w,
+                                          const float *b, float *out,
+                                          float *mean, float *rstd, int N,
+                                          int C, float eps) {
   size_t c = (size_t)C;
   for (size_t row = 0; row < (size_t)N; row++) {
     const float *ar = a + row * c, *rr = r + row * c;
@@ -74,10 +77,10 @@ void rp_cpu_gpt_residual_layernorm_fwd(const float *a, const float *r,
 /* Per row, with n = (x - mean) * rstd and g = w * dout:
  *   dx = (g - mean(g) - n * mean(g * n)) * rstd;
  * dw += dout * n and db += dout, rows in order (both zeroed first). */
-void rp_cpu_gpt_layernorm_bwd(const float *dout, const float *x, const float *w,
-                              const float *mean, const float *rstd, float *dx,
-                              float *dw, float *db, int N, int C,
-                              int accumulate) {
+static inline void layernorm_bwd(const float *dout, const float *x,
+                                 const float *w, const float *mean,
+                                 const float *rstd, float *dx, float *dw,
+                                 float *db, int N, int C, int accumulate) {
   size_t c = (size_t)C;
   memset(dw, 0, c * sizeof *dw);
   memset(db, 0, c * sizeof *db);
@@ -115,3 +118,22 @@ void rp_cpu_gpt_layernorm_bwd(const float *dout, const float *x, const float *w,
     }
   }
 }
+
+/* also as AVX2 code where the CPU has it (vexpf.h); the four partial sums
+ * stay four lanes, so the bits are the same */
+RP_VEC_DISPATCH(rp_cpu_gpt_layernorm_fwd, layernorm_fwd,
+                (const float *x, const float *w, const float *b, float *out,
+                 float *mean, float *rstd, int N, int C, float eps),
+                (x, w, b, out, mean, rstd, N, C, eps))
+
+RP_VEC_DISPATCH(rp_cpu_gpt_residual_layernorm_fwd, residual_layernorm_fwd,
+                (const float *a, const float *r, float *res, const float *w,
+                 const float *b, float *out, float *mean, float *rstd, int N,
+                 int C, float eps),
+                (a, r, res, w, b, out, mean, rstd, N, C, eps))
+
+RP_VEC_DISPATCH(rp_cpu_gpt_layernorm_bwd, layernorm_bwd,
+                (const float *dout, const float *x, const float *w,
+                 const float *mean, const float *rstd, float *dx, float *dw,
+                 float *db, int N, int C, int accumulate),
+                (dout, x, w, mean, rstd, dx, dw, db, N, C, accumulate))
