@@ -4,11 +4,33 @@
  * double, each tensor in element order, the tensors in order. */
 #include "gpt_kernels.h"
 
+#include "vexpf.h"
+
 #include <math.h>
 
-void rp_cpu_gpt_adamw(float *const *w, const float *const *g, float *const *m,
-                      float *const *v, const size_t *n, float *stats,
-                      const rp_gpt_adamw_args *a) {
+/* One tensor's update; decay is a constant at each call, so each loop has
+ * no branch and vectorises (sqrtf inlines: kernels built without errno). */
+static inline void adamw_update(float *restrict wi, const float *restrict gi,
+                                float *restrict mi, float *restrict vi,
+                                size_t n, float scale, float lr, float b1,
+                                float b2, float eps, float bc1, float bc2,
+                                float wd, int decay) {
+  for (size_t e = 0; e < n; e++) {
+    float gr = scale * gi[e];
+    float x = wi[e];
+    if (decay)
+      x -= wd * x;
+    float me = b1 * mi[e] + (1.0f - b1) * gr;
+    float ve = b2 * vi[e] + (1.0f - b2) * gr * gr;
+    mi[e] = me;
+    vi[e] = ve;
+    wi[e] = x - lr * (me / bc1) / (sqrtf(ve / bc2) + eps);
+  }
+}
+
+static inline void adamw(float *const *w, const float *const *g,
+                         float *const *m, float *const *v, const size_t *n,
+                         float *stats, const rp_gpt_adamw_args *a) {
   double total = 0.0;
   for (int32_t i = 0; i < a->count; i++) {
     double sq = 0.0;
@@ -29,19 +51,18 @@ void rp_cpu_gpt_adamw(float *const *w, const float *const *g, float *const *m,
   float bc2 = (float)(1.0 - pow((double)b2, (double)a->step));
   float wd = lr * a->weight_decay;
   for (int32_t i = 0; i < a->count; i++) {
-    float *wi = w[i], *mi = m[i], *vi = v[i];
-    const float *gi = g[i];
-    int decay = a->decay[i] != 0;
-    for (size_t e = 0; e < n[i]; e++) {
-      float gr = scale * gi[e];
-      float x = wi[e];
-      if (decay)
-        x -= wd * x;
-      float me = b1 * mi[e] + (1.0f - b1) * gr;
-      float ve = b2 * vi[e] + (1.0f - b2) * gr * gr;
-      mi[e] = me;
-      vi[e] = ve;
-      wi[e] = x - lr * (me / bc1) / (sqrtf(ve / bc2) + eps);
-    }
+    if (a->decay[i] != 0)
+      adamw_update(w[i], g[i], m[i], v[i], n[i], scale, lr, b1, b2, eps, bc1,
+                   bc2, wd, 1);
+    else
+      adamw_update(w[i], g[i], m[i], v[i], n[i], scale, lr, b1, b2, eps, bc1,
+                   bc2, wd, 0);
   }
 }
+
+/* also as AVX2 code where the CPU has it (vexpf.h): the same bits */
+RP_VEC_DISPATCH(rp_cpu_gpt_adamw, adamw,
+                (float *const *w, const float *const *g, float *const *m,
+                 float *const *v, const size_t *n, float *stats,
+                 const rp_gpt_adamw_args *a),
+                (w, g, m, v, n, stats, a))

@@ -10,6 +10,8 @@
 #include "cpu_kernels.h"
 #include "engine/util.h"
 
+#include "vexpf.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -18,11 +20,11 @@ static void softmax_row(float *p, size_t n, size_t len) {
   float m = -INFINITY;
   for (size_t u = 0; u < n; u++)
     m = p[u] > m ? p[u] : m;
+  for (size_t u = 0; u < n; u++)
+    p[u] = rp_vexpf(p[u] - m);
   double s = 0.0;
-  for (size_t u = 0; u < n; u++) {
-    p[u] = expf(p[u] - m);
+  for (size_t u = 0; u < n; u++)
     s += p[u];
-  }
   float inv = (float)(1.0 / s);
   for (size_t u = 0; u < n; u++)
     p[u] *= inv;
@@ -46,9 +48,9 @@ static void permute(const float *src, float *dst, size_t width, size_t part,
       }
 }
 
-void rp_cpu_gpt_attention_fwd(const float *qkv, float *qkvr, float *att,
-                              float *out, float *scratch, int B, int T, int C,
-                              int NH) {
+static inline void attention_fwd(const float *qkv, float *qkvr, float *att,
+                                 float *out, float *scratch, int B, int T,
+                                 int C, int NH) {
   size_t hs = (size_t)(C / NH), t_n = (size_t)T;
   size_t nc = (size_t)B * t_n * (size_t)C; /* N * C */
   for (size_t part = 0; part < 3; part++)
@@ -69,9 +71,9 @@ void rp_cpu_gpt_attention_fwd(const float *qkv, float *qkvr, float *att,
   permute(scratch, out, (size_t)C, 0, 0, B, T, C, NH);
 }
 
-void rp_cpu_gpt_attention_bwd(const float *dout, const float *qkvr,
-                              const float *att, float *dqkv, float *datt,
-                              float *scratch, int B, int T, int C, int NH) {
+static inline void attention_bwd(const float *dout, const float *qkvr,
+                                 const float *att, float *dqkv, float *datt,
+                                 float *scratch, int B, int T, int C, int NH) {
   size_t hs = (size_t)(C / NH), t_n = (size_t)T;
   size_t nc = (size_t)B * t_n * (size_t)C;
   float *dy = scratch, *dq = scratch + nc, *dk = dq + nc, *dv = dk + nc;
@@ -105,6 +107,18 @@ void rp_cpu_gpt_attention_bwd(const float *dout, const float *qkvr,
   for (size_t part = 0; part < 3; part++)
     permute(dq + part * nc, dqkv, 3 * (size_t)C, part, 0, B, T, C, NH);
 }
+
+/* the softmax loops also as AVX2 code where the CPU has it (vexpf.h) */
+RP_VEC_DISPATCH(rp_cpu_gpt_attention_fwd, attention_fwd,
+                (const float *qkv, float *qkvr, float *att, float *out,
+                 float *scratch, int B, int T, int C, int NH),
+                (qkv, qkvr, att, out, scratch, B, T, C, NH))
+
+RP_VEC_DISPATCH(rp_cpu_gpt_attention_bwd, attention_bwd,
+                (const float *dout, const float *qkvr, const float *att,
+                 float *dqkv, float *datt, float *scratch, int B, int T, int C,
+                 int NH),
+                (dout, qkvr, att, dqkv, datt, scratch, B, T, C, NH))
 
 rp_status rp_cpu_gpt_attention_decode(const float *qkv, float *kcache,
                                       float *vcache, float *out, float *scratch,

@@ -6,6 +6,7 @@
 #include "gpt_kernels.h"
 
 #include "engine/util.h"
+#include "vexpf.h"
 
 #include <math.h>
 
@@ -27,14 +28,14 @@ rp_status rp_cpu_gpt_xent(float *logits, const int32_t *targets, float *losses,
     /* with grad, exp(x - m) is kept in x (one expf per logit) */
     float xt = x[tgt] - m;
     double s = 0.0;
-    if (grad)
-      for (size_t c = 0; c < v_n; c++) {
-        x[c] = expf(x[c] - m);
-        s += x[c];
-      }
-    else
+    if (grad) {
       for (size_t c = 0; c < v_n; c++)
-        s += expf(x[c] - m);
+        x[c] = rp_vexpf(x[c] - m);
+      for (size_t c = 0; c < v_n; c++)
+        s += x[c];
+    } else
+      for (size_t c = 0; c < v_n; c++)
+        s += rp_vexpf(x[c] - m);
     losses[r] = (float)(log(s) - (double)xt);
     total += losses[r];
     if (grad) {
