@@ -600,22 +600,8 @@ static rp_status make_shard(rp_gpt *m, uint32_t d) {
 }
 
 static rp_status pick_procs(rp_gpt *m) {
-  rp_proc_kind want =
-      rp_runtime_backend(m->rt) == RP_BACKEND_CUDA ? RP_PROC_GPU : RP_PROC_CPU;
-  uint32_t n = 0;
-  for (rp_proc p = 0; p < rp_proc_count(m->rt) && n < m->cfg.procs; p++) {
-    rp_proc_info pi;
-    if (rp_proc_query(m->rt, p, &pi) == RP_OK && pi.kind == want) {
-      m->procs[n] = p;
-      m->mems[n++] = pi.local;
-    }
-  }
-  if (n < m->cfg.procs)
-    return rp_error_set(RP_EPROC,
-                        "rp_gpt_create: %u %s processors wanted, the "
-                        "runtime has %u",
-                        m->cfg.procs, want == RP_PROC_GPU ? "GPU" : "CPU", n);
-  return RP_OK;
+  return rp_train_pick_procs(m->rt, m->cfg.procs, m->procs, m->mems,
+                             "rp_gpt_create");
 }
 
 rp_status rp_gpt_destroy(rp_gpt *m) {

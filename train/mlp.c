@@ -124,24 +124,9 @@ static rp_status check_config(const rp_mlp_config *c, const rp_dataset *d) {
   return RP_OK;
 }
 
-/* The first P processors of the backend's kind. */
 static rp_status pick_procs(rp_mlp *m) {
-  rp_proc_kind want =
-      rp_runtime_backend(m->rt) == RP_BACKEND_CUDA ? RP_PROC_GPU : RP_PROC_CPU;
-  uint32_t n = 0;
-  for (rp_proc p = 0; p < rp_proc_count(m->rt) && n < m->cfg.procs; p++) {
-    rp_proc_info pi;
-    if (rp_proc_query(m->rt, p, &pi) == RP_OK && pi.kind == want) {
-      m->procs[n] = p;
-      m->mems[n++] = pi.local;
-    }
-  }
-  if (n < m->cfg.procs)
-    return rp_error_set(RP_EPROC,
-                        "rp_mlp_create: %u %s processors wanted, the "
-                        "runtime has %u",
-                        m->cfg.procs, want == RP_PROC_GPU ? "GPU" : "CPU", n);
-  return RP_OK;
+  return rp_train_pick_procs(m->rt, m->cfg.procs, m->procs, m->mems,
+                             "rp_mlp_create");
 }
 
 /* ---------------------------------------------------------------------- */

@@ -31,3 +31,22 @@ uint64_t rp_train_now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+rp_status rp_train_pick_procs(rp_runtime *rt, uint32_t n, rp_proc *procs,
+                              rp_mem *mems, const char *who) {
+  rp_proc_kind want =
+      rp_runtime_backend(rt) == RP_BACKEND_CUDA ? RP_PROC_GPU : RP_PROC_CPU;
+  uint32_t k = 0;
+  for (rp_proc p = 0; p < rp_proc_count(rt) && k < n; p++) {
+    rp_proc_info pi;
+    if (rp_proc_query(rt, p, &pi) == RP_OK && pi.kind == want) {
+      procs[k] = p;
+      mems[k++] = pi.local;
+    }
+  }
+  if (k < n)
+    return rp_error_set(RP_EPROC,
+                        "%s: %u %s processors wanted, the runtime has %u", who,
+                        n, want == RP_PROC_GPU ? "GPU" : "CPU", k);
+  return RP_OK;
+}

@@ -24,4 +24,10 @@ void *rp_train_realloc_n(void *p, size_t n, size_t size);
 /* Monotonic nanoseconds. */
 uint64_t rp_train_now_ns(void);
 
+/* The first n processors of the backend's kind (GPUs on a CUDA runtime,
+ * else CPU workers) and their local memories, in processor order.
+ * RP_EPROC naming `who` when the runtime has fewer than n. */
+rp_status rp_train_pick_procs(rp_runtime *rt, uint32_t n, rp_proc *procs,
+                              rp_mem *mems, const char *who);
+
 #endif
