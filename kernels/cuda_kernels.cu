@@ -1036,8 +1036,14 @@ extern "C" void rp_cuda_buf_free(void *p) {
 
 extern "C" rp_status rp_cuda_buf_put(void *dst_dev, const void *src_host,
                                      size_t bytes) {
-  return check(cudaMemcpy(dst_dev, src_host, bytes, cudaMemcpyHostToDevice),
-               "cudaMemcpy(host to device)");
+  /* From pageable memory cudaMemcpy may return before the DMA out of its
+   * staging buffer lands; work on a non-blocking stream would then read
+   * the old bytes. The put is whole when this returns. */
+  rp_status st =
+      check(cudaMemcpy(dst_dev, src_host, bytes, cudaMemcpyHostToDevice),
+            "cudaMemcpy(host to device)");
+  return st != RP_OK ? st
+                     : check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 extern "C" rp_status rp_cuda_buf_get(void *dst_host, const void *src_dev,

@@ -131,6 +131,24 @@ rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers) {
   return rt;
 }
 
+rp_runtime *th_runtime_procs(rp_backend_kind kind, unsigned procs) {
+  if (kind != RP_BACKEND_CUDA)
+    return th_runtime(kind, procs);
+  th_need_gpu();
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.backend = kind;
+  cfg.cpus = 2;
+  cfg.gpus = procs;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  rp_runtime *rt = NULL;
+  rp_status st = rp_runtime_create(&cfg, &rt);
+  cr_assert_eq(st, RP_OK, "runtime create: %s (%s)", rp_status_name(st),
+               rp_error_detail());
+  return rt;
+}
+
 void th_destroy(rp_runtime *rt) {
   rp_status st = rp_runtime_destroy(rt);
   cr_assert_eq(st, RP_OK, "runtime destroy: %s (%s)", rp_status_name(st),

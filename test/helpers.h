@@ -29,6 +29,10 @@ rp_runtime *th_cpu_runtime(unsigned workers);
 /* A runtime of the given backend; for CUDA without a device the test is
  * skipped with the reason (th_need_gpu). */
 rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers);
+/* A runtime of procs processors of kind: CPU workers, or on CUDA procs
+ * logical GPUs of one device (their copies run on the device: one GPU is
+ * enough) beside 2 CPU workers. Skips as th_runtime does. */
+rp_runtime *th_runtime_procs(rp_backend_kind kind, unsigned procs);
 /* Destroys rt and asserts it returned RP_OK; in ASan builds also that
  * LeakSanitizer finds no leak at that point (anything the test still holds
  * outside the runtime counts too). */

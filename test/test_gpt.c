@@ -105,7 +105,7 @@ typedef struct tg {
 static void tg_init(tg *t, const fixture *fx, rp_backend_kind kind,
                     uint32_t procs, uint32_t ring) {
   memset(t, 0, sizeof *t);
-  t->rt = th_runtime(kind, procs); /* skips without a CUDA device */
+  t->rt = th_runtime_procs(kind, procs); /* skips without a CUDA device */
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(t->rt, &k));
   rp_gpt_config c;
@@ -478,7 +478,7 @@ static void tt_init(tt *t, uint32_t procs, int replay) {
   uint8_t *b = make_text(20000);
   RP_CHECK(rp_text_from_bytes("test text", b, 20000, 16, &t->text));
   free(b);
-  t->rt = th_runtime(TH_BACKEND, procs);
+  t->rt = th_runtime_procs(TH_BACKEND, procs);
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(t->rt, &k));
   rp_gpt_config c;

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# bench/gpu_gpt.sh BUILD_DIR [STEPS] — the GPT's GPU checks and figures in one
+# call, on a machine with an NVIDIA GPU and a CUDA build, each step under its
+# own time limit so that a slow one cannot take the others' time:
+#
+#   check    bench/gpu_check.sh BUILD_DIR (REPRISE_REQUIRE_GPU=1 ctest -L gpu,
+#            bench --gpu, the MLP train runs)
+#   ctest    REPRISE_REQUIRE_GPU=1 ctest -L gpu alone
+#   train    reprise train --model gpt --backend cuda, nanoGPT's config, a
+#            short run (loss, validation loss, bigram baseline, tokens/s)
+#   launch   bench/torch_gpt.py --preset launch (reprise and every PyTorch mode)
+#   nanogpt  bench/torch_gpt.py --preset nanogpt
+#   profile  Nsight Compute's device time of each kernel (graph nodes one by
+#            one) and of each whole graph, for the launch and the nanoGPT
+#            configs (ncu_*.csv; bench/ncu_step.py reads them: per-kernel
+#            times of one step, and the device's idle share of a replayed
+#            step, 1 - sum(nodes) / graph)
+#
+# STEPS is a comma list (default check,train,launch); MODES and ATTN pass
+# --modes and --attn to torch_gpt.py. TEXT names the corpus
+# (default reprise's own default); logs go under $OUT (default a new folder
+# in /tmp), and a table of the figures is printed last. Exits 1 when a step
+# fails.
+set -u
+if [ $# -lt 1 ] || [ ! -x "$1/reprise" ]; then
+  echo "usage: $0 BUILD_DIR [check,train,launch,nanogpt,idle]" >&2
+  exit 2
+fi
+B=$(cd "$1" && pwd)
+STEPS=,${2:-check,train,launch},
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/rp_gpu_gpt.XXXXXX")}
+mkdir -p "$OUT"
+TEXTARG=()
+[ -n "${TEXT:-}" ] && TEXTARG=(--text "$TEXT")
+failed=0
+has() { [[ $STEPS == *",$1,"* ]]; }
+note() { # note NAME RC
+  if [ "$2" -eq 0 ]; then echo "ok    $1"; else
+    echo "FAIL  $1 (rc $2)"
+    failed=1
+  fi
+}
+NANO=(--layers 6 --heads 6 --width 384 --context 256 --batch 64)
+
+if has check; then
+  OUT=$OUT/check CTEST_TIMEOUT=${CHECK_TIMEOUT:-240} bash "$SRC/bench/gpu_check.sh" "$B" \
+    >"$OUT/check.txt" 2>&1
+  note "gpu_check.sh" $?
+  cat "$OUT/check.txt"
+fi
+
+if has ctest; then
+  (cd "$B" && REPRISE_REQUIRE_GPU=1 timeout "${CHECK_TIMEOUT:-240}" \
+    ctest -L gpu --output-on-failure -j 8) >"$OUT/ctest.log" 2>&1
+  note "REPRISE_REQUIRE_GPU=1 ctest -L gpu: $(grep -E 'tests passed' "$OUT/ctest.log")" $?
+  grep -E '^\[FAIL\]|Assertion|^\[----\]   [^ ]' "$OUT/ctest.log" | head -40
+fi
+
+if has train; then
+  timeout "${TRAIN_TIMEOUT:-120}" "$B/reprise" train --model gpt --backend cuda \
+    "${NANO[@]}" --iters "${TRAIN_ITERS:-400}" --lr 1e-3 --warmup 100 \
+    --log-every 100 "${TEXTARG[@]}" --json "$OUT/train_gpt.json" \
+    >"$OUT/train_gpt.txt" 2>&1
+  note "reprise train --model gpt --backend cuda (nanoGPT config)" $?
+  tail -25 "$OUT/train_gpt.txt"
+fi
+
+bench() { # bench PRESET TIMEOUT
+  timeout "$2" python3 "$SRC/bench/torch_gpt.py" --preset "$1" --reprise "$B/reprise" \
+    --mode-timeout "${MODE_TIMEOUT:-150}" --repeats 3 --invocations 3 \
+    --reprise-iters "${BENCH_ITERS:-300}" --instantiate-procs 1 \
+    --trace-replays 0 ${MODES:+--modes "$MODES"} ${ATTN:+--attn "$ATTN"} \
+    "${TEXTARG[@]}" --json "$OUT/gpt_$1.json" \
+    --markdown "$OUT/gpt_$1.md" >"$OUT/gpt_$1.log" 2>&1
+  note "torch_gpt.py --preset $1" $?
+  [ -f "$OUT/gpt_$1.md" ] && cat "$OUT/gpt_$1.md"
+}
+has launch && bench launch "${LAUNCH_TIMEOUT:-300}"
+has nanogpt && bench nanogpt "${NANOGPT_TIMEOUT:-400}"
+
+if has profile; then
+  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
+  for cfg in launch nano; do
+    if [ $cfg = launch ]; then args=("${LAUNCH[@]}"); else args=("${NANO[@]}"); fi
+    for mode in node graph; do
+      # node: the first 400 kernels (initial evaluation, then the replays);
+      # graph: every graph launch of 3 replays
+      lim=(); [ $mode = node ] && lim=(-c 400)
+      timeout "${PROFILE_TIMEOUT:-120}" "$NCU" --metrics gpu__time_duration.sum \
+        --csv --graph-profiling $mode "${lim[@]}" "$B/reprise" train --model gpt \
+        --backend cuda "${args[@]}" --iters 3 --log-every 1000 --sample 0 \
+        "${TEXTARG[@]}" >"$OUT/ncu_${cfg}_$mode.csv" 2>"$OUT/ncu_${cfg}_$mode.err"
+      note "ncu --graph-profiling $mode ($cfg)" $?
+    done
+    python3 "$SRC/bench/ncu_step.py" "$OUT/ncu_${cfg}_node.csv" \
+      "$OUT/ncu_${cfg}_graph.csv" || true
+  done
+fi
+exit "$failed"
