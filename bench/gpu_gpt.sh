@@ -10,9 +10,9 @@
 #            short run (loss, validation loss, bigram baseline, tokens/s)
 #   launch   bench/torch_gpt.py --preset launch (reprise and every PyTorch mode)
 #   nanogpt  bench/torch_gpt.py --preset nanogpt
-#   profile  Nsight Compute's device time of each kernel (graph nodes one by
-#            one) and of each whole graph, for the launch and the nanoGPT
-#            configs (ncu_*.csv; bench/ncu_step.py reads them: per-kernel
+#   profile  Nsight Compute's device time (clocks as found) of each kernel
+#            (graph nodes one by one) and of each whole graph, for the launch
+#            and the nanoGPT configs (ncu_*.csv; bench/ncu_step.py reads them: per-kernel
 #            times of one step, and the device's idle share of a replayed
 #            step, 1 - sum(nodes) / graph)
 #
@@ -83,13 +83,17 @@ if has profile; then
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
   LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
   for cfg in launch nano; do
-    if [ $cfg = launch ]; then args=("${LAUNCH[@]}"); else args=("${NANO[@]}"); fi
+    # the initial evaluation runs 8 batches of the forward pass eagerly (67
+    # and 97 kernels): skipped, so that the profile starts at the replays
+    if [ $cfg = launch ]; then args=("${LAUNCH[@]}") skip=536; else
+      args=("${NANO[@]}") skip=776
+    fi
     for mode in node graph; do
-      # node: the first 400 kernels (initial evaluation, then the replays);
-      # graph: every graph launch of 3 replays
-      lim=(); [ $mode = node ] && lim=(-c 400)
+      # node: 800 kernels from the first replay on; graph: every launch
+      lim=(); [ $mode = node ] && lim=(-s "$skip" -c 800)
       timeout "${PROFILE_TIMEOUT:-120}" "$NCU" --metrics gpu__time_duration.sum \
-        --csv --graph-profiling $mode "${lim[@]}" "$B/reprise" train --model gpt \
+        --clock-control none --csv --graph-profiling $mode "${lim[@]}" \
+        "$B/reprise" train --model gpt \
         --backend cuda "${args[@]}" --iters 3 --log-every 1000 --sample 0 \
         "${TEXTARG[@]}" >"$OUT/ncu_${cfg}_$mode.csv" 2>"$OUT/ncu_${cfg}_$mode.err"
       note "ncu --graph-profiling $mode ($cfg)" $?

@@ -4,9 +4,9 @@
 step) of `reprise train --model gpt --iters 3`.
 
 NODE_CSV (--graph-profiling node): every kernel's device time. The kernels
-of one replayed step are the last full repeat of the step's kernel sequence
-(its length given by the recorded step's kernel count when found, else the
-most common repeat); prints the step's kernels by total time and their sum.
+of one replayed step are the longest run of kernels that repeats at once
+(the step's replays; the second, warm one is taken); prints them by total
+time and their sum.
 GRAPH_CSV (--graph-profiling graph): each graph launch's device time, from
 its first kernel's start to its last kernel's end. The device is idle for
 1 - sum(kernels of a step) / (graph time of a step) of a replayed step.
@@ -29,20 +29,27 @@ def rows_of(path):
         except ValueError:
             continue
         unit = r[ui]
-        us = v / 1000 if unit == "nsecond" else v * 1000 if unit == "msecond" else \
-            v * 1e6 if unit == "second" else v
+        scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0,
+                 "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
+        us = v * scale.get(unit, 1.0)
         out.append((r[ki], us))
     return out
 
 
 def period(names):
-    """The shortest p such that the tail of names repeats with period p at
-    least twice."""
-    n = len(names)
-    for p in range(1, n // 2 + 1):
-        if names[n - p:] == names[n - 2 * p:n - p]:
-            return p
-    return 0
+    """(i, p): the longest p (and its first i) with names[i:i+p] equal to
+    names[i+p:i+2p] and not itself a repeat of a shorter run: a step
+    replayed at least twice in a row (an evaluation's batches repeat a
+    shorter forward pass)."""
+    codes = {}
+    s = "".join(chr(0x100 + codes.setdefault(k, len(codes))) for k in names)
+    n = len(s)
+    for p in range(n // 2, 0, -1):
+        for i in range(0, n - 2 * p + 1):
+            b = s[i:i + p]
+            if b == s[i + p:i + 2 * p] and (b + b).find(b, 1) == p:
+                return i, p
+    return 0, 0
 
 
 def main():
@@ -53,12 +60,12 @@ def main():
         print(f"{sys.argv[1]}: no rows")
         return 1
     names = [k for k, _ in node]
-    p = period(names)
+    i, p = period(names)
     if p == 0:
         print(f"{sys.argv[1]}: {len(node)} kernels, no repeating step found")
         step = node
     else:
-        step = node[len(node) - p:]
+        step = node[i + p:i + 2 * p]  # the second of the repeats: warm
     total = sum(us for _, us in step)
     by = collections.OrderedDict()
     for k, us in step:
@@ -69,15 +76,15 @@ def main():
     for k, (c, us) in sorted(by.items(), key=lambda kv: -kv[1][1])[:20]:
         print(f"  {us:9.1f} us {100 * us / total:5.1f}%  x{c:<4d} {k}")
     if len(sys.argv) > 2:
-        g = rows_of(sys.argv[2])
+        g = sorted(us for k, us in rows_of(sys.argv[2]) if k == "graph")
         if g:
-            last = g[-1][1]
-            print(f"== {sys.argv[2]}: {len(g)} rows; graph launches (us): "
-                  + ", ".join(f"{us:.1f}" for _, us in g[-6:]))
-            if last > 0:
-                print(f"device idle share of the last graph: "
-                      f"{max(0.0, 1 - total / last) * 100:.1f}% "
-                      f"(kernels {total:.1f} us of {last:.1f} us)")
+            med = g[len(g) // 2]
+            print(f"== {sys.argv[2]}: {len(g)} graph launches, median "
+                  f"{med:.1f} us (min {g[0]:.1f}, max {g[-1]:.1f})")
+            if med > 0:
+                print(f"device idle share of a replayed step: "
+                      f"{max(0.0, 1 - total / med) * 100:.1f}% "
+                      f"(its kernels {total:.1f} us of the graph's {med:.1f} us)")
     return 0
 
 

@@ -178,4 +178,16 @@ typedef struct rp_device_ops {
  * table is a constant: callers may keep the pointer for rt's lifetime. */
 const rp_device_ops *rp__device_ops(rp_runtime *rt);
 
+/* A process-wide observer of the device streams a backend creates and
+ * destroys (the kernels layer keeps a cuBLAS workspace per stream, and a
+ * stream captured into a graph must have its workspace before the capture
+ * begins). Called with created = 1 right after a stream is created (outside
+ * any capture, with the stream's device current) and with created = 0 right
+ * before it is destroyed. One hook per process; NULL removes it. The hook
+ * must not fail nor call back into the engine. */
+typedef void (*rp_stream_hook)(void *stream, int created);
+void rp__set_stream_hook(rp_stream_hook hook);
+/* Calls the hook, if one is set (the backends' stream create and destroy). */
+void rp__stream_hook_call(void *stream, int created);
+
 #endif

@@ -473,6 +473,18 @@ const rp_device_ops *rp__device_ops(rp_runtime *rt) {
   return rt && rt->gpu_state ? rt->gpu_be->dev : NULL;
 }
 
+static _Atomic(rp_stream_hook) g_stream_hook;
+
+void rp__set_stream_hook(rp_stream_hook hook) {
+  atomic_store(&g_stream_hook, hook);
+}
+
+void rp__stream_hook_call(void *stream, int created) {
+  rp_stream_hook h = atomic_load(&g_stream_hook);
+  if (h && stream)
+    h(stream, created);
+}
+
 int rp__runtime_destroying(const rp_runtime *rt) {
   return atomic_load(&((rp_runtime *)rt)->destroying);
 }

@@ -783,13 +783,19 @@ extern "C" rp_status rp_cuda_gather_rows(void *dst, const void *src_base,
 
 namespace {
 
+/* A workspace slice and the stream it serves (NULL: free). */
+struct WsSlot {
+  void *stream = nullptr;
+  char *ws = nullptr;
+};
+
 struct BlasDev {
   std::atomic<bool> ready{false}; /* release-stored after setup */
   std::mutex lock; /* one stream/workspace/enqueue sequence at a time */
   cublasHandle_t handle = nullptr;
-  char *ws = nullptr;
-  void *slot_stream[RP_CUBLAS_WS_SLOTS] = {};
-  unsigned slots_used = 0;
+  char *ws = nullptr; /* the first RP_CUBLAS_WS_SLOTS slices, one block */
+  WsSlot slot[RP_CUBLAS_WS_MAX_SLOTS];
+  unsigned nslots = 0; /* slot[0..nslots) have their memory */
 };
 
 BlasDev g_blas[RP_CUDA_MAX_DEVICES];
@@ -814,25 +820,44 @@ rp_status blas_create(BlasDev *d) {
   }
   d->handle = h;
   d->ws = static_cast<char *>(ws);
-  d->slots_used = 0;
+  for (unsigned i = 0; i < RP_CUBLAS_WS_SLOTS; i++)
+    d->slot[i] = WsSlot{nullptr, d->ws + (size_t)i * RP_CUBLAS_WS_BYTES};
+  d->nslots = RP_CUBLAS_WS_SLOTS;
   return RP_OK;
 }
 
-/* The workspace slice of `stream`, binding a free slice on first use (host
- * bookkeeping only: safe inside capture). Caller holds d->lock. */
-void ws_slot(BlasDev *d, void *stream, void **ws, size_t *bytes) {
-  unsigned i = 0;
-  while (i < d->slots_used && d->slot_stream[i] != stream)
-    i++;
-  if (i == d->slots_used && i < RP_CUBLAS_WS_SLOTS)
-    d->slot_stream[d->slots_used++] = stream;
-  if (i < d->slots_used) {
-    *ws = d->ws + (size_t)i * RP_CUBLAS_WS_BYTES;
-    *bytes = RP_CUBLAS_WS_BYTES;
-  } else { /* out of slices: no workspace rather than a shared one */
-    *ws = nullptr;
-    *bytes = 0;
+/* The slot of `stream`: its own, else a free one taken for it, else (when
+ * grow, outside capture, with the device current) a new one; NULL when none
+ * can be had. Caller holds d->lock. */
+WsSlot *ws_bind(BlasDev *d, void *stream, bool grow) {
+  WsSlot *free_slot = nullptr;
+  for (unsigned i = 0; i < d->nslots; i++) {
+    if (d->slot[i].stream == stream)
+      return &d->slot[i];
+    if (!d->slot[i].stream && !free_slot)
+      free_slot = &d->slot[i];
   }
+  if (!free_slot && grow && d->nslots < RP_CUBLAS_WS_MAX_SLOTS) {
+    void *ws = nullptr;
+    if (cudaMalloc(&ws, RP_CUBLAS_WS_BYTES) != cudaSuccess) {
+      (void)cudaGetLastError(); /* not sticky: the GEMM runs without one */
+      return nullptr;
+    }
+    free_slot = &d->slot[d->nslots++];
+    free_slot->ws = static_cast<char *>(ws);
+  }
+  if (free_slot)
+    free_slot->stream = stream;
+  return free_slot;
+}
+
+/* The workspace slice of `stream` (see ws_bind; grows only outside
+ * capture). Caller holds d->lock. */
+void ws_slot(BlasDev *d, void *stream, bool capturing, void **ws,
+             size_t *bytes) {
+  WsSlot *sl = ws_bind(d, stream, !capturing);
+  *ws = sl ? sl->ws : nullptr; /* none left: no workspace, not a shared one */
+  *bytes = sl ? RP_CUBLAS_WS_BYTES : 0;
 }
 
 /* The current device's state, created now unless the stream is capturing. */
@@ -896,6 +921,41 @@ extern "C" rp_status rp_cuda_blas_init(int device) {
   return st;
 }
 
+/* A new stream gets its slice now, outside capture, so that a capture on
+ * it later finds one; a stream about to be destroyed gives its slice back
+ * once its work (which may still use the slice) is done. Slices are found
+ * by stream across devices: a destroyed stream's device need not be
+ * current. */
+extern "C" void rp_cuda_blas_stream_hook(void *stream, int created) {
+  if (created) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 ||
+        dev >= RP_CUDA_MAX_DEVICES) {
+      (void)cudaGetLastError();
+      return;
+    }
+    BlasDev *d = &g_blas[dev];
+    if (!d->ready.load(std::memory_order_acquire))
+      return; /* bound on its first GEMM instead */
+    std::lock_guard<std::mutex> g(d->lock);
+    (void)ws_bind(d, stream, true);
+    return;
+  }
+  for (int i = 0; i < RP_CUDA_MAX_DEVICES; i++) {
+    BlasDev *d = &g_blas[i];
+    if (!d->ready.load(std::memory_order_acquire))
+      continue;
+    std::lock_guard<std::mutex> g(d->lock);
+    for (unsigned k = 0; k < d->nslots; k++)
+      if (d->slot[k].stream == stream) {
+        if (cudaStreamSynchronize(as_stream(stream)) != cudaSuccess)
+          (void)cudaGetLastError(); /* a broken stream: its work is over */
+        d->slot[k].stream = nullptr;
+        return;
+      }
+  }
+}
+
 extern "C" void rp_cuda_blas_shutdown(void) {
   std::lock_guard<std::mutex> g(g_blas_init_lock);
   int prev = 0;
@@ -909,9 +969,13 @@ extern "C" void rp_cuda_blas_shutdown(void) {
     cudaSetDevice(i);
     g_api.destroy(d->handle); /* ready: the API is loaded */
     cudaFree(d->ws);
+    for (unsigned k = RP_CUBLAS_WS_SLOTS; k < d->nslots; k++)
+      cudaFree(d->slot[k].ws);
+    for (unsigned k = 0; k < d->nslots; k++)
+      d->slot[k] = WsSlot{};
     d->handle = nullptr;
     d->ws = nullptr;
-    d->slots_used = 0;
+    d->nslots = 0;
     d->ready.store(false, std::memory_order_release);
   }
   cudaSetDevice(prev);
@@ -925,8 +989,13 @@ namespace {
 rp_status blas_bind(BlasDev *d, void *stream, const char *what) {
   void *ws = nullptr;
   size_t ws_bytes = 0;
-  ws_slot(d, stream, &ws, &ws_bytes);
-  rp_status st =
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  rp_status st = check(cudaStreamIsCapturing(as_stream(stream), &cs),
+                       "rp_cuda_gemm: cudaStreamIsCapturing");
+  if (st != RP_OK)
+    return st;
+  ws_slot(d, stream, cs != cudaStreamCaptureStatusNone, &ws, &ws_bytes);
+  st =
       blas_check(g_api.set_stream(d->handle, as_stream(stream)), what);
   if (st == RP_OK)
     st = blas_check(g_api.set_workspace(d->handle, ws, ws_bytes), what);
@@ -1011,13 +1080,16 @@ extern "C" rp_status rp_cuda_stream_create(void **out) {
   rp_status st = check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
                        "cudaStreamCreateWithFlags");
   *out = st == RP_OK ? static_cast<void *>(s) : nullptr;
+  if (st == RP_OK)
+    rp_cuda_blas_stream_hook(s, 1);
   return st;
 }
 
 extern "C" rp_status rp_cuda_stream_destroy(void *stream) {
-  return stream
-             ? check(cudaStreamDestroy(as_stream(stream)), "cudaStreamDestroy")
-             : RP_OK;
+  if (!stream)
+    return RP_OK;
+  rp_cuda_blas_stream_hook(stream, 0);
+  return check(cudaStreamDestroy(as_stream(stream)), "cudaStreamDestroy");
 }
 
 extern "C" rp_status rp_cuda_stream_sync(void *stream) {

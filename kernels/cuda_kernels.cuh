@@ -137,25 +137,37 @@ rp_status rp_cuda_gather_rows(void *dst, const void *src_base,
 /* GEMM through cuBLAS: the contract of rp_cpu_gemm (row-major, trans flags,
  * beta == 0 does not read C), on the current CUDA device.
  *
- * Each device has one cuBLAS handle and one workspace buffer, created by
+ * Each device has one cuBLAS handle and workspace slices of
+ * RP_CUBLAS_WS_BYTES, RP_CUBLAS_WS_SLOTS of them created by
  * rp_cuda_blas_init before any capture. cublasSetStream resets a handle's
  * workspace to cuBLAS's own pool (which allocates, and breaks capture), so
  * every call sets the stream and then this stream's workspace slice, under
- * a per-device lock. Slices: a workspace is RP_CUBLAS_WS_SLOTS slices of
- * RP_CUBLAS_WS_BYTES, one per stream (first come, first served: two
- * streams running concurrently must not share scratch memory); a stream
- * beyond the slots runs with no workspace (correct, may pick slower
- * algorithms).
+ * a per-device lock. A slice serves one stream (two streams running
+ * concurrently must not share scratch memory): a stream takes a free slice,
+ * or outside capture a new one (up to RP_CUBLAS_WS_MAX_SLOTS), when it is
+ * created (rp_cuda_blas_stream_hook, which rp_kernels_register installs as
+ * the engine's stream hook) or at its first GEMM, and gives it back when it
+ * is destroyed. Every GEMM thus runs with the same workspace size, and
+ * cuBLAS, whose choice of algorithm depends on it, computes the same bits
+ * on any stream: eager equals replay. A stream that can get no slice (all
+ * taken, or an allocation failed) runs with no workspace: correct, maybe
+ * slower, and not bitwise equal to the others.
  * Under capture, a GEMM node keeps the slice of the stream it was captured
  * on. Two graphs captured on the same stream must therefore not run at the
  * same time (nor alongside eager GEMMs on that stream): capture segments
  * that may run concurrently on distinct streams. */
 #define RP_CUBLAS_WS_SLOTS 8
+#define RP_CUBLAS_WS_MAX_SLOTS 256
 /* 4 MiB: what cuBLAS documents as enough for pre-Hopper GPUs and what small
  * MLP GEMMs need on Hopper (its 32 MiB recommendation pays off for large
  * split-K GEMMs); 8 slots cost 32 MiB of device memory. */
 #define RP_CUBLAS_WS_BYTES ((size_t)4 << 20)
 #define RP_CUDA_MAX_DEVICES 64
+
+/* The engine's stream hook (engine/device_ops.h: rp__set_stream_hook):
+ * created = 1 binds the new stream (the current device's) to a workspace
+ * slice; 0 waits for the stream's work and frees its slice. */
+void rp_cuda_blas_stream_hook(void *stream, int created);
 
 rp_status rp_cuda_gemm(int trans_a, int trans_b, int m, int n, int k,
                        float alpha, const float *a, const float *b, float beta,

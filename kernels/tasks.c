@@ -9,6 +9,7 @@
 #include "tasks.h"
 
 #include "cpu_kernels.h"
+#include "engine/device_ops.h"
 #include "engine/util.h"
 #include "op_table.h"
 
@@ -704,6 +705,8 @@ static rp_status blas_setup(rp_runtime *rt) {
     if (rp_proc_query(rt, p, &pi) == RP_OK && pi.kind == RP_PROC_GPU)
       st = rp_cuda_blas_init(pi.device % count);
   }
+  if (st == RP_OK) /* streams created from now on get a workspace slice */
+    rp__set_stream_hook(rp_cuda_blas_stream_hook);
   return st == RP_OK ? RP_OK : rp__err_prefix(st, "rp_kernels_register: ");
 }
 #endif

@@ -297,8 +297,8 @@ Test(kernels_gpu, gemm_matches_cpu_for_all_transposes_and_odd_shapes) {
   rp_cuda_blas_shutdown();
 }
 
-/* More streams than workspace slices: the extra ones run without a
- * workspace and must still be right (and the legacy stream too). */
+/* More streams than the first workspace slices: the extra ones get slices
+ * of their own and must be right (and the legacy stream too). */
 Test(kernels_gpu, gemm_on_more_streams_than_workspace_slices) {
   need_gpu();
   enum { NS = RP_CUBLAS_WS_SLOTS + 3 };
@@ -310,6 +310,49 @@ Test(kernels_gpu, gemm_on_more_streams_than_workspace_slices) {
   check_gemm(0, 1, 17, 13, 5, 1.0f, 1.0f, NULL);
   for (int i = 0; i < NS; i++)
     RP_CHECK(rp_cuda_stream_destroy(ss[i]));
+  rp_cuda_blas_shutdown();
+}
+
+/* cuBLAS picks its algorithm by the workspace it is given, so a GEMM long
+ * in k (split-K where a workspace allows) computes the same bits on every
+ * stream: on streams made and destroyed over and over (their slices come
+ * back), on more streams at once than the first slices, and on a stream
+ * whose GEMM was captured into a graph. */
+Test(kernels_gpu, gemm_bits_do_not_depend_on_the_stream) {
+  need_gpu();
+  RP_CHECK(rp_cuda_blas_init(0));
+  enum { NS = 3 * RP_CUBLAS_WS_SLOTS, M = 64, N = 48, K = 1 << 15 };
+  float *a = kr_random((size_t)M * K, 71, -1, 1);
+  float *b = kr_random((size_t)K * N, 72, -1, 1);
+  float *da = dev_copy(a, (size_t)M * K * 4), *db = dev_copy(b, (size_t)K * N * 4);
+  float *dc = dev_copy(NULL, (size_t)M * N * 4);
+  float *ref = kr_alloc((size_t)M * N), *got = kr_alloc((size_t)M * N);
+  void *s0 = new_stream();
+  RP_CHECK(rp_cuda_gemm(0, 0, M, N, K, 1.0f, da, db, 0.0f, dc, s0));
+  fetch(ref, dc, (size_t)M * N * 4, s0);
+  RP_CHECK(rp_cuda_stream_destroy(s0));
+  for (int round = 0; round < 3; round++) { /* made and destroyed: reused */
+    void *ss[NS];
+    for (int i = 0; i < NS; i++)
+      ss[i] = new_stream();
+    for (int i = 0; i < NS; i++) {
+      RP_CHECK(rp_cuda_fill(dc, 0.0f, (size_t)M * N, ss[i]));
+      if (i == 5) { /* captured, then launched */
+        RP_CHECK(rp_cuda_capture_begin(ss[i]));
+        RP_CHECK(rp_cuda_gemm(0, 0, M, N, K, 1.0f, da, db, 0.0f, dc, ss[i]));
+        RP_CHECK(rp_cuda_capture_end_launch(ss[i], 1));
+      } else {
+        RP_CHECK(rp_cuda_gemm(0, 0, M, N, K, 1.0f, da, db, 0.0f, dc, ss[i]));
+      }
+      fetch(got, dc, (size_t)M * N * 4, ss[i]);
+      cr_assert(!memcmp(got, ref, (size_t)M * N * 4),
+                "round %d, stream %d: the GEMM's bits differ", round, i);
+    }
+    for (int i = 0; i < NS; i++)
+      RP_CHECK(rp_cuda_stream_destroy(ss[i]));
+  }
+  free(a), free(b), free(ref), free(got);
+  rp_cuda_buf_free(da), rp_cuda_buf_free(db), rp_cuda_buf_free(dc);
   rp_cuda_blas_shutdown();
 }
 

@@ -204,6 +204,7 @@ static void unregister_all(rp_runtime *rt, unsigned nprocs, unsigned nmems) {
 static void destroy_streams(cuda_state *cs) {
   for (unsigned i = 0; i < cs->n; i++)
     if (cs->gpus[i].stream) {
+      rp__stream_hook_call(cs->gpus[i].stream, 0);
       /* fini cannot report; a sticky error still marks the runtime */
       (void)RP_CUDA(cs->rt, cudaStreamDestroy(cs->gpus[i].stream));
       cs->gpus[i].stream = NULL;
@@ -218,6 +219,8 @@ static rp_status create_streams(cuda_state *cs) {
     if (st == RP_OK) {
       st = RP_CUDA(
           NULL, cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
+      if (st == RP_OK)
+        rp__stream_hook_call(g->stream, 1);
       dev_leave(g->device, prev);
     }
     if (st) {
@@ -576,6 +579,8 @@ rp_status rp__cuda_stream_create(rp_runtime *rt, rp_proc p, void **out) {
     return st;
   cudaStream_t s = NULL;
   st = RP_CUDA(rt, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (st == RP_OK)
+    rp__stream_hook_call(s, 1);
   dev_leave(g->device, prev);
   if (st == RP_OK)
     *out = s;
@@ -585,6 +590,7 @@ rp_status rp__cuda_stream_create(rp_runtime *rt, rp_proc p, void **out) {
 rp_status rp__cuda_stream_destroy(rp_runtime *rt, void *stream) {
   if (!stream)
     return RP_OK;
+  rp__stream_hook_call(stream, 0);
   return RP_CUDA(rt, cudaStreamDestroy((cudaStream_t)stream));
 }
 

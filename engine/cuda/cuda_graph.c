@@ -53,6 +53,8 @@ rp_status rp__cuda_stream_create_blocking(rp_runtime *rt, rp_proc p,
     return st;
   cudaStream_t s = NULL;
   st = RP_CUDA(rt, cudaStreamCreateWithFlags(&s, cudaStreamDefault));
+  if (st == RP_OK)
+    rp__stream_hook_call(s, 1);
   rp__cuda_device_leave(dev, prev);
   if (st == RP_OK)
     *out = s;
