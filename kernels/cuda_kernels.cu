@@ -995,8 +995,7 @@ rp_status blas_bind(BlasDev *d, void *stream, const char *what) {
   if (st != RP_OK)
     return st;
   ws_slot(d, stream, cs != cudaStreamCaptureStatusNone, &ws, &ws_bytes);
-  st =
-      blas_check(g_api.set_stream(d->handle, as_stream(stream)), what);
+  st = blas_check(g_api.set_stream(d->handle, as_stream(stream)), what);
   if (st == RP_OK)
     st = blas_check(g_api.set_workspace(d->handle, ws, ws_bytes), what);
   return st;

@@ -240,13 +240,18 @@ Test(gpt_tp_backends, replay_is_bitwise_equal_to_eager) {
     run_init(&t, 4, 1, 1);
     size_t n = rp_gpt_param_count(t.m);
     run_fini(&t);
-    size_t gd = first_diff(e.grad, r.grad, n), wd = first_diff(e.weight, r.weight, n);
-    cr_assert(gd == n, "procs %u tp %u: step 1's gradient element %zu: "
-              "eager %.9g, replay %.9g", cfg[i][0], cfg[i][1], gd,
-              gd < n ? e.grad[gd] : 0.0f, gd < n ? r.grad[gd] : 0.0f);
-    cr_assert(wd == n, "procs %u tp %u: replayed weights differ from eager "
-              "ones: element %zu: eager %.9g, replay %.9g", cfg[i][0], cfg[i][1],
-              wd, wd < n ? e.weight[wd] : 0.0f, wd < n ? r.weight[wd] : 0.0f);
+    size_t gd = first_diff(e.grad, r.grad, n),
+           wd = first_diff(e.weight, r.weight, n);
+    cr_assert(gd == n,
+              "procs %u tp %u: step 1's gradient element %zu: "
+              "eager %.9g, replay %.9g",
+              cfg[i][0], cfg[i][1], gd, gd < n ? e.grad[gd] : 0.0f,
+              gd < n ? r.grad[gd] : 0.0f);
+    cr_assert(wd == n,
+              "procs %u tp %u: replayed weights differ from eager "
+              "ones: element %zu: eager %.9g, replay %.9g",
+              cfg[i][0], cfg[i][1], wd, wd < n ? e.weight[wd] : 0.0f,
+              wd < n ? r.weight[wd] : 0.0f);
     result_free(&e);
     result_free(&r);
   }

@@ -324,7 +324,8 @@ Test(kernels_gpu, gemm_bits_do_not_depend_on_the_stream) {
   enum { NS = 3 * RP_CUBLAS_WS_SLOTS, M = 64, N = 48, K = 1 << 15 };
   float *a = kr_random((size_t)M * K, 71, -1, 1);
   float *b = kr_random((size_t)K * N, 72, -1, 1);
-  float *da = dev_copy(a, (size_t)M * K * 4), *db = dev_copy(b, (size_t)K * N * 4);
+  float *da = dev_copy(a, (size_t)M * K * 4),
+        *db = dev_copy(b, (size_t)K * N * 4);
   float *dc = dev_copy(NULL, (size_t)M * N * 4);
   float *ref = kr_alloc((size_t)M * N), *got = kr_alloc((size_t)M * N);
   void *s0 = new_stream();
