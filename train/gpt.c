@@ -1917,36 +1917,26 @@ static int reads_loss(const rp_gpt_train_opts *o, uint32_t s, uint32_t stop) {
   return o->loss_every && (s % o->loss_every == 0 || s + 1 == stop);
 }
 
-/* The outstanding replays of train_inflight: their done events, the
- * oldest (step `first`) at `head`. */
-typedef struct flight {
-  rp_event ev[RP_GPT_MAX_INFLIGHT];
-  uint64_t t0[RP_GPT_MAX_INFLIGHT]; /* when rp_replay was called */
-  uint32_t cap, head, n, first, stop;
-  int halt; /* progress asked to stop: retire without reporting */
-} flight;
+_Static_assert(RP_GPT_MAX_INFLIGHT <= RP_TRAIN_MAX_INFLIGHT,
+               "the ring holds RP_GPT_MAX_INFLIGHT replays");
 
-/* Waits for the oldest outstanding replay and reports it (latency; the
- * loss when its step reads one: it is then the newest). */
-static rp_status retire(rp_gpt *m, rp_exec *ex, flight *r,
-                        const rp_gpt_train_opts *o) {
-  uint32_t i = r->head, s = r->first;
-  rp_status st = rp_event_wait(m->rt, r->ev[i], -1);
-  uint64_t t1 = rp_train_now_ns();
-  rp_event_release(m->rt, r->ev[i]);
-  r->head = (i + 1) % r->cap;
-  r->n--;
-  r->first++;
-  if (st != RP_OK)
-    return rp_error_set(st, "step %u: replay failed: %s", s,
-                        rp_exec_error_detail(ex));
-  if (o->iter_ns)
-    o->iter_ns[s - o->start] = t1 - r->t0[i];
+/* What a retired replay reports (rp_train_ring.report): the loss when its
+ * step reads one (it is then the newest replay), through progress. */
+typedef struct flight_ctx {
+  rp_gpt *m;
+  const rp_gpt_train_opts *o;
+  uint32_t stop;
+} flight_ctx;
+
+static rp_status report_step(void *arg, uint32_t s, int *halt) {
+  const flight_ctx *f = arg;
   float loss = NAN;
-  if (reads_loss(o, s, r->stop) && (st = rp_gpt_batch_loss(m, &loss)) != RP_OK)
+  rp_status st;
+  if (reads_loss(f->o, s, f->stop) &&
+      (st = rp_gpt_batch_loss(f->m, &loss)) != RP_OK)
     return st;
-  if (!r->halt && o->progress && o->progress(o->arg, s, loss))
-    r->halt = 1;
+  if (f->o->progress && f->o->progress(f->o->arg, s, loss))
+    *halt = 1;
   return RP_OK;
 }
 
@@ -1956,13 +1946,21 @@ static rp_status retire(rp_gpt *m, rp_exec *ex, flight *r,
  * as it was when the replay was issued. */
 static rp_status train_inflight(rp_gpt *m, rp_exec *ex, const rp_text *t,
                                 const rp_gpt_train_opts *o, uint32_t stop) {
-  flight r = {.cap = o->inflight, .first = o->start, .stop = stop};
+  flight_ctx f = {m, o, stop};
+  rp_train_ring r = {.rt = m->rt,
+                     .ex = ex,
+                     .cap = o->inflight,
+                     .first = o->start,
+                     .start = o->start,
+                     .iter_ns = o->iter_ns,
+                     .report = report_step,
+                     .arg = &f};
   rp_status st = RP_OK;
   for (uint32_t s = o->start; !st && !r.halt && s < stop; s++) {
-    if (r.n == r.cap && (st = retire(m, ex, &r, o)) != RP_OK)
+    if (r.n == r.cap && (st = rp_train_ring_retire(&r)) != RP_OK)
       break;
     while (!st && r.n && needs_refill(m, s))
-      st = retire(m, ex, &r, o);
+      st = rp_train_ring_retire(&r);
     if (st || r.halt)
       break;
     if ((st = refill(m, t, s, stop)) != RP_OK) {
@@ -1971,25 +1969,12 @@ static rp_status train_inflight(rp_gpt *m, rp_exec *ex, const rp_text *t,
     }
     rp_gpt_step_args a = args_of(m, o, s);
     rp_replay_args ra = {.args = &a, .args_size = sizeof a};
-    uint32_t slot = (r.head + r.n) % r.cap;
-    r.t0[slot] = rp_train_now_ns();
-    if ((st = rp_replay(ex, &ra, &r.ev[slot])) != RP_OK) {
-      st = rp_train_err_prefix(st, "step %u: ", s);
+    if ((st = rp_train_ring_issue(&r, &ra, s)) != RP_OK)
       break;
-    }
-    r.n++;
     while (!st && r.n && reads_loss(o, s, stop))
-      st = retire(m, ex, &r, o);
+      st = rp_train_ring_retire(&r);
   }
-  while (!st && r.n) /* the last steps, reported in order */
-    st = retire(m, ex, &r, o);
-  while (r.n) { /* after an error: wait for the rest, keep the first error */
-    rp_event_wait(m->rt, r.ev[r.head], -1);
-    rp_event_release(m->rt, r.ev[r.head]);
-    r.head = (r.head + 1) % r.cap;
-    r.n--;
-  }
-  return st;
+  return rp_train_ring_finish(&r, st);
 }
 
 rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,

@@ -1222,36 +1222,24 @@ static rp_status train(rp_mlp *m, step_fn fn, void *ctx,
   return RP_OK;
 }
 
-/* The outstanding replays of train_inflight: a ring of done events, the
- * oldest (step `first`) at `head`. */
-typedef struct inflight_ring {
-  rp_event ev[RP_MLP_MAX_INFLIGHT];
-  uint64_t t0[RP_MLP_MAX_INFLIGHT]; /* when rp_replay was called */
-  uint32_t cap, head, n, first;
-  int stop; /* progress asked to stop: retire without reporting */
-} inflight_ring;
+_Static_assert(RP_MLP_MAX_INFLIGHT <= RP_TRAIN_MAX_INFLIGHT,
+               "the ring holds RP_MLP_MAX_INFLIGHT replays");
 
-/* Waits for the oldest outstanding replay and reports it (latency, loss
- * when its step reads one: it is then the newest, see train_inflight). */
-static rp_status retire(rp_mlp *m, rp_exec *ex, inflight_ring *r,
-                        const rp_mlp_train_opts *o) {
-  uint32_t i = r->head, t = r->first;
-  rp_status st = rp_event_wait(m->rt, r->ev[i], -1);
-  uint64_t t1 = rp_train_now_ns();
-  rp_event_release(m->rt, r->ev[i]);
-  r->head = (i + 1) % r->cap;
-  r->n--;
-  r->first++;
-  if (st != RP_OK)
-    return rp_error_set(st, "step %u: replay failed: %s", t,
-                        rp_exec_error_detail(ex));
-  if (o->iter_ns)
-    o->iter_ns[t - o->start] = t1 - r->t0[i];
+/* What a retired replay reports (rp_train_ring.report): the loss when its
+ * step reads one (it is then the newest, see train_inflight). */
+typedef struct flight_ctx {
+  rp_mlp *m;
+  const rp_mlp_train_opts *o;
+} flight_ctx;
+
+static rp_status report_step(void *arg, uint32_t t, int *halt) {
+  const flight_ctx *f = arg;
   float loss = NAN;
-  if (reads_loss(o, t) && (st = rp_mlp_batch_loss(m, &loss)) != RP_OK)
+  rp_status st;
+  if (reads_loss(f->o, t) && (st = rp_mlp_batch_loss(f->m, &loss)) != RP_OK)
     return st;
-  if (!r->stop && o->progress && o->progress(o->arg, t, loss))
-    r->stop = 1;
+  if (f->o->progress && f->o->progress(f->o->arg, t, loss))
+    *halt = 1;
   return RP_OK;
 }
 
@@ -1260,39 +1248,34 @@ static rp_status retire(rp_mlp *m, rp_exec *ex, inflight_ring *r,
  * issued, so when it is retired no later replay has been started. */
 static rp_status train_inflight(rp_mlp *m, rp_exec *ex,
                                 const rp_mlp_train_opts *o) {
-  inflight_ring r = {.cap = o->inflight, .first = o->start};
+  flight_ctx f = {m, o};
+  rp_train_ring r = {.rt = m->rt,
+                     .ex = ex,
+                     .cap = o->inflight,
+                     .first = o->start,
+                     .start = o->start,
+                     .iter_ns = o->iter_ns,
+                     .report = report_step,
+                     .arg = &f};
   rp_status st = RP_OK;
-  for (uint32_t t = o->start; !st && !r.stop && t < o->iters; t++) {
-    if (r.n == r.cap && (st = retire(m, ex, &r, o)) != RP_OK)
+  for (uint32_t t = o->start; !st && !r.halt && t < o->iters; t++) {
+    if (r.n == r.cap && (st = rp_train_ring_retire(&r)) != RP_OK)
       break;
     /* a new epoch's order is written while no replay is in flight */
     while (!st && r.n && epoch_change(m, t))
-      st = retire(m, ex, &r, o);
+      st = rp_train_ring_retire(&r);
     if (!st && (st = load_epoch(m, t / m->nbatches)) != RP_OK)
       st = rp_train_err_prefix(st, "step %u: ", t);
-    if (st || r.stop)
+    if (st || r.halt)
       break;
     rp_mlp_step_args a = step_args(m, o, t);
     rp_replay_args ra = {.args = &a, .args_size = sizeof a};
-    uint32_t slot = (r.head + r.n) % r.cap;
-    r.t0[slot] = rp_train_now_ns();
-    if ((st = rp_replay(ex, &ra, &r.ev[slot])) != RP_OK) {
-      st = rp_train_err_prefix(st, "step %u: ", t);
+    if ((st = rp_train_ring_issue(&r, &ra, t)) != RP_OK)
       break;
-    }
-    r.n++;
     while (!st && r.n && reads_loss(o, t))
-      st = retire(m, ex, &r, o);
+      st = rp_train_ring_retire(&r);
   }
-  while (!st && r.n) /* the last steps, reported in order */
-    st = retire(m, ex, &r, o);
-  while (r.n) { /* after an error: wait for the rest, keep the first error */
-    rp_event_wait(m->rt, r.ev[r.head], -1);
-    rp_event_release(m->rt, r.ev[r.head]);
-    r.head = (r.head + 1) % r.cap;
-    r.n--;
-  }
-  return st;
+  return rp_train_ring_finish(&r, st);
 }
 
 rp_status rp_mlp_train_replay(rp_mlp *m, rp_exec *ex,

@@ -50,3 +50,46 @@ rp_status rp_train_pick_procs(rp_runtime *rt, uint32_t n, rp_proc *procs,
                         n, want == RP_PROC_GPU ? "GPU" : "CPU", k);
   return RP_OK;
 }
+
+/* ---- replays in flight ---- */
+
+rp_status rp_train_ring_issue(rp_train_ring *r, const rp_replay_args *ra,
+                              uint32_t step) {
+  uint32_t slot = (r->head + r->n) % r->cap;
+  r->t0[slot] = rp_train_now_ns();
+  rp_status st = rp_replay(r->ex, ra, &r->ev[slot]);
+  if (st != RP_OK)
+    return rp_train_err_prefix(st, "step %u: ", step);
+  r->n++;
+  return RP_OK;
+}
+
+rp_status rp_train_ring_retire(rp_train_ring *r) {
+  uint32_t i = r->head, s = r->first;
+  rp_status st = rp_event_wait(r->rt, r->ev[i], -1);
+  uint64_t t1 = rp_train_now_ns();
+  rp_event_release(r->rt, r->ev[i]);
+  r->head = (i + 1) % r->cap;
+  r->n--;
+  r->first++;
+  if (st != RP_OK)
+    return rp_error_set(st, "step %u: replay failed: %s", s,
+                        rp_exec_error_detail(r->ex));
+  if (r->iter_ns)
+    r->iter_ns[s - r->start] = t1 - r->t0[i];
+  if (r->halt || !r->report)
+    return RP_OK;
+  return r->report(r->arg, s, &r->halt);
+}
+
+rp_status rp_train_ring_finish(rp_train_ring *r, rp_status st) {
+  while (!st && r->n) /* the last steps, reported in order */
+    st = rp_train_ring_retire(r);
+  while (r->n) { /* after an error: wait for the rest, keep the first error */
+    (void)rp_event_wait(r->rt, r->ev[r->head], -1);
+    rp_event_release(r->rt, r->ev[r->head]);
+    r->head = (r->head + 1) % r->cap;
+    r->n--;
+  }
+  return st;
+}

@@ -30,4 +30,38 @@ uint64_t rp_train_now_ns(void);
 rp_status rp_train_pick_procs(rp_runtime *rt, uint32_t n, rp_proc *procs,
                               rp_mem *mems, const char *who);
 
+/* ---- replays in flight (the training loops' --inflight) ---- */
+
+#define RP_TRAIN_MAX_INFLIGHT 64
+
+/* Up to cap replays of one exec outstanding, the oldest (step `first`) at
+ * `head`. The owner fills rt, ex, cap (1..RP_TRAIN_MAX_INFLIGHT), first (the
+ * first step it will issue), iter_ns and start (optional: the latency of
+ * step s goes to iter_ns[s - start]) and report (called for every retired
+ * step in step order; it reads what the model needs, e.g. the loss, and
+ * returns 1 to stop the progress reports), then issues and retires. */
+typedef struct rp_train_ring {
+  rp_runtime *rt;
+  rp_exec *ex;
+  uint32_t cap, first, start;
+  uint64_t *iter_ns;
+  rp_status (*report)(void *arg, uint32_t step, int *halt);
+  void *arg;
+  /* state */
+  rp_event ev[RP_TRAIN_MAX_INFLIGHT];
+  uint64_t t0[RP_TRAIN_MAX_INFLIGHT]; /* when rp_replay was called */
+  uint32_t head, n;
+  int halt; /* report asked to stop: later steps retire without report */
+} rp_train_ring;
+
+/* Issues the next step's replay (the ring must have room: n < cap). */
+rp_status rp_train_ring_issue(rp_train_ring *r, const rp_replay_args *ra,
+                              uint32_t step);
+/* Waits for the oldest outstanding replay, records its latency and reports
+ * it (unless halted). A failed replay returns its error, naming the step. */
+rp_status rp_train_ring_retire(rp_train_ring *r);
+/* Retires every outstanding replay in order; after an error (st != RP_OK)
+ * only waits for them and keeps st. Returns the first error. */
+rp_status rp_train_ring_finish(rp_train_ring *r, rp_status st);
+
 #endif
