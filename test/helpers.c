@@ -115,13 +115,17 @@ void th_need_gpu(void) {
     th_gpu_skip("%s", why);
 }
 
-rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers) {
+/* cpus workers and gpus GPUs (0: the config's default) of kind. */
+static rp_runtime *make_runtime(rp_backend_kind kind, unsigned cpus,
+                                unsigned gpus) {
   if (kind == RP_BACKEND_CUDA)
     th_need_gpu();
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
   cfg.backend = kind;
-  cfg.cpus = workers;
+  cfg.cpus = cpus;
+  if (gpus)
+    cfg.gpus = gpus;
   cfg.quiet = 1;
   cfg.ignore_env = 1;
   rp_runtime *rt = NULL;
@@ -131,22 +135,13 @@ rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers) {
   return rt;
 }
 
+rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers) {
+  return make_runtime(kind, workers, 0);
+}
+
 rp_runtime *th_runtime_procs(rp_backend_kind kind, unsigned procs) {
-  if (kind != RP_BACKEND_CUDA)
-    return th_runtime(kind, procs);
-  th_need_gpu();
-  rp_runtime_config cfg;
-  rp_runtime_config_init(&cfg);
-  cfg.backend = kind;
-  cfg.cpus = 2;
-  cfg.gpus = procs;
-  cfg.quiet = 1;
-  cfg.ignore_env = 1;
-  rp_runtime *rt = NULL;
-  rp_status st = rp_runtime_create(&cfg, &rt);
-  cr_assert_eq(st, RP_OK, "runtime create: %s (%s)", rp_status_name(st),
-               rp_error_detail());
-  return rt;
+  return kind == RP_BACKEND_CUDA ? make_runtime(kind, 2, procs)
+                                 : make_runtime(kind, procs, 0);
 }
 
 void th_destroy(rp_runtime *rt) {

@@ -1947,14 +1947,9 @@ static rp_status report_step(void *arg, uint32_t s, int *halt) {
 static rp_status train_inflight(rp_gpt *m, rp_exec *ex, const rp_text *t,
                                 const rp_gpt_train_opts *o, uint32_t stop) {
   flight_ctx f = {m, o, stop};
-  rp_train_ring r = {.rt = m->rt,
-                     .ex = ex,
-                     .cap = o->inflight,
-                     .first = o->start,
-                     .start = o->start,
-                     .iter_ns = o->iter_ns,
-                     .report = report_step,
-                     .arg = &f};
+  rp_train_ring r;
+  rp_train_ring_init(&r, m->rt, ex, o->inflight, o->start, o->iter_ns,
+                     report_step, &f);
   rp_status st = RP_OK;
   for (uint32_t s = o->start; !st && !r.halt && s < stop; s++) {
     if (r.n == r.cap && (st = rp_train_ring_retire(&r)) != RP_OK)

@@ -1249,14 +1249,9 @@ static rp_status report_step(void *arg, uint32_t t, int *halt) {
 static rp_status train_inflight(rp_mlp *m, rp_exec *ex,
                                 const rp_mlp_train_opts *o) {
   flight_ctx f = {m, o};
-  rp_train_ring r = {.rt = m->rt,
-                     .ex = ex,
-                     .cap = o->inflight,
-                     .first = o->start,
-                     .start = o->start,
-                     .iter_ns = o->iter_ns,
-                     .report = report_step,
-                     .arg = &f};
+  rp_train_ring r;
+  rp_train_ring_init(&r, m->rt, ex, o->inflight, o->start, o->iter_ns,
+                     report_step, &f);
   rp_status st = RP_OK;
   for (uint32_t t = o->start; !st && !r.halt && t < o->iters; t++) {
     if (r.n == r.cap && (st = rp_train_ring_retire(&r)) != RP_OK)

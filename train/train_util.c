@@ -53,6 +53,20 @@ rp_status rp_train_pick_procs(rp_runtime *rt, uint32_t n, rp_proc *procs,
 
 /* ---- replays in flight ---- */
 
+void rp_train_ring_init(rp_train_ring *r, rp_runtime *rt, rp_exec *ex,
+                        uint32_t cap, uint32_t start, uint64_t *iter_ns,
+                        rp_status (*report)(void *, uint32_t, int *),
+                        void *arg) {
+  memset(r, 0, sizeof *r);
+  r->rt = rt;
+  r->ex = ex;
+  r->cap = cap;
+  r->first = r->start = start;
+  r->iter_ns = iter_ns;
+  r->report = report;
+  r->arg = arg;
+}
+
 rp_status rp_train_ring_issue(rp_train_ring *r, const rp_replay_args *ra,
                               uint32_t step) {
   uint32_t slot = (r->head + r->n) % r->cap;

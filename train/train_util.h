@@ -39,7 +39,8 @@ rp_status rp_train_pick_procs(rp_runtime *rt, uint32_t n, rp_proc *procs,
  * first step it will issue), iter_ns and start (optional: the latency of
  * step s goes to iter_ns[s - start]) and report (called for every retired
  * step in step order; it reads what the model needs, e.g. the loss, and
- * returns 1 to stop the progress reports), then issues and retires. */
+ * sets *halt to stop the reports) through rp_train_ring_init, then issues
+ * and retires. */
 typedef struct rp_train_ring {
   rp_runtime *rt;
   rp_exec *ex;
@@ -54,6 +55,11 @@ typedef struct rp_train_ring {
   int halt; /* report asked to stop: later steps retire without report */
 } rp_train_ring;
 
+/* An empty ring (see rp_train_ring) whose first step is start. */
+void rp_train_ring_init(rp_train_ring *r, rp_runtime *rt, rp_exec *ex,
+                        uint32_t cap, uint32_t start, uint64_t *iter_ns,
+                        rp_status (*report)(void *, uint32_t, int *),
+                        void *arg);
 /* Issues the next step's replay (the ring must have room: n < cap). */
 rp_status rp_train_ring_issue(rp_train_ring *r, const rp_replay_args *ra,
                               uint32_t step);
