@@ -525,16 +525,25 @@ static char *browse(const char *html, const char *selftest) {
                  "chromium-headless-shell)");
     return NULL;
   }
-  char dom[512], profile[512], cmd[4096];
+  char dom[512], profile[512], log[512], cmd[4096];
   snprintf(dom, sizeof dom, "%s", th_tmp_path("dom.html"));
   snprintf(profile, sizeof profile, "%s", th_tmp_path("profile"));
+  snprintf(log, sizeof log, "%s", th_tmp_path("chromium.log"));
+  /* a loaded machine can take minutes to start a browser: a generous
+   * limit, and the browser's own output shown when it fails */
   snprintf(cmd, sizeof cmd,
-           "timeout 120 %s --headless --no-sandbox --disable-gpu "
+           "timeout 600 %s --headless --no-sandbox --disable-gpu "
            "--disable-dev-shm-usage "
            "--user-data-dir='%s' --dump-dom 'file://%s#selftest=%s' >'%s' "
-           "2>/dev/null",
-           exe, profile, html, selftest, dom);
-  cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+           "2>'%s'",
+           exe, profile, html, selftest, dom, log);
+  int rc = system(cmd);
+  if (rc != 0) {
+    char *err = th_read_all(log, NULL);
+    size_t n = strlen(err);
+    cr_assert_fail("%s failed (status %d); its output ends:\n%s", cmd, rc,
+                   err + (n > 2000 ? n - 2000 : 0));
+  }
   char *text = th_read_all(dom, NULL);
   char *pre = strstr(text, "<pre id=\"selftest\">");
   cr_assert_not_null(pre, "no self-test block in the page's DOM");
