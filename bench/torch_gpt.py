@@ -813,7 +813,11 @@ def goals(rows):
 
 def to_markdown(rows, meta):
     lines = ["# GPT training step: reprise and PyTorch", ""]
-    stamp = [f"commit {meta.get('commit')}", meta.get("date", ""),
+    stamp = [f"commit {meta.get('commit')}"
+             + (f" (reprise built from {meta['reprise_commit']})"
+                if meta.get("reprise_commit") not in (None, meta.get("commit"))
+                else ""),
+             meta.get("date", ""),
              f"CPU {meta.get('cpu')} ({meta.get('cores')} cores)"]
     if meta.get("gpu"):
         stamp.append(f"GPU {meta['gpu']}, driver {meta.get('driver')}, "
@@ -996,7 +1000,7 @@ def configs_from(a):
 
 def write_outputs(a, rows, meta):
     for r in rows:
-        for k in ("commit", "date"):
+        for k in ("commit", "reprise_commit", "date"):
             r.setdefault(k, meta.get(k))
     if a.json:
         with open(a.json, "w") as f:
@@ -1054,6 +1058,12 @@ def main(argv=None):
         if on_gpu:
             meta["cuda"] = torch.version.cuda
             meta.setdefault("gpu", torch.cuda.get_device_name())
+    if a.reprise:
+        # the commit the binary was built from (`reprise version`), which
+        # can differ from the checkout running this script
+        v = run_text([a.reprise, "version"]) or ""
+        if "(commit " in v:
+            meta["reprise_commit"] = v.split("(commit ", 1)[1].rstrip(")\n ")
     a.device_name = meta.get("gpu") if on_gpu else "cpu"
     modes = (a.modes or ",".join(GPU_MODES if on_gpu else CPU_MODES)).split(",")
     modes = [m for m in modes if m and m != "none"]

@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include "reprise.h"
+#include "rp_build_commit.h" /* generated: RP_BUILD_COMMIT */
 
 #include <stdio.h>
 #include <string.h>
@@ -75,7 +76,8 @@ static int is_help(const char *a) {
 }
 
 static void version_usage(FILE *f) {
-  fprintf(f, "usage: reprise version\n\nPrints the version of this build "
+  fprintf(f, "usage: reprise version\n\nPrints the version of this build and "
+             "the commit it was built from "
              "(also: reprise --version).\n\nExit status: 0, or 2 bad "
              "usage.\n");
 }
@@ -103,7 +105,7 @@ static int cmd_version(int argc, char **argv) {
   if (argc > 1)
     return usage_error("version", version_usage, "unexpected argument",
                        argv[1]);
-  printf("reprise %s\n", rp_version_string());
+  printf("reprise %s (commit %s)\n", rp_version_string(), RP_BUILD_COMMIT);
   return RP_CLI_OK;
 }
 
