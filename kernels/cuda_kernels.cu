@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <math.h>
 #include <mutex>
 #include <stdio.h>
@@ -793,7 +795,8 @@ struct BlasDev {
   std::atomic<bool> ready{false}; /* release-stored after setup */
   std::mutex lock; /* one stream/workspace/enqueue sequence at a time */
   cublasHandle_t handle = nullptr;
-  char *ws = nullptr; /* the first RP_CUBLAS_WS_SLOTS slices, one block */
+  char *ws = nullptr;  /* the first RP_CUBLAS_WS_SLOTS slices, one block */
+  size_t ws_bytes = 0; /* a slice's size (rp_cuda_blas_ws_bytes) */
   WsSlot slot[RP_CUBLAS_WS_MAX_SLOTS];
   unsigned nslots = 0; /* slot[0..nslots) have their memory */
 };
@@ -809,10 +812,14 @@ rp_status blas_create(BlasDev *d) {
   rp_status st = blas_api("rp_cuda_blas_init");
   if (st != RP_OK)
     return st;
+  size_t bytes = 0;
+  st = rp_cuda_blas_ws_bytes(&bytes);
+  if (st != RP_OK)
+    return st;
   st = blas_check(g_api.create(&h), "rp_cuda_blas_init: cublasCreate");
   if (st != RP_OK)
     return st;
-  st = check(cudaMalloc(&ws, RP_CUBLAS_WS_SLOTS * RP_CUBLAS_WS_BYTES),
+  st = check(cudaMalloc(&ws, RP_CUBLAS_WS_SLOTS * bytes),
              "rp_cuda_blas_init: cudaMalloc(workspace)");
   if (st != RP_OK) {
     g_api.destroy(h);
@@ -821,7 +828,8 @@ rp_status blas_create(BlasDev *d) {
   d->handle = h;
   d->ws = static_cast<char *>(ws);
   for (unsigned i = 0; i < RP_CUBLAS_WS_SLOTS; i++)
-    d->slot[i] = WsSlot{nullptr, d->ws + (size_t)i * RP_CUBLAS_WS_BYTES};
+    d->slot[i] = WsSlot{nullptr, d->ws + (size_t)i * bytes};
+  d->ws_bytes = bytes;
   d->nslots = RP_CUBLAS_WS_SLOTS;
   return RP_OK;
 }
@@ -839,7 +847,7 @@ WsSlot *ws_bind(BlasDev *d, void *stream, bool grow) {
   }
   if (!free_slot && grow && d->nslots < RP_CUBLAS_WS_MAX_SLOTS) {
     void *ws = nullptr;
-    if (cudaMalloc(&ws, RP_CUBLAS_WS_BYTES) != cudaSuccess) {
+    if (cudaMalloc(&ws, d->ws_bytes) != cudaSuccess) {
       (void)cudaGetLastError(); /* not sticky: the GEMM runs without one */
       return nullptr;
     }
@@ -857,7 +865,7 @@ void ws_slot(BlasDev *d, void *stream, bool capturing, void **ws,
              size_t *bytes) {
   WsSlot *sl = ws_bind(d, stream, !capturing);
   *ws = sl ? sl->ws : nullptr; /* none left: no workspace, not a shared one */
-  *bytes = sl ? RP_CUBLAS_WS_BYTES : 0;
+  *bytes = sl ? d->ws_bytes : 0;
 }
 
 /* The current device's state, created now unless the stream is capturing. */
@@ -898,6 +906,23 @@ rp_status gemm_scale_only(float beta, float *c, size_t mn, void *stream) {
 }
 
 } // namespace
+
+extern "C" rp_status rp_cuda_blas_ws_bytes(size_t *out) {
+  const char *e = getenv("REPRISE_CUBLAS_WS_MIB");
+  *out = RP_CUBLAS_WS_BYTES;
+  if (!e || !*e)
+    return RP_OK;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long v = strtoul(e, &end, 10);
+  if (errno || *end || e[0] < '0' || e[0] > '9' || v < 1 || v > 1024)
+    return rp__err(RP_EINVAL,
+                   "REPRISE_CUBLAS_WS_MIB='%s': need a whole number of MiB "
+                   "in 1..1024",
+                   e);
+  *out = (size_t)v << 20;
+  return RP_OK;
+}
 
 extern "C" rp_status rp_cuda_blas_init(int device) {
   if (device < 0 || device >= RP_CUDA_MAX_DEVICES)

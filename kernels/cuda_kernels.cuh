@@ -138,7 +138,8 @@ rp_status rp_cuda_gather_rows(void *dst, const void *src_base,
  * beta == 0 does not read C), on the current CUDA device.
  *
  * Each device has one cuBLAS handle and workspace slices of
- * RP_CUBLAS_WS_BYTES, RP_CUBLAS_WS_SLOTS of them created by
+ * RP_CUBLAS_WS_BYTES (or REPRISE_CUBLAS_WS_MIB), RP_CUBLAS_WS_SLOTS of them
+ * created by
  * rp_cuda_blas_init before any capture. cublasSetStream resets a handle's
  * workspace to cuBLAS's own pool (which allocates, and breaks capture), so
  * every call sets the stream and then this stream's workspace slice, under
@@ -162,6 +163,10 @@ rp_status rp_cuda_gather_rows(void *dst, const void *src_base,
  * MLP GEMMs need on Hopper (its 32 MiB recommendation pays off for large
  * split-K GEMMs); 8 slots cost 32 MiB of device memory. */
 #define RP_CUBLAS_WS_BYTES ((size_t)4 << 20)
+/* A slice's size: RP_CUBLAS_WS_BYTES, or REPRISE_CUBLAS_WS_MIB MiB
+ * (1..1024; read when a device's cuBLAS state is created). RP_EINVAL naming
+ * the variable for any other value. */
+rp_status rp_cuda_blas_ws_bytes(size_t *out);
 #define RP_CUDA_MAX_DEVICES 64
 
 /* The engine's stream hook (engine/device_ops.h: rp__set_stream_hook):

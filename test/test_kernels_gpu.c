@@ -313,6 +313,28 @@ Test(kernels_gpu, gemm_on_more_streams_than_workspace_slices) {
   rp_cuda_blas_shutdown();
 }
 
+/* The workspace slice's size: 4 MiB, or REPRISE_CUBLAS_WS_MIB MiB; any
+ * other value is refused naming the variable. Reads the environment only:
+ * runs without a device. */
+Test(kernels_gpu, cublas_workspace_size_from_the_environment) {
+  size_t b = 0;
+  unsetenv("REPRISE_CUBLAS_WS_MIB");
+  RP_CHECK(rp_cuda_blas_ws_bytes(&b));
+  cr_assert_eq(b, RP_CUBLAS_WS_BYTES);
+  setenv("REPRISE_CUBLAS_WS_MIB", "32", 1);
+  RP_CHECK(rp_cuda_blas_ws_bytes(&b));
+  cr_assert_eq(b, (size_t)32 << 20);
+  static const char *bad[] = {
+      "0", "1025", "-4", "4x", "x", " 8", "99999999999999999999"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    setenv("REPRISE_CUBLAS_WS_MIB", bad[i], 1);
+    cr_assert_eq(rp_cuda_blas_ws_bytes(&b), RP_EINVAL, "%s", bad[i]);
+    cr_assert(strstr(rp_error_detail(), "REPRISE_CUBLAS_WS_MIB"), "%s",
+              rp_error_detail());
+  }
+  unsetenv("REPRISE_CUBLAS_WS_MIB");
+}
+
 /* cuBLAS picks its algorithm by the workspace it is given, so a GEMM long
  * in k (split-K where a workspace allows) computes the same bits on every
  * stream: on streams made and destroyed over and over (their slices come
