@@ -30,4 +30,12 @@ uint64_t rp_train_now_ns(void);
 rp_status rp_train_pick_procs(rp_runtime *rt, uint32_t n, rp_proc *procs,
                               rp_mem *mems, const char *who);
 
+/* RP_OK when a global batch of `batch` rows splits over `ranks` ranks x
+ * `parts` shards per rank with no empty shard (rp_chunk_rect by rank, then
+ * by shard), else RP_ERANGE naming the first rank that gets an empty one
+ * and the shards as `parts_name` ("processors", "data groups"); RP_EINVAL
+ * for a zero. The same answer on every rank: no communication. */
+rp_status rp_train_split_check(uint32_t batch, uint32_t ranks, uint32_t parts,
+                               const char *parts_name);
+
 #endif
