@@ -498,11 +498,12 @@ static int summary(gpt_state *s) {
          "%.4f: %s\n",
          (double)s->last_loss, s->val, s->init_val, s->bigram,
          s->val < s->bigram ? "below the baseline" : "NOT below the baseline");
-  printf("%-6s %u iterations: per step median %.1f us, p99 %.1f us; "
+  printf("%-6s %u iterations: per step median %.1f us, p99 %.1f us%s; "
          "throughput %.1f us/step back to back (%u in flight), %.0f "
          "tokens/s (%.0f with the validation passes; %u ops per step)\n",
-         c->eager ? "eager" : "replay", ran, tm.median_us, tm.p99_us, tm.thr_us,
-         c->eager ? 1 : c->inflight, tm.train_tok_s, tm.tok_s, s->ops);
+         c->eager ? "eager" : "replay", ran, tm.median_us, tm.p99_us,
+         c->dist ? " (rank 0)" : "", tm.thr_us, c->eager ? 1 : c->inflight,
+         tm.train_tok_s, tm.tok_s, s->ops);
   rp_exec_stats es; /* the replays' own count */
   if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
     printf("replays: %llu, %u ops per replay, %.1f run per replay "
