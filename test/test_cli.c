@@ -1317,6 +1317,21 @@ static void gpt_corpus(char *path) {
       "--layers", "1", "--heads", "2", "--width", "16", "--context", "16",     \
       "--batch", "4", "--sample", "20"
 
+#ifndef REPRISE_HAVE_MPI
+Test(cli, train_gpt_dist_without_mpi_is_the_mlps_usage_error) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--dist");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise train: --dist: this build has no MPI"), "%s",
+            r.err);
+  cr_assert_str_empty(r.out);
+  unlink(corpus);
+}
+#endif
+/* With MPI: test/comm/train_gpt_dist.c (label dist). */
+
 Test(cli, train_gpt_refuses_the_other_models_options_with_exit_2) {
   static const char *bad[][6] = {
       {"--model", "gpt", "--hidden", "8"},

@@ -109,7 +109,9 @@ static void train_usage(FILE *f) {
       "                            --seed --eager --log-every --save-graph\n"
       "                            --dump --trace --json --save-weights\n"
       "                            --load-weights --max-bytes --inflight\n"
-      "                            and its own:\n"
+      "                            --dist (each rank its rows of every\n"
+      "                            batch, split over its --procs / --tp\n"
+      "                            data groups) and its own:\n"
       "  --layers N                transformer blocks (default 2)\n"
       "  --heads N                 attention heads (default 4)\n"
       "  --width N                 embedding width, a multiple of --heads\n"
@@ -459,10 +461,10 @@ static int gpt_only(const train_cli *c) {
 /* --model gpt: the MLP's own options are refused, the shared ones get the
  * GPT's defaults where not given, the output paths are checked. */
 static int gpt_options(train_cli *c) {
-  const int o[] = {OPT_HIDDEN,     OPT_LR_DECAY, OPT_MOMENTUM, OPT_DATASET,
-                   OPT_SAMPLES,    OPT_CLASSES,  OPT_FEATURES, OPT_DATA,
-                   OPT_COMPARE,    OPT_DIST,     OPT_LABELS,   OPT_VAL_FRAC,
-                   OPT_NO_SHUFFLE, OPT_TIMINGS};
+  const int o[] = {OPT_HIDDEN,  OPT_LR_DECAY, OPT_MOMENTUM, OPT_DATASET,
+                   OPT_SAMPLES, OPT_CLASSES,  OPT_FEATURES, OPT_DATA,
+                   OPT_COMPARE, OPT_LABELS,   OPT_VAL_FRAC, OPT_NO_SHUFFLE,
+                   OPT_TIMINGS};
   for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
     if (GIVEN(c, o[i]))
       return rp_cli_usage_error("train",
@@ -689,8 +691,7 @@ struct train_state {
   run_stats replay, eager;
   int compared, bitwise;
   double max_diff;
-  uint32_t rank, ranks;           /* --dist: MPI_COMM_WORLD's; else 0 of 1 */
-  int mpi_mine;                   /* --dist: this command initialized MPI */
+  train_ranks tr;                 /* --dist: MPI_COMM_WORLD's; else 0 of 1 */
   int ranks_checked, ranks_equal; /* --dist: final weights on every rank */
   rp_dataset val;                 /* --val-frac: the held-out samples */
   rp_mlp_ckpt ckpt;               /* --load-weights */
@@ -710,13 +711,16 @@ struct train_state {
 /* --dist: this rank, named in every error message (any rank may fail). */
 static int LOG_RANK = -1;
 
-/* "reprise train" or, under --dist, "reprise train: rank R". */
-static const char *who(void) {
+const char *rp_train_who(void) {
   static char buf[48];
   if (LOG_RANK < 0)
     return "reprise train";
   snprintf(buf, sizeof buf, "reprise train: rank %d", LOG_RANK);
   return buf;
+}
+
+static const char *who(void) {
+  return rp_train_who();
 }
 
 static int fail(const char *what, rp_status st) {
@@ -770,22 +774,19 @@ static void print_log_line(const progress *p, uint32_t done, float loss) {
 /* ---- across ranks (--dist) ---- */
 
 #ifdef REPRISE_HAVE_MPI
-/* Starts MPI unless the process already did (the runtime's workers call
- * MPI: MPI_THREAD_MULTIPLE) and checks that the global batch splits over
- * the ranks' processors; every rank reaches the same verdict alone. */
-static int dist_start(train_state *s) {
+int rp_train_mpi_start(train_ranks *r) {
   int init = 0, provided = 0, rank = 0, size = 1;
   MPI_Initialized(&init);
   if (!init) {
     MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
-    s->mpi_mine = 1;
+    r->mpi_mine = 1;
   } else {
     MPI_Query_thread(&provided);
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  s->rank = (uint32_t)rank;
-  s->ranks = (uint32_t)size;
+  r->rank = (uint32_t)rank;
+  r->ranks = (uint32_t)size;
   LOG_RANK = rank;
   if (provided < MPI_THREAD_MULTIPLE) {
     fprintf(stderr,
@@ -794,37 +795,33 @@ static int dist_start(train_state *s) {
             who(), provided);
     return RP_CLI_FAILED;
   }
-  const rp_mlp_config *mc = &s->c->mc;
-  if (rp_mlp_split_check(mc->batch, s->ranks, mc->procs) == RP_OK)
-    return RP_CLI_OK;
-  if (rank != 0) /* rank 0 says it once */
-    return RP_CLI_USAGE;
-  return rp_cli_usage_error("train", "--dist: %s", rp_error_detail());
+  return RP_CLI_OK;
 }
 
-/* After the runtime is destroyed (it frees its communicators first). */
-static void dist_stop(train_state *s) {
-  if (s->mpi_mine)
+void rp_train_mpi_stop(train_ranks *r) {
+  if (r->mpi_mine)
     MPI_Finalize();
-  s->mpi_mine = 0;
+  r->mpi_mine = 0;
+  LOG_RANK = -1;
 }
 
-/* The worst outcome over the ranks (a failure, then FALLBACK, then ok), so
- * that all ranks stop, fall back or go on together instead of leaving the
- * others blocked in the next collective call (runtime create, instantiate,
- * a replay's all-reduce). A rank that did not fail itself says nothing:
- * the one that failed did. */
-static int agree(const train_state *s, int rc) {
-  if (!s->c->dist)
+void *rp_train_world(void) {
+  static MPI_Comm world; /* create duplicates it (collective) */
+  world = MPI_COMM_WORLD;
+  return &world;
+}
+
+/* A failure outranks FALLBACK, which outranks ok. */
+int rp_train_agree(int dist, int rc) {
+  if (!dist)
     return rc;
   int mine = rc == FALLBACK ? 1 : rc ? 10 + rc : 0, worst = mine;
   MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   return worst == 0 ? RP_CLI_OK : worst == 1 ? FALLBACK : worst - 10;
 }
 
-/* 1 when every rank holds the same n weights bitwise (FNV-1a of the
- * bytes: equal hashes everywhere). Collective. */
-static int same_on_every_rank(const float *w, size_t n) {
+/* FNV-1a of the bytes: equal hashes everywhere. */
+int rp_train_same_on_every_rank(const float *w, size_t n) {
   const unsigned char *b = (const unsigned char *)w;
   unsigned long long h = 14695981039346656037ull, lo = 0, hi = 0;
   for (size_t i = 0; i < n * sizeof *w; i++)
@@ -834,24 +831,59 @@ static int same_on_every_rank(const float *w, size_t n) {
   return lo == hi;
 }
 #else
-static int dist_start(train_state *s) {
-  (void)s;
+int rp_train_mpi_start(train_ranks *r) {
+  (void)r;
   return rp_cli_usage_error("train", "--dist: this build has no MPI "
                                      "(reconfigure where CMake finds MPI, "
                                      "with -DREPRISE_MPI=ON)");
 }
-static void dist_stop(train_state *s) {
-  (void)s;
+void rp_train_mpi_stop(train_ranks *r) {
+  (void)r;
 }
-static int agree(const train_state *s, int rc) {
-  (void)s;
+void *rp_train_world(void) {
+  return NULL;
+}
+int rp_train_agree(int dist, int rc) {
+  (void)dist;
   return rc;
 }
-static int same_on_every_rank(const float *w, size_t n) {
+int rp_train_same_on_every_rank(const float *w, size_t n) {
   (void)w, (void)n;
   return 1;
 }
 #endif
+
+/* Starts MPI and checks that the global batch splits over the ranks'
+ * processors; every rank reaches the same verdict alone. */
+static int dist_start(train_state *s) {
+  int rc = rp_train_mpi_start(&s->tr);
+  if (rc)
+    return rc;
+  const rp_mlp_config *mc = &s->c->mc;
+  if (rp_mlp_split_check(mc->batch, s->tr.ranks, mc->procs) == RP_OK)
+    return RP_CLI_OK;
+  if (s->tr.rank != 0) /* rank 0 says it once */
+    return RP_CLI_USAGE;
+  return rp_cli_usage_error("train", "--dist: %s", rp_error_detail());
+}
+
+/* After the runtime is destroyed (it frees its communicators first). */
+static void dist_stop(train_state *s) {
+  rp_train_mpi_stop(&s->tr);
+}
+
+/* The worst outcome over the ranks (a failure, then FALLBACK, then ok), so
+ * that all ranks stop, fall back or go on together instead of leaving the
+ * others blocked in the next collective call (runtime create, instantiate,
+ * a replay's all-reduce). A rank that did not fail itself says nothing:
+ * the one that failed did. */
+static int agree(const train_state *s, int rc) {
+  return rp_train_agree(s->c->dist, rc);
+}
+
+static int same_on_every_rank(const float *w, size_t n) {
+  return rp_train_same_on_every_rank(w, n);
+}
 
 /* --val-frac: holds out F of the samples, rounded down to whole batches
  * (at least one), chosen by a permutation seeded from --seed. */
@@ -907,7 +939,7 @@ static int load_ckpt(train_state *s) {
                               "ask for more than %u",
                               c->iters, c->load_weights, f->step, f->step);
   s->start = f->step;
-  if (s->rank == 0 &&
+  if (s->tr.rank == 0 &&
       (f->lr != c->lr || f->lr_decay != c->lr_decay ||
        f->momentum != c->mc.momentum || f->batch != c->mc.batch ||
        f->seed != c->mc.seed || f->shuffle != (uint32_t)!c->no_shuffle))
@@ -947,11 +979,8 @@ static int setup(train_state *s, rp_backend_kind backend) {
   /* parse_args checked it (rp_cli_env_check): no failure here */
   (void)rp_cli_env_u32("train", "REPRISE_DIST_TIMEOUT_MS", 1, 86400000,
                        &cfg.dist_timeout_ms, NULL);
-#ifdef REPRISE_HAVE_MPI
-  MPI_Comm world = MPI_COMM_WORLD; /* create duplicates it (collective) */
   if (c->dist)
-    cfg.comm = &world;
-#endif
+    cfg.comm = rp_train_world();
   rp_status st = rp_runtime_create(&cfg, &s->rt);
   if (st != RP_OK && c->backend_src && backend != RP_BACKEND_AUTO) {
     char what[64];
@@ -1020,7 +1049,7 @@ static int record(train_state *s, rp_backend_kind asked) {
   int rc = agree(s, st ? fail("recording the step", st) : RP_CLI_OK);
   if (!rc && !c->eager)
     rc = agree(s, instantiate(s, asked));
-  if (rc || s->rank != 0)
+  if (rc || s->tr.rank != 0)
     return agree(s, rc);
   if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK)
     rc = fail("--dump", st);
@@ -1043,7 +1072,7 @@ static void write_timings(train_state *s, const char *mode, uint32_t n) {
 }
 
 static int timings_open(train_state *s) {
-  if (!s->c->timings || s->rank != 0) /* --dist: rank 0's own times */
+  if (!s->c->timings || s->tr.rank != 0) /* --dist: rank 0's own times */
     return RP_CLI_OK;
   int rc =
       rp_cli_output_open("train", "--timings", s->c->timings, &s->timings_o);
@@ -1072,8 +1101,8 @@ static int train_once(train_state *s, int eager, run_stats *out) {
   uint64_t wall = 0;
   progress p = {c->iters,
                 c->log_every,
-                s->rank != 0,
-                s->rank == 0 && isatty(STDOUT_FILENO),
+                s->tr.rank != 0,
+                s->tr.rank == 0 && isatty(STDOUT_FILENO),
                 eager ? "eager" : "replay",
                 NAN,
                 s,
@@ -1117,7 +1146,7 @@ static int train_once(train_state *s, int eager, run_stats *out) {
 }
 
 static int trace_start(train_state *s) {
-  if (!s->c->trace || s->rank != 0) /* --dist: rank 0's replays */
+  if (!s->c->trace || s->tr.rank != 0) /* --dist: rank 0's replays */
     return RP_CLI_OK;
   uint32_t n = s->c->iters < 16 ? s->c->iters : 16;
   rp_status st = rp_exec_trace_start(s->ex, n);
@@ -1125,7 +1154,7 @@ static int trace_start(train_state *s) {
 }
 
 static int trace_write(train_state *s) {
-  if (!s->c->trace || s->rank != 0)
+  if (!s->c->trace || s->tr.rank != 0)
     return RP_CLI_OK;
   rp_status st = rp_exec_trace_write(s->ex, s->c->trace);
   return st == RP_OK ? RP_CLI_OK : fail("--trace", st);
@@ -1217,7 +1246,7 @@ static int final_weights(train_state *s) {
     s->ranks_checked = 1;
     s->ranks_equal = same_on_every_rank(w, n);
   }
-  if (!rc && c->save_weights && s->rank == 0)
+  if (!rc && c->save_weights && s->tr.rank == 0)
     rc = write_weights(s);
   free(w);
   return agree(s, rc);
@@ -1264,7 +1293,7 @@ static void print_header(const train_state *s) {
          rp_mlp_param_count(s->m), d->n,
          c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
   if (c->dist)
-    printf("%u rank%s (MPI) x ", s->ranks, s->ranks == 1 ? "" : "s");
+    printf("%u rank%s (MPI) x ", s->tr.ranks, s->tr.ranks == 1 ? "" : "s");
   if (s->val.n) /* the samples above are those trained on */
     printf("%u processors\nvalidation: %u samples held out (--val-frac %g); "
            "%s\n",
@@ -1332,8 +1361,8 @@ static void print_summary(const train_state *s) {
            s->max_diff);
   if (s->ranks_checked)
     printf("ranks: final weights %s on all %u rank%s\n",
-           s->ranks_equal ? "bitwise equal" : "DIFFER", s->ranks,
-           s->ranks == 1 ? "" : "s");
+           s->ranks_equal ? "bitwise equal" : "DIFFER", s->tr.ranks,
+           s->tr.ranks == 1 ? "" : "s");
   print_procs(s, "ran on ");
 }
 
@@ -1380,7 +1409,7 @@ static int write_json(const train_state *s) {
   fprintf(f, "{\n  \"backend\": \"%s\"",
           backend_name(rp_runtime_backend(s->rt)));
   if (c->dist) /* procs: per rank; batch: global */
-    fprintf(f, ",\n  \"ranks\": %u", s->ranks);
+    fprintf(f, ",\n  \"ranks\": %u", s->tr.ranks);
   fprintf(f, ",\n  \"procs\": %u,\n  \"iters\": %u,\n  \"batch\": %u",
           c->mc.procs, c->iters, c->mc.batch);
   fprintf(f, ",\n  \"inflight\": %u", c->inflight);
@@ -1438,18 +1467,18 @@ static int run_on(train_state *s, rp_backend_kind backend,
     rc = record(s, asked);
   if (rc)
     return rc;
-  if (s->rank == 0)
+  if (s->tr.rank == 0)
     print_header(s);
   if ((rc = agree(s, train_all(s))))
     return rc;
   if (!s->diverged && (rc = final_weights(s))) /* no diverged checkpoint */
     return rc;
-  if (s->rank == 0)
+  if (s->tr.rank == 0)
     print_summary(s);
-  if (c->json && s->rank == 0 && (rc = write_json(s)))
+  if (c->json && s->tr.rank == 0 && (rc = write_json(s)))
     return rc;
   if (s->diverged) { /* the same on every rank: the losses are global */
-    if (s->rank == 0)
+    if (s->tr.rank == 0)
       fprintf(stderr,
               "reprise train: training diverged at iteration %u: loss %g "
               "is not finite or above %g (%gx the initial loss %.4f, or "
@@ -1499,10 +1528,9 @@ int rp_cmd_train(int argc, char **argv) {
     return rc < 0 ? RP_CLI_OK : rc;
   if (c.gpt)
     return rp_cmd_train_gpt(&c);
-  train_state s = {.c = &c, .rank = 0, .ranks = 1};
+  train_state s = {.c = &c, .tr = {.rank = 0, .ranks = 1}};
   if (!c.dist || (rc = dist_start(&s)) == RP_CLI_OK)
     rc = train_main(&s);
   dist_stop(&s); /* after train_main destroyed the runtime */
-  LOG_RANK = -1;
   return rc;
 }

@@ -43,4 +43,31 @@ typedef struct train_cli {
 /* `reprise train --model gpt` after parsing. Exit status as rp_cmd_train. */
 int rp_cmd_train_gpt(const train_cli *c);
 
+/* ---- --dist: the models across MPI ranks (tools/cmd_train.c) ---- */
+
+typedef struct train_ranks {
+  uint32_t rank, ranks; /* MPI_COMM_WORLD's; 0 of 1 without --dist */
+  int mpi_mine;         /* this command initialized MPI */
+} train_ranks;
+
+/* Starts MPI unless the process already did (the runtime's workers call
+ * MPI: MPI_THREAD_MULTIPLE) and fills *r; from then on rp_train_who names
+ * the rank. RP_CLI_FAILED when MPI lacks the thread level; in a build
+ * without MPI the usage error (exit 2) that --dist gets there. */
+int rp_train_mpi_start(train_ranks *r);
+/* Finalizes MPI if rp_train_mpi_start initialized it; after the runtime is
+ * destroyed (it frees its communicators first). */
+void rp_train_mpi_stop(train_ranks *r);
+/* "reprise train" or, between the two calls above, "reprise train: rank
+ * R": the start of every error message (any rank may fail). */
+const char *rp_train_who(void);
+/* rp_runtime_config.comm for --dist: MPI_COMM_WORLD (NULL without MPI). */
+void *rp_train_world(void);
+/* With dist, the worst rc over the ranks (a failure, then 3, then 0;
+ * collective), so that all ranks stop or go on together instead of leaving
+ * the others blocked in the next collective call; else rc. */
+int rp_train_agree(int dist, int rc);
+/* 1 when every rank holds the same n floats bitwise. Collective. */
+int rp_train_same_on_every_rank(const float *w, size_t n);
+
 #endif

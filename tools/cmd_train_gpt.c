@@ -3,6 +3,9 @@
  * (--eager: the same step without recording). Prints the batch loss, the
  * validation loss against a count-based bigram model's on the same
  * windows, throughput in tokens/s and a sample of generated text.
+ * --dist runs it on every rank of `mpiexec -n N` (each rank its rows of
+ * every global batch, the loss and gradients all-reduced), rank 0 printing
+ * and writing files.
  * Exit status: 0 trained, 1 failed (engine error, unreadable corpus or
  * checkpoint, diverged), 2 bad usage. */
 #include "cmd_train.h"
@@ -41,12 +44,19 @@ typedef struct gpt_state {
   int tty;
   double record_ms, instantiate_ms;
   uint64_t val_ns; /* validation passes inside the training loop */
+  train_ranks tr;  /* --dist: MPI_COMM_WORLD's; else 0 of 1 */
+  int ranks_checked, ranks_equal; /* --dist: final weights on every rank */
 } gpt_state;
 
 static int gfail(const char *what, rp_status st) {
-  fprintf(stderr, "reprise train: %s: %s (%s)\n", what, rp_status_name(st),
+  fprintf(stderr, "%s: %s: %s (%s)\n", rp_train_who(), what, rp_status_name(st),
           rp_error_detail());
   return RP_CLI_FAILED;
+}
+
+/* --dist: the worst rc over the ranks (tools/cmd_train.h); else rc. */
+static int agree(const gpt_state *s, int rc) {
+  return rp_train_agree(s->c->dist, rc);
 }
 
 static int load_text(gpt_state *s) {
@@ -56,12 +66,12 @@ static int load_text(gpt_state *s) {
     return RP_CLI_OK;
   if (!c->text_given && access(c->text, F_OK) != 0)
     fprintf(stderr,
-            "reprise train: the default corpus %s is missing: install the "
+            "%s: the default corpus %s is missing: install the "
             "Debian package fortunes (make deps), or name a file with "
             "--text FILE\n",
-            c->text);
+            rp_train_who(), c->text);
   else
-    fprintf(stderr, "reprise train: --text %s\n", rp_error_detail());
+    fprintf(stderr, "%s: --text %s\n", rp_train_who(), rp_error_detail());
   return RP_CLI_FAILED;
 }
 
@@ -71,7 +81,8 @@ static int load_ckpt(gpt_state *s) {
     return RP_CLI_OK;
   rp_status st = rp_gpt_ckpt_read(c->load_weights, &s->ckpt);
   if (st != RP_OK) {
-    fprintf(stderr, "reprise train: --load-weights %s\n", rp_error_detail());
+    fprintf(stderr, "%s: --load-weights %s\n", rp_train_who(),
+            rp_error_detail());
     return RP_CLI_FAILED;
   }
   s->have_ckpt = 1;
@@ -79,19 +90,22 @@ static int load_ckpt(gpt_state *s) {
   if (k->vocab != s->text.vocab ||
       memcmp(k->bytes, s->text.bytes, k->vocab) != 0) {
     fprintf(stderr,
-            "reprise train: --load-weights %s: its vocabulary (%u bytes) "
+            "%s: --load-weights %s: its vocabulary (%u bytes) "
             "is not the one of %s (%u bytes): another corpus\n",
-            c->load_weights, k->vocab, c->text, s->text.vocab);
+            rp_train_who(), c->load_weights, k->vocab, c->text, s->text.vocab);
     return RP_CLI_FAILED;
   }
+  if (c->iters <= k->step && s->tr.rank != 0) /* --dist: rank 0 says it */
+    return RP_CLI_USAGE;
   if (c->iters <= k->step)
     return rp_cli_usage_error("train",
                               "--iters %u: %s has done %u steps already; "
                               "--iters counts the total steps",
                               c->iters, c->load_weights, k->step);
   s->start = k->step;
-  if (k->lr != c->lr || k->warmup != c->warmup || k->iters != c->iters ||
-      k->batch != c->mc.batch || k->seed != c->mc.seed)
+  if (s->tr.rank == 0 && /* --dist: said once */
+      (k->lr != c->lr || k->warmup != c->warmup || k->iters != c->iters ||
+       k->batch != c->mc.batch || k->seed != c->mc.seed))
     fprintf(stderr,
             "reprise train: note: %s was saved with --lr %g --warmup %u "
             "--iters %u --batch %u --seed %llu; this run differs, so it is "
@@ -110,6 +124,11 @@ static int setup(gpt_state *s) {
   cfg.gpus = c->mc.procs;
   cfg.quiet = 1;
   cfg.ignore_env = 1;
+  /* parse_args checked it (rp_cli_env_check): no failure here */
+  (void)rp_cli_env_u32("train", "REPRISE_DIST_TIMEOUT_MS", 1, 86400000,
+                       &cfg.dist_timeout_ms, NULL);
+  if (c->dist) /* create duplicates it: collective */
+    cfg.comm = rp_train_world();
   rp_status st = rp_runtime_create(&cfg, &s->rt);
   if (st != RP_OK)
     return gfail("creating the runtime", st);
@@ -127,6 +146,7 @@ static int setup(gpt_state *s) {
   g.procs = c->mc.procs;
   g.tp = c->tp;
   g.seed = c->mc.seed;
+  g.dist = c->dist;
   size_t per = (size_t)g.batch * g.context * 2 * sizeof(int32_t);
   size_t ring = RING_BYTES / per;
   ring = ring < 1 ? 1 : ring > 64 ? 64 : ring;
@@ -135,8 +155,8 @@ static int setup(gpt_state *s) {
   if ((st = rp_gpt_create(s->rt, &k, &g, &s->m)) != RP_OK)
     return gfail("building the model", st);
   if (s->have_ckpt && (st = rp_gpt_ckpt_apply(s->m, &s->ckpt)) != RP_OK) {
-    fprintf(stderr, "reprise train: --load-weights %s: %s\n", c->load_weights,
-            rp_error_detail());
+    fprintf(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
+            c->load_weights, rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -150,7 +170,7 @@ static int validation_set(gpt_state *s) {
   s->vx = calloc(n, sizeof *s->vx);
   s->vy = calloc(n, sizeof *s->vy);
   if (!s->vx || !s->vy) {
-    fprintf(stderr, "reprise train: out of memory\n");
+    fprintf(stderr, "%s: out of memory\n", rp_train_who());
     return RP_CLI_FAILED;
   }
   rp_text_windows(&s->text, s->text.ntrain, s->text.n, c->mc.batch, c->context,
@@ -160,11 +180,14 @@ static int validation_set(gpt_state *s) {
   return RP_CLI_OK;
 }
 
+/* Collective under --dist (every rank gets the global loss). */
 static int evaluate(gpt_state *s, double *out) {
   rp_status st = rp_gpt_evaluate(s->m, s->vx, s->vy, VAL_BATCHES, out);
   return st ? gfail("validation", st) : RP_CLI_OK;
 }
 
+/* Records the step; rank 0 hands its graph to --dump and --save-graph
+ * (each rank records its side). */
 static int record(gpt_state *s) {
   const train_cli *c = s->c;
   uint64_t t0 = rp_train_now_ns();
@@ -180,19 +203,29 @@ static int record(gpt_state *s) {
       s->copies += oi.kind == RP_OP_COPY;
     }
   }
+  if (s->tr.rank != 0)
+    return RP_CLI_OK;
   if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK)
     return gfail("--dump", st);
   if (c->save_graph && (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
     return gfail("--save-graph", st);
+  return RP_CLI_OK;
+}
+
+/* Instantiates the recorded step (unless --eager; collective under
+ * --dist: every rank does it after every rank recorded). */
+static int instantiate(gpt_state *s) {
+  const train_cli *c = s->c;
   if (c->eager)
     return RP_CLI_OK;
   /* room for --inflight replays (0: the default, 4) */
   rp_exec_opts eo = {.max_inflight = c->inflight > 4 ? c->inflight : 0};
-  t0 = rp_train_now_ns();
-  if ((st = rp_instantiate(s->g, &eo, &s->ex)) != RP_OK)
+  uint64_t t0 = rp_train_now_ns();
+  rp_status st = rp_instantiate(s->g, &eo, &s->ex);
+  if (st != RP_OK)
     return gfail("instantiating the step", st);
   s->instantiate_ms = (double)(rp_train_now_ns() - t0) * 1e-6;
-  if (c->trace) {
+  if (c->trace && s->tr.rank == 0) { /* --dist: rank 0's replays */
     uint32_t n = c->iters < 16 ? c->iters : 16;
     if ((st = rp_exec_trace_start(s->ex, n)) != RP_OK)
       return gfail("--trace", st);
@@ -221,6 +254,8 @@ static int on_step(void *arg, uint32_t t, float loss) {
     s->failed = 1;
     return 1;
   }
+  if (s->tr.rank != 0) /* --dist: rank 0 prints */
+    return 0;
   printf("%-6s iter %6u/%u  loss %.4f  val loss %.4f  (bigram %.4f)\n",
          c->eager ? "eager" : "replay", t + 1, c->iters, (double)loss, val,
          s->bigram);
@@ -240,11 +275,20 @@ static void print_header(const gpt_state *s) {
          "vocabulary %u bytes (%zu parameters)\n",
          c->layers, c->heads, c->width, c->context, t->vocab,
          rp_gpt_param_count(s->m));
+  char ranks[48] = ""; /* --dist: the global batch's ranks */
+  if (c->dist)
+    snprintf(ranks, sizeof ranks, "%u rank%s (MPI) x ", s->tr.ranks,
+             s->tr.ranks == 1 ? "" : "s");
   printf("corpus %s: %zu bytes, %zu train / %zu validation; batch %u "
-         "windows (%u tokens per step) over %u processor%s, backend %s\n",
+         "windows (%u tokens per step) over %s%u processor%s, backend %s\n",
          c->text, t->n, t->ntrain, t->n - t->ntrain, c->mc.batch,
-         c->mc.batch * c->context, c->mc.procs, c->mc.procs == 1 ? "" : "s",
+         c->mc.batch * c->context, ranks, c->mc.procs,
+         c->mc.procs == 1 ? "" : "s",
          rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
+  if (c->dist)
+    printf("data parallel across ranks: each rank %s rows of every batch; "
+           "loss and gradients all-reduced\n",
+           s->tr.ranks == 1 ? "all" : "its");
   const char *why = rp_runtime_backend_reason(s->rt);
   if (c->backend == RP_BACKEND_AUTO && why[0])
     printf("  not CUDA: %s\n", why);
@@ -343,8 +387,14 @@ static int write_json(const gpt_state *s, const gpt_times *tm) {
           s->init_val, s->bigram, tm->median_us, tm->tok_s, s->start, s->done);
   fprintf(f,
           "  \"tp\": %u,\n  \"kernels_per_step\": %u,\n"
-          "  \"copies_per_step\": %u,\n  \"bytes_per_proc\": [",
+          "  \"copies_per_step\": %u,\n",
           c->tp, s->kernels, s->copies);
+  if (c->dist) /* procs: per rank; batch: global */
+    fprintf(f, "  \"ranks\": %u,\n", s->tr.ranks);
+  if (s->ranks_checked)
+    fprintf(f, "  \"weights_equal_across_ranks\": %s,\n",
+            s->ranks_equal ? "true" : "false");
+  fprintf(f, "  \"bytes_per_proc\": [");
   for (int pass = 0; pass < 2; pass++) {
     if (pass)
       fprintf(f, "],\n  \"state_bytes_per_proc\": [");
@@ -398,20 +448,39 @@ static int train(gpt_state *s) {
     return gfail(c->eager ? "eager training" : "training by replay", st);
   if (s->failed)
     return RP_CLI_FAILED;
-  if (s->diverged) {
-    fprintf(stderr,
-            "reprise train: training diverged at iteration %u: loss %g is "
-            "not finite or above %g: try a smaller --lr (now %g)\n",
-            s->done, (double)s->last_loss, s->limit, (double)c->lr);
+  if (s->diverged) { /* the same on every rank: the loss is all-reduced */
+    if (s->tr.rank == 0)
+      fprintf(stderr,
+              "reprise train: training diverged at iteration %u: loss %g is "
+              "not finite or above %g: try a smaller --lr (now %g)\n",
+              s->done, (double)s->last_loss, s->limit, (double)c->lr);
     return RP_CLI_FAILED;
   }
-  if (c->trace && s->ex) {
+  if (c->trace && s->ex && s->tr.rank == 0) {
     if ((st = rp_exec_trace_write(s->ex, c->trace)) != RP_OK)
       return gfail("--trace", st);
   }
   return evaluate(s, &s->val);
 }
 
+/* --dist: whether every rank holds the same weights (collective). */
+static int check_ranks(gpt_state *s) {
+  if (!s->c->dist)
+    return RP_CLI_OK;
+  size_t n = rp_gpt_param_count(s->m);
+  float *w = malloc(n * sizeof *w);
+  rp_status st = w ? rp_gpt_params_read(s->m, w, n) : RP_ENOMEM;
+  int rc = agree(s, st ? gfail("reading the weights", st) : RP_CLI_OK);
+  if (!rc) {
+    s->ranks_checked = 1;
+    s->ranks_equal = rp_train_same_on_every_rank(w, n);
+  }
+  free(w);
+  return rc;
+}
+
+/* Rank 0's: the figures (its own times), the sample, --save-weights and
+ * --json. */
 static int summary(gpt_state *s) {
   const train_cli *c = s->c;
   uint32_t ran = s->done - s->start;
@@ -429,17 +498,22 @@ static int summary(gpt_state *s) {
          "%.4f: %s\n",
          (double)s->last_loss, s->val, s->init_val, s->bigram,
          s->val < s->bigram ? "below the baseline" : "NOT below the baseline");
-  printf("%-6s %u iterations: per step median %.1f us, p99 %.1f us; "
+  printf("%-6s %u iterations: per step median %.1f us, p99 %.1f us%s; "
          "throughput %.1f us/step back to back (%u in flight), %.0f "
          "tokens/s (%.0f with the validation passes; %u ops per step)\n",
-         c->eager ? "eager" : "replay", ran, tm.median_us, tm.p99_us, tm.thr_us,
-         c->eager ? 1 : c->inflight, tm.train_tok_s, tm.tok_s, s->ops);
+         c->eager ? "eager" : "replay", ran, tm.median_us, tm.p99_us,
+         c->dist ? " (rank 0)" : "", tm.thr_us, c->eager ? 1 : c->inflight,
+         tm.train_tok_s, tm.tok_s, s->ops);
   rp_exec_stats es; /* the replays' own count */
   if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
     printf("replays: %llu, %u ops per replay, %.1f run per replay "
            "(rp_exec_stats)\n",
            (unsigned long long)es.replays, es.ops,
            (double)es.ops_run / (double)es.replays);
+  if (s->ranks_checked)
+    printf("ranks: final weights %s on all %u rank%s\n",
+           s->ranks_equal ? "bitwise equal" : "DIFFER", s->tr.ranks,
+           s->tr.ranks == 1 ? "" : "s");
   int rc = print_sample(s);
   if (c->save_weights) {
     rp_gpt_ckpt info;
@@ -451,7 +525,8 @@ static int summary(gpt_state *s) {
     memcpy(info.bytes, s->text.bytes, s->text.vocab);
     rp_status st = rp_gpt_save(s->m, c->save_weights, &info);
     if (st != RP_OK) {
-      fprintf(stderr, "reprise train: --save-weights %s\n", rp_error_detail());
+      fprintf(stderr, "%s: --save-weights %s\n", rp_train_who(),
+              rp_error_detail());
       rc = RP_CLI_FAILED;
     }
   }
@@ -460,36 +535,67 @@ static int summary(gpt_state *s) {
   return rc;
 }
 
+/* --dist: starts MPI and checks that the global batch splits over the
+ * ranks' data groups; every rank reaches the same verdict alone, rank 0
+ * says it. */
+static int dist_start(gpt_state *s) {
+  const train_cli *c = s->c;
+  int rc = rp_train_mpi_start(&s->tr);
+  if (rc)
+    return rc;
+  if (rp_gpt_split_check(c->mc.batch, s->tr.ranks, c->mc.procs, c->tp) == RP_OK)
+    return RP_CLI_OK;
+  if (s->tr.rank != 0)
+    return RP_CLI_USAGE;
+  return rp_cli_usage_error("train", "--dist: %s", rp_error_detail());
+}
+
+/* Every step that a rank may fail alone is followed by agree() under
+ * --dist, so all ranks reach the same collective calls (runtime create,
+ * evaluation, instantiate, the replays) or stop together. */
+static int run(gpt_state *s) {
+  int rc = agree(s, load_text(s));
+  if (!rc)
+    rc = agree(s, load_ckpt(s));
+  if (!rc)
+    rc = agree(s, setup(s));
+  if (!rc)
+    rc = agree(s, validation_set(s));
+  if (!rc)
+    rc = agree(s, evaluate(s, &s->init_val));
+  if (!rc)
+    rc = agree(s, record(s));
+  if (!rc)
+    rc = agree(s, instantiate(s));
+  if (!rc && s->tr.rank == 0)
+    print_header(s);
+  if (!rc)
+    rc = agree(s, train(s));
+  if (!rc)
+    rc = check_ranks(s);
+  if (!rc && s->tr.rank == 0)
+    rc = summary(s);
+  return agree(s, rc);
+}
+
 int rp_cmd_train_gpt(const train_cli *c) {
   gpt_state s;
   memset(&s, 0, sizeof s);
   s.c = c;
-  int rc = load_text(&s);
+  s.tr.ranks = 1;
+  int rc = c->dist ? dist_start(&s) : RP_CLI_OK;
   if (!rc)
-    rc = load_ckpt(&s);
-  if (!rc)
-    rc = setup(&s);
-  if (!rc)
-    rc = validation_set(&s);
-  if (!rc)
-    rc = evaluate(&s, &s.init_val);
-  if (!rc)
-    rc = record(&s);
-  if (!rc)
-    print_header(&s);
-  if (!rc)
-    rc = train(&s);
-  if (!rc)
-    rc = summary(&s);
+    rc = run(&s);
   rp_exec_destroy(s.ex);
   rp_graph_destroy(s.g);
   rp_gpt_destroy(s.m);
   if (s.rt) {
     rp_status st = rp_runtime_destroy(s.rt);
     if (st != RP_OK)
-      fprintf(stderr, "reprise train: destroying the runtime: %s (%s)\n",
+      fprintf(stderr, "%s: destroying the runtime: %s (%s)\n", rp_train_who(),
               rp_status_name(st), rp_error_detail());
   }
+  rp_train_mpi_stop(&s.tr); /* after the runtime is destroyed */
   rp_text_free(&s.text);
   rp_gpt_ckpt_free(&s.ckpt);
   free(s.vx);

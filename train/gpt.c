@@ -97,6 +97,13 @@ struct rp_gpt {
                     t's gradient shard i, on processor t */
   uint64_t bytes[RP_GPT_MAX_PROCS], state_bytes[RP_GPT_MAX_PROCS];
   int state; /* mk counts into state_bytes */
+  /* Across ranks (cfg.dist): this rank's rows [rlo, rhi] of every global
+   * batch (all of them without dist), held in the ring and the home batch;
+   * esum: the evaluation's loss sum, all-reduced (system memory: no NCCL) */
+  uint32_t rank, ranks;
+  int64_t rlo, rhi;
+  uint32_t rows;
+  rp_inst esum;
 };
 
 /* ---------------------------------------------------------------------- */
@@ -172,6 +179,13 @@ rp_status rp_gpt_config_check(const rp_gpt_config *c) {
   return RP_OK;
 }
 
+rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
+                             uint32_t tp) {
+  tp = tp ? tp : 1;
+  return rp_train_split_check(batch, ranks, tp > 1 ? procs / tp : procs,
+                              tp > 1 ? "data groups" : "processors");
+}
+
 static void set_info(rp_gpt_param_info *p, const char *name, uint32_t rows,
                      uint32_t cols, int decay, float std, float value) {
   snprintf(p->name, sizeof p->name, "%s", name);
@@ -225,8 +239,10 @@ static size_t numel(const rp_gpt_param_info *p) {
 /* ---------------------------------------------------------------------- */
 /* Instances and names */
 
-static rp_status mk(rp_gpt *m, uint32_t p, rp_dtype dt, rp_rect r,
-                    rp_inst *out) {
+/* An instance in memory mem, counted in processor p's bytes (p < 0: in
+ * none), freed by rp_gpt_destroy. */
+static rp_status mk_in(rp_gpt *m, rp_mem mem, int p, rp_dtype dt, rp_rect r,
+                       rp_inst *out) {
   if (m->nall == m->capall) {
     uint32_t cap = m->capall ? 2 * m->capall : 256;
     rp_inst *a = rp_train_realloc_n(m->all, cap, sizeof *a);
@@ -235,11 +251,15 @@ static rp_status mk(rp_gpt *m, uint32_t p, rp_dtype dt, rp_rect r,
     m->all = a;
     m->capall = cap;
   }
-  rp_status st = rp_instance_create(m->rt, m->mems[p], dt, &r, NULL, out);
+  rp_status st = rp_instance_create(m->rt, mem, dt, &r, NULL, out);
+  if (st != RP_OK && p < 0)
+    return rp_train_err_prefix(st, "rp_gpt_create: system memory: ");
   if (st != RP_OK)
     return rp_train_err_prefix(st,
                                "rp_gpt_create: processor %u: ", m->procs[p]);
   m->all[m->nall++] = *out;
+  if (p < 0)
+    return RP_OK;
   uint64_t bytes = 4; /* f32 and i32 */
   for (int d = 0; d < r.dim; d++)
     bytes *= (uint64_t)(r.hi[d] - r.lo[d] + 1);
@@ -247,6 +267,11 @@ static rp_status mk(rp_gpt *m, uint32_t p, rp_dtype dt, rp_rect r,
   if (m->state)
     m->state_bytes[p] += bytes;
   return RP_OK;
+}
+
+static rp_status mk(rp_gpt *m, uint32_t p, rp_dtype dt, rp_rect r,
+                    rp_inst *out) {
+  return mk_in(m, m->mems[p], (int)p, dt, r, out);
 }
 
 static rp_status mkf(rp_gpt *m, uint32_t p, uint64_t rows, uint64_t cols,
@@ -343,9 +368,10 @@ static rp_status make_home(rp_gpt *m) {
     for (int s = 0; !st && s < 4; s++)
       st = mk(m, 0, RP_F32, home_rect(m, i), &sets[s][i]);
   m->state = 0;
-  uint64_t rb = (uint64_t)c->ring * c->batch;
+  /* this rank's rows: every row of a batch without dist */
+  uint64_t rb = (uint64_t)c->ring * m->rows;
   rp_rect ring = rp_rect_2d(0, (int64_t)rb - 1, 0, c->context - 1);
-  rp_rect batch = rp_rect_2d(0, c->batch - 1, 0, c->context - 1);
+  rp_rect batch = rp_rect_2d(m->rlo, m->rhi, 0, c->context - 1);
   if (!st)
     st = mk(m, 0, RP_I32, ring, &m->ring_x);
   if (!st)
@@ -360,6 +386,14 @@ static rp_status make_home(rp_gpt *m) {
     st = mkf(m, 0, 1, m->np + 1, &m->stats);
   if (!st)
     st = mk(m, 0, RP_I32, rp_rect_2d(0, 0, 0, c->context - 1), &m->sample);
+  if (!st && c->dist) { /* host memory: its all-reduce needs no NCCL */
+    rp_mem sys;
+    st = rp_mem_find(m->rt, RP_MEM_SYSTEM, -1, &sys);
+    if (!st)
+      st = mk_in(m, sys, -1, RP_F64, rp_rect_1d(0, 0), &m->esum);
+    if (!st)
+      st = name_inst(m, m->esum, "eval.sum");
+  }
   for (uint32_t i = 0; !st && i < m->np; i++) {
     char gn[48];
     grad_name(m->info[i].name, gn, sizeof gn);
@@ -545,9 +579,9 @@ static rp_status make_shard(rp_gpt *m, uint32_t d) {
   const rp_gpt_config *c = &m->cfg;
   shard *s = &m->sh[d];
   uint32_t p = d * m->tp;
-  rp_rect whole = rp_rect_1d(0, c->batch - 1), part;
+  rp_rect whole = rp_rect_1d(m->rlo, m->rhi), part; /* this rank's rows */
   rp_status st = rp_chunk_rect(&whole, 0, m->dp, d, &part);
-  if (st != RP_OK)
+  if (st != RP_OK) /* dist: place_rank() has refused this already */
     return rp_error_set(RP_EINVAL, "rp_gpt_create: batch %u over %u shards",
                         c->batch, m->dp);
   s->lo = part.lo[0];
@@ -597,6 +631,31 @@ static rp_status make_shard(rp_gpt *m, uint32_t d) {
   for (uint32_t t = 0; !st && m->tp > 1 && t < m->tp; t++)
     st = make_slice(m, d, t);
   return st;
+}
+
+/* This rank's rows of every batch: all of them without dist. With dist,
+ * checks every rank's split (its rows, then those over the data groups) so
+ * that every rank refuses a bad one alike, before anything collective. */
+static rp_status place_rank(rp_gpt *m) {
+  uint32_t B = m->cfg.batch;
+  m->rank = 0;
+  m->ranks = 1;
+  m->rlo = 0;
+  m->rhi = B - 1;
+  m->rows = B;
+  if (!m->cfg.dist)
+    return RP_OK;
+  m->rank = rp_runtime_rank(m->rt);
+  m->ranks = rp_runtime_ranks(m->rt);
+  rp_status st = rp_gpt_split_check(B, m->ranks, m->cfg.procs, m->tp);
+  if (st != RP_OK)
+    return rp_train_err_prefix(st, "rp_gpt_create: ");
+  rp_rect whole = rp_rect_1d(0, B - 1), part;
+  rp_chunk_rect(&whole, 0, m->ranks, m->rank, &part); /* checked above */
+  m->rlo = part.lo[0];
+  m->rhi = part.hi[0];
+  m->rows = (uint32_t)(m->rhi - m->rlo + 1);
+  return RP_OK;
 }
 
 static rp_status pick_procs(rp_gpt *m) {
@@ -678,8 +737,10 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
     st = rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
   if (!st) {
     make_table(m);
-    st = pick_procs(m);
+    st = place_rank(m);
   }
+  if (!st)
+    st = pick_procs(m);
   if (!st)
     st = make_home(m);
   for (uint32_t d = 0; !st && d < m->dp; d++)
@@ -1277,7 +1338,8 @@ static rp_status step_weights(rp_gpt *m) {
  * the weights into their replicas and shards. */
 static rp_status step_inputs(rp_gpt *m, uint32_t index) {
   const rp_gpt_config *c = &m->cfg;
-  rp_gather_args ga = {(int32_t)index, (int32_t)c->batch, (int32_t)c->context};
+  /* this rank's rows: the ring holds them batch after batch */
+  rp_gather_args ga = {(int32_t)index, (int32_t)m->rows, (int32_t)c->context};
   rp_interp ip = {offsetof(rp_gpt_step_args, batch),
                   offsetof(rp_gather_args, index), sizeof ga.index};
   rp_status st = name_op(m, "", "batch.x.gather");
@@ -1342,7 +1404,28 @@ static rp_status reduce_grads(rp_gpt *m) {
   for (uint32_t d = 0; d < m->dp; d++)
     parts[d] = m->sh[d].loss;
   if (!st && !(st = name_op(m, "", "loss.reduce")))
-    st = popn(m, RP_POP_REDUCTION, 0, m->loss, parts, m->dp, 0, sink(m));
+    st = popn(m, RP_POP_REDUCTION, 0, m->loss, parts, m->dp, 0,
+              m->cfg.dist ? NULL : sink(m));
+  return st;
+}
+
+/* dist: sums the rank's loss and home gradients over the ranks, in place.
+ * The all-reduces run one after another in this launch order on every
+ * rank (reprise.h): the loss first, then the gradients last tensor first
+ * (about the order backward finishes them: wte's last, after the
+ * embedding's backward), so each waits for little besides its input. */
+static rp_status step_allreduce(rp_gpt *m) {
+  rp_allreduce a = {m->loss, RP_REDOP_SUM, RP_NO_EVENT};
+  rp_status st = name_op(m, "", "loss.allreduce");
+  if (!st)
+    st = rp_launch_allreduce(m->rt, &a, sink(m));
+  for (uint32_t i = m->np; !st && i-- > 0;) {
+    char gn[48];
+    grad_name(m->info[i].name, gn, sizeof gn);
+    a.inst = m->g[i];
+    if (!(st = name_op(m, "", "%s.allreduce", gn)))
+      st = rp_launch_allreduce(m->rt, &a, NULL);
+  }
   return st;
 }
 
@@ -1390,20 +1473,24 @@ rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
     shard *s = &m->sh[d];
     ctx x = make_ctx(m, d, s->rows, 1);
     st = forward(&x, s, s->w, s->x);
-    if (!st)
-      st = loss_fwd(&x, s, 1, m->dp == 1 ? sink(m) : NULL);
+    if (!st) /* the loss's last op is an eager step's sink */
+      st = loss_fwd(&x, s, 1, m->dp == 1 && !m->cfg.dist ? sink(m) : NULL);
     if (!st)
       st = backward(&x, s);
   }
   if (!st && m->cfg.procs > 1)
     st = reduce_grads(m);
+  if (!st && m->cfg.dist)
+    st = step_allreduce(m);
   if (!st)
     st = adamw(m, a->lr, a->step);
   return st;
 }
 
 static rp_status bind_loss(rp_gpt *m, rp_graph *g) {
-  const char *op = m->dp > 1 ? "loss.reduce" : "loss.xent";
+  const char *op = m->cfg.dist ? "loss.allreduce"
+                   : m->dp > 1 ? "loss.reduce"
+                               : "loss.xent";
   rp_port_id port;
   rp_status st = rp_graph_add_postcondition(g, "loss", &port);
   uint32_t bound = 0;
@@ -1460,6 +1547,23 @@ rp_inst rp_gpt_logits(const rp_gpt *m) {
   return m->sh[0].logits;
 }
 
+/* dist: the sum of every rank's (an eager all-reduce of esum). */
+static rp_status sum_ranks(rp_gpt *m, double *sum) {
+  rp_allreduce a = {m->esum, RP_REDOP_SUM, RP_NO_EVENT};
+  rp_event done = RP_NO_EVENT;
+  rp_status st = rp_instance_write(m->rt, m->esum, sum, sizeof *sum);
+  if (!st)
+    st = rp_launch_allreduce(m->rt, &a, &done);
+  if (!st) {
+    st = rp_event_wait(m->rt, done, -1);
+    rp_event_release(m->rt, done);
+    if (st != RP_OK)
+      st = rp_error_set(st, "all-reduce of the loss sum: %s",
+                        rp_runtime_dist_detail(m->rt));
+  }
+  return st ? st : rp_instance_read(m->rt, m->esum, sum, sizeof *sum);
+}
+
 rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
                           uint32_t n, double *loss) {
   if (!m || !x || !y || !loss || n == 0)
@@ -1494,6 +1598,11 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
     if (st)
       return rp_train_err_prefix(st, "rp_gpt_evaluate: ");
   }
+  /* dist: each rank's losses are its parts of the batches' means (norm:
+   * the global batch) */
+  rp_status st = m->cfg.dist ? sum_ranks(m, &sum) : RP_OK;
+  if (st != RP_OK)
+    return rp_train_err_prefix(st, "rp_gpt_evaluate: ");
   *loss = sum / n;
   return RP_OK;
 }
@@ -1796,6 +1905,27 @@ rp_status rp_gpt_params_read(rp_gpt *m, float *out, size_t n) {
   return st;
 }
 
+/* Keeps this rank's rows of the n global batches in the staging buffers,
+ * batch after batch, at their front (in place: a batch's rows move to a
+ * lower or the same offset). Without dist nothing moves. */
+static void pack_rows(rp_gpt *m, uint32_t n) {
+  size_t T = m->cfg.context, B = m->cfg.batch, rows = m->rows;
+  for (size_t j = 0; m->cfg.dist && j < n; j++) {
+    size_t to = j * rows * T, from = (j * B + (size_t)m->rlo) * T;
+    memmove(m->hx + to, m->hx + from, rows * T * sizeof *m->hx);
+    memmove(m->hy + to, m->hy + from, rows * T * sizeof *m->hy);
+  }
+}
+
+/* The ring from the staging buffers (this rank's rows of every slot). */
+static rp_status write_ring(rp_gpt *m) {
+  size_t all = (size_t)m->cfg.ring * m->rows * m->cfg.context;
+  rp_status st =
+      rp_instance_write(m->rt, m->ring_x, m->hx, all * sizeof *m->hx);
+  return st ? st
+            : rp_instance_write(m->rt, m->ring_y, m->hy, all * sizeof *m->hy);
+}
+
 rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
                                uint32_t n) {
   if (!m || !x || !y || n == 0 || n > m->cfg.ring)
@@ -1808,12 +1938,11 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
       return rp_error_set(RP_ERANGE,
                           "rp_gpt_write_batches: token %zu outside [0, %u)", i,
                           m->cfg.vocab);
-  size_t all = per * m->cfg.ring;
   m->ring_valid = 0; /* not the training windows any more */
   memcpy(m->hx, x, total * sizeof *x);
   memcpy(m->hy, y, total * sizeof *y);
-  rp_status st = rp_instance_write(m->rt, m->ring_x, m->hx, all * sizeof *x);
-  return st ? st : rp_instance_write(m->rt, m->ring_y, m->hy, all * sizeof *y);
+  pack_rows(m, n);
+  return write_ring(m);
 }
 
 rp_status rp_gpt_batch_loss(rp_gpt *m, float *out) {
@@ -1887,18 +2016,14 @@ static rp_status refill(rp_gpt *m, const rp_text *t, uint32_t s,
   const rp_gpt_config *c = &m->cfg;
   if (s >= m->ring_base && s < m->ring_base + m->ring_valid)
     return RP_OK;
-  size_t per = (size_t)c->batch * c->context;
   uint32_t n = stop - s < c->ring ? stop - s : c->ring;
+  /* every rank draws the global batches' windows and keeps its rows */
   rp_text_windows(t, 0, t->ntrain, c->batch, c->context, c->seed, s, n, m->hx,
                   m->hy);
+  pack_rows(m, n);
   m->ring_base = s;
   m->ring_valid = n;
-  rp_status st =
-      rp_instance_write(m->rt, m->ring_x, m->hx, per * c->ring * sizeof *m->hx);
-  if (!st)
-    st = rp_instance_write(m->rt, m->ring_y, m->hy,
-                           per * c->ring * sizeof *m->hy);
-  return st;
+  return write_ring(m);
 }
 
 static int needs_refill(const rp_gpt *m, uint32_t s) {

@@ -63,7 +63,26 @@
  *
  * Determinism: the gpt.* kernels are deterministic (gpt_kernels.h), so
  * replayed steps are bitwise equal to eager ones for P <= 2 (a reduction
- * of two parts has one order). */
+ * of two parts has one order).
+ *
+ * Across ranks (cfg.dist = 1; "Distributed" in reprise.h,
+ * docs/distributed.md): every rank of the runtime's communicator builds
+ * the same model from the same seed and draws the same windows; rank r of
+ * R keeps rows rp_chunk_rect([0, batch), 0, R, r) of every global batch
+ * (global row numbers: its ring holds only those rows, and its home batch
+ * is that rect) and splits them over its P / N data groups as above. The
+ * cross-entropy keeps norm = global batch x T, so a rank's loss and
+ * gradients are its part of the global mean's; after step 4 the step
+ * all-reduces (RP_REDOP_SUM, in place) the loss ("loss.allreduce") and
+ * then every home gradient, last tensor first ("lnf.db.allreduce" ..
+ * "dwte.allreduce"), and step 5 runs on the global gradient, identically
+ * on every rank: the weights stay equal on every rank. rp_gpt_evaluate
+ * sums each rank's part and all-reduces the sum (eagerly): every rank
+ * gets the global loss. Every rank must call rp_gpt_record (and
+ * instantiate its graph), rp_gpt_evaluate and rp_gpt_train in the same
+ * order (they contain collectives); sampling and decoding are local. With
+ * one rank (or no communicator) the all-reduces leave the data as it is:
+ * the weights equal those of dist = 0 bitwise. */
 #ifndef RP_TRAIN_GPT_H
 #define RP_TRAIN_GPT_H
 
@@ -89,6 +108,8 @@ typedef struct rp_gpt_config {
   uint32_t ring; /* batches in the ring, >= 1 */
   float beta1, beta2, eps, weight_decay, max_norm; /* AdamW, clipping */
   uint64_t seed;                                   /* weights, windows */
+  int dist; /* 1: one rank of a data-parallel job over the runtime's ranks
+               (see above); 0: the runtime's rank alone */
 } rp_gpt_config;
 
 /* Defaults: 4 layers, 4 heads, width 128, context 64, vocab 64, batch 16,
@@ -97,6 +118,12 @@ typedef struct rp_gpt_config {
 void rp_gpt_config_init(rp_gpt_config *cfg);
 /* RP_OK, or RP_EINVAL naming the field. */
 rp_status rp_gpt_config_check(const rp_gpt_config *cfg);
+/* RP_OK when a global batch of `batch` rows splits over `ranks` ranks x
+ * procs / tp data groups (tp 0 or 1: procs) with no empty shard, else
+ * RP_ERANGE naming the first rank that gets an empty one (RP_EINVAL for a
+ * zero). The same answer on every rank: no communication. */
+rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
+                             uint32_t tp);
 
 /* The replay argument block of a recorded step. */
 typedef struct rp_gpt_step_args {
@@ -118,8 +145,10 @@ typedef struct rp_gpt_param_info {
 typedef struct rp_gpt rp_gpt;
 
 /* Allocates every instance on rt (rp_kernels_register done: `k`), with
- * the weights initialised from the seed. RP_EINVAL (config), RP_EPROC,
- * RP_ENOMEM, instance errors. */
+ * the weights initialised from the seed. RP_EINVAL (config), RP_ERANGE
+ * (dist: a rank's data group would get no rows, rp_gpt_split_check; every
+ * rank checks every rank's, so all refuse alike), RP_EPROC, RP_ENOMEM,
+ * instance errors. */
 rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
                         const rp_gpt_config *cfg, rp_gpt **out);
 /* Destroy execs recorded from it first. NULL: no-op. */
@@ -157,7 +186,8 @@ rp_status rp_gpt_params_read(rp_gpt *m, float *out, size_t n);
 rp_status rp_gpt_reset(rp_gpt *m);
 
 /* Writes n (1..ring) batches into ring slots 0..n-1: x and y hold
- * n * B * T tokens each (batch after batch, row after row), in [0, V):
+ * n * B * T tokens each (batch after batch, row after row; global batches:
+ * with dist the ring keeps this rank's rows of each), in [0, V):
  * RP_ERANGE otherwise. No step may be running. */
 rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
                                uint32_t n);
@@ -174,7 +204,8 @@ rp_status rp_gpt_grad_norm(rp_gpt *m, float *out);
 
 /* Mean loss of the model on n batches (x, y as rp_gpt_write_batches;
  * they go through the ring, so nothing may be running), forward only,
- * eagerly over the data groups (and their slices). */
+ * eagerly over the data groups (and their slices). Collective with dist
+ * (every rank passes the same batches and gets the global loss). */
 rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
                           uint32_t n, double *loss);
 

@@ -745,22 +745,7 @@ rp_status rp_mlp_reset(rp_mlp *m) {
 }
 
 rp_status rp_mlp_split_check(uint32_t batch, uint32_t ranks, uint32_t procs) {
-  if (batch == 0 || ranks == 0 || procs == 0)
-    return rp_error_set(RP_EINVAL, "batch %u, ranks %u, procs %u (need >= 1)",
-                        batch, ranks, procs);
-  rp_rect whole = rp_rect_1d(0, batch - 1), part, sub;
-  for (uint32_t r = 0; r < ranks; r++) {
-    rp_status st = rp_chunk_rect(&whole, 0, ranks, r, &part);
-    for (uint32_t p = 0; st == RP_OK && p < procs; p++)
-      st = rp_chunk_rect(&part, 0, procs, p, &sub);
-    if (st != RP_OK)
-      return rp_error_set(RP_ERANGE,
-                          "batch %u cannot be split over %u ranks x %u "
-                          "processors (rank %u gets an empty shard): use a "
-                          "larger batch or fewer ranks or processors",
-                          batch, ranks, procs, r);
-  }
-  return RP_OK;
+  return rp_train_split_check(batch, ranks, procs, "processors");
 }
 
 /* This rank's rows of every batch: all of them without dist. With dist,

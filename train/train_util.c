@@ -107,3 +107,23 @@ rp_status rp_train_ring_finish(rp_train_ring *r, rp_status st) {
   }
   return st;
 }
+
+rp_status rp_train_split_check(uint32_t batch, uint32_t ranks, uint32_t parts,
+                               const char *parts_name) {
+  if (batch == 0 || ranks == 0 || parts == 0)
+    return rp_error_set(RP_EINVAL, "batch %u, ranks %u, %s %u (need >= 1)",
+                        batch, ranks, parts_name, parts);
+  rp_rect whole = rp_rect_1d(0, batch - 1), part, sub;
+  for (uint32_t r = 0; r < ranks; r++) {
+    rp_status st = rp_chunk_rect(&whole, 0, ranks, r, &part);
+    for (uint32_t p = 0; st == RP_OK && p < parts; p++)
+      st = rp_chunk_rect(&part, 0, parts, p, &sub);
+    if (st != RP_OK)
+      return rp_error_set(RP_ERANGE,
+                          "batch %u cannot be split over %u ranks x %u "
+                          "%s (rank %u gets an empty shard): use a "
+                          "larger batch or fewer ranks or %s",
+                          batch, ranks, parts, parts_name, r, parts_name);
+  }
+  return RP_OK;
+}

@@ -18,16 +18,13 @@
  * rounding: max |w_N - w_1| <= TOL * max |w_1|, TOL = 1e-5 (measured
  * about 7e-8 after 40 steps); the final loss within 1e-4 relative. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
+#include "driver.h"
+
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define TOL 1e-5
@@ -35,71 +32,7 @@
 
 static const char *REPRISE, *MPIEXEC, *NPFLAG;
 static char DIR[] = "/tmp/rp_train_dist_XXXXXX";
-static int N, FAILS;
-
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(ok ? stdout : stderr, ok ? "ok   " : "FAIL ");
-  vfprintf(ok ? stdout : stderr, fmt, ap);
-  fprintf(ok ? stdout : stderr, "\n");
-  va_end(ap);
-  FAILS += !ok;
-}
-
-static char *path(const char *name) {
-  static char buf[8][512];
-  static int k;
-  char *p = buf[k++ % 8];
-  snprintf(p, sizeof buf[0], "%s/%s", DIR, name);
-  return p;
-}
-
-/* The whole file, NUL-terminated (*len bytes before it), or NULL. */
-static char *slurp(const char *p, size_t *len) {
-  FILE *f = fopen(p, "rb");
-  if (!f)
-    return NULL;
-  size_t cap = 4096, n = 0;
-  char *b = malloc(cap);
-  size_t got;
-  while (b && (got = fread(b + n, 1, cap - n - 1, f)) > 0) {
-    n += got;
-    if (n + 1 == cap) {
-      char *nb = realloc(b, cap *= 2);
-      if (!nb)
-        free(b);
-      b = nb;
-    }
-  }
-  fclose(f);
-  if (b)
-    b[n] = '\0';
-  if (len)
-    *len = n;
-  return b;
-}
-
-/* Runs argv (NULL-terminated) with stdout and stderr into `log`; returns
- * the exit status, or -1 when it did not exit normally. */
-static int run(char *const *argv, const char *log) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-      _exit(126);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
-    execvp(argv[0], argv);
-    _exit(127);
-  }
-  int ws;
-  if (pid < 0 || waitpid(pid, &ws, 0) != pid)
-    return -1;
-  return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-}
+static int N;
 
 /* The same model, data and global batch for every run. */
 #define COMMON                                                                 \
@@ -180,26 +113,6 @@ static double rel_diff(const char *a, const char *b, int *bitwise) {
   free(x);
   free(y);
   return d;
-}
-
-/* The text after "key": in a JSON file (NULL when missing). */
-static const char *json_value(const char *json, const char *key) {
-  char k[64];
-  snprintf(k, sizeof k, "\"%s\":", key);
-  const char *p = json ? strstr(json, k) : NULL;
-  if (!p)
-    return NULL;
-  p += strlen(k);
-  while (*p == ' ')
-    p++;
-  return p;
-}
-
-static int count(const char *hay, const char *needle) {
-  int n = 0;
-  for (const char *p = hay; p && (p = strstr(p, needle)); p++)
-    n++;
-  return n;
 }
 
 /* ---- the cases ---- */
@@ -292,7 +205,7 @@ int main(int argc, char **argv) {
   REPRISE = argv[1];
   MPIEXEC = argv[2];
   NPFLAG = argv[3];
-  if (!mkdtemp(DIR)) {
+  if (drv_mkdir(DIR)) {
     perror("mkdtemp");
     return 1;
   }
@@ -302,7 +215,7 @@ int main(int argc, char **argv) {
     singleton();
   eager();
   bad_split();
-  if (!FAILS) { /* keep the files of a failed run */
+  if (!drv_fails) { /* keep the files of a failed run */
     const char *names[] = {"ref.bin",   "ref.json",  "ref.log",    "dist.bin",
                            "dist.json", "dist.log",  "single.bin", "single.log",
                            "eager.bin", "eager.log", "split.log"};
@@ -312,6 +225,7 @@ int main(int argc, char **argv) {
   } else {
     fprintf(stderr, "files kept in %s\n", DIR);
   }
-  printf("%s: %d ranks, %d failed\n", FAILS ? "FAILED" : "passed", N, FAILS);
-  return FAILS ? 1 : 0;
+  printf("%s: %d ranks, %d failed\n", drv_fails ? "FAILED" : "passed", N,
+         drv_fails);
+  return drv_fails ? 1 : 0;
 }

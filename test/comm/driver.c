@@ -1,0 +1,101 @@
+/* test/comm/driver.c — see driver.h. */
+#define _GNU_SOURCE
+#include "driver.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int drv_fails;
+static const char *DIR_;
+
+void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(ok ? stdout : stderr, ok ? "ok   " : "FAIL ");
+  vfprintf(ok ? stdout : stderr, fmt, ap);
+  fprintf(ok ? stdout : stderr, "\n");
+  va_end(ap);
+  drv_fails += !ok;
+}
+
+int drv_mkdir(char *template_) {
+  if (!mkdtemp(template_))
+    return -1;
+  DIR_ = template_;
+  return 0;
+}
+
+char *path(const char *name) {
+  static char buf[8][512];
+  static int k;
+  char *p = buf[k++ % 8];
+  snprintf(p, sizeof buf[0], "%s/%s", DIR_, name);
+  return p;
+}
+
+char *slurp(const char *p, size_t *len) {
+  FILE *f = fopen(p, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = 4096, n = 0;
+  char *b = malloc(cap);
+  size_t got;
+  while (b && (got = fread(b + n, 1, cap - n - 1, f)) > 0) {
+    n += got;
+    if (n + 1 == cap) {
+      char *nb = realloc(b, cap *= 2);
+      if (!nb)
+        free(b);
+      b = nb;
+    }
+  }
+  fclose(f);
+  if (b)
+    b[n] = '\0';
+  if (len)
+    *len = n;
+  return b;
+}
+
+int run(char *const *argv, const char *log) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+      _exit(126);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int ws;
+  if (pid < 0 || waitpid(pid, &ws, 0) != pid)
+    return -1;
+  return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+const char *json_value(const char *json, const char *key) {
+  char k[64];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = json ? strstr(json, k) : NULL;
+  if (!p)
+    return NULL;
+  p += strlen(k);
+  while (*p == ' ')
+    p++;
+  return p;
+}
+
+int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; p && (p = strstr(p, needle)); p++)
+    n++;
+  return n;
+}

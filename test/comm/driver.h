@@ -1,0 +1,35 @@
+/* test/comm/driver.h — what the command-line drivers of the "dist" tests
+ * share (test/comm/train_dist.c, test/comm/train_gpt_dist.c): plain
+ * programs, no Criterion (MPI does not survive its fork), that run the
+ * built `reprise` under mpiexec and check its exit status, output and
+ * files. */
+#ifndef RP_TEST_COMM_DRIVER_H
+#define RP_TEST_COMM_DRIVER_H
+
+#include <stddef.h>
+
+/* Checks failed so far (check). */
+extern int drv_fails;
+
+/* Prints "ok   ..." or "FAIL ..." (on stderr) and counts a failure. */
+void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Makes the temporary directory from a mkdtemp template; path(name) is
+ * name inside it (one of 8 rotating buffers). 0 on success. */
+int drv_mkdir(char *template_);
+char *path(const char *name);
+
+/* The whole file, NUL-terminated (*len bytes before it), or NULL. */
+char *slurp(const char *p, size_t *len);
+
+/* Runs argv (NULL-terminated) with stdout and stderr into `log`; returns
+ * the exit status, or -1 when it did not exit normally. */
+int run(char *const *argv, const char *log);
+
+/* The text after "key": in a JSON file (NULL when missing). */
+const char *json_value(const char *json, const char *key);
+
+/* Occurrences of needle in hay (0 for a NULL hay). */
+int count(const char *hay, const char *needle);
+
+#endif

@@ -1,0 +1,373 @@
+/* test/comm/train_gpt_dist.c — `reprise train --model gpt --dist` across N
+ * ranks reaches the weights of one process. A plain program (no Criterion,
+ * no MPI of its own; test/comm/driver.h): it writes a small corpus, runs
+ * the built command line as one process without --dist and under
+ * `mpiexec -n N ... --dist` with the same global batch and seed, and
+ * compares the --save-weights checkpoints (rp_gpt_ckpt_read: weights and
+ * AdamW moments). ctest runs it for N = 1 and 2 (label "dist"):
+ *
+ *   test_train_gpt_dist REPRISE MPIEXEC NUMPROC_FLAG N
+ *
+ * The model: 2 layers, 2 heads, width 32, context 16, global batch 8, 10
+ * AdamW steps (lr 0.002, warmup 1, cosine), seed 3.
+ *
+ * Checks: exit 0; only rank 0 prints; the JSON summary has "ranks": N and
+ * "weights_equal_across_ranks": true (every rank's weights hash alike);
+ * and the weights:
+ *  - bitwise (weights and both moments) equal to one process running the
+ *    same global batch in N data groups (--procs N; with --tp 2 --procs 2
+ *    per rank: --tp 2 --procs 2N): rank r's rows are group r's rows, and
+ *    the all-reduce of N = 2 parts adds them as the in-process REDUCTION
+ *    does (a + b); N = 1 equals a run without --dist bitwise, also
+ *    without mpiexec;
+ *  - against one process with the rank's own layout (--procs 1; --tp 2
+ *    --procs 2), whose gradients sum the rows in another order: the final
+ *    batch loss and the validation loss within LOSS_TOL = 1e-5 relative
+ *    (measured on the CPU backend: 0 and 7.8e-8), the weights within
+ *    WTOL = 1e-3 relative to each tensor's largest |w| (measured 1.6e-4
+ *    for N = 2, 1.1e-4 for --tp 2 --procs 2 per rank; 1e-5 does not hold
+ *    after AdamW: the worst is h0.mlp.fc.w[28][30], whose first gradient
+ *    is rounding noise, -2.7e-10 here against -2.0e-10 in one process,
+ *    where AdamW's first step lr g / (|g| + eps), eps 1e-8, moves it by
+ *    0.025 lr against 0.020 lr; the unit's other weights follow. Of the
+ *    26880 weights, 403 differ by more than 1e-6 relative, 68 by more
+ *    than 1e-5, 54 of those null-gradient ones). Elements whose gradient
+ *    stays null (the reference's root second moment below 1e-6 of its
+ *    tensor's largest: the attention's key bias, whose exact gradient is
+ *    zero) are held to 2 x iters x lr absolutely, the bound of any AdamW
+ *    run (measured at most 1.7e-6);
+ *  - --dist --eager: bitwise equal to the replayed --dist run;
+ * and a batch that leaves a rank's data group without rows exits 2 with
+ * one message. */
+#define _GNU_SOURCE
+#include "driver.h"
+#include "train/gpt.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LOSS_TOL 1e-5
+#define WTOL 1e-3
+#define NULL_GRAD 1e-6
+#define ITERS 10
+#define LR 0.002
+
+static const char *REPRISE, *MPIEXEC, *NPFLAG;
+static char DIR[] = "/tmp/rp_train_gpt_dist_XXXXXX";
+static int N;
+
+/* A corpus of 2000 lines of words drawn by a fixed LCG (27 distinct
+ * bytes). */
+static int write_corpus(void) {
+  static const char *words[] = {
+      "the", "quick", "brown", "fox",  "jumps", "over", "a",     "lazy",
+      "dog", "and",   "then",  "runs", "far",   "into", "green", "woods"};
+  FILE *f = fopen(path("corpus.txt"), "w");
+  if (!f)
+    return -1;
+  uint64_t x = 12345;
+  for (int line = 0; line < 2000; line++)
+    for (int w = 0; w < 8; w++) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      fprintf(f, "%s%c", words[(x >> 33) % 16], w == 7 ? '\n' : ' ');
+    }
+  return fclose(f);
+}
+
+/* `reprise train --model gpt COMMON extra...` (under mpiexec -n np when
+ * np > 0); its output goes to tag.log. Returns the exit status. */
+static int train(int np, const char *tag, const char *const *extra) {
+  static const char *common[] = {
+      "train", "--model", "gpt", "--backend", "cpu", "--layers",
+      "2",     "--heads", "2",   "--width",   "32",  "--context",
+      "16",    "--batch", "8",   "--iters",   "10",  "--lr",
+      "0.002", "--seed",  "3",   "--sample",  "16",  "--log-every",
+      "5",     "--text",  NULL};
+  char *argv[64];
+  char nps[16];
+  int k = 0;
+  if (np > 0) {
+    snprintf(nps, sizeof nps, "%d", np);
+    argv[k++] = (char *)MPIEXEC;
+    argv[k++] = (char *)NPFLAG;
+    argv[k++] = nps;
+  }
+  argv[k++] = (char *)REPRISE;
+  for (size_t i = 0; common[i]; i++)
+    argv[k++] = (char *)common[i];
+  argv[k++] = path("corpus.txt");
+  for (; extra && *extra; extra++)
+    argv[k++] = (char *)*extra;
+  argv[k] = NULL;
+  char log[64];
+  snprintf(log, sizeof log, "%s.log", tag);
+  int st = run(argv, path(log));
+  if (st != 0 && st != 2) { /* show why */
+    char *out = slurp(path(log), NULL);
+    fprintf(stderr, "--- %s (exit %d):\n%s---\n", tag, st, out ? out : "");
+    free(out);
+  }
+  return st;
+}
+
+/* One process (np 0) or N ranks with --dist: tag.ckpt, tag.json. */
+static int train_to(int np, const char *tag, const char *const *extra) {
+  char ck[64], js[64];
+  snprintf(ck, sizeof ck, "%s.ckpt", tag);
+  snprintf(js, sizeof js, "%s.json", tag);
+  const char *x[16] = {"--save-weights", NULL, "--json", NULL};
+  x[1] = path(ck);
+  x[3] = path(js);
+  int k = 4;
+  for (; extra && *extra && k < 15; extra++)
+    x[k++] = *extra;
+  x[k] = NULL;
+  return train(np, tag, x);
+}
+
+/* Parameter tensor sizes in checkpoint order (train/gpt.h). */
+static size_t tensor_sizes(const rp_gpt_ckpt *c, size_t *sz) {
+  size_t C = c->width, n = 0;
+  sz[n++] = (size_t)c->vocab * C;
+  sz[n++] = (size_t)c->context * C;
+  for (uint32_t l = 0; l < c->layers; l++) {
+    size_t b[] = {C, C, 3 * C * C, 3 * C, C * C,     C,
+                  C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    for (size_t j = 0; j < sizeof b / sizeof *b; j++)
+      sz[n++] = b[j];
+  }
+  sz[n++] = C;
+  sz[n++] = C;
+  return n;
+}
+
+static int read_ckpt(const char *tag, rp_gpt_ckpt *c) {
+  char name[64];
+  snprintf(name, sizeof name, "%s.ckpt", tag);
+  memset(c, 0, sizeof *c);
+  rp_status st = rp_gpt_ckpt_read(path(name), c);
+  if (st != RP_OK)
+    fprintf(stderr, "%s: %s\n", name, rp_error_detail());
+  return st == RP_OK;
+}
+
+/* Whether a's and b's checkpoints hold the same weights and moments. */
+static int bitwise(const char *a, const char *b) {
+  rp_gpt_ckpt x, y;
+  int ok = read_ckpt(a, &x) && read_ckpt(b, &y) && x.ndata == y.ndata &&
+           memcmp(x.data, y.data, x.ndata * sizeof *x.data) == 0;
+  rp_gpt_ckpt_free(&x);
+  rp_gpt_ckpt_free(&y);
+  return ok;
+}
+
+/* got's weights against want's: the largest difference relative to each
+ * tensor's largest |w| (*rel), and the largest absolute difference of the
+ * null-gradient elements (*null_abs). 0 when a file is unreadable. */
+static int weights_diff(const char *got, const char *want, double *rel,
+                        double *null_abs) {
+  rp_gpt_ckpt x, y;
+  int ok = read_ckpt(got, &x) && read_ckpt(want, &y) && x.ndata == y.ndata;
+  *rel = *null_abs = INFINITY;
+  size_t sz[RP_GPT_PARAMS(RP_GPT_MAX_LAYERS)];
+  size_t nt = ok ? tensor_sizes(&y, sz) : 0, off = 0;
+  if (ok)
+    *rel = *null_abs = 0;
+  for (size_t i = 0; i < nt; i++) {
+    const float *gw = x.data + off, *w = y.data + off, *v = w + 2 * sz[i];
+    double scale = 0, vmax = 0, d = 0, dn = 0;
+    for (size_t j = 0; j < sz[i]; j++) {
+      scale = fmax(scale, fabs((double)w[j]));
+      vmax = fmax(vmax, sqrt((double)v[j]));
+    }
+    for (size_t j = 0; j < sz[i]; j++) {
+      double e = fabs((double)gw[j] - (double)w[j]);
+      e = isnan(e) ? INFINITY : e;
+      if (sqrt((double)v[j]) <= NULL_GRAD * vmax)
+        dn = fmax(dn, e);
+      else
+        d = fmax(d, e);
+    }
+    *rel = fmax(*rel, d / (scale > 0 ? scale : 1));
+    *null_abs = fmax(*null_abs, dn);
+    off += 3 * sz[i];
+  }
+  ok = ok && off == y.ndata;
+  rp_gpt_ckpt_free(&x);
+  rp_gpt_ckpt_free(&y);
+  return ok;
+}
+
+static double json_num(const char *tag, const char *key) {
+  char name[64];
+  snprintf(name, sizeof name, "%s.json", tag);
+  char *j = slurp(path(name), NULL);
+  const char *v = json_value(j, key);
+  double d = v ? strtod(v, NULL) : NAN;
+  free(j);
+  return d;
+}
+
+/* got against want (another order of the gradient sums): weights within
+ * WTOL, null-gradient elements within 2 x iters x lr, losses within
+ * LOSS_TOL. */
+static void close_to(const char *got, const char *want, const char *what) {
+  double rel, nabs;
+  int ok = weights_diff(got, want, &rel, &nabs);
+  check(ok && rel <= WTOL,
+        "%s: weights within %g relative: max %.3g (null-gradient elements: "
+        "max |diff| %.3g)",
+        what, WTOL, rel, nabs);
+  check(ok && nabs <= 2.0 * ITERS * LR,
+        "%s: null-gradient elements within %g: %.3g", what, 2.0 * ITERS * LR,
+        nabs);
+  const char *keys[] = {"final_loss", "val_loss"};
+  for (int i = 0; i < 2; i++) {
+    double a = json_num(got, keys[i]), b = json_num(want, keys[i]);
+    check(fabs(a - b) <= LOSS_TOL * fabs(b),
+          "%s: %s %.9g vs %.9g (within %g relative: %.3g)", what, keys[i], a, b,
+          LOSS_TOL, fabs(a - b) / fabs(b));
+  }
+}
+
+/* ---- the cases ---- */
+
+static void reference(void) {
+  char procs[16];
+  snprintf(procs, sizeof procs, "%d", N);
+  const char *one[] = {"--procs", "1", NULL};
+  check(train_to(0, "ref1", one) == 0, "one process, --procs 1");
+  char *j = slurp(path("ref1.json"), NULL);
+  check(j && !json_value(j, "ranks") &&
+            !json_value(j, "weights_equal_across_ranks"),
+        "without --dist the JSON has no \"ranks\"");
+  free(j);
+  const char *groups[] = {"--procs", procs, NULL};
+  if (N > 1)
+    check(train_to(0, "refN", groups) == 0, "one process, --procs %d", N);
+  const char *tp[] = {"--tp", "2", "--procs", "2", NULL};
+  check(train_to(0, "reftp", tp) == 0, "one process, --tp 2 --procs 2");
+  char procs2[16];
+  snprintf(procs2, sizeof procs2, "%d", 2 * N);
+  const char *tpn[] = {"--tp", "2", "--procs", procs2, NULL};
+  if (N > 1)
+    check(train_to(0, "reftpN", tpn) == 0, "one process, --tp 2 --procs %d",
+          2 * N);
+}
+
+static void distributed(void) {
+  const char *x[] = {"--dist", NULL};
+  int st = train_to(N, "dist", x);
+  check(st == 0, "mpiexec -n %d reprise train --model gpt --dist: exit %d", N,
+        st);
+  char *log = slurp(path("dist.log"), NULL);
+  check(count(log, "reprise train: GPT") == 1 &&
+            count(log, "final loss") == 1 && count(log, "sample (") == 1,
+        "%d rank(s): rank 0 alone prints the header, the summary and the "
+        "sample",
+        N);
+  check(count(log, "  val loss ") == 3,
+        "log points at iterations 1, 6 and 10, once each");
+  free(log);
+  check(json_num("dist", "ranks") == N, "JSON \"ranks\": %d", N);
+  char *j = slurp(path("dist.json"), NULL);
+  const char *v = json_value(j, "weights_equal_across_ranks");
+  check(v && strncmp(v, "true", 4) == 0,
+        "every rank ends with the same weights");
+  free(j);
+  check(bitwise("dist", N > 1 ? "refN" : "ref1"),
+        "%d rank(s) x 1 processor: weights and moments bitwise equal to one "
+        "process with --procs %d",
+        N, N);
+  close_to("dist", "ref1", "against one process, --procs 1");
+}
+
+static void tensor_parallel(void) {
+  const char *x[] = {"--dist", "--tp", "2", "--procs", "2", NULL};
+  int st = train_to(N, "disttp", x);
+  check(st == 0, "mpiexec -n %d reprise train --dist --tp 2 --procs 2: exit %d",
+        N, st);
+  check(json_num("disttp", "tp") == 2 && json_num("disttp", "ranks") == N,
+        "JSON \"tp\": 2, \"ranks\": %d", N);
+  check(bitwise("disttp", N > 1 ? "reftpN" : "reftp"),
+        "%d rank(s) x --tp 2 --procs 2: bitwise equal to one process with "
+        "--tp 2 --procs %d",
+        N, 2 * N);
+  close_to("disttp", "reftp", "--tp 2 --procs 2: against one process");
+}
+
+static void singleton(void) {
+  const char *x[] = {"--dist", "--procs", "1", NULL};
+  check(train_to(0, "single", x) == 0, "--dist without mpiexec: exit 0");
+  check(bitwise("single", "ref1"),
+        "--dist without mpiexec equals one process bitwise");
+}
+
+static void eager(void) {
+  const char *x[] = {"--dist", "--eager", NULL};
+  int st = train_to(N, "eager", x);
+  check(st == 0, "mpiexec -n %d reprise train --dist --eager: exit %d", N, st);
+  check(bitwise("eager", "dist"), "--dist --eager equals --dist bitwise");
+}
+
+static void bad_split(void) {
+  /* 2N - 1 rows: the last rank gets 1 row for its 2 data groups (with one
+   * rank --procs 2 > --batch 1 is refused before MPI starts) */
+  char b[16];
+  snprintf(b, sizeof b, "%d", 2 * N - 1);
+  const char *x[] = {"--dist", "--procs", "2", "--batch", b, NULL};
+  int st = train(N, "split", x);
+  char *log = slurp(path("split.log"), NULL);
+  check(st == 2 && count(log, "Try 'reprise train --help'") == 1,
+        "--batch %s over %d rank(s) x 2 processors: exit %d (want 2), one "
+        "message",
+        b, N, st);
+  if (N > 1)
+    check(count(log, "cannot be split over") == 1 &&
+              count(log, "gets an empty shard") == 1,
+          "the message names the split: %s", log ? log : "");
+  free(log);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 5 || (N = atoi(argv[4])) < 1) {
+    fprintf(stderr, "usage: %s REPRISE MPIEXEC NUMPROC_FLAG N\n", argv[0]);
+    return 2;
+  }
+  REPRISE = argv[1];
+  MPIEXEC = argv[2];
+  NPFLAG = argv[3];
+  if (drv_mkdir(DIR) || write_corpus()) {
+    perror(DIR);
+    return 1;
+  }
+  reference();
+  distributed();
+  tensor_parallel();
+  if (N == 1)
+    singleton();
+  eager();
+  bad_split();
+  if (!drv_fails) { /* keep the files of a failed run */
+    const char *tags[] = {"ref1",   "refN",   "reftp", "reftpN", "dist",
+                          "disttp", "single", "eager", "split"};
+    const char *ext[] = {"ckpt", "json", "log"};
+    for (size_t i = 0; i < sizeof tags / sizeof *tags; i++)
+      for (size_t e = 0; e < 3; e++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.%s", tags[i], ext[e]);
+        unlink(path(name));
+      }
+    unlink(path("corpus.txt"));
+    rmdir(DIR);
+  } else {
+    fprintf(stderr, "files kept in %s\n", DIR);
+  }
+  printf("%s: %d ranks, %d failed\n", drv_fails ? "FAILED" : "passed", N,
+         drv_fails);
+  return drv_fails ? 1 : 0;
+}
