@@ -4,10 +4,13 @@
 #include "cli.h"
 
 #include "reprise.h"
-#include "rp_build_commit.h" /* generated: RP_BUILD_COMMIT */
 
 #include <stdio.h>
 #include <string.h>
+
+/* git describe of the checkout this binary was built from (generated at
+ * build time: cmake/build_commit.cmake). */
+extern const char rp_build_commit[];
 
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
@@ -105,7 +108,7 @@ static int cmd_version(int argc, char **argv) {
   if (argc > 1)
     return usage_error("version", version_usage, "unexpected argument",
                        argv[1]);
-  printf("reprise %s (commit %s)\n", rp_version_string(), RP_BUILD_COMMIT);
+  printf("reprise %s (commit %s)\n", rp_version_string(), rp_build_commit);
   return RP_CLI_OK;
 }
 
