@@ -99,3 +99,45 @@ int count(const char *hay, const char *needle) {
     n++;
   return n;
 }
+
+static const char *reprise_bin, *mpiexec_bin, *npflag;
+
+int drv_args(int argc, char **argv) {
+  int n = argc == 5 ? atoi(argv[4]) : 0;
+  if (n < 1) {
+    fprintf(stderr, "usage: %s REPRISE MPIEXEC NUMPROC_FLAG N\n", argv[0]);
+    return 0;
+  }
+  reprise_bin = argv[1];
+  mpiexec_bin = argv[2];
+  npflag = argv[3];
+  return n;
+}
+
+int drv_reprise(int np, const char *tag, const char *const *a,
+                const char *const *b) {
+  char *argv[96];
+  char nps[16];
+  size_t k = 0, cap = sizeof argv / sizeof *argv - 1;
+  if (np > 0) {
+    snprintf(nps, sizeof nps, "%d", np);
+    argv[k++] = (char *)mpiexec_bin;
+    argv[k++] = (char *)npflag;
+    argv[k++] = nps;
+  }
+  argv[k++] = (char *)reprise_bin;
+  for (; a && *a && k < cap; a++)
+    argv[k++] = (char *)*a;
+  for (; b && *b && k < cap; b++)
+    argv[k++] = (char *)*b;
+  argv[k] = NULL;
+  char log[64];
+  snprintf(log, sizeof log, "%s.log", tag);
+  int st = run(argv, path(log));
+  if (st != 0 && st != 2) { /* show why */
+    char *out = slurp(path(log), NULL);
+    fprintf(stderr, "--- %s (exit %d):\n%s---\n", tag, st, out ? out : "");
+    free(out);
+  }
+  return st;
+}

@@ -26,6 +26,17 @@ char *slurp(const char *p, size_t *len);
  * the exit status, or -1 when it did not exit normally. */
 int run(char *const *argv, const char *log);
 
+/* The command line every driver takes, REPRISE MPIEXEC NUMPROC_FLAG N:
+ * keeps the first three for drv_reprise and returns N (>= 1), or prints
+ * the usage and returns 0. */
+int drv_args(int argc, char **argv);
+
+/* `REPRISE a... b...` (b may be NULL), under `MPIEXEC NUMPROC_FLAG np`
+ * when np > 0; its output goes to tag.log and, when it exits with neither
+ * 0 nor 2, to stderr. Returns the exit status. */
+int drv_reprise(int np, const char *tag, const char *const *a,
+                const char *const *b);
+
 /* The text after "key": in a JSON file (NULL when missing). */
 const char *json_value(const char *json, const char *key);
 

@@ -30,7 +30,6 @@
 #define TOL 1e-5
 #define LOSS_TOL 1e-4
 
-static const char *REPRISE, *MPIEXEC, *NPFLAG;
 static char DIR[] = "/tmp/rp_train_dist_XXXXXX";
 static int N;
 
@@ -43,31 +42,8 @@ static int N;
 /* `reprise train COMMON extra...` (under mpiexec -n np when np > 0);
  * its output goes to tag.log. Returns the exit status. */
 static int train(int np, const char *tag, const char *const *extra) {
-  char *argv[48];
-  char nps[16];
-  int k = 0;
-  if (np > 0) {
-    snprintf(nps, sizeof nps, "%d", np);
-    argv[k++] = (char *)MPIEXEC;
-    argv[k++] = (char *)NPFLAG;
-    argv[k++] = nps;
-  }
-  argv[k++] = (char *)REPRISE;
-  static const char *common[] = {COMMON};
-  for (size_t i = 0; i < sizeof common / sizeof *common; i++)
-    argv[k++] = (char *)common[i];
-  for (; extra && *extra; extra++)
-    argv[k++] = (char *)*extra;
-  argv[k] = NULL;
-  char log[64];
-  snprintf(log, sizeof log, "%s.log", tag);
-  int st = run(argv, path(log));
-  if (st != 0 && st != 2) { /* show why */
-    char *out = slurp(path(log), NULL);
-    fprintf(stderr, "--- %s (exit %d):\n%s---\n", tag, st, out ? out : "");
-    free(out);
-  }
-  return st;
+  static const char *common[] = {COMMON, NULL};
+  return drv_reprise(np, tag, common, extra);
 }
 
 static float *weights(const char *name, size_t *n) {
@@ -198,13 +174,8 @@ static void bad_split(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 5 || (N = atoi(argv[4])) < 1) {
-    fprintf(stderr, "usage: %s REPRISE MPIEXEC NUMPROC_FLAG N\n", argv[0]);
+  if ((N = drv_args(argc, argv)) < 1)
     return 2;
-  }
-  REPRISE = argv[1];
-  MPIEXEC = argv[2];
-  NPFLAG = argv[3];
   if (drv_mkdir(DIR)) {
     perror("mkdtemp");
     return 1;

@@ -56,7 +56,6 @@
 #define ITERS 10
 #define LR 0.002
 
-static const char *REPRISE, *MPIEXEC, *NPFLAG;
 static char DIR[] = "/tmp/rp_train_gpt_dist_XXXXXX";
 static int N;
 
@@ -87,31 +86,11 @@ static int train(int np, const char *tag, const char *const *extra) {
       "16",    "--batch", "8",   "--iters",   "10",  "--lr",
       "0.002", "--seed",  "3",   "--sample",  "16",  "--log-every",
       "5",     "--text",  NULL};
-  char *argv[64];
-  char nps[16];
-  int k = 0;
-  if (np > 0) {
-    snprintf(nps, sizeof nps, "%d", np);
-    argv[k++] = (char *)MPIEXEC;
-    argv[k++] = (char *)NPFLAG;
-    argv[k++] = nps;
-  }
-  argv[k++] = (char *)REPRISE;
+  static const char *args[sizeof common / sizeof *common + 1];
   for (size_t i = 0; common[i]; i++)
-    argv[k++] = (char *)common[i];
-  argv[k++] = path("corpus.txt");
-  for (; extra && *extra; extra++)
-    argv[k++] = (char *)*extra;
-  argv[k] = NULL;
-  char log[64];
-  snprintf(log, sizeof log, "%s.log", tag);
-  int st = run(argv, path(log));
-  if (st != 0 && st != 2) { /* show why */
-    char *out = slurp(path(log), NULL);
-    fprintf(stderr, "--- %s (exit %d):\n%s---\n", tag, st, out ? out : "");
-    free(out);
-  }
-  return st;
+    args[i] = common[i];
+  args[sizeof common / sizeof *common - 1] = path("corpus.txt");
+  return drv_reprise(np, tag, args, extra);
 }
 
 /* One process (np 0) or N ranks with --dist: tag.ckpt, tag.json. */
@@ -334,13 +313,8 @@ static void bad_split(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 5 || (N = atoi(argv[4])) < 1) {
-    fprintf(stderr, "usage: %s REPRISE MPIEXEC NUMPROC_FLAG N\n", argv[0]);
+  if ((N = drv_args(argc, argv)) < 1)
     return 2;
-  }
-  REPRISE = argv[1];
-  MPIEXEC = argv[2];
-  NPFLAG = argv[3];
   if (drv_mkdir(DIR) || write_corpus()) {
     perror(DIR);
     return 1;
