@@ -28,16 +28,28 @@ static inline void adamw_update(float *restrict wi, const float *restrict gi,
   }
 }
 
+/* Tensor i's sum of squares, in element order. */
+static inline double sum_sq(const float *g, size_t n) {
+  double sq = 0.0;
+  for (size_t e = 0; e < n; e++)
+    sq += (double)g[e] * g[e];
+  return sq;
+}
+
 static inline void adamw(float *const *w, const float *const *g,
                          float *const *m, float *const *v, const size_t *n,
-                         float *stats, const rp_gpt_adamw_args *a) {
+                         float *stats, const float *sq,
+                         const rp_gpt_adamw_args *a) {
   double total = 0.0;
-  for (int32_t i = 0; i < a->count; i++) {
-    double sq = 0.0;
-    for (size_t e = 0; e < n[i]; e++)
-      sq += (double)g[i][e] * g[i][e];
-    stats[1 + i] = (float)sq;
-    total += sq;
+  if (a->norm_parts > 0) { /* the shares' sums, in index order */
+    for (int32_t j = 0; j < a->norm_parts; j++)
+      total += (double)sq[j];
+  } else {
+    for (int32_t i = 0; i < a->count; i++) {
+      double s = sum_sq(g[i], n[i]);
+      stats[1 + i] = (float)s;
+      total += s;
+    }
   }
   float norm = (float)sqrt(total);
   stats[0] = norm;
@@ -64,5 +76,16 @@ static inline void adamw(float *const *w, const float *const *g,
 RP_VEC_DISPATCH(rp_cpu_gpt_adamw, adamw,
                 (float *const *w, const float *const *g, float *const *m,
                  float *const *v, const size_t *n, float *stats,
-                 const rp_gpt_adamw_args *a),
-                (w, g, m, v, n, stats, a))
+                 const float *sq, const rp_gpt_adamw_args *a),
+                (w, g, m, v, n, stats, sq, a))
+
+void rp_cpu_gpt_sumsq(const float *const *g, const size_t *n, int count,
+                      float *sq, float *each) {
+  double total = 0.0;
+  for (int i = 0; i < count; i++) {
+    double s = sum_sq(g[i], n[i]);
+    each[i] = (float)s;
+    total += s;
+  }
+  sq[0] = (float)total;
+}

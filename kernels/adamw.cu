@@ -16,6 +16,9 @@
  *     dev_args at offsets 0 and 4 when given) on the device, and applies
  *     the contract's formulas with explicit round-to-nearest operations
  *     (no FMA contraction) in the C expression order.
+ * With norm_parts > 0 (a share of a sharded model) pass 1 is skipped and
+ * pass 2 sums the shares' sq[] instead (gpt.sumsq computed them, the same
+ * pass 1 kernel into its `each`, then one thread's f64 total).
  * No atomics: deterministic. Agreement with the CPU: the sums run in
  * another order (relative 1e-4 on stats); the update is elementwise with
  * the same f32 operations in the same order (bias corrections in f64, as
@@ -73,11 +76,27 @@ __global__ void __launch_bounds__(kSumsqThreads)
     stats[k] = (float)acc;
 }
 
-__global__ void adamw_norm_k(float *stats, int count) {
+/* stats[0] = sqrt of the sum (f64, in order) of stats[1..count], or with
+ * parts > 0 of the shares' sums sq[0..parts). */
+__global__ void adamw_norm_k(float *stats, int count, const float *sq,
+                             int parts) {
+  double s = 0.0;
+  if (parts > 0) {
+    for (int j = 0; j < parts; j++)
+      s += (double)sq[j];
+  } else {
+    for (int i = 0; i < count; i++)
+      s += (double)stats[1 + i];
+  }
+  stats[0] = (float)sqrt(s);
+}
+
+/* gpt.sumsq: sq[0] = the sum (f64, in order) of each[0..count). */
+__global__ void sumsq_total_k(const float *each, int count, float *sq) {
   double s = 0.0;
   for (int i = 0; i < count; i++)
-    s += (double)stats[1 + i];
-  stats[0] = (float)sqrt(s);
+    s += (double)each[i];
+  sq[0] = (float)s;
 }
 
 __global__ void adamw_update_k(AdamTable t, AdamHyper hp,
@@ -147,6 +166,7 @@ size_t adamw_table(AdamTable *t, float *const *w, const float *const *g,
 extern "C" rp_status rp_cuda_gpt_adamw(float *const *w, const float *const *g,
                                        float *const *m, float *const *v,
                                        const size_t *n, float *stats,
+                                       const float *sq,
                                        const rp_gpt_adamw_args *args,
                                        const void *dev_args, void *stream) {
   static const char what[] = "rp_cuda_gpt_adamw";
@@ -157,7 +177,10 @@ extern "C" rp_status rp_cuda_gpt_adamw(float *const *w, const float *const *g,
   cudaStream_t s = as_stream(stream);
   AdamTable t;
   rp_status st = RP_OK;
-  for (int base = 0; st == RP_OK && base < count; base += kAdamChunk) {
+  int parts = args->norm_parts > 0 ? args->norm_parts : 0;
+  /* sharded (parts > 0): the sums are gpt.sumsq's, the norm from sq */
+  for (int base = 0; !parts && st == RP_OK && base < count;
+       base += kAdamChunk) {
     int cnt = count - base < kAdamChunk ? count - base : kAdamChunk;
     adamw_table(&t, w, g, m, v, n, args, base, cnt);
     adamw_sumsq_k<<<(unsigned)cnt, kSumsqThreads, 0, s>>>(t, stats + 1 + base);
@@ -165,7 +188,7 @@ extern "C" rp_status rp_cuda_gpt_adamw(float *const *w, const float *const *g,
   }
   if (st != RP_OK)
     return st;
-  adamw_norm_k<<<1, 1, 0, s>>>(stats, count);
+  adamw_norm_k<<<1, 1, 0, s>>>(stats, count, sq, parts);
   st = RP_GPT_LAUNCHED("rp_cuda_gpt_adamw: norm");
   AdamHyper hp = {args->lr,  args->step,         args->beta1,   args->beta2,
                   args->eps, args->weight_decay, args->max_norm};
@@ -181,4 +204,29 @@ extern "C" rp_status rp_cuda_gpt_adamw(float *const *w, const float *const *g,
     st = RP_GPT_LAUNCHED("rp_cuda_gpt_adamw: update");
   }
   return st;
+}
+
+extern "C" rp_status rp_cuda_gpt_sumsq(const float *const *g, const size_t *n,
+                                       int count, float *sq, float *each,
+                                       void *stream) {
+  if (count < 1 || count > RP_GPT_ADAMW_MAX)
+    return rp__err(RP_EBACKEND, "rp_cuda_gpt_sumsq: %d tensors (1..%d)", count,
+                   RP_GPT_ADAMW_MAX);
+  cudaStream_t s = as_stream(stream);
+  AdamTable t;
+  rp_status st = RP_OK;
+  for (int base = 0; st == RP_OK && base < count; base += kAdamChunk) {
+    int cnt = count - base < kAdamChunk ? count - base : kAdamChunk;
+    t = AdamTable{};
+    for (int j = 0; j < cnt; j++) {
+      t.g[j] = g[base + j];
+      t.n[j] = n[base + j];
+    }
+    adamw_sumsq_k<<<(unsigned)cnt, kSumsqThreads, 0, s>>>(t, each + base);
+    st = RP_GPT_LAUNCHED("rp_cuda_gpt_sumsq: sums of squares");
+  }
+  if (st != RP_OK)
+    return st;
+  sumsq_total_k<<<1, 1, 0, s>>>(each, count, sq);
+  return RP_GPT_LAUNCHED("rp_cuda_gpt_sumsq: total");
 }

@@ -214,8 +214,17 @@ typedef struct rp_gpt_xent_args {
  * rp_ctx_device_args inside an exec (the graph never changes).
  * Accesses: 4 * count, tensor i at 4i: W_i (RW), 4i+1 G_i (READ),
  *           4i+2 M_i (RW), 4i+3 V_i (RW), all of W_i's volume; then
- *           access 4*count: stats (WRITE, >= count + 1). */
+ *           access 4*count: stats (WRITE, >= count + 1); with norm_parts
+ *           k > 0, access 4*count + 1: sq (READ, >= k).
+ *
+ * Sharded state (norm_parts = k > 0): the tensors are one processor's
+ * share of a model whose clipping norm covers every share. sq holds the k
+ * shares' sums of squares (gpt.sumsq's sq[0] of each, gathered); then
+ *   norm = sqrt(sum_j sq[j]) (f64, in index order: stats[0]),
+ * and stats[1 + i] is not written (the sums are gpt.sumsq's). Every share
+ * given the same sq computes the same norm, bit for bit. */
 #define RP_GPT_ADAMW_MAX 512
+#define RP_GPT_NORM_PARTS_MAX 64
 typedef struct rp_gpt_adamw_args {
   float lr;                        /* offset 0: per replay */
   int32_t step;                    /* offset 4: per replay, >= 1 */
@@ -224,7 +233,18 @@ typedef struct rp_gpt_adamw_args {
   float max_norm;                  /* offset 24: <= 0: no clipping */
   int32_t count;                   /* offset 28: 1..RP_GPT_ADAMW_MAX */
   uint8_t decay[RP_GPT_ADAMW_MAX]; /* offset 32: 1 = decayed (matrices) */
+  int32_t norm_parts; /* 0..RP_GPT_NORM_PARTS_MAX: 0, the norm of these */
 } rp_gpt_adamw_args;
+
+/* "gpt.sumsq": the sums of squares of `count` gradient tensors (one
+ * processor's share of a model's, for a sharded gpt.adamw):
+ *   each[i] = sum of g_i^2 (f64 in element order, stored as f32);
+ *   sq[0]   = sum_i of those sums (f64 in tensor order, as f32).
+ * Accesses: count G_i (READ), then sq (WRITE, >= 1), then each (WRITE,
+ * >= count). The CUDA sums run in another order (relative 1e-6). */
+typedef struct rp_gpt_sumsq_args {
+  int32_t count; /* 1..RP_GPT_ADAMW_MAX */
+} rp_gpt_sumsq_args;
 
 /* ---------------------------------------------------------------------- */
 /* CPU kernels (kernels/NAME.c: embed, layernorm, matmul, gelu, attention,
@@ -275,9 +295,12 @@ rp_status rp_cpu_gpt_attention_decode(const float *qkv, float *kcache,
 rp_status rp_cpu_gpt_xent(float *logits, const int32_t *targets, float *losses,
                           float *loss, int N, int V, float norm, int grad);
 /* w, g, m, v: arrays of count pointers; n: element counts. */
+/* sq: the shares' sums of squares when a->norm_parts > 0, else unused. */
 void rp_cpu_gpt_adamw(float *const *w, const float *const *g, float *const *m,
                       float *const *v, const size_t *n, float *stats,
-                      const rp_gpt_adamw_args *a);
+                      const float *sq, const rp_gpt_adamw_args *a);
+void rp_cpu_gpt_sumsq(const float *const *g, const size_t *n, int count,
+                      float *sq, float *each);
 
 /* ---------------------------------------------------------------------- */
 /* CUDA launchers (the kernels/NAME.cu files, CUDA builds only). dev_args:
@@ -339,8 +362,12 @@ rp_status rp_cuda_gpt_xent(float *logits, const int32_t *targets, float *losses,
  * 0, step at offset 4 are read from it when not NULL). */
 rp_status rp_cuda_gpt_adamw(float *const *w, const float *const *g,
                             float *const *m, float *const *v, const size_t *n,
-                            float *stats, const rp_gpt_adamw_args *args,
-                            const void *dev_args, void *stream);
+                            float *stats, const float *sq,
+                            const rp_gpt_adamw_args *args, const void *dev_args,
+                            void *stream);
+/* g, n: host arrays of count entries (as rp_cuda_gpt_adamw's). */
+rp_status rp_cuda_gpt_sumsq(const float *const *g, const size_t *n, int count,
+                            float *sq, float *each, void *stream);
 #endif
 
 #ifdef __cplusplus

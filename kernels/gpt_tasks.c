@@ -336,7 +336,8 @@ static const rp_op OP_ADAMW = {
     .name = "gpt.adamw",
     RP_OP_ARGS(rp_gpt_adamw_args),
     .fields = {{"count", AW(count), 0, 1, RP_GPT_ADAMW_MAX},
-               {"step", AW(step), 0, 1, INT32_MAX}},
+               {"step", AW(step), 0, 1, INT32_MAX},
+               {"norm_parts", AW(norm_parts), 0, 0, RP_GPT_NORM_PARTS_MAX}},
     .check_args = adamw_args,
     .group = {{"W", RP_F32, RP_RW, RP_OPC_GROUP},
               {"G", RP_F32, RP_READ, RP_OPC_GROUP},
@@ -344,8 +345,22 @@ static const rp_op OP_ADAMW = {
               {"V", RP_F32, RP_RW, RP_OPC_GROUP}},
     .ngroup = 4,
     .group_count = AW(count),
-    .tail = {{"stats", RP_F32, RP_WRITE, {1, {AW(count)}, 1}}},
-    .ntail = 1,
+    .tail = {{"stats", RP_F32, RP_WRITE, {1, {AW(count)}, 1}},
+             {"sq", RP_F32, RP_READ, {1, {AW(norm_parts)}}, AW(norm_parts)}},
+    .ntail = 2,
+};
+
+#define SQ(m) RP_OPF(rp_gpt_sumsq_args, m)
+static const rp_op OP_SUMSQ = {
+    .name = "gpt.sumsq",
+    RP_OP_ARGS(rp_gpt_sumsq_args),
+    .fields = {{"count", SQ(count), 0, 1, RP_GPT_ADAMW_MAX}},
+    .group = {{"G", RP_F32, RP_READ, RP_OPC_GROUP}},
+    .ngroup = 1,
+    .group_count = SQ(count),
+    .tail = {{"sq", RP_F32, RP_WRITE, RP_OPC_ONE},
+             {"each", RP_F32, RP_WRITE, {1, {SQ(count)}}}},
+    .ntail = 2,
 };
 
 /* ---------------------------------------------------------------------- */
@@ -448,7 +463,7 @@ rp_status rp_task_gpt_xent_cpu(rp_task_ctx *ctx) {
 }
 
 /* gpt.adamw: the accesses de-interleaved into the kernels' arrays. */
-#define ADAMW_ACCESSES (4 * RP_GPT_ADAMW_MAX + 1)
+#define ADAMW_ACCESSES (4 * RP_GPT_ADAMW_MAX + 2)
 typedef struct adamw_job {
   rp_gpt_adamw_args a;
   void *p[ADAMW_ACCESSES];
@@ -457,6 +472,7 @@ typedef struct adamw_job {
   const float *g[RP_GPT_ADAMW_MAX];
   size_t n[RP_GPT_ADAMW_MAX];
   float *stats;
+  const float *sq;
 } adamw_job;
 
 static rp_status adamw_prep(const rp_task_ctx *ctx, adamw_job *j) {
@@ -472,6 +488,7 @@ static rp_status adamw_prep(const rp_task_ctx *ctx, adamw_job *j) {
     j->n[i] = (size_t)j->vol[4 * i];
   }
   j->stats = j->p[4 * j->a.count];
+  j->sq = j->p[4 * j->a.count + 1];
   return RP_OK;
 }
 
@@ -484,7 +501,40 @@ rp_status rp_task_gpt_adamw_cpu(rp_task_ctx *ctx) {
   adamw_job j;
   rp_status st = adamw_prep(ctx, &j);
   if (st == RP_OK)
-    rp_cpu_gpt_adamw(j.w, j.g, j.m, j.v, j.n, j.stats, &j.a);
+    rp_cpu_gpt_adamw(j.w, j.g, j.m, j.v, j.n, j.stats, j.sq, &j.a);
+  return st;
+}
+
+/* gpt.sumsq: the gradients' pointers and sizes into the kernels' arrays. */
+#define SUMSQ_ACCESSES (RP_GPT_ADAMW_MAX + 2)
+typedef struct sumsq_job {
+  rp_gpt_sumsq_args a;
+  void *p[SUMSQ_ACCESSES];
+  int64_t vol[SUMSQ_ACCESSES];
+  const float *g[RP_GPT_ADAMW_MAX];
+  size_t n[RP_GPT_ADAMW_MAX];
+  float *sq, *each;
+} sumsq_job;
+
+static rp_status sumsq_prep(const rp_task_ctx *ctx, sumsq_job *j) {
+  rp_status st =
+      rp_op_prep(&OP_SUMSQ, ctx, &j->a, j->p, j->vol, SUMSQ_ACCESSES);
+  if (st != RP_OK)
+    return st;
+  for (int32_t i = 0; i < j->a.count; i++) {
+    j->g[i] = j->p[i];
+    j->n[i] = (size_t)j->vol[i];
+  }
+  j->sq = j->p[j->a.count];
+  j->each = j->p[j->a.count + 1];
+  return RP_OK;
+}
+
+rp_status rp_task_gpt_sumsq_cpu(rp_task_ctx *ctx) {
+  sumsq_job j;
+  rp_status st = sumsq_prep(ctx, &j);
+  if (st == RP_OK)
+    rp_cpu_gpt_sumsq(j.g, j.n, j.a.count, j.sq, j.each);
   return st;
 }
 
@@ -589,7 +639,15 @@ rp_status rp_task_gpt_adamw_gpu(rp_task_ctx *ctx) {
   if (st != RP_OK)
     return st;
   /* lr and step at offsets 0 and 4 of the device args inside an exec */
-  return rp_cuda_gpt_adamw(j.w, j.g, j.m, j.v, j.n, j.stats, &j.a,
+  return rp_cuda_gpt_adamw(j.w, j.g, j.m, j.v, j.n, j.stats, j.sq, &j.a,
                            rp_ctx_device_args(ctx), rp_ctx_stream(ctx));
+}
+
+rp_status rp_task_gpt_sumsq_gpu(rp_task_ctx *ctx) {
+  sumsq_job j;
+  rp_status st = sumsq_prep(ctx, &j);
+  return st ? st
+            : rp_cuda_gpt_sumsq(j.g, j.n, j.a.count, j.sq, j.each,
+                                rp_ctx_stream(ctx));
 }
 #endif

@@ -31,7 +31,11 @@ static rp_status check_fields(const rp_op *op, const void *args) {
 
 uint32_t rp_op_access_total(const rp_op *op, const void *args) {
   uint32_t count = op->ngroup ? (uint32_t)field_i32(args, op->group_count) : 0;
-  return op->nhead + op->ngroup * count + op->ntail;
+  uint32_t tail = op->ntail; /* switched-off accesses at the end: none */
+  while (tail > 0 && op->tail[tail - 1].when &&
+         field_i32(args, op->tail[tail - 1].when) == 0)
+    tail--;
+  return op->nhead + op->ngroup * count + tail;
 }
 
 /* 1 when the layout is dense row-major (a dimension of extent 1 may have

@@ -111,7 +111,9 @@ struct rp_op {
 /* An args struct in a descriptor: .args_type = "type", .args_size. */
 #define RP_OP_ARGS(type) .args_type = #type, .args_size = sizeof(type)
 
-/* Total accesses op takes for args (head + group * count + tail). */
+/* Total accesses op takes for args (head + group * count + tail; tail
+ * accesses switched off by their `when` field at the tail's end are not
+ * counted: the caller leaves them out). */
 uint32_t rp_op_access_total(const rp_op *op, const void *args);
 
 /* The one check: copies op->args_size bytes of args into `args`, checks

@@ -688,6 +688,7 @@ static const task_entry TASKS[] = {
     GPT(xent, 0, NULL),
     /* lr and step are read on the device; check_fn: step >= 1 etc. */
     GPT(adamw, RP_TASK_DEVICE_ARGS, rp_task_gpt_adamw_check),
+    GPT(sumsq, 0, NULL),
 };
 
 #ifdef REPRISE_HAVE_CUDA

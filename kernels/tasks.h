@@ -194,7 +194,7 @@ typedef struct rp_kernel_tasks {
   rp_task_id embed_fwd, embed_bwd, embed_token, layernorm_fwd,
       residual_layernorm_fwd, layernorm_bwd, matmul_fwd, matmul_bwd,
       bias_gelu_fwd, gelu_bwd, attention_fwd, attention_bwd, attention_decode,
-      xent, adamw;
+      xent, adamw, sumsq;
 } rp_kernel_tasks;
 
 /* Registers every task above on rt and fills *out. Call once per runtime:
@@ -246,6 +246,7 @@ rp_status rp_task_gpt_attention_bwd_cpu(rp_task_ctx *ctx);
 rp_status rp_task_gpt_attention_decode_cpu(rp_task_ctx *ctx);
 rp_status rp_task_gpt_xent_cpu(rp_task_ctx *ctx);
 rp_status rp_task_gpt_adamw_cpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_sumsq_cpu(rp_task_ctx *ctx);
 rp_status rp_task_gpt_embed_token_check(rp_task_ctx *ctx);
 rp_status rp_task_gpt_attention_decode_check(rp_task_ctx *ctx);
 rp_status rp_task_gpt_adamw_check(rp_task_ctx *ctx);
@@ -282,6 +283,7 @@ rp_status rp_task_gpt_attention_bwd_gpu(rp_task_ctx *ctx);
 rp_status rp_task_gpt_attention_decode_gpu(rp_task_ctx *ctx);
 rp_status rp_task_gpt_xent_gpu(rp_task_ctx *ctx);
 rp_status rp_task_gpt_adamw_gpu(rp_task_ctx *ctx);
+rp_status rp_task_gpt_sumsq_gpu(rp_task_ctx *ctx);
 #endif
 
 #endif

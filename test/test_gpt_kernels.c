@@ -534,7 +534,7 @@ Test(gpt_kernels, adamw_two_steps_match_a_hand_computed_example) {
     double sq1 = gd[3] * gd[3] + gd[4] * gd[4];
     double norm = sqrt(sq0 + sq1); /* 13 on step 1, 2.5 on step 2 */
     double scale = fmin(1.0, 6.5 / (norm + 1e-6));
-    rp_cpu_gpt_adamw(w, g, m, v, n, stats, &a);
+    rp_cpu_gpt_adamw(w, g, m, v, n, stats, NULL, &a);
     cr_assert(fabs(stats[0] - norm) <= 1e-6 * norm, "step %d norm %g", step,
               stats[0]);
     cr_assert(stats[1] == (float)sq0 && stats[2] == (float)sq1, "step %d sq",
@@ -561,6 +561,71 @@ Test(gpt_kernels, adamw_two_steps_match_a_hand_computed_example) {
                  (-0.85 - 0.1 * (0.9 * 0.6 + 0) / (1 - 0.81) /
                               (sqrt(0.95 * 1.8 / (1 - 0.9025)) + 1e-8))) < 1e-9,
             "w1[1] after step 2: %.9g", W[4]);
+}
+
+/* Sharded: the two tensors as two shares (gpt.sumsq each, the sums
+ * gathered, gpt.adamw each with norm_parts 2) give the unsharded step's
+ * bits (the sums of squares here are exact in f32), clipping included. */
+Test(gpt_kernels, adamw_over_shares_equals_one_adamw) {
+  float w0[3] = {0.5f, -1.0f, 2.0f}, w1[2] = {0.25f, -0.75f};
+  float g0[3] = {3.0f, -4.0f, 0.0f}, g1[2] = {0.0f, 12.0f};
+  float m0[3] = {0.1f, 0, 0}, m1[2] = {0, -0.2f}, v0[3] = {0.5f, 0, 1},
+        v1[2] = {2, 0};
+  float W0[3], W1[2], M0[3], M1[2], V0[3], V1[2];
+  memcpy(W0, w0, sizeof w0), memcpy(W1, w1, sizeof w1);
+  memcpy(M0, m0, sizeof m0), memcpy(M1, m1, sizeof m1);
+  memcpy(V0, v0, sizeof v0), memcpy(V1, v1, sizeof v1);
+  rp_gpt_adamw_args a = {.lr = 0.1f,
+                         .step = 2,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.95f,
+                         .eps = 1e-8f,
+                         .weight_decay = 0.1f,
+                         .max_norm = 6.5f,
+                         .count = 2};
+  a.decay[0] = 1;
+  float stats[3], *w[2] = {w0, w1}, *m[2] = {m0, m1}, *v[2] = {v0, v1};
+  const float *g[2] = {g0, g1};
+  size_t n[2] = {3, 2};
+  rp_cpu_gpt_adamw(w, g, m, v, n, stats, NULL, &a);
+  /* the shares */
+  float sq[2], each0[1], each1[1], st0[2] = {-1, -1}, st1[2] = {-1, -1};
+  const float *G0[1] = {g0}, *G1[1] = {g1};
+  rp_cpu_gpt_sumsq(G0, &n[0], 1, &sq[0], each0);
+  rp_cpu_gpt_sumsq(G1, &n[1], 1, &sq[1], each1);
+  cr_assert(sq[0] == 25.0f && each0[0] == 25.0f && sq[1] == 144.0f);
+  rp_gpt_adamw_args s0 = a, s1 = a;
+  s0.count = s1.count = 1;
+  s0.norm_parts = s1.norm_parts = 2;
+  s1.decay[0] = 0;
+  float *pw0[1] = {W0}, *pm0[1] = {M0}, *pv0[1] = {V0};
+  float *pw1[1] = {W1}, *pm1[1] = {M1}, *pv1[1] = {V1};
+  rp_cpu_gpt_adamw(pw0, G0, pm0, pv0, &n[0], st0, sq, &s0);
+  rp_cpu_gpt_adamw(pw1, G1, pm1, pv1, &n[1], st1, sq, &s1);
+  cr_assert(st0[0] == stats[0] && st1[0] == stats[0] && stats[0] == 13.0f,
+            "norm %g %g %g", st0[0], st1[0], stats[0]);
+  cr_assert(st0[1] == -1 && st1[1] == -1, "no per-tensor sums when sharded");
+  cr_assert(!memcmp(W0, w0, sizeof W0) && !memcmp(W1, w1, sizeof W1) &&
+                !memcmp(M0, m0, sizeof M0) && !memcmp(M1, m1, sizeof M1) &&
+                !memcmp(V0, v0, sizeof V0) && !memcmp(V1, v1, sizeof V1),
+            "the shares' update differs from one AdamW's");
+}
+
+/* gpt.sumsq against sums in double. */
+Test(gpt_kernels, sumsq_matches_double_sums) {
+  float *a = kr_random(1000, 31, -2, 2), *b = kr_random(7, 32, -1, 1);
+  const float *g[2] = {a, b};
+  size_t n[2] = {1000, 7};
+  float sq, each[2];
+  rp_cpu_gpt_sumsq(g, n, 2, &sq, each);
+  double sa = 0, sb = 0;
+  for (size_t i = 0; i < 1000; i++)
+    sa += (double)a[i] * a[i];
+  for (size_t i = 0; i < 7; i++)
+    sb += (double)b[i] * b[i];
+  cr_assert(each[0] == (float)sa && each[1] == (float)sb, "each");
+  cr_assert(sq == (float)(sa + sb), "sq %.9g vs %.9g", sq, sa + sb);
+  free(a), free(b);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -761,8 +826,28 @@ Test(gpt_tasks_backends, every_gpt_task_equals_its_kernel) {
         *v[2] = {F(&c, 3), F(&c, 7)};
   const float *g[2] = {F(&c, 1), F(&c, 5)};
   size_t n[2] = {24, 5};
-  rp_cpu_gpt_adamw(w, g, m, v, n, F(&c, 8), &wa);
+  rp_cpu_gpt_adamw(w, g, m, v, n, F(&c, 8), NULL, &wa);
   tc_run(rt, k.adamw, &wa, sizeof wa, &c, "gpt.adamw");
+
+  /* one share of a sharded model: the norm from 3 shares' sums */
+  wa.norm_parts = 3;
+  tc_f32(&c, 24), tc_f32(&c, 24), tc_f32(&c, 24), tc_f32(&c, 24);
+  tc_f32(&c, 5), tc_f32(&c, 5), tc_f32(&c, 5), tc_f32(&c, 5), tc_f32(&c, 3);
+  tc_f32(&c, 3);
+  for (uint32_t i = 3; i < 10; i += i == 7 ? 2 : 4) /* v, sums >= 0 */
+    for (size_t e = 0; e < c.len[i]; e++)
+      F(&c, i)[e] = ((float *)c.init[i])[e] = fabsf(F(&c, i)[e]);
+  float *sw[2] = {F(&c, 0), F(&c, 4)}, *sm[2] = {F(&c, 2), F(&c, 6)},
+        *sv[2] = {F(&c, 3), F(&c, 7)};
+  const float *sg[2] = {F(&c, 1), F(&c, 5)};
+  rp_cpu_gpt_adamw(sw, sg, sm, sv, n, F(&c, 8), F(&c, 9), &wa);
+  tc_run(rt, k.adamw, &wa, sizeof wa, &c, "gpt.adamw (sharded)");
+
+  rp_gpt_sumsq_args qa = {2};
+  tc_f32(&c, 24), tc_f32(&c, 5), tc_f32(&c, 1), tc_f32(&c, 2);
+  const float *qg[2] = {F(&c, 0), F(&c, 1)};
+  rp_cpu_gpt_sumsq(qg, n, 2, F(&c, 2), F(&c, 3));
+  tc_run(rt, k.sumsq, &qa, sizeof qa, &c, "gpt.sumsq");
   th_destroy(rt);
 }
 
@@ -896,6 +981,32 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
   RP_EXPECT(rp_task_gpt_adamw_cpu(&ctx), RP_ESHAPE);
   cr_assert(strstr(rp_error_detail(), "8 accesses for 2 tensors (need 9)"),
             "%s", rp_error_detail());
+  /* sharded: the sums' access after stats, of norm_parts elements */
+  wa.norm_parts = 2;
+  rp_instance_info wj[10];
+  for (int i = 0; i < 10; i++)
+    wj[i] = inst1d(inp, RP_F32, 4);
+  ctx = cpu_ctx(&wa, sizeof wa, wj, 9);
+  RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "9 accesses for 2 tensors (need 10)"),
+            "%s", rp_error_detail());
+  ctx = cpu_ctx(&wa, sizeof wa, wj, 10);
+  wj[9] = inst1d(inp, RP_F32, 1);
+  RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "access 9 (sq) has 1 elements, needs 2"),
+            "%s", rp_error_detail());
+  wa.norm_parts = RP_GPT_NORM_PARTS_MAX + 1;
+  RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_EINVAL);
+  wa.norm_parts = 0;
+  ctx = cpu_ctx(&wa, sizeof wa, wi, 8);
+  /* sumsq: its per-tensor sums need count elements */
+  rp_gpt_sumsq_args qa = {2};
+  rp_instance_info qi[4] = {inst1d(inp, RP_F32, 4), inst1d(inp, RP_F32, 4),
+                            inst1d(out, RP_F32, 1), inst1d(out0, RP_F32, 1)};
+  rp_task_ctx qc = cpu_ctx(&qa, sizeof qa, qi, 4);
+  RP_EXPECT(rp_task_gpt_sumsq_cpu(&qc), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "access 3 (each) has 1 elements"), "%s",
+            rp_error_detail());
   wa.beta1 = 1.0f;
   RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_EINVAL);
   bits_eq(inp, in[0].ptr, 1, "inp");
@@ -920,7 +1031,8 @@ Test(gpt_tasks, register_names_the_gpt_tasks) {
                                 "gpt.attention_bwd",
                                 "gpt.attention_decode",
                                 "gpt.xent",
-                                "gpt.adamw"};
+                                "gpt.adamw",
+                                "gpt.sumsq"};
   rp_task_id ids[] = {k.embed_fwd,
                       k.embed_bwd,
                       k.embed_token,
@@ -935,7 +1047,8 @@ Test(gpt_tasks, register_names_the_gpt_tasks) {
                       k.attention_bwd,
                       k.attention_decode,
                       k.xent,
-                      k.adamw};
+                      k.adamw,
+                      k.sumsq};
   for (size_t i = 0; i < KR_LEN(names); i++) {
     rp_task_id id;
     RP_CHECK(rp_task_find(rt, names[i], &id));

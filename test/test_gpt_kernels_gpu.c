@@ -670,18 +670,18 @@ static void check_adamw(float max_norm, int dev, void *s) {
   for (int step = 1; step <= 3; step++) {
     a.step = step;
     a.lr = 1e-2f / (float)step;
-    rp_cpu_gpt_adamw(w, (const float *const *)g, m, v, n, stats, &a);
+    rp_cpu_gpt_adamw(w, (const float *const *)g, m, v, n, stats, NULL, &a);
     if (dev) {
       RP_CHECK(rp_cuda_buf_put(dargs, &a, sizeof a));
       rp_gpt_adamw_args wrong = a;
       wrong.lr = 5.0f, wrong.step = 40;
       RP_CHECK(rp_cuda_capture_begin(s));
       RP_CHECK(rp_cuda_gpt_adamw(dw, (const float *const *)dg, dm, dv, n,
-                                 dstats, &wrong, dargs, s));
+                                 dstats, NULL, &wrong, dargs, s));
       RP_CHECK(rp_cuda_capture_end_launch(s, 1));
     } else {
       RP_CHECK(rp_cuda_gpt_adamw(dw, (const float *const *)dg, dm, dv, n,
-                                 dstats, &a, NULL, s));
+                                 dstats, NULL, &a, NULL, s));
     }
   }
   dget(gstats, dstats, sizeof gstats, s);
@@ -707,7 +707,7 @@ static void check_adamw(float max_norm, int dev, void *s) {
     RP_CHECK(rp_cuda_buf_put(dm[7], m7, n[7] * 4));
     RP_CHECK(rp_cuda_buf_put(dv[7], v7, n[7] * 4));
     RP_CHECK(rp_cuda_gpt_adamw(dw, (const float *const *)dg, dm, dv, n, dstats,
-                               &a, NULL, s));
+                               NULL, &a, NULL, s));
     float *r = dgetf(dw[7], n[7], s);
     if (run) {
       same_bits(r1, r, n[7], "adamw w (tensor 7)");
@@ -738,6 +738,82 @@ Test(gpt_kernels_gpu, adamw_reads_lr_and_step_in_a_graph) {
   RP_CHECK(rp_cuda_blas_init(0));
   void *s = new_stream();
   check_adamw(1.0f, 1, s);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* Sharded: ADAM_COUNT tensors as two shares (the first 35, the rest):
+ * gpt.sumsq on each share into one element of sq each, then gpt.adamw on
+ * each share with norm_parts 2, on both backends; both shares compute the
+ * same norm bit for bit. */
+Test(gpt_kernels_gpu, adamw_over_shares_matches_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  enum { HALF = 35 };
+  rp_gpt_adamw_args a = {.lr = 1e-2f,
+                         .step = 2,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.95f,
+                         .eps = 1e-8f,
+                         .weight_decay = 0.1f,
+                         .max_norm = 1.0f,
+                         .norm_parts = 2};
+  float *w[ADAM_COUNT], *g[ADAM_COUNT], *m[ADAM_COUNT], *v[ADAM_COUNT];
+  float *dw[ADAM_COUNT], *dg[ADAM_COUNT], *dm[ADAM_COUNT], *dv[ADAM_COUNT];
+  size_t n[ADAM_COUNT];
+  for (int i = 0; i < ADAM_COUNT; i++) {
+    n[i] = i == 40 ? 100003 : (size_t)(i * 37 % 500 + 1);
+    w[i] = kr_random(n[i], 1700 + (uint32_t)i, -1, 1);
+    g[i] = kr_random(n[i], 1800 + (uint32_t)i, -1, 1);
+    m[i] = kr_random(n[i], 1900 + (uint32_t)i, -0.01f, 0.01f);
+    v[i] = kr_random(n[i], 2000 + (uint32_t)i, 0, 0.001f);
+    dw[i] = dput(w[i], n[i] * 4), dg[i] = dput(g[i], n[i] * 4);
+    dm[i] = dput(m[i], n[i] * 4), dv[i] = dput(v[i], n[i] * 4);
+  }
+  float sq[2], each[ADAM_COUNT], gsq[2], geach[ADAM_COUNT];
+  float stats[2][ADAM_COUNT + 1], gst[2][ADAM_COUNT + 1];
+  float *dsq = dput(NULL, sizeof sq), *deach = dput(NULL, sizeof each);
+  float *dst[2] = {dput(NULL, sizeof stats[0]), dput(NULL, sizeof stats[0])};
+  int base[2] = {0, HALF}, cnt[2] = {HALF, ADAM_COUNT - HALF};
+  for (int j = 0; j < 2; j++) {
+    rp_cpu_gpt_sumsq((const float *const *)g + base[j], n + base[j], cnt[j],
+                     &sq[j], each + base[j]);
+    RP_CHECK(rp_cuda_gpt_sumsq((const float *const *)dg + base[j], n + base[j],
+                               cnt[j], dsq + j, deach + base[j], s));
+  }
+  for (int j = 0; j < 2; j++) {
+    rp_gpt_adamw_args aj = a;
+    aj.count = cnt[j];
+    for (int i = 0; i < cnt[j]; i++)
+      aj.decay[i] = (uint8_t)((base[j] + i) % 3 != 0);
+    int b = base[j];
+    rp_cpu_gpt_adamw(w + b, (const float *const *)g + b, m + b, v + b, n + b,
+                     stats[j], sq, &aj);
+    RP_CHECK(rp_cuda_gpt_adamw(dw + b, (const float *const *)dg + b, dm + b,
+                               dv + b, n + b, dst[j], dsq, &aj, NULL, s));
+  }
+  dget(gsq, dsq, sizeof gsq, s);
+  dget(geach, deach, sizeof geach, s);
+  close_max(gsq, sq, 2, REL_RED, "sumsq sq");
+  close_max(geach, each, ADAM_COUNT, REL_RED, "sumsq each");
+  for (int j = 0; j < 2; j++)
+    dget(gst[j], dst[j], sizeof gst[j], s);
+  same_bits(&gst[0][0], &gst[1][0], 1, "the shares' norms");
+  close_max(&gst[0][0], &stats[0][0], 1, REL_RED, "sharded norm");
+  cr_assert(gst[0][0] > a.max_norm, "norm %g: the test means to clip",
+            gst[0][0]);
+  for (int i = 0; i < ADAM_COUNT; i++) {
+    float *gw = dgetf(dw[i], n[i], s), *gm = dgetf(dm[i], n[i], s);
+    float *gv = dgetf(dv[i], n[i], s);
+    close_max(gw, w[i], n[i], REL_ELEM, "sharded adamw w");
+    close_max(gm, m[i], n[i], REL_ELEM, "sharded adamw m");
+    close_max(gv, v[i], n[i], REL_ELEM, "sharded adamw v");
+    free(gw), free(gm), free(gv);
+    free(w[i]), free(g[i]), free(m[i]), free(v[i]);
+    rp_cuda_buf_free(dw[i]), rp_cuda_buf_free(dg[i]);
+    rp_cuda_buf_free(dm[i]), rp_cuda_buf_free(dv[i]);
+  }
+  rp_cuda_buf_free(dsq), rp_cuda_buf_free(deach);
+  rp_cuda_buf_free(dst[0]), rp_cuda_buf_free(dst[1]);
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 

@@ -357,23 +357,25 @@ static int find_op(rp_graph *g, const char *name, rp_op_id from) {
   return -1;
 }
 
-/* Every kind of parallel operator is a node of the step: REPARTITION
- * (weights into shards), REPLICATE (the LayerNorm outputs; backward: the
- * slices' input gradients summed), REDUCTION (the partial projections;
- * backward: the output gradient to every slice), COMBINE (the gradient
- * shards at home); each copy of an operator carries its name. */
+/* Every kind of parallel operator is a node of the step: REPLICATE (the
+ * LayerNorm outputs, and the gathered sums of squares back to every
+ * processor; backward: the slices' input gradients summed), REDUCTION (the
+ * partial projections; backward: the output gradient to every slice),
+ * COMBINE (the processors' sums of squares at home) and, with data groups,
+ * REPARTITION (the batch over the groups); each copy of an operator carries
+ * its name. The optimizer runs on the shards: no weight or gradient of a
+ * split tensor crosses processors at tp 2 (at tp 2 x dp 2 only group 0's
+ * weight shards go to group 1's slices, one copy each). */
 Test(gpt_tp_backends, the_step_has_every_parallel_operator) {
   run r;
   run_init(&r, 4, 2, 2);
   rp_graph *g;
   RP_CHECK(rp_gpt_record(r.m, &g));
-  const char *names[] = {
-      "h0.attn.qkv.w.repartition", "h0.mlp.proj.w.repartition",
-      "h0.ln1.replicate",          "h0.ln2.replicate",
-      "h0.attn.proj.reduce",       "h1.mlp.proj.reduce",
-      "h1.mlp.proj.reduce.bwd",    "h1.ln2.replicate.bwd",
-      "h0.attn.proj.reduce.bwd",   "h0.ln1.replicate.bwd",
-      "h0.attn.qkv.dW.combine",    "h1.mlp.fc.db.combine"};
+  const char *names[] = {"h0.ln1.replicate",        "h0.ln2.replicate",
+                         "h0.attn.proj.reduce",     "h1.mlp.proj.reduce",
+                         "h1.mlp.proj.reduce.bwd",  "h1.ln2.replicate.bwd",
+                         "h0.attn.proj.reduce.bwd", "h0.ln1.replicate.bwd",
+                         "grad.sumsq.combine",      "grad.sumsq.replicate"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     int at = find_op(g, names[i], 0);
     cr_assert(at >= 0, "no op named %s", names[i]);
@@ -383,6 +385,36 @@ Test(gpt_tp_backends, the_step_has_every_parallel_operator) {
   }
   cr_assert_lt(find_op(g, "h0.ln1.replicate", 0),
                find_op(g, "h0.attn.qkv.t1", 0));
+  const char *gone[] = {"h0.attn.qkv.w.repartition", "h0.attn.qkv.dW.combine",
+                        "h1.mlp.fc.db.combine", "h1.mlp.proj.w.repartition"};
+  for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+    cr_assert_eq(find_op(g, gone[i], 0), -1, "%s: a split tensor moved",
+                 gone[i]);
+  /* sums of squares, gathered, then each processor's AdamW */
+  int c = find_op(g, "grad.sumsq.combine", 0);
+  int r0 = find_op(g, "grad.sumsq.replicate", 0);
+  int a0 = find_op(g, "adamw.t0", 0), a1 = find_op(g, "adamw.t1", 0);
+  int s1 = find_op(g, "grad.sumsq.t1", 0);
+  cr_assert(c >= 0 && r0 >= 0 && a0 >= 0 && a1 >= 0 && s1 >= 0);
+  cr_assert(rp_graph_depends(g, (rp_op_id)s1, (rp_op_id)c + 1));
+  cr_assert(rp_graph_depends(g, (rp_op_id)r0, (rp_op_id)a0));
+  cr_assert(rp_graph_depends(g, (rp_op_id)r0 + 1, (rp_op_id)a1));
+  cr_assert_eq(find_op(g, "adamw", 0), -1, "one AdamW per processor");
+  RP_CHECK(rp_graph_destroy(g));
+  run_fini(&r);
+
+  run_init(&r, 4, 4, 2);
+  RP_CHECK(rp_gpt_record(r.m, &g));
+  int sp = find_op(g, "batch.x.split", 0);
+  cr_assert(sp >= 0 && find_op(g, "batch.x.split", (rp_op_id)sp + 1) == sp + 1,
+            "the batch over 2 groups (REPARTITION)");
+  for (uint32_t t = 0; t < 2; t++) {
+    char n[64];
+    snprintf(n, sizeof n, "t%u.h1.mlp.fc.w.replicate", t);
+    int at = find_op(g, n, 0);
+    cr_assert(at >= 0, "no op named %s", n);
+    cr_assert_eq(find_op(g, n, (rp_op_id)at + 1), -1, "%s: one copy", n);
+  }
   RP_CHECK(rp_graph_destroy(g));
   run_fini(&r);
 }
@@ -423,11 +455,11 @@ Test(gpt_tp_backends, a_slices_reduction_waits_for_that_slice_only) {
   run_fini(&r);
 }
 
-/* Each processor other than the home one holds 1/tp of the split
- * matrices' weights and gradients (their shards at global offsets) and
- * nothing else of the parameter state; the home processor holds the whole
- * state (weights, gradients, AdamW moments: the optimizer runs there) plus
- * its own shards. */
+/* Each processor holds 1/tp of the split matrices' state (their shards
+ * at global offsets: weights, gradients and both AdamW moments: the
+ * optimizer is sharded like the weights); the home processor also holds
+ * the whole state of the tensors not split (LayerNorms, embeddings,
+ * biases of the row-parallel projections). */
 Test(gpt_tp_backends, processors_hold_their_shards) {
   for (uint32_t tp = 2; tp <= 4; tp += 2) {
     run r;
@@ -445,10 +477,11 @@ Test(gpt_tp_backends, processors_hold_their_shards) {
     }
     uint64_t total, state;
     RP_CHECK(rp_gpt_proc_bytes(r.m, 0, &total, &state));
-    cr_assert_eq(state, 4 * 4 * all + 2 * 4 * split / tp, "tp %u home", tp);
+    cr_assert_eq(state, 4 * 4 * (all - split) + 4 * 4 * split / tp,
+                 "tp %u home: %llu", tp, (unsigned long long)state);
     for (uint32_t p = 1; p < tp; p++) {
       RP_CHECK(rp_gpt_proc_bytes(r.m, p, &total, &state));
-      cr_assert_eq(state, 2 * 4 * split / tp, "tp %u processor %u: %llu", tp, p,
+      cr_assert_eq(state, 4 * 4 * split / tp, "tp %u processor %u: %llu", tp, p,
                    (unsigned long long)state);
       cr_assert_gt(total, state);
     }
@@ -507,6 +540,79 @@ Test(gpt_tp_backends, evaluate_and_sample_match_one_processor) {
   cr_assert(!memcmp(o1, o2, sizeof o1), "greedy samples differ");
   run_fini(&one);
   run_fini(&two);
+}
+
+static void run_write(run *r, rp_gpt_slot s, const float *in) {
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(r->m); i++) {
+    const rp_gpt_param_info *pi = rp_gpt_param(r->m, i);
+    size_t k = (size_t)pi->rows * pi->cols;
+    RP_CHECK(rp_gpt_tensor_write(r->m, i, s, in, k));
+    in += k;
+  }
+}
+
+/* Greedy decoding by replay (rp_gpt_generate): n tokens after the prompt
+ * into out, the last decode step's logits into logits. */
+static void run_generate(run *r, int32_t *out, uint32_t n, float *logits) {
+  rp_graph *g;
+  rp_exec *ex;
+  RP_CHECK(rp_gpt_decode_record(r->m, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  int32_t prompt[3] = {5, 1, 9};
+  RP_CHECK(rp_gpt_generate(r->m, ex, prompt, 3, n, 0.0f, 1, out));
+  RP_CHECK(rp_instance_read(r->rt, rp_gpt_decode_logits(r->m), logits,
+                            rp_gpt_cfg(r->m)->vocab * sizeof *logits));
+  RP_CHECK(rp_exec_destroy(ex));
+}
+
+/* The sharded state (weights, gradients, both moments) read whole from tp
+ * 2 moves into one processor and into tp 2 x dp 2 and reads back the same
+ * bits; the next step from it agrees with tp 2's (the moments landed in
+ * their shards' places); greedy decoding at tp 2 (the split weights
+ * gathered into the decode step's copies) gives one processor's tokens and
+ * logits bit for bit. */
+Test(gpt_tp_backends, sharded_state_moves_between_layouts) {
+  run two, one, quad;
+  run_init(&two, 4, 2, 2);
+  for (uint32_t k = 0; k < 3; k++)
+    run_step(&two, k, 1);
+  run_init(&one, 4, 1, 1);
+  run_init(&quad, 4, 4, 2);
+  size_t n = rp_gpt_param_count(two.m);
+  float *st[4];
+  for (int s = 0; s < 4; s++) {
+    st[s] = run_read(&two, (rp_gpt_slot)s);
+    run_write(&one, (rp_gpt_slot)s, st[s]);
+    run_write(&quad, (rp_gpt_slot)s, st[s]);
+    float *a = run_read(&one, (rp_gpt_slot)s), *b = run_read(&quad, s);
+    cr_assert_eq(first_diff(a, st[s], n), n, "slot %d into one processor", s);
+    cr_assert_eq(first_diff(b, st[s], n), n, "slot %d into tp 2 x dp 2", s);
+    free(a), free(b);
+  }
+  run_step(&two, 3, 0);
+  run_step(&one, 3, 0);
+  float *w2 = run_read(&two, RP_GPT_WEIGHT),
+        *w1 = run_read(&one, RP_GPT_WEIGHT);
+  float *g1 = run_read(&one, RP_GPT_GRAD);
+  compare(one.m, w2, w1, g1, STEPS_TOL, 2e-3, "weights one step on");
+  free(w2), free(w1), free(g1);
+  /* the same weights in both again, then decode */
+  run_write(&one, RP_GPT_WEIGHT, st[0]);
+  run_write(&two, RP_GPT_WEIGHT, st[0]);
+  uint32_t V = rp_gpt_cfg(one.m)->vocab;
+  int32_t t1[15], t2[15];
+  float *l1 = malloc(V * sizeof *l1), *l2 = malloc(V * sizeof *l2);
+  run_generate(&one, t1, 12, l1);
+  run_generate(&two, t2, 12, l2);
+  cr_assert(!memcmp(t1, t2, sizeof t1), "greedy tokens differ at tp 2");
+  cr_assert_eq(first_diff(l1, l2, V), V, "decode logits differ at tp 2");
+  for (int s = 0; s < 4; s++)
+    free(st[s]);
+  free(l1), free(l2);
+  run_fini(&one);
+  run_fini(&two);
+  run_fini(&quad);
 }
 
 /* Too few processors for procs = 4 (tp 2 x 2 groups): RP_EPROC naming

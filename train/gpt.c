@@ -34,7 +34,7 @@ enum {
 #define BP(l, j) (2u + PER_BLOCK * (uint32_t)(l) + (uint32_t)(j))
 #define LNF_W(L) (2u + PER_BLOCK * (uint32_t)(L))
 #define LNF_B(L) (LNF_W(L) + 1u)
-#define MAXSINKS 4
+#define MAXSINKS (4 + RP_GPT_MAX_PROCS)
 
 /* One block's activations on one shard (N = rows * T positions). */
 typedef struct block_acts {
@@ -55,7 +55,9 @@ typedef struct shard {
   int64_t lo, hi; /* batch rows */
   uint32_t rows, N;
   rp_inst x, y, loss;
-  rp_inst *w, *g; /* parameter replicas and this shard's gradients */
+  rp_inst *w, *g;   /* parameter replicas and this shard's gradients */
+  rp_inst *mo, *vo; /* tp > 1, group 0's slices: the AdamW moments of their
+                       shards of the split tensors */
   block_acts *a;
   rp_inst resf, lnf, lnfm, lnfr, logits, losses;
   /* backward scratch, shared by the blocks */
@@ -95,6 +97,12 @@ struct rp_gpt {
   shard *ts;
   rp_inst *gsum; /* tp > 1, dp > 1: [t * np + i] the groups' sum of slice
                     t's gradient shard i, on processor t */
+  /* tp > 1, the sharded optimizer: processor t's sum of squares of its
+   * gradients (part[t], at [t, t]: one element of sq), its per-tensor sums
+   * (each[t]), the gathered sums (sq, home) and their copies (sqr[t]) that
+   * its AdamW reads, and its AdamW's stats (ostats[t]; m->stats for t 0) */
+  rp_inst sq, part[RP_GPT_MAX_PROCS], each[RP_GPT_MAX_PROCS];
+  rp_inst sqr[RP_GPT_MAX_PROCS], ostats[RP_GPT_MAX_PROCS];
   uint64_t bytes[RP_GPT_MAX_PROCS], state_bytes[RP_GPT_MAX_PROCS];
   int state; /* mk counts into state_bytes */
   /* Across ranks (cfg.dist): this rank's rows [rlo, rhi] of every global
@@ -359,13 +367,25 @@ static rp_rect home_rect(const rp_gpt *m, uint32_t i) {
   return r;
 }
 
+/* The tensors processor t's AdamW updates: with tensor parallelism its
+ * shards of the split tensors (t = 0: and every tensor not split), else
+ * all of them (t = 0). */
+static uint32_t opt_count(const rp_gpt *m, uint32_t t) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < m->np; i++)
+    n += t == 0 || split_dim(m, i) >= 0;
+  return n;
+}
+
+/* The home state: weights, gradients and moments of every tensor not
+ * split (tensor parallelism keeps the split ones in the slices only). */
 static rp_status make_home(rp_gpt *m) {
   const rp_gpt_config *c = &m->cfg;
   rp_inst *sets[4] = {m->w, m->g, m->mo, m->vo};
   rp_status st = RP_OK;
   m->state = 1;
   for (uint32_t i = 0; !st && i < m->np; i++)
-    for (int s = 0; !st && s < 4; s++)
+    for (int s = 0; !st && s < 4 && split_dim(m, i) < 0; s++)
       st = mk(m, 0, RP_F32, home_rect(m, i), &sets[s][i]);
   m->state = 0;
   /* this rank's rows: every row of a batch without dist */
@@ -384,6 +404,9 @@ static rp_status make_home(rp_gpt *m) {
     st = mkf(m, 0, 1, 1, &m->loss);
   if (!st)
     st = mkf(m, 0, 1, m->np + 1, &m->stats);
+  if (!st && m->tp > 1 &&
+      !(st = mk(m, 0, RP_F32, rp_rect_1d(0, m->tp - 1), &m->sq)))
+    st = name_inst(m, m->sq, "grad.sumsq");
   if (!st)
     st = mk(m, 0, RP_I32, rp_rect_2d(0, 0, 0, c->context - 1), &m->sample);
   if (!st && c->dist) { /* host memory: its all-reduce needs no NCCL */
@@ -411,6 +434,29 @@ static rp_status make_home(rp_gpt *m) {
                       "loss",   "adamw.stats", "sample.x"};
   for (size_t i = 0; !st && i < sizeof hi / sizeof *hi; i++)
     st = name_inst(m, hi[i], "%s", hn[i]);
+  return st;
+}
+
+/* Processor t's share of the clipping norm (tensor parallelism): its sum
+ * of squares at [t, t], its per-tensor sums, the gathered sums' copy its
+ * AdamW reads, and that AdamW's stats (t = 0: m->stats). */
+static rp_status make_norm(rp_gpt *m, uint32_t t) {
+  uint32_t n = opt_count(m, t);
+  rp_status st = mk(m, t, RP_F32, rp_rect_1d(t, t), &m->part[t]);
+  if (!st)
+    st = mkf(m, t, 1, n, &m->each[t]);
+  if (!st)
+    st = mk(m, t, RP_F32, rp_rect_1d(0, m->tp - 1), &m->sqr[t]);
+  if (!st && t > 0)
+    st = mkf(m, t, 1, n + 1, &m->ostats[t]);
+  if (!st)
+    st = name_inst(m, m->part[t], "t%u.grad.sumsq", t);
+  if (!st)
+    st = name_inst(m, m->each[t], "t%u.grad.sumsq.each", t);
+  if (!st)
+    st = name_inst(m, m->sqr[t], "t%u.grad.sumsq.all", t);
+  if (!st)
+    st = name_inst(m, m->ostats[t], "t%u.adamw.stats", t);
   return st;
 }
 
@@ -504,7 +550,11 @@ static rp_status make_slice(rp_gpt *m, uint32_t d, uint32_t t) {
   s->w = calloc(m->np, sizeof *s->w);
   s->g = calloc(m->np, sizeof *s->g);
   s->a = calloc(c->layers, sizeof *s->a);
-  if (!s->w || !s->g || !s->a)
+  if (d == 0) { /* the optimizer's shards */
+    s->mo = calloc(m->np, sizeof *s->mo);
+    s->vo = calloc(m->np, sizeof *s->vo);
+  }
+  if (!s->w || !s->g || !s->a || (d == 0 && (!s->mo || !s->vo)))
     return rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
   char pre[16];
   if (m->dp > 1)
@@ -532,8 +582,14 @@ static rp_status make_slice(rp_gpt *m, uint32_t d, uint32_t t) {
       if (!(st = mk(m, p, RP_F32, part, sum)))
         st = name_inst(m, *sum, "t%u.%s.sum", t, gn);
     }
+    if (!st && d == 0 && !(st = mk(m, p, RP_F32, part, &s->mo[i])) &&
+        !(st = mk(m, p, RP_F32, part, &s->vo[i])) &&
+        !(st = name_inst(m, s->mo[i], "%s%s.m", pre, m->info[i].name)))
+      st = name_inst(m, s->vo[i], "%s%s.v", pre, m->info[i].name);
   }
   m->state = 0;
+  if (!st && d == 0)
+    st = make_norm(m, t);
   uint64_t N = s->N, C = c->width, Cs = C / m->tp, T = c->context;
   uint64_t att = (uint64_t)s->rows * (c->heads / m->tp) * T * T;
   for (uint32_t l = 0; !st && l < c->layers; l++) {
@@ -680,6 +736,8 @@ rp_status rp_gpt_destroy(rp_gpt *m) {
   for (uint32_t p = 0; m->ts && p < m->cfg.procs; p++) {
     free(m->ts[p].w);
     free(m->ts[p].g);
+    free(m->ts[p].mo);
+    free(m->ts[p].vo);
     free(m->ts[p].a);
   }
   free(m->sh);
@@ -1304,31 +1362,26 @@ static rp_status backward(ctx *x, shard *s) {
   return st;
 }
 
-/* The weights into the leaders' replicas (dp > 1: REPLICATE) and the
- * split tensors into every group's slices (REPARTITION at their global
- * offsets). */
+/* dp > 1: the weights into the leaders' replicas and, with tensor
+ * parallelism, group 0's shards of the split tensors (where the optimizer
+ * keeps them) into the other groups' slices (REPLICATE). */
 static rp_status step_weights(rp_gpt *m) {
   rp_inst parts[RP_GPT_MAX_PROCS];
   rp_status st = RP_OK;
-  for (uint32_t i = 0; !st && i < m->np; i++) {
-    int dim = split_dim(m, i);
-    if (dim < 0) {
-      if (m->dp == 1)
-        continue;
+  for (uint32_t i = 0; !st && m->dp > 1 && i < m->np; i++) {
+    if (split_dim(m, i) < 0) {
       for (uint32_t d = 0; d < m->dp; d++)
         parts[d] = m->sh[d].w[i];
       if (!(st = name_op(m, "", "%s.replicate", m->info[i].name)))
         st = popn(m, RP_POP_REPLICATE, 0, m->w[i], parts, m->dp, 0, NULL);
       continue;
     }
-    for (uint32_t d = 0; !st && d < m->dp; d++) {
-      for (uint32_t t = 0; t < m->tp; t++)
-        parts[t] = m->ts[d * m->tp + t].w[i];
-      char sfx[16] = "";
-      if (m->dp > 1)
-        snprintf(sfx, sizeof sfx, ".s%u", d);
-      if (!(st = name_op(m, sfx, "%s.repartition", m->info[i].name)))
-        st = popn(m, RP_POP_REPARTITION, 0, m->w[i], parts, m->tp, dim, NULL);
+    for (uint32_t t = 0; !st && t < m->tp; t++) {
+      for (uint32_t d = 1; d < m->dp; d++)
+        parts[d - 1] = m->ts[d * m->tp + t].w[i];
+      if (!(st = name_op(m, "", "t%u.%s.replicate", t, m->info[i].name)))
+        st = popn(m, RP_POP_REPLICATE, 0, m->ts[t].w[i], parts, m->dp - 1, 0,
+                  NULL);
     }
   }
   return st;
@@ -1365,20 +1418,26 @@ static rp_status step_inputs(rp_gpt *m, uint32_t index) {
   return st ? st : step_weights(m);
 }
 
-/* P > 1: the gradients (and losses) at home: the groups' sums (REDUCTION)
- * of the tensors the leaders hold whole; the split tensors' shards summed
- * over the groups into the sums of group 0's slices (dp > 1) and gathered
- * at home (COMBINE, the repartition's backward). */
+/* Tensor i's gradient as processor t's AdamW reads it: at home, or with
+ * tensor parallelism slice t's shard (dp > 1: the groups' sum of it). */
+static rp_inst opt_grad(const rp_gpt *m, uint32_t t, uint32_t i) {
+  if (split_dim(m, i) < 0)
+    return m->g[i];
+  return m->dp > 1 ? m->gsum[(size_t)t * m->np + i] : m->ts[t].g[i];
+}
+
+/* dp > 1: the groups' gradients summed (REDUCTION): those of the tensors
+ * the leaders hold whole at home, each split tensor's shards into group
+ * 0's slices (where the optimizer keeps them); and the losses. */
 static rp_status reduce_grads(rp_gpt *m) {
-  rp_inst parts[RP_GPT_MAX_PROCS], sums[RP_GPT_MAX_PROCS];
+  rp_inst parts[RP_GPT_MAX_PROCS];
   rp_status st = RP_OK;
+  if (m->dp == 1)
+    return st;
   for (uint32_t i = 0; !st && i < m->np; i++) {
     char gn[48];
     grad_name(m->info[i].name, gn, sizeof gn);
-    int dim = split_dim(m, i);
-    if (dim < 0) {
-      if (m->dp == 1)
-        continue;
+    if (split_dim(m, i) < 0) {
       for (uint32_t d = 0; d < m->dp; d++)
         parts[d] = m->sh[d].g[i];
       if (!(st = name_op(m, "", "%s.reduce", gn)))
@@ -1386,21 +1445,13 @@ static rp_status reduce_grads(rp_gpt *m) {
       continue;
     }
     for (uint32_t t = 0; !st && t < m->tp; t++) {
-      if (m->dp == 1) {
-        sums[t] = m->ts[t].g[i];
-        continue;
-      }
-      sums[t] = m->gsum[(size_t)t * m->np + i];
       for (uint32_t d = 0; d < m->dp; d++)
         parts[d] = m->ts[d * m->tp + t].g[i];
       if (!(st = name_op(m, "", "%s.t%u.reduce", gn, t)))
-        st = popn(m, RP_POP_REDUCTION, 0, sums[t], parts, m->dp, 0, NULL);
+        st = popn(m, RP_POP_REDUCTION, 0, opt_grad(m, t, i), parts, m->dp, 0,
+                  NULL);
     }
-    if (!st && !(st = name_op(m, "", "%s.combine", gn)))
-      st = popn(m, RP_POP_COMBINE, 0, m->g[i], sums, m->tp, dim, NULL);
   }
-  if (m->dp == 1)
-    return st;
   for (uint32_t d = 0; d < m->dp; d++)
     parts[d] = m->sh[d].loss;
   if (!st && !(st = name_op(m, "", "loss.reduce")))
@@ -1422,15 +1473,26 @@ static rp_status step_allreduce(rp_gpt *m) {
   for (uint32_t i = m->np; !st && i-- > 0;) {
     char gn[48];
     grad_name(m->info[i].name, gn, sizeof gn);
-    a.inst = m->g[i];
-    if (!(st = name_op(m, "", "%s.allreduce", gn)))
-      st = rp_launch_allreduce(m->rt, &a, NULL);
+    /* a split tensor: each of its shards where the optimizer keeps it */
+    uint32_t n = split_dim(m, i) < 0 ? 1 : m->tp;
+    for (uint32_t t = 0; !st && t < n; t++) {
+      a.inst = opt_grad(m, t, i);
+      if (n == 1)
+        st = name_op(m, "", "%s.allreduce", gn);
+      else
+        st = name_op(m, "", "%s.t%u.allreduce", gn, t);
+      if (!st)
+        st = rp_launch_allreduce(m->rt, &a, NULL);
+    }
   }
   return st;
 }
 
-/* One gpt.adamw over every tensor; lr and step per replay. */
-static rp_status adamw(rp_gpt *m, float lr, int32_t step) {
+/* Processor t's gpt.adamw over the tensors it keeps (opt_count); with
+ * norm_parts (tensor parallelism) the clipping norm from the gathered sums
+ * of squares (sqr[t]). lr and step per replay. */
+static rp_status adamw_on(rp_gpt *m, uint32_t t, float lr, int32_t step,
+                          int32_t norm_parts) {
   const rp_gpt_config *c = &m->cfg;
   rp_gpt_adamw_args a;
   memset(&a, 0, sizeof a);
@@ -1441,25 +1503,70 @@ static rp_status adamw(rp_gpt *m, float lr, int32_t step) {
   a.eps = c->eps;
   a.weight_decay = c->weight_decay;
   a.max_norm = c->max_norm;
-  a.count = (int32_t)m->np;
-  rp_access acc[4 * RP_GPT_ADAMW_MAX + 1];
-  uint32_t n = 0;
+  a.norm_parts = norm_parts;
+  rp_access acc[4 * RP_GPT_ADAMW_MAX + 2];
+  uint32_t n = 0, k = 0;
+  const shard *s = m->ts ? &m->ts[t] : NULL; /* NULL: tp 1, nothing split */
   for (uint32_t i = 0; i < m->np; i++) {
-    a.decay[i] = (uint8_t)(m->info[i].decay ? 1 : 0);
-    acc[n++] = (rp_access){m->w[i], RP_RW, RP_REDOP_NONE};
-    acc[n++] = (rp_access){m->g[i], RP_READ, RP_REDOP_NONE};
-    acc[n++] = (rp_access){m->mo[i], RP_RW, RP_REDOP_NONE};
-    acc[n++] = (rp_access){m->vo[i], RP_RW, RP_REDOP_NONE};
+    int split = split_dim(m, i) >= 0;
+    if (!split && t > 0)
+      continue;
+    a.decay[k++] = (uint8_t)(m->info[i].decay ? 1 : 0);
+    acc[n++] = (rp_access){split ? s->w[i] : m->w[i], RP_RW, RP_REDOP_NONE};
+    acc[n++] = (rp_access){opt_grad(m, t, i), RP_READ, RP_REDOP_NONE};
+    acc[n++] = (rp_access){split ? s->mo[i] : m->mo[i], RP_RW, RP_REDOP_NONE};
+    acc[n++] = (rp_access){split ? s->vo[i] : m->vo[i], RP_RW, RP_REDOP_NONE};
   }
-  acc[n++] = (rp_access){m->stats, RP_WRITE, RP_REDOP_NONE};
+  a.count = (int32_t)k;
+  rp_inst stats = t ? m->ostats[t] : m->stats;
+  acc[n++] = (rp_access){stats, RP_WRITE, RP_REDOP_NONE};
+  if (norm_parts)
+    acc[n++] = (rp_access){m->sqr[t], RP_READ, RP_REDOP_NONE};
   rp_interp ip[2] = {{offsetof(rp_gpt_step_args, lr),
                       offsetof(rp_gpt_adamw_args, lr), sizeof a.lr},
                      {offsetof(rp_gpt_step_args, step),
                       offsetof(rp_gpt_adamw_args, step), sizeof a.step}};
-  rp_status st = name_op(m, "", "adamw");
+  rp_status st =
+      norm_parts ? name_op(m, "", "adamw.t%u", t) : name_op(m, "", "adamw");
   return st ? st
-            : task_ev(m, m->k.adamw, m->procs[0], acc, n, &a, sizeof a, ip, 2,
+            : task_ev(m, m->k.adamw, m->procs[t], acc, n, &a, sizeof a, ip, 2,
                       sink(m));
+}
+
+/* Processor t's gpt.sumsq over the gradients its AdamW reads. */
+static rp_status sumsq_on(rp_gpt *m, uint32_t t) {
+  rp_gpt_sumsq_args a = {0};
+  rp_access acc[RP_GPT_ADAMW_MAX + 2];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < m->np; i++)
+    if (t == 0 || split_dim(m, i) >= 0)
+      acc[n++] = (rp_access){opt_grad(m, t, i), RP_READ, RP_REDOP_NONE};
+  a.count = (int32_t)n;
+  acc[n++] = (rp_access){m->part[t], RP_WRITE, RP_REDOP_NONE};
+  acc[n++] = (rp_access){m->each[t], RP_WRITE, RP_REDOP_NONE};
+  rp_status st = name_op(m, "", "grad.sumsq.t%u", t);
+  return st ? st : task(m, m->k.sumsq, m->procs[t], acc, n, &a, sizeof a);
+}
+
+/* The optimizer step. One processor: one gpt.adamw over every tensor.
+ * Tensor parallelism (the optimizer sharded like the weights: each of
+ * group 0's processors keeps its shards' moments and updates them): each
+ * processor sums its gradients' squares (gpt.sumsq), the sums meet at
+ * home (COMBINE) and go back to every processor (REPLICATE), and each
+ * runs gpt.adamw on its share with the global norm from them. */
+static rp_status adamw(rp_gpt *m, float lr, int32_t step) {
+  if (m->tp == 1)
+    return adamw_on(m, 0, lr, step, 0);
+  rp_status st = RP_OK;
+  for (uint32_t t = 0; !st && t < m->tp; t++)
+    st = sumsq_on(m, t);
+  if (!st && !(st = name_op(m, "", "grad.sumsq.combine")))
+    st = popn(m, RP_POP_COMBINE, 0, m->sq, m->part, m->tp, 0, NULL);
+  if (!st && !(st = name_op(m, "", "grad.sumsq.replicate")))
+    st = popn(m, RP_POP_REPLICATE, 0, m->sq, m->sqr, m->tp, 0, NULL);
+  for (uint32_t t = 0; !st && t < m->tp; t++)
+    st = adamw_on(m, t, lr, step, (int32_t)m->tp);
+  return st;
 }
 
 rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
@@ -1478,7 +1585,7 @@ rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
     if (!st)
       st = backward(&x, s);
   }
-  if (!st && m->cfg.procs > 1)
+  if (!st)
     st = reduce_grads(m);
   if (!st && m->cfg.dist)
     st = step_allreduce(m);
@@ -1717,6 +1824,12 @@ static rp_status make_decode(rp_gpt *m) {
   for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
     if (!(st = mkf(m, 0, t[i].rows, t[i].cols, t[i].i)))
       st = name_inst(m, *t[i].i, "dec.%s", t[i].n);
+  /* tensor parallelism: the split tensors whole on processor 0 (gathered
+   * from the shards by rp_gpt_generate) */
+  for (uint32_t i = 0; !st && i < m->np; i++)
+    if (split_dim(m, i) >= 0 &&
+        !(st = mk(m, 0, RP_F32, home_rect(m, i), &m->w[i])))
+      st = name_inst(m, m->w[i], "dec.%s", m->info[i].name);
   return st;
 }
 
@@ -1765,6 +1878,29 @@ static rp_status decode_one(rp_gpt *m, rp_exec *ex, int32_t pos, int32_t token,
                           m->cfg.vocab * sizeof *logits);
 }
 
+static rp_status slot_io(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
+                         const float *in, size_t n);
+
+/* Tensor parallelism: the split tensors' weights, gathered from the
+ * shards, into the decode step's whole copies (make_decode). */
+static rp_status gather_split(rp_gpt *m) {
+  size_t most = 0;
+  for (uint32_t i = 0; m->tp > 1 && i < m->np; i++)
+    most = numel(&m->info[i]) > most ? numel(&m->info[i]) : most;
+  if (most == 0)
+    return RP_OK;
+  float *buf = malloc(most * sizeof *buf);
+  rp_status st = buf ? RP_OK : rp_error_set(RP_ENOMEM, "out of memory");
+  for (uint32_t i = 0; !st && i < m->np; i++) {
+    size_t n = numel(&m->info[i]);
+    if (split_dim(m, i) >= 0 &&
+        !(st = slot_io(m, i, RP_GPT_WEIGHT, buf, NULL, n)))
+      st = rp_instance_write(m->rt, m->w[i], buf, n * sizeof *buf);
+  }
+  free(buf);
+  return st;
+}
+
 rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
                           uint32_t plen, uint32_t n, float temperature,
                           uint64_t seed, int32_t *out) {
@@ -1777,6 +1913,9 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
                           "rp_gpt_generate: prompt token %u = %d "
                           "outside [0, %u)",
                           i, (int)prompt[i], V);
+  rp_status st = gather_split(m);
+  if (st != RP_OK)
+    return rp_train_err_prefix(st, "rp_gpt_generate: ");
   float *logits = calloc(V, sizeof *logits);
   if (!logits)
     return rp_error_set(RP_ENOMEM, "rp_gpt_generate: out of memory");
@@ -1788,7 +1927,6 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
   uint32_t total = plen + n, filled = plen;
   uint32_t keep = plen < T ? plen : T; /* a long prompt: its last T */
   uint32_t have = plen - keep, pos = 0;
-  rp_status st = RP_OK;
   while (!st && filled < total) {
     if (pos == T) { /* full: decode the last T/2 tokens again from 0 */
       have -= T / 2;
@@ -1807,6 +1945,73 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
 /* ---------------------------------------------------------------------- */
 /* State */
 
+/* Tensor i's slot s where the optimizer keeps it: at home, or for a split
+ * tensor slice t's shard of it. */
+static rp_inst slot_inst(const rp_gpt *m, uint32_t i, rp_gpt_slot s,
+                         uint32_t t) {
+  if (s == RP_GPT_GRAD)
+    return opt_grad(m, t, i);
+  int split = split_dim(m, i) >= 0;
+  const shard *ts = split ? &m->ts[t] : NULL;
+  switch (s) {
+  case RP_GPT_WEIGHT:
+    return split ? ts->w[i] : m->w[i];
+  case RP_GPT_MOM1:
+    return split ? ts->mo[i] : m->mo[i];
+  default:
+    return split ? ts->vo[i] : m->vo[i];
+  }
+}
+
+/* Copies between a split tensor's whole (row-major over home_rect) and
+ * slice t's shard (row-major over its chunk): whole -> part when to_part,
+ * else part -> whole. */
+static void shard_copy(const rp_gpt *m, uint32_t i, uint32_t t, float *dst,
+                       const float *src, int to_part) {
+  rp_rect r = home_rect(m, i), c;
+  int dim = split_dim(m, i);
+  rp_chunk_rect(&r, dim, m->tp, t, &c); /* checked at create */
+  size_t outer = 1, inner = 1;
+  for (int d = 0; d < r.dim; d++) {
+    size_t ext = (size_t)(r.hi[d] - r.lo[d] + 1);
+    outer *= d < dim ? ext : 1;
+    inner *= d > dim ? ext : 1;
+  }
+  size_t we = (size_t)(r.hi[dim] - r.lo[dim] + 1);
+  size_t pe = (size_t)(c.hi[dim] - c.lo[dim] + 1), at = (size_t)c.lo[dim];
+  for (size_t o = 0; o < outer; o++) {
+    size_t w = (o * we + at) * inner, p = o * pe * inner;
+    memcpy(dst + (to_part ? p : w), src + (to_part ? w : p),
+           pe * inner * sizeof *dst);
+  }
+}
+
+/* Tensor i's slot s whole (n floats): read into out, or written from in
+ * (when not NULL). The home instance, or each shard of a split tensor
+ * through a scratch buffer. */
+static rp_status slot_io(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
+                         const float *in, size_t n) {
+  if (split_dim(m, i) < 0) {
+    rp_inst one = slot_inst(m, i, s, 0);
+    return in ? rp_instance_write(m->rt, one, in, n * sizeof *in)
+              : rp_instance_read(m->rt, one, out, n * sizeof *out);
+  }
+  size_t pn = n / m->tp; /* config check: the split extents divide */
+  float *part = malloc(pn * sizeof *part);
+  rp_status st = part ? RP_OK : rp_error_set(RP_ENOMEM, "out of memory");
+  for (uint32_t t = 0; !st && t < m->tp; t++) {
+    rp_inst sh = slot_inst(m, i, s, t);
+    if (in) {
+      shard_copy(m, i, t, part, in, 1);
+      st = rp_instance_write(m->rt, sh, part, pn * sizeof *part);
+    } else if (!(st = rp_instance_read(m->rt, sh, part, pn * sizeof *part))) {
+      shard_copy(m, i, t, out, part, 0);
+    }
+  }
+  free(part);
+  return st;
+}
+
 rp_status rp_gpt_reset(rp_gpt *m) {
   if (!m)
     return rp_error_set(RP_EINVAL, "rp_gpt_reset: NULL argument");
@@ -1824,13 +2029,9 @@ rp_status rp_gpt_reset(rp_gpt *m) {
     for (size_t j = 0; j < n; j++)
       buf[j] =
           p->init_std > 0 ? p->init_std * rp_rng_normal(&r) : p->init_value;
-    st = rp_instance_write(m->rt, m->w[i], buf, n * sizeof *buf);
-    if (!st)
-      st = rp_instance_write(m->rt, m->mo[i], zero, n * sizeof *zero);
-    if (!st)
-      st = rp_instance_write(m->rt, m->vo[i], zero, n * sizeof *zero);
-    if (!st)
-      st = rp_instance_write(m->rt, m->g[i], zero, n * sizeof *zero);
+    st = slot_io(m, i, RP_GPT_WEIGHT, NULL, buf, n);
+    for (int s = RP_GPT_GRAD; !st && s <= RP_GPT_MOM2; s++)
+      st = slot_io(m, i, (rp_gpt_slot)s, NULL, zero, n);
   }
   free(buf);
   free(zero);
@@ -1865,11 +2066,6 @@ const rp_gpt_param_info *rp_gpt_param(const rp_gpt *m, uint32_t i) {
   return m && i < m->np ? &m->info[i] : NULL;
 }
 
-static rp_inst slot_inst(rp_gpt *m, uint32_t i, rp_gpt_slot s) {
-  rp_inst *t[4] = {m->w, m->g, m->mo, m->vo};
-  return t[s][i];
-}
-
 static rp_status check_slot(rp_gpt *m, uint32_t i, rp_gpt_slot s, size_t n,
                             const char *f) {
   if (!m || i >= m->np || (unsigned)s > RP_GPT_MOM2)
@@ -1883,15 +2079,17 @@ static rp_status check_slot(rp_gpt *m, uint32_t i, rp_gpt_slot s, size_t n,
 rp_status rp_gpt_tensor_read(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
                              size_t n) {
   rp_status st = check_slot(m, i, s, n, "rp_gpt_tensor_read");
-  return st ? st
-            : rp_instance_read(m->rt, slot_inst(m, i, s), out, n * sizeof *out);
+  if (st == RP_OK && (st = slot_io(m, i, s, out, NULL, n)) != RP_OK)
+    st = rp_train_err_prefix(st, "rp_gpt_tensor_read: ");
+  return st;
 }
 
 rp_status rp_gpt_tensor_write(rp_gpt *m, uint32_t i, rp_gpt_slot s,
                               const float *in, size_t n) {
   rp_status st = check_slot(m, i, s, n, "rp_gpt_tensor_write");
-  return st ? st
-            : rp_instance_write(m->rt, slot_inst(m, i, s), in, n * sizeof *in);
+  if (st == RP_OK && (st = slot_io(m, i, s, NULL, in, n)) != RP_OK)
+    st = rp_train_err_prefix(st, "rp_gpt_tensor_write: ");
+  return st;
 }
 
 rp_status rp_gpt_params_read(rp_gpt *m, float *out, size_t n) {
