@@ -1497,11 +1497,24 @@ Test(cli, train_gpt_inflight_4_gives_the_weights_of_inflight_1_bitwise,
 Test(cli, train_gpt_tensor_parallel_reports_bytes_per_processor,
      .timeout = 300) {
   char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_gpt_XXXXXX",
-       json[] = "/tmp/rp_cli_gpt_XXXXXX";
+       json[] = "/tmp/rp_cli_gpt_XXXXXX", graph[] = "/tmp/rp_cli_gpt_XXXXXX";
   gpt_corpus(corpus);
   tmp_file(ckpt);
   tmp_file(json);
+  tmp_file(graph);
   cli_run r;
+#ifdef REPRISE_HAVE_CJSON
+  cli_run gr; /* the step with its sharded optimizer lints clean */
+  RUN(&gr, TRAIN_GPT(corpus), "--iters", "1", "--procs", "2", "--tp", "2",
+      "--save-graph", graph);
+  cr_assert_eq(gr.status, 0, "%s", gr.err);
+  RUN(&r, "dump", "--lint", "--strict", graph);
+  cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+  cr_assert(strstr(r.out, "lint: no findings"), "%s", r.out);
+  RUN(&r, "dump", graph);
+  cr_assert(strstr(r.out, "'grad.sumsq.combine'"), "%.3000s", r.out);
+#endif
+  unlink(graph);
   RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--procs", "2", "--tp", "2",
       "--save-weights", ckpt, "--json", json);
   cr_assert_eq(r.status, 0, "%s", r.err);
