@@ -367,6 +367,30 @@ static rp_rect home_rect(const rp_gpt *m, uint32_t i) {
   return r;
 }
 
+/* An f32 [rows x cols] instance to make and its name after a prefix;
+ * sliced: with tensor parallelism the slices hold it, not the leader. */
+typedef struct inst_spec {
+  rp_inst *i;
+  uint64_t rows, cols;
+  const char *n;
+  int sliced;
+} inst_spec;
+
+/* Makes v[0..n) on processor p, named prefix + name; skip_sliced leaves
+ * out the sliced ones. */
+static rp_status make_specs(rp_gpt *m, uint32_t p, const inst_spec *v, size_t n,
+                            const char *prefix, int skip_sliced) {
+  rp_status st = RP_OK;
+  for (size_t i = 0; !st && i < n; i++) {
+    if (skip_sliced && v[i].sliced)
+      continue;
+    if (!(st = mkf(m, p, v[i].rows, v[i].cols, v[i].i)))
+      st = name_inst(m, *v[i].i, "%s%s", prefix, v[i].n);
+  }
+  return st;
+}
+#define SPECS(v) (v), sizeof(v) / sizeof((v)[0])
+
 /* The tensors processor t's AdamW updates: with tensor parallelism its
  * shards of the split tensors (t = 0: and every tensor not split), else
  * all of them (t = 0). */
@@ -477,65 +501,46 @@ static rp_status make_acts(rp_gpt *m, uint32_t d) {
   rp_status st = RP_OK;
   for (uint32_t l = 0; !st && l < c->layers; l++) {
     block_acts *a = &s->a[l];
-    struct {
-      rp_inst *i;
-      uint64_t rows, cols;
-      const char *n;
-    } t[] = {{&a->res, N, C, "res"},
-             {&a->ln1, N, C, "ln1.out"},
-             {&a->ln1m, 1, N, "ln1.mean"},
-             {&a->ln1r, 1, N, "ln1.rstd"},
-             {&a->qkv, N, 3 * C, "attn.qkv.out"},
-             {&a->qkvr, 3, N * C, "attn.qkvr"},
-             {&a->att, 1, att, "attn.att"},
-             {&a->atty, N, C, "attn.y"},
-             {&a->aproj, N, C, "attn.proj.out"},
-             {&a->resm, N, C, "res.mid"},
-             {&a->ln2, N, C, "ln2.out"},
-             {&a->ln2m, 1, N, "ln2.mean"},
-             {&a->ln2r, 1, N, "ln2.rstd"},
-             {&a->fcpre, N, 4 * C, "mlp.fc.out"},
-             {&a->fcact, N, 4 * C, "mlp.gelu"},
-             {&a->mproj, N, C, "mlp.proj.out"}};
-    for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++) {
-      int head = t[i].i == &a->qkv || t[i].i == &a->qkvr || t[i].i == &a->att ||
-                 t[i].i == &a->atty || t[i].i == &a->fcpre ||
-                 t[i].i == &a->fcact;
-      if (lead && head)
-        continue;
-      if (!(st = mkf(m, p, t[i].rows, t[i].cols, t[i].i)))
-        st = name_inst(m, *t[i].i, "%sh%u.%s", pre, l, t[i].n);
-    }
+    const inst_spec v[] = {{&a->res, N, C, "res", 0},
+                           {&a->ln1, N, C, "ln1.out", 0},
+                           {&a->ln1m, 1, N, "ln1.mean", 0},
+                           {&a->ln1r, 1, N, "ln1.rstd", 0},
+                           {&a->qkv, N, 3 * C, "attn.qkv.out", 1},
+                           {&a->qkvr, 3, N * C, "attn.qkvr", 1},
+                           {&a->att, 1, att, "attn.att", 1},
+                           {&a->atty, N, C, "attn.y", 1},
+                           {&a->aproj, N, C, "attn.proj.out", 0},
+                           {&a->resm, N, C, "res.mid", 0},
+                           {&a->ln2, N, C, "ln2.out", 0},
+                           {&a->ln2m, 1, N, "ln2.mean", 0},
+                           {&a->ln2r, 1, N, "ln2.rstd", 0},
+                           {&a->fcpre, N, 4 * C, "mlp.fc.out", 1},
+                           {&a->fcact, N, 4 * C, "mlp.gelu", 1},
+                           {&a->mproj, N, C, "mlp.proj.out", 0}};
+    char bl[24];
+    snprintf(bl, sizeof bl, "%sh%u.", pre, l);
+    st = make_specs(m, p, SPECS(v), bl, lead);
   }
-  struct {
-    rp_inst *i;
-    uint64_t rows, cols;
-    const char *n;
-  } t[] = {{&s->resf, N, C, "res.final"},
-           {&s->lnf, N, C, "lnf.out"},
-           {&s->lnfm, 1, N, "lnf.mean"},
-           {&s->lnfr, 1, N, "lnf.rstd"},
-           {&s->logits, N, c->vocab, "logits"},
-           {&s->losses, 1, N, "losses"},
-           {&s->dres, N, C, "dres"},
-           {&s->dln, N, C, "dln"},
-           {&s->dfc, N, 4 * C, "dfc"},
-           {&s->datty, N, C, "dattn.y"},
-           {&s->dqkv, N, 3 * C, "dqkv"},
-           {&s->datt, 1, att, "datt"},
-           {&s->scratch, 4, N * C, "attn.scratch"}};
-  for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++) {
-    if (lead && i >= 8) /* dfc .. scratch: the slices' */
-      break;
-    if (!(st = mkf(m, p, t[i].rows, t[i].cols, t[i].i)))
-      st = name_inst(m, *t[i].i, "%s%s", pre, t[i].n);
-  }
-  return st;
+  const inst_spec v[] = {{&s->resf, N, C, "res.final", 0},
+                         {&s->lnf, N, C, "lnf.out", 0},
+                         {&s->lnfm, 1, N, "lnf.mean", 0},
+                         {&s->lnfr, 1, N, "lnf.rstd", 0},
+                         {&s->logits, N, c->vocab, "logits", 0},
+                         {&s->losses, 1, N, "losses", 0},
+                         {&s->dres, N, C, "dres", 0},
+                         {&s->dln, N, C, "dln", 0},
+                         {&s->dfc, N, 4 * C, "dfc", 1},
+                         {&s->datty, N, C, "dattn.y", 1},
+                         {&s->dqkv, N, 3 * C, "dqkv", 1},
+                         {&s->datt, 1, att, "datt", 1},
+                         {&s->scratch, 4, N * C, "attn.scratch", 1}};
+  return st ? st : make_specs(m, p, SPECS(v), pre, lead);
 }
 
 /* Slice t of group d (tp > 1) on processor d * tp + t: its shards of the
- * split tensors at their global offsets (the repartition's chunks of the
- * home rects), their gradients, and the activations of its heads and
+ * split tensors at their global offsets (rp_chunk_rect of the home rects),
+ * their gradients (group 0: and AdamW moments, and its share of the
+ * clipping norm: make_norm), and the activations of its heads and
  * hidden columns (C / tp wide) plus replicas of the LayerNorm outputs and
  * its partial projections (full width). */
 static rp_status make_slice(rp_gpt *m, uint32_t d, uint32_t t) {
@@ -594,39 +599,28 @@ static rp_status make_slice(rp_gpt *m, uint32_t d, uint32_t t) {
   uint64_t att = (uint64_t)s->rows * (c->heads / m->tp) * T * T;
   for (uint32_t l = 0; !st && l < c->layers; l++) {
     block_acts *a = &s->a[l];
-    struct {
-      rp_inst *i;
-      uint64_t rows, cols;
-      const char *n;
-    } v[] = {{&a->ln1, N, C, "ln1.out"},
-             {&a->qkv, N, 3 * Cs, "attn.qkv.out"},
-             {&a->qkvr, 3, N * Cs, "attn.qkvr"},
-             {&a->att, 1, att, "attn.att"},
-             {&a->atty, N, Cs, "attn.y"},
-             {&a->aproj, N, C, "attn.proj.part"},
-             {&a->ln2, N, C, "ln2.out"},
-             {&a->fcpre, N, 4 * Cs, "mlp.fc.out"},
-             {&a->fcact, N, 4 * Cs, "mlp.gelu"},
-             {&a->mproj, N, C, "mlp.proj.part"}};
-    for (size_t i = 0; !st && i < sizeof v / sizeof v[0]; i++)
-      if (!(st = mkf(m, p, v[i].rows, v[i].cols, v[i].i)))
-        st = name_inst(m, *v[i].i, "%sh%u.%s", pre, l, v[i].n);
+    const inst_spec v[] = {{&a->ln1, N, C, "ln1.out", 0},
+                           {&a->qkv, N, 3 * Cs, "attn.qkv.out", 0},
+                           {&a->qkvr, 3, N * Cs, "attn.qkvr", 0},
+                           {&a->att, 1, att, "attn.att", 0},
+                           {&a->atty, N, Cs, "attn.y", 0},
+                           {&a->aproj, N, C, "attn.proj.part", 0},
+                           {&a->ln2, N, C, "ln2.out", 0},
+                           {&a->fcpre, N, 4 * Cs, "mlp.fc.out", 0},
+                           {&a->fcact, N, 4 * Cs, "mlp.gelu", 0},
+                           {&a->mproj, N, C, "mlp.proj.part", 0}};
+    char bl[32];
+    snprintf(bl, sizeof bl, "%sh%u.", pre, l);
+    st = make_specs(m, p, SPECS(v), bl, 0);
   }
-  struct {
-    rp_inst *i;
-    uint64_t rows, cols;
-    const char *n;
-  } v[] = {{&s->dres, N, C, "dres"},
-           {&s->dln, N, C, "dln.part"},
-           {&s->dfc, N, 4 * Cs, "dfc"},
-           {&s->datty, N, Cs, "dattn.y"},
-           {&s->dqkv, N, 3 * Cs, "dqkv"},
-           {&s->datt, 1, att, "datt"},
-           {&s->scratch, 4, N * Cs, "attn.scratch"}};
-  for (size_t i = 0; !st && i < sizeof v / sizeof v[0]; i++)
-    if (!(st = mkf(m, p, v[i].rows, v[i].cols, v[i].i)))
-      st = name_inst(m, *v[i].i, "%s%s", pre, v[i].n);
-  return st;
+  const inst_spec v[] = {{&s->dres, N, C, "dres", 0},
+                         {&s->dln, N, C, "dln.part", 0},
+                         {&s->dfc, N, 4 * Cs, "dfc", 0},
+                         {&s->datty, N, Cs, "dattn.y", 0},
+                         {&s->dqkv, N, 3 * Cs, "dqkv", 0},
+                         {&s->datt, 1, att, "datt", 0},
+                         {&s->scratch, 4, N * Cs, "attn.scratch", 0}};
+  return st ? st : make_specs(m, p, SPECS(v), pre, 0);
 }
 
 /* Group d's leader shard on processor d * tp: its rows of the batch, the
@@ -1787,43 +1781,34 @@ static rp_status make_decode(rp_gpt *m) {
   rp_status st = RP_OK;
   for (uint32_t l = 0; !st && l < c->layers; l++) {
     block_acts *a = &d->a[l];
-    struct {
-      rp_inst *i;
-      uint64_t rows, cols;
-      const char *n;
-    } t[] = {{&a->res, 1, C, "res"},
-             {&a->ln1, 1, C, "ln1.out"},
-             {&a->ln1m, 1, 1, "ln1.mean"},
-             {&a->ln1r, 1, 1, "ln1.rstd"},
-             {&a->qkv, 1, 3 * C, "attn.qkv.out"},
-             {&a->atty, 1, C, "attn.y"},
-             {&a->aproj, 1, C, "attn.proj.out"},
-             {&a->resm, 1, C, "res.mid"},
-             {&a->ln2, 1, C, "ln2.out"},
-             {&a->ln2m, 1, 1, "ln2.mean"},
-             {&a->ln2r, 1, 1, "ln2.rstd"},
-             {&a->fcpre, 1, 4 * C, "mlp.fc.out"},
-             {&a->fcact, 1, 4 * C, "mlp.gelu"},
-             {&a->mproj, 1, C, "mlp.proj.out"},
-             {&a->kc, T, C, "attn.kcache"},
-             {&a->vc, T, C, "attn.vcache"}};
-    for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
-      if (!(st = mkf(m, 0, t[i].rows, t[i].cols, t[i].i)))
-        st = name_inst(m, *t[i].i, "dec.h%u.%s", l, t[i].n);
+    const inst_spec v[] = {{&a->res, 1, C, "res", 0},
+                           {&a->ln1, 1, C, "ln1.out", 0},
+                           {&a->ln1m, 1, 1, "ln1.mean", 0},
+                           {&a->ln1r, 1, 1, "ln1.rstd", 0},
+                           {&a->qkv, 1, 3 * C, "attn.qkv.out", 0},
+                           {&a->atty, 1, C, "attn.y", 0},
+                           {&a->aproj, 1, C, "attn.proj.out", 0},
+                           {&a->resm, 1, C, "res.mid", 0},
+                           {&a->ln2, 1, C, "ln2.out", 0},
+                           {&a->ln2m, 1, 1, "ln2.mean", 0},
+                           {&a->ln2r, 1, 1, "ln2.rstd", 0},
+                           {&a->fcpre, 1, 4 * C, "mlp.fc.out", 0},
+                           {&a->fcact, 1, 4 * C, "mlp.gelu", 0},
+                           {&a->mproj, 1, C, "mlp.proj.out", 0},
+                           {&a->kc, T, C, "attn.kcache", 0},
+                           {&a->vc, T, C, "attn.vcache", 0}};
+    char bl[24];
+    snprintf(bl, sizeof bl, "dec.h%u.", l);
+    st = make_specs(m, 0, SPECS(v), bl, 0);
   }
-  struct {
-    rp_inst *i;
-    uint64_t rows, cols;
-    const char *n;
-  } t[] = {{&d->resf, 1, C, "res.final"},
-           {&d->lnf, 1, C, "lnf.out"},
-           {&d->lnfm, 1, 1, "lnf.mean"},
-           {&d->lnfr, 1, 1, "lnf.rstd"},
-           {&d->logits, 1, c->vocab, "logits"},
-           {&d->scratch, c->heads, T, "attn.scores"}};
-  for (size_t i = 0; !st && i < sizeof t / sizeof t[0]; i++)
-    if (!(st = mkf(m, 0, t[i].rows, t[i].cols, t[i].i)))
-      st = name_inst(m, *t[i].i, "dec.%s", t[i].n);
+  const inst_spec v[] = {{&d->resf, 1, C, "res.final", 0},
+                         {&d->lnf, 1, C, "lnf.out", 0},
+                         {&d->lnfm, 1, 1, "lnf.mean", 0},
+                         {&d->lnfr, 1, 1, "lnf.rstd", 0},
+                         {&d->logits, 1, c->vocab, "logits", 0},
+                         {&d->scratch, c->heads, T, "attn.scores", 0}};
+  if (!st)
+    st = make_specs(m, 0, SPECS(v), "dec.", 0);
   /* tensor parallelism: the split tensors whole on processor 0 (gathered
    * from the shards by rp_gpt_generate) */
   for (uint32_t i = 0; !st && i < m->np; i++)
