@@ -1,14 +1,35 @@
 /* test/kernels_ref.h — plain references and comparison helpers shared by
- * test_kernels.c (CPU kernels vs these references) and test_kernels_gpu.c
- * (CUDA kernels vs the CPU kernels). References compute in double, in the
- * most obvious way, straight from the formulas in kernels/cpu_kernels.h. */
+ * test_kernels.c and test_gpt_kernels.c (CPU kernels vs these references)
+ * and their _gpu twins (CUDA kernels vs the CPU kernels). References compute in
+ * double, in the most obvious way, straight from the formulas in
+ * kernels/cpu_kernels.h. */
 #ifndef RP_TEST_KERNELS_REF_H
 #define RP_TEST_KERNELS_REF_H
+
+#include "kernels/gpt_kernels.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* gpt.adamw's args as the GPT tests use them: beta1 0.9, beta2 0.95, eps
+ * 1e-8, weight decay 0.1 (decay[] all 0, norm_parts 0). */
+static inline rp_gpt_adamw_args kr_adamw_args(float lr, int32_t step,
+                                              float max_norm, int32_t count) {
+  rp_gpt_adamw_args a;
+  memset(&a, 0, sizeof a);
+  a.lr = lr;
+  a.step = step;
+  a.beta1 = 0.9f;
+  a.beta2 = 0.95f;
+  a.eps = 1e-8f;
+  a.weight_decay = 0.1f;
+  a.max_norm = max_norm;
+  a.count = count;
+  return a;
+}
 
 /* The odd and small shapes every kernel is run on (rows x cols). */
 static const size_t kr_shapes[][2] = {{1, 1}, {3, 5}, {17, 13}, {64, 33}};

@@ -514,14 +514,7 @@ Test(gpt_kernels, adamw_two_steps_match_a_hand_computed_example) {
   float *w[2] = {w0, w1}, *m[2] = {m0, m1}, *v[2] = {v0, v1};
   const float *g[2] = {g0, g1};
   size_t n[2] = {3, 2};
-  rp_gpt_adamw_args a = {.lr = 0.1f,
-                         .step = 1,
-                         .beta1 = 0.9f,
-                         .beta2 = 0.95f,
-                         .eps = 1e-8f,
-                         .weight_decay = 0.1f,
-                         .max_norm = 6.5f,
-                         .count = 2};
+  rp_gpt_adamw_args a = kr_adamw_args(0.1f, 1, 6.5f, 2);
   a.decay[0] = 1;
   double W[5] = {0.5, -1.0, 2.0, 0.25, -0.75}, M[5] = {0}, V[5] = {0};
   for (int step = 1; step <= 2; step++) {
@@ -575,14 +568,7 @@ Test(gpt_kernels, adamw_over_shares_equals_one_adamw) {
   memcpy(W0, w0, sizeof w0), memcpy(W1, w1, sizeof w1);
   memcpy(M0, m0, sizeof m0), memcpy(M1, m1, sizeof m1);
   memcpy(V0, v0, sizeof v0), memcpy(V1, v1, sizeof v1);
-  rp_gpt_adamw_args a = {.lr = 0.1f,
-                         .step = 2,
-                         .beta1 = 0.9f,
-                         .beta2 = 0.95f,
-                         .eps = 1e-8f,
-                         .weight_decay = 0.1f,
-                         .max_norm = 6.5f,
-                         .count = 2};
+  rp_gpt_adamw_args a = kr_adamw_args(0.1f, 2, 6.5f, 2);
   a.decay[0] = 1;
   float stats[3], *w[2] = {w0, w1}, *m[2] = {m0, m1}, *v[2] = {v0, v1};
   const float *g[2] = {g0, g1};
@@ -808,14 +794,7 @@ Test(gpt_tasks_backends, every_gpt_task_equals_its_kernel) {
       rp_cpu_gpt_xent(F(&c, 0), c.want[1], F(&c, 2), F(&c, 3), N, V, 0.0f, 1));
   tc_run(rt, k.xent, &xa, sizeof xa, &c, "gpt.xent");
 
-  rp_gpt_adamw_args wa = {.lr = 1e-2f,
-                          .step = 3,
-                          .beta1 = 0.9f,
-                          .beta2 = 0.95f,
-                          .eps = 1e-8f,
-                          .weight_decay = 0.1f,
-                          .max_norm = 1.0f,
-                          .count = 2};
+  rp_gpt_adamw_args wa = kr_adamw_args(1e-2f, 3, 1.0f, 2);
   wa.decay[0] = 1;
   tc_f32(&c, 24), tc_f32(&c, 24), tc_f32(&c, 24), tc_f32(&c, 24);
   tc_f32(&c, 5), tc_f32(&c, 5), tc_f32(&c, 5), tc_f32(&c, 5), tc_f32(&c, 3);

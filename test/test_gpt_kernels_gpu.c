@@ -643,14 +643,7 @@ Test(gpt_kernels_gpu, xent_matches_cpu) {
  * copies of the same state); dev: lr and step from a device copy of the
  * args, with wrong by-value ones, the update captured into a graph. */
 static void check_adamw(float max_norm, int dev, void *s) {
-  rp_gpt_adamw_args a = {.lr = 1e-2f,
-                         .step = 1,
-                         .beta1 = 0.9f,
-                         .beta2 = 0.95f,
-                         .eps = 1e-8f,
-                         .weight_decay = 0.1f,
-                         .max_norm = max_norm,
-                         .count = ADAM_COUNT};
+  rp_gpt_adamw_args a = kr_adamw_args(1e-2f, 1, max_norm, ADAM_COUNT);
   float *w[ADAM_COUNT], *g[ADAM_COUNT], *m[ADAM_COUNT], *v[ADAM_COUNT];
   float *dw[ADAM_COUNT], *dg[ADAM_COUNT], *dm[ADAM_COUNT], *dv[ADAM_COUNT];
   size_t n[ADAM_COUNT];
@@ -749,14 +742,8 @@ Test(gpt_kernels_gpu, adamw_over_shares_matches_cpu) {
   need_gpu();
   void *s = new_stream();
   enum { HALF = 35 };
-  rp_gpt_adamw_args a = {.lr = 1e-2f,
-                         .step = 2,
-                         .beta1 = 0.9f,
-                         .beta2 = 0.95f,
-                         .eps = 1e-8f,
-                         .weight_decay = 0.1f,
-                         .max_norm = 1.0f,
-                         .norm_parts = 2};
+  rp_gpt_adamw_args a = kr_adamw_args(1e-2f, 2, 1.0f, 0);
+  a.norm_parts = 2;
   float *w[ADAM_COUNT], *g[ADAM_COUNT], *m[ADAM_COUNT], *v[ADAM_COUNT];
   float *dw[ADAM_COUNT], *dg[ADAM_COUNT], *dm[ADAM_COUNT], *dv[ADAM_COUNT];
   size_t n[ADAM_COUNT];
