@@ -346,10 +346,18 @@ def sec_dist(d, name):
         elif b == "dist_allreduce":
             sz = f"{size // 1048576} MiB" if size >= 1048576 else \
                 f"{size // 1024} KiB"
-            rows.append([f"all-reduce {sz}", f"{rs[0].get('ranks')} ranks",
+            rows.append([f"all-reduce {sz}, alone",
+                         f"{rs[0].get('ranks')} ranks",
                          mmm(col(rs, "replay_us"), "{:.2f}"),
                          mmm(col(rs, "plain_us"), "{:.2f}"),
                          mmm(col(rs, "replay_over_plain"), "{:.2f}")])
+            if all("in_step_us" in r for r in rs):
+                rows.append([f"all-reduce {sz}, inside a step of "
+                             f"{rs[0].get('in_step')}",
+                             f"{rs[0].get('ranks')} ranks",
+                             mmm(col(rs, "in_step_us"), "{:.2f}"),
+                             mmm(col(rs, "plain_us"), "{:.2f}"),
+                             mmm(col(rs, "in_step_over_plain"), "{:.2f}")])
     return (table(["row", "ranks", "reprise replay µs", "plain MPI µs",
                    "replay / plain"], rows) + "\n\n" +
             "The slowest rank's median per step or per all-reduce. The "
@@ -357,8 +365,13 @@ def sec_dist(d, name):
             "all-reduces), replayed against the same launches eager. The "
             "all-reduce: a persistent all-reduce (`MPI_Allreduce_init`) "
             "replayed, against a loop of blocking `MPI_Allreduce` on the "
-            "same buffer. On a machine with fewer cores than ranks x "
-            "workers the ranks share cores.")
+            "same buffer; alone: a graph of that one all-reduce, so each "
+            "all-reduce also pays a whole replay (its hand-off to the "
+            "worker, its completion, the host's wake-ups); inside a step: "
+            "a graph of that many all-reduces of the buffer one after "
+            "another, as a step's gradients are, per all-reduce. On a "
+            "machine with fewer cores than ranks x workers the ranks share "
+            "cores.")
 
 
 BUILDERS = {
