@@ -72,7 +72,10 @@ struct rp_gpt {
   rp_gpt_param_info *info;
   rp_proc procs[RP_GPT_MAX_PROCS];
   rp_mem mems[RP_GPT_MAX_PROCS];
-  rp_inst *w, *g, *mo, *vo; /* home: weights, gradients, moments */
+  rp_inst *w, *g, *mo, *vo; /* home: weights, gradients, moments (tp > 1:
+                               of the tensors not split; w also holds the
+                               decode step's whole copies of the split
+                               ones, make_decode) */
   rp_inst ring_x, ring_y;   /* the batch ring [ring * B x T] */
   rp_inst bx, by;           /* the step's batch [B x T] */
   rp_inst loss, stats;      /* mean loss; AdamW's norms */

@@ -45,9 +45,15 @@
  * slices (NH / N heads and 4C / N MLP columns each: column-parallel qkv
  * and fc, row-parallel projections whose partial sums a RP_POP_REDUCTION
  * joins at the group's leader, the LayerNorm outputs RP_POP_REPLICATEd to
- * the slices), the split weights are RP_POP_REPARTITIONed from home at
- * their global offsets in step 2 and their gradients RP_POP_COMBINEd home
- * in step 4; AdamW stays one task at home (the global norm).
+ * the slices). The optimizer state is sharded like the weights: group 0's
+ * slices keep their shards (at their global offsets) of the split
+ * tensors' weights, gradients and AdamW moments, home keeps the tensors
+ * not split; in step 2 the other groups' slices get group 0's weight
+ * shards (RP_POP_REPLICATE), in step 4 their gradient shards are summed
+ * into group 0's (RP_POP_REDUCTION), and step 5 is one gpt.adamw per
+ * processor of group 0 with the global norm: each one's gpt.sumsq, the
+ * sums RP_POP_COMBINEd home and RP_POP_REPLICATEd back (norm_parts). The
+ * tensor accessors and checkpoints gather and scatter the shards.
  *
  * Per-replay arguments (rp_gpt_step_args): the ring index (both gathers),
  * the learning rate and the 1-based AdamW step (bias correction). The
