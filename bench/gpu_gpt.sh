@@ -10,6 +10,9 @@
 #            short run (loss, validation loss, bigram baseline, tokens/s)
 #   launch   bench/torch_gpt.py --preset launch (reprise and every PyTorch mode)
 #   nanogpt  bench/torch_gpt.py --preset nanogpt
+#   tp       bench/gpt_tp.sh -B cuda: tensor and data parallelism on logical
+#            GPUs of the device against one (step time, kernels, copies,
+#            bytes per processor)
 #   profile  Nsight Compute's device time (clocks as found) of each kernel
 #            (graph nodes one by one) and of each whole graph, for the launch
 #            and the nanoGPT configs (ncu_*.csv; bench/ncu_step.py reads them: per-kernel
@@ -23,7 +26,7 @@
 # fails.
 set -u
 if [ $# -lt 1 ] || [ ! -x "$1/reprise" ]; then
-  echo "usage: $0 BUILD_DIR [check,train,launch,nanogpt,idle]" >&2
+  echo "usage: $0 BUILD_DIR [check,ctest,train,launch,nanogpt,tp,profile]" >&2
   exit 2
 fi
 B=$(cd "$1" && pwd)
@@ -78,6 +81,13 @@ bench() { # bench PRESET TIMEOUT
 }
 has launch && bench launch "${LAUNCH_TIMEOUT:-300}"
 has nanogpt && bench nanogpt "${NANOGPT_TIMEOUT:-400}"
+
+if has tp; then
+  timeout "${TP_TIMEOUT:-120}" sh "$SRC/bench/gpt_tp.sh" -n "${TP_RUNS:-2}" \
+    -B cuda -b "$B/reprise" >"$OUT/gpt_tp.txt" 2>&1
+  note "bench/gpt_tp.sh -B cuda" $?
+  cat "$OUT/gpt_tp.txt"
+fi
 
 if has profile; then
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
