@@ -1,21 +1,25 @@
 #!/bin/sh
 # bench/gpt_tp.sh — tensor parallelism on the GPT (docs/distributed.md),
-# measured: runs `reprise train --model gpt --json ...` RUNS times for each
-# layout (procs/tp: 1/1, 2/2, 2/1, 4/4, 4/2 by default) on a compute-bound
-# config and prints per layout the min and median over the runs of each
-# run's median step time, the median's ratio to 1/1's, the step's kernels
-# and copies, and the bytes per processor (parameter state / all).
+# measured: runs `reprise train --model gpt --json ...` in RUNS rounds, each
+# round one run of every layout (procs/tp: 1/1, 2/2, 2/1, 4/4, 4/2 by
+# default) in turn, and prints per layout the min and median over the
+# rounds of each run's median step time, the median over the rounds of the
+# ratio to the same round's first layout (so that a machine whose speed
+# drifts between rounds affects both sides of each ratio alike), the
+# step's kernels and copies, and the bytes per processor (parameter state /
+# all).
 #
 #   bench/gpt_tp.sh [-n RUNS] [-b REPRISE] [-B BACKEND] [-w WIDTH] [LAYOUTS...]
 #
-#   -n RUNS     invocations per layout (default 3)
+#   -n RUNS     rounds (default 3)
 #   -b REPRISE  the reprise binary (default ./build-rel/reprise, then
 #               ./build/reprise)
 #   -B BACKEND  cpu (CPU workers, default) or cuda (logical GPUs of one
 #               device: --procs P makes P of them)
 #   -w WIDTH    model width (default 512; 2 layers, 8 heads, context 64,
 #               batch 8, 8 iterations)
-#   LAYOUTS     PROCS/TP pairs (default: 1/1 2/2 2/1 4/4 4/2)
+#   LAYOUTS     PROCS/TP pairs (default: 1/1 2/2 2/1 4/4 4/2); the first is
+#               the ratios' base
 #
 # Goals (issue 23): on 2 cores TP=2 over 2 workers <= 0.6x TP=1's step
 # time; on one GPU TP=2 <= 1.15x and --procs 2 <= 1.2x --procs 1. On a
@@ -54,31 +58,37 @@ field() {
 }
 
 printf '%-7s %10s %10s %7s %7s %7s  %s\n' layout "min us" "median us" \
-  "x 1/1" kernels copies "bytes per processor (state / all)"
-base=
-for layout in "$@"; do
-  procs=${layout%/*}
-  tp=${layout#*/}
-  i=0
-  : >"$dir/t"
-  while [ "$i" -lt "$runs" ]; do
-    j="$dir/$procs.$tp.$i.json"
+  "x $1" kernels copies "bytes per processor (state / all)"
+i=0
+while [ "$i" -lt "$runs" ]; do
+  first=
+  for layout in "$@"; do
+    procs=${layout%/*}
+    tp=${layout#*/}
+    j="$dir/$procs.$tp.json"
     "$bin" train --model gpt --backend "$backend" --procs "$procs" --tp "$tp" \
       --layers 2 --heads 8 --width "$width" --context 64 --batch 8 \
       --iters 8 --log-every 100000 --sample 0 --json "$j" >/dev/null
-    field "$j" iter_us_median >>"$dir/t"
-    i=$((i + 1))
+    us=$(field "$j" iter_us_median)
+    [ -n "$first" ] || first=$us
+    echo "$us" >>"$dir/$procs.$tp.t"
+    echo "$us $first" | awk '{print $1 / $2}' >>"$dir/$procs.$tp.r"
   done
-  stats=$(sort -g "$dir/t" | awk '{v[NR] = $1} END {print v[1], v[int((NR + 1) / 2)]}')
-  min=${stats% *}
-  med=${stats#* }
-  [ -n "$base" ] || base=$med
+  i=$((i + 1))
+done
+for layout in "$@"; do
+  procs=${layout%/*}
+  tp=${layout#*/}
+  j="$dir/$procs.$tp.json"
+  stats=$(sort -g "$dir/$procs.$tp.t" | awk '{v[NR] = $1} END {print v[1], v[int((NR + 1) / 2)]}')
+  ratio=$(sort -g "$dir/$procs.$tp.r" | awk '{v[NR] = $1}
+    END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
   state=$(field "$j" state_bytes_per_proc | tr -d '[] ')
   all=$(field "$j" bytes_per_proc | tr -d '[] ')
   bytes=$(echo "$state $all" | awk '{n = split($1, s, ","); split($2, a, ",");
     for (i = 1; i <= n; i++) printf "%s%.1f/%.1f MB", (i > 1 ? ", " : ""),
       s[i] / 1e6, a[i] / 1e6}')
-  printf '%-7s %10.0f %10.0f %7.2f %7s %7s  %s\n' "$layout" "$min" "$med" \
-    "$(echo "$med $base" | awk '{print $1 / $2}')" \
+  printf '%-7s %10.0f %10.0f %7.2f %7s %7s  %s\n' "$layout" "${stats% *}" \
+    "${stats#* }" "$ratio" \
     "$(field "$j" kernels_per_step)" "$(field "$j" copies_per_step)" "$bytes"
 done
