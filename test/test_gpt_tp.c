@@ -592,6 +592,11 @@ Test(gpt_tp_backends, sharded_state_moves_between_layouts) {
   }
   run_step(&two, 3, 0);
   run_step(&one, 3, 0);
+  float n1, n2; /* the clipping norm: the processors' sums, gathered */
+  RP_CHECK(rp_gpt_grad_norm(one.m, &n1));
+  RP_CHECK(rp_gpt_grad_norm(two.m, &n2));
+  cr_assert(n1 > 0 && fabsf(n1 - n2) <= TP_TOL * n1, "norm %.9g vs %.9g",
+            (double)n2, (double)n1);
   float *w2 = run_read(&two, RP_GPT_WEIGHT),
         *w1 = run_read(&one, RP_GPT_WEIGHT);
   float *g1 = run_read(&one, RP_GPT_GRAD);
