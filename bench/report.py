@@ -351,12 +351,12 @@ def sec_dist(d, name):
                          mmm(col(rs, "replay_us"), "{:.2f}"),
                          mmm(col(rs, "plain_us"), "{:.2f}"),
                          mmm(col(rs, "replay_over_plain"), "{:.2f}")])
-            if all("in_step_us" in r for r in rs):
+            if all("in_step_plain_us" in r for r in rs):
                 rows.append([f"all-reduce {sz}, inside a step of "
                              f"{rs[0].get('in_step')}",
                              f"{rs[0].get('ranks')} ranks",
                              mmm(col(rs, "in_step_us"), "{:.2f}"),
-                             mmm(col(rs, "plain_us"), "{:.2f}"),
+                             mmm(col(rs, "in_step_plain_us"), "{:.2f}"),
                              mmm(col(rs, "in_step_over_plain"), "{:.2f}")])
     return (table(["row", "ranks", "reprise replay µs", "plain MPI µs",
                    "replay / plain"], rows) + "\n\n" +
@@ -368,8 +368,9 @@ def sec_dist(d, name):
             "same buffer; alone: a graph of that one all-reduce, so each "
             "all-reduce also pays a whole replay (its hand-off to the "
             "worker, its completion, the host's wake-ups); inside a step: "
-            "a graph of that many all-reduces of the buffer one after "
-            "another, as a step's gradients are, per all-reduce. On a "
+            "a graph of that many all-reduces of as many buffers one after "
+            "another, as a step's gradients are, per all-reduce, against "
+            "the blocking loop over the same buffers in turn. On a "
             "machine with fewer cores than ranks x workers the ranks share "
             "cores.")
 
