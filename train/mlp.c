@@ -765,10 +765,7 @@ static rp_status place_rank(rp_mlp *m) {
   rp_status st = rp_mlp_split_check(B, m->ranks, P);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "rp_mlp_create: ");
-  rp_rect whole = rp_rect_1d(0, B - 1), part;
-  rp_chunk_rect(&whole, 0, m->ranks, m->rank, &part); /* checked above */
-  m->rlo = part.lo[0];
-  m->rhi = part.hi[0];
+  rp_train_rank_rows(m->rt, B, &m->rlo, &m->rhi); /* checked above */
   m->rows = (uint32_t)(m->rhi - m->rlo + 1);
   return RP_OK;
 }

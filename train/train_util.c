@@ -32,6 +32,14 @@ uint64_t rp_train_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void rp_train_rank_rows(const rp_runtime *rt, uint32_t B, int64_t *lo,
+                        int64_t *hi) {
+  rp_rect whole = rp_rect_1d(0, B - 1), part = whole;
+  rp_chunk_rect(&whole, 0, rp_runtime_ranks(rt), rp_runtime_rank(rt), &part);
+  *lo = part.lo[0];
+  *hi = part.hi[0];
+}
+
 rp_status rp_train_pick_procs(rp_runtime *rt, uint32_t n, rp_proc *procs,
                               rp_mem *mems, const char *who) {
   rp_proc_kind want =

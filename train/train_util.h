@@ -30,6 +30,12 @@ uint64_t rp_train_now_ns(void);
 rp_status rp_train_pick_procs(rp_runtime *rt, uint32_t n, rp_proc *procs,
                               rp_mem *mems, const char *who);
 
+/* This rank's rows [*lo, *hi] of a batch of B rows over the runtime's
+ * ranks, as rp_chunk_rect splits them (all of them with one rank). The
+ * caller has checked the split: every rank gets a row. */
+void rp_train_rank_rows(const rp_runtime *rt, uint32_t B, int64_t *lo,
+                        int64_t *hi);
+
 /* ---- replays in flight (the training loops' --inflight) ---- */
 
 #define RP_TRAIN_MAX_INFLIGHT 64

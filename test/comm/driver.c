@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "driver.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +29,23 @@ int drv_mkdir(char *template_) {
     return -1;
   DIR_ = template_;
   return 0;
+}
+
+int drv_finish(int n) {
+  DIR *d = NULL;
+  if (DIR_ && drv_fails) {
+    fprintf(stderr, "files kept in %s\n", DIR_);
+  } else if (DIR_ && (d = opendir(DIR_)) != NULL) {
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+        unlink(path(e->d_name));
+    closedir(d);
+    rmdir(DIR_);
+  }
+  printf("%s: %d ranks, %d failed\n", drv_fails ? "FAILED" : "passed", n,
+         drv_fails);
+  return drv_fails ? 1 : 0;
 }
 
 char *path(const char *name) {

@@ -37,6 +37,12 @@ int drv_args(int argc, char **argv);
 int drv_reprise(int np, const char *tag, const char *const *a,
                 const char *const *b);
 
+/* The end of a driver: without failures removes the temporary directory
+ * and every file in it (with failures keeps them and says where), prints
+ * the summary line for n ranks and returns the exit status (1: a check
+ * failed). */
+int drv_finish(int n);
+
 /* The text after "key": in a JSON file (NULL when missing). */
 const char *json_value(const char *json, const char *key);
 

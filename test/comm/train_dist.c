@@ -186,17 +186,5 @@ int main(int argc, char **argv) {
     singleton();
   eager();
   bad_split();
-  if (!drv_fails) { /* keep the files of a failed run */
-    const char *names[] = {"ref.bin",   "ref.json",  "ref.log",    "dist.bin",
-                           "dist.json", "dist.log",  "single.bin", "single.log",
-                           "eager.bin", "eager.log", "split.log"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-      unlink(path(names[i]));
-    rmdir(DIR);
-  } else {
-    fprintf(stderr, "files kept in %s\n", DIR);
-  }
-  printf("%s: %d ranks, %d failed\n", drv_fails ? "FAILED" : "passed", N,
-         drv_fails);
-  return drv_fails ? 1 : 0;
+  return drv_finish(N);
 }

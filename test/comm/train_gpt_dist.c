@@ -326,22 +326,5 @@ int main(int argc, char **argv) {
     singleton();
   eager();
   bad_split();
-  if (!drv_fails) { /* keep the files of a failed run */
-    const char *tags[] = {"ref1",   "refN",   "reftp", "reftpN", "dist",
-                          "disttp", "single", "eager", "split"};
-    const char *ext[] = {"ckpt", "json", "log"};
-    for (size_t i = 0; i < sizeof tags / sizeof *tags; i++)
-      for (size_t e = 0; e < 3; e++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s.%s", tags[i], ext[e]);
-        unlink(path(name));
-      }
-    unlink(path("corpus.txt"));
-    rmdir(DIR);
-  } else {
-    fprintf(stderr, "files kept in %s\n", DIR);
-  }
-  printf("%s: %d ranks, %d failed\n", drv_fails ? "FAILED" : "passed", N,
-         drv_fails);
-  return drv_fails ? 1 : 0;
+  return drv_finish(N);
 }
