@@ -509,6 +509,30 @@ Test(gpt_tp, bad_tensor_parallel_configs_are_refused) {
   cr_assert(strstr(rp_error_detail(), "data groups"), "%s", rp_error_detail());
   c.batch = 2;
   cr_assert_eq(rp_gpt_config_check(&c), RP_OK);
+  /* across ranks (dist, tp above procs): tp a multiple of procs, the
+   * ranks x procs processors a multiple of tp, at most the maximum */
+  c.dist = 1;
+  c.procs = 1;
+  c.tp = 2;
+  cr_assert_eq(rp_gpt_config_check(&c), RP_OK);
+  c.procs = 2;
+  c.tp = 3;
+  c.heads = 3;
+  c.width = 129;
+  cr_assert_eq(rp_gpt_config_check(&c), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "tp 3 is not a multiple of procs 2"),
+            "%s", rp_error_detail());
+  cr_assert_eq(rp_gpt_split_check(8, 2, 1, 2), RP_OK);
+  cr_assert_eq(rp_gpt_split_check(8, 4, 1, 2), RP_OK);
+  cr_assert_eq(rp_gpt_split_check(8, 2, 2, 4), RP_OK);
+  cr_assert_eq(rp_gpt_split_check(8, 3, 1, 2), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "divides the 3 ranks x 1 processor"),
+            "%s", rp_error_detail());
+  cr_assert_eq(rp_gpt_split_check(8, 2, 2, 3), RP_EINVAL);
+  cr_assert_eq(rp_gpt_split_check(8, 32, 1, 2), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "at most 16 in all"), "%s",
+            rp_error_detail());
+  cr_assert_eq(rp_gpt_split_check(1, 4, 1, 2), RP_ERANGE); /* 2 groups */
 }
 
 /* Evaluation (forward only, over the groups) and greedy sampling (the

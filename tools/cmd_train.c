@@ -126,7 +126,10 @@ static void train_usage(FILE *f) {
       "  --tp N                    tensor parallelism: attention heads and\n"
       "                            MLP columns split over N processors\n"
       "                            (default 1; --procs a multiple of N, the\n"
-      "                            rest data parallel; docs/distributed.md)\n"
+      "                            rest data parallel; with --dist, N may\n"
+      "                            span ranks: a multiple of --procs, the\n"
+      "                            groups over all ranks' processors;\n"
+      "                            docs/distributed.md)\n"
       "\n"
       "Exit status: 0 trained, 1 failed (engine error, bad --data or\n"
       "--load-weights file, diverged: a loss not finite or above 10x the\n"
@@ -497,10 +500,17 @@ static int gpt_options(train_cli *c) {
                               "--heads %u",
                               c->width, c->heads);
   c->tp = GIVEN(c, OPT_TP) ? c->tp : 1;
-  if (c->mc.procs % c->tp)
+  if (c->dist && c->tp > c->mc.procs && c->tp % c->mc.procs)
+    return rp_cli_usage_error("train",
+                              "--tp %u is not a multiple of --procs %u (a "
+                              "group across ranks takes every processor of "
+                              "--tp / --procs ranks)",
+                              c->tp, c->mc.procs);
+  if (!(c->dist && c->tp > c->mc.procs) && c->mc.procs % c->tp)
     return rp_cli_usage_error("train",
                               "--procs %u is not a multiple of --tp %u (the "
-                              "processors form data groups of --tp)",
+                              "processors form data groups of --tp; with "
+                              "--dist, --tp may also span ranks)",
                               c->mc.procs, c->tp);
   if (c->heads % c->tp)
     return rp_cli_usage_error("train",

@@ -4,8 +4,9 @@
  * validation loss against a count-based bigram model's on the same
  * windows, throughput in tokens/s and a sample of generated text.
  * --dist runs it on every rank of `mpiexec -n N` (each rank its rows of
- * every global batch, the loss and gradients all-reduced), rank 0 printing
- * and writing files.
+ * every global batch, the loss and gradients all-reduced; or, with --tp
+ * above --procs, tensor-parallel groups across the ranks' processors),
+ * rank 0 printing and writing files.
  * Exit status: 0 trained, 1 failed (engine error, unreadable corpus or
  * checkpoint, diverged), 2 bad usage. */
 #include "cmd_train.h"
@@ -40,12 +41,15 @@ typedef struct gpt_state {
   uint32_t done;
   double limit;
   int diverged, failed;
-  uint32_t ops, kernels, copies; /* the recorded step's ops: tasks, copies */
+  /* the recorded step's ops: kernels, copies and (--dist) communication
+   * ops (the rp.dist.* tasks: all-reduces, copies between ranks) */
+  uint32_t ops, kernels, copies, comm;
   int tty;
   double record_ms, instantiate_ms;
   uint64_t val_ns; /* validation passes inside the training loop */
   train_ranks tr;  /* --dist: MPI_COMM_WORLD's; else 0 of 1 */
   int ranks_checked, ranks_equal; /* --dist: final weights on every rank */
+  int xr; /* --dist, --tp above --procs: groups across ranks (train/gpt.h) */
 } gpt_state;
 
 static int gfail(const char *what, rp_status st) {
@@ -147,6 +151,7 @@ static int setup(gpt_state *s) {
   g.tp = c->tp;
   g.seed = c->mc.seed;
   g.dist = c->dist;
+  s->xr = c->dist && c->tp > c->mc.procs;
   size_t per = (size_t)g.batch * g.context * 2 * sizeof(int32_t);
   size_t ring = RING_BYTES / per;
   ring = ring < 1 ? 1 : ring > 64 ? 64 : ring;
@@ -199,8 +204,11 @@ static int record(gpt_state *s) {
   for (rp_op_id i = 0; i < s->ops; i++) {
     rp_op_info oi;
     if (rp_graph_op_query(s->g, i, &oi) == RP_OK) {
-      s->kernels += oi.kind == RP_OP_TASK;
+      const char *t = oi.kind == RP_OP_TASK ? rp_task_name(s->rt, oi.task) : "";
+      int comm = t && !strncmp(t, "rp.dist.", 8);
+      s->kernels += oi.kind == RP_OP_TASK && !comm;
       s->copies += oi.kind == RP_OP_COPY;
+      s->comm += comm;
     }
   }
   if (s->tr.rank != 0)
@@ -279,13 +287,20 @@ static void print_header(const gpt_state *s) {
   if (c->dist)
     snprintf(ranks, sizeof ranks, "%u rank%s (MPI) x ", s->tr.ranks,
              s->tr.ranks == 1 ? "" : "s");
+  uint32_t all = rp_gpt_proc_count(s->m), groups = all / c->tp;
   printf("corpus %s: %zu bytes, %zu train / %zu validation; batch %u "
          "windows (%u tokens per step) over %s%u processor%s, backend %s\n",
          c->text, t->n, t->ntrain, t->n - t->ntrain, c->mc.batch,
          c->mc.batch * c->context, ranks, c->mc.procs,
          c->mc.procs == 1 ? "" : "s",
          rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
-  if (c->dist)
+  if (c->dist && s->xr)
+    printf("tensor parallel across ranks: the %u processors of the %u ranks "
+           "(processor p on rank p / %u) form %u group%s of %u; the "
+           "parallel operators' copies between ranks are MPI messages\n",
+           all, s->tr.ranks, c->mc.procs, groups, groups == 1 ? "" : "s",
+           c->tp);
+  else if (c->dist)
     printf("data parallel across ranks: each rank %s rows of every batch; "
            "loss and gradients all-reduced\n",
            s->tr.ranks == 1 ? "all" : "its");
@@ -296,21 +311,24 @@ static void print_header(const gpt_state *s) {
     printf("tensor parallel: %u processors per group (%u of %u heads, %u of "
            "%u MLP columns each), %u data-parallel group%s\n",
            c->tp, c->heads / c->tp, c->heads, 4 * c->width / c->tp,
-           4 * c->width, c->mc.procs / c->tp,
-           c->mc.procs / c->tp == 1 ? "" : "s");
+           4 * c->width, groups, groups == 1 ? "" : "s");
   printf("bytes per processor (parameter state: weights, replicas or shards, "
          "gradients, AdamW moments; then everything):");
-  for (uint32_t p = 0; p < c->mc.procs; p++) {
+  for (uint32_t p = 0; p < all; p++) {
     uint64_t total = 0, state = 0;
     rp_gpt_proc_bytes(s->m, p, &total, &state);
     printf("%s %u: %llu / %llu", p ? "," : "", p, (unsigned long long)state,
            (unsigned long long)total);
   }
   printf("\n");
-  printf("recorded step: %u ops (%u kernels, %u copies)%s; AdamW, lr %g "
+  char comm[48] = "";
+  if (s->comm)
+    snprintf(comm, sizeof comm, ", %u communication", s->comm);
+  printf("recorded step: %u ops (%u kernels, %u copies%s)%s; AdamW, lr %g "
          "(warmup %u, cosine to %g), clipping at 1.0\n",
-         s->ops, s->kernels, s->copies, s->ex ? "" : " (not replayed: --eager)",
-         (double)c->lr, c->warmup, (double)c->lr / 10);
+         s->ops, s->kernels, s->copies, comm,
+         s->ex ? "" : " (not replayed: --eager)", (double)c->lr, c->warmup,
+         (double)c->lr / 10);
   if (s->start)
     printf("resumed from %s at step %u\n", c->load_weights, s->start);
   printf("bigram baseline (add-one smoothing, train counts) on the "
@@ -387,8 +405,8 @@ static int write_json(const gpt_state *s, const gpt_times *tm) {
           s->init_val, s->bigram, tm->median_us, tm->tok_s, s->start, s->done);
   fprintf(f,
           "  \"tp\": %u,\n  \"kernels_per_step\": %u,\n"
-          "  \"copies_per_step\": %u,\n",
-          c->tp, s->kernels, s->copies);
+          "  \"copies_per_step\": %u,\n  \"comm_per_step\": %u,\n",
+          c->tp, s->kernels, s->copies, s->comm);
   if (c->dist) /* procs: per rank; batch: global */
     fprintf(f, "  \"ranks\": %u,\n", s->tr.ranks);
   if (s->ranks_checked)
@@ -398,7 +416,7 @@ static int write_json(const gpt_state *s, const gpt_times *tm) {
   for (int pass = 0; pass < 2; pass++) {
     if (pass)
       fprintf(f, "],\n  \"state_bytes_per_proc\": [");
-    for (uint32_t p = 0; p < c->mc.procs; p++) {
+    for (uint32_t p = 0; p < rp_gpt_proc_count(s->m); p++) {
       uint64_t total = 0, state = 0;
       rp_gpt_proc_bytes(s->m, p, &total, &state);
       fprintf(f, "%s%llu", p ? ", " : "",
@@ -465,7 +483,7 @@ static int train(gpt_state *s) {
 
 /* --dist: whether every rank holds the same weights (collective). */
 static int check_ranks(gpt_state *s) {
-  if (!s->c->dist)
+  if (!s->c->dist || s->xr) /* xr: one copy of each shard, no replicas */
     return RP_CLI_OK;
   size_t n = rp_gpt_param_count(s->m);
   float *w = malloc(n * sizeof *w);
@@ -477,6 +495,38 @@ static int check_ranks(gpt_state *s) {
   }
   free(w);
   return rc;
+}
+
+/* --save-weights (with groups across ranks collective: every rank reads
+ * the shards, rank 0 writes the file). */
+static int save_weights(gpt_state *s) {
+  const train_cli *c = s->c;
+  if (!c->save_weights)
+    return RP_CLI_OK;
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  info.step = s->done;
+  info.lr = c->lr;
+  info.warmup = c->warmup;
+  info.iters = c->iters;
+  memcpy(info.bytes, s->text.bytes, s->text.vocab);
+  rp_status st = rp_gpt_save(s->m, c->save_weights, &info);
+  if (st != RP_OK) {
+    fprintf(stderr, "%s: --save-weights %s\n", rp_train_who(),
+            rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  return RP_CLI_OK;
+}
+
+/* Groups across ranks: what needs every rank's shards, collectively
+ * before rank 0's summary: the decode step's weights (rank 0 samples) and
+ * --save-weights. */
+static int xr_tail(gpt_state *s) {
+  rp_status st = s->c->sample ? rp_gpt_decode_fill(s->m) : RP_OK;
+  if (st != RP_OK)
+    return gfail("gathering the weights for sampling", st);
+  return save_weights(s);
 }
 
 /* Rank 0's: the figures (its own times), the sample, --save-weights and
@@ -515,21 +565,8 @@ static int summary(gpt_state *s) {
            s->ranks_equal ? "bitwise equal" : "DIFFER", s->tr.ranks,
            s->tr.ranks == 1 ? "" : "s");
   int rc = print_sample(s);
-  if (c->save_weights) {
-    rp_gpt_ckpt info;
-    memset(&info, 0, sizeof info);
-    info.step = s->done;
-    info.lr = c->lr;
-    info.warmup = c->warmup;
-    info.iters = c->iters;
-    memcpy(info.bytes, s->text.bytes, s->text.vocab);
-    rp_status st = rp_gpt_save(s->m, c->save_weights, &info);
-    if (st != RP_OK) {
-      fprintf(stderr, "%s: --save-weights %s\n", rp_train_who(),
-              rp_error_detail());
-      rc = RP_CLI_FAILED;
-    }
-  }
+  if (!s->xr && save_weights(s))
+    rc = RP_CLI_FAILED;
   if (!rc && c->json)
     rc = write_json(s, &tm);
   return rc;
@@ -573,6 +610,8 @@ static int run(gpt_state *s) {
     rc = agree(s, train(s));
   if (!rc)
     rc = check_ranks(s);
+  if (!rc && s->xr)
+    rc = agree(s, xr_tail(s));
   if (!rc && s->tr.rank == 0)
     rc = summary(s);
   return agree(s, rc);

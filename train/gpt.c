@@ -35,6 +35,9 @@ enum {
 #define LNF_W(L) (2u + PER_BLOCK * (uint32_t)(L))
 #define LNF_B(L) (LNF_W(L) + 1u)
 #define MAXSINKS (4 + RP_GPT_MAX_PROCS)
+/* procs[p] of another rank's processor (tensor parallelism across ranks):
+ * its rank launches the tasks on it */
+#define NOWHERE ((rp_proc)0xfffffffeu)
 
 /* One block's activations on one shard (N = rows * T positions). */
 typedef struct block_acts {
@@ -115,7 +118,27 @@ struct rp_gpt {
   int64_t rlo, rhi;
   uint32_t rows;
   rp_inst esum;
+  /* Tensor parallelism across ranks (xr: cfg.dist and tp > procs): the
+   * ranks' processors form one layout of G = ranks x procs processors,
+   * processor p on rank p / procs (procs[p] NOWHERE on the others); the
+   * home (processor 0) holds the whole batch. Without xr, G = procs.
+   * lossr: xr, this rank's copy of the step's loss; opname: the name of
+   * the op being launched (a parallel operator's copies across ranks each
+   * carry it); dec_filled: rp_gpt_decode_fill ran */
+  int xr;
+  uint32_t G;
+  rp_inst lossr;
+  char opname[RP_NAME_MAX + 1];
+  int dec_filled;
 };
+
+/* Processor p's rank, and whether it is this one. */
+static uint32_t rank_of(const rp_gpt *m, uint32_t p) {
+  return m->xr ? p / m->cfg.procs : m->rank;
+}
+static int here(const rp_gpt *m, uint32_t p) {
+  return rank_of(m, p) == m->rank;
+}
 
 /* ---------------------------------------------------------------------- */
 /* Configuration and the parameter table */
@@ -162,7 +185,13 @@ rp_status rp_gpt_config_check(const rp_gpt_config *c) {
     return rp_error_set(RP_EINVAL, "%s: width %u is not a multiple of heads %u",
                         f, c->width, c->heads);
   uint32_t tp = c->tp ? c->tp : 1;
-  if (tp > c->procs || c->procs % tp)
+  if (c->dist && tp > c->procs && tp % c->procs)
+    return rp_error_set(RP_EINVAL,
+                        "%s: tp %u is not a multiple of procs %u (a group "
+                        "of tp processors across ranks takes every "
+                        "processor of tp / procs ranks)",
+                        f, tp, c->procs);
+  if (!(c->dist && tp > c->procs) && c->procs % tp)
     return rp_error_set(RP_EINVAL,
                         "%s: procs %u is not a multiple of tp %u (the "
                         "processors form procs / tp data groups of tp)",
@@ -193,6 +222,17 @@ rp_status rp_gpt_config_check(const rp_gpt_config *c) {
 rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
                              uint32_t tp) {
   tp = tp ? tp : 1;
+  if (procs && tp > procs) { /* groups across ranks: one layout */
+    uint64_t all = (uint64_t)ranks * procs;
+    if (tp % procs || all % tp || all > RP_GPT_MAX_PROCS)
+      return rp_error_set(RP_EINVAL,
+                          "tp %u across ranks needs a multiple of the %u "
+                          "processor%s per rank that divides the %u ranks "
+                          "x %u processor%s (at most %d in all)",
+                          tp, procs, procs == 1 ? "" : "s", ranks, procs,
+                          procs == 1 ? "" : "s", RP_GPT_MAX_PROCS);
+    return rp_train_split_check(batch, 1, (uint32_t)(all / tp), "data groups");
+  }
   return rp_train_split_check(batch, ranks, tp > 1 ? procs / tp : procs,
                               tp > 1 ? "data groups" : "processors");
 }
@@ -250,10 +290,26 @@ static size_t numel(const rp_gpt_param_info *p) {
 /* ---------------------------------------------------------------------- */
 /* Instances and names */
 
+/* Counts an instance of rect r in processor p's bytes. */
+static void count_bytes(rp_gpt *m, uint32_t p, rp_rect r) {
+  uint64_t bytes = 4; /* f32 and i32 */
+  for (int d = 0; d < r.dim; d++)
+    bytes *= (uint64_t)(r.hi[d] - r.lo[d] + 1);
+  m->bytes[p] += bytes;
+  if (m->state)
+    m->state_bytes[p] += bytes;
+}
+
 /* An instance in memory mem, counted in processor p's bytes (p < 0: in
- * none), freed by rp_gpt_destroy. */
+ * none), freed by rp_gpt_destroy. On another rank's processor (xr) only
+ * counted: *out stays {0}. */
 static rp_status mk_in(rp_gpt *m, rp_mem mem, int p, rp_dtype dt, rp_rect r,
                        rp_inst *out) {
+  if (p >= 0 && !here(m, (uint32_t)p)) {
+    *out = (rp_inst){0};
+    count_bytes(m, (uint32_t)p, r);
+    return RP_OK;
+  }
   if (m->nall == m->capall) {
     uint32_t cap = m->capall ? 2 * m->capall : 256;
     rp_inst *a = rp_train_realloc_n(m->all, cap, sizeof *a);
@@ -269,14 +325,8 @@ static rp_status mk_in(rp_gpt *m, rp_mem mem, int p, rp_dtype dt, rp_rect r,
     return rp_train_err_prefix(st,
                                "rp_gpt_create: processor %u: ", m->procs[p]);
   m->all[m->nall++] = *out;
-  if (p < 0)
-    return RP_OK;
-  uint64_t bytes = 4; /* f32 and i32 */
-  for (int d = 0; d < r.dim; d++)
-    bytes *= (uint64_t)(r.hi[d] - r.lo[d] + 1);
-  m->bytes[p] += bytes;
-  if (m->state)
-    m->state_bytes[p] += bytes;
+  if (p >= 0)
+    count_bytes(m, (uint32_t)p, r);
   return RP_OK;
 }
 
@@ -315,6 +365,7 @@ name_op(rp_gpt *m, const char *sfx, const char *fmt, ...) {
   va_end(ap);
   if (n >= 0 && (size_t)n < sizeof name)
     snprintf(name + n, sizeof name - (size_t)n, "%s", sfx);
+  memcpy(m->opname, name, sizeof name);
   return rp_capture_name_next(m->rt, name);
 }
 
@@ -443,6 +494,12 @@ static rp_status make_home(rp_gpt *m) {
       st = mk_in(m, sys, -1, RP_F64, rp_rect_1d(0, 0), &m->esum);
     if (!st)
       st = name_inst(m, m->esum, "eval.sum");
+  }
+  for (uint32_t r = 0; !st && m->xr && r < m->ranks; r++) { /* rank r's */
+    rp_inst one;
+    if (!(st = mkf(m, r * m->cfg.procs, 1, 1, &one)) && r == m->rank &&
+        !(st = name_inst(m, one, "loss.rank%u", r)))
+      m->lossr = one;
   }
   for (uint32_t i = 0; !st && i < m->np; i++) {
     char gn[48];
@@ -703,14 +760,30 @@ static rp_status place_rank(rp_gpt *m) {
   rp_status st = rp_gpt_split_check(B, m->ranks, m->cfg.procs, m->tp);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "rp_gpt_create: ");
+  if (m->xr && rp_runtime_backend(m->rt) == RP_BACKEND_CUDA)
+    return rp_error_set(RP_EUNSUPPORTED,
+                        "rp_gpt_create: tensor parallelism across ranks "
+                        "copies activations between ranks through host "
+                        "memory: the CPU backend only");
+  if (m->xr) /* the home holds the whole batch, as in one process */
+    return RP_OK;
   rp_train_rank_rows(m->rt, B, &m->rlo, &m->rhi); /* checked above */
   m->rows = (uint32_t)(m->rhi - m->rlo + 1);
   return RP_OK;
 }
 
+/* The processors: this rank's P; with xr at their places among the G of
+ * the layout, NOWHERE at the other ranks'. */
 static rp_status pick_procs(rp_gpt *m) {
-  return rp_train_pick_procs(m->rt, m->cfg.procs, m->procs, m->mems,
-                             "rp_gpt_create");
+  uint32_t P = m->cfg.procs;
+  rp_proc mine[RP_GPT_MAX_PROCS];
+  rp_mem mems[RP_GPT_MAX_PROCS];
+  rp_status st = rp_train_pick_procs(m->rt, P, mine, mems, "rp_gpt_create");
+  for (uint32_t p = 0; !st && p < m->G; p++) {
+    m->procs[p] = here(m, p) ? mine[p % P] : NOWHERE;
+    m->mems[p] = here(m, p) ? mems[p % P] : 0;
+  }
+  return st;
 }
 
 rp_status rp_gpt_destroy(rp_gpt *m) {
@@ -727,7 +800,7 @@ rp_status rp_gpt_destroy(rp_gpt *m) {
     free(m->sh[d].g);
     free(m->sh[d].a);
   }
-  for (uint32_t p = 0; m->ts && p < m->cfg.procs; p++) {
+  for (uint32_t p = 0; m->ts && p < m->G; p++) {
     free(m->ts[p].w);
     free(m->ts[p].g);
     free(m->ts[p].mo);
@@ -769,8 +842,15 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
   m->cfg = *cfg;
   m->np = RP_GPT_PARAMS(cfg->layers);
   m->tp = cfg->tp ? cfg->tp : 1;
-  m->dp = cfg->procs / m->tp;
+  m->xr = cfg->dist && m->tp > cfg->procs;
+  m->G = m->xr ? rp_runtime_ranks(rt) * cfg->procs : cfg->procs;
   m->cfg.tp = m->tp;
+  st = place_rank(m); /* with xr: G is a multiple of tp, at most the max */
+  if (st != RP_OK) {
+    free(m);
+    return st;
+  }
+  m->dp = m->G / m->tp;
   size_t rb = (size_t)cfg->ring * cfg->batch * cfg->context;
   m->info = calloc(m->np, sizeof *m->info);
   m->w = calloc(m->np, sizeof *m->w);
@@ -779,7 +859,7 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
   m->vo = calloc(m->np, sizeof *m->vo);
   m->sh = calloc(m->dp, sizeof *m->sh);
   if (m->tp > 1)
-    m->ts = calloc(cfg->procs, sizeof *m->ts);
+    m->ts = calloc(m->G, sizeof *m->ts);
   if (m->tp > 1 && m->dp > 1)
     m->gsum = calloc((size_t)m->tp * m->np, sizeof *m->gsum);
   m->hx = calloc(rb, sizeof *m->hx);
@@ -789,10 +869,8 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
     st = rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
   if (!st) {
     make_table(m);
-    st = place_rank(m);
-  }
-  if (!st)
     st = pick_procs(m);
+  }
   if (!st)
     st = make_home(m);
   for (uint32_t d = 0; !st && d < m->dp; d++)
@@ -814,6 +892,11 @@ static rp_status task_ev(rp_gpt *m, rp_task_id t, rp_proc p,
                          const rp_access *acc, uint32_t nacc, const void *args,
                          size_t size, const rp_interp *ip, uint32_t nip,
                          rp_event *done) {
+  if (p == NOWHERE) { /* another rank's processor: that rank launches it */
+    if (done)
+      *done = RP_NO_EVENT;
+    return m->recording ? rp_capture_name_next(m->rt, NULL) : RP_OK;
+  }
   rp_launch l = {.task = t,
                  .proc = p,
                  .accesses = acc,
@@ -1009,18 +1092,76 @@ static rp_status gelu_bwd(ctx *x, const char *name, rp_inst pre, rp_inst d) {
                    sizeof a);
 }
 
-/* A parallel operator over n parts (dim: the split dimension). */
-static rp_status popn(rp_gpt *m, rp_pop_kind kind, int backward, rp_inst whole,
-                      const rp_inst *parts, uint32_t n, int dim,
-                      rp_event *done) {
-  rp_parallel_op op = {.kind = kind,
-                       .backward = backward,
-                       .whole = whole,
-                       .parts = parts,
-                       .nparts = n,
-                       .dim = dim,
-                       .wait = RP_NO_EVENT};
-  return rp_launch_parallel(m->rt, &op, done);
+/* Copy k of a parallel operator across ranks (see gpop), as this rank
+ * sees it: whole on rank wr, part k on rank pr. */
+static rp_status xr_copy(rp_gpt *m, rp_pop_kind kind, int backward, uint32_t wr,
+                         rp_inst whole, uint32_t pr, rp_inst part, uint32_t k,
+                         uint32_t n, rp_event *done) {
+  int split = kind == RP_POP_REPARTITION || kind == RP_POP_COMBINE;
+  int scatter = kind == RP_POP_REPARTITION || kind == RP_POP_REPLICATE;
+  int to_parts = scatter != !!backward;
+  rp_dist_copy c = {.src_rank = to_parts ? wr : pr,
+                    .dst_rank = to_parts ? pr : wr,
+                    .src = to_parts ? whole : part,
+                    .dst = to_parts ? part : whole,
+                    .redop =
+                        !split && !to_parts && k ? RP_REDOP_SUM : RP_REDOP_NONE,
+                    .wait = RP_NO_EVENT};
+  rp_instance_info wi, pi;
+  rp_status st = RP_OK;
+  if (split && wr == m->rank && !(st = rp_instance_query(m->rt, whole, &wi)))
+    st = rp_chunk_rect(&wi.rect, 0, n, k, &c.rect); /* at global offsets */
+  else if (split && pr == m->rank &&
+           !(st = rp_instance_query(m->rt, part, &pi)))
+    c.rect = pi.rect;
+  if (!st && m->recording)
+    st = rp_capture_name_next(m->rt, m->opname);
+  return st ? st : rp_launch_dist_copy(m->rt, &c, done);
+}
+
+/* A parallel operator over n parts (split along dimension 0): the whole
+ * on processor wp, part k on processor pp[k]. When one rank holds them all
+ * (always without xr) that rank launches it (rp_launch_parallel). Across
+ * ranks every rank launches the same copies, part after part, with
+ * rp_launch_dist_copy (each rank keeps its side: send, receive, a local
+ * copy or a placeholder): whole -> part k (a split kind's chunk k), or
+ * part k -> whole, summed into it after part 0 for the summing kinds (the
+ * local operator's order, so the sums are the same bits). *done: the last
+ * copy (a rank's communication runs in launch order). */
+static rp_status gpop(rp_gpt *m, rp_pop_kind kind, int backward, uint32_t wp,
+                      rp_inst whole, const uint32_t *pp, const rp_inst *parts,
+                      uint32_t n, rp_event *done) {
+  uint32_t wr = rank_of(m, wp);
+  int one = 1;
+  for (uint32_t k = 0; k < n; k++)
+    one &= rank_of(m, pp[k]) == wr;
+  if (one && wr == m->rank) {
+    rp_parallel_op op = {.kind = kind,
+                         .backward = backward,
+                         .whole = whole,
+                         .parts = parts,
+                         .nparts = n,
+                         .dim = 0,
+                         .wait = RP_NO_EVENT};
+    return rp_launch_parallel(m->rt, &op, done);
+  }
+  if (done)
+    *done = RP_NO_EVENT;
+  if (one) /* another rank's alone */
+    return m->recording ? rp_capture_name_next(m->rt, NULL) : RP_OK;
+  rp_status st = RP_OK;
+  for (uint32_t k = 0; !st && k < n; k++)
+    st = xr_copy(m, kind, backward, wr, whole, rank_of(m, pp[k]), parts[k], k,
+                 n, k + 1 == n ? done : NULL);
+  return st;
+}
+
+/* Processors base + k * step (k < n) into pp. */
+static const uint32_t *procs_of(uint32_t *pp, uint32_t n, uint32_t base,
+                                uint32_t step) {
+  for (uint32_t k = 0; k < n; k++)
+    pp[k] = base + k * step;
+  return pp;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1175,9 +1316,12 @@ static void slice_parts(const ctx *lx, uint32_t l, size_t off, int in_acts,
 static rp_status tp_pop(const ctx *lx, rp_pop_kind kind, int backward,
                         rp_inst whole, const rp_inst *parts, const char *what,
                         uint32_t l) {
+  uint32_t pp[RP_GPT_MAX_PROCS];
   rp_status st = name_op(lx->m, lx->sfx, "h%u.%s", l, what);
   return st ? st
-            : popn(lx->m, kind, backward, whole, parts, lx->m->tp, 0, NULL);
+            : gpop(lx->m, kind, backward, lx->d * lx->m->tp, whole,
+                   procs_of(pp, lx->m->tp, lx->d * lx->m->tp, 1), parts,
+                   lx->m->tp, NULL);
 }
 
 /* Block l's forward over the group's slices; w: the leader's weights. */
@@ -1361,20 +1505,23 @@ static rp_status backward(ctx *x, shard *s) {
  * keeps them) into the other groups' slices (REPLICATE). */
 static rp_status step_weights(rp_gpt *m) {
   rp_inst parts[RP_GPT_MAX_PROCS];
+  uint32_t pp[RP_GPT_MAX_PROCS];
   rp_status st = RP_OK;
   for (uint32_t i = 0; !st && m->dp > 1 && i < m->np; i++) {
     if (split_dim(m, i) < 0) {
       for (uint32_t d = 0; d < m->dp; d++)
         parts[d] = m->sh[d].w[i];
       if (!(st = name_op(m, "", "%s.replicate", m->info[i].name)))
-        st = popn(m, RP_POP_REPLICATE, 0, m->w[i], parts, m->dp, 0, NULL);
+        st = gpop(m, RP_POP_REPLICATE, 0, 0, m->w[i],
+                  procs_of(pp, m->dp, 0, m->tp), parts, m->dp, NULL);
       continue;
     }
     for (uint32_t t = 0; !st && t < m->tp; t++) {
       for (uint32_t d = 1; d < m->dp; d++)
         parts[d - 1] = m->ts[d * m->tp + t].w[i];
       if (!(st = name_op(m, "", "t%u.%s.replicate", t, m->info[i].name)))
-        st = popn(m, RP_POP_REPLICATE, 0, m->ts[t].w[i], parts, m->dp - 1, 0,
+        st = gpop(m, RP_POP_REPLICATE, 0, t, m->ts[t].w[i],
+                  procs_of(pp, m->dp - 1, m->tp + t, m->tp), parts, m->dp - 1,
                   NULL);
     }
   }
@@ -1396,18 +1543,20 @@ static rp_status step_inputs(rp_gpt *m, uint32_t index) {
   if (!st && !(st = name_op(m, "", "batch.y.gather")))
     st = task_ev(m, m->k.gather_rows, m->procs[0], ACC(R(m->ring_y), W(m->by)),
                  &ga, sizeof ga, &ip, 1, NULL);
-  if (c->procs == 1 || st)
+  if (m->G == 1 || st)
     return st;
   rp_inst parts[RP_GPT_MAX_PROCS];
+  uint32_t pp[RP_GPT_MAX_PROCS];
   if (m->dp > 1) {
     for (uint32_t d = 0; d < m->dp; d++)
       parts[d] = m->sh[d].x;
     if (!(st = name_op(m, "", "batch.x.split")))
-      st = popn(m, RP_POP_REPARTITION, 0, m->bx, parts, m->dp, 0, NULL);
+      st = gpop(m, RP_POP_REPARTITION, 0, 0, m->bx,
+                procs_of(pp, m->dp, 0, m->tp), parts, m->dp, NULL);
     for (uint32_t d = 0; d < m->dp; d++)
       parts[d] = m->sh[d].y;
     if (!st && !(st = name_op(m, "", "batch.y.split")))
-      st = popn(m, RP_POP_REPARTITION, 0, m->by, parts, m->dp, 0, NULL);
+      st = gpop(m, RP_POP_REPARTITION, 0, 0, m->by, pp, parts, m->dp, NULL);
   }
   return st ? st : step_weights(m);
 }
@@ -1425,6 +1574,7 @@ static rp_inst opt_grad(const rp_gpt *m, uint32_t t, uint32_t i) {
  * 0's slices (where the optimizer keeps them); and the losses. */
 static rp_status reduce_grads(rp_gpt *m) {
   rp_inst parts[RP_GPT_MAX_PROCS];
+  uint32_t pp[RP_GPT_MAX_PROCS];
   rp_status st = RP_OK;
   if (m->dp == 1)
     return st;
@@ -1435,22 +1585,23 @@ static rp_status reduce_grads(rp_gpt *m) {
       for (uint32_t d = 0; d < m->dp; d++)
         parts[d] = m->sh[d].g[i];
       if (!(st = name_op(m, "", "%s.reduce", gn)))
-        st = popn(m, RP_POP_REDUCTION, 0, m->g[i], parts, m->dp, 0, NULL);
+        st = gpop(m, RP_POP_REDUCTION, 0, 0, m->g[i],
+                  procs_of(pp, m->dp, 0, m->tp), parts, m->dp, NULL);
       continue;
     }
     for (uint32_t t = 0; !st && t < m->tp; t++) {
       for (uint32_t d = 0; d < m->dp; d++)
         parts[d] = m->ts[d * m->tp + t].g[i];
       if (!(st = name_op(m, "", "%s.t%u.reduce", gn, t)))
-        st = popn(m, RP_POP_REDUCTION, 0, opt_grad(m, t, i), parts, m->dp, 0,
-                  NULL);
+        st = gpop(m, RP_POP_REDUCTION, 0, t, opt_grad(m, t, i),
+                  procs_of(pp, m->dp, t, m->tp), parts, m->dp, NULL);
     }
   }
   for (uint32_t d = 0; d < m->dp; d++)
     parts[d] = m->sh[d].loss;
   if (!st && !(st = name_op(m, "", "loss.reduce")))
-    st = popn(m, RP_POP_REDUCTION, 0, m->loss, parts, m->dp, 0,
-              m->cfg.dist ? NULL : sink(m));
+    st = gpop(m, RP_POP_REDUCTION, 0, 0, m->loss, procs_of(pp, m->dp, 0, m->tp),
+              parts, m->dp, m->cfg.dist ? NULL : sink(m));
   return st;
 }
 
@@ -1480,6 +1631,20 @@ static rp_status step_allreduce(rp_gpt *m) {
     }
   }
   return st;
+}
+
+/* xr: the step's loss from home to every rank (REPLICATE: each rank's
+ * first processor holds its copy, lossr). An eager step's sink. */
+static rp_status loss_replicate(rp_gpt *m) {
+  rp_inst parts[RP_GPT_MAX_PROCS];
+  uint32_t pp[RP_GPT_MAX_PROCS];
+  for (uint32_t r = 0; r < m->ranks; r++)
+    parts[r] = r == m->rank ? m->lossr : (rp_inst){0};
+  rp_status st = name_op(m, "", "loss.replicate");
+  return st ? st
+            : gpop(m, RP_POP_REPLICATE, 0, 0, m->loss,
+                   procs_of(pp, m->ranks, 0, m->cfg.procs), parts, m->ranks,
+                   sink(m));
 }
 
 /* Processor t's gpt.adamw over the tensors it keeps (opt_count); with
@@ -1551,13 +1716,15 @@ static rp_status sumsq_on(rp_gpt *m, uint32_t t) {
 static rp_status adamw(rp_gpt *m, float lr, int32_t step) {
   if (m->tp == 1)
     return adamw_on(m, 0, lr, step, 0);
+  uint32_t pp[RP_GPT_MAX_PROCS];
   rp_status st = RP_OK;
   for (uint32_t t = 0; !st && t < m->tp; t++)
     st = sumsq_on(m, t);
   if (!st && !(st = name_op(m, "", "grad.sumsq.combine")))
-    st = popn(m, RP_POP_COMBINE, 0, m->sq, m->part, m->tp, 0, NULL);
+    st = gpop(m, RP_POP_COMBINE, 0, 0, m->sq, procs_of(pp, m->tp, 0, 1),
+              m->part, m->tp, NULL);
   if (!st && !(st = name_op(m, "", "grad.sumsq.replicate")))
-    st = popn(m, RP_POP_REPLICATE, 0, m->sq, m->sqr, m->tp, 0, NULL);
+    st = gpop(m, RP_POP_REPLICATE, 0, 0, m->sq, pp, m->sqr, m->tp, NULL);
   for (uint32_t t = 0; !st && t < m->tp; t++)
     st = adamw_on(m, t, lr, step, (int32_t)m->tp);
   return st;
@@ -1581,17 +1748,20 @@ rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
   }
   if (!st)
     st = reduce_grads(m);
-  if (!st && m->cfg.dist)
+  if (!st && m->cfg.dist && !m->xr)
     st = step_allreduce(m);
+  if (!st && m->xr)
+    st = loss_replicate(m);
   if (!st)
     st = adamw(m, a->lr, a->step);
   return st;
 }
 
 static rp_status bind_loss(rp_gpt *m, rp_graph *g) {
-  const char *op = m->cfg.dist ? "loss.allreduce"
-                   : m->dp > 1 ? "loss.reduce"
-                               : "loss.xent";
+  const char *op = m->xr         ? "loss.replicate"
+                   : m->cfg.dist ? "loss.allreduce"
+                   : m->dp > 1   ? "loss.reduce"
+                                 : "loss.xent";
   rp_port_id port;
   rp_status st = rp_graph_add_postcondition(g, "loss", &port);
   uint32_t bound = 0;
@@ -1687,12 +1857,14 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
         rp_inst parts[RP_GPT_MAX_PROCS];
         for (uint32_t d = 0; d < m->dp; d++)
           parts[d] = m->sh[d].loss;
-        st = popn(m, RP_POP_REDUCTION, 0, m->loss, parts, m->dp, 0, NULL);
+        uint32_t pp[RP_GPT_MAX_PROCS];
+        st = gpop(m, RP_POP_REDUCTION, 0, 0, m->loss,
+                  procs_of(pp, m->dp, 0, m->tp), parts, m->dp, NULL);
       }
       rp_status ds = rp_runtime_drain(m->rt);
       st = st ? st : ds;
-      float l = 0;
-      if (!st)
+      float l = 0; /* xr: the home's rank alone has the loss */
+      if (!st && m->loss.id)
         st = rp_instance_read(m->rt, m->loss, &l, sizeof l);
       sum += l;
     }
@@ -1732,6 +1904,10 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         int32_t *out) {
   if (!m || !prompt || !out || plen == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
+  if (m->xr)
+    return rp_error_set(RP_EUNSUPPORTED,
+                        "rp_gpt_sample: tensor parallelism across ranks: "
+                        "decode with rp_gpt_generate");
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
   int32_t *win = calloc(T, sizeof *win);
   size_t nl = (size_t)m->sh[0].N * V; /* shard 0's logits instance */
@@ -1879,11 +2055,23 @@ static rp_status gather_split(rp_gpt *m) {
   for (uint32_t i = 0; !st && i < m->np; i++) {
     size_t n = numel(&m->info[i]);
     if (split_dim(m, i) >= 0 &&
-        !(st = slot_io(m, i, RP_GPT_WEIGHT, buf, NULL, n)))
+        !(st = slot_io(m, i, RP_GPT_WEIGHT, buf, NULL, n)) && m->w[i].id)
       st = rp_instance_write(m->rt, m->w[i], buf, n * sizeof *buf);
   }
   free(buf);
   return st;
+}
+
+rp_status rp_gpt_decode_fill(rp_gpt *m) {
+  if (!m)
+    return rp_error_set(RP_EINVAL, "rp_gpt_decode_fill: NULL argument");
+  rp_status st = m->dec ? RP_OK : make_decode(m);
+  if (!st)
+    st = gather_split(m);
+  if (st != RP_OK)
+    return rp_train_err_prefix(st, "rp_gpt_decode_fill: ");
+  m->dec_filled = 1;
+  return RP_OK;
 }
 
 rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
@@ -1898,7 +2086,12 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
                           "rp_gpt_generate: prompt token %u = %d "
                           "outside [0, %u)",
                           i, (int)prompt[i], V);
-  rp_status st = gather_split(m);
+  if (m->xr && (!m->dec_filled || !m->dec->logits.id))
+    return rp_error_set(RP_EINVAL,
+                        "rp_gpt_generate: tensor parallelism across ranks: "
+                        "the decode step runs on rank 0, after "
+                        "rp_gpt_decode_fill on every rank");
+  rp_status st = m->xr ? RP_OK : gather_split(m);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "rp_gpt_generate: ");
   float *logits = calloc(V, sizeof *logits);
@@ -1971,13 +2164,54 @@ static void shard_copy(const rp_gpt *m, uint32_t i, uint32_t t, float *dst,
   }
 }
 
+/* xr: a piece of a slot (the home instance or a shard, `own`, of rect r
+ * on rank `owner`) into out (n floats) on every rank: the owner copies it
+ * to each other rank (eager rp_launch_dist_copy, the same calls on every
+ * rank: collective) and each rank reads its copy. */
+static rp_status xr_piece(rp_gpt *m, rp_inst own, uint32_t owner, rp_rect r,
+                          float *out, size_t n) {
+  rp_inst tmp = {0};
+  rp_mem sys;
+  rp_status st = RP_OK;
+  if (m->rank != owner && !(st = rp_mem_find(m->rt, RP_MEM_SYSTEM, -1, &sys)))
+    st = rp_instance_create(m->rt, sys, RP_F32, &r, NULL, &tmp);
+  for (uint32_t q = 0; !st && q < m->ranks; q++) {
+    if (q == owner)
+      continue;
+    rp_dist_copy c = {.src_rank = owner,
+                      .dst_rank = q,
+                      .src = own,
+                      .dst = tmp,
+                      .redop = RP_REDOP_NONE,
+                      .wait = RP_NO_EVENT};
+    rp_event done = RP_NO_EVENT;
+    if (!(st = rp_launch_dist_copy(m->rt, &c, &done))) {
+      st = rp_event_wait(m->rt, done, -1);
+      rp_event_release(m->rt, done);
+      if (st != RP_OK)
+        st = rp_error_set(st, "copy from rank %u: %s", owner,
+                          rp_runtime_dist_detail(m->rt));
+    }
+  }
+  if (!st)
+    st = rp_instance_read(m->rt, tmp.id ? tmp : own, out, n * sizeof *out);
+  if (tmp.id)
+    rp_instance_free(m->rt, tmp);
+  return st;
+}
+
 /* Tensor i's slot s whole (n floats): read into out, or written from in
  * (when not NULL). The home instance, or each shard of a split tensor
- * through a scratch buffer. */
+ * through a scratch buffer. With xr a write leaves other ranks' pieces to
+ * them, and a read is collective (xr_piece). */
 static rp_status slot_io(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
                          const float *in, size_t n) {
   if (split_dim(m, i) < 0) {
     rp_inst one = slot_inst(m, i, s, 0);
+    if (m->xr && !in)
+      return xr_piece(m, one, rank_of(m, 0), home_rect(m, i), out, n);
+    if (!one.id) /* xr: another rank's */
+      return RP_OK;
     return in ? rp_instance_write(m->rt, one, in, n * sizeof *in)
               : rp_instance_read(m->rt, one, out, n * sizeof *out);
   }
@@ -1986,10 +2220,16 @@ static rp_status slot_io(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
   rp_status st = part ? RP_OK : rp_error_set(RP_ENOMEM, "out of memory");
   for (uint32_t t = 0; !st && t < m->tp; t++) {
     rp_inst sh = slot_inst(m, i, s, t);
-    if (in) {
+    rp_rect whole = home_rect(m, i), r;
+    rp_chunk_rect(&whole, split_dim(m, i), m->tp, t, &r); /* as created */
+    if (in && sh.id) {
       shard_copy(m, i, t, part, in, 1);
       st = rp_instance_write(m->rt, sh, part, pn * sizeof *part);
-    } else if (!(st = rp_instance_read(m->rt, sh, part, pn * sizeof *part))) {
+    } else if (!in && m->xr) {
+      if (!(st = xr_piece(m, sh, rank_of(m, t), r, part, pn)))
+        shard_copy(m, i, t, out, part, 0);
+    } else if (!in &&
+               !(st = rp_instance_read(m->rt, sh, part, pn * sizeof *part))) {
       shard_copy(m, i, t, out, part, 0);
     }
   }
@@ -2028,15 +2268,18 @@ const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m) {
 }
 rp_status rp_gpt_proc_bytes(const rp_gpt *m, uint32_t p, uint64_t *total,
                             uint64_t *state) {
-  if (!m || !total || !state || p >= m->cfg.procs)
+  if (!m || !total || !state || p >= m->G)
     return rp_error_set(RP_EINVAL, "rp_gpt_proc_bytes: processor %u of %u", p,
-                        m ? m->cfg.procs : 0);
+                        m ? m->G : 0);
   *total = m->bytes[p];
   *state = m->state_bytes[p];
   return RP_OK;
 }
 const rp_proc *rp_gpt_procs(const rp_gpt *m) {
   return m->procs;
+}
+uint32_t rp_gpt_proc_count(const rp_gpt *m) {
+  return m ? m->G : 0;
 }
 uint32_t rp_gpt_param_tensors(const rp_gpt *m) {
   return m ? m->np : 0;
@@ -2102,6 +2345,8 @@ static void pack_rows(rp_gpt *m, uint32_t n) {
 
 /* The ring from the staging buffers (this rank's rows of every slot). */
 static rp_status write_ring(rp_gpt *m) {
+  if (!m->ring_x.id) /* xr: another rank's home holds the ring */
+    return RP_OK;
   size_t all = (size_t)m->cfg.ring * m->rows * m->cfg.context;
   rp_status st =
       rp_instance_write(m->rt, m->ring_x, m->hx, all * sizeof *m->hx);
@@ -2131,12 +2376,17 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
 rp_status rp_gpt_batch_loss(rp_gpt *m, float *out) {
   if (!m || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_batch_loss: NULL argument");
-  return rp_instance_read(m->rt, m->loss, out, sizeof *out);
+  return rp_instance_read(m->rt, m->xr ? m->lossr : m->loss, out, sizeof *out);
 }
 
 rp_status rp_gpt_grad_norm(rp_gpt *m, float *out) {
   if (!m || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_grad_norm: NULL argument");
+  if (!m->stats.id)
+    return rp_error_set(RP_EINVAL,
+                        "rp_gpt_grad_norm: the norm is on rank %u "
+                        "(processor 0)",
+                        rank_of(m, 0));
   float *s = calloc(m->np + 1, sizeof *s);
   if (!s)
     return rp_error_set(RP_ENOMEM, "rp_gpt_grad_norm: out of memory");
@@ -2392,8 +2642,9 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
       putf(b + CKPT_HEAD + c->vocab + 4 * i, p[i]);
     /* the container: its length and checksum around the payload, written
      * through the output writer (the file is replaced only by a whole
-     * one) */
-    st = rp_ckpt_save(path, CKPT_KIND, CKPT_VERSION, b, size);
+     * one); xr: by rank 0 alone */
+    if (!m->xr || m->rank == 0)
+      st = rp_ckpt_save(path, CKPT_KIND, CKPT_VERSION, b, size);
   }
   free(b);
   free(p);

@@ -88,7 +88,27 @@
  * instantiate its graph), rp_gpt_evaluate and rp_gpt_train in the same
  * order (they contain collectives); sampling and decoding are local. With
  * one rank (or no communicator) the all-reduces leave the data as it is:
- * the weights equal those of dist = 0 bitwise. */
+ * the weights equal those of dist = 0 bitwise.
+ *
+ * Tensor parallelism across ranks (cfg.dist with tp > procs, tp a multiple
+ * of procs): the ranks' processors form one layout of ranks x procs
+ * processors, processor p on rank p / procs, split into groups of tp as
+ * in one process (rp_gpt_proc_count; rp_gpt_procs holds this rank's at
+ * their indices). The model is the one process's: the home (processor 0,
+ * rank 0) holds the whole batch, the shards and state live on their
+ * processors' ranks, and every rank records the same step, keeping its
+ * side: its processors' tasks, and each parallel operator whose parts
+ * span ranks as copies between ranks (rp_launch_dist_copy, in part order,
+ * so sums of two parts are the one process's bits); the loss is then
+ * replicated to every rank ("loss.replicate", the graph's "loss" port).
+ * Collective there (every rank calls them in the same order):
+ * rp_gpt_record and the replays, rp_gpt_evaluate, rp_gpt_tensor_read (and
+ * so rp_gpt_params_read and rp_gpt_save, whose file rank 0 alone writes),
+ * rp_gpt_decode_fill; rp_gpt_write_batches, rp_gpt_tensor_write and
+ * rp_gpt_reset write this rank's part. rp_gpt_generate runs on rank 0
+ * after rp_gpt_decode_fill; rp_gpt_sample is RP_EUNSUPPORTED;
+ * rp_gpt_grad_norm answers on rank 0. The CPU backend only (the copies
+ * between ranks need host memory: RP_EUNSUPPORTED on CUDA). */
 #ifndef RP_TRAIN_GPT_H
 #define RP_TRAIN_GPT_H
 
@@ -114,7 +134,8 @@ typedef struct rp_gpt_config {
   uint32_t ring; /* batches in the ring, >= 1 */
   float beta1, beta2, eps, weight_decay, max_norm; /* AdamW, clipping */
   uint64_t seed;                                   /* weights, windows */
-  int dist; /* 1: one rank of a data-parallel job over the runtime's ranks
+  int dist; /* 1: one rank of a job over the runtime's ranks: data
+               parallel, or with tp > procs tensor parallel across them
                (see above); 0: the runtime's rank alone */
 } rp_gpt_config;
 
@@ -168,6 +189,10 @@ const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m);
 rp_status rp_gpt_proc_bytes(const rp_gpt *m, uint32_t p, uint64_t *total,
                             uint64_t *state);
 const rp_proc *rp_gpt_procs(const rp_gpt *m);
+/* The processors of the layout: P, or with tensor parallelism across
+ * ranks ranks x P (processor p on rank p / P; rp_gpt_procs holds this
+ * rank's at their indices). */
+uint32_t rp_gpt_proc_count(const rp_gpt *m);
 /* Parameter tensors (RP_GPT_PARAMS(L)) and scalars. */
 uint32_t rp_gpt_param_tensors(const rp_gpt *m);
 size_t rp_gpt_param_count(const rp_gpt *m);
@@ -248,6 +273,12 @@ typedef struct rp_gpt_decode_step {
 rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out);
 /* The decode graph's logits (V floats), after a replay. */
 rp_inst rp_gpt_decode_logits(const rp_gpt *m);
+/* Fills the decode step's whole copies of the split weights from their
+ * shards (allocating the decode instances at the first call).
+ * rp_gpt_generate does it itself, except with tensor parallelism across
+ * ranks: there it is collective (every rank calls it, rank 0 then
+ * generates) and generate uses the weights of the last call. */
+rp_status rp_gpt_decode_fill(rp_gpt *m);
 /* Generates n tokens after the prompt (plen >= 1 tokens; only its last T
  * are decoded) by replaying ex (an instantiation of rp_gpt_decode_record's
  * graph) once per position, at `temperature` (0: greedy); when the context

@@ -38,7 +38,27 @@
  *    run (measured at most 1.7e-6);
  *  - --dist --eager: bitwise equal to the replayed --dist run;
  * and a batch that leaves a rank's data group without rows exits 2 with
- * one message. */
+ * one message.
+ *
+ * Tensor parallelism across ranks (--tp above --procs: the groups span
+ * the ranks' processors, their parallel operators' copies between ranks
+ * are MPI messages), run by the N = 2 instance:
+ *  - 2 ranks x --tp 2 --procs 1, replayed and --eager: weights and
+ *    moments bitwise equal to one process with --tp 2 --procs 2 (every
+ *    operator has two parts, and a sum of two parts has one order), the
+ *    same state bytes per processor, one header naming the layout;
+ *  - 4 ranks x --tp 2 --procs 1 (2 data groups across ranks): bitwise
+ *    equal to one process with --tp 2 --procs 4;
+ *  - 2 ranks x --tp 4 --procs 2 (4 heads): against one process with --tp
+ *    4 --procs 4, whose sums of 4 parts run in whichever order the copies
+ *    finish (so that reference is not bitwise reproducible itself): the
+ *    weights within TP4_TOL = 1e-4 relative to each tensor's largest (6
+ *    runs on the CPU backend: 0.6e-5 to 2.0e-5; AdamW's division by
+ *    sqrt(v) turns the last-bit differences of small gradients into
+ *    updates of a few ulps of lr per step), the null-gradient elements
+ *    within 2 x iters x lr as above (measured 1.8e-6), the losses within
+ *    LOSS_TOL (measured 0 and 1e-8);
+ * and with one rank --tp 2 --procs 1 exits 2 with one message. */
 #define _GNU_SOURCE
 #include "driver.h"
 #include "train/gpt.h"
@@ -52,6 +72,7 @@
 
 #define LOSS_TOL 1e-5
 #define WTOL 1e-3
+#define TP4_TOL 1e-4
 #define NULL_GRAD 1e-6
 #define ITERS 10
 #define LR 0.002
@@ -192,15 +213,16 @@ static double json_num(const char *tag, const char *key) {
 }
 
 /* got against want (another order of the gradient sums): weights within
- * WTOL, null-gradient elements within 2 x iters x lr, losses within
+ * wtol, null-gradient elements within 2 x iters x lr, losses within
  * LOSS_TOL. */
-static void close_to(const char *got, const char *want, const char *what) {
+static void close_within(const char *got, const char *want, const char *what,
+                         double wtol) {
   double rel, nabs;
   int ok = weights_diff(got, want, &rel, &nabs);
-  check(ok && rel <= WTOL,
+  check(ok && rel <= wtol,
         "%s: weights within %g relative: max %.3g (null-gradient elements: "
         "max |diff| %.3g)",
-        what, WTOL, rel, nabs);
+        what, wtol, rel, nabs);
   check(ok && nabs <= 2.0 * ITERS * LR,
         "%s: null-gradient elements within %g: %.3g", what, 2.0 * ITERS * LR,
         nabs);
@@ -211,6 +233,10 @@ static void close_to(const char *got, const char *want, const char *what) {
           "%s: %s %.9g vs %.9g (within %g relative: %.3g)", what, keys[i], a, b,
           LOSS_TOL, fabs(a - b) / fabs(b));
   }
+}
+
+static void close_to(const char *got, const char *want, const char *what) {
+  close_within(got, want, what, WTOL);
 }
 
 /* ---- the cases ---- */
@@ -279,6 +305,72 @@ static void tensor_parallel(void) {
   close_to("disttp", "reftp", "--tp 2 --procs 2: against one process");
 }
 
+/* Whether the JSON arrays `key` of a and b are the same text. */
+static int same_array(const char *a, const char *b, const char *key) {
+  char na[64], nb[64];
+  snprintf(na, sizeof na, "%s.json", a);
+  snprintf(nb, sizeof nb, "%s.json", b);
+  char *ja = slurp(path(na), NULL), *jb = slurp(path(nb), NULL);
+  const char *va = json_value(ja, key), *vb = json_value(jb, key);
+  const char *ea = va ? strchr(va, ']') : NULL,
+             *eb = vb ? strchr(vb, ']') : NULL;
+  int ok =
+      ea && eb && ea - va == eb - vb && !strncmp(va, vb, (size_t)(ea - va));
+  free(ja);
+  free(jb);
+  return ok;
+}
+
+static void tp_across_ranks(void) {
+  const char *x[] = {"--dist", "--tp", "2", "--procs", "1", NULL};
+  int st = train_to(2, "xr", x);
+  check(st == 0, "mpiexec -n 2 reprise train --dist --tp 2 --procs 1: exit %d",
+        st);
+  char *log = slurp(path("xr.log"), NULL);
+  check(count(log, "reprise train: GPT") == 1 &&
+            count(log, "tensor parallel across ranks: the 2 processors of "
+                       "the 2 ranks (processor p on rank p / 1) form 1 "
+                       "group of 2") == 1 &&
+            count(log, "sample (") == 1,
+        "one header naming the layout, one sample");
+  free(log);
+  char *j = slurp(path("xr.json"), NULL);
+  check(j && !json_value(j, "weights_equal_across_ranks"),
+        "no replicas across ranks to compare");
+  free(j);
+  check(json_num("xr", "tp") == 2 && json_num("xr", "ranks") == 2 &&
+            json_num("xr", "comm_per_step") > 0,
+        "JSON \"tp\": 2, \"ranks\": 2, communication ops");
+  check(bitwise("xr", "reftp"),
+        "2 ranks x --tp 2 --procs 1: weights and moments bitwise equal to "
+        "one process with --tp 2 --procs 2");
+  check(same_array("xr", "reftp", "state_bytes_per_proc"),
+        "the same parameter state bytes per processor as one process");
+  const char *xe[] = {"--dist", "--tp", "2", "--procs", "1", "--eager", NULL};
+  check(train_to(2, "xre", xe) == 0 && bitwise("xre", "reftp"),
+        "2 ranks x --tp 2 --procs 1 --eager: bitwise equal to one process");
+  check(train_to(4, "xr4", x) == 0 && bitwise("xr4", "reftpN"),
+        "4 ranks x --tp 2 --procs 1 (2 data groups across ranks): bitwise "
+        "equal to one process with --tp 2 --procs 4");
+  const char *t4[] = {"--dist", "--tp",    "4", "--procs",
+                      "2",      "--heads", "4", NULL};
+  const char *r4[] = {"--tp", "4", "--procs", "4", "--heads", "4", NULL};
+  check(train_to(2, "xrt4", t4) == 0 && train_to(0, "reft4", r4) == 0,
+        "2 ranks x --tp 4 --procs 2, and one process with --tp 4 --procs 4");
+  close_within("xrt4", "reft4", "--tp 4 across 2 ranks x 2 processors",
+               TP4_TOL);
+}
+
+static void tp_across_one_rank(void) {
+  const char *x[] = {"--dist", "--tp", "2", "--procs", "1", NULL};
+  int st = train(1, "xr1", x);
+  char *log = slurp(path("xr1.log"), NULL);
+  check(st == 2 && count(log, "tp 2 across ranks needs") == 1,
+        "one rank, --tp 2 --procs 1: exit %d (want 2), one message: %s", st,
+        log ? log : "");
+  free(log);
+}
+
 static void singleton(void) {
   const char *x[] = {"--dist", "--procs", "1", NULL};
   check(train_to(0, "single", x) == 0, "--dist without mpiexec: exit 0");
@@ -324,6 +416,10 @@ int main(int argc, char **argv) {
   tensor_parallel();
   if (N == 1)
     singleton();
+  if (N == 1)
+    tp_across_one_rank();
+  if (N == 2)
+    tp_across_ranks();
   eager();
   bad_split();
   return drv_finish(N);
