@@ -6,8 +6,8 @@
 # rounds of each run's median step time, the median over the rounds of the
 # ratio to the same round's first layout (so that a machine whose speed
 # drifts between rounds affects both sides of each ratio alike), the
-# step's kernels and copies, and the bytes per processor (parameter state /
-# all).
+# step's kernels, copies and communication ops (rank 0's), and the bytes
+# per processor (parameter state / all).
 #
 #   bench/gpt_tp.sh [-n RUNS] [-b REPRISE] [-B BACKEND] [-w WIDTH] [LAYOUTS...]
 #
@@ -19,7 +19,10 @@
 #   -w WIDTH    model width (default 512; 2 layers, 8 heads, context 64,
 #               batch 8, 8 iterations)
 #   LAYOUTS     PROCS/TP pairs (default: 1/1 2/2 2/1 4/4 4/2); the first is
-#               the ratios' base
+#               the ratios' base. RANKSxPROCS/TP runs `$MPIEXEC -n RANKS
+#               reprise train --dist` (MPIEXEC: default mpiexec) with
+#               PROCS per rank: 2x1/2 is tensor parallelism over 2 ranks of
+#               one worker each, 2x1/1 data parallelism across them
 #
 # Goals (issue 23): on 2 cores TP=2 over 2 workers <= 0.6x TP=1's step
 # time; on one GPU TP=2 <= 1.15x and --procs 2 <= 1.2x --procs 1. On a
@@ -57,8 +60,8 @@ field() {
   sed -n "s/^ *\"$2\": \\(.*\\)\$/\\1/p" "$1" | sed 's/,$//'
 }
 
-printf '%-7s %10s %10s %7s %7s %7s  %s\n' layout "min us" "median us" \
-  "x $1" kernels copies "bytes per processor (state / all)"
+printf '%-7s %10s %10s %7s %7s %7s %5s  %s\n' layout "min us" "median us" \
+  "x $1" kernels copies comm "bytes per processor (state / all)"
 i=0
 while [ "$i" -lt "$runs" ]; do
   first=
@@ -66,7 +69,13 @@ while [ "$i" -lt "$runs" ]; do
     procs=${layout%/*}
     tp=${layout#*/}
     j="$dir/$procs.$tp.json"
-    "$bin" train --model gpt --backend "$backend" --procs "$procs" --tp "$tp" \
+    case $procs in
+    *x*) set_mpi="${MPIEXEC:-mpiexec} -n ${procs%x*}" dist=--dist ;;
+    *) set_mpi= dist= ;;
+    esac
+    # shellcheck disable=SC2086 # the mpiexec prefix splits into words
+    $set_mpi "$bin" train --model gpt --backend "$backend" $dist \
+      --procs "${procs#*x}" --tp "$tp" \
       --layers 2 --heads 8 --width "$width" --context 64 --batch 8 \
       --iters 8 --log-every 100000 --sample 0 --json "$j" >/dev/null
     us=$(field "$j" iter_us_median)
@@ -88,7 +97,7 @@ for layout in "$@"; do
   bytes=$(echo "$state $all" | awk '{n = split($1, s, ","); split($2, a, ",");
     for (i = 1; i <= n; i++) printf "%s%.1f/%.1f MB", (i > 1 ? ", " : ""),
       s[i] / 1e6, a[i] / 1e6}')
-  printf '%-7s %10.0f %10.0f %7.2f %7s %7s  %s\n' "$layout" "${stats% *}" \
-    "${stats#* }" "$ratio" \
-    "$(field "$j" kernels_per_step)" "$(field "$j" copies_per_step)" "$bytes"
+  printf '%-7s %10.0f %10.0f %7.2f %7s %7s %5s  %s\n' "$layout" \
+    "${stats% *}" "${stats#* }" "$ratio" "$(field "$j" kernels_per_step)" \
+    "$(field "$j" copies_per_step)" "$(field "$j" comm_per_step)" "$bytes"
 done

@@ -1124,8 +1124,9 @@ static rp_status xr_copy(rp_gpt *m, rp_pop_kind kind, int backward, uint32_t wr,
  * (always without xr) that rank launches it (rp_launch_parallel). Across
  * ranks every rank launches the same copies, part after part, with
  * rp_launch_dist_copy (each rank keeps its side: send, receive, a local
- * copy or a placeholder): whole -> part k (a split kind's chunk k), or
- * part k -> whole, summed into it after part 0 for the summing kinds (the
+ * copy or a placeholder): whole -> part k (a split kind's chunk k; the
+ * parts on other ranks than the whole's first), or part k -> whole in
+ * part order, summed into it after part 0 for the summing kinds (the
  * local operator's order, so the sums are the same bits). *done: the last
  * copy (a rank's communication runs in launch order). */
 static rp_status gpop(rp_gpt *m, rp_pop_kind kind, int backward, uint32_t wp,
@@ -1149,10 +1150,24 @@ static rp_status gpop(rp_gpt *m, rp_pop_kind kind, int backward, uint32_t wp,
     *done = RP_NO_EVENT;
   if (one) /* another rank's alone */
     return m->recording ? rp_capture_name_next(m->rt, NULL) : RP_OK;
+  /* whole -> parts: the other ranks' parts first, so that no send waits
+   * behind the work that this rank's own parts start (the copies run in
+   * launch order); parts -> whole in part order (the sums' order) */
+  int scatter = kind == RP_POP_REPARTITION || kind == RP_POP_REPLICATE;
+  int remote_first = scatter != !!backward;
   rp_status st = RP_OK;
-  for (uint32_t k = 0; !st && k < n; k++)
-    st = xr_copy(m, kind, backward, wr, whole, rank_of(m, pp[k]), parts[k], k,
-                 n, k + 1 == n ? done : NULL);
+  uint32_t left = n;
+  for (int pass = 0; pass < 2; pass++)
+    for (uint32_t k = 0; !st && k < n; k++) {
+      int remote = rank_of(m, pp[k]) != wr;
+      if (remote_first && remote == pass)
+        continue; /* pass 0: the remote parts, pass 1: the others */
+      if (!remote_first && pass)
+        break;
+      left--;
+      st = xr_copy(m, kind, backward, wr, whole, rank_of(m, pp[k]), parts[k], k,
+                   n, left ? NULL : done);
+    }
   return st;
 }
 
