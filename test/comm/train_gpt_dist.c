@@ -321,9 +321,55 @@ static int same_array(const char *a, const char *b, const char *key) {
   return ok;
 }
 
+/* The rp.dist.* tasks ("send", "copy", "recv", ...) of rank 0's ops named
+ * `name` in a `reprise dump` text, in op order, into out ("send copy "). */
+static void comm_tasks(const char *dump, const char *name, char *out,
+                       size_t cap) {
+  char want[96];
+  snprintf(want, sizeof want, "'%s': task 'rp.dist.", name);
+  out[0] = '\0';
+  for (const char *l = dump; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : l) {
+    const char *a = strstr(l, want), *e = strchr(l, '\n');
+    if (!a || (e && a > e) || strncmp(l, "op ", 3))
+      continue;
+    a += strlen(want);
+    size_t n = strcspn(a, "'"), have = strlen(out);
+    snprintf(out + have, cap - have, "%.*s ", (int)n, a);
+  }
+}
+
+/* Rank 0's recorded step at --tp 2 over 2 ranks: each scattering
+ * operator sends to rank 1 before its local copy (so the send never waits
+ * for rank 0's slice), each summing one copies part 0 before it adds rank
+ * 1's part (the one process's order of the sum). */
+static void xr_copy_order(void) {
+  char graph[512]; /* path() reuses its buffers */
+  snprintf(graph, sizeof graph, "%s", path("xr.graph"));
+  const char *a[] = {"dump", graph, NULL};
+  check(drv_reprise(0, "xrdump", a, NULL) == 0, "reprise dump xr.graph");
+  char *d = slurp(path("xrdump.log"), NULL);
+  const char *scatter[] = {"h0.ln1.replicate", "h1.mlp.proj.reduce.bwd"};
+  const char *sum[] = {"h0.attn.proj.reduce", "h1.ln2.replicate.bwd"};
+  char got[64];
+  for (int i = 0; i < 2; i++) {
+    comm_tasks(d, scatter[i], got, sizeof got);
+    check(!strcmp(got, "send copy "), "%s: the send, then the local copy: %s",
+          scatter[i], got);
+    comm_tasks(d, sum[i], got, sizeof got);
+    check(!strcmp(got, "copy recv "),
+          "%s: part 0's copy, then rank 1's part received and added: %s",
+          sum[i], got);
+  }
+  free(d);
+}
+
 static void tp_across_ranks(void) {
   const char *x[] = {"--dist", "--tp", "2", "--procs", "1", NULL};
-  int st = train_to(2, "xr", x);
+  char graph[512]; /* path() reuses its buffers */
+  snprintf(graph, sizeof graph, "%s", path("xr.graph"));
+  const char *xg[] = {"--dist", "--tp",         "2",   "--procs",
+                      "1",      "--save-graph", graph, NULL};
+  int st = train_to(2, "xr", xg);
   check(st == 0, "mpiexec -n 2 reprise train --dist --tp 2 --procs 1: exit %d",
         st);
   char *log = slurp(path("xr.log"), NULL);
@@ -346,6 +392,7 @@ static void tp_across_ranks(void) {
         "one process with --tp 2 --procs 2");
   check(same_array("xr", "reftp", "state_bytes_per_proc"),
         "the same parameter state bytes per processor as one process");
+  xr_copy_order();
   const char *xe[] = {"--dist", "--tp", "2", "--procs", "1", "--eager", NULL};
   check(train_to(2, "xre", xe) == 0 && bitwise("xre", "reftp"),
         "2 ranks x --tp 2 --procs 1 --eager: bitwise equal to one process");
