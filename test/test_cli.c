@@ -1540,6 +1540,12 @@ Test(cli, train_gpt_tensor_parallel_reports_bytes_per_processor,
   RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--procs", "4", "--tp", "4");
   cr_assert_eq(r.status, 2, "%s", r.err);
   cr_assert(strstr(r.err, "--heads 2"), "%s", r.err);
+  /* across ranks (--dist, --tp above --procs): a multiple of --procs */
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--dist", "--procs", "2", "--tp",
+      "3");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--tp 3 is not a multiple of --procs 2"), "%s",
+            r.err);
   RUN(&r, "train", "--tp", "2");
   cr_assert_eq(r.status, 2, "--tp of the MLP: %s", r.err);
   unlink(corpus);
