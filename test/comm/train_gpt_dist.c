@@ -344,12 +344,16 @@ static void comm_tasks(const char *dump, const char *name, char *out,
 /* Rank 0's recorded step at --tp 2 over 2 ranks: each scattering
  * operator sends to rank 1 before its local copy (so the send never waits
  * for rank 0's slice), each summing one copies part 0 before it adds rank
- * 1's part (the one process's order of the sum). */
+ * 1's part (the one process's order of the sum); and the graph is
+ * lint-clean. */
 static void xr_copy_order(void) {
   char graph[512]; /* path() reuses its buffers */
   snprintf(graph, sizeof graph, "%s", path("xr.graph"));
   const char *a[] = {"dump", graph, NULL};
   check(drv_reprise(0, "xrdump", a, NULL) == 0, "reprise dump xr.graph");
+  const char *lint[] = {"dump", graph, "--lint", "--strict", NULL};
+  check(drv_reprise(0, "xrlint", lint, NULL) == 0,
+        "reprise dump xr.graph --lint --strict: no findings");
   char *d = slurp(path("xrdump.log"), NULL);
   const char *scatter[] = {"h0.ln1.replicate", "h1.mlp.proj.reduce.bwd"};
   const char *sum[] = {"h0.attn.proj.reduce", "h1.ln2.replicate.bwd"};
