@@ -49,7 +49,9 @@
  *    same state bytes per processor, one header naming the layout; and
  *    against one process with --procs 1 (the row-parallel sums and the
  *    LayerNorms' input gradients in another order) within WTOL and
- *    LOSS_TOL as above (measured 2.2e-4; losses 7.8e-8 and 2e-8);
+ *    LOSS_TOL as above (measured 2.2e-4; losses 7.8e-8 and 2e-8); its
+ *    checkpoint resumed across ranks and in one process (--tp 2 --procs
+ *    2) for 2 more steps: bitwise equal;
  *  - 4 ranks x --tp 2 --procs 1 (2 data groups across ranks): bitwise
  *    equal to one process with --tp 2 --procs 4;
  *  - 2 ranks x --tp 4 --procs 2 (4 heads): against one process with --tp
@@ -401,6 +403,18 @@ static void tp_across_ranks(void) {
   check(same_array("xr", "reftp", "state_bytes_per_proc"),
         "the same parameter state bytes per processor as one process");
   xr_copy_order();
+  /* resuming its checkpoint across ranks (each rank writes its shards)
+   * and in one process: the same bits */
+  char ck[512];
+  snprintf(ck, sizeof ck, "%s", path("xr.ckpt"));
+  const char *rx[] = {"--dist", "--tp",    "2",  "--procs",
+                      "1",      "--iters", "12", "--load-weights",
+                      ck,       NULL};
+  const char *r1[] = {"--tp",           "2", "--procs", "2", "--iters", "12",
+                      "--load-weights", ck,  NULL};
+  check(train_to(2, "xrres", rx) == 0 && train_to(0, "refres", r1) == 0 &&
+            bitwise("xrres", "refres"),
+        "resumed across ranks and in one process: bitwise equal");
   const char *xe[] = {"--dist", "--tp", "2", "--procs", "1", "--eager", NULL};
   check(train_to(2, "xre", xe) == 0 && bitwise("xre", "reftp"),
         "2 ranks x --tp 2 --procs 1 --eager: bitwise equal to one process");
