@@ -51,7 +51,8 @@
  *    LayerNorms' input gradients in another order) within WTOL and
  *    LOSS_TOL as above (measured 2.2e-4; losses 7.8e-8 and 2e-8); its
  *    checkpoint resumed across ranks and in one process (--tp 2 --procs
- *    2) for 2 more steps: bitwise equal;
+ *    2) for 2 more steps: bitwise equal; rank 0's sample the one
+ *    process's text;
  *  - 4 ranks x --tp 2 --procs 1 (2 data groups across ranks): bitwise
  *    equal to one process with --tp 2 --procs 4;
  *  - 2 ranks x --tp 4 --procs 2 (4 heads): against one process with --tp
@@ -372,6 +373,19 @@ static void xr_copy_order(void) {
   free(d);
 }
 
+/* The sampled text of tag.log (between its "----" lines), malloc'd. */
+static char *sample_text(const char *tag) {
+  char name[64];
+  snprintf(name, sizeof name, "%s.log", tag);
+  char *log = slurp(path(name), NULL), *out = NULL;
+  const char *a = log ? strstr(log, "\n----\n") : NULL;
+  const char *b = a ? strstr(a + 6, "\n----\n") : NULL;
+  if (b)
+    out = strndup(a + 6, (size_t)(b - a - 6));
+  free(log);
+  return out;
+}
+
 static void tp_across_ranks(void) {
   const char *x[] = {"--dist", "--tp", "2", "--procs", "1", NULL};
   char graph[512]; /* path() reuses its buffers */
@@ -403,6 +417,13 @@ static void tp_across_ranks(void) {
   check(same_array("xr", "reftp", "state_bytes_per_proc"),
         "the same parameter state bytes per processor as one process");
   xr_copy_order();
+  char *sx = sample_text("xr"), *s1 = sample_text("reftp");
+  check(sx && s1 && !strcmp(sx, s1),
+        "rank 0 samples the one process's text (the decode step's weights "
+        "gathered from both ranks): '%s' vs '%s'",
+        sx ? sx : "?", s1 ? s1 : "?");
+  free(sx);
+  free(s1);
   /* resuming its checkpoint across ranks (each rank writes its shards)
    * and in one process: the same bits */
   char ck[512];
