@@ -43,7 +43,8 @@
  * Tensor parallelism across ranks (--tp above --procs: the groups span
  * the ranks' processors, their parallel operators' copies between ranks
  * are MPI messages), run by the N = 2 instance:
- *  - 2 ranks x --tp 2 --procs 1, replayed and --eager: weights and
+ *  - 2 ranks x --tp 2 --procs 1, replayed (one and 4 replays in
+ *    flight) and --eager: weights and
  *    moments bitwise equal to one process with --tp 2 --procs 2 (every
  *    operator has two parts, and a sum of two parts has one order), the
  *    same state bytes per processor, one header naming the layout; and
@@ -436,6 +437,11 @@ static void tp_across_ranks(void) {
   check(train_to(2, "xrres", rx) == 0 && train_to(0, "refres", r1) == 0 &&
             bitwise("xrres", "refres"),
         "resumed across ranks and in one process: bitwise equal");
+  const char *xi[] = {"--dist", "--tp",       "2", "--procs",
+                      "1",      "--inflight", "4", NULL};
+  check(train_to(2, "xri", xi) == 0 && bitwise("xri", "reftp"),
+        "2 ranks x --tp 2 --procs 1 --inflight 4: bitwise equal to one "
+        "process");
   const char *xe[] = {"--dist", "--tp", "2", "--procs", "1", "--eager", NULL};
   check(train_to(2, "xre", xe) == 0 && bitwise("xre", "reftp"),
         "2 ranks x --tp 2 --procs 1 --eager: bitwise equal to one process");
