@@ -13,6 +13,9 @@
 #   tp       bench/gpt_tp.sh -B cuda: tensor and data parallelism on logical
 #            GPUs of the device against one (step time, kernels, copies,
 #            bytes per processor)
+#   cputp    bench/gpt_tp.sh on the CPU backend over 1, 2, 4 and 8 workers
+#            (the lent machine's cores: tensor parallelism's scaling past
+#            the 2-core CI machine)
 #   profile  Nsight Compute's device time (clocks as found) of each kernel
 #            (graph nodes one by one) and of each whole graph, for the launch
 #            and the nanoGPT configs (ncu_*.csv; bench/ncu_step.py reads them: per-kernel
@@ -26,7 +29,7 @@
 # fails.
 set -u
 if [ $# -lt 1 ] || [ ! -x "$1/reprise" ]; then
-  echo "usage: $0 BUILD_DIR [check,ctest,train,launch,nanogpt,tp,profile]" >&2
+  echo "usage: $0 BUILD_DIR [check,ctest,train,launch,nanogpt,tp,cputp,profile]" >&2
   exit 2
 fi
 B=$(cd "$1" && pwd)
@@ -56,7 +59,8 @@ fi
 if has ctest; then
   (cd "$B" && REPRISE_REQUIRE_GPU=1 timeout "${CHECK_TIMEOUT:-240}" \
     ctest -L gpu --output-on-failure -j 8) >"$OUT/ctest.log" 2>&1
-  note "REPRISE_REQUIRE_GPU=1 ctest -L gpu: $(grep -E 'tests passed' "$OUT/ctest.log")" $?
+  rc=$? # before the command substitution below sets $?
+  note "REPRISE_REQUIRE_GPU=1 ctest -L gpu: $(grep -E 'tests passed' "$OUT/ctest.log")" $rc
   grep -E '^\[FAIL\]|Assertion|^\[----\]   [^ ]' "$OUT/ctest.log" | head -40
 fi
 
@@ -87,6 +91,14 @@ if has tp; then
     -B cuda -b "$B/reprise" >"$OUT/gpt_tp.txt" 2>&1
   note "bench/gpt_tp.sh -B cuda" $?
   cat "$OUT/gpt_tp.txt"
+fi
+
+if has cputp; then
+  timeout "${CPUTP_TIMEOUT:-150}" sh "$SRC/bench/gpt_tp.sh" -n "${TP_RUNS:-2}" \
+    -B cpu -b "$B/reprise" 1/1 2/2 4/4 8/8 >"$OUT/gpt_tp_cpu.txt" 2>&1
+  rc=$?
+  note "bench/gpt_tp.sh -B cpu 1/1 2/2 4/4 8/8 ($(nproc) cores)" $rc
+  cat "$OUT/gpt_tp_cpu.txt"
 fi
 
 if has profile; then
