@@ -260,12 +260,13 @@ static cJSON *put(writer *w, cJSON *obj, const char *key, cJSON *item) {
   return item;
 }
 
-/* Integers: a JSON number when a double holds them exactly, else a
- * decimal string (the loader accepts both). */
+/* Integers: a JSON number when cJSON prints it exactly (at most 15
+ * digits: RP_JSON_PRINT_EXACT), else a decimal string (the loader accepts
+ * both). */
 static cJSON *j_i64(int64_t v) {
   /* integer comparisons: converting v to double first would round 2^53 + 1
-   * down into the exact range */
-  if (v <= (int64_t)RP_JSON_EXACT_U64 && v >= -(int64_t)RP_JSON_EXACT_U64)
+   * down into the range */
+  if (v <= (int64_t)RP_JSON_PRINT_EXACT && v >= -(int64_t)RP_JSON_PRINT_EXACT)
     return cJSON_CreateNumber((double)v);
   char buf[24];
   snprintf(buf, sizeof buf, "%lld", (long long)v);
@@ -273,7 +274,7 @@ static cJSON *j_i64(int64_t v) {
 }
 
 static cJSON *j_u64(uint64_t v) {
-  if (v <= RP_JSON_EXACT_U64)
+  if (v <= RP_JSON_PRINT_EXACT)
     return cJSON_CreateNumber((double)v);
   char buf[24];
   snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);

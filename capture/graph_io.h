@@ -23,8 +23,8 @@
  *
  * The checksum is FNV-1a 64 over the canonical text of the "graph" value
  * (see rp__graph_checksum), so whitespace and layout do not matter but any
- * changed value does. Integers that do not fit a double exactly (beyond
- * +-2^53) are written as decimal strings; the loader takes either form. */
+ * changed value does. Integers of more than 15 digits are written as
+ * decimal strings (RP_JSON_PRINT_EXACT); the loader takes either form. */
 #ifndef RP_GRAPH_IO_H
 #define RP_GRAPH_IO_H
 
@@ -49,12 +49,16 @@
 #define RP_GRAPH_MAX_INTERPS (1u << 12)   /* per task op */
 #define RP_GRAPH_MAX_SHARDS RP_MAX_SHARDS /* the builder's limit */
 
-/* Largest integer a JSON number carries exactly (2^53). */
-/* The largest magnitude written or read as a JSON number: 2^53 - 1. From
- * 2^53 on, doubles skip integers (2^53 + 1 parses as 2^53), so such values
- * are decimal strings both ways. */
+/* The largest magnitude read as a JSON number: 2^53 - 1. From 2^53 on,
+ * doubles skip integers (2^53 + 1 parses as 2^53), so such values must be
+ * decimal strings. */
 #define RP_JSON_EXACT_INT 9007199254740991.0
-#define RP_JSON_EXACT_U64 9007199254740991ull
+/* The largest magnitude the writer puts as a JSON number: cJSON prints a
+ * number with 15 significant digits unless that reads back within its
+ * relative epsilon, so 16 digits (9007199254739409 prints as
+ * 9.00719925473941e+15) may come back one off: from 10^15 on, integers are
+ * decimal strings (a fuzz finding). */
+#define RP_JSON_PRINT_EXACT 999999999999999ull
 
 #ifdef REPRISE_HAVE_CJSON
 #include <cJSON.h>

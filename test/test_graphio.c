@@ -679,6 +679,54 @@ Test(graphio_corrupt, integers_past_2p53_are_strings) {
   expect_edit("\"cost_ns\": 0", "\"cost_ns\": \"9007199254740993\"", RP_OK);
 }
 
+/* cJSON prints a 16-digit number with 15 digits when that reads back
+ * within its relative epsilon: 9007199254739409 came back as
+ * 9007199254739410 and the file failed its own checksum (a fuzz finding).
+ * From 10^15 on the writer puts integers as strings: every value saves,
+ * loads back equal, and saves to the same bytes. */
+Test(graphio, sixteen_digit_integers_round_trip) {
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(1);
+  register_tasks(rt);
+  rp_inst a = mk(rt, RP_F32, rp_rect_1d(0, 3), NULL);
+  uint64_t v[] = {999999999999999ull, 1000000000000000ull, 9007199254739409ull,
+                  9007199254740991ull, 9007199254740993ull};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    rp_access w = {a, RP_RW, RP_REDOP_NONE};
+    rp_launch l = {.task = task(rt, "scale"),
+                   .proc = 0,
+                   .accesses = &w,
+                   .naccess = 1,
+                   .cost_ns = v[i]};
+    RP_CHECK(rp_graph_add_task(g, &l, NULL));
+  }
+  const char *path = th_tmp_path("big.json");
+  RP_CHECK(rp_graph_save(g, path));
+  char *t = th_read_all(path, NULL);
+  cr_assert(strstr(t, "\"cost_ns\":\t999999999999999,"), "%s", t);
+  cr_assert(strstr(t, "\"cost_ns\":\t\"9007199254739409\""), "%s", t);
+  rp_graph *h;
+  RP_CHECK(rp_graph_load(rt, path, &a, 1, &h));
+  for (uint32_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    rp_op_info oi;
+    RP_CHECK(rp_graph_op_query(h, i, &oi));
+    cr_assert_eq(oi.cost_ns, v[i], "op %u: %llu", i,
+                 (unsigned long long)oi.cost_ns);
+  }
+  const char *again = th_tmp_path("big2.json");
+  RP_CHECK(rp_graph_save(h, again));
+  char *t2 = th_read_all(again, NULL);
+  cr_assert_str_eq(t, t2);
+  free(t);
+  free(t2);
+  RP_CHECK(rp_graph_destroy(h));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
 Test(graphio_corrupt, out_of_range_ids) {
   expect_edit("[[0, 1]]", "[[0, 7]]", RP_ERANGE);
   expect_edit("[[0, 1]]", "[[4294967296, 1]]", RP_ERANGE);
