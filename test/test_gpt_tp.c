@@ -662,6 +662,27 @@ Test(gpt_tp, too_few_processors_are_refused) {
   th_destroy(rt);
 }
 
+/* Tensor parallelism across ranks on a runtime of one rank (no
+ * communicator): tp 2 over 1 processor per rank needs 2 ranks; refused by
+ * rp_gpt_create with the rule, nothing created (ASan: nothing leaks). */
+Test(gpt_tp, tp_across_one_rank_is_refused) {
+  rp_runtime *rt = th_runtime(RP_BACKEND_CPU, 2);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.dist = 1;
+  c.procs = 1;
+  c.tp = 2;
+  cr_assert_eq(rp_gpt_config_check(&c), RP_OK); /* ranks unknown there */
+  rp_gpt *m = NULL;
+  cr_assert_eq(rp_gpt_create(rt, &k, &c, &m), RP_EINVAL);
+  cr_assert_null(m);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_create: tp 2 across ranks"), "%s",
+            rp_error_detail());
+  th_destroy(rt);
+}
+
 /* ---- the trace: the order of a replay's events ---- */
 
 typedef struct span {
