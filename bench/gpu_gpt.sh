@@ -16,6 +16,10 @@
 #   cputp    bench/gpt_tp.sh on the CPU backend over 1, 2, 4 and 8 workers
 #            (the lent machine's cores: tensor parallelism's scaling past
 #            the 2-core CI machine)
+#   colsum   the replayed step of the launch and nanoGPT configs with the
+#            backward's column sums 32, 8 and 16 columns a block
+#            (REPRISE_GPT_COLSUM_COLS), alternating, COLSUM_RUNS rounds
+#            (default 3): the median step time of each run
 #   profile  Nsight Compute's device time (clocks as found) of each kernel
 #            (graph nodes one by one) and of each whole graph, for the launch
 #            and the nanoGPT configs (ncu_*.csv; bench/ncu_step.py reads them: per-kernel
@@ -29,7 +33,7 @@
 # fails.
 set -u
 if [ $# -lt 1 ] || [ ! -x "$1/reprise" ]; then
-  echo "usage: $0 BUILD_DIR [check,ctest,train,launch,nanogpt,tp,cputp,profile]" >&2
+  echo "usage: $0 BUILD_DIR [check,ctest,train,launch,nanogpt,tp,cputp,colsum,profile]" >&2
   exit 2
 fi
 B=$(cd "$1" && pwd)
@@ -99,6 +103,28 @@ if has cputp; then
   rc=$?
   note "bench/gpt_tp.sh -B cpu 1/1 2/2 4/4 8/8 ($(nproc) cores)" $rc
   cat "$OUT/gpt_tp_cpu.txt"
+fi
+
+if has colsum; then
+  LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
+  for cfg in launch nano; do
+    if [ $cfg = launch ]; then args=("${LAUNCH[@]}") it=300; else
+      args=("${NANO[@]}") it=60
+    fi
+    for round in $(seq "${COLSUM_RUNS:-3}"); do
+      for w in 32 8 16; do
+        j="$OUT/colsum_${cfg}_${w}_$round.json"
+        REPRISE_GPT_COLSUM_COLS=$w timeout "${COLSUM_TIMEOUT:-60}" \
+          "$B/reprise" train --model gpt --backend cuda "${args[@]}" \
+          --iters $it --log-every 100000 --sample 0 "${TEXTARG[@]}" \
+          --json "$j" >"$OUT/colsum_${cfg}_${w}_$round.txt" 2>&1
+        rc=$?
+        note "colsum $cfg width $w round $round: $(sed -n \
+          's/^ *"iter_us_median": \(.*\),$/\1 us per step (median)/p' "$j" \
+          2>/dev/null)" $rc
+      done
+    done
+  done
 fi
 
 if has profile; then

@@ -110,6 +110,37 @@ __device__ inline float block_max(float v, float *sh) {
   return warp_max(w);
 }
 
+/* Column sums of the backward (the linear layers' bias gradients, the
+ * LayerNorms' dw and db): a block of COLS consecutive columns x 1024 /
+ * COLS row lanes; row lane y sums rows y, y + lanes, ... in order, then
+ * lane 0 adds the lanes' partials in lane order (a fixed order for a given
+ * COLS: deterministic, no atomics, no scratch). The grid covers the
+ * columns only, so COLS sets the parallelism: with 32 a warp reads 128
+ * bytes of one row and a 384-column layer gets 12 blocks; with 8 a warp
+ * reads 32 bytes of each of 4 rows (whole sectors) and gets 48.
+ * REPRISE_GPT_COLSUM_COLS picks it (colsum_cols). */
+rp_status colsum_cols(unsigned *cols, const char *what);
+
+template <unsigned COLS> struct colsum {
+  static constexpr unsigned lanes = 1024 / COLS;
+  static unsigned blocks(size_t cols) {
+    return (unsigned)((cols + COLS - 1) / COLS);
+  }
+  /* Lane 0 of column c: the sum of the lanes' partials in lane order.
+   * Every thread of the block calls it (a barrier inside). */
+  __device__ static float finish(float acc, float (*part)[COLS + 1]) {
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    float s = 0.0f;
+    if (threadIdx.y == 0) {
+      s = part[0][threadIdx.x];
+      for (unsigned y = 1; y < lanes; y++)
+        s += part[y][threadIdx.x];
+    }
+    return s;
+  }
+};
+
 } // namespace rp_gpt
 
 #endif

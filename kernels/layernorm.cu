@@ -16,11 +16,12 @@
  *  - dx: a warp per row: dnorm = w * dout, xhat = (x - mean) * rstd,
  *    dx (= or +=) rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat))
  *    (the two means summed in f64, as on the CPU);
- *  - dw, db: column sums without atomics or scratch: a block per chunk of
- *    32 columns (32 x 32 threads); row lane y sums rows y, y + 32, ... in
- *    order, then lane 0 adds the 32 partials in lane order (a fixed order:
- *    deterministic; it differs from the CPU's row order, hence a relative
- *    1e-4 bound against it). */
+ *  - dw, db: column sums without atomics or scratch (gpt_cuda.cuh: a block
+ *    per chunk of REPRISE_GPT_COLSUM_COLS columns, default 32, x 1024 /
+ *    that row lanes); row lane y sums rows y, y + lanes, ... in order,
+ *    then lane 0 adds the partials in lane order (a fixed order for a
+ *    given width: deterministic; it differs from the CPU's row order,
+ *    hence a relative 1e-4 bound against it). */
 #include "gpt_cuda.cuh"
 
 using namespace rp_gpt;
@@ -28,7 +29,6 @@ using namespace rp_gpt;
 namespace {
 
 constexpr unsigned kLnThreads = 256; /* 8 rows (warps) a block */
-constexpr unsigned kColChunk = 32, kColLanes = 32;
 
 /* One row, by the 32 lanes of a warp. a: the input (x, or the residual
  * stream's a); r: NULL, or the residual branch (then res = a + r is
@@ -108,36 +108,40 @@ __global__ void ln_bwd_dx_k(const float *__restrict__ dout,
   }
 }
 
-/* dw[c] = sum_r dout[r, c] * xhat[r, c], db[c] = sum_r dout[r, c]. Block
- * (kColChunk, kColLanes): a warp reads 32 consecutive columns of one row. */
+/* dw[c] = sum_r dout[r, c] * xhat[r, c], db[c] = sum_r dout[r, c]: the
+ * column sums of gpt_cuda.cuh (block (COLS, 1024 / COLS)). */
+template <unsigned COLS>
 __global__ void
 ln_bwd_dwdb_k(const float *__restrict__ dout, const float *__restrict__ x,
               const float *__restrict__ mean, const float *__restrict__ rstd,
               float *__restrict__ dw, float *__restrict__ db, int N, int C) {
-  __shared__ float pw[kColLanes][kColChunk + 1]; /* +1: no bank conflicts */
-  __shared__ float pb[kColLanes][kColChunk + 1];
-  size_t c = (size_t)blockIdx.x * kColChunk + threadIdx.x;
+  using cs = colsum<COLS>;
+  __shared__ float pw[cs::lanes][COLS + 1]; /* +1: fewer bank conflicts */
+  __shared__ float pb[cs::lanes][COLS + 1];
+  size_t c = (size_t)blockIdx.x * COLS + threadIdx.x;
   float aw = 0.0f, ab = 0.0f;
   if (c < (size_t)C)
-    for (size_t r = threadIdx.y; r < (size_t)N; r += kColLanes) {
+    for (size_t r = threadIdx.y; r < (size_t)N; r += cs::lanes) {
       size_t i = r * C + c;
       float dy = dout[i];
       float xhat = __fmul_rn(__fsub_rn(x[i], mean[r]), rstd[r]);
       aw = __fadd_rn(aw, __fmul_rn(dy, xhat));
       ab = __fadd_rn(ab, dy);
     }
-  pw[threadIdx.y][threadIdx.x] = aw;
-  pb[threadIdx.y][threadIdx.x] = ab;
-  __syncthreads();
+  float sw = cs::finish(aw, pw), sb = cs::finish(ab, pb);
   if (threadIdx.y == 0 && c < (size_t)C) {
-    float sw = pw[0][threadIdx.x], sb = pb[0][threadIdx.x];
-    for (unsigned y = 1; y < kColLanes; y++) {
-      sw += pw[y][threadIdx.x];
-      sb += pb[y][threadIdx.x];
-    }
     dw[c] = sw;
     db[c] = sb;
   }
+}
+
+template <unsigned COLS>
+void ln_bwd_dwdb(const float *dout, const float *x, const float *mean,
+                 const float *rstd, float *dw, float *db, int N, int C,
+                 cudaStream_t s) {
+  ln_bwd_dwdb_k<COLS>
+      <<<colsum<COLS>::blocks((size_t)C), dim3(COLS, colsum<COLS>::lanes), 0,
+         s>>>(dout, x, mean, rstd, dw, db, N, C);
 }
 
 rp_status ln_fwd(const float *a, const float *r, float *res, const float *w,
@@ -174,8 +178,10 @@ rp_cuda_gpt_layernorm_bwd(const float *dout, const float *x, const float *w,
                           const float *mean, const float *rstd, float *dx,
                           float *dw, float *db, int N, int C, int accumulate,
                           void *stream) {
-  if (C <= 0)
-    return RP_OK;
+  unsigned cols;
+  rp_status cst = colsum_cols(&cols, "rp_cuda_gpt_layernorm_bwd");
+  if (cst != RP_OK || C <= 0)
+    return cst;
   cudaStream_t s = as_stream(stream);
   if (N > 0) {
     ln_bwd_dx_k<<<blocks_for((size_t)N, kLnThreads / 32), kLnThreads, 0, s>>>(
@@ -185,8 +191,12 @@ rp_cuda_gpt_layernorm_bwd(const float *dout, const float *x, const float *w,
       return st;
   }
   /* N == 0 still runs: dw = db = 0, as on the CPU */
-  unsigned chunks = (unsigned)(((size_t)C + kColChunk - 1) / kColChunk);
-  ln_bwd_dwdb_k<<<chunks, dim3(kColChunk, kColLanes), 0, s>>>(
-      dout, x, mean, rstd, dw, db, N < 0 ? 0 : N, C);
+  int n = N < 0 ? 0 : N;
+  if (cols == 8)
+    ln_bwd_dwdb<8>(dout, x, mean, rstd, dw, db, n, C, s);
+  else if (cols == 16)
+    ln_bwd_dwdb<16>(dout, x, mean, rstd, dw, db, n, C, s);
+  else
+    ln_bwd_dwdb<32>(dout, x, mean, rstd, dw, db, n, C, s);
   return RP_GPT_LAUNCHED("rp_cuda_gpt_layernorm_bwd: dw, db");
 }

@@ -379,6 +379,47 @@ Test(gpt_kernels_gpu, matmul_matches_cpu) {
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
+/* The backward's column sums (matmul_bwd's dbias, layernorm_bwd's dw and
+ * db) at every width REPRISE_GPT_COLSUM_COLS offers: each against the CPU
+ * within REL_RED and deterministic (check_layernorm, check_matmul), on
+ * shapes that leave a partial chunk of columns. */
+Test(gpt_kernels_gpu, column_sums_at_every_width_match_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  const char *width[] = {"8", "16", "32"};
+  for (uint32_t i = 0; i < KR_LEN(width); i++) {
+    setenv("REPRISE_GPT_COLSUM_COLS", width[i], 1);
+    check_layernorm(37, 300, 300 + 10 * i, s);
+    check_layernorm(5, 7, 301 + 10 * i, s);
+    check_matmul(64, 96, 130, 1, 1, 302 + 10 * i, s);
+    check_matmul(9, 13, 21, 1, 0, 303 + 10 * i, s);
+  }
+  unsetenv("REPRISE_GPT_COLSUM_COLS");
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* Another width is refused with the variable's name, before anything is
+ * launched (so this runs without a device too). */
+Test(gpt_kernels_gpu, unknown_column_sum_width_is_refused) {
+  const char *bad[] = {"12", "0", "32x", "-8"};
+  for (uint32_t i = 0; i < KR_LEN(bad); i++) {
+    setenv("REPRISE_GPT_COLSUM_COLS", bad[i], 1);
+    cr_assert_eq(rp_cuda_gpt_layernorm_bwd(NULL, NULL, NULL, NULL, NULL, NULL,
+                                           NULL, NULL, 4, 4, 0, NULL),
+                 RP_EINVAL);
+    char want[64];
+    snprintf(want, sizeof want, "REPRISE_GPT_COLSUM_COLS='%s'", bad[i]);
+    cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+    cr_assert_eq(rp_cuda_gpt_matmul_bwd(NULL, NULL, NULL, NULL, NULL, NULL, 4,
+                                        4, 4, 0, NULL),
+                 RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "rp_cuda_gpt_matmul_bwd: "
+                                        "REPRISE_GPT_COLSUM_COLS"),
+              "%s", rp_error_detail());
+  }
+  unsetenv("REPRISE_GPT_COLSUM_COLS");
+}
+
 /* ---------------------------------------------------------------------- */
 /* GELU */
 
