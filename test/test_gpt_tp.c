@@ -485,6 +485,7 @@ Test(gpt_tp_backends, processors_hold_their_shards) {
                    (unsigned long long)state);
       cr_assert_gt(total, state);
     }
+    cr_assert_eq(rp_gpt_proc_count(r.m), tp); /* one process: procs */
     cr_assert_eq(rp_gpt_proc_bytes(r.m, tp, &total, &state), RP_EINVAL);
     run_fini(&r);
   }
