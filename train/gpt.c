@@ -127,7 +127,7 @@ struct rp_gpt {
    * carry it); dec_filled: rp_gpt_decode_fill ran */
   int xr;
   uint32_t G;
-  rp_inst lossr;
+  rp_inst lossr, tok; /* tok: xr, home: a sampled token for every rank */
   char opname[RP_NAME_MAX + 1];
   int dec_filled;
 };
@@ -495,6 +495,8 @@ static rp_status make_home(rp_gpt *m) {
     if (!st)
       st = name_inst(m, m->esum, "eval.sum");
   }
+  if (!st && m->xr && !(st = mkf(m, 0, 1, 1, &m->tok)))
+    st = name_inst(m, m->tok, "sample.token");
   for (uint32_t r = 0; !st && m->xr && r < m->ranks; r++) { /* rank r's */
     rp_inst one;
     if (!(st = mkf(m, r * m->cfg.procs, 1, 1, &one)) && r == m->rank &&
@@ -1895,6 +1897,22 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
   return RP_OK;
 }
 
+static rp_status xr_piece(rp_gpt *m, rp_inst own, uint32_t owner, rp_rect r,
+                          float *out, size_t n);
+
+/* xr: *tok, picked on the home's rank, on every rank (through the home's
+ * one-float instance tok; a token < V is exact as a float). Collective. */
+static rp_status share_token(rp_gpt *m, int32_t *tok) {
+  float f = (float)*tok;
+  rp_status st =
+      m->tok.id ? rp_instance_write(m->rt, m->tok, &f, sizeof f) : RP_OK;
+  if (!st)
+    st = xr_piece(m, m->tok, rank_of(m, 0), rp_rect_2d(0, 0, 0, 0), &f, 1);
+  if (!st)
+    *tok = (int32_t)f;
+  return st;
+}
+
 /* The next token from logits: the argmax (temperature 0, the first
  * maximum) or a draw from softmax(logits / temperature). */
 static int32_t pick(const float *lg, uint32_t V, float temperature, rp_rng *r) {
@@ -1919,10 +1937,6 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         int32_t *out) {
   if (!m || !prompt || !out || plen == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
-  if (m->xr)
-    return rp_error_set(RP_EUNSUPPORTED,
-                        "rp_gpt_sample: tensor parallelism across ranks: "
-                        "decode with rp_gpt_generate");
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
   int32_t *win = calloc(T, sizeof *win);
   size_t nl = (size_t)m->sh[0].N * V; /* shard 0's logits instance */
@@ -1936,17 +1950,21 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
     uint32_t have = plen + i, k = have < T ? have : T;
     memset(win, 0, T * sizeof *win);
     memcpy(win, out + have - k, k * sizeof *win);
-    st = rp_instance_write(m->rt, m->sample, win, T * sizeof *win);
+    if (m->sample.id) /* xr: the home's rank holds it */
+      st = rp_instance_write(m->rt, m->sample, win, T * sizeof *win);
     if (!st)
       st = rp_gpt_forward(m, m->sample, 1);
     rp_status ds = rp_runtime_drain(m->rt);
     st = st ? st : ds;
-    if (!st) /* shard 0's logits: rows * T positions, the first T ours */
+    if (!st && m->sh[0].logits.id) /* shard 0's: rows * T, the first T */
       st =
           rp_instance_read(m->rt, m->sh[0].logits, logits, nl * sizeof *logits);
     if (st)
       break;
-    out[have] = pick(logits + (size_t)(k - 1) * V, V, temperature, &r);
+    if (m->sh[0].logits.id)
+      out[have] = pick(logits + (size_t)(k - 1) * V, V, temperature, &r);
+    if (m->xr) /* the home's rank's pick, on every rank */
+      st = share_token(m, &out[have]);
   }
   free(win);
   free(logits);

@@ -104,11 +104,12 @@
  * Collective there (every rank calls them in the same order):
  * rp_gpt_record and the replays, rp_gpt_evaluate, rp_gpt_tensor_read (and
  * so rp_gpt_params_read and rp_gpt_save, whose file rank 0 alone writes),
- * rp_gpt_decode_fill; rp_gpt_write_batches, rp_gpt_tensor_write and
- * rp_gpt_reset write this rank's part. rp_gpt_generate runs on rank 0
- * after rp_gpt_decode_fill; rp_gpt_sample is RP_EUNSUPPORTED;
- * rp_gpt_grad_norm answers on rank 0. The CPU backend only (the copies
- * between ranks need host memory: RP_EUNSUPPORTED on CUDA). */
+ * rp_gpt_decode_fill, rp_gpt_sample (rank 0 picks, every rank gets its
+ * tokens); rp_gpt_write_batches, rp_gpt_tensor_write and rp_gpt_reset
+ * write this rank's part. rp_gpt_generate runs on rank 0 after
+ * rp_gpt_decode_fill; rp_gpt_grad_norm answers on rank 0 (RP_EINVAL
+ * elsewhere). The CPU backend only (the copies between ranks need host
+ * memory: RP_EUNSUPPORTED on CUDA). */
 #ifndef RP_TRAIN_GPT_H
 #define RP_TRAIN_GPT_H
 

@@ -10,11 +10,14 @@
  * all-reduce and ring copies, values unique per replay); a stale instance
  * on one rank (RP_ESTALE there, RP_EPEER naming it elsewhere); a peer that
  * never answers (eager and replayed: RP_EPEER naming it, within the
- * bound); and a data-parallel linear-regression step on N ranks reaching
- * the weights of one process within a stated tolerance. */
+ * bound); a data-parallel linear-regression step on N ranks reaching
+ * the weights of one process within a stated tolerance; and (2 ranks) the
+ * GPT split by tensor parallelism across the ranks against one process of
+ * two processors through the model's API (train/gpt.h). */
 #include "reprise.h"
 
 #include "kernels/tasks.h"
+#include "train/gpt.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -830,6 +833,155 @@ static void dp_equivalence(void) {
   done_case("data-parallel training equals one process");
 }
 
+/* ---- the GPT with tensor parallelism across 2 ranks (train/gpt.h) ----
+ * One processor per rank, tp 2: slice 0 and the leader on rank 0, slice 1
+ * on rank 1; the reference is one process (no communicator) with tp 2
+ * over 2 processors, the same layout. Every operator has two parts, so
+ * the two compute the same bits: an eager step, then 2 replays of the
+ * recorded step; every tensor's weights, gradients and moments (read on
+ * every rank: collective), the batch loss on every rank, the gradient
+ * norm on rank 0 (refused on rank 1, which does not hold it), the
+ * evaluation, greedy sampling (every rank gets rank 0's tokens) and
+ * greedy decoding on rank 0 after the collective fill. */
+
+static rp_gpt *gpt_model(rp_runtime *rt, int dist, uint32_t procs) {
+  rp_kernel_tasks k;
+  CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 2;
+  c.heads = 2;
+  c.width = 16;
+  c.context = 8;
+  c.vocab = 16;
+  c.batch = 4;
+  c.ring = 2;
+  c.procs = procs;
+  c.tp = 2;
+  c.dist = dist;
+  c.seed = 5;
+  rp_gpt *m = NULL;
+  CHECK(rp_gpt_create(rt, &k, &c, &m));
+  return m;
+}
+
+/* Steps 1 (eager) to 3 (replayed) on the tokens of one batch, then the
+ * figures compared: *n floats of state into st (weights, gradients,
+ * moments of every tensor), the batch loss, the evaluation and a greedy
+ * sample into smp[10]. */
+static float *gpt_run(rp_runtime *rt, rp_gpt *m, double *eval, float *loss,
+                      int32_t *smp, size_t *n) {
+  enum { B = 4, T = 8 };
+  int32_t x[2 * B * T], y[2 * B * T];
+  for (int i = 0; i < 2 * B * T; i++) {
+    x[i] = (i * 7 + 3) % 16;
+    y[i] = (i * 5 + 1) % 16;
+  }
+  CHECK(rp_gpt_write_batches(m, x, y, 2));
+  rp_gpt_step_args a = {0, 1e-2f, 1};
+  CHECK(rp_gpt_step(m, &a));
+  CHECK(rp_runtime_drain(rt));
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  CHECK(rp_gpt_record(m, &g));
+  CHECK(rp_instantiate(g, NULL, &ex));
+  for (int s = 2; s <= 3; s++) {
+    a = (rp_gpt_step_args){(uint32_t)(s - 1) % 2, 1e-2f, s};
+    rp_event e;
+    CHECK(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a},
+                    &e));
+    rp_status st = rp_event_wait(rt, e, -1);
+    EXPECT(st == RP_OK, "replay %d: %s", s, rp_exec_error_detail(ex));
+    CHECK(rp_event_release(rt, e));
+  }
+  CHECK(rp_gpt_batch_loss(m, loss));
+  size_t total = 4 * rp_gpt_param_count(m), off = 0;
+  float *out = malloc(total * sizeof *out);
+  EXPECT(out, "out of memory");
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(m); i++) {
+    const rp_gpt_param_info *pi = rp_gpt_param(m, i);
+    size_t e = (size_t)pi->rows * pi->cols;
+    for (int sl = RP_GPT_WEIGHT; sl <= RP_GPT_MOM2; sl++, off += e)
+      CHECK(rp_gpt_tensor_read(m, i, (rp_gpt_slot)sl, out + off, e));
+  }
+  *n = total;
+  CHECK(rp_gpt_evaluate(m, x, y, 2, eval));
+  int32_t prompt[2] = {1, 2};
+  CHECK(rp_gpt_sample(m, prompt, 2, 8, 0.0f, 9, smp));
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_graph_destroy(g));
+  return out;
+}
+
+/* Greedy decoding of 8 tokens after {1, 2} into out[10]. */
+static void gpt_decode(rp_gpt *m, int32_t *out) {
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  CHECK(rp_gpt_decode_record(m, &g));
+  CHECK(rp_instantiate(g, NULL, &ex));
+  int32_t prompt[2] = {1, 2};
+  CHECK(rp_gpt_generate(m, ex, prompt, 2, 8, 0.0f, 9, out));
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_graph_destroy(g));
+}
+
+static void gpt_across_ranks(void) {
+  if (NRANKS != 2)
+    return; /* tp 2 over one processor per rank: two ranks */
+  rp_runtime *rt = make_rt(30000);
+  rp_gpt *m = gpt_model(rt, 1, 1);
+  EXPECT(rp_gpt_proc_count(m) == 2, "the layout spans %u processors",
+         rp_gpt_proc_count(m));
+  double ev;
+  float loss, norm;
+  int32_t smp[10], dec[10];
+  size_t n;
+  float *st = gpt_run(rt, m, &ev, &loss, smp, &n);
+  rp_status ns = rp_gpt_grad_norm(m, &norm);
+  EXPECT(RANK == 0 ? ns == RP_OK : ns == RP_EINVAL,
+         "rp_gpt_grad_norm on rank %d: %s", RANK, rp_status_name(ns));
+  CHECK(rp_gpt_decode_fill(m)); /* collective; rank 0 decodes */
+  if (RANK == 0)
+    gpt_decode(m, dec);
+
+  rp_runtime_config cfg; /* the reference: one process, 2 processors */
+  rp_runtime_config_init(&cfg);
+  cfg.backend = RP_BACKEND_CPU;
+  cfg.cpus = 2;
+  cfg.quiet = 1;
+  cfg.ignore_env = 1;
+  rp_runtime *r1 = NULL;
+  CHECK(rp_runtime_create(&cfg, &r1));
+  rp_gpt *m1 = gpt_model(r1, 0, 2);
+  double ev1;
+  float loss1, norm1;
+  int32_t smp1[10], dec1[10];
+  size_t n1;
+  float *st1 = gpt_run(r1, m1, &ev1, &loss1, smp1, &n1);
+  CHECK(rp_gpt_grad_norm(m1, &norm1));
+  gpt_decode(m1, dec1);
+
+  EXPECT(n == n1 && !memcmp(st, st1, n * sizeof *st),
+         "weights, gradients and moments: not the one process's bits");
+  EXPECT(!memcmp(&loss, &loss1, sizeof loss), "batch loss %.9g vs %.9g",
+         (double)loss, (double)loss1);
+  EXPECT(RANK != 0 || !memcmp(&norm, &norm1, sizeof norm),
+         "gradient norm %.9g vs %.9g", (double)norm, (double)norm1);
+  EXPECT(ev == ev1, "evaluation %.17g vs %.17g", ev, ev1);
+  EXPECT(!memcmp(smp, smp1, sizeof smp), "greedy sample differs");
+  EXPECT(RANK != 0 || !memcmp(dec, dec1, sizeof dec),
+         "greedy decoding differs");
+  EXPECT(!memcmp(smp, dec1, sizeof smp),
+         "greedy sample and greedy decoding differ");
+  free(st);
+  free(st1);
+  CHECK(rp_gpt_destroy(m1));
+  CHECK(rp_runtime_destroy(r1));
+  CHECK(rp_gpt_destroy(m));
+  CHECK(rp_runtime_destroy(rt));
+  done_case("the GPT with tensor parallelism across ranks equals one process");
+}
+
 int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -845,6 +997,7 @@ int main(int argc, char **argv) {
   inflight();
   builder();
   dp_equivalence();
+  gpt_across_ranks();
   stale_rank();
   missing_peer();
   cascade();
