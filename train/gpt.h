@@ -253,7 +253,8 @@ rp_inst rp_gpt_logits(const rp_gpt *m);
 /* Samples n tokens after the prompt (plen tokens, >= 1), full recompute of
  * a context window per token (the last T tokens: a sliding window, unlike
  * rp_gpt_generate's past the context), at `temperature` (0: greedy) with
- * the rng seeded from seed; out gets plen + n tokens. Eager. */
+ * the rng seeded from seed; out gets plen + n tokens. Eager; with tensor
+ * parallelism across ranks collective (the same tokens on every rank). */
 rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, float temperature, uint64_t seed,
                         int32_t *out);
