@@ -1095,13 +1095,11 @@ static rp_status gelu_bwd(ctx *x, const char *name, rp_inst pre, rp_inst d) {
 }
 
 /* Copy k of a parallel operator across ranks (see gpop), as this rank
- * sees it: whole on rank wr, part k on rank pr. */
-static rp_status xr_copy(rp_gpt *m, rp_pop_kind kind, int backward, uint32_t wr,
+ * sees it: whole on rank wr, part k on rank pr; to_parts: whole -> part,
+ * split: chunk k of the whole. */
+static rp_status xr_copy(rp_gpt *m, int to_parts, int split, uint32_t wr,
                          rp_inst whole, uint32_t pr, rp_inst part, uint32_t k,
                          uint32_t n, rp_event *done) {
-  int split = kind == RP_POP_REPARTITION || kind == RP_POP_COMBINE;
-  int scatter = kind == RP_POP_REPARTITION || kind == RP_POP_REPLICATE;
-  int to_parts = scatter != !!backward;
   rp_dist_copy c = {.src_rank = to_parts ? wr : pr,
                     .dst_rank = to_parts ? pr : wr,
                     .src = to_parts ? whole : part,
@@ -1155,20 +1153,21 @@ static rp_status gpop(rp_gpt *m, rp_pop_kind kind, int backward, uint32_t wp,
   /* whole -> parts: the other ranks' parts first, so that no send waits
    * behind the work that this rank's own parts start (the copies run in
    * launch order); parts -> whole in part order (the sums' order) */
+  int split = kind == RP_POP_REPARTITION || kind == RP_POP_COMBINE;
   int scatter = kind == RP_POP_REPARTITION || kind == RP_POP_REPLICATE;
-  int remote_first = scatter != !!backward;
+  int to_parts = scatter != !!backward;
   rp_status st = RP_OK;
   uint32_t left = n;
   for (int pass = 0; pass < 2; pass++)
     for (uint32_t k = 0; !st && k < n; k++) {
       int remote = rank_of(m, pp[k]) != wr;
-      if (remote_first && remote == pass)
+      if (to_parts && remote == pass)
         continue; /* pass 0: the remote parts, pass 1: the others */
-      if (!remote_first && pass)
+      if (!to_parts && pass)
         break;
       left--;
-      st = xr_copy(m, kind, backward, wr, whole, rank_of(m, pp[k]), parts[k], k,
-                   n, left ? NULL : done);
+      st = xr_copy(m, to_parts, split, wr, whole, rank_of(m, pp[k]), parts[k],
+                   k, n, left ? NULL : done);
     }
   return st;
 }
@@ -1835,20 +1834,22 @@ rp_inst rp_gpt_logits(const rp_gpt *m) {
   return m->sh[0].logits;
 }
 
+/* Waits for an eager communication op (and drops done); a failure gets
+ * the peer's detail after `what`. */
+static rp_status wait_dist(rp_gpt *m, rp_event done, const char *what) {
+  rp_status st = rp_event_wait(m->rt, done, -1);
+  rp_event_release(m->rt, done);
+  return st ? rp_error_set(st, "%s: %s", what, rp_runtime_dist_detail(m->rt))
+            : RP_OK;
+}
+
 /* dist: the sum of every rank's (an eager all-reduce of esum). */
 static rp_status sum_ranks(rp_gpt *m, double *sum) {
   rp_allreduce a = {m->esum, RP_REDOP_SUM, RP_NO_EVENT};
   rp_event done = RP_NO_EVENT;
   rp_status st = rp_instance_write(m->rt, m->esum, sum, sizeof *sum);
-  if (!st)
-    st = rp_launch_allreduce(m->rt, &a, &done);
-  if (!st) {
-    st = rp_event_wait(m->rt, done, -1);
-    rp_event_release(m->rt, done);
-    if (st != RP_OK)
-      st = rp_error_set(st, "all-reduce of the loss sum: %s",
-                        rp_runtime_dist_detail(m->rt));
-  }
+  if (!st && !(st = rp_launch_allreduce(m->rt, &a, &done)))
+    st = wait_dist(m, done, "all-reduce of the loss sum");
   return st ? st : rp_instance_read(m->rt, m->esum, sum, sizeof *sum);
 }
 
@@ -2218,13 +2219,10 @@ static rp_status xr_piece(rp_gpt *m, rp_inst own, uint32_t owner, rp_rect r,
                       .redop = RP_REDOP_NONE,
                       .wait = RP_NO_EVENT};
     rp_event done = RP_NO_EVENT;
-    if (!(st = rp_launch_dist_copy(m->rt, &c, &done))) {
-      st = rp_event_wait(m->rt, done, -1);
-      rp_event_release(m->rt, done);
-      if (st != RP_OK)
-        st = rp_error_set(st, "copy from rank %u: %s", owner,
-                          rp_runtime_dist_detail(m->rt));
-    }
+    char what[32];
+    snprintf(what, sizeof what, "copy from rank %u", owner);
+    if (!(st = rp_launch_dist_copy(m->rt, &c, &done)))
+      st = wait_dist(m, done, what);
   }
   if (!st)
     st = rp_instance_read(m->rt, tmp.id ? tmp : own, out, n * sizeof *out);

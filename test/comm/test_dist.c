@@ -67,7 +67,9 @@ static void done_case(const char *name) {
   fflush(stdout);
 }
 
-static rp_runtime *make_rt(uint32_t timeout_ms) {
+/* A CPU runtime of 2 workers on MPI_COMM_WORLD (dist), or of this
+ * process alone (the references). */
+static rp_runtime *make_rt_on(int dist, uint32_t timeout_ms) {
   static MPI_Comm world;
   world = MPI_COMM_WORLD;
   rp_runtime_config cfg;
@@ -76,11 +78,15 @@ static rp_runtime *make_rt(uint32_t timeout_ms) {
   cfg.cpus = 2;
   cfg.quiet = 1;
   cfg.ignore_env = 1;
-  cfg.comm = &world;
+  cfg.comm = dist ? &world : NULL;
   cfg.dist_timeout_ms = timeout_ms;
   rp_runtime *rt = NULL;
   CHECK(rp_runtime_create(&cfg, &rt));
   return rt;
+}
+
+static rp_runtime *make_rt(uint32_t timeout_ms) {
+  return make_rt_on(1, timeout_ms);
 }
 
 static rp_inst inst_2d(rp_runtime *rt, rp_dtype t, int64_t r0, int64_t r1,
@@ -805,13 +811,7 @@ static void dp_equivalence(void) {
   dp_train(rt, wn);
   CHECK(rp_runtime_destroy(rt));
   /* the reference: one process (no communicator), same seed and batch */
-  rp_runtime_config cfg;
-  rp_runtime_config_init(&cfg);
-  cfg.backend = RP_BACKEND_CPU;
-  cfg.cpus = 2;
-  cfg.quiet = 1;
-  cfg.ignore_env = 1;
-  CHECK(rp_runtime_create(&cfg, &rt));
+  rt = make_rt_on(0, 0);
   dp_train(rt, w1);
   CHECK(rp_runtime_destroy(rt));
   double worst = 0, moved = 0;
@@ -944,14 +944,7 @@ static void gpt_across_ranks(void) {
   if (RANK == 0)
     gpt_decode(m, dec);
 
-  rp_runtime_config cfg; /* the reference: one process, 2 processors */
-  rp_runtime_config_init(&cfg);
-  cfg.backend = RP_BACKEND_CPU;
-  cfg.cpus = 2;
-  cfg.quiet = 1;
-  cfg.ignore_env = 1;
-  rp_runtime *r1 = NULL;
-  CHECK(rp_runtime_create(&cfg, &r1));
+  rp_runtime *r1 = make_rt_on(0, 0); /* the reference: one process */
   rp_gpt *m1 = gpt_model(r1, 0, 2);
   double ev1;
   float loss1, norm1;
