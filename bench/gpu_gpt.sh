@@ -17,8 +17,8 @@
 #            (the lent machine's cores: tensor parallelism's scaling past
 #            the 2-core CI machine)
 #   colsum   the replayed step of the launch and nanoGPT configs with the
-#            backward's column sums 32, 8 and 16 columns a block
-#            (REPRISE_GPT_COLSUM_COLS), alternating, COLSUM_RUNS rounds
+#            backward's column sums split over the rows and serial
+#            (REPRISE_GPT_COLSUM), alternating, COLSUM_RUNS rounds
 #            (default 3): the median step time of each run
 #   profile  Nsight Compute's device time (clocks as found) of each kernel
 #            (graph nodes one by one) and of each whole graph, for the launch
@@ -112,14 +112,14 @@ if has colsum; then
       args=("${NANO[@]}") it=60
     fi
     for round in $(seq "${COLSUM_RUNS:-3}"); do
-      for w in 32 8 16; do
+      for w in split serial; do
         j="$OUT/colsum_${cfg}_${w}_$round.json"
-        REPRISE_GPT_COLSUM_COLS=$w timeout "${COLSUM_TIMEOUT:-60}" \
+        REPRISE_GPT_COLSUM=$w timeout "${COLSUM_TIMEOUT:-60}" \
           "$B/reprise" train --model gpt --backend cuda "${args[@]}" \
           --iters $it --log-every 100000 --sample 0 "${TEXTARG[@]}" \
           --json "$j" >"$OUT/colsum_${cfg}_${w}_$round.txt" 2>&1
         rc=$?
-        note "colsum $cfg width $w round $round: $(sed -n \
+        note "colsum $cfg $w round $round: $(sed -n \
           's/^ *"iter_us_median": \(.*\),$/\1 us per step (median)/p' "$j" \
           2>/dev/null)" $rc
       done

@@ -1028,6 +1028,33 @@ rp_status blas_bind(BlasDev *d, void *stream, const char *what) {
 
 } // namespace
 
+extern "C" rp_status rp_cuda_stream_scratch(void *stream, void **ws,
+                                            size_t *bytes) {
+  *ws = nullptr;
+  *bytes = 0;
+  if (!stream) /* the legacy stream shares whichever slice is free */
+    return RP_OK;
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  rp_status st = check(cudaStreamIsCapturing(as_stream(stream), &cs),
+                       "rp_cuda_stream_scratch: cudaStreamIsCapturing");
+  if (st != RP_OK)
+    return st;
+  bool capturing = cs != cudaStreamCaptureStatusNone;
+  int dev = 0;
+  st = check(cudaGetDevice(&dev), "rp_cuda_stream_scratch: cudaGetDevice");
+  if (st != RP_OK || dev < 0 || dev >= RP_CUDA_MAX_DEVICES)
+    return st;
+  if (capturing && !g_blas[dev].ready.load(std::memory_order_acquire))
+    return RP_OK; /* no state to make under capture: no scratch */
+  BlasDev *d = nullptr;
+  st = blas_dev_for(stream, &d);
+  if (st != RP_OK)
+    return st;
+  std::lock_guard<std::mutex> g(d->lock);
+  ws_slot(d, stream, capturing, ws, bytes);
+  return RP_OK;
+}
+
 /* Row-major C (m x n, row length n) read as column-major is C^T (n x m,
  * ld n). C^T = op(B)^T * op(A)^T, and a row-major operand read as
  * column-major is already transposed: so cuBLAS gets B first with B's

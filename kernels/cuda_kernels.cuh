@@ -192,6 +192,13 @@ rp_status rp_cuda_gemm_strided_batched(
  * calls it itself when not capturing; during capture an uninitialized
  * device is an error (RP_EBACKEND). */
 rp_status rp_cuda_blas_init(int device);
+/* The workspace slice of `stream`, the one its GEMMs use, as scratch for
+ * a kernel's launches between GEMMs: the stream's order keeps them apart,
+ * and a captured node keeps the slice under the rules above. *ws = NULL,
+ * *bytes = 0 when the stream has none: the legacy stream (NULL), every
+ * slice taken, or capture before the device's cuBLAS state exists. Outside
+ * capture it creates that state (rp_cuda_blas_init) and may bind a slice. */
+rp_status rp_cuda_stream_scratch(void *stream, void **ws, size_t *bytes);
 /* Destroys every handle and workspace. Call after all GEMM work finished and
  * before the CUDA context goes away (e.g. before cudaDeviceReset); a later
  * rp_cuda_blas_init starts over. */

@@ -16,11 +16,9 @@
  *  - dx: a warp per row: dnorm = w * dout, xhat = (x - mean) * rstd,
  *    dx (= or +=) rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat))
  *    (the two means summed in f64, as on the CPU);
- *  - dw, db: column sums without atomics or scratch (gpt_cuda.cuh: a block
- *    per chunk of REPRISE_GPT_COLSUM_COLS columns, default 32, x 1024 /
- *    that row lanes); row lane y sums rows y, y + lanes, ... in order,
- *    then lane 0 adds the partials in lane order (a fixed order for a
- *    given width: deterministic; it differs from the CPU's row order,
+ *  - dw, db: the column sums of gpt_cuda.cuh (chunks of rows, split over
+ *    the grid through the stream's workspace slice, in an order fixed by
+ *    N: deterministic, no atomics; it differs from the CPU's row order,
  *    hence a relative 1e-4 bound against it). */
 #include "gpt_cuda.cuh"
 
@@ -108,41 +106,19 @@ __global__ void ln_bwd_dx_k(const float *__restrict__ dout,
   }
 }
 
-/* dw[c] = sum_r dout[r, c] * xhat[r, c], db[c] = sum_r dout[r, c]: the
- * column sums of gpt_cuda.cuh (block (COLS, 1024 / COLS)). */
-template <unsigned COLS>
-__global__ void
-ln_bwd_dwdb_k(const float *__restrict__ dout, const float *__restrict__ x,
-              const float *__restrict__ mean, const float *__restrict__ rstd,
-              float *__restrict__ dw, float *__restrict__ db, int N, int C) {
-  using cs = colsum<COLS>;
-  __shared__ float pw[cs::lanes][COLS + 1]; /* +1: fewer bank conflicts */
-  __shared__ float pb[cs::lanes][COLS + 1];
-  size_t c = (size_t)blockIdx.x * COLS + threadIdx.x;
-  float aw = 0.0f, ab = 0.0f;
-  if (c < (size_t)C)
-    for (size_t r = threadIdx.y; r < (size_t)N; r += cs::lanes) {
-      size_t i = r * C + c;
-      float dy = dout[i];
-      float xhat = __fmul_rn(__fsub_rn(x[i], mean[r]), rstd[r]);
-      aw = __fadd_rn(aw, __fmul_rn(dy, xhat));
-      ab = __fadd_rn(ab, dy);
-    }
-  float sw = cs::finish(aw, pw), sb = cs::finish(ab, pb);
-  if (threadIdx.y == 0 && c < (size_t)C) {
-    dw[c] = sw;
-    db[c] = sb;
+/* dw[c] = sum_r dout[r, c] * xhat[r, c], db[c] = sum_r dout[r, c]: row
+ * r's two values of column c for the column sums of gpt_cuda.cuh. */
+struct DwDbItem {
+  const float *dout, *x, *mean, *rstd;
+  size_t C;
+  __device__ void operator()(size_t r, size_t c, float *v) const {
+    size_t i = r * C + c;
+    float dy = dout[i];
+    float xhat = __fmul_rn(__fsub_rn(x[i], mean[r]), rstd[r]);
+    v[0] = __fmul_rn(dy, xhat);
+    v[1] = dy;
   }
-}
-
-template <unsigned COLS>
-void ln_bwd_dwdb(const float *dout, const float *x, const float *mean,
-                 const float *rstd, float *dw, float *db, int N, int C,
-                 cudaStream_t s) {
-  ln_bwd_dwdb_k<COLS>
-      <<<colsum<COLS>::blocks((size_t)C), dim3(COLS, colsum<COLS>::lanes), 0,
-         s>>>(dout, x, mean, rstd, dw, db, N, C);
-}
+};
 
 rp_status ln_fwd(const float *a, const float *r, float *res, const float *w,
                  const float *b, float *out, float *mean, float *rstd, int N,
@@ -178,8 +154,8 @@ rp_cuda_gpt_layernorm_bwd(const float *dout, const float *x, const float *w,
                           const float *mean, const float *rstd, float *dx,
                           float *dw, float *db, int N, int C, int accumulate,
                           void *stream) {
-  unsigned cols;
-  rp_status cst = colsum_cols(&cols, "rp_cuda_gpt_layernorm_bwd");
+  ColsumMode mode;
+  rp_status cst = colsum_mode(&mode, "rp_cuda_gpt_layernorm_bwd");
   if (cst != RP_OK || C <= 0)
     return cst;
   cudaStream_t s = as_stream(stream);
@@ -191,12 +167,8 @@ rp_cuda_gpt_layernorm_bwd(const float *dout, const float *x, const float *w,
       return st;
   }
   /* N == 0 still runs: dw = db = 0, as on the CPU */
-  int n = N < 0 ? 0 : N;
-  if (cols == 8)
-    ln_bwd_dwdb<8>(dout, x, mean, rstd, dw, db, n, C, s);
-  else if (cols == 16)
-    ln_bwd_dwdb<16>(dout, x, mean, rstd, dw, db, n, C, s);
-  else
-    ln_bwd_dwdb<32>(dout, x, mean, rstd, dw, db, n, C, s);
-  return RP_GPT_LAUNCHED("rp_cuda_gpt_layernorm_bwd: dw, db");
+  size_t n = N < 0 ? 0 : (size_t)N;
+  return colsum_run<2>(mode, DwDbItem{dout, x, mean, rstd, (size_t)C}, n,
+                       (size_t)C, dw, db, stream,
+                       "rp_cuda_gpt_layernorm_bwd: dw, db");
 }

@@ -12,8 +12,8 @@
  *             dW[OC,C]   = dout^T inp        gemm(T, N; m OC, n C,  k N)
  * Bias: the forward first broadcasts bias into out (a kernel), then the
  * GEMM adds with beta = 1; dbias = column sums of dout (gpt_cuda.cuh:
- * blocks of REPRISE_GPT_COLSUM_COLS columns, default 32, fixed order, no
- * atomics; with 32 the order of rp_cuda_bias_grad). dinp uses beta =
+ * split over rows into the stream's workspace slice, in an order fixed by
+ * N, no atomics), after the GEMMs on the same stream. dinp uses beta =
  * accumulate, dW beta = 0.
  * Agreement with the CPU (CBLAS): GEMMs sum in another order, 1e-4 relative
  * to the largest |entry|; cuBLAS is bitwise reproducible for a toolkit,
@@ -25,18 +25,18 @@
 
 using namespace rp_gpt;
 
-rp_status rp_gpt::colsum_cols(unsigned *cols, const char *what) {
-  const char *e = getenv("REPRISE_GPT_COLSUM_COLS");
-  *cols = 32;
-  if (!e || !*e || !strcmp(e, "32"))
+rp_status rp_gpt::colsum_mode(ColsumMode *mode, const char *what) {
+  const char *e = getenv("REPRISE_GPT_COLSUM");
+  *mode = ColsumMode::split;
+  if (!e || !*e || !strcmp(e, "split"))
     return RP_OK;
-  if (!strcmp(e, "8") || !strcmp(e, "16")) {
-    *cols = (unsigned)atoi(e);
+  if (!strcmp(e, "serial")) {
+    *mode = ColsumMode::serial;
     return RP_OK;
   }
   return rp__err(RP_EINVAL,
-                 "%s: REPRISE_GPT_COLSUM_COLS='%s': need 8, 16 or 32 "
-                 "(columns a block of the backward's column sums)",
+                 "%s: REPRISE_GPT_COLSUM='%s': need split or serial (the "
+                 "grid of the backward's column sums)",
                  what, e);
 }
 
@@ -54,30 +54,14 @@ __global__ void bias_rows_k(const float *__restrict__ bias,
   }
 }
 
-/* dbias[c] = sum_r dout[r, c]: the column sums of gpt_cuda.cuh. */
-template <unsigned COLS>
-__global__ void bias_grad_cols_k(const float *__restrict__ dy,
-                                 float *__restrict__ db, size_t rows,
-                                 size_t cols) {
-  using cs = colsum<COLS>;
-  __shared__ float part[cs::lanes][COLS + 1];
-  size_t c = (size_t)blockIdx.x * COLS + threadIdx.x;
-  float acc = 0.0f;
-  if (c < cols)
-    for (size_t r = threadIdx.y; r < rows; r += cs::lanes)
-      acc += dy[r * cols + c];
-  float s = cs::finish(acc, part);
-  if (threadIdx.y == 0 && c < cols)
-    db[c] = s;
-}
-
-template <unsigned COLS>
-void bias_grad_cols(const float *dy, float *db, size_t rows, size_t cols,
-                    cudaStream_t s) {
-  bias_grad_cols_k<COLS>
-      <<<colsum<COLS>::blocks(cols), dim3(COLS, colsum<COLS>::lanes), 0, s>>>(
-          dy, db, rows, cols);
-}
+/* dbias: row r's value of column c is dout[r, c]. */
+struct BiasItem {
+  const float *dy;
+  size_t cols;
+  __device__ void operator()(size_t r, size_t c, float *v) const {
+    v[0] = dy[r * cols + c];
+  }
+};
 
 } // namespace
 
@@ -103,8 +87,8 @@ extern "C" rp_status rp_cuda_gpt_matmul_bwd(const float *dout, const float *inp,
                                             float *dW, float *dbias, int N,
                                             int C, int OC, int accumulate,
                                             void *stream) {
-  unsigned cols;
-  rp_status st = colsum_cols(&cols, "rp_cuda_gpt_matmul_bwd");
+  ColsumMode mode;
+  rp_status st = colsum_mode(&mode, "rp_cuda_gpt_matmul_bwd");
   if (st == RP_OK)
     st = rp_cuda_gemm(0, 0, N, C, OC, 1.0f, dout, W, accumulate ? 1.0f : 0.0f,
                       dinp, stream);
@@ -114,12 +98,6 @@ extern "C" rp_status rp_cuda_gpt_matmul_bwd(const float *dout, const float *inp,
     return st;
   /* N == 0 still runs: dbias = 0, as on the CPU */
   size_t rows = N > 0 ? (size_t)N : 0, oc = (size_t)OC;
-  cudaStream_t s = as_stream(stream);
-  if (cols == 8)
-    bias_grad_cols<8>(dout, dbias, rows, oc, s);
-  else if (cols == 16)
-    bias_grad_cols<16>(dout, dbias, rows, oc, s);
-  else
-    bias_grad_cols<32>(dout, dbias, rows, oc, s);
-  return RP_GPT_LAUNCHED("rp_cuda_gpt_matmul_bwd: dbias");
+  return colsum_run<1>(mode, BiasItem{dout, oc}, rows, oc, dbias, nullptr,
+                       stream, "rp_cuda_gpt_matmul_bwd: dbias");
 }

@@ -380,44 +380,127 @@ Test(gpt_kernels_gpu, matmul_matches_cpu) {
 }
 
 /* The backward's column sums (matmul_bwd's dbias, layernorm_bwd's dw and
- * db) at every width REPRISE_GPT_COLSUM_COLS offers: each against the CPU
- * within REL_RED and deterministic (check_layernorm, check_matmul), on
- * shapes that leave a partial chunk of columns. */
-Test(gpt_kernels_gpu, column_sums_at_every_width_match_cpu) {
+ * db) of one shape, under REPRISE_GPT_COLSUM = split and = serial, eagerly
+ * and (split) inside a CUDA graph: the CPU within REL_RED, and all of them
+ * the same bits (gpt_cuda.cuh: the grids add in one order). matmul_bwd's
+ * input is 3 wide: only its dbias is judged here. */
+static void check_colsums(int N, int C, uint32_t seed, void *s) {
+  size_t n = (size_t)N * C;
+  const int IC = 3;
+  float *dy = kr_random(n, seed, -1, 1), *x = kr_random(n, seed + 1, -2, 3);
+  float *mean = kr_random(N, seed + 2, -0.5f, 0.5f);
+  float *rstd = kr_random(N, seed + 3, 0.5f, 2.0f);
+  float *w = kr_random(C, seed + 4, 0.5f, 1.5f);
+  float *inp = kr_random((size_t)N * IC, seed + 5, -1, 1);
+  float *W = kr_random((size_t)C * IC, seed + 6, -1, 1);
+  float *cdx = kr_alloc(n), *cdw = kr_alloc(C), *cdb = kr_alloc(C);
+  float *cdinp = kr_alloc((size_t)N * IC), *cdW = kr_alloc((size_t)C * IC);
+  float *cbias = kr_alloc(C);
+  rp_cpu_gpt_layernorm_bwd(dy, x, w, mean, rstd, cdx, cdw, cdb, N, C, 0);
+  rp_cpu_gpt_matmul_bwd(dy, inp, W, cdinp, cdW, cbias, N, IC, C, 0);
+  float *ddy = dput(dy, n * 4), *dx = dput(x, n * 4);
+  float *dmean = dput(mean, N * 4), *drstd = dput(rstd, N * 4);
+  float *dw = dput(w, C * 4), *ddx = dput(NULL, n * 4);
+  float *ddw = dput(NULL, C * 4), *ddb = dput(NULL, C * 4);
+  float *dinp = dput(inp, (size_t)N * IC * 4);
+  float *dW = dput(W, (size_t)C * IC * 4);
+  float *ddinp = dput(NULL, (size_t)N * IC * 4);
+  float *ddW = dput(NULL, (size_t)C * IC * 4), *dbias = dput(NULL, C * 4);
+  float *poison = kr_random(C, seed + 7, 5, 6);
+  const char *mode[] = {"split", "serial", "split"}; /* the last: a graph */
+  float *got[3][3];
+  for (int m = 0; m < 3; m++) {
+    setenv("REPRISE_GPT_COLSUM", mode[m], 1);
+    RP_CHECK(rp_cuda_buf_put(ddw, poison, C * 4));
+    RP_CHECK(rp_cuda_buf_put(ddb, poison, C * 4));
+    RP_CHECK(rp_cuda_buf_put(dbias, poison, C * 4));
+    if (m == 2)
+      RP_CHECK(rp_cuda_capture_begin(s));
+    RP_CHECK(rp_cuda_gpt_layernorm_bwd(ddy, dx, dw, dmean, drstd, ddx, ddw, ddb,
+                                       N, C, 0, s));
+    RP_CHECK(rp_cuda_gpt_matmul_bwd(ddy, dinp, dW, ddinp, ddW, dbias, N, IC, C,
+                                    0, s));
+    if (m == 2)
+      RP_CHECK(rp_cuda_capture_end_launch(s, 1));
+    got[m][0] = dgetf(ddw, C, s), got[m][1] = dgetf(ddb, C, s);
+    got[m][2] = dgetf(dbias, C, s);
+  }
+  unsetenv("REPRISE_GPT_COLSUM");
+  close_max(got[0][0], cdw, C, REL_RED, "column sums: layernorm dw");
+  close_max(got[0][1], cdb, C, REL_RED, "column sums: layernorm db");
+  close_max(got[0][2], cbias, C, REL_RED, "column sums: matmul dbias");
+  const char *what[] = {"layernorm dw", "layernorm db", "matmul dbias"};
+  for (int m = 1; m < 3; m++)
+    for (int k = 0; k < 3; k++) {
+      for (int i = 0; i < C; i++)
+        cr_assert(!memcmp(&got[0][k][i], &got[m][k][i], sizeof(float)),
+                  "N %d C %d %s column %d: split %.9g, %s %.9g", N, C, what[k],
+                  i, got[0][k][i], m == 1 ? "serial" : "split in a graph",
+                  got[m][k][i]);
+    }
+  for (int m = 0; m < 3; m++)
+    for (int k = 0; k < 3; k++)
+      free(got[m][k]);
+  free(dy), free(x), free(mean), free(rstd), free(w), free(inp), free(W);
+  free(cdx), free(cdw), free(cdb), free(cdinp), free(cdW), free(cbias);
+  free(poison);
+  void *bufs[] = {ddy, dx,   dmean, drstd, dw,  ddx,  ddw,
+                  ddb, dinp, dW,    ddinp, ddW, dbias};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+}
+
+/* Shapes around the chunking's edges (one short chunk, 64-row chunks,
+ * the 128-chunk cap, a partial block of 32 columns) and the nanoGPT
+ * step's (16,384 rows, 384 and 1,536 columns). */
+Test(gpt_kernels_gpu, column_sums_split_and_serial_give_the_same_bits) {
   need_gpu();
   void *s = new_stream();
-  const char *width[] = {"8", "16", "32"};
-  for (uint32_t i = 0; i < KR_LEN(width); i++) {
-    setenv("REPRISE_GPT_COLSUM_COLS", width[i], 1);
-    check_layernorm(37, 300, 300 + 10 * i, s);
-    check_layernorm(5, 7, 301 + 10 * i, s);
-    check_matmul(64, 96, 130, 1, 1, 302 + 10 * i, s);
-    check_matmul(9, 13, 21, 1, 0, 303 + 10 * i, s);
-  }
-  unsetenv("REPRISE_GPT_COLSUM_COLS");
+  const int shape[][2] = {{1, 1},       {5, 7},       {63, 33},   {64, 300},
+                          {65, 300},    {1000, 64},   {8191, 40}, {9000, 129},
+                          {16384, 384}, {16384, 1536}};
+  for (uint32_t i = 0; i < KR_LEN(shape); i++)
+    check_colsums(shape[i][0], shape[i][1], 300 + 10 * i, s);
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
-/* Another width is refused with the variable's name, before anything is
+/* With a workspace slice too small for the partials (1 MiB: 2 x 128 chunks
+ * x 2,100 columns need 2.1 MB), split runs the serial grid: still the same
+ * bits and the CPU's sums. Criterion runs each test in its own process, so
+ * the slice size is read here first. */
+Test(gpt_kernels_gpu, column_sums_without_room_for_partials_run_serial) {
+  need_gpu();
+  setenv("REPRISE_CUBLAS_WS_MIB", "1", 1);
+  void *s = new_stream();
+  size_t bytes = 0;
+  RP_CHECK(rp_cuda_blas_ws_bytes(&bytes));
+  cr_assert_eq(bytes, (size_t)1 << 20);
+  check_colsums(8192, 2100, 400, s);
+  check_colsums(100, 50, 410, s); /* these partials fit */
+  RP_CHECK(rp_cuda_stream_destroy(s));
+  unsetenv("REPRISE_CUBLAS_WS_MIB");
+}
+
+/* Another mode is refused with the variable's name, before anything is
  * launched (so this runs without a device too). */
-Test(gpt_kernels_gpu, unknown_column_sum_width_is_refused) {
-  const char *bad[] = {"12", "0", "32x", "-8"};
+Test(gpt_kernels_gpu, unknown_column_sum_mode_is_refused) {
+  const char *bad[] = {"8", "32", "splits", "Serial", "0"};
   for (uint32_t i = 0; i < KR_LEN(bad); i++) {
-    setenv("REPRISE_GPT_COLSUM_COLS", bad[i], 1);
+    setenv("REPRISE_GPT_COLSUM", bad[i], 1);
     cr_assert_eq(rp_cuda_gpt_layernorm_bwd(NULL, NULL, NULL, NULL, NULL, NULL,
                                            NULL, NULL, 4, 4, 0, NULL),
                  RP_EINVAL);
     char want[64];
-    snprintf(want, sizeof want, "REPRISE_GPT_COLSUM_COLS='%s'", bad[i]);
+    snprintf(want, sizeof want, "REPRISE_GPT_COLSUM='%s'", bad[i]);
     cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
     cr_assert_eq(rp_cuda_gpt_matmul_bwd(NULL, NULL, NULL, NULL, NULL, NULL, 4,
                                         4, 4, 0, NULL),
                  RP_EINVAL);
     cr_assert(strstr(rp_error_detail(), "rp_cuda_gpt_matmul_bwd: "
-                                        "REPRISE_GPT_COLSUM_COLS"),
+                                        "REPRISE_GPT_COLSUM"),
               "%s", rp_error_detail());
   }
-  unsetenv("REPRISE_GPT_COLSUM_COLS");
+  unsetenv("REPRISE_GPT_COLSUM");
 }
 
 /* ---------------------------------------------------------------------- */
