@@ -16,10 +16,11 @@
 #   cputp    bench/gpt_tp.sh on the CPU backend over 1, 2, 4 and 8 workers
 #            (the lent machine's cores: tensor parallelism's scaling past
 #            the 2-core CI machine)
-#   colsum   the replayed step of the launch and nanoGPT configs with the
-#            backward's column sums split over the rows and serial
-#            (REPRISE_GPT_COLSUM), alternating, COLSUM_RUNS rounds
-#            (default 3): the median step time of each run
+#   knobs    the replayed step of the launch and nanoGPT configs under each
+#            setting of KNOBS (default: the defaults, REPRISE_GPT_COLSUM=serial
+#            and REPRISE_CUBLAS_WS_MIB=4; a space list of VAR=VALUE, or
+#            "default"), alternating, KNOB_RUNS rounds (default 3): the
+#            median step time of each run
 #   profile  Nsight Compute's device time (clocks as found) of each kernel
 #            (graph nodes one by one) and of each whole graph, for the launch
 #            and the nanoGPT configs (ncu_*.csv; bench/ncu_step.py reads them: per-kernel
@@ -33,7 +34,7 @@
 # fails.
 set -u
 if [ $# -lt 1 ] || [ ! -x "$1/reprise" ]; then
-  echo "usage: $0 BUILD_DIR [check,ctest,train,launch,nanogpt,tp,cputp,colsum,profile]" >&2
+  echo "usage: $0 BUILD_DIR [check,ctest,train,launch,nanogpt,tp,cputp,knobs,profile]" >&2
   exit 2
 fi
 B=$(cd "$1" && pwd)
@@ -105,23 +106,26 @@ if has cputp; then
   cat "$OUT/gpt_tp_cpu.txt"
 fi
 
-if has colsum; then
+if has knobs; then
   LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
+  read -r -a knobs <<<"${KNOBS:-default REPRISE_GPT_COLSUM=serial REPRISE_CUBLAS_WS_MIB=4}"
   for cfg in launch nano; do
     if [ $cfg = launch ]; then args=("${LAUNCH[@]}") it=300; else
       args=("${NANO[@]}") it=60
     fi
-    for round in $(seq "${COLSUM_RUNS:-3}"); do
-      for w in split serial; do
-        j="$OUT/colsum_${cfg}_${w}_$round.json"
-        REPRISE_GPT_COLSUM=$w timeout "${COLSUM_TIMEOUT:-60}" \
+    for round in $(seq "${KNOB_RUNS:-3}"); do
+      for k in "${knobs[@]}"; do
+        set_env=()
+        [ "$k" != default ] && set_env=("$k")
+        base="$OUT/knob_${cfg}_${k//[^A-Za-z0-9]/_}_$round"
+        env "${set_env[@]}" timeout "${KNOB_TIMEOUT:-60}" \
           "$B/reprise" train --model gpt --backend cuda "${args[@]}" \
           --iters $it --log-every 100000 --sample 0 "${TEXTARG[@]}" \
-          --json "$j" >"$OUT/colsum_${cfg}_${w}_$round.txt" 2>&1
+          --json "$base.json" >"$base.txt" 2>&1
         rc=$?
-        note "colsum $cfg $w round $round: $(sed -n \
-          's/^ *"iter_us_median": \(.*\),$/\1 us per step (median)/p' "$j" \
-          2>/dev/null)" $rc
+        note "knobs $cfg $k round $round: $(sed -n \
+          's/^ *"iter_us_median": \(.*\),$/\1 us per step (median)/p' \
+          "$base.json" 2>/dev/null)" $rc
       done
     done
   done

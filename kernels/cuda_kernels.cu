@@ -812,8 +812,15 @@ rp_status blas_create(BlasDev *d) {
   rp_status st = blas_api("rp_cuda_blas_init");
   if (st != RP_OK)
     return st;
+  int dev = 0, major = 0;
+  st = check(cudaGetDevice(&dev), "rp_cuda_blas_init: cudaGetDevice");
+  if (st == RP_OK)
+    st = check(
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+        "rp_cuda_blas_init: cudaDeviceGetAttribute");
   size_t bytes = 0;
-  st = rp_cuda_blas_ws_bytes(&bytes);
+  if (st == RP_OK)
+    st = rp_cuda_blas_ws_bytes(major, &bytes);
   if (st != RP_OK)
     return st;
   st = blas_check(g_api.create(&h), "rp_cuda_blas_init: cublasCreate");
@@ -907,9 +914,9 @@ rp_status gemm_scale_only(float beta, float *c, size_t mn, void *stream) {
 
 } // namespace
 
-extern "C" rp_status rp_cuda_blas_ws_bytes(size_t *out) {
+extern "C" rp_status rp_cuda_blas_ws_bytes(int cc_major, size_t *out) {
   const char *e = getenv("REPRISE_CUBLAS_WS_MIB");
-  *out = RP_CUBLAS_WS_BYTES;
+  *out = cc_major == 9 ? RP_CUBLAS_WS_BYTES_HOPPER : RP_CUBLAS_WS_BYTES;
   if (!e || !*e)
     return RP_OK;
   char *end = nullptr;

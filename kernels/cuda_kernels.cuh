@@ -138,7 +138,7 @@ rp_status rp_cuda_gather_rows(void *dst, const void *src_base,
  * beta == 0 does not read C), on the current CUDA device.
  *
  * Each device has one cuBLAS handle and workspace slices of
- * RP_CUBLAS_WS_BYTES (or REPRISE_CUBLAS_WS_MIB), RP_CUBLAS_WS_SLOTS of them
+ * rp_cuda_blas_ws_bytes (4 or 32 MiB), RP_CUBLAS_WS_SLOTS of them
  * created by
  * rp_cuda_blas_init before any capture. cublasSetStream resets a handle's
  * workspace to cuBLAS's own pool (which allocates, and breaks capture), so
@@ -159,14 +159,18 @@ rp_status rp_cuda_gather_rows(void *dst, const void *src_base,
  * that may run concurrently on distinct streams. */
 #define RP_CUBLAS_WS_SLOTS 8
 #define RP_CUBLAS_WS_MAX_SLOTS 256
-/* 4 MiB: what cuBLAS documents as enough for pre-Hopper GPUs and what small
- * MLP GEMMs need on Hopper (its 32 MiB recommendation pays off for large
- * split-K GEMMs); 8 slots cost 32 MiB of device memory. */
+/* cuBLAS's recommendations for cublasSetWorkspace, which PyTorch's default
+ * follows: 32 MiB on Hopper (compute capability 9.x), for split-K GEMMs
+ * (the GPT's weight gradients, k = the batch's rows, split into partial
+ * products that live in the workspace), 4 MiB elsewhere. The 8 slots cost
+ * 256 or 32 MiB of device memory. */
 #define RP_CUBLAS_WS_BYTES ((size_t)4 << 20)
-/* A slice's size: RP_CUBLAS_WS_BYTES, or REPRISE_CUBLAS_WS_MIB MiB
- * (1..1024; read when a device's cuBLAS state is created). RP_EINVAL naming
- * the variable for any other value. */
-rp_status rp_cuda_blas_ws_bytes(size_t *out);
+#define RP_CUBLAS_WS_BYTES_HOPPER ((size_t)32 << 20)
+/* A slice's size on a device of compute capability cc_major.x:
+ * RP_CUBLAS_WS_BYTES_HOPPER for 9, else RP_CUBLAS_WS_BYTES, unless
+ * REPRISE_CUBLAS_WS_MIB gives its MiB (1..1024; read when a device's cuBLAS
+ * state is created). RP_EINVAL naming the variable for any other value. */
+rp_status rp_cuda_blas_ws_bytes(int cc_major, size_t *out);
 #define RP_CUDA_MAX_DEVICES 64
 
 /* The engine's stream hook (engine/device_ops.h: rp__set_stream_hook):

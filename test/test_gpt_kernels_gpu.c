@@ -473,7 +473,7 @@ Test(gpt_kernels_gpu, column_sums_without_room_for_partials_run_serial) {
   setenv("REPRISE_CUBLAS_WS_MIB", "1", 1);
   void *s = new_stream();
   size_t bytes = 0;
-  RP_CHECK(rp_cuda_blas_ws_bytes(&bytes));
+  RP_CHECK(rp_cuda_blas_ws_bytes(9, &bytes));
   cr_assert_eq(bytes, (size_t)1 << 20);
   check_colsums(8192, 2100, 400, s);
   check_colsums(100, 50, 410, s); /* these partials fit */

@@ -313,22 +313,33 @@ Test(kernels_gpu, gemm_on_more_streams_than_workspace_slices) {
   rp_cuda_blas_shutdown();
 }
 
-/* The workspace slice's size: 4 MiB, or REPRISE_CUBLAS_WS_MIB MiB; any
- * other value is refused naming the variable. Reads the environment only:
- * runs without a device. */
+/* The workspace slice's size: 32 MiB on compute capability 9 (Hopper), 4
+ * MiB on the others, or REPRISE_CUBLAS_WS_MIB MiB on any; any other value
+ * is refused naming the variable. Reads the environment only: runs without
+ * a device. */
 Test(kernels_gpu, cublas_workspace_size_from_the_environment) {
   size_t b = 0;
   unsetenv("REPRISE_CUBLAS_WS_MIB");
-  RP_CHECK(rp_cuda_blas_ws_bytes(&b));
-  cr_assert_eq(b, RP_CUBLAS_WS_BYTES);
+  const int major[] = {7, 8, 9, 10, 12};
+  const size_t want[] = {4, 4, 32, 4, 4};
+  for (size_t i = 0; i < sizeof major / sizeof *major; i++) {
+    RP_CHECK(rp_cuda_blas_ws_bytes(major[i], &b));
+    cr_assert_eq(b, want[i] << 20, "compute capability %d: %zu bytes", major[i],
+                 b);
+  }
+  cr_assert_eq(RP_CUBLAS_WS_BYTES, (size_t)4 << 20);
+  cr_assert_eq(RP_CUBLAS_WS_BYTES_HOPPER, (size_t)32 << 20);
   setenv("REPRISE_CUBLAS_WS_MIB", "32", 1);
-  RP_CHECK(rp_cuda_blas_ws_bytes(&b));
+  RP_CHECK(rp_cuda_blas_ws_bytes(8, &b));
   cr_assert_eq(b, (size_t)32 << 20);
+  setenv("REPRISE_CUBLAS_WS_MIB", "4", 1);
+  RP_CHECK(rp_cuda_blas_ws_bytes(9, &b));
+  cr_assert_eq(b, (size_t)4 << 20);
   static const char *bad[] = {
       "0", "1025", "-4", "4x", "x", " 8", "99999999999999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     setenv("REPRISE_CUBLAS_WS_MIB", bad[i], 1);
-    cr_assert_eq(rp_cuda_blas_ws_bytes(&b), RP_EINVAL, "%s", bad[i]);
+    cr_assert_eq(rp_cuda_blas_ws_bytes(9, &b), RP_EINVAL, "%s", bad[i]);
     cr_assert(strstr(rp_error_detail(), "REPRISE_CUBLAS_WS_MIB"), "%s",
               rp_error_detail());
   }
