@@ -7,14 +7,19 @@
  * embed_bwd, deterministic without atomics or scratch:
  *   dwpe: a thread per (t, c) sums dout[b, t, c] over b in increasing order
  *     from 0 (the CPU's order and operations: equal results);
- *   dwte: a block per position p (grid-stride) owns token tok[p] when p is
- *     its first occurrence (the block scans tok[0..p) for an earlier one).
- *     The owner lists the positions q >= p holding tok in increasing order
- *     (an ordered block compaction into shared memory, flushed when full)
- *     and each thread adds dout[q, c] for its columns into dwte[tok, c] in
- *     that order: the CPU's order and operations (equal results). Positions
- *     with a token outside [0, V) are skipped (the CPU refuses them before
- *     writing). Cost: O(N^2) token comparisons, O(N C) float adds.
+ *   dwte: a block lists the positions q holding its token in increasing
+ *     order (an ordered block compaction into shared memory, flushed when
+ *     full) and each thread adds dout[q, c] for its columns into
+ *     dwte[tok, c] in that order: the CPU's order and operations (equal
+ *     results). Which block takes which token:
+ *     - by token, when 4 V x the column blocks <= N (the GPT's byte-level
+ *       vocabularies): block (v, y) takes token v and 256 columns, and
+ *       scans all N positions: V N comparisons a column block;
+ *     - else by position: a block per position p (grid-stride) owns tok[p]
+ *       when p is its first occurrence (it scans tok[0..p) for an earlier
+ *       one) and lists q >= p: O(N^2) comparisons.
+ *     Positions with a token outside [0, V) are skipped (the CPU refuses
+ *     them before writing). O(N C) float adds either way.
  * embed_token: one block, threads over C; pos and token from dev_args
  *   (offsets 0 and 4) when given; out of range: NaN. */
 #include "gpt_cuda.cuh"
@@ -57,13 +62,15 @@ __global__ void embed_bwd_wpe_k(const float *__restrict__ dout,
   }
 }
 
-/* Adds the listed rows of dout (in list order) into dwte row tok. Every
- * thread calls it (barrier inside, so the list may be refilled after). */
+/* Adds the listed rows of dout (in list order) into columns [c0, c1) of
+ * dwte row tok. Every thread calls it (barrier inside, so the list may be
+ * refilled after). */
 __device__ void embed_flush(const float *__restrict__ dout, float *dwte,
-                            int32_t tok, int C, const int *list, unsigned cnt) {
+                            int32_t tok, int C, int c0, int c1, const int *list,
+                            unsigned cnt) {
   __syncthreads(); /* the list writes are visible */
   float *d = dwte + (size_t)tok * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+  for (int c = c0 + (int)threadIdx.x; c < c1; c += blockDim.x) {
     float acc = d[c];
     for (unsigned j = 0; j < cnt; j++)
       acc += dout[(size_t)list[j] * C + c];
@@ -72,51 +79,76 @@ __device__ void embed_flush(const float *__restrict__ dout, float *dwte,
   __syncthreads(); /* done reading the list */
 }
 
-/* blockDim.x == kEmbedThreads (a multiple of 32). */
+/* Adds the rows q >= from of dout whose token is tok, in increasing q,
+ * into columns [c0, c1) of dwte row tok: an ordered compaction of the
+ * positions into the shared list (chunks of blockDim positions, a warp's
+ * matches ranked by ballot, warps in order; cnt is block-uniform), flushed
+ * when full. blockDim.x == kEmbedThreads; every thread calls it. */
+__device__ void embed_gather(const int32_t *__restrict__ tokens,
+                             const float *__restrict__ dout, float *dwte,
+                             int32_t tok, int from, int N, int C, int c0,
+                             int c1, int *list, unsigned *warp_cnt) {
+  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned nwarps = blockDim.x >> 5;
+  unsigned cnt = 0;
+  for (int q0 = from; q0 < N; q0 += blockDim.x) {
+    if (cnt > kEmbedList - blockDim.x) { /* room for a whole chunk */
+      embed_flush(dout, dwte, tok, C, c0, c1, list, cnt);
+      cnt = 0;
+    }
+    int q = q0 + (int)threadIdx.x;
+    bool match = q < N && tokens[q] == tok;
+    unsigned ballot = __ballot_sync(kFull, match);
+    if (lane == 0)
+      warp_cnt[warp] = __popc(ballot);
+    __syncthreads();
+    unsigned before = 0, total = 0;
+    for (unsigned w = 0; w < nwarps; w++) {
+      before += w < warp ? warp_cnt[w] : 0;
+      total += warp_cnt[w];
+    }
+    if (match)
+      list[cnt + before + __popc(ballot & ((1u << lane) - 1u))] = q;
+    cnt += total;
+    __syncthreads(); /* warp_cnt is rewritten by the next chunk */
+  }
+  embed_flush(dout, dwte, tok, C, c0, c1, list, cnt);
+}
+
+/* By position: a block per position p (grid-stride) owns token tok[p]
+ * when no earlier position holds it, and gathers its rows from p on.
+ * O(N^2) token comparisons: for vocabularies large against N. */
 __global__ void embed_bwd_wte_k(const int32_t *__restrict__ tokens,
                                 const float *__restrict__ dout,
                                 float *__restrict__ dwte, int N, int C, int V) {
   __shared__ int list[kEmbedList];
   __shared__ unsigned warp_cnt[kEmbedThreads / 32];
-  unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  unsigned nwarps = blockDim.x >> 5;
   for (int p = blockIdx.x; p < N; p += gridDim.x) {
     int32_t tok = tokens[p];
     if (tok < 0 || tok >= V)
       continue; /* block-uniform */
-    /* Owner: no earlier position holds tok. */
     int earlier = 0;
     for (int q = threadIdx.x; q < p; q += blockDim.x)
       earlier |= tokens[q] == tok;
     if (__syncthreads_or(earlier))
       continue;
-    /* Ordered compaction of the positions q >= p holding tok: chunk of
-     * blockDim positions, a warp's matches ranked by ballot, warps in
-     * order. cnt is block-uniform (every thread computes it alike). */
-    unsigned cnt = 0;
-    for (int q0 = p; q0 < N; q0 += blockDim.x) {
-      if (cnt > kEmbedList - blockDim.x) { /* room for a whole chunk */
-        embed_flush(dout, dwte, tok, C, list, cnt);
-        cnt = 0;
-      }
-      int q = q0 + (int)threadIdx.x;
-      bool match = q < N && tokens[q] == tok;
-      unsigned ballot = __ballot_sync(kFull, match);
-      if (lane == 0)
-        warp_cnt[warp] = __popc(ballot);
-      __syncthreads();
-      unsigned before = 0, total = 0;
-      for (unsigned w = 0; w < nwarps; w++) {
-        before += w < warp ? warp_cnt[w] : 0;
-        total += warp_cnt[w];
-      }
-      if (match)
-        list[cnt + before + __popc(ballot & ((1u << lane) - 1u))] = q;
-      cnt += total;
-      __syncthreads(); /* warp_cnt is rewritten by the next chunk */
-    }
-    embed_flush(dout, dwte, tok, C, list, cnt);
+    embed_gather(tokens, dout, dwte, tok, p, N, C, 0, C, list, warp_cnt);
   }
+}
+
+/* By token: block (v, y) gathers token v's rows into columns [y *
+ * kEmbedThreads, + kEmbedThreads) (grid-stride over v). V x N token
+ * comparisons a column block: for vocabularies small against N. */
+__global__ void embed_bwd_wte_tok_k(const int32_t *__restrict__ tokens,
+                                    const float *__restrict__ dout,
+                                    float *__restrict__ dwte, int N, int C,
+                                    int V) {
+  __shared__ int list[kEmbedList];
+  __shared__ unsigned warp_cnt[kEmbedThreads / 32];
+  int c0 = (int)(blockIdx.y * kEmbedThreads);
+  int c1 = C - c0 < (int)kEmbedThreads ? C : c0 + (int)kEmbedThreads;
+  for (int v = blockIdx.x; v < V; v += gridDim.x)
+    embed_gather(tokens, dout, dwte, v, 0, N, C, c0, c1, list, warp_cnt);
 }
 
 __global__ void embed_token_k(const float *__restrict__ wte,
@@ -164,8 +196,14 @@ extern "C" rp_status rp_cuda_gpt_embed_bwd(const int32_t *tokens,
     return st;
   if (n > 0x7fffffffLL)
     return rp__err(RP_EBACKEND, "rp_cuda_gpt_embed_bwd: %lld positions", n);
-  embed_bwd_wte_k<<<blocks_for((size_t)n, 1), kEmbedThreads, 0, s>>>(
-      tokens, dout, dwte, (int)n, C, V);
+  unsigned col_blocks = (unsigned)((C + kEmbedThreads - 1) / kEmbedThreads);
+  if (V > 0 && (long long)V * col_blocks * 4 <= n && col_blocks <= 65535)
+    embed_bwd_wte_tok_k<<<dim3(blocks_for((size_t)V, 1), col_blocks),
+                          kEmbedThreads, 0, s>>>(tokens, dout, dwte, (int)n, C,
+                                                 V);
+  else
+    embed_bwd_wte_k<<<blocks_for((size_t)n, 1), kEmbedThreads, 0, s>>>(
+        tokens, dout, dwte, (int)n, C, V);
   return RP_GPT_LAUNCHED("rp_cuda_gpt_embed_bwd: dwte");
 }
 

@@ -144,12 +144,15 @@ Test(gpt_kernels_gpu, embed_fwd_matches_cpu_and_marks_bad_tokens) {
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
-/* V small against N: every token repeats (V = 2 with N = 4096 makes a
- * token hold more positions than one list flush, 2048). */
-static void check_embed_bwd(int B, int T, int C, int V, uint32_t seed,
+/* dwte by token (4 V x the 256-column blocks <= N) and by position (the
+ * others); skew: every other position holds token 0, so that it holds more
+ * positions than one list flush (2048) when N is over 4096. */
+static void check_embed_bwd(int B, int T, int C, int V, int skew, uint32_t seed,
                             void *s) {
   size_t N = (size_t)B * T, n = N * C;
   int32_t *tok = tokens_random(N, V, seed);
+  for (size_t i = 0; skew && i < N; i += 2)
+    tok[i] = 0;
   float *dout = kr_random(n, seed + 1, -1, 1);
   float *dwte0 = kr_random((size_t)V * C, seed + 2, -1, 1); /* += */
   float *wte = fdup(dwte0, (size_t)V * C), *wpe = kr_alloc((size_t)T * C);
@@ -180,9 +183,13 @@ static void check_embed_bwd(int B, int T, int C, int V, uint32_t seed,
 Test(gpt_kernels_gpu, embed_bwd_matches_cpu_in_token_order) {
   need_gpu();
   void *s = new_stream();
-  check_embed_bwd(2, 5, 3, 7, 10, s);
-  check_embed_bwd(3, 33, 300, 50, 20, s);
-  check_embed_bwd(4, 1024, 8, 2, 30, s);
+  check_embed_bwd(2, 5, 3, 7, 0, 10, s);        /* by position */
+  check_embed_bwd(3, 33, 300, 50, 0, 20, s);    /* by position */
+  check_embed_bwd(4, 1024, 8, 2, 0, 30, s);     /* by token, flushes */
+  check_embed_bwd(4, 1024, 300, 2, 0, 40, s);   /* by token, 2 column blocks */
+  check_embed_bwd(8, 1024, 16, 4000, 1, 50, s); /* by position, flushes */
+  check_embed_bwd(16, 64, 128, 112, 0, 60, s);  /* the launch config */
+  check_embed_bwd(64, 256, 384, 65, 1, 70, s);  /* nanoGPT's, skewed */
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
