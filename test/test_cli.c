@@ -1404,6 +1404,17 @@ Test(cli, train_gpt_trains_reports_and_resumes, .timeout = 300) {
   cr_assert_eq(strlen(r.out), 4 + 10 + 1, "%s", r.out);
   cr_assert(!strncmp(r.out, "the ", 4), "%s", r.out);
   cr_assert(strstr(r.err, "decode step"), "%s", r.err);
+  /* top-k 1 draws the likeliest byte at any temperature: greedy's text */
+  char *greedy = strdup(r.out);
+  RUN(&r, "generate", "--load-weights", ckpt, "--tokens", "10", "--prompt",
+      "the ", "--temperature", "3", "--top-k", "1", "--backend", "cpu");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_str_eq(r.out, greedy);
+  free(greedy);
+  RUN(&r, "generate", "--load-weights", ckpt, "--top-k", "0");
+  cr_assert_eq(r.status, 2, "--top-k 0: %s", r.err);
+  cr_assert(strstr(r.err, "--top-k: '0' is not a number in 1..65536"), "%s",
+            r.err);
   RUN(&r, "generate", "--load-weights", ckpt, "--prompt", "THE", "--backend",
       "cpu");
   cr_assert_eq(r.status, 1, "a byte outside the vocabulary: %s", r.err);

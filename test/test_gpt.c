@@ -422,17 +422,39 @@ Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
   }
   cr_log_info("%s: decode vs full forward within %.3g", TH_BACKEND_NAME, worst);
   int32_t gen[12], smp[12];
-  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 10, 0.0f, 1, gen));
-  RP_CHECK(rp_gpt_sample(t.m, fx.x, 2, 10, 0.0f, 1, smp));
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 10,
+                           &(rp_gpt_sampling){.temperature = 0, .seed = 1},
+                           gen));
+  RP_CHECK(rp_gpt_sample(t.m, fx.x, 2, 10,
+                         &(rp_gpt_sampling){.temperature = 0, .seed = 1}, smp));
   cr_assert(!memcmp(gen, smp, sizeof gen), "greedy decode and sample differ");
+  /* a draw among the top 1 at temperature 2 is greedy's, both ways */
+  int32_t top1[12];
+  RP_CHECK(rp_gpt_generate(
+      t.m, ex, fx.x, 2, 10,
+      &(rp_gpt_sampling){.temperature = 2, .top_k = 1, .seed = 3}, top1));
+  cr_assert(!memcmp(gen, top1, sizeof gen), "decode: top-1 is not greedy");
+  RP_CHECK(rp_gpt_sample(
+      t.m, fx.x, 2, 10,
+      &(rp_gpt_sampling){.temperature = 2, .top_k = 1, .seed = 3}, top1));
+  cr_assert(!memcmp(gen, top1, sizeof gen), "sample: top-1 is not greedy");
+  RP_EXPECT(rp_gpt_generate(t.m, ex, fx.x, 2, 1, NULL, gen), RP_EINVAL);
+  RP_EXPECT(rp_gpt_sample(t.m, fx.x, 2, 1, NULL, smp), RP_EINVAL);
   int32_t bad = (int32_t)V;
-  RP_EXPECT(rp_gpt_generate(t.m, ex, &bad, 1, 1, 0.0f, 1, gen), RP_ERANGE);
+  RP_EXPECT(rp_gpt_generate(t.m, ex, &bad, 1, 1,
+                            &(rp_gpt_sampling){.temperature = 0, .seed = 1},
+                            gen),
+            RP_ERANGE);
   /* past the context (the last T/2 decoded again from position 0): the
    * tokens within the context are those of a run that stops there */
   int32_t *longer = malloc((2 + 3 * T) * sizeof *longer);
   int32_t *shorter = malloc(T * sizeof *shorter);
-  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 3 * T, 1.0f, 5, longer));
-  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, T - 2, 1.0f, 5, shorter));
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, 3 * T,
+                           &(rp_gpt_sampling){.temperature = 1, .seed = 5},
+                           longer));
+  RP_CHECK(rp_gpt_generate(t.m, ex, fx.x, 2, T - 2,
+                           &(rp_gpt_sampling){.temperature = 1, .seed = 5},
+                           shorter));
   cr_assert(!memcmp(longer, shorter, T * sizeof *shorter),
             "the wrap rewrote tokens of the first context");
   for (uint32_t i = 0; i < 2 + 3 * T; i++)
@@ -704,7 +726,9 @@ Test(gpt_backends, greedy_decoding_equals_greedy_full_recompute) {
   int32_t *full = malloc((T + 3 + n) * sizeof *full);
   for (size_t p = 0; p < sizeof plens / sizeof plens[0]; p++) {
     uint32_t plen = plens[p];
-    RP_CHECK(rp_gpt_generate(t.m, dec, text, plen, n, 0.0f, 1, rep));
+    RP_CHECK(rp_gpt_generate(t.m, dec, text, plen, n,
+                             &(rp_gpt_sampling){.temperature = 0, .seed = 1},
+                             rep));
     greedy_full(t.rt, t.m, tok, B, text, plen, n, full);
     for (uint32_t i = 0; i < plen + n; i++)
       cr_assert_eq(rep[i], full[i],
@@ -923,4 +947,39 @@ Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
   tg_fini(&t);
   fx_free(&fx);
   th_tmpdir_remove();
+}
+
+/* rp_gpt_pick: temperature 0 is the first largest logit whatever top_k;
+ * top_k keeps the logits at least the k-th largest (ties at it all take
+ * part); top_k 0 and >= V draw alike. The draws come from a fixed seed,
+ * so the counts are fixed too; the bounds are the distribution's (p = e /
+ * (e + 1) = 0.73 for the pair 5, 4) within 7 standard deviations. */
+Test(gpt, pick_draws_among_the_top_k) {
+  const float lg[5] = {0, 5, 1, 4, 3}, tie[5] = {2, 2, 2, 0, -1};
+  float scratch[5];
+  rp_rng r;
+  rp_rng_seed(&r, 11);
+  for (uint32_t k = 0; k < 7; k++) {
+    cr_assert_eq(rp_gpt_pick(lg, 5, 0.0f, k, scratch, &r), 1);
+    cr_assert_eq(rp_gpt_pick(tie, 5, 0.0f, k, scratch, &r), 0);
+  }
+  unsigned drawn[5] = {0}, seen_tie[5] = {0};
+  for (int i = 0; i < 2000; i++) {
+    drawn[rp_gpt_pick(lg, 5, 1.0f, 2, scratch, &r)]++;
+    seen_tie[rp_gpt_pick(tie, 5, 1.0f, 1, scratch, &r)]++;
+    cr_assert_eq(rp_gpt_pick(lg, 5, 1.0f, 1, scratch, &r), 1);
+  }
+  cr_assert_eq(drawn[0] + drawn[2] + drawn[4], 0, "outside the top 2");
+  cr_assert(drawn[1] >= 2000 * (0.731 - 0.07) &&
+                drawn[1] <= 2000 * (0.731 + 0.07),
+            "5 against 4: %u of 2000", drawn[1]);
+  cr_assert_eq(seen_tie[3] + seen_tie[4], 0, "below the tied top");
+  for (int v = 0; v < 3; v++)
+    cr_assert(seen_tie[v] > 500, "tied logit %d: %u of 2000", v, seen_tie[v]);
+  rp_rng a, b;
+  rp_rng_seed(&a, 7);
+  rp_rng_seed(&b, 7);
+  for (int i = 0; i < 200; i++)
+    cr_assert_eq(rp_gpt_pick(lg, 5, 0.7f, 0, scratch, &a),
+                 rp_gpt_pick(lg, 5, 0.7f, 5 + (uint32_t)i % 3, scratch, &b));
 }

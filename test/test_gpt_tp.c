@@ -560,8 +560,10 @@ Test(gpt_tp_backends, evaluate_and_sample_match_one_processor) {
   cr_assert(fabs(l1 - l2) <= TP_TOL * fabs(l1), "evaluate %.9g vs %.9g", l1,
             l2);
   int32_t prompt[3] = {1, 2, 3}, o1[11], o2[11];
-  RP_CHECK(rp_gpt_sample(one.m, prompt, 3, 8, 0.0f, 5, o1));
-  RP_CHECK(rp_gpt_sample(two.m, prompt, 3, 8, 0.0f, 5, o2));
+  RP_CHECK(rp_gpt_sample(one.m, prompt, 3, 8,
+                         &(rp_gpt_sampling){.temperature = 0, .seed = 5}, o1));
+  RP_CHECK(rp_gpt_sample(two.m, prompt, 3, 8,
+                         &(rp_gpt_sampling){.temperature = 0, .seed = 5}, o2));
   cr_assert(!memcmp(o1, o2, sizeof o1), "greedy samples differ");
   run_fini(&one);
   run_fini(&two);
@@ -585,7 +587,9 @@ static void run_generate(run *r, int32_t *out, uint32_t n, float *logits) {
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   RP_CHECK(rp_graph_destroy(g));
   int32_t prompt[3] = {5, 1, 9};
-  RP_CHECK(rp_gpt_generate(r->m, ex, prompt, 3, n, 0.0f, 1, out));
+  RP_CHECK(rp_gpt_generate(r->m, ex, prompt, 3, n,
+                           &(rp_gpt_sampling){.temperature = 0, .seed = 1},
+                           out));
   RP_CHECK(rp_instance_read(r->rt, rp_gpt_decode_logits(r->m), logits,
                             rp_gpt_cfg(r->m)->vocab * sizeof *logits));
   RP_CHECK(rp_exec_destroy(ex));

@@ -16,7 +16,7 @@
 typedef struct gen_cli {
   rp_backend_kind backend;
   const char *weights, *prompt;
-  uint32_t tokens, seed;
+  uint32_t tokens, seed, top_k;
   float temperature;
 } gen_cli;
 
@@ -37,6 +37,9 @@ static void gen_usage(FILE *f) {
           "  --tokens N            bytes to generate (default 200)\n"
           "  --temperature X       sampling temperature, 0 greedy (default "
           "1)\n"
+          "  --top-k K             draw only from the K likeliest bytes\n"
+          "                        (ties with the K-th included; default\n"
+          "                        all)\n"
           "  --seed N              sampling seed (default 1)\n"
           "  --backend cpu|cuda|auto  (default auto)\n"
           "  -h, --help            this text\n"
@@ -51,6 +54,7 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
       {"tokens", required_argument, NULL, 'n'},
       {"temperature", required_argument, NULL, 't'},
       {"seed", required_argument, NULL, 's'},
+      {"top-k", required_argument, NULL, 'k'},
       {"backend", required_argument, NULL, 'b'},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -89,6 +93,9 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
     case 's':
       rc = rp_cli_parse_u32("generate", "--seed", optarg, 0, 0xffffffffu,
                             &c->seed);
+      break;
+    case 'k':
+      rc = rp_cli_parse_u32("generate", "--top-k", optarg, 1, 65536, &c->top_k);
       break;
     case 'b':
       rc = rp_cli_parse_backend("generate", optarg, &c->backend);
@@ -177,8 +184,9 @@ static int generate(const gen_cli *c, rp_gpt_ckpt *k) {
   if (!rc && (st = rp_instantiate(g, NULL, &ex)) != RP_OK)
     rc = gfail("instantiating the decode step", st);
   uint64_t t0 = rp_train_now_ns();
-  if (!rc && (st = rp_gpt_generate(m, ex, tok, (uint32_t)plen, c->tokens,
-                                   c->temperature, c->seed, tok)) != RP_OK)
+  rp_gpt_sampling how = {c->temperature, c->top_k, c->seed};
+  if (!rc && (st = rp_gpt_generate(m, ex, tok, (uint32_t)plen, c->tokens, &how,
+                                   tok)) != RP_OK)
     rc = gfail("generating", st);
   double s = (double)(rp_train_now_ns() - t0) * 1e-9;
   if (!rc) {

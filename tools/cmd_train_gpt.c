@@ -355,8 +355,9 @@ static int print_sample(gpt_state *s) {
     st = rp_instantiate(g, NULL, &ex);
   uint64_t t0 = rp_train_now_ns();
   if (!st)
-    st =
-        rp_gpt_generate(s->m, ex, &prompt, 1, c->sample, 1.0f, c->mc.seed, out);
+    st = rp_gpt_generate(
+        s->m, ex, &prompt, 1, c->sample,
+        &(rp_gpt_sampling){.temperature = 1, .seed = c->mc.seed}, out);
   double secs = (double)(rp_train_now_ns() - t0) * 1e-9;
   if (st == RP_OK) {
     printf("sample (%u bytes, temperature 1; %u-op decode step replayed per "

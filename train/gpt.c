@@ -1914,18 +1914,30 @@ static rp_status share_token(rp_gpt *m, int32_t *tok) {
   return st;
 }
 
-/* The next token from logits: the argmax (temperature 0, the first
- * maximum) or a draw from softmax(logits / temperature). */
-static int32_t pick(const float *lg, uint32_t V, float temperature, rp_rng *r) {
+static int desc_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x < y) - (x > y);
+}
+
+int32_t rp_gpt_pick(const float *lg, uint32_t V, float temperature,
+                    uint32_t top_k, float *scratch, rp_rng *r) {
   int32_t best = 0;
   for (uint32_t v = 1; v < V; v++)
     best = lg[v] > lg[best] ? (int32_t)v : best;
   if (temperature <= 0)
     return best;
+  float floor = -INFINITY; /* the logits below it take no part */
+  if (top_k > 0 && top_k < V) {
+    memcpy(scratch, lg, V * sizeof *scratch);
+    qsort(scratch, V, sizeof *scratch, desc_float);
+    floor = scratch[top_k - 1];
+  }
   double z = 0, u = rp_rng_uniform(r), acc = 0;
   for (uint32_t v = 0; v < V; v++)
-    z += exp((lg[v] - lg[best]) / temperature);
+    z += lg[v] >= floor ? exp((lg[v] - lg[best]) / temperature) : 0.0;
   for (uint32_t v = 0; v < V; v++) {
+    if (!(lg[v] >= floor))
+      continue;
     acc += exp((lg[v] - lg[best]) / temperature) / z;
     if (u < acc)
       return (int32_t)v;
@@ -1934,18 +1946,17 @@ static int32_t pick(const float *lg, uint32_t V, float temperature, rp_rng *r) {
 }
 
 rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
-                        uint32_t n, float temperature, uint64_t seed,
-                        int32_t *out) {
-  if (!m || !prompt || !out || plen == 0)
+                        uint32_t n, const rp_gpt_sampling *how, int32_t *out) {
+  if (!m || !prompt || !out || !how || plen == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
   int32_t *win = calloc(T, sizeof *win);
   size_t nl = (size_t)m->sh[0].N * V; /* shard 0's logits instance */
-  float *logits = calloc(nl, sizeof *logits);
+  float *logits = calloc(nl + V, sizeof *logits); /* + pick's scratch */
   rp_status st =
       win && logits ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_sample: memory");
   rp_rng r;
-  rp_rng_seed(&r, seed ^ 0x73616d706c65ull);
+  rp_rng_seed(&r, how->seed ^ 0x73616d706c65ull);
   memcpy(out, prompt, plen * sizeof *out);
   for (uint32_t i = 0; !st && i < n; i++) {
     uint32_t have = plen + i, k = have < T ? have : T;
@@ -1963,7 +1974,8 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
     if (st)
       break;
     if (m->sh[0].logits.id)
-      out[have] = pick(logits + (size_t)(k - 1) * V, V, temperature, &r);
+      out[have] = rp_gpt_pick(logits + (size_t)(k - 1) * V, V, how->temperature,
+                              how->top_k, logits + nl, &r);
     if (m->xr) /* the home's rank's pick, on every rank */
       st = share_token(m, &out[have]);
   }
@@ -2109,9 +2121,9 @@ rp_status rp_gpt_decode_fill(rp_gpt *m) {
 }
 
 rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
-                          uint32_t plen, uint32_t n, float temperature,
-                          uint64_t seed, int32_t *out) {
-  if (!m || !ex || !prompt || !out || plen == 0 || !m->dec)
+                          uint32_t plen, uint32_t n, const rp_gpt_sampling *how,
+                          int32_t *out) {
+  if (!m || !ex || !prompt || !out || !how || plen == 0 || !m->dec)
     return rp_error_set(RP_EINVAL, "rp_gpt_generate: bad argument");
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
   for (uint32_t i = 0; i < plen; i++)
@@ -2128,11 +2140,11 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
   rp_status st = m->xr ? RP_OK : gather_split(m);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "rp_gpt_generate: ");
-  float *logits = calloc(V, sizeof *logits);
+  float *logits = calloc(2 * (size_t)V, sizeof *logits); /* + scratch */
   if (!logits)
     return rp_error_set(RP_ENOMEM, "rp_gpt_generate: out of memory");
   rp_rng r;
-  rp_rng_seed(&r, seed ^ 0x73616d706c65ull);
+  rp_rng_seed(&r, how->seed ^ 0x73616d706c65ull);
   memcpy(out, prompt, plen * sizeof *out);
   /* out[0..filled) are tokens; out[have] is decoded next, at position
    * pos; the caches hold positions 0..pos-1 = tokens out[have-pos..have) */
@@ -2148,7 +2160,8 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
     pos++;
     have++;
     if (!st && have == filled) /* the last token: its logits sample */
-      out[filled++] = pick(logits, V, temperature, &r);
+      out[filled++] =
+          rp_gpt_pick(logits, V, how->temperature, how->top_k, logits + V, &r);
   }
   free(logits);
   return st;

@@ -250,14 +250,26 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
 rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows);
 /* Shard 0's logits instance (rows * T x V, row-major). */
 rp_inst rp_gpt_logits(const rp_gpt *m);
+/* How the next token is drawn from the logits. */
+typedef struct rp_gpt_sampling {
+  float temperature; /* 0: greedy (the first largest logit), else a draw
+                        from softmax(logits / temperature) */
+  uint32_t top_k;    /* > 0: only the tokens whose logit is at least the
+                        top_k-th largest take part (ties at it all do, as
+                        in nanoGPT); 0 or >= V: all */
+  uint64_t seed;     /* the draws' rng seed */
+} rp_gpt_sampling;
+/* One draw (rp_gpt_sampling) from V logits with the caller's rng; scratch:
+ * V floats, used when 0 < top_k < V. */
+int32_t rp_gpt_pick(const float *logits, uint32_t V, float temperature,
+                    uint32_t top_k, float *scratch, rp_rng *r);
 /* Samples n tokens after the prompt (plen tokens, >= 1), full recompute of
  * a context window per token (the last T tokens: a sliding window, unlike
- * rp_gpt_generate's past the context), at `temperature` (0: greedy) with
- * the rng seeded from seed; out gets plen + n tokens. Eager; with tensor
- * parallelism across ranks collective (the same tokens on every rank). */
+ * rp_gpt_generate's past the context), drawn as `how` says; out gets plen
+ * + n tokens. Eager; with tensor parallelism across ranks collective (the
+ * same tokens on every rank). */
 rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
-                        uint32_t n, float temperature, uint64_t seed,
-                        int32_t *out);
+                        uint32_t n, const rp_gpt_sampling *how, int32_t *out);
 
 /* ---- decoding (the hook for `reprise generate`) ----
  * A decode graph: the forward of one token at position pos (0..T-1) with
@@ -283,12 +295,12 @@ rp_inst rp_gpt_decode_logits(const rp_gpt *m);
 rp_status rp_gpt_decode_fill(rp_gpt *m);
 /* Generates n tokens after the prompt (plen >= 1 tokens; only its last T
  * are decoded) by replaying ex (an instantiation of rp_gpt_decode_record's
- * graph) once per position, at `temperature` (0: greedy); when the context
- * is full, the last T/2 tokens are decoded again from position 0. out gets
+ * graph) once per position, drawn as `how` says; when the context is
+ * full, the last T/2 tokens are decoded again from position 0. out gets
  * plen + n tokens. RP_ERANGE for a prompt token outside [0, V). */
 rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
-                          uint32_t plen, uint32_t n, float temperature,
-                          uint64_t seed, int32_t *out);
+                          uint32_t plen, uint32_t n, const rp_gpt_sampling *how,
+                          int32_t *out);
 
 /* Learning rate at step t (0-based) of `iters`: linear warmup over
  * `warmup` steps to lr, then cosine decay to lr / 10 at the last step. */

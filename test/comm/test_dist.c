@@ -907,7 +907,8 @@ static float *gpt_run(rp_runtime *rt, rp_gpt *m, double *eval, float *loss,
   *n = total;
   CHECK(rp_gpt_evaluate(m, x, y, 2, eval));
   int32_t prompt[2] = {1, 2};
-  CHECK(rp_gpt_sample(m, prompt, 2, 8, 0.0f, 9, smp));
+  CHECK(rp_gpt_sample(m, prompt, 2, 8,
+                      &(rp_gpt_sampling){.temperature = 0, .seed = 9}, smp));
   CHECK(rp_exec_destroy(ex));
   CHECK(rp_graph_destroy(g));
   return out;
@@ -920,7 +921,8 @@ static void gpt_decode(rp_gpt *m, int32_t *out) {
   CHECK(rp_gpt_decode_record(m, &g));
   CHECK(rp_instantiate(g, NULL, &ex));
   int32_t prompt[2] = {1, 2};
-  CHECK(rp_gpt_generate(m, ex, prompt, 2, 8, 0.0f, 9, out));
+  CHECK(rp_gpt_generate(m, ex, prompt, 2, 8,
+                        &(rp_gpt_sampling){.temperature = 0, .seed = 9}, out));
   CHECK(rp_exec_destroy(ex));
   CHECK(rp_graph_destroy(g));
 }
