@@ -867,12 +867,17 @@ WsSlot *ws_bind(BlasDev *d, void *stream, bool grow) {
 }
 
 /* The workspace slice of `stream` (see ws_bind; grows only outside
- * capture). Caller holds d->lock. */
-void ws_slot(BlasDev *d, void *stream, bool capturing, void **ws,
-             size_t *bytes) {
-  WsSlot *sl = ws_bind(d, stream, !capturing);
+ * capture, which CUDA is asked about). Caller holds d->lock. */
+rp_status stream_slot(BlasDev *d, void *stream, const char *what, void **ws,
+                      size_t *bytes) {
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  rp_status st = check(cudaStreamIsCapturing(as_stream(stream), &cs), what);
+  WsSlot *sl = st == RP_OK
+                   ? ws_bind(d, stream, cs == cudaStreamCaptureStatusNone)
+                   : nullptr;
   *ws = sl ? sl->ws : nullptr; /* none left: no workspace, not a shared one */
   *bytes = sl ? d->ws_bytes : 0;
+  return st;
 }
 
 /* The current device's state, created now unless the stream is capturing. */
@@ -1021,12 +1026,10 @@ namespace {
 rp_status blas_bind(BlasDev *d, void *stream, const char *what) {
   void *ws = nullptr;
   size_t ws_bytes = 0;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  rp_status st = check(cudaStreamIsCapturing(as_stream(stream), &cs),
-                       "rp_cuda_gemm: cudaStreamIsCapturing");
+  rp_status st = stream_slot(d, stream, "rp_cuda_gemm: cudaStreamIsCapturing",
+                             &ws, &ws_bytes);
   if (st != RP_OK)
     return st;
-  ws_slot(d, stream, cs != cudaStreamCaptureStatusNone, &ws, &ws_bytes);
   st = blas_check(g_api.set_stream(d->handle, as_stream(stream)), what);
   if (st == RP_OK)
     st = blas_check(g_api.set_workspace(d->handle, ws, ws_bytes), what);
@@ -1041,25 +1044,25 @@ extern "C" rp_status rp_cuda_stream_scratch(void *stream, void **ws,
   *bytes = 0;
   if (!stream) /* the legacy stream shares whichever slice is free */
     return RP_OK;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  rp_status st = check(cudaStreamIsCapturing(as_stream(stream), &cs),
-                       "rp_cuda_stream_scratch: cudaStreamIsCapturing");
-  if (st != RP_OK)
-    return st;
-  bool capturing = cs != cudaStreamCaptureStatusNone;
   int dev = 0;
-  st = check(cudaGetDevice(&dev), "rp_cuda_stream_scratch: cudaGetDevice");
+  rp_status st =
+      check(cudaGetDevice(&dev), "rp_cuda_stream_scratch: cudaGetDevice");
   if (st != RP_OK || dev < 0 || dev >= RP_CUDA_MAX_DEVICES)
     return st;
-  if (capturing && !g_blas[dev].ready.load(std::memory_order_acquire))
-    return RP_OK; /* no state to make under capture: no scratch */
+  if (!g_blas[dev].ready.load(std::memory_order_acquire)) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    st = check(cudaStreamIsCapturing(as_stream(stream), &cs),
+               "rp_cuda_stream_scratch: cudaStreamIsCapturing");
+    if (st != RP_OK || cs != cudaStreamCaptureStatusNone)
+      return st; /* no state to make under capture: no scratch */
+  }
   BlasDev *d = nullptr;
-  st = blas_dev_for(stream, &d);
+  st = blas_dev_for(stream, &d); /* makes the state outside capture */
   if (st != RP_OK)
     return st;
   std::lock_guard<std::mutex> g(d->lock);
-  ws_slot(d, stream, capturing, ws, bytes);
-  return RP_OK;
+  return stream_slot(d, stream, "rp_cuda_stream_scratch: cudaStreamIsCapturing",
+                     ws, bytes);
 }
 
 /* Row-major C (m x n, row length n) read as column-major is C^T (n x m,
