@@ -17,10 +17,10 @@
 #            (the lent machine's cores: tensor parallelism's scaling past
 #            the 2-core CI machine)
 #   knobs    the replayed step of the launch and nanoGPT configs under each
-#            setting of KNOBS (default: the defaults, REPRISE_GPT_COLSUM=serial
-#            and REPRISE_CUBLAS_WS_MIB=4; a space list of VAR=VALUE, or
-#            "default"), alternating, KNOB_RUNS rounds (default 3): the
-#            median step time of each run
+#            setting of KNOBS (default: the defaults, REPRISE_GPT_ATTN=gemm,
+#            REPRISE_GPT_COLSUM=serial and REPRISE_CUBLAS_WS_MIB=4; a space
+#            list of VAR=VALUE, or "default"), alternating, KNOB_RUNS rounds
+#            (default 3): the median step time of each run
 #   profile  Nsight Compute's device time (clocks as found) of each kernel
 #            (graph nodes one by one) and of each whole graph, for the launch
 #            and the nanoGPT configs (ncu_*.csv; bench/ncu_step.py reads them: per-kernel
@@ -108,7 +108,7 @@ fi
 
 if has knobs; then
   LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
-  read -r -a knobs <<<"${KNOBS:-default REPRISE_GPT_COLSUM=serial REPRISE_CUBLAS_WS_MIB=4}"
+  read -r -a knobs <<<"${KNOBS:-default REPRISE_GPT_ATTN=gemm REPRISE_GPT_COLSUM=serial REPRISE_CUBLAS_WS_MIB=4}"
   for cfg in launch nano; do
     if [ $cfg = launch ]; then args=("${LAUNCH[@]}") it=300; else
       args=("${NANO[@]}") it=60
@@ -135,9 +135,14 @@ if has profile; then
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
   LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
   for cfg in launch nano; do
-    # the initial evaluation runs 8 batches of the forward pass eagerly (67
-    # and 97 kernels): skipped, so that the profile starts at the replays
-    if [ $cfg = launch ]; then args=("${LAUNCH[@]}") skip=536; else
+    # the initial evaluation runs 8 batches of the forward pass eagerly (51
+    # and 97 kernels; the launch config's is 67 with REPRISE_GPT_ATTN=gemm:
+    # 5 attention kernels a layer instead of the fused one): skipped, so
+    # that the profile starts at the replays (ncu_step.py finds the step)
+    if [ $cfg = launch ]; then
+      args=("${LAUNCH[@]}") skip=408
+      [ "${REPRISE_GPT_ATTN:-}" = gemm ] && skip=536
+    else
       args=("${NANO[@]}") skip=776
     fi
     for mode in node graph; do

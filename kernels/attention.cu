@@ -1,7 +1,11 @@
 /* kernels/attention.cu — CUDA launchers of causal self-attention
  * (gpt_kernels.h: gpt.attention_fwd, gpt.attention_bwd,
- * gpt.attention_decode), llm.c's scheme: permute, strided-batched GEMMs,
- * a fused scaled causal softmax, unpermute.
+ * gpt.attention_decode). Two paths, chosen by the shape and
+ * REPRISE_GPT_ATTN alone (so eager and replay agree): where a head fits in
+ * shared memory, one fused kernel each way (below, attention_fused_*);
+ * otherwise llm.c's scheme: permute, strided-batched GEMMs, a fused scaled
+ * causal softmax, unpermute. Both write the same qkvr and att (the
+ * backward of either path reads either's).
  *
  * Layouts: qkv [B, T, 3, NH, hs]; qkvr = q, k, v each [B, NH, T, hs];
  * att [B, NH, T, T]. The GEMMs run as rp_cuda_gemm_strided_batched over
@@ -34,6 +38,9 @@
  * (offset 0) when given; outside [0, Tmax) the head's output is NaN and the
  * caches are untouched. */
 #include "gpt_cuda.cuh"
+
+#include <stdlib.h>
+#include <string.h>
 
 using namespace rp_gpt;
 
@@ -95,42 +102,180 @@ __global__ void unpermute_dqkv_k(const float *__restrict__ dqkvr,
   }
 }
 
+/* The causal softmax of row t of a [T, T] block, by one warp, in place on
+ * x (scores for u <= t, already scaled): max and sum of exp (f64) over u
+ * <= t, then exp(x - max) * (1 / sum) for u <= t and 0 above the diagonal,
+ * also into copy when given. Each lane reads and writes only its own
+ * entries (u = lane, lane + 32, ...). */
+__device__ inline void warp_softmax_row(float *x, float *copy, int t, int T) {
+  unsigned lane = threadIdx.x & 31;
+  float m = -INFINITY;
+  for (int u = lane; u <= t; u += 32)
+    m = fmaxf(m, x[u]);
+  m = warp_max(m);
+  double s = 0.0;
+  for (int u = lane; u <= t; u += 32)
+    s += expf(x[u] - m);
+  float inv = (float)(1.0 / warp_sum_d(s));
+  for (int u = lane; u < T; u += 32) {
+    float e = u <= t ? __fmul_rn(expf(x[u] - m), inv) : 0.0f;
+    x[u] = e;
+    if (copy)
+      copy[u] = e;
+  }
+}
+
+/* Its backward, by one warp, in place on d (datt of row t): scale * a (d -
+ * <a, d>) for u <= t (the sum in f64), 0 above; each lane its own entries. */
+__device__ inline void warp_softmax_bwd_row(const float *a, float *d, int t,
+                                            int T, float scale) {
+  unsigned lane = threadIdx.x & 31;
+  double dot = 0.0;
+  for (int u = lane; u <= t; u += 32)
+    dot += (double)a[u] * d[u];
+  float sf = (float)warp_sum_d(dot);
+  for (int u = lane; u < T; u += 32)
+    d[u] =
+        u <= t ? __fmul_rn(__fmul_rn(scale, a[u]), __fsub_rn(d[u], sf)) : 0.0f;
+}
+
 /* Causal softmax of each row of att (already scaled), in place. */
 __global__ void softmax_causal_k(float *att, size_t rows, int T) {
-  unsigned lane = threadIdx.x & 31;
   size_t warps = global_threads() / 32;
-  for (size_t r = global_tid() / 32; r < rows; r += warps) {
-    int t = (int)(r % (size_t)T);
-    float *x = att + r * T;
-    float m = -INFINITY;
-    for (int u = lane; u <= t; u += 32)
-      m = fmaxf(m, x[u]);
-    m = warp_max(m);
-    double s = 0.0;
-    for (int u = lane; u <= t; u += 32)
-      s += expf(x[u] - m);
-    float inv = (float)(1.0 / warp_sum_d(s));
-    for (int u = lane; u < T; u += 32) /* each lane its own entries */
-      x[u] = u <= t ? __fmul_rn(expf(x[u] - m), inv) : 0.0f;
-  }
+  for (size_t r = global_tid() / 32; r < rows; r += warps)
+    warp_softmax_row(att + r * T, nullptr, (int)(r % (size_t)T), T);
 }
 
 /* Softmax backward, in place on datt: scale * att (datt - <att, datt>). */
 __global__ void softmax_causal_bwd_k(const float *__restrict__ att, float *datt,
                                      size_t rows, int T, float scale) {
-  unsigned lane = threadIdx.x & 31;
   size_t warps = global_threads() / 32;
-  for (size_t r = global_tid() / 32; r < rows; r += warps) {
-    int t = (int)(r % (size_t)T);
-    const float *a = att + r * T;
-    float *d = datt + r * T;
-    double dot = 0.0;
-    for (int u = lane; u <= t; u += 32)
-      dot += (double)a[u] * d[u];
-    float sf = (float)warp_sum_d(dot);
-    for (int u = lane; u < T; u += 32)
-      d[u] = u <= t ? __fmul_rn(__fmul_rn(scale, a[u]), __fsub_rn(d[u], sf))
-                    : 0.0f;
+  for (size_t r = global_tid() / 32; r < rows; r += warps)
+    warp_softmax_bwd_row(att + r * T, datt + r * T, (int)(r % (size_t)T), T,
+                         scale);
+}
+
+/* Fused attention for heads that fit in shared memory (a block per (b, h),
+ * kWarps warps; see the header comment). Forward: K and V of the head in
+ * shared memory (rows padded to hs + 1 floats: lanes reading rows j apart
+ * hit distinct banks); q, k, v also written to qkvr for the backward. A
+ * warp per query row t: lane-strided scores u <= t (a serial fma dot
+ * product, then * scale, as the GEMM's alpha), max, sum of exp (f64) and
+ * probabilities as softmax_causal_k; then a lane per column d adds
+ * p_u v[u, d] for u = 0..t into out [B, T, C]. */
+constexpr unsigned kWarps = kAttnThreads / 32;
+
+__host__ __device__ inline size_t fused_fwd_floats(int T, int hs) {
+  return 2 * (size_t)T * (hs + 1) + kWarps * ((size_t)hs + T);
+}
+__host__ __device__ inline size_t fused_bwd_floats(int T, int hs) {
+  return 3 * (size_t)T * (hs + 1) + (size_t)T * T;
+}
+
+__global__ void attention_fused_fwd_k(const float *__restrict__ qkv,
+                                      float *__restrict__ qkvr,
+                                      float *__restrict__ att,
+                                      float *__restrict__ out, int B, int T,
+                                      int NH, int hs, float scale) {
+  extern __shared__ float sm[];
+  const int p = hs + 1, C = NH * hs;
+  const size_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const size_t per = (size_t)B * NH * T * hs;
+  float *Ks = sm, *Vs = Ks + (size_t)T * p;
+  float *qw = Vs + (size_t)T * p, *pw = qw + kWarps * (size_t)hs;
+  for (size_t i = threadIdx.x; i < (size_t)T * hs; i += blockDim.x) {
+    size_t t = i / hs, d = i % hs;
+    size_t src = ((b * T + t) * 3) * C + h * hs + d, dst = bh * T * hs + i;
+    float q = qkv[src], k = qkv[src + C], v = qkv[src + 2 * C];
+    qkvr[dst] = q, qkvr[per + dst] = k, qkvr[2 * per + dst] = v;
+    Ks[t * p + d] = k, Vs[t * p + d] = v;
+  }
+  __syncthreads();
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float *qr = qw + warp * (size_t)hs, *pr = pw + warp * (size_t)T;
+  for (int t = warp; t < T; t += kWarps) {
+    const size_t row = (b * T + t) * 3 * C + h * hs;
+    for (int d = lane; d < hs; d += 32)
+      qr[d] = qkv[row + d];
+    __syncwarp();
+    for (int u = lane; u <= t; u += 32) {
+      const float *k = Ks + (size_t)u * p;
+      float dot = 0.0f;
+      for (int d = 0; d < hs; d++)
+        dot = fmaf(qr[d], k[d], dot);
+      pr[u] = scale * dot;
+    }
+    warp_softmax_row(pr, att + (bh * T + t) * T, t, T);
+    __syncwarp(); /* every probability is visible to the warp */
+    float *o = out + (b * T + t) * C + h * hs;
+    for (int d = lane; d < hs; d += 32) {
+      float acc = 0.0f;
+      for (int u = 0; u <= t; u++)
+        acc = fmaf(pr[u], Vs[(size_t)u * p + d], acc);
+      o[d] = acc;
+    }
+    __syncwarp(); /* qr and pr are rewritten for the next row */
+  }
+}
+
+/* Fused backward, a block per (b, h): K, V and dy of the head in shared
+ * memory, dpre [T, T] beside them. Phase 1, a warp per row t: datt[u] =
+ * dy[t] . v[u] for u <= t (lane-strided), then dpre = scale * att (datt -
+ * <att, datt>) as softmax_causal_bwd_k (the sum in f64), 0 above the
+ * diagonal. Phase 2: q replaces V in shared memory. Phase 3, a warp per
+ * row t and a lane per column d: dq[t] = sum_{u<=t} dpre[t, u] k[u],
+ * dk[t] = sum_{i>=t} dpre[i, t] q[i], dv[t] = sum_{i>=t} att[i, t] dy[i],
+ * written straight into dqkv [B, T, 3C]. */
+__global__ void attention_fused_bwd_k(const float *__restrict__ dout,
+                                      const float *__restrict__ qkvr,
+                                      const float *__restrict__ att,
+                                      float *__restrict__ dqkv, int B, int T,
+                                      int NH, int hs, float scale) {
+  extern __shared__ float sm[];
+  const int p = hs + 1, C = NH * hs;
+  const size_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
+  const size_t per = (size_t)B * NH * T * hs, head = bh * T * hs;
+  float *Ks = sm, *Vs = Ks + (size_t)T * p, *Ys = Vs + (size_t)T * p;
+  float *dS = Ys + (size_t)T * p;
+  const float *ab = att + bh * T * T;
+  for (size_t i = threadIdx.x; i < (size_t)T * hs; i += blockDim.x) {
+    size_t t = i / hs, d = i % hs;
+    Ks[t * p + d] = qkvr[per + head + i];
+    Vs[t * p + d] = qkvr[2 * per + head + i];
+    Ys[t * p + d] = dout[(b * T + t) * C + h * hs + d];
+  }
+  __syncthreads();
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int t = warp; t < T; t += kWarps) {
+    const float *y = Ys + (size_t)t * p;
+    float *ds = dS + (size_t)t * T;
+    for (int u = lane; u <= t; u += 32) {
+      const float *v = Vs + (size_t)u * p;
+      float acc = 0.0f;
+      for (int d = 0; d < hs; d++)
+        acc = fmaf(y[d], v[d], acc);
+      ds[u] = acc;
+    }
+    warp_softmax_bwd_row(ab + (size_t)t * T, ds, t, T, scale);
+  }
+  __syncthreads(); /* dpre complete; V no longer read */
+  float *Qs = Vs;
+  for (size_t i = threadIdx.x; i < (size_t)T * hs; i += blockDim.x)
+    Qs[(i / hs) * p + i % hs] = qkvr[head + i];
+  __syncthreads();
+  for (int t = warp; t < T; t += kWarps) {
+    const float *ds = dS + (size_t)t * T;
+    float *g = dqkv + (b * T + t) * 3 * C + h * hs;
+    for (int d = lane; d < hs; d += 32) {
+      float dq = 0.0f, dk = 0.0f, dv = 0.0f;
+      for (int u = 0; u <= t; u++)
+        dq = fmaf(ds[u], Ks[(size_t)u * p + d], dq);
+      for (int i = t; i < T; i++) {
+        dk = fmaf(dS[(size_t)i * T + t], Qs[(size_t)i * p + d], dk);
+        dv = fmaf(ab[(size_t)i * T + t], Ys[(size_t)i * p + d], dv);
+      }
+      g[d] = dq, g[C + d] = dk, g[2 * C + d] = dv;
+    }
   }
 }
 
@@ -210,6 +355,37 @@ __global__ void attention_decode_k(const float *__restrict__ qkv, float *kcache,
   }
 }
 
+/* The attention's path: REPRISE_GPT_ATTN fused (the default: the fused
+ * kernels where a head fits in shared memory, the GEMM path otherwise) or
+ * gemm (the GEMM path always). */
+enum class AttnMode { fused, gemm };
+
+rp_status attn_mode(AttnMode *mode, const char *what) {
+  const char *e = getenv("REPRISE_GPT_ATTN");
+  *mode = AttnMode::fused;
+  if (!e || !*e || !strcmp(e, "fused"))
+    return RP_OK;
+  if (!strcmp(e, "gemm")) {
+    *mode = AttnMode::gemm;
+    return RP_OK;
+  }
+  return rp__err(RP_EINVAL,
+                 "%s: REPRISE_GPT_ATTN='%s': need fused or gemm (the "
+                 "attention's kernels)",
+                 what, e);
+}
+
+/* Both fused kernels within the 48 KiB of shared memory a block gets
+ * without opting in: T 64 with hs 32 (the launch-bound step) fits, T 256
+ * with hs 64 (nanoGPT's) does not. */
+constexpr size_t kFusedSmemBytes = 48 * 1024;
+
+bool fused_fits(AttnMode mode, int T, int hs) {
+  return mode == AttnMode::fused &&
+         fused_fwd_floats(T, hs) * sizeof(float) <= kFusedSmemBytes &&
+         fused_bwd_floats(T, hs) * sizeof(float) <= kFusedSmemBytes;
+}
+
 bool attn_shape_ok(int B, int T, int C, int NH, const char *what) {
   if (NH > 0 && C % NH == 0)
     return true;
@@ -225,18 +401,26 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
                                                float *scratch, int B, int T,
                                                int C, int NH, void *stream) {
   static const char what[] = "rp_cuda_gpt_attention_fwd";
-  if (B <= 0 || T <= 0 || C <= 0)
-    return RP_OK;
+  AttnMode mode;
+  rp_status st = attn_mode(&mode, what);
+  if (st != RP_OK || B <= 0 || T <= 0 || C <= 0)
+    return st;
   if (!attn_shape_ok(B, T, C, NH, what))
     return RP_EBACKEND;
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
+  if (fused_fits(mode, T, hs)) {
+    attention_fused_fwd_k<<<bh, kAttnThreads,
+                            fused_fwd_floats(T, hs) * sizeof(float), s>>>(
+        qkv, qkvr, att, out, B, T, NH, hs, 1.0f / sqrtf((float)hs));
+    return RP_GPT_LAUNCHED(what);
+  }
   size_t n = (size_t)B * T * C;
   long long sq = (long long)T * hs, st2 = (long long)T * T;
   const float *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
   permute_qkv_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
       qkv, qkvr, B, T, NH, hs);
-  rp_status st = RP_GPT_LAUNCHED(what);
+  st = RP_GPT_LAUNCHED(what);
   if (st == RP_OK)
     st = rp_cuda_gemm_strided_batched(0, 1, T, T, hs, 1.0f / sqrtf((float)hs),
                                       q, hs, sq, k, hs, sq, 0.0f, att, T, st2,
@@ -261,12 +445,20 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
     const float *dout, const float *qkvr, const float *att, float *dqkv,
     float *datt, float *scratch, int B, int T, int C, int NH, void *stream) {
   static const char what[] = "rp_cuda_gpt_attention_bwd";
-  if (B <= 0 || T <= 0 || C <= 0)
-    return RP_OK;
+  AttnMode mode;
+  rp_status st = attn_mode(&mode, what);
+  if (st != RP_OK || B <= 0 || T <= 0 || C <= 0)
+    return st;
   if (!attn_shape_ok(B, T, C, NH, what))
     return RP_EBACKEND;
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
+  if (fused_fits(mode, T, hs)) {
+    attention_fused_bwd_k<<<bh, kAttnThreads,
+                            fused_bwd_floats(T, hs) * sizeof(float), s>>>(
+        dout, qkvr, att, dqkv, B, T, NH, hs, 1.0f / sqrtf((float)hs));
+    return RP_GPT_LAUNCHED(what);
+  }
   size_t n = (size_t)B * T * C;
   long long sq = (long long)T * hs, st2 = (long long)T * T;
   const float *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
@@ -274,7 +466,7 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
         *dv = scratch + 3 * n;
   permute_heads_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
       dout, dy, B, T, NH, hs, 0);
-  rp_status st = RP_GPT_LAUNCHED(what);
+  st = RP_GPT_LAUNCHED(what);
   if (st == RP_OK)
     st = rp_cuda_gemm_strided_batched(0, 1, T, T, hs, 1.0f, dy, hs, sq, v, hs,
                                       sq, 0.0f, datt, T, st2, bh, stream);

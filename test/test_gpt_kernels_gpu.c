@@ -561,22 +561,29 @@ Test(gpt_kernels_gpu, gelu_matches_cpu) {
 /* ---------------------------------------------------------------------- */
 /* Attention */
 
-static void check_attention(int B, int T, int C, int NH, uint32_t seed,
-                            void *s) {
+/* Attention forward and backward on the GPU through the path `mode`
+ * (REPRISE_GPT_ATTN), against the CPU; both runs of the same inputs give
+ * the same bits. Returns the GPU's outputs: qkvr, att, out, dqkv. */
+static void attention_gpu(const char *mode, int B, int T, int C, int NH,
+                          const float *qkv, const float *dout, float *got[4],
+                          void *s) {
   size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
-  float *qkv = kr_random(3 * n, seed, -1.5f, 1.5f);
   float *qkvr = kr_alloc(3 * n), *att = kr_alloc(na), *out = kr_alloc(n);
-  float *scr = kr_alloc(4 * n), *dout = kr_random(n, seed + 1, -1, 1);
-  float *dqkv = kr_alloc(3 * n), *datt = kr_alloc(na);
+  float *scr = kr_alloc(4 * n), *dqkv = kr_alloc(3 * n), *datt = kr_alloc(na);
   rp_cpu_gpt_attention_fwd(qkv, qkvr, att, out, scr, B, T, C, NH);
   rp_cpu_gpt_attention_bwd(dout, qkvr, att, dqkv, datt, scr, B, T, C, NH);
   float *d_qkv = dput(qkv, 3 * n * 4), *d_qkvr = dput(NULL, 3 * n * 4);
   float *d_att = dput(NULL, na * 4), *d_out = dput(NULL, n * 4);
   float *d_scr = dput(NULL, 4 * n * 4), *d_dout = dput(dout, n * 4);
   float *d_dqkv = dput(NULL, 3 * n * 4), *d_datt = dput(NULL, na * 4);
-  float *g[4], *a[4];
+  float *poison = kr_random(3 * n > na ? 3 * n : na, 430, 5, 6);
+  float *a[4];
+  setenv("REPRISE_GPT_ATTN", mode, 1);
   for (int run = 0; run < 2; run++) {
-    float **o = run ? a : g;
+    float **o = run ? a : got;
+    /* every output rewritten, the mask's zeros included */
+    RP_CHECK(rp_cuda_buf_put(d_att, poison, na * 4));
+    RP_CHECK(rp_cuda_buf_put(d_dqkv, poison, 3 * n * 4));
     RP_CHECK(rp_cuda_gpt_attention_fwd(d_qkv, d_qkvr, d_att, d_out, d_scr, B, T,
                                        C, NH, s));
     RP_CHECK(rp_cuda_gpt_attention_bwd(d_dout, d_qkvr, d_att, d_dqkv, d_datt,
@@ -584,34 +591,90 @@ static void check_attention(int B, int T, int C, int NH, uint32_t seed,
     o[0] = dgetf(d_qkvr, 3 * n, s), o[1] = dgetf(d_att, na, s);
     o[2] = dgetf(d_out, n, s), o[3] = dgetf(d_dqkv, 3 * n, s);
   }
-  close_max(g[0], qkvr, 3 * n, REL_ELEM, "attention_fwd qkvr");
-  close_max(g[1], att, na, REL_RED, "attention_fwd att");
-  close_max(g[2], out, n, REL_RED, "attention_fwd out");
-  close_max(g[3], dqkv, 3 * n, REL_RED, "attention_bwd dqkv");
+  unsetenv("REPRISE_GPT_ATTN");
+  char what[4][96];
+  const char *names[] = {"attention_fwd qkvr", "attention_fwd att",
+                         "attention_fwd out", "attention_bwd dqkv"};
+  for (int i = 0; i < 4; i++)
+    snprintf(what[i], sizeof what[i], "%s (%s; B %d T %d C %d NH %d)", names[i],
+             mode, B, T, C, NH);
+  close_max(got[0], qkvr, 3 * n, REL_ELEM, what[0]);
+  close_max(got[1], att, na, REL_RED, what[1]);
+  close_max(got[2], out, n, REL_RED, what[2]);
+  close_max(got[3], dqkv, 3 * n, REL_RED, what[3]);
   /* the causal mask: exact zeros above the diagonal */
   for (size_t r = 0; r < (size_t)B * NH * T; r++)
     for (int u = (int)(r % T) + 1; u < T; u++)
-      cr_assert_eq(g[1][r * T + u], 0.0f, "att row %zu col %d", r, u);
-  const char *names[] = {"qkvr", "att", "out", "dqkv"};
+      cr_assert_eq(got[1][r * T + u], 0.0f, "%s: att row %zu col %d", mode, r,
+                   u);
   size_t sizes[] = {3 * n, na, n, 3 * n};
   for (int i = 0; i < 4; i++) {
-    same_bits(g[i], a[i], sizes[i], names[i]);
-    free(g[i]), free(a[i]);
+    same_bits(got[i], a[i], sizes[i], what[i]);
+    free(a[i]);
   }
-  free(qkv), free(qkvr), free(att), free(out), free(scr), free(dout);
-  free(dqkv), free(datt);
+  free(qkvr), free(att), free(out), free(scr), free(dqkv), free(datt);
+  free(poison);
   void *bufs[] = {d_qkv, d_qkvr, d_att, d_out, d_scr, d_dout, d_dqkv, d_datt};
   for (size_t i = 0; i < KR_LEN(bufs); i++)
     rp_cuda_buf_free(bufs[i]);
 }
 
+/* Both paths against the CPU and within the same bound of each other. */
+static void check_attention(int B, int T, int C, int NH, uint32_t seed,
+                            void *s) {
+  size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+  float *qkv = kr_random(3 * n, seed, -1.5f, 1.5f);
+  float *dout = kr_random(n, seed + 1, -1, 1);
+  float *fused[4], *gemm[4];
+  attention_gpu("fused", B, T, C, NH, qkv, dout, fused, s);
+  attention_gpu("gemm", B, T, C, NH, qkv, dout, gemm, s);
+  size_t sizes[] = {3 * n, na, n, 3 * n};
+  for (int i = 0; i < 4; i++) {
+    close_max(fused[i], gemm[i], sizes[i], REL_RED, "attention fused vs gemm");
+    free(fused[i]), free(gemm[i]);
+  }
+  free(qkv), free(dout);
+}
+
+/* Shapes for both paths: the fused kernels take a head that fits in 48 KiB
+ * of shared memory (odd sizes, T above a warp's 32 lanes, hs above 64,
+ * T 96 with hs 8 at the edge, the launch-bound step's T 64 with hs 32);
+ * T 64 with hs 64 and T 100 with hs 16 do not fit, so "fused" runs the
+ * GEMM path there too. */
 Test(gpt_kernels_gpu, attention_matches_cpu) {
   need_gpu();
   void *s = new_stream();
   check_attention(2, 7, 12, 3, 400, s);
   check_attention(1, 33, 64, 2, 410, s);
   check_attention(3, 40, 48, 4, 420, s);
+  check_attention(1, 40, 80, 1, 440, s);
+  check_attention(2, 96, 48, 6, 450, s);
+  check_attention(16, 64, 128, 4, 460, s);
+  check_attention(2, 64, 256, 4, 470, s);
+  check_attention(1, 100, 32, 2, 480, s);
   RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+/* Another path is refused with the variable's name, before anything is
+ * launched (so this runs without a device too). */
+Test(gpt_kernels_gpu, unknown_attention_path_is_refused) {
+  const char *bad[] = {"flash", "Fused", "GEMM", "1"};
+  for (uint32_t i = 0; i < KR_LEN(bad); i++) {
+    setenv("REPRISE_GPT_ATTN", bad[i], 1);
+    cr_assert_eq(rp_cuda_gpt_attention_fwd(NULL, NULL, NULL, NULL, NULL, 2, 4,
+                                           8, 2, NULL),
+                 RP_EINVAL);
+    char want[64];
+    snprintf(want, sizeof want, "REPRISE_GPT_ATTN='%s'", bad[i]);
+    cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+    cr_assert_eq(rp_cuda_gpt_attention_bwd(NULL, NULL, NULL, NULL, NULL, NULL,
+                                           2, 4, 8, 2, NULL),
+                 RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "rp_cuda_gpt_attention_bwd: "
+                                        "REPRISE_GPT_ATTN"),
+              "%s", rp_error_detail());
+  }
+  unsetenv("REPRISE_GPT_ATTN");
 }
 
 /* Decodes positions 0..P-1 on both backends (a new qkv each step): out
@@ -936,10 +999,9 @@ Test(gpt_kernels_gpu, adamw_over_shares_matches_cpu) {
 }
 
 /* GEMM launchers recorded into a graph (cuBLAS state created beforehand)
- * give the eager results. */
-Test(gpt_kernels_gpu, gemm_launchers_are_capture_safe) {
-  need_gpu();
-  RP_CHECK(rp_cuda_blas_init(0));
+ * give the eager results; attention through the path `mode`. */
+static void check_capture(const char *mode) {
+  setenv("REPRISE_GPT_ATTN", mode, 1);
   void *s = new_stream();
   const int B = 2, T = 9, C = 16, NH = 2;
   size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
@@ -949,31 +1011,51 @@ Test(gpt_kernels_gpu, gemm_launchers_are_capture_safe) {
   float *d_x = dput(x, n * 4), *d_W = dput(W, 3 * (size_t)C * C * 4);
   float *d_b = dput(bias, 3 * (size_t)C * 4), *d_qkv = dput(NULL, 3 * n * 4);
   float *d_qkvr = dput(NULL, 3 * n * 4), *d_att = dput(NULL, na * 4);
-  float *d_out = dput(NULL, n * 4), *d_scr = dput(NULL, n * 4);
-  float *eager[2], *graph[2];
+  float *d_out = dput(NULL, n * 4), *d_scr = dput(NULL, 4 * n * 4);
+  float *d_dqkv = dput(NULL, 3 * n * 4), *d_datt = dput(NULL, na * 4);
+  float *eager[3], *graph[3];
   float *poison = kr_random(3 * n, 1103, 5, 6);
   for (int run = 0; run < 2; run++) {
-    if (run) { /* the graph must rewrite both outputs */
+    if (run) { /* the graph must rewrite every output */
       RP_CHECK(rp_cuda_buf_put(d_qkv, poison, 3 * n * 4));
       RP_CHECK(rp_cuda_buf_put(d_out, poison, n * 4));
+      RP_CHECK(rp_cuda_buf_put(d_dqkv, poison, 3 * n * 4));
       RP_CHECK(rp_cuda_capture_begin(s));
     }
     RP_CHECK(rp_cuda_gpt_matmul_fwd(d_x, d_W, d_b, d_qkv, B * T, C, 3 * C, s));
     RP_CHECK(rp_cuda_gpt_attention_fwd(d_qkv, d_qkvr, d_att, d_out, d_scr, B, T,
                                        C, NH, s));
+    /* the forward's output stands in for the gradient from above */
+    RP_CHECK(rp_cuda_gpt_attention_bwd(d_out, d_qkvr, d_att, d_dqkv, d_datt,
+                                       d_scr, B, T, C, NH, s));
     if (run)
       RP_CHECK(rp_cuda_capture_end_launch(s, 2));
     float **o = run ? graph : eager;
     o[0] = dgetf(d_qkv, 3 * n, s), o[1] = dgetf(d_out, n, s);
+    o[2] = dgetf(d_dqkv, 3 * n, s);
   }
-  same_bits(eager[0], graph[0], 3 * n, "captured matmul_fwd");
-  same_bits(eager[1], graph[1], n, "captured attention_fwd");
-  free(eager[0]), free(eager[1]), free(graph[0]), free(graph[1]);
+  unsetenv("REPRISE_GPT_ATTN");
+  char what[3][64];
+  const char *names[] = {"matmul_fwd", "attention_fwd", "attention_bwd"};
+  size_t sizes[] = {3 * n, n, 3 * n};
+  for (int i = 0; i < 3; i++) {
+    snprintf(what[i], sizeof what[i], "captured %s (%s)", names[i], mode);
+    same_bits(eager[i], graph[i], sizes[i], what[i]);
+    free(eager[i]), free(graph[i]);
+  }
   free(x), free(W), free(bias), free(poison);
-  void *bufs[] = {d_x, d_W, d_b, d_qkv, d_qkvr, d_att, d_out, d_scr};
+  void *bufs[] = {d_x,   d_W,   d_b,   d_qkv,  d_qkvr,
+                  d_att, d_out, d_scr, d_dqkv, d_datt};
   for (size_t i = 0; i < KR_LEN(bufs); i++)
     rp_cuda_buf_free(bufs[i]);
   RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
+Test(gpt_kernels_gpu, gemm_launchers_are_capture_safe) {
+  need_gpu();
+  RP_CHECK(rp_cuda_blas_init(0));
+  check_capture("fused");
+  check_capture("gemm");
 }
 
 #else /* !REPRISE_HAVE_CUDA */
