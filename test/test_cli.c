@@ -1332,28 +1332,43 @@ Test(cli, train_gpt_dist_without_mpi_is_the_mlps_usage_error) {
 #endif
 /* With MPI: test/comm/train_gpt_dist.c (label dist). */
 
+/* Each refusal names the option at fault (and, for the split, the rule). */
 Test(cli, train_gpt_refuses_the_other_models_options_with_exit_2) {
-  static const char *bad[][6] = {
-      {"--model", "gpt", "--hidden", "8"},
-      {"--model", "gpt", "--momentum", "0.5"},
-      {"--model", "gpt", "--data", "x.csv"},
-      {"--layers", "2"},
-      {"--model", "mlp", "--text", "x.txt"},
-      {"--model", "gpt", "--width", "30", "--heads", "4"},
-      {"--model", "tree"},
-      {"--model", "gpt", "--layers", "0"},
+  static const struct {
+    const char *args[8], *want;
+  } bad[] = {
+      {{"--model", "gpt", "--hidden", "8"}, "--hidden is not an option"},
+      {{"--model", "gpt", "--momentum", "0.5"}, "--momentum is not an option"},
+      {{"--model", "gpt", "--data", "x.csv"}, "--data is not an option"},
+      {{"--model", "gpt", "--timings", "t.json"}, "--timings is not an option"},
+      {{"--model", "gpt", "--compare"}, "--compare is not an option"},
+      {{"--layers", "2"}, "--layers is an option of --model gpt"},
+      {{"--stop", "2"}, "--stop is an option of --model gpt"},
+      {{"--model", "mlp", "--text", "x.txt"}, "--text is an option"},
+      {{"--model", "gpt", "--width", "30", "--heads", "4"}, "--width 30"},
+      {{"--model", "tree"}, "tree"},
+      {{"--model", "gpt", "--layers", "0"}, "--layers"},
+      {{"--model", "gpt", "--iters", "10", "--stop", "11"},
+       "--stop 11 is past --iters 10"},
+      {{"--model", "gpt", "--procs", "3", "--batch", "4"},
+       "--batch 4 over --procs 3: batch 4 cannot be split"},
+      {{"--model", "gpt", "--procs", "17", "--batch", "32"},
+       "--model gpt takes 1..16 processors"},
+      {{"--model", "gpt", "--batch", "65537"}, "a batch of 1..65536"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    const char *args[8] = {"train"};
+    const char *args[10] = {"train"};
     size_t n = 1;
-    for (size_t j = 0; j < 6 && bad[i][j]; j++)
-      args[n++] = bad[i][j];
+    for (size_t j = 0; j < 8 && bad[i].args[j]; j++)
+      args[n++] = bad[i].args[j];
     args[n] = NULL;
     cli_run r;
     run_cli(&r, args);
-    cr_assert_eq(r.status, 2, "case %zu (%s %s): status %d, %s", i, bad[i][0],
-                 bad[i][1], r.status, r.err);
+    cr_assert_eq(r.status, 2, "case %zu (%s %s): status %d, %s", i,
+                 bad[i].args[0], bad[i].args[1], r.status, r.err);
     cr_assert(strstr(r.err, "reprise train"), "case %zu: %s", i, r.err);
+    cr_assert(strstr(r.err, bad[i].want), "case %zu: no '%s' in: %s", i,
+              bad[i].want, r.err);
   }
 }
 
@@ -1446,6 +1461,62 @@ Test(cli, train_gpt_trains_reports_and_resumes, .timeout = 300) {
   unlink(corpus);
   unlink(ckpt);
   unlink(json);
+}
+
+/* --stop N ends a run inside the --iters schedule: its checkpoint, resumed
+ * with the same --iters, ends bitwise where one uninterrupted run does
+ * (the whole checkpoint file equal), with no "not an exact continuation"
+ * note; --stop at or below the saved step is a usage error. */
+Test(cli, train_gpt_stop_then_resume_is_one_run_bitwise, .timeout = 300) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", one[] = "/tmp/rp_cli_gpt_XXXXXX",
+       half[] = "/tmp/rp_cli_gpt_XXXXXX", two[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(one), tmp_file(half), tmp_file(two);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "14", "--save-weights", one);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "14", "--stop", "6", "--save-weights",
+      half);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "replay 6 iterations"), "%s", r.out);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "14", "--load-weights", half,
+      "--save-weights", two);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "at step 6"), "%s", r.out);
+  cr_assert(!strstr(r.err, "not an exact continuation"), "%s", r.err);
+  size_t n1, n2;
+  char *w1 = th_read_all(one, &n1), *w2 = th_read_all(two, &n2);
+  cr_assert(w1 && w2 && n1 == n2 && n1 > 0, "%zu and %zu bytes", n1, n2);
+  cr_assert(!memcmp(w1, w2, n1), "the resumed run's checkpoint differs");
+  free(w1), free(w2);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "14", "--stop", "6", "--load-weights",
+      half);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--stop 6:"), "%s", r.err);
+  unlink(corpus), unlink(one), unlink(half), unlink(two);
+}
+
+/* A loss that becomes NaN is divergence: exit 1, the reason, and neither
+ * the checkpoint nor the JSON written (before this was checked, a NaN at a
+ * step that read the loss passed as "no loss read"). */
+Test(cli, train_gpt_nan_loss_is_divergence, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", dir[] = "/tmp/rp_cli_gptd_XXXXXX";
+  gpt_corpus(corpus);
+  cr_assert_not_null(mkdtemp(dir));
+  char ckpt[64], json[64];
+  snprintf(ckpt, sizeof ckpt, "%s/w.ckpt", dir);
+  snprintf(json, sizeof json, "%s/run.json", dir);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "30", "--lr", "100", "--log-every",
+      "1000", "--save-weights", ckpt, "--json", json);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "training diverged at iteration 30: loss -nan") ||
+                strstr(r.err, "training diverged at iteration 30: loss nan"),
+            "%s", r.err);
+  cr_assert_neq(access(ckpt, F_OK), 0, "a checkpoint was written");
+  cr_assert_neq(access(json, F_OK), 0, "a JSON file was written");
+  rmdir(dir);
+  unlink(corpus);
 }
 
 /* --inflight 4: the final weights (the whole checkpoint) of --inflight 1,

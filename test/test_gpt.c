@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #define REF_TOL 1e-4
@@ -537,6 +538,76 @@ static void tt_train(tt *t, uint32_t start, uint32_t stop) {
   RP_CHECK(rp_gpt_train(t->m, t->ex, &t->text, &o));
 }
 
+/* Eager misuse is refused before anything runs, so nothing is poisoned:
+ * a non-finite or negative lr (rp_gpt_step, rp_gpt_train), a prompt token
+ * outside the vocabulary or a bad temperature (rp_gpt_sample), a text
+ * whose split is shorter than a window or whose vocabulary is larger than
+ * the model's (rp_gpt_train: no read past the tokens). Afterwards greedy
+ * sampling gives the same tokens as before, and ten eager steps end
+ * bitwise where a model that saw no misuse ends. */
+Test(gpt_backends, eager_misuse_is_refused_and_the_model_trains_on) {
+  tt a, b;
+  tt_init(&a, 1, 0);
+  tt_init(&b, 1, 0);
+  const rp_gpt_sampling greedy = {.temperature = 0, .seed = 1};
+  int32_t prompt[2] = {1, 2}, before[6], after[6];
+  RP_CHECK(rp_gpt_sample(a.m, prompt, 2, 4, &greedy, before));
+  const float bad_lr[] = {NAN, INFINITY, -1e-3f};
+  for (size_t i = 0; i < sizeof bad_lr / sizeof bad_lr[0]; i++) {
+    rp_gpt_step_args st = {0, bad_lr[i], 1};
+    RP_EXPECT(rp_gpt_step(a.m, &st), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "rp_gpt_step: lr = "), "%s",
+              rp_error_detail());
+    rp_gpt_train_opts o = {.iters = 10, .lr = bad_lr[i], .warmup = 2};
+    RP_EXPECT(rp_gpt_train(a.m, NULL, &a.text, &o), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "rp_gpt_train: lr = "), "%s",
+              rp_error_detail());
+  }
+  int32_t outside[2] = {1, (int32_t)a.text.vocab};
+  RP_EXPECT(rp_gpt_sample(a.m, outside, 2, 4, &greedy, after), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "prompt token 1 = "), "%s",
+            rp_error_detail());
+  const float bad_t[] = {-1.0f, NAN, INFINITY};
+  for (size_t i = 0; i < sizeof bad_t / sizeof bad_t[0]; i++) {
+    rp_gpt_sampling how = {.temperature = bad_t[i], .seed = 1};
+    RP_EXPECT(rp_gpt_sample(a.m, prompt, 2, 4, &how, after), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "temperature = "), "%s",
+              rp_error_detail());
+  }
+  /* a training split of 16 tokens: no window of 16 + 1 fits */
+  rp_text small = a.text, wide;
+  small.ntrain = 16;
+  uint8_t *many = malloc(4000);
+  for (int i = 0; i < 4000; i++)
+    many[i] = (uint8_t)(i * 7 % 251);
+  RP_CHECK(rp_text_from_bytes("wide", many, 4000, 16, &wide));
+  free(many);
+  rp_gpt_train_opts o = {.iters = 10, .lr = 3e-3f, .warmup = 2};
+  RP_EXPECT(rp_gpt_train(a.m, NULL, &small, &o), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "does not fit the model"), "%s",
+            rp_error_detail());
+  if (wide.vocab > a.text.vocab) {
+    RP_EXPECT(rp_gpt_train(a.m, NULL, &wide, &o), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "does not fit the model"), "%s",
+              rp_error_detail());
+  }
+  rp_text_free(&wide);
+  RP_CHECK(rp_gpt_sample(a.m, prompt, 2, 4, &greedy, after));
+  cr_assert(!memcmp(before, after, sizeof before),
+            "greedy sampling changed after the refused calls");
+  tt_train(&a, 0, 10);
+  tt_train(&b, 0, 10);
+  size_t n = rp_gpt_param_count(a.m);
+  float *wa = malloc(n * sizeof *wa), *wb = malloc(n * sizeof *wb);
+  RP_CHECK(rp_gpt_params_read(a.m, wa, n));
+  RP_CHECK(rp_gpt_params_read(b.m, wb, n));
+  cr_assert(!memcmp(wa, wb, n * sizeof *wa),
+            "the weights differ from a model that saw no misuse");
+  free(wa), free(wb);
+  tt_fini(&a);
+  tt_fini(&b);
+}
+
 Test(gpt_backends, checkpoint_resume_is_bitwise_equal_to_one_run) {
   tt a, b;
   tt_init(&a, 1, 1); /* skips without a device: before the folder is made */
@@ -600,11 +671,11 @@ typedef struct seen {
   float loss[16];
 } seen;
 
-static int record_progress(void *arg, uint32_t t, float loss) {
+static int record_progress(void *arg, uint32_t t, const float *loss) {
   seen *s = arg;
   if (s->n < 16) {
     s->steps[s->n] = t;
-    s->loss[s->n] = loss;
+    s->loss[s->n] = loss ? *loss : NAN;
   }
   s->n++;
   return 0;
@@ -838,6 +909,21 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   c.width = 30; /* not a multiple of 4 heads */
   RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "multiple of heads"));
+  rp_gpt_config_init(&c); /* each AdamW setting named */
+  c.eps = INFINITY;
+  RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "AdamW eps = inf"), "%s",
+            rp_error_detail());
+  rp_gpt_config_init(&c);
+  c.weight_decay = INFINITY;
+  RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "AdamW weight_decay = inf"), "%s",
+            rp_error_detail());
+  rp_gpt_config_init(&c);
+  c.beta2 = 1.0f;
+  RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "AdamW beta2 = 1"), "%s",
+            rp_error_detail());
   th_tmpdir_make("test_gpt_XXXXXX");
   fixture fx;
   fx_load(&fx);
@@ -846,6 +932,15 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   rp_gpt_ckpt info;
   memset(&info, 0, sizeof info);
   const char *path = th_tmp_path("w.ckpt");
+  info.lr = NAN; /* the reader would refuse it: not written */
+  RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_save: lr = nan"), "%s",
+            rp_error_detail());
+  cr_assert_neq(access(path, F_OK), 0, "a file was written");
+  info.lr = 0;
+  RP_EXPECT(rp_gpt_tensor_write(t.m, 0, RP_GPT_WEIGHT, NULL, 1), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_tensor_write"), "%s",
+            rp_error_detail());
   RP_CHECK(rp_gpt_save(t.m, path, &info));
   size_t len;
   char *buf = th_read_all(path, &len);

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -255,6 +256,13 @@ int rp_cli_output_commit(const char *cmd, const char *opt, const char *path,
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
+}
+
+void rp_cli_json_num(FILE *f, const char *key, double v, int ok) {
+  if (ok && isfinite(v))
+    fprintf(f, ",\n  \"%s\": %.9g", key, v);
+  else
+    fprintf(f, ",\n  \"%s\": null", key);
 }
 
 /* ---- usage ---- */

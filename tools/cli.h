@@ -99,6 +99,9 @@ int rp_cli_output_open(const char *cmd, const char *opt, const char *path,
  * file is unchanged"). */
 int rp_cli_output_commit(const char *cmd, const char *opt, const char *path,
                          rp_output *o);
+/* Writes `,\n  "key": v` into a JSON object: v as %.9g, or null when v is
+ * not finite or ok is 0 (JSON has no NaN or infinity). */
+void rp_cli_json_num(FILE *f, const char *key, double v, int ok);
 
 /* The running command's usage text (for rp_cli_bad_option). */
 void rp_cli_set_usage(void (*usage)(FILE *f));

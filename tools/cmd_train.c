@@ -100,12 +100,15 @@ static void train_usage(FILE *f) {
       "                            step and the lr schedule (versioned\n"
       "                            RPRSWGHT format, see docs/training.md)\n"
       "  -h, --help                this text\n"
-      "\n"
+      "\n");
+  fprintf(
+      f,
       "--model mlp|gpt             the model (default mlp, above). gpt: a\n"
       "                            decoder-only transformer on a text file's\n"
       "                            bytes (see docs/gpt.md), with the shared\n"
-      "                            options --backend --procs --iters --batch\n"
-      "                            (default 16) --lr (peak, default 0.002)\n"
+      "                            options --backend --procs (default 1)\n"
+      "                            --iters (default 600) --batch (default\n"
+      "                            16) --lr (peak, default 0.002)\n"
       "                            --seed --eager --log-every --save-graph\n"
       "                            --dump --trace --json --save-weights\n"
       "                            --load-weights --max-bytes --inflight\n"
@@ -125,6 +128,10 @@ static void train_usage(FILE *f) {
       "  --warmup N                linear warmup steps before the cosine\n"
       "                            decay (default iters/10, at most 100)\n"
       "  --sample N                bytes sampled at the end (default 200)\n"
+      "  --stop N                  stop after step N of the --iters schedule\n"
+      "                            (default --iters): --save-weights, then\n"
+      "                            --load-weights with the same --iters\n"
+      "                            goes on bitwise as one run would\n"
       "  --tp N                    tensor parallelism: attention heads and\n"
       "                            MLP columns split over N processors\n"
       "                            (default 1; --procs a multiple of N, the\n"
@@ -236,6 +243,7 @@ enum {
   OPT_WARMUP,
   OPT_SAMPLE,
   OPT_TP,
+  OPT_STOP,
   OPT_END,
 };
 
@@ -279,6 +287,7 @@ static const struct option LONGOPTS[] = {
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"sample", required_argument, NULL, OPT_SAMPLE},
     {"tp", required_argument, NULL, OPT_TP},
+    {"stop", required_argument, NULL, OPT_STOP},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -407,6 +416,8 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
     return rp_cli_parse_u32("train", "--sample", arg, 0, 1000000, &c->sample);
   case OPT_TP:
     return rp_cli_parse_u32("train", "--tp", arg, 1, RP_GPT_MAX_PROCS, &c->tp);
+  case OPT_STOP:
+    return rp_cli_parse_u32("train", "--stop", arg, 1, 100000000, &c->stop);
   case 'h':
     train_usage(stdout);
     return -1;
@@ -452,14 +463,22 @@ static int check_options(train_cli *c) {
 
 #define GIVEN(c, o) (((c)->given >> ((o)-OPT_BACKEND)) & 1u)
 
+/* An option's long name, by its value. */
+static const char *opt_name(int o) {
+  for (const struct option *l = LONGOPTS; l->name; l++)
+    if (l->val == o)
+      return l->name;
+  return "?";
+}
+
 /* --model mlp (the default): the GPT's own options are refused. */
 static int gpt_only(const train_cli *c) {
-  const int o[] = {OPT_LAYERS, OPT_HEADS,  OPT_WIDTH,  OPT_CONTEXT,
-                   OPT_TEXT,   OPT_WARMUP, OPT_SAMPLE, OPT_TP};
+  const int o[] = {OPT_LAYERS, OPT_HEADS,  OPT_WIDTH, OPT_CONTEXT, OPT_TEXT,
+                   OPT_WARMUP, OPT_SAMPLE, OPT_TP,    OPT_STOP};
   for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
     if (GIVEN(c, o[i]))
       return rp_cli_usage_error("train", "--%s is an option of --model gpt",
-                                LONGOPTS[o[i] - OPT_BACKEND].name);
+                                opt_name(o[i]));
   return RP_CLI_OK;
 }
 
@@ -475,7 +494,7 @@ static int gpt_options(train_cli *c) {
       return rp_cli_usage_error("train",
                                 "--%s is not an option of --model "
                                 "gpt",
-                                LONGOPTS[o[i] - OPT_BACKEND].name);
+                                opt_name(o[i]));
   if (!GIVEN(c, OPT_PROCS))
     c->mc.procs = 1;
   if (!GIVEN(c, OPT_BATCH))
@@ -492,6 +511,13 @@ static int gpt_options(train_cli *c) {
               : c->iters >= 1000   ? 100
                                    : c->iters / 10;
   c->sample = GIVEN(c, OPT_SAMPLE) ? c->sample : 200;
+  if (!GIVEN(c, OPT_STOP))
+    c->stop = c->iters;
+  if (c->stop > c->iters)
+    return rp_cli_usage_error("train",
+                              "--stop %u is past --iters %u (the schedule's "
+                              "last step)",
+                              c->stop, c->iters);
   if (!c->text)
     c->text = RP_GPT_DEFAULT_TEXT;
   if (!c->log_every)
@@ -524,6 +550,16 @@ static int gpt_options(train_cli *c) {
                               "--procs %u / --tp %u is more than --batch %u: "
                               "every data group needs rows of the batch",
                               c->mc.procs, c->tp, c->mc.batch);
+  if (c->mc.procs > RP_GPT_MAX_PROCS || c->mc.batch > RP_GPT_MAX_BATCH)
+    return rp_cli_usage_error("train",
+                              "--procs %u --batch %u: --model gpt takes "
+                              "1..%d processors and a batch of 1..%d",
+                              c->mc.procs, c->mc.batch, RP_GPT_MAX_PROCS,
+                              RP_GPT_MAX_BATCH);
+  /* --dist: checked with the number of ranks, once MPI has started */
+  if (!c->dist && rp_gpt_split_check(c->mc.batch, 1, c->mc.procs, c->tp))
+    return rp_cli_usage_error("train", "--batch %u over --procs %u: %s",
+                              c->mc.batch, c->mc.procs, rp_error_detail());
   if (c->trace && c->eager)
     return rp_cli_usage_error("train", "--trace needs the recorded step "
                                        "(drop --eager)");
@@ -1378,33 +1414,26 @@ static void print_summary(const train_state *s) {
   print_procs(s, "ran on ");
 }
 
-static void json_num(FILE *f, const char *key, double v, int ok) {
-  if (ok && isfinite(v))
-    fprintf(f, ",\n  \"%s\": %.9g", key, v);
-  else
-    fprintf(f, ",\n  \"%s\": null", key);
-}
-
 /* The practitioner's keys: samples, validation, shuffling, resume,
  * divergence and the log points. */
 static void write_json_training(FILE *f, const train_state *s) {
   const train_cli *c = s->c;
   fprintf(f, ",\n  \"train_samples\": %u,\n  \"val_samples\": %u", s->data.n,
           s->val.n);
-  json_num(f, "val_loss", s->val_loss, s->val.n > 0);
-  json_num(f, "val_accuracy", s->val_acc, s->val.n > 0);
+  rp_cli_json_num(f, "val_loss", s->val_loss, s->val.n > 0);
+  rp_cli_json_num(f, "val_accuracy", s->val_acc, s->val.n > 0);
   fprintf(f, ",\n  \"shuffle\": %s,\n  \"start_step\": %u",
           c->no_shuffle ? "false" : "true", s->start);
   fprintf(f, ",\n  \"steps_done\": %u,\n  \"diverged\": %s", s->steps_done,
           s->diverged ? "true" : "false");
-  json_num(f, "diverge_limit", s->limit, 1);
+  rp_cli_json_num(f, "diverge_limit", s->limit, 1);
   fprintf(f, ",\n  \"log\": [");
   for (uint32_t i = 0; i < s->nlog; i++) {
     const log_point *lp = &s->log[i];
     fprintf(f, "%s\n    {\"iter\": %u", i ? "," : "", lp->iter);
-    json_num(f, "loss", lp->loss, 1);
-    json_num(f, "val_loss", lp->val_loss, s->val.n > 0);
-    json_num(f, "val_accuracy", lp->val_acc, s->val.n > 0);
+    rp_cli_json_num(f, "loss", lp->loss, 1);
+    rp_cli_json_num(f, "val_loss", lp->val_loss, s->val.n > 0);
+    rp_cli_json_num(f, "val_accuracy", lp->val_acc, s->val.n > 0);
     fprintf(f, "}");
   }
   fprintf(f, "%s]", s->nlog ? "\n  " : "");
@@ -1432,18 +1461,19 @@ static int write_json(const train_state *s) {
           c->compare ? "compare"
           : c->eager ? "eager"
                      : "replay");
-  json_num(f, "initial_loss", s->init_loss, 1);
-  json_num(f, "final_loss", fin->final_loss, 1);
-  json_num(f, "accuracy", fin->accuracy, 1);
-  json_num(f, "replay_iter_us_median", s->replay.median_us, s->replay.ran);
-  json_num(f, "replay_iter_us_p99", s->replay.p99_us, s->replay.ran);
-  json_num(f, "eager_iter_us_median", s->eager.median_us, s->eager.ran);
-  json_num(f, "eager_iter_us_p99", s->eager.p99_us, s->eager.ran);
-  json_num(f, "replay_iter_us_throughput", s->replay.wall_us_per_iter,
-           s->replay.ran);
-  json_num(f, "eager_iter_us_throughput", s->eager.wall_us_per_iter,
-           s->eager.ran);
-  json_num(f, "samples_per_s", fin->samples_per_s, 1);
+  rp_cli_json_num(f, "initial_loss", s->init_loss, 1);
+  rp_cli_json_num(f, "final_loss", fin->final_loss, 1);
+  rp_cli_json_num(f, "accuracy", fin->accuracy, 1);
+  rp_cli_json_num(f, "replay_iter_us_median", s->replay.median_us,
+                  s->replay.ran);
+  rp_cli_json_num(f, "replay_iter_us_p99", s->replay.p99_us, s->replay.ran);
+  rp_cli_json_num(f, "eager_iter_us_median", s->eager.median_us, s->eager.ran);
+  rp_cli_json_num(f, "eager_iter_us_p99", s->eager.p99_us, s->eager.ran);
+  rp_cli_json_num(f, "replay_iter_us_throughput", s->replay.wall_us_per_iter,
+                  s->replay.ran);
+  rp_cli_json_num(f, "eager_iter_us_throughput", s->eager.wall_us_per_iter,
+                  s->eager.ran);
+  rp_cli_json_num(f, "samples_per_s", fin->samples_per_s, 1);
   /* the step's size in ops (each a kernel on a GPU): what a comparison
    * with another framework's step counts against */
   rp_exec_stats es;

@@ -34,7 +34,8 @@ typedef struct train_cli {
   /* --model gpt */
   int gpt;
   uint32_t layers, heads, width, context, warmup, sample;
-  uint32_t tp; /* --tp: tensor-parallel processors per data group */
+  uint32_t tp;   /* --tp: tensor-parallel processors per data group */
+  uint32_t stop; /* --stop: the run ends after this step (<= iters) */
   const char *text;
   int text_given; /* --text given (else the default corpus) */
   uint64_t given; /* options seen, bit (option - first option) */

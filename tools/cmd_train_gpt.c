@@ -50,6 +50,9 @@ typedef struct gpt_state {
   train_ranks tr;  /* --dist: MPI_COMM_WORLD's; else 0 of 1 */
   int ranks_checked, ranks_equal; /* --dist: final weights on every rank */
   int xr; /* --dist, --tp above --procs: groups across ranks (train/gpt.h) */
+  /* bytes per processor, all and the parameter state's, taken with the
+   * training step in place (before the decode step of --sample) */
+  uint64_t total_bytes[RP_GPT_MAX_PROCS], state_bytes[RP_GPT_MAX_PROCS];
 } gpt_state;
 
 static int gfail(const char *what, rp_status st) {
@@ -99,13 +102,14 @@ static int load_ckpt(gpt_state *s) {
             rp_train_who(), c->load_weights, k->vocab, c->text, s->text.vocab);
     return RP_CLI_FAILED;
   }
-  if (c->iters <= k->step && s->tr.rank != 0) /* --dist: rank 0 says it */
+  if (c->stop <= k->step && s->tr.rank != 0) /* --dist: rank 0 says it */
     return RP_CLI_USAGE;
-  if (c->iters <= k->step)
+  if (c->stop <= k->step)
     return rp_cli_usage_error("train",
-                              "--iters %u: %s has done %u steps already; "
-                              "--iters counts the total steps",
-                              c->iters, c->load_weights, k->step);
+                              "--%s %u: %s has done %u steps already; "
+                              "--iters and --stop count the total steps",
+                              c->stop < c->iters ? "stop" : "iters", c->stop,
+                              c->load_weights, k->step);
   s->start = k->step;
   if (s->tr.rank == 0 && /* --dist: said once */
       (k->lr != c->lr || k->warmup != c->warmup || k->iters != c->iters ||
@@ -234,25 +238,26 @@ static int instantiate(gpt_state *s) {
     return gfail("instantiating the step", st);
   s->instantiate_ms = (double)(rp_train_now_ns() - t0) * 1e-6;
   if (c->trace && s->tr.rank == 0) { /* --dist: rank 0's replays */
-    uint32_t n = c->iters < 16 ? c->iters : 16;
+    uint32_t n = c->stop < 16 ? c->stop : 16;
     if ((st = rp_exec_trace_start(s->ex, n)) != RP_OK)
       return gfail("--trace", st);
   }
   return RP_CLI_OK;
 }
 
-static int on_step(void *arg, uint32_t t, float loss) {
+static int on_step(void *arg, uint32_t t, const float *read) {
   gpt_state *s = arg;
   const train_cli *c = s->c;
   s->done = t + 1;
-  if (isnan(loss))
+  if (!read) /* this step's loss was not read */
     return 0;
+  float loss = *read;
   s->last_loss = loss;
   if (!isfinite(loss) || loss > s->limit) {
     s->diverged = 1;
     return 1;
   }
-  if (!(t % c->log_every == 0 || t + 1 == c->iters))
+  if (!(t % c->log_every == 0 || t + 1 == c->stop))
     return 0;
   double val = NAN;
   uint64_t t0 = rp_train_now_ns();
@@ -314,12 +319,10 @@ static void print_header(const gpt_state *s) {
            4 * c->width, groups, groups == 1 ? "" : "s");
   printf("bytes per processor (parameter state: weights, replicas or shards, "
          "gradients, AdamW moments; then everything):");
-  for (uint32_t p = 0; p < all; p++) {
-    uint64_t total = 0, state = 0;
-    rp_gpt_proc_bytes(s->m, p, &total, &state);
-    printf("%s %u: %llu / %llu", p ? "," : "", p, (unsigned long long)state,
-           (unsigned long long)total);
-  }
+  for (uint32_t p = 0; p < all; p++)
+    printf("%s %u: %llu / %llu", p ? "," : "", p,
+           (unsigned long long)s->state_bytes[p],
+           (unsigned long long)s->total_bytes[p]);
   printf("\n");
   char comm[48] = "";
   if (s->comm)
@@ -384,30 +387,33 @@ typedef struct gpt_times {
 
 static int write_json(const gpt_state *s, const gpt_times *tm) {
   const train_cli *c = s->c;
-  FILE *f = fopen(c->json, "w");
-  if (!f) {
-    fprintf(stderr, "reprise train: cannot write '%s': %s\n", c->json,
-            strerror(errno));
-    return RP_CLI_FAILED;
-  }
+  rp_output *o;
+  int rc = rp_cli_output_open("train", "--json", c->json, &o);
+  if (rc)
+    return rc;
+  FILE *f = rp_output_file(o);
   fprintf(f,
           "{\n  \"model\": \"gpt\",\n  \"backend\": \"%s\",\n  \"layers\": "
           "%u,\n  \"heads\": %u,\n  \"width\": %u,\n  \"context\": %u,\n"
           "  \"vocab\": %u,\n  \"batch\": %u,\n  \"procs\": %u,\n  \"iters\": "
           "%u,\n  \"mode\": \"%s\",\n  \"params\": %zu,\n  \"ops_per_step\": "
-          "%u,\n  \"final_loss\": %.9g,\n  \"val_loss\": %.9g,\n"
-          "  \"initial_val_loss\": %.9g,\n  \"bigram_val_loss\": %.9g,\n"
-          "  \"iter_us_median\": %.9g,\n  \"tokens_per_s\": %.9g,\n"
-          "  \"start_step\": %u,\n  \"steps_done\": %u,\n",
+          "%u",
           rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu",
           c->layers, c->heads, c->width, c->context, s->text.vocab, c->mc.batch,
           c->mc.procs, c->iters, c->eager ? "eager" : "replay",
-          rp_gpt_param_count(s->m), s->ops, (double)s->last_loss, s->val,
-          s->init_val, s->bigram, tm->median_us, tm->tok_s, s->start, s->done);
+          rp_gpt_param_count(s->m), s->ops);
+  /* a figure that is not finite is null (JSON has no NaN) */
+  rp_cli_json_num(f, "final_loss", s->last_loss, 1);
+  rp_cli_json_num(f, "val_loss", s->val, 1);
+  rp_cli_json_num(f, "initial_val_loss", s->init_val, 1);
+  rp_cli_json_num(f, "bigram_val_loss", s->bigram, 1);
+  rp_cli_json_num(f, "iter_us_median", tm->median_us, 1);
+  rp_cli_json_num(f, "tokens_per_s", tm->tok_s, 1);
   fprintf(f,
-          "  \"tp\": %u,\n  \"kernels_per_step\": %u,\n"
-          "  \"copies_per_step\": %u,\n  \"comm_per_step\": %u,\n",
-          c->tp, s->kernels, s->copies, s->comm);
+          ",\n  \"start_step\": %u,\n  \"steps_done\": %u,\n  \"tp\": %u,\n"
+          "  \"kernels_per_step\": %u,\n  \"copies_per_step\": %u,\n"
+          "  \"comm_per_step\": %u,\n",
+          s->start, s->done, c->tp, s->kernels, s->copies, s->comm);
   if (c->dist) /* procs: per rank; batch: global */
     fprintf(f, "  \"ranks\": %u,\n", s->tr.ranks);
   if (s->ranks_checked)
@@ -417,31 +423,24 @@ static int write_json(const gpt_state *s, const gpt_times *tm) {
   for (int pass = 0; pass < 2; pass++) {
     if (pass)
       fprintf(f, "],\n  \"state_bytes_per_proc\": [");
-    for (uint32_t p = 0; p < rp_gpt_proc_count(s->m); p++) {
-      uint64_t total = 0, state = 0;
-      rp_gpt_proc_bytes(s->m, p, &total, &state);
-      fprintf(f, "%s%llu", p ? ", " : "",
-              (unsigned long long)(pass ? state : total));
-    }
+    for (uint32_t p = 0; p < rp_gpt_proc_count(s->m); p++)
+      fprintf(
+          f, "%s%llu", p ? ", " : "",
+          (unsigned long long)(pass ? s->state_bytes[p] : s->total_bytes[p]));
   }
-  fprintf(f,
-          "],\n  \"inflight\": %u,\n  \"iter_us_p99\": %.9g,\n"
-          "  \"iter_us_throughput\": %.9g,\n  \"train_tokens_per_s\": %.9g,\n"
-          "  \"record_ms\": %.9g",
-          c->eager ? 1 : c->inflight, tm->p99_us, tm->thr_us, tm->train_tok_s,
-          s->record_ms);
+  fprintf(f, "],\n  \"inflight\": %u", c->eager ? 1 : c->inflight);
+  rp_cli_json_num(f, "iter_us_p99", tm->p99_us, 1);
+  rp_cli_json_num(f, "iter_us_throughput", tm->thr_us, 1);
+  rp_cli_json_num(f, "train_tokens_per_s", tm->train_tok_s, 1);
+  rp_cli_json_num(f, "record_ms", s->record_ms, 1);
   rp_exec_stats es; /* the replayed step's (absent with --eager) */
   if (s->ex)
-    fprintf(f, ",\n  \"instantiate_ms\": %.9g", s->instantiate_ms);
+    rp_cli_json_num(f, "instantiate_ms", s->instantiate_ms, 1);
   if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
-    fprintf(f, ",\n  \"ops_run_per_replay\": %.9g",
-            (double)es.ops_run / (double)es.replays);
+    rp_cli_json_num(f, "ops_run_per_replay",
+                    (double)es.ops_run / (double)es.replays, 1);
   fprintf(f, "\n}\n");
-  if (fclose(f) != 0) {
-    fprintf(stderr, "reprise train: error writing '%s'\n", c->json);
-    return RP_CLI_FAILED;
-  }
-  return RP_CLI_OK;
+  return rp_cli_output_commit("train", "--json", c->json, o);
 }
 
 static int train(gpt_state *s) {
@@ -454,6 +453,7 @@ static int train(gpt_state *s) {
   s->tty = isatty(STDOUT_FILENO);
   rp_gpt_train_opts o = {.iters = c->iters,
                          .start = s->start,
+                         .stop = c->stop,
                          .lr = c->lr,
                          .warmup = c->warmup,
                          .loss_every = c->log_every,
@@ -605,6 +605,8 @@ static int run(gpt_state *s) {
     rc = agree(s, record(s));
   if (!rc)
     rc = agree(s, instantiate(s));
+  for (uint32_t p = 0; !rc && p < rp_gpt_proc_count(s->m); p++)
+    rp_gpt_proc_bytes(s->m, p, &s->total_bytes[p], &s->state_bytes[p]);
   if (!rc && s->tr.rank == 0)
     print_header(s);
   if (!rc)

@@ -174,7 +174,7 @@ rp_status rp_gpt_config_check(const rp_gpt_config *c) {
            {"width", c->width, 1, RP_GPT_MAX_WIDTH},
            {"context", c->context, 1, RP_GPT_MAX_CONTEXT},
            {"vocab", c->vocab, 2, RP_GPT_MAX_VOCAB},
-           {"batch", c->batch, 1, 1u << 16},
+           {"batch", c->batch, 1, RP_GPT_MAX_BATCH},
            {"procs", c->procs, 1, RP_GPT_MAX_PROCS},
            {"ring", c->ring, 1, 1u << 16}};
   for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
@@ -213,9 +213,20 @@ rp_status rp_gpt_config_check(const rp_gpt_config *c) {
                         "%s: batch %u x context %u is too large for int32 "
                         "kernel sizes",
                         f, c->batch, c->context);
-  if (!(c->beta1 >= 0 && c->beta1 < 1 && c->beta2 >= 0 && c->beta2 < 1 &&
-        c->eps > 0 && c->weight_decay >= 0 && isfinite(c->max_norm)))
-    return rp_error_set(RP_EINVAL, "%s: bad AdamW settings", f);
+  struct {
+    const char *name, *need;
+    float v;
+    int ok;
+  } h[] = {{"beta1", "in [0, 1)", c->beta1, c->beta1 >= 0 && c->beta1 < 1},
+           {"beta2", "in [0, 1)", c->beta2, c->beta2 >= 0 && c->beta2 < 1},
+           {"eps", "finite, > 0", c->eps, c->eps > 0 && isfinite(c->eps)},
+           {"weight_decay", "finite, >= 0", c->weight_decay,
+            c->weight_decay >= 0 && isfinite(c->weight_decay)},
+           {"max_norm", "finite", c->max_norm, isfinite(c->max_norm)}};
+  for (size_t i = 0; i < sizeof h / sizeof h[0]; i++)
+    if (!h[i].ok)
+      return rp_error_set(RP_EINVAL, "%s: AdamW %s = %g (need %s)", f,
+                          h[i].name, (double)h[i].v, h[i].need);
   return RP_OK;
 }
 
@@ -1752,6 +1763,11 @@ rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
   if (a->batch >= m->cfg.ring || a->step < 1)
     return rp_error_set(RP_ERANGE, "rp_gpt_step: batch %u of %u, step %d",
                         a->batch, m->cfg.ring, (int)a->step);
+  /* refused here, before any op is issued: a failed eager op would poison
+   * the instances it writes for every later op */
+  if (!(isfinite(a->lr) && a->lr >= 0))
+    return rp_error_set(RP_EINVAL, "rp_gpt_step: lr = %g (need finite, >= 0)",
+                        (double)a->lr);
   rp_status st = step_inputs(m, a->batch);
   for (uint32_t d = 0; !st && d < m->dp; d++) {
     shard *s = &m->sh[d];
@@ -1945,16 +1961,35 @@ int32_t rp_gpt_pick(const float *lg, uint32_t V, float temperature,
   return best;
 }
 
+/* A prompt's tokens in [0, V) and a temperature that is 0 or positive
+ * (checked before anything runs: a token outside the vocabulary would
+ * fail the embedding op and poison the instances it writes). */
+static rp_status check_prompt(const int32_t *prompt, uint32_t plen, uint32_t V,
+                              const rp_gpt_sampling *how, const char *f) {
+  for (uint32_t i = 0; i < plen; i++)
+    if (prompt[i] < 0 || (uint32_t)prompt[i] >= V)
+      return rp_error_set(RP_ERANGE, "%s: prompt token %u = %d outside [0, %u)",
+                          f, i, (int)prompt[i], V);
+  if (!(how->temperature >= 0 && isfinite(how->temperature)))
+    return rp_error_set(RP_EINVAL,
+                        "%s: temperature = %g (need 0 for greedy, or finite "
+                        "and > 0)",
+                        f, (double)how->temperature);
+  return RP_OK;
+}
+
 rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, const rp_gpt_sampling *how, int32_t *out) {
   if (!m || !prompt || !out || !how || plen == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
+  rp_status st = check_prompt(prompt, plen, V, how, "rp_gpt_sample");
+  if (st != RP_OK)
+    return st;
   int32_t *win = calloc(T, sizeof *win);
   size_t nl = (size_t)m->sh[0].N * V; /* shard 0's logits instance */
   float *logits = calloc(nl + V, sizeof *logits); /* + pick's scratch */
-  rp_status st =
-      win && logits ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_sample: memory");
+  st = win && logits ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_sample: memory");
   rp_rng r;
   rp_rng_seed(&r, how->seed ^ 0x73616d706c65ull);
   memcpy(out, prompt, plen * sizeof *out);
@@ -2126,18 +2161,15 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
   if (!m || !ex || !prompt || !out || !how || plen == 0 || !m->dec)
     return rp_error_set(RP_EINVAL, "rp_gpt_generate: bad argument");
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
-  for (uint32_t i = 0; i < plen; i++)
-    if (prompt[i] < 0 || (uint32_t)prompt[i] >= V)
-      return rp_error_set(RP_ERANGE,
-                          "rp_gpt_generate: prompt token %u = %d "
-                          "outside [0, %u)",
-                          i, (int)prompt[i], V);
+  rp_status st = check_prompt(prompt, plen, V, how, "rp_gpt_generate");
+  if (st != RP_OK)
+    return st;
   if (m->xr && (!m->dec_filled || !m->dec->logits.id))
     return rp_error_set(RP_EINVAL,
                         "rp_gpt_generate: tensor parallelism across ranks: "
                         "the decode step runs on rank 0, after "
                         "rp_gpt_decode_fill on every rank");
-  rp_status st = m->xr ? RP_OK : gather_split(m);
+  st = m->xr ? RP_OK : gather_split(m);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "rp_gpt_generate: ");
   float *logits = calloc(2 * (size_t)V, sizeof *logits); /* + scratch */
@@ -2358,6 +2390,8 @@ rp_status rp_gpt_tensor_read(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
 
 rp_status rp_gpt_tensor_write(rp_gpt *m, uint32_t i, rp_gpt_slot s,
                               const float *in, size_t n) {
+  if (!in)
+    return rp_error_set(RP_EINVAL, "rp_gpt_tensor_write: NULL buffer");
   rp_status st = check_slot(m, i, s, n, "rp_gpt_tensor_write");
   if (st == RP_OK && (st = slot_io(m, i, s, NULL, in, n)) != RP_OK)
     st = rp_train_err_prefix(st, "rp_gpt_tensor_write: ");
@@ -2479,6 +2513,12 @@ static rp_status run_one(rp_gpt *m, rp_exec *ex, const rp_gpt_step_args *a) {
   if (st == RP_OK) {
     st = rp_event_wait(m->rt, all, -1);
     rp_event_release(m->rt, all);
+    if (st != RP_OK) /* the failed op's detail stayed on its worker */
+      return rp_error_set(st,
+                          "an op of the eager step failed (%s); the "
+                          "instances it writes stay poisoned, so the model "
+                          "cannot train on",
+                          rp_status_name(st));
   } else {
     rp_runtime_drain(m->rt);
   }
@@ -2533,11 +2573,11 @@ typedef struct flight_ctx {
 static rp_status report_step(void *arg, uint32_t s, int *halt) {
   const flight_ctx *f = arg;
   float loss = NAN;
+  int read = reads_loss(f->o, s, f->stop);
   rp_status st;
-  if (reads_loss(f->o, s, f->stop) &&
-      (st = rp_gpt_batch_loss(f->m, &loss)) != RP_OK)
+  if (read && (st = rp_gpt_batch_loss(f->m, &loss)) != RP_OK)
     return st;
-  if (f->o->progress && f->o->progress(f->o->arg, s, loss))
+  if (f->o->progress && f->o->progress(f->o->arg, s, read ? &loss : NULL))
     *halt = 1;
   return RP_OK;
 }
@@ -2582,6 +2622,15 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
   if (o->inflight > RP_GPT_MAX_INFLIGHT)
     return rp_error_set(RP_EINVAL, "rp_gpt_train: inflight = %u (need 0..%d)",
                         o->inflight, RP_GPT_MAX_INFLIGHT);
+  if (t->ntrain <= m->cfg.context || t->vocab > m->cfg.vocab)
+    return rp_error_set(RP_EINVAL,
+                        "rp_gpt_train: the text's training split (%zu "
+                        "tokens, vocabulary %u) does not fit the model "
+                        "(windows of context %u + 1, vocabulary %u)",
+                        t->ntrain, t->vocab, m->cfg.context, m->cfg.vocab);
+  if (!(isfinite(o->lr) && o->lr >= 0))
+    return rp_error_set(RP_EINVAL, "rp_gpt_train: lr = %g (need finite, >= 0)",
+                        (double)o->lr);
   uint64_t w0 = rp_train_now_ns();
   rp_status st = RP_OK;
   if (ex && o->inflight > 1) {
@@ -2604,9 +2653,10 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
     if (o->iter_ns)
       o->iter_ns[s - o->start] = t1 - t0;
     float loss = NAN;
-    if (reads_loss(o, s, stop) && (st = rp_gpt_batch_loss(m, &loss)) != RP_OK)
+    int read = reads_loss(o, s, stop);
+    if (read && (st = rp_gpt_batch_loss(m, &loss)) != RP_OK)
       break;
-    if (o->progress && o->progress(o->arg, s, loss))
+    if (o->progress && o->progress(o->arg, s, read ? &loss : NULL))
       break;
   }
   if (!ex) {
@@ -2656,6 +2706,9 @@ static uint64_t ckpt_floats(uint32_t L, uint64_t C, uint64_t T, uint64_t V) {
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
   if (!m || !path || !info)
     return rp_error_set(RP_EINVAL, "rp_gpt_save: NULL argument");
+  if (!isfinite(info->lr)) /* rp_gpt_ckpt_read would refuse the file */
+    return rp_error_set(RP_EINVAL, "rp_gpt_save: lr = %g (need finite)",
+                        (double)info->lr);
   const rp_gpt_config *c = &m->cfg;
   size_t nf = 3 * rp_gpt_param_count(m);
   size_t size = CKPT_HEAD + c->vocab + 4 * nf;
@@ -2721,9 +2774,9 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
       c->vocab > RP_GPT_MAX_VOCAB || !isfinite(c->lr))
     return rp_error_set(RP_EFORMAT,
                         "%s: bad header (layers %u, heads %u, "
-                        "width %u, context %u, vocab %u)",
+                        "width %u, context %u, vocab %u, lr %g)",
                         path, c->layers, c->heads, c->width, c->context,
-                        c->vocab);
+                        c->vocab, (double)c->lr);
   uint64_t want = CKPT_HEAD + c->vocab +
                   4 * ckpt_floats(c->layers, c->width, c->context, c->vocab);
   if (n != want)

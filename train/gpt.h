@@ -119,6 +119,7 @@
 
 #define RP_GPT_MAX_LAYERS 32
 #define RP_GPT_MAX_PROCS 16
+#define RP_GPT_MAX_BATCH 65536
 #define RP_GPT_MAX_VOCAB 256 /* byte-level vocabularies */
 #define RP_GPT_MAX_WIDTH 8192
 #define RP_GPT_MAX_CONTEXT 4096
@@ -225,7 +226,12 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
                                uint32_t n);
 
 /* Issues one step (eagerly, or recorded with the interpolations while a
- * capture is open on this thread). */
+ * capture is open on this thread). RP_EINVAL for an lr that is not finite
+ * or is negative, RP_ERANGE for a batch slot or step out of range, before
+ * anything is issued. An eager op that still fails while it runs (a
+ * communication error) poisons the instances it writes, and every later
+ * op that reads them fails with it: the step's status (rp_gpt_train's
+ * return) says so, and the model cannot train on. */
 rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a);
 /* Records one step into a new graph (the "loss" postcondition bound). */
 rp_status rp_gpt_record(rp_gpt *m, rp_graph **out);
@@ -348,7 +354,9 @@ typedef struct rp_gpt_train_opts {
   float lr;              /* peak */
   uint32_t warmup;
   uint32_t loss_every; /* 0: never */
-  int (*progress)(void *arg, uint32_t t, float loss);
+  /* after step t; loss: its loss when the step read one (every
+   * loss_every steps and the last), else NULL; nonzero stops the loop */
+  int (*progress)(void *arg, uint32_t t, const float *loss);
   void *arg;
   uint64_t *iter_ns; /* NULL or iters - start entries */
   uint64_t *wall_ns;

@@ -39,7 +39,7 @@ rp_status rp_text_from_bytes(const char *what, const uint8_t *b, size_t len,
                         "%s: %zu bytes: the 90%%/10%% split needs at least "
                         "%zu bytes in each part for one window of context "
                         "%u + 1 (at least %zu bytes in all)",
-                        what, len, need, context, 10 * need + 10);
+                        what, len, need, context, 10 * need);
   if (!(t.tokens = calloc(len, sizeof *t.tokens)))
     return rp_error_set(RP_ENOMEM, "%s: out of memory", what);
   for (size_t i = 0; i < len; i++)
