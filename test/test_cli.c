@@ -950,8 +950,8 @@ Test(cli, train_reads_data_files_and_names_malformed_ones_with_exit_1) {
 /* ---- one grammar for the commands (README "Environment") ---- */
 
 /* Every command, for the cases that go through them all. */
-static const char *const COMMANDS[] = {"bench", "dump",    "plot",
-                                       "train", "version", "help"};
+static const char *const COMMANDS[] = {"bench",    "dump",    "plot", "train",
+                                       "generate", "version", "help"};
 #define NCMD (sizeof COMMANDS / sizeof COMMANDS[0])
 
 Test(cli, every_command_and_help_topic_answers_help) {
@@ -965,7 +965,12 @@ Test(cli, every_command_and_help_topic_answers_help) {
     RUN(&r, "help", COMMANDS[i]);
     cr_assert_eq(r.status, 0, "help %s: %s", COMMANDS[i], r.err);
     cr_assert(strstr(r.out, want), "help %s: %s", COMMANDS[i], r.out);
+    RUN(&r, "help", COMMANDS[i], "--help");
+    cr_assert_eq(r.status, 0, "help %s --help: %s", COMMANDS[i], r.err);
+    cr_assert(strstr(r.out, want), "help %s --help: %s", COMMANDS[i], r.out);
   }
+  RUN(&r, "help", "train", "--bogus");
+  cr_assert_eq(r.status, 2, "%s", r.err);
   /* an unknown topic lists the commands instead of naming a --help */
   RUN(&r, "help", "bogus");
   cr_assert_eq(r.status, 2);
@@ -1355,6 +1360,11 @@ Test(cli, train_gpt_refuses_the_other_models_options_with_exit_2) {
       {{"--model", "gpt", "--procs", "17", "--batch", "32"},
        "--model gpt takes 1..16 processors"},
       {{"--model", "gpt", "--batch", "65537"}, "a batch of 1..65536"},
+      {{"--model", "gpt", "--json", "/tmp/rp_cli_same", "--save-weights",
+        "/tmp/rp_cli_same"},
+       "--json and --save-weights name the same file"},
+      {{"--trace", "/tmp/rp_cli_same", "--timings", "/tmp/rp_cli_same"},
+       "--trace and --timings name the same file"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *args[10] = {"train"};
@@ -1517,6 +1527,57 @@ Test(cli, train_gpt_nan_loss_is_divergence, .timeout = 120) {
   cr_assert_neq(access(json, F_OK), 0, "a JSON file was written");
   rmdir(dir);
   unlink(corpus);
+}
+
+/* generate: bytes from 0x80 up print as they are (UTF-8 text shows; the
+ * prompt's own bytes too); without --prompt and with no newline in the
+ * vocabulary the prompt is the vocabulary's first byte, said on stderr;
+ * REPRISE_* variables follow the grammar (a bad value exit 2, naming it;
+ * REPRISE_BACKEND=cuda without a device a failure naming the variable). */
+Test(cli, generate_prints_bytes_and_follows_the_environment, .timeout = 300) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_gpt_XXXXXX";
+  tmp_file(corpus), tmp_file(ckpt);
+  FILE *f = fopen(corpus, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < 400; i++)
+    fputs(i % 3 ? "caf\xc3\xa9 " : "d\xc3\xa9j\xc3\xa0 ", f);
+  fclose(f);
+  cli_run r;
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--layers", "1", "--heads", "2", "--width", "16", "--context", "16",
+      "--batch", "4", "--sample", "0", "--iters", "4", "--save-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--prompt",
+      "caf\xc3\xa9", "--tokens", "6");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(!strncmp(r.out, "caf\xc3\xa9", 5), "%s", r.out);
+  for (size_t i = 0; r.out[i]; i++)
+    cr_assert_neq(r.out[i], '?', "a byte replaced at %zu: %s", i, r.out);
+  RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--tokens",
+      "4");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.err, "has no newline in its vocabulary: the prompt is "
+                          "its first byte (0x20)"),
+            "%s", r.err);
+  cr_assert_eq(r.out[0], ' ', "%s", r.out);
+  setenv("REPRISE_SPIN_NS", "abc", 1);
+  RUN(&r, "generate", "--load-weights", ckpt, "--tokens", "2");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "REPRISE_SPIN_NS=abc"), "%s", r.err);
+  unsetenv("REPRISE_SPIN_NS");
+  setenv("REPRISE_BACKEND", "cuda", 1);
+  RUN(&r, "generate", "--load-weights", ckpt, "--tokens", "2");
+  if (r.status)
+    cr_assert(strstr(r.err, "creating the runtime (REPRISE_BACKEND=cuda)"),
+              "%s", r.err);
+  RUN(&r, "train", "--model", "gpt", "--text", corpus, "--layers", "1",
+      "--heads", "2", "--width", "16", "--context", "16", "--iters", "1",
+      "--sample", "0");
+  if (r.status)
+    cr_assert(strstr(r.err, "creating the runtime (REPRISE_BACKEND=cuda)"),
+              "%s", r.err);
+  unsetenv("REPRISE_BACKEND");
+  unlink(corpus), unlink(ckpt);
 }
 
 /* --inflight 4: the final weights (the whole checkpoint) of --inflight 1,

@@ -280,7 +280,9 @@ Test(views, critical_path_by_measured_durations, .init = setup,
   cr_assert(sum > 99.0 && sum < 101.0, "shares add up to %.1f%%", sum);
 }
 
-Test(views, bad_traces_are_usage_errors, .init = setup, .fini = teardown) {
+/* A trace that cannot be read or used is a failure (exit 1), as a graph
+ * file's is; options that do not apply to a summary are usage errors. */
+Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
   const char *g = diamond("d.json");
   char gp[512];
   snprintf(gp, sizeof gp, "%s", g);
@@ -288,26 +290,38 @@ Test(views, bad_traces_are_usage_errors, .init = setup, .fini = teardown) {
   write_text(bad, "{\"traceEvents\": [ {\"ph\": \"X\", ");
   cli_run r;
   RUN(&r, "dump", gp, "--critical-path", "--trace", bad);
-  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.status, 1, "%s", r.err);
   HAS(r.err, "is not valid JSON");
   write_text(bad, "{\"traceEvents\": 5}");
   RUN(&r, "dump", "--trace", bad, "--summary");
-  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.status, 1, "%s", r.err);
   HAS(r.err, "not a reprise trace: no \"traceEvents\" array");
   write_text(bad, "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\"}]}");
   RUN(&r, "dump", "--trace", bad, "--summary");
-  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.status, 1, "%s", r.err);
   HAS(r.err, "an \"X\" event without name, tid, ts or dur");
   RUN(&r, "dump", "--trace", th_tmp_path("missing.json"), "--summary");
-  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.status, 1, "%s", r.err);
   HAS(r.err, "cannot read the trace");
   /* a trace of another graph */
   write_text(bad, "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"x\", "
                   "\"cat\": \"task\", \"tid\": 0, \"ts\": 0, \"dur\": 1, "
                   "\"args\": {\"op\": 9}}]}");
   RUN(&r, "dump", gp, "--critical-path", "--trace", bad);
-  cr_assert_eq(r.status, 2);
+  cr_assert_eq(r.status, 1, "%s", r.err);
   HAS(r.err, "the trace names op 9 ('x'), the graph has 4 ops");
+  const char *extra[][2] = {{"--format", "json"},
+                            {"--stats", NULL},
+                            {"--lint", NULL},
+                            {"--critical-path", NULL},
+                            {"--schedule", NULL}};
+  for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+    const char *args[8] = {"dump",      "--trace",   bad,
+                           "--summary", extra[i][0], extra[i][1]};
+    run_cli(&r, args);
+    cr_assert_eq(r.status, 2, "%s: %s", extra[i][0], r.err);
+    HAS(r.err, "prints the trace's summary as text");
+  }
 }
 
 /* ---- summary ---- */

@@ -238,6 +238,28 @@ int rp_cli_check_output(const char *cmd, const char *opt, const char *path) {
   return RP_CLI_OK;
 }
 
+static int same_file(const char *a, const char *b) {
+  if (!strcmp(a, b))
+    return 1;
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+int rp_cli_check_outputs(const char *cmd, const char *const (*outs)[2],
+                         size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; outs[i][1] && j < n; j++)
+      if (outs[j][1] && same_file(outs[i][1], outs[j][1]))
+        return rp_cli_usage_error(cmd, "%s and %s name the same file '%s'",
+                                  outs[i][0], outs[j][0], outs[j][1]);
+  int rc;
+  for (size_t i = 0; i < n; i++)
+    if ((rc = rp_cli_check_output(cmd, outs[i][0], outs[i][1])))
+      return rc;
+  return RP_CLI_OK;
+}
+
 int rp_cli_output_open(const char *cmd, const char *opt, const char *path,
                        rp_output **o) {
   if (rp_output_open(path, o) != RP_OK) {
@@ -256,6 +278,19 @@ int rp_cli_output_commit(const char *cmd, const char *opt, const char *path,
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
+}
+
+void rp_cli_runtime_what(char *buf, size_t n, const char *src,
+                         rp_backend_kind b) {
+  snprintf(buf, n, "creating the runtime (%s%s%s)", src,
+           src[0] == '-' ? " " : "=",
+           b == RP_BACKEND_CUDA  ? "cuda"
+           : b == RP_BACKEND_CPU ? "cpu"
+                                 : "auto");
+}
+
+void rp_cli_put_text_byte(int ch) {
+  putchar(ch == '\n' || ch == '\t' || (ch >= 32 && ch != 127) ? ch : '?');
 }
 
 void rp_cli_json_num(FILE *f, const char *key, double v, int ok) {

@@ -369,6 +369,14 @@ static int check_view_args(const dump_cli *c) {
   if (c->trace && !c->summary && !c->crit && c->fmt != FMT_HTML)
     return rp_cli_usage_error("dump", "--trace FILE needs --summary, "
                                       "--critical-path or --format html");
+  if (c->summary && !c->file &&
+      (c->focus || c->crit || c->stats || c->lint || c->schedule ||
+       c->format_given))
+    return rp_cli_usage_error("dump",
+                              "--trace FILE --summary without a graph FILE "
+                              "prints the trace's summary as text: no "
+                              "--format, --focus, --critical-path, --stats, "
+                              "--lint or --schedule with it");
   if (c->diff && (c->group || c->focus || c->crit || c->summary || c->stats ||
                   c->lint || c->schedule || c->format_given))
     return rp_cli_usage_error("dump", "--diff compares two graphs: no other "
@@ -955,17 +963,18 @@ static int is_view(const dump_cli *c) {
 }
 
 /* Measured costs from --trace (NULL without it). RP_CLI_OK or
- * RP_CLI_USAGE (a trace that is not one of this graph: said). */
+ * RP_CLI_FAILED (a trace that cannot be read or is not one of this graph:
+ * said). */
 static int trace_costs(const dump_cli *c, const dm_graph *m, double **cost) {
   *cost = NULL;
   if (!c->trace)
     return RP_CLI_OK;
   dv_trace t;
   if (dv_trace_load(c->trace, &t, stderr))
-    return RP_CLI_USAGE;
+    return RP_CLI_FAILED;
   int bad = dv_trace_op_costs(&t, m->nops, cost, stderr);
   dv_trace_free(&t);
-  return bad ? RP_CLI_USAGE : RP_CLI_OK;
+  return bad ? RP_CLI_FAILED : RP_CLI_OK;
 }
 
 /* --focus: its ops; RP_CLI_USAGE when the name matches none (said). */
@@ -1072,7 +1081,7 @@ static int run_view(const dump_cli *c, loaded *L, FILE *out) {
 static int run_summary(const dump_cli *c, FILE *out) {
   dv_trace t;
   if (dv_trace_load(c->trace, &t, stderr))
-    return RP_CLI_USAGE;
+    return RP_CLI_FAILED;
   int rc = dv_summary(&t, c->group ? c->group : 1, 5.0, out, stderr)
                ? RP_CLI_FAILED
                : RP_CLI_OK;

@@ -15,7 +15,9 @@
 
 typedef struct gen_cli {
   rp_backend_kind backend;
+  const char *backend_src; /* "--backend", "REPRISE_BACKEND" or NULL */
   const char *weights, *prompt;
+  int prompt_given;
   uint32_t tokens, seed, top_k;
   float temperature;
 } gen_cli;
@@ -76,6 +78,7 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
       break;
     case 'p':
       c->prompt = optarg;
+      c->prompt_given = 1;
       break;
     case 'n':
       rc = rp_cli_parse_u32("generate", "--tokens", optarg, 1, 1000000,
@@ -99,6 +102,7 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
       break;
     case 'b':
       rc = rp_cli_parse_backend("generate", optarg, &c->backend);
+      c->backend_src = "--backend";
       break;
     case 'h':
       gen_usage(stdout);
@@ -112,6 +116,15 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
   if (optind < argc)
     return rp_cli_usage_error("generate", "unexpected argument '%s'",
                               argv[optind]);
+  /* the environment where no option decided (README "Environment") */
+  int env_backend = 0;
+  if (!c->backend_src &&
+      (rc = rp_cli_env_backend("generate", &c->backend, &env_backend)))
+    return rc;
+  if (env_backend)
+    c->backend_src = "REPRISE_BACKEND";
+  if ((rc = rp_cli_env_check("generate")))
+    return rc;
   if (!c->weights)
     return rp_cli_usage_error("generate", "--load-weights FILE is required");
   if (!c->prompt[0])
@@ -125,8 +138,19 @@ static int gfail(const char *what, rp_status st) {
   return RP_CLI_FAILED;
 }
 
-/* The prompt's bytes as tokens of the checkpoint's vocabulary. */
-static int encode(const gen_cli *c, const rp_gpt_ckpt *k, int32_t *out) {
+/* The prompt's bytes as tokens of the checkpoint's vocabulary. Without
+ * --prompt: a newline, or the vocabulary's first byte when the corpus had
+ * no newline (said on stderr). */
+static int encode(gen_cli *c, const rp_gpt_ckpt *k, int32_t *out) {
+  static char first[2];
+  if (!c->prompt_given && !memchr(k->bytes, '\n', k->vocab)) {
+    first[0] = (char)k->bytes[0];
+    c->prompt = first;
+    fprintf(stderr,
+            "reprise generate: %s has no newline in its vocabulary: the "
+            "prompt is its first byte (0x%02x); --prompt TEXT sets one\n",
+            c->weights, (unsigned)k->bytes[0]);
+  }
   for (size_t i = 0; c->prompt[i]; i++) {
     int32_t id = -1;
     for (uint32_t v = 0; v < k->vocab; v++)
@@ -143,8 +167,8 @@ static int encode(const gen_cli *c, const rp_gpt_ckpt *k, int32_t *out) {
   return RP_CLI_OK;
 }
 
-static int generate(const gen_cli *c, rp_gpt_ckpt *k) {
-  size_t plen = strlen(c->prompt);
+static int generate(gen_cli *c, rp_gpt_ckpt *k) {
+  size_t plen = strlen(c->prompt); /* the default's 1 byte stays 1 */
   int32_t *tok = calloc(plen + c->tokens, sizeof *tok);
   if (!tok)
     return gfail("allocating", RP_ENOMEM);
@@ -171,8 +195,15 @@ static int generate(const gen_cli *c, rp_gpt_ckpt *k) {
   gc.vocab = k->vocab;
   gc.batch = 1;
   gc.ring = 1;
-  if (!rc && (st = rp_runtime_create(&cfg, &rt)) != RP_OK)
-    rc = gfail("creating the runtime", st);
+  if (!rc && (st = rp_runtime_create(&cfg, &rt)) != RP_OK) {
+    char what[64] = "creating the runtime";
+    if (c->backend_src && c->backend != RP_BACKEND_AUTO)
+      rp_cli_runtime_what(what, sizeof what, c->backend_src, c->backend);
+    rc = gfail(what, st);
+  }
+  const char *why = rt ? rp_runtime_backend_reason(rt) : "";
+  if (!rc && c->backend == RP_BACKEND_AUTO && why[0])
+    fprintf(stderr, "reprise generate: not CUDA: %s\n", why);
   if (!rc && (st = rp_kernels_register(rt, &kt)) != RP_OK)
     rc = gfail("registering the kernels", st);
   if (!rc && (st = rp_gpt_create(rt, &kt, &gc, &m)) != RP_OK)
@@ -190,16 +221,16 @@ static int generate(const gen_cli *c, rp_gpt_ckpt *k) {
     rc = gfail("generating", st);
   double s = (double)(rp_train_now_ns() - t0) * 1e-9;
   if (!rc) {
-    for (size_t i = 0; i < plen + c->tokens; i++) {
-      int ch = k->bytes[tok[i]];
-      putchar(ch == '\n' || ch == '\t' || (ch >= 32 && ch < 127) ? ch : '?');
-    }
+    for (size_t i = 0; i < plen + c->tokens; i++)
+      rp_cli_put_text_byte(k->bytes[tok[i]]);
     printf("\n");
+    /* the time covers the prompt's last window too (one replay per
+     * position, filling the caches), so the rate is a lower bound */
     fprintf(stderr,
-            "reprise generate: %u bytes in %.3f s (%.0f tokens/s; one replay "
-            "of a %u-op decode step per position) on %s\n",
-            c->tokens, s, s > 0 ? (plen + c->tokens) / s : 0,
-            rp_graph_op_count(g),
+            "reprise generate: %u bytes in %.3f s (%.0f tokens/s generated; "
+            "one replay of a %u-op decode step per position, the prompt's "
+            "included) on %s\n",
+            c->tokens, s, s > 0 ? c->tokens / s : 0, rp_graph_op_count(g),
             rp_runtime_backend(rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
   }
   rp_exec_destroy(ex);

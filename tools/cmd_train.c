@@ -568,15 +568,11 @@ static int gpt_options(train_cli *c) {
                               "--inflight %u needs the recorded "
                               "step (drop --eager)",
                               c->inflight);
-  const char *outs[][2] = {{"--json", c->json},
-                           {"--trace", c->trace},
-                           {"--save-graph", c->save_graph},
-                           {"--save-weights", c->save_weights}};
-  int rc;
-  for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
-    if ((rc = rp_cli_check_output("train", outs[i][0], outs[i][1])))
-      return rc;
-  return RP_CLI_OK;
+  const char *const outs[][2] = {{"--json", c->json},
+                                 {"--trace", c->trace},
+                                 {"--save-graph", c->save_graph},
+                                 {"--save-weights", c->save_weights}};
+  return rp_cli_check_outputs("train", outs, sizeof outs / sizeof outs[0]);
 }
 
 static int parse_args(int argc, char **argv, train_cli *c) {
@@ -622,15 +618,12 @@ static int parse_args(int argc, char **argv, train_cli *c) {
   if ((rc = check_options(c)))
     return rc;
   /* every output path, before any work */
-  const char *outs[][2] = {{"--json", c->json},
-                           {"--trace", c->trace},
-                           {"--timings", c->timings},
-                           {"--save-graph", c->save_graph},
-                           {"--save-weights", c->save_weights}};
-  for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
-    if ((rc = rp_cli_check_output("train", outs[i][0], outs[i][1])))
-      return rc;
-  return RP_CLI_OK;
+  const char *const outs[][2] = {{"--json", c->json},
+                                 {"--trace", c->trace},
+                                 {"--timings", c->timings},
+                                 {"--save-graph", c->save_graph},
+                                 {"--save-weights", c->save_weights}};
+  return rp_cli_check_outputs("train", outs, sizeof outs / sizeof outs[0]);
 }
 
 /* ---- progress ---- */
@@ -1032,9 +1025,7 @@ static int setup(train_state *s, rp_backend_kind backend) {
   rp_status st = rp_runtime_create(&cfg, &s->rt);
   if (st != RP_OK && c->backend_src && backend != RP_BACKEND_AUTO) {
     char what[64];
-    snprintf(what, sizeof what, "creating the runtime (%s%s%s)", c->backend_src,
-             c->backend_src[0] == '-' ? " " : "=",
-             backend == RP_BACKEND_CUDA ? "cuda" : "cpu");
+    rp_cli_runtime_what(what, sizeof what, c->backend_src, backend);
     return fail(what, st);
   }
   if (st != RP_OK)

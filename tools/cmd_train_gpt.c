@@ -138,8 +138,12 @@ static int setup(gpt_state *s) {
   if (c->dist) /* create duplicates it: collective */
     cfg.comm = rp_train_world();
   rp_status st = rp_runtime_create(&cfg, &s->rt);
-  if (st != RP_OK)
-    return gfail("creating the runtime", st);
+  if (st != RP_OK) {
+    char what[64] = "creating the runtime";
+    if (c->backend_src && c->backend != RP_BACKEND_AUTO)
+      rp_cli_runtime_what(what, sizeof what, c->backend_src, c->backend);
+    return gfail(what, st);
+  }
   rp_kernel_tasks k;
   if ((st = rp_kernels_register(s->rt, &k)) != RP_OK)
     return gfail("registering the kernels", st);
@@ -367,8 +371,7 @@ static int print_sample(gpt_state *s) {
            "byte, %.0f bytes/s):\n----\n",
            c->sample, rp_graph_op_count(g), secs > 0 ? c->sample / secs : 0);
     for (uint32_t i = 1; i <= c->sample; i++) {
-      int ch = s->text.bytes[out[i]];
-      putchar(ch == '\n' || ch == '\t' || (ch >= 32 && ch < 127) ? ch : '?');
+      rp_cli_put_text_byte(s->text.bytes[out[i]]);
     }
     printf("\n----\n");
   }

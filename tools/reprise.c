@@ -121,7 +121,8 @@ static int cmd_help(int argc, char **argv) {
     help_usage(stdout);
     return RP_CLI_OK;
   }
-  if (argc > 2)
+  /* `help TOPIC --help` is `help TOPIC` (every help TOPIC answers --help) */
+  if (argc > 3 || (argc == 3 && !is_help(argv[2])))
     return usage_error("help", help_usage, "unexpected argument", argv[2]);
   if (argv[1][0] == '-')
     return usage_error("help", help_usage, "unknown option", argv[1]);
