@@ -180,7 +180,9 @@ typedef struct rp_gpt rp_gpt;
  * instance errors. */
 rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
                         const rp_gpt_config *cfg, rp_gpt **out);
-/* Destroy execs recorded from it first. NULL: no-op. */
+/* Destroy execs recorded from it first. NULL: no-op. Frees m as free()
+ * does: m must not be used, or destroyed, again (the runtime's handles
+ * are generation-checked; a model is a plain pointer). */
 rp_status rp_gpt_destroy(rp_gpt *m);
 
 const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m);
@@ -221,7 +223,9 @@ rp_status rp_gpt_reset(rp_gpt *m);
 /* Writes n (1..ring) batches into ring slots 0..n-1: x and y hold
  * n * B * T tokens each (batch after batch, row after row; global batches:
  * with dist the ring keeps this rank's rows of each), in [0, V):
- * RP_ERANGE otherwise. No step may be running. */
+ * RP_ERANGE otherwise. No step may be running. The ring starts zeroed (a
+ * step before any write trains on token 0 everywhere); rp_gpt_train
+ * writes it itself. */
 rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
                                uint32_t n);
 
@@ -235,9 +239,13 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
 rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a);
 /* Records one step into a new graph (the "loss" postcondition bound). */
 rp_status rp_gpt_record(rp_gpt *m, rp_graph **out);
-/* The last step's mean loss. */
+/* The last completed step's mean loss, read from its instance as it is
+ * (rp_instance_read waits for nothing): after an eager rp_gpt_step, wait
+ * first (rp_runtime_drain); after a replay, its done event; before any
+ * step, 0. rp_gpt_train reads it at the right times. */
 rp_status rp_gpt_batch_loss(rp_gpt *m, float *out);
-/* The last step's global gradient norm (before clipping). */
+/* The last completed step's global gradient norm (before clipping); the
+ * same rules. */
 rp_status rp_gpt_grad_norm(rp_gpt *m, float *out);
 
 /* Mean loss of the model on n batches (x, y as rp_gpt_write_batches;
