@@ -1248,6 +1248,8 @@ static rp_status prescan(const char *buf, size_t len) {
 }
 
 static rp_status parse_error(size_t at, size_t len) {
+  if (len == 0)
+    return rp__err(RP_EFORMAT, "not JSON: an empty file");
   if (at + 1 >= len)
     return rp__err(RP_EFORMAT,
                    "not JSON: the text ends early at byte %zu "

@@ -53,6 +53,9 @@
 static inline float rp_vexpf(float x) {
   float xc = __builtin_isgreater(x, RP_VEXPF_HI) ? RP_VEXPF_HI : x;
   xc = __builtin_isless(xc, RP_VEXPF_LO) ? RP_VEXPF_LO : xc;
+  /* NaN: computed as 0 (its result is x itself, below), so that n stays
+   * a small whole number: the int conversion and the shifts are defined */
+  xc = __builtin_isunordered(x, x) ? 0.0f : xc;
   float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = xc - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;

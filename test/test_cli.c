@@ -238,6 +238,19 @@ Test(cli, bench_rejects_bad_option_values_with_exit_2) {
     cr_assert(strstr(r.err, "reprise bench"), "%s: %s", bad[i][0], r.err);
     cr_assert_str_empty(r.out, "%s printed a table", bad[i][0]);
   }
+  /* benchmarks that run instead of one another: one at a time */
+  static const char *both[][3] = {{"--xfer", "--build", "one at a time"},
+                                  {"--build", "--gpu", "one at a time"},
+                                  {"--hop", "--xfer", "not with --hop"},
+                                  {"--gpu", "--dist", "one at a time"}};
+  for (size_t i = 0; i < sizeof both / sizeof both[0]; i++) {
+    cli_run r;
+    RUN(&r, "bench", "--quick", both[i][0], both[i][1]);
+    cr_assert_eq(r.status, 2, "%s %s -> %d", both[i][0], both[i][1], r.status);
+    cr_assert(strstr(r.err, both[i][2]), "%s %s: %s", both[i][0], both[i][1],
+              r.err);
+    cr_assert_str_empty(r.out, "%s %s printed a table", both[i][0], both[i][1]);
+  }
 }
 
 Test(cli, bench_quick_eager_chain_writes_valid_json, .timeout = 300) {

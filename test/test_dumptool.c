@@ -205,6 +205,15 @@ Test(dump, json_is_a_graph_file_and_schedule_wraps_it) {
   cr_assert_str_eq(cJSON_GetObjectItem(doc, "format")->valuestring,
                    "reprise-graph");
   cJSON_Delete(doc);
+  /* --stats and --lint beside a JSON dump: their text on stderr, the
+   * output still one JSON document */
+  RUN(&r, "dump", g, "--format", "json", "--stats", "--lint");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  doc = cJSON_Parse(r.out);
+  cr_assert_not_null(doc, "not JSON:\n%s", r.out);
+  cJSON_Delete(doc);
+  cr_assert(strstr(r.err, "ops: 6 (5 tasks, 1 copies)"), "%s", r.err);
+  cr_assert(strstr(r.err, "lint: "), "%s", r.err);
   RUN(&r, "dump", g, "--format", "json", "--schedule");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   doc = cJSON_Parse(r.out);
@@ -757,6 +766,11 @@ Test(lint, checks_are_selected_and_ignored_by_name) {
             r.err);
   RUN(&r, "dump", g, "--lint-ignore", "contract,bogus");
   cr_assert_eq(r.status, 2);
+  /* every check left out: nothing would be checked, --strict or not */
+  RUN(&r, "dump", g, "--lint=unread-result", "--lint-ignore", "unread-result",
+      "--strict");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "leaves no lint check to run"), "%s", r.err);
   fx_fini(&fx);
   th_tmpdir_remove();
 }

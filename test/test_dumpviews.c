@@ -310,6 +310,17 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
   RUN(&r, "dump", gp, "--critical-path", "--trace", bad);
   cr_assert_eq(r.status, 1, "%s", r.err);
   HAS(r.err, "the trace names op 9 ('x'), the graph has 4 ops");
+  /* an op in range under another name: another graph's trace, for the
+   * critical path and for a summary given the graph */
+  write_text(bad, "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"nope\", "
+                  "\"cat\": \"task\", \"tid\": 0, \"ts\": 0, \"dur\": 1, "
+                  "\"args\": {\"op\": 0}}]}");
+  RUN(&r, "dump", gp, "--critical-path", "--trace", bad);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  HAS(r.err, "the trace's op 0 is 'nope', the graph's is");
+  RUN(&r, "dump", gp, "--trace", bad, "--summary");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  HAS(r.err, "not a trace of this graph");
   const char *extra[][2] = {{"--format", "json"},
                             {"--stats", NULL},
                             {"--lint", NULL},

@@ -566,6 +566,7 @@ Test(graphio_corrupt, not_json) {
   env e = env_make();
   LOAD_EXPECT(load_text(&e, "hello, world"), RP_EFORMAT);
   LOAD_EXPECT(load_text(&e, ""), RP_EFORMAT);
+  cr_assert(strstr(why(), "an empty file"), "%s", why());
   LOAD_EXPECT(load_text(&e, "[1, 2, 3]"), RP_EFORMAT);
   char *t = subst(MINI, "}}\n", "}} trailing");
   LOAD_EXPECT(load_text(&e, t), RP_EFORMAT);

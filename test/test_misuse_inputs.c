@@ -534,6 +534,10 @@ Test(misuse_files, dump_and_train_commands, .timeout = 120) {
   cr_assert_eq(r.status, 2, "%s", r.err);
   RUN(&r, "dump", "x.json", "--max-bytes", "12Q");
   cr_assert_eq(r.status, 2, "%s", r.err);
+  /* above the loader's own limit: refused, naming it, not capped */
+  RUN(&r, "dump", "x.json", "--max-bytes", "65M");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "1..67108864"), "%s", r.err);
   const char *line = th_tmp_path("line.csv");
   write_fill(line, 100000, '7');
   RUN(&r, "train", "--data", line, "--max-bytes", "4K", "--iters", "1");

@@ -242,6 +242,24 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
        (rc = rp_cli_env_workers("bench", &c->o.workers, &c->workers_given))) ||
       (rc = rp_cli_env_check("bench")))
     return rc;
+  /* --xfer, --gpu, --build and --dist each run instead of the DAG
+   * workloads (and --hop): at most one of them */
+  const int alone[] = {c->xfer, c->gpu, c->build, c->dist};
+  const char *alone_name[] = {"--xfer", "--gpu", "--build", "--dist"};
+  const char *first = NULL;
+  for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++) {
+    if (alone[i] && first)
+      return rp_cli_usage_error("bench",
+                                "%s and %s are benchmarks of their own: "
+                                "one at a time",
+                                first, alone_name[i]);
+    first = alone[i] ? alone_name[i] : first;
+  }
+  if (first && (c->o.hop || c->workloads_given))
+    return rp_cli_usage_error("bench",
+                              "%s runs instead of the DAG workloads: not "
+                              "with %s",
+                              first, c->o.hop ? "--hop" : "--workload");
   if (c->o.hop && !c->workloads_given)
     c->o.workloads = 0; /* --hop alone measures only the hop */
   if (c->plot && !rp_cli_plot_ext_ok(c->plot))

@@ -142,7 +142,9 @@ static void dump_usage(FILE *f) {
       "FILE (both) must be a regular file or absent: a FIFO, a device, a\n"
       "socket or a directory is refused.\n"
       "--stats and --lint print instead of the dump unless --format is\n"
-      "given too. Exit status: 0 done (lint findings included), 1 the file\n"
+      "given too: after a text dump, on stderr beside DOT or JSON (which\n"
+      "stay one document), as --summary's text does. Exit status: 0 done (lint "
+      "findings included), 1 the file\n"
       "could not be read or loaded (its status is printed) or --strict\n"
       "found something, 2 bad usage. The file is read on any machine: it\n"
       "loads into a model of the recorded machine (no device, no instance\n"
@@ -345,7 +347,7 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
     return RP_CLI_OK;
   }
   case OPT_MAX_BYTES:
-    return rp_cli_parse_bytes("dump", "--max-bytes", arg, (uint64_t)1 << 40,
+    return rp_cli_parse_bytes("dump", "--max-bytes", arg, RP_GRAPH_FILE_MAX,
                               &c->max_bytes);
   case 'o':
     c->output = arg;
@@ -362,6 +364,9 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
 static int check_view_args(const dump_cli *c) {
   if (c->strict && !c->lint)
     return rp_cli_usage_error("dump", "--strict needs --lint");
+  if (c->lint && !((c->checks ? c->checks : DM_LINT_ALL) & ~c->ignored))
+    return rp_cli_usage_error("dump", "--lint-ignore leaves no lint check to "
+                                      "run");
   if (c->depth_given && !c->focus)
     return rp_cli_usage_error("dump", "--depth needs --focus NAME");
   if (c->summary && !c->trace)
@@ -861,9 +866,12 @@ static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
     fprintf(stderr, "reprise dump: writing the dump failed: %s\n",
             rp_error_detail());
   if (!rc && (c->stats || c->lint)) {
-    if (dump)
+    /* beside a DOT or JSON dump the text goes to stderr: the output stays
+     * one document that dot or a JSON reader takes */
+    FILE *to = dump && c->fmt != RP_DUMP_TEXT ? stderr : out;
+    if (dump && to == out)
       fputc('\n', out);
-    rc = print_analyses(c, g, ph, out, whole);
+    rc = print_analyses(c, g, ph, to, whole);
   }
   *whole |= rc == RP_CLI_OK;
   return rc;
@@ -972,7 +980,7 @@ static int trace_costs(const dump_cli *c, const dm_graph *m, double **cost) {
   dv_trace t;
   if (dv_trace_load(c->trace, &t, stderr))
     return RP_CLI_FAILED;
-  int bad = dv_trace_op_costs(&t, m->nops, cost, stderr);
+  int bad = dv_trace_op_costs(&t, m, cost, stderr);
   dv_trace_free(&t);
   return bad ? RP_CLI_FAILED : RP_CLI_OK;
 }
@@ -1077,11 +1085,25 @@ static int run_view(const dump_cli *c, loaded *L, FILE *out) {
   return rc;
 }
 
-/* --summary: the trace alone. */
-static int run_summary(const dump_cli *c, FILE *out) {
+/* --summary: the trace, checked against the graph g when one was given
+ * (NULL: the trace alone). */
+static int run_summary(const dump_cli *c, const rp_graph *g, FILE *out) {
   dv_trace t;
   if (dv_trace_load(c->trace, &t, stderr))
     return RP_CLI_FAILED;
+  if (g) {
+    dm_graph m;
+    int bad = dm_build(g, NULL, NULL, &m) != RP_OK;
+    if (bad)
+      fprintf(stderr, "reprise dump: %s\n", rp_error_detail());
+    else
+      bad = dv_trace_matches(&t, &m, stderr);
+    dm_free(&m);
+    if (bad) {
+      dv_trace_free(&t);
+      return RP_CLI_FAILED;
+    }
+  }
   int rc = dv_summary(&t, c->group ? c->group : 1, 5.0, out, stderr)
                ? RP_CLI_FAILED
                : RP_CLI_OK;
@@ -1127,7 +1149,7 @@ static int run(dump_cli *c) {
   if (c->summary && !c->file) {
     if (open_out(c, &d))
       return RP_CLI_FAILED;
-    int rc = run_summary(c, d.f);
+    int rc = run_summary(c, NULL, d.f);
     return close_out(c, &d, rc, rc == RP_CLI_OK);
   }
   loaded L;
@@ -1139,8 +1161,8 @@ static int run(dump_cli *c) {
     rc = run_view(c, &L, d.f);
   else if (!rc && !c->summary)
     rc = run_loaded(c, L.g, &L.ph, d.f, &whole);
-  if (!rc && c->summary)
-    rc = run_summary(c, d.f);
+  if (!rc && c->summary) /* text: beside a DOT or JSON dump, on stderr */
+    rc = run_summary(c, L.g, c->fmt == RP_DUMP_TEXT ? d.f : stderr);
   if (d.f)
     rc = close_out(c, &d, rc, whole || rc == RP_CLI_OK);
   int u = unload(&L);

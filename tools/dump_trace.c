@@ -149,8 +149,40 @@ void dv_trace_free(dv_trace *t) {
 }
 #endif
 
-int dv_trace_op_costs(const dv_trace *t, uint32_t nops, double **cost,
+int dv_trace_matches(const dv_trace *t, const dm_graph *m, FILE *err) {
+  for (uint32_t i = 0; i < t->nev; i++) {
+    const dv_event *e = &t->ev[i];
+    if ((e->cat != DV_EV_TASK && e->cat != DV_EV_COPY) || e->op < 0)
+      continue;
+    if ((uint64_t)e->op >= m->nops) {
+      fprintf(err,
+              "reprise dump: --trace: the trace names op %lld ('%s'), "
+              "the graph has %u ops: not a trace of this graph\n",
+              (long long)e->op, e->name, m->nops);
+      return -1;
+    }
+    const dm_op *o = &m->ops[e->op];
+    const char *want = o->label[0]             ? o->label
+                       : o->kind == RP_OP_COPY ? "reprise.copy"
+                                               : o->name;
+    if (strcmp(e->name, want) != 0) {
+      fprintf(err,
+              "reprise dump: --trace: the trace's op %lld is '%s', the "
+              "graph's is '%s': not a trace of this graph\n",
+              (long long)e->op, e->name, want);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int dv_trace_op_costs(const dv_trace *t, const dm_graph *m, double **cost,
                       FILE *err) {
+  uint32_t nops = m->nops;
+  if (dv_trace_matches(t, m, err)) {
+    *cost = NULL;
+    return -1;
+  }
   *cost = calloc(nops ? nops : 1, sizeof **cost);
   uint32_t *runs = calloc(nops ? nops : 1, sizeof *runs);
   if (!*cost || !runs) {
@@ -163,15 +195,6 @@ int dv_trace_op_costs(const dv_trace *t, uint32_t nops, double **cost,
     const dv_event *e = &t->ev[i];
     if ((e->cat != DV_EV_TASK && e->cat != DV_EV_COPY) || e->op < 0)
       continue;
-    if ((uint64_t)e->op >= nops) {
-      fprintf(err,
-              "reprise dump: --trace: the trace names op %lld ('%s'), "
-              "the graph has %u ops: not a trace of this graph\n",
-              (long long)e->op, e->name, nops);
-      free(*cost), free(runs);
-      *cost = NULL;
-      return -1;
-    }
     (*cost)[e->op] += e->dur * 1e3;
     runs[e->op]++;
   }

@@ -165,10 +165,14 @@ typedef struct dv_trace {
  * file and what is wrong). */
 int dv_trace_load(const char *path, dv_trace *t, FILE *err);
 void dv_trace_free(dv_trace *t);
+/* 0 when every op event of t names an op of m under that op's name (its
+ * own, else its task's; an unnamed copy's "reprise.copy"); else -1, said
+ * on err naming the first op that differs: a trace of another graph. */
+int dv_trace_matches(const dv_trace *t, const dm_graph *m, FILE *err);
 /* Each op's mean measured duration over the traced replays (ns; 0 where
- * the trace has none) into *cost (malloc'd, nops entries). 0 ok, -1 the
- * trace names an op the graph does not have, or out of memory (said). */
-int dv_trace_op_costs(const dv_trace *t, uint32_t nops, double **cost,
+ * the trace has none) into *cost (malloc'd, m->nops entries). 0 ok, -1 a
+ * trace of another graph (dv_trace_matches), or out of memory (said). */
+int dv_trace_op_costs(const dv_trace *t, const dm_graph *m, double **cost,
                       FILE *err);
 
 /* ---- summary (dump_summary.c) ---- */
