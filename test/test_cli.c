@@ -1313,6 +1313,28 @@ Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
   cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
 }
 
+/* plot's inputs: a directory is refused by kind, and a file of the other
+ * kind (train timings given as bench rows) is named as such. */
+Test(cli, plot_names_what_is_wrong_with_its_input) {
+  char dir[] = "/tmp/rp_cli_plotin_XXXXXX", tim[] = "/tmp/rp_cli_tim_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  tmp_file(tim);
+  cli_run r;
+  RUN(&r, "plot", "--bench", dir, "-o", "/tmp/rp_cli_plotin.svg");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "a directory, not a regular file"), "%s", r.err);
+  RUN(&r, TRAIN_SMALL, "--timings", tim);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  RUN(&r, "plot", "--bench", tim, "-o", "/tmp/rp_cli_plotin.svg");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "a train timings file, not bench rows: plot it "
+                          "with --train"),
+            "%s", r.err);
+  cr_assert_neq(access("/tmp/rp_cli_plotin.svg", F_OK), 0);
+  unlink(tim);
+  rmdir(dir);
+}
+
 /* ---- --model gpt ---- */
 
 /* A small pseudo-text corpus file (20 KB of words) at path. */

@@ -600,7 +600,29 @@ static rp_status make_runtime(const dump_cli *c, const prescan *p,
   return rp_runtime_create_model(m, rt);
 }
 
-/* Built-in kernels, then a placeholder for every other name. */
+/* The communication tasks a runtime with a communicator registers
+ * (comm/comm.c), by their contracts there: a file of a --dist or --tp step
+ * names them, and the model runtime the dump reads into has no
+ * communicator. */
+static int dist_task_flags(const char *name, unsigned *flags) {
+  static const struct {
+    const char *name;
+    unsigned flags;
+  } t[] = {{"rp.dist.none", RP_TASK_HOST},
+           {"rp.dist.send", RP_TASK_HOST},
+           {"rp.dist.recv", RP_TASK_HOST},
+           {"rp.dist.copy", RP_TASK_HOST},
+           {"rp.dist.allreduce", RP_TASK_STREAM_ORDERED}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (!strcmp(t[i].name, name)) {
+      *flags = t[i].flags;
+      return 1;
+    }
+  return 0;
+}
+
+/* Built-in kernels and communication tasks, then a placeholder for every
+ * other name. */
 static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
                                 const prescan *p, placeholders *ph) {
   rp_kernel_tasks k;
@@ -621,12 +643,14 @@ static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
                 p->tasks[i]);
       continue;
     }
+    unsigned builtin = 0;
+    int comm = !cd && dist_task_flags(p->tasks[i], &builtin);
     rp_task_desc d = {.name = p->tasks[i],
                       .cpu_fn = noop_task,
                       .gpu_fn = noop_task,
-                      .flags = cd ? cd->flags : 0};
+                      .flags = cd ? cd->flags : builtin};
     st = rp_task_register(rt, &d, &id);
-    if (!st && !cd)
+    if (!st && !cd && !comm)
       ph->names[ph->n++] = p->tasks[i];
   }
   return st;

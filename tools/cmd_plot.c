@@ -310,6 +310,17 @@ static int group_of(const char **names, int *n, const char *name) {
 
 /* Bench rows: one series per (workload, mode); x nodes, y ns per task. */
 static int bench_series(const cJSON *rows, plot *p, const char *cmd) {
+  if (!cJSON_IsArray(rows)) {
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(rows, "format");
+    int timings =
+        cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "reprise-timings");
+    fprintf(stderr, "reprise %s: %s\n", cmd,
+            timings ? "a train timings file, not bench rows: plot it with "
+                      "--train"
+                    : "not bench rows (want the JSON array that `reprise "
+                      "bench --json` writes)");
+    return -1;
+  }
   const char *groups[16];
   int ng = 0;
   const cJSON *r;
@@ -386,23 +397,17 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
 }
 
 static cJSON *parse_file(const char *cmd, const char *file) {
-  FILE *f = fopen(file, "rb");
-  if (!f) {
-    fprintf(stderr, "reprise %s: cannot read '%s': %s\n", cmd, file,
-            strerror(errno));
-    return NULL;
-  }
   char *text = NULL;
   size_t len = 0;
-  FILE *m = open_memstream(&text, &len);
-  char buf[65536];
-  size_t n;
-  while (m && (n = fread(buf, 1, sizeof buf, f)) > 0 && len < (64u << 20))
-    fwrite(buf, 1, n, m);
-  fclose(f);
-  if (m)
-    fclose(m);
-  cJSON *doc = text ? cJSON_ParseWithLength(text, len) : NULL;
+  /* a regular file of at most 64 MiB: a directory, device or FIFO is
+   * refused, naming its kind */
+  rp_status st = rp_file_read_regular(file, (size_t)64 << 20, &text, &len);
+  if (st) {
+    fprintf(stderr, "reprise %s: cannot read '%s': %s\n", cmd, file,
+            rp_error_detail());
+    return NULL;
+  }
+  cJSON *doc = cJSON_ParseWithLength(text, len);
   free(text);
   if (!doc)
     fprintf(stderr, "reprise %s: '%s' is not JSON\n", cmd, file);
