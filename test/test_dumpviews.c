@@ -331,7 +331,14 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
                            "--summary", extra[i][0], extra[i][1]};
     run_cli(&r, args);
     cr_assert_eq(r.status, 2, "%s: %s", extra[i][0], r.err);
-    HAS(r.err, "prints the trace's summary as text");
+    HAS(r.err, "summary");
+    /* with a graph: the same options are refused, not dropped */
+    const char *gargs[8] = {"dump",      gp,          "--trace",  bad,
+                            "--summary", extra[i][0], extra[i][1]};
+    int crit = !strcmp(extra[i][0], "--critical-path");
+    run_cli(&r, gargs);
+    cr_assert_eq(r.status, crit ? 1 : 2, "%s with a graph: %s", extra[i][0],
+                 r.err);
   }
 }
 

@@ -578,19 +578,42 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
   float *d_dqkv = dput(NULL, 3 * n * 4), *d_datt = dput(NULL, na * 4);
   float *poison = kr_random(3 * n > na ? 3 * n : na, 430, 5, 6);
   float *a[4];
+  /* the fused kernels run where both fit in 48 KiB of shared memory
+   * (kernels/attention.cu); the GEMM path writes datt, they do not */
+  int hs = C / NH;
+  size_t fwd = 2 * (size_t)T * (hs + 1) + 8 * ((size_t)hs + T);
+  size_t bwd = 3 * (size_t)T * (hs + 1) + (size_t)T * T;
+  int fused = !strcmp(mode, "fused") && fwd * 4 <= 49152 && bwd * 4 <= 49152;
   setenv("REPRISE_GPT_ATTN", mode, 1);
   for (int run = 0; run < 2; run++) {
     float **o = run ? a : got;
     /* every output rewritten, the mask's zeros included */
+    RP_CHECK(rp_cuda_buf_put(d_qkvr, poison, 3 * n * 4));
     RP_CHECK(rp_cuda_buf_put(d_att, poison, na * 4));
+    RP_CHECK(rp_cuda_buf_put(d_out, poison, n * 4));
     RP_CHECK(rp_cuda_buf_put(d_dqkv, poison, 3 * n * 4));
+    RP_CHECK(rp_cuda_buf_put(d_datt, poison, na * 4));
     RP_CHECK(rp_cuda_gpt_attention_fwd(d_qkv, d_qkvr, d_att, d_out, d_scr, B, T,
                                        C, NH, s));
     RP_CHECK(rp_cuda_gpt_attention_bwd(d_dout, d_qkvr, d_att, d_dqkv, d_datt,
                                        d_scr, B, T, C, NH, s));
     o[0] = dgetf(d_qkvr, 3 * n, s), o[1] = dgetf(d_att, na, s);
     o[2] = dgetf(d_out, n, s), o[3] = dgetf(d_dqkv, 3 * n, s);
+    float *dt = dgetf(d_datt, na, s);
+    cr_assert_eq(!memcmp(dt, poison, na * 4), fused,
+                 "%s, T %d hs %d: the %s path was expected", mode, T, hs,
+                 fused ? "fused" : "GEMM");
+    free(dt);
   }
+  /* the other path's backward on this path's forward (both write the same
+   * qkvr and att): the CPU's dqkv */
+  setenv("REPRISE_GPT_ATTN", strcmp(mode, "fused") ? "fused" : "gemm", 1);
+  RP_CHECK(rp_cuda_buf_put(d_dqkv, poison, 3 * n * 4));
+  RP_CHECK(rp_cuda_gpt_attention_bwd(d_dout, d_qkvr, d_att, d_dqkv, d_datt,
+                                     d_scr, B, T, C, NH, s));
+  float *mixed = dgetf(d_dqkv, 3 * n, s);
+  close_max(mixed, dqkv, 3 * n, REL_RED, "attention_bwd after the other path");
+  free(mixed);
   unsetenv("REPRISE_GPT_ATTN");
   char what[4][96];
   const char *names[] = {"attention_fwd qkvr", "attention_fwd att",

@@ -185,6 +185,11 @@ static const env_rule ENV_RULES[] = {
     {"REPRISE_CUDA_GRAPHS", 0, 0, "0|1"},
     {"REPRISE_GPU_GROUPS", 0, 0, "0|1"},
     {"REPRISE_GPU_POLL", 0, 0, "0|1|events"},
+    /* the GPU kernels' (kernels/: read at their launches, which refuse a
+     * bad value too, but only once a GPU step runs) */
+    {"REPRISE_CUBLAS_WS_MIB", 1, 1024, NULL},
+    {"REPRISE_GPT_ATTN", 0, 0, "fused|gemm"},
+    {"REPRISE_GPT_COLSUM", 0, 0, "split|serial"},
 };
 
 /* 1 when s is one of the '|'-separated words. */
@@ -238,12 +243,37 @@ int rp_cli_check_output(const char *cmd, const char *opt, const char *path) {
   return RP_CLI_OK;
 }
 
+/* path's folder, resolved, and its last component: "d/x" and "./d/x"
+ * (or a link to d) give the same, whether or not x exists yet. 0 when the
+ * folder does not resolve (the output check then says why). */
+static int resolve_parent(const char *path, char *out, size_t n) {
+  const char *slash = strrchr(path, '/');
+  char dir[PATH_MAX], real[PATH_MAX];
+  if (!slash)
+    strcpy(dir, ".");
+  else if (slash == path)
+    strcpy(dir, "/");
+  else {
+    size_t len = (size_t)(slash - path);
+    if (len >= sizeof dir)
+      return 0;
+    memcpy(dir, path, len);
+    dir[len] = '\0';
+  }
+  if (!realpath(dir, real))
+    return 0;
+  return snprintf(out, n, "%s/%s", real, slash ? slash + 1 : path) < (int)n;
+}
+
 static int same_file(const char *a, const char *b) {
   if (!strcmp(a, b))
     return 1;
   struct stat sa, sb;
-  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
+  if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  char ra[2 * PATH_MAX], rb[2 * PATH_MAX];
+  return resolve_parent(a, ra, sizeof ra) && resolve_parent(b, rb, sizeof rb) &&
+         !strcmp(ra, rb);
 }
 
 int rp_cli_check_outputs(const char *cmd, const char *const (*outs)[2],

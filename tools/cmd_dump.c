@@ -360,6 +360,10 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
   }
 }
 
+static int is_view(const dump_cli *c) {
+  return c->group || c->focus || c->crit || c->fmt == FMT_HTML;
+}
+
 /* The views' options together. */
 static int check_view_args(const dump_cli *c) {
   if (c->strict && !c->lint)
@@ -374,14 +378,21 @@ static int check_view_args(const dump_cli *c) {
   if (c->trace && !c->summary && !c->crit && c->fmt != FMT_HTML)
     return rp_cli_usage_error("dump", "--trace FILE needs --summary, "
                                       "--critical-path or --format html");
-  if (c->summary && !c->file &&
-      (c->focus || c->crit || c->stats || c->lint || c->schedule ||
-       c->format_given))
+  if (c->summary && (c->stats || c->lint || c->schedule))
+    return rp_cli_usage_error("dump", "--summary is a view of its own: not "
+                                      "with --stats, --lint or --schedule");
+  if (c->summary && !c->file && (c->focus || c->crit || c->format_given))
     return rp_cli_usage_error("dump",
                               "--trace FILE --summary without a graph FILE "
                               "prints the trace's summary as text: no "
-                              "--format, --focus, --critical-path, --stats, "
-                              "--lint or --schedule with it");
+                              "--format, --focus or --critical-path with it");
+  if (c->summary && c->file && !is_view(c) && c->format_given &&
+      c->fmt != RP_DUMP_TEXT)
+    return rp_cli_usage_error("dump",
+                              "--summary prints text: --format %s "
+                              "needs a view beside it (--group, "
+                              "--focus, --critical-path)",
+                              c->fmt == RP_DUMP_DOT ? "dot" : "json");
   if (c->diff && (c->group || c->focus || c->crit || c->summary || c->stats ||
                   c->lint || c->schedule || c->format_given))
     return rp_cli_usage_error("dump", "--diff compares two graphs: no other "
@@ -990,10 +1001,6 @@ static int close_out(const dump_cli *c, dump_out *d, int rc, int whole) {
 
 /* ---- the views (dump_view.h) ---- */
 
-static int is_view(const dump_cli *c) {
-  return c->group || c->focus || c->crit || c->fmt == FMT_HTML;
-}
-
 /* Measured costs from --trace (NULL without it). RP_CLI_OK or
  * RP_CLI_FAILED (a trace that cannot be read or is not one of this graph:
  * said). */
@@ -1185,7 +1192,7 @@ static int run(dump_cli *c) {
     rc = run_view(c, &L, d.f);
   else if (!rc && !c->summary)
     rc = run_loaded(c, L.g, &L.ph, d.f, &whole);
-  if (!rc && c->summary) /* text: beside a DOT or JSON dump, on stderr */
+  if (!rc && c->summary) /* text: beside a DOT, JSON or html view, stderr */
     rc = run_summary(c, L.g, c->fmt == RP_DUMP_TEXT ? d.f : stderr);
   if (d.f)
     rc = close_out(c, &d, rc, whole || rc == RP_CLI_OK);
