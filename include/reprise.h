@@ -1085,12 +1085,17 @@ typedef struct rp_replay_args {
  * takes no lock in the common case and never changes the placement
  * (rp_exec_tune does that, when the caller asks). It never waits for a
  * replay that needs something from the caller: replays gated on
- * preconditions the caller triggers after issuing more never block it.
+ * preconditions the caller triggers after issuing more never block it
+ * (with max_inflight replays in flight and one of them still waiting for
+ * a precondition, it returns RP_EBUSY at once instead of waiting for a
+ * slot).
  * Errors: RP_EINVAL (NULL or malformed args), RP_EPORT (wrong number of
  * precondition events or postcondition slots), RP_ERANGE (argument block),
  * RP_ESTALE (a stale precondition event; a destroyed exec), RP_EBUSY
  * (another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
- * ex: one thread at a time per exec), RP_ECONTRACT (called from a task
+ * ex: one thread at a time per exec; or the window of max_inflight
+ * replays is full and one of them waits for an untriggered precondition),
+ * RP_ECONTRACT (called from a task
  * inside a replay), RP_EUNSUPPORTED (an exec instantiated on a machine
  * model), RP_EUNUSABLE (the runtime is unusable), RP_ENOMEM (the
  * runtime's event table could not grow). On error nothing was replayed

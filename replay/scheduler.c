@@ -798,6 +798,19 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done) {
   rp_status st;
   uint64_t r = ex->issued;
+  /* A full window frees only as replays complete; one that waits for a
+   * precondition the caller has not triggered may never do so while the
+   * caller waits here (it may trigger only after this call). The check
+   * runs only when the window is full, off the common path. */
+  uint32_t done_n = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
+  if (RP_UNLIKELY((uint32_t)r - done_n >= ex->max_inflight) &&
+      inflight_gated(ex))
+    return rp__err(RP_EBUSY,
+                   "rp_replay: %u replays are in flight (max_inflight) and "
+                   "one waits for a precondition that has not triggered: "
+                   "trigger it, or wait for a done event, then replay "
+                   "again (nothing was replayed)",
+                   ex->max_inflight);
   wait_inflight(ex, ex->max_inflight);
   rp_slot *s = &ex->slots[r % ex->max_inflight];
   /* in flight for rp_instance_free/realloc before arm_slot checks the

@@ -545,6 +545,46 @@ Test(misuse_files, dump_and_train_commands, .timeout = 120) {
   cr_assert(has(r.err, "above the limit"), "%s", r.err);
   RUN(&r, "train", "--max-bytes", "-1");
   cr_assert_eq(r.status, 2, "%s", r.err);
+  /* data that cannot fill the batch, or one class only; outputs that
+   * would replace an input */
+  const char *three = th_tmp_path("three.csv");
+  write_file(three, "label,a,b\n0,1,2\n1,3,4\n0,5,6\n");
+  RUN(&r, "train", "--data", three, "--batch", "8", "--procs", "1",
+      "--val-frac", "0", "--iters", "1");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(has(r.err, "--batch 8 is more than the 3 samples"), "%s", r.err);
+  RUN(&r, "train", "--batch", "5", "--procs", "4", "--iters", "1");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(has(r.err, "--batch 5 over --procs 4"), "%s", r.err);
+  const char *single = th_tmp_path("single.csv");
+  write_file(single, "label,a,b\n0,1,2\n0,3,4\n0,5,6\n");
+  rp_dataset d;
+  RP_EXPECT(rp_data_load(single, &d), RP_EFORMAT);
+  cr_assert(has(rp_error_detail(), "every label is 0"), "%s",
+            rp_error_detail());
+  RUN(&r, "train", "--data", three, "--json", three, "--batch", "2", "--procs",
+      "1", "--val-frac", "0", "--iters", "1");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(has(r.err, "is the --data file"), "%s", r.err);
+  /* features finite but past float's range in the network: the initial
+   * loss is not finite, which is the data's fault, not --lr's */
+  const char *big = th_tmp_path("big.csv");
+  FILE *hf = fopen(big, "w");
+  cr_assert_not_null(hf);
+  fputs("label,x0,x1\n", hf);
+  for (int i = 0; i < 64; i++)
+    fprintf(hf, "%d,%g,%g\n", i % 3, i % 2 ? -3e38 : 3e38,
+            (i / 2) % 2 ? -3e38 : 3e38);
+  fclose(hf);
+  RUN(&r, "train", "--backend", "cpu", "--data", big, "--hidden", "8",
+      "--batch", "16", "--iters", "20");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(has(r.err, "before any step: the data overflow"), "%s", r.err);
+  cr_assert(!has(r.err, "--lr"), "%s", r.err);
+  size_t kn = 0;
+  char *kept = th_read_all(three, &kn);
+  cr_assert(kept && !strncmp(kept, "label,a,b", 9), "the data were replaced");
+  free(kept);
   th_tmpdir_remove();
 }
 

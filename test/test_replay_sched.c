@@ -330,6 +330,74 @@ static void log_cb(void *arg, rp_status st) {
   atomic_fetch_add(&cb_runs[r], 1);
 }
 
+static rp_status nothing_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* rp_replay never waits for a replay that needs something from its
+ * caller: with the window of max_inflight replays full and one of them
+ * gated on a precondition not yet triggered, the next rp_replay returns
+ * RP_EBUSY at once (single-threaded: waiting would never end), replays
+ * nothing, and succeeds once the precondition triggered and a replay
+ * completed. */
+Test(replay, a_full_window_with_a_gated_replay_is_busy_not_blocked,
+     .timeout = 30) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "nothing", nothing_task, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &op));
+  rp_port_id gate;
+  RP_CHECK(rp_graph_add_precondition(g, "gate", &gate));
+  RP_CHECK(rp_graph_bind_precondition(g, gate, op));
+  const uint32_t window[] = {1, 4};
+  for (int w = 0; w < 2; w++) {
+    rp_exec *ex;
+    RP_CHECK(
+        rp_instantiate(g, &(rp_exec_opts){.max_inflight = window[w]}, &ex));
+    rp_event pre[5], done[5];
+    for (uint32_t i = 0; i <= window[w]; i++)
+      RP_CHECK(rp_event_create(rt, &pre[i]));
+    /* replay 0 gated; the others' preconditions already triggered */
+    for (uint32_t i = 1; i <= window[w]; i++)
+      RP_CHECK(rp_event_trigger(rt, pre[i]));
+    for (uint32_t i = 0; i < window[w]; i++)
+      RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &pre[i], .npre = 1},
+                         &done[i]));
+    rp_event extra = RP_NO_EVENT;
+    RP_EXPECT(rp_replay(ex,
+                        &(rp_replay_args){.pre = &pre[window[w]], .npre = 1},
+                        &extra),
+              RP_EBUSY);
+    cr_assert(strstr(rp_error_detail(), "waits for a precondition that has "
+                                        "not triggered"),
+              "%s", rp_error_detail());
+    cr_assert_eq(extra.id, RP_NO_EVENT.id, "*done was written");
+    rp_exec_stats es; /* in issue order: nothing completes before 0 */
+    RP_CHECK(rp_exec_stats_get(ex, &es));
+    cr_assert_eq(es.replays, 0);
+    RP_CHECK(rp_event_trigger(rt, pre[0]));
+    RP_EXPECT(rp_event_wait(rt, done[0], -1), RP_OK);
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &pre[window[w]], .npre = 1},
+                       &extra));
+    RP_EXPECT(rp_event_wait(rt, extra, -1), RP_OK);
+    RP_CHECK(rp_event_release(rt, extra));
+    for (uint32_t i = 0; i < window[w]; i++) {
+      RP_EXPECT(rp_event_wait(rt, done[i], -1), RP_OK);
+      RP_CHECK(rp_event_release(rt, done[i]));
+    }
+    for (uint32_t i = 0; i <= window[w]; i++)
+      RP_CHECK(rp_event_release(rt, pre[i]));
+    RP_CHECK(rp_exec_stats_get(ex, &es)); /* the refused one never ran */
+    cr_assert_eq(es.replays, window[w] + 1);
+    RP_CHECK(rp_exec_destroy(ex));
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 /* Two lanes, each op busy for its own per-replay time, so either lane may
  * finish a replay last while the other runs up to 7 replays ahead. Each
  * replay's lane-0 op waits for a precondition the host triggers only after

@@ -290,6 +290,22 @@ int rp_cli_check_outputs(const char *cmd, const char *const (*outs)[2],
   return RP_CLI_OK;
 }
 
+int rp_cli_check_not_inputs(const char *cmd, const char *const (*outs)[2],
+                            size_t n, const char *const (*ins)[2], size_t m) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; outs[i][1] && j < m; j++) {
+      if (!ins[j][1] || (!strcmp(outs[i][0], "--save-weights") &&
+                         !strcmp(ins[j][0], "--load-weights")))
+        continue;
+      if (same_file(outs[i][1], ins[j][1]))
+        return rp_cli_usage_error(cmd,
+                                  "%s %s is the %s file: writing it would "
+                                  "replace what the run reads",
+                                  outs[i][0], outs[i][1], ins[j][0]);
+    }
+  return RP_CLI_OK;
+}
+
 int rp_cli_output_open(const char *cmd, const char *opt, const char *path,
                        rp_output **o) {
   if (rp_output_open(path, o) != RP_OK) {

@@ -102,6 +102,13 @@ int rp_cli_check_output(const char *cmd, const char *opt, const char *path);
  * later write would replace the earlier one's file. */
 int rp_cli_check_outputs(const char *cmd, const char *const (*outs)[2],
                          size_t n);
+/* No output of outs[n] is one of the input files ins[m] (option, path;
+ * NULL paths skipped): writing it would replace what the run reads.
+ * --save-weights over --load-weights is allowed (resuming in place: the
+ * checkpoint is read first and replaced whole). A usage error naming both
+ * options, else RP_CLI_OK. */
+int rp_cli_check_not_inputs(const char *cmd, const char *const (*outs)[2],
+                            size_t n, const char *const (*ins)[2], size_t m);
 /* rp_output_open, saying why not as rp_cli_check_output does. */
 int rp_cli_output_open(const char *cmd, const char *opt, const char *path,
                        rp_output **o);

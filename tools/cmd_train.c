@@ -450,6 +450,10 @@ static int check_options(train_cli *c) {
   if (!c->data && c->mc.batch > c->samples)
     return rp_cli_usage_error("train", "--batch %u is more than --samples %u",
                               c->mc.batch, c->samples);
+  /* --dist: checked with the number of ranks once MPI started */
+  if (!c->dist && rp_mlp_split_check(c->mc.batch, 1, c->mc.procs) != RP_OK)
+    return rp_cli_usage_error("train", "--batch %u over --procs %u: %s",
+                              c->mc.batch, c->mc.procs, rp_error_detail());
   if (c->trace && c->eager)
     return rp_cli_usage_error("train", "--trace needs the recorded step "
                                        "(drop --eager)");
@@ -572,7 +576,12 @@ static int gpt_options(train_cli *c) {
                                  {"--trace", c->trace},
                                  {"--save-graph", c->save_graph},
                                  {"--save-weights", c->save_weights}};
-  return rp_cli_check_outputs("train", outs, sizeof outs / sizeof outs[0]);
+  const char *const ins[][2] = {{"--text", c->text},
+                                {"--load-weights", c->load_weights}};
+  int rc = rp_cli_check_not_inputs("train", outs, sizeof outs / sizeof outs[0],
+                                   ins, sizeof ins / sizeof ins[0]);
+  return rc ? rc
+            : rp_cli_check_outputs("train", outs, sizeof outs / sizeof outs[0]);
 }
 
 static int parse_args(int argc, char **argv, train_cli *c) {
@@ -623,6 +632,12 @@ static int parse_args(int argc, char **argv, train_cli *c) {
                                  {"--timings", c->timings},
                                  {"--save-graph", c->save_graph},
                                  {"--save-weights", c->save_weights}};
+  const char *const ins[][2] = {{"--data", c->data},
+                                {"--labels", c->labels},
+                                {"--load-weights", c->load_weights}};
+  if ((rc = rp_cli_check_not_inputs("train", outs, sizeof outs / sizeof outs[0],
+                                    ins, sizeof ins / sizeof ins[0])))
+    return rc;
   return rp_cli_check_outputs("train", outs, sizeof outs / sizeof outs[0]);
 }
 
@@ -956,6 +971,10 @@ static int load_data(train_state *s) {
     fprintf(stderr, "%s: %s\n", who(), rp_error_detail());
     return RP_CLI_FAILED;
   }
+  if (c->mc.batch > s->data.n) /* a usage error, as for --samples */
+    return rp_cli_usage_error(
+        "train", "--batch %u is more than the %u samples of %s", c->mc.batch,
+        s->data.n, c->data ? c->data : "the data set");
   return split_val(s);
 }
 
@@ -1048,7 +1067,16 @@ static int evaluate_initial(train_state *s) {
   rp_status st = rp_mlp_evaluate(s->m, &s->init_loss, &s->init_acc);
   double chance = log((double)s->data.classes); /* a uniform guess */
   s->limit = DIVERGE_FACTOR * (s->init_loss > chance ? s->init_loss : chance);
-  return st ? fail("evaluating the initial weights", st) : RP_CLI_OK;
+  if (st)
+    return fail("evaluating the initial weights", st);
+  if (!isfinite(s->init_loss)) { /* before any step: the data, not --lr */
+    fprintf(stderr,
+            "%s: the loss of the initial weights is %s, before any step: "
+            "the data overflow float arithmetic (scale the features)\n",
+            who(), isnan(s->init_loss) ? "NaN" : "infinite");
+    return RP_CLI_FAILED;
+  }
+  return RP_CLI_OK;
 }
 
 /* Instantiates the recorded step. FALLBACK when AUTO chose CUDA and this

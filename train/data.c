@@ -524,12 +524,17 @@ static rp_status load_csv(FILE *f, const char *path, uint64_t max_file,
     st = csv_lines(f, &c, fields);
   if (st == RP_OK && c.d.n == 0)
     st = rp_error_set(RP_EFORMAT, "%s: no data rows after the header", path);
+  if (st == RP_OK && c.max_label < 1)
+    st = rp_error_set(RP_EFORMAT,
+                      "%s: every label is 0: a classifier needs at least 2 "
+                      "classes (classes = largest label + 1)",
+                      path);
   free(fields);
   if (st != RP_OK) {
     rp_data_free(&c.d);
     return st;
   }
-  c.d.classes = c.max_label >= 1 ? (uint32_t)c.max_label + 1 : 2;
+  c.d.classes = (uint32_t)c.max_label + 1;
   *out = c.d;
   return RP_OK;
 }
@@ -673,10 +678,15 @@ rp_status rp_data_load_idx(const char *images, const char *labels,
   uint32_t classes = 0;
   for (uint32_t i = 0; st == RP_OK && i < fl.dims[0]; i++)
     classes = fl.data[i] + 1u > classes ? fl.data[i] + 1u : classes;
+  if (st == RP_OK && classes < 2)
+    st = rp_error_set(RP_EFORMAT,
+                      "%s: every label is 0: a classifier needs at least 2 "
+                      "classes (classes = largest label + 1)",
+                      labels);
   rp_dataset d = {0};
   if (st == RP_OK) {
     uint32_t n = fi.dims[0], feats = (uint32_t)(fi.count / n);
-    st = data_alloc(&d, n, feats, classes < 2 ? 2 : classes);
+    st = data_alloc(&d, n, feats, classes);
     if (st != RP_OK)
       st = rp_train_err_prefix(st, "%s: ", images);
   }
