@@ -248,9 +248,14 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
   for (uint32_t i = 0; i < n; i++) {
     uint32_t idx;
     int is_port = 0;
+    if (!(ops[i].id & RP_REF_BIT)) /* the header's RP_EPORT, not a wait's */
+      return rp__err(RP_EPORT,
+                     "rp_capture_postcondition: ops[%u] = %#llx is an "
+                     "eager event, not an op reference of this capture",
+                     i, (unsigned long long)ops[i].id);
     if ((st = decode_ref(cs, ops[i], &idx, &is_port,
                          "rp_capture_postcondition")) != RP_OK)
-      return st;
+      return rp__err(RP_EPORT, "%s", rp_error_detail());
     if (is_port)
       return rp__err(RP_EPORT,
                      "rp_capture_postcondition: ref %u is a "

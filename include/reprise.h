@@ -253,7 +253,8 @@ RP_API FILE *rp_output_file(const rp_output *o);
  * that failed earlier on the stream (ferror) fails the commit. */
 RP_API rp_status rp_output_commit(rp_output *o);
 /* Closes and removes the temporary file; the target is unchanged. NULL is
- * a no-op. */
+ * a no-op. Commit and abort free o, as free() does: o is a plain pointer,
+ * not a generation-checked handle, and must not be passed again. */
 RP_API void rp_output_abort(rp_output *o);
 /* What rp_output_open checks, without keeping anything: for checking every
  * output path before long work starts (a temporary file is created and
@@ -808,7 +809,10 @@ RP_API rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
 /* A named postcondition port signalled once all of ops (captured op refs)
  * completed in a replay; *port (may be NULL) its index. Errors: RP_ECAPTURE no
  * capture open on this thread, RP_EINVAL a bad name, RP_EPORT an entry of ops
- * that is not an op reference of this capture. */
+ * that is not an op reference of this capture (an eager event, another
+ * capture's reference, a precondition port). With n 0 the port is bound
+ * later (rp_graph_bind_postcondition); instantiate refuses one left
+ * unbound. */
 RP_API rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
                                           const rp_event *ops, uint32_t n,
                                           uint32_t *port);

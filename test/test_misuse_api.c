@@ -1477,6 +1477,38 @@ static rp_status load_with_port_name(rp_runtime *rt, const char *port) {
 }
 #endif
 
+/* rp_capture_postcondition binds ops of this capture only: an eager event
+ * or a precondition port is RP_EPORT (the header's code) naming the entry,
+ * and no port is added. */
+Test(misuse_api, capture_postcondition_takes_only_this_captures_ops) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
+      &t));
+  rp_event eager;
+  RP_CHECK(rp_event_create(rt, &eager));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event pre, op;
+  RP_CHECK(rp_capture_precondition(rt, "in", &pre, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, &op));
+  rp_event bad[2][2] = {{op, eager}, {pre, op}};
+  const char *want[2] = {"ops[1]", "precondition port"};
+  for (int i = 0; i < 2; i++) {
+    uint32_t port = 77;
+    RP_EXPECT(rp_capture_postcondition(rt, "out", bad[i], 2, &port), RP_EPORT);
+    cr_assert(strstr(rp_error_detail(), want[i]), "%s", rp_error_detail());
+    cr_assert_eq(port, 77);
+  }
+  RP_CHECK(rp_capture_postcondition(rt, "out", &op, 1, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_postcondition_count(g), 1);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_event_release(rt, eager));
+  th_destroy(rt);
+}
+
 Test(misuse_api, loader_refuses_bad_names_nul_escapes_included) {
 #ifndef REPRISE_HAVE_CJSON
   cr_skip_test("graph files need cJSON, which this build lacks");
