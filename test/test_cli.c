@@ -1544,6 +1544,15 @@ Test(cli, train_gpt_stop_then_resume_is_one_run_bitwise, .timeout = 300) {
       half);
   cr_assert_eq(r.status, 2, "%s", r.err);
   cr_assert(strstr(r.err, "--stop 6:"), "%s", r.err);
+  /* another schedule trains on, and the note names what differs (the
+   * warmup, given equal, is not listed) */
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "16", "--lr", "0.001", "--warmup", "1",
+      "--load-weights", half);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(!strstr(r.err, "--warmup"), "an equal setting listed: %s", r.err);
+  cr_assert(strstr(r.err, "--lr 0.002 (now 0.001)"), "%s", r.err);
+  cr_assert(strstr(r.err, "--iters 14 (now 16)"), "%s", r.err);
+  cr_assert(strstr(r.err, "not an exact continuation"), "%s", r.err);
   unlink(corpus), unlink(one), unlink(half), unlink(two);
 }
 

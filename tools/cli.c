@@ -335,6 +335,16 @@ void rp_cli_runtime_what(char *buf, size_t n, const char *src,
                                  : "auto");
 }
 
+void rp_cli_appendf(char *buf, size_t n, const char *fmt, ...) {
+  size_t k = strnlen(buf, n);
+  if (k + 1 >= n)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + k, n - k, fmt, ap);
+  va_end(ap);
+}
+
 void rp_cli_put_text_byte(int ch) {
   putchar(ch == '\n' || ch == '\t' || (ch >= 32 && ch != 127) ? ch : '?');
 }

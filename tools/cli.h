@@ -120,6 +120,10 @@ int rp_cli_output_commit(const char *cmd, const char *opt, const char *path,
  * other than newline and tab (and DEL), which a terminal would act on:
  * those print as '?'. Bytes from 0x80 up pass, so UTF-8 text shows. */
 void rp_cli_put_text_byte(int ch);
+/* Appends printf-style text to the NUL-terminated buf of n bytes (cut
+ * short when full). */
+void rp_cli_appendf(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Writes `,\n  "key": v` into a JSON object: v as %.9g, or null when v is
  * not finite or ok is 0 (JSON has no NaN or infinity). */
 void rp_cli_json_num(FILE *f, const char *key, double v, int ok);

@@ -999,17 +999,30 @@ static int load_ckpt(train_state *s) {
                               "ask for more than %u",
                               c->iters, c->load_weights, f->step, f->step);
   s->start = f->step;
-  if (s->tr.rank == 0 &&
-      (f->lr != c->lr || f->lr_decay != c->lr_decay ||
-       f->momentum != c->mc.momentum || f->batch != c->mc.batch ||
-       f->seed != c->mc.seed || f->shuffle != (uint32_t)!c->no_shuffle))
+  char d[256] = ""; /* what differs: saved, then this run's */
+  if (f->lr != c->lr)
+    rp_cli_appendf(d, sizeof d, ", --lr %g (now %g)", (double)f->lr,
+                   (double)c->lr);
+  if (f->lr_decay != c->lr_decay)
+    rp_cli_appendf(d, sizeof d, ", --lr-decay %g (now %g)", (double)f->lr_decay,
+                   (double)c->lr_decay);
+  if (f->momentum != c->mc.momentum)
+    rp_cli_appendf(d, sizeof d, ", --momentum %g (now %g)", (double)f->momentum,
+                   (double)c->mc.momentum);
+  if (f->batch != c->mc.batch)
+    rp_cli_appendf(d, sizeof d, ", --batch %u (now %u)", f->batch, c->mc.batch);
+  if (f->seed != c->mc.seed)
+    rp_cli_appendf(d, sizeof d, ", --seed %llu (now %llu)",
+                   (unsigned long long)f->seed, (unsigned long long)c->mc.seed);
+  if (f->shuffle != (uint32_t)!c->no_shuffle)
+    rp_cli_appendf(d, sizeof d, ", %s (now %s)",
+                   f->shuffle ? "shuffled" : "--no-shuffle",
+                   c->no_shuffle ? "--no-shuffle" : "shuffled");
+  if (s->tr.rank == 0 && d[0])
     fprintf(stderr,
-            "%s: note: %s was saved with --lr %g --lr-decay %g "
-            "--momentum %g --batch %u --seed %llu%s; this run differs, so it "
-            "is not an exact continuation\n",
-            who(), c->load_weights, (double)f->lr, (double)f->lr_decay,
-            (double)f->momentum, f->batch, (unsigned long long)f->seed,
-            f->shuffle ? "" : " --no-shuffle");
+            "%s: note: %s was saved with %s; so this run is not an exact "
+            "continuation\n",
+            who(), c->load_weights, d + 2);
   return RP_CLI_OK;
 }
 

@@ -111,15 +111,24 @@ static int load_ckpt(gpt_state *s) {
                               c->stop < c->iters ? "stop" : "iters", c->stop,
                               c->load_weights, k->step);
   s->start = k->step;
-  if (s->tr.rank == 0 && /* --dist: said once */
-      (k->lr != c->lr || k->warmup != c->warmup || k->iters != c->iters ||
-       k->batch != c->mc.batch || k->seed != c->mc.seed))
+  char d[256] = ""; /* what differs: saved, then this run's */
+  if (k->lr != c->lr)
+    rp_cli_appendf(d, sizeof d, ", --lr %g (now %g)", (double)k->lr,
+                   (double)c->lr);
+  if (k->warmup != c->warmup)
+    rp_cli_appendf(d, sizeof d, ", --warmup %u (now %u)", k->warmup, c->warmup);
+  if (k->iters != c->iters)
+    rp_cli_appendf(d, sizeof d, ", --iters %u (now %u)", k->iters, c->iters);
+  if (k->batch != c->mc.batch)
+    rp_cli_appendf(d, sizeof d, ", --batch %u (now %u)", k->batch, c->mc.batch);
+  if (k->seed != c->mc.seed)
+    rp_cli_appendf(d, sizeof d, ", --seed %llu (now %llu)",
+                   (unsigned long long)k->seed, (unsigned long long)c->mc.seed);
+  if (s->tr.rank == 0 && d[0]) /* --dist: said once */
     fprintf(stderr,
-            "reprise train: note: %s was saved with --lr %g --warmup %u "
-            "--iters %u --batch %u --seed %llu; this run differs, so it is "
-            "not an exact continuation\n",
-            c->load_weights, (double)k->lr, k->warmup, k->iters, k->batch,
-            (unsigned long long)k->seed);
+            "reprise train: note: %s was saved with %s; so this run is not "
+            "an exact continuation\n",
+            c->load_weights, d + 2);
   return RP_CLI_OK;
 }
 
