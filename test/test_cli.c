@@ -765,6 +765,15 @@ Test(cli, train_load_weights_refuses_corrupt_and_mismatched_files,
   load_fails(bad, 1, "truncated: the header says 476 payload bytes", "8");
   put_file(bad, buf, 30);
   load_fails(bad, 1, "truncated: 30 bytes", "8");
+  /* a payload length near 2^64: no wrapped total in the message */
+  memcpy(mod, buf, n);
+  for (int b = 0; b < 8; b++)
+    mod[32 + b] = b ? 0xff : 0xd0;
+  put_file(bad, mod, n);
+  load_fails(bad, 1,
+             "truncated: the header says 18446744073709551568 payload "
+             "bytes, the file has",
+             "8");
   memcpy(mod, buf, n), mod[n] = 0;
   put_file(bad, mod, n + 1);
   load_fails(bad, 1, "trailing bytes", "8");

@@ -99,14 +99,20 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
   fk[RP_CKPT_KIND_MAX] = 0;
   uint64_t want = get64(b + 32);
   /* the length first: a torn file says so rather than "corrupt" */
-  if (want != (uint64_t)(n - RP_CKPT_HEAD))
-    return rp_error_set(
-        RP_EFORMAT,
-        "%s: %s: the header says %llu payload bytes "
-        "(%llu in all), the file has %zu",
-        path,
-        want > (uint64_t)n - RP_CKPT_HEAD ? "truncated" : "trailing bytes",
-        (unsigned long long)want, (unsigned long long)(want + RP_CKPT_HEAD), n);
+  if (want != (uint64_t)(n - RP_CKPT_HEAD)) {
+    const char *what =
+        want > (uint64_t)n - RP_CKPT_HEAD ? "truncated" : "trailing bytes";
+    if (want > UINT64_MAX - RP_CKPT_HEAD) /* no total to give */
+      return rp_error_set(RP_EFORMAT,
+                          "%s: %s: the header says %llu payload bytes, the "
+                          "file has %zu",
+                          path, what, (unsigned long long)want, n);
+    return rp_error_set(RP_EFORMAT,
+                        "%s: %s: the header says %llu payload bytes "
+                        "(%llu in all), the file has %zu",
+                        path, what, (unsigned long long)want,
+                        (unsigned long long)(want + RP_CKPT_HEAD), n);
+  }
   uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, b, 40), b + RP_CKPT_HEAD,
                           (size_t)want);
   if (h != get64(b + 40))
