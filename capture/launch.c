@@ -132,8 +132,12 @@ rp_status rp__check_interps(const rp_launch *l, const char *name) {
       continue;
     }
     size_t end;
-    if (!ip->bytes || !rp__add_ok(ip->dst_offset, ip->bytes, &end) ||
-        end > l->args_size)
+    if (!ip->bytes)
+      return rp__err(RP_ERANGE,
+                     "task '%s': interpolation %u writes 0 bytes (an "
+                     "interpolation writes at least one)",
+                     name, i);
+    if (!rp__add_ok(ip->dst_offset, ip->bytes, &end) || end > l->args_size)
       return rp__err(RP_ERANGE,
                      "task '%s': interpolation %u writes bytes "
                      "[%zu, +%zu) outside the %zu argument bytes",

@@ -914,9 +914,10 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
     return rp__err(RP_ECONTRACT, "rp_runtime_destroy inside a replay");
   }
   int32_t live = atomic_load(&rt->live_objects);
-  if (live > 0)
+  if (live > 0) /* an open capture holds its graph */
     return rp__err(RP_EBUSY,
-                   "rp_runtime_destroy: %d graphs or execs are still alive",
+                   "rp_runtime_destroy: %d graphs or execs are still alive "
+                   "(an open capture's graph counts: end it first)",
                    (int)live);
   atomic_store(&rt->destroying, 1);
   /* Layers first (their ops may wait on engine ops and the reverse: each

@@ -684,10 +684,12 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
       atomic_store(&s->status, (int32_t)RP_ESTALE);
       snprintf(
           s->detail, sizeof s->detail,
-          "replay %llu: instance %#llx was "
-          "freed or reallocated after instantiate",
+          "replay %llu: instance %#llx was freed or reallocated after "
+          "instantiate",
           (unsigned long long)r,
           (unsigned long long)((uint64_t)ex->insts[i].info.generation << 32 |
+                               (uint64_t)rp__runtime_tag(ex->rt)
+                                   << RP_HANDLE_TAG_SHIFT |
                                ex->insts[i].slot));
       /* no op runs: no postcondition was produced (relaxed: published
        * with the slot by submit) */

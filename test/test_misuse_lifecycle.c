@@ -66,6 +66,34 @@ Test(misuse, destroyed_runtime_is_refused_and_double_destroy_is_estale) {
   RP_EXPECT(rp_event_release(rt, (rp_event){1}), RP_ESTALE);
 }
 
+/* Messages that say what is wrong: a runtime with only a capture open is
+ * busy because of that capture's graph (the detail says to end it), and
+ * an interpolation of 0 bytes is refused as such, not as "outside". */
+Test(misuse, open_capture_and_empty_interpolation_are_named) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "count", count_task, 100);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_EXPECT(rp_runtime_destroy(rt), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "an open capture's graph counts"), "%s",
+            rp_error_detail());
+  uint32_t arg = 0;
+  rp_interp ip = {0, 0, 0};
+  rp_launch l = {.task = t,
+                 .proc = 0,
+                 .args = &arg,
+                 .args_size = sizeof arg,
+                 .interps = &ip,
+                 .ninterp = 1};
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "writes 0 bytes"), "%s",
+            rp_error_detail());
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 0);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 Test(misuse, destroyed_graph_and_exec_are_refused) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = reg(rt, "count", count_task, 100);
@@ -231,6 +259,12 @@ Test(misuse, instance_used_by_a_replay_in_flight_is_not_freed) {
   RP_CHECK(rp_event_trigger(rt, go));
   RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &go, .npre = 1}, &done));
   RP_EXPECT(rp_event_wait(rt, done, 10 * SEC), RP_ESTALE);
+  /* the detail names the handle the caller held, runtime tag included */
+  char want[64];
+  snprintf(want, sizeof want, "instance %#llx was freed",
+           (unsigned long long)in.id);
+  cr_assert(strstr(rp_exec_error_detail(ex), want), "no '%s' in '%s'", want,
+            rp_exec_error_detail(ex));
   RP_CHECK(rp_event_release(rt, done));
   RP_CHECK(rp_event_release(rt, go));
   RP_CHECK(rp_exec_destroy(ex));

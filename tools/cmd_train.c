@@ -1374,14 +1374,12 @@ static void print_header(const train_state *s) {
          c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
   if (c->dist)
     printf("%u rank%s (MPI) x ", s->tr.ranks, s->tr.ranks == 1 ? "" : "s");
+  printf("%u processor%s\n", c->mc.procs, c->mc.procs == 1 ? "" : "s");
   if (s->val.n) /* the samples above are those trained on */
-    printf("%u processors\nvalidation: %u samples held out (--val-frac %g); "
-           "%s\n",
-           c->mc.procs, s->val.n, (double)c->val_frac,
+    printf("validation: %u samples held out (--val-frac %g); %s\n", s->val.n,
+           (double)c->val_frac,
            c->no_shuffle ? "batches in the data set's order"
                          : "shuffled every epoch");
-  else
-    printf("%u processors\n", c->mc.procs);
   print_procs(s, "");
   const char *why = rp_runtime_backend_reason(s->rt);
   if (c->backend == RP_BACKEND_AUTO && why[0])
