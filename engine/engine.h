@@ -153,6 +153,11 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w);
 /* Final status (RP_OK / poison) if completed, else RP_EAGAIN. Assumes a live
  * handle (no stale check). */
 rp_status rp__event_peek(const rp_runtime *rt, rp_event e);
+/* rp__event_peek for a handle that may have gone stale meanwhile (its last
+ * reference dropped by another thread): RP_ESTALE then, never the state of
+ * the event that reuses the slot (its generation is read before and after
+ * the state). */
+rp_status rp__event_peek_live(const rp_runtime *rt, rp_event e);
 /* Waits (spin, then futex) until a live event the caller holds a reference
  * to completes; returns its final status. No contract check, no timeout:
  * for replay workers waiting on preconditions. */

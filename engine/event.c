@@ -289,6 +289,18 @@ rp_status rp__event_peek(const rp_runtime *rt, rp_event e) {
   }
 }
 
+rp_status rp__event_peek_live(const rp_runtime *rt, rp_event e) {
+  if (e.id == 0)
+    return RP_OK;
+  rp_event_slot *s = ev_lookup(rt, e); /* the generation, first */
+  if (!s)
+    return RP_ESTALE;
+  rp_status st = rp__event_peek(rt, e); /* acquire: the check below follows */
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
+    return RP_ESTALE; /* recycled meanwhile: st may be another event's */
+  return st;
+}
+
 int rp__event_live(const rp_runtime *rt, rp_event e) {
   return e.id == 0 || ev_lookup(rt, e) != NULL;
 }

@@ -759,14 +759,17 @@ static int exec_quiet(rp_exec *ex) {
 }
 
 /* 1 when a replay in flight still waits for a precondition (an event the
- * caller may trigger only after issuing more replays). */
+ * caller may trigger only after issuing more replays). A replay that is
+ * completing drops its references to its preconditions before done_seq
+ * moves, so a handle read here may be stale: that replay is past its
+ * gates (not gated), whatever event now uses the slot. */
 static int inflight_gated(rp_exec *ex) {
   uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
   for (uint64_t r = ex->issued - ((uint32_t)ex->issued - done); r < ex->issued;
        r++) {
     const rp_slot *s = &ex->slots[r % ex->max_inflight];
     for (uint32_t i = 0; i < ex->npre; i++)
-      if (rp__event_peek(ex->rt, s->pre[i]) == RP_EAGAIN)
+      if (rp__event_peek_live(ex->rt, s->pre[i]) == RP_EAGAIN)
         return 1;
   }
   return 0;
