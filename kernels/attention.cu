@@ -39,9 +39,6 @@
  * caches are untouched. */
 #include "gpt_cuda.cuh"
 
-#include <stdlib.h>
-#include <string.h>
-
 using namespace rp_gpt;
 
 namespace {
@@ -361,18 +358,11 @@ __global__ void attention_decode_k(const float *__restrict__ qkv, float *kcache,
 enum class AttnMode { fused, gemm };
 
 rp_status attn_mode(AttnMode *mode, const char *what) {
-  const char *e = getenv("REPRISE_GPT_ATTN");
-  *mode = AttnMode::fused;
-  if (!e || !*e || !strcmp(e, "fused"))
-    return RP_OK;
-  if (!strcmp(e, "gemm")) {
-    *mode = AttnMode::gemm;
-    return RP_OK;
-  }
-  return rp__err(RP_EINVAL,
-                 "%s: REPRISE_GPT_ATTN='%s': need fused or gemm (the "
-                 "attention's kernels)",
-                 what, e);
+  int v;
+  rp_status st = env_choice("REPRISE_GPT_ATTN", "fused", "gemm",
+                            "the attention's kernels", what, &v);
+  *mode = v ? AttnMode::gemm : AttnMode::fused;
+  return st;
 }
 
 /* Both fused kernels within the 48 KiB of shared memory a block gets

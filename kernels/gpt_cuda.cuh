@@ -146,6 +146,13 @@ __host__ __device__ inline size_t colsum_chunks(size_t rows) {
   return rows ? (rows + per - 1) / per : 1;
 }
 
+/* One of two words in environment variable var: 0 when unset, empty or
+ * first, 1 when second; RP_EINVAL otherwise, "what: VAR='v': need first or
+ * second (selects)". The kernels' switches (REPRISE_GPT_COLSUM,
+ * REPRISE_GPT_ATTN) read theirs through it at each launch. */
+rp_status env_choice(const char *var, const char *first, const char *second,
+                     const char *selects, const char *what, int *out);
+
 enum class ColsumMode { split, serial };
 /* REPRISE_GPT_COLSUM: unset, empty or "split", or "serial"; RP_EINVAL
  * naming `what` and the variable otherwise. */

@@ -25,19 +25,27 @@
 
 using namespace rp_gpt;
 
-rp_status rp_gpt::colsum_mode(ColsumMode *mode, const char *what) {
-  const char *e = getenv("REPRISE_GPT_COLSUM");
-  *mode = ColsumMode::split;
-  if (!e || !*e || !strcmp(e, "split"))
+rp_status rp_gpt::env_choice(const char *var, const char *first,
+                             const char *second, const char *selects,
+                             const char *what, int *out) {
+  const char *e = getenv(var);
+  *out = 0;
+  if (!e || !*e || !strcmp(e, first))
     return RP_OK;
-  if (!strcmp(e, "serial")) {
-    *mode = ColsumMode::serial;
+  if (!strcmp(e, second)) {
+    *out = 1;
     return RP_OK;
   }
-  return rp__err(RP_EINVAL,
-                 "%s: REPRISE_GPT_COLSUM='%s': need split or serial (the "
-                 "grid of the backward's column sums)",
-                 what, e);
+  return rp__err(RP_EINVAL, "%s: %s='%s': need %s or %s (%s)", what, var, e,
+                 first, second, selects);
+}
+
+rp_status rp_gpt::colsum_mode(ColsumMode *mode, const char *what) {
+  int v;
+  rp_status st = env_choice("REPRISE_GPT_COLSUM", "split", "serial",
+                            "the grid of the backward's column sums", what, &v);
+  *mode = v ? ColsumMode::serial : ColsumMode::split;
+  return st;
 }
 
 namespace {

@@ -531,7 +531,29 @@ static void spin_adapt(rp_exec *ex, const rp_backoff *b) {
     ex->slot_spin_ns = rp__host_spin_ns(ex->rt);
 }
 
-static void wait_inflight(rp_exec *ex, uint64_t limit) {
+/* 1 when a replay in flight still waits for a precondition (an event the
+ * caller may trigger only after issuing more replays). A replay that is
+ * completing drops its references to its preconditions before done_seq
+ * moves, so a handle read here may be stale: that replay is past its
+ * gates (not gated), whatever event now uses the slot. */
+static int inflight_gated(rp_exec *ex) {
+  uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
+  for (uint64_t r = ex->issued - ((uint32_t)ex->issued - done); r < ex->issued;
+       r++) {
+    const rp_slot *s = &ex->slots[r % ex->max_inflight];
+    for (uint32_t i = 0; i < ex->npre; i++)
+      if (rp__event_peek_live(ex->rt, s->pre[i]) == RP_EAGAIN)
+        return 1;
+  }
+  return 0;
+}
+
+/* Waits until fewer than limit replays are in flight; 0 then. With
+ * refuse_gated, a full window in which a replay still waits for an
+ * untriggered precondition returns 1 at once instead: it may free only
+ * once the caller, who is waiting here, triggers it. The check runs only
+ * when the window is full, off the common path. */
+static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
   rp_backoff b = RP_BACKOFF_HOST;
   b.spin_ns = ex->slot_spin_ns;
   b.yield_ns = slot_yield_budget(ex, limit);
@@ -540,8 +562,10 @@ static void wait_inflight(rp_exec *ex, uint64_t limit) {
     if ((uint32_t)ex->issued - done < limit) {
       if (waited)
         spin_adapt(ex, &b);
-      return;
+      return 0;
     }
+    if (!waited && refuse_gated && inflight_gated(ex))
+      return 1;
     if (rp__backoff(&b))
       continue;
     /* Asleep until a slot frees; when replays are long (half the window
@@ -567,7 +591,7 @@ static void wait_inflight(rp_exec *ex, uint64_t limit) {
 int rp__exec_quiesce(rp_exec *ex) {
   if (ex->lw && rp__lower_quiesce(ex))
     return 1;
-  wait_inflight(ex, 1);
+  wait_inflight(ex, 1, 0);
   if (!ex->submitted) /* never went through the ring (no op, or every
                          replay launched from the calling thread) */
     return 0;
@@ -758,23 +782,6 @@ static int exec_quiet(rp_exec *ex) {
          !atomic_load_explicit(&ex->lw->cb_pending, memory_order_acquire);
 }
 
-/* 1 when a replay in flight still waits for a precondition (an event the
- * caller may trigger only after issuing more replays). A replay that is
- * completing drops its references to its preconditions before done_seq
- * moves, so a handle read here may be stale: that replay is past its
- * gates (not gated), whatever event now uses the slot. */
-static int inflight_gated(rp_exec *ex) {
-  uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
-  for (uint64_t r = ex->issued - ((uint32_t)ex->issued - done); r < ex->issued;
-       r++) {
-    const rp_slot *s = &ex->slots[r % ex->max_inflight];
-    for (uint32_t i = 0; i < ex->npre; i++)
-      if (rp__event_peek_live(ex->rt, s->pre[i]) == RP_EAGAIN)
-        return 1;
-  }
-  return 0;
-}
-
 rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
   rp_backoff b = RP_BACKOFF_HOST;
   b.spin_ns = rp__host_spin_ns(ex->rt);
@@ -803,20 +810,13 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done) {
   rp_status st;
   uint64_t r = ex->issued;
-  /* A full window frees only as replays complete; one that waits for a
-   * precondition the caller has not triggered may never do so while the
-   * caller waits here (it may trigger only after this call). The check
-   * runs only when the window is full, off the common path. */
-  uint32_t done_n = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
-  if (RP_UNLIKELY((uint32_t)r - done_n >= ex->max_inflight) &&
-      inflight_gated(ex))
+  if (RP_UNLIKELY(wait_inflight(ex, ex->max_inflight, 1)))
     return rp__err(RP_EBUSY,
                    "rp_replay: %u replays are in flight (max_inflight) and "
                    "one waits for a precondition that has not triggered: "
                    "trigger it, or wait for a done event, then replay "
                    "again (nothing was replayed)",
                    ex->max_inflight);
-  wait_inflight(ex, ex->max_inflight);
   rp_slot *s = &ex->slots[r % ex->max_inflight];
   /* in flight for rp_instance_free/realloc before arm_slot checks the
    * generations (seq_cst, see inst_busy) */

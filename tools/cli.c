@@ -149,6 +149,16 @@ int rp_cli_env_backend(const char *cmd, rp_backend_kind *b, int *set) {
   return RP_CLI_OK;
 }
 
+int rp_cli_env_backend_src(const char *cmd, rp_backend_kind *b,
+                           const char **src) {
+  int set = 0, rc;
+  if (!*src && (rc = rp_cli_env_backend(cmd, b, &set)))
+    return rc;
+  if (set)
+    *src = "REPRISE_BACKEND";
+  return rp_cli_env_check(cmd);
+}
+
 int rp_cli_env_workers(const char *cmd, uint32_t *workers, int *set) {
   int rc = rp_cli_env_u32(cmd, "REPRISE_CPUS", 1, RP_CLI_MAX_WORKERS, workers,
                           set); /* deprecated spelling: WORKERS wins */

@@ -78,6 +78,12 @@ int rp_cli_env_backend(const char *cmd, rp_backend_kind *b, int *set);
  * what failed and which source asked for the backend, into buf. */
 void rp_cli_runtime_what(char *buf, size_t n, const char *src,
                          rp_backend_kind b);
+/* For a command whose backend option may name its source: where no option
+ * decided (*src NULL), REPRISE_BACKEND into *b and *src = "REPRISE_BACKEND"
+ * when set; then every variable (rp_cli_env_check). RP_CLI_OK or
+ * RP_CLI_USAGE. */
+int rp_cli_env_backend_src(const char *cmd, rp_backend_kind *b,
+                           const char **src);
 /* REPRISE_WORKERS (1..RP_CLI_MAX_WORKERS; the deprecated REPRISE_CPUS when
  * it is unset) into *workers, as rp_cli_env_u32. */
 int rp_cli_env_workers(const char *cmd, uint32_t *workers, int *set);

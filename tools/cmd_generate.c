@@ -117,13 +117,7 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
     return rp_cli_usage_error("generate", "unexpected argument '%s'",
                               argv[optind]);
   /* the environment where no option decided (README "Environment") */
-  int env_backend = 0;
-  if (!c->backend_src &&
-      (rc = rp_cli_env_backend("generate", &c->backend, &env_backend)))
-    return rc;
-  if (env_backend)
-    c->backend_src = "REPRISE_BACKEND";
-  if ((rc = rp_cli_env_check("generate")))
+  if ((rc = rp_cli_env_backend_src("generate", &c->backend, &c->backend_src)))
     return rc;
   if (!c->weights)
     return rp_cli_usage_error("generate", "--load-weights FILE is required");

@@ -610,13 +610,8 @@ static int parse_args(int argc, char **argv, train_cli *c) {
     return rp_cli_usage_error("train", "unexpected argument '%s'",
                               argv[optind]);
   /* the environment where no option decided (README "Environment") */
-  int env_backend = 0, rc;
-  if (!c->backend_src &&
-      (rc = rp_cli_env_backend("train", &c->backend, &env_backend)))
-    return rc;
-  if (env_backend)
-    c->backend_src = "REPRISE_BACKEND";
-  if ((rc = rp_cli_env_check("train")))
+  int rc = rp_cli_env_backend_src("train", &c->backend, &c->backend_src);
+  if (rc)
     return rc;
   if (c->gpt || (rc = gpt_only(c)))
     return c->gpt ? gpt_options(c) : rc;
