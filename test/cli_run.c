@@ -3,6 +3,8 @@
 
 #include <criterion/criterion.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,7 +20,7 @@ void cli_slurp(int fd, char *buf, size_t cap) {
   close(fd);
 }
 
-void run_cli(cli_run *r, const char *const *args) {
+static void run_cli_on(cli_run *r, const char *const *args, int tty) {
   char *argv[32] = {(char *)"reprise"};
   for (int i = 0; args[i]; i++) {
     cr_assert_lt(i + 2, 32);
@@ -29,17 +31,55 @@ void run_cli(cli_run *r, const char *const *args) {
   cr_assert(fo >= 0 && fe >= 0, "mkstemp");
   unlink(outp);
   unlink(errp);
+  int master = -1, slave = -1;
+  if (tty) { /* stdout on a terminal: the child's slave side, read here */
+    master = posix_openpt(O_RDWR | O_NOCTTY);
+    cr_assert(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0,
+              "a pseudo-terminal");
+    slave = open(ptsname(master), O_RDWR | O_NOCTTY);
+    cr_assert_geq(slave, 0, "the terminal's slave side");
+  }
   pid_t pid = fork();
   cr_assert_geq(pid, 0, "fork");
   if (pid == 0) {
-    dup2(fo, 1);
+    dup2(tty ? slave : fo, 1);
     dup2(fe, 2);
     execv(REPRISE_CLI_PATH, argv);
     _exit(127);
   }
+  if (tty) { /* read until the child's side closes (EIO on Linux) */
+    close(slave);
+    size_t n = 0;
+    for (;;) {
+      ssize_t k = read(master, r->out + n, sizeof r->out - 1 - n);
+      if (k > 0 && (n += (size_t)k) < sizeof r->out - 1)
+        continue;
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k > 0) { /* full: drain the rest so that the child can finish */
+        char sink[4096];
+        while (read(master, sink, sizeof sink) > 0)
+          ;
+      }
+      break;
+    }
+    r->out[n] = '\0';
+    close(master);
+  }
   int ws;
   cr_assert_eq(waitpid(pid, &ws, 0), pid);
   r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  cli_slurp(fo, r->out, sizeof r->out);
+  if (tty)
+    close(fo);
+  else
+    cli_slurp(fo, r->out, sizeof r->out);
   cli_slurp(fe, r->err, sizeof r->err);
+}
+
+void run_cli(cli_run *r, const char *const *args) {
+  run_cli_on(r, args, 0);
+}
+
+void run_cli_tty(cli_run *r, const char *const *args) {
+  run_cli_on(r, args, 1);
 }

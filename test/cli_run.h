@@ -18,6 +18,13 @@ void run_cli(cli_run *r, const char *const *args);
 
 #define RUN(r, ...) run_cli((r), (const char *const[]){__VA_ARGS__, NULL})
 
+/* run_cli with stdout on a pseudo-terminal (what a user's terminal sees,
+ * the progress bar included; the terminal turns "\n" into "\r\n"). */
+void run_cli_tty(cli_run *r, const char *const *args);
+
+#define RUN_TTY(r, ...)                                                        \
+  run_cli_tty((r), (const char *const[]){__VA_ARGS__, NULL})
+
 /* Reads fd from its start into buf (NUL-terminated, at most cap - 1 bytes)
  * and closes it. */
 void cli_slurp(int fd, char *buf, size_t cap);

@@ -829,6 +829,26 @@ Test(cli, train_lr_100_diverges_with_exit_1, .timeout = 300) {
   unlink(js);
 }
 
+/* On a terminal the MLP's run draws a progress bar with carriage returns;
+ * a run that stops early (divergence) ends the bar's line as a full run
+ * does, so that the summary does not land on it. */
+Test(cli, train_progress_bar_line_ends_on_a_terminal, .timeout = 300) {
+  cli_run r;
+  RUN_TTY(&r, TRAIN_SMALL, "--lr", "100");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "training diverged at iteration"), "%s", r.err);
+  cr_assert(strstr(r.out, "replay ["), "no bar drawn: %s", r.out);
+  const char *fin = strstr(r.out, "final loss");
+  cr_assert(fin && fin > r.out && fin[-1] == '\n',
+            "the summary lands on the bar's line: %s", r.out);
+  RUN_TTY(&r, TRAIN_SMALL);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "replay [##############################] 30/30"),
+            "%s", r.out);
+  fin = strstr(r.out, "final loss");
+  cr_assert(fin && fin > r.out && fin[-1] == '\n', "%s", r.out);
+}
+
 /* --val-frac: held-out figures at every log point and in --json. */
 Test(cli, train_reports_validation_at_log_points_and_in_json, .timeout = 300) {
   char js[] = "/tmp/rp_cli_val_XXXXXX";

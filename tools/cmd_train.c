@@ -656,9 +656,10 @@ typedef struct progress {
   train_state *s; /* validation at log points, the log, divergence */
   uint32_t done;  /* steps done (the last step's index + 1) */
   int failed;     /* a validation failed: stopped, s has said why */
+  int bar_open;   /* the bar is the tty's last line, unterminated */
 } progress;
 
-static void draw_bar(const progress *p, uint32_t done) {
+static void draw_bar(progress *p, uint32_t done) {
   enum { WIDTH = 30 };
   int fill = (int)((uint64_t)done * WIDTH / p->iters);
   char bar[WIDTH + 1];
@@ -668,6 +669,15 @@ static void draw_bar(const progress *p, uint32_t done) {
   printf("\r%-6s [%s] %u/%u  loss %.4f ", p->what, bar, done, p->iters,
          (double)p->last_loss);
   fflush(stdout);
+  p->bar_open = 1;
+}
+
+/* A run that stops before its last iteration (divergence, a failure)
+ * leaves the bar as it was: end its line before anything else prints. */
+static void end_bar(progress *p) {
+  if (p->bar_open)
+    printf("\n");
+  p->bar_open = 0;
 }
 
 static int step_checks(progress *p, uint32_t t, float loss);
@@ -683,15 +693,17 @@ static int on_step(void *arg, uint32_t t, float loss) {
   if (!isnan(loss))
     p->last_loss = loss;
   int log = !isnan(loss) && (t % p->every == 0 || done == p->iters);
-  if (log && p->tty)
+  if (log && p->tty) {
     printf("\r%-60s\r", ""); /* clear the bar, print the line, redraw */
+    p->bar_open = 0;
+  }
   if (log)
     print_log_line(p, done, loss);
   uint32_t tick = p->iters >= 100 ? p->iters / 100 : 1;
   if (p->tty && (log || done % tick == 0 || done == p->iters))
     draw_bar(p, done);
   if (p->tty && done == p->iters)
-    printf("\n");
+    end_bar(p);
   return stop;
 }
 
@@ -1174,15 +1186,14 @@ static int timings_close(train_state *s) {
 static int train_once(train_state *s, int eager, run_stats *out) {
   const train_cli *c = s->c;
   uint64_t wall = 0;
-  progress p = {c->iters,
-                c->log_every,
-                s->tr.rank != 0,
-                s->tr.rank == 0 && isatty(STDOUT_FILENO),
-                eager ? "eager" : "replay",
-                NAN,
-                s,
-                s->start,
-                0};
+  progress p = {.iters = c->iters,
+                .every = c->log_every,
+                .quiet = s->tr.rank != 0,
+                .tty = s->tr.rank == 0 && isatty(STDOUT_FILENO),
+                .what = eager ? "eager" : "replay",
+                .last_loss = NAN,
+                .s = s,
+                .done = s->start};
   s->nlog = 0;
   rp_mlp_train_opts o = {.iters = c->iters,
                          .start = s->start,
@@ -1196,8 +1207,8 @@ static int train_once(train_state *s, int eager, run_stats *out) {
                          .wall_ns = &wall};
   rp_status st = eager ? rp_mlp_train_eager(s->m, &o)
                        : rp_mlp_train_replay(s->m, s->ex, &o);
-  if (p.tty)
-    fflush(stdout);
+  end_bar(&p);
+  fflush(stdout);
   if (st != RP_OK)
     return fail(eager ? "eager training" : "training by replay", st);
   if (p.failed)
