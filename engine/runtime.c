@@ -627,6 +627,10 @@ static const env_rule ENV_RULES[] = {
     {"REPRISE_CUDA_GRAPHS", 0, 0, "0|1"},
     {"REPRISE_GPU_GROUPS", 0, 0, "0|1"},
     {"REPRISE_GPU_POLL", 0, 0, "0|1|events"},
+    /* the GPT kernels' switches, read at each launch (kernels/) */
+    {"REPRISE_CUBLAS_WS_MIB", 1, 1024, NULL},
+    {"REPRISE_GPT_ATTN", 0, 0, "fused|gemm"},
+    {"REPRISE_GPT_COLSUM", 0, 0, "split|serial"},
 };
 
 /* 1 when s is one of the '|'-separated words. */

@@ -1331,7 +1331,8 @@ Test(misuse_api, malformed_environment_is_einval_naming_the_variable) {
       "REPRISE_HOST_SPIN_NS",  "REPRISE_PIN",
       "REPRISE_NVTX",          "REPRISE_CUDA_GRAPHS",
       "REPRISE_GPU_GROUPS",    "REPRISE_GPU_POLL",
-      "REPRISE_BACKEND"};
+      "REPRISE_BACKEND",       "REPRISE_CUBLAS_WS_MIB",
+      "REPRISE_GPT_ATTN",      "REPRISE_GPT_COLSUM"};
   static const char *const bad[] = {"abc", "5s", "-1", " 1",
                                     "99999999999999999999999"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
@@ -1349,11 +1350,17 @@ Test(misuse_api, malformed_environment_is_einval_naming_the_variable) {
   RP_EXPECT(create_with_env("REPRISE_DIST_TIMEOUT_MS", "86400001"), RP_EINVAL);
   RP_EXPECT(create_with_env("REPRISE_PIN", "2"), RP_EINVAL);
   RP_EXPECT(create_with_env("REPRISE_GPU_POLL", "2"), RP_EINVAL);
+  RP_EXPECT(create_with_env("REPRISE_CUBLAS_WS_MIB", "0"), RP_EINVAL);
+  RP_EXPECT(create_with_env("REPRISE_CUBLAS_WS_MIB", "1025"), RP_EINVAL);
+  RP_EXPECT(create_with_env("REPRISE_GPT_ATTN", "Fused"), RP_EINVAL);
   /* well-formed values and empty (unset) ones are taken */
   RP_CHECK(create_with_env("REPRISE_DIST_TIMEOUT_MS", "5000"));
   RP_CHECK(create_with_env("REPRISE_SPIN_NS", "0"));
   RP_CHECK(create_with_env("REPRISE_GPU_POLL", "events"));
   RP_CHECK(create_with_env("REPRISE_CUDA_GRAPHS", "0"));
+  RP_CHECK(create_with_env("REPRISE_CUBLAS_WS_MIB", "4"));
+  RP_CHECK(create_with_env("REPRISE_GPT_ATTN", "gemm"));
+  RP_CHECK(create_with_env("REPRISE_GPT_COLSUM", "serial"));
   RP_CHECK(create_with_env("REPRISE_PIN", ""));
   /* ignore_env: not read, so not checked */
   setenv("REPRISE_SPIN_NS", "abc", 1);
