@@ -914,6 +914,31 @@ Test(dump, bad_input_says_why_and_exits_1_or_2) {
   cr_assert_eq(r.status, 1);
   cr_assert(strstr(r.err, "RP_ECHECKSUM"), "%s", r.err);
   cr_assert_str_empty(r.out);
+  /* -o naming an input (the graph, by another spelling too, --trace,
+   * --diff): a usage error before anything is written; the input stays */
+  const char *good = save(&fx, "good.json"), *tr = th_tmp_path("t.json");
+  write_text(tr, "{\"traceEvents\": []}");
+  const char *alias = th_tmp_path("./good.json"); /* 7 paths: all valid */
+  char *before = th_read_all(good, NULL);
+  const char *over[][7] = {
+      {good, "-o", good, NULL},
+      {good, "-o", alias, NULL},
+      {good, "--trace", tr, "--critical-path", "-o", tr, NULL},
+      {good, "--diff", g, "-o", g, NULL}};
+  const char *want[] = {"is the graph file", "is the graph file",
+                        "is the --trace file", "is the --diff file"};
+  for (size_t i = 0; i < sizeof over / sizeof *over; i++) {
+    const char *args[9] = {"dump"};
+    for (size_t j = 0; over[i][j]; j++)
+      args[j + 1] = over[i][j];
+    run_cli(&r, args);
+    cr_assert_eq(r.status, 2, "case %zu: %d %s", i, r.status, r.err);
+    cr_assert(strstr(r.err, want[i]), "case %zu: %s", i, r.err);
+  }
+  char *after = th_read_all(good, NULL);
+  cr_assert_str_eq(after, before, "the graph file was written over");
+  free(after);
+  free(before);
   fx_fini(&fx);
 #else
   RUN(&r, "dump", any);
@@ -1285,6 +1310,16 @@ Test(plot, without_gnuplot_or_with_bad_input_says_why) {
   cr_assert_eq(r.status, 2);
   RUN(&r, "plot", "--bench", rows, "--train", bad, "-o", th_tmp_path("x.svg"));
   cr_assert_eq(r.status, 2);
+  /* the picture over its own input: refused, the input kept */
+  const char *svg = th_tmp_path("rows.svg");
+  write_text(svg, ROWS);
+  RUN(&r, "plot", "--bench", svg, "-o", svg);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--output") && strstr(r.err, "is the --bench file"),
+            "%s", r.err);
+  char *kept = th_read_all(svg, NULL);
+  cr_assert_str_eq(kept, ROWS);
+  free(kept);
   th_tmpdir_remove();
 }
 

@@ -443,6 +443,11 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
     c->cpus = w;
   if (c->output && !strcmp(c->output, "-"))
     c->output = NULL; /* -o -: standard output, as without -o */
+  const char *const out[][2] = {{"--output", c->output}};
+  const char *const in[][2] = {
+      {"graph", c->file}, {"--trace", c->trace}, {"--diff", c->diff}};
+  if ((rc = rp_cli_check_not_inputs("dump", out, 1, in, 3)))
+    return rc;
   return rp_cli_check_output("dump", "--output", c->output);
 }
 

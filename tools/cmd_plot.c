@@ -502,8 +502,10 @@ int rp_cmd_plot(int argc, char **argv) {
                               "'%s': the output must end in .svg or "
                               ".png",
                               out);
-  int orc = rp_cli_check_output("plot", "--output", out);
-  if (orc)
+  const char *const outs[][2] = {{"--output", out}};
+  const char *const ins[][2] = {{"--bench", bench}, {"--train", train}};
+  int orc = rp_cli_check_not_inputs("plot", outs, 1, ins, 2);
+  if (orc || (orc = rp_cli_check_output("plot", "--output", out)))
     return orc;
 #ifdef REPRISE_HAVE_CJSON
   cJSON *doc = parse_file("plot", bench ? bench : train);
