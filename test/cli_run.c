@@ -20,7 +20,10 @@ void cli_slurp(int fd, char *buf, size_t cap) {
   close(fd);
 }
 
-static void run_cli_on(cli_run *r, const char *const *args, int tty) {
+/* stdout: a temporary file read back (tty 0, out NULL), a pseudo-terminal
+ * (tty 1) or the file out (nothing read back). */
+static void run_cli_on(cli_run *r, const char *const *args, int tty,
+                       const char *out) {
   char *argv[32] = {(char *)"reprise"};
   for (int i = 0; args[i]; i++) {
     cr_assert_lt(i + 2, 32);
@@ -31,7 +34,11 @@ static void run_cli_on(cli_run *r, const char *const *args, int tty) {
   cr_assert(fo >= 0 && fe >= 0, "mkstemp");
   unlink(outp);
   unlink(errp);
-  int master = -1, slave = -1;
+  int master = -1, slave = -1, to = -1;
+  if (out) {
+    to = open(out, O_WRONLY);
+    cr_assert_geq(to, 0, "open %s", out);
+  }
   if (tty) { /* stdout on a terminal: the child's slave side, read here */
     master = posix_openpt(O_RDWR | O_NOCTTY);
     cr_assert(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0,
@@ -42,7 +49,7 @@ static void run_cli_on(cli_run *r, const char *const *args, int tty) {
   pid_t pid = fork();
   cr_assert_geq(pid, 0, "fork");
   if (pid == 0) {
-    dup2(tty ? slave : fo, 1);
+    dup2(out ? to : tty ? slave : fo, 1);
     dup2(fe, 2);
     execv(REPRISE_CLI_PATH, argv);
     _exit(127);
@@ -69,7 +76,9 @@ static void run_cli_on(cli_run *r, const char *const *args, int tty) {
   int ws;
   cr_assert_eq(waitpid(pid, &ws, 0), pid);
   r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  if (tty)
+  if (out)
+    close(to), r->out[0] = '\0';
+  if (tty || out)
     close(fo);
   else
     cli_slurp(fo, r->out, sizeof r->out);
@@ -77,9 +86,13 @@ static void run_cli_on(cli_run *r, const char *const *args, int tty) {
 }
 
 void run_cli(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, 0);
+  run_cli_on(r, args, 0, NULL);
 }
 
 void run_cli_tty(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, 1);
+  run_cli_on(r, args, 1, NULL);
+}
+
+void run_cli_to(cli_run *r, const char *out, const char *const *args) {
+  run_cli_on(r, args, 0, out);
 }

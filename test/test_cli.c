@@ -168,6 +168,29 @@ Test(cli, help_goes_to_stdout_and_exits_0) {
 #endif
 }
 
+/* A command that cannot write its stdout (here a full device) fails with
+ * exit 1 and says so, whatever it printed there: help, the version, a
+ * training report. */
+Test(cli, a_stdout_that_cannot_be_written_is_exit_1, .timeout = 120) {
+  if (access("/dev/full", W_OK) != 0)
+    cr_skip_test("no writable /dev/full on this machine");
+  cli_run r;
+  RUN_TO(&r, "/dev/full", "help");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise help: writing to standard output failed: "
+                          "No space left on device"),
+            "%s", r.err);
+  RUN_TO(&r, "/dev/full", "version");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  RUN_TO(&r, "/dev/full", "train", "--backend", "cpu", "--procs", "1",
+         "--batch", "32", "--hidden", "8", "--iters", "3");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise train: writing to standard output failed"),
+            "%s", r.err);
+  RUN_TO(&r, "/dev/null", "version"); /* written: exit 0 */
+  cr_assert_eq(r.status, 0, "%s", r.err);
+}
+
 Test(cli, bench_without_benchmarks_says_so_in_one_line_and_exits_1) {
 #ifdef REPRISE_HAVE_BENCH
   cr_skip_test("built with benchmarks: this case is for -DREPRISE_BENCH=OFF");
@@ -1639,6 +1662,13 @@ Test(cli, generate_prints_bytes_and_follows_the_environment, .timeout = 300) {
                           "its first byte (0x20)"),
             "%s", r.err);
   cr_assert_eq(r.out[0], ' ', "%s", r.out);
+  if (access("/dev/full", W_OK) == 0) { /* the text lost: exit 1 */
+    RUN_TO(&r, "/dev/full", "generate", "--load-weights", ckpt, "--backend",
+           "cpu", "--tokens", "4");
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "generate: writing to standard output failed"),
+              "%s", r.err);
+  }
   setenv("REPRISE_SPIN_NS", "abc", 1);
   RUN(&r, "generate", "--load-weights", ckpt, "--tokens", "2");
   cr_assert_eq(r.status, 2, "%s", r.err);

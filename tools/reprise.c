@@ -5,6 +5,7 @@
 
 #include "reprise.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -137,20 +138,32 @@ static int cmd_help(int argc, char **argv) {
   return c->run(2, args);
 }
 
+/* What a command printed on stdout (generated text, a dump, its report)
+ * is its product: a command that succeeded but could not write it (a full
+ * disk, a closed pipe) fails, saying so (exit 1). */
+static int stdout_written(const char *cmd, int rc) {
+  int e = fflush(stdout) ? errno : 0;
+  if ((!e && !ferror(stdout)) || rc != RP_CLI_OK)
+    return rc;
+  fprintf(stderr, "reprise %s: writing to standard output failed: %s\n", cmd,
+          e ? strerror(e) : "a write failed");
+  return RP_CLI_FAILED;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
     return RP_CLI_USAGE;
   }
   if (is_help(argv[1]))
-    return cmd_help(1, argv + 1);
+    return stdout_written("help", cmd_help(1, argv + 1));
   if (strcmp(argv[1], "--version") == 0)
-    return cmd_version(1, argv + 1);
+    return stdout_written("version", cmd_version(1, argv + 1));
   const command *c = find_command(argv[1]);
   if (!c) {
     fprintf(stderr, "reprise: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return RP_CLI_USAGE;
   }
-  return c->run(argc - 1, argv + 1);
+  return stdout_written(c->name, c->run(argc - 1, argv + 1));
 }
