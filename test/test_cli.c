@@ -1385,6 +1385,17 @@ Test(cli, plot_names_what_is_wrong_with_its_input) {
                           "with --train"),
             "%s", r.err);
   cr_assert_neq(access("/tmp/rp_cli_plotin.svg", F_OK), 0);
+#ifdef REPRISE_HAVE_CJSON
+  /* the timings with text after them: not one JSON document */
+  FILE *f = fopen(tim, "a");
+  cr_assert_not_null(f);
+  fputs("junk\n", f);
+  fclose(f);
+  RUN(&r, "plot", "--train", tim, "-o", "/tmp/rp_cli_plotin.svg");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "is not JSON: text after the document"), "%s", r.err);
+  cr_assert_neq(access("/tmp/rp_cli_plotin.svg", F_OK), 0);
+#endif
   unlink(tim);
   rmdir(dir);
 }

@@ -291,7 +291,7 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
   cli_run r;
   RUN(&r, "dump", gp, "--critical-path", "--trace", bad);
   cr_assert_eq(r.status, 1, "%s", r.err);
-  HAS(r.err, "is not valid JSON");
+  HAS(r.err, "is not JSON: the text ends early");
   write_text(bad, "{\"traceEvents\": 5}");
   RUN(&r, "dump", "--trace", bad, "--summary");
   cr_assert_eq(r.status, 1, "%s", r.err);
@@ -300,6 +300,41 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
   RUN(&r, "dump", "--trace", bad, "--summary");
   cr_assert_eq(r.status, 1, "%s", r.err);
   HAS(r.err, "an \"X\" event without name, tid, ts or dur");
+  /* exactly one JSON document, no NUL; each event's numbers in range,
+   * the event named by its index */
+#define EV(op, dur)                                                            \
+  "{\"ph\": \"X\", \"name\": \"a\", \"cat\": \"task\", \"tid\": 0, "           \
+  "\"ts\": 0, \"dur\": " dur ", \"args\": {\"op\": " op "}}"
+  static const char *const malformed[][2] = {
+      {"{\"traceEvents\": [" EV("0", "1") "]} junk",
+       "is not JSON: text after the document (byte 107)"},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\\u0000b\"}]}",
+       "is JSON with a NUL byte or \\u0000 escape in it (byte 39)"},
+      {"{\"traceEvents\": [" EV("0", "1") ", " EV("1e300", "1") "]}",
+       "traceEvents[1] is an \"X\" event whose args.op or args.replay is "
+       "not a whole number"},
+      {"{\"traceEvents\": [" EV("0.5", "1") "]}", "traceEvents[0] is an"},
+      {"{\"traceEvents\": [" EV("-1", "1") "]}", "traceEvents[0] is an"},
+      {"{\"traceEvents\": [" EV("0", "-5") "]}",
+       "traceEvents[0] is an \"X\" event with a tid, ts or dur out of range"},
+      {"", "is an empty file"}};
+#undef EV
+  for (size_t i = 0; i < sizeof malformed / sizeof *malformed; i++) {
+    write_text(bad, malformed[i][0]);
+    RUN(&r, "dump", gp, "--critical-path", "--trace", bad);
+    cr_assert_eq(r.status, 1, "case %zu: %s", i, r.err);
+    cr_assert(strstr(r.err, malformed[i][1]), "case %zu: no '%s' in %s", i,
+              malformed[i][1], r.err);
+  }
+  static const char raw_nul[] = /* a raw NUL byte inside a string */
+      "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\0b\"}]}";
+  FILE *nul = fopen(bad, "wb");
+  cr_assert_not_null(nul);
+  fwrite(raw_nul, 1, sizeof raw_nul - 1, nul);
+  fclose(nul);
+  RUN(&r, "dump", "--trace", bad, "--summary");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  HAS(r.err, "NUL byte");
   RUN(&r, "dump", "--trace", th_tmp_path("missing.json"), "--summary");
   cr_assert_eq(r.status, 1, "%s", r.err);
   HAS(r.err, "cannot read the trace");

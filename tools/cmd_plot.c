@@ -407,10 +407,12 @@ static cJSON *parse_file(const char *cmd, const char *file) {
             rp_error_detail());
     return NULL;
   }
-  cJSON *doc = cJSON_ParseWithLength(text, len);
+  const char *why;
+  size_t at;
+  cJSON *doc = rp_cli_json_parse(text, len, &why, &at);
   free(text);
   if (!doc)
-    fprintf(stderr, "reprise %s: '%s' is not JSON\n", cmd, file);
+    fprintf(stderr, "reprise %s: '%s' is %s (byte %zu)\n", cmd, file, why, at);
   return doc;
 }
 #endif

@@ -3,8 +3,10 @@
  * launch, gpu, replay; ts and dur in us; args.op, args.replay, args.task,
  * args.device_times) and the "thread_name" metadata naming each track.
  * --critical-path --trace and --summary read it. */
+#include "cli.h"
 #include "dump_view.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,27 +46,49 @@ static void track(dv_trace *t, const cJSON *e) {
   t->tracks[t->ntracks++] = (dv_track){(uint32_t)tid, str_item(args, "name")};
 }
 
-/* One "X" event; 0 ok, -1 malformed (what is missing in *why). */
+/* An index in args: -1 when absent, -2 when not a whole number in
+ * 0..2^53 (where doubles are exact). */
+static int64_t index_item(const cJSON *args, const char *key) {
+  double a;
+  if (!num_item(args, key, &a))
+    return -1;
+  return a >= 0 && a <= 9007199254740992.0 && a == floor(a) ? (int64_t)a : -2;
+}
+
+/* One "X" event; 0 ok, -1 malformed (what is wrong in *why). */
 static int event(const cJSON *e, dv_event *d, const char **why) {
   const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
-  double tid, a;
+  double tid;
   d->name = str_item(e, "name");
   d->cat = cat_of(str_item(e, "cat"));
   if (!d->name || !num_item(e, "tid", &tid) || !num_item(e, "ts", &d->ts) ||
-      !num_item(e, "dur", &d->dur) || tid < 0 || d->dur < 0) {
+      !num_item(e, "dur", &d->dur)) {
     *why = "an \"X\" event without name, tid, ts or dur";
+    return -1;
+  }
+  if (!(tid >= 0 && tid <= 4294967295.0) || !isfinite(d->ts) ||
+      !(d->dur >= 0 && d->dur < 1e15)) {
+    *why = "an \"X\" event with a tid, ts or dur out of range (a negative "
+           "or non-finite time, a negative thread)";
     return -1;
   }
   d->tid = (uint32_t)tid;
   d->task = str_item(args, "task");
-  d->op = num_item(args, "op", &a) && a >= 0 ? (int64_t)a : -1;
-  d->replay = num_item(args, "replay", &a) && a >= 0 ? (int64_t)a : -1;
+  d->op = index_item(args, "op");
+  d->replay = index_item(args, "replay");
+  if (d->op == -2 || d->replay == -2) {
+    *why = "an \"X\" event whose args.op or args.replay is not a whole "
+           "number in 0..2^53";
+    return -1;
+  }
   d->device =
       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "device_times"));
   return 0;
 }
 
-static int fill(dv_trace *t, const cJSON *events, const char **why) {
+/* -1 malformed: *why says what, *bad which event (its index in
+ * traceEvents). */
+static int fill(dv_trace *t, const cJSON *events, const char **why, int *bad) {
   int n = cJSON_GetArraySize(events);
   t->ev = calloc(n ? (size_t)n : 1, sizeof *t->ev);
   t->tracks = calloc(n ? (size_t)n : 1, sizeof *t->tracks);
@@ -73,8 +97,10 @@ static int fill(dv_trace *t, const cJSON *events, const char **why) {
     return -1;
   }
   const cJSON *e;
+  *bad = -1;
   cJSON_ArrayForEach(e, events) {
     const char *ph = str_item(e, "ph");
+    ++*bad;
     if (!cJSON_IsObject(e) || !ph) {
       *why = "an event that is not an object with \"ph\"";
       return -1;
@@ -86,6 +112,7 @@ static int fill(dv_trace *t, const cJSON *events, const char **why) {
     else if (!strcmp(ph, "X"))
       t->nev++;
   }
+  *bad = -1;
   if (!t->nev) {
     *why = "no \"X\" events (no replay was traced)";
     return -1;
@@ -103,25 +130,27 @@ int dv_trace_load(const char *path, dv_trace *t, FILE *err) {
             rp_status_name(st), rp_error_detail());
     return -1;
   }
-  cJSON *doc = cJSON_ParseWithLength(text, len);
   const char *why = NULL;
-  if (!doc)
-    why = "not valid JSON";
+  size_t off = 0;
+  int bad = -1;
+  cJSON *doc = rp_cli_json_parse(text, len, &why, &off);
   const cJSON *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
   if (doc && !cJSON_IsArray(events))
     why = "no \"traceEvents\" array (not a Chrome trace)";
   t->doc = doc;
   if (!why)
-    fill(t, events, &why);
-  if (why && !doc) {
-    const char *at = cJSON_GetErrorPtr();
-    size_t off = at && at >= text && at <= text + len ? (size_t)(at - text) : 0;
-    fprintf(err, "reprise dump: the trace '%s' is %s (near byte %zu)\n", path,
-            why, off);
-  } else if (why) {
+    fill(t, events, &why, &bad);
+  if (why && !doc)
+    fprintf(err, "reprise dump: the trace '%s' is %s (byte %zu)\n", path, why,
+            off);
+  else if (why && bad >= 0)
+    fprintf(err,
+            "reprise dump: the trace '%s' is not a reprise trace: "
+            "traceEvents[%d] is %s\n",
+            path, bad, why);
+  else if (why)
     fprintf(err, "reprise dump: the trace '%s' is not a reprise trace: %s\n",
             path, why);
-  }
   free(text);
   if (why)
     dv_trace_free(t);
