@@ -184,13 +184,15 @@ rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt) {
 
 static atomic_int env_dump_warned;
 
+/* path: the file that could not be written, or NULL (why says it all). */
 static void env_dump_fail(const char *dir, const char *path, const char *why) {
   if (atomic_exchange(&env_dump_warned, 1))
     return; /* said once per process: every exec would repeat it */
   fprintf(stderr,
-          "reprise: REPRISE_DUMP=%s: cannot write %s: %s (the exec "
-          "is fine; later dump failures are not reported)\n",
-          dir, path, why);
+          "reprise: REPRISE_DUMP=%s: %s%s%s%s (the exec is fine; later dump "
+          "failures are not reported)\n",
+          dir, path ? "cannot write " : "", path ? path : "", path ? ": " : "",
+          why);
 }
 
 static void env_dump_schedule(const rp_exec *ex, const char *dir,
@@ -205,17 +207,45 @@ static void env_dump_schedule(const rp_exec *ex, const char *dir,
     env_dump_fail(dir, path, rp_error_detail());
 }
 
+/* mkdir -p dir: 0, or -1 with errno set and path (len bytes) holding the
+ * folder that could not be made. */
+static int make_dirs(const char *dir, char *path, size_t len) {
+  snprintf(path, len, "%s", dir);
+  for (char *p = path + 1;; p++) {
+    if (*p && *p != '/')
+      continue;
+    char c = *p;
+    *p = '\0';
+    struct stat sb;
+    if (mkdir(path, 0777) != 0 &&
+        (errno != EEXIST || stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+      if (errno == EEXIST)
+        errno = ENOTDIR;
+      return -1;
+    }
+    if (!c)
+      return 0;
+    *p = c;
+  }
+}
+
 void rp__exec_env_dump(rp_exec *ex) {
   const char *dir = getenv("REPRISE_DUMP");
   if (!dir || !*dir)
     return;
   static _Atomic unsigned serial;
   unsigned n = atomic_fetch_add(&serial, 1);
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-    env_dump_fail(dir, dir, strerror(errno));
+  size_t len = strlen(dir) + 64;
+  char *made = malloc(len);
+  if (!made || make_dirs(dir, made, len) != 0) {
+    char why[256];
+    snprintf(why, sizeof why, "cannot create the folder %s: %s",
+             made ? made : dir, made ? strerror(errno) : "out of memory");
+    env_dump_fail(dir, NULL, why);
+    free(made);
     return;
   }
-  size_t len = strlen(dir) + 64;
+  free(made);
   char *path = malloc(len);
   if (!path) {
     env_dump_fail(dir, dir, "out of memory");

@@ -785,7 +785,10 @@ Test(cli, train_load_weights_refuses_corrupt_and_mismatched_files,
   load_fails(good, 2, "has done 30 steps already", "8");
   /* the container catches a torn or changed file first */
   put_file(bad, buf, n - 9);
-  load_fails(bad, 1, "truncated: the header says 476 payload bytes", "8");
+  load_fails(bad, 1,
+             "truncated, or a damaged header: the header says 476 payload "
+             "bytes",
+             "8");
   put_file(bad, buf, 30);
   load_fails(bad, 1, "truncated: 30 bytes", "8");
   /* a payload length near 2^64: no wrapped total in the message */
@@ -794,8 +797,8 @@ Test(cli, train_load_weights_refuses_corrupt_and_mismatched_files,
     mod[32 + b] = b ? 0xff : 0xd0;
   put_file(bad, mod, n);
   load_fails(bad, 1,
-             "truncated: the header says 18446744073709551568 payload "
-             "bytes, the file has",
+             "truncated, or a damaged header: the header says "
+             "18446744073709551568 payload bytes, the file has",
              "8");
   memcpy(mod, buf, n), mod[n] = 0;
   put_file(bad, mod, n + 1);
@@ -805,15 +808,23 @@ Test(cli, train_load_weights_refuses_corrupt_and_mismatched_files,
   load_fails(bad, 1, "checksum mismatch", "8");
   memcpy(mod, buf, n), mod[8] = 2;
   put_file(bad, mod, n);
-  load_fails(bad, 1, "checkpoint container version 2", "8");
+  load_fails(bad, 1,
+             "checkpoint container version 2 (this build reads version 1: "
+             "another build's file, or a damaged header)",
+             "8");
+  put_file(bad, buf, 0);
+  load_fails(bad, 1, "an empty file, not a checkpoint", "8");
   /* the record alone (no container) loads, and its own checks hold */
   const unsigned char *rec = buf + 48;
   size_t m = CKPT_RECORD;
   put_file(bad, rec, m);
   load_fails(bad, 2, "has done 30 steps already", "8");
   memcpy(mod, rec, m);
-  put_file(bad, mod + 60, 51 * 4); /* the old raw format */
-  load_fails(bad, 1, "not a reprise weights file", "8");
+  put_file(bad, mod + 60, 51 * 4); /* raw floats, no header */
+  load_fails(bad, 1,
+             "not a reprise checkpoint (neither an 'RPRSCKPT' container nor "
+             "an 'RPRSWGHT' weights record)",
+             "8");
   memcpy(mod, rec, m), mod[8] = 2;
   put_file(bad, mod, m);
   load_fails(bad, 1, "weights format version 2", "8");

@@ -961,6 +961,10 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   put_bytes(path, buf, 30); /* torn inside the header */
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "truncated"), "%s", rp_error_detail());
+  put_bytes(path, buf, 0); /* empty */
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "an empty file, not a checkpoint"), "%s",
+            rp_error_detail());
   /* payloads resealed in a valid container: the GPT's own checks */
   unsigned char *pl = (unsigned char *)buf + RP_CKPT_HEAD;
   size_t pn = len - RP_CKPT_HEAD;

@@ -250,6 +250,8 @@ Test(outputs, write_errors_leave_the_previous_file_whole) {
   cr_assert_not_null(big);
   rp_status st = rp_file_write_atomic(p, big, n);
   rp_status st2 = rp_ckpt_save(p, "mlp", 1, big, n);
+  char why2[512]; /* the checkpoint's detail names the cause */
+  snprintf(why2, sizeof why2, "%s", rp_error_detail());
   rp_output *o;
   rp_status st3 = rp_output_open(p, &o);
   if (!st3) {
@@ -260,6 +262,8 @@ Test(outputs, write_errors_leave_the_previous_file_whole) {
   free(big);
   cr_assert_eq(st, RP_EIO, "%s: %s", rp_status_name(st), rp_error_detail());
   cr_assert_eq(st2, RP_EIO, "%s", rp_status_name(st2));
+  cr_assert(strstr(why2, "File too large") && strstr(why2, "unchanged"), "%s",
+            why2);
   cr_assert_eq(st3, RP_EIO, "%s", rp_status_name(st3));
   char *t = th_read_all(p, NULL);
   cr_assert_str_eq(t, "the previous file");

@@ -3,6 +3,7 @@
 
 #include "train_util.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,10 @@ rp_status rp_ckpt_save(const char *path, const char *kind, uint32_t version,
   FILE *f = rp_output_file(o);
   if (fwrite(h, 1, sizeof h, f) != sizeof h ||
       (len && fwrite(payload, 1, len, f) != len)) {
+    int e = errno; /* before the abort's own calls */
     rp_output_abort(o);
-    return rp_error_set(RP_EIO, "%s: write failed (the file is unchanged)",
-                        path);
+    return rp_error_set(RP_EIO, "%s: write failed: %s (the file is unchanged)",
+                        path, e ? strerror(e) : "a short write");
   }
   if ((st = rp_output_commit(o)))
     return rp_train_err_prefix(st, "%s: ", path);
@@ -79,6 +81,9 @@ rp_status rp_ckpt_save(const char *path, const char *kind, uint32_t version,
 rp_status rp_ckpt_parse(const char *path, const char *kind,
                         const unsigned char *b, size_t n, uint32_t *version,
                         size_t *off, size_t *len) {
+  if (n == 0)
+    return rp_error_set(RP_EFORMAT, "%s: an empty file, not a checkpoint",
+                        path);
   if (!rp_ckpt_is_container(b, n))
     return rp_error_set(RP_EFORMAT,
                         "%s: not a reprise checkpoint (no "
@@ -92,7 +97,8 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
   if (get32(b + 8) != RP_CKPT_VERSION)
     return rp_error_set(RP_EVERSION,
                         "%s: checkpoint container version %u (this "
-                        "build reads version %u)",
+                        "build reads version %u: another build's file, or "
+                        "a damaged header)",
                         path, get32(b + 8), RP_CKPT_VERSION);
   char fk[RP_CKPT_KIND_MAX + 1];
   memcpy(fk, b + 16, RP_CKPT_KIND_MAX);
@@ -100,8 +106,9 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
   uint64_t want = get64(b + 32);
   /* the length first: a torn file says so rather than "corrupt" */
   if (want != (uint64_t)(n - RP_CKPT_HEAD)) {
-    const char *what =
-        want > (uint64_t)n - RP_CKPT_HEAD ? "truncated" : "trailing bytes";
+    const char *what = want > (uint64_t)n - RP_CKPT_HEAD
+                           ? "truncated, or a damaged header"
+                           : "trailing bytes, or a damaged header";
     if (want > UINT64_MAX - RP_CKPT_HEAD) /* no total to give */
       return rp_error_set(RP_EFORMAT,
                           "%s: %s: the header says %llu payload bytes, the "

@@ -1403,12 +1403,14 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
  * parameters). */
 static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                             rp_mlp_ckpt *c) {
+  if (n == 0)
+    return rp_error_set(RP_EFORMAT, "%s: an empty file, not a checkpoint",
+                        path);
   if (n < CKPT_HEAD || memcmp(b, CKPT_MAGIC, 8) != 0)
     return rp_error_set(RP_EFORMAT,
-                        "%s: not a reprise weights file (no "
-                        "'" CKPT_MAGIC
-                        "' header; raw f32 files of older builds "
-                        "cannot be loaded)",
+                        "%s: not a reprise checkpoint (neither an "
+                        "'" RP_CKPT_MAGIC "' container nor an '" CKPT_MAGIC
+                        "' weights record)",
                         path);
   if (get32(b + 8) != 1)
     return rp_error_set(RP_EVERSION,
