@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/dump_scale.sh — issue 24's scale goals for `reprise dump` on a
+# bench/dump_scale.sh — the scale goals for `reprise dump` on a
 # synthetic transformer-shaped step (test/synth_step.h): the text dump and
 # the lint in <= 1 s, the grouped HTML page in <= 10 s, on a 2-core
 # machine. Also times --group, --critical-path and --diff. Then the same

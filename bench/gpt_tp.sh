@@ -24,7 +24,7 @@
 #               PROCS per rank: 2x1/2 is tensor parallelism over 2 ranks of
 #               one worker each, 2x1/1 data parallelism across them
 #
-# Goals (issue 23): on 2 cores TP=2 over 2 workers <= 0.6x TP=1's step
+# Goals: on 2 cores TP=2 over 2 workers <= 0.6x TP=1's step
 # time; on one GPU TP=2 <= 1.15x and --procs 2 <= 1.2x --procs 1. On a
 # machine with fewer idle cores than workers the figures measure
 # oversubscription, not the split. Only awk and POSIX sh are needed.

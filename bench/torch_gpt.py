@@ -769,7 +769,7 @@ def cfg_text(cfg):
 
 
 def goals(rows):
-    """The issue's goals as ratios (medians of back-to-back times); lines of
+    """The goals as ratios (medians of back-to-back times); lines of
     text, nothing asserted."""
     out = []
     by = {}

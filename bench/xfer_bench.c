@@ -9,7 +9,7 @@
  *   contiguous: dense 1-D f32 -> dense 1-D f32 (one memcpy span)
  *   strided2d:  rows of ROW_ELEMS f32 inside padded rows on both sides (src
  *               pitch +64 elements, dst +32): one memcpy per row
- * Goals (from the issue): contiguous within 10% of memcpy at >= 1 MiB;
+ * Goals: contiguous within 10% of memcpy at >= 1 MiB;
  * reset at least 20x cheaper than plan. */
 #include "bench/bench.h"
 #include "xfer/xfer.h"

@@ -600,7 +600,7 @@ Test(cli, train_save_graph_and_dump_hand_over_the_recorded_step) {
   unlink(path);
 }
 
-/* Issue 15: the flagship's graphs lint clean (--strict) for 1, 2 and 4
+/* The flagship's graphs lint clean (--strict) for 1, 2 and 4
  * processors, and name their weights and ops. */
 Test(cli, train_graphs_pass_lint_strict_for_procs_1_2_4, .timeout = 300) {
 #ifndef REPRISE_HAVE_CJSON
@@ -1272,7 +1272,7 @@ Test(cli, output_check_tolerates_others_creating_and_removing_the_path) {
   cr_assert_eq(rmdir(dir), 0, "the checks left something behind in %s", dir);
 }
 
-/* ---- issue 21: outputs that are not regular files, lost pictures ---- */
+/* ---- outputs that are not regular files, lost pictures ---- */
 
 /* A path of each kind that is not a regular file, for every output option
  * of every command: refused before any work with the kind named, and left

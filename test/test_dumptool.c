@@ -1,4 +1,4 @@
-/* Debugging tools (issue 7): `reprise dump` (formats, --schedule, --stats,
+/* Debugging tools: `reprise dump` (formats, --schedule, --stats,
  * --lint), REPRISE_DUMP, replay traces (rp_exec_trace_start/write) and
  * `reprise plot` / `reprise bench --plot`. The CLI is the built binary
  * (REPRISE_CLI_PATH); the lint's GPU checks also run on hand-built models
@@ -592,7 +592,7 @@ static char *lint_model(const dm_graph *m, uint32_t *n) {
   return text;
 }
 
-/* ---- names (issue 15) ---- */
+/* ---- names ---- */
 
 Test(names, instances_and_ops_show_in_every_format_and_finding) {
   make_tmpdir();
@@ -702,7 +702,7 @@ Test(names, capture_names_the_next_launch_and_traces_use_it) {
   th_tmpdir_remove();
 }
 
-/* ---- lint: capture's edges, check selection (issue 15) ---- */
+/* ---- lint: capture's edges, check selection ---- */
 
 Test(lint, inferred_edges_a_path_implies_are_stats_not_findings) {
   make_tmpdir();

@@ -1,4 +1,4 @@
-/* `reprise dump`'s views for large steps (issue 24): --group, --focus,
+/* `reprise dump`'s views for large steps: --group, --focus,
  * --critical-path (cost hints and --trace durations), --diff, --trace
  * --summary and --format html, the page checked in headless Chromium
  * (its self-test writes what it saw into the DOM). Steps: a synthetic
@@ -507,8 +507,8 @@ Test(views, diff_same_differs_and_errors, .init = setup, .fini = teardown) {
              "(copy): renamed\n");
   HAS(r.out, "+ edge op 0 'embed' (rp.axpy) -> op 5 'h0.attn.softmax' "
              "(rp.axpy)\n");
-  HAS(r.out, "diff: 2 differences: ops +0 -0 ~1, edges +1 -0, instances +0 "
-             "-0 ~0, ports +0 -0 ~0\n");
+  HAS(r.out, "diff: 2 differences: ops +0 -0 ~1, edges +1 -0 ~0, instances "
+             "+0 -0 ~0, ports +0 -0 ~0\n");
   const char *d = diamond("d.json");
   RUN(&r, "dump", ap, "--diff", d);
   cr_assert_eq(r.status, 1);
@@ -523,6 +523,113 @@ Test(views, diff_same_differs_and_errors, .init = setup, .fini = teardown) {
   RUN(&r, "dump", ap, "--diff", junk);
   cr_assert_eq(r.status, 2);
   HAS(r.err, "junk.json");
+}
+
+#ifdef REPRISE_HAVE_CJSON
+/* dst: the graph file src with edit applied to its "graph" object and the
+ * (optional) checksum left out, as a hand edit would leave it. */
+static void edited(const char *src, const char *dst, void (*edit)(cJSON *)) {
+  char *text = th_read_all(src, NULL);
+  cJSON *doc = cJSON_Parse(text);
+  free(text);
+  cr_assert_not_null(doc);
+  cJSON_DeleteItemFromObjectCaseSensitive(doc, "checksum");
+  edit(cJSON_GetObjectItemCaseSensitive(doc, "graph"));
+  char *out = cJSON_Print(doc);
+  cJSON_Delete(doc);
+  cr_assert_not_null(out);
+  write_text(dst, out);
+  free(out);
+}
+
+static cJSON *nth(cJSON *g, const char *arr, int i) {
+  cJSON *o = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(g, arr), i);
+  cr_assert_not_null(o, "%s[%d]", arr, i);
+  return o;
+}
+
+static void set(cJSON *o, const char *key, cJSON *v) {
+  cr_assert(cJSON_ReplaceItemInObjectCaseSensitive(o, key, v), "%s", key);
+}
+
+static void no_edit(cJSON *g) {
+  (void)g;
+}
+static void copy_rect(cJSON *g) { /* op 2: a copy, its domain a rectangle */
+  cJSON *o = nth(g, "ops", 2), *r = cJSON_CreateObject();
+  const double lo[2] = {0, 0}, hi[2] = {63, 1};
+  cJSON_AddItemToObject(r, "lo", cJSON_CreateDoubleArray(lo, 2));
+  cJSON_AddItemToObject(r, "hi", cJSON_CreateDoubleArray(hi, 2));
+  set(o, "domain", cJSON_CreateString("rect"));
+  set(o, "rect", r);
+}
+static void no_interps(cJSON *g) {
+  set(nth(g, "ops", 0), "interps", cJSON_CreateArray());
+}
+static void workspace(cJSON *g) {
+  set(nth(g, "ops", 20), "workspace_bytes", cJSON_CreateNumber(4096));
+}
+static void strides(cJSON *g) {
+  const double st[2] = {1, 3840};
+  set(nth(g, "instances", 0), "strides", cJSON_CreateDoubleArray(st, 2));
+}
+static void asked_for(cJSON *g) { /* every edge without "inferred" */
+  cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(g, "edges")) {
+    while (cJSON_GetArraySize(e) > 2)
+      cJSON_DeleteItemFromArray(e, 2);
+  }
+}
+static void key_order(cJSON *g) { /* op 3's keys in reverse: no change */
+  cJSON *o = nth(g, "ops", 3), *r = cJSON_CreateObject();
+  while (o->child) {
+    cJSON *last = o->child;
+    while (last->next)
+      last = last->next;
+    cJSON_AddItemToObject(r, last->string, cJSON_DetachItemViaPointer(o, last));
+  }
+  cJSON_ReplaceItemInArray(cJSON_GetObjectItemCaseSensitive(g, "ops"), 3, r);
+}
+#endif
+
+/* --diff sees every field that changes what a replay does, not only the
+ * ones the dump's model holds: a copy's domain, an op's interpolations
+ * or workspace, an instance's strides, an edge asked for against one
+ * capture inferred; the order of an object's keys is no change. */
+Test(views, diff_sees_every_field_of_the_file, .init = setup,
+     .fini = teardown) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("graph files need cJSON");
+#else
+  const char *g0, *t0;
+  mlp(&g0, &t0);
+  char g[512], b[512];
+  snprintf(g, sizeof g, "%s", g0);
+  snprintf(b, sizeof b, "%s", th_tmp_path("b.json"));
+  static const struct {
+    void (*edit)(cJSON *);
+    const char *want;
+  } cases[] = {
+      {no_edit, "no differences (61 ops"},
+      {key_order, "no differences (61 ops"},
+      {copy_rect, "~ op 2 'batch.x.split' (copy) -> op 2 'batch.x.split' "
+                  "(copy): domain rect\n"},
+      {no_interps, "(rp.gather_rows): interps\n"},
+      {workspace, "~ op 20 'fc2.fwd.s0' (rp.gemm) -> op 20 'fc2.fwd.s0' "
+                  "(rp.gemm): workspace_bytes\n"},
+      {strides, "~ instance 0 'data.x' (f32 [0..3839, 0..1]) -> instance 0 "
+                "'data.x' (f32 [0..3839, 0..1]): strides\n"},
+      {asked_for, ": inferred in A, asked for in B\n"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    edited(g, b, cases[i].edit);
+    cli_run r;
+    RUN(&r, "dump", g, "--diff", b);
+    cr_assert_eq(r.status, i < 2 ? 0 : 1, "case %zu: %s%s", i, r.out, r.err);
+    cr_assert(strstr(r.out, cases[i].want), "case %zu: no '%s' in:\n%s", i,
+              cases[i].want, r.out);
+  }
+#endif
 }
 
 /* ---- the page ---- */

@@ -1166,7 +1166,7 @@ Test(dump, stale_instances_are_marked_in_text) {
   teardown(&fx);
 }
 
-/* ---- names and inferred edges (issue 15) ---- */
+/* ---- names and inferred edges ---- */
 
 /* MINI (no names, as files before names were) loads; named instances and
  * ops, and the inferred mark on edges, load and save back the same. */

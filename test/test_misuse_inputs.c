@@ -1,4 +1,4 @@
-/* test/test_misuse_inputs.c — issue 13: nothing a caller does can corrupt
+/* test/test_misuse_inputs.c — nothing a caller does can corrupt
  * memory or hang the process. One test per class of misuse (CPU backend):
  * sizes at the edges of their types (checked arithmetic), hostile files
  * for every reader (graph files, data files, the dump and train commands),

@@ -1,4 +1,4 @@
-/* test/test_outputs.c — issue 21: nothing a user writes is ever lost. The
+/* test/test_outputs.c — nothing a user writes is ever lost. The
  * one output writer (reprise.h "Output files": rp_output_*,
  * rp_file_write_atomic), the library writers that go through it (graph
  * files, traces, checkpoints, data files), the checkpoint container

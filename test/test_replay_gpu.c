@@ -637,7 +637,7 @@ Test(replay_gpu, device_copies_and_events_across_logical_gpus) {
   th_destroy(rt);
 }
 
-/* ---- the structure of a GPU-only replay: counters (issue 12) ---- */
+/* ---- the structure of a GPU-only replay: counters ---- */
 
 /* Fails the op when its (interpolated) seed is negative: the check a
  * replay runs on the host before issuing the op's graph. */

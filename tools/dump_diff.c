@@ -55,6 +55,13 @@ static void rect_str(const rp_rect *r, char *buf, size_t cap) {
     snprintf(buf + n, cap - n, "]");
 }
 
+static int rect_eq(const rp_rect *a, const rp_rect *b) {
+  int same = a->dim == b->dim;
+  for (int k = 0; same && k < a->dim && k < RP_MAX_DIM; k++)
+    same = a->lo[k] == b->lo[k] && a->hi[k] == b->hi[k];
+  return same;
+}
+
 static const char *priv_str(rp_privilege p) {
   static const char *const s[] = {"none", "R", "W", "RW", "reduce"};
   return (unsigned)p < 5 ? s[p] : "?";
@@ -211,6 +218,64 @@ typedef struct differ {
   counts ops, edges, insts, ports;
 } differ;
 
+/* The value of key name (kn bytes) in rest lines ("key\tvalue\n"...), its
+ * length in *n; NULL when absent. */
+static const char *rest_value(const char *rest, const char *name, size_t kn,
+                              size_t *n) {
+  for (const char *l = rest; *l;) {
+    const char *tab = strchr(l, '\t'), *nl = strchr(l, '\n');
+    if (!tab || !nl)
+      return NULL;
+    if ((size_t)(tab - l) == kn && !strncmp(l, name, kn)) {
+      *n = (size_t)(nl - tab - 1);
+      return tab + 1;
+    }
+    l = nl + 1;
+  }
+  return NULL;
+}
+
+/* One "key\tvalue\n" line at l: the key's and value's lengths, the next
+ * line (NULL when l is not such a line). */
+static const char *rest_line(const char *l, size_t *kn, const char **v,
+                             size_t *vn) {
+  const char *tab = strchr(l, '\t'), *nl = strchr(l, '\n');
+  if (!tab || !nl || tab > nl)
+    return NULL;
+  *kn = (size_t)(tab - l), *v = tab + 1, *vn = (size_t)(nl - tab - 1);
+  return nl + 1;
+}
+
+/* The keys whose value differs between the rest lines ra and rb, or that
+ * only one has: printed as " key" on out (when not NULL); their number. */
+static uint32_t rest_changes(FILE *out, const char *ra, const char *rb) {
+  uint32_t n = 0;
+  size_t kn, vn, wn;
+  const char *v, *w, *next;
+  for (const char *l = ra; *l && (next = rest_line(l, &kn, &v, &vn)); l = next)
+    if (!(w = rest_value(rb, l, kn, &wn)) || wn != vn || memcmp(w, v, vn)) {
+      if (out)
+        fprintf(out, " %.*s", (int)kn, l);
+      n++;
+    }
+  for (const char *l = rb; *l && (next = rest_line(l, &kn, &v, &vn)); l = next)
+    if (!rest_value(ra, l, kn, &wn)) {
+      if (out)
+        fprintf(out, " %.*s", (int)kn, l);
+      n++;
+    }
+  return n;
+}
+
+static const char *op_rest(const dv_extra *x, uint32_t i) {
+  return x && x->op_rest && i < x->nops && x->op_rest[i] ? x->op_rest[i] : "";
+}
+
+static const char *inst_rest(const dv_extra *x, uint32_t i) {
+  return x && x->inst_rest && i < x->ninsts && x->inst_rest[i] ? x->inst_rest[i]
+                                                               : "";
+}
+
 static void say_op(FILE *out, const dm_graph *m, uint32_t i) {
   const dm_op *op = &m->ops[i];
   fprintf(out, "op %u%s%s%s (%s)", i, op->label[0] ? " '" : "", op->label,
@@ -228,14 +293,23 @@ static void say_inst(FILE *out, const dm_graph *m, uint32_t i) {
 static void inst_changes(differ *d, uint32_t i, uint32_t j) {
   const dm_inst *x = &d->a->insts[i], *y = &d->b->insts[j];
   char *sx = inst_sig(x, 1), *sy = inst_sig(y, 1);
-  if (sx && sy && strcmp(sx, sy)) {
+  const char *rx = inst_rest(d->xa, i), *ry = inst_rest(d->xb, j);
+  if (sx && sy && (strcmp(sx, sy) || rest_changes(NULL, rx, ry))) {
     fprintf(d->out, "~ ");
     say_inst(d->out, d->a, i);
     fprintf(d->out, " -> ");
     say_inst(d->out, d->b, j);
-    fprintf(d->out, "%s\n",
-            x->mem != y->mem || x->device != y->device ? " (memory differs)"
-                                                       : "");
+    fprintf(d->out, ":");
+    if (strcmp(x->name, y->name))
+      fprintf(d->out, " renamed");
+    if (x->mem != y->mem || x->device != y->device)
+      fprintf(d->out, " memory");
+    if (x->dtype != y->dtype)
+      fprintf(d->out, " type");
+    if (!rect_eq(&x->rect, &y->rect))
+      fprintf(d->out, " rectangle");
+    rest_changes(d->out, rx, ry);
+    fputc('\n', d->out);
     d->insts.chg++;
   }
   free(sx), free(sy);
@@ -264,7 +338,8 @@ static void op_changes(differ *d, uint32_t i, uint32_t j) {
   char *sx = op_sig(d->a, i, d->ia, 1), *sy = op_sig(d->b, j, NULL, 1);
   int args = d->xa && d->xb && i < d->xa->nops && j < d->xb->nops &&
              strcmp(d->xa->args[i], d->xb->args[j]);
-  if (sx && sy && (strcmp(sx, sy) || args)) {
+  const char *rx = op_rest(d->xa, i), *ry = op_rest(d->xb, j);
+  if (sx && sy && (strcmp(sx, sy) || args || rest_changes(NULL, rx, ry))) {
     fprintf(d->out, "~ ");
     say_op(d->out, d->a, i);
     fprintf(d->out, " -> ");
@@ -283,8 +358,10 @@ static void op_changes(differ *d, uint32_t i, uint32_t j) {
     if (args)
       fprintf(d->out, " arguments");
     char *ax = op_acc(d->a, i, d->ia), *ay = op_acc(d->b, j, NULL);
-    fprintf(d->out, "%s\n", ax && ay && strcmp(ax, ay) ? " accesses" : "");
+    fprintf(d->out, "%s", ax && ay && strcmp(ax, ay) ? " accesses" : "");
     free(ax), free(ay);
+    rest_changes(d->out, rx, ry);
+    fputc('\n', d->out);
     d->ops.chg++;
   }
   free(sx), free(sy);
@@ -307,29 +384,38 @@ static void diff_ops(differ *d) {
     }
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+/* An edge as one number (from << 32 | to; UINT64_MAX: an end without a
+ * match in the other graph, never found) and whether capture inferred it. */
+typedef struct edge_key {
+  uint64_t k;
+  int inferred;
+} edge_key;
+
+static int cmp_edge(const void *a, const void *b) {
+  uint64_t x = ((const edge_key *)a)->k, y = ((const edge_key *)b)->k;
   return (x > y) - (x < y);
 }
 
-/* Edge (from, to) as one number; a's through the op matching (an
- * unmatched end: UINT64_MAX, never in b). */
-static uint64_t *edge_set(const dm_graph *m, const uint32_t *map) {
-  uint64_t *e = malloc(sizeof *e * (m->nedges ? m->nedges : 1));
+/* m's edges, ends through the op matching map (NULL: as they are),
+ * sorted. */
+static edge_key *edge_set(const dm_graph *m, const uint32_t *map) {
+  edge_key *e = malloc(sizeof *e * (m->nedges ? m->nedges : 1));
   for (uint32_t k = 0; e && k < m->nedges; k++) {
     uint32_t f = m->edges[k].from, t = m->edges[k].to;
     if (map)
       f = map[f], t = map[t];
-    e[k] =
+    e[k].k =
         f == UINT32_MAX || t == UINT32_MAX ? UINT64_MAX : (uint64_t)f << 32 | t;
+    e[k].inferred = m->edges[k].inferred;
   }
   if (e)
-    qsort(e, m->nedges, sizeof *e, cmp_u64);
+    qsort(e, m->nedges, sizeof *e, cmp_edge);
   return e;
 }
 
-static int has(const uint64_t *set, uint32_t n, uint64_t x) {
-  return x != UINT64_MAX && bsearch(&x, set, n, sizeof x, cmp_u64) != NULL;
+static const edge_key *find_edge(const edge_key *set, uint32_t n, uint64_t k) {
+  edge_key x = {k, 0};
+  return k == UINT64_MAX ? NULL : bsearch(&x, set, n, sizeof x, cmp_edge);
 }
 
 static void say_edge(differ *d, const dm_graph *m, char sign, uint32_t f,
@@ -338,11 +424,12 @@ static void say_edge(differ *d, const dm_graph *m, char sign, uint32_t f,
   say_op(d->out, m, f);
   fprintf(d->out, " -> ");
   say_op(d->out, m, t);
-  fputc('\n', d->out);
 }
 
+/* Edges added and removed, and those in both that one graph asked for and
+ * the other's capture inferred (lint treats the two differently). */
 static int diff_edges(differ *d) {
-  uint64_t *ea = edge_set(d->a, d->oa), *eb = edge_set(d->b, NULL);
+  edge_key *ea = edge_set(d->a, d->oa), *eb = edge_set(d->b, NULL);
   if (!ea || !eb) {
     free(ea), free(eb);
     return -1;
@@ -352,13 +439,23 @@ static int diff_edges(differ *d) {
     uint32_t f = d->oa[e->from], t = d->oa[e->to];
     uint64_t x =
         f == UINT32_MAX || t == UINT32_MAX ? UINT64_MAX : (uint64_t)f << 32 | t;
-    if (!has(eb, d->b->nedges, x))
+    const edge_key *in_b = find_edge(eb, d->b->nedges, x);
+    if (!in_b) {
       say_edge(d, d->a, '-', e->from, e->to), d->edges.del++;
+      fputc('\n', d->out);
+    } else if (!in_b->inferred != !e->inferred) {
+      say_edge(d, d->a, '~', e->from, e->to), d->edges.chg++;
+      fprintf(d->out, ": %s in A, %s in B\n",
+              e->inferred ? "inferred" : "asked for",
+              in_b->inferred ? "inferred" : "asked for");
+    }
   }
   for (uint32_t k = 0; k < d->b->nedges; k++) {
     const dm_edge *e = &d->b->edges[k];
-    if (!has(ea, d->a->nedges, (uint64_t)e->from << 32 | e->to))
+    if (!find_edge(ea, d->a->nedges, (uint64_t)e->from << 32 | e->to)) {
       say_edge(d, d->b, '+', e->from, e->to), d->edges.add++;
+      fputc('\n', d->out);
+    }
   }
   free(ea), free(eb);
   return 0;
@@ -399,11 +496,11 @@ static void summary(const differ *d, uint32_t n) {
     return;
   }
   fprintf(d->out,
-          "diff: %u differences: ops +%u -%u ~%u, edges +%u -%u, instances "
-          "+%u -%u ~%u, ports +%u -%u ~%u\n",
+          "diff: %u differences: ops +%u -%u ~%u, edges +%u -%u ~%u, "
+          "instances +%u -%u ~%u, ports +%u -%u ~%u\n",
           n, d->ops.add, d->ops.del, d->ops.chg, d->edges.add, d->edges.del,
-          d->insts.add, d->insts.del, d->insts.chg, d->ports.add, d->ports.del,
-          d->ports.chg);
+          d->edges.chg, d->insts.add, d->insts.del, d->insts.chg, d->ports.add,
+          d->ports.del, d->ports.chg);
 }
 
 static uint32_t *unmatched(uint32_t n) {
@@ -451,8 +548,8 @@ int dv_diff(const dm_graph *a, const dv_extra *xa, const dm_graph *b,
       diff_ports(&d, "postcondition", xa->post, xa->npost, xb->post, xb->npost);
     }
     *ndiff = d.ops.add + d.ops.del + d.ops.chg + d.edges.add + d.edges.del +
-             d.insts.add + d.insts.del + d.insts.chg + d.ports.add +
-             d.ports.del + d.ports.chg;
+             d.edges.chg + d.insts.add + d.insts.del + d.insts.chg +
+             d.ports.add + d.ports.del + d.ports.chg;
     summary(&d, *ndiff);
   }
   free(d.ia), free(d.ib), free(d.oa), free(d.ob);

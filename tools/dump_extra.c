@@ -45,14 +45,86 @@ static int op_args(const cJSON *ops, dv_extra *x) {
   return 0;
 }
 
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int skipped(const char *key, const char *const *skip) {
+  for (; *skip; skip++)
+    if (!strcmp(key, *skip))
+      return 1;
+  return 0;
+}
+
+/* The object's members but those in skip, as sorted "key\tvalue\n" lines
+ * (NULL out of memory). */
+static char *rest_of(const cJSON *o, const char *const *skip) {
+  int n = cJSON_GetArraySize(o), k = 0;
+  char **lines = calloc(n ? (size_t)n : 1, sizeof *lines);
+  if (!lines)
+    return NULL;
+  const cJSON *m;
+  int bad = 0;
+  cJSON_ArrayForEach(m, o) {
+    if (!m->string || skipped(m->string, skip))
+      continue;
+    char *v = cJSON_PrintUnformatted(m);
+    if (!v || asprintf(&lines[k++], "%s\t%s\n", m->string, v) < 0)
+      bad = 1, lines[--k] = NULL;
+    free(v);
+  }
+  qsort(lines, (size_t)k, sizeof *lines, cmp_str);
+  size_t total = 1;
+  for (int i = 0; i < k; i++)
+    total += strlen(lines[i]);
+  char *s = bad ? NULL : malloc(total);
+  if (s)
+    s[0] = '\0';
+  for (int i = 0, at = 0; i < k; i++) {
+    size_t l = strlen(lines[i]);
+    if (s)
+      memcpy(s + at, lines[i], l + 1), at += (int)l;
+    free(lines[i]);
+  }
+  free(lines);
+  return s;
+}
+
+/* What the model (dump_model.h) already compares, with instances mapped
+ * between the two graphs: the rest is compared as it is in the file. */
+static const char *const OP_MODELLED[] = {
+    "id",      "name", "kind",     "task", "proc", "shards",
+    "cost_ns", "args", "accesses", "src",  "dst",  NULL};
+static const char *const INST_MODELLED[] = {"id",    "name", "mem", "device",
+                                            "dtype", "lo",   "hi",  NULL};
+
+static int rests(const cJSON *arr, char ***out, uint32_t *n,
+                 const char *const *skip) {
+  int cnt = cJSON_GetArraySize(arr);
+  *out = calloc(cnt ? (size_t)cnt : 1, sizeof **out);
+  if (!*out)
+    return -1;
+  const cJSON *o;
+  cJSON_ArrayForEach(o, arr) {
+    if (!((*out)[(*n)++] = rest_of(o, skip)))
+      return -1;
+  }
+  return 0;
+}
+
 int dv_extra_read(const char *text, size_t len, dv_extra *x, FILE *err) {
   memset(x, 0, sizeof *x);
   cJSON *doc = cJSON_ParseWithLength(text, len);
   const cJSON *g = cJSON_GetObjectItemCaseSensitive(doc, "graph");
   int rc = -1;
+  uint32_t nrest = 0;
   if (!cJSON_IsObject(g))
     fprintf(err, "reprise dump: not a graph file (no \"graph\" object)\n");
   else if (op_args(cJSON_GetObjectItemCaseSensitive(g, "ops"), x) ||
+           rests(cJSON_GetObjectItemCaseSensitive(g, "ops"), &x->op_rest,
+                 &nrest, OP_MODELLED) ||
+           rests(cJSON_GetObjectItemCaseSensitive(g, "instances"),
+                 &x->inst_rest, &x->ninsts, INST_MODELLED) ||
            ports(cJSON_GetObjectItemCaseSensitive(g, "preconditions"), &x->pre,
                  &x->npre) ||
            ports(cJSON_GetObjectItemCaseSensitive(g, "postconditions"),
@@ -80,9 +152,15 @@ static void ports_free(dv_port *p, uint32_t n) {
 }
 
 void dv_extra_free(dv_extra *x) {
-  for (uint32_t i = 0; x->args && i < x->nops; i++)
-    free(x->args[i]);
-  free(x->args);
+  for (uint32_t i = 0; i < x->nops; i++) {
+    if (x->args)
+      free(x->args[i]);
+    if (x->op_rest)
+      free(x->op_rest[i]);
+  }
+  for (uint32_t i = 0; x->inst_rest && i < x->ninsts; i++)
+    free(x->inst_rest[i]);
+  free(x->args), free(x->op_rest), free(x->inst_rest);
   ports_free(x->pre, x->npre);
   ports_free(x->post, x->npost);
   memset(x, 0, sizeof *x);

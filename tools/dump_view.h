@@ -29,6 +29,13 @@ typedef struct dv_extra {
   uint32_t nops;
   dv_port *pre, *post;
   uint32_t npre, npost;
+  /* For --diff, the fields of each op and instance that the model does not
+   * compare (an op's interpolations, workspace, copy domain and rectangle,
+   * reduction, operator, SPMD processors; an instance's strides): sorted
+   * "key\tvalue" lines (value as compact JSON), so that key order in the
+   * file does not matter. */
+  char **op_rest, **inst_rest;
+  uint32_t ninsts;
 } dv_extra;
 
 /* Reads op arguments and port names from a graph file's text. 0 ok, -1
