@@ -51,11 +51,13 @@ int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json);
 
 /* Graph-building benchmark (bench/build_bench.c): a chain of n tasks built
  * with the builder (rp_graph_add_task + rp_graph_add_edge), its
- * rp_instantiate, and n / 2.5 task registrations; seconds per row. */
+ * rp_instantiate, and n / 2.5 task registrations, on one CPU worker;
+ * seconds per row. */
 int rp_bench_build(uint32_t n, FILE *table, FILE *json);
 
-/* Transfer-descriptor benchmark (bench/xfer_bench.c). */
-int rp_bench_xfer(FILE *table, FILE *json);
+/* Transfer-descriptor benchmark (bench/xfer_bench.c): fixed cases on one
+ * CPU worker; quick: every loop 16 times shorter (a smoke test). */
+int rp_bench_xfer(int quick, FILE *table, FILE *json);
 
 /* The distributed benchmark (bench/dist_bench.c), for mpiexec -n N: the
  * data-parallel MLP step replayed vs eager (o->workers shards per rank,

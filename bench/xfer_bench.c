@@ -87,7 +87,11 @@ static double memcpy_sample(void *dst, const void *src, size_t bytes,
   return (double)bytes * iters / secs_since(t0) * 1e-9;
 }
 
-static rp_status throughput(rp_xfer_desc *d, size_t bytes, xb_result *out) {
+/* div: 1, or QUICK_DIV for --quick (every loop that many times shorter) */
+#define QUICK_DIV 16u
+
+static rp_status throughput(rp_xfer_desc *d, size_t bytes, unsigned div,
+                            xb_result *out) {
   void *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
   if (!a || !b) {
     free(a);
@@ -96,7 +100,7 @@ static rp_status throughput(rp_xfer_desc *d, size_t bytes, xb_result *out) {
   }
   memset(a, 1, bytes); /* fault the pages in before timing */
   memset(b, 2, bytes);
-  unsigned iters = (unsigned)(BYTES_PER_SAMPLE / bytes);
+  unsigned iters = (unsigned)(BYTES_PER_SAMPLE / div / bytes);
   iters = iters < 4 ? 4 : iters;
   double p[RUNS], m[RUNS];
   planned_sample(d, bytes, 1); /* warm */
@@ -113,24 +117,26 @@ static rp_status throughput(rp_xfer_desc *d, size_t bytes, xb_result *out) {
 }
 
 static rp_status plan_and_reset_costs(rp_runtime *rt, const rp_copy *cp,
-                                      rp_xfer_desc *d, xb_result *out) {
+                                      rp_xfer_desc *d, unsigned div,
+                                      xb_result *out) {
   double p[RUNS], z[RUNS];
+  const unsigned plan_iters = PLAN_ITERS / div, reset_iters = RESET_ITERS / div;
   for (int r = 0; r < RUNS; r++) {
     uint64_t t0 = rp__now_ns();
-    for (int i = 0; i < PLAN_ITERS; i++) {
+    for (unsigned i = 0; i < plan_iters; i++) {
       rp_xfer_desc x;
       rp_status st = rp_xfer_plan(rt, cp, &x);
       if (st)
         return st;
       rp_xfer_release(&x);
     }
-    p[r] = secs_since(t0) * 1e6 / PLAN_ITERS;
+    p[r] = secs_since(t0) * 1e6 / plan_iters;
     t0 = rp__now_ns();
-    for (int i = 0; i < RESET_ITERS; i++) {
+    for (unsigned i = 0; i < reset_iters; i++) {
       rp_xfer_reset(d);
       __asm__ __volatile__("" : : "r"(d) : "memory");
     }
-    z[r] = secs_since(t0) * 1e6 / RESET_ITERS;
+    z[r] = secs_since(t0) * 1e6 / reset_iters;
   }
   out->plan_us = median(p, RUNS);
   out->reset_us = median(z, RUNS);
@@ -138,7 +144,7 @@ static rp_status plan_and_reset_costs(rp_runtime *rt, const rp_copy *cp,
 }
 
 static rp_status run_case(rp_runtime *rt, const xb_case *c, size_t bytes,
-                          xb_result *out) {
+                          unsigned div, xb_result *out) {
   rp_inst src = {0}, dst = {0};
   rp_copy cp;
   rp_xfer_desc d;
@@ -146,9 +152,9 @@ static rp_status run_case(rp_runtime *rt, const xb_case *c, size_t bytes,
   if (!st)
     st = rp_xfer_plan(rt, &cp, &d);
   if (!st) {
-    st = throughput(&d, bytes, out);
+    st = throughput(&d, bytes, div, out);
     if (!st)
-      st = plan_and_reset_costs(rt, &cp, &d, out);
+      st = plan_and_reset_costs(rt, &cp, &d, div, out);
     rp_xfer_release(&d);
   }
   rp_instance_free(rt, src);
@@ -171,14 +177,15 @@ static void report(FILE *table, FILE *json, const xb_case *c, size_t bytes,
             r->plan_us, r->reset_us);
 }
 
-int rp_bench_xfer(FILE *table, FILE *json) {
+int rp_bench_xfer(int quick, FILE *table, FILE *json) {
   static const xb_case cases[] = {{"contiguous", 0}, {"strided2d", 1}};
   static const size_t sizes[] = {64u << 10, 1u << 20, 16u << 20};
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
-  cfg.backend = RP_BACKEND_CPU;
-  cfg.cpus = 1;
+  cfg.backend = RP_BACKEND_CPU; /* host memory on one worker, whatever */
+  cfg.cpus = 1;                 /* REPRISE_BACKEND or REPRISE_WORKERS say */
   cfg.quiet = 1;
+  cfg.ignore_env = 1;
   rp_runtime *rt = NULL;
   if (rp_runtime_create(&cfg, &rt)) {
     fprintf(stderr, "xfer bench: %s\n", rp_error_detail());
@@ -194,7 +201,8 @@ int rp_bench_xfer(FILE *table, FILE *json) {
   for (size_t c = 0; c < RP_ARRAY_LEN(cases) && !rc; c++)
     for (size_t s = 0; s < RP_ARRAY_LEN(sizes) && !rc; s++) {
       xb_result r;
-      rp_status st = run_case(rt, &cases[c], sizes[s], &r);
+      rp_status st =
+          run_case(rt, &cases[c], sizes[s], quick ? QUICK_DIV : 1, &r);
       if (st) {
         fprintf(stderr, "xfer bench %s %zu: %s (%s)\n", cases[c].name, sizes[s],
                 rp_status_name(st), rp_error_detail());

@@ -274,6 +274,43 @@ Test(cli, bench_rejects_bad_option_values_with_exit_2) {
               r.err);
     cr_assert_str_empty(r.out, "%s %s printed a table", both[i][0], both[i][1]);
   }
+  /* the options a benchmark would ignore are refused; outputs that
+   * collide; --plot without sizes to draw against */
+  static const struct {
+    const char *args[8], *want;
+  } unused[] = {
+      {{"--xfer", "--reps", "3"},
+       "--xfer times fixed cases on one CPU "
+       "worker: --reps does not apply to it"},
+      {{"--xfer", "--mode", "eager"}, "--mode does not apply"},
+      {{"--xfer", "--workers", "4"}, "--workers does not apply"},
+      {{"--xfer", "--backend", "cpu"}, "--backend does not apply"},
+      {{"--xfer", "--sizes", "100"}, "--sizes does not apply"},
+      {{"--build", "--quick"},
+       "--build times fixed cases on one CPU worker: "
+       "--quick does not apply to it"},
+      {{"--build", "--sizes", "10,20"}, "--build takes one --sizes value"},
+      {{"--workload", "chain", "--sizes", "10,20", "--plot", "x.svg", "--json"},
+       NULL},
+      {{"--workload", "chain", "--plot", "x.svg"},
+       "--plot draws ns per task against graph size: give --sizes"},
+  };
+  for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+    const char *args[12] = {"bench"};
+    size_t n = 1;
+    for (size_t j = 0; j < 8 && unused[i].args[j]; j++)
+      args[n++] = unused[i].args[j];
+    if (!unused[i].want) /* --json naming --plot's file */
+      args[n++] = "x.svg";
+    args[n] = NULL;
+    cli_run r;
+    run_cli(&r, args);
+    const char *want = unused[i].want ? unused[i].want
+                                      : "--json and --plot name the same file";
+    cr_assert_eq(r.status, 2, "case %zu: %d %s", i, r.status, r.err);
+    cr_assert(strstr(r.err, want), "case %zu: no '%s' in %s", i, want, r.err);
+    cr_assert_str_empty(r.out, "case %zu printed a table", i);
+  }
 }
 
 Test(cli, bench_quick_eager_chain_writes_valid_json, .timeout = 300) {
@@ -404,7 +441,10 @@ Test(cli, bench_xfer_writes_the_transfer_rows, .timeout = 300) {
   char path[] = "/tmp/rp_cli_xfer_XXXXXX";
   tmp_file(path);
   cli_run r;
+  /* host memory on one CPU worker, whatever REPRISE_BACKEND asks for */
+  setenv("REPRISE_BACKEND", "cuda", 1);
   RUN(&r, "bench", "--xfer", "--quick", "--json", path);
+  unsetenv("REPRISE_BACKEND");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   static char buf[16384];
   read_file(path, buf, sizeof buf);

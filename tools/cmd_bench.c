@@ -19,6 +19,7 @@ typedef struct bench_cli {
   int workloads_given;
   int xfer, gpu, dist, build;
   int workers_given, backend_given;
+  int workers_opt, mode_given, reps_given; /* given as options */
 } bench_cli;
 
 static void bench_usage(FILE *f) {
@@ -58,13 +59,16 @@ static void bench_usage(FILE *f) {
       "  --json FILE               also write the rows as a JSON array\n"
       "  --plot FILE               draw ns per task against graph size\n"
       "                            (.svg, or .png with pngcairo) with\n"
-      "                            gnuplot; use with --sizes\n"
-      "  --xfer                    the transfer benchmark instead\n"
+      "                            gnuplot; needs --sizes (2 or more)\n"
+      "  --xfer                    the transfer benchmark instead: fixed\n"
+      "                            cases on one CPU worker (takes --quick\n"
+      "                            and --json only)\n"
       "  --build                   the graph-building benchmark instead:\n"
       "                            a chain of N tasks built with the\n"
       "                            builder, its instantiate, and N/2.5\n"
-      "                            task registrations, in seconds (N: the\n"
-      "                            first --sizes value, default 100000)\n"
+      "                            task registrations, in seconds, on one\n"
+      "                            CPU worker (N: one --sizes value,\n"
+      "                            default 100000; takes --json too)\n"
       "  --gpu                     the GPU benchmark instead: empty-kernel\n"
       "                            chains and a fork-join as stream\n"
       "                            launches, a CUDA graph and reprise\n"
@@ -167,6 +171,7 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
   int rc = RP_CLI_OK;
   switch (opt) {
   case OPT_MODE:
+    c->mode_given = 1;
     return parse_mode(arg, &c->o.modes);
   case OPT_WORKLOAD:
     c->o.workloads = c->workloads_given++ ? c->o.workloads : 0;
@@ -175,10 +180,11 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
     if (!(rc = rp_cli_parse_u32("bench", "--workers", arg, 1,
                                 RP_CLI_MAX_WORKERS, &v))) {
       c->o.workers = v;
-      c->workers_given = 1;
+      c->workers_given = c->workers_opt = 1;
     }
     return rc;
   case OPT_REPS:
+    c->reps_given = 1;
     return rp_cli_parse_u32("bench", "--reps", arg, 1, 100000000, &c->o.reps);
   case OPT_BACKEND:
     c->backend_given = 1;
@@ -260,6 +266,28 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                               "%s runs instead of the DAG workloads: not "
                               "with %s",
                               first, c->o.hop ? "--hop" : "--workload");
+  /* --xfer and --build time fixed cases on one CPU worker: the DAG
+   * options would be ignored, so they are refused (--quick shortens
+   * --xfer's loops; --build's one size is its first --sizes value) */
+  if (c->xfer || c->build) {
+    const char *dag = c->mode_given            ? "--mode"
+                      : c->reps_given          ? "--reps"
+                      : c->workers_opt         ? "--workers"
+                      : c->backend_given       ? "--backend"
+                      : c->build && c->o.quick ? "--quick"
+                      : c->xfer && c->o.nsizes ? "--sizes"
+                                               : NULL;
+    if (dag)
+      return rp_cli_usage_error("bench",
+                                "%s times fixed cases on one CPU worker: "
+                                "%s does not apply to it",
+                                first, dag);
+    if (c->build && c->o.nsizes > 1)
+      return rp_cli_usage_error("bench",
+                                "--build takes one --sizes value (the "
+                                "chain's length), not %u",
+                                c->o.nsizes);
+  }
   if (c->o.hop && !c->workloads_given)
     c->o.workloads = 0; /* --hop alone measures only the hop */
   if (c->plot && !rp_cli_plot_ext_ok(c->plot))
@@ -271,19 +299,24 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
     return rp_cli_usage_error("bench",
                               "--plot draws the DAG workloads: not "
                               "with --xfer, --gpu, --build or --hop alone");
+  if (c->plot && c->o.nsizes < 2)
+    return rp_cli_usage_error("bench",
+                              "--plot draws ns per task against graph "
+                              "size: give --sizes with two sizes or more");
   if (c->dist && !c->workers_given)
     c->o.workers = 1; /* one shard per rank: mpiexec -n 2 fills 2 cores */
-  /* output paths, before any work */
-  if ((rc = rp_cli_check_output("bench", "--json", c->json)) ||
-      (rc = rp_cli_check_output("bench", "--plot", c->plot)))
+  /* output paths and gnuplot, before any work */
+  const char *const outs[][2] = {{"--json", c->json}, {"--plot", c->plot}};
+  if ((rc = rp_cli_check_outputs("bench", outs, 2)) ||
+      (c->plot && (rc = rp_cli_gnuplot_check("bench --plot", c->plot))))
     return rc;
   return RP_CLI_OK;
 }
 
 /* ---- running ---- */
 
-static int run_xfer(FILE *json) {
-  return rp_bench_xfer(stdout, json) ? RP_CLI_FAILED : RP_CLI_OK;
+static int run_xfer(int quick, FILE *json) {
+  return rp_bench_xfer(quick, stdout, json) ? RP_CLI_FAILED : RP_CLI_OK;
 }
 
 /* --plot: the rows collected in memory, drawn, and written to --json. */
@@ -320,7 +353,7 @@ static int run(const bench_cli *c) {
   uint32_t n = c->o.nsizes ? c->o.sizes[0] : 100000;
   int rc =
       c->gpu ? (rp_bench_gpu(&c->o, stdout, json) ? RP_CLI_FAILED : RP_CLI_OK)
-      : c->xfer  ? run_xfer(json)
+      : c->xfer  ? run_xfer(c->o.quick, json)
       : c->build ? (rp_bench_build(n, stdout, json) ? RP_CLI_FAILED : RP_CLI_OK)
                  : rp_bench_dag(&c->o, stdout, json);
   /* a failed run keeps the previous file; the commit checks the writes */

@@ -129,6 +129,24 @@ static char *find_gnuplot(void) {
   return NULL;
 }
 
+int rp_cli_gnuplot_check(const char *cmd, const char *out) {
+  char *gp = find_gnuplot();
+  const char *env = getenv("REPRISE_GNUPLOT");
+  if (gp)
+    free(gp);
+  else if (env && *env)
+    fprintf(stderr,
+            "reprise %s: REPRISE_GNUPLOT=%s is not an executable program: "
+            "cannot draw '%s'\n",
+            cmd, env, out);
+  else
+    fprintf(stderr,
+            "reprise %s: gnuplot is not installed (apt-get install "
+            "gnuplot-nox, or set REPRISE_GNUPLOT): cannot draw '%s'\n",
+            cmd, out);
+  return gp ? RP_CLI_OK : RP_CLI_FAILED;
+}
+
 /* Runs gnuplot with `script` on its stdin; its stdout is out_fd (-1:
  * ours), its stderr ours (quiet: /dev/null). Returns its exit status, or
  * -1. */
@@ -262,13 +280,8 @@ static int draw(const char *cmd, const plot *p, const char *out) {
     return RP_CLI_FAILED;
   }
   char *gp = find_gnuplot();
-  if (!gp) {
-    fprintf(stderr,
-            "reprise %s: gnuplot is not installed (apt-get install "
-            "gnuplot-nox, or set REPRISE_GNUPLOT): cannot draw '%s'\n",
-            cmd, out);
-    return RP_CLI_FAILED;
-  }
+  if (!gp)
+    return rp_cli_gnuplot_check(cmd, out);
   const char *term = terminal_for(cmd, gp, out);
   char *script = term ? make_script(p, term) : NULL;
   int rc = RP_CLI_FAILED;
