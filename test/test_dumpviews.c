@@ -228,6 +228,38 @@ Test(views, bad_options_are_usage_errors, .init = setup, .fini = teardown) {
   RUN(&r, "dump", g, "--format", "svg");
   cr_assert_eq(r.status, 2);
   HAS(r.err, "is not text, dot, json or html");
+  /* options that would be ignored */
+  RUN(&r, "dump", g, "--contract", "x=host");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--contract declares a task's contract for --lint or "
+             "--schedule");
+  RUN(&r, "dump", g, "--diff", g, "--trace", g);
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--diff compares two graphs: no other view, format or --trace");
+  RUN(&r, "dump", "--trace", g, "--summary", "--workers", "3");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "reads no machine: no --workers or --gpus");
+  /* a --contract for a task the file does not have: said, then linted */
+  RUN(&r, "dump", g, "--lint", "--contract", "no.such.task=host");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.err, "--contract no.such.task: the file has no task of that name");
+}
+
+/* --max-bytes caps the trace as it does the graph file. */
+Test(views, max_bytes_caps_the_trace, .init = setup, .fini = teardown) {
+  const char *g, *t;
+  mlp(&g, &t);
+  char gp[512], tp[512];
+  snprintf(gp, sizeof gp, "%s", g);
+  snprintf(tp, sizeof tp, "%s", t);
+  cli_run r;
+  RUN(&r, "dump", gp, "--critical-path", "--trace", tp, "--max-bytes", "1K");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  HAS(r.err, "above the limit of 1024");
+  RUN(&r, "dump", "--trace", tp, "--summary", "--max-bytes", "1K");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  RUN(&r, "dump", "--trace", tp, "--summary");
+  cr_assert_eq(r.status, 0, "%s", r.err);
 }
 
 /* ---- critical path ---- */
@@ -629,6 +661,32 @@ Test(views, diff_sees_every_field_of_the_file, .init = setup,
     cr_assert(strstr(r.out, cases[i].want), "case %zu: no '%s' in:\n%s", i,
               cases[i].want, r.out);
   }
+#endif
+}
+
+#ifdef REPRISE_HAVE_CJSON
+static void unname_op_2(cJSON *g) {
+  cJSON_DeleteItemFromObjectCaseSensitive(nth(g, "ops", 2), "name");
+}
+#endif
+
+/* The group --group calls (unnamed) is a --focus name too. */
+Test(views, focus_on_the_unnamed_ops, .init = setup, .fini = teardown) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("graph files need cJSON");
+#else
+  char d[512], u[512];
+  snprintf(d, sizeof d, "%s", diamond("d.json"));
+  snprintf(u, sizeof u, "%s", th_tmp_path("u.json"));
+  edited(d, u, unname_op_2);
+  cli_run r;
+  RUN(&r, "dump", u, "--group");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "group '" DV_UNNAMED "': 1 ops");
+  RUN(&r, "dump", u, "--focus", DV_UNNAMED, "--depth", "0");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "op 2");
+  cr_assert(!strstr(r.out, "op 1 'b'"), "%s", r.out);
 #endif
 }
 

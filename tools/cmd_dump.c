@@ -97,7 +97,8 @@ static void dump_usage(FILE *f) {
       "                          dotted components (default 1), edges\n"
       "                          between groups counted\n"
       "  --focus NAME            only the op or group NAME (a name, a\n"
-      "                          dotted prefix, or 'op N') and the ops\n"
+      "                          dotted prefix, 'op N', or '(unnamed)')\n"
+      "                          and the ops\n"
       "  --depth K               within K edges of it (default 1)\n"
       "  --critical-path         the longest path by cost, each op's share\n"
       "                          (highlighted in DOT, JSON and html)\n"
@@ -123,15 +124,18 @@ static void dump_usage(FILE *f) {
       "                          finding\n"
       "  --contract NAME=host|stream\n"
       "                          the contract of a task this build does not\n"
-      "                          know (repeatable), for the lint\n"
+      "                          know (repeatable), for --lint and\n"
+      "                          --schedule\n"
       "  --workers N             CPU workers of the machine the file is\n"
       "                          read as, 1..128 (env REPRISE_WORKERS;\n"
       "                          default: the recorded ones); --cpus is\n"
       "                          its deprecated spelling\n"
       "  --gpus N                logical GPUs of that machine, 1..16 (env\n"
       "                          REPRISE_GPUS; default: the recorded ones)\n"
-      "  --max-bytes N           the largest file read (default and at\n"
-      "                          most 64 MiB; K, M, G suffixes); the dump\n"
+      "  --max-bytes N           the largest file read, graph or trace\n"
+      "                          (default and at most 64 MiB for a graph,\n"
+      "                          1 GiB for a trace; K, M, G suffixes); the "
+      "dump\n"
       "                          allocates no instance storage (it reads\n"
       "                          into a model of the recorded machine)\n"
       "  -o, --output FILE       write to FILE instead of stdout (- is\n"
@@ -373,8 +377,21 @@ static int check_view_args(const dump_cli *c) {
                                       "run");
   if (c->depth_given && !c->focus)
     return rp_cli_usage_error("dump", "--depth needs --focus NAME");
+  if (c->ncontracts && !c->lint && !c->schedule)
+    return rp_cli_usage_error("dump", "--contract declares a task's "
+                                      "contract for --lint or --schedule: "
+                                      "give one of them");
+  if (c->diff && (c->group || c->focus || c->crit || c->summary || c->stats ||
+                  c->lint || c->schedule || c->format_given || c->trace))
+    return rp_cli_usage_error("dump", "--diff compares two graphs: no other "
+                                      "view, format or --trace with it");
   if (c->summary && !c->trace)
     return rp_cli_usage_error("dump", "--summary needs --trace FILE");
+  if (c->summary && !c->file && (c->cpus || c->gpus_given))
+    return rp_cli_usage_error("dump",
+                              "--trace FILE --summary without a graph FILE "
+                              "reads no machine: no --workers or --gpus "
+                              "with it");
   if (c->trace && !c->summary && !c->crit && c->fmt != FMT_HTML)
     return rp_cli_usage_error("dump", "--trace FILE needs --summary, "
                                       "--critical-path or --format html");
@@ -393,10 +410,6 @@ static int check_view_args(const dump_cli *c) {
                               "needs a view beside it (--group, "
                               "--focus, --critical-path)",
                               c->fmt == RP_DUMP_DOT ? "dot" : "json");
-  if (c->diff && (c->group || c->focus || c->crit || c->summary || c->stats ||
-                  c->lint || c->schedule || c->format_given))
-    return rp_cli_usage_error("dump", "--diff compares two graphs: no other "
-                                      "view or format with it");
   if ((c->group || c->focus || c->crit || c->fmt == FMT_HTML) &&
       (c->schedule || c->stats || c->lint))
     return rp_cli_usage_error("dump", "--group, --focus, --critical-path "
@@ -668,6 +681,16 @@ static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
     st = rp_task_register(rt, &d, &id);
     if (!st && !cd && !comm)
       ph->names[ph->n++] = p->tasks[i];
+  }
+  for (uint32_t j = 0; !st && j < c->ncontracts; j++) { /* a typo? */
+    uint32_t i = 0;
+    while (i < p->ntasks && find_contract(c, p->tasks[i]) != &c->contracts[j])
+      i++;
+    if (i == p->ntasks)
+      fprintf(stderr,
+              "reprise dump: --contract %.*s: the file has no task of that "
+              "name\n",
+              (int)c->contracts[j].len, c->contracts[j].name);
   }
   return st;
 }
@@ -1014,7 +1037,7 @@ static int trace_costs(const dump_cli *c, const dm_graph *m, double **cost) {
   if (!c->trace)
     return RP_CLI_OK;
   dv_trace t;
-  if (dv_trace_load(c->trace, &t, stderr))
+  if (dv_trace_load(c->trace, c->max_bytes, &t, stderr))
     return RP_CLI_FAILED;
   int bad = dv_trace_op_costs(&t, m, cost, stderr);
   dv_trace_free(&t);
@@ -1036,7 +1059,8 @@ static int focus_ops(const dump_cli *c, const dm_graph *m, uint32_t **ops,
   if (!*n) {
     fprintf(stderr,
             "reprise dump: --focus: no op or group is named '%s' (%u ops; "
-            "a name is an op's name, a dotted prefix of names, or 'op N')\n",
+            "a name is an op's name, a dotted prefix of names, 'op N' or "
+            "'" DV_UNNAMED "')\n",
             c->focus, m->nops);
     return RP_CLI_USAGE;
   }
@@ -1125,7 +1149,7 @@ static int run_view(const dump_cli *c, loaded *L, FILE *out) {
  * (NULL: the trace alone). */
 static int run_summary(const dump_cli *c, const rp_graph *g, FILE *out) {
   dv_trace t;
-  if (dv_trace_load(c->trace, &t, stderr))
+  if (dv_trace_load(c->trace, c->max_bytes, &t, stderr))
     return RP_CLI_FAILED;
   if (g) {
     dm_graph m;

@@ -13,8 +13,6 @@
 #ifdef REPRISE_HAVE_CJSON
 #include <cJSON.h>
 
-#define TRACE_MAX_BYTES ((size_t)1 << 30)
-
 static dv_cat cat_of(const char *s) {
   static const char *const names[] = {"task",   "copy", "wait",
                                       "launch", "gpu",  "replay"};
@@ -120,11 +118,13 @@ static int fill(dv_trace *t, const cJSON *events, const char **why, int *bad) {
   return 0;
 }
 
-int dv_trace_load(const char *path, dv_trace *t, FILE *err) {
+int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err) {
   memset(t, 0, sizeof *t);
   char *text = NULL;
   size_t len = 0;
-  rp_status st = rp_file_read_regular(path, TRACE_MAX_BYTES, &text, &len);
+  if (!max || max > DV_TRACE_MAX_BYTES)
+    max = DV_TRACE_MAX_BYTES;
+  rp_status st = rp_file_read_regular(path, (size_t)max, &text, &len);
   if (st) {
     fprintf(err, "reprise dump: cannot read the trace '%s': %s: %s\n", path,
             rp_status_name(st), rp_error_detail());
@@ -163,7 +163,8 @@ void dv_trace_free(dv_trace *t) {
   memset(t, 0, sizeof *t);
 }
 #else
-int dv_trace_load(const char *path, dv_trace *t, FILE *err) {
+int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err) {
+  (void)max;
   memset(t, 0, sizeof *t);
   fprintf(err,
           "reprise dump: cannot read the trace '%s': this build has no "

@@ -254,9 +254,12 @@ void dv_free(dv_view *v) {
 
 /* ---- focus ---- */
 
-/* 1 when op i is `name`: its name, inside the group `name`, or "op N". */
+/* 1 when op i is `name`: its name, inside the group `name`, "op N", or
+ * unnamed and name is the unnamed ops' group (DV_UNNAMED). */
 static int matches(const dm_graph *m, uint32_t i, const char *name, size_t n) {
   const char *l = m->ops[i].label;
+  if (!l[0] && !strcmp(name, DV_UNNAMED))
+    return 1;
   if (!strncmp(l, name, n) && (l[n] == 0 || l[n] == '.'))
     return 1;
   char buf[24];

@@ -168,9 +168,11 @@ typedef struct dv_trace {
 } dv_trace;
 
 /* Loads a Chrome trace that `reprise train --trace` (rp_exec_trace_write)
- * wrote. 0 ok, -1 unreadable or not such a trace (said on err, naming the
- * file and what is wrong). */
-int dv_trace_load(const char *path, dv_trace *t, FILE *err);
+ * wrote, of at most max bytes (0, or above DV_TRACE_MAX_BYTES: that). 0
+ * ok, -1 unreadable, too large or not such a trace (said on err, naming
+ * the file and what is wrong). */
+#define DV_TRACE_MAX_BYTES ((uint64_t)1 << 30)
+int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err);
 void dv_trace_free(dv_trace *t);
 /* 0 when every op event of t names an op of m under that op's name (its
  * own, else its task's; an unnamed copy's "reprise.copy"); else -1, said
