@@ -1288,7 +1288,9 @@ Test(plot, png_uses_pngcairo_when_gnuplot_has_it) {
 
 Test(plot, without_gnuplot_or_with_bad_input_says_why) {
   make_tmpdir();
-  const char *rows = th_tmp_path("rows.json"), *bad = th_tmp_path("bad.json");
+  char rows[512], bad[512]; /* th_tmp_path keeps only its last 8 paths */
+  snprintf(rows, sizeof rows, "%s", th_tmp_path("rows.json"));
+  snprintf(bad, sizeof bad, "%s", th_tmp_path("bad.json"));
   write_text(rows, ROWS);
   write_text(bad, "{\"format\": \"other\"}");
   cli_run r;
@@ -1315,6 +1317,15 @@ Test(plot, without_gnuplot_or_with_bad_input_says_why) {
   cr_assert_eq(r.status, 2);
   RUN(&r, "plot", "--bench", rows, "--train", bad, "-o", th_tmp_path("x.svg"));
   cr_assert_eq(r.status, 2);
+#ifdef REPRISE_HAVE_CJSON
+  /* rows of another benchmark: nothing to draw, and why */
+  write_text(rows, "[{\"case\": \"contiguous\", \"bytes\": 65536, "
+                   "\"planned_gbps\": 20.1}]");
+  RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("x.svg"));
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "nothing to plot: no DAG workload rows"), "%s",
+            r.err);
+#endif
   /* the picture over its own input: refused, the input kept */
   const char *svg = th_tmp_path("rows.svg");
   write_text(svg, ROWS);

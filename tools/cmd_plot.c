@@ -354,6 +354,14 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd) {
       return -1;
     }
   }
+  if (!p->n) {
+    fprintf(stderr,
+            "reprise %s: nothing to plot: no DAG workload rows (workload, "
+            "mode, nodes, ns_per_task_median); the rows of --hop, --xfer, "
+            "--build and --gpu are not plotted\n",
+            cmd);
+    return -1;
+  }
   for (uint32_t i = 0; i < p->n; i++)
     series_sort(&p->s[i]);
   p->title = "reprise bench: cost per task against graph size";
