@@ -138,6 +138,8 @@ rp_status rp_graph_destroy(rp_graph *g) {
   if (!g)
     return RP_OK;
   rp_status st = rp__graph_check(g, "rp_graph_destroy");
+  if (!st)
+    st = rp__refuse_in_replay("rp_graph_destroy");
   if (st)
     return st;
   for (uint32_t i = 0; i < g->nops; i++)

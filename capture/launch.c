@@ -222,11 +222,10 @@ rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
     return cst;
   if (!arg)
     return rp__err(RP_EINVAL, "%s: NULL argument", what);
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "%s called from a task inside a replay", what);
-  }
-  rp_status st = rp__runtime_check(rt);
+  rp_status st = rp__refuse_in_replay(what);
+  if (st)
+    return st;
+  st = rp__runtime_check(rt);
   if (st)
     return st;
   if (!(*cs = rp__capture_state(rt)))

@@ -97,6 +97,20 @@ rp_status rp__record_check_ref(const rp_capture_state *cs, rp_event e,
   return e.id ? decode_ref(cs, e, &idx, &port, what) : RP_OK;
 }
 
+/* A copy of a parallel operator stands for the whole operator (whose
+ * reference is its last copy): the first op of the run of its group's
+ * copies that ends at op id; id itself for any other op. */
+static rp_op_id group_head(const rp_graph *g, rp_op_id id) {
+  const rp_gop *op = &g->ops[id];
+  rp_op_id h = id;
+  if (op->kind != RP_OP_COPY || !op->group)
+    return id;
+  while (h > 0 && g->ops[h - 1].kind == RP_OP_COPY &&
+         g->ops[h - 1].group == op->group)
+    h--;
+  return h;
+}
+
 /* The write-backs copy insertion recorded right after task op t
  * (insert.c): a reference to t stands for them too, so whoever waits for
  * the task sees its results in the source instances. */
@@ -114,10 +128,8 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
   rp_status cst = rp__rt_check(rt, "rp_capture_begin");
   if (cst)
     return cst;
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "rp_capture_begin inside a replay");
-  }
+  if ((cst = rp__refuse_in_replay("rp_capture_begin")) != RP_OK)
+    return cst;
   rp_capture_state *cs = rp__capture_state(rt);
   if (!cs)
     return rp__err(RP_ENOMEM, "rp_capture_begin: out of memory");
@@ -142,7 +154,13 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
   cs->failed = 0;
   cs->next_name[0] = '\0';
   cs->keep_name = 0;
-  cs->serial++;
+  /* unique across the process's runtimes: another runtime's (or an
+   * earlier capture's) reference is refused, not mistaken for one of this
+   * capture's ops; 0 is never a serial */
+  static _Atomic uint32_t serials;
+  do
+    cs->serial = atomic_fetch_add(&serials, 1) + 1;
+  while (!(cs->serial & 0x3fffffffu));
   rp__analysis_init(&cs->rec, (rp_dep_hooks){0});
   cs->owner = pthread_self();
   /* release: graph, owner and analysis are set before a thread can see the
@@ -254,8 +272,11 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
                      "eager event, not an op reference of this capture",
                      i, (unsigned long long)ops[i].id);
     if ((st = decode_ref(cs, ops[i], &idx, &is_port,
-                         "rp_capture_postcondition")) != RP_OK)
-      return rp__err(RP_EPORT, "%s", rp_error_detail());
+                         "rp_capture_postcondition")) != RP_OK) {
+      char why[256]; /* rp__err formats into the detail it would read */
+      snprintf(why, sizeof why, "%s", rp_error_detail());
+      return rp__err(RP_EPORT, "%s", why);
+    }
     if (is_port)
       return rp__err(RP_EPORT,
                      "rp_capture_postcondition: ref %u is a "
@@ -270,8 +291,8 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
     int is_port;
     decode_ref(cs, ops[i], &idx, &is_port, "rp_capture_postcondition");
     uint32_t tail = writeback_tail(cs->graph, idx);
-    for (uint32_t k = 0; k <= tail; k++)
-      if ((st = rp_graph_bind_postcondition(cs->graph, p, idx + k)) != RP_OK &&
+    for (uint32_t k = group_head(cs->graph, idx); k <= idx + tail; k++)
+      if ((st = rp_graph_bind_postcondition(cs->graph, p, k)) != RP_OK &&
           st != RP_EPORT)
         return st;
   }
@@ -313,6 +334,10 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   for (uint32_t k = 1; !st && wait.id && !wport && k <= writeback_tail(g, widx);
        k++)
     st = rp_graph_add_edge(g, widx + k, id);
+  /* a parallel operator's earlier copies: implied by the wait on it */
+  for (rp_op_id j = wait.id && !wport ? group_head(g, widx) : widx;
+       !st && j < widx; j++)
+    st = rp__graph_edge_inferred(g, j, id);
   if (!st)
     st = rp__analysis_commit(&cs->rec, acc, nacc, (rp_dep_token){id, 0});
   if (st) {

@@ -361,6 +361,16 @@ extern int rp__nvtx_on;
  * waits from it report RP_ECONTRACT. The flag word is owned by the replay. */
 extern _Thread_local int *rp__tl_replay_violation;
 
+/* RP_OK outside a replay's task; inside one, marks the replay (it
+ * completes with RP_ECONTRACT) and returns RP_ECONTRACT naming `call`: the
+ * rule for calls that launch, record, wait or destroy (reprise.h). */
+static inline rp_status rp__refuse_in_replay(const char *call) {
+  if (!rp__tl_replay_violation)
+    return RP_OK;
+  *rp__tl_replay_violation = 1;
+  return rp__err(RP_ECONTRACT, "%s called from a task inside a replay", call);
+}
+
 /* Exec/graph accounting, so runtime destroy can return RP_EBUSY. */
 void rp__runtime_ref(rp_runtime *rt, int delta);
 

@@ -465,11 +465,8 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
   rp_status cst = rp__rt_check(rt, "rp_event_wait");
   if (cst)
     return cst;
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT,
-                   "rp_event_wait called from a task inside a replay");
-  }
+  if ((cst = rp__refuse_in_replay("rp_event_wait")) != RP_OK)
+    return cst;
   if (e.id == 0)
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);

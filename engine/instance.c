@@ -372,7 +372,9 @@ static rp_status claim_for_change(rp_runtime *rt, rp_inst_slot *s, rp_inst inst,
 rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
   if (inst.id == 0 && !rp__rt_check(rt, "rp_instance_free"))
     return RP_OK;
-  rp_status st = lookup_for_change(rt, inst, "rp_instance_free");
+  rp_status st = rp__refuse_in_replay("rp_instance_free");
+  if (!st)
+    st = lookup_for_change(rt, inst, "rp_instance_free");
   if (st)
     return st;
   pthread_mutex_lock(&rt->inst_lock);

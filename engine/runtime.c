@@ -894,6 +894,8 @@ static rp_status drain_layers(rp_runtime *rt) {
 
 rp_status rp_runtime_drain(rp_runtime *rt) {
   rp_status st = rp__rt_check(rt, "rp_runtime_drain");
+  if (!st) /* it waits: from a replay's task it could wait for itself */
+    st = rp__refuse_in_replay("rp_runtime_drain");
   if (st)
     return st;
   st = drain_layers(rt);
@@ -913,10 +915,8 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
   rp_status cst = rp__rt_check(rt, "rp_runtime_destroy");
   if (cst)
     return cst;
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "rp_runtime_destroy inside a replay");
-  }
+  if ((cst = rp__refuse_in_replay("rp_runtime_destroy")) != RP_OK)
+    return cst;
   int32_t live = atomic_load(&rt->live_objects);
   if (live > 0) /* an open capture holds its graph */
     return rp__err(RP_EBUSY,

@@ -326,7 +326,8 @@ RP_API rp_backend_kind rp_runtime_backend(const rp_runtime *rt);
 RP_API const char *rp_runtime_backend_reason(const rp_runtime *rt);
 /* Blocks until every eager op issued so far has completed. Errors: the
  * status a layer's drain returned (e.g. communication that failed); the
- * ops issued are still complete or in flight, nothing is cancelled. */
+ * ops issued are still complete or in flight, nothing is cancelled;
+ * RP_ECONTRACT from a task inside a replay (it could wait for itself). */
 RP_API rp_status rp_runtime_drain(rp_runtime *rt);
 
 /* ------------------------------------------------------------------------ */
@@ -462,7 +463,8 @@ RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
  *    failing never does. Wait for the replays' done events, then retry.
  * A free racing an rp_replay of such an exec on another thread either
  * fails with RP_EBUSY or makes that replay fail with RP_ESTALE.
- * Errors (free): RP_ESTALE stale handle, RP_EBUSY as above. */
+ * Errors (free): RP_ESTALE stale handle, RP_EBUSY as above, RP_ECONTRACT
+ * from a task inside a replay. */
 RP_API rp_status rp_instance_free(rp_runtime *rt, rp_inst inst);
 /* Gives the instance fresh storage of the same shape (zeroed) and a new
  * generation; *inout is updated, every older copy of the handle is stale.
@@ -734,10 +736,14 @@ typedef struct rp_parallel_op {
 } rp_parallel_op;
 
 /* Launches a task (or N SPMD shards). *done (may be NULL) is the completion
- * event (eager) or the recorded op's reference (capture). Errors (the three
- * launch calls), all before anything runs or is recorded (*done untouched):
- * RP_ECAPTURE another thread's capture is open, or an eager event as a
- * recorded launch's wait; RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE,
+ * event (eager) or the recorded op's reference (capture; a parallel
+ * operator's stands for all its copies, as its eager *done merges them: a
+ * wait or a postcondition on it covers every copy). References belong to
+ * their capture: one of another capture, of this runtime or another, is
+ * refused (RP_ECAPTURE as a wait, RP_EPORT as a postcondition). Errors (the
+ * three launch calls), all before anything runs or is recorded (*done
+ * untouched): RP_ECAPTURE another thread's capture is open, or an eager event
+ * as a recorded launch's wait; RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE,
  * RP_ETYPE, RP_ERANGE, RP_ESTALE for a bad task, processor, access, copy
  * rectangle, element type, shard count or handle (the detail names it);
  * RP_ECONTRACT from a task inside a replay. A task that fails later
@@ -831,7 +837,7 @@ typedef enum rp_op_kind {
 /* A new empty graph on rt, owned by the caller. */
 RP_API rp_status rp_graph_create(rp_runtime *rt, rp_graph **out);
 /* Frees g (execs instantiated from it stay valid). RP_ESTALE when g was
- * already destroyed. */
+ * already destroyed; RP_ECONTRACT from a task inside a replay (g stays). */
 RP_API rp_status rp_graph_destroy(rp_graph *g);
 /* Adds ops; *out (may be NULL) is the new op's id. l->wait / c->wait must
  * be RP_NO_EVENT (use edges and ports; RP_EINVAL otherwise). Other errors are

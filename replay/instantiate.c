@@ -708,10 +708,8 @@ rp_status rp_exec_destroy(rp_exec *ex) {
   rp_status cst = rp__exec_check(ex, "rp_exec_destroy");
   if (cst)
     return cst;
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "rp_exec_destroy inside a replay");
-  }
+  if ((cst = rp__refuse_in_replay("rp_exec_destroy")) != RP_OK)
+    return cst;
   if (atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire))
     return rp__err(RP_EBUSY,
                    "rp_exec_destroy: another thread is inside "
@@ -765,10 +763,8 @@ static rp_status update_check(rp_exec *ex, rp_op_id op, const void *args,
   rp_status cst = rp__exec_check(ex, "rp_exec_update_args");
   if (cst)
     return cst;
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "rp_exec_update_args inside a replay");
-  }
+  if ((cst = rp__refuse_in_replay("rp_exec_update_args")) != RP_OK)
+    return cst;
   rp_status st = rp__runtime_check(ex->rt);
   if (st)
     return st;

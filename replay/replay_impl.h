@@ -316,11 +316,7 @@ static inline rp_status rp__exec_check_call(rp_exec *ex, const char *what) {
   rp_status st = rp__exec_check(ex, what);
   if (st)
     return st;
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT, "%s called from a task inside a replay", what);
-  }
-  return RP_OK;
+  return rp__refuse_in_replay(what);
 }
 
 /* placement (place.c): assigns every unit a lane and builds the lanes,

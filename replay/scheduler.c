@@ -612,13 +612,8 @@ rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
   rp_status cst = rp__exec_check(ex, what);
   if (cst)
     return cst;
-  if (rp__tl_replay_violation) {
-    *rp__tl_replay_violation = 1;
-    return rp__err(RP_ECONTRACT,
-                   "%s called from a task inside a "
-                   "replay",
-                   what);
-  }
+  if ((cst = rp__refuse_in_replay(what)) != RP_OK)
+    return cst;
   rp_status st = rp__runtime_check(ex->rt);
   if (RP_UNLIKELY(rp__runtime_is_model(ex->rt)))
     return rp__err(RP_EUNSUPPORTED,

@@ -236,6 +236,48 @@ Test(copy, replayed_reduction_is_exact_every_replay) {
   th_destroy(rt);
 }
 
+/* In a capture, a parallel operator's reference stands for all its copies
+ * (as the eager *done merges them): a wait on it orders after every copy,
+ * and a postcondition on it binds every copy. */
+Test(copy, a_recorded_parallel_operators_reference_covers_every_copy) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_rect whole = rp_rect_1d(0, 7);
+  rp_inst w = mk(rt, RP_F64, whole), parts[3];
+  for (int i = 0; i < 3; i++)
+    parts[i] = mk(rt, RP_F64, whole);
+  rp_inst other = mk(rt, RP_F64, whole);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event ref;
+  RP_CHECK(rp_launch_parallel(
+      rt,
+      &(rp_parallel_op){
+          .kind = RP_POP_REPLICATE, .whole = w, .parts = parts, .nparts = 3},
+      &ref));
+  /* an op that shares no instance with the copies: ordered by the wait */
+  RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = w, .dst = other, .wait = ref},
+                          NULL));
+  uint32_t port;
+  RP_CHECK(rp_capture_postcondition(rt, "replicated", &ref, 1, &port));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 4);
+  for (rp_op_id i = 0; i < 3; i++)
+    cr_assert(rp_graph_depends(g, i, 3), "copy %u does not precede the wait",
+              i);
+  rp_op_id bound[4];
+  uint32_t n;
+  RP_CHECK(rp_graph_postcondition_ops(g, port, bound, 4, &n));
+  cr_assert_eq(n, 3, "the postcondition binds %u ops", n);
+  for (uint32_t i = 0; i < n; i++)
+    cr_assert_eq(bound[i], i);
+  RP_CHECK(rp_graph_destroy(g));
+  for (int i = 0; i < 3; i++)
+    RP_CHECK(rp_instance_free(rt, parts[i]));
+  RP_CHECK(rp_instance_free(rt, w));
+  RP_CHECK(rp_instance_free(rt, other));
+  th_destroy(rt);
+}
+
 Test(copy, builder_copies_and_parallel_ops_replay) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_rect r = rp_rect_1d(0, 7);

@@ -1516,6 +1516,51 @@ Test(misuse_api, capture_postcondition_takes_only_this_captures_ops) {
   th_destroy(rt);
 }
 
+/* A reference of an earlier capture, or of another runtime's capture
+ * (whose serials once matched this one's), is refused as a wait
+ * (RP_ECAPTURE) and as a postcondition (RP_EPORT), each naming the
+ * reference; nothing is recorded. */
+Test(misuse_api, capture_refuses_references_of_other_captures_and_runtimes) {
+  rp_runtime *a = th_cpu_runtime(1), *b = th_cpu_runtime(1);
+  rp_task_id ta, tb;
+  RP_CHECK(rp_task_register(
+      a, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
+      &ta));
+  RP_CHECK(rp_task_register(
+      b, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
+      &tb));
+  rp_event old_b, ref_a, ref_b;
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(b, NULL)); /* an earlier capture of b */
+  RP_CHECK(rp_launch_task(b, &(rp_launch){.task = tb, .proc = 0}, &old_b));
+  RP_CHECK(rp_capture_end(b, &g));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_capture_begin(a, NULL));
+  RP_CHECK(rp_launch_task(a, &(rp_launch){.task = ta, .proc = 0}, &ref_a));
+  RP_CHECK(rp_capture_begin(b, NULL));
+  RP_CHECK(rp_launch_task(b, &(rp_launch){.task = tb, .proc = 0}, &ref_b));
+  const rp_event foreign[2] = {ref_a, old_b};
+  for (int i = 0; i < 2; i++) {
+    RP_EXPECT(
+        rp_launch_task(
+            b, &(rp_launch){.task = tb, .proc = 0, .wait = foreign[i]}, NULL),
+        RP_ECAPTURE);
+    cr_assert(strstr(rp_error_detail(), "belongs to another capture"), "%s",
+              rp_error_detail());
+    RP_EXPECT(rp_capture_postcondition(b, "p", &foreign[i], 1, NULL), RP_EPORT);
+    cr_assert(strstr(rp_error_detail(), "belongs to another capture"),
+              "the detail is '%s'", rp_error_detail());
+  }
+  RP_CHECK(rp_capture_end(b, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  cr_assert_eq(rp_graph_postcondition_count(g), 0);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_capture_end(a, &g));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(a);
+  th_destroy(b);
+}
+
 Test(misuse_api, loader_refuses_bad_names_nul_escapes_included) {
 #ifndef REPRISE_HAVE_CJSON
   cr_skip_test("graph files need cJSON, which this build lacks");

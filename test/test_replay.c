@@ -448,11 +448,16 @@ Test(replay, poisoned_precondition_skips_only_dependents_then_next_works) {
 }
 
 /* A task whose behaviour is chosen per replay through an interpolated
- * argument: 0 ok, 1 fail, 2 launch a task, 3 wait on an event. */
+ * argument: 0 ok, 1 fail, 2 launch a task, 3 wait on an event, 4 drain
+ * the runtime, 5 destroy a graph, 6 free an instance (mode_graph and
+ * mode_inst: live ones, which the refused calls leave alive). */
 typedef struct mode_args {
   int32_t mode;
   rp_task_id self;
 } mode_args;
+
+static rp_graph *mode_graph;
+static rp_inst mode_inst;
 
 static rp_status mode_task(rp_task_ctx *ctx) {
   const mode_args *a = rp_ctx_args(ctx, NULL);
@@ -473,6 +478,12 @@ static rp_status mode_task(rp_task_ctx *ctx) {
     rp_event_release(rt, e);
     return st == RP_ECONTRACT ? RP_OK : RP_EINVAL;
   }
+  case 4: /* it would wait for eager work queued behind this very task */
+    return rp_runtime_drain(rt) == RP_ECONTRACT ? RP_OK : RP_EINVAL;
+  case 5:
+    return rp_graph_destroy(mode_graph) == RP_ECONTRACT ? RP_OK : RP_EINVAL;
+  case 6:
+    return rp_instance_free(rt, mode_inst) == RP_ECONTRACT ? RP_OK : RP_EINVAL;
   default:
     return RP_OK;
   }
@@ -514,11 +525,15 @@ Test(replay, failing_task_and_contract_violations_complete_with_errors) {
   RP_CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_create(rt, &mode_graph));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &mode_inst));
   static const rp_status want[] = {RP_OK, RP_ETASK,     RP_OK, RP_ECONTRACT,
-                                   RP_OK, RP_ECONTRACT, RP_OK};
-  static const int32_t modes[] = {0, 1, 0, 2, 0, 3, 0};
+                                   RP_OK, RP_ECONTRACT, RP_OK, RP_ECONTRACT,
+                                   RP_OK, RP_ECONTRACT, RP_OK, RP_ECONTRACT,
+                                   RP_OK};
+  static const int32_t modes[] = {0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0};
   int expect_runs = 0;
-  for (int i = 0; i < 7; i++) {
+  for (int i = 0; i < 13; i++) {
     rp_event done;
     RP_CHECK(rp_replay(
         ex, &(rp_replay_args){.args = &modes[i], .args_size = sizeof modes[i]},
@@ -531,6 +546,8 @@ Test(replay, failing_task_and_contract_violations_complete_with_errors) {
                  "replay %d: the dependent ran %d times, expected %d", i,
                  atomic_load(&flag_ran[0]), expect_runs);
   }
+  RP_CHECK(rp_graph_destroy(mode_graph)); /* both still alive */
+  RP_CHECK(rp_instance_free(rt, mode_inst));
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, x));
