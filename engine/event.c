@@ -356,12 +356,20 @@ rp_status rp_event_create(rp_runtime *rt, rp_event *out) {
   return st;
 }
 
+/* A user event's `user` word: 1 pending, 2 once a trigger, poison or
+ * cancel claimed its completion (only the claimer completes it; an event
+ * the runtime completes has 0 and cannot be claimed). */
+static int claim_user(rp_event_slot *s) {
+  uint32_t pending = 1;
+  return atomic_compare_exchange_strong_explicit(
+      &s->user, &pending, 2, memory_order_acq_rel, memory_order_acquire);
+}
+
 uint32_t rp__events_cancel_user(rp_runtime *rt, rp_status st) {
   uint32_t n = atomic_load(&rt->events.t.size), count = 0;
   for (uint32_t i = 0; i < n; i++) {
     rp_event_slot *s = slot_at(&rt->events, i);
-    if (!atomic_load(&s->user) || atomic_load(&s->refs) == 0 ||
-        (atomic_load(&s->state) & RP_EV_STATE_MASK) != RP_EV_PENDING)
+    if (atomic_load(&s->refs) == 0 || !claim_user(s))
       continue;
     rp_event e = {ev_id(rt, atomic_load(&s->gen), i)};
     rp__event_complete(rt, e, st);
@@ -380,11 +388,16 @@ static rp_status user_complete(rp_runtime *rt, rp_event e, rp_status st,
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
     return ev_stale(rt, e, what, "");
-  /* Claim the completion: only one trigger/poison may win. */
-  uint32_t old = atomic_load_explicit(&s->state, memory_order_acquire);
-  if ((old & RP_EV_STATE_MASK) != RP_EV_PENDING)
-    return rp__err(RP_EINVAL, "%s: event %#llx already completed", what,
-                   (unsigned long long)e.id);
+  /* Claim the completion: of two threads completing one event, one wins
+   * and the other is told it already completed. */
+  if (!claim_user(s)) {
+    int user = atomic_load_explicit(&s->user, memory_order_acquire) != 0;
+    return rp__err(RP_EINVAL,
+                   user ? "%s: event %#llx already completed"
+                        : "%s: event %#llx is not an rp_event_create event: "
+                          "the runtime completes it",
+                   what, (unsigned long long)e.id);
+  }
   rp__event_complete(rt, e, st);
   return RP_OK;
 }

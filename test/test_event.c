@@ -4,6 +4,8 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 static rp_runtime *rt;
@@ -191,6 +193,59 @@ Test(event, concurrent_create_trigger_release_is_safe) {
     pthread_join(t[i], &r);
     cr_assert_null(r, "thread %d failed at step %p", i, r);
   }
+}
+
+/* Two threads completing one event (a producer's trigger racing a
+ * watchdog's poison): exactly one wins, the other gets RP_EINVAL, and the
+ * event keeps the winner's status. */
+static rp_event race_ev;
+static atomic_int race_go;
+static rp_status race_st[2];
+
+static void *completer(void *arg) {
+  int k = (int)(intptr_t)arg;
+  atomic_fetch_add(&race_go, 1); /* both spin: they start together */
+  while (atomic_load(&race_go) < 2)
+    ;
+  race_st[k] = k ? rp_event_poison(rt, race_ev, RP_ETIMEDOUT)
+                 : rp_event_trigger(rt, race_ev);
+  return NULL;
+}
+
+Test(event, concurrent_trigger_and_poison_one_wins) {
+  for (int i = 0; i < 2000; i++) {
+    RP_CHECK(rp_event_create(rt, &race_ev));
+    atomic_store(&race_go, 0);
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++)
+      pthread_create(&t[k], NULL, completer, (void *)(intptr_t)k);
+    for (int k = 0; k < 2; k++)
+      pthread_join(t[k], NULL);
+    cr_assert((race_st[0] == RP_OK) != (race_st[1] == RP_OK),
+              "round %d: trigger %s, poison %s", i, rp_status_name(race_st[0]),
+              rp_status_name(race_st[1]));
+    cr_assert_eq(race_st[race_st[0] == RP_OK], RP_EINVAL);
+    RP_EXPECT(rp_event_wait(rt, race_ev, -1),
+              race_st[0] == RP_OK ? RP_OK : RP_ETIMEDOUT);
+    RP_CHECK(rp_event_release(rt, race_ev));
+  }
+}
+
+/* Events the runtime completes (an eager op's, a merge) are not the
+ * caller's to trigger or poison: RP_EINVAL, and they complete as usual. */
+Test(event, runtime_events_cannot_be_triggered_by_the_caller) {
+  rp_event gate, merged;
+  RP_CHECK(rp_event_create(rt, &gate));
+  RP_CHECK(rp_event_merge(rt, &gate, 1, &merged));
+  RP_EXPECT(rp_event_trigger(rt, merged), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "not an rp_event_create event"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_event_poison(rt, merged, RP_ETASK), RP_EINVAL);
+  RP_EXPECT(rp_event_query(rt, merged), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_EXPECT(rp_event_wait(rt, merged, -1), RP_OK);
+  RP_CHECK(rp_event_release(rt, merged));
+  RP_CHECK(rp_event_release(rt, gate));
 }
 
 Test(event, null_arguments_are_rejected) {
