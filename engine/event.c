@@ -86,7 +86,8 @@ void rp__events_fini(rp_event_table *et) {
   uint32_t n = atomic_load(&et->t.size);
   for (uint32_t i = 0; i < n; i++) {
     rp_event_slot *s = slot_at(et, i);
-    /* Waiters never run (the runtime is going down): free public ones. */
+    /* no waiter is left: rp_runtime_destroy drained the ops and poisoned
+     * the user events, whose completion ran and freed every waiter */
     pthread_mutex_destroy(&s->lock);
   }
   rp__ctable_fini(&et->t);

@@ -929,6 +929,10 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
   rp_status st = drain_layers(rt);
   if (!st)
     st = rp__ops_drain(rt);
+  /* user events nobody triggered: poisoned, so that their callbacks run
+   * and merges over them complete (and free what they hold) */
+  if (!st)
+    rp__events_cancel_user(rt, RP_EBUSY);
   atomic_store(&rt->destroying, 0);
   if (st)
     return st;

@@ -314,10 +314,12 @@ RP_API void rp_runtime_config_init(rp_runtime_config *cfg);
  * NULL) and everything created so far is destroyed again. */
 RP_API rp_status rp_runtime_create(const rp_runtime_config *cfg,
                                    rp_runtime **out);
-/* Waits for eager work to drain, then frees everything. RP_EBUSY (and nothing
- * freed) while graphs or execs created on it are alive; RP_ECONTRACT from a
- * task inside a replay. When draining fails (the first failing layer's or
- * op's status, e.g. RP_EUNUSABLE) nothing is freed and the runtime stays
+/* Waits for eager work to drain, then frees everything. Events of
+ * rp_event_create still pending are poisoned with RP_EBUSY first: their
+ * callbacks run (with that status) before the runtime goes. RP_EBUSY (and
+ * nothing freed) while graphs or execs created on it are alive; RP_ECONTRACT
+ * from a task inside a replay. When draining fails (the first failing layer's
+ * or op's status, e.g. RP_EUNUSABLE) nothing is freed and the runtime stays
  * usable. */
 RP_API rp_status rp_runtime_destroy(rp_runtime *rt);
 /* The backend actually in use (CPU or CUDA, never AUTO). */

@@ -97,6 +97,32 @@ Test(event, callbacks_run_once_before_and_after_trigger) {
   RP_CHECK(rp_event_release(rt, e));
 }
 
+/* A runtime destroyed with user events nobody triggered poisons them with
+ * RP_EBUSY: their callbacks run (nothing they hold leaks), and so do those
+ * of a merge over them; released handles or not. */
+Test(event, destroy_runs_the_callbacks_of_untriggered_events) {
+  rp_runtime *r2 = th_cpu_runtime(1);
+  rp_event e, f, m, in[2];
+  RP_CHECK(rp_event_create(r2, &e));
+  RP_CHECK(rp_event_create(r2, &in[0]));
+  RP_CHECK(rp_event_create(r2, &in[1]));
+  RP_CHECK(rp_event_create(r2, &f));
+  RP_CHECK(rp_event_on_complete(r2, e, cb, NULL));
+  RP_CHECK(rp_event_merge(r2, in, 2, &m));
+  RP_CHECK(rp_event_on_complete(r2, m, cb, NULL));
+  RP_CHECK(rp_event_trigger(r2, in[0]));
+  RP_CHECK(rp_event_trigger(r2, f)); /* completed: no callback left */
+  RP_CHECK(rp_event_release(r2, e));  /* released, still pending */
+  RP_CHECK(rp_event_release(r2, m));
+  RP_CHECK(rp_event_release(r2, in[0]));
+  RP_CHECK(rp_event_release(r2, in[1]));
+  cr_assert_eq(atomic_load(&cb_calls), 0);
+  th_destroy(r2);
+  cr_assert_eq(atomic_load(&cb_calls), 2, "%d callbacks ran",
+               atomic_load(&cb_calls));
+  cr_assert_eq(atomic_load(&cb_status), RP_EBUSY);
+}
+
 Test(event, merge_triggers_after_all_inputs) {
   rp_event in[3], m;
   for (int i = 0; i < 3; i++)
