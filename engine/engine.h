@@ -361,6 +361,13 @@ extern int rp__nvtx_on;
  * waits from it report RP_ECONTRACT. The flag word is owned by the replay. */
 extern _Thread_local int *rp__tl_replay_violation;
 
+/* Thread-local: non-zero while this thread runs an event's completion
+ * callbacks (rp_event_on_complete: "cb must not block"). The replay's
+ * calls that would have to wait for replays in flight (rp_replay with a
+ * full window, rp_exec_destroy, ...) return RP_EBUSY there instead: the
+ * replay whose completion runs the callback cannot finish before it. */
+extern _Thread_local int rp__tl_in_callback;
+
 /* RP_OK outside a replay's task; inside one, marks the replay (it
  * completes with RP_ECONTRACT) and returns RP_ECONTRACT naming `call`: the
  * rule for calls that launch, record, wait or destroy (reprise.h). */

@@ -238,11 +238,13 @@ void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st) {
     rp_ev_waiter *w = s->waiters;
     s->waiters = NULL;
     pthread_mutex_unlock(&s->lock);
+    rp__tl_in_callback++; /* calls that would wait refuse instead */
     while (w) {
       rp_ev_waiter *next = w->next; /* fn may free w */
       w->fn(w, st);
       w = next;
     }
+    rp__tl_in_callback--;
   }
   if (old & RP_EV_SLEEPERS)
     rp__futex_wake(&s->state, 0x7fffffff);

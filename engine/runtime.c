@@ -15,6 +15,7 @@
 #endif
 
 _Thread_local int *rp__tl_replay_violation;
+_Thread_local int rp__tl_in_callback;
 int rp__nvtx_on;
 
 /* ---------------------------------------------------------------------- */

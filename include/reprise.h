@@ -541,7 +541,11 @@ RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
  * replay. */
 RP_API rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns);
 /* Calls cb(arg, status) once e triggers or is poisoned (at once if it already
- * has), on whichever thread triggers it. cb must not block. Errors:
+ * has), on whichever thread triggers it. cb must not block: the calls that
+ * would wait for replays in flight (rp_replay with a full window,
+ * rp_exec_destroy, rp_exec_update_args, rp_exec_tune, rp_exec_trace_write)
+ * return RP_EBUSY from it instead (the replay that completes e may be one
+ * of them). Errors:
  * RP_EINVAL NULL cb, RP_ESTALE stale handle; cb is not registered then. */
 RP_API rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
                                       void (*cb)(void *arg, rp_status st),
@@ -1068,8 +1072,11 @@ typedef struct rp_exec_opts {
 RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
                                 rp_exec **out);
 /* Waits for every in-flight replay and callback, then frees. Errors:
- * RP_EBUSY another thread is inside rp_replay on ex, RP_ECONTRACT called
- * from a task inside a replay (nothing freed, ex still valid, either way).
+ * RP_EBUSY another thread is inside rp_replay on ex, or a replay in flight
+ * waits for a precondition that has not triggered (waiting could deadlock
+ * the caller: trigger it, or wait for the done events, and retry),
+ * RP_ECONTRACT called from a task inside a replay (nothing freed, ex still
+ * valid, in every case).
  * RP_EUNUSABLE when the CUDA context was lost while waiting: host callbacks
  * CUDA will never run may still reference the exec, so its memory is
  * leaked on purpose (not freed) — ex is invalid afterwards all the same
@@ -1100,13 +1107,17 @@ typedef struct rp_replay_args {
  * preconditions the caller triggers after issuing more never block it
  * (with max_inflight replays in flight and one of them still waiting for
  * a precondition, it returns RP_EBUSY at once instead of waiting for a
- * slot).
+ * slot; so it does when they make no progress while a replay of another
+ * exec, whose workers they share, waits at a precondition, and when
+ * called from an event's callback, which must not block).
  * Errors: RP_EINVAL (NULL or malformed args), RP_EPORT (wrong number of
  * precondition events or postcondition slots), RP_ERANGE (argument block),
  * RP_ESTALE (a stale precondition event; a destroyed exec), RP_EBUSY
  * (another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
  * ex: one thread at a time per exec; or the window of max_inflight
- * replays is full and one of them waits for an untriggered precondition),
+ * replays is full and one of them, or a replay of another exec ahead of
+ * them, waits for an untriggered precondition; or the window is full and
+ * this is an event's callback),
  * RP_ECONTRACT (called from a task
  * inside a replay), RP_EUNSUPPORTED (an exec instantiated on a machine
  * model), RP_EUNUSABLE (the runtime is unusable), RP_ENOMEM (the
@@ -1209,9 +1220,10 @@ RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
 /* Replaces the recorded argument bytes of task op (size must equal the
  * recorded size) for every later replay; interpolations still apply on
  * top. Waits for the replays in flight first (not callable from a task
- * inside a replay: RP_ECONTRACT). CPU ops and GPU ops issued op by op just
- * take the new bytes. A GPU op inside a CUDA graph is captured again with
- * the new args and its node's parameters are set in place
+ * inside a replay: RP_ECONTRACT; RP_EBUSY, nothing changed, when one of
+ * them waits for a precondition that has not triggered). CPU ops and GPU ops
+ * issued op by op just take the new bytes. A GPU op inside a CUDA graph is
+ * captured again with the new args and its node's parameters are set in place
  * (cudaGraphExecChildGraphNodeSetParams); when CUDA refuses (the new
  * capture differs in shape), the segment's graph is rebuilt and applied
  * with cudaGraphExecUpdate, and when that is refused too, re-instantiated.
@@ -1237,9 +1249,10 @@ RP_API rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays);
  * (through the output writer, "Output files": the file is replaced only by
  * a whole trace) and stops recording. Errors: RP_EINVAL no trace started
  * or path not a regular file (its kind named), RP_EIO the file cannot be
- * created or written (detail: path and why); on these the trace stays
- * armed, so the write may be retried; RP_ECONTRACT from a task inside a
- * replay. */
+ * created or written (detail: path and why), RP_EBUSY a replay in flight
+ * (traced or not) waits for a precondition that has not triggered; on
+ * these the trace stays armed, so the write may be retried; RP_ECONTRACT
+ * from a task inside a replay. */
 RP_API rp_status rp_exec_trace_write(rp_exec *ex, const char *path);
 
 /* ------------------------------------------------------------------------ */

@@ -448,7 +448,11 @@ rp_status rp_exec_trace_write(rp_exec *ex, const char *path) {
                               "(rp_exec_trace_start first)");
   /* Every issued replay completes and every worker leaves the exec: the
    * records are complete and no worker reads them any more. Replays of the
-   * window that were never issued are left out. */
+   * window that were never issued are left out. A replay waiting for a
+   * precondition the caller has not triggered would be waited for
+   * forever: refused (nothing written, the trace stays armed). */
+  if ((st = rp__exec_wait_quiet(ex, "rp_exec_trace_write")) != RP_OK)
+    return st;
   rp__exec_quiesce(ex);
   uint64_t end = ex->issued < t->to ? ex->issued : t->to;
   if (end < t->from)

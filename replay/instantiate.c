@@ -716,6 +716,12 @@ rp_status rp_exec_destroy(rp_exec *ex) {
                    "rp_replay on exec %p",
                    (void *)ex);
   rp_runtime *rt = ex->rt;
+  /* a replay that waits for a precondition the caller has not triggered
+   * would be waited for forever: refused, nothing freed */
+  if ((cst = rp__exec_wait_quiet(ex, "rp_exec_destroy")) != RP_OK) {
+    atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+    return cst;
+  }
   if (rp__exec_quiesce(ex)) {
     /* The CUDA context is lost: host callbacks CUDA will never run may
      * still reference the exec, so it is leaked rather than freed. */
@@ -790,6 +796,8 @@ rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
                               size_t size, int *reinstantiated) {
   rp_status st = update_check(ex, op, args, size);
   if (st)
+    return st;
+  if ((st = rp__exec_wait_quiet(ex, "rp_exec_update_args")) != RP_OK)
     return st;
   if (reinstantiated)
     *reinstantiated = 0;

@@ -288,6 +288,10 @@ typedef struct rp_replay_state {
    * that no replay in flight uses the instance (never on the replay path) */
   pthread_mutex_t exec_lock;
   struct rp_exec *execs;
+  /* lanes blocked at a precondition that had not triggered (rp__gate_block):
+   * every later ring entry of their workers, of any exec, waits behind
+   * them until the caller triggers it */
+  RP_ALIGNED_LINE _Atomic uint32_t gates_waiting;
   rp_sub ring[RP_RING];
 } rp_replay_state;
 
@@ -418,6 +422,9 @@ int rp__replay_poll(void *arg, unsigned worker);
  * to leave the exec. Returns 1 when the CUDA context was lost meanwhile
  * (the exec must then be leaked, see rp__lower_quiesce), else 0. */
 int rp__exec_quiesce(rp_exec *ex);
+/* A lane's wait for precondition event e (a slot's pre[]): blocks until it
+ * completes, counted in gates_waiting while it had not triggered. */
+rp_status rp__gate_block(rp_exec *ex, rp_event e);
 /* rp_replay's argument checks (`what` names the call in errors). */
 rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
                            const char *what);

@@ -144,9 +144,22 @@ static void wait_list(rp_exec *ex, uint32_t off, uint32_t n, uint64_t rel,
 
 /* ---- failures ---- */
 
+rp_status rp__gate_block(rp_exec *ex, rp_event e) {
+  rp_status st = rp__event_peek(ex->rt, e);
+  if (st != RP_EAGAIN)
+    return st; /* the common case: triggered before the lane got here */
+  rp_replay_state *rs = ex->rs;
+  if (rs)
+    atomic_fetch_add(&rs->gates_waiting, 1);
+  st = rp__event_block(ex->rt, e);
+  if (rs)
+    atomic_fetch_sub(&rs->gates_waiting, 1);
+  return st;
+}
+
 static rp_status wait_ports(rp_exec *ex, const rp_unit *u, rp_slot *s) {
   for (uint32_t i = 0; i < u->nport; i++) {
-    rp_status st = rp__event_block(ex->rt, s->pre[ex->ports[u->port_off + i]]);
+    rp_status st = rp__gate_block(ex, s->pre[ex->ports[u->port_off + i]]);
     if (st)
       return st;
   }
@@ -548,11 +561,25 @@ static int inflight_gated(rp_exec *ex) {
   return 0;
 }
 
-/* Waits until fewer than limit replays are in flight; 0 then. With
- * refuse_gated, a full window in which a replay still waits for an
- * untriggered precondition returns 1 at once instead: it may free only
- * once the caller, who is waiting here, triggers it. The check runs only
- * when the window is full, off the common path. */
+/* 1 when a lane of any exec of the runtime is blocked at a precondition
+ * that has not triggered: the replays behind it on its worker (this
+ * exec's too) wait for the caller. */
+static int ring_gated(const rp_exec *ex) {
+  return ex->rs && atomic_load(&ex->rs->gates_waiting) != 0;
+}
+
+/* Why wait_inflight did not wait. */
+enum { WAIT_OK, WAIT_GATED, WAIT_RING_GATED, WAIT_IN_CALLBACK };
+
+/* Waits until fewer than limit replays are in flight; WAIT_OK then. With
+ * refuse_gated it never waits for what only the caller can release, and
+ * returns instead (the checks run only when the window is full, off the
+ * common path): WAIT_GATED a replay of ex in flight waits for an
+ * untriggered precondition; WAIT_RING_GATED ex's replays make no progress
+ * while a lane of another exec is blocked at one (they may be queued
+ * behind it on a worker); WAIT_IN_CALLBACK this thread runs an event's
+ * callbacks, perhaps the completion of the very replay it would wait
+ * for. */
 static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
   rp_backoff b = RP_BACKOFF_HOST;
   b.spin_ns = ex->slot_spin_ns;
@@ -562,12 +589,16 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
     if ((uint32_t)ex->issued - done < limit) {
       if (waited)
         spin_adapt(ex, &b);
-      return 0;
+      return WAIT_OK;
     }
     if (!waited && refuse_gated && inflight_gated(ex))
-      return 1;
+      return WAIT_GATED;
+    if (refuse_gated && rp__tl_in_callback)
+      return WAIT_IN_CALLBACK;
     if (rp__backoff(&b))
       continue;
+    if (refuse_gated && ring_gated(ex))
+      return WAIT_RING_GATED;
     /* Asleep until a slot frees; when replays are long (half the window
      * outlasts a slow wake-up, 100 us), until half the window drained: the
      * completer then pays for one futex wake per limit/2 replays, and the
@@ -582,7 +613,14 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
       done = atomic_load(&ex->done_seq);
       if ((int32_t)(done - want) >= 0)
         break;
-      rp__futex_wait(&ex->done_seq, done, -1);
+      /* refusing: wakes every 1 ms to see whether a lane got stuck at a
+       * gate meanwhile (the refusal has no event to sleep on) */
+      rp__futex_wait(&ex->done_seq, done, refuse_gated ? 1000000 : -1);
+      if (refuse_gated && ring_gated(ex) &&
+          (int32_t)(atomic_load(&ex->done_seq) - want) < 0) {
+        atomic_fetch_sub(&ex->done_sleepers, 1);
+        return WAIT_RING_GATED;
+      }
     }
     atomic_fetch_sub(&ex->done_sleepers, 1);
   }
@@ -591,7 +629,7 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
 int rp__exec_quiesce(rp_exec *ex) {
   if (ex->lw && rp__lower_quiesce(ex))
     return 1;
-  wait_inflight(ex, 1, 0);
+  (void)wait_inflight(ex, 1, 0);
   if (!ex->submitted) /* never went through the ring (no op, or every
                          replay launched from the calling thread) */
     return 0;
@@ -780,15 +818,38 @@ static int exec_quiet(rp_exec *ex) {
 rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
   rp_backoff b = RP_BACKOFF_HOST;
   b.spin_ns = rp__host_spin_ns(ex->rt);
+  /* in a callback, not even exec_quiet's short spin: the replay it would
+   * spin for may be the one whose completion runs this callback */
+  if (rp__tl_in_callback &&
+      atomic_load_explicit(&ex->done_seq, memory_order_acquire) !=
+          (uint32_t)atomic_load(&ex->issued_pub))
+    return rp__err(RP_EBUSY,
+                   "%s: called from an event's callback, which must not "
+                   "block: it would wait for replays in flight, perhaps "
+                   "the one completing (nothing was done)",
+                   what);
   while (!exec_quiet(ex)) {
     if (inflight_gated(ex))
       return rp__err(RP_EBUSY,
                      "%s: a replay in flight waits for a precondition "
                      "that has not triggered; trigger it or wait for the "
-                     "replays' done events first (nothing was run)",
+                     "replays' done events first (nothing was done)",
+                     what);
+    if (rp__tl_in_callback)
+      return rp__err(RP_EBUSY,
+                     "%s: called from an event's callback, which must not "
+                     "block: it would wait for replays in flight (nothing "
+                     "was done)",
                      what);
     if (rp__backoff(&b))
       continue;
+    if (ring_gated(ex))
+      return rp__err(RP_EBUSY,
+                     "%s: the replays in flight make no progress while a "
+                     "replay (of this exec or another) waits for a "
+                     "precondition that has not triggered; trigger it "
+                     "first (nothing was done)",
+                     what);
     /* asleep until the next completion, 1 ms at most (see wait_inflight) */
     uint32_t done = atomic_load(&ex->done_seq);
     atomic_store(&ex->wake_at, done + 1);
@@ -805,13 +866,25 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done) {
   rp_status st;
   uint64_t r = ex->issued;
-  if (RP_UNLIKELY(wait_inflight(ex, ex->max_inflight, 1)))
-    return rp__err(RP_EBUSY,
-                   "rp_replay: %u replays are in flight (max_inflight) and "
-                   "one waits for a precondition that has not triggered: "
-                   "trigger it, or wait for a done event, then replay "
-                   "again (nothing was replayed)",
-                   ex->max_inflight);
+  int w = wait_inflight(ex, ex->max_inflight, 1);
+  if (RP_UNLIKELY(w != WAIT_OK))
+    return rp__err(
+        RP_EBUSY,
+        w == WAIT_GATED
+            ? "rp_replay: %u replays are in flight (max_inflight) and one "
+              "waits for a precondition that has not triggered: trigger "
+              "it, or wait for a done event, then replay again (nothing "
+              "was replayed)"
+        : w == WAIT_RING_GATED
+            ? "rp_replay: %u replays are in flight (max_inflight) and make "
+              "no progress while a replay of another exec waits for a "
+              "precondition that has not triggered (they share its "
+              "workers): trigger it, then replay again (nothing was "
+              "replayed)"
+            : "rp_replay: %u replays are in flight (max_inflight) and this "
+              "is an event's callback, which must not block waiting for "
+              "one: replay from elsewhere (nothing was replayed)",
+        ex->max_inflight);
   rp_slot *s = &ex->slots[r % ex->max_inflight];
   /* in flight for rp_instance_free/realloc before arm_slot checks the
    * generations (seq_cst, see inst_busy) */

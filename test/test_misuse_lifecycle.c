@@ -8,7 +8,9 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -411,9 +413,34 @@ Test(misuse, exec_tune_refuses_pending_preconditions, .timeout = 60) {
       RP_EBUSY);
   cr_assert_eq(tuned, 7, "nothing ran: *replays untouched");
   cr_assert_eq(atomic_load(&runs), 0, "nothing ran");
+  /* destroy, an args update and a trace write would wait for it forever:
+   * refused, nothing changed (the exec replays and destroys below) */
+  RP_CHECK(rp_exec_trace_start(ex, 1));
+  const char *calls[] = {"rp_exec_destroy", "rp_exec_update_args",
+                         "rp_exec_trace_write"};
+  for (int k = 0; k < 3; k++) {
+    char path[] = "/tmp/rp_misuse_trace_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    rp_status st = k == 0   ? rp_exec_destroy(ex)
+                   : k == 1 ? rp_exec_update_args(ex, 0, NULL, 0, NULL)
+                            : rp_exec_trace_write(ex, path);
+    cr_assert_eq(st, RP_EBUSY, "%s: %s", calls[k], rp_status_name(st));
+    cr_assert(strstr(rp_error_detail(), calls[k]) &&
+                  strstr(rp_error_detail(), "waits for a precondition"),
+              "%s", rp_error_detail());
+    struct stat sb;
+    cr_assert(stat(path, &sb) == 0 && sb.st_size == 0, "%s wrote", calls[k]);
+    unlink(path);
+  }
   RP_CHECK(rp_event_trigger(rt, go));
   RP_CHECK(rp_event_wait(rt, done, 30 * SEC));
   RP_CHECK(rp_event_release(rt, done));
+  char tp[] = "/tmp/rp_misuse_trace_XXXXXX"; /* the trace stayed armed */
+  close(mkstemp(tp));
+  RP_CHECK(rp_exec_trace_write(ex, tp));
+  unlink(tp);
   RP_CHECK(
       rp_exec_tune(ex, &(rp_replay_args){.pre = &ready, .npre = 1}, &tuned));
   cr_assert_gt(tuned, 0);
@@ -435,6 +462,101 @@ Test(misuse, gated_replays_do_not_block_with_cost_hints, .timeout = 120) {
 
 Test(misuse, gated_replays_do_not_block_with_no_replace, .timeout = 120) {
   gated_replays(0, 1);
+}
+
+/* One op, gated by precondition "go" when gated; an exec of max_inflight
+ * replays in flight. */
+static rp_exec *one_op_exec(rp_runtime *rt, rp_task_id t, int gated,
+                            uint32_t max_inflight) {
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op;
+  RP_CHECK(
+      rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY}, &op));
+  if (gated) {
+    rp_port_id p;
+    RP_CHECK(rp_graph_add_precondition(g, "go", &p));
+    RP_CHECK(rp_graph_bind_precondition(g, p, op));
+  }
+  rp_exec *ex;
+  RP_CHECK(
+      rp_instantiate(g, &(rp_exec_opts){.max_inflight = max_inflight}, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  return ex;
+}
+
+/* Replays of an exec queued on a worker behind another exec's replay that
+ * waits for the caller's precondition cannot complete: with its window
+ * full, rp_replay says so (RP_EBUSY) instead of waiting forever, and so
+ * does rp_exec_destroy; once the caller triggers it, everything
+ * completes. One worker: the two execs share it. */
+Test(misuse, replays_behind_another_execs_gate_are_refused_not_waited_for,
+     .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  rp_exec *ea = one_op_exec(rt, t, 1, 2), *eb = one_op_exec(rt, t, 0, 2);
+  rp_event go, da, db[2];
+  RP_CHECK(rp_event_create(rt, &go));
+  RP_CHECK(rp_replay(ea, &(rp_replay_args){.pre = &go, .npre = 1}, &da));
+  for (int i = 0; i < 2; i++)
+    RP_CHECK(rp_replay(eb, NULL, &db[i]));
+  RP_EXPECT(rp_replay(eb, NULL, NULL), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "a replay of another exec waits for a "
+                                      "precondition"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_exec_destroy(eb), RP_EBUSY);
+  cr_assert_eq(atomic_load(&runs), 0);
+  RP_CHECK(rp_event_trigger(rt, go));
+  RP_CHECK(rp_event_wait(rt, da, 30 * SEC));
+  for (int i = 0; i < 2; i++) {
+    RP_CHECK(rp_event_wait(rt, db[i], 30 * SEC));
+    RP_CHECK(rp_event_release(rt, db[i]));
+  }
+  cr_assert_eq(atomic_load(&runs), 3);
+  RP_CHECK(rp_replay(eb, NULL, NULL)); /* usable as before */
+  RP_CHECK(rp_event_release(rt, da));
+  RP_CHECK(rp_event_release(rt, go));
+  RP_CHECK(rp_exec_destroy(ea));
+  RP_CHECK(rp_exec_destroy(eb));
+  th_destroy(rt);
+}
+
+/* A replay's done-event callback runs before the replay leaves the
+ * window: rp_replay (window of 1) and rp_exec_destroy from it would wait
+ * for that very replay, so they are RP_EBUSY (cb must not block). */
+static rp_exec *cb_ex;
+static _Atomic int cb_replay_st = 1, cb_destroy_st = 1;
+
+static void done_cb(void *arg, rp_status st) {
+  (void)st;
+  atomic_store(
+      &cb_replay_st,
+      rp_replay(cb_ex, &(rp_replay_args){.pre = arg, .npre = 1}, NULL));
+  atomic_store(&cb_destroy_st, rp_exec_destroy(cb_ex));
+}
+
+Test(misuse, calls_that_would_wait_are_refused_in_a_done_callback,
+     .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  cb_ex = one_op_exec(rt, t, 1, 1);
+  rp_event go, done;
+  RP_CHECK(rp_event_create(rt, &go));
+  RP_CHECK(rp_replay(cb_ex, &(rp_replay_args){.pre = &go, .npre = 1}, &done));
+  RP_CHECK(rp_event_on_complete(rt, done, done_cb, &go));
+  RP_CHECK(rp_event_trigger(rt, go)); /* the worker completes it */
+  RP_CHECK(rp_event_wait(rt, done, 30 * SEC));
+  for (int i = 0; i < 3000 && atomic_load(&cb_destroy_st) == 1; i++)
+    usleep(1000);
+  cr_assert_eq(atomic_load(&cb_replay_st), RP_EBUSY);
+  cr_assert_eq(atomic_load(&cb_destroy_st), RP_EBUSY);
+  cr_assert_eq(atomic_load(&runs), 1);
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_event_release(rt, go));
+  RP_CHECK(rp_exec_destroy(cb_ex)); /* from here it works */
+  th_destroy(rt);
 }
 
 Test(misuse, zero_op_exec_replays_and_destroys, .timeout = 60) {
