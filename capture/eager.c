@@ -29,7 +29,8 @@ struct eager_task {
   rp_instance_info *insts;
   uint32_t naccess;
   char *ws;
-  size_t ws_slice;
+  size_t ws_slice; /* a shard's stride in ws: ws_bytes aligned up */
+  size_t ws_bytes; /* a shard's workspace as declared (what it is told) */
   rp_mem ws_mem;
   uint32_t nshards;
   eager_shard *shards;
@@ -78,7 +79,7 @@ static void run_shard(eager_shard *sh) {
       .naccess = t->naccess,
       .insts = t->insts,
       .workspace = t->ws ? t->ws + sh->index * t->ws_slice : NULL,
-      .workspace_bytes = t->ws ? t->ws_slice : 0,
+      .workspace_bytes = t->ws ? t->ws_bytes : 0,
       .replay = UINT64_MAX,
   };
   /* A GPU shard only enqueues work: gpu_done completes it from the
@@ -182,9 +183,12 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
     sh->work.run = shard_work;
     sh->t = t;
     sh->index = i;
-    sh->proc = l->shard_procs ? l->shard_procs[i]
-               : i == 0       ? proc0
-                              : (proc0 + i) % rp__cpu_workers(rt);
+    /* RP_PROC_ANY, alone or as a shard's entry: shard 0 on proc0, the
+     * others round the CPU workers from there */
+    rp_proc want = l->shard_procs ? l->shard_procs[i] : RP_PROC_ANY;
+    sh->proc = want != RP_PROC_ANY ? want
+               : i == 0            ? proc0
+                                   : (proc0 + i) % rp__cpu_workers(rt);
   }
   if (l->workspace_bytes) {
     size_t align = l->workspace_align ? l->workspace_align : 64;
@@ -201,6 +205,7 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
     if (st)
       return st;
     t->ws = ws;
+    t->ws_bytes = l->workspace_bytes;
   }
   atomic_init(&t->left, t->nshards);
   atomic_init(&t->status, 0);
@@ -282,9 +287,10 @@ rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
       rp__eager_begin(cs, l->accesses, l->naccess, l->wait, &npre, &hint);
   if (st)
     return st;
-  rp_proc proc0 = l->shard_procs           ? l->shard_procs[0]
-                  : l->proc == RP_PROC_ANY ? hint
-                                           : l->proc;
+  rp_proc proc0 = l->shard_procs && l->shard_procs[0] != RP_PROC_ANY
+                      ? l->shard_procs[0]
+                  : l->shard_procs || l->proc == RP_PROC_ANY ? hint
+                                                             : l->proc;
   uint32_t nshards = l->shards > 1 ? l->shards : 1;
   eager_task *t = task_alloc(nshards, npre, l->naccess, l->args_size);
   st = t ? fill_task(cs, t, l, proc0)

@@ -220,8 +220,11 @@ static rp_status recording_state(rp_runtime *rt, rp_capture_state **cs,
   *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
   int rec = 0;
   rp_status st = *cs ? rp__capture_mode(*cs, &rec) : RP_OK;
-  if (st)
-    return st;
+  if (st) /* another thread's capture */
+    return rp__err(RP_ECAPTURE,
+                   "%s: no capture is open on this thread (another thread "
+                   "is capturing on this runtime)",
+                   what);
   if (!rec)
     return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread", what);
   return RP_OK;

@@ -112,7 +112,7 @@ Test(event, destroy_runs_the_callbacks_of_untriggered_events) {
   RP_CHECK(rp_event_on_complete(r2, m, cb, NULL));
   RP_CHECK(rp_event_trigger(r2, in[0]));
   RP_CHECK(rp_event_trigger(r2, f)); /* completed: no callback left */
-  RP_CHECK(rp_event_release(r2, e));  /* released, still pending */
+  RP_CHECK(rp_event_release(r2, e)); /* released, still pending */
   RP_CHECK(rp_event_release(r2, m));
   RP_CHECK(rp_event_release(r2, in[0]));
   RP_CHECK(rp_event_release(r2, in[1]));

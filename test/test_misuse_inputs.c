@@ -119,10 +119,20 @@ Test(misuse_sizes, chunk_rect_at_large_extents) {
   RP_CHECK(rp_chunk_rect(&neg, 0, 3, 2, &out));
   cr_assert_eq(out.hi[0], -2);
   cr_assert(out.lo[0] > INT64_MIN && out.lo[0] <= -2);
+  /* extents or volumes that overflow are RP_ERANGE (as the header says),
+   * an empty rectangle RP_ESHAPE */
   rp_rect all = rp_rect_1d(INT64_MIN, INT64_MAX);
-  RP_EXPECT(rp_chunk_rect(&all, 0, 2, 0, &out), RP_ESHAPE);
+  RP_EXPECT(rp_chunk_rect(&all, 0, 2, 0, &out), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "extent of dim 0 overflows"), "%s",
+            rp_error_detail());
+  rp_rect wide = rp_rect_1d(INT64_MIN, INT64_MAX - 1); /* 2^64 - 1 points */
+  RP_EXPECT(rp_chunk_rect(&wide, 0, 3, 2, &out), RP_ERANGE);
   rp_rect two = rp_rect_2d(0, INT64_MAX - 1, 0, INT64_MAX - 1);
-  RP_EXPECT(rp_chunk_rect(&two, 1, 2, 1, &out), RP_ESHAPE);
+  RP_EXPECT(rp_chunk_rect(&two, 1, 2, 1, &out), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "volume overflows"), "%s",
+            rp_error_detail());
+  rp_rect empty = rp_rect_1d(5, 4);
+  RP_EXPECT(rp_chunk_rect(&empty, 0, 2, 0, &out), RP_ESHAPE);
   RP_EXPECT(rp_chunk_rect(&w, 0, 0, 0, &out), RP_EINVAL);
   RP_EXPECT(rp_chunk_rect(&w, 0, 2, 2, &out), RP_ERANGE);
   RP_EXPECT(rp_chunk_rect(NULL, 0, 2, 0, &out), RP_EINVAL);

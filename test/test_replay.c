@@ -686,6 +686,61 @@ Test(replay, spmd_shards_get_disjoint_workspace_slices_per_replay_count) {
   th_destroy(rt);
 }
 
+/* What each shard saw: its processor and its workspace's size. */
+static _Atomic int seen_proc[3];
+static _Atomic size_t seen_ws[3];
+
+static rp_status where_task(rp_task_ctx *ctx) {
+  size_t bytes = 0;
+  char *ws = rp_ctx_workspace(ctx, &bytes);
+  memset(ws, 0x5a, bytes); /* the whole declared slice is usable */
+  atomic_store(&seen_proc[rp_ctx_shard(ctx)], (int)rp_ctx_proc(ctx));
+  atomic_store(&seen_ws[rp_ctx_shard(ctx)], bytes);
+  return RP_OK;
+}
+
+/* shard_procs may leave some shards to the runtime (RP_PROC_ANY), eagerly
+ * as recorded; a shard is told the workspace it declared, eager or
+ * replayed (not the aligned stride between slices). */
+Test(replay, spmd_shard_procs_with_any_and_the_declared_workspace) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "where", where_task);
+  const rp_proc sp[3] = {RP_PROC_ANY, 1, RP_PROC_ANY};
+  rp_launch l = {.task = t,
+                 .proc = RP_PROC_ANY,
+                 .shards = 3,
+                 .shard_procs = sp,
+                 .workspace_bytes = 100};
+  for (int mode = 0; mode < 2; mode++) { /* eager, then replayed */
+    for (int i = 0; i < 3; i++)
+      atomic_store(&seen_proc[i], -1), atomic_store(&seen_ws[i], 0);
+    rp_event done;
+    rp_graph *g = NULL;
+    rp_exec *ex = NULL;
+    if (mode == 0) {
+      RP_CHECK(rp_launch_task(rt, &l, &done));
+    } else {
+      RP_CHECK(rp_graph_create(rt, &g));
+      RP_CHECK(rp_graph_add_task(g, &l, NULL));
+      RP_CHECK(rp_instantiate(g, NULL, &ex));
+      RP_CHECK(rp_replay(ex, NULL, &done));
+    }
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+    for (int i = 0; i < 3; i++) {
+      int p = atomic_load(&seen_proc[i]);
+      cr_assert(p == 0 || p == 1, "mode %d shard %d ran on %d", mode, i, p);
+      cr_assert_eq(atomic_load(&seen_ws[i]), 100, "mode %d shard %d", mode, i);
+    }
+    cr_assert_eq(atomic_load(&seen_proc[1]), 1, "mode %d", mode);
+    if (ex)
+      RP_CHECK(rp_exec_destroy(ex));
+    if (g)
+      RP_CHECK(rp_graph_destroy(g));
+  }
+  th_destroy(rt);
+}
+
 /* A fixed shard count (no interpolation): every shard writes a per-replay
  * marker over its whole slice and says where its slice is. */
 #define FSHARDS 6
@@ -1474,8 +1529,15 @@ Test(replay, an_unrelated_free_keeps_replays_running_a_realloc_stales_them) {
 
 /* ---- capture errors, builder, validation ---- */
 
+static char other_port_detail[256];
+
 static void *other_thread_launch(void *arg) {
   rp_runtime *rt = arg;
+  rp_event pre; /* a port call from this thread: not its capture either */
+  if (rp_capture_precondition(rt, "x", &pre, NULL) != RP_ECAPTURE)
+    return (void *)(intptr_t)RP_OK;
+  snprintf(other_port_detail, sizeof other_port_detail, "%s",
+           rp_error_detail());
   return (void *)(intptr_t)rp_launch_task(
       rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY}, NULL);
 }
@@ -1493,6 +1555,10 @@ Test(replay, capture_misuse_gets_clear_errors) {
   pthread_join(th, &res);
   cr_assert_eq((rp_status)(intptr_t)res, RP_ECAPTURE,
                "a launch from another thread during capture");
+  cr_assert(strstr(other_port_detail,
+                   "rp_capture_precondition: no capture is open on this "
+                   "thread (another thread is capturing on this runtime)"),
+            "%s", other_port_detail);
   rp_event e;
   RP_CHECK(rp_event_create(rt, &e));
   RP_EXPECT(

@@ -16,8 +16,20 @@ rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n, uint32_t i,
                         rp_rect *out) {
   if (!whole || !out)
     return rp__err(RP_EINVAL, "rp_chunk_rect: NULL argument");
+  if (whole->dim < 1 || whole->dim > RP_MAX_DIM)
+    return rp__err(RP_ESHAPE, "rp_chunk_rect: whole rect has %d dims (1..%d)",
+                   whole->dim, RP_MAX_DIM);
+  for (int d = 0; d < whole->dim; d++) {
+    int64_t e;
+    if (whole->hi[d] < whole->lo[d])
+      return rp__err(RP_ESHAPE, "rp_chunk_rect: whole rect is empty in dim %d",
+                     d);
+    if (!rp__extent_ok(whole->lo[d], whole->hi[d], &e))
+      return rp__err(RP_ERANGE, "rp_chunk_rect: extent of dim %d overflows", d);
+  }
   if (rp_rect_volume(whole) <= 0)
-    return rp__err(RP_ESHAPE, "rp_chunk_rect: whole rect is empty or invalid");
+    return rp__err(RP_ERANGE, "rp_chunk_rect: the whole rect's volume "
+                              "overflows");
   if (dim < 0 || dim >= whole->dim)
     return rp__err(RP_EINVAL,
                    "rp_chunk_rect: dim %d out of range (rect has "
@@ -28,7 +40,7 @@ rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n, uint32_t i,
   if (i >= n)
     return rp__err(RP_ERANGE, "rp_chunk_rect: shard %u of %u", i, n);
   int64_t lo = whole->lo[dim], hi = whole->hi[dim], ext, off, end;
-  if (!rp__extent_ok(lo, hi, &ext)) /* cannot fail: the volume was valid */
+  if (!rp__extent_ok(lo, hi, &ext)) /* cannot fail: checked above */
     return rp__err(RP_ERANGE, "rp_chunk_rect: extent of dim %d overflows", dim);
   int64_t chunk = ext / n + (ext % n != 0);
   /* off = chunk * i < ext + n fits in practice, but checked: no signed
