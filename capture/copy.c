@@ -134,28 +134,34 @@ rp_status rp_launch_copy(rp_runtime *rt, const rp_copy *c, rp_event *done) {
   rp_status st = rp__launch_enter(rt, c, "rp_launch_copy", &cs, &rec);
   if (!st)
     st = check_wait(rt, c->wait, rec, "rp_launch_copy");
-  if (!st)
-    st = rp__check_copy(rt, c, UINT32_MAX);
+  if (!st && (st = rp__check_copy(rt, c, UINT32_MAX)) != RP_OK)
+    return rp__err_as(st, "rp_launch_copy: ");
   if (st)
     return st;
   return rec ? record_copy(cs, c, 0, 0, 0, c->wait, done)
              : eager_copy_issue(cs, c, done);
 }
 
+/* The operator's copies (errors name `what`, the call, and a failing
+ * copy's index). */
 static rp_status expand(rp_runtime *rt, const rp_parallel_op *op,
-                        rp_copy **copies, uint32_t *n) {
+                        rp_copy **copies, uint32_t *n, const char *what) {
   if (op->nparts > MAX_PARTS)
-    return rp__err(RP_ERANGE, "parallel operator with %u parts (max %u)",
-                   op->nparts, MAX_PARTS);
+    return rp__err(RP_ERANGE, "%s: %s operator with %u parts (max %u)", what,
+                   rp__pop_name(op->kind), op->nparts, MAX_PARTS);
   rp_status st = rp_xfer_expand_parallel(rt, op, NULL, 0, n);
   if (st)
-    return st;
+    return rp__err_as(st, "%s: ", what);
   *copies = rp__calloc(*n, sizeof **copies);
   if (!*copies)
-    return rp__err(RP_ENOMEM, "parallel operator: out of memory");
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
   st = rp_xfer_expand_parallel(rt, op, *copies, *n, n);
+  if (st)
+    st = rp__err_as(st, "%s: ", what);
   for (uint32_t i = 0; i < *n && !st; i++)
-    st = rp__check_copy(rt, &(*copies)[i], UINT32_MAX);
+    if ((st = rp__check_copy(rt, &(*copies)[i], UINT32_MAX)) != RP_OK)
+      st = rp__err_as(st, "%s: %s operator, copy %u of %u: ", what,
+                      rp__pop_name(op->kind), i, *n);
   if (st) {
     free(*copies);
     *copies = NULL;
@@ -214,7 +220,7 @@ rp_status rp_launch_parallel(rp_runtime *rt, const rp_parallel_op *op,
   rp_copy *copies = NULL;
   uint32_t n = 0;
   if (!st)
-    st = expand(rt, op, &copies, &n);
+    st = expand(rt, op, &copies, &n, "rp_launch_parallel");
   if (st)
     return st;
   st = rec ? record_parallel(cs, op, copies, n, done)
@@ -236,7 +242,7 @@ rp_status rp_graph_add_copy(rp_graph *g, const rp_copy *c, rp_op_id *out) {
                               "wait events, in the builder");
   rp_status st = rp__check_copy(g->rt, c, UINT32_MAX);
   if (st)
-    return st;
+    return rp__err_as(st, "rp_graph_add_copy: ");
   rp_gop op;
   memset(&op, 0, sizeof op);
   op.kind = RP_OP_COPY;
@@ -258,7 +264,7 @@ rp_status rp_graph_add_parallel(rp_graph *g, const rp_parallel_op *p,
                               "not wait events, in the builder");
   rp_copy *copies = NULL;
   uint32_t n = 0;
-  rp_status st = expand(g->rt, p, &copies, &n);
+  rp_status st = expand(g->rt, p, &copies, &n, "rp_graph_add_parallel");
   if (st)
     return st;
   uint32_t base = g->nops, group = ++g->ngroups;

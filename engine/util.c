@@ -97,6 +97,22 @@ rp_status rp__err_prefix(rp_status st, const char *fmt, ...) {
   return st;
 }
 
+rp_status rp__err_as(rp_status st, const char *fmt, ...) {
+  char old[sizeof tl_detail];
+  memcpy(old, tl_detail, sizeof old);
+  const char *rest = old;
+  size_t id = strspn(old, "abcdefghijklmnopqrstuvwxyz0123456789_");
+  if (!strncmp(old, "rp_", 3) && !strncmp(old + id, ": ", 2))
+    rest = old + id + 2; /* the internal call's name goes */
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tl_detail, sizeof tl_detail, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof tl_detail)
+    snprintf(tl_detail + n, sizeof tl_detail - (size_t)n, "%s", rest);
+  return st;
+}
+
 void rp__assert_fail(const char *expr, const char *file, int line) {
   fprintf(stderr, "reprise: internal invariant failed: %s (%s:%d)\n", expr,
           file, line);

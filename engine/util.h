@@ -46,6 +46,11 @@ rp_status rp__err(rp_status st, const char *fmt, ...)
 /* Keeps the current detail but prefixes it. */
 rp_status rp__err_prefix(rp_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The current detail as the caller's own: its leading "rp_name: " (an
+ * internal use of a public call, e.g. rp_xfer_plan under rp_launch_copy)
+ * is replaced by the formatted prefix, or the prefix goes in front. */
+rp_status rp__err_as(rp_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* "a FIFO (named pipe)", "a character device", "a directory", ... for a
  * st_mode that is not a regular file's. */

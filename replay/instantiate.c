@@ -697,7 +697,9 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts, rp_exec **out) {
   }
   rp__nvtx_pop();
   RP_UNUSED(t0);
-  return st;
+  /* the detail names the call the caller made (validation's and the
+   * build's own names go) */
+  return st ? rp__err_as(st, "rp_instantiate: ") : RP_OK;
 }
 
 /* ---- the rest of an exec's life: updates, statistics, destroy ---- */

@@ -278,6 +278,55 @@ Test(copy, a_recorded_parallel_operators_reference_covers_every_copy) {
   th_destroy(rt);
 }
 
+/* Errors name the call the caller made, not the library's internal use of
+ * another public call (rp_xfer_plan, rp_xfer_expand_parallel). */
+Test(copy, errors_name_the_call_made) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_rect r = rp_rect_1d(0, 7);
+  rp_inst a = mk(rt, RP_F64, r), b = mk(rt, RP_F64, r),
+          gone = mk(rt, RP_F64, r);
+  RP_CHECK(rp_instance_free(rt, gone));
+  RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = gone, .dst = b}, NULL),
+            RP_ESTALE);
+  cr_assert(!strncmp(rp_error_detail(), "rp_launch_copy: ", 16) &&
+                !strstr(rp_error_detail(), "rp_xfer_plan"),
+            "%s", rp_error_detail());
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_EXPECT(rp_graph_add_copy(g, &(rp_copy){.src = gone, .dst = b}, NULL),
+            RP_ESTALE);
+  cr_assert(!strncmp(rp_error_detail(), "rp_graph_add_copy: ", 19), "%s",
+            rp_error_detail());
+  static rp_inst many[5000];
+  for (int i = 0; i < 5000; i++)
+    many[i] = b;
+  RP_EXPECT(rp_launch_parallel(rt,
+                               &(rp_parallel_op){.kind = RP_POP_REPLICATE,
+                                                 .whole = a,
+                                                 .parts = many,
+                                                 .nparts = 5000},
+                               NULL),
+            RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_parallel: replicate "
+                                      "operator with 5000 parts"),
+            "%s", rp_error_detail());
+  rp_inst parts[2] = {b, gone};
+  RP_EXPECT(rp_graph_add_parallel(g,
+                                  &(rp_parallel_op){.kind = RP_POP_REPLICATE,
+                                                    .whole = a,
+                                                    .parts = parts,
+                                                    .nparts = 2},
+                                  NULL, NULL),
+            RP_ESTALE);
+  cr_assert(!strncmp(rp_error_detail(), "rp_graph_add_parallel: ", 23) &&
+                !strstr(rp_error_detail(), "rp_xfer_"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  th_destroy(rt);
+}
+
 Test(copy, builder_copies_and_parallel_ops_replay) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_rect r = rp_rect_1d(0, 7);
