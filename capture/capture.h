@@ -174,7 +174,8 @@ rp_status rp__graph_append(rp_graph *g, const rp_gop *op, rp_op_id *out);
 /* Appends an edge without duplicate checks (caller deduplicates). */
 rp_status rp__graph_edge(rp_graph *g, rp_op_id from, rp_op_id to);
 /* The same, for an edge capture inferred (marked so: lint and graph files
- * tell it from an edge someone asked for). */
+ * tell it from an edge someone asked for); nothing when from -> to is
+ * there already. */
 rp_status rp__graph_edge_inferred(rp_graph *g, rp_op_id from, rp_op_id to);
 /* Topological order of g's ops into order[nops]; RP_ECYCLE with the ops on
  * one cycle named in the detail. */

@@ -253,6 +253,11 @@ rp_status rp__graph_edge(rp_graph *g, rp_op_id from, rp_op_id to) {
 }
 
 rp_status rp__graph_edge_inferred(rp_graph *g, rp_op_id from, rp_op_id to) {
+  rp_status st = eidx_reserve(g, 0); /* builds a missing index */
+  if (st)
+    return st;
+  if (eidx_find(g, from, to) != UINT32_MAX)
+    return RP_OK; /* there already, inferred or asked for */
   return edge_add(g, from, to, 1);
 }
 

@@ -765,8 +765,8 @@ RP_API rp_status rp_launch_parallel(rp_runtime *rt, const rp_parallel_op *op,
  * chunk = ceil(extent / n); shard i covers [lo + i*chunk, min(hi, lo +
  * (i+1)*chunk - 1)]. Trailing shards can be empty: RP_ESHAPE then (callers
  * should use fewer shards). Other errors: RP_EINVAL n 0 or dim out of
- * range, RP_ERANGE i >= n or an extent that overflows, RP_ESHAPE an empty
- * or invalid whole; *out untouched. */
+ * range, RP_ERANGE i >= n or an extent or volume that overflows, RP_ESHAPE an
+ * empty or invalid whole; *out untouched. */
 RP_API rp_status rp_chunk_rect(const rp_rect *whole, int dim, uint32_t n,
                                uint32_t i, rp_rect *out);
 

@@ -140,6 +140,8 @@ typedef struct rp_slot {
   rp_event *post; /* npost */
   char *args;
   size_t args_size;
+  uint64_t sub;     /* ring index of its submission; UINT64_MAX when it did not
+                       go through the ring (host side: the replaying thread) */
   char detail[256]; /* first failure, for rp_exec_error_detail (written with
                        the status that first leaves 0) */
 } rp_slot;
@@ -275,6 +277,10 @@ typedef struct rp_sub { /* one cache line each: a reader pays one transfer */
 
 typedef struct rp_cursor {
   RP_ALIGNED_LINE _Atomic uint64_t next; /* next ring index to read */
+  /* 1 while the worker's lane waits at a precondition that had not
+   * triggered (rp__gate_block), inside ring entry `next`: every later
+   * entry it has a lane in waits for the caller */
+  _Atomic uint32_t gated;
 } rp_cursor;
 
 typedef struct rp_replay_state {
@@ -288,10 +294,6 @@ typedef struct rp_replay_state {
    * that no replay in flight uses the instance (never on the replay path) */
   pthread_mutex_t exec_lock;
   struct rp_exec *execs;
-  /* lanes blocked at a precondition that had not triggered (rp__gate_block):
-   * every later ring entry of their workers, of any exec, waits behind
-   * them until the caller triggers it */
-  RP_ALIGNED_LINE _Atomic uint32_t gates_waiting;
   rp_sub ring[RP_RING];
 } rp_replay_state;
 
@@ -422,9 +424,10 @@ int rp__replay_poll(void *arg, unsigned worker);
  * to leave the exec. Returns 1 when the CUDA context was lost meanwhile
  * (the exec must then be leaked, see rp__lower_quiesce), else 0. */
 int rp__exec_quiesce(rp_exec *ex);
-/* A lane's wait for precondition event e (a slot's pre[]): blocks until it
- * completes, counted in gates_waiting while it had not triggered. */
-rp_status rp__gate_block(rp_exec *ex, rp_event e);
+/* Lane `lane`'s wait for precondition event e (a slot's pre[]): blocks
+ * until it completes, the lane's worker marked gated meanwhile when it had
+ * not triggered. */
+rp_status rp__gate_block(rp_exec *ex, uint32_t lane, rp_event e);
 /* rp_replay's argument checks (`what` names the call in errors). */
 rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
                            const char *what);

@@ -144,22 +144,24 @@ static void wait_list(rp_exec *ex, uint32_t off, uint32_t n, uint64_t rel,
 
 /* ---- failures ---- */
 
-rp_status rp__gate_block(rp_exec *ex, rp_event e) {
+rp_status rp__gate_block(rp_exec *ex, uint32_t lane, rp_event e) {
   rp_status st = rp__event_peek(ex->rt, e);
   if (st != RP_EAGAIN)
     return st; /* the common case: triggered before the lane got here */
-  rp_replay_state *rs = ex->rs;
-  if (rs)
-    atomic_fetch_add(&rs->gates_waiting, 1);
+  rp_cursor *c =
+      ex->rs && lane < ex->rs->nworkers ? &ex->rs->cursors[lane] : NULL;
+  if (c)
+    atomic_store(&c->gated, 1);
   st = rp__event_block(ex->rt, e);
-  if (rs)
-    atomic_fetch_sub(&rs->gates_waiting, 1);
+  if (c)
+    atomic_store(&c->gated, 0);
   return st;
 }
 
-static rp_status wait_ports(rp_exec *ex, const rp_unit *u, rp_slot *s) {
+static rp_status wait_ports(rp_exec *ex, uint32_t lane, const rp_unit *u,
+                            rp_slot *s) {
   for (uint32_t i = 0; i < u->nport; i++) {
-    rp_status st = rp__gate_block(ex, s->pre[ex->ports[u->port_off + i]]);
+    rp_status st = rp__gate_block(ex, lane, s->pre[ex->ports[u->port_off + i]]);
     if (st)
       return st;
   }
@@ -292,7 +294,8 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
   int skip = 0;
   if (RP_UNLIKELY(s->stale))
     st = RP_ESTALE, skip = 2;
-  else if (u->nport && (st = wait_ports(ex, u, s)) != RP_OK)
+  else if (u->nport &&
+           (st = wait_ports(ex, (uint32_t)(l - ex->lanes), u, s)) != RP_OK)
     why = "precondition poisoned";
   else if (RP_UNLIKELY(
                atomic_load_explicit(&s->any_fail, memory_order_relaxed)) &&
@@ -482,6 +485,7 @@ static void submit(rp_exec *ex, uint64_t r) {
   e->r = r;
   memcpy(e->mask, ex->mask, sizeof e->mask);
   ex->last_sub = t;
+  ex->slots[r % ex->max_inflight].sub = t;
   ex->submitted = 1;
   /* seq_cst: published before we look at the workers' sleeping flags */
   atomic_store(&e->seq, t + 1);
@@ -561,11 +565,25 @@ static int inflight_gated(rp_exec *ex) {
   return 0;
 }
 
-/* 1 when a lane of any exec of the runtime is blocked at a precondition
- * that has not triggered: the replays behind it on its worker (this
- * exec's too) wait for the caller. */
-static int ring_gated(const rp_exec *ex) {
-  return ex->rs && atomic_load(&ex->rs->gates_waiting) != 0;
+/* 1 when ex's oldest replay in flight cannot complete before the caller
+ * triggers a precondition: a worker it has a lane on waits at one (of any
+ * exec) in a ring entry before its own. Host side (the replaying thread
+ * wrote the slot's sub). */
+static int ring_stuck(const rp_exec *ex) {
+  uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
+  uint32_t n = (uint32_t)ex->issued - done;
+  if (!n || !ex->rs)
+    return 0;
+  uint64_t sub = ex->slots[(ex->issued - n) % ex->max_inflight].sub;
+  if (sub == UINT64_MAX)
+    return 0; /* it never waited in the ring */
+  for (uint32_t w = 0; w < ex->rs->nworkers && w < ex->nlanes; w++) {
+    const rp_cursor *c = &ex->rs->cursors[w];
+    if ((ex->mask[w / 64] >> (w % 64) & 1) && atomic_load(&c->gated) &&
+        atomic_load(&c->next) <= sub)
+      return 1;
+  }
+  return 0;
 }
 
 /* Why wait_inflight did not wait. */
@@ -597,7 +615,7 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
       return WAIT_IN_CALLBACK;
     if (rp__backoff(&b))
       continue;
-    if (refuse_gated && ring_gated(ex))
+    if (refuse_gated && ring_stuck(ex))
       return WAIT_RING_GATED;
     /* Asleep until a slot frees; when replays are long (half the window
      * outlasts a slow wake-up, 100 us), until half the window drained: the
@@ -616,7 +634,7 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
       /* refusing: wakes every 1 ms to see whether a lane got stuck at a
        * gate meanwhile (the refusal has no event to sleep on) */
       rp__futex_wait(&ex->done_seq, done, refuse_gated ? 1000000 : -1);
-      if (refuse_gated && ring_gated(ex) &&
+      if (refuse_gated && ring_stuck(ex) &&
           (int32_t)(atomic_load(&ex->done_seq) - want) < 0) {
         atomic_fetch_sub(&ex->done_sleepers, 1);
         return WAIT_RING_GATED;
@@ -633,10 +651,14 @@ int rp__exec_quiesce(rp_exec *ex) {
   if (!ex->submitted) /* never went through the ring (no op, or every
                          replay launched from the calling thread) */
     return 0;
+  /* The workers with a lane in ex: the others only skip its entries (the
+   * entry's own mask and pointer, never the exec), so neither a worker busy
+   * elsewhere nor one waiting at another exec's gate holds this up */
   rp_replay_state *rs = ex->rs;
-  for (uint32_t w = 0; w < rs->nworkers; w++)
-    while (atomic_load_explicit(&rs->cursors[w].next, memory_order_acquire) <=
-           ex->last_sub) {
+  for (uint32_t w = 0; w < rs->nworkers && w < ex->nlanes; w++)
+    while ((ex->mask[w / 64] >> (w % 64) & 1) &&
+           atomic_load_explicit(&rs->cursors[w].next, memory_order_acquire) <=
+               ex->last_sub) {
       rp__worker_wake(ex->rt, w);
       sched_yield();
     }
@@ -843,7 +865,7 @@ rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
                      what);
     if (rp__backoff(&b))
       continue;
-    if (ring_gated(ex))
+    if (ring_stuck(ex))
       return rp__err(RP_EBUSY,
                      "%s: the replays in flight make no progress while a "
                      "replay (of this exec or another) waits for a "
@@ -890,6 +912,7 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
    * generations (seq_cst, see inst_busy) */
   atomic_store(&ex->issued_pub, r + 1);
   arm_slot(ex, s, r, a);
+  s->sub = UINT64_MAX; /* submit() records its ring index */
   if ((st = slot_events(ex, s, a, done)) != RP_OK) {
     atomic_store(&ex->issued_pub, r);
     return st;

@@ -294,6 +294,10 @@ rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
   rp_status st = rp__replay_check(ex, a, "rp_exec_tune");
   if (st)
     return st;
+  if (rp__tl_in_callback) /* it always waits for its trial replays */
+    return rp__err(RP_EBUSY, "rp_exec_tune: called from an event's "
+                             "callback, which must not block (nothing was "
+                             "run)");
   /* trial replays hand out no postcondition events */
   rp_replay_args ta = a ? *a : (rp_replay_args){0};
   ta.post = NULL;

@@ -253,9 +253,10 @@ Test(copy, a_recorded_parallel_operators_reference_covers_every_copy) {
       &(rp_parallel_op){
           .kind = RP_POP_REPLICATE, .whole = w, .parts = parts, .nparts = 3},
       &ref));
-  /* an op that shares no instance with the copies: ordered by the wait */
-  RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = w, .dst = other, .wait = ref},
-                          NULL));
+  /* it reads part 0 (an inferred edge from copy 0) and waits for the
+   * operator: ordered after every copy, each edge once */
+  RP_CHECK(rp_launch_copy(
+      rt, &(rp_copy){.src = parts[0], .dst = other, .wait = ref}, NULL));
   uint32_t port;
   RP_CHECK(rp_capture_postcondition(rt, "replicated", &ref, 1, &port));
   rp_graph *g;
@@ -264,6 +265,7 @@ Test(copy, a_recorded_parallel_operators_reference_covers_every_copy) {
   for (rp_op_id i = 0; i < 3; i++)
     cr_assert(rp_graph_depends(g, i, 3), "copy %u does not precede the wait",
               i);
+  cr_assert_eq(rp_graph_edge_count(g), 3, "one edge per copy, no duplicate");
   rp_op_id bound[4];
   uint32_t n;
   RP_CHECK(rp_graph_postcondition_ops(g, port, bound, 4, &n));

@@ -464,15 +464,14 @@ Test(misuse, gated_replays_do_not_block_with_no_replace, .timeout = 120) {
   gated_replays(0, 1);
 }
 
-/* One op, gated by precondition "go" when gated; an exec of max_inflight
- * replays in flight. */
-static rp_exec *one_op_exec(rp_runtime *rt, rp_task_id t, int gated,
-                            uint32_t max_inflight) {
+/* One op on proc, gated by precondition "go" when gated; an exec of
+ * max_inflight replays in flight. */
+static rp_exec *one_op_exec_on(rp_runtime *rt, rp_task_id t, rp_proc proc,
+                               int gated, uint32_t max_inflight) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id op;
-  RP_CHECK(
-      rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY}, &op));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = proc}, &op));
   if (gated) {
     rp_port_id p;
     RP_CHECK(rp_graph_add_precondition(g, "go", &p));
@@ -483,6 +482,11 @@ static rp_exec *one_op_exec(rp_runtime *rt, rp_task_id t, int gated,
       rp_instantiate(g, &(rp_exec_opts){.max_inflight = max_inflight}, &ex));
   RP_CHECK(rp_graph_destroy(g));
   return ex;
+}
+
+static rp_exec *one_op_exec(rp_runtime *rt, rp_task_id t, int gated,
+                            uint32_t max_inflight) {
+  return one_op_exec_on(rt, t, RP_PROC_ANY, gated, max_inflight);
 }
 
 /* Replays of an exec queued on a worker behind another exec's replay that
@@ -519,6 +523,75 @@ Test(misuse, replays_behind_another_execs_gate_are_refused_not_waited_for,
   RP_CHECK(rp_event_release(rt, go));
   RP_CHECK(rp_exec_destroy(ea));
   RP_CHECK(rp_exec_destroy(eb));
+  th_destroy(rt);
+}
+
+static rp_status slow_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  usleep(3000);
+  atomic_fetch_add(&runs, 1);
+  return RP_OK;
+}
+
+/* A gate on one worker holds up only the replays queued behind it: an exec
+ * on another worker replays past its window without RP_EBUSY (its replays
+ * are slow, so it waits for slots), and destroying it once quiet returns
+ * while the other exec still waits for its precondition. */
+Test(misuse, a_gate_on_another_worker_does_not_refuse_or_block, .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id slow = reg(rt, "slow", slow_task, 0);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  rp_exec *ea = one_op_exec_on(rt, slow, 0, 0, 2);
+  rp_exec *eb = one_op_exec_on(rt, t, 1, 1, 2);
+  rp_event go, db;
+  RP_CHECK(rp_event_create(rt, &go));
+  RP_CHECK(rp_replay(eb, &(rp_replay_args){.pre = &go, .npre = 1}, &db));
+  for (int i = 0; i < 8; i++)
+    RP_CHECK(rp_replay(ea, NULL, NULL));
+  RP_CHECK(rp_exec_destroy(ea)); /* waits for its own replays only */
+  cr_assert_eq(atomic_load(&runs), 8);
+  RP_EXPECT(rp_event_query(rt, db), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, go));
+  RP_CHECK(rp_event_wait(rt, db, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, db));
+  RP_CHECK(rp_event_release(rt, go));
+  RP_CHECK(rp_exec_destroy(eb));
+  th_destroy(rt);
+}
+
+/* A callback on a worker other than an exec's destroys that (quiet) exec
+ * and returns; rp_exec_tune from a callback is RP_EBUSY (it always
+ * waits). */
+static rp_exec *cb_quiet_ex;
+static _Atomic int cb_quiet_destroy = 1, cb_tune = 1;
+
+static void eager_cb(void *arg, rp_status st) {
+  (void)arg, (void)st;
+  uint32_t n;
+  atomic_store(&cb_tune, rp_exec_tune(cb_quiet_ex, NULL, &n));
+  atomic_store(&cb_quiet_destroy, rp_exec_destroy(cb_quiet_ex));
+}
+
+Test(misuse, a_callback_destroys_a_quiet_exec_and_cannot_tune, .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id slow = reg(rt, "slow", slow_task, 0);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  cb_quiet_ex = one_op_exec_on(rt, t, 0, 0, 2);
+  rp_event d;
+  RP_CHECK(rp_replay(cb_quiet_ex, NULL, &d));
+  RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, d));
+  rp_event e; /* an eager op on worker 1, its callback on that worker */
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = slow, .proc = 1}, &e));
+  RP_CHECK(rp_event_on_complete(rt, e, eager_cb, NULL));
+  RP_CHECK(rp_event_wait(rt, e, 30 * SEC));
+  for (int i = 0; i < 3000 && atomic_load(&cb_quiet_destroy) == 1; i++)
+    usleep(1000);
+  cr_assert_eq(atomic_load(&cb_tune), RP_EBUSY);
+  cr_assert_eq(atomic_load(&cb_quiet_destroy), RP_OK);
+  RP_CHECK(rp_event_release(rt, e));
   th_destroy(rt);
 }
 

@@ -69,8 +69,10 @@ static char *rest_of(const cJSON *o, const char *const *skip) {
     if (!m->string || skipped(m->string, skip))
       continue;
     char *v = cJSON_PrintUnformatted(m);
-    if (!v || asprintf(&lines[k++], "%s\t%s\n", m->string, v) < 0)
-      bad = 1, lines[--k] = NULL;
+    if (!v || asprintf(&lines[k], "%s\t%s\n", m->string, v) < 0)
+      bad = 1;
+    else
+      k++;
     free(v);
   }
   qsort(lines, (size_t)k, sizeof *lines, cmp_str);
@@ -91,10 +93,12 @@ static char *rest_of(const cJSON *o, const char *const *skip) {
 }
 
 /* What the model (dump_model.h) already compares, with instances mapped
- * between the two graphs: the rest is compared as it is in the file. */
+ * between the two graphs: the rest is compared as it is in the file. A
+ * copy's "group" is a per-graph counter (an operator added earlier shifts
+ * every later one): its operator shows in "pop_kind" and "backward". */
 static const char *const OP_MODELLED[] = {
-    "id",      "name", "kind",     "task", "proc", "shards",
-    "cost_ns", "args", "accesses", "src",  "dst",  NULL};
+    "id",   "name",     "kind", "task", "proc",  "shards", "cost_ns",
+    "args", "accesses", "src",  "dst",  "group", NULL};
 static const char *const INST_MODELLED[] = {"id",    "name", "mem", "device",
                                             "dtype", "lo",   "hi",  NULL};
 
