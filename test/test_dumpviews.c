@@ -210,6 +210,9 @@ Test(views, bad_options_are_usage_errors, .init = setup, .fini = teardown) {
   RUN(&r, "dump", g, "--group=0");
   cr_assert_eq(r.status, 2);
   HAS(r.err, "--group: '0' is not a group depth in 1..32");
+  RUN(&r, "dump", g, "--group", "-1");
+  cr_assert_eq(r.status, 2);
+  HAS(r.err, "--group: '-1' is not a group depth in 1..32");
   RUN(&r, "dump", g, "--group=deep");
   cr_assert_eq(r.status, 2);
   HAS(r.err, "--group: 'deep' is not a group depth");

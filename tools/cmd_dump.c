@@ -427,10 +427,12 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
   int opt;
   while ((opt = getopt_long(argc, argv, "ho:", LONGOPTS, NULL)) != -1) {
     const char *arg = optarg;
-    /* --group DEPTH: a number right after --group is its depth */
-    if (opt == OPT_GROUP && !arg && optind < argc && argv[optind][0] >= '0' &&
-        argv[optind][0] <= '9' &&
-        strspn(argv[optind], "0123456789") == strlen(argv[optind]))
+    /* --group DEPTH: a number right after --group is its depth (a negative
+     * one too, to be refused as a depth rather than read as an option) */
+    const char *next = optind < argc ? argv[optind] : NULL;
+    const char *digits = next && next[0] == '-' ? next + 1 : next;
+    if (opt == OPT_GROUP && !arg && digits && digits[0] >= '0' &&
+        digits[0] <= '9' && strspn(digits, "0123456789") == strlen(digits))
       arg = argv[optind++];
     int rc = apply_option(c, opt, arg);
     if (rc)
