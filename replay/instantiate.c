@@ -464,6 +464,7 @@ static rp_status alloc_lanes(rp_exec *ex) {
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   memset(ex->lanes, 0, sizeof(rp_lane) * ex->nlanes);
   for (uint32_t w = 0; w < ex->nlanes; w++) {
+    ex->lanes[w].index = w;
     ex->lanes[w].units = rp__calloc(ex->nunits, sizeof(uint32_t));
     ex->lanes[w].hot = rp__calloc(ex->nunits, sizeof(rp_hot));
     if (!ex->lanes[w].units || !ex->lanes[w].hot)
@@ -718,6 +719,15 @@ rp_status rp_exec_destroy(rp_exec *ex) {
                    "rp_replay on exec %p",
                    (void *)ex);
   rp_runtime *rt = ex->rt;
+  /* a GPU exec's completion may be the thread running this callback (the
+   * poller's scan, a CUDA host function), which freeing it waits for */
+  if (rp__tl_in_callback && ex->lw) {
+    atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+    return rp__err(RP_EBUSY, "rp_exec_destroy: called from an event's "
+                             "callback on an exec with GPU segments, whose "
+                             "completion thread it would wait for (nothing "
+                             "was freed)");
+  }
   /* a replay that waits for a precondition the caller has not triggered
    * would be waited for forever: refused, nothing freed */
   if ((cst = rp__exec_wait_quiet(ex, "rp_exec_destroy")) != RP_OK) {

@@ -96,7 +96,8 @@ typedef struct rp_lane {
    * progress: one line) */
   RP_ALIGNED_LINE _Atomic uint32_t progress;
   _Atomic uint32_t sleepers;
-  uint32_t len; /* units in the lane (set at placement) */
+  uint32_t len;   /* units in the lane (set at placement) */
+  uint32_t index; /* its worker (lane i runs on worker i) */
   /* owned by the worker (stats stored once per lane run, read relaxed) */
   RP_ALIGNED_LINE uint32_t *units; /* unit indices, len entries */
   rp_hot *hot;                     /* the same, as hot records */
@@ -281,7 +282,15 @@ typedef struct rp_cursor {
    * triggered (rp__gate_block), inside ring entry `next`: every later
    * entry it has a lane in waits for the caller */
   _Atomic uint32_t gated;
+  /* lane + 1 while the worker sleeps waiting for that lane's progress
+   * inside entry `next` (rp__lane_wait_progress); 0 otherwise: a chain of
+   * these ending at a gated worker holds every lane on it */
+  _Atomic uint32_t waits_on;
 } rp_cursor;
+
+/* The cursor of the worker this thread is (set by rp__replay_poll), NULL
+ * on other threads. */
+extern _Thread_local rp_cursor *rp__tl_cursor;
 
 typedef struct rp_replay_state {
   rp_runtime *rt;
@@ -380,17 +389,22 @@ static inline void rp__lane_wait_progress(rp_lane *p, uint32_t target,
     if (rp__lane_reached(v, target))
       return;
   }
+  rp_cursor *me = rp__tl_cursor; /* asleep: say on whom (ring_stuck) */
+  if (me)
+    atomic_store(&me->waits_on, p->index + 1);
   for (;;) {
     atomic_fetch_add(&p->sleepers, 1);
     v = atomic_load(&p->progress);
     if (rp__lane_reached(v, target)) {
       atomic_fetch_sub(&p->sleepers, 1);
-      return;
+      break;
     }
     rp__futex_wait(&p->progress, v, -1);
     atomic_fetch_sub(&p->sleepers, 1);
     ls->wakeups++;
   }
+  if (me)
+    atomic_store(&me->waits_on, 0);
 }
 
 /* Waits until w holds for replay rel (spin, then futex). */

@@ -406,9 +406,12 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
  * queue is not starved by a stream of other execs' replays. */
 enum { PASS_MAX = 64 };
 
+_Thread_local rp_cursor *rp__tl_cursor;
+
 int rp__replay_poll(void *arg, unsigned worker) {
   rp_replay_state *rs = arg;
   rp_cursor *c = &rs->cursors[worker];
+  rp__tl_cursor = c;
   uint64_t i = atomic_load_explicit(&c->next, memory_order_relaxed);
   for (uint64_t end = i + PASS_MAX; i < end; i++) {
     rp_sub *e = &rs->ring[i & (RP_RING - 1)];
@@ -565,10 +568,25 @@ static int inflight_gated(rp_exec *ex) {
   return 0;
 }
 
+/* 1 when worker w waits at a precondition that has not triggered, or
+ * sleeps on a lane whose worker does, and so on (at most one step per
+ * worker). */
+static int worker_gated(const rp_replay_state *rs, uint32_t w) {
+  for (uint32_t step = 0; step <= rs->nworkers && w < rs->nworkers; step++) {
+    if (atomic_load(&rs->cursors[w].gated))
+      return 1;
+    uint32_t on = atomic_load(&rs->cursors[w].waits_on);
+    if (!on)
+      return 0;
+    w = on - 1;
+  }
+  return 0;
+}
+
 /* 1 when ex's oldest replay in flight cannot complete before the caller
- * triggers a precondition: a worker it has a lane on waits at one (of any
- * exec) in a ring entry before its own. Host side (the replaying thread
- * wrote the slot's sub). */
+ * triggers a precondition: a worker it has a lane on is held at one (its
+ * own, or through the lanes it waits for) in a ring entry before its own.
+ * Host side (the replaying thread wrote the slot's sub). */
 static int ring_stuck(const rp_exec *ex) {
   uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
   uint32_t n = (uint32_t)ex->issued - done;
@@ -577,12 +595,10 @@ static int ring_stuck(const rp_exec *ex) {
   uint64_t sub = ex->slots[(ex->issued - n) % ex->max_inflight].sub;
   if (sub == UINT64_MAX)
     return 0; /* it never waited in the ring */
-  for (uint32_t w = 0; w < ex->rs->nworkers && w < ex->nlanes; w++) {
-    const rp_cursor *c = &ex->rs->cursors[w];
-    if ((ex->mask[w / 64] >> (w % 64) & 1) && atomic_load(&c->gated) &&
-        atomic_load(&c->next) <= sub)
+  for (uint32_t w = 0; w < ex->rs->nworkers && w < ex->nlanes; w++)
+    if ((ex->mask[w / 64] >> (w % 64) & 1) &&
+        atomic_load(&ex->rs->cursors[w].next) <= sub && worker_gated(ex->rs, w))
       return 1;
-  }
   return 0;
 }
 
@@ -637,6 +653,9 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
       if (refuse_gated && ring_stuck(ex) &&
           (int32_t)(atomic_load(&ex->done_seq) - want) < 0) {
         atomic_fetch_sub(&ex->done_sleepers, 1);
+        /* a slot may have freed since `want` was set: then go on */
+        if ((uint32_t)ex->issued - atomic_load(&ex->done_seq) < limit)
+          return WAIT_OK;
         return WAIT_RING_GATED;
       }
     }

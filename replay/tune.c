@@ -140,6 +140,13 @@ static void add_candidate(rp_exec *ex, uint32_t max_lanes, const char *what) {
  * the new epoch (nothing is in flight). */
 static rp_status apply(rp_exec *ex, uint32_t i) {
   rp_trial *t = &ex->trials[i];
+  /* every worker of the old placement leaves the exec first: quiesce,
+   * later, waits only for the workers of the new one */
+  if (rp__exec_quiesce(ex))
+    return rp__err(RP_EUNUSABLE,
+                   "rp_exec_tune: the CUDA context was lost: "
+                   "%s",
+                   rp_error_detail());
   for (uint32_t u = 0; u < ex->nunits; u++)
     ex->units[u].lane = t->lane[u];
   rp_status st = rp__place_finalize(ex, t->seq);

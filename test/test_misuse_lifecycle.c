@@ -526,6 +526,46 @@ Test(misuse, replays_behind_another_execs_gate_are_refused_not_waited_for,
   th_destroy(rt);
 }
 
+/* The gate may hold a worker only through another lane: exec B's first op
+ * (worker 1) waits for "go", its second (worker 0) waits for the first;
+ * exec A runs on worker 0 only, behind B. A's third replay and A's
+ * destroy refuse (RP_EBUSY) instead of waiting for the caller. */
+Test(misuse, replays_held_through_another_lanes_gate_are_refused,
+     .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id x, y;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 1}, &x));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &y));
+  RP_CHECK(rp_graph_add_edge(g, x, y));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "go", &p));
+  RP_CHECK(rp_graph_bind_precondition(g, p, x));
+  rp_exec *eb;
+  RP_CHECK(rp_instantiate(g, NULL, &eb));
+  RP_CHECK(rp_graph_destroy(g));
+  rp_exec *ea = one_op_exec_on(rt, t, 0, 0, 2);
+  rp_event go, db;
+  RP_CHECK(rp_event_create(rt, &go));
+  RP_CHECK(rp_replay(eb, &(rp_replay_args){.pre = &go, .npre = 1}, &db));
+  RP_CHECK(rp_replay(ea, NULL, NULL));
+  RP_CHECK(rp_replay(ea, NULL, NULL));
+  RP_EXPECT(rp_replay(ea, NULL, NULL), RP_EBUSY);
+  RP_EXPECT(rp_exec_destroy(ea), RP_EBUSY);
+  cr_assert_eq(atomic_load(&runs), 0);
+  RP_CHECK(rp_event_trigger(rt, go));
+  RP_CHECK(rp_event_wait(rt, db, 30 * SEC));
+  RP_CHECK(rp_exec_destroy(ea)); /* its two replays complete, then it goes */
+  cr_assert_eq(atomic_load(&runs), 4);
+  RP_CHECK(rp_event_release(rt, db));
+  RP_CHECK(rp_event_release(rt, go));
+  RP_CHECK(rp_exec_destroy(eb));
+  th_destroy(rt);
+}
+
 static rp_status slow_task(rp_task_ctx *ctx) {
   (void)ctx;
   usleep(3000);
