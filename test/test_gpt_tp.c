@@ -534,6 +534,10 @@ Test(gpt_tp, bad_tensor_parallel_configs_are_refused) {
   cr_assert(strstr(rp_error_detail(), "at most 16 in all"), "%s",
             rp_error_detail());
   cr_assert_eq(rp_gpt_split_check(1, 4, 1, 2), RP_ERANGE); /* 2 groups */
+  cr_assert(strstr(rp_error_detail(), "batch 1 cannot be split over 2 data "
+                                      "groups of --tp across ranks (the last "
+                                      "gets an empty shard)"),
+            "%s", rp_error_detail());
 }
 
 /* Evaluation (forward only, over the groups) and greedy sampling (the

@@ -874,12 +874,39 @@ void *rp_train_world(void) {
   return &world;
 }
 
-/* A failure outranks FALLBACK, which outranks ok. */
+/* A failure outranks FALLBACK, which outranks ok. A rank that failed may
+ * have failed because a peer stopped answering (RP_EPEER): it waits for
+ * the others as long as a replay waits for a peer (REPRISE_DIST_TIMEOUT_MS,
+ * checked at start), then stops every rank (MPI_Abort, status 1) rather
+ * than wait without end for a rank that may never come. */
 int rp_train_agree(int dist, int rc) {
   if (!dist)
     return rc;
   int mine = rc == FALLBACK ? 1 : rc ? 10 + rc : 0, worst = mine;
-  MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Iallreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
+  const char *e = getenv("REPRISE_DIST_TIMEOUT_MS");
+  long ms = e && *e ? strtol(e, NULL, 10) : 30000;
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int done = 0;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done)
+      break;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    long waited =
+        (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+    if (mine >= 10 && waited > ms) {
+      fprintf(stderr,
+              "%s: another rank did not answer within %ld ms "
+              "(REPRISE_DIST_TIMEOUT_MS) after this rank failed: stopping "
+              "every rank\n",
+              who(), ms);
+      fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    usleep(mine >= 10 ? 1000 : 100);
+  }
   return worst == 0 ? RP_CLI_OK : worst == 1 ? FALLBACK : worst - 10;
 }
 
@@ -1209,13 +1236,14 @@ static int train_once(train_state *s, int eager, run_stats *out) {
                        : rp_mlp_train_replay(s->m, s->ex, &o);
   end_bar(&p);
   fflush(stdout);
+  uint32_t ran = p.done - s->start; /* fewer when it diverged or failed */
+  s->steps_done = p.done;
+  /* the rows of the steps that ran, a failed run's too (before the sort) */
+  write_timings(s, eager ? "eager" : "replay", ran);
   if (st != RP_OK)
     return fail(eager ? "eager training" : "training by replay", st);
   if (p.failed)
     return RP_CLI_FAILED;
-  uint32_t ran = p.done - s->start; /* fewer when it diverged */
-  s->steps_done = p.done;
-  write_timings(s, eager ? "eager" : "replay", ran); /* before the sort */
   if (ran)
     summarize(s->ns, ran, c->mc.batch, wall, out);
   if ((st = rp_mlp_evaluate(s->m, &out->final_loss, &out->accuracy)))

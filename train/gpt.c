@@ -242,7 +242,9 @@ rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
                           "x %u processor%s (at most %d in all)",
                           tp, procs, procs == 1 ? "" : "s", ranks, procs,
                           procs == 1 ? "" : "s", RP_GPT_MAX_PROCS);
-    return rp_train_split_check(batch, 1, (uint32_t)(all / tp), "data groups");
+    /* the batch splits over the data groups alone (each spans ranks) */
+    return rp_train_split_check(batch, 1, (uint32_t)(all / tp),
+                                "data groups of --tp across ranks");
   }
   return rp_train_split_check(batch, ranks, tp > 1 ? procs / tp : procs,
                               tp > 1 ? "data groups" : "processors");
@@ -2515,10 +2517,12 @@ static rp_status run_one(rp_gpt *m, rp_exec *ex, const rp_gpt_step_args *a) {
     rp_event_release(m->rt, all);
     if (st != RP_OK) /* the failed op's detail stayed on its worker */
       return rp_error_set(st,
-                          "an op of the eager step failed (%s); the "
+                          "an op of the eager step failed (%s%s%s); the "
                           "instances it writes stay poisoned, so the model "
                           "cannot train on",
-                          rp_status_name(st));
+                          rp_status_name(st),
+                          *rp_runtime_dist_detail(m->rt) ? ": " : "",
+                          rp_runtime_dist_detail(m->rt));
   } else {
     rp_runtime_drain(m->rt);
   }

@@ -126,6 +126,12 @@ rp_status rp_train_split_check(uint32_t batch, uint32_t ranks, uint32_t parts,
     rp_status st = rp_chunk_rect(&whole, 0, ranks, r, &part);
     for (uint32_t p = 0; st == RP_OK && p < parts; p++)
       st = rp_chunk_rect(&part, 0, parts, p, &sub);
+    if (st != RP_OK && ranks == 1) /* one split: over the parts alone */
+      return rp_error_set(RP_ERANGE,
+                          "batch %u cannot be split over %u %s (the last "
+                          "gets an empty shard): use a larger batch or "
+                          "fewer %s",
+                          batch, parts, parts_name, parts_name);
     if (st != RP_OK)
       return rp_error_set(RP_ERANGE,
                           "batch %u cannot be split over %u ranks x %u "

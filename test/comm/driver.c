@@ -134,6 +134,11 @@ int drv_args(int argc, char **argv) {
 
 int drv_reprise(int np, const char *tag, const char *const *a,
                 const char *const *b) {
+  return drv_reprise_wrapped(np, tag, NULL, a, b);
+}
+
+int drv_reprise_wrapped(int np, const char *tag, const char *wrapper,
+                        const char *const *a, const char *const *b) {
   char *argv[96];
   char nps[16];
   size_t k = 0, cap = sizeof argv / sizeof *argv - 1;
@@ -142,6 +147,10 @@ int drv_reprise(int np, const char *tag, const char *const *a,
     argv[k++] = (char *)mpiexec_bin;
     argv[k++] = (char *)npflag;
     argv[k++] = nps;
+  }
+  if (wrapper) {
+    argv[k++] = (char *)"sh";
+    argv[k++] = (char *)wrapper;
   }
   argv[k++] = (char *)reprise_bin;
   for (; a && *a && k < cap; a++)

@@ -36,6 +36,10 @@ int drv_args(int argc, char **argv);
  * 0 nor 2, to stderr. Returns the exit status. */
 int drv_reprise(int np, const char *tag, const char *const *a,
                 const char *const *b);
+/* The same, with `wrapper` (a shell script, run by sh) in front of REPRISE
+ * on every rank. */
+int drv_reprise_wrapped(int np, const char *tag, const char *wrapper,
+                        const char *const *a, const char *const *b);
 
 /* The end of a driver: without failures removes the temporary directory
  * and every file in it (with failures keeps them and says where), prints

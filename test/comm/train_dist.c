@@ -11,7 +11,9 @@
  * "weights_equal_across_ranks": true; the weights equal the single
  * process's within TOL (bitwise for N = 1, also run without mpiexec);
  * --dist --eager reaches the replayed weights within TOL; a batch that
- * leaves a rank's processor without rows exits 2 on every rank.
+ * leaves a rank's processor without rows exits 2 on every rank; (N = 2) a
+ * rank that stops answering mid-run (SIGSTOP) makes the other report it
+ * and stop the job within its timeouts, not wait for it.
  *
  * Tolerance: the ranks' all-reduce and the 2N shards (2 in one process)
  * sum the gradient in another order, so the weights agree within float
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TOL 1e-5
@@ -173,6 +176,49 @@ static void bad_split(void) {
   free(log);
 }
 
+/* Rank 1 is stopped 3 s in (mid-training) and held 40 s; rank 0 must see
+ * it within REPRISE_DIST_TIMEOUT_MS (2 s) at the next all-reduce, fail,
+ * wait as long again for the others and stop every rank: the job ends
+ * well before the hold does. */
+static void frozen_peer(void) {
+  const char *sh = path("freeze.sh");
+  FILE *f = fopen(sh, "w");
+  if (!f) {
+    check(0, "write %s", sh);
+    return;
+  }
+  fputs("# rank 1: stopped after 3 s, killed after 40 more (if still alive)\n"
+        "if [ \"${PMI_RANK:-0}\" = 1 ]; then\n"
+        "  (sleep 3; kill -STOP $$; sleep 40; kill -KILL $$) "
+        ">/dev/null 2>&1 &\n"
+        "fi\n"
+        "exec \"$@\"\n",
+        f);
+  fclose(f);
+  static const char *a[] = {COMMON, NULL};
+  static const char *b[] = {"--dist", "--iters", "1000000", NULL};
+  setenv("REPRISE_DIST_TIMEOUT_MS", "2000", 1);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  /* COMMON's --iters 40 is overridden by the later --iters */
+  int st = drv_reprise_wrapped(2, "frozen", sh, a, b);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  unsetenv("REPRISE_DIST_TIMEOUT_MS");
+  double s = (double)(t1.tv_sec - t0.tv_sec) +
+             (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  char *log = slurp(path("frozen.log"), NULL);
+  check(st != 0, "a stopped peer: the job fails (exit %d)", st);
+  check(s < 35,
+        "a stopped peer: the job ends in %.1f s, before the 40 s "
+        "hold",
+        s);
+  check(count(log, "RP_EPEER") > 0 && count(log, "rank 1 did not answer") > 0,
+        "rank 0 names the peer that did not answer");
+  check(count(log, "stopping every rank") > 0,
+        "rank 0 stops the job instead of waiting for it");
+  free(log);
+}
+
 int main(int argc, char **argv) {
   if ((N = drv_args(argc, argv)) < 1)
     return 2;
@@ -186,5 +232,7 @@ int main(int argc, char **argv) {
     singleton();
   eager();
   bad_split();
+  if (N == 2)
+    frozen_peer();
   return drv_finish(N);
 }
