@@ -903,6 +903,7 @@ int rp_train_agree(int dist, int rc) {
               "every rank\n",
               who(), ms);
       fflush(stderr);
+      usleep(200000); /* time for the launcher to forward the line */
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     usleep(mine >= 10 ? 1000 : 100);
