@@ -85,31 +85,33 @@ rp_status rp_error_set(rp_status st, const char *fmt, ...) {
   return st;
 }
 
-rp_status rp__err_prefix(rp_status st, const char *fmt, ...) {
-  char old[sizeof tl_detail];
-  memcpy(old, tl_detail, sizeof old);
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tl_detail, sizeof tl_detail, fmt, ap);
-  va_end(ap);
-  if (n >= 0 && (size_t)n < sizeof tl_detail)
-    snprintf(tl_detail + n, sizeof tl_detail - (size_t)n, "%s", old);
-  return st;
-}
-
-rp_status rp__err_as(rp_status st, const char *fmt, ...) {
+/* The detail becomes the formatted prefix and then the old detail, less
+ * its leading "rp_name: " when `rename` (the call's name it replaces). */
+static void reprefix(int rename, const char *fmt, va_list ap) {
   char old[sizeof tl_detail];
   memcpy(old, tl_detail, sizeof old);
   const char *rest = old;
   size_t id = strspn(old, "abcdefghijklmnopqrstuvwxyz0123456789_");
-  if (!strncmp(old, "rp_", 3) && !strncmp(old + id, ": ", 2))
-    rest = old + id + 2; /* the internal call's name goes */
-  va_list ap;
-  va_start(ap, fmt);
+  if (rename && !strncmp(old, "rp_", 3) && !strncmp(old + id, ": ", 2))
+    rest = old + id + 2;
   int n = vsnprintf(tl_detail, sizeof tl_detail, fmt, ap);
-  va_end(ap);
   if (n >= 0 && (size_t)n < sizeof tl_detail)
     snprintf(tl_detail + n, sizeof tl_detail - (size_t)n, "%s", rest);
+}
+
+rp_status rp__err_prefix(rp_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  reprefix(0, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+rp_status rp__err_as(rp_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  reprefix(1, fmt, ap);
+  va_end(ap);
   return st;
 }
 

@@ -209,9 +209,10 @@ Test(misuse, pending_event_released_twice_is_refused) {
 
 /* ---- resources in use ---- */
 
-/* One task writing inst, gated on precondition port 0. */
-static rp_exec *gated_writer(rp_runtime *rt, rp_task_id t, rp_inst in,
-                             uint32_t max_inflight) {
+/* An exec of one task on proc (it writes `in` unless in.id is 0), gated
+ * on precondition "go" when gated, max_inflight replays in flight. */
+static rp_exec *op_exec(rp_runtime *rt, rp_task_id t, rp_proc proc, rp_inst in,
+                        int gated, uint32_t max_inflight) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_access acc = {.inst = in, .priv = RP_WRITE};
@@ -219,16 +220,24 @@ static rp_exec *gated_writer(rp_runtime *rt, rp_task_id t, rp_inst in,
   RP_CHECK(rp_graph_add_task(
       g,
       &(rp_launch){
-          .task = t, .proc = RP_PROC_ANY, .accesses = &acc, .naccess = 1},
+          .task = t, .proc = proc, .accesses = &acc, .naccess = in.id != 0},
       &op));
-  rp_port_id p;
-  RP_CHECK(rp_graph_add_precondition(g, "go", &p));
-  RP_CHECK(rp_graph_bind_precondition(g, p, op));
+  if (gated) {
+    rp_port_id p;
+    RP_CHECK(rp_graph_add_precondition(g, "go", &p));
+    RP_CHECK(rp_graph_bind_precondition(g, p, op));
+  }
   rp_exec *ex;
   RP_CHECK(
       rp_instantiate(g, &(rp_exec_opts){.max_inflight = max_inflight}, &ex));
   RP_CHECK(rp_graph_destroy(g));
   return ex;
+}
+
+/* One task writing inst, gated on precondition port 0. */
+static rp_exec *gated_writer(rp_runtime *rt, rp_task_id t, rp_inst in,
+                             uint32_t max_inflight) {
+  return op_exec(rt, t, RP_PROC_ANY, in, 1, max_inflight);
 }
 
 Test(misuse, instance_used_by_a_replay_in_flight_is_not_freed) {
@@ -464,24 +473,10 @@ Test(misuse, gated_replays_do_not_block_with_no_replace, .timeout = 120) {
   gated_replays(0, 1);
 }
 
-/* One op on proc, gated by precondition "go" when gated; an exec of
- * max_inflight replays in flight. */
+/* One op on proc, no access, gated by "go" when gated. */
 static rp_exec *one_op_exec_on(rp_runtime *rt, rp_task_id t, rp_proc proc,
                                int gated, uint32_t max_inflight) {
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  rp_op_id op;
-  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = proc}, &op));
-  if (gated) {
-    rp_port_id p;
-    RP_CHECK(rp_graph_add_precondition(g, "go", &p));
-    RP_CHECK(rp_graph_bind_precondition(g, p, op));
-  }
-  rp_exec *ex;
-  RP_CHECK(
-      rp_instantiate(g, &(rp_exec_opts){.max_inflight = max_inflight}, &ex));
-  RP_CHECK(rp_graph_destroy(g));
-  return ex;
+  return op_exec(rt, t, proc, (rp_inst){0}, gated, max_inflight);
 }
 
 static rp_exec *one_op_exec(rp_runtime *rt, rp_task_id t, int gated,
