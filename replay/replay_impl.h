@@ -278,10 +278,10 @@ typedef struct rp_sub { /* one cache line each: a reader pays one transfer */
 
 typedef struct rp_cursor {
   RP_ALIGNED_LINE _Atomic uint64_t next; /* next ring index to read */
-  /* 1 while the worker's lane waits at a precondition that had not
-   * triggered (rp__gate_block), inside ring entry `next`: every later
-   * entry it has a lane in waits for the caller */
-  _Atomic uint32_t gated;
+  /* the precondition event the worker's lane waits at (rp__gate_block),
+   * inside ring entry `next`, 0 when none: while it has not triggered,
+   * every later entry the worker has a lane in waits for the caller */
+  _Atomic uint64_t gate;
   /* lane + 1 while the worker sleeps waiting for that lane's progress
    * inside entry `next` (rp__lane_wait_progress); 0 otherwise: a chain of
    * these ending at a gated worker holds every lane on it */

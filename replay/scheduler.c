@@ -151,10 +151,10 @@ rp_status rp__gate_block(rp_exec *ex, uint32_t lane, rp_event e) {
   rp_cursor *c =
       ex->rs && lane < ex->rs->nworkers ? &ex->rs->cursors[lane] : NULL;
   if (c)
-    atomic_store(&c->gated, 1);
+    atomic_store(&c->gate, e.id);
   st = rp__event_block(ex->rt, e);
   if (c)
-    atomic_store(&c->gated, 0);
+    atomic_store(&c->gate, 0);
   return st;
 }
 
@@ -570,10 +570,12 @@ static int inflight_gated(rp_exec *ex) {
 
 /* 1 when worker w waits at a precondition that has not triggered, or
  * sleeps on a lane whose worker does, and so on (at most one step per
- * worker). */
+ * worker). The event is looked at, not only the worker's mark: a worker
+ * whose gate triggered may not have woken up yet. */
 static int worker_gated(const rp_replay_state *rs, uint32_t w) {
   for (uint32_t step = 0; step <= rs->nworkers && w < rs->nworkers; step++) {
-    if (atomic_load(&rs->cursors[w].gated))
+    uint64_t gate = atomic_load(&rs->cursors[w].gate);
+    if (gate && rp__event_peek_live(rs->rt, (rp_event){gate}) == RP_EAGAIN)
       return 1;
     uint32_t on = atomic_load(&rs->cursors[w].waits_on);
     if (!on)
