@@ -29,6 +29,7 @@
 #define RP_GRAPH_IO_H
 
 #include "capture_impl.h"
+#include "json_strict.h"
 
 #define RP_GRAPH_FORMAT "reprise-graph"
 #define RP_GRAPH_VERSION 1
@@ -38,9 +39,7 @@
  * make the loader exhaust memory. Each is far above a real training step
  * (a large one has ~10^4 ops, ~10^3 instances, a few ports). */
 /* bytes per file: RP_GRAPH_FILE_MAX (capture.h) */
-/* JSON values per file: cJSON spends ~64 bytes per value, so this bounds
- * the parse tree at ~256 MiB even for a file of nothing but "[0,0,0,...". */
-#define RP_GRAPH_MAX_VALUES (4u << 20)
+/* JSON values per file: RP_GRAPH_MAX_VALUES (json_strict.h) */
 #define RP_GRAPH_MAX_OPS (1u << 20)
 #define RP_GRAPH_MAX_EDGES (4u << 20)
 #define RP_GRAPH_MAX_INSTS (1u << 20)

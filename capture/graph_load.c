@@ -1212,22 +1212,29 @@ static rp_status load_graph(loader *L, const cJSON *graph) {
 
 /* ---- the document: limits, parse, header, checksum ---- */
 
-/* Refuses what would make the parse itself expensive: NUL bytes (cJSON
- * would cut strings at them) and more values than RP_GRAPH_MAX_VALUES
- * (every value but the first follows a '[', '{' or ',' outside strings). */
+/* Refuses a file over RP_GRAPH_FILE_MAX bytes before anything reads it. */
 static rp_status prescan(const char *buf, size_t len) {
+  (void)buf;
   if (len > RP_GRAPH_FILE_MAX)
     return rp__err(RP_ERANGE, "the file has %zu bytes (the limit is %u)", len,
                    RP_GRAPH_FILE_MAX);
+  return RP_OK;
+}
+
+/* Refuses what would cut a string short or make the parse itself
+ * expensive: a NUL byte, a \u0000 escape inside a string, more than
+ * max_values values (every value but the first follows a '[', '{' or ','
+ * outside strings; cJSON spends ~64 bytes on each). */
+static rp_status scan(const char *buf, size_t len, uint64_t max_values) {
   uint64_t values = 1;
   int in_str = 0;
   for (size_t i = 0; i < len; i++) {
     char c = buf[i];
     if (!c)
-      return rp__err(RP_EFORMAT, "NUL byte at offset %zu", i);
+      return rp__err(RP_EFORMAT, "a NUL byte at byte %zu", i);
     if (in_str) {
       /* cJSON decodes \u0000 into a NUL that ends the C string: "a\u0000b"
-       * would load as "a". No string of a graph file holds a NUL. */
+       * would read as "a". */
       if (c == '\\' && i + 5 < len && buf[i + 1] == 'u' &&
           !memcmp(buf + i + 2, "0000", 4))
         return rp__err(RP_EFORMAT,
@@ -1238,10 +1245,9 @@ static rp_status prescan(const char *buf, size_t len) {
         in_str = 0;
     } else if (c == '"') {
       in_str = 1;
-    } else if (c == '[' || c == '{' || c == ',') {
-      if (++values > RP_GRAPH_MAX_VALUES)
-        return rp__err(RP_ERANGE, "more than %u JSON values (at byte %zu)",
-                       RP_GRAPH_MAX_VALUES, i);
+    } else if ((c == '[' || c == '{' || c == ',') && ++values > max_values) {
+      return rp__err(RP_ERANGE, "more than %llu JSON values (at byte %zu)",
+                     (unsigned long long)max_values, i);
     }
   }
   return RP_OK;
@@ -1270,7 +1276,13 @@ static rp_status trailing(const char *buf, size_t at, size_t len) {
 
 /* Parses a NUL-terminated copy: the input need not be terminated, and a
  * terminator stops any scan past the end. */
-static rp_status parse(const char *in, size_t len, cJSON **out) {
+rp_status rp__json_parse_strict(const char *in, size_t len, uint64_t max_values,
+                                cJSON **out) {
+  if ((len && !in) || !out)
+    return rp__err(RP_EINVAL, "NULL argument");
+  rp_status st = scan(in, len, max_values);
+  if (st)
+    return st;
   char *buf = malloc(len + 1);
   if (!buf)
     return rp__err(RP_ENOMEM, "out of memory");
@@ -1285,7 +1297,7 @@ static rp_status parse(const char *in, size_t len, cJSON **out) {
   cJSON *doc = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
   pthread_mutex_unlock(&lock);
   size_t at = end && end >= buf ? (size_t)(end - buf) : 0;
-  rp_status st = doc ? trailing(buf, at, len) : parse_error(at, len);
+  st = doc ? trailing(buf, at, len) : parse_error(at, len);
   free(buf);
   if (st) {
     cJSON_Delete(doc);
@@ -1370,7 +1382,7 @@ rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
   const cJSON *graph = NULL;
   rp_status st = prescan(buf, len);
   if (!st)
-    st = parse(buf, len, &doc);
+    st = rp__json_parse_strict(buf, len, RP_GRAPH_MAX_VALUES, &doc);
   if (!st)
     st = header(doc, &graph);
   loader L = {
@@ -1400,7 +1412,7 @@ rp_status rp__graph_machine(const void *buf, size_t len, rp_machine_desc *m,
   int has = 0;
   rp_status st = prescan(buf, len);
   if (!st)
-    st = parse(buf, len, &doc);
+    st = rp__json_parse_strict(buf, len, RP_GRAPH_MAX_VALUES, &doc);
   if (!st)
     st = header(doc, &graph);
   if (!st && !cJSON_IsObject(graph))

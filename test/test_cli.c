@@ -1444,7 +1444,8 @@ Test(cli, plot_names_what_is_wrong_with_its_input) {
   fclose(f);
   RUN(&r, "plot", "--train", tim, "-o", "/tmp/rp_cli_plotin.svg");
   cr_assert_eq(r.status, 1, "%s", r.err);
-  cr_assert(strstr(r.err, "is not JSON: text after the document"), "%s", r.err);
+  cr_assert(strstr(r.err, "': not JSON: text after the document at byte"), "%s",
+            r.err);
   cr_assert_neq(access("/tmp/rp_cli_plotin.svg", F_OK), 0);
 #endif
   unlink(tim);

@@ -16,6 +16,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #ifdef REPRISE_HAVE_CJSON
@@ -317,6 +318,49 @@ Test(views, critical_path_by_measured_durations, .init = setup,
 
 /* A trace that cannot be read or used is a failure (exit 1), as a graph
  * file's is; options that do not apply to a summary are usage errors. */
+/* Writes head, then n copies of "0,", then "0" and tail. */
+static void write_zeros(const char *path, const char *head, size_t n,
+                        const char *tail) {
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs(head, f);
+  for (size_t i = 0; i < n; i++)
+    fputs("0,", f);
+  fprintf(f, "0%s", tail);
+  cr_assert_eq(fclose(f), 0);
+}
+
+/* The largest resident set of the children waited for so far, in MiB. */
+static long children_maxrss_mib(void) {
+  struct rusage ru;
+  cr_assert_eq(getrusage(RUSAGE_CHILDREN, &ru), 0);
+  return ru.ru_maxrss / 1024;
+}
+
+/* A 12 MiB file of "0,0,0,..." (6M values) would take ~400 MiB of parse
+ * tree: a graph file (over the loader's 4M values) and a trace (over one
+ * value per 6 bytes) are refused by a scan before any parse. */
+Test(views, files_of_too_many_values_are_refused_before_the_parse,
+     .init = setup, .fini = teardown) {
+  const size_t n = (size_t)6 << 20;
+  char graph[512], trace[512];
+  snprintf(graph, sizeof graph, "%s", th_tmp_path("zeros_graph.json"));
+  snprintf(trace, sizeof trace, "%s", th_tmp_path("zeros_trace.json"));
+  write_zeros(graph, "[", n, "]");
+  write_zeros(trace, "{\"traceEvents\": [", n, "]}");
+  cli_run r;
+  RUN(&r, "dump", graph);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  HAS(r.err, "RP_ERANGE");
+  HAS(r.err, "more than 4194304 JSON values (at byte 8388606)");
+  RUN(&r, "dump", "--trace", trace, "--summary");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  HAS(r.err, "JSON values (at byte");
+  long mib = children_maxrss_mib();
+  cr_assert_lt(mib, 200, "a child's resident set reached %ld MiB", mib);
+  unlink(graph), unlink(trace);
+}
+
 Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
   const char *g = diamond("d.json");
   char gp[512];
@@ -326,7 +370,7 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
   cli_run r;
   RUN(&r, "dump", gp, "--critical-path", "--trace", bad);
   cr_assert_eq(r.status, 1, "%s", r.err);
-  HAS(r.err, "is not JSON: the text ends early");
+  HAS(r.err, "': not JSON: the text ends early");
   write_text(bad, "{\"traceEvents\": 5}");
   RUN(&r, "dump", "--trace", bad, "--summary");
   cr_assert_eq(r.status, 1, "%s", r.err);
@@ -342,9 +386,9 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
   "\"ts\": 0, \"dur\": " dur ", \"args\": {\"op\": " op "}}"
   static const char *const malformed[][2] = {
       {"{\"traceEvents\": [" EV("0", "1") "]} junk",
-       "is not JSON: text after the document (byte 107)"},
+       "': not JSON: text after the document at byte 107"},
       {"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\\u0000b\"}]}",
-       "is JSON with a NUL byte or \\u0000 escape in it (byte 39)"},
+       "': a \\u0000 escape (NUL) inside a string at byte 39"},
       {"{\"traceEvents\": [" EV("0", "1") ", " EV("1e300", "1") "]}",
        "traceEvents[1] is an \"X\" event whose args.op or args.replay is "
        "not a whole number"},
@@ -352,7 +396,7 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
       {"{\"traceEvents\": [" EV("-1", "1") "]}", "traceEvents[0] is an"},
       {"{\"traceEvents\": [" EV("0", "-5") "]}",
        "traceEvents[0] is an \"X\" event with a tid, ts or dur out of range"},
-      {"", "is an empty file"}};
+      {"", "': not JSON: an empty file"}};
 #undef EV
   for (size_t i = 0; i < sizeof malformed / sizeof *malformed; i++) {
     write_text(bad, malformed[i][0]);
@@ -369,7 +413,7 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
   fclose(nul);
   RUN(&r, "dump", "--trace", bad, "--summary");
   cr_assert_eq(r.status, 1, "%s", r.err);
-  HAS(r.err, "NUL byte");
+  HAS(r.err, "': a NUL byte at byte 39");
   RUN(&r, "dump", "--trace", th_tmp_path("missing.json"), "--summary");
   cr_assert_eq(r.status, 1, "%s", r.err);
   HAS(r.err, "cannot read the trace");

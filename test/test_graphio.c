@@ -575,7 +575,7 @@ Test(graphio_corrupt, not_json) {
   LOAD_EXPECT(load_text_n(&e, MINI, 20, NULL, 0), RP_EFORMAT);
   char nul[] = "{\"format\": \0\"x\"}";
   LOAD_EXPECT(load_text_n(&e, nul, sizeof nul - 1, NULL, 0), RP_EFORMAT);
-  cr_assert(strstr(why(), "NUL byte at offset 11"), "%s", why());
+  cr_assert(strstr(why(), "a NUL byte at byte 11"), "%s", why());
   th_destroy(e.rt);
 }
 

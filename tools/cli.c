@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #ifdef REPRISE_HAVE_CJSON
-#include <cJSON.h>
+#include "capture/json_strict.h"
 #endif
 
 int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
@@ -364,55 +364,14 @@ void rp_cli_put_text_byte(int ch) {
 }
 
 #ifdef REPRISE_HAVE_CJSON
-/* The byte of the first NUL or \u0000 escape in a string, else len. */
-static size_t json_first_nul(const char *s, size_t len) {
-  for (size_t i = 0, in_str = 0; i < len; i++) {
-    if (!s[i])
-      return i;
-    if (!in_str) {
-      in_str = s[i] == '"';
-    } else if (s[i] == '\\') {
-      if (i + 5 < len && !memcmp(s + i + 1, "u0000", 5))
-        return i;
-      i++;
-    } else if (s[i] == '"') {
-      in_str = 0;
-    }
-  }
-  return len;
-}
-
-struct cJSON *rp_cli_json_parse(const char *text, size_t len, const char **why,
-                                size_t *at) {
-  *at = json_first_nul(text, len);
-  if (!len || *at < len) {
-    *why =
-        !len ? "an empty file" : "JSON with a NUL byte or \\u0000 escape in it";
-    return NULL;
-  }
-  const char *end = NULL;
-  cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-  *at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-  if (!doc) {
-    *why = *at + 1 >= len ? "not JSON: the text ends early (truncated?)"
-                          : "not JSON: a syntax error";
-    return NULL;
-  }
-  while (*at < len && strchr(" \t\r\n", text[*at]))
-    ++*at;
-  if (*at < len) {
-    *why = "not JSON: text after the document";
-    cJSON_Delete(doc);
-    return NULL;
-  }
-  return doc;
+struct cJSON *rp_cli_json_parse(const char *text, size_t len) {
+  cJSON *doc = NULL;
+  return rp__json_parse_strict(text, len, len / 6 + 65536, &doc) ? NULL : doc;
 }
 #else
-struct cJSON *rp_cli_json_parse(const char *text, size_t len, const char **why,
-                                size_t *at) {
+struct cJSON *rp_cli_json_parse(const char *text, size_t len) {
   (void)text, (void)len;
-  *why = "this build has no JSON support";
-  *at = 0;
+  rp_error_set(RP_EUNSUPPORTED, "this build has no JSON support");
   return NULL;
 }
 #endif

@@ -138,14 +138,16 @@ void rp_cli_appendf(char *buf, size_t n, const char *fmt, ...)
  * not finite or ok is 0 (JSON has no NaN or infinity). */
 void rp_cli_json_num(FILE *f, const char *key, double v, int ok);
 
-/* Parses text[0, len) as exactly one JSON document (cJSON; builds without
- * it answer NULL, "this build has no JSON support"): NULL with *why (a
- * static phrase) and *at (its byte) when it is empty, is not JSON, holds a
- * NUL byte or a \u0000 escape (which would cut a string short), or has
- * more than white space after the document. The caller frees the result
- * with cJSON_Delete. */
-struct cJSON *rp_cli_json_parse(const char *text, size_t len, const char **why,
-                                size_t *at);
+/* Parses text[0, len) as exactly one JSON document (rp__json_parse_strict):
+ * NULL, the reason (naming the byte) in rp_error_detail(), when it is
+ * empty, is not JSON, holds a NUL byte or a \u0000 escape, or has more than
+ * white space after the document; before any parse, when it holds more
+ * than one JSON value per 6 bytes (above 65,536 values): reprise's traces
+ * and timings hold one per 13 or more, and the parse tree (~64 bytes per
+ * value) of "[0,0,0,..." stays within ~11 times the text. Builds without
+ * cJSON answer NULL, "this build has no JSON support". The caller frees the
+ * result with cJSON_Delete. */
+struct cJSON *rp_cli_json_parse(const char *text, size_t len);
 
 /* The running command's usage text (for rp_cli_bad_option). */
 void rp_cli_set_usage(void (*usage)(FILE *f));

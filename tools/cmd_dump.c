@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #ifdef REPRISE_HAVE_CJSON
-#include <cJSON.h>
+#include "capture/json_strict.h"
 #endif
 
 #define MAX_CONTRACTS 64
@@ -537,11 +537,13 @@ static void scan_tree(prescan *p, const cJSON *graph) {
   }
 }
 
-/* Best effort: a file that does not parse is left to the loader. */
+/* Best effort: a file that does not parse, or holds more values than the
+ * loader reads, is left to the loader to refuse. */
 static void prescan_text(const char *text, size_t len, prescan *p) {
   memset(p, 0, sizeof *p);
   p->max_proc = UINT32_MAX;
-  cJSON *doc = cJSON_ParseWithLength(text, len);
+  cJSON *doc = NULL;
+  (void)rp__json_parse_strict(text, len, RP_GRAPH_MAX_VALUES, &doc);
   if (doc)
     scan_tree(p, cJSON_GetObjectItemCaseSensitive(doc, "graph"));
   cJSON_Delete(doc);

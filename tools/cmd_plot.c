@@ -428,12 +428,10 @@ static cJSON *parse_file(const char *cmd, const char *file) {
             rp_error_detail());
     return NULL;
   }
-  const char *why;
-  size_t at;
-  cJSON *doc = rp_cli_json_parse(text, len, &why, &at);
+  cJSON *doc = rp_cli_json_parse(text, len);
   free(text);
   if (!doc)
-    fprintf(stderr, "reprise %s: '%s' is %s (byte %zu)\n", cmd, file, why, at);
+    fprintf(stderr, "reprise %s: '%s': %s\n", cmd, file, rp_error_detail());
   return doc;
 }
 #endif

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #ifdef REPRISE_HAVE_CJSON
-#include <cJSON.h>
+#include "capture/json_strict.h"
 
 static dv_cat cat_of(const char *s) {
   static const char *const names[] = {"task",   "copy", "wait",
@@ -131,9 +131,10 @@ int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err) {
     return -1;
   }
   const char *why = NULL;
-  size_t off = 0;
   int bad = -1;
-  cJSON *doc = rp_cli_json_parse(text, len, &why, &off);
+  cJSON *doc = rp_cli_json_parse(text, len);
+  if (!doc)
+    why = rp_error_detail();
   const cJSON *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
   if (doc && !cJSON_IsArray(events))
     why = "no \"traceEvents\" array (not a Chrome trace)";
@@ -141,8 +142,7 @@ int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err) {
   if (!why)
     fill(t, events, &why, &bad);
   if (why && !doc)
-    fprintf(err, "reprise dump: the trace '%s' is %s (byte %zu)\n", path, why,
-            off);
+    fprintf(err, "reprise dump: the trace '%s': %s\n", path, why);
   else if (why && bad >= 0)
     fprintf(err,
             "reprise dump: the trace '%s' is not a reprise trace: "

@@ -1,0 +1,30 @@
+/* capture/json_strict.h — one JSON document, strictly: the parse behind
+ * graph files, traces and the command line's JSON inputs. */
+#ifndef RP_JSON_STRICT_H
+#define RP_JSON_STRICT_H
+
+#include "reprise.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* JSON values per graph file: cJSON spends ~64 bytes per value, so this
+ * bounds the parse tree at ~256 MiB even for a file of nothing but
+ * "[0,0,0,...". */
+#define RP_GRAPH_MAX_VALUES (4u << 20)
+
+#ifdef REPRISE_HAVE_CJSON
+#include <cJSON.h>
+
+/* Parses text[0, len) (not necessarily NUL-terminated) as exactly one JSON
+ * document into *out (the caller frees it with cJSON_Delete). RP_EFORMAT,
+ * naming the byte, when it is empty, is not JSON (a syntax error, or text
+ * that ends early), holds a NUL byte or a \u0000 escape (either would cut
+ * a string short), or has more than white space after the document;
+ * RP_ERANGE, before any parse, when it holds more than max_values values;
+ * RP_ENOMEM. *out is written only on success. Thread-safe. */
+rp_status rp__json_parse_strict(const char *text, size_t len,
+                                uint64_t max_values, cJSON **out);
+#endif
+
+#endif
