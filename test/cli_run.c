@@ -20,10 +20,14 @@ void cli_slurp(int fd, char *buf, size_t cap) {
   close(fd);
 }
 
-/* stdout: a temporary file read back (tty 0, out NULL), a pseudo-terminal
- * (tty 1) or the file out (nothing read back). */
-static void run_cli_on(cli_run *r, const char *const *args, int tty,
+enum { TO_TEMP, TO_TTY, TO_CLOSED_PIPE };
+
+/* stdout: a temporary file read back (TO_TEMP, out NULL), a
+ * pseudo-terminal (TO_TTY), a pipe without a reader (TO_CLOSED_PIPE) or
+ * the file out (nothing read back). */
+static void run_cli_on(cli_run *r, const char *const *args, int mode,
                        const char *out) {
+  int tty = mode == TO_TTY;
   char *argv[32] = {(char *)"reprise"};
   for (int i = 0; args[i]; i++) {
     cr_assert_lt(i + 2, 32);
@@ -35,7 +39,12 @@ static void run_cli_on(cli_run *r, const char *const *args, int tty,
   unlink(outp);
   unlink(errp);
   int master = -1, slave = -1, to = -1;
-  if (out) {
+  if (mode == TO_CLOSED_PIPE) { /* the write end, its reader gone */
+    int p[2];
+    cr_assert_eq(pipe(p), 0, "pipe");
+    close(p[0]);
+    to = p[1];
+  } else if (out) {
     to = open(out, O_WRONLY);
     cr_assert_geq(to, 0, "open %s", out);
   }
@@ -49,7 +58,7 @@ static void run_cli_on(cli_run *r, const char *const *args, int tty,
   pid_t pid = fork();
   cr_assert_geq(pid, 0, "fork");
   if (pid == 0) {
-    dup2(out ? to : tty ? slave : fo, 1);
+    dup2(to >= 0 ? to : tty ? slave : fo, 1);
     dup2(fe, 2);
     execv(REPRISE_CLI_PATH, argv);
     _exit(127);
@@ -76,9 +85,9 @@ static void run_cli_on(cli_run *r, const char *const *args, int tty,
   int ws;
   cr_assert_eq(waitpid(pid, &ws, 0), pid);
   r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-  if (out)
+  if (to >= 0)
     close(to), r->out[0] = '\0';
-  if (tty || out)
+  if (tty || to >= 0)
     close(fo);
   else
     cli_slurp(fo, r->out, sizeof r->out);
@@ -86,13 +95,17 @@ static void run_cli_on(cli_run *r, const char *const *args, int tty,
 }
 
 void run_cli(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, 0, NULL);
+  run_cli_on(r, args, TO_TEMP, NULL);
 }
 
 void run_cli_tty(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, 1, NULL);
+  run_cli_on(r, args, TO_TTY, NULL);
 }
 
 void run_cli_to(cli_run *r, const char *out, const char *const *args) {
-  run_cli_on(r, args, 0, out);
+  run_cli_on(r, args, TO_TEMP, out);
+}
+
+void run_cli_closed_pipe(cli_run *r, const char *const *args) {
+  run_cli_on(r, args, TO_CLOSED_PIPE, NULL);
 }

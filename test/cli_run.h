@@ -32,6 +32,13 @@ void run_cli_to(cli_run *r, const char *out, const char *const *args);
 #define RUN_TO(r, out, ...)                                                    \
   run_cli_to((r), (out), (const char *const[]){__VA_ARGS__, NULL})
 
+/* run_cli with stdout on a pipe whose read end is closed (`| head`
+ * gone); r->out stays empty. */
+void run_cli_closed_pipe(cli_run *r, const char *const *args);
+
+#define RUN_CLOSED_PIPE(r, ...)                                                \
+  run_cli_closed_pipe((r), (const char *const[]){__VA_ARGS__, NULL})
+
 /* Reads fd from its start into buf (NUL-terminated, at most cap - 1 bytes)
  * and closes it. */
 void cli_slurp(int fd, char *buf, size_t cap);

@@ -191,6 +191,32 @@ Test(cli, a_stdout_that_cannot_be_written_is_exit_1, .timeout = 120) {
   cr_assert_eq(r.status, 0, "%s", r.err);
 }
 
+/* stdout a pipe whose reader is gone (`| head` done): not killed by
+ * SIGPIPE without a word, but exit 1 and a message, after the work and
+ * its files (here a checkpoint) are done. */
+Test(cli, a_stdout_pipe_without_reader_is_exit_1, .timeout = 120) {
+  cli_run r;
+  RUN_CLOSED_PIPE(&r, "help");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise help: writing to standard output failed: "
+                          "Broken pipe"),
+            "%s", r.err);
+  char ckpt[] = "/tmp/rp_cli_pipe_XXXXXX";
+  int fd = mkstemp(ckpt);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  unlink(ckpt);
+  RUN_CLOSED_PIPE(&r, "train", "--backend", "cpu", "--procs", "1", "--batch",
+                  "32", "--hidden", "8", "--iters", "3", "--save-weights",
+                  ckpt);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise train: writing to standard output failed: "
+                          "Broken pipe"),
+            "%s", r.err);
+  cr_assert_eq(access(ckpt, R_OK), 0, "no checkpoint: %s", r.err);
+  unlink(ckpt);
+}
+
 Test(cli, bench_without_benchmarks_says_so_in_one_line_and_exits_1) {
 #ifdef REPRISE_HAVE_BENCH
   cr_skip_test("built with benchmarks: this case is for -DREPRISE_BENCH=OFF");
@@ -1509,9 +1535,20 @@ Test(cli, train_gpt_refuses_the_other_models_options_with_exit_2) {
        "--stop 11 is past --iters 10"},
       {{"--model", "gpt", "--procs", "3", "--batch", "4"},
        "--batch 4 over --procs 3: batch 4 cannot be split"},
+      /* the limits of the model named, wherever --model stands */
       {{"--model", "gpt", "--procs", "17", "--batch", "32"},
-       "--model gpt takes 1..16 processors"},
-      {{"--model", "gpt", "--batch", "65537"}, "a batch of 1..65536"},
+       "--procs: '17' is not a number in 1..16"},
+      {{"--procs", "0", "--model", "gpt"},
+       "--procs: '0' is not a number in 1..16"},
+      {{"--procs", "0"}, "--procs: '0' is not a number in 1..64"},
+      {{"--model", "gpt", "--batch", "65537"},
+       "--batch: '65537' is not a number in 1..65536"},
+      {{"--batch", "0", "--model", "gpt"},
+       "--batch: '0' is not a number in 1..65536"},
+      /* sizes the int32 kernels cannot index: a usage error, not a late
+       * failure of the model's build */
+      {{"--model", "gpt", "--batch", "65536", "--context", "4096"},
+       "--batch 65536 x --context 4096 is too large for the kernels' int32"},
       {{"--model", "gpt", "--json", "/tmp/rp_cli_same", "--save-weights",
         "/tmp/rp_cli_same"},
        "--json and --save-weights name the same file"},

@@ -97,8 +97,9 @@ static void train_usage(FILE *f) {
       "  --timings FILE            write every iteration's time (JSON, for\n"
       "                            `reprise plot --train FILE`)\n"
       "  --save-weights FILE       write a checkpoint: weights, momentum, the\n"
-      "                            step and the lr schedule (versioned\n"
-      "                            RPRSWGHT format, see docs/training.md)\n"
+      "                            step and the lr schedule (a versioned\n"
+      "                            RPRSCKPT container: docs/training.md,\n"
+      "                            and docs/gpt.md for --model gpt)\n"
       "  -h, --help                this text\n"
       "\n");
   fprintf(
@@ -124,7 +125,8 @@ static void train_usage(FILE *f) {
       "  --context N               positions per window (default 64)\n"
       "  --text FILE               the corpus (default " RP_GPT_DEFAULT_TEXT
       ",\n"
-      "                            from the Debian package fortunes)\n"
+      "                            from the Debian package fortunes; at\n"
+      "                            most --max-bytes, default 1G)\n"
       "  --warmup N                linear warmup steps before the cosine\n"
       "                            decay (default iters/10, at most 100)\n"
       "  --sample N                bytes sampled at the end (default 200)\n"
@@ -317,12 +319,13 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
     c->backend_src = "--backend";
     return rp_cli_parse_backend("train", arg, &c->backend);
   case OPT_PROCS:
-    return rp_cli_parse_u32("train", "--procs", arg, 1, RP_MLP_MAX_PROCS,
-                            &c->mc.procs);
+    c->procs_arg = arg;
+    return RP_CLI_OK;
   case OPT_ITERS:
     return rp_cli_parse_u32("train", "--iters", arg, 1, 100000000, &c->iters);
   case OPT_BATCH:
-    return rp_cli_parse_u32("train", "--batch", arg, 1, 1u << 24, &c->mc.batch);
+    c->batch_arg = arg;
+    return RP_CLI_OK;
   case OPT_HIDDEN:
     return parse_hidden(arg, &c->mc);
   case OPT_LR:
@@ -554,12 +557,17 @@ static int gpt_options(train_cli *c) {
                               "--procs %u / --tp %u is more than --batch %u: "
                               "every data group needs rows of the batch",
                               c->mc.procs, c->tp, c->mc.batch);
-  if (c->mc.procs > RP_GPT_MAX_PROCS || c->mc.batch > RP_GPT_MAX_BATCH)
+  /* the kernels index with int32: the activations and the attention
+   * scores must stay below 2^31 (rp_gpt_config_check) */
+  uint64_t rows = (uint64_t)c->mc.batch * c->context;
+  if (rows * c->width * 4 > (1u << 31) ||
+      rows * c->heads * c->context > (1u << 31))
     return rp_cli_usage_error("train",
-                              "--procs %u --batch %u: --model gpt takes "
-                              "1..%d processors and a batch of 1..%d",
-                              c->mc.procs, c->mc.batch, RP_GPT_MAX_PROCS,
-                              RP_GPT_MAX_BATCH);
+                              "--batch %u x --context %u is too large for "
+                              "the kernels' int32 sizes (batch x context x "
+                              "4 x width and batch x heads x context^2 "
+                              "must stay within 2^31)",
+                              c->mc.batch, c->context);
   /* --dist: checked with the number of ranks, once MPI has started */
   if (!c->dist && rp_gpt_split_check(c->mc.batch, 1, c->mc.procs, c->tp))
     return rp_cli_usage_error("train", "--batch %u over --procs %u: %s",
@@ -612,6 +620,16 @@ static int parse_args(int argc, char **argv, train_cli *c) {
   /* the environment where no option decided (README "Environment") */
   int rc = rp_cli_env_backend_src("train", &c->backend, &c->backend_src);
   if (rc)
+    return rc;
+  /* --procs and --batch in the model's limits (the last one given wins) */
+  if ((c->procs_arg &&
+       (rc = rp_cli_parse_u32("train", "--procs", c->procs_arg, 1,
+                              c->gpt ? RP_GPT_MAX_PROCS : RP_MLP_MAX_PROCS,
+                              &c->mc.procs))) ||
+      (c->batch_arg &&
+       (rc = rp_cli_parse_u32("train", "--batch", c->batch_arg, 1,
+                              c->gpt ? RP_GPT_MAX_BATCH : 1u << 24,
+                              &c->mc.batch))))
     return rc;
   if (c->gpt || (rc = gpt_only(c)))
     return c->gpt ? gpt_options(c) : rc;

@@ -17,6 +17,9 @@ typedef struct train_cli {
   rp_backend_kind backend;
   const char *backend_src; /* "--backend", "REPRISE_BACKEND" or NULL */
   rp_mlp_config mc;        /* also --procs, --batch, --seed of the GPT */
+  /* --procs, --batch as given: parsed once the model (and its limits) is
+   * known */
+  const char *procs_arg, *batch_arg;
   uint32_t iters, log_every;
   uint32_t inflight; /* --inflight: replays kept in flight */
   float lr, lr_decay;

@@ -6,6 +6,7 @@
 #include "reprise.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -151,6 +152,10 @@ static int stdout_written(const char *cmd, int rc) {
 }
 
 int main(int argc, char **argv) {
+  /* a closed pipe on stdout is a failed write (EPIPE), said and exit 1 at
+   * the end (stdout_written), not a silent death that also loses the
+   * files the command was about to write */
+  signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
     usage(stderr);
     return RP_CLI_USAGE;
