@@ -31,8 +31,12 @@ static void capture_dtor(rp_runtime *rt, void *arg) {
 }
 
 /* Before an instance is freed or reallocated: wait for eager ops that
- * touch it, so no task writes into freed memory. */
-static void inst_release(rp_runtime *rt, void *arg, rp_inst inst) {
+ * touch it, so no task writes into freed memory. From a completion
+ * callback an op still pending is RP_EBUSY instead (it may be queued
+ * behind the callback on its worker). The ops' own results do not matter:
+ * finished, they no longer touch the instance. */
+static rp_status inst_release(rp_runtime *rt, void *arg, rp_inst inst,
+                              const char *what) {
   rp_capture_state *cs = arg;
   rp_dep_set toks = {0};
   pthread_mutex_lock(&cs->lock);
@@ -40,12 +44,17 @@ static void inst_release(rp_runtime *rt, void *arg, rp_inst inst) {
   for (uint32_t i = 0; i < toks.n; i++)
     rp__event_retain(rt, (rp_event){toks.v[i].id});
   pthread_mutex_unlock(&cs->lock);
+  rp_status st = RP_OK;
   for (uint32_t i = 0; i < toks.n; i++) {
     rp_event e = {toks.v[i].id};
-    rp_event_wait(rt, e, -1);
+    if (!st && rp__tl_in_callback && rp__event_peek(rt, e) == RP_EAGAIN)
+      st = rp__refuse_in_callback(what);
+    if (!st)
+      (void)rp__event_block(rt, e);
     rp__event_unref(rt, e); /* the reference taken above */
   }
   rp__depset_free(&toks);
+  return st;
 }
 
 rp_capture_state *rp__capture_state(rp_runtime *rt) {

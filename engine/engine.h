@@ -222,8 +222,11 @@ typedef rp_status (*rp_inst_busy_hook)(rp_runtime *rt, void *arg, rp_inst inst,
                                        const char *what);
 void rp__set_inst_busy_hook(rp_runtime *rt, rp_inst_busy_hook fn, void *arg);
 /* Hook the capture layer installs to wait for eager ops touching an instance
- * before it is freed or reallocated. */
-typedef void (*rp_inst_release_hook)(rp_runtime *rt, void *arg, rp_inst inst);
+ * before it is freed or reallocated: RP_OK once none is left, or an error
+ * (with detail; the instance then stays as it was), e.g. RP_EBUSY from a
+ * completion callback where one is still pending. */
+typedef rp_status (*rp_inst_release_hook)(rp_runtime *rt, void *arg,
+                                          rp_inst inst, const char *what);
 void rp__set_inst_release_hook(rp_runtime *rt, rp_inst_release_hook fn,
                                void *arg);
 
@@ -376,6 +379,19 @@ static inline rp_status rp__refuse_in_replay(const char *call) {
     return RP_OK;
   *rp__tl_replay_violation = 1;
   return rp__err(RP_ECONTRACT, "%s called from a task inside a replay", call);
+}
+
+/* RP_OK outside an event's completion callback; inside one, RP_EBUSY
+ * naming `call`: a call that would block there ("cb must not block") may
+ * wait for work queued behind the callback on its own worker. */
+static inline rp_status rp__refuse_in_callback(const char *call) {
+  if (!rp__tl_in_callback)
+    return RP_OK;
+  return rp__err(RP_EBUSY,
+                 "%s would block in an event's completion callback (a "
+                 "callback must not block: it may wait for work queued "
+                 "behind the callback on its worker)",
+                 call);
 }
 
 /* Exec/graph accounting, so runtime destroy can return RP_EBUSY. */

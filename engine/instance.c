@@ -340,9 +340,8 @@ static rp_status lookup_for_change(rp_runtime *rt, rp_inst inst,
     return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown%s", what,
                    (unsigned long long)inst.id, inst_why(rt, inst));
   /* Let eager ops still touching the instance finish first. */
-  if (rt->inst_hook)
-    rt->inst_hook(rt, rt->inst_hook_arg, inst);
-  return RP_OK;
+  return rt->inst_hook ? rt->inst_hook(rt, rt->inst_hook_arg, inst, what)
+                       : RP_OK;
 }
 
 /* Refuses (RP_EBUSY) to change an instance an exec with replays in flight
@@ -408,7 +407,10 @@ rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
 rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
   if (!inout)
     return rp__err(RP_EINVAL, "rp_instance_realloc: NULL argument");
-  rp_status st = lookup_for_change(rt, *inout, "rp_instance_realloc");
+  /* as free: it waits for eager ops and drops the old storage */
+  rp_status st = rp__refuse_in_replay("rp_instance_realloc");
+  if (!st)
+    st = lookup_for_change(rt, *inout, "rp_instance_realloc");
   if (st)
     return st;
   rp_inst_slot *s = inst_lookup(rt, *inout);

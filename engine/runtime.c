@@ -897,6 +897,8 @@ rp_status rp_runtime_drain(rp_runtime *rt) {
   rp_status st = rp__rt_check(rt, "rp_runtime_drain");
   if (!st) /* it waits: from a replay's task it could wait for itself */
     st = rp__refuse_in_replay("rp_runtime_drain");
+  if (!st) /* and a callback's worker for the work queued behind it */
+    st = rp__refuse_in_callback("rp_runtime_drain");
   if (st)
     return st;
   st = drain_layers(rt);
@@ -916,7 +918,8 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
   rp_status cst = rp__rt_check(rt, "rp_runtime_destroy");
   if (cst)
     return cst;
-  if ((cst = rp__refuse_in_replay("rp_runtime_destroy")) != RP_OK)
+  if ((cst = rp__refuse_in_replay("rp_runtime_destroy")) != RP_OK ||
+      (cst = rp__refuse_in_callback("rp_runtime_destroy")) != RP_OK)
     return cst;
   int32_t live = atomic_load(&rt->live_objects);
   if (live > 0) /* an open capture holds its graph */

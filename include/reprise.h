@@ -320,7 +320,7 @@ RP_API rp_status rp_runtime_create(const rp_runtime_config *cfg,
  * nothing freed) while graphs or execs created on it are alive; RP_ECONTRACT
  * from a task inside a replay. When draining fails (the first failing layer's
  * or op's status, e.g. RP_EUNUSABLE) nothing is freed and the runtime stays
- * usable. */
+ * usable. RP_EBUSY from an event's completion callback. */
 RP_API rp_status rp_runtime_destroy(rp_runtime *rt);
 /* The backend actually in use (CPU or CUDA, never AUTO). */
 RP_API rp_backend_kind rp_runtime_backend(const rp_runtime *rt);
@@ -329,7 +329,9 @@ RP_API const char *rp_runtime_backend_reason(const rp_runtime *rt);
 /* Blocks until every eager op issued so far has completed. Errors: the
  * status a layer's drain returned (e.g. communication that failed); the
  * ops issued are still complete or in flight, nothing is cancelled;
- * RP_ECONTRACT from a task inside a replay (it could wait for itself). */
+ * RP_ECONTRACT from a task inside a replay (it could wait for itself),
+ * RP_EBUSY from an event's completion callback (it could wait for work
+ * queued behind the callback). */
 RP_API rp_status rp_runtime_drain(rp_runtime *rt);
 
 /* ------------------------------------------------------------------------ */
@@ -465,16 +467,20 @@ RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
  *    failing never does. Wait for the replays' done events, then retry.
  * A free racing an rp_replay of such an exec on another thread either
  * fails with RP_EBUSY or makes that replay fail with RP_ESTALE.
+ * From an event's completion callback an eager op still pending is
+ * RP_EBUSY instead of a wait (it may be queued behind the callback).
  * Errors (free): RP_ESTALE stale handle, RP_EBUSY as above, RP_ECONTRACT
  * from a task inside a replay. */
 RP_API rp_status rp_instance_free(rp_runtime *rt, rp_inst inst);
 /* Gives the instance fresh storage of the same shape (zeroed) and a new
  * generation; *inout is updated, every older copy of the handle is stale.
  * RP_EBUSY (nothing changed) while a replay in flight uses it (see
- * rp_instance_free). Errors: RP_ESTALE stale handle, RP_EINVAL an external
- * instance (caller memory cannot be replaced), RP_ENOMEM (or the backend's
- * status) when the new storage cannot be allocated; on every error the
- * handle, the generation and the old storage stay. */
+ * rp_instance_free), and like free it waits for eager ops first (RP_EBUSY
+ * from a completion callback). Errors: RP_ESTALE stale handle, RP_EINVAL
+ * an external instance (caller memory cannot be replaced), RP_ENOMEM (or
+ * the backend's status) when the new storage cannot be allocated,
+ * RP_ECONTRACT from a task inside a replay; on every error the handle, the
+ * generation and the old storage stay. */
 RP_API rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout);
 /* The instance's layout. Errors: RP_ESTALE stale handle (*out untouched). */
 RP_API rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
@@ -537,15 +543,19 @@ RP_API rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why);
 /* RP_OK triggered, RP_EAGAIN pending, the poison status, or RP_ESTALE. */
 RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
 /* Waits up to timeout_ns (< 0: forever). Returns RP_OK, the poison status,
- * RP_ETIMEDOUT, RP_ESTALE, or RP_ECONTRACT when called from a task inside a
- * replay. */
+ * RP_ETIMEDOUT, RP_ESTALE, RP_ECONTRACT when called from a task inside a
+ * replay, or RP_EBUSY from an event's completion callback for an event
+ * still pending (timeout_ns 0 polls there as anywhere). */
 RP_API rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns);
 /* Calls cb(arg, status) once e triggers or is poisoned (at once if it already
  * has), on whichever thread triggers it. cb must not block: the calls that
  * would wait for replays in flight (rp_replay with a full window,
  * rp_exec_destroy, rp_exec_update_args, rp_exec_tune, rp_exec_trace_write)
- * return RP_EBUSY from it instead (the replay that completes e may be one
- * of them). Errors:
+ * or for eager work (rp_event_wait on a pending event, rp_runtime_drain,
+ * rp_runtime_destroy, rp_instance_free and rp_instance_realloc of an
+ * instance pending ops use) return RP_EBUSY from it instead (the replay
+ * that completes e may be one of them, and the work waited for may be
+ * queued behind cb on its worker). Errors:
  * RP_EINVAL NULL cb, RP_ESTALE stale handle; cb is not registered then. */
 RP_API rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
                                       void (*cb)(void *arg, rp_status st),

@@ -630,6 +630,66 @@ Test(misuse, a_callback_destroys_a_quiet_exec_and_cannot_tune, .timeout = 60) {
   th_destroy(rt);
 }
 
+/* An eager op's callback on the only worker: the op queued behind it
+ * (which uses inst) cannot run before the callback returns, so the calls
+ * that would wait for it are RP_EBUSY there and change nothing; a poll
+ * (timeout 0) answers. */
+static rp_inst cb_inst;
+static rp_event cb_behind;
+static _Atomic int cb_free_st = 1, cb_realloc_st = 1, cb_wait_st = 1,
+                   cb_poll_st = 1, cb_drain_st = 1, cb_destroy_rt_st = 1;
+static _Atomic int cb_same_handle;
+
+static rp_status seven_task(rp_task_ctx *ctx) {
+  ((float *)rp_ctx_ptr(ctx, 0))[0] = 7.0f;
+  atomic_fetch_add(&runs, 1);
+  return RP_OK;
+}
+
+static void blocking_calls_cb(void *arg, rp_status st) {
+  rp_runtime *rt = arg;
+  (void)st;
+  rp_inst in = cb_inst;
+  atomic_store(&cb_free_st, rp_instance_free(rt, cb_inst));
+  atomic_store(&cb_realloc_st, rp_instance_realloc(rt, &in));
+  atomic_store(&cb_same_handle, in.id == cb_inst.id);
+  atomic_store(&cb_wait_st, rp_event_wait(rt, cb_behind, -1));
+  atomic_store(&cb_poll_st, rp_event_wait(rt, cb_behind, 0));
+  atomic_store(&cb_drain_st, rp_runtime_drain(rt));
+  atomic_store(&cb_destroy_rt_st, rp_runtime_destroy(rt));
+}
+
+Test(misuse, a_callback_cannot_wait_for_work_queued_behind_it, .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id slow = reg(rt, "slow", slow_task, 0);
+  rp_task_id w = reg(rt, "seven", seven_task, 0);
+  atomic_store(&runs, 0);
+  cb_inst = make_inst(rt);
+  rp_event a;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = slow, .proc = 0}, &a));
+  rp_access acc = {cb_inst, RP_WRITE, RP_REDOP_NONE};
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = w, .proc = 0, .accesses = &acc, .naccess = 1},
+      &cb_behind));
+  RP_CHECK(rp_event_on_complete(rt, a, blocking_calls_cb, rt));
+  RP_CHECK(rp_event_wait(rt, cb_behind, 30 * SEC));
+  cr_assert_eq(atomic_load(&cb_free_st), RP_EBUSY);
+  cr_assert_eq(atomic_load(&cb_realloc_st), RP_EBUSY);
+  cr_assert(atomic_load(&cb_same_handle), "a refused realloc moved the handle");
+  cr_assert_eq(atomic_load(&cb_wait_st), RP_EBUSY);
+  cr_assert_eq(atomic_load(&cb_poll_st), RP_ETIMEDOUT);
+  cr_assert_eq(atomic_load(&cb_drain_st), RP_EBUSY);
+  cr_assert_eq(atomic_load(&cb_destroy_rt_st), RP_EBUSY);
+  cr_assert_eq(atomic_load(&runs), 2, "both ops ran");
+  float v[16] = {-1};
+  RP_CHECK(rp_instance_read(rt, cb_inst, v, sizeof v));
+  cr_assert_eq(v[0], 7.0f, "the write task ran on the kept storage");
+  RP_CHECK(rp_event_release(rt, a));
+  RP_CHECK(rp_event_release(rt, cb_behind));
+  RP_CHECK(rp_instance_free(rt, cb_inst)); /* from here it works */
+  th_destroy(rt);
+}
+
 /* A replay's done-event callback runs before the replay leaves the
  * window: rp_replay (window of 1) and rp_exec_destroy from it would wait
  * for that very replay, so they are RP_EBUSY (cb must not block). */

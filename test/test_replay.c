@@ -449,8 +449,9 @@ Test(replay, poisoned_precondition_skips_only_dependents_then_next_works) {
 
 /* A task whose behaviour is chosen per replay through an interpolated
  * argument: 0 ok, 1 fail, 2 launch a task, 3 wait on an event, 4 drain
- * the runtime, 5 destroy a graph, 6 free an instance (mode_graph and
- * mode_inst: live ones, which the refused calls leave alive). */
+ * the runtime, 5 destroy a graph, 6 free an instance, 7 reallocate it
+ * (mode_graph and mode_inst: live ones, which the refused calls leave
+ * alive and unchanged). */
 typedef struct mode_args {
   int32_t mode;
   rp_task_id self;
@@ -484,6 +485,11 @@ static rp_status mode_task(rp_task_ctx *ctx) {
     return rp_graph_destroy(mode_graph) == RP_ECONTRACT ? RP_OK : RP_EINVAL;
   case 6:
     return rp_instance_free(rt, mode_inst) == RP_ECONTRACT ? RP_OK : RP_EINVAL;
+  case 7: { /* it drops the storage eager ops may still use */
+    rp_inst in = mode_inst;
+    rp_status st = rp_instance_realloc(rt, &in);
+    return st == RP_ECONTRACT && in.id == mode_inst.id ? RP_OK : RP_EINVAL;
+  }
   default:
     return RP_OK;
   }
@@ -530,10 +536,10 @@ Test(replay, failing_task_and_contract_violations_complete_with_errors) {
   static const rp_status want[] = {RP_OK, RP_ETASK,     RP_OK, RP_ECONTRACT,
                                    RP_OK, RP_ECONTRACT, RP_OK, RP_ECONTRACT,
                                    RP_OK, RP_ECONTRACT, RP_OK, RP_ECONTRACT,
-                                   RP_OK};
-  static const int32_t modes[] = {0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0};
+                                   RP_OK, RP_ECONTRACT, RP_OK};
+  static const int32_t modes[] = {0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0};
   int expect_runs = 0;
-  for (int i = 0; i < 13; i++) {
+  for (int i = 0; i < 15; i++) {
     rp_event done;
     RP_CHECK(rp_replay(
         ex, &(rp_replay_args){.args = &modes[i], .args_size = sizeof modes[i]},
