@@ -932,6 +932,12 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   rp_gpt_ckpt info;
   memset(&info, 0, sizeof info);
   const char *path = th_tmp_path("w.ckpt");
+  RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL); /* bytes all 0 */
+  cr_assert(strstr(rp_error_detail(), "vocabulary byte 1 (0x00) does not "
+                                      "follow byte 0 (0x00)"),
+            "%s", rp_error_detail());
+  for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
+    info.bytes[i] = (uint8_t)i;
   info.lr = NAN; /* the reader would refuse it: not written */
   RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "rp_gpt_save: lr = nan"), "%s",
@@ -986,6 +992,60 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "bad header"), "%s", rp_error_detail());
+  pl[0] = 2;
+  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn)); /* as saved: reads */
+  RP_CHECK(rp_gpt_ckpt_read(path, &c2));
+  rp_gpt_ckpt_free(&c2);
+  uint32_t batch;
+  memcpy(&batch, pl + 20, 4);
+  memset(pl + 20, 0, 4); /* batch 0 */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "bad header") &&
+                strstr(rp_error_detail(), "batch 0"),
+            "%s", rp_error_detail());
+  memcpy(pl + 20, &batch, 4);
+  pl[48 + 5] = pl[48 + 4]; /* a vocabulary byte twice */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "vocabulary byte 5 (0x04) does not "
+                                      "follow byte 4 (0x04)"),
+            "%s", rp_error_detail());
+  pl[48 + 5] = 5;
+  const float nan = NAN; /* a weight not finite */
+  memcpy(pl + pn - 4 * 7, &nan, 4);
+  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "is nan: a checkpoint holds finite "
+                                      "values only"),
+            "%s", rp_error_detail());
+  /* the kind field: NUL after the name, up to its 16th byte */
+  memset(pl + pn - 4 * 7, 0, 4);
+  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  char *sealed = th_read_all(path, &len);
+  sealed[31] = 'x';
+  uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, sealed, 40),
+                          sealed + RP_CKPT_HEAD, len - RP_CKPT_HEAD);
+  memcpy(sealed + 40, &h, 8); /* little-endian, as the container's */
+  put_bytes(path, sealed, len);
+  free(sealed);
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "byte 15 of the kind field is 0x78"),
+            "%s", rp_error_detail());
+  /* a model whose weights are not finite is not saved */
+  float *w0 = calloc(2048, sizeof *w0); /* wte: 64 x 32 */
+  cr_assert_not_null(w0);
+  RP_CHECK(rp_gpt_tensor_read(t.m, 0, RP_GPT_WEIGHT, w0, 2048));
+  float keep = w0[0];
+  w0[0] = INFINITY;
+  RP_CHECK(rp_gpt_tensor_write(t.m, 0, RP_GPT_WEIGHT, w0, 2048));
+  RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "value 0 of the weights and AdamW "
+                                      "moments is inf"),
+            "%s", rp_error_detail());
+  w0[0] = keep;
+  RP_CHECK(rp_gpt_tensor_write(t.m, 0, RP_GPT_WEIGHT, w0, 2048));
+  free(w0);
   /* and the MLP refuses a GPT checkpoint by its kind */
   RP_CHECK(rp_gpt_save(t.m, path, &info));
   rp_mlp_ckpt mc;
@@ -1009,6 +1069,8 @@ Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
   tg_init(&t, &fx, RP_BACKEND_CPU, 1, 1);
   rp_gpt_ckpt info;
   memset(&info, 0, sizeof info);
+  for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
+    info.bytes[i] = (uint8_t)i;
   info.step = 7;
   const char *path = th_tmp_path("w.ckpt");
   RP_CHECK(rp_gpt_save(t.m, path, &info));

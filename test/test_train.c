@@ -6,7 +6,11 @@
  * data files. */
 #include "train_common.h"
 
+#include "train/ckpt.h"
+
+#include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -1049,6 +1053,65 @@ Test(train, a_checkpoint_resumes_exactly_with_shuffling) {
   rp_mlp_ckpt_free(&ck);
   RP_CHECK(rp_exec_destroy(ex));
   free(whole), free(res);
+  tw_fini(&w);
+  unlink(path);
+}
+
+/* Resealed (valid checksums) but not what a save writes: a batch of 0,
+ * flags beyond bit 0, a weight not finite are refused naming the file; a
+ * model whose weights are not finite is not saved. */
+static void reseal_mlp(const char *path, unsigned char *rec, size_t n) {
+  uint64_t h = rp_fnv1a64(RP_FNV64_INIT, rec, n - 8);
+  memcpy(rec + n - 8, &h, 8); /* little-endian, as the record's */
+  RP_CHECK(rp_ckpt_save(path, "mlp", 1, rec, n));
+}
+
+Test(train, checkpoints_of_bad_values_are_refused) {
+  char path[64];
+  tmp_path(path, sizeof path, "ckpt_bad");
+  rp_mlp_config c;
+  tw_config(&c, 1);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  rp_mlp_ckpt_info info = {.step = 1, .lr = 0.1f};
+  RP_CHECK(rp_mlp_save(w.m, path, &info));
+  size_t len;
+  char *file = th_read_all(path, &len);
+  size_t n = len - RP_CKPT_HEAD;
+  unsigned char *rec = malloc(n);
+  cr_assert_not_null(rec);
+  memcpy(rec, file + RP_CKPT_HEAD, n);
+  reseal_mlp(path, rec, n); /* as saved: reads */
+  rp_mlp_ckpt ck;
+  RP_CHECK(rp_mlp_ckpt_read(path, &ck));
+  rp_mlp_ckpt_free(&ck);
+  static const struct {
+    size_t at;
+    uint32_t v;
+    const char *want;
+  } bad[] = {{32, 0, "bad header: batch 0 (need 1..16777216)"},
+             {36, 2, "flags 0x2 (bit 0 alone is defined)"},
+             {64, 0x7fc00000u, "value 0 of the weights and momenta is nan"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memcpy(rec, file + RP_CKPT_HEAD, n);
+    memcpy(rec + bad[i].at, &bad[i].v, 4);
+    reseal_mlp(path, rec, n);
+    RP_EXPECT(rp_mlp_ckpt_read(path, &ck), RP_EFORMAT);
+    cr_assert(strstr(rp_error_detail(), bad[i].want) &&
+                  strstr(rp_error_detail(), path),
+              "case %zu: %s", i, rp_error_detail());
+  }
+  memcpy(rec, file + RP_CKPT_HEAD, n); /* a NaN weight in the model */
+  reseal_mlp(path, rec, n);
+  RP_CHECK(rp_mlp_ckpt_read(path, &ck));
+  ck.params[3] = INFINITY;
+  RP_CHECK(rp_mlp_ckpt_apply(w.m, &ck));
+  RP_EXPECT(rp_mlp_save(w.m, path, &info), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "value 3 of the weights and momenta "
+                                      "is inf"),
+            "%s", rp_error_detail());
+  rp_mlp_ckpt_free(&ck);
+  free(rec), free(file);
   tw_fini(&w);
   unlink(path);
 }

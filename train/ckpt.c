@@ -129,6 +129,14 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
                         "is corrupt",
                         path, (unsigned long long)get64(b + 40),
                         (unsigned long long)h);
+  /* the kind: its name, then NUL up to the 16th byte */
+  size_t kl = strlen(fk);
+  for (size_t i = kl; i <= RP_CKPT_KIND_MAX; i++)
+    if (b[16 + i])
+      return rp_error_set(RP_EFORMAT,
+                          "%s: a damaged header: byte %zu of the kind field "
+                          "is 0x%02x after its name '%s' (NUL padding)",
+                          path, i, b[16 + i], fk);
   if (!kind || strcmp(fk, kind) != 0)
     return rp_error_set(RP_EFORMAT,
                         "%s: a '%s' checkpoint, not a '%s' one "

@@ -2714,6 +2714,13 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
     return rp_error_set(RP_EINVAL, "rp_gpt_save: lr = %g (need finite)",
                         (double)info->lr);
   const rp_gpt_config *c = &m->cfg;
+  for (uint32_t i = 1; i < c->vocab; i++) /* and this */
+    if (info->bytes[i] <= info->bytes[i - 1])
+      return rp_error_set(RP_EINVAL,
+                          "rp_gpt_save: vocabulary byte %u (0x%02x) does not "
+                          "follow byte %u (0x%02x) (need distinct bytes in "
+                          "increasing order)",
+                          i, info->bytes[i], i - 1, info->bytes[i - 1]);
   size_t nf = 3 * rp_gpt_param_count(m);
   size_t size = CKPT_HEAD + c->vocab + 4 * nf;
   unsigned char *b = calloc(size, 1);
@@ -2728,6 +2735,12 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
       st = rp_gpt_tensor_read(m, i, (rp_gpt_slot)s, q, numel(&m->info[i]));
       q += numel(&m->info[i]);
     }
+  for (size_t i = 0; !st && i < nf; i++) /* the reader would refuse it */
+    if (!isfinite(p[i]))
+      st = rp_error_set(RP_EINVAL,
+                        "rp_gpt_save: value %zu of the weights and AdamW "
+                        "moments is %g (need finite)",
+                        i, (double)p[i]);
   if (!st) {
     uint32_t h[] = {c->layers, c->heads, c->width,  c->context,
                     c->vocab,  c->batch, info->step};
@@ -2773,14 +2786,16 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
   c->iters = get32(b + 36);
   c->seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
   if (c->layers < 1 || c->layers > RP_GPT_MAX_LAYERS || c->heads < 1 ||
-      c->width < 1 || c->width > RP_GPT_MAX_WIDTH || c->width % c->heads ||
-      c->context < 1 || c->context > RP_GPT_MAX_CONTEXT || c->vocab < 2 ||
-      c->vocab > RP_GPT_MAX_VOCAB || !isfinite(c->lr))
+      c->heads > 256 || c->width < 1 || c->width > RP_GPT_MAX_WIDTH ||
+      c->width % c->heads || c->context < 1 ||
+      c->context > RP_GPT_MAX_CONTEXT || c->vocab < 2 ||
+      c->vocab > RP_GPT_MAX_VOCAB || c->batch < 1 ||
+      c->batch > RP_GPT_MAX_BATCH || !isfinite(c->lr) || c->lr < 0)
     return rp_error_set(RP_EFORMAT,
                         "%s: bad header (layers %u, heads %u, "
-                        "width %u, context %u, vocab %u, lr %g)",
+                        "width %u, context %u, vocab %u, batch %u, lr %g)",
                         path, c->layers, c->heads, c->width, c->context,
-                        c->vocab, (double)c->lr);
+                        c->vocab, c->batch, (double)c->lr);
   uint64_t want = CKPT_HEAD + c->vocab +
                   4 * ckpt_floats(c->layers, c->width, c->context, c->vocab);
   if (n != want)
@@ -2792,6 +2807,14 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         c->layers, c->width, c->context, c->vocab,
                         (unsigned long long)want, n);
   memcpy(c->bytes, b + CKPT_HEAD, c->vocab);
+  /* the bytes present in a text, in increasing order (rp_text) */
+  for (uint32_t i = 1; i < c->vocab; i++)
+    if (c->bytes[i] <= c->bytes[i - 1])
+      return rp_error_set(RP_EFORMAT,
+                          "%s: vocabulary byte %u (0x%02x) does not follow "
+                          "byte %u (0x%02x): a vocabulary holds distinct "
+                          "bytes in increasing order",
+                          path, i, c->bytes[i], i - 1, c->bytes[i - 1]);
   return RP_OK;
 }
 
@@ -2821,7 +2844,12 @@ rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
       st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
   }
   for (size_t i = 0; !st && i < c.ndata; i++)
-    c.data[i] = getf(b + CKPT_HEAD + c.vocab + 4 * i);
+    if (!isfinite(c.data[i] = getf(b + CKPT_HEAD + c.vocab + 4 * i)))
+      st = rp_error_set(RP_EFORMAT,
+                        "%s: value %zu of the weights and AdamW moments is "
+                        "%g: a checkpoint holds finite values only (saved "
+                        "from a run that had diverged?)",
+                        path, i, (double)c.data[i]);
   free(buf);
   if (!st)
     *out = c;

@@ -407,7 +407,9 @@ typedef struct rp_gpt_ckpt {
 } rp_gpt_ckpt;
 /* Writes m's weights and moments with info's step, schedule and
  * vocabulary (the rest of info is ignored). Errors: those of rp_ckpt_save
- * (the file at path is then unchanged), RP_ENOMEM. */
+ * (the file at path is then unchanged), RP_ENOMEM, RP_EINVAL (nothing
+ * written) for what rp_gpt_ckpt_read would refuse: an lr, weight or moment
+ * that is not finite, a vocabulary not in strictly increasing order. */
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
 /* Reads a checkpoint into *out (free with rp_gpt_ckpt_free). Errors name
  * the file: those of rp_ckpt_load (not a checkpoint, another model's kind,

@@ -1376,6 +1376,12 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
   float *p = calloc(nf ? nf : 1, sizeof *p);
   rp_status st = b && p ? ckpt_move(m, p, 0)
                         : rp_error_set(RP_ENOMEM, "rp_mlp_save: out of memory");
+  for (size_t i = 0; !st && i < nf; i++) /* the reader would refuse it */
+    if (!isfinite(p[i]))
+      st = rp_error_set(RP_EINVAL,
+                        "rp_mlp_save: value %zu of the weights and momenta "
+                        "is %g (need finite)",
+                        i, (double)p[i]);
   if (!st) {
     memcpy(b, CKPT_MAGIC, 8);
     put32(b + 8, 1);
@@ -1460,6 +1466,11 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
   c->info.momentum = getf(b + 28);
   c->info.batch = get32(b + 32);
   c->info.shuffle = get32(b + 36) & 1u;
+  if (get32(b + 36) > 1u || c->info.batch < 1 || c->info.batch > 1u << 24)
+    return rp_error_set(RP_EFORMAT,
+                        "%s: bad header: batch %u (need 1..%u), flags %#x "
+                        "(bit 0 alone is defined)",
+                        path, c->info.batch, 1u << 24, get32(b + 36));
   c->info.seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
   if (!isfinite(c->info.lr) || !isfinite(c->info.lr_decay) ||
       !(c->info.momentum >= 0.0f && c->info.momentum < 1.0f))
@@ -1504,7 +1515,12 @@ rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
   }
   size_t head = CKPT_HEAD + 4 * ((size_t)c.layers + 1);
   for (size_t i = 0; !st && i < c.nparams; i++)
-    c.params[i] = getf(b + head + 4 * i);
+    if (!isfinite(c.params[i] = getf(b + head + 4 * i)))
+      st = rp_error_set(RP_EFORMAT,
+                        "%s: value %zu of the weights and momenta is %g: a "
+                        "checkpoint holds finite values only (saved from a "
+                        "run that had diverged?)",
+                        path, i, (double)c.params[i]);
   free(buf);
   if (!st)
     *out = c;
