@@ -277,7 +277,8 @@ static rp_status setup_gpu_workspace(rp_exec *ex, const rp_gop *op,
 static rp_status setup_workspace(rp_exec *ex, const rp_gop *op,
                                  rp_unit *first) {
   size_t align = op->ws_align ? op->ws_align : 64;
-  size_t guard = RP_DEBUG ? GUARD_BYTES : 0;
+  /* a model's memory is addresses only: nothing to guard */
+  size_t guard = RP_DEBUG && !rp__runtime_is_model(ex->rt) ? GUARD_BYTES : 0;
   size_t slice, total;
   if (!rp__add_ok(op->ws_bytes, guard, &slice) ||
       !rp__align_up_ok(slice, align, &slice) ||

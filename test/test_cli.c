@@ -217,6 +217,35 @@ Test(cli, a_stdout_pipe_without_reader_is_exit_1, .timeout = 120) {
   unlink(ckpt);
 }
 
+/* A task with a workspace, read on a model of the machine: dump's
+ * schedule instantiates it, and nothing is written into the model's
+ * addresses (debug builds wrote guard bytes there: a crash under ASan). */
+Test(cli, dump_schedule_of_a_task_with_a_workspace) {
+  static const char file[] =
+      "{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {"
+      "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1, "
+      "\"dtype\": \"f32\", \"lo\": [0], \"hi\": [15], \"strides\": [1], "
+      "\"name\": \"x\"}],"
+      "\"ops\": [{\"id\": 0, \"kind\": \"task\", \"task\": \"t.ws\", "
+      "\"proc\": 0, \"shards\": 2, \"shard_procs\": null, "
+      "\"workspace_bytes\": 4096, \"workspace_align\": 0, \"cost_ns\": 0, "
+      "\"args\": \"\", \"accesses\": [{\"inst\": 0, \"priv\": \"RW\", "
+      "\"redop\": \"none\"}], \"interps\": [], \"name\": \"step.ws\"}],"
+      "\"edges\": [], \"preconditions\": [], \"postconditions\": [],"
+      "\"machine\": {\"cpus\": 2, \"gpus\": [], \"mems\": ["
+      "{\"mem\": \"system\", \"device\": -1}]}}}\n";
+  char path[] = "/tmp/rp_cli_ws_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(write(fd, file, sizeof file - 1), (ssize_t)(sizeof file - 1));
+  close(fd);
+  cli_run r;
+  RUN(&r, "dump", path, "--schedule");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "step.ws"), "%s", r.out);
+  unlink(path);
+}
+
 Test(cli, bench_without_benchmarks_says_so_in_one_line_and_exits_1) {
 #ifdef REPRISE_HAVE_BENCH
   cr_skip_test("built with benchmarks: this case is for -DREPRISE_BENCH=OFF");
