@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1338,6 +1339,203 @@ Test(plot, without_gnuplot_or_with_bad_input_says_why) {
   free(kept);
   th_tmpdir_remove();
 }
+
+#ifdef REPRISE_HAVE_CJSON
+/* A gnuplot that keeps the script it is given in dir/script.gp and draws
+ * a stub SVG: what plot asks for, without a real gnuplot. Sets
+ * REPRISE_GNUPLOT; returns the script's path. */
+static const char *fake_gnuplot(void) {
+  static char gp[512], script[512];
+  snprintf(gp, sizeof gp, "%s", th_tmp_path("gnuplot"));
+  snprintf(script, sizeof script, "%s", th_tmp_path("script.gp"));
+  FILE *f = fopen(gp, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "#!/bin/sh\ncat >'%s'\necho '<svg></svg>'\n", script);
+  fclose(f);
+  cr_assert_eq(chmod(gp, 0755), 0);
+  setenv("REPRISE_GNUPLOT", gp, 1);
+  return script;
+}
+
+/* The script's data block of series i ("$sI << EOD" ... "EOD"), NUL
+ * terminated in place; NULL when there is none. */
+static char *data_block(char *script, unsigned i) {
+  char head[32];
+  snprintf(head, sizeof head, "$s%u << EOD\n", i);
+  char *p = strstr(script, head);
+  if (!p)
+    return NULL;
+  p += strlen(head);
+  char *end = strstr(p, "EOD\n");
+  cr_assert_not_null(end, "series %u's block does not end", i);
+  *end = 0;
+  return p;
+}
+
+static unsigned count_lines(const char *s) {
+  unsigned n = 0;
+  for (; *s; s++)
+    n += *s == '\n';
+  return n;
+}
+
+/* 3000 rows of one series, sizes descending, each size twice (the
+ * second row's ns lower): the points come out by size, equal sizes in the
+ * rows' order (a stable sort, not one by ns). */
+Test(plot, bench_points_sort_by_size_ties_in_row_order) {
+  make_tmpdir();
+  char rows[512];
+  snprintf(rows, sizeof rows, "%s", th_tmp_path("rows.json"));
+  const char *script = fake_gnuplot();
+  const unsigned sizes = 1500;
+  FILE *f = fopen(rows, "w");
+  cr_assert_not_null(f);
+  fputc('[', f);
+  for (unsigned k = sizes; k >= 1; k--)
+    for (unsigned t = 0; t < 2; t++)
+      fprintf(f,
+              "%s{\"workload\": \"chain\", \"mode\": \"replay\", "
+              "\"nodes\": %u, \"ns_per_task_median\": %u}\n",
+              k == sizes && !t ? "" : ",", k, 2 * k + 1 - t);
+  fputs("]\n", f);
+  fclose(f);
+  cli_run r;
+  RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("b.svg"));
+  unsetenv("REPRISE_GNUPLOT");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  char *s = th_read_all(script, NULL);
+  char *data = data_block(s, 0);
+  cr_assert_not_null(data, "no data in:\n%.2000s", s);
+  cr_assert_null(data_block(data + strlen(data) + 4, 1), "a second series");
+  cr_assert_eq(count_lines(data), 2 * sizes);
+  char *line = data;
+  for (unsigned k = 1; k <= sizes; k++)
+    for (unsigned t = 0; t < 2; t++) {
+      unsigned x, y;
+      cr_assert_eq(sscanf(line, "%u %u", &x, &y), 2, "%.80s", line);
+      cr_assert(x == k && y == 2 * k + 1 - t, "point %u: '%u %u', want '%u %u'",
+                2 * (k - 1) + t, x, y, k, 2 * k + 1 - t);
+      line = strchr(line, '\n') + 1;
+    }
+  free(s);
+  th_tmpdir_remove();
+}
+
+/* 1e999 parses as infinity: refused, naming the file and the entry. */
+Test(plot, train_refuses_non_finite_numbers) {
+  make_tmpdir();
+  char tim[512];
+  snprintf(tim, sizeof tim, "%s", th_tmp_path("t.json"));
+  fake_gnuplot();
+  static const char *const bad[][2] = {
+      {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5}, "
+       "{\"iteration\": 1, \"mode\": \"replay\", \"ns\": 1e999}",
+       ": iterations[1]: \"ns\": expected a finite number > 0"},
+      {"{\"iteration\": 1e999, \"mode\": \"replay\", \"ns\": 5}",
+       ": iterations[0]: \"iteration\": expected a finite number >= 0"},
+      {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": -1e999}",
+       ": iterations[0]: \"ns\": expected a finite number > 0"}};
+  cli_run r;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char text[512], want[600];
+    snprintf(text, sizeof text,
+             "{\"format\": \"reprise-timings\", \"version\": 1, "
+             "\"iterations\": [%s]}",
+             bad[i][0]);
+    write_text(tim, text);
+    snprintf(want, sizeof want, "reprise plot: %s%s", tim, bad[i][1]);
+    RUN(&r, "plot", "--train", tim, "-o", th_tmp_path("t.svg"));
+    cr_assert_eq(r.status, 1, "case %zu: %s", i, r.err);
+    cr_assert(strstr(r.err, want), "case %zu: no '%s' in %s", i, want, r.err);
+  }
+  unsetenv("REPRISE_GNUPLOT");
+  th_tmpdir_remove();
+}
+
+/* Names that share their first 100+ bytes are different series (the
+ * whole name compared), their legends cut in the middle for display. */
+Test(plot, long_names_sharing_a_prefix_are_different_series) {
+  make_tmpdir();
+  char tim[512], rows[512], pre[201];
+  snprintf(tim, sizeof tim, "%s", th_tmp_path("t.json"));
+  snprintf(rows, sizeof rows, "%s", th_tmp_path("rows.json"));
+  const char *script = fake_gnuplot();
+  memset(pre, 'm', 200);
+  pre[200] = 0;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  cr_assert_not_null(f);
+  fputs("{\"format\": \"reprise-timings\", \"version\": 1, \"iterations\": [",
+        f);
+  for (unsigned i = 0; i < 6; i++)
+    fprintf(f, "%s{\"iteration\": %u, \"mode\": \"%s%u\", \"ns\": 1000}",
+            i ? ", " : "", i, pre, i % 3);
+  fputs("]}\n", f);
+  fclose(f);
+  write_text(tim, text);
+  free(text);
+  cli_run r;
+  RUN(&r, "plot", "--train", tim, "-o", th_tmp_path("t.svg"));
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  char *s = th_read_all(script, NULL);
+  for (unsigned i = 0; i < 3; i++) {
+    char *data = data_block(s, i);
+    cr_assert_not_null(data, "no series %u", i);
+    cr_assert_eq(count_lines(data), 2, "series %u: %s", i, data);
+    data[strlen(data)] = 'E'; /* the block's end back for the next */
+  }
+  cr_assert_null(data_block(s, 3), "a fourth series:\n%s", s);
+  for (unsigned i = 0; i < 3; i++) {
+    char legend[128];
+    snprintf(legend, sizeof legend, "title '%.60s...%.31s%u'", pre, pre, i);
+    cr_assert(strstr(s, legend), "no legend %u in:\n%s", i, s);
+  }
+  free(s);
+  /* bench rows: two workloads with one long prefix, two series */
+  f = fopen(rows, "w");
+  cr_assert_not_null(f);
+  fprintf(f,
+          "[{\"workload\": \"%sa\", \"mode\": \"replay\", \"nodes\": 10, "
+          "\"ns_per_task_median\": 5},\n"
+          " {\"workload\": \"%sb\", \"mode\": \"replay\", \"nodes\": 10, "
+          "\"ns_per_task_median\": 7}]\n",
+          pre, pre);
+  fclose(f);
+  RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("b.svg"));
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  s = th_read_all(script, NULL);
+  cr_assert(strstr(s, "a replay'") && strstr(s, "b replay'"), "%s", s);
+  cr_assert(strstr(s, "$s0 << EOD\n10 5\nEOD\n$s1 << EOD\n10 7\nEOD\n"), "%s",
+            s);
+  free(s);
+  unsetenv("REPRISE_GNUPLOT");
+  th_tmpdir_remove();
+}
+
+/* --bench's errors name the file, as --train's do. */
+Test(plot, bench_errors_name_the_file) {
+  make_tmpdir();
+  char rows[512], want[600];
+  snprintf(rows, sizeof rows, "%s", th_tmp_path("rows.json"));
+  fake_gnuplot();
+  static const char *const bad[][2] = {
+      {"{\"rows\": []}", "not bench rows (want the JSON array"},
+      {"[{\"workload\": \"a\"}]", "nothing to plot: no DAG workload rows"},
+      {"{\"format\": \"reprise-timings\"}",
+       "a train timings file, not bench rows"}};
+  cli_run r;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    write_text(rows, bad[i][0]);
+    RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("b.svg"));
+    cr_assert_eq(r.status, 1, "case %zu: %s", i, r.err);
+    snprintf(want, sizeof want, "reprise plot: %s: %s", rows, bad[i][1]);
+    cr_assert(strstr(r.err, want), "case %zu: no '%s' in %s", i, want, r.err);
+  }
+  unsetenv("REPRISE_GNUPLOT");
+  th_tmpdir_remove();
+}
+#endif
 
 Test(plot, bench_sweeps_sizes_and_plots_them, .timeout = 300) {
 #ifndef REPRISE_HAVE_BENCH

@@ -395,7 +395,7 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
       {"{\"traceEvents\": [" EV("0.5", "1") "]}", "traceEvents[0] is an"},
       {"{\"traceEvents\": [" EV("-1", "1") "]}", "traceEvents[0] is an"},
       {"{\"traceEvents\": [" EV("0", "-5") "]}",
-       "traceEvents[0] is an \"X\" event with a tid, ts or dur out of range"},
+       "traceEvents[0] is an \"X\" event whose dur is negative"},
       {"", "': not JSON: an empty file"}};
 #undef EV
   for (size_t i = 0; i < sizeof malformed / sizeof *malformed; i++) {
@@ -454,6 +454,59 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
     cr_assert_eq(r.status, crit ? 1 : 2, "%s with a graph: %s", extra[i][0],
                  r.err);
   }
+}
+
+/* Times and thread ids the summary would misread are refused, the event
+ * named: a negative ts or dur, a tid that is not a whole number in
+ * 0..2^32-1 (in "X" events and in the "thread_name" metadata naming a
+ * track); the largest tid passes. */
+Test(views, bad_times_and_tids_are_named, .init = setup, .fini = teardown) {
+  const char *bad = th_tmp_path("bad.json");
+#define META(tid)                                                              \
+  "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": " tid       \
+  ", \"args\": {\"name\": \"worker 1\"}}"
+#define EVT(tid, ts, dur)                                                      \
+  "{\"ph\": \"X\", \"name\": \"a\", \"cat\": \"task\", \"tid\": " tid          \
+  ", \"ts\": " ts ", \"dur\": " dur ", \"args\": {\"op\": 0}}"
+  static const char *const cases[][2] = {
+      {EVT("0", "-5", "1"), "traceEvents[0] is an \"X\" event whose ts is "
+                            "negative or not finite"},
+      {EVT("0", "1e999", "1"), "traceEvents[0] is an \"X\" event whose ts"},
+      {EVT("0", "0", "-0.5"), "traceEvents[0] is an \"X\" event whose dur is "
+                              "negative"},
+      {EVT("1.7", "0", "1"), "traceEvents[0] is an \"X\" event whose tid is "
+                             "not a whole number in 0..4294967295"},
+      {EVT("4294967296", "0", "1"), "traceEvents[0] is an \"X\" event whose "
+                                    "tid"},
+      {EVT("-1", "0", "1"), "traceEvents[0] is an \"X\" event whose tid"},
+      {META("-1.0") ", " EVT("0", "0", "1"),
+       "traceEvents[0] is a \"thread_name\" event whose tid is not a whole "
+       "number in 0..4294967295"},
+      {META("1e20") ", " EVT("0", "0", "1"),
+       "traceEvents[0] is a \"thread_name\" event whose tid"},
+      {EVT("0", "0", "1") ", " META("4294967296"),
+       "traceEvents[1] is a \"thread_name\" event whose tid"},
+      {META("0.5") ", " EVT("0", "0", "1"),
+       "traceEvents[0] is a \"thread_name\" event whose tid"},
+      {META("\"1\"") ", " EVT("0", "0", "1"),
+       "traceEvents[0] is a \"thread_name\" event whose tid"}};
+  cli_run r;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char text[1024];
+    snprintf(text, sizeof text, "{\"traceEvents\": [%s]}", cases[i][0]);
+    write_text(bad, text);
+    RUN(&r, "dump", "--trace", bad, "--summary");
+    cr_assert_eq(r.status, 1, "case %zu: %s", i, r.err);
+    cr_assert(strstr(r.err, cases[i][1]), "case %zu: no '%s' in %s", i,
+              cases[i][1], r.err);
+    HAS(r.err, "is not a reprise trace");
+  }
+  write_text(bad, "{\"traceEvents\": [" META("4294967295") ", " EVT(
+                      "4294967295", "0", "1") "]}");
+  RUN(&r, "dump", "--trace", bad, "--summary");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+#undef META
+#undef EVT
 }
 
 /* ---- summary ---- */

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@
 /* ---- one series of points ---- */
 
 typedef struct series {
-  char name[96];
+  char *name;       /* whole: series are told apart by it (gp_legend cuts) */
   int group, style; /* colour (workload) and dash (mode) indices */
   double *x, *y;
   uint32_t n, cap;
@@ -55,6 +56,7 @@ typedef struct plot {
 
 static void plot_free(plot *p) {
   for (uint32_t i = 0; i < p->n; i++) {
+    free(p->s[i].name);
     free(p->s[i].x);
     free(p->s[i].y);
   }
@@ -66,13 +68,16 @@ static series *series_get(plot *p, const char *name, int group, int style) {
   for (uint32_t i = 0; i < p->n; i++)
     if (!strcmp(p->s[i].name, name))
       return &p->s[i];
-  series *s = realloc(p->s, sizeof *s * (p->n + 1));
-  if (!s)
+  char *copy = strdup(name);
+  series *s = copy ? realloc(p->s, sizeof *s * (p->n + 1)) : NULL;
+  if (!s) {
+    free(copy);
     return NULL;
+  }
   p->s = s;
   s = &p->s[p->n++];
   memset(s, 0, sizeof *s);
-  snprintf(s->name, sizeof s->name, "%s", name);
+  s->name = copy;
   s->group = group;
   s->style = style;
   return s;
@@ -95,14 +100,36 @@ static int series_add(series *s, double x, double y) {
   return 0;
 }
 
-/* Points in x order (the bench emits sizes in the order given). */
-static void series_sort(series *s) {
-  for (uint32_t i = 1; i < s->n; i++)
-    for (uint32_t j = i; j > 0 && s->x[j - 1] > s->x[j]; j--) {
-      double tx = s->x[j], ty = s->y[j];
-      s->x[j] = s->x[j - 1], s->y[j] = s->y[j - 1];
-      s->x[j - 1] = tx, s->y[j - 1] = ty;
-    }
+typedef struct point {
+  double x, y;
+  uint32_t at; /* its place in the input */
+} point;
+
+static int cmp_num(double a, double b) {
+  return a < b ? -1 : a > b; /* inputs are finite (no NaN from cJSON) */
+}
+
+/* x, then input order: a total order, so qsort is stable (as the
+ * insertion sort it replaced: equal sizes keep the rows' order). */
+static int cmp_point(const void *pa, const void *pb) {
+  const point *a = pa, *b = pb;
+  int c = cmp_num(a->x, b->x);
+  return c ? c : (a->at > b->at) - (a->at < b->at);
+}
+
+/* Points in x order (the bench emits sizes in the order given). -1 out of
+ * memory. */
+static int series_sort(series *s) {
+  point *pt = malloc(sizeof *pt * (s->n ? s->n : 1));
+  if (!pt)
+    return -1;
+  for (uint32_t i = 0; i < s->n; i++)
+    pt[i] = (point){s->x[i], s->y[i], i};
+  qsort(pt, s->n, sizeof *pt, cmp_point);
+  for (uint32_t i = 0; i < s->n; i++)
+    s->x[i] = pt[i].x, s->y[i] = pt[i].y;
+  free(pt);
+  return 0;
 }
 
 /* ---- gnuplot ---- */
@@ -211,15 +238,42 @@ static const char *terminal_for(const char *cmd, const char *gp,
   return NULL;
 }
 
-/* A gnuplot single-quoted string: no escapes inside, '' is a quote. */
+/* n bytes of s in a gnuplot single-quoted string: no escapes inside, ''
+ * is a quote; control bytes are dropped. */
+static void gp_put(FILE *f, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '\'')
+      fputc('\'', f);
+    if ((unsigned char)s[i] >= 0x20)
+      fputc(s[i], f);
+  }
+}
+
 static void gp_str(FILE *f, const char *s) {
   fputc('\'', f);
-  for (; *s; s++) {
-    if (*s == '\'')
-      fputc('\'', f);
-    if ((unsigned char)*s >= 0x20)
-      fputc(*s, f);
+  gp_put(f, s, strlen(s));
+  fputc('\'', f);
+}
+
+#define UTF8_CONT(c) (((unsigned char)(c)&0xc0) == 0x80)
+
+/* A series' title: a name over 95 bytes shows its first 60 and last 32
+ * (cut at UTF-8 characters), for display only: names that share a long
+ * prefix (or suffix) stay apart as series. */
+static void gp_legend(FILE *f, const char *s) {
+  size_t len = strlen(s), head = 60, tail = len - 32;
+  if (len <= 95) {
+    gp_str(f, s);
+    return;
   }
+  while (head && UTF8_CONT(s[head]))
+    head--;
+  while (tail < len && UTF8_CONT(s[tail]))
+    tail++;
+  fputc('\'', f);
+  gp_put(f, s, head);
+  fputs("...", f);
+  gp_put(f, s + tail, len - tail);
   fputc('\'', f);
 }
 
@@ -242,7 +296,7 @@ static void script_series(FILE *f, const plot *p) {
             "lc rgb '%s' title ",
             i ? ", \\\n     " : "", i, 7 + s->style, 1 + s->style,
             COLORS[s->group % 8]);
-    gp_str(f, s->name);
+    gp_legend(f, s->name);
   }
   fputc('\n', f);
 }
@@ -321,13 +375,18 @@ static int group_of(const char **names, int *n, const char *name) {
   return *n - 1;
 }
 
-/* Bench rows: one series per (workload, mode); x nodes, y ns per task. */
-static int bench_series(const cJSON *rows, plot *p, const char *cmd) {
+/* Bench rows: one series per (workload, mode); x nodes, y ns per task.
+ * file names the rows in errors (NULL: rows just measured). */
+static int bench_series(const cJSON *rows, plot *p, const char *cmd,
+                        const char *file) {
+  const char *sep = file ? ": " : "";
+  if (!file)
+    file = "";
   if (!cJSON_IsArray(rows)) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(rows, "format");
     int timings =
         cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "reprise-timings");
-    fprintf(stderr, "reprise %s: %s\n", cmd,
+    fprintf(stderr, "reprise %s: %s%s%s\n", cmd, file, sep,
             timings ? "a train timings file, not bench rows: plot it with "
                       "--train"
                     : "not bench rows (want the JSON array that `reprise "
@@ -345,10 +404,15 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd) {
     if (!cJSON_IsString(w) || !cJSON_IsString(m) || !cJSON_IsNumber(n) ||
         !cJSON_IsNumber(y) || n->valuedouble <= 0 || y->valuedouble <= 0)
       continue; /* hop and transfer rows, or a failed measurement */
-    char name[96];
-    snprintf(name, sizeof name, "%s %s", w->valuestring, m->valuestring);
-    series *s = series_get(p, name, group_of(groups, &ng, w->valuestring),
-                           strcmp(m->valuestring, "replay") != 0);
+    size_t len = strlen(w->valuestring) + strlen(m->valuestring) + 2;
+    char *name = malloc(len);
+    series *s = NULL;
+    if (name) {
+      snprintf(name, len, "%s %s", w->valuestring, m->valuestring);
+      s = series_get(p, name, group_of(groups, &ng, w->valuestring),
+                     strcmp(m->valuestring, "replay") != 0);
+      free(name);
+    }
     if (!s || series_add(s, n->valuedouble, y->valuedouble)) {
       fprintf(stderr, "reprise %s: out of memory\n", cmd);
       return -1;
@@ -356,14 +420,17 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd) {
   }
   if (!p->n) {
     fprintf(stderr,
-            "reprise %s: nothing to plot: no DAG workload rows (workload, "
-            "mode, nodes, ns_per_task_median); the rows of --hop, --xfer, "
-            "--build and --gpu are not plotted\n",
-            cmd);
+            "reprise %s: %s%snothing to plot: no DAG workload rows "
+            "(workload, mode, nodes, ns_per_task_median); the rows of --hop, "
+            "--xfer, --build and --gpu are not plotted\n",
+            cmd, file, sep);
     return -1;
   }
   for (uint32_t i = 0; i < p->n; i++)
-    series_sort(&p->s[i]);
+    if (series_sort(&p->s[i])) {
+      fprintf(stderr, "reprise %s: out of memory\n", cmd);
+      return -1;
+    }
   p->title = "reprise bench: cost per task against graph size";
   p->xlabel = "tasks in the graph (log)";
   p->ylabel = "ns per task, median of 5 runs (log)";
@@ -399,12 +466,16 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "iteration");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(it, "mode");
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(it, "ns");
-    if (!cJSON_IsNumber(n) || n->valuedouble < 0)
-      return timing_err(cmd, file, i, "\"iteration\": expected a number >= 0");
+    /* 1e999 parses as infinity: refused, not dropped by gnuplot */
+    if (!cJSON_IsNumber(n) || !(n->valuedouble >= 0) ||
+        !isfinite(n->valuedouble))
+      return timing_err(cmd, file, i,
+                        "\"iteration\": expected a finite number >= 0");
     if (!cJSON_IsString(m) || !*m->valuestring)
       return timing_err(cmd, file, i, "\"mode\": expected a string");
-    if (!cJSON_IsNumber(ns) || ns->valuedouble <= 0)
-      return timing_err(cmd, file, i, "\"ns\": expected a number > 0");
+    if (!cJSON_IsNumber(ns) || !(ns->valuedouble > 0) ||
+        !isfinite(ns->valuedouble))
+      return timing_err(cmd, file, i, "\"ns\": expected a finite number > 0");
     int g = group_of(groups, &ng, m->valuestring);
     series *s = series_get(p, m->valuestring, g, 0);
     if (!s || series_add(s, n->valuedouble, ns->valuedouble / 1e3))
@@ -443,7 +514,7 @@ int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out) {
   int rc = RP_CLI_FAILED;
   if (!rows)
     fprintf(stderr, "reprise bench --plot: the rows are not JSON\n");
-  else if (!bench_series(rows, &p, "bench --plot"))
+  else if (!bench_series(rows, &p, "bench --plot", NULL))
     rc = draw("bench --plot", &p, out);
   cJSON_Delete(rows);
   plot_free(&p);
@@ -532,7 +603,7 @@ int rp_cmd_plot(int argc, char **argv) {
   cJSON *doc = parse_file("plot", bench ? bench : train);
   plot p = {0};
   int rc = RP_CLI_FAILED;
-  if (doc && !(bench ? bench_series(doc, &p, "plot")
+  if (doc && !(bench ? bench_series(doc, &p, "plot", bench)
                      : train_series(doc, &p, "plot", train)))
     rc = draw("plot", &p, out);
   cJSON_Delete(doc);

@@ -35,13 +35,31 @@ static int num_item(const cJSON *o, const char *key, double *out) {
   return 1;
 }
 
-static void track(dv_trace *t, const cJSON *e) {
+/* e's tid into *tid: 0 when absent or not a whole number in 0..2^32-1. */
+static int tid_item(const cJSON *e, uint32_t *tid) {
+  double v;
+  if (!num_item(e, "tid", &v) || !(v >= 0 && v <= 4294967295.0) ||
+      v != floor(v))
+    return 0;
+  *tid = (uint32_t)v;
+  return 1;
+}
+
+/* A "thread_name" event names a track; other metadata is skipped. 0 ok,
+ * -1 malformed (what is wrong in *why). */
+static int track(dv_trace *t, const cJSON *e, const char **why) {
   const char *what = str_item(e, "name");
   const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
-  double tid;
-  if (!what || strcmp(what, "thread_name") || !num_item(e, "tid", &tid))
-    return;
-  t->tracks[t->ntracks++] = (dv_track){(uint32_t)tid, str_item(args, "name")};
+  uint32_t tid;
+  if (!what || strcmp(what, "thread_name"))
+    return 0;
+  if (!tid_item(e, &tid)) {
+    *why = "a \"thread_name\" event whose tid is not a whole number in "
+           "0..4294967295";
+    return -1;
+  }
+  t->tracks[t->ntracks++] = (dv_track){tid, str_item(args, "name")};
+  return 0;
 }
 
 /* An index in args: -1 when absent, -2 when not a whole number in
@@ -64,13 +82,18 @@ static int event(const cJSON *e, dv_event *d, const char **why) {
     *why = "an \"X\" event without name, tid, ts or dur";
     return -1;
   }
-  if (!(tid >= 0 && tid <= 4294967295.0) || !isfinite(d->ts) ||
-      !(d->dur >= 0 && d->dur < 1e15)) {
-    *why = "an \"X\" event with a tid, ts or dur out of range (a negative "
-           "or non-finite time, a negative thread)";
+  if (!tid_item(e, &d->tid)) {
+    *why = "an \"X\" event whose tid is not a whole number in 0..4294967295";
     return -1;
   }
-  d->tid = (uint32_t)tid;
+  if (!(d->ts >= 0 && isfinite(d->ts))) {
+    *why = "an \"X\" event whose ts is negative or not finite";
+    return -1;
+  }
+  if (!(d->dur >= 0 && d->dur < 1e15)) {
+    *why = "an \"X\" event whose dur is negative or not below 1e15 us";
+    return -1;
+  }
   d->task = str_item(args, "task");
   d->op = index_item(args, "op");
   d->replay = index_item(args, "replay");
@@ -103,8 +126,8 @@ static int fill(dv_trace *t, const cJSON *events, const char **why, int *bad) {
       *why = "an event that is not an object with \"ph\"";
       return -1;
     }
-    if (!strcmp(ph, "M"))
-      track(t, e);
+    if (!strcmp(ph, "M") && track(t, e, why))
+      return -1;
     else if (!strcmp(ph, "X") && event(e, &t->ev[t->nev], why))
       return -1;
     else if (!strcmp(ph, "X"))
