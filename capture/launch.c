@@ -171,6 +171,9 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
                    "task '%s': workspace alignment %zu is not a "
                    "power of two",
                    name, l->workspace_align);
+  if (l->workspace_align > RP_MAX_WORKSPACE_ALIGN)
+    return rp__err(RP_ERANGE, "task '%s': workspace alignment %zu (max %zu)",
+                   name, l->workspace_align, RP_MAX_WORKSPACE_ALIGN);
   rp_status st = rp__check_accesses(rt, l->accesses, l->naccess, name);
   if (st)
     return st;

@@ -432,6 +432,9 @@ static rp_status pop_check(rp_dist_state *ds, const rp_dist_parallel *p,
                            const char *what, pop_plan *pl) {
   if ((unsigned)p->kind > RP_POP_REDUCTION)
     return rp__err(RP_EINVAL, "%s: unknown kind %d", what, (int)p->kind);
+  if (p->backward != 0 && p->backward != 1)
+    return rp__err(RP_EINVAL, "%s: backward = %d (0 forward, 1 backward)", what,
+                   p->backward);
   if (p->root >= ds->ranks)
     return rp__err(RP_ERANGE, "%s: root %u, the job has %u ranks", what,
                    p->root, ds->ranks);

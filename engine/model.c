@@ -47,10 +47,25 @@ static rp_status check_desc(const rp_machine_desc *m) {
   if (m->nmems > RP_MODEL_MAX_MEMS)
     return rp__err(RP_ERANGE, "machine: %u memories (at most %d)", m->nmems,
                    RP_MODEL_MAX_MEMS);
-  for (unsigned i = 0; i < m->nmems; i++)
+  for (unsigned g = 0; g < m->ngpus; g++)
+    if (m->gpu_device[g] < 0)
+      return rp__err(RP_EINVAL, "machine: GPU processor %u on device %d", g,
+                     m->gpu_device[g]);
+  for (unsigned i = 0; i < m->nmems; i++) {
     if ((unsigned)m->mems[i].kind > RP_MEM_GPU)
       return rp__err(RP_EINVAL, "machine: memory %u has kind %d", i,
                      (int)m->mems[i].kind);
+    if (m->mems[i].kind != RP_MEM_GPU)
+      continue;
+    unsigned g = 0; /* a GPU memory is a GPU processor's device's */
+    while (g < m->ngpus && m->gpu_device[g] != m->mems[i].device)
+      g++;
+    if (g == m->ngpus)
+      return rp__err(RP_EINVAL,
+                     "machine: memory %u is GPU memory of device %d, which "
+                     "no GPU processor has",
+                     i, m->mems[i].device);
+  }
   return RP_OK;
 }
 

@@ -616,7 +616,7 @@ static const env_rule ENV_RULES[] = {
     {"REPRISE_BACKEND", 0, 0, "auto|cpu|cuda"},
     {"REPRISE_WORKERS", 1, RP_MAX_PROCS / 2, NULL},
     {"REPRISE_CPUS", 1, RP_MAX_PROCS / 2, NULL},
-    {"REPRISE_GPUS", 1, 16, NULL},
+    {"REPRISE_GPUS", 1, RP_MAX_GPUS, NULL},
     {"REPRISE_DIST_TIMEOUT_MS", 1, 86400000ul, NULL},
     {"REPRISE_SPIN_NS", 0, 10000000000ul, NULL},
     {"REPRISE_YIELD_NS", 0, 10000000000ul, NULL},
@@ -779,6 +779,8 @@ rp_status rp__runtime_create_engine(const rp_runtime_config *cfg_in,
   if (cfg.cpus > RP_MAX_PROCS / 2)
     return rp__err(RP_EINVAL, "cpus = %u: at most %d", cfg.cpus,
                    RP_MAX_PROCS / 2);
+  if (cfg.gpus > RP_MAX_GPUS) /* REPRISE_GPUS's range, whatever the backend */
+    return rp__err(RP_EINVAL, "gpus = %u: at most %d", cfg.gpus, RP_MAX_GPUS);
 
   rp_runtime *rt = rp__calloc(1, sizeof *rt);
   if (!rt)

@@ -282,12 +282,16 @@ typedef enum rp_backend_kind {
   RP_BACKEND_CUDA = 2,
 } rp_backend_kind;
 
+/* The most logical GPUs a runtime has (rp_runtime_config.gpus). */
+#define RP_MAX_GPUS 16
 typedef struct rp_runtime_config {
   rp_backend_kind backend; /* env REPRISE_BACKEND=auto|cpu|cuda overrides */
-  unsigned cpus;           /* CPU workers; 0 = one per core. env REPRISE_CPUS */
-  unsigned gpus;           /* logical GPUs; 0 = one per device. env REPRISE_GPUS
-                              (more logical than physical GPUs map round-robin
-                              onto the physical ones) */
+  unsigned cpus;           /* CPU workers, up to 128; 0 = one per core. env
+                              REPRISE_WORKERS (REPRISE_CPUS: deprecated) */
+  unsigned gpus;           /* logical GPUs, up to RP_MAX_GPUS; 0 = one per
+                              device. env REPRISE_GPUS (more logical than
+                              physical GPUs map round-robin onto the
+                              physical ones) */
   int quiet;               /* 1: do not print the backend fallback line */
   int ignore_env;          /* 1: ignore the REPRISE_* environment overrides */
   /* Distributed (see "Distributed" below). NULL: a single process (rank 0
@@ -695,6 +699,8 @@ typedef struct rp_interp {
 
 /* The most shards one SPMD launch may have. */
 #define RP_MAX_SHARDS 4096u
+/* The largest workspace alignment (a huge page): RP_ERANGE above. */
+#define RP_MAX_WORKSPACE_ALIGN ((size_t)1 << 21)
 
 typedef struct rp_launch {
   rp_task_id task;
@@ -707,7 +713,8 @@ typedef struct rp_launch {
                                  (N <= RP_MAX_SHARDS) */
   const rp_proc *shard_procs; /* NULL: engine places shards */
   size_t workspace_bytes;     /* per shard; 0 = none */
-  size_t workspace_align;     /* power of two; 0 = 64 */
+  size_t workspace_align;     /* power of two up to
+                                 RP_MAX_WORKSPACE_ALIGN; 0 = 64 */
   rp_event wait;              /* extra precondition (eager event, captured op
                                  ref or precondition port), or RP_NO_EVENT */
   uint64_t cost_ns;           /* placement hint; 0 = task's hint / measure */
@@ -1031,8 +1038,9 @@ RP_API rp_status rp_graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
 typedef struct rp_machine_desc {
   unsigned cpus;  /* CPU workers, 1..128 */
   unsigned ngpus; /* GPU processors after them, 0..RP_MODEL_MAX_GPUS */
-  int gpu_device[RP_MODEL_MAX_GPUS];
-  unsigned nmems; /* memories besides system memory, 0..RP_MODEL_MAX_MEMS */
+  int gpu_device[RP_MODEL_MAX_GPUS]; /* >= 0 */
+  unsigned nmems; /* memories besides system memory, 0..RP_MODEL_MAX_MEMS;
+                     a GPU memory's device is a GPU processor's */
   rp_mem_info mems[RP_MODEL_MAX_MEMS];
 } rp_machine_desc;
 /* The machine a graph file was recorded on (its optional graph.machine
@@ -1099,12 +1107,19 @@ typedef struct rp_replay_args {
   const rp_event *pre; /* one event per precondition port, in port order */
   uint32_t npre;
   rp_event *post; /* out: one event per postcondition port (owned by
-                     the caller), may be NULL */
+                     the caller), may be NULL (then npost is 0) */
   uint32_t npost;
 } rp_replay_args;
 
 /* Starts one replay and returns at once (blocks only while max_inflight
- * replays are already in flight). *done (owned by the caller; done may be
+ * replays are already in flight). A replay is ordered after the earlier
+ * replays of ex (by the accesses of its ops, as recorded) and after its
+ * precondition events, nothing else: eager ops (launches outside a
+ * capture) and other execs' replays that touch the same instances are not
+ * waited for, and do not wait for it. Order them through events: pass an
+ * eager op's done event (or another replay's) as a precondition, and make
+ * an eager launch wait for this replay's done event (rp_launch.wait), or
+ * drain. *done (owned by the caller; done may be
  * NULL: no event) triggers when every op finished, or is poisoned with the
  * first error. a may be NULL (no arguments, no ports). The argument
  * block must cover every byte the exec's interpolations read (RP_ERANGE
@@ -1120,8 +1135,9 @@ typedef struct rp_replay_args {
  * slot; so it does when they make no progress while a replay of another
  * exec, whose workers they share, waits at a precondition, and when
  * called from an event's callback, which must not block).
- * Errors: RP_EINVAL (NULL or malformed args), RP_EPORT (wrong number of
- * precondition events or postcondition slots), RP_ERANGE (argument block),
+ * Errors: RP_EINVAL (NULL or malformed args: args_size or npost without
+ * their array), RP_EPORT (wrong number of precondition events or
+ * postcondition slots), RP_ERANGE (argument block),
  * RP_ESTALE (a stale precondition event; a destroyed exec), RP_EBUSY
  * (another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
  * ex: one thread at a time per exec; or the window of max_inflight
@@ -1140,8 +1156,10 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * rp_exec_tune runs trial replays of ex — the first warms caches, the next
  * 8 time every unit, then 8 on each candidate placement the measured costs
  * suggest (list scheduling on them, everything on one worker) and 8 on the
- * placement in effect — keeps the fastest (rp_exec_stats.replacements
- * counts a change; rp_exec_dump says which won and why), and returns when
+ * placement in effect — keeps the fastest, leaving instantiate's
+ * placement only for one at least 10% faster (a smaller gain is within the
+ * noise of 8 replays; rp_exec_stats.replacements counts a change;
+ * rp_exec_dump says which won and why), and returns when
  * the exec has settled: at most 33 replays. Later rp_replay calls use that
  * placement; calling rp_exec_tune again measures again.
  * Trial replays are real replays: every op runs with a's argument block
@@ -1280,6 +1298,13 @@ typedef enum rp_dump_format {
  * RP_EINVAL for NULL arguments or an unknown format, RP_EIO when writing
  * fails. */
 RP_API rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt);
+/* Writes ex's schedule to f: its placement and why, then per lane (worker)
+ * the units in order with their waits on other lanes, ports and publishes:
+ * TEXT, DOT (a cluster per lane, cross-lane waits in red), or JSON (one
+ * object: "ops", "units", "workers_used", "placement", "lanes": [{"worker",
+ * "units": [{"op", "name", "shard", "waits": [{"lane", "pos",
+ * "previous_replay"}], "publish"}]}]; a schedule, not a graph file). Errors
+ * as rp_graph_dump's, RP_ESTALE a destroyed exec. */
 RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
 
 /* ------------------------------------------------------------------------ */

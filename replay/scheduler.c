@@ -727,6 +727,8 @@ rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
                      "%#llx is stale",
                      what, i, ex->g->pre[i].name,
                      (unsigned long long)a->pre[i].id);
+  if (a && !a->post && a->npost)
+    return rp__err(RP_EINVAL, "%s: npost %u with NULL post", what, a->npost);
   if (a && a->post && a->npost != ex->npost)
     return rp__err(RP_EPORT,
                    "%s: the exec has %u postcondition "

@@ -228,6 +228,12 @@ Test(dist, bad_input_is_refused_and_records_nothing) {
   rp_dist_parallel p = {.kind = (rp_pop_kind)9, .whole = x, .part = y};
   RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_EINVAL);
   p.kind = RP_POP_REPLICATE;
+  p.backward = -1; /* 0 or 1 only */
+  RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "backward = -1"), "%s",
+            rp_error_detail());
+  p.backward = 0;
+  p.kind = RP_POP_REPLICATE;
   p.root = 1;
   RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_ERANGE);
   p.root = 0;

@@ -1362,6 +1362,18 @@ Test(misuse_api, malformed_environment_is_einval_naming_the_variable) {
   RP_CHECK(create_with_env("REPRISE_GPT_ATTN", "gemm"));
   RP_CHECK(create_with_env("REPRISE_GPT_COLSUM", "serial"));
   RP_CHECK(create_with_env("REPRISE_PIN", ""));
+  RP_EXPECT(create_with_env("REPRISE_GPUS", "17"), RP_EINVAL);
+  /* the config's counts have the variables' ranges, on any backend */
+  rp_runtime_config c;
+  rp_runtime_config_init(&c);
+  c.backend = RP_BACKEND_CPU;
+  c.ignore_env = 1;
+  c.gpus = RP_MAX_GPUS + 1;
+  rp_runtime *none = NULL;
+  RP_EXPECT(rp_runtime_create(&c, &none), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "gpus = 17: at most 16"), "%s",
+            rp_error_detail());
+  cr_assert_null(none);
   /* ignore_env: not read, so not checked */
   setenv("REPRISE_SPIN_NS", "abc", 1);
   rp_runtime *rt = th_cpu_runtime(1);

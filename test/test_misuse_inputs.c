@@ -204,7 +204,7 @@ Test(misuse_sizes, workspace_bytes_near_size_max) {
   cr_assert(has(rp_error_detail(), "workspace"), "%s", rp_error_detail());
   RP_EXPECT(ws_instantiate(rt, t, SIZE_MAX - 100, 64, 2), RP_ERANGE);
   RP_EXPECT(ws_instantiate(rt, t, SIZE_MAX / 2 + 1, 0, 2), RP_ERANGE);
-  RP_EXPECT(ws_instantiate(rt, t, 1, (size_t)1 << 63, 2), RP_ERANGE);
+  /* (an alignment of 2^63 is refused by the builder: below) */
   RP_CHECK(ws_instantiate(rt, t, 100, 0, 2));
   /* eager launches round the same way */
   rp_event done;
@@ -221,6 +221,21 @@ Test(misuse_sizes, workspace_bytes_near_size_max) {
                                         .workspace_align = 3},
                            &done),
             RP_EINVAL);
+  /* a power of two, but above a huge page: refused, not allocated */
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_launch big = {.task = t,
+                   .proc = 0,
+                   .workspace_bytes = 64,
+                   .workspace_align = (size_t)1 << 40};
+  RP_EXPECT(rp_launch_task(rt, &big, &done), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "workspace alignment 1099511627776 "
+                                      "(max 2097152)"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_graph_add_task(g, &big, NULL), RP_ERANGE);
+  big.workspace_align = RP_MAX_WORKSPACE_ALIGN; /* the largest: works */
+  RP_CHECK(rp_graph_add_task(g, &big, NULL));
+  RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
 }
 

@@ -727,6 +727,27 @@ Test(misuse, calls_that_would_wait_are_refused_in_a_done_callback,
   th_destroy(rt);
 }
 
+/* npost slots without the array (or args_size without args) is a
+ * malformed request, refused before anything runs; npost 0 with NULL post
+ * asks for no events. */
+Test(misuse, replay_counts_without_their_arrays_are_einval) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  rp_exec *ex = one_op_exec(rt, t, 0, 1);
+  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.npost = 1}, NULL), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "npost 1 with NULL post"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.args_size = 4}, NULL), RP_EINVAL);
+  rp_event done;
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.post = NULL, .npost = 0}, &done));
+  RP_CHECK(rp_event_wait(rt, done, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, done));
+  cr_assert_eq(atomic_load(&runs), 1, "a refused replay ran");
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
 Test(misuse, zero_op_exec_replays_and_destroys, .timeout = 60) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_graph *g;

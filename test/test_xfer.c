@@ -779,6 +779,13 @@ Test(xfer, parallel_op_validation_names_the_part) {
   op.kind = (rp_pop_kind)9;
   RP_EXPECT(rp_xfer_expand_parallel(rt, &op, c, 6, &n), RP_EINVAL);
   op.kind = RP_POP_COMBINE;
+  op.backward = 2; /* 0 or 1 only */
+  RP_EXPECT(rp_xfer_expand_parallel(rt, &op, c, 6, &n), RP_EINVAL);
+  cr_assert(has("backward = 2 (0 forward, 1 backward)"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_launch_parallel(rt, &op, NULL), RP_EINVAL);
+  cr_assert(has("backward = 2"), "%s", rp_error_detail());
+  op.backward = 0;
   op.nparts = 0;
   RP_EXPECT(rp_xfer_expand_parallel(rt, &op, c, 6, &n), RP_EINVAL);
   op.nparts = 5;

@@ -84,6 +84,11 @@ static rp_status check_op(const rp_parallel_op *op) {
   if ((unsigned)op->kind > RP_POP_REDUCTION)
     return rp__err(RP_EINVAL, "rp_xfer_expand_parallel: unknown kind %d",
                    (int)op->kind);
+  if (op->backward != 0 && op->backward != 1)
+    return rp__err(RP_EINVAL,
+                   "rp_xfer_expand_parallel: backward = %d (0 forward, 1 "
+                   "backward)",
+                   op->backward);
   if (op->nparts == 0 || !op->parts)
     return rp__err(RP_EINVAL, "rp_xfer_expand_parallel: %s has no parts",
                    kind_name(op->kind));
