@@ -1933,3 +1933,144 @@ Test(cli, train_gpt_tensor_parallel_reports_bytes_per_processor,
   unlink(ckpt);
   unlink(json);
 }
+
+/* 2 layers of 4 heads, tiny: room for more options (cli_run: 30) */
+#define GPT_TINY(corpus)                                                       \
+  "train", "--model", "gpt", "--backend", "cpu", "--text", (corpus),           \
+      "--width", "16", "--context", "8", "--batch", "2", "--sample", "0"
+
+/* --json holds the config a rerun needs: the peak lr (as given), the
+ * warmup, the seed, --stop, the corpus and the checkpoint resumed from. */
+Test(cli, train_gpt_json_holds_the_config_to_rerun, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_gpt_XXXXXX",
+       json[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(ckpt), tmp_file(json);
+  cli_run r;
+  RUN(&r, GPT_TINY(corpus), "--iters", "5", "--stop", "3", "--lr", "0.003",
+      "--warmup", "2", "--seed", "7", "--json", json, "--save-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  static char buf[16384];
+  read_file(json, buf, sizeof buf);
+  cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+  char text[64];
+  snprintf(text, sizeof text, "\"text\": \"%s\"", corpus);
+  const char *keys[] = {"\"lr\": 0.003,",        "\"warmup\": 2,",
+                        "\"seed\": 7,",          "\"stop\": 3,",
+                        "\"iters\": 5,",         text,
+                        "\"load_weights\": null"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    cr_assert(strstr(buf, keys[i]), "no %s in %s", keys[i], buf);
+  RUN(&r, GPT_TINY(corpus), "--iters", "5", "--lr", "0.003", "--warmup", "2",
+      "--seed", "7", "--load-weights", ckpt, "--json", json);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  read_file(json, buf, sizeof buf);
+  cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+  snprintf(text, sizeof text, "\"load_weights\": \"%s\"", ckpt);
+  cr_assert(strstr(buf, text), "no %s in %s", text, buf);
+  cr_assert(strstr(buf, "\"stop\": 5,"), "%s", buf);
+  unlink(corpus), unlink(ckpt), unlink(json);
+}
+
+/* A count of 1 is said in the singular (train's header, summary, sample
+ * and resume refusal; generate's rate; the MLP's summary). */
+Test(cli, counts_of_one_are_singular, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(ckpt);
+  cli_run r;
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--layers", "1", "--heads", "1", "--width", "16", "--context", "8",
+      "--batch", "1", "--iters", "1", "--sample", "1", "--save-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *want[] = {"GPT 1 layer, 1 head,", "batch 1 window (",
+                        "replay 1 iteration:", "sample (1 byte,"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    cr_assert(strstr(r.out, want[i]), "no '%s' in: %s", want[i], r.out);
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--layers", "1", "--heads", "1", "--width", "16", "--context", "8",
+      "--batch", "1", "--iters", "1", "--sample", "0", "--load-weights", ckpt);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "has done 1 step already"), "%s", r.err);
+  RUN(&r, "generate", "--load-weights", ckpt, "--tokens", "1", "--backend",
+      "cpu");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise generate: 1 byte in"), "%s", r.err);
+  RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--iters", "1",
+      "--batch", "8", "--hidden", "4", "--samples", "64");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "replay 1 iteration:"), "%s", r.out);
+  FILE *one = fopen(corpus, "w"); /* a text of one byte */
+  cr_assert_not_null(one);
+  fputc('a', one);
+  fclose(one);
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--iters", "1");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "1 byte with 1 distinct value: a text needs at "
+                          "least 2"),
+            "%s", r.err);
+  unlink(corpus), unlink(ckpt);
+}
+
+/* Real-valued options refuse a blank before the number as after it, as
+ * the whole-number options do (strtod alone skips leading blanks). */
+Test(cli, real_options_refuse_blanks_around_the_number) {
+  static const char *bad[][3] = {
+      {"--lr", " 0.01"},          {"--lr", "0.01 "},      {"--lr", "\t0.01"},
+      {"--momentum", " 0.5"},     {"--val-frac", " 0.1"}, {"--lr-decay", " 0"},
+      {"--model", "gpt", "--lr"}, /* the value below */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *argv[8] = {"train", "--backend", "cpu"};
+    int n = 3;
+    for (int j = 0; j < 3 && bad[i][j]; j++)
+      argv[n++] = bad[i][j];
+    if (!strcmp(bad[i][0], "--model"))
+      argv[n++] = " 0.002";
+    argv[n] = NULL;
+    cli_run r;
+    run_cli(&r, argv);
+    cr_assert_eq(r.status, 2, "case %zu -> %d (%s)", i, r.status, r.err);
+    cr_assert(strstr(r.err, "' is not a number in"), "case %zu: %s", i, r.err);
+    cr_assert_str_empty(r.out, "case %zu: trained anyway", i);
+  }
+  const char *temps[] = {" 1", "1 ", "\n1"};
+  for (size_t i = 0; i < sizeof temps / sizeof temps[0]; i++) {
+    cli_run r;
+    RUN(&r, "generate", "--load-weights", "/nonexistent/w", "--temperature",
+        temps[i]);
+    cr_assert_eq(r.status, 2, "'%s' -> %d (%s)", temps[i], r.status, r.err);
+    cr_assert(strstr(r.err, "--temperature: '"), "%s", r.err);
+  }
+}
+
+/* An empty file name is a usage error naming the option, for every file
+ * option of train and generate, inputs as outputs (it was "cannot open",
+ * exit 1, for the inputs). */
+Test(cli, empty_file_names_are_usage_errors_naming_the_option) {
+  static const char *cases[][6] = {
+      {"train", "--data", ""},
+      {"train", "--data", "/nonexistent/x", "--labels", ""},
+      {"train", "--load-weights", ""},
+      {"train", "--json", ""},
+      {"train", "--model", "gpt", "--text", ""},
+      {"train", "--model", "gpt", "--load-weights", ""},
+      {"train", "--model", "gpt", "--save-weights", ""},
+      {"generate", "--load-weights", ""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *argv[8];
+    int n = 0;
+    for (int j = 0; j < 6 && cases[i][j]; j++)
+      argv[n++] = cases[i][j];
+    argv[n] = NULL;
+    char want[64];
+    snprintf(want, sizeof want, "reprise %s: %s: an empty file name",
+             cases[i][0], argv[n - 2]);
+    cli_run r;
+    run_cli(&r, argv);
+    cr_assert_eq(r.status, 2, "case %zu -> %d (%s)", i, r.status, r.err);
+    cr_assert(strstr(r.err, want), "case %zu: no '%s' in: %s", i, want, r.err);
+  }
+}

@@ -41,6 +41,19 @@ int rp_cli_parse_u32(const char *cmd, const char *opt, const char *s,
   return RP_CLI_OK;
 }
 
+int rp_cli_parse_double(const char *s, double *out) {
+  /* strtod would skip leading blanks: refuse them, as trailing ones. */
+  if (!s || !s[0] || isspace((unsigned char)s[0]))
+    return 0;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || !isfinite(v))
+    return 0;
+  *out = v;
+  return 1;
+}
+
 int rp_cli_parse_bytes(const char *cmd, const char *opt, const char *s,
                        uint64_t hi, uint64_t *out) {
   char *end = NULL;
@@ -304,6 +317,14 @@ int rp_cli_check_outputs(const char *cmd, const char *const (*outs)[2],
   return RP_CLI_OK;
 }
 
+int rp_cli_check_inputs(const char *cmd, const char *const (*ins)[2],
+                        size_t m) {
+  for (size_t j = 0; j < m; j++)
+    if (ins[j][1] && !ins[j][1][0])
+      return rp_cli_usage_error(cmd, "%s: an empty file name", ins[j][0]);
+  return RP_CLI_OK;
+}
+
 int rp_cli_check_not_inputs(const char *cmd, const char *const (*outs)[2],
                             size_t n, const char *const (*ins)[2], size_t m) {
   for (size_t i = 0; i < n; i++)
@@ -381,6 +402,23 @@ void rp_cli_json_num(FILE *f, const char *key, double v, int ok) {
     fprintf(f, ",\n  \"%s\": %.9g", key, v);
   else
     fprintf(f, ",\n  \"%s\": null", key);
+}
+
+void rp_cli_json_str(FILE *f, const char *key, const char *s) {
+  fprintf(f, ",\n  \"%s\": ", key);
+  if (!s) {
+    fprintf(f, "null");
+    return;
+  }
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if (*p < 0x20 || *p == 0x7f)
+      fprintf(f, "\\u%04x", *p);
+    else
+      fputc(*p, f);
+  fputc('"', f);
 }
 
 /* ---- usage ---- */

@@ -44,6 +44,10 @@ int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
 int rp_cli_parse_u32(const char *cmd, const char *opt, const char *s,
                      unsigned long lo, unsigned long hi, uint32_t *out);
 
+/* Parses a finite decimal real with nothing before or after it (no blanks:
+ * as rp_cli_parse_uint). 1 ok, 0 not. */
+int rp_cli_parse_double(const char *s, double *out);
+
 /* --max-bytes N: a byte count, decimal with an optional K, M or G suffix
  * (powers of 1024), in 1..hi, into *out; otherwise a usage error for CMD.
  * RP_CLI_OK or RP_CLI_USAGE. */
@@ -112,6 +116,9 @@ int rp_cli_check_output(const char *cmd, const char *opt, const char *path);
  * later write would replace the earlier one's file. */
 int rp_cli_check_outputs(const char *cmd, const char *const (*outs)[2],
                          size_t n);
+/* Each of the m input paths ins[m] (option, path; NULL skipped) is not
+ * empty: a usage error "OPT: an empty file name", else RP_CLI_OK. */
+int rp_cli_check_inputs(const char *cmd, const char *const (*ins)[2], size_t m);
 /* No output of outs[n] is one of the input files ins[m] (option, path;
  * NULL paths skipped): writing it would replace what the run reads.
  * --save-weights over --load-weights is allowed (resuming in place: the
@@ -137,6 +144,9 @@ void rp_cli_appendf(char *buf, size_t n, const char *fmt, ...)
 /* Writes `,\n  "key": v` into a JSON object: v as %.9g, or null when v is
  * not finite or ok is 0 (JSON has no NaN or infinity). */
 void rp_cli_json_num(FILE *f, const char *key, double v, int ok);
+/* Writes `,\n  "key": "s"` (s escaped as a JSON string), or null when s is
+ * NULL. */
+void rp_cli_json_str(FILE *f, const char *key, const char *s);
 
 /* Parses text[0, len) as exactly one JSON document (rp__json_parse_strict):
  * NULL, the reason (naming the byte) in rp_error_detail(), when it is

@@ -71,7 +71,7 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
   optind = 1;
   int opt, rc = RP_CLI_OK;
   while (!rc && (opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    char *end;
+    double t;
     switch (opt) {
     case 'w':
       c->weights = optarg;
@@ -85,13 +85,13 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
                             &c->tokens);
       break;
     case 't':
-      c->temperature = strtof(optarg, &end);
-      if (!optarg[0] || *end || !isfinite(c->temperature) ||
-          c->temperature < 0 || c->temperature > 100)
+      if (!rp_cli_parse_double(optarg, &t) || t < 0 || t > 100)
         rc = rp_cli_usage_error("generate",
                                 "--temperature: '%s' is not a number in "
                                 "[0, 100]",
                                 optarg);
+      else
+        c->temperature = (float)t;
       break;
     case 's':
       rc = rp_cli_parse_u32("generate", "--seed", optarg, 0, 0xffffffffu,
@@ -121,6 +121,9 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
     return rc;
   if (!c->weights)
     return rp_cli_usage_error("generate", "--load-weights FILE is required");
+  const char *const ins[][2] = {{"--load-weights", c->weights}};
+  if ((rc = rp_cli_check_inputs("generate", ins, 1)))
+    return rc;
   if (!c->prompt[0])
     return rp_cli_usage_error("generate", "--prompt: an empty prompt");
   return RP_CLI_OK;
@@ -221,10 +224,11 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
     /* the time covers the prompt's last window too (one replay per
      * position, filling the caches), so the rate is a lower bound */
     fprintf(stderr,
-            "reprise generate: %u bytes in %.3f s (%.0f tokens/s generated; "
+            "reprise generate: %u byte%s in %.3f s (%.0f tokens/s generated; "
             "one replay of a %u-op decode step per position, the prompt's "
             "included) on %s\n",
-            c->tokens, s, s > 0 ? c->tokens / s : 0, rp_graph_op_count(g),
+            c->tokens, c->tokens == 1 ? "" : "s", s, s > 0 ? c->tokens / s : 0,
+            rp_graph_op_count(g),
             rp_runtime_backend(rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
   }
   rp_exec_destroy(ex);

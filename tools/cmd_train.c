@@ -156,11 +156,9 @@ static int bad(const char *opt, const char *s, const char *want) {
 /* A finite real in [lo, hi) (hi_open) or [lo, hi]; lo_open excludes lo. */
 static int parse_real(const char *opt, const char *s, double lo, int lo_open,
                       double hi, int hi_open, float *out) {
-  char *end;
-  errno = 0;
-  double v = s[0] ? strtod(s, &end) : NAN;
-  if (!s[0] || *end || errno || !isfinite(v) || v < lo ||
-      (lo_open && v == lo) || v > hi || (hi_open && v == hi))
+  double v;
+  if (!rp_cli_parse_double(s, &v) || v < lo || (lo_open && v == lo) || v > hi ||
+      (hi_open && v == hi))
     return rp_cli_usage_error("train",
                               "%s: '%s' is not a number in %c%g, "
                               "%g%c",
@@ -586,8 +584,10 @@ static int gpt_options(train_cli *c) {
                                  {"--save-weights", c->save_weights}};
   const char *const ins[][2] = {{"--text", c->text},
                                 {"--load-weights", c->load_weights}};
-  int rc = rp_cli_check_not_inputs("train", outs, sizeof outs / sizeof outs[0],
-                                   ins, sizeof ins / sizeof ins[0]);
+  int rc = rp_cli_check_inputs("train", ins, sizeof ins / sizeof ins[0]);
+  if (!rc)
+    rc = rp_cli_check_not_inputs("train", outs, sizeof outs / sizeof outs[0],
+                                 ins, sizeof ins / sizeof ins[0]);
   return rc ? rc
             : rp_cli_check_outputs("train", outs, sizeof outs / sizeof outs[0]);
 }
@@ -648,7 +648,8 @@ static int parse_args(int argc, char **argv, train_cli *c) {
   const char *const ins[][2] = {{"--data", c->data},
                                 {"--labels", c->labels},
                                 {"--load-weights", c->load_weights}};
-  if ((rc = rp_cli_check_not_inputs("train", outs, sizeof outs / sizeof outs[0],
+  if ((rc = rp_cli_check_inputs("train", ins, sizeof ins / sizeof ins[0])) ||
+      (rc = rp_cli_check_not_inputs("train", outs, sizeof outs / sizeof outs[0],
                                     ins, sizeof ins / sizeof ins[0])))
     return rc;
   return rp_cli_check_outputs("train", outs, sizeof outs / sizeof outs[0]);
@@ -1005,10 +1006,10 @@ static int split_val(train_state *s) {
   nval = nval ? nval : B;
   if (n < B || n - nval < B)
     return rp_cli_usage_error("train",
-                              "--val-frac %g: %u samples cannot hold "
+                              "--val-frac %g: %u sample%s cannot hold "
                               "a validation batch and a training batch of "
                               "%u (use --val-frac 0 or a smaller --batch)",
-                              (double)c->val_frac, n, B);
+                              (double)c->val_frac, n, n == 1 ? "" : "s", B);
   rp_status st = rp_data_split(&s->data, nval, c->mc.seed, &s->val);
   return st ? fail("holding out the validation set", st) : RP_CLI_OK;
 }
@@ -1025,9 +1026,10 @@ static int load_data(train_state *s) {
     return RP_CLI_FAILED;
   }
   if (c->mc.batch > s->data.n) /* a usage error, as for --samples */
-    return rp_cli_usage_error(
-        "train", "--batch %u is more than the %u samples of %s", c->mc.batch,
-        s->data.n, c->data ? c->data : "the data set");
+    return rp_cli_usage_error("train",
+                              "--batch %u is more than the %u sample%s of %s",
+                              c->mc.batch, s->data.n, s->data.n == 1 ? "" : "s",
+                              c->data ? c->data : "the data set");
   return split_val(s);
 }
 
@@ -1047,10 +1049,11 @@ static int load_ckpt(train_state *s) {
   const rp_mlp_ckpt_info *f = &s->ckpt.info;
   if (c->iters <= f->step)
     return rp_cli_usage_error("train",
-                              "--iters %u: %s has done %u steps "
+                              "--iters %u: %s has done %u step%s "
                               "already; --iters counts the total steps, so "
                               "ask for more than %u",
-                              c->iters, c->load_weights, f->step, f->step);
+                              c->iters, c->load_weights, f->step,
+                              f->step == 1 ? "" : "s", f->step);
   s->start = f->step;
   char d[256] = ""; /* what differs: saved, then this run's */
   if (f->lr != c->lr)
@@ -1422,15 +1425,15 @@ static void print_header(const train_state *s) {
   printf("reprise train: MLP %u", d->features);
   for (uint32_t i = 0; i < c->mc.nhidden; i++)
     printf("-%u", c->mc.hidden[i]);
-  printf("-%u (%zu parameters), %u samples (%s), batch %u over ", d->classes,
-         rp_mlp_param_count(s->m), d->n,
+  printf("-%u (%zu parameters), %u sample%s (%s), batch %u over ", d->classes,
+         rp_mlp_param_count(s->m), d->n, d->n == 1 ? "" : "s",
          c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
   if (c->dist)
     printf("%u rank%s (MPI) x ", s->tr.ranks, s->tr.ranks == 1 ? "" : "s");
   printf("%u processor%s\n", c->mc.procs, c->mc.procs == 1 ? "" : "s");
   if (s->val.n) /* the samples above are those trained on */
-    printf("validation: %u samples held out (--val-frac %g); %s\n", s->val.n,
-           (double)c->val_frac,
+    printf("validation: %u sample%s held out (--val-frac %g); %s\n", s->val.n,
+           s->val.n == 1 ? "" : "s", (double)c->val_frac,
            c->no_shuffle ? "batches in the data set's order"
                          : "shuffled every epoch");
   print_procs(s, "");
@@ -1451,10 +1454,11 @@ static void print_header(const train_state *s) {
 
 static void print_run(const char *what, const run_stats *r, uint32_t iters,
                       uint32_t inflight, int dist) {
-  printf("%-6s %u iterations: per iteration median %.1f us, p99 %.1f us%s; "
+  printf("%-6s %u iteration%s: per iteration median %.1f us, p99 %.1f us%s; "
          "throughput %.1f us/iteration (%u in flight), %.0f samples/s\n",
-         what, iters, r->median_us, r->p99_us, dist ? " (rank 0)" : "",
-         r->wall_us_per_iter, inflight, r->samples_per_s);
+         what, iters, iters == 1 ? "" : "s", r->median_us, r->p99_us,
+         dist ? " (rank 0)" : "", r->wall_us_per_iter, inflight,
+         r->samples_per_s);
 }
 
 static void print_summary(const train_state *s) {
@@ -1463,8 +1467,8 @@ static void print_summary(const train_state *s) {
   printf("final loss %.4f (initial %.4f), accuracy %.1f%%\n", fin->final_loss,
          s->init_loss, 100 * fin->accuracy);
   if (s->val.n)
-    printf("validation loss %.4f, accuracy %.1f%% (%u held-out samples)\n",
-           s->val_loss, 100 * s->val_acc, s->val.n);
+    printf("validation loss %.4f, accuracy %.1f%% (%u held-out sample%s)\n",
+           s->val_loss, 100 * s->val_acc, s->val.n, s->val.n == 1 ? "" : "s");
   if (s->replay.ran)
     print_run("replay", &s->replay, s->steps_done - s->start, c->inflight,
               c->dist);

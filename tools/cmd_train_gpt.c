@@ -106,10 +106,11 @@ static int load_ckpt(gpt_state *s) {
     return RP_CLI_USAGE;
   if (c->stop <= k->step)
     return rp_cli_usage_error("train",
-                              "--%s %u: %s has done %u steps already; "
+                              "--%s %u: %s has done %u step%s already; "
                               "--iters and --stop count the total steps",
                               c->stop < c->iters ? "stop" : "iters", c->stop,
-                              c->load_weights, k->step);
+                              c->load_weights, k->step,
+                              k->step == 1 ? "" : "s");
   s->start = k->step;
   char d[256] = ""; /* what differs: saved, then this run's */
   if (k->lr != c->lr)
@@ -297,20 +298,22 @@ static int cmp_u64(const void *a, const void *b) {
 static void print_header(const gpt_state *s) {
   const train_cli *c = s->c;
   const rp_text *t = &s->text;
-  printf("reprise train: GPT %u layers, %u heads, width %u, context %u, "
+  printf("reprise train: GPT %u layer%s, %u head%s, width %u, context %u, "
          "vocabulary %u bytes (%zu parameters)\n",
-         c->layers, c->heads, c->width, c->context, t->vocab,
+         c->layers, c->layers == 1 ? "" : "s", c->heads,
+         c->heads == 1 ? "" : "s", c->width, c->context, t->vocab,
          rp_gpt_param_count(s->m));
   char ranks[48] = ""; /* --dist: the global batch's ranks */
   if (c->dist)
     snprintf(ranks, sizeof ranks, "%u rank%s (MPI) x ", s->tr.ranks,
              s->tr.ranks == 1 ? "" : "s");
   uint32_t all = rp_gpt_proc_count(s->m), groups = all / c->tp;
+  uint32_t tokens = c->mc.batch * c->context;
   printf("corpus %s: %zu bytes, %zu train / %zu validation; batch %u "
-         "windows (%u tokens per step) over %s%u processor%s, backend %s\n",
+         "window%s (%u token%s per step) over %s%u processor%s, backend %s\n",
          c->text, t->n, t->ntrain, t->n - t->ntrain, c->mc.batch,
-         c->mc.batch * c->context, ranks, c->mc.procs,
-         c->mc.procs == 1 ? "" : "s",
+         c->mc.batch == 1 ? "" : "s", tokens, tokens == 1 ? "" : "s", ranks,
+         c->mc.procs, c->mc.procs == 1 ? "" : "s",
          rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
   if (c->dist && s->xr)
     printf("tensor parallel across ranks: the %u processors of the %u ranks "
@@ -340,9 +343,9 @@ static void print_header(const gpt_state *s) {
   char comm[48] = "";
   if (s->comm)
     snprintf(comm, sizeof comm, ", %u communication", s->comm);
-  printf("recorded step: %u ops (%u kernels, %u copies%s)%s; AdamW, lr %g "
+  printf("recorded step: %u ops (%u kernels, %u cop%s%s)%s; AdamW, lr %g "
          "(warmup %u, cosine to %g), clipping at 1.0\n",
-         s->ops, s->kernels, s->copies, comm,
+         s->ops, s->kernels, s->copies, s->copies == 1 ? "y" : "ies", comm,
          s->ex ? "" : " (not replayed: --eager)", (double)c->lr, c->warmup,
          (double)c->lr / 10);
   if (s->start)
@@ -376,9 +379,10 @@ static int print_sample(gpt_state *s) {
         &(rp_gpt_sampling){.temperature = 1, .seed = c->mc.seed}, out);
   double secs = (double)(rp_train_now_ns() - t0) * 1e-9;
   if (st == RP_OK) {
-    printf("sample (%u bytes, temperature 1; %u-op decode step replayed per "
-           "byte, %.0f bytes/s):\n----\n",
-           c->sample, rp_graph_op_count(g), secs > 0 ? c->sample / secs : 0);
+    printf("sample (%u byte%s, temperature 1; %u-op decode step replayed "
+           "per byte, %.0f bytes/s):\n----\n",
+           c->sample, c->sample == 1 ? "" : "s", rp_graph_op_count(g),
+           secs > 0 ? c->sample / secs : 0);
     for (uint32_t i = 1; i <= c->sample; i++) {
       rp_cli_put_text_byte(s->text.bytes[out[i]]);
     }
@@ -397,6 +401,15 @@ typedef struct gpt_times {
   double median_us, p99_us, thr_us, tok_s, train_tok_s;
 } gpt_times;
 
+/* `,\n  "key": v` with the fewest digits that read back as v. */
+static void json_float(FILE *f, const char *key, float v) {
+  char b[32];
+  for (int p = 1; p <= 9; p++)
+    if (snprintf(b, sizeof b, "%.*g", p, (double)v) > 0 && strtof(b, NULL) == v)
+      break;
+  fprintf(f, ",\n  \"%s\": %s", key, b);
+}
+
 static int write_json(const gpt_state *s, const gpt_times *tm) {
   const train_cli *c = s->c;
   rp_output *o;
@@ -414,6 +427,14 @@ static int write_json(const gpt_state *s, const gpt_times *tm) {
           c->layers, c->heads, c->width, c->context, s->text.vocab, c->mc.batch,
           c->mc.procs, c->iters, c->eager ? "eager" : "replay",
           rp_gpt_param_count(s->m), s->ops);
+  /* the rest of the config a rerun needs (lr: the shortest that reads
+   * back as the float trained with) */
+  fprintf(f, ",\n  \"stop\": %u", c->stop);
+  json_float(f, "lr", c->lr);
+  fprintf(f, ",\n  \"warmup\": %u,\n  \"seed\": %llu", c->warmup,
+          (unsigned long long)c->mc.seed);
+  rp_cli_json_str(f, "text", c->text);
+  rp_cli_json_str(f, "load_weights", c->load_weights);
   /* a figure that is not finite is null (JSON has no NaN) */
   rp_cli_json_num(f, "final_loss", s->last_loss, 1);
   rp_cli_json_num(f, "val_loss", s->val, 1);
@@ -561,12 +582,12 @@ static int summary(gpt_state *s) {
          "%.4f: %s\n",
          (double)s->last_loss, s->val, s->init_val, s->bigram,
          s->val < s->bigram ? "below the baseline" : "NOT below the baseline");
-  printf("%-6s %u iterations: per step median %.1f us, p99 %.1f us%s; "
+  printf("%-6s %u iteration%s: per step median %.1f us, p99 %.1f us%s; "
          "throughput %.1f us/step back to back (%u in flight), %.0f "
          "tokens/s (%.0f with the validation passes; %u ops per step)\n",
-         c->eager ? "eager" : "replay", ran, tm.median_us, tm.p99_us,
-         c->dist ? " (rank 0)" : "", tm.thr_us, c->eager ? 1 : c->inflight,
-         tm.train_tok_s, tm.tok_s, s->ops);
+         c->eager ? "eager" : "replay", ran, ran == 1 ? "" : "s", tm.median_us,
+         tm.p99_us, c->dist ? " (rank 0)" : "", tm.thr_us,
+         c->eager ? 1 : c->inflight, tm.train_tok_s, tm.tok_s, s->ops);
   rp_exec_stats es; /* the replays' own count */
   if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
     printf("replays: %llu, %u ops per replay, %.1f run per replay "

@@ -28,9 +28,10 @@ rp_status rp_text_from_bytes(const char *what, const uint8_t *b, size_t len,
     }
   if (t.vocab < 2)
     return rp_error_set(RP_EFORMAT,
-                        "%s: %zu bytes with %u distinct values: a text needs "
-                        "at least 2",
-                        what, len, t.vocab);
+                        "%s: %zu byte%s with %u distinct value%s: a text "
+                        "needs at least 2",
+                        what, len, len == 1 ? "" : "s", t.vocab,
+                        t.vocab == 1 ? "" : "s");
   t.n = len;
   t.ntrain = len - len / 10; /* the last 10% validate */
   size_t need = (size_t)context + 1;
