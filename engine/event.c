@@ -424,11 +424,11 @@ rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return ev_stale(rt, e, NULL, "");
+    return ev_stale(rt, e, "rp_event_query", "");
   rp_status st = rp__event_peek(rt, e);
   /* Re-check: the slot may have been recycled while we read it. */
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
-    return ev_stale(rt, e, NULL, "");
+    return ev_stale(rt, e, "rp_event_query", "");
   return st;
 }
 
@@ -487,7 +487,7 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
-    return ev_stale(rt, e, NULL, "");
+    return ev_stale(rt, e, "rp_event_wait", "");
   /* a callback may poll (timeout 0) or wait for what is complete */
   if (rp__tl_in_callback && timeout_ns != 0 &&
       rp__event_peek(rt, e) == RP_EAGAIN)
@@ -497,7 +497,7 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
   atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
     ev_unref(&rt->events, ev_slot_of(e), s);
-    return ev_stale(rt, e, NULL, "");
+    return ev_stale(rt, e, "rp_event_wait", "");
   }
   rp_status st = wait_loop(rt, s, e, timeout_ns);
   ev_unref(&rt->events, ev_slot_of(e), s);
@@ -524,7 +524,7 @@ rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
   if (!cb)
     return rp__err(RP_EINVAL, "rp_event_on_complete: NULL argument");
   if (!rp__event_live(rt, e))
-    return ev_stale(rt, e, NULL, "");
+    return ev_stale(rt, e, "rp_event_on_complete", "");
   user_waiter *u = malloc(sizeof *u);
   if (!u)
     return rp__err(RP_ENOMEM, "rp_event_on_complete: out of memory");

@@ -254,18 +254,18 @@ static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
   if (st)
     return st;
   if (!out)
-    return rp__err(RP_EINVAL, "rp_instance_create: NULL argument");
+    return rp__err(RP_EINVAL, "%s: NULL argument", what);
   st = rp__runtime_check(rt);
   if (st)
     return st;
   if (mem >= rt->nmems)
-    return rp__err(RP_EINVAL, "memory %u does not exist (runtime has %u)", mem,
-                   rt->nmems);
+    return rp__err(RP_EINVAL, "%s: memory %u does not exist (runtime has %u)",
+                   what, mem, rt->nmems);
   rp_instance_info info;
   memset(&info, 0, sizeof info);
   st = layout(dtype, rect, strides, info.strides, &info.bytes);
   if (st)
-    return st;
+    return rp__err_as(st, "%s: ", what);
   info.mem = mem;
   info.dtype = dtype;
   info.rect = *rect;
@@ -479,7 +479,7 @@ rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
   rp_inst_view v;
   rp_status st = rp__inst_view(rt, inst, &v);
   if (st)
-    return st;
+    return rp__err_as(st, "rp_instance_query: ");
   *out = v.info;
   return RP_OK;
 }
@@ -568,7 +568,7 @@ static rp_status read_write(rp_runtime *rt, rp_inst inst, void *buf,
   rp_inst_view v;
   rp_status st = rp__inst_view(rt, inst, &v);
   if (st)
-    return st;
+    return rp__err_as(st, "%s: ", what);
   size_t need =
       (size_t)rp_rect_volume(&v.info.rect) * rp_dtype_size(v.info.dtype);
   if (bytes != need)

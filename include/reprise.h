@@ -46,6 +46,9 @@
  *  - RP_ENOMEM when an allocation fails.
  *  - Calls that launch, record, wait or destroy, made from a task inside a
  *    replay: RP_ECONTRACT (and the replay completes with RP_ECONTRACT).
+ *    Calls that only create (rp_graph_create, rp_instance_create,
+ *    rp_instantiate, rp_event_create) work there, but what they make can
+ *    be destroyed only from the host, outside replay tasks.
  * What an error leaves behind, unless a call's comment says otherwise:
  * nothing changed, nothing half-created (what the call allocated before
  * failing is freed again), and out-parameters untouched (not written, not

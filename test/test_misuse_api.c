@@ -1381,6 +1381,46 @@ Test(misuse_api, malformed_environment_is_einval_naming_the_variable) {
   RP_CHECK(rp_runtime_destroy(rt));
 }
 
+static void never_cb(void *arg, rp_status st) {
+  (void)arg, (void)st;
+  cr_assert_fail("a callback on a stale event ran");
+}
+
+/* A refused call's detail starts with the call's name. */
+Test(misuse_api, stale_handles_and_bad_layouts_name_the_call) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_trigger(rt, e));
+  RP_CHECK(rp_event_release(rt, e)); /* e is stale from here */
+  RP_EXPECT(rp_event_query(rt, e), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "rp_event_query: event"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_event_wait(rt, e, 0), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "rp_event_wait: event"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_event_on_complete(rt, e, never_cb, NULL), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "rp_event_on_complete: event"), "%s",
+            rp_error_detail());
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst in;
+  RP_EXPECT(rp_instance_create(rt, 0, (rp_dtype)99, &r, NULL, &in), RP_ETYPE);
+  cr_assert(
+      strstr(rp_error_detail(), "rp_instance_create: unknown element type 99"),
+      "%s", rp_error_detail());
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));
+  RP_CHECK(rp_instance_free(rt, in)); /* in is stale from here */
+  float buf[4];
+  rp_instance_info info;
+  RP_EXPECT(rp_instance_read(rt, in, buf, sizeof buf), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "rp_instance_read: instance"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_instance_query(rt, in, &info), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "rp_instance_query: instance"), "%s",
+            rp_error_detail());
+  th_destroy(rt);
+}
+
 /* ---- names ---- */
 
 /* Names refused by the rule: too long, a quote, a backslash, a newline, a
