@@ -340,6 +340,14 @@ rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
     case RP_READ:
     case RP_WRITE:
     case RP_RW:
+      if (acc[i].redop != RP_REDOP_NONE) /* it would read as a reduction */
+        return rp__err(RP_EINVAL,
+                       "%s: access %u: reduction operator %d on a %s access "
+                       "(only RP_REDUCE takes one)",
+                       what, i, (int)acc[i].redop,
+                       acc[i].priv == RP_READ    ? "read"
+                       : acc[i].priv == RP_WRITE ? "write"
+                                                 : "read-write");
       break;
     case RP_REDUCE:
       if (acc[i].redop != RP_REDOP_SUM)

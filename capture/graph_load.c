@@ -299,6 +299,18 @@ static rp_status get_name(const cJSON *o, const char *path, const char **name) {
   return st;
 }
 
+/* A memory's "device": a GPU memory's logical device (0 or more), -1 for
+ * system and pinned memory. */
+static rp_status get_device(const cJSON *o, const char *path, int mem,
+                            int64_t max, int64_t *dev) {
+  rp_status st = get_i64(field(o, "device"), path, "device",
+                         mem == RP_MEM_GPU ? 0 : -1, max, dev);
+  if (!st && mem != RP_MEM_GPU && *dev != -1)
+    return rp__err(RP_EFORMAT, "%s.device: %lld (-1 for %s memory)", path,
+                   (long long)*dev, rp__mem_kind_name((rp_mem_kind)mem));
+  return st;
+}
+
 static rp_status parse_inst(const cJSON *o, uint32_t i, inst_desc *d) {
   char path[PATH_LEN];
   snprintf(path, sizeof path, "graph.instances[%u]", i);
@@ -313,7 +325,7 @@ static rp_status parse_inst(const cJSON *o, uint32_t i, inst_desc *d) {
     return rp__err(RP_EFORMAT, "%s.id: %lld (entries must be in id order)",
                    path, (long long)id);
   if ((st = get_enum(field(o, "mem"), path, "mem", mem_n, 3, &mem)) ||
-      (st = get_i64(field(o, "device"), path, "device", -1, 65535, &dev)))
+      (st = get_device(o, path, mem, 65535, &dev)))
     return st;
   if (get_enum(field(o, "dtype"), path, "dtype", dtype_n, RP_DTYPE_COUNT_,
                &dtype))
@@ -538,7 +550,7 @@ static rp_status load_mirror(loader *L, const cJSON *o, uint32_t k) {
                    path, (long long)id);
   if ((st = get_u32(field(o, "source"), path, "source", UINT32_MAX, &src)) ||
       (st = get_enum(field(o, "mem"), path, "mem", mem_n, 3, &mem)) ||
-      (st = get_i64(field(o, "device"), path, "device", -1, 65535, &dev)))
+      (st = get_device(o, path, mem, 65535, &dev)))
     return st;
   if (src >= L->ninst)
     return rp__err(RP_ERANGE,
@@ -769,6 +781,10 @@ static rp_status parse_task(loader *L, const cJSON *o, const char *path,
   rp_status st = check_object(o, path, TASK_KEYS, 12);
   if (!st)
     st = get_str(field(o, "task"), path, "task", &name);
+  if (!st && !*name)
+    return rp__err(RP_EFORMAT, "%s.task: an empty name", path);
+  if (!st && (st = rp__name_check(name, "task")) != RP_OK)
+    return rp__err_prefix(RP_EFORMAT, "%s.", path);
   if (!st && rp_task_find(L->rt, name, &l->task) != RP_OK)
     return rp__err(RP_ENOTASK,
                    "%s.task: no task named '%.64s' is "
@@ -1158,7 +1174,7 @@ static rp_status parse_machine_mem(const cJSON *o, uint32_t i,
   int64_t dev;
   rp_status st = check_object(o, path, MMEM_KEYS, 2);
   if (st || (st = get_enum(field(o, "mem"), path, "mem", mem_n, 3, &mem)) ||
-      (st = get_i64(field(o, "device"), path, "device", -1, 1023, &dev)))
+      (st = get_device(o, path, mem, 1023, &dev)))
     return st;
   *mi = (rp_mem_info){(rp_mem_kind)mem, (int)dev};
   return RP_OK;
@@ -1224,9 +1240,14 @@ static rp_status prescan(const char *buf, size_t len) {
 /* Refuses what would cut a string short or make the parse itself
  * expensive: a NUL byte, a \u0000 escape inside a string, more than
  * max_values values (every value but the first follows a '[', '{' or ','
- * outside strings; cJSON spends ~64 bytes on each). */
-static rp_status scan(const char *buf, size_t len, uint64_t max_values) {
+ * outside strings; cJSON spends ~64 bytes on each), nesting deeper than
+ * cJSON parses (it would call that a syntax error); and control bytes
+ * between tokens, which cJSON skips as white space. *open_str: where the
+ * string the text ends in opens, SIZE_MAX when it ends outside one. */
+static rp_status scan(const char *buf, size_t len, uint64_t max_values,
+                      size_t *open_str) {
   uint64_t values = 1;
+  size_t depth = 0, str_at = 0;
   int in_str = 0;
   for (size_t i = 0; i < len; i++) {
     char c = buf[i];
@@ -1243,20 +1264,59 @@ static rp_status scan(const char *buf, size_t len, uint64_t max_values) {
         i++;
       else if (c == '"')
         in_str = 0;
-    } else if (c == '"') {
+      continue;
+    }
+    if (c == '"') {
       in_str = 1;
-    } else if ((c == '[' || c == '{' || c == ',') && ++values > max_values) {
+      str_at = i;
+    } else if ((unsigned char)c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      return rp__err(RP_EFORMAT, "not JSON: control byte 0x%02x at byte %zu",
+                     (unsigned)c, i);
+    } else if ((c == '[' || c == '{') && ++depth > CJSON_NESTING_LIMIT) {
+      return rp__err(RP_ERANGE, "nested deeper than %d levels at byte %zu",
+                     CJSON_NESTING_LIMIT, i);
+    } else if ((c == ']' || c == '}') && depth) {
+      depth--;
+    }
+    if ((c == '[' || c == '{' || c == ',') && ++values > max_values)
       return rp__err(RP_ERANGE, "more than %llu JSON values (at byte %zu)",
                      (unsigned long long)max_values, i);
-    }
   }
+  *open_str = in_str ? str_at : SIZE_MAX;
   return RP_OK;
 }
 
-static rp_status parse_error(size_t at, size_t len) {
+/* What a cut inside a literal or number leaves where cJSON stops: the
+ * start of a value ("tr", "nul", a lone '-'), or an exponent without
+ * digits ("1e", "2.5E-"). */
+static int cut_token(const char *buf, size_t at, size_t len) {
+  static const char *const lits[] = {"true", "false", "null"};
+  const char *rest = buf + at; /* at < len */
+  size_t n = len - at, p = at;
+  while (p && strchr(" \t\n\r", buf[p - 1]))
+    p--;
+  if (!p || strchr("[,:", buf[p - 1])) { /* where a value starts */
+    if (n == 1 && rest[0] == '-')
+      return 1;
+    for (int k = 0; k < 3; k++)
+      if (n < strlen(lits[k]) && !memcmp(rest, lits[k], n))
+        return 1;
+  }
+  return at &&
+         ((buf[at - 1] >= '0' && buf[at - 1] <= '9') || buf[at - 1] == '.') &&
+         (rest[0] == 'e' || rest[0] == 'E') &&
+         (n == 1 || (n == 2 && (rest[1] == '+' || rest[1] == '-')));
+}
+
+/* cJSON stops where the value it could not read begins: at an unclosed
+ * string's quote, a cut literal or number's first byte, or past the end
+ * (at == len). */
+static rp_status parse_error(const char *buf, size_t at, size_t len,
+                             size_t open_str) {
   if (len == 0)
     return rp__err(RP_EFORMAT, "not JSON: an empty file");
-  if (at + 1 >= len)
+  if (at >= len || (open_str != SIZE_MAX && at >= open_str) ||
+      cut_token(buf, at, len))
     return rp__err(RP_EFORMAT,
                    "not JSON: the text ends early at byte %zu "
                    "(truncated file?)",
@@ -1275,29 +1335,33 @@ static rp_status trailing(const char *buf, size_t at, size_t len) {
 }
 
 /* Parses a NUL-terminated copy: the input need not be terminated, and a
- * terminator stops any scan past the end. */
+ * terminator stops any scan past the end. A space before the terminator
+ * tells the end from the last byte: cJSON reports where it stopped, but
+ * no further than the last byte it was given. */
 rp_status rp__json_parse_strict(const char *in, size_t len, uint64_t max_values,
                                 cJSON **out) {
   if ((len && !in) || !out)
     return rp__err(RP_EINVAL, "NULL argument");
-  rp_status st = scan(in, len, max_values);
+  size_t open_str = SIZE_MAX;
+  rp_status st = scan(in, len, max_values, &open_str);
   if (st)
     return st;
-  char *buf = malloc(len + 1);
+  char *buf = malloc(len + 2);
   if (!buf)
     return rp__err(RP_ENOMEM, "out of memory");
   if (len)
     memcpy(buf, in, len);
-  buf[len] = 0;
+  buf[len] = ' ';
+  buf[len + 1] = 0;
   const char *end = NULL;
   /* cJSON keeps the last parse error in a global that every parse writes:
    * parses are serialized so concurrent loads do not race on it. */
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_lock(&lock);
-  cJSON *doc = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+  cJSON *doc = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 0);
   pthread_mutex_unlock(&lock);
   size_t at = end && end >= buf ? (size_t)(end - buf) : 0;
-  st = doc ? trailing(buf, at, len) : parse_error(at, len);
+  st = doc ? trailing(buf, at, len) : parse_error(buf, at, len, open_str);
   free(buf);
   if (st) {
     cJSON_Delete(doc);

@@ -19,10 +19,13 @@
 /* Parses text[0, len) (not necessarily NUL-terminated) as exactly one JSON
  * document into *out (the caller frees it with cJSON_Delete). RP_EFORMAT,
  * naming the byte, when it is empty, is not JSON (a syntax error, or text
- * that ends early), holds a NUL byte or a \u0000 escape (either would cut
- * a string short), or has more than white space after the document;
- * RP_ERANGE, before any parse, when it holds more than max_values values;
- * RP_ENOMEM. *out is written only on success. Thread-safe. */
+ * that ends early: inside a string, a literal, a number or between
+ * tokens), holds a NUL byte or a \u0000 escape (either would cut a string
+ * short), has a byte below 0x20 other than tab, LF or CR outside strings,
+ * or has more than white space after the document; RP_ERANGE, before any
+ * parse, when it holds more than max_values values or nests deeper than
+ * CJSON_NESTING_LIMIT (1000) levels; RP_ENOMEM. *out is written only on
+ * success. Thread-safe. */
 rp_status rp__json_parse_strict(const char *text, size_t len,
                                 uint64_t max_values, cJSON **out);
 #endif

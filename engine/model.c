@@ -55,15 +55,8 @@ static rp_status check_desc(const rp_machine_desc *m) {
     if ((unsigned)m->mems[i].kind > RP_MEM_GPU)
       return rp__err(RP_EINVAL, "machine: memory %u has kind %d", i,
                      (int)m->mems[i].kind);
-    if (m->mems[i].kind != RP_MEM_GPU)
-      continue;
-    unsigned g = 0; /* a GPU memory is a GPU processor's device's */
-    while (g < m->ngpus && m->gpu_device[g] != m->mems[i].device)
-      g++;
-    if (g == m->ngpus)
-      return rp__err(RP_EINVAL,
-                     "machine: memory %u is GPU memory of device %d, which "
-                     "no GPU processor has",
+    if (m->mems[i].kind == RP_MEM_GPU && m->mems[i].device < 0)
+      return rp__err(RP_EINVAL, "machine: memory %u is GPU memory of device %d",
                      i, m->mems[i].device);
   }
   return RP_OK;

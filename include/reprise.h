@@ -1043,7 +1043,7 @@ typedef struct rp_machine_desc {
   unsigned ngpus; /* GPU processors after them, 0..RP_MODEL_MAX_GPUS */
   int gpu_device[RP_MODEL_MAX_GPUS]; /* >= 0 */
   unsigned nmems; /* memories besides system memory, 0..RP_MODEL_MAX_MEMS;
-                     a GPU memory's device is a GPU processor's */
+                     a GPU memory's device >= 0 */
   rp_mem_info mems[RP_MODEL_MAX_MEMS];
 } rp_machine_desc;
 /* The machine a graph file was recorded on (its optional graph.machine

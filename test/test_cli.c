@@ -243,6 +243,21 @@ Test(cli, dump_schedule_of_a_task_with_a_workspace) {
   RUN(&r, "dump", path, "--schedule");
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "step.ws"), "%s", r.out);
+  /* a reduction operator on a read-write access: refused, named */
+  char *text = th_read_all(path, NULL);
+  char *at = strstr(text, "\"redop\": \"none\"");
+  cr_assert_not_null(at);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "%.*s\"redop\": \"sum\"%s", (int)(at - text), text,
+          at + strlen("\"redop\": \"none\""));
+  fclose(f);
+  free(text);
+  RUN(&r, "dump", path);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "graph.ops[0]: t.ws: access 0: reduction operator "
+                          "1 on a read-write access"),
+            "%s", r.err);
   unlink(path);
 }
 

@@ -949,6 +949,112 @@ Test(dump, bad_input_says_why_and_exits_1_or_2) {
   th_tmpdir_remove();
 }
 
+/* A file of one task op, TASK (JSON-escaped), over a system instance of
+ * device DEV; no checksum. */
+static const char *write_one_task(const char *name, const char *task, int dev) {
+  const char *path = th_tmp_path(name);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fprintf(f,
+          "{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {"
+          "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": %d, "
+          "\"dtype\": \"f32\", \"lo\": [0], \"hi\": [15], \"strides\": [1]}], "
+          "\"ops\": [{\"id\": 0, \"kind\": \"task\", \"task\": \"%s\", "
+          "\"proc\": 0, \"shards\": 1, \"shard_procs\": null, "
+          "\"workspace_bytes\": 0, \"workspace_align\": 0, \"cost_ns\": 0, "
+          "\"args\": \"\", \"accesses\": [{\"inst\": 0, \"priv\": \"RW\", "
+          "\"redop\": \"none\"}], \"interps\": []}], \"edges\": [], "
+          "\"preconditions\": [], \"postconditions\": []}}\n",
+          dev, task);
+  cr_assert_eq(fclose(f), 0);
+  return path;
+}
+
+/* A task name no task can have fails the load naming the file and the op
+ * (it used to fail registering placeholders, naming neither: with --diff
+ * one could not tell which file); a system instance of device 17 is
+ * refused, not read as -1 (--diff used to say "no differences"). */
+Test(dump, bad_task_names_and_devices_name_the_file_and_path) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("graph files need cJSON, which this build lacks");
+#endif
+  make_tmpdir();
+  cli_run r;
+  char good[512], want[640];
+  snprintf(good, sizeof good, "%s", write_one_task("good.json", "my.t", -1));
+  RUN(&r, "dump", good);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char long_name[RP_NAME_MAX + 2];
+  memset(long_name, 'x', RP_NAME_MAX + 1);
+  long_name[RP_NAME_MAX + 1] = 0;
+  const char *bad[][3] = {
+      {"long.json", long_name,
+       "graph.ops[0].task: name 'xxxxxxxxxxxxxxxxxxxx...' is longer than 63 "
+       "bytes"},
+      {"quote.json", "a\\\"b",
+       "graph.ops[0].task: name byte 1 (0x22) is not printable"},
+      {"empty.json", "", "graph.ops[0].task: an empty name"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    const char *f = write_one_task(bad[i][0], bad[i][1], -1);
+    snprintf(want, sizeof want, "reprise dump: cannot load '%s': RP_EFORMAT",
+             f);
+    RUN(&r, "dump", f);
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    cr_assert(strstr(r.err, want) && strstr(r.err, bad[i][2]), "%s", r.err);
+    cr_assert_null(strstr(r.err, "registering tasks"), "%s", r.err);
+    RUN(&r, "dump", good, "--diff", f);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, want) && strstr(r.err, bad[i][2]), "%s", r.err);
+  }
+  const char *sys = write_one_task("sys.json", "my.t", 17);
+  snprintf(want, sizeof want,
+           "cannot load '%s': RP_EFORMAT (malformed input): "
+           "graph.instances[0].device: 17 (-1 for system memory)",
+           sys);
+  RUN(&r, "dump", good, "--diff", sys);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  cr_assert_null(strstr(r.out, "no differences"), "%s", r.out);
+  th_tmpdir_remove();
+}
+
+/* The strict parse under every JSON input: a cut inside a string ends the
+ * text early, a control byte between tokens is refused. */
+Test(dump, cut_strings_and_control_bytes_are_named) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("graph files need cJSON, which this build lacks");
+#endif
+  make_tmpdir();
+  const char *f = write_one_task("g.json", "my.t", -1);
+  char *text = th_read_all(f, NULL);
+  char *at = strstr(text, "my.t");
+  cr_assert_not_null(at);
+  size_t cut = (size_t)(at - text) + 2;
+  text[cut] = 0; /* "...\"task\": \"my" */
+  write_text(f, text);
+  cli_run r;
+  RUN(&r, "dump", f);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  char want[128];
+  snprintf(want, sizeof want,
+           "not JSON: the text ends early at byte %zu (truncated file?)", cut);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  free(text);
+  f = write_one_task("g.json", "my.t", -1);
+  text = th_read_all(f, NULL);
+  at = strstr(text, " \"version\"");
+  cr_assert_not_null(at);
+  *at = 0x01;
+  write_text(f, text);
+  RUN(&r, "dump", f);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  snprintf(want, sizeof want, "not JSON: control byte 0x01 at byte %zu",
+           (size_t)(at - text));
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  free(text);
+  th_tmpdir_remove();
+}
+
 /* ---- REPRISE_DUMP ---- */
 
 __attribute__((unused)) static int

@@ -315,6 +315,11 @@ Test(eager, bad_launches_are_rejected_and_run_nothing) {
   RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
   bad = (rp_access){x, RP_REDUCE, (rp_redop)7};
   RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
+  bad = (rp_access){x, RP_READ, RP_REDOP_SUM}; /* only RP_REDUCE takes one */
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "access 0: reduction operator 1 on a "
+                                      "read access"),
+            "%s", rp_error_detail());
   rp_inst stale = x;
   RP_CHECK(rp_instance_realloc(rt, &x));
   bad = (rp_access){stale, RP_READ, 0};

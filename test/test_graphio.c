@@ -592,12 +592,94 @@ Test(graphio_corrupt, truncated_anywhere) {
     rp_status st = load_text_n(&e, t, cut, NULL, 0);
     cr_assert_eq(st, RP_EFORMAT, "cut at %zu: %s (%s)", cut, rp_status_name(st),
                  why());
+    /* inside a string, literal, number or between tokens: all say so */
+    char want[96];
+    snprintf(want, sizeof want, "not JSON: the text ends early at byte %zu",
+             cut);
+    cr_assert(strstr(why(), cut ? want : "an empty file"), "cut at %zu: %s",
+              cut, why());
   }
   LOAD_EXPECT(load_text_n(&e, t, len / 2, NULL, 0), RP_EFORMAT);
   cr_assert(strstr(why(), "truncated"), "%s", why());
   free(t);
   th_destroy(e.rt);
   teardown(&fx);
+}
+
+/* A cut inside a string, literal or exponent ends the text early; a bad
+ * byte before the end stays a syntax error (fuzz findings: a cut inside a
+ * string read as a syntax error at the string's quote). */
+Test(graphio_corrupt, parse_errors_tell_a_cut_from_a_syntax_error) {
+  env e = env_make();
+  const char *cut[] = {"{\"format\": \"reprise-gr", "{\"format\": \"a\\",
+                       "{\"format\": [nul",         "{\"format\": [1.5e-",
+                       "{\"format\": [-",           "{\"format\": [1, \n"};
+  for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
+    LOAD_EXPECT(load_text(&e, cut[i]), RP_EFORMAT);
+    char want[96];
+    snprintf(want, sizeof want,
+             "not JSON: the text ends early at byte %zu (truncated file?)",
+             strlen(cut[i]));
+    cr_assert(strstr(why(), want), "'%s': %s", cut[i], why());
+  }
+  const char *bad[][2] = {{"{\"format\": x, \"a", "syntax error at byte 11"},
+                          {"{\"format\": [1 tr", "syntax error at byte 14"},
+                          {"{\"format\": [truex", "syntax error at byte 16"},
+                          {"{\"format\": [1 -", "syntax error at byte 14"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    LOAD_EXPECT(load_text(&e, bad[i][0]), RP_EFORMAT);
+    cr_assert(strstr(why(), bad[i][1]), "'%s': %s", bad[i][0], why());
+  }
+  th_destroy(e.rt);
+}
+
+/* cJSON parses 1000 levels and calls more a syntax error: the scan before
+ * the parse says what it is (brackets inside strings do not count). */
+Test(graphio_corrupt, nesting_deeper_than_cjson_parses_is_named) {
+  env e = env_make();
+  char *t = malloc(2 * 1001 + 1);
+  for (int depth = 1000; depth <= 1001; depth++) {
+    memset(t, '[', (size_t)depth);
+    memset(t + depth, ']', (size_t)depth);
+    t[2 * depth] = 0;
+    if (depth == 1000) { /* parses: not a graph file */
+      LOAD_EXPECT(load_text(&e, t), RP_EFORMAT);
+      cr_assert(strstr(why(), "not a reprise graph file"), "%s", why());
+    } else {
+      LOAD_EXPECT(load_text(&e, t), RP_ERANGE);
+      cr_assert(strstr(why(), "nested deeper than 1000 levels at byte 1000"),
+                "%s", why());
+    }
+  }
+  free(t);
+  char *deep = malloc(4000);
+  snprintf(deep, 4000, "{\"format\": \"%01500d\"}", 0);
+  memset(deep + 12, '[', 1500);
+  LOAD_EXPECT(load_text(&e, deep), RP_EFORMAT);
+  cr_assert(strstr(why(), "not a reprise graph file"), "%s", why());
+  free(deep);
+  th_destroy(e.rt);
+}
+
+/* cJSON skips every byte up to 0x20 between tokens; JSON allows only
+ * space, tab, LF and CR there. */
+Test(graphio_corrupt, control_bytes_between_tokens_are_refused) {
+  env e = env_make();
+  const char ws[] = {0x01, 0x0b, 0x0c, 0x1f};
+  for (size_t i = 0; i < sizeof ws; i++) {
+    char to[16], want[64];
+    snprintf(to, sizeof to, "%c\"version\"", ws[i]);
+    char *t = subst(MINI, " \"version\"", to);
+    LOAD_EXPECT(load_text(&e, t), RP_EFORMAT);
+    snprintf(want, sizeof want, "not JSON: control byte 0x%02x at byte 27",
+             (unsigned)ws[i]);
+    cr_assert(strstr(why(), want), "%s", why());
+    free(t);
+  }
+  char *t = subst(MINI, "\"version\": 1,", "\"version\": 1,\t\r\n");
+  LOAD_EXPECT(load_text(&e, t), RP_OK);
+  free(t);
+  th_destroy(e.rt);
 }
 
 Test(graphio_corrupt, wrong_format_and_version) {
@@ -747,6 +829,57 @@ Test(graphio_corrupt, unknown_task) {
   cr_assert(strstr(why(), "graph.ops[1].task"), "%s", why());
   cr_assert(strstr(why(), "nosuch"), "%s", why());
   free(t);
+  th_destroy(e.rt);
+}
+
+/* A name no task can have is a format error naming the op, not "no task
+ * named" (a tool that registers the names a file uses fails on it). */
+Test(graphio_corrupt, task_names_no_task_can_have_name_the_path) {
+  char *t = malloc(RP_NAME_MAX + 32);
+  snprintf(t, RP_NAME_MAX + 32, "\"task\": \"%0*d\"", RP_NAME_MAX + 1, 0);
+  const char *bad[][2] = {
+      {t, "graph.ops[1].task: name '00000000000000000000...' is longer "
+          "than 63 bytes"},
+      {"\"task\": \"a\\\"b\"",
+       "graph.ops[1].task: name byte 1 (0x22) is not printable"},
+      {"\"task\": \"a\\u0001\"",
+       "graph.ops[1].task: name byte 1 (0x01) is not printable"},
+      {"\"task\": \"\"", "graph.ops[1].task: an empty name"}};
+  env e = env_make();
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char *m = subst(MINI, "\"task\": \"accum\"", bad[i][0]);
+    LOAD_EXPECT(load_text(&e, m), RP_EFORMAT);
+    cr_assert(strstr(why(), bad[i][1]), "%s", why());
+    free(m);
+  }
+  free(t);
+  th_destroy(e.rt);
+}
+
+/* A memory's device is a GPU memory's logical device, -1 for the others:
+ * a system instance of device 17 used to load as -1 (`dump --diff` then
+ * saw no difference). */
+Test(graphio_corrupt, devices_fit_their_memory) {
+  expect_edit("\"device\": -1", "\"device\": 17", RP_EFORMAT);
+  expect_edit("\"device\": -1", "\"device\": 0", RP_EFORMAT);
+  expect_edit("\"mem\": \"system\"", "\"mem\": \"gpu\"", RP_ERANGE);
+  const char *bad[][3] = {
+      {"\"device\": -1", "\"device\": 17",
+       "graph.instances[0].device: 17 (-1 for system memory)"},
+      {"\"mem\": \"system\", \"device\": -1",
+       "\"mem\": \"pinned\", \"device\": 2",
+       "graph.instances[0].device: 2 (-1 for pinned memory)"},
+      {"\"ops\": [1]}]}",
+       "\"ops\": [1]}], \"machine\": {\"cpus\": 1, \"gpus\": [], \"mems\": "
+       "[{\"mem\": \"system\", \"device\": 3}]}}",
+       "graph.machine.mems[0].device: 3 (-1 for system memory)"}};
+  env e = env_make();
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char *t = subst(MINI, bad[i][0], bad[i][1]);
+    LOAD_EXPECT(load_text(&e, t), RP_EFORMAT);
+    cr_assert(strstr(why(), bad[i][2]), "%s", why());
+    free(t);
+  }
   th_destroy(e.rt);
 }
 

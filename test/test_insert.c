@@ -501,9 +501,15 @@ Test(insert, loader_checks_mirrors) {
               RP_EFORMAT, "unknown key 'x'");
   expect_load(&f, json, "\"source\":\t0", "\"source\":\t3", RP_ERANGE,
               "graph.mirrors[0].source");
+  expect_load(&f, json,
+              "\"source\":\t0,\n\t\t\t\t\"mem\":\t\"system\",\n\t\t\t\t"
+              "\"device\":\t-1",
+              "\"source\":\t0,\n\t\t\t\t\"mem\":\t\"gpu\",\n\t\t\t\t"
+              "\"device\":\t0",
+              RP_ENOENT, "graph.mirrors[0]: the runtime has no gpu memory");
   expect_load(&f, json, "\"source\":\t0,\n\t\t\t\t\"mem\":\t\"system\"",
-              "\"source\":\t0,\n\t\t\t\t\"mem\":\t\"gpu\"", RP_ENOENT,
-              "graph.mirrors[0]: the runtime has no gpu memory");
+              "\"source\":\t0,\n\t\t\t\t\"mem\":\t\"gpu\"", RP_ERANGE,
+              "graph.mirrors[0].device: -1 out of range");
   expect_load(&f, json, "\"mirrors\":\t[{\n\t\t\t\t\"id\":\t0",
               "\"mirrors\":\t[{\n\t\t\t\t\"id\":\t1", RP_EFORMAT,
               "graph.mirrors[0].id");
