@@ -971,6 +971,11 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "an empty file, not a checkpoint"), "%s",
             rp_error_detail());
+  put_bytes(path, "RPRSWGHT\1\0\0\0", 12); /* an MLP's bare record */
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "a bare MLP weights record "
+                                      "('RPRSWGHT'), not a 'gpt' checkpoint"),
+            "%s", rp_error_detail());
   /* payloads resealed in a valid container: the GPT's own checks */
   unsigned char *pl = (unsigned char *)buf + RP_CKPT_HEAD;
   size_t pn = len - RP_CKPT_HEAD;

@@ -84,6 +84,11 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
   if (n == 0)
     return rp_error_set(RP_EFORMAT, "%s: an empty file, not a checkpoint",
                         path);
+  if (!rp_ckpt_is_container(b, n) && n >= 8 && !memcmp(b, "RPRSWGHT", 8))
+    return rp_error_set(RP_EFORMAT,
+                        "%s: a bare MLP weights record ('RPRSWGHT'), not a "
+                        "'%s' checkpoint",
+                        path, kind ? kind : "(null)");
   if (!rp_ckpt_is_container(b, n))
     return rp_error_set(RP_EFORMAT,
                         "%s: not a reprise checkpoint (no "
