@@ -1361,7 +1361,11 @@ rp_status rp__json_parse_strict(const char *in, size_t len, uint64_t max_values,
   cJSON *doc = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 0);
   pthread_mutex_unlock(&lock);
   size_t at = end && end >= buf ? (size_t)(end - buf) : 0;
-  st = doc ? trailing(buf, at, len) : parse_error(buf, at, len, open_str);
+  /* a bare number cut in its exponent ("1e") parses as "1": a cut too */
+  if (doc && at < len && cut_token(buf, at, len))
+    st = parse_error(buf, at, len, open_str);
+  else
+    st = doc ? trailing(buf, at, len) : parse_error(buf, at, len, open_str);
   free(buf);
   if (st) {
     cJSON_Delete(doc);

@@ -488,16 +488,18 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
     return ev_stale(rt, e, "rp_event_wait", "");
-  /* a callback may poll (timeout 0) or wait for what is complete */
-  if (rp__tl_in_callback && timeout_ns != 0 &&
-      rp__event_peek(rt, e) == RP_EAGAIN)
-    return rp__refuse_in_callback("rp_event_wait");
   /* Hold a reference while waiting so the slot cannot be recycled under us
    * (the caller might release its handle from another thread). */
   atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
     ev_unref(&rt->events, ev_slot_of(e), s);
     return ev_stale(rt, e, "rp_event_wait", "");
+  }
+  /* a callback may poll (timeout 0) or wait for what is complete */
+  if (rp__tl_in_callback && timeout_ns != 0 &&
+      rp__event_peek(rt, e) == RP_EAGAIN) {
+    ev_unref(&rt->events, ev_slot_of(e), s);
+    return rp__refuse_in_callback("rp_event_wait");
   }
   rp_status st = wait_loop(rt, s, e, timeout_ns);
   ev_unref(&rt->events, ev_slot_of(e), s);

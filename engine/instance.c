@@ -410,16 +410,18 @@ rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
   /* as free: it waits for eager ops and drops the old storage */
   rp_status st = rp__refuse_in_replay("rp_instance_realloc");
   if (!st)
-    st = lookup_for_change(rt, *inout, "rp_instance_realloc");
+    st = rp__rt_check(rt, "rp_instance_realloc");
   if (st)
     return st;
   rp_inst_slot *s = inst_lookup(rt, *inout);
-  if (!s)
-    return rp__err(RP_ESTALE, "rp_instance_realloc: instance is stale");
-  if (s->info.external)
+  if (s && s->info.external) /* before any wait: nothing to replace */
     return rp__err(RP_EINVAL,
                    "rp_instance_realloc: instance %#llx wraps caller memory",
                    (unsigned long long)inout->id);
+  if ((st = lookup_for_change(rt, *inout, "rp_instance_realloc")) != RP_OK)
+    return st;
+  if (!(s = inst_lookup(rt, *inout)))
+    return rp__err(RP_ESTALE, "rp_instance_realloc: instance is stale");
   void *nb;
   st = rp__mem_alloc(rt, s->info.mem, s->info.bytes, 64, &nb);
   if (st)

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +59,7 @@ static void run_cli_on(cli_run *r, const char *const *args, int mode,
   pid_t pid = fork();
   cr_assert_geq(pid, 0, "fork");
   if (pid == 0) {
+    signal(SIGPIPE, SIG_DFL); /* whatever the runner does: as a shell */
     dup2(to >= 0 ? to : tty ? slave : fo, 1);
     dup2(fe, 2);
     execv(REPRISE_CLI_PATH, argv);

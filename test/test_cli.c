@@ -2073,6 +2073,10 @@ Test(cli, empty_file_names_are_usage_errors_naming_the_option) {
       {"train", "--model", "gpt", "--load-weights", ""},
       {"train", "--model", "gpt", "--save-weights", ""},
       {"generate", "--load-weights", ""},
+      {"dump", "--diff", "", "x.json"},
+      {"dump", "--trace", "", "--summary"},
+      {"plot", "--train", "", "-o", "x.svg"},
+      {"plot", "--bench", "", "-o", "x.svg"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *argv[8];
@@ -2080,9 +2084,13 @@ Test(cli, empty_file_names_are_usage_errors_naming_the_option) {
     for (int j = 0; j < 6 && cases[i][j]; j++)
       argv[n++] = cases[i][j];
     argv[n] = NULL;
+    const char *opt = argv[n - 2]; /* the option before the value '' */
+    for (int j = 1; j < n; j++)
+      if (!argv[j][0])
+        opt = argv[j - 1];
     char want[64];
     snprintf(want, sizeof want, "reprise %s: %s: an empty file name",
-             cases[i][0], argv[n - 2]);
+             cases[i][0], opt);
     cli_run r;
     run_cli(&r, argv);
     cr_assert_eq(r.status, 2, "case %zu -> %d (%s)", i, r.status, r.err);

@@ -938,7 +938,11 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
             "%s", rp_error_detail());
   for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
     info.bytes[i] = (uint8_t)i;
-  info.lr = NAN; /* the reader would refuse it: not written */
+  info.lr = -1; /* the reader would refuse it: not written */
+  RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_save: lr = -1"), "%s",
+            rp_error_detail());
+  info.lr = NAN;
   RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "rp_gpt_save: lr = nan"), "%s",
             rp_error_detail());

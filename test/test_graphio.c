@@ -611,9 +611,14 @@ Test(graphio_corrupt, truncated_anywhere) {
  * string read as a syntax error at the string's quote). */
 Test(graphio_corrupt, parse_errors_tell_a_cut_from_a_syntax_error) {
   env e = env_make();
-  const char *cut[] = {"{\"format\": \"reprise-gr", "{\"format\": \"a\\",
-                       "{\"format\": [nul",         "{\"format\": [1.5e-",
-                       "{\"format\": [-",           "{\"format\": [1, \n"};
+  const char *cut[] = {"{\"format\": \"reprise-gr",
+                       "{\"format\": \"a\\",
+                       "{\"format\": [nul",
+                       "{\"format\": [1.5e-",
+                       "{\"format\": [-",
+                       "{\"format\": [1, \n",
+                       "1e",
+                       "2.5E-"}; /* a bare number cut: parses short */
   for (size_t i = 0; i < sizeof cut / sizeof *cut; i++) {
     LOAD_EXPECT(load_text(&e, cut[i]), RP_EFORMAT);
     char want[96];

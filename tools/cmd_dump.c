@@ -461,7 +461,8 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
   const char *const out[][2] = {{"--output", c->output}};
   const char *const in[][2] = {
       {"graph", c->file}, {"--trace", c->trace}, {"--diff", c->diff}};
-  if ((rc = rp_cli_check_not_inputs("dump", out, 1, in, 3)))
+  if ((rc = rp_cli_check_inputs("dump", in, 3)) ||
+      (rc = rp_cli_check_not_inputs("dump", out, 1, in, 3)))
     return rc;
   return rp_cli_check_output("dump", "--output", c->output);
 }

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,7 @@ static int run_gnuplot(const char *gp, const char *script, int quiet,
     return -1;
   }
   if (pid == 0) {
+    signal(SIGPIPE, SIG_DFL); /* as a shell would start it */
     dup2(fd[0], 0);
     close(fd[0]);
     close(fd[1]);
@@ -596,7 +598,9 @@ int rp_cmd_plot(int argc, char **argv) {
                               out);
   const char *const outs[][2] = {{"--output", out}};
   const char *const ins[][2] = {{"--bench", bench}, {"--train", train}};
-  int orc = rp_cli_check_not_inputs("plot", outs, 1, ins, 2);
+  int orc = rp_cli_check_inputs("plot", ins, 2);
+  if (!orc)
+    orc = rp_cli_check_not_inputs("plot", outs, 1, ins, 2);
   if (orc || (orc = rp_cli_check_output("plot", "--output", out)))
     return orc;
 #ifdef REPRISE_HAVE_CJSON

@@ -558,13 +558,13 @@ static int gpt_options(train_cli *c) {
   /* the kernels index with int32: the activations and the attention
    * scores must stay below 2^31 (rp_gpt_config_check) */
   uint64_t rows = (uint64_t)c->mc.batch * c->context;
-  if (rows * c->width * 4 > (1u << 31) ||
-      rows * c->heads * c->context > (1u << 31))
+  if (rows * c->width * 4 >= (1u << 31) ||
+      rows * c->heads * c->context >= (1u << 31))
     return rp_cli_usage_error("train",
                               "--batch %u x --context %u is too large for "
                               "the kernels' int32 sizes (batch x context x "
                               "4 x width and batch x heads x context^2 "
-                              "must stay within 2^31)",
+                              "must stay below 2^31)",
                               c->mc.batch, c->context);
   /* --dist: checked with the number of ranks, once MPI has started */
   if (!c->dist && rp_gpt_split_check(c->mc.batch, 1, c->mc.procs, c->tp))

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,8 +219,17 @@ static int run_dot(const char *input, char **svg, size_t *len, FILE *err) {
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   posix_spawn_file_actions_addclose(&fa, fds[1]);
   char *argv[] = {(char *)"dot", (char *)"-Tsvg", NULL};
+  /* SIGPIPE as a shell would start it (reprise itself ignores it) */
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  sigset_t dfl;
+  sigemptyset(&dfl);
+  sigaddset(&dfl, SIGPIPE);
+  posix_spawnattr_setsigdefault(&at, &dfl);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
   pid_t pid;
-  int e = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
+  int e = posix_spawnp(&pid, "dot", &fa, &at, argv, environ);
+  posix_spawnattr_destroy(&at);
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
   int rc = e ? -1 : slurp(fds[0], svg, len);

@@ -207,8 +207,8 @@ rp_status rp_gpt_config_check(const rp_gpt_config *c) {
                         "rows)",
                         f, c->batch, c->procs / tp);
   uint64_t rows_t = (uint64_t)c->batch * c->context;
-  if (rows_t * c->width * 4 > (1u << 31) ||
-      (uint64_t)c->batch * c->heads * c->context * c->context > (1u << 31))
+  if (rows_t * c->width * 4 >= (1u << 31) ||
+      (uint64_t)c->batch * c->heads * c->context * c->context >= (1u << 31))
     return rp_error_set(RP_EINVAL,
                         "%s: batch %u x context %u is too large for int32 "
                         "kernel sizes",
@@ -2710,8 +2710,8 @@ static uint64_t ckpt_floats(uint32_t L, uint64_t C, uint64_t T, uint64_t V) {
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
   if (!m || !path || !info)
     return rp_error_set(RP_EINVAL, "rp_gpt_save: NULL argument");
-  if (!isfinite(info->lr)) /* rp_gpt_ckpt_read would refuse the file */
-    return rp_error_set(RP_EINVAL, "rp_gpt_save: lr = %g (need finite)",
+  if (!(isfinite(info->lr) && info->lr >= 0)) /* the reader refuses it */
+    return rp_error_set(RP_EINVAL, "rp_gpt_save: lr = %g (need finite, >= 0)",
                         (double)info->lr);
   const rp_gpt_config *c = &m->cfg;
   for (uint32_t i = 1; i < c->vocab; i++) /* and this */
@@ -2851,7 +2851,9 @@ rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
                         "from a run that had diverged?)",
                         path, i, (double)c.data[i]);
   free(buf);
-  if (!st)
+  if (st)
+    free(c.data);
+  else
     *out = c;
   return st;
 }

@@ -1522,7 +1522,9 @@ rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
                         "run that had diverged?)",
                         path, i, (double)c.params[i]);
   free(buf);
-  if (!st)
+  if (st)
+    free(c.params);
+  else
     *out = c;
   return st;
 }
