@@ -1749,6 +1749,13 @@ Test(cli, train_gpt_stop_then_resume_is_one_run_bitwise, .timeout = 300) {
   cr_assert(strstr(r.err, "--lr 0.002 (now 0.001)"), "%s", r.err);
   cr_assert(strstr(r.err, "--iters 14 (now 16)"), "%s", r.err);
   cr_assert(strstr(r.err, "not an exact continuation"), "%s", r.err);
+  /* another processor layout sums the gradients in another order */
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "14", "--procs", "2", "--load-weights",
+      half);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.err, "--procs 1 --tp 1 on 1 rank (now 2, 1 on 1)") &&
+                strstr(r.err, "not an exact continuation"),
+            "%s", r.err);
   unlink(corpus), unlink(one), unlink(half), unlink(two);
 }
 

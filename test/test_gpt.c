@@ -987,50 +987,69 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "a 'mlp' checkpoint, not a 'gpt' one"),
             "%s", rp_error_detail());
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EVERSION);
-  cr_assert(strstr(rp_error_detail(), "payload version 2"), "%s",
-            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "payload version 3 (this build reads "
+                                      "versions 1 and 2)"),
+            "%s", rp_error_detail());
   pl[0] = 3; /* 3 layers: the size disagrees */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "3 layers") &&
                 strstr(rp_error_detail(), "truncated"),
             "%s", rp_error_detail());
   pl[0] = 0; /* no layers */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "bad header"), "%s", rp_error_detail());
   pl[0] = 2;
-  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn)); /* as saved: reads */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn)); /* as saved: reads */
   RP_CHECK(rp_gpt_ckpt_read(path, &c2));
+  cr_assert(c2.procs == 1 && c2.tp == 1 && c2.ranks == 1,
+            "the layout: procs %u tp %u ranks %u", c2.procs, c2.tp, c2.ranks);
   rp_gpt_ckpt_free(&c2);
+  /* version 1 (no layout fields) reads, its layout unknown (0) */
+  unsigned char *v1 = malloc(pn - 12);
+  cr_assert_not_null(v1);
+  memcpy(v1, pl, 48);
+  memcpy(v1 + 48, pl + 60, pn - 60);
+  RP_CHECK(rp_ckpt_save(path, "gpt", 1, v1, pn - 12));
+  free(v1);
+  RP_CHECK(rp_gpt_ckpt_read(path, &c2));
+  cr_assert(c2.procs == 0 && c2.layers == 2, "procs %u", c2.procs);
+  rp_gpt_ckpt_free(&c2);
+  pl[52] = 3; /* tp 3 of procs 1 */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "bad header (procs 1, tp 3, ranks 1)"),
+            "%s", rp_error_detail());
+  pl[52] = 1;
   uint32_t batch;
   memcpy(&batch, pl + 20, 4);
   memset(pl + 20, 0, 4); /* batch 0 */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "bad header") &&
                 strstr(rp_error_detail(), "batch 0"),
             "%s", rp_error_detail());
   memcpy(pl + 20, &batch, 4);
-  pl[48 + 5] = pl[48 + 4]; /* a vocabulary byte twice */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  pl[60 + 5] = pl[60 + 4]; /* a vocabulary byte twice */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "vocabulary byte 5 (0x04) does not "
                                       "follow byte 4 (0x04)"),
             "%s", rp_error_detail());
-  pl[48 + 5] = 5;
+  pl[60 + 5] = 5;
   const float nan = NAN; /* a weight not finite */
   memcpy(pl + pn - 4 * 7, &nan, 4);
-  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "is nan: a checkpoint holds finite "
                                       "values only"),
             "%s", rp_error_detail());
   /* the kind field: NUL after the name, up to its 16th byte */
   memset(pl + pn - 4 * 7, 0, 4);
-  RP_CHECK(rp_ckpt_save(path, "gpt", 1, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
   char *sealed = th_read_all(path, &len);
   sealed[31] = 'x';
   uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, sealed, 40),

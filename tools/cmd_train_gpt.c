@@ -125,6 +125,13 @@ static int load_ckpt(gpt_state *s) {
   if (k->seed != c->mc.seed)
     rp_cli_appendf(d, sizeof d, ", --seed %llu (now %llu)",
                    (unsigned long long)k->seed, (unsigned long long)c->mc.seed);
+  /* the layout sums gradients in another order (0: an older file) */
+  if (k->procs &&
+      (k->procs != c->mc.procs || k->tp != c->tp || k->ranks != s->tr.ranks))
+    rp_cli_appendf(d, sizeof d,
+                   ", --procs %u --tp %u on %u rank%s (now %u, %u on %u)",
+                   k->procs, k->tp, k->ranks, k->ranks == 1 ? "" : "s",
+                   c->mc.procs, c->tp, s->tr.ranks);
   if (s->tr.rank == 0 && d[0]) /* --dist: said once */
     fprintf(stderr,
             "reprise train: note: %s was saved with %s; so this run is not "

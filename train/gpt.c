@@ -2675,9 +2675,10 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
 /* ---------------------------------------------------------------------- */
 /* Checkpoints */
 
-#define CKPT_KIND "gpt" /* in the checkpoint container (ckpt.h) */
-#define CKPT_VERSION 1u /* the payload's format (gpt.h) */
-#define CKPT_HEAD 48u   /* payload bytes before the vocabulary */
+#define CKPT_KIND "gpt"  /* in the checkpoint container (ckpt.h) */
+#define CKPT_VERSION 2u  /* the payload's format (gpt.h) */
+#define CKPT_HEAD 60u    /* payload bytes before the vocabulary */
+#define CKPT_HEAD_V1 48u /* version 1: no layout fields */
 #define CKPT_MAX ((size_t)1 << 32)
 
 static void put32(unsigned char *b, uint32_t v) {
@@ -2751,6 +2752,9 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
     put32(b + 36, info->iters);
     put32(b + 40, (uint32_t)c->seed);
     put32(b + 44, (uint32_t)(c->seed >> 32));
+    put32(b + 48, c->procs);
+    put32(b + 52, m->tp);
+    put32(b + 56, m->ranks);
     memcpy(b + CKPT_HEAD, info->bytes, c->vocab);
     for (size_t i = 0; i < nf; i++)
       putf(b + CKPT_HEAD + c->vocab + 4 * i, p[i]);
@@ -2768,12 +2772,12 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
 /* Checks the payload (n bytes at b) of a checkpoint the container has
  * checked and fills *c (but for the floats). */
 static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
-                            rp_gpt_ckpt *c) {
-  if (n < CKPT_HEAD)
+                            uint32_t head, rp_gpt_ckpt *c) {
+  if (n < head)
     return rp_error_set(RP_EFORMAT,
                         "%s: GPT payload of %zu bytes (its header alone "
                         "has %u)",
-                        path, n, CKPT_HEAD);
+                        path, n, head);
   c->layers = get32(b);
   c->heads = get32(b + 4);
   c->width = get32(b + 8);
@@ -2785,6 +2789,19 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
   c->warmup = get32(b + 32);
   c->iters = get32(b + 36);
   c->seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
+  if (head > CKPT_HEAD_V1) {
+    c->procs = get32(b + 48);
+    c->tp = get32(b + 52);
+    c->ranks = get32(b + 56);
+    if (c->procs < 1 || c->procs > RP_GPT_MAX_PROCS || c->tp < 1 ||
+        c->ranks < 1 ||
+        (c->tp <= c->procs ? c->procs % c->tp != 0
+                           : c->tp % c->procs != 0 || /* across ranks */
+                                 (c->ranks % (c->tp / c->procs)) != 0))
+      return rp_error_set(RP_EFORMAT,
+                          "%s: bad header (procs %u, tp %u, ranks %u)", path,
+                          c->procs, c->tp, c->ranks);
+  }
   if (c->layers < 1 || c->layers > RP_GPT_MAX_LAYERS || c->heads < 1 ||
       c->heads > 256 || c->width < 1 || c->width > RP_GPT_MAX_WIDTH ||
       c->width % c->heads || c->context < 1 ||
@@ -2796,7 +2813,7 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         "width %u, context %u, vocab %u, batch %u, lr %g)",
                         path, c->layers, c->heads, c->width, c->context,
                         c->vocab, c->batch, (double)c->lr);
-  uint64_t want = CKPT_HEAD + c->vocab +
+  uint64_t want = head + c->vocab +
                   4 * ckpt_floats(c->layers, c->width, c->context, c->vocab);
   if (n != want)
     return rp_error_set(RP_EFORMAT,
@@ -2806,7 +2823,7 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         path, n < want ? "truncated" : "trailing bytes",
                         c->layers, c->width, c->context, c->vocab,
                         (unsigned long long)want, n);
-  memcpy(c->bytes, b + CKPT_HEAD, c->vocab);
+  memcpy(c->bytes, b + head, c->vocab);
   /* the bytes present in a text, in increasing order (rp_text) */
   for (uint32_t i = 1; i < c->vocab; i++)
     if (c->bytes[i] <= c->bytes[i - 1])
@@ -2831,20 +2848,21 @@ rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
   rp_gpt_ckpt c;
   memset(&c, 0, sizeof c);
   const unsigned char *b = buf;
-  if (version != CKPT_VERSION)
+  if (version != CKPT_VERSION && version != 1)
     st = rp_error_set(RP_EVERSION,
                       "%s: GPT checkpoint payload version %u (this "
-                      "build reads version %u)",
+                      "build reads versions 1 and %u)",
                       path, version, CKPT_VERSION);
+  uint32_t head = version == 1 ? CKPT_HEAD_V1 : CKPT_HEAD;
   if (!st)
-    st = ckpt_parse(path, b, n, &c);
+    st = ckpt_parse(path, b, n, head, &c);
   if (!st) {
     c.ndata = (size_t)ckpt_floats(c.layers, c.width, c.context, c.vocab);
     if (!(c.data = calloc(c.ndata, sizeof *c.data)))
       st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
   }
   for (size_t i = 0; !st && i < c.ndata; i++)
-    if (!isfinite(c.data[i] = getf(b + CKPT_HEAD + c.vocab + 4 * i)))
+    if (!isfinite(c.data[i] = getf(b + head + c.vocab + 4 * i)))
       st = rp_error_set(RP_EFORMAT,
                         "%s: value %zu of the weights and AdamW moments is "
                         "%g: a checkpoint holds finite values only (saved "

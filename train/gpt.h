@@ -390,14 +390,17 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
                        const rp_gpt_train_opts *o);
 
 /* ---- checkpoints ----
- * A checkpoint container (train/ckpt.h) of kind "gpt", payload version 1;
+ * A checkpoint container (train/ckpt.h) of kind "gpt", payload version 2;
  * the payload, little-endian: u32 L, NH, C, T, V, B, u32 step (steps
- * done), f32 lr, u32 warmup, u32 iters, u64 seed, V vocabulary bytes, then
- * per parameter tensor its weights, first and second moments (f32). The
- * container's length and checksum cover it; it is written through the
- * output writer (reprise.h "Output files"). */
+ * done), f32 lr, u32 warmup, u32 iters, u64 seed, u32 procs, tp, ranks
+ * (the processor layout that trained it: a resume on another one is not
+ * bitwise), V vocabulary bytes, then per parameter tensor its weights,
+ * first and second moments (f32). Version 1 (read too) has no layout
+ * fields. The container's length and checksum cover it; it is written
+ * through the output writer (reprise.h "Output files"). */
 typedef struct rp_gpt_ckpt {
   uint32_t layers, heads, width, context, vocab, batch;
+  uint32_t procs, tp, ranks; /* the layout saved (0: a version 1 file) */
   uint32_t step, warmup, iters;
   float lr;
   uint64_t seed;
