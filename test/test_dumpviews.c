@@ -61,7 +61,15 @@ static int count(const char *hay, const char *needle) {
 #define SYNTH_OPS (SYNTH_LAYERS * SYNTH_OPS_PER_LAYER + SYNTH_OPS_FIXED)
 
 /* The diamond: a (100 ns) -> b (500 ns) -> d (100 ns), a -> c (50) -> d. */
+static const char *diamond_named(const char *name, const char *const *names);
+
 static const char *diamond(const char *name) {
+  static const char *const names[4] = {"a", "b", "c", "d"};
+  return diamond_named(name, names);
+}
+
+/* The diamond a -> b, c -> d, its ops named names[0..3]. */
+static const char *diamond_named(const char *name, const char *const *names) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
@@ -75,7 +83,6 @@ static const char *diamond(const char *name) {
   RP_CHECK(rp_graph_create(rt, &g));
   static const rp_scalar_args a = {.value = 1.0f, .n = 0};
   const uint64_t cost[4] = {100, 500, 50, 100};
-  const char *names[4] = {"a", "b", "c", "d"};
   rp_op_id id[4];
   for (int i = 0; i < 4; i++) {
     rp_access acc = {in[i == 2], i ? RP_RW : RP_WRITE, RP_REDOP_NONE};
@@ -264,6 +271,13 @@ Test(views, max_bytes_caps_the_trace, .init = setup, .fini = teardown) {
   cr_assert_eq(r.status, 1, "%s", r.err);
   RUN(&r, "dump", "--trace", tp, "--summary");
   cr_assert_eq(r.status, 0, "%s", r.err);
+  /* above a graph's 64 MiB, up to a trace's 1 GiB: a trace may use it,
+   * the graph is still read up to its own limit */
+  RUN(&r, "dump", gp, "--critical-path", "--trace", tp, "--max-bytes", "200M");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  RUN(&r, "dump", "--trace", tp, "--summary", "--max-bytes", "2G");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  HAS(r.err, "1..1073741824");
 }
 
 /* ---- critical path ---- */
@@ -470,8 +484,9 @@ Test(views, bad_times_and_tids_are_named, .init = setup, .fini = teardown) {
   ", \"ts\": " ts ", \"dur\": " dur ", \"args\": {\"op\": 0}}"
   static const char *const cases[][2] = {
       {EVT("0", "-5", "1"), "traceEvents[0] is an \"X\" event whose ts is "
-                            "negative or not finite"},
+                            "negative or not below 1e15 us"},
       {EVT("0", "1e999", "1"), "traceEvents[0] is an \"X\" event whose ts"},
+      {EVT("0", "1e20", "1"), "traceEvents[0] is an \"X\" event whose ts"},
       {EVT("0", "0", "-0.5"), "traceEvents[0] is an \"X\" event whose dur is "
                               "negative"},
       {EVT("1.7", "0", "1"), "traceEvents[0] is an \"X\" event whose tid is "
@@ -633,6 +648,10 @@ Test(views, diff_same_differs_and_errors, .init = setup, .fini = teardown) {
   RUN(&r, "dump", ap, "--diff", ap);
   cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
   HAS(r.out, "no differences (180 ops, ");
+  /* a report that cannot be written is 2, not 1 ("they differ") */
+  RUN(&r, "dump", ap, "--diff", ap, "-o", "/tmp");
+  cr_assert_eq(r.status, 2, "%s%s", r.out, r.err);
+  HAS(r.err, "a directory");
   RUN(&r, "dump", ap, "--diff", b);
   cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
   HAS(r.out, "~ op 1 'h0.attn.in.copy' (copy) -> op 1 'h0.attn.in.copy2' "
@@ -826,6 +845,26 @@ static const char *page(const char *graph, const char *name) {
   RUN(&r, "dump", g, "--format", "html", "-o", o);
   cr_assert_eq(r.status, 0, "%s", r.err);
   return th_tmp_path(name);
+}
+
+/* Names starting with '.' group under the empty name '': every view
+ * shows that group (the DOT and HTML views read the op of a group). */
+Test(views, a_group_of_the_empty_name_is_drawn, .init = setup,
+     .fini = teardown) {
+  static const char *const names[4] = {".x", ".", "c.y", "d"};
+  char g[512];
+  snprintf(g, sizeof g, "%s", diamond_named("dots.json", names));
+  cli_run r;
+  RUN(&r, "dump", g, "--group", "--format", "dot");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "label=\"''\\n2 ops"), "%s", r.out);
+  RUN(&r, "dump", g, "--group");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "group '': 2 ops"), "%s", r.out);
+  if (!html_ready())
+    return;
+  RUN(&r, "dump", g, "--format", "html", "-o", th_tmp_path("dots.html"));
+  cr_assert_eq(r.status, 0, "%s", r.err);
 }
 
 Test(views, html_is_self_contained, .init = setup, .fini = teardown) {

@@ -723,6 +723,8 @@ Test(data, malformed_csv_files_name_the_line_and_the_problem) {
   EXPECT_CSV("label,a\n# c\n\n1,abc\n", RP_EFORMAT,
              ":4: column 2: 'abc' is not a finite number");
   EXPECT_CSV("label,a\n1,inf\n", RP_EFORMAT, "'inf' is not a finite");
+  EXPECT_CSV("label,a\n1,0x10\n", RP_EFORMAT, "'0x10' is not a finite");
+  EXPECT_CSV("label,a\n1,-0X1p3\n", RP_EFORMAT, "'-0X1p3' is not a finite");
   EXPECT_CSV("label,a\n1,\n", RP_EFORMAT, "'' is not a finite");
   EXPECT_CSV("label,a\n1,\x01\n", RP_EFORMAT, ":2: not a data file");
   /* accepted: comments, blank lines, CRLF, blanks around fields */

@@ -351,7 +351,8 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
     return RP_CLI_OK;
   }
   case OPT_MAX_BYTES:
-    return rp_cli_parse_bytes("dump", "--max-bytes", arg, RP_GRAPH_FILE_MAX,
+    /* up to a trace's limit; a graph is read up to RP_GRAPH_FILE_MAX */
+    return rp_cli_parse_bytes("dump", "--max-bytes", arg, DV_TRACE_MAX_BYTES,
                               &c->max_bytes);
   case 'o':
     c->output = arg;
@@ -1241,6 +1242,10 @@ static int run(dump_cli *c) {
 int rp_cmd_dump(int argc, char **argv) {
   dump_cli c = {.fmt = RP_DUMP_TEXT};
   int rc = parse_args(argc, argv, &c);
+  /* --diff's 1 says "they differ": an output it cannot write is 2, as
+   * every other failure of the comparison */
+  if (rc == RP_CLI_FAILED && c.diff)
+    rc = RP_CLI_USAGE;
   if (rc)
     return rc < 0 ? RP_CLI_OK : rc;
   return run(&c);

@@ -97,7 +97,7 @@ static void dot_level(page *pg, uint32_t vi, const dv_view *v,
     node_id(n, child[k], id, sizeof id);
     fprintf(f, " %s [id=\"%s\", class=\"%s%s\", label=\"", id, id,
             n->op == UINT32_MAX ? "grp" : "op", n->crit ? " crit" : "");
-    dv_json_str(f, n->name[0] ? n->name : pg->m->ops[n->op].name);
+    dv_json_str(f, dv_node_label(pg->m, n));
     if (n->op == UINT32_MAX)
       fprintf(f, "\\n%u ops\", shape=box3d, fillcolor=\"#dde8f7\"];\n",
               n->nops);

@@ -86,8 +86,8 @@ static int event(const cJSON *e, dv_event *d, const char **why) {
     *why = "an \"X\" event whose tid is not a whole number in 0..4294967295";
     return -1;
   }
-  if (!(d->ts >= 0 && isfinite(d->ts))) {
-    *why = "an \"X\" event whose ts is negative or not finite";
+  if (!(d->ts >= 0 && d->ts < 1e15)) { /* 1e15 us: 31 years */
+    *why = "an \"X\" event whose ts is negative or not below 1e15 us";
     return -1;
   }
   if (!(d->dur >= 0 && d->dur < 1e15)) {

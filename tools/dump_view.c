@@ -365,6 +365,10 @@ static void write_text(const dm_graph *m, const dv_view *v, const char *what,
   }
 }
 
+const char *dv_node_label(const dm_graph *m, const dv_node *n) {
+  return n->name[0] ? n->name : n->op != UINT32_MAX ? m->ops[n->op].name : "''";
+}
+
 static void write_dot(const dm_graph *m, const dv_view *v, const char *what,
                       FILE *out) {
   fprintf(out, "digraph reprise_view {\n  label=\"");
@@ -375,7 +379,7 @@ static void write_dot(const dm_graph *m, const dv_view *v, const char *what,
   for (uint32_t k = 0; k < v->nnodes; k++) {
     const dv_node *n = &v->nodes[k];
     fprintf(out, "  n%u [label=\"", k);
-    dv_json_str(out, n->name[0] ? n->name : m->ops[n->op].name);
+    dv_json_str(out, dv_node_label(m, n));
     if (n->op != UINT32_MAX)
       fprintf(out, "\\nop %u %s\"", n->op, m->ops[n->op].name);
     else

@@ -104,6 +104,9 @@ int dv_adj(const dm_graph *m, int fwd, uint32_t **off, uint32_t **adj);
 /* Writes s as the inside of a JSON string (quotes, backslashes, control
  * bytes and "</" escaped, so it may sit inside an HTML script). */
 void dv_json_str(FILE *out, const char *s);
+/* A node's label: its name; an op's task name when unnamed; "''" for a
+ * group of an empty name (ops named ".x" group under ''). */
+const char *dv_node_label(const dm_graph *m, const dv_node *n);
 
 /* Writes the view (text, DOT or JSON). what: a line saying what the view
  * is ("--group 1 of 10004 ops"). 0 ok, -1 write error. */

@@ -420,7 +420,10 @@ static rp_status csv_row(csv_state *c, char *line, char **fields) {
     char sh[48];
     errno = 0;
     float v = strtof(fields[i], &end);
-    if (end == fields[i] || *end || !isfinite(v))
+    /* decimal only: strtof also reads hexadecimal ("0x10" is 16) */
+    const char *d = fields[i] + (fields[i][0] == '-' || fields[i][0] == '+');
+    if (end == fields[i] || *end || !isfinite(v) ||
+        (d[0] == '0' && (d[1] == 'x' || d[1] == 'X')))
       return rp_error_set(RP_EFORMAT,
                           "%s:%u: column %u: '%s' is not a finite "
                           "number",
