@@ -151,8 +151,8 @@ void rp_bench_json_num(rp_bench_json *j, const char *key, double v) {
   if (!j->f)
     return;
   put_key(j, key);
-  if (isfinite(v))
-    fprintf(j->f, "%.3f", v);
+  if (isfinite(v)) /* 9 significant digits: a 0.0001 s median stays one */
+    fprintf(j->f, "%.9g", v);
   else
     fputs("null", j->f);
 }

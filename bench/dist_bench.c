@@ -360,6 +360,9 @@ int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
       MPI_Finalize();
     return 1;
   }
+  if (NRANKS == 1) /* figures of one process: nothing crosses ranks */
+    fprintf(stderr, "reprise bench --dist: 1 rank: run it under mpiexec -n "
+                    "N (N >= 2) to measure communication between ranks\n");
   rp_bench_json j;
   rp_bench_json_open(&j, json);
   row_out o = {RANK == 0 ? table : NULL, &j};

@@ -261,6 +261,36 @@ Test(cli, dump_schedule_of_a_task_with_a_workspace) {
   unlink(path);
 }
 
+/* bench --dist outside mpiexec measures one process and says so; the
+ * build rows keep sub-millisecond times (they printed 0.000). */
+Test(cli, bench_dist_on_one_rank_says_so_and_rows_keep_small_times,
+     .timeout = 120) {
+#ifndef REPRISE_HAVE_BENCH
+  cr_skip_test("built without the benchmarks");
+#else
+  cli_run r;
+#ifdef REPRISE_HAVE_MPI
+  RUN(&r, "bench", "--dist", "--quick");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise bench --dist: 1 rank: run it under "
+                          "mpiexec -n N"),
+            "%s", r.err);
+#endif
+  char path[] = "/tmp/rp_cli_build_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  RUN(&r, "bench", "--build", "--sizes", "100", "--json", path);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *rows = th_read_all(path, NULL);
+  cr_assert(strstr(rows, "\"s_median\": "), "%s", rows);
+  cr_assert(!strstr(rows, "\"s_median\": 0.000,"), "a time lost: %s", rows);
+  cr_assert(!strstr(rows, "\"s_median\": 0,"), "a time lost: %s", rows);
+  free(rows);
+  unlink(path);
+#endif
+}
+
 Test(cli, bench_without_benchmarks_says_so_in_one_line_and_exits_1) {
 #ifdef REPRISE_HAVE_BENCH
   cr_skip_test("built with benchmarks: this case is for -DREPRISE_BENCH=OFF");

@@ -457,6 +457,15 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
     return rc;
   if (w)
     c->cpus = w;
+  /* a graph is read up to its loader's limit: more is for a trace */
+  if (c->max_bytes > RP_GRAPH_FILE_MAX && !c->trace)
+    return rp_cli_usage_error("dump",
+                              "--max-bytes %llu: a graph file has 1..%u "
+                              "bytes (up to %llu with --trace, for the "
+                              "trace)",
+                              (unsigned long long)c->max_bytes,
+                              RP_GRAPH_FILE_MAX,
+                              (unsigned long long)DV_TRACE_MAX_BYTES);
   if (c->output && !strcmp(c->output, "-"))
     c->output = NULL; /* -o -: standard output, as without -o */
   const char *const out[][2] = {{"--output", c->output}};
