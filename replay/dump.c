@@ -42,6 +42,9 @@ static void dump_text(const rp_exec *ex, FILE *f) {
         fprintf(f, "  [%u] launch segment %u", i, ex->lw->seg_of[l->units[i]]);
       else
         fprintf(f, "  [%u] op %u %s", i, u->op, unit_name(ex, u));
+      if (u->kind == RP_UNIT_COPY && u->op < ex->g->nops &&
+          ex->g->ops[u->op].name[0]) /* a copy's own name, as dump shows */
+        fprintf(f, " '%s'", ex->g->ops[u->op].name);
       if (u->max_shards > 1)
         fprintf(f, " shard %u/%u", u->shard, u->max_shards);
       for (uint32_t k = 0; k < u->nwait; k++) {

@@ -179,11 +179,13 @@ Test(dump, schedule_appends_the_per_worker_lists) {
   fixture fx;
   fx_init(&fx);
   build_clean(&fx);
+  RP_CHECK(rp_graph_set_op_name(fx.g, 4, "w.replicate")); /* the copy */
   const char *g = save(&fx, "g.json");
   cli_run r;
   RUN(&r, "dump", g, "--schedule", "--cpus", "2");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   cr_assert(strstr(r.out, "\nschedule:\nexec: 6 ops, 6 units"), "%s", r.out);
+  cr_assert(strstr(r.out, "op 4 copy 'w.replicate'"), "%s", r.out);
   cr_assert(strstr(r.out, "lane 0 (worker 0)"), "%s", r.out);
   cr_assert(strstr(r.out, "lane 1 (worker 1)"), "%s", r.out);
   cr_assert(strstr(r.out, "pre('batch')"), "%s", r.out);
