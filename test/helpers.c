@@ -177,6 +177,9 @@ uint64_t th_cost_all_equal(const char *what, uint32_t workers,
 static char th_tmpdir[64];
 
 void th_tmpdir_make(const char *templ) {
+  /* under /tmp: a test run from the source tree must not leave files in
+   * it when it fails before th_tmpdir_remove */
+  cr_assert(templ[0] == '/', "th_tmpdir_make: '%s' is not absolute", templ);
   snprintf(th_tmpdir, sizeof th_tmpdir, "%s", templ);
   cr_assert_not_null(mkdtemp(th_tmpdir));
 }

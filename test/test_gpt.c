@@ -611,7 +611,7 @@ Test(gpt_backends, eager_misuse_is_refused_and_the_model_trains_on) {
 Test(gpt_backends, checkpoint_resume_is_bitwise_equal_to_one_run) {
   tt a, b;
   tt_init(&a, 1, 1); /* skips without a device: before the folder is made */
-  th_tmpdir_make("test_gpt_XXXXXX");
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
   tt_train(&a, 0, 10);
   float *straight = malloc(rp_gpt_param_count(a.m) * sizeof(float));
   RP_CHECK(rp_gpt_params_read(a.m, straight, rp_gpt_param_count(a.m)));
@@ -924,7 +924,7 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "AdamW beta2 = 1"), "%s",
             rp_error_detail());
-  th_tmpdir_make("test_gpt_XXXXXX");
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
   fixture fx;
   fx_load(&fx);
   tg t;
@@ -1090,7 +1090,7 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
  * (the file size limit) leaves the previous checkpoint whole and no
  * temporary file beside it. */
 Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
-  th_tmpdir_make("test_gpt_XXXXXX");
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
   fixture fx;
   fx_load(&fx);
   tg t;
