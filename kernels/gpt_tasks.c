@@ -91,14 +91,15 @@ static rp_status adamw_args(const rp_op *op, void *args,
                             const rp_task_ctx *ctx) {
   (void)ctx;
   const rp_gpt_adamw_args *a = args;
-  if (!is_finite(a->lr) || !(a->beta1 >= 0.0f && a->beta1 < 1.0f) ||
+  if (!is_finite(a->lr) || !(a->lr >= 0.0f) || /* < 0: ascent */
+      !(a->beta1 >= 0.0f && a->beta1 < 1.0f) ||
       !(a->beta2 >= 0.0f && a->beta2 < 1.0f) || !(a->eps > 0.0f) ||
       !is_finite(a->eps) || !is_finite(a->weight_decay) ||
       !is_finite(a->max_norm))
     return rp__err(RP_EINVAL,
                    "%s: lr = %g, beta1 = %g, beta2 = %g, eps = %g, "
-                   "weight_decay = %g, max_norm = %g (need finite, betas in "
-                   "[0, 1), eps > 0)",
+                   "weight_decay = %g, max_norm = %g (need finite, lr >= 0, "
+                   "betas in [0, 1), eps > 0)",
                    op->name, (double)a->lr, (double)a->beta1, (double)a->beta2,
                    (double)a->eps, (double)a->weight_decay,
                    (double)a->max_norm);

@@ -270,7 +270,20 @@ Test(cli, bench_dist_on_one_rank_says_so_and_rows_keep_small_times,
 #else
   cli_run r;
 #ifdef REPRISE_HAVE_MPI
+  /* MPICH's UCX plugins leave allocations at exit that LeakSanitizer
+   * cannot attribute (docs/testing.md): not this test's subject */
+  const char *old = getenv("ASAN_OPTIONS");
+  char *keep = old ? strdup(old) : NULL;
+  char opts[512];
+  snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", old ? old : "",
+           old && *old ? ":" : "");
+  setenv("ASAN_OPTIONS", opts, 1);
   RUN(&r, "bench", "--dist", "--quick");
+  if (keep)
+    setenv("ASAN_OPTIONS", keep, 1);
+  else
+    unsetenv("ASAN_OPTIONS");
+  free(keep);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.err, "reprise bench --dist: 1 rank: run it under "
                           "mpiexec -n N"),

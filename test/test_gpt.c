@@ -446,6 +446,13 @@ Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
                             &(rp_gpt_sampling){.temperature = 0, .seed = 1},
                             gen),
             RP_ERANGE);
+  /* plen + n past 2^32 - 1 (it wrapped to 0 and generated nothing) */
+  RP_EXPECT(rp_gpt_generate(t.m, ex, fx.x, 2, UINT32_MAX,
+                            &(rp_gpt_sampling){.temperature = 0, .seed = 1},
+                            gen),
+            RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "overflow a 32-bit count"), "%s",
+            rp_error_detail());
   /* past the context (the last T/2 decoded again from position 0): the
    * tokens within the context are those of a run that stops there */
   int32_t *longer = malloc((2 + 3 * T) * sizeof *longer);
@@ -652,7 +659,8 @@ Test(gpt_backends, training_on_text_goes_below_the_bigram_baseline) {
   tt_init(&t, 1, 1);
   size_t n = (size_t)4 * 4 * 16;
   int32_t *x = malloc(4 * n), *y = malloc(4 * n);
-  rp_text_windows(&t.text, t.text.ntrain, t.text.n, 4, 16, 9, 0, 4, x, y);
+  RP_CHECK(
+      rp_text_windows(&t.text, t.text.ntrain, t.text.n, 4, 16, 9, 0, 4, x, y));
   double bigram = rp_text_bigram_loss(&t.text, x, y, n), before, after;
   RP_CHECK(rp_gpt_evaluate(t.m, x, y, 4, &before));
   rp_gpt_train_opts o = {.iters = 300, .lr = 1e-2f, .warmup = 20};
@@ -864,12 +872,20 @@ Test(gpt, windows_depend_on_the_seed_and_batch_index_alone) {
   rp_text t;
   RP_CHECK(rp_text_from_bytes("t", b, 5000, 8, &t));
   int32_t x1[3 * 2 * 8], y1[3 * 2 * 8], x2[2 * 8], y2[2 * 8];
-  rp_text_windows(&t, 0, t.ntrain, 2, 8, 5, 10, 3, x1, y1);
-  rp_text_windows(&t, 0, t.ntrain, 2, 8, 5, 12, 1, x2, y2);
+  RP_CHECK(rp_text_windows(&t, 0, t.ntrain, 2, 8, 5, 10, 3, x1, y1));
+  RP_CHECK(rp_text_windows(&t, 0, t.ntrain, 2, 8, 5, 12, 1, x2, y2));
   cr_assert(!memcmp(x1 + 2 * 16, x2, sizeof x2), "batch 12 differs");
   for (int i = 0; i < 16; i++) /* targets are the inputs shifted by one */
     if (i % 8 != 7)
       cr_assert_eq(y2[i], x2[i + 1]);
+  /* a range with no window of T + 1 tokens (it crashed): refused */
+  RP_EXPECT(rp_text_windows(&t, 100, 108, 2, 8, 5, 0, 1, x2, y2), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "tokens [100, 108) of 5000 hold no "
+                                      "window of 8 + 1 tokens"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_text_windows(&t, 100, 107, 2, 8, 5, 0, 1, x2, y2), RP_ERANGE);
+  RP_EXPECT(rp_text_windows(&t, 0, 5001, 2, 8, 5, 0, 1, x2, y2), RP_ERANGE);
+  RP_CHECK(rp_text_windows(&t, 100, 109, 2, 8, 5, 0, 1, x2, y2));
   free(b);
   rp_text_free(&t);
 }
@@ -883,7 +899,7 @@ Test(gpt, neighbouring_batches_share_no_windows) {
   RP_CHECK(rp_text_from_bytes("t", b, 20000, 32, &t));
   enum { NB = 16, BW = 8, TW = 32 };
   static int32_t x[NB * BW * TW], y[NB * BW * TW];
-  rp_text_windows(&t, 0, t.ntrain, BW, TW, 1, 0, NB, x, y);
+  RP_CHECK(rp_text_windows(&t, 0, t.ntrain, BW, TW, 1, 0, NB, x, y));
   int shared = 0;
   for (int k = 0; k + 1 < NB; k++)
     for (int i = 0; i < BW; i++)
@@ -909,6 +925,14 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   c.width = 30; /* not a multiple of 4 heads */
   RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "multiple of heads"));
+  rp_gpt_config_init(&c); /* the split rp_gpt_create makes is checked */
+  c.batch = 5;
+  c.procs = 4;
+  RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "batch 5"), "%s", rp_error_detail());
+  RP_EXPECT(rp_gpt_split_check(4, 1, 3, 2), RP_EINVAL); /* no layout */
+  cr_assert(strstr(rp_error_detail(), "procs 3 is not a multiple of tp 2"),
+            "%s", rp_error_detail());
   rp_gpt_config_init(&c); /* each AdamW setting named */
   c.eps = INFINITY;
   RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
@@ -1074,6 +1098,21 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   w0[0] = keep;
   RP_CHECK(rp_gpt_tensor_write(t.m, 0, RP_GPT_WEIGHT, w0, 2048));
   free(w0);
+  /* a checkpoint struct whose values do not fit the model (apply read
+   * past them) and a NULL buffer (a split tensor's read wrote there) */
+  RP_CHECK(rp_gpt_save(t.m, path, &info));
+  RP_CHECK(rp_gpt_ckpt_read(path, &c2));
+  size_t nd = c2.ndata;
+  c2.ndata = 10;
+  RP_EXPECT(rp_gpt_ckpt_apply(t.m, &c2), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_ckpt_apply: 10 values"), "%s",
+            rp_error_detail());
+  c2.ndata = nd;
+  rp_gpt_ckpt_free(&c2);
+  RP_EXPECT(rp_gpt_tensor_read(t.m, 0, RP_GPT_WEIGHT, NULL, 2048), RP_EINVAL);
+  cr_assert(!rp_gpt_cfg(NULL) && !rp_gpt_procs(NULL) &&
+                !rp_gpt_logits(NULL).id && !rp_gpt_decode_logits(NULL).id,
+            "an accessor of no model");
   /* and the MLP refuses a GPT checkpoint by its kind */
   RP_CHECK(rp_gpt_save(t.m, path, &info));
   rp_mlp_ckpt mc;

@@ -1009,6 +1009,10 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
             rp_error_detail());
   wa.beta1 = 1.0f;
   RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_EINVAL);
+  wa.beta1 = 0.9f; /* a negative lr (a replay's argument) would ascend */
+  wa.lr = -1.0f;
+  RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "lr = -1"), "%s", rp_error_detail());
   bits_eq(inp, in[0].ptr, 1, "inp");
   free(inp), free(W), free(bias), free(out), free(out0), free(ref);
 }

@@ -203,9 +203,12 @@ static int validation_set(gpt_state *s) {
     fprintf(stderr, "%s: out of memory\n", rp_train_who());
     return RP_CLI_FAILED;
   }
-  rp_text_windows(&s->text, s->text.ntrain, s->text.n, c->mc.batch, c->context,
-                  c->mc.seed ^ 0x76616c6964617465ull, 0, VAL_BATCHES, s->vx,
-                  s->vy);
+  if (rp_text_windows(&s->text, s->text.ntrain, s->text.n, c->mc.batch,
+                      c->context, c->mc.seed ^ 0x76616c6964617465ull, 0,
+                      VAL_BATCHES, s->vx, s->vy)) { /* rp_text_load checked */
+    fprintf(stderr, "%s: %s: %s\n", rp_train_who(), c->text, rp_error_detail());
+    return RP_CLI_FAILED;
+  }
   s->bigram = rp_text_bigram_loss(&s->text, s->vx, s->vy, n);
   return RP_CLI_OK;
 }

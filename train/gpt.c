@@ -206,6 +206,9 @@ rp_status rp_gpt_config_check(const rp_gpt_config *c) {
                         "%s: batch %u < %u data groups (every group needs "
                         "rows)",
                         f, c->batch, c->procs / tp);
+  /* one process: the split rp_gpt_create makes (dist: with the ranks) */
+  if (!c->dist && rp_gpt_split_check(c->batch, 1, c->procs, tp))
+    return rp_error_set(RP_EINVAL, "%s: %s", f, rp_error_detail());
   uint64_t rows_t = (uint64_t)c->batch * c->context;
   if (rows_t * c->width * 4 >= (1u << 31) ||
       (uint64_t)c->batch * c->heads * c->context * c->context >= (1u << 31))
@@ -246,6 +249,11 @@ rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
     return rp_train_split_check(batch, 1, (uint32_t)(all / tp),
                                 "data groups of --tp across ranks");
   }
+  if (procs % tp)
+    return rp_error_set(RP_EINVAL,
+                        "procs %u is not a multiple of tp %u (the "
+                        "processors form procs / tp data groups of tp)",
+                        procs, tp);
   return rp_train_split_check(batch, ranks, tp > 1 ? procs / tp : procs,
                               tp > 1 ? "data groups" : "processors");
 }
@@ -805,11 +813,21 @@ rp_status rp_gpt_destroy(rp_gpt *m) {
   if (!m)
     return RP_OK;
   rp_status st = RP_OK;
+  uint32_t kept = 0;
   for (uint32_t i = m->nall; i-- > 0;) {
     rp_status fs = rp_instance_free(m->rt, m->all[i]);
+    kept += fs != RP_OK;
     if (st == RP_OK)
       st = fs;
   }
+  /* m goes either way (the header's rule): say so, not the instance
+   * call's "nothing was changed" */
+  if (st != RP_OK)
+    st = rp_error_set(st,
+                      "rp_gpt_destroy: the model is freed, but %u of its %u "
+                      "instances could not be (%s): they stay until "
+                      "rp_runtime_destroy; destroy the model's execs first",
+                      kept, m->nall, rp_error_detail());
   for (uint32_t d = 0; m->sh && d < m->dp; d++) {
     free(m->sh[d].w);
     free(m->sh[d].g);
@@ -1849,7 +1867,7 @@ rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows) {
 }
 
 rp_inst rp_gpt_logits(const rp_gpt *m) {
-  return m->sh[0].logits;
+  return m ? m->sh[0].logits : (rp_inst){0};
 }
 
 /* Waits for an eager communication op (and drops done); a failure gets
@@ -2103,7 +2121,7 @@ rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
 }
 
 rp_inst rp_gpt_decode_logits(const rp_gpt *m) {
-  return m->dec ? m->dec->logits : (rp_inst){0};
+  return m && m->dec ? m->dec->logits : (rp_inst){0};
 }
 
 static rp_status decode_one(rp_gpt *m, rp_exec *ex, int32_t pos, int32_t token,
@@ -2162,6 +2180,11 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
                           int32_t *out) {
   if (!m || !ex || !prompt || !out || !how || plen == 0 || !m->dec)
     return rp_error_set(RP_EINVAL, "rp_gpt_generate: bad argument");
+  if (n > UINT32_MAX - plen) /* out holds plen + n tokens */
+    return rp_error_set(RP_ERANGE,
+                        "rp_gpt_generate: %u prompt tokens + %u to generate "
+                        "overflow a 32-bit count",
+                        plen, n);
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
   rp_status st = check_prompt(prompt, plen, V, how, "rp_gpt_generate");
   if (st != RP_OK)
@@ -2342,7 +2365,7 @@ rp_status rp_gpt_reset(rp_gpt *m) {
 }
 
 const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m) {
-  return &m->cfg;
+  return m ? &m->cfg : NULL;
 }
 rp_status rp_gpt_proc_bytes(const rp_gpt *m, uint32_t p, uint64_t *total,
                             uint64_t *state) {
@@ -2354,7 +2377,7 @@ rp_status rp_gpt_proc_bytes(const rp_gpt *m, uint32_t p, uint64_t *total,
   return RP_OK;
 }
 const rp_proc *rp_gpt_procs(const rp_gpt *m) {
-  return m->procs;
+  return m ? m->procs : NULL;
 }
 uint32_t rp_gpt_proc_count(const rp_gpt *m) {
   return m ? m->G : 0;
@@ -2384,6 +2407,8 @@ static rp_status check_slot(rp_gpt *m, uint32_t i, rp_gpt_slot s, size_t n,
 
 rp_status rp_gpt_tensor_read(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
                              size_t n) {
+  if (!out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_tensor_read: NULL buffer");
   rp_status st = check_slot(m, i, s, n, "rp_gpt_tensor_read");
   if (st == RP_OK && (st = slot_io(m, i, s, out, NULL, n)) != RP_OK)
     st = rp_train_err_prefix(st, "rp_gpt_tensor_read: ");
@@ -2539,8 +2564,10 @@ static rp_status refill(rp_gpt *m, const rp_text *t, uint32_t s,
     return RP_OK;
   uint32_t n = stop - s < c->ring ? stop - s : c->ring;
   /* every rank draws the global batches' windows and keeps its rows */
-  rp_text_windows(t, 0, t->ntrain, c->batch, c->context, c->seed, s, n, m->hx,
-                  m->hy);
+  rp_status st = rp_text_windows(t, 0, t->ntrain, c->batch, c->context, c->seed,
+                                 s, n, m->hx, m->hy);
+  if (st)
+    return rp_train_err_prefix(st, "the training text: ");
   pack_rows(m, n);
   m->ring_base = s;
   m->ring_valid = n;
@@ -2895,6 +2922,12 @@ rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
                         "%u, %u, %u, %u",
                         c->layers, c->heads, c->width, c->context, c->vocab,
                         g->layers, g->heads, g->width, g->context, g->vocab);
+  if (c->ndata != 3 * rp_gpt_param_count(m))
+    return rp_error_set(RP_ESHAPE,
+                        "rp_gpt_ckpt_apply: %zu values, this model takes %zu "
+                        "(weights and both moments of %zu parameters)",
+                        c->ndata, 3 * rp_gpt_param_count(m),
+                        rp_gpt_param_count(m));
   const float *q = c->data;
   rp_status st = RP_OK;
   for (uint32_t i = 0; !st && i < m->np; i++)

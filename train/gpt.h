@@ -149,8 +149,10 @@ void rp_gpt_config_init(rp_gpt_config *cfg);
 rp_status rp_gpt_config_check(const rp_gpt_config *cfg);
 /* RP_OK when a global batch of `batch` rows splits over `ranks` ranks x
  * procs / tp data groups (tp 0 or 1: procs) with no empty shard, else
- * RP_ERANGE naming the first rank that gets an empty one (RP_EINVAL for a
- * zero). The same answer on every rank: no communication. */
+ * RP_ERANGE naming the first rank that gets an empty one; RP_EINVAL for a
+ * zero or a layout that is none (procs not a multiple of tp; tp above
+ * procs not a multiple of procs dividing ranks x procs). The same answer
+ * on every rank: no communication. */
 rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
                              uint32_t tp);
 
@@ -182,9 +184,13 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
                         const rp_gpt_config *cfg, rp_gpt **out);
 /* Destroy execs recorded from it first. NULL: no-op. Frees m as free()
  * does: m must not be used, or destroyed, again (the runtime's handles
- * are generation-checked; a model is a plain pointer). */
+ * are generation-checked; a model is a plain pointer), also when it
+ * returns an error: RP_EBUSY when an exec still had replays in flight on
+ * its instances, which then stay allocated until rp_runtime_destroy (the
+ * detail counts them). */
 rp_status rp_gpt_destroy(rp_gpt *m);
 
+/* The accessors below answer NULL, 0 or a null handle for m NULL. */
 const rp_gpt_config *rp_gpt_cfg(const rp_gpt *m);
 /* Bytes of the instances on processor index p (0..P-1, the order of
  * rp_gpt_procs): all of them (*total) and those of the parameter state
@@ -242,7 +248,9 @@ rp_status rp_gpt_record(rp_gpt *m, rp_graph **out);
 /* The last completed step's mean loss, read from its instance as it is
  * (rp_instance_read waits for nothing): after an eager rp_gpt_step, wait
  * first (rp_runtime_drain); after a replay, its done event; before any
- * step, 0. rp_gpt_train reads it at the right times. */
+ * step, 0. rp_gpt_evaluate's batches use the same instance: after it, the
+ * last evaluated batch's loss. rp_gpt_train reads it at the right
+ * times. */
 rp_status rp_gpt_batch_loss(rp_gpt *m, float *out);
 /* The last completed step's global gradient norm (before clipping); the
  * same rules. */
@@ -262,6 +270,11 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
  * the blocks run over group 0's slices, after a REPARTITION of the home
  * weights into them. */
 rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows);
+/* (Run eagerly, its ops complete later: a failure of one, e.g. a token
+ * outside [0, V) in `tokens`, poisons that op's event, which this call
+ * does not hand out, and leaves the logits as they were. Check the tokens
+ * before, or record the forward and replay it: the replay's done event
+ * carries the failure.) */
 /* Shard 0's logits instance (rows * T x V, row-major). */
 rp_inst rp_gpt_logits(const rp_gpt *m);
 /* How the next token is drawn from the logits. */
@@ -344,10 +357,12 @@ rp_status rp_text_from_bytes(const char *what, const uint8_t *b, size_t len,
 void rp_text_free(rp_text *t);
 /* Fills n batches of B windows of T + 1 tokens from [lo, hi) of t's
  * tokens: x gets tokens s..s+T-1, y s+1..s+T. Batch j's windows are drawn
- * from (seed, first + j) alone. */
-void rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
-                     uint32_t T, uint64_t seed, uint64_t first, uint32_t n,
-                     int32_t *x, int32_t *y);
+ * from (seed, first + j) alone. RP_ERANGE (nothing written) when [lo, hi)
+ * is not inside t or holds fewer than T + 1 tokens (a text loaded for a
+ * shorter context), RP_EINVAL for NULL arguments or T = 0. */
+rp_status rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
+                          uint32_t T, uint64_t seed, uint64_t first, uint32_t n,
+                          int32_t *x, int32_t *y);
 /* The count-based bigram model of the training split (add-one smoothing:
  * p(b | a) = (count(a b) + 1) / (count(a) + V)), its mean cross-entropy
  * over the n positions (x[i] -> y[i]). */

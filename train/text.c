@@ -71,9 +71,17 @@ void rp_text_free(rp_text *t) {
   memset(t, 0, sizeof *t);
 }
 
-void rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
-                     uint32_t T, uint64_t seed, uint64_t first, uint32_t n,
-                     int32_t *x, int32_t *y) {
+rp_status rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
+                          uint32_t T, uint64_t seed, uint64_t first, uint32_t n,
+                          int32_t *x, int32_t *y) {
+  if (!t || (n && B && (!x || !y)) || T == 0)
+    return rp_error_set(RP_EINVAL, "rp_text_windows: bad argument");
+  if (lo >= hi || hi > t->n || hi - lo < (size_t)T + 1)
+    return rp_error_set(RP_ERANGE,
+                        "rp_text_windows: tokens [%zu, %zu) of %zu hold no "
+                        "window of %u + 1 tokens (a text loaded for a "
+                        "shorter context?)",
+                        lo, hi, t->n, T);
   size_t starts = hi - lo - T; /* windows [s, s + T] inside [lo, hi) */
   for (uint32_t j = 0; j < n; j++) {
     /* batch first + j's windows from the seed and its index alone: the
@@ -91,6 +99,7 @@ void rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
       memcpy(y + o, t->tokens + s + 1, T * sizeof *y);
     }
   }
+  return RP_OK;
 }
 
 double rp_text_bigram_loss(const rp_text *t, const int32_t *x, const int32_t *y,
