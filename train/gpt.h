@@ -387,8 +387,10 @@ typedef struct rp_gpt_train_opts {
 } rp_gpt_train_opts;
 #define RP_GPT_MAX_INFLIGHT 64
 
-/* Trains on t's training split by replaying ex (eagerly when ex is NULL);
- * refills the ring every `ring` steps. By default each step is waited for
+/* Trains on t's training split by replaying ex (eagerly when ex is NULL):
+ * ex must be instantiated from m's own recorded step (the exec holds the
+ * instances it was recorded on, so another model's exec trains that
+ * model; this is not detected); refills the ring every `ring` steps. By default each step is waited for
  * before the next starts, so iter_ns is each step's latency.
  *
  * inflight N > 1 (with ex): rp_replay returns at once and up to N replays
