@@ -851,7 +851,7 @@ static const char *page(const char *graph, const char *name) {
  * shows that group (the DOT and HTML views read the op of a group). */
 Test(views, a_group_of_the_empty_name_is_drawn, .init = setup,
      .fini = teardown) {
-  static const char *const names[4] = {".x", ".", "c.y", "d"};
+  static const char *const names[4] = {".x", ".", "c.y", ""};
   char g[512];
   snprintf(g, sizeof g, "%s", diamond_named("dots.json", names));
   cli_run r;
@@ -861,6 +861,9 @@ Test(views, a_group_of_the_empty_name_is_drawn, .init = setup,
   RUN(&r, "dump", g, "--group");
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "group '': 2 ops"), "%s", r.out);
+  RUN(&r, "dump", g, "--focus", "c.y", "--depth", "1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "op 3: rp.scale"), "unnamed as 'op 3': %s", r.out);
   if (!html_ready())
     return;
   RUN(&r, "dump", g, "--format", "html", "-o", th_tmp_path("dots.html"));

@@ -327,7 +327,8 @@ static void text_node(const dm_graph *m, const dv_view *v, uint32_t k,
   const dv_node *n = &v->nodes[k];
   char p[16];
   if (n->op != UINT32_MAX)
-    fprintf(out, "op %u '%s': %s proc %s", n->op, n->name, m->ops[n->op].name,
+    fprintf(out, "op %u%s%s%s: %s proc %s", n->op, n->name[0] ? " '" : "",
+            n->name, n->name[0] ? "'" : "", m->ops[n->op].name,
             proc_str(&m->ops[n->op], p, sizeof p));
   else
     fprintf(out, "group '%s': %u ops (%u tasks, %u copies)", n->name, n->nops,
@@ -340,7 +341,8 @@ static void text_node(const dm_graph *m, const dv_view *v, uint32_t k,
 static void text_ref(const dv_view *v, uint32_t k, FILE *out) {
   const dv_node *n = &v->nodes[k];
   if (n->op != UINT32_MAX)
-    fprintf(out, "op %u '%s'", n->op, n->name);
+    fprintf(out, "op %u%s%s%s", n->op, n->name[0] ? " '" : "", n->name,
+            n->name[0] ? "'" : ""); /* unnamed: "op 4", as the dump */
   else
     fprintf(out, "group '%s'", n->name);
 }

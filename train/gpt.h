@@ -390,8 +390,9 @@ typedef struct rp_gpt_train_opts {
 /* Trains on t's training split by replaying ex (eagerly when ex is NULL):
  * ex must be instantiated from m's own recorded step (the exec holds the
  * instances it was recorded on, so another model's exec trains that
- * model; this is not detected); refills the ring every `ring` steps. By default each step is waited for
- * before the next starts, so iter_ns is each step's latency.
+ * model; this is not detected); refills the ring every `ring` steps. By default
+ * each step is waited for before the next starts, so iter_ns is each step's
+ * latency.
  *
  * inflight N > 1 (with ex): rp_replay returns at once and up to N replays
  * stay outstanding; the loop waits for the oldest only when N are. A
