@@ -73,7 +73,7 @@ for w in "$@"; do
   # One JSON object per line (bench/bench_util.c writes them so).
   cat "$dir"/w"$w".*.json | awk -v workers="$w" -v runs="$runs" '
     function num(key,   m) {
-      if (match($0, "\"" key "\": [-0-9.]+")) {
+      if (match($0, "\"" key "\": [-+0-9.eE]+")) {
         m = substr($0, RSTART, RLENGTH)
         sub(/.*: /, "", m)
         return m + 0

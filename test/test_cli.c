@@ -1796,7 +1796,8 @@ Test(cli, train_gpt_stop_then_resume_is_one_run_bitwise, .timeout = 300) {
   RUN(&r, TRAIN_GPT(corpus), "--iters", "14", "--procs", "2", "--load-weights",
       half);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  cr_assert(strstr(r.err, "--procs 1 --tp 1 on 1 rank (now 2, 1 on 1)") &&
+  cr_assert(strstr(r.err, "1 processor with --tp 1 (--procs 1 on 1 rank; "
+                          "now 2 with --tp 1)") &&
                 strstr(r.err, "not an exact continuation"),
             "%s", r.err);
   unlink(corpus), unlink(one), unlink(half), unlink(two);

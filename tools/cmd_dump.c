@@ -107,7 +107,8 @@ static void dump_usage(FILE *f) {
       "  --summary               with --trace: time per group and task,\n"
       "                          busy shares, idle gaps, slowest replays\n"
       "  --diff B.json           what B adds, removes or changes; exit 0\n"
-      "                          same, 1 different, 2 unreadable\n"
+      "                          same, 1 different, 2 unreadable (or -o\n"
+      "                          unwritable)\n"
       "  --schedule              also instantiate the graph and print the\n"
       "                          exec's per-worker schedule (same format)\n"
       "  --stats                 op counts per kind, processor and task,\n"
@@ -1190,7 +1191,8 @@ static int run_summary(const dump_cli *c, const rp_graph *g, FILE *out) {
   return rc;
 }
 
-/* --diff: 0 the same, 1 they differ, 2 either cannot be read. */
+/* --diff: 0 the same, 1 they differ, 2 either cannot be read (or the
+ * report cannot be written). */
 static int run_diff(dump_cli *c) {
   loaded a = {0}, b = {0};
   dm_graph ma = {0}, mb = {0};

@@ -125,13 +125,18 @@ static int load_ckpt(gpt_state *s) {
   if (k->seed != c->mc.seed)
     rp_cli_appendf(d, sizeof d, ", --seed %llu (now %llu)",
                    (unsigned long long)k->seed, (unsigned long long)c->mc.seed);
-  /* the layout sums gradients in another order (0: an older file) */
+  /* another layout sums gradients in another order (0: an older file);
+   * the same processors in all and tp, over any ranks, are bitwise the
+   * same (docs/distributed.md) */
   if (k->procs &&
-      (k->procs != c->mc.procs || k->tp != c->tp || k->ranks != s->tr.ranks))
+      ((uint64_t)k->procs * k->ranks != (uint64_t)c->mc.procs * s->tr.ranks ||
+       k->tp != c->tp))
     rp_cli_appendf(d, sizeof d,
-                   ", --procs %u --tp %u on %u rank%s (now %u, %u on %u)",
-                   k->procs, k->tp, k->ranks, k->ranks == 1 ? "" : "s",
-                   c->mc.procs, c->tp, s->tr.ranks);
+                   ", %u processor%s with --tp %u (--procs %u on %u rank%s; "
+                   "now %u with --tp %u)",
+                   k->procs * k->ranks, k->procs * k->ranks == 1 ? "" : "s",
+                   k->tp, k->procs, k->ranks, k->ranks == 1 ? "" : "s",
+                   c->mc.procs * s->tr.ranks, c->tp);
   if (s->tr.rank == 0 && d[0]) /* --dist: said once */
     fprintf(stderr,
             "reprise train: note: %s was saved with %s; so this run is not "

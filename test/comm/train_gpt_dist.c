@@ -437,6 +437,11 @@ static void tp_across_ranks(void) {
   check(train_to(2, "xrres", rx) == 0 && train_to(0, "refres", r1) == 0 &&
             bitwise("xrres", "refres"),
         "resumed across ranks and in one process: bitwise equal");
+  /* the same processors in all and tp: the note names --iters alone */
+  char *lg = slurp(path("refres.log"), NULL);
+  check(lg && strstr(lg, "--iters 10 (now 12)") && !strstr(lg, "with --tp"),
+        "resumed on the saved processors over one rank: no layout note");
+  free(lg);
   const char *xi[] = {"--dist", "--tp",       "2", "--procs",
                       "1",      "--inflight", "4", NULL};
   check(train_to(2, "xri", xi) == 0 && bitwise("xri", "reftp"),
