@@ -272,7 +272,7 @@ rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l, rp_op_id *out) {
                               "wait events, in the builder");
   rp_status st = rp__check_launch(g->rt, l, 1);
   if (st)
-    return st;
+    return rp__err_as(st, "rp_graph_add_task: ");
   rp_gop op;
   rp__gop_from_launch(&op, l);
   return rp__graph_append(g, &op, out);

@@ -819,7 +819,7 @@ static rp_status load_task(loader *L, const cJSON *o, const char *path) {
   memset(&t, 0, sizeof t);
   rp_status st = parse_task(L, o, path, &l, &t);
   if (!st && (st = rp__graph_add_task_mirrored(L->g, &l, NULL)) != RP_OK)
-    rp__err_prefix(st, "%s: ", path);
+    rp__err_as(st, "%s: ", path); /* the path, not the builder call */
   parts_free(&t);
   return st;
 }

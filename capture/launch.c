@@ -158,7 +158,7 @@ rp_status rp__check_interps(const rp_launch *l, const char *name) {
 rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
   const rp_task_rec *t = rp__task_get(rt, l->task);
   if (!t)
-    return rp__err(RP_ENOTASK, "launch: task id %u is not registered", l->task);
+    return rp__err(RP_ENOTASK, "task id %u is not registered", l->task);
   const char *name = t->name;
   if (l->args_size && !l->args)
     return rp__err(RP_EINVAL, "task '%s': %zu argument bytes, NULL args", name,
@@ -272,6 +272,6 @@ rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l, rp_event *done) {
   if (st)
     return st;
   if ((st = rp__check_launch(rt, l, rec)) != RP_OK)
-    return st;
+    return rp__err_as(st, "rp_launch_task: ");
   return rec ? record_task(cs, l, done) : rp__eager_task(cs, l, done);
 }

@@ -1418,6 +1418,18 @@ Test(misuse_api, stale_handles_and_bad_layouts_name_the_call) {
   RP_EXPECT(rp_instance_query(rt, in, &info), RP_ESTALE);
   cr_assert(strstr(rp_error_detail(), "rp_instance_query: instance"), "%s",
             rp_error_detail());
+  rp_launch bad = {.task = 999, .proc = 0};
+  RP_EXPECT(rp_launch_task(rt, &bad, NULL), RP_ENOTASK);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp_launch_task: task id 999 is not registered"),
+            "%s", rp_error_detail());
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_EXPECT(rp_graph_add_task(g, &bad, NULL), RP_ENOTASK);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp_graph_add_task: task id 999 is not registered"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
 }
 
