@@ -4,6 +4,7 @@
 #include "train_util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,21 @@ static int kind_ok(const char *kind) {
 
 int rp_ckpt_is_container(const unsigned char *b, size_t n) {
   return b && n >= 8 && memcmp(b, RP_CKPT_MAGIC, 8) == 0;
+}
+
+rp_status rp_ckpt_check_finite(const float *v, size_t n, const char *who,
+                               const char *what, int reading) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(v[i]))
+      return reading ? rp_error_set(RP_EFORMAT,
+                                    "%s: value %zu of %s is %g: a checkpoint "
+                                    "holds finite values only (saved from a "
+                                    "run that had diverged?)",
+                                    who, i, what, (double)v[i])
+                     : rp_error_set(RP_EINVAL,
+                                    "%s: value %zu of %s is %g (need finite)",
+                                    who, i, what, (double)v[i]);
+  return RP_OK;
 }
 
 rp_status rp_ckpt_save(const char *path, const char *kind, uint32_t version,

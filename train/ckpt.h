@@ -31,6 +31,13 @@
 #define RP_FNV64_INIT 14695981039346656037ull
 uint64_t rp_fnv1a64(uint64_t h, const void *b, size_t n);
 
+/* RP_OK when the n values are finite. Else, naming the first other one
+ * and `what` the values are ("the weights and momenta"): RP_EFORMAT from
+ * a read (who: the file's path), RP_EINVAL from a save (who: the call). A
+ * checkpoint holds finite values only. */
+rp_status rp_ckpt_check_finite(const float *v, size_t n, const char *who,
+                               const char *what, int reading);
+
 /* Writes a checkpoint of `kind` (1..RP_CKPT_KIND_MAX bytes of ASCII)
  * holding len bytes of payload in the model's format `version`. Errors:
  * RP_EINVAL (NULL argument, bad kind, a path that is not a regular file),

@@ -2763,12 +2763,9 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
       st = rp_gpt_tensor_read(m, i, (rp_gpt_slot)s, q, numel(&m->info[i]));
       q += numel(&m->info[i]);
     }
-  for (size_t i = 0; !st && i < nf; i++) /* the reader would refuse it */
-    if (!isfinite(p[i]))
-      st = rp_error_set(RP_EINVAL,
-                        "rp_gpt_save: value %zu of the weights and AdamW "
-                        "moments is %g (need finite)",
-                        i, (double)p[i]);
+  if (!st) /* the reader would refuse it */
+    st = rp_ckpt_check_finite(p, nf, "rp_gpt_save",
+                              "the weights and AdamW moments", 0);
   if (!st) {
     uint32_t h[] = {c->layers, c->heads, c->width,  c->context,
                     c->vocab,  c->batch, info->step};
@@ -2889,12 +2886,10 @@ rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
       st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
   }
   for (size_t i = 0; !st && i < c.ndata; i++)
-    if (!isfinite(c.data[i] = getf(b + head + c.vocab + 4 * i)))
-      st = rp_error_set(RP_EFORMAT,
-                        "%s: value %zu of the weights and AdamW moments is "
-                        "%g: a checkpoint holds finite values only (saved "
-                        "from a run that had diverged?)",
-                        path, i, (double)c.data[i]);
+    c.data[i] = getf(b + head + c.vocab + 4 * i);
+  if (!st)
+    st = rp_ckpt_check_finite(c.data, c.ndata, path,
+                              "the weights and AdamW moments", 1);
   free(buf);
   if (st)
     free(c.data);

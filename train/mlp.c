@@ -1376,12 +1376,9 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
   float *p = calloc(nf ? nf : 1, sizeof *p);
   rp_status st = b && p ? ckpt_move(m, p, 0)
                         : rp_error_set(RP_ENOMEM, "rp_mlp_save: out of memory");
-  for (size_t i = 0; !st && i < nf; i++) /* the reader would refuse it */
-    if (!isfinite(p[i]))
-      st = rp_error_set(RP_EINVAL,
-                        "rp_mlp_save: value %zu of the weights and momenta "
-                        "is %g (need finite)",
-                        i, (double)p[i]);
+  if (!st) /* the reader would refuse it */
+    st = rp_ckpt_check_finite(p, nf, "rp_mlp_save", "the weights and momenta",
+                              0);
   if (!st) {
     memcpy(b, CKPT_MAGIC, 8);
     put32(b + 8, 1);
@@ -1515,12 +1512,10 @@ rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
   }
   size_t head = CKPT_HEAD + 4 * ((size_t)c.layers + 1);
   for (size_t i = 0; !st && i < c.nparams; i++)
-    if (!isfinite(c.params[i] = getf(b + head + 4 * i)))
-      st = rp_error_set(RP_EFORMAT,
-                        "%s: value %zu of the weights and momenta is %g: a "
-                        "checkpoint holds finite values only (saved from a "
-                        "run that had diverged?)",
-                        path, i, (double)c.params[i]);
+    c.params[i] = getf(b + head + 4 * i);
+  if (!st)
+    st = rp_ckpt_check_finite(c.params, c.nparams, path,
+                              "the weights and momenta", 1);
   free(buf);
   if (st)
     free(c.params);
