@@ -169,8 +169,20 @@ static rp_status expand(rp_runtime *rt, const rp_parallel_op *op,
   return st;
 }
 
+/* Copy i adds into the whole that copy i - 1 added into: it must follow
+ * it. A REDUCTION's (or backward REPLICATE's) copies are part 0, then
+ * `+=` each other part; the analysis lets reductions into one instance
+ * run in any order, so from three parts on the float sum would depend on
+ * which finished first. Chained, it is (p0 + p1) + p2 ... on every
+ * backend, eager or replayed. */
+static int sum_in_part_order(const rp_copy *copies, uint32_t i) {
+  return i >= 2 && copies[i].redop && copies[i - 1].redop &&
+         copies[i].dst.id == copies[i - 1].dst.id;
+}
+
 /* Eager: each copy is issued like rp_launch_copy (the operator's wait
- * gates every copy); done is their merge. */
+ * gates every copy; a sum's later copies wait for the copy before, which
+ * waited for it); done is their merge. */
 static rp_status eager_parallel(rp_capture_state *cs, const rp_parallel_op *op,
                                 rp_copy *copies, uint32_t n, rp_event *done) {
   rp_event *evs = rp__calloc(n, sizeof *evs);
@@ -179,7 +191,8 @@ static rp_status eager_parallel(rp_capture_state *cs, const rp_parallel_op *op,
   rp_status st = RP_OK;
   uint32_t issued = 0;
   for (; issued < n && !st; issued++) {
-    copies[issued].wait = op->wait;
+    copies[issued].wait =
+        sum_in_part_order(copies, issued) ? evs[issued - 1] : op->wait;
     st = eager_copy_issue(cs, &copies[issued], &evs[issued]);
   }
   if (st)
@@ -197,9 +210,15 @@ static rp_status record_parallel(rp_capture_state *cs, const rp_parallel_op *op,
   rp_status st = RP_OK;
   rp_event last = RP_NO_EVENT;
   cs->keep_name = 1; /* every copy of the operator carries its name */
-  for (uint32_t i = 0; i < n && !st; i++)
+  for (uint32_t i = 0; i < n && !st; i++) {
     st = record_copy(cs, &copies[i], group, op->kind, op->backward, op->wait,
                      &last);
+    /* Sums into one whole run in part order: reductions commute for the
+     * dependence analysis, float sums do not (sum_in_part_order). */
+    if (!st && sum_in_part_order(copies, i))
+      st = rp__graph_edge_inferred(cs->graph, cs->graph->nops - 2,
+                                   cs->graph->nops - 1);
+  }
   cs->keep_name = 0;
   cs->next_name[0] = '\0';
   /* The operator's reference: its last copy. Its earlier copies precede it
@@ -281,11 +300,12 @@ rp_status rp_graph_add_parallel(rp_graph *g, const rp_parallel_op *p,
     st = rp__graph_append(g, &op, NULL);
   }
   /* The builder has no accesses-based ordering: a plain copy followed by
-   * SUM copies into one destination gets explicit edges. */
+   * SUM copies into one destination gets explicit edges, a chain in part
+   * order (sum_in_part_order). */
   for (uint32_t i = 1; i < n && !st; i++)
     if (copies[i].redop && !copies[0].redop &&
         copies[i].dst.id == copies[0].dst.id)
-      st = rp__graph_edge(g, base, base + i);
+      st = rp__graph_edge(g, base + i - 1, base + i);
   free(copies);
   if (st) {
     while (g->nops > base)

@@ -536,7 +536,11 @@ RP_API rp_status rp_instance_write(rp_runtime *rt, rp_inst inst,
 typedef struct rp_event {
   uint64_t id; /* 0 = no event (always triggered) */
 } rp_event;
+#ifdef __cplusplus
+#define RP_NO_EVENT (rp_event{0})
+#else
 #define RP_NO_EVENT ((rp_event){0})
+#endif
 
 /* A user event, triggered by rp_event_trigger / rp_event_poison. */
 RP_API rp_status rp_event_create(rp_runtime *rt, rp_event *out);
@@ -743,7 +747,10 @@ typedef struct rp_copy {
 } rp_copy;
 
 /* Parallel operators, each a small set of copies (README.md "The API in
- * one screen"). */
+ * one screen"). A sum of parts is part 0 copied, then `+=` each other part
+ * in part order, each waiting for the one before (eager, recorded and
+ * built): ((p0 + p1) + p2) + ..., the same bits whichever part is ready
+ * first. */
 typedef enum rp_pop_kind {
   RP_POP_REPLICATE = 0, /* fwd: whole -> every part; bwd: sum(parts) -> whole */
   RP_POP_REPARTITION = 1, /* fwd: whole scattered into parts; bwd: gathered */

@@ -653,8 +653,8 @@ rp_status rp_mlp_step(rp_mlp *m, const rp_mlp_step_args *a) {
 }
 
 /* The host reads the loss after a replay: a postcondition "loss" bound to
- * the ops named `op` (every op that writes the final sum: the reduction's
- * copies commute, so each is bound) says so, and keeps the lint's
+ * the ops named `op` (every op that writes the final sum: each of the
+ * reduction's copies is bound) says so, and keeps the lint's
  * unread-result check quiet on the step. */
 static rp_status bind_loss(rp_graph *g, const char *op) {
   rp_port_id port;

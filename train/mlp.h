@@ -41,11 +41,10 @@
  * data set, batch, master weights, momentum and summed gradients live in
  * its memory; shard p's instances in processor p's.
  *
- * Determinism: the step's ops and their order are fixed by dependencies, so
- * eager and replayed training give bitwise equal weights when the gradient
- * sum has a fixed order: P <= 2 (a plain copy of part 0, then one SUM
- * copy). With P > 2 the SUM copies commute and may land in any order:
- * results then agree within float rounding (docs/training.md).
+ * Determinism: the step's ops and their order are fixed by dependencies,
+ * and the gradient sum adds the parts in processor order (reprise.h,
+ * parallel operators), so eager and replayed training give bitwise equal
+ * weights at any P (docs/training.md).
  *
  * Across ranks (cfg.dist = 1; see "Distributed" in reprise.h): every rank
  * of the runtime's communicator builds the same model from the same data
