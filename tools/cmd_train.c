@@ -8,6 +8,7 @@
 #include "cmd_train.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -856,15 +857,20 @@ static void print_log_line(const progress *p, uint32_t done, float loss) {
 /* ---- across ranks (--dist) ---- */
 
 #ifdef REPRISE_HAVE_MPI
+/* This command initialized MPI (before parsing, or at the model's start):
+ * whichever rp_train_mpi_start comes later owns it too. */
+static int MPI_MINE;
+
 int rp_train_mpi_start(train_ranks *r) {
   int init = 0, provided = 0, rank = 0, size = 1;
   MPI_Initialized(&init);
   if (!init) {
     MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
-    r->mpi_mine = 1;
+    MPI_MINE = 1;
   } else {
     MPI_Query_thread(&provided);
   }
+  r->mpi_mine = MPI_MINE;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   r->rank = (uint32_t)rank;
@@ -881,8 +887,10 @@ int rp_train_mpi_start(train_ranks *r) {
 }
 
 void rp_train_mpi_stop(train_ranks *r) {
-  if (r->mpi_mine)
+  if (r->mpi_mine && MPI_MINE) {
     MPI_Finalize();
+    MPI_MINE = 0;
+  }
   r->mpi_mine = 0;
   LOG_RANK = -1;
 }
@@ -940,6 +948,53 @@ int rp_train_same_on_every_rank(const float *w, size_t n) {
   MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   return lo == hi;
 }
+
+int rp_train_same_inputs(int dist, const train_input *in, unsigned n) {
+  if (!dist || n == 0 || n > 8)
+    return RP_CLI_OK;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  unsigned long long mine[8];
+  for (unsigned k = 0; k < n; k++)
+    mine[k] = in[k].h;
+  unsigned long long *all = calloc((size_t)size * n, sizeof *all);
+  int ok = all != NULL, every = 0;
+  MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!every) {
+    free(all);
+    fprintf(stderr, "%s: --dist: out of memory comparing the ranks' inputs\n",
+            who());
+    return RP_CLI_FAILED;
+  }
+  MPI_Allgather(mine, (int)n, MPI_UNSIGNED_LONG_LONG, all, (int)n,
+                MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+  char msg[512] = "";
+  unsigned differ = 0;
+  for (int r = 1; r < size; r++) {
+    char what[256] = "";
+    for (unsigned k = 0; k < n; k++)
+      if (all[(size_t)r * n + k] != all[k])
+        rp_cli_appendf(what, sizeof what, "%s%s", what[0] ? ", " : "",
+                       in[k].what);
+    if (what[0] && differ++ < 4)
+      rp_cli_appendf(msg, sizeof msg, "; rank %d: %s", r, what);
+  }
+  free(all);
+  if (!differ)
+    return RP_CLI_OK;
+  if (rank == 0) {
+    if (differ > 4)
+      rp_cli_appendf(msg, sizeof msg, "; %u more rank%s", differ - 4,
+                     differ - 4 == 1 ? "" : "s");
+    rp_cli_usage_error("train",
+                       "--dist: ranks given other inputs than rank 0's "
+                       "(every rank must run the same command on the same "
+                       "files): %s",
+                       msg + 2);
+  }
+  return RP_CLI_USAGE;
+}
 #else
 int rp_train_mpi_start(train_ranks *r) {
   (void)r;
@@ -961,7 +1016,38 @@ int rp_train_same_on_every_rank(const float *w, size_t n) {
   (void)w, (void)n;
   return 1;
 }
+int rp_train_same_inputs(int dist, const train_input *in, unsigned n) {
+  (void)dist, (void)in, (void)n;
+  return RP_CLI_OK;
+}
 #endif
+
+uint64_t rp_train_hash(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+uint64_t rp_train_options_hash(const train_cli *c) {
+  /* every option but the output files' names, --log-every, --dump and
+   * --timings: the ranks run one computation */
+  char b[512];
+  int len = snprintf(
+      b, sizeof b,
+      "%d|%u|%u,%u|%g|%llu|%u|%u|%g,%g|%d|%u,%u,%u|%llu|%d,%d|%g|%d|%d|%u,%u,%"
+      "u,"
+      "%u,%u,%u,%u,%u|%d,%d|",
+      (int)c->backend, c->mc.nhidden, c->mc.batch, c->mc.procs,
+      (double)c->mc.momentum, (unsigned long long)c->mc.seed, c->iters,
+      c->inflight, (double)c->lr, (double)c->lr_decay, (int)c->kind, c->samples,
+      c->classes, c->features, (unsigned long long)c->max_bytes, c->eager,
+      c->compare, (double)c->val_frac, c->no_shuffle, c->gpt, c->layers,
+      c->heads, c->width, c->context, c->warmup, c->sample, c->tp, c->stop,
+      c->labels != NULL, c->load_weights != NULL);
+  uint64_t h = rp_train_hash(14695981039346656037ull, b, (size_t)len);
+  return rp_train_hash(h, c->mc.hidden, c->mc.nhidden * sizeof *c->mc.hidden);
+}
 
 /* Starts MPI and checks that the global batch splits over the ranks'
  * processors; every rank reaches the same verdict alone. */
@@ -970,8 +1056,10 @@ static int dist_start(train_state *s) {
   if (rc)
     return rc;
   const rp_mlp_config *mc = &s->c->mc;
-  if (rp_mlp_split_check(mc->batch, s->tr.ranks, mc->procs) == RP_OK)
-    return RP_CLI_OK;
+  if (rp_mlp_split_check(mc->batch, s->tr.ranks, mc->procs) == RP_OK) {
+    train_input in = {"the options", rp_train_options_hash(s->c)};
+    return rp_train_same_inputs(1, &in, 1);
+  }
   if (s->tr.rank != 0) /* rank 0 says it once */
     return RP_CLI_USAGE;
   return rp_cli_usage_error("train", "--dist: %s", rp_error_detail());
@@ -1650,9 +1738,81 @@ static int train_main(train_state *s) {
   return rc;
 }
 
+/* Whether the command line asks for --dist (or a prefix getopt_long takes
+ * for it), seen before parsing. */
+static int wants_dist(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--"))
+      return 0;
+    size_t n = strlen(argv[i]);
+    if (n >= 4 && n <= 6 && !strncmp(argv[i], "--dist", n))
+      return 1;
+  }
+  return 0;
+}
+
+#ifdef REPRISE_HAVE_MPI
+/* parse_args with this process's stdout and stderr sent to /dev/null. */
+static int parse_quiet(int argc, char **argv, train_cli *c) {
+  fflush(stdout);
+  fflush(stderr);
+  int o = dup(1), e = dup(2), n = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  int quiet = o >= 0 && e >= 0 && n >= 0 && dup2(n, 1) >= 0 && dup2(n, 2) >= 0;
+  int rc = parse_args(argc, argv, c);
+  fflush(stdout);
+  fflush(stderr);
+  if (quiet) {
+    dup2(o, 1);
+    dup2(e, 2);
+  }
+  int fds[3] = {o, e, n};
+  for (int k = 0; k < 3; k++)
+    if (fds[k] >= 0)
+      close(fds[k]);
+  return rc;
+}
+
+/* --dist: MPI starts before the options are parsed, so that a rank whose
+ * options are refused stops every rank rather than leave them waiting in
+ * MPI_Init. Rank 0 parses aloud, the others quietly; a rank whose verdict
+ * is not rank 0's parses again aloud (its own error, said once), and every
+ * rank then exits with the worst status (2 when the only refusal was a
+ * --help). */
+static int parse_dist(int argc, char **argv, train_cli *c, train_ranks *tr) {
+  int rc = rp_train_mpi_start(tr);
+  if (rc)
+    return rc;
+  rc = tr->rank == 0 ? parse_args(argc, argv, c) : parse_quiet(argc, argv, c);
+  int v[2] = {rc, -rc}, m[2] = {0, 0}, r0 = rc;
+  MPI_Allreduce(v, m, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (m[0] == -m[1]) /* one verdict: rank 0 said it */
+    return rc;
+  MPI_Bcast(&r0, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rc != r0 && rc != 0) {
+    fprintf(stderr, "%s: refuses its options (rank 0 %s its own):\n", who(),
+            r0 ? "refused" : "accepted");
+    memset(c, 0, sizeof *c);
+    (void)parse_args(argc, argv, c);
+  } else if (rc == 0 && r0 == 0 && tr->rank == 0) {
+    fprintf(stderr, "%s: another rank refused its options\n", who());
+  }
+  return m[0] > 0 ? m[0] : RP_CLI_USAGE; /* one status: launchers merge them */
+}
+#else
+static int parse_dist(int argc, char **argv, train_cli *c, train_ranks *tr) {
+  (void)tr;
+  return parse_args(argc, argv, c); /* --dist: the no-MPI usage error */
+}
+#endif
+
 int rp_cmd_train(int argc, char **argv) {
   train_cli c = {0};
-  int rc = parse_args(argc, argv, &c);
+  train_ranks early = {.rank = 0, .ranks = 1};
+  int dist = wants_dist(argc, argv);
+  int rc =
+      dist ? parse_dist(argc, argv, &c, &early) : parse_args(argc, argv, &c);
+  if (dist && (rc || !c.dist)) /* else the model's start takes MPI over */
+    rp_train_mpi_stop(&early);
   if (rc)
     return rc < 0 ? RP_CLI_OK : rc;
   if (c.gpt)

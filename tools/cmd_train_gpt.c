@@ -93,9 +93,47 @@ static int load_ckpt(gpt_state *s) {
     return RP_CLI_FAILED;
   }
   s->have_ckpt = 1;
+  return RP_CLI_OK;
+}
+
+/* --dist: the ranks train one model, so they must have been given the same
+ * options, corpus and checkpoint (collective; rank 0 names what differs:
+ * each rank would otherwise judge its own, or train on numbers that do
+ * not match its peers'). */
+static int same_inputs(gpt_state *s) {
+  const train_cli *c = s->c;
+  const uint64_t h0 = 14695981039346656037ull;
+  const rp_gpt_ckpt *k = &s->ckpt;
+  uint64_t text = rp_train_hash(h0, s->text.bytes, s->text.vocab);
+  text =
+      rp_train_hash(text, s->text.tokens, s->text.n * sizeof *s->text.tokens);
+  uint64_t ck = h0;
+  if (s->have_ckpt) {
+    uint32_t head[] = {k->layers, k->heads, k->width,  k->context,
+                       k->vocab,  k->batch, k->procs,  k->tp,
+                       k->ranks,  k->step,  k->warmup, k->iters};
+    ck = rp_train_hash(ck, head, sizeof head);
+    ck = rp_train_hash(ck, &k->lr, sizeof k->lr);
+    ck = rp_train_hash(ck, &k->seed, sizeof k->seed);
+    ck = rp_train_hash(ck, k->data, k->ndata * sizeof *k->data);
+  }
+  train_input in[] = {{"the options", rp_train_options_hash(c)},
+                      {"the corpus (--text)", text},
+                      {"the checkpoint (--load-weights)", ck}};
+  return rp_train_same_inputs(c->dist, in, 3);
+}
+
+/* The checkpoint against the corpus and the options (every rank has the
+ * same: same_inputs). */
+static int check_ckpt(gpt_state *s) {
+  const train_cli *c = s->c;
+  if (!s->have_ckpt)
+    return RP_CLI_OK;
   const rp_gpt_ckpt *k = &s->ckpt;
   if (k->vocab != s->text.vocab ||
       memcmp(k->bytes, s->text.bytes, k->vocab) != 0) {
+    if (s->tr.rank != 0) /* --dist: rank 0 says it */
+      return RP_CLI_FAILED;
     fprintf(stderr,
             "%s: --load-weights %s: its vocabulary (%u bytes) "
             "is not the one of %s (%u bytes): another corpus\n",
@@ -643,6 +681,10 @@ static int run(gpt_state *s) {
   int rc = agree(s, load_text(s));
   if (!rc)
     rc = agree(s, load_ckpt(s));
+  if (!rc)
+    rc = same_inputs(s);
+  if (!rc)
+    rc = agree(s, check_ckpt(s));
   if (!rc)
     rc = agree(s, setup(s));
   if (!rc)

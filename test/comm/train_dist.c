@@ -219,6 +219,50 @@ static void frozen_peer(void) {
   free(log);
 }
 
+/* Rank 1 alone given another --lr, or an option it refuses: every rank
+ * stops with one status (nobody left waiting in MPI_Init), one message
+ * naming rank 1. */
+static void rank_options(void) {
+  const char *sh = path("lr1.sh");
+  FILE *f = fopen(sh, "w");
+  if (!f) {
+    check(0, "write %s", sh);
+    return;
+  }
+  fputs("if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
+        "  exec \"$@\" --lr 0.2\n"
+        "fi\n"
+        "exec \"$@\"\n",
+        f);
+  fclose(f);
+  static const char *a[] = {COMMON, "--dist", NULL};
+  int st = drv_reprise_wrapped(2, "lr1", sh, a, NULL);
+  char *log = slurp(path("lr1.log"), NULL);
+  check(st == 2 && count(log, "rank 1: the options") == 1,
+        "rank 1 alone with another --lr: exit 2 (got %d), one message: %s", st,
+        log ? log : "");
+  free(log);
+  sh = path("bad1.sh");
+  if (!(f = fopen(sh, "w"))) {
+    check(0, "write %s", sh);
+    return;
+  }
+  fputs("if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
+        "  exec \"$@\" --momentum 2\n"
+        "fi\n"
+        "exec \"$@\"\n",
+        f);
+  fclose(f);
+  st = drv_reprise_wrapped(2, "bad1", sh, a, NULL);
+  log = slurp(path("bad1.log"), NULL);
+  check(st == 2 && count(log, "rank 1: refuses its options") == 1 &&
+            count(log, "--momentum") >= 1,
+        "rank 1 alone with a bad --momentum: exit 2 (got %d), rank 1 says "
+        "why: %s",
+        st, log ? log : "");
+  free(log);
+}
+
 int main(int argc, char **argv) {
   if ((N = drv_args(argc, argv)) < 1)
     return 2;
@@ -234,5 +278,7 @@ int main(int argc, char **argv) {
   bad_split();
   if (N == 2)
     frozen_peer();
+  if (N == 2)
+    rank_options();
   return drv_finish(N);
 }
