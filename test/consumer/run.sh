@@ -2,7 +2,8 @@
 # The install test (ctest "install_consumer"): installs a build into a
 # temporary prefix, then builds and runs test/consumer/main.c against it
 # twice over: through the CMake package (find_package(reprise), shared and
-# static) and through pkg-config (shared, and static with Libs.private).
+# static) and through pkg-config (shared, and static with Libs.private);
+# and compiles the installed header as C++ (test/consumer/header.cpp).
 #
 #   run.sh <cmake> <build dir> <libdir> <C compiler> [<C flags>]
 #
@@ -33,12 +34,21 @@ step run the shared consumer
 step run the static consumer
 "$tmp/cmake/consumer_static"
 
+if command -v c++ >/dev/null; then
+  step the installed header as ISO C++11
+  c++ -std=c++11 -Wall -Wextra -Wpedantic -Werror -I"$prefix/include" \
+    -fsyntax-only "$src/header.cpp"
+else
+  echo "no C++ compiler: the C++ header check is skipped"
+fi
+
 if ! command -v pkg-config >/dev/null; then
   echo "pkg-config not found: the pkg-config half is skipped"
   exit 77
 fi
-PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
-export PKG_CONFIG_PATH
+# Only this prefix's .pc files: the shared link must need no others.
+PKG_CONFIG_LIBDIR=$prefix/$libdir/pkgconfig
+export PKG_CONFIG_LIBDIR
 step pkg-config: "$(pkg-config --cflags --libs reprise)"
 # shellcheck disable=SC2046 # word splitting of the flags is intended
 "$cc" $flags "$src/main.c" -o "$tmp/consumer_pc" \
