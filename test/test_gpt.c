@@ -925,6 +925,8 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   c.width = 30; /* not a multiple of 4 heads */
   RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "multiple of heads"));
+  cr_assert(!strncmp(rp_error_detail(), "rp_gpt_config_check: ", 21), "%s",
+            rp_error_detail());
   rp_gpt_config_init(&c); /* the split rp_gpt_create makes is checked */
   c.batch = 5;
   c.procs = 4;
@@ -972,6 +974,26 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
             rp_error_detail());
   cr_assert_neq(access(path, F_OK), 0, "a file was written");
   info.lr = 0;
+  { /* the token named by array, index and value; the ring is kept */
+    size_t nt = (size_t)fx.B * fx.T;
+    int32_t *y = malloc(nt * sizeof *y);
+    cr_assert(y);
+    memcpy(y, fx.y, nt * sizeof *y);
+    y[3] = (int32_t)fx.V;
+    RP_EXPECT(rp_gpt_write_batches(t.m, fx.x, y, 1), RP_ERANGE);
+    char want[64];
+    snprintf(want, sizeof want, "y[3] = %u outside [0, %u)", fx.V, fx.V);
+    cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+    RP_EXPECT(rp_gpt_write_batches(t.m, fx.x, y, 2), RP_EINVAL); /* ring 1 */
+    cr_assert(strstr(rp_error_detail(), "2 batches (ring 1)"), "%s",
+              rp_error_detail());
+    free(y);
+  }
+  float one[1];
+  RP_EXPECT(
+      rp_gpt_tensor_read(t.m, rp_gpt_param_tensors(t.m), RP_GPT_WEIGHT, one, 1),
+      RP_EINVAL);
+  RP_EXPECT(rp_gpt_tensor_read(t.m, 0, RP_GPT_WEIGHT, one, 1), RP_ESHAPE);
   RP_EXPECT(rp_gpt_tensor_write(t.m, 0, RP_GPT_WEIGHT, NULL, 1), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "rp_gpt_tensor_write"), "%s",
             rp_error_detail());

@@ -162,8 +162,8 @@ void rp_gpt_config_init(rp_gpt_config *c) {
   c->seed = 1;
 }
 
-rp_status rp_gpt_config_check(const rp_gpt_config *c) {
-  const char *f = "rp_gpt_create";
+/* f: the public call the messages name. */
+static rp_status config_check(const rp_gpt_config *c, const char *f) {
   if (!c)
     return rp_error_set(RP_EINVAL, "%s: NULL config", f);
   struct {
@@ -231,6 +231,10 @@ rp_status rp_gpt_config_check(const rp_gpt_config *c) {
       return rp_error_set(RP_EINVAL, "%s: AdamW %s = %g (need %s)", f,
                           h[i].name, (double)h[i].v, h[i].need);
   return RP_OK;
+}
+
+rp_status rp_gpt_config_check(const rp_gpt_config *c) {
+  return config_check(c, "rp_gpt_config_check");
 }
 
 rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
@@ -862,7 +866,7 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
                         const rp_gpt_config *cfg, rp_gpt **out) {
   if (!rt || !k || !cfg || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_create: NULL argument");
-  rp_status st = rp_gpt_config_check(cfg);
+  rp_status st = config_check(cfg, "rp_gpt_create");
   if (st != RP_OK)
     return st;
   if (RP_GPT_PARAMS(cfg->layers) > RP_GPT_ADAMW_MAX)
@@ -2466,11 +2470,14 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
                         n, m ? m->cfg.ring : 0);
   size_t per = (size_t)m->cfg.batch * m->cfg.context, total = per * n;
   for (size_t i = 0; i < total; i++)
-    if (x[i] < 0 || (uint32_t)x[i] >= m->cfg.vocab || y[i] < 0 ||
-        (uint32_t)y[i] >= m->cfg.vocab)
-      return rp_error_set(RP_ERANGE,
-                          "rp_gpt_write_batches: token %zu outside [0, %u)", i,
-                          m->cfg.vocab);
+    for (int k = 0; k < 2; k++) {
+      int32_t t = k ? y[i] : x[i];
+      if (t < 0 || (uint32_t)t >= m->cfg.vocab)
+        return rp_error_set(RP_ERANGE,
+                            "rp_gpt_write_batches: %s[%zu] = %d outside "
+                            "[0, %u)",
+                            k ? "y" : "x", i, t, m->cfg.vocab);
+    }
   m->ring_valid = 0; /* not the training windows any more */
   memcpy(m->hx, x, total * sizeof *x);
   memcpy(m->hy, y, total * sizeof *y);

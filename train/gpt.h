@@ -145,7 +145,8 @@ typedef struct rp_gpt_config {
  * 1 processor, ring 64, AdamW (0.9, 0.95, 1e-8), weight decay 0.1 (matrices
  * and embeddings only), clipping at norm 1.0, seed 1. */
 void rp_gpt_config_init(rp_gpt_config *cfg);
-/* RP_OK, or RP_EINVAL naming the field. */
+/* RP_OK, or RP_EINVAL naming the field (rp_gpt_create checks the same,
+ * its messages naming rp_gpt_create). */
 rp_status rp_gpt_config_check(const rp_gpt_config *cfg);
 /* RP_OK when a global batch of `batch` rows splits over `ranks` ranks x
  * procs / tp data groups (tp 0 or 1: procs) with no empty shard, else
@@ -210,7 +211,9 @@ size_t rp_gpt_param_count(const rp_gpt *m);
 const rp_gpt_param_info *rp_gpt_param(const rp_gpt *m, uint32_t i);
 
 /* Host access to tensor i (rows * cols floats): its weights, its gradient
- * (the last step's, summed over the shards) or its AdamW moments. */
+ * (the last step's, summed over the shards) or its AdamW moments. A NULL
+ * model or buffer, i >= rp_gpt_param_tensors or a bad slot: RP_EINVAL; n
+ * other than the tensor's rows * cols: RP_ESHAPE. */
 typedef enum rp_gpt_slot {
   RP_GPT_WEIGHT = 0,
   RP_GPT_GRAD = 1,
@@ -229,7 +232,8 @@ rp_status rp_gpt_reset(rp_gpt *m);
 /* Writes n (1..ring) batches into ring slots 0..n-1: x and y hold
  * n * B * T tokens each (batch after batch, row after row; global batches:
  * with dist the ring keeps this rank's rows of each), in [0, V):
- * RP_ERANGE otherwise. No step may be running. The ring starts zeroed (a
+ * RP_ERANGE otherwise; NULL arrays or n outside 1..ring: RP_EINVAL. No
+ * step may be running. The ring starts zeroed (a
  * step before any write trains on token 0 everywhere); rp_gpt_train
  * writes it itself. */
 rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
