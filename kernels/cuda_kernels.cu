@@ -845,6 +845,8 @@ rp_status blas_create(BlasDev *d) {
  * grow, outside capture, with the device current) a new one; NULL when none
  * can be had. Caller holds d->lock. */
 WsSlot *ws_bind(BlasDev *d, void *stream, bool grow) {
+  if (!stream)      /* the legacy stream: no slice; it would match a free one */
+    return nullptr; /* that a created stream may claim meanwhile */
   WsSlot *free_slot = nullptr;
   for (unsigned i = 0; i < d->nslots; i++) {
     if (d->slot[i].stream == stream)
@@ -1042,7 +1044,7 @@ extern "C" rp_status rp_cuda_stream_scratch(void *stream, void **ws,
                                             size_t *bytes) {
   *ws = nullptr;
   *bytes = 0;
-  if (!stream) /* the legacy stream shares whichever slice is free */
+  if (!stream) /* the legacy stream has no slice (see ws_bind) */
     return RP_OK;
   int dev = 0;
   rp_status st =

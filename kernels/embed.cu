@@ -194,7 +194,9 @@ extern "C" rp_status rp_cuda_gpt_embed_bwd(const int32_t *tokens,
   long long n = (long long)B * T;
   if (st != RP_OK || n <= 0)
     return st;
-  if (n > 0x7fffffffLL)
+  /* The kernels' int loops step past N by up to 65536 blocks: keep that
+   * in range. */
+  if (n > 0x7fffffffLL - 65536)
     return rp__err(RP_EBACKEND, "rp_cuda_gpt_embed_bwd: %lld positions", n);
   unsigned col_blocks = (unsigned)((C + kEmbedThreads - 1) / kEmbedThreads);
   if (V > 0 && (long long)V * col_blocks * 4 <= n && col_blocks <= 65535)
