@@ -147,9 +147,10 @@ static void step_row(row_out *o, const char *mode, unsigned workers,
     return;
   if (o->table)
     fprintf(o->table,
-            "  step  %-7s %2d ranks x %u workers  %9.1f us/step "
+            "  step  %-7s %2d rank%s x %u worker%s  %9.1f us/step "
             "(min %.1f, max %.1f)\n",
-            mode, NRANKS, workers, t.median * 1e6, t.min * 1e6, t.max * 1e6);
+            mode, NRANKS, NRANKS == 1 ? " " : "s", workers,
+            workers == 1 ? " " : "s", t.median * 1e6, t.min * 1e6, t.max * 1e6);
   rp_bench_json_begin(o->json);
   rp_bench_json_str(o->json, "bench", "dist_step");
   rp_bench_json_str(o->json, "mode", mode);
@@ -368,9 +369,9 @@ int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
   row_out o = {RANK == 0 ? table : NULL, &j};
   if (RANK == 0 && table)
     fprintf(table,
-            "reprise bench --dist: %d ranks (MPI), CPU backend; "
+            "reprise bench --dist: %d rank%s (MPI), CPU backend; "
             "slowest rank, median of %d runs\n",
-            NRANKS, RUNS);
+            NRANKS, NRANKS == 1 ? "" : "s", RUNS);
   int rc = bench_step(bo, &o);
   if (!rc)
     rc = bench_allreduce(bo, &o);
