@@ -1739,9 +1739,15 @@ static int train_main(train_state *s) {
 }
 
 /* Whether the command line asks for --dist (or a prefix getopt_long takes
- * for it), seen before parsing. */
+ * for it), seen before parsing, in a process an MPI launcher started (its
+ * peers then wait for it in MPI_Init; a process alone waits for nobody). */
 static int wants_dist(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
+  const char *launched[] = {"PMI_SIZE", "PMI_RANK", "PMIX_RANK",
+                            "OMPI_COMM_WORLD_SIZE"};
+  int under = 0;
+  for (size_t k = 0; k < sizeof launched / sizeof *launched; k++)
+    under |= getenv(launched[k]) != NULL;
+  for (int i = 1; under && i < argc; i++) {
     if (!strcmp(argv[i], "--"))
       return 0;
     size_t n = strlen(argv[i]);
@@ -1757,7 +1763,11 @@ static int parse_quiet(int argc, char **argv, train_cli *c) {
   fflush(stdout);
   fflush(stderr);
   int o = dup(1), e = dup(2), n = open("/dev/null", O_WRONLY | O_CLOEXEC);
-  int quiet = o >= 0 && e >= 0 && n >= 0 && dup2(n, 1) >= 0 && dup2(n, 2) >= 0;
+  int quiet = o >= 0 && e >= 0 && n >= 0; /* else parse aloud */
+  if (quiet) {
+    dup2(n, 1);
+    dup2(n, 2);
+  }
   int rc = parse_args(argc, argv, c);
   fflush(stdout);
   fflush(stderr);
