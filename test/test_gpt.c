@@ -375,6 +375,21 @@ Test(gpt_backends, cuda_matches_cpu_within_the_reference_bound) {
 
 /* ---- decoding ---- */
 
+/* rp_gpt_sampling.on_token's log: the tokens seen; RP_EIO at the
+ * stop_at-th (0: never). */
+typedef struct tok_log {
+  int32_t tok[16];
+  uint32_t n, stop_at;
+} tok_log;
+
+static rp_status log_token(void *arg, int32_t token) {
+  tok_log *l = arg;
+  if (l->n < 16)
+    l->tok[l->n] = token;
+  l->n++;
+  return l->stop_at && l->n == l->stop_at ? RP_EIO : RP_OK;
+}
+
 /* The decode graph, replayed once per position with a KV cache, gives the
  * logits of the full forward at every position (within 1e-5 of the
  * largest logit: the same math, GEMMs of other shapes), and greedy
@@ -469,6 +484,54 @@ Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
     cr_assert(longer[i] >= 0 && (uint32_t)longer[i] < V);
   free(longer);
   free(shorter);
+  /* on_token: each drawn token in order, as out holds them; a status
+   * other than RP_OK stops the run after that token and is returned */
+  tok_log lg = {0};
+  int32_t got[12];
+  RP_CHECK(rp_gpt_generate(
+      t.m, ex, fx.x, 2, 10,
+      &(rp_gpt_sampling){
+          .temperature = 1, .seed = 7, .on_token = log_token, .arg = &lg},
+      got));
+  cr_assert_eq(lg.n, 10);
+  cr_assert(!memcmp(lg.tok, got + 2, 10 * sizeof *got), "on_token's order");
+  lg = (tok_log){.stop_at = 4};
+  RP_EXPECT(rp_gpt_generate(t.m, ex, fx.x, 2, 10,
+                            &(rp_gpt_sampling){.temperature = 1,
+                                               .seed = 7,
+                                               .on_token = log_token,
+                                               .arg = &lg},
+                            got),
+            RP_EIO);
+  cr_assert_eq(lg.n, 4, "the run went on after on_token failed: %u", lg.n);
+  lg = (tok_log){.stop_at = 3};
+  RP_EXPECT(rp_gpt_sample(t.m, fx.x, 2, 10,
+                          &(rp_gpt_sampling){.temperature = 0,
+                                             .on_token = log_token,
+                                             .arg = &lg},
+                          got),
+            RP_EIO);
+  cr_assert_eq(lg.n, 3);
+  /* weights that overflow: logits not finite, nothing to draw from */
+  const rp_gpt_param_info *p0 = rp_gpt_param(t.m, 0); /* wte, the head too */
+  size_t nw = (size_t)p0->rows * p0->cols;
+  float *w0 = malloc(nw * sizeof *w0), *big = malloc(nw * sizeof *big);
+  RP_CHECK(rp_gpt_tensor_read(t.m, 0, RP_GPT_WEIGHT, w0, nw));
+  for (size_t i = 0; i < nw; i++)
+    big[i] = i % 2 ? 3e38f : -3e38f;
+  RP_CHECK(rp_gpt_tensor_write(t.m, 0, RP_GPT_WEIGHT, big, nw));
+  RP_EXPECT(rp_gpt_generate(t.m, ex, fx.x, 2, 3,
+                            &(rp_gpt_sampling){.temperature = 1, .seed = 1},
+                            got),
+            RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "the weights overflow float"), "%s",
+            rp_error_detail());
+  RP_EXPECT(
+      rp_gpt_sample(t.m, fx.x, 2, 3, &(rp_gpt_sampling){.temperature = 0}, got),
+      RP_ERANGE);
+  RP_CHECK(rp_gpt_tensor_write(t.m, 0, RP_GPT_WEIGHT, w0, nw));
+  free(w0);
+  free(big);
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_instance_free(t.rt, tok));
   free(full);

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +43,10 @@ int rp_cli_parse_u32(const char *cmd, const char *opt, const char *s,
 }
 
 int rp_cli_parse_double(const char *s, double *out) {
-  /* strtod would skip leading blanks: refuse them, as trailing ones. */
-  if (!s || !s[0] || isspace((unsigned char)s[0]))
+  /* strtod would skip leading blanks: refuse them, as trailing ones; and
+   * it reads C's hexadecimal floats (0x1p-3), which no option means */
+  if (!s || !s[0] || isspace((unsigned char)s[0]) || strchr(s, 'x') ||
+      strchr(s, 'X'))
     return 0;
   char *end;
   errno = 0;
@@ -378,6 +381,11 @@ void rp_cli_appendf(char *buf, size_t n, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf + k, n - k, fmt, ap);
   va_end(ap);
+}
+
+int rp_cli_stdout_reader_gone(int err) {
+  struct pollfd p = {.fd = STDOUT_FILENO, .events = POLLOUT};
+  return err == EPIPE || (poll(&p, 1, 0) == 1 && (p.revents & POLLERR));
 }
 
 void rp_cli_put_text_byte(int ch) {

@@ -16,6 +16,7 @@
 
 #include "kernels/tasks.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1039,8 +1040,11 @@ static int close_out(const dump_cli *c, dump_out *d, int rc, int whole) {
     else if (rp_cli_output_commit("dump", "--output", c->output, d->o))
       rc = RP_CLI_FAILED;
   } else if (d->f && (fflush(d->f) != 0 || ferror(d->f)) && rc == RP_CLI_OK) {
-    /* what is still buffered is written at the flush: check after it */
-    fprintf(stderr, "reprise dump: error writing to standard output\n");
+    /* what is still buffered is written at the flush: check after it; a
+     * reader gone (`| head`) is not said */
+    int e = errno;
+    if (d->f != stdout || !rp_cli_stdout_reader_gone(e))
+      fprintf(stderr, "reprise dump: error writing to standard output\n");
     rc = RP_CLI_FAILED;
   }
   d->o = NULL, d->f = NULL;

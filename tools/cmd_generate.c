@@ -8,6 +8,7 @@
 #include "train/train_util.h"
 
 #include <getopt.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,17 +37,20 @@ static void gen_usage(FILE *f) {
           "  --prompt TEXT         the text to continue (default a newline);\n"
           "                        its bytes must be in the checkpoint's\n"
           "                        vocabulary\n"
-          "  --tokens N            bytes to generate (default 200)\n"
-          "  --temperature X       sampling temperature, 0 greedy (default "
-          "1)\n"
-          "  --top-k K             draw only from the K likeliest bytes\n"
-          "                        (ties with the K-th included; default\n"
-          "                        all)\n"
-          "  --seed N              sampling seed (default 1)\n"
+          "  --tokens N            bytes to generate, 1..1000000 (default\n"
+          "                        200), each printed as it is drawn\n"
+          "  --temperature X       sampling temperature in [0, 100], 0\n"
+          "                        greedy (default 1)\n"
+          "  --top-k K             draw only from the K likeliest bytes,\n"
+          "                        1..65536 (ties with the K-th included;\n"
+          "                        default all)\n"
+          "  --seed N              sampling seed, 0..4294967295 (default 1)\n"
           "  --backend cpu|cuda|auto  (default auto)\n"
           "  -h, --help            this text\n"
           "\n"
-          "Exit status: 0 generated, 1 failed, 2 bad usage.\n");
+          "Exit status: 0 generated, 1 failed (a bad checkpoint, logits\n"
+          "that are not finite, standard output not written: a reader\n"
+          "gone stops the run at once, silently), 2 bad usage.\n");
 }
 
 static int gen_parse(int argc, char **argv, gen_cli *c) {
@@ -164,6 +168,31 @@ static int encode(gen_cli *c, const rp_gpt_ckpt *k, int32_t *out) {
   return RP_CLI_OK;
 }
 
+/* Each byte goes out as it is drawn (a long run shows its text as it
+ * comes, and an interrupted one keeps what it printed); a write that
+ * fails stops the run. */
+typedef struct byte_out {
+  const uint8_t *bytes; /* token -> byte */
+  int err;              /* errno of the failed write, else 0 */
+} byte_out;
+
+static int put_flushed(byte_out *o, int32_t tok) {
+  rp_cli_put_text_byte(o->bytes[tok]);
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    o->err = errno ? errno : EIO;
+    return -1;
+  }
+  return 0;
+}
+
+static rp_status on_token(void *arg, int32_t tok) {
+  byte_out *o = arg;
+  return put_flushed(o, tok)
+             ? rp_error_set(RP_EIO, "writing to standard output: %s",
+                            strerror(o->err))
+             : RP_OK;
+}
+
 static int generate(gen_cli *c, rp_gpt_ckpt *k) {
   size_t plen = strlen(c->prompt); /* the default's 1 byte stays 1 */
   int32_t *tok = calloc(plen + c->tokens, sizeof *tok);
@@ -211,21 +240,34 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
     rc = gfail("recording the decode step", st);
   if (!rc && (st = rp_instantiate(g, NULL, &ex)) != RP_OK)
     rc = gfail("instantiating the decode step", st);
+  byte_out o = {k->bytes, 0};
+  for (size_t i = 0; !rc && !o.err && i < plen; i++)
+    (void)put_flushed(&o, tok[i]);
   uint64_t t0 = rp_train_now_ns();
-  rp_gpt_sampling how = {c->temperature, c->top_k, c->seed};
-  if (!rc && (st = rp_gpt_generate(m, ex, tok, (uint32_t)plen, c->tokens, &how,
-                                   tok)) != RP_OK)
+  rp_gpt_sampling how = {c->temperature, c->top_k, c->seed, on_token, &o};
+  if (!rc && !o.err &&
+      (st = rp_gpt_generate(m, ex, tok, (uint32_t)plen, c->tokens, &how,
+                            tok)) != RP_OK &&
+      !o.err)
     rc = gfail("generating", st);
   double s = (double)(rp_train_now_ns() - t0) * 1e-9;
+  if (!rc && !o.err && (putchar('\n') == EOF || fflush(stdout) != 0))
+    o.err = errno ? errno : EIO;
+  if (!rc && o.err) { /* a reader gone (| head): said by nobody, as a
+                         shell's pipeline would */
+    if (!rp_cli_stdout_reader_gone(o.err))
+      fprintf(stderr,
+              "reprise generate: writing to standard output failed: "
+              "%s\n",
+              strerror(o.err));
+    rc = RP_CLI_FAILED;
+  }
   if (!rc) {
-    for (size_t i = 0; i < plen + c->tokens; i++)
-      rp_cli_put_text_byte(k->bytes[tok[i]]);
-    printf("\n");
     /* the time covers the prompt's last window too (one replay per
      * position, filling the caches), so the rate is a lower bound */
     fprintf(stderr,
             "reprise generate: %u byte%s in %.3f s (%.0f tokens/s generated; "
-            "one replay of a %u-op decode step per position, the prompt's "
+            "one replay of the %u-op decode step per position, the prompt's "
             "included) on %s\n",
             c->tokens, c->tokens == 1 ? "" : "s", s, s > 0 ? c->tokens / s : 0,
             rp_graph_op_count(g),

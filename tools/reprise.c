@@ -140,21 +140,23 @@ static int cmd_help(int argc, char **argv) {
 }
 
 /* What a command printed on stdout (generated text, a dump, its report)
- * is its product: a command that succeeded but could not write it (a full
- * disk, a closed pipe) fails, saying so (exit 1). */
+ * is its product: a command that succeeded but could not write it fails
+ * (exit 1), saying so for a full disk, silently for a reader gone (`|
+ * head`: a pipeline expects no word). */
 static int stdout_written(const char *cmd, int rc) {
   int e = fflush(stdout) ? errno : 0;
   if ((!e && !ferror(stdout)) || rc != RP_CLI_OK)
     return rc;
-  fprintf(stderr, "reprise %s: writing to standard output failed: %s\n", cmd,
-          e ? strerror(e) : "a write failed");
+  if (!rp_cli_stdout_reader_gone(e))
+    fprintf(stderr, "reprise %s: writing to standard output failed: %s\n", cmd,
+            e ? strerror(e) : "a write failed");
   return RP_CLI_FAILED;
 }
 
 int main(int argc, char **argv) {
-  /* a closed pipe on stdout is a failed write (EPIPE), said and exit 1 at
-   * the end (stdout_written), not a silent death that also loses the
-   * files the command was about to write */
+  /* a closed pipe on stdout is a failed write (EPIPE), exit 1 at the end
+   * (stdout_written), not a death that also loses the files the command
+   * was about to write */
   signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
     usage(stderr);

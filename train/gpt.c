@@ -2002,6 +2002,22 @@ static rp_status check_prompt(const int32_t *prompt, uint32_t plen, uint32_t V,
   return RP_OK;
 }
 
+/* The token after position `at` is drawn from V finite logits only: an
+ * infinite or NaN one (weights that overflow) would draw garbage. Then
+ * the caller's on_token. */
+static rp_status pick_checked(const float *lg, uint32_t V, uint32_t at,
+                              const rp_gpt_sampling *how, float *scratch,
+                              rp_rng *r, const char *f, int32_t *tok) {
+  for (uint32_t v = 0; v < V; v++)
+    if (!isfinite(lg[v]))
+      return rp_error_set(RP_ERANGE,
+                          "%s: logit %u after token %u is %g: the weights "
+                          "overflow float",
+                          f, v, at, (double)lg[v]);
+  *tok = rp_gpt_pick(lg, V, how->temperature, how->top_k, scratch, r);
+  return how->on_token ? how->on_token(how->arg, *tok) : RP_OK;
+}
+
 rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, const rp_gpt_sampling *how, int32_t *out) {
   if (!m || !prompt || !out || !how || plen == 0)
@@ -2032,11 +2048,24 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
           rp_instance_read(m->rt, m->sh[0].logits, logits, nl * sizeof *logits);
     if (st)
       break;
+    int32_t tok = 0;
+    rp_status ps = RP_OK;
     if (m->sh[0].logits.id)
-      out[have] = rp_gpt_pick(logits + (size_t)(k - 1) * V, V, how->temperature,
-                              how->top_k, logits + nl, &r);
-    if (m->xr) /* the home's rank's pick, on every rank */
-      st = share_token(m, &out[have]);
+      ps = pick_checked(logits + (size_t)(k - 1) * V, V, have - 1, how,
+                        logits + nl, &r, "rp_gpt_sample", &tok);
+    if (m->xr) { /* the home's rank's pick, on every rank (-1: it failed) */
+      int32_t shared = ps ? -1 : tok;
+      st = share_token(m, &shared);
+      if (!st && !ps && shared < 0)
+        ps = rp_error_set(RP_ERANGE,
+                          "rp_gpt_sample: the home rank drew no token "
+                          "after token %u",
+                          have - 1);
+      tok = shared;
+    }
+    st = st ? st : ps;
+    if (!st)
+      out[have] = tok;
   }
   free(win);
   free(logits);
@@ -2220,9 +2249,11 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
     st = decode_one(m, ex, (int32_t)pos, out[have], logits);
     pos++;
     have++;
-    if (!st && have == filled) /* the last token: its logits sample */
-      out[filled++] =
-          rp_gpt_pick(logits, V, how->temperature, how->top_k, logits + V, &r);
+    if (!st && have == filled) { /* the last token: its logits sample */
+      st = pick_checked(logits, V, filled - 1, how, logits + V, &r,
+                        "rp_gpt_generate", &out[filled]);
+      filled++;
+    }
   }
   free(logits);
   return st;

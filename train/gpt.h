@@ -289,6 +289,11 @@ typedef struct rp_gpt_sampling {
                         top_k-th largest take part (ties at it all do, as
                         in nanoGPT); 0 or >= V: all */
   uint64_t seed;     /* the draws' rng seed */
+  /* Optional (NULL: none): called with each token as it is drawn, in
+   * order; a status other than RP_OK stops the run, which returns it
+   * (`reprise generate` prints each byte as it comes). */
+  rp_status (*on_token)(void *arg, int32_t token);
+  void *arg;
 } rp_gpt_sampling;
 /* One draw (rp_gpt_sampling) from V logits with the caller's rng; scratch:
  * V floats, used when 0 < top_k < V. */
@@ -328,7 +333,9 @@ rp_status rp_gpt_decode_fill(rp_gpt *m);
  * are decoded) by replaying ex (an instantiation of rp_gpt_decode_record's
  * graph) once per position, drawn as `how` says; when the context is
  * full, the last T/2 tokens are decoded again from position 0. out gets
- * plen + n tokens. RP_ERANGE for a prompt token outside [0, V). */
+ * plen + n tokens. RP_ERANGE for a prompt token outside [0, V), or logits
+ * that are not finite (weights that overflow: nothing to draw from; the
+ * tokens drawn before stay in out). */
 rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
                           uint32_t plen, uint32_t n, const rp_gpt_sampling *how,
                           int32_t *out);
