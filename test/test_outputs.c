@@ -361,6 +361,40 @@ Test(outputs, checkpoints_refuse_every_torn_or_changed_file) {
   RP_EXPECT(rp_ckpt_save(p, "", 1, payload, 1), RP_EINVAL);
   RP_EXPECT(rp_ckpt_save(p, "a kind far too long", 1, payload, 1), RP_EINVAL);
   RP_EXPECT(rp_ckpt_load(p, "gpt", 10, &version, &back, &len), RP_ERANGE);
+  /* from the file: a cut one, at the lengths around the header's, says
+   * what the buffer does */
+  const char *cut = th_tmp_path("cut.ckpt");
+  const size_t cuts[] = {0, 5, RP_CKPT_HEAD - 1, RP_CKPT_HEAD, n - 1};
+  for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
+    FILE *f = fopen(cut, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(b, 1, cuts[i], f), cuts[i]);
+    fclose(f);
+    RP_EXPECT(rp_ckpt_load(cut, "gpt", 1 << 20, &version, &back, &len),
+              RP_EFORMAT);
+    cr_assert(has(rp_error_detail(), cuts[i] == 0 ? "an empty file"
+                                     : cuts[i] < 8 ? "not a reprise checkpoint"
+                                                   : "truncated"),
+              "%zu: %s", cuts[i], rp_error_detail());
+  }
+  /* a valid header over 3 GiB (sparse): refused by its length before a
+   * byte of the rest is read (it used to be read whole: 3 GB of memory) */
+  FILE *f = fopen(cut, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(b, 1, n, f), n);
+  fclose(f);
+  cr_assert_eq(truncate(cut, (off_t)3 << 30), 0);
+  struct rusage ru0, ru1;
+  getrusage(RUSAGE_SELF, &ru0);
+  RP_EXPECT(rp_ckpt_load(cut, "gpt", (size_t)4 << 30, &version, &back, &len),
+            RP_EFORMAT);
+  getrusage(RUSAGE_SELF, &ru1);
+  cr_assert(has(rp_error_detail(), "trailing bytes") &&
+                has(rp_error_detail(), "the file has 3221225472"),
+            "%s", rp_error_detail());
+  cr_assert_lt(ru1.ru_maxrss - ru0.ru_maxrss, 256 * 1024,
+               "the peak grew by %ld KiB", ru1.ru_maxrss - ru0.ru_maxrss);
+  unlink(cut);
   free(whole);
   th_tmpdir_remove();
 }

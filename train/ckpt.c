@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 uint64_t rp_fnv1a64(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
@@ -94,9 +95,12 @@ rp_status rp_ckpt_save(const char *path, const char *kind, uint32_t version,
   return RP_OK;
 }
 
-rp_status rp_ckpt_parse(const char *path, const char *kind,
-                        const unsigned char *b, size_t n, uint32_t *version,
-                        size_t *off, size_t *len) {
+/* The checks the header alone answers, on the first `n` bytes of a file
+ * of `size` bytes (n == size for a whole buffer): magic, version, and
+ * the payload length against the size. *want: the header's length. */
+static rp_status parse_head(const char *path, const char *kind,
+                            const unsigned char *b, size_t n, uint64_t size,
+                            uint64_t *want_out) {
   if (n == 0)
     return rp_error_set(RP_EFORMAT, "%s: an empty file, not a checkpoint",
                         path);
@@ -112,35 +116,48 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
                         path);
   if (n < RP_CKPT_HEAD)
     return rp_error_set(RP_EFORMAT,
-                        "%s: truncated: %zu bytes, the checkpoint "
+                        "%s: truncated: %llu bytes, the checkpoint "
                         "header alone has %u",
-                        path, n, RP_CKPT_HEAD);
+                        path, (unsigned long long)size, RP_CKPT_HEAD);
   if (get32(b + 8) != RP_CKPT_VERSION)
     return rp_error_set(RP_EVERSION,
                         "%s: checkpoint container version %u (this "
                         "build reads version %u: another build's file, or "
                         "a damaged header)",
                         path, get32(b + 8), RP_CKPT_VERSION);
-  char fk[RP_CKPT_KIND_MAX + 1];
-  memcpy(fk, b + 16, RP_CKPT_KIND_MAX);
-  fk[RP_CKPT_KIND_MAX] = 0;
   uint64_t want = get64(b + 32);
   /* the length first: a torn file says so rather than "corrupt" */
-  if (want != (uint64_t)(n - RP_CKPT_HEAD)) {
-    const char *what = want > (uint64_t)n - RP_CKPT_HEAD
+  if (want != size - RP_CKPT_HEAD) {
+    const char *what = want > size - RP_CKPT_HEAD
                            ? "truncated, or a damaged header"
                            : "trailing bytes, or a damaged header";
     if (want > UINT64_MAX - RP_CKPT_HEAD) /* no total to give */
       return rp_error_set(RP_EFORMAT,
                           "%s: %s: the header says %llu payload bytes, the "
-                          "file has %zu",
-                          path, what, (unsigned long long)want, n);
+                          "file has %llu",
+                          path, what, (unsigned long long)want,
+                          (unsigned long long)size);
     return rp_error_set(RP_EFORMAT,
                         "%s: %s: the header says %llu payload bytes "
-                        "(%llu in all), the file has %zu",
+                        "(%llu in all), the file has %llu",
                         path, what, (unsigned long long)want,
-                        (unsigned long long)(want + RP_CKPT_HEAD), n);
+                        (unsigned long long)(want + RP_CKPT_HEAD),
+                        (unsigned long long)size);
   }
+  *want_out = want;
+  return RP_OK;
+}
+
+rp_status rp_ckpt_parse(const char *path, const char *kind,
+                        const unsigned char *b, size_t n, uint32_t *version,
+                        size_t *off, size_t *len) {
+  uint64_t want = 0;
+  rp_status st = parse_head(path, kind, b, n, n, &want);
+  if (st)
+    return st;
+  char fk[RP_CKPT_KIND_MAX + 1];
+  memcpy(fk, b + 16, RP_CKPT_KIND_MAX);
+  fk[RP_CKPT_KIND_MAX] = 0;
   uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, b, 40), b + RP_CKPT_HEAD,
                           (size_t)want);
   if (h != get64(b + 40))
@@ -173,9 +190,30 @@ rp_status rp_ckpt_load(const char *path, const char *kind, size_t max,
                        uint32_t *version, void **payload, size_t *len) {
   if (!path || !kind || !version || !payload || !len)
     return rp_error_set(RP_EINVAL, "rp_ckpt_load: NULL argument");
+  /* The header first: a file whose size it contradicts is refused
+   * without reading gigabytes of it. */
+  int fd = -1;
+  uint64_t size = 0, want = 0;
+  rp_status st = rp_file_open_regular(path, &fd, &size);
+  if (st)
+    return rp_train_err_prefix(st, "%s: ", path);
+  unsigned char head[RP_CKPT_HEAD];
+  size_t got = 0;
+  while (got < sizeof head && got < size) {
+    ssize_t k = read(fd, head + got, sizeof head - got);
+    if (k <= 0)
+      break; /* a short read: the whole read below says why */
+    got += (size_t)k;
+  }
+  close(fd);
+  if (got == sizeof head || got == size) {
+    st = parse_head(path, kind, head, got, size, &want);
+    if (st)
+      return st;
+  }
   char *buf;
   size_t n;
-  rp_status st = rp_file_read_regular(path, max, &buf, &n);
+  st = rp_file_read_regular(path, max, &buf, &n);
   if (st)
     return rp_train_err_prefix(st, "%s: ", path);
   size_t off, pl;
