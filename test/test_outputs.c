@@ -372,7 +372,7 @@ Test(outputs, checkpoints_refuse_every_torn_or_changed_file) {
     fclose(f);
     RP_EXPECT(rp_ckpt_load(cut, "gpt", 1 << 20, &version, &back, &len),
               RP_EFORMAT);
-    cr_assert(has(rp_error_detail(), cuts[i] == 0 ? "an empty file"
+    cr_assert(has(rp_error_detail(), cuts[i] == 0  ? "an empty file"
                                      : cuts[i] < 8 ? "not a reprise checkpoint"
                                                    : "truncated"),
               "%zu: %s", cuts[i], rp_error_detail());
