@@ -572,8 +572,9 @@ Test(views, summary_of_a_known_trace, .init = setup, .fini = teardown) {
   HAS(r.out, "  rp.fill                                20.0 us   66.7%");
   HAS(r.out, "  rp.gemm                                 5.0 us   16.7%");
   HAS(r.out, "  copy                                    5.0 us   16.7%");
+  /* worker 0: between a.x and a.y in replay 0, and all of replay 1 */
   HAS(r.out, "worker 0                 busy       20.0 us of 40.0 us ( 50.0%); "
-             "1 idle gaps over 5 us, 10.0 us in all");
+             "2 idle gaps over 5 us, 20.0 us in all");
   HAS(r.out, "worker 1                 busy       40.0 us of 40.0 us (100.0%); "
              "0 idle gaps");
   HAS(r.out, "largest idle gap: 10.0 us on worker 0 at 10.0 us, before 'a.y'");
@@ -581,6 +582,45 @@ Test(views, summary_of_a_known_trace, .init = setup, .fini = teardown) {
              "  replay 1           10.0 us\n");
   RUN(&r, "dump", "--trace", t, "--summary", "--group", "2");
   HAS(r.out, "  a.x                                     5.0 us");
+}
+
+/* A worker done early waits for the replay's end, one that starts late
+ * waits from its start: both idle. */
+Test(views, summary_counts_idle_at_a_replays_start_and_end, .init = setup,
+     .fini = teardown) {
+  const char *t = th_tmp_path("t.json");
+  write_text(t,
+             "{\"traceEvents\": [\n"
+             "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": "
+             "0, \"args\": {\"name\": \"worker 0\"}},\n"
+             "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": "
+             "1, \"args\": {\"name\": \"worker 1\"}},\n"
+             "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": "
+             "2, \"args\": {\"name\": \"worker 2\"}},\n"
+             "{\"name\": \"replay 0\", \"cat\": \"replay\", \"ph\": \"X\", "
+             "\"pid\": 1, \"tid\": 1000, \"ts\": 0, \"dur\": 100, \"args\": "
+             "{\"replay\": 0}},\n"
+             "{\"name\": \"long\", \"cat\": \"task\", \"ph\": \"X\", \"pid\": "
+             "1, \"tid\": 0, \"ts\": 0, \"dur\": 100, \"args\": {\"op\": 0, "
+             "\"task\": \"rp.gemm\", \"replay\": 0}},\n"
+             "{\"name\": \"early\", \"cat\": \"task\", \"ph\": \"X\", "
+             "\"pid\": 1, \"tid\": 1, \"ts\": 0, \"dur\": 10, \"args\": "
+             "{\"op\": 1, \"task\": \"rp.gemm\", \"replay\": 0}},\n"
+             "{\"name\": \"late\", \"cat\": \"task\", \"ph\": \"X\", \"pid\": "
+             "1, \"tid\": 2, \"ts\": 70, \"dur\": 30, \"args\": {\"op\": 2, "
+             "\"task\": \"rp.gemm\", \"replay\": 0}}\n"
+             "]}\n");
+  cli_run r;
+  RUN(&r, "dump", "--trace", t, "--summary");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "worker 0                 busy      100.0 us of 100.0 us "
+             "(100.0%); 0 idle gaps");
+  HAS(r.out, "worker 1                 busy       10.0 us of 100.0 us ( "
+             "10.0%); 1 idle gaps over 5 us, 90.0 us in all");
+  HAS(r.out, "worker 2                 busy       30.0 us of 100.0 us ( "
+             "30.0%); 1 idle gaps over 5 us, 70.0 us in all");
+  HAS(r.out, "largest idle gap: 90.0 us on worker 1 at 10.0 us, to the end "
+             "of the replay");
 }
 
 /* A GPU trace as the writer shapes it (replay/dump.c): a launcher's launch

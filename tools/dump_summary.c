@@ -33,6 +33,11 @@ static int cmp_us(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
 static int cmp_span(const void *a, const void *b) {
   double x = ((const span *)a)->t0, y = ((const span *)b)->t0;
   return (x > y) - (x < y);
@@ -149,19 +154,6 @@ static int make_windows(const dv_trace *t, windows *ws) {
   return 0;
 }
 
-/* 1 when [a, b] lies inside one replay's span. */
-static int inside(const windows *ws, double a, double b) {
-  uint32_t lo = 0, hi = ws->n;
-  while (lo < hi) { /* the first window ending at or after b */
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (ws->w[mid].t1 < b)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo < ws->n && ws->w[lo].t0 <= a;
-}
-
 static const char *track_name(const dv_trace *t, uint32_t tid) {
   for (uint32_t i = 0; i < t->ntracks; i++)
     if (t->tracks[i].tid == tid && t->tracks[i].name)
@@ -171,36 +163,53 @@ static const char *track_name(const dv_trace *t, uint32_t tid) {
 
 typedef struct gap_note {
   double us, at;
-  uint32_t tid, ev;
+  uint32_t tid, ev; /* ev: the event after the gap, UINT32_MAX: none */
 } gap_note;
 
-/* One track: its busy spans merged; busy time, gaps over gap_us inside
- * the replays. */
+/* One track: its busy spans merged, measured inside the replays' windows:
+ * busy time, and its idle gaps over gap_us, those before its first op
+ * and after its last op in a replay included (a worker done early waits
+ * for the replay's end: idle). */
 static void one_track(const dv_trace *t, uint32_t tid, span *s,
                       const windows *ws, double gap_us, gap_note *big,
                       FILE *out) {
-  double span_us = ws->total;
   uint32_t n = 0;
   for (uint32_t i = 0; i < t->nev; i++)
     if (t->ev[i].tid == tid && t->ev[i].cat != DV_EV_WAIT &&
         t->ev[i].cat != DV_EV_REPLAY)
       s[n++] = (span){t->ev[i].ts, t->ev[i].ts + t->ev[i].dur, i};
   qsort(s, n, sizeof *s, cmp_span);
-  double busy = 0, end = 0, gaps = 0;
-  uint32_t ngap = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    if (i && s[i].t0 - end > gap_us && inside(ws, end, s[i].t0)) {
-      double g = s[i].t0 - end;
-      ngap++, gaps += g;
-      if (g > big->us)
-        *big = (gap_note){g, end, tid, s[i].ev};
+  uint32_t m = 0; /* merged in place: sorted, disjoint */
+  for (uint32_t i = 0; i < n; i++)
+    if (m && s[i].t0 <= s[m - 1].t1) {
+      if (s[i].t1 > s[m - 1].t1)
+        s[m - 1].t1 = s[i].t1;
+    } else {
+      s[m++] = s[i];
     }
-    double from = i && s[i].t0 < end ? end : s[i].t0;
-    if (s[i].t1 > from)
-      busy += s[i].t1 - from;
-    if (!i || s[i].t1 > end)
-      end = s[i].t1;
+  double busy = 0, gaps = 0;
+  uint32_t ngap = 0, j = 0;
+  for (uint32_t w = 0; w < ws->n; w++) {
+    double a = ws->w[w].t0, b = ws->w[w].t1, cur = a;
+    while (j < m && s[j].t1 <= a)
+      j++;
+    for (uint32_t k = j; k <= m; k++) {
+      int last = k == m || s[k].t0 >= b; /* the window's end */
+      double s0 = last ? b : s[k].t0 > a ? s[k].t0 : a;
+      double g = s0 - cur;
+      if (g > gap_us) {
+        ngap++, gaps += g;
+        if (g > big->us)
+          *big = (gap_note){g, cur, tid, last ? UINT32_MAX : s[k].ev};
+      }
+      if (last)
+        break;
+      double s1 = s[k].t1 < b ? s[k].t1 : b;
+      busy += s1 - s0;
+      cur = s1;
+    }
   }
+  double span_us = ws->total;
   fprintf(out,
           "  %-24s busy %10.1f us of %.1f us (%5.1f%%); %u idle gaps "
           "over %.0f us, %.1f us in all\n",
@@ -224,13 +233,19 @@ static int tracks(const dv_trace *t, const windows *ws, double gap_us,
     if (k == ns && tid < SLOT_TID)
       seen[ns++] = tid;
   }
+  qsort(seen, ns, sizeof *seen, cmp_u32); /* tracks in tid order */
   fprintf(out, "processors (busy share of the time in replays):\n");
   gap_note big = {0};
   for (uint32_t k = 0; k < ns; k++)
     one_track(t, seen[k], s, ws, gap_us, &big, out);
-  if (big.us > 0)
+  if (big.us > 0 && big.ev != UINT32_MAX)
     fprintf(out, "  largest idle gap: %.1f us on %s at %.1f us, before '%s'\n",
             big.us, track_name(t, big.tid), big.at, t->ev[big.ev].name);
+  else if (big.us > 0)
+    fprintf(out,
+            "  largest idle gap: %.1f us on %s at %.1f us, to the end of "
+            "the replay\n",
+            big.us, track_name(t, big.tid), big.at);
   free(s), free(seen);
   return 0;
 }
