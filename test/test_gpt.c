@@ -413,6 +413,14 @@ Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
   RP_CHECK(rp_instance_read(t.rt, rp_gpt_logits(t.m), full, nl * sizeof *full));
   rp_graph *g;
   RP_CHECK(rp_gpt_decode_record(t.m, &g));
+  /* the host reads the logits: a postcondition on the head (every op's
+   * result is then observed: `dump --lint` clean) */
+  cr_assert_eq(rp_graph_postcondition_count(g), 1);
+  rp_op_id head;
+  uint32_t nb = 0;
+  RP_CHECK(rp_graph_postcondition_ops(g, 0, &head, 1, &nb));
+  cr_assert(nb == 1 && !strcmp(rp_graph_op_name(g, head), "lm_head"),
+            "bound to %u ops", nb);
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   RP_CHECK(rp_graph_destroy(g));

@@ -2150,7 +2150,28 @@ rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
     rp_capture_abort(m->rt);
     return st;
   }
-  return rp_capture_end(m->rt, out);
+  rp_graph *g = NULL;
+  if ((st = rp_capture_end(m->rt, &g)) != RP_OK)
+    return st;
+  /* the host reads the logits after each replay: a postcondition on the
+   * head says so (and `dump --lint` finds every op's result observed) */
+  rp_port_id port;
+  st = rp_graph_add_postcondition(g, "logits", &port);
+  uint32_t bound = 0;
+  for (rp_op_id i = 0; !st && i < rp_graph_op_count(g); i++) {
+    const char *name = rp_graph_op_name(g, i);
+    if (name && !strcmp(name, "lm_head") &&
+        !(st = rp_graph_bind_postcondition(g, port, i)))
+      bound++;
+  }
+  if (!st && !bound)
+    st = rp_error_set(RP_EINVAL, "rp_gpt_decode_record: no op named lm_head");
+  if (st != RP_OK) {
+    rp_graph_destroy(g);
+    return st;
+  }
+  *out = g;
+  return RP_OK;
 }
 
 rp_inst rp_gpt_decode_logits(const rp_gpt *m) {
