@@ -419,7 +419,7 @@ Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
   rp_op_id head;
   uint32_t nb = 0;
   RP_CHECK(rp_graph_postcondition_ops(g, 0, &head, 1, &nb));
-  cr_assert(nb == 1 && !strcmp(rp_graph_op_name(g, head), "lm_head"),
+  cr_assert(nb == 1 && strstr(rp_graph_op_name(g, head), "lm_head"),
             "bound to %u ops", nb);
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));

@@ -2159,13 +2159,23 @@ rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
   st = rp_graph_add_postcondition(g, "logits", &port);
   uint32_t bound = 0;
   for (rp_op_id i = 0; !st && i < rp_graph_op_count(g); i++) {
-    const char *name = rp_graph_op_name(g, i);
-    if (name && !strcmp(name, "lm_head") &&
-        !(st = rp_graph_bind_postcondition(g, port, i)))
+    uint32_t na = 0;
+    rp_access *acc = NULL;
+    if ((st = rp_graph_op_accesses(g, i, NULL, 0, &na)) == RP_OK && na &&
+        !(acc = malloc(na * sizeof *acc)))
+      st = rp_error_set(RP_ENOMEM, "rp_gpt_decode_record: out of memory");
+    if (!st && na)
+      st = rp_graph_op_accesses(g, i, acc, na, &na);
+    int writes = 0;
+    for (uint32_t k = 0; !st && k < na; k++)
+      writes |= acc[k].inst.id == m->dec->logits.id && acc[k].priv != RP_READ;
+    free(acc);
+    if (!st && writes && !(st = rp_graph_bind_postcondition(g, port, i)))
       bound++;
   }
   if (!st && !bound)
-    st = rp_error_set(RP_EINVAL, "rp_gpt_decode_record: no op named lm_head");
+    st = rp_error_set(RP_EINVAL,
+                      "rp_gpt_decode_record: no op writes the logits");
   if (st != RP_OK) {
     rp_graph_destroy(g);
     return st;
