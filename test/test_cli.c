@@ -1612,7 +1612,6 @@ Test(cli, train_gpt_refuses_the_other_models_options_with_exit_2) {
       {{"--model", "gpt", "--hidden", "8"}, "--hidden is not an option"},
       {{"--model", "gpt", "--momentum", "0.5"}, "--momentum is not an option"},
       {{"--model", "gpt", "--data", "x.csv"}, "--data is not an option"},
-      {{"--model", "gpt", "--timings", "t.json"}, "--timings is not an option"},
       {{"--model", "gpt", "--compare"}, "--compare is not an option"},
       {{"--layers", "2"}, "--layers is an option of --model gpt"},
       {{"--stop", "2"}, "--stop is an option of --model gpt"},
@@ -1776,10 +1775,34 @@ Test(cli, train_gpt_stop_then_resume_is_one_run_bitwise, .timeout = 300) {
       half);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "replay 6 iterations"), "%s", r.out);
+  char tim[] = "/tmp/rp_cli_gpt_XXXXXX";
+  tmp_file(tim);
   RUN(&r, TRAIN_GPT(corpus), "--iters", "14", "--load-weights", half,
-      "--save-weights", two);
+      "--save-weights", two, "--timings", tim);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "at step 6"), "%s", r.out);
+  { /* --timings: steps 6..13, numbered from the resumed step; plot reads it */
+    char *tj = th_read_all(tim, NULL);
+    cr_assert(tj && strstr(tj, "\"format\": \"reprise-timings\""), "%s",
+              tj ? tj : "");
+    for (int it = 6; it < 14; it++) {
+      char want[48];
+      snprintf(want, sizeof want, "{\"iteration\": %d, \"mode\": \"replay\"",
+               it);
+      cr_assert(strstr(tj, want), "no %s in %s", want, tj);
+    }
+    cr_assert(!strstr(tj, "\"iteration\": 5,") &&
+                  !strstr(tj, "\"iteration\": 14,"),
+              "%s", tj);
+    free(tj);
+    char svg[] = "/tmp/rp_cli_gpt_XXXXXX";
+    tmp_file(svg);
+    char svgp[64];
+    snprintf(svgp, sizeof svgp, "%s.svg", svg);
+    RUN(&r, "plot", "--train", tim, "-o", svgp);
+    cr_assert_eq(r.status, 0, "plot --train of a GPT run: %s", r.err);
+    unlink(svg), unlink(svgp), unlink(tim);
+  }
   cr_assert(!strstr(r.err, "not an exact continuation"), "%s", r.err);
   size_t n1, n2;
   char *w1 = th_read_all(one, &n1), *w2 = th_read_all(two, &n2);

@@ -112,7 +112,8 @@ static void train_usage(FILE *f) {
       "                            --iters (default 600) --batch (default\n"
       "                            16) --lr (peak, default 0.002)\n"
       "                            --seed --eager --log-every --save-graph\n"
-      "                            --dump --trace --json --save-weights\n"
+      "                            --dump --trace --json --timings\n"
+      "                            --save-weights\n"
       "                            --load-weights --max-bytes --inflight\n"
       "                            --dist (each rank its rows of every\n"
       "                            batch, split over its --procs / --tp\n"
@@ -493,8 +494,7 @@ static int gpt_only(const train_cli *c) {
 static int gpt_options(train_cli *c) {
   const int o[] = {OPT_HIDDEN,  OPT_LR_DECAY, OPT_MOMENTUM, OPT_DATASET,
                    OPT_SAMPLES, OPT_CLASSES,  OPT_FEATURES, OPT_DATA,
-                   OPT_COMPARE, OPT_LABELS,   OPT_VAL_FRAC, OPT_NO_SHUFFLE,
-                   OPT_TIMINGS};
+                   OPT_COMPARE, OPT_LABELS,   OPT_VAL_FRAC, OPT_NO_SHUFFLE};
   for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
     if (GIVEN(c, o[i]))
       return rp_cli_usage_error("train",
@@ -581,6 +581,7 @@ static int gpt_options(train_cli *c) {
                               c->inflight);
   const char *const outs[][2] = {{"--json", c->json},
                                  {"--trace", c->trace},
+                                 {"--timings", c->timings},
                                  {"--save-graph", c->save_graph},
                                  {"--save-weights", c->save_weights}};
   const char *const ins[][2] = {{"--text", c->text},

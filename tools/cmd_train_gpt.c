@@ -618,9 +618,33 @@ static int xr_tail(gpt_state *s) {
 
 /* Rank 0's: the figures (its own times), the sample, --save-weights and
  * --json. */
+/* --timings FILE (rank 0): every step's time in the format `reprise plot
+ * --train` reads, as the MLP writes it ({"format": "reprise-timings",
+ * "version": 1, "iterations": [{"iteration": N, "mode": "replay|eager",
+ * "ns": T}, ...]}); iterations count from the resumed step. */
+static int write_timings(gpt_state *s, uint32_t ran) {
+  const train_cli *c = s->c;
+  if (!c->timings || s->tr.rank != 0)
+    return RP_CLI_OK;
+  rp_output *o;
+  int rc = rp_cli_output_open("train", "--timings", c->timings, &o);
+  if (rc)
+    return rc;
+  FILE *f = rp_output_file(o);
+  fprintf(f, "{\"format\": \"reprise-timings\", \"version\": 1, "
+             "\"iterations\": [");
+  for (uint32_t i = 0; i < ran; i++)
+    fprintf(f, "%s\n  {\"iteration\": %u, \"mode\": \"%s\", \"ns\": %llu}",
+            i ? "," : "", s->start + i, c->eager ? "eager" : "replay",
+            (unsigned long long)s->ns[i]);
+  fprintf(f, "\n]}\n");
+  return rp_cli_output_commit("train", "--timings", c->timings, o);
+}
+
 static int summary(gpt_state *s) {
   const train_cli *c = s->c;
   uint32_t ran = s->done - s->start;
+  int wrc = write_timings(s, ran); /* before the sort below */
   qsort(s->ns, ran, sizeof *s->ns, cmp_u64);
   gpt_times tm = {0};
   tm.median_us = ran ? (double)s->ns[ran / 2] / 1e3 : 0;
@@ -656,7 +680,7 @@ static int summary(gpt_state *s) {
     rc = RP_CLI_FAILED;
   if (!rc && c->json)
     rc = write_json(s, &tm);
-  return rc;
+  return rc ? rc : wrc;
 }
 
 /* --dist: starts MPI and checks that the global batch splits over the
