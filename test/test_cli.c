@@ -1263,6 +1263,22 @@ Test(cli, a_bad_environment_value_is_an_error_naming_the_variable) {
 #endif
     unsetenv(vars[v][0]);
   }
+  /* the words said the same way whichever check finds them (the option
+   * given, the variable is still checked) */
+  setenv("REPRISE_BACKEND", "gpu", 1);
+  RUN(&r, TRAIN_SMALL);
+  cr_assert(strstr(r.err, "REPRISE_BACKEND=gpu: not cpu, cuda or auto"), "%s",
+            r.err);
+  RUN(&r, TRAIN_SMALL, "--backend", "cpu");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "REPRISE_BACKEND=gpu: not cpu, cuda or auto"), "%s",
+            r.err);
+  setenv("REPRISE_GPT_ATTN", "flash", 1);
+  unsetenv("REPRISE_BACKEND");
+  RUN(&r, TRAIN_SMALL);
+  cr_assert(strstr(r.err, "REPRISE_GPT_ATTN=flash: not "), "%s", r.err);
+  cr_assert(!strchr(strstr(r.err, "flash: not "), '|'), "%s", r.err);
+  unsetenv("REPRISE_GPT_ATTN");
   unlink(graph);
 }
 

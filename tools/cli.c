@@ -243,9 +243,23 @@ int rp_cli_env_check(const char *cmd) {
     if (!s || (r->words ? is_word(s, r->words)
                         : rp_cli_parse_uint(s, r->lo, r->hi, &v)))
       continue;
-    if (r->words)
-      return rp_cli_usage_error(cmd, "%s=%s: not one of %s", r->var, s,
-                                r->words);
+    if (r->words) { /* "a|b|c" said as "a, b or c", as --backend's */
+      char said[128] = "";
+      size_t nw = 1;
+      for (const char *p = r->words; *p; p++)
+        nw += *p == '|';
+      const char *p = r->words;
+      for (size_t k = 0; k < nw; k++) {
+        size_t len = strcspn(p, "|");
+        rp_cli_appendf(said, sizeof said, "%s%.*s",
+                       k == 0        ? ""
+                       : k + 1 == nw ? " or "
+                                     : ", ",
+                       (int)len, p);
+        p += len + (p[len] != 0);
+      }
+      return rp_cli_usage_error(cmd, "%s=%s: not %s", r->var, s, said);
+    }
     return rp_cli_usage_error(cmd, "%s=%s: not a number in %lu..%lu", r->var, s,
                               r->lo, r->hi);
   }
