@@ -5,14 +5,17 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef REPRISE_HAVE_MPI
+#include <mpi.h>
+#endif
 
 #ifdef REPRISE_HAVE_CJSON
 #include "capture/json_strict.h"
@@ -459,3 +462,79 @@ int rp_cli_bad_option(const char *cmd) {
     fprintf(stderr, "Try 'reprise %s --help'.\n", cmd);
   return RP_CLI_USAGE;
 }
+
+/* ---- --dist: options parsed once MPI runs ---- */
+
+int rp_cli_wants_dist(int argc, char **argv) {
+  const char *launched[] = {"PMI_SIZE", "PMI_RANK", "PMIX_RANK",
+                            "OMPI_COMM_WORLD_SIZE"};
+  int under = 0;
+  for (size_t k = 0; k < sizeof launched / sizeof *launched; k++)
+    under |= getenv(launched[k]) != NULL;
+  for (int i = 1; under && i < argc; i++) {
+    if (!strcmp(argv[i], "--"))
+      return 0;
+    size_t n = strlen(argv[i]);
+    if (n >= 4 && n <= 6 && !strncmp(argv[i], "--dist", n))
+      return 1;
+  }
+  return 0;
+}
+
+#ifdef REPRISE_HAVE_MPI
+/* parse with this process's stdout and stderr sent to /dev/null. */
+static int parse_quiet(rp_cli_parse_fn parse, int argc, char **argv,
+                       void *out) {
+  fflush(stdout);
+  fflush(stderr);
+  int o = dup(1), e = dup(2), n = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  int quiet = o >= 0 && e >= 0 && n >= 0; /* else parse aloud */
+  if (quiet) {
+    dup2(n, 1);
+    dup2(n, 2);
+  }
+  int rc = parse(argc, argv, out);
+  fflush(stdout);
+  fflush(stderr);
+  if (quiet) {
+    dup2(o, 1);
+    dup2(e, 2);
+  }
+  int fds[3] = {o, e, n};
+  for (int k = 0; k < 3; k++)
+    if (fds[k] >= 0)
+      close(fds[k]);
+  return rc;
+}
+
+int rp_cli_parse_dist(const char *cmd, int argc, char **argv,
+                      rp_cli_parse_fn parse, void *out, size_t size) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rc =
+      rank == 0 ? parse(argc, argv, out) : parse_quiet(parse, argc, argv, out);
+  int v[2] = {rc, -rc}, m[2] = {0, 0}, r0 = rc;
+  MPI_Allreduce(v, m, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (m[0] == -m[1]) /* one verdict: rank 0 said it */
+    return rc;
+  MPI_Bcast(&r0, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rc != r0 && rc != 0) {
+    fprintf(stderr,
+            "reprise %s: rank %d: refuses its options (rank 0 %s its "
+            "own):\n",
+            cmd, rank, r0 ? "refused" : "accepted");
+    memset(out, 0, size);
+    (void)parse(argc, argv, out);
+  } else if (rc == 0 && r0 == 0 && rank == 0) {
+    fprintf(stderr, "reprise %s: rank 0: another rank refused its options\n",
+            cmd);
+  }
+  return m[0] > 0 ? m[0] : RP_CLI_USAGE; /* one status: launchers merge them */
+}
+#else
+int rp_cli_parse_dist(const char *cmd, int argc, char **argv,
+                      rp_cli_parse_fn parse, void *out, size_t size) {
+  (void)cmd, (void)size;
+  return parse(argc, argv, out);
+}
+#endif

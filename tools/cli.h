@@ -170,4 +170,22 @@ void rp_cli_set_usage(void (*usage)(FILE *f));
  * prints the command's usage on stderr; returns RP_CLI_USAGE. */
 int rp_cli_bad_option(const char *cmd);
 
+/* ---- --dist: options parsed once MPI runs ----
+ * Under an MPI launcher (PMI_SIZE, PMI_RANK, PMIX_RANK or
+ * OMPI_COMM_WORLD_SIZE set) a command given --dist starts MPI before it
+ * parses its options, so that a rank whose options are refused stops
+ * every rank rather than leave them waiting in MPI_Init. */
+typedef int (*rp_cli_parse_fn)(int argc, char **argv, void *out);
+/* 1 when argv holds --dist (or a prefix getopt_long takes for it) before
+ * any "--", in a process an MPI launcher started. */
+int rp_cli_wants_dist(int argc, char **argv);
+/* With MPI initialized: rank 0 parses aloud, the others quietly; when the
+ * verdicts differ, a rank whose verdict is not rank 0's parses again
+ * aloud (its own error, said once, after "reprise CMD: rank R: refuses
+ * its options") and every rank returns the worst status (2 when the only
+ * refusal was a --help). Collective. `out` (size bytes) is zeroed before
+ * the second parse. Without MPI: parse. */
+int rp_cli_parse_dist(const char *cmd, int argc, char **argv,
+                      rp_cli_parse_fn parse, void *out, size_t size);
+
 #endif

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef REPRISE_HAVE_MPI
+#include <mpi.h>
+#endif
 
 #define MAX_SIZES 16
 
@@ -364,17 +367,39 @@ static int run(const bench_cli *c) {
   return rc;
 }
 
+static int parse_any(int argc, char **argv, void *c) {
+  return parse_args(argc, argv, c);
+}
+
 int rp_cmd_bench(int argc, char **argv) {
   bench_cli c = {0};
-  int rc = parse_args(argc, argv, &c);
-  if (rc)
-    return rc < 0 ? RP_CLI_OK : rc;
-  if (c.o.quick)
+  int rank = 0, started = 0, rc;
+  if (rp_cli_wants_dist(argc, argv)) { /* MPI first (cli.h) */
+#ifdef REPRISE_HAVE_MPI
+    int init = 0, provided = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+      MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+      started = 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+#endif
+    rc = rp_cli_parse_dist("bench", argc, argv, parse_any, &c, sizeof c);
+  } else {
+    rc = parse_args(argc, argv, &c);
+  }
+  if (!rc && c.o.quick && rank == 0)
     fprintf(stderr,
             "reprise bench: --quick is a smoke test, not a "
             "measurement: a few reps each, so the numbers can be 20-30x off "
             "the real ones, and first-use allocations (the allocator's "
             "caches) may show as 'replay loop allocated' lines. Drop --quick "
             "to measure.\n");
-  return run(&c);
+  if (!rc) /* --dist: rp_bench_dist finalizes MPI only if it started it */
+    rc = run(&c);
+#ifdef REPRISE_HAVE_MPI
+  if (started)
+    MPI_Finalize();
+#endif
+  return rc < 0 ? RP_CLI_OK : rc;
 }

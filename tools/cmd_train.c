@@ -8,7 +8,6 @@
 #include "cmd_train.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -1739,87 +1738,21 @@ static int train_main(train_state *s) {
   return rc;
 }
 
-/* Whether the command line asks for --dist (or a prefix getopt_long takes
- * for it), seen before parsing, in a process an MPI launcher started (its
- * peers then wait for it in MPI_Init; a process alone waits for nobody). */
-static int wants_dist(int argc, char **argv) {
-  const char *launched[] = {"PMI_SIZE", "PMI_RANK", "PMIX_RANK",
-                            "OMPI_COMM_WORLD_SIZE"};
-  int under = 0;
-  for (size_t k = 0; k < sizeof launched / sizeof *launched; k++)
-    under |= getenv(launched[k]) != NULL;
-  for (int i = 1; under && i < argc; i++) {
-    if (!strcmp(argv[i], "--"))
-      return 0;
-    size_t n = strlen(argv[i]);
-    if (n >= 4 && n <= 6 && !strncmp(argv[i], "--dist", n))
-      return 1;
-  }
-  return 0;
+static int parse_any(int argc, char **argv, void *c) {
+  return parse_args(argc, argv, c);
 }
 
-#ifdef REPRISE_HAVE_MPI
-/* parse_args with this process's stdout and stderr sent to /dev/null. */
-static int parse_quiet(int argc, char **argv, train_cli *c) {
-  fflush(stdout);
-  fflush(stderr);
-  int o = dup(1), e = dup(2), n = open("/dev/null", O_WRONLY | O_CLOEXEC);
-  int quiet = o >= 0 && e >= 0 && n >= 0; /* else parse aloud */
-  if (quiet) {
-    dup2(n, 1);
-    dup2(n, 2);
-  }
-  int rc = parse_args(argc, argv, c);
-  fflush(stdout);
-  fflush(stderr);
-  if (quiet) {
-    dup2(o, 1);
-    dup2(e, 2);
-  }
-  int fds[3] = {o, e, n};
-  for (int k = 0; k < 3; k++)
-    if (fds[k] >= 0)
-      close(fds[k]);
-  return rc;
-}
-
-/* --dist: MPI starts before the options are parsed, so that a rank whose
- * options are refused stops every rank rather than leave them waiting in
- * MPI_Init. Rank 0 parses aloud, the others quietly; a rank whose verdict
- * is not rank 0's parses again aloud (its own error, said once), and every
- * rank then exits with the worst status (2 when the only refusal was a
- * --help). */
+/* --dist under a launcher: MPI first, then the options (cli.h). */
 static int parse_dist(int argc, char **argv, train_cli *c, train_ranks *tr) {
   int rc = rp_train_mpi_start(tr);
-  if (rc)
-    return rc;
-  rc = tr->rank == 0 ? parse_args(argc, argv, c) : parse_quiet(argc, argv, c);
-  int v[2] = {rc, -rc}, m[2] = {0, 0}, r0 = rc;
-  MPI_Allreduce(v, m, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (m[0] == -m[1]) /* one verdict: rank 0 said it */
-    return rc;
-  MPI_Bcast(&r0, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (rc != r0 && rc != 0) {
-    fprintf(stderr, "%s: refuses its options (rank 0 %s its own):\n", who(),
-            r0 ? "refused" : "accepted");
-    memset(c, 0, sizeof *c);
-    (void)parse_args(argc, argv, c);
-  } else if (rc == 0 && r0 == 0 && tr->rank == 0) {
-    fprintf(stderr, "%s: another rank refused its options\n", who());
-  }
-  return m[0] > 0 ? m[0] : RP_CLI_USAGE; /* one status: launchers merge them */
+  return rc ? rc
+            : rp_cli_parse_dist("train", argc, argv, parse_any, c, sizeof *c);
 }
-#else
-static int parse_dist(int argc, char **argv, train_cli *c, train_ranks *tr) {
-  (void)tr;
-  return parse_args(argc, argv, c); /* --dist: the no-MPI usage error */
-}
-#endif
 
 int rp_cmd_train(int argc, char **argv) {
   train_cli c = {0};
   train_ranks early = {.rank = 0, .ranks = 1};
-  int dist = wants_dist(argc, argv);
+  int dist = rp_cli_wants_dist(argc, argv);
   int rc =
       dist ? parse_dist(argc, argv, &c, &early) : parse_args(argc, argv, &c);
   if (dist && (rc || !c.dist)) /* else the model's start takes MPI over */

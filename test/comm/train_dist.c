@@ -261,6 +261,16 @@ static void rank_options(void) {
         "why: %s",
         st, log ? log : "");
   free(log);
+  /* bench --dist the same way (--momentum is not a bench option) */
+  static const char *bq[] = {"bench", "--dist", "--quick", NULL};
+  st = drv_reprise_wrapped(2, "bench1", sh, bq, NULL);
+  log = slurp(path("bench1.log"), NULL);
+  check(st == 2 &&
+            count(log, "reprise bench: rank 1: refuses its options") == 1,
+        "bench --dist, rank 1 alone with an unknown option: exit 2 (got %d), "
+        "rank 1 says why: %s",
+        st, log ? log : "");
+  free(log);
 }
 
 int main(int argc, char **argv) {
