@@ -308,9 +308,17 @@ int rp__event_live(const rp_runtime *rt, rp_event e) {
   return e.id == 0 || ev_lookup(rt, e) != NULL;
 }
 
+/* fn run at once (the event completed already) is a callback as on the
+ * trigger path: calls that would wait refuse there instead. */
+static void run_now(rp_ev_waiter *w, rp_status st) {
+  rp__tl_in_callback++;
+  w->fn(w, st);
+  rp__tl_in_callback--;
+}
+
 rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   if (e.id == 0) {
-    w->fn(w, RP_OK);
+    run_now(w, RP_OK);
     return RP_OK;
   }
   rp_event_slot *s = ev_lookup(rt, e);
@@ -320,7 +328,7 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
    * happens before fn). */
   rp_status done = rp__event_peek(rt, e);
   if (done != RP_EAGAIN) {
-    w->fn(w, done);
+    run_now(w, done);
     return RP_OK;
   }
   pthread_mutex_lock(&s->lock);
@@ -339,7 +347,7 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
     return RP_OK;
   }
   pthread_mutex_unlock(&s->lock);
-  w->fn(w, rp__event_peek(rt, e));
+  run_now(w, rp__event_peek(rt, e));
   return RP_OK;
 }
 

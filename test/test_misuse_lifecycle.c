@@ -690,6 +690,39 @@ Test(misuse, a_callback_cannot_wait_for_work_queued_behind_it, .timeout = 60) {
   th_destroy(rt);
 }
 
+/* A callback run at once (its event completed already) is a callback
+ * as one run by the trigger: a wait on a pending event and a drain are
+ * RP_EBUSY there too (they blocked: until the timeout, or forever). */
+static rp_event cb_pending;
+static _Atomic int cb_now_wait_st = 1, cb_now_drain_st = 1;
+
+static void at_once_cb(void *arg, rp_status st) {
+  rp_runtime *rt = arg;
+  (void)st;
+  atomic_store(&cb_now_wait_st, rp_event_wait(rt, cb_pending, 2 * SEC));
+  atomic_store(&cb_now_drain_st, rp_runtime_drain(rt));
+}
+
+Test(misuse, a_callback_run_at_once_cannot_wait_either, .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_event done, gate;
+  RP_CHECK(rp_event_create(rt, &done));
+  RP_CHECK(rp_event_trigger(rt, done));
+  RP_CHECK(rp_event_create(rt, &gate));
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0, .wait = gate},
+                          &cb_pending));
+  RP_CHECK(rp_event_on_complete(rt, done, at_once_cb, rt)); /* runs now */
+  cr_assert_eq(atomic_load(&cb_now_wait_st), RP_EBUSY);
+  cr_assert_eq(atomic_load(&cb_now_drain_st), RP_EBUSY);
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_wait(rt, cb_pending, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, cb_pending));
+  RP_CHECK(rp_event_release(rt, gate));
+  RP_CHECK(rp_event_release(rt, done));
+  th_destroy(rt);
+}
+
 /* A replay's done-event callback runs before the replay leaves the
  * window: rp_replay (window of 1) and rp_exec_destroy from it would wait
  * for that very replay, so they are RP_EBUSY (cb must not block). */
