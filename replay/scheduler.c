@@ -397,13 +397,16 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
 
 /* Reads the worker's next ring entries: runs its lane of the first one it
  * has a lane in and returns 1, or returns 0 once the ring is read (entries
- * of execs it has no lane in are passed over). Passing over is not work: a
- * worker that takes no part in the execs being replayed goes idle and
+ * of execs it has no lane in are passed over). A worker that takes no part
+ * in the execs being replayed reads to the ring's end, then goes idle and
  * sleeps like any other (an idle worker spinning on every submission would
  * take a core, or an SMT sibling's share of one, from a worker that runs
- * lanes). ring_reserve wakes a sleeper that holds the ring back. At
- * most PASS_MAX entries are passed over per call, so the worker's own
- * queue is not starved by a stream of other execs' replays. */
+ * lanes); ring_reserve wakes a sleeper that holds the ring back. At most
+ * PASS_MAX entries are passed over per call, so the worker's own queue is
+ * not starved by a stream of other execs' replays; a call that stops
+ * there returns 1 (more to read), not 0: a worker woken for its replay
+ * far behind the ring would otherwise fall asleep on the way to it, and
+ * nothing would wake it again. */
 enum { PASS_MAX = 64 };
 
 _Thread_local rp_cursor *rp__tl_cursor;
@@ -432,7 +435,7 @@ int rp__replay_poll(void *arg, unsigned worker) {
     if (mine)
       return 1;
   }
-  return 0;
+  return 1; /* PASS_MAX passed over: read on */
 }
 
 /* ---- submission ---- */

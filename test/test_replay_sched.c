@@ -790,6 +790,57 @@ Test(replay, spin_and_yield_bounds_come_from_the_environment) {
                (unsigned long long)s.handoffs);
 }
 
+static rp_status noop_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* One exec on worker 1 alone, one on worker 0 alone: while the first is
+ * replayed a thousand times, worker 0 sleeps behind the ring (entries of
+ * execs it has no lane in are passed over, a bounded number per poll).
+ * Woken for the second exec's replay, it must read on to its entry, not
+ * fall asleep again on the way: with no spin or yield budget it used to
+ * sleep after two polls, forever. */
+Test(replay, a_worker_far_behind_the_ring_reaches_its_replay, .timeout = 120) {
+  setenv("REPRISE_SPIN_NS", "0", 1);
+  setenv("REPRISE_YIELD_NS", "0", 1);
+  setenv("REPRISE_IDLE_SPIN_NS", "0", 1);
+  const rp_tunables *tun = rp__tunables();
+  if (tun->yield_ns != 0 || tun->idle_spin_ns != 0)
+    cr_skip_test("the tunables were read before this test (--no-fork?)");
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "noop", noop_task, 0);
+  rp_exec *ex[2];
+  for (int w = 0; w < 2; w++) {
+    rp_graph *g;
+    rp_op_id op;
+    RP_CHECK(rp_graph_create(rt, &g));
+    RP_CHECK(rp_graph_add_task(
+        g, &(rp_launch){.task = t, .proc = (rp_proc)(1 - w)}, &op));
+    RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 8}, &ex[w]));
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  for (int round = 0; round < 3; round++) {
+    rp_event d = RP_NO_EVENT;
+    for (int i = 0; i < 1000; i++) { /* exec 0: worker 1 */
+      if (d.id)
+        rp_event_release(rt, d);
+      RP_CHECK(rp_replay(ex[0], NULL, &d));
+    }
+    RP_CHECK(rp_event_wait(rt, d, -1));
+    rp_event_release(rt, d);
+    usleep(2000);                         /* worker 0 sleeps */
+    RP_CHECK(rp_replay(ex[1], NULL, &d)); /* exec 1: worker 0 */
+    rp_status st = rp_event_wait(rt, d, 10LL * 1000000000);
+    cr_assert_eq(st, RP_OK, "round %d: worker 0's replay did not run: %s",
+                 round, rp_status_name(st));
+    rp_event_release(rt, d);
+  }
+  RP_CHECK(rp_exec_destroy(ex[0]));
+  RP_CHECK(rp_exec_destroy(ex[1]));
+  th_destroy(rt);
+}
+
 /* The host's busy-spin budget (waiting for a replay slot or an event):
  * 20 us when the process may run on more CPUs than the runtime's workers,
  * none when the workers fill them (a spinning host would take a worker's
