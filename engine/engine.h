@@ -9,6 +9,7 @@
 #include "util.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 /* ---------------------------------------------------------------------- */
 /* Work items: the unit a processor's queue runs. Intrusive, so queueing
@@ -199,6 +200,26 @@ typedef struct rp_inst_view {
 } rp_inst_view;
 
 rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out);
+
+/* While rp_instance_free/realloc asks whether the instance is busy, its
+ * generation word holds gen ^ RP_INST_GEN_CHANGING (so that a replay
+ * starting meanwhile is seen by one side or the other). A check that finds
+ * that value waits for the verdict instead of calling the handle stale:
+ * the generation comes back (refused, RP_EBUSY: nothing changed) or moves
+ * on (freed). Returns the settled generation. */
+#define RP_INST_GEN_CHANGING 0x80000000u
+static inline uint32_t rp__inst_gen_settled(const _Atomic uint32_t *w,
+                                            uint32_t want) {
+  uint32_t g = atomic_load(w); /* seq_cst: see rp_replay, inst_busy */
+  for (unsigned n = 0; g == (want ^ RP_INST_GEN_CHANGING); n++) {
+    if (n < 64)
+      rp__cpu_relax();
+    else
+      sched_yield();
+    g = atomic_load(w);
+  }
+  return g;
+}
 /* RP_OK when name is a valid name (reprise.h RP_NAME_MAX): at most
  * RP_NAME_MAX printable ASCII bytes, no '"' or '\\'. `what`: the call. */
 rp_status rp__name_check(const char *name, const char *what);

@@ -212,7 +212,7 @@ static rp_inst_slot *inst_lookup(const rp_runtime *rt, rp_inst inst) {
       slot >= atomic_load_explicit(&rt->insts.size, memory_order_acquire))
     return NULL;
   rp_inst_slot *s = inst_at(rt, slot);
-  if (atomic_load_explicit(&s->gen, memory_order_acquire) != rp__inst_gen(inst))
+  if (rp__inst_gen_settled(&s->gen, rp__inst_gen(inst)) != rp__inst_gen(inst))
     return NULL;
   return s;
 }
@@ -360,7 +360,7 @@ static rp_status claim_for_change(rp_runtime *rt, rp_inst_slot *s, rp_inst inst,
   /* seq_cst: pairs with rp_replay's seq_cst publication of a replay in
    * flight before it checks the epoch and generations: one of the two sees
    * the other (a replay that read the old epoch is seen in flight here) */
-  atomic_store(&s->gen, gen ^ 0x80000000u);
+  atomic_store(&s->gen, gen ^ RP_INST_GEN_CHANGING);
   atomic_fetch_add(&rt->inst_epoch, 1);
   rp_status st = rt->inst_busy(rt, rt->inst_busy_arg, inst, what);
   if (st)

@@ -784,7 +784,9 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
   if (RP_LIKELY(epoch == ex->epoch_seen))
     return;
   for (uint32_t i = 0; i < ex->ninsts; i++)
-    if (atomic_load(ex->insts[i].gen_word) != ex->insts[i].info.generation) {
+    if (rp__inst_gen_settled(ex->insts[i].gen_word,
+                             ex->insts[i].info.generation) !=
+        ex->insts[i].info.generation) {
       s->stale = 1;
       atomic_store(&s->status, (int32_t)RP_ESTALE);
       snprintf(

@@ -690,6 +690,87 @@ Test(misuse, a_callback_cannot_wait_for_work_queued_behind_it, .timeout = 60) {
   th_destroy(rt);
 }
 
+/* A free or realloc refused (RP_EBUSY: an exec holds a gated replay of
+ * the instance) changes nothing: replays of another exec using it, on
+ * another thread meanwhile, never fail as if it had changed (the
+ * generation word's transient mark was read as stale: 1 in 20 failed). */
+static rp_exec *busy_r;
+static _Atomic int busy_stop;
+static _Atomic long busy_ok, busy_failed;
+
+static void *replay_loop(void *arg) {
+  rp_runtime *rt = arg;
+  while (!atomic_load(&busy_stop)) {
+    rp_event d;
+    if (rp_replay(busy_r, NULL, &d) != RP_OK) {
+      atomic_fetch_add(&busy_failed, 1);
+      break;
+    }
+    rp_status st = rp_event_wait(rt, d, -1);
+    atomic_fetch_add(st == RP_OK ? &busy_ok : &busy_failed, 1);
+    rp_event_release(rt, d);
+  }
+  return NULL;
+}
+
+Test(misuse, a_refused_free_fails_no_replay_of_the_instance, .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  rp_inst u = make_inst(rt), w = make_inst(rt);
+  rp_graph *g;
+  rp_exec *gated;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event go;
+  RP_CHECK(rp_capture_precondition(rt, "go", &go, NULL));
+  rp_access au = {u, RP_RW, RP_REDOP_NONE};
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){
+          .task = t, .proc = 0, .accesses = &au, .naccess = 1, .wait = go},
+      NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &gated));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_access ar[2] = {{w, RP_RW, RP_REDOP_NONE}, {u, RP_READ, RP_REDOP_NONE}};
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = t, .proc = 1, .accesses = ar, .naccess = 2},
+      NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &busy_r));
+  RP_CHECK(rp_graph_destroy(g));
+  rp_event gate, gd;
+  RP_CHECK(rp_event_create(rt, &gate));
+  RP_CHECK(rp_replay(gated, &(rp_replay_args){.pre = &gate, .npre = 1}, &gd));
+  atomic_store(&busy_stop, 0);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, replay_loop, rt), 0);
+  for (int i = 0; i < 20000; i++) {
+    rp_inst h = u;
+    rp_status st =
+        i % 2 ? rp_instance_free(rt, u) : rp_instance_realloc(rt, &h);
+    cr_assert_eq(st, RP_EBUSY, "try %d: %s", i, rp_status_name(st));
+    cr_assert_eq(h.id, u.id);
+  }
+  atomic_store(&busy_stop, 1);
+  pthread_join(th, NULL);
+  cr_assert_eq(atomic_load(&busy_failed), 0,
+               "%ld of %ld replays failed though nothing changed: %s",
+               atomic_load(&busy_failed),
+               atomic_load(&busy_ok) + atomic_load(&busy_failed),
+               rp_exec_error_detail(busy_r));
+  cr_assert_gt(atomic_load(&busy_ok), 0);
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_wait(rt, gd, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, gd));
+  RP_CHECK(rp_event_release(rt, gate));
+  RP_CHECK(rp_exec_destroy(gated));
+  RP_CHECK(rp_exec_destroy(busy_r));
+  RP_CHECK(rp_instance_free(rt, u));
+  RP_CHECK(rp_instance_free(rt, w));
+  th_destroy(rt);
+}
+
 /* A callback run at once (its event completed already) is a callback
  * as one run by the trigger: a wait on a pending event and a drain are
  * RP_EBUSY there too (they blocked: until the timeout, or forever). */

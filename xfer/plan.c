@@ -405,8 +405,8 @@ rp_status rp_xfer_check(const rp_xfer_desc *d) {
   /* acquire: pairs with the release increment in rp_instance_free and
    * rp_instance_realloc, so a free that completed before this load is seen;
    * one racing with the transfer itself is excluded by the caller. */
-  uint32_t sg = atomic_load_explicit(d->src_gen_word, memory_order_acquire);
-  uint32_t dg = atomic_load_explicit(d->dst_gen_word, memory_order_acquire);
+  uint32_t sg = rp__inst_gen_settled(d->src_gen_word, d->src_gen);
+  uint32_t dg = rp__inst_gen_settled(d->dst_gen_word, d->dst_gen);
   if (RP_LIKELY(sg == d->src_gen && dg == d->dst_gen))
     return RP_OK;
   const char *which = sg != d->src_gen && dg != d->dst_gen ? "src and dst"
