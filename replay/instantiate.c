@@ -646,7 +646,7 @@ void rp__exec_free(rp_exec *ex) {
   pthread_mutex_destroy(&ex->detail_lock);
   /* quarantined with a poisoned magic: a second destroy or a later call
    * with this handle is refused (RP_ESTALE) */
-  ex->magic = RP_DEAD_MAGIC;
+  atomic_store_explicit(&ex->magic, RP_DEAD_MAGIC, memory_order_relaxed);
   rp__quarantine(ex);
 }
 
@@ -669,7 +669,7 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts, rp_exec **out) {
       st = rp__err(RP_ENOMEM, "rp_instantiate: out of memory");
   }
   if (!st) {
-    ex->magic = RP_EXEC_MAGIC;
+    atomic_store_explicit(&ex->magic, RP_EXEC_MAGIC, memory_order_relaxed);
     ex->rt = g->rt;
     ex->rs = rs;
     /* before the instances are resolved: a change from here on moves it */
@@ -739,7 +739,7 @@ rp_status rp_exec_destroy(rp_exec *ex) {
     /* The CUDA context is lost: host callbacks CUDA will never run may
      * still reference the exec, so it is leaked rather than freed. */
     rp__exec_unregister(ex);
-    ex->magic = 0;
+    atomic_store_explicit(&ex->magic, 0, memory_order_relaxed);
     rp__runtime_ref(rt, -1);
     return rp__err(RP_EUNUSABLE,
                    "rp_exec_destroy: the CUDA context was "

@@ -150,7 +150,9 @@ _Static_assert(offsetof(rp_slot, unit_status) == RP_CACHELINE,
                "a replay's per-lane slot fields fill one cache line");
 
 struct rp_exec {
-  uint32_t magic;
+  /* atomic (relaxed): another thread's call may read it while destroy
+   * poisons it (RP_ESTALE there, never a data race) */
+  _Atomic uint32_t magic;
   rp_runtime *rt;
   struct rp_replay_state *rs;
   rp_graph *g; /* a private copy of the graph (dump, re-placement) */
@@ -317,9 +319,10 @@ void rp__exec_unregister(rp_exec *ex);
 static inline rp_status rp__exec_check(const rp_exec *ex, const char *what) {
   if (RP_UNLIKELY(!ex))
     return rp__err(RP_EINVAL, "%s: NULL exec", what);
-  if (RP_LIKELY(ex->magic == RP_EXEC_MAGIC))
+  uint32_t m = atomic_load_explicit(&ex->magic, memory_order_relaxed);
+  if (RP_LIKELY(m == RP_EXEC_MAGIC))
     return RP_OK;
-  if (ex->magic == RP_DEAD_MAGIC)
+  if (m == RP_DEAD_MAGIC)
     return rp__err(RP_ESTALE, "%s: the exec %p was destroyed", what,
                    (const void *)ex);
   return rp__err(RP_EINVAL, "%s: %p is not an exec (destroyed?)", what,

@@ -771,6 +771,52 @@ Test(misuse, a_refused_free_fails_no_replay_of_the_instance, .timeout = 120) {
   th_destroy(rt);
 }
 
+/* rp_exec_destroy while another thread replays the exec in a loop: busy
+ * while that thread is inside rp_replay, then it succeeds, and the other
+ * thread's next rp_replay says RP_ESTALE (the exec's tag is read while
+ * destroy poisons it: atomic, no data race for TSan). */
+static rp_exec *loop_ex;
+static _Atomic int loop_last = 1;
+
+static void *replay_until_refused(void *arg) {
+  rp_runtime *rt = arg;
+  for (;;) {
+    rp_event d;
+    rp_status st = rp_replay(loop_ex, NULL, &d);
+    if (st == RP_EBUSY)
+      continue;
+    if (st != RP_OK) {
+      atomic_store(&loop_last, st);
+      return NULL;
+    }
+    rp_event_wait(rt, d, -1);
+    rp_event_release(rt, d);
+  }
+}
+
+Test(misuse, destroy_beside_a_replaying_thread_is_busy_then_stale,
+     .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &loop_ex));
+  RP_CHECK(rp_graph_destroy(g));
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, replay_until_refused, rt), 0);
+  usleep(2000);
+  rp_status st;
+  while ((st = rp_exec_destroy(loop_ex)) == RP_EBUSY)
+    ;
+  cr_assert_eq(st, RP_OK, "%s", rp_status_name(st));
+  pthread_join(th, NULL);
+  cr_assert_eq(atomic_load(&loop_last), RP_ESTALE, "%s",
+               rp_status_name(atomic_load(&loop_last)));
+  th_destroy(rt);
+}
+
 /* A callback run at once (its event completed already) is a callback
  * as one run by the trigger: a wait on a pending event and a drain are
  * RP_EBUSY there too (they blocked: until the timeout, or forever). */
