@@ -1035,9 +1035,9 @@ uint64_t rp_train_options_hash(const train_cli *c) {
   char b[512];
   int len = snprintf(
       b, sizeof b,
-      "%d|%u|%u,%u|%g|%llu|%u|%u|%g,%g|%d|%u,%u,%u|%llu|%d,%d|%g|%d|%d|%u,%u,%"
-      "u,"
-      "%u,%u,%u,%u,%u|%d,%d|",
+      /* %a: every bit of a float option */
+      "%d|%u|%u,%u|%a|%llu|%u|%u|%a,%a|%d|%u,%u,%u|%llu|%d,%d|%a|%d|%d|"
+      "%u,%u,%u,%u,%u,%u,%u,%u|%d,%d|",
       (int)c->backend, c->mc.nhidden, c->mc.batch, c->mc.procs,
       (double)c->mc.momentum, (unsigned long long)c->mc.seed, c->iters,
       c->inflight, (double)c->lr, (double)c->lr_decay, (int)c->kind, c->samples,
@@ -1055,11 +1055,15 @@ static int dist_start(train_state *s) {
   int rc = rp_train_mpi_start(&s->tr);
   if (rc)
     return rc;
+  /* the options first, on every rank alike: the split below judges this
+   * rank's own --batch and --procs, and a rank refusing alone would leave
+   * the others in a collective call */
+  train_input in = {"the options", rp_train_options_hash(s->c)};
+  if ((rc = rp_train_same_inputs(1, &in, 1)))
+    return rc;
   const rp_mlp_config *mc = &s->c->mc;
-  if (rp_mlp_split_check(mc->batch, s->tr.ranks, mc->procs) == RP_OK) {
-    train_input in = {"the options", rp_train_options_hash(s->c)};
-    return rp_train_same_inputs(1, &in, 1);
-  }
+  if (rp_mlp_split_check(mc->batch, s->tr.ranks, mc->procs) == RP_OK)
+    return RP_CLI_OK;
   if (s->tr.rank != 0) /* rank 0 says it once */
     return RP_CLI_USAGE;
   return rp_cli_usage_error("train", "--dist: %s", rp_error_detail());

@@ -691,6 +691,11 @@ static int dist_start(gpt_state *s) {
   int rc = rp_train_mpi_start(&s->tr);
   if (rc)
     return rc;
+  /* the options first, on every rank alike (the split below judges this
+   * rank's own; one refusing alone would leave the others waiting) */
+  train_input in = {"the options", rp_train_options_hash(c)};
+  if ((rc = rp_train_same_inputs(1, &in, 1)))
+    return rc;
   if (rp_gpt_split_check(c->mc.batch, s->tr.ranks, c->mc.procs, c->tp) == RP_OK)
     return RP_CLI_OK;
   if (s->tr.rank != 0)

@@ -496,13 +496,23 @@ static void rank_inputs(void) {
   snprintf(extra, sizeof extra, "--text %s", other);
   if ((w = rank1_wrapper("text1.sh", extra)))
     snprintf(sh3, sizeof sh3, "%s", w);
-  check(sh1[0] && sh2[0] && sh3[0] && f, "wrote the rank-1 wrappers");
+  static char sh4[512], sh5[512];
+  /* a batch rank 1 alone cannot split (its peers used to wait forever),
+   * and an lr that differs in the 7th digit */
+  if ((w = rank1_wrapper("batch1.sh", "--batch 3 --procs 2")))
+    snprintf(sh4, sizeof sh4, "%s", w);
+  if ((w = rank1_wrapper("lr7.sh", "--lr 0.002000001")))
+    snprintf(sh5, sizeof sh5, "%s", w);
+  check(sh1[0] && sh2[0] && sh3[0] && sh4[0] && sh5[0] && f,
+        "wrote the rank-1 wrappers");
   static const char *base[] = {
       "train", "--model", "gpt",    "--backend", "cpu", "--layers",
       "1",     "--heads", "2",      "--width",   "32",  "--context",
       "16",    "--batch", "8",      "--iters",   "3",   "--sample",
       "0",     "--dist",  "--text", NULL,        NULL};
-  base[21] = path("corpus.txt");
+  static char corpus[512]; /* path()'s buffers rotate */
+  snprintf(corpus, sizeof corpus, "%s", path("corpus.txt"));
+  base[21] = corpus;
   int st = drv_reprise_wrapped(2, "in_json", sh1, base, NULL);
   char *log = slurp(path("in_json.log"), NULL);
   check(st == 1 &&
@@ -520,6 +530,17 @@ static void rank_inputs(void) {
         "rank 1 alone with another --lr: exit 2 (got %d), one message: %s", st,
         log ? log : "");
   free(log);
+  const char *const more[][2] = {{sh4, "in_batch"}, {sh5, "in_lr7"}};
+  for (int k = 0; k < 2; k++) {
+    st = drv_reprise_wrapped(2, more[k][1], more[k][0], base, NULL);
+    char lg[32];
+    snprintf(lg, sizeof lg, "%s.log", more[k][1]);
+    log = slurp(path(lg), NULL);
+    check(st == 2 && count(log, "rank 1: the options") == 1,
+          "%s: exit 2 (got %d), one message naming rank 1's options: %s",
+          more[k][1], st, log ? log : "");
+    free(log);
+  }
   st = drv_reprise_wrapped(2, "in_text", sh3, base, NULL);
   log = slurp(path("in_text.log"), NULL);
   check(st == 2 && count(log, "rank 1: the corpus (--text)") == 1,
