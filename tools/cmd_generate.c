@@ -177,6 +177,7 @@ typedef struct byte_out {
 } byte_out;
 
 static int put_flushed(byte_out *o, int32_t tok) {
+  errno = 0; /* a failure's own errno, not an older one */
   rp_cli_put_text_byte(o->bytes[tok]);
   if (fflush(stdout) != 0 || ferror(stdout)) {
     o->err = errno ? errno : EIO;
@@ -251,8 +252,11 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
       !o.err)
     rc = gfail("generating", st);
   double s = (double)(rp_train_now_ns() - t0) * 1e-9;
-  if (!rc && !o.err && (putchar('\n') == EOF || fflush(stdout) != 0))
-    o.err = errno ? errno : EIO;
+  if (!rc && !o.err) {
+    errno = 0;
+    if (putchar('\n') == EOF || fflush(stdout) != 0)
+      o.err = errno ? errno : EIO;
+  }
   if (!rc && o.err) { /* a reader gone (| head): said by nobody, as a
                          shell's pipeline would */
     if (!rp_cli_stdout_reader_gone(o.err))

@@ -2053,10 +2053,13 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
     if (m->sh[0].logits.id)
       ps = pick_checked(logits + (size_t)(k - 1) * V, V, have - 1, how,
                         logits + nl, &r, "rp_gpt_sample", &tok);
-    if (m->xr) { /* the home's rank's pick, on every rank (-1: it failed) */
+    if (m->xr) { /* the home's rank's pick, on every rank (-1: it failed);
+                    every rank goes on or stops by it alone */
       int32_t shared = ps ? -1 : tok;
       st = share_token(m, &shared);
-      if (!st && !ps && shared < 0)
+      if (!st && shared >= 0)
+        ps = RP_OK;
+      else if (!st && !ps)
         ps = rp_error_set(RP_ERANGE,
                           "rp_gpt_sample: the home rank drew no token "
                           "after token %u",

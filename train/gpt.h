@@ -291,7 +291,9 @@ typedef struct rp_gpt_sampling {
   uint64_t seed;     /* the draws' rng seed */
   /* Optional (NULL: none): called with each token as it is drawn, in
    * order; a status other than RP_OK stops the run, which returns it
-   * (`reprise generate` prints each byte as it comes). */
+   * (`reprise generate` prints each byte as it comes). With tensor
+   * parallelism across ranks, rp_gpt_sample calls it on the rank that
+   * draws (rank 0's home) alone, and its refusal stops every rank. */
   rp_status (*on_token)(void *arg, int32_t token);
   void *arg;
 } rp_gpt_sampling;
