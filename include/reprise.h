@@ -1143,8 +1143,10 @@ typedef struct rp_replay_args {
  * (with max_inflight replays in flight and one of them still waiting for
  * a precondition, it returns RP_EBUSY at once instead of waiting for a
  * slot; so it does when they make no progress while a replay of another
- * exec, whose workers they share, waits at a precondition, and when
- * called from an event's callback, which must not block).
+ * exec, whose workers they share, waits at a precondition, when the
+ * runtime's submission ring (4096 replays) is full behind a worker that
+ * waits at one, and when called from an event's callback, which must not
+ * block).
  * Errors: RP_EINVAL (NULL or malformed args: args_size or npost without
  * their array), RP_EPORT (wrong number of precondition events or
  * postcondition slots), RP_ERANGE (argument block),
@@ -1152,7 +1154,8 @@ typedef struct rp_replay_args {
  * (another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
  * ex: one thread at a time per exec; or the window of max_inflight
  * replays is full and one of them, or a replay of another exec ahead of
- * them, waits for an untriggered precondition; or the window is full and
+ * them, waits for an untriggered precondition; or the submission ring
+ * is full behind a worker waiting at one; or the window is full and
  * this is an event's callback),
  * RP_ECONTRACT (called from a task
  * inside a replay), RP_EUNSUPPORTED (an exec instantiated on a machine

@@ -911,11 +911,42 @@ rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
   return RP_OK;
 }
 
+/* The worker that holds the submission ring back (its cursor a ring
+ * behind the tail) when it waits at a precondition that has not triggered;
+ * -1 when the ring has room or its laggards are only slow. A full ring
+ * then stays full until the caller triggers that precondition: rp_replay
+ * refuses rather than wait for it in ring_reserve (forever from a thread
+ * that would trigger it next). Two loads when the ring has room. */
+static int ring_held_at_gate(const rp_exec *ex) {
+  rp_replay_state *rs = ex->rs;
+  if (!rs || !ex->active)
+    return -1;
+  uint64_t t = atomic_load(&rs->tail);
+  if (RP_LIKELY(t < atomic_load(&rs->min_cache) + RP_RING))
+    return -1;
+  uint64_t m = min_cursor(rs);
+  if (t < m + RP_RING)
+    return -1;
+  for (uint32_t w = 0; w < rs->nworkers; w++)
+    if (atomic_load(&rs->cursors[w].next) == m && worker_gated(rs, w))
+      return (int)w;
+  return -1;
+}
+
 /* The body of rp_replay, for the thread that holds ex->in_replay. */
 rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done) {
   rp_status st;
   uint64_t r = ex->issued;
+  int held = ring_held_at_gate(ex);
+  if (RP_UNLIKELY(held >= 0))
+    return rp__err(RP_EBUSY,
+                   "rp_replay: the submission ring is full (%u replays "
+                   "queued) behind worker %d, which waits for a "
+                   "precondition that has not triggered (a replay of "
+                   "another exec): trigger it, then replay again (nothing "
+                   "was replayed)",
+                   (unsigned)RP_RING, held);
   int w = wait_inflight(ex, ex->max_inflight, 1);
   if (RP_UNLIKELY(w != WAIT_OK))
     return rp__err(

@@ -702,7 +702,10 @@ static void *replay_loop(void *arg) {
   rp_runtime *rt = arg;
   while (!atomic_load(&busy_stop)) {
     rp_event d;
-    if (rp_replay(busy_r, NULL, &d) != RP_OK) {
+    rp_status rs = rp_replay(busy_r, NULL, &d);
+    if (rs == RP_EBUSY) /* the ring is full behind the gated replay */
+      break;
+    if (rs != RP_OK) {
       atomic_fetch_add(&busy_failed, 1);
       break;
     }
@@ -814,6 +817,60 @@ Test(misuse, destroy_beside_a_replaying_thread_is_busy_then_stale,
   pthread_join(th, NULL);
   cr_assert_eq(atomic_load(&loop_last), RP_ESTALE, "%s",
                rp_status_name(atomic_load(&loop_last)));
+  th_destroy(rt);
+}
+
+/* A replay waiting at a precondition holds its worker, and with it the
+ * submission ring: after a ring of other replays, rp_replay says so
+ * (RP_EBUSY, nothing replayed) instead of waiting forever for the
+ * trigger the caller has not given yet; once it is, replays go on. */
+Test(misuse, a_full_ring_behind_a_gated_replay_is_busy_not_blocked,
+     .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  rp_graph *g;
+  rp_exec *gated, *other;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event go;
+  RP_CHECK(rp_capture_precondition(rt, "go", &go, NULL));
+  RP_CHECK(
+      rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0, .wait = go}, NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &gated));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 1}, NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &other));
+  RP_CHECK(rp_graph_destroy(g));
+  rp_event gate, gd;
+  RP_CHECK(rp_event_create(rt, &gate));
+  RP_CHECK(rp_replay(gated, &(rp_replay_args){.pre = &gate, .npre = 1}, &gd));
+  usleep(10000); /* worker 0 reaches the gate */
+  rp_status st = RP_OK;
+  int n = 0;
+  for (; n < 10000 && st == RP_OK; n++) {
+    rp_event d;
+    if ((st = rp_replay(other, NULL, &d)) == RP_OK) {
+      RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
+      RP_CHECK(rp_event_release(rt, d));
+    }
+  }
+  cr_assert_eq(st, RP_EBUSY, "%d replays: %s", n, rp_status_name(st));
+  cr_assert(strstr(rp_error_detail(), "submission ring is full") &&
+                strstr(rp_error_detail(), "worker 0"),
+            "%s", rp_error_detail());
+  cr_assert_leq(n, 4097, "the ring took %d replays", n);
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_wait(rt, gd, 30 * SEC));
+  rp_event d;
+  RP_CHECK(rp_replay(other, NULL, &d)); /* room again */
+  RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, d));
+  RP_CHECK(rp_event_release(rt, gd));
+  RP_CHECK(rp_event_release(rt, gate));
+  RP_CHECK(rp_exec_destroy(gated));
+  RP_CHECK(rp_exec_destroy(other));
   th_destroy(rt);
 }
 
