@@ -1849,6 +1849,27 @@ Test(cli, train_gpt_stop_then_resume_is_one_run_bitwise, .timeout = 300) {
   unlink(corpus), unlink(one), unlink(half), unlink(two);
 }
 
+/* dump --stats of a GPT step: the task counts stay in one column when a
+ * task's name is longer than the usual 24 characters. */
+Test(cli, dump_stats_of_a_gpt_step_keeps_its_columns, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", graph[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(graph);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "1", "--sample", "0", "--save-graph",
+      graph);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  RUN(&r, "dump", graph, "--stats");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *a = strstr(r.out, "\n  gpt.adamw "),
+             *b = strstr(r.out, "\n  gpt.residual_layernorm_fwd ");
+  cr_assert(a && b, "%s", r.out);
+  size_t ca = strspn(a + 12, " "), cb = strspn(b + 29, " ");
+  cr_assert_eq(12 + ca, 29 + cb, "the counts are not in one column:\n%s",
+               r.out);
+  unlink(corpus), unlink(graph);
+}
+
 /* A loss that becomes NaN is divergence: exit 1, the reason, and neither
  * the checkpoint nor the JSON written (before this was checked, a NaN at a
  * step that read the loss passed as "no loss read"). */

@@ -300,11 +300,15 @@ static int stats_tasks(const dm_graph *m, FILE *out) {
     if (m->ops[i].kind == RP_OP_TASK)
       names[n++] = m->ops[i].name;
   qsort(names, n, sizeof *names, cmp_name);
+  int wide = 24; /* the column: 24, or the longest name */
+  for (uint32_t i = 0; i < n; i++)
+    if ((int)strlen(names[i]) > wide)
+      wide = (int)strlen(names[i]);
   fprintf(out, "by task:\n");
   for (uint32_t i = 0, j; i < n; i = j) {
     for (j = i; j < n && !strcmp(names[j], names[i]); j++)
       ;
-    fprintf(out, "  %-24s %u\n", names[i], j - i);
+    fprintf(out, "  %-*s %u\n", wide, names[i], j - i);
   }
   free(names);
   return 0;
