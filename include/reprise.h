@@ -603,12 +603,18 @@ enum rp_task_flags {
 
 typedef rp_status (*rp_task_fn)(rp_task_ctx *ctx);
 
+/* The largest cost (ns) placement counts for a unit or an edge, about 18
+ * minutes: larger hints count as this (the schedule sums them in 64
+ * bits). */
+#define RP_PLACE_COST_MAX (1ull << 40)
+
 typedef struct rp_task_desc {
   const char *name;  /* unique per runtime, RP_NAME_MAX's rule; copied */
   rp_task_fn cpu_fn; /* variant for CPU workers (may be NULL) */
   rp_task_fn gpu_fn; /* variant for GPUs (may be NULL) */
   unsigned flags;    /* rp_task_flags */
-  uint64_t cost_ns;  /* cost hint for placement; 0 = measure */
+  uint64_t cost_ns;  /* cost hint for placement; 0 = measure; placement
+                        counts at most RP_PLACE_COST_MAX */
   /* Optional host-side check of the argument bytes (after per-replay
    * interpolation) against the declared accesses' shapes: it reads
    * rp_ctx_args/rp_ctx_inst only, never instance data, and returns
@@ -1045,12 +1051,13 @@ RP_API rp_status rp_graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
  * the memories beyond system memory (pinned, GPU per logical device). */
 #define RP_MODEL_MAX_GPUS 64
 #define RP_MODEL_MAX_MEMS 32
+#define RP_MODEL_MAX_DEVICE 1023 /* the largest device index of a model */
 typedef struct rp_machine_desc {
   unsigned cpus;  /* CPU workers, 1..128 */
   unsigned ngpus; /* GPU processors after them, 0..RP_MODEL_MAX_GPUS */
-  int gpu_device[RP_MODEL_MAX_GPUS]; /* >= 0 */
+  int gpu_device[RP_MODEL_MAX_GPUS]; /* 0..RP_MODEL_MAX_DEVICE */
   unsigned nmems; /* memories besides system memory, 0..RP_MODEL_MAX_MEMS;
-                     a GPU memory's device >= 0 */
+                     a GPU memory's device 0..RP_MODEL_MAX_DEVICE */
   rp_mem_info mems[RP_MODEL_MAX_MEMS];
 } rp_machine_desc;
 /* The machine a graph file was recorded on (its optional graph.machine
@@ -1068,8 +1075,9 @@ RP_API rp_status rp_graph_file_machine(const void *buf, size_t len,
  * instantiate; nothing on it may run: every call that would touch
  * instance data (rp_instance_read, rp_instance_write, eager launches of
  * tasks, copies, parallel and distributed operators) returns
- * RP_EUNSUPPORTED naming the call (capture still records), and rp_replay
- * of its execs returns RP_EUNSUPPORTED. The environment is ignored. *out is
+ * RP_EUNSUPPORTED naming the call (capture still records), and so do
+ * rp_replay, rp_exec_tune, rp_exec_trace_start and rp_exec_update_args
+ * of its execs. The environment is ignored. *out is
  * the caller's (rp_runtime_destroy). Errors: RP_EINVAL (NULL argument, a
  * memory of unknown kind), RP_ERANGE (a count out of its range, named),
  * RP_ENOMEM; nothing is left behind. */
@@ -1089,7 +1097,8 @@ typedef struct rp_exec_opts {
                             RP_MAX_REPLAY_ARGS; 0 = 256 */
   int no_replace;        /* 1: rp_exec_tune never re-places (runs
                             nothing) */
-  uint64_t edge_cost_ns; /* cross-worker edge cost; 0 = default (200) */
+  uint64_t edge_cost_ns; /* cross-worker edge cost; 0 = default (200); at
+                            most RP_PLACE_COST_MAX counts */
 } rp_exec_opts;
 
 /* Validates g and compiles it into an exec owned by the caller. The exec does
@@ -1145,8 +1154,9 @@ typedef struct rp_replay_args {
  * slot; so it does when they make no progress while a replay of another
  * exec, whose workers they share, waits at a precondition, when the
  * runtime's submission ring (4096 replays) is full behind a worker that
- * waits at one, and when called from an event's callback, which must not
- * block).
+ * waits at one or when it is full at all in an event's callback, and when
+ * called from an event's callback with the window full: a callback must
+ * not block).
  * Errors: RP_EINVAL (NULL or malformed args: args_size or npost without
  * their array), RP_EPORT (wrong number of precondition events or
  * postcondition slots), RP_ERANGE (argument block),
@@ -1155,8 +1165,8 @@ typedef struct rp_replay_args {
  * ex: one thread at a time per exec; or the window of max_inflight
  * replays is full and one of them, or a replay of another exec ahead of
  * them, waits for an untriggered precondition; or the submission ring
- * is full behind a worker waiting at one; or the window is full and
- * this is an event's callback),
+ * is full behind a worker waiting at one, or full in a callback; or the
+ * window is full and this is an event's callback),
  * RP_ECONTRACT (called from a task
  * inside a replay), RP_EUNSUPPORTED (an exec instantiated on a machine
  * model), RP_EUNUSABLE (the runtime is unusable), RP_ENOMEM (the
@@ -1190,9 +1200,10 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * Errors: those of rp_replay for a's checks (nothing run); RP_EAGAIN when
  * a precondition event has not triggered yet and its poison status when it
  * was poisoned (nothing run); RP_EBUSY when a replay already in flight
- * waits for a precondition that has not triggered (trigger it first;
- * nothing run), or another thread is inside rp_replay, rp_exec_tune or
- * rp_exec_destroy on ex; RP_ENOMEM; a trial replay's own failure (its
+ * waits for a precondition that has not triggered, or a replay of another
+ * exec does on a worker ex runs on (trigger it first; nothing run), or
+ * another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
+ * ex; RP_ENOMEM; a trial replay's own failure (its
  * status, e.g. RP_ETASK; the detail names the op as
  * rp_exec_error_detail does). On a failure after trial replays ran, those
  * replays ran (their side effects stay, *replays counts them), the exec
@@ -1270,9 +1281,10 @@ RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
  * with cudaGraphExecUpdate, and when that is refused too, re-instantiated.
  * *reinstantiated (may be NULL) is set to 1 when a re-instantiation
  * happened, else 0. Errors: RP_EINVAL bad exec or op, or op is a copy;
- * RP_ESHAPE size differs; RP_EBACKEND a CUDA failure (detail names the op;
- * the op keeps running with its previous graph when the new capture
- * failed, but its args already changed for op-by-op issue). */
+ * RP_ESHAPE size differs; RP_EUNSUPPORTED an exec of a machine model;
+ * RP_EBACKEND a CUDA failure (detail names the op; the op keeps running with
+ * its previous graph when the new capture failed, but its args already changed
+ * for op-by-op issue). */
 RP_API rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
                                      size_t size, int *reinstantiated);
 

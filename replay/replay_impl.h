@@ -328,6 +328,17 @@ static inline rp_status rp__exec_check(const rp_exec *ex, const char *what) {
   return rp__err(RP_EINVAL, "%s: %p is not an exec (destroyed?)", what,
                  (const void *)ex);
 }
+/* RP_EUNSUPPORTED for an exec of a machine model (it can be dumped, not
+ * run: nothing to trace, no device to hold arguments), else RP_OK. */
+static inline rp_status rp__exec_refuse_model(const rp_exec *ex,
+                                              const char *what) {
+  if (RP_UNLIKELY(rp__runtime_is_model(ex->rt)))
+    return rp__err(RP_EUNSUPPORTED,
+                   "%s: the exec was instantiated on a model of a machine "
+                   "(reprise dump): it can be dumped, not run",
+                   what);
+  return RP_OK;
+}
 /* rp__exec_check, and RP_ECONTRACT when called from a task inside a
  * replay (public calls that may wait: trace start and write). */
 static inline rp_status rp__exec_check_call(rp_exec *ex, const char *what) {
@@ -457,6 +468,10 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
  * a replay in flight waits for a precondition that has not triggered (it
  * may need the caller). Never called by rp_replay. */
 rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what);
+/* A worker ex has a lane on that waits at a precondition that has not
+ * triggered (a replay of any exec, or through the lanes it waits for):
+ * its index, else -1. A replay of ex would queue behind it. */
+int rp__exec_worker_gated(const rp_exec *ex);
 /* A replay's slot (slot.c): failures, postconditions, in-order completion;
  * the CPU lanes (scheduler.c) and the GPU launcher (gpu_launch.c) share it. */
 /* Records unit ui's failure in slot s (first failure names the replay). */

@@ -451,21 +451,57 @@ static uint64_t min_cursor(rp_replay_state *rs) {
   return m;
 }
 
-/* Waits until ring entry t is free: every worker has read entry t - RING.
- * Workers that take no part in recent execs may sleep behind: wake them so
- * they skip ahead. */
-static void ring_reserve(rp_replay_state *rs, uint64_t t) {
-  while (t >= atomic_load(&rs->min_cache) + RP_RING) {
+static int worker_gated(const rp_replay_state *rs, uint32_t w);
+
+/* Why ring_take did not take an entry. */
+enum { TAKE_OK, TAKE_GATED, TAKE_IN_CALLBACK };
+
+/* Takes the next ring entry (*t) for a submission, once every worker has
+ * read the entry a ring before it; workers that take no part in recent
+ * execs may sleep behind: they are woken to skip ahead. It never waits for
+ * what only the caller can release: while the ring is full behind a worker
+ * held at a precondition that has not triggered (its own, or through the
+ * lanes it waits for) it takes nothing and returns TAKE_GATED, and an
+ * event's callback (perhaps run by the very worker that holds the ring
+ * back) gets TAKE_IN_CALLBACK. An entry taken must be published (submit,
+ * or publish_empty). */
+static int ring_take(rp_replay_state *rs, uint64_t *t, int *held) {
+  for (;;) {
+    uint64_t cur = atomic_load(&rs->tail);
+    if (RP_LIKELY(cur < atomic_load(&rs->min_cache) + RP_RING)) {
+      if (atomic_compare_exchange_weak(&rs->tail, &cur, cur + 1)) {
+        *t = cur;
+        return TAKE_OK;
+      }
+      continue;
+    }
     uint64_t m = min_cursor(rs), old = atomic_load(&rs->min_cache);
     while (m > old && !atomic_compare_exchange_weak(&rs->min_cache, &old, m))
       ;
-    if (t < m + RP_RING)
-      break;
+    if (cur < m + RP_RING)
+      continue;
+    for (uint32_t w = 0; w < rs->nworkers; w++)
+      if (atomic_load(&rs->cursors[w].next) == m && worker_gated(rs, w)) {
+        *held = (int)w;
+        return TAKE_GATED;
+      }
+    if (rp__tl_in_callback)
+      return TAKE_IN_CALLBACK;
     for (uint32_t w = 0; w < rs->nworkers; w++)
       if (atomic_load(&rs->cursors[w].next) == m)
         rp__worker_wake(rs->rt, w);
     sched_yield();
   }
+}
+
+/* A taken entry that carries no replay (the submission failed after
+ * ring_take): published with no lane, so the workers pass over it. */
+static void publish_empty(rp_replay_state *rs, uint64_t t) {
+  rp_sub *e = &rs->ring[t & (RP_RING - 1)];
+  e->ex = NULL;
+  e->r = 0;
+  memset(e->mask, 0, sizeof e->mask);
+  atomic_store(&e->seq, t + 1);
 }
 
 /* Every quarter ring, wakes the workers that lag half a ring behind (those
@@ -480,12 +516,11 @@ static void nudge_laggards(rp_replay_state *rs, uint64_t t) {
       rp__worker_wake(rs->rt, w);
 }
 
-static void submit(rp_exec *ex, uint64_t r) {
+/* Publishes replay r of ex in ring entry t (taken by ring_take). */
+static void submit(rp_exec *ex, uint64_t r, uint64_t t) {
   rp_replay_state *rs = ex->rs;
-  uint64_t t = atomic_fetch_add(&rs->tail, 1);
   if (RP_UNLIKELY(t % (RP_RING / 4) == 0) && t)
     nudge_laggards(rs, t);
-  ring_reserve(rs, t);
   rp_sub *e = &rs->ring[t & (RP_RING - 1)];
   e->ex = ex;
   e->r = r;
@@ -586,6 +621,14 @@ static int worker_gated(const rp_replay_state *rs, uint32_t w) {
     w = on - 1;
   }
   return 0;
+}
+
+int rp__exec_worker_gated(const rp_exec *ex) {
+  const rp_replay_state *rs = ex->rs;
+  for (uint32_t w = 0; rs && w < rs->nworkers && w < ex->nlanes; w++)
+    if ((ex->mask[w / 64] >> (w % 64) & 1) && worker_gated(rs, w))
+      return (int)w;
+  return -1;
 }
 
 /* 1 when ex's oldest replay in flight cannot complete before the caller
@@ -699,12 +742,8 @@ rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
   if ((cst = rp__refuse_in_replay(what)) != RP_OK)
     return cst;
   rp_status st = rp__runtime_check(ex->rt);
-  if (RP_UNLIKELY(rp__runtime_is_model(ex->rt)))
-    return rp__err(RP_EUNSUPPORTED,
-                   "%s: the exec was instantiated on "
-                   "a model of a machine (reprise dump): it can be dumped, not "
-                   "run",
-                   what);
+  if ((cst = rp__exec_refuse_model(ex, what)) != RP_OK)
+    return cst;
   if (st)
     return st;
   size_t size = a ? a->args_size : 0;
@@ -911,42 +950,11 @@ rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
   return RP_OK;
 }
 
-/* The worker that holds the submission ring back (its cursor a ring
- * behind the tail) when it waits at a precondition that has not triggered;
- * -1 when the ring has room or its laggards are only slow. A full ring
- * then stays full until the caller triggers that precondition: rp_replay
- * refuses rather than wait for it in ring_reserve (forever from a thread
- * that would trigger it next). Two loads when the ring has room. */
-static int ring_held_at_gate(const rp_exec *ex) {
-  rp_replay_state *rs = ex->rs;
-  if (!rs || !ex->active)
-    return -1;
-  uint64_t t = atomic_load(&rs->tail);
-  if (RP_LIKELY(t < atomic_load(&rs->min_cache) + RP_RING))
-    return -1;
-  uint64_t m = min_cursor(rs);
-  if (t < m + RP_RING)
-    return -1;
-  for (uint32_t w = 0; w < rs->nworkers; w++)
-    if (atomic_load(&rs->cursors[w].next) == m && worker_gated(rs, w))
-      return (int)w;
-  return -1;
-}
-
 /* The body of rp_replay, for the thread that holds ex->in_replay. */
 rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done) {
   rp_status st;
   uint64_t r = ex->issued;
-  int held = ring_held_at_gate(ex);
-  if (RP_UNLIKELY(held >= 0))
-    return rp__err(RP_EBUSY,
-                   "rp_replay: the submission ring is full (%u replays "
-                   "queued) behind worker %d, which waits for a "
-                   "precondition that has not triggered (a replay of "
-                   "another exec): trigger it, then replay again (nothing "
-                   "was replayed)",
-                   (unsigned)RP_RING, held);
   int w = wait_inflight(ex, ex->max_inflight, 1);
   if (RP_UNLIKELY(w != WAIT_OK))
     return rp__err(
@@ -966,6 +974,29 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
               "is an event's callback, which must not block waiting for "
               "one: replay from elsewhere (nothing was replayed)",
         ex->max_inflight);
+  /* how it runs, decided first: through the ring, it takes its entry
+   * before anything is armed (a full ring it cannot wait for is RP_EBUSY
+   * with nothing replayed) */
+  int how = ex->active == 0                                       ? 0
+            : ex->lw && ex->lw->inline_ok && launch_lane_idle(ex) ? 1
+                                                                  : 2;
+  uint64_t t = 0;
+  int held = -1;
+  if (how == 2 && (w = ring_take(ex->rs, &t, &held)) == TAKE_GATED)
+    return rp__err(RP_EBUSY,
+                   "rp_replay: the submission ring is full (%u replays "
+                   "queued) behind worker %d, which waits for a "
+                   "precondition that has not triggered: trigger it, then "
+                   "replay again (nothing was replayed)",
+                   (unsigned)RP_RING, held);
+  if (how == 2 && w == TAKE_IN_CALLBACK)
+    return rp__err(RP_EBUSY,
+                   "rp_replay: the submission ring is full (%u replays "
+                   "queued) and this is an event's callback, which must "
+                   "not block waiting for room (the worker that runs it "
+                   "may be the one holding the ring back): replay from "
+                   "elsewhere (nothing was replayed)",
+                   (unsigned)RP_RING);
   rp_slot *s = &ex->slots[r % ex->max_inflight];
   /* in flight for rp_instance_free/realloc before arm_slot checks the
    * generations (seq_cst, see inst_busy) */
@@ -974,15 +1005,17 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
   s->sub = UINT64_MAX; /* submit() records its ring index */
   if ((st = slot_events(ex, s, a, done)) != RP_OK) {
     atomic_store(&ex->issued_pub, r);
+    if (how == 2)
+      publish_empty(ex->rs, t);
     return st;
   }
   ex->issued = r + 1;
-  if (ex->active == 0)
+  if (how == 0)
     rp__slot_complete(ex, s); /* nothing to run: completes in order, here */
-  else if (ex->lw && ex->lw->inline_ok && launch_lane_idle(ex))
+  else if (how == 1)
     launch_here(ex, r);
   else
-    submit(ex, r);
+    submit(ex, r, t);
   return RP_OK;
 }
 

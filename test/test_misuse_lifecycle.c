@@ -7,6 +7,7 @@
 #include "helpers.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -871,6 +872,165 @@ Test(misuse, a_full_ring_behind_a_gated_replay_is_busy_not_blocked,
   RP_CHECK(rp_event_release(rt, gate));
   RP_CHECK(rp_exec_destroy(gated));
   RP_CHECK(rp_exec_destroy(other));
+  th_destroy(rt);
+}
+
+/* Two threads fill the ring behind a gated replay, each replaying its own
+ * exec: both get RP_EBUSY (nothing replayed) rather than one waiting for
+ * room until the trigger (they took their entries before seeing the ring
+ * full). */
+static rp_exec *fill_ex[2];
+static rp_runtime *fill_rt;
+static _Atomic int fill_st[2];
+static _Atomic long fill_n[2];
+
+static void *fill_ring(void *arg) {
+  int k = (int)(intptr_t)arg;
+  rp_runtime *rt = fill_rt;
+  for (;;) {
+    rp_event d;
+    rp_status st = rp_replay(fill_ex[k], NULL, &d);
+    if (st != RP_OK) {
+      atomic_store(&fill_st[k], st);
+      return NULL;
+    }
+    atomic_fetch_add(&fill_n[k], 1);
+    rp_event_release(rt, d);
+  }
+}
+
+static rp_exec *one_task_exec(rp_runtime *rt, rp_task_id t, rp_proc p,
+                              int gated) {
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event go = RP_NO_EVENT;
+  if (gated)
+    RP_CHECK(rp_capture_precondition(rt, "go", &go, NULL));
+  RP_CHECK(
+      rp_launch_task(rt, &(rp_launch){.task = t, .proc = p, .wait = go}, NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 64}, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  return ex;
+}
+
+Test(misuse, two_threads_filling_the_ring_behind_a_gate_are_both_busy,
+     .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  fill_rt = rt;
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  rp_exec *gated = one_task_exec(rt, t, 0, 1);
+  fill_ex[0] = one_task_exec(rt, t, 1, 0);
+  fill_ex[1] = one_task_exec(rt, t, 1, 0);
+  rp_event gate, gd;
+  RP_CHECK(rp_event_create(rt, &gate));
+  RP_CHECK(rp_replay(gated, &(rp_replay_args){.pre = &gate, .npre = 1}, &gd));
+  usleep(10000); /* worker 0 reaches the gate */
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++) {
+    atomic_store(&fill_st[k], RP_OK);
+    atomic_store(&fill_n[k], 0);
+    cr_assert_eq(pthread_create(&th[k], NULL, fill_ring, (void *)(intptr_t)k),
+                 0);
+  }
+  for (int k = 0; k < 2; k++)
+    pthread_join(th[k], NULL);
+  for (int k = 0; k < 2; k++)
+    cr_assert_eq(atomic_load(&fill_st[k]), RP_EBUSY, "thread %d: %s", k,
+                 rp_status_name(atomic_load(&fill_st[k])));
+  cr_assert_leq(atomic_load(&fill_n[0]) + atomic_load(&fill_n[1]), 4095);
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_wait(rt, gd, 30 * SEC));
+  for (int k = 0; k < 2; k++) { /* room again: both go on */
+    rp_event d;
+    RP_CHECK(rp_replay(fill_ex[k], NULL, &d));
+    RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
+    RP_CHECK(rp_event_release(rt, d));
+    RP_CHECK(rp_exec_destroy(fill_ex[k]));
+  }
+  RP_CHECK(rp_event_release(rt, gd));
+  RP_CHECK(rp_event_release(rt, gate));
+  RP_CHECK(rp_exec_destroy(gated));
+  th_destroy(rt);
+}
+
+/* A done callback run by the worker that holds the full ring back (its
+ * cursor stays on the replay it completes until the callback returns)
+ * cannot wait for room: rp_replay from it is RP_EBUSY (it deadlocked). */
+static rp_exec *cb_other;
+static _Atomic int cb_ring_st = 1;
+
+static void replay_from_cb(void *arg, rp_status st) {
+  (void)arg, (void)st;
+  atomic_store(&cb_ring_st, rp_replay(cb_other, NULL, NULL));
+}
+
+Test(misuse, a_callback_on_the_worker_holding_a_full_ring_is_busy,
+     .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id slow = reg(rt, "slow", slow_task, 0);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  rp_exec *x = one_task_exec(rt, slow, 0, 0);
+  rp_exec *y = one_task_exec(rt, t, 1, 0);
+  cb_other = one_task_exec(rt, t, 1, 0);
+  rp_event dx;
+  RP_CHECK(rp_replay(x, NULL, &dx)); /* worker 0: 3 ms */
+  RP_CHECK(rp_event_on_complete(rt, dx, replay_from_cb, NULL));
+  for (int i = 0; i < 4200; i++) { /* past a ring behind worker 0 */
+    rp_event d;
+    RP_CHECK(rp_replay(y, NULL, &d));
+    RP_CHECK(rp_event_release(rt, d));
+  }
+  RP_CHECK(rp_event_wait(rt, dx, 30 * SEC));
+  RP_CHECK(rp_exec_destroy(y)); /* all of y's replays ran */
+  cr_assert_neq(atomic_load(&cb_ring_st), 1, "the callback did not run");
+  if (atomic_load(&cb_ring_st) != RP_OK) /* the ring was full then */
+    cr_assert_eq(atomic_load(&cb_ring_st), RP_EBUSY, "%s",
+                 rp_status_name(atomic_load(&cb_ring_st)));
+  cr_log_info("replay from the callback: %s",
+              rp_status_name(atomic_load(&cb_ring_st)));
+  RP_CHECK(rp_event_release(rt, dx));
+  RP_CHECK(rp_exec_destroy(x));
+  RP_CHECK(rp_exec_destroy(cb_other));
+  th_destroy(rt);
+}
+
+/* rp_exec_tune while a replay of another exec waits at a precondition on
+ * the worker the exec runs on: RP_EBUSY, nothing run (its trial replays
+ * would queue behind the gate, waited for: it hung), as rp_replay says
+ * when its window fills; after the trigger it tunes. */
+Test(misuse, tune_behind_another_execs_gate_is_busy, .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  rp_exec *gated = one_task_exec(rt, t, 0, 1);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 3; i++) /* no cost hints: tune has trials to run */
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY},
+                               NULL));
+  rp_exec *b;
+  RP_CHECK(rp_instantiate(g, NULL, &b));
+  RP_CHECK(rp_graph_destroy(g));
+  rp_event gate, gd;
+  RP_CHECK(rp_event_create(rt, &gate));
+  RP_CHECK(rp_replay(gated, &(rp_replay_args){.pre = &gate, .npre = 1}, &gd));
+  usleep(10000); /* the worker reaches the gate */
+  atomic_store(&runs, 0);
+  uint32_t ran = 777;
+  RP_EXPECT(rp_exec_tune(b, NULL, &ran), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "waits at a precondition"), "%s",
+            rp_error_detail());
+  cr_assert_eq(ran, 777u, "replays written");
+  cr_assert_eq(atomic_load(&runs), 0, "something ran");
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_wait(rt, gd, 30 * SEC));
+  RP_CHECK(rp_exec_tune(b, NULL, &ran));
+  cr_assert_gt(ran, 0u);
+  RP_CHECK(rp_event_release(rt, gd));
+  RP_CHECK(rp_event_release(rt, gate));
+  RP_CHECK(rp_exec_destroy(gated));
+  RP_CHECK(rp_exec_destroy(b));
   th_destroy(rt);
 }
 
