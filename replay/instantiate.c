@@ -490,6 +490,8 @@ static rp_status options(rp_exec *ex, const rp_exec_opts *o) {
   ex->slot_spin_ns = rp__host_spin_ns(ex->rt);
   ex->max_args = o && o->max_args ? o->max_args : DEFAULT_MAX_ARGS;
   ex->edge_cost = o && o->edge_cost_ns ? o->edge_cost_ns : DEFAULT_EDGE_COST;
+  if (ex->edge_cost > RP_PLACE_COST_MAX) /* counted up to it (reprise.h) */
+    ex->edge_cost = RP_PLACE_COST_MAX;
   ex->no_replace = o ? o->no_replace : 0;
   return RP_OK;
 }
@@ -782,7 +784,8 @@ static rp_status update_check(rp_exec *ex, rp_op_id op, const void *args,
   rp_status cst = rp__exec_check(ex, "rp_exec_update_args");
   if (cst)
     return cst;
-  if ((cst = rp__refuse_in_replay("rp_exec_update_args")) != RP_OK)
+  if ((cst = rp__refuse_in_replay("rp_exec_update_args")) != RP_OK ||
+      (cst = rp__exec_refuse_model(ex, "rp_exec_update_args")) != RP_OK)
     return cst;
   rp_status st = rp__runtime_check(ex->rt);
   if (st)

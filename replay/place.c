@@ -13,13 +13,21 @@
 
 #define DEFAULT_COST_NS 1000 /* unknown cost before measurement: 1 us */
 
-static uint64_t unit_cost(const rp_exec *ex, const rp_unit *u,
-                          int use_measured) {
+static uint64_t unit_cost_raw(const rp_exec *ex, const rp_unit *u,
+                              int use_measured) {
   if (use_measured && u->measure && ex->measure_to > ex->measure_from &&
       u->measured_ns != UINT64_MAX)
     return (u->measured_ns > ex->clock_ns ? u->measured_ns - ex->clock_ns : 0) +
            1;
   return u->cost_ns ? u->cost_ns : DEFAULT_COST_NS;
+}
+
+/* Costs count up to RP_PLACE_COST_MAX (reprise.h): the finish times of a
+ * schedule add them up in 64 bits. */
+static uint64_t unit_cost(const rp_exec *ex, const rp_unit *u,
+                          int use_measured) {
+  uint64_t c = unit_cost_raw(ex, u, use_measured);
+  return c < RP_PLACE_COST_MAX ? c : RP_PLACE_COST_MAX;
 }
 
 typedef struct sched_item {
@@ -110,7 +118,7 @@ static rp_status list_schedule(rp_exec *ex, int use_measured,
       /* unpinned units run on CPU workers only (lanes [0, ncpu)) */
       for (uint32_t w = 0; w < ex->ncpu && w < max_lanes; w++) {
         uint64_t t = eft(ex, uu, w, avail, finish, c, k > 0);
-        if (t < best_t) {
+        if (t < best_t || best == RP_PROC_ANY) {
           best_t = t;
           best = w;
         }

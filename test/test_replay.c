@@ -980,6 +980,51 @@ Test(replay, wide_layer_of_costly_tasks_spreads_over_workers) {
   th_destroy(rt);
 }
 
+/* Cost hints up to UINT64_MAX (task and launch) and edge costs as large
+ * place and replay: placement counts at most RP_PLACE_COST_MAX each (the
+ * finish times overflowed and instantiate read past its lanes). A chain
+ * of such tasks stays on one worker, a layer of them spreads. */
+Test(replay, the_largest_cost_hints_place_and_replay) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt,
+                            &(rp_task_desc){.name = "busy",
+                                            .cpu_fn = busy_task,
+                                            .cost_ns = UINT64_MAX},
+                            &t));
+  for (int shape = 0; shape < 2; shape++) {
+    rp_graph *g;
+    RP_CHECK(rp_graph_create(rt, &g));
+    rp_op_id prev = 0;
+    for (int i = 0; i < 6; i++) {
+      rp_op_id op;
+      RP_CHECK(rp_graph_add_task(
+          g,
+          &(rp_launch){.task = t,
+                       .proc = RP_PROC_ANY,
+                       .cost_ns = i % 2 ? UINT64_MAX : UINT64_MAX - 1},
+          &op));
+      if (shape == 0 && i)
+        RP_CHECK(rp_graph_add_edge(g, prev, op));
+      prev = op;
+    }
+    rp_exec *ex;
+    RP_CHECK(
+        rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = UINT64_MAX}, &ex));
+    rp_exec_stats s;
+    RP_CHECK(rp_exec_stats_get(ex, &s));
+    cr_assert_eq(s.procs_used, shape == 0 ? 1u : 2u, "shape %d: %u workers",
+                 shape, s.procs_used);
+    rp_event d;
+    RP_CHECK(rp_replay(ex, NULL, &d));
+    RP_CHECK(rp_event_wait(rt, d, -1));
+    RP_CHECK(rp_event_release(rt, d));
+    RP_CHECK(rp_exec_destroy(ex));
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  th_destroy(rt);
+}
+
 Test(replay, empty_tasks_are_re_placed_onto_one_worker_after_measuring) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = reg(rt, "empty", empty_task); /* no cost hint */

@@ -353,7 +353,8 @@ static int longest(const dg *d, int by_cost, FILE *out) {
     for (uint32_t k = d->pred_off[v]; k < d->pred_off[v + 1]; k++)
       if (best[v] == UINT32_MAX || dist[d->pred[k]] > from)
         from = dist[d->pred[k]], best[v] = d->pred[k];
-    dist[v] = from + (by_cost ? m->ops[v].cost_ns : 1);
+    uint64_t w = by_cost ? m->ops[v].cost_ns : 1; /* saturating */
+    dist[v] = from > UINT64_MAX - w ? UINT64_MAX : from + w;
     cnt[v] = best[v] == UINT32_MAX ? 1 : cnt[best[v]] + 1;
     if (dist[v] > dist[end])
       end = v;
