@@ -1174,7 +1174,7 @@ static rp_status parse_machine_mem(const cJSON *o, uint32_t i,
   int64_t dev;
   rp_status st = check_object(o, path, MMEM_KEYS, 2);
   if (st || (st = get_enum(field(o, "mem"), path, "mem", mem_n, 3, &mem)) ||
-      (st = get_device(o, path, mem, 1023, &dev)))
+      (st = get_device(o, path, mem, RP_MODEL_MAX_DEVICE, &dev)))
     return st;
   *mi = (rp_mem_info){(rp_mem_kind)mem, (int)dev};
   return RP_OK;
@@ -1190,13 +1190,14 @@ static rp_status parse_machine(const cJSON *o, rp_machine_desc *m) {
   if (st || (st = get_u32(field(o, "cpus"), path, "cpus", 128, &m->cpus)) ||
       (st =
            get_array(field(o, "gpus"), path, "gpus", RP_MODEL_MAX_GPUS, &ng)) ||
-      (st = get_array(field(o, "mems"), path, "mems", RP_MODEL_MAX_MEMS, &nm)))
+      (st = get_array(field(o, "mems"), path, "mems", RP_MODEL_MAX_MEMS + 1,
+                      &nm))) /* + system memory, which the file lists */
     return st;
   if (!m->cpus)
     return rp__err(RP_ERANGE, "%s.cpus: 0 (at least 1)", path);
   for (const cJSON *c = field(o, "gpus")->child; c; c = c->next, i++) {
     int64_t d;
-    if ((st = get_i64(c, path, "gpus", 0, 1023, &d)) != RP_OK)
+    if ((st = get_i64(c, path, "gpus", 0, RP_MODEL_MAX_DEVICE, &d)) != RP_OK)
       return st;
     m->gpu_device[m->ngpus++] = (int)d;
   }
@@ -1205,6 +1206,10 @@ static rp_status parse_machine(const cJSON *o, rp_machine_desc *m) {
     rp_mem_info mi;
     if ((st = parse_machine_mem(c, i, &mi)) != RP_OK)
       return st;
+    if (mi.kind != RP_MEM_SYSTEM && m->nmems == RP_MODEL_MAX_MEMS)
+      return rp__err(RP_ERANGE,
+                     "%s.mems: more than %d memories besides system memory",
+                     path, RP_MODEL_MAX_MEMS);
     if (mi.kind != RP_MEM_SYSTEM)
       m->mems[m->nmems++] = mi;
   }

@@ -95,6 +95,8 @@ void rp__trace_free(rp_exec *ex) {
 
 rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays) {
   rp_status st = rp__exec_check_call(ex, "rp_exec_trace_start");
+  if (!st)
+    st = rp__exec_refuse_model(ex, "rp_exec_trace_start");
   if (st)
     return st;
   if (!replays)

@@ -1266,6 +1266,84 @@ Test(misuse_api, model_runtime_refuses_every_call_touching_instance_data) {
   RP_CHECK(rp_runtime_destroy(rt));
 }
 
+/* An exec of a model with a GPU op instantiates and dumps; tracing it and
+ * updating its arguments are RP_EUNSUPPORTED as replaying it is (they
+ * reached for the device that a model has not: a NULL dereference). */
+Test(misuse_api, a_model_exec_with_a_gpu_op_refuses_trace_and_update_args) {
+  rp_machine_desc m = {.cpus = 2, .ngpus = 1, .gpu_device = {0}};
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt,
+      &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .gpu_fn = nop_task},
+      &t));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id cpu_op, gpu_op;
+  int v = 1;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &cpu_op));
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = t, .proc = 2, .args = &v, .args_size = sizeof v},
+      &gpu_op));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_EXPECT(rp_exec_trace_start(ex, 2), RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_exec_trace_start") &&
+                strstr(rp_error_detail(), "model of a machine"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_exec_update_args(ex, gpu_op, &v, sizeof v, NULL),
+            RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_exec_update_args"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_replay(ex, NULL, NULL), RP_EUNSUPPORTED);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
+
+/* A model as large as its limits allow saves graph files that load back
+ * (the file lists system memory too: 33 entries were refused); a device
+ * index no graph file can name is refused when the model is made. */
+Test(misuse_api, a_model_at_its_limits_saves_files_that_load) {
+  th_tmpdir_make("/tmp/rp_model_XXXXXX");
+  rp_machine_desc m = {.cpus = 1, .nmems = RP_MODEL_MAX_MEMS};
+  for (unsigned i = 0; i < RP_MODEL_MAX_MEMS; i++)
+    m.mems[i] = (rp_mem_info){RP_MEM_GPU, (int)i};
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task}, &t));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, NULL));
+  const char *path = th_tmp_path("g.json");
+  RP_CHECK(rp_graph_save(g, path));
+  rp_graph *back;
+  RP_CHECK(rp_graph_load(rt, path, NULL, 0, &back));
+  cr_assert_eq(rp_graph_op_count(back), 1);
+  size_t len;
+  char *buf = th_read_all(path, &len);
+  rp_machine_desc got;
+  int present = 0;
+  RP_CHECK(rp_graph_file_machine(buf, len, &got, &present));
+  cr_assert(present && got.nmems == RP_MODEL_MAX_MEMS, "%u memories",
+            got.nmems);
+  free(buf);
+  RP_CHECK(rp_graph_destroy(back));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_runtime_destroy(rt));
+  rp_machine_desc far = {
+      .cpus = 1, .ngpus = 1, .gpu_device = {RP_MODEL_MAX_DEVICE + 1}};
+  rp_runtime *none = NULL;
+  RP_EXPECT(rp_runtime_create_model(&far, &none), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "device 1024 (at most 1023)"), "%s",
+            rp_error_detail());
+  cr_assert_null(none);
+  th_tmpdir_remove();
+}
+
 /* ---- a task's own error detail ---- */
 
 Test(misuse_api, task_error_detail_reaches_exec_error_detail) {
