@@ -198,7 +198,9 @@ static void why_consumed(void) {
   rp_error_set(RP_OK, NULL);
 }
 
-static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
+/* *overran: the task wrote past its workspace slice (the guard bytes
+ * after it changed): RP_ERANGE whatever the task returned. */
+static rp_status run_task(rp_unit *u, rp_slot *s, int *skip, int *overran) {
   uint32_t shards = rp__unit_shards(u, s);
   if (!shards) {
     *skip = 1; /* this replay runs fewer shards: not a failure */
@@ -215,6 +217,7 @@ static rp_status run_task(rp_unit *u, rp_slot *s, int *skip) {
     for (uint32_t i = 0; i < 64; i++)
       if (u->guard[i] != 0xa5) {
         memset(u->guard, 0xa5, 64);
+        *overran = 1;
         return RP_ERANGE;
       }
   }
@@ -242,9 +245,10 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip, const char **why) {
     return st;
   }
   rp__nvtx_push(u->name);
-  rp_status st = run_task(u, s, skip);
+  int overran = 0;
+  rp_status st = run_task(u, s, skip, &overran);
   rp__nvtx_pop();
-  if (st == RP_ERANGE && u->guard)
+  if (overran) /* a task's own RP_ERANGE keeps its own detail */
     *why = "task overran its workspace slice (guard bytes changed)";
   else if (st)
     *why = task_why(st);

@@ -859,6 +859,37 @@ Test(replay, workspace_overrun_is_reported_in_debug_builds) {
   th_destroy(rt);
 }
 
+/* A task with a workspace that returns RP_ERANGE of its own, within its
+ * slice, keeps its own detail (any RP_ERANGE used to be called an
+ * overrun in debug builds). */
+static rp_status own_range_task(rp_task_ctx *ctx) {
+  size_t bytes;
+  char *ws = rp_ctx_workspace(ctx, &bytes);
+  ws[0] = 1;
+  return rp_error_set(RP_ERANGE, "batch index past the data set");
+}
+
+Test(replay, a_tasks_own_range_error_with_a_workspace_keeps_its_detail) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "own_range", own_range_task);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = t, .proc = 0, .workspace_bytes = 100}, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_ERANGE);
+  const char *d = rp_exec_error_detail(ex);
+  cr_assert(strstr(d, "batch index past the data set") && !strstr(d, "overran"),
+            "%s", d);
+  rp_event_release(rt, done);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 static rp_status slow_task(rp_task_ctx *ctx) {
   (void)ctx;
   usleep(2000);
@@ -1402,6 +1433,43 @@ static atomic_uint_fast64_t fail_at_replay;
 static rp_status fail_once_task(rp_task_ctx *ctx) {
   *(int64_t *)rp_ctx_ptr(ctx, 0) += 1;
   return rp_ctx_replay(ctx) == atomic_load(&fail_at_replay) ? 1 : RP_OK;
+}
+
+/* Trial replays failing from replay 3 on: the error names the first of
+ * them, as rp_exec_error_detail would have after it (it named the last of
+ * its window). */
+static rp_status fail_from_3_task(rp_task_ctx *ctx) {
+  *(int64_t *)rp_ctx_ptr(ctx, 0) += 1;
+  return rp_ctx_replay(ctx) >= 3 ? 1 : RP_OK;
+}
+
+Test(replay, exec_tune_names_the_first_failing_trial_replay) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "add1", add1_task);
+  rp_task_id j = reg(rt, "sum4", sum4_task);
+  rp_task_id f = reg(rt, "fail_from_3", fail_from_3_task);
+  rp_inst x[6];
+  make_insts(rt, x, 6);
+  rp_graph *g = unhinted_fan(rt, t, j, x);
+  rp_access a = {x[5], RP_RW, 0};
+  RP_CHECK(rp_graph_add_task(
+      g,
+      &(rp_launch){
+          .task = f, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
+      NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  uint32_t tuned = 0;
+  RP_EXPECT(rp_exec_tune(ex, NULL, &tuned), RP_ETASK);
+  cr_assert(strstr(rp_error_detail(), "replay 3:") ||
+                strstr(rp_error_detail(), "replay 3 "),
+            "%s", rp_error_detail());
+  cr_assert_gt(tuned, 4u, "the window's replays ran: %u", tuned);
+  RP_CHECK(rp_exec_destroy(ex));
+  for (int i = 0; i < 6; i++)
+    RP_CHECK(rp_instance_free(rt, x[i]));
+  th_destroy(rt);
 }
 
 Test(replay, exec_tune_failing_trial_keeps_the_previous_placement) {
