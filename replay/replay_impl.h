@@ -258,6 +258,10 @@ struct rp_exec {
   uint64_t replacements;
   char place_why[160];
   char last_detail[256];
+  /* rp_exec_tune: the first failure of a window of trial replays (in
+   * replay order), under detail_lock; tune clears tune_fail_seen */
+  char tune_fail_detail[256];
+  int tune_fail_seen;
   pthread_mutex_t detail_lock; /* failure path only */
 
   /* traces (trace.c): NULL unless rp_exec_trace_start armed one; set and

@@ -63,6 +63,10 @@ static void finish(rp_exec *ex, rp_slot *s) {
   if (st) {
     pthread_mutex_lock(&ex->detail_lock); /* failure path only */
     memcpy(ex->last_detail, s->detail, sizeof ex->last_detail);
+    if (ex->tuning && !ex->tune_fail_seen) { /* replays finish in order */
+      memcpy(ex->tune_fail_detail, s->detail, sizeof ex->tune_fail_detail);
+      ex->tune_fail_seen = 1;
+    }
     pthread_mutex_unlock(&ex->detail_lock);
   }
   for (uint32_t i = 0; i < ex->npre; i++)

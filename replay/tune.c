@@ -236,6 +236,9 @@ static rp_status run_window(rp_exec *ex, const rp_replay_args *a,
   rp_event done[RP_TRIAL_LEN + 1];
   uint32_t n = 0;
   rp_status st = RP_OK;
+  pthread_mutex_lock(&ex->detail_lock); /* nothing in flight: a fresh */
+  ex->tune_fail_seen = 0;               /* window's first failure */
+  pthread_mutex_unlock(&ex->detail_lock);
   while (ex->issued < ex->measure_to && n < RP_TRIAL_LEN + 1 && !st) {
     st = rp__replay_owned(ex, a, &done[n]);
     if (!st)
@@ -244,8 +247,13 @@ static rp_status run_window(rp_exec *ex, const rp_replay_args *a,
   for (uint32_t i = 0; i < n; i++) {
     rp_status rs = rp_event_wait(ex->rt, done[i], -1);
     rp_event_release(ex->rt, done[i]);
-    if (rs && !st) /* finish() stored the detail before the done event */
-      st = rp__err(rs, "%s", rp_exec_error_detail(ex));
+    if (rs && !st) { /* finish() stored it before the done event */
+      pthread_mutex_lock(&ex->detail_lock);
+      st = rp__err(rs, "%s",
+                   ex->tune_fail_seen ? ex->tune_fail_detail
+                                      : rp_exec_error_detail(ex));
+      pthread_mutex_unlock(&ex->detail_lock);
+    }
   }
   *replays += n;
   if (st)
