@@ -197,9 +197,10 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
     if (!rp__align_up_ok(l->workspace_bytes, align, &t->ws_slice) ||
         !rp__mul_ok(t->ws_slice, t->nshards, &total))
       return rp__err(RP_ERANGE,
-                     "workspace of %u x %zu bytes (aligned to "
-                     "%zu) overflows",
-                     t->nshards, l->workspace_bytes, align);
+                     "rp_launch_task: task '%s': workspace of %u x %zu bytes "
+                     "(aligned to %zu) overflows",
+                     t->task ? t->task->name : "?", t->nshards,
+                     l->workspace_bytes, align);
     void *ws;
     rp_status st = rp__mem_alloc(rt, t->ws_mem, total, align, &ws);
     if (st)

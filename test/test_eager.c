@@ -1,6 +1,8 @@
 /* Eager execution: dependencies inferred from declared accesses. */
 #include "helpers.h"
 
+#include <stdint.h>
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +294,13 @@ Test(eager, spmd_launch_runs_every_shard_with_its_workspace) {
                "shard %d's workspace slice is misaligned, "
                "overlaps another or was written by another shard",
                verdict - 1);
+  /* a workspace whose total overflows: refused, naming the call and task */
+  l.workspace_bytes = SIZE_MAX / 2;
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_task: task 'spmd': "
+                                      "workspace of") &&
+                strstr(rp_error_detail(), "overflows"),
+            "%s", rp_error_detail());
   rp_event_release(rt, done);
   RP_CHECK(rp_instance_free(rt, out));
   th_destroy(rt);
