@@ -425,7 +425,11 @@ int rp__replay_poll(void *arg, unsigned worker) {
     /* seq_cst: pairs with the worker's `sleeping` announcement (see
      * cpu_backend.c) and the producer's seq_cst publication */
     if (atomic_load(&e->seq) != i + 1)
-      return 0;
+      /* an entry taken (ring_take) but not yet published: read on, it is
+       * published at once; a worker asleep here would miss the wake-up,
+       * which goes to that entry's own workers only, and sleep through
+       * the entries published behind it (a lost wake-up: a hang) */
+      return i < atomic_load(&rs->tail);
     int mine = e->mask[worker / 64] >> (worker % 64) & 1;
     if (mine) {
       /* the next entry, while the lane runs (published by now when

@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "engine/util.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <stdatomic.h>
@@ -838,6 +839,80 @@ Test(replay, a_worker_far_behind_the_ring_reaches_its_replay, .timeout = 120) {
   }
   RP_CHECK(rp_exec_destroy(ex[0]));
   RP_CHECK(rp_exec_destroy(ex[1]));
+  th_destroy(rt);
+}
+
+/* Two threads replaying two execs on two workers, with no spin or yield
+ * budget (the workers sleep whenever they find nothing): a worker that
+ * reaches an entry another thread has taken but not yet published must
+ * not sleep there (the publication wakes that entry's workers only, and
+ * its own entries behind it would wait forever). A stress test: the
+ * window is short, so a hang showed in some runs only. */
+typedef struct pair_arg {
+  rp_runtime *rt;
+  rp_exec *ex;
+  _Atomic int st;
+} pair_arg;
+
+static void *replay_many(void *p) {
+  pair_arg *a = p;
+  rp_event ev[4] = {RP_NO_EVENT, RP_NO_EVENT, RP_NO_EVENT, RP_NO_EVENT};
+  for (int i = 0; i < 4000; i++) {
+    rp_event *e = &ev[i % 4];
+    if (e->id) { /* the replay four back: done before the slot is reused */
+      rp_status st = rp_event_wait(a->rt, *e, 20LL * 1000000000);
+      rp_event_release(a->rt, *e);
+      if (st != RP_OK) {
+        atomic_store(&a->st, st);
+        return NULL;
+      }
+    }
+    rp_status st = rp_replay(a->ex, NULL, e);
+    if (st != RP_OK) {
+      atomic_store(&a->st, st);
+      return NULL;
+    }
+  }
+  for (int k = 0; k < 4; k++) {
+    rp_status st = rp_event_wait(a->rt, ev[k], 20LL * 1000000000);
+    rp_event_release(a->rt, ev[k]);
+    if (st != RP_OK)
+      atomic_store(&a->st, st);
+  }
+  return NULL;
+}
+
+Test(replay, two_threads_on_two_workers_never_lose_a_wakeup, .timeout = 300) {
+  setenv("REPRISE_SPIN_NS", "0", 1);
+  setenv("REPRISE_YIELD_NS", "0", 1);
+  setenv("REPRISE_IDLE_SPIN_NS", "0", 1);
+  rp_runtime *rt = th_cpu_runtime(3);
+  rp_task_id t = reg(rt, "noop", noop_task, 0);
+  pair_arg a[2];
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++) {
+    rp_graph *g;
+    rp_op_id op;
+    RP_CHECK(rp_graph_create(rt, &g));
+    RP_CHECK(rp_graph_add_task(
+        g, &(rp_launch){.task = t, .proc = (rp_proc)(1 + k)}, &op));
+    a[k].rt = rt;
+    atomic_store(&a[k].st, RP_OK);
+    RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 4}, &a[k].ex));
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  for (int k = 0; k < 2; k++)
+    cr_assert_eq(pthread_create(&th[k], NULL, replay_many, &a[k]), 0);
+  for (int k = 0; k < 2; k++)
+    pthread_join(th[k], NULL);
+  for (int k = 0; k < 2; k++) {
+    cr_assert_eq(atomic_load(&a[k].st), RP_OK, "thread %d: %s", k,
+                 rp_status_name(atomic_load(&a[k].st)));
+    rp_exec_stats s;
+    RP_CHECK(rp_exec_stats_get(a[k].ex, &s));
+    cr_assert_eq(s.replays, 4000u);
+    RP_CHECK(rp_exec_destroy(a[k].ex));
+  }
   th_destroy(rt);
 }
 
