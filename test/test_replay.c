@@ -1435,6 +1435,22 @@ static rp_status fail_once_task(rp_task_ctx *ctx) {
   return rp_ctx_replay(ctx) == atomic_load(&fail_at_replay) ? 1 : RP_OK;
 }
 
+/* unhinted_fan over x[0..5) and one more unhinted op of task f on its own
+ * instance x[5]. */
+static rp_graph *fan_with(rp_runtime *rt, rp_task_id f, rp_inst *x) {
+  rp_task_id t = reg(rt, "add1", add1_task);
+  rp_task_id j = reg(rt, "sum4", sum4_task);
+  make_insts(rt, x, 6);
+  rp_graph *g = unhinted_fan(rt, t, j, x);
+  rp_access a = {x[5], RP_RW, 0};
+  RP_CHECK(rp_graph_add_task(
+      g,
+      &(rp_launch){
+          .task = f, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
+      NULL));
+  return g;
+}
+
 /* Trial replays failing from replay 3 on: the error names the first of
  * them, as rp_exec_error_detail would have after it (it named the last of
  * its window). */
@@ -1445,18 +1461,8 @@ static rp_status fail_from_3_task(rp_task_ctx *ctx) {
 
 Test(replay, exec_tune_names_the_first_failing_trial_replay) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "add1", add1_task);
-  rp_task_id j = reg(rt, "sum4", sum4_task);
-  rp_task_id f = reg(rt, "fail_from_3", fail_from_3_task);
   rp_inst x[6];
-  make_insts(rt, x, 6);
-  rp_graph *g = unhinted_fan(rt, t, j, x);
-  rp_access a = {x[5], RP_RW, 0};
-  RP_CHECK(rp_graph_add_task(
-      g,
-      &(rp_launch){
-          .task = f, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
-      NULL));
+  rp_graph *g = fan_with(rt, reg(rt, "fail_from_3", fail_from_3_task), x);
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   RP_CHECK(rp_graph_destroy(g));
@@ -1474,19 +1480,8 @@ Test(replay, exec_tune_names_the_first_failing_trial_replay) {
 
 Test(replay, exec_tune_failing_trial_keeps_the_previous_placement) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "add1", add1_task);
-  rp_task_id j = reg(rt, "sum4", sum4_task);
-  rp_task_id f = reg(rt, "fail_once", fail_once_task);
   rp_inst x[6];
-  make_insts(rt, x, 6);
-  rp_graph *g = unhinted_fan(rt, t, j, x);
-  /* one more unhinted op, on its own instance */
-  rp_access a = {x[5], RP_RW, 0};
-  RP_CHECK(rp_graph_add_task(
-      g,
-      &(rp_launch){
-          .task = f, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
-      NULL));
+  rp_graph *g = fan_with(rt, reg(rt, "fail_once", fail_once_task), x);
   /* replays 0..8 warm up and time units, 9..16 time the initial
    * placement, 17..24 the first candidate */
   atomic_store(&fail_at_replay, 20);

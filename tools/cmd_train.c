@@ -7,6 +7,8 @@
  * malformed --data file, diverged loss), 2 bad usage. */
 #include "cmd_train.h"
 
+#include "train/ckpt.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -940,10 +942,8 @@ int rp_train_agree(int dist, int rc) {
 
 /* FNV-1a of the bytes: equal hashes everywhere. */
 int rp_train_same_on_every_rank(const float *w, size_t n) {
-  const unsigned char *b = (const unsigned char *)w;
-  unsigned long long h = 14695981039346656037ull, lo = 0, hi = 0;
-  for (size_t i = 0; i < n * sizeof *w; i++)
-    h = (h ^ b[i]) * 1099511628211ull;
+  unsigned long long h = rp_fnv1a64(RP_FNV64_INIT, w, n * sizeof *w), lo = 0,
+                     hi = 0;
   MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   return lo == hi;
@@ -1022,13 +1022,6 @@ int rp_train_same_inputs(int dist, const train_input *in, unsigned n) {
 }
 #endif
 
-uint64_t rp_train_hash(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
-
 uint64_t rp_train_options_hash(const train_cli *c) {
   /* every option but the output files' names, --log-every, --dump and
    * --timings: the ranks run one computation */
@@ -1045,8 +1038,8 @@ uint64_t rp_train_options_hash(const train_cli *c) {
       c->compare, (double)c->val_frac, c->no_shuffle, c->gpt, c->layers,
       c->heads, c->width, c->context, c->warmup, c->sample, c->tp, c->stop,
       c->labels != NULL, c->load_weights != NULL);
-  uint64_t h = rp_train_hash(14695981039346656037ull, b, (size_t)len);
-  return rp_train_hash(h, c->mc.hidden, c->mc.nhidden * sizeof *c->mc.hidden);
+  uint64_t h = rp_fnv1a64(RP_FNV64_INIT, b, (size_t)len);
+  return rp_fnv1a64(h, c->mc.hidden, c->mc.nhidden * sizeof *c->mc.hidden);
 }
 
 /* Starts MPI and checks that the global batch splits over the ranks'

@@ -74,13 +74,13 @@ int rp_train_agree(int dist, int rc);
 /* 1 when every rank holds the same n floats bitwise. Collective. */
 int rp_train_same_on_every_rank(const float *w, size_t n);
 
-/* An input the ranks must share, by its hash (rp_train_hash, FNV-1a from
- * 14695981039346656037 on) and what an error calls it ("the options"). */
+/* An input the ranks must share, by its hash (rp_fnv1a64 from
+ * RP_FNV64_INIT, train/ckpt.h) and what an error calls it ("the
+ * options"). */
 typedef struct train_input {
   const char *what;
   uint64_t h;
 } train_input;
-uint64_t rp_train_hash(uint64_t h, const void *p, size_t n);
 /* The options that decide the computation (all but output file names). */
 uint64_t rp_train_options_hash(const train_cli *c);
 /* With dist: RP_CLI_OK when every rank's n (<= 8) inputs hash as rank

@@ -11,6 +11,7 @@
  * checkpoint, diverged), 2 bad usage. */
 #include "cmd_train.h"
 
+#include "train/ckpt.h"
 #include "train/train_util.h"
 
 #include <errno.h>
@@ -102,20 +103,19 @@ static int load_ckpt(gpt_state *s) {
  * not match its peers'). */
 static int same_inputs(gpt_state *s) {
   const train_cli *c = s->c;
-  const uint64_t h0 = 14695981039346656037ull;
+  const uint64_t h0 = RP_FNV64_INIT;
   const rp_gpt_ckpt *k = &s->ckpt;
-  uint64_t text = rp_train_hash(h0, s->text.bytes, s->text.vocab);
-  text =
-      rp_train_hash(text, s->text.tokens, s->text.n * sizeof *s->text.tokens);
+  uint64_t text = rp_fnv1a64(h0, s->text.bytes, s->text.vocab);
+  text = rp_fnv1a64(text, s->text.tokens, s->text.n * sizeof *s->text.tokens);
   uint64_t ck = h0;
   if (s->have_ckpt) {
     uint32_t head[] = {k->layers, k->heads, k->width,  k->context,
                        k->vocab,  k->batch, k->procs,  k->tp,
                        k->ranks,  k->step,  k->warmup, k->iters};
-    ck = rp_train_hash(ck, head, sizeof head);
-    ck = rp_train_hash(ck, &k->lr, sizeof k->lr);
-    ck = rp_train_hash(ck, &k->seed, sizeof k->seed);
-    ck = rp_train_hash(ck, k->data, k->ndata * sizeof *k->data);
+    ck = rp_fnv1a64(ck, head, sizeof head);
+    ck = rp_fnv1a64(ck, &k->lr, sizeof k->lr);
+    ck = rp_fnv1a64(ck, &k->seed, sizeof k->seed);
+    ck = rp_fnv1a64(ck, k->data, k->ndata * sizeof *k->data);
   }
   train_input in[] = {{"the options", rp_train_options_hash(c)},
                       {"the corpus (--text)", text},
