@@ -614,8 +614,17 @@ rp_status rp_graph_save(const rp_graph *g, const char *path) {
     return gst_;
   if (!g || !path)
     return rp__err(RP_EINVAL, "rp_graph_save: NULL argument");
+  /* The loader refuses cycles: a file that could not load back is not
+   * written (the JSON dump still shows a cyclic graph). */
+  uint32_t *order = malloc(sizeof *order * (g->nops ? g->nops : 1));
+  if (!order)
+    return rp__err(RP_ENOMEM, "rp_graph_save: out of memory");
+  rp_status st = rp__graph_topo(g, order);
+  free(order);
+  if (st)
+    return rp__err_prefix(st, "rp_graph_save: ");
   char *text;
-  rp_status st = graph_text(g, &text, "rp_graph_save");
+  st = graph_text(g, &text, "rp_graph_save");
   if (st)
     return st;
   st = save_text(text, path);

@@ -1003,7 +1003,9 @@ RP_API rp_status rp_graph_validate(const rp_graph *g);
 
 /* Saves g to path through the output writer ("Output files": a temporary
  * file next to it, fsynced and renamed over it, so a failed or interrupted
- * save leaves no partial file). Errors: RP_ESTALE when an op references a
+ * save leaves no partial file). Errors: RP_ECYCLE when g has a cycle
+ * (naming its ops; the loader would refuse the file, so none is written),
+ * RP_ESTALE when an op references a
  * freed instance, RP_ERANGE when the file would exceed the loader's 64 MiB
  * limit, RP_EINVAL a path that is not a regular file (its kind named),
  * RP_EIO (no such directory included). */

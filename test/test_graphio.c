@@ -427,6 +427,31 @@ Test(graphio, save_errors) {
   teardown(&fx);
 }
 
+/* The loader refuses cycles, so save does too: no file that cannot load
+ * back, and an existing file at the path is left as it was. */
+Test(graphio, save_refuses_a_cycle_and_keeps_the_old_file) {
+  make_tmpdir();
+  fixture fx;
+  build(&fx);
+  const char *path = th_tmp_path("g.json");
+  RP_CHECK(rp_graph_save(fx.g, path));
+  RP_CHECK(rp_graph_add_edge(fx.g, 1, 0));
+  RP_CHECK(rp_graph_add_edge(fx.g, 0, 1));
+  RP_EXPECT(rp_graph_save(fx.g, path), RP_ECYCLE);
+  cr_assert(strstr(rp_error_detail(), "rp_graph_save: graph has a cycle: "),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_graph_save(fx.g, th_tmp_path("new.json")), RP_ECYCLE);
+  cr_assert_neq(access(th_tmp_path("new.json"), F_OK), 0, "no file left");
+  rp_inst insts[16];
+  uint32_t n;
+  RP_CHECK(rp_graph_instances(fx.g, insts, 16, &n));
+  rp_graph *h;
+  RP_CHECK(rp_graph_load(fx.rt, path, insts, n, &h)); /* the first save */
+  RP_CHECK(rp_graph_destroy(h));
+  teardown(&fx);
+  th_tmpdir_remove();
+}
+
 Test(graphio, file_is_versioned_and_checksummed) {
   make_tmpdir();
   fixture fx;
