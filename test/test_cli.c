@@ -210,13 +210,29 @@ Test(cli, a_stdout_pipe_without_reader_is_exit_1, .timeout = 120) {
   cr_assert_geq(fd, 0);
   close(fd);
   unlink(ckpt);
+  char graph[sizeof ckpt + 5];
+  snprintf(graph, sizeof graph, "%s.json", ckpt);
   RUN_CLOSED_PIPE(&r, "train", "--backend", "cpu", "--procs", "1", "--batch",
-                  "32", "--hidden", "8", "--iters", "3", "--save-weights",
-                  ckpt);
+                  "32", "--hidden", "8", "--iters", "3", "--save-weights", ckpt,
+                  "--save-graph", graph);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert(!strstr(r.err, "writing to standard output"), "%s", r.err);
   cr_assert_eq(access(ckpt, R_OK), 0, "no checkpoint: %s", r.err);
   unlink(ckpt);
+  /* dump: the dump itself fails to write (not only the final flush) */
+  const char *const views[] = {"text", "dot", "json"};
+  for (int i = 0; i < 3; i++) {
+    RUN_CLOSED_PIPE(&r, "dump", graph, "--format", views[i]);
+    cr_assert_eq(r.status, 1, "%s: %s", views[i], r.err);
+    cr_assert_eq(r.err[0], '\0', "%s: said: %s", views[i], r.err);
+    RUN_TO(&r, "/dev/full", "dump", graph, "--format", views[i]);
+    cr_assert_eq(r.status, 1, "%s: %s", views[i], r.err);
+    cr_assert(strstr(r.err, "No space left on device"), "%s", r.err);
+  }
+  RUN_CLOSED_PIPE(&r, "dump", graph, "--schedule");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_eq(r.err[0], '\0', "said: %s", r.err);
+  unlink(graph);
 }
 
 /* A task with a workspace, read on a model of the machine: dump's

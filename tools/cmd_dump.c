@@ -946,7 +946,8 @@ static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
   if (dump && c->fmt == RP_DUMP_TEXT && c->machine)
     print_machine(out, c->machine);
   int rc = dump ? print_dump(c, g, out) : RP_CLI_OK;
-  if (rc && dump)
+  /* a reader gone (`| head`) is not said, as in close_out */
+  if (rc && dump && (out != stdout || !rp_cli_stdout_reader_gone(errno)))
     fprintf(stderr, "reprise dump: writing the dump failed: %s\n",
             rp_error_detail());
   if (!rc && (c->stats || c->lint)) {
