@@ -499,8 +499,8 @@ RP_API rp_status rp_instance_query(const rp_runtime *rt, rp_inst inst,
  * must). Every entry checks the rule: rp_instance_set_name,
  * rp_graph_set_op_name, rp_capture_name_next, the port calls of the
  * builder and of capture, rp_task_register (RP_EINVAL naming the call and
- * the byte) and the graph loader (RP_EINVAL naming the JSON path; a
- * \u0000 escape anywhere in a string is RP_EFORMAT). Dumps escape every
+ * the byte) and the graph loader (RP_EFORMAT naming the JSON path, as
+ * for a \u0000 escape anywhere in a string). Dumps escape every
  * string they print besides: DOT and JSON dumps parse (Graphviz, any JSON
  * parser) and are valid UTF-8. */
 #define RP_NAME_MAX 63
@@ -618,7 +618,7 @@ typedef struct rp_task_desc {
   /* Optional host-side check of the argument bytes (after per-replay
    * interpolation) against the declared accesses' shapes: it reads
    * rp_ctx_args/rp_ctx_inst only, never instance data, and returns
-   * RP_OK or an error (with rp__err-style detail). A replay calls it
+   * RP_OK or an error (its detail set with rp_error_set). A replay calls it
    * before issuing a GPU op of this task whose args are interpolated and
    * read on the device (RP_TASK_DEVICE_ARGS), so that a bad per-replay
    * value (an out-of-range batch index) fails the op and poisons the
