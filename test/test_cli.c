@@ -668,6 +668,18 @@ Test(cli, train_rejects_bad_options_with_exit_2) {
   }
 }
 
+/* The MLP's --procs range (1..64) holds on the CPU backend: more
+ * processors than a runtime may have GPUs (16) run. */
+Test(cli, train_mlp_runs_on_64_cpu_workers, .timeout = 120) {
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--procs", "64", "--batch", "64",
+      "--samples", "128", "--val-frac", "0", "--hidden", "4", "--iters", "2");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "ran on backend cpu, processors 0,1,2,"), "%s",
+            r.out);
+  cr_assert(strstr(r.out, ",63 (CPU workers)"), "%s", r.out);
+}
+
 /* A JSON number or null after "key": in buf; NAN for null. */
 static double json_field(const char *buf, const char *key) {
   char k[64];

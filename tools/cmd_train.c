@@ -1187,9 +1187,12 @@ static int setup(train_state *s, rp_backend_kind backend) {
   rp_runtime_config_init(&cfg);
   cfg.backend = backend;
   cfg.cpus = c->mc.procs; /* the step's processors on the CPU backend */
-  cfg.gpus = c->mc.procs; /* logical GPUs, round-robin on the devices */
-  cfg.quiet = 1;          /* the summary says which backend and why */
-  cfg.ignore_env = 1;     /* the options decide */
+  /* logical GPUs, round-robin on the devices; more processors than a
+   * runtime's GPUs are for the CPU backend only (rp_mlp_create says so on
+   * a GPU) */
+  cfg.gpus = c->mc.procs < RP_MAX_GPUS ? c->mc.procs : RP_MAX_GPUS;
+  cfg.quiet = 1;      /* the summary says which backend and why */
+  cfg.ignore_env = 1; /* the options decide */
   /* parse_args checked it (rp_cli_env_check): no failure here */
   (void)rp_cli_env_u32("train", "REPRISE_DIST_TIMEOUT_MS", 1, 86400000,
                        &cfg.dist_timeout_ms, NULL);
