@@ -172,7 +172,7 @@ void rp_cpu_bias_grad(const float *dy, float *db, size_t rows, size_t cols) {
 
 void rp_cpu_relu_fwd(const float *x, float *y, size_t n) {
   for (size_t i = 0; i < n; i++)
-    y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    y[i] = x[i] > 0.0f || x[i] != x[i] ? x[i] : 0.0f;
 }
 
 void rp_cpu_relu_bwd(const float *x, const float *dy, float *dx, size_t n) {

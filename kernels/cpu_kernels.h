@@ -39,7 +39,7 @@ void rp_cpu_bias_add(float *x, const float *bias, size_t rows, size_t cols);
  * in f32. */
 void rp_cpu_bias_grad(const float *dy, float *db, size_t rows, size_t cols);
 
-/* y = max(x, 0) elementwise (a NaN gives 0). y may equal x (in place). */
+/* y = max(x, 0) elementwise (a NaN stays NaN, as torch.relu). y may equal x (in place). */
 void rp_cpu_relu_fwd(const float *x, float *y, size_t n);
 
 /* dx = dy * (x > 0): x is the forward input (the forward output works the
@@ -85,7 +85,7 @@ void rp_cpu_sgd_momentum(float *w, const float *g, float *v, size_t n, float lr,
  * unfused sequence named, since each element sees the same f32 operations
  * in the same order). ---- */
 
-/* z[r, c] += bias[c]; then, when a != NULL, a = max(z, 0) (a NaN gives 0):
+/* z[r, c] += bias[c]; then, when a != NULL, a = max(z, 0) (a NaN stays NaN):
  * rp_cpu_bias_add followed by rp_cpu_relu_fwd. a may not alias z. */
 void rp_cpu_bias_act(float *z, const float *bias, float *a, size_t rows,
                      size_t cols);

@@ -135,7 +135,7 @@ __device__ inline size_t global_threads() {
 __global__ void relu_fwd_k(const float *x, float *y, size_t n) {
   for (size_t i = global_tid(); i < n; i += global_threads()) {
     float v = x[i];
-    y[i] = v > 0.0f ? v : 0.0f;
+    y[i] = v > 0.0f || v != v ? v : 0.0f;
   }
 }
 
@@ -370,7 +370,7 @@ __global__ void bias_act_k(float *z, const float *bias, float *a, size_t rows,
     float v = z[i] + bias[i % cols];
     z[i] = v;
     if (a)
-      a[i] = v > 0.0f ? v : 0.0f;
+      a[i] = v > 0.0f || v != v ? v : 0.0f;
   }
 }
 

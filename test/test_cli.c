@@ -680,6 +680,26 @@ Test(cli, train_mlp_runs_on_64_cpu_workers, .timeout = 120) {
   cr_assert(strstr(r.out, ",63 (CPU workers)"), "%s", r.out);
 }
 
+/* Features that overflow float arithmetic: the loss of the initial weights
+ * is NaN and the run fails at once with that reason (relu kept NaN), not
+ * a quiet loss of ln 2 over weights turned NaN. */
+Test(cli, train_mlp_overflowing_features_fail_before_a_step) {
+  char path[] = "/tmp/rp_cli_big_XXXXXX";
+  tmp_file(path);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs("label,x0,x1\n0,3e38,3e38\n1,-3e38,3e38\n", f);
+  fclose(f);
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--data", path, "--batch", "2",
+      "--procs", "1", "--val-frac", "0", "--iters", "3");
+  unlink(path);
+  cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.err, "the loss of the initial weights is NaN, before "
+                          "any step: the data overflow float arithmetic"),
+            "%s", r.err);
+}
+
 /* A JSON number or null after "key": in buf; NAN for null. */
 static double json_field(const char *buf, const char *key) {
   char k[64];

@@ -20,6 +20,7 @@
 #include "kernels/cpu_kernels.h"
 #include "kernels/tasks.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -156,6 +157,20 @@ Test(kernels, relu_fwd_and_bwd_match_reference_also_in_place) {
     cr_assert(memcmp(x, y, n * sizeof *x) == 0, "in-place relu differs");
     free(x), free(dy), free(y), free(dx);
   }
+}
+
+/* A NaN stays NaN through relu (as torch.relu), so an overflow upstream
+ * reaches the loss instead of turning into a quiet 0; -0 gives +0. */
+Test(kernels, relu_keeps_nan_and_zeroes_negative_zero) {
+  float x[4] = {NAN, -0.0f, -INFINITY, INFINITY}, y[4];
+  rp_cpu_relu_fwd(x, y, 4);
+  cr_assert(isnan(y[0]), "relu(NaN) = %g", (double)y[0]);
+  cr_assert(y[1] == 0.0f && !signbit(y[1]), "relu(-0) = %g", (double)y[1]);
+  cr_assert(y[2] == 0.0f && y[3] == INFINITY);
+  float z[4] = {NAN, 1.0f, -2.0f, 0.0f}, b[2] = {0.5f, 0.5f}, a[4];
+  rp_cpu_bias_act(z, b, a, 2, 2);
+  cr_assert(isnan(a[0]), "bias_act kept NaN: %g", (double)a[0]);
+  cr_assert(a[1] == 1.5f && a[2] == 0.0f && a[3] == 0.5f);
 }
 
 /* f(x) = sum_i w_i relu(x_i): df/dx_i = w_i [x_i > 0] = relu_bwd(x, w). */
