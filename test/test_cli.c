@@ -635,6 +635,8 @@ Test(cli, train_rejects_bad_options_with_exit_2) {
       {"--lr", "nan"},
       {"--lr", "0.1x"},
       {"--momentum", "1"},
+      {"--momentum", "0.99999999"}, /* 1 as a float */
+      {"--lr", "1e-50"},            /* 0 as a float */
       {"--backend", "tpu"},
       {"--dataset", "moons"},
       {"--features", "3"},

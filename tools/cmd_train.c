@@ -156,18 +156,26 @@ static int bad(const char *opt, const char *s, const char *want) {
   return rp_cli_usage_error("train", "%s: '%s' is not %s", opt, s, want);
 }
 
-/* A finite real in [lo, hi) (hi_open) or [lo, hi]; lo_open excludes lo. */
+static int out_of(double v, double lo, int lo_open, double hi, int hi_open) {
+  return v < lo || (lo_open && v == lo) || v > hi || (hi_open && v == hi);
+}
+
+/* A finite real in [lo, hi) (hi_open) or [lo, hi]; lo_open excludes lo.
+ * The range holds for the float the run uses: 1e-50 is 0 as a float. */
 static int parse_real(const char *opt, const char *s, double lo, int lo_open,
                       double hi, int hi_open, float *out) {
   double v;
-  if (!rp_cli_parse_double(s, &v) || v < lo || (lo_open && v == lo) || v > hi ||
-      (hi_open && v == hi))
+  char lb = lo_open ? '(' : '[', hb = hi_open ? ')' : ']';
+  if (!rp_cli_parse_double(s, &v) || out_of(v, lo, lo_open, hi, hi_open))
+    return rp_cli_usage_error("train", "%s: '%s' is not a number in %c%g, %g%c",
+                              opt, s, lb, lo, hi, hb);
+  float f = (float)v;
+  if (out_of(f, lo, lo_open, hi, hi_open))
     return rp_cli_usage_error("train",
-                              "%s: '%s' is not a number in %c%g, "
-                              "%g%c",
-                              opt, s, lo_open ? '(' : '[', lo, hi,
-                              hi_open ? ')' : ']');
-  *out = (float)v;
+                              "%s: '%s' is %g as a 32-bit float, not in "
+                              "%c%g, %g%c",
+                              opt, s, (double)f, lb, lo, hi, hb);
+  *out = f;
   return RP_CLI_OK;
 }
 
