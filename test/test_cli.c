@@ -4,6 +4,7 @@
 #include "cli_run.h"
 #include "helpers.h"
 #include "tools/cli.h"
+#include "train/ckpt.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -1654,6 +1655,38 @@ static void gpt_corpus(char *path) {
   "train", "--model", "gpt", "--backend", "cpu", "--text", (corpus),           \
       "--layers", "1", "--heads", "2", "--width", "16", "--context", "16",     \
       "--batch", "4", "--sample", "20"
+
+/* A checkpoint whose weights are finite but overflow float arithmetic
+ * (every value 1e20, resealed): the run fails before any step, naming the
+ * checkpoint, not as divergence with advice about --lr. */
+Test(cli, train_gpt_weights_that_overflow_fail_before_a_step, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(ckpt);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--save-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  size_t len;
+  char *file = th_read_all(ckpt, &len);
+  unsigned char *pl = (unsigned char *)file + RP_CKPT_HEAD;
+  size_t pn = len - RP_CKPT_HEAD;
+  uint32_t vocab;
+  memcpy(&vocab, pl + 16, 4);
+  const float big = 1e20f;
+  for (size_t o = 60 + (size_t)vocab; o + 4 <= pn; o += 4)
+    memcpy(pl + o, &big, 4);
+  RP_CHECK(rp_ckpt_save(ckpt, "gpt", 2, pl, pn));
+  free(file);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--load-weights", ckpt);
+  cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.err, "the validation loss of the initial weights is "
+                          "NaN, before any step: the --load-weights "
+                          "checkpoint's weights overflow float arithmetic"),
+            "%s", r.err);
+  cr_assert(!strstr(r.err, "diverged"), "%s", r.err);
+  unlink(ckpt);
+  unlink(corpus);
+}
 
 #ifndef REPRISE_HAVE_MPI
 Test(cli, train_gpt_dist_without_mpi_is_the_mlps_usage_error) {

@@ -262,6 +262,23 @@ static int evaluate(gpt_state *s, double *out) {
   return st ? gfail("validation", st) : RP_CLI_OK;
 }
 
+/* The loss of the weights the run starts from: one that is not finite
+ * fails before any step, naming the weights, not as divergence (the loss
+ * is all-reduced: the same on every rank). */
+static int evaluate_initial(gpt_state *s) {
+  int rc = evaluate(s, &s->init_val);
+  if (rc || isfinite(s->init_val))
+    return rc;
+  if (s->tr.rank == 0)
+    fprintf(stderr,
+            "reprise train: the validation loss of the initial weights is "
+            "%s, before any step: %s overflow float arithmetic\n",
+            isnan(s->init_val) ? "NaN" : "infinite",
+            s->c->load_weights ? "the --load-weights checkpoint's weights"
+                               : "the initial weights");
+  return RP_CLI_FAILED;
+}
+
 /* Records the step; rank 0 hands its graph to --dump and --save-graph
  * (each rank records its side). */
 static int record(gpt_state *s) {
@@ -719,7 +736,7 @@ static int run(gpt_state *s) {
   if (!rc)
     rc = agree(s, validation_set(s));
   if (!rc)
-    rc = agree(s, evaluate(s, &s->init_val));
+    rc = agree(s, evaluate_initial(s));
   if (!rc)
     rc = agree(s, record(s));
   if (!rc)
