@@ -6,6 +6,7 @@
  * model of the machine it was recorded on. Includes reprise.h only. */
 #include "helpers.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,6 +390,8 @@ Test(public_file, read_regular_reads_bounded_and_refuses_the_rest) {
   RP_CHECK(rp_file_open_regular(path, &fd, &size));
   cr_assert_geq(fd, 0);
   cr_assert_eq(size, 14u);
+  /* non-blocking: a kernel file stat calls regular cannot hang a read */
+  cr_assert(fcntl(fd, F_GETFL) & O_NONBLOCK, "the descriptor blocks");
   close(fd);
   remove(path);
   rmdir(dir);
