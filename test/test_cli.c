@@ -622,7 +622,7 @@ Test(cli, train_help_lists_every_option) {
 }
 
 Test(cli, train_rejects_bad_options_with_exit_2) {
-  static const char *bad[][4] = {
+  static const char *bad[][6] = {
       {"--procs", "0"},
       {"--procs", "65"},
       {"--iters", "0"},
@@ -641,6 +641,7 @@ Test(cli, train_rejects_bad_options_with_exit_2) {
       {"--backend", "tpu"},
       {"--dataset", "moons"},
       {"--features", "3"},
+      {"--dataset", "blobs", "--features", "4096", "--samples", "65536"},
       {"--dump=svg"},
       {"--eager", "--compare"},
       {"--data", "x.csv", "--samples", "10"},
@@ -655,9 +656,9 @@ Test(cli, train_rejects_bad_options_with_exit_2) {
       {"stray"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    const char *argv[8] = {"train", "--backend", "cpu"};
+    const char *argv[10] = {"train", "--backend", "cpu"};
     int n = 3;
-    for (int j = 0; j < 4 && bad[i][j]; j++)
+    for (int j = 0; j < 6 && bad[i][j]; j++)
       argv[n++] = bad[i][j];
     if (strcmp(bad[i][0], "--backend") == 0)
       n = 1, argv[n++] = bad[i][0], argv[n++] = bad[i][1];

@@ -459,6 +459,15 @@ static int check_options(train_cli *c) {
                               "--procs %u is more than --batch %u: "
                               "every processor needs a shard of the batch",
                               c->mc.procs, c->mc.batch);
+  /* the synthetic set's size, as rp_data_generate counts it */
+  uint64_t synth = ((uint64_t)c->features + 1) * 4 * c->samples;
+  if (!c->data && synth > RP_DATA_MAX_BYTES)
+    return rp_cli_usage_error("train",
+                              "--samples %u x --features %u is %llu bytes of "
+                              "data (at most %llu)",
+                              c->samples, c->features,
+                              (unsigned long long)synth,
+                              (unsigned long long)RP_DATA_MAX_BYTES);
   if (!c->data && c->mc.batch > c->samples)
     return rp_cli_usage_error("train", "--batch %u is more than --samples %u",
                               c->mc.batch, c->samples);
