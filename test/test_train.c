@@ -1097,6 +1097,9 @@ Test(train, checkpoints_of_bad_values_are_refused) {
     const char *want;
   } bad[] = {{32, 0, "bad header: batch 0 (need 1..16777216)"},
              {36, 2, "flags 0x2 (bit 0 alone is defined)"},
+             {20, 0xbf800000u, "bad schedule: lr -1, lr decay 0"},
+             {20, 0, "bad schedule: lr 0, lr decay 0"},
+             {24, 0xc0a00000u, "bad schedule: lr 0.1, lr decay -5"},
              {64, 0x7fc00000u, "value 0 of the weights and momenta is nan"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     memcpy(rec, file + RP_CKPT_HEAD, n);
@@ -1117,6 +1120,10 @@ Test(train, checkpoints_of_bad_values_are_refused) {
                                       "is inf"),
             "%s", rp_error_detail());
   rp_mlp_ckpt_free(&ck);
+  /* nor a schedule it would refuse (the file is left as it was) */
+  rp_mlp_ckpt_info neg = {.step = 1, .lr = 0.1f, .lr_decay = -5.0f};
+  RP_EXPECT(rp_mlp_save(w.m, path, &neg), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "lr decay -5"), "%s", rp_error_detail());
   free(rec), free(file);
   tw_fini(&w);
   unlink(path);

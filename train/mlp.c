@@ -1361,6 +1361,12 @@ static rp_status ckpt_move(rp_mlp *m, float *p, int dir) {
   return st;
 }
 
+/* A schedule a checkpoint may hold: the options' domain (--lr > 0,
+ * --lr-decay >= 0), finite. */
+static int good_schedule(float lr, float lr_decay) {
+  return isfinite(lr) && lr > 0.0f && isfinite(lr_decay) && lr_decay >= 0.0f;
+}
+
 rp_status rp_mlp_save(rp_mlp *m, const char *path,
                       const rp_mlp_ckpt_info *info) {
   if (!m || !path || !info)
@@ -1376,6 +1382,11 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
   float *p = calloc(nf ? nf : 1, sizeof *p);
   rp_status st = b && p ? ckpt_move(m, p, 0)
                         : rp_error_set(RP_ENOMEM, "rp_mlp_save: out of memory");
+  if (!st && !good_schedule(info->lr, info->lr_decay)) /* the reader would */
+    st = rp_error_set(RP_EINVAL,
+                      "rp_mlp_save: lr %g, lr decay %g (need "
+                      "finite, lr > 0, decay >= 0)",
+                      (double)info->lr, (double)info->lr_decay);
   if (!st) /* the reader would refuse it */
     st = rp_ckpt_check_finite(p, nf, "rp_mlp_save", "the weights and momenta",
                               0);
@@ -1469,7 +1480,7 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         "(bit 0 alone is defined)",
                         path, c->info.batch, 1u << 24, get32(b + 36));
   c->info.seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
-  if (!isfinite(c->info.lr) || !isfinite(c->info.lr_decay) ||
+  if (!good_schedule(c->info.lr, c->info.lr_decay) ||
       !(c->info.momentum >= 0.0f && c->info.momentum < 1.0f))
     return rp_error_set(RP_EFORMAT,
                         "%s: bad schedule: lr %g, lr decay %g, "

@@ -257,7 +257,9 @@ typedef struct rp_mlp_ckpt {
 /* Writes m's weights, biases and momentum with info->step, lr, lr_decay
  * (the rest comes from the model). Errors: rp_ckpt_save's (RP_EINVAL a
  * path that is not a regular file, RP_EIO when writing fails:
- * the file at path is then unchanged). */
+ * the file at path is then unchanged), RP_EINVAL (nothing written) for
+ * what rp_mlp_ckpt_read would refuse: a weight or momentum not finite, an
+ * lr not above 0 or a decay below 0. */
 rp_status rp_mlp_save(rp_mlp *m, const char *path,
                       const rp_mlp_ckpt_info *info);
 /* Reads and checks a whole checkpoint (a regular file of at most
