@@ -534,6 +534,7 @@ static env env_make(void) {
 
 static rp_status load_text_n(env *e, const char *text, size_t len,
                              const rp_inst *insts, uint32_t n) {
+  reprobe(e); /* a failed load before this one moved the slot on */
   make_tmpdir();
   const char *path = th_tmp_path("in.json");
   write_all(path, text, len);
