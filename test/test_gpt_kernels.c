@@ -936,7 +936,11 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
 
   /* embed_token and attention_decode: the check_fns refuse pos and token
    * out of range (RP_ERANGE) on metadata, as the CPU bodies do */
-  float wte[5 * 2] = {0}, wpe[3 * 2] = {0}, o[2] = {7, 7};
+  float wte[5 * 2], wpe[3 * 2], o[2] = {7, 7};
+  for (int i = 0; i < 10; i++)
+    wte[i] = 1.0f + (float)i; /* distinct: the row read is checked */
+  for (int i = 0; i < 6; i++)
+    wpe[i] = 0.25f * (float)(i + 1);
   rp_instance_info ti[3] = {inst1d(wte, RP_F32, 10), inst1d(wpe, RP_F32, 6),
                             inst1d(o, RP_F32, 2)};
   rp_gpt_token_args ta = {.pos = 3, .token = 1, .C = 2, .V = 5, .T = 3};
@@ -950,7 +954,9 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
   ta.token = 4;
   RP_CHECK(rp_task_gpt_embed_token_check(&ctx));
   RP_CHECK(rp_task_gpt_embed_token_cpu(&ctx));
-  cr_assert(o[0] == 0 && o[1] == 0);
+  for (int c = 0; c < 2; c++) /* token 4's row plus position 2's */
+    cr_assert_eq(o[c], wte[4 * 2 + c] + wpe[2 * 2 + c], "o[%d] = %g", c,
+                 (double)o[c]);
 
   float q[3 * 4] = {0}, kc[2 * 3 * 2] = {0}, vc[2 * 3 * 2] = {0}, dout[4],
               sc[2 * 3];
@@ -967,6 +973,9 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
   di[4] = inst1d(sc, RP_F32, 6);
   RP_CHECK(rp_task_gpt_attention_decode_cpu(&ctx));
 
+  /* adamw and sumsq below read and write inp and out: refused, they
+   * leave them as they were */
+  float *inp0 = dup_f(inp, N * C), *outs = dup_f(out, N * OC);
   /* adamw: fewer accesses than 4 * count + 1 */
   rp_gpt_adamw_args wa = {.lr = 0.1f,
                           .step = 1,
@@ -1013,7 +1022,9 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
   wa.lr = -1.0f;
   RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "lr = -1"), "%s", rp_error_detail());
-  bits_eq(inp, in[0].ptr, 1, "inp");
+  bits_eq(inp, inp0, N * C, "inp after refused adamw and sumsq");
+  bits_eq(out, outs, N * OC, "out after refused adamw and sumsq");
+  free(inp0), free(outs);
   free(inp), free(W), free(bias), free(out), free(out0), free(ref);
 }
 
