@@ -41,8 +41,8 @@ build: configure
 
 # `make run` trains the GPT (docs/gpt.md) on the default corpus (fortune
 # cookies from the Debian package fortunes): with a GPU, nanoGPT's
-# character-level config; on the CPU, a config that finishes in about a
-# minute on 2 cores and ends below the bigram baseline.
+# character-level config; on the CPU, a config that finishes in well
+# under a minute on 2 cores and ends below the bigram baseline.
 GPT_GPU = --layers 6 --heads 6 --width 384 --context 256 --batch 64 \
           --iters 5000 --lr 1e-3 --warmup 100 --log-every 250
 GPT_CPU = --layers 2 --heads 4 --width 64 --context 64 --batch 16 \
