@@ -52,11 +52,13 @@ static int train(int np, const char *tag, const char *const *extra) {
 static float *weights(const char *name, size_t *n) {
   size_t len = 0;
   char *b = slurp(path(name), &len);
-  /* a checkpoint (train/mlp.h): 48 bytes, L + 1 widths, the floats
-   * (weights and momentum), an 8-byte checksum */
+  /* a checkpoint (train/ckpt.h, train/mlp.h): the container's 48-byte
+   * header, then the record: 48 bytes (the layer count L at 12), L + 1
+   * widths, the floats (weights and momentum), an 8-byte checksum */
   const unsigned char *h = (const unsigned char *)b;
-  size_t head = b && len >= 48 ? 48 + 4 * ((size_t)h[12] + 1) : len + 1;
-  if (!b || len < head + 8 || (len - head - 8) % 4) {
+  size_t head = b && len >= 96 ? 96 + 4 * ((size_t)h[48 + 12] + 1) : len + 1;
+  if (!b || len < head + 8 || (len - head - 8) % 4 ||
+      memcmp(b + 48, "RPRSWGHT", 8) != 0) { /* not the MLP's record */
     free(b);
     *n = 0;
     return NULL;
