@@ -270,5 +270,5 @@ Test(backend, physical_device_of_processors) {
     cr_assert_eq(pi.kind, RP_PROC_GPU);
     cr_assert_eq(pi.physical, pi.device, "GPU processor %u", p);
   }
-  RP_CHECK(rp_runtime_destroy(model));
+  th_destroy(model);
 }

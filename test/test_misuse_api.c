@@ -588,7 +588,7 @@ Test(misuse_api, every_call_refuses_destroyed_handles) {
   RP_CHECK(rp_instantiate(d.g, NULL, &d.ex));
   RP_CHECK(rp_exec_destroy(d.ex));
   RP_CHECK(rp_graph_destroy(d.g));
-  RP_CHECK(rp_runtime_destroy(d.rt));
+  th_destroy(d.rt);
   for (size_t i = 0; i < NDEAD; i++) {
     rp_error_set(RP_OK, NULL);
     int ok = DEAD[i].fn(&d);
@@ -657,7 +657,7 @@ static void fx_fini(fx *f) {
   RP_CHECK(rp_instance_free(f->rt, f->whole));
   for (int i = 0; i < 2; i++)
     RP_CHECK(rp_instance_free(f->rt, f->part[i]));
-  RP_CHECK(rp_runtime_destroy(f->rt));
+  th_destroy(f->rt);
 }
 
 /* A graph file of f->g in memory (JSON dump), malloc'd. */
@@ -715,7 +715,7 @@ O_(runtime_create) {
   c.backend = RP_BACKEND_CPU;
   rp_status st = rp_runtime_create(&c, o[0]);
   if (GOOD_OK_(st) && o[0])
-    RP_CHECK(rp_runtime_destroy(*(rp_runtime **)o[0]));
+    th_destroy(*(rp_runtime **)o[0]);
   return st;
 }
 O_(proc_query) {
@@ -943,7 +943,7 @@ O_(runtime_create_model) {
   rp_machine_desc m = {.cpus = mode ? 1 : 0};
   rp_status st = rp_runtime_create_model(&m, o[0]);
   if (GOOD_OK_(st) && o[0])
-    RP_CHECK(rp_runtime_destroy(*(rp_runtime **)o[0]));
+    th_destroy(*(rp_runtime **)o[0]);
   return st;
 }
 O_(instantiate) {
@@ -1263,7 +1263,7 @@ Test(misuse_api, model_runtime_refuses_every_call_touching_instance_data) {
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, a));
   RP_CHECK(rp_instance_free(rt, b));
-  RP_CHECK(rp_runtime_destroy(rt));
+  th_destroy(rt);
 }
 
 /* An exec of a model with a GPU op instantiates and dumps; tracing it and
@@ -1299,7 +1299,7 @@ Test(misuse_api, a_model_exec_with_a_gpu_op_refuses_trace_and_update_args) {
   RP_EXPECT(rp_replay(ex, NULL, NULL), RP_EUNSUPPORTED);
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
-  RP_CHECK(rp_runtime_destroy(rt));
+  th_destroy(rt);
 }
 
 /* A model as large as its limits allow saves graph files that load back
@@ -1333,7 +1333,7 @@ Test(misuse_api, a_model_at_its_limits_saves_files_that_load) {
   free(buf);
   RP_CHECK(rp_graph_destroy(back));
   RP_CHECK(rp_graph_destroy(g));
-  RP_CHECK(rp_runtime_destroy(rt));
+  th_destroy(rt);
   rp_machine_desc far = {
       .cpus = 1, .ngpus = 1, .gpu_device = {RP_MODEL_MAX_DEVICE + 1}};
   rp_runtime *none = NULL;
@@ -1378,7 +1378,7 @@ Test(misuse_api, task_error_detail_reaches_exec_error_detail) {
   }
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
-  RP_CHECK(rp_runtime_destroy(rt));
+  th_destroy(rt);
 }
 
 /* ---- REPRISE_* variables ---- */
@@ -1393,7 +1393,7 @@ static rp_status create_with_env(const char *var, const char *value) {
   rp_runtime *rt = (rp_runtime *)0x1;
   rp_status st = rp_runtime_create(&c, &rt);
   if (st == RP_OK)
-    RP_CHECK(rp_runtime_destroy(rt));
+    th_destroy(rt);
   else
     cr_assert_null(rt, "%s=%s: *out not NULL on error", var, value);
   unsetenv(var);
@@ -1456,7 +1456,7 @@ Test(misuse_api, malformed_environment_is_einval_naming_the_variable) {
   setenv("REPRISE_SPIN_NS", "abc", 1);
   rp_runtime *rt = th_cpu_runtime(1);
   unsetenv("REPRISE_SPIN_NS");
-  RP_CHECK(rp_runtime_destroy(rt));
+  th_destroy(rt);
 }
 
 static void never_cb(void *arg, rp_status st) {
@@ -1578,7 +1578,7 @@ Test(misuse_api, every_name_entry_refuses_a_bad_name_and_changes_nothing) {
   }
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, in));
-  RP_CHECK(rp_runtime_destroy(rt));
+  th_destroy(rt);
 }
 
 #ifdef REPRISE_HAVE_CJSON
@@ -1731,7 +1731,7 @@ Test(misuse_api, loader_refuses_bad_names_nul_escapes_included) {
               "port name \"%s\": the detail '%s' does not name the path",
               bad[i], rp_error_detail());
   }
-  RP_CHECK(rp_runtime_destroy(rt));
+  th_destroy(rt);
 #endif
 }
 
@@ -1874,6 +1874,6 @@ Test(misuse_api, dumps_of_graphs_with_odd_legal_names_parse) {
   RP_CHECK(rp_instance_free(rt, w));
   for (int i = 0; i < 2; i++)
     RP_CHECK(rp_instance_free(rt, parts[i]));
-  RP_CHECK(rp_runtime_destroy(rt));
+  th_destroy(rt);
   th_tmpdir_remove();
 }

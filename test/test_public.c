@@ -322,7 +322,7 @@ Test(public_model, a_graph_file_loads_from_memory_into_a_model) {
   RP_CHECK(rp_graph_destroy(g));
   for (uint32_t i = 0; i < n; i++)
     RP_CHECK(rp_instance_free(model, insts[i]));
-  RP_CHECK(rp_runtime_destroy(model));
+  th_destroy(model);
   free(text);
   th_tmpdir_remove();
   teardown(&f);
@@ -353,7 +353,7 @@ Test(public_model, bad_machines_are_refused_naming_the_field) {
   cr_assert_null(rt);
   m.mems[0].device = 0; /* consistent: a model */
   RP_CHECK(rp_runtime_create_model(&m, &rt));
-  RP_CHECK(rp_runtime_destroy(rt));
+  th_destroy(rt);
 }
 
 /* Bounded input: a regular file reads whole; everything else is refused
