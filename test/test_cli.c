@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- a small JSON validator (RFC 8259 grammar, no semantics) ---- */
@@ -1408,30 +1407,18 @@ Test(cli, the_environment_applies_where_no_option_decides, .timeout = 300) {
   unlink(json);
 }
 
-/* Milliseconds since start. */
-static double ms_since(const struct timespec *a) {
-  struct timespec b;
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  return (double)(b.tv_sec - a->tv_sec) * 1e3 +
-         (double)(b.tv_nsec - a->tv_nsec) / 1e6;
-}
-
 Test(cli, an_unwritable_output_path_fails_before_any_work) {
   static const char *const train_outs[] = {"--json", "--trace", "--timings",
                                            "--save-graph", "--save-weights"};
   const char *bad = "/nonexistent-dir/out.json";
   cli_run r;
   for (size_t i = 0; i < sizeof train_outs / sizeof train_outs[0]; i++) {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    /* a run of minutes if it started */
+    /* a run of hours if it started (the test's timeout would end it) */
     RUN(&r, "train", "--backend", "cpu", "--iters", "100000000", train_outs[i],
         bad);
-    double ms = ms_since(&t0);
     cr_assert_eq(r.status, 1, "%s: %d %s", train_outs[i], r.status, r.err);
     cr_assert(strstr(r.err, train_outs[i]) && strstr(r.err, bad), "%s", r.err);
-    cr_assert_lt(ms, 5000, "%s: failed only after %.0f ms", train_outs[i], ms);
-    cr_assert(!strstr(r.out, "iter"), "training started: %s", r.out);
+    cr_assert_str_empty(r.out, "training started: %.500s", r.out);
   }
 #ifdef REPRISE_HAVE_BENCH
   RUN(&r, "bench", "--json", bad); /* the full benchmark if it started */

@@ -42,7 +42,7 @@
 static void need_gpu(void) {
   const char *why = NULL;
   if (!th_cuda_available(&why))
-    cr_skip_test("%s", why);
+    th_gpu_skip("%s", why);
 }
 
 static void *dput(const void *host, size_t bytes) {
