@@ -1712,6 +1712,9 @@ Test(cli, train_gpt_refuses_the_other_models_options_with_exit_2) {
       {{"--model", "gpt", "--layers", "0"}, "--layers"},
       {{"--model", "gpt", "--iters", "10", "--stop", "11"},
        "--stop 11 is past --iters 10"},
+      {{"--model", "gpt", "--iters", "5", "--warmup", "5"},
+       "--warmup 5 is not below --iters 5: the learning rate would never "
+       "reach --lr"},
       {{"--model", "gpt", "--procs", "3", "--batch", "4"},
        "--batch 4 over --procs 3: batch 4 cannot be split"},
       /* the limits of the model named, wherever --model stands */

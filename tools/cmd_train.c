@@ -534,6 +534,11 @@ static int gpt_options(train_cli *c) {
   c->warmup = GIVEN(c, OPT_WARMUP) ? c->warmup
               : c->iters >= 1000   ? 100
                                    : c->iters / 10;
+  if (c->warmup && c->warmup >= c->iters)
+    return rp_cli_usage_error("train",
+                              "--warmup %u is not below --iters %u: the "
+                              "learning rate would never reach --lr",
+                              c->warmup, c->iters);
   c->sample = GIVEN(c, OPT_SAMPLE) ? c->sample : 200;
   if (!GIVEN(c, OPT_STOP))
     c->stop = c->iters;
