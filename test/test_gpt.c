@@ -1141,6 +1141,14 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   cr_assert(strstr(rp_error_detail(), "bad header (procs 1, tp 3, ranks 1)"),
             "%s", rp_error_detail());
   pl[52] = 1;
+  memset(pl + 56, 0xff, 4); /* 4294967295 ranks: more than MPI counts */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "bad header (procs 1, tp 1, ranks "
+                                      "4294967295)"),
+            "%s", rp_error_detail());
+  memset(pl + 56, 0, 4);
+  pl[56] = 1;
   uint32_t batch;
   memcpy(&batch, pl + 20, 4);
   memset(pl + 20, 0, 4); /* batch 0 */

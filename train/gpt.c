@@ -2890,7 +2890,7 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
     c->tp = get32(b + 52);
     c->ranks = get32(b + 56);
     if (c->procs < 1 || c->procs > RP_GPT_MAX_PROCS || c->tp < 1 ||
-        c->ranks < 1 ||
+        c->tp > 256 || c->ranks < 1 || c->ranks > INT32_MAX || /* MPI's */
         (c->tp <= c->procs ? c->procs % c->tp != 0
                            : c->tp % c->procs != 0 || /* across ranks */
                                  (c->ranks % (c->tp / c->procs)) != 0))
