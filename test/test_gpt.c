@@ -990,6 +990,31 @@ static void put_bytes(const char *path, const void *b, size_t n) {
   cr_assert_eq(fclose(f), 0);
 }
 
+/* max_bytes: a model whose instances would take more is refused before
+ * they are made (what it made is freed: th_destroy's leak check), and one
+ * within it is built. */
+Test(gpt, max_bytes_refuses_a_model_larger_than_the_limit) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.max_bytes = 1u << 20; /* the default model takes several MiB */
+  rp_gpt *m = (rp_gpt *)(uintptr_t)0x1;
+  RP_EXPECT(rp_gpt_create(rt, &k, &c, &m), RP_ENOMEM);
+  cr_assert(strstr(rp_error_detail(), "above the limit of 0.0 GiB "
+                                      "(max_bytes)"),
+            "%s", rp_error_detail());
+  c.max_bytes = (uint64_t)1 << 30;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  uint64_t total = 0, state = 0;
+  RP_CHECK(rp_gpt_proc_bytes(m, 0, &total, &state));
+  cr_assert(total > (1u << 20) && total <= c.max_bytes, "%llu bytes",
+            (unsigned long long)total);
+  RP_CHECK(rp_gpt_destroy(m));
+  th_destroy(rt);
+}
+
 Test(gpt, config_and_checkpoint_errors_are_precise) {
   rp_gpt_config c;
   rp_gpt_config_init(&c);

@@ -38,6 +38,29 @@ Test(instance, dense_layout_with_nonzero_origin) {
   RP_CHECK(rp_instance_free(rt, i));
 }
 
+/* Storage is 64-byte aligned and zeroed at every size, small to large
+ * (a 64 MiB block comes from the kernel's zero pages), also after a
+ * neighbour was written and freed. */
+Test(instance, storage_is_aligned_and_zeroed_at_every_size) {
+  static const int64_t sizes[] = {1, 3, 15, 16, 17, 1000, 1 << 16, 1 << 24};
+  for (int round = 0; round < 2; round++)
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      rp_rect r = rp_rect_1d(0, sizes[k] - 1);
+      rp_inst i;
+      RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &i));
+      float *p = rp_instance_ptr(rt, i);
+      cr_assert_eq((uintptr_t)p % 64, 0, "%lld floats at %p",
+                   (long long)sizes[k], (void *)p);
+      for (int64_t e = 0; e < sizes[k]; e += 1 + sizes[k] / 4096)
+        cr_assert_eq(p[e], 0.0f, "%lld floats: element %lld",
+                     (long long)sizes[k], (long long)e);
+      cr_assert_eq(p[sizes[k] - 1], 0.0f);
+      for (int64_t e = 0; e < sizes[k]; e++) /* dirty it for round 2 */
+        p[e] = 1.0f;
+      RP_CHECK(rp_instance_free(rt, i));
+    }
+}
+
 Test(instance, every_dtype_and_dimension) {
   for (int t = 0; t < RP_DTYPE_COUNT_; t++)
     for (int dim = 1; dim <= RP_MAX_DIM; dim++) {

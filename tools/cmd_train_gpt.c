@@ -225,7 +225,22 @@ static int setup(gpt_state *s) {
   ring = ring < 1 ? 1 : ring > 64 ? 64 : ring;
   g.ring = (uint32_t)(ring > c->iters ? c->iters : ring);
   g.ring = g.ring < VAL_BATCHES ? VAL_BATCHES : g.ring;
-  if ((st = rp_gpt_create(s->rt, &k, &g, &s->m)) != RP_OK)
+  /* on the CPU backend instances are host memory: a model larger than the
+   * machine's is refused before any is touched (calloc would hand it out,
+   * and the first step would meet the OOM killer) */
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (rp_runtime_backend(s->rt) == RP_BACKEND_CPU && pages > 0 && page > 0)
+    g.max_bytes = (uint64_t)pages * (uint64_t)page;
+  if ((st = rp_gpt_create(s->rt, &k, &g, &s->m)) != RP_OK && st == RP_ENOMEM &&
+      g.max_bytes) {
+    fprintf(stderr,
+            "%s: building the model: RP_ENOMEM (%s): the limit is this "
+            "machine's memory; use a smaller --width, --layers, --context "
+            "or --batch\n",
+            rp_train_who(), rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  if (st != RP_OK)
     return gfail("building the model", st);
   if (s->have_ckpt && (st = rp_gpt_ckpt_apply(s->m, &s->ckpt)) != RP_OK) {
     fprintf(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),

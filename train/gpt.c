@@ -110,7 +110,8 @@ struct rp_gpt {
   rp_inst sq, part[RP_GPT_MAX_PROCS], each[RP_GPT_MAX_PROCS];
   rp_inst sqr[RP_GPT_MAX_PROCS], ostats[RP_GPT_MAX_PROCS];
   uint64_t bytes[RP_GPT_MAX_PROCS], state_bytes[RP_GPT_MAX_PROCS];
-  int state; /* mk counts into state_bytes */
+  uint64_t alloc_bytes; /* this rank's instances (cfg.max_bytes) */
+  int state;            /* mk counts into state_bytes */
   /* Across ranks (cfg.dist): this rank's rows [rlo, rhi] of every global
    * batch (all of them without dist), held in the ring and the home batch;
    * esum: the evaluation's loss sum, all-reduced (system memory: no NCCL) */
@@ -315,11 +316,16 @@ static size_t numel(const rp_gpt_param_info *p) {
 /* ---------------------------------------------------------------------- */
 /* Instances and names */
 
-/* Counts an instance of rect r in processor p's bytes. */
-static void count_bytes(rp_gpt *m, uint32_t p, rp_rect r) {
+static uint64_t rect_bytes(rp_rect r) {
   uint64_t bytes = 4; /* f32 and i32 */
   for (int d = 0; d < r.dim; d++)
     bytes *= (uint64_t)(r.hi[d] - r.lo[d] + 1);
+  return bytes;
+}
+
+/* Counts an instance of rect r in processor p's bytes. */
+static void count_bytes(rp_gpt *m, uint32_t p, rp_rect r) {
+  uint64_t bytes = rect_bytes(r);
   m->bytes[p] += bytes;
   if (m->state)
     m->state_bytes[p] += bytes;
@@ -343,7 +349,17 @@ static rp_status mk_in(rp_gpt *m, rp_mem mem, int p, rp_dtype dt, rp_rect r,
     m->all = a;
     m->capall = cap;
   }
+  uint64_t want = m->alloc_bytes + rect_bytes(r);
+  if (m->cfg.max_bytes && want > m->cfg.max_bytes)
+    return rp_error_set(RP_ENOMEM,
+                        "rp_gpt_create: the model's instances take more "
+                        "than %.1f GiB on this rank, above the limit of "
+                        "%.1f GiB (max_bytes)",
+                        (double)want / (1u << 30),
+                        (double)m->cfg.max_bytes / (1u << 30));
   rp_status st = rp_instance_create(m->rt, mem, dt, &r, NULL, out);
+  if (st == RP_OK)
+    m->alloc_bytes = want;
   if (st != RP_OK && p < 0)
     return rp_train_err_prefix(st, "rp_gpt_create: system memory: ");
   if (st != RP_OK)

@@ -180,19 +180,28 @@ static rp_status cpu_mem_alloc(void *state, const rp_mem_rec *m, size_t bytes,
                    "allocation of %zu bytes aligned to %zu "
                    "overflows",
                    bytes, align);
-  void *p = aligned_alloc(align, rounded);
-  if (!p)
+  /* zeroed by calloc, not memset: a large block's pages stay untouched
+   * (the kernel's zero pages) until used, so allocating a model larger
+   * than the machine fails its size checks, not the OOM killer. align is
+   * a power of two; the block's start is kept in the word before p. */
+  if (rounded > SIZE_MAX - sizeof(void *) - align)
+    return rp__err(RP_ERANGE, "allocation of %zu bytes overflows", bytes);
+  void *raw = calloc(1, rounded + sizeof(void *) + align);
+  if (!raw)
     return rp__err(RP_ENOMEM, "system memory: cannot allocate %zu bytes",
                    bytes);
-  memset(p, 0, rounded);
-  *ptr = p;
+  uintptr_t a =
+      ((uintptr_t)raw + sizeof(void *) + align - 1) & ~((uintptr_t)align - 1);
+  ((void **)a)[-1] = raw;
+  *ptr = (void *)a;
   return RP_OK;
 }
 
 static void cpu_mem_free(void *state, const rp_mem_rec *m, void *ptr) {
   RP_UNUSED(state);
   RP_UNUSED(m);
-  free(ptr);
+  if (ptr)
+    free(((void **)ptr)[-1]);
 }
 
 static void cpu_enqueue(void *state, const rp_proc_rec *p, rp_work *item) {
