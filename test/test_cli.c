@@ -639,6 +639,7 @@ Test(cli, train_rejects_bad_options_with_exit_2) {
       {"--lr", "nan"},
       {"--lr", "0.1x"},
       {"--momentum", "1"},
+      {"--backend", "cuda", "--procs", "17", "--batch", "170"},
       {"--momentum", "0.99999999"}, /* 1 as a float */
       {"--lr", "1e-50"},            /* 0 as a float */
       {"--backend", "tpu"},
@@ -663,8 +664,9 @@ Test(cli, train_rejects_bad_options_with_exit_2) {
     int n = 3;
     for (int j = 0; j < 6 && bad[i][j]; j++)
       argv[n++] = bad[i][j];
-    if (strcmp(bad[i][0], "--backend") == 0)
-      n = 1, argv[n++] = bad[i][0], argv[n++] = bad[i][1];
+    if (strcmp(bad[i][0], "--backend") == 0) /* its own --backend */
+      for (int j = n = 1; j <= 6 && bad[i][j - 1]; j++)
+        argv[n++] = bad[i][j - 1];
     argv[n] = NULL;
     cli_run r;
     run_cli(&r, argv);

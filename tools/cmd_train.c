@@ -468,6 +468,12 @@ static int check_options(train_cli *c) {
                               c->samples, c->features,
                               (unsigned long long)synth,
                               (unsigned long long)RP_DATA_MAX_BYTES);
+  if (c->backend == RP_BACKEND_CUDA && c->mc.procs > RP_MAX_GPUS)
+    return rp_cli_usage_error("train",
+                              "--procs %u: the CUDA backend has at most %d "
+                              "processors (logical GPUs); up to %d run on "
+                              "the CPU backend",
+                              c->mc.procs, RP_MAX_GPUS, RP_MLP_MAX_PROCS);
   if (!c->data && c->mc.batch > c->samples)
     return rp_cli_usage_error("train", "--batch %u is more than --samples %u",
                               c->mc.batch, c->samples);
@@ -1743,7 +1749,13 @@ static int train_main(train_state *s) {
   if (!rc)
     rc = timings_open(s);
   if ((rc = agree(s, rc)) == RP_CLI_OK) {
-    rc = run_on(s, c->backend, c->backend);
+    /* auto with more processors than a GPU runtime has: the CPU backend
+     * (check_options refused them with --backend cuda) */
+    rc = run_on(s,
+                c->backend == RP_BACKEND_AUTO && c->mc.procs > RP_MAX_GPUS
+                    ? RP_BACKEND_CPU
+                    : c->backend,
+                c->backend);
     if (rc == FALLBACK) {
       teardown(s);
       rc = run_on(s, RP_BACKEND_CPU, c->backend);
