@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -207,9 +208,21 @@ rp_status rp_file_open_regular(const char *path, int *fd_out, uint64_t *size) {
     close(fd);
     return not_regular(sb.st_mode);
   }
-  /* O_NONBLOCK stays: a regular file ignores it, and a kernel file that
-   * stat calls regular but that blocks (/proc/kmsg) fails its read with
-   * EAGAIN instead of hanging the reader */
+  /* a file stat calls regular whose read would wait (/proc/kmsg: poll
+   * says no data is ready, where a plain file is always ready) is refused
+   * here, before any reader could hang on it */
+  struct pollfd pf = {.fd = fd, .events = POLLIN};
+  if (poll(&pf, 1, 0) == 0) {
+    close(fd);
+    return rp__err(RP_EINVAL, "a read would wait for data (poll: none ready): "
+                              "only files of plain data are read");
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int e = errno;
+    close(fd);
+    return rp__err(RP_EIO, "fcntl: %s", strerror(e));
+  }
   *fd_out = fd;
   *size = (uint64_t)sb.st_size;
   return RP_OK;
@@ -258,11 +271,6 @@ rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
     ssize_t r = read(fd, b + n, cap - 1 - n);
     if (r < 0 && errno == EINTR)
       continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      st = rp__err(RP_EIO, "the read would block: a kernel file that is not "
-                           "plain data (a regular file never blocks)");
-      break;
-    }
     if (r < 0) {
       st = rp__err(RP_EIO, "read failed: %s", strerror(errno));
       break;

@@ -201,10 +201,9 @@ RP_API rp_status rp_error_set(rp_status st, const char *fmt, ...)
  * reading only when it is a regular file: a FIFO, a device, a directory or
  * a socket is refused (RP_EINVAL naming which) before anything could block
  * on it or read endless bytes (the open itself does not block). *fd (the
- * caller closes it) and *size (the file's size) are set on success; *fd
- * is non-blocking (O_NONBLOCK: a regular file ignores it, and a kernel
- * file that stat calls regular but whose reads would wait, /proc/kmsg,
- * fails them with EAGAIN instead of hanging).
+ * caller closes it) and *size (the file's size) are set on success. A
+ * file stat calls regular whose read would wait for data (a kernel file
+ * such as /proc/kmsg: poll finds nothing ready) is refused too (RP_EINVAL).
  * Errors: RP_EINVAL (NULL argument, not a regular file), RP_ENOENT (no
  * such file), RP_EIO (cannot open or stat); nothing is left open. The
  * detail does not name the path: callers prefix it. */

@@ -6,7 +6,9 @@
  * model of the machine it was recorded on. Includes reprise.h only. */
 #include "helpers.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,9 +392,33 @@ Test(public_file, read_regular_reads_bounded_and_refuses_the_rest) {
   RP_CHECK(rp_file_open_regular(path, &fd, &size));
   cr_assert_geq(fd, 0);
   cr_assert_eq(size, 14u);
-  /* non-blocking: a kernel file stat calls regular cannot hang a read */
-  cr_assert(fcntl(fd, F_GETFL) & O_NONBLOCK, "the descriptor blocks");
+  /* a blocking descriptor, as open(2) gives (the open's O_NONBLOCK, which
+   * keeps a FIFO's open from waiting, is cleared) */
+  cr_assert_eq(fcntl(fd, F_GETFL) & O_NONBLOCK, 0, "non-blocking");
   close(fd);
   remove(path);
   rmdir(dir);
+}
+
+/* /proc/kmsg is a regular file to stat whose reads wait for kernel
+ * messages: refused at the open (poll: nothing ready), so no reader can
+ * hang on it. Readable with CAP_SYSLOG only, and only while no message is
+ * queued; nothing here reads it (a read would take the messages). */
+Test(public_file, a_file_whose_read_would_wait_is_refused) {
+  int fd = open("/proc/kmsg", O_RDONLY | O_NONBLOCK);
+  if (fd < 0)
+    cr_skip_test("/proc/kmsg cannot be opened here (%s): not exercised",
+                 strerror(errno));
+  struct pollfd pf = {.fd = fd, .events = POLLIN};
+  int ready = poll(&pf, 1, 0);
+  close(fd);
+  if (ready != 0)
+    cr_skip_test("/proc/kmsg has messages queued: not exercised");
+  char *none = (char *)"untouched";
+  size_t n = 7;
+  RP_EXPECT(rp_file_read_regular("/proc/kmsg", 64, &none, &n), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "a read would wait for data"), "%s",
+            rp_error_detail());
+  cr_assert_str_eq(none, "untouched");
+  cr_assert_eq(n, 7u);
 }
