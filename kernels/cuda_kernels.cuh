@@ -100,7 +100,8 @@ rp_status rp_cuda_argmax_correct(const float *x, const int32_t *labels,
  *    1e-4), db a fixed-order column sum (relative 1e-4).
  * All are deterministic (no float atomics). */
 
-/* z += bias (row-broadcast); a = max(z, 0) when a != NULL. */
+/* z += bias (row-broadcast); a = max(z, 0) when a != NULL (a NaN stays
+ * NaN, as on the CPU). */
 rp_status rp_cuda_bias_act(float *z, const float *bias, float *a, size_t rows,
                            size_t cols, void *stream);
 /* dz = da * (a > 0), db = column sums of dz (blocks of 32 columns x 8 row

@@ -22,6 +22,7 @@
 #include "kernels/cuda_kernels.cuh"
 #include "kernels/tasks.h"
 
+#include <math.h>
 #include <string.h>
 
 static void need_gpu(void) {
@@ -545,6 +546,30 @@ Test(kernels_gpu, gemm_xent_sgd_tasks_match_cpu_tasks) {
     rp_cuda_buf_free(bufs[i]);
   RP_CHECK(rp_cuda_stream_destroy(s));
   rp_cuda_blas_shutdown();
+}
+
+/* relu keeps a NaN on the GPU as on the CPU (the forward and the fused
+ * bias + relu), zeroes -0 and -inf, passes +inf. */
+Test(kernels_gpu, relu_keeps_nan_as_the_cpu) {
+  need_gpu();
+  void *s = new_stream();
+  float x[4] = {NAN, -0.0f, -INFINITY, INFINITY}, got[4];
+  float *dx = dev_copy(x, sizeof x), *dout = dev_copy(NULL, sizeof x);
+  RP_CHECK(rp_cuda_relu_fwd(dx, dout, 4, s));
+  fetch(got, dout, sizeof got, s);
+  cr_assert(isnan(got[0]), "relu(NaN) = %g", (double)got[0]);
+  cr_assert(got[1] == 0.0f && !signbit(got[1]) && got[2] == 0.0f &&
+            got[3] == INFINITY);
+  float z[4] = {NAN, 1.0f, -2.0f, 0.0f}, b[2] = {0.5f, 0.5f};
+  float *dz = dev_copy(z, sizeof z), *db = dev_copy(b, sizeof b);
+  RP_CHECK(rp_cuda_bias_act(dz, db, dout, 2, 2, s));
+  fetch(got, dout, sizeof got, s);
+  cr_assert(isnan(got[0]), "bias_act kept NaN: %g", (double)got[0]);
+  cr_assert(got[1] == 1.5f && got[2] == 0.0f && got[3] == 0.5f);
+  void *bufs[] = {dx, dout, dz, db};
+  for (size_t i = 0; i < KR_LEN(bufs); i++)
+    rp_cuda_buf_free(bufs[i]);
+  RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
 /* ---------------------------------------------------------------------- */
