@@ -1323,7 +1323,8 @@ typedef enum rp_dump_format {
 
 /* Writes g to f: TEXT (one line per op, access, edge and port), DOT
  * (Graphviz digraph: `dot -Tsvg`), or JSON (exactly a graph file, so a dump
- * loads back with rp_graph_load; RP_EUNSUPPORTED without cJSON). Errors:
+ * of an acyclic graph loads back with rp_graph_load, and one of a cyclic
+ * graph shows it; RP_EUNSUPPORTED without cJSON). Errors:
  * RP_EINVAL for NULL arguments or an unknown format, RP_EIO when writing
  * fails. */
 RP_API rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt);

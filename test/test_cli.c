@@ -1409,7 +1409,7 @@ Test(cli, the_environment_applies_where_no_option_decides, .timeout = 300) {
   unlink(json);
 }
 
-Test(cli, an_unwritable_output_path_fails_before_any_work) {
+Test(cli, an_unwritable_output_path_fails_before_any_work, .timeout = 120) {
   static const char *const train_outs[] = {"--json", "--trace", "--timings",
                                            "--save-graph", "--save-weights"};
   const char *bad = "/nonexistent-dir/out.json";
