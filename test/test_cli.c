@@ -709,6 +709,38 @@ Test(cli, train_mlp_overflowing_features_fail_before_a_step) {
             "%s", r.err);
 }
 
+/* An MLP checkpoint of finite but huge weights (1e20, resealed): the
+ * initial loss is not finite, and the message names the checkpoint as a
+ * cause beside the data. */
+Test(cli, train_mlp_checkpoint_weights_that_overflow_are_named) {
+  char ckpt[] = "/tmp/rp_cli_mlpck_XXXXXX";
+  tmp_file(ckpt);
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--batch", "32",
+      "--hidden", "8", "--iters", "2", "--save-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  size_t len;
+  char *file = th_read_all(ckpt, &len);
+  unsigned char *rec = (unsigned char *)file + RP_CKPT_HEAD;
+  size_t n = len - RP_CKPT_HEAD;
+  uint32_t layers;
+  memcpy(&layers, rec + 12, 4);
+  const float big = 1e20f;
+  for (size_t o = 48 + 4 * ((size_t)layers + 1); o + 8 + 4 <= n; o += 4)
+    memcpy(rec + o, &big, 4);
+  uint64_t h = rp_fnv1a64(RP_FNV64_INIT, rec, n - 8);
+  memcpy(rec + n - 8, &h, 8); /* the record's own checksum, little-endian */
+  RP_CHECK(rp_ckpt_save(ckpt, "mlp", 1, rec, n));
+  free(file);
+  RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--batch", "32",
+      "--hidden", "8", "--iters", "4", "--load-weights", ckpt);
+  unlink(ckpt);
+  cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.err, "before any step: the data or the --load-weights "
+                          "weights overflow float arithmetic"),
+            "%s", r.err);
+}
+
 /* A JSON number or null after "key": in buf; NAN for null. */
 static double json_field(const char *buf, const char *key) {
   char k[64];

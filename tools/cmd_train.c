@@ -1254,11 +1254,14 @@ static int evaluate_initial(train_state *s) {
   s->limit = DIVERGE_FACTOR * (s->init_loss > chance ? s->init_loss : chance);
   if (st)
     return fail("evaluating the initial weights", st);
-  if (!isfinite(s->init_loss)) { /* before any step: the data, not --lr */
+  if (!isfinite(s->init_loss)) { /* before any step: not --lr */
     fprintf(stderr,
             "%s: the loss of the initial weights is %s, before any step: "
-            "the data overflow float arithmetic (scale the features)\n",
-            who(), isnan(s->init_loss) ? "NaN" : "infinite");
+            "%s overflow float arithmetic (scale the features%s)\n",
+            who(), isnan(s->init_loss) ? "NaN" : "infinite",
+            s->c->load_weights ? "the data or the --load-weights weights"
+                               : "the data",
+            s->c->load_weights ? ", or start from other weights" : "");
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
