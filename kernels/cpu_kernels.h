@@ -39,7 +39,8 @@ void rp_cpu_bias_add(float *x, const float *bias, size_t rows, size_t cols);
  * in f32. */
 void rp_cpu_bias_grad(const float *dy, float *db, size_t rows, size_t cols);
 
-/* y = max(x, 0) elementwise (a NaN stays NaN, as torch.relu). y may equal x (in place). */
+/* y = max(x, 0) elementwise (a NaN stays NaN, as torch.relu). y may equal x (in
+ * place). */
 void rp_cpu_relu_fwd(const float *x, float *y, size_t n);
 
 /* dx = dy * (x > 0): x is the forward input (the forward output works the

@@ -136,9 +136,9 @@ typedef struct rp_gpt_config {
   uint32_t ring; /* batches in the ring, >= 1 */
   float beta1, beta2, eps, weight_decay, max_norm; /* AdamW, clipping */
   uint64_t seed;                                   /* weights, windows */
-  int dist; /* 1: one rank of a job over the runtime's ranks: data
-               parallel, or with tp > procs tensor parallel across them
-               (see above); 0: the runtime's rank alone */
+  int dist;           /* 1: one rank of a job over the runtime's ranks: data
+                         parallel, or with tp > procs tensor parallel across them
+                         (see above); 0: the runtime's rank alone */
   uint64_t max_bytes; /* 0: no limit; else rp_gpt_create refuses
                          (RP_ENOMEM, before touching any) once this rank's
                          instances would take more bytes */
