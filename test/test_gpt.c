@@ -870,8 +870,11 @@ Test(gpt_backends, greedy_decoding_equals_greedy_full_recompute) {
   rp_exec *dec;
   RP_CHECK(rp_instantiate(g, NULL, &dec));
   RP_CHECK(rp_graph_destroy(g));
-  const int32_t *text = t.text.tokens + t.text.ntrain; /* validation */
-  uint32_t plens[] = {1, 5, T + 3}, n = 3 * T + 4;     /* 52 tokens, 2 wraps */
+  uint32_t plens[] = {1, 5, T + 3}, n = 3 * T + 4; /* 52 tokens, 2 wraps */
+  int32_t text[64]; /* prompts from the validation split */
+  cr_assert_leq(T + 3, 64);
+  for (uint32_t i = 0; i < T + 3; i++)
+    text[i] = t.text.tokens[t.text.ntrain + i];
   int32_t *rep = malloc((T + 3 + n) * sizeof *rep);
   int32_t *full = malloc((T + 3 + n) * sizeof *full);
   for (size_t p = 0; p < sizeof plens / sizeof plens[0]; p++) {

@@ -357,7 +357,7 @@ float rp_gpt_lr(float lr, uint32_t warmup, uint32_t iters, uint32_t t);
 typedef struct rp_text {
   uint32_t vocab;
   uint8_t bytes[RP_GPT_MAX_VOCAB]; /* token id -> byte */
-  int32_t *tokens;                 /* n, owned */
+  uint8_t *tokens;                 /* n token ids (< vocab), owned */
   size_t n, ntrain;                /* [0, ntrain) train, [ntrain, n) val */
 } rp_text;
 

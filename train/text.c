@@ -11,19 +11,19 @@
 
 #define TEXT_FILE_MAX ((uint64_t)1 << 30)
 
-rp_status rp_text_from_bytes(const char *what, const uint8_t *b, size_t len,
-                             uint32_t context, rp_text *out) {
-  if (!what || (!b && len) || !out || context == 0)
-    return rp_error_set(RP_EINVAL, "rp_text_from_bytes: bad argument");
+/* Encodes len bytes of src into dst (len bytes; may be src itself): the
+ * vocabulary of the bytes present, in byte order, and the split. */
+static rp_status encode(const char *what, const uint8_t *src, uint8_t *dst,
+                        size_t len, uint32_t context, rp_text *out) {
   int present[256] = {0};
   for (size_t i = 0; i < len; i++)
-    present[b[i]] = 1;
+    present[src[i]] = 1;
   rp_text t;
   memset(&t, 0, sizeof t);
-  int32_t id[256];
+  uint8_t id[256];
   for (int c = 0; c < 256; c++)
     if (present[c]) {
-      id[c] = (int32_t)t.vocab;
+      id[c] = (uint8_t)t.vocab;
       t.bytes[t.vocab++] = (uint8_t)c;
     }
   if (t.vocab < 2)
@@ -41,26 +41,40 @@ rp_status rp_text_from_bytes(const char *what, const uint8_t *b, size_t len,
                         "%zu bytes in each part for one window of context "
                         "%u + 1 (at least %zu bytes in all)",
                         what, len, need, context, 10 * need);
-  if (!(t.tokens = calloc(len, sizeof *t.tokens)))
-    return rp_error_set(RP_ENOMEM, "%s: out of memory", what);
   for (size_t i = 0; i < len; i++)
-    t.tokens[i] = id[b[i]];
+    dst[i] = id[src[i]];
+  t.tokens = dst;
   *out = t;
   return RP_OK;
 }
 
+rp_status rp_text_from_bytes(const char *what, const uint8_t *b, size_t len,
+                             uint32_t context, rp_text *out) {
+  if (!what || (!b && len) || !out || context == 0)
+    return rp_error_set(RP_EINVAL, "rp_text_from_bytes: bad argument");
+  uint8_t *tokens = malloc(len ? len : 1);
+  if (!tokens)
+    return rp_error_set(RP_ENOMEM, "%s: out of memory", what);
+  rp_status st = encode(what, b, tokens, len, context, out);
+  if (st)
+    free(tokens);
+  return st;
+}
+
+/* The file's bytes become its tokens in place: one copy of the text. */
 rp_status rp_text_load(const char *path, uint64_t max_bytes, uint32_t context,
                        rp_text *out) {
-  if (!path || !out)
-    return rp_error_set(RP_EINVAL, "rp_text_load: NULL argument");
+  if (!path || !out || context == 0)
+    return rp_error_set(RP_EINVAL, "rp_text_load: bad argument");
   char *buf;
   size_t n;
   rp_status st = rp_file_read_regular(
       path, (size_t)(max_bytes ? max_bytes : TEXT_FILE_MAX), &buf, &n);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "%s: ", path);
-  st = rp_text_from_bytes(path, (const uint8_t *)buf, n, context, out);
-  free(buf);
+  st = encode(path, (const uint8_t *)buf, (uint8_t *)buf, n, context, out);
+  if (st)
+    free(buf);
   return st;
 }
 
@@ -95,8 +109,10 @@ rp_status rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
     for (uint32_t b = 0; b < B; b++) {
       size_t s = lo + (size_t)(rp_rng_next(&r) % starts);
       size_t o = ((size_t)j * B + b) * T;
-      memcpy(x + o, t->tokens + s, T * sizeof *x);
-      memcpy(y + o, t->tokens + s + 1, T * sizeof *y);
+      for (uint32_t k = 0; k < T; k++) {
+        x[o + k] = t->tokens[s + k];
+        y[o + k] = t->tokens[s + k + 1];
+      }
     }
   }
   return RP_OK;
