@@ -1116,6 +1116,12 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   put_bytes(path, buf, 30); /* torn inside the header */
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "truncated"), "%s", rp_error_detail());
+  for (size_t cut = 1; cut < 8; cut++) { /* inside the magic */
+    put_bytes(path, buf, cut);
+    RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+    cr_assert(strstr(rp_error_detail(), "truncated: "), "%zu bytes: %s", cut,
+              rp_error_detail());
+  }
   put_bytes(path, buf, 0); /* empty */
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "an empty file, not a checkpoint"), "%s",

@@ -109,6 +109,11 @@ static rp_status parse_head(const char *path, const char *kind,
                         "%s: a bare MLP weights record ('RPRSWGHT'), not a "
                         "'%s' checkpoint",
                         path, kind ? kind : "(null)");
+  if (n < 8 && !memcmp(b, RP_CKPT_MAGIC, n)) /* the magic's first bytes */
+    return rp_error_set(RP_EFORMAT,
+                        "%s: truncated: %llu bytes, the checkpoint "
+                        "header alone has %u",
+                        path, (unsigned long long)size, RP_CKPT_HEAD);
   if (!rp_ckpt_is_container(b, n))
     return rp_error_set(RP_EFORMAT,
                         "%s: not a reprise checkpoint (no "
