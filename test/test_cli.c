@@ -425,6 +425,14 @@ Test(cli, bench_rejects_bad_option_values_with_exit_2) {
        "--build times fixed cases on one CPU worker: "
        "--quick does not apply to it"},
       {{"--build", "--sizes", "10,20"}, "--build takes one --sizes value"},
+      {{"--gpu", "--backend", "cpu"},
+       "--gpu times fixed cases on the CUDA backend: --backend does not "
+       "apply to it"},
+      {{"--gpu", "--reps", "3"}, "--reps does not apply"},
+      {{"--gpu", "--mode", "eager"}, "--mode does not apply"},
+      {{"--gpu", "--sizes", "100"}, "--sizes does not apply"},
+      {{"--hop", "--workers", "1"},
+       "--hop times a hand-off between two workers: 1 worker"},
       {{"--workload", "chain", "--sizes", "10,20", "--plot", "x.svg", "--json"},
        NULL},
       {{"--workload", "chain", "--plot", "x.svg"},

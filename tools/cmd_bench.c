@@ -291,6 +291,25 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                                 "chain's length), not %u",
                                 c->o.nsizes);
   }
+  /* --gpu times fixed kernel chains on the CUDA backend with --workers
+   * and --quick: the DAG's other options would be ignored */
+  if (c->gpu) {
+    const char *dag = c->mode_given      ? "--mode"
+                      : c->reps_given    ? "--reps"
+                      : c->backend_given ? "--backend"
+                      : c->o.nsizes      ? "--sizes"
+                                         : NULL;
+    if (dag)
+      return rp_cli_usage_error("bench",
+                                "--gpu times fixed cases on the CUDA "
+                                "backend: %s does not apply to it",
+                                dag);
+  }
+  if (c->o.hop && c->o.workers < 2)
+    return rp_cli_usage_error("bench",
+                              "--hop times a hand-off between two workers: "
+                              "%u worker%s (--workers or REPRISE_WORKERS)",
+                              c->o.workers, c->o.workers == 1 ? "" : "s");
   if (c->o.hop && !c->workloads_given)
     c->o.workloads = 0; /* --hop alone measures only the hop */
   if (c->plot && !rp_cli_plot_ext_ok(c->plot))
