@@ -9,9 +9,10 @@
 # depend on the batch; GPT_PROCS processors, default 1), the cases named
 # gpt-*. One JSON row per case on stdout: the best of REPEAT runs' wall
 # time, that run's CPU time (user + system, children included), the goal
-# and whether it was met.
+# and whether it was met; the commit is the binary's (`reprise version`).
 #
 # usage: [GPT_BATCH=B] [GPT_PROCS=P] bench/dump_scale.sh [BUILD_DIR [OPS [REPEAT]]]
+#        bench/dump_scale.sh -h | --help
 #   BUILD_DIR  a configured and built tree (default: build) holding
 #              ./reprise and ./test/synth_step (cmake --build BUILD_DIR
 #              --target reprise-cli synth_step)
@@ -19,21 +20,36 @@
 #   REPEAT     runs per case (default 3)
 # Exit 0 every goal met, 1 a goal missed, 2 usage or a failed command.
 set -euo pipefail
+case ${1:-} in
+-h | --help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 0 ;;
+-*) echo "usage: $0 [BUILD_DIR [OPS [REPEAT]]] (or --help)" >&2; exit 2 ;;
+esac
+[ $# -le 3 ] || { echo "usage: $0 [BUILD_DIR [OPS [REPEAT]]] (or --help)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 OPS=${2:-10000}
 REPEAT=${3:-3}
+posint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; [ "$((10#$1))" -gt 0 ]; }
+posint "$OPS" || { echo "dump_scale: OPS wants a positive count, not '$OPS'" >&2; exit 2; }
+posint "$REPEAT" || { echo "dump_scale: REPEAT wants a positive count, not '$REPEAT'" >&2; exit 2; }
+[ -d "$BUILD" ] || { echo "dump_scale: $BUILD is not a folder (BUILD_DIR: from the repository root)" >&2; exit 2; }
 CLI=$BUILD/reprise
 GEN=$BUILD/test/synth_step
 for x in "$CLI" "$GEN"; do
   [ -x "$x" ] || { echo "dump_scale: $x is missing (build reprise-cli and synth_step)" >&2; exit 2; }
 done
+# the commit the binary was built from, not the checkout's
+VERSION=$("$CLI" version 2>/dev/null | grep -m1 '^reprise ' || true)
+[ -n "$VERSION" ] || { echo "dump_scale: $CLI is not reprise ('$CLI version')" >&2; exit 2; }
+COMMIT=$(sed -n 's/.*(commit \([^)]*\)).*/\1/p' <<<"$VERSION")
+COMMIT=${COMMIT:-unknown}
 TMP=$(mktemp -d /tmp/reprise-dump-scale-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 "$GEN" "$OPS" "$TMP/a.json" || exit 2
 "$GEN" "$OPS" "$TMP/b.json" 1 || exit 2
 NOPS=$("$CLI" dump "$TMP/a.json" | sed -n 's/^graph: \([0-9]*\) ops.*/\1/p')
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 CPUS=$(nproc)
 MODEL=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)

@@ -10,10 +10,11 @@
 # per processor (parameter state / all).
 #
 #   bench/gpt_tp.sh [-n RUNS] [-b REPRISE] [-B BACKEND] [-w WIDTH] [LAYOUTS...]
+#   bench/gpt_tp.sh -h | --help
 #
 #   -n RUNS     rounds (default 3)
 #   -b REPRISE  the reprise binary (default ./build-rel/reprise, then
-#               ./build/reprise)
+#               ./build/reprise); it must answer `REPRISE version`
 #   -B BACKEND  cpu (CPU workers, default) or cuda (logical GPUs of one
 #               device: --procs P makes P of them)
 #   -w WIDTH    model width (default 512; 2 layers, 8 heads, context 64,
@@ -28,32 +29,70 @@
 # time; on one GPU TP=2 <= 1.15x and --procs 2 <= 1.2x --procs 1. On a
 # machine with fewer idle cores than workers the figures measure
 # oversubscription, not the split. Only awk and POSIX sh are needed.
+# Exit 0 done, 2 usage; a failed run stops it with that run's status.
 set -eu
 
 runs=3
 bin=
 backend=cpu
 width=512
-while getopts n:b:B:w: opt; do
+usage() {
+  echo "usage: $0 [-n RUNS] [-b REPRISE] [-B BACKEND] [-w WIDTH] [LAYOUTS...]" >&2
+  exit 2
+}
+die() {
+  echo "$0: $*" >&2
+  exit 2
+}
+posint() {
+  case $1 in '' | *[!0-9]*) return 1 ;; esac
+  [ "$1" -gt 0 ] 2>/dev/null
+}
+help() {
+  awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"
+  exit 0
+}
+[ "${1:-}" != --help ] || help
+while getopts hn:b:B:w: opt; do
   case $opt in
+  h) help ;;
   n) runs=$OPTARG ;;
   b) bin=$OPTARG ;;
   B) backend=$OPTARG ;;
   w) width=$OPTARG ;;
-  *)
-    echo "usage: $0 [-n RUNS] [-b REPRISE] [-B BACKEND] [-w WIDTH] [LAYOUTS...]" >&2
-    exit 2
-    ;;
+  *) usage ;;
   esac
 done
 shift $((OPTIND - 1))
+posint "$runs" || die "-n wants a positive count, not '$runs'"
+posint "$width" || die "-w wants a positive width, not '$width'"
+[ $# -gt 0 ] || set -- 1/1 2/2 2/1 4/4 4/2
+for layout in "$@"; do
+  case $layout in
+  */*) procs=${layout%/*} tp=${layout#*/} ;;
+  *) procs='' tp='' ;;
+  esac
+  case $procs in
+  *x*) ranks=${procs%%x*} procs=${procs#*x} ;;
+  *) ranks=1 ;;
+  esac
+  if ! posint "$ranks" || ! posint "$procs" || ! posint "$tp"; then
+    die "layout '$layout': want PROCS/TP or RANKSxPROCS/TP (positive integers, e.g. 2/2 or 2x1/2)"
+  fi
+done
 if [ -z "$bin" ]; then
   bin=./build-rel/reprise
   [ -x "$bin" ] || bin=./build/reprise
 fi
-[ $# -gt 0 ] || set -- 1/1 2/2 2/1 4/4 4/2
+if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
+  die "$bin is not an executable file (pass -b REPRISE)"
+fi
+"$bin" version 2>/dev/null | grep -q '^reprise ' ||
+  die "$bin is not reprise ('$bin version' prints no 'reprise ...' line)"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rp_gpt_tp.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # One JSON field's value (numbers and one-line arrays).
 field() {

@@ -27,14 +27,30 @@
 #            times of one step, and the device's idle share of a replayed
 #            step, 1 - sum(nodes) / graph)
 #
-# STEPS is a comma list (default check,train,launch); MODES and ATTN pass
-# --modes and --attn to torch_gpt.py. TEXT names the corpus
-# (default reprise's own default); logs go under $OUT (default a new folder
-# in /tmp), and a table of the figures is printed last. Exits 1 when a step
-# fails.
+# STEPS is a comma list (default check,train,launch; an unknown step is a
+# usage error); MODES and ATTN pass --modes and --attn to torch_gpt.py,
+# which runs with --device cuda (a PyTorch without CUDA fails the step).
+# TEXT names the corpus (default reprise's own default); logs go under $OUT
+# (default a new folder in /tmp), and a table of the figures is printed
+# last. Exits 1 when a step fails, 2 on bad usage.
 set -u
-if [ $# -lt 1 ] || [ ! -x "$1/reprise" ]; then
-  echo "usage: $0 BUILD_DIR [check,ctest,train,launch,nanogpt,tp,cputp,knobs,profile]" >&2
+ALL=check,ctest,train,launch,nanogpt,tp,cputp,knobs,profile
+case ${1:-} in
+-h | --help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 0 ;;
+esac
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  echo "usage: $0 BUILD_DIR [$ALL]" >&2
+  exit 2
+fi
+IFS=, read -r -a steps <<<"${2:-check,train,launch}"
+for s in "${steps[@]}"; do
+  [[ ,$ALL, == *",$s,"* ]] || {
+    echo "$0: unknown step '$s' (steps: $ALL)" >&2
+    exit 2
+  }
+done
+if [ ! -x "$1/reprise" ]; then
+  echo "$0: no $1/reprise (BUILD_DIR: a build folder)" >&2
   exit 2
 fi
 B=$(cd "$1" && pwd)
@@ -79,7 +95,8 @@ if has train; then
 fi
 
 bench() { # bench PRESET TIMEOUT
-  timeout "$2" python3 "$SRC/bench/torch_gpt.py" --preset "$1" --reprise "$B/reprise" \
+  timeout "$2" python3 "$SRC/bench/torch_gpt.py" --preset "$1" --device cuda \
+    --reprise "$B/reprise" \
     --mode-timeout "${MODE_TIMEOUT:-150}" --repeats 3 --invocations 3 \
     --reprise-iters "${BENCH_ITERS:-300}" --instantiate-procs 1 \
     --trace-replays 0 ${MODES:+--modes "$MODES"} ${ATTN:+--attn "$ATTN"} \

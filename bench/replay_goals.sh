@@ -7,10 +7,11 @@
 # for tiny, of the share of the ideal reached (%ideal), next to the goal.
 #
 #   bench/replay_goals.sh [-n RUNS] [-b REPRISE] [-k] [WORKERS...]
+#   bench/replay_goals.sh -h | --help
 #
 #   -n RUNS     invocations per worker count (default 10)
 #   -b REPRISE  the reprise binary (default ./build-rel/reprise, then
-#               ./build/reprise)
+#               ./build/reprise); it must answer `REPRISE version`
 #   -k          keep the JSON files (their folder is printed)
 #   WORKERS     worker counts (default: 2 8)
 #
@@ -21,13 +22,28 @@
 #   cmake --build build-rel -j
 # Only awk and POSIX sh are needed. On a machine with fewer cores than
 # workers + 1 the figures measure oversubscription, not the scheduler.
+# Exit 0 done (goals met or not), 1 a benchmark failed, 2 usage.
 set -eu
 
 runs=10
 bin=
 keep=0
-while getopts n:b:k opt; do
+die() {
+  echo "$0: $*" >&2
+  exit 2
+}
+posint() {
+  case $1 in '' | *[!0-9]*) return 1 ;; esac
+  [ "$1" -gt 0 ] 2>/dev/null
+}
+help() {
+  awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"
+  exit 0
+}
+[ "${1:-}" != --help ] || help
+while getopts hn:b:k opt; do
   case $opt in
+  h) help ;;
   n) runs=$OPTARG ;;
   b) bin=$OPTARG ;;
   k) keep=1 ;;
@@ -38,7 +54,11 @@ while getopts n:b:k opt; do
   esac
 done
 shift $((OPTIND - 1))
+posint "$runs" || die "-n wants a positive count, not '$runs'"
 [ $# -gt 0 ] || set -- 2 8
+for w in "$@"; do
+  posint "$w" || die "workers: want positive counts, not '$w'"
+done
 if [ -z "$bin" ]; then
   for b in ./build-rel/reprise ./build/reprise; do
     if [ -x "$b" ]; then
@@ -47,13 +67,17 @@ if [ -z "$bin" ]; then
     fi
   done
 fi
-if [ -z "$bin" ] || [ ! -x "$bin" ]; then
-  echo "$0: no reprise binary (build one, or pass -b)" >&2
-  exit 2
+[ -n "$bin" ] || die "no reprise binary (build one, or pass -b)"
+if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
+  die "$bin is not an executable file"
 fi
+"$bin" version 2>/dev/null | grep -q '^reprise ' ||
+  die "$bin is not reprise ('$bin version' prints no 'reprise ...' line)"
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/replay_goals.XXXXXX")
 [ "$keep" = 1 ] || trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')
 echo "reprise: $bin; $cores online CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
 
@@ -66,12 +90,17 @@ for w in "$@"; do
       cat "$dir/w$w.$i.err" >&2
       exit 1
     fi
+    if [ ! -s "$dir/w$w.$i.json" ]; then
+      echo "$0: invocation $i at $w workers wrote no JSON rows" >&2
+      exit 1
+    fi
     i=$((i + 1))
   done
   [ "$cores" = '?' ] || [ "$w" -lt "$cores" ] ||
     echo "note: $w workers and the host thread on $cores CPUs: they share cores"
-  # One JSON object per line (bench/bench_util.c writes them so).
-  cat "$dir"/w"$w".*.json | awk -v workers="$w" -v runs="$runs" '
+  # One JSON object per line (bench/bench_util.c writes them so). awk
+  # reads the files itself: no pipe to hide a failure from set -e.
+  awk -v workers="$w" -v runs="$runs" '
     function num(key,   m) {
       if (match($0, "\"" key "\": [-+0-9.eE]+")) {
         m = substr($0, RSTART, RLENGTH)
@@ -118,6 +147,10 @@ for w in "$@"; do
       if (wl == "tiny") ideal[k] = num("ideal_ns_per_task")
     }
     END {
+      if (!nk) {
+        print "replay_goals.sh: no replay or static rows in the JSON" > "/dev/stderr"
+        exit 1
+      }
       printf "\n%d workers, %d invocations (each: the median of its 5 runs)\n", workers, runs
       printf "%-9s %-6s %27s %21s %21s  %s\n", "workload", "mode",
              "ns/task min / med / max", "x_static min/med/max",
@@ -149,6 +182,6 @@ for w in "$@"; do
         }
         printf "%s %21s %21s  %s\n", line, xs, ps, goal
       }
-    }'
+    }' "$dir"/w"$w".*.json
 done
 [ "$keep" = 0 ] || echo "JSON and tables kept in $dir"

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import statistics
+import tempfile
 
 # (name, title, measured where): the sections in the order they appear
 SECTIONS = [
@@ -49,15 +50,15 @@ their stamps, tables and the text under the tables come from
 are written by hand from the commands in their headers; `report.sh`
 replaces each with its own table when it measures it (dag-many-cores on a
 machine with 10 or more CPUs, the GPU sections where a CUDA device
-answers). Each section is headed by the commit (`git describe --always
---dirty`), the date, the machine and the exact commands; the generated
-ones show the minimum, median and maximum over the invocations (each
-invocation's own figure is the median of its repetitions). A section is
-replaced only by a fresh measurement of itself: a run on a machine
-without a GPU rewrites the CPU sections and keeps the GPU sections as
-they are, each with its own stamp. Compare figures within a section:
-sections stamped with different commits or machines are not comparable
-with each other.
+answers). Each section is headed by the commit the binary was built
+from (`reprise version`), the date, the machine and the exact commands;
+the generated ones show the minimum, median and maximum over the
+invocations (each invocation's own figure is the median of its
+repetitions). A section is replaced only by a fresh measurement of
+itself: a run on a machine without a GPU rewrites the CPU sections and
+keeps the GPU sections as they are, each with its own stamp. Compare
+figures within a section: sections stamped with different commits or
+machines are not comparable with each other.
 
 `bench/gpu_check.sh BUILD_DIR` is the pass/fail check for a GPU machine
 (the GPU tests with `REPRISE_REQUIRE_GPU=1`, the GPU benchmark, the training
@@ -416,6 +417,37 @@ def parse_sections(text):
     return secs
 
 
+def write_atomic(path, text):
+    """Writes text to path through a temporary file in its folder and a
+    rename: a failure leaves the old file as it was. A path that is not a
+    plain file (/dev/stdout, a pipe) is written to in place."""
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")) or \
+            (os.path.exists(path) and not os.path.isfile(path)):
+        with open(path, "a") as f:
+            f.write(text)
+        return
+    path = os.path.realpath(path)  # a link stays a link to the new file
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".report.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            try:  # the old file's mode, else what open() would give
+                mode = os.stat(path).st_mode & 0o777
+            except OSError:
+                mask = os.umask(0)
+                os.umask(mask)
+                mode = 0o666 & ~mask
+            os.fchmod(f.fileno(), mode)
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -447,8 +479,7 @@ def main():
                     f"measures it on {where}.\n")
         parts.append(f"<!-- section: {name} -->\n{text}"
                      f"<!-- end section: {name} -->\n")
-    with open(a.out, "w") as f:
-        f.write("\n".join(parts))
+    write_atomic(a.out, "\n".join(parts))
 
 
 if __name__ == "__main__":

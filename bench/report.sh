@@ -6,11 +6,13 @@
 #   -n N        invocations of each benchmark (default 5; --quick: 3); each
 #               table shows min, median and max over them
 #   --quick     the benchmarks' --quick (few repetitions, fewer training
-#               iterations): checks the script end to end in about a
-#               minute; its figures are not measurements (the tables say so)
-#   -o FILE     the markdown file to write (default docs/performance.md)
+#               iterations; --build, which has no --quick, runs as it is):
+#               checks the script end to end in about a minute; its
+#               figures are not measurements (the tables say so)
+#   -o FILE     the markdown file to write (default docs/performance.md),
+#               replaced whole once every benchmark has run
 #   -b REPRISE  the reprise binary (default build-rel/reprise, then
-#               build/reprise)
+#               build/reprise); it must answer `REPRISE version`
 #   -w LIST     worker counts for the DAG workloads (default 2)
 #
 # What runs: on every machine the CPU benchmarks (`reprise bench`: the DAG
@@ -23,12 +25,14 @@
 # with CUDA, the same step in PyTorch (bench/torch_ref.py).
 #
 # Every table sits in a section (<!-- section: NAME --> ... <!-- end
-# section: NAME -->) headed by the commit (git describe --always --dirty),
+# section: NAME -->) headed by the binary's commit (`REPRISE version`),
 # the date, the CPU model and count, the GPU, its driver and CUDA version,
 # and the exact commands. A section is replaced only by a fresh measurement
 # of itself: the sections this machine cannot measure (the GPU ones without
 # a device) keep what FILE (or, for a new FILE, docs/performance.md) had,
-# with their own stamps. Needs bash, python3 (standard library) and git.
+# with their own stamps. A benchmark that fails or writes no JSON rows
+# stops the script (exit 1) and leaves FILE as it was. Needs bash and
+# python3 (standard library). Exit 0 written, 1 a benchmark failed, 2 usage.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,25 +52,54 @@ while [ $# -gt 0 ]; do
   -o) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
   -b) [ $# -ge 2 ] || usage; bin=$2; shift 2 ;;
   -w) [ $# -ge 2 ] || usage; workers=$2; shift 2 ;;
-  -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+  -h | --help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 0 ;;
   *) usage ;;
   esac
 done
 [ -n "$runs" ] || runs=$([ "$quick" = 1 ] && echo 3 || echo 5)
-case $runs in '' | *[!0-9]* | 0) echo "$0: -n wants a positive count" >&2; exit 2 ;; esac
+posint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; [ "$((10#$1))" -gt 0 ]; }
+posint "$runs" || { echo "$0: -n wants a positive count, not '$runs'" >&2; exit 2; }
+IFS=, read -r -a wlist <<<"$workers"
+[ ${#wlist[@]} -gt 0 ] || { echo "$0: -w wants worker counts, e.g. 2,8" >&2; exit 2; }
+for w in "${wlist[@]}"; do
+  posint "$w" || { echo "$0: -w wants positive worker counts, not '$workers'" >&2; exit 2; }
+done
+# FILE is replaced (a temporary file in its folder, then a rename)
+if [ -d "$out" ]; then
+  echo "$0: -o $out is a directory" >&2
+  exit 2
+fi
+odir=$(dirname -- "$out")
+if [ ! -d "$odir" ] || [ ! -w "$odir" ]; then
+  echo "$0: -o $out: $odir is not a writable directory" >&2
+  exit 2
+fi
 if [ -z "$bin" ]; then
   for b in "$root/build-rel/reprise" "$root/build/reprise"; do
     if [ -x "$b" ]; then bin=$b; break; fi
   done
 fi
-if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+if [ -z "$bin" ]; then
   echo "$0: no reprise binary (build one: make build, or pass -b)" >&2
   exit 2
 fi
+if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
+  echo "$0: -b $bin is not an executable file" >&2
+  exit 2
+fi
+# the binary's own commit: the checkout may have moved on since the build
+version=$("$bin" version 2>/dev/null | grep -m1 '^reprise ' || true)
+if [ -z "$version" ]; then
+  echo "$0: $bin is not reprise ('$bin version' prints no 'reprise ...' line)" >&2
+  exit 2
+fi
+commit=$(sed -n 's/.*(commit \([^)]*\)).*/\1/p' <<<"$version")
 command -v python3 >/dev/null || { echo "$0: needs python3" >&2; exit 2; }
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rp_report.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 q=()
 [ "$quick" = 1 ] && q=(--quick)
 # the binary as the tables show it: relative to the repository when inside
@@ -85,7 +118,7 @@ if command -v nvidia-smi >/dev/null 2>&1 &&
   gpu="${g%%,*}, driver ${g#*, }, CUDA ${cuda:-?}"
 fi
 {
-  echo "commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "commit=${commit:-unknown}"
   echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "cpu=$cpu, $cpus CPUs"
   echo "gpu=$gpu"
@@ -97,7 +130,8 @@ fi
 echo "reprise: $shown (${btype:-unknown}); $cpu, $cpus CPUs; GPU: $gpu; $runs invocations each"
 
 # run SECTION OUTFILE COMMAND...: runs it (JSON to OUTFILE), records the
-# command once per section, fails the script when it fails.
+# command once per section, fails the script when it fails or leaves no
+# JSON rows in OUTFILE.
 run() {
   local sec=$1 json=$2
   shift 2
@@ -110,10 +144,17 @@ run() {
     cat "$json.err" >&2
     exit 1
   fi
+  if ! python3 -c 'import json, sys
+rows = json.load(open(sys.argv[1]))
+if not isinstance(rows, (list, dict)) or not rows:
+    sys.exit("no rows")' "$json" 2>"$json.check"; then
+    echo "$0: section $sec: no JSON rows in $json from: $*" >&2
+    tail -1 "$json.check" >&2
+    exit 1
+  fi
 }
 
 # ---- CPU ----
-IFS=, read -r -a wlist <<<"$workers"
 if [ "$cpus" != '?' ] && [ "$cpus" -ge 10 ]; then
   wbig=(2 8)
 else
@@ -133,7 +174,8 @@ for i in $(seq 1 "$runs"); do
   done
   run hop "$dir/hop.$i.json" "$bin" bench "${q[@]}" --hop --backend cpu --json "$dir/hop.$i.json"
   run xfer "$dir/xfer.$i.json" "$bin" bench "${q[@]}" --xfer --json "$dir/xfer.$i.json"
-  run build "$dir/build.$i.json" "$bin" bench "${q[@]}" --build --json "$dir/build.$i.json"
+  # --build has no --quick (it takes about a second as it is)
+  run build "$dir/build.$i.json" "$bin" bench --build --json "$dir/build.$i.json"
   run train-cpu "$dir/train-cpu.small.$i.json" "$bin" train --backend cpu --compare \
     --procs 1 --hidden 16,16 --batch 32 --iters "$iters_small" --json "$dir/train-cpu.small.$i.json"
   run train-cpu "$dir/train-cpu.big.$i.json" "$bin" train --backend cpu --compare \

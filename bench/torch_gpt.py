@@ -44,16 +44,22 @@ pipeline inside the timed step) on the PyTorch side.
 
 Exit status 0 when the rows were written (a mode that failed or timed out
 is a row with "status": "failed"/"timeout" and its reason; torch missing is
-one row "skipped: torch not importable"), 2 on bad usage. Not a test: no
-assertion on time; the "goals" section of the markdown only compares.
+one row "skipped: torch not importable"), 1 when --from-json cannot read its
+rows, 2 on bad usage (checked before anything is measured: the options, the
+--json/--markdown paths, --reprise answering `version`, --device cuda where
+PyTorch has no CUDA). --json and --markdown are written whole or not at all
+(a temporary file, then a rename). Not a test: no assertion on time; the
+"goals" section of the markdown only compares.
 """
 import argparse
 import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -73,6 +79,10 @@ PRESETS = {
 GPU_MODES = ["eager", "cudagraph", "compile-max-autotune-no-cudagraphs",
              "compile-reduce-overhead"]
 CPU_MODES = ["eager", "compile-default"]
+# every mode torch_child runs (compile-X: torch.compile's mode X)
+ALL_MODES = ["eager", "cudagraph", "compile-default", "compile-reduce-overhead",
+             "compile-max-autotune", "compile-max-autotune-no-cudagraphs"]
+ATTNS = ["sdpa", "manual"]
 
 # Peak FLOP/s by device-name substring: (fp32 without tensor cores, tf32
 # dense). H200 has the H100 SXM's compute.
@@ -88,6 +98,55 @@ def run_text(cmd, **kw):
                               **kw).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
+
+
+def die(msg, status=2):
+    """One line on stderr and exit: 2 bad usage, 1 unreadable input."""
+    print(f"torch_gpt.py: {msg}", file=sys.stderr)
+    sys.exit(status)
+
+
+def out_path_error(path):
+    """Why path cannot be written (replaced), or None."""
+    if os.path.isdir(path):
+        return "is a directory"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"{folder} is not a directory"
+    if not os.access(folder, os.W_OK):
+        return f"{folder} is not writable"
+    return None
+
+
+def write_text(path, text):
+    """Writes text to path through a temporary file in its folder and a
+    rename, so that a failure leaves the old file; a path that is not a
+    plain file (/dev/stdout, a pipe) is written to in place."""
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")) or \
+            (os.path.exists(path) and not os.path.isfile(path)):
+        with open(path, "a") as f:
+            f.write(text)
+        return
+    real = os.path.realpath(path)  # a link stays a link to the new file
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real),
+                               prefix="." + os.path.basename(real) + ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            try:  # the old file's mode, else what open() would give
+                mode = os.stat(real).st_mode & 0o777
+            except OSError:
+                mask = os.umask(0)
+                os.umask(mask)
+                mode = 0o666 & ~mask
+            os.fchmod(f.fileno(), mode)
+            f.write(text)
+        os.replace(tmp, real)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def spread(xs):
@@ -606,6 +665,7 @@ def reprise_rows(a, cfg, tmpdir):
                 else:
                     r["b2b"].append(thr)
                     r["how"] = f"--inflight {inflight}: {how}"
+                    r["inflight"] = inflight
     trace = None
     # the timeline's per-worker op times describe CPU workers; a GPU replay's
     # kernels run inside its CUDA graph, which the trace does not time
@@ -645,6 +705,8 @@ def reprise_rows(a, cfg, tmpdir):
         row["latency_us_p99"] = spread(r["p99"])
         row["b2b_us"] = spread(r["b2b"])
         row["b2b_source"] = r["how"]
+        if r.get("inflight") and not r.get("inflight_error"):
+            row["inflight_b2b"] = r["inflight"]
         if r.get("inflight_error"):
             row["inflight_error"] = r["inflight_error"]
         first = r["outs"][0] if r["outs"] else {}
@@ -687,7 +749,7 @@ def instantiate_rows(a, cfg):
     step's ops, record and instantiate times per --instantiate-procs."""
     exe = os.path.join(os.path.dirname(os.path.abspath(a.reprise)), "gpt_instantiate")
     rows = []
-    for procs in [int(p) for p in a.instantiate_procs.split(",") if p]:
+    for procs in a.instantiate_procs:
         row = {"side": "reprise", "mode": "instantiate", "procs": procs,
                "device": a.device_name, "math": "fp32"}
         cmd = [exe, "--layers", str(cfg["layers"]), "--heads", str(cfg["heads"]),
@@ -873,8 +935,12 @@ def to_markdown(rows, meta):
             if "/ tokens_per_s" in (r.get("b2b_source") or ""):
                 notes.append("back to back from its tokens/s (the loop's wall time, "
                              "2 validation passes included)")
-            if r.get("inflight_b2b", 1) > 1:
-                notes.append(f"b2b with --inflight {r['inflight_b2b']}")
+            inflight = r.get("inflight_b2b")
+            if inflight is None:  # a row without the key: its b2b_source
+                m = re.match(r"--inflight (\d+):", r.get("b2b_source") or "")
+                inflight = int(m.group(1)) if m else 1
+            if inflight > 1:
+                notes.append(f"b2b with --inflight {inflight}")
             if r.get("optimizer") and r["optimizer"] != "compiled":
                 notes.append(f"optimizer {r['optimizer']}")
             if r.get("setup_s") and r["mode"].startswith("compile"):
@@ -914,26 +980,86 @@ def to_markdown(rows, meta):
 
 # ------------------------------------------------------------------ main
 
+def positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: wants a positive integer")
+    return v
+
+
+def nonneg_int(text):
+    """An integer >= 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: wants an integer >= 0")
+    return v
+
+
+def positive_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: wants a positive number")
+    return v
+
+
+def name_list(allowed, what, empty=False):
+    """A comma list of names from allowed, as a list ('' only if empty)."""
+    def parse(text):
+        items = [x.strip() for x in text.split(",")] if text else []
+        bad = [x for x in items if x not in allowed]
+        if bad or (not items and not empty):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: want a comma list of {what} ({', '.join(allowed)})")
+        return items
+    return parse
+
+
+def procs_list(text):
+    """A comma list of positive integers; '' for none."""
+    items = [x.strip() for x in text.split(",") if x.strip()] if text else []
+    try:
+        return [positive_int(x) for x in items]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: want a comma list of positive integers, or ''") from None
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default=None,
+                    type=name_list(list(PRESETS), "presets"),
                     help="comma list of " + ", ".join(PRESETS) + " (default launch, "
                     "unless --layers etc. give a config)")
     for k in ("layers", "heads", "width", "context", "batch"):
-        ap.add_argument(f"--{k}", type=int, default=None)
-    ap.add_argument("--vocab", type=int, default=None,
+        ap.add_argument(f"--{k}", type=positive_int, default=None)
+    ap.add_argument("--vocab", type=positive_int, default=None,
                     help="default: reprise's vocabulary for the text when --reprise, else 65")
     ap.add_argument("--modes", default=None,
-                    help=f"PyTorch modes (GPU default {','.join(GPU_MODES)}; "
+                    type=name_list(ALL_MODES + ["none"], "modes", empty=True),
+                    help=f"PyTorch modes, comma list of {', '.join(ALL_MODES)} "
+                    f"(GPU default {','.join(GPU_MODES)}; "
                     f"CPU {','.join(CPU_MODES)}); 'none' for none")
-    ap.add_argument("--attn", default="sdpa,manual",
-                    help="attention(s) for the eager mode: sdpa, manual (the "
-                    "other modes use the first)")
+    ap.add_argument("--attn", default=["sdpa", "manual"],
+                    type=name_list(ATTNS, "attentions"),
+                    help="attention(s) for the eager mode: comma list of sdpa, "
+                    "manual (default both; the other modes use the first)")
     ap.add_argument("--math", choices=("fp32", "tf32"), default="fp32")
-    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    ap.add_argument("--threads", type=int, default=None,
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                    help="auto: cuda when PyTorch sees one; cuda where PyTorch "
+                    "has no CUDA is a usage error (without PyTorch: the "
+                    "reprise rows and a 'skipped' row)")
+    ap.add_argument("--threads", type=positive_int, default=None,
                     help="CPU: torch threads (default: all cores)")
     ap.add_argument("--adamw", choices=("foreach", "fused", "single"), default="foreach")
     # reprise train --model gpt's AdamW: lr 2e-3 (constant here: PyTorch's
@@ -943,29 +1069,34 @@ def parse_args(argv=None):
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--lat-steps", type=int, default=None, help="default GPU 50, CPU 10")
-    ap.add_argument("--b2b-steps", type=int, default=None, help="default GPU 200, CPU 20")
-    ap.add_argument("--profile-steps", type=int, default=3)
-    ap.add_argument("--mode-timeout", type=float, default=None,
+    ap.add_argument("--warmup", type=nonneg_int, default=10)
+    ap.add_argument("--repeats", type=positive_int, default=5)
+    ap.add_argument("--lat-steps", type=positive_int, default=None,
+                    help="default GPU 50, CPU 10")
+    ap.add_argument("--b2b-steps", type=positive_int, default=None,
+                    help="default GPU 200, CPU 20")
+    ap.add_argument("--profile-steps", type=nonneg_int, default=3,
+                    help="steps under the profiler for the kernel counts (0: none)")
+    ap.add_argument("--mode-timeout", type=positive_float, default=None,
                     help="seconds per PyTorch mode / reprise invocation "
                     "(default GPU 900, CPU 600)")
-    ap.add_argument("--cpu-peak-gflops", type=float, default=None)
-    ap.add_argument("--reprise", default=None, help="the reprise binary (BUILD/reprise)")
-    ap.add_argument("--reprise-iters", type=int, default=200)
-    ap.add_argument("--reprise-procs", type=int, default=None,
+    ap.add_argument("--cpu-peak-gflops", type=positive_float, default=None)
+    ap.add_argument("--reprise", default=None,
+                    help="the reprise binary (BUILD/reprise); checked first: "
+                    "`REPRISE version` must print 'reprise ...'")
+    ap.add_argument("--reprise-iters", type=positive_int, default=200)
+    ap.add_argument("--reprise-procs", type=positive_int, default=None,
                     help="reprise train --procs: processors the step is split over "
                     "(CPU workers; default: --threads on the CPU, 1 on a GPU)")
-    ap.add_argument("--invocations", type=int, default=5,
+    ap.add_argument("--invocations", type=nonneg_int, default=5,
                     help="reprise train processes per mode (0: no reprise train rows)")
-    ap.add_argument("--instantiate-procs", default="1,2,4",
+    ap.add_argument("--instantiate-procs", default=[1, 2, 4], type=procs_list,
                     help="processor counts for the record/instantiate rows "
-                    "(gpt_instantiate next to --reprise); '' for none")
-    ap.add_argument("--trace-replays", type=int, default=15,
+                    "(gpt_instantiate next to --reprise), default 1,2,4; '' for none")
+    ap.add_argument("--trace-replays", type=nonneg_int, default=15,
                     help="reprise: one more run with --trace over this many replays "
                     "(after a cold one) for the replay overhead; 0: none")
-    ap.add_argument("--inflight", type=int, default=1,
+    ap.add_argument("--inflight", type=positive_int, default=1,
                     help="reprise replays in flight for the back-to-back figure "
                     "(1: the training loop's throughput)")
     ap.add_argument("--reprise-arg", action="append", default=[],
@@ -974,21 +1105,56 @@ def parse_args(argv=None):
                     "the repository's docs, repeated to 1 MiB)")
     ap.add_argument("--json", default=None, help="write the rows here (a JSON array)")
     ap.add_argument("--markdown", default=None, help="write the markdown table here")
-    ap.add_argument("--from-json", default=None,
-                    help="render --markdown from an existing rows file; measure nothing")
+    ap.add_argument("--from-json", default=None, metavar="ROWS",
+                    help="render --markdown (default: stdout) from an existing "
+                    "rows file; measure nothing. --json does not go with it "
+                    "(a usage error: the rows are that file)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-config", default=None, help=argparse.SUPPRESS)
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.child:
+        return a
+    if a.from_json and a.json:
+        ap.error("--from-json renders --markdown from its rows: --json does not "
+                 "apply (the rows are that file)")
+    outs = [(o, p) for o, p in (("--json", a.json), ("--markdown", a.markdown)) if p]
+    for opt, path in outs:
+        why = out_path_error(path)
+        if why:
+            ap.error(f"{opt} {path}: {why}")
+    if len(outs) == 2 and os.path.realpath(a.json) == os.path.realpath(a.markdown) \
+            and not os.path.abspath(a.json).startswith(("/dev/", "/proc/")):
+        ap.error("--json and --markdown name the same file")
+    if a.reprise and not a.from_json:
+        a.reprise_version = reprise_version(a.reprise)
+        if a.reprise_version is None:
+            ap.error(f"--reprise {a.reprise}: not reprise "
+                     f"('{a.reprise} version' prints no 'reprise ...' line)")
+    return a
+
+
+def reprise_version(binary):
+    """The line `BINARY version` prints ('reprise 0.1.0 (commit X)'), or
+    None when it is not reprise."""
+    try:
+        p = subprocess.run([binary, "version"], capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if p.returncode != 0:
+        return None
+    for line in p.stdout.splitlines():
+        if line.startswith("reprise "):
+            return line.strip()
+    return None
 
 
 def configs_from(a):
     explicit = {k: getattr(a, k) for k in ("layers", "heads", "width", "context", "batch")}
     if a.preset:
         out = []
-        for name in a.preset.split(","):
-            if name not in PRESETS:
-                sys.exit(f"torch_gpt.py: unknown preset {name!r} (have {', '.join(PRESETS)})")
+        for name in a.preset:
             c = dict(PRESETS[name])
             c.update({k: v for k, v in explicit.items() if v is not None})
             out.append(c)
@@ -1003,14 +1169,56 @@ def write_outputs(a, rows, meta):
         for k in ("commit", "reprise_commit", "date"):
             r.setdefault(k, meta.get(k))
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
-            f.write("\n")
+        write_text(a.json, json.dumps(rows, indent=1) + "\n")
     if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(to_markdown(rows, meta))
+        write_text(a.markdown, to_markdown(rows, meta))
     if not a.json and not a.markdown:
         print(json.dumps(rows, indent=1))
+
+
+def check_rows(rows):
+    """Why rows is not a rows file of this script, or None."""
+    if not isinstance(rows, list):
+        return "not a JSON array of rows"
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            return f"row {i} is not an object"
+        for k in ("side", "mode", "status"):
+            if not isinstance(r.get(k), str):
+                return f"row {i} has no {k!r}"
+        c = r.get("config")
+        if c is not None and not (isinstance(c, dict) and all(
+                isinstance(c.get(k), int) for k in PRESETS["launch"])):
+            return f"row {i}: its 'config' has no " + ", ".join(PRESETS["launch"])
+        if not isinstance(r.get("machine", {}), dict):
+            return f"row {i}: its 'machine' is not an object"
+    return None
+
+
+def from_json(a):
+    """--from-json: the markdown of a rows file; 1 when it cannot be read,
+    and --markdown is left as it was."""
+    try:
+        with open(a.from_json) as f:
+            rows = json.load(f)
+    except OSError as e:
+        die(f"--from-json {a.from_json}: {e.strerror or e}", 1)
+    except ValueError as e:
+        die(f"--from-json {a.from_json}: not JSON ({e})", 1)
+    why = check_rows(rows)
+    if why:
+        die(f"--from-json {a.from_json}: {why}", 1)
+    meta = dict(rows[0].get("machine", {})) if rows else {}
+    try:
+        text = to_markdown(rows, meta)
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as e:
+        die(f"--from-json {a.from_json}: a row does not fit "
+            f"({type(e).__name__}: {e})", 1)
+    if a.markdown:
+        write_text(a.markdown, text)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def run_child(a):
@@ -1027,20 +1235,26 @@ def run_child(a):
     return 0
 
 
+def on_sigterm(signum, frame):
+    """SIGTERM as an exit: the finally blocks (the temporary folder) run,
+    and subprocess.run kills the child it waits for."""
+    sys.exit(128 + signum)
+
+
 def main(argv=None):
+    signal.signal(signal.SIGTERM, on_sigterm)
+    # the options, output paths and --reprise first: nothing heavy before
     a = parse_args(argv)
     if a.from_json:
-        with open(a.from_json) as f:
-            rows = json.load(f)
-        meta = dict(rows[0].get("machine", {})) if rows else {}
-        write_outputs(argparse.Namespace(json=None, markdown=a.markdown or "/dev/stdout"),
-                      rows, meta)
-        return 0
+        return from_json(a)
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - any import failure means no torch
         torch = None
         torch_error = f"{type(e).__name__}: {e}"
+    if a.device == "cuda" and torch is not None and not torch.cuda.is_available():
+        die(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device "
+            "(--device cpu or auto measures on the CPU)")
     if a.device == "auto":
         a.device = "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
     on_gpu = a.device == "cuda"
@@ -1061,13 +1275,13 @@ def main(argv=None):
     if a.reprise:
         # the commit the binary was built from (`reprise version`), which
         # can differ from the checkout running this script
-        v = run_text([a.reprise, "version"]) or ""
+        v = a.reprise_version
         if "(commit " in v:
             meta["reprise_commit"] = v.split("(commit ", 1)[1].rstrip(")\n ")
     a.device_name = meta.get("gpu") if on_gpu else "cpu"
-    modes = (a.modes or ",".join(GPU_MODES if on_gpu else CPU_MODES)).split(",")
-    modes = [m for m in modes if m and m != "none"]
-    attns = a.attn.split(",")
+    modes = a.modes or (GPU_MODES if on_gpu else CPU_MODES)  # '': the default
+    modes = [m for m in modes if m != "none"]
+    attns = a.attn
     rows = []
     tmpdir = tempfile.mkdtemp(prefix="torch_gpt.")
     try:
@@ -1145,4 +1359,7 @@ def run_torch_mode(a, cfg, mode, attn, tmpdir):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,171 @@
+#!/bin/sh
+# test/bench_scripts.sh — the bench scripts' argument checks: each usage
+# error exits 2 before anything runs, --help exits 0 (the shell scripts
+# print their whole header comment), and torch_gpt.py refuses bad options
+# before it imports torch (a fake torch on PYTHONPATH exits 99 if it is
+# imported) and reads --from-json rows safely. No benchmark runs and
+# PyTorch is not needed; without python3 the Python part is skipped. Run
+# by ctest (label unit):
+#   bench_scripts.sh REPRISE SOURCE_DIR
+set -u
+REPRISE=$1 SRC=$2
+BUILD=$(dirname "$REPRISE")
+dir=$(mktemp -d "${TMPDIR:-/tmp}/rp_bench_scripts.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+failed=0
+
+# want STATUS WHAT COMMAND...: COMMAND exits with STATUS, and without a
+# Python traceback
+want() {
+  st=$1 what=$2
+  shift 2
+  "$@" >"$dir/out" 2>&1
+  got=$?
+  if [ "$got" != "$st" ]; then
+    echo "FAIL $what: exit $got, want $st: $*"
+    head -5 "$dir/out" | sed 's/^/     /'
+    failed=1
+  elif grep -q '^Traceback' "$dir/out"; then
+    echo "FAIL $what: a traceback: $*"
+    tail -3 "$dir/out" | sed 's/^/     /'
+    failed=1
+  else
+    echo "ok   $what"
+  fi
+}
+
+# help SHELL SCRIPT: --help exits 0 and prints the header comment whole
+# (line 2 up to the first line that is not a comment)
+help() {
+  want 0 "$2 --help" "$1" "$SRC/bench/$2" --help
+  n=$(sed -n '/^[^#]/{=;q;}' "$SRC/bench/$2")
+  sed -n "2,$((n - 1))p" "$SRC/bench/$2" >"$dir/header"
+  if ! cmp -s "$dir/out" "$dir/header"; then
+    echo "FAIL $2 --help: not the whole header comment"
+    diff "$dir/header" "$dir/out" | head -5 | sed 's/^/     /'
+    failed=1
+  fi
+}
+
+# a program that is not reprise: exit 0, prints nothing
+printf '#!/bin/sh\nexit 0\n' >"$dir/notreprise"
+chmod +x "$dir/notreprise"
+mkdir "$dir/ro"
+
+# ---- report.sh
+help bash report.sh
+R="$SRC/bench/report.sh"
+want 2 "report.sh -n 0" bash "$R" -n 0 -b "$REPRISE" -o "$dir/p.md"
+want 2 "report.sh -n x" bash "$R" -n x -b "$REPRISE" -o "$dir/p.md"
+want 2 "report.sh -w 2,x" bash "$R" -w 2,x -b "$REPRISE" -o "$dir/p.md"
+want 2 "report.sh -b missing" bash "$R" -b "$dir/missing" -o "$dir/p.md"
+want 2 "report.sh -b a folder" bash "$R" -b "$dir" -o "$dir/p.md"
+want 2 "report.sh -b not reprise" bash "$R" -b "$dir/notreprise" -o "$dir/p.md"
+want 2 "report.sh -o in a missing folder" bash "$R" -b "$REPRISE" -o "$dir/none/p.md"
+want 2 "report.sh -o a folder" bash "$R" -b "$REPRISE" -o "$dir"
+if [ "$(id -u)" != 0 ]; then # root writes anywhere
+  chmod 555 "$dir/ro"
+  want 2 "report.sh -o in a read-only folder" bash "$R" -b "$REPRISE" -o "$dir/ro/p.md"
+  chmod 755 "$dir/ro"
+fi
+want 2 "report.sh --bogus" bash "$R" --bogus
+[ ! -e "$dir/p.md" ] || { echo "FAIL report.sh wrote -o on a usage error"; failed=1; }
+
+# ---- gpt_tp.sh
+help sh gpt_tp.sh
+G="$SRC/bench/gpt_tp.sh"
+want 2 "gpt_tp.sh -n 0" sh "$G" -n 0 -b "$REPRISE"
+want 2 "gpt_tp.sh -n x" sh "$G" -n x -b "$REPRISE"
+want 2 "gpt_tp.sh layout x/2" sh "$G" -b "$REPRISE" 1/1 x/2
+want 2 "gpt_tp.sh layout 2" sh "$G" -b "$REPRISE" 2
+want 2 "gpt_tp.sh layout 2x/1" sh "$G" -b "$REPRISE" 2x/1
+want 2 "gpt_tp.sh -b missing" sh "$G" -b "$dir/missing" 1/1
+want 2 "gpt_tp.sh -b not reprise" sh "$G" -b "$dir/notreprise" 1/1
+grep -q '^layout' "$dir/out" && { echo "FAIL gpt_tp.sh printed its table header"; failed=1; }
+
+# ---- replay_goals.sh
+help sh replay_goals.sh
+G="$SRC/bench/replay_goals.sh"
+want 2 "replay_goals.sh -n 0" sh "$G" -n 0 -b "$REPRISE"
+want 2 "replay_goals.sh -n x" sh "$G" -n x -b "$REPRISE"
+want 2 "replay_goals.sh workers 0" sh "$G" -n 1 -b "$REPRISE" 0
+want 2 "replay_goals.sh -b missing" sh "$G" -b "$dir/missing"
+want 2 "replay_goals.sh -b not reprise" sh "$G" -b "$dir/notreprise"
+
+# ---- dump_scale.sh
+help bash dump_scale.sh
+G="$SRC/bench/dump_scale.sh"
+want 2 "dump_scale.sh REPEAT 0" bash "$G" "$BUILD" 100 0
+want 2 "dump_scale.sh REPEAT x" bash "$G" "$BUILD" 100 x
+want 2 "dump_scale.sh OPS x" bash "$G" "$BUILD" x 1
+want 2 "dump_scale.sh missing build folder" bash "$G" "$dir/none" 100 1
+
+# ---- gpu_gpt.sh
+help bash gpu_gpt.sh
+G="$SRC/bench/gpu_gpt.sh"
+want 2 "gpu_gpt.sh no BUILD_DIR" bash "$G"
+want 2 "gpu_gpt.sh step bogus" bash "$G" "$BUILD" bogus
+want 2 "gpu_gpt.sh step train,bogus" bash "$G" "$BUILD" train,bogus
+
+# ---- torch_gpt.py
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "skip torch_gpt.py: no python3"
+else
+  mkdir "$dir/fake" "$dir/fake/torch"
+  echo 'raise SystemExit(99)  # imported: the checks came too late' \
+    >"$dir/fake/torch/__init__.py"
+  T="$SRC/bench/torch_gpt.py"
+  # shellcheck disable=SC2317 # run through want
+  py() {
+    PYTHONPATH="$dir/fake" PYTHONDONTWRITEBYTECODE=1 python3 "$T" "$@"
+  }
+  want 0 "torch_gpt.py --help" py --help
+  want 2 "torch_gpt.py --preset nonsense" py --preset nonsense
+  want 2 "torch_gpt.py --preset launch,x" py --preset launch,x
+  want 2 "torch_gpt.py --modes eager,bogus" py --modes eager,bogus
+  want 2 "torch_gpt.py --attn bogus" py --attn bogus
+  want 2 "torch_gpt.py --instantiate-procs 1,x" py --instantiate-procs 1,x
+  want 2 "torch_gpt.py --repeats 0" py --repeats 0
+  want 2 "torch_gpt.py --lat-steps -1" py --lat-steps -1
+  want 2 "torch_gpt.py --lat-steps 0" py --lat-steps 0
+  want 2 "torch_gpt.py --threads 0" py --threads 0
+  want 2 "torch_gpt.py --device bogus" py --device bogus
+  want 2 "torch_gpt.py --reprise not reprise" py --reprise "$dir/notreprise"
+  want 2 "torch_gpt.py --reprise missing" py --reprise "$dir/missing"
+  want 2 "torch_gpt.py --json a folder" py --json "$dir"
+  want 2 "torch_gpt.py --markdown in a missing folder" py --markdown "$dir/none/x.md"
+  want 2 "torch_gpt.py --from-json with --json" \
+    py --from-json "$dir/rows.json" --json "$dir/j.json"
+  # --from-json: an unreadable rows file leaves --markdown as it was
+  echo keep >"$dir/keep.md"
+  want 1 "torch_gpt.py --from-json missing" \
+    py --from-json "$dir/missing.json" --markdown "$dir/keep.md"
+  echo '[{"side": ' >"$dir/bad.json"
+  want 1 "torch_gpt.py --from-json corrupt" \
+    py --from-json "$dir/bad.json" --markdown "$dir/keep.md"
+  echo '{"rows": []}' >"$dir/bad.json"
+  want 1 "torch_gpt.py --from-json not rows" \
+    py --from-json "$dir/bad.json" --markdown "$dir/keep.md"
+  [ "$(cat "$dir/keep.md")" = keep ] ||
+    { echo "FAIL torch_gpt.py --from-json touched --markdown"; failed=1; }
+  # a replay row whose back-to-back figure had 4 replays in flight
+  cat >"$dir/rows.json" <<'EOF'
+[{"side": "reprise", "mode": "replay", "status": "ok", "math": "fp32",
+  "device": "cpu", "procs": 1,
+  "config": {"layers": 1, "heads": 1, "width": 8, "context": 4, "batch": 1,
+             "vocab": 5},
+  "latency_us": {"min": 1.0, "median": 1.0, "max": 1.0, "n": 1},
+  "b2b_us": {"min": 0.5, "median": 0.5, "max": 0.5, "n": 1},
+  "b2b_source": "--inflight 4: iter_us_throughput", "inflight_b2b": 4,
+  "machine": {"commit": "test"}}]
+EOF
+  want 0 "torch_gpt.py --from-json" \
+    py --from-json "$dir/rows.json" --markdown "$dir/keep.md"
+  grep -q 'b2b with --inflight 4' "$dir/keep.md" ||
+    { echo "FAIL torch_gpt.py: no --inflight note in the markdown"; failed=1; }
+fi
+
+[ "$failed" = 0 ] && echo "all bench script checks passed"
+exit "$failed"
