@@ -973,9 +973,9 @@ static const char *write_one_task(const char *name, const char *task, int dev) {
 }
 
 /* A task name no task can have fails the load naming the file and the op
- * (it used to fail registering placeholders, naming neither: with --diff
- * one could not tell which file); a system instance of device 17 is
- * refused, not read as -1 (--diff used to say "no differences"). */
+ * (not at registering placeholders, naming neither: with --diff one could
+ * not tell which file); a system instance of device 17 is refused, not
+ * read as -1 (which --diff would call "no differences"). */
 Test(dump, bad_task_names_and_devices_name_the_file_and_path) {
 #ifndef REPRISE_HAVE_CJSON
   cr_skip_test("graph files need cJSON, which this build lacks");

@@ -784,8 +784,8 @@ Test(graphio_corrupt, schema_errors_name_the_path) {
 
 /* Doubles stop being exact at 2^53 (2^53 + 1 parses as 2^53): such
  * integers must be decimal strings, in files the loader reads and in files
- * rp_graph_save writes (a fuzz finding: a number just past 2^53 used to
- * load rounded, and the saved copy then failed its own checksum). */
+ * rp_graph_save writes (a fuzz finding: a number just past 2^53 must not
+ * load rounded, whose saved copy would fail its own checksum). */
 Test(graphio_corrupt, integers_past_2p53_are_strings) {
   expect_edit("\"cost_ns\": 0", "\"cost_ns\": 9007199254740991", RP_OK);
   expect_edit("\"cost_ns\": 0", "\"cost_ns\": 9007199254740992", RP_ERANGE);
@@ -888,8 +888,8 @@ Test(graphio_corrupt, task_names_no_task_can_have_name_the_path) {
 }
 
 /* A memory's device is a GPU memory's logical device, -1 for the others:
- * a system instance of device 17 used to load as -1 (`dump --diff` then
- * saw no difference). */
+ * a system instance of device 17 is refused, not loaded as -1 (`dump
+ * --diff` would see no difference). */
 Test(graphio_corrupt, devices_fit_their_memory) {
   expect_edit("\"device\": -1", "\"device\": 17", RP_EFORMAT);
   expect_edit("\"device\": -1", "\"device\": 0", RP_EFORMAT);

@@ -1,6 +1,6 @@
 /* test/test_public.c — the public calls that let code above the library
  * (train/, tools/, a user's program built against the installed header)
- * do what it used to do through internal headers: report through the
+ * do without internal headers: report through the
  * error channel, read a recorded graph back (ops, accesses, edges, ports,
  * task contracts), print a rectangle, load a graph from memory into a
  * model of the machine it was recorded on. Includes reprise.h only. */

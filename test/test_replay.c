@@ -860,8 +860,7 @@ Test(replay, workspace_overrun_is_reported_in_debug_builds) {
 }
 
 /* A task with a workspace that returns RP_ERANGE of its own, within its
- * slice, keeps its own detail (any RP_ERANGE used to be called an
- * overrun in debug builds). */
+ * slice, keeps its own detail (not called an overrun in debug builds). */
 static rp_status own_range_task(rp_task_ctx *ctx) {
   size_t bytes;
   char *ws = rp_ctx_workspace(ctx, &bytes);
@@ -1227,8 +1226,8 @@ static void check_fan(rp_runtime *rt, const rp_inst *x, int64_t replays) {
   }
 }
 
-/* The case that used to re-place itself during its first replays
- * (unhinted units): from the very first replay of a fresh exec, neither
+/* Unhinted units (an exec that could re-place itself during its first
+ * replays): from the very first replay of a fresh exec, neither
  * the calling thread nor a worker allocates a byte. */
 Test(replay, replay_path_allocates_nothing_from_the_first_replay) {
   if (rp_thread_allocated_bytes() == UINT64_MAX)

@@ -800,8 +800,8 @@ static rp_status noop_task(rp_task_ctx *ctx) {
  * replayed a thousand times, worker 0 sleeps behind the ring (entries of
  * execs it has no lane in are passed over, a bounded number per poll).
  * Woken for the second exec's replay, it must read on to its entry, not
- * fall asleep again on the way: with no spin or yield budget it used to
- * sleep after two polls, forever. */
+ * fall asleep again on the way (with no spin or yield budget it could
+ * sleep after two polls, forever). */
 Test(replay, a_worker_far_behind_the_ring_reaches_its_replay, .timeout = 120) {
   setenv("REPRISE_SPIN_NS", "0", 1);
   setenv("REPRISE_YIELD_NS", "0", 1);
