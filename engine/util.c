@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -12,6 +11,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -183,6 +183,23 @@ static rp_status not_regular(mode_t m) {
                  rp__file_kind(m));
 }
 
+/* The name of a kernel file system whose files are generated as they are
+ * read, or NULL (magic numbers of linux/magic.h). */
+static const char *kernel_fs(long type) {
+  switch ((unsigned long)type) {
+  case 0x9fa0: /* PROC_SUPER_MAGIC */
+    return "procfs";
+  case 0x62656572: /* SYSFS_MAGIC */
+    return "sysfs";
+  case 0x64626720: /* DEBUGFS_MAGIC */
+    return "debugfs";
+  case 0x74726163: /* TRACEFS_MAGIC */
+    return "tracefs";
+  default:
+    return NULL;
+  }
+}
+
 rp_status rp_file_open_regular(const char *path, int *fd_out, uint64_t *size) {
   if (!path || !fd_out || !size)
     return rp__err(RP_EINVAL, "NULL argument");
@@ -208,14 +225,16 @@ rp_status rp_file_open_regular(const char *path, int *fd_out, uint64_t *size) {
     close(fd);
     return not_regular(sb.st_mode);
   }
-  /* a file stat calls regular whose read would wait (/proc/kmsg: poll
-   * says no data is ready, where a plain file is always ready) is refused
-   * here, before any reader could hang on it */
-  struct pollfd pf = {.fd = fd, .events = POLLIN};
-  if (poll(&pf, 1, 0) == 0) {
+  /* the kernel's own files (procfs, sysfs, debugfs, tracefs) are regular
+   * to stat but generated as they are read: /proc/kmsg waits for messages
+   * and never ends; none is a file of data */
+  struct statfs fs;
+  if (fstatfs(fd, &fs) == 0 && kernel_fs(fs.f_type)) {
     close(fd);
-    return rp__err(RP_EINVAL, "a read would wait for data (poll: none ready): "
-                              "only files of plain data are read");
+    return rp__err(RP_EINVAL,
+                   "a file of the kernel's %s, not a file of data: its "
+                   "reads could wait or never end",
+                   kernel_fs(fs.f_type));
   }
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {

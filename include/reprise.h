@@ -201,9 +201,10 @@ RP_API rp_status rp_error_set(rp_status st, const char *fmt, ...)
  * reading only when it is a regular file: a FIFO, a device, a directory or
  * a socket is refused (RP_EINVAL naming which) before anything could block
  * on it or read endless bytes (the open itself does not block). *fd (the
- * caller closes it) and *size (the file's size) are set on success. A
- * file stat calls regular whose read would wait for data (a kernel file
- * such as /proc/kmsg: poll finds nothing ready) is refused too (RP_EINVAL).
+ * caller closes it) and *size (the file's size) are set on success. The
+ * kernel's generated files, regular to stat (procfs, sysfs, debugfs,
+ * tracefs: /proc/kmsg waits for messages and never ends), are refused too
+ * (RP_EINVAL naming the file system).
  * Errors: RP_EINVAL (NULL argument, not a regular file), RP_ENOENT (no
  * such file), RP_EIO (cannot open or stat); nothing is left open. The
  * detail does not name the path: callers prefix it. */

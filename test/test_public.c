@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,25 +399,27 @@ Test(public_file, read_regular_reads_bounded_and_refuses_the_rest) {
   rmdir(dir);
 }
 
-/* /proc/kmsg is a regular file to stat whose reads wait for kernel
- * messages: refused at the open (poll: nothing ready), so no reader can
- * hang on it. Readable with CAP_SYSLOG only, and only while no message is
- * queued; nothing here reads it (a read would take the messages). */
-Test(public_file, a_file_whose_read_would_wait_is_refused) {
-  int fd = open("/proc/kmsg", O_RDONLY | O_NONBLOCK);
-  if (fd < 0)
-    cr_skip_test("/proc/kmsg cannot be opened here (%s): not exercised",
-                 strerror(errno));
-  struct pollfd pf = {.fd = fd, .events = POLLIN};
-  int ready = poll(&pf, 1, 0);
-  close(fd);
-  if (ready != 0)
-    cr_skip_test("/proc/kmsg has messages queued: not exercised");
+/* The kernel's generated files are regular to stat but no data: refused
+ * by their file system, before any read (/proc/kmsg would wait forever). */
+Test(public_file, the_kernels_generated_files_are_refused) {
   char *none = (char *)"untouched";
   size_t n = 7;
-  RP_EXPECT(rp_file_read_regular("/proc/kmsg", 64, &none, &n), RP_EINVAL);
-  cr_assert(strstr(rp_error_detail(), "a read would wait for data"), "%s",
+  RP_EXPECT(rp_file_read_regular("/proc/self/status", 1 << 20, &none, &n),
+            RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "a file of the kernel's procfs"), "%s",
             rp_error_detail());
   cr_assert_str_eq(none, "untouched");
   cr_assert_eq(n, 7u);
+  int fd = -1;
+  uint64_t size = 0;
+  rp_status st = rp_file_open_regular("/proc/kmsg", &fd, &size);
+  cr_assert(st == RP_EINVAL ||
+                (st == RP_EIO && access("/proc/kmsg", R_OK) != 0), /* no root */
+            "/proc/kmsg: %s (%s)", rp_status_name(st), rp_error_detail());
+  cr_assert_eq(fd, -1);
+  RP_EXPECT(rp_file_open_regular("/sys/kernel/mm/transparent_hugepage/enabled",
+                                 &fd, &size),
+            access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0
+                ? RP_EINVAL
+                : RP_ENOENT);
 }
