@@ -1005,7 +1005,7 @@ Test(gpt, max_bytes_refuses_a_model_larger_than_the_limit) {
   c.max_bytes = 1u << 20; /* the default model takes several MiB */
   rp_gpt *m = (rp_gpt *)(uintptr_t)0x1;
   RP_EXPECT(rp_gpt_create(rt, &k, &c, &m), RP_ENOMEM);
-  cr_assert(strstr(rp_error_detail(), "above the limit of 0.0 GiB "
+  cr_assert(strstr(rp_error_detail(), "above the limit of 1.0 MiB "
                                       "(max_bytes)"),
             "%s", rp_error_detail());
   c.max_bytes = (uint64_t)1 << 30;

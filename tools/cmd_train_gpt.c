@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define VAL_BATCHES 8 /* validation: 8 batches of windows of the val split */
@@ -55,6 +56,36 @@ typedef struct gpt_state {
    * training step in place (before the decode step of --sample) */
   uint64_t total_bytes[RP_GPT_MAX_PROCS], state_bytes[RP_GPT_MAX_PROCS];
 } gpt_state;
+
+/* A number of bytes from a cgroup file ("max": none, 0). */
+static uint64_t cgroup_bytes(const char *path) {
+  FILE *f = fopen(path, "r");
+  unsigned long long v = 0;
+  if (f) {
+    if (fscanf(f, "%llu", &v) != 1)
+      v = 0;
+    fclose(f);
+  }
+  return (uint64_t)v;
+}
+
+/* The memory this process may have: the least of physical memory, its
+ * cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes) and RLIMIT_AS;
+ * 0 when none is known. */
+static uint64_t memory_limit(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  uint64_t more[3] = {
+      cgroup_bytes("/sys/fs/cgroup/memory.max"),
+      cgroup_bytes("/sys/fs/cgroup/memory/memory.limit_in_bytes"), 0};
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    more[2] = (uint64_t)rl.rlim_cur;
+  for (int i = 0; i < 3; i++)
+    if (more[i] && (!lim || more[i] < lim))
+      lim = more[i];
+  return lim;
+}
 
 static int gfail(const char *what, rp_status st) {
   fprintf(stderr, "%s: %s: %s (%s)\n", rp_train_who(), what, rp_status_name(st),
@@ -226,17 +257,17 @@ static int setup(gpt_state *s) {
   g.ring = (uint32_t)(ring > c->iters ? c->iters : ring);
   g.ring = g.ring < VAL_BATCHES ? VAL_BATCHES : g.ring;
   /* on the CPU backend instances are host memory: a model larger than the
-   * machine's is refused before any is touched (calloc would hand it out,
-   * and the first step would meet the OOM killer) */
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (rp_runtime_backend(s->rt) == RP_BACKEND_CPU && pages > 0 && page > 0)
-    g.max_bytes = (uint64_t)pages * (uint64_t)page;
+   * memory the run may have is refused before any is touched (calloc
+   * would hand it out, and the first step would meet the OOM killer) */
+  if (rp_runtime_backend(s->rt) == RP_BACKEND_CPU)
+    g.max_bytes = memory_limit();
   if ((st = rp_gpt_create(s->rt, &k, &g, &s->m)) != RP_OK && st == RP_ENOMEM &&
       g.max_bytes) {
     fprintf(stderr,
-            "%s: building the model: RP_ENOMEM (%s): the limit is this "
-            "machine's memory; use a smaller --width, --layers, --context "
-            "or --batch\n",
+            "%s: building the model: RP_ENOMEM (%s): the limit is the "
+            "memory this process may have (the least of physical memory, "
+            "the cgroup's limit and RLIMIT_AS; under --dist, per rank); use "
+            "a smaller --width, --layers, --context or --batch\n",
             rp_train_who(), rp_error_detail());
     return RP_CLI_FAILED;
   }

@@ -349,14 +349,17 @@ static rp_status mk_in(rp_gpt *m, rp_mem mem, int p, rp_dtype dt, rp_rect r,
     m->all = a;
     m->capall = cap;
   }
-  uint64_t want = m->alloc_bytes + rect_bytes(r);
-  if (m->cfg.max_bytes && want > m->cfg.max_bytes)
+  uint64_t want = m->alloc_bytes + rect_bytes(r), lim = m->cfg.max_bytes;
+  if (lim && want > lim) {
+    int gib = lim >= (1u << 30); /* both sizes in one unit */
+    double unit = gib ? (double)(1u << 30) : (double)(1u << 20);
     return rp_error_set(RP_ENOMEM,
                         "rp_gpt_create: the model's instances take more "
-                        "than %.1f GiB on this rank, above the limit of "
-                        "%.1f GiB (max_bytes)",
-                        (double)want / (1u << 30),
-                        (double)m->cfg.max_bytes / (1u << 30));
+                        "than %.1f %s on this rank, above the limit of "
+                        "%.1f %s (max_bytes)",
+                        (double)want / unit, gib ? "GiB" : "MiB",
+                        (double)lim / unit, gib ? "GiB" : "MiB");
+  }
   rp_status st = rp_instance_create(m->rt, mem, dt, &r, NULL, out);
   if (st == RP_OK)
     m->alloc_bytes = want;
