@@ -86,8 +86,10 @@ if has ctest; then
 fi
 
 if has train; then
+  train_iters=${TRAIN_ITERS:-400}
+  train_warmup=$((train_iters / 10 < 100 ? train_iters / 10 : 100)) # < iters
   timeout "${TRAIN_TIMEOUT:-120}" "$B/reprise" train --model gpt --backend cuda \
-    "${NANO[@]}" --iters "${TRAIN_ITERS:-400}" --lr 1e-3 --warmup 100 \
+    "${NANO[@]}" --iters "$train_iters" --lr 1e-3 --warmup "$train_warmup" \
     --log-every 100 "${TEXTARG[@]}" --json "$OUT/train_gpt.json" \
     >"$OUT/train_gpt.txt" 2>&1
   note "reprise train --model gpt --backend cuda (nanoGPT config)" $?

@@ -1119,6 +1119,17 @@ Test(train, checkpoints_of_bad_values_are_refused) {
                                       "is inf"),
             "%s", rp_error_detail());
   rp_mlp_ckpt_free(&ck);
+  /* cut inside either magic (the container's or the bare record's) */
+  for (size_t cut = 1; cut < 8; cut++)
+    for (int bare = 0; bare < 2; bare++) {
+      FILE *f = fopen(path, "wb");
+      cr_assert_not_null(f);
+      cr_assert_eq(fwrite(bare ? (const char *)rec : file, 1, cut, f), cut);
+      fclose(f);
+      RP_EXPECT(rp_mlp_ckpt_read(path, &ck), RP_EFORMAT);
+      cr_assert(strstr(rp_error_detail(), "truncated: "), "%zu bytes: %s", cut,
+                rp_error_detail());
+    }
   /* nor a schedule it would refuse (the file is left as it was) */
   rp_mlp_ckpt_info neg = {.step = 1, .lr = 0.1f, .lr_decay = -5.0f};
   RP_EXPECT(rp_mlp_save(w.m, path, &neg), RP_EINVAL);
