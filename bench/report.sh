@@ -70,7 +70,9 @@ if [ -d "$out" ]; then
   exit 2
 fi
 odir=$(dirname -- "$out")
-if [ ! -d "$odir" ] || [ ! -w "$odir" ]; then
+case $out in /dev/* | /proc/*) odir= ;; esac # written in place (report.py)
+if [ -e "$out" ] && [ ! -f "$out" ]; then odir=; fi
+if [ -n "$odir" ] && { [ ! -d "$odir" ] || [ ! -w "$odir" ]; }; then
   echo "$0: -o $out: $odir is not a writable directory" >&2
   exit 2
 fi

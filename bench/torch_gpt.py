@@ -107,7 +107,12 @@ def die(msg, status=2):
 
 
 def out_path_error(path):
-    """Why path cannot be written (replaced), or None."""
+    """Why path cannot be written (replaced), or None. A path that is not
+    a plain file (/dev/stdout, a pipe) is written in place: not checked."""
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")) or \
+            (os.path.exists(path) and not os.path.isfile(path) and
+             not os.path.isdir(path)):
+        return None
     if os.path.isdir(path):
         return "is a directory"
     folder = os.path.dirname(os.path.abspath(path))
