@@ -692,6 +692,17 @@ Test(cli, train_mlp_runs_on_64_cpu_workers, .timeout = 120) {
   RUN(&r, "train", "--backend", "cpu", "--procs", "64", "--batch", "64",
       "--samples", "128", "--val-frac", "0", "--hidden", "4", "--iters", "2");
   cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(!strstr(r.out, "note: --procs"), "%s", r.out); /* asked for */
+  RUN(&r, "train", "--backend", "auto", "--procs", "17", "--batch", "68",
+      "--samples", "128", "--val-frac", "0", "--hidden", "4", "--iters", "2");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "note: --procs 17 is more than a GPU runtime has "
+                          "(16): the CPU backend"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "ran on backend cpu"), "%s", r.out);
+  RUN(&r, "train", "--backend", "cpu", "--procs", "64", "--batch", "64",
+      "--samples", "128", "--val-frac", "0", "--hidden", "4", "--iters", "2");
+  cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.out, "ran on backend cpu, processors 0,1,2,"), "%s",
             r.out);
   cr_assert(strstr(r.out, ",63 (CPU workers)"), "%s", r.out);

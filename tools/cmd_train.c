@@ -1234,6 +1234,11 @@ static int setup(train_state *s, rp_backend_kind backend) {
   }
   if (st != RP_OK)
     return fail("creating the runtime", st);
+  if (c->backend == RP_BACKEND_AUTO && c->mc.procs > RP_MAX_GPUS &&
+      rp_runtime_rank(s->rt) == 0) /* train_main chose the CPU backend */
+    printf("note: --procs %u is more than a GPU runtime has (%d): the CPU "
+           "backend\n",
+           c->mc.procs, RP_MAX_GPUS);
   rp_kernel_tasks k;
   if ((st = rp_kernels_register(s->rt, &k)) != RP_OK)
     return fail("registering the kernels", st);
