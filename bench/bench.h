@@ -33,6 +33,8 @@ typedef struct rp_bench_opts {
   unsigned workers;        /* CPU workers, >= 1 */
   uint32_t reps;           /* executions per timed run; 0: workload default */
   rp_backend_kind backend; /* CPU, CUDA or AUTO */
+  const char *backend_src; /* "--backend" or "REPRISE_BACKEND" when one
+                              chose it (named if the runtime fails), NULL */
   int quick;               /* 1: a few reps only (CI smoke test) */
   int hop;                 /* 1: also measure one cross-worker hop */
   const uint32_t *sizes;   /* graph sizes to sweep (tasks per graph, about:

@@ -74,7 +74,14 @@ rp_status rp_bench_runtime(const rp_bench_opts *o, rp_runtime **out) {
   cfg.ignore_env = 1; /* --backend and --workers decide, not REPRISE_* */
   rp_status st = rp_runtime_create(&cfg, out);
   if (st) {
-    rp_bench_fail("cannot create the runtime", st);
+    char what[64] = "cannot create the runtime";
+    if (o->backend_src) /* as train says it: which option or variable */
+      snprintf(what, sizeof what, "creating the runtime (%s%s%s)",
+               o->backend_src, o->backend_src[0] == '-' ? " " : "=",
+               o->backend == RP_BACKEND_CUDA  ? "cuda"
+               : o->backend == RP_BACKEND_CPU ? "cpu"
+                                              : "auto");
+    rp_bench_fail(what, st);
     return st;
   }
   if (o->backend == RP_BACKEND_AUTO &&

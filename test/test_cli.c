@@ -377,6 +377,29 @@ Test(cli, bench_gpu_runs_or_says_no_gpu_and_exits_0) {
   }
 }
 
+/* bench names the option or variable that asked for a backend that cannot
+ * start, as train and generate do. */
+Test(cli, bench_names_what_asked_for_the_cuda_backend) {
+  need_bench();
+  const char *why;
+  int gpu = th_cuda_available(&why);
+  cli_run r;
+  RUN(&r, "bench", "--quick", "--workload", "chain", "--sizes", "10",
+      "--backend", "cuda");
+  cr_assert_eq(r.status, gpu ? 0 : 1, "%s", r.err);
+  if (!gpu)
+    cr_assert(strstr(r.err, "creating the runtime (--backend cuda): "
+                            "RP_ENODEV"),
+              "%s", r.err);
+  setenv("REPRISE_BACKEND", "cuda", 1);
+  RUN(&r, "bench", "--quick", "--workload", "chain", "--sizes", "10");
+  unsetenv("REPRISE_BACKEND");
+  cr_assert_eq(r.status, gpu ? 0 : 1, "%s", r.err);
+  if (!gpu)
+    cr_assert(strstr(r.err, "creating the runtime (REPRISE_BACKEND=cuda)"),
+              "%s", r.err);
+}
+
 Test(cli, bench_rejects_bad_option_values_with_exit_2) {
   need_bench();
   static const char *bad[][2] = {

@@ -244,13 +244,16 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
     return rp_cli_usage_error("bench", "unexpected argument '%s'",
                               argv[optind]);
   /* the environment where no option decided (README "Environment") */
-  int rc;
+  int rc, env_backend = 0;
   if ((!c->backend_given &&
-       (rc = rp_cli_env_backend("bench", &c->o.backend, NULL))) ||
+       (rc = rp_cli_env_backend("bench", &c->o.backend, &env_backend))) ||
       (!c->workers_given &&
        (rc = rp_cli_env_workers("bench", &c->o.workers, &c->workers_given))) ||
       (rc = rp_cli_env_check("bench")))
     return rc;
+  c->o.backend_src = c->backend_given ? "--backend"
+                     : env_backend    ? "REPRISE_BACKEND"
+                                      : NULL;
   /* --xfer, --gpu, --build and --dist each run instead of the DAG
    * workloads (and --hop): at most one of them */
   const int alone[] = {c->xfer, c->gpu, c->build, c->dist};
