@@ -15,7 +15,8 @@ import json
 import os
 import re
 import statistics
-import tempfile
+
+from outfile import write_whole  # bench/outfile.py, beside this script
 
 # (name, title, measured where): the sections in the order they appear
 SECTIONS = [
@@ -417,37 +418,6 @@ def parse_sections(text):
     return secs
 
 
-def write_atomic(path, text):
-    """Writes text to path through a temporary file in its folder and a
-    rename: a failure leaves the old file as it was. A path that is not a
-    plain file (/dev/stdout, a pipe) is written to in place."""
-    if os.path.abspath(path).startswith(("/dev/", "/proc/")) or \
-            (os.path.exists(path) and not os.path.isfile(path)):
-        with open(path, "a") as f:
-            f.write(text)
-        return
-    path = os.path.realpath(path)  # a link stays a link to the new file
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".report.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            try:  # the old file's mode, else what open() would give
-                mode = os.stat(path).st_mode & 0o777
-            except OSError:
-                mask = os.umask(0)
-                os.umask(mask)
-                mode = 0o666 & ~mask
-            os.fchmod(f.fileno(), mode)
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
@@ -479,7 +449,7 @@ def main():
                     f"measures it on {where}.\n")
         parts.append(f"<!-- section: {name} -->\n{text}"
                      f"<!-- end section: {name} -->\n")
-    write_atomic(a.out, "\n".join(parts))
+    write_whole(a.out, "\n".join(parts))
 
 
 if __name__ == "__main__":

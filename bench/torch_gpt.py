@@ -66,6 +66,8 @@ import sys
 import tempfile
 import time
 
+from outfile import write_whole  # bench/outfile.py, beside this script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
@@ -121,37 +123,6 @@ def out_path_error(path):
     if not os.access(folder, os.W_OK):
         return f"{folder} is not writable"
     return None
-
-
-def write_text(path, text):
-    """Writes text to path through a temporary file in its folder and a
-    rename, so that a failure leaves the old file; a path that is not a
-    plain file (/dev/stdout, a pipe) is written to in place."""
-    if os.path.abspath(path).startswith(("/dev/", "/proc/")) or \
-            (os.path.exists(path) and not os.path.isfile(path)):
-        with open(path, "a") as f:
-            f.write(text)
-        return
-    real = os.path.realpath(path)  # a link stays a link to the new file
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real),
-                               prefix="." + os.path.basename(real) + ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            try:  # the old file's mode, else what open() would give
-                mode = os.stat(real).st_mode & 0o777
-            except OSError:
-                mask = os.umask(0)
-                os.umask(mask)
-                mode = 0o666 & ~mask
-            os.fchmod(f.fileno(), mode)
-            f.write(text)
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def spread(xs):
@@ -985,25 +956,22 @@ def to_markdown(rows, meta):
 
 # ------------------------------------------------------------------ main
 
-def positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: wants a positive integer")
-    return v
+def int_at_least(lo, what):
+    """An argparse type: an integer >= lo."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"{text!r}: wants {what}")
+        return v
+    return parse
 
 
-def nonneg_int(text):
-    """An integer >= 0."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: wants an integer >= 0")
-    return v
+positive_int = int_at_least(1, "a positive integer")
+nonneg_int = int_at_least(0, "an integer >= 0")
 
 
 def positive_float(text):
@@ -1174,9 +1142,9 @@ def write_outputs(a, rows, meta):
         for k in ("commit", "reprise_commit", "date"):
             r.setdefault(k, meta.get(k))
     if a.json:
-        write_text(a.json, json.dumps(rows, indent=1) + "\n")
+        write_whole(a.json, json.dumps(rows, indent=1) + "\n")
     if a.markdown:
-        write_text(a.markdown, to_markdown(rows, meta))
+        write_whole(a.markdown, to_markdown(rows, meta))
     if not a.json and not a.markdown:
         print(json.dumps(rows, indent=1))
 
@@ -1220,7 +1188,7 @@ def from_json(a):
         die(f"--from-json {a.from_json}: a row does not fit "
             f"({type(e).__name__}: {e})", 1)
     if a.markdown:
-        write_text(a.markdown, text)
+        write_whole(a.markdown, text)
     else:
         sys.stdout.write(text)
     return 0
