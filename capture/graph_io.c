@@ -549,13 +549,67 @@ static rp_status graph_doc(const rp_graph *g, cJSON **out) {
   return RP_OK;
 }
 
-/* The file's text, checked against the loader's size limit so that every
- * file written can be read back. */
+/* The values the loader counts in v's text (json_strict.h: every value
+ * but the first follows a '[', '{' or ','), less the first. */
+static uint64_t json_values(const cJSON *v) {
+  if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
+    return 0;
+  uint64_t n = 0, k = 0;
+  for (const cJSON *c = v->child; c; c = c->next, k++)
+    n += json_values(c);
+  return n + (k ? k : 1);
+}
+
+/* The loader's limits (graph_io.h), checked before anything is written so
+ * that every file written can be read back: RP_ERANGE naming the first
+ * one exceeded. */
+static rp_status file_limits(const rp_graph *g, const cJSON *doc,
+                             uint32_t ninsts) {
+  const char *what = NULL;
+  uint64_t have = 0, max = 0;
+#define RP_LIMIT(n, m, w)                                                      \
+  if (!what && (uint64_t)(n) > (uint64_t)(m))                                  \
+  what = (w), have = (uint64_t)(n), max = (uint64_t)(m)
+  RP_LIMIT(g->nops, RP_GRAPH_MAX_OPS, "ops");
+  RP_LIMIT(g->nedges, RP_GRAPH_MAX_EDGES, "edges");
+  RP_LIMIT(ninsts, RP_GRAPH_MAX_INSTS, "instances");
+  RP_LIMIT(g->npre, RP_GRAPH_MAX_PORTS, "preconditions");
+  RP_LIMIT(g->npost, RP_GRAPH_MAX_PORTS, "postconditions");
+  uint64_t bindings = 0;
+  for (uint32_t i = 0; i < g->npre + g->npost; i++) {
+    const rp_gport *p = i < g->npre ? &g->pre[i] : &g->post[i - g->npre];
+    RP_LIMIT(p->nops, RP_GRAPH_MAX_PORT_OPS, "ops bound to one port");
+    bindings += p->nops;
+  }
+  RP_LIMIT(bindings, RP_GRAPH_MAX_BINDINGS, "port bindings");
+  for (uint32_t i = 0; i < g->nops; i++) {
+    RP_LIMIT(g->ops[i].nacc, RP_GRAPH_MAX_ACCESSES, "accesses of one op");
+    RP_LIMIT(g->ops[i].ninterp, RP_GRAPH_MAX_INTERPS,
+             "interpolations of one op");
+  }
+  RP_LIMIT(1 + json_values(doc), RP_GRAPH_MAX_VALUES, "JSON values");
+#undef RP_LIMIT
+  if (!what)
+    return RP_OK;
+  return rp__err(RP_ERANGE,
+                 "the graph has %llu %s, more than a graph file may hold "
+                 "(%llu: the loader's limit), so no file is written",
+                 (unsigned long long)have, what, (unsigned long long)max);
+}
+
+/* The file's text, checked against the loader's limits so that every file
+ * written can be read back. */
 static rp_status graph_text(const rp_graph *g, char **out, const char *what) {
   cJSON *doc;
   rp_status st = graph_doc(g, &doc);
   if (st)
     return rp__err_prefix(st, "%s: ", what);
+  const cJSON *insts = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(doc, "graph"), "instances");
+  if ((st = file_limits(g, doc, (uint32_t)cJSON_GetArraySize(insts)))) {
+    cJSON_Delete(doc);
+    return rp__err_prefix(st, "%s: ", what);
+  }
   char *text = cJSON_Print(doc);
   cJSON_Delete(doc);
   if (!text)

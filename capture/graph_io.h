@@ -47,6 +47,11 @@
 #define RP_GRAPH_MAX_ACCESSES (1u << 16)  /* per task op */
 #define RP_GRAPH_MAX_INTERPS (1u << 12)   /* per task op */
 #define RP_GRAPH_MAX_SHARDS RP_MAX_SHARDS /* the builder's limit */
+/* Ports: ops per port and bindings per file. The builder checks each
+ * binding against the port's earlier ones, so these also bound its
+ * quadratic work. */
+#define RP_GRAPH_MAX_PORT_OPS 4096u
+#define RP_GRAPH_MAX_BINDINGS (1u << 16)
 
 /* The largest magnitude read as a JSON number: 2^53 - 1. From 2^53 on,
  * doubles skip integers (2^53 + 1 parses as 2^53), so such values must be

@@ -23,12 +23,6 @@
 
 #ifdef REPRISE_HAVE_CJSON
 
-/* Ports: ops per port and bindings per file. The builder checks each
- * binding against the port's earlier ones, so these also bound its
- * quadratic work. */
-#define RP_GRAPH_MAX_PORT_OPS 4096u
-#define RP_GRAPH_MAX_BINDINGS (1u << 16)
-
 #define PATH_LEN 128
 
 /* dst = "parent.key[i]" (or "parent.key" when i is UINT32_MAX). */

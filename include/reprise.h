@@ -1009,8 +1009,10 @@ RP_API rp_status rp_graph_validate(const rp_graph *g);
  * save leaves no partial file). Errors: RP_ECYCLE when g has a cycle
  * (naming its ops; the loader would refuse the file, so none is written),
  * RP_ESTALE when an op references a
- * freed instance, RP_ERANGE when the file would exceed the loader's 64 MiB
- * limit, RP_EINVAL a path that is not a regular file (its kind named),
+ * freed instance, RP_ERANGE when the file would exceed one of the
+ * loader's limits (64 MiB, 4096 ops bound to one port, 4096 interpolations
+ * of one op, 4M JSON values, ...: the detail names it), RP_EINVAL a path
+ * that is not a regular file (its kind named),
  * RP_EIO (no such directory included). */
 RP_API rp_status rp_graph_save(const rp_graph *g, const char *path);
 /* Loads a graph file into a new graph on rt (*out owned by the caller).
@@ -1327,7 +1329,8 @@ typedef enum rp_dump_format {
  * of an acyclic graph loads back with rp_graph_load, and one of a cyclic
  * graph shows it; RP_EUNSUPPORTED without cJSON). Errors:
  * RP_EINVAL for NULL arguments or an unknown format, RP_EIO when writing
- * fails. */
+ * fails; JSON also RP_ESTALE (an op references a freed instance) and
+ * RP_ERANGE (beyond a graph file's limits), as rp_graph_save. */
 RP_API rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt);
 /* Writes ex's schedule to f: its placement and why, then per lane (worker)
  * the units in order with their waits on other lanes, ports and publishes:

@@ -452,6 +452,54 @@ Test(graphio, save_refuses_a_cycle_and_keeps_the_old_file) {
   th_tmpdir_remove();
 }
 
+/* The loader's limits hold for what save and the JSON dump write: a port
+ * of 4097 ops is refused (RP_ERANGE naming the limit, no file) and one of
+ * 4096 saves and loads back. */
+Test(graphio, save_keeps_to_the_loaders_limits) {
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(1);
+  register_tasks(rt);
+  rp_inst x = mk(rt, RP_F32, rp_rect_1d(0, 3), NULL);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_postcondition(g, "done", &p));
+  rp_access r = {x, RP_READ, RP_REDOP_NONE};
+  rp_launch l = {.task = task(rt, "accum"), .accesses = &r, .naccess = 1};
+  for (int i = 0; i < 4096; i++) {
+    rp_op_id o;
+    RP_CHECK(rp_graph_add_task(g, &l, &o));
+    RP_CHECK(rp_graph_bind_postcondition(g, p, o));
+  }
+  const char *path = th_tmp_path("port.json");
+  RP_CHECK(rp_graph_save(g, path)); /* at the limit: written, loads */
+  rp_graph *h;
+  RP_CHECK(rp_graph_load(rt, path, &x, 1, &h));
+  RP_CHECK(rp_graph_destroy(h));
+  rp_op_id o;
+  RP_CHECK(rp_graph_add_task(g, &l, &o));
+  RP_CHECK(rp_graph_bind_postcondition(g, p, o));
+  const char *over = th_tmp_path("over.json");
+  RP_EXPECT(rp_graph_save(g, over), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "the graph has 4097 ops bound to one "
+                                      "port, more than a graph file may "
+                                      "hold (4096"),
+            "%s", rp_error_detail());
+  cr_assert_neq(access(over, F_OK), 0, "a file was written");
+  FILE *f = fopen(th_tmp_path("dump.json"), "w");
+  cr_assert_not_null(f);
+  RP_EXPECT(rp_graph_dump(g, f, RP_DUMP_JSON), RP_ERANGE);
+  fclose(f);
+  f = fopen("/dev/null", "w"); /* the text dump has no such limit */
+  cr_assert_not_null(f);
+  RP_CHECK(rp_graph_dump(g, f, RP_DUMP_TEXT));
+  fclose(f);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
 Test(graphio, file_is_versioned_and_checksummed) {
   make_tmpdir();
   fixture fx;
