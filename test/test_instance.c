@@ -63,6 +63,15 @@ Test(instance, storage_is_aligned_and_zeroed_at_every_size) {
     }
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define TH_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TH_TSAN 1
+#endif
+#endif
+
+#ifndef TH_TSAN
 /* Resident memory of this process, bytes (/proc/self/statm), or 0. */
 static uint64_t resident_bytes(void) {
   FILE *f = fopen("/proc/self/statm", "r");
@@ -74,13 +83,6 @@ static uint64_t resident_bytes(void) {
   }
   return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
 }
-
-#if defined(__SANITIZE_THREAD__)
-#define TH_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TH_TSAN 1
-#endif
 #endif
 
 /* A large instance's pages are not touched at creation (the CPU backend
