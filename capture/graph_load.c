@@ -874,6 +874,10 @@ static rp_status check_copy(loader *L, const rp_copy *c, const char *path) {
                    "%s: the %s domain does not fit both "
                    "instances",
                    path, rp__domain_name(c->domain));
+  /* the rest of what rp_graph_add_copy checks: the planner's (one source
+   * and destination, a domain that is not empty, overlap, channels) */
+  if ((st = rp__check_copy(L->rt, c, UINT32_MAX)) != RP_OK)
+    return rp__err_prefix(st, "%s: ", path);
   return RP_OK;
 }
 

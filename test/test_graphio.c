@@ -1178,7 +1178,14 @@ Test(graphio_corrupt, loaded_copies_are_checked) {
        "0, \"pop_kind\": \"combine\", \"backward\": false"},
       {"f32", "15", "intersect", "null", RP_ERANGE,
        "4, \"pop_kind\": \"combine\", \"backward\": false"},
+      /* what only the planner checks, as rp_graph_add_copy does (edit) */
+      {"f32", "15", "intersect", "null", RP_EINVAL, NULL},
+      {"f32", "107", "intersect", "null", RP_ESHAPE, NULL},
   };
+  const char *edit[sizeof cases / sizeof cases[0]][2] = {
+      [13] = {"\"src\": 0, \"dst\": 1", "\"src\": 0, \"dst\": 0"}, /* one */
+      [14] = {"\"lo\": [0], \"hi\": [107]", /* disjoint */
+              "\"lo\": [100], \"hi\": [107]"}};
   for (size_t i = 0; i < RP_ARRAY_LEN(cases); i++) {
     char *t1 = subst(MINI, one, two);
     char *t2 = subst(t1, "DT", cases[i].dt);
@@ -1188,10 +1195,12 @@ Test(graphio_corrupt, loaded_copies_are_checked) {
     char *t6 = subst(t5, "GROUP", cases[i].group ? cases[i].group : nogroup);
     char *t7 = subst(t6, "DOM", cases[i].dom);
     char *t8 = subst(t7, "RECT", cases[i].rect);
+    char *t9 = edit[i][0] ? subst(t8, edit[i][0], edit[i][1]) : strdup(t8);
+    cr_assert_not_null(t9);
     env e = env_make();
     rp_graph *g = NULL;
     make_tmpdir();
-    write_all(th_tmp_path("c.json"), t8, strlen(t8));
+    write_all(th_tmp_path("c.json"), t9, strlen(t9));
     rp_status st = rp_graph_load(e.rt, th_tmp_path("c.json"), NULL, 0, &g);
     th_tmpdir_remove();
     cr_assert_eq(st, cases[i].want, "case %zu: %s, expected %s (%s)", i,
@@ -1206,8 +1215,8 @@ Test(graphio_corrupt, loaded_copies_are_checked) {
         RP_CHECK(rp_instance_free(e.rt, l[k]));
     }
     th_destroy(e.rt);
-    char *all[] = {t1, t2, t3, t4, t5, t6, t7, t8};
-    for (int k = 0; k < 8; k++)
+    char *all[] = {t1, t2, t3, t4, t5, t6, t7, t8, t9};
+    for (int k = 0; k < 9; k++)
       free(all[k]);
   }
 }
