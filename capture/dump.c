@@ -32,6 +32,13 @@ static rp_status finish(out *o) {
   return RP_OK;
 }
 
+/* Room for the longest of each, so nothing is cut: a 4-D rectangle of
+ * 20-digit bounds ("[lo..hi, ...]", 4 x 43 + 1), and an instance (a
+ * mirror's two handles, a 63-byte name, an access's privilege, the type
+ * and that rectangle). */
+#define RECT_STR 192
+#define INST_STR (128 + RP_NAME_MAX + RECT_STR)
+
 static void rect_str(const rp_rect *r, char *buf, size_t n) {
   size_t used = 0;
   int dim = r->dim >= 1 && r->dim <= RP_MAX_DIM ? r->dim : 0;
@@ -52,7 +59,7 @@ static void rect_str(const rp_rect *r, char *buf, size_t n) {
 static void inst_str(const rp_graph *g, rp_inst i, const char *priv, char *buf,
                      size_t n) {
   rp_instance_info info;
-  char rect[160];
+  char rect[RECT_STR];
   if (rp__is_mirror(i)) {
     rp_inst src = rp__graph_source(g, i);
     int live = rp_instance_query(g->rt, src, &info) == RP_OK;
@@ -95,7 +102,7 @@ static const char *task_name(const rp_graph *g, const rp_gop *op) {
 
 static void text_access(out *o, const rp_graph *g, uint32_t k,
                         const rp_access *a) {
-  char priv[16], inst[256];
+  char priv[16], inst[INST_STR];
   if (a->priv == RP_REDUCE)
     snprintf(priv, sizeof priv, "RED(%s)", rp__redop_name(a->redop));
   else
@@ -136,7 +143,7 @@ static void text_task(out *o, const rp_graph *g, const rp_gop *op) {
 }
 
 static void text_copy(out *o, const rp_graph *g, const rp_gop *op) {
-  char src[256], dst[256], rect[160] = "";
+  char src[INST_STR], dst[INST_STR], rect[RECT_STR] = "";
   const rp_copy *c = &op->copy;
   inst_str(g, c->src, NULL, src, sizeof src);
   inst_str(g, c->dst, NULL, dst, sizeof dst);
@@ -218,7 +225,7 @@ static void dot_str(out *o, const char *s) {
 /* One label line per access ("W inst#3.1 f32 [0..15]") and per
  * interpolation, as the text dump gives them. */
 static void dot_task_lines(out *o, const rp_graph *g, const rp_gop *op) {
-  char priv[16], inst[256];
+  char priv[16], inst[INST_STR];
   for (uint32_t k = 0; k < op->nacc; k++) {
     const rp_access *a = &op->acc[k];
     if (a->priv == RP_REDUCE)
@@ -258,7 +265,7 @@ static void dot_op(out *o, const rp_graph *g, rp_op_id id) {
     return;
   }
   const rp_copy *c = &op->copy;
-  char ends[2][256], rect[160] = "";
+  char ends[2][INST_STR], rect[RECT_STR] = "";
   inst_str(g, c->src, NULL, ends[0], sizeof ends[0]);
   inst_str(g, c->dst, NULL, ends[1], sizeof ends[1]);
   if (c->domain == RP_DOMAIN_RECT)

@@ -1258,6 +1258,46 @@ Test(graphio, unsupported_without_cjson) {
 
 #endif
 
+/* The longest description an access can have (a 63-byte name, a 4-D
+ * rectangle of 20-digit bounds, RED(sum)) is printed whole, in the text
+ * and DOT dumps. */
+Test(dump, the_longest_instance_description_is_not_cut) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  register_tasks(rt);
+  rp_rect r = {
+      .dim = 4,
+      .lo = {INT64_MIN, INT64_MAX - 1, -9007199254740993, 9007199254740993},
+      .hi = {INT64_MIN + 1, INT64_MAX, -9007199254740993, 9007199254740993}};
+  rp_inst x = mk(rt, RP_F64, r, NULL);
+  char name[RP_NAME_MAX + 1];
+  memset(name, 'N', RP_NAME_MAX);
+  name[RP_NAME_MAX] = '\0';
+  RP_CHECK(rp_instance_set_name(rt, x, name));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_access a = {x, RP_REDUCE, RP_REDOP_SUM};
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = task(rt, "accum"), .accesses = &a, .naccess = 1},
+      NULL));
+  const char *rect = "[-9223372036854775808..-9223372036854775807, "
+                     "9223372036854775806..9223372036854775807, "
+                     "-9007199254740993..-9007199254740993, "
+                     "9007199254740993..9007199254740993]";
+  for (int fmt = RP_DUMP_TEXT; fmt <= RP_DUMP_DOT; fmt++) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    RP_CHECK(rp_graph_dump(g, f, (rp_dump_format)fmt));
+    fclose(f);
+    cr_assert(strstr(buf, name) && strstr(buf, rect), "format %d:\n%s", fmt,
+              buf);
+    free(buf);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
 Test(dump, text_names_every_op) {
   fixture fx;
   build(&fx);
