@@ -1072,7 +1072,10 @@ typedef struct rp_machine_desc {
  * (*m untouched) when not. Errors: RP_EINVAL (NULL argument),
  * RP_EUNSUPPORTED (a build without cJSON), RP_EFORMAT when buf is not a
  * graph file or the key is malformed (the detail then names
- * "graph.machine" when the key is at fault). */
+ * "graph.machine" when the key is at fault), RP_ERANGE when a count or
+ * device in the key is beyond the limits above, and the file header's
+ * errors, as rp_graph_load gives them (RP_EVERSION, RP_ECHECKSUM,
+ * RP_ERANGE above RP_GRAPH_FILE_MAX). */
 RP_API rp_status rp_graph_file_machine(const void *buf, size_t len,
                                        rp_machine_desc *m, int *present);
 /* A model of a machine, for reading graph files anywhere (reprise dump):
