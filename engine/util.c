@@ -64,10 +64,14 @@ const char *rp_error_detail(void) {
 }
 
 rp_status rp__err(rp_status st, const char *fmt, ...) {
+  /* through a buffer: the arguments may point into tl_detail (a detail
+   * quoting rp_error_detail()) */
+  char buf[sizeof tl_detail];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(tl_detail, sizeof tl_detail, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  memcpy(tl_detail, buf, sizeof tl_detail);
   return st;
 }
 
@@ -95,9 +99,11 @@ static void reprefix(int rename, const char *fmt, va_list ap) {
   size_t id = strspn(old, "abcdefghijklmnopqrstuvwxyz0123456789_");
   if (rename && !strncmp(old, "rp_", 3) && !strncmp(old + id, ": ", 2))
     rest = old + id + 2;
-  int n = vsnprintf(tl_detail, sizeof tl_detail, fmt, ap);
-  if (n >= 0 && (size_t)n < sizeof tl_detail)
-    snprintf(tl_detail + n, sizeof tl_detail - (size_t)n, "%s", rest);
+  char buf[sizeof tl_detail]; /* the arguments may point into tl_detail */
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  if (n >= 0 && (size_t)n < sizeof buf)
+    snprintf(buf + n, sizeof buf - (size_t)n, "%s", rest);
+  memcpy(tl_detail, buf, sizeof tl_detail);
 }
 
 rp_status rp__err_prefix(rp_status st, const char *fmt, ...) {

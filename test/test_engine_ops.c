@@ -989,3 +989,17 @@ Test(engine_ops, destroy_cancels_ops_gated_on_untriggered_user_events) {
   free(src);
   free(dst);
 }
+
+/* An error detail that quotes the current one (rp__err(st, "...: %s",
+ * rp_error_detail())) reads it whole before writing: the arguments may
+ * point into the detail's own buffer. */
+Test(engine_ops, an_error_detail_may_quote_the_current_one) {
+  rp_error_set(RP_EINVAL, "the inner reason, %d bytes long", 31);
+  rp_status st = rp__err(RP_EUNUSABLE, "outer: %s", rp_error_detail());
+  cr_assert_eq(st, RP_EUNUSABLE);
+  cr_assert_str_eq(rp_error_detail(), "outer: the inner reason, 31 bytes long");
+  char path[8] = "p.json";
+  rp_error_set(RP_EIO, "cannot open");
+  rp__err_prefix(RP_EIO, "%s (%s): ", path, rp_error_detail());
+  cr_assert_str_eq(rp_error_detail(), "p.json (cannot open): cannot open");
+}
