@@ -1111,7 +1111,10 @@ static rp_status load_port(loader *L, const cJSON *o, const char *path,
   if (st || (st = get_str(field(o, "name"), path, "name", &name)) ||
       (st = get_array(field(o, "ops"), path, "ops", RP_GRAPH_MAX_PORT_OPS, &n)))
     return st;
-  if (rp__name_check(name, "name") != RP_OK) /* a file's fault, as for ops */
+  if (!*name) /* a port needs a name: a file's fault, as a bad one is */
+    return rp__err(RP_EFORMAT, "%s.name: an empty name (a port needs one)",
+                   path);
+  if (rp__name_check(name, "name") != RP_OK)
     return rp__err_prefix(RP_EFORMAT, "%s.", path);
   if ((L->bindings += n) > RP_GRAPH_MAX_BINDINGS)
     return rp__err(RP_ERANGE,

@@ -250,7 +250,7 @@ rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
     return rp__err(RP_EINVAL, "rp_capture_precondition: NULL event out");
   rp_port_id p;
   if ((st = rp_graph_add_precondition(cs->graph, name, &p)) != RP_OK)
-    return st;
+    return rp__err_as(st, "rp_capture_precondition: ");
   *ev = port_ref(cs, p);
   if (port)
     *port = p;
@@ -288,7 +288,7 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
   }
   rp_port_id p;
   if ((st = rp_graph_add_postcondition(cs->graph, name, &p)) != RP_OK)
-    return st;
+    return rp__err_as(st, "rp_capture_postcondition: ");
   for (uint32_t i = 0; i < n; i++) {
     uint32_t idx;
     int is_port;

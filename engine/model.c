@@ -37,7 +37,7 @@ static const rp_backend_ops model_backend = {
 /* The description's limits, checked before anything is built. */
 static rp_status check_desc(const rp_machine_desc *m) {
   if (!m)
-    return rp__err(RP_EINVAL, "rp__runtime_create_model: NULL machine");
+    return rp__err(RP_EINVAL, "rp_runtime_create_model: NULL machine");
   if (m->cpus < 1 || m->cpus > RP_MAX_PROCS / 2)
     return rp__err(RP_ERANGE, "machine: %u CPU workers (1..%d)", m->cpus,
                    RP_MAX_PROCS / 2);
@@ -116,7 +116,7 @@ static rp_status add_model_parts(rp_runtime *rt, const rp_machine_desc *m) {
 rp_status rp__runtime_create_model(const rp_machine_desc *m, rp_runtime **out) {
   rp_status st = check_desc(m);
   if (st || !out)
-    return st ? st : rp__err(RP_EINVAL, "rp__runtime_create_model: NULL out");
+    return st ? st : rp__err(RP_EINVAL, "rp_runtime_create_model: NULL out");
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
   cfg.cpus = m->cpus;

@@ -974,7 +974,8 @@ Test(graphio_corrupt, cycles_are_refused_at_load) {
 }
 
 Test(graphio_corrupt, builder_checks_apply) {
-  expect_edit("\"name\": \"out\"", "\"name\": \"\"", RP_EINVAL);
+  expect_edit("\"name\": \"out\"", "\"name\": \"\"",
+              RP_EFORMAT); /* the file's fault */
   expect_edit("{\"name\": \"out\", \"ops\": [1]}",
               "{\"name\": \"out\", \"ops\": [1, 1]}", RP_EPORT);
   expect_edit("\"postconditions\": [{\"name\": \"out\", \"ops\": [1]}]",

@@ -1568,7 +1568,11 @@ Test(misuse_api, every_name_entry_refuses_a_bad_name_and_changes_nothing) {
     RP_EXPECT(rp_capture_name_next(rt, n), RP_EINVAL);
     rp_event ev = {0x5a};
     RP_EXPECT(rp_capture_precondition(rt, n, &ev, &p), RP_EINVAL);
+    cr_assert(!strncmp(rp_error_detail(), "rp_capture_precondition: ", 25),
+              "the call the user made: %s", rp_error_detail());
     RP_EXPECT(rp_capture_postcondition(rt, n, NULL, 0, &p), RP_EINVAL);
+    cr_assert(!strncmp(rp_error_detail(), "rp_capture_postcondition: ", 26),
+              "the call the user made: %s", rp_error_detail());
     cr_assert_eq(ev.id, 0x5a);
     rp_graph *cg;
     RP_CHECK(rp_capture_end(rt, &cg));
@@ -1712,9 +1716,10 @@ Test(misuse_api, loader_refuses_bad_names_nul_escapes_included) {
   RP_CHECK(rp_task_register(
       rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
       &t));
-  /* as JSON text: a NUL escape (cJSON would cut the name at it), a quote,
-   * a newline, a byte past ASCII (escaped and raw), a backslash */
-  static const char *const bad[] = {"a\\u0000b",
+  /* as JSON text: none, a NUL escape (cJSON would cut the name at it), a
+   * quote, a newline, a byte past ASCII (escaped and raw), a backslash */
+  static const char *const bad[] = {"",
+                                    "a\\u0000b",
                                     "a\\\"b",
                                     "a\\nb",
                                     "a\\u00ffb",
@@ -1728,7 +1733,7 @@ Test(misuse_api, loader_refuses_bad_names_nul_escapes_included) {
     cr_assert_eq(st, RP_EFORMAT, "port name \"%s\": %s (%s)", bad[i],
                  rp_status_name(st), rp_error_detail());
     cr_assert(strstr(rp_error_detail(), "graph.preconditions[0]") ||
-                  (i == 0 && strstr(rp_error_detail(), "at byte ")),
+                  (i == 1 && strstr(rp_error_detail(), "at byte ")),
               "port name \"%s\": the detail '%s' does not name the path",
               bad[i], rp_error_detail());
   }

@@ -333,6 +333,7 @@ Test(public_model, a_graph_file_loads_from_memory_into_a_model) {
 Test(public_model, bad_machines_are_refused_naming_the_field) {
   rp_runtime *rt = NULL;
   RP_EXPECT(rp_runtime_create_model(NULL, &rt), RP_EINVAL);
+  cr_assert_str_eq(rp_error_detail(), "rp_runtime_create_model: NULL machine");
   rp_machine_desc m;
   memset(&m, 0, sizeof m);
   RP_EXPECT(rp_runtime_create_model(&m, &rt), RP_ERANGE);
