@@ -15,8 +15,10 @@ import json
 import os
 import re
 import statistics
+import sys
 
-from outfile import write_whole  # bench/outfile.py, beside this script
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from outfile import write_whole  # noqa: E402 (bench/outfile.py, beside)
 
 # (name, title, measured where): the sections in the order they appear
 SECTIONS = [

@@ -66,7 +66,8 @@ import sys
 import tempfile
 import time
 
-from outfile import write_whole  # bench/outfile.py, beside this script
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from outfile import write_whole  # noqa: E402 (bench/outfile.py, beside)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)

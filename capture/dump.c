@@ -33,7 +33,7 @@ static rp_status finish(out *o) {
 }
 
 /* Room for the longest of each, so nothing is cut: a 4-D rectangle of
- * 20-digit bounds ("[lo..hi, ...]", 4 x 43 + 1), and an instance (a
+ * 20-digit bounds ("[lo..hi, ...]": 176 characters), and an instance (a
  * mirror's two handles, a 63-byte name, an access's privilege, the type
  * and that rectangle). */
 #define RECT_STR 192

@@ -593,7 +593,7 @@ static rp_status file_limits(const rp_graph *g, const cJSON *doc,
     return RP_OK;
   return rp__err(RP_ERANGE,
                  "the graph has %llu %s, more than a graph file may hold "
-                 "(%llu: the loader's limit), so no file is written",
+                 "(%llu: the loader's limit), so nothing is written",
                  (unsigned long long)have, what, (unsigned long long)max);
 }
 

@@ -877,7 +877,7 @@ static rp_status check_copy(loader *L, const rp_copy *c, const char *path) {
   /* the rest of what rp_graph_add_copy checks: the planner's (one source
    * and destination, a domain that is not empty, overlap, channels) */
   if ((st = rp__check_copy(L->rt, c, UINT32_MAX)) != RP_OK)
-    return rp__err_prefix(st, "%s: ", path);
+    return rp__err_as(st, "%s: ", path); /* the path, not the planner */
   return RP_OK;
 }
 

@@ -66,10 +66,11 @@ const char *rp_error_detail(void) {
 rp_status rp__err(rp_status st, const char *fmt, ...) {
   /* through a buffer: the arguments may point into tl_detail (a detail
    * quoting rp_error_detail()) */
-  char buf[sizeof tl_detail];
+  char buf[sizeof tl_detail] = "";
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  if (vsnprintf(buf, sizeof buf, fmt, ap) < 0)
+    buf[0] = 0;
   va_end(ap);
   memcpy(tl_detail, buf, sizeof tl_detail);
   return st;
@@ -81,10 +82,11 @@ rp_status rp_error_set(rp_status st, const char *fmt, ...) {
     return st;
   }
   /* through a buffer: the arguments may point into tl_detail */
-  char buf[sizeof tl_detail];
+  char buf[sizeof tl_detail] = "";
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  if (vsnprintf(buf, sizeof buf, fmt, ap) < 0)
+    buf[0] = 0;
   va_end(ap);
   memcpy(tl_detail, buf, sizeof tl_detail);
   return st;
@@ -99,8 +101,10 @@ static void reprefix(int rename, const char *fmt, va_list ap) {
   size_t id = strspn(old, "abcdefghijklmnopqrstuvwxyz0123456789_");
   if (rename && !strncmp(old, "rp_", 3) && !strncmp(old + id, ": ", 2))
     rest = old + id + 2;
-  char buf[sizeof tl_detail]; /* the arguments may point into tl_detail */
+  char buf[sizeof tl_detail] = ""; /* the arguments may point into it */
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  if (n < 0)
+    buf[0] = 0;
   if (n >= 0 && (size_t)n < sizeof buf)
     snprintf(buf + n, sizeof buf - (size_t)n, "%s", rest);
   memcpy(tl_detail, buf, sizeof tl_detail);

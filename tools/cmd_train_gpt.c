@@ -69,6 +69,34 @@ static uint64_t cgroup_bytes(const char *path) {
   return (uint64_t)v;
 }
 
+/* The least memory.max from this process's cgroup (v2: /proc/self/cgroup's
+ * "0::/path") up to the root; 0 when none is set. */
+static uint64_t cgroup_v2_limit(void) {
+  char line[512], dir[600];
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  const char *path = "";
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "0::", 3)) {
+      line[strcspn(line, "\n")] = 0;
+      path = line + 3;
+      break;
+    }
+  uint64_t lim = 0;
+  for (;;) {
+    snprintf(dir, sizeof dir, "/sys/fs/cgroup%s/memory.max", path);
+    uint64_t v = cgroup_bytes(dir);
+    if (v && (!lim || v < lim))
+      lim = v;
+    char *slash = *path ? strrchr(line + 3, '/') : NULL;
+    if (!slash)
+      break;
+    *slash = 0; /* the parent ("" for the root) */
+  }
+  if (f)
+    fclose(f);
+  return lim;
+}
+
 /* The memory this process may have: the least of physical memory, its
  * cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes) and RLIMIT_AS;
  * 0 when none is known. */
@@ -76,7 +104,7 @@ static uint64_t memory_limit(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
   uint64_t more[3] = {
-      cgroup_bytes("/sys/fs/cgroup/memory.max"),
+      cgroup_v2_limit(),
       cgroup_bytes("/sys/fs/cgroup/memory/memory.limit_in_bytes"), 0};
   struct rlimit rl;
   if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
