@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 OPS=${2:-10000}
 REPEAT=${3:-3}
-posint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; [ "$((10#$1))" -gt 0 ]; }
+. bench/args.sh # posint
 posint "$OPS" || { echo "dump_scale: OPS wants a positive count, not '$OPS'" >&2; exit 2; }
 posint "$REPEAT" || { echo "dump_scale: REPEAT wants a positive count, not '$REPEAT'" >&2; exit 2; }
 [ -d "$BUILD" ] || { echo "dump_scale: $BUILD is not a folder (BUILD_DIR: from the repository root)" >&2; exit 2; }

@@ -40,18 +40,7 @@ usage() {
   echo "usage: $0 [-n RUNS] [-b REPRISE] [-B BACKEND] [-w WIDTH] [LAYOUTS...]" >&2
   exit 2
 }
-die() {
-  echo "$0: $*" >&2
-  exit 2
-}
-posint() {
-  case $1 in '' | *[!0-9]*) return 1 ;; esac
-  [ "$1" -gt 0 ] 2>/dev/null
-}
-help() {
-  awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"
-  exit 0
-}
+. "$(dirname "$0")/args.sh" # die, posint, help, need_reprise
 [ "${1:-}" != --help ] || help
 while getopts hn:b:B:w: opt; do
   case $opt in
@@ -84,11 +73,7 @@ if [ -z "$bin" ]; then
   bin=./build-rel/reprise
   [ -x "$bin" ] || bin=./build/reprise
 fi
-if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
-  die "$bin is not an executable file (pass -b REPRISE)"
-fi
-"$bin" version 2>/dev/null | grep -q '^reprise ' ||
-  die "$bin is not reprise ('$bin version' prints no 'reprise ...' line)"
+need_reprise "$bin"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rp_gpt_tp.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 trap 'exit 130' INT

@@ -28,18 +28,7 @@ set -eu
 runs=10
 bin=
 keep=0
-die() {
-  echo "$0: $*" >&2
-  exit 2
-}
-posint() {
-  case $1 in '' | *[!0-9]*) return 1 ;; esac
-  [ "$1" -gt 0 ] 2>/dev/null
-}
-help() {
-  awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"
-  exit 0
-}
+. "$(dirname "$0")/args.sh" # die, posint, help, need_reprise
 [ "${1:-}" != --help ] || help
 while getopts hn:b:k opt; do
   case $opt in
@@ -67,12 +56,7 @@ if [ -z "$bin" ]; then
     fi
   done
 fi
-[ -n "$bin" ] || die "no reprise binary (build one, or pass -b)"
-if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
-  die "$bin is not an executable file"
-fi
-"$bin" version 2>/dev/null | grep -q '^reprise ' ||
-  die "$bin is not reprise ('$bin version' prints no 'reprise ...' line)"
+need_reprise "$bin"
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/replay_goals.XXXXXX")
 [ "$keep" = 1 ] || trap 'rm -rf "$dir"' EXIT

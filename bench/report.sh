@@ -36,6 +36,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/args.sh" # posint, need_reprise
 runs=
 quick=0
 out=$root/docs/performance.md
@@ -57,7 +58,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$runs" ] || runs=$([ "$quick" = 1 ] && echo 3 || echo 5)
-posint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; [ "$((10#$1))" -gt 0 ]; }
 posint "$runs" || { echo "$0: -n wants a positive count, not '$runs'" >&2; exit 2; }
 IFS=, read -r -a wlist <<<"$workers"
 [ ${#wlist[@]} -gt 0 ] || { echo "$0: -w wants worker counts, e.g. 2,8" >&2; exit 2; }
@@ -81,21 +81,9 @@ if [ -z "$bin" ]; then
     if [ -x "$b" ]; then bin=$b; break; fi
   done
 fi
-if [ -z "$bin" ]; then
-  echo "$0: no reprise binary (build one: make build, or pass -b)" >&2
-  exit 2
-fi
-if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
-  echo "$0: -b $bin is not an executable file" >&2
-  exit 2
-fi
+need_reprise "$bin"
 # the binary's own commit: the checkout may have moved on since the build
-version=$("$bin" version 2>/dev/null | grep -m1 '^reprise ' || true)
-if [ -z "$version" ]; then
-  echo "$0: $bin is not reprise ('$bin version' prints no 'reprise ...' line)" >&2
-  exit 2
-fi
-commit=$(sed -n 's/.*(commit \([^)]*\)).*/\1/p' <<<"$version")
+commit=$(sed -n 's/.*(commit \([^)]*\)).*/\1/p' <<<"$reprise_version")
 command -v python3 >/dev/null || { echo "$0: needs python3" >&2; exit 2; }
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rp_report.XXXXXX")

@@ -108,6 +108,12 @@ static void read_file(const char *path, char *buf, size_t cap) {
 
 /* ---- tests ---- */
 
+/* Every 4-byte float of b[from, to) set to v (a checkpoint's weights). */
+static void fill_f32(unsigned char *b, size_t from, size_t to, float v) {
+  for (size_t o = from; o + 4 <= to; o += 4)
+    memcpy(b + o, &v, 4);
+}
+
 static void tmp_file(char *path) {
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);
@@ -767,9 +773,7 @@ Test(cli, train_mlp_checkpoint_weights_that_overflow_are_named) {
   size_t n = len - RP_CKPT_HEAD;
   uint32_t layers;
   memcpy(&layers, rec + 12, 4);
-  const float big = 1e20f;
-  for (size_t o = 48 + 4 * ((size_t)layers + 1); o + 8 + 4 <= n; o += 4)
-    memcpy(rec + o, &big, 4);
+  fill_f32(rec, 48 + 4 * ((size_t)layers + 1), n - 8, 1e20f);
   uint64_t h = rp_fnv1a64(RP_FNV64_INIT, rec, n - 8);
   memcpy(rec + n - 8, &h, 8); /* the record's own checksum, little-endian */
   RP_CHECK(rp_ckpt_save(ckpt, "mlp", 1, rec, n));
@@ -1740,9 +1744,7 @@ Test(cli, train_gpt_weights_that_overflow_fail_before_a_step, .timeout = 120) {
   size_t pn = len - RP_CKPT_HEAD;
   uint32_t vocab;
   memcpy(&vocab, pl + 16, 4);
-  const float big = 1e20f;
-  for (size_t o = 60 + (size_t)vocab; o + 4 <= pn; o += 4)
-    memcpy(pl + o, &big, 4);
+  fill_f32(pl, 60 + (size_t)vocab, pn, 1e20f);
   RP_CHECK(rp_ckpt_save(ckpt, "gpt", 2, pl, pn));
   free(file);
   RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--load-weights", ckpt);

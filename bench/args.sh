@@ -1,0 +1,34 @@
+# bench/args.sh — argument checks the benchmark scripts share (POSIX sh;
+# sourced: `. "$(dirname "$0")/args.sh"`). Each failure is a usage error:
+# a message naming the script, exit 2.
+
+# die MESSAGE...: the message on stderr, exit 2.
+die() {
+  echo "$0: $*" >&2
+  exit 2
+}
+
+# posint VALUE: true when VALUE is a positive decimal integer.
+posint() {
+  case $1 in '' | *[!0-9]*) return 1 ;; esac
+  [ "$1" -gt 0 ] 2>/dev/null
+}
+
+# help: the script's header comment (line 2 up to the first line that is
+# not a comment), exit 0.
+help() {
+  awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"
+  exit 0
+}
+
+# need_reprise BIN: BIN is an executable file that answers `BIN version`
+# with a "reprise ..." line; that line in $reprise_version.
+need_reprise() {
+  [ -n "$1" ] || die "no reprise binary (build one: make build, or pass -b)"
+  if [ ! -f "$1" ] || [ ! -x "$1" ]; then
+    die "$1 is not an executable file (pass -b REPRISE)"
+  fi
+  reprise_version=$("$1" version 2>/dev/null | grep -m1 '^reprise ' || true)
+  [ -n "$reprise_version" ] ||
+    die "$1 is not reprise ('$1 version' prints no 'reprise ...' line)"
+}
