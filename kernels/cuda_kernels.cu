@@ -984,14 +984,24 @@ extern "C" void rp_cuda_blas_stream_hook(void *stream, int created) {
     BlasDev *d = &g_blas[i];
     if (!d->ready.load(std::memory_order_acquire))
       continue;
+    WsSlot *sl = nullptr;
+    {
+      std::lock_guard<std::mutex> g(d->lock);
+      for (unsigned k = 0; k < d->nslots && !sl; k++)
+        if (d->slot[k].stream == stream)
+          sl = &d->slot[k];
+    }
+    if (!sl)
+      continue;
+    /* Outside the lock: other streams' GEMMs go on meanwhile. The slot
+     * still names this stream, so nobody claims it before its work ends;
+     * the stream gets no new work, since it is being destroyed. */
+    if (cudaStreamSynchronize(as_stream(stream)) != cudaSuccess)
+      (void)cudaGetLastError(); /* a broken stream: its work is over */
     std::lock_guard<std::mutex> g(d->lock);
-    for (unsigned k = 0; k < d->nslots; k++)
-      if (d->slot[k].stream == stream) {
-        if (cudaStreamSynchronize(as_stream(stream)) != cudaSuccess)
-          (void)cudaGetLastError(); /* a broken stream: its work is over */
-        d->slot[k].stream = nullptr;
-        return;
-      }
+    if (sl->stream == stream) /* shutdown may have cleared it meanwhile */
+      sl->stream = nullptr;
+    return;
   }
 }
 
