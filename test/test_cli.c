@@ -2270,6 +2270,27 @@ Test(cli, train_gpt_json_holds_the_config_to_rerun, .timeout = 120) {
   unlink(corpus), unlink(ckpt), unlink(json);
 }
 
+/* --seed takes all 64 bits, as the checkpoint keeps them; one more is a
+ * usage error naming the range. */
+Test(cli, train_seed_takes_64_bits, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", json[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(json);
+  cli_run r;
+  RUN(&r, GPT_TINY(corpus), "--iters", "1", "--seed", "18446744073709551615",
+      "--json", json);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  static char buf[16384];
+  read_file(json, buf, sizeof buf);
+  cr_assert(strstr(buf, "\"seed\": 18446744073709551615,"), "%s", buf);
+  RUN(&r, GPT_TINY(corpus), "--iters", "1", "--seed", "18446744073709551616");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--seed: '18446744073709551616' is not a number in "
+                          "0..18446744073709551615"),
+            "%s", r.err);
+  unlink(corpus), unlink(json);
+}
+
 /* A count of 1 is said in the singular (train's header, summary, sample
  * and resume refusal; generate's rate; the MLP's summary). */
 Test(cli, counts_of_one_are_singular, .timeout = 120) {

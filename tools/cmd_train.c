@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +47,8 @@ static void train_usage(FILE *f) {
       "  --lr X                    learning rate (default 0.05)\n"
       "  --lr-decay X              lr at step t: lr / (1 + X t) (default 0)\n"
       "  --momentum X              SGD momentum in [0, 1) (default 0.9)\n"
-      "  --seed N                  data and weight seed (default 1)\n"
+      "  --seed N                  data and weight seed, 0..2^64-1 (default "
+      "1)\n"
       "  --dataset spirals|blobs   synthetic data set (default spirals)\n"
       "  --samples N               synthetic samples (default 4096)\n"
       "  --classes N               synthetic classes (default 3)\n"
@@ -320,9 +322,12 @@ static int apply_data_option(train_cli *c, int opt, const char *arg) {
   }
 }
 
+_Static_assert(ULONG_MAX == UINT64_MAX,
+               "--seed parses 64 bits as unsigned long");
+
 /* One option. RP_CLI_OK, RP_CLI_USAGE, or -1 after --help. */
 static int apply_option(train_cli *c, int opt, const char *arg) {
-  uint32_t seed32 = 0;
+  unsigned long seed = 0;
   switch (opt) {
   case OPT_BACKEND:
     c->backend_src = "--backend";
@@ -344,9 +349,14 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   case OPT_MOMENTUM:
     return parse_real("--momentum", arg, 0, 0, 1, 1, &c->mc.momentum);
   case OPT_SEED:
-    if (rp_cli_parse_u32("train", "--seed", arg, 0, 0xffffffffu, &seed32))
-      return RP_CLI_USAGE;
-    c->mc.seed = seed32;
+    /* 64 bits, as the checkpoints' seed: a mismatch's "--seed N" is
+     * always an option the user can give */
+    if (!rp_cli_parse_uint(arg, 0, ULONG_MAX, &seed))
+      return rp_cli_usage_error("train",
+                                "--seed: '%s' is not a number in "
+                                "0..%lu",
+                                arg, ULONG_MAX);
+    c->mc.seed = seed;
     return RP_CLI_OK;
   case OPT_DATASET:
   case OPT_SAMPLES:
