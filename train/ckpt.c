@@ -17,22 +17,6 @@ uint64_t rp_fnv1a64(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
-static void put32(unsigned char *b, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    b[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *b, uint64_t v) {
-  put32(b, (uint32_t)v);
-  put32(b + 4, (uint32_t)(v >> 32));
-}
-static uint32_t get32(const unsigned char *b) {
-  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-         (uint32_t)b[3] << 24;
-}
-static uint64_t get64(const unsigned char *b) {
-  return get32(b) | (uint64_t)get32(b + 4) << 32;
-}
-
 static int kind_ok(const char *kind) {
   size_t n = kind ? strlen(kind) : 0;
   if (n < 1 || n > RP_CKPT_KIND_MAX)
@@ -45,6 +29,22 @@ static int kind_ok(const char *kind) {
 
 int rp_ckpt_is_container(const unsigned char *b, size_t n) {
   return b && n >= 8 && memcmp(b, RP_CKPT_MAGIC, 8) == 0;
+}
+
+rp_status rp_ckpt_floats_read(const char *path, const unsigned char *b,
+                              size_t n, const char *what, float **out) {
+  float *v = calloc(n ? n : 1, sizeof *v);
+  if (!v)
+    return rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+  for (size_t i = 0; i < n; i++)
+    v[i] = rp_le_getf(b + 4 * i);
+  rp_status st = rp_ckpt_check_finite(v, n, path, what, 1);
+  if (st != RP_OK) {
+    free(v);
+    return st;
+  }
+  *out = v;
+  return RP_OK;
 }
 
 rp_status rp_ckpt_check_finite(const float *v, size_t n, const char *who,
@@ -73,11 +73,12 @@ rp_status rp_ckpt_save(const char *path, const char *kind, uint32_t version,
                         kind ? kind : "(null)", RP_CKPT_KIND_MAX);
   unsigned char h[RP_CKPT_HEAD] = {0};
   memcpy(h, RP_CKPT_MAGIC, 8);
-  put32(h + 8, RP_CKPT_VERSION);
-  put32(h + 12, version);
+  rp_le_put32(h + 8, RP_CKPT_VERSION);
+  rp_le_put32(h + 12, version);
   memcpy(h + 16, kind, strlen(kind));
-  put64(h + 32, (uint64_t)len);
-  put64(h + 40, rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, h, 40), payload, len));
+  rp_le_put64(h + 32, (uint64_t)len);
+  rp_le_put64(h + 40,
+              rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, h, 40), payload, len));
   rp_output *o;
   rp_status st = rp_output_open(path, &o);
   if (st)
@@ -124,13 +125,13 @@ static rp_status parse_head(const char *path, const char *kind,
                         "%s: truncated: %llu bytes, the checkpoint "
                         "header alone has %u",
                         path, (unsigned long long)size, RP_CKPT_HEAD);
-  if (get32(b + 8) != RP_CKPT_VERSION)
+  if (rp_le_get32(b + 8) != RP_CKPT_VERSION)
     return rp_error_set(RP_EVERSION,
                         "%s: checkpoint container version %u (this "
                         "build reads version %u: another build's file, or "
                         "a damaged header)",
-                        path, get32(b + 8), RP_CKPT_VERSION);
-  uint64_t want = get64(b + 32);
+                        path, rp_le_get32(b + 8), RP_CKPT_VERSION);
+  uint64_t want = rp_le_get64(b + 32);
   /* the length first: a torn file says so rather than "corrupt" */
   if (want != size - RP_CKPT_HEAD) {
     const char *what = want > size - RP_CKPT_HEAD
@@ -165,12 +166,12 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
   fk[RP_CKPT_KIND_MAX] = 0;
   uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, b, 40), b + RP_CKPT_HEAD,
                           (size_t)want);
-  if (h != get64(b + 40))
+  if (h != rp_le_get64(b + 40))
     return rp_error_set(RP_ECHECKSUM,
                         "%s: checksum mismatch (the file says "
                         "fnv1a64:%016llx, its bytes give %016llx): the file "
                         "is corrupt",
-                        path, (unsigned long long)get64(b + 40),
+                        path, (unsigned long long)rp_le_get64(b + 40),
                         (unsigned long long)h);
   /* the kind: its name, then NUL up to the 16th byte */
   size_t kl = strlen(fk);
@@ -185,7 +186,7 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
                         "%s: a '%s' checkpoint, not a '%s' one "
                         "(another model's file)",
                         path, fk, kind ? kind : "(null)");
-  *version = get32(b + 12);
+  *version = rp_le_get32(b + 12);
   *off = RP_CKPT_HEAD;
   *len = (size_t)want;
   return RP_OK;

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define RP_CKPT_MAGIC "RPRSCKPT"
 #define RP_CKPT_VERSION 1u
@@ -30,6 +31,40 @@
 /* FNV-1a 64 of n bytes, continuing from h (start: RP_FNV64_INIT). */
 #define RP_FNV64_INIT 14695981039346656037ull
 uint64_t rp_fnv1a64(uint64_t h, const void *b, size_t n);
+
+/* Little-endian fields of checkpoint files. */
+static inline void rp_le_put32(unsigned char *b, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    b[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint32_t rp_le_get32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+         (uint32_t)b[3] << 24;
+}
+static inline void rp_le_put64(unsigned char *b, uint64_t v) {
+  rp_le_put32(b, (uint32_t)v);
+  rp_le_put32(b + 4, (uint32_t)(v >> 32));
+}
+static inline uint64_t rp_le_get64(const unsigned char *b) {
+  return rp_le_get32(b) | (uint64_t)rp_le_get32(b + 4) << 32;
+}
+static inline void rp_le_putf(unsigned char *b, float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  rp_le_put32(b, u);
+}
+static inline float rp_le_getf(const unsigned char *b) {
+  uint32_t u = rp_le_get32(b);
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* The n floats stored from b on, into a new array (*out, the caller frees
+ * it): RP_ENOMEM, or RP_EFORMAT as rp_ckpt_check_finite reading (path,
+ * what) when one is not finite; *out untouched on failure. */
+rp_status rp_ckpt_floats_read(const char *path, const unsigned char *b,
+                              size_t n, const char *what, float **out);
 
 /* RP_OK when the n values are finite. Else, naming the first other one
  * and `what` the values are ("the weights and momenta"): RP_EFORMAT from

@@ -2799,26 +2799,6 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
 #define CKPT_HEAD_V1 48u /* version 1: no layout fields */
 #define CKPT_MAX ((size_t)1 << 32)
 
-static void put32(unsigned char *b, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    b[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *b) {
-  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-         (uint32_t)b[3] << 24;
-}
-static void putf(unsigned char *b, float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  put32(b, u);
-}
-static float getf(const unsigned char *b) {
-  uint32_t u = get32(b);
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 /* Floats of the checkpoint of a model of this shape: 3 per parameter. */
 static uint64_t ckpt_floats(uint32_t L, uint64_t C, uint64_t T, uint64_t V) {
   uint64_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C +
@@ -2861,18 +2841,18 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
     uint32_t h[] = {c->layers, c->heads, c->width,  c->context,
                     c->vocab,  c->batch, info->step};
     for (int i = 0; i < 7; i++)
-      put32(b + 4 * i, h[i]);
-    putf(b + 28, info->lr);
-    put32(b + 32, info->warmup);
-    put32(b + 36, info->iters);
-    put32(b + 40, (uint32_t)c->seed);
-    put32(b + 44, (uint32_t)(c->seed >> 32));
-    put32(b + 48, c->procs);
-    put32(b + 52, m->tp);
-    put32(b + 56, m->ranks);
+      rp_le_put32(b + 4 * i, h[i]);
+    rp_le_putf(b + 28, info->lr);
+    rp_le_put32(b + 32, info->warmup);
+    rp_le_put32(b + 36, info->iters);
+    rp_le_put32(b + 40, (uint32_t)c->seed);
+    rp_le_put32(b + 44, (uint32_t)(c->seed >> 32));
+    rp_le_put32(b + 48, c->procs);
+    rp_le_put32(b + 52, m->tp);
+    rp_le_put32(b + 56, m->ranks);
     memcpy(b + CKPT_HEAD, info->bytes, c->vocab);
     for (size_t i = 0; i < nf; i++)
-      putf(b + CKPT_HEAD + c->vocab + 4 * i, p[i]);
+      rp_le_putf(b + CKPT_HEAD + c->vocab + 4 * i, p[i]);
     /* the container: its length and checksum around the payload, written
      * through the output writer (the file is replaced only by a whole
      * one); xr: by rank 0 alone */
@@ -2893,21 +2873,21 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         "%s: GPT payload of %zu bytes (its header alone "
                         "has %u)",
                         path, n, head);
-  c->layers = get32(b);
-  c->heads = get32(b + 4);
-  c->width = get32(b + 8);
-  c->context = get32(b + 12);
-  c->vocab = get32(b + 16);
-  c->batch = get32(b + 20);
-  c->step = get32(b + 24);
-  c->lr = getf(b + 28);
-  c->warmup = get32(b + 32);
-  c->iters = get32(b + 36);
-  c->seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
+  c->layers = rp_le_get32(b);
+  c->heads = rp_le_get32(b + 4);
+  c->width = rp_le_get32(b + 8);
+  c->context = rp_le_get32(b + 12);
+  c->vocab = rp_le_get32(b + 16);
+  c->batch = rp_le_get32(b + 20);
+  c->step = rp_le_get32(b + 24);
+  c->lr = rp_le_getf(b + 28);
+  c->warmup = rp_le_get32(b + 32);
+  c->iters = rp_le_get32(b + 36);
+  c->seed = rp_le_get32(b + 40) | (uint64_t)rp_le_get32(b + 44) << 32;
   if (head > CKPT_HEAD_V1) {
-    c->procs = get32(b + 48);
-    c->tp = get32(b + 52);
-    c->ranks = get32(b + 56);
+    c->procs = rp_le_get32(b + 48);
+    c->tp = rp_le_get32(b + 52);
+    c->ranks = rp_le_get32(b + 56);
     if (c->procs < 1 || c->procs > RP_GPT_MAX_PROCS || c->tp < 1 ||
         c->tp > 256 || c->ranks < 1 || c->ranks > INT32_MAX || /* MPI's */
         (c->tp <= c->procs ? c->procs % c->tp != 0
@@ -2973,18 +2953,11 @@ rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
     st = ckpt_parse(path, b, n, head, &c);
   if (!st) {
     c.ndata = (size_t)ckpt_floats(c.layers, c.width, c.context, c.vocab);
-    if (!(c.data = calloc(c.ndata, sizeof *c.data)))
-      st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+    st = rp_ckpt_floats_read(path, b + head + c.vocab, c.ndata,
+                             "the weights and AdamW moments", &c.data);
   }
-  for (size_t i = 0; !st && i < c.ndata; i++)
-    c.data[i] = getf(b + head + c.vocab + 4 * i);
-  if (!st)
-    st = rp_ckpt_check_finite(c.data, c.ndata, path,
-                              "the weights and AdamW moments", 1);
   free(buf);
-  if (st)
-    free(c.data);
-  else
+  if (!st)
     *out = c;
   return st;
 }

@@ -1305,26 +1305,6 @@ static uint64_t fnv1a64(const unsigned char *b, size_t n) {
   return rp_fnv1a64(RP_FNV64_INIT, b, n);
 }
 
-static void put32(unsigned char *b, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    b[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *b) {
-  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-         (uint32_t)b[3] << 24;
-}
-static void putf(unsigned char *b, float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  put32(b, u);
-}
-static float getf(const unsigned char *b) {
-  uint32_t u = get32(b);
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 /* Floats of a model with these widths: per layer W, b and their momentum. */
 static uint64_t ckpt_floats(const uint32_t *w, uint32_t layers) {
   uint64_t n = 0;
@@ -1392,23 +1372,23 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
                               0);
   if (!st) {
     memcpy(b, CKPT_MAGIC, 8);
-    put32(b + 8, 1);
-    put32(b + 12, m->nl);
-    put32(b + 16, info->step);
-    putf(b + 20, info->lr);
-    putf(b + 24, info->lr_decay);
-    putf(b + 28, m->cfg.momentum);
-    put32(b + 32, m->cfg.batch);
-    put32(b + 36, m->shuffle ? 1u : 0u);
-    put32(b + 40, (uint32_t)m->cfg.seed);
-    put32(b + 44, (uint32_t)(m->cfg.seed >> 32));
+    rp_le_put32(b + 8, 1);
+    rp_le_put32(b + 12, m->nl);
+    rp_le_put32(b + 16, info->step);
+    rp_le_putf(b + 20, info->lr);
+    rp_le_putf(b + 24, info->lr_decay);
+    rp_le_putf(b + 28, m->cfg.momentum);
+    rp_le_put32(b + 32, m->cfg.batch);
+    rp_le_put32(b + 36, m->shuffle ? 1u : 0u);
+    rp_le_put32(b + 40, (uint32_t)m->cfg.seed);
+    rp_le_put32(b + 44, (uint32_t)(m->cfg.seed >> 32));
     for (uint32_t i = 0; i <= m->nl; i++)
-      put32(b + CKPT_HEAD + 4 * i, w[i]);
+      rp_le_put32(b + CKPT_HEAD + 4 * i, w[i]);
     for (size_t i = 0; i < nf; i++)
-      putf(b + head + 4 * i, p[i]);
+      rp_le_putf(b + head + 4 * i, p[i]);
     uint64_t h = fnv1a64(b, size - 8);
-    put32(b + size - 8, (uint32_t)h);
-    put32(b + size - 4, (uint32_t)(h >> 32));
+    rp_le_put32(b + size - 8, (uint32_t)h);
+    rp_le_put32(b + size - 4, (uint32_t)(h >> 32));
     /* the record inside the checkpoint container: written through the
      * output writer, a length and a checksum around it */
     st = rp_ckpt_save(path, CKPT_KIND, 1, b, size);
@@ -1436,12 +1416,12 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         "'" RP_CKPT_MAGIC "' container nor an '" CKPT_MAGIC
                         "' weights record)",
                         path);
-  if (get32(b + 8) != 1)
+  if (rp_le_get32(b + 8) != 1)
     return rp_error_set(RP_EVERSION,
                         "%s: weights format version %u (this "
                         "build reads version 1)",
-                        path, get32(b + 8));
-  c->layers = get32(b + 12);
+                        path, rp_le_get32(b + 8));
+  c->layers = rp_le_get32(b + 12);
   if (c->layers < 1 || c->layers > MAXL)
     return rp_error_set(RP_EFORMAT, "%s: %u layers (need 1..%u)", path,
                         c->layers, MAXL);
@@ -1450,7 +1430,7 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
     return rp_error_set(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes",
                         path, n, head);
   for (uint32_t i = 0; i <= c->layers; i++)
-    if ((c->widths[i] = get32(b + CKPT_HEAD + 4 * i)) == 0 ||
+    if ((c->widths[i] = rp_le_get32(b + CKPT_HEAD + 4 * i)) == 0 ||
         c->widths[i] > (1u << 24))
       return rp_error_set(RP_EFORMAT,
                           "%s: layer width %u is %u (need "
@@ -1466,25 +1446,25 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         widths_str(c->widths, c->layers, ws, sizeof ws),
                         (unsigned long long)want, n);
   uint64_t h = fnv1a64(b, n - 8);
-  uint64_t fh = get32(b + n - 8) | (uint64_t)get32(b + n - 4) << 32;
+  uint64_t fh = rp_le_get32(b + n - 8) | (uint64_t)rp_le_get32(b + n - 4) << 32;
   if (h != fh)
     return rp_error_set(RP_ECHECKSUM,
                         "%s: checksum mismatch (the file says "
                         "fnv1a64:%016llx, its bytes give %016llx): the file is "
                         "corrupt",
                         path, (unsigned long long)fh, (unsigned long long)h);
-  c->info.step = get32(b + 16);
-  c->info.lr = getf(b + 20);
-  c->info.lr_decay = getf(b + 24);
-  c->info.momentum = getf(b + 28);
-  c->info.batch = get32(b + 32);
-  c->info.shuffle = get32(b + 36) & 1u;
-  if (get32(b + 36) > 1u || c->info.batch < 1 || c->info.batch > 1u << 24)
+  c->info.step = rp_le_get32(b + 16);
+  c->info.lr = rp_le_getf(b + 20);
+  c->info.lr_decay = rp_le_getf(b + 24);
+  c->info.momentum = rp_le_getf(b + 28);
+  c->info.batch = rp_le_get32(b + 32);
+  c->info.shuffle = rp_le_get32(b + 36) & 1u;
+  if (rp_le_get32(b + 36) > 1u || c->info.batch < 1 || c->info.batch > 1u << 24)
     return rp_error_set(RP_EFORMAT,
                         "%s: bad header: batch %u (need 1..%u), flags %#x "
                         "(bit 0 alone is defined)",
-                        path, c->info.batch, 1u << 24, get32(b + 36));
-  c->info.seed = get32(b + 40) | (uint64_t)get32(b + 44) << 32;
+                        path, c->info.batch, 1u << 24, rp_le_get32(b + 36));
+  c->info.seed = rp_le_get32(b + 40) | (uint64_t)rp_le_get32(b + 44) << 32;
   if (!good_schedule(c->info.lr, c->info.lr_decay) ||
       !(c->info.momentum >= 0.0f && c->info.momentum < 1.0f))
     return rp_error_set(RP_EFORMAT,
@@ -1523,19 +1503,12 @@ rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
     st = ckpt_parse(path, b, n, &c);
   if (!st) {
     c.nparams = (size_t)ckpt_floats(c.widths, c.layers);
-    if (!(c.params = calloc(c.nparams, sizeof *c.params)))
-      st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+    size_t head = CKPT_HEAD + 4 * ((size_t)c.layers + 1);
+    st = rp_ckpt_floats_read(path, b + head, c.nparams,
+                             "the weights and momenta", &c.params);
   }
-  size_t head = CKPT_HEAD + 4 * ((size_t)c.layers + 1);
-  for (size_t i = 0; !st && i < c.nparams; i++)
-    c.params[i] = getf(b + head + 4 * i);
-  if (!st)
-    st = rp_ckpt_check_finite(c.params, c.nparams, path,
-                              "the weights and momenta", 1);
   free(buf);
-  if (st)
-    free(c.params);
-  else
+  if (!st)
     *out = c;
   return st;
 }
