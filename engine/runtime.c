@@ -1,13 +1,13 @@
 /* engine/runtime.c — runtime lifetime, backend selection, processors,
  * memories, the task registry, task contexts, layer slots. */
 #include "engine_impl.h"
+#include "env_rules.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #ifdef REPRISE_HAVE_JEMALLOC
@@ -597,23 +597,16 @@ void rp_runtime_config_init(rp_runtime_config *cfg) {
   cfg->backend = RP_BACKEND_AUTO;
 }
 
-/* Every REPRISE_* variable the library reads, with what it accepts (the
- * command line's table, tools/cli.c, says the same): checked at
+/* Every REPRISE_* variable the library reads, with what it accepts: checked at
  * rp_runtime_create, so that a typo is an error naming the variable and its
- * value rather than a silent default. Unset or empty is "not set". The
+ * value rather than a silent default (the command line checks the same
+ * table, engine/env_rules.h, before any work). Unset or empty is "not set". The
  * tunables (spins, yields) are read once per process, the lowering's
  * switches at instantiate; checking them here catches them before any run
  * (a runtime created with ignore_env does not check them, and the readers
  * then fall back to their defaults for a malformed value). */
-typedef struct env_rule {
-  const char *var;
-  unsigned long lo, hi; /* a whole number in lo..hi, when words is NULL */
-  const char *words;    /* else one of these, '|'-separated (any case for
-                           REPRISE_BACKEND, exact otherwise) */
-} env_rule;
-
-static const env_rule ENV_RULES[] = {
-    {"REPRISE_BACKEND", 0, 0, "auto|cpu|cuda"},
+const rp_env_rule rp_env_rules[] = {
+    {"REPRISE_BACKEND", 0, 0, "cpu|cuda|auto"},
     {"REPRISE_WORKERS", 1, RP_MAX_PROCS / 2, NULL},
     {"REPRISE_CPUS", 1, RP_MAX_PROCS / 2, NULL},
     {"REPRISE_GPUS", 1, RP_MAX_GPUS, NULL},
@@ -633,13 +626,14 @@ static const env_rule ENV_RULES[] = {
     {"REPRISE_GPT_ATTN", 0, 0, "fused|gemm"},
     {"REPRISE_GPT_COLSUM", 0, 0, "split|serial"},
 };
+const size_t rp_env_nrules = sizeof rp_env_rules / sizeof rp_env_rules[0];
 
 /* 1 when s is one of the '|'-separated words. */
-static int env_is_word(const char *s, const char *words, int any_case) {
+static int env_is_word(const char *s, const char *words) {
   size_t n = strlen(s);
   for (const char *p = words;;) {
     size_t len = strcspn(p, "|");
-    if (len == n && (any_case ? strncasecmp(p, s, n) : strncmp(p, s, n)) == 0)
+    if (len == n && strncmp(p, s, n) == 0)
       return 1;
     if (!p[len])
       return 0;
@@ -662,14 +656,14 @@ static int env_is_uint(const char *s, unsigned long lo, unsigned long hi,
 }
 
 static rp_status env_check(void) {
-  for (size_t i = 0; i < sizeof ENV_RULES / sizeof ENV_RULES[0]; i++) {
-    const env_rule *r = &ENV_RULES[i];
+  for (size_t i = 0; i < rp_env_nrules; i++) {
+    const rp_env_rule *r = &rp_env_rules[i];
     const char *s = getenv(r->var);
     unsigned long v;
     if (!s || !*s)
       continue;
     if (r->words) {
-      if (!env_is_word(s, r->words, i == 0))
+      if (!env_is_word(s, r->words))
         return rp__err(RP_EINVAL, "%s=%.64s: expected one of %s", r->var, s,
                        r->words);
     } else if (!env_is_uint(s, r->lo, r->hi, &v)) {
@@ -697,9 +691,9 @@ static rp_status apply_env(rp_runtime_config *cfg, int *backend_env) {
   const char *b = getenv("REPRISE_BACKEND");
   *backend_env = b && *b;
   if (b && *b)
-    cfg->backend = !strcasecmp(b, "cpu")    ? RP_BACKEND_CPU
-                   : !strcasecmp(b, "cuda") ? RP_BACKEND_CUDA
-                                            : RP_BACKEND_AUTO;
+    cfg->backend = !strcmp(b, "cpu")    ? RP_BACKEND_CPU
+                   : !strcmp(b, "cuda") ? RP_BACKEND_CUDA
+                                        : RP_BACKEND_AUTO;
   long n = env_num("REPRISE_WORKERS", env_num("REPRISE_CPUS", 0));
   if (n > 0)
     cfg->cpus = (unsigned)n;

@@ -114,6 +114,24 @@ Test(backend, env_backend_bogus_is_einval) {
             rp_error_detail());
 }
 
+/* The words are exact, as --backend's: "CPU" is no backend (the command
+ * line refuses it too, test_cli). */
+Test(backend, env_backend_words_are_exact_case) {
+  static const char *bad[] = {"CPU", "Cuda", "AUTO"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("REPRISE_BACKEND", bad[i], 1);
+    rp_runtime_config cfg = quiet_config(RP_BACKEND_CPU);
+    cfg.ignore_env = 0;
+    rp_runtime *rt = NULL;
+    RP_EXPECT(rp_runtime_create(&cfg, &rt), RP_EINVAL);
+    cr_assert_null(rt);
+    char want[64];
+    snprintf(want, sizeof want, "REPRISE_BACKEND=%s: expected one of", bad[i]);
+    cr_assert(strstr(rp_error_detail(), want), "detail: '%s'",
+              rp_error_detail());
+  }
+}
+
 Test(backend, env_backend_cpu_overrides_config) {
   setenv("REPRISE_BACKEND", "cpu", 1);
   rp_runtime_config cfg = quiet_config(RP_BACKEND_CUDA);

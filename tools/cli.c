@@ -19,6 +19,7 @@
 
 #ifdef REPRISE_HAVE_CJSON
 #include "capture/json_strict.h"
+#include "engine/env_rules.h"
 #endif
 
 int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
@@ -191,40 +192,6 @@ int rp_cli_env_workers(const char *cmd, uint32_t *workers, int *set) {
   return rc;
 }
 
-/* Every REPRISE_* variable a runtime reads, with what each accepts: checked
- * by every command that starts a runtime, so that a typo is an error rather
- * than the library's silent default. */
-typedef struct env_rule {
-  const char *var;
-  unsigned long lo, hi; /* a whole number in lo..hi, when words is NULL */
-  const char *words;    /* else one of these, '|'-separated */
-} env_rule;
-
-static const env_rule ENV_RULES[] = {
-    /* also checked where no option reads them (train's workers are its
-     * --procs): a bad value is an error everywhere */
-    {"REPRISE_BACKEND", 0, 0, "cpu|cuda|auto"},
-    {"REPRISE_WORKERS", 1, RP_CLI_MAX_WORKERS, NULL},
-    {"REPRISE_CPUS", 1, RP_CLI_MAX_WORKERS, NULL},
-    {"REPRISE_GPUS", 1, 16, NULL},
-    {"REPRISE_DIST_TIMEOUT_MS", 1, 86400000, NULL},
-    {"REPRISE_SPIN_NS", 0, 10000000000ul, NULL},
-    {"REPRISE_YIELD_NS", 0, 10000000000ul, NULL},
-    {"REPRISE_HOST_YIELD_NS", 0, 10000000000ul, NULL},
-    {"REPRISE_IDLE_SPIN_NS", 0, 10000000000ul, NULL},
-    {"REPRISE_HOST_SPIN_NS", 0, 10000000000ul, NULL},
-    {"REPRISE_PIN", 0, 1, NULL},
-    {"REPRISE_NVTX", 0, 1, NULL},
-    {"REPRISE_CUDA_GRAPHS", 0, 0, "0|1"},
-    {"REPRISE_GPU_GROUPS", 0, 0, "0|1"},
-    {"REPRISE_GPU_POLL", 0, 0, "0|1|events"},
-    /* the GPU kernels' (kernels/: read at their launches, which refuse a
-     * bad value too, but only once a GPU step runs) */
-    {"REPRISE_CUBLAS_WS_MIB", 1, 1024, NULL},
-    {"REPRISE_GPT_ATTN", 0, 0, "fused|gemm"},
-    {"REPRISE_GPT_COLSUM", 0, 0, "split|serial"},
-};
-
 /* 1 when s is one of the '|'-separated words. */
 static int is_word(const char *s, const char *words) {
   size_t n = strlen(s);
@@ -238,9 +205,12 @@ static int is_word(const char *s, const char *words) {
   }
 }
 
+/* Every REPRISE_* variable a runtime reads, with what each accepts (the
+ * library's table): checked by every command that starts a runtime, before
+ * any work, as a usage error. */
 int rp_cli_env_check(const char *cmd) {
-  for (size_t i = 0; i < sizeof ENV_RULES / sizeof ENV_RULES[0]; i++) {
-    const env_rule *r = &ENV_RULES[i];
+  for (size_t i = 0; i < rp_env_nrules; i++) {
+    const rp_env_rule *r = &rp_env_rules[i];
     const char *s = env_value(r->var);
     unsigned long v;
     if (!s || (r->words ? is_word(s, r->words)
