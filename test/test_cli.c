@@ -2001,7 +2001,7 @@ Test(cli, train_gpt_stop_then_resume_is_one_run_bitwise, .timeout = 300) {
       half);
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.err, "1 processor with --tp 1 (--procs 1 on 1 rank; "
-                          "now 2 with --tp 1)") &&
+                          "now --procs 2 on 1 rank with --tp 1)") &&
                 strstr(r.err, "not an exact continuation"),
             "%s", r.err);
   unlink(corpus), unlink(one), unlink(half), unlink(two);

@@ -523,16 +523,45 @@ Test(gpt_tp, bad_tensor_parallel_configs_are_refused) {
   cr_assert_eq(rp_gpt_config_check(&c), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "tp 3 is not a multiple of procs 2"),
             "%s", rp_error_detail());
+  /* resume: which layouts add the data-parallel parts in the same order */
+  const struct {
+    rp_gpt_layout a, b;
+    int alike;
+  } lay[] = {
+      {{1, 1, 1}, {1, 1, 0}, 1}, /* tp 0 is 1 */
+      {{2, 1, 1}, {1, 2, 1}, 1}, /* 2 parts: one addition */
+      {{1, 2, 2}, {2, 1, 2}, 1}, /* 1 part */
+      {{2, 2, 2}, {4, 1, 2}, 1}, /* 2 parts of tp 2 */
+      {{2, 2, 1}, {2, 2, 1}, 1}, /* the same layout, 4 parts */
+      {{4, 1, 1}, {2, 2, 1}, 0}, /* 4 parts: a+b+c+d vs (a+b)+(c+d) */
+      {{3, 1, 1}, {1, 3, 1}, 0}, /* 3 parts: MPI's order */
+      {{1, 1, 1}, {2, 1, 1}, 0}, /* other parts */
+      {{2, 1, 2}, {2, 1, 1}, 0}, /* other tp */
+  };
+  for (size_t i = 0; i < sizeof lay / sizeof lay[0]; i++) {
+    cr_assert_eq(rp_gpt_layouts_sum_alike(lay[i].a, lay[i].b), lay[i].alike,
+                 "layout pair %zu", i);
+    cr_assert_eq(rp_gpt_layouts_sum_alike(lay[i].b, lay[i].a), lay[i].alike,
+                 "layout pair %zu, swapped", i);
+  }
   cr_assert_eq(rp_gpt_split_check(8, 2, 1, 2), RP_OK);
   cr_assert_eq(rp_gpt_split_check(8, 4, 1, 2), RP_OK);
   cr_assert_eq(rp_gpt_split_check(8, 2, 2, 4), RP_OK);
   cr_assert_eq(rp_gpt_split_check(8, 3, 1, 2), RP_EINVAL);
-  cr_assert(strstr(rp_error_detail(), "divides the 3 ranks x 1 processor"),
+  cr_assert(strstr(rp_error_detail(),
+                   "tp 2 across ranks does not divide the 3 ranks x 1 "
+                   "processor (3 in all) into whole groups"),
             "%s", rp_error_detail());
   cr_assert_eq(rp_gpt_split_check(8, 2, 2, 3), RP_EINVAL);
-  cr_assert_eq(rp_gpt_split_check(8, 32, 1, 2), RP_EINVAL);
-  cr_assert(strstr(rp_error_detail(), "at most 16 in all"), "%s",
-            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "tp 3 across ranks is not a multiple "
+                                      "of the 2 processors per rank"),
+            "%s", rp_error_detail());
+  /* each condition holds but the total: the message names the total */
+  cr_assert_eq(rp_gpt_split_check(18, 18, 1, 2), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "tp 2 across ranks: 18 ranks x 1 "
+                                      "processor is 18 processors in all (at "
+                                      "most 16)"),
+            "%s", rp_error_detail());
   cr_assert_eq(rp_gpt_split_check(1, 4, 1, 2), RP_ERANGE); /* 2 groups */
   cr_assert(strstr(rp_error_detail(), "batch 1 cannot be split over 2 data "
                                       "groups of --tp across ranks (the last "

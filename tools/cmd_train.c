@@ -1061,21 +1061,25 @@ int rp_train_same_inputs(int dist, const train_input *in, unsigned n) {
 #endif
 
 uint64_t rp_train_options_hash(const train_cli *c) {
-  /* every option but the output files' names, --log-every, --dump and
-   * --timings: the ranks run one computation */
+  /* every option but the output files' names, --dump and --timings: the
+   * ranks run one computation. --log-every counts (a log point's
+   * validation pass and loss are collective), and so does whether
+   * --save-weights is given when --tp spans ranks (every rank reads its
+   * shards for rank 0's file). */
   char b[512];
+  int xr_save = c->gpt && c->tp > c->mc.procs && c->save_weights;
   int len = snprintf(
       b, sizeof b,
       /* %a: every bit of a float option */
       "%d|%u|%u,%u|%a|%llu|%u|%u|%a,%a|%d|%u,%u,%u|%llu|%d,%d|%a|%d|%d|"
-      "%u,%u,%u,%u,%u,%u,%u,%u|%d,%d|",
+      "%u,%u,%u,%u,%u,%u,%u,%u|%d,%d|%u,%d|",
       (int)c->backend, c->mc.nhidden, c->mc.batch, c->mc.procs,
       (double)c->mc.momentum, (unsigned long long)c->mc.seed, c->iters,
       c->inflight, (double)c->lr, (double)c->lr_decay, (int)c->kind, c->samples,
       c->classes, c->features, (unsigned long long)c->max_bytes, c->eager,
       c->compare, (double)c->val_frac, c->no_shuffle, c->gpt, c->layers,
       c->heads, c->width, c->context, c->warmup, c->sample, c->tp, c->stop,
-      c->labels != NULL, c->load_weights != NULL);
+      c->labels != NULL, c->load_weights != NULL, c->log_every, xr_save);
   uint64_t h = rp_fnv1a64(RP_FNV64_INIT, b, (size_t)len);
   return rp_fnv1a64(h, c->mc.hidden, c->mc.nhidden * sizeof *c->mc.hidden);
 }

@@ -222,18 +222,18 @@ static int check_ckpt(gpt_state *s) {
   if (k->seed != c->mc.seed)
     rp_cli_appendf(d, sizeof d, ", --seed %llu (now %llu)",
                    (unsigned long long)k->seed, (unsigned long long)c->mc.seed);
-  /* another layout sums gradients in another order (0: an older file);
-   * the same processors in all and tp, over any ranks, are bitwise the
-   * same (docs/distributed.md) */
-  if (k->procs &&
-      ((uint64_t)k->procs * k->ranks != (uint64_t)c->mc.procs * s->tr.ranks ||
-       k->tp != c->tp))
+  /* another layout may sum the gradients in another order (procs 0: a
+   * version 1 file, no layout to compare) */
+  uint64_t kn = (uint64_t)k->procs * k->ranks;
+  rp_gpt_layout was = {k->procs, k->ranks, k->tp},
+                now = {c->mc.procs, s->tr.ranks, c->tp};
+  if (k->procs && !rp_gpt_layouts_sum_alike(was, now))
     rp_cli_appendf(d, sizeof d,
-                   ", %u processor%s with --tp %u (--procs %u on %u rank%s; "
-                   "now %u with --tp %u)",
-                   k->procs * k->ranks, k->procs * k->ranks == 1 ? "" : "s",
-                   k->tp, k->procs, k->ranks, k->ranks == 1 ? "" : "s",
-                   c->mc.procs * s->tr.ranks, c->tp);
+                   ", %llu processor%s with --tp %u (--procs %u on %u rank%s; "
+                   "now --procs %u on %u rank%s with --tp %u)",
+                   (unsigned long long)kn, kn == 1 ? "" : "s", k->tp, k->procs,
+                   k->ranks, k->ranks == 1 ? "" : "s", c->mc.procs, s->tr.ranks,
+                   s->tr.ranks == 1 ? "" : "s", c->tp);
   if (s->tr.rank == 0 && d[0]) /* --dist: said once */
     fprintf(stderr,
             "reprise train: note: %s was saved with %s; so this run is not "

@@ -243,13 +243,24 @@ rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
   tp = tp ? tp : 1;
   if (procs && tp > procs) { /* groups across ranks: one layout */
     uint64_t all = (uint64_t)ranks * procs;
-    if (tp % procs || all % tp || all > RP_GPT_MAX_PROCS)
+    const char *ps = procs == 1 ? "" : "s";
+    if (tp % procs)
       return rp_error_set(RP_EINVAL,
-                          "tp %u across ranks needs a multiple of the %u "
-                          "processor%s per rank that divides the %u ranks "
-                          "x %u processor%s (at most %d in all)",
-                          tp, procs, procs == 1 ? "" : "s", ranks, procs,
-                          procs == 1 ? "" : "s", RP_GPT_MAX_PROCS);
+                          "tp %u across ranks is not a multiple of the %u "
+                          "processor%s per rank (a group spans whole ranks)",
+                          tp, procs, ps);
+    if (all % tp)
+      return rp_error_set(RP_EINVAL,
+                          "tp %u across ranks does not divide the %u rank%s x "
+                          "%u processor%s (%llu in all) into whole groups",
+                          tp, ranks, ranks == 1 ? "" : "s", procs, ps,
+                          (unsigned long long)all);
+    if (all > RP_GPT_MAX_PROCS)
+      return rp_error_set(RP_EINVAL,
+                          "tp %u across ranks: %u ranks x %u processor%s is "
+                          "%llu processors in all (at most %d)",
+                          tp, ranks, procs, ps, (unsigned long long)all,
+                          RP_GPT_MAX_PROCS);
     /* the batch splits over the data groups alone (each spans ranks) */
     return rp_train_split_check(batch, 1, (uint32_t)(all / tp),
                                 "data groups of --tp across ranks");
@@ -261,6 +272,15 @@ rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
                         procs, tp);
   return rp_train_split_check(batch, ranks, tp > 1 ? procs / tp : procs,
                               tp > 1 ? "data groups" : "processors");
+}
+
+int rp_gpt_layouts_sum_alike(rp_gpt_layout a, rp_gpt_layout b) {
+  a.tp = a.tp ? a.tp : 1;
+  b.tp = b.tp ? b.tp : 1;
+  if (a.procs == b.procs && a.ranks == b.ranks && a.tp == b.tp)
+    return 1;
+  uint64_t na = (uint64_t)a.procs * a.ranks, nb = (uint64_t)b.procs * b.ranks;
+  return na == nb && a.tp == b.tp && na / a.tp <= 2;
 }
 
 static void set_info(rp_gpt_param_info *p, const char *name, uint32_t rows,

@@ -160,6 +160,19 @@ rp_status rp_gpt_config_check(const rp_gpt_config *cfg);
 rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
                              uint32_t tp);
 
+/* A layout: processors per rank, ranks, tensor-parallel width (0: 1). */
+typedef struct rp_gpt_layout {
+  uint32_t procs, ranks, tp;
+} rp_gpt_layout;
+
+/* 1 when layouts a and b add the data-parallel gradient parts (procs x
+ * ranks / tp of them) in the same order, so that training on from a
+ * checkpoint of a under b is bitwise training on under a: the same
+ * layout, or the same parts and tp with at most 2 parts (one addition).
+ * Parts are added in order within a process and as MPI's all-reduce adds
+ * them across ranks, which may be any order. */
+int rp_gpt_layouts_sum_alike(rp_gpt_layout a, rp_gpt_layout b);
+
 /* The replay argument block of a recorded step. */
 typedef struct rp_gpt_step_args {
   uint32_t batch; /* offset 0: ring index, < ring */
