@@ -1,5 +1,6 @@
 /* kernels/cpu_kernels.c — see cpu_kernels.h for the contracts and layouts. */
 #include "cpu_kernels.h"
+#include "vexpf.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -8,6 +9,8 @@
 #ifdef REPRISE_HAVE_BLAS
 #include <cblas.h>
 #endif
+
+int rp__vec_plain; /* vexpf.h: 0, the AVX2 copies where the CPU has AVX2 */
 
 /* ---------------------------------------------------------------------- */
 /* GEMM */

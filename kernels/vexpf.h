@@ -26,13 +26,18 @@
  * line ran LayerNorm at 2.6x the time). AVX2 alone brings no FMA and the
  * project compiles C11 (no contraction), so both copies perform the same
  * IEEE operations: the same bits on every x86-64 CPU. */
+/* rp__vec_plain = 1 runs the plain copy on any CPU: the tests compare the
+ * two copies' bits (defined in kernels/cpu_kernels.c; change it only
+ * while no kernel runs). */
+extern int rp__vec_plain;
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define RP_VEC_DISPATCH(name, body, params, args)                              \
   __attribute__((target("avx2"), flatten)) static void name##_avx2 params {    \
     body args;                                                                 \
   }                                                                            \
   __attribute__((flatten)) void name params {                                  \
-    if (__builtin_cpu_supports("avx2"))                                        \
+    if (!rp__vec_plain && __builtin_cpu_supports("avx2"))                      \
       name##_avx2 args;                                                        \
     else                                                                       \
       body args;                                                               \
