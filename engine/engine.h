@@ -392,6 +392,21 @@ extern _Thread_local int *rp__tl_replay_violation;
  * replay whose completion runs the callback cannot finish before it. */
 extern _Thread_local int rp__tl_in_callback;
 
+/* Thread-local: non-zero while this thread runs a task's body (eager or
+ * replayed: rp__task_invoke). The calls that wait for eager work to end
+ * (drain, destroy, instance free and realloc) would wait for that task. */
+extern _Thread_local int rp__tl_in_task;
+
+/* RP_OK outside a running task; inside one, RP_ECONTRACT naming `call`. */
+static inline rp_status rp__refuse_in_task(const char *call) {
+  if (!rp__tl_in_task)
+    return RP_OK;
+  return rp__err(RP_ECONTRACT,
+                 "%s called from a running task: it waits for eager work "
+                 "to end, the calling task's included",
+                 call);
+}
+
 /* RP_OK outside a replay's task; inside one, marks the replay (it
  * completes with RP_ECONTRACT) and returns RP_ECONTRACT naming `call`: the
  * rule for calls that launch, record, wait or destroy (reprise.h). */

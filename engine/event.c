@@ -421,6 +421,11 @@ rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why) {
   if (why >= 0)
     return rp__err(RP_EINVAL, "rp_event_poison: status %d is not an error",
                    (int)why);
+  if (!rp__status_known(why)) /* waiters could not name it */
+    return rp__err(RP_EINVAL,
+                   "rp_event_poison: status %d is not a reprise status "
+                   "(RP_STATUS_MAP)",
+                   (int)why);
   return user_complete(rt, e, why, "rp_event_poison");
 }
 

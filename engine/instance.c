@@ -373,6 +373,8 @@ rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
     return RP_OK;
   rp_status st = rp__refuse_in_replay("rp_instance_free");
   if (!st)
+    st = rp__refuse_in_task("rp_instance_free");
+  if (!st)
     st = lookup_for_change(rt, inst, "rp_instance_free");
   if (st)
     return st;
@@ -409,6 +411,8 @@ rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
     return rp__err(RP_EINVAL, "rp_instance_realloc: NULL argument");
   /* as free: it waits for eager ops and drops the old storage */
   rp_status st = rp__refuse_in_replay("rp_instance_realloc");
+  if (!st)
+    st = rp__refuse_in_task("rp_instance_realloc");
   if (!st)
     st = rp__rt_check(rt, "rp_instance_realloc");
   if (st)

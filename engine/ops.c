@@ -36,19 +36,22 @@ rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
     const rp_device_ops *dev = rt->procs[ctx->proc].be->dev;
     RP_ASSERT(dev);
     ctx->stream = dev->proc_stream(rt, ctx->proc);
+    rp__tl_in_task++;
     rp_status st = fn(ctx);
+    rp__tl_in_task--;
     rp__nvtx_pop();
-    if (st > 0)
-      st = RP_ETASK;
+    st = rp__task_status(st);
     /* The task only enqueued work: completion comes from the stream. */
     if (st == RP_OK)
       st = dev->launch_host_func(rt, ctx->stream, gpu_done, arg);
     *queued = st == RP_OK;
     return st;
   }
+  rp__tl_in_task++;
   rp_status st = fn(ctx);
+  rp__tl_in_task--;
   rp__nvtx_pop();
-  return st > 0 ? RP_ETASK : st;
+  return rp__task_status(st);
 }
 
 /* ---------------------------------------------------------------------- */

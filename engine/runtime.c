@@ -16,6 +16,7 @@
 
 _Thread_local int *rp__tl_replay_violation;
 _Thread_local int rp__tl_in_callback;
+_Thread_local int rp__tl_in_task;
 int rp__nvtx_on;
 
 /* ---------------------------------------------------------------------- */
@@ -893,6 +894,8 @@ rp_status rp_runtime_drain(rp_runtime *rt) {
   rp_status st = rp__rt_check(rt, "rp_runtime_drain");
   if (!st) /* it waits: from a replay's task it could wait for itself */
     st = rp__refuse_in_replay("rp_runtime_drain");
+  if (!st) /* an eager task for itself */
+    st = rp__refuse_in_task("rp_runtime_drain");
   if (!st) /* and a callback's worker for the work queued behind it */
     st = rp__refuse_in_callback("rp_runtime_drain");
   if (st)
@@ -915,6 +918,7 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
   if (cst)
     return cst;
   if ((cst = rp__refuse_in_replay("rp_runtime_destroy")) != RP_OK ||
+      (cst = rp__refuse_in_task("rp_runtime_destroy")) != RP_OK ||
       (cst = rp__refuse_in_callback("rp_runtime_destroy")) != RP_OK)
     return cst;
   int32_t live = atomic_load(&rt->live_objects);

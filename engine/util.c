@@ -44,6 +44,17 @@ const char *rp_status_name(rp_status st) {
   return "RP_?";
 }
 
+int rp__status_known(rp_status st) {
+  switch (st) {
+#define RP_KNOWN_(name, code, text)                                            \
+  case RP_##name:                                                              \
+    return 1;
+    RP_STATUS_MAP(RP_KNOWN_)
+#undef RP_KNOWN_
+  }
+  return 0;
+}
+
 unsigned rp_version(void) {
   return REPRISE_VERSION_HEX;
 }

@@ -40,6 +40,15 @@
 
 _Noreturn void rp__assert_fail(const char *expr, const char *file, int line);
 
+/* 1 when st is one of RP_STATUS_MAP's codes. */
+int rp__status_known(rp_status st);
+
+/* What a task's return value means: RP_OK, its own error when it is a
+ * reprise status, else (a positive value, an unknown code) RP_ETASK. */
+static inline rp_status rp__task_status(rp_status st) {
+  return st == RP_OK || (st < 0 && rp__status_known(st)) ? st : RP_ETASK;
+}
+
 /* Records a detail message for rp_error_detail() and returns st. */
 rp_status rp__err(rp_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -46,6 +46,9 @@
  *  - RP_ENOMEM when an allocation fails.
  *  - Calls that launch, record, wait or destroy, made from a task inside a
  *    replay: RP_ECONTRACT (and the replay completes with RP_ECONTRACT).
+ *    The calls that wait for eager work to end (rp_runtime_drain,
+ *    rp_runtime_destroy, rp_instance_free, rp_instance_realloc), made from
+ *    a running eager task: RP_ECONTRACT (they would wait for the task).
  *    Calls that only create (rp_graph_create, rp_instance_create,
  *    rp_instantiate, rp_event_create) work there, but what they make can
  *    be destroyed only from the host, outside replay tasks.
@@ -551,8 +554,8 @@ RP_API rp_status rp_event_create(rp_runtime *rt, rp_event *out);
  * RP_NO_EVENT or an event that already triggered or was poisoned; the
  * event is unchanged then. */
 RP_API rp_status rp_event_trigger(rp_runtime *rt, rp_event e);
-/* Poisons e with why (a negative status; RP_EINVAL otherwise). Waiters see
- * why. */
+/* Poisons e with why (one of the negative rp_status codes; RP_EINVAL
+ * otherwise). Waiters see why. */
 RP_API rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why);
 /* RP_OK triggered, RP_EAGAIN pending, the poison status, or RP_ESTALE. */
 RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
@@ -604,6 +607,9 @@ enum rp_task_flags {
   RP_TASK_DEVICE_ARGS = 1u << 2,
 };
 
+/* A task returns RP_OK or an error status (its detail set with
+ * rp_error_set); any other value (positive, or no rp_status code) fails it
+ * as RP_ETASK. */
 typedef rp_status (*rp_task_fn)(rp_task_ctx *ctx);
 
 /* The largest cost (ns) placement counts for a unit or an edge, about 18

@@ -340,7 +340,8 @@ static rp_status capture_issue(rp_unit *u, void *stream) {
   if (violation)
     return rp__err(RP_ECONTRACT, "the task launched work or waited on an "
                                  "event while being captured");
-  return st > 0 ? rp__err(RP_ETASK, "the task returned %d", (int)st) : st;
+  rp_status ts = rp__task_status(st);
+  return ts != st ? rp__err(ts, "the task returned %d", (int)st) : st;
 }
 
 /* Captures unit ui into a new graph (*child, the caller's). A failure

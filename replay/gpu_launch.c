@@ -417,7 +417,7 @@ static rp_status refresh_params(rp_exec *ex, rp_gpu_lane *gl, rp_slot *s,
     rp_task_fn check = gl->interp_checks[i];
     rp_status cst = check && !s->unit_status[ui] ? check(&u->ctx) : RP_OK;
     if (RP_UNLIKELY(cst != RP_OK))
-      rp__unit_failed(ex, s, ui, cst > 0 ? RP_ETASK : cst, rp_error_detail());
+      rp__unit_failed(ex, s, ui, rp__task_status(cst), rp_error_detail());
   }
   /* The staging slot is this replay's alone: the slot is re-armed only
    * after this replay completed, so the copy has run by then. */
@@ -464,7 +464,7 @@ static rp_status issue_task(rp_unit *u, rp_slot *s, void *stream, int *skip,
     *why = "task launched work or waited on an event inside a replay";
     return RP_ECONTRACT;
   }
-  return st > 0 ? RP_ETASK : st;
+  return rp__task_status(st);
 }
 
 static rp_status issue_unit(rp_exec *ex, uint32_t ui, rp_slot *s,

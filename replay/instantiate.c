@@ -718,8 +718,9 @@ rp_status rp_exec_destroy(rp_exec *ex) {
     return cst;
   if (atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire))
     return rp__err(RP_EBUSY,
-                   "rp_exec_destroy: another thread is inside "
-                   "rp_replay on exec %p",
+                   "rp_exec_destroy: another thread is inside rp_replay, "
+                   "rp_exec_tune or rp_exec_destroy on exec %p (one thread "
+                   "at a time per exec)",
                    (void *)ex);
   rp_runtime *rt = ex->rt;
   /* a GPU exec's completion may be the thread running this callback (the

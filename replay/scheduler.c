@@ -175,13 +175,13 @@ static const char CONTRACT_WHY[] =
 
 /* A task function's return, as the replay records it: RP_ECONTRACT when
  * it launched or waited inside the replay (*violation, cleared here),
- * RP_ETASK for a positive (user) code. */
+ * RP_ETASK for a positive (user) code or one that is no rp_status. */
 static rp_status task_status(rp_status st, int *violation) {
   if (RP_UNLIKELY(*violation)) {
     *violation = 0;
     return RP_ECONTRACT;
   }
-  return st > 0 ? RP_ETASK : st;
+  return rp__task_status(st);
 }
 
 /* Why a task failed: the contract's words, or what the task said itself
@@ -1028,8 +1028,8 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
 }
 
 /* One thread at a time per exec: a second thread calling rp_replay (or
- * rp_exec_destroy) on the exec while one is inside is refused with
- * RP_EBUSY, not raced (an uncontended exchange per replay). */
+ * rp_exec_tune, rp_exec_destroy) on the exec while one is inside is refused
+ * with RP_EBUSY, not raced (an uncontended exchange per replay). */
 rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
   rp_status st = rp__replay_check(ex, a, "rp_replay");
   if (st)
@@ -1037,9 +1037,9 @@ rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
   if (RP_UNLIKELY(
           atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire)))
     return rp__err(RP_EBUSY,
-                   "rp_replay: another thread is inside rp_replay "
-                   "or rp_exec_destroy on exec %p (one thread at a time per "
-                   "exec)",
+                   "rp_replay: another thread is inside rp_replay, "
+                   "rp_exec_tune or rp_exec_destroy on exec %p (one thread "
+                   "at a time per exec)",
                    (void *)ex);
   rp__nvtx_push("reprise.replay");
   st = rp__replay_owned(ex, a, done);

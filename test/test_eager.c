@@ -215,6 +215,46 @@ Test(eager, destroy_cancels_ops_waiting_on_untriggered_user_events) {
   cr_assert_eq(atomic_load(&runs[0]), 0);
 }
 
+/* The calls that wait for eager work to end, from a running eager task:
+ * RP_ECONTRACT at once (each used to wait for the task itself: drain and
+ * free forever, destroy for its 10 s drain limit), the instance kept. */
+static rp_runtime *self_rt;
+static rp_inst self_inst;
+static rp_status self_st[4];
+static rp_status self_waiter(rp_task_ctx *ctx) {
+  (void)ctx;
+  rp_inst copy = self_inst;
+  self_st[0] = rp_runtime_drain(self_rt);
+  self_st[1] = rp_instance_free(self_rt, self_inst);
+  self_st[2] = rp_instance_realloc(self_rt, &copy);
+  self_st[3] = rp_runtime_destroy(self_rt);
+  return RP_OK;
+}
+
+Test(eager, waiting_calls_from_a_running_task_are_econtract, .timeout = 30) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "waiter", .cpu_fn = self_waiter}, &t));
+  self_rt = rt;
+  self_inst = mk(rt);
+  rp_access acc = {self_inst, RP_RW, 0};
+  rp_launch l = {.task = t, .proc = 0, .accesses = &acc, .naccess = 1};
+  rp_event done;
+  RP_CHECK(rp_launch_task(rt, &l, &done));
+  RP_CHECK(rp_event_wait(rt, done, 10000000000ll));
+  const char *call[4] = {"rp_runtime_drain", "rp_instance_free",
+                         "rp_instance_realloc", "rp_runtime_destroy"};
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(self_st[i], RP_ECONTRACT, "%s from a task: %s", call[i],
+                 rp_status_name(self_st[i]));
+  rp_instance_info info;
+  RP_CHECK(rp_instance_query(rt, self_inst, &info)); /* not freed */
+  rp_event_release(rt, done);
+  RP_CHECK(rp_instance_free(rt, self_inst));
+  th_destroy(rt);
+}
+
 /* Each shard fills its whole workspace slice with its own marker and says
  * where the slice is; the last shard to finish (the workspace lives until
  * then) checks every slice: aligned, disjoint from the others, holding

@@ -233,9 +233,10 @@ Test(engine_ops, failing_task_poisons_done_and_its_dependents) {
   rp_task_id f = reg(rt, "fail", fail_task, NULL);
   rp_task_id t = reg(rt, "count", count_task, NULL);
   _Atomic int runs = 0, *rp = &runs;
-  rp_status codes[] = {RP_EIO, 7 /* positive: RP_ETASK */};
-  rp_status want[] = {RP_EIO, RP_ETASK};
-  for (int i = 0; i < 2; i++) {
+  /* positive, or no rp_status (waiters could not name it): RP_ETASK */
+  rp_status codes[] = {RP_EIO, 7, (rp_status)-1000};
+  rp_status want[] = {RP_EIO, RP_ETASK, RP_ETASK};
+  for (int i = 0; i < 3; i++) {
     rp_task_spawn s = {
         .proc = 0, .task = f, .args = &codes[i], .args_size = sizeof codes[i]};
     rp_task_spawn c = counter_spawn(t, 0, &rp);

@@ -2,6 +2,7 @@
  * handles. */
 #include "helpers.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -41,6 +42,12 @@ Test(event, double_trigger_and_bad_poison_are_rejected) {
   rp_event e;
   RP_CHECK(rp_event_create(rt, &e));
   RP_EXPECT(rp_event_poison(rt, e, RP_OK), RP_EINVAL);
+  /* negative but no status: waiters could not name it */
+  RP_EXPECT(rp_event_poison(rt, e, (rp_status)-1000), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "-1000 is not a reprise status"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_event_poison(rt, e, (rp_status)INT_MIN), RP_EINVAL);
+  RP_EXPECT(rp_event_query(rt, e), RP_EAGAIN); /* still pending */
   RP_CHECK(rp_event_trigger(rt, e));
   RP_EXPECT(rp_event_trigger(rt, e), RP_EINVAL);
   RP_EXPECT(rp_event_poison(rt, e, RP_ETASK), RP_EINVAL);

@@ -821,6 +821,61 @@ Test(misuse, destroy_beside_a_replaying_thread_is_busy_then_stale,
   th_destroy(rt);
 }
 
+/* While one thread is inside rp_exec_tune (its trial replay held in a
+ * task), rp_exec_destroy and rp_replay from another are RP_EBUSY, naming
+ * every call that holds an exec (their messages named rp_replay alone). */
+static _Atomic int held_in, held_go;
+static rp_status hold_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  atomic_store(&held_in, 1);
+  for (long i = 0; i < 10000000 && !atomic_load(&held_go); i++)
+    usleep(1);
+  return RP_OK;
+}
+
+static void *tune_thread(void *arg) {
+  uint32_t tuned = 0;
+  return (void *)(intptr_t)rp_exec_tune(arg, &(rp_replay_args){0}, &tuned);
+}
+
+Test(misuse, calls_beside_a_tuning_thread_are_busy_naming_tune,
+     .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "hold", hold_task, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 2; i++) {
+    rp_op_id op;
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY},
+                               &op));
+  }
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  atomic_store(&held_in, 0), atomic_store(&held_go, 0);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, tune_thread, ex), 0);
+  for (int i = 0; i < 10000000 && !atomic_load(&held_in); i++)
+    usleep(1);
+  cr_assert(atomic_load(&held_in), "tune ran no trial replay");
+  RP_EXPECT(rp_exec_destroy(ex), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "inside rp_replay, rp_exec_tune or "
+                                      "rp_exec_destroy"),
+            "%s", rp_error_detail());
+  rp_event d;
+  RP_EXPECT(rp_replay(ex, NULL, &d), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "inside rp_replay, rp_exec_tune or "
+                                      "rp_exec_destroy"),
+            "%s", rp_error_detail());
+  atomic_store(&held_go, 1);
+  void *ret;
+  pthread_join(th, &ret);
+  cr_assert_eq((rp_status)(intptr_t)ret, RP_OK, "rp_exec_tune: %s",
+               rp_status_name((rp_status)(intptr_t)ret));
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
 /* A replay waiting at a precondition holds its worker, and with it the
  * submission ring: after a ring of other replays, rp_replay says so
  * (RP_EBUSY, nothing replayed) instead of waiting forever for the
