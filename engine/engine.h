@@ -392,18 +392,23 @@ extern _Thread_local int *rp__tl_replay_violation;
  * replay whose completion runs the callback cannot finish before it. */
 extern _Thread_local int rp__tl_in_callback;
 
-/* Thread-local: non-zero while this thread runs a task's body (eager or
- * replayed: rp__task_invoke). The calls that wait for eager work to end
- * (drain, destroy, instance free and realloc) would wait for that task. */
-extern _Thread_local int rp__tl_in_task;
+/* Thread-local: the context of the eager task this thread runs
+ * (rp__task_invoke), NULL otherwise; replayed tasks are refused by
+ * rp__refuse_in_replay instead. The calls that wait for eager work to end
+ * refuse what would wait for that task itself (rp__refuse_in_task, and
+ * instance free and realloc of an instance it accesses). */
+extern _Thread_local const struct rp_task_ctx *rp__tl_task;
 
-/* RP_OK outside a running task; inside one, RP_ECONTRACT naming `call`. */
-static inline rp_status rp__refuse_in_task(const char *call) {
-  if (!rp__tl_in_task)
+/* RP_OK unless this thread runs an eager task of rt: RP_ECONTRACT naming
+ * `call` (drain and destroy wait for every eager op of rt, that task's
+ * included). */
+static inline rp_status rp__refuse_in_task(const rp_runtime *rt,
+                                           const char *call) {
+  if (!rp__tl_task || rp__tl_task->rt != rt)
     return RP_OK;
   return rp__err(RP_ECONTRACT,
-                 "%s called from a running task: it waits for eager work "
-                 "to end, the calling task's included",
+                 "%s called from a running task of this runtime: it waits "
+                 "for every eager op to end, the calling task's included",
                  call);
 }
 

@@ -336,9 +336,19 @@ static rp_status lookup_for_change(rp_runtime *rt, rp_inst inst,
   rp_status st = rp__rt_check(rt, what);
   if (st)
     return st;
-  if (!inst_lookup(rt, inst))
+  rp_inst_slot *s = inst_lookup(rt, inst);
+  if (!s)
     return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown%s", what,
                    (unsigned long long)inst.id, inst_why(rt, inst));
+  /* An eager task of rt that accesses it would wait for itself below */
+  const rp_task_ctx *t = rp__tl_task;
+  for (uint32_t i = 0; t && t->rt == rt && i < t->naccess; i++)
+    if (t->insts[i].ptr == s->info.ptr && t->insts[i].mem == s->info.mem)
+      return rp__err(RP_ECONTRACT,
+                     "%s: called from a running task that accesses instance "
+                     "%#llx (access %u): it waits for the ops that use it, "
+                     "the calling task included",
+                     what, (unsigned long long)inst.id, i);
   /* Let eager ops still touching the instance finish first. */
   return rt->inst_hook ? rt->inst_hook(rt, rt->inst_hook_arg, inst, what)
                        : RP_OK;
@@ -372,8 +382,6 @@ rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
   if (inst.id == 0 && !rp__rt_check(rt, "rp_instance_free"))
     return RP_OK;
   rp_status st = rp__refuse_in_replay("rp_instance_free");
-  if (!st)
-    st = rp__refuse_in_task("rp_instance_free");
   if (!st)
     st = lookup_for_change(rt, inst, "rp_instance_free");
   if (st)
@@ -411,8 +419,6 @@ rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
     return rp__err(RP_EINVAL, "rp_instance_realloc: NULL argument");
   /* as free: it waits for eager ops and drops the old storage */
   rp_status st = rp__refuse_in_replay("rp_instance_realloc");
-  if (!st)
-    st = rp__refuse_in_task("rp_instance_realloc");
   if (!st)
     st = rp__rt_check(rt, "rp_instance_realloc");
   if (st)

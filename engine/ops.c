@@ -36,9 +36,10 @@ rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
     const rp_device_ops *dev = rt->procs[ctx->proc].be->dev;
     RP_ASSERT(dev);
     ctx->stream = dev->proc_stream(rt, ctx->proc);
-    rp__tl_in_task++;
+    const rp_task_ctx *outer = rp__tl_task;
+    rp__tl_task = ctx;
     rp_status st = fn(ctx);
-    rp__tl_in_task--;
+    rp__tl_task = outer;
     rp__nvtx_pop();
     st = rp__task_status(st);
     /* The task only enqueued work: completion comes from the stream. */
@@ -47,9 +48,10 @@ rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
     *queued = st == RP_OK;
     return st;
   }
-  rp__tl_in_task++;
+  const rp_task_ctx *outer = rp__tl_task;
+  rp__tl_task = ctx;
   rp_status st = fn(ctx);
-  rp__tl_in_task--;
+  rp__tl_task = outer;
   rp__nvtx_pop();
   return rp__task_status(st);
 }

@@ -16,7 +16,7 @@
 
 _Thread_local int *rp__tl_replay_violation;
 _Thread_local int rp__tl_in_callback;
-_Thread_local int rp__tl_in_task;
+_Thread_local const struct rp_task_ctx *rp__tl_task;
 int rp__nvtx_on;
 
 /* ---------------------------------------------------------------------- */
@@ -895,7 +895,7 @@ rp_status rp_runtime_drain(rp_runtime *rt) {
   if (!st) /* it waits: from a replay's task it could wait for itself */
     st = rp__refuse_in_replay("rp_runtime_drain");
   if (!st) /* an eager task for itself */
-    st = rp__refuse_in_task("rp_runtime_drain");
+    st = rp__refuse_in_task(rt, "rp_runtime_drain");
   if (!st) /* and a callback's worker for the work queued behind it */
     st = rp__refuse_in_callback("rp_runtime_drain");
   if (st)
@@ -918,7 +918,7 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
   if (cst)
     return cst;
   if ((cst = rp__refuse_in_replay("rp_runtime_destroy")) != RP_OK ||
-      (cst = rp__refuse_in_task("rp_runtime_destroy")) != RP_OK ||
+      (cst = rp__refuse_in_task(rt, "rp_runtime_destroy")) != RP_OK ||
       (cst = rp__refuse_in_callback("rp_runtime_destroy")) != RP_OK)
     return cst;
   int32_t live = atomic_load(&rt->live_objects);

@@ -46,9 +46,10 @@
  *  - RP_ENOMEM when an allocation fails.
  *  - Calls that launch, record, wait or destroy, made from a task inside a
  *    replay: RP_ECONTRACT (and the replay completes with RP_ECONTRACT).
- *    The calls that wait for eager work to end (rp_runtime_drain,
- *    rp_runtime_destroy, rp_instance_free, rp_instance_realloc), made from
- *    a running eager task: RP_ECONTRACT (they would wait for the task).
+ *    The calls that wait for eager work to end, made from a running eager
+ *    task when they would wait for that task (rp_runtime_drain and
+ *    rp_runtime_destroy of its runtime, rp_instance_free and
+ *    rp_instance_realloc of an instance it accesses): RP_ECONTRACT.
  *    Calls that only create (rp_graph_create, rp_instance_create,
  *    rp_instantiate, rp_event_create) work there, but what they make can
  *    be destroyed only from the host, outside replay tasks.
@@ -331,7 +332,8 @@ RP_API rp_status rp_runtime_create(const rp_runtime_config *cfg,
  * rp_event_create still pending are poisoned with RP_EBUSY first: their
  * callbacks run (with that status) before the runtime goes. RP_EBUSY (and
  * nothing freed) while graphs or execs created on it are alive; RP_ECONTRACT
- * from a task inside a replay. When draining fails (the first failing layer's
+ * from a task inside a replay or an eager task of rt (it would wait for
+ * itself). When draining fails (the first failing layer's
  * or op's status, e.g. RP_EUNUSABLE) nothing is freed and the runtime stays
  * usable. RP_EBUSY from an event's completion callback. */
 RP_API rp_status rp_runtime_destroy(rp_runtime *rt);
@@ -342,7 +344,8 @@ RP_API const char *rp_runtime_backend_reason(const rp_runtime *rt);
 /* Blocks until every eager op issued so far has completed. Errors: the
  * status a layer's drain returned (e.g. communication that failed); the
  * ops issued are still complete or in flight, nothing is cancelled;
- * RP_ECONTRACT from a task inside a replay (it could wait for itself),
+ * RP_ECONTRACT from a task inside a replay (it could wait for itself) or
+ * an eager task of rt (it would),
  * RP_EBUSY from an event's completion callback (it could wait for work
  * queued behind the callback). */
 RP_API rp_status rp_runtime_drain(rp_runtime *rt);
@@ -483,7 +486,8 @@ RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
  * From an event's completion callback an eager op still pending is
  * RP_EBUSY instead of a wait (it may be queued behind the callback).
  * Errors (free): RP_ESTALE stale handle, RP_EBUSY as above, RP_ECONTRACT
- * from a task inside a replay. */
+ * from a task inside a replay, or from an eager task that accesses inst
+ * (it would wait for itself). */
 RP_API rp_status rp_instance_free(rp_runtime *rt, rp_inst inst);
 /* Gives the instance fresh storage of the same shape (zeroed) and a new
  * generation; *inout is updated, every older copy of the handle is stale.
@@ -492,7 +496,8 @@ RP_API rp_status rp_instance_free(rp_runtime *rt, rp_inst inst);
  * from a completion callback). Errors: RP_ESTALE stale handle, RP_EINVAL
  * an external instance (caller memory cannot be replaced), RP_ENOMEM (or
  * the backend's status) when the new storage cannot be allocated,
- * RP_ECONTRACT from a task inside a replay; on every error the handle, the
+ * RP_ECONTRACT from a task inside a replay or an eager task that accesses
+ * the instance; on every error the handle, the
  * generation and the old storage stay. */
 RP_API rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout);
 /* The instance's layout. Errors: RP_ESTALE stale handle (*out untouched). */

@@ -215,12 +215,16 @@ Test(eager, destroy_cancels_ops_waiting_on_untriggered_user_events) {
   cr_assert_eq(atomic_load(&runs[0]), 0);
 }
 
-/* The calls that wait for eager work to end, from a running eager task:
- * RP_ECONTRACT at once (each used to wait for the task itself: drain and
- * free forever, destroy for its 10 s drain limit), the instance kept. */
-static rp_runtime *self_rt;
-static rp_inst self_inst;
-static rp_status self_st[4];
+/* The calls that wait for eager work to end, from a running eager task,
+ * when they would wait for that task: drain and destroy of its runtime,
+ * free and realloc of an instance it accesses: RP_ECONTRACT at once (each
+ * used to wait for the task itself: drain and free forever, destroy for
+ * its 10 s drain limit), the instance kept. What waits for other work
+ * works: freeing an instance it does not access, draining another
+ * runtime. */
+static rp_runtime *self_rt, *other_rt;
+static rp_inst self_inst, spare_inst;
+static rp_status self_st[6];
 static rp_status self_waiter(rp_task_ctx *ctx) {
   (void)ctx;
   rp_inst copy = self_inst;
@@ -228,30 +232,43 @@ static rp_status self_waiter(rp_task_ctx *ctx) {
   self_st[1] = rp_instance_free(self_rt, self_inst);
   self_st[2] = rp_instance_realloc(self_rt, &copy);
   self_st[3] = rp_runtime_destroy(self_rt);
+  self_st[4] = rp_instance_free(self_rt, spare_inst);
+  self_st[5] = rp_runtime_drain(other_rt);
   return RP_OK;
 }
 
-Test(eager, waiting_calls_from_a_running_task_are_econtract, .timeout = 30) {
+Test(eager, waiting_calls_from_a_running_task_on_itself_are_econtract,
+     .timeout = 30) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_task_id t;
   RP_CHECK(rp_task_register(
       rt, &(rp_task_desc){.name = "waiter", .cpu_fn = self_waiter}, &t));
   self_rt = rt;
+  other_rt = th_cpu_runtime(1);
   self_inst = mk(rt);
+  spare_inst = mk(rt);
   rp_access acc = {self_inst, RP_RW, 0};
   rp_launch l = {.task = t, .proc = 0, .accesses = &acc, .naccess = 1};
   rp_event done;
   RP_CHECK(rp_launch_task(rt, &l, &done));
   RP_CHECK(rp_event_wait(rt, done, 10000000000ll));
-  const char *call[4] = {"rp_runtime_drain", "rp_instance_free",
-                         "rp_instance_realloc", "rp_runtime_destroy"};
-  for (int i = 0; i < 4; i++)
-    cr_assert_eq(self_st[i], RP_ECONTRACT, "%s from a task: %s", call[i],
+  const char *call[6] = {"rp_runtime_drain",
+                         "rp_instance_free",
+                         "rp_instance_realloc",
+                         "rp_runtime_destroy",
+                         "rp_instance_free (not accessed)",
+                         "rp_runtime_drain (another runtime)"};
+  const rp_status want[6] = {RP_ECONTRACT, RP_ECONTRACT, RP_ECONTRACT,
+                             RP_ECONTRACT, RP_OK,        RP_OK};
+  for (int i = 0; i < 6; i++)
+    cr_assert_eq(self_st[i], want[i], "%s from a task: %s", call[i],
                  rp_status_name(self_st[i]));
   rp_instance_info info;
   RP_CHECK(rp_instance_query(rt, self_inst, &info)); /* not freed */
+  RP_EXPECT(rp_instance_query(rt, spare_inst, &info), RP_ESTALE);
   rp_event_release(rt, done);
   RP_CHECK(rp_instance_free(rt, self_inst));
+  th_destroy(other_rt);
   th_destroy(rt);
 }
 

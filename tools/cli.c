@@ -17,9 +17,9 @@
 #include <mpi.h>
 #endif
 
+#include "engine/env_rules.h"
 #ifdef REPRISE_HAVE_CJSON
 #include "capture/json_strict.h"
-#include "engine/env_rules.h"
 #endif
 
 int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
