@@ -222,11 +222,17 @@ static void dot_str(out *o, const char *s) {
   }
 }
 
-/* One label line per access ("W inst#3.1 f32 [0..15]") and per
- * interpolation, as the text dump gives them. */
+/* Access lines a DOT label shows at most: one op of a GPT step (AdamW
+ * over every tensor) has hundreds, a box dot lays out slowly and nobody
+ * reads; the text and JSON dumps list them all. */
+#define DOT_ACCESS_LINES 16u
+
+/* One label line per access ("W inst#3.1 f32 [0..15]", the first
+ * DOT_ACCESS_LINES) and per interpolation, as the text dump gives them. */
 static void dot_task_lines(out *o, const rp_graph *g, const rp_gop *op) {
   char priv[16], inst[INST_STR];
-  for (uint32_t k = 0; k < op->nacc; k++) {
+  uint32_t shown = op->nacc <= DOT_ACCESS_LINES ? op->nacc : DOT_ACCESS_LINES;
+  for (uint32_t k = 0; k < shown; k++) {
     const rp_access *a = &op->acc[k];
     if (a->priv == RP_REDUCE)
       snprintf(priv, sizeof priv, "RED(%s)", rp__redop_name(a->redop));
@@ -236,6 +242,9 @@ static void dot_task_lines(out *o, const rp_graph *g, const rp_gop *op) {
     say(o, "\\n%s ", priv);
     dot_str(o, inst);
   }
+  if (shown < op->nacc)
+    say(o, "\\n... %u more accesses (the text dump lists them)",
+        op->nacc - shown);
   for (uint32_t k = 0; k < op->ninterp; k++) {
     const rp_interp *ip = &op->interps[k];
     say(o, "\\ninterp: replay args [%zu, +%zu) -> ", ip->src_offset, ip->bytes);
@@ -342,6 +351,8 @@ static rp_status dump_dot(const rp_graph *g, FILE *f) {
   out o = {f, 0};
   say(&o, "digraph reprise {\n  rankdir=TB;\n  node [fontname=\"monospace\","
           " fontsize=10];\n");
+  if (rp__dot_large(g->nops, g->nedges))
+    say(&o, "  graph [" RP_DOT_BOUNDED "];\n");
   for (rp_op_id id = 0; id < g->nops; id++)
     dot_op(&o, g, id);
   dot_groups(&o, g);

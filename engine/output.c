@@ -17,7 +17,63 @@ struct rp_output {
   char *target; /* the file the rename replaces (a link resolved) */
   char *tmp;    /* the temporary file next to it */
   char *dir;    /* their directory, synced after the rename */
+  int listed;   /* its slot in `temps`, or -1 */
 };
+
+/* The temporary files of the outputs open now, for rp_output_discard_all
+ * (called from signal handlers): each slot's path is guarded by a
+ * sequence number, odd while it changes, so that a handler removes a whole
+ * path or nothing. Outputs beyond the slots, or with longer paths, are not
+ * listed. */
+#define TEMP_SLOTS 32
+#define TEMP_PATH 4096
+static struct {
+  _Atomic int used;
+  _Atomic unsigned seq;
+  char path[TEMP_PATH];
+} temps[TEMP_SLOTS];
+
+static int temp_list(const char *tmp) {
+  size_t n = strlen(tmp);
+  if (n >= TEMP_PATH)
+    return -1;
+  for (int i = 0; i < TEMP_SLOTS; i++)
+    if (!atomic_exchange(&temps[i].used, 1)) {
+      atomic_fetch_add(&temps[i].seq, 1); /* odd: changing */
+      atomic_thread_fence(memory_order_release);
+      memcpy(temps[i].path, tmp, n + 1);
+      atomic_fetch_add(&temps[i].seq, 1); /* even: whole */
+      return i;
+    }
+  return -1;
+}
+
+static void temp_unlist(int i) {
+  if (i < 0)
+    return;
+  atomic_fetch_add(&temps[i].seq, 1);
+  atomic_thread_fence(memory_order_release);
+  temps[i].path[0] = '\0';
+  atomic_fetch_add(&temps[i].seq, 1);
+  atomic_store(&temps[i].used, 0);
+}
+
+void rp_output_discard_all(void) {
+  char buf[TEMP_PATH];
+  for (int i = 0; i < TEMP_SLOTS; i++) {
+    unsigned a = atomic_load(&temps[i].seq);
+    if ((a & 1) || !atomic_load(&temps[i].used))
+      continue;
+    /* a racy copy by design (a seqlock's read), checked below */
+    for (size_t k = 0; k < TEMP_PATH; k++)
+      if (!(buf[k] = ((volatile char *)temps[i].path)[k]))
+        break;
+    buf[TEMP_PATH - 1] = '\0';
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load(&temps[i].seq) == a && buf[0])
+      unlink(buf);
+  }
+}
 
 /* The kind of an existing path that an output refuses; NULL for a
  * regular file. */
@@ -112,6 +168,7 @@ static int temp_create(const char *dir, const char *target, char **tmp) {
 }
 
 static void output_free(rp_output *o) {
+  temp_unlist(o->listed);
   free(o->target);
   free(o->tmp);
   free(o->dir);
@@ -128,6 +185,7 @@ rp_status rp_output_open(const char *path, rp_output **out) {
   rp_output *o = calloc(1, sizeof *o);
   if (!o)
     return rp__err(RP_ENOMEM, "out of memory");
+  o->listed = -1;
   int exists;
   struct stat sb;
   rp_status st = resolve(path, &o->target, &exists, &sb);
@@ -146,6 +204,8 @@ rp_status rp_output_open(const char *path, rp_output **out) {
     st = rp__err(RP_EIO, "cannot set the permissions: %s", strerror(errno));
   if (!st && !(o->f = fdopen(fd, "wb")))
     st = rp__err(RP_EIO, "fdopen: %s", strerror(errno));
+  if (!st)
+    o->listed = temp_list(o->tmp);
   if (st) {
     if (fd >= 0) {
       close(fd);

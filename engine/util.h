@@ -11,6 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* Graphviz graph attributes that bound dot's layout of a large graph (the
+ * network-simplex and crossing-minimisation passes, straight edges): with
+ * dot's defaults a training step of a few hundred nodes and edges takes
+ * minutes to lay out; the DOT writers add them when rp__dot_large. */
+#define RP_DOT_BOUNDED "nslimit=2, nslimit1=2, mclimit=0.3, splines=line"
+#define rp__dot_large(nodes, edges) ((nodes) > 50 || (edges) > 100)
+
 #define RP_CACHELINE 64
 #define RP_ALIGNED_LINE _Alignas(RP_CACHELINE)
 #define RP_LIKELY(x) __builtin_expect(!!(x), 1)

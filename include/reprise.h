@@ -266,6 +266,12 @@ RP_API rp_status rp_output_commit(rp_output *o);
  * a no-op. Commit and abort free o, as free() does: o is a plain pointer,
  * not a generation-checked handle, and must not be passed again. */
 RP_API void rp_output_abort(rp_output *o);
+/* Removes the temporary files of the outputs open now (their targets are
+ * untouched; commit or abort them as usual afterwards). Async-signal-safe:
+ * for a handler of SIGINT or SIGTERM, so that a process stopped while
+ * writing leaves no temporary file beside its targets (the command line
+ * installs one; a SIGKILL cannot be handled). */
+RP_API void rp_output_discard_all(void);
 /* What rp_output_open checks, without keeping anything: for checking every
  * output path before long work starts (a temporary file is created and
  * removed; the target is not touched). */

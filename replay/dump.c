@@ -80,6 +80,8 @@ static void dump_dot(const rp_exec *ex, FILE *f) {
           "digraph exec {\n  rankdir=TB;\n  label=\"%u units on %u "
           "workers\";\n",
           ex->nunits, ex->active);
+  if (rp__dot_large(ex->nunits, ex->nunits))
+    fprintf(f, "  graph [" RP_DOT_BOUNDED "];\n");
   for (uint32_t w = 0; w < ex->nlanes; w++) {
     const rp_lane *l = &ex->lanes[w];
     if (!l->len)

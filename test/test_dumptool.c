@@ -275,6 +275,56 @@ Test(dump, dot_renders_with_graphviz_and_names_every_op) {
   th_tmpdir_remove();
 }
 
+/* An op's DOT label lists its first 16 accesses and counts the rest (one
+ * AdamW of a GPT step has hundreds: a box dot lays out slowly and nobody
+ * reads); the text dump lists them all. */
+static rp_status noop_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+Test(dump, dot_labels_list_16_accesses_and_count_the_rest) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "many", .cpu_fn = noop_task}, &t));
+  enum { NA = 20 };
+  rp_inst in[NA];
+  rp_access acc[NA];
+  rp_rect r = rp_rect_1d(0, 3);
+  for (int i = 0; i < NA; i++) {
+    RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in[i]));
+    acc[i] = (rp_access){in[i], RP_READ, RP_REDOP_NONE};
+  }
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = t, .proc = 0, .accesses = acc, .naccess = NA},
+      &op));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  RP_CHECK(rp_graph_dump(g, f, RP_DUMP_DOT));
+  fclose(f);
+  int lines = 0;
+  for (const char *p = text; (p = strstr(p, "\\nR ")); p++)
+    lines++;
+  cr_assert_eq(lines, 16, "%s", text);
+  cr_assert(strstr(text, "\\n... 4 more accesses (the text dump lists them)"),
+            "%s", text);
+  free(text);
+  f = open_memstream(&text, &len);
+  RP_CHECK(rp_graph_dump(g, f, RP_DUMP_TEXT));
+  fclose(f);
+  cr_assert(strstr(text, "access 19:"), "%s", text);
+  free(text);
+  RP_CHECK(rp_graph_destroy(g));
+  for (int i = 0; i < NA; i++)
+    RP_CHECK(rp_instance_free(rt, in[i]));
+  th_destroy(rt);
+}
+
 /* ---- dump: stats ---- */
 
 Test(dump, stats_on_a_known_graph) {

@@ -14,9 +14,14 @@
 #include "kernels/tasks.h"
 #include "tools/dump_view.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifdef REPRISE_HAVE_CJSON
@@ -867,6 +872,31 @@ static int have(const char *prog) {
   return system(cmd) == 0;
 }
 
+/* How many entries of dir start with prefix. */
+static int count_dir_prefix(const char *dir, const char *prefix) {
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d, "%s", dir);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  closedir(d);
+  return n;
+}
+
+/* Whether process pid runs (a zombie nobody reaps counts as gone). */
+static int alive(int pid) {
+  char p[64], st[512];
+  snprintf(p, sizeof p, "/proc/%d/stat", pid);
+  FILE *f = fopen(p, "r");
+  if (!f)
+    return 0;
+  size_t n = fread(st, 1, sizeof st - 1, f);
+  fclose(f);
+  st[n] = 0;
+  const char *c = strrchr(st, ')');
+  return c && c[1] == ' ' && c[2] != 'Z' && c[2] != 'X';
+}
+
 static int html_ready(void) {
   if (!have("dot") || access("/usr/share/javascript/d3/d3.min.js", R_OK)) {
     cr_skip_test("--format html needs Graphviz's dot and libjs-d3 (the "
@@ -885,6 +915,82 @@ static const char *page(const char *graph, const char *name) {
   RUN(&r, "dump", g, "--format", "html", "-o", o);
   cr_assert_eq(r.status, 0, "%s", r.err);
   return th_tmp_path(name);
+}
+
+/* A large graph's DOT bounds dot's layout (a few hundred nodes and edges
+ * took dot minutes, the html page's forever); a small one keeps dot's
+ * defaults. */
+Test(views, large_graphs_bound_the_layout, .init = setup, .fini = teardown) {
+  char g[512];
+  snprintf(g, sizeof g, "%s", synth(200, 0, "big.json"));
+  cli_run r;
+  RUN(&r, "dump", g, "--format", "dot");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "graph [nslimit=2, nslimit1=2, mclimit=0.3, splines=line];");
+  RUN(&r, "dump", g, "--group", "9", "--format", "dot"); /* a view */
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "nslimit=2");
+  RUN(&r, "dump", diamond("small.json"), "--format", "dot");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_null(strstr(r.out, "nslimit"), "%s", r.out);
+}
+
+/* A dump stopped by SIGTERM while dot lays out its page (a dot that
+ * sleeps, first on PATH): dot is stopped with it, and neither dot's input
+ * nor the page's temporary file is left (both used to stay, dot running
+ * on). */
+Test(views, html_stopped_leaves_no_dot_and_no_file, .init = setup,
+     .fini = teardown, .timeout = 60) {
+  if (!html_ready())
+    return;
+  char dir[512], bin[600], dot[700], pidf[700], g[512], out[600];
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("stop"));
+  cr_assert_eq(mkdir(dir, 0700), 0);
+  snprintf(bin, sizeof bin, "%s/bin", dir);
+  cr_assert_eq(mkdir(bin, 0700), 0);
+  snprintf(dot, sizeof dot, "%s/dot", bin);
+  snprintf(pidf, sizeof pidf, "%s/dot.pid", dir);
+  char script[2400];
+  snprintf(script, sizeof script,
+           "#!/bin/sh\necho $$ > %s.new\nmv %s.new %s\nexec sleep 60\n", pidf,
+           pidf, pidf);
+  write_text(dot, script);
+  cr_assert_eq(chmod(dot, 0755), 0);
+  snprintf(g, sizeof g, "%s", diamond("stop.json"));
+  snprintf(out, sizeof out, "%s/page.html", dir);
+  char path[4096];
+  snprintf(path, sizeof path, "%s:%s", bin,
+           getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    setenv("PATH", path, 1);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1), dup2(null, 2);
+    execl(REPRISE_CLI_PATH, "reprise", "dump", g, "--format", "html", "-o", out,
+          (char *)NULL);
+    _exit(127);
+  }
+  FILE *pf = NULL;
+  for (int i = 0; i < 3000 && !(pf = fopen(pidf, "r")); i++)
+    usleep(10000);
+  cr_assert_not_null(pf, "the sleeping dot never started");
+  int dpid = 0;
+  cr_assert_eq(fscanf(pf, "%d", &dpid), 1);
+  fclose(pf);
+  cr_assert_eq(count_dir_prefix(dir, ".page.html.tmp."), 1,
+               "the page's temporary file exists while dot runs");
+  cr_assert_eq(kill(pid, SIGTERM), 0);
+  int ws = 0;
+  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGTERM, "status %#x", ws);
+  cr_assert_eq(count_dir_prefix(dir, ".page.html.tmp."), 0,
+               "the page's temporary file is left");
+  cr_assert_neq(access(out, F_OK), 0, "a page was written");
+  int gone = 0;
+  for (int i = 0; i < 500 && !(gone = !alive(dpid)); i++)
+    usleep(10000);
+  cr_assert(gone, "dot %d runs on after the dump stopped", dpid);
 }
 
 /* Names starting with '.' group under the empty name '': every view

@@ -121,6 +121,40 @@ Test(outputs, the_target_changes_only_at_commit_and_no_file_is_left) {
   th_tmpdir_remove();
 }
 
+/* rp_output_discard_all (a signal handler's call) removes the temporary
+ * files of every output open, more than its 32 slots hold included as far
+ * as they go, and nothing else; the outputs abort as usual afterwards. */
+Test(outputs, discard_all_removes_the_open_outputs_temporary_files) {
+  tmpdir();
+  enum { NO = 40 };
+  rp_output *o[NO];
+  char keep[256]; /* th_tmp_path's buffers rotate */
+  snprintf(keep, sizeof keep, "%s", th_tmp_path("keep.txt"));
+  put(keep, "kept\n");
+  for (int i = 0; i < NO; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "out%d.txt", i);
+    RP_CHECK(rp_output_open(th_tmp_path(name), &o[i]));
+    fputs("half", rp_output_file(o[i]));
+  }
+  cr_assert_eq(entries(dir_of_tmp()), 1 + NO);
+  rp_output_discard_all();
+  cr_assert_eq(entries(dir_of_tmp()), 1 + (NO - 32),
+               "the 32 listed temporary files go, the rest stay");
+  for (int i = 0; i < NO; i++)
+    rp_output_abort(o[i]);
+  cr_assert_eq(entries(dir_of_tmp()), 1, "only keep.txt");
+  char *t = th_read_all(keep, NULL);
+  cr_assert_str_eq(t, "kept\n");
+  free(t);
+  /* the slots are free again */
+  RP_CHECK(rp_output_open(th_tmp_path("again.txt"), &o[0]));
+  rp_output_discard_all();
+  cr_assert_eq(entries(dir_of_tmp()), 1);
+  rp_output_abort(o[0]);
+  th_tmpdir_remove();
+}
+
 Test(outputs, arguments_are_checked) {
   rp_output *o = (rp_output *)&o;
   RP_EXPECT(rp_output_open(NULL, &o), RP_EINVAL);

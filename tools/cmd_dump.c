@@ -11,6 +11,7 @@
  * (CPU workers first, then GPUs), so the file is loaded into a runtime with
  * enough CPU workers (--cpus) and, where a device answers, the GPUs. */
 #include "cli.h"
+#include "engine/util.h"
 #include "dump_model.h"
 #include "dump_view.h"
 
@@ -792,10 +793,13 @@ static void combine(FILE *out, rp_dump_format fmt, const char *graph,
     return;
   }
   const char *g = strchr(graph, '\n'), *s = strchr(sched, '\n');
+  /* the layout bounds are the root graph's (a cluster ignores them) */
+  int big = strstr(graph, RP_DOT_BOUNDED) || strstr(sched, RP_DOT_BOUNDED);
   fprintf(out,
-          "digraph reprise {\n  compound=true;\n"
+          "digraph reprise {\n  compound=true;\n%s%s%s"
           "  subgraph cluster_graph {\n  label=\"graph\";\n%s"
           "  subgraph cluster_schedule {\n  label=\"schedule\";\n%s}\n",
+          big ? "  graph [" : "", big ? RP_DOT_BOUNDED : "", big ? "];\n" : "",
           g ? g + 1 : "}\n", s ? s + 1 : "}\n");
 }
 

@@ -8,18 +8,18 @@
  * libjs-d3) is read from its installed file at run time. */
 #include "dump_view.h"
 
+#include "engine/util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define D3_PATH "/usr/share/javascript/d3/d3.min.js"
-
-extern char **environ;
 
 /* A level still to lay out: a group's ops, grouped one component deeper. */
 typedef struct level {
@@ -87,10 +87,11 @@ static void dot_level(page *pg, uint32_t vi, const dv_view *v,
                       const uint32_t *child) {
   FILE *f = pg->dot;
   fprintf(f,
-          "digraph v%u {\n graph [id=\"view%u\"];\n node [shape=box, "
+          "digraph v%u {\n graph [id=\"view%u\"%s%s];\n node [shape=box, "
           "style=\"rounded,filled\", fillcolor=\"#eef3fb\", "
           "fontname=\"Helvetica\", fontsize=10];\n",
-          vi, vi);
+          vi, vi, rp__dot_large(v->nnodes, v->nedges) ? ", " : "",
+          rp__dot_large(v->nnodes, v->nedges) ? RP_DOT_BOUNDED : "");
   for (uint32_t k = 0; k < v->nnodes; k++) {
     const dv_node *n = &v->nodes[k];
     char id[32];
@@ -205,44 +206,42 @@ static int slurp(int fd, char **buf, size_t *len) {
   return -1;
 }
 
-/* `dot -Tsvg < input`: its output in *svg. 0 ok, -1 failed (said). */
-static int run_dot(const char *input, char **svg, size_t *len, FILE *err) {
+/* `dot -Tsvg < input` (input: an open file, read from its start): its
+ * output in *svg. dot dies with this process (PR_SET_PDEATHSIG): a dump
+ * killed while dot lays out a large page leaves no dot running. 0 ok, -1
+ * failed (said). */
+static int run_dot(int input, char **svg, size_t *len, FILE *err) {
   int fds[2];
-  if (pipe(fds)) {
-    fprintf(err, "reprise dump: --format html: pipe: %s\n", strerror(errno));
+  if (lseek(input, 0, SEEK_SET) < 0 || pipe(fds)) {
+    fprintf(err, "reprise dump: --format html: %s: %s\n",
+            errno == ESPIPE ? "lseek" : "pipe", strerror(errno));
     return -1;
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, input, O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addclose(&fa, fds[0]);
-  posix_spawn_file_actions_addclose(&fa, fds[1]);
-  char *argv[] = {(char *)"dot", (char *)"-Tsvg", NULL};
-  /* SIGPIPE as a shell would start it (reprise itself ignores it) */
-  posix_spawnattr_t at;
-  posix_spawnattr_init(&at);
-  sigset_t dfl;
-  sigemptyset(&dfl);
-  sigaddset(&dfl, SIGPIPE);
-  posix_spawnattr_setsigdefault(&at, &dfl);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF);
-  pid_t pid;
-  int e = posix_spawnp(&pid, "dot", &fa, &at, argv, environ);
-  posix_spawnattr_destroy(&at);
-  posix_spawn_file_actions_destroy(&fa);
+  pid_t parent = getpid(), pid = fork();
+  if (pid == 0) { /* async-signal-safe calls only until exec */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+      _exit(126);
+    signal(SIGPIPE, SIG_DFL); /* as a shell would start it */
+    if (dup2(input, 0) < 0 || dup2(fds[1], 1) < 0)
+      _exit(126);
+    close(fds[0]), close(fds[1]);
+    execlp("dot", "dot", "-Tsvg", (char *)NULL);
+    _exit(127);
+  }
+  int e = pid < 0 ? errno : 0;
   close(fds[1]);
   int rc = e ? -1 : slurp(fds[0], svg, len);
   close(fds[0]);
   int status = 0;
-  if (!e && waitpid(pid, &status, 0) < 0)
-    status = -1;
+  while (!e && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    ;
   if (e)
     fprintf(err, "reprise dump: --format html: cannot run dot: %s\n",
             strerror(e));
   else if (!WIFEXITED(status) || WEXITSTATUS(status))
-    fprintf(err, "reprise dump: --format html: dot failed (status %d)\n",
-            WIFEXITED(status) ? WEXITSTATUS(status) : -1),
+    fprintf(err, "reprise dump: --format html: dot failed (%s %d)\n",
+            WIFEXITED(status) ? "status" : "signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status)),
         rc = -1;
   if (rc && *svg)
     free(*svg), *svg = NULL;
@@ -461,32 +460,33 @@ int dv_html(const dm_graph *m, const dv_html_opts *o, FILE *out, FILE *err) {
   if (prerequisites(err))
     return -1;
   page pg = {.m = m, .o = o};
-  char path[] = "/tmp/reprise-dump-XXXXXX";
-  int fd = mkstemp(path);
-  pg.dot = fd >= 0 ? fdopen(fd, "w") : NULL;
+  /* dot's input: a file without a name (gone with this process, however
+   * it ends) */
+  pg.dot = tmpfile();
   pg.meta = open_memstream(&pg.meta_text, &pg.meta_len);
   pg.op_view = malloc(sizeof *pg.op_view * (m->nops ? m->nops : 1));
   int rc = pg.dot && pg.meta && pg.op_view ? 0 : -1;
   if (rc)
     fprintf(err, "reprise dump: --format html: %s\n",
-            fd < 0 ? "cannot create a temporary file" : "out of memory");
+            !pg.dot ? "cannot create a temporary file" : "out of memory");
   for (uint32_t i = 0; !rc && i < m->nops; i++)
     pg.op_view[i] = -1;
   if (!rc)
     rc = levels(&pg, err);
   if (pg.meta && fclose(pg.meta))
     rc = -1;
-  if (pg.dot && fclose(pg.dot) && !rc)
-    fprintf(err, "reprise dump: --format html: writing %s failed\n", path),
+  if (pg.dot && fflush(pg.dot) && !rc)
+    fprintf(err,
+            "reprise dump: --format html: writing dot's input failed: "
+            "%s\n",
+            strerror(errno)),
         rc = -1;
-  else if (!pg.dot && fd >= 0)
-    close(fd);
   char *svg = NULL;
   size_t len = 0;
   if (!rc)
-    rc = run_dot(path, &svg, &len, err);
-  if (fd >= 0)
-    unlink(path);
+    rc = run_dot(fileno(pg.dot), &svg, &len, err);
+  if (pg.dot)
+    fclose(pg.dot);
   if (!rc)
     rc = write_page(&pg, svg, out, err);
   free(svg);

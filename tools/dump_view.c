@@ -6,6 +6,8 @@
  * count. Nodes are ordered by their first op, so a step reads in order. */
 #include "dump_view.h"
 
+#include "engine/util.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -378,6 +380,8 @@ static void write_dot(const dm_graph *m, const dv_view *v, const char *what,
   fprintf(out, "\";\n  node [shape=box, style=\"rounded,filled\", "
                "fillcolor=\"#eef3fb\", fontname=\"Helvetica\", "
                "fontsize=10];\n");
+  if (rp__dot_large(v->nnodes, v->nedges))
+    fprintf(out, "  graph [" RP_DOT_BOUNDED "];\n");
   for (uint32_t k = 0; k < v->nnodes; k++) {
     const dv_node *n = &v->nodes[k];
     fprintf(out, "  n%u [label=\"", k);

@@ -153,11 +153,33 @@ static int stdout_written(const char *cmd, int rc) {
   return RP_CLI_FAILED;
 }
 
+/* SIGINT, SIGTERM, SIGHUP: the temporary files of the outputs being
+ * written go first (rp_output_discard_all), then the signal does what it
+ * would have done. */
+static void on_stop(int sig) {
+  rp_output_discard_all();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void stop_signals(void) {
+  const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    struct sigaction old;
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+      struct sigaction sa = {.sa_handler = on_stop};
+      sigemptyset(&sa.sa_mask);
+      sigaction(sigs[i], &sa, NULL); /* kept ignored where it was (nohup) */
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   /* a closed pipe on stdout is a failed write (EPIPE), exit 1 at the end
    * (stdout_written), not a death that also loses the files the command
    * was about to write */
   signal(SIGPIPE, SIG_IGN);
+  stop_signals();
   if (argc < 2) {
     usage(stderr);
     return RP_CLI_USAGE;
