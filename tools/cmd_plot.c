@@ -37,6 +37,48 @@
 #include <cJSON.h>
 #endif
 
+/* ---- gnuplot (found without reading any JSON) ---- */
+
+/* gnuplot's path: $REPRISE_GNUPLOT, else the first `gnuplot` on PATH. */
+static char *find_gnuplot(void) {
+  const char *env = getenv("REPRISE_GNUPLOT");
+  if (env && *env)
+    return access(env, X_OK) == 0 ? strdup(env) : NULL;
+  const char *path = getenv("PATH");
+  if (!path)
+    path = "/usr/bin:/bin";
+  for (const char *p = path; *p;) {
+    size_t len = strcspn(p, ":");
+    char *cand = malloc(len + 16);
+    if (!cand)
+      return NULL;
+    snprintf(cand, len + 16, "%.*s/gnuplot", (int)len, len ? p : ".");
+    if (access(cand, X_OK) == 0)
+      return cand;
+    free(cand);
+    p += len + (p[len] == ':');
+  }
+  return NULL;
+}
+
+int rp_cli_gnuplot_check(const char *cmd, const char *out) {
+  char *gp = find_gnuplot();
+  const char *env = getenv("REPRISE_GNUPLOT");
+  if (gp)
+    free(gp);
+  else if (env && *env)
+    fprintf(stderr,
+            "reprise %s: REPRISE_GNUPLOT=%s is not an executable program: "
+            "cannot draw '%s'\n",
+            cmd, env, out);
+  else
+    fprintf(stderr,
+            "reprise %s: gnuplot is not installed (apt-get install "
+            "gnuplot-nox, or set REPRISE_GNUPLOT): cannot draw '%s'\n",
+            cmd, out);
+  return gp ? RP_CLI_OK : RP_CLI_FAILED;
+}
+
 #ifdef REPRISE_HAVE_CJSON /* plotting reads JSON: without cJSON, say so */
 
 /* ---- one series of points ---- */
@@ -134,46 +176,6 @@ static int series_sort(series *s) {
 }
 
 /* ---- gnuplot ---- */
-
-/* gnuplot's path: $REPRISE_GNUPLOT, else the first `gnuplot` on PATH. */
-static char *find_gnuplot(void) {
-  const char *env = getenv("REPRISE_GNUPLOT");
-  if (env && *env)
-    return access(env, X_OK) == 0 ? strdup(env) : NULL;
-  const char *path = getenv("PATH");
-  if (!path)
-    path = "/usr/bin:/bin";
-  for (const char *p = path; *p;) {
-    size_t len = strcspn(p, ":");
-    char *cand = malloc(len + 16);
-    if (!cand)
-      return NULL;
-    snprintf(cand, len + 16, "%.*s/gnuplot", (int)len, len ? p : ".");
-    if (access(cand, X_OK) == 0)
-      return cand;
-    free(cand);
-    p += len + (p[len] == ':');
-  }
-  return NULL;
-}
-
-int rp_cli_gnuplot_check(const char *cmd, const char *out) {
-  char *gp = find_gnuplot();
-  const char *env = getenv("REPRISE_GNUPLOT");
-  if (gp)
-    free(gp);
-  else if (env && *env)
-    fprintf(stderr,
-            "reprise %s: REPRISE_GNUPLOT=%s is not an executable program: "
-            "cannot draw '%s'\n",
-            cmd, env, out);
-  else
-    fprintf(stderr,
-            "reprise %s: gnuplot is not installed (apt-get install "
-            "gnuplot-nox, or set REPRISE_GNUPLOT): cannot draw '%s'\n",
-            cmd, out);
-  return gp ? RP_CLI_OK : RP_CLI_FAILED;
-}
 
 /* Runs gnuplot with `script` on its stdin; its stdout is out_fd (-1:
  * ours), its stderr ours (quiet: /dev/null). Returns its exit status, or
