@@ -1592,7 +1592,10 @@ Test(plot, train_refuses_non_finite_numbers) {
       {"{\"iteration\": 1e999, \"mode\": \"replay\", \"ns\": 5}",
        ": iterations[0]: \"iteration\": expected a finite number >= 0"},
       {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": -1e999}",
-       ": iterations[0]: \"ns\": expected a finite number > 0"}};
+       ": iterations[0]: \"ns\": expected a finite number > 0"},
+      {"", ": no iterations to plot"},
+      {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5, \"ns\": 6}",
+       ": iterations[0]: a key appears twice"}};
   cli_run r;
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char text[512], want[600];
@@ -1607,6 +1610,51 @@ Test(plot, train_refuses_non_finite_numbers) {
     cr_assert(strstr(r.err, want), "case %zu: no '%s' in %s", i, want, r.err);
   }
   unsetenv("REPRISE_GNUPLOT");
+  th_tmpdir_remove();
+}
+
+/* A long run's timings draw each of 2000 runs of points as its lowest and
+ * highest one (a million points made a 106 MB SVG), spikes kept; names
+ * are drawn as written (no gnuplot markup); a single point draws without
+ * gnuplot's empty-range warning. */
+Test(plot, long_series_are_thinned_names_literal_one_point_quiet,
+     .timeout = 120) {
+  if (!have_tool("gnuplot"))
+    cr_skip_test("gnuplot is not installed");
+  make_tmpdir();
+  char tim[512], svg[512];
+  snprintf(tim, sizeof tim, "%s", th_tmp_path("t.json"));
+  snprintf(svg, sizeof svg, "%s", th_tmp_path("t.svg"));
+  FILE *f = fopen(tim, "w");
+  cr_assert_not_null(f);
+  fprintf(f, "{\"format\": \"reprise-timings\", \"version\": 1, "
+             "\"iterations\": [");
+  enum { NPT = 100000 };
+  for (int i = 0; i < NPT; i++)
+    fprintf(f, "%s{\"iteration\": %d, \"mode\": \"re_play^x\", \"ns\": %d}",
+            i ? ", " : "", i, i == 54321 ? 987654321 : 1000 + i % 7);
+  fprintf(f, "]}");
+  fclose(f);
+  cli_run r;
+  RUN(&r, "plot", "--train", tim, "-o", svg);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  size_t len = 0;
+  char *s = th_read_all(svg, &len);
+  cr_assert_lt(len, 2000000u, "an SVG of %zu bytes", len);
+  cr_assert(strstr(s, "re_play^x"), "the name as written");
+  cr_assert_null(strstr(s, "<tspan"), "gnuplot markup in the names");
+  free(s);
+  /* the one spike (987654 us) stays: the y axis reaches 1e+06 (without
+   * it the largest tick is 1000) */
+  s = th_read_all(svg, NULL);
+  cr_assert(strstr(s, ">1e+06<"), "the spike was dropped");
+  free(s);
+  write_text(tim, "{\"format\": \"reprise-timings\", \"version\": 1, "
+                  "\"iterations\": [{\"iteration\": 0, \"mode\": \"replay\", "
+                  "\"ns\": 5000}]}");
+  RUN(&r, "plot", "--train", tim, "-o", svg);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_eq(r.err[0], '\0', "stderr: %s", r.err);
   th_tmpdir_remove();
 }
 

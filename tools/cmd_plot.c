@@ -285,24 +285,76 @@ static const char *const COLORS[] = {"#1f77b4", "#d62728", "#2ca02c",
                                      "#9467bd", "#ff7f0e", "#8c564b",
                                      "#e377c2", "#17becf"};
 
+/* Points a series draws at most: a longer one (a training run's every
+ * iteration) is cut into PLOT_BUCKETS runs of consecutive points, each
+ * drawn as its lowest and highest point in x order, a line without
+ * markers: the envelope, spikes included, in a picture of bounded size
+ * (a million points made a 106 MB SVG). */
+#define PLOT_BUCKETS 2000u
+
+static void put_point(FILE *f, const series *s, uint32_t k) {
+  fprintf(f, "%.9g %.9g\n", s->x[k], s->y[k]);
+}
+
+static void series_data(FILE *f, const series *s) {
+  if (s->n <= 2 * PLOT_BUCKETS) {
+    for (uint32_t k = 0; k < s->n; k++)
+      put_point(f, s, k);
+    return;
+  }
+  for (uint32_t b = 0; b < PLOT_BUCKETS; b++) {
+    uint32_t lo = (uint32_t)((uint64_t)s->n * b / PLOT_BUCKETS),
+             hi = (uint32_t)((uint64_t)s->n * (b + 1) / PLOT_BUCKETS);
+    uint32_t kmin = lo, kmax = lo;
+    for (uint32_t k = lo + 1; k < hi; k++) {
+      kmin = s->y[k] < s->y[kmin] ? k : kmin;
+      kmax = s->y[k] > s->y[kmax] ? k : kmax;
+    }
+    put_point(f, s, kmin < kmax ? kmin : kmax);
+    if (kmin != kmax)
+      put_point(f, s, kmin < kmax ? kmax : kmin);
+  }
+}
+
 static void script_series(FILE *f, const plot *p) {
   for (uint32_t i = 0; i < p->n; i++) {
     fprintf(f, "$s%u << EOD\n", i);
-    for (uint32_t k = 0; k < p->s[i].n; k++)
-      fprintf(f, "%.9g %.9g\n", p->s[i].x[k], p->s[i].y[k]);
+    series_data(f, &p->s[i]);
     fprintf(f, "EOD\n");
   }
   fprintf(f, "plot ");
   for (uint32_t i = 0; i < p->n; i++) {
     const series *s = &p->s[i];
-    fprintf(f,
-            "%s$s%u using 1:2 with linespoints lw 2 pt %d dt %d "
-            "lc rgb '%s' title ",
-            i ? ", \\\n     " : "", i, 7 + s->style, 1 + s->style,
-            COLORS[s->group % 8]);
+    if (s->n > 2 * PLOT_BUCKETS)
+      fprintf(f, "%s$s%u using 1:2 with lines lw 1 dt %d lc rgb '%s' title ",
+              i ? ", \\\n     " : "", i, 1 + s->style, COLORS[s->group % 8]);
+    else
+      fprintf(f,
+              "%s$s%u using 1:2 with linespoints lw 2 pt %d dt %d "
+              "lc rgb '%s' title ",
+              i ? ", \\\n     " : "", i, 7 + s->style, 1 + s->style,
+              COLORS[s->group % 8]);
     gp_legend(f, s->name);
   }
   fputc('\n', f);
+}
+
+/* A range gnuplot would find empty (one x or one y over every series: it
+ * warns on stderr and widens it itself) widened around the value by a
+ * factor of 2 each way (the axes are logarithmic or positive). */
+static void script_ranges(FILE *f, const plot *p) {
+  for (int axis = 0; axis < 2; axis++) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (uint32_t i = 0; i < p->n; i++)
+      for (uint32_t k = 0; k < p->s[i].n; k++) {
+        double v = axis ? p->s[i].y[k] : p->s[i].x[k];
+        lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+      }
+    if (lo == hi && !axis && !p->logx) /* linear x, maybe 0 */
+      fprintf(f, "set xrange [%.9g:%.9g]\n", lo - 1, hi + 1);
+    else if (lo == hi && lo > 0)
+      fprintf(f, "set %crange [%.9g:%.9g]\n", axis ? 'y' : 'x', lo / 2, hi * 2);
+  }
 }
 
 /* The whole script, which draws on gnuplot's standard output; NULL when
@@ -313,7 +365,12 @@ static char *make_script(const plot *p, const char *term) {
   FILE *f = open_memstream(&text, &len);
   if (!f)
     return NULL;
-  fprintf(f, "set terminal %s\nset output\nset title ", term);
+  /* noenhanced: names are drawn as written ("replay_x^2" is no
+   * subscript and superscript) */
+  fprintf(f,
+          "set terminal %s\nset termoption noenhanced\nset output\n"
+          "set title ",
+          term);
   gp_str(f, p->title);
   fprintf(f, "\nset xlabel ");
   gp_str(f, p->xlabel);
@@ -323,6 +380,7 @@ static char *make_script(const plot *p, const char *term) {
           "\nset logscale y\n%sset grid\nset key outside right top\n"
           "set format y '%%g'\n",
           p->logx ? "set logscale x\n" : "");
+  script_ranges(f, p);
   script_series(f, p);
   fprintf(f, "set output\n");
   if (fclose(f) != 0) {
@@ -442,6 +500,15 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
   return 0;
 }
 
+/* The first key of object o that appears twice in it, or NULL. */
+static const char *dup_key(const cJSON *o) {
+  for (const cJSON *c = cJSON_IsObject(o) ? o->child : NULL; c; c = c->next)
+    for (const cJSON *d = o->child; d != c; d = d->next)
+      if (c->string && d->string && !strcmp(c->string, d->string))
+        return c->string;
+  return NULL;
+}
+
 static int timing_err(const char *cmd, const char *file, uint32_t i,
                       const char *what) {
   fprintf(stderr, "reprise %s: %s: iterations[%u]: %s\n", cmd, file, i, what);
@@ -462,11 +529,22 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
             cmd, file);
     return -1;
   }
+  const char *dup = dup_key(doc);
+  if (dup) {
+    fprintf(stderr, "reprise %s: %s: key '%s' appears twice\n", cmd, file, dup);
+    return -1;
+  }
+  if (!its->child) {
+    fprintf(stderr, "reprise %s: %s: no iterations to plot\n", cmd, file);
+    return -1;
+  }
   const char *groups[16];
   int ng = 0;
   uint32_t i = 0;
   const cJSON *it;
   cJSON_ArrayForEach(it, its) {
+    if ((dup = dup_key(it)))
+      return timing_err(cmd, file, i, "a key appears twice");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "iteration");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(it, "mode");
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(it, "ns");
