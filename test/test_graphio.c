@@ -1428,7 +1428,9 @@ Test(dump, stale_instances_are_marked_in_text) {
   teardown(&fx);
 }
 
-/* ---- names and inferred edges ---- */
+/* ---- names and inferred edges (graph files: cJSON) ---- */
+
+#ifdef REPRISE_HAVE_CJSON
 
 /* MINI (no names, as files before names were) loads; named instances and
  * ops, and the inferred mark on edges, load and save back the same. */
@@ -1473,3 +1475,5 @@ Test(graphio_names, bad_names_and_marks_are_format_errors) {
   expect_edit("[[0, 1]]", "[[0, 1, \"asked\"]]", RP_EFORMAT);
   expect_edit("[[0, 1]]", "[[0, 1, \"inferred\", 2]]", RP_EFORMAT);
 }
+
+#endif /* REPRISE_HAVE_CJSON */
