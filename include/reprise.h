@@ -1356,8 +1356,9 @@ RP_API rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt);
  * the units in order with their waits on other lanes, ports and publishes:
  * TEXT, DOT (a cluster per lane, cross-lane waits in red), or JSON (one
  * object: "ops", "units", "workers_used", "placement", "lanes": [{"worker",
- * "units": [{"op", "name", "shard", "waits": [{"lane", "pos",
- * "previous_replay"}], "publish"}]}]; a schedule, not a graph file). Errors
+ * "units": [{"op", "name", "copy_name" (a named copy's), "shard", "waits":
+ * [{"lane", "pos", "previous_replay"}], "publish"}]}]; a schedule, not a
+ * graph file). Errors
  * as rp_graph_dump's, RP_ESTALE a destroyed exec. */
 RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
 

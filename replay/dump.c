@@ -14,6 +14,15 @@ static const char *unit_name(const rp_exec *ex, const rp_unit *u) {
   return u->kind == RP_UNIT_COPY ? "copy" : u->name;
 }
 
+/* A copy's own name (as the graph dump shows it), or NULL: the text, DOT
+ * and JSON schedules show it after "copy". */
+static const char *copy_name(const rp_exec *ex, const rp_unit *u) {
+  return u->kind == RP_UNIT_COPY && u->op < ex->g->nops &&
+                 ex->g->ops[u->op].name[0]
+             ? ex->g->ops[u->op].name
+             : NULL;
+}
+
 /* A launcher has no op: -1 in DOT and JSON. */
 static long long unit_op(const rp_unit *u) {
   return u->kind == RP_UNIT_LAUNCH ? -1 : (long long)u->op;
@@ -42,9 +51,8 @@ static void dump_text(const rp_exec *ex, FILE *f) {
         fprintf(f, "  [%u] launch segment %u", i, ex->lw->seg_of[l->units[i]]);
       else
         fprintf(f, "  [%u] op %u %s", i, u->op, unit_name(ex, u));
-      if (u->kind == RP_UNIT_COPY && u->op < ex->g->nops &&
-          ex->g->ops[u->op].name[0]) /* a copy's own name, as dump shows */
-        fprintf(f, " '%s'", ex->g->ops[u->op].name);
+      if (copy_name(ex, u))
+        fprintf(f, " '%s'", copy_name(ex, u));
       if (u->max_shards > 1)
         fprintf(f, " shard %u/%u", u->shard, u->max_shards);
       for (uint32_t k = 0; k < u->nwait; k++) {
@@ -91,7 +99,12 @@ static void dump_dot(const rp_exec *ex, FILE *f) {
       const rp_unit *u = &ex->units[l->units[i]];
       fprintf(f, "    u%u [label=\"op %lld ", l->units[i], unit_op(u));
       dot_str(f, unit_name(ex, u));
-      fprintf(f, "#%u\"];\n", u->shard);
+      fprintf(f, "#%u", u->shard);
+      if (copy_name(ex, u)) {
+        fprintf(f, "\\n");
+        dot_str(f, copy_name(ex, u));
+      }
+      fprintf(f, "\"];\n");
       if (i)
         fprintf(f, "    u%u -> u%u [style=dotted];\n", l->units[i - 1],
                 l->units[i]);
@@ -145,6 +158,10 @@ static void dump_json(const rp_exec *ex, FILE *f) {
       const rp_unit *u = &ex->units[l->units[i]];
       fprintf(f, "%s{\"op\": %lld, \"name\": \"", i ? ", " : "", unit_op(u));
       rp__json_str(f, unit_name(ex, u));
+      if (copy_name(ex, u)) {
+        fprintf(f, "\", \"copy_name\": \"");
+        rp__json_str(f, copy_name(ex, u));
+      }
       fprintf(f, "\", \"shard\": %u, \"waits\": [", u->shard);
       for (uint32_t k = 0; k < u->nwait; k++) {
         const rp_wait *wt = &ex->waits[u->wait_off + k];

@@ -228,6 +228,19 @@ Test(dump, json_is_a_graph_file_and_schedule_wraps_it) {
   cr_assert_eq(cJSON_GetObjectItem(sched, "units")->valueint, 6);
   cr_assert(cJSON_IsArray(cJSON_GetObjectItem(sched, "lanes")));
   cJSON_Delete(doc);
+  /* a named copy shows its name in every schedule format, as in the text
+   * (JSON and DOT left it out) */
+  RP_CHECK(rp_graph_set_op_name(fx.g, 4, "x.to.z"));
+  g = save(&fx, "named.json");
+  RUN(&r, "dump", g, "--schedule");
+  cr_assert(strstr(r.out, "copy 'x.to.z'"), "%s", r.out);
+  RUN(&r, "dump", g, "--format", "json", "--schedule");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "\"name\": \"copy\", \"copy_name\": \"x.to.z\""),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--format", "dot", "--schedule");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "copy#0\\nx.to.z\""), "%s", r.out);
   fx_fini(&fx);
   th_tmpdir_remove();
 }
