@@ -120,13 +120,23 @@ static int parse_integer(const cJSON *v, int *neg, uint64_t *mag) {
   return 0;
 }
 
-static rp_status integer_err(int why, const char *path, const char *key) {
+/* path.key, or key alone at the top level (path ""). */
+#define AT(path) (path), *(path) ? "." : ""
+
+/* parse_integer's refusal. A value out of range that the field could
+ * hold as a decimal string (its range reaches past 2^53) says so; a
+ * field of small range names it. */
+static rp_status integer_err(int why, const char *path, const char *key,
+                             long long lo, unsigned long long hi) {
   if (why == 1)
-    return rp__err(RP_EFORMAT, "%s.%s: expected an integer", path, key);
+    return rp__err(RP_EFORMAT, "%s%s%s: expected an integer", AT(path), key);
+  if (hi <= (1ull << 53) && lo >= -(1ll << 53))
+    return rp__err(RP_ERANGE, "%s%s%s: out of range [%lld, %llu]", AT(path),
+                   key, lo, hi);
   return rp__err(RP_ERANGE,
-                 "%s.%s: integer out of range (integers beyond "
+                 "%s%s%s: integer out of range (integers beyond "
                  "+-2^53 must be decimal strings)",
-                 path, key);
+                 AT(path), key);
 }
 
 static rp_status get_i64(const cJSON *v, const char *path, const char *key,
@@ -134,40 +144,52 @@ static rp_status get_i64(const cJSON *v, const char *path, const char *key,
   int neg;
   uint64_t mag;
   int why = parse_integer(v, &neg, &mag);
+  unsigned long long uhi = hi < 0 ? 0 : (unsigned long long)hi;
   if (why)
-    return integer_err(why, path, key);
+    return integer_err(why, path, key, lo, uhi);
   if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX)
-    return integer_err(2, path, key);
+    return integer_err(2, path, key, lo, uhi);
   int64_t x = neg ? (int64_t)(0 - mag) : (int64_t)mag;
   if (x < lo || x > hi)
-    return rp__err(RP_ERANGE, "%s.%s: %lld out of range [%lld, %lld]", path,
-                   key, (long long)x, (long long)lo, (long long)hi);
+    return rp__err(RP_ERANGE, "%s%s%s: %lld out of range [%lld, %lld]",
+                   AT(path), key, (long long)x, (long long)lo, (long long)hi);
   *out = x;
+  return RP_OK;
+}
+
+/* An integer in [min, max] (min >= 0). */
+static rp_status get_u64_in(const cJSON *v, const char *path, const char *key,
+                            uint64_t min, uint64_t max, uint64_t *out) {
+  int neg;
+  uint64_t mag;
+  int why = parse_integer(v, &neg, &mag);
+  if (why)
+    return integer_err(why, path, key, (long long)min, max);
+  if ((neg && mag) || mag < min || mag > max)
+    return rp__err(RP_ERANGE, "%s%s%s: %s%llu out of range [%llu, %llu]",
+                   AT(path), key, neg ? "-" : "", (unsigned long long)mag,
+                   (unsigned long long)min, (unsigned long long)max);
+  *out = mag;
   return RP_OK;
 }
 
 static rp_status get_u64(const cJSON *v, const char *path, const char *key,
                          uint64_t max, uint64_t *out) {
-  int neg;
-  uint64_t mag;
-  int why = parse_integer(v, &neg, &mag);
-  if (why)
-    return integer_err(why, path, key);
-  if ((neg && mag) || mag > max)
-    return rp__err(RP_ERANGE, "%s.%s: %s%llu out of range [0, %llu]", path, key,
-                   neg ? "-" : "", (unsigned long long)mag,
-                   (unsigned long long)max);
-  *out = mag;
-  return RP_OK;
+  return get_u64_in(v, path, key, 0, max, out);
+}
+
+static rp_status get_u32_in(const cJSON *v, const char *path, const char *key,
+                            uint32_t min, uint32_t max, uint32_t *out) {
+  uint64_t x;
+  rp_status st = get_u64_in(v, path, key, min, max, &x);
+  if (!st)
+    *out = (uint32_t)x;
+  return st;
 }
 
 static rp_status get_u32(const cJSON *v, const char *path, const char *key,
                          uint32_t max, uint32_t *out) {
-  uint64_t x;
-  rp_status st = get_u64(v, path, key, max, &x);
-  if (!st)
-    *out = (uint32_t)x;
-  return st;
+  return get_u32_in(v, path, key, 0, max, out);
 }
 
 static rp_status get_str(const cJSON *v, const char *path, const char *key,
@@ -785,11 +807,9 @@ static rp_status parse_task(loader *L, const cJSON *o, const char *path,
                    "registered on this runtime",
                    path, name);
   if (st || (st = get_proc(field(o, "proc"), path, "proc", &l->proc)) ||
-      (st = get_u32(field(o, "shards"), path, "shards", RP_GRAPH_MAX_SHARDS,
-                    &l->shards)))
+      (st = get_u32_in(field(o, "shards"), path, "shards", 1,
+                       RP_GRAPH_MAX_SHARDS, &l->shards)))
     return st;
-  if (!l->shards)
-    return rp__err(RP_ERANGE, "%s.shards: 0 (at least 1)", path);
   if ((st = get_shard_procs(field(o, "shard_procs"), path, l, t)) ||
       (st = get_u64(field(o, "workspace_bytes"), path, "workspace_bytes",
                     SIZE_MAX, &wsb)) ||
@@ -1075,8 +1095,8 @@ static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
   if ((st = op_ref(L, e->child, path, "from", &from)) ||
       (st = op_ref(L, e->child->next, path, "to", &to)))
     return st;
-  if (edge_seen(s, from, to))
-    return RP_OK;
+  if (edge_seen(s, from, to)) /* listed twice: asked for wins, as when */
+    return mark ? RP_OK : rp_graph_add_edge(L->g, from, to); /* building */
   return mark ? rp__graph_edge_inferred(L->g, from, to)
               : rp__graph_edge(L->g, from, to);
 }
@@ -1190,14 +1210,13 @@ static rp_status parse_machine(const cJSON *o, rp_machine_desc *m) {
   uint32_t ng = 0, nm = 0, i = 0;
   memset(m, 0, sizeof *m);
   rp_status st = check_object(o, path, MACHINE_KEYS, 3);
-  if (st || (st = get_u32(field(o, "cpus"), path, "cpus", 128, &m->cpus)) ||
+  if (st ||
+      (st = get_u32_in(field(o, "cpus"), path, "cpus", 1, 128, &m->cpus)) ||
       (st =
            get_array(field(o, "gpus"), path, "gpus", RP_MODEL_MAX_GPUS, &ng)) ||
       (st = get_array(field(o, "mems"), path, "mems", RP_MODEL_MAX_MEMS + 1,
                       &nm))) /* + system memory, which the file lists */
     return st;
-  if (!m->cpus)
-    return rp__err(RP_ERANGE, "%s.cpus: 0 (at least 1)", path);
   for (const cJSON *c = field(o, "gpus")->child; c; c = c->next, i++) {
     int64_t d;
     if ((st = get_i64(c, path, "gpus", 0, RP_MODEL_MAX_DEVICE, &d)) != RP_OK)
@@ -1426,9 +1445,9 @@ static rp_status header(const cJSON *doc, const cJSON **graph) {
                                "\"" RP_GRAPH_FORMAT "\")");
   int64_t v;
   rp_status st =
-      get_i64(field(doc, "version"), "", "version", INT64_MIN, INT64_MAX, &v);
+      get_i64(field(doc, "version"), "", "version", 0, INT32_MAX, &v);
   if (st == RP_EFORMAT && !field(doc, "version"))
-    return rp__err(RP_EFORMAT, ".version: missing");
+    return rp__err(RP_EFORMAT, "version: missing");
   if (st)
     return st;
   if (v != RP_GRAPH_VERSION)

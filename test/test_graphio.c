@@ -771,6 +771,34 @@ Test(graphio_corrupt, wrong_format_and_version) {
   expect_edit("\"version\": 1", "\"version\": 1.5", RP_EFORMAT);
 }
 
+/* expect_edit, and the detail holds `says`. */
+static void expect_said(const char *from, const char *to, rp_status want,
+                        const char *says) {
+  expect_edit(from, to, want);
+  env e = env_make();
+  char *t = subst(MINI, from, to);
+  (void)load_text(&e, t);
+  cr_assert(strstr(why(), says), "'%s' -> '%s': no '%s' in '%s'", from, to,
+            says, why());
+  free(t);
+  th_destroy(e.rt);
+}
+
+/* An integer out of a small range names the range (the advice to write
+ * integers beyond 2^53 as strings is for fields that can hold them), 0
+ * where at least 1 is needed included; a top-level key has no leading
+ * dot. */
+Test(graphio_corrupt, integers_out_of_range_name_the_range) {
+  expect_said("\"version\": 1", "\"version\": 1e300", RP_ERANGE,
+              "version: out of range [0, 2147483647]");
+  expect_said("\"version\": 1", "\"version\": -1", RP_ERANGE,
+              "version: -1 out of range [0, 2147483647]");
+  expect_said("\"proc\": 0,", "\"proc\": 1e300,", RP_ERANGE,
+              "graph.ops[0].proc: out of range [0, ");
+  expect_said("\"proc\": 0, \"shards\": 1,", "\"proc\": 0, \"shards\": 0,",
+              RP_ERANGE, "graph.ops[0].shards: 0 out of range [1, 4096]");
+}
+
 Test(graphio_corrupt, checksum_catches_any_changed_value) {
   make_tmpdir();
   fixture fx;
@@ -1463,6 +1491,35 @@ Test(graphio_names, names_and_inferred_marks_round_trip) {
   th_tmpdir_remove();
   free(a), free(b), free(t);
   th_destroy(e.rt);
+}
+
+/* An edge listed twice, inferred and asked for, loads once as asked for,
+ * in either order, as rp_graph_add_edge marks an inferred edge (the first
+ * listing won: an asked-for edge was lost, and --diff saw nothing). */
+Test(graphio_names, an_edge_listed_twice_is_asked_for_if_either_is) {
+  const char *lists[] = {"[[0, 1, \"inferred\"], [0, 1]]",
+                         "[[0, 1], [0, 1, \"inferred\"]]",
+                         "[[0, 1, \"inferred\"], [0, 1, \"inferred\"]]"};
+  const int want[] = {0, 0, 1};
+  make_tmpdir();
+  for (int k = 0; k < 3; k++) {
+    env e = env_make();
+    char *t = subst(MINI, "[[0, 1]]", lists[k]);
+    const char *path = th_tmp_path("twice.json");
+    write_all(path, t, strlen(t));
+    rp_graph *g;
+    RP_CHECK(rp_graph_load(e.rt, path, NULL, 0, &g));
+    cr_assert_eq(rp_graph_edge_count(g), 1u, "%s", lists[k]);
+    rp_op_id from, to;
+    int inferred = -1;
+    RP_CHECK(rp_graph_edge_query(g, 0, &from, &to, &inferred));
+    cr_assert(from == 0 && to == 1 && inferred == want[k], "%s: inferred %d",
+              lists[k], inferred);
+    RP_CHECK(rp_graph_destroy(g));
+    free(t);
+    th_destroy(e.rt);
+  }
+  th_tmpdir_remove();
 }
 
 Test(graphio_names, bad_names_and_marks_are_format_errors) {
