@@ -32,9 +32,10 @@ static void capture_dtor(rp_runtime *rt, void *arg) {
 
 /* Before an instance is freed or reallocated: wait for eager ops that
  * touch it, so no task writes into freed memory. From a completion
- * callback an op still pending is RP_EBUSY instead (it may be queued
- * behind the callback on its worker). The ops' own results do not matter:
- * finished, they no longer touch the instance. */
+ * callback, or a task of rt, an op still pending is RP_EBUSY instead (it
+ * may be queued behind the callback or task on its worker, or wait for
+ * the task). The ops' own results do not matter: finished, they no longer
+ * touch the instance. */
 static rp_status inst_release(rp_runtime *rt, void *arg, rp_inst inst,
                               const char *what) {
   rp_capture_state *cs = arg;
@@ -45,10 +46,19 @@ static rp_status inst_release(rp_runtime *rt, void *arg, rp_inst inst,
     rp__event_retain(rt, (rp_event){toks.v[i].id});
   pthread_mutex_unlock(&cs->lock);
   rp_status st = RP_OK;
+  int in_task = rp__tl_task && rp__tl_task->rt == rt;
   for (uint32_t i = 0; i < toks.n; i++) {
     rp_event e = {toks.v[i].id};
-    if (!st && rp__tl_in_callback && rp__event_peek(rt, e) == RP_EAGAIN)
-      st = rp__refuse_in_callback(what);
+    if (!st && (rp__tl_in_callback || in_task) &&
+        rp__event_peek(rt, e) == RP_EAGAIN)
+      st = rp__tl_in_callback
+               ? rp__refuse_in_callback(what)
+               : rp__err(RP_EBUSY,
+                         "%s: an eager op that uses the instance is "
+                         "pending, and a running task does not wait for "
+                         "it (it may wait for the task, or be queued behind "
+                         "it on its worker): nothing was changed",
+                         what);
     if (!st)
       (void)rp__event_block(rt, e);
     rp__event_unref(rt, e); /* the reference taken above */

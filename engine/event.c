@@ -426,6 +426,9 @@ rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why) {
                    "rp_event_poison: status %d is not a reprise status "
                    "(RP_STATUS_MAP)",
                    (int)why);
+  if (!rp__status_failure(why)) /* a query would say "pending" */
+    return rp__err(RP_EINVAL, "rp_event_poison: RP_EAGAIN would read as "
+                              "still pending, not as a failure");
   return user_complete(rt, e, why, "rp_event_poison");
 }
 

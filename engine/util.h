@@ -50,10 +50,19 @@ _Noreturn void rp__assert_fail(const char *expr, const char *file, int line);
 /* 1 when st is one of RP_STATUS_MAP's codes. */
 int rp__status_known(rp_status st);
 
-/* What a task's return value means: RP_OK, its own error when it is a
- * reprise status, else (a positive value, an unknown code) RP_ETASK. */
+/* 1 when an event may complete with st as its failure: an error status
+ * of RP_STATUS_MAP but RP_EAGAIN, which a query reads as "pending" (a
+ * poller would wait forever). RP_ETIMEDOUT may be one (a watchdog's
+ * poison), read as a wait's own timeout. */
+static inline int rp__status_failure(rp_status st) {
+  return st < 0 && st != RP_EAGAIN && rp__status_known(st);
+}
+
+/* What a task's return value means: RP_OK, its own error when an event
+ * may carry it (rp__status_failure), else (a positive value, an unknown
+ * code, RP_EAGAIN) RP_ETASK. */
 static inline rp_status rp__task_status(rp_status st) {
-  return st == RP_OK || (st < 0 && rp__status_known(st)) ? st : RP_ETASK;
+  return st == RP_OK || rp__status_failure(st) ? st : RP_ETASK;
 }
 
 /* Records a detail message for rp_error_detail() and returns st. */

@@ -491,17 +491,19 @@ RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
  * fails with RP_EBUSY or makes that replay fail with RP_ESTALE.
  * From an event's completion callback an eager op still pending is
  * RP_EBUSY instead of a wait (it may be queued behind the callback).
- * Errors (free): RP_ESTALE stale handle, RP_EBUSY as above, RP_ECONTRACT
- * from a task inside a replay, or from an eager task that accesses inst
- * (it would wait for itself). */
+ * From a running eager task of rt, likewise RP_EBUSY while an eager op
+ * that uses it is pending (it may wait for the task, or be queued behind
+ * it). Errors (free): RP_ESTALE stale handle, RP_EBUSY as above,
+ * RP_ECONTRACT from a task inside a replay, or from an eager task that
+ * accesses inst (it would wait for itself). */
 RP_API rp_status rp_instance_free(rp_runtime *rt, rp_inst inst);
 /* Gives the instance fresh storage of the same shape (zeroed) and a new
  * generation; *inout is updated, every older copy of the handle is stale.
  * RP_EBUSY (nothing changed) while a replay in flight uses it (see
  * rp_instance_free), and like free it waits for eager ops first (RP_EBUSY
- * from a completion callback). Errors: RP_ESTALE stale handle, RP_EINVAL
- * an external instance (caller memory cannot be replaced), RP_ENOMEM (or
- * the backend's status) when the new storage cannot be allocated,
+ * from a completion callback or a running eager task). Errors: RP_ESTALE stale
+ * handle, RP_EINVAL an external instance (caller memory cannot be replaced),
+ * RP_ENOMEM (or the backend's status) when the new storage cannot be allocated,
  * RP_ECONTRACT from a task inside a replay or an eager task that accesses
  * the instance; on every error the handle, the
  * generation and the old storage stay. */
@@ -565,8 +567,9 @@ RP_API rp_status rp_event_create(rp_runtime *rt, rp_event *out);
  * RP_NO_EVENT or an event that already triggered or was poisoned; the
  * event is unchanged then. */
 RP_API rp_status rp_event_trigger(rp_runtime *rt, rp_event e);
-/* Poisons e with why (one of the negative rp_status codes; RP_EINVAL
- * otherwise). Waiters see why. */
+/* Poisons e with why (one of the negative rp_status codes but RP_EAGAIN,
+ * which rp_event_query reads as pending; RP_EINVAL otherwise). Waiters see
+ * why. */
 RP_API rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why);
 /* RP_OK triggered, RP_EAGAIN pending, the poison status, or RP_ESTALE. */
 RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
@@ -619,7 +622,8 @@ enum rp_task_flags {
 };
 
 /* A task returns RP_OK or an error status (its detail set with
- * rp_error_set); any other value (positive, or no rp_status code) fails it
+ * rp_error_set); any other value (positive, no rp_status code, or
+ * RP_EAGAIN, which a query of its event would read as pending) fails it
  * as RP_ETASK. */
 typedef rp_status (*rp_task_fn)(rp_task_ctx *ctx);
 
@@ -1228,7 +1232,9 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * a precondition event has not triggered yet and its poison status when it
  * was poisoned (nothing run); RP_EBUSY when a replay already in flight
  * waits for a precondition that has not triggered, or a replay of another
- * exec does on a worker ex runs on (trigger it first; nothing run), or
+ * exec waits at one on a worker ex runs on (trigger it first; nothing run;
+ * such a replay still queued, which its worker has not reached, is not
+ * seen: the trial replays then wait behind it), or
  * another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
  * ex; RP_ENOMEM; a trial replay's own failure (its
  * status, e.g. RP_ETASK; the detail names the op as

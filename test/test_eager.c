@@ -219,25 +219,29 @@ Test(eager, destroy_cancels_ops_waiting_on_untriggered_user_events) {
  * when they would wait for that task: drain and destroy of its runtime,
  * free and realloc of an instance it accesses: RP_ECONTRACT at once (each
  * used to wait for the task itself: drain and free forever, destroy for
- * its 10 s drain limit), the instance kept. What waits for other work
- * works: freeing an instance it does not access, draining another
- * runtime. */
+ * its 10 s drain limit), the instance kept; free and realloc of an
+ * instance a pending op uses (it may wait for the task, or be queued
+ * behind it): RP_EBUSY, kept. What waits for nothing works: freeing an
+ * instance no pending op uses, draining another runtime. */
 static rp_runtime *self_rt, *other_rt;
-static rp_inst self_inst, spare_inst;
-static rp_status self_st[6];
+static rp_inst self_inst, spare_inst, held_inst;
+static rp_status self_st[8];
 static rp_status self_waiter(rp_task_ctx *ctx) {
   (void)ctx;
-  rp_inst copy = self_inst;
+  rp_inst copy = self_inst, held = held_inst;
   self_st[0] = rp_runtime_drain(self_rt);
   self_st[1] = rp_instance_free(self_rt, self_inst);
   self_st[2] = rp_instance_realloc(self_rt, &copy);
   self_st[3] = rp_runtime_destroy(self_rt);
   self_st[4] = rp_instance_free(self_rt, spare_inst);
   self_st[5] = rp_runtime_drain(other_rt);
+  /* held_inst: a pending op uses it, which waits for this task */
+  self_st[6] = rp_instance_free(self_rt, held_inst);
+  self_st[7] = rp_instance_realloc(self_rt, &held);
   return RP_OK;
 }
 
-Test(eager, waiting_calls_from_a_running_task_on_itself_are_econtract,
+Test(eager, waiting_calls_from_a_running_task_on_itself_are_refused,
      .timeout = 30) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_task_id t;
@@ -247,27 +251,40 @@ Test(eager, waiting_calls_from_a_running_task_on_itself_are_econtract,
   other_rt = th_cpu_runtime(1);
   self_inst = mk(rt);
   spare_inst = mk(rt);
+  held_inst = mk(rt);
   rp_access acc = {self_inst, RP_RW, 0};
   rp_launch l = {.task = t, .proc = 0, .accesses = &acc, .naccess = 1};
-  rp_event done;
+  rp_event done, later;
   RP_CHECK(rp_launch_task(rt, &l, &done));
+  /* after the task (it reads what the task writes), on its one worker */
+  rp_access acc2[2] = {{self_inst, RP_READ, 0}, {held_inst, RP_RW, 0}};
+  reset_log();
+  RP_CHECK(launch(rt, register_log(rt), 0, 0, acc2, 2, 0, ~0u, &later));
   RP_CHECK(rp_event_wait(rt, done, 10000000000ll));
-  const char *call[6] = {"rp_runtime_drain",
-                         "rp_instance_free",
-                         "rp_instance_realloc",
-                         "rp_runtime_destroy",
-                         "rp_instance_free (not accessed)",
-                         "rp_runtime_drain (another runtime)"};
-  const rp_status want[6] = {RP_ECONTRACT, RP_ECONTRACT, RP_ECONTRACT,
-                             RP_ECONTRACT, RP_OK,        RP_OK};
-  for (int i = 0; i < 6; i++)
+  RP_CHECK(rp_event_wait(rt, later, 10000000000ll));
+  static const char *const call[8] = {
+      "rp_runtime_drain",
+      "rp_instance_free",
+      "rp_instance_realloc",
+      "rp_runtime_destroy",
+      "rp_instance_free (not accessed)",
+      "rp_runtime_drain (another runtime)",
+      "rp_instance_free (a pending op uses it)",
+      "rp_instance_realloc (a pending op uses it)"};
+  const rp_status want[8] = {RP_ECONTRACT, RP_ECONTRACT, RP_ECONTRACT,
+                             RP_ECONTRACT, RP_OK,        RP_OK,
+                             RP_EBUSY,     RP_EBUSY};
+  for (int i = 0; i < 8; i++)
     cr_assert_eq(self_st[i], want[i], "%s from a task: %s", call[i],
                  rp_status_name(self_st[i]));
   rp_instance_info info;
   RP_CHECK(rp_instance_query(rt, self_inst, &info)); /* not freed */
   RP_EXPECT(rp_instance_query(rt, spare_inst, &info), RP_ESTALE);
+  RP_CHECK(rp_instance_query(rt, held_inst, &info)); /* not freed */
   rp_event_release(rt, done);
+  rp_event_release(rt, later);
   RP_CHECK(rp_instance_free(rt, self_inst));
+  RP_CHECK(rp_instance_free(rt, held_inst));
   th_destroy(other_rt);
   th_destroy(rt);
 }

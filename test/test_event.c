@@ -47,6 +47,8 @@ Test(event, double_trigger_and_bad_poison_are_rejected) {
   cr_assert(strstr(rp_error_detail(), "-1000 is not a reprise status"), "%s",
             rp_error_detail());
   RP_EXPECT(rp_event_poison(rt, e, (rp_status)INT_MIN), RP_EINVAL);
+  /* what a query reads as "pending" */
+  RP_EXPECT(rp_event_poison(rt, e, RP_EAGAIN), RP_EINVAL);
   RP_EXPECT(rp_event_query(rt, e), RP_EAGAIN); /* still pending */
   RP_CHECK(rp_event_trigger(rt, e));
   RP_EXPECT(rp_event_trigger(rt, e), RP_EINVAL);

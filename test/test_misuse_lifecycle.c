@@ -6,6 +6,10 @@
  * exiting thread; rp_replay from several threads at once. */
 #include "helpers.h"
 
+/* replay/replay_impl.h: the worker of ex that waits at a precondition, or
+ * -1 (what rp_exec_tune looks at) */
+int rp__exec_worker_gated(const rp_exec *ex);
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdatomic.h>
@@ -1082,7 +1086,12 @@ Test(misuse, tune_behind_another_execs_gate_is_busy, .timeout = 120) {
   rp_event gate, gd;
   RP_CHECK(rp_event_create(rt, &gate));
   RP_CHECK(rp_replay(gated, &(rp_replay_args){.pre = &gate, .npre = 1}, &gd));
-  usleep(10000); /* the worker reaches the gate */
+  /* the worker reaches the gate (tune sees a gate the worker waits at; a
+   * sleep of 10 ms was not always enough on a busy machine: tune then
+   * queued its trials behind the gate and waited) */
+  for (int i = 0; i < 100000 && rp__exec_worker_gated(gated) < 0; i++)
+    usleep(100);
+  cr_assert_geq(rp__exec_worker_gated(gated), 0, "the worker never waited");
   atomic_store(&runs, 0);
   uint32_t ran = 777;
   RP_EXPECT(rp_exec_tune(b, NULL, &ran), RP_EBUSY);

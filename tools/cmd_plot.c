@@ -564,6 +564,11 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
       return timing_err(cmd, file, i, "out of memory");
     i++;
   }
+  for (uint32_t k = 0; k < p->n; k++) /* by iteration: the line, the thinning */
+    if (series_sort(&p->s[k])) {
+      fprintf(stderr, "reprise %s: out of memory\n", cmd);
+      return -1;
+    }
   p->title = "reprise train: time per iteration";
   p->xlabel = "iteration";
   p->ylabel = "wall time per iteration, us (log)";
