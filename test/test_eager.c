@@ -253,13 +253,16 @@ Test(eager, waiting_calls_from_a_running_task_on_itself_are_refused,
   spare_inst = mk(rt);
   held_inst = mk(rt);
   rp_access acc = {self_inst, RP_RW, 0};
-  rp_launch l = {.task = t, .proc = 0, .accesses = &acc, .naccess = 1};
-  rp_event done, later;
+  rp_event gate, done, later;
+  RP_CHECK(rp_event_create(rt, &gate)); /* the task runs once both are in */
+  rp_launch l = {
+      .task = t, .proc = 0, .accesses = &acc, .naccess = 1, .wait = gate};
   RP_CHECK(rp_launch_task(rt, &l, &done));
   /* after the task (it reads what the task writes), on its one worker */
   rp_access acc2[2] = {{self_inst, RP_READ, 0}, {held_inst, RP_RW, 0}};
   reset_log();
   RP_CHECK(launch(rt, register_log(rt), 0, 0, acc2, 2, 0, ~0u, &later));
+  RP_CHECK(rp_event_trigger(rt, gate));
   RP_CHECK(rp_event_wait(rt, done, 10000000000ll));
   RP_CHECK(rp_event_wait(rt, later, 10000000000ll));
   static const char *const call[8] = {
@@ -281,6 +284,7 @@ Test(eager, waiting_calls_from_a_running_task_on_itself_are_refused,
   RP_CHECK(rp_instance_query(rt, self_inst, &info)); /* not freed */
   RP_EXPECT(rp_instance_query(rt, spare_inst, &info), RP_ESTALE);
   RP_CHECK(rp_instance_query(rt, held_inst, &info)); /* not freed */
+  rp_event_release(rt, gate);
   rp_event_release(rt, done);
   rp_event_release(rt, later);
   RP_CHECK(rp_instance_free(rt, self_inst));
