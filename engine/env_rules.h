@@ -16,4 +16,8 @@ typedef struct rp_env_rule {
 extern const rp_env_rule rp_env_rules[];
 extern const size_t rp_env_nrules;
 
+/* 1 when s (set, not empty) is what rule r accepts: one of its words, or
+ * a whole number in lo..hi (digits only: no sign, blank or suffix). */
+int rp__env_rule_accepts(const rp_env_rule *r, const char *s);
+
 #endif

@@ -656,21 +656,22 @@ static int env_is_uint(const char *s, unsigned long lo, unsigned long hi,
   return 1;
 }
 
+int rp__env_rule_accepts(const rp_env_rule *r, const char *s) {
+  unsigned long v;
+  return r->words ? env_is_word(s, r->words) : env_is_uint(s, r->lo, r->hi, &v);
+}
+
 static rp_status env_check(void) {
   for (size_t i = 0; i < rp_env_nrules; i++) {
     const rp_env_rule *r = &rp_env_rules[i];
     const char *s = getenv(r->var);
-    unsigned long v;
-    if (!s || !*s)
+    if (!s || !*s || rp__env_rule_accepts(r, s))
       continue;
-    if (r->words) {
-      if (!env_is_word(s, r->words))
-        return rp__err(RP_EINVAL, "%s=%.64s: expected one of %s", r->var, s,
-                       r->words);
-    } else if (!env_is_uint(s, r->lo, r->hi, &v)) {
-      return rp__err(RP_EINVAL, "%s=%.64s: expected a whole number in %lu..%lu",
-                     r->var, s, r->lo, r->hi);
-    }
+    if (r->words)
+      return rp__err(RP_EINVAL, "%s=%.64s: expected one of %s", r->var, s,
+                     r->words);
+    return rp__err(RP_EINVAL, "%s=%.64s: expected a whole number in %lu..%lu",
+                   r->var, s, r->lo, r->hi);
   }
   return RP_OK;
 }

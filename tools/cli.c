@@ -192,19 +192,6 @@ int rp_cli_env_workers(const char *cmd, uint32_t *workers, int *set) {
   return rc;
 }
 
-/* 1 when s is one of the '|'-separated words. */
-static int is_word(const char *s, const char *words) {
-  size_t n = strlen(s);
-  for (const char *p = words;;) {
-    size_t len = strcspn(p, "|");
-    if (len == n && strncmp(p, s, n) == 0)
-      return 1;
-    if (!p[len])
-      return 0;
-    p += len + 1;
-  }
-}
-
 /* Every REPRISE_* variable a runtime reads, with what each accepts (the
  * library's table): checked by every command that starts a runtime, before
  * any work, as a usage error. */
@@ -212,9 +199,7 @@ int rp_cli_env_check(const char *cmd) {
   for (size_t i = 0; i < rp_env_nrules; i++) {
     const rp_env_rule *r = &rp_env_rules[i];
     const char *s = env_value(r->var);
-    unsigned long v;
-    if (!s || (r->words ? is_word(s, r->words)
-                        : rp_cli_parse_uint(s, r->lo, r->hi, &v)))
+    if (!s || rp__env_rule_accepts(r, s))
       continue;
     if (r->words) { /* "a|b|c" said as "a, b or c", as --backend's */
       char said[128] = "";
