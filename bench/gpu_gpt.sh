@@ -22,10 +22,11 @@
 #            list of VAR=VALUE, or "default"), alternating, KNOB_RUNS rounds
 #            (default 3): the median step time of each run
 #   profile  Nsight Compute's device time (clocks as found) of each kernel
-#            (graph nodes one by one) and of each whole graph, for the launch
-#            and the nanoGPT configs (ncu_*.csv; bench/ncu_step.py reads them: per-kernel
-#            times of one step, and the device's idle share of a replayed
-#            step, 1 - sum(nodes) / graph)
+#            of the replays (graph nodes one by one) and of each whole
+#            graph, for the launch and the nanoGPT configs (ncu_*.csv;
+#            bench/ncu_step.py reads them: per-kernel times of one step,
+#            and the device's idle share of a replayed step, 1 - sum(nodes)
+#            / graph)
 #
 # STEPS is a comma list (default check,train,launch; an unknown step is a
 # usage error); MODES and ATTN pass --modes and --attn to torch_gpt.py,
@@ -154,25 +155,39 @@ if has profile; then
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
   LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
   for cfg in launch nano; do
-    # the initial evaluation runs 8 batches of the forward pass eagerly (51
-    # and 97 kernels; the launch config's is 67 with REPRISE_GPT_ATTN=gemm:
-    # 5 attention kernels a layer instead of the fused one): skipped, so
-    # that the profile starts at the replays (ncu_step.py finds the step)
+    # The kernels of the replays alone: REPRISE_NVTX=1 puts each rp_replay
+    # (and with it the graph launch) in the NVTX range "reprise.replay",
+    # and ncu keeps what is launched inside it. Where that finds no kernel,
+    # a window of kernels by count: --iters 3 runs an eager evaluation (8
+    # forward batches of F kernels), step 0, the log point's evaluation,
+    # then steps 1 and 2; skipping 16 F kernels leaves the end of the
+    # second evaluation and steps 1 and 2 (F: 55 for the launch config, 71
+    # with REPRISE_GPT_ATTN=gemm, 97 for nanoGPT's; ncu_step.py finds the
+    # step as the longest run that repeats at once).
     if [ $cfg = launch ]; then
-      args=("${LAUNCH[@]}") skip=408
-      [ "${REPRISE_GPT_ATTN:-}" = gemm ] && skip=536
+      args=("${LAUNCH[@]}") F=55
+      [ "${REPRISE_GPT_ATTN:-}" = gemm ] && F=71
     else
-      args=("${NANO[@]}") skip=776
+      args=("${NANO[@]}") F=97
     fi
     for mode in node graph; do
-      # node: 800 kernels from the first replay on; graph: every launch
-      lim=(); [ $mode = node ] && lim=(-s "$skip" -c 800)
-      timeout "${PROFILE_TIMEOUT:-120}" "$NCU" --metrics gpu__time_duration.sum \
-        --clock-control none --csv --graph-profiling $mode "${lim[@]}" \
-        "$B/reprise" train --model gpt \
-        --backend cuda "${args[@]}" --iters 3 --log-every 1000 --sample 0 \
-        "${TEXTARG[@]}" >"$OUT/ncu_${cfg}_$mode.csv" 2>"$OUT/ncu_${cfg}_$mode.err"
-      note "ncu --graph-profiling $mode ($cfg)" $?
+      csv=$OUT/ncu_${cfg}_$mode.csv
+      for how in nvtx count; do
+        if [ $how = nvtx ]; then
+          lim=(--nvtx --nvtx-include "reprise.replay/")
+        else
+          lim=(-s $((16 * F)) -c 1200)
+          [ $mode = graph ] && lim=() # graph launches: replays alone
+        fi
+        REPRISE_NVTX=1 timeout "${PROFILE_TIMEOUT:-120}" "$NCU" \
+          --metrics gpu__time_duration.sum --clock-control none --csv \
+          --graph-profiling $mode "${lim[@]}" "$B/reprise" train --model gpt \
+          --backend cuda "${args[@]}" --iters 3 --log-every 1000 --sample 0 \
+          "${TEXTARG[@]}" >"$csv" 2>"$OUT/ncu_${cfg}_$mode.err"
+        rc=$?
+        grep -q gpu__time_duration "$csv" && break
+      done
+      note "ncu --graph-profiling $mode ($cfg, kernels chosen by $how)" $rc
     done
     python3 "$SRC/bench/ncu_step.py" "$OUT/ncu_${cfg}_node.csv" \
       "$OUT/ncu_${cfg}_graph.csv" || true

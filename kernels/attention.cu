@@ -152,45 +152,57 @@ __global__ void softmax_causal_bwd_k(const float *__restrict__ att, float *datt,
                          scale);
 }
 
-/* Fused attention for heads that fit in shared memory (a block per (b, h),
- * kWarps warps; see the header comment). Forward: K and V of the head in
- * shared memory (rows padded to hs + 1 floats: lanes reading rows j apart
- * hit distinct banks); q, k, v also written to qkvr for the backward. A
- * warp per query row t: lane-strided scores u <= t (a serial fma dot
- * product, then * scale, as the GEMM's alpha), max, sum of exp (f64) and
- * probabilities as softmax_causal_k; then a lane per column d adds
- * p_u v[u, d] for u = 0..t into out [B, T, C]. */
+/* Fused attention for heads that fit in shared memory (see the header
+ * comment). Forward: a grid of (B * NH) x R blocks of W warps; every block
+ * puts K and V of its head in shared memory (rows padded to hs + 1 floats:
+ * lanes reading rows j apart hit distinct banks) and block y of a head
+ * takes the query rows t = y, y + R, ... (interleaved: causal rows grow
+ * in cost with t), a warp per row; q, k, v are also written to qkvr for
+ * the backward, each row t by block t mod R. A row's warp computes
+ * lane-strided scores u <= t (a serial fma dot product, then * scale, as
+ * the GEMM's alpha), max, sum of exp (f64) and probabilities as
+ * softmax_causal_k; then a lane per column d adds p_u v[u, d] for u =
+ * 0..t into out [B, T, C]. Each row is one warp's in a fixed order: the
+ * bits do not depend on W or R. The launcher takes up to kFusedMaxWarps
+ * warps (latency hiding: a warp's rows are chains of dependent shared
+ * memory reads) and enough row groups for about kFusedBlocks blocks; the
+ * shapes that take the fused path are those that fit with kWarps warps. */
 constexpr unsigned kWarps = kAttnThreads / 32;
+constexpr unsigned kFusedMaxWarps = 32;
+constexpr unsigned kFusedBlocks = 256;
 
-__host__ __device__ inline size_t fused_fwd_floats(int T, int hs) {
-  return 2 * (size_t)T * (hs + 1) + kWarps * ((size_t)hs + T);
+__host__ __device__ inline size_t fused_fwd_floats(int T, int hs,
+                                                   unsigned warps) {
+  return 2 * (size_t)T * (hs + 1) + warps * ((size_t)hs + T);
 }
 __host__ __device__ inline size_t fused_bwd_floats(int T, int hs) {
   return 3 * (size_t)T * (hs + 1) + (size_t)T * T;
 }
 
-__global__ void attention_fused_fwd_k(const float *__restrict__ qkv,
-                                      float *__restrict__ qkvr,
-                                      float *__restrict__ att,
-                                      float *__restrict__ out, int B, int T,
-                                      int NH, int hs, float scale) {
+__global__ void __launch_bounds__(kFusedMaxWarps * 32, 1)
+    attention_fused_fwd_k(const float *__restrict__ qkv,
+                          float *__restrict__ qkvr, float *__restrict__ att,
+                          float *__restrict__ out, int B, int T, int NH, int hs,
+                          float scale) {
   extern __shared__ float sm[];
   const int p = hs + 1, C = NH * hs;
+  const unsigned W = blockDim.x >> 5, R = gridDim.y, y = blockIdx.y;
   const size_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const size_t per = (size_t)B * NH * T * hs;
   float *Ks = sm, *Vs = Ks + (size_t)T * p;
-  float *qw = Vs + (size_t)T * p, *pw = qw + kWarps * (size_t)hs;
+  float *qw = Vs + (size_t)T * p, *pw = qw + W * (size_t)hs;
   for (size_t i = threadIdx.x; i < (size_t)T * hs; i += blockDim.x) {
     size_t t = i / hs, d = i % hs;
     size_t src = ((b * T + t) * 3) * C + h * hs + d, dst = bh * T * hs + i;
-    float q = qkv[src], k = qkv[src + C], v = qkv[src + 2 * C];
-    qkvr[dst] = q, qkvr[per + dst] = k, qkvr[2 * per + dst] = v;
+    float k = qkv[src + C], v = qkv[src + 2 * C];
+    if (t % R == y)
+      qkvr[dst] = qkv[src], qkvr[per + dst] = k, qkvr[2 * per + dst] = v;
     Ks[t * p + d] = k, Vs[t * p + d] = v;
   }
   __syncthreads();
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float *qr = qw + warp * (size_t)hs, *pr = pw + warp * (size_t)T;
-  for (int t = warp; t < T; t += kWarps) {
+  for (int t = (int)(warp * R + y); t < T; t += (int)(W * R)) {
     const size_t row = (b * T + t) * 3 * C + h * hs;
     for (int d = lane; d < hs; d += 32)
       qr[d] = qkv[row + d];
@@ -215,19 +227,20 @@ __global__ void attention_fused_fwd_k(const float *__restrict__ qkv,
   }
 }
 
-/* Fused backward, a block per (b, h): K, V and dy of the head in shared
- * memory, dpre [T, T] beside them. Phase 1, a warp per row t: datt[u] =
- * dy[t] . v[u] for u <= t (lane-strided), then dpre = scale * att (datt -
- * <att, datt>) as softmax_causal_bwd_k (the sum in f64), 0 above the
- * diagonal. Phase 2: q replaces V in shared memory. Phase 3, a warp per
- * row t and a lane per column d: dq[t] = sum_{u<=t} dpre[t, u] k[u],
- * dk[t] = sum_{i>=t} dpre[i, t] q[i], dv[t] = sum_{i>=t} att[i, t] dy[i],
- * written straight into dqkv [B, T, 3C]. */
-__global__ void attention_fused_bwd_k(const float *__restrict__ dout,
-                                      const float *__restrict__ qkvr,
-                                      const float *__restrict__ att,
-                                      float *__restrict__ dqkv, int B, int T,
-                                      int NH, int hs, float scale) {
+/* Fused backward, a block of kFusedMaxWarps warps per (b, h): K, V and dy
+ * of the head in shared memory, dpre [T, T] beside them. Phase 1, a warp per
+ * row t: datt[u] = dy[t] . v[u] for u <= t (lane-strided), then dpre = scale *
+ * att (datt - <att, datt>) as softmax_causal_bwd_k (the sum in f64), 0 above
+ * the diagonal. Phase 2: q replaces V in shared memory. Phase 3, a warp per row
+ * t and a lane per column d: dq[t] = sum_{u<=t} dpre[t, u] k[u], dk[t] =
+ * sum_{i>=t} dpre[i, t] q[i], dv[t] = sum_{i>=t} att[i, t] dy[i], written
+ * straight into dqkv [B, T, 3C]. */
+__global__ void __launch_bounds__(kFusedMaxWarps * 32, 1)
+    attention_fused_bwd_k(const float *__restrict__ dout,
+                          const float *__restrict__ qkvr,
+                          const float *__restrict__ att,
+                          float *__restrict__ dqkv, int B, int T, int NH,
+                          int hs, float scale) {
   extern __shared__ float sm[];
   const int p = hs + 1, C = NH * hs;
   const size_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
@@ -243,7 +256,8 @@ __global__ void attention_fused_bwd_k(const float *__restrict__ dout,
   }
   __syncthreads();
   const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int t = warp; t < T; t += kWarps) {
+  const int W = (int)(blockDim.x >> 5);
+  for (int t = warp; t < T; t += W) {
     const float *y = Ys + (size_t)t * p;
     float *ds = dS + (size_t)t * T;
     for (int u = lane; u <= t; u += 32) {
@@ -260,7 +274,7 @@ __global__ void attention_fused_bwd_k(const float *__restrict__ dout,
   for (size_t i = threadIdx.x; i < (size_t)T * hs; i += blockDim.x)
     Qs[(i / hs) * p + i % hs] = qkvr[head + i];
   __syncthreads();
-  for (int t = warp; t < T; t += kWarps) {
+  for (int t = warp; t < T; t += W) {
     const float *ds = dS + (size_t)t * T;
     float *g = dqkv + (b * T + t) * 3 * C + h * hs;
     for (int d = lane; d < hs; d += 32) {
@@ -372,8 +386,22 @@ constexpr size_t kFusedSmemBytes = 48 * 1024;
 
 bool fused_fits(AttnMode mode, int T, int hs) {
   return mode == AttnMode::fused &&
-         fused_fwd_floats(T, hs) * sizeof(float) <= kFusedSmemBytes &&
+         fused_fwd_floats(T, hs, kWarps) * sizeof(float) <= kFusedSmemBytes &&
          fused_bwd_floats(T, hs) * sizeof(float) <= kFusedSmemBytes;
+}
+
+/* The fused forward's warps (the most, halving from kFusedMaxWarps, whose
+ * buffers fit: at least kWarps, as fused_fits checked) and row groups
+ * (about kFusedBlocks blocks, at most one a warp's row of the head). */
+dim3 fused_fwd_grid(int bh, int T, int hs, unsigned *warps) {
+  unsigned w = kFusedMaxWarps;
+  while (w > kWarps &&
+         fused_fwd_floats(T, hs, w) * sizeof(float) > kFusedSmemBytes)
+    w /= 2;
+  unsigned most = ((unsigned)T + w - 1) / w;
+  unsigned r = (kFusedBlocks + (unsigned)bh - 1) / (unsigned)bh;
+  *warps = w;
+  return dim3((unsigned)bh, r < 1 ? 1 : r > most ? most : r);
 }
 
 bool attn_shape_ok(int B, int T, int C, int NH, const char *what) {
@@ -400,8 +428,10 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
   if (fused_fits(mode, T, hs)) {
-    attention_fused_fwd_k<<<bh, kAttnThreads,
-                            fused_fwd_floats(T, hs) * sizeof(float), s>>>(
+    unsigned w;
+    dim3 grid = fused_fwd_grid(bh, T, hs, &w);
+    attention_fused_fwd_k<<<grid, w * 32,
+                            fused_fwd_floats(T, hs, w) * sizeof(float), s>>>(
         qkv, qkvr, att, out, B, T, NH, hs, 1.0f / sqrtf((float)hs));
     return RP_GPT_LAUNCHED(what);
   }
@@ -444,7 +474,7 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
   if (fused_fits(mode, T, hs)) {
-    attention_fused_bwd_k<<<bh, kAttnThreads,
+    attention_fused_bwd_k<<<bh, kFusedMaxWarps * 32,
                             fused_bwd_floats(T, hs) * sizeof(float), s>>>(
         dout, qkvr, att, dqkv, B, T, NH, hs, 1.0f / sqrtf((float)hs));
     return RP_GPT_LAUNCHED(what);

@@ -10,12 +10,16 @@
  * with explicit round-to-nearest operations (no FMA contraction). Sums:
  * lane-strided then a warp butterfly, a fixed order.
  * The residual variant writes res = a + r in the first pass and reads it
- * back (each lane its own columns).
+ * back (each lane its own columns). Rows of up to 1024 columns keep the
+ * lane's columns in registers (ln_row_reg: one read of the input, the same
+ * operations in the same order, hence the same bits); wider rows reread
+ * them from memory (ln_row).
  *
  * Backward, two kernels:
  *  - dx: a warp per row: dnorm = w * dout, xhat = (x - mean) * rstd,
  *    dx (= or +=) rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat))
- *    (the two means summed in f64, as on the CPU);
+ *    (the two means summed in f64, as on the CPU); dnorm and xhat kept in
+ *    registers for rows of up to 1024 columns, as the forward;
  *  - dw, db: the column sums of gpt_cuda.cuh (chunks of rows, split over
  *    the grid through the stream's workspace slice, in an order fixed by
  *    N: deterministic, no atomics; it differs from the CPU's row order,
@@ -65,45 +69,143 @@ __device__ void ln_row(const float *a, const float *r, float *res,
   }
 }
 
+/* ln_row with the lane's columns (at most V: C <= 32 V) in registers. */
+template <int V>
+__device__ void ln_row_reg(const float *a, const float *r, float *res,
+                           const float *__restrict__ w,
+                           const float *__restrict__ b, float *out, float *mean,
+                           float *rstd, size_t row, int C, float eps,
+                           unsigned lane) {
+  float xv[V];
+  const float *x = a + row * C;
+  if (r) {
+    const float *y = r + row * C;
+    float *z = res + row * C;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+      int c = lane + 32 * j;
+      if (c < C)
+        z[c] = xv[j] = x[c] + y[c];
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+      int c = lane + 32 * j;
+      if (c < C)
+        xv[j] = x[c];
+    }
+  }
+  double s = 0.0;
+#pragma unroll
+  for (int j = 0; j < V; j++)
+    if (lane + 32 * j < (unsigned)C)
+      s += xv[j];
+  float m = (float)(warp_sum_d(s) / (double)C);
+  double v = 0.0;
+#pragma unroll
+  for (int j = 0; j < V; j++)
+    if (lane + 32 * j < (unsigned)C) {
+      double d = (double)__fsub_rn(xv[j], m);
+      v += d * d;
+    }
+  v = warp_sum_d(v);
+  float rs = (float)(1.0 / sqrt(v / (double)C + (double)eps));
+  float *o = out + row * C;
+#pragma unroll
+  for (int j = 0; j < V; j++) {
+    int c = lane + 32 * j;
+    if (c < C) {
+      float n = __fmul_rn(__fsub_rn(xv[j], m), rs);
+      o[c] = __fadd_rn(__fmul_rn(n, w[c]), b[c]);
+    }
+  }
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = rs;
+  }
+}
+
+/* V > 0: rows of at most 32 V columns, in registers; V = 0: any width. */
+template <int V>
 __global__ void ln_fwd_k(const float *a, const float *r, float *res,
                          const float *__restrict__ w,
                          const float *__restrict__ b, float *out, float *mean,
                          float *rstd, int N, int C, float eps) {
+  constexpr int K = V > 0 ? V : 1;
   unsigned lane = threadIdx.x & 31;
   size_t warps = global_threads() / 32;
   for (size_t row = global_tid() / 32; row < (size_t)N; row += warps)
-    ln_row(a, r, res, w, b, out, mean, rstd, row, C, eps, lane);
+    if (V > 0)
+      ln_row_reg<K>(a, r, res, w, b, out, mean, rstd, row, C, eps, lane);
+    else
+      ln_row(a, r, res, w, b, out, mean, rstd, row, C, eps, lane);
 }
 
-__global__ void ln_bwd_dx_k(const float *__restrict__ dout,
-                            const float *__restrict__ x,
-                            const float *__restrict__ w,
-                            const float *__restrict__ mean,
-                            const float *__restrict__ rstd, float *dx, int N,
-                            int C, int accumulate) {
+/* V > 0: rows of at most 32 V columns, dnorm and xhat in registers;
+ * V = 0: any width (both recomputed in the second pass). */
+template <int V>
+__global__ void
+ln_bwd_dx_k(const float *__restrict__ dout, const float *__restrict__ x,
+            const float *__restrict__ w, const float *__restrict__ mean,
+            const float *__restrict__ rstd, float *dx, int N, int C,
+            int accumulate) {
+  constexpr int K = V > 0 ? V : 1;
   unsigned lane = threadIdx.x & 31;
   size_t warps = global_threads() / 32;
   for (size_t row = global_tid() / 32; row < (size_t)N; row += warps) {
     const float *dy = dout + row * C, *xr = x + row * C;
     float *d = dx + row * C;
     float m = mean[row], rs = rstd[row];
+    float xh[K], dnv[K];
     double s1 = 0.0, s2 = 0.0;
-    for (int c = lane; c < C; c += 32) {
-      float xhat = __fmul_rn(__fsub_rn(xr[c], m), rs);
-      float dn = __fmul_rn(w[c], dy[c]);
-      s1 += dn;
-      s2 += (double)dn * xhat;
+    if (V > 0) {
+#pragma unroll
+      for (int j = 0; j < K; j++) {
+        int c = lane + 32 * j;
+        if (c < C) {
+          xh[j] = __fmul_rn(__fsub_rn(xr[c], m), rs);
+          dnv[j] = __fmul_rn(w[c], dy[c]);
+          s1 += dnv[j];
+          s2 += (double)dnv[j] * xh[j];
+        }
+      }
+    } else {
+      for (int c = lane; c < C; c += 32) {
+        float xhat = __fmul_rn(__fsub_rn(xr[c], m), rs);
+        float dn = __fmul_rn(w[c], dy[c]);
+        s1 += dn;
+        s2 += (double)dn * xhat;
+      }
     }
     float dn_mean = (float)(warp_sum_d(s1) / (double)C);
     float dnx_mean = (float)(warp_sum_d(s2) / (double)C);
-    for (int c = lane; c < C; c += 32) {
-      float xhat = __fmul_rn(__fsub_rn(xr[c], m), rs);
-      float dn = __fmul_rn(w[c], dy[c]);
-      float v = __fsub_rn(__fsub_rn(dn, dn_mean), __fmul_rn(xhat, dnx_mean));
-      v = __fmul_rn(v, rs);
-      d[c] = accumulate ? __fadd_rn(d[c], v) : v;
+    if (V > 0) {
+#pragma unroll
+      for (int j = 0; j < K; j++) {
+        int c = lane + 32 * j;
+        if (c < C) {
+          float v =
+              __fsub_rn(__fsub_rn(dnv[j], dn_mean), __fmul_rn(xh[j], dnx_mean));
+          v = __fmul_rn(v, rs);
+          d[c] = accumulate ? __fadd_rn(d[c], v) : v;
+        }
+      }
+    } else {
+      for (int c = lane; c < C; c += 32) {
+        float xhat = __fmul_rn(__fsub_rn(xr[c], m), rs);
+        float dn = __fmul_rn(w[c], dy[c]);
+        float v = __fsub_rn(__fsub_rn(dn, dn_mean), __fmul_rn(xhat, dnx_mean));
+        v = __fmul_rn(v, rs);
+        d[c] = accumulate ? __fadd_rn(d[c], v) : v;
+      }
     }
   }
+}
+
+/* The fewest registers a lane needs for C columns: V of 4, 12 or 32 (C
+ * up to 1024), else 0 (the kernels' any-width form). */
+inline int lane_values(int C) {
+  return C <= 128 ? 4 : C <= 384 ? 12 : C <= 1024 ? 32 : 0;
 }
 
 /* dw[c] = sum_r dout[r, c] * xhat[r, c], db[c] = sum_r dout[r, c]: row
@@ -125,8 +227,25 @@ rp_status ln_fwd(const float *a, const float *r, float *res, const float *w,
                  int C, float eps, void *stream, const char *what) {
   if (N <= 0 || C <= 0)
     return RP_OK;
-  ln_fwd_k<<<blocks_for((size_t)N, kLnThreads / 32), kLnThreads, 0,
-             as_stream(stream)>>>(a, r, res, w, b, out, mean, rstd, N, C, eps);
+  dim3 grid(blocks_for((size_t)N, kLnThreads / 32));
+  cudaStream_t s = as_stream(stream);
+  switch (lane_values(C)) {
+  case 4:
+    ln_fwd_k<4><<<grid, kLnThreads, 0, s>>>(a, r, res, w, b, out, mean, rstd, N,
+                                            C, eps);
+    break;
+  case 12:
+    ln_fwd_k<12><<<grid, kLnThreads, 0, s>>>(a, r, res, w, b, out, mean, rstd,
+                                             N, C, eps);
+    break;
+  case 32:
+    ln_fwd_k<32><<<grid, kLnThreads, 0, s>>>(a, r, res, w, b, out, mean, rstd,
+                                             N, C, eps);
+    break;
+  default:
+    ln_fwd_k<0><<<grid, kLnThreads, 0, s>>>(a, r, res, w, b, out, mean, rstd, N,
+                                            C, eps);
+  }
   return RP_GPT_LAUNCHED(what);
 }
 
@@ -160,8 +279,24 @@ rp_cuda_gpt_layernorm_bwd(const float *dout, const float *x, const float *w,
     return cst;
   cudaStream_t s = as_stream(stream);
   if (N > 0) {
-    ln_bwd_dx_k<<<blocks_for((size_t)N, kLnThreads / 32), kLnThreads, 0, s>>>(
-        dout, x, w, mean, rstd, dx, N, C, accumulate);
+    dim3 grid(blocks_for((size_t)N, kLnThreads / 32));
+    switch (lane_values(C)) {
+    case 4:
+      ln_bwd_dx_k<4><<<grid, kLnThreads, 0, s>>>(dout, x, w, mean, rstd, dx, N,
+                                                 C, accumulate);
+      break;
+    case 12:
+      ln_bwd_dx_k<12><<<grid, kLnThreads, 0, s>>>(dout, x, w, mean, rstd, dx, N,
+                                                  C, accumulate);
+      break;
+    case 32:
+      ln_bwd_dx_k<32><<<grid, kLnThreads, 0, s>>>(dout, x, w, mean, rstd, dx, N,
+                                                  C, accumulate);
+      break;
+    default:
+      ln_bwd_dx_k<0><<<grid, kLnThreads, 0, s>>>(dout, x, w, mean, rstd, dx, N,
+                                                 C, accumulate);
+    }
     rp_status st = RP_GPT_LAUNCHED("rp_cuda_gpt_layernorm_bwd: dx");
     if (st != RP_OK)
       return st;

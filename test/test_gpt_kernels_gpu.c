@@ -333,6 +333,14 @@ Test(gpt_kernels_gpu, layernorm_matches_cpu) {
   check_layernorm(5, 7, 100, s);
   check_layernorm(37, 300, 110, s);
   check_layernorm(70, 64, 120, s);
+  /* each register width of the kernels (4, 12, 32 values a lane) at and
+   * past its edge, and the any-width form above 1024 columns */
+  check_layernorm(9, 128, 130, s);
+  check_layernorm(9, 129, 140, s);
+  check_layernorm(9, 384, 150, s);
+  check_layernorm(6, 385, 160, s);
+  check_layernorm(6, 1024, 170, s);
+  check_layernorm(4, 1100, 180, s);
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
@@ -672,7 +680,11 @@ static void check_attention(int B, int T, int C, int NH, uint32_t seed,
  * of shared memory (odd sizes, T above a warp's 32 lanes, hs above 64,
  * T 96 with hs 8 at the edge, the launch-bound step's T 64 with hs 32);
  * T 64 with hs 64 and T 100 with hs 16 do not fit, so "fused" runs the
- * GEMM path there too. */
+ * GEMM path there too. The fused forward's geometry (kernels/attention.cu)
+ * varies with them: 32 warps and 2 or 3 row groups a head (T 33, 40, 64,
+ * 96: rows left over in the last group), 16 warps (T 8 with hs 300: 32
+ * warps' buffers do not fit), and 256 heads in one row group, two rows a
+ * warp (B 64). */
 Test(gpt_kernels_gpu, attention_matches_cpu) {
   need_gpu();
   void *s = new_stream();
@@ -684,6 +696,8 @@ Test(gpt_kernels_gpu, attention_matches_cpu) {
   check_attention(16, 64, 128, 4, 460, s);
   check_attention(2, 64, 256, 4, 470, s);
   check_attention(1, 100, 32, 2, 480, s);
+  check_attention(1, 8, 300, 1, 490, s);
+  check_attention(64, 64, 128, 4, 500, s);
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
