@@ -177,11 +177,8 @@ __host__ __device__ inline size_t fused_fwd_floats(int T, int hs,
                                                    unsigned warps) {
   return 2 * (size_t)T * (hs + 1) + warps * ((size_t)hs + T);
 }
-/* The fused backward's shared memory: K, V (then q) and dy, with dpre
- * beside them unless it lives in datt (global_ds). */
-__host__ __device__ inline size_t fused_bwd_floats(int T, int hs,
-                                                   bool global_ds) {
-  return 3 * (size_t)T * (hs + 1) + (global_ds ? 0 : (size_t)T * T);
+__host__ __device__ inline size_t fused_bwd_floats(int T, int hs) {
+  return 3 * (size_t)T * (hs + 1) + (size_t)T * T;
 }
 
 __global__ void __launch_bounds__(kFusedMaxWarps * 32, 1)
@@ -240,19 +237,18 @@ __global__ void __launch_bounds__(kFusedMaxWarps * 32, 1)
  * t and a lane per column d: dq[t] = sum_{u<=t} dpre[t, u] k[u], dk[t] =
  * sum_{i>=t} dpre[i, t] q[i], dv[t] = sum_{i>=t} att[i, t] dy[i], written
  * straight into dqkv [B, T, 3C]. */
-template <bool kGlobalDS>
 __global__ void __launch_bounds__(kFusedMaxWarps * 32, 1)
     attention_fused_bwd_k(const float *__restrict__ dout,
                           const float *__restrict__ qkvr,
                           const float *__restrict__ att,
-                          float *__restrict__ dqkv, float *__restrict__ datt,
-                          int B, int T, int NH, int hs, float scale) {
+                          float *__restrict__ dqkv, int B, int T, int NH,
+                          int hs, float scale) {
   extern __shared__ float sm[];
   const int p = hs + 1, C = NH * hs;
   const size_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
   const size_t per = (size_t)B * NH * T * hs, head = bh * T * hs;
   float *Ks = sm, *Vs = Ks + (size_t)T * p, *Ys = Vs + (size_t)T * p;
-  float *dS = kGlobalDS ? datt + bh * T * T : Ys + (size_t)T * p;
+  float *dS = Ys + (size_t)T * p;
   const float *ab = att + bh * T * T;
   for (size_t i = threadIdx.x; i < (size_t)T * hs; i += blockDim.x) {
     size_t t = i / hs, d = i % hs;
@@ -385,23 +381,26 @@ rp_status attn_mode(AttnMode *mode, const char *what) {
   return st;
 }
 
-/* The fused kernels run where a head's buffers fit in the most shared
- * memory a block may opt in to on the device
- * (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KiB on Hopper, at least
- * the 48 KiB every device gives), asked for with cudaFuncSetAttribute
- * above 48 KiB (not a stream operation: legal while capturing): the
- * forward's with kWarps warps; the backward's with dpre [T, T] beside
- * them, else without it (dpre in datt), else the GEMM path. On Hopper
- * nanoGPT's head (T 256, hs 64) takes 140 KiB forward and 203 KiB
- * backward with dpre in datt; the launch-bound step's (T 64, hs 32) fits
- * in 48 KiB each way. Either path's backward reads either forward's qkvr
- * and att, so the two choices are independent; each depends on the shape,
- * the device and REPRISE_GPT_ATTN alone (eager and replay agree). */
+/* The fused backward runs where its buffers fit in the 48 KiB of shared
+ * memory a block gets without opting in: T 64 with hs 32 (the launch-bound
+ * step) fits, T 256 with hs 64 (nanoGPT's) does not. The fused forward
+ * runs where its buffers with kWarps warps fit in the most a block may opt
+ * in to on the device (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KiB on
+ * Hopper, where nanoGPT's head takes 140 KiB), asked for with
+ * cudaFuncSetAttribute above 48 KiB (not a stream operation: legal while
+ * capturing). Either path's backward reads either forward's qkvr and att,
+ * so the two choices are independent; each depends on the shape, the
+ * device and REPRISE_GPT_ATTN alone (eager and replay agree). */
 constexpr size_t kFusedSmemBytes = 48 * 1024;
 
-/* The shared memory a block of the fused kernels may have on the current
+bool fused_bwd_fits(AttnMode mode, int T, int hs) {
+  return mode == AttnMode::fused &&
+         fused_bwd_floats(T, hs) * sizeof(float) <= kFusedSmemBytes;
+}
+
+/* The shared memory a block of the fused forward may have on the current
  * device (at least the 48 KiB every device gives). */
-rp_status fused_smem_max(size_t *bytes, const char *what) {
+rp_status fused_fwd_smem_max(size_t *bytes, const char *what) {
   int dev = 0, optin = 0;
   rp_status st = RP_GPT_CHECK(cudaGetDevice(&dev), what);
   if (st == RP_OK)
@@ -415,26 +414,6 @@ rp_status fused_smem_max(size_t *bytes, const char *what) {
 bool fused_fwd_fits(AttnMode mode, int T, int hs, size_t smem_max) {
   return mode == AttnMode::fused &&
          fused_fwd_floats(T, hs, kWarps) * sizeof(float) <= smem_max;
-}
-
-/* The fused backward's form: 0 the GEMM path, 1 dpre in shared memory, 2
- * dpre in datt. */
-int fused_bwd_form(AttnMode mode, int T, int hs, size_t smem_max) {
-  if (mode != AttnMode::fused)
-    return 0;
-  if (fused_bwd_floats(T, hs, false) * sizeof(float) <= smem_max)
-    return 1;
-  return fused_bwd_floats(T, hs, true) * sizeof(float) <= smem_max ? 2 : 0;
-}
-
-/* Lets kernel k have `bytes` of dynamic shared memory (above 48 KiB). */
-template <class K> rp_status allow_smem(K *k, size_t bytes, const char *what) {
-  if (bytes <= kFusedSmemBytes)
-    return RP_OK;
-  return RP_GPT_CHECK(
-      cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           (int)bytes),
-      what);
 }
 
 /* The fused forward's warps (the most, halving from kFusedMaxWarps, whose
@@ -476,13 +455,18 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
   int hs = C / NH, bh = B * NH;
   size_t smem_max;
   if (mode == AttnMode::fused &&
-      (st = fused_smem_max(&smem_max, what)) != RP_OK)
+      (st = fused_fwd_smem_max(&smem_max, what)) != RP_OK)
     return st;
   if (mode == AttnMode::fused && fused_fwd_fits(mode, T, hs, smem_max)) {
     unsigned w;
     dim3 grid = fused_fwd_grid(bh, T, hs, smem_max, &w);
     size_t bytes = fused_fwd_floats(T, hs, w) * sizeof(float);
-    if ((st = allow_smem(attention_fused_fwd_k, bytes, what)) != RP_OK)
+    if (bytes > kFusedSmemBytes &&
+        (st = RP_GPT_CHECK(
+             cudaFuncSetAttribute(attention_fused_fwd_k,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)bytes),
+             what)) != RP_OK)
       return st;
     attention_fused_fwd_k<<<grid, w * 32, bytes, s>>>(
         qkv, qkvr, att, out, B, T, NH, hs, 1.0f / sqrtf((float)hs));
@@ -526,26 +510,10 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
     return RP_EBACKEND;
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
-  size_t smem_max;
-  if (mode == AttnMode::fused &&
-      (st = fused_smem_max(&smem_max, what)) != RP_OK)
-    return st;
-  int form =
-      mode == AttnMode::fused ? fused_bwd_form(mode, T, hs, smem_max) : 0;
-  if (form) {
-    size_t bytes = fused_bwd_floats(T, hs, form == 2) * sizeof(float);
-    float scale = 1.0f / sqrtf((float)hs);
-    if (form == 1) {
-      if ((st = allow_smem(attention_fused_bwd_k<false>, bytes, what)) != RP_OK)
-        return st;
-      attention_fused_bwd_k<false><<<bh, kFusedMaxWarps * 32, bytes, s>>>(
-          dout, qkvr, att, dqkv, datt, B, T, NH, hs, scale);
-    } else {
-      if ((st = allow_smem(attention_fused_bwd_k<true>, bytes, what)) != RP_OK)
-        return st;
-      attention_fused_bwd_k<true><<<bh, kFusedMaxWarps * 32, bytes, s>>>(
-          dout, qkvr, att, dqkv, datt, B, T, NH, hs, scale);
-    }
+  if (fused_bwd_fits(mode, T, hs)) {
+    attention_fused_bwd_k<<<bh, kFusedMaxWarps * 32,
+                            fused_bwd_floats(T, hs) * sizeof(float), s>>>(
+        dout, qkvr, att, dqkv, B, T, NH, hs, 1.0f / sqrtf((float)hs));
     return RP_GPT_LAUNCHED(what);
   }
   size_t n = (size_t)B * T * C;
