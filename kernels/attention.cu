@@ -1,13 +1,11 @@
 /* kernels/attention.cu — CUDA launchers of causal self-attention
  * (gpt_kernels.h: gpt.attention_fwd, gpt.attention_bwd,
- * gpt.attention_decode). Two paths, chosen for each direction by the
- * shape, the device's shared memory and REPRISE_GPT_ATTN alone (so eager
- * and replay agree): where a head fits in shared memory, one fused kernel
- * (below, attention_fused_*: the forward up to the opt-in limit, the
- * backward within 48 KiB); otherwise llm.c's scheme: permute,
- * strided-batched GEMMs, a fused scaled causal softmax, unpermute. Both
- * write the same qkvr and att (the backward of either path reads
- * either's).
+ * gpt.attention_decode). Two paths, chosen by the shape and
+ * REPRISE_GPT_ATTN alone (so eager and replay agree): where a head fits in
+ * shared memory, one fused kernel each way (below, attention_fused_*);
+ * otherwise llm.c's scheme: permute, strided-batched GEMMs, a fused scaled
+ * causal softmax, unpermute. Both write the same qkvr and att (the
+ * backward of either path reads either's).
  *
  * Layouts: qkv [B, T, 3, NH, hs]; qkvr = q, k, v each [B, NH, T, hs];
  * att [B, NH, T, T]. The GEMMs run as rp_cuda_gemm_strided_batched over
@@ -381,48 +379,24 @@ rp_status attn_mode(AttnMode *mode, const char *what) {
   return st;
 }
 
-/* The fused backward runs where its buffers fit in the 48 KiB of shared
- * memory a block gets without opting in: T 64 with hs 32 (the launch-bound
- * step) fits, T 256 with hs 64 (nanoGPT's) does not. The fused forward
- * runs where its buffers with kWarps warps fit in the most a block may opt
- * in to on the device (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KiB on
- * Hopper, where nanoGPT's head takes 140 KiB), asked for with
- * cudaFuncSetAttribute above 48 KiB (not a stream operation: legal while
- * capturing). Either path's backward reads either forward's qkvr and att,
- * so the two choices are independent; each depends on the shape, the
- * device and REPRISE_GPT_ATTN alone (eager and replay agree). */
+/* Both fused kernels within the 48 KiB of shared memory a block gets
+ * without opting in: T 64 with hs 32 (the launch-bound step) fits, T 256
+ * with hs 64 (nanoGPT's) does not. */
 constexpr size_t kFusedSmemBytes = 48 * 1024;
 
-bool fused_bwd_fits(AttnMode mode, int T, int hs) {
+bool fused_fits(AttnMode mode, int T, int hs) {
   return mode == AttnMode::fused &&
+         fused_fwd_floats(T, hs, kWarps) * sizeof(float) <= kFusedSmemBytes &&
          fused_bwd_floats(T, hs) * sizeof(float) <= kFusedSmemBytes;
 }
 
-/* The shared memory a block of the fused forward may have on the current
- * device (at least the 48 KiB every device gives). */
-rp_status fused_fwd_smem_max(size_t *bytes, const char *what) {
-  int dev = 0, optin = 0;
-  rp_status st = RP_GPT_CHECK(cudaGetDevice(&dev), what);
-  if (st == RP_OK)
-    st = RP_GPT_CHECK(cudaDeviceGetAttribute(
-                          &optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-                      what);
-  *bytes = optin > (int)kFusedSmemBytes ? (size_t)optin : kFusedSmemBytes;
-  return st;
-}
-
-bool fused_fwd_fits(AttnMode mode, int T, int hs, size_t smem_max) {
-  return mode == AttnMode::fused &&
-         fused_fwd_floats(T, hs, kWarps) * sizeof(float) <= smem_max;
-}
-
 /* The fused forward's warps (the most, halving from kFusedMaxWarps, whose
- * buffers fit in smem_max: at least kWarps, as fused_fwd_fits checked) and
- * row groups (about kFusedBlocks blocks, at most one a warp's row of the
- * head). */
-dim3 fused_fwd_grid(int bh, int T, int hs, size_t smem_max, unsigned *warps) {
+ * buffers fit: at least kWarps, as fused_fits checked) and row groups
+ * (about kFusedBlocks blocks, at most one a warp's row of the head). */
+dim3 fused_fwd_grid(int bh, int T, int hs, unsigned *warps) {
   unsigned w = kFusedMaxWarps;
-  while (w > kWarps && fused_fwd_floats(T, hs, w) * sizeof(float) > smem_max)
+  while (w > kWarps &&
+         fused_fwd_floats(T, hs, w) * sizeof(float) > kFusedSmemBytes)
     w /= 2;
   unsigned most = ((unsigned)T + w - 1) / w;
   unsigned r = (kFusedBlocks + (unsigned)bh - 1) / (unsigned)bh;
@@ -453,22 +427,11 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
     return RP_EBACKEND;
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
-  size_t smem_max;
-  if (mode == AttnMode::fused &&
-      (st = fused_fwd_smem_max(&smem_max, what)) != RP_OK)
-    return st;
-  if (mode == AttnMode::fused && fused_fwd_fits(mode, T, hs, smem_max)) {
+  if (fused_fits(mode, T, hs)) {
     unsigned w;
-    dim3 grid = fused_fwd_grid(bh, T, hs, smem_max, &w);
-    size_t bytes = fused_fwd_floats(T, hs, w) * sizeof(float);
-    if (bytes > kFusedSmemBytes &&
-        (st = RP_GPT_CHECK(
-             cudaFuncSetAttribute(attention_fused_fwd_k,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)bytes),
-             what)) != RP_OK)
-      return st;
-    attention_fused_fwd_k<<<grid, w * 32, bytes, s>>>(
+    dim3 grid = fused_fwd_grid(bh, T, hs, &w);
+    attention_fused_fwd_k<<<grid, w * 32,
+                            fused_fwd_floats(T, hs, w) * sizeof(float), s>>>(
         qkv, qkvr, att, out, B, T, NH, hs, 1.0f / sqrtf((float)hs));
     return RP_GPT_LAUNCHED(what);
   }
@@ -510,7 +473,7 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
     return RP_EBACKEND;
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
-  if (fused_bwd_fits(mode, T, hs)) {
+  if (fused_fits(mode, T, hs)) {
     attention_fused_bwd_k<<<bh, kFusedMaxWarps * 32,
                             fused_bwd_floats(T, hs) * sizeof(float), s>>>(
         dout, qkvr, att, dqkv, B, T, NH, hs, 1.0f / sqrtf((float)hs));

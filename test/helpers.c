@@ -115,18 +115,6 @@ void th_need_gpu(void) {
     th_gpu_skip("%s", why);
 }
 
-size_t th_cuda_smem_optin(void) {
-#ifdef REPRISE_HAVE_CUDA
-  int dev = 0, v = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                             dev) == cudaSuccess &&
-      v > 0)
-    return (size_t)v;
-#endif
-  return 0;
-}
-
 /* cpus workers and gpus GPUs (0: the config's default) of kind. */
 static rp_runtime *make_runtime(rp_backend_kind kind, unsigned cpus,
                                 unsigned gpus) {

@@ -57,10 +57,6 @@ int th_gpu_required(void);
   } while (0)
 /* Skips (th_gpu_skip) the running test unless a CUDA device answers. */
 void th_need_gpu(void);
-/* The most shared memory a block may opt in to on the current CUDA device
- * (cudaDevAttrMaxSharedMemoryPerBlockOptin), in bytes; 0 in a build
- * without CUDA or where the device does not say. */
-size_t th_cuda_smem_optin(void);
 
 /* rp_exec_tune's cost source (replay/replay_impl.h): a test that asserts
  * which placement the tuner keeps sets it, so that the machine's speed and
