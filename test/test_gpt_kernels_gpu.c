@@ -333,8 +333,8 @@ Test(gpt_kernels_gpu, layernorm_matches_cpu) {
   check_layernorm(5, 7, 100, s);
   check_layernorm(37, 300, 110, s);
   check_layernorm(70, 64, 120, s);
-  /* each register width of the kernels (4, 12, 32 values a lane) at and
-   * past its edge, and the any-width form above 1024 columns */
+  /* the kernels' register form (4 values a lane) at and past its edge of
+   * 128 columns, and the any-width form up to GPT-2 widths and beyond */
   check_layernorm(9, 128, 130, s);
   check_layernorm(9, 129, 140, s);
   check_layernorm(9, 384, 150, s);
