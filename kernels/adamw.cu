@@ -6,9 +6,15 @@
  * tensors per launch: a chunk's table is 2.6 KiB, under the 4 KiB kernel
  * parameter limit that every toolkit and architecture accepts. Three passes,
  * stream-ordered:
- *  1. sum of squares: a block of 1024 threads per tensor (one launch per
- *     chunk); thread t sums g[t], g[t + 1024], ... in f64, then a fixed
- *     tree (warp butterflies, warps in order): stats[1 + i] (as f32);
+ *  1. sum of squares: tensor i in np(n) parts of equal length (np = n /
+ *     kSumsqSpan rounded up, at most kSumsqMaxParts: a function of n
+ *     alone); a part's block of 1024 threads: thread t sums its elements
+ *     t, t + 1024, ... in f64, then a fixed tree (warp butterflies, warps
+ *     in order); the parts' f64 sums added in part order: stats[1 + i]
+ *     (as f32). The parts run as blocks of one launch per chunk, their
+ *     sums in the stream's scratch slice, then a thread a tensor adds
+ *     them; a stream without scratch runs a block a tensor that computes
+ *     the parts one after the other: the same operations, the same bits;
  *  2. norm: one thread adds stats[1..count] in tensor order (f64):
  *     stats[0] = sqrt(sum);
  *  3. update: grid (x, tensor of the chunk), grid-stride over the tensor;
@@ -25,10 +31,9 @@
  * on the CPU), so w, m and v agree to a relative 1e-5 (the clipping scale
  * carries the norm's last-bit differences).
  *
- * Cost: pass 1 puts one SM on each tensor, so the largest tensor sets its
- * time (the token embedding of a GPT-2: ~39M floats, about a millisecond
- * on an H100). Spreading a tensor over several blocks needs scratch for
- * their partials, which the contract does not have. */
+ * Cost: pass 1 spreads a tensor of n floats over n / kSumsqSpan blocks
+ * (up to kSumsqMaxParts): on an NVIDIA H200 one block a tensor took 0.22
+ * ms a launch for nanoGPT's step (tensors of up to 590k floats). */
 #include "gpt_cuda.cuh"
 
 using namespace rp_gpt;
@@ -58,22 +63,95 @@ struct AdamHyper {
   float beta1, beta2, eps, weight_decay, max_norm;
 };
 
-/* Block k: stats[k] = sum of t.g[k][i]^2. */
+constexpr size_t kSumsqSpan = 32768;
+constexpr unsigned kSumsqMaxParts = 64;
+
+/* Tensor of n floats: its parts and their length. */
+__host__ __device__ inline unsigned sumsq_parts(size_t n) {
+  size_t p = (n + kSumsqSpan - 1) / kSumsqSpan;
+  return p < 1 ? 1 : p > kSumsqMaxParts ? kSumsqMaxParts : (unsigned)p;
+}
+
+/* The f64 sum of g[i]^2 over part b of n floats, by the whole block (the
+ * result in every thread). */
+__device__ double part_sumsq(const float *g, size_t n, unsigned b,
+                             double *red) {
+  unsigned np = sumsq_parts(n);
+  size_t len = (n + np - 1) / np, lo = (size_t)b * len;
+  size_t hi = lo + len < n ? lo + len : n;
+  double acc = 0.0;
+#pragma unroll 4 /* loads issued ahead; the adds keep their order */
+  for (size_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    double x = g[i];
+    acc += x * x;
+  }
+  return block_sum_d(acc, red);
+}
+
+/* Block (b, k): part b of tensor k into part[k * kSumsqMaxParts + b]. */
+__global__ void __launch_bounds__(kSumsqThreads)
+    adamw_sumsq_part_k(AdamTable t, double *__restrict__ part) {
+  __shared__ double red[32];
+  unsigned k = blockIdx.y, b = blockIdx.x;
+  size_t n = (size_t)t.n[k];
+  if (b >= sumsq_parts(n))
+    return; /* block-uniform */
+  double s = part_sumsq(t.g[k], n, b, red);
+  if (threadIdx.x == 0)
+    part[(size_t)k * kSumsqMaxParts + b] = s;
+}
+
+/* Thread k: stats[k] = tensor k's parts added in order. */
+__global__ void adamw_sumsq_finish_k(AdamTable t, int count,
+                                     const double *__restrict__ part,
+                                     float *__restrict__ stats) {
+  int k = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+  if (k >= count)
+    return;
+  unsigned np = sumsq_parts((size_t)t.n[k]);
+  double s = 0.0;
+  for (unsigned b = 0; b < np; b++)
+    s += part[(size_t)k * kSumsqMaxParts + b];
+  stats[k] = (float)s;
+}
+
+/* Block k, without scratch: tensor k's parts one after the other. */
 __global__ void __launch_bounds__(kSumsqThreads)
     adamw_sumsq_k(AdamTable t, float *__restrict__ stats) {
   __shared__ double red[32];
   unsigned k = blockIdx.x;
-  const float *g = t.g[k];
   size_t n = (size_t)t.n[k];
-  double acc = 0.0;
-#pragma unroll 4 /* loads issued ahead; the adds keep their order */
-  for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-    double x = g[i];
-    acc += x * x;
-  }
-  acc = block_sum_d(acc, red);
+  double s = 0.0;
+  for (unsigned b = 0, np = sumsq_parts(n); b < np; b++)
+    s += part_sumsq(t.g[k], n, b, red);
   if (threadIdx.x == 0)
-    stats[k] = (float)acc;
+    stats[k] = (float)s;
+}
+
+/* stats[0..cnt) = the sums of squares of the chunk's tensors, on s. */
+rp_status sumsq_chunk(const AdamTable &t, int cnt, float *stats, void *stream,
+                      const char *what) {
+  cudaStream_t s = as_stream(stream);
+  size_t most = 0;
+  for (int j = 0; j < cnt; j++)
+    most = t.n[j] > most ? (size_t)t.n[j] : most;
+  void *ws = nullptr;
+  size_t ws_bytes = 0;
+  rp_status st = rp_cuda_stream_scratch(stream, &ws, &ws_bytes);
+  if (st != RP_OK)
+    return st;
+  if (ws && (size_t)cnt * kSumsqMaxParts * sizeof(double) <= ws_bytes) {
+    double *part = static_cast<double *>(ws);
+    adamw_sumsq_part_k<<<dim3(sumsq_parts(most), (unsigned)cnt), kSumsqThreads,
+                         0, s>>>(t, part);
+    st = RP_GPT_LAUNCHED(what);
+    if (st != RP_OK)
+      return st;
+    adamw_sumsq_finish_k<<<1, kAdamChunk, 0, s>>>(t, cnt, part, stats);
+  } else {
+    adamw_sumsq_k<<<(unsigned)cnt, kSumsqThreads, 0, s>>>(t, stats);
+  }
+  return RP_GPT_LAUNCHED(what);
 }
 
 /* stats[0] = sqrt of the sum (f64, in order) of stats[1..count], or with
@@ -183,8 +261,8 @@ extern "C" rp_status rp_cuda_gpt_adamw(float *const *w, const float *const *g,
        base += kAdamChunk) {
     int cnt = count - base < kAdamChunk ? count - base : kAdamChunk;
     adamw_table(&t, w, g, m, v, n, args, base, cnt);
-    adamw_sumsq_k<<<(unsigned)cnt, kSumsqThreads, 0, s>>>(t, stats + 1 + base);
-    st = RP_GPT_LAUNCHED("rp_cuda_gpt_adamw: sum of squares");
+    st = sumsq_chunk(t, cnt, stats + 1 + base, stream,
+                     "rp_cuda_gpt_adamw: sum of squares");
   }
   if (st != RP_OK)
     return st;
@@ -222,8 +300,8 @@ extern "C" rp_status rp_cuda_gpt_sumsq(const float *const *g, const size_t *n,
       t.g[j] = g[base + j];
       t.n[j] = n[base + j];
     }
-    adamw_sumsq_k<<<(unsigned)cnt, kSumsqThreads, 0, s>>>(t, each + base);
-    st = RP_GPT_LAUNCHED("rp_cuda_gpt_sumsq: sums of squares");
+    st = sumsq_chunk(t, cnt, each + base, stream,
+                     "rp_cuda_gpt_sumsq: sums of squares");
   }
   if (st != RP_OK)
     return st;

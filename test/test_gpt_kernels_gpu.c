@@ -1055,6 +1055,45 @@ Test(gpt_kernels_gpu, adamw_over_shares_matches_cpu) {
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
+/* The sums of squares split a tensor into parts by its length alone
+ * (kernels/adamw.cu): blocks of one launch on a stream with a scratch
+ * slice, one block a tensor part after part on the legacy stream, which
+ * has none; the same bits either way, near the CPU's. Sizes: empty, under
+ * one part, 4 parts, and past the most parts (each part longer). */
+Test(gpt_kernels_gpu, sumsq_same_bits_with_and_without_scratch) {
+  need_gpu();
+  void *s = new_stream();
+  void *ws = NULL, *none = NULL;
+  size_t ws_bytes = 0, none_bytes = 0;
+  RP_CHECK(rp_cuda_stream_scratch(s, &ws, &ws_bytes));
+  RP_CHECK(rp_cuda_stream_scratch(NULL, &none, &none_bytes));
+  cr_assert(ws != NULL && none == NULL,
+            "a new stream has a scratch slice, the legacy stream none");
+  enum { COUNT = 5 };
+  size_t n[COUNT] = {0, 1000, 100003, 64 * 32768 + 4099, 7};
+  float *g[COUNT], *dg[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    g[i] = kr_random(n[i], 2100 + (uint32_t)i, -1, 1);
+    dg[i] = dput(g[i], n[i] * 4);
+  }
+  float sq, each[COUNT], got[2][COUNT + 1];
+  rp_cpu_gpt_sumsq((const float *const *)g, n, COUNT, &sq, each);
+  float *d_out[2] = {dput(NULL, (COUNT + 1) * 4), dput(NULL, (COUNT + 1) * 4)};
+  void *streams[2] = {s, NULL};
+  for (int j = 0; j < 2; j++) {
+    RP_CHECK(rp_cuda_gpt_sumsq((const float *const *)dg, n, COUNT, d_out[j],
+                               d_out[j] + 1, streams[j]));
+    dget(got[j], d_out[j], sizeof got[j], streams[j]);
+  }
+  same_bits(got[0], got[1], COUNT + 1, "sumsq with and without scratch");
+  close_each(got[0], &sq, 1, REL_RED, 0, "sumsq total");
+  close_each(got[0] + 1, each, COUNT, REL_RED, 0, "sumsq each");
+  for (int i = 0; i < COUNT; i++)
+    free(g[i]), rp_cuda_buf_free(dg[i]);
+  rp_cuda_buf_free(d_out[0]), rp_cuda_buf_free(d_out[1]);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
 /* GEMM launchers recorded into a graph (cuBLAS state created beforehand)
  * give the eager results; attention through the path `mode`. */
 static void check_capture(const char *mode) {
