@@ -64,7 +64,12 @@ __global__ void embed_bwd_wpe_k(const float *__restrict__ dout,
 
 /* Adds the listed rows of dout (in list order) into columns [c0, c1) of
  * dwte row tok. Every thread calls it (barrier inside, so the list may be
- * refilled after). */
+ * refilled after). The loads go kEmbedAhead rows ahead of the adds, which
+ * keep their order: a frequent token's thousands of rows wait for memory
+ * once a group, not once a row (on an NVIDIA H200 the nanoGPT step's
+ * embed_bwd took 0.60 ms with a load before each add). */
+constexpr unsigned kEmbedAhead = 8;
+
 __device__ void embed_flush(const float *__restrict__ dout, float *dwte,
                             int32_t tok, int C, int c0, int c1, const int *list,
                             unsigned cnt) {
@@ -72,7 +77,17 @@ __device__ void embed_flush(const float *__restrict__ dout, float *dwte,
   float *d = dwte + (size_t)tok * C;
   for (int c = c0 + (int)threadIdx.x; c < c1; c += blockDim.x) {
     float acc = d[c];
-    for (unsigned j = 0; j < cnt; j++)
+    unsigned j = 0;
+    for (; j + kEmbedAhead <= cnt; j += kEmbedAhead) {
+      float x[kEmbedAhead];
+#pragma unroll
+      for (unsigned u = 0; u < kEmbedAhead; u++)
+        x[u] = dout[(size_t)list[j + u] * C + c];
+#pragma unroll
+      for (unsigned u = 0; u < kEmbedAhead; u++)
+        acc += x[u];
+    }
+    for (; j < cnt; j++)
       acc += dout[(size_t)list[j] * C + c];
     d[c] = acc;
   }
