@@ -338,7 +338,9 @@ def profile_counts(torch, step, sync, steps, on_gpu):
         # where the device time goes: kernels by name, per step (the
         # profiler's own timing, a little slower than unprofiled steps)
         by = {}
-        for e in dev:
+        # the profiler's GPU-side user ranges (Optimizer.step#...) are
+        # annotations, not kernels
+        for e in (e for e in dev if not getattr(e, "is_user_annotation", False)):
             t = by.setdefault(e.name[:100], [0, 0.0])
             t[0] += 1
             t[1] += e.time_range.end - e.time_range.start
