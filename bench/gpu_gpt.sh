@@ -156,14 +156,16 @@ if has profile; then
   LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
   for cfg in launch nano; do
     # The kernels of the replays alone: REPRISE_NVTX=1 puts each rp_replay
-    # (and with it the graph launch) in the NVTX range "reprise.replay",
-    # and ncu keeps what is launched inside it. Where that finds no kernel,
-    # a window of kernels by count: --iters 3 runs an eager evaluation (8
-    # forward batches of F kernels), step 0, the log point's evaluation,
-    # then steps 1 and 2; skipping 16 F kernels leaves the end of the
-    # second evaluation and steps 1 and 2 (F: 55 for the launch config, 71
-    # with REPRISE_GPT_ATTN=gemm, 97 for nanoGPT's; ncu_step.py finds the
-    # step as the longest run that repeats at once).
+    # in the NVTX range "reprise.replay" (a thread's range), and ncu keeps
+    # what that thread launches inside it: the graph launches of a step on
+    # one GPU, which rp_replay issues itself. Where that finds no kernel (a
+    # worker thread launching), a window of kernels by count: --iters 3
+    # runs an eager evaluation (8 forward batches of F kernels), step 0,
+    # the log point's evaluation, then steps 1 and 2; skipping 16 F kernels
+    # leaves the end of the second evaluation and steps 1 and 2 (F, counted
+    # by Nsight Compute at 6b4cee4: 55 for the launch config, 97 for
+    # nanoGPT's; 71 with REPRISE_GPT_ATTN=gemm, 4 more a layer; ncu_step.py
+    # finds the step as the longest run that repeats at once).
     if [ $cfg = launch ]; then
       args=("${LAUNCH[@]}") F=55
       [ "${REPRISE_GPT_ATTN:-}" = gemm ] && F=71

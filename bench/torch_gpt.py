@@ -325,7 +325,10 @@ def profile_counts(torch, step, sync, steps, on_gpu):
     evs = prof.events()
     out = {}
     if on_gpu:
-        dev = [e for e in evs if str(getattr(e, "device_type", "")).endswith("CUDA")]
+        # device activity, less the profiler's GPU-side user ranges
+        # (Optimizer.step#...: annotations, not kernels)
+        dev = [e for e in evs if str(getattr(e, "device_type", "")).endswith("CUDA")
+               and not getattr(e, "is_user_annotation", False)]
         mem = [e for e in dev if "memcpy" in e.name.lower() or "memset" in e.name.lower()]
         out["kernels_per_step"] = (len(dev) - len(mem)) / steps
         out["memcpy_memset_per_step"] = len(mem) / steps
@@ -338,9 +341,7 @@ def profile_counts(torch, step, sync, steps, on_gpu):
         # where the device time goes: kernels by name, per step (the
         # profiler's own timing, a little slower than unprofiled steps)
         by = {}
-        # the profiler's GPU-side user ranges (Optimizer.step#...) are
-        # annotations, not kernels
-        for e in (e for e in dev if not getattr(e, "is_user_annotation", False)):
+        for e in dev:
             t = by.setdefault(e.name[:100], [0, 0.0])
             t[0] += 1
             t[1] += e.time_range.end - e.time_range.start

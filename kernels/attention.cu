@@ -169,6 +169,7 @@ __global__ void softmax_causal_bwd_k(const float *__restrict__ att, float *datt,
  * shapes that take the fused path are those that fit with kWarps warps. */
 constexpr unsigned kWarps = kAttnThreads / 32;
 constexpr unsigned kFusedMaxWarps = 32;
+/* about two blocks for each SM of a 132-SM GPU (H100, H200) */
 constexpr unsigned kFusedBlocks = 256;
 
 __host__ __device__ inline size_t fused_fwd_floats(int T, int hs,
