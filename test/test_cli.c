@@ -1760,6 +1760,67 @@ Test(cli, train_gpt_weights_that_overflow_fail_before_a_step, .timeout = 120) {
   unlink(corpus);
 }
 
+/* generate with weights that overflow (every value 1e20, resealed): the
+ * prompt it printed ends its line, then the error names the logit's value
+ * in words (no "-nan"). */
+Test(cli, generate_with_weights_that_overflow_ends_its_line, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(ckpt);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--save-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  size_t len;
+  char *file = th_read_all(ckpt, &len);
+  unsigned char *pl = (unsigned char *)file + RP_CKPT_HEAD;
+  uint32_t vocab;
+  memcpy(&vocab, pl + 16, 4);
+  fill_f32(pl, 60 + (size_t)vocab, len - RP_CKPT_HEAD, 1e20f);
+  RP_CHECK(rp_ckpt_save(ckpt, "gpt", 2, pl, len - RP_CKPT_HEAD));
+  free(file);
+  RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--prompt",
+      "the cat", "--tokens", "5");
+  cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+  cr_assert_str_eq(r.out, "the cat\n");
+  cr_assert(strstr(r.err, "the weights overflow float"), "%s", r.err);
+  cr_assert(strstr(r.err, " is NaN") || strstr(r.err, " is +infinity") ||
+                strstr(r.err, " is -infinity"),
+            "%s", r.err);
+  cr_assert(!strstr(r.err, "nan:") && !strstr(r.err, "inf:"), "%s", r.err);
+  unlink(ckpt);
+  unlink(corpus);
+}
+
+/* generate --seed takes 64 bits, as train --seed: 2^64-1 runs (the same
+ * text twice), 2^64 is a usage error. */
+Test(cli, generate_seed_takes_64_bits, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(ckpt);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--save-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *first = NULL;
+  for (int i = 0; i < 2; i++) {
+    RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--seed",
+        "18446744073709551615", "--tokens", "40");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    if (i == 0)
+      first = strdup(r.out);
+    else
+      cr_assert_str_eq(r.out, first);
+  }
+  free(first);
+  RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--seed",
+      "18446744073709551616");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--seed: '18446744073709551616' is not a number "
+                          "in 0..18446744073709551615"),
+            "%s", r.err);
+  unlink(ckpt);
+  unlink(corpus);
+}
+
 #ifndef REPRISE_HAVE_MPI
 Test(cli, train_gpt_dist_without_mpi_is_the_mlps_usage_error) {
   char corpus[] = "/tmp/rp_cli_gpt_XXXXXX";

@@ -9,6 +9,7 @@
 
 #include <getopt.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +20,13 @@ typedef struct gen_cli {
   const char *backend_src; /* "--backend", "REPRISE_BACKEND" or NULL */
   const char *weights, *prompt;
   int prompt_given;
-  uint32_t tokens, seed, top_k;
+  uint32_t tokens, top_k;
+  uint64_t seed;
   float temperature;
 } gen_cli;
+
+_Static_assert(ULONG_MAX == UINT64_MAX,
+               "--seed parses 64 bits as unsigned long");
 
 static void gen_usage(FILE *f) {
   fprintf(f,
@@ -44,7 +49,7 @@ static void gen_usage(FILE *f) {
           "  --top-k K             draw only from the K likeliest bytes,\n"
           "                        1..65536 (ties with the K-th included;\n"
           "                        default all)\n"
-          "  --seed N              sampling seed, 0..4294967295 (default 1)\n"
+          "  --seed N              sampling seed, 0..2^64-1 (default 1)\n"
           "  --backend cpu|cuda|auto  (default auto)\n"
           "  -h, --help            this text\n"
           "\n"
@@ -97,10 +102,16 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
       else
         c->temperature = (float)t;
       break;
-    case 's':
-      rc = rp_cli_parse_u32("generate", "--seed", optarg, 0, 0xffffffffu,
-                            &c->seed);
+    case 's': { /* 64 bits, as train's --seed */
+      unsigned long seed = 0;
+      if (!rp_cli_parse_uint(optarg, 0, ULONG_MAX, &seed))
+        rc = rp_cli_usage_error("generate",
+                                "--seed: '%s' is not a number in 0..%lu",
+                                optarg, ULONG_MAX);
+      else
+        c->seed = seed;
       break;
+    }
     case 'k':
       rc = rp_cli_parse_u32("generate", "--top-k", optarg, 1, 65536, &c->top_k);
       break;
@@ -249,8 +260,13 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
   if (!rc && !o.err &&
       (st = rp_gpt_generate(m, ex, tok, (uint32_t)plen, c->tokens, &how,
                             tok)) != RP_OK &&
-      !o.err)
+      !o.err) {
+    /* the text so far (the prompt at least) ends its line before the
+     * error is said */
+    putchar('\n');
+    fflush(stdout);
     rc = gfail("generating", st);
+  }
   double s = (double)(rp_train_now_ns() - t0) * 1e-9;
   if (!rc && !o.err) {
     errno = 0;

@@ -2050,9 +2050,12 @@ static rp_status pick_checked(const float *lg, uint32_t V, uint32_t at,
   for (uint32_t v = 0; v < V; v++)
     if (!isfinite(lg[v]))
       return rp_error_set(RP_ERANGE,
-                          "%s: logit %u after token %u is %g: the weights "
+                          "%s: logit %u after token %u is %s: the weights "
                           "overflow float",
-                          f, v, at, (double)lg[v]);
+                          f, v, at,
+                          isnan(lg[v]) ? "NaN"
+                          : lg[v] > 0  ? "+infinity"
+                                       : "-infinity");
   *tok = rp_gpt_pick(lg, V, how->temperature, how->top_k, scratch, r);
   return how->on_token ? how->on_token(how->arg, *tok) : RP_OK;
 }
