@@ -53,9 +53,10 @@ static void gen_usage(FILE *f) {
           "  --backend cpu|cuda|auto  (default auto)\n"
           "  -h, --help            this text\n"
           "\n"
-          "Exit status: 0 generated, 1 failed (a bad checkpoint, logits\n"
-          "that are not finite, standard output not written: a reader\n"
-          "gone stops the run at once, silently), 2 bad usage.\n");
+          "Exit status: 0 generated, 1 failed (a bad checkpoint, a prompt\n"
+          "byte outside its vocabulary, no CUDA device for --backend cuda,\n"
+          "logits that are not finite, standard output not written: a\n"
+          "reader gone stops the run at once, silently), 2 bad usage.\n");
 }
 
 static int gen_parse(int argc, char **argv, gen_cli *c) {
