@@ -432,19 +432,34 @@ static int gave_up(rp_mpi_comm *mc, const rp_dist_where *w, char *why,
 
 /* ---- waiting ---- */
 
-/* Polls *req until it completes (RP_OK, *status filled) or the timeout
- * expires (RP_EPEER, why says who did not answer; the request stays
- * active). Answers roll calls while it waits. */
-static rp_status wait_req(rp_mpi_comm *mc, MPI_Request *req,
-                          const rp_dist_where *w, MPI_Status *status, char *why,
-                          size_t n) {
+/* What a wait polls: a request to complete, or (req NULL) a message from
+ * `peer` with `tag` to arrive (MPI_Improbe: *msg and *status filled). */
+typedef struct poll_on {
+  MPI_Request *req;
+  int peer, tag;
+  MPI_Message *msg;
+} poll_on;
+
+static int poll_once(rp_mpi_comm *mc, const poll_on *p, int *flag,
+                     MPI_Status *status) {
+  if (p->req)
+    return MPI_Test(p->req, flag, status);
+  return MPI_Improbe(p->peer, p->tag, mc->comm, flag, p->msg, status);
+}
+
+/* Polls until *p completes (RP_OK, *status filled) or the timeout expires
+ * (RP_EPEER, why says who did not answer; a request stays active).
+ * Answers roll calls while it waits. */
+static rp_status wait_on(rp_mpi_comm *mc, const poll_on *p,
+                         const rp_dist_where *w, MPI_Status *status, char *why,
+                         size_t n) {
   mc->at = *w;
   uint64_t t0 = 0, next_serve = 0;
   for (uint32_t i = 0;; i++) {
     int flag = 0;
-    int rc = MPI_Test(req, &flag, status);
+    int rc = poll_once(mc, p, &flag, status);
     if (rc != MPI_SUCCESS)
-      return mpi_fail(rc, "MPI_Test", why, n);
+      return mpi_fail(rc, p->req ? "MPI_Test" : "MPI_Improbe", why, n);
     if (flag)
       return RP_OK;
     if (i < 64) { /* the first polls are free of clock reads */
@@ -466,6 +481,16 @@ static rp_status wait_req(rp_mpi_comm *mc, MPI_Request *req,
     }
     pace(now - t0);
   }
+}
+
+/* Polls *req until it completes (RP_OK, *status filled) or the timeout
+ * expires (RP_EPEER, why says who did not answer; the request stays
+ * active). Answers roll calls while it waits. */
+static rp_status wait_req(rp_mpi_comm *mc, MPI_Request *req,
+                          const rp_dist_where *w, MPI_Status *status, char *why,
+                          size_t n) {
+  poll_on p = {req, 0, 0, NULL};
+  return wait_on(mc, &p, w, status, why, n);
 }
 
 /* After a timeout: a receive is cancelled (it must not write into memory
@@ -504,6 +529,34 @@ static rp_status reqs_new(rp_mpi_comm *mc, uint32_t n, rp_mpi_reqs **out) {
   return RP_OK;
 }
 
+/* Every rank's all-reduce operand against every other's, before the
+ * all-reduce itself (one of other counts would mix unrelated elements
+ * without an error): the largest and smallest count and type code, in one
+ * all-reduce of four numbers. RP_ESHAPE, the same on every rank, when
+ * they differ. */
+static rp_status agree_shape(rp_mpi_comm *mc, size_t count, rp_dtype t,
+                             const rp_dist_where *w, char *why, size_t n) {
+  int64_t v[4] = {(int64_t)count, -(int64_t)count, (int64_t)t, -(int64_t)t};
+  MPI_Request req;
+  int rc =
+      MPI_Iallreduce(MPI_IN_PLACE, v, 4, MPI_INT64_T, MPI_MAX, mc->comm, &req);
+  if (rc != MPI_SUCCESS)
+    return mpi_fail(rc, "MPI_Iallreduce", why, n);
+  rp_status s = wait_req(mc, &req, w, MPI_STATUS_IGNORE, why, n);
+  if (s)
+    return s;
+  if (v[0] != -v[1] || v[2] != -v[3]) {
+    snprintf(why, n,
+             "the ranks' all-reduce operands differ: %lld to %lld elements, "
+             "type codes %lld to %lld (every rank must give the same shape "
+             "and type)",
+             (long long)-v[1], (long long)v[0], (long long)-v[3],
+             (long long)v[2]);
+    return RP_ESHAPE;
+  }
+  return RP_OK;
+}
+
 rp_status rp__mpi_p2p_init(rp_mpi_comm *mc, int send, void *buf, size_t bytes,
                            uint32_t peer, uint64_t pair_seq, uint32_t K,
                            rp_mpi_reqs **out) {
@@ -534,8 +587,15 @@ rp_status rp__mpi_allreduce_init(rp_mpi_comm *mc, void *buf, size_t count,
   if (count > INT_MAX)
     return rp__err(RP_ERANGE, "an all-reduce of %zu elements (at most %d)",
                    count, INT_MAX);
+  /* collective like MPI_Allreduce_init: the ranks are in step here */
+  rp_dist_where w = {"instantiate: all-reduce", UINT64_MAX - 1, UINT64_MAX,
+                     UINT32_MAX, -1};
+  char why[320];
+  rp_status st = agree_shape(mc, count, t, &w, why, sizeof why);
+  if (st)
+    return rp__err(st, "%s", why);
   rp_mpi_reqs *q = NULL;
-  rp_status st = reqs_new(mc, 1, &q);
+  st = reqs_new(mc, 1, &q);
   if (st)
     return st;
   q->coll = 1;
@@ -615,22 +675,44 @@ rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
   }
   int tag = TAG_P2P + (int)(pair_seq % (uint64_t)mc->tag_span);
   MPI_Request req;
-  int rc = send ? MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, mc->comm,
-                            &req)
-                : MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, mc->comm,
-                            &req);
-  if (rc != MPI_SUCCESS)
-    return mpi_fail(rc, send ? "MPI_Isend" : "MPI_Irecv", why, whylen);
   MPI_Status st;
+  void *drain = NULL;
+  int rc, c = (int)bytes;
+  if (send) {
+    rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, mc->comm, &req);
+  } else {
+    /* The message is matched first and received at its own size: one
+     * longer than the destination (a peer's other shape) would be an MPI
+     * truncation error, which MPICH raises as fatal through
+     * MPI_COMM_WORLD's handler whatever this communicator's is. A longer
+     * one is received into scratch and reported by its length. */
+    MPI_Message msg = MPI_MESSAGE_NULL;
+    poll_on p = {NULL, (int)peer, tag, &msg};
+    s = wait_on(mc, &p, w, &st, why, whylen);
+    if (s)
+      return s; /* nothing posted: nothing to abandon */
+    MPI_Get_count(&st, MPI_BYTE, &c);
+    if (c < 0)
+      c = 0;
+    if ((size_t)c > bytes && !(drain = malloc((size_t)c))) {
+      snprintf(why, whylen, "out of memory receiving %d bytes", c);
+      return RP_ENOMEM; /* the matched message stays unreceived */
+    }
+    rc = MPI_Imrecv(drain ? drain : buf, c, MPI_BYTE, &msg, &req);
+  }
+  if (rc != MPI_SUCCESS) {
+    free(drain);
+    return mpi_fail(rc, send ? "MPI_Isend" : "MPI_Imrecv", why, whylen);
+  }
   s = wait_req(mc, &req, w, &st, why, whylen);
-  if (s == RP_EPEER && !abandon(&req, 1))
+  if (s == RP_EPEER && !abandon(&req, 1)) {
     MPI_Request_free(&req); /* MPI finishes it; the caller's buffer is
                                the instance's or leaked (see comm.c) */
-  if (s == RP_OK && got) {
-    int c = 0;
-    MPI_Get_count(&st, MPI_BYTE, &c);
-    *got = (size_t)c;
+    drain = NULL;           /* MPI may still write it: leaked */
   }
+  free(drain);
+  if (s == RP_OK && got)
+    *got = (size_t)c;
   return s;
 }
 
@@ -645,6 +727,9 @@ rp_status rp__mpi_eager_allreduce(rp_dist_state *ds, void *buf, size_t count,
              INT_MAX);
     return RP_ERANGE;
   }
+  s = agree_shape(ds->eager, count, t, w, why, whylen);
+  if (s)
+    return s;
   MPI_Request req;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(t), MPI_SUM,
                           ds->eager->comm, &req);

@@ -618,6 +618,86 @@ static void missing_peer(void) {
   done_case("a peer that never answers: RP_EPEER naming it (eager, replay)");
 }
 
+/* Operands that differ between ranks, each on a runtime of its own (a
+ * failed eager op fails the runtime's later eager cross-rank ops, which
+ * run in launch order): an eager all-reduce of other counts (RP_ESHAPE on
+ * every rank, the elements untouched), a copy whose source holds more than
+ * its destination (RP_ESHAPE on the receiver, where MPI's truncation would
+ * have been fatal), a captured all-reduce of other counts (rp_instantiate
+ * refuses it on every rank, and a valid eager all-reduce then sums). It
+ * runs before the timeout cases: a notice left unread there can reach a
+ * later runtime's communicator (docs/distributed.md, Failures). */
+static rp_inst odd_inst(rp_runtime *rt) { /* 6 doubles on rank 0, else 8 */
+  return inst_2d(rt, RP_F64, 0, 1, 0, RANK == 0 ? 2 : 3);
+}
+
+static void shape_mismatch(void) {
+  double v[8] = {1, 1, 1, 1, 1, 1, 1, 1}, back[8];
+  size_t mine = (RANK == 0 ? 6 : 8) * sizeof(double);
+  rp_runtime *rt = make_rt(0);
+  rp_inst odd = odd_inst(rt);
+  CHECK(rp_instance_write(rt, odd, v, mine));
+  rp_event e;
+  CHECK(rp_launch_allreduce(rt, &(rp_allreduce){odd, RP_REDOP_SUM, {0}}, &e));
+  rp_status st = rp_event_wait(rt, e, -1);
+  CHECK(rp_event_release(rt, e));
+  const char *d = rp_runtime_dist_detail(rt);
+  EXPECT(st == RP_ESHAPE, "eager all-reduce: %s (%s)", rp_status_name(st), d);
+  EXPECT(contains(d, "all-reduce operands differ: 6 to 8 elements"),
+         "eager all-reduce detail: %s", d);
+  CHECK(rp_instance_read(rt, odd, back, mine));
+  EXPECT(back[0] == 1.0 && back[5] == 1.0, "operands changed: %g %g", back[0],
+         back[5]);
+  CHECK(rp_instance_free(rt, odd));
+  CHECK(rp_runtime_destroy(rt));
+
+  /* rank 1's 8 doubles into rank 0's instance of 6 */
+  rt = make_rt(0);
+  odd = odd_inst(rt);
+  CHECK(rp_instance_write(rt, odd, v, mine));
+  rp_dist_copy c = {.src_rank = 1, .dst_rank = 0, .src = odd, .dst = odd};
+  CHECK(rp_launch_dist_copy(rt, &c, &e));
+  st = rp_event_wait(rt, e, -1);
+  CHECK(rp_event_release(rt, e));
+  d = rp_runtime_dist_detail(rt);
+  if (RANK == 0) {
+    EXPECT(st == RP_ESHAPE, "copy into the smaller: %s (%s)",
+           rp_status_name(st), d);
+    EXPECT(contains(d, "64 bytes arrived, the destination rect holds 48"),
+           "copy detail: %s", d);
+  } else {
+    EXPECT(st == RP_OK, "rank %d: %s (%s)", RANK, rp_status_name(st), d);
+  }
+  CHECK(rp_instance_free(rt, odd));
+  CHECK(rp_runtime_destroy(rt));
+
+  rt = make_rt(0);
+  odd = odd_inst(rt);
+  rp_graph *g;
+  CHECK(rp_capture_begin(rt, NULL));
+  CHECK(rp_launch_allreduce(rt, &(rp_allreduce){odd, RP_REDOP_SUM, {0}}, NULL));
+  CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex = NULL;
+  st = rp_instantiate(g, NULL, &ex); /* collective: every rank */
+  EXPECT(st == RP_ESHAPE && !ex, "instantiate: %s (%s)", rp_status_name(st),
+         rp_error_detail());
+  EXPECT(contains(rp_error_detail(),
+                  "all-reduce operands differ: 6 to 8 elements"),
+         "instantiate detail: %s", rp_error_detail());
+  CHECK(rp_graph_destroy(g));
+  rp_inst x = inst_2d(rt, RP_F64, 0, 0, 0, 3);
+  CHECK(rp_instance_write(rt, x, v, 4 * sizeof(double)));
+  CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &e));
+  wait_ok(rt, e);
+  CHECK(rp_instance_read(rt, x, back, 4 * sizeof(double)));
+  EXPECT(back[3] == NRANKS, "valid all-reduce after: %g", back[3]);
+  CHECK(rp_instance_free(rt, x));
+  CHECK(rp_instance_free(rt, odd));
+  CHECK(rp_runtime_destroy(rt));
+  done_case("operands that differ between ranks: RP_ESHAPE (eager all-reduce "
+            "and copy, instantiate)");
+}
+
 /* Three ranks or more: rank 1 never replays; rank 2 receives from it and
  * times out, rank 0 receives from rank 2 (which never sends: its op after
  * the failed one is skipped). Rank 0's own timeout is far longer (the bound
@@ -994,6 +1074,7 @@ int main(int argc, char **argv) {
   dp_equivalence();
   gpt_across_ranks();
   stale_rank();
+  shape_mismatch();
   missing_peer();
   cascade();
   MPI_Barrier(MPI_COMM_WORLD);
