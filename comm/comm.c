@@ -178,15 +178,14 @@ static rp_status ensure_token(rp_dist_state *ds) {
   if (ds->token.id)
     return RP_OK;
   rp_task_id id;
-  rp_status st = rp_task_find(ds->rt, "rp.dist.none", &id) == RP_OK
-                     ? RP_OK
-                     : register_tasks(ds);
+  rp_status st =
+      rp__task_lookup(ds->rt, "rp.dist.none", &id) ? RP_OK : register_tasks(ds);
   if (st)
     return st;
   /* pinned memory when there is some: GPU processors reach it too */
   rp_mem m;
-  if (rp_mem_find(ds->rt, RP_MEM_PINNED, -1, &m) != RP_OK &&
-      rp_mem_find(ds->rt, RP_MEM_SYSTEM, -1, &m) != RP_OK)
+  if (!rp__mem_lookup(ds->rt, RP_MEM_PINNED, -1, &m) &&
+      !rp__mem_lookup(ds->rt, RP_MEM_SYSTEM, -1, &m))
     return rp__err(RP_ENOMEM, "dist: no host memory for the token");
   rp_rect r = rp_rect_1d(0, 0);
   st = rp_instance_create(ds->rt, m, RP_U8, &r, NULL, &ds->token);

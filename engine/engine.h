@@ -264,6 +264,14 @@ void rp__mem_free(rp_runtime *rt, rp_mem m, void *ptr);
 rp_status rp__mem_copy(rp_runtime *rt, rp_mem dst_mem, void *dst,
                        rp_mem src_mem, const void *src, size_t bytes);
 int rp__mem_host_addressable(const rp_runtime *rt, rp_mem m);
+/* rp_mem_find for the library's own probes: 1 and *out when the runtime
+ * has such a memory, else 0, leaving the error detail alone (a successful
+ * call must not replace the caller's last failure). */
+int rp__mem_lookup(const rp_runtime *rt, rp_mem_kind kind, int device,
+                   rp_mem *out);
+/* rp_task_find for the library's own probes, likewise: 1 and *out when a
+ * task of that name is registered, else 0, the error detail untouched. */
+int rp__task_lookup(const rp_runtime *rt, const char *name, rp_task_id *out);
 
 /* ---------------------------------------------------------------------- */
 /* Tasks (internal side). */

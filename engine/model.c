@@ -90,7 +90,7 @@ static rp_status add_model_parts(rp_runtime *rt, const rp_machine_desc *m) {
     rp_mem_info mi = m->mems[i];
     if (mi.kind != RP_MEM_GPU)
       mi.device = -1;
-    if (rp_mem_find(rt, mi.kind, mi.device, &found) == RP_OK)
+    if (rp__mem_lookup(rt, mi.kind, mi.device, &found))
       continue; /* named twice, or system memory */
     st = rp__add_mem(rt, &mi, &model_backend, 0, NULL);
   }

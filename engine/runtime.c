@@ -153,6 +153,17 @@ int rp_proc_can_access(const rp_runtime *rt, rp_proc p, rp_mem m) {
          m < rt->nmems && rt->access[p][m];
 }
 
+int rp__mem_lookup(const rp_runtime *rt, rp_mem_kind kind, int device,
+                   rp_mem *out) {
+  for (unsigned m = 0; m < rt->nmems; m++)
+    if (rt->mems[m].info.kind == kind &&
+        (kind != RP_MEM_GPU || rt->mems[m].info.device == device)) {
+      *out = m;
+      return 1;
+    }
+  return 0;
+}
+
 rp_status rp_mem_find(const rp_runtime *rt, rp_mem_kind kind, int device,
                       rp_mem *out) {
   rp_status cst = rp__rt_check(rt, "rp_mem_find");
@@ -160,12 +171,8 @@ rp_status rp_mem_find(const rp_runtime *rt, rp_mem_kind kind, int device,
     return cst;
   if (!out)
     return rp__err(RP_EINVAL, "rp_mem_find: NULL argument");
-  for (unsigned m = 0; m < rt->nmems; m++)
-    if (rt->mems[m].info.kind == kind &&
-        (kind != RP_MEM_GPU || rt->mems[m].info.device == device)) {
-      *out = m;
-      return RP_OK;
-    }
+  if (rp__mem_lookup(rt, kind, device, out))
+    return RP_OK;
   return rp__err(RP_ENOENT, "no memory of kind %d (device %d)", (int)kind,
                  device);
 }
@@ -353,6 +360,18 @@ rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
   return RP_OK;
 }
 
+int rp__task_lookup(const rp_runtime *rt, const char *name, rp_task_id *out) {
+  /* the registry's lock, not its data, changes: the runtime stays const */
+  rp_runtime *w = (rp_runtime *)rt;
+  pthread_mutex_lock(&w->task_lock);
+  uint32_t id = task_lookup(rt, name);
+  pthread_mutex_unlock(&w->task_lock);
+  if (id == UINT32_MAX)
+    return 0;
+  *out = id;
+  return 1;
+}
+
 rp_status rp_task_find(const rp_runtime *rt, const char *name,
                        rp_task_id *out) {
   rp_status cst = rp__rt_check(rt, "rp_task_find");
@@ -360,15 +379,9 @@ rp_status rp_task_find(const rp_runtime *rt, const char *name,
     return cst;
   if (!name || !out)
     return rp__err(RP_EINVAL, "rp_task_find: NULL argument");
-  /* the registry's lock, not its data, changes: the runtime stays const */
-  rp_runtime *w = (rp_runtime *)rt;
-  pthread_mutex_lock(&w->task_lock);
-  uint32_t id = task_lookup(rt, name);
-  pthread_mutex_unlock(&w->task_lock);
-  if (id == UINT32_MAX)
-    return rp__err(RP_ENOTASK, "no task named '%s'", name);
-  *out = id;
-  return RP_OK;
+  if (rp__task_lookup(rt, name, out))
+    return RP_OK;
+  return rp__err(RP_ENOTASK, "no task named '%s'", name);
 }
 
 const char *rp_task_name(const rp_runtime *rt, rp_task_id id) {

@@ -10,6 +10,7 @@
 
 #include "cpu_kernels.h"
 #include "engine/device_ops.h"
+#include "engine/engine.h"
 #include "engine/util.h"
 #include "op_table.h"
 
@@ -715,10 +716,13 @@ static rp_status blas_setup(rp_runtime *rt) {
 rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
   if (!rt || !out)
     return rp__err(RP_EINVAL, "rp_kernels_register: NULL argument");
+  rp_status cst = rp__rt_check(rt, "rp_kernels_register");
+  if (cst)
+    return cst;
   /* All-or-nothing for the expected failure: check names first. */
   for (size_t i = 0; i < RP_ARRAY_LEN(TASKS); i++) {
     rp_task_id id;
-    if (rp_task_find(rt, TASKS[i].name, &id) == RP_OK)
+    if (rp__task_lookup(rt, TASKS[i].name, &id))
       return rp__err(RP_EEXIST,
                      "rp_kernels_register: task '%s' already registered",
                      TASKS[i].name);

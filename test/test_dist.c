@@ -54,6 +54,24 @@ static void record_replay(rp_runtime *rt, void (*f)(rp_runtime *, void *),
   RP_CHECK(rp_exec_destroy(ex));
 }
 
+/* The library's own probes (the first distributed call looks for pinned
+ * memory, which a CPU runtime lacks) leave the caller's last failure
+ * detail alone: a successful call does not replace it. */
+Test(dist, a_success_keeps_the_last_failure_detail) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst x = make(rt, RP_F32, rp_rect_1d(0, 3));
+  RP_EXPECT(rp_launch_allreduce(rt, NULL, NULL), RP_EINVAL);
+  char was[512];
+  snprintf(was, sizeof was, "%s", rp_error_detail());
+  cr_assert(was[0], "the failure said nothing");
+  rp_event e;
+  RP_CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &e));
+  RP_CHECK(rp_event_wait(rt, e, -1));
+  RP_CHECK(rp_event_release(rt, e));
+  cr_assert_str_eq(rp_error_detail(), was);
+  th_destroy(rt);
+}
+
 Test(dist, one_process_is_rank_zero_of_one) {
   rp_runtime *rt = th_cpu_runtime(2);
   cr_assert_eq(rp_runtime_rank(rt), 0);
