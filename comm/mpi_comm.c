@@ -202,8 +202,18 @@ void rp__mpi_comm_free(rp_mpi_comm *mc) {
         mc->leak = 1;
       }
     }
-    /* Pending operations on it (after a timeout) complete or stay
-     * pending; the communicator goes once they are gone (MPI semantics). */
+    /* A communicator that broke (this rank timed out or heard a notice)
+     * may have sent notices and questions that their ranks never read.
+     * Freed, its context could be given to a later communicator (MPICH
+     * picks a context free on every rank), where those messages would
+     * match: a later runtime's first wait would fail with this one's
+     * cause. Kept, its context stays taken: one communicator a failure. */
+    if (mc->leak || atomic_load_explicit(&mc->broken, memory_order_acquire)) {
+      mc->leak = 1;
+      return;
+    }
+    /* Pending operations on it complete or stay pending; the
+     * communicator goes once they are gone (MPI semantics). */
     MPI_Comm_free(&mc->comm);
   }
   if (mc->leak)

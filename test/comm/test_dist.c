@@ -625,8 +625,8 @@ static void missing_peer(void) {
  * its destination (RP_ESHAPE on the receiver, where MPI's truncation would
  * have been fatal), a captured all-reduce of other counts (rp_instantiate
  * refuses it on every rank, and a valid eager all-reduce then sums). It
- * runs before the timeout cases: a notice left unread there can reach a
- * later runtime's communicator (docs/distributed.md, Failures). */
+ * runs after missing_peer, whose notice to a rank that never waits stays
+ * unread: it must not reach these runtimes' communicators. */
 static rp_inst odd_inst(rp_runtime *rt) { /* 6 doubles on rank 0, else 8 */
   return inst_2d(rt, RP_F64, 0, 1, 0, RANK == 0 ? 2 : 3);
 }
@@ -1074,8 +1074,8 @@ int main(int argc, char **argv) {
   dp_equivalence();
   gpt_across_ranks();
   stale_rank();
-  shape_mismatch();
   missing_peer();
+  shape_mismatch();
   cascade();
   MPI_Barrier(MPI_COMM_WORLD);
   if (RANK == 0)
