@@ -709,7 +709,11 @@ typedef enum rp_privilege {
   RP_READ = 1,
   RP_WRITE = 2,
   RP_RW = 3,
-  RP_REDUCE = 4, /* fold with redop; commutes with same-redop reductions */
+  /* fold with redop; commutes with same-redop reductions, so tasks that
+   * reduce into one instance may run at the same time on different
+   * workers: a task's fold must be atomic (the library's own SUM copies
+   * into host memory lock each 16 KiB block of the destination) */
+  RP_REDUCE = 4,
 } rp_privilege;
 
 typedef enum rp_redop {
@@ -793,8 +797,8 @@ typedef struct rp_parallel_op {
   int backward; /* 0 forward, 1 backward */
   rp_inst whole;
   const rp_inst *parts; /* nparts instances */
-  uint32_t nparts;
-  int dim; /* partitioned dimension (repartition/combine) */
+  uint32_t nparts;      /* 1..4096 (more: RP_ERANGE) */
+  int dim;              /* partitioned dimension (repartition/combine) */
   rp_event wait;
 } rp_parallel_op;
 
