@@ -444,8 +444,15 @@ static rp_status pop_check(rp_dist_state *ds, const rp_dist_parallel *p,
   pl->sum = !split && !pl->to_parts;
   rp_inst_view pv, wv;
   rp_status st = local_inst(ds->rt, p->part, what, "part", &pv);
-  if (st || ds->rank != p->root)
+  if (st)
     return st;
+  /* on every rank and at any rank count (one rank sums nothing, but the
+   * same call on two would) */
+  if (pl->sum && !summable(pv.info.dtype))
+    return rp__err(RP_ETYPE, "%s: SUM over %s", what,
+                   rp_dtype_name(pv.info.dtype));
+  if (ds->rank != p->root)
+    return RP_OK;
   if ((st = local_inst(ds->rt, p->whole, what, "whole", &wv)))
     return st;
   if (wv.info.dtype != pv.info.dtype)

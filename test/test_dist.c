@@ -268,6 +268,14 @@ Test(dist, bad_input_is_refused_and_records_nothing) {
   p.dim = 5;
   RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_EINVAL);
   RP_EXPECT(rp_launch_dist_parallel(rt, NULL, &e), RP_EINVAL);
+  /* a sum over bytes, refused on one rank as on several (a reduction's
+   * forward and a replicate's backward sum the parts) */
+  rp_dist_parallel u = {.kind = RP_POP_REDUCTION, .whole = b, .part = b};
+  RP_EXPECT(rp_launch_dist_parallel(rt, &u, &e), RP_ETYPE);
+  cr_assert(strstr(rp_error_detail(), "SUM over u8"), "%s", rp_error_detail());
+  u.kind = RP_POP_REPLICATE;
+  u.backward = 1;
+  RP_EXPECT(rp_launch_dist_parallel(rt, &u, &e), RP_ETYPE);
   cr_assert_eq(e.id, 0, "no event handed out");
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
