@@ -260,9 +260,17 @@ static rp_status copy_side(rp_dist_state *ds, const rp_dist_copy *c,
                      &a->dom);
   if (st)
     return st;
-  if (src && dst && (sv.info.dtype != dv.info.dtype || c->src.id == c->dst.id))
-    return rp__err(c->src.id == c->dst.id ? RP_EINVAL : RP_ETYPE,
-                   "%s: a local copy needs two instances of one type", what);
+  if (src && dst && c->src.id == c->dst.id)
+    return rp__err(RP_EINVAL,
+                   "%s: a copy within this rank (src_rank == dst_rank) "
+                   "from an instance into itself",
+                   what);
+  if (src && dst && sv.info.dtype != dv.info.dtype)
+    return rp__err(RP_ETYPE,
+                   "%s: a copy within this rank from %s into %s (one type "
+                   "on both sides)",
+                   what, rp_dtype_name(sv.info.dtype),
+                   rp_dtype_name(dv.info.dtype));
   rp_privilege wp = c->redop == RP_REDOP_SUM ? RP_RW : RP_WRITE;
   if (src)
     acc[(*nacc)++] = (rp_access){c->src, RP_READ, RP_REDOP_NONE};

@@ -241,8 +241,12 @@ Test(dist, bad_input_is_refused_and_records_nothing) {
   c.rect = (rp_rect){0};
   c.dst = x;
   RP_EXPECT(rp_launch_dist_copy(rt, &c, &e), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "from an instance into itself"), "%s",
+            rp_error_detail());
   c.dst = d;
   RP_EXPECT(rp_launch_dist_copy(rt, &c, &e), RP_ETYPE);
+  cr_assert(strstr(rp_error_detail(), "from f32 into f64"), "%s",
+            rp_error_detail());
   RP_EXPECT(
       rp_launch_dist_copy(
           rt, &(rp_dist_copy){.src = b, .dst = b, .redop = RP_REDOP_SUM}, &e),

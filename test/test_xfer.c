@@ -788,7 +788,14 @@ Test(xfer, parallel_op_validation_names_the_part) {
   op.backward = 0;
   op.nparts = 0;
   RP_EXPECT(rp_xfer_expand_parallel(rt, &op, c, 6, &n), RP_EINVAL);
+  cr_assert(has("combine has no parts"), "%s", rp_error_detail());
   op.nparts = 5;
+  const rp_inst *kept = op.parts;
+  op.parts = NULL;
+  RP_EXPECT(rp_launch_parallel(rt, &op, NULL), RP_EINVAL);
+  cr_assert(has("combine of 5 parts with parts = NULL"), "%s",
+            rp_error_detail());
+  op.parts = kept;
   rp_inst dup[2] = {parts[0], parts[0]};
   rp_parallel_op rep = {
       .kind = RP_POP_REPLICATE, .whole = whole, .parts = dup, .nparts = 2};

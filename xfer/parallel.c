@@ -89,9 +89,13 @@ static rp_status check_op(const rp_parallel_op *op) {
                    "rp_xfer_expand_parallel: backward = %d (0 forward, 1 "
                    "backward)",
                    op->backward);
-  if (op->nparts == 0 || !op->parts)
+  if (op->nparts == 0)
     return rp__err(RP_EINVAL, "rp_xfer_expand_parallel: %s has no parts",
                    kind_name(op->kind));
+  if (!op->parts)
+    return rp__err(RP_EINVAL,
+                   "rp_xfer_expand_parallel: %s of %u parts with parts = NULL",
+                   kind_name(op->kind), op->nparts);
   for (uint32_t i = 0; i < op->nparts; i++) {
     if (op->parts[i].id == op->whole.id)
       return rp__err(RP_EINVAL,
