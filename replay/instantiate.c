@@ -384,7 +384,7 @@ static rp_status setup_task_units(rp_exec *ex, uint32_t id,
     rp_status st = on_gpu ? setup_gpu_workspace(ex, op, first)
                           : setup_workspace(ex, op, first);
     if (st)
-      return st;
+      return rp__err_prefix(st, "op %u (task '%s'): ", id, t->name);
   }
   return t->ext ? plan_ext_units(ex, t, id, first, op->shards) : RP_OK;
 }

@@ -204,6 +204,8 @@ Test(misuse_sizes, workspace_bytes_near_size_max) {
   cr_assert(has(rp_error_detail(), "workspace"), "%s", rp_error_detail());
   RP_EXPECT(ws_instantiate(rt, t, SIZE_MAX - 100, 64, 2), RP_ERANGE);
   RP_EXPECT(ws_instantiate(rt, t, SIZE_MAX / 2 + 1, 0, 2), RP_ERANGE);
+  cr_assert(has(rp_error_detail(), "op 0 (task "), "the op is named: %s",
+            rp_error_detail());
   /* (an alignment of 2^63 is refused by the builder: below) */
   RP_CHECK(ws_instantiate(rt, t, 100, 0, 2));
   /* eager launches round the same way */
