@@ -700,7 +700,7 @@ Test(misuse, a_callback_cannot_wait_for_work_queued_behind_it, .timeout = 60) {
  * another thread meanwhile, never fail as if it had changed (the
  * generation word's transient mark was read as stale: 1 in 20 failed). */
 static rp_exec *busy_r;
-static _Atomic int busy_stop;
+static _Atomic int busy_stop, busy_exited;
 static _Atomic long busy_ok, busy_failed;
 
 static void *replay_loop(void *arg) {
@@ -718,6 +718,7 @@ static void *replay_loop(void *arg) {
     atomic_fetch_add(st == RP_OK ? &busy_ok : &busy_failed, 1);
     rp_event_release(rt, d);
   }
+  atomic_store(&busy_exited, 1);
   return NULL;
 }
 
@@ -751,9 +752,21 @@ Test(misuse, a_refused_free_fails_no_replay_of_the_instance, .timeout = 120) {
   RP_CHECK(rp_event_create(rt, &gate));
   RP_CHECK(rp_replay(gated, &(rp_replay_args){.pre = &gate, .npre = 1}, &gd));
   atomic_store(&busy_stop, 0);
+  atomic_store(&busy_exited, 0);
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, replay_loop, rt), 0);
-  for (int i = 0; i < 20000; i++) {
+  /* 20000 tries, and on until a replay has completed beside them (a
+   * loaded machine may not run the replaying thread at once; 60 s at most,
+   * then the assertion below fails) */
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0;; i++) {
+    if (i >= 20000) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (atomic_load(&busy_ok) > 0 || atomic_load(&busy_exited) ||
+          now.tv_sec - t0.tv_sec > 60)
+        break;
+    }
     rp_inst h = u;
     rp_status st =
         i % 2 ? rp_instance_free(rt, u) : rp_instance_realloc(rt, &h);
