@@ -67,6 +67,9 @@ struct rp_mpi_comm {
   char gone[GONE_LEN]; /* this rank's "gave up" notice */
   MPI_Request *sends;  /* size x 3: pending ask / answer / notice per rank */
   int leak;            /* a send could not be completed: keep the buffers */
+  /* agree_shape's operand: MPI may still write it after a timeout, and a
+   * communicator that timed out is never freed (rp__mpi_comm_free) */
+  int64_t agree[4];
 };
 
 struct rp_mpi_reqs {
@@ -396,7 +399,9 @@ static void timed_out(rp_mpi_comm *mc, const rp_dist_where *w, char *why,
                       size_t n) {
   char roll[200], where[64];
   roll_call(mc, w, roll, sizeof roll);
-  if (w->replay == UINT64_MAX)
+  if (w->seq == UINT64_MAX - 1) /* instantiate's and set-up's collectives */
+    snprintf(where, sizeof where, "set-up");
+  else if (w->replay == UINT64_MAX)
     snprintf(where, sizeof where, "eager op %llu", (unsigned long long)w->seq);
   else
     snprintf(where, sizeof where, "op %u, replay %llu", w->op,
@@ -546,7 +551,10 @@ static rp_status reqs_new(rp_mpi_comm *mc, uint32_t n, rp_mpi_reqs **out) {
  * they differ. */
 static rp_status agree_shape(rp_mpi_comm *mc, size_t count, rp_dtype t,
                              const rp_dist_where *w, char *why, size_t n) {
-  int64_t v[4] = {(int64_t)count, -(int64_t)count, (int64_t)t, -(int64_t)t};
+  int64_t *v = mc->agree; /* one op at a time on mc: its token, or
+                             instantiate's thread */
+  v[0] = (int64_t)count, v[1] = -(int64_t)count;
+  v[2] = (int64_t)t, v[3] = -(int64_t)t;
   MPI_Request req;
   int rc =
       MPI_Iallreduce(MPI_IN_PLACE, v, 4, MPI_INT64_T, MPI_MAX, mc->comm, &req);
@@ -594,16 +602,17 @@ rp_status rp__mpi_p2p_init(rp_mpi_comm *mc, int send, void *buf, size_t bytes,
 
 rp_status rp__mpi_allreduce_init(rp_mpi_comm *mc, void *buf, size_t count,
                                  rp_dtype t, rp_mpi_reqs **out) {
-  if (count > INT_MAX)
-    return rp__err(RP_ERANGE, "an all-reduce of %zu elements (at most %d)",
-                   count, INT_MAX);
-  /* collective like MPI_Allreduce_init: the ranks are in step here */
+  /* collective like MPI_Allreduce_init: the ranks are in step here, and
+   * every rank takes the same branch after it (the count agreed) */
   rp_dist_where w = {"instantiate: all-reduce", UINT64_MAX - 1, UINT64_MAX,
                      UINT32_MAX, -1};
   char why[320];
   rp_status st = agree_shape(mc, count, t, &w, why, sizeof why);
   if (st)
     return rp__err(st, "%s", why);
+  if (count > INT_MAX)
+    return rp__err(RP_ERANGE, "an all-reduce of %zu elements (at most %d)",
+                   count, INT_MAX);
   rp_mpi_reqs *q = NULL;
   st = reqs_new(mc, 1, &q);
   if (st)
@@ -705,8 +714,11 @@ rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
     if (c < 0)
       c = 0;
     if ((size_t)c > bytes && !(drain = malloc((size_t)c))) {
+      /* the matched message can no longer be received by anyone: this
+       * communicator's order is lost, as after a timeout */
       snprintf(why, whylen, "out of memory receiving %d bytes", c);
-      return RP_ENOMEM; /* the matched message stays unreceived */
+      mark_broken(mc, why);
+      return RP_ENOMEM;
     }
     rc = MPI_Imrecv(drain ? drain : buf, c, MPI_BYTE, &msg, &req);
   }
@@ -732,14 +744,14 @@ rp_status rp__mpi_eager_allreduce(rp_dist_state *ds, void *buf, size_t count,
   rp_status s = eager_broken(ds, why, whylen);
   if (s)
     return s;
-  if (count > INT_MAX) {
+  s = agree_shape(ds->eager, count, t, w, why, whylen);
+  if (s)
+    return s;
+  if (count > INT_MAX) { /* the same count, so the same answer, everywhere */
     snprintf(why, whylen, "an all-reduce of %zu elements (at most %d)", count,
              INT_MAX);
     return RP_ERANGE;
   }
-  s = agree_shape(ds->eager, count, t, w, why, whylen);
-  if (s)
-    return s;
   MPI_Request req;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(t), MPI_SUM,
                           ds->eager->comm, &req);

@@ -1442,9 +1442,9 @@ RP_API uint32_t rp_runtime_ranks(const rp_runtime *rt);
 
 typedef struct rp_allreduce {
   rp_inst inst;   /* this rank's instance: dense, f32/f64/i32/i64, the same
-                     shape and type on every rank (compared first: other
-                     counts or types are RP_ESHAPE on every rank); summed in
-                     place */
+                     shape and type on every rank (host instances are
+                     compared first: other counts or types are RP_ESHAPE
+                     on every rank); summed in place */
   rp_redop redop; /* RP_REDOP_SUM */
   rp_event wait;
 } rp_allreduce;
@@ -1458,7 +1458,9 @@ typedef struct rp_dist_copy {
   rp_rect rect;      /* points moved, global coordinates (must fit the
                         local instance on each side); dim 0: each side's
                         whole instance, their volumes equal (the receiver
-                        fails with RP_ESHAPE otherwise); with src_rank ==
+                        fails otherwise: RP_ESHAPE, or RP_EBACKEND for a
+                        longer message into a replayed receive); with
+                        src_rank ==
                         dst_rank, the source's whole rect, which the
                         destination must hold */
   rp_redop redop;    /* RP_REDOP_SUM: dst += src (f32/f64/i32/i64) */

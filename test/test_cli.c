@@ -1811,6 +1811,16 @@ Test(cli, generate_seed_takes_64_bits, .timeout = 120) {
       cr_assert_str_eq(r.out, first);
   }
   free(first);
+  /* all 64 bits draw: 1 and 2^32 + 1 give other text */
+  RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--seed", "1",
+      "--tokens", "40");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *one = strdup(r.out);
+  RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--seed",
+      "4294967297", "--tokens", "40");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_str_neq(r.out, one, "seeds 1 and 2^32 + 1 drew the same text");
+  free(one);
   RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--seed",
       "18446744073709551616");
   cr_assert_eq(r.status, 2, "%s", r.err);
