@@ -1730,16 +1730,18 @@ static void gpt_corpus(char *path) {
       "--layers", "1", "--heads", "2", "--width", "16", "--context", "16",     \
       "--batch", "4", "--sample", "20"
 
-/* A checkpoint whose weights are finite but overflow float arithmetic
- * (every value 1e20, resealed): the run fails before any step, naming the
- * checkpoint, not as divergence with advice about --lr. */
-Test(cli, train_gpt_weights_that_overflow_fail_before_a_step, .timeout = 120) {
-  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
+/* A corpus and a checkpoint of 2 steps on it (tiny config). */
+static void gpt_trained(char *corpus, char *ckpt) {
   gpt_corpus(corpus);
   tmp_file(ckpt);
   cli_run r;
   RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--save-weights", ckpt);
   cr_assert_eq(r.status, 0, "%s", r.err);
+}
+
+/* The checkpoint's weights and moments all 1e20 (finite, but they
+ * overflow float when multiplied out), resealed. */
+static void gpt_overflow(const char *ckpt) {
   size_t len;
   char *file = th_read_all(ckpt, &len);
   unsigned char *pl = (unsigned char *)file + RP_CKPT_HEAD;
@@ -1749,6 +1751,16 @@ Test(cli, train_gpt_weights_that_overflow_fail_before_a_step, .timeout = 120) {
   fill_f32(pl, 60 + (size_t)vocab, pn, 1e20f);
   RP_CHECK(rp_ckpt_save(ckpt, "gpt", 2, pl, pn));
   free(file);
+}
+
+/* A checkpoint whose weights are finite but overflow float arithmetic
+ * (every value 1e20, resealed): the run fails before any step, naming the
+ * checkpoint, not as divergence with advice about --lr. */
+Test(cli, train_gpt_weights_that_overflow_fail_before_a_step, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
+  gpt_trained(corpus, ckpt);
+  gpt_overflow(ckpt);
+  cli_run r;
   RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--load-weights", ckpt);
   cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
   cr_assert(strstr(r.err, "the validation loss of the initial weights is "
@@ -1765,19 +1777,9 @@ Test(cli, train_gpt_weights_that_overflow_fail_before_a_step, .timeout = 120) {
  * in words (no "-nan"). */
 Test(cli, generate_with_weights_that_overflow_ends_its_line, .timeout = 120) {
   char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
-  gpt_corpus(corpus);
-  tmp_file(ckpt);
+  gpt_trained(corpus, ckpt);
+  gpt_overflow(ckpt);
   cli_run r;
-  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--save-weights", ckpt);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  size_t len;
-  char *file = th_read_all(ckpt, &len);
-  unsigned char *pl = (unsigned char *)file + RP_CKPT_HEAD;
-  uint32_t vocab;
-  memcpy(&vocab, pl + 16, 4);
-  fill_f32(pl, 60 + (size_t)vocab, len - RP_CKPT_HEAD, 1e20f);
-  RP_CHECK(rp_ckpt_save(ckpt, "gpt", 2, pl, len - RP_CKPT_HEAD));
-  free(file);
   RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--prompt",
       "the cat", "--tokens", "5");
   cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
@@ -1795,11 +1797,8 @@ Test(cli, generate_with_weights_that_overflow_ends_its_line, .timeout = 120) {
  * text twice), 2^64 is a usage error. */
 Test(cli, generate_seed_takes_64_bits, .timeout = 120) {
   char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
-  gpt_corpus(corpus);
-  tmp_file(ckpt);
+  gpt_trained(corpus, ckpt);
   cli_run r;
-  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--save-weights", ckpt);
-  cr_assert_eq(r.status, 0, "%s", r.err);
   char *first = NULL;
   for (int i = 0; i < 2; i++) {
     RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--seed",
