@@ -70,6 +70,7 @@ struct rp_mpi_comm {
   /* agree_shape's operand: MPI may still write it after a timeout, and a
    * communicator that timed out is never freed (rp__mpi_comm_free) */
   int64_t agree[4];
+  unsigned char bcast[256]; /* rp__mpi_bcast's buffer, kept alike */
 };
 
 struct rp_mpi_reqs {
@@ -764,13 +765,22 @@ rp_status rp__mpi_bcast(rp_dist_state *ds, rp_mpi_comm *mc, void *buf,
                         size_t bytes) {
   if (!mc)
     mc = ds->eager;
+  /* through the communicator's own buffer: after a timeout the broadcast
+   * stays pending and may still write there, never into the caller's */
+  if (bytes > sizeof mc->bcast)
+    return rp__err(RP_ERANGE, "a set-up broadcast of %zu bytes (at most %zu)",
+                   bytes, sizeof mc->bcast);
+  memcpy(mc->bcast, buf, bytes);
   MPI_Request req;
-  int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, mc->comm, &req);
+  int rc = MPI_Ibcast(mc->bcast, (int)bytes, MPI_BYTE, 0, mc->comm, &req);
   if (rc != MPI_SUCCESS)
     return mpi_err(rc, "MPI_Ibcast");
   rp_dist_where w = {"NCCL set-up broadcast", UINT64_MAX - 1, UINT64_MAX,
                      UINT32_MAX, mc->rank == 0 ? -1 : 0};
   char why[320];
   rp_status st = wait_req(mc, &req, &w, MPI_STATUS_IGNORE, why, sizeof why);
-  return st ? rp__err(st, "%s", why) : RP_OK;
+  if (st)
+    return rp__err(st, "%s", why);
+  memcpy(buf, mc->bcast, bytes);
+  return RP_OK;
 }
