@@ -553,6 +553,18 @@ Test(gpt_kernels_gpu, gelu_matches_cpu) {
   same_bits(g[1], a[1], n, "bias_gelu_fwd out");
   for (int i = 0; i < 2; i++)
     free(g[i]), free(a[i]);
+  /* 299 columns from the second float: rows not 16-byte aligned (the
+   * scalar loop), against the CPU */
+  float *pre9 = fdup(pre0, n), *out9 = kr_alloc(n);
+  rp_cpu_gpt_bias_gelu_fwd(pre9 + 1, bias + 1, out9 + 1, rows, cols - 1);
+  RP_CHECK(rp_cuda_buf_put(dpre_, pre0, n * 4));
+  RP_CHECK(rp_cuda_gpt_bias_gelu_fwd(dpre_ + 1, dbias + 1, dout + 1, rows,
+                                     cols - 1, s));
+  size_t n9 = (size_t)rows * (cols - 1);
+  g[0] = dgetf(dpre_, n, s), g[1] = dgetf(dout, n, s);
+  kr_close_f(g[0] + 1, pre9 + 1, n9, REL_ELEM, 1.0, 0, "unaligned pre");
+  kr_close_f(g[1] + 1, out9 + 1, n9, REL_ELEM, 1.0, 0, "unaligned out");
+  free(g[0]), free(g[1]), free(pre9), free(out9);
 
   /* backward, also in place (dpre is dout's buffer) */
   const int64_t m = 2101;
@@ -564,9 +576,17 @@ Test(gpt_kernels_gpu, gelu_matches_cpu) {
   RP_CHECK(rp_cuda_gpt_gelu_bwd(d_x, d_dy, d_dx, m, s));
   float *g1 = dgetf(d_dx, m, s);
   kr_close_f(g1, dx, m, REL_ELEM, 1.0, 0, "gelu_bwd");
+  /* one float in: no pointer 16-byte aligned (the scalar loop), the same
+   * bits as the float4 one */
+  float *d_dx1 = dput(NULL, m * 4);
+  RP_CHECK(rp_cuda_gpt_gelu_bwd(d_x + 1, d_dy + 1, d_dx1 + 1, m - 1, s));
+  float *g3 = dgetf(d_dx1, m, s);
+  same_bits(g1 + 1, g3 + 1, m - 1, "gelu_bwd unaligned");
   RP_CHECK(rp_cuda_gpt_gelu_bwd(d_x, d_dy, d_dy, m, s)); /* in place */
   float *g2 = dgetf(d_dy, m, s);
   same_bits(g1, g2, m, "gelu_bwd in place");
+  free(g3);
+  rp_cuda_buf_free(d_dx1);
   free(pre0), free(bias), free(pre), free(out), free(x), free(dy), free(dx);
   free(g1), free(g2);
   void *bufs[] = {dpre_, dbias, dout, d_x, d_dy, d_dx};
