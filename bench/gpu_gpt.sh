@@ -18,7 +18,8 @@
 #            the 2-core CI machine)
 #   knobs    the replayed step of the launch and nanoGPT configs under each
 #            setting of KNOBS (default: the defaults, REPRISE_GPT_ATTN=gemm,
-#            REPRISE_GPT_COLSUM=serial and REPRISE_CUBLAS_WS_MIB=4; a space
+#            REPRISE_GPT_ATTN_GEMM=direct, REPRISE_GPT_COLSUM=serial and
+#            REPRISE_CUBLAS_WS_MIB=4; a space
 #            list of VAR=VALUE, or "default"), alternating, KNOB_RUNS rounds
 #            (default 3): the median step time of each run
 #   profile  Nsight Compute's device time (clocks as found) of each kernel
@@ -128,7 +129,7 @@ fi
 
 if has knobs; then
   LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
-  read -r -a knobs <<<"${KNOBS:-default REPRISE_GPT_ATTN=gemm REPRISE_GPT_COLSUM=serial REPRISE_CUBLAS_WS_MIB=4}"
+  read -r -a knobs <<<"${KNOBS:-default REPRISE_GPT_ATTN=gemm REPRISE_GPT_ATTN_GEMM=direct REPRISE_GPT_COLSUM=serial REPRISE_CUBLAS_WS_MIB=4}"
   for cfg in launch nano; do
     if [ $cfg = launch ]; then args=("${LAUNCH[@]}") it=300; else
       args=("${NANO[@]}") it=60

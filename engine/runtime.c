@@ -638,6 +638,7 @@ const rp_env_rule rp_env_rules[] = {
     /* the GPT kernels' switches, read at each launch (kernels/) */
     {"REPRISE_CUBLAS_WS_MIB", 1, 1024, NULL},
     {"REPRISE_GPT_ATTN", 0, 0, "fused|gemm"},
+    {"REPRISE_GPT_ATTN_GEMM", 0, 0, "permute|direct"},
     {"REPRISE_GPT_COLSUM", 0, 0, "split|serial"},
 };
 const size_t rp_env_nrules = sizeof rp_env_rules / sizeof rp_env_rules[0];

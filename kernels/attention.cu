@@ -26,6 +26,10 @@
  * (the sum in f64), 0 above. Deterministic (fixed orders; cuBLAS is bitwise
  * reproducible on one GPU model and toolkit). Agreement with the CPU: the
  * GEMMs and sums run in another order: 1e-4 relative to the largest |entry|.
+ * REPRISE_GPT_ATTN_GEMM=direct: the GEMMs reading dy or writing y, dq, dk,
+ * dv take those rows in place ([B, T, C], [B, T, 3C]: a head is rows of
+ * hs floats, C or 3C apart) through pointer tables (rp_cuda_gemm_batched),
+ * dropping every permute but qkv's.
  *
  * Decode (batch 1, one token at pos): a block per head. The block writes
  * the token's k and v rows into the caches at pos, then (after a barrier:
@@ -380,6 +384,66 @@ rp_status attn_mode(AttnMode *mode, const char *what) {
   return st;
 }
 
+/* The GEMM path's head layout: REPRISE_GPT_ATTN_GEMM permute (the
+ * default: heads copied into [B, NH, T, hs] around strided-batched GEMMs)
+ * or direct (the GEMMs whose operand or result is in the [B, T, C] or
+ * [B, T, 3C] layout address each head in place, through pointer tables:
+ * no permute but qkv's, which writes qkvr for the backward). */
+enum class GemmLayout { permute, direct };
+
+rp_status gemm_layout(GemmLayout *layout, const char *what) {
+  int v;
+  rp_status st = env_choice("REPRISE_GPT_ATTN_GEMM", "permute", "direct",
+                            "the attention GEMMs' head layout", what, &v);
+  *layout = v ? GemmLayout::direct : GemmLayout::permute;
+  return st;
+}
+
+/* Pointer tables for rp_cuda_gemm_batched: entry i (head i = b NH + h) of
+ * table j is base[j] + b sb[j] + h sh[j]. */
+constexpr int kMaxTables = 9;
+struct HeadTables {
+  const float *base[kMaxTables];
+  long long sb[kMaxTables], sh[kMaxTables];
+  int n;
+  int add(const float *base_, long long sb_, long long sh_) {
+    base[n] = base_, sb[n] = sb_, sh[n] = sh_;
+    return n++;
+  }
+};
+
+__global__ void head_tables_k(HeadTables t, float **tab, int bh, int NH) {
+  size_t total = (size_t)t.n * (size_t)bh;
+  for (size_t x = global_tid(); x < total; x += global_threads()) {
+    size_t j = x / (size_t)bh, i = x % (size_t)bh;
+    tab[x] = const_cast<float *>(t.base[j]) + (long long)(i / NH) * t.sb[j] +
+             (long long)(i % NH) * t.sh[j];
+  }
+}
+
+/* The tables' place: scratch rounded up to a pointer's alignment, when
+ * `tables` tables of bh pointers fit in its `floats` floats (nullptr
+ * otherwise: the shape takes the permute layout; a choice by the shape
+ * alone, so eager and replay agree). */
+float **tables_in(float *scratch, size_t floats, int tables, int bh) {
+  size_t need = (size_t)tables * (size_t)bh * sizeof(float *) + sizeof(float);
+  if (floats * sizeof(float) < need)
+    return nullptr;
+  uintptr_t a = reinterpret_cast<uintptr_t>(scratch);
+  a = (a + alignof(float *) - 1) & ~(uintptr_t)(alignof(float *) - 1);
+  return reinterpret_cast<float **>(a);
+}
+
+/* Fills the tables of t at tab (stream-ordered before the GEMMs that read
+ * them). */
+rp_status head_tables(const HeadTables &t, float **tab, int bh, int NH,
+                      cudaStream_t s, const char *what) {
+  size_t total = (size_t)t.n * (size_t)bh;
+  head_tables_k<<<blocks_for(total, kAttnThreads), kAttnThreads, 0, s>>>(
+      t, tab, bh, NH);
+  return RP_GPT_LAUNCHED(what);
+}
+
 /* Both fused kernels within the 48 KiB of shared memory a block gets
  * without opting in: T 64 with hs 32 (the launch-bound step) fits, T 256
  * with hs 64 (nanoGPT's) does not. */
@@ -413,6 +477,50 @@ bool attn_shape_ok(int B, int T, int C, int NH, const char *what) {
   return false;
 }
 
+/* The GEMM path's backward in the direct layout: dout and dqkv addressed
+ * per head in place (tables at tab), q, k, v from qkvr, att and datt
+ * [B, NH, T, T]; the permute layout's GEMMs and softmax backward, in its
+ * order. */
+rp_status attention_bwd_direct(const float *dout, const float *q,
+                               const float *k, const float *v, const float *att,
+                               float *dqkv, float *datt, float **tab, int B,
+                               int T, int NH, int hs, cudaStream_t s,
+                               const char *what) {
+  const int C = NH * hs, bh = B * NH;
+  const long long sq = (long long)T * hs, st2 = (long long)T * T;
+  const long long tc = (long long)T * C, t3c = 3 * tc;
+  HeadTables t{};
+  const int ty = t.add(dout, tc, hs), tv = t.add(v, NH * sq, sq);
+  const int tk = t.add(k, NH * sq, sq), tq = t.add(q, NH * sq, sq);
+  const int ta = t.add(att, NH * st2, st2), td = t.add(datt, NH * st2, st2);
+  const int gq = t.add(dqkv, t3c, hs), gk = t.add(dqkv + C, t3c, hs);
+  const int gv = t.add(dqkv + 2 * C, t3c, hs);
+  rp_status st = head_tables(t, tab, bh, NH, s, what);
+  auto in = [&](int j) -> const float *const * { return tab + (size_t)j * bh; };
+  auto outp = [&](int j) -> float *const * { return tab + (size_t)j * bh; };
+  /* datt = dy v^T; dv = att^T dy */
+  if (st == RP_OK)
+    st = rp_cuda_gemm_batched(0, 1, T, T, hs, 1.0f, in(ty), C, in(tv), hs, 0.0f,
+                              outp(td), T, bh, s);
+  if (st == RP_OK)
+    st = rp_cuda_gemm_batched(1, 0, T, hs, T, 1.0f, in(ta), T, in(ty), C, 0.0f,
+                              outp(gv), 3 * C, bh, s);
+  if (st != RP_OK)
+    return st;
+  size_t rows = (size_t)bh * T;
+  softmax_causal_bwd_k<<<blocks_for(rows, kAttnThreads / 32), kAttnThreads, 0,
+                         s>>>(att, datt, rows, T, 1.0f / sqrtf((float)hs));
+  st = RP_GPT_LAUNCHED(what);
+  /* dq = dpre k; dk = dpre^T q */
+  if (st == RP_OK)
+    st = rp_cuda_gemm_batched(0, 0, T, hs, T, 1.0f, in(td), T, in(tk), hs, 0.0f,
+                              outp(gq), 3 * C, bh, s);
+  if (st == RP_OK)
+    st = rp_cuda_gemm_batched(1, 0, T, hs, T, 1.0f, in(td), T, in(tq), hs, 0.0f,
+                              outp(gk), 3 * C, bh, s);
+  return st;
+}
+
 } // namespace
 
 extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
@@ -421,7 +529,10 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
                                                int C, int NH, void *stream) {
   static const char what[] = "rp_cuda_gpt_attention_fwd";
   AttnMode mode;
+  GemmLayout layout;
   rp_status st = attn_mode(&mode, what);
+  if (st == RP_OK)
+    st = gemm_layout(&layout, what);
   if (st != RP_OK || B <= 0 || T <= 0 || C <= 0)
     return st;
   if (!attn_shape_ok(B, T, C, NH, what))
@@ -452,6 +563,20 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
   softmax_causal_k<<<blocks_for(rows, kAttnThreads / 32), kAttnThreads, 0, s>>>(
       att, rows, T);
   st = RP_GPT_LAUNCHED(what);
+  float **tab =
+      layout == GemmLayout::direct ? tables_in(scratch, n, 3, bh) : nullptr;
+  if (st == RP_OK && tab) { /* y = att v straight into out [B, T, C] */
+    HeadTables t{};
+    int ta = t.add(att, (long long)NH * T * T, st2);
+    int tv = t.add(v, (long long)NH * sq, sq);
+    int to = t.add(out, (long long)T * C, hs);
+    st = head_tables(t, tab, bh, NH, s, what);
+    if (st == RP_OK)
+      st = rp_cuda_gemm_batched(0, 0, T, hs, T, 1.0f, tab + ta * bh, T,
+                                tab + tv * bh, hs, 0.0f, tab + to * bh, C, bh,
+                                stream);
+    return st;
+  }
   if (st == RP_OK)
     st = rp_cuda_gemm_strided_batched(0, 0, T, hs, T, 1.0f, att, T, st2, v, hs,
                                       sq, 0.0f, scratch, hs, sq, bh, stream);
@@ -467,7 +592,10 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
     float *datt, float *scratch, int B, int T, int C, int NH, void *stream) {
   static const char what[] = "rp_cuda_gpt_attention_bwd";
   AttnMode mode;
+  GemmLayout layout;
   rp_status st = attn_mode(&mode, what);
+  if (st == RP_OK)
+    st = gemm_layout(&layout, what);
   if (st != RP_OK || B <= 0 || T <= 0 || C <= 0)
     return st;
   if (!attn_shape_ok(B, T, C, NH, what))
@@ -483,6 +611,11 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
   size_t n = (size_t)B * T * C;
   long long sq = (long long)T * hs, st2 = (long long)T * T;
   const float *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
+  float **tab =
+      layout == GemmLayout::direct ? tables_in(scratch, 4 * n, 9, bh) : nullptr;
+  if (tab)
+    return attention_bwd_direct(dout, q, k, v, att, dqkv, datt, tab, B, T, NH,
+                                hs, s, what);
   float *dy = scratch, *dq = scratch + n, *dk = scratch + 2 * n,
         *dv = scratch + 3 * n;
   permute_heads_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(

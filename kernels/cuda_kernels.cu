@@ -60,6 +60,7 @@ struct BlasApi {
   decltype(&cublasSetWorkspace_v2) set_workspace;
   decltype(&cublasSgemm_v2) sgemm;
   decltype(&cublasSgemmStridedBatched) sgemm_sb;
+  decltype(&cublasSgemmBatched) sgemm_b;
   decltype(&cublasGetStatusName) status_name;
   decltype(&cublasGetStatusString) status_string;
 };
@@ -94,6 +95,7 @@ void blas_load(void) {
       !blas_sym(h, "cublasSetWorkspace_v2", &a.set_workspace) ||
       !blas_sym(h, "cublasSgemm_v2", &a.sgemm) ||
       !blas_sym(h, "cublasSgemmStridedBatched", &a.sgemm_sb) ||
+      !blas_sym(h, "cublasSgemmBatched", &a.sgemm_b) ||
       !blas_sym(h, "cublasGetStatusName", &a.status_name) ||
       !blas_sym(h, "cublasGetStatusString", &a.status_string))
     return; /* the handle stays open: harmless, and never unloaded */
@@ -1137,6 +1139,33 @@ rp_cuda_gemm_strided_batched(int trans_a, int trans_b, int m, int n, int k,
                                    &alpha, b, ldb, stride_b, a, lda, stride_a,
                                    &beta, c, ldc, stride_c, batch),
                     "rp_cuda_gemm_strided_batched: cublasSgemmStridedBatched");
+  return st;
+}
+
+/* The same mapping with a pointer per batch entry (one cublasSgemmBatched):
+ * the tables live in device memory and are read when the GEMM runs. */
+extern "C" rp_status rp_cuda_gemm_batched(int trans_a, int trans_b, int m,
+                                          int n, int k, float alpha,
+                                          const float *const *a, int lda,
+                                          const float *const *b, int ldb,
+                                          float beta, float *const *c, int ldc,
+                                          int batch, void *stream) {
+  if (m <= 0 || n <= 0 || batch <= 0)
+    return RP_OK;
+  if (k <= 0)
+    return rp__err(RP_EBACKEND, "rp_cuda_gemm_batched: k = %d", k);
+  BlasDev *d = nullptr;
+  rp_status st = blas_dev_for(stream, &d);
+  if (st != RP_OK)
+    return st;
+  std::lock_guard<std::mutex> g(d->lock);
+  st = blas_bind(d, stream, "rp_cuda_gemm_batched: cublasSetStream/Workspace");
+  if (st == RP_OK)
+    st =
+        blas_check(g_api.sgemm_b(d->handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                                 &alpha, b, ldb, a, lda, &beta, c, ldc, batch),
+                   "rp_cuda_gemm_batched: cublasSgemmBatched");
   return st;
 }
 

@@ -192,6 +192,18 @@ rp_status rp_cuda_gemm_strided_batched(
     int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
     int lda, long long stride_a, const float *b, int ldb, long long stride_b,
     float beta, float *c, int ldc, long long stride_c, int batch, void *stream);
+/* rp_cuda_gemm_strided_batched with a pointer per batch entry: a[i], b[i],
+ * c[i] (tables of `batch` pointers in device memory, read when the GEMM
+ * runs, so stream-ordered writes before it are seen; one
+ * cublasSgemmBatched). k must be positive. The matrices need a float's
+ * alignment only: cuBLAS asks more of them under its fast math modes,
+ * which these handles never enable. Same handle, workspace and capture
+ * rules as rp_cuda_gemm. */
+rp_status rp_cuda_gemm_batched(int trans_a, int trans_b, int m, int n, int k,
+                               float alpha, const float *const *a, int lda,
+                               const float *const *b, int ldb, float beta,
+                               float *const *c, int ldc, int batch,
+                               void *stream);
 /* Creates the handle and workspace of physical device `device` (idempotent,
  * thread-safe). Must not be called during stream capture. rp_cuda_gemm
  * calls it itself when not capturing; during capture an uninitialized

@@ -1381,7 +1381,8 @@ Test(cli, a_bad_environment_value_is_an_error_naming_the_variable) {
       {"REPRISE_SPIN_NS", "-5"},        {"REPRISE_GPU_POLL", "often"},
       {"REPRISE_DIST_TIMEOUT_MS", "0"}, {"REPRISE_HOST_SPIN_NS", "soon"},
       {"REPRISE_GPT_ATTN", "flash"},    {"REPRISE_GPT_COLSUM", "x"},
-      {"REPRISE_CUBLAS_WS_MIB", "0"},   {"REPRISE_BACKEND", "CPU"}};
+      {"REPRISE_CUBLAS_WS_MIB", "0"},   {"REPRISE_BACKEND", "CPU"},
+      {"REPRISE_GPT_ATTN_GEMM", "fast"}};
   cli_run r;
   for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
     setenv(vars[v][0], vars[v][1], 1);

@@ -598,9 +598,22 @@ Test(gpt_kernels_gpu, gelu_matches_cpu) {
 /* ---------------------------------------------------------------------- */
 /* Attention */
 
+/* Selects the attention's path: "fused", "gemm" (the GEMM path, permute
+ * layout) or "direct" (the GEMM path addressing heads in place). */
+static void set_attn(const char *mode) {
+  setenv("REPRISE_GPT_ATTN", strcmp(mode, "fused") ? "gemm" : "fused", 1);
+  setenv("REPRISE_GPT_ATTN_GEMM", strcmp(mode, "direct") ? "permute" : "direct",
+         1);
+}
+
+static void unset_attn(void) {
+  unsetenv("REPRISE_GPT_ATTN");
+  unsetenv("REPRISE_GPT_ATTN_GEMM");
+}
+
 /* Attention forward and backward on the GPU through the path `mode`
- * (REPRISE_GPT_ATTN), against the CPU; both runs of the same inputs give
- * the same bits. Returns the GPU's outputs: qkvr, att, out, dqkv. */
+ * (set_attn), against the CPU; both runs of the same inputs give the same
+ * bits. Returns the GPU's outputs: qkvr, att, out, dqkv. */
 static void attention_gpu(const char *mode, int B, int T, int C, int NH,
                           const float *qkv, const float *dout, float *got[4],
                           void *s) {
@@ -621,7 +634,7 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
   size_t fwd = 2 * (size_t)T * (hs + 1) + 8 * ((size_t)hs + T);
   size_t bwd = 3 * (size_t)T * (hs + 1) + (size_t)T * T;
   int fused = !strcmp(mode, "fused") && fwd * 4 <= 49152 && bwd * 4 <= 49152;
-  setenv("REPRISE_GPT_ATTN", mode, 1);
+  set_attn(mode);
   for (int run = 0; run < 2; run++) {
     float **o = run ? a : got;
     /* every output rewritten, the mask's zeros included */
@@ -644,14 +657,14 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
   }
   /* the other path's backward on this path's forward (both write the same
    * qkvr and att): the CPU's dqkv */
-  setenv("REPRISE_GPT_ATTN", strcmp(mode, "fused") ? "fused" : "gemm", 1);
+  set_attn(strcmp(mode, "fused") ? "fused" : "gemm");
   RP_CHECK(rp_cuda_buf_put(d_dqkv, poison, 3 * n * 4));
   RP_CHECK(rp_cuda_gpt_attention_bwd(d_dout, d_qkvr, d_att, d_dqkv, d_datt,
                                      d_scr, B, T, C, NH, s));
   float *mixed = dgetf(d_dqkv, 3 * n, s);
   close_max(mixed, dqkv, 3 * n, REL_RED, "attention_bwd after the other path");
   free(mixed);
-  unsetenv("REPRISE_GPT_ATTN");
+  unset_attn();
   char what[4][96];
   const char *names[] = {"attention_fwd qkvr", "attention_fwd att",
                          "attention_fwd out", "attention_bwd dqkv"};
@@ -679,19 +692,23 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
     rp_cuda_buf_free(bufs[i]);
 }
 
-/* Both paths against the CPU and within the same bound of each other. */
+/* The three paths against the CPU and within the same bound of each
+ * other. */
 static void check_attention(int B, int T, int C, int NH, uint32_t seed,
                             void *s) {
   size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
   float *qkv = kr_random(3 * n, seed, -1.5f, 1.5f);
   float *dout = kr_random(n, seed + 1, -1, 1);
-  float *fused[4], *gemm[4];
+  float *fused[4], *gemm[4], *direct[4];
   attention_gpu("fused", B, T, C, NH, qkv, dout, fused, s);
   attention_gpu("gemm", B, T, C, NH, qkv, dout, gemm, s);
+  attention_gpu("direct", B, T, C, NH, qkv, dout, direct, s);
   size_t sizes[] = {3 * n, na, n, 3 * n};
   for (int i = 0; i < 4; i++) {
     close_max(fused[i], gemm[i], sizes[i], REL_RED, "attention fused vs gemm");
-    free(fused[i]), free(gemm[i]);
+    close_max(direct[i], gemm[i], sizes[i], REL_RED,
+              "attention direct vs permute");
+    free(fused[i]), free(gemm[i]), free(direct[i]);
   }
   free(qkv), free(dout);
 }
@@ -718,6 +735,9 @@ Test(gpt_kernels_gpu, attention_matches_cpu) {
   check_attention(1, 100, 32, 2, 480, s);
   check_attention(1, 8, 300, 1, 490, s);
   check_attention(64, 64, 128, 4, 500, s);
+  /* T 2 with hs 2: the direct layout's pointer tables do not fit in the
+   * scratch, so it runs the permute layout */
+  check_attention(3, 2, 6, 3, 510, s);
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
@@ -741,6 +761,21 @@ Test(gpt_kernels_gpu, unknown_attention_path_is_refused) {
               "%s", rp_error_detail());
   }
   unsetenv("REPRISE_GPT_ATTN");
+  const char *bad_layout[] = {"Direct", "strided", "0"};
+  for (uint32_t i = 0; i < KR_LEN(bad_layout); i++) {
+    setenv("REPRISE_GPT_ATTN_GEMM", bad_layout[i], 1);
+    char want[64];
+    snprintf(want, sizeof want, "REPRISE_GPT_ATTN_GEMM='%s'", bad_layout[i]);
+    cr_assert_eq(rp_cuda_gpt_attention_fwd(NULL, NULL, NULL, NULL, NULL, 2, 4,
+                                           8, 2, NULL),
+                 RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+    cr_assert_eq(rp_cuda_gpt_attention_bwd(NULL, NULL, NULL, NULL, NULL, NULL,
+                                           2, 4, 8, 2, NULL),
+                 RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  }
+  unsetenv("REPRISE_GPT_ATTN_GEMM");
 }
 
 /* Decodes positions 0..P-1 on both backends (a new qkv each step): out
@@ -1117,7 +1152,7 @@ Test(gpt_kernels_gpu, sumsq_same_bits_with_and_without_scratch) {
 /* GEMM launchers recorded into a graph (cuBLAS state created beforehand)
  * give the eager results; attention through the path `mode`. */
 static void check_capture(const char *mode) {
-  setenv("REPRISE_GPT_ATTN", mode, 1);
+  set_attn(mode);
   void *s = new_stream();
   const int B = 2, T = 9, C = 16, NH = 2;
   size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
@@ -1150,7 +1185,7 @@ static void check_capture(const char *mode) {
     o[0] = dgetf(d_qkv, 3 * n, s), o[1] = dgetf(d_out, n, s);
     o[2] = dgetf(d_dqkv, 3 * n, s);
   }
-  unsetenv("REPRISE_GPT_ATTN");
+  unset_attn();
   char what[3][64];
   const char *names[] = {"matmul_fwd", "attention_fwd", "attention_bwd"};
   size_t sizes[] = {3 * n, n, 3 * n};
@@ -1172,6 +1207,7 @@ Test(gpt_kernels_gpu, gemm_launchers_are_capture_safe) {
   RP_CHECK(rp_cuda_blas_init(0));
   check_capture("fused");
   check_capture("gemm");
+  check_capture("direct");
 }
 
 #else /* !REPRISE_HAVE_CUDA */

@@ -1410,7 +1410,8 @@ Test(misuse_api, malformed_environment_is_einval_naming_the_variable) {
       "REPRISE_NVTX",          "REPRISE_CUDA_GRAPHS",
       "REPRISE_GPU_GROUPS",    "REPRISE_GPU_POLL",
       "REPRISE_BACKEND",       "REPRISE_CUBLAS_WS_MIB",
-      "REPRISE_GPT_ATTN",      "REPRISE_GPT_COLSUM"};
+      "REPRISE_GPT_ATTN",      "REPRISE_GPT_ATTN_GEMM",
+      "REPRISE_GPT_COLSUM"};
   static const char *const bad[] = {"abc", "5s", "-1", " 1",
                                     "99999999999999999999999"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
@@ -1438,6 +1439,8 @@ Test(misuse_api, malformed_environment_is_einval_naming_the_variable) {
   RP_CHECK(create_with_env("REPRISE_CUDA_GRAPHS", "0"));
   RP_CHECK(create_with_env("REPRISE_CUBLAS_WS_MIB", "4"));
   RP_CHECK(create_with_env("REPRISE_GPT_ATTN", "gemm"));
+  RP_CHECK(create_with_env("REPRISE_GPT_ATTN_GEMM", "direct"));
+  RP_EXPECT(create_with_env("REPRISE_GPT_ATTN_GEMM", "Direct"), RP_EINVAL);
   RP_CHECK(create_with_env("REPRISE_GPT_COLSUM", "serial"));
   RP_CHECK(create_with_env("REPRISE_PIN", ""));
   RP_EXPECT(create_with_env("REPRISE_GPUS", "17"), RP_EINVAL);
