@@ -49,10 +49,14 @@ namespace {
 
 constexpr unsigned kAttnThreads = 256;
 
+/* The permutes copy E-sized pieces (float, or float4 where hs is a
+ * multiple of 4 and both pointers 16-byte aligned: launch_permute); hs
+ * counts E. */
+
 /* qkv [B, T, 3, NH, hs] -> q, k, v [B, NH, T, hs] (= qkvr). */
-__global__ void permute_qkv_k(const float *__restrict__ qkv,
-                              float *__restrict__ qkvr, int B, int T, int NH,
-                              int hs) {
+template <class E>
+__global__ void permute_qkv_k(const E *__restrict__ qkv, E *__restrict__ qkvr,
+                              int B, int T, int NH, int hs) {
   size_t per = (size_t)B * NH * T * hs, C = (size_t)NH * hs;
   for (size_t i = global_tid(); i < per; i += global_threads()) {
     size_t d = i % hs, rest = i / hs;
@@ -69,9 +73,9 @@ __global__ void permute_qkv_k(const float *__restrict__ qkv,
 /* [B, NH, T, hs] <-> [B, T, NH, hs]: to_bt = 1 copies src [B, NH, T, hs]
  * into dst [B, T, NH, hs] (the forward's unpermute), 0 the other way (its
  * backward). */
-__global__ void permute_heads_k(const float *__restrict__ src,
-                                float *__restrict__ dst, int B, int T, int NH,
-                                int hs, int to_bt) {
+template <class E>
+__global__ void permute_heads_k(const E *__restrict__ src, E *__restrict__ dst,
+                                int B, int T, int NH, int hs, int to_bt) {
   size_t n = (size_t)B * NH * T * hs;
   for (size_t i = global_tid(); i < n; i += global_threads()) {
     size_t d = i % hs, rest = i / hs;
@@ -87,8 +91,9 @@ __global__ void permute_heads_k(const float *__restrict__ src,
 }
 
 /* dq, dk, dv [B, NH, T, hs] each -> dqkv [B, T, 3, NH, hs] (=). */
-__global__ void unpermute_dqkv_k(const float *__restrict__ dqkvr,
-                                 float *__restrict__ dqkv, int B, int T, int NH,
+template <class E>
+__global__ void unpermute_dqkv_k(const E *__restrict__ dqkvr,
+                                 E *__restrict__ dqkv, int B, int T, int NH,
                                  int hs) {
   size_t per = (size_t)B * NH * T * hs, C = (size_t)NH * hs;
   for (size_t i = global_tid(); i < per; i += global_threads()) {
@@ -101,6 +106,39 @@ __global__ void unpermute_dqkv_k(const float *__restrict__ dqkvr,
     dqkv[dst + C] = dqkvr[per + i];
     dqkv[dst + 2 * C] = dqkvr[2 * per + i];
   }
+}
+
+enum class Permute { qkv, heads_to_bt, heads_from_bt, dqkv };
+
+/* One permute kernel of B NH T hs floats (times 3 for qkv and dqkv). */
+void launch_permute(Permute k, const float *src, float *dst, int B, int T,
+                    int NH, int hs, cudaStream_t s) {
+  size_t n = (size_t)B * NH * T * hs;
+  bool v4 =
+      hs % 4 == 0 &&
+      ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) &
+       15) == 0;
+  if (v4) {
+    const float4 *a = reinterpret_cast<const float4 *>(src);
+    float4 *o = reinterpret_cast<float4 *>(dst);
+    unsigned g = blocks_for(n / 4, kAttnThreads);
+    if (k == Permute::qkv)
+      permute_qkv_k<<<g, kAttnThreads, 0, s>>>(a, o, B, T, NH, hs / 4);
+    else if (k == Permute::dqkv)
+      unpermute_dqkv_k<<<g, kAttnThreads, 0, s>>>(a, o, B, T, NH, hs / 4);
+    else
+      permute_heads_k<<<g, kAttnThreads, 0, s>>>(a, o, B, T, NH, hs / 4,
+                                                 k == Permute::heads_to_bt);
+    return;
+  }
+  unsigned g = blocks_for(n, kAttnThreads);
+  if (k == Permute::qkv)
+    permute_qkv_k<<<g, kAttnThreads, 0, s>>>(src, dst, B, T, NH, hs);
+  else if (k == Permute::dqkv)
+    unpermute_dqkv_k<<<g, kAttnThreads, 0, s>>>(src, dst, B, T, NH, hs);
+  else
+    permute_heads_k<<<g, kAttnThreads, 0, s>>>(src, dst, B, T, NH, hs,
+                                               k == Permute::heads_to_bt);
 }
 
 /* The causal softmax of row t of a [T, T] block, by one warp, in place on
@@ -550,8 +588,7 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
   size_t n = (size_t)B * T * C;
   long long sq = (long long)T * hs, st2 = (long long)T * T;
   const float *q = qkvr, *k = qkvr + n, *v = qkvr + 2 * n;
-  permute_qkv_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
-      qkv, qkvr, B, T, NH, hs);
+  launch_permute(Permute::qkv, qkv, qkvr, B, T, NH, hs, s);
   st = RP_GPT_LAUNCHED(what);
   if (st == RP_OK)
     st = rp_cuda_gemm_strided_batched(0, 1, T, T, hs, 1.0f / sqrtf((float)hs),
@@ -582,8 +619,7 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
                                       sq, 0.0f, scratch, hs, sq, bh, stream);
   if (st != RP_OK)
     return st;
-  permute_heads_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
-      scratch, out, B, T, NH, hs, 1);
+  launch_permute(Permute::heads_to_bt, scratch, out, B, T, NH, hs, s);
   return RP_GPT_LAUNCHED(what);
 }
 
@@ -618,8 +654,7 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
                                 hs, s, what);
   float *dy = scratch, *dq = scratch + n, *dk = scratch + 2 * n,
         *dv = scratch + 3 * n;
-  permute_heads_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
-      dout, dy, B, T, NH, hs, 0);
+  launch_permute(Permute::heads_from_bt, dout, dy, B, T, NH, hs, s);
   st = RP_GPT_LAUNCHED(what);
   if (st == RP_OK)
     st = rp_cuda_gemm_strided_batched(0, 1, T, T, hs, 1.0f, dy, hs, sq, v, hs,
@@ -641,8 +676,7 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
                                       sq, 0.0f, dk, hs, sq, bh, stream);
   if (st != RP_OK)
     return st;
-  unpermute_dqkv_k<<<blocks_for(n, kAttnThreads), kAttnThreads, 0, s>>>(
-      dq, dqkv, B, T, NH, hs);
+  launch_permute(Permute::dqkv, dq, dqkv, B, T, NH, hs, s);
   return RP_GPT_LAUNCHED(what);
 }
 
