@@ -218,9 +218,11 @@ Test(cli, a_stdout_pipe_without_reader_is_exit_1, .timeout = 120) {
   unlink(ckpt);
   char graph[sizeof ckpt + 5];
   snprintf(graph, sizeof graph, "%s.json", ckpt);
+  char trace[sizeof ckpt + 7];
+  snprintf(trace, sizeof trace, "%s.trace", ckpt);
   RUN_CLOSED_PIPE(&r, "train", "--backend", "cpu", "--procs", "1", "--batch",
                   "32", "--hidden", "8", "--iters", "3", "--save-weights", ckpt,
-                  "--save-graph", graph);
+                  "--save-graph", graph, "--trace", trace);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert(!strstr(r.err, "writing to standard output"), "%s", r.err);
   cr_assert_eq(access(ckpt, R_OK), 0, "no checkpoint: %s", r.err);
@@ -238,7 +240,29 @@ Test(cli, a_stdout_pipe_without_reader_is_exit_1, .timeout = 120) {
   RUN_CLOSED_PIPE(&r, "dump", graph, "--schedule");
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert_eq(r.err[0], '\0', "said: %s", r.err);
+  /* the views, the summary and the comparison say it too */
+  const char *const more[][5] = {
+      {"--group", "1", "--format", "text", NULL},
+      {"--group", "2", "--format", "dot", NULL},
+      {"--focus", "fc1", "--depth", "2", NULL},
+      {"--critical-path", "--trace", trace, NULL, NULL},
+      {"--summary", "--trace", trace, NULL, NULL},
+      {"--diff", graph, NULL, NULL, NULL}};
+  for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+    RUN_TO(&r, "/dev/full", "dump", graph, more[i][0], more[i][1], more[i][2],
+           more[i][3]);
+    cr_assert_eq(r.status, strcmp(more[i][0], "--diff") ? 1 : 2, "%s: %s",
+                 more[i][0], r.err);
+    cr_assert(strstr(r.err, "reprise dump: writing the report failed: No "
+                            "space left on device"),
+              "%s: %s", more[i][0], r.err);
+    RUN_CLOSED_PIPE(&r, "dump", graph, more[i][0], more[i][1], more[i][2],
+                    more[i][3]);
+    cr_assert_neq(r.status, 0, "%s: %s", more[i][0], r.err);
+    cr_assert_eq(r.err[0], '\0', "%s: said: %s", more[i][0], r.err);
+  }
   unlink(graph);
+  unlink(trace);
 }
 
 /* A task with a workspace, read on a model of the machine: dump's

@@ -1036,6 +1036,16 @@ static int open_out(const dump_cli *c, dump_out *d) {
   return rc;
 }
 
+/* A writer of the report failed: when out is in error, says so (not for a
+ * reader gone from standard output, as close_out). RP_CLI_FAILED. */
+static int report_failed(FILE *out) {
+  int e = errno;
+  if (out && ferror(out) && !(out == stdout && rp_cli_stdout_reader_gone(e)))
+    fprintf(stderr, "reprise dump: writing the report failed: %s\n",
+            strerror(e ? e : EIO));
+  return RP_CLI_FAILED;
+}
+
 /* Commits the file when the report was written whole, else drops it;
  * flushes standard output. rc, or RP_CLI_FAILED on a write error. */
 static int close_out(const dump_cli *c, dump_out *d, int rc, int whole) {
@@ -1047,10 +1057,7 @@ static int close_out(const dump_cli *c, dump_out *d, int rc, int whole) {
   } else if (d->f && (fflush(d->f) != 0 || ferror(d->f)) && rc == RP_CLI_OK) {
     /* what is still buffered is written at the flush: check after it; a
      * reader gone (`| head`) is not said */
-    int e = errno;
-    if (d->f != stdout || !rp_cli_stdout_reader_gone(e))
-      fprintf(stderr, "reprise dump: error writing to standard output\n");
-    rc = RP_CLI_FAILED;
+    rc = report_failed(d->f);
   }
   d->o = NULL, d->f = NULL;
   return rc;
@@ -1123,7 +1130,7 @@ static int write_view(const dump_cli *c, const dm_graph *m, const dv_crit *cr,
                        .ops = ops,
                        .nops = n,
                        .depth = c->group ? c->group : 1};
-    return dv_html(m, &ho, out, stderr) ? RP_CLI_FAILED : RP_CLI_OK;
+    return dv_html(m, &ho, out, stderr) ? report_failed(out) : RP_CLI_OK;
   }
   int rc = RP_CLI_OK;
   if (c->group || c->focus || c->fmt != RP_DUMP_TEXT) {
@@ -1134,13 +1141,13 @@ static int write_view(const dump_cli *c, const dm_graph *m, const dv_crit *cr,
     describe(c, m, n, what, sizeof what);
     if (dv_build(m, &o, &v, stderr))
       return RP_CLI_FAILED;
-    rc = dv_write(m, &v, c->fmt, what, out) ? RP_CLI_FAILED : RP_CLI_OK;
+    rc = dv_write(m, &v, c->fmt, what, out) ? report_failed(out) : RP_CLI_OK;
     dv_free(&v);
   }
   if (!rc && cr && c->fmt == RP_DUMP_TEXT) {
     if (c->group || c->focus)
       fputc('\n', out);
-    rc = dv_crit_print(m, cr, cost, out) ? RP_CLI_FAILED : RP_CLI_OK;
+    rc = dv_crit_print(m, cr, cost, out) ? report_failed(out) : RP_CLI_OK;
   }
   return rc;
 }
@@ -1194,7 +1201,7 @@ static int run_summary(const dump_cli *c, const rp_graph *g, FILE *out) {
     }
   }
   int rc = dv_summary(&t, c->group ? c->group : 1, 5.0, out, stderr)
-               ? RP_CLI_FAILED
+               ? report_failed(out)
                : RP_CLI_OK;
   dv_trace_free(&t);
   return rc;
@@ -1220,9 +1227,10 @@ static int run_diff(dump_cli *c) {
     rc = RP_CLI_USAGE;
   uint32_t nd = 0;
   if (!rc)
-    rc = dv_diff(&ma, &xa, &mb, &xb, d.f, stderr, &nd) ? RP_CLI_USAGE
-         : nd                                          ? RP_CLI_FAILED
-                                                       : RP_CLI_OK;
+    rc = dv_diff(&ma, &xa, &mb, &xb, d.f, stderr, &nd)
+             ? (report_failed(d.f), RP_CLI_USAGE)
+         : nd ? RP_CLI_FAILED
+              : RP_CLI_OK;
   /* a difference is a whole report too (exit 1) */
   if (d.f && close_out(c, &d, RP_CLI_OK, rc != RP_CLI_USAGE))
     rc = RP_CLI_USAGE;
