@@ -415,6 +415,22 @@ Test(views, bad_traces_fail_with_exit_1, .init = setup, .fini = teardown) {
       {"{\"traceEvents\": [" EV("-1", "1") "]}", "traceEvents[0] is an"},
       {"{\"traceEvents\": [" EV("0", "-5") "]}",
        "traceEvents[0] is an \"X\" event whose dur is negative"},
+      /* an index of another type, or a task's op missing */
+      {"{\"traceEvents\": [" EV("\"copy\"", "1") "]}",
+       "traceEvents[0] is an \"X\" event whose args.op or args.replay is "
+       "not a whole number"},
+      {"{\"traceEvents\": [" EV("null", "1") "]}", "traceEvents[0] is an"},
+      {"{\"traceEvents\": [" EV("0, \"replay\": \"B\"", "1") "]}",
+       "whose args.op or args.replay is not a whole number"},
+      {"{\"traceEvents\": [" EV(
+           "0",
+           "1") ", {\"ph\": \"X\", \"name\": "
+                "\"a\", \"cat\": \"task\", \"tid\": 0, \"ts\": 0, \"dur\": 1, "
+                "\"ares\": {\"op\": 1}}]}",
+       "traceEvents[1] is a task or copy event without args.op"},
+      {"{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"a\", \"cat\": "
+       "\"copy\", \"tid\": 0, \"ts\": 0, \"dur\": 1}]}",
+       "traceEvents[0] is a task or copy event without args.op"},
       {"", "': not JSON: an empty file"}};
 #undef EV
   for (size_t i = 0; i < sizeof malformed / sizeof *malformed; i++) {

@@ -62,12 +62,12 @@ static int track(dv_trace *t, const cJSON *e, const char **why) {
   return 0;
 }
 
-/* An index in args: -1 when absent, -2 when not a whole number in
- * 0..2^53 (where doubles are exact). */
+/* An index in args: -1 when absent, -2 when present but not a whole
+ * number in 0..2^53 (where doubles are exact). */
 static int64_t index_item(const cJSON *args, const char *key) {
   double a;
   if (!num_item(args, key, &a))
-    return -1;
+    return cJSON_GetObjectItemCaseSensitive(args, key) ? -2 : -1;
   return a >= 0 && a <= 9007199254740992.0 && a == floor(a) ? (int64_t)a : -2;
 }
 
@@ -100,6 +100,10 @@ static int event(const cJSON *e, dv_event *d, const char **why) {
   if (d->op == -2 || d->replay == -2) {
     *why = "an \"X\" event whose args.op or args.replay is not a whole "
            "number in 0..2^53";
+    return -1;
+  }
+  if ((d->cat == DV_EV_TASK || d->cat == DV_EV_COPY) && d->op < 0) {
+    *why = "a task or copy event without args.op";
     return -1;
   }
   d->device =
