@@ -1264,13 +1264,46 @@ static rp_status prescan(const char *buf, size_t len) {
   return RP_OK;
 }
 
+/* 1 when s[0, n) is a JSON number: -? (0 | [1-9][0-9]*) (.[0-9]+)?
+ * ([eE][+-]?[0-9]+)?. cJSON reads more ("047", "47.", "1.e5"). */
+static int json_number(const char *s, size_t n) {
+  size_t k = 0, d;
+#define DIGITS() for (d = k; k < n && s[k] >= '0' && s[k] <= '9'; k++)
+  if (k < n && s[k] == '-')
+    k++;
+  if (k < n && s[k] == '0')
+    k++;
+  else if (k < n && s[k] >= '1' && s[k] <= '9')
+    DIGITS();
+  else
+    return 0;
+  if (k < n && s[k] == '.') {
+    k++;
+    DIGITS();
+    if (k == d)
+      return 0;
+  }
+  if (k < n && (s[k] == 'e' || s[k] == 'E')) {
+    k++;
+    if (k < n && (s[k] == '+' || s[k] == '-'))
+      k++;
+    DIGITS();
+    if (k == d)
+      return 0;
+  }
+#undef DIGITS
+  return k == n;
+}
+
 /* Refuses what would cut a string short or make the parse itself
  * expensive: a NUL byte, a \u0000 escape inside a string, more than
  * max_values values (every value but the first follows a '[', '{' or ','
  * outside strings; cJSON spends ~64 bytes on each), nesting deeper than
  * cJSON parses (it would call that a syntax error); and control bytes
- * between tokens, which cJSON skips as white space. *open_str: where the
- * string the text ends in opens, SIZE_MAX when it ends outside one. */
+ * between tokens, which cJSON skips as white space; and a number that is
+ * not JSON's (a number the text ends in is a cut, said by the parse).
+ * *open_str: where the string the text ends in opens, SIZE_MAX when it
+ * ends outside one. */
 static rp_status scan(const char *buf, size_t len, uint64_t max_values,
                       size_t *open_str) {
   uint64_t values = 1;
@@ -1291,6 +1324,16 @@ static rp_status scan(const char *buf, size_t len, uint64_t max_values,
         i++;
       else if (c == '"')
         in_str = 0;
+      continue;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      size_t e = i;
+      while (e < len && buf[e] && strchr("0123456789+-.eE", buf[e]))
+        e++;
+      if (e < len && !json_number(buf + i, e - i))
+        return rp__err(RP_EFORMAT, "not JSON: a malformed number at byte %zu",
+                       i);
+      i = e - 1;
       continue;
     }
     if (c == '"') {
