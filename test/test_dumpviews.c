@@ -1137,6 +1137,31 @@ Test(views, page_in_a_browser_searches_expands_highlights, .init = setup,
   free(st);
 }
 
+/* A level of more than 100 nodes (the step at --group 2: 274 nodes) is
+ * drawn as parts of at most 100 (dot took 25 to 40 s for 400 nodes, and
+ * minutes past that); every op is still found. */
+Test(views, page_draws_a_wide_level_in_parts, .init = setup, .fini = teardown) {
+  if (!html_ready())
+    return;
+  char g[512], html[512];
+  snprintf(g, sizeof g, "%s", synth(1000, 0, "s.json"));
+  snprintf(html, sizeof html, "%s", th_tmp_path("w.html"));
+  cli_run r;
+  RUN(&r, "dump", g, "--group", "2");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "view: ops grouped by 2 name components (994 ops): 274 nodes");
+  RUN(&r, "dump", g, "--format", "html", "--group", "2", "-o", html);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *st = browse(html, "search:h40.attn.qkv;expand:step part 2 of 3");
+  if (!st)
+    return;
+  HAS(st, "nodes 3\n");
+  HAS(st, "search h40.attn.qkv: found op ");
+  HAS(st, "expand step part 2 of 3: ");
+  HAS(st, "selftest done");
+  free(st);
+}
+
 Test(views, page_of_a_focus_holds_only_its_ops, .init = setup,
      .fini = teardown) {
   if (!html_ready())
