@@ -240,6 +240,11 @@ Test(cli, a_stdout_pipe_without_reader_is_exit_1, .timeout = 120) {
   RUN_CLOSED_PIPE(&r, "dump", graph, "--schedule");
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert_eq(r.err[0], '\0', "said: %s", r.err);
+  /* train --dump too */
+  RUN_CLOSED_PIPE(&r, "train", "--backend", "cpu", "--procs", "1", "--batch",
+                  "32", "--hidden", "8", "--iters", "3", "--dump=dot");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_eq(r.err[0], '\0', "said: %s", r.err);
   /* the views, the summary and the comparison say it too */
   const char *const more[][5] = {
       {"--group", "1", "--format", "text", NULL},
@@ -2125,14 +2130,17 @@ Test(cli, dump_stats_of_a_gpt_step_keeps_its_columns, .timeout = 120) {
 
 /* A loss that becomes NaN is divergence: exit 1, the reason, and neither
  * the checkpoint nor the JSON written (before this was checked, a NaN at a
- * step that read the loss passed as "no loss read"). */
+ * step that read the loss passed as "no loss read"); --timings holds the
+ * steps that ran, as the MLP's does. A --dump whose reader is gone is not
+ * said (exit 1 at the end). */
 Test(cli, train_gpt_nan_loss_is_divergence, .timeout = 120) {
   char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", dir[] = "/tmp/rp_cli_gptd_XXXXXX";
   gpt_corpus(corpus);
   cr_assert_not_null(mkdtemp(dir));
-  char ckpt[64], json[64];
+  char ckpt[64], json[64], tim[64];
   snprintf(ckpt, sizeof ckpt, "%s/w.ckpt", dir);
   snprintf(json, sizeof json, "%s/run.json", dir);
+  snprintf(tim, sizeof tim, "%s/t.json", dir);
   cli_run r;
   RUN(&r, TRAIN_GPT(corpus), "--iters", "30", "--lr", "100", "--log-every",
       "1000", "--save-weights", ckpt, "--json", json);
@@ -2142,6 +2150,23 @@ Test(cli, train_gpt_nan_loss_is_divergence, .timeout = 120) {
             "%s", r.err);
   cr_assert_neq(access(ckpt, F_OK), 0, "a checkpoint was written");
   cr_assert_neq(access(json, F_OK), 0, "a JSON file was written");
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "30", "--lr", "100", "--log-every",
+      "1000", "--timings", tim);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  static char buf[16384];
+  read_file(tim, buf, sizeof buf);
+  cr_assert(json_valid(buf), "%s", buf);
+  int rows = 0;
+  for (const char *p = buf; (p = strstr(p, "\"iteration\": ")); p++)
+    rows++;
+  cr_assert_eq(rows, 30, "%s", buf);
+  cr_assert(strstr(buf, "{\"iteration\": 29, \"mode\": \"replay\", \"ns\": "),
+            "%s", buf);
+  unlink(tim);
+  RUN_CLOSED_PIPE(&r, TRAIN_GPT(corpus), "--iters", "1", "--dump=json");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(!strstr(r.err, "--dump") && !strstr(r.err, "Broken pipe"), "%s",
+            r.err);
   rmdir(dir);
   unlink(corpus);
 }

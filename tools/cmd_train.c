@@ -1325,7 +1325,10 @@ static int record(train_state *s, rp_backend_kind asked) {
     rc = agree(s, instantiate(s, asked));
   if (rc || s->tr.rank != 0)
     return agree(s, rc);
-  if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK)
+  /* a reader gone (`| head`) is not said: exit 1 at the end, as for the
+   * report */
+  if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK &&
+      !rp_cli_stdout_reader_gone(errno))
     rc = fail("--dump", st);
   if (!rc && c->save_graph &&
       (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)

@@ -375,7 +375,10 @@ static int record(gpt_state *s) {
   }
   if (s->tr.rank != 0)
     return RP_CLI_OK;
-  if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK)
+  /* a reader gone (`| head`) is not said: exit 1 at the end, as for the
+   * report */
+  if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK &&
+      !rp_cli_stdout_reader_gone(errno))
     return gfail("--dump", st);
   if (c->save_graph && (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
     return gfail("--save-graph", st);
@@ -620,6 +623,16 @@ static int write_json(const gpt_state *s, const gpt_times *tm) {
   return rp_cli_output_commit("train", "--json", c->json, o);
 }
 
+static int write_timings(gpt_state *s, uint32_t ran);
+
+/* A run that fails or diverges still writes --timings: the rows of the
+ * steps it ran (the MLP's rule). RP_CLI_FAILED. */
+static int train_failed(gpt_state *s) {
+  if (s->tr.rank == 0)
+    write_timings(s, s->done - s->start);
+  return RP_CLI_FAILED;
+}
+
 static int train(gpt_state *s) {
   const train_cli *c = s->c;
   uint32_t n = c->iters - s->start;
@@ -640,17 +653,19 @@ static int train(gpt_state *s) {
                          .wall_ns = &s->wall,
                          .inflight = c->eager ? 1 : c->inflight};
   rp_status st = rp_gpt_train(s->m, s->ex, &s->text, &o);
-  if (st != RP_OK)
-    return gfail(c->eager ? "eager training" : "training by replay", st);
+  if (st != RP_OK) {
+    gfail(c->eager ? "eager training" : "training by replay", st);
+    return train_failed(s);
+  }
   if (s->failed)
-    return RP_CLI_FAILED;
+    return train_failed(s);
   if (s->diverged) { /* the same on every rank: the loss is all-reduced */
     if (s->tr.rank == 0)
       fprintf(stderr,
               "reprise train: training diverged at iteration %u: loss %g is "
               "not finite or above %g: try a smaller --lr (now %g)\n",
               s->done, (double)s->last_loss, s->limit, (double)c->lr);
-    return RP_CLI_FAILED;
+    return train_failed(s);
   }
   if (c->trace && s->ex && s->tr.rank == 0) {
     if ((st = rp_exec_trace_write(s->ex, c->trace)) != RP_OK)
@@ -724,10 +739,11 @@ static int write_timings(gpt_state *s, uint32_t ran) {
   FILE *f = rp_output_file(o);
   fprintf(f, "{\"format\": \"reprise-timings\", \"version\": 1, "
              "\"iterations\": [");
-  for (uint32_t i = 0; i < ran; i++)
-    fprintf(f, "%s\n  {\"iteration\": %u, \"mode\": \"%s\", \"ns\": %llu}",
-            i ? "," : "", s->start + i, c->eager ? "eager" : "replay",
-            (unsigned long long)s->ns[i]);
+  for (uint32_t i = 0, k = 0; i < ran; i++)
+    if (s->ns[i]) /* a step that ran (one in flight when a run failed: 0) */
+      fprintf(f, "%s\n  {\"iteration\": %u, \"mode\": \"%s\", \"ns\": %llu}",
+              k++ ? "," : "", s->start + i, c->eager ? "eager" : "replay",
+              (unsigned long long)s->ns[i]);
   fprintf(f, "\n]}\n");
   return rp_cli_output_commit("train", "--timings", c->timings, o);
 }
