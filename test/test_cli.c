@@ -1104,6 +1104,15 @@ Test(cli, train_load_weights_refuses_corrupt_and_mismatched_files,
   load_fails(good, 1, "the file holds an MLP 2-8-3, this model is 2-16-3",
              "16");
   load_fails(good, 2, "has done 30 steps already", "8");
+  /* another architecture is said first and alone: not the steps (here
+   * too few) nor the options that differ (here --lr) */
+  RUN(&r, "train", "--backend", "cpu", "--iters", "30", "--batch", "64",
+      "--hidden", "16", "--samples", "512", "--lr", "0.5", "--load-weights",
+      good);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "the file holds an MLP 2-8-3, this model is 2-16-3"),
+            "%s", r.err);
+  cr_assert(!strstr(r.err, "note:") && !strstr(r.err, "already"), "%s", r.err);
   /* the container catches a torn or changed file first */
   put_file(bad, buf, n - 9);
   load_fails(bad, 1,
@@ -2013,6 +2022,13 @@ Test(cli, train_gpt_trains_reports_and_resumes, .timeout = 300) {
       ckpt);
   cr_assert_eq(r.status, 1, "another width: %s", r.err);
   cr_assert(strstr(r.err, "width"), "%s", r.err);
+  /* another architecture is said first and alone: not the steps (here
+   * too few) nor the options that differ (here --lr) */
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "20", "--layers", "2", "--lr", "0.01",
+      "--load-weights", ckpt);
+  cr_assert_eq(r.status, 1, "another depth: %s", r.err);
+  cr_assert(strstr(r.err, "the file holds a GPT of 1 layers"), "%s", r.err);
+  cr_assert(!strstr(r.err, "note:") && !strstr(r.err, "already"), "%s", r.err);
   /* each model refuses the other's checkpoint by the container's kind */
   char mlp[] = "/tmp/rp_cli_gpt_XXXXXX";
   tmp_file(mlp);

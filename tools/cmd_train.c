@@ -1174,6 +1174,12 @@ static int load_ckpt(train_state *s) {
     return RP_CLI_FAILED;
   }
   const rp_mlp_ckpt_info *f = &s->ckpt.info;
+  /* another architecture first: nothing else about the file matters */
+  if (rp_mlp_ckpt_fits(&s->ckpt, &c->mc, &s->data) != RP_OK) {
+    fprintf(stderr, "%s: --load-weights %s: %s\n", who(), c->load_weights,
+            rp_error_detail());
+    return RP_CLI_FAILED;
+  }
   if (c->iters <= f->step)
     return rp_cli_usage_error("train",
                               "--iters %u: %s has done %u step%s "

@@ -199,6 +199,18 @@ static int check_ckpt(gpt_state *s) {
             rp_train_who(), c->load_weights, k->vocab, c->text, s->text.vocab);
     return RP_CLI_FAILED;
   }
+  /* another architecture first: nothing else about the file matters */
+  rp_gpt_config g = {.layers = c->layers,
+                     .heads = c->heads,
+                     .width = c->width,
+                     .context = c->context,
+                     .vocab = s->text.vocab};
+  if (rp_gpt_ckpt_fits(k, &g) != RP_OK) {
+    if (s->tr.rank == 0)
+      fprintf(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
+              c->load_weights, rp_error_detail());
+    return RP_CLI_FAILED;
+  }
   if (c->stop <= k->step && s->tr.rank != 0) /* --dist: rank 0 says it */
     return RP_CLI_USAGE;
   if (c->stop <= k->step)

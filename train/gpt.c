@@ -2992,10 +2992,9 @@ void rp_gpt_ckpt_free(rp_gpt_ckpt *c) {
   memset(c, 0, sizeof *c);
 }
 
-rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
-  if (!m || !c || !c->data)
-    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_apply: NULL argument");
-  const rp_gpt_config *g = &m->cfg;
+rp_status rp_gpt_ckpt_fits(const rp_gpt_ckpt *c, const rp_gpt_config *g) {
+  if (!c || !g)
+    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_fits: NULL argument");
   if (c->layers != g->layers || c->heads != g->heads || c->width != g->width ||
       c->context != g->context || c->vocab != g->vocab)
     return rp_error_set(RP_ESHAPE,
@@ -3004,6 +3003,15 @@ rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
                         "%u, %u, %u, %u",
                         c->layers, c->heads, c->width, c->context, c->vocab,
                         g->layers, g->heads, g->width, g->context, g->vocab);
+  return RP_OK;
+}
+
+rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
+  if (!m || !c || !c->data)
+    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_apply: NULL argument");
+  rp_status fit = rp_gpt_ckpt_fits(c, &m->cfg);
+  if (fit)
+    return fit;
   if (c->ndata != 3 * rp_gpt_param_count(m))
     return rp_error_set(RP_ESHAPE,
                         "rp_gpt_ckpt_apply: %zu values, this model takes %zu "

@@ -468,6 +468,9 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
  * nothing is allocated on error. */
 rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out);
 void rp_gpt_ckpt_free(rp_gpt_ckpt *c);
+/* RP_ESHAPE when c holds another architecture than g (layers, heads,
+ * width, context, vocabulary), the detail naming both; else RP_OK. */
+rp_status rp_gpt_ckpt_fits(const rp_gpt_ckpt *c, const rp_gpt_config *g);
 /* RP_ESHAPE when the file holds another architecture. */
 rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c);
 

@@ -1520,6 +1520,33 @@ void rp_mlp_ckpt_free(rp_mlp_ckpt *c) {
   memset(c, 0, sizeof *c);
 }
 
+/* c against the widths w[0..nl] (features, hidden..., classes). */
+static rp_status ckpt_widths_fit(const rp_mlp_ckpt *c, const uint32_t *w,
+                                 uint32_t nl) {
+  int same = c->layers == nl;
+  for (uint32_t i = 0; same && i <= nl; i++)
+    same = c->widths[i] == w[i];
+  char a[160], b[160];
+  if (!same)
+    return rp_error_set(RP_ESHAPE, "the file holds an MLP %s, this model is %s",
+                        widths_str(c->widths, c->layers, a, sizeof a),
+                        widths_str(w, nl, b, sizeof b));
+  return RP_OK;
+}
+
+rp_status rp_mlp_ckpt_fits(const rp_mlp_ckpt *c, const rp_mlp_config *cfg,
+                           const rp_dataset *data) {
+  if (!c || !cfg || !data || cfg->nhidden > RP_MLP_MAX_HIDDEN)
+    return rp_error_set(RP_EINVAL, "rp_mlp_ckpt_fits: NULL argument or "
+                                   "more than RP_MLP_MAX_HIDDEN layers");
+  uint32_t w[MAXL + 1];
+  w[0] = data->features;
+  for (uint32_t l = 0; l < cfg->nhidden; l++)
+    w[l + 1] = cfg->hidden[l];
+  w[cfg->nhidden + 1] = data->classes;
+  return ckpt_widths_fit(c, w, cfg->nhidden + 1);
+}
+
 rp_status rp_mlp_ckpt_apply(rp_mlp *m, const rp_mlp_ckpt *c) {
   if (!m || !c || !c->params)
     return rp_error_set(RP_EINVAL, "rp_mlp_ckpt_apply: NULL argument");
@@ -1527,13 +1554,6 @@ rp_status rp_mlp_ckpt_apply(rp_mlp *m, const rp_mlp_ckpt *c) {
   w[0] = m->features;
   for (uint32_t l = 0; l < m->nl; l++)
     w[l + 1] = m->layers[l].out;
-  int same = c->layers == m->nl;
-  for (uint32_t i = 0; same && i <= m->nl; i++)
-    same = c->widths[i] == w[i];
-  char a[160], b[160];
-  if (!same)
-    return rp_error_set(RP_ESHAPE, "the file holds an MLP %s, this model is %s",
-                        widths_str(c->widths, c->layers, a, sizeof a),
-                        widths_str(w, m->nl, b, sizeof b));
-  return ckpt_move(m, c->params, 1);
+  rp_status st = ckpt_widths_fit(c, w, m->nl);
+  return st ? st : ckpt_move(m, c->params, 1);
 }

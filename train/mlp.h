@@ -269,6 +269,11 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
  * RP_EVERSION, RP_ECHECKSUM (corrupt), and those of reading a file. */
 rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out);
 void rp_mlp_ckpt_free(rp_mlp_ckpt *c);
+/* RP_ESHAPE, naming both shapes, when c holds another architecture than
+ * the model cfg would build on data (features, cfg's hidden widths,
+ * classes); else RP_OK. */
+rp_status rp_mlp_ckpt_fits(const rp_mlp_ckpt *c, const rp_mlp_config *cfg,
+                           const rp_dataset *data);
 /* Writes a checkpoint's weights, biases and momentum into m: RP_ESHAPE,
  * naming both shapes, when the file holds another architecture. */
 rp_status rp_mlp_ckpt_apply(rp_mlp *m, const rp_mlp_ckpt *c);
