@@ -491,6 +491,14 @@ Test(cli, bench_rejects_bad_option_values_with_exit_2) {
       {{"--gpu", "--sizes", "100"}, "--sizes does not apply"},
       {{"--hop", "--workers", "1"},
        "--hop times a hand-off between two workers: 1 worker"},
+      {{"--hop", "--reps", "3"},
+       "--hop alone times one hand-off: --reps applies to the DAG "
+       "workloads"},
+      {{"--hop", "--sizes", "10,20"}, "--sizes applies to the DAG workloads"},
+      {{"--dist", "--mode", "eager"},
+       "--dist times its step replayed and eager and all-reduces of fixed "
+       "sizes: --mode does not apply to it"},
+      {{"--dist", "--sizes", "10"}, "--sizes does not apply"},
       {{"--workload", "chain", "--sizes", "10,20", "--plot", "x.svg", "--json"},
        NULL},
       {{"--workload", "chain", "--plot", "x.svg"},

@@ -308,6 +308,20 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                                 "backend: %s does not apply to it",
                                 dag);
   }
+  /* --dist times the MLP step both ways (--reps of them) and fixed
+   * all-reduce sizes; --hop alone its own sample counts: what they would
+   * ignore is refused */
+  if (c->dist && (c->mode_given || c->o.nsizes))
+    return rp_cli_usage_error("bench",
+                              "--dist times its step replayed and eager and "
+                              "all-reduces of fixed sizes: %s does not apply "
+                              "to it",
+                              c->mode_given ? "--mode" : "--sizes");
+  if (c->o.hop && !c->workloads_given && (c->reps_given || c->o.nsizes))
+    return rp_cli_usage_error("bench",
+                              "--hop alone times one hand-off: %s applies "
+                              "to the DAG workloads (add --workload)",
+                              c->reps_given ? "--reps" : "--sizes");
   if (c->o.hop && c->o.workers < 2)
     return rp_cli_usage_error("bench",
                               "--hop times a hand-off between two workers: "
