@@ -438,7 +438,13 @@ rp_status gemm_layout(GemmLayout *layout, const char *what) {
 }
 
 /* Pointer tables for rp_cuda_gemm_batched: entry i (head i = b NH + h) of
- * table j is base[j] + b sb[j] + h sh[j]. */
+ * table j is base[j] + b sb[j] + h sh[j]. Table j starts at entry j
+ * table_stride(bh): an even count, so every table is 16-byte aligned
+ * (cuBLAS has asked that of pointer arrays). */
+inline size_t table_stride(int bh) {
+  return ((size_t)bh + 1) & ~(size_t)1;
+}
+
 constexpr int kMaxTables = 9;
 struct HeadTables {
   const float *base[kMaxTables];
@@ -450,25 +456,27 @@ struct HeadTables {
   }
 };
 
-__global__ void head_tables_k(HeadTables t, float **tab, int bh, int NH) {
+__global__ void head_tables_k(HeadTables t, float **tab, int bh, int NH,
+                              size_t stride) {
   size_t total = (size_t)t.n * (size_t)bh;
   for (size_t x = global_tid(); x < total; x += global_threads()) {
     size_t j = x / (size_t)bh, i = x % (size_t)bh;
-    tab[x] = const_cast<float *>(t.base[j]) + (long long)(i / NH) * t.sb[j] +
-             (long long)(i % NH) * t.sh[j];
+    tab[j * stride + i] = const_cast<float *>(t.base[j]) +
+                          (long long)(i / NH) * t.sb[j] +
+                          (long long)(i % NH) * t.sh[j];
   }
 }
 
-/* The tables' place: scratch rounded up to a pointer's alignment, when
- * `tables` tables of bh pointers fit in its `floats` floats (nullptr
- * otherwise: the shape takes the permute layout; a choice by the shape
- * alone, so eager and replay agree). */
+/* The tables' place: scratch rounded up to 16 bytes, when `tables` tables
+ * fit in its `floats` floats (nullptr otherwise: the shape takes the
+ * permute layout; a choice by the shape alone, so eager and replay
+ * agree). */
 float **tables_in(float *scratch, size_t floats, int tables, int bh) {
-  size_t need = (size_t)tables * (size_t)bh * sizeof(float *) + sizeof(float);
+  size_t need = (size_t)tables * table_stride(bh) * sizeof(float *) + 12;
   if (floats * sizeof(float) < need)
     return nullptr;
   uintptr_t a = reinterpret_cast<uintptr_t>(scratch);
-  a = (a + alignof(float *) - 1) & ~(uintptr_t)(alignof(float *) - 1);
+  a = (a + 15) & ~(uintptr_t)15;
   return reinterpret_cast<float **>(a);
 }
 
@@ -478,7 +486,7 @@ rp_status head_tables(const HeadTables &t, float **tab, int bh, int NH,
                       cudaStream_t s, const char *what) {
   size_t total = (size_t)t.n * (size_t)bh;
   head_tables_k<<<blocks_for(total, kAttnThreads), kAttnThreads, 0, s>>>(
-      t, tab, bh, NH);
+      t, tab, bh, NH, table_stride(bh));
   return RP_GPT_LAUNCHED(what);
 }
 
@@ -534,8 +542,9 @@ rp_status attention_bwd_direct(const float *dout, const float *q,
   const int gq = t.add(dqkv, t3c, hs), gk = t.add(dqkv + C, t3c, hs);
   const int gv = t.add(dqkv + 2 * C, t3c, hs);
   rp_status st = head_tables(t, tab, bh, NH, s, what);
-  auto in = [&](int j) -> const float *const * { return tab + (size_t)j * bh; };
-  auto outp = [&](int j) -> float *const * { return tab + (size_t)j * bh; };
+  const size_t ts = table_stride(bh);
+  auto in = [&](int j) -> const float *const * { return tab + j * ts; };
+  auto outp = [&](int j) -> float *const * { return tab + j * ts; };
   /* datt = dy v^T; dv = att^T dy */
   if (st == RP_OK)
     st = rp_cuda_gemm_batched(0, 1, T, T, hs, 1.0f, in(ty), C, in(tv), hs, 0.0f,
@@ -604,13 +613,14 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
       layout == GemmLayout::direct ? tables_in(scratch, n, 3, bh) : nullptr;
   if (st == RP_OK && tab) { /* y = att v straight into out [B, T, C] */
     HeadTables t{};
+    const size_t ts = table_stride(bh);
     int ta = t.add(att, (long long)NH * T * T, st2);
     int tv = t.add(v, (long long)NH * sq, sq);
     int to = t.add(out, (long long)T * C, hs);
     st = head_tables(t, tab, bh, NH, s, what);
     if (st == RP_OK)
-      st = rp_cuda_gemm_batched(0, 0, T, hs, T, 1.0f, tab + ta * bh, T,
-                                tab + tv * bh, hs, 0.0f, tab + to * bh, C, bh,
+      st = rp_cuda_gemm_batched(0, 0, T, hs, T, 1.0f, tab + ta * ts, T,
+                                tab + tv * ts, hs, 0.0f, tab + to * ts, C, bh,
                                 stream);
     return st;
   }

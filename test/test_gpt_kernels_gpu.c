@@ -553,18 +553,32 @@ Test(gpt_kernels_gpu, gelu_matches_cpu) {
   same_bits(g[1], a[1], n, "bias_gelu_fwd out");
   for (int i = 0; i < 2; i++)
     free(g[i]), free(a[i]);
-  /* 299 columns from the second float: rows not 16-byte aligned (the
-   * scalar loop), against the CPU */
+  /* rows of 296 columns from the second float: no pointer 16-byte
+   * aligned, then only out's (the scalar loop both times): the bits of the
+   * float4 loop on the same values at aligned addresses, and the CPU's
+   * within the bound */
+  const int c4 = cols - 4;
+  size_t n4 = (size_t)rows * c4;
+  float *pa = dput(pre0 + 1, n4 * 4), *ba = dput(bias + 1, c4 * 4);
+  float *oa = dput(NULL, n4 * 4);
+  RP_CHECK(rp_cuda_gpt_bias_gelu_fwd(pa, ba, oa, rows, c4, s));
+  float *want_p = dgetf(pa, n4, s), *want_o = dgetf(oa, n4, s);
   float *pre9 = fdup(pre0, n), *out9 = kr_alloc(n);
-  rp_cpu_gpt_bias_gelu_fwd(pre9 + 1, bias + 1, out9 + 1, rows, cols - 1);
+  rp_cpu_gpt_bias_gelu_fwd(pre9 + 1, bias + 1, out9 + 1, rows, c4);
+  kr_close_f(want_o, out9 + 1, n4, REL_ELEM, 1.0, 0, "float4 out, 296 cols");
   RP_CHECK(rp_cuda_buf_put(dpre_, pre0, n * 4));
-  RP_CHECK(rp_cuda_gpt_bias_gelu_fwd(dpre_ + 1, dbias + 1, dout + 1, rows,
-                                     cols - 1, s));
-  size_t n9 = (size_t)rows * (cols - 1);
+  RP_CHECK(
+      rp_cuda_gpt_bias_gelu_fwd(dpre_ + 1, dbias + 1, dout + 1, rows, c4, s));
   g[0] = dgetf(dpre_, n, s), g[1] = dgetf(dout, n, s);
-  kr_close_f(g[0] + 1, pre9 + 1, n9, REL_ELEM, 1.0, 0, "unaligned pre");
-  kr_close_f(g[1] + 1, out9 + 1, n9, REL_ELEM, 1.0, 0, "unaligned out");
-  free(g[0]), free(g[1]), free(pre9), free(out9);
+  same_bits(want_p, g[0] + 1, n4, "bias_gelu_fwd pre, unaligned");
+  same_bits(want_o, g[1] + 1, n4, "bias_gelu_fwd out, unaligned");
+  free(g[0]), free(g[1]);
+  RP_CHECK(rp_cuda_buf_put(pa, pre0 + 1, n4 * 4));
+  RP_CHECK(rp_cuda_gpt_bias_gelu_fwd(pa, ba, dout + 1, rows, c4, s));
+  g[1] = dgetf(dout, n, s);
+  same_bits(want_o, g[1] + 1, n4, "bias_gelu_fwd out alone unaligned");
+  free(g[1]), free(want_p), free(want_o), free(pre9), free(out9);
+  rp_cuda_buf_free(pa), rp_cuda_buf_free(ba), rp_cuda_buf_free(oa);
 
   /* backward, also in place (dpre is dout's buffer) */
   const int64_t m = 2101;
@@ -578,10 +592,15 @@ Test(gpt_kernels_gpu, gelu_matches_cpu) {
   kr_close_f(g1, dx, m, REL_ELEM, 1.0, 0, "gelu_bwd");
   /* one float in: no pointer 16-byte aligned (the scalar loop), the same
    * bits as the float4 one */
-  float *d_dx1 = dput(NULL, m * 4);
+  float *d_dx1 = dput(NULL, (m + 1) * 4);
   RP_CHECK(rp_cuda_gpt_gelu_bwd(d_x + 1, d_dy + 1, d_dx1 + 1, m - 1, s));
   float *g3 = dgetf(d_dx1, m, s);
   same_bits(g1 + 1, g3 + 1, m - 1, "gelu_bwd unaligned");
+  free(g3);
+  /* only dpre unaligned */
+  RP_CHECK(rp_cuda_gpt_gelu_bwd(d_x, d_dy, d_dx1 + 1, m, s));
+  g3 = dgetf(d_dx1, m + 1, s);
+  same_bits(g1, g3 + 1, m, "gelu_bwd, dpre alone unaligned");
   RP_CHECK(rp_cuda_gpt_gelu_bwd(d_x, d_dy, d_dy, m, s)); /* in place */
   float *g2 = dgetf(d_dy, m, s);
   same_bits(g1, g2, m, "gelu_bwd in place");
@@ -625,8 +644,11 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
   float *d_qkv = dput(qkv, 3 * n * 4), *d_qkvr = dput(NULL, 3 * n * 4);
   float *d_att = dput(NULL, na * 4), *d_out = dput(NULL, n * 4);
   float *d_scr = dput(NULL, 4 * n * 4), *d_dout = dput(dout, n * 4);
+  /* the forward's scratch: its n floats, then a guard no path may touch */
+  float *d_sf = dput(NULL, (n + 64) * 4);
   float *d_dqkv = dput(NULL, 3 * n * 4), *d_datt = dput(NULL, na * 4);
-  float *poison = kr_random(3 * n > na ? 3 * n : na, 430, 5, 6);
+  size_t np = 3 * n > na ? 3 * n : na;
+  float *poison = kr_random(np > n + 64 ? np : n + 64, 430, 5, 6);
   float *a[4];
   /* the fused kernels run where both fit in 48 KiB of shared memory
    * (kernels/attention.cu); the GEMM path writes datt, they do not */
@@ -643,8 +665,13 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
     RP_CHECK(rp_cuda_buf_put(d_out, poison, n * 4));
     RP_CHECK(rp_cuda_buf_put(d_dqkv, poison, 3 * n * 4));
     RP_CHECK(rp_cuda_buf_put(d_datt, poison, na * 4));
-    RP_CHECK(rp_cuda_gpt_attention_fwd(d_qkv, d_qkvr, d_att, d_out, d_scr, B, T,
+    RP_CHECK(rp_cuda_buf_put(d_sf, poison, (n + 64) * 4));
+    RP_CHECK(rp_cuda_gpt_attention_fwd(d_qkv, d_qkvr, d_att, d_out, d_sf, B, T,
                                        C, NH, s));
+    float *guard = dgetf(d_sf + n, 64, s);
+    cr_assert(!memcmp(guard, poison + n, 64 * 4),
+              "%s: the forward wrote past its scratch", mode);
+    free(guard);
     RP_CHECK(rp_cuda_gpt_attention_bwd(d_dout, d_qkvr, d_att, d_dqkv, d_datt,
                                        d_scr, B, T, C, NH, s));
     o[0] = dgetf(d_qkvr, 3 * n, s), o[1] = dgetf(d_att, na, s);
@@ -687,7 +714,8 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
   }
   free(qkvr), free(att), free(out), free(scr), free(dqkv), free(datt);
   free(poison);
-  void *bufs[] = {d_qkv, d_qkvr, d_att, d_out, d_scr, d_dout, d_dqkv, d_datt};
+  void *bufs[] = {d_qkv,  d_qkvr, d_att,  d_out, d_scr,
+                  d_dout, d_dqkv, d_datt, d_sf};
   for (size_t i = 0; i < KR_LEN(bufs); i++)
     rp_cuda_buf_free(bufs[i]);
 }
@@ -736,8 +764,16 @@ Test(gpt_kernels_gpu, attention_matches_cpu) {
   check_attention(1, 8, 300, 1, 490, s);
   check_attention(64, 64, 128, 4, 500, s);
   /* T 2 with hs 2: the direct layout's pointer tables do not fit in the
-   * scratch, so it runs the permute layout */
+   * scratch, so it runs the permute layout; T 3 with hs 2: they fit the
+   * backward's scratch, not the forward's (permute forward, direct
+   * backward) */
   check_attention(3, 2, 6, 3, 510, s);
+  check_attention(2, 3, 6, 3, 520, s);
+  /* hs 5 and 6: heads and rows only 4 or 8 bytes aligned in the direct
+   * layout; B NH 3: an odd table length (tables padded to 16 bytes) */
+  check_attention(2, 7, 15, 3, 530, s);
+  check_attention(2, 9, 18, 3, 540, s);
+  check_attention(1, 7, 15, 3, 550, s);
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
