@@ -1295,6 +1295,15 @@ static int json_number(const char *s, size_t n) {
   return k == n;
 }
 
+/* 1 when a JSON value may start at buf[i] (outside strings): after '[',
+ * ',' or ':' or at the start, white space aside. Elsewhere ("graph-seg"
+ * in a file that is not JSON) the parse says what is wrong. */
+static int value_starts(const char *buf, size_t i) {
+  while (i && strchr(" \t\n\r", buf[i - 1]))
+    i--;
+  return !i || buf[i - 1] == '[' || buf[i - 1] == ',' || buf[i - 1] == ':';
+}
+
 /* Refuses what would cut a string short or make the parse itself
  * expensive: a NUL byte, a \u0000 escape inside a string, more than
  * max_values values (every value but the first follows a '[', '{' or ','
@@ -1326,7 +1335,7 @@ static rp_status scan(const char *buf, size_t len, uint64_t max_values,
         in_str = 0;
       continue;
     }
-    if (c == '-' || (c >= '0' && c <= '9')) {
+    if ((c == '-' || (c >= '0' && c <= '9')) && value_starts(buf, i)) {
       size_t e = i;
       while (e < len && buf[e] && strchr("0123456789+-.eE", buf[e]))
         e++;

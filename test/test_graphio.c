@@ -731,6 +731,14 @@ Test(graphio_corrupt, malformed_numbers_are_syntax_errors) {
     free(t);
     th_destroy(e.rt);
   }
+  /* a '-' or digit where no value starts is the parse's syntax error, at
+   * its own byte (not "a malformed number" inside a file that is not
+   * JSON) */
+  env e = env_make();
+  LOAD_EXPECT(load_text(&e, "<svg class=\"graph-segment\" x=\"1\">"),
+              RP_EFORMAT);
+  cr_assert(strstr(why(), "not JSON: syntax error at byte 0"), "%s", why());
+  th_destroy(e.rt);
   /* JSON's own forms still load */
   expect_edit("\"cost_ns\": 0", "\"cost_ns\": 0e0", RP_OK);
   expect_edit("\"cost_ns\": 0", "\"cost_ns\": 1.0E+3", RP_OK);
