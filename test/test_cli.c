@@ -1684,8 +1684,9 @@ Test(cli, dump_o_dash_writes_to_standard_output) {
   unlink(graph);
 }
 
-/* A failing gnuplot (one that writes half a picture, then exits 1) keeps
- * the previous picture: the output is replaced only by a whole one. */
+/* A failing gnuplot (one that writes half a picture, then exits 1 or 0)
+ * keeps the previous picture: the output is replaced only by a whole
+ * one. */
 Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
 #ifndef REPRISE_HAVE_CJSON
   cr_skip_test("plot reads JSON with cJSON");
@@ -1717,6 +1718,27 @@ Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
   read_file(svg, buf, sizeof buf);
   cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
                    "the previous picture was lost");
+  /* a gnuplot whose writes fail exits 0 with a cut picture (a full
+   * disk): that is no picture either; REPRISE_GNUPLOT may name a program
+   * on PATH */
+  f = fopen(gp, "w");
+  cr_assert_not_null(f);
+  fputs("#!/bin/sh\ncat >/dev/null\necho '<svg>half a pict'\nexit 0\n", f);
+  fclose(f);
+  const char *path0 = getenv("PATH");
+  char *saved = strdup(path0 ? path0 : "/usr/bin:/bin"), path[4096];
+  snprintf(path, sizeof path, "%s:%s", dir, saved);
+  setenv("PATH", path, 1);
+  setenv("REPRISE_GNUPLOT", "gnuplot", 1);
+  RUN(&r, "plot", "--train", tim, "-o", svg);
+  unsetenv("REPRISE_GNUPLOT");
+  setenv("PATH", saved, 1);
+  free(saved);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "gnuplot's picture is cut short"), "%s", r.err);
+  read_file(svg, buf, sizeof buf);
+  cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
+                   "the previous picture was lost to a cut one");
   unlink(tim), unlink(svg), unlink(gp);
   cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
 }
@@ -2511,8 +2533,8 @@ Test(cli, real_options_refuse_blanks_around_the_number) {
 }
 
 /* An empty file name is a usage error naming the option, for every file
- * option of train and generate, inputs as outputs (it was "cannot open",
- * exit 1, for the inputs). */
+ * option of train, generate, dump, plot and bench, inputs as outputs (it
+ * was "cannot open", exit 1, for the inputs). */
 Test(cli, empty_file_names_are_usage_errors_naming_the_option) {
   static const char *cases[][6] = {
       {"train", "--data", ""},
@@ -2527,6 +2549,10 @@ Test(cli, empty_file_names_are_usage_errors_naming_the_option) {
       {"dump", "--trace", "", "--summary"},
       {"plot", "--train", "", "-o", "x.svg"},
       {"plot", "--bench", "", "-o", "x.svg"},
+      {"plot", "--train", "t.json", "--output", ""},
+#ifdef REPRISE_HAVE_BENCH
+      {"bench", "--quick", "--plot", ""},
+#endif
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *argv[8];

@@ -1470,10 +1470,18 @@ Test(plot, without_gnuplot_or_with_bad_input_says_why) {
   RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("x.svg"));
   unsetenv("REPRISE_GNUPLOT");
 #ifdef REPRISE_HAVE_CJSON
-  cr_assert_eq(r.status, 1);
+  /* a variable naming no program is a bad value: exit 2 (a directory
+   * too, which access(X_OK) would pass) */
+  cr_assert_eq(r.status, 2, "%s", r.err);
   cr_assert(strstr(r.err, "REPRISE_GNUPLOT=/nonexistent/gnuplot is not an "
                           "executable program"),
             "%s", r.err);
+  setenv("REPRISE_GNUPLOT", "/tmp", 1);
+  RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("x.svg"));
+  unsetenv("REPRISE_GNUPLOT");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "REPRISE_GNUPLOT=/tmp is not an executable"), "%s",
+            r.err);
   RUN(&r, "plot", "--train", bad, "-o", th_tmp_path("x.svg"));
   cr_assert_eq(r.status, 1);
   cr_assert(strstr(r.err, "not a timings file"), "%s", r.err);
@@ -1733,6 +1741,34 @@ Test(plot, long_names_sharing_a_prefix_are_different_series) {
 }
 
 /* --bench's errors name the file, as --train's do. */
+/* replay, eager and static rows of one workload: one colour, three line
+ * and point styles (static drew as eager did). */
+Test(plot, bench_modes_draw_in_their_own_styles) {
+  make_tmpdir();
+  char rows[512];
+  snprintf(rows, sizeof rows, "%s", th_tmp_path("rows.json"));
+  const char *script = fake_gnuplot();
+  write_text(rows, "[{\"workload\": \"chain\", \"mode\": \"replay\", "
+                   "\"nodes\": 10, \"ns_per_task_median\": 5},"
+                   "{\"workload\": \"chain\", \"mode\": \"eager\", "
+                   "\"nodes\": 10, \"ns_per_task_median\": 9},"
+                   "{\"workload\": \"chain\", \"mode\": \"static\", "
+                   "\"nodes\": 10, \"ns_per_task_median\": 4}]");
+  cli_run r;
+  RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("b.svg"));
+  unsetenv("REPRISE_GNUPLOT");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *sc = th_read_all(script, NULL);
+  cr_assert(strstr(sc, "$s0 using 1:2 with linespoints lw 2 pt 7 dt 1"), "%s",
+            sc);
+  cr_assert(strstr(sc, "$s1 using 1:2 with linespoints lw 2 pt 8 dt 2"), "%s",
+            sc);
+  cr_assert(strstr(sc, "$s2 using 1:2 with linespoints lw 2 pt 9 dt 3"), "%s",
+            sc);
+  free(sc);
+  th_tmpdir_remove();
+}
+
 Test(plot, bench_errors_name_the_file) {
   make_tmpdir();
   char rows[512], want[600];
@@ -1740,9 +1776,28 @@ Test(plot, bench_errors_name_the_file) {
   fake_gnuplot();
   static const char *const bad[][2] = {
       {"{\"rows\": []}", "not bench rows (want the JSON array"},
-      {"[{\"workload\": \"a\"}]", "nothing to plot: no DAG workload rows"},
+      {"[{\"case\": \"hop_spin\"}]", "nothing to plot: no DAG workload rows"},
       {"{\"format\": \"reprise-timings\"}",
-       "a train timings file, not bench rows"}};
+       "a train timings file, not bench rows"},
+      /* a workload row that cannot be drawn is refused, not dropped */
+      {"[{\"workload\": \"a\"}]", "row 0: \"mode\" is not a non-empty string"},
+      {"[{\"workload\": \"a\", \"mode\": \"replay\", \"nodes\": 10, "
+       "\"ns_per_task_median\": 5}, {\"workload\": \"a\", \"mode\": "
+       "\"replay\", \"nodes\": 20, \"ns_per_task_median\": 1e999}]",
+       "row 1: \"ns_per_task_median\" is not a finite number above 0"},
+      {"[{\"workload\": \"a\", \"mode\": \"eager\", \"nodes\": 0, "
+       "\"ns_per_task_median\": 5}]",
+       "row 0: \"nodes\" is not a finite number >= 1"},
+      {"[{\"workload\": \"\", \"mode\": \"eager\", \"nodes\": 5, "
+       "\"ns_per_task_median\": 5}]",
+       "row 0: \"workload\" is not a non-empty string"},
+      {"[{\"workload\": \"a\", \"mode\": \"eager\", \"nodes\": 5, "
+       "\"ns_per_task_median\": \"5\"}]",
+       "row 0: \"ns_per_task_median\" is not a finite number above 0"},
+      {"[{\"workload\": \"chain\", \"workload\": \"x\", \"mode\": "
+       "\"eager\", \"nodes\": 5, \"ns_per_task_median\": 5}]",
+       "row 0: key 'workload' appears twice"},
+      {"[{\"case\": \"hop_spin\"}, null]", "row 1: not an object"}};
   cli_run r;
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     write_text(rows, bad[i][0]);

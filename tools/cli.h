@@ -29,9 +29,11 @@ int rp_cmd_plot(int argc, char **argv);
 int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out);
 /* 1 when out ends in .svg or .png (any case). */
 int rp_cli_plot_ext_ok(const char *out);
-/* Whether gnuplot can be run (REPRISE_GNUPLOT, else gnuplot on PATH):
- * RP_CLI_OK, or RP_CLI_FAILED after saying why on stderr ("reprise CMD:
- * ... cannot draw 'out'"), before any work that needs it. */
+/* Whether gnuplot can be run (REPRISE_GNUPLOT, a path or a name on PATH;
+ * else gnuplot on PATH): RP_CLI_OK, or after saying why on stderr
+ * ("reprise CMD: ... cannot draw 'out'") RP_CLI_FAILED (none installed)
+ * or RP_CLI_USAGE (REPRISE_GNUPLOT names no program); before any work
+ * that needs it. */
 int rp_cli_gnuplot_check(const char *cmd, const char *out);
 
 /* Parses a decimal integer in [lo, hi] with nothing after it. 1 ok, 0 not. */

@@ -329,6 +329,8 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                               c->o.workers, c->o.workers == 1 ? "" : "s");
   if (c->o.hop && !c->workloads_given)
     c->o.workloads = 0; /* --hop alone measures only the hop */
+  if (c->plot && !*c->plot)
+    return rp_cli_usage_error("bench", "--plot: an empty file name");
   if (c->plot && !rp_cli_plot_ext_ok(c->plot))
     return rp_cli_usage_error("bench",
                               "--plot: '%s' must end in .svg or "

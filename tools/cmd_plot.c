@@ -39,21 +39,25 @@
 
 /* ---- gnuplot (found without reading any JSON) ---- */
 
-/* gnuplot's path: $REPRISE_GNUPLOT, else the first `gnuplot` on PATH. */
-static char *find_gnuplot(void) {
-  const char *env = getenv("REPRISE_GNUPLOT");
-  if (env && *env)
-    return access(env, X_OK) == 0 ? strdup(env) : NULL;
+/* Whether path is a regular file this process may execute (a directory
+ * passes access(X_OK)). */
+static int is_program(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, X_OK) == 0;
+}
+
+/* The first program called name on PATH (malloc'd), or NULL. */
+static char *on_path(const char *name) {
   const char *path = getenv("PATH");
   if (!path)
     path = "/usr/bin:/bin";
   for (const char *p = path; *p;) {
-    size_t len = strcspn(p, ":");
-    char *cand = malloc(len + 16);
+    size_t len = strcspn(p, ":"), cap = len + strlen(name) + 2;
+    char *cand = malloc(cap);
     if (!cand)
       return NULL;
-    snprintf(cand, len + 16, "%.*s/gnuplot", (int)len, len ? p : ".");
-    if (access(cand, X_OK) == 0)
+    snprintf(cand, cap, "%.*s/%s", (int)len, len ? p : ".", name);
+    if (is_program(cand))
       return cand;
     free(cand);
     p += len + (p[len] == ':');
@@ -61,22 +65,37 @@ static char *find_gnuplot(void) {
   return NULL;
 }
 
+/* gnuplot's path: $REPRISE_GNUPLOT (a path, or a name looked up on PATH),
+ * else the first `gnuplot` on PATH. */
+static char *find_gnuplot(void) {
+  const char *env = getenv("REPRISE_GNUPLOT");
+  if (env && *env && strchr(env, '/'))
+    return is_program(env) ? strdup(env) : NULL;
+  return on_path(env && *env ? env : "gnuplot");
+}
+
+/* RP_CLI_OK when gnuplot is found; RP_CLI_FAILED (1) when none is
+ * installed, RP_CLI_USAGE (2, a bad variable) when REPRISE_GNUPLOT names
+ * no program; said on stderr. */
 int rp_cli_gnuplot_check(const char *cmd, const char *out) {
   char *gp = find_gnuplot();
   const char *env = getenv("REPRISE_GNUPLOT");
-  if (gp)
+  if (gp) {
     free(gp);
-  else if (env && *env)
+    return RP_CLI_OK;
+  }
+  if (env && *env) {
     fprintf(stderr,
-            "reprise %s: REPRISE_GNUPLOT=%s is not an executable program: "
+            "reprise %s: REPRISE_GNUPLOT=%s is not an executable program%s: "
             "cannot draw '%s'\n",
-            cmd, env, out);
-  else
-    fprintf(stderr,
-            "reprise %s: gnuplot is not installed (apt-get install "
-            "gnuplot-nox, or set REPRISE_GNUPLOT): cannot draw '%s'\n",
-            cmd, out);
-  return gp ? RP_CLI_OK : RP_CLI_FAILED;
+            cmd, env, strchr(env, '/') ? "" : " on PATH", out);
+    return RP_CLI_USAGE;
+  }
+  fprintf(stderr,
+          "reprise %s: gnuplot is not installed (apt-get install "
+          "gnuplot-nox, or set REPRISE_GNUPLOT): cannot draw '%s'\n",
+          cmd, out);
+  return RP_CLI_FAILED;
 }
 
 #ifdef REPRISE_HAVE_CJSON /* plotting reads JSON: without cJSON, say so */
@@ -390,6 +409,34 @@ static char *make_script(const plot *p, const char *term) {
   return text;
 }
 
+/* Whether the picture gnuplot wrote into fd ends as a whole one does:
+ * an SVG with its closing tag, a PNG with its IEND chunk. gnuplot exits 0
+ * when its writes fail (a full disk), leaving a cut file. */
+static int picture_whole(int fd, const char *term) {
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || sb.st_size <= 0)
+    return 0;
+  unsigned char tail[64];
+  size_t n = sb.st_size < (off_t)sizeof tail ? (size_t)sb.st_size : sizeof tail;
+  /* the writer's descriptor is write-only: read through another */
+  char self[64];
+  snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+  int rd = open(self, O_RDONLY | O_CLOEXEC);
+  ssize_t got = rd < 0 ? -1 : pread(rd, tail, n, sb.st_size - (off_t)n);
+  if (rd >= 0)
+    close(rd);
+  if (got != (ssize_t)n)
+    return 0;
+  if (!strncmp(term, "svg", 3)) {
+    while (n && strchr(" \t\r\n", tail[n - 1]))
+      n--;
+    return n >= 6 && !memcmp(tail + n - 6, "</svg>", 6);
+  }
+  static const unsigned char iend[] = {0,   0,   0,    0,    'I',  'E',
+                                       'N', 'D', 0xae, 0x42, 0x60, 0x82};
+  return n >= sizeof iend && !memcmp(tail + n - sizeof iend, iend, sizeof iend);
+}
+
 static int draw(const char *cmd, const plot *p, const char *out) {
   if (!p->n) {
     fprintf(stderr, "reprise %s: nothing to plot\n", cmd);
@@ -410,9 +457,15 @@ static int draw(const char *cmd, const plot *p, const char *out) {
   if (script && !rp_cli_output_open(cmd, "--output", out, &o)) {
     FILE *f = rp_output_file(o);
     int st = run_gnuplot(gp, script, 0, fileno(f));
-    struct stat sb;
-    if (st == 0 && fstat(fileno(f), &sb) == 0 && sb.st_size > 0) {
+    int whole = st == 0 ? picture_whole(fileno(f), term) : 0;
+    if (whole) {
       rc = rp_cli_output_commit(cmd, "--output", out, o);
+    } else if (st == 0) {
+      rp_output_abort(o);
+      fprintf(stderr,
+              "reprise %s: gnuplot's picture is cut short (a full disk?): "
+              "'%s' not written (a file there is unchanged)\n",
+              cmd, out);
     } else {
       rp_output_abort(o);
       fprintf(stderr,
@@ -437,8 +490,46 @@ static int group_of(const char **names, int *n, const char *name) {
   return *n - 1;
 }
 
+/* The first key of object o that appears twice in it, or NULL. */
+static const char *dup_key(const cJSON *o) {
+  for (const cJSON *c = cJSON_IsObject(o) ? o->child : NULL; c; c = c->next)
+    for (const cJSON *d = o->child; d != c; d = d->next)
+      if (c->string && d->string && !strcmp(c->string, d->string))
+        return c->string;
+  return NULL;
+}
+
+/* The line style of a bench mode: replay, eager, static, other. */
+static int mode_style(const char *mode) {
+  return !strcmp(mode, "replay")   ? 0
+         : !strcmp(mode, "eager")  ? 1
+         : !strcmp(mode, "static") ? 2
+                                   : 3;
+}
+
+/* A DAG workload row (one with "workload") that cannot be drawn: why,
+ * else NULL. */
+static const char *bad_row(const cJSON *r) {
+  const cJSON *w = cJSON_GetObjectItemCaseSensitive(r, "workload");
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "mode");
+  const cJSON *n = cJSON_GetObjectItemCaseSensitive(r, "nodes");
+  const cJSON *y = cJSON_GetObjectItemCaseSensitive(r, "ns_per_task_median");
+  if (!cJSON_IsString(w) || !w->valuestring[0])
+    return "\"workload\" is not a non-empty string";
+  if (!cJSON_IsString(m) || !m->valuestring[0])
+    return "\"mode\" is not a non-empty string";
+  if (!cJSON_IsNumber(n) || !isfinite(n->valuedouble) || n->valuedouble < 1)
+    return "\"nodes\" is not a finite number >= 1";
+  if (!cJSON_IsNumber(y) || !isfinite(y->valuedouble) || y->valuedouble <= 0)
+    return "\"ns_per_task_median\" is not a finite number above 0";
+  return NULL;
+}
+
 /* Bench rows: one series per (workload, mode); x nodes, y ns per task.
- * file names the rows in errors (NULL: rows just measured). */
+ * file names the rows in errors (NULL: rows just measured). Rows without
+ * "workload" (--hop, --xfer, --build, --gpu, --dist) are passed over; a
+ * workload row that cannot be drawn, an entry that is not an object or a
+ * key given twice is refused, naming the row. */
 static int bench_series(const cJSON *rows, plot *p, const char *cmd,
                         const char *file) {
   const char *sep = file ? ": " : "";
@@ -458,21 +549,35 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
   const char *groups[16];
   int ng = 0;
   const cJSON *r;
+  uint32_t ri = 0;
   cJSON_ArrayForEach(r, rows) {
+    uint32_t i = ri++;
+    const char *twice = dup_key(r), *why = NULL;
+    if (!cJSON_IsObject(r))
+      why = "not an object";
+    else if (twice) {
+      fprintf(stderr, "reprise %s: %s%srow %u: key '%s' appears twice\n", cmd,
+              file, sep, i, twice);
+      return -1;
+    } else if (!cJSON_GetObjectItemCaseSensitive(r, "workload"))
+      continue; /* --hop, --xfer, --build, --gpu, --dist rows */
+    else
+      why = bad_row(r);
+    if (why) {
+      fprintf(stderr, "reprise %s: %s%srow %u: %s\n", cmd, file, sep, i, why);
+      return -1;
+    }
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(r, "workload");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "mode");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(r, "nodes");
     const cJSON *y = cJSON_GetObjectItemCaseSensitive(r, "ns_per_task_median");
-    if (!cJSON_IsString(w) || !cJSON_IsString(m) || !cJSON_IsNumber(n) ||
-        !cJSON_IsNumber(y) || n->valuedouble <= 0 || y->valuedouble <= 0)
-      continue; /* hop and transfer rows, or a failed measurement */
     size_t len = strlen(w->valuestring) + strlen(m->valuestring) + 2;
     char *name = malloc(len);
     series *s = NULL;
     if (name) {
       snprintf(name, len, "%s %s", w->valuestring, m->valuestring);
       s = series_get(p, name, group_of(groups, &ng, w->valuestring),
-                     strcmp(m->valuestring, "replay") != 0);
+                     mode_style(m->valuestring));
       free(name);
     }
     if (!s || series_add(s, n->valuedouble, y->valuedouble)) {
@@ -498,15 +603,6 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
   p->ylabel = "ns per task, median of 5 runs (log)";
   p->logx = 1;
   return 0;
-}
-
-/* The first key of object o that appears twice in it, or NULL. */
-static const char *dup_key(const cJSON *o) {
-  for (const cJSON *c = cJSON_IsObject(o) ? o->child : NULL; c; c = c->next)
-    for (const cJSON *d = o->child; d != c; d = d->next)
-      if (c->string && d->string && !strcmp(c->string, d->string))
-        return c->string;
-  return NULL;
 }
 
 static int timing_err(const char *cmd, const char *file, uint32_t i,
@@ -637,8 +733,9 @@ static void plot_usage(FILE *f) {
           "  -o, --output F   the picture; .svg or .png\n"
           "  -h, --help       this text\n"
           "\n"
-          "Exit status: 0 drawn, 1 no gnuplot, no PNG terminal, or a bad\n"
-          "input file, 2 bad usage.\n");
+          "Exit status: 0 drawn, 1 no gnuplot, no PNG terminal, a bad\n"
+          "input file or a picture cut short, 2 bad usage (a\n"
+          "REPRISE_GNUPLOT that names no program included).\n");
 }
 
 static const struct option PLOT_OPTS[] = {
@@ -676,6 +773,8 @@ int rp_cmd_plot(int argc, char **argv) {
     return rp_cli_usage_error("plot", "give one of --bench and --train");
   if (!out)
     return rp_cli_usage_error("plot", "missing -o OUT.svg|OUT.png");
+  if (!*out)
+    return rp_cli_usage_error("plot", "--output: an empty file name");
   if (!rp_cli_plot_ext_ok(out))
     return rp_cli_usage_error("plot",
                               "'%s': the output must end in .svg or "
