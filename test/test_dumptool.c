@@ -1616,7 +1616,11 @@ Test(plot, train_refuses_non_finite_numbers) {
        ": iterations[0]: \"ns\": expected a finite number > 0"},
       {"", ": no iterations to plot"},
       {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5, \"ns\": 6}",
-       ": iterations[0]: a key appears twice"}};
+       ": iterations[0]: a key appears twice"},
+      {"{\"iteration\": 0, \"mode\": \"\", \"ns\": 5}",
+       ": iterations[0]: \"mode\": expected a non-empty string"},
+      {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5}, 7",
+       ": iterations[1]: not an object"}};
   cli_run r;
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char text[512], want[600];
@@ -1630,6 +1634,13 @@ Test(plot, train_refuses_non_finite_numbers) {
     cr_assert_eq(r.status, 1, "case %zu: %s", i, r.err);
     cr_assert(strstr(r.err, want), "case %zu: no '%s' in %s", i, want, r.err);
   }
+  /* another version is named as such */
+  write_text(tim, "{\"format\": \"reprise-timings\", \"version\": 2, "
+                  "\"iterations\": []}");
+  RUN(&r, "plot", "--train", tim, "-o", th_tmp_path("t.svg"));
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "timings version 2 (this build reads version 1)"),
+            "%s", r.err);
   unsetenv("REPRISE_GNUPLOT");
   th_tmpdir_remove();
 }

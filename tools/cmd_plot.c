@@ -617,6 +617,14 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(doc, "format");
   const cJSON *ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
   const cJSON *its = cJSON_GetObjectItemCaseSensitive(doc, "iterations");
+  if (cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "reprise-timings") &&
+      cJSON_IsNumber(ver) && ver->valuedouble != 1) {
+    fprintf(stderr,
+            "reprise %s: %s: timings version %g (this build reads version "
+            "1)\n",
+            cmd, file, ver->valuedouble);
+    return -1;
+  }
   if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "reprise-timings") ||
       !cJSON_IsNumber(ver) || ver->valuedouble != 1 || !cJSON_IsArray(its)) {
     fprintf(stderr,
@@ -639,6 +647,8 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
   uint32_t i = 0;
   const cJSON *it;
   cJSON_ArrayForEach(it, its) {
+    if (!cJSON_IsObject(it))
+      return timing_err(cmd, file, i, "not an object");
     if ((dup = dup_key(it)))
       return timing_err(cmd, file, i, "a key appears twice");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "iteration");
@@ -650,7 +660,7 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
       return timing_err(cmd, file, i,
                         "\"iteration\": expected a finite number >= 0");
     if (!cJSON_IsString(m) || !*m->valuestring)
-      return timing_err(cmd, file, i, "\"mode\": expected a string");
+      return timing_err(cmd, file, i, "\"mode\": expected a non-empty string");
     if (!cJSON_IsNumber(ns) || !(ns->valuedouble > 0) ||
         !isfinite(ns->valuedouble))
       return timing_err(cmd, file, i, "\"ns\": expected a finite number > 0");
