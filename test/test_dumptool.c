@@ -1850,6 +1850,19 @@ Test(plot, bench_sweeps_sizes_and_plots_them, .timeout = 300) {
     cr_assert(strstr(s, "chain replay"), "no series in the SVG");
     free(s);
   }
+#ifdef REPRISE_HAVE_CJSON
+  /* a gnuplot without a PNG terminal: said before any benchmark runs */
+  const char *nopng = th_tmp_path("gnuplot");
+  write_text(nopng, "#!/bin/sh\nexit 1\n");
+  cr_assert_eq(chmod(nopng, 0755), 0);
+  setenv("REPRISE_GNUPLOT", nopng, 1);
+  RUN(&r, "bench", "--quick", "--mode", "replay", "--workload", "chain",
+      "--sizes", "10,50", "--plot", th_tmp_path("b.png"));
+  unsetenv("REPRISE_GNUPLOT");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "has no PNG terminal"), "%s", r.err);
+  cr_assert_str_empty(r.out, "a benchmark ran: %s", r.out);
+#endif
   RUN(&r, "bench", "--sizes", "2");
   cr_assert_eq(r.status, 2);
   RUN(&r, "bench", "--xfer", "--plot", svg);

@@ -35,6 +35,9 @@ int rp_cli_plot_ext_ok(const char *out);
  * or RP_CLI_USAGE (REPRISE_GNUPLOT names no program); before any work
  * that needs it. */
 int rp_cli_gnuplot_check(const char *cmd, const char *out);
+/* rp_cli_gnuplot_check, then whether that gnuplot has the terminal out's
+ * extension needs (PNG: pngcairo or png; said when not: RP_CLI_FAILED). */
+int rp_cli_plot_terminal_check(const char *cmd, const char *out);
 
 /* Parses a decimal integer in [lo, hi] with nothing after it. 1 ok, 0 not. */
 int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,

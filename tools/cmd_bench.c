@@ -349,7 +349,7 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
   /* output paths and gnuplot, before any work */
   const char *const outs[][2] = {{"--json", c->json}, {"--plot", c->plot}};
   if ((rc = rp_cli_check_outputs("bench", outs, 2)) ||
-      (c->plot && (rc = rp_cli_gnuplot_check("bench --plot", c->plot))))
+      (c->plot && (rc = rp_cli_plot_terminal_check("bench --plot", c->plot))))
     return rc;
   return RP_CLI_OK;
 }

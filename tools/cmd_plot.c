@@ -700,6 +700,19 @@ static cJSON *parse_file(const char *cmd, const char *file) {
 }
 #endif
 
+int rp_cli_plot_terminal_check(const char *cmd, const char *out) {
+#ifdef REPRISE_HAVE_CJSON
+  char *gp = find_gnuplot();
+  if (!gp)
+    return rp_cli_gnuplot_check(cmd, out);
+  const char *term = terminal_for(cmd, gp, out);
+  free(gp);
+  return term ? RP_CLI_OK : RP_CLI_FAILED;
+#else
+  return rp_cli_gnuplot_check(cmd, out);
+#endif
+}
+
 int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out) {
 #ifdef REPRISE_HAVE_CJSON
   cJSON *rows = cJSON_ParseWithLength(rows_json, len);
