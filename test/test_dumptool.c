@@ -1744,6 +1744,8 @@ Test(plot, long_names_sharing_a_prefix_are_different_series) {
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   s = th_read_all(script, NULL);
   cr_assert(strstr(s, "a replay'") && strstr(s, "b replay'"), "%s", s);
+  /* names past 40 bytes: the key below the plot, which keeps its width */
+  cr_assert(strstr(s, "set key below"), "%s", s);
   cr_assert(strstr(s, "$s0 << EOD\n10 5\nEOD\n$s1 << EOD\n10 7\nEOD\n"), "%s",
             s);
   free(s);
@@ -1776,6 +1778,7 @@ Test(plot, bench_modes_draw_in_their_own_styles) {
             sc);
   cr_assert(strstr(sc, "$s2 using 1:2 with linespoints lw 2 pt 9 dt 3"), "%s",
             sc);
+  cr_assert(strstr(sc, "set key outside right top"), "%s", sc);
   free(sc);
   th_tmpdir_remove();
 }

@@ -395,10 +395,16 @@ static char *make_script(const plot *p, const char *term) {
   gp_str(f, p->xlabel);
   fprintf(f, "\nset ylabel ");
   gp_str(f, p->ylabel);
+  /* a legend beside the plot takes its width from the longest name: past
+   * 40 bytes the key goes below, and the plot keeps the picture's width */
+  size_t longest = 0;
+  for (uint32_t i = 0; i < p->n; i++)
+    longest = strlen(p->s[i].name) > longest ? strlen(p->s[i].name) : longest;
   fprintf(f,
-          "\nset logscale y\n%sset grid\nset key outside right top\n"
+          "\nset logscale y\n%sset grid\nset key %s\n"
           "set format y '%%g'\n",
-          p->logx ? "set logscale x\n" : "");
+          p->logx ? "set logscale x\n" : "",
+          longest > 40 ? "below left Left reverse" : "outside right top");
   script_ranges(f, p);
   script_series(f, p);
   fprintf(f, "set output\n");
