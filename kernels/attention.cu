@@ -415,11 +415,8 @@ __global__ void attention_decode_k(const float *__restrict__ qkv, float *kcache,
 enum class AttnMode { fused, gemm };
 
 rp_status attn_mode(AttnMode *mode, const char *what) {
-  int v;
-  rp_status st = env_choice("REPRISE_GPT_ATTN", "fused", "gemm",
-                            "the attention's kernels", what, &v);
-  *mode = v ? AttnMode::gemm : AttnMode::fused;
-  return st;
+  return env_enum("REPRISE_GPT_ATTN", "fused", "gemm",
+                  "the attention's kernels", what, mode);
 }
 
 /* The GEMM path's head layout: REPRISE_GPT_ATTN_GEMM permute (the
@@ -430,11 +427,8 @@ rp_status attn_mode(AttnMode *mode, const char *what) {
 enum class GemmLayout { permute, direct };
 
 rp_status gemm_layout(GemmLayout *layout, const char *what) {
-  int v;
-  rp_status st = env_choice("REPRISE_GPT_ATTN_GEMM", "permute", "direct",
-                            "the attention GEMMs' head layout", what, &v);
-  *layout = v ? GemmLayout::direct : GemmLayout::permute;
-  return st;
+  return env_enum("REPRISE_GPT_ATTN_GEMM", "permute", "direct",
+                  "the attention GEMMs' head layout", what, layout);
 }
 
 /* Pointer tables for rp_cuda_gemm_batched: entry i (head i = b NH + h) of

@@ -153,6 +153,16 @@ __host__ __device__ inline size_t colsum_chunks(size_t rows) {
 rp_status env_choice(const char *var, const char *first, const char *second,
                      const char *selects, const char *what, int *out);
 
+/* env_choice into a two-valued enum (first = 0, second = 1). */
+template <class E>
+rp_status env_enum(const char *var, const char *first, const char *second,
+                   const char *selects, const char *what, E *out) {
+  int v;
+  rp_status st = env_choice(var, first, second, selects, what, &v);
+  *out = static_cast<E>(v);
+  return st;
+}
+
 enum class ColsumMode { split, serial };
 /* REPRISE_GPT_COLSUM: unset, empty or "split", or "serial"; RP_EINVAL
  * naming `what` and the variable otherwise. */

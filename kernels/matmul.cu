@@ -41,11 +41,8 @@ rp_status rp_gpt::env_choice(const char *var, const char *first,
 }
 
 rp_status rp_gpt::colsum_mode(ColsumMode *mode, const char *what) {
-  int v;
-  rp_status st = env_choice("REPRISE_GPT_COLSUM", "split", "serial",
-                            "the grid of the backward's column sums", what, &v);
-  *mode = v ? ColsumMode::serial : ColsumMode::split;
-  return st;
+  return env_enum("REPRISE_GPT_COLSUM", "split", "serial",
+                  "the grid of the backward's column sums", what, mode);
 }
 
 namespace {
