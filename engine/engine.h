@@ -163,6 +163,9 @@ rp_status rp__event_peek_live(const rp_runtime *rt, rp_event e);
  * to completes; returns its final status. No contract check, no timeout:
  * for replay workers waiting on preconditions. */
 rp_status rp__event_block(rp_runtime *rt, rp_event e);
+/* rp__event_block for a replay's worker: while e is pending it runs the
+ * eager work queued on its own worker (rp__worker_serve). */
+rp_status rp__event_block_serving(rp_runtime *rt, rp_event e);
 /* Poisons (with st) every pending user event (rp_event_create) that is
  * still referenced: used when a runtime goes down so that eager work gated
  * on events nobody will trigger completes. Returns how many. */
@@ -384,6 +387,23 @@ void rp__set_poller(rp_runtime *rt, rp_poll_fn fn, void *arg);
 /* Wakes CPU worker w if it sleeps (after new poller work was published). */
 void rp__worker_wake(rp_runtime *rt, unsigned w);
 void rp__worker_wake_all(rp_runtime *rt);
+
+/* A worker that waits inside a replay (at a precondition, or for another
+ * lane) keeps running its own queue's eager work: that work may be what
+ * the wait is for (an eager op's done event as a precondition), and it
+ * would otherwise wait behind the replay. On the calling thread's worker
+ * (nothing on other threads):
+ * - rp__worker_serve runs one queued item (1), or finds none (0);
+ * - rp__worker_block_begin announces that the thread sleeps on futex word
+ *   `word` (an enqueue then wakes it): 1, and nothing announced, when an
+ *   item is queued already (serve it instead of sleeping);
+ * - rp__worker_block_end withdraws the announcement.
+ * An enqueue that races with the announcement can be missed: sleep with
+ * RP_SERVE_SLEEP_NS as the bound. */
+int rp__worker_serve(void);
+int rp__worker_block_begin(_Atomic uint32_t *word);
+void rp__worker_block_end(void);
+#define RP_SERVE_SLEEP_NS 10000000ll
 
 /* 1 when an NVTX tool is attached (or REPRISE_NVTX=1): per-op ranges are
  * emitted only then, so they cost nothing otherwise. */

@@ -484,6 +484,30 @@ static rp_status wait_loop(rp_runtime *rt, rp_event_slot *s, rp_event e,
   }
 }
 
+rp_status rp__event_block_serving(rp_runtime *rt, rp_event e) {
+  if (e.id == 0)
+    return RP_OK;
+  rp_event_slot *s = slot_at(&rt->events, ev_slot_of(e));
+  rp_backoff b = RP_BACKOFF_INIT;
+  for (;;) {
+    uint32_t v = atomic_load_explicit(&s->state, memory_order_acquire);
+    if ((v & RP_EV_STATE_MASK) != RP_EV_PENDING)
+      return rp__event_peek(rt, e);
+    if (rp__worker_serve()) {
+      b = (rp_backoff)RP_BACKOFF_INIT;
+      continue;
+    }
+    if (rp__backoff(&b))
+      continue;
+    if (!(v & RP_EV_SLEEPERS) &&
+        !atomic_compare_exchange_strong(&s->state, &v, v | RP_EV_SLEEPERS))
+      continue;
+    if (!rp__worker_block_begin(&s->state))
+      rp__futex_wait(&s->state, v | RP_EV_SLEEPERS, RP_SERVE_SLEEP_NS);
+    rp__worker_block_end();
+  }
+}
+
 rp_status rp__event_block(rp_runtime *rt, rp_event e) {
   if (e.id == 0)
     return RP_OK;

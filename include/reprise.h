@@ -1173,7 +1173,10 @@ typedef struct rp_replay_args {
  * waited for, and do not wait for it. Order them through events: pass an
  * eager op's done event (or another replay's) as a precondition, and make
  * an eager launch wait for this replay's done event (rp_launch.wait), or
- * drain. *done (owned by the caller; done may be
+ * drain. A CPU worker that waits inside a replay (at a precondition, or
+ * for another worker's part of it) runs the eager work queued to it
+ * meanwhile, so an eager op that a replay waits for runs whichever worker
+ * it was queued to. *done (owned by the caller; done may be
  * NULL: no event) triggers when every op finished, or is poisoned with the
  * first error. a may be NULL (no arguments, no ports). The argument
  * block must cover every byte the exec's interpolations read (RP_ERANGE

@@ -411,13 +411,19 @@ static inline void rp__lane_wait_progress(rp_lane *p, uint32_t target,
   if (me)
     atomic_store(&me->waits_on, p->index + 1);
   for (;;) {
+    /* the worker's own eager work first: the lane waited for may wait
+     * for it (an eager op's done event as a precondition) */
+    if (rp__worker_serve())
+      continue;
     atomic_fetch_add(&p->sleepers, 1);
     v = atomic_load(&p->progress);
     if (rp__lane_reached(v, target)) {
       atomic_fetch_sub(&p->sleepers, 1);
       break;
     }
-    rp__futex_wait(&p->progress, v, -1);
+    if (!rp__worker_block_begin(&p->progress))
+      rp__futex_wait(&p->progress, v, RP_SERVE_SLEEP_NS);
+    rp__worker_block_end();
     atomic_fetch_sub(&p->sleepers, 1);
     ls->wakeups++;
   }

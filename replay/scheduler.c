@@ -152,7 +152,7 @@ rp_status rp__gate_block(rp_exec *ex, uint32_t lane, rp_event e) {
       ex->rs && lane < ex->rs->nworkers ? &ex->rs->cursors[lane] : NULL;
   if (c)
     atomic_store(&c->gate, e.id);
-  st = rp__event_block(ex->rt, e);
+  st = rp__event_block_serving(ex->rt, e);
   if (c)
     atomic_store(&c->gate, 0);
   return st;

@@ -2390,3 +2390,134 @@ Test(replay_backends, update_args_changes_an_op_in_place_or_reinstantiates) {
   RP_CHECK(rp_instance_free(rt, x));
   th_destroy(rt);
 }
+
+/* ---- eager work and replays that wait on each other ---- */
+
+static rp_status ew_load(rp_task_ctx *ctx) {
+  float *x = rp_ctx_ptr(ctx, 0);
+  x[0] += 1;
+  return RP_OK;
+}
+
+static rp_status ew_step(rp_task_ctx *ctx) {
+  const float *x = rp_ctx_ptr(ctx, 0);
+  float *w = rp_ctx_ptr(ctx, 1);
+  w[0] += x[0];
+  return RP_OK;
+}
+
+static rp_inst ew_scalar(rp_runtime *rt) {
+  rp_inst i;
+  rp_rect r = {.dim = 1, .lo = {0}, .hi = {0}};
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &i));
+  float z = 0;
+  RP_CHECK(rp_instance_write(rt, i, &z, sizeof z));
+  return i;
+}
+
+/* The pattern reprise.h gives for ordering eager work and replays: an
+ * eager op's done event as a replay's precondition, the next eager op
+ * waiting for that replay's done event. A worker that reached the
+ * replay's precondition (or waited there for another lane) used to block
+ * without running the eager op queued to it: the loop hung within a few
+ * iterations, on 1, 2 and 4 workers. Now each worker runs its own queue
+ * while it waits inside a replay. */
+Test(replay, eager_op_as_precondition_runs_while_the_replay_waits,
+     .timeout = 120) {
+  for (unsigned workers = 1; workers <= 4; workers *= 2) {
+    rp_runtime *rt = th_cpu_runtime(workers);
+    rp_task_id tl, ts;
+    RP_CHECK(rp_task_register(
+        rt, &(rp_task_desc){.name = "ew.load", .cpu_fn = ew_load}, &tl));
+    RP_CHECK(rp_task_register(
+        rt, &(rp_task_desc){.name = "ew.step", .cpu_fn = ew_step}, &ts));
+    rp_inst x = ew_scalar(rt), w[4];
+    rp_graph *g;
+    rp_event batch;
+    RP_CHECK(rp_capture_begin(rt, NULL));
+    RP_CHECK(rp_capture_precondition(rt, "batch", &batch, NULL));
+    for (unsigned p = 0; p < workers; p++) { /* a lane on every worker */
+      w[p] = ew_scalar(rt);
+      rp_access acc[] = {{x, RP_READ, RP_REDOP_NONE},
+                         {w[p], RP_RW, RP_REDOP_NONE}};
+      RP_CHECK(rp_launch_task(rt,
+                              &(rp_launch){.task = ts,
+                                           .proc = p,
+                                           .accesses = acc,
+                                           .naccess = 2,
+                                           .wait = batch},
+                              NULL));
+    }
+    RP_CHECK(rp_capture_end(rt, &g));
+    rp_exec *ex;
+    RP_CHECK(rp_instantiate(g, NULL, &ex));
+    /* one replay gated on an eager op that becomes ready only after the
+     * workers reached the gate */
+    rp_event u, ld, done;
+    RP_CHECK(rp_event_create(rt, &u));
+    RP_CHECK(rp_launch_task(
+        rt,
+        &(rp_launch){.task = tl,
+                     .proc = RP_PROC_ANY,
+                     .accesses = &(rp_access){x, RP_RW, RP_REDOP_NONE},
+                     .naccess = 1,
+                     .wait = u},
+        &ld));
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &ld, .npre = 1}, &done));
+    usleep(20000);
+    /* meanwhile an unrelated eager op on another instance runs */
+    rp_inst y = ew_scalar(rt);
+    rp_event other;
+    RP_CHECK(rp_launch_task(
+        rt,
+        &(rp_launch){.task = tl,
+                     .proc = RP_PROC_ANY,
+                     .accesses = &(rp_access){y, RP_RW, RP_REDOP_NONE},
+                     .naccess = 1},
+        &other));
+    cr_assert_eq(rp_event_wait(rt, other, 10000000000ll), RP_OK,
+                 "%u workers: an eager op stalled behind a waiting replay",
+                 workers);
+    RP_CHECK(rp_event_trigger(rt, u));
+    cr_assert_eq(rp_event_wait(rt, done, 10000000000ll), RP_OK,
+                 "%u workers: the replay gated on an eager op never ran",
+                 workers);
+    RP_CHECK(rp_event_release(rt, other));
+    RP_CHECK(rp_event_release(rt, ld));
+    RP_CHECK(rp_event_release(rt, u));
+    /* the loop: load (after the previous step), step (after the load) */
+    rp_event prev = done;
+    for (int it = 0; it < 100; it++) {
+      RP_CHECK(rp_launch_task(
+          rt,
+          &(rp_launch){.task = tl,
+                       .proc = RP_PROC_ANY,
+                       .accesses = &(rp_access){x, RP_RW, RP_REDOP_NONE},
+                       .naccess = 1,
+                       .wait = prev},
+          &ld));
+      rp_status st;
+      while ((st = rp_replay(ex, &(rp_replay_args){.pre = &ld, .npre = 1},
+                             &done)) == RP_EBUSY)
+        cr_assert_eq(rp_event_wait(rt, prev, 10000000000ll), RP_OK,
+                     "%u workers: iteration %d hangs", workers, it);
+      RP_CHECK(st);
+      RP_CHECK(rp_event_release(rt, ld));
+      RP_CHECK(rp_event_release(rt, prev));
+      prev = done;
+    }
+    cr_assert_eq(rp_event_wait(rt, prev, 10000000000ll), RP_OK,
+                 "%u workers: the last step never ran", workers);
+    RP_CHECK(rp_event_release(rt, prev));
+    /* x went 1, 2, ..., 101; every step added it to its w */
+    for (unsigned p = 0; p < workers; p++) {
+      float v;
+      RP_CHECK(rp_instance_read(rt, w[p], &v, sizeof v));
+      cr_assert_eq(v, 5151.0f, "%u workers, lane %u: %g", workers, p,
+                   (double)v);
+    }
+    RP_CHECK(rp_exec_destroy(ex));
+    RP_CHECK(rp_graph_destroy(g));
+    th_destroy(rt);
+  }
+}

@@ -20,7 +20,13 @@ typedef struct cpu_worker {
   unsigned index;
   rp_runtime *rt;
   struct cpu_state *cs;
+  /* the futex word the worker sleeps on while it waits inside a replay
+   * (rp__worker_block_begin), NULL otherwise: an enqueue wakes it too */
+  _Atomic(_Atomic uint32_t *) blocked_on;
 } cpu_worker;
+
+/* The worker this thread is, NULL on other threads. */
+static _Thread_local cpu_worker *tl_worker;
 
 typedef struct cpu_state {
   cpu_worker *workers;
@@ -60,6 +66,7 @@ static void *worker_main(void *p) {
   snprintf(name, sizeof name, "rp-worker-%u", w->index);
   pthread_setname_np(pthread_self(), name);
   pin(w->index);
+  tl_worker = w;
   rp__alloc_counter_register(w->rt, w->index);
   rp_backoff idle = RP_BACKOFF_IDLE;
   while (!atomic_load_explicit(&cs->stop, memory_order_acquire)) {
@@ -210,6 +217,11 @@ static void cpu_enqueue(void *state, const rp_proc_rec *p, rp_work *item) {
   atomic_fetch_add_explicit(&cs->pending, 1, memory_order_relaxed);
   rp__queue_push(&w->q, item);
   rp__queue_wake(&w->q);
+  /* seq_cst after the push: a worker that registered before this load
+   * sees the item in rp__worker_block_begin, or is woken here */
+  _Atomic uint32_t *b = atomic_load(&w->blocked_on);
+  if (RP_UNLIKELY(b != NULL))
+    rp__futex_wake(b, 0x7fffffff);
 }
 
 /* The copy item: runs on the worker in queue order, so it follows every
@@ -261,6 +273,40 @@ void rp__set_poller(rp_runtime *rt, rp_poll_fn fn, void *arg) {
   /* release: fn is visible to workers that acquire-load a non-NULL arg */
   atomic_store_explicit(&rt->poll_arg, arg, memory_order_release);
   rp__worker_wake_all(rt);
+}
+
+int rp__worker_serve(void) {
+  cpu_worker *w = tl_worker;
+  rp_work *item = w ? rp__queue_pop(&w->q) : NULL;
+  if (!item)
+    return 0;
+  /* the item is eager work, outside the replay this thread waits in */
+  int *violation = rp__tl_replay_violation;
+  const struct rp_task_ctx *task = rp__tl_task;
+  rp__tl_replay_violation = NULL;
+  item->run(item);
+  atomic_fetch_sub_explicit(&w->cs->pending, 1, memory_order_release);
+  rp__tl_replay_violation = violation;
+  rp__tl_task = task;
+  rp_error_set(RP_OK, NULL); /* its detail is not the replay's */
+  return 1;
+}
+
+int rp__worker_block_begin(_Atomic uint32_t *word) {
+  cpu_worker *w = tl_worker;
+  if (!w)
+    return 0;
+  atomic_store(&w->blocked_on, word);
+  if (!rp__queue_nonempty(&w->q))
+    return 0;
+  atomic_store(&w->blocked_on, NULL);
+  return 1;
+}
+
+void rp__worker_block_end(void) {
+  cpu_worker *w = tl_worker;
+  if (w)
+    atomic_store(&w->blocked_on, NULL);
 }
 
 void rp__worker_wake(rp_runtime *rt, unsigned w) {
