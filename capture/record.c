@@ -15,7 +15,7 @@
  * good. So each thread remembers the runtimes it captures on, and a
  * pthread key destructor aborts what is still open when it exits. */
 
-#define TL_CAPTURES 4 /* open captures one thread tracks (more: untracked) */
+#define TL_CAPTURES 4 /* open captures one thread may hold (more: refused) */
 static _Thread_local rp_runtime *tl_captures[TL_CAPTURES];
 static pthread_key_t capture_key;
 static pthread_once_t capture_once = PTHREAD_ONCE_INIT;
@@ -23,6 +23,14 @@ static int capture_key_ok;
 
 static rp_status close_capture(rp_runtime *rt, rp_graph **out,
                                const char *what);
+
+/* 1 when this thread may open one more capture (a tracking slot free). */
+static int capture_slot_free(void) {
+  for (int i = 0; i < TL_CAPTURES; i++)
+    if (!tl_captures[i])
+      return 1;
+  return 0;
+}
 
 /* Key destructor: runs on the exiting thread (pthread_self() is still its
  * own, so the owner check in close_capture passes). */
@@ -142,6 +150,13 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
                                        "capture is not supported)"
                                      : "rp_capture_begin: another thread is "
                                        "capturing on this runtime");
+  }
+  if (!capture_slot_free()) { /* one its exit could not abort */
+    pthread_mutex_unlock(&cs->lock);
+    return rp__err(RP_ERANGE,
+                   "rp_capture_begin: this thread holds %d open captures "
+                   "already (on other runtimes), the most it may",
+                   TL_CAPTURES);
   }
   rp_graph *g;
   rp_status st = rp__graph_new(rt, &g);

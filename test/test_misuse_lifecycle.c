@@ -1331,3 +1331,36 @@ Test(misuse, capture_left_open_by_an_exiting_thread_is_aborted) {
   RP_CHECK(rp_capture_abort(rt));
   th_destroy(rt);
 }
+
+/* A thread holds at most 4 open captures: its exit aborts them. A fifth
+ * was accepted untracked, and when the thread exited it stayed open: that
+ * runtime refused every eager launch and capture with RP_ECAPTURE and
+ * rp_runtime_destroy with RP_EBUSY, for good. */
+static void *five_captures(void *arg) {
+  rp_runtime **rts = arg;
+  for (int i = 0; i < 4; i++)
+    if (rp_capture_begin(rts[i], NULL) != RP_OK)
+      return (void *)1;
+  rp_status st = rp_capture_begin(rts[4], NULL);
+  int named = strstr(rp_error_detail(), "holds 4 open captures") != NULL;
+  return (void *)(uintptr_t)(st == RP_ERANGE && named ? 0 : 2);
+}
+
+Test(misuse, a_fifth_open_capture_on_one_thread_is_refused) {
+  rp_runtime *rts[5];
+  for (int i = 0; i < 5; i++)
+    rts[i] = th_cpu_runtime(1);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, five_captures, rts), 0);
+  void *res;
+  cr_assert_eq(pthread_join(th, &res), 0);
+  cr_assert_eq((uintptr_t)res, 0, "the fifth capture: %s",
+               (uintptr_t)res == 1 ? "a first four failed" : "not refused");
+  /* every runtime takes a capture again (the four were aborted at the
+   * thread's exit, the fifth never opened) and is destroyed */
+  for (int i = 0; i < 5; i++) {
+    RP_CHECK(rp_capture_begin(rts[i], NULL));
+    RP_CHECK(rp_capture_abort(rts[i]));
+    th_destroy(rts[i]);
+  }
+}
