@@ -550,7 +550,11 @@ RP_API rp_status rp_instance_write(rp_runtime *rt, rp_inst inst,
 /* Events: one-shot completion signals with generational handles. An event is
  * pending, triggered, or poisoned with a status. Every call that hands out an
  * event gives the caller one reference; drop it with rp_event_release(). A
- * handle whose event was released and recycled is detected: RP_ESTALE. */
+ * handle whose event was released and recycled is detected: RP_ESTALE.
+ * Inside a capture, a recorded launch's *done and a precondition port's
+ * event are references to the graph being recorded, not events: they hold
+ * nothing and are not released (rp_event_release refuses them with
+ * RP_ESTALE). */
 
 typedef struct rp_event {
   uint64_t id; /* 0 = no event (always triggered) */
@@ -814,7 +818,10 @@ typedef struct rp_parallel_op {
  * RP_ETYPE, RP_ERANGE, RP_ESTALE for a bad task, processor, access, copy
  * rectangle, element type, shard count or handle (the detail names it);
  * RP_ECONTRACT from a task inside a replay. A task that fails later
- * poisons *done instead. */
+ * poisons *done instead, and the instances it writes: every later eager op
+ * that accesses one of them fails with that status too (a write-only op
+ * included, also after a host rp_instance_write), until
+ * rp_instance_realloc gives the instance fresh storage. */
 RP_API rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l,
                                 rp_event *done);
 RP_API rp_status rp_launch_copy(rp_runtime *rt, const rp_copy *c,
@@ -925,7 +932,9 @@ RP_API rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to);
 /* External ports; *out (may be NULL) is the port's index. A precondition
  * is an event supplied to each replay; a postcondition an event each
  * replay hands back. RP_EINVAL no name or a name outside RP_NAME_MAX's
- * rule, RP_EPORT a name already used by a port of that kind. */
+ * rule, RP_EPORT a name already used by a port of that kind. A port of
+ * either kind that no op is bound to is refused by rp_graph_validate and
+ * rp_instantiate (RP_EPORT). */
 RP_API rp_status rp_graph_add_precondition(rp_graph *g, const char *name,
                                            rp_port_id *out);
 RP_API rp_status rp_graph_add_postcondition(rp_graph *g, const char *name,
@@ -1088,9 +1097,11 @@ RP_API rp_status rp_graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
 typedef struct rp_machine_desc {
   unsigned cpus;  /* CPU workers, 1..128 */
   unsigned ngpus; /* GPU processors after them, 0..RP_MODEL_MAX_GPUS */
-  int gpu_device[RP_MODEL_MAX_GPUS]; /* 0..RP_MODEL_MAX_DEVICE */
-  unsigned nmems; /* memories besides system memory, 0..RP_MODEL_MAX_MEMS;
-                     a GPU memory's device 0..RP_MODEL_MAX_DEVICE */
+  int gpu_device[RP_MODEL_MAX_GPUS]; /* 0..RP_MODEL_MAX_DEVICE (negative:
+                                        RP_EINVAL, above: RP_ERANGE) */
+  unsigned nmems; /* memories besides system memory, 0..RP_MODEL_MAX_MEMS
+                     (system memory listed, or one listed twice, counts
+                     once); a GPU memory's device 0..RP_MODEL_MAX_DEVICE */
   rp_mem_info mems[RP_MODEL_MAX_MEMS];
 } rp_machine_desc;
 /* The machine a graph file was recorded on (its optional graph.machine
