@@ -580,7 +580,10 @@ RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
 /* Waits up to timeout_ns (< 0: forever). Returns RP_OK, the poison status,
  * RP_ETIMEDOUT, RP_ESTALE, RP_ECONTRACT when called from a task inside a
  * replay, or RP_EBUSY from an event's completion callback for an event
- * still pending (timeout_ns 0 polls there as anywhere). */
+ * still pending (timeout_ns 0 polls there as anywhere). From an eager
+ * task it waits like any thread: for an op queued behind that task on its
+ * worker it waits until the timeout (forever with -1), as that op cannot
+ * start before the task returns. */
 RP_API rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns);
 /* Calls cb(arg, status) once e triggers or is poisoned (at once if it already
  * has), on whichever thread triggers it. cb must not block: the calls that
