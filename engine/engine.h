@@ -160,8 +160,8 @@ rp_status rp__event_peek(const rp_runtime *rt, rp_event e);
  * the state). */
 rp_status rp__event_peek_live(const rp_runtime *rt, rp_event e);
 /* Waits (spin, then futex) until a live event the caller holds a reference
- * to completes; returns its final status. No contract check, no timeout:
- * for replay workers waiting on preconditions. */
+ * to completes; returns its final status. No contract check, no timeout
+ * (replay workers use rp__event_block_serving). */
 rp_status rp__event_block(rp_runtime *rt, rp_event e);
 /* rp__event_block for a replay's worker: while e is pending it runs the
  * eager work queued on its own worker (rp__worker_serve). */

@@ -1191,11 +1191,14 @@ typedef struct rp_replay_args {
  * drain. A CPU worker that waits inside a replay (at a precondition, or
  * for another worker's part of it) runs the eager work queued to it
  * meanwhile, so an eager op that a replay waits for runs whichever worker
- * it was queued to. *done (owned by the caller; done may be
- * NULL: no event) triggers when every op finished, or is poisoned with the
- * first error. a may be NULL (no arguments, no ports). The argument
- * block must cover every byte the exec's interpolations read (RP_ERANGE
- * naming the op and interpolation otherwise) and fit max_args
+ * it was queued to; such an eager task's body then runs inside the
+ * replay's wait, and must not wait for that replay (its done event,
+ * rp_exec_destroy of its exec, a full window) nor for anything the caller
+ * holds while waiting for it: the replay would wait for the task. *done (owned
+ * by the caller; done may be NULL: no event) triggers when every op finished,
+ * or is poisoned with the first error. a may be NULL (no arguments, no ports).
+ * The argument block must cover every byte the exec's interpolations read
+ * (RP_ERANGE naming the op and interpolation otherwise) and fit max_args
  * (RP_ERANGE).
  * rp_replay only replays: from the first call on it allocates nothing,
  * takes no lock in the common case and never changes the placement
@@ -1271,7 +1274,8 @@ typedef struct rp_exec_stats {
   uint64_t ops_run;      /* ops executed (skipped ones not counted) */
   uint64_t ops_skipped;  /* poisoned ops skipped */
   uint64_t handoffs;     /* cross-processor waits that were not yet satisfied */
-  uint64_t wakeups;      /* futex wake-ups of sleeping consumers */
+  uint64_t wakeups;      /* futex wake-ups of sleeping consumers (a 10 ms
+                            bounded sleep that ends counts as one) */
   uint64_t replacements; /* times rp_exec_tune changed the placement */
   uint32_t ops;          /* ops per replay after expansion */
   uint32_t procs_used;

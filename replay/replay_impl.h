@@ -411,21 +411,27 @@ static inline void rp__lane_wait_progress(rp_lane *p, uint32_t target,
   if (me)
     atomic_store(&me->waits_on, p->index + 1);
   for (;;) {
-    /* the worker's own eager work first: the lane waited for may wait
-     * for it (an eager op's done event as a precondition) */
-    if (rp__worker_serve())
+    /* the worker's own eager work, one item at a time with the progress
+     * read between: the lane waited for may wait for it (an eager op's
+     * done event as a precondition) */
+    if (rp__worker_serve()) {
+      v = atomic_load_explicit(&p->progress, memory_order_acquire);
+      if (rp__lane_reached(v, target))
+        break;
       continue;
+    }
     atomic_fetch_add(&p->sleepers, 1);
     v = atomic_load(&p->progress);
     if (rp__lane_reached(v, target)) {
       atomic_fetch_sub(&p->sleepers, 1);
       break;
     }
-    if (!rp__worker_block_begin(&p->progress))
+    int slept = !rp__worker_block_begin(&p->progress);
+    if (slept)
       rp__futex_wait(&p->progress, v, RP_SERVE_SLEEP_NS);
     rp__worker_block_end();
     atomic_fetch_sub(&p->sleepers, 1);
-    ls->wakeups++;
+    ls->wakeups += (uint64_t)slept;
   }
   if (me)
     atomic_store(&me->waits_on, 0);

@@ -2521,3 +2521,89 @@ Test(replay, eager_op_as_precondition_runs_while_the_replay_waits,
     th_destroy(rt);
   }
 }
+
+static rp_event ew_done; /* the replay the eager tasks look at */
+static rp_runtime *ew_rt;
+static atomic_uint ew_before; /* eager tasks that started before it ended */
+
+static rp_status ew_sleep50(rp_task_ctx *ctx) {
+  (void)ctx;
+  usleep(50000);
+  return RP_OK;
+}
+
+static rp_status ew_noop(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+static rp_status ew_slow_eager(rp_task_ctx *ctx) {
+  (void)ctx;
+  if (rp_event_query(ew_rt, ew_done) == RP_EAGAIN)
+    atomic_fetch_add(&ew_before, 1);
+  usleep(30000);
+  return RP_OK;
+}
+
+/* A worker waiting for another lane runs its queued eager work one item
+ * at a time and goes back to its lane once the wait is over: ten 30 ms
+ * eager tasks queued to worker 0 while its lane waits 50 ms for worker 1's
+ * lane hold the replay for about two of them, not all ten (the wait used
+ * to drain the whole queue before looking at the lane again). */
+Test(replay, a_waiting_lane_serves_eager_work_one_item_at_a_time,
+     .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  ew_rt = rt;
+  rp_task_id slow, noop, eager;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "ew.sleep50", .cpu_fn = ew_sleep50}, &slow));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "ew.noop", .cpu_fn = ew_noop}, &noop));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "ew.eager", .cpu_fn = ew_slow_eager},
+      &eager));
+  rp_inst a = ew_scalar(rt), b = ew_scalar(rt);
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){.task = slow,
+                   .proc = 1,
+                   .accesses = &(rp_access){a, RP_RW, RP_REDOP_NONE},
+                   .naccess = 1},
+      NULL));
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){.task = noop,
+                   .proc = 0,
+                   .accesses = &(rp_access){a, RP_READ, RP_REDOP_NONE},
+                   .naccess = 1},
+      NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  atomic_store(&ew_before, 0);
+  RP_CHECK(rp_replay(ex, NULL, &ew_done));
+  usleep(15000); /* worker 0's lane waits for worker 1's by now */
+  rp_event ev[10];
+  for (int i = 0; i < 10; i++)
+    RP_CHECK(rp_launch_task(
+        rt,
+        &(rp_launch){.task = eager,
+                     .proc = 0,
+                     .accesses = &(rp_access){b, RP_RW, RP_REDOP_NONE},
+                     .naccess = 1},
+        &ev[i]));
+  cr_assert_eq(rp_event_wait(rt, ew_done, 10000000000ll), RP_OK);
+  for (int i = 0; i < 10; i++) {
+    cr_assert_eq(rp_event_wait(rt, ev[i], 10000000000ll), RP_OK);
+    RP_CHECK(rp_event_release(rt, ev[i]));
+  }
+  unsigned before = atomic_load(&ew_before);
+  cr_assert_lt(before, 10u, "all %u eager tasks ran inside the replay's wait",
+               before);
+  RP_CHECK(rp_event_release(rt, ew_done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
