@@ -61,6 +61,12 @@ int rp_bench_build(uint32_t n, FILE *table, FILE *json);
  * CPU worker; quick: every loop 16 times shorter (a smoke test). */
 int rp_bench_xfer(int quick, FILE *table, FILE *json);
 
+/* The error of the first table row that could not be written (an errno;
+ * 0 when none failed): the rows are flushed one by one as they are
+ * measured, so by the time the caller checks the stream the cause is
+ * gone. */
+int rp_bench_table_errno(void);
+
 /* The distributed benchmark (bench/dist_bench.c), for mpiexec -n N: the
  * data-parallel MLP step replayed vs eager (o->workers shards per rank,
  * o->reps steps per run), and the replayed all-reduce against a plain loop

@@ -19,6 +19,10 @@
  * consistent), ~20 ns per read through the vDSO. */
 uint64_t rp_bench_now_ns(void);
 
+/* fflush(t), remembering the first failure's errno for
+ * rp_bench_table_errno. */
+void rp_bench_flush(FILE *t);
+
 typedef struct rp_bench_stats {
   double median, min, max;
 } rp_bench_stats;

@@ -2,9 +2,24 @@
  * the JSON writer shared by the benchmarks. */
 #include "bench_impl.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
+
+static _Atomic int table_errno;
+
+void rp_bench_flush(FILE *t) {
+  if (fflush(t) != 0) {
+    int expected = 0, e = errno ? errno : EIO;
+    atomic_compare_exchange_strong(&table_errno, &expected, e);
+  }
+}
+
+int rp_bench_table_errno(void) {
+  return atomic_load(&table_errno);
+}
 
 uint64_t rp_bench_now_ns(void) {
   struct timespec ts;

@@ -495,7 +495,7 @@ static void row_emit(const dag_ctx *c, const dag_row *r) {
     table_opt(t, 6, 1, 100 * ideal / r->s.median, ideal >= 0);
     table_opt(t, 8, 2, r->vs_static, r->vs_static >= 0);
     fputc('\n', t);
-    fflush(t);
+    rp_bench_flush(t);
   }
   rp_bench_json *j = c->json;
   rp_bench_json_begin(j);

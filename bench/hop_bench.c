@@ -268,7 +268,7 @@ static void hop_emit(const rp_bench_opts *o, const char *backend,
   if (t) {
     fprintf(t, "%-9s %-6s %-7s %7u %7u %10.1f %10.1f %10.1f\n", k->name, mode,
             backend, o->workers, n, s->median, s->min, s->max);
-    fflush(t);
+    rp_bench_flush(t);
   }
   rp_bench_json_begin(j);
   rp_bench_json_str(j, "case", k->name);

@@ -193,6 +193,19 @@ Test(cli, a_stdout_that_cannot_be_written_is_exit_1, .timeout = 120) {
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert(strstr(r.err, "reprise train: writing to standard output failed"),
             "%s", r.err);
+#ifdef REPRISE_HAVE_BENCH
+  /* bench flushes each row as it is measured: the cause is kept */
+  RUN_TO(&r, "/dev/full", "bench", "--quick", "--workload", "tiny", "--mode",
+         "replay");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise bench: writing to standard output failed: "
+                          "No space left on device"),
+            "%s", r.err);
+  RUN_CLOSED_PIPE(&r, "bench", "--quick", "--workload", "tiny", "--mode",
+                  "replay");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(!strstr(r.err, "writing to standard output"), "%s", r.err);
+#endif
   RUN_TO(&r, "/dev/null", "version"); /* written: exit 0 */
   cr_assert_eq(r.status, 0, "%s", r.err);
 }

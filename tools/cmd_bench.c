@@ -435,6 +435,15 @@ int rp_cmd_bench(int argc, char **argv) {
             "to measure.\n");
   if (!rc) /* --dist: rp_bench_dist finalizes MPI only if it started it */
     rc = run(&c);
+  /* a row that could not be written: its cause (the final check of
+   * standard output would find the stream in error, the errno gone) */
+  int te = rp_bench_table_errno();
+  if (!rc && te) {
+    if (!rp_cli_stdout_reader_gone(te))
+      fprintf(stderr, "reprise bench: writing to standard output failed: %s\n",
+              strerror(te));
+    rc = RP_CLI_FAILED;
+  }
 #ifdef REPRISE_HAVE_MPI
   if (started)
     MPI_Finalize();
