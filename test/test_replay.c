@@ -2524,11 +2524,20 @@ Test(replay, eager_op_as_precondition_runs_while_the_replay_waits,
 
 static rp_event ew_done; /* the replay the eager tasks look at */
 static rp_runtime *ew_rt;
-static atomic_uint ew_before; /* eager tasks that started before it ended */
+static atomic_uint ew_before;  /* eager tasks that started before it ended */
+static atomic_uint ew_started; /* lane 0 began the replay */
+static atomic_uint ew_release; /* lane 1 may finish */
 
-static rp_status ew_sleep50(rp_task_ctx *ctx) {
+static rp_status ew_mark(rp_task_ctx *ctx) {
   (void)ctx;
-  usleep(50000);
+  atomic_store(&ew_started, 1);
+  return RP_OK;
+}
+
+static rp_status ew_hold(rp_task_ctx *ctx) {
+  (void)ctx;
+  for (int i = 0; i < 10000 && !atomic_load(&ew_release); i++)
+    usleep(1000);
   return RP_OK;
 }
 
@@ -2545,55 +2554,59 @@ static rp_status ew_slow_eager(rp_task_ctx *ctx) {
   return RP_OK;
 }
 
+static void ew_launch(rp_runtime *rt, rp_task_id t, rp_proc p, rp_inst i,
+                      rp_privilege priv, rp_event *done) {
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){.task = t,
+                   .proc = p,
+                   .accesses = &(rp_access){i, priv, RP_REDOP_NONE},
+                   .naccess = 1},
+      done));
+}
+
 /* A worker waiting for another lane runs its queued eager work one item
  * at a time and goes back to its lane once the wait is over: ten 30 ms
- * eager tasks queued to worker 0 while its lane waits 50 ms for worker 1's
- * lane hold the replay for about two of them, not all ten (the wait used
- * to drain the whole queue before looking at the lane again). */
+ * eager tasks queued to worker 0 while its lane waits for worker 1's hold
+ * the replay for about one or two of them once worker 1's lane is let go,
+ * not all ten (the wait used to drain the whole queue before looking at
+ * the lane again). */
 Test(replay, a_waiting_lane_serves_eager_work_one_item_at_a_time,
      .timeout = 120) {
   rp_runtime *rt = th_cpu_runtime(2);
   ew_rt = rt;
-  rp_task_id slow, noop, eager;
+  rp_task_id mark, hold, noop, eager;
   RP_CHECK(rp_task_register(
-      rt, &(rp_task_desc){.name = "ew.sleep50", .cpu_fn = ew_sleep50}, &slow));
+      rt, &(rp_task_desc){.name = "ew.mark", .cpu_fn = ew_mark}, &mark));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "ew.hold", .cpu_fn = ew_hold}, &hold));
   RP_CHECK(rp_task_register(
       rt, &(rp_task_desc){.name = "ew.noop", .cpu_fn = ew_noop}, &noop));
   RP_CHECK(rp_task_register(
       rt, &(rp_task_desc){.name = "ew.eager", .cpu_fn = ew_slow_eager},
       &eager));
-  rp_inst a = ew_scalar(rt), b = ew_scalar(rt);
+  rp_inst a = ew_scalar(rt), b = ew_scalar(rt), c = ew_scalar(rt);
   rp_graph *g;
   RP_CHECK(rp_capture_begin(rt, NULL));
-  RP_CHECK(rp_launch_task(
-      rt,
-      &(rp_launch){.task = slow,
-                   .proc = 1,
-                   .accesses = &(rp_access){a, RP_RW, RP_REDOP_NONE},
-                   .naccess = 1},
-      NULL));
-  RP_CHECK(rp_launch_task(
-      rt,
-      &(rp_launch){.task = noop,
-                   .proc = 0,
-                   .accesses = &(rp_access){a, RP_READ, RP_REDOP_NONE},
-                   .naccess = 1},
-      NULL));
+  ew_launch(rt, hold, 1, a, RP_RW, NULL);   /* worker 1: held */
+  ew_launch(rt, mark, 0, c, RP_RW, NULL);   /* worker 0: started, then */
+  ew_launch(rt, noop, 0, a, RP_READ, NULL); /* waits for worker 1 */
   RP_CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   atomic_store(&ew_before, 0);
+  atomic_store(&ew_started, 0);
+  atomic_store(&ew_release, 0);
   RP_CHECK(rp_replay(ex, NULL, &ew_done));
-  usleep(15000); /* worker 0's lane waits for worker 1's by now */
+  for (int i = 0; i < 10000 && !atomic_load(&ew_started); i++)
+    usleep(1000);
+  cr_assert(atomic_load(&ew_started), "lane 0 never started");
+  usleep(5000); /* lane 0 waits for lane 1 by now */
   rp_event ev[10];
   for (int i = 0; i < 10; i++)
-    RP_CHECK(rp_launch_task(
-        rt,
-        &(rp_launch){.task = eager,
-                     .proc = 0,
-                     .accesses = &(rp_access){b, RP_RW, RP_REDOP_NONE},
-                     .naccess = 1},
-        &ev[i]));
+    ew_launch(rt, eager, 0, b, RP_RW, &ev[i]);
+  usleep(40000);
+  atomic_store(&ew_release, 1);
   cr_assert_eq(rp_event_wait(rt, ew_done, 10000000000ll), RP_OK);
   for (int i = 0; i < 10; i++) {
     cr_assert_eq(rp_event_wait(rt, ev[i], 10000000000ll), RP_OK);
