@@ -517,6 +517,16 @@ bool attn_shape_ok(int B, int T, int C, int NH, const char *what) {
   return false;
 }
 
+/* The causal softmax's backward over the bh heads' rows, in place on datt
+ * (both layouts of the GEMM path). */
+rp_status softmax_bwd(const float *att, float *datt, int bh, int T, int hs,
+                      cudaStream_t s, const char *what) {
+  size_t rows = (size_t)bh * T;
+  softmax_causal_bwd_k<<<blocks_for(rows, kAttnThreads / 32), kAttnThreads, 0,
+                         s>>>(att, datt, rows, T, 1.0f / sqrtf((float)hs));
+  return RP_GPT_LAUNCHED(what);
+}
+
 /* The GEMM path's backward in the direct layout: dout and dqkv addressed
  * per head in place (tables at tab), q, k, v from qkvr, att and datt
  * [B, NH, T, T]; the permute layout's GEMMs and softmax backward, in its
@@ -548,10 +558,7 @@ rp_status attention_bwd_direct(const float *dout, const float *q,
                               outp(gv), 3 * C, bh, s);
   if (st != RP_OK)
     return st;
-  size_t rows = (size_t)bh * T;
-  softmax_causal_bwd_k<<<blocks_for(rows, kAttnThreads / 32), kAttnThreads, 0,
-                         s>>>(att, datt, rows, T, 1.0f / sqrtf((float)hs));
-  st = RP_GPT_LAUNCHED(what);
+  st = softmax_bwd(att, datt, bh, T, hs, s, what);
   /* dq = dpre k; dk = dpre^T q */
   if (st == RP_OK)
     st = rp_cuda_gemm_batched(0, 0, T, hs, T, 1.0f, in(td), T, in(tk), hs, 0.0f,
@@ -668,10 +675,7 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
                                       sq, 0.0f, dv, hs, sq, bh, stream);
   if (st != RP_OK)
     return st;
-  size_t rows = (size_t)bh * T;
-  softmax_causal_bwd_k<<<blocks_for(rows, kAttnThreads / 32), kAttnThreads, 0,
-                         s>>>(att, datt, rows, T, 1.0f / sqrtf((float)hs));
-  st = RP_GPT_LAUNCHED(what);
+  st = softmax_bwd(att, datt, bh, T, hs, s, what);
   if (st == RP_OK)
     st = rp_cuda_gemm_strided_batched(0, 0, T, hs, T, 1.0f, datt, T, st2, k, hs,
                                       sq, 0.0f, dq, hs, sq, bh, stream);

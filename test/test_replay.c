@@ -2415,6 +2415,19 @@ static rp_inst ew_scalar(rp_runtime *rt) {
   return i;
 }
 
+/* An eager task of t on proc p with one access (i, priv), after wait. */
+static void ew_launch(rp_runtime *rt, rp_task_id t, rp_proc p, rp_inst i,
+                      rp_privilege priv, rp_event wait, rp_event *done) {
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){.task = t,
+                   .proc = p,
+                   .accesses = &(rp_access){i, priv, RP_REDOP_NONE},
+                   .naccess = 1,
+                   .wait = wait},
+      done));
+}
+
 /* The pattern reprise.h gives for ordering eager work and replays: an
  * eager op's done event as a replay's precondition, the next eager op
  * waiting for that replay's done event. A worker that reached the
@@ -2455,26 +2468,13 @@ Test(replay, eager_op_as_precondition_runs_while_the_replay_waits,
      * workers reached the gate */
     rp_event u, ld, done;
     RP_CHECK(rp_event_create(rt, &u));
-    RP_CHECK(rp_launch_task(
-        rt,
-        &(rp_launch){.task = tl,
-                     .proc = RP_PROC_ANY,
-                     .accesses = &(rp_access){x, RP_RW, RP_REDOP_NONE},
-                     .naccess = 1,
-                     .wait = u},
-        &ld));
+    ew_launch(rt, tl, RP_PROC_ANY, x, RP_RW, u, &ld);
     RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &ld, .npre = 1}, &done));
     usleep(20000);
     /* meanwhile an unrelated eager op on another instance runs */
     rp_inst y = ew_scalar(rt);
     rp_event other;
-    RP_CHECK(rp_launch_task(
-        rt,
-        &(rp_launch){.task = tl,
-                     .proc = RP_PROC_ANY,
-                     .accesses = &(rp_access){y, RP_RW, RP_REDOP_NONE},
-                     .naccess = 1},
-        &other));
+    ew_launch(rt, tl, RP_PROC_ANY, y, RP_RW, RP_NO_EVENT, &other);
     cr_assert_eq(rp_event_wait(rt, other, 10000000000ll), RP_OK,
                  "%u workers: an eager op stalled behind a waiting replay",
                  workers);
@@ -2488,14 +2488,7 @@ Test(replay, eager_op_as_precondition_runs_while_the_replay_waits,
     /* the loop: load (after the previous step), step (after the load) */
     rp_event prev = done;
     for (int it = 0; it < 100; it++) {
-      RP_CHECK(rp_launch_task(
-          rt,
-          &(rp_launch){.task = tl,
-                       .proc = RP_PROC_ANY,
-                       .accesses = &(rp_access){x, RP_RW, RP_REDOP_NONE},
-                       .naccess = 1,
-                       .wait = prev},
-          &ld));
+      ew_launch(rt, tl, RP_PROC_ANY, x, RP_RW, prev, &ld);
       rp_status st;
       while ((st = rp_replay(ex, &(rp_replay_args){.pre = &ld, .npre = 1},
                              &done)) == RP_EBUSY)
@@ -2554,17 +2547,6 @@ static rp_status ew_slow_eager(rp_task_ctx *ctx) {
   return RP_OK;
 }
 
-static void ew_launch(rp_runtime *rt, rp_task_id t, rp_proc p, rp_inst i,
-                      rp_privilege priv, rp_event *done) {
-  RP_CHECK(rp_launch_task(
-      rt,
-      &(rp_launch){.task = t,
-                   .proc = p,
-                   .accesses = &(rp_access){i, priv, RP_REDOP_NONE},
-                   .naccess = 1},
-      done));
-}
-
 /* A worker waiting for another lane runs its queued eager work one item
  * at a time and goes back to its lane once the wait is over: ten 30 ms
  * eager tasks queued to worker 0 while its lane waits for worker 1's hold
@@ -2588,9 +2570,11 @@ Test(replay, a_waiting_lane_serves_eager_work_one_item_at_a_time,
   rp_inst a = ew_scalar(rt), b = ew_scalar(rt), c = ew_scalar(rt);
   rp_graph *g;
   RP_CHECK(rp_capture_begin(rt, NULL));
-  ew_launch(rt, hold, 1, a, RP_RW, NULL);   /* worker 1: held */
-  ew_launch(rt, mark, 0, c, RP_RW, NULL);   /* worker 0: started, then */
-  ew_launch(rt, noop, 0, a, RP_READ, NULL); /* waits for worker 1 */
+  ew_launch(rt, hold, 1, a, RP_RW, RP_NO_EVENT, NULL); /* worker 1: held */
+  ew_launch(rt, mark, 0, c, RP_RW, RP_NO_EVENT,
+            NULL); /* worker 0: started, then */
+  ew_launch(rt, noop, 0, a, RP_READ, RP_NO_EVENT,
+            NULL); /* waits for worker 1 */
   RP_CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
@@ -2604,7 +2588,7 @@ Test(replay, a_waiting_lane_serves_eager_work_one_item_at_a_time,
   usleep(5000); /* lane 0 waits for lane 1 by now */
   rp_event ev[10];
   for (int i = 0; i < 10; i++)
-    ew_launch(rt, eager, 0, b, RP_RW, &ev[i]);
+    ew_launch(rt, eager, 0, b, RP_RW, RP_NO_EVENT, &ev[i]);
   usleep(40000);
   atomic_store(&ew_release, 1);
   cr_assert_eq(rp_event_wait(rt, ew_done, 10000000000ll), RP_OK);
