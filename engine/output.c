@@ -197,15 +197,15 @@ rp_status rp_output_open(const char *path, rp_output **out) {
     st = rp__err(RP_EIO, "cannot write: %s", strerror(errno));
   int fd = -1;
   if (!st && (fd = temp_create(o->dir, o->target, &o->tmp)) < 0)
-    st = rp__err(RP_EIO, "cannot create a file in '%s': %s", o->dir,
-                 strerror(errno));
+    st = rp__err(rp__errno_status(errno), "cannot create a file in '%s': %s",
+                 o->dir, strerror(errno));
   if (!st) /* at once: rp_output_discard_all removes it from now on */
     o->listed = temp_list(o->tmp);
   /* a replaced file keeps its permission bits */
   if (!st && exists && fchmod(fd, sb.st_mode & 07777) != 0)
     st = rp__err(RP_EIO, "cannot set the permissions: %s", strerror(errno));
   if (!st && !(o->f = fdopen(fd, "wb")))
-    st = rp__err(RP_EIO, "fdopen: %s", strerror(errno));
+    st = rp__err(rp__errno_status(errno), "fdopen: %s", strerror(errno));
   if (st) {
     if (fd >= 0) {
       close(fd);

@@ -188,6 +188,10 @@ bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem) {
 
 /* ---- bounded input ---- */
 
+rp_status rp__errno_status(int e) {
+  return e == ENOMEM ? RP_ENOMEM : RP_EIO;
+}
+
 const char *rp__file_kind(unsigned m) {
   return S_ISFIFO(m)   ? "a FIFO (named pipe)"
          : S_ISCHR(m)  ? "a character device"

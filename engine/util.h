@@ -77,6 +77,10 @@ rp_status rp__err_prefix(rp_status st, const char *fmt, ...)
 rp_status rp__err_as(rp_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The status of a failed system call that set errno to e: RP_ENOMEM for
+ * ENOMEM (the kernel or libc ran out of memory), else RP_EIO. */
+rp_status rp__errno_status(int e);
+
 /* "a FIFO (named pipe)", "a character device", "a directory", ... for a
  * st_mode that is not a regular file's. */
 const char *rp__file_kind(unsigned mode);

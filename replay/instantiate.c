@@ -160,13 +160,13 @@ static rp_status link_units(rp_exec *ex) {
     for (uint32_t u = ex->op_first[ed.to]; u < ex->op_first[ed.to + 1]; u++)
       cnt[u] += w, total += w;
   }
-  for (uint32_t p = 0; p < g->npre; p++)
+  for (uint32_t p = 0; p < g->npre && !st; p++)
     for (uint32_t k = 0; k < g->pre[p].nops; k++) {
       rp_op_id o = g->pre[p].ops[k];
       for (uint32_t u = ex->op_first[o]; u < ex->op_first[o + 1]; u++)
         pcnt[u]++, tp++;
     }
-  for (uint32_t p = 0; p < g->npost; p++)
+  for (uint32_t p = 0; p < g->npost && !st; p++)
     for (uint32_t k = 0; k < g->post[p].nops; k++) {
       rp_op_id o = g->post[p].ops[k];
       for (uint32_t u = ex->op_first[o]; u < ex->op_first[o + 1]; u++)
@@ -214,8 +214,12 @@ static rp_status link_units(rp_exec *ex) {
   free(cnt);
   free(pcnt);
   free(qcnt);
-  return st ? rp__err(st, "instantiate: too many edges or out of memory")
-            : RP_OK;
+  if (st == RP_ERANGE)
+    return rp__err(st,
+                   "instantiate: more than %u unit dependencies, "
+                   "precondition or postcondition links",
+                   UINT32_MAX);
+  return st ? rp__err(st, "instantiate: out of memory") : RP_OK;
 }
 
 /* The unique instances of the exec, for stale checks at every replay. */

@@ -1,0 +1,531 @@
+/* test/test_oom.c — allocation failure, one allocation at a time.
+ *
+ * This binary links with the linker's --wrap for malloc, calloc, realloc
+ * and aligned_alloc (test/CMakeLists.txt): every call the library (and
+ * this file) makes goes through the wrappers below, which can fail the
+ * n-th one. A sweep runs a whole scenario (runtime, model, record,
+ * instantiate, replays, files, teardown) with allocation n failing, for
+ * n = 0, 1, 2, ... until a run meets no failure. Each run must either
+ * succeed with the same results as a run without failures (an allocation
+ * the library can do without) or fail with RP_ENOMEM and a detail, and
+ * tear down cleanly: every destroy returns RP_OK and, in ASan builds,
+ * LeakSanitizer finds nothing after it. Allocations inside libc or other
+ * shared libraries (Criterion, BLAS, fopen's buffer) are not wrapped.
+ *
+ * A second test arms "every allocation fails" around replays of an
+ * instantiated exec: a replay allocates nothing (reprise.h), so they all
+ * succeed and the wrappers see no call at all, from any thread. */
+#include "helpers.h"
+#include "train/gpt.h"
+#include "train/mlp.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define OOM_LEAK_CHECK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OOM_LEAK_CHECK 1
+#endif
+#endif
+#ifdef OOM_LEAK_CHECK
+#include <sanitizer/lsan_interface.h>
+#endif
+
+/* ---- the wrappers ---- */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_aligned_alloc(size_t align, size_t n);
+
+/* Allocations to let through before the one that fails (-1: none fails);
+ * oom_all: every one fails. */
+static atomic_long oom_left = -1;
+static atomic_int oom_all;
+static atomic_long oom_calls; /* calls while armed */
+static atomic_int oom_fired;
+
+/* Where the first calls under oom_all came from (for the message). */
+static void *_Atomic oom_callers[4];
+
+static int oom_fail_at(void *caller) {
+  if (atomic_load_explicit(&oom_all, memory_order_relaxed)) {
+    long i = atomic_fetch_add(&oom_calls, 1);
+    if (i < 4)
+      atomic_store(&oom_callers[i], caller);
+    return 1;
+  }
+  long l = atomic_load_explicit(&oom_left, memory_order_relaxed);
+  while (l >= 0) {
+    if (atomic_compare_exchange_weak(&oom_left, &l, l - 1)) {
+      atomic_fetch_add(&oom_calls, 1);
+      if (l == 0)
+        atomic_store(&oom_fired, 1);
+      return l == 0;
+    }
+  }
+  return 0;
+}
+
+#define oom_fail() oom_fail_at(__builtin_return_address(0))
+
+void *__wrap_malloc(size_t n) {
+  return oom_fail() ? NULL : __real_malloc(n);
+}
+void *__wrap_calloc(size_t n, size_t size) {
+  return oom_fail() ? NULL : __real_calloc(n, size);
+}
+void *__wrap_realloc(void *p, size_t n) {
+  return oom_fail() ? NULL : __real_realloc(p, n);
+}
+void *__wrap_aligned_alloc(size_t align, size_t n) {
+  return oom_fail() ? NULL : __real_aligned_alloc(align, n);
+}
+
+static void oom_arm(long n) {
+  atomic_store(&oom_fired, 0);
+  atomic_store(&oom_calls, 0);
+  atomic_store(&oom_left, n);
+}
+
+/* Disarms; 1 when the armed allocation failed. */
+static int oom_disarm(void) {
+  atomic_store(&oom_left, -1);
+  atomic_store(&oom_all, 0);
+  return atomic_load(&oom_fired);
+}
+
+static void leak_check(const char *what, long n) {
+#ifdef OOM_LEAK_CHECK
+  cr_assert_eq(__lsan_do_recoverable_leak_check(), 0,
+               "%s: LeakSanitizer found leaks in the runs up to allocation "
+               "%ld failing (see the report above)",
+               what, n);
+#else
+  (void)what, (void)n;
+#endif
+}
+
+/* A scenario: runs to the end or to its first error, tears down what it
+ * made either way, and returns the first error (teardown errors count:
+ * a destroy must not fail because an allocation did). `out` gets the
+ * results to compare (nout floats). */
+typedef rp_status (*scenario_fn)(float *out, size_t nout);
+
+/* Sweeps allocation n = 0, 1, ... of `run`; returns the number of
+ * allocations a whole run made. */
+static long sweep(const char *what, scenario_fn run, size_t nout) {
+  float *want = calloc(nout, sizeof *want), *got = calloc(nout, sizeof *got);
+  cr_assert(want && got);
+  rp_status st = run(want, nout);
+  cr_assert_eq(st, RP_OK, "%s without failures: %s (%s)", what,
+               rp_status_name(st), rp_error_detail());
+  leak_check(what, -1);
+  long n = 0;
+  for (;; n++) {
+    memset(got, 0, nout * sizeof *got);
+    oom_arm(n);
+    st = run(got, nout);
+    int fired = oom_disarm();
+    if (st != RP_OK)
+      cr_assert_eq(st, RP_ENOMEM,
+                   "%s, allocation %ld failing: %s (%s), not RP_ENOMEM", what,
+                   n, rp_status_name(st), rp_error_detail());
+    if (st == RP_ENOMEM)
+      cr_assert(rp_error_detail()[0], "%s, allocation %ld: no detail", what, n);
+    if (st == RP_OK)
+      cr_assert(!memcmp(got, want, nout * sizeof *got),
+                "%s, allocation %ld failing: RP_OK with other results", what,
+                n);
+    /* a leak stays unreachable: one check every 64 runs and one at the
+     * end find it, the report naming where it was allocated */
+    if (!fired || n % 64 == 63)
+      leak_check(what, n);
+    if (!fired)
+      break;
+  }
+  free(want);
+  free(got);
+  cr_log_info("%s: %ld allocations failed in turn", what, n);
+  return n;
+}
+
+/* ---- scenarios ---- */
+
+#define TRY(call)                                                              \
+  do {                                                                         \
+    rp_status t_ = (call);                                                     \
+    if (t_ != RP_OK && st == RP_OK)                                            \
+      st = t_;                                                                 \
+  } while (0)
+
+static rp_status make_runtime(unsigned workers, rp_runtime **rt) {
+  rp_runtime_config rc;
+  rp_runtime_config_init(&rc);
+  rc.backend = RP_BACKEND_CPU;
+  rc.cpus = workers;
+  rc.quiet = 1;
+  rc.ignore_env = 1;
+  *rt = NULL;
+  return rp_runtime_create(&rc, rt);
+}
+
+/* The MLP on 2 processors: record (tasks, copies, replicate, repartition,
+ * reductions), the graph file round trip, instantiate, the dump, a trace,
+ * three replays with per-replay arguments. */
+static rp_status mlp_scenario(float *out, size_t nout) {
+  rp_runtime *rt = NULL;
+  rp_kernel_tasks k;
+  rp_dataset d;
+  memset(&d, 0, sizeof d);
+  rp_mlp *m = NULL;
+  rp_graph *g = NULL, *back = NULL;
+  rp_exec *ex = NULL;
+  rp_inst insts[128];
+  uint32_t ni = 0;
+  char path[] = "/tmp/rp_oom_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return rp_error_set(RP_EIO, "mkstemp failed");
+  close(fd);
+  rp_status st = make_runtime(2, &rt);
+  if (st != RP_OK)
+    goto out;
+  TRY(rp_kernels_register(rt, &k));
+  if (st == RP_OK)
+    TRY(rp_data_generate(RP_DATA_SPIRALS, 256, 2, 3, 7, &d));
+  rp_mlp_config c;
+  rp_mlp_config_init(&c);
+  c.hidden[0] = c.hidden[1] = 8;
+  c.nhidden = 2;
+  c.batch = 32;
+  c.procs = 2;
+  c.seed = 7;
+  if (st == RP_OK)
+    TRY(rp_mlp_create(rt, &k, &c, &d, &m));
+  if (st == RP_OK)
+    TRY(rp_mlp_record(m, &g));
+#ifdef REPRISE_HAVE_CJSON
+  if (st == RP_OK)
+    TRY(rp_graph_save(g, path));
+  if (st == RP_OK)
+    TRY(rp_graph_instances(g, insts, 128, &ni));
+  if (st == RP_OK)
+    TRY(rp_graph_load(rt, path, insts, ni, &back));
+#endif
+  if (st == RP_OK)
+    TRY(rp_instantiate(back ? back : g, NULL, &ex));
+  FILE *devnull = fopen("/dev/null", "w");
+  if (!devnull && st == RP_OK)
+    st = rp_error_set(RP_EIO, "cannot open /dev/null");
+  if (st == RP_OK)
+    TRY(rp_graph_dump(g, devnull, RP_DUMP_JSON));
+  if (st == RP_OK)
+    TRY(rp_exec_dump(ex, devnull, RP_DUMP_TEXT));
+  if (devnull)
+    fclose(devnull);
+  if (st == RP_OK)
+    TRY(rp_exec_trace_start(ex, 2));
+  for (uint32_t i = 0; i < 3 && st == RP_OK; i++) {
+    rp_mlp_step_args a = {i, 0.05f};
+    rp_event done = {0};
+    TRY(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a},
+                  &done));
+    if (st == RP_OK) {
+      TRY(rp_event_wait(rt, done, -1));
+      TRY(rp_event_release(rt, done));
+    }
+  }
+  if (st == RP_OK)
+    TRY(rp_exec_trace_write(ex, path));
+  if (st == RP_OK && rp_mlp_param_count(m) > nout)
+    st = rp_error_set(RP_EINVAL, "more parameters than expected");
+  if (st == RP_OK)
+    TRY(rp_mlp_params_read(m, out, nout));
+out:
+  if (ex)
+    TRY(rp_exec_destroy(ex));
+  if (back)
+    TRY(rp_graph_destroy(back));
+  if (g)
+    TRY(rp_graph_destroy(g));
+  if (m)
+    TRY(rp_mlp_destroy(m));
+  rp_data_free(&d);
+  if (rt)
+    TRY(rp_runtime_destroy(rt));
+  unlink(path);
+  return st;
+}
+
+/* The GPT on 2 processors: create, record, instantiate, two replays, a
+ * checkpoint written and read back into the model. */
+static rp_status gpt_scenario(float *out, size_t nout) {
+  rp_runtime *rt = NULL;
+  rp_kernel_tasks k;
+  rp_gpt *m = NULL;
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  rp_gpt_ckpt ck;
+  memset(&ck, 0, sizeof ck);
+  char path[] = "/tmp/rp_oom_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return rp_error_set(RP_EIO, "mkstemp failed");
+  close(fd);
+  rp_status st = make_runtime(2, &rt);
+  if (st != RP_OK)
+    goto out;
+  TRY(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1;
+  c.heads = 2;
+  c.width = 8;
+  c.context = 4;
+  c.vocab = 5;
+  c.batch = 2;
+  c.procs = 2;
+  if (st == RP_OK)
+    TRY(rp_gpt_create(rt, &k, &c, &m));
+  int32_t x[2 * 4] = {0, 1, 2, 3, 4, 3, 2, 1};
+  int32_t y[2 * 4] = {1, 2, 3, 4, 3, 2, 1, 0};
+  if (st == RP_OK)
+    TRY(rp_gpt_write_batches(m, x, y, 1));
+  if (st == RP_OK)
+    TRY(rp_gpt_record(m, &g));
+  if (st == RP_OK)
+    TRY(rp_instantiate(g, NULL, &ex));
+  for (int32_t s = 1; s <= 2 && st == RP_OK; s++) {
+    rp_gpt_step_args a = {.batch = 0, .lr = 0.01f, .step = s};
+    rp_event done = {0};
+    TRY(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a},
+                  &done));
+    if (st == RP_OK) {
+      TRY(rp_event_wait(rt, done, -1));
+      TRY(rp_event_release(rt, done));
+    }
+  }
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  info.step = 2;
+  info.iters = 10;
+  info.lr = 0.01f;
+  for (uint32_t i = 0; i < 5; i++)
+    info.bytes[i] = (uint8_t)('a' + i);
+  if (st == RP_OK)
+    TRY(rp_gpt_save(m, path, &info));
+  if (st == RP_OK)
+    TRY(rp_gpt_ckpt_read(path, &ck));
+  if (st == RP_OK)
+    TRY(rp_gpt_ckpt_apply(m, &ck));
+  if (st == RP_OK && rp_gpt_param_count(m) > nout)
+    st = rp_error_set(RP_EINVAL, "more parameters than expected");
+  if (st == RP_OK)
+    TRY(rp_gpt_params_read(m, out, nout));
+out:
+  rp_gpt_ckpt_free(&ck);
+  if (ex)
+    TRY(rp_exec_destroy(ex));
+  if (g)
+    TRY(rp_graph_destroy(g));
+  if (m)
+    TRY(rp_gpt_destroy(m));
+  if (rt)
+    TRY(rp_runtime_destroy(rt));
+  unlink(path);
+  return st;
+}
+
+/* Text, eager training (every op launched one by one), evaluation, the
+ * decode graph replayed per token, and full-recompute sampling. */
+static rp_status gpt_eager_scenario(float *out, size_t nout) {
+  static const char corpus[] = "the cat sat on the mat; the dog sat on "
+                               "the log. the cat and the dog ate.";
+  rp_runtime *rt = NULL;
+  rp_kernel_tasks k;
+  rp_gpt *m = NULL;
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  rp_text t;
+  memset(&t, 0, sizeof t);
+  rp_status st = make_runtime(2, &rt);
+  if (st != RP_OK)
+    return st;
+  TRY(rp_kernels_register(rt, &k));
+  if (st == RP_OK)
+    TRY(rp_text_from_bytes("corpus", (const uint8_t *)corpus, sizeof corpus - 1,
+                           4, &t));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1;
+  c.heads = 2;
+  c.width = 8;
+  c.context = 4;
+  c.vocab = t.vocab;
+  c.batch = 2;
+  c.procs = 2;
+  if (st == RP_OK)
+    TRY(rp_gpt_create(rt, &k, &c, &m));
+  rp_gpt_train_opts o = {.iters = 2, .lr = 1e-2f};
+  if (st == RP_OK)
+    TRY(rp_gpt_train(m, NULL, &t, &o));
+  int32_t x[2 * 4], y[2 * 4];
+  double loss = 0;
+  if (st == RP_OK)
+    TRY(rp_text_windows(&t, 0, t.n, 2, 4, 3, 0, 1, x, y));
+  if (st == RP_OK)
+    TRY(rp_gpt_evaluate(m, x, y, 1, &loss));
+  if (st == RP_OK)
+    TRY(rp_gpt_decode_record(m, &g));
+  if (st == RP_OK)
+    TRY(rp_instantiate(g, NULL, &ex));
+  int32_t prompt[2] = {1, 2}, gen[2 + 6], smp[2 + 2];
+  rp_gpt_sampling how = {.temperature = 0, .seed = 1};
+  if (st == RP_OK)
+    TRY(rp_gpt_generate(m, ex, prompt, 2, 6, &how, gen));
+  if (st == RP_OK)
+    TRY(rp_gpt_sample(m, prompt, 2, 2, &how, smp));
+  size_t np = rp_gpt_param_count(m);
+  if (st == RP_OK && np + 1 + 8 + 4 > nout)
+    st = rp_error_set(RP_EINVAL, "more parameters than expected");
+  if (st == RP_OK)
+    TRY(rp_gpt_params_read(m, out, np));
+  if (st == RP_OK) {
+    out[np] = (float)loss;
+    for (int i = 0; i < 8; i++)
+      out[np + 1 + i] = (float)gen[i];
+    for (int i = 0; i < 4; i++)
+      out[np + 9 + i] = (float)smp[i];
+  }
+  if (ex)
+    TRY(rp_exec_destroy(ex));
+  if (g)
+    TRY(rp_graph_destroy(g));
+  if (m)
+    TRY(rp_gpt_destroy(m));
+  rp_text_free(&t);
+  TRY(rp_runtime_destroy(rt));
+  return st;
+}
+
+/* ---- tests ---- */
+
+TestSuite(oom, .timeout = 600);
+
+Test(oom, every_allocation_of_the_mlp_step_fails_in_turn) {
+  long n = sweep("mlp", mlp_scenario, 4096);
+  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+}
+
+Test(oom, every_allocation_of_the_gpt_step_fails_in_turn) {
+  long n = sweep("gpt", gpt_scenario, 4096);
+  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+}
+
+Test(oom, every_allocation_of_eager_gpt_training_and_decoding_fails_in_turn) {
+  long n = sweep("gpt eager", gpt_eager_scenario, 4096);
+  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+}
+
+/* Replays n times with every allocation failing (armed after `warm`
+ * unarmed replays: a CPU GEMM of a narrow product grows its worker's
+ * scratch on first use, kernels/cpu_kernels.c); asserts they all succeed
+ * and nothing was asked of the allocator. */
+static void replay_unallocating(const char *what, rp_runtime *rt, rp_exec *ex,
+                                void *args, size_t size, int32_t *step,
+                                uint32_t warm, uint32_t n) {
+  for (uint32_t i = 0; i < warm + n; i++) {
+    if (i == warm) {
+      oom_arm(-1);
+      atomic_store(&oom_all, 1);
+    }
+    if (step)
+      (*step)++;
+    rp_event done = {0};
+    rp_status st = rp_replay(
+        ex, &(rp_replay_args){.args = args, .args_size = size}, &done);
+    if (st == RP_OK)
+      st = rp_event_wait(rt, done, -1);
+    if (st == RP_OK)
+      st = rp_event_release(rt, done);
+    long calls = atomic_load(&oom_calls);
+    if (st != RP_OK || calls) {
+      oom_disarm();
+      char where[256] = "";
+      for (int c = 0; c < 4 && c < calls; c++) {
+        Dl_info di;
+        void *a = atomic_load(&oom_callers[c]);
+        size_t len = strlen(where);
+        /* an offset in the object, for addr2line -e */
+        int known = dladdr(a, &di) != 0;
+        snprintf(where + len, sizeof where - len, " %s+%#zx",
+                 known && di.dli_fname ? di.dli_fname : "?",
+                 known ? (size_t)((char *)a - (char *)di.dli_fbase) : 0);
+      }
+      cr_assert_fail("%s: replay %u with every allocation failing: %s (%s), "
+                     "%ld allocation%s asked for (from%s)",
+                     what, i, rp_status_name(st), rp_error_detail(), calls,
+                     calls == 1 ? "" : "s", where);
+    }
+  }
+  oom_disarm();
+}
+
+Test(oom, replays_ask_the_allocator_for_nothing) {
+  rp_runtime *rt;
+  RP_CHECK(make_runtime(2, &rt));
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  /* the MLP: tasks, copies and parallel operators over two workers */
+  rp_dataset d;
+  RP_CHECK(rp_data_generate(RP_DATA_SPIRALS, 256, 2, 3, 7, &d));
+  rp_mlp_config mc;
+  rp_mlp_config_init(&mc);
+  mc.batch = 32;
+  rp_mlp *mlp;
+  RP_CHECK(rp_mlp_create(rt, &k, &mc, &d, &mlp));
+  rp_graph *g;
+  RP_CHECK(rp_mlp_record(mlp, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_mlp_step_args ma = {1, 0.05f};
+  replay_unallocating("mlp", rt, ex, &ma, sizeof ma, NULL, 2, 50);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_mlp_destroy(mlp));
+  rp_data_free(&d);
+  /* the GPT on two processors */
+  rp_gpt_config gc;
+  rp_gpt_config_init(&gc);
+  gc.layers = 2;
+  gc.heads = 2;
+  gc.width = 16;
+  gc.context = 8;
+  gc.vocab = 7;
+  gc.batch = 4;
+  gc.procs = 2;
+  rp_gpt *gpt;
+  RP_CHECK(rp_gpt_create(rt, &k, &gc, &gpt));
+  RP_CHECK(rp_gpt_record(gpt, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_gpt_step_args ga = {.batch = 0, .lr = 1e-3f, .step = 0};
+  replay_unallocating("gpt", rt, ex, &ga, sizeof ga, &ga.step, 2, 20);
+  float loss;
+  RP_CHECK(rp_gpt_batch_loss(gpt, &loss));
+  cr_assert(loss > 0 && loss < 10, "loss %g", (double)loss);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_gpt_destroy(gpt));
+  th_destroy(rt);
+}
