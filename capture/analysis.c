@@ -5,12 +5,16 @@
  *          the current same-operator group)
  *   r      readers since w
  *   gpre   for a reduce group: what every member of the group waits for
- * Rules (RAW, WAR, WAW; same-operator reductions commute):
+ * Rules (RAW, WAR, WAW; same-operator reductions of one kind of op
+ * commute: tasks' with tasks', copies' with copies'):
  *   READ          waits for w;                      r += self
  *   WRITE / RW    waits for w and r;                w = {self}, r = {}
- *   REDUCE(op)    joining the open group (same op, no reader since): waits
- *                 for gpre; w += self. Else opens a group: waits for w and
- *                 r; gpre = w + r, w = {self}, r = {}. */
+ *   REDUCE(op)    joining the open group (same op, same kind, no reader
+ *                 since): waits for gpre; w += self. Else opens a group:
+ *                 waits for w and r; gpre = w + r, w = {self}, r = {}.
+ * A task's fold and a copy's never share a group: a CPU copy folds under
+ * the library's block locks, which a task's atomic fold does not take, so
+ * the two would lose each other's updates if they ran at once. */
 #include "capture.h"
 
 #include <string.h>
@@ -20,6 +24,7 @@ enum { MODE_NONE = 0, MODE_WRITE = 1, MODE_REDUCE = 2 };
 typedef struct rp_inst_deps {
   uint32_t gen;
   uint8_t mode;
+  uint8_t copy; /* MODE_REDUCE: the group's folds are copies' */
   rp_redop redop;
   rp_dep_set w, r, gpre;
 } rp_inst_deps;
@@ -210,9 +215,9 @@ static rp_inst_deps *state_for(rp_analysis *a, rp_inst inst) {
   return d;
 }
 
-static int joins_group(const rp_inst_deps *d, const rp_access *ac) {
+static int joins_group(const rp_inst_deps *d, const rp_access *ac, int copy) {
   return ac->priv == RP_REDUCE && d->mode == MODE_REDUCE &&
-         d->redop == ac->redop && d->r.n == 0;
+         d->redop == ac->redop && d->copy == (copy != 0) && d->r.n == 0;
 }
 
 /* Appends in's tokens to out, skipping those already completed (nothing to
@@ -230,7 +235,7 @@ static rp_status add_all(const rp_analysis *a, rp_dep_set *out,
 }
 
 rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc, uint32_t nacc,
-                            rp_dep_set *deps) {
+                            int copy, rp_dep_set *deps) {
   for (uint32_t i = 0; i < nacc; i++) {
     rp_inst_deps *d = state_for(a, acc[i].inst);
     if (!d)
@@ -238,7 +243,7 @@ rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc, uint32_t nacc,
     rp_status st;
     if (acc[i].priv == RP_READ)
       st = add_all(a, deps, &d->w);
-    else if (joins_group(d, &acc[i]))
+    else if (joins_group(d, &acc[i], copy))
       st = add_all(a, deps, &d->gpre);
     else if ((st = add_all(a, deps, &d->w)) == RP_OK)
       st = add_all(a, deps, &d->r);
@@ -265,7 +270,7 @@ static rp_status set_move(rp_analysis *a, rp_dep_set *to, rp_dep_set *from) {
 }
 
 rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
-                              uint32_t nacc, rp_dep_token self) {
+                              uint32_t nacc, int copy, rp_dep_token self) {
   /* One reference per set that will hold self, taken up front in one go
    * (the op may already have run: a prune below must never drop a
    * reference self does not hold yet); surplus ones are given back. */
@@ -284,7 +289,7 @@ rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
       st = set_hold(a, &d->r, self, &held);
       break;
     case RP_REDUCE:
-      if (joins_group(d, &acc[i])) {
+      if (joins_group(d, &acc[i], copy)) {
         st = set_hold(a, &d->w, self, &held);
         break;
       }
@@ -293,6 +298,7 @@ rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
           (st = set_move(a, &d->gpre, &d->r)) == RP_OK)
         st = set_hold(a, &d->w, self, &held);
       d->mode = MODE_REDUCE;
+      d->copy = copy != 0;
       d->redop = acc[i].redop;
       break;
     default: /* WRITE, RW */

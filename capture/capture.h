@@ -225,13 +225,14 @@ void rp__analysis_init(rp_analysis *a, rp_dep_hooks hooks);
 /* The hooks eager execution uses: tokens are engine events (eager.c). */
 rp_dep_hooks rp__eager_hooks(rp_runtime *rt);
 void rp__analysis_fini(rp_analysis *a);
-/* Appends (deduplicated) the tokens an op with these accesses must wait for.
+/* Appends (deduplicated) the tokens an op with these accesses must wait for
+ * (copy: the op is a copy, whose reductions commute only with copies').
  * The tokens stay valid until the next commit. */
 rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc, uint32_t nacc,
-                            rp_dep_set *deps);
+                            int copy, rp_dep_set *deps);
 /* Records the op `self` as the newest accessor. */
 rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
-                              uint32_t nacc, rp_dep_token self);
+                              uint32_t nacc, int copy, rp_dep_token self);
 /* Appends every token recorded for instance slot `slot` (for waiting before
  * an instance is freed). */
 rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out);

@@ -70,12 +70,12 @@ rp_status rp__capture_mode(rp_capture_state *cs, int *recording);
  * after a failure between begin and end. An op calls rp__eager_op_done once
  * it completed. *armed says whether end armed the gate. */
 rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
-                          uint32_t nacc, rp_event wait, uint32_t *npre,
-                          rp_proc *hint);
+                          uint32_t nacc, int copy, rp_event wait,
+                          uint32_t *npre, rp_proc *hint);
 rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
                         rp_gate_waiter *waiters, const rp_access *acc,
-                        uint32_t nacc, rp_event *done_slot, rp_event *done,
-                        int *armed);
+                        uint32_t nacc, int copy, rp_event *done_slot,
+                        rp_event *done, int *armed);
 void rp__eager_abort(rp_capture_state *cs);
 void rp__eager_op_done(rp_capture_state *cs);
 /* Eager execution (eager.c). Validated input. */

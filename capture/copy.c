@@ -70,7 +70,7 @@ static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,
                       {c->dst, c->redop ? RP_REDUCE : RP_WRITE, c->redop}};
   uint32_t npre;
   rp_proc hint;
-  rp_status st = rp__eager_begin(cs, acc, 2, c->wait, &npre, &hint);
+  rp_status st = rp__eager_begin(cs, acc, 2, 1, c->wait, &npre, &hint);
   if (st)
     return st;
   eager_copy *op = malloc(sizeof *op + sizeof(rp_gate_waiter) * npre);
@@ -88,8 +88,8 @@ static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,
   }
   rp_proc proc = rp_xfer_is_device(&op->d) ? rp_xfer_device_proc(&op->d) : hint;
   int armed;
-  st = rp__eager_end(cs, &op->gate, proc, op->waiters, acc, 2, &op->done, done,
-                     &armed);
+  st = rp__eager_end(cs, &op->gate, proc, op->waiters, acc, 2, 1, &op->done,
+                     done, &armed);
   if (!armed) {
     rp_xfer_release(&op->d);
     free(op);

@@ -217,12 +217,12 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
 /* ---- the issue protocol shared by tasks and copies ---- */
 
 rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
-                          uint32_t nacc, rp_event wait, uint32_t *npre,
-                          rp_proc *hint) {
+                          uint32_t nacc, int copy, rp_event wait,
+                          uint32_t *npre, rp_proc *hint) {
   pthread_mutex_lock(&cs->lock);
   rp_dep_set *deps = &cs->scratch; /* reused storage */
   rp__depset_clear(deps);
-  rp_status st = rp__analysis_deps(&cs->eager, acc, nacc, deps);
+  rp_status st = rp__analysis_deps(&cs->eager, acc, nacc, copy, deps);
   if (!st && wait.id)
     st = rp__depset_add(deps, (rp_dep_token){wait.id, UINT32_MAX});
   if (!st &&
@@ -243,8 +243,8 @@ void rp__eager_abort(rp_capture_state *cs) {
 
 rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
                         rp_gate_waiter *waiters, const rp_access *acc,
-                        uint32_t nacc, rp_event *done_slot, rp_event *done,
-                        int *armed) {
+                        uint32_t nacc, int copy, rp_event *done_slot,
+                        rp_event *done, int *armed) {
   rp_runtime *rt = cs->rt;
   *armed = 0;
   const rp_dep_set *deps = &cs->scratch;
@@ -266,7 +266,8 @@ rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
     return st;
   }
   *armed = 1;
-  st = rp__analysis_commit(&cs->eager, acc, nacc, (rp_dep_token){ev.id, proc});
+  st = rp__analysis_commit(&cs->eager, acc, nacc, copy,
+                           (rp_dep_token){ev.id, proc});
   pthread_mutex_unlock(&cs->lock);
   if (done)
     *done = ev;
@@ -285,7 +286,7 @@ rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
   uint32_t npre;
   rp_proc hint;
   rp_status st =
-      rp__eager_begin(cs, l->accesses, l->naccess, l->wait, &npre, &hint);
+      rp__eager_begin(cs, l->accesses, l->naccess, 0, l->wait, &npre, &hint);
   if (st)
     return st;
   rp_proc proc0 = l->shard_procs && l->shard_procs[0] != RP_PROC_ANY
@@ -307,7 +308,7 @@ rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
   char *ws = t->ws;
   int armed;
   st = rp__eager_end(cs, &t->gate, proc0, t->waiters, l->accesses, l->naccess,
-                     &t->done, done, &armed);
+                     0, &t->done, done, &armed);
   if (!armed) { /* the op never became visible: it is still ours */
     if (ws)
       rp__mem_free(cs->rt, ws_mem, ws);

@@ -333,7 +333,8 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   const rp_access *acc;
   uint32_t nacc = rp__op_accesses(op, tmp, &acc);
   rp_dep_set deps = {0};
-  if ((st = rp__analysis_deps(&cs->rec, acc, nacc, &deps)) != RP_OK)
+  int copy = op->kind != RP_OP_TASK;
+  if ((st = rp__analysis_deps(&cs->rec, acc, nacc, copy, &deps)) != RP_OK)
     goto out;
   rp_op_id id;
   rp_gop named;
@@ -357,7 +358,7 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
        !st && j < widx; j++)
     st = rp__graph_edge_inferred(g, j, id);
   if (!st)
-    st = rp__analysis_commit(&cs->rec, acc, nacc, (rp_dep_token){id, 0});
+    st = rp__analysis_commit(&cs->rec, acc, nacc, copy, (rp_dep_token){id, 0});
   if (st) {
     /* Undo: drop the op and its edges so the graph stays as it was. */
     while (g->nedges && g->edges[g->nedges - 1].to == id)

@@ -71,7 +71,8 @@
  * capturing thread are recorded instead of run. Dependencies between recorded
  * ops are inferred from their declared accesses exactly as in eager mode
  * (read-after-write, write-after-read, write-after-write; reductions with the
- * same operator commute). The event a recorded launch hands out is an op
+ * same operator commute, tasks' with tasks' and copies' with copies': see
+ * RP_REDUCE). The event a recorded launch hands out is an op
  * reference: it may be passed as another recorded launch's `wait` (an explicit
  * edge) or to rp_capture_postcondition(); it cannot be waited on from the host.
  *
@@ -716,10 +717,13 @@ typedef enum rp_privilege {
   RP_READ = 1,
   RP_WRITE = 2,
   RP_RW = 3,
-  /* fold with redop; commutes with same-redop reductions, so tasks that
-   * reduce into one instance may run at the same time on different
-   * workers: a task's fold must be atomic (the library's own SUM copies
-   * into host memory lock each 16 KiB block of the destination) */
+  /* fold with redop; commutes with the same-redop reductions of the same
+   * kind of op, so tasks that reduce into one instance may run at the same
+   * time on different workers: a task's fold must be atomic. SUM copies
+   * commute with each other (into host memory they lock each 16 KiB block
+   * of the destination, on a GPU they add atomically); a task's fold and a
+   * copy's into one instance do not commute: the later waits for the
+   * earlier, as after a write */
   RP_REDUCE = 4,
 } rp_privilege;
 

@@ -316,7 +316,7 @@ rp_status rp__place_wrap_deps(rp_exec *ex) {
       uint32_t na = rp__op_accesses(&g->ops[op], acc, &ap);
       if (pass == 1) {
         rp_dep_set d = {0};
-        st = rp__analysis_deps(&a, ap, na, &d);
+        st = rp__analysis_deps(&a, ap, na, g->ops[op].kind != RP_OP_TASK, &d);
         for (uint32_t i = 0; i < d.n && !st; i++)
           if (d.v[i].id < (1ull << 32)) /* a first-pass op */
             st = rp__depset_add(&per_op[op], d.v[i]);
@@ -324,7 +324,7 @@ rp_status rp__place_wrap_deps(rp_exec *ex) {
       }
       /* tokens: the op id, with the pass in the high half */
       if (!st)
-        st = rp__analysis_commit(&a, ap, na,
+        st = rp__analysis_commit(&a, ap, na, g->ops[op].kind != RP_OP_TASK,
                                  (rp_dep_token){(uint64_t)pass << 32 | op, 0});
     }
   rp__analysis_fini(&a);

@@ -136,6 +136,95 @@ Test(eager, same_operator_reductions_commute, .timeout = 60) {
   concurrent_pair(RP_REDUCE);
 }
 
+/* A task's fold and a copy's SUM into one instance do not commute (a CPU
+ * copy folds under the library's block locks, which a task's atomic adds
+ * do not take): the second waits for the first, in either order, eagerly
+ * and recorded; copies' folds still commute with copies'. */
+static atomic_int hold_task;
+
+static rp_status held_fold(rp_task_ctx *ctx) {
+  float *x = rp_ctx_ptr(ctx, 0);
+  uint64_t spins = 0;
+  while (atomic_load(&hold_task))
+    if (++spins > 4000000000ull)
+      return RP_ETIMEDOUT;
+  for (int i = 0; i < 4; i++)
+    x[i] += 10.0f; /* nothing else folds meanwhile: the point of the test */
+  return RP_OK;
+}
+
+Test(eager, a_task_fold_and_a_copy_fold_into_one_instance_are_ordered,
+     .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "held_fold", .cpu_fn = held_fold}, &t));
+  rp_inst x = mk(rt), one = mk(rt);
+  float ones[4] = {1, 1, 1, 1}, zero[4] = {0}, got[4];
+  RP_CHECK(rp_instance_write(rt, one, ones, sizeof ones));
+  RP_CHECK(rp_instance_write(rt, x, zero, sizeof zero));
+  rp_access red = {x, RP_REDUCE, RP_REDOP_SUM};
+  rp_copy c = {.src = one, .dst = x, .redop = RP_REDOP_SUM};
+  /* the task first, held: the copy must not fold before it ends */
+  atomic_store(&hold_task, 1);
+  rp_event te, ce;
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = t, .proc = 0, .accesses = &red, .naccess = 1},
+      &te));
+  RP_CHECK(rp_launch_copy(rt, &c, &ce));
+  RP_EXPECT(rp_event_wait(rt, ce, 50 * 1000000), RP_ETIMEDOUT);
+  atomic_store(&hold_task, 0);
+  RP_CHECK(rp_event_wait(rt, ce, -1));
+  RP_CHECK(rp_event_wait(rt, te, -1));
+  RP_CHECK(rp_instance_read(rt, x, got, sizeof got));
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(got[i], 11.0f, "x[%d] = %g", i, (double)got[i]);
+  RP_CHECK(rp_event_release(rt, te));
+  RP_CHECK(rp_event_release(rt, ce));
+  /* the copy first, held by its wait event: the task must not start */
+  rp_event gate;
+  RP_CHECK(rp_event_create(rt, &gate));
+  c.wait = gate;
+  RP_CHECK(rp_launch_copy(rt, &c, &ce));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = t, .proc = 1, .accesses = &red, .naccess = 1},
+      &te));
+  RP_EXPECT(rp_event_wait(rt, te, 50 * 1000000), RP_ETIMEDOUT);
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_wait(rt, te, -1));
+  RP_CHECK(rp_instance_read(rt, x, got, sizeof got));
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(got[i], 22.0f, "x[%d] = %g", i, (double)got[i]);
+  RP_CHECK(rp_event_release(rt, te));
+  RP_CHECK(rp_event_release(rt, ce));
+  RP_CHECK(rp_event_release(rt, gate));
+  /* recorded: an edge between the task's fold and each copy's, none
+   * between the two copies' */
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = t, .proc = 0, .accesses = &red, .naccess = 1},
+      NULL));
+  c.wait = (rp_event){0};
+  RP_CHECK(rp_launch_copy(rt, &c, NULL));
+  RP_CHECK(rp_launch_copy(rt, &c, NULL));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = t, .proc = 1, .accesses = &red, .naccess = 1},
+      NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 4);
+  cr_assert(rp_graph_depends(g, 0, 1) && rp_graph_depends(g, 0, 2),
+            "a copy fold does not wait for the task fold before it");
+  cr_assert(!rp_graph_depends(g, 1, 2) && !rp_graph_depends(g, 2, 1),
+            "two copy folds were ordered");
+  cr_assert(rp_graph_depends(g, 1, 3) && rp_graph_depends(g, 2, 3),
+            "the task fold does not wait for the copy folds before it");
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, one));
+  th_destroy(rt);
+}
+
 Test(eager, failing_task_poisons_exactly_its_dependents) {
   reset_log();
   rp_runtime *rt = th_cpu_runtime(2);
