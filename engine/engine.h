@@ -394,15 +394,17 @@ void rp__worker_wake_all(rp_runtime *rt);
  * would otherwise wait behind the replay. On the calling thread's worker
  * (nothing on other threads):
  * - rp__worker_serve runs one queued item (1), or finds none (0);
- * - rp__worker_block_begin announces that the thread sleeps on futex word
- *   `word` (an enqueue then wakes it): 1, and nothing announced, when an
- *   item is queued already (serve it instead of sleeping);
- * - rp__worker_block_end withdraws the announcement.
- * An enqueue that races with the announcement can be missed: sleep with
- * RP_SERVE_SLEEP_NS as the bound. */
+ * - rp__worker_block_wait sleeps while futex word `word` holds v and
+ *   nothing is queued to the worker (0 without sleeping when an item is
+ *   queued already: serve it; else 1 after the sleep, which may be
+ *   spurious: the caller re-checks). It waits on both words at once
+ *   (futex_waitv: the queue's wake_seq, announced by the queue's own
+ *   sleep protocol, so no enqueue is missed); on kernels without
+ *   futex_waitv it announces `word` for an enqueue to wake, which can miss
+ *   an enqueue racing with the announcement, so it sleeps at most
+ *   RP_SERVE_SLEEP_NS there. On other threads: a plain wait on `word`. */
 int rp__worker_serve(void);
-int rp__worker_block_begin(_Atomic uint32_t *word);
-void rp__worker_block_end(void);
+int rp__worker_block_wait(_Atomic uint32_t *word, uint32_t v);
 #define RP_SERVE_SLEEP_NS 10000000ll
 
 /* 1 when an NVTX tool is attached (or REPRISE_NVTX=1): per-op ranges are

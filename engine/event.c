@@ -502,9 +502,7 @@ rp_status rp__event_block_serving(rp_runtime *rt, rp_event e) {
     if (!(v & RP_EV_SLEEPERS) &&
         !atomic_compare_exchange_strong(&s->state, &v, v | RP_EV_SLEEPERS))
       continue;
-    if (!rp__worker_block_begin(&s->state))
-      rp__futex_wait(&s->state, v | RP_EV_SLEEPERS, RP_SERVE_SLEEP_NS);
-    rp__worker_block_end();
+    rp__worker_block_wait(&s->state, v | RP_EV_SLEEPERS);
   }
 }
 

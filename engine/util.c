@@ -358,6 +358,44 @@ void rp__futex_wait(_Atomic uint32_t *addr, uint32_t expected,
           0);
 }
 
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449 /* the same number on every architecture */
+#endif
+
+/* struct futex_waitv of <linux/futex.h> (5.16), which older headers lack */
+typedef struct rp_futex_waitv {
+  uint64_t val;
+  uint64_t uaddr;
+  uint32_t flags;
+  uint32_t reserved;
+} rp_futex_waitv;
+#define RP_FUTEX_32 2u
+#define RP_FUTEX_PRIVATE 128u
+
+int rp__futex_waitv_off;
+static _Atomic int waitv_missing; /* the kernel answered ENOSYS */
+
+int rp__futex_wait2_usable(void) {
+  return !rp__futex_waitv_off &&
+         !atomic_load_explicit(&waitv_missing, memory_order_relaxed);
+}
+
+int rp__futex_wait2(_Atomic uint32_t *a, uint32_t va, _Atomic uint32_t *b,
+                    uint32_t vb) {
+  if (!rp__futex_wait2_usable())
+    return -1;
+  rp_futex_waitv w[2] = {
+      {va, (uint64_t)(uintptr_t)a, RP_FUTEX_32 | RP_FUTEX_PRIVATE, 0},
+      {vb, (uint64_t)(uintptr_t)b, RP_FUTEX_32 | RP_FUTEX_PRIVATE, 0}};
+  /* no timeout; returns on a wake, a changed word (EAGAIN) or a signal */
+  if (syscall(SYS_futex_waitv, w, 2u, 0u, NULL, CLOCK_MONOTONIC) < 0 &&
+      errno == ENOSYS) {
+    atomic_store_explicit(&waitv_missing, 1, memory_order_relaxed);
+    return -1;
+  }
+  return 0;
+}
+
 void rp__futex_wake(_Atomic uint32_t *addr, int n) {
   syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }

@@ -1278,8 +1278,9 @@ typedef struct rp_exec_stats {
   uint64_t ops_run;      /* ops executed (skipped ones not counted) */
   uint64_t ops_skipped;  /* poisoned ops skipped */
   uint64_t handoffs;     /* cross-processor waits that were not yet satisfied */
-  uint64_t wakeups;      /* futex wake-ups of sleeping consumers (a 10 ms
-                            bounded sleep that ends counts as one) */
+  uint64_t wakeups;      /* futex wake-ups of sleeping consumers (on a
+                            kernel without futex_waitv a 10 ms bounded
+                            sleep that ends counts as one) */
   uint64_t replacements; /* times rp_exec_tune changed the placement */
   uint32_t ops;          /* ops per replay after expansion */
   uint32_t procs_used;

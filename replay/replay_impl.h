@@ -426,10 +426,7 @@ static inline void rp__lane_wait_progress(rp_lane *p, uint32_t target,
       atomic_fetch_sub(&p->sleepers, 1);
       break;
     }
-    int slept = !rp__worker_block_begin(&p->progress);
-    if (slept)
-      rp__futex_wait(&p->progress, v, RP_SERVE_SLEEP_NS);
-    rp__worker_block_end();
+    int slept = rp__worker_block_wait(&p->progress, v);
     atomic_fetch_sub(&p->sleepers, 1);
     ls->wakeups += (uint64_t)slept;
   }

@@ -2435,8 +2435,7 @@ static void ew_launch(rp_runtime *rt, rp_task_id t, rp_proc p, rp_inst i,
  * without running the eager op queued to it: the loop hung within a few
  * iterations, on 1, 2 and 4 workers. Now each worker runs its own queue
  * while it waits inside a replay. */
-Test(replay, eager_op_as_precondition_runs_while_the_replay_waits,
-     .timeout = 120) {
+static void eager_op_as_precondition(void) {
   for (unsigned workers = 1; workers <= 4; workers *= 2) {
     rp_runtime *rt = th_cpu_runtime(workers);
     rp_task_id tl, ts;
@@ -2515,6 +2514,11 @@ Test(replay, eager_op_as_precondition_runs_while_the_replay_waits,
   }
 }
 
+Test(replay, eager_op_as_precondition_runs_while_the_replay_waits,
+     .timeout = 120) {
+  eager_op_as_precondition();
+}
+
 static rp_event ew_done; /* the replay the eager tasks look at */
 static rp_runtime *ew_rt;
 static atomic_uint ew_before;  /* eager tasks that started before it ended */
@@ -2548,11 +2552,12 @@ static rp_status ew_slow_eager(rp_task_ctx *ctx) {
 }
 
 /* A worker waiting for another lane runs its queued eager work one item
- * at a time and goes back to its lane once the wait is over: ten 30 ms
- * eager tasks queued to worker 0 while its lane waits for worker 1's hold
- * the replay for about one or two of them once worker 1's lane is let go,
- * not all ten (the wait used to drain the whole queue before looking at
- * the lane again). */
+ * at a time and goes back to its lane once the wait is over: of ten 30 ms
+ * eager tasks queued to worker 0 while its lane waits for worker 1's, at
+ * least one runs during the 40 ms wait, and they hold the replay for
+ * about one or two of them once worker 1's lane is let go, not all ten
+ * (the wait used to drain the whole queue before looking at the lane
+ * again). */
 Test(replay, a_waiting_lane_serves_eager_work_one_item_at_a_time,
      .timeout = 120) {
   rp_runtime *rt = th_cpu_runtime(2);
@@ -2567,7 +2572,7 @@ Test(replay, a_waiting_lane_serves_eager_work_one_item_at_a_time,
   RP_CHECK(rp_task_register(
       rt, &(rp_task_desc){.name = "ew.eager", .cpu_fn = ew_slow_eager},
       &eager));
-  rp_inst a = ew_scalar(rt), b = ew_scalar(rt), c = ew_scalar(rt);
+  rp_inst a = ew_scalar(rt), c = ew_scalar(rt);
   rp_graph *g;
   RP_CHECK(rp_capture_begin(rt, NULL));
   ew_launch(rt, hold, 1, a, RP_RW, RP_NO_EVENT, NULL); /* worker 1: held */
@@ -2587,8 +2592,11 @@ Test(replay, a_waiting_lane_serves_eager_work_one_item_at_a_time,
   cr_assert(atomic_load(&ew_started), "lane 0 never started");
   usleep(5000); /* lane 0 waits for lane 1 by now */
   rp_event ev[10];
-  for (int i = 0; i < 10; i++)
-    ew_launch(rt, eager, 0, b, RP_RW, RP_NO_EVENT, &ev[i]);
+  rp_inst own[10]; /* one each: all ten are queued at once */
+  for (int i = 0; i < 10; i++) {
+    own[i] = ew_scalar(rt);
+    ew_launch(rt, eager, 0, own[i], RP_RW, RP_NO_EVENT, &ev[i]);
+  }
   usleep(40000);
   atomic_store(&ew_release, 1);
   cr_assert_eq(rp_event_wait(rt, ew_done, 10000000000ll), RP_OK);
@@ -2597,10 +2605,70 @@ Test(replay, a_waiting_lane_serves_eager_work_one_item_at_a_time,
     RP_CHECK(rp_event_release(rt, ev[i]));
   }
   unsigned before = atomic_load(&ew_before);
+  cr_assert_geq(before, 1u,
+                "no eager task ran while worker 0's lane waited (40 ms)");
   cr_assert_lt(before, 10u, "all %u eager tasks ran inside the replay's wait",
                before);
+  for (int i = 0; i < 10; i++)
+    RP_CHECK(rp_instance_free(rt, own[i]));
   RP_CHECK(rp_event_release(rt, ew_done));
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
+}
+
+/* The deadlock through a wait for another lane: worker 1's lane is gated
+ * at a precondition that is an eager op's done event, the eager op is
+ * queued to worker 0, and worker 0's lane reads what worker 1's writes,
+ * so worker 0 waits for worker 1's progress. Only worker 0 running its
+ * queue from inside that wait lets the replay finish. */
+static void lane_wait_runs_the_eager_op(void) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id noop;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "ew.noop", .cpu_fn = ew_noop}, &noop));
+  rp_inst a = ew_scalar(rt), x = ew_scalar(rt);
+  rp_graph *g;
+  rp_event port;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_precondition(rt, "batch", &port, NULL));
+  ew_launch(rt, noop, 1, a, RP_RW, port, NULL); /* worker 1: gated */
+  ew_launch(rt, noop, 0, a, RP_READ, RP_NO_EVENT,
+            NULL); /* worker 0: waits for worker 1 */
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  for (int it = 0; it < 5; it++) {
+    rp_event u, ld, done;
+    RP_CHECK(rp_event_create(rt, &u));
+    ew_launch(rt, noop, 0, x, RP_RW, u, &ld); /* queued to worker 0 at u */
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &ld, .npre = 1}, &done));
+    usleep(20000); /* worker 0 in its lane wait, worker 1 at the gate */
+    RP_CHECK(rp_event_trigger(rt, u));
+    cr_assert_eq(rp_event_wait(rt, done, 10000000000ll), RP_OK,
+                 "iteration %d: the replay waits for an eager op that its "
+                 "waiting worker never ran",
+                 it);
+    RP_CHECK(rp_event_release(rt, done));
+    RP_CHECK(rp_event_release(rt, ld));
+    RP_CHECK(rp_event_release(rt, u));
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+Test(replay, a_lane_waiting_for_another_lane_runs_the_eager_op_it_waits_for,
+     .timeout = 120) {
+  lane_wait_runs_the_eager_op();
+}
+
+/* The same waits on a kernel without futex_waitv (a worker then sleeps on
+ * the word it waits for alone, an enqueue waking that word). */
+extern int rp__futex_waitv_off;
+
+Test(replay, waits_that_serve_eager_work_without_futex_waitv, .timeout = 120) {
+  rp__futex_waitv_off = 1;
+  lane_wait_runs_the_eager_op();
+  eager_op_as_precondition();
 }

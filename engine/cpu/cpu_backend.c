@@ -20,8 +20,9 @@ typedef struct cpu_worker {
   unsigned index;
   rp_runtime *rt;
   struct cpu_state *cs;
-  /* the futex word the worker sleeps on while it waits inside a replay
-   * (rp__worker_block_begin), NULL otherwise: an enqueue wakes it too */
+  /* the futex word the worker sleeps on while it waits inside a replay on
+   * a kernel without futex_waitv (rp__worker_block_wait), NULL otherwise:
+   * an enqueue wakes it too */
   _Atomic(_Atomic uint32_t *) blocked_on;
 } cpu_worker;
 
@@ -216,9 +217,10 @@ static void cpu_enqueue(void *state, const rp_proc_rec *p, rp_work *item) {
   cpu_worker *w = &cs->workers[p->local];
   atomic_fetch_add_explicit(&cs->pending, 1, memory_order_relaxed);
   rp__queue_push(&w->q, item);
-  rp__queue_wake(&w->q);
-  /* seq_cst after the push: a worker that registered before this load
-   * sees the item in rp__worker_block_begin, or is woken here */
+  rp__queue_wake(&w->q); /* also ends a rp__worker_block_wait's futex_waitv */
+  /* without futex_waitv: seq_cst after the push, a worker that announced
+   * before this load sees the item in rp__worker_block_wait or is woken
+   * here, unless it is between its check and its sleep (then its bound) */
   _Atomic uint32_t *b = atomic_load(&w->blocked_on);
   if (RP_UNLIKELY(b != NULL))
     rp__futex_wake(b, 0x7fffffff);
@@ -292,21 +294,25 @@ int rp__worker_serve(void) {
   return 1;
 }
 
-int rp__worker_block_begin(_Atomic uint32_t *word) {
+int rp__worker_block_wait(_Atomic uint32_t *word, uint32_t v) {
   cpu_worker *w = tl_worker;
-  if (!w)
-    return 0;
-  atomic_store(&w->blocked_on, word);
-  if (!rp__queue_nonempty(&w->q))
-    return 0;
-  atomic_store(&w->blocked_on, NULL);
-  return 1;
-}
-
-void rp__worker_block_end(void) {
-  cpu_worker *w = tl_worker;
-  if (w)
+  if (!w) {
+    rp__futex_wait(word, v, -1);
+    return 1;
+  }
+  /* the queue's sleep protocol: announced (seq_cst) before the re-check,
+   * so an enqueue either is seen below or bumps wake_seq from seq */
+  uint32_t seq = rp__queue_sleep_begin(&w->q);
+  int both = rp__futex_wait2_usable();
+  if (!both)
+    atomic_store(&w->blocked_on, word);
+  int slept = !rp__queue_nonempty(&w->q);
+  if (slept && (!both || rp__futex_wait2(word, v, &w->q.wake_seq, seq) < 0))
+    rp__futex_wait(word, v, RP_SERVE_SLEEP_NS);
+  if (!both)
     atomic_store(&w->blocked_on, NULL);
+  rp__queue_sleep_end(&w->q);
+  return slept;
 }
 
 void rp__worker_wake(rp_runtime *rt, unsigned w) {
