@@ -102,6 +102,9 @@ static rp_status resolve(const char *path, char **target, int *exists,
     *target = rp__strdup(path); /* a new file (its directory checked later) */
   } else if (S_ISLNK(sb->st_mode)) {
     char *real = realpath(path, NULL);
+    if (!real && errno == ENOENT && stat(path, sb) == 0 &&
+        refused_kind(sb->st_mode))
+      return not_regular(sb->st_mode); /* /dev/stdout on a pipe: pipe:[N] */
     if (!real)
       return errno == ENOENT
                  ? rp__err(RP_EINVAL, "a symbolic link to nothing (a dangling "
@@ -126,6 +129,21 @@ static rp_status resolve(const char *path, char **target, int *exists,
     free(*target);
     *target = NULL;
     return not_regular(sb->st_mode);
+  }
+  /* the file this process's standard output or error goes to (--json
+   * /dev/stdout > f): replacing it would drop what was written there */
+  for (int fd = 1; fd <= 2 && *exists; fd++) {
+    struct stat o;
+    if (fstat(fd, &o) == 0 && S_ISREG(o.st_mode) && o.st_dev == sb->st_dev &&
+        o.st_ino == sb->st_ino) {
+      free(*target);
+      *target = NULL;
+      return rp__err(RP_EINVAL,
+                     "the file this process's standard %s goes to: an "
+                     "output replaces its file whole, which would drop "
+                     "what was written there (name a file of its own)",
+                     fd == 1 ? "output" : "error");
+    }
   }
   return RP_OK;
 }

@@ -239,7 +239,10 @@ RP_API rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
  *    refused by rp_output_open, before any byte is written, with RP_EINVAL
  *    naming its kind, and checked again right before the rename: a rename
  *    would turn /dev/null into a file. A symbolic link to a regular file
- *    stays a link: its target is replaced.
+ *    stays a link: its target is replaced. The regular file this
+ *    process's standard output or error goes to (`/dev/stdout` with
+ *    stdout redirected to a file, or that file by name) is refused too
+ *    (RP_EINVAL): replacing it would drop what the process wrote there.
  *  - a replaced file keeps its permission bits; a new one gets 0666 less
  *    the umask (as fopen would). An existing file the caller may not write
  *    is refused (RP_EIO), although the rename could replace it.
@@ -247,8 +250,9 @@ RP_API rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
  * RP_EIO (cannot create the temporary file, e.g. no such directory or no
  * permission; a write, fsync, close or rename failed: the target is
  * unchanged; or the file is in place but the directory sync failed),
- * RP_ENOMEM. The detail does not name the path: callers prefix it.
- * Writing to standard output is the caller's choice (the command line's
+ * RP_ENOMEM (also when creating the temporary file ran out of memory). The
+ * detail does not name the path: callers prefix it. Writing to standard output
+ * is the caller's choice (the command line's
  * `-o -`): these calls always name a file. */
 typedef struct rp_output rp_output;
 /* Checks path as above and opens a temporary file next to it; *out (NULL

@@ -219,6 +219,61 @@ Test(outputs, devices_fifos_sockets_directories_are_refused_by_kind) {
   th_tmpdir_remove();
 }
 
+/* The file standard output or error goes to is refused, named or through
+ * /dev/stdout and /dev/stderr (replacing it would drop what the process
+ * wrote there), and /dev/stdout on a pipe is a FIFO, not a dangling link
+ * (its magic link names "pipe:[N]"). */
+Test(outputs, the_files_behind_standard_output_and_error_are_refused) {
+  tmpdir();
+  const char *out = th_tmp_path("out.txt");
+  for (int fd = 1; fd <= 2; fd++) {
+    fflush(NULL);
+    int saved = dup(fd);
+    int f = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert(saved >= 0 && f >= 0);
+    cr_assert_eq(dup2(f, fd), fd);
+    close(f);
+    cr_assert_eq(write(fd, "kept\n", 5), 5);
+    const char *names[] = {out, fd == 1 ? "/dev/stdout" : "/dev/stderr"};
+    rp_status st[2];
+    char detail[2][512];
+    for (int k = 0; k < 2; k++) {
+      rp_output *o;
+      st[k] = rp_output_open(names[k], &o);
+      snprintf(detail[k], sizeof detail[k], "%s", rp_error_detail());
+    }
+    cr_assert_eq(dup2(saved, fd), fd);
+    close(saved);
+    for (int k = 0; k < 2; k++) {
+      cr_assert_eq(st[k], RP_EINVAL, "%s on fd %d: %s", names[k], fd,
+                   rp_status_name(st[k]));
+      cr_assert(has(detail[k], fd == 1 ? "standard output" : "standard error"),
+                "%s", detail[k]);
+    }
+    size_t len;
+    char *back = th_read_all(out, &len);
+    cr_assert(len == 5 && !memcmp(back, "kept\n", 5), "the file changed");
+    free(back);
+  }
+  int p[2];
+  cr_assert_eq(pipe(p), 0);
+  fflush(stdout);
+  int saved = dup(1);
+  cr_assert_eq(dup2(p[1], 1), 1);
+  rp_output *o;
+  rp_status st = rp_output_open("/dev/stdout", &o);
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", rp_error_detail());
+  cr_assert_eq(dup2(saved, 1), 1);
+  close(saved);
+  close(p[0]);
+  close(p[1]);
+  cr_assert_eq(st, RP_EINVAL);
+  cr_assert(has(detail, "a FIFO"), "%s", detail);
+  cr_assert_eq(entries(dir_of_tmp()), 1, "a temporary file was left");
+  th_tmpdir_remove();
+}
+
 /* The target turned into a FIFO between open and commit: the rename does
  * not replace it. */
 Test(outputs, a_target_that_changes_kind_before_the_commit_is_kept) {
