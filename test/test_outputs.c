@@ -397,6 +397,21 @@ Test(outputs, open_regular_names_a_socket) {
 
 /* ---- the checkpoint container ---- */
 
+/* A saver refuses what its reader would: the container with the payload
+ * must fit the reader's limit (rp_mlp_save_check and rp_gpt_save_check
+ * put a model's checkpoint size through this before training). */
+Test(outputs, a_checkpoint_larger_than_its_reader_takes_is_refused) {
+  const uint64_t max = (uint64_t)1 << 31;
+  RP_CHECK(rp_ckpt_size_check("m", max - RP_CKPT_HEAD, max));
+  RP_EXPECT(rp_ckpt_size_check("m", max - RP_CKPT_HEAD + 1, max), RP_ERANGE);
+  cr_assert(has(rp_error_detail(), "m: its checkpoint would be 2147483649 "
+                                   "bytes, above the 2147483648 bytes"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_ckpt_size_check("m", UINT64_MAX, max), RP_ERANGE);
+  RP_EXPECT(rp_ckpt_size_check("m", UINT64_MAX - 8, UINT64_MAX), RP_ERANGE);
+  RP_CHECK(rp_ckpt_size_check("m", 0, RP_CKPT_HEAD));
+}
+
 Test(outputs, checkpoints_refuse_every_torn_or_changed_file) {
   tmpdir();
   const char *p = th_tmp_path("ck");

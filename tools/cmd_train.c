@@ -1264,6 +1264,11 @@ static int setup(train_state *s, rp_backend_kind backend) {
     return fail("registering the kernels", st);
   if ((st = rp_mlp_create(s->rt, &k, &c->mc, &s->data, &s->m)) != RP_OK)
     return fail("building the model", st);
+  if (c->save_weights && rp_mlp_save_check(s->m) != RP_OK) {
+    fprintf(stderr, "%s: --save-weights %s: %s\n", rp_train_who(),
+            c->save_weights, rp_error_detail());
+    return RP_CLI_FAILED;
+  }
   if (s->val.n && (st = rp_mlp_set_validation(s->m, &s->val)) != RP_OK)
     return fail("copying the validation set", st);
   if (!c->no_shuffle &&

@@ -313,6 +313,11 @@ static int setup(gpt_state *s) {
   }
   if (st != RP_OK)
     return gfail("building the model", st);
+  if (c->save_weights && rp_gpt_save_check(s->m) != RP_OK) {
+    fprintf(stderr, "%s: --save-weights %s: %s\n", rp_train_who(),
+            c->save_weights, rp_error_detail());
+    return RP_CLI_FAILED;
+  }
   if (s->have_ckpt && (st = rp_gpt_ckpt_apply(s->m, &s->ckpt)) != RP_OK) {
     fprintf(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
             c->load_weights, rp_error_detail());

@@ -62,6 +62,17 @@ rp_status rp_ckpt_check_finite(const float *v, size_t n, const char *who,
   return RP_OK;
 }
 
+rp_status rp_ckpt_size_check(const char *who, uint64_t payload, uint64_t max) {
+  if (payload <= max && RP_CKPT_HEAD <= max - payload)
+    return RP_OK;
+  return rp_error_set(RP_ERANGE,
+                      "%s: its checkpoint would be %llu bytes, above the "
+                      "%llu bytes a checkpoint may have (the most its reader "
+                      "takes)",
+                      who, (unsigned long long)(payload + RP_CKPT_HEAD),
+                      (unsigned long long)max);
+}
+
 rp_status rp_ckpt_save(const char *path, const char *kind, uint32_t version,
                        const void *payload, size_t len) {
   if (!path || (!payload && len))

@@ -91,6 +91,12 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
                         const unsigned char *b, size_t n, uint32_t *version,
                         size_t *off, size_t *len);
 
+/* RP_OK when a checkpoint container of `payload` bytes is at most max
+ * bytes (the reader's limit); else RP_ERANGE, the detail (prefixed "who:")
+ * giving both sizes: a saver checks before writing what its reader would
+ * refuse. */
+rp_status rp_ckpt_size_check(const char *who, uint64_t payload, uint64_t max);
+
 /* Reads path (a regular file of at most max bytes) and checks it as
  * rp_ckpt_parse does; *payload (malloc'd, the caller frees it) holds the
  * *len payload bytes. Errors: those of rp_ckpt_parse and of

@@ -2820,7 +2820,7 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
 #define CKPT_VERSION 2u  /* the payload's format (gpt.h) */
 #define CKPT_HEAD 60u    /* payload bytes before the vocabulary */
 #define CKPT_HEAD_V1 48u /* version 1: no layout fields */
-#define CKPT_MAX ((size_t)1 << 32)
+#define CKPT_MAX RP_GPT_CKPT_MAX
 
 /* Floats of the checkpoint of a model of this shape: 3 per parameter. */
 static uint64_t ckpt_floats(uint32_t L, uint64_t C, uint64_t T, uint64_t V) {
@@ -2829,9 +2829,19 @@ static uint64_t ckpt_floats(uint32_t L, uint64_t C, uint64_t T, uint64_t V) {
   return 3 * (V * C + T * C + L * block + 2 * C);
 }
 
+rp_status rp_gpt_save_check(const rp_gpt *m) {
+  if (!m)
+    return rp_error_set(RP_EINVAL, "rp_gpt_save_check: NULL model");
+  uint64_t payload =
+      CKPT_HEAD + (uint64_t)m->cfg.vocab + 12 * (uint64_t)rp_gpt_param_count(m);
+  return rp_ckpt_size_check("a model of this size", payload, CKPT_MAX);
+}
+
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
   if (!m || !path || !info)
     return rp_error_set(RP_EINVAL, "rp_gpt_save: NULL argument");
+  if (rp_gpt_save_check(m) != RP_OK)
+    return rp_error_set(RP_ERANGE, "rp_gpt_save: %s", rp_error_detail());
   if (!(isfinite(info->lr) && info->lr >= 0)) /* the reader refuses it */
     return rp_error_set(RP_EINVAL, "rp_gpt_save: lr = %g (need finite, >= 0)",
                         (double)info->lr);

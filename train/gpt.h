@@ -459,8 +459,16 @@ typedef struct rp_gpt_ckpt {
  * vocabulary (the rest of info is ignored). Errors: those of rp_ckpt_save
  * (the file at path is then unchanged), RP_ENOMEM, RP_EINVAL (nothing
  * written) for what rp_gpt_ckpt_read would refuse: an lr, weight or moment
- * that is not finite, a vocabulary not in strictly increasing order. */
+ * that is not finite, a vocabulary not in strictly increasing order;
+ * RP_ERANGE (nothing written) for a checkpoint larger than the reader
+ * takes (rp_gpt_save_check). */
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
+/* The largest checkpoint file rp_gpt_ckpt_read takes. */
+#define RP_GPT_CKPT_MAX ((uint64_t)1 << 32)
+/* RP_OK when m's checkpoint fits RP_GPT_CKPT_MAX (about 358 million
+ * parameters); else RP_ERANGE giving both sizes, which rp_gpt_save
+ * returns before writing anything (check it before training). */
+rp_status rp_gpt_save_check(const rp_gpt *m);
 /* Reads a checkpoint into *out (free with rp_gpt_ckpt_free). Errors name
  * the file: those of rp_ckpt_load (not a checkpoint, another model's kind,
  * truncated, RP_ECHECKSUM when corrupt), RP_EVERSION (another payload

@@ -1347,17 +1347,32 @@ static int good_schedule(float lr, float lr_decay) {
   return isfinite(lr) && lr > 0.0f && isfinite(lr_decay) && lr_decay >= 0.0f;
 }
 
+/* The record's bytes (inside the container) of m's checkpoint. */
+static uint64_t ckpt_record_bytes(const rp_mlp *m, uint32_t *w) {
+  w[0] = m->features;
+  for (uint32_t l = 0; l < m->nl; l++)
+    w[l + 1] = m->layers[l].out;
+  return CKPT_HEAD + 4 * ((uint64_t)m->nl + 1) + 4 * ckpt_floats(w, m->nl) + 8;
+}
+
+rp_status rp_mlp_save_check(const rp_mlp *m) {
+  if (!m)
+    return rp_error_set(RP_EINVAL, "rp_mlp_save_check: NULL model");
+  uint32_t w[MAXL + 1];
+  return rp_ckpt_size_check("a model of this size", ckpt_record_bytes(m, w),
+                            RP_MLP_CKPT_MAX);
+}
+
 rp_status rp_mlp_save(rp_mlp *m, const char *path,
                       const rp_mlp_ckpt_info *info) {
   if (!m || !path || !info)
     return rp_error_set(RP_EINVAL, "rp_mlp_save: NULL argument");
+  if (rp_mlp_save_check(m) != RP_OK)
+    return rp_error_set(RP_ERANGE, "rp_mlp_save: %s", rp_error_detail());
   uint32_t w[MAXL + 1];
-  w[0] = m->features;
-  for (uint32_t l = 0; l < m->nl; l++)
-    w[l + 1] = m->layers[l].out;
+  size_t size = (size_t)ckpt_record_bytes(m, w);
   size_t nf = (size_t)ckpt_floats(w, m->nl);
   size_t head = CKPT_HEAD + 4 * ((size_t)m->nl + 1);
-  size_t size = head + 4 * nf + 8;
   unsigned char *b = calloc(size, 1);
   float *p = calloc(nf ? nf : 1, sizeof *p);
   rp_status st = b && p ? ckpt_move(m, p, 0)

@@ -259,9 +259,14 @@ typedef struct rp_mlp_ckpt {
  * path that is not a regular file, RP_EIO when writing fails:
  * the file at path is then unchanged), RP_EINVAL (nothing written) for
  * what rp_mlp_ckpt_read would refuse: a weight or momentum not finite, an
- * lr not above 0 or a decay below 0. */
+ * lr not above 0 or a decay below 0; RP_ERANGE (nothing written) for a
+ * checkpoint larger than the reader takes (rp_mlp_save_check). */
 rp_status rp_mlp_save(rp_mlp *m, const char *path,
                       const rp_mlp_ckpt_info *info);
+/* RP_OK when m's checkpoint fits RP_MLP_CKPT_MAX; else RP_ERANGE giving
+ * both sizes, which rp_mlp_save returns before writing anything (check it
+ * before training). */
+rp_status rp_mlp_save_check(const rp_mlp *m);
 /* Reads and checks a whole checkpoint (a regular file of at most
  * RP_MLP_CKPT_MAX bytes) into *out (rp_mlp_ckpt_free). Errors name the
  * file: RP_EFORMAT (not this format, another model's checkpoint, bad
