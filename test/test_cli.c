@@ -2586,3 +2586,36 @@ Test(cli, empty_file_names_are_usage_errors_naming_the_option) {
     cr_assert(strstr(r.err, want), "case %zu: no '%s' in: %s", i, want, r.err);
   }
 }
+
+/* The JSON outputs' strings (--json's "text", "load_weights"): UTF-8
+ * passes, control bytes are escaped, and every byte outside well-formed
+ * UTF-8 (overlong forms, surrogates, cut sequences, 0xff) is U+FFFD, so
+ * the file parses whatever path it names. */
+Test(cli, json_strings_stay_valid_utf8_whatever_bytes_a_path_has) {
+  const struct {
+    const char *in, *want;
+  } c[] = {
+      {"plain", "\"plain\""},
+      {"q\"b\\\n", "\"q\\\"b\\\\\\u000a\""},
+      {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+       "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},
+      {"bad\xff.txt", "\"bad\\ufffd.txt\""},
+      {"\xc0\x80", "\"\\ufffd\\ufffd\""},            /* overlong NUL */
+      {"\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""}, /* a surrogate */
+      {"\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},
+      {"x\xe2\x82", "\"x\\ufffd\\ufffd\""}, /* cut at the end */
+      {"\xe2\x82x", "\"\\ufffd\\ufffdx\""},
+  };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    rp_cli_json_str(f, "k", c[i].in);
+    fclose(f);
+    const char *val = strstr(buf, ": ");
+    cr_assert_not_null(val);
+    cr_assert_str_eq(val + 2, c[i].want, "case %zu", i);
+    free(buf);
+  }
+}

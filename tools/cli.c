@@ -384,6 +384,25 @@ void rp_cli_json_num(FILE *f, const char *key, double v, int ok) {
     fprintf(f, ",\n  \"%s\": null", key);
 }
 
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
+ * overlong forms, no surrogates, nothing past U+10FFFF), 0 if there is
+ * none. */
+static size_t utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
+  size_t n = c < 0x80                 ? 1
+             : c >= 0xc2 && c <= 0xdf ? 2
+             : (c & 0xf0) == 0xe0     ? 3
+             : c >= 0xf0 && c <= 0xf4 ? 4
+                                      : 0;
+  for (size_t i = 1; i < n; i++)
+    if ((p[i] & 0xc0) != 0x80)
+      return 0;
+  if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0) ||
+      (c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))
+    return 0;
+  return n;
+}
+
 void rp_cli_json_str(FILE *f, const char *key, const char *s) {
   fprintf(f, ",\n  \"%s\": ", key);
   if (!s) {
@@ -391,13 +410,18 @@ void rp_cli_json_str(FILE *f, const char *key, const char *s) {
     return;
   }
   fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    size_t n = utf8_len(p);
     if (*p == '"' || *p == '\\')
       fprintf(f, "\\%c", *p);
     else if (*p < 0x20 || *p == 0x7f)
       fprintf(f, "\\u%04x", *p);
+    else if (n)
+      fwrite(p, 1, n, f);
     else
-      fputc(*p, f);
+      fputs("\\ufffd", f); /* not UTF-8: the replacement character */
+    p += n ? n : 1;
+  }
   fputc('"', f);
 }
 

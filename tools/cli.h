@@ -155,7 +155,9 @@ void rp_cli_appendf(char *buf, size_t n, const char *fmt, ...)
  * not finite or ok is 0 (JSON has no NaN or infinity). */
 void rp_cli_json_num(FILE *f, const char *key, double v, int ok);
 /* Writes `,\n  "key": "s"` (s escaped as a JSON string), or null when s is
- * NULL. */
+ * NULL. UTF-8 passes as it is; a byte that is no part of well-formed
+ * UTF-8 (a path's Latin-1 byte) is written as U+FFFD, so the file stays
+ * valid JSON. */
 void rp_cli_json_str(FILE *f, const char *key, const char *s);
 
 /* Parses text[0, len) as exactly one JSON document (rp__json_parse_strict):
