@@ -1063,14 +1063,31 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
             "%s", rp_error_detail());
   for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
     info.bytes[i] = (uint8_t)i;
-  info.lr = -1; /* the reader would refuse it: not written */
-  RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL);
-  cr_assert(strstr(rp_error_detail(), "rp_gpt_save: lr = -1"), "%s",
-            rp_error_detail());
-  info.lr = NAN;
-  RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL);
-  cr_assert(strstr(rp_error_detail(), "rp_gpt_save: lr = nan"), "%s",
-            rp_error_detail());
+  /* schedules the reader would refuse: not written */
+  const struct {
+    uint32_t step, iters, warmup;
+    float lr;
+    const char *why;
+  } sched[] = {
+      {0, 0, 0, -1, "lr = -1: lr outside [0, 100]"},
+      {0, 0, 0, NAN, "lr = nan: lr outside [0, 100]"},
+      {0, 0, 0, 1e30f, "lr outside [0, 100]"},
+      {7, 0, 0, 0, "steps or warmup without iters"},
+      {0, 0, 3, 0, "steps or warmup without iters"},
+      {11, 10, 0, 0,
+       "step 11, iters 10, warmup 0, lr = 0: more steps done "
+       "than iters"},
+      {5, 10, 10, 0, "warmup not below iters"},
+      {5, 10, 0xffffffffu, 0, "warmup not below iters"},
+  };
+  for (size_t i = 0; i < sizeof sched / sizeof sched[0]; i++) {
+    info.step = sched[i].step, info.iters = sched[i].iters;
+    info.warmup = sched[i].warmup, info.lr = sched[i].lr;
+    RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), sched[i].why), "case %zu: %s", i,
+              rp_error_detail());
+  }
+  info.step = info.iters = info.warmup = 0;
   cr_assert_neq(access(path, F_OK), 0, "a file was written");
   info.lr = 0;
   { /* the token named by array, index and value; the ring is kept */
@@ -1192,6 +1209,35 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
                 strstr(rp_error_detail(), "batch 0"),
             "%s", rp_error_detail());
   memcpy(pl + 20, &batch, 4);
+  { /* schedules outside the command line's domain (step 24, lr 28,
+     * warmup 32, iters 36) */
+    unsigned char keep[16];
+    memcpy(keep, pl + 24, 16);
+    const struct {
+      uint32_t step, warmup, iters;
+      float lr;
+      const char *why;
+    } rs[] = {
+        {5, 0, 0, 0,
+         "(step 5, iters 0, warmup 0, lr 0: steps or warmup "
+         "without iters)"},
+        {11, 0, 10, 0, "more steps done than iters"},
+        {5, 4294967295u, 10, 0, "warmup not below iters"},
+        {5, 0, 10, 1e30f, "lr outside [0, 100]"},
+    };
+    for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
+      uint32_t w[3] = {rs[i].step, 0, rs[i].warmup};
+      memcpy(w + 1, &rs[i].lr, 4);
+      memcpy(pl + 24, w, 12);
+      memcpy(pl + 36, &rs[i].iters, 4);
+      RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+      RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+      cr_assert(strstr(rp_error_detail(), "bad header") &&
+                    strstr(rp_error_detail(), rs[i].why),
+                "case %zu: %s", i, rp_error_detail());
+    }
+    memcpy(pl + 24, keep, 16);
+  }
   pl[60 + 5] = pl[60 + 4]; /* a vocabulary byte twice */
   RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
@@ -1274,6 +1320,7 @@ Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
   for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
     info.bytes[i] = (uint8_t)i;
   info.step = 7;
+  info.iters = 10;
   const char *path = th_tmp_path("w.ckpt");
   RP_CHECK(rp_gpt_save(t.m, path, &info));
   size_t len;

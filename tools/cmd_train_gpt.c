@@ -221,13 +221,14 @@ static int check_ckpt(gpt_state *s) {
                               c->load_weights, k->step,
                               k->step == 1 ? "" : "s");
   s->start = k->step;
-  char d[256] = ""; /* what differs: saved, then this run's */
-  if (k->lr != c->lr)
+  char d[256] = ""; /* what differs: saved, then this run's (iters 0: the
+                       file holds no schedule, written by the library) */
+  if (k->iters && k->lr != c->lr)
     rp_cli_appendf(d, sizeof d, ", --lr %g (now %g)", (double)k->lr,
                    (double)c->lr);
-  if (k->warmup != c->warmup)
+  if (k->iters && k->warmup != c->warmup)
     rp_cli_appendf(d, sizeof d, ", --warmup %u (now %u)", k->warmup, c->warmup);
-  if (k->iters != c->iters)
+  if (k->iters && k->iters != c->iters)
     rp_cli_appendf(d, sizeof d, ", --iters %u (now %u)", k->iters, c->iters);
   if (k->batch != c->mc.batch)
     rp_cli_appendf(d, sizeof d, ", --batch %u (now %u)", k->batch, c->mc.batch);

@@ -2829,6 +2829,21 @@ static uint64_t ckpt_floats(uint32_t L, uint64_t C, uint64_t T, uint64_t V) {
   return 3 * (V * C + T * C + L * block + 2 * C);
 }
 
+/* What a checkpoint's step and schedule may be (the command line's
+ * domain): lr finite in [0, RP_GPT_CKPT_LR_MAX]; iters 0 (no schedule:
+ * step and warmup 0 too) or step <= iters and warmup < iters. 0 when not
+ * (why: the reason). */
+static int schedule_ok(uint32_t step, uint32_t iters, uint32_t warmup, float lr,
+                       const char **why) {
+  *why = !isfinite(lr) || lr < 0 || lr > RP_GPT_CKPT_LR_MAX
+             ? "lr outside [0, 100]"
+         : !iters && (step || warmup) ? "steps or warmup without iters"
+         : iters && step > iters      ? "more steps done than iters"
+         : iters && warmup >= iters   ? "warmup not below iters"
+                                      : NULL;
+  return *why == NULL;
+}
+
 rp_status rp_gpt_save_check(const rp_gpt *m) {
   if (!m)
     return rp_error_set(RP_EINVAL, "rp_gpt_save_check: NULL model");
@@ -2842,9 +2857,13 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
     return rp_error_set(RP_EINVAL, "rp_gpt_save: NULL argument");
   if (rp_gpt_save_check(m) != RP_OK)
     return rp_error_set(RP_ERANGE, "rp_gpt_save: %s", rp_error_detail());
-  if (!(isfinite(info->lr) && info->lr >= 0)) /* the reader refuses it */
-    return rp_error_set(RP_EINVAL, "rp_gpt_save: lr = %g (need finite, >= 0)",
-                        (double)info->lr);
+  const char *why;
+  if (!schedule_ok(info->step, info->iters, info->warmup, info->lr, &why))
+    return rp_error_set(RP_EINVAL, /* the reader refuses it */
+                        "rp_gpt_save: step %u, iters %u, warmup %u, lr = %g: "
+                        "%s",
+                        info->step, info->iters, info->warmup, (double)info->lr,
+                        why);
   const rp_gpt_config *c = &m->cfg;
   for (uint32_t i = 1; i < c->vocab; i++) /* and this */
     if (info->bytes[i] <= info->bytes[i - 1])
@@ -2935,12 +2954,18 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
       c->width % c->heads || c->context < 1 ||
       c->context > RP_GPT_MAX_CONTEXT || c->vocab < 2 ||
       c->vocab > RP_GPT_MAX_VOCAB || c->batch < 1 ||
-      c->batch > RP_GPT_MAX_BATCH || !isfinite(c->lr) || c->lr < 0)
+      c->batch > RP_GPT_MAX_BATCH)
     return rp_error_set(RP_EFORMAT,
                         "%s: bad header (layers %u, heads %u, "
-                        "width %u, context %u, vocab %u, batch %u, lr %g)",
+                        "width %u, context %u, vocab %u, batch %u)",
                         path, c->layers, c->heads, c->width, c->context,
-                        c->vocab, c->batch, (double)c->lr);
+                        c->vocab, c->batch);
+  const char *why;
+  if (!schedule_ok(c->step, c->iters, c->warmup, c->lr, &why))
+    return rp_error_set(RP_EFORMAT,
+                        "%s: bad header (step %u, iters %u, warmup %u, lr "
+                        "%g: %s)",
+                        path, c->step, c->iters, c->warmup, (double)c->lr, why);
   uint64_t want = head + c->vocab +
                   4 * ckpt_floats(c->layers, c->width, c->context, c->vocab);
   if (n != want)

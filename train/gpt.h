@@ -458,11 +458,16 @@ typedef struct rp_gpt_ckpt {
 /* Writes m's weights and moments with info's step, schedule and
  * vocabulary (the rest of info is ignored). Errors: those of rp_ckpt_save
  * (the file at path is then unchanged), RP_ENOMEM, RP_EINVAL (nothing
- * written) for what rp_gpt_ckpt_read would refuse: an lr, weight or moment
- * that is not finite, a vocabulary not in strictly increasing order;
+ * written) for what rp_gpt_ckpt_read would refuse: a weight or moment
+ * that is not finite, a vocabulary not in strictly increasing order, a
+ * schedule outside the command line's domain (lr finite in [0, 100];
+ * iters 0, meaning no schedule, with step and warmup 0, or step <= iters
+ * and warmup < iters);
  * RP_ERANGE (nothing written) for a checkpoint larger than the reader
  * takes (rp_gpt_save_check). */
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
+/* The largest learning rate a checkpoint holds (the command line's). */
+#define RP_GPT_CKPT_LR_MAX 100.0f
 /* The largest checkpoint file rp_gpt_ckpt_read takes. */
 #define RP_GPT_CKPT_MAX ((uint64_t)1 << 32)
 /* RP_OK when m's checkpoint fits RP_GPT_CKPT_MAX (about 358 million
