@@ -107,7 +107,10 @@ void rp__insert_note_writes(rp_capture_state *cs, const rp_gop *op);
 void rp__insert_reset(rp_capture_state *cs);
 /* Validation shared by eager and recorded launches. */
 rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded);
-rp_status rp__check_interps(const rp_launch *l, const char *name);
+/* l's interpolations, numbered from `first` in the details (an op's
+ * numbering when they join it). */
+rp_status rp__check_interps(const rp_launch *l, const char *name,
+                            uint32_t first);
 /* Plans (and releases) c to validate it; op names it in errors
  * (UINT32_MAX: not a graph op). */
 rp_status rp__check_copy(rp_runtime *rt, const rp_copy *c, rp_op_id op);

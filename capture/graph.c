@@ -424,8 +424,8 @@ rp_status rp_graph_add_interp(rp_graph *g, rp_op_id id, const rp_interp *ip) {
                  .args = op->args};
   rp_interp *tmp = op->interps;
   uint32_t n = op->ninterp;
-  if ((st = rp__check_interps(&l, rp_task_name(g->rt, op->task))) != RP_OK)
-    return st;
+  if ((st = rp__check_interps(&l, rp_task_name(g->rt, op->task), n)) != RP_OK)
+    return rp__err_prefix(st, "rp_graph_add_interp: ");
   if (!(tmp = rp__reallocarray(tmp, n + 1, sizeof *tmp)))
     return rp__err(RP_ENOMEM, "rp_graph_add_interp: out of memory");
   tmp[n] = *ip;

@@ -136,12 +136,22 @@ static rp_status check_access_reach(rp_runtime *rt, const rp_launch *l,
   return RP_OK;
 }
 
-rp_status rp__check_interps(const rp_launch *l, const char *name) {
+rp_status rp__check_interps(const rp_launch *l, const char *name,
+                            uint32_t first) {
   if (l->ninterp && !l->interps)
     return rp__err(RP_EINVAL, "task '%s': %u interpolations, NULL array", name,
                    l->ninterp);
-  for (uint32_t i = 0; i < l->ninterp; i++) {
-    const rp_interp *ip = &l->interps[i];
+  for (uint32_t k = 0; k < l->ninterp; k++) {
+    const rp_interp *ip = &l->interps[k];
+    uint32_t i = first + k; /* the op's numbering */
+    size_t src_end;
+    if (!rp__add_ok(ip->src_offset, ip->bytes, &src_end) ||
+        src_end > RP_MAX_REPLAY_ARGS)
+      return rp__err(RP_ERANGE,
+                     "task '%s': interpolation %u reads replay argument "
+                     "bytes [%zu, +%zu), past the largest replay argument "
+                     "block (%u bytes, RP_MAX_REPLAY_ARGS)",
+                     name, i, ip->src_offset, ip->bytes, RP_MAX_REPLAY_ARGS);
     if (ip->dst_offset == RP_INTERP_SHARDS) {
       if (ip->bytes != sizeof(uint32_t) || l->shards < 2)
         return rp__err(RP_EINVAL,
@@ -212,7 +222,7 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
                    "task '%s': interpolations apply to recorded "
                    "launches only",
                    name);
-  if ((st = rp__check_interps(l, name)) != RP_OK)
+  if ((st = rp__check_interps(l, name, 0)) != RP_OK)
     return st;
   if (!recorded && is_ref(l->wait))
     return rp__err(RP_ECAPTURE,

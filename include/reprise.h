@@ -745,7 +745,9 @@ typedef struct rp_access {
 /* Per-replay argument interpolation: `bytes` bytes at `src_offset` of the
  * replay's argument block are copied to `dst_offset` of the op's arguments
  * before the op runs. dst_offset RP_INTERP_SHARDS targets an SPMD launch's
- * shard count (a uint32_t, clamped to 1..max shards). */
+ * shard count (a uint32_t, clamped to 1..max shards). The source lies
+ * within the first RP_MAX_REPLAY_ARGS bytes (RP_ERANGE at the launch
+ * otherwise: no exec could take such a block). */
 typedef struct rp_interp {
   size_t src_offset;
   size_t dst_offset;
@@ -959,8 +961,9 @@ RP_API rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
                                              rp_op_id op);
 /* Adds an interpolation to task op. RP_EINVAL op out of range or a copy;
  * the launch checks of an interpolation (RP_EINVAL, RP_ERANGE: one that
- * does not fit the op's args or shard count, the detail says which); the
- * op is unchanged then. */
+ * does not fit the op's args or shard count, or reads past
+ * RP_MAX_REPLAY_ARGS of the replay's argument block, the detail naming
+ * it by its index among the op's); the op is unchanged then. */
 RP_API rp_status rp_graph_add_interp(rp_graph *g, rp_op_id op,
                                      const rp_interp *ip);
 /* Names op (RP_NAME_MAX); NULL or "" removes the name. RP_EINVAL for an

@@ -300,9 +300,38 @@ Test(misuse_sizes, exec_options_and_argument_blocks) {
   RP_CHECK(rp_event_release(rt, done));
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
-  /* an interpolation source whose end overflows */
-  g = interp_graph(rt, t, SIZE_MAX - 3);
-  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_ERANGE);
+  /* an interpolation source past the largest replay argument block, or
+   * whose end overflows, never instantiates: refused when it is added (the
+   * builder, capture and the loader alike), naming the op's own index */
+  g = interp_graph(rt, t, RP_MAX_REPLAY_ARGS - 8); /* the last 8 bytes */
+  rp_interp past[] = {{RP_MAX_REPLAY_ARGS - 7, 0, 8}, {SIZE_MAX - 3, 0, 8}};
+  for (int k = 0; k < 2; k++) {
+    RP_EXPECT(rp_graph_add_interp(g, 0, &past[k]), RP_ERANGE);
+    cr_assert(has(rp_error_detail(),
+                  "rp_graph_add_interp: task 'misuse.noop': interpolation 1 "
+                  "reads replay argument bytes") &&
+                  has(rp_error_detail(), "RP_MAX_REPLAY_ARGS"),
+              "%s", rp_error_detail());
+  }
+  RP_CHECK(rp_graph_validate(g));
+  RP_CHECK(
+      rp_instantiate(g, &(rp_exec_opts){.max_args = RP_MAX_REPLAY_ARGS}, &ex));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  int64_t args = 0;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_EXPECT(rp_launch_task(rt,
+                           &(rp_launch){.task = t,
+                                        .proc = 0,
+                                        .args = &args,
+                                        .args_size = sizeof args,
+                                        .interps = past,
+                                        .ninterp = 1},
+                           NULL),
+            RP_ERANGE);
+  cr_assert(has(rp_error_detail(), "interpolation 0 reads replay argument"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_capture_end(rt, &g));
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
 }
