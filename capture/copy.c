@@ -12,7 +12,7 @@ rp_status rp__check_copy(rp_runtime *rt, const rp_copy *c, rp_op_id op) {
   rp_xfer_desc d;
   rp_status st = rp_xfer_plan(rt, c, &d);
   if (st)
-    return op == UINT32_MAX ? st : rp__err_prefix(st, "op %u (copy): ", op);
+    return op == UINT32_MAX ? st : rp__err_as(st, "op %u (copy): ", op);
   rp_xfer_release(&d);
   return RP_OK;
 }

@@ -105,12 +105,19 @@ static rp_status check_ports(const rp_graph *g, const rp_gport *ports,
   return RP_OK;
 }
 
+static rp_status validate(const rp_graph *g);
+
 rp_status rp_graph_validate(const rp_graph *g) {
   rp_status gst_ = rp__graph_check(g, "rp_graph_validate");
   if (gst_)
     return gst_;
   if (!g)
     return rp__err(RP_EINVAL, "rp_graph_validate: NULL graph");
+  rp_status st = validate(g);
+  return st ? rp__err_as(st, "rp_graph_validate: ") : RP_OK;
+}
+
+static rp_status validate(const rp_graph *g) {
   rp_status st = rp__runtime_check(g->rt);
   if (st)
     return st;

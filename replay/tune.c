@@ -306,17 +306,18 @@ static int wants_tuning(const rp_exec *ex) {
 
 rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
                        uint32_t *replays) {
-  rp_status st = rp__replay_check(ex, a, "rp_exec_tune");
+  /* trial replays hand out no postcondition events: a->post is ignored,
+   * not checked */
+  rp_replay_args ta = a ? *a : (rp_replay_args){0};
+  ta.post = NULL;
+  ta.npost = 0;
+  rp_status st = rp__replay_check(ex, a ? &ta : NULL, "rp_exec_tune");
   if (st)
     return st;
   if (rp__tl_in_callback) /* it always waits for its trial replays */
     return rp__err(RP_EBUSY, "rp_exec_tune: called from an event's "
                              "callback, which must not block (nothing was "
                              "run)");
-  /* trial replays hand out no postcondition events */
-  rp_replay_args ta = a ? *a : (rp_replay_args){0};
-  ta.post = NULL;
-  ta.npost = 0;
   for (uint32_t i = 0; i < ta.npre; i++) {
     rp_status ps = rp__event_peek(ex->rt, ta.pre[i]);
     if (ps == RP_EAGAIN)

@@ -188,6 +188,32 @@ Test(misuse, stale_instance_and_released_event_are_refused) {
   th_destroy(rt);
 }
 
+/* A graph whose copy names an instance freed since: validate and
+ * instantiate say so in their own name and the op's, not an internal
+ * call's. */
+Test(misuse, a_stale_copy_is_named_by_validate_and_instantiate) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "count", count_task, 100);
+  rp_inst a = make_inst(rt), b = make_inst(rt);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, NULL));
+  RP_CHECK(rp_graph_add_copy(g, &(rp_copy){.src = a, .dst = b}, NULL));
+  RP_CHECK(rp_instance_free(rt, b));
+  RP_EXPECT(rp_graph_validate(g), RP_ESTALE);
+  cr_assert(
+      !strncmp(rp_error_detail(), "rp_graph_validate: op 1 (copy): ", 32) &&
+          !strstr(rp_error_detail(), "rp_xfer"),
+      "%s", rp_error_detail());
+  rp_exec *ex;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_ESTALE);
+  cr_assert(!strncmp(rp_error_detail(), "rp_instantiate: op 1 (copy): ", 29),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  th_destroy(rt);
+}
+
 /* Releasing a still-pending event twice must not take the trigger's
  * reference: the task gated on it still runs once it triggers, and the
  * runtime goes down cleanly. */

@@ -1402,6 +1402,13 @@ Test(replay, exec_tune_runs_nothing_when_every_unit_is_hinted) {
   uint32_t tuned = 99;
   RP_CHECK(rp_exec_tune(ex, NULL, &tuned));
   cr_assert_eq(tuned, 0);
+  /* a->post is ignored, whatever it holds (the graph has no ports) */
+  rp_event posts[2] = {{0}, {0}};
+  RP_CHECK(
+      rp_exec_tune(ex, &(rp_replay_args){.post = posts, .npost = 2}, &tuned));
+  RP_CHECK(
+      rp_exec_tune(ex, &(rp_replay_args){.post = NULL, .npost = 1}, &tuned));
+  cr_assert(posts[0].id == 0 && posts[1].id == 0, "an event was handed out");
   rp_exec_stats s;
   RP_CHECK(rp_exec_stats_get(ex, &s));
   cr_assert_eq(s.replays, 0);
