@@ -485,7 +485,10 @@ RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
 /* Frees the instance; its handle (and every copy of it) becomes stale.
  * Instances in use (both calls, free and realloc):
  *  - eager ops (launches outside a capture) that access the instance and
- *    have not completed are waited for first, as before;
+ *    have not completed are waited for first, as before: one gated on an
+ *    event the caller itself triggers later (its `wait`, or an eager op
+ *    it waits for) holds the call until then, from the one thread that
+ *    could trigger it a deadlock (not detected): trigger it first;
  *  - a replay in flight (issued, done event not yet triggered) of an exec
  *    that uses the instance makes the call fail with RP_EBUSY, naming the
  *    exec, and change nothing (handle, generation and storage stay). It
