@@ -169,6 +169,42 @@ static long sweep(const char *what, scenario_fn run, size_t nout) {
       st = t_;                                                                 \
   } while (0)
 
+/* One replay of ex with args, waited for; its first error. */
+static rp_status replay_wait(rp_runtime *rt, rp_exec *ex, const void *args,
+                             size_t size) {
+  rp_event done = {0};
+  rp_status st =
+      rp_replay(ex, &(rp_replay_args){.args = args, .args_size = size}, &done);
+  if (st == RP_OK)
+    st = rp_event_wait(rt, done, -1);
+  rp_status rs = st == RP_OK || done.id ? rp_event_release(rt, done) : RP_OK;
+  return st ? st : rs;
+}
+
+/* A new empty file from the template path ("/tmp/rp_oom_XXXXXX"). */
+static rp_status temp_file(char *path) {
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return rp_error_set(RP_EIO, "mkstemp failed");
+  close(fd);
+  return RP_OK;
+}
+
+/* A GPT of 2 heads on 2 processors. */
+static rp_gpt_config tiny_gpt(uint32_t layers, uint32_t width, uint32_t context,
+                              uint32_t vocab, uint32_t batch) {
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = layers;
+  c.heads = 2;
+  c.width = width;
+  c.context = context;
+  c.vocab = vocab;
+  c.batch = batch;
+  c.procs = 2;
+  return c;
+}
+
 static rp_status make_runtime(unsigned workers, rp_runtime **rt) {
   rp_runtime_config rc;
   rp_runtime_config_init(&rc);
@@ -194,11 +230,10 @@ static rp_status mlp_scenario(float *out, size_t nout) {
   rp_inst insts[128];
   uint32_t ni = 0;
   char path[] = "/tmp/rp_oom_XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0)
-    return rp_error_set(RP_EIO, "mkstemp failed");
-  close(fd);
-  rp_status st = make_runtime(2, &rt);
+  rp_status st = temp_file(path);
+  if (st != RP_OK)
+    return st;
+  st = make_runtime(2, &rt);
   if (st != RP_OK)
     goto out;
   TRY(rp_kernels_register(rt, &k));
@@ -238,13 +273,7 @@ static rp_status mlp_scenario(float *out, size_t nout) {
     TRY(rp_exec_trace_start(ex, 2));
   for (uint32_t i = 0; i < 3 && st == RP_OK; i++) {
     rp_mlp_step_args a = {i, 0.05f};
-    rp_event done = {0};
-    TRY(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a},
-                  &done));
-    if (st == RP_OK) {
-      TRY(rp_event_wait(rt, done, -1));
-      TRY(rp_event_release(rt, done));
-    }
+    TRY(replay_wait(rt, ex, &a, sizeof a));
   }
   if (st == RP_OK)
     TRY(rp_exec_trace_write(ex, path));
@@ -279,23 +308,14 @@ static rp_status gpt_scenario(float *out, size_t nout) {
   rp_gpt_ckpt ck;
   memset(&ck, 0, sizeof ck);
   char path[] = "/tmp/rp_oom_XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0)
-    return rp_error_set(RP_EIO, "mkstemp failed");
-  close(fd);
-  rp_status st = make_runtime(2, &rt);
+  rp_status st = temp_file(path);
+  if (st != RP_OK)
+    return st;
+  st = make_runtime(2, &rt);
   if (st != RP_OK)
     goto out;
   TRY(rp_kernels_register(rt, &k));
-  rp_gpt_config c;
-  rp_gpt_config_init(&c);
-  c.layers = 1;
-  c.heads = 2;
-  c.width = 8;
-  c.context = 4;
-  c.vocab = 5;
-  c.batch = 2;
-  c.procs = 2;
+  rp_gpt_config c = tiny_gpt(1, 8, 4, 5, 2);
   if (st == RP_OK)
     TRY(rp_gpt_create(rt, &k, &c, &m));
   int32_t x[2 * 4] = {0, 1, 2, 3, 4, 3, 2, 1};
@@ -308,13 +328,7 @@ static rp_status gpt_scenario(float *out, size_t nout) {
     TRY(rp_instantiate(g, NULL, &ex));
   for (int32_t s = 1; s <= 2 && st == RP_OK; s++) {
     rp_gpt_step_args a = {.batch = 0, .lr = 0.01f, .step = s};
-    rp_event done = {0};
-    TRY(rp_replay(ex, &(rp_replay_args){.args = &a, .args_size = sizeof a},
-                  &done));
-    if (st == RP_OK) {
-      TRY(rp_event_wait(rt, done, -1));
-      TRY(rp_event_release(rt, done));
-    }
+    TRY(replay_wait(rt, ex, &a, sizeof a));
   }
   rp_gpt_ckpt info;
   memset(&info, 0, sizeof info);
@@ -366,15 +380,7 @@ static rp_status gpt_eager_scenario(float *out, size_t nout) {
   if (st == RP_OK)
     TRY(rp_text_from_bytes("corpus", (const uint8_t *)corpus, sizeof corpus - 1,
                            4, &t));
-  rp_gpt_config c;
-  rp_gpt_config_init(&c);
-  c.layers = 1;
-  c.heads = 2;
-  c.width = 8;
-  c.context = 4;
-  c.vocab = t.vocab;
-  c.batch = 2;
-  c.procs = 2;
+  rp_gpt_config c = tiny_gpt(1, 8, 4, t.vocab, 2);
   if (st == RP_OK)
     TRY(rp_gpt_create(rt, &k, &c, &m));
   rp_gpt_train_opts o = {.iters = 2, .lr = 1e-2f};
@@ -452,13 +458,7 @@ static void replay_unallocating(const char *what, rp_runtime *rt, rp_exec *ex,
     }
     if (step)
       (*step)++;
-    rp_event done = {0};
-    rp_status st = rp_replay(
-        ex, &(rp_replay_args){.args = args, .args_size = size}, &done);
-    if (st == RP_OK)
-      st = rp_event_wait(rt, done, -1);
-    if (st == RP_OK)
-      st = rp_event_release(rt, done);
+    rp_status st = replay_wait(rt, ex, args, size);
     long calls = atomic_load(&oom_calls);
     if (st != RP_OK || calls) {
       oom_disarm();
@@ -506,15 +506,7 @@ Test(oom, replays_ask_the_allocator_for_nothing) {
   RP_CHECK(rp_mlp_destroy(mlp));
   rp_data_free(&d);
   /* the GPT on two processors */
-  rp_gpt_config gc;
-  rp_gpt_config_init(&gc);
-  gc.layers = 2;
-  gc.heads = 2;
-  gc.width = 16;
-  gc.context = 8;
-  gc.vocab = 7;
-  gc.batch = 4;
-  gc.procs = 2;
+  rp_gpt_config gc = tiny_gpt(2, 16, 8, 7, 4);
   rp_gpt *gpt;
   RP_CHECK(rp_gpt_create(rt, &k, &gc, &gpt));
   RP_CHECK(rp_gpt_record(gpt, &g));
