@@ -110,7 +110,8 @@ static rp_status resolve(const char *path, char **target, int *exists,
                  ? rp__err(RP_EINVAL, "a symbolic link to nothing (a dangling "
                                       "link): an output does not create "
                                       "its target")
-                 : rp__err(RP_EIO, "cannot resolve the symbolic link: %s",
+                 : rp__err(rp__errno_status(errno),
+                           "cannot resolve the symbolic link: %s",
                            strerror(errno));
     if (stat(real, sb) != 0) {
       int e = errno;

@@ -387,9 +387,13 @@ int rp__futex_wait2(_Atomic uint32_t *a, uint32_t va, _Atomic uint32_t *b,
   rp_futex_waitv w[2] = {
       {va, (uint64_t)(uintptr_t)a, RP_FUTEX_32 | RP_FUTEX_PRIVATE, 0},
       {vb, (uint64_t)(uintptr_t)b, RP_FUTEX_32 | RP_FUTEX_PRIVATE, 0}};
-  /* no timeout; returns on a wake, a changed word (EAGAIN) or a signal */
+  /* no timeout; returns on a wake, a changed word (EAGAIN) or a signal.
+   * Any other error (ENOSYS: an older kernel; EPERM or the like: a seccomp
+   * filter that does not know the call) means it cannot wait: the callers
+   * fall back to the bounded single-word wait from now on, rather than
+   * come straight back (a spin). */
   if (syscall(SYS_futex_waitv, w, 2u, 0u, NULL, CLOCK_MONOTONIC) < 0 &&
-      errno == ENOSYS) {
+      errno != EAGAIN && errno != EINTR && errno != ETIMEDOUT) {
     atomic_store_explicit(&waitv_missing, 1, memory_order_relaxed);
     return -1;
   }

@@ -169,8 +169,9 @@ void rp__futex_wait(_Atomic uint32_t *addr, uint32_t expected,
 void rp__futex_wake(_Atomic uint32_t *addr, int n);
 /* Waits while *a == va and *b == vb (futex_waitv, Linux 5.16 and later):
  * a wake on either word, or either word changing, returns. 0 after the
- * wait (spurious returns allowed), -1 when the kernel has no futex_waitv
- * (nothing waited) or rp__futex_waitv_off is set. */
+ * wait (spurious returns allowed), -1 when the call is not available (an
+ * older kernel, a seccomp filter: nothing waited, and every later call
+ * answers -1 at once) or rp__futex_waitv_off is set. */
 int rp__futex_wait2(_Atomic uint32_t *a, uint32_t va, _Atomic uint32_t *b,
                     uint32_t vb);
 /* 0 once rp__futex_wait2 is known to answer -1. */

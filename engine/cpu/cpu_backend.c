@@ -24,6 +24,10 @@ typedef struct cpu_worker {
    * a kernel without futex_waitv (rp__worker_block_wait), NULL otherwise:
    * an enqueue wakes it too */
   _Atomic(_Atomic uint32_t *) blocked_on;
+  /* 1 while the worker sleeps inside a replay on futex_waitv (the queue's
+   * wake_seq among its words): an enqueue bumps wake_seq and wakes it.
+   * Not the queue's `sleeping`, which replay submissions wake too. */
+  _Atomic uint32_t serving;
 } cpu_worker;
 
 /* The worker this thread is, NULL on other threads. */
@@ -217,7 +221,11 @@ static void cpu_enqueue(void *state, const rp_proc_rec *p, rp_work *item) {
   cpu_worker *w = &cs->workers[p->local];
   atomic_fetch_add_explicit(&cs->pending, 1, memory_order_relaxed);
   rp__queue_push(&w->q, item);
-  rp__queue_wake(&w->q); /* also ends a rp__worker_block_wait's futex_waitv */
+  rp__queue_wake(&w->q);
+  /* seq_cst after the push: a worker in rp__worker_block_wait that
+   * announced `serving` before this load is woken, else it sees the item */
+  if (RP_UNLIKELY(atomic_load(&w->serving)))
+    rp__queue_kick(&w->q);
   /* without futex_waitv: seq_cst after the push, a worker that announced
    * before this load sees the item in rp__worker_block_wait or is woken
    * here, unless it is between its check and its sleep (then its bound) */
@@ -300,18 +308,19 @@ int rp__worker_block_wait(_Atomic uint32_t *word, uint32_t v) {
     rp__futex_wait(word, v, -1);
     return 1;
   }
-  /* the queue's sleep protocol: announced (seq_cst) before the re-check,
-   * so an enqueue either is seen below or bumps wake_seq from seq */
-  uint32_t seq = rp__queue_sleep_begin(&w->q);
+  /* announced (seq_cst) before the re-check, so an enqueue either is seen
+   * below or bumps wake_seq from seq (cpu_enqueue) */
+  uint32_t seq = atomic_load(&w->q.wake_seq);
   int both = rp__futex_wait2_usable();
-  if (!both)
+  if (both)
+    atomic_store(&w->serving, 1);
+  else
     atomic_store(&w->blocked_on, word);
   int slept = !rp__queue_nonempty(&w->q);
   if (slept && (!both || rp__futex_wait2(word, v, &w->q.wake_seq, seq) < 0))
     rp__futex_wait(word, v, RP_SERVE_SLEEP_NS);
-  if (!both)
-    atomic_store(&w->blocked_on, NULL);
-  rp__queue_sleep_end(&w->q);
+  atomic_store(&w->serving, 0);
+  atomic_store(&w->blocked_on, NULL);
   return slept;
 }
 
