@@ -2830,17 +2830,17 @@ static uint64_t ckpt_floats(uint32_t L, uint64_t C, uint64_t T, uint64_t V) {
 }
 
 /* What a checkpoint's step and schedule may be (the command line's
- * domain): lr finite in [0, RP_GPT_CKPT_LR_MAX]; iters 0 (no schedule:
- * step and warmup 0 too) or step <= iters and warmup < iters. 0 when not
- * (why: the reason). */
+ * domain): lr finite in [0, RP_GPT_CKPT_LR_MAX]; with a schedule (iters
+ * > 0, as the command line writes) step <= iters and warmup < iters
+ * (iters 0: none recorded, the others as the library's caller gave them).
+ * 0 when not (why: the reason). */
 static int schedule_ok(uint32_t step, uint32_t iters, uint32_t warmup, float lr,
                        const char **why) {
   *why = !isfinite(lr) || lr < 0 || lr > RP_GPT_CKPT_LR_MAX
              ? "lr outside [0, 100]"
-         : !iters && (step || warmup) ? "steps or warmup without iters"
-         : iters && step > iters      ? "more steps done than iters"
-         : iters && warmup >= iters   ? "warmup not below iters"
-                                      : NULL;
+         : iters && step > iters    ? "more steps done than iters"
+         : iters && warmup >= iters ? "warmup not below iters"
+                                    : NULL;
   return *why == NULL;
 }
 

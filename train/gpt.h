@@ -461,8 +461,8 @@ typedef struct rp_gpt_ckpt {
  * written) for what rp_gpt_ckpt_read would refuse: a weight or moment
  * that is not finite, a vocabulary not in strictly increasing order, a
  * schedule outside the command line's domain (lr finite in [0, 100];
- * iters 0, meaning no schedule, with step and warmup 0, or step <= iters
- * and warmup < iters);
+ * with iters > 0, step <= iters and warmup < iters; iters 0 records no
+ * schedule);
  * RP_ERANGE (nothing written) for a checkpoint larger than the reader
  * takes (rp_gpt_save_check). */
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
