@@ -271,8 +271,8 @@ Test(cli, a_stdout_pipe_without_reader_is_exit_1, .timeout = 120) {
            more[i][3]);
     cr_assert_eq(r.status, strcmp(more[i][0], "--diff") ? 1 : 2, "%s: %s",
                  more[i][0], r.err);
-    cr_assert(strstr(r.err, "reprise dump: writing the report failed: No "
-                            "space left on device"),
+    cr_assert(strstr(r.err, "reprise dump: writing the report to standard "
+                            "output failed: No space left on device"),
               "%s: %s", more[i][0], r.err);
     RUN_CLOSED_PIPE(&r, "dump", graph, more[i][0], more[i][1], more[i][2],
                     more[i][3]);

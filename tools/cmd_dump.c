@@ -1026,11 +1026,16 @@ typedef struct dump_out {
   FILE *f;
 } dump_out;
 
+/* What the report goes to, for report_failed: "standard output" or
+ * "--output FILE". */
+static char out_name[4200] = "standard output";
+
 static int open_out(const dump_cli *c, dump_out *d) {
   d->o = NULL;
   d->f = stdout;
   if (!c->output || !strcmp(c->output, "-"))
     return RP_CLI_OK;
+  snprintf(out_name, sizeof out_name, "--output %s", c->output);
   int rc = rp_cli_output_open("dump", "--output", c->output, &d->o);
   d->f = rc ? NULL : rp_output_file(d->o);
   return rc;
@@ -1041,7 +1046,8 @@ static int open_out(const dump_cli *c, dump_out *d) {
 static int report_failed(FILE *out) {
   int e = errno;
   if (out && ferror(out) && !(out == stdout && rp_cli_stdout_reader_gone(e)))
-    fprintf(stderr, "reprise dump: writing the report failed: %s\n",
+    fprintf(stderr, "reprise dump: writing the report to %s failed: %s\n",
+            out == stdout ? "standard output" : out_name,
             strerror(e ? e : EIO));
   return RP_CLI_FAILED;
 }
