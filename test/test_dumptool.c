@@ -125,7 +125,7 @@ static void build_clean(fixture *fx) {
   rp_op_id e = copy_op(fx, 0, 2, 0, 15), f = AXPY(fx, 1, 0, 2, 1);
   edge(fx, a, b);
   edge(fx, b, c);
-  edge(fx, c, d);
+  edge(fx, c, f); /* c and f both update instance 1 */
   edge(fx, b, e);
   edge(fx, e, f);
   edge(fx, f, d);
@@ -164,7 +164,7 @@ Test(dump, text_names_ops_accesses_edges_ports) {
                         "cost 300 ns",
                         "op 4: copy domain rect [0..15] redop none",
                         "interp 0: replay args [0, +4) -> args [0]",
-                        "edge 2 -> 3",
+                        "edge 2 -> 5",
                         "precondition 0 'batch' -> ops 0",
                         "postcondition 0 'step' <- ops 3"};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++)
@@ -349,7 +349,7 @@ Test(dump, stats_on_a_known_graph) {
   cli_run r;
   RUN(&r, "dump", g, "--stats");
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
-  /* edges 0-1 1-2 2-3 1-4 4-5 5-3; costs 100 200 300 50 0 0 */
+  /* edges 0-1 1-2 2-5 1-4 4-5 5-3; costs 100 200 300 50 0 0 */
   const char *want[] = {
       "ops: 6 (5 tasks, 1 copies), 6 units",
       "edges: 6, instances: 3, preconditions: 1, postconditions: 1",
@@ -358,8 +358,8 @@ Test(dump, stats_on_a_known_graph) {
       "task  any CPU worker     1 ops",
       "copy  (no processor)     1 ops",
       "rp.axpy                  3",
-      "critical path: 5 ops: 0 -> 1 -> 4 -> 5 -> 3",
-      "critical path by cost hints: 650 ns over 4 ops: 0 -> 1 -> 2 -> 3",
+      "critical path: 5 ops: 0 -> 1 -> 2 -> 5 -> 3",
+      "critical path by cost hints: 650 ns over 5 ops: 0 -> 1 -> 2 -> 5 -> 3",
       "(2 of 6 ops have no cost hint: counted as 0 ns)",
       "width: 2 at depth 2: ops 2, 4 (the widest topological level"};
   for (size_t i = 0; i < sizeof want / sizeof *want; i++)
@@ -401,7 +401,7 @@ Test(lint, redundant_edge_is_named_and_strict_exits_1) {
             "%s", r.out);
   cr_assert(strstr(r.out, "lint: 1 finding (runahead 0, contract 0, "
                           "redundant-edge 1, unread-result 0, "
-                          "mergeable-copies 0)"),
+                          "mergeable-copies 0, race 0)"),
             "%s", r.out);
   RUN(&r, "dump", g, "--lint", "--strict");
   cr_assert_eq(r.status, 1);
@@ -460,6 +460,7 @@ Test(lint, mergeable_copies_are_named_unless_an_op_is_between) {
   edge(&fx, 1, c2);
   edge(&fx, c1, rd);
   edge(&fx, c2, rd);
+  edge(&fx, 5, rd); /* after the other updates of instance 1 */
   edge(&fx, rd, 3);
   const char *g = save(&fx, "g.json");
   cli_run r;
@@ -469,7 +470,7 @@ Test(lint, mergeable_copies_are_named_unless_an_op_is_between) {
                           "instance 3) move [0..7] and [8..15], adjacent "
                           "rectangles: one copy over [0..15] would do"),
             "%s", r.out);
-  cr_assert(strstr(r.out, "mergeable-copies 1)"), "%s", r.out);
+  cr_assert(strstr(r.out, "mergeable-copies 1, race 0)"), "%s", r.out);
   fx_fini(&fx);
   /* an op ordered between the two copies keeps them apart */
   fixture fy;
@@ -482,6 +483,7 @@ Test(lint, mergeable_copies_are_named_unless_an_op_is_between) {
   edge(&fy, c1, rd);
   edge(&fy, rd, c2);
   edge(&fy, c2, 3);
+  edge(&fy, 5, rd);
   edge(&fy, rd, 3);
   g = save(&fy, "g2.json");
   RUN(&r, "dump", g, "--lint");
@@ -842,7 +844,7 @@ Test(lint, checks_are_selected_and_ignored_by_name) {
   cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
   cr_assert(strstr(r.out, "lint: no findings (6 ops, 7 edges checked; not "
                           "checked: runahead, redundant-edge, "
-                          "mergeable-copies)"),
+                          "mergeable-copies, race)"),
             "%s", r.out);
   RUN(&r, "dump", g, "--lint-ignore", "redundant-edge", "--strict");
   cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
@@ -850,7 +852,7 @@ Test(lint, checks_are_selected_and_ignored_by_name) {
   cr_assert_eq(r.status, 1, "%s", r.out);
   cr_assert(strstr(r.out, "lint: 1 finding (redundant-edge 1; not checked: "
                           "runahead, contract, unread-result, "
-                          "mergeable-copies)"),
+                          "mergeable-copies, race)"),
             "%s", r.out);
   RUN(&r, "dump", g, "--lint=redundant-edges");
   cr_assert_eq(r.status, 2);
@@ -929,6 +931,106 @@ Test(lint_model, contracts_that_contradict_the_memory) {
   md.ops[1].nacc = 1;
   out = lint_model(&md.m, &n);
   cr_assert_null(strstr(out, "contract:"), "%s", out);
+  free(out);
+}
+
+/* Two ops on one instance with no path between them (race): a write
+ * against a read, a task's fold against a copy's; not two same-operator
+ * folds of one kind, not two readers, not copies whose points do not
+ * meet, and nothing once an edge orders the pair. */
+static void model_pair(model *md, rp_op_kind ka, rp_privilege pa, rp_op_kind kb,
+                       rp_privilege pb) {
+  memset(md, 0, sizeof *md);
+  md->kinds[0] = md->kinds[1] = RP_PROC_CPU;
+  md->insts[0] = (dm_inst){RP_MEM_SYSTEM, -1, RP_F32, rp_rect_1d(0, 15), ""};
+  md->insts[1] = (dm_inst){RP_MEM_SYSTEM, -1, RP_F32, rp_rect_1d(0, 15), ""};
+  rp_op_kind k[2] = {ka, kb};
+  rp_privilege p[2] = {pa, pb};
+  for (uint32_t i = 0; i < 2; i++) {
+    rp_redop red = p[i] == RP_REDUCE ? RP_REDOP_SUM : RP_REDOP_NONE;
+    if (k[i] == RP_OP_COPY) { /* from instance 1 into instance 0 */
+      md->acc[i][0] = (dm_access){1, RP_READ, RP_REDOP_NONE};
+      md->acc[i][1] = (dm_access){0, p[i], red};
+    } else {
+      md->acc[i][0] = (dm_access){0, p[i], red};
+    }
+    md->ops[i] =
+        (dm_op){.kind = k[i],
+                .name = k[i] == RP_OP_COPY ? "copy" : "t",
+                .proc = (rp_proc)i,
+                .pkind = RP_PROC_CPU,
+                .shards = 1,
+                .contract_known = 1,
+                .acc = md->acc[i],
+                .nacc = k[i] == RP_OP_COPY ? 2 : 1,
+                .domain = k[i] == RP_OP_COPY ? rp_rect_1d(0, 15) : (rp_rect){0},
+                .npost = 1};
+  }
+  md->m = (dm_graph){.ops = md->ops,
+                     .nops = 2,
+                     .insts = md->insts,
+                     .ninsts = 2,
+                     .edges = md->edges,
+                     .nedges = 0,
+                     .proc_kinds = md->kinds,
+                     .nprocs = 2};
+}
+
+static uint32_t races(const model *md, char **text) {
+  uint32_t n;
+  *text = lint_model(&md->m, &n);
+  uint32_t r = 0;
+  for (const char *p = *text; (p = strstr(p, "race: ")); p++)
+    r++;
+  return r;
+}
+
+Test(lint_model, unordered_conflicting_accesses_are_races) {
+  const struct {
+    rp_op_kind ka;
+    rp_privilege pa;
+    rp_op_kind kb;
+    rp_privilege pb;
+    uint32_t want;
+  } c[] = {
+      {RP_OP_TASK, RP_WRITE, RP_OP_TASK, RP_READ, 1},
+      {RP_OP_TASK, RP_RW, RP_OP_TASK, RP_RW, 1},
+      {RP_OP_TASK, RP_READ, RP_OP_TASK, RP_READ, 0},
+      {RP_OP_TASK, RP_REDUCE, RP_OP_TASK, RP_REDUCE, 0},
+      {RP_OP_COPY, RP_REDUCE, RP_OP_COPY, RP_REDUCE, 0},
+      {RP_OP_TASK, RP_REDUCE, RP_OP_COPY, RP_REDUCE, 1},
+      {RP_OP_TASK, RP_REDUCE, RP_OP_TASK, RP_READ, 1},
+      {RP_OP_COPY, RP_WRITE, RP_OP_TASK, RP_READ, 1},
+      {RP_OP_COPY, RP_WRITE, RP_OP_COPY, RP_WRITE, 1},
+  };
+  model md;
+  char *out;
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    model_pair(&md, c[i].ka, c[i].pa, c[i].kb, c[i].pb);
+    cr_assert_eq(races(&md, &out), c[i].want, "case %zu: %s", i, out);
+    free(out);
+  }
+  /* the finding names both ops, what each does and the instance */
+  model_pair(&md, RP_OP_TASK, RP_REDUCE, RP_OP_COPY, RP_REDUCE);
+  races(&md, &out);
+  cr_assert(strstr(out, "race: op 0 (t) reduces into and op 1 (copy) sums "
+                        "into instance 0 (f32 [0..15], system memory) with "
+                        "no path between them"),
+            "%s", out);
+  free(out);
+  /* an edge orders them */
+  md.edges[0] = (dm_edge){0, 1, 0};
+  md.m.nedges = 1;
+  cr_assert_eq(races(&md, &out), 0, "%s", out);
+  free(out);
+  /* copies into disjoint points do not meet; overlapping ones race */
+  model_pair(&md, RP_OP_COPY, RP_WRITE, RP_OP_COPY, RP_WRITE);
+  md.ops[0].domain = rp_rect_1d(0, 7);
+  md.ops[1].domain = rp_rect_1d(8, 15);
+  cr_assert_eq(races(&md, &out), 0, "%s", out);
+  free(out);
+  md.ops[1].domain = rp_rect_1d(7, 15);
+  cr_assert_eq(races(&md, &out), 1, "%s", out);
   free(out);
 }
 

@@ -36,6 +36,14 @@
  *                   instances and reduction, whose point sets are adjacent
  *                   or overlap and together form one rectangle (disjoint for
  *                   sum copies), with no other op ordered between them.
+ * race              two ops with no path between them that access one
+ *                   instance in ways that conflict: a write, a read-write
+ *                   or a reduction against any other access, except two
+ *                   reductions that commute (the same operator, both
+ *                   tasks' or both copies': capture's rule); two copies
+ *                   conflict only where their point sets meet. Capture
+ *                   orders every such pair; a built graph or an edited
+ *                   file may not, and the two then run at the same time.
  *
  * Processor kinds and contracts come from the model, so placeholder tasks
  * (contract unknown) are skipped by runahead and contract. */
@@ -478,10 +486,18 @@ int dm_stats(const dm_graph *m, FILE *out, FILE *err) {
 
 /* ---- lint ---- */
 
-enum { L_RUNAHEAD, L_CONTRACT, L_REDUNDANT, L_UNREAD, L_MERGE, L_COUNT };
+enum {
+  L_RUNAHEAD,
+  L_CONTRACT,
+  L_REDUNDANT,
+  L_UNREAD,
+  L_MERGE,
+  L_RACE,
+  L_COUNT
+};
 static const char *const LINT_NAME[L_COUNT] = {
-    "runahead", "contract", "redundant-edge", "unread-result",
-    "mergeable-copies"};
+    "runahead",      "contract",         "redundant-edge",
+    "unread-result", "mergeable-copies", "race"};
 
 typedef struct lint {
   const dg *d;
@@ -500,7 +516,7 @@ unsigned dm_lint_check(const char *name, size_t len) {
 
 const char *dm_lint_checks(void) {
   return "runahead, contract, redundant-edge, unread-result, "
-         "mergeable-copies";
+         "mergeable-copies, race";
 }
 
 __attribute__((format(printf, 3, 4))) static void
@@ -905,6 +921,100 @@ static int lint_merge(lint *L) {
   return 0;
 }
 
+/* ---- races ---- */
+
+static int acc_any(const dm_access *a) {
+  (void)a;
+  return 1;
+}
+
+/* 1 when access p of op a and access q of op b (on one instance) may not
+ * run at the same time. */
+static int conflicts(const dm_graph *m, uint32_t a, const dm_access *p,
+                     uint32_t b, const dm_access *q) {
+  if (p->priv == RP_READ && q->priv == RP_READ)
+    return 0;
+  const dm_op *x = &m->ops[a], *y = &m->ops[b];
+  if (p->priv == RP_REDUCE && q->priv == RP_REDUCE && p->redop == q->redop &&
+      (x->kind == RP_OP_TASK) == (y->kind == RP_OP_TASK))
+    return 0; /* they commute */
+  if (x->kind == RP_OP_COPY && y->kind == RP_OP_COPY && x->domain.dim >= 1 &&
+      x->domain.dim == y->domain.dim) {
+    rp_rect meet = rect_meet(&x->domain, &y->domain, 0);
+    for (int d = 0; d < meet.dim; d++)
+      if (meet.lo[d] > meet.hi[d])
+        return 0; /* their points do not meet */
+  }
+  return 1;
+}
+
+static const char *acc_word(const dm_op *op, const dm_access *a) {
+  if (op->kind == RP_OP_COPY)
+    return a->priv == RP_READ     ? "copies from"
+           : a->priv == RP_REDUCE ? "sums into"
+                                  : "copies into";
+  return a->priv == RP_READ     ? "reads"
+         : a->priv == RP_WRITE  ? "writes"
+         : a->priv == RP_RW     ? "reads and writes"
+         : a->priv == RP_REDUCE ? "reduces into"
+                                : "accesses";
+}
+
+/* Findings shown per instance (all are counted). */
+#define RACES_SHOWN_PER_INST 8u
+
+static int lint_race(lint *L) {
+  const dm_graph *m = L->m;
+  if (!L->d->reach)
+    return 0; /* said in the notes */
+  inst_ops io = {0};
+  if (inst_ops_build(m, acc_any, &io)) {
+    inst_ops_free(&io);
+    return -1;
+  }
+  for (uint32_t x = 0; x < m->ninsts; x++) {
+    uint32_t shown = 0, lo = io.off[x], hi = io.off[x + 1];
+    for (uint32_t i = lo; i < hi; i++)
+      for (uint32_t j = i + 1; j < hi; j++) {
+        uint32_t a = io.ops[i], b = io.ops[j];
+        if (a == b || reach_has(L->d, a, b) || reach_has(L->d, b, a))
+          continue;
+        const dm_op *oa = &m->ops[a], *ob = &m->ops[b];
+        const dm_access *p = NULL, *q = NULL;
+        for (uint32_t k = 0; k < oa->nacc && !q; k++)
+          for (uint32_t l = 0; l < ob->nacc && !q; l++)
+            if (oa->acc[k].inst == x && ob->acc[l].inst == x &&
+                conflicts(m, a, &oa->acc[k], b, &ob->acc[l]))
+              p = &oa->acc[k], q = &ob->acc[l];
+        if (!q)
+          continue;
+        /* an op that accesses x twice is listed twice: count the pair once */
+        int seen = 0;
+        for (uint32_t k = lo; k < i && !seen; k++)
+          seen = io.ops[k] == a;
+        for (uint32_t k = i + 1; k < j && !seen; k++)
+          seen = io.ops[k] == b;
+        if (seen)
+          continue;
+        if (shown++ >= RACES_SHOWN_PER_INST) {
+          L->count[L_RACE]++;
+          continue;
+        }
+        label na, nb, ni;
+        finding(L, L_RACE,
+                "%s %s and %s %s %s with no path between them: they may run "
+                "at the same time (order them with an edge)",
+                op_name(m, a, na), acc_word(oa, p), op_name(m, b, nb),
+                acc_word(ob, q), inst_name(m, x, ni));
+      }
+    if (shown > RACES_SHOWN_PER_INST)
+      fprintf(L->out, "race: %u more pairs on instance %u not shown\n",
+              shown - RACES_SHOWN_PER_INST, x);
+  }
+  inst_ops_free(&io);
+  return 0;
+}
+
 /* ---- the report ---- */
 
 static void lint_notes(const lint *L) {
@@ -927,8 +1037,9 @@ static void lint_notes(const lint *L) {
             "findings (--stats counts those a path implies)\n");
   if (!L->d->reach && L->m->nops)
     fprintf(L->out,
-            "note: %u ops is more than %u: redundant-edge and "
-            "mergeable-copies were skipped (reachability takes nops^2 bits)\n",
+            "note: %u ops is more than %u: redundant-edge, "
+            "mergeable-copies and race were skipped (reachability takes "
+            "nops^2 bits)\n",
             L->m->nops, DM_REACH_MAX_OPS);
 }
 
@@ -945,7 +1056,8 @@ int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,
   if (checks & DM_LINT_REDUNDANT)
     lint_redundant(&L);
   int rc = ((checks & DM_LINT_UNREAD) && lint_unread(&L)) ||
-           ((checks & DM_LINT_MERGE) && lint_merge(&L));
+           ((checks & DM_LINT_MERGE) && lint_merge(&L)) ||
+           ((checks & DM_LINT_RACE) && lint_race(&L));
   if (!rc)
     lint_notes(&L);
   dg_free(&d);

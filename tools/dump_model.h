@@ -85,7 +85,8 @@ enum {
   DM_LINT_REDUNDANT = 1u << 2,
   DM_LINT_UNREAD = 1u << 3,
   DM_LINT_MERGE = 1u << 4,
-  DM_LINT_ALL = (1u << 5) - 1,
+  DM_LINT_RACE = 1u << 5,
+  DM_LINT_ALL = (1u << 6) - 1,
 };
 /* The check's bit for a name ("redundant-edge"), 0 when unknown. */
 unsigned dm_lint_check(const char *name, size_t len);
@@ -99,7 +100,7 @@ int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,
             uint32_t *nfindings);
 
 /* Ops above which reachability (redundant edges, the ordering check of
- * mergeable copies) is skipped: it takes nops^2 / 8 bytes. */
+ * mergeable copies, races) is skipped: it takes nops^2 / 8 bytes. */
 #define DM_REACH_MAX_OPS 16384u
 
 #endif
