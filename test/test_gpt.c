@@ -1286,6 +1286,28 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   cr_assert(strstr(rp_error_detail(), "rp_gpt_ckpt_apply: 10 values"), "%s",
             rp_error_detail());
   c2.ndata = nd;
+  { /* a negative second moment (the last element of tensor 1's): refused,
+     * and nothing written (tensor 0's weights stay) */
+    const rp_gpt_param_info *p0 = rp_gpt_param(t.m, 0),
+                            *p1 = rp_gpt_param(t.m, 1);
+    size_t n0 = (size_t)p0->rows * p0->cols, n1 = (size_t)p1->rows * p1->cols;
+    float *before = malloc(n0 * sizeof *before),
+          *after = malloc(n0 * sizeof *after);
+    cr_assert(before && after);
+    RP_CHECK(rp_gpt_tensor_read(t.m, 0, RP_GPT_WEIGHT, before, n0));
+    c2.data[0] += 1.0f;
+    c2.data[3 * n0 + 3 * n1 - 1] = -1.0f;
+    RP_EXPECT(rp_gpt_ckpt_apply(t.m, &c2), RP_EFORMAT);
+    char want[96];
+    snprintf(want, sizeof want,
+             "%s's second AdamW moment holds -1 at element %zu", p1->name,
+             n1 - 1);
+    cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+    RP_CHECK(rp_gpt_tensor_read(t.m, 0, RP_GPT_WEIGHT, after, n0));
+    cr_assert(!memcmp(before, after, n0 * sizeof *after), "weights changed");
+    free(before);
+    free(after);
+  }
   rp_gpt_ckpt_free(&c2);
   RP_EXPECT(rp_gpt_tensor_read(t.m, 0, RP_GPT_WEIGHT, NULL, 2048), RP_EINVAL);
   cr_assert(!rp_gpt_cfg(NULL) && !rp_gpt_procs(NULL) &&

@@ -3053,7 +3053,22 @@ rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
                         "(weights and both moments of %zu parameters)",
                         c->ndata, 3 * rp_gpt_param_count(m),
                         rp_gpt_param_count(m));
+  /* a second moment is a mean of squares: a negative one (only a crafted
+   * file holds one) is refused before anything is written */
   const float *q = c->data;
+  for (uint32_t i = 0; i < m->np; i++) {
+    size_t n = numel(&m->info[i]);
+    const float *v = q + 2 * n;
+    for (size_t k = 0; k < n; k++)
+      if (v[k] < 0)
+        return rp_error_set(RP_EFORMAT,
+                            "rp_gpt_ckpt_apply: %s's second AdamW moment "
+                            "holds %g at element %zu (a mean of squares is "
+                            "never negative)",
+                            m->info[i].name, (double)v[k], k);
+    q += 3 * n;
+  }
+  q = c->data;
   rp_status st = RP_OK;
   for (uint32_t i = 0; !st && i < m->np; i++)
     for (int s = 0; !st && s < 4; s++) {

@@ -484,7 +484,8 @@ void rp_gpt_ckpt_free(rp_gpt_ckpt *c);
 /* RP_ESHAPE when c holds another architecture than g (layers, heads,
  * width, context, vocabulary), the detail naming both; else RP_OK. */
 rp_status rp_gpt_ckpt_fits(const rp_gpt_ckpt *c, const rp_gpt_config *g);
-/* RP_ESHAPE when the file holds another architecture. */
+/* RP_ESHAPE when the file holds another architecture; RP_EFORMAT (nothing
+ * written) for a negative second moment. */
 rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c);
 
 #endif
