@@ -133,6 +133,9 @@ typedef struct rp_slot {
   uint8_t traced;           /* record this replay's timeline (trace.c) */
   _Atomic uint64_t t_start; /* when its first lane started (timed) */
   rp_event done;
+  /* done.id again, for inst_busy's look from another thread while the
+   * slot may be reused (written before the replay is published) */
+  _Atomic uint64_t done_id;
   /* read on the slower paths */
   RP_ALIGNED_LINE int32_t *unit_status; /* per unit, valid when any_fail */
   _Atomic uint32_t *post_left;          /* per postcondition port */

@@ -35,21 +35,31 @@ static void replay_dtor(rp_runtime *rt, void *arg) {
  * exec with replays in flight that uses the instance makes the call fail
  * with RP_EBUSY. Seq_cst loads pair with rp_replay's publication of
  * issued_pub and with the engine's transient generation store. */
-/* Replays of ex in flight. One whose completion was already claimed
- * (zeroed == 2: finish() is under way, and its done event may have
- * triggered already — a caller that waited on it must not be told it is in
- * flight) is waited out: done_seq moves right after. */
+/* Replays of ex in flight. The oldest one's completion may be under way
+ * (zeroed == 2: finish() runs, done_seq moves when it returns): once its
+ * done event has triggered it no longer counts (a caller that waited on
+ * that event must not be told it is in flight); before, it does. Never
+ * waits: the caller holds locks that finish()'s done callbacks may take,
+ * or is such a callback itself. */
 static uint32_t inflight_settled(rp_exec *ex) {
-  for (;;) {
-    uint64_t issued = atomic_load(&ex->issued_pub);
-    uint32_t n = (uint32_t)issued - atomic_load(&ex->done_seq);
-    if (!n)
-      return 0;
-    uint64_t oldest = issued - n;
-    if (atomic_load(&ex->slots[oldest % ex->max_inflight].zeroed) != 2)
-      return n;
-    rp__cpu_relax();
-  }
+  uint64_t issued = atomic_load(&ex->issued_pub);
+  uint32_t n = (uint32_t)issued - atomic_load(&ex->done_seq);
+  if (!n)
+    return 0;
+  const rp_slot *s = &ex->slots[(issued - n) % ex->max_inflight];
+  /* a slot reused meanwhile holds a new replay's pending event: counted */
+  if (atomic_load(&s->zeroed) == 2 &&
+      rp__event_peek_live(ex->rt, (rp_event){atomic_load(&s->done_id)}) !=
+          RP_EAGAIN)
+    return n - 1;
+  return n;
+}
+
+static int exec_uses(const rp_exec *ex, uint32_t slot, uint32_t gen) {
+  for (uint32_t i = 0; i < ex->ninsts; i++)
+    if (ex->insts[i].slot == slot && ex->insts[i].info.generation == gen)
+      return 1;
+  return 0;
 }
 
 static rp_status inst_busy(rp_runtime *rt, void *arg, rp_inst inst,
@@ -60,14 +70,15 @@ static rp_status inst_busy(rp_runtime *rt, void *arg, rp_inst inst,
   rp_status st = RP_OK;
   pthread_mutex_lock(&rs->exec_lock);
   for (rp_exec *ex = rs->execs; ex && !st; ex = ex->reg_next) {
+    if (!exec_uses(ex, slot, gen))
+      continue;
     uint32_t inflight = inflight_settled(ex);
-    for (uint32_t i = 0; inflight && i < ex->ninsts && !st; i++)
-      if (ex->insts[i].slot == slot && ex->insts[i].info.generation == gen)
-        st = rp__err(RP_EBUSY,
-                     "%s: instance %#llx is used by exec %p, "
-                     "which has %u replay(s) in flight; wait for their done "
-                     "events first (nothing was changed)",
-                     what, (unsigned long long)inst.id, (void *)ex, inflight);
+    if (inflight)
+      st = rp__err(RP_EBUSY,
+                   "%s: instance %#llx is used by exec %p, "
+                   "which has %u replay(s) in flight; wait for their done "
+                   "events first (nothing was changed)",
+                   what, (unsigned long long)inst.id, (void *)ex, inflight);
   }
   pthread_mutex_unlock(&rs->exec_lock);
   return st;
@@ -860,6 +871,7 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
 static rp_status slot_events(rp_exec *ex, rp_slot *s, const rp_replay_args *a,
                              rp_event *done) {
   rp_status st = rp__event_new(ex->rt, &s->done);
+  atomic_store_explicit(&s->done_id, s->done.id, memory_order_relaxed);
   for (uint32_t p = 0; p < ex->npost && !st; p++)
     st = rp__event_new(ex->rt, &s->post[p]);
   if (st)

@@ -1219,6 +1219,95 @@ Test(misuse, calls_that_would_wait_are_refused_in_a_done_callback,
   th_destroy(rt);
 }
 
+/* rp_instance_free from a replay's done callback, and from the host while
+ * such a callback runs: the replay completing is never waited for (it
+ * spun forever in the callback, and the host spun holding the locks the
+ * callback then took). In the callback the replay's done event has
+ * triggered: its instances may go (free, realloc), as may any other. */
+static rp_runtime *fc_rt;
+static rp_inst fc_used, fc_other;
+static _Atomic int fc_state; /* 1 running, 2 returned */
+static _Atomic int fc_st[3];
+static _Atomic int fc_release; /* the host let the callback go on */
+static rp_task_id fc_task;
+
+static void free_cb(void *arg, rp_status st) {
+  (void)arg, (void)st;
+  atomic_store(&fc_state, 1);
+  atomic_store(&fc_st[0], rp_instance_realloc(fc_rt, &fc_used));
+  atomic_store(&fc_st[1], rp_instance_free(fc_rt, fc_used));
+  atomic_store(&fc_st[2], rp_instance_free(fc_rt, fc_other));
+  atomic_store(&fc_state, 2);
+}
+
+/* While the host frees an unrelated instance, the callback builds and
+ * instantiates a graph and creates an instance (the locks the host's free
+ * holds). */
+static void busy_cb(void *arg, rp_status st) {
+  (void)arg, (void)st;
+  atomic_store(&fc_state, 1);
+  for (int i = 0; i < 10000 && !atomic_load(&fc_release); i++)
+    usleep(100);
+  rp_exec *ex = op_exec(fc_rt, fc_task, RP_PROC_ANY, (rp_inst){0}, 0, 1);
+  rp_inst in;
+  rp_rect r = rp_rect_1d(0, 3);
+  atomic_store(&fc_st[0], rp_instance_create(fc_rt, 0, RP_F32, &r, NULL, &in));
+  atomic_store(&fc_st[1], rp_instance_free(fc_rt, in));
+  atomic_store(&fc_st[2], rp_exec_destroy(ex)); /* quiet: it may go */
+  atomic_store(&fc_state, 2);
+}
+
+static void wait_state(int want) {
+  for (int i = 0; i < 10000 && atomic_load(&fc_state) != want; i++)
+    usleep(1000);
+  cr_assert_eq(atomic_load(&fc_state), want, "the callback is stuck");
+}
+
+Test(misuse, frees_in_and_beside_a_done_callback_do_not_wait_for_it,
+     .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  fc_rt = rt;
+  fc_task = reg(rt, "count", count_task, 0);
+  fc_used = make_inst(rt), fc_other = make_inst(rt);
+  rp_exec *ex = gated_writer(rt, fc_task, fc_used, 1);
+  rp_event go, done;
+  RP_CHECK(rp_event_create(rt, &go));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &go, .npre = 1}, &done));
+  atomic_store(&fc_state, 0);
+  RP_CHECK(rp_event_on_complete(rt, done, free_cb, NULL));
+  RP_CHECK(rp_event_trigger(rt, go));
+  wait_state(2);
+  for (int k = 0; k < 3; k++)
+    cr_assert_eq(atomic_load(&fc_st[k]), RP_OK, "call %d: %s", k,
+                 rp_status_name(atomic_load(&fc_st[k])));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_event_release(rt, go));
+  /* the host frees an unrelated instance while a done callback of an
+   * exec that is still completing takes the runtime's locks */
+  fc_used = make_inst(rt), fc_other = make_inst(rt);
+  rp_exec *ex2 = gated_writer(rt, fc_task, fc_used, 1);
+  RP_CHECK(rp_event_create(rt, &go));
+  RP_CHECK(rp_replay(ex2, &(rp_replay_args){.pre = &go, .npre = 1}, &done));
+  atomic_store(&fc_state, 0);
+  atomic_store(&fc_release, 0);
+  RP_CHECK(rp_event_on_complete(rt, done, busy_cb, NULL));
+  RP_CHECK(rp_event_trigger(rt, go));
+  wait_state(1);
+  atomic_store(&fc_release, 1); /* it goes on while the host frees */
+  RP_CHECK(rp_instance_free(rt, fc_other));
+  wait_state(2);
+  for (int k = 0; k < 3; k++)
+    cr_assert_eq(atomic_load(&fc_st[k]), RP_OK, "call %d: %s", k,
+                 rp_status_name(atomic_load(&fc_st[k])));
+  RP_CHECK(rp_event_wait(rt, done, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_event_release(rt, go));
+  RP_CHECK(rp_instance_free(rt, fc_used));
+  RP_CHECK(rp_exec_destroy(ex2));
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
 /* npost slots without the array (or args_size without args) is a
  * malformed request, refused before anything runs; npost 0 with NULL post
  * asks for no events. */
