@@ -6,7 +6,9 @@
  * tools/gpt_fixture.py (float64 PyTorch from float32 initial weights; see
  * there): the loss, every gradient and the parameters after 3 AdamW steps
  * with clipping, for 2 layers, 2 heads, width 32, context 16, batch 4,
- * vocabulary 64.
+ * vocabulary 64; and test/fixtures/gpt_odd.bin, the same for shapes the
+ * tiny one has not: 1 layer, 4 heads of 5 (width 20), context 3, batch 3,
+ * vocabulary 7.
  *
  * Bounds (relative to the largest magnitude of the tensor compared):
  *  - loss and gradients: 1e-4 (float32 sums of at most a few thousand
@@ -48,19 +50,20 @@ typedef struct fixture {
   char *buf;
 } fixture;
 
-static const char *fixture_path(void) {
+static const char *fixture_path(const char *name) {
   static char path[4096];
   const char *f = __FILE__, *slash = strrchr(f, '/');
-  snprintf(path, sizeof path, "%.*sfixtures/gpt_tiny.bin",
-           slash ? (int)(slash - f + 1) : 0, f);
+  snprintf(path, sizeof path, "%.*sfixtures/%s",
+           slash ? (int)(slash - f + 1) : 0, f, name);
   return path;
 }
 
-static void fx_load(fixture *fx) {
+/* test/fixtures/NAME */
+static void fx_load_file(fixture *fx, const char *name) {
   memset(fx, 0, sizeof *fx);
   size_t len;
-  fx->buf = th_read_all(fixture_path(), &len);
-  cr_assert_not_null(fx->buf, "cannot read %s", fixture_path());
+  fx->buf = th_read_all(fixture_path(name), &len);
+  cr_assert_not_null(fx->buf, "cannot read %s", fixture_path(name));
   cr_assert(len > 60 && !memcmp(fx->buf, "RPGPTFX1", 8), "not a fixture");
   const char *p = fx->buf + 8;
   uint32_t h[8];
@@ -89,6 +92,10 @@ static void fx_load(fixture *fx) {
   fx->init = (float *)(void *)p;
   fx->grad = fx->init + fx->n;
   fx->after = fx->grad + fx->n;
+}
+
+static void fx_load(fixture *fx) {
+  fx_load_file(fx, "gpt_tiny.bin");
 }
 
 static void fx_free(fixture *fx) {
@@ -249,11 +256,11 @@ static double check_tensors_null(tg *t, const float *got, const float *want,
 
 /* ---- against PyTorch ---- */
 
-static void against_pytorch(int replay) {
+static void against_pytorch_on(const char *name, uint32_t procs, int replay) {
   fixture fx;
-  fx_load(&fx);
+  fx_load_file(&fx, name);
   tg t;
-  tg_init(&t, &fx, TH_BACKEND, 1, 1);
+  tg_init(&t, &fx, TH_BACKEND, procs, 1);
   tg_step(&t, &fx, 0, replay);
   float loss;
   RP_CHECK(rp_gpt_batch_loss(t.m, &loss));
@@ -272,12 +279,17 @@ static void against_pytorch(int replay) {
   float *w = tg_read(&t, RP_GPT_WEIGHT);
   double ww = check_tensors_null(&t, w, fx.after, REF_TOL, "weight after steps",
                                  fx.grad, null_bound(&fx));
-  cr_log_info("%s %s: gradients within %.3g, weights after %u steps within "
-              "%.3g of PyTorch (relative)",
-              TH_BACKEND_NAME, replay ? "replay" : "eager", gw, fx.steps, ww);
+  cr_log_info("%s %s %s on %u: gradients within %.3g, weights after %u "
+              "steps within %.3g of PyTorch (relative)",
+              name, TH_BACKEND_NAME, replay ? "replay" : "eager", procs, gw,
+              fx.steps, ww);
   free(w);
   tg_fini(&t);
   fx_free(&fx);
+}
+
+static void against_pytorch(int replay) {
+  against_pytorch_on("gpt_tiny.bin", 1, replay);
 }
 
 Test(gpt_backends, eager_loss_gradients_and_adamw_steps_match_pytorch) {
@@ -286,6 +298,14 @@ Test(gpt_backends, eager_loss_gradients_and_adamw_steps_match_pytorch) {
 
 Test(gpt_backends, replayed_loss_gradients_and_adamw_steps_match_pytorch) {
   against_pytorch(1);
+}
+
+/* Head size 5, context 3, batch 3 (split 2 + 1 over two processors),
+ * vocabulary 7: eager and replayed, on one and two processors. */
+Test(gpt_backends, odd_shapes_match_pytorch_eager_and_replayed) {
+  for (uint32_t procs = 1; procs <= 2; procs++)
+    for (int replay = 0; replay <= 1; replay++)
+      against_pytorch_on("gpt_odd.bin", procs, replay);
 }
 
 /* The fixture's steps on P processors, eagerly or replayed: the weights

@@ -259,17 +259,19 @@ Test(gpt_tp_backends, replay_is_bitwise_equal_to_eager) {
 
 /* ---- the PyTorch fixture of test_gpt at tp 2 ---- */
 
-static const char *fixture_path(void) {
+static const char *fixture_path(const char *name) {
   static char path[4096];
   const char *f = __FILE__, *slash = strrchr(f, '/');
-  snprintf(path, sizeof path, "%.*sfixtures/gpt_tiny.bin",
-           slash ? (int)(slash - f + 1) : 0, f);
+  snprintf(path, sizeof path, "%.*sfixtures/%s",
+           slash ? (int)(slash - f + 1) : 0, f, name);
   return path;
 }
 
-Test(gpt_tp_backends, pytorch_fixture_at_tp2) {
+/* A fixture of test_gpt (test/fixtures/NAME) replayed at tp 2 on two
+ * processors: loss, gradients and weights after the steps. */
+static void pytorch_fixture_at_tp2(const char *name) {
   size_t len;
-  char *buf = th_read_all(fixture_path(), &len);
+  char *buf = th_read_all(fixture_path(name), &len);
   cr_assert(len > 60 && !memcmp(buf, "RPGPTFX1", 8), "not a fixture");
   const char *p = buf + 8;
   uint32_t h[8];
@@ -344,6 +346,15 @@ Test(gpt_tp_backends, pytorch_fixture_at_tp2) {
   free(wt);
   run_fini(&r);
   free(buf);
+}
+
+Test(gpt_tp_backends, pytorch_fixture_at_tp2) {
+  pytorch_fixture_at_tp2("gpt_tiny.bin");
+}
+
+/* Head size 5, two heads per slice, context 3, batch 3, vocabulary 7. */
+Test(gpt_tp_backends, pytorch_odd_shapes_fixture_at_tp2) {
+  pytorch_fixture_at_tp2("gpt_odd.bin");
 }
 
 /* ---- the recorded step: parallel operators, overlap, memory ---- */

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""tools/gpt_fixture.py — writes test/fixtures/gpt_tiny.bin, the PyTorch
-reference that test/test_gpt.c checks train/gpt.c against.
+"""tools/gpt_fixture.py — writes test/fixtures/gpt_tiny.bin and
+test/fixtures/gpt_odd.bin, the PyTorch references that test/test_gpt.c
+checks train/gpt.c against.
 
-Needs PyTorch (`pip install torch`); the test suite does not: the fixture is
-committed. Run from the repository root:
+Needs PyTorch (`pip install torch`); the test suite does not: the fixtures
+are committed. Run from the repository root:
 
-    python3 tools/gpt_fixture.py [out]   (default test/fixtures/gpt_tiny.bin)
+    python3 tools/gpt_fixture.py [out [L NH C T V B SEED]]
+        (default: test/fixtures/gpt_tiny.bin 2 2 32 16 64 4 1234)
+    python3 tools/gpt_fixture.py test/fixtures/gpt_odd.bin 1 4 20 3 7 3 1234
+        (the odd shapes: head size 5, context 3, batch 3, vocabulary 7)
 
 The model is nanoGPT's (pre-LayerNorm blocks, causal self-attention with the
 qkv projection split q|k|v, MLP 4x wide with tanh-GELU, learned token and
@@ -95,8 +99,14 @@ def forward(p, x, y):
 
 
 def main():
+    global L, NH, C, T, V, B
     out = sys.argv[1] if len(sys.argv) > 1 else "test/fixtures/gpt_tiny.bin"
-    torch.manual_seed(1234)
+    seed = 1234
+    if len(sys.argv) > 2:
+        if len(sys.argv) != 9:
+            sys.exit("usage: gpt_fixture.py [out [L NH C T V B SEED]]")
+        L, NH, C, T, V, B, seed = (int(a) for a in sys.argv[2:9])
+    torch.manual_seed(seed)
     table = param_table()
     init = {}
     for name, shape, std, const in table:
