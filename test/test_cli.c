@@ -807,6 +807,33 @@ Test(cli, train_mlp_overflowing_features_fail_before_a_step) {
   cr_assert(strstr(r.err, "the loss of the initial weights is NaN, before "
                           "any step: the data overflow float arithmetic"),
             "%s", r.err);
+  /* one such row among 40 learnable ones: held out for validation (seed 6
+   * picks it), it fails the run as well (it reported a NaN validation
+   * loss and exit 0); left in the training rows' partial last batch
+   * (--val-frac 0), the initial evaluation misses it and a later epoch's
+   * shuffle brings it in: the divergence names the features beside --lr */
+  for (int held = 1; held >= 0; held--) {
+    char p2[] = "/tmp/rp_cli_big_XXXXXX";
+    tmp_file(p2);
+    f = fopen(p2, "w");
+    cr_assert_not_null(f);
+    fputs("label,x0,x1\n", f);
+    for (int i = 0; i < 40; i++)
+      fprintf(f, "%d,%d.5,0.25\n", i % 2, i % 2);
+    fputs("1,3e38,0.2\n", f);
+    fclose(f);
+    RUN(&r, "train", "--backend", "cpu", "--data", p2, "--batch", "8",
+        "--procs", "1", "--val-frac", held ? "0.2" : "0", "--seed", "6",
+        "--iters", "30", "--lr", "1e-6");
+    unlink(p2);
+    cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+    cr_assert(strstr(r.err, held ? "the validation loss of the initial "
+                                   "weights is NaN, before any step: the "
+                                   "data overflow float arithmetic"
+                                 : "training diverged"),
+              "held %d: %s", held, r.err);
+    cr_assert(strstr(r.err, "the largest |feature| is 3e+38"), "%s", r.err);
+  }
 }
 
 /* An MLP checkpoint of finite but huge weights (1e20, resealed): the

@@ -1277,6 +1277,31 @@ static int setup(train_state *s, rp_backend_kind backend) {
   return restore(s);
 }
 
+/* A note for a divergence when the data may be its cause: features this
+ * large overflow float arithmetic in a step whatever the --lr (a row of
+ * them may first come in a later epoch's batches). */
+#define HUGE_FEATURE 1e15
+static double max_feature(const train_state *s);
+static const char *huge_features(const train_state *s) {
+  static char note[160];
+  double m = max_feature(s);
+  if (!(m > HUGE_FEATURE))
+    return "";
+  snprintf(note, sizeof note,
+           "; or scale the features: the largest |feature| is %g", m);
+  return note;
+}
+
+/* The largest |feature| of the training and validation rows. */
+static double max_feature(const train_state *s) {
+  double m = 0;
+  const rp_dataset *d[2] = {&s->data, &s->val};
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; d[k]->x && i < (size_t)d[k]->n * d[k]->features; i++)
+      m = fmax(m, fabs((double)d[k]->x[i]));
+  return m;
+}
+
 /* Collective under --dist (the sums are all-reduced). */
 static int evaluate_initial(train_state *s) {
   rp_status st = rp_mlp_evaluate(s->m, &s->init_loss, &s->init_acc);
@@ -1284,14 +1309,24 @@ static int evaluate_initial(train_state *s) {
   s->limit = DIVERGE_FACTOR * (s->init_loss > chance ? s->init_loss : chance);
   if (st)
     return fail("evaluating the initial weights", st);
-  if (!isfinite(s->init_loss)) { /* before any step: not --lr */
+  double vloss = 0, vacc;
+  const char *which = "loss";
+  if (isfinite(s->init_loss) && s->val.n) { /* the held-out rows too */
+    if ((st = rp_mlp_evaluate_val(s->m, &vloss, &vacc)) != RP_OK)
+      return fail("evaluating the initial weights on the validation set", st);
+    which = "validation loss";
+  }
+  double l = isfinite(s->init_loss) ? vloss : s->init_loss;
+  if (!isfinite(l)) { /* before any step: not --lr */
     fprintf(stderr,
-            "%s: the loss of the initial weights is %s, before any step: "
-            "%s overflow float arithmetic (scale the features%s)\n",
-            who(), isnan(s->init_loss) ? "NaN" : "infinite",
+            "%s: the %s of the initial weights is %s, before any step: "
+            "%s overflow float arithmetic (scale the features%s; the "
+            "largest |feature| is %g)\n",
+            who(), which, isnan(l) ? "NaN" : "infinite",
             s->c->load_weights ? "the data or the --load-weights weights"
                                : "the data",
-            s->c->load_weights ? ", or start from other weights" : "");
+            s->c->load_weights ? ", or start from other weights" : "",
+            max_feature(s));
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -1763,10 +1798,10 @@ static int run_on(train_state *s, rp_backend_kind backend,
       fprintf(stderr,
               "reprise train: training diverged at iteration %u: loss %g "
               "is not finite or above %g (%gx the initial loss %.4f, or "
-              "ln(classes) if larger): try a smaller --lr (now %g)%s\n",
+              "ln(classes) if larger): try a smaller --lr (now %g)%s%s\n",
               s->diverged_at, s->diverged_loss, s->limit, DIVERGE_FACTOR,
               s->init_loss, (double)c->lr,
-              c->lr_decay > 0 ? "" : " or --lr-decay");
+              c->lr_decay > 0 ? "" : " or --lr-decay", huge_features(s));
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
