@@ -743,6 +743,21 @@ Test(data, malformed_csv_files_name_the_line_and_the_problem) {
   cr_assert_eq(d.y[0], 2);
   cr_assert_eq(d.x[1], -1000.0f);
   rp_data_free(&d);
+  /* a byte order mark before a comment or a blank line, an indented
+   * comment: the same two rows */
+  const char *bom[] = {"\xef\xbb\xbf# data\nlabel,a,b\n2,0.5,-1e3\n0,1,2\n",
+                       "\xef\xbb\xbf\nlabel,a,b\n2,0.5,-1e3\n0,1,2\n",
+                       "label,a,b\n  # note\n2,0.5,-1e3\n\t#\n0,1,2\n"};
+  for (int k = 0; k < 3; k++) {
+    write_bytes(path, bom[k], strlen(bom[k]));
+    RP_CHECK(rp_data_load(path, &d));
+    cr_assert(d.n == 2 && d.features == 2 && d.x[1] == -1000.0f, "case %d", k);
+    rp_data_free(&d);
+  }
+  /* a byte order mark past the start is not one */
+  EXPECT_CSV("label,a\n1,0.5\n\xef\xbb\xbf"
+             "1,0.5\n",
+             RP_EFORMAT, ":3: bad label");
   unlink(path);
   RP_EXPECT(rp_data_load("/nonexistent/rp_data.csv", &d), RP_ENOENT);
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define BIN_MAGIC "RPRSDATA"
@@ -278,6 +279,7 @@ static rp_status load_bin(FILE *f, const char *path, uint64_t size,
 typedef struct csv_state {
   const char *path;
   uint64_t max_file; /* bytes the file may have (it may grow while read) */
+  uint64_t size;     /* its size when opened (the first reservation) */
   uint64_t bytes;    /* bytes read so far */
   unsigned line;
   uint32_t cols; /* header columns, label included */
@@ -325,11 +327,12 @@ static uint32_t split(char *line, char **fields, uint32_t cap) {
   }
 }
 
+/* A blank line, or a comment: '#' after blanks at most. */
 static int blank_or_comment(const char *s) {
-  if (s[0] == '#')
-    return 1;
   for (; *s; s++)
-    if (!isspace((unsigned char)*s))
+    if (*s == '#')
+      return 1;
+    else if (!isspace((unsigned char)*s))
       return 0;
   return 1;
 }
@@ -375,7 +378,11 @@ static rp_status csv_grow(csv_state *c) {
     return rp_error_set(RP_ERANGE, "%s:%u: more than %llu bytes of data",
                         c->path, c->line,
                         (unsigned long long)RP_DATA_MAX_BYTES);
-  uint32_t cap = c->cap ? c->cap * 2 : 1024;
+  /* the first reservation: 1024 rows, or as many as the file could hold
+   * (a row takes at least 2 bytes a column), if fewer: a wide file of few
+   * rows does not reserve 1024 of them */
+  uint64_t fit = c->size / (2 * (uint64_t)c->cols) + 1;
+  uint32_t cap = c->cap ? c->cap * 2 : fit < 1024 ? (uint32_t)fit : 1024;
   float *x = rp_train_realloc_n(c->d.x, (size_t)cap * c->d.features, 4);
   if (x)
     c->d.x = x;
@@ -488,11 +495,14 @@ static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
                         c->path, c->line, (unsigned long long)c->max_file);
       break;
     }
-    st = text_line(c, line, len);
-    if (st != RP_OK || blank_or_comment(line))
+    /* a UTF-8 byte order mark opens the file, whatever its first line */
+    char *text =
+        c->line == 1 && !strncmp(line, "\xef\xbb\xbf", 3) ? line + 3 : line;
+    st = text_line(c, text, len - (size_t)(text - line));
+    if (st != RP_OK || blank_or_comment(text))
       continue;
-    if (c->cols == 0) /* skip a UTF-8 byte order mark */
-      st = csv_header(c, strncmp(line, "\xef\xbb\xbf", 3) ? line : line + 3);
+    if (c->cols == 0)
+      st = csv_header(c, text);
     else
       st = csv_row(c, line, fields);
     if (st == RP_OK && c->cols && !fields) /* header read: fields now known */
@@ -513,7 +523,13 @@ static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
 
 static rp_status load_csv(FILE *f, const char *path, uint64_t max_file,
                           rp_dataset *out) {
-  csv_state c = {.path = path, .max_file = max_file, .max_label = -1};
+  struct stat sb;
+  csv_state c = {.path = path,
+                 .max_file = max_file,
+                 .size = fstat(fileno(f), &sb) == 0 && sb.st_size > 0
+                             ? (uint64_t)sb.st_size
+                             : max_file,
+                 .max_label = -1};
   rp_status st = csv_lines(f, &c, NULL); /* up to the header */
   char **fields = NULL;
   if (st == RP_OK && c.cols == 0)
