@@ -900,6 +900,11 @@ Test(data, malformed_idx_files_name_the_file_and_the_problem) {
   cr_assert(strstr(rp_error_detail(), "directory"), "%s", rp_error_detail());
   RP_EXPECT(rp_data_load_idx("/tmp/rp_data_unused_img", lab, 10, &d),
             RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "/tmp/rp_data_unused_img: the file "
+                                      "has") &&
+                strstr(rp_error_detail(), "above the limit of 10 "
+                                          "(--max-bytes)"),
+            "%s", rp_error_detail());
   unlink(lab), unlink("/tmp/rp_data_unused_img");
 }
 

@@ -670,6 +670,8 @@ static rp_status idx_read(const char *path, const char *what, uint64_t max,
   memset(f, 0, sizeof *f);
   size_t lim = max > SIZE_MAX - 2 ? SIZE_MAX - 2 : (size_t)max;
   rp_status st = rp_file_read_regular(path, lim, &f->buf, &f->len);
+  if (st == RP_ERANGE) /* above the limit: the option that sets it */
+    return rp_error_set(st, "%s: %s (--max-bytes)", path, rp_error_detail());
   if (st != RP_OK)
     return rp_train_err_prefix(st, "%s: ", path);
   st = idx_header(path, what, min_dims, max_dims, f);
