@@ -637,12 +637,14 @@ Test(cli, bench_replay_tiny_and_hop_rows_carry_their_keys, .timeout = 300) {
   cr_assert_geq(row_num(buf, tiny, "lanes"), 1, "%s", buf);
   cr_assert(strstr(buf, "\"handoffs_per_replay\":"), "%s", buf);
   /* the hand-written static schedule: the same DAG, workers and reps, and
-   * it runs the work too (it cannot beat the ideal either) */
+   * it runs the work too (it cannot beat the ideal either: within the
+   * same factor 2, the calibration read 2002 ns on a busy machine where
+   * the static schedule then ran tasks at 1.6 us) */
   const char *stat = "\"workload\": \"tiny\", \"mode\": \"static\"";
   cr_assert_eq(row_num(buf, stat, "nodes"), 129);
   cr_assert_eq(row_num(buf, stat, "workers"), 2);
   cr_assert_eq(row_num(buf, stat, "reps"), row_num(buf, tiny, "reps"));
-  cr_assert_geq(row_num(buf, stat, "ns_per_task_min"), task_ns * 64 / 129, "%s",
+  cr_assert_geq(row_num(buf, stat, "ns_per_task_min"), task_ns * 32 / 129, "%s",
                 buf);
   double lanes = row_num(buf, stat, "lanes");
   cr_assert(lanes >= 1 && lanes <= 2, "static lanes %g", lanes);
