@@ -430,6 +430,7 @@ Test(copy, builder_copies_and_parallel_ops_replay) {
   rp_rect r = rp_rect_1d(0, 7);
   rp_inst a = mk(rt, RP_F64, r), b = mk(rt, RP_F64, r), c = mk(rt, RP_F64, r);
   fill_f64(rt, a, 1);
+  fill_f64(rt, c, 100);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id c1, first;
@@ -458,8 +459,10 @@ Test(copy, builder_copies_and_parallel_ops_replay) {
   rp_event_release(rt, done);
   int64_t n;
   double *v = read_f64(rt, b, &n);
+  /* the copy wrote a into b; then the reduction, after it, c + a */
   for (int k = 0; k < 8; k++)
-    cr_assert_eq(v[k], 1.0 + k, "b = c (zero) + a");
+    cr_assert_eq(v[k], (100.0 + k) + (1.0 + k), "b[%d] = %g, not c + a", k,
+                 v[k]);
   free(v);
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));

@@ -108,12 +108,20 @@ Test(misuse_sizes, chunk_rect_at_large_extents) {
   RP_CHECK(rp_chunk_rect(&w, 0, 2, 1, &out));
   cr_assert_eq(out.lo[0], (int64_t)1 << 62);
   cr_assert_eq(out.hi[0], INT64_MAX - 1);
+  /* 2^32 - 1 parts of an extent of 2^63 - 1 are never empty: the last
+   * four chunks are non-empty, contiguous, and the last ends the rect */
+  rp_rect next = {0};
   for (uint32_t i = 0; i < 4; i++) {
     uint32_t n = UINT32_MAX, k = n - 1 - i;
-    rp_status st = rp_chunk_rect(&w, 0, n, k, &out);
-    cr_assert(st == RP_OK || st == RP_ESHAPE, "%s", rp_status_name(st));
-    if (!st)
-      cr_assert(out.lo[0] <= out.hi[0] && out.hi[0] <= INT64_MAX - 1);
+    RP_CHECK(rp_chunk_rect(&w, 0, n, k, &out));
+    cr_assert(out.lo[0] <= out.hi[0], "chunk %u is empty", k);
+    if (i == 0)
+      cr_assert_eq(out.hi[0], INT64_MAX - 1, "the last chunk ends at %lld",
+                   (long long)out.hi[0]);
+    else
+      cr_assert_eq(out.hi[0] + 1, next.lo[0], "chunks %u and %u: a gap", k,
+                   k + 1);
+    next = out;
   }
   rp_rect neg = rp_rect_1d(INT64_MIN, -2);
   RP_CHECK(rp_chunk_rect(&neg, 0, 3, 2, &out));
