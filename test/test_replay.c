@@ -633,6 +633,8 @@ static rp_status shard_task(rp_task_ctx *ctx) {
   size_t bytes;
   uint32_t *ws = rp_ctx_workspace(ctx, &bytes);
   uint32_t me = rp_ctx_shard(ctx) + 1;
+  if (!ws || bytes < 1000) /* the launch asks for 1000 bytes a shard */
+    return RP_ESHAPE;
   for (size_t i = 0; i < bytes / 4; i++)
     if (ws[i] != 0 && ws[i] != me)
       return RP_ERANGE; /* another shard touched my slice */
