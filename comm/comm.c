@@ -219,13 +219,28 @@ static rp_status launch_op(rp_dist_state *ds, rp_graph *g, rp_dist_args *a,
                  .args_size = sizeof *a,
                  .wait = wait};
   st = g ? rp_graph_add_task(g, &l, id) : rp_launch_task(ds->rt, &l, done);
-  if (!st && !g) {
+  if (!g) { /* a launch that failed here still takes its place in order */
     ds->eager_ops++;
     if (seq)
       ++*seq;
   }
   pthread_mutex_unlock(&ds->lock);
   return st;
+}
+
+/* An eager op this rank refused before launching it (a stale or
+ * mismatched instance here): it still takes its place in the runtime's
+ * order, so that the next ops pair with their peers' next ops (the peers
+ * wait for this one: RP_EPEER after the timeout, or an all-reduce's
+ * agreement sees the ranks out of step), never with this op's messages. */
+static void skip_op(rp_dist_state *ds, const rp_dist_args *a) {
+  pthread_mutex_lock(&ds->lock);
+  ds->eager_ops++;
+  if (a->role == RP_DIST_SEND)
+    ds->send_seq[a->dst_rank]++;
+  else if (a->role == RP_DIST_RECV)
+    ds->recv_seq[a->src_rank]++;
+  pthread_mutex_unlock(&ds->lock);
 }
 
 /* Fills args and accesses of this rank's side of c; RP_DIST_NONE when the
@@ -333,9 +348,13 @@ rp_status rp_launch_allreduce(rp_runtime *rt, const rp_allreduce *x,
   rp_dist_args a;
   rp_access acc[2];
   rp_proc proc;
-  if (!st)
-    st = allreduce_side(ds, x, what, &a, acc, &proc);
-  return st ? st : launch_op(ds, NULL, &a, acc, 1, proc, x->wait, done, NULL);
+  if (st)
+    return st;
+  if ((st = allreduce_side(ds, x, what, &a, acc, &proc))) {
+    skip_op(ds, &(rp_dist_args){.role = RP_DIST_ALLREDUCE});
+    return st;
+  }
+  return launch_op(ds, NULL, &a, acc, 1, proc, x->wait, done, NULL);
 }
 
 rp_status rp_launch_dist_copy(rp_runtime *rt, const rp_dist_copy *c,
@@ -345,13 +364,17 @@ rp_status rp_launch_dist_copy(rp_runtime *rt, const rp_dist_copy *c,
   rp_status st = enter(rt, c, what, &ds);
   if (!st)
     st = rp__launch_eager_ok(rt, what);
-  rp_dist_args a;
+  rp_dist_args a = {0};
   rp_access acc[3];
   uint32_t n = 0;
-  if (!st)
-    st = copy_side(ds, c, what, &a, acc, &n);
-  return st ? st
-            : launch_op(ds, NULL, &a, acc, n, RP_PROC_ANY, c->wait, done, NULL);
+  if (st)
+    return st;
+  if ((st = copy_side(ds, c, what, &a, acc, &n))) {
+    if (a.magic == RP_DIST_ARGS_MAGIC) /* this rank's side was known */
+      skip_op(ds, &a);
+    return st;
+  }
+  return launch_op(ds, NULL, &a, acc, n, RP_PROC_ANY, c->wait, done, NULL);
 }
 
 /* ---- builder forms ---- */
@@ -436,7 +459,7 @@ static int rect_eq(const rp_rect *a, const rp_rect *b) {
 }
 
 static rp_status pop_check(rp_dist_state *ds, const rp_dist_parallel *p,
-                           const char *what, pop_plan *pl) {
+                           const char *what, pop_plan *pl, int *planned) {
   if ((unsigned)p->kind > RP_POP_REDUCTION)
     return rp__err(RP_EINVAL, "%s: unknown kind %d", what, (int)p->kind);
   if (p->backward != 0 && p->backward != 1)
@@ -450,6 +473,7 @@ static rp_status pop_check(rp_dist_state *ds, const rp_dist_parallel *p,
       p->kind == RP_POP_REPARTITION || p->kind == RP_POP_REPLICATE;
   *pl = (pop_plan){.split = split, .to_parts = fwd_scatter != !!p->backward};
   pl->sum = !split && !pl->to_parts;
+  *planned = 1;
   rp_inst_view pv, wv;
   rp_status st = local_inst(ds->rt, p->part, what, "part", &pv);
   if (st)
@@ -528,25 +552,43 @@ rp_status rp_launch_dist_parallel(rp_runtime *rt, const rp_dist_parallel *p,
   rp_status st = enter(rt, p, what, &ds);
   if (!st)
     st = rp__launch_eager_ok(rt, what);
+  /* planned: the copies' ranks are known (pop_check got past the
+   * arguments every rank gives alike); a refusal after that is this
+   * rank's own, and its copies still take their places */
+  int planned = 0;
   if (!st)
-    st = pop_check(ds, p, what, &pl);
-  rp_event *evs = st ? NULL : rp__calloc(ds->ranks, sizeof *evs);
+    st = pop_check(ds, p, what, &pl, &planned);
+  else
+    return st;
+  rp_event *evs = rp__calloc(ds->ranks, sizeof *evs);
   if (!st && !evs)
     st = rp__err(RP_ENOMEM, "%s: out of memory", what);
   uint32_t n = 0;
   /* the root's own part first (a reduce starts with its plain copy) */
-  for (uint32_t i = 0; !st && i < ds->ranks; i++) {
+  /* every rank launches every copy (a copy that does not involve it is a
+   * placeholder), so the ranks' eager op counts stay equal; after a
+   * refusal here (this rank's instances) the rest take their places
+   * unlaunched */
+  for (uint32_t i = 0; planned && i < ds->ranks; i++) {
     uint32_t k = i == 0 ? p->root : i <= p->root ? i - 1 : i;
-    if (ds->rank != p->root && ds->rank != k)
-      continue;
     rp_dist_copy c;
     rp_dist_args a;
     rp_access acc[3];
     uint32_t na = 0;
-    if (!(st = pop_copy(ds, p, &pl, k, &c)) &&
-        !(st = copy_side(ds, &c, what, &a, acc, &na)))
+    if (!st && !(st = pop_copy(ds, p, &pl, k, &c)) &&
+        !(st = copy_side(ds, &c, what, &a, acc, &na))) {
       st = launch_op(ds, NULL, &a, acc, na, RP_PROC_ANY, c.wait, &evs[n], NULL);
-    n += !st;
+      n += !st;
+      continue;
+    }
+    uint32_t from = pl.to_parts ? p->root : k, to = pl.to_parts ? k : p->root;
+    skip_op(ds, &(rp_dist_args){.role = from == ds->rank && to == ds->rank
+                                            ? RP_DIST_SELF
+                                        : from == ds->rank ? RP_DIST_SEND
+                                        : to == ds->rank   ? RP_DIST_RECV
+                                                           : RP_DIST_NONE,
+                                .src_rank = from,
+                                .dst_rank = to});
   }
   rp_status dst = evs ? pop_done(rt, evs, n, st ? NULL : done) : RP_OK;
   free(evs);

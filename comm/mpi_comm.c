@@ -69,7 +69,7 @@ struct rp_mpi_comm {
   int leak;            /* a send could not be completed: keep the buffers */
   /* agree_shape's operand: MPI may still write it after a timeout, and a
    * communicator that timed out is never freed (rp__mpi_comm_free) */
-  int64_t agree[4];
+  int64_t agree[6];
   unsigned char bcast[256]; /* rp__mpi_bcast's buffer, kept alike */
 };
 
@@ -547,23 +547,35 @@ static rp_status reqs_new(rp_mpi_comm *mc, uint32_t n, rp_mpi_reqs **out) {
 
 /* Every rank's all-reduce operand against every other's, before the
  * all-reduce itself (one of other counts would mix unrelated elements
- * without an error): the largest and smallest count and type code, in one
- * all-reduce of four numbers. RP_ESHAPE, the same on every rank, when
- * they differ. */
+ * without an error): the largest and smallest count, type code and op
+ * number (w->seq: eager ops are numbered alike on every rank, so an op
+ * refused on one rank shows here instead of pairing the next all-reduce
+ * with the peers' previous one), in one all-reduce of six numbers.
+ * RP_ESHAPE (operands) or RP_EPEER (out of step), the same on every rank,
+ * when they differ. */
 static rp_status agree_shape(rp_mpi_comm *mc, size_t count, rp_dtype t,
                              const rp_dist_where *w, char *why, size_t n) {
   int64_t *v = mc->agree; /* one op at a time on mc: its token, or
                              instantiate's thread */
   v[0] = (int64_t)count, v[1] = -(int64_t)count;
   v[2] = (int64_t)t, v[3] = -(int64_t)t;
+  v[4] = (int64_t)(w->seq & INT64_MAX), v[5] = -v[4];
   MPI_Request req;
   int rc =
-      MPI_Iallreduce(MPI_IN_PLACE, v, 4, MPI_INT64_T, MPI_MAX, mc->comm, &req);
+      MPI_Iallreduce(MPI_IN_PLACE, v, 6, MPI_INT64_T, MPI_MAX, mc->comm, &req);
   if (rc != MPI_SUCCESS)
     return mpi_fail(rc, "MPI_Iallreduce", why, n);
   rp_status s = wait_req(mc, &req, w, MPI_STATUS_IGNORE, why, n);
   if (s)
     return s;
+  if (v[4] != -v[5]) {
+    snprintf(why, n,
+             "the ranks' all-reduces are out of step: communication op %lld "
+             "on one rank, %lld on another (an op refused or skipped on some "
+             "rank: every rank must make the same communication calls)",
+             (long long)-v[5], (long long)v[4]);
+    return RP_EPEER;
+  }
   if (v[0] != -v[1] || v[2] != -v[3]) {
     snprintf(why, n,
              "the ranks' all-reduce operands differ: %lld to %lld elements, "

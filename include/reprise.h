@@ -1277,7 +1277,10 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * such a replay still queued, which its worker has not reached, is not
  * seen: the trial replays then wait behind it), or
  * another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
- * ex; RP_ENOMEM; a trial replay's own failure (its
+ * ex; RP_EUNSUPPORTED for an exec that communicates across ranks (each
+ * rank would measure and try placements of its own, with trial replays
+ * its peers would not match; nothing run); RP_ENOMEM; a trial replay's
+ * own failure (its
  * status, e.g. RP_ETASK; the detail names the op as
  * rp_exec_error_detail does). On a failure after trial replays ran, those
  * replays ran (their side effects stay, *replays counts them), the exec
@@ -1460,7 +1463,9 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  * the runtime's) communication is broken: later ops on it fail at once with
  * RP_EPEER; destroy it and instantiate again on every rank. An op skipped
  * on one rank (a failed upstream op, a stale instance: RP_ESTALE there)
- * shows up on its peers as RP_EPEER after the timeout.
+ * shows up on its peers as RP_EPEER after the timeout (a send whose
+ * message MPI buffers may complete there unanswered); it keeps its place
+ * in that rank's order, so later ops never pair with its messages.
  *
  * MPI must be initialized with MPI_THREAD_MULTIPLE (workers call MPI) before
  * rp_runtime_create and finalized after rp_runtime_destroy. Builds without

@@ -318,6 +318,13 @@ rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
     return rp__err(RP_EBUSY, "rp_exec_tune: called from an event's "
                              "callback, which must not block (nothing was "
                              "run)");
+  if (ex->ext && rp_runtime_ranks(ex->rt) > 1)
+    return rp__err(RP_EUNSUPPORTED,
+                   "rp_exec_tune: the exec communicates across %u ranks: "
+                   "each rank would measure its own placements and run its "
+                   "own number of trial replays, which its peers' "
+                   "communication ops would not match (nothing was run)",
+                   rp_runtime_ranks(ex->rt));
   for (uint32_t i = 0; i < ta.npre; i++) {
     rp_status ps = rp__event_peek(ex->rt, ta.pre[i]);
     if (ps == RP_EAGAIN)

@@ -516,6 +516,96 @@ static int contains(const char *s, const char *sub) {
  * RP_ESTALE and its communication never runs; every other rank's
  * all-reduce times out with RP_EPEER naming rank 1. A later replay there
  * fails at once (the exec's communication is broken). */
+/* Eager ops refused on one rank before they ran (a stale instance there)
+ * keep their places in the runtime's order: the next copy between ranks 0
+ * and 1 delivers its own data on rank 1, never the refused copy's message
+ * (it did, every later copy shifted by one); an all-reduce refused on
+ * rank 1 makes the next all-reduce fail on every rank (out of step)
+ * instead of pairing rank 1's with the others' previous one. */
+static void refused_on_one_rank(void) {
+  rp_runtime *rt = make_rt(SHORT_MS);
+  rp_inst src = inst_2d(rt, RP_F32, 0, 0, 0, 3);
+  rp_inst dst = inst_2d(rt, RP_F32, 0, 0, 0, 3), old = dst;
+  float v[4];
+  for (int copy = 1; copy <= 2; copy++) {
+    for (int i = 0; i < 4; i++)
+      v[i] = (float)copy;
+    CHECK(rp_instance_write(rt, src, v, sizeof v));
+    if (copy == 1 && RANK == 1)
+      CHECK(rp_instance_realloc(rt, &dst)); /* `old` is stale here */
+    rp_dist_copy c = {
+        .src_rank = 0, .dst_rank = 1, .src = src, .dst = copy == 1 ? old : dst};
+    rp_event e = RP_NO_EVENT;
+    rp_status st = rp_launch_dist_copy(rt, &c, &e);
+    if (copy == 1 && RANK == 1) {
+      EXPECT(st == RP_ESTALE, "refused copy: %s", rp_status_name(st));
+      continue;
+    }
+    CHECK(st);
+    st = rp_event_wait(rt, e, -1);
+    CHECK(rp_event_release(rt, e));
+    if (copy == 2 && RANK == 1) {
+      CHECK(st);
+      CHECK(rp_instance_read(rt, dst, v, sizeof v));
+      EXPECT(v[0] == 2.0f && v[3] == 2.0f,
+             "the copy after a refused one delivered %g, not 2", (double)v[0]);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  rp_inst sum = inst_2d(rt, RP_F32, 0, 0, 0, 3), gone = sum;
+  if (RANK == 1)
+    CHECK(rp_instance_realloc(rt, &sum));
+  rp_event e = RP_NO_EVENT;
+  rp_status st = rp_launch_allreduce(
+      rt, &(rp_allreduce){.inst = gone, .redop = RP_REDOP_SUM}, &e);
+  if (RANK == 1) {
+    EXPECT(st == RP_ESTALE, "refused all-reduce: %s", rp_status_name(st));
+  } else {
+    CHECK(st);
+    st = rp_event_wait(rt, e, -1);
+    CHECK(rp_event_release(rt, e));
+    EXPECT(st != RP_OK, "rank %d: an all-reduce rank 1 refused ran", RANK);
+  }
+  st = rp_launch_allreduce(
+      rt, &(rp_allreduce){.inst = sum, .redop = RP_REDOP_SUM}, &e);
+  if (st == RP_OK) {
+    st = rp_event_wait(rt, e, -1);
+    CHECK(rp_event_release(rt, e));
+  }
+  EXPECT(st != RP_OK, "rank %d: the all-reduce after a refused one ran (%s)",
+         RANK, rp_runtime_dist_detail(rt));
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(rp_runtime_destroy(rt));
+  done_case("eager ops refused on one rank keep their places: no copy or "
+            "all-reduce pairs with another");
+}
+
+/* rp_exec_tune on an exec that communicates across ranks is refused on
+ * every rank (the trial replays would differ per rank), nothing run. */
+static void tune_refused(void) {
+  rp_runtime *rt = make_rt(SHORT_MS);
+  rp_inst x = inst_2d(rt, RP_F32, 0, 0, 0, 3);
+  rp_graph *g;
+  CHECK(rp_capture_begin(rt, NULL));
+  CHECK(rp_launch_allreduce(
+      rt, &(rp_allreduce){.inst = x, .redop = RP_REDOP_SUM}, NULL));
+  CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, NULL, &ex));
+  uint32_t n = 99;
+  rp_status st = rp_exec_tune(ex, NULL, &n);
+  EXPECT(st == RP_EUNSUPPORTED && contains(rp_error_detail(), "across"),
+         "tune: %s (%s)", rp_status_name(st), rp_error_detail());
+  rp_exec_stats s;
+  CHECK(rp_exec_stats_get(ex, &s));
+  EXPECT(s.replays == 0, "tune ran %llu replays",
+         (unsigned long long)s.replays);
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_graph_destroy(g));
+  CHECK(rp_runtime_destroy(rt));
+  done_case("rp_exec_tune refused on an exec that communicates across ranks");
+}
+
 static void stale_rank(void) {
   flight f;
   flight_setup(&f, SHORT_MS);
@@ -1073,7 +1163,9 @@ int main(int argc, char **argv) {
   builder();
   dp_equivalence();
   gpt_across_ranks();
+  tune_refused();
   stale_rank();
+  refused_on_one_rank();
   missing_peer();
   shape_mismatch();
   cascade();
