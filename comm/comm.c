@@ -392,6 +392,12 @@ static rp_op_id last_comm_op(const rp_dist_state *ds, const rp_graph *g) {
 static rp_status add_op(rp_dist_state *ds, rp_graph *g, rp_dist_args *a,
                         rp_access *acc, uint32_t n, rp_proc proc,
                         rp_op_id *out) {
+  /* the tasks first: before them ds->task[] is all 0, a user task's id */
+  pthread_mutex_lock(&ds->lock);
+  rp_status tst = ensure_token(ds);
+  pthread_mutex_unlock(&ds->lock);
+  if (tst)
+    return tst;
   rp_op_id prev = last_comm_op(ds, g), id;
   rp_status st = launch_op(ds, g, a, acc, n, proc, RP_NO_EVENT, NULL, &id);
   if (!st && prev != UINT32_MAX && (st = rp_graph_add_edge(g, prev, id))) {

@@ -111,6 +111,40 @@ Test(dist, allreduce_of_one_rank_leaves_the_data) {
   th_destroy(rt);
 }
 
+/* The builder orders a graph's communication ops among themselves, and
+ * nothing else: a user task of id 0 (the runtime's first) before the
+ * first all-reduce stays unordered with it (the communication tasks were
+ * not registered yet, and their ids, all 0, matched it). */
+static rp_status noop_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+Test(dist, the_builder_orders_communication_ops_only) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "user.noop", .cpu_fn = noop_task}, &t));
+  cr_assert_eq(t, 0, "the runtime's first task");
+  rp_inst x = make(rt, RP_F32, rp_rect_1d(0, 3)),
+          y = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_access a = {y, RP_RW, RP_REDOP_NONE};
+  rp_op_id u, r1, r2;
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = t, .proc = 0, .accesses = &a, .naccess = 1}, &u));
+  RP_CHECK(
+      rp_graph_add_allreduce(g, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &r1));
+  RP_CHECK(
+      rp_graph_add_allreduce(g, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &r2));
+  cr_assert(!rp_graph_depends(g, u, r1) && !rp_graph_depends(g, u, r2),
+            "the user's task was ordered before the all-reduces");
+  cr_assert(rp_graph_depends(g, r1, r2), "the all-reduces are not ordered");
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 typedef struct copy_arg {
   rp_inst src, dst;
   rp_rect rect;
