@@ -821,17 +821,26 @@ Test(misuse, a_refused_free_fails_no_replay_of_the_instance, .timeout = 120) {
 /* rp_exec_destroy while another thread replays the exec in a loop: busy
  * while that thread is inside rp_replay, then it succeeds, and the other
  * thread's next rp_replay says RP_ESTALE (the exec's tag is read while
- * destroy poisons it: atomic, no data race for TSan). */
+ * destroy poisons it: atomic, no data race for TSan). The thread is held
+ * inside rp_replay first: the exec's window (2) is full of replays whose
+ * task waits, so its third rp_replay waits for a slot. */
 static rp_exec *loop_ex;
 static _Atomic int loop_last = 1;
+static _Atomic int loop_entering, loop_go;
 
-/* Replays back to back without waiting for them: with the exec's window
- * full it sits inside rp_replay, waiting for a slot, nearly all the time. */
+static rp_status held_count_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  for (long i = 0; i < 10000 && !atomic_load(&loop_go); i++)
+    usleep(1000); /* 10 s at most */
+  return RP_OK;
+}
+
 static void *replay_until_refused(void *arg) {
   (void)arg;
-  for (;;) {
+  for (int i = 1;; i++) {
+    atomic_store(&loop_entering, i);
     rp_status st = rp_replay(loop_ex, NULL, NULL);
-    if (st == RP_EBUSY)
+    if (st == RP_EBUSY) /* destroy is inside now */
       continue;
     if (st != RP_OK) {
       atomic_store(&loop_last, st);
@@ -840,26 +849,44 @@ static void *replay_until_refused(void *arg) {
   }
 }
 
+/* Lets the held replays go after 5 s whatever happens (a destroy that
+ * came before the thread was inside would wait for them). */
+static void *loop_watchdog(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 5000 && !atomic_load(&loop_go); i++)
+    usleep(1000);
+  atomic_store(&loop_go, 1);
+  return NULL;
+}
+
 Test(misuse, destroy_beside_a_replaying_thread_is_busy_then_stale,
      .timeout = 120) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t = reg(rt, "count", count_task, 0);
+  rp_task_id t = reg(rt, "held", held_count_task, 0);
   rp_graph *g;
   RP_CHECK(rp_capture_begin(rt, NULL));
   RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, NULL));
   RP_CHECK(rp_capture_end(rt, &g));
-  RP_CHECK(rp_instantiate(g, NULL, &loop_ex));
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 2}, &loop_ex));
   RP_CHECK(rp_graph_destroy(g));
-  pthread_t th;
-  cr_assert_eq(pthread_create(&th, NULL, replay_until_refused, rt), 0);
-  usleep(20000); /* the window is full: the thread waits inside rp_replay */
-  rp_status st;
-  long busy = 0;
+  atomic_store(&loop_go, 0);
+  pthread_t th, dog;
+  cr_assert_eq(pthread_create(&dog, NULL, loop_watchdog, NULL), 0);
+  cr_assert_eq(pthread_create(&th, NULL, replay_until_refused, NULL), 0);
+  for (int i = 0; i < 10000 && atomic_load(&loop_entering) < 3; i++)
+    usleep(1000);
+  cr_assert_geq(atomic_load(&loop_entering), 3, "the thread never replayed");
+  usleep(100000); /* it waits inside its third rp_replay by now */
+  rp_status st = rp_exec_destroy(loop_ex);
+  cr_assert_eq(st, RP_EBUSY, "destroy beside a thread inside rp_replay: %s",
+               rp_status_name(st));
+  cr_assert(strstr(rp_error_detail(), "rp_replay"), "%s", rp_error_detail());
+  atomic_store(&loop_go, 1); /* the replays run; the thread goes on */
   while ((st = rp_exec_destroy(loop_ex)) == RP_EBUSY)
-    busy++;
+    ;
   cr_assert_eq(st, RP_OK, "%s", rp_status_name(st));
-  cr_assert_geq(busy, 1, "destroy never saw the thread inside rp_replay");
   pthread_join(th, NULL);
+  pthread_join(dog, NULL);
   cr_assert_eq(atomic_load(&loop_last), RP_ESTALE, "%s",
                rp_status_name(atomic_load(&loop_last)));
   th_destroy(rt);
