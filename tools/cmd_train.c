@@ -1277,21 +1277,6 @@ static int setup(train_state *s, rp_backend_kind backend) {
   return restore(s);
 }
 
-/* A note for a divergence when the data may be its cause: features this
- * large overflow float arithmetic in a step whatever the --lr (a row of
- * them may first come in a later epoch's batches). */
-#define HUGE_FEATURE 1e15
-static double max_feature(const train_state *s);
-static const char *huge_features(const train_state *s) {
-  static char note[160];
-  double m = max_feature(s);
-  if (!(m > HUGE_FEATURE))
-    return "";
-  snprintf(note, sizeof note,
-           "; or scale the features: the largest |feature| is %g", m);
-  return note;
-}
-
 /* The largest |feature| of the training and validation rows. */
 static double max_feature(const train_state *s) {
   double m = 0;
@@ -1300,6 +1285,20 @@ static double max_feature(const train_state *s) {
     for (size_t i = 0; d[k]->x && i < (size_t)d[k]->n * d[k]->features; i++)
       m = fmax(m, fabs((double)d[k]->x[i]));
   return m;
+}
+
+/* A note for a divergence when the data may be its cause: features this
+ * large overflow float arithmetic in a step whatever the --lr (a row of
+ * them may first come in a later epoch's batches). */
+#define HUGE_FEATURE 1e15
+static const char *huge_features(const train_state *s) {
+  static char note[160];
+  double m = max_feature(s);
+  if (!(m > HUGE_FEATURE))
+    return "";
+  snprintf(note, sizeof note,
+           "; or scale the features: the largest |feature| is %g", m);
+  return note;
 }
 
 /* Collective under --dist (the sums are all-reduced). */

@@ -20,14 +20,12 @@ typedef struct cpu_worker {
   unsigned index;
   rp_runtime *rt;
   struct cpu_state *cs;
-  /* the futex word the worker sleeps on while it waits inside a replay on
-   * a kernel without futex_waitv (rp__worker_block_wait), NULL otherwise:
-   * an enqueue wakes it too */
+  /* while the worker sleeps inside a replay (rp__worker_block_wait), the
+   * word an enqueue wakes, NULL otherwise: the queue's wake_seq (futex_waitv
+   * waits on it beside the replay's word; an enqueue bumps it), or on a
+   * kernel without futex_waitv the replay's word itself. Not the queue's
+   * `sleeping`, which replay submissions wake too. */
   _Atomic(_Atomic uint32_t *) blocked_on;
-  /* 1 while the worker sleeps inside a replay on futex_waitv (the queue's
-   * wake_seq among its words): an enqueue bumps wake_seq and wakes it.
-   * Not the queue's `sleeping`, which replay submissions wake too. */
-  _Atomic uint32_t serving;
 } cpu_worker;
 
 /* The worker this thread is, NULL on other threads. */
@@ -223,14 +221,13 @@ static void cpu_enqueue(void *state, const rp_proc_rec *p, rp_work *item) {
   rp__queue_push(&w->q, item);
   rp__queue_wake(&w->q);
   /* seq_cst after the push: a worker in rp__worker_block_wait that
-   * announced `serving` before this load is woken, else it sees the item */
-  if (RP_UNLIKELY(atomic_load(&w->serving)))
-    rp__queue_kick(&w->q);
-  /* without futex_waitv: seq_cst after the push, a worker that announced
-   * before this load sees the item in rp__worker_block_wait or is woken
-   * here, unless it is between its check and its sleep (then its bound) */
+   * announced before this load is woken here, else it sees the item (on a
+   * kernel without futex_waitv it may be between its check and its
+   * sleep: then its bound) */
   _Atomic uint32_t *b = atomic_load(&w->blocked_on);
-  if (RP_UNLIKELY(b != NULL))
+  if (RP_UNLIKELY(b == &w->q.wake_seq))
+    rp__queue_kick(&w->q);
+  else if (RP_UNLIKELY(b != NULL))
     rp__futex_wake(b, 0x7fffffff);
 }
 
@@ -312,14 +309,10 @@ int rp__worker_block_wait(_Atomic uint32_t *word, uint32_t v) {
    * below or bumps wake_seq from seq (cpu_enqueue) */
   uint32_t seq = atomic_load(&w->q.wake_seq);
   int both = rp__futex_wait2_usable();
-  if (both)
-    atomic_store(&w->serving, 1);
-  else
-    atomic_store(&w->blocked_on, word);
+  atomic_store(&w->blocked_on, both ? &w->q.wake_seq : word);
   int slept = !rp__queue_nonempty(&w->q);
   if (slept && (!both || rp__futex_wait2(word, v, &w->q.wake_seq, seq) < 0))
     rp__futex_wait(word, v, RP_SERVE_SLEEP_NS);
-  atomic_store(&w->serving, 0);
   atomic_store(&w->blocked_on, NULL);
   return slept;
 }
