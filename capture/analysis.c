@@ -337,11 +337,11 @@ rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
     return rp__err(RP_EINVAL, "%s: %u accesses but NULL array", what, nacc);
   for (uint32_t i = 0; i < nacc; i++) {
     rp_mem mem;
-    if (rp__inst_mem(rt, acc[i].inst, &mem) != RP_OK)
-      return rp__err(RP_ESTALE,
-                     "%s: access %u: instance %#llx is stale or "
-                     "unknown",
-                     what, i, (unsigned long long)acc[i].inst.id);
+    rp_status st = rp__inst_mem(rt, acc[i].inst, &mem);
+    if (st)
+      return rp__err(st, "%s: access %u: instance %#llx %s", what, i,
+                     (unsigned long long)acc[i].inst.id,
+                     rp__inst_missing(acc[i].inst));
     switch (acc[i].priv) {
     case RP_READ:
     case RP_WRITE:

@@ -94,9 +94,10 @@ rp_status rp__check_mirror_copy(const rp_graph *g, const rp_copy *c,
                    "no reduction and no RECT domain",
                    what);
   rp_inst_view v;
-  if (rp__inst_view(g->rt, other, &v) != RP_OK)
-    return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown", what,
-                   (unsigned long long)other.id);
+  st = rp__inst_view(g->rt, other, &v);
+  if (st)
+    return rp__err(st, "%s: instance %#llx %s", what,
+                   (unsigned long long)other.id, rp__inst_missing(other));
   return RP_OK;
 }
 

@@ -202,7 +202,13 @@ typedef struct rp_inst_view {
   const _Atomic uint32_t *gen_word; /* current generation, for stale checks */
 } rp_inst_view;
 
+/* RP_EINVAL for handle 0 (none), RP_ESTALE for a freed or unknown one. */
 rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out);
+/* How a handle rp__inst_view refused is missing, for details:
+ * "is none (handle 0)" or "is stale or unknown". */
+static inline const char *rp__inst_missing(rp_inst inst) {
+  return inst.id ? "is stale or unknown" : "is none (handle 0)";
+}
 
 /* While rp_instance_free/realloc asks whether the instance is busy, its
  * generation word holds gen ^ RP_INST_GEN_CHANGING (so that a replay
@@ -226,7 +232,8 @@ static inline uint32_t rp__inst_gen_settled(const _Atomic uint32_t *w,
 /* RP_OK when name is a valid name (reprise.h RP_NAME_MAX): at most
  * RP_NAME_MAX printable ASCII bytes, no '"' or '\\'. `what`: the call. */
 rp_status rp__name_check(const char *name, const char *what);
-/* Liveness and memory only (no copy of the view): RP_ESTALE or RP_OK. */
+/* Liveness and memory only (no copy of the view): RP_OK, RP_EINVAL for
+ * handle 0 (none) or RP_ESTALE; no detail set. */
 rp_status rp__inst_mem(const rp_runtime *rt, rp_inst inst, rp_mem *mem);
 /* Slot UINT32_MAX is never handed out (the capture layer marks mirror
  * references with it). */

@@ -336,6 +336,9 @@ static rp_status lookup_for_change(rp_runtime *rt, rp_inst inst,
   rp_status st = rp__rt_check(rt, what);
   if (st)
     return st;
+  if (!inst.id)
+    return rp__err(RP_EINVAL, "%s: instance handle 0 is none (no instance)",
+                   what);
   rp_inst_slot *s = inst_lookup(rt, inst);
   if (!s)
     return rp__err(RP_ESTALE, "%s: instance %#llx is stale or unknown%s", what,
@@ -463,6 +466,8 @@ rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
 }
 
 rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out) {
+  if (!inst.id)
+    return rp__err(RP_EINVAL, "instance handle 0 is none (no instance)");
   rp_inst_slot *s = inst_lookup(rt, inst);
   if (!s || !s->live)
     return rp__err(RP_ESTALE, "instance %#llx is stale or unknown%s",
@@ -474,6 +479,8 @@ rp_status rp__inst_view(const rp_runtime *rt, rp_inst inst, rp_inst_view *out) {
 }
 
 rp_status rp__inst_mem(const rp_runtime *rt, rp_inst inst, rp_mem *mem) {
+  if (!inst.id)
+    return RP_EINVAL;
   rp_inst_slot *s = inst_lookup(rt, inst);
   if (!s || !s->live)
     return RP_ESTALE;

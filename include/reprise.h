@@ -776,8 +776,9 @@ typedef struct rp_launch {
                                  processor per shard (shard_procs[0] for
                                  a single task), and proc is not used */
   size_t workspace_bytes;     /* per shard; 0 = none */
-  size_t workspace_align;     /* power of two up to
-                                 RP_MAX_WORKSPACE_ALIGN; 0 = 64 */
+  size_t workspace_align;     /* power of two (else RP_EINVAL) up to
+                                 RP_MAX_WORKSPACE_ALIGN (RP_ERANGE above);
+                                 0 = 64 */
   rp_event wait;              /* extra precondition (eager event, captured op
                                  ref or precondition port), or RP_NO_EVENT */
   uint64_t cost_ns;           /* placement hint; 0 = task's hint / measure */
@@ -819,7 +820,7 @@ typedef struct rp_parallel_op {
   int backward; /* 0 forward, 1 backward */
   rp_inst whole;
   const rp_inst *parts; /* nparts instances */
-  uint32_t nparts;      /* 1..4096 (more: RP_ERANGE) */
+  uint32_t nparts;      /* 1..4096 (0: RP_EINVAL; more: RP_ERANGE) */
   int dim;              /* partitioned dimension (repartition/combine) */
   rp_event wait;
 } rp_parallel_op;
@@ -831,7 +832,9 @@ typedef struct rp_parallel_op {
  * their capture: one of another capture, of this runtime or another, is
  * refused (RP_ECAPTURE as a wait, RP_EPORT as a postcondition). Errors (the
  * three launch calls), all before anything runs or is recorded (*done
- * untouched): RP_ECAPTURE another thread's capture is open, or an eager event
+ * untouched): RP_EINVAL a NULL or malformed argument (a field out of its
+ * documented values, an instance handle 0: none); RP_ECAPTURE another
+ * thread's capture is open, or an eager event
  * as a recorded launch's wait; RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE,
  * RP_ETYPE, RP_ERANGE, RP_ESTALE for a bad task, processor, access, copy
  * rectangle, element type, shard count or handle (the detail names it);
@@ -1193,7 +1196,9 @@ typedef struct rp_replay_args {
   uint32_t npre;
   rp_event *post; /* out: one event per postcondition port (owned by
                      the caller), may be NULL (then npost is 0) */
-  uint32_t npost;
+  uint32_t npost; /* with post: the exec's postcondition port count;
+                     post NULL: 0, no postcondition events wanted (the
+                     ports' ops run all the same) */
 } rp_replay_args;
 
 /* Starts one replay and returns at once (blocks only while max_inflight
@@ -1230,9 +1235,9 @@ typedef struct rp_replay_args {
  * called from an event's callback with the window full: a callback must
  * not block).
  * Errors: RP_EINVAL (NULL or malformed args: args_size or npost without
- * their array), RP_EPORT (wrong number of precondition events or
- * postcondition slots), RP_ERANGE (argument block),
- * RP_ESTALE (a stale precondition event; a destroyed exec), RP_EBUSY
+ * their array), RP_EPORT (npre not the exec's precondition port count,
+ * post given and npost not its postcondition port count), RP_ERANGE (argument
+ * block), RP_ESTALE (a stale precondition event; a destroyed exec), RP_EBUSY
  * (another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
  * ex: one thread at a time per exec; or the window of max_inflight
  * replays is full and one of them, or a replay of another exec ahead of

@@ -1510,6 +1510,59 @@ Test(misuse_api, stale_handles_and_bad_layouts_name_the_call) {
   th_destroy(rt);
 }
 
+/* Instance handle 0 is none: a missing argument (RP_EINVAL naming the
+ * field), not a freed instance (RP_ESTALE), in every call taking one. */
+Test(misuse_api, instance_handle_zero_is_a_missing_argument) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 100},
+      &t));
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst a, none = {0};
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &a));
+  float buf[4];
+  rp_instance_info info;
+#define NONE(call, text)                                                       \
+  do {                                                                         \
+    RP_EXPECT(call, RP_EINVAL);                                                \
+    cr_assert(strstr(rp_error_detail(), text), "%s", rp_error_detail());       \
+  } while (0)
+  NONE(rp_instance_read(rt, none, buf, sizeof buf), "0 is none");
+  NONE(rp_instance_query(rt, none, &info), "0 is none");
+  RP_CHECK(rp_instance_free(rt, none)); /* as free(NULL) */
+  NONE(rp_instance_realloc(rt, &none), "rp_instance_realloc: instance handle");
+  rp_access acc = {.inst = none, .priv = RP_WRITE};
+  rp_launch l = {.task = t, .proc = 0, .accesses = &acc, .naccess = 1};
+  NONE(rp_launch_task(rt, &l, NULL), "0 is none");
+  NONE(rp_launch_copy(rt, &(rp_copy){.src = none, .dst = a}, NULL),
+       "src instance 0 is none");
+  NONE(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = none}, NULL),
+       "dst instance 0 is none");
+  rp_inst b;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &b));
+  rp_inst parts[2] = {a, b};
+  rp_parallel_op op = {
+      .kind = RP_POP_REPARTITION, .whole = none, .parts = parts, .nparts = 2};
+  NONE(rp_launch_parallel(rt, &op, NULL), "whole instance 0 is none");
+  op.whole = a;
+  parts[0] = none; /* {none, b} */
+  NONE(rp_launch_parallel(rt, &op, NULL), "part 0 instance 0 is none");
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  NONE(rp_graph_add_task(g, &l, NULL), "is none");
+  NONE(rp_graph_add_copy(g, &(rp_copy){.src = none, .dst = a}, NULL),
+       "is none");
+  NONE(rp_graph_add_parallel(g, &op, NULL, NULL), "is none");
+  RP_CHECK(rp_graph_destroy(g));
+#undef NONE
+  /* nothing ran: a is still live and unwritten to by any of them */
+  RP_CHECK(rp_instance_query(rt, a, &info));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  th_destroy(rt);
+}
+
 /* ---- names ---- */
 
 /* Names refused by the rule: too long, a quote, a backslash, a newline, a

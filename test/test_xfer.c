@@ -946,8 +946,10 @@ Test(xfer, bad_input_is_rejected_with_its_status) {
   c = copy_of(a, b, RP_DOMAIN_INTERSECT);
   RP_EXPECT(rp_xfer_plan(rt, &c, &x), RP_ESTALE);
   cr_assert(has("dst instance"), "%s", rp_error_detail());
+  /* handle 0 is none: a missing argument, not a freed instance */
   c = copy_of((rp_inst){0}, a, RP_DOMAIN_INTERSECT);
-  RP_EXPECT(rp_xfer_plan(rt, &c, &x), RP_ESTALE);
+  RP_EXPECT(rp_xfer_plan(rt, &c, &x), RP_EINVAL);
+  cr_assert(has("src instance 0 is none"), "%s", rp_error_detail());
   cr_assert_eq(x.channel, RP_XFER_NONE);
   th_destroy(rt);
 }

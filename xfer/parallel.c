@@ -145,11 +145,13 @@ static rp_status check_part(rp_runtime *rt, const rp_parallel_op *op,
                             const rp_instance_info *w, uint32_t i) {
   const char *k = kind_name(op->kind);
   rp_inst_view v;
-  if (rp__inst_view(rt, op->parts[i], &v))
-    return rp__err(RP_ESTALE,
+  rp_status vst = rp__inst_view(rt, op->parts[i], &v);
+  if (vst)
+    return rp__err(vst,
                    "rp_xfer_expand_parallel: %s part %u instance "
-                   "%#llx is stale or unknown",
-                   k, i, (unsigned long long)op->parts[i].id);
+                   "%#llx %s",
+                   k, i, (unsigned long long)op->parts[i].id,
+                   rp__inst_missing(op->parts[i]));
   if (v.info.dtype != w->dtype)
     return rp__err(RP_ETYPE,
                    "rp_xfer_expand_parallel: %s part %u instance "
@@ -224,11 +226,12 @@ rp_status rp_xfer_expand_parallel(rp_runtime *rt, const rp_parallel_op *op,
   if (st)
     return st;
   rp_inst_view w;
-  if (rp__inst_view(rt, op->whole, &w))
-    return rp__err(RP_ESTALE,
+  if ((st = rp__inst_view(rt, op->whole, &w)))
+    return rp__err(st,
                    "rp_xfer_expand_parallel: %s whole instance "
-                   "%#llx is stale or unknown",
-                   kind_name(op->kind), (unsigned long long)op->whole.id);
+                   "%#llx %s",
+                   kind_name(op->kind), (unsigned long long)op->whole.id,
+                   rp__inst_missing(op->whole));
   for (uint32_t i = 0; i < op->nparts; i++)
     if ((st = check_part(rt, op, &w.info, i)))
       return st;

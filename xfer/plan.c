@@ -35,8 +35,8 @@ typedef struct side {
 static rp_status side_view(rp_runtime *rt, side *s) {
   rp_status st = rp__inst_view(rt, s->inst, &s->v);
   if (st)
-    return rp__err(st, "rp_xfer_plan: %s instance %#llx is stale or unknown",
-                   s->name, (unsigned long long)s->inst.id);
+    return rp__err(st, "rp_xfer_plan: %s instance %#llx %s", s->name,
+                   (unsigned long long)s->inst.id, rp__inst_missing(s->inst));
   return RP_OK;
 }
 
