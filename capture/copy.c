@@ -27,23 +27,30 @@ typedef struct eager_copy {
   rp_gate_waiter waiters[];
 } eager_copy;
 
-static void copy_finish(eager_copy *c, rp_status st) {
+/* why: a failure's detail (NULL: none). */
+static void copy_finish(eager_copy *c, rp_status st, const char *why) {
   rp_capture_state *cs = c->cs;
   rp_event done = c->done;
   rp_xfer_release(&c->d);
   free(c);
-  rp__event_complete(cs->rt, done, st);
+  rp__event_complete_why(cs->rt, done, st, why);
   rp__eager_op_done(cs);
 }
 
 static void copy_stream_done(void *arg) {
-  copy_finish(arg, RP_OK);
+  copy_finish(arg, RP_OK, NULL);
 }
 
 static void copy_run(rp_work *w) {
   eager_copy *c = (eager_copy *)w;
   rp_status st = (rp_status)atomic_load(&c->gate.poison);
-  if (st == RP_OK && rp_xfer_is_device(&c->d)) {
+  if (st != RP_OK) { /* a dependency failed: pass its status on */
+    char *why = rp__gate_take_why(&c->gate);
+    copy_finish(c, st, why);
+    free(why);
+    return;
+  }
+  if (rp_xfer_is_device(&c->d)) {
     rp_runtime *rt = c->cs->rt;
     const rp_device_ops *dev = rp__device_ops(rt);
     if (!dev) {
@@ -56,12 +63,12 @@ static void copy_run(rp_work *w) {
       if (st == RP_OK)
         return; /* completes from the stream */
     }
-  } else if (st == RP_OK) {
+  } else {
     rp__nvtx_push("reprise.copy");
     st = rp_xfer_run_cpu(&c->d);
     rp__nvtx_pop();
   }
-  copy_finish(c, st);
+  copy_finish(c, st, st ? rp_error_detail() : NULL);
 }
 
 static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,

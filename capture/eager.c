@@ -24,6 +24,7 @@ struct eager_task {
   rp_event done;
   _Atomic uint32_t left;  /* shards not finished */
   _Atomic int32_t status; /* first failure */
+  char *why; /* its detail (malloc'd by the shard that set status) */
   void *args;
   size_t args_size;
   rp_instance_info *insts;
@@ -39,10 +40,13 @@ struct eager_task {
 
 /* ---- completion ---- */
 
-static void finish(eager_task *t, rp_status st) {
+/* why: the failure's detail (NULL: none), kept by the first failure. */
+static void finish(eager_task *t, rp_status st, const char *why) {
   if (st != RP_OK) {
     int32_t zero = 0;
-    atomic_compare_exchange_strong(&t->status, &zero, (int32_t)st);
+    if (atomic_compare_exchange_strong(&t->status, &zero, (int32_t)st) && why &&
+        *why)
+      t->why = strdup(why); /* read by the last shard, after `left` */
   }
   /* acq_rel: the last shard sees every other shard's status and effects */
   if (atomic_fetch_sub_explicit(&t->left, 1, memory_order_acq_rel) != 1)
@@ -51,17 +55,19 @@ static void finish(eager_task *t, rp_status st) {
   rp_runtime *rt = cs->rt;
   rp_event done = t->done;
   rp_status fin = (rp_status)atomic_load(&t->status);
+  char *fin_why = t->why;
   if (t->ws)
     rp__mem_free(rt, t->ws_mem, t->ws);
   free(t);
-  rp__event_complete(rt, done, fin);
+  rp__event_complete_why(rt, done, fin, fin_why);
+  free(fin_why);
   rp__eager_op_done(cs);
 }
 
 /* Runs on a CUDA callback thread once the stream reached it: completes the
  * op (no CUDA call happens on this path: waiters only enqueue work). */
 static void gpu_done(void *arg) {
-  finish(arg, RP_OK);
+  finish(arg, RP_OK, NULL);
 }
 
 static void run_shard(eager_shard *sh) {
@@ -85,9 +91,10 @@ static void run_shard(eager_shard *sh) {
   /* A GPU shard only enqueues work: gpu_done completes it from the
    * stream. */
   int queued;
+  rp_error_set(RP_OK, NULL); /* a failure's detail is the task's own */
   rp_status st = rp__task_invoke(rt, t->task, &ctx, gpu_done, t, &queued);
   if (!queued)
-    finish(t, st);
+    finish(t, st, st ? rp_error_detail() : NULL);
 }
 
 static void shard_work(rp_work *w) {
@@ -101,7 +108,9 @@ static void start(rp_work *w) {
   if (pre != RP_OK) {
     /* A dependency failed: skip the work, pass its status on. */
     atomic_store(&t->left, 1);
-    finish(t, pre);
+    char *why = rp__gate_take_why(&t->gate);
+    finish(t, pre, why);
+    free(why);
     return;
   }
   for (uint32_t i = 1; i < t->nshards; i++)

@@ -33,7 +33,8 @@ struct rp_ev_waiter {
 /* A work item gated on several events: counts them down, then enqueues the
  * work on its processor. Embed it in the op. `poison` holds the first poison
  * status among the preconditions (0 when all triggered) by the time
- * work.run is called. */
+ * work.run is called, and `why` its detail (malloc'd, or NULL): the op
+ * takes it (rp__gate_take_why) and passes it on to its own event. */
 typedef struct rp_gate rp_gate;
 typedef struct rp_gate_waiter {
   rp_ev_waiter w;
@@ -45,7 +46,15 @@ struct rp_gate {
   rp_proc proc;
   _Atomic uint32_t remaining;
   _Atomic int32_t poison;
+  char *why;
 };
+
+/* The gate's poison detail, now the caller's to free (NULL: none). */
+static inline char *rp__gate_take_why(rp_gate *g) {
+  char *w = g->why;
+  g->why = NULL;
+  return w;
+}
 
 /* Arms g and enqueues g->work on proc once every pre event has completed (at
  * once when all have). `waiters` must have room for npre nodes and live until
@@ -139,6 +148,15 @@ void rp__event_set_yield(rp_runtime *rt, rp_event e, uint32_t us);
 /* Triggers (st == RP_OK) or poisons (st < 0) e and drops the trigger's
  * reference. Runs waiters and wakes host sleepers. */
 void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st);
+/* As rp__event_complete; a poisoning keeps a copy of `why` (what failed;
+ * NULL or "": none), which rp_event_wait and rp_event_query put in
+ * rp_error_detail() when they return the poison status. Failure path
+ * only: the copy is an allocation (none kept when it fails). */
+void rp__event_complete_why(rp_runtime *rt, rp_event e, rp_status st,
+                            const char *why);
+/* Inside a waiter's fn: the detail of the poisoned event it runs for
+ * (NULL: none, or the event triggered), valid until fn returns. */
+const char *rp__event_waiter_why(void);
 /* Asks for e's slot in this core's cache, for writing: a completer that
  * calls this when its work starts finds the line local when it triggers. */
 void rp__event_prefetch(rp_runtime *rt, rp_event e);

@@ -52,6 +52,8 @@ typedef struct rp_event_slot {
                                  refused, not taken from the trigger */
   pthread_mutex_t lock;       /* guards waiters only */
   rp_ev_waiter *waiters;
+  char *why; /* a poisoned event's detail (malloc'd, or NULL): written
+                before the poisoning state store, freed on recycling */
 } rp_event_slot;
 
 typedef struct rp_event_table {

@@ -70,6 +70,7 @@ static void slot_init_range(rp_event_table *et, uint32_t from, uint32_t to) {
     atomic_init(&s->user, 0);
     pthread_mutex_init(&s->lock, NULL);
     s->waiters = NULL;
+    s->why = NULL;
   }
 }
 
@@ -89,6 +90,7 @@ void rp__events_fini(rp_event_table *et) {
     /* no waiter is left: rp_runtime_destroy drained the ops and poisoned
      * the user events, whose completion ran and freed every waiter */
     pthread_mutex_destroy(&s->lock);
+    free(s->why);
   }
   rp__ctable_fini(&et->t);
   pthread_mutex_destroy(&et->grow_lock);
@@ -202,6 +204,8 @@ static void ev_unref(rp_event_table *et, uint32_t i, rp_event_slot *s) {
   uint32_t old = atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel);
   RP_ASSERT(old > 0);
   if (old == 1) {
+    free(s->why); /* the last holder: nobody reads it any more */
+    s->why = NULL;
     atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
     free_push(et, i);
   }
@@ -212,7 +216,20 @@ void rp__event_prefetch(rp_runtime *rt, rp_event e) {
     __builtin_prefetch(slot_at(&rt->events, ev_slot_of(e)), 1, 3);
 }
 
+/* The detail of the event whose waiters run on this thread (nested
+ * completions save and restore it). */
+static _Thread_local const char *tl_waiter_why;
+
+const char *rp__event_waiter_why(void) {
+  return tl_waiter_why;
+}
+
 void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st) {
+  rp__event_complete_why(rt, e, st, NULL);
+}
+
+void rp__event_complete_why(rp_runtime *rt, rp_event e, rp_status st,
+                            const char *why) {
   if (e.id == 0)
     return;
   uint32_t i = ev_slot_of(e);
@@ -220,8 +237,12 @@ void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st) {
   RP_ASSERT(atomic_load_explicit(&s->gen, memory_order_relaxed) ==
             ev_gen_of(e));
   uint32_t fin = st == RP_OK ? RP_EV_TRIGGERED : RP_EV_POISONED;
-  if (st != RP_OK)
+  if (st != RP_OK) {
     atomic_store_explicit(&s->poison, (int32_t)st, memory_order_relaxed);
+    /* published by the state store below (release), as the status is */
+    if (why && *why)
+      s->why = strdup(why);
+  }
   /* release: the work this event stands for (and the poison status) is
    * visible to whoever observes the new state with acquire. */
   uint32_t old = atomic_load_explicit(&s->state, memory_order_relaxed);
@@ -239,11 +260,14 @@ void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st) {
     s->waiters = NULL;
     pthread_mutex_unlock(&s->lock);
     rp__tl_in_callback++; /* calls that would wait refuse instead */
+    const char *outer = tl_waiter_why;
+    tl_waiter_why = st != RP_OK ? s->why : NULL;
     while (w) {
       rp_ev_waiter *next = w->next; /* fn may free w */
       w->fn(w, st);
       w = next;
     }
+    tl_waiter_why = outer;
     rp__tl_in_callback--;
   }
   if (old & RP_EV_SLEEPERS)
@@ -310,15 +334,18 @@ int rp__event_live(const rp_runtime *rt, rp_event e) {
 
 /* fn run at once (the event completed already) is a callback as on the
  * trigger path: calls that would wait refuse there instead. */
-static void run_now(rp_ev_waiter *w, rp_status st) {
+static void run_now(rp_ev_waiter *w, rp_status st, const char *why) {
   rp__tl_in_callback++;
+  const char *outer = tl_waiter_why;
+  tl_waiter_why = why;
   w->fn(w, st);
+  tl_waiter_why = outer;
   rp__tl_in_callback--;
 }
 
 rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   if (e.id == 0) {
-    run_now(w, RP_OK);
+    run_now(w, RP_OK, NULL);
     return RP_OK;
   }
   rp_event_slot *s = ev_lookup(rt, e);
@@ -327,8 +354,8 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   /* Completed already: no list to join, no lock (acquire: the event's work
    * happens before fn). */
   rp_status done = rp__event_peek(rt, e);
-  if (done != RP_EAGAIN) {
-    run_now(w, done);
+  if (done != RP_EAGAIN) { /* why: published with the state, as done */
+    run_now(w, done, done != RP_OK ? s->why : NULL);
     return RP_OK;
   }
   pthread_mutex_lock(&s->lock);
@@ -347,7 +374,8 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
     return RP_OK;
   }
   pthread_mutex_unlock(&s->lock);
-  run_now(w, rp__event_peek(rt, e));
+  done = rp__event_peek(rt, e);
+  run_now(w, done, done != RP_OK ? s->why : NULL);
   return RP_OK;
 }
 
@@ -409,7 +437,7 @@ static rp_status user_complete(rp_runtime *rt, rp_event e, rp_status st,
                           "the runtime completes it",
                    what, (unsigned long long)e.id);
   }
-  rp__event_complete(rt, e, st);
+  rp__event_complete_why(rt, e, st, st ? "poisoned by rp_event_poison" : NULL);
   return RP_OK;
 }
 
@@ -432,6 +460,16 @@ rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why) {
   return user_complete(rt, e, why, "rp_event_poison");
 }
 
+/* The poison status st of e, whose slot s the caller holds a reference
+ * to, with its detail: what failed, where the poisoning op said. */
+static rp_status poisoned(rp_event_slot *s, rp_event e, rp_status st,
+                          const char *what) {
+  const char *why = s->why; /* published with the poisoned state */
+  return rp__err(st, "%s: event %#llx was poisoned with %s: %s", what,
+                 (unsigned long long)e.id, rp_status_name(st),
+                 why ? why : "no detail recorded (the failing op gave none)");
+}
+
 rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
   rp_status cst = rp__rt_check(rt, "rp_event_query");
   if (cst)
@@ -445,6 +483,17 @@ rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
   /* Re-check: the slot may have been recycled while we read it. */
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
     return ev_stale(rt, e, "rp_event_query", "");
+  if (RP_LIKELY(st == RP_OK || st == RP_EAGAIN))
+    return st;
+  /* Failure path: hold the slot while its detail is read (the table's
+   * reference counts are atomics, mutable through a const runtime). */
+  rp_event_table *et = (rp_event_table *)&rt->events;
+  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
+    st = ev_stale(rt, e, "rp_event_query", "");
+  else
+    st = poisoned(s, e, st, "rp_event_query");
+  ev_unref(et, ev_slot_of(e), s);
   return st;
 }
 
@@ -540,6 +589,8 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
     return rp__refuse_in_callback("rp_event_wait");
   }
   rp_status st = wait_loop(rt, s, e, timeout_ns);
+  if (st != RP_OK && st == rp__event_peek(rt, e))
+    st = poisoned(s, e, st, "rp_event_wait");
   ev_unref(&rt->events, ev_slot_of(e), s);
   return st;
 }
@@ -582,6 +633,7 @@ typedef struct merge_state {
   rp_event out;
   _Atomic uint32_t remaining;
   _Atomic int32_t poison;
+  char *why; /* the first poison's detail, passed on */
 } merge_state;
 
 /* One waiter node per input, with a pointer back to the shared state. */
@@ -590,22 +642,25 @@ typedef struct merge_node {
   merge_state *m;
 } merge_node;
 
-static void merge_done(merge_state *m, rp_status st) {
+static void merge_done(merge_state *m, rp_status st, const char *why) {
   if (st != RP_OK) {
     int32_t zero = 0;
-    atomic_compare_exchange_strong(&m->poison, &zero, (int32_t)st);
+    if (atomic_compare_exchange_strong(&m->poison, &zero, (int32_t)st) && why)
+      m->why = strdup(why); /* read by the last one, after `remaining` */
   }
   if (atomic_fetch_sub_explicit(&m->remaining, 1, memory_order_acq_rel) == 1) {
     rp_status fin = (rp_status)atomic_load(&m->poison);
     rp_runtime *rt = m->rt;
     rp_event out = m->out;
+    char *fin_why = m->why;
     free(m); /* the nodes live in the same block */
-    rp__event_complete(rt, out, fin);
+    rp__event_complete_why(rt, out, fin, fin_why);
+    free(fin_why);
   }
 }
 
 static void merge_fn(rp_ev_waiter *w, rp_status st) {
-  merge_done(((merge_node *)w)->m, st);
+  merge_done(((merge_node *)w)->m, st, rp__event_waiter_why());
 }
 
 rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
@@ -634,6 +689,7 @@ rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
   }
   m->rt = rt;
   m->out = *out;
+  m->why = NULL;
   atomic_init(&m->poison, 0);
   /* One extra count held while registering, so the merge cannot complete
    * (and free m) before every node is registered. */
@@ -645,9 +701,9 @@ rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
     /* Liveness was checked above; a concurrent release by another thread is
      * a caller bug, reported as stale and counted as done. */
     if (rp__event_add_waiter(rt, evs[i], &nodes[i].w) != RP_OK)
-      merge_done(m, RP_ESTALE);
+      merge_done(m, RP_ESTALE, "rp_event_merge: an input event went stale");
   }
-  merge_done(m, RP_OK);
+  merge_done(m, RP_OK, NULL);
   return RP_OK;
 }
 

@@ -2,19 +2,27 @@
  * the engine's one scheduling primitive for eager work. */
 #include "engine_impl.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 static void gate_open(rp_gate *g) {
   rp__proc_enqueue(g->rt, g->proc, &g->work);
 }
 
-static void gate_waiter_fn(rp_ev_waiter *w, rp_status st) {
-  rp_gate *g = ((rp_gate_waiter *)w)->g;
+/* why: the poison's detail (NULL: none), kept by the first poison. */
+static void gate_count(rp_gate *g, rp_status st, const char *why) {
   if (st != RP_OK) {
     int32_t zero = 0;
-    atomic_compare_exchange_strong(&g->poison, &zero, (int32_t)st);
+    if (atomic_compare_exchange_strong(&g->poison, &zero, (int32_t)st) && why)
+      g->why = strdup(why);
   }
   /* acq_rel: the last decrementer sees every poison store before it */
   if (atomic_fetch_sub_explicit(&g->remaining, 1, memory_order_acq_rel) == 1)
     gate_open(g);
+}
+
+static void gate_waiter_fn(rp_ev_waiter *w, rp_status st) {
+  gate_count(((rp_gate_waiter *)w)->g, st, rp__event_waiter_why());
 }
 
 rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
@@ -26,6 +34,7 @@ rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
                      (unsigned long long)pre[i].id);
   g->rt = rt;
   g->proc = proc;
+  g->why = NULL;
   atomic_init(&g->poison, 0);
   /* +1 held during registration so the gate cannot open early */
   atomic_init(&g->remaining, npre + 1);
@@ -35,8 +44,8 @@ rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
     /* rp__event_add_waiter runs fn at once, lock-free, for an event that
      * already completed */
     if (rp__event_add_waiter(rt, pre[i], &waiters[i].w) != RP_OK)
-      gate_waiter_fn(&waiters[i].w, RP_ESTALE);
+      gate_count(g, RP_ESTALE, "a precondition event went stale");
   }
-  gate_waiter_fn(&(rp_gate_waiter){.g = g}.w, RP_OK);
+  gate_count(g, RP_OK, NULL);
   return RP_OK;
 }

@@ -61,9 +61,11 @@ rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
 
 /* Frees op, then completes done with st. The count drops last: once it
  * reads 0, no completing thread touches the runtime any more. */
-static void op_complete(rp_runtime *rt, void *op, rp_event done, rp_status st) {
+/* why: a failure's detail (NULL: none). */
+static void op_complete(rp_runtime *rt, void *op, rp_event done, rp_status st,
+                        const char *why) {
   free(op);
-  rp__event_complete(rt, done, st);
+  rp__event_complete_why(rt, done, st, why);
   /* release: the op's effects happen before a drain that reads 0 */
   atomic_fetch_sub_explicit(&rt->ops_outstanding, 1, memory_order_release);
 }
@@ -150,7 +152,7 @@ typedef struct task_op {
 /* The stream reached the end of the task's work (a CUDA host thread). */
 static void task_gpu_done(void *arg) {
   task_op *op = arg;
-  op_complete(op->rt, op, op->done, RP_OK);
+  op_complete(op->rt, op, op->done, RP_OK, NULL);
 }
 
 /* The gate opened: runs on op->proc's thread. */
@@ -174,11 +176,16 @@ static void task_start(rp_work *w) {
         .replay = UINT64_MAX,
     };
     int queued;
+    rp_error_set(RP_OK, NULL); /* a failure's detail is the task's own */
     st = rp__task_invoke(rt, op->task, &ctx, task_gpu_done, op, &queued);
     if (queued)
       return; /* task_gpu_done completes it */
+    op_complete(rt, op, op->done, st, st ? rp_error_detail() : NULL);
+    return;
   }
-  op_complete(rt, op, op->done, st);
+  char *why = rp__gate_take_why(&op->gate); /* a dependency's */
+  op_complete(rt, op, op->done, st, why);
+  free(why);
 }
 
 static size_t align_up(size_t v, size_t a) {
@@ -307,7 +314,7 @@ typedef struct copy_op {
 /* The bytes landed: on the worker (CPU) or a CUDA host thread (GPU). */
 static void copy_fin(rp_work *w) {
   copy_op *op = (copy_op *)(void *)((char *)w - offsetof(copy_op, fin));
-  op_complete(op->rt, op, op->done, RP_OK);
+  op_complete(op->rt, op, op->done, RP_OK, NULL);
 }
 
 /* The gate opened: runs on op->where's thread. On a CPU worker the
@@ -324,8 +331,12 @@ static void copy_start(rp_work *w) {
     st = p->be->copy_async(rp__proc_backend_state(rt, op->where), p, &op->cp);
     if (st == RP_OK)
       return; /* copy_fin completes it */
+    op_complete(rt, op, op->done, st, rp_error_detail());
+    return;
   }
-  op_complete(rt, op, op->done, st);
+  char *why = rp__gate_take_why(&op->gate); /* a dependency's */
+  op_complete(rt, op, op->done, st, why);
+  free(why);
 }
 
 /* Bytes spanned by rows rows pitch apart, the last row_bytes long. */

@@ -583,9 +583,16 @@ RP_API rp_status rp_event_trigger(rp_runtime *rt, rp_event e);
  * which rp_event_query reads as pending; RP_EINVAL otherwise). Waiters see
  * why. */
 RP_API rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why);
-/* RP_OK triggered, RP_EAGAIN pending, the poison status, or RP_ESTALE. */
+/* RP_OK triggered, RP_EAGAIN pending, the poison status, or RP_ESTALE.
+ * With the poison status, rp_error_detail() says what failed: "event ...
+ * was poisoned with RP_X: " and the failing op's own detail (a task's
+ * rp_error_set, a copy's, a replay's rp_exec_error_detail, "poisoned by
+ * rp_event_poison"), or that none was recorded (a task that failed
+ * without rp_error_set). An op skipped because a dependency failed, and a
+ * merged event, carry the first failure's status and detail. */
 RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
-/* Waits up to timeout_ns (< 0: forever). Returns RP_OK, the poison status,
+/* Waits up to timeout_ns (< 0: forever). Returns RP_OK, the poison status
+ * (with its detail, as rp_event_query),
  * RP_ETIMEDOUT, RP_ESTALE, RP_ECONTRACT when called from a task inside a
  * replay, or RP_EBUSY from an event's completion callback for an event
  * still pending (timeout_ns 0 polls there as anywhere). From an eager

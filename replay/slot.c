@@ -84,7 +84,9 @@ static void finish(rp_exec *ex, rp_slot *s) {
   if (RP_UNLIKELY(s->traced)) /* before done_seq: trace_write waits on it */
     rp__trace_done(ex, s, now, st);
   atomic_fetch_add_explicit(&ex->completed, 1, memory_order_relaxed);
-  rp__event_complete(ex->rt, s->done, st);
+  /* a failure's event carries the replay's detail (copied: the slot is
+   * reused) */
+  rp__event_complete_why(ex->rt, s->done, st, st ? s->detail : NULL);
   /* seq_cst store pairs with a waiting host's seq_cst sleeper count, and
    * with complete()'s seq_cst store of `zeroed` (see there) */
   atomic_store(&ex->done_seq, me + 1);

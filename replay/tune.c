@@ -244,20 +244,24 @@ static rp_status run_window(rp_exec *ex, const rp_replay_args *a,
     if (!st)
       n++;
   }
+  /* the first failure's detail, kept past the later waits (each failing
+   * wait sets its own) */
+  char why[sizeof ex->tune_fail_detail];
   for (uint32_t i = 0; i < n; i++) {
     rp_status rs = rp_event_wait(ex->rt, done[i], -1);
     rp_event_release(ex->rt, done[i]);
     if (rs && !st) { /* finish() stored it before the done event */
       pthread_mutex_lock(&ex->detail_lock);
-      st = rp__err(rs, "%s",
-                   ex->tune_fail_seen ? ex->tune_fail_detail
-                                      : rp_exec_error_detail(ex));
+      snprintf(why, sizeof why, "%s",
+               ex->tune_fail_seen ? ex->tune_fail_detail
+                                  : rp_exec_error_detail(ex));
       pthread_mutex_unlock(&ex->detail_lock);
+      st = rs;
     }
   }
   *replays += n;
   if (st)
-    return st;
+    return rp__err(st, "%s", why);
   /* completed: only a completer's last stores can still be under way */
   return rp__exec_wait_quiet(ex, "rp_exec_tune");
 }

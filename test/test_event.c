@@ -289,3 +289,95 @@ Test(event, null_arguments_are_rejected) {
   RP_EXPECT(rp_event_on_complete(rt, RP_NO_EVENT, NULL, NULL), RP_EINVAL);
   RP_EXPECT(rp_event_merge(rt, NULL, 2, &(rp_event){0}), RP_EINVAL);
 }
+
+/* ---- a poisoned event's detail ---- */
+
+static rp_status says_batch(rp_task_ctx *ctx) {
+  (void)ctx;
+  return rp_error_set(RP_EINVAL, "batch 9 of 4");
+}
+static rp_status fails_mutely(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_EIO;
+}
+static rp_status nop(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* The detail after a poison status names what failed, not what an
+ * earlier, unrelated call left on this thread. */
+static void expect_detail(rp_event e, rp_status st, const char *text) {
+  rp_error_set(RP_EBUSY, "an unrelated older failure");
+  RP_EXPECT(rp_event_wait(rt, e, -1), st);
+  cr_assert(strstr(rp_error_detail(), "rp_event_wait: event") &&
+                strstr(rp_error_detail(), text),
+            "wait: %s (want '%s')", rp_error_detail(), text);
+  rp_error_set(RP_EBUSY, "an unrelated older failure");
+  RP_EXPECT(rp_event_query(rt, e), st);
+  cr_assert(strstr(rp_error_detail(), "rp_event_query: event") &&
+                strstr(rp_error_detail(), text),
+            "query: %s (want '%s')", rp_error_detail(), text);
+}
+
+Test(event, poison_status_comes_with_the_failing_ops_detail) {
+  rp_task_id tb, tm, tn;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "batch", .cpu_fn = says_batch}, &tb));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "mute", .cpu_fn = fails_mutely}, &tm));
+  RP_CHECK(
+      rp_task_register(rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop}, &tn));
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
+  rp_access w = {.inst = x, .priv = RP_WRITE};
+  /* an eager task's own words */
+  rp_event e1, e2, e3, e4;
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = tb, .proc = 0, .accesses = &w, .naccess = 1},
+      &e1));
+  expect_detail(e1, RP_EINVAL, "poisoned with RP_EINVAL: batch 9 of 4");
+  /* a dependent passes the status and the words on: through its wait, and
+   * through the instance the failed task wrote (poisoned) */
+  RP_CHECK(
+      rp_launch_task(rt, &(rp_launch){.task = tn, .proc = 0, .wait = e1}, &e2));
+  expect_detail(e2, RP_EINVAL, "poisoned with RP_EINVAL: batch 9 of 4");
+  rp_access rd = {.inst = x, .priv = RP_READ};
+  rp_event e5;
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = tn, .proc = 0, .accesses = &rd, .naccess = 1},
+      &e5));
+  expect_detail(e5, RP_EINVAL, "batch 9 of 4");
+  /* a task that failed without words does not inherit the earlier one's
+   * (the worker's detail is cleared before each task) */
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tm, .proc = 0}, &e3));
+  expect_detail(e3, RP_EIO, "no detail recorded");
+  /* rp_event_poison */
+  RP_CHECK(rp_event_create(rt, &e4));
+  RP_CHECK(rp_event_poison(rt, e4, RP_ETIMEDOUT));
+  expect_detail(e4, RP_ETIMEDOUT, "poisoned by rp_event_poison");
+  /* a merge: the first poisoned input's status and words */
+  rp_event m;
+  rp_event two[2] = {e1, e4};
+  RP_CHECK(rp_event_merge(rt, two, 2, &m));
+  expect_detail(m, RP_EINVAL, "batch 9 of 4");
+  /* a replay's done event: the replay's detail */
+  rp_graph *g;
+  rp_exec *ex;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = tb, .proc = 0}, NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event d;
+  RP_CHECK(rp_replay(ex, NULL, &d));
+  expect_detail(d, RP_EINVAL, "batch 9 of 4");
+  cr_assert(strstr(rp_error_detail(), rp_exec_error_detail(ex)), "%s",
+            rp_error_detail());
+  rp_event all[] = {e1, e2, e3, e4, e5, m, d};
+  for (unsigned i = 0; i < 7; i++)
+    RP_CHECK(rp_event_release(rt, all[i]));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+}

@@ -497,6 +497,20 @@ Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
             RP_ERANGE);
   cr_assert(strstr(rp_error_detail(), "overflow a 32-bit count"), "%s",
             rp_error_detail());
+  /* the training step's exec is no decode step: its arguments are longer */
+  rp_graph *sg;
+  rp_exec *sx;
+  RP_CHECK(rp_gpt_record(t.m, &sg));
+  RP_CHECK(rp_instantiate(sg, NULL, &sx));
+  RP_CHECK(rp_graph_destroy(sg));
+  RP_EXPECT(rp_gpt_generate(t.m, sx, fx.x, 2, 1,
+                            &(rp_gpt_sampling){.temperature = 0, .seed = 1},
+                            gen),
+            RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_generate: ex is not a decode "
+                                      "step"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_exec_destroy(sx));
   /* past the context (the last T/2 decoded again from position 0): the
    * tokens within the context are those of a run that stops there */
   int32_t *longer = malloc((2 + 3 * T) * sizeof *longer);
@@ -1173,6 +1187,20 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "a 'mlp' checkpoint, not a 'gpt' one"),
             "%s", rp_error_detail());
+  /* a kind that is no name (a control byte), checksum sealed: a damaged
+   * header, its bytes never printed raw */
+  unsigned char *hb = (unsigned char *)buf;
+  hb[17] = 0x1b; /* "g\x1bt" */
+  uint64_t hh = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, hb, 40), pl, pn);
+  for (int k = 0; k < 8; k++)
+    hb[40 + k] = (unsigned char)(hh >> 8 * k);
+  put_bytes(path, buf, len);
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "a damaged header: byte 1 of the kind "
+                                      "field is 0x1b") &&
+                !strchr(rp_error_detail(), 0x1b),
+            "%s", rp_error_detail());
+  hb[17] = 'p';
   RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EVERSION);
   cr_assert(strstr(rp_error_detail(), "payload version 3 (this build reads "

@@ -186,6 +186,15 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
                         (unsigned long long)h);
   /* the kind: its name, then NUL up to the 16th byte */
   size_t kl = strlen(fk);
+  if (kl == 0)
+    return rp_error_set(RP_EFORMAT,
+                        "%s: a damaged header: the kind field is empty", path);
+  for (size_t i = 0; i < kl; i++) /* a name: printable ASCII */
+    if (b[16 + i] < 0x21 || b[16 + i] > 0x7e)
+      return rp_error_set(RP_EFORMAT,
+                          "%s: a damaged header: byte %zu of the kind field "
+                          "is 0x%02x (a name is printable ASCII)",
+                          path, i, b[16 + i]);
   for (size_t i = kl; i <= RP_CKPT_KIND_MAX; i++)
     if (b[16 + i])
       return rp_error_set(RP_EFORMAT,

@@ -2239,12 +2239,18 @@ static rp_status decode_one(rp_gpt *m, rp_exec *ex, int32_t pos, int32_t token,
   rp_replay_args ra = {.args = &a, .args_size = sizeof a};
   rp_event done;
   rp_status st = rp_replay(ex, &ra, &done);
+  if (st == RP_ERANGE) /* it reads past the (position, token) block */
+    return rp_train_err_prefix(st,
+                               "rp_gpt_generate: ex is not a decode step "
+                               "(an instantiation of rp_gpt_decode_record's "
+                               "graph): ");
   if (st != RP_OK)
-    return st;
+    return rp_train_err_prefix(st, "rp_gpt_generate: ");
   st = rp_event_wait(m->rt, done, -1);
   rp_event_release(m->rt, done);
   if (st != RP_OK)
-    return rp_error_set(st, "decode replay: %s", rp_exec_error_detail(ex));
+    return rp_error_set(st, "rp_gpt_generate: decode replay: %s",
+                        rp_exec_error_detail(ex));
   return rp_instance_read(m->rt, m->dec->logits, logits,
                           m->cfg.vocab * sizeof *logits);
 }
@@ -2654,13 +2660,13 @@ static rp_status run_one(rp_gpt *m, rp_exec *ex, const rp_gpt_step_args *a) {
   if (st == RP_OK) {
     st = rp_event_wait(m->rt, all, -1);
     rp_event_release(m->rt, all);
-    if (st != RP_OK) /* the failed op's detail stayed on its worker */
+    if (st != RP_OK) /* the wait's detail: the failed op's own */
       return rp_error_set(st,
                           "an op of the eager step failed (%s%s%s); the "
                           "instances it writes stay poisoned, so the model "
                           "cannot train on",
-                          rp_status_name(st),
-                          *rp_runtime_dist_detail(m->rt) ? ": " : "",
+                          rp_error_detail(),
+                          *rp_runtime_dist_detail(m->rt) ? "; " : "",
                           rp_runtime_dist_detail(m->rt));
   } else {
     rp_runtime_drain(m->rt);

@@ -348,12 +348,14 @@ rp_inst rp_gpt_decode_logits(const rp_gpt *m);
  * generates) and generate uses the weights of the last call. */
 rp_status rp_gpt_decode_fill(rp_gpt *m);
 /* Generates n tokens after the prompt (plen >= 1 tokens; only its last T
- * are decoded) by replaying ex (an instantiation of rp_gpt_decode_record's
- * graph) once per position, drawn as `how` says; when the context is
- * full, the last T/2 tokens are decoded again from position 0. out gets
- * plen + n tokens. RP_ERANGE for a prompt token outside [0, V), or logits
- * that are not finite (weights that overflow: nothing to draw from; the
- * tokens drawn before stay in out). */
+ * are decoded) by replaying ex (an instantiation of m's own
+ * rp_gpt_decode_record graph: the exec holds the instances it was
+ * recorded on, so another model's decode exec computes that model's
+ * logits, not m's; this is not detected) once per position, drawn as `how`
+ * says; when the context is full, the last T/2 tokens are decoded again from
+ * position 0. out gets plen + n tokens. RP_ERANGE for a prompt token outside
+ * [0, V), or logits that are not finite (weights that overflow: nothing to draw
+ * from; the tokens drawn before stay in out). */
 rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
                           uint32_t plen, uint32_t n, const rp_gpt_sampling *how,
                           int32_t *out);

@@ -1163,9 +1163,9 @@ static rp_status eager_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
   if (st == RP_OK) {
     st = rp_event_wait(m->rt, all, -1);
     rp_event_release(m->rt, all);
-    if (st != RP_OK) /* the failed op's detail stayed on its worker */
+    if (st != RP_OK) /* the wait's detail: the failed op's own */
       return rp_error_set(st, "an op of the eager step failed (%s)%s%s",
-                          rp_status_name(st),
+                          rp_error_detail(),
                           *rp_runtime_dist_detail(m->rt) ? ": " : "",
                           rp_runtime_dist_detail(m->rt));
   } else {

@@ -107,13 +107,19 @@ rp_status rp_train_ring_retire(rp_train_ring *r) {
 rp_status rp_train_ring_finish(rp_train_ring *r, rp_status st) {
   while (!st && r->n) /* the last steps, reported in order */
     st = rp_train_ring_retire(r);
-  while (r->n) { /* after an error: wait for the rest, keep the first error */
+  if (!r->n)
+    return st;
+  /* after an error: wait for the rest, keep the first error and its
+   * detail (a failing wait sets its own) */
+  char why[512];
+  snprintf(why, sizeof why, "%s", rp_error_detail());
+  while (r->n) {
     (void)rp_event_wait(r->rt, r->ev[r->head], -1);
     rp_event_release(r->rt, r->ev[r->head]);
     r->head = (r->head + 1) % r->cap;
     r->n--;
   }
-  return st;
+  return rp_error_set(st, "%s", why);
 }
 
 rp_status rp_train_split_check(uint32_t batch, uint32_t ranks, uint32_t parts,
