@@ -14,6 +14,12 @@ posint() {
   [ "$1" -gt 0 ] 2>/dev/null
 }
 
+# worker_count VALUE: true when VALUE is a worker count `reprise bench
+# --workers` takes (1..128).
+worker_count() {
+  posint "$1" && [ "$1" -le 128 ] 2>/dev/null
+}
+
 # help: the script's header comment (line 2 up to the first line that is
 # not a comment), exit 0.
 help() {

@@ -6,6 +6,24 @@ import os
 import tempfile
 
 
+def out_path_error(path):
+    """Why path cannot be written (replaced), or None. A path that is not
+    a plain file (/dev/stdout, a pipe) is written in place: not checked
+    (a full device shows only when written: write_whole raises OSError)."""
+    if os.path.abspath(path).startswith(("/dev/", "/proc/")) or \
+            (os.path.exists(path) and not os.path.isfile(path) and
+             not os.path.isdir(path)):
+        return None
+    if os.path.isdir(path):
+        return "is a directory"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"{folder} is not a directory"
+    if not os.access(folder, os.W_OK):
+        return f"{folder} is not writable"
+    return None
+
+
 def write_whole(path, text):
     """Writes text to path through a temporary file in its folder and a
     rename, so that a failure leaves the old file; a path that is not a

@@ -13,7 +13,7 @@
 #   -b REPRISE  the reprise binary (default ./build-rel/reprise, then
 #               ./build/reprise); it must answer `REPRISE version`
 #   -k          keep the JSON files (their folder is printed)
-#   WORKERS     worker counts (default: 2 8)
+#   WORKERS     worker counts, each 1..128 (default: 2 8)
 #
 # Goals: layered <= 2x the static schedule, chain and forkjoin
 # <= 1.2x, tiny >= 95% of the ideal at 2 workers and >= 85% at 8, and no
@@ -28,7 +28,7 @@ set -eu
 runs=10
 bin=
 keep=0
-. "$(dirname "$0")/args.sh" # die, posint, help, need_reprise
+. "$(dirname "$0")/args.sh" # die, posint, worker_count, help, need_reprise
 [ "${1:-}" != --help ] || help
 while getopts hn:b:k opt; do
   case $opt in
@@ -46,7 +46,7 @@ shift $((OPTIND - 1))
 posint "$runs" || die "-n wants a positive count, not '$runs'"
 [ $# -gt 0 ] || set -- 2 8
 for w in "$@"; do
-  posint "$w" || die "workers: want positive counts, not '$w'"
+  worker_count "$w" || die "workers: want counts in 1..128, not '$w'"
 done
 if [ -z "$bin" ]; then
   for b in ./build-rel/reprise ./build/reprise; do

@@ -8,7 +8,10 @@ DIR holds `machine` (the stamp's fields), SECTION.cmd (the commands a
 section ran) and the JSON files, named SECTION.<...>.<invocation>.json.
 A section measured in DIR is written fresh; any other section keeps the
 text it has in --base (with its own stamp); one neither measured nor in
---base says how to measure it."""
+--base says how to measure it. Exit 0 written, 1 an input that cannot be
+read or --out that cannot be written (one line on stderr; --out is
+written whole or not at all), 2 bad usage (a --dir that is not a folder,
+an --out whose folder is missing or not writable)."""
 import argparse
 import glob
 import json
@@ -18,7 +21,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from outfile import write_whole  # noqa: E402 (bench/outfile.py, beside)
+from outfile import out_path_error, write_whole  # noqa: E402 (bench/outfile.py)
 
 # (name, title, measured where): the sections in the order they appear
 SECTIONS = [
@@ -69,9 +72,28 @@ step); this file is the measurement.
 """
 
 
+def die(msg, status=1):
+    """One line on stderr and exit: 1 unreadable input or unwritable
+    output, 2 bad usage."""
+    print(f"report.py: {msg}", file=sys.stderr)
+    sys.exit(status)
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        die(f"cannot read {path}: {e.strerror or e}")
+    except ValueError as e:  # not UTF-8
+        die(f"cannot read {path}: {e}")
+
+
 def load_rows(path):
-    with open(path) as f:
-        data = json.load(f)
+    try:
+        data = json.loads(read_text(path))
+    except ValueError as e:
+        die(f"{path}: not JSON ({e})")
     return data if isinstance(data, list) else [data]
 
 
@@ -145,7 +167,7 @@ def sec_dag(d, name):
             if mode == "replay" and eager:
                 e = med(col(eager, "ns_per_task_median"))
                 rr = med(col(rs, "ns_per_task_median"))
-                ratio = num("{:.0f}×", e / rr if e and rr else None)
+                ratio = num("{:.2f}×", e / rr if e and rr else None)
             rows.append([wl, mode, rs[0].get("nodes", "—"),
                          mmm(col(rs, "ns_per_task_median"), "{:.1f}"),
                          mmm(col(rs, "vs_static"), "{:.2f}")
@@ -170,7 +192,8 @@ def sec_dag(d, name):
         "median of each invocation's ratio. Setup: building the graph "
         "(eager) or `rp_instantiate` (replay). tiny: 129 tasks of about "
         "1 µs each in 16 layers; the share of the ideal is the task time "
-        "spread evenly over the workers against the measured time. "
+        "spread evenly over the workers (at most 8, a layer's width: no "
+        "more tasks can run at once) against the measured time. "
         "Workloads: chain (1,000 empty tasks in a line), forkjoin (1 + "
         "1,000 + 1), layered (16 layers of 8, 9 accesses per task + 1).")
     return "\n".join(out)
@@ -397,7 +420,8 @@ BUILDERS = {
 def stamp(machine, cmds, gpu_section):
     lines = [f"commit `{machine['commit']}` · {machine['date']} · "
              f"CPU: {machine['cpu']} · GPU: {machine['gpu']} · build "
-             f"{machine['build']} · {machine['runs']} invocations" +
+             f"{machine['build']} · {machine['runs']} invocation"
+             f"{'' if machine['runs'] == '1' else 's'}" +
              (f" · load average at the start {machine['load']}"
               if machine.get("load") else "")]
     if machine.get("quick") == "1":
@@ -426,21 +450,24 @@ def main():
     ap.add_argument("--base", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
+    if not os.path.isdir(a.dir):
+        die(f"--dir {a.dir}: not a directory", 2)
+    why = out_path_error(a.out)
+    if why:
+        die(f"--out {a.out}: {why}", 2)
     machine = {}
-    with open(os.path.join(a.dir, "machine")) as f:
-        for line in f:
-            k, _, v = line.rstrip("\n").partition("=")
-            machine[k] = v
+    for line in read_text(os.path.join(a.dir, "machine")).splitlines():
+        k, _, v = line.partition("=")
+        machine[k] = v
     old = {}
     if os.path.exists(a.base):
-        with open(a.base) as f:
-            old = parse_sections(f.read())
+        old = parse_sections(read_text(a.base))
     parts = [PREAMBLE]
     for name, title, where in SECTIONS:
         body = BUILDERS[name](a.dir, name)
         if body is not None:
-            with open(os.path.join(a.dir, name + ".cmd")) as f:
-                cmds = [c for c in f.read().splitlines() if c]
+            cmds = [c for c in read_text(os.path.join(a.dir, name + ".cmd"))
+                    .splitlines() if c]
             text = (f"## {title}\n\n" +
                     stamp(machine, cmds, name.startswith("gpu")) +
                     "\n\n" + body + "\n")
@@ -451,7 +478,10 @@ def main():
                     f"measures it on {where}.\n")
         parts.append(f"<!-- section: {name} -->\n{text}"
                      f"<!-- end section: {name} -->\n")
-    write_whole(a.out, "\n".join(parts))
+    try:
+        write_whole(a.out, "\n".join(parts))
+    except OSError as e:
+        die(f"cannot write {a.out}: {e.strerror or e}")
 
 
 if __name__ == "__main__":

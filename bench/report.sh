@@ -13,7 +13,8 @@
 #               replaced whole once every benchmark has run
 #   -b REPRISE  the reprise binary (default build-rel/reprise, then
 #               build/reprise); it must answer `REPRISE version`
-#   -w LIST     worker counts for the DAG workloads (default 2)
+#   -w LIST     worker counts for the DAG workloads, comma-separated, each
+#               1..128 (default 2)
 #
 # What runs: on every machine the CPU benchmarks (`reprise bench`: the DAG
 # workloads replayed, eager and as a hand-written static schedule; --hop;
@@ -36,7 +37,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-. "$root/bench/args.sh" # posint, need_reprise
+. "$root/bench/args.sh" # posint, worker_count, need_reprise
 runs=
 quick=0
 out=$root/docs/performance.md
@@ -61,8 +62,10 @@ done
 posint "$runs" || { echo "$0: -n wants a positive count, not '$runs'" >&2; exit 2; }
 IFS=, read -r -a wlist <<<"$workers"
 [ ${#wlist[@]} -gt 0 ] || { echo "$0: -w wants worker counts, e.g. 2,8" >&2; exit 2; }
+# read drops a trailing empty field: "2," would pass as "2"
+case $workers in *,) wlist+=("") ;; esac
 for w in "${wlist[@]}"; do
-  posint "$w" || { echo "$0: -w wants positive worker counts, not '$workers'" >&2; exit 2; }
+  worker_count "$w" || { echo "$0: -w wants worker counts in 1..128, not '$workers'" >&2; exit 2; }
 done
 # FILE is replaced (a temporary file in its folder, then a rename)
 if [ -d "$out" ]; then
@@ -117,7 +120,7 @@ fi
   echo "runs=$runs"
   echo "quick=$quick"
 } >"$dir/machine"
-echo "reprise: $shown (${btype:-unknown}); $cpu, $cpus CPUs; GPU: $gpu; $runs invocations each"
+echo "reprise: $shown (${btype:-unknown}); $cpu, $cpus CPUs; GPU: $gpu; $runs invocation$([ "$runs" = 1 ] || echo s) each"
 
 # run SECTION OUTFILE COMMAND...: runs it (JSON to OUTFILE), records the
 # command once per section, fails the script when it fails or leaves no

@@ -45,11 +45,14 @@ pipeline inside the timed step) on the PyTorch side.
 Exit status 0 when the rows were written (a mode that failed or timed out
 is a row with "status": "failed"/"timeout" and its reason; torch missing is
 one row "skipped: torch not importable"), 1 when --from-json cannot read its
-rows, 2 on bad usage (checked before anything is measured: the options, the
---json/--markdown paths, --reprise answering `version`, --device cuda where
-PyTorch has no CUDA). --json and --markdown are written whole or not at all
-(a temporary file, then a rename). Not a test: no assertion on time; the
-"goals" section of the markdown only compares.
+rows or --json/--markdown cannot be written (a full device shows only then),
+2 on bad usage (checked before anything is measured: the options, the
+configurations (--width a multiple of --heads; with --reprise, the sizes
+`reprise train --model gpt` takes), --text a readable file long enough for
+the context, the --json/--markdown paths, --reprise answering `version`,
+--device cuda where PyTorch has no CUDA). --json and --markdown are written
+whole or not at all (a temporary file, then a rename). Not a test: no
+assertion on time; the "goals" section of the markdown only compares.
 """
 import argparse
 import datetime
@@ -67,7 +70,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from outfile import write_whole  # noqa: E402 (bench/outfile.py, beside)
+from outfile import out_path_error, write_whole  # noqa: E402 (bench/outfile.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -107,23 +110,6 @@ def die(msg, status=2):
     """One line on stderr and exit: 2 bad usage, 1 unreadable input."""
     print(f"torch_gpt.py: {msg}", file=sys.stderr)
     sys.exit(status)
-
-
-def out_path_error(path):
-    """Why path cannot be written (replaced), or None. A path that is not
-    a plain file (/dev/stdout, a pipe) is written in place: not checked."""
-    if os.path.abspath(path).startswith(("/dev/", "/proc/")) or \
-            (os.path.exists(path) and not os.path.isfile(path) and
-             not os.path.isdir(path)):
-        return None
-    if os.path.isdir(path):
-        return "is a directory"
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        return f"{folder} is not a directory"
-    if not os.access(folder, os.W_OK):
-        return f"{folder} is not writable"
-    return None
 
 
 def spread(xs):
@@ -768,7 +754,8 @@ def instantiate_rows(a, cfg):
 
 def reprise_vocab(a, cfg, tmpdir):
     """The vocabulary reprise's --text reader gives (from a 1-step run's
-    JSON), so that the PyTorch model has the same LM head."""
+    JSON), so that the PyTorch model has the same LM head; None (and a note
+    on stderr: the PyTorch model then has 65) when that run fails."""
     text = text_file(a, tmpdir)
     jp = os.path.join(tmpdir, "vocab.json")
     cmd = reprise_cmd(a, dict(cfg), "replay", text, jp, 1)
@@ -779,9 +766,18 @@ def reprise_vocab(a, cfg, tmpdir):
                            timeout=a.mode_timeout)
         if p.returncode == 0:
             with open(jp) as f:
-                return pick(json.load(f), "vocab")
-    except (OSError, ValueError, subprocess.SubprocessError):
-        pass
+                v = pick(json.load(f), "vocab")
+            if v:
+                return v
+            why = "its --json has no vocab"
+        else:
+            why = f"exit {p.returncode}: " + \
+                ((p.stderr or p.stdout).strip().splitlines() or [""])[0][:200]
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        why = f"{type(e).__name__}: {e}"[:200]
+    print(f"torch_gpt.py: note: reprise's vocabulary for the text is unknown "
+          f"({why}); the PyTorch model uses 65 (--vocab sets it)",
+          file=sys.stderr, flush=True)
     return None
 
 
@@ -816,8 +812,13 @@ def cfg_name(cfg):
     return cfg_text(cfg)
 
 
+def plural(n, word):
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def cfg_text(cfg):
-    return (f"{cfg['layers']} layers, {cfg['heads']} heads, width {cfg['width']}, "
+    return (f"{plural(cfg['layers'], 'layer')}, {plural(cfg['heads'], 'head')}, "
+            f"width {cfg['width']}, "
             f"context {cfg['context']}, batch {cfg['batch']}, vocab {cfg.get('vocab')}")
 
 
@@ -999,6 +1000,24 @@ def positive_float(text):
     return v
 
 
+def float_in(lo, hi, what, lo_open=False, hi_open=False):
+    """An argparse type: a finite number in [lo, hi] (an end open when
+    asked)."""
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (lo < v if lo_open else lo <= v) or \
+                not (v < hi if hi_open else v <= hi) or v != v:
+            raise argparse.ArgumentTypeError(f"{text!r}: wants {what}")
+        return v
+    return parse
+
+
+INF = float("inf")
+
+
 def name_list(allowed, what, empty=False):
     """A comma list of names from allowed, as a list ('' only if empty)."""
     def parse(text):
@@ -1052,10 +1071,15 @@ def parse_args(argv=None):
     ap.add_argument("--adamw", choices=("foreach", "fused", "single"), default="foreach")
     # reprise train --model gpt's AdamW: lr 2e-3 (constant here: PyTorch's
     # step has no schedule), betas (0.9, 0.95), eps 1e-8, decay 0.1
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--beta2", type=float, default=0.95)
-    ap.add_argument("--weight-decay", type=float, default=0.1)
-    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--lr", type=float_in(0, INF, "a finite number >= 0",
+                                          hi_open=True), default=2e-3)
+    ap.add_argument("--beta2", type=float_in(0, 1, "a number in [0, 1)",
+                                             hi_open=True), default=0.95)
+    ap.add_argument("--weight-decay", default=0.1,
+                    type=float_in(0, INF, "a finite number >= 0", hi_open=True))
+    ap.add_argument("--clip", type=float_in(0, INF, "a finite number > 0",
+                                            lo_open=True, hi_open=True),
+                    default=1.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warmup", type=nonneg_int, default=10)
     ap.add_argument("--repeats", type=positive_int, default=5)
@@ -1075,7 +1099,8 @@ def parse_args(argv=None):
     ap.add_argument("--reprise-iters", type=positive_int, default=200)
     ap.add_argument("--reprise-procs", type=positive_int, default=None,
                     help="reprise train --procs: processors the step is split over "
-                    "(CPU workers; default: --threads on the CPU, 1 on a GPU)")
+                    f"(CPU workers, 1..{REPRISE_MAX_PROCS}; default: --threads on "
+                    f"the CPU, at most {REPRISE_MAX_PROCS}, 1 on a GPU)")
     ap.add_argument("--invocations", type=nonneg_int, default=5,
                     help="reprise train processes per mode (0: no reprise train rows)")
     ap.add_argument("--instantiate-procs", default=[1, 2, 4], type=procs_list,
@@ -1114,12 +1139,85 @@ def parse_args(argv=None):
     if len(outs) == 2 and os.path.realpath(a.json) == os.path.realpath(a.markdown) \
             and not os.path.abspath(a.json).startswith(("/dev/", "/proc/")):
         ap.error("--json and --markdown name the same file")
+    if not a.from_json:
+        why = run_error(a)
+        if why:
+            die(why)
     if a.reprise and not a.from_json:
         a.reprise_version = reprise_version(a.reprise)
         if a.reprise_version is None:
             ap.error(f"--reprise {a.reprise}: not reprise "
                      f"('{a.reprise} version' prints no 'reprise ...' line)")
     return a
+
+
+# what `reprise train --model gpt` and gpt_instantiate take (train/gpt.h,
+# `reprise train --help`)
+REPRISE_LIMITS = {"layers": 32, "heads": 256, "width": 8192, "context": 4096,
+                  "batch": 65536}
+REPRISE_MAX_PROCS = 16
+REPRISE_MAX_INFLIGHT = 64
+REPRISE_MAX_ITERS = 100000000
+
+
+def run_error(a):
+    """Why the options describe a run that would only fail (its rows
+    'failed'), or None: checked before anything is measured."""
+    # reprise train runs for the rows and, without --vocab, for the
+    # vocabulary; gpt_instantiate for --instantiate-procs
+    train = bool(a.reprise) and (a.invocations > 0 or a.vocab is None)
+    reprise = train or bool(a.reprise and a.instantiate_procs)
+    names = a.preset or ["launch"]
+    for name, cfg in zip(names, configs_from(a)):
+        def opt(k):
+            if getattr(a, k) is not None:
+                return f"--{k} {cfg[k]}"
+            return f"{k} {cfg[k]} (preset {name})"
+        if cfg["width"] % cfg["heads"]:
+            return f"{opt('width')} is not a multiple of {opt('heads')}"
+        if not reprise:
+            continue
+        for k, hi in REPRISE_LIMITS.items():
+            if cfg[k] > hi:
+                return f"{opt(k)}: reprise train --model gpt takes 1..{hi}"
+        B, T, C, H = cfg["batch"], cfg["context"], cfg["width"], cfg["heads"]
+        if B * T * C * 4 >= 1 << 31 or B * H * T * T >= 1 << 31:
+            return (f"{opt('batch')} x {opt('context')}: too large for reprise's "
+                    "int32 kernel sizes")
+        procs = ([("--reprise-procs", a.reprise_procs)]
+                 if a.reprise_procs and train else []) + \
+            [("--instantiate-procs", p) for p in a.instantiate_procs]
+        for o, p in procs:
+            if p > REPRISE_MAX_PROCS:
+                return f"{o} {p}: reprise's GPT takes 1..{REPRISE_MAX_PROCS}"
+            if p > B:
+                return (f"{opt('batch')} over {o} {p}: every processor needs "
+                        "rows of the batch")
+    if reprise and a.instantiate_procs and a.vocab is not None and \
+            not 2 <= a.vocab <= 256:
+        return f"--vocab {a.vocab}: reprise's GPT (gpt_instantiate) takes 2..256"
+    if train and a.inflight > REPRISE_MAX_INFLIGHT:
+        return f"--inflight {a.inflight}: reprise train takes 1..{REPRISE_MAX_INFLIGHT}"
+    if train and a.reprise_iters > REPRISE_MAX_ITERS:
+        return f"--reprise-iters {a.reprise_iters}: reprise train takes 1..{REPRISE_MAX_ITERS}"
+    if a.text is not None:
+        if os.path.exists(a.text) and not os.path.isfile(a.text):
+            return f"--text {a.text}: not a regular file"
+        try:
+            with open(a.text, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+        except OSError as e:
+            return f"--text {a.text}: {e.strerror or e}"
+        if size == 0:
+            return f"--text {a.text}: empty"
+        # reprise keeps the last 10% for validation: a window of context + 1
+        # bytes on each side of the split
+        T = max(c["context"] for c in configs_from(a))
+        if train and size < 10 * (T + 1):
+            return (f"--text {a.text}: {size} bytes, fewer than the "
+                    f"{10 * (T + 1)} reprise's 90%/10% split needs for a "
+                    f"window of context {T} + 1 on each side")
+    return None
 
 
 def reprise_version(binary):
@@ -1152,16 +1250,35 @@ def configs_from(a):
     return [c]
 
 
+def write_or_die(path, text):
+    """write_whole, or one line and exit 1 (a full device, a folder gone)."""
+    try:
+        write_whole(path, text)
+    except OSError as e:
+        die(f"cannot write {path}: {e.strerror or e}", 1)
+
+
+def write_stdout(text):
+    """text on stdout, or one line and exit 1 (stdout a full device)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as e:
+        # stdout to /dev/null: the exit's own flush finds nothing to write
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        die(f"cannot write stdout: {e.strerror or e}", 1)
+
+
 def write_outputs(a, rows, meta):
     for r in rows:
         for k in ("commit", "reprise_commit", "date"):
             r.setdefault(k, meta.get(k))
     if a.json:
-        write_whole(a.json, json.dumps(rows, indent=1) + "\n")
+        write_or_die(a.json, json.dumps(rows, indent=1) + "\n")
     if a.markdown:
-        write_whole(a.markdown, to_markdown(rows, meta))
+        write_or_die(a.markdown, to_markdown(rows, meta))
     if not a.json and not a.markdown:
-        print(json.dumps(rows, indent=1))
+        write_stdout(json.dumps(rows, indent=1) + "\n")
 
 
 def check_rows(rows):
@@ -1203,9 +1320,9 @@ def from_json(a):
         die(f"--from-json {a.from_json}: a row does not fit "
             f"({type(e).__name__}: {e})", 1)
     if a.markdown:
-        write_whole(a.markdown, text)
+        write_or_die(a.markdown, text)
     else:
-        sys.stdout.write(text)
+        write_stdout(text)
     return 0
 
 
@@ -1250,9 +1367,15 @@ def main(argv=None):
     a.lat_steps = a.lat_steps or (50 if on_gpu else 10)
     a.b2b_steps = a.b2b_steps or (200 if on_gpu else 20)
     a.mode_timeout = a.mode_timeout or (900 if on_gpu else 600)
-    a.reprise_procs = a.reprise_procs or (1 if on_gpu else a.threads)
+    a.reprise_procs = a.reprise_procs or \
+        (1 if on_gpu else min(a.threads, REPRISE_MAX_PROCS))
     if a.child:
         return run_child(a)
+    for cfg in configs_from(a):  # the default --reprise-procs known now
+        if a.reprise and (a.invocations > 0 or a.vocab is None) and \
+                cfg["batch"] < a.reprise_procs:
+            die(f"batch {cfg['batch']} over --reprise-procs {a.reprise_procs} "
+                "(by default --threads): every processor needs rows of the batch")
 
     meta = machine_info()
     if torch is not None:

@@ -12,28 +12,70 @@ work as one launch).
                              [--json FILE]
 
 --json writes the two rows as a JSON array (bench/report.sh reads it).
-Needs PyTorch with CUDA; not part of the build or the tests."""
+Needs PyTorch with CUDA; not part of the build or the tests. Exit 0
+measured, 1 --json cannot be written, 2 bad usage, 77 skipped: no PyTorch
+or no CUDA device (one line on stderr; 77 is the tests' "skipped")."""
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from outfile import out_path_error, write_whole  # noqa: E402 (bench/outfile.py)
+
+torch = None  # imported once the options are checked
+
+
+def positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: wants a positive integer")
+    return v
+
+
+def positive_list(text):
+    try:
+        return [positive_int(x) for x in text.split(",")]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: wants a comma list of positive integers") from None
+
+
+def die(msg, status):
+    print(f"torch_ref.py: {msg}", file=sys.stderr)
+    sys.exit(status)
 
 
 def main():
+    global torch
     ap = argparse.ArgumentParser()
-    ap.add_argument("--hidden", default="64,64")
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--features", type=int, default=2)
-    ap.add_argument("--classes", type=int, default=3)
-    ap.add_argument("--samples", type=int, default=4096)
-    ap.add_argument("--iters", type=int, default=500)
+    ap.add_argument("--hidden", default=[64, 64], type=positive_list)
+    ap.add_argument("--batch", type=positive_int, default=256)
+    ap.add_argument("--features", type=positive_int, default=2)
+    ap.add_argument("--classes", type=positive_int, default=3)
+    ap.add_argument("--samples", type=positive_int, default=4096)
+    ap.add_argument("--iters", type=positive_int, default=500)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
+    if a.batch > a.samples:
+        ap.error(f"--batch {a.batch} is more than --samples {a.samples}")
+    if a.json and out_path_error(a.json):
+        ap.error(f"--json {a.json}: {out_path_error(a.json)}")
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any import failure: no torch
+        die(f"skipped: PyTorch not importable ({type(e).__name__}: {e})", 77)
+    if not torch.cuda.is_available():
+        die(f"skipped: PyTorch {torch.__version__} sees no CUDA device "
+            "(this reference needs one)", 77)
     dev = torch.device("cuda")
     torch.manual_seed(1)
-    widths = [a.features] + [int(h) for h in a.hidden.split(",")] + [a.classes]
+    widths = [a.features] + a.hidden + [a.classes]
     layers = []
     for i in range(len(widths) - 1):
         layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
@@ -101,9 +143,10 @@ def main():
                  "device": name}
                 for impl, lat, b2b in (("torch-eager", e_lat, e_b2b),
                                        ("torch-graph", g_lat, g_b2b))]
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
-            f.write("\n")
+        try:
+            write_whole(a.json, json.dumps(rows, indent=1) + "\n")
+        except OSError as e:
+            die(f"cannot write {a.json}: {e.strerror or e}", 1)
 
 
 def count_gpu_work(step):
