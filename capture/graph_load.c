@@ -14,6 +14,7 @@
  * byte offset. */
 #include "graph_io.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -59,6 +60,32 @@ typedef struct loader {
 
 /* ---- JSON accessors: each names the path in its error ---- */
 
+/* Bytes of file text an error detail quotes at most. */
+#define QUOTE_MAX 40
+
+typedef struct quoted {
+  char s[4 * QUOTE_MAX + 4]; /* every byte as \xNN, then "..." */
+} quoted;
+
+/* File text (a key, a value) as an error detail quotes it: its first
+ * QUOTE_MAX bytes, '\\' and every byte outside printable ASCII as the text
+ * \xNN (control bytes, bytes that are no UTF-8: the DOT dump shows names
+ * so), "..." when cut, so no byte of a file reaches a terminal raw. */
+static const char *quote(const char *s, quoted *q) {
+  size_t k = 0, i = 0;
+  for (; s[i] && i < QUOTE_MAX; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\')
+      q->s[k++] = (char)c;
+    else
+      k += (size_t)snprintf(q->s + k, sizeof q->s - k, "\\x%02x", c);
+  }
+  if (s[i])
+    k += (size_t)snprintf(q->s + k, sizeof q->s - k, "...");
+  q->s[k] = 0;
+  return q->s;
+}
+
 typedef const char *(*name_fn)(int v);
 
 static rp_status check_object(const cJSON *o, const char *path,
@@ -71,8 +98,10 @@ static rp_status check_object(const cJSON *o, const char *path,
     int k = 0;
     while (keys[k] && strcmp(keys[k], c->string))
       k++;
+    quoted q;
     if (!keys[k])
-      return rp__err(RP_EFORMAT, "%s: unknown key '%.40s'", path, c->string);
+      return rp__err(RP_EFORMAT, "%s: unknown key '%s'", path,
+                     quote(c->string, &q));
     for (const cJSON *d = o->child; d != c; d = d->next)
       if (!strcmp(d->string, c->string))
         return rp__err(RP_EFORMAT, "%s: key '%s' appears twice", path,
@@ -219,7 +248,9 @@ static rp_status get_enum(const cJSON *v, const char *path, const char *key,
       *out = i;
       return RP_OK;
     }
-  return rp__err(RP_EFORMAT, "%s.%s: unknown value '%.40s'", path, key, s);
+  quoted q;
+  return rp__err(RP_EFORMAT, "%s.%s: unknown value '%s'", path, key,
+                 quote(s, &q));
 }
 
 /* An array of at most max entries. */
@@ -366,15 +397,14 @@ static rp_status check_caller_inst(loader *L, uint32_t i, const inst_desc *d) {
   rp_inst inst = L->caller[i];
   if (rp_instance_query(L->rt, inst, &info) != RP_OK)
     return rp__err(RP_ESTALE,
-                   "instance table entry %u: the caller's "
-                   "instance %#llx is stale or unknown",
-                   i, (unsigned long long)inst.id);
+                   "instance table entry %u: the caller's insts[%u] "
+                   "(instance %#llx) is stale or unknown",
+                   i, i, (unsigned long long)inst.id);
   if (info.dtype != d->dtype)
     return rp__err(RP_ETYPE,
                    "instance table entry %u: the file says %s, "
-                   "the caller's instance %#llx is %s",
-                   i, rp_dtype_name(d->dtype), (unsigned long long)inst.id,
-                   rp_dtype_name(info.dtype));
+                   "the caller's insts[%u] is %s",
+                   i, rp_dtype_name(d->dtype), i, rp_dtype_name(info.dtype));
   int same = info.rect.dim == d->rect.dim;
   for (int k = 0; same && k < d->rect.dim; k++)
     same = info.rect.lo[k] == d->rect.lo[k] && info.rect.hi[k] == d->rect.hi[k];
@@ -384,16 +414,16 @@ static rp_status check_caller_inst(loader *L, uint32_t i, const inst_desc *d) {
   if (!same)
     return rp__err(RP_ESHAPE,
                    "instance table entry %u: the file says "
-                   "rectangle %s, the caller's instance %#llx covers %s",
-                   i, want, (unsigned long long)inst.id, have);
+                   "rectangle %s, the caller's insts[%u] covers %s",
+                   i, want, i, have);
   for (int k = 0; k < d->rect.dim; k++)
     if (info.strides[k] != d->strides[k])
       return rp__err(RP_ESHAPE,
                      "instance table entry %u: the file says "
-                     "stride %lld in dimension %d, the caller's instance "
-                     "%#llx has %lld",
-                     i, (long long)d->strides[k], k,
-                     (unsigned long long)inst.id, (long long)info.strides[k]);
+                     "stride %lld in dimension %d, the caller's insts[%u] "
+                     "has %lld",
+                     i, (long long)d->strides[k], k, i,
+                     (long long)info.strides[k]);
   L->table[i] = inst;
   return RP_OK;
 }
@@ -487,9 +517,10 @@ static rp_status check_distinct(const loader *L) {
       first = i;
     }
   return rp__err(RP_EINVAL,
-                 "instance table entries %u and %u are both "
-                 "bound to the caller's instance %#llx",
-                 first, second, (unsigned long long)dup);
+                 "instance table entries %u and %u are bound to one "
+                 "instance: the caller's insts[%u] and insts[%u] are both "
+                 "%#llx",
+                 first, second, first, second, (unsigned long long)dup);
 }
 
 static rp_status load_insts(loader *L, const cJSON *arr) {
@@ -546,6 +577,41 @@ static rp_status inst_ref(loader *L, const cJSON *v, const char *path,
   return RP_OK;
 }
 
+/* The builder's and the planner's details name instances by handle
+ * ("src and dst are the same instance 0x100800000"), which the file does
+ * not hold: each handle of the table or a mirror gets its place in the
+ * file after it ("instance 0x100800000 (graph.instances[0])"). st. */
+static rp_status name_handles(const loader *L, rp_status st) {
+  char out[512];
+  size_t k = 0;
+  for (const char *d = rp_error_detail(); *d && k + 1 < sizeof out;) {
+    char *end = NULL;
+    unsigned long long v = 0;
+    if (d[0] == '0' && d[1] == 'x' && isxdigit((unsigned char)d[2]))
+      v = strtoull(d + 2, &end, 16);
+    if (!end || end == d + 2) {
+      out[k++] = *d++;
+      continue;
+    }
+    char where[48] = "";
+    rp_inst h = {(uint64_t)v};
+    for (uint32_t i = 0; i < L->ninst && !where[0]; i++)
+      if (L->table[i].id == h.id)
+        snprintf(where, sizeof where, " (graph.instances[%u])", i);
+    if (!where[0] && rp__is_mirror(h))
+      snprintf(where, sizeof where, " (graph.mirrors[%u])",
+               (unsigned)(h.id >> 32));
+    if (!strncmp(end, " (graph.", 8)) /* named already */
+      where[0] = 0;
+    int n =
+        snprintf(out + k, sizeof out - k, "%.*s%s", (int)(end - d), d, where);
+    k = n < 0 || (size_t)n >= sizeof out - k ? sizeof out - 1 : k + (size_t)n;
+    d = end;
+  }
+  out[k] = 0;
+  return rp__err(st, "%s", out);
+}
+
 /* ---- mirrors (copy insertion; the key is optional) ---- */
 
 static const char *const MIRROR_KEYS[] = {"id", "source", "mem", "device",
@@ -579,7 +645,7 @@ static rp_status load_mirror(loader *L, const cJSON *o, uint32_t k) {
                    mem == RP_MEM_GPU ? " for that device" : "");
   uint32_t idx;
   if ((st = rp__graph_add_mirror(L->g, L->table[src], m, &idx)) != RP_OK)
-    return rp__err_prefix(st, "%s: ", path);
+    return name_handles(L, rp__err_prefix(st, "%s: ", path));
   L->msrc[k] = src;
   return RP_OK;
 }
@@ -1005,6 +1071,7 @@ static rp_status load_op(loader *L, const cJSON *o, uint32_t i) {
     return rp__err(RP_EFORMAT, "%s.id: %lld (ops must be in id order)", path,
                    (long long)v);
   const char *k = NULL, *name = NULL;
+  quoted q;
   if ((st = get_str(kind, path, "kind", &k)) != RP_OK ||
       (st = get_name(o, path, &name)) != RP_OK)
     return st;
@@ -1013,8 +1080,11 @@ static rp_status load_op(loader *L, const cJSON *o, uint32_t i) {
   else if (!strcmp(k, "copy"))
     st = load_copy(L, o, path);
   else
-    return rp__err(RP_EFORMAT, "%s.kind: unknown op kind '%.40s'", path, k);
-  if (!st && name) /* the op just appended */
+    return rp__err(RP_EFORMAT, "%s.kind: unknown op kind '%s'", path,
+                   quote(k, &q));
+  if (st) /* the builder's and planner's checks name handles */
+    return name_handles(L, st);
+  if (name) /* the op just appended */
     snprintf(L->g->ops[L->g->nops - 1].name, RP_NAME_MAX + 1, "%s", name);
   return st;
 }
@@ -1060,18 +1130,22 @@ static rp_status op_ref(loader *L, const cJSON *v, const char *path,
  * added: the builder's own duplicate scan is linear per edge. */
 typedef struct edge_set {
   uint64_t *keys; /* from << 32 | to; UINT64_MAX = empty */
+  uint32_t *at;   /* per key: the index in graph.edges that added it */
   size_t mask;
 } edge_set;
 
-static int edge_seen(edge_set *s, rp_op_id from, rp_op_id to) {
+/* The index in graph.edges of an earlier from -> to, or UINT32_MAX (and
+ * then i is recorded as its index). */
+static uint32_t edge_seen(edge_set *s, rp_op_id from, rp_op_id to, uint32_t i) {
   uint64_t k = (uint64_t)from << 32 | to;
   size_t h = (size_t)((k * 0x9e3779b97f4a7c15ull) >> 20) & s->mask;
   while (s->keys[h] != UINT64_MAX && s->keys[h] != k)
     h = (h + 1) & s->mask;
   if (s->keys[h] == k)
-    return 1;
+    return s->at[h];
   s->keys[h] = k;
-  return 0;
+  s->at[h] = i;
+  return UINT32_MAX;
 }
 
 static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
@@ -1095,8 +1169,14 @@ static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
   if ((st = op_ref(L, e->child, path, "from", &from)) ||
       (st = op_ref(L, e->child->next, path, "to", &to)))
     return st;
-  if (edge_seen(s, from, to)) /* listed twice: asked for wins, as when */
-    return mark ? RP_OK : rp_graph_add_edge(L->g, from, to); /* building */
+  /* a graph holds an edge once (rp_graph_add_edge merges a repeat) and
+   * rp_graph_save writes it once: a repeat is an edited file, refused
+   * rather than merged (merging hid it, and made an inferred edge an
+   * asked-for one) */
+  uint32_t first = edge_seen(s, from, to, i);
+  if (first != UINT32_MAX)
+    return rp__err(RP_EFORMAT, "%s: the edge %u -> %u repeats graph.edges[%u]",
+                   path, from, to, first);
   return mark ? rp__graph_edge_inferred(L->g, from, to)
               : rp__graph_edge(L->g, from, to);
 }
@@ -1109,14 +1189,17 @@ static rp_status load_edges(loader *L, const cJSON *arr) {
   size_t cap = 16;
   while (cap < 2 * (size_t)n)
     cap *= 2;
-  edge_set s = {malloc(sizeof *s.keys * cap), cap - 1};
-  if (!s.keys)
+  edge_set s = {malloc(sizeof *s.keys * cap), malloc(sizeof *s.at * cap),
+                cap - 1};
+  if (!s.keys || !s.at) {
+    free(s.keys), free(s.at);
     return rp__err(RP_ENOMEM, "graph.edges: out of memory");
+  }
   memset(s.keys, 0xff, sizeof *s.keys * cap);
   uint32_t i = 0;
   for (const cJSON *c = arr->child; c && !st; c = c->next, i++)
     st = load_edge(L, &s, c, i);
-  free(s.keys);
+  free(s.keys), free(s.at);
   return st;
 }
 
@@ -1523,8 +1606,11 @@ static void loader_fail(loader *L) {
 rp_status rp__graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
                              const rp_inst *insts, uint32_t ninsts,
                              size_t max_alloc, rp_graph **out) {
-  if (!rt || !out || (len && !buf) || (ninsts && !insts))
-    return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
+  if (!rt || !out || (len && !buf))
+    return rp__err(RP_EINVAL, "rp_graph_load_mem: NULL argument");
+  if (ninsts && !insts) /* insts == NULL goes with ninsts 0 (reprise.h) */
+    return rp__err(RP_EINVAL,
+                   "rp_graph_load_mem: insts is NULL but ninsts is %u", ninsts);
   cJSON *doc = NULL;
   const cJSON *graph = NULL;
   rp_status st = prescan(buf, len);
@@ -1584,8 +1670,11 @@ rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
   rp_status cst = rp__rt_check(rt, "rp_graph_load");
   if (cst)
     return cst;
-  if (!path || !out || (ninsts && !insts))
+  if (!path || !out)
     return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
+  if (ninsts && !insts) /* insts == NULL goes with ninsts 0 (reprise.h) */
+    return rp__err(RP_EINVAL, "rp_graph_load: insts is NULL but ninsts is %u",
+                   ninsts);
   char *buf = NULL;
   size_t len = 0;
   /* a regular file only (a FIFO or /dev/zero is refused, never read), of
@@ -1638,8 +1727,11 @@ rp_status rp__graph_load_file(rp_runtime *rt, const char *path,
   rp_status cst = rp__rt_check(rt, "rp_graph_load");
   if (cst)
     return cst;
-  if (!path || !out || (ninsts && !insts))
+  if (!path || !out)
     return rp__err(RP_EINVAL, "rp_graph_load: NULL argument");
+  if (ninsts && !insts) /* insts == NULL goes with ninsts 0 (reprise.h) */
+    return rp__err(RP_EINVAL, "rp_graph_load: insts is NULL but ninsts is %u",
+                   ninsts);
   return rp__graph_load_mem(rt, NULL, 0, insts, ninsts, max_alloc, out);
 }
 

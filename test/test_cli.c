@@ -253,11 +253,14 @@ Test(cli, a_stdout_pipe_without_reader_is_exit_1, .timeout = 120) {
   RUN_CLOSED_PIPE(&r, "dump", graph, "--schedule");
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert_eq(r.err[0], '\0', "said: %s", r.err);
-  /* train --dump too */
+  /* train --dump too (beside a DOT dump the log goes to stderr: nothing
+   * else is said there) */
   RUN_CLOSED_PIPE(&r, "train", "--backend", "cpu", "--procs", "1", "--batch",
                   "32", "--hidden", "8", "--iters", "3", "--dump=dot");
   cr_assert_eq(r.status, 1, "%s", r.err);
-  cr_assert_eq(r.err[0], '\0', "said: %s", r.err);
+  cr_assert(!strstr(r.err, "--dump") && !strstr(r.err, "standard output") &&
+                strstr(r.err, "final loss"),
+            "said: %s", r.err);
   /* the views, the summary and the comparison say it too */
   const char *const more[][5] = {
       {"--group", "1", "--format", "text", NULL},
@@ -969,6 +972,36 @@ Test(cli, train_save_graph_and_dump_hand_over_the_recorded_step) {
   cr_assert(strstr(buf, "reprise-graph"), "%.500s", buf);
 #endif
   unlink(path);
+}
+
+/* --dump=json and --dump=dot print one document on stdout (JSON that
+ * parses, a digraph), the training log going to stderr; a text dump keeps
+ * the log beside it on stdout. */
+Test(cli, train_dump_json_or_dot_keeps_stdout_one_document, .timeout = 120) {
+  const char *fmts[] = {"--dump=json", "--dump=dot"};
+  for (int i = 0; i < 2; i++) {
+    cli_run r;
+    RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--iters", "2",
+        "--batch", "32", "--hidden", "4", "--samples", "64", fmts[i]);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "reprise train: MLP") &&
+                  strstr(r.err, "final loss"),
+              "no log on stderr: %s", r.err);
+    cr_assert(!strstr(r.out, "final loss") && !strstr(r.out, "reprise train"),
+              "log on stdout: %.2000s", r.out);
+    if (i == 0)
+      cr_assert(json_valid(r.out), "not one JSON document: %.2000s", r.out);
+    else
+      cr_assert(!strncmp(r.out, "digraph ", 8) &&
+                    r.out[strlen(r.out) - 2] == '}',
+                "not one digraph: %.2000s", r.out);
+  }
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--procs", "1", "--iters", "2",
+      "--batch", "32", "--hidden", "4", "--samples", "64", "--dump");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "rp.gemm") && strstr(r.out, "final loss"), "%.2000s",
+            r.out);
 }
 
 /* The flagship's graphs lint clean (--strict) for 1, 2 and 4

@@ -524,6 +524,31 @@ Test(lint, unknown_tasks_run_as_placeholders_with_unknown_contracts) {
   th_tmpdir_remove();
 }
 
+/* The placeholders' note is for the checks that skip them: not said
+ * when neither runahead nor contract runs. */
+Test(lint, placeholder_note_only_where_runahead_or_contract_runs) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  add_named_task(&fx, "my.log");
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint=race");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert_null(strstr(r.out, "note:"), "%s", r.out);
+  RUN(&r, "dump", g, "--lint-ignore", "runahead,contract");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert_null(strstr(r.out, "note:"), "%s", r.out);
+  RUN(&r, "dump", g, "--lint=runahead");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "note: 1 ops run tasks whose contract is unknown "
+                          "(placeholders for names this build does not "
+                          "register): the runahead check skips them"),
+            "%s", r.out);
+  fx_fini(&fx);
+  th_tmpdir_remove();
+}
+
 /* The communication tasks of a --dist or --tp step's file (rp.dist.*)
  * are the build's own: read with the contracts comm/ registers them with
  * (host copies, a stream-ordered all-reduce), not as unknown placeholders,
@@ -658,6 +683,71 @@ static char *lint_model(const dm_graph *m, uint32_t *n) {
   cr_assert_eq(dm_lint(m, DM_LINT_ALL, f, stderr, n), 0);
   fclose(f);
   return text;
+}
+
+/* lint_model with the checks given. */
+static char *lint_model_checks(const dm_graph *m, unsigned checks,
+                               uint32_t *n) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  cr_assert_not_null(f);
+  cr_assert_eq(dm_lint(m, checks, f, stderr, n), 0);
+  fclose(f);
+  return text;
+}
+
+/* A note speaks of the checks that ran: the placeholders' note of
+ * runahead and contract (naming those selected), the note of a graph too
+ * large for reachability of redundant-edge, mergeable-copies and race. */
+Test(lint_model, notes_speak_only_of_the_checks_that_ran) {
+  model md;
+  model_line(&md, RP_TASK_HOST, 0, RP_MEM_PINNED);
+  md.ops[1].contract_known = 0;
+  uint32_t n;
+  const char *note = "note: 1 ops run tasks whose contract is unknown";
+  char *out = lint_model_checks(&md.m, DM_LINT_RACE, &n);
+  cr_assert_null(strstr(out, "note:"), "%s", out);
+  free(out);
+  out = lint_model_checks(&md.m, DM_LINT_CONTRACT | DM_LINT_RACE, &n);
+  cr_assert(strstr(out, note) && strstr(out, "): the contract check skips "
+                                             "them; declare contracts"),
+            "%s", out);
+  free(out);
+  out = lint_model_checks(&md.m, DM_LINT_ALL, &n);
+  cr_assert(strstr(out, "): the runahead and contract checks skip them; "),
+            "%s", out);
+  free(out);
+  /* more ops than reachability takes: said for the checks skipped */
+  uint32_t big = DM_REACH_MAX_OPS + 1;
+  dm_op *ops = calloc(big, sizeof *ops);
+  cr_assert_not_null(ops);
+  for (uint32_t i = 0; i < big; i++)
+    ops[i] = (dm_op){.kind = RP_OP_TASK,
+                     .name = "t",
+                     .proc = 0,
+                     .pkind = RP_PROC_CPU,
+                     .shards = 1,
+                     .contract_known = 1};
+  dm_graph g = {.ops = ops,
+                .nops = big,
+                .insts = md.insts,
+                .proc_kinds = md.kinds,
+                .nprocs = 3};
+  out = lint_model_checks(&g, DM_LINT_UNREAD, &n);
+  cr_assert_null(strstr(out, "note:"), "%s", out);
+  free(out);
+  out = lint_model_checks(&g, DM_LINT_RACE | DM_LINT_UNREAD, &n);
+  cr_assert(strstr(out, "note: 16385 ops is more than 16384: race was "
+                        "skipped (reachability takes nops^2 bits)"),
+            "%s", out);
+  free(out);
+  out = lint_model_checks(&g, DM_LINT_ALL, &n);
+  cr_assert(strstr(out, ": redundant-edge, mergeable-copies and race were "
+                        "skipped"),
+            "%s", out);
+  free(out);
+  free(ops);
 }
 
 /* ---- names ---- */
@@ -1219,6 +1309,82 @@ Test(dump, cut_strings_and_control_bytes_are_named) {
            (size_t)(at - text));
   cr_assert(strstr(r.err, want), "%s", r.err);
   free(text);
+  th_tmpdir_remove();
+}
+
+/* A file of two placeholder ops over one instance with the given
+ * "edges" (JSON) and extra keys in op 0 (JSON members, or ""); no
+ * checksum. */
+static const char *write_two_tasks(const char *name, const char *edges,
+                                   const char *extra) {
+  const char *path = th_tmp_path(name);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  const char *op = "\"kind\": \"task\", \"task\": \"my.t\", \"proc\": 0, "
+                   "\"shards\": 1, \"shard_procs\": null, "
+                   "\"workspace_bytes\": 0, \"workspace_align\": 0, "
+                   "\"cost_ns\": 0, \"args\": \"\", \"accesses\": "
+                   "[{\"inst\": 0, \"priv\": \"RW\", \"redop\": "
+                   "\"none\"}], \"interps\": []";
+  fprintf(f,
+          "{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {"
+          "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1, "
+          "\"dtype\": \"f32\", \"lo\": [0], \"hi\": [15], \"strides\": "
+          "[1]}], \"ops\": [{\"id\": 0, %s%s}, {\"id\": 1, %s}], "
+          "\"edges\": %s, \"preconditions\": [], \"postconditions\": "
+          "[]}}\n",
+          op, extra, op, edges);
+  cr_assert_eq(fclose(f), 0);
+  return path;
+}
+
+/* An edge the file lists twice is refused naming both entries (a graph
+ * holds an edge once), not merged: merged, lint's "given twice" could
+ * never fire and an inferred edge became one asked for. */
+Test(dump, a_repeated_edge_is_refused_naming_both) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("graph files need cJSON, which this build lacks");
+#endif
+  make_tmpdir();
+  cli_run r;
+  const char *once = write_two_tasks("once.json", "[[0, 1]]", "");
+  RUN(&r, "dump", once, "--lint", "--contract", "my.t=host");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *lists[] = {"[[0, 1], [0, 1]]", "[[0, 1, \"inferred\"], [0, 1]]"};
+  for (size_t i = 0; i < 2; i++) {
+    const char *f = write_two_tasks("twice.json", lists[i], "");
+    RUN(&r, "dump", f, "--lint", "--contract", "my.t=host");
+    cr_assert_eq(r.status, 1, "%s: %s", lists[i], r.err);
+    cr_assert(strstr(r.err, "RP_EFORMAT (malformed input): graph.edges[1]: "
+                            "the edge 0 -> 1 repeats graph.edges[0]"),
+              "%s: %s", lists[i], r.err);
+    cr_assert_str_empty(r.out);
+  }
+  th_tmpdir_remove();
+}
+
+/* File text in a load error is escaped: an unknown key or value with
+ * escape sequences (a colour, an OSC title) or a byte that is no UTF-8
+ * shows as \xNN, never raw on the terminal. */
+Test(dump, file_text_in_load_errors_is_escaped) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("graph files need cJSON, which this build lacks");
+#endif
+  make_tmpdir();
+  cli_run r;
+  const char *cases[][2] = {
+      {", \"\\u001b[31mRED\\u001b[0m\": 1",
+       "graph.ops[0]: unknown key '\\x1b[31mRED\\x1b[0m'"},
+      {", \"devic\x80\": 1", "graph.ops[0]: unknown key 'devic\\x80'"}};
+  for (size_t i = 0; i < 2; i++) {
+    const char *f = write_two_tasks("esc.json", "[]", cases[i][0]);
+    RUN(&r, "dump", f);
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    cr_assert(strstr(r.err, cases[i][1]), "no '%s' in %s", cases[i][1], r.err);
+    for (const unsigned char *p = (const unsigned char *)r.err; *p; p++)
+      cr_assert(*p == '\n' || (*p >= 0x20 && *p < 0x7f), "byte 0x%02x in %s",
+                *p, r.err);
+  }
   th_tmpdir_remove();
 }
 

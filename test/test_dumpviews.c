@@ -1498,3 +1498,81 @@ Test(views, page_of_a_recorded_gpt_step, .init = setup, .fini = teardown) {
   free_ops(&s);
 }
 #endif
+
+/* A --diff report that cannot be written to standard output (a full disk)
+ * is said once, and the exit is 2, as for -o: 1 says the graphs differ. */
+Test(views, diff_to_a_full_stdout_is_said_once_and_exit_2, .init = setup,
+     .fini = teardown) {
+  if (access("/dev/full", W_OK) != 0)
+    cr_skip_test("no writable /dev/full on this machine");
+  const char *a = synth(200, 0, "a.json");
+  char ap[512];
+  snprintf(ap, sizeof ap, "%s", a);
+  const char *d = diamond("d.json");
+  const char *said = "reprise dump: writing the report to standard output "
+                     "failed: No space left on device";
+  cli_run r;
+  /* the report of a large difference fails while it is written, that of
+   * none at the flush */
+  RUN_TO(&r, "/dev/full", "dump", ap, "--diff", d);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert_eq(count(r.err, said), 1, "%s", r.err);
+  RUN_TO(&r, "/dev/full", "dump", ap, "--diff", ap);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert_eq(count(r.err, said), 1, "%s", r.err);
+  RUN_TO(&r, "/dev/full", "dump", ap);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_eq(count(r.err, "No space left on device"), 1, "%s", r.err);
+}
+
+/* The help says which formats --stats and --lint print beside: html is a
+ * view of its own, which they do not go with. */
+Test(views, help_says_html_is_a_view_without_stats_or_lint, .init = setup,
+     .fini = teardown) {
+  cli_run r;
+  RUN(&r, "dump", "--help");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "--stats and --lint print instead of the dump unless --format\n"
+             "text, dot or json is given too");
+  HAS(r.out, "--format html, --group, --focus and --critical-path are views "
+             "of\ntheir own: not with --stats, --lint or --schedule.\n");
+  const char *d = diamond("d.json");
+  char dp[512];
+  snprintf(dp, sizeof dp, "%s", d);
+  RUN(&r, "dump", dp, "--format", "html", "--stats", "-o",
+      th_tmp_path("s.html"));
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  HAS(r.err, "are views of their own: not with --schedule, --stats or "
+             "--lint");
+}
+
+/* A trace's names reach an error quoted: escape sequences and bytes that
+ * are no UTF-8 as \xNN, never raw on the terminal. */
+Test(views, trace_names_in_errors_are_escaped, .init = setup,
+     .fini = teardown) {
+  const char *g = diamond("d.json");
+  char gp[512];
+  snprintf(gp, sizeof gp, "%s", g);
+  const char *t = th_tmp_path("t.json");
+  static const char *const cases[][2] = {
+      {"0", "--trace: the trace's op 0 is '\\x1b]0;pwned\\x07\\x80', the "
+            "graph's is 'a'"},
+      {"9", "--trace: the trace names op 9 ('\\x1b]0;pwned\\x07\\x80'), the "
+            "graph has 4 ops"}};
+  for (size_t i = 0; i < 2; i++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"traceEvents\": [{\"ph\": \"X\", \"name\": "
+             "\"\\u001b]0;pwned\\u0007\x80\", \"cat\": \"task\", \"tid\": 0, "
+             "\"ts\": 0, \"dur\": 1, \"args\": {\"op\": %s}}]}",
+             cases[i][0]);
+    write_text(t, text);
+    cli_run r;
+    RUN(&r, "dump", gp, "--critical-path", "--trace", t);
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    HAS(r.err, cases[i][1]);
+    for (const unsigned char *p = (const unsigned char *)r.err; *p; p++)
+      cr_assert(*p == '\n' || (*p >= 0x20 && *p < 0x7f), "byte 0x%02x in %s",
+                *p, r.err);
+  }
+}

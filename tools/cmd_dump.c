@@ -109,8 +109,8 @@ static void dump_usage(FILE *f) {
       "  --summary               with --trace: time per group and task,\n"
       "                          busy shares, idle gaps, slowest replays\n"
       "  --diff B.json           what B adds, removes or changes; exit 0\n"
-      "                          same, 1 different, 2 unreadable (or -o\n"
-      "                          unwritable)\n"
+      "                          same, 1 different, 2 unreadable (or the\n"
+      "                          report unwritable, -o or stdout)\n"
       "  --schedule              also instantiate the graph and print the\n"
       "                          exec's per-worker schedule (same format)\n"
       "  --stats                 op counts per kind, processor and task,\n"
@@ -145,19 +145,22 @@ static void dump_usage(FILE *f) {
       "  -o, --output FILE       write to FILE instead of stdout (- is\n"
       "                          stdout); FILE is replaced only by a\n"
       "                          whole dump\n"
-      "  -h, --help              this text\n"
-      "\n"
-      "FILE (both) must be a regular file or absent: a FIFO, a device, a\n"
-      "socket or a directory is refused.\n"
-      "--stats and --lint print instead of the dump unless --format is\n"
-      "given too: after a text dump, on stderr beside DOT or JSON (which\n"
-      "stay one document), as --summary's text does. Exit status: 0 done (lint "
-      "findings included), 1 the file\n"
-      "could not be read or loaded (its status is printed) or --strict\n"
-      "found something, 2 bad usage. The file is read on any machine: it\n"
-      "loads into a model of the recorded machine (no device, no instance\n"
-      "storage); --schedule plans for it without CUDA (GPU segments\n"
-      "included).\n");
+      "  -h, --help              this text\n");
+  fputs("\nFILE (both) must be a regular file or absent: a FIFO, a device, a\n"
+        "socket or a directory is refused.\n"
+        "--stats and --lint print instead of the dump unless --format\n"
+        "text, dot or json is given too: after a text dump, on stderr beside\n"
+        "DOT or JSON (which stay one document), as --summary's text does.\n"
+        "--format html, --group, --focus and --critical-path are views of\n"
+        "their own: not with --stats, --lint or --schedule.\n"
+        "Exit status: 0 done (lint findings included), 1 the file\n"
+        "could not be read or loaded (its status is printed), the output\n"
+        "could not be written or --strict found something, 2 bad usage\n"
+        "(--diff: above). The file is read on any machine: it\n"
+        "loads into a model of the recorded machine (no device, no instance\n"
+        "storage); --schedule plans for it without CUDA (GPU segments\n"
+        "included).\n",
+        f);
 }
 
 /* ---- options ---- */
@@ -1238,8 +1241,10 @@ static int run_diff(dump_cli *c) {
              ? (report_failed(d.f), RP_CLI_USAGE)
          : nd ? RP_CLI_FAILED
               : RP_CLI_OK;
-  /* a difference is a whole report too (exit 1) */
-  if (d.f && close_out(c, &d, RP_CLI_OK, rc != RP_CLI_USAGE))
+  /* a difference is a whole report too (exit 1); a failed write was said
+   * (report_failed): close_out says only what the flush finds */
+  int failed = rc == RP_CLI_USAGE;
+  if (d.f && close_out(c, &d, failed ? RP_CLI_FAILED : RP_CLI_OK, !failed))
     rc = RP_CLI_USAGE;
   dv_extra_free(&xa), dv_extra_free(&xb);
   dm_free(&ma), dm_free(&mb);

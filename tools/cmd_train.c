@@ -27,6 +27,12 @@
  * finite or above DIVERGE_FACTOR x max(initial loss, ln(classes)). */
 #define DIVERGE_FACTOR 10.0
 
+/* The training log's stream: standard output, or standard error when
+ * --dump=dot|json prints its document there, so that the output stays one
+ * document that dot or a JSON reader takes (as `reprise dump` puts its
+ * --stats text beside one). */
+static FILE *train_log;
+
 static void train_usage(FILE *f) {
   fprintf(
       f,
@@ -95,7 +101,8 @@ static void train_usage(FILE *f) {
       "  --log-every K             print the batch loss every K iterations\n"
       "                            (default: 10 times per run)\n"
       "  --save-graph FILE         write the recorded step as a graph file\n"
-      "  --dump[=text|dot|json]    print the recorded step (default text)\n"
+      "  --dump[=text|dot|json]    print the recorded step (default text;\n"
+      "                            dot, json: the log goes to stderr)\n"
       "  --trace FILE              Chrome trace of the first replays\n"
       "  --json FILE               write the summary as one JSON object\n"
       "  --timings FILE            write every iteration's time (JSON, for\n"
@@ -726,9 +733,9 @@ static void draw_bar(progress *p, uint32_t done) {
   for (int i = 0; i < WIDTH; i++)
     bar[i] = i < fill ? '#' : '.';
   bar[WIDTH] = '\0';
-  printf("\r%-6s [%s] %u/%u  loss %.4f ", p->what, bar, done, p->iters,
-         (double)p->last_loss);
-  fflush(stdout);
+  fprintf(train_log, "\r%-6s [%s] %u/%u  loss %.4f ", p->what, bar, done,
+          p->iters, (double)p->last_loss);
+  fflush(train_log);
   p->bar_open = 1;
 }
 
@@ -736,7 +743,7 @@ static void draw_bar(progress *p, uint32_t done) {
  * leaves the bar as it was: end its line before anything else prints. */
 static void end_bar(progress *p) {
   if (p->bar_open)
-    printf("\n");
+    fprintf(train_log, "\n");
   p->bar_open = 0;
 }
 
@@ -754,7 +761,8 @@ static int on_step(void *arg, uint32_t t, float loss) {
     p->last_loss = loss;
   int log = !isnan(loss) && (t % p->every == 0 || done == p->iters);
   if (log && p->tty) {
-    printf("\r%-60s\r", ""); /* clear the bar, print the line, redraw */
+    /* clear the bar, print the line, redraw */
+    fprintf(train_log, "\r%-60s\r", "");
     p->bar_open = 0;
   }
   if (log)
@@ -887,11 +895,13 @@ static int step_checks(progress *p, uint32_t t, float loss) {
 
 static void print_log_line(const progress *p, uint32_t done, float loss) {
   const train_state *s = p->s;
-  printf("%-6s iter %6u/%u  loss %.4f", p->what, done, p->iters, (double)loss);
+  fprintf(train_log, "%-6s iter %6u/%u  loss %.4f", p->what, done, p->iters,
+          (double)loss);
   const log_point *lp = s && s->nlog ? &s->log[s->nlog - 1] : NULL;
   if (lp && lp->iter == done && s->val.n)
-    printf("  val loss %.4f  val acc %.1f%%", lp->val_loss, 100 * lp->val_acc);
-  printf("\n");
+    fprintf(train_log, "  val loss %.4f  val acc %.1f%%", lp->val_loss,
+            100 * lp->val_acc);
+  fprintf(train_log, "\n");
 }
 
 /* ---- across ranks (--dist) ---- */
@@ -1256,9 +1266,10 @@ static int setup(train_state *s, rp_backend_kind backend) {
     return fail("creating the runtime", st);
   if (c->backend == RP_BACKEND_AUTO && c->mc.procs > RP_MAX_GPUS &&
       rp_runtime_rank(s->rt) == 0) /* train_main chose the CPU backend */
-    printf("note: --procs %u is more than a GPU runtime has (%d): the CPU "
-           "backend\n",
-           c->mc.procs, RP_MAX_GPUS);
+    fprintf(train_log,
+            "note: --procs %u is more than a GPU runtime has (%d): the CPU "
+            "backend\n",
+            c->mc.procs, RP_MAX_GPUS);
   rp_kernel_tasks k;
   if ((st = rp_kernels_register(s->rt, &k)) != RP_OK)
     return fail("registering the kernels", st);
@@ -1424,7 +1435,7 @@ static int train_once(train_state *s, int eager, run_stats *out) {
   progress p = {.iters = c->iters,
                 .every = c->log_every,
                 .quiet = s->tr.rank != 0,
-                .tty = s->tr.rank == 0 && isatty(STDOUT_FILENO),
+                .tty = s->tr.rank == 0 && isatty(fileno(train_log)),
                 .what = eager ? "eager" : "replay",
                 .last_loss = NAN,
                 .s = s,
@@ -1443,7 +1454,7 @@ static int train_once(train_state *s, int eager, run_stats *out) {
   rp_status st = eager ? rp_mlp_train_eager(s->m, &o)
                        : rp_mlp_train_replay(s->m, s->ex, &o);
   end_bar(&p);
-  fflush(stdout);
+  fflush(train_log);
   uint32_t ran = p.done - s->start; /* fewer when it diverged or failed */
   s->steps_done = p.done;
   /* the rows of the steps that ran, a failed run's too (before the sort) */
@@ -1598,63 +1609,69 @@ static const char *backend_name(rp_backend_kind b) {
 static void print_procs(const train_state *s, const char *lead) {
   const train_cli *c = s->c;
   rp_backend_kind b = rp_runtime_backend(s->rt);
-  printf("%sbackend %s, processors", lead, backend_name(b));
+  fprintf(train_log, "%sbackend %s, processors", lead, backend_name(b));
   for (uint32_t p = 0; p < c->mc.procs; p++)
-    printf("%s%u", p ? "," : " ", rp_mlp_procs(s->m)[p]);
-  printf(" (%s)%s\n", b == RP_BACKEND_CUDA ? "GPUs" : "CPU workers",
-         c->dist ? " on every rank; gradients all-reduced" : "");
+    fprintf(train_log, "%s%u", p ? "," : " ", rp_mlp_procs(s->m)[p]);
+  fprintf(train_log, " (%s)%s\n", b == RP_BACKEND_CUDA ? "GPUs" : "CPU workers",
+          c->dist ? " on every rank; gradients all-reduced" : "");
 }
 
 static void print_header(const train_state *s) {
   const train_cli *c = s->c;
   const rp_dataset *d = &s->data;
-  printf("reprise train: MLP %u", d->features);
+  fprintf(train_log, "reprise train: MLP %u", d->features);
   for (uint32_t i = 0; i < c->mc.nhidden; i++)
-    printf("-%u", c->mc.hidden[i]);
-  printf("-%u (%zu parameters), %u sample%s (%s), batch %u over ", d->classes,
-         rp_mlp_param_count(s->m), d->n, d->n == 1 ? "" : "s",
-         c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
+    fprintf(train_log, "-%u", c->mc.hidden[i]);
+  fprintf(train_log, "-%u (%zu parameters), %u sample%s (%s), batch %u over ",
+          d->classes, rp_mlp_param_count(s->m), d->n, d->n == 1 ? "" : "s",
+          c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
   if (c->dist)
-    printf("%u rank%s (MPI) x ", s->tr.ranks, s->tr.ranks == 1 ? "" : "s");
-  printf("%u processor%s\n", c->mc.procs, c->mc.procs == 1 ? "" : "s");
+    fprintf(train_log, "%u rank%s (MPI) x ", s->tr.ranks,
+            s->tr.ranks == 1 ? "" : "s");
+  fprintf(train_log, "%u processor%s\n", c->mc.procs,
+          c->mc.procs == 1 ? "" : "s");
   if (s->val.n) /* the samples above are those trained on */
-    printf("validation: %u sample%s held out (--val-frac %g); %s\n", s->val.n,
-           s->val.n == 1 ? "" : "s", (double)c->val_frac,
-           c->no_shuffle ? "batches in the data set's order"
-                         : "shuffled every epoch");
+    fprintf(train_log, "validation: %u sample%s held out (--val-frac %g); %s\n",
+            s->val.n, s->val.n == 1 ? "" : "s", (double)c->val_frac,
+            c->no_shuffle ? "batches in the data set's order"
+                          : "shuffled every epoch");
   print_procs(s, "");
   const char *why = rp_runtime_backend_reason(s->rt);
   if (c->backend == RP_BACKEND_AUTO && why[0])
-    printf("  not CUDA: %s\n", why);
+    fprintf(train_log, "  not CUDA: %s\n", why);
   if (s->g)
-    printf("recorded step: %u ops, %u edges%s\n", rp_graph_op_count(s->g),
-           rp_graph_edge_count(s->g), s->ex ? "" : " (not replayed)");
+    fprintf(train_log, "recorded step: %u ops, %u edges%s\n",
+            rp_graph_op_count(s->g), rp_graph_edge_count(s->g),
+            s->ex ? "" : " (not replayed)");
   if (s->ex)
-    printf("instantiated in %.2f ms\n", s->instantiate_ms);
+    fprintf(train_log, "instantiated in %.2f ms\n", s->instantiate_ms);
   if (s->start)
-    printf("resumed from %s at step %u\n", c->load_weights, s->start);
-  printf("initial loss %.4f, accuracy %.1f%%\n", s->init_loss,
-         100 * s->init_acc);
-  fflush(stdout);
+    fprintf(train_log, "resumed from %s at step %u\n", c->load_weights,
+            s->start);
+  fprintf(train_log, "initial loss %.4f, accuracy %.1f%%\n", s->init_loss,
+          100 * s->init_acc);
+  fflush(train_log);
 }
 
 static void print_run(const char *what, const run_stats *r, uint32_t iters,
                       uint32_t inflight, int dist) {
-  printf("%-6s %u iteration%s: per iteration median %.1f us, p99 %.1f us%s; "
-         "throughput %.1f us/iteration (%u in flight), %.0f samples/s\n",
-         what, iters, iters == 1 ? "" : "s", r->median_us, r->p99_us,
-         dist ? " (rank 0)" : "", r->wall_us_per_iter, inflight,
-         r->samples_per_s);
+  fprintf(train_log,
+          "%-6s %u iteration%s: per iteration median %.1f us, p99 %.1f us%s; "
+          "throughput %.1f us/iteration (%u in flight), %.0f samples/s\n",
+          what, iters, iters == 1 ? "" : "s", r->median_us, r->p99_us,
+          dist ? " (rank 0)" : "", r->wall_us_per_iter, inflight,
+          r->samples_per_s);
 }
 
 static void print_summary(const train_state *s) {
   const train_cli *c = s->c;
   const run_stats *fin = c->eager ? &s->eager : &s->replay;
-  printf("final loss %.4f (initial %.4f), accuracy %.1f%%\n", fin->final_loss,
-         s->init_loss, 100 * fin->accuracy);
+  fprintf(train_log, "final loss %.4f (initial %.4f), accuracy %.1f%%\n",
+          fin->final_loss, s->init_loss, 100 * fin->accuracy);
   if (s->val.n)
-    printf("validation loss %.4f, accuracy %.1f%% (%u held-out sample%s)\n",
-           s->val_loss, 100 * s->val_acc, s->val.n, s->val.n == 1 ? "" : "s");
+    fprintf(train_log,
+            "validation loss %.4f, accuracy %.1f%% (%u held-out sample%s)\n",
+            s->val_loss, 100 * s->val_acc, s->val.n, s->val.n == 1 ? "" : "s");
   if (s->replay.ran)
     print_run("replay", &s->replay, s->steps_done - s->start, c->inflight,
               c->dist);
@@ -1662,28 +1679,30 @@ static void print_summary(const train_state *s) {
   if (s->replay.ran && s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK &&
       es.gpus && es.replays) {
     double n = (double)es.replays;
-    printf("gpu: %u segment(s) on %u device(s); per replay %.2f graph "
-           "launches, %.2f ops op by op, %.2f host callbacks, %.2f host "
-           "waits, %.2f stream waits, %.2f parameter copies, %.2f inline\n",
-           es.gpu_segments, es.gpu_devices, (double)es.graph_launches / n,
-           (double)es.gpu_ops_op_by_op / n, (double)es.host_callbacks / n,
-           (double)es.host_waits / n, (double)es.stream_waits / n,
-           (double)es.param_copies / n, (double)es.inline_launches / n);
+    fprintf(train_log,
+            "gpu: %u segment(s) on %u device(s); per replay %.2f graph "
+            "launches, %.2f ops op by op, %.2f host callbacks, %.2f host "
+            "waits, %.2f stream waits, %.2f parameter copies, %.2f inline\n",
+            es.gpu_segments, es.gpu_devices, (double)es.graph_launches / n,
+            (double)es.gpu_ops_op_by_op / n, (double)es.host_callbacks / n,
+            (double)es.host_waits / n, (double)es.stream_waits / n,
+            (double)es.param_copies / n, (double)es.inline_launches / n);
   }
   if (s->eager.ran)
     print_run("eager", &s->eager, s->steps_done - s->start, 1, c->dist);
   if (s->replay.ran && s->eager.ran)
-    printf("eager/replay median: %.2fx\n",
-           s->eager.median_us / s->replay.median_us);
+    fprintf(train_log, "eager/replay median: %.2fx\n",
+            s->eager.median_us / s->replay.median_us);
   if (s->compared && s->bitwise)
-    printf("replay vs eager: final weights bitwise equal\n");
+    fprintf(train_log, "replay vs eager: final weights bitwise equal\n");
   else if (s->compared)
-    printf("replay vs eager: final weights differ, max |diff| %.3g\n",
-           s->max_diff);
+    fprintf(train_log,
+            "replay vs eager: final weights differ, max |diff| %.3g\n",
+            s->max_diff);
   if (s->ranks_checked)
-    printf("ranks: final weights %s on all %u rank%s\n",
-           s->ranks_equal ? "bitwise equal" : "DIFFER", s->tr.ranks,
-           s->tr.ranks == 1 ? "" : "s");
+    fprintf(train_log, "ranks: final weights %s on all %u rank%s\n",
+            s->ranks_equal ? "bitwise equal" : "DIFFER", s->tr.ranks,
+            s->tr.ranks == 1 ? "" : "s");
   print_procs(s, "ran on ");
 }
 
@@ -1865,6 +1884,7 @@ int rp_cmd_train(int argc, char **argv) {
     return rc < 0 ? RP_CLI_OK : rc;
   if (c.gpt)
     return rp_cmd_train_gpt(&c);
+  train_log = c.dump && c.dump_fmt != RP_DUMP_TEXT ? stderr : stdout;
   train_state s = {.c = &c, .tr = {.rank = 0, .ranks = 1}};
   if (!c.dist || (rc = dist_start(&s)) == RP_CLI_OK)
     rc = train_main(&s);

@@ -17,8 +17,10 @@
  *                   is NOT flagged: on the CPU backend a worker is its own
  *                   stream (kernels/tasks.h), so that is the contract kept.
  * redundant-edge    an edge u -> v that another path u -> w -> ... -> v
- *                   already implies (not in the transitive reduction), or
- *                   an edge given twice. Only edges someone asked for
+ *                   already implies (not in the transitive reduction).
+ *                   (No graph holds an edge twice: rp_graph_add_edge
+ *                   merges a repeat, the loader refuses one.) Only edges
+ *                   someone asked for
  *                   (rp_graph_add_edge, a launch's wait): capture infers
  *                   one edge per conflicting access, and those a path
  *                   implies are counted by --stats, not reported.
@@ -621,19 +623,11 @@ static void lint_redundant(lint *L) {
     for (uint32_t k = d->succ_off[u]; k < d->succ_off[u + 1]; k++) {
       if (d->succ_inf[k]) /* capture's own: --stats counts those */
         continue;
-      uint32_t v = d->succ[k], via = UINT32_MAX;
-      int twice = 0;
-      for (uint32_t j = d->succ_off[u]; j < k && !twice; j++)
-        twice = d->succ[j] == v;
-      if (!twice)
-        via = implied_via(d, u, v);
+      /* a graph holds an edge once (the builder merges a repeat, the
+       * loader refuses one): no edge is given twice */
+      uint32_t v = d->succ[k], via = implied_via(d, u, v);
       label a, b, c;
-      if (twice)
-        finding(L, L_REDUNDANT,
-                "%s -> %s: the edge is given twice; "
-                "remove one",
-                op_name(L->m, u, a), op_name(L->m, v, b));
-      else if (via != UINT32_MAX)
+      if (via != UINT32_MAX)
         finding(L, L_REDUNDANT, "%s -> %s: implied by the path through %s",
                 op_name(L->m, u, a), op_name(L->m, v, b),
                 op_name(L->m, via, c));
@@ -1017,17 +1011,38 @@ static int lint_race(lint *L) {
 
 /* ---- the report ---- */
 
+/* "a", "a and b", "a, b and c": the checks of bits that ran. */
+static void say_checks(FILE *out, unsigned bits) {
+  int n = 0, total = 0;
+  for (int k = 0; k < L_COUNT; k++)
+    total += !!(bits & 1u << k);
+  for (int k = 0; k < L_COUNT; k++) {
+    if (!(bits & 1u << k))
+      continue;
+    if (n++)
+      fputs(n == total ? " and " : ", ", out);
+    fputs(LINT_NAME[k], out);
+  }
+}
+
+/* Notes about the checks that ran only. */
 static void lint_notes(const lint *L) {
   uint32_t unknown = 0;
   for (uint32_t i = 0; i < L->m->nops; i++)
     unknown += L->m->ops[i].kind == RP_OP_TASK && !L->m->ops[i].contract_known;
-  if (unknown)
+  unsigned by_contract = L->checks & (DM_LINT_RUNAHEAD | DM_LINT_CONTRACT);
+  if (unknown && by_contract) {
     fprintf(L->out,
             "note: %u ops run tasks whose contract is unknown "
-            "(placeholders for names this build does not register): the "
-            "runahead and contract checks skip them; declare contracts with "
-            "--contract NAME=host|stream\n",
+            "(placeholders for names this build does not register): the ",
             unknown);
+    say_checks(L->out, by_contract);
+    int one = !(by_contract & (by_contract - 1));
+    fprintf(L->out,
+            " check%s skip%s them; declare contracts with "
+            "--contract NAME=host|stream\n",
+            one ? "" : "s", one ? "s" : "");
+  }
   if (L->count[L_REDUNDANT])
     fprintf(L->out,
             "note: a redundant edge costs nothing at replay "
@@ -1035,12 +1050,15 @@ static void lint_notes(const lint *L) {
             "for (rp_graph_add_edge or a launch's wait): remove them. The "
             "edges capture infers, one per conflicting access, are not "
             "findings (--stats counts those a path implies)\n");
-  if (!L->d->reach && L->m->nops)
-    fprintf(L->out,
-            "note: %u ops is more than %u: redundant-edge, "
-            "mergeable-copies and race were skipped (reachability takes "
-            "nops^2 bits)\n",
-            L->m->nops, DM_REACH_MAX_OPS);
+  unsigned by_reach =
+      L->checks & (DM_LINT_REDUNDANT | DM_LINT_MERGE | DM_LINT_RACE);
+  if (!L->d->reach && L->m->nops && by_reach) {
+    fprintf(L->out, "note: %u ops is more than %u: ", L->m->nops,
+            DM_REACH_MAX_OPS);
+    say_checks(L->out, by_reach);
+    fprintf(L->out, " %s skipped (reachability takes nops^2 bits)\n",
+            by_reach & (by_reach - 1) ? "were" : "was");
+  }
 }
 
 int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,

@@ -206,16 +206,33 @@ void dv_trace_free(dv_trace *t) {
 }
 #endif
 
+/* A trace's text in a message: '\\' and every byte outside printable
+ * ASCII as the text \xNN (as the graph loader quotes a file), so no byte
+ * of the file reaches a terminal raw; at most 64 bytes, then "...". */
+static void say_quoted(FILE *err, const char *s) {
+  size_t i = 0;
+  for (; s[i] && i < 64; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\')
+      fputc(c, err);
+    else
+      fprintf(err, "\\x%02x", c);
+  }
+  if (s[i])
+    fputs("...", err);
+}
+
 int dv_trace_matches(const dv_trace *t, const dm_graph *m, FILE *err) {
   for (uint32_t i = 0; i < t->nev; i++) {
     const dv_event *e = &t->ev[i];
     if ((e->cat != DV_EV_TASK && e->cat != DV_EV_COPY) || e->op < 0)
       continue;
     if ((uint64_t)e->op >= m->nops) {
-      fprintf(err,
-              "reprise dump: --trace: the trace names op %lld ('%s'), "
-              "the graph has %u ops: not a trace of this graph\n",
-              (long long)e->op, e->name, m->nops);
+      fprintf(err, "reprise dump: --trace: the trace names op %lld ('",
+              (long long)e->op);
+      say_quoted(err, e->name);
+      fprintf(err, "'), the graph has %u ops: not a trace of this graph\n",
+              m->nops);
       return -1;
     }
     const dm_op *o = &m->ops[e->op];
@@ -223,10 +240,10 @@ int dv_trace_matches(const dv_trace *t, const dm_graph *m, FILE *err) {
                        : o->kind == RP_OP_COPY ? "reprise.copy"
                                                : o->name;
     if (strcmp(e->name, want) != 0) {
-      fprintf(err,
-              "reprise dump: --trace: the trace's op %lld is '%s', the "
-              "graph's is '%s': not a trace of this graph\n",
-              (long long)e->op, e->name, want);
+      fprintf(err, "reprise dump: --trace: the trace's op %lld is '",
+              (long long)e->op);
+      say_quoted(err, e->name);
+      fprintf(err, "', the graph's is '%s': not a trace of this graph\n", want);
       return -1;
     }
   }
