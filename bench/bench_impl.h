@@ -52,12 +52,14 @@ typedef struct rp_bench_json {
   FILE *f;          /* NULL: every call is a no-op */
   unsigned objects; /* objects written so far (for the commas) */
   unsigned fields;  /* fields in the open object */
+  int quick;        /* every row ends with "quick": true (--quick) */
 } rp_bench_json;
 
-void rp_bench_json_open(rp_bench_json *j, FILE *f); /* "[" */
-void rp_bench_json_close(rp_bench_json *j);         /* "]" */
-void rp_bench_json_begin(rp_bench_json *j);         /* "{" */
-void rp_bench_json_end(rp_bench_json *j);           /* "}" */
+/* "["; quick: the rows are --quick's smoke test, marked as such. */
+void rp_bench_json_open(rp_bench_json *j, FILE *f, int quick);
+void rp_bench_json_close(rp_bench_json *j); /* "]" */
+void rp_bench_json_begin(rp_bench_json *j); /* "{" */
+void rp_bench_json_end(rp_bench_json *j);   /* "}" */
 void rp_bench_json_str(rp_bench_json *j, const char *key, const char *v);
 void rp_bench_json_uint(rp_bench_json *j, const char *key, uint64_t v);
 /* Non-finite values are written as null (JSON has no NaN). */

@@ -112,8 +112,8 @@ const char *rp_bench_backend_name(const rp_runtime *rt) {
 
 /* ---- JSON ---- */
 
-void rp_bench_json_open(rp_bench_json *j, FILE *f) {
-  *j = (rp_bench_json){.f = f};
+void rp_bench_json_open(rp_bench_json *j, FILE *f, int quick) {
+  *j = (rp_bench_json){.f = f, .quick = quick};
   if (f)
     fputs("[", f);
 }
@@ -131,7 +131,7 @@ void rp_bench_json_begin(rp_bench_json *j) {
 
 void rp_bench_json_end(rp_bench_json *j) {
   if (j->f)
-    fputs("}", j->f);
+    fputs(j->quick ? ", \"quick\": true}" : "}", j->f);
 }
 
 static void put_string(FILE *f, const char *s) {

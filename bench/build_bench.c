@@ -112,7 +112,7 @@ int rp_bench_build(uint32_t n, FILE *table, FILE *json) {
   if (st)
     return 1;
   rp_bench_json j;
-  rp_bench_json_open(&j, json);
+  rp_bench_json_open(&j, json, 0); /* --quick does not change it */
   if (table)
     fprintf(table, "%-12s %8s %10s %10s %10s\n", "case", "n", "s_median",
             "s_min", "s_max");

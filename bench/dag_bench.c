@@ -27,8 +27,9 @@
  * at the parallelism the DAG allows on the given workers. setup_us is the
  * build time (eager), the rp_instantiate time (replay) or the static
  * schedule's build and thread start (static). For tiny, ideal_ns is the
- * total task time spread evenly over the workers (task_ns / workers per
- * task) and %ideal that over the row's median. */
+ * total task time spread evenly over the workers, at most 8 (a layer's
+ * width; task_ns / min(workers, 8) per task) and %ideal that over the
+ * row's median. */
 #include "bench_impl.h"
 
 #include <assert.h>
@@ -230,22 +231,32 @@ static rp_status build_layered(rp_runtime *rt, rp_task_id t, workload *w,
   return RP_OK;
 }
 
-/* size 0: the workload's standard size; else about `size` tasks. */
-static rp_status build(const dag_ctx *c, unsigned bit, uint32_t size,
-                       workload *w) {
-  uint32_t layers =
-      size ? (size > LAYER_WIDTH ? (size - 1) / LAYER_WIDTH : 1) : LAYERS;
+/* The workload's shape parameter for `size` (0: the standard size; else
+ * about `size` tasks): a chain's length, a fork-join's width, the layers. */
+static uint32_t shape_of(unsigned bit, uint32_t size) {
   switch (bit) {
   case RP_BENCH_CHAIN:
-    return build_chain(c->rt, c->empty, w, size ? size : CHAIN_LEN);
+    return size ? size : CHAIN_LEN;
   case RP_BENCH_FORKJOIN:
-    return build_forkjoin(c->rt, c->empty, w,
-                          size ? (size > 3 ? size - 2 : 1) : FJ_WIDTH);
+    return size ? (size > 3 ? size - 2 : 1) : FJ_WIDTH;
+  default:
+    return size ? (size > LAYER_WIDTH ? (size - 1) / LAYER_WIDTH : 1) : LAYERS;
+  }
+}
+
+static rp_status build(const dag_ctx *c, unsigned bit, uint32_t size,
+                       workload *w) {
+  uint32_t n = shape_of(bit, size);
+  switch (bit) {
+  case RP_BENCH_CHAIN:
+    return build_chain(c->rt, c->empty, w, n);
+  case RP_BENCH_FORKJOIN:
+    return build_forkjoin(c->rt, c->empty, w, n);
   case RP_BENCH_LAYERED:
-    return build_layered(c->rt, c->empty, w, layers);
+    return build_layered(c->rt, c->empty, w, n);
   default:
     w->busy_ns = c->busy_ns;
-    return build_layered(c->rt, c->spin, w, layers);
+    return build_layered(c->rt, c->spin, w, n);
   }
 }
 
@@ -469,10 +480,12 @@ static void row_table_header(FILE *t) {
           "%ideal", "x_static");
 }
 
-/* The ideal for tiny: the total task time spread evenly over the workers
- * (ns per task); < 0 for the other workloads. */
+/* The ideal for tiny: the total task time spread evenly over the workers,
+ * at most a layer's width of them (no more tasks can run at once), in ns
+ * per task; < 0 for the other workloads. */
 static double ideal_ns(const dag_ctx *c, const dag_row *r) {
-  return r->task_ns >= 0 ? r->task_ns / c->o->workers : -1;
+  unsigned busy = c->o->workers < LAYER_WIDTH ? c->o->workers : LAYER_WIDTH;
+  return r->task_ns >= 0 ? r->task_ns / busy : -1;
 }
 
 /* A column only some rows have: the value, or "-". */
@@ -623,9 +636,23 @@ static int run_all(dag_ctx *c) {
     row_table_header(c->table);
   uint32_t nsizes = c->o->nsizes ? c->o->nsizes : 1;
   for (size_t i = 0; i < NDEFS && !rc; i++)
-    for (uint32_t k = 0; k < nsizes && !rc; k++)
-      if (c->o->workloads & DEFS[i].bit)
-        rc = run_workload(c, &DEFS[i], c->o->nsizes ? c->o->sizes[k] : 0);
+    for (uint32_t k = 0; k < nsizes && !rc; k++) {
+      if (!(c->o->workloads & DEFS[i].bit))
+        continue;
+      uint32_t size = c->o->nsizes ? c->o->sizes[k] : 0, j = 0;
+      /* two sizes that build one graph (layers of 8): measured once */
+      while (j < k && shape_of(DEFS[i].bit, c->o->sizes[j]) !=
+                          shape_of(DEFS[i].bit, size))
+        j++;
+      if (j < k) {
+        fprintf(stderr,
+                "reprise bench: %s: --sizes %u builds the graph of --sizes "
+                "%u: measured once\n",
+                DEFS[i].name, size, c->o->sizes[j]);
+        continue;
+      }
+      rc = run_workload(c, &DEFS[i], size);
+    }
   if (!rc && c->o->hop)
     rc = rp_bench_hop_rows(c->o, c->rt, c->table, c->json);
   return rc;
@@ -644,7 +671,7 @@ int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json) {
     return 1;
   c.backend = rp_bench_backend_name(c.rt);
   rp_bench_json j;
-  rp_bench_json_open(&j, json);
+  rp_bench_json_open(&j, json, o->quick);
   c.json = &j;
   int rc = run_all(&c);
   rp_bench_json_close(&j);

@@ -26,6 +26,7 @@
 
 #include "train/mlp.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,15 @@ typedef struct row_out {
   rp_bench_json *json;
 } row_out;
 
+/* The first failed write to the table (MPI leaves standard output line
+ * buffered: the cause is known only at the write that failed). */
+static int TABLE_ERRNO;
+
+static void table_check(FILE *t) {
+  if (t && ferror(t) && !TABLE_ERRNO)
+    TABLE_ERRNO = errno ? errno : EIO;
+}
+
 static void step_row(row_out *o, const char *mode, unsigned workers,
                      rp_bench_stats t) {
   if (RANK != 0)
@@ -151,6 +161,7 @@ static void step_row(row_out *o, const char *mode, unsigned workers,
             "(min %.1f, max %.1f)\n",
             mode, NRANKS, NRANKS == 1 ? " " : "s", workers,
             workers == 1 ? " " : "s", t.median * 1e6, t.min * 1e6, t.max * 1e6);
+  table_check(o->table);
   rp_bench_json_begin(o->json);
   rp_bench_json_str(o->json, "bench", "dist_step");
   rp_bench_json_str(o->json, "mode", mode);
@@ -246,6 +257,7 @@ static void allreduce_row(row_out *o, size_t bytes, rp_bench_stats rep,
             pbw * bus, rep.median / plain.median, bytes, IN_STEP,
             step.median * 1e6, IN_STEP, plain_k.median * 1e6,
             step.median / plain_k.median);
+  table_check(o->table);
   rp_bench_json_begin(o->json);
   rp_bench_json_str(o->json, "bench", "dist_allreduce");
   rp_bench_json_uint(o->json, "ranks", (uint64_t)NRANKS);
@@ -361,19 +373,22 @@ int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
       MPI_Finalize();
     return 1;
   }
-  if (NRANKS == 1) /* figures of one process: nothing crosses ranks */
-    fprintf(stderr, "reprise bench --dist: 1 rank: run it under mpiexec -n "
-                    "N (N >= 2) to measure communication between ranks\n");
+  if (NRANKS == 1 && RANK == 0) /* one process: nothing crosses ranks */
+    fprintf(stderr,
+            "reprise bench --dist: 1 rank: only the step rows; run it under "
+            "mpiexec -n N (N >= 2) to measure communication between ranks "
+            "(the all-reduce rows)\n");
   rp_bench_json j;
-  rp_bench_json_open(&j, json);
+  rp_bench_json_open(&j, json, bo->quick);
   row_out o = {RANK == 0 ? table : NULL, &j};
   if (RANK == 0 && table)
     fprintf(table,
             "reprise bench --dist: %d rank%s (MPI), CPU backend; "
             "slowest rank, median of %d runs\n",
             NRANKS, NRANKS == 1 ? "" : "s", RUNS);
+  table_check(o.table);
   int rc = bench_step(bo, &o);
-  if (!rc)
+  if (!rc && NRANKS > 1) /* one rank's "all-reduce" is a copy */
     rc = bench_allreduce(bo, &o);
   rp_bench_json_close(&j);
   if (rc)
@@ -381,6 +396,14 @@ int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
   else if (out && rp_output_commit(out) != RP_OK) {
     fprintf(stderr, "reprise bench: --json %s: %s\n", json_path,
             rp_error_detail());
+    rc = 1;
+  }
+  if (o.table && fflush(o.table))
+    table_check(o.table);
+  if (!rc && TABLE_ERRNO) { /* a reader gone (| head) wants no word */
+    if (TABLE_ERRNO != EPIPE)
+      fprintf(stderr, "reprise bench: writing to standard output failed: %s\n",
+              strerror(TABLE_ERRNO));
     rc = 1;
   }
   if (mine)

@@ -427,7 +427,7 @@ static int run_all(const rp_bench_opts *o, rp_runtime *rt, FILE *table,
 
 int rp_bench_gpu(const rp_bench_opts *o, FILE *table, FILE *json) {
   rp_bench_json j;
-  rp_bench_json_open(&j, json);
+  rp_bench_json_open(&j, json, o->quick);
 #ifndef REPRISE_HAVE_CUDA
   (void)o;
   if (table)

@@ -68,7 +68,8 @@ machines are not comparable with each other.
 
 `bench/gpu_check.sh BUILD_DIR` is the pass/fail check for a GPU machine
 (the GPU tests with `REPRISE_REQUIRE_GPU=1`, the GPU benchmark, the training
-step); this file is the measurement.
+step); this file is the measurement. The fields and units of the rows
+`reprise bench --json` writes: [bench_rows.md](bench_rows.md).
 """
 
 
@@ -189,8 +190,8 @@ def sec_dag(d, name):
         "DAG on the same lanes (`bench/static_sched.c`: worker threads "
         "running fixed lists and waiting on per-task progress counters), "
         "the floor a replay engine is held to. replay / static is the "
-        "median of each invocation's ratio. Setup: building the graph "
-        "(eager) or `rp_instantiate` (replay). tiny: 129 tasks of about "
+        "median of each invocation's ratio. Setup: building the launch "
+        "list and its instances (eager) or `rp_instantiate` (replay). tiny: 129 tasks of about "
         "1 µs each in 16 layers; the share of the ideal is the task time "
         "spread evenly over the workers (at most 8, a layer's width: no "
         "more tasks can run at once) against the measured time. "
@@ -395,7 +396,8 @@ def sec_dist(d, name):
                              mmm(col(rs, "in_step_over_plain"), "{:.2f}")])
     return (table(["row", "ranks", "reprise replay µs", "plain MPI µs",
                    "replay / plain"], rows) + "\n\n" +
-            "The slowest rank's median per step or per all-reduce. The "
+            "Per run, the slowest rank's mean per step or per all-reduce; "
+            "the median of the runs. The "
             "step: a data-parallel 256 -> 256 -> 10 MLP (four gradient "
             "all-reduces), replayed against the same launches eager. The "
             "all-reduce: a persistent all-reduce (`MPI_Allreduce_init`) "

@@ -163,7 +163,7 @@ static rp_status run_case(rp_runtime *rt, const xb_case *c, size_t bytes,
 }
 
 static void report(FILE *table, FILE *json, const xb_case *c, size_t bytes,
-                   const xb_result *r, int first) {
+                   const xb_result *r, int first, int quick) {
   if (table)
     fprintf(table, "%-11s %9zu %12.2f %11.2f %8.3f %9.3f %10.4f %8.0fx\n",
             c->name, bytes, r->planned_gbps, r->memcpy_gbps,
@@ -172,9 +172,9 @@ static void report(FILE *table, FILE *json, const xb_case *c, size_t bytes,
   if (json)
     fprintf(json,
             "%s  {\"case\": \"%s\", \"bytes\": %zu, \"planned_gbps\": %.3f, "
-            "\"memcpy_gbps\": %.3f, \"plan_us\": %.4f, \"reset_us\": %.6f}",
+            "\"memcpy_gbps\": %.3f, \"plan_us\": %.4f, \"reset_us\": %.6f%s}",
             first ? "" : ",\n", c->name, bytes, r->planned_gbps, r->memcpy_gbps,
-            r->plan_us, r->reset_us);
+            r->plan_us, r->reset_us, quick ? ", \"quick\": true" : "");
 }
 
 int rp_bench_xfer(int quick, FILE *table, FILE *json) {
@@ -209,7 +209,7 @@ int rp_bench_xfer(int quick, FILE *table, FILE *json) {
         rc = 1;
         break;
       }
-      report(table, json, &cases[c], sizes[s], &r, first);
+      report(table, json, &cases[c], sizes[s], &r, first, quick);
       first = 0;
     }
   if (json)

@@ -352,10 +352,25 @@ Test(cli, bench_dist_on_one_rank_says_so_and_rows_keep_small_times,
     setenv("ASAN_OPTIONS", keep, 1);
   else
     unsetenv("ASAN_OPTIONS");
-  free(keep);
   cr_assert_eq(r.status, 0, "%s", r.err);
-  cr_assert(strstr(r.err, "reprise bench --dist: 1 rank: run it under "
-                          "mpiexec -n N"),
+  cr_assert(strstr(r.err, "reprise bench --dist: 1 rank: only the step rows; "
+                          "run it under mpiexec -n N"),
+            "%s", r.err);
+  /* one rank's all-reduce moves nothing between ranks: no such rows */
+  cr_assert(strstr(r.out, "step  replay") && !strstr(r.out, "allreduce"), "%s",
+            r.out);
+  /* the table's failed write is said with its cause (MPI leaves standard
+   * output line buffered: the error is seen at the write) */
+  setenv("ASAN_OPTIONS", opts, 1);
+  RUN_TO(&r, "/dev/full", "bench", "--dist", "--quick");
+  if (keep)
+    setenv("ASAN_OPTIONS", keep, 1);
+  else
+    unsetenv("ASAN_OPTIONS");
+  free(keep);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "writing to standard output failed: No space left "
+                          "on device"),
             "%s", r.err);
 #endif
   char path[] = "/tmp/rp_cli_build_XXXXXX";
@@ -573,6 +588,64 @@ Test(cli, bench_quick_eager_chain_writes_valid_json, .timeout = 300) {
   const char *m = strstr(buf, "\"ns_per_task_median\":");
   double v = strtod(m + strlen("\"ns_per_task_median\":"), NULL);
   cr_assert_gt(v, 0, "%s", buf);
+  /* every --quick row says it is one (a smoke test, not a measurement) */
+  unsigned rows = 0, quick = 0;
+  for (const char *p = buf; (p = strstr(p, "\"workload\":")); p++)
+    rows++;
+  for (const char *p = buf; (p = strstr(p, "\"quick\": true}")); p++)
+    quick++;
+  cr_assert(rows > 0 && quick == rows, "%u rows, %u marked quick: %s", rows,
+            quick, buf);
+}
+
+/* --sizes lists add up, as --workload's; a size given twice is a usage
+ * error; two sizes that build one graph (layers of 8) run once, said so. */
+Test(cli, bench_sizes_add_up_once_each, .timeout = 300) {
+  need_bench();
+  char path[] = "/tmp/rp_cli_sizes_XXXXXX";
+  tmp_file(path);
+  cli_run r;
+  RUN(&r, "bench", "--quick", "--mode", "eager", "--workload", "chain,layered",
+      "--sizes", "20", "--sizes", "3,4", "--json", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  static char buf[16384];
+  read_file(path, buf, sizeof buf);
+  unlink(path);
+  const char *want[] = {"\"workload\": \"chain\", \"mode\": \"eager\", "
+                        "\"backend\": \"cpu\", \"workers\": 2, \"nodes\": 20,",
+                        "\"nodes\": 3,", "\"nodes\": 4,", "\"nodes\": 17,",
+                        "\"nodes\": 9,"};
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    cr_assert(strstr(buf, want[i]), "no %s in %s", want[i], buf);
+  const char *nine = strstr(buf, "\"nodes\": 9,");
+  cr_assert_null(strstr(nine + 1, "\"nodes\": 9,"), "layered 9 twice: %s", buf);
+  cr_assert(strstr(r.err, "layered: --sizes 4 builds the graph of --sizes 3: "
+                          "measured once"),
+            "%s", r.err);
+  RUN(&r, "bench", "--quick", "--sizes", "20", "--sizes", "30,20");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--sizes: 20 given twice"), "%s", r.err);
+}
+
+static double row_num(const char *buf, const char *tag, const char *key);
+
+/* tiny's ideal is the task time over the workers that can be busy at
+ * once: at most a layer's 8. */
+Test(cli, bench_tiny_ideal_counts_at_most_8_busy_workers, .timeout = 300) {
+  need_bench();
+  char path[] = "/tmp/rp_cli_ideal_XXXXXX";
+  tmp_file(path);
+  cli_run r;
+  RUN(&r, "bench", "--quick", "--mode", "eager", "--workload", "tiny",
+      "--workers", "16", "--json", path);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  static char buf[16384];
+  read_file(path, buf, sizeof buf);
+  unlink(path);
+  double task = row_num(buf, "\"tiny\"", "task_ns");
+  double ideal = row_num(buf, "\"tiny\"", "ideal_ns_per_task");
+  cr_assert(task > 0 && fabs(ideal - task / 8) <= 1e-6 * task,
+            "ideal %g for task %g at 16 workers (want task / 8)", ideal, task);
 }
 
 Test(cli, bench_hop_reports_the_spin_and_sleep_cases, .timeout = 300) {
@@ -2482,6 +2555,51 @@ Test(cli, train_gpt_tensor_parallel_reports_bytes_per_processor,
 
 /* --json holds the config a rerun needs: the peak lr (as given), the
  * warmup, the seed, --stop, the corpus and the checkpoint resumed from. */
+/* Sorted ns values of a timings file's "ns" keys; the count. */
+static unsigned timings_ns(const char *path, double *ns, unsigned cap) {
+  char *t = th_read_all(path, NULL);
+  cr_assert_not_null(t);
+  unsigned n = 0;
+  for (const char *p = t; n < cap && (p = strstr(p, "\"ns\": ")); p++)
+    ns[n++] = strtod(p + 6, NULL);
+  free(t);
+  for (unsigned i = 1; i < n; i++) /* insertion sort */
+    for (unsigned j = i; j && ns[j - 1] > ns[j]; j--) {
+      double x = ns[j];
+      ns[j] = ns[j - 1], ns[j - 1] = x;
+    }
+  return n;
+}
+
+/* The GPT's reported median is its timings' (the mean of the two middle
+ * ones for an even count, as the MLP's); --dump=json keeps standard
+ * output one document, the log on standard error. */
+Test(cli, train_gpt_median_and_dump_keep_their_contracts, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", js[] = "/tmp/rp_cli_gpt_XXXXXX",
+       tim[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(js), tmp_file(tim);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "6", "--json", js, "--timings", tim);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  double ns[16];
+  cr_assert_eq(timings_ns(tim, ns, 16), 6);
+  double want = (ns[2] + ns[3]) / 2e3;
+  char *j = th_read_all(js, NULL);
+  const char *m = strstr(j, "\"iter_us_median\": ");
+  cr_assert_not_null(m, "%s", j);
+  double got = strtod(m + strlen("\"iter_us_median\": "), NULL);
+  cr_assert(fabs(got - want) <= 1e-6 * want, "median %.9g, timings give %.9g",
+            got, want);
+  free(j);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--dump=json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(json_valid(r.out), "not one JSON document: %.2000s", r.out);
+  cr_assert(strstr(r.err, "reprise train: GPT") && strstr(r.err, "sample ("),
+            "the log is not on stderr: %s", r.err);
+  unlink(corpus), unlink(js), unlink(tim);
+}
+
 Test(cli, train_gpt_json_holds_the_config_to_rerun, .timeout = 120) {
   char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_gpt_XXXXXX",
        json[] = "/tmp/rp_cli_gpt_XXXXXX";
@@ -2605,6 +2723,14 @@ Test(cli, real_options_refuse_blanks_around_the_number) {
     cr_assert_eq(r.status, 2, "'%s' -> %d (%s)", temps[i], r.status, r.err);
     cr_assert(strstr(r.err, "--temperature: '"), "%s", r.err);
   }
+  /* a number below what a double holds is named so, not "not a number" */
+  cli_run r;
+  RUN(&r, "generate", "--load-weights", "/nonexistent/w", "--temperature",
+      "1e-400");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "'1e-400' is below the smallest number a double "
+                          "holds (0 decodes greedily)"),
+            "%s", r.err);
 }
 
 /* An empty file name is a usage error naming the option, for every file

@@ -1879,12 +1879,21 @@ Test(plot, train_refuses_non_finite_numbers) {
        "{\"iteration\": 1, \"mode\": \"replay\", \"ns\": 1e999}",
        ": iterations[1]: \"ns\": expected a finite number > 0"},
       {"{\"iteration\": 1e999, \"mode\": \"replay\", \"ns\": 5}",
-       ": iterations[0]: \"iteration\": expected a finite number >= 0"},
+       ": iterations[0]: \"iteration\": expected a whole number in "
+       "0..4294967295"},
+      /* finite but no iteration: gnuplot found no x range, or drew 0.5 */
+      {"{\"iteration\": 1e300, \"mode\": \"replay\", \"ns\": 5}",
+       ": iterations[0]: \"iteration\": expected a whole number in "
+       "0..4294967295"},
+      {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5}, "
+       "{\"iteration\": 0.5, \"mode\": \"replay\", \"ns\": 5}",
+       ": iterations[1]: \"iteration\": expected a whole number in "
+       "0..4294967295"},
       {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": -1e999}",
        ": iterations[0]: \"ns\": expected a finite number > 0"},
       {"", ": no iterations to plot"},
       {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5, \"ns\": 6}",
-       ": iterations[0]: a key appears twice"},
+       ": iterations[0]: key 'ns' appears twice"},
       {"{\"iteration\": 0, \"mode\": \"\", \"ns\": 5}",
        ": iterations[0]: \"mode\": expected a non-empty string"},
       {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5}, 7",
@@ -1902,6 +1911,14 @@ Test(plot, train_refuses_non_finite_numbers) {
     cr_assert_eq(r.status, 1, "case %zu: %s", i, r.err);
     cr_assert(strstr(r.err, want), "case %zu: no '%s' in %s", i, want, r.err);
   }
+  /* bench rows are named as such, as --bench names timings */
+  write_text(tim, "[{\"workload\": \"chain\", \"mode\": \"replay\", "
+                  "\"nodes\": 10, \"ns_per_task_median\": 5}]");
+  RUN(&r, "plot", "--train", tim, "-o", th_tmp_path("t.svg"));
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "bench rows, not a train timings file: plot them "
+                          "with --bench"),
+            "%s", r.err);
   /* another version is named as such */
   write_text(tim, "{\"format\": \"reprise-timings\", \"version\": 2, "
                   "\"iterations\": []}");
@@ -2021,7 +2038,47 @@ Test(plot, long_names_sharing_a_prefix_are_different_series) {
   th_tmpdir_remove();
 }
 
-/* --bench's errors name the file, as --train's do. */
+/* What XML may not hold (bytes that are no UTF-8, U+FFFF) reaches the
+ * picture's titles as U+FFFD (the SVG did not parse); rows of several
+ * worker counts are told apart, and --quick rows say so. */
+Test(plot, names_stay_xml_and_series_carry_workers_and_quick) {
+  make_tmpdir();
+  char rows[512];
+  snprintf(rows, sizeof rows, "%s", th_tmp_path("rows.json"));
+  const char *script = fake_gnuplot();
+  write_text(rows, "[{\"workload\": \"a\xff\", \"mode\": \"replay\", "
+                   "\"nodes\": 10, \"ns_per_task_median\": 5},"
+                   "{\"workload\": \"b\\uffffc\", \"mode\": \"replay\", "
+                   "\"nodes\": 10, \"ns_per_task_median\": 5}]");
+  cli_run r;
+  RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("b.svg"));
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *sc = th_read_all(script, NULL);
+  cr_assert(strstr(sc, "title 'a\xef\xbf\xbd replay'") &&
+                strstr(sc, "title 'b\xef\xbf\xbd"
+                           "c replay'"),
+            "%s", sc);
+  cr_assert(!strchr(sc, '\xff') && !strstr(sc, "\xef\xbf\xbf"), "%s", sc);
+  free(sc);
+  write_text(rows, "[{\"workload\": \"chain\", \"mode\": \"replay\", "
+                   "\"workers\": 1, \"nodes\": 10, \"ns_per_task_median\": 5},"
+                   "{\"workload\": \"chain\", \"mode\": \"replay\", "
+                   "\"workers\": 2, \"nodes\": 10, \"ns_per_task_median\": 3, "
+                   "\"quick\": true}]");
+  RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("b.svg"));
+  unsetenv("REPRISE_GNUPLOT");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  sc = th_read_all(script, NULL);
+  cr_assert(strstr(sc, "title 'chain replay, 1 worker'") &&
+                strstr(sc, "title 'chain replay, 2 workers (--quick)'"),
+            "%s", sc);
+  /* two colours: the worker counts are two groups */
+  cr_assert(strstr(sc, "lc rgb '#1f77b4'") && strstr(sc, "lc rgb '#d62728'"),
+            "%s", sc);
+  free(sc);
+  th_tmpdir_remove();
+}
+
 /* replay, eager and static rows of one workload: one colour, three line
  * and point styles (static drew as eager did). */
 Test(plot, bench_modes_draw_in_their_own_styles) {
@@ -2069,7 +2126,10 @@ Test(plot, bench_errors_name_the_file) {
        "row 1: \"ns_per_task_median\" is not a finite number above 0"},
       {"[{\"workload\": \"a\", \"mode\": \"eager\", \"nodes\": 0, "
        "\"ns_per_task_median\": 5}]",
-       "row 0: \"nodes\" is not a finite number >= 1"},
+       "row 0: \"nodes\" is not a whole number in 1..4294967295"},
+      {"[{\"workload\": \"a\", \"mode\": \"eager\", \"nodes\": 1.5, "
+       "\"ns_per_task_median\": 5}]",
+       "row 0: \"nodes\" is not a whole number in 1..4294967295"},
       {"[{\"workload\": \"\", \"mode\": \"eager\", \"nodes\": 5, "
        "\"ns_per_task_median\": 5}]",
        "row 0: \"workload\" is not a non-empty string"},

@@ -360,8 +360,8 @@ int rp_cli_stdout_reader_gone(int err) {
   return err == EPIPE || (poll(&p, 1, 0) == 1 && (p.revents & POLLERR));
 }
 
-void rp_cli_put_text_byte(int ch) {
-  putchar(ch == '\n' || ch == '\t' || (ch >= 32 && ch != 127) ? ch : '?');
+void rp_cli_put_text_byte(FILE *f, int ch) {
+  fputc(ch == '\n' || ch == '\t' || (ch >= 32 && ch != 127) ? ch : '?', f);
 }
 
 #ifdef REPRISE_HAVE_CJSON
@@ -384,10 +384,7 @@ void rp_cli_json_num(FILE *f, const char *key, double v, int ok) {
     fprintf(f, ",\n  \"%s\": null", key);
 }
 
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no
- * overlong forms, no surrogates, nothing past U+10FFFF), 0 if there is
- * none. */
-static size_t utf8_len(const unsigned char *p) {
+size_t rp_cli_utf8_len(const unsigned char *p) {
   unsigned c = p[0];
   size_t n = c < 0x80                 ? 1
              : c >= 0xc2 && c <= 0xdf ? 2
@@ -411,7 +408,7 @@ void rp_cli_json_str(FILE *f, const char *key, const char *s) {
   }
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p;) {
-    size_t n = utf8_len(p);
+    size_t n = rp_cli_utf8_len(p);
     if (*p == '"' || *p == '\\')
       fprintf(f, "\\%c", *p);
     else if (*p < 0x20 || *p == 0x7f)

@@ -57,9 +57,12 @@ static void bench_usage(FILE *f) {
       "  --sizes LIST              graph sizes to sweep, in tasks per graph\n"
       "                            (about: chain length, fork-join width\n"
       "                            + 2, layers of 8 + 1), e.g.\n"
-      "                            100,1000,10000; reps scale to keep the\n"
+      "                            100,1000,10000; comma list or repeated\n"
+      "                            (each size once; sizes that build one\n"
+      "                            graph run once); reps scale to keep the\n"
       "                            tasks per run\n"
       "  --json FILE               also write the rows as a JSON array\n"
+      "                            (fields: docs/bench_rows.md)\n"
       "  --plot FILE               draw ns per task against graph size\n"
       "                            (.svg, or .png with pngcairo) with\n"
       "                            gnuplot; needs --sizes (2 or more)\n"
@@ -82,6 +85,7 @@ static void bench_usage(FILE *f) {
       "                            parallel step (replay vs eager, --workers\n"
       "                            shards per rank, default 1) and the\n"
       "                            replayed all-reduce vs MPI_Allreduce\n"
+      "                            (from 2 ranks; 1 rank: the step rows)\n"
       "  -h, --help                this text\n"
       "\n"
       "Options win over the REPRISE_* variables (README \"Environment\").\n"
@@ -123,6 +127,9 @@ static int add_size(const char *item, void *arg) {
                               "--sizes: '%s' is not a number in "
                               "3..1000000",
                               item);
+  for (uint32_t i = 0; i < c->o.nsizes; i++)
+    if (c->sizes[i] == v)
+      return rp_cli_usage_error("bench", "--sizes: %lu given twice", v);
   if (c->o.nsizes == MAX_SIZES)
     return rp_cli_usage_error("bench", "--sizes: more than %d sizes",
                               MAX_SIZES);
@@ -207,8 +214,7 @@ static int apply_option(bench_cli *c, int opt, const char *arg) {
   case OPT_GPU:
     c->gpu = 1;
     return RP_CLI_OK;
-  case OPT_SIZES:
-    c->o.nsizes = 0;
+  case OPT_SIZES: /* as --workload: the lists add up */
     c->o.sizes = c->sizes;
     return rp_cli_each_item(arg, add_size, c);
   case OPT_PLOT:

@@ -95,7 +95,13 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
                             &c->tokens);
       break;
     case 't':
-      if (!rp_cli_parse_double(optarg, &t) || t < 0 || t > 100)
+      if (!rp_cli_parse_double(optarg, &t) && errno == ERANGE &&
+          fabs(strtod(optarg, NULL)) < 1)
+        rc = rp_cli_usage_error("generate",
+                                "--temperature: '%s' is below the smallest "
+                                "number a double holds (0 decodes greedily)",
+                                optarg);
+      else if (!rp_cli_parse_double(optarg, &t) || t < 0 || t > 100)
         rc = rp_cli_usage_error("generate",
                                 "--temperature: '%s' is not a number in "
                                 "[0, 100]",
@@ -190,7 +196,7 @@ typedef struct byte_out {
 
 static int put_flushed(byte_out *o, int32_t tok) {
   errno = 0; /* a failure's own errno, not an older one */
-  rp_cli_put_text_byte(o->bytes[tok]);
+  rp_cli_put_text_byte(stdout, o->bytes[tok]);
   if (fflush(stdout) != 0 || ferror(stdout)) {
     o->err = errno ? errno : EIO;
     return -1;

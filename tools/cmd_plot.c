@@ -262,13 +262,27 @@ static const char *terminal_for(const char *cmd, const char *gp,
 }
 
 /* n bytes of s in a gnuplot single-quoted string: no escapes inside, ''
- * is a quote; control bytes are dropped. */
+ * is a quote; control bytes are dropped, and what XML may not hold (bytes
+ * that are no UTF-8, U+FFFE, U+FFFF) becomes U+FFFD: an SVG's titles are
+ * XML text. */
 static void gp_put(FILE *f, const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    if (s[i] == '\'')
+  const unsigned char *p = (const unsigned char *)s;
+  for (size_t i = 0; i < n;) {
+    size_t k = rp_cli_utf8_len(p + i);
+    if (k > n - i) /* a sequence cut by the end of the range */
+      k = 0;
+    int nonchar = /* U+FFFE, U+FFFF: one character, replaced */
+        k == 3 && p[i] == 0xef && p[i + 1] == 0xbf && p[i + 2] >= 0xbe;
+    if (k == 0 || nonchar) {
+      fputs("\xef\xbf\xbd", f);
+      i += k ? k : 1;
+      continue;
+    }
+    if (p[i] == '\'')
       fputc('\'', f);
-    if ((unsigned char)s[i] >= 0x20)
-      fputc(s[i], f);
+    if (k > 1 || (p[i] >= 0x20 && p[i] != 0x7f))
+      fwrite(p + i, 1, k, f);
+    i += k;
   }
 }
 
@@ -505,6 +519,11 @@ static const char *dup_key(const cJSON *o) {
   return NULL;
 }
 
+/* Two values (either may be absent) are equal. */
+static int same_value(const cJSON *a, const cJSON *b) {
+  return a && b ? cJSON_Compare(a, b, 1) : a == b;
+}
+
 /* The line style of a bench mode: replay, eager, static, other. */
 static int mode_style(const char *mode) {
   return !strcmp(mode, "replay")   ? 0
@@ -524,8 +543,10 @@ static const char *bad_row(const cJSON *r) {
     return "\"workload\" is not a non-empty string";
   if (!cJSON_IsString(m) || !m->valuestring[0])
     return "\"mode\" is not a non-empty string";
-  if (!cJSON_IsNumber(n) || !isfinite(n->valuedouble) || n->valuedouble < 1)
-    return "\"nodes\" is not a finite number >= 1";
+  if (!cJSON_IsNumber(n) || !(n->valuedouble >= 1) ||
+      !(n->valuedouble <= 4294967295.0) ||
+      n->valuedouble != floor(n->valuedouble))
+    return "\"nodes\" is not a whole number in 1..4294967295";
   if (!cJSON_IsNumber(y) || !isfinite(y->valuedouble) || y->valuedouble <= 0)
     return "\"ns_per_task_median\" is not a finite number above 0";
   return NULL;
@@ -552,9 +573,23 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
                       "bench --json` writes)");
     return -1;
   }
+  /* rows of several worker counts or backends (files put together) are
+   * told apart: their series and colours carry them */
+  const cJSON *r, *first_w = NULL, *first_b = NULL;
+  int vary_w = 0, vary_b = 0, seen = 0;
+  cJSON_ArrayForEach(r, rows) {
+    if (!cJSON_GetObjectItemCaseSensitive(r, "workload"))
+      continue;
+    const cJSON *wk = cJSON_GetObjectItemCaseSensitive(r, "workers");
+    const cJSON *be = cJSON_GetObjectItemCaseSensitive(r, "backend");
+    if (!seen++)
+      first_w = wk, first_b = be;
+    vary_w |= !same_value(wk, first_w);
+    vary_b |= !same_value(be, first_b);
+  }
   const char *groups[16];
-  int ng = 0;
-  const cJSON *r;
+  char *keys[16] = {0}; /* the groups' names when they carry more */
+  int ng = 0, rc = 0;
   uint32_t ri = 0;
   cJSON_ArrayForEach(r, rows) {
     uint32_t i = ri++;
@@ -564,38 +599,69 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
     else if (twice) {
       fprintf(stderr, "reprise %s: %s%srow %u: key '%s' appears twice\n", cmd,
               file, sep, i, twice);
-      return -1;
+      rc = -1;
+      break;
     } else if (!cJSON_GetObjectItemCaseSensitive(r, "workload"))
       continue; /* --hop, --xfer, --build, --gpu, --dist rows */
     else
       why = bad_row(r);
     if (why) {
       fprintf(stderr, "reprise %s: %s%srow %u: %s\n", cmd, file, sep, i, why);
-      return -1;
+      rc = -1;
+      break;
     }
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(r, "workload");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(r, "mode");
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(r, "nodes");
     const cJSON *y = cJSON_GetObjectItemCaseSensitive(r, "ns_per_task_median");
-    size_t len = strlen(w->valuestring) + strlen(m->valuestring) + 2;
-    char *name = malloc(len);
-    series *s = NULL;
-    if (name) {
-      snprintf(name, len, "%s %s", w->valuestring, m->valuestring);
-      s = series_get(p, name, group_of(groups, &ng, w->valuestring),
-                     mode_style(m->valuestring));
-      free(name);
+    char more[96] = "";
+    if (vary_w) {
+      const cJSON *wk = cJSON_GetObjectItemCaseSensitive(r, "workers");
+      if (cJSON_IsNumber(wk))
+        snprintf(more, sizeof more, ", %.0f worker%s", wk->valuedouble,
+                 wk->valuedouble == 1 ? "" : "s");
+      else
+        snprintf(more, sizeof more, ", workers ?");
     }
+    if (vary_b) {
+      const cJSON *be = cJSON_GetObjectItemCaseSensitive(r, "backend");
+      size_t at = strlen(more);
+      snprintf(more + at, sizeof more - at, ", %s",
+               cJSON_IsString(be) ? be->valuestring : "backend ?");
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "quick"))) {
+      size_t at = strlen(more); /* a smoke test's figures, said so */
+      snprintf(more + at, sizeof more - at, " (--quick)");
+    }
+    size_t glen = strlen(w->valuestring) + strlen(more) + 1;
+    size_t len = glen + strlen(m->valuestring) + 1;
+    char *name = malloc(len), *key = malloc(glen);
+    series *s = NULL;
+    if (name && key) {
+      snprintf(key, glen, "%s%s", w->valuestring, more);
+      snprintf(name, len, "%s %s%s", w->valuestring, m->valuestring, more);
+      int g = group_of(groups, &ng, key);
+      if (groups[g] == key) /* a new group keeps its name */
+        keys[g] = key, key = NULL;
+      s = series_get(p, name, g, mode_style(m->valuestring));
+    }
+    free(name);
+    free(key);
     if (!s || series_add(s, n->valuedouble, y->valuedouble)) {
       fprintf(stderr, "reprise %s: out of memory\n", cmd);
-      return -1;
+      rc = -1;
+      break;
     }
   }
+  for (int g = 0; g < 16; g++)
+    free(keys[g]);
+  if (rc)
+    return rc;
   if (!p->n) {
     fprintf(stderr,
             "reprise %s: %s%snothing to plot: no DAG workload rows "
             "(workload, mode, nodes, ns_per_task_median); the rows of --hop, "
-            "--xfer, --build and --gpu are not plotted\n",
+            "--xfer, --build, --gpu and --dist are not plotted\n",
             cmd, file, sep);
     return -1;
   }
@@ -633,10 +699,17 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
   }
   if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "reprise-timings") ||
       !cJSON_IsNumber(ver) || ver->valuedouble != 1 || !cJSON_IsArray(its)) {
-    fprintf(stderr,
-            "reprise %s: %s: not a timings file (want {\"format\": "
-            "\"reprise-timings\", \"version\": 1, \"iterations\": [...]})\n",
-            cmd, file);
+    if (cJSON_IsArray(doc)) /* as --bench names timings given to it */
+      fprintf(stderr,
+              "reprise %s: %s: bench rows, not a train timings file: plot "
+              "them with --bench\n",
+              cmd, file);
+    else
+      fprintf(stderr,
+              "reprise %s: %s: not a timings file (want {\"format\": "
+              "\"reprise-timings\", \"version\": 1, \"iterations\": "
+              "[...]})\n",
+              cmd, file);
     return -1;
   }
   const char *dup = dup_key(doc);
@@ -655,16 +728,23 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
   cJSON_ArrayForEach(it, its) {
     if (!cJSON_IsObject(it))
       return timing_err(cmd, file, i, "not an object");
-    if ((dup = dup_key(it)))
-      return timing_err(cmd, file, i, "a key appears twice");
+    if ((dup = dup_key(it))) {
+      fprintf(stderr,
+              "reprise %s: %s: iterations[%u]: key '%s' appears twice\n", cmd,
+              file, i, dup);
+      return -1;
+    }
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "iteration");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(it, "mode");
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(it, "ns");
-    /* 1e999 parses as infinity: refused, not dropped by gnuplot */
+    /* an iteration's index (1e999, infinity, 1e300 left gnuplot no x
+     * range; 0.5 is no iteration) */
     if (!cJSON_IsNumber(n) || !(n->valuedouble >= 0) ||
-        !isfinite(n->valuedouble))
+        !(n->valuedouble <= 4294967295.0) ||
+        n->valuedouble != floor(n->valuedouble))
       return timing_err(cmd, file, i,
-                        "\"iteration\": expected a finite number >= 0");
+                        "\"iteration\": expected a whole number in "
+                        "0..4294967295");
     if (!cJSON_IsString(m) || !*m->valuestring)
       return timing_err(cmd, file, i, "\"mode\": expected a non-empty string");
     if (!cJSON_IsNumber(ns) || !(ns->valuedouble > 0) ||

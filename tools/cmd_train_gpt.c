@@ -57,6 +57,10 @@ typedef struct gpt_state {
   uint64_t total_bytes[RP_GPT_MAX_PROCS], state_bytes[RP_GPT_MAX_PROCS];
 } gpt_state;
 
+/* The training log's stream: standard output, or standard error when
+ * --dump=dot|json prints its document there (as the MLP's train_log). */
+static FILE *glog;
+
 /* A number of bytes from a cgroup file ("max": none, 0). */
 static uint64_t cgroup_bytes(const char *path) {
   FILE *f = fopen(path, "r");
@@ -448,10 +452,10 @@ static int on_step(void *arg, uint32_t t, const float *read) {
   }
   if (s->tr.rank != 0) /* --dist: rank 0 prints */
     return 0;
-  printf("%-6s iter %6u/%u  loss %.4f  val loss %.4f  (bigram %.4f)\n",
-         c->eager ? "eager" : "replay", t + 1, c->iters, (double)loss, val,
-         s->bigram);
-  fflush(stdout);
+  fprintf(glog, "%-6s iter %6u/%u  loss %.4f  val loss %.4f  (bigram %.4f)\n",
+          c->eager ? "eager" : "replay", t + 1, c->iters, (double)loss, val,
+          s->bigram);
+  fflush(glog);
   return 0;
 }
 
@@ -463,63 +467,71 @@ static int cmp_u64(const void *a, const void *b) {
 static void print_header(const gpt_state *s) {
   const train_cli *c = s->c;
   const rp_text *t = &s->text;
-  printf("reprise train: GPT %u layer%s, %u head%s, width %u, context %u, "
-         "vocabulary %u bytes (%zu parameters)\n",
-         c->layers, c->layers == 1 ? "" : "s", c->heads,
-         c->heads == 1 ? "" : "s", c->width, c->context, t->vocab,
-         rp_gpt_param_count(s->m));
+  fprintf(glog,
+          "reprise train: GPT %u layer%s, %u head%s, width %u, context %u, "
+          "vocabulary %u bytes (%zu parameters)\n",
+          c->layers, c->layers == 1 ? "" : "s", c->heads,
+          c->heads == 1 ? "" : "s", c->width, c->context, t->vocab,
+          rp_gpt_param_count(s->m));
   char ranks[48] = ""; /* --dist: the global batch's ranks */
   if (c->dist)
     snprintf(ranks, sizeof ranks, "%u rank%s (MPI) x ", s->tr.ranks,
              s->tr.ranks == 1 ? "" : "s");
   uint32_t all = rp_gpt_proc_count(s->m), groups = all / c->tp;
   uint32_t tokens = c->mc.batch * c->context;
-  printf("corpus %s: %zu bytes, %zu train / %zu validation; batch %u "
-         "window%s (%u token%s per step) over %s%u processor%s, backend %s\n",
-         c->text, t->n, t->ntrain, t->n - t->ntrain, c->mc.batch,
-         c->mc.batch == 1 ? "" : "s", tokens, tokens == 1 ? "" : "s", ranks,
-         c->mc.procs, c->mc.procs == 1 ? "" : "s",
-         rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
+  fprintf(glog,
+          "corpus %s: %zu bytes, %zu train / %zu validation; batch %u "
+          "window%s (%u token%s per step) over %s%u processor%s, backend %s\n",
+          c->text, t->n, t->ntrain, t->n - t->ntrain, c->mc.batch,
+          c->mc.batch == 1 ? "" : "s", tokens, tokens == 1 ? "" : "s", ranks,
+          c->mc.procs, c->mc.procs == 1 ? "" : "s",
+          rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
   if (c->dist && s->xr)
-    printf("tensor parallel across ranks: the %u processors of the %u ranks "
-           "(processor p on rank p / %u) form %u group%s of %u; the "
-           "parallel operators' copies between ranks are MPI messages\n",
-           all, s->tr.ranks, c->mc.procs, groups, groups == 1 ? "" : "s",
-           c->tp);
+    fprintf(glog,
+            "tensor parallel across ranks: the %u processors of the %u ranks "
+            "(processor p on rank p / %u) form %u group%s of %u; the "
+            "parallel operators' copies between ranks are MPI messages\n",
+            all, s->tr.ranks, c->mc.procs, groups, groups == 1 ? "" : "s",
+            c->tp);
   else if (c->dist)
-    printf("data parallel across ranks: each rank %s rows of every batch; "
-           "loss and gradients all-reduced\n",
-           s->tr.ranks == 1 ? "all" : "its");
+    fprintf(glog,
+            "data parallel across ranks: each rank %s rows of every batch; "
+            "loss and gradients all-reduced\n",
+            s->tr.ranks == 1 ? "all" : "its");
   const char *why = rp_runtime_backend_reason(s->rt);
   if (c->backend == RP_BACKEND_AUTO && why[0])
-    printf("  not CUDA: %s\n", why);
+    fprintf(glog, "  not CUDA: %s\n", why);
   if (c->tp > 1)
-    printf("tensor parallel: %u processors per group (%u of %u heads, %u of "
-           "%u MLP columns each), %u data-parallel group%s\n",
-           c->tp, c->heads / c->tp, c->heads, 4 * c->width / c->tp,
-           4 * c->width, groups, groups == 1 ? "" : "s");
-  printf("bytes per processor (parameter state: weights, replicas or shards, "
-         "gradients, AdamW moments; then everything):");
+    fprintf(glog,
+            "tensor parallel: %u processors per group (%u of %u heads, %u of "
+            "%u MLP columns each), %u data-parallel group%s\n",
+            c->tp, c->heads / c->tp, c->heads, 4 * c->width / c->tp,
+            4 * c->width, groups, groups == 1 ? "" : "s");
+  fprintf(glog,
+          "bytes per processor (parameter state: weights, replicas or shards, "
+          "gradients, AdamW moments; then everything):");
   for (uint32_t p = 0; p < all; p++)
-    printf("%s %u: %llu / %llu", p ? "," : "", p,
-           (unsigned long long)s->state_bytes[p],
-           (unsigned long long)s->total_bytes[p]);
-  printf("\n");
+    fprintf(glog, "%s %u: %llu / %llu", p ? "," : "", p,
+            (unsigned long long)s->state_bytes[p],
+            (unsigned long long)s->total_bytes[p]);
+  fprintf(glog, "\n");
   char comm[48] = "";
   if (s->comm)
     snprintf(comm, sizeof comm, ", %u communication", s->comm);
-  printf("recorded step: %u ops (%u kernels, %u cop%s%s)%s; AdamW, lr %g "
-         "(warmup %u, cosine to %g), clipping at 1.0\n",
-         s->ops, s->kernels, s->copies, s->copies == 1 ? "y" : "ies", comm,
-         s->ex ? "" : " (not replayed: --eager)", (double)c->lr, c->warmup,
-         (double)c->lr / 10);
+  fprintf(glog,
+          "recorded step: %u ops (%u kernels, %u cop%s%s)%s; AdamW, lr %g "
+          "(warmup %u, cosine to %g), clipping at 1.0\n",
+          s->ops, s->kernels, s->copies, s->copies == 1 ? "y" : "ies", comm,
+          s->ex ? "" : " (not replayed: --eager)", (double)c->lr, c->warmup,
+          (double)c->lr / 10);
   if (s->start)
-    printf("resumed from %s at step %u\n", c->load_weights, s->start);
-  printf("bigram baseline (add-one smoothing, train counts) on the "
-         "validation windows: %.4f\n",
-         s->bigram);
-  printf("initial val loss %.4f\n", s->init_val);
-  fflush(stdout);
+    fprintf(glog, "resumed from %s at step %u\n", c->load_weights, s->start);
+  fprintf(glog,
+          "bigram baseline (add-one smoothing, train counts) on the "
+          "validation windows: %.4f\n",
+          s->bigram);
+  fprintf(glog, "initial val loss %.4f\n", s->init_val);
+  fflush(glog);
 }
 
 /* A sample from the trained model: the decode step recorded once and
@@ -544,14 +556,15 @@ static int print_sample(gpt_state *s) {
         &(rp_gpt_sampling){.temperature = 1, .seed = c->mc.seed}, out);
   double secs = (double)(rp_train_now_ns() - t0) * 1e-9;
   if (st == RP_OK) {
-    printf("sample (%u byte%s, temperature 1; %u-op decode step replayed "
-           "per byte, %.0f bytes/s):\n----\n",
-           c->sample, c->sample == 1 ? "" : "s", rp_graph_op_count(g),
-           secs > 0 ? c->sample / secs : 0);
+    fprintf(glog,
+            "sample (%u byte%s, temperature 1; %u-op decode step replayed "
+            "per byte, %.0f bytes/s):\n----\n",
+            c->sample, c->sample == 1 ? "" : "s", rp_graph_op_count(g),
+            secs > 0 ? c->sample / secs : 0);
     for (uint32_t i = 1; i <= c->sample; i++) {
-      rp_cli_put_text_byte(s->text.bytes[out[i]]);
+      rp_cli_put_text_byte(glog, s->text.bytes[out[i]]);
     }
-    printf("\n----\n");
+    fprintf(glog, "\n----\n");
   }
   int rc = st == RP_OK ? RP_CLI_OK : gfail("sampling", st);
   rp_exec_destroy(ex);
@@ -658,7 +671,7 @@ static int train(gpt_state *s) {
     return gfail("allocating timings", RP_ENOMEM);
   s->limit = 10.0 * (s->init_val > log(s->text.vocab) ? s->init_val
                                                       : log(s->text.vocab));
-  s->tty = isatty(STDOUT_FILENO);
+  s->tty = isatty(fileno(glog));
   rp_gpt_train_opts o = {.iters = c->iters,
                          .start = s->start,
                          .stop = c->stop,
@@ -772,7 +785,11 @@ static int summary(gpt_state *s) {
   int wrc = write_timings(s, ran); /* before the sort below */
   qsort(s->ns, ran, sizeof *s->ns, cmp_u64);
   gpt_times tm = {0};
-  tm.median_us = ran ? (double)s->ns[ran / 2] / 1e3 : 0;
+  /* as the MLP's: the mean of the two middle times for an even count */
+  tm.median_us =
+      !ran      ? 0
+      : ran % 2 ? (double)s->ns[ran / 2] / 1e3
+                : ((double)s->ns[ran / 2 - 1] + (double)s->ns[ran / 2]) / 2e3;
   uint32_t k = (uint32_t)ceil(0.99 * ran);
   tm.p99_us = ran ? (double)s->ns[k ? k - 1 : 0] / 1e3 : 0;
   double tok = (double)ran * c->mc.batch * c->context;
@@ -780,26 +797,29 @@ static int summary(gpt_state *s) {
   uint64_t loop = s->wall > s->val_ns ? s->wall - s->val_ns : 0;
   tm.thr_us = ran ? (double)loop / 1e3 / ran : 0;
   tm.train_tok_s = loop ? tok / ((double)loop * 1e-9) : 0;
-  printf("final loss %.4f, val loss %.4f (initial %.4f); bigram baseline "
-         "%.4f: %s\n",
-         (double)s->last_loss, s->val, s->init_val, s->bigram,
-         s->val < s->bigram ? "below the baseline" : "NOT below the baseline");
-  printf("%-6s %u iteration%s: per step median %.1f us, p99 %.1f us%s; "
-         "throughput %.1f us/step back to back (%u in flight), %.0f "
-         "tokens/s (%.0f with the validation passes; %u ops per step)\n",
-         c->eager ? "eager" : "replay", ran, ran == 1 ? "" : "s", tm.median_us,
-         tm.p99_us, c->dist ? " (rank 0)" : "", tm.thr_us,
-         c->eager ? 1 : c->inflight, tm.train_tok_s, tm.tok_s, s->ops);
+  fprintf(glog,
+          "final loss %.4f, val loss %.4f (initial %.4f); bigram baseline "
+          "%.4f: %s\n",
+          (double)s->last_loss, s->val, s->init_val, s->bigram,
+          s->val < s->bigram ? "below the baseline" : "NOT below the baseline");
+  fprintf(glog,
+          "%-6s %u iteration%s: per step median %.1f us, p99 %.1f us%s; "
+          "throughput %.1f us/step back to back (%u in flight), %.0f "
+          "tokens/s (%.0f with the validation passes; %u ops per step)\n",
+          c->eager ? "eager" : "replay", ran, ran == 1 ? "" : "s", tm.median_us,
+          tm.p99_us, c->dist ? " (rank 0)" : "", tm.thr_us,
+          c->eager ? 1 : c->inflight, tm.train_tok_s, tm.tok_s, s->ops);
   rp_exec_stats es; /* the replays' own count */
   if (s->ex && rp_exec_stats_get(s->ex, &es) == RP_OK && es.replays)
-    printf("replays: %llu, %u ops per replay, %.1f run per replay "
-           "(rp_exec_stats)\n",
-           (unsigned long long)es.replays, es.ops,
-           (double)es.ops_run / (double)es.replays);
+    fprintf(glog,
+            "replays: %llu, %u ops per replay, %.1f run per replay "
+            "(rp_exec_stats)\n",
+            (unsigned long long)es.replays, es.ops,
+            (double)es.ops_run / (double)es.replays);
   if (s->ranks_checked)
-    printf("ranks: final weights %s on all %u rank%s\n",
-           s->ranks_equal ? "bitwise equal" : "DIFFER", s->tr.ranks,
-           s->tr.ranks == 1 ? "" : "s");
+    fprintf(glog, "ranks: final weights %s on all %u rank%s\n",
+            s->ranks_equal ? "bitwise equal" : "DIFFER", s->tr.ranks,
+            s->tr.ranks == 1 ? "" : "s");
   int rc = print_sample(s);
   if (!s->xr && save_weights(s))
     rc = RP_CLI_FAILED;
@@ -865,6 +885,7 @@ static int run(gpt_state *s) {
 }
 
 int rp_cmd_train_gpt(const train_cli *c) {
+  glog = c->dump && c->dump_fmt != RP_DUMP_TEXT ? stderr : stdout;
   gpt_state s;
   memset(&s, 0, sizeof s);
   s.c = c;
