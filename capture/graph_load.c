@@ -1477,6 +1477,14 @@ static rp_status parse_error(const char *buf, size_t at, size_t len,
                              size_t open_str) {
   if (len == 0)
     return rp__err(RP_EFORMAT, "not JSON: an empty file");
+  if (strspn(buf, " \t\n\r") >= len) /* the copy ends in a space too */
+    return rp__err(RP_EFORMAT, "not JSON: only white space (%zu bytes)", len);
+  if (at < len && buf[at] == '\\')
+    return rp__err(RP_EFORMAT,
+                   "not JSON: a bad escape at byte %zu (an unknown letter, "
+                   "or a \\u escape that is no character: half of a "
+                   "surrogate pair such as \\ud800)",
+                   at);
   if (at >= len || (open_str != SIZE_MAX && at >= open_str) ||
       cut_token(buf, at, len))
     return rp__err(RP_EFORMAT,

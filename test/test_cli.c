@@ -1339,6 +1339,7 @@ Test(cli, train_lr_100_diverges_with_exit_1, .timeout = 300) {
   RUN(&r, TRAIN_SMALL, "--lr", "100", "--json", js);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert(strstr(r.err, "training diverged at iteration"), "%s", r.err);
+  cr_assert(strstr(r.err, "x max(initial loss "), "%s", r.err);
   cr_assert(strstr(r.err, "try a smaller --lr"), "%s", r.err);
   static char buf[16384];
   read_file(js, buf, sizeof buf);

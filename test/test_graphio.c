@@ -701,10 +701,16 @@ Test(graphio_corrupt, parse_errors_tell_a_cut_from_a_syntax_error) {
              strlen(cut[i]));
     cr_assert(strstr(why(), want), "'%s': %s", cut[i], why());
   }
-  const char *bad[][2] = {{"{\"format\": x, \"a", "syntax error at byte 11"},
-                          {"{\"format\": [1 tr", "syntax error at byte 14"},
-                          {"{\"format\": [truex", "syntax error at byte 16"},
-                          {"{\"format\": [1 -", "syntax error at byte 14"}};
+  const char *bad[][2] = {
+      {"{\"format\": x, \"a", "syntax error at byte 11"},
+      {"{\"format\": [1 tr", "syntax error at byte 14"},
+      {"{\"format\": [truex", "syntax error at byte 16"},
+      {"{\"format\": [1 -", "syntax error at byte 14"},
+      /* white space alone is no document cut short */
+      {" \n\t ", "not JSON: only white space (4 bytes)"},
+      /* an escape cJSON cannot read, named as one */
+      {"{\"format\": \"x\\ud800y\"}", "a bad escape at byte 13"},
+      {"{\"format\": \"x\\qy\"}", "a bad escape at byte 13"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     LOAD_EXPECT(load_text(&e, bad[i][0]), RP_EFORMAT);
     cr_assert(strstr(why(), bad[i][1]), "'%s': %s", bad[i][0], why());

@@ -155,8 +155,8 @@ static void train_usage(FILE *f) {
       "                            docs/distributed.md)\n"
       "\n"
       "Exit status: 0 trained, 1 failed (engine error, bad --data or\n"
-      "--load-weights file, diverged: a loss not finite or above 10x the\n"
-      "initial one, or ln(classes) if larger), 2 bad usage.\n");
+      "--load-weights file, diverged: a loss not finite or above 10x\n"
+      "max(initial loss, ln(classes))), 2 bad usage.\n");
 }
 
 /* ---- option values ---- */
@@ -1815,8 +1815,8 @@ static int run_on(train_state *s, rp_backend_kind backend,
     if (s->tr.rank == 0)
       fprintf(stderr,
               "reprise train: training diverged at iteration %u: loss %g "
-              "is not finite or above %g (%gx the initial loss %.4f, or "
-              "ln(classes) if larger): try a smaller --lr (now %g)%s%s\n",
+              "is not finite or above %g (%gx max(initial loss %.4f, "
+              "ln(classes))): try a smaller --lr (now %g)%s%s\n",
               s->diverged_at, s->diverged_loss, s->limit, DIVERGE_FACTOR,
               s->init_loss, (double)c->lr,
               c->lr_decay > 0 ? "" : " or --lr-decay", huge_features(s));
