@@ -395,11 +395,12 @@ static rp_status parse_inst(const cJSON *o, uint32_t i, inst_desc *d) {
 static rp_status check_caller_inst(loader *L, uint32_t i, const inst_desc *d) {
   rp_instance_info info;
   rp_inst inst = L->caller[i];
-  if (rp_instance_query(L->rt, inst, &info) != RP_OK)
-    return rp__err(RP_ESTALE,
+  rp_status qs = rp_instance_query(L->rt, inst, &info);
+  if (qs != RP_OK)
+    return rp__err(qs,
                    "instance table entry %u: the caller's insts[%u] "
-                   "(instance %#llx) is stale or unknown",
-                   i, i, (unsigned long long)inst.id);
+                   "(instance %#llx) %s",
+                   i, i, (unsigned long long)inst.id, rp__inst_missing(inst));
   if (info.dtype != d->dtype)
     return rp__err(RP_ETYPE,
                    "instance table entry %u: the file says %s, "

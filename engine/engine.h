@@ -154,6 +154,9 @@ void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st);
  * only: the copy is an allocation (none kept when it fails). */
 void rp__event_complete_why(rp_runtime *rt, rp_event e, rp_status st,
                             const char *why);
+/* The detail a poisoned e carries (NULL: none, or not poisoned); valid
+ * while the caller holds a reference to e. */
+const char *rp__event_why(const rp_runtime *rt, rp_event e);
 /* Inside a waiter's fn: the detail of the poisoned event it runs for
  * (NULL: none, or the event triggered), valid until fn returns. */
 const char *rp__event_waiter_why(void);

@@ -197,6 +197,20 @@ void rp__event_set_yield(rp_runtime *rt, rp_event e, uint32_t us) {
                         memory_order_relaxed);
 }
 
+/* Takes a reference unless the count is 0: a slot with no reference is
+ * recycled (on the free list, or being taken off it), and a plain
+ * increment would bring it back into use. 1 when taken; the caller then
+ * re-checks the generation (the slot may hold another event by now). */
+static int ev_try_ref(rp_event_slot *s) {
+  uint32_t r = atomic_load_explicit(&s->refs, memory_order_relaxed);
+  do {
+    if (r == 0)
+      return 0;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &s->refs, &r, r + 1, memory_order_acquire, memory_order_relaxed));
+  return 1;
+}
+
 /* Drops one reference; the last one recycles the slot. */
 static void ev_unref(rp_event_table *et, uint32_t i, rp_event_slot *s) {
   /* acq_rel: every use of the slot by this holder happens before the
@@ -220,8 +234,53 @@ void rp__event_prefetch(rp_runtime *rt, rp_event e) {
  * completions save and restore it). */
 static _Thread_local const char *tl_waiter_why;
 
+/* The state a thread runs an event's waiters in, saved around them: they
+ * are callbacks, not the replay's task this worker may be running
+ * (launches and polls are theirs to make: a refused one flagged the
+ * replay as a task's contract violation), and a failure's waiters find
+ * its detail in rp_error_detail(), the thread's own coming back after. */
+typedef struct waiter_ctx {
+  const char *why;
+  int *violation;
+  int saved; /* detail saved in `detail` */
+  char detail[512];
+} waiter_ctx;
+
+static void waiters_enter(waiter_ctx *c, rp_event e, rp_status st,
+                          const char *why) {
+  rp__tl_in_callback++; /* calls that would wait refuse instead */
+  c->why = tl_waiter_why;
+  c->violation = rp__tl_replay_violation;
+  tl_waiter_why = st != RP_OK ? why : NULL;
+  rp__tl_replay_violation = NULL;
+  c->saved = st != RP_OK;
+  if (c->saved) { /* failure path only */
+    snprintf(c->detail, sizeof c->detail, "%s", rp_error_detail());
+    rp_error_set(st, "event %#llx was poisoned with %s: %s",
+                 (unsigned long long)e.id, rp_status_name(st),
+                 why ? why : "no detail recorded");
+  }
+}
+
+static void waiters_leave(const waiter_ctx *c) {
+  if (c->saved)
+    rp_error_set(RP_OK, "%s", c->detail);
+  else if (c->violation) /* a worker inside a replay: no stray words */
+    rp_error_set(RP_OK, NULL);
+  rp__tl_replay_violation = c->violation;
+  tl_waiter_why = c->why;
+  rp__tl_in_callback--;
+}
+
 const char *rp__event_waiter_why(void) {
   return tl_waiter_why;
+}
+
+const char *rp__event_why(const rp_runtime *rt, rp_event e) {
+  if (e.id == 0 || rp__event_peek(rt, e) == RP_OK ||
+      rp__event_peek(rt, e) == RP_EAGAIN)
+    return NULL;
+  return slot_at(&rt->events, ev_slot_of(e))->why; /* after the acquire */
 }
 
 void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st) {
@@ -259,16 +318,14 @@ void rp__event_complete_why(rp_runtime *rt, rp_event e, rp_status st,
     rp_ev_waiter *w = s->waiters;
     s->waiters = NULL;
     pthread_mutex_unlock(&s->lock);
-    rp__tl_in_callback++; /* calls that would wait refuse instead */
-    const char *outer = tl_waiter_why;
-    tl_waiter_why = st != RP_OK ? s->why : NULL;
+    waiter_ctx c;
+    waiters_enter(&c, e, st, s->why);
     while (w) {
       rp_ev_waiter *next = w->next; /* fn may free w */
       w->fn(w, st);
       w = next;
     }
-    tl_waiter_why = outer;
-    rp__tl_in_callback--;
+    waiters_leave(&c);
   }
   if (old & RP_EV_SLEEPERS)
     rp__futex_wake(&s->state, 0x7fffffff);
@@ -334,18 +391,17 @@ int rp__event_live(const rp_runtime *rt, rp_event e) {
 
 /* fn run at once (the event completed already) is a callback as on the
  * trigger path: calls that would wait refuse there instead. */
-static void run_now(rp_ev_waiter *w, rp_status st, const char *why) {
-  rp__tl_in_callback++;
-  const char *outer = tl_waiter_why;
-  tl_waiter_why = why;
+static void run_now(rp_ev_waiter *w, rp_event e, rp_status st,
+                    const char *why) {
+  waiter_ctx c;
+  waiters_enter(&c, e, st, why);
   w->fn(w, st);
-  tl_waiter_why = outer;
-  rp__tl_in_callback--;
+  waiters_leave(&c);
 }
 
 rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   if (e.id == 0) {
-    run_now(w, RP_OK, NULL);
+    run_now(w, e, RP_OK, NULL);
     return RP_OK;
   }
   rp_event_slot *s = ev_lookup(rt, e);
@@ -355,7 +411,7 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
    * happens before fn). */
   rp_status done = rp__event_peek(rt, e);
   if (done != RP_EAGAIN) { /* why: published with the state, as done */
-    run_now(w, done, done != RP_OK ? s->why : NULL);
+    run_now(w, e, done, done != RP_OK ? s->why : NULL);
     return RP_OK;
   }
   pthread_mutex_lock(&s->lock);
@@ -375,7 +431,7 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   }
   pthread_mutex_unlock(&s->lock);
   done = rp__event_peek(rt, e);
-  run_now(w, done, done != RP_OK ? s->why : NULL);
+  run_now(w, e, done, done != RP_OK ? s->why : NULL);
   return RP_OK;
 }
 
@@ -488,7 +544,8 @@ rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
   /* Failure path: hold the slot while its detail is read (the table's
    * reference counts are atomics, mutable through a const runtime). */
   rp_event_table *et = (rp_event_table *)&rt->events;
-  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  if (!ev_try_ref(s))
+    return ev_stale(rt, e, "rp_event_query", "");
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
     st = ev_stale(rt, e, "rp_event_query", "");
   else
@@ -521,7 +578,8 @@ static rp_status wait_loop(rp_runtime *rt, rp_event_slot *s, rp_event e,
       continue;
     uint64_t now = rp__now_ns();
     if (now >= deadline)
-      return rp__err(RP_ETIMEDOUT, "event %#llx not triggered within %lld ns",
+      return rp__err(RP_ETIMEDOUT,
+                     "rp_event_wait: event %#llx not triggered within %lld ns",
                      (unsigned long long)e.id, (long long)timeout_ns);
     /* Announce the sleeper before sleeping; the trigger wakes all sleepers
      * when it sees the bit (seq_cst pairs with its CAS). */
@@ -577,7 +635,8 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
     return ev_stale(rt, e, "rp_event_wait", "");
   /* Hold a reference while waiting so the slot cannot be recycled under us
    * (the caller might release its handle from another thread). */
-  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+  if (!ev_try_ref(s))
+    return ev_stale(rt, e, "rp_event_wait", "");
   if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
     ev_unref(&rt->events, ev_slot_of(e), s);
     return ev_stale(rt, e, "rp_event_wait", "");
@@ -674,7 +733,9 @@ rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
     return rp__err(RP_ERANGE, "rp_event_merge: %zu events", n);
   for (size_t i = 0; i < n; i++)
     if (!rp__event_live(rt, evs[i]))
-      return rp__err(RP_ESTALE, "rp_event_merge: event %zu is stale", i);
+      return rp__err(RP_ESTALE,
+                     "rp_event_merge: evs[%zu] (event %#llx) is stale", i,
+                     (unsigned long long)evs[i].id);
   size_t bytes;
   if (!rp__mul_ok(n, sizeof(merge_node), &bytes) ||
       !rp__add_ok(bytes, sizeof(merge_state), &bytes))

@@ -646,6 +646,10 @@ rp_status rp_instance_set_name(rp_runtime *rt, rp_inst inst, const char *name) {
     return st;
   if (name && (st = rp__name_check(name, "rp_instance_set_name")) != RP_OK)
     return st;
+  if (!inst.id)
+    return rp__err(RP_EINVAL,
+                   "rp_instance_set_name: instance handle 0 is none (no "
+                   "instance)");
   pthread_mutex_lock(&rt->inst_lock);
   rp_inst_slot *s = inst_lookup(rt, inst);
   if (!s || !s->live) {

@@ -21,6 +21,15 @@
 /* ---------------------------------------------------------------------- */
 /* Running a task (shared with eager execution) */
 
+/* rp__task_status; a return that is no rp_status, without words of the
+ * task's own (the detail was cleared before it ran), is named. */
+static rp_status task_status_named(const rp_task_rec *t, rp_status raw) {
+  rp_status st = rp__task_status(raw);
+  if (st != raw && !rp_error_detail()[0])
+    rp__err(st, "task '%s' returned %d, not an rp_status", t->name, (int)raw);
+  return st;
+}
+
 rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
                           rp_task_ctx *ctx, void (*gpu_done)(void *arg),
                           void *arg, int *queued) {
@@ -41,7 +50,7 @@ rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
     rp_status st = fn(ctx);
     rp__tl_task = outer;
     rp__nvtx_pop();
-    st = rp__task_status(st);
+    st = task_status_named(t, st);
     /* The task only enqueued work: completion comes from the stream. */
     if (st == RP_OK)
       st = dev->launch_host_func(rt, ctx->stream, gpu_done, arg);
@@ -53,7 +62,7 @@ rp_status rp__task_invoke(rp_runtime *rt, const rp_task_rec *t,
   rp_status st = fn(ctx);
   rp__tl_task = outer;
   rp__nvtx_pop();
-  return rp__task_status(st);
+  return task_status_named(t, st);
 }
 
 /* ---------------------------------------------------------------------- */

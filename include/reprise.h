@@ -608,7 +608,12 @@ RP_API rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns);
  * rp_runtime_destroy, rp_instance_free and rp_instance_realloc of an
  * instance pending ops use) return RP_EBUSY from it instead (the replay
  * that completes e may be one of them, and the work waited for may be
- * queued behind cb on its worker). Errors:
+ * queued behind cb on its worker). cb is a callback wherever it runs, a
+ * CPU worker inside a replay included (a postcondition's event): it may
+ * launch eager work and poll, and a replay's task rules do not apply to
+ * it. Called with a failure status, cb finds in rp_error_detail() what
+ * failed, as rp_event_query says it (the thread's own detail comes back
+ * after). Errors:
  * RP_EINVAL NULL cb, RP_ESTALE stale handle; cb is not registered then. */
 RP_API rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
                                       void (*cb)(void *arg, rp_status st),
@@ -1417,8 +1422,9 @@ typedef enum rp_dump_format {
  * RP_ERANGE (beyond a graph file's limits), as rp_graph_save. */
 RP_API rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt);
 /* Writes ex's schedule to f: its placement and why, then per lane (worker)
- * the units in order with their waits on other lanes, ports and publishes:
- * TEXT, DOT (a cluster per lane, cross-lane waits in red), or JSON (one
+ * the units in order with their waits on other lanes and publishes (and,
+ * in TEXT, the ports they wait on or signal): TEXT, DOT (a cluster per
+ * lane, cross-lane waits in red), or JSON (one
  * object: "ops", "units", "workers_used", "placement", "lanes": [{"worker",
  * "units": [{"op", "name", "copy_name" (a named copy's), "shard", "waits":
  * [{"lane", "pos", "previous_replay"}], "publish"}]}]; a schedule, not a

@@ -417,7 +417,10 @@ static uint64_t trace_base(const struct rp_trace *t, uint64_t end) {
   return base == UINT64_MAX ? 0 : base;
 }
 
-static void write_tracks(tw *w, const rp_exec *ex, uint64_t nrep) {
+/* The tracks' names: the lanes, then the slots the traced replays
+ * from..from+nrep-1 ran in (replay r in slot r % max_inflight). */
+static void write_tracks(tw *w, const rp_exec *ex, uint64_t from,
+                         uint64_t nrep) {
   char name[64];
   snprintf(name, sizeof name, "reprise exec (%u ops, %u units)", ex->g->nops,
            ex->nunits);
@@ -436,7 +439,8 @@ static void write_tracks(tw *w, const rp_exec *ex, uint64_t nrep) {
       snprintf(name, sizeof name, "worker %u", l);
     meta(w, "thread_name", l, name, l);
   }
-  for (uint32_t k = 0; k < ex->max_inflight && k < nrep; k++) {
+  for (uint64_t j = 0; j < ex->max_inflight && j < nrep; j++) {
+    uint32_t k = (uint32_t)((from + j) % ex->max_inflight);
     snprintf(name, sizeof name, "replays (slot %u)", k);
     meta(w, "thread_name", RP_TRACE_SLOT_TID + k, name, ex->nlanes + k);
   }
@@ -452,7 +456,7 @@ static void write_trace(rp_exec *ex, const struct rp_trace *t, uint64_t end,
           "%llu, \"units_per_replay\": %u},\n \"traceEvents\": [",
           rp_version_string(), (unsigned long long)(end - t->from),
           (unsigned long long)(t->to - t->from), t->nunits);
-  write_tracks(&w, ex, end - t->from);
+  write_tracks(&w, ex, t->from, end - t->from);
   for (uint64_t r = t->from; r < end; r++)
     replay_events(&w, ex, t, r);
   fprintf(f, "\n]}\n");

@@ -148,6 +148,8 @@ typedef struct rp_slot {
                        go through the ring (host side: the replaying thread) */
   char detail[256]; /* first failure, for rp_exec_error_detail (written with
                        the status that first leaves 0) */
+  _Atomic uint32_t detail_ready; /* detail written (release): postcondition
+                                    events completing meanwhile copy it */
 } rp_slot;
 _Static_assert(offsetof(rp_slot, unit_status) == RP_CACHELINE,
                "a replay's per-lane slot fields fill one cache line");

@@ -169,12 +169,21 @@ rp_status rp__gate_block(rp_exec *ex, uint32_t lane, rp_event e) {
   return st;
 }
 
+/* A poisoned precondition's words: the port, and what poisoned it. */
+static _Thread_local char port_why[224];
+
 static rp_status wait_ports(rp_exec *ex, uint32_t lane, const rp_unit *u,
-                            rp_slot *s) {
+                            rp_slot *s, const char **why) {
   for (uint32_t i = 0; i < u->nport; i++) {
-    rp_status st = rp__gate_block(ex, lane, s->pre[ex->ports[u->port_off + i]]);
-    if (st)
+    uint32_t p = ex->ports[u->port_off + i];
+    rp_status st = rp__gate_block(ex, lane, s->pre[p]);
+    if (st) {
+      const char *w = rp__event_why(ex->rt, s->pre[p]);
+      snprintf(port_why, sizeof port_why, "precondition %u ('%s') poisoned%s%s",
+               p, ex->g->pre[p].name, w ? ": " : "", w ? w : "");
+      *why = port_why;
       return st;
+    }
   }
   return RP_OK;
 }
@@ -197,9 +206,18 @@ static rp_status task_status(rp_status st, int *violation) {
 
 /* Why a task failed: the contract's words, or what the task said itself
  * (rp_error_set on this worker thread, as any caller of the library
- * reports; "" when it said nothing). */
-static const char *task_why(rp_status st) {
-  return st == RP_ECONTRACT ? CONTRACT_WHY : rp_error_detail();
+ * reports; "" when it said nothing), or for a return that is no rp_status
+ * (raw, mapped to RP_ETASK) without words, that value. */
+static const char *task_why(rp_status st, rp_status raw) {
+  static _Thread_local char bad[64];
+  if (st == RP_ECONTRACT)
+    return CONTRACT_WHY;
+  if (raw != st && !rp_error_detail()[0]) {
+    snprintf(bad, sizeof bad, "the task returned %d, not an rp_status",
+             (int)raw);
+    return bad;
+  }
+  return rp_error_detail();
 }
 
 /* After a failure's detail was copied into the replay: the worker's own
@@ -210,8 +228,10 @@ static void why_consumed(void) {
 }
 
 /* *overran: the task wrote past its workspace slice (the guard bytes
- * after it changed): RP_ERANGE whatever the task returned. */
-static rp_status run_task(rp_unit *u, rp_slot *s, int *skip, int *overran) {
+ * after it changed): RP_ERANGE whatever the task returned. *raw: what the
+ * task function returned. */
+static rp_status run_task(rp_unit *u, rp_slot *s, int *skip, int *overran,
+                          rp_status *raw) {
   uint32_t shards = rp__unit_shards(u, s);
   if (!shards) {
     *skip = 1; /* this replay runs fewer shards: not a failure */
@@ -223,7 +243,8 @@ static rp_status run_task(rp_unit *u, rp_slot *s, int *skip, int *overran) {
       memcpy(u->args + ip->dst_offset, s->args + ip->src_offset, ip->bytes);
   }
   u->ctx.shards = shards;
-  rp_status st = task_status(u->fn(&u->ctx), rp__tl_replay_violation);
+  *raw = u->fn(&u->ctx);
+  rp_status st = task_status(*raw, rp__tl_replay_violation);
   if (RP_UNLIKELY(u->guard != NULL)) {
     for (uint32_t i = 0; i < 64; i++)
       if (u->guard[i] != 0xa5) {
@@ -257,12 +278,13 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip, const char **why) {
   }
   rp__nvtx_push(u->name);
   int overran = 0;
-  rp_status st = run_task(u, s, skip, &overran);
+  rp_status raw = RP_OK;
+  rp_status st = run_task(u, s, skip, &overran, &raw);
   rp__nvtx_pop();
   if (overran) /* a task's own RP_ERANGE keeps its own detail */
     *why = "task overran its workspace slice (guard bytes changed)";
   else if (st)
-    *why = task_why(st);
+    *why = task_why(st, raw);
   return st;
 }
 
@@ -309,9 +331,9 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
   int skip = 0;
   if (RP_UNLIKELY(s->stale))
     st = RP_ESTALE, skip = 2;
-  else if (u->nport &&
-           (st = wait_ports(ex, (uint32_t)(l - ex->lanes), u, s)) != RP_OK)
-    why = "precondition poisoned";
+  else if (u->nport && (st = wait_ports(ex, (uint32_t)(l - ex->lanes), u, s,
+                                        &why)) != RP_OK)
+    ;
   else if (RP_UNLIKELY(
                atomic_load_explicit(&s->any_fail, memory_order_relaxed)) &&
            (st = rp__pred_status(ex, u, s)) != RP_OK)
@@ -389,8 +411,9 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
       if (RP_LIKELY(!block)) {
         rp_status st = h->fn(h->ctx);
         if (RP_UNLIKELY(st != RP_OK || violation)) {
+          rp_status raw = st;
           st = task_status(st, &violation);
-          rp__unit_failed(ex, s, h->unit, st, task_why(st));
+          rp__unit_failed(ex, s, h->unit, st, task_why(st, raw));
           why_consumed();
           block = 1;
         }
@@ -813,6 +836,7 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
     atomic_store_explicit(&s->any_fail, 0, memory_order_relaxed);
   }
   atomic_store_explicit(&s->status, 0, memory_order_relaxed);
+  atomic_store_explicit(&s->detail_ready, 0, memory_order_relaxed);
   atomic_store_explicit(&s->remaining, ex->active, memory_order_relaxed);
   atomic_store_explicit(&s->zeroed, 0, memory_order_relaxed);
   for (uint32_t p = 0; p < ex->npost; p++) {
@@ -856,6 +880,7 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
                                (uint64_t)rp__runtime_tag(ex->rt)
                                    << RP_HANDLE_TAG_SHIFT |
                                ex->insts[i].slot));
+      atomic_store_explicit(&s->detail_ready, 1, memory_order_relaxed);
       /* no op runs: no postcondition was produced (relaxed: published
        * with the slot by submit) */
       for (uint32_t p = 0; p < ex->npost; p++)

@@ -18,13 +18,15 @@ void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
                      : u->task_name          ? u->task_name
                                              : u->name;
   const char *named = u->name && u->name != u->task_name ? u->name : NULL;
-  if (atomic_compare_exchange_strong(&s->status, &zero, (int32_t)st))
+  if (atomic_compare_exchange_strong(&s->status, &zero, (int32_t)st)) {
     snprintf(s->detail, sizeof s->detail,
              "replay %llu: op %u%s%s%s (%s) "
              "shard %u: %s: %s",
              (unsigned long long)s->r, u->op, named ? " '" : "",
              named ? named : "", named ? "'" : "", kind, u->shard,
              rp_status_name(st), why ? why : "");
+    atomic_store_explicit(&s->detail_ready, 1, memory_order_release);
+  }
   for (uint32_t k = 0; k < u->npost; k++) {
     zero = 0;
     atomic_compare_exchange_strong(&s->post_status[ex->posts[u->post_off + k]],
@@ -50,9 +52,17 @@ void rp__post_done(rp_exec *ex, const rp_unit *u, rp_slot *s) {
   for (uint32_t k = 0; k < u->npost; k++) {
     uint32_t p = ex->posts[u->post_off + k];
     if (atomic_fetch_sub_explicit(&s->post_left[p], 1, memory_order_acq_rel) ==
-        1)
-      rp__event_complete(ex->rt, s->post[p],
-                         (rp_status)atomic_load(&s->post_status[p]));
+        1) {
+      rp_status st = (rp_status)atomic_load(&s->post_status[p]);
+      /* a failure's event carries the replay's first failure, once its
+       * detail is written (a failure on another lane may still be
+       * writing it: then none) */
+      const char *why =
+          st && atomic_load_explicit(&s->detail_ready, memory_order_acquire)
+              ? s->detail
+              : NULL;
+      rp__event_complete_why(ex->rt, s->post[p], st, why);
+    }
   }
 }
 

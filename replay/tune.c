@@ -245,8 +245,10 @@ static rp_status run_window(rp_exec *ex, const rp_replay_args *a,
       n++;
   }
   /* the first failure's detail, kept past the later waits (each failing
-   * wait sets its own) */
-  char why[sizeof ex->tune_fail_detail];
+   * wait sets its own): an issue's that failed, else a replay's */
+  char why[sizeof ex->tune_fail_detail] = "";
+  if (st)
+    snprintf(why, sizeof why, "%s", rp_error_detail());
   for (uint32_t i = 0; i < n; i++) {
     rp_status rs = rp_event_wait(ex->rt, done[i], -1);
     rp_event_release(ex->rt, done[i]);

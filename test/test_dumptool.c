@@ -1530,11 +1530,14 @@ static void check_trace(const cJSON *doc, uint64_t first, int nrep) {
   cr_assert(cJSON_IsArray(evs));
   int ops[8][6] = {{0}}, threads = 0;
   double span0[8], span1[8];
+  int named[64], nnamed = 0;
   cJSON_ArrayForEach(e, evs) {
     const char *ph = cJSON_GetObjectItem(e, "ph")->valuestring;
     const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
     if (!strcmp(ph, "M")) {
       threads += !strcmp(name, "thread_name");
+      if (!strcmp(name, "thread_name") && nnamed < 64)
+        named[nnamed++] = cJSON_GetObjectItem(e, "tid")->valueint;
       continue;
     }
     cr_assert_str_eq(ph, "X");
@@ -1562,6 +1565,15 @@ static void check_trace(const cJSON *doc, uint64_t first, int nrep) {
       cr_assert_eq(ops[r][op], 1, "replay %d op %d: %d events", r, op,
                    ops[r][op]);
   cr_assert_geq(threads, 3, "worker and replay tracks are named");
+  cJSON_ArrayForEach(e, evs) { /* every track an event is on has a name */
+    if (strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X"))
+      continue;
+    int tid = cJSON_GetObjectItem(e, "tid")->valueint, k = 0;
+    while (k < nnamed && named[k] != tid)
+      k++;
+    cr_assert(k < nnamed, "'%s' on track %d, which has no name",
+              cJSON_GetObjectItem(e, "name")->valuestring, tid);
+  }
   cJSON_ArrayForEach(e, evs) { /* ops lie inside their replay's span */
     const cJSON *args = cJSON_GetObjectItem(e, "args");
     const cJSON *op = args ? cJSON_GetObjectItem(args, "op") : NULL;

@@ -266,6 +266,52 @@ Test(event, concurrent_trigger_and_poison_one_wins) {
   }
 }
 
+/* A query of a poisoned event racing with the release of its handle (a
+ * stale use) answers the poison or RP_ESTALE and never takes a reference
+ * on a recycled slot: doing so recycled the slot twice (an internal
+ * invariant failed, or two events shared a slot). */
+static _Atomic uint64_t pub_id;
+static atomic_int pub_stop;
+
+static void *query_published(void *arg) {
+  (void)arg;
+  while (!atomic_load(&pub_stop)) {
+    rp_event e = {atomic_load(&pub_id)};
+    rp_status st = rp_event_query(rt, e);
+    if (e.id && st != RP_ETIMEDOUT && st != RP_ESTALE)
+      return (void *)1;
+  }
+  return NULL;
+}
+
+Test(event, query_racing_a_release_never_revives_the_slot) {
+  pthread_t q;
+  atomic_store(&pub_stop, 0);
+  pthread_create(&q, NULL, query_published, NULL);
+  for (int i = 0; i < 2000000; i++) {
+    rp_event e;
+    RP_CHECK(rp_event_create(rt, &e));
+    RP_CHECK(rp_event_poison(rt, e, RP_ETIMEDOUT));
+    atomic_store(&pub_id, e.id);
+    for (volatile int k = 0; k < (i & 63); k++) /* varied windows */
+      ;
+    RP_CHECK(rp_event_release(rt, e));
+  }
+  atomic_store(&pub_stop, 1);
+  void *bad;
+  pthread_join(q, &bad);
+  cr_assert_null(bad, "a query answered neither the poison nor RP_ESTALE");
+  /* the table is sound: fresh events are distinct and behave */
+  rp_event a, b;
+  RP_CHECK(rp_event_create(rt, &a));
+  RP_CHECK(rp_event_create(rt, &b));
+  cr_assert_neq(a.id, b.id);
+  RP_CHECK(rp_event_trigger(rt, a));
+  RP_EXPECT(rp_event_query(rt, b), RP_EAGAIN);
+  RP_CHECK(rp_event_release(rt, a));
+  RP_CHECK(rp_event_release(rt, b));
+}
+
 /* Events the runtime completes (an eager op's, a merge) are not the
  * caller's to trigger or poison: RP_EINVAL, and they complete as usual. */
 Test(event, runtime_events_cannot_be_triggered_by_the_caller) {
@@ -380,4 +426,149 @@ Test(event, poison_status_comes_with_the_failing_ops_detail) {
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, x));
+}
+
+/* A replay's postcondition events carry its failure's detail, as its done
+ * event does; a poisoned precondition names its port and what poisoned
+ * it; a task's return that is no rp_status is named. */
+static rp_status returns_five(rp_task_ctx *ctx) {
+  (void)ctx;
+  return (rp_status)5;
+}
+
+Test(event, replay_ports_carry_the_failures_detail) {
+  rp_task_id tb, tn, t5;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "batch", .cpu_fn = says_batch}, &tb));
+  RP_CHECK(
+      rp_task_register(rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop}, &tn));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "five", .cpu_fn = returns_five}, &t5));
+  /* in (pre) -> a: batch -> b: nop; posts: "loaded" on a, "after" on b */
+  rp_event in, a, b;
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_precondition(rt, "in", &in, NULL));
+  RP_CHECK(
+      rp_launch_task(rt, &(rp_launch){.task = tb, .proc = 0, .wait = in}, &a));
+  RP_CHECK(
+      rp_launch_task(rt, &(rp_launch){.task = tn, .proc = 0, .wait = a}, &b));
+  RP_CHECK(rp_capture_postcondition(rt, "loaded", &a, 1, NULL));
+  RP_CHECK(rp_capture_postcondition(rt, "after", &b, 1, NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event pre, post[2], done;
+  RP_CHECK(rp_event_create(rt, &pre));
+  RP_CHECK(rp_event_trigger(rt, pre));
+  RP_CHECK(rp_replay(
+      ex, &(rp_replay_args){.pre = &pre, .npre = 1, .post = post, .npost = 2},
+      &done));
+  expect_detail(post[0], RP_EINVAL, "op 0 (batch) shard 0: RP_EINVAL: batch 9");
+  expect_detail(post[1], RP_EINVAL, "batch 9 of 4"); /* skipped after it */
+  expect_detail(done, RP_EINVAL, "batch 9 of 4");
+  RP_CHECK(rp_event_release(rt, pre));
+  RP_CHECK(rp_event_release(rt, post[0]));
+  RP_CHECK(rp_event_release(rt, post[1]));
+  RP_CHECK(rp_event_release(rt, done));
+  /* a poisoned precondition: its port's name and its own detail */
+  RP_CHECK(rp_event_create(rt, &pre));
+  RP_CHECK(rp_event_poison(rt, pre, RP_EPEER));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &pre, .npre = 1}, &done));
+  expect_detail(done, RP_EPEER,
+                "precondition 0 ('in') poisoned: poisoned by rp_event_poison");
+  RP_CHECK(rp_event_release(rt, pre));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  /* a return that is no rp_status: RP_ETASK naming the value, replayed
+   * and eager */
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t5, .proc = 0}, NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  expect_detail(done, RP_ETASK, "the task returned 5, not an rp_status");
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t5, .proc = 0}, &done));
+  expect_detail(done, RP_ETASK, "task 'five' returned 5, not an rp_status");
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+}
+
+/* A completion callback of a postcondition event runs on the worker
+ * inside the replay, as a callback, not as the replay's task: it may
+ * launch eager work and poll (it was refused with RP_ECONTRACT, and the
+ * replay failed, blaming an op that did nothing wrong); one called with a
+ * failure finds its detail in rp_error_detail(). */
+static atomic_int cb_launch_st, cb_poll_st, cb_seen;
+static rp_task_id cb_task;
+static char cb_detail[256];
+
+static void launch_from_cb(void *arg, rp_status st) {
+  (void)arg;
+  if (st != RP_OK)
+    snprintf(cb_detail, sizeof cb_detail, "%s", rp_error_detail());
+  rp_event e = RP_NO_EVENT;
+  atomic_store(
+      &cb_launch_st,
+      rp_launch_task(rt, &(rp_launch){.task = cb_task, .proc = 0}, &e));
+  atomic_store(&cb_poll_st, rp_event_wait(rt, e, 0) == RP_ETIMEDOUT
+                                ? RP_OK
+                                : rp_event_query(rt, e));
+  if (e.id)
+    rp_event_release(rt, e);
+  atomic_store(&cb_seen, 1);
+}
+
+Test(event, postcondition_callbacks_may_launch_and_see_the_failure) {
+  rp_task_id tn, tb;
+  RP_CHECK(
+      rp_task_register(rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop}, &tn));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "batch", .cpu_fn = says_batch}, &tb));
+  cb_task = tn;
+  for (int fail = 0; fail < 2; fail++) {
+    rp_event in, a, b;
+    rp_graph *g;
+    RP_CHECK(rp_capture_begin(rt, NULL));
+    RP_CHECK(rp_capture_precondition(rt, "gate", &in, NULL));
+    RP_CHECK(rp_launch_task(
+        rt, &(rp_launch){.task = fail ? tb : tn, .proc = 0, .wait = in}, &a));
+    RP_CHECK(
+        rp_launch_task(rt, &(rp_launch){.task = tn, .proc = 0, .wait = a}, &b));
+    RP_CHECK(rp_capture_postcondition(rt, "mid", &a, 1, NULL));
+    RP_CHECK(rp_capture_end(rt, &g));
+    rp_exec *ex;
+    RP_CHECK(rp_instantiate(g, NULL, &ex));
+    rp_event pre, post, done;
+    RP_CHECK(rp_event_create(rt, &pre));
+    RP_CHECK(rp_replay(
+        ex,
+        &(rp_replay_args){.pre = &pre, .npre = 1, .post = &post, .npost = 1},
+        &done));
+    atomic_store(&cb_seen, 0);
+    cb_detail[0] = 0;
+    RP_CHECK(rp_event_on_complete(rt, post, launch_from_cb, NULL));
+    RP_CHECK(rp_event_trigger(rt, pre)); /* the callback runs in the replay */
+    RP_EXPECT(rp_event_wait(rt, done, -1), fail ? RP_EINVAL : RP_OK);
+    RP_CHECK(rp_runtime_drain(rt));
+    cr_assert(atomic_load(&cb_seen));
+    cr_assert_eq(atomic_load(&cb_launch_st), RP_OK, "launch: %s",
+                 rp_status_name(atomic_load(&cb_launch_st)));
+    cr_assert_eq(atomic_load(&cb_poll_st), RP_OK, "poll: %s",
+                 rp_status_name(atomic_load(&cb_poll_st)));
+    if (fail)
+      cr_assert(strstr(cb_detail, "poisoned with RP_EINVAL") &&
+                    strstr(cb_detail, "batch 9 of 4"),
+                "the callback saw: %s", cb_detail);
+    else
+      cr_assert_str_empty(rp_exec_error_detail(ex));
+    RP_CHECK(rp_event_release(rt, pre));
+    RP_CHECK(rp_event_release(rt, post));
+    RP_CHECK(rp_event_release(rt, done));
+    RP_CHECK(rp_exec_destroy(ex));
+    RP_CHECK(rp_graph_destroy(g));
+  }
 }

@@ -1111,6 +1111,11 @@ Test(graphio_corrupt, caller_instances_must_match) {
   LOAD_EXPECT(load_text_n(&e, MINI, len, two, 2), RP_EINVAL);
   RP_CHECK(rp_instance_free(e.rt, small));
   LOAD_EXPECT(load_text_n(&e, MINI, len, &small, 1), RP_ESTALE);
+  /* handle 0 is none: a missing argument, not a freed instance */
+  rp_inst none = {0};
+  LOAD_EXPECT(load_text_n(&e, MINI, len, &none, 1), RP_EINVAL);
+  cr_assert(strstr(why(), "the caller's insts[0] (instance 0) is none"), "%s",
+            why());
   th_destroy(e.rt);
 }
 

@@ -1531,6 +1531,7 @@ Test(misuse_api, instance_handle_zero_is_a_missing_argument) {
   NONE(rp_instance_read(rt, none, buf, sizeof buf), "0 is none");
   NONE(rp_instance_query(rt, none, &info), "0 is none");
   RP_CHECK(rp_instance_free(rt, none)); /* as free(NULL) */
+  NONE(rp_instance_set_name(rt, none, "x"), "0 is none");
   NONE(rp_instance_realloc(rt, &none), "rp_instance_realloc: instance handle");
   rp_access acc = {.inst = none, .priv = RP_WRITE};
   rp_launch l = {.task = t, .proc = 0, .accesses = &acc, .naccess = 1};
