@@ -82,6 +82,9 @@ static const char *refused_kind(mode_t m) {
 }
 
 static rp_status not_regular(mode_t m) {
+  if (S_ISDIR(m)) /* a directory is no file to replace at all */
+    return rp__err(RP_EINVAL, "a directory, not a regular file: an output "
+                              "writes a file (name one inside it)");
   return rp__err(RP_EINVAL,
                  "%s, not a regular file: an output only ever replaces a "
                  "regular file (renaming over a device, a FIFO or a socket "

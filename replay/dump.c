@@ -180,7 +180,7 @@ rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt) {
   if (st)
     return st;
   if (!f)
-    return rp__err(RP_EINVAL, "rp_exec_dump: bad argument");
+    return rp__err(RP_EINVAL, "rp_exec_dump: NULL f");
   switch (fmt) {
   case RP_DUMP_TEXT:
     dump_text(ex, f);
@@ -198,7 +198,10 @@ rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt) {
   errno = 0;
   if (fflush(f) != 0 || ferror(f))
     return rp__err(RP_EIO, "rp_exec_dump: write failed: %s",
-                   strerror(errno ? errno : EIO));
+                   errno ? strerror(errno)
+                         : "the stream's error indicator is set (its cause "
+                           "was not kept: a full disk, a stream not open "
+                           "for writing, a closed descriptor)");
   return RP_OK;
 }
 

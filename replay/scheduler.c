@@ -871,15 +871,32 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
         ex->insts[i].info.generation) {
       s->stale = 1;
       atomic_store(&s->status, (int32_t)RP_ESTALE);
+      /* failure path: the first op that accesses it, by its name */
+      uint32_t op = 0, found = 0;
+      for (; op < ex->g->nops && !found; op++) {
+        rp_access tmp[2];
+        const rp_access *acc;
+        uint32_t n = rp__op_accesses(&ex->g->ops[op], tmp, &acc);
+        for (uint32_t k = 0; k < n && !found; k++)
+          found = rp__inst_slot(acc[k].inst) == ex->insts[i].slot;
+      }
+      const char *oname = found ? ex->g->ops[op - 1].name : NULL;
+      if (oname && !oname[0])
+        oname = NULL;
+      char by[96] = "";
+      if (found)
+        snprintf(by, sizeof by, " (accessed by op %u%s%s%s)", op - 1,
+                 oname ? " '" : "", oname ? oname : "", oname ? "'" : "");
       snprintf(
           s->detail, sizeof s->detail,
-          "replay %llu: instance %#llx was freed or reallocated after "
+          "replay %llu: instance %#llx%s was freed or reallocated after "
           "instantiate",
           (unsigned long long)r,
           (unsigned long long)((uint64_t)ex->insts[i].info.generation << 32 |
                                (uint64_t)rp__runtime_tag(ex->rt)
                                    << RP_HANDLE_TAG_SHIFT |
-                               ex->insts[i].slot));
+                               ex->insts[i].slot),
+          by);
       atomic_store_explicit(&s->detail_ready, 1, memory_order_relaxed);
       /* no op runs: no postcondition was produced (relaxed: published
        * with the slot by submit) */

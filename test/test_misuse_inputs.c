@@ -669,6 +669,10 @@ Test(misuse_files, writers_report_dev_full, .timeout = 120) {
     FILE *f = fopen("/dev/full", "w");
     cr_assert_not_null(f);
     RP_EXPECT(rp_exec_dump(ex, f, (rp_dump_format)fmt), RP_EIO);
+    /* the cause, or that it was not kept: never a made-up one */
+    cr_assert(strstr(rp_error_detail(), "No space left on device") ||
+                  strstr(rp_error_detail(), "its cause was not kept"),
+              "%s", rp_error_detail());
     fclose(f);
     f = fopen("/dev/full", "w");
     cr_assert_not_null(f);
@@ -684,6 +688,9 @@ Test(misuse_files, writers_report_dev_full, .timeout = 120) {
   FILE *f = fopen("/dev/full", "w");
   RP_EXPECT(rp_exec_dump(ex1, f, RP_DUMP_TEXT), RP_EIO);
   fclose(f);
+  RP_EXPECT(rp_exec_dump(ex1, NULL, RP_DUMP_TEXT), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_exec_dump: NULL f"), "%s",
+            rp_error_detail());
   RP_CHECK(rp_exec_trace_start(ex1, 1));
   rp_event done;
   RP_CHECK(rp_replay(ex1, NULL, &done));

@@ -302,8 +302,8 @@ Test(misuse, instance_used_by_a_replay_in_flight_is_not_freed) {
   RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &go, .npre = 1}, &done));
   RP_EXPECT(rp_event_wait(rt, done, 10 * SEC), RP_ESTALE);
   /* the detail names the handle the caller held, runtime tag included */
-  char want[64];
-  snprintf(want, sizeof want, "instance %#llx was freed",
+  char want[96];
+  snprintf(want, sizeof want, "instance %#llx (accessed by op 0) was freed",
            (unsigned long long)in.id);
   cr_assert(strstr(rp_exec_error_detail(ex), want), "no '%s' in '%s'", want,
             rp_exec_error_detail(ex));

@@ -1580,6 +1580,7 @@ Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
   rp_access acc = {x, RP_RW, 0};
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op;
   RP_CHECK(rp_graph_add_task(g,
                              &(rp_launch){.task = t,
                                           .proc = 0,
@@ -1587,7 +1588,8 @@ Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
                                           .naccess = 1,
                                           .args = &id,
                                           .args_size = sizeof id},
-                             NULL));
+                             &op));
+  RP_CHECK(rp_graph_set_op_name(g, op, "snap"));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   RP_CHECK(rp_instance_realloc(rt, &x));
@@ -1595,6 +1597,10 @@ Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
   RP_CHECK(rp_replay(ex, NULL, &done));
   RP_EXPECT(rp_event_wait(rt, done, -1), RP_ESTALE);
   cr_assert_eq(atomic_load(&flag_ran[0]), 0);
+  /* the detail names the op that accesses it */
+  cr_assert(strstr(rp_exec_error_detail(ex), "(accessed by op 0 'snap') was "
+                                             "freed or reallocated"),
+            "%s", rp_exec_error_detail(ex));
   rp_event_release(rt, done);
   /* and instantiating the graph now names the stale instance */
   rp_exec *ex2 = NULL;
