@@ -242,31 +242,43 @@ static _Thread_local const char *tl_waiter_why;
 typedef struct waiter_ctx {
   const char *why;
   int *violation;
-  int saved; /* detail saved in `detail` */
-  char detail[512];
+  int keep;    /* restore the thread's detail after */
+  char *saved; /* it, when it had one (malloc'd; NULL: empty, or no memory) */
 } waiter_ctx;
 
-static void waiters_enter(waiter_ctx *c, rp_event e, rp_status st,
-                          const char *why) {
+/* Before each waiter of a poisoned event: what failed (a waiter before
+ * it may have set another detail). */
+static void waiter_say(rp_event e, rp_status st, const char *why) {
+  rp_error_set(st, "event %#llx was poisoned with %s: %s",
+               (unsigned long long)e.id, rp_status_name(st),
+               why ? why : "no detail recorded");
+}
+
+/* The thread's detail is kept across the waiters where it is someone's:
+ * around a poisoned event's (they are told what failed), and on a worker
+ * inside a replay (a replay task's own words, which its failure reports,
+ * must not be wiped or replaced by a callback's). A copy only when there
+ * is a detail to keep: no stack buffer on a completion's frame (merges
+ * nest), no allocation where the detail is empty. */
+static void waiters_enter(waiter_ctx *c, rp_status st, const char *why) {
   rp__tl_in_callback++; /* calls that would wait refuse instead */
   c->why = tl_waiter_why;
   c->violation = rp__tl_replay_violation;
   tl_waiter_why = st != RP_OK ? why : NULL;
   rp__tl_replay_violation = NULL;
-  c->saved = st != RP_OK;
-  if (c->saved) { /* failure path only */
-    snprintf(c->detail, sizeof c->detail, "%s", rp_error_detail());
-    rp_error_set(st, "event %#llx was poisoned with %s: %s",
-                 (unsigned long long)e.id, rp_status_name(st),
-                 why ? why : "no detail recorded");
-  }
+  c->keep = st != RP_OK || c->violation;
+  c->saved =
+      c->keep && rp_error_detail()[0] ? rp__strdup(rp_error_detail()) : NULL;
 }
 
-static void waiters_leave(const waiter_ctx *c) {
-  if (c->saved)
-    rp_error_set(RP_OK, "%s", c->detail);
-  else if (c->violation) /* a worker inside a replay: no stray words */
-    rp_error_set(RP_OK, NULL);
+static void waiters_leave(waiter_ctx *c) {
+  if (c->keep) {
+    if (c->saved)
+      rp_error_set(RP_OK, "%s", c->saved);
+    else
+      rp_error_set(RP_OK, NULL);
+    free(c->saved);
+  }
   rp__tl_replay_violation = c->violation;
   tl_waiter_why = c->why;
   rp__tl_in_callback--;
@@ -319,9 +331,11 @@ void rp__event_complete_why(rp_runtime *rt, rp_event e, rp_status st,
     s->waiters = NULL;
     pthread_mutex_unlock(&s->lock);
     waiter_ctx c;
-    waiters_enter(&c, e, st, s->why);
+    waiters_enter(&c, st, s->why);
     while (w) {
       rp_ev_waiter *next = w->next; /* fn may free w */
+      if (st != RP_OK)
+        waiter_say(e, st, s->why);
       w->fn(w, st);
       w = next;
     }
@@ -394,7 +408,9 @@ int rp__event_live(const rp_runtime *rt, rp_event e) {
 static void run_now(rp_ev_waiter *w, rp_event e, rp_status st,
                     const char *why) {
   waiter_ctx c;
-  waiters_enter(&c, e, st, why);
+  waiters_enter(&c, st, why);
+  if (st != RP_OK)
+    waiter_say(e, st, why);
   w->fn(w, st);
   waiters_leave(&c);
 }

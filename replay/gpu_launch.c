@@ -356,12 +356,21 @@ static void signal_segment(rp_exec *ex, uint32_t k, rp_slot *s, uint32_t slot,
 
 /* The first poisoned precondition of u (the launcher blocked on all of
  * them already, so they are complete). */
+/* The first poisoned precondition's status, *why naming the port and
+ * what poisoned it; RP_OK when none is. */
 static rp_status port_status(const rp_exec *ex, const rp_unit *u,
-                             const rp_slot *s) {
+                             const rp_slot *s, const char **why) {
+  static _Thread_local char port_why[224];
   for (uint32_t i = 0; i < u->nport; i++) {
-    rp_status st = rp__event_peek(ex->rt, s->pre[ex->ports[u->port_off + i]]);
-    if (st)
+    uint32_t p = ex->ports[u->port_off + i];
+    rp_status st = rp__event_peek(ex->rt, s->pre[p]);
+    if (st) {
+      const char *w = rp__event_why(ex->rt, s->pre[p]);
+      snprintf(port_why, sizeof port_why, "precondition %u ('%s') poisoned%s%s",
+               p, ex->g->pre[p].name, w ? ": " : "", w ? w : "");
+      *why = port_why;
       return st;
+    }
   }
   return RP_OK;
 }
@@ -458,13 +467,20 @@ static rp_status issue_task(rp_unit *u, rp_slot *s, void *stream, int *skip,
   u->ctx.shards = shards;
   u->ctx.stream = stream;
   int *violation = rp__tl_replay_violation;
-  rp_status st = u->fn(&u->ctx);
+  rp_status raw = u->fn(&u->ctx);
   if (violation && *violation) {
     *violation = 0;
     *why = "task launched work or waited on an event inside a replay";
     return RP_ECONTRACT;
   }
-  return rp__task_status(st);
+  rp_status st = rp__task_status(raw);
+  if (st != raw && !rp_error_detail()[0]) { /* no rp_status, no words */
+    static _Thread_local char bad[64];
+    snprintf(bad, sizeof bad, "the task returned %d, not an rp_status",
+             (int)raw);
+    *why = bad;
+  }
+  return st;
 }
 
 static rp_status issue_unit(rp_exec *ex, uint32_t ui, rp_slot *s,
@@ -506,8 +522,8 @@ static void issue_members(rp_exec *ex, const rp_seg *sg, rp_slot *s,
       n->skipped++;
       continue;
     }
-    const char *why = "precondition poisoned";
-    rp_status st = port_status(ex, u, s);
+    const char *why = NULL;
+    rp_status st = port_status(ex, u, s, &why);
     if (!st && atomic_load_explicit(&s->any_fail, memory_order_relaxed)) {
       why = "upstream op failed";
       st = rp__pred_status(ex, u, s);

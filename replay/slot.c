@@ -54,11 +54,13 @@ void rp__post_done(rp_exec *ex, const rp_unit *u, rp_slot *s) {
     if (atomic_fetch_sub_explicit(&s->post_left[p], 1, memory_order_acq_rel) ==
         1) {
       rp_status st = (rp_status)atomic_load(&s->post_status[p]);
-      /* a failure's event carries the replay's first failure, once its
-       * detail is written (a failure on another lane may still be
-       * writing it: then none) */
+      /* a failure's event carries the replay's first failure when it is
+       * this port's (the same status), once its detail is written; an
+       * independent failure on another lane is not this port's words */
       const char *why =
-          st && atomic_load_explicit(&s->detail_ready, memory_order_acquire)
+          st && atomic_load_explicit(&s->detail_ready, memory_order_acquire) &&
+                  (rp_status)atomic_load_explicit(&s->status,
+                                                  memory_order_relaxed) == st
               ? s->detail
               : NULL;
       rp__event_complete_why(ex->rt, s->post[p], st, why);

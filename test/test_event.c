@@ -572,3 +572,113 @@ Test(event, postcondition_callbacks_may_launch_and_see_the_failure) {
     RP_CHECK(rp_graph_destroy(g));
   }
 }
+
+/* A replay task's own words survive the callbacks of an event it
+ * triggers (they were wiped: its failure said nothing). */
+static rp_event user_ev;
+static void noop_cb(void *arg, rp_status st) {
+  (void)arg, (void)st;
+  rp_error_set(RP_EBUSY, "a callback's stray words");
+}
+static rp_status says_then_triggers(rp_task_ctx *ctx) {
+  (void)ctx;
+  rp_status st = rp_error_set(RP_EINVAL, "batch 9 of 4");
+  rp_event_trigger(rt, user_ev);
+  return st;
+}
+
+Test(event, a_tasks_words_survive_the_callbacks_it_triggers) {
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "loader", .cpu_fn = says_then_triggers}, &t));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_event_create(rt, &user_ev));
+  RP_CHECK(rp_event_on_complete(rt, user_ev, noop_cb, NULL));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_EINVAL);
+  cr_assert(strstr(rp_exec_error_detail(ex), "RP_EINVAL: batch 9 of 4"), "%s",
+            rp_exec_error_detail(ex));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_event_release(rt, user_ev));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+}
+
+/* Every callback of a poisoned event sees its detail, whatever the
+ * callbacks before it did; the thread's own detail comes back after. */
+static char seen_by[2][256];
+static atomic_int seen_n;
+static void polls_then_records(void *arg, rp_status st) {
+  (void)st;
+  int k = atomic_fetch_add(&seen_n, 1);
+  snprintf(seen_by[k & 1], sizeof seen_by[0], "%s", rp_error_detail());
+  rp_event other = *(rp_event *)arg;
+  (void)rp_event_wait(rt, other, 0); /* sets its own detail: timed out */
+}
+
+Test(event, every_callback_of_a_poisoned_event_sees_its_detail) {
+  rp_event e, other;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_create(rt, &other));
+  atomic_store(&seen_n, 0);
+  RP_CHECK(rp_event_on_complete(rt, e, polls_then_records, &other));
+  RP_CHECK(rp_event_on_complete(rt, e, polls_then_records, &other));
+  rp_error_set(RP_EBUSY, "the caller's own");
+  RP_CHECK(rp_event_poison(rt, e, RP_EPEER));
+  cr_assert_eq(atomic_load(&seen_n), 2);
+  for (int k = 0; k < 2; k++)
+    cr_assert(strstr(seen_by[k], "poisoned with RP_EPEER: poisoned by "
+                                 "rp_event_poison"),
+              "callback %d saw: %s", k, seen_by[k]);
+  cr_assert_str_eq(rp_error_detail(), "the caller's own");
+  RP_CHECK(rp_event_trigger(rt, other));
+  RP_CHECK(rp_event_release(rt, e));
+  RP_CHECK(rp_event_release(rt, other));
+}
+
+/* A postcondition event never carries another op's words: two
+ * independent failures on two workers, in either order. */
+static rp_status fails_a(rp_task_ctx *ctx) {
+  (void)ctx;
+  return rp_error_set(RP_EINVAL, "A's own words");
+}
+static rp_status fails_b_later(rp_task_ctx *ctx) {
+  (void)ctx;
+  usleep(5000);
+  return rp_error_set(RP_ENOMEM, "B's own words");
+}
+
+Test(event, a_postcondition_never_carries_another_ops_words) {
+  rp_runtime *two = th_cpu_runtime(2);
+  rp_task_id ta, tb;
+  RP_CHECK(rp_task_register(
+      two, &(rp_task_desc){.name = "A", .cpu_fn = fails_a}, &ta));
+  RP_CHECK(rp_task_register(
+      two, &(rp_task_desc){.name = "B", .cpu_fn = fails_b_later}, &tb));
+  rp_event b;
+  RP_CHECK(rp_capture_begin(two, NULL));
+  RP_CHECK(rp_launch_task(two, &(rp_launch){.task = ta, .proc = 0}, NULL));
+  RP_CHECK(rp_launch_task(two, &(rp_launch){.task = tb, .proc = 1}, &b));
+  RP_CHECK(rp_capture_postcondition(two, "b_out", &b, 1, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(two, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event post, done;
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.post = &post, .npost = 1}, &done));
+  RP_EXPECT(rp_event_wait(two, post, -1), RP_ENOMEM);
+  cr_assert(!strstr(rp_error_detail(), "A's own words"), "%s",
+            rp_error_detail());
+  rp_event_wait(two, done, -1);
+  RP_CHECK(rp_event_release(two, post));
+  RP_CHECK(rp_event_release(two, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(two);
+}
