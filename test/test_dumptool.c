@@ -1206,23 +1206,33 @@ Test(dump, bad_input_says_why_and_exits_1_or_2) {
   th_tmpdir_remove();
 }
 
+/* The members of a task op of TASK (JSON-escaped) on processor 0 that
+ * reads and writes instance 0, into buf. */
+static const char *task_op_json(char *buf, size_t n, const char *task) {
+  snprintf(buf, n,
+           "\"kind\": \"task\", \"task\": \"%s\", \"proc\": 0, "
+           "\"shards\": 1, \"shard_procs\": null, \"workspace_bytes\": 0, "
+           "\"workspace_align\": 0, \"cost_ns\": 0, \"args\": \"\", "
+           "\"accesses\": [{\"inst\": 0, \"priv\": \"RW\", \"redop\": "
+           "\"none\"}], \"interps\": []",
+           task);
+  return buf;
+}
+
 /* A file of one task op, TASK (JSON-escaped), over a system instance of
  * device DEV; no checksum. */
 static const char *write_one_task(const char *name, const char *task, int dev) {
   const char *path = th_tmp_path(name);
   FILE *f = fopen(path, "w");
   cr_assert_not_null(f);
+  char op[1024];
   fprintf(f,
           "{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {"
           "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": %d, "
           "\"dtype\": \"f32\", \"lo\": [0], \"hi\": [15], \"strides\": [1]}], "
-          "\"ops\": [{\"id\": 0, \"kind\": \"task\", \"task\": \"%s\", "
-          "\"proc\": 0, \"shards\": 1, \"shard_procs\": null, "
-          "\"workspace_bytes\": 0, \"workspace_align\": 0, \"cost_ns\": 0, "
-          "\"args\": \"\", \"accesses\": [{\"inst\": 0, \"priv\": \"RW\", "
-          "\"redop\": \"none\"}], \"interps\": []}], \"edges\": [], "
+          "\"ops\": [{\"id\": 0, %s}], \"edges\": [], "
           "\"preconditions\": [], \"postconditions\": []}}\n",
-          dev, task);
+          dev, task_op_json(op, sizeof op, task));
   cr_assert_eq(fclose(f), 0);
   return path;
 }
@@ -1320,12 +1330,8 @@ static const char *write_two_tasks(const char *name, const char *edges,
   const char *path = th_tmp_path(name);
   FILE *f = fopen(path, "w");
   cr_assert_not_null(f);
-  const char *op = "\"kind\": \"task\", \"task\": \"my.t\", \"proc\": 0, "
-                   "\"shards\": 1, \"shard_procs\": null, "
-                   "\"workspace_bytes\": 0, \"workspace_align\": 0, "
-                   "\"cost_ns\": 0, \"args\": \"\", \"accesses\": "
-                   "[{\"inst\": 0, \"priv\": \"RW\", \"redop\": "
-                   "\"none\"}], \"interps\": []";
+  char buf[1024];
+  const char *op = task_op_json(buf, sizeof buf, "my.t");
   fprintf(f,
           "{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {"
           "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1, "

@@ -1119,15 +1119,18 @@ Test(graphio_corrupt, caller_instances_must_match) {
   th_destroy(e.rt);
 }
 
+/* MINI's instance table, and one of two such instances for it. */
+#define ONE_INST                                                               \
+  "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1, "          \
+  "\"dtype\": \"f32\", \"lo\": [0], \"hi\": [15], \"strides\": [1]}]"
+#define TWO_INSTS                                                              \
+  "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1, "          \
+  "\"dtype\": \"f32\", \"lo\": [0], \"hi\": [15], \"strides\": [1]}, "         \
+  "{\"id\": 1, \"mem\": \"system\", \"device\": -1, \"dtype\": \"f32\", "      \
+  "\"lo\": [0], \"hi\": [15], \"strides\": [1]}]"
+
 Test(graphio_corrupt, duplicate_caller_instances) {
-  const char *one = "\"instances\": [{\"id\": 0, \"mem\": \"system\","
-                    " \"device\": -1, \"dtype\": \"f32\", \"lo\": [0],"
-                    " \"hi\": [15], \"strides\": [1]}]";
-  const char *two = "\"instances\": [{\"id\": 0, \"mem\": \"system\","
-                    " \"device\": -1, \"dtype\": \"f32\", \"lo\": [0],"
-                    " \"hi\": [15], \"strides\": [1]}, {\"id\": 1, \"mem\":"
-                    " \"system\", \"device\": -1, \"dtype\": \"f32\","
-                    " \"lo\": [0], \"hi\": [15], \"strides\": [1]}]";
+  const char *one = ONE_INST, *two = TWO_INSTS;
   env e = env_make();
   char *t = subst(MINI, one, two);
   char *u =
@@ -1615,14 +1618,7 @@ Test(graphio_corrupt, unknown_keys_and_values_are_quoted_escaped) {
 /* The builder's and planner's checks name instances by handle, which the
  * file does not hold: the detail adds the handle's place in the file. */
 Test(graphio_corrupt, builder_details_name_the_files_instance) {
-  const char *one = "\"instances\": [{\"id\": 0, \"mem\": \"system\","
-                    " \"device\": -1, \"dtype\": \"f32\", \"lo\": [0],"
-                    " \"hi\": [15], \"strides\": [1]}]";
-  const char *two = "\"instances\": [{\"id\": 0, \"mem\": \"system\","
-                    " \"device\": -1, \"dtype\": \"f32\", \"lo\": [0],"
-                    " \"hi\": [15], \"strides\": [1]}, {\"id\": 1, \"mem\":"
-                    " \"system\", \"device\": -1, \"dtype\": \"f32\","
-                    " \"lo\": [0], \"hi\": [15], \"strides\": [1]}]";
+  const char *one = ONE_INST, *two = TWO_INSTS;
   const char *copy =
       "\"interps\": []}, {\"id\": 2, \"kind\": \"copy\", \"src\": 1,"
       " \"dst\": 1, \"domain\": \"intersect\", \"rect\": null,"
