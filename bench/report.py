@@ -47,7 +47,7 @@ PREAMBLE = """\
 # Performance
 
 `bash bench/report.sh` measures reprise and writes this file (options:
-`-n N` invocations, default 5; `-o FILE`; `-b REPRISE`; `-w LIST` the
+`-n N` invocations, default 5 (3 with `--quick`); `-o FILE`; `-b REPRISE`; `-w LIST` the
 worker counts of the first section's DAG workloads, comma-separated,
 default 2; `--quick` for a smoke run whose figures are not measurements).
 The sections dag, hop, xfer, build, train-cpu and dist are its output:

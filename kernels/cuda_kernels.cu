@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <math.h>
 #include <mutex>
+#include <pthread.h>
 #include <stdio.h>
 
 /* engine/util.h is C-only (_Atomic); this is its rp__err prototype. */
@@ -66,7 +67,9 @@ struct BlasApi {
 };
 
 BlasApi g_api;
-std::once_flag g_api_once;
+/* pthread_once, not std::call_once: that one's weak libstdc++ helper would
+ * be exported by libreprise.so, which exports only reprise.h's names */
+pthread_once_t g_api_once = PTHREAD_ONCE_INIT;
 char g_api_why[512]; /* empty: loaded */
 
 /* Looks up one symbol into *fn; records why not in g_api_why. */
@@ -104,7 +107,7 @@ void blas_load(void) {
 
 /* The loaded API, or RP_EBACKEND naming what failed (every call). */
 rp_status blas_api(const char *what) {
-  std::call_once(g_api_once, blas_load);
+  pthread_once(&g_api_once, blas_load);
   if (g_api_why[0])
     return rp__err(RP_EBACKEND, "%s: %s", what, g_api_why);
   return RP_OK;

@@ -42,6 +42,18 @@ else
   echo "no C++ compiler: the C++ header check is skipped"
 fi
 
+# The shared library exports reprise.h's names (rp_*) and nothing else
+# (a sanitizer's instrumentation adds its own: checked without one).
+if [ -z "$flags" ] && command -v nm >/dev/null; then
+  step the shared library exports only rp_ names
+  extra=$(nm -D --defined-only "$prefix/$libdir/libreprise.so" |
+    awk '$3 !~ /^rp_/ {print $3}')
+  if [ -n "$extra" ]; then
+    echo "libreprise.so exports names outside reprise.h: $extra"
+    exit 1
+  fi
+fi
+
 if ! command -v pkg-config >/dev/null; then
   echo "pkg-config not found: the pkg-config half is skipped"
   exit 77
