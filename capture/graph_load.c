@@ -585,10 +585,13 @@ static rp_status inst_ref(loader *L, const cJSON *v, const char *path,
 static rp_status name_handles(const loader *L, rp_status st) {
   char out[512];
   size_t k = 0;
+  int in_quote = 0; /* inside '...': the file's own text, left as it is */
   for (const char *d = rp_error_detail(); *d && k + 1 < sizeof out;) {
     char *end = NULL;
     unsigned long long v = 0;
-    if (d[0] == '0' && d[1] == 'x' && isxdigit((unsigned char)d[2]))
+    in_quote ^= *d == '\'';
+    if (!in_quote && d[0] == '0' && d[1] == 'x' &&
+        isxdigit((unsigned char)d[2]))
       v = strtoull(d + 2, &end, 16);
     if (!end || end == d + 2) {
       out[k++] = *d++;
@@ -1474,24 +1477,36 @@ static int cut_token(const char *buf, size_t at, size_t len) {
 /* cJSON stops where the value it could not read begins: at an unclosed
  * string's quote, a cut literal or number's first byte, or past the end
  * (at == len). */
+/* Byte at of buf lies inside a string (a scan of the quotes before it,
+ * escapes skipped). */
+static int in_string(const char *buf, size_t at) {
+  int in = 0;
+  for (size_t i = 0; i < at; i++)
+    if (buf[i] == '"')
+      in = !in;
+    else if (in && buf[i] == '\\')
+      i++;
+  return in;
+}
+
 static rp_status parse_error(const char *buf, size_t at, size_t len,
                              size_t open_str) {
   if (len == 0)
     return rp__err(RP_EFORMAT, "not JSON: an empty file");
   if (strspn(buf, " \t\n\r") >= len) /* the copy ends in a space too */
     return rp__err(RP_EFORMAT, "not JSON: only white space (%zu bytes)", len);
-  if (at < len && buf[at] == '\\')
-    return rp__err(RP_EFORMAT,
-                   "not JSON: a bad escape at byte %zu (an unknown letter, "
-                   "or a \\u escape that is no character: half of a "
-                   "surrogate pair such as \\ud800)",
-                   at);
   if (at >= len || (open_str != SIZE_MAX && at >= open_str) ||
       cut_token(buf, at, len))
     return rp__err(RP_EFORMAT,
                    "not JSON: the text ends early at byte %zu "
                    "(truncated file?)",
                    len);
+  if (buf[at] == '\\' && in_string(buf, at))
+    return rp__err(RP_EFORMAT,
+                   "not JSON: a bad escape at byte %zu (an unknown letter, "
+                   "or a \\u escape that is no character: half of a "
+                   "surrogate pair such as \\ud800)",
+                   at);
   return rp__err(RP_EFORMAT, "not JSON: syntax error at byte %zu", at);
 }
 

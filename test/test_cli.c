@@ -2724,14 +2724,18 @@ Test(cli, real_options_refuse_blanks_around_the_number) {
     cr_assert_eq(r.status, 2, "'%s' -> %d (%s)", temps[i], r.status, r.err);
     cr_assert(strstr(r.err, "--temperature: '"), "%s", r.err);
   }
-  /* a number below what a double holds is named so, not "not a number" */
-  cli_run r;
-  RUN(&r, "generate", "--load-weights", "/nonexistent/w", "--temperature",
-      "1e-400");
-  cr_assert_eq(r.status, 2, "%s", r.err);
-  cr_assert(strstr(r.err, "'1e-400' is below the smallest number a double "
-                          "holds (0 decodes greedily)"),
-            "%s", r.err);
+  /* above 0 but 0 as the sampler's float (it decoded greedily unasked),
+   * or past a double: named so, not "not a number" */
+  const char *tiny[] = {"1e-400", "1e-310", "1e-50"};
+  for (size_t i = 0; i < sizeof tiny / sizeof *tiny; i++) {
+    cli_run r;
+    RUN(&r, "generate", "--load-weights", "/nonexistent/w", "--temperature",
+        tiny[i]);
+    cr_assert_eq(r.status, 2, "%s: %s", tiny[i], r.err);
+    cr_assert(strstr(r.err, "is above 0 but below the smallest temperature a "
+                            "float holds"),
+              "%s: %s", tiny[i], r.err);
+  }
 }
 
 /* An empty file name is a usage error naming the option, for every file

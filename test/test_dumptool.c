@@ -1912,6 +1912,10 @@ Test(plot, train_refuses_non_finite_numbers) {
       {"", ": no iterations to plot"},
       {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5, \"ns\": 6}",
        ": iterations[0]: key 'ns' appears twice"},
+      /* a key's bytes are quoted, never written raw to a terminal */
+      {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5, \"\\u001bX\": 1, "
+       "\"\\u001bX\": 2}",
+       ": iterations[0]: key '\\x1bX' appears twice"},
       {"{\"iteration\": 0, \"mode\": \"\", \"ns\": 5}",
        ": iterations[0]: \"mode\": expected a non-empty string"},
       {"{\"iteration\": 0, \"mode\": \"replay\", \"ns\": 5}, 7",

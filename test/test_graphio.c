@@ -687,6 +687,8 @@ Test(graphio_corrupt, parse_errors_tell_a_cut_from_a_syntax_error) {
   env e = env_make();
   const char *cut[] = {"{\"format\": \"reprise-gr",
                        "{\"format\": \"a\\",
+                       "{\"format\": \"\\",     /* cut at an escape */
+                       "{\"format\": \"\\nabc", /* cut after one */
                        "{\"format\": [nul",
                        "{\"format\": [1.5e-",
                        "{\"format\": [-",
@@ -708,6 +710,8 @@ Test(graphio_corrupt, parse_errors_tell_a_cut_from_a_syntax_error) {
       {"{\"format\": [1 -", "syntax error at byte 14"},
       /* white space alone is no document cut short */
       {" \n\t ", "not JSON: only white space (4 bytes)"},
+      /* a backslash outside a string is no escape */
+      {"[1, \\\"x\\\"]", "syntax error at byte 4"},
       /* an escape cJSON cannot read, named as one */
       {"{\"format\": \"x\\ud800y\"}", "a bad escape at byte 13"},
       {"{\"format\": \"x\\qy\"}", "a bad escape at byte 13"}};
@@ -1596,7 +1600,10 @@ Test(graphio_corrupt, unknown_keys_and_values_are_quoted_escaped) {
        "graph.ops[0].kind: unknown op kind 'a\\x5cb\\xc2\\x9b'", "\x9b"},
       {"\"proc\": 0,",
        "\"proc\": 0, \"0123456789012345678901234567890123456789xyz\": 1,",
-       "unknown key '0123456789012345678901234567890123456789...'", "xyz"}};
+       "unknown key '0123456789012345678901234567890123456789...'", "xyz"},
+      /* file text that reads as a handle is the file's, not named as one */
+      {"\"kind\": \"task\"", "\"kind\": \"0xffffffff\"",
+       "graph.ops[0].kind: unknown op kind '0xffffffff'", "(graph."}};
   for (size_t i = 0; i < RP_ARRAY_LEN(cases); i++) {
     env e = env_make();
     char *t = subst(MINI, cases[i][0], cases[i][1]);

@@ -360,6 +360,19 @@ int rp_cli_stdout_reader_gone(int err) {
   return err == EPIPE || (poll(&p, 1, 0) == 1 && (p.revents & POLLERR));
 }
 
+void rp_cli_put_quoted(FILE *f, const char *s) {
+  size_t i = 0;
+  for (; s[i] && i < 64; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\')
+      fputc(c, f);
+    else
+      fprintf(f, "\\x%02x", c);
+  }
+  if (s[i])
+    fputs("...", f);
+}
+
 void rp_cli_put_text_byte(FILE *f, int ch) {
   fputc(ch == '\n' || ch == '\t' || (ch >= 32 && ch != 127) ? ch : '?', f);
 }

@@ -8,7 +8,9 @@
 #include "train/train_util.h"
 
 #include <getopt.h>
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,6 +61,20 @@ static void gen_usage(FILE *f) {
           "reader gone stops the run at once, silently), 2 bad usage.\n");
 }
 
+/* A temperature above 0 that the sampler's float holds as 0 (it would
+ * decode greedily unasked): 1e-50, or 1e-400 past even a double. */
+static int tiny_temperature(const char *s) {
+  if (!s || !*s || *s == '-' || isspace((unsigned char)*s) || strchr(s, 'x') ||
+      strchr(s, 'X'))
+    return 0;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (*end || isnan(v) || v <= 0 || v > 1)
+    return v == 0 && !*end && errno == ERANGE; /* below a double's range */
+  return (float)v == 0.0f;
+}
+
 static int gen_parse(int argc, char **argv, gen_cli *c) {
   static const struct option opts[] = {
       {"load-weights", required_argument, NULL, 'w'},
@@ -95,12 +111,12 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
                             &c->tokens);
       break;
     case 't':
-      if (!rp_cli_parse_double(optarg, &t) && errno == ERANGE &&
-          fabs(strtod(optarg, NULL)) < 1)
+      if (tiny_temperature(optarg))
         rc = rp_cli_usage_error("generate",
-                                "--temperature: '%s' is below the smallest "
-                                "number a double holds (0 decodes greedily)",
-                                optarg);
+                                "--temperature: '%s' is above 0 but below "
+                                "the smallest temperature a float holds "
+                                "(%g; 0 decodes greedily)",
+                                optarg, (double)FLT_TRUE_MIN);
       else if (!rp_cli_parse_double(optarg, &t) || t < 0 || t > 100)
         rc = rp_cli_usage_error("generate",
                                 "--temperature: '%s' is not a number in "

@@ -597,8 +597,9 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
     if (!cJSON_IsObject(r))
       why = "not an object";
     else if (twice) {
-      fprintf(stderr, "reprise %s: %s%srow %u: key '%s' appears twice\n", cmd,
-              file, sep, i, twice);
+      fprintf(stderr, "reprise %s: %s%srow %u: key '", cmd, file, sep, i);
+      rp_cli_put_quoted(stderr, twice);
+      fputs("' appears twice\n", stderr);
       rc = -1;
       break;
     } else if (!cJSON_GetObjectItemCaseSensitive(r, "workload"))
@@ -714,7 +715,9 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
   }
   const char *dup = dup_key(doc);
   if (dup) {
-    fprintf(stderr, "reprise %s: %s: key '%s' appears twice\n", cmd, file, dup);
+    fprintf(stderr, "reprise %s: %s: key '", cmd, file);
+    rp_cli_put_quoted(stderr, dup);
+    fputs("' appears twice\n", stderr);
     return -1;
   }
   if (!its->child) {
@@ -729,9 +732,9 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
     if (!cJSON_IsObject(it))
       return timing_err(cmd, file, i, "not an object");
     if ((dup = dup_key(it))) {
-      fprintf(stderr,
-              "reprise %s: %s: iterations[%u]: key '%s' appears twice\n", cmd,
-              file, i, dup);
+      fprintf(stderr, "reprise %s: %s: iterations[%u]: key '", cmd, file, i);
+      rp_cli_put_quoted(stderr, dup);
+      fputs("' appears twice\n", stderr);
       return -1;
     }
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "iteration");

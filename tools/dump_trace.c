@@ -206,20 +206,8 @@ void dv_trace_free(dv_trace *t) {
 }
 #endif
 
-/* A trace's text in a message: '\\' and every byte outside printable
- * ASCII as the text \xNN (as the graph loader quotes a file), so no byte
- * of the file reaches a terminal raw; at most 64 bytes, then "...". */
 static void say_quoted(FILE *err, const char *s) {
-  size_t i = 0;
-  for (; s[i] && i < 64; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c >= 0x20 && c < 0x7f && c != '\\')
-      fputc(c, err);
-    else
-      fprintf(err, "\\x%02x", c);
-  }
-  if (s[i])
-    fputs("...", err);
+  rp_cli_put_quoted(err, s);
 }
 
 int dv_trace_matches(const dv_trace *t, const dm_graph *m, FILE *err) {
