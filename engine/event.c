@@ -157,7 +157,9 @@ rp_status rp__event_new(rp_runtime *rt, rp_event *out) {
       return rp__err(st, "event table full");
   }
   rp_event_slot *s = slot_at(et, i);
-  atomic_store_explicit(&s->poison, 0, memory_order_relaxed);
+  /* release: a stale peek that reads this 0 (run_completed) sees the
+   * generation the recycling bumped */
+  atomic_store_explicit(&s->poison, 0, memory_order_release);
   atomic_store_explicit(&s->refs, 2, memory_order_relaxed);
   atomic_store_explicit(&s->user, 0, memory_order_relaxed);
   atomic_store_explicit(&s->yield_us, 0, memory_order_relaxed);
@@ -415,6 +417,32 @@ static void run_now(rp_ev_waiter *w, rp_event e, rp_status st,
   waiters_leave(&c);
 }
 
+/* Runs w at once for e, completed with done (as peeked). The handle's
+ * owner may release it meanwhile (a stale use): the slot may be recycled
+ * and taken by a new event, whose initialization a peek can catch half
+ * done (the old state with a cleared status: "triggered"). The generation
+ * read after the peek tells; then a poisoned e's detail is read holding a
+ * reference. Stale: RP_ESTALE, w not run. */
+static rp_status run_completed(rp_runtime *rt, rp_event_slot *s, rp_event e,
+                               rp_ev_waiter *w, rp_status done) {
+  atomic_thread_fence(memory_order_acquire); /* pairs with rp__event_new */
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
+    return ev_stale(rt, e, NULL, EV_RECYCLED);
+  if (done == RP_OK) {
+    run_now(w, e, RP_OK, NULL);
+    return RP_OK;
+  }
+  if (!ev_try_ref(s))
+    return ev_stale(rt, e, NULL, EV_RECYCLED);
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
+    ev_unref(&rt->events, ev_slot_of(e), s);
+    return ev_stale(rt, e, NULL, EV_RECYCLED);
+  }
+  run_now(w, e, done, s->why); /* published with the state, as done */
+  ev_unref(&rt->events, ev_slot_of(e), s);
+  return RP_OK;
+}
+
 rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   if (e.id == 0) {
     run_now(w, e, RP_OK, NULL);
@@ -426,10 +454,8 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   /* Completed already: no list to join, no lock (acquire: the event's work
    * happens before fn). */
   rp_status done = rp__event_peek(rt, e);
-  if (done != RP_EAGAIN) { /* why: published with the state, as done */
-    run_now(w, e, done, done != RP_OK ? s->why : NULL);
-    return RP_OK;
-  }
+  if (done != RP_EAGAIN)
+    return run_completed(rt, s, e, w, done);
   pthread_mutex_lock(&s->lock);
   uint32_t old = atomic_load_explicit(&s->state, memory_order_acquire);
   while ((old & RP_EV_STATE_MASK) == RP_EV_PENDING &&
@@ -446,9 +472,7 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
     return RP_OK;
   }
   pthread_mutex_unlock(&s->lock);
-  done = rp__event_peek(rt, e);
-  run_now(w, e, done, done != RP_OK ? s->why : NULL);
-  return RP_OK;
+  return run_completed(rt, s, e, w, rp__event_peek(rt, e));
 }
 
 /* ---------------------------------------------------------------------- */

@@ -619,8 +619,11 @@ RP_API rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
                                       void (*cb)(void *arg, rp_status st),
                                       void *arg);
 /* An event that triggers when all of evs have; poisoned with the first poison
- * status seen if any of them is poisoned. Errors: RP_ESTALE one of evs is
- * stale (detail: which), RP_ERANGE too many events; no event is made. */
+ * status seen (and its detail) if any of them is poisoned. Errors:
+ * RP_ESTALE one of evs is stale (detail: which), RP_ERANGE too many
+ * events; no event is made. An input that another thread releases while
+ * the merge registers (a stale use) poisons the merged event with
+ * RP_ESTALE instead. */
 RP_API rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
                                 rp_event *out);
 /* Drops the caller's reference. Releasing RP_NO_EVENT is a no-op. RP_ESTALE

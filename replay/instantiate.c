@@ -450,11 +450,13 @@ static rp_status alloc_slots(rp_exec *ex) {
     s->post_left = rp__calloc(ex->npost ? ex->npost : 1, sizeof *s->post_left);
     s->post_status =
         rp__calloc(ex->npost ? ex->npost : 1, sizeof *s->post_status);
+    s->post_detail =
+        rp__calloc(ex->npost ? ex->npost : 1, sizeof *s->post_detail);
     s->pre = rp__calloc(ex->npre ? ex->npre : 1, sizeof *s->pre);
     s->post = rp__calloc(ex->npost ? ex->npost : 1, sizeof *s->post);
     s->args = rp__calloc(ex->max_args ? ex->max_args : 1, 1);
-    if (!s->unit_status || !s->post_left || !s->post_status || !s->pre ||
-        !s->post || !s->args)
+    if (!s->unit_status || !s->post_left || !s->post_status ||
+        !s->post_detail || !s->pre || !s->post || !s->args)
       return rp__err(RP_ENOMEM, "instantiate: out of memory");
   }
   return RP_OK;
@@ -618,6 +620,7 @@ void rp__exec_free(rp_exec *ex) {
     free(s->unit_status);
     free((void *)s->post_left);
     free((void *)s->post_status);
+    free(s->post_detail);
     free(s->pre);
     free(s->post);
     free(s->args);

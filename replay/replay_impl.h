@@ -115,6 +115,9 @@ typedef struct rp_trial {
   const char *what;
 } rp_trial;
 
+/* A replay failure's detail line, at most. */
+#define RP_SLOT_DETAIL 256
+
 typedef struct rp_slot {
   /* One cache line holds what every lane reads when it starts the replay
    * and what its completion writes (the host arms it all at once): a lane
@@ -140,14 +143,18 @@ typedef struct rp_slot {
   RP_ALIGNED_LINE int32_t *unit_status; /* per unit, valid when any_fail */
   _Atomic uint32_t *post_left;          /* per postcondition port */
   _Atomic int32_t *post_status;
+  /* per postcondition port, the failure its status came from (written by
+   * the unit whose status it is, before its post_left decrement) */
+  char (*post_detail)[2 * RP_SLOT_DETAIL + 64];
   rp_event *pre;  /* retained, npre */
   rp_event *post; /* npost */
   char *args;
   size_t args_size;
-  uint64_t sub;     /* ring index of its submission; UINT64_MAX when it did not
-                       go through the ring (host side: the replaying thread) */
-  char detail[256]; /* first failure, for rp_exec_error_detail (written with
-                       the status that first leaves 0) */
+  uint64_t sub; /* ring index of its submission; UINT64_MAX when it did not
+                   go through the ring (host side: the replaying thread) */
+  char detail[RP_SLOT_DETAIL];   /* first failure, for rp_exec_error_detail
+                                   (written with the status that first
+                                   leaves 0) */
   _Atomic uint32_t detail_ready; /* detail written (release): postcondition
                                     events completing meanwhile copy it */
 } rp_slot;

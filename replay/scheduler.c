@@ -900,9 +900,11 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
       atomic_store_explicit(&s->detail_ready, 1, memory_order_relaxed);
       /* no op runs: no postcondition was produced (relaxed: published
        * with the slot by submit) */
-      for (uint32_t p = 0; p < ex->npost; p++)
+      for (uint32_t p = 0; p < ex->npost; p++) {
         atomic_store_explicit(&s->post_status[p], (int32_t)RP_ESTALE,
                               memory_order_relaxed);
+        memcpy(s->post_detail[p], s->detail, sizeof s->detail);
+      }
       return;
     }
   ex->epoch_seen = epoch; /* every instance current as of this epoch */

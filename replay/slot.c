@@ -18,19 +18,30 @@ void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
                      : u->task_name          ? u->task_name
                                              : u->name;
   const char *named = u->name && u->name != u->task_name ? u->name : NULL;
+  char line[RP_SLOT_DETAIL];
+  snprintf(line, sizeof line, "replay %llu: op %u%s%s%s (%s) shard %u: %s: %s",
+           (unsigned long long)s->r, u->op, named ? " '" : "",
+           named ? named : "", named ? "'" : "", kind, u->shard,
+           rp_status_name(st), why ? why : "");
   if (atomic_compare_exchange_strong(&s->status, &zero, (int32_t)st)) {
-    snprintf(s->detail, sizeof s->detail,
-             "replay %llu: op %u%s%s%s (%s) "
-             "shard %u: %s: %s",
-             (unsigned long long)s->r, u->op, named ? " '" : "",
-             named ? named : "", named ? "'" : "", kind, u->shard,
-             rp_status_name(st), why ? why : "");
+    memcpy(s->detail, line, sizeof line);
     atomic_store_explicit(&s->detail_ready, 1, memory_order_release);
   }
   for (uint32_t k = 0; k < u->npost; k++) {
+    uint32_t p = ex->posts[u->post_off + k];
     zero = 0;
-    atomic_compare_exchange_strong(&s->post_status[ex->posts[u->post_off + k]],
-                                   &zero, (int32_t)st);
+    /* the port's words are the unit's whose status it takes; read once
+     * the port's last unit is done (post_left, acq_rel) */
+    if (!atomic_compare_exchange_strong(&s->post_status[p], &zero, (int32_t)st))
+      continue;
+    /* a unit skipped after a failure adds the replay's first failure, so
+     * the port names a cause (said to be the replay's: another lane's
+     * independent failure may be the first) */
+    int upstream = why && !strcmp(why, "upstream op failed") &&
+                   atomic_load_explicit(&s->detail_ready, memory_order_acquire);
+    snprintf(s->post_detail[p], sizeof s->post_detail[p], "%s%s%s%s", line,
+             upstream ? " (the replay's first failure: " : "",
+             upstream ? s->detail : "", upstream ? ")" : "");
   }
   /* relaxed: readers synchronize through the lane progress they waited on */
   atomic_store_explicit(&s->any_fail, 1, memory_order_relaxed);
@@ -54,16 +65,10 @@ void rp__post_done(rp_exec *ex, const rp_unit *u, rp_slot *s) {
     if (atomic_fetch_sub_explicit(&s->post_left[p], 1, memory_order_acq_rel) ==
         1) {
       rp_status st = (rp_status)atomic_load(&s->post_status[p]);
-      /* a failure's event carries the replay's first failure when it is
-       * this port's (the same status), once its detail is written; an
-       * independent failure on another lane is not this port's words */
-      const char *why =
-          st && atomic_load_explicit(&s->detail_ready, memory_order_acquire) &&
-                  (rp_status)atomic_load_explicit(&s->status,
-                                                  memory_order_relaxed) == st
-              ? s->detail
-              : NULL;
-      rp__event_complete_why(ex->rt, s->post[p], st, why);
+      /* a failure's event carries the words of the unit whose status it
+       * took (its own failure, or "upstream op failed" naming it) */
+      rp__event_complete_why(ex->rt, s->post[p], st,
+                             st ? s->post_detail[p] : NULL);
     }
   }
 }
