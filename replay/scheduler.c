@@ -227,6 +227,18 @@ static void why_consumed(void) {
   rp_error_set(RP_OK, NULL);
 }
 
+/* The fast path's failure, out of its loop: inlined there, it grew the
+ * loop and cost the chain workload 0.9 ns a task (1.5 -> 2.4). raw: what
+ * the task returned; *violation: it broke its contract. */
+__attribute__((noinline, cold)) static void fast_failed(rp_exec *ex, rp_slot *s,
+                                                        uint32_t unit,
+                                                        rp_status raw,
+                                                        int *violation) {
+  rp_status st = task_status(raw, violation);
+  rp__unit_failed(ex, s, unit, st, task_why(st, raw));
+  why_consumed();
+}
+
 /* *overran: the task wrote past its workspace slice (the guard bytes
  * after it changed): RP_ERANGE whatever the task returned. *raw: what the
  * task function returned. */
@@ -411,10 +423,7 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
       if (RP_LIKELY(!block)) {
         rp_status st = h->fn(h->ctx);
         if (RP_UNLIKELY(st != RP_OK || violation)) {
-          rp_status raw = st;
-          st = task_status(st, &violation);
-          rp__unit_failed(ex, s, h->unit, st, task_why(st, raw));
-          why_consumed();
+          fast_failed(ex, s, h->unit, st, &violation);
           block = 1;
         }
         if (h->publish)
