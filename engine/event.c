@@ -227,6 +227,17 @@ static void ev_unref(rp_event_table *et, uint32_t i, rp_event_slot *s) {
   }
 }
 
+/* A reference to s while it still holds e: 1, or 0 (none taken) when the
+ * slot was recycled meanwhile (a stale use of e's handle). */
+static int ev_hold(rp_runtime *rt, rp_event_slot *s, rp_event e) {
+  if (!ev_try_ref(s))
+    return 0;
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) == ev_gen_of(e))
+    return 1;
+  ev_unref(&rt->events, ev_slot_of(e), s);
+  return 0;
+}
+
 void rp__event_prefetch(rp_runtime *rt, rp_event e) {
   if (e.id != 0)
     __builtin_prefetch(slot_at(&rt->events, ev_slot_of(e)), 1, 3);
@@ -291,10 +302,10 @@ const char *rp__event_waiter_why(void) {
 }
 
 const char *rp__event_why(const rp_runtime *rt, rp_event e) {
-  if (e.id == 0 || rp__event_peek(rt, e) == RP_OK ||
-      rp__event_peek(rt, e) == RP_EAGAIN)
-    return NULL;
-  return slot_at(&rt->events, ev_slot_of(e))->why; /* after the acquire */
+  rp_status st = rp__event_peek(rt, e); /* acquire: why is published */
+  return st == RP_OK || st == RP_EAGAIN
+             ? NULL
+             : slot_at(&rt->events, ev_slot_of(e))->why;
 }
 
 void rp__event_complete(rp_runtime *rt, rp_event e, rp_status st) {
@@ -432,12 +443,8 @@ static rp_status run_completed(rp_runtime *rt, rp_event_slot *s, rp_event e,
     run_now(w, e, RP_OK, NULL);
     return RP_OK;
   }
-  if (!ev_try_ref(s))
+  if (!ev_hold(rt, s, e))
     return ev_stale(rt, e, NULL, EV_RECYCLED);
-  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
-    ev_unref(&rt->events, ev_slot_of(e), s);
-    return ev_stale(rt, e, NULL, EV_RECYCLED);
-  }
   run_now(w, e, done, s->why); /* published with the state, as done */
   ev_unref(&rt->events, ev_slot_of(e), s);
   return RP_OK;
@@ -583,14 +590,11 @@ rp_status rp_event_query(const rp_runtime *rt, rp_event e) {
     return st;
   /* Failure path: hold the slot while its detail is read (the table's
    * reference counts are atomics, mutable through a const runtime). */
-  rp_event_table *et = (rp_event_table *)&rt->events;
-  if (!ev_try_ref(s))
+  rp_runtime *mrt = (rp_runtime *)rt;
+  if (!ev_hold(mrt, s, e))
     return ev_stale(rt, e, "rp_event_query", "");
-  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
-    st = ev_stale(rt, e, "rp_event_query", "");
-  else
-    st = poisoned(s, e, st, "rp_event_query");
-  ev_unref(et, ev_slot_of(e), s);
+  st = poisoned(s, e, st, "rp_event_query");
+  ev_unref(&mrt->events, ev_slot_of(e), s);
   return st;
 }
 
@@ -675,12 +679,8 @@ rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns) {
     return ev_stale(rt, e, "rp_event_wait", "");
   /* Hold a reference while waiting so the slot cannot be recycled under us
    * (the caller might release its handle from another thread). */
-  if (!ev_try_ref(s))
+  if (!ev_hold(rt, s, e))
     return ev_stale(rt, e, "rp_event_wait", "");
-  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
-    ev_unref(&rt->events, ev_slot_of(e), s);
-    return ev_stale(rt, e, "rp_event_wait", "");
-  }
   /* a callback may poll (timeout 0) or wait for what is complete */
   if (rp__tl_in_callback && timeout_ns != 0 &&
       rp__event_peek(rt, e) == RP_EAGAIN) {

@@ -360,15 +360,11 @@ static void signal_segment(rp_exec *ex, uint32_t k, rp_slot *s, uint32_t slot,
  * what poisoned it; RP_OK when none is. */
 static rp_status port_status(const rp_exec *ex, const rp_unit *u,
                              const rp_slot *s, const char **why) {
-  static _Thread_local char port_why[224];
   for (uint32_t i = 0; i < u->nport; i++) {
     uint32_t p = ex->ports[u->port_off + i];
     rp_status st = rp__event_peek(ex->rt, s->pre[p]);
     if (st) {
-      const char *w = rp__event_why(ex->rt, s->pre[p]);
-      snprintf(port_why, sizeof port_why, "precondition %u ('%s') poisoned%s%s",
-               p, ex->g->pre[p].name, w ? ": " : "", w ? w : "");
-      *why = port_why;
+      *why = rp__port_why(ex, s, p);
       return st;
     }
   }
@@ -474,12 +470,9 @@ static rp_status issue_task(rp_unit *u, rp_slot *s, void *stream, int *skip,
     return RP_ECONTRACT;
   }
   rp_status st = rp__task_status(raw);
-  if (st != raw && !rp_error_detail()[0]) { /* no rp_status, no words */
-    static _Thread_local char bad[64];
-    snprintf(bad, sizeof bad, "the task returned %d, not an rp_status",
-             (int)raw);
+  const char *bad = rp__task_returned_why(st, raw);
+  if (bad)
     *why = bad;
-  }
   return st;
 }
 

@@ -469,6 +469,13 @@ static inline uint32_t rp__unit_shards(const rp_unit *u, const rp_slot *s) {
 }
 
 /* scheduler (scheduler.c) */
+/* The words of a poisoned precondition p of slot s: its port and what
+ * poisoned it (a thread-local buffer, valid until the next call). */
+const char *rp__port_why(const rp_exec *ex, const rp_slot *s, uint32_t p);
+/* For a task's return raw that is no rp_status (rp__task_status mapped it
+ * to st) and a task that said nothing: "the task returned N, not an
+ * rp_status" (a thread-local buffer); else NULL. */
+const char *rp__task_returned_why(rp_status st, rp_status raw);
 /* The first failure among u's predecessors in slot s (RP_OK: none). */
 rp_status rp__pred_status(const rp_exec *ex, const rp_unit *u,
                           const rp_slot *s);

@@ -169,19 +169,13 @@ rp_status rp__gate_block(rp_exec *ex, uint32_t lane, rp_event e) {
   return st;
 }
 
-/* A poisoned precondition's words: the port, and what poisoned it. */
-static _Thread_local char port_why[224];
-
 static rp_status wait_ports(rp_exec *ex, uint32_t lane, const rp_unit *u,
                             rp_slot *s, const char **why) {
   for (uint32_t i = 0; i < u->nport; i++) {
     uint32_t p = ex->ports[u->port_off + i];
     rp_status st = rp__gate_block(ex, lane, s->pre[p]);
     if (st) {
-      const char *w = rp__event_why(ex->rt, s->pre[p]);
-      snprintf(port_why, sizeof port_why, "precondition %u ('%s') poisoned%s%s",
-               p, ex->g->pre[p].name, w ? ": " : "", w ? w : "");
-      *why = port_why;
+      *why = rp__port_why(ex, s, p);
       return st;
     }
   }
@@ -209,15 +203,10 @@ static rp_status task_status(rp_status st, int *violation) {
  * reports; "" when it said nothing), or for a return that is no rp_status
  * (raw, mapped to RP_ETASK) without words, that value. */
 static const char *task_why(rp_status st, rp_status raw) {
-  static _Thread_local char bad[64];
   if (st == RP_ECONTRACT)
     return CONTRACT_WHY;
-  if (raw != st && !rp_error_detail()[0]) {
-    snprintf(bad, sizeof bad, "the task returned %d, not an rp_status",
-             (int)raw);
-    return bad;
-  }
-  return rp_error_detail();
+  const char *bad = rp__task_returned_why(st, raw);
+  return bad ? bad : rp_error_detail();
 }
 
 /* After a failure's detail was copied into the replay: the worker's own

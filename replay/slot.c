@@ -47,6 +47,22 @@ void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
   atomic_store_explicit(&s->any_fail, 1, memory_order_relaxed);
 }
 
+const char *rp__port_why(const rp_exec *ex, const rp_slot *s, uint32_t p) {
+  static _Thread_local char buf[224];
+  const char *w = rp__event_why(ex->rt, s->pre[p]);
+  snprintf(buf, sizeof buf, "precondition %u ('%s') poisoned%s%s", p,
+           ex->g->pre[p].name, w ? ": " : "", w ? w : "");
+  return buf;
+}
+
+const char *rp__task_returned_why(rp_status st, rp_status raw) {
+  static _Thread_local char buf[64];
+  if (st == raw || rp_error_detail()[0])
+    return NULL;
+  snprintf(buf, sizeof buf, "the task returned %d, not an rp_status", (int)raw);
+  return buf;
+}
+
 /* Slow path, only after a failure in this replay: inherit a predecessor's
  * status. */
 rp_status rp__pred_status(const rp_exec *ex, const rp_unit *u,
