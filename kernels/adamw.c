@@ -56,7 +56,9 @@ static inline void adamw(float *const *w, const float *const *g,
   float scale = 1.0f;
   if (a->max_norm > 0.0f) {
     float c = a->max_norm / (norm + 1e-6f);
-    scale = c < 1.0f ? c : 1.0f;
+    /* a norm that is NaN makes every gradient NaN, as clip_grad_norm_'s
+     * clamp does: no tensor takes an unclipped step */
+    scale = c < 1.0f || isnan(c) ? c : 1.0f;
   }
   float lr = a->lr, b1 = a->beta1, b2 = a->beta2, eps = a->eps;
   float bc1 = (float)(1.0 - pow((double)b1, (double)a->step));

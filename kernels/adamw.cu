@@ -194,7 +194,7 @@ __global__ void adamw_update_k(AdamTable t, AdamHyper hp,
   float scale = 1.0f;
   if (hp.max_norm > 0.0f) {
     float r = __fdiv_rn(hp.max_norm, __fadd_rn(norm, 1e-6f));
-    scale = r < 1.0f ? r : 1.0f;
+    scale = r < 1.0f || isnan(r) ? r : 1.0f; /* NaN: every gradient NaN */
   }
   /* in double, then rounded: the CPU kernel's bias corrections */
   float bc1 = (float)(1.0 - pow((double)hp.beta1, (double)step));

@@ -204,7 +204,12 @@ typedef struct rp_gpt_xent_args {
  * torch.optim.AdamW, default non-fused math):
  *   sq_i   = sum of g_i^2 (per tensor, in element order: stats[1 + i]);
  *   norm   = sqrt(sum_i sq_i) (tensor order: stats[0], before clipping);
- *   scale  = max_norm > 0 ? min(1, max_norm / (norm + 1e-6)) : 1;
+ *   scale  = max_norm > 0 ? min(1, max_norm / (norm + 1e-6)) : 1
+ *            (a NaN norm gives scale NaN: every weight NaN, as torch's
+ *            clamp; a sum of squares past FLT_MAX, a norm past about
+ *            1.8e19, is inf and scale 0 where it is summed as floats: on
+ *            the GPU per tensor, with norm_parts per share; the CPU's
+ *            unsharded total is a double);
  *   for each element: g = scale * g;
  *     w -= lr * weight_decay * w   (only where decay[i] != 0);
  *     m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;

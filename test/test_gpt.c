@@ -652,7 +652,8 @@ static void tt_train(tt *t, uint32_t start, uint32_t stop) {
 }
 
 /* Eager misuse is refused before anything runs, so nothing is poisoned:
- * a non-finite or negative lr (rp_gpt_step, rp_gpt_train), a prompt token
+ * a non-finite or negative lr, or one whose product with the weight decay
+ * is 1 or more (rp_gpt_step, rp_gpt_train), a prompt token
  * outside the vocabulary or a bad temperature (rp_gpt_sample), a text
  * whose split is shorter than a window or whose vocabulary is larger than
  * the model's (rp_gpt_train: no read past the tokens). Afterwards greedy
@@ -665,16 +666,21 @@ Test(gpt_backends, eager_misuse_is_refused_and_the_model_trains_on) {
   const rp_gpt_sampling greedy = {.temperature = 0, .seed = 1};
   int32_t prompt[2] = {1, 2}, before[6], after[6];
   RP_CHECK(rp_gpt_sample(a.m, prompt, 2, 4, &greedy, before));
-  const float bad_lr[] = {NAN, INFINITY, -1e-3f};
+  /* 10 x the default weight decay 0.1 is 1: the decay step would zero
+   * the matrices (above 1 it flips or grows them) */
+  const float bad_lr[] = {NAN, INFINITY, -1e-3f, 10.0f, 1e30f};
   for (size_t i = 0; i < sizeof bad_lr / sizeof bad_lr[0]; i++) {
+    const char *why = i < 3 ? ": lr = " : "x weight_decay 0.1 = ";
     rp_gpt_step_args st = {0, bad_lr[i], 1};
     RP_EXPECT(rp_gpt_step(a.m, &st), RP_EINVAL);
-    cr_assert(strstr(rp_error_detail(), "rp_gpt_step: lr = "), "%s",
-              rp_error_detail());
+    cr_assert(strstr(rp_error_detail(), "rp_gpt_step: ") &&
+                  strstr(rp_error_detail(), why),
+              "%s", rp_error_detail());
     rp_gpt_train_opts o = {.iters = 10, .lr = bad_lr[i], .warmup = 2};
     RP_EXPECT(rp_gpt_train(a.m, NULL, &a.text, &o), RP_EINVAL);
-    cr_assert(strstr(rp_error_detail(), "rp_gpt_train: lr = "), "%s",
-              rp_error_detail());
+    cr_assert(strstr(rp_error_detail(), "rp_gpt_train: ") &&
+                  strstr(rp_error_detail(), why),
+              "%s", rp_error_detail());
   }
   int32_t outside[2] = {1, (int32_t)a.text.vocab};
   RP_EXPECT(rp_gpt_sample(a.m, outside, 2, 4, &greedy, after), RP_ERANGE);

@@ -577,6 +577,37 @@ Test(gpt_kernels, adamw_two_steps_match_a_hand_computed_example) {
             "w1[1] after step 2: %.9g", W[4]);
 }
 
+/* A gradient norm that is NaN (one NaN gradient element) makes every
+ * weight NaN, as torch's clip_grad_norm_ (its clamp keeps the NaN): no
+ * tensor takes an unclipped step; the same through shared sums (the NaN
+ * in another share's sum). */
+Test(gpt_kernels, adamw_nan_norm_makes_every_weight_nan) {
+  for (int sharded = 0; sharded < 2; sharded++) {
+    float w0[3] = {0.5f, -1.0f, 2.0f}, w1[2] = {0.25f, -0.75f};
+    float g0[3] = {NAN, 0.5f, 0.0f}, g1[2] = {0.5f, 1.0f};
+    float m0[3] = {0}, m1[2] = {0}, v0[3] = {0}, v1[2] = {0}, stats[3];
+    float *w[2] = {w0, w1}, *m[2] = {m0, m1}, *v[2] = {v0, v1};
+    const float *g[2] = {g0, g1};
+    size_t n[2] = {3, 2};
+    rp_gpt_adamw_args a = kr_adamw_args(0.1f, 1, 1.0f, 2);
+    a.decay[0] = 1;
+    if (sharded) { /* this share holds tensor 1 only; sq[0] is the other's */
+      float sq[2] = {NAN, 1.25f};
+      a.count = 1, a.norm_parts = 2;
+      rp_cpu_gpt_adamw(&w[1], &g[1], &m[1], &v[1], &n[1], stats, sq, &a);
+    } else {
+      rp_cpu_gpt_adamw(w, g, m, v, n, stats, NULL, &a);
+    }
+    cr_assert(isnan(stats[0]), "norm %g", stats[0]);
+    for (int i = 0; i < 2; i++)
+      cr_assert(isnan(w1[i]) && isnan(m1[i]) && isnan(v1[i]),
+                "sharded %d: tensor 1 element %d took a step: w %g", sharded, i,
+                w1[i]);
+    for (int i = 0; i < 3 && !sharded; i++)
+      cr_assert(isnan(w0[i]), "tensor 0 element %d: w %g", i, w0[i]);
+  }
+}
+
 /* Sharded: the two tensors as two shares (gpt.sumsq each, the sums
  * gathered, gpt.adamw each with norm_parts 2) give the unsharded step's
  * bits (the sums of squares here are exact in f32), clipping included. */

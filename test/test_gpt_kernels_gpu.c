@@ -1076,6 +1076,35 @@ Test(gpt_kernels_gpu, adamw_reads_lr_and_step_in_a_graph) {
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
+/* A NaN gradient norm makes every weight NaN on the GPU too (the CPU's
+ * rule: torch's clamp keeps the NaN). */
+Test(gpt_kernels_gpu, adamw_nan_norm_makes_every_weight_nan) {
+  need_gpu();
+  void *s = new_stream();
+  float w0[3] = {0.5f, -1.0f, 2.0f}, w1[2] = {0.25f, -0.75f};
+  float g0[3] = {NAN, 0.5f, 0.0f}, g1[2] = {0.5f, 1.0f}, z[3] = {0};
+  size_t n[2] = {3, 2};
+  float *dw[2] = {dput(w0, sizeof w0), dput(w1, sizeof w1)};
+  float *dg[2] = {dput(g0, sizeof g0), dput(g1, sizeof g1)};
+  float *dm[2] = {dput(z, 12), dput(z, 8)}, *dv[2] = {dput(z, 12), dput(z, 8)};
+  float *dstats = dput(NULL, 3 * sizeof(float));
+  rp_gpt_adamw_args a = kr_adamw_args(0.1f, 1, 1.0f, 2);
+  a.decay[0] = 1;
+  RP_CHECK(rp_cuda_gpt_adamw(dw, (const float *const *)dg, dm, dv, n, dstats,
+                             NULL, &a, NULL, s));
+  for (int t = 0; t < 2; t++) {
+    float *gw = dgetf(dw[t], n[t], s);
+    for (size_t i = 0; i < n[t]; i++)
+      cr_assert(isnan(gw[i]), "tensor %d element %zu took a step: %g", t, i,
+                gw[i]);
+    free(gw);
+    rp_cuda_buf_free(dw[t]), rp_cuda_buf_free(dg[t]);
+    rp_cuda_buf_free(dm[t]), rp_cuda_buf_free(dv[t]);
+  }
+  rp_cuda_buf_free(dstats);
+  RP_CHECK(rp_cuda_stream_destroy(s));
+}
+
 /* Sharded: ADAM_COUNT tensors as two shares (the first 35, the rest):
  * gpt.sumsq on each share into one element of sq each, then gpt.adamw on
  * each share with norm_parts 2, on both backends; both shares compute the

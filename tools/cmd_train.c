@@ -120,7 +120,8 @@ static void train_usage(FILE *f) {
       "                            bytes (see docs/gpt.md), with the shared\n"
       "                            options --backend --procs (default 1)\n"
       "                            --iters (default 600) --batch (default\n"
-      "                            16) --lr (peak, default 0.002)\n"
+      "                            16) --lr (peak, default 0.002; below\n"
+      "                            10: times the weight decay 0.1 below 1)\n"
       "                            --seed --eager --log-every --save-graph\n"
       "                            --dump --trace --json --timings\n"
       "                            --save-weights\n"
@@ -562,6 +563,16 @@ static int gpt_options(train_cli *c) {
                               "--warmup %u is not below --iters %u: the "
                               "learning rate would never reach --lr",
                               c->warmup, c->iters);
+  rp_gpt_config dc;
+  rp_gpt_config_init(&dc);
+  if ((double)c->lr * dc.weight_decay >= 1)
+    return rp_cli_usage_error("train",
+                              "--lr %g: with the GPT's weight decay %g, "
+                              "AdamW's decay step would multiply the "
+                              "matrices by 1 - %g (need --lr below %g)",
+                              (double)c->lr, (double)dc.weight_decay,
+                              (double)c->lr * dc.weight_decay,
+                              1 / (double)dc.weight_decay);
   c->sample = GIVEN(c, OPT_SAMPLE) ? c->sample : 200;
   if (!GIVEN(c, OPT_STOP))
     c->stop = c->iters;

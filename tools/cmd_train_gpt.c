@@ -43,6 +43,8 @@ typedef struct gpt_state {
   uint32_t done;
   double limit;
   int diverged, failed;
+  int val_diverged;    /* the validation loss diverged, not the batch's */
+  double diverged_val; /* that validation loss */
   /* the recorded step's ops: kernels, copies and (--dist) communication
    * ops (the rp.dist.* tasks: all-reduces, copies between ranks) */
   uint32_t ops, kernels, copies, comm;
@@ -358,6 +360,12 @@ static int evaluate(gpt_state *s, double *out) {
   return st ? gfail("validation", st) : RP_CLI_OK;
 }
 
+/* Whether a loss is past the divergence limit (the same on every rank:
+ * batch losses are all-reduced, validation runs on the same weights). */
+static int past_limit(const gpt_state *s, double loss) {
+  return !isfinite(loss) || loss > s->limit;
+}
+
 /* The loss of the weights the run starts from: one that is not finite
  * fails before any step, naming the weights, not as divergence (the loss
  * is all-reduced: the same on every rank). */
@@ -436,7 +444,7 @@ static int on_step(void *arg, uint32_t t, const float *read) {
     return 0;
   float loss = *read;
   s->last_loss = loss;
-  if (!isfinite(loss) || loss > s->limit) {
+  if (past_limit(s, loss)) {
     s->diverged = 1;
     return 1;
   }
@@ -448,6 +456,11 @@ static int on_step(void *arg, uint32_t t, const float *read) {
   s->val_ns += rp_train_now_ns() - t0;
   if (rc != RP_CLI_OK) {
     s->failed = 1;
+    return 1;
+  }
+  if (past_limit(s, val)) { /* the weights this step's update made */
+    s->diverged = s->val_diverged = 1;
+    s->diverged_val = val;
     return 1;
   }
   if (s->tr.rank != 0) /* --dist: rank 0 prints */
@@ -690,19 +703,30 @@ static int train(gpt_state *s) {
   }
   if (s->failed)
     return train_failed(s);
-  if (s->diverged) { /* the same on every rank: the loss is all-reduced */
+  if (!s->diverged && !s->failed) {
+    int rc = evaluate(s, &s->val); /* the weights of the last update */
+    if (rc != RP_CLI_OK)
+      return train_failed(s);
+    if (past_limit(s, s->val)) {
+      s->diverged = s->val_diverged = 1;
+      s->diverged_val = s->val;
+    }
+  }
+  if (s->diverged) { /* the same on every rank */
     if (s->tr.rank == 0)
       fprintf(stderr,
-              "reprise train: training diverged at iteration %u: loss %g is "
+              "reprise train: training diverged at iteration %u: %s %g is "
               "not finite or above %g: try a smaller --lr (now %g)\n",
-              s->done, (double)s->last_loss, s->limit, (double)c->lr);
+              s->done, s->val_diverged ? "validation loss" : "loss",
+              s->val_diverged ? s->diverged_val : (double)s->last_loss,
+              s->limit, (double)c->lr);
     return train_failed(s);
   }
   if (c->trace && s->ex && s->tr.rank == 0) {
     if ((st = rp_exec_trace_write(s->ex, c->trace)) != RP_OK)
       return gfail("--trace", st);
   }
-  return evaluate(s, &s->val);
+  return RP_CLI_OK;
 }
 
 /* --dist: whether every rank holds the same weights (collective). */

@@ -1820,18 +1820,35 @@ static rp_status adamw(rp_gpt *m, float lr, int32_t step) {
   return st;
 }
 
+/* A learning rate the step takes: finite, >= 0, and lr x weight_decay
+ * below 1 (AdamW's decay step multiplies the matrices by 1 - lr x
+ * weight_decay: at 1 or more it zeroes them, flips their sign or grows
+ * them). Refused before any op is issued: a failed eager op would poison
+ * the instances it writes for every later op. */
+static rp_status lr_check(const rp_gpt *m, const char *fn, float lr) {
+  if (!(isfinite(lr) && lr >= 0))
+    return rp_error_set(RP_EINVAL, "%s: lr = %g (need finite, >= 0)", fn,
+                        (double)lr);
+  if ((double)lr * m->cfg.weight_decay >= 1)
+    return rp_error_set(RP_EINVAL,
+                        "%s: lr %g x weight_decay %g = %g (need below 1: "
+                        "the decay step multiplies the matrices by 1 - lr "
+                        "x weight_decay)",
+                        fn, (double)lr, (double)m->cfg.weight_decay,
+                        (double)lr * m->cfg.weight_decay);
+  return RP_OK;
+}
+
 rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
   if (!m || !a)
     return rp_error_set(RP_EINVAL, "rp_gpt_step: NULL argument");
   if (a->batch >= m->cfg.ring || a->step < 1)
     return rp_error_set(RP_ERANGE, "rp_gpt_step: batch %u of %u, step %d",
                         a->batch, m->cfg.ring, (int)a->step);
-  /* refused here, before any op is issued: a failed eager op would poison
-   * the instances it writes for every later op */
-  if (!(isfinite(a->lr) && a->lr >= 0))
-    return rp_error_set(RP_EINVAL, "rp_gpt_step: lr = %g (need finite, >= 0)",
-                        (double)a->lr);
-  rp_status st = step_inputs(m, a->batch);
+  rp_status st = lr_check(m, "rp_gpt_step", a->lr);
+  if (st != RP_OK)
+    return st;
+  st = step_inputs(m, a->batch);
   for (uint32_t d = 0; !st && d < m->dp; d++) {
     shard *s = &m->sh[d];
     ctx x = make_ctx(m, d, s->rows, 1);
@@ -2779,9 +2796,9 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
                         "tokens, vocabulary %u) does not fit the model "
                         "(windows of context %u + 1, vocabulary %u)",
                         t->ntrain, t->vocab, m->cfg.context, m->cfg.vocab);
-  if (!(isfinite(o->lr) && o->lr >= 0))
-    return rp_error_set(RP_EINVAL, "rp_gpt_train: lr = %g (need finite, >= 0)",
-                        (double)o->lr);
+  rp_status lst = lr_check(m, "rp_gpt_train", o->lr);
+  if (lst != RP_OK)
+    return lst;
   uint64_t w0 = rp_train_now_ns();
   rp_status st = RP_OK;
   if (ex && o->inflight > 1) {
