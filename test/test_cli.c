@@ -1325,6 +1325,30 @@ Test(cli, train_load_weights_refuses_corrupt_and_mismatched_files,
   memcpy(mod, rec, m), mod[12] = 99;
   put_file(bad, mod, m);
   load_fails(bad, 1, "99 layers", "8");
+  /* a step no --iters can go on from (checksum sealed again): said so, not
+   * "ask for more than 4000000000" steps, which --iters refuses */
+  uint32_t far = 4000000000u;
+  memcpy(mod, rec, m), memcpy(mod + 16, &far, 4);
+  uint64_t h = rp_fnv1a64(RP_FNV64_INIT, mod, m - 8);
+  memcpy(mod + m - 8, &h, 8);
+  put_file(bad, mod, m);
+  load_fails(bad, 1,
+             "the file has done 4000000000 steps, and --iters goes to "
+             "100000000 at most",
+             "8");
+  /* the first bytes first: a file past the largest checkpoint read (2
+   * GiB, sparse here) that is no checkpoint, or whose container header
+   * contradicts its size, is refused as such without reading it (it was
+   * "too large", after a read of every byte below that size) */
+  put_file(bad, mod + 60, 51 * 4);
+  cr_assert_eq(truncate(bad, ((off_t)1 << 31) + 1), 0);
+  load_fails(bad, 1, "not a reprise checkpoint (neither an", "8");
+  put_file(bad, buf, n);
+  cr_assert_eq(truncate(bad, ((off_t)1 << 31) + 1), 0);
+  load_fails(bad, 1,
+             "trailing bytes, or a damaged header: the header says 476 "
+             "payload bytes (524 in all), the file has 2147483649",
+             "8");
   load_fails("/tmp", 1, "directory", "8");
   load_fails("/nonexistent/w.bin", 1, "cannot open", "8");
   unlink(good), unlink(bad);

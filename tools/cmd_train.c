@@ -160,6 +160,8 @@ static void train_usage(FILE *f) {
       "max(initial loss, ln(classes))), 2 bad usage.\n");
 }
 
+#define ITERS_MAX 100000000u /* --iters, the schedule's steps */
+
 /* ---- option values ---- */
 
 static int bad(const char *opt, const char *s, const char *want) {
@@ -344,7 +346,7 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
     c->procs_arg = arg;
     return RP_CLI_OK;
   case OPT_ITERS:
-    return rp_cli_parse_u32("train", "--iters", arg, 1, 100000000, &c->iters);
+    return rp_cli_parse_u32("train", "--iters", arg, 1, ITERS_MAX, &c->iters);
   case OPT_BATCH:
     c->batch_arg = arg;
     return RP_CLI_OK;
@@ -1199,6 +1201,14 @@ static int load_ckpt(train_state *s) {
   if (rp_mlp_ckpt_fits(&s->ckpt, &c->mc, &s->data) != RP_OK) {
     fprintf(stderr, "%s: --load-weights %s: %s\n", who(), c->load_weights,
             rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  if (f->step >= ITERS_MAX) { /* no --iters can go on from it */
+    fprintf(stderr,
+            "%s: --load-weights %s: the file has done %u steps, and --iters "
+            "goes to %u at most: nothing is left to train (a damaged step "
+            "field?)\n",
+            who(), c->load_weights, f->step, ITERS_MAX);
     return RP_CLI_FAILED;
   }
   if (c->iters <= f->step)

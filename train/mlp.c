@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAXL (RP_MLP_MAX_HIDDEN + 1)
 #define MAXSINKS 4 /* the sgd_multi task, the loss (see sink()) */
@@ -1490,36 +1491,66 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
   return RP_OK;
 }
 
+/* The file's first bytes (at most RP_CKPT_HEAD), read before the whole
+ * file: what they say decides whether it is read at all. */
+static rp_status read_head(const char *path, unsigned char *head, size_t *got) {
+  int fd = -1;
+  uint64_t size = 0;
+  rp_status st = rp_file_open_regular(path, &fd, &size);
+  if (st != RP_OK)
+    return rp_train_err_prefix(st, "%s: ", path);
+  *got = 0;
+  while (*got < RP_CKPT_HEAD && *got < size) {
+    ssize_t k = read(fd, head + *got, RP_CKPT_HEAD - *got);
+    if (k <= 0)
+      break; /* a short read: the whole read says why */
+    *got += (size_t)k;
+  }
+  close(fd);
+  return RP_OK;
+}
+
 rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
   if (!path || !out)
     return rp_error_set(RP_EINVAL, "rp_mlp_ckpt_read: NULL argument");
-  char *buf;
-  size_t n;
-  rp_status st = rp_file_read_regular(path, RP_MLP_CKPT_MAX, &buf, &n);
-  if (st != RP_OK)
-    return rp_train_err_prefix(st, "%s: ", path);
   rp_mlp_ckpt c;
   memset(&c, 0, sizeof c);
-  const unsigned char *b = (const unsigned char *)buf;
-  /* the container around the record; a bare record also loads */
-  if (rp_ckpt_is_container(b, n)) {
+  /* The first bytes first: a file that is no checkpoint is refused, and a
+   * container's header checked against the file's size, without reading
+   * (up to RP_MLP_CKPT_MAX of) the rest. */
+  unsigned char head[RP_CKPT_HEAD];
+  size_t got = 0;
+  rp_status st = read_head(path, head, &got);
+  if (st != RP_OK)
+    return st;
+  char *buf = NULL;
+  size_t n = 0;
+  if (rp_ckpt_is_container(head, got)) { /* the container around the record */
     uint32_t version;
-    size_t off, len;
-    st = rp_ckpt_parse(path, CKPT_KIND, b, n, &version, &off, &len);
-    if (!st && version != 1)
+    void *payload;
+    st = rp_ckpt_load(path, CKPT_KIND, RP_MLP_CKPT_MAX, &version, &payload, &n);
+    if (st != RP_OK)
+      return st;
+    buf = payload;
+    if (version != 1)
       st = rp_error_set(RP_EVERSION,
                         "%s: MLP checkpoint payload version %u (this "
                         "build reads version 1)",
                         path, version);
-    if (!st)
-      b += off, n = len;
+  } else if (got >= 8 && !memcmp(head, CKPT_MAGIC, 8)) { /* a bare record */
+    st = rp_file_read_regular(path, RP_MLP_CKPT_MAX, &buf, &n);
+    if (st != RP_OK)
+      return rp_train_err_prefix(st, "%s: ", path);
+  } else { /* neither: the parser's refusal, from the first bytes */
+    return ckpt_parse(path, head, got, &c);
   }
+  const unsigned char *b = (const unsigned char *)buf;
   if (!st)
     st = ckpt_parse(path, b, n, &c);
   if (!st) {
     c.nparams = (size_t)ckpt_floats(c.widths, c.layers);
-    size_t head = CKPT_HEAD + 4 * ((size_t)c.layers + 1);
-    st = rp_ckpt_floats_read(path, b + head, c.nparams,
+    size_t head_bytes = CKPT_HEAD + 4 * ((size_t)c.layers + 1);
+    st = rp_ckpt_floats_read(path, b + head_bytes, c.nparams,
                              "the weights and momenta", &c.params);
   }
   free(buf);
