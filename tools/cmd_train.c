@@ -1846,6 +1846,39 @@ static int run_on(train_state *s, rp_backend_kind backend,
   return RP_CLI_OK;
 }
 
+/* A data set's hash: its sizes, features and labels. */
+static uint64_t data_hash(uint64_t h, const rp_dataset *d) {
+  uint32_t head[] = {d->n, d->features, d->classes};
+  h = rp_fnv1a64(h, head, sizeof head);
+  if (d->x)
+    h = rp_fnv1a64(h, d->x, (size_t)d->n * d->features * sizeof *d->x);
+  return d->y ? rp_fnv1a64(h, d->y, (size_t)d->n * sizeof *d->y) : h;
+}
+
+/* --dist: every rank loaded the same data and checkpoint (collective; the
+ * options were compared at the start). Each rank trains on its rows of
+ * the one data set: other data gave figures past 100% accuracy (the
+ * global sums over rank 0's count), another checkpoint ranks whose
+ * weights differ. */
+static int same_files(const train_state *s) {
+  const uint64_t h0 = RP_FNV64_INIT;
+  uint64_t data = data_hash(data_hash(h0, &s->data), &s->val), ck = h0;
+  if (s->c->load_weights) {
+    const rp_mlp_ckpt *k = &s->ckpt;
+    uint32_t head[] = {k->info.step, k->info.batch, k->info.shuffle, k->layers};
+    float sched[] = {k->info.lr, k->info.lr_decay, k->info.momentum};
+    ck = rp_fnv1a64(ck, head, sizeof head);
+    ck = rp_fnv1a64(ck, sched, sizeof sched);
+    ck = rp_fnv1a64(ck, &k->info.seed, sizeof k->info.seed);
+    ck = rp_fnv1a64(ck, k->widths, ((size_t)k->layers + 1) * sizeof *k->widths);
+    ck = rp_fnv1a64(ck, k->params, k->nparams * sizeof *k->params);
+  }
+  train_input in[] = {
+      {"the data (--data, --samples, --dataset, --val-frac)", data},
+      {"the checkpoint (--load-weights)", ck}};
+  return rp_train_same_inputs(s->c->dist, in, 2);
+}
+
 static int train_main(train_state *s) {
   const train_cli *c = s->c;
   int rc = load_data(s);
@@ -1858,7 +1891,9 @@ static int train_main(train_state *s) {
     rc = oom("allocating timings");
   if (!rc)
     rc = timings_open(s);
-  if ((rc = agree(s, rc)) == RP_CLI_OK) {
+  if ((rc = agree(s, rc)) == RP_CLI_OK)
+    rc = same_files(s);
+  if (rc == RP_CLI_OK) {
     /* auto with more processors than a GPU runtime has: the CPU backend
      * (check_options refused them with --backend cuda) */
     rc = run_on(s,

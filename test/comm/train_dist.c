@@ -275,6 +275,78 @@ static void rank_options(void) {
   free(log);
 }
 
+/* A script that runs the command with `extra` appended on rank 1 only. */
+static const char *rank1_script(const char *name, const char *extra) {
+  const char *sh = path(name);
+  FILE *f = fopen(sh, "w");
+  if (!f)
+    return NULL;
+  fprintf(f,
+          "if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
+          "  exec \"$@\" %s\n"
+          "fi\n"
+          "exec \"$@\"\n",
+          extra);
+  fclose(f);
+  return sh;
+}
+
+/* The ranks' files are compared too, not only their options: rank 1
+ * given another --data file than rank 0's (accuracy figures past 100%
+ * and exit 0: the global sums over rank 0's count), or another
+ * checkpoint (ranks whose weights then differ): exit 2 on every rank, one
+ * message naming rank 1 and the input. */
+static void rank_files(void) {
+  for (int k = 0; k < 2; k++) { /* d0.csv, and d1.csv: one value other */
+    char name[16];
+    snprintf(name, sizeof name, "d%d.csv", k);
+    FILE *f = fopen(path(name), "w");
+    if (!f) {
+      check(0, "write %s", name);
+      return;
+    }
+    fputs("label,x0,x1\n", f);
+    for (int i = 0; i < 300; i++)
+      fprintf(f, "%d,%g,%g\n", i % 3, (double)(i % 17) / 17,
+              k && i == 299 ? 5.0 : (double)i / 300);
+    fclose(f);
+  }
+  char extra[600];
+  snprintf(extra, sizeof extra, "--data %s", path("d1.csv"));
+  const char *sh = rank1_script("data1.sh", extra);
+  static const char *a[] = {"train",  "--backend", "cpu",   "--procs",
+                            "2",      "--iters",   "4",     "--batch",
+                            "64",     "--hidden",  "16,16", "--dist",
+                            "--data", NULL,        NULL};
+  static char d0[512]; /* path()'s buffers rotate */
+  snprintf(d0, sizeof d0, "%s", path("d0.csv"));
+  a[13] = d0;
+  int st = sh ? drv_reprise_wrapped(2, "data1", sh, a, NULL) : -1;
+  char *log = slurp(path("data1.log"), NULL);
+  check(st == 2 && count(log, "rank 1: the data") == 1,
+        "rank 1 with another --data file: exit 2 (got %d), one message: %s", st,
+        log ? log : "");
+  free(log);
+  /* two checkpoints of 10 steps at other learning rates */
+  const char *ka[] = {"--iters", "10", "--save-weights", path("ka.bin"), NULL};
+  const char *kb[] = {"--iters",        "10",           "--lr", "0.2",
+                      "--save-weights", path("kb.bin"), NULL};
+  check(train(0, "ka", ka) == 0 && train(0, "kb", kb) == 0,
+        "two checkpoints to resume from");
+  snprintf(extra, sizeof extra, "--load-weights %s", path("kb.bin"));
+  sh = rank1_script("ck1.sh", extra);
+  static const char *b[] = {COMMON, "--dist", "--load-weights", NULL, NULL};
+  static char kab[512];
+  snprintf(kab, sizeof kab, "%s", path("ka.bin"));
+  b[sizeof b / sizeof b[0] - 2] = kab;
+  st = sh ? drv_reprise_wrapped(2, "ck1", sh, b, NULL) : -1;
+  log = slurp(path("ck1.log"), NULL);
+  check(st == 2 && count(log, "rank 1: the checkpoint (--load-weights)") == 1,
+        "rank 1 with another checkpoint: exit 2 (got %d), one message: %s", st,
+        log ? log : "");
+  free(log);
+}
+
 int main(int argc, char **argv) {
   if ((N = drv_args(argc, argv)) < 1)
     return 2;
@@ -292,5 +364,7 @@ int main(int argc, char **argv) {
     frozen_peer();
   if (N == 2)
     rank_options();
+  if (N == 2)
+    rank_files();
   return drv_finish(N);
 }
