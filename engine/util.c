@@ -68,7 +68,7 @@ const char *rp_version_string(void) {
 
 /* ---- error detail ---- */
 
-static _Thread_local char tl_detail[512];
+static _Thread_local char tl_detail[1024];
 
 const char *rp_error_detail(void) {
   return tl_detail;

@@ -189,7 +189,7 @@ RP_API const char *rp_status_name(rp_status st);
  * op, instance, port or argument. Valid until the next failing call. */
 RP_API const char *rp_error_detail(void);
 /* Sets what rp_error_detail() returns on this thread (printf-style, cut to
- * the detail's 511 characters) and returns st, so code above the library
+ * the detail's 1023 characters) and returns st, so code above the library
  * (tasks, training loops, tools) reports through the same channel:
  * `return rp_error_set(RP_EINVAL, "batch %u of %u", b, n);`. The arguments
  * may include rp_error_detail() itself (it is formatted before it is

@@ -116,7 +116,7 @@ typedef struct rp_trial {
 } rp_trial;
 
 /* A replay failure's detail line, at most. */
-#define RP_SLOT_DETAIL 256
+#define RP_SLOT_DETAIL 512
 
 typedef struct rp_slot {
   /* One cache line holds what every lane reads when it starts the replay
@@ -269,10 +269,10 @@ struct rp_exec {
   int replace_pending;
   uint64_t replacements;
   char place_why[160];
-  char last_detail[256];
+  char last_detail[RP_SLOT_DETAIL];
   /* rp_exec_tune: the first failure of a window of trial replays (in
    * replay order), under detail_lock; tune clears tune_fail_seen */
-  char tune_fail_detail[256];
+  char tune_fail_detail[RP_SLOT_DETAIL];
   int tune_fail_seen;
   pthread_mutex_t detail_lock; /* failure path only */
 

@@ -48,7 +48,7 @@ void rp__unit_failed(rp_exec *ex, rp_slot *s, uint32_t ui, rp_status st,
 }
 
 const char *rp__port_why(const rp_exec *ex, const rp_slot *s, uint32_t p) {
-  static _Thread_local char buf[224];
+  static _Thread_local char buf[RP_SLOT_DETAIL];
   const char *w = rp__event_why(ex->rt, s->pre[p]);
   snprintf(buf, sizeof buf, "precondition %u ('%s') poisoned%s%s", p,
            ex->g->pre[p].name, w ? ": " : "", w ? w : "");

@@ -31,7 +31,7 @@ Test(public_error, null_format_clears_and_long_text_is_cut) {
   memset(big, 'x', sizeof big - 1);
   big[sizeof big - 1] = 0;
   rp_error_set(RP_EIO, "%s", big);
-  cr_assert_eq(strlen(rp_error_detail()), 511);
+  cr_assert_eq(strlen(rp_error_detail()), 1023);
   cr_assert_eq(rp_error_set(RP_EIO, NULL), RP_EIO);
   cr_assert_str_eq(rp_error_detail(), "");
 }

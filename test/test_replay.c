@@ -861,6 +861,47 @@ Test(replay, workspace_overrun_is_reported_in_debug_builds) {
   th_destroy(rt);
 }
 
+/* A failure's words as long as the runtime's own details run (the
+ * communication layer's reach 320 bytes: who did not answer, where each
+ * rank waits) reach rp_exec_error_detail and the waiter whole, with the
+ * longest op and task names in front: the end of the words was cut off
+ * ("rank 0 did not an"). */
+static rp_status long_words_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  char w[320];
+  memset(w, 'w', sizeof w);
+  memcpy(w + sizeof w - 5, " END", 5);
+  return rp_error_set(RP_EPEER, "%s", w);
+}
+
+Test(replay, a_long_failure_detail_arrives_whole) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  char tname[RP_NAME_MAX + 1], oname[RP_NAME_MAX + 1];
+  memset(tname, 't', RP_NAME_MAX), tname[RP_NAME_MAX] = 0;
+  memset(oname, 'o', RP_NAME_MAX), oname[RP_NAME_MAX] = 0;
+  rp_task_id t = reg(rt, tname, long_words_task);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op;
+  RP_CHECK(
+      rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY}, &op));
+  RP_CHECK(rp_graph_set_op_name(g, op, oname));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_EPEER);
+  const char *d = rp_error_detail();
+  cr_assert(strstr(d, oname) && strstr(d, "wwww END"), "%s", d);
+  d = rp_exec_error_detail(ex);
+  cr_assert(strstr(d, oname) && strstr(d, tname) && strstr(d, "wwww END"), "%s",
+            d);
+  rp_event_release(rt, done);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 /* A task with a workspace that returns RP_ERANGE of its own, within its
  * slice, keeps its own detail (not called an overrun in debug builds). */
 static rp_status own_range_task(rp_task_ctx *ctx) {
