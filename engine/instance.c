@@ -328,6 +328,13 @@ rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
     return st;
   if (!ptr)
     return rp__err(RP_EINVAL, "rp_instance_create_external: NULL pointer");
+  /* tasks and copies read the elements through typed pointers */
+  size_t esz = rp_dtype_size(dtype);
+  if (esz > 1 && (uintptr_t)ptr % esz)
+    return rp__err(RP_EINVAL,
+                   "rp_instance_create_external: ptr %p is not aligned to "
+                   "its %zu-byte elements (%s)",
+                   ptr, esz, rp_dtype_name(dtype));
   return create(rt, mem, dtype, rect, strides, ptr, bytes, out);
 }
 

@@ -388,6 +388,68 @@ Test(misuse_sizes, overlapping_external_copies_are_refused) {
   th_destroy(rt);
 }
 
+/* An external instance that views part of an allocated one's memory
+ * (rp_instance_ptr) overlaps it: a copy between them is refused eagerly
+ * and at instantiate, as between two external ones (it ran memcpy on
+ * overlapping memory); a disjoint view copies. An external buffer not
+ * aligned to its elements is refused at create (tasks and copies read it
+ * through typed pointers). */
+Test(misuse_sizes, a_view_overlapping_an_allocated_instance_is_refused) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_rect r16 = rp_rect_1d(0, 15), r12 = rp_rect_1d(0, 11),
+          r4 = rp_rect_1d(0, 3);
+  rp_inst a, view, tail;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r16, NULL, &a));
+  float *p = rp_instance_ptr(rt, a);
+  cr_assert_not_null(p);
+  for (int k = 0; k < 16; k++)
+    p[k] = (float)k;
+  RP_CHECK(rp_instance_create_external(rt, 0, RP_F32, &r12, NULL, p + 2,
+                                       12 * sizeof(float), &view));
+  RP_CHECK(rp_instance_create_external(rt, 0, RP_F32, &r4, NULL, p + 12,
+                                       4 * sizeof(float), &tail));
+  rp_event done;
+  RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = view}, &done),
+            RP_EINVAL);
+  cr_assert(has(rp_error_detail(), "overlap in memory") &&
+                has(rp_error_detail(), "dst external"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = view, .dst = a}, &done),
+            RP_EINVAL);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_status st = rp_graph_add_copy(g, &(rp_copy){.src = a, .dst = view}, NULL);
+  if (!st) {
+    rp_exec *ex = NULL;
+    RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EINVAL);
+  } else {
+    RP_EXPECT(st, RP_EINVAL);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  /* the first 4 elements of a into its last 4 (the view `tail`) */
+  rp_inst head;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r4, NULL, &head));
+  RP_CHECK(rp_instance_write(rt, head, p, 4 * sizeof(float)));
+  RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = head, .dst = tail}, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  for (int k = 0; k < 4; k++)
+    cr_assert_eq(p[12 + k], (float)k);
+  /* misaligned: one byte into a float buffer */
+  rp_inst bad = {0};
+  RP_EXPECT(rp_instance_create_external(rt, 0, RP_F32, &r4, NULL, (char *)p + 1,
+                                        15 * sizeof(float), &bad),
+            RP_EINVAL);
+  cr_assert(has(rp_error_detail(), "not aligned to its 4-byte elements"), "%s",
+            rp_error_detail());
+  cr_assert_eq(bad.id, 0);
+  RP_CHECK(rp_instance_free(rt, head));
+  RP_CHECK(rp_instance_free(rt, tail));
+  RP_CHECK(rp_instance_free(rt, view));
+  RP_CHECK(rp_instance_free(rt, a));
+  th_destroy(rt);
+}
+
 /* Edge and task indexes stay exact at scale (timing is in `reprise bench
  * --build`, not here). */
 Test(misuse_sizes, edges_and_tasks_at_scale) {

@@ -984,6 +984,7 @@ Test(xfer, planned_once_reset_per_use) {
   rp_xfer_release(&x);
   rp_xfer_release(&x); /* twice is safe */
   rp_xfer_release(NULL);
+  rp_xfer_reset(NULL); /* as release: a no-op (it dereferenced NULL) */
   RP_EXPECT(rp_xfer_run_cpu(&x), RP_EINVAL);
   RP_EXPECT(rp_xfer_check(&x), RP_ESTALE);
   th_destroy(rt);

@@ -314,26 +314,30 @@ static uintptr_t nest_span(const rp_xfer_nest *n, int dst) {
   return span;
 }
 
-/* Allocated instances never share memory; two external ones may wrap
- * overlapping caller buffers. A copy whose source and destination byte
+/* Allocated instances never share memory; an external one may wrap
+ * another external one's buffer, or part of an allocated one's (a view
+ * into rp_instance_ptr's memory). A copy whose source and destination byte
  * ranges overlap could read what it already wrote (memcpy's undefined
  * case), so it is refused, also when strides would interleave the points
  * without touching one twice; a copy between disjoint ranges of one buffer
  * is fine. */
 static rp_status check_overlap(const rp_xfer_desc *d, int src_ext,
                                int dst_ext) {
-  if (!src_ext || !dst_ext)
+  if (!src_ext && !dst_ext)
     return RP_OK;
   uintptr_t s0 = (uintptr_t)d->nest.src, s1 = s0 + nest_span(&d->nest, 0);
   uintptr_t d0 = (uintptr_t)d->nest.dst, d1 = d0 + nest_span(&d->nest, 1);
   if (s1 <= d0 || d1 <= s0)
     return RP_OK;
   return rp__err(RP_EINVAL,
-                 "rp_xfer_plan: copy %#llx -> %#llx: the external instances' "
-                 "bytes overlap in the caller's memory (src [%p, +%zu), dst "
-                 "[%p, +%zu)); copy through a separate buffer",
+                 "rp_xfer_plan: copy %#llx -> %#llx: the instances' bytes "
+                 "overlap in memory (src [%p, +%zu), dst [%p, +%zu); %s "
+                 "external); copy through a separate buffer",
                  (unsigned long long)d->src.id, (unsigned long long)d->dst.id,
-                 (void *)s0, (size_t)(s1 - s0), (void *)d0, (size_t)(d1 - d0));
+                 (void *)s0, (size_t)(s1 - s0), (void *)d0, (size_t)(d1 - d0),
+                 src_ext && dst_ext ? "both"
+                 : src_ext          ? "src"
+                                    : "dst");
 }
 
 static rp_status check_alignment(const rp_xfer_desc *d) {
@@ -421,6 +425,8 @@ rp_status rp_xfer_check(const rp_xfer_desc *d) {
 }
 
 void rp_xfer_reset(rp_xfer_desc *d) {
+  if (!d) /* as rp_xfer_release: nothing to reset */
+    return;
   d->ran = 0;
   d->progress = 0;
   d->ib_offset = 0;

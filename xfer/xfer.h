@@ -117,7 +117,8 @@ rp_status rp_xfer_plan(rp_runtime *rt, const rp_copy *c, rp_xfer_desc *d);
 rp_status rp_xfer_check(const rp_xfer_desc *d);
 
 /* Clears the per-use state (ran, progress, ib_offset) for the next use. Does
- * not re-plan and does not check generations. O(1), no allocation. */
+ * not re-plan and does not check generations. O(1), no allocation; NULL is
+ * a no-op. */
 void rp_xfer_reset(rp_xfer_desc *d);
 
 /* Checks (rp_xfer_check), then moves the bytes synchronously on the calling
