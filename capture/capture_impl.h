@@ -39,6 +39,7 @@ typedef struct rp_capture_state {
   /* rp_capture_name_next: the name of the next launch's ops ("" none);
    * keep_name holds it over the copies of one parallel operator */
   char next_name[RP_NAME_MAX + 1];
+  const char *call; /* the launch call recording now ("rp_launch_task") */
   int keep_name;
 
   /* Copy insertion (insert.c), for the open capture's mirrors: mvalid[k]
@@ -91,6 +92,17 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
  * this thread records. */
 rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
                            rp_capture_state **cs, int *recording);
+/* A launch call's end while recording: a failed call spends the name
+ * rp_capture_name_next gave it too (it is for that call only). Returns
+ * st. */
+static inline rp_status rp__launch_leave(rp_capture_state *cs, int recording,
+                                         rp_status st) {
+  if (st && recording && cs) {
+    cs->next_name[0] = '\0';
+    cs->keep_name = 0;
+  }
+  return st;
+}
 /* RP_OK when e is RP_NO_EVENT or a valid reference of the open capture. */
 rp_status rp__record_check_ref(const rp_capture_state *cs, rp_event e,
                                const char *what);

@@ -142,11 +142,12 @@ rp_status rp_launch_copy(rp_runtime *rt, const rp_copy *c, rp_event *done) {
   if (!st)
     st = check_wait(rt, c->wait, rec, "rp_launch_copy");
   if (!st && (st = rp__check_copy(rt, c, UINT32_MAX)) != RP_OK)
-    return rp__err_as(st, "rp_launch_copy: ");
+    return rp__launch_leave(cs, rec, rp__err_as(st, "rp_launch_copy: "));
   if (st)
-    return st;
-  return rec ? record_copy(cs, c, 0, 0, 0, c->wait, done)
-             : eager_copy_issue(cs, c, done);
+    return rp__launch_leave(cs, rec, st);
+  return rp__launch_leave(cs, rec,
+                          rec ? record_copy(cs, c, 0, 0, 0, c->wait, done)
+                              : eager_copy_issue(cs, c, done));
 }
 
 /* The operator's copies (errors name `what`, the call, and a failing
@@ -248,11 +249,11 @@ rp_status rp_launch_parallel(rp_runtime *rt, const rp_parallel_op *op,
   if (!st)
     st = expand(rt, op, &copies, &n, "rp_launch_parallel");
   if (st)
-    return st;
+    return rp__launch_leave(cs, rec, st);
   st = rec ? record_parallel(cs, op, copies, n, done)
            : eager_parallel(cs, op, copies, n, done);
   free(copies);
-  return st;
+  return rp__launch_leave(cs, rec, st);
 }
 
 /* ---- builder ---- */

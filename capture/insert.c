@@ -245,7 +245,7 @@ rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op, rp_event wait,
     st = plan(cs, op, mem, &any);
   /* a bad wait reference fails before anything is added */
   if (!st && any)
-    st = rp__record_check_ref(cs, wait, "launch");
+    st = rp__record_check_ref(cs, wait, cs->call ? cs->call : "launch");
   uint32_t nops = g->nops, nmirrors = g->nmirrors;
   for (uint32_t i = 0; !st && any && i < op->nacc; i++) {
     mir[i] = NO_MIRROR;

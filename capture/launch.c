@@ -263,7 +263,9 @@ rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
   if (!(*cs = rp__capture_state(rt)))
     return rp__err(RP_ENOMEM, "%s: out of memory", what);
   if ((st = rp__capture_mode(*cs, recording)) != RP_OK)
-    return st;
+    return rp__err_prefix(st, "%s: ", what);
+  if (*recording)
+    (*cs)->call = what; /* the recording thread's: its details name it */
   return *recording ? RP_OK : model_refuses(rt, what);
 }
 
@@ -275,7 +277,9 @@ rp_status rp__launch_eager_ok(rp_runtime *rt, const char *what) {
   if (!cs)
     return rp__err(RP_ENOMEM, "%s: out of memory", what);
   rp_status st = rp__capture_mode(cs, &rec);
-  return st ? st : rec ? RP_OK : model_refuses(rt, what);
+  return st    ? rp__err_prefix(st, "%s: ", what)
+         : rec ? RP_OK
+               : model_refuses(rt, what);
 }
 
 static rp_status record_task(rp_capture_state *cs, const rp_launch *l,
@@ -292,6 +296,7 @@ rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l, rp_event *done) {
   if (st)
     return st;
   if ((st = rp__check_launch(rt, l, rec)) != RP_OK)
-    return rp__err_as(st, "rp_launch_task: ");
-  return rec ? record_task(cs, l, done) : rp__eager_task(cs, l, done);
+    return rp__launch_leave(cs, rec, rp__err_as(st, "rp_launch_task: "));
+  return rp__launch_leave(
+      cs, rec, rec ? record_task(cs, l, done) : rp__eager_task(cs, l, done));
 }

@@ -155,7 +155,8 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
     pthread_mutex_unlock(&cs->lock);
     return rp__err(RP_ERANGE,
                    "rp_capture_begin: this thread holds %d open captures "
-                   "already (on other runtimes), the most it may",
+                   "already (on other runtimes), the most one thread may "
+                   "hold: end one first",
                    TL_CAPTURES);
   }
   rp_graph *g;
@@ -327,7 +328,8 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   uint32_t widx = 0;
   int wport = 0;
   rp_status st = RP_OK;
-  if (wait.id && (st = decode_ref(cs, wait, &widx, &wport, "launch")))
+  if (wait.id && (st = decode_ref(cs, wait, &widx, &wport,
+                                  cs->call ? cs->call : "launch")))
     return st;
   rp_access tmp[2];
   const rp_access *acc;

@@ -475,8 +475,12 @@ RP_API rp_status rp_instance_create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
                                     rp_inst *out);
 /* Wraps caller memory (which stays the caller's: free does not release it).
  * bytes is the size of the caller's buffer; the layout must fit in it.
- * Errors: as rp_instance_create, and RP_EINVAL a NULL ptr, RP_ERANGE a
- * layout that does not fit in bytes. */
+ * Memory it shares with another instance (another external one, or a view
+ * into rp_instance_ptr's memory) is another instance to the graph: order
+ * their uses yourself; a copy between overlapping bytes is refused
+ * (RP_EINVAL). Errors: as rp_instance_create, and RP_EINVAL a NULL ptr or
+ * one not aligned to the element size, RP_ERANGE a layout that does not
+ * fit in bytes. */
 RP_API rp_status rp_instance_create_external(rp_runtime *rt, rp_mem mem,
                                              rp_dtype dtype,
                                              const rp_rect *rect,
@@ -915,12 +919,15 @@ RP_API rp_status rp_capture_end(rp_runtime *rt, rp_graph **out);
 RP_API rp_status rp_capture_abort(rp_runtime *rt);
 /* Names the ops of the next launch call on this capture ("fc1.fwd"; see
  * RP_NAME_MAX): its task, or each copy of a copy or parallel operator
- * (copies capture inserts stay unnamed). NULL or "" cancels. Errors:
+ * (copies capture inserts stay unnamed); a call that fails spends the name
+ * too. NULL or "" cancels. Errors:
  * RP_ECAPTURE no capture open on this thread, RP_EINVAL a bad name. */
 RP_API rp_status rp_capture_name_next(rp_runtime *rt, const char *name);
 /* A named precondition port; *ev may be used as a launch's `wait`; *port
- * (may be NULL) its index. Errors: RP_ECAPTURE no capture open on this
- * thread, RP_EINVAL a bad name. */
+ * (may be NULL) its index. A port no launch waits on is unbound:
+ * rp_graph_validate and rp_instantiate refuse the graph (RP_EPORT, naming
+ * it). Errors: RP_ECAPTURE no capture open on this thread, RP_EINVAL a bad
+ * name. */
 RP_API rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
                                          rp_event *ev, uint32_t *port);
 /* A named postcondition port signalled once all of ops (captured op refs)
@@ -950,8 +957,11 @@ RP_API rp_status rp_graph_create(rp_runtime *rt, rp_graph **out);
 /* Frees g (execs instantiated from it stay valid). RP_ESTALE when g was
  * already destroyed; RP_ECONTRACT from a task inside a replay (g stays). */
 RP_API rp_status rp_graph_destroy(rp_graph *g);
-/* Adds ops; *out (may be NULL) is the new op's id. l->wait / c->wait must
- * be RP_NO_EVENT (use edges and ports; RP_EINVAL otherwise). Other errors are
+/* Adds ops; *out (may be NULL) is the new op's id. The builder orders ops
+ * by the edges given only (capture infers them from accesses; `reprise
+ * dump --lint` finds conflicting accesses no path orders). l->wait /
+ * c->wait must be RP_NO_EVENT (use edges and ports; RP_EINVAL otherwise).
+ * Other errors are
  * the launch calls' checks (RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE,
  * RP_ETYPE, RP_ERANGE, RP_ESTALE); a failed add leaves the graph as it was. */
 RP_API rp_status rp_graph_add_task(rp_graph *g, const rp_launch *l,

@@ -174,6 +174,15 @@ static rp_status settle(rp_exec *ex) {
   rp_status st = best != ex->cur_trial ? apply(ex, best) : RP_OK;
   if (best != 0)
     ex->replacements++;
+  if (ex->ntrials == 1) { /* every candidate was the initial placement */
+    snprintf(ex->place_why, sizeof ex->place_why,
+             "%s: the candidates (list scheduling on measured costs, one "
+             "worker) place every op as it does, nothing to measure",
+             ex->trials[0].what);
+    ex->tuned = 1;
+    tune_end(ex);
+    return st;
+  }
   int n = snprintf(ex->place_why, sizeof ex->place_why,
                    "%s after measuring "
                    "replays:",

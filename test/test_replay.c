@@ -1326,6 +1326,42 @@ Test(replay, replay_path_allocates_nothing_from_the_first_replay) {
   th_destroy(rt);
 }
 
+/* A step with one op: every candidate placement is the initial one, so
+ * nothing is timed; the dump says so (it printed the unmeasured marker as
+ * "initial 18446744073709551615 ns"). */
+Test(replay, exec_tune_with_nothing_to_compare_says_so) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "add1", add1_task);
+  rp_inst x;
+  make_insts(rt, &x, 1);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_access a = {x, RP_RW, RP_REDOP_NONE};
+  RP_CHECK(rp_graph_add_task(
+      g,
+      &(rp_launch){
+          .task = t, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
+      NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  uint32_t tuned = 0;
+  RP_CHECK(rp_exec_tune(ex, NULL, &tuned));
+  cr_assert_gt(tuned, 0);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_TEXT));
+  fclose(f);
+  cr_assert(strstr(buf, "nothing to measure") &&
+                !strstr(buf, "18446744073709551615"),
+            "%s", buf);
+  free(buf);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
 /* rp_exec_tune measures and keeps the fastest placement: nine tiny tasks
  * belong on one worker (a cross-worker hand-off costs far more than they
  * do); every trial replay is a real one, and the values say so. */
@@ -1706,6 +1742,7 @@ Test(replay, an_unrelated_free_keeps_replays_running_a_realloc_stales_them) {
 
 static char other_port_detail[256];
 
+static char other_launch_detail[512];
 static void *other_thread_launch(void *arg) {
   rp_runtime *rt = arg;
   rp_event pre; /* a port call from this thread: not its capture either */
@@ -1713,8 +1750,11 @@ static void *other_thread_launch(void *arg) {
     return (void *)(intptr_t)RP_OK;
   snprintf(other_port_detail, sizeof other_port_detail, "%s",
            rp_error_detail());
-  return (void *)(intptr_t)rp_launch_task(
-      rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY}, NULL);
+  rp_status st =
+      rp_launch_task(rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY}, NULL);
+  snprintf(other_launch_detail, sizeof other_launch_detail, "%s",
+           rp_error_detail());
+  return (void *)(intptr_t)st;
 }
 
 Test(replay, capture_misuse_gets_clear_errors) {
@@ -1734,12 +1774,18 @@ Test(replay, capture_misuse_gets_clear_errors) {
                    "rp_capture_precondition: no capture is open on this "
                    "thread (another thread is capturing on this runtime)"),
             "%s", other_port_detail);
+  /* each detail names the call that failed */
+  cr_assert(strstr(other_launch_detail, "rp_launch_task: another thread is "
+                                        "capturing on this runtime"),
+            "%s", other_launch_detail);
   rp_event e;
   RP_CHECK(rp_event_create(rt, &e));
   RP_EXPECT(
       rp_launch_task(
           rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY, .wait = e}, NULL),
       RP_ECAPTURE); /* eager events cannot be recorded */
+  cr_assert(strstr(rp_error_detail(), "rp_launch_task: event "), "%s",
+            rp_error_detail());
   rp_event ref;
   RP_CHECK(
       rp_launch_task(rt, &(rp_launch){.task = 0, .proc = RP_PROC_ANY}, &ref));
