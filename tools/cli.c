@@ -520,10 +520,63 @@ int rp_cli_parse_dist(const char *cmd, int argc, char **argv,
   }
   return m[0] > 0 ? m[0] : RP_CLI_USAGE; /* one status: launchers merge them */
 }
+
+int rp_cli_same_inputs(const char *cmd, const rp_cli_input *in, unsigned n) {
+  if (n == 0 || n > 8)
+    return RP_CLI_OK;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  unsigned long long mine[8];
+  for (unsigned k = 0; k < n; k++)
+    mine[k] = in[k].h;
+  unsigned long long *all = calloc((size_t)size * n, sizeof *all);
+  int ok = all != NULL, every = 0;
+  MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!every) {
+    free(all);
+    fprintf(stderr,
+            "reprise %s: rank %d: --dist: out of memory comparing the "
+            "ranks' inputs\n",
+            cmd, rank);
+    return RP_CLI_FAILED;
+  }
+  MPI_Allgather(mine, (int)n, MPI_UNSIGNED_LONG_LONG, all, (int)n,
+                MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
+  char msg[512] = "";
+  unsigned differ = 0;
+  for (int r = 1; r < size; r++) {
+    char what[256] = "";
+    for (unsigned k = 0; k < n; k++)
+      if (all[(size_t)r * n + k] != all[k])
+        rp_cli_appendf(what, sizeof what, "%s%s", what[0] ? ", " : "",
+                       in[k].what);
+    if (what[0] && differ++ < 4)
+      rp_cli_appendf(msg, sizeof msg, "; rank %d: %s", r, what);
+  }
+  free(all);
+  if (!differ)
+    return RP_CLI_OK;
+  if (rank == 0) {
+    if (differ > 4)
+      rp_cli_appendf(msg, sizeof msg, "; %u more rank%s", differ - 4,
+                     differ - 4 == 1 ? "" : "s");
+    rp_cli_usage_error(cmd,
+                       "--dist: ranks given other inputs than rank 0's "
+                       "(every rank must run the same command on the same "
+                       "files): %s",
+                       msg + 2);
+  }
+  return RP_CLI_USAGE;
+}
 #else
 int rp_cli_parse_dist(const char *cmd, int argc, char **argv,
                       rp_cli_parse_fn parse, void *out, size_t size) {
   (void)cmd, (void)size;
   return parse(argc, argv, out);
+}
+int rp_cli_same_inputs(const char *cmd, const rp_cli_input *in, unsigned n) {
+  (void)cmd, (void)in, (void)n;
+  return RP_CLI_OK;
 }
 #endif

@@ -204,4 +204,19 @@ int rp_cli_wants_dist(int argc, char **argv);
 int rp_cli_parse_dist(const char *cmd, int argc, char **argv,
                       rp_cli_parse_fn parse, void *out, size_t size);
 
+/* An input the ranks must share, by its hash (rp_fnv1a64 from
+ * RP_FNV64_INIT, train/ckpt.h) and what an error calls it ("the options",
+ * "--reps"). */
+typedef struct rp_cli_input {
+  const char *what;
+  uint64_t h;
+} rp_cli_input;
+/* With MPI initialized: RP_CLI_OK when every rank's n (1..8) inputs hash
+ * as rank 0's; else RP_CLI_USAGE on every rank, rank 0 naming, in one
+ * line, the ranks and inputs that differ ("reprise CMD: --dist: ranks
+ * given other inputs than rank 0's ...: rank 1: --reps"). Collective: call
+ * it on every rank before any other collective work, so that no rank
+ * refuses alone. Without MPI: RP_CLI_OK. */
+int rp_cli_same_inputs(const char *cmd, const rp_cli_input *in, unsigned n);
+
 #endif

@@ -1010,52 +1010,6 @@ int rp_train_same_on_every_rank(const float *w, size_t n) {
   return lo == hi;
 }
 
-int rp_train_same_inputs(int dist, const train_input *in, unsigned n) {
-  if (!dist || n == 0 || n > 8)
-    return RP_CLI_OK;
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  unsigned long long mine[8];
-  for (unsigned k = 0; k < n; k++)
-    mine[k] = in[k].h;
-  unsigned long long *all = calloc((size_t)size * n, sizeof *all);
-  int ok = all != NULL, every = 0;
-  MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!every) {
-    free(all);
-    fprintf(stderr, "%s: --dist: out of memory comparing the ranks' inputs\n",
-            who());
-    return RP_CLI_FAILED;
-  }
-  MPI_Allgather(mine, (int)n, MPI_UNSIGNED_LONG_LONG, all, (int)n,
-                MPI_UNSIGNED_LONG_LONG, MPI_COMM_WORLD);
-  char msg[512] = "";
-  unsigned differ = 0;
-  for (int r = 1; r < size; r++) {
-    char what[256] = "";
-    for (unsigned k = 0; k < n; k++)
-      if (all[(size_t)r * n + k] != all[k])
-        rp_cli_appendf(what, sizeof what, "%s%s", what[0] ? ", " : "",
-                       in[k].what);
-    if (what[0] && differ++ < 4)
-      rp_cli_appendf(msg, sizeof msg, "; rank %d: %s", r, what);
-  }
-  free(all);
-  if (!differ)
-    return RP_CLI_OK;
-  if (rank == 0) {
-    if (differ > 4)
-      rp_cli_appendf(msg, sizeof msg, "; %u more rank%s", differ - 4,
-                     differ - 4 == 1 ? "" : "s");
-    rp_cli_usage_error("train",
-                       "--dist: ranks given other inputs than rank 0's "
-                       "(every rank must run the same command on the same "
-                       "files): %s",
-                       msg + 2);
-  }
-  return RP_CLI_USAGE;
-}
 #else
 int rp_train_mpi_start(train_ranks *r) {
   (void)r;
@@ -1077,11 +1031,11 @@ int rp_train_same_on_every_rank(const float *w, size_t n) {
   (void)w, (void)n;
   return 1;
 }
-int rp_train_same_inputs(int dist, const train_input *in, unsigned n) {
-  (void)dist, (void)in, (void)n;
-  return RP_CLI_OK;
-}
 #endif
+
+int rp_train_same_inputs(int dist, const train_input *in, unsigned n) {
+  return dist ? rp_cli_same_inputs("train", in, n) : RP_CLI_OK;
+}
 
 uint64_t rp_train_options_hash(const train_cli *c) {
   /* every option but the output files' names, --dump and --timings: the

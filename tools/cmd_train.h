@@ -74,18 +74,13 @@ int rp_train_agree(int dist, int rc);
 /* 1 when every rank holds the same n floats bitwise. Collective. */
 int rp_train_same_on_every_rank(const float *w, size_t n);
 
-/* An input the ranks must share, by its hash (rp_fnv1a64 from
- * RP_FNV64_INIT, train/ckpt.h) and what an error calls it ("the
- * options"). */
-typedef struct train_input {
-  const char *what;
-  uint64_t h;
-} train_input;
+/* An input the ranks must share (tools/cli.h): "the options", the
+ * corpus, the checkpoint. */
+typedef rp_cli_input train_input;
 /* The options that decide the computation (all but output file names). */
 uint64_t rp_train_options_hash(const train_cli *c);
-/* With dist: RP_CLI_OK when every rank's n (<= 8) inputs hash as rank
- * 0's; else RP_CLI_USAGE on every rank, rank 0 naming the ranks and
- * inputs that differ. Collective. Without dist: RP_CLI_OK. */
+/* With dist: rp_cli_same_inputs("train", in, n) (collective). Without
+ * dist: RP_CLI_OK. */
 int rp_train_same_inputs(int dist, const train_input *in, unsigned n);
 
 #endif
