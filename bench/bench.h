@@ -41,6 +41,9 @@ typedef struct rp_bench_opts {
                               chain length, fork-join width + 2, layers of 8
                               + 1), or NULL: each workload's standard size */
   uint32_t nsizes;
+  uint32_t dist_timeout_ms; /* --dist: how long a replay waits for a peer
+                               (rp_runtime_config.dist_timeout_ms) and a
+                               failed rank for the others; 0: 30000 */
 } rp_bench_opts;
 
 /* Defaults: both modes, every workload, 2 workers, default reps, AUTO. */

@@ -21,7 +21,13 @@
  * its completion, is paid per all-reduce) against a loop over that buffer,
  * and inside a step (a graph of IN_STEP all-reduces of IN_STEP buffers,
  * one after another, as a training step's gradients are: the replay's time
- * over IN_STEP) against a loop over the same IN_STEP buffers in turn. */
+ * over IN_STEP) against a loop over the same IN_STEP buffers in turn.
+ *
+ * Failures: a set-up step or timed run that fails on one rank fails on
+ * every rank (meet: the ranks learn it together, then stop, with no rank
+ * left in a collective call); a rank waits at most the peer timeout
+ * (REPRISE_DIST_TIMEOUT_MS) for the others there, then stops every rank
+ * with MPI_Abort, as `reprise train --dist` does. */
 #include "bench/bench_impl.h"
 
 #include "train/mlp.h"
@@ -30,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef REPRISE_HAVE_MPI
 #include <mpi.h>
@@ -43,6 +50,9 @@
 #define IN_STEP 16 /* all-reduces in the "inside a step" graph */
 
 static int RANK, NRANKS;
+/* How long a replay waits for a peer (rp_runtime_config.dist_timeout_ms)
+ * and a rank for the others at the benchmark's own meeting points. */
+static uint32_t TIMEOUT_MS;
 
 static rp_status ck(const char *what, rp_status st) {
   if (st)
@@ -51,11 +61,56 @@ static rp_status ck(const char *what, rp_status st) {
   return st;
 }
 
-/* The slowest rank's seconds. */
-static double slowest(double s) {
-  double m = 0;
-  MPI_Allreduce(&s, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return m;
+/* The largest of every rank's v[0..n-1] (n <= 2) into m, the ranks'
+ * meeting point. A rank waits for the others at most TIMEOUT_MS, then
+ * stops every rank (MPI_Abort, status 1): a peer that does not come is
+ * frozen or gone (a rank that failed may have failed because of it:
+ * RP_EPEER), and a blocking collective would wait for it without end. A
+ * healthy rank spins (MPI_Barrier's start, no sleep between the polls); a
+ * failed one polls every millisecond. */
+static void meet(const double *v, double *m, int n, int failed) {
+  MPI_Request req;
+  MPI_Iallreduce(v, m, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &req);
+  uint64_t t0 = rp_bench_now_ns();
+  for (int done = 0;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done)
+      return;
+    if (rp_bench_now_ns() - t0 > (uint64_t)TIMEOUT_MS * 1000000) {
+      fprintf(stderr,
+              "reprise bench --dist: rank %d: another rank did not answer "
+              "within %u ms (REPRISE_DIST_TIMEOUT_MS)%s: stopping every "
+              "rank\n",
+              RANK, TIMEOUT_MS, failed ? " after this rank failed" : "");
+      fflush(stderr);
+      usleep(200000); /* time for the launcher to forward the line */
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (failed)
+      usleep(1000);
+  }
+}
+
+/* RP_OK when st is RP_OK on every rank, else RP_EBACKEND on every rank
+ * (the rank that failed said why): all ranks stop or go on together
+ * instead of leaving the others in the next collective call. */
+static rp_status agree(rp_status st) {
+  double v = st != RP_OK, m = 0;
+  meet(&v, &m, 1, st != RP_OK);
+  return m > 0 ? (st ? st : RP_EBACKEND) : RP_OK;
+}
+
+/* The slowest rank's seconds, or -1 when st failed on any rank. */
+static double slowest(rp_status st, double s) {
+  double v[2] = {st != RP_OK, s}, m[2] = {0, 0};
+  meet(v, m, 2, st != RP_OK);
+  return m[0] > 0 ? -1 : m[1];
+}
+
+/* Every rank at once: the start of a timed run. */
+static void start_together(void) {
+  double v = 0, m = 0;
+  meet(&v, &m, 1, 0);
 }
 
 static rp_status make_rt(unsigned workers, rp_runtime **out) {
@@ -66,7 +121,8 @@ static rp_status make_rt(unsigned workers, rp_runtime **out) {
   cfg.backend = RP_BACKEND_CPU;
   cfg.cpus = workers;
   cfg.quiet = 1;
-  cfg.ignore_env = 1;
+  cfg.ignore_env = 1; /* the options decide; the timeout: rp_bench_opts */
+  cfg.dist_timeout_ms = TIMEOUT_MS;
   cfg.comm = &world;
   return ck("rp_runtime_create", rp_runtime_create(&cfg, out));
 }
@@ -109,32 +165,44 @@ static rp_status model_init(model *md, rp_runtime *rt, unsigned procs) {
   return st;
 }
 
-/* Seconds per step: `reps` replays back to back, or eager steps. */
+/* Seconds per step: `reps` replays back to back, or eager steps; the
+ * slowest rank's, or -1 when a rank failed. A failed replay ends the run:
+ * after a peer's timeout every later one fails at once (RP_EPEER), and the
+ * loop would go on for --reps. Each replay's event is kept for KEEP more
+ * replays (they run in order, a window of 4 in flight) and queried then:
+ * the query costs a load, not a wait. */
+#define KEEP 8
 static double time_steps(model *md, rp_exec *ex, int reps) {
-  MPI_Barrier(MPI_COMM_WORLD);
+  start_together();
   uint64_t t0 = rp_bench_now_ns();
-  rp_event e = RP_NO_EVENT;
+  rp_event ev[KEEP] = {RP_NO_EVENT}, last = RP_NO_EVENT;
   rp_status st = RP_OK;
   for (int i = 0; i < reps && !st; i++) {
     rp_mlp_step_args sa = {(uint32_t)i % md->batches, 0.05f};
-    rp_event_release(md->rt, e);
-    e = RP_NO_EVENT;
+    rp_event *e = &ev[i % KEEP];
+    rp_status q = e->id ? rp_event_query(md->rt, *e) : RP_OK;
+    rp_event_release(md->rt, *e);
+    *e = RP_NO_EVENT;
+    if (q != RP_OK && q != RP_EAGAIN) {
+      st = q;
+      break;
+    }
     if (ex) {
       rp_replay_args ra = {.args = &sa, .args_size = sizeof sa};
-      st = rp_replay(ex, &ra, &e);
+      st = rp_replay(ex, &ra, e);
+      last = *e;
     } else if (!(st = rp_mlp_step(md->m, &sa))) {
       st = rp_runtime_drain(md->rt); /* eager: each step waits */
     }
   }
   if (!st && ex)
-    st = rp_event_wait(md->rt, e, -1);
+    st = rp_event_wait(md->rt, last, -1);
   if (!st)
     st = rp_runtime_drain(md->rt);
-  rp_event_release(md->rt, e);
+  for (int k = 0; k < KEEP; k++)
+    rp_event_release(md->rt, ev[k]);
   double s = (double)(rp_bench_now_ns() - t0) * 1e-9 / reps;
-  if (ck(ex ? "replay" : "eager step", st))
-    s = -1;
-  return slowest(s);
+  return slowest(ck(ex ? "replay" : "eager step", st), s);
 }
 
 typedef struct row_out {
@@ -174,12 +242,13 @@ static void step_row(row_out *o, const char *mode, unsigned workers,
 }
 
 static int bench_step(const rp_bench_opts *bo, row_out *o) {
+  /* the command refuses more (RP_MLP_MAX_PROCS shards per rank) */
   unsigned w = bo->workers ? bo->workers : 1;
-  if (w > RP_MLP_MAX_PROCS)
-    w = RP_MLP_MAX_PROCS;
-  rp_runtime *rt;
-  if (make_rt(w, &rt))
+  rp_runtime *rt = NULL;
+  if (agree(make_rt(w, &rt))) {
+    rp_runtime_destroy(rt);
     return 1;
+  }
   model md;
   rp_graph *g = NULL;
   rp_exec *ex = NULL;
@@ -187,15 +256,17 @@ static int bench_step(const rp_bench_opts *bo, row_out *o) {
   rp_status st = model_init(&md, rt, w);
   if (!st)
     st = ck("record", rp_mlp_record(md.m, &g));
-  if (!st)
-    st = ck("instantiate", rp_instantiate(g, NULL, &ex));
+  /* instantiate is collective (the persistent all-reduces): every rank
+   * reaches it or none does */
+  if (!(st = agree(st)))
+    st = agree(ck("instantiate", rp_instantiate(g, NULL, &ex)));
   rp_graph_destroy(g);
   double rv[RUNS], ev[RUNS];
-  if (!st)
-    time_steps(&md, ex, reps / 2 + 1); /* warm-up, placement trials */
+  if (!st && time_steps(&md, ex, reps / 2 + 1) < 0) /* warm-up, trials */
+    st = RP_EBACKEND;
   for (int r = 0; r < RUNS && !st; r++) {
-    rv[r] = time_steps(&md, ex, reps);
-    ev[r] = time_steps(&md, NULL, reps / 4 + 1);
+    rv[r] = time_steps(&md, ex, reps); /* -1 on every rank, or none */
+    ev[r] = rv[r] < 0 ? -1 : time_steps(&md, NULL, reps / 4 + 1);
     if (rv[r] < 0 || ev[r] < 0)
       st = RP_EBACKEND;
   }
@@ -212,7 +283,7 @@ static int bench_step(const rp_bench_opts *bo, row_out *o) {
 /* ---- the all-reduce: replayed (persistent) vs plain MPI_Allreduce ---- */
 
 static double time_replays(rp_runtime *rt, rp_exec *ex, int reps) {
-  MPI_Barrier(MPI_COMM_WORLD);
+  start_together();
   uint64_t t0 = rp_bench_now_ns();
   rp_event e = RP_NO_EVENT;
   rp_status st = RP_OK;
@@ -224,18 +295,18 @@ static double time_replays(rp_runtime *rt, rp_exec *ex, int reps) {
     st = rp_event_wait(rt, e, -1);
   rp_event_release(rt, e);
   double s = (double)(rp_bench_now_ns() - t0) * 1e-9 / reps;
-  return slowest(ck("all-reduce replay", st) ? -1 : s);
+  return slowest(ck("all-reduce replay", st), s);
 }
 
 /* reps blocking all-reduces, of bufs[0], bufs[1], ... bufs[nb - 1] in
- * turn. */
+ * turn (MPI's own wait: a peer frozen inside the loop holds it). */
 static double time_plain(float *const *bufs, int nb, int n, int reps) {
-  MPI_Barrier(MPI_COMM_WORLD);
+  start_together();
   uint64_t t0 = rp_bench_now_ns();
   for (int i = 0; i < reps; i++)
     MPI_Allreduce(MPI_IN_PLACE, bufs[i % nb], n, MPI_FLOAT, MPI_SUM,
                   MPI_COMM_WORLD);
-  return slowest((double)(rp_bench_now_ns() - t0) * 1e-9 / reps);
+  return slowest(RP_OK, (double)(rp_bench_now_ns() - t0) * 1e-9 / reps);
 }
 
 static void allreduce_row(row_out *o, size_t bytes, rp_bench_stats rep,
@@ -304,26 +375,32 @@ static int bench_allreduce_size(rp_runtime *rt, size_t bytes, int quick,
   for (int i = 0; !st && i < IN_STEP; i++)
     if (!(st = inst2(rt, RP_F32, 0, 0, n, &x[i])))
       bufs[i] = rp_instance_ptr(rt, x[i]);
+  /* instantiate is collective: every rank reaches it or none does */
+  st = agree(ck("all-reduce buffers", st));
   if (!st)
-    st = allreduce_exec(rt, x, 1, &ex);
+    st = agree(ck("all-reduce set-up", allreduce_exec(rt, x, 1, &ex)));
   if (!st)
-    st = allreduce_exec(rt, x, IN_STEP, &exk);
+    st = agree(ck("all-reduce set-up", allreduce_exec(rt, x, IN_STEP, &exk)));
   /* about 20 ms of traffic per run, at least 10 calls */
   int reps = quick ? 10 : (int)(((size_t)64 << 20) / (bytes + 16384)) + 10;
   int kreps = (reps + IN_STEP - 1) / IN_STEP;
   double rv[RUNS], pv[RUNS], kv[RUNS], qv[RUNS];
-  if (!ck("all-reduce set-up", st)) {
-    time_replays(rt, ex, reps / 4 + 2); /* warm all four */
+  if (!st) { /* warm all four */
+    int bad = time_replays(rt, ex, reps / 4 + 2) < 0;
     time_plain(bufs, 1, n, reps / 4 + 2);
-    time_replays(rt, exk, kreps / 4 + 2);
+    bad = bad || time_replays(rt, exk, kreps / 4 + 2) < 0;
     time_plain(bufs, IN_STEP, n, kreps * IN_STEP / 4 + 2);
+    st = bad ? RP_EBACKEND : RP_OK;
   }
   for (int r = 0; r < RUNS && !st; r++) { /* alternate: drift hits all */
-    rv[r] = time_replays(rt, ex, reps);
+    if ((rv[r] = time_replays(rt, ex, reps)) < 0) { /* on every rank */
+      st = RP_EBACKEND;
+      break;
+    }
     pv[r] = time_plain(bufs, 1, n, reps);
     kv[r] = time_replays(rt, exk, kreps) / IN_STEP;
     qv[r] = time_plain(bufs, IN_STEP, n, kreps * IN_STEP);
-    if (rv[r] < 0 || kv[r] < 0)
+    if (kv[r] < 0)
       st = RP_EBACKEND;
   }
   if (!st)
@@ -340,9 +417,11 @@ static int bench_allreduce_size(rp_runtime *rt, size_t bytes, int quick,
 
 static int bench_allreduce(const rp_bench_opts *bo, row_out *o) {
   static const size_t sizes[] = {4096, 65536, 1 << 20, 16 << 20};
-  rp_runtime *rt;
-  if (make_rt(1, &rt))
+  rp_runtime *rt = NULL;
+  if (agree(make_rt(1, &rt))) {
+    rp_runtime_destroy(rt);
     return 1;
+  }
   int rc = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && !rc; i++)
     rc = bench_allreduce_size(rt, sizes[i], bo->quick, o);
@@ -359,6 +438,7 @@ int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &RANK);
   MPI_Comm_size(MPI_COMM_WORLD, &NRANKS);
+  TIMEOUT_MS = bo->dist_timeout_ms ? bo->dist_timeout_ms : 30000;
   /* rank 0's --json through the output writer (reprise.h "Output
    * files"): replaced only by a whole file */
   rp_output *out = NULL;

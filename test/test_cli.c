@@ -530,6 +530,14 @@ Test(cli, bench_rejects_bad_option_values_with_exit_2) {
        "--dist times its step replayed and eager and all-reduces of fixed "
        "sizes: --mode does not apply to it"},
       {{"--dist", "--sizes", "10"}, "--sizes does not apply"},
+      {{"--dist", "--workers", "65"},
+       "--dist: --workers 65: the step has at most 64 shards (workers) per "
+       "rank"},
+      {{"--dist", "--backend", "cuda"},
+       "--dist runs on the CPU backend: --backend cuda does not apply to it"},
+      {{"--dist", "--plot", "x.svg"},
+       "--plot draws the DAG workloads: not with --xfer, --gpu, --build, "
+       "--dist or --hop alone"},
       {{"--workload", "chain", "--sizes", "10,20", "--plot", "x.svg", "--json"},
        NULL},
       {{"--workload", "chain", "--plot", "x.svg"},

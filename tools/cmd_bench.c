@@ -3,6 +3,8 @@
 #include "cli.h"
 
 #include "bench/bench.h"
+#include "train/ckpt.h"
+#include "train/mlp.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -83,14 +85,17 @@ static void bench_usage(FILE *f) {
       "  --dist                    the distributed benchmark instead:\n"
       "                            run under mpiexec -n N; the data-\n"
       "                            parallel step (replay vs eager, --workers\n"
-      "                            shards per rank, default 1) and the\n"
-      "                            replayed all-reduce vs MPI_Allreduce\n"
-      "                            (from 2 ranks; 1 rank: the step rows)\n"
+      "                            shards per rank, 1..%d, default 1) and\n"
+      "                            the replayed all-reduce vs MPI_Allreduce\n"
+      "                            (from 2 ranks; 1 rank: the step rows), on\n"
+      "                            the CPU backend (uses --workers, --reps,\n"
+      "                            --quick, --json; every rank given rank\n"
+      "                            0's; env REPRISE_DIST_TIMEOUT_MS)\n"
       "  -h, --help                this text\n"
       "\n"
       "Options win over the REPRISE_* variables (README \"Environment\").\n"
       "Exit status: 0 done, 1 a benchmark failed, 2 bad usage.\n",
-      RP_CLI_MAX_WORKERS);
+      RP_CLI_MAX_WORKERS, RP_MLP_MAX_PROCS);
 }
 
 /* ---- option values ---- */
@@ -323,6 +328,21 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                               "all-reduces of fixed sizes: %s does not apply "
                               "to it",
                               c->mode_given ? "--mode" : "--sizes");
+  /* --dist's step is train/mlp.h's on the CPU backend: one shard per
+   * worker, at most RP_MLP_MAX_PROCS */
+  if (c->dist && c->o.backend == RP_BACKEND_CUDA)
+    return rp_cli_usage_error("bench",
+                              "--dist runs on the CPU backend: %s cuda "
+                              "does not apply to it",
+                              c->o.backend_src ? c->o.backend_src
+                                               : "--backend");
+  if (c->dist && c->workers_given && c->o.workers > RP_MLP_MAX_PROCS)
+    return rp_cli_usage_error(
+        "bench",
+        "--dist: %s%u: the step has at most %d "
+        "shards (workers) per rank",
+        c->workers_opt ? "--workers " : "REPRISE_WORKERS=", c->o.workers,
+        RP_MLP_MAX_PROCS);
   if (c->o.hop && !c->workloads_given && (c->reps_given || c->o.nsizes))
     return rp_cli_usage_error("bench",
                               "--hop alone times one hand-off: %s applies "
@@ -342,16 +362,22 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                               "--plot: '%s' must end in .svg or "
                               ".png",
                               c->plot);
-  if (c->plot && (c->xfer || c->gpu || c->build || !c->o.workloads))
+  if (c->plot && (c->xfer || c->gpu || c->build || c->dist || !c->o.workloads))
     return rp_cli_usage_error("bench",
                               "--plot draws the DAG workloads: not "
-                              "with --xfer, --gpu, --build or --hop alone");
+                              "with --xfer, --gpu, --build, --dist or --hop "
+                              "alone");
   if (c->plot && c->o.nsizes < 2)
     return rp_cli_usage_error("bench",
                               "--plot draws ns per task against graph "
                               "size: give --sizes with two sizes or more");
   if (c->dist && !c->workers_given)
     c->o.workers = 1; /* one shard per rank: mpiexec -n 2 fills 2 cores */
+  /* the runtime's bound on a peer, and the ranks' own (rp_env_check
+   * above refused a bad value) */
+  if (c->dist)
+    (void)rp_cli_env_u32("bench", "REPRISE_DIST_TIMEOUT_MS", 1, 86400000,
+                         &c->o.dist_timeout_ms, NULL);
   /* output paths and gnuplot, before any work */
   const char *const outs[][2] = {{"--json", c->json}, {"--plot", c->plot}};
   if ((rc = rp_cli_check_outputs("bench", outs, 2)) ||
@@ -415,6 +441,26 @@ static int parse_any(int argc, char **argv, void *c) {
   return parse_args(argc, argv, c);
 }
 
+/* --dist: every rank given rank 0's options (collective, before any
+ * work): a rank with other --reps or --quick would wait for messages that
+ * never come, other --workers measure another step under rank 0's row.
+ * Output file names are rank 0's alone. */
+static int same_options(const bench_cli *c) {
+  const rp_bench_opts *o = &c->o; /* --backend: the CPU's, or refused */
+  const struct {
+    const char *what;
+    const void *p;
+    size_t n;
+  } opt[] = {{"--workers", &o->workers, sizeof o->workers},
+             {"--reps", &o->reps, sizeof o->reps},
+             {"--quick", &o->quick, sizeof o->quick}};
+  rp_cli_input in[sizeof opt / sizeof opt[0]];
+  for (size_t k = 0; k < sizeof opt / sizeof opt[0]; k++)
+    in[k] = (rp_cli_input){opt[k].what,
+                           rp_fnv1a64(RP_FNV64_INIT, opt[k].p, opt[k].n)};
+  return rp_cli_same_inputs("bench", in, sizeof in / sizeof in[0]);
+}
+
 int rp_cmd_bench(int argc, char **argv) {
   bench_cli c = {0};
   int rank = 0, started = 0, rc;
@@ -429,6 +475,8 @@ int rp_cmd_bench(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 #endif
     rc = rp_cli_parse_dist("bench", argc, argv, parse_any, &c, sizeof c);
+    if (!rc)
+      rc = same_options(&c);
   } else {
     rc = parse_args(argc, argv, &c);
   }
