@@ -2309,7 +2309,27 @@ Test(cli, train_gpt_stop_then_resume_is_one_run_bitwise, .timeout = 300) {
   char *w1 = th_read_all(one, &n1), *w2 = th_read_all(two, &n2);
   cr_assert(w1 && w2 && n1 == n2 && n1 > 0, "%zu and %zu bytes", n1, n2);
   cr_assert(!memcmp(w1, w2, n1), "the resumed run's checkpoint differs");
+  free(w2);
+  /* the file alone resumes: the architecture, batch, seed and schedule not
+   * given come from it (they had to be given again) */
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--sample", "20", "--load-weights", half, "--save-weights", two);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "GPT 1 layer, 2 heads, width 16, context 16") &&
+                strstr(r.out, "at step 6"),
+            "%s", r.out);
+  cr_assert(!strstr(r.err, "not an exact continuation"), "%s", r.err);
+  w2 = th_read_all(two, &n2);
+  cr_assert(w2 && n1 == n2 && !memcmp(w1, w2, n1),
+            "the checkpoint alone did not resume the run bitwise");
   free(w1), free(w2);
+  /* what is given still wins: another width is the architecture error */
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--width", "32", "--load-weights", half);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "the file holds a GPT of 1 layers, 2 heads, width "
+                          "16"),
+            "%s", r.err);
   RUN(&r, TRAIN_GPT(corpus), "--iters", "14", "--stop", "6", "--load-weights",
       half);
   cr_assert_eq(r.status, 2, "%s", r.err);

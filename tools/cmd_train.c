@@ -146,7 +146,10 @@ static void train_usage(FILE *f) {
       "  --stop N                  stop after step N of the --iters schedule\n"
       "                            (default --iters): --save-weights, then\n"
       "                            --load-weights with the same --iters\n"
-      "                            goes on bitwise as one run would\n"
+      "                            goes on bitwise as one run would; with\n"
+      "                            --load-weights the architecture, batch,\n"
+      "                            seed and schedule not given are the\n"
+      "                            file's\n"
       "  --tp N                    tensor parallelism: attention heads and\n"
       "                            MLP columns split over N processors\n"
       "                            (default 1; --procs a multiple of N, the\n"
@@ -533,8 +536,55 @@ static int gpt_only(const train_cli *c) {
   return RP_CLI_OK;
 }
 
+/* --model gpt --load-weights FILE: the options not given take the
+ * checkpoint's values (its architecture, batch and seed, and its schedule
+ * when it holds one), so the file alone resumes its run; they count as
+ * given from here on. */
+static int gpt_ckpt_defaults(train_cli *c) {
+  const int o[] = {OPT_LAYERS, OPT_HEADS, OPT_WIDTH, OPT_CONTEXT, OPT_BATCH,
+                   OPT_SEED,   OPT_ITERS, OPT_LR,    OPT_WARMUP};
+  int all = 1;
+  for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
+    all &= (int)GIVEN(c, o[i]);
+  if (!c->load_weights || all)
+    return RP_CLI_OK;
+  const char *const in[][2] = {{"--load-weights", c->load_weights}};
+  int rc = rp_cli_check_inputs("train", in, 1); /* its usage errors first */
+  if (rc != RP_CLI_OK)
+    return rc;
+  rp_gpt_ckpt k;
+  if (rp_gpt_ckpt_read(c->load_weights, &k) != RP_OK) {
+    fprintf(stderr, "%s: --load-weights %s\n", rp_train_who(),
+            rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  uint32_t *u[] = {&c->layers, &c->heads, &c->width, &c->context, &c->mc.batch};
+  const uint32_t ku[] = {k.layers, k.heads, k.width, k.context, k.batch};
+  for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+    if (!GIVEN(c, o[i]))
+      *u[i] = ku[i];
+  if (!GIVEN(c, OPT_SEED))
+    c->mc.seed = k.seed;
+  if (k.iters) { /* 0: written by the library, no schedule */
+    if (!GIVEN(c, OPT_ITERS))
+      c->iters = k.iters;
+    if (!GIVEN(c, OPT_LR))
+      c->lr = k.lr;
+    if (!GIVEN(c, OPT_WARMUP))
+      c->warmup = k.warmup;
+  }
+  for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
+    if (o[i] != OPT_ITERS && o[i] != OPT_LR && o[i] != OPT_WARMUP)
+      c->given |= 1ull << (o[i] - OPT_BACKEND);
+    else if (k.iters)
+      c->given |= 1ull << (o[i] - OPT_BACKEND);
+  rp_gpt_ckpt_free(&k);
+  return RP_CLI_OK;
+}
+
 /* --model gpt: the MLP's own options are refused, the shared ones get the
- * GPT's defaults where not given, the output paths are checked. */
+ * GPT's defaults (or a --load-weights checkpoint's) where not given, the
+ * output paths are checked. */
 static int gpt_options(train_cli *c) {
   const int o[] = {OPT_HIDDEN,  OPT_LR_DECAY, OPT_MOMENTUM, OPT_DATASET,
                    OPT_SAMPLES, OPT_CLASSES,  OPT_FEATURES, OPT_DATA,
@@ -545,6 +595,9 @@ static int gpt_options(train_cli *c) {
                                 "--%s is not an option of --model "
                                 "gpt",
                                 opt_name(o[i]));
+  int rc = gpt_ckpt_defaults(c);
+  if (rc != RP_CLI_OK)
+    return rc;
   if (!GIVEN(c, OPT_PROCS))
     c->mc.procs = 1;
   if (!GIVEN(c, OPT_BATCH))
@@ -645,7 +698,7 @@ static int gpt_options(train_cli *c) {
                                  {"--save-weights", c->save_weights}};
   const char *const ins[][2] = {{"--text", c->text},
                                 {"--load-weights", c->load_weights}};
-  int rc = rp_cli_check_inputs("train", ins, sizeof ins / sizeof ins[0]);
+  rc = rp_cli_check_inputs("train", ins, sizeof ins / sizeof ins[0]);
   if (!rc)
     rc = rp_cli_check_not_inputs("train", outs, sizeof outs / sizeof outs[0],
                                  ins, sizeof ins / sizeof ins[0]);
