@@ -329,13 +329,11 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                               "to it",
                               c->mode_given ? "--mode" : "--sizes");
   /* --dist's step is train/mlp.h's on the CPU backend: one shard per
-   * worker, at most RP_MLP_MAX_PROCS */
-  if (c->dist && c->o.backend == RP_BACKEND_CUDA)
-    return rp_cli_usage_error("bench",
-                              "--dist runs on the CPU backend: %s cuda "
-                              "does not apply to it",
-                              c->o.backend_src ? c->o.backend_src
-                                               : "--backend");
+   * worker, at most RP_MLP_MAX_PROCS (REPRISE_BACKEND, where no option
+   * decides, does not apply to it) */
+  if (c->dist && c->backend_given && c->o.backend == RP_BACKEND_CUDA)
+    return rp_cli_usage_error("bench", "--dist runs on the CPU backend: "
+                                       "--backend cuda does not apply to it");
   if (c->dist && c->workers_given && c->o.workers > RP_MLP_MAX_PROCS)
     return rp_cli_usage_error(
         "bench",

@@ -74,8 +74,9 @@ static void other_options(void) {
   }
 }
 
-/* Rank 1 is stopped 5 s in (set-up is over: mid-warm-up) and killed 120
- * s later if still there (the job's end without the fix). */
+/* Rank 1 is stopped 8 s in (set-up is over: mid-warm-up; stopped in
+ * set-up, rank 0's collective there times out the same way) and killed
+ * 120 s later if still there (the job's end without the fix). */
 static void frozen_peer(void) {
   const char *sh = path("freeze.sh");
   FILE *f = fopen(sh, "w");
@@ -84,7 +85,7 @@ static void frozen_peer(void) {
     return;
   }
   fputs("if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
-        "  (sleep 5; kill -STOP $$; sleep 120; kill -KILL $$) "
+        "  (sleep 8; kill -STOP $$; sleep 120; kill -KILL $$) "
         ">/dev/null 2>&1 &\n"
         "fi\n"
         "exec \"$@\"\n",
@@ -100,9 +101,10 @@ static void frozen_peer(void) {
         "rank 0 names the peer that did not answer");
   check(count(log, "no answer within 2000 ms") > 0,
         "the replay waited REPRISE_DIST_TIMEOUT_MS (2000 ms), not 30 s");
-  check(count(log, "rank 0: another rank did not answer within 2000 ms "
-                   "(REPRISE_DIST_TIMEOUT_MS) after this rank failed: "
-                   "stopping every rank") == 1,
+  /* a failed rank waits 2 x the timeout and a second for the others */
+  check(count(log, "rank 0: another rank did not answer within 5000 ms "
+                   "(REPRISE_DIST_TIMEOUT_MS x 2 + 1 s) after this rank "
+                   "failed: stopping every rank") == 1,
         "rank 0 stops every rank rather than wait for the stopped one: %s",
         log ? log : "");
   free(log);
