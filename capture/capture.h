@@ -155,6 +155,10 @@ rp_status rp__capture_set_reach(rp_runtime *rt, rp_reach_fn fn, void *arg);
  * has no capture open on it. Launch entry points (here and in comm/) call
  * it before any side effect. */
 rp_status rp__launch_eager_ok(rp_runtime *rt, const char *what);
+/* A launch call of comm/ that failed while this thread records on rt
+ * spends the name rp_capture_name_next gave it (as the capture's own
+ * launch calls do). Returns st. */
+rp_status rp__launch_failed(rp_runtime *rt, rp_status st);
 
 /* The accesses an op declares (a copy reads its source and writes or
  * reduces into its destination; `tmp` holds those two). Returns the count

@@ -247,19 +247,27 @@ static rp_status model_refuses(const rp_runtime *rt, const char *what) {
                  what);
 }
 
+rp_status rp__launch_failed(rp_runtime *rt, rp_status st) {
+  rp_capture_state *cs = st ? rp__capture_state(rt) : NULL;
+  /* rp__capture_mode's test, without its detail (the failure's stays) */
+  int rec = cs && atomic_load_explicit(&cs->recording, memory_order_acquire) &&
+            pthread_equal(cs->owner, pthread_self());
+  return rp__launch_leave(cs, rec, st);
+}
+
 rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,
                            rp_capture_state **cs, int *recording) {
   rp_status cst = rp__rt_check(rt, what);
   if (cst)
     return cst;
-  if (!arg)
-    return rp__err(RP_EINVAL, "%s: NULL argument", what);
+  if (!arg) /* each failure from here spends a pending op name */
+    return rp__launch_failed(rt, rp__err(RP_EINVAL, "%s: NULL argument", what));
   rp_status st = rp__refuse_in_replay(what);
   if (st)
-    return st;
+    return rp__launch_failed(rt, st);
   st = rp__runtime_check(rt);
   if (st)
-    return st;
+    return rp__launch_failed(rt, st);
   if (!(*cs = rp__capture_state(rt)))
     return rp__err(RP_ENOMEM, "%s: out of memory", what);
   if ((st = rp__capture_mode(*cs, recording)) != RP_OK)

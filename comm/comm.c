@@ -116,10 +116,11 @@ static rp_status enter(rp_runtime *rt, const void *arg, const char *what,
   rp_status st = rp__rt_check(rt, what);
   if (st)
     return st;
-  if (!arg)
-    return rp__err(RP_EINVAL, "%s: NULL argument", what);
+  if (!arg) /* each failure from here spends a pending op name */
+    return rp__launch_failed(rt, rp__err(RP_EINVAL, "%s: NULL argument", what));
   if (!(*ds = rp__dist_state(rt)))
-    return rp__err(RP_EINVAL, "%s: runtime has no distributed state", what);
+    return rp__launch_failed(
+        rt, rp__err(RP_EINVAL, "%s: runtime has no distributed state", what));
   return RP_OK;
 }
 
@@ -343,18 +344,19 @@ rp_status rp_launch_allreduce(rp_runtime *rt, const rp_allreduce *x,
   const char *what = "rp_launch_allreduce";
   rp_dist_state *ds;
   rp_status st = enter(rt, x, what, &ds);
-  if (!st)
-    st = rp__launch_eager_ok(rt, what);
+  if (st)
+    return st;
+  if ((st = rp__launch_eager_ok(rt, what)))
+    return rp__launch_failed(rt, st);
   rp_dist_args a;
   rp_access acc[2];
   rp_proc proc;
-  if (st)
-    return st;
   if ((st = allreduce_side(ds, x, what, &a, acc, &proc))) {
     skip_op(ds, &(rp_dist_args){.role = RP_DIST_ALLREDUCE});
-    return st;
+    return rp__launch_failed(rt, st);
   }
-  return launch_op(ds, NULL, &a, acc, 1, proc, x->wait, done, NULL);
+  st = launch_op(ds, NULL, &a, acc, 1, proc, x->wait, done, NULL);
+  return st ? rp__launch_failed(rt, rp__err_as(st, "%s: ", what)) : RP_OK;
 }
 
 rp_status rp_launch_dist_copy(rp_runtime *rt, const rp_dist_copy *c,
@@ -362,19 +364,20 @@ rp_status rp_launch_dist_copy(rp_runtime *rt, const rp_dist_copy *c,
   const char *what = "rp_launch_dist_copy";
   rp_dist_state *ds;
   rp_status st = enter(rt, c, what, &ds);
-  if (!st)
-    st = rp__launch_eager_ok(rt, what);
+  if (st)
+    return st;
+  if ((st = rp__launch_eager_ok(rt, what)))
+    return rp__launch_failed(rt, st);
   rp_dist_args a = {0};
   rp_access acc[3];
   uint32_t n = 0;
-  if (st)
-    return st;
   if ((st = copy_side(ds, c, what, &a, acc, &n))) {
     if (a.magic == RP_DIST_ARGS_MAGIC) /* this rank's side was known */
       skip_op(ds, &a);
-    return st;
+    return rp__launch_failed(rt, st);
   }
-  return launch_op(ds, NULL, &a, acc, n, RP_PROC_ANY, c->wait, done, NULL);
+  st = launch_op(ds, NULL, &a, acc, n, RP_PROC_ANY, c->wait, done, NULL);
+  return st ? rp__launch_failed(rt, rp__err_as(st, "%s: ", what)) : RP_OK;
 }
 
 /* ---- builder forms ---- */
@@ -565,7 +568,7 @@ rp_status rp_launch_dist_parallel(rp_runtime *rt, const rp_dist_parallel *p,
   if (!st)
     st = pop_check(ds, p, what, &pl, &planned);
   else
-    return st;
+    return rp__launch_failed(rt, st);
   rp_event *evs = rp__calloc(ds->ranks, sizeof *evs);
   if (!st && !evs)
     st = rp__err(RP_ENOMEM, "%s: out of memory", what);
@@ -598,5 +601,5 @@ rp_status rp_launch_dist_parallel(rp_runtime *rt, const rp_dist_parallel *p,
   }
   rp_status dst = evs ? pop_done(rt, evs, n, st ? NULL : done) : RP_OK;
   free(evs);
-  return st ? st : dst;
+  return rp__launch_failed(rt, st ? st : dst);
 }

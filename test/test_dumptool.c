@@ -826,26 +826,33 @@ Test(names, capture_names_the_next_launch_and_traces_use_it) {
   rp_copy c = {.src = a, .dst = b, .domain = RP_DOMAIN_SRC};
   RP_CHECK(rp_launch_copy(rt, &c, NULL));
   RP_CHECK(rp_launch_copy(rt, &c, NULL)); /* the name was for one launch */
-  /* a launch that fails spends its name too: the next op is not named so
-   * (a task, a copy and a parallel operator failing) */
+  /* a launch that fails spends its name too: the op after it is not
+   * named so (a task, a copy, a parallel operator, an all-reduce that is
+   * no sum and a NULL argument failing, each followed by a copy that
+   * succeeds) */
   rp_launch bad = l;
   bad.proc = 12345; /* no such processor */
-  RP_CHECK(rp_capture_name_next(rt, "failed.task"));
-  cr_assert_neq(rp_launch_task(rt, &bad, NULL), RP_OK);
-  RP_CHECK(rp_capture_name_next(rt, "failed.copy"));
   rp_copy same = {.src = a, .dst = a};
-  cr_assert_neq(rp_launch_copy(rt, &same, NULL), RP_OK);
-  RP_CHECK(rp_capture_name_next(rt, "failed.parallel"));
   rp_parallel_op none = {.kind = RP_POP_REPLICATE, .nparts = 0};
-  cr_assert_neq(rp_launch_parallel(rt, &none, NULL), RP_OK);
-  RP_CHECK(rp_launch_copy(rt, &c, NULL));
+  rp_allreduce ar = {.inst = a, .redop = RP_REDOP_NONE}; /* not a sum */
+  for (int kase = 0; kase < 5; kase++) {
+    RP_CHECK(rp_capture_name_next(rt, "failed"));
+    rp_status st = kase == 0   ? rp_launch_task(rt, &bad, NULL)
+                   : kase == 1 ? rp_launch_copy(rt, &same, NULL)
+                   : kase == 2 ? rp_launch_parallel(rt, &none, NULL)
+                   : kase == 3 ? rp_launch_allreduce(rt, &ar, NULL)
+                               : rp_launch_task(rt, NULL, NULL);
+    cr_assert_neq(st, RP_OK, "case %d", kase);
+    RP_CHECK(rp_launch_copy(rt, &c, NULL));
+  }
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
   cr_assert_str_eq(rp_graph_op_name(g, 0), "a.fill");
   cr_assert_str_eq(rp_graph_op_name(g, 1), "a.to.b");
   cr_assert_str_eq(rp_graph_op_name(g, 2), "");
-  cr_assert_eq(rp_graph_op_count(g), 4);
-  cr_assert_str_eq(rp_graph_op_name(g, 3), "");
+  cr_assert_eq(rp_graph_op_count(g), 8);
+  for (rp_op_id op = 3; op < 8; op++)
+    cr_assert_str_eq(rp_graph_op_name(g, op), "", "op %u", op);
   /* error details name the op */
   RP_EXPECT(rp_graph_remove_edge(g, 2, 0), RP_ENOENT);
   rp_exec *ex;
