@@ -539,7 +539,7 @@ static void issue_members(rp_exec *ex, const rp_seg *sg, rp_slot *s,
  * failed fails with it. */
 static void fail_members(rp_exec *ex, const rp_seg *sg, rp_slot *s,
                          rp_status st, issue_count *n) {
-  char why[256];
+  char why[RP_SLOT_DETAIL]; /* a unit's failure line holds no more */
   snprintf(why, sizeof why, "%s", rp_error_detail());
   for (uint32_t i = 0; i < sg->n; i++) {
     uint32_t ui = ex->lw->members[sg->first + i];

@@ -273,6 +273,7 @@ struct rp_exec {
   /* rp_exec_tune: the first failure of a window of trial replays (in
    * replay order), under detail_lock; tune clears tune_fail_seen */
   char tune_fail_detail[RP_SLOT_DETAIL];
+  uint32_t tune_lost; /* candidate placements that could not be planned */
   int tune_fail_seen;
   pthread_mutex_t detail_lock; /* failure path only */
 

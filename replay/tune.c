@@ -115,11 +115,14 @@ static int same_lanes(const rp_exec *ex, const rp_trial *a, const rp_trial *b) {
 
 /* Plans a candidate (the units' lanes are restored afterwards); keeps it
  * unless an earlier trial places every unit the same way. */
-static void add_candidate(rp_exec *ex, uint32_t max_lanes, const char *what) {
+/* Returns 1 when the candidate could not be planned (out of memory). */
+static int add_candidate(rp_exec *ex, uint32_t max_lanes, const char *what) {
   rp_trial *t = &ex->trials[ex->ntrials];
+  int lost = 0;
   if (trial_alloc(ex, t, what) != RP_OK ||
       rp__place_plan(ex, 1, max_lanes, t->seq) != RP_OK) {
     trial_free(t);
+    lost = 1;
   } else {
     for (uint32_t u = 0; u < ex->nunits; u++)
       t->lane[u] = ex->units[u].lane;
@@ -134,6 +137,7 @@ static void add_candidate(rp_exec *ex, uint32_t max_lanes, const char *what) {
   const rp_trial *cur = &ex->trials[ex->cur_trial];
   for (uint32_t u = 0; u < ex->nunits; u++)
     ex->units[u].lane = cur->lane[u];
+  return lost;
 }
 
 /* Makes trial i the placement in effect. Progress words restart at zero in
@@ -174,11 +178,18 @@ static rp_status settle(rp_exec *ex) {
   rp_status st = best != ex->cur_trial ? apply(ex, best) : RP_OK;
   if (best != 0)
     ex->replacements++;
-  if (ex->ntrials == 1) { /* every candidate was the initial placement */
-    snprintf(ex->place_why, sizeof ex->place_why,
-             "%s: the candidates (list scheduling on measured costs, one "
-             "worker) place every op as it does, nothing to measure",
-             ex->trials[0].what);
+  if (ex->ntrials == 1) { /* no other placement to time */
+    if (ex->tune_lost)
+      snprintf(ex->place_why, sizeof ex->place_why,
+               "%s: %u candidate placement%s could not be planned (out of "
+               "memory), nothing measured",
+               ex->trials[0].what, ex->tune_lost,
+               ex->tune_lost == 1 ? "" : "s");
+    else
+      snprintf(ex->place_why, sizeof ex->place_why,
+               "%s: the candidates (list scheduling on measured costs, one "
+               "worker) place every op as it does, nothing to measure",
+               ex->trials[0].what);
     ex->tuned = 1;
     tune_end(ex);
     return st;
@@ -214,8 +225,9 @@ static void next_window(rp_exec *ex) {
 static rp_status tune_step(rp_exec *ex) {
   if (ex->tune_phase == 0) {
     /* unit costs are known now: plan the candidates */
-    add_candidate(ex, ex->nlanes, "list scheduling on measured costs");
-    add_candidate(ex, 1, "one worker");
+    ex->tune_lost =
+        add_candidate(ex, ex->nlanes, "list scheduling on measured costs") +
+        add_candidate(ex, 1, "one worker");
     ex->tune_phase = 1;
     if (ex->ntrials > 1) {
       next_window(ex);
@@ -296,7 +308,7 @@ static rp_status tune_run(rp_exec *ex, const rp_replay_args *a,
       st = tune_step(ex);
   }
   if (st && ex->tuning) {
-    char why[256];
+    char why[RP_SLOT_DETAIL + 64]; /* a replay's failure line, prefixed */
     snprintf(why, sizeof why, "%s", rp_error_detail());
     /* back to the placement in effect before the call */
     if (ex->cur_trial != 0)

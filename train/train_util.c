@@ -111,7 +111,7 @@ rp_status rp_train_ring_finish(rp_train_ring *r, rp_status st) {
     return st;
   /* after an error: wait for the rest, keep the first error and its
    * detail (a failing wait sets its own) */
-  char why[512];
+  char why[1024]; /* rp_error_detail()'s size */
   snprintf(why, sizeof why, "%s", rp_error_detail());
   while (r->n) {
     (void)rp_event_wait(r->rt, r->ev[r->head], -1);
