@@ -1491,16 +1491,16 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
   return RP_OK;
 }
 
-/* The file's first bytes (at most RP_CKPT_HEAD), read before the whole
- * file: what they say decides whether it is read at all. */
-static rp_status read_head(const char *path, unsigned char *head, size_t *got) {
+/* The file's first bytes (at most RP_CKPT_HEAD) and its size, read before
+ * the whole file: what they say decides whether it is read at all. */
+static rp_status read_head(const char *path, unsigned char *head, size_t *got,
+                           uint64_t *size) {
   int fd = -1;
-  uint64_t size = 0;
-  rp_status st = rp_file_open_regular(path, &fd, &size);
+  rp_status st = rp_file_open_regular(path, &fd, size);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "%s: ", path);
   *got = 0;
-  while (*got < RP_CKPT_HEAD && *got < size) {
+  while (*got < RP_CKPT_HEAD && *got < *size) {
     ssize_t k = read(fd, head + *got, RP_CKPT_HEAD - *got);
     if (k <= 0)
       break; /* a short read: the whole read says why */
@@ -1510,52 +1510,79 @@ static rp_status read_head(const char *path, unsigned char *head, size_t *got) {
   return RP_OK;
 }
 
+/* A whole checkpoint file in b (n bytes): the container's payload (or a
+ * bare record) parsed into *c, its floats read. */
+static rp_status parse_file(const char *path, const unsigned char *b, size_t n,
+                            rp_mlp_ckpt *c) {
+  rp_status st = RP_OK;
+  if (rp_ckpt_is_container(b, n)) { /* a bare record also loads */
+    uint32_t version;
+    size_t off, len;
+    st = rp_ckpt_parse(path, CKPT_KIND, b, n, &version, &off, &len);
+    if (!st && version != 1)
+      st = rp_error_set(RP_EVERSION,
+                        "%s: MLP checkpoint payload version %u (this "
+                        "build reads version 1)",
+                        path, version);
+    if (!st)
+      b += off, n = len;
+  }
+  if (!st)
+    st = ckpt_parse(path, b, n, c);
+  if (!st) {
+    c->nparams = (size_t)ckpt_floats(c->widths, c->layers);
+    size_t head = CKPT_HEAD + 4 * ((size_t)c->layers + 1);
+    st = rp_ckpt_floats_read(path, b + head, c->nparams,
+                             "the weights and momenta", &c->params);
+  }
+  return st;
+}
+
 rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
   if (!path || !out)
     return rp_error_set(RP_EINVAL, "rp_mlp_ckpt_read: NULL argument");
   rp_mlp_ckpt c;
   memset(&c, 0, sizeof c);
   /* The first bytes first: a file that is no checkpoint is refused, and a
-   * container's header checked against the file's size, without reading
-   * (up to RP_MLP_CKPT_MAX of) the rest. */
+   * container's header checked against the file's size (rp_ckpt_load),
+   * without reading (up to RP_MLP_CKPT_MAX of) the rest. A bare record is
+   * read whole, as is a file whose first bytes did not come (the whole
+   * read says why). */
   unsigned char head[RP_CKPT_HEAD];
   size_t got = 0;
-  rp_status st = read_head(path, head, &got);
+  uint64_t size = 0;
+  rp_status st = read_head(path, head, &got, &size);
   if (st != RP_OK)
     return st;
-  char *buf = NULL;
+  int short_read = got < (size < RP_CKPT_HEAD ? size : RP_CKPT_HEAD);
+  int bare = got >= 8 && !memcmp(head, CKPT_MAGIC, 8);
+  if (!short_read && !bare && !rp_ckpt_is_container(head, got))
+    return ckpt_parse(path, head, got, &c); /* neither: refused as such */
+  void *buf = NULL;
   size_t n = 0;
-  if (rp_ckpt_is_container(head, got)) { /* the container around the record */
+  if (!short_read && !bare) { /* the container: its header first */
     uint32_t version;
-    void *payload;
-    st = rp_ckpt_load(path, CKPT_KIND, RP_MLP_CKPT_MAX, &version, &payload, &n);
-    if (st != RP_OK)
-      return st;
-    buf = payload;
-    if (version != 1)
+    st = rp_ckpt_load(path, CKPT_KIND, RP_MLP_CKPT_MAX, &version, &buf, &n);
+    if (!st && version != 1)
       st = rp_error_set(RP_EVERSION,
                         "%s: MLP checkpoint payload version %u (this "
                         "build reads version 1)",
                         path, version);
-  } else if (got >= 8 && !memcmp(head, CKPT_MAGIC, 8)) { /* a bare record */
-    st = rp_file_read_regular(path, RP_MLP_CKPT_MAX, &buf, &n);
+    if (!st) /* the payload alone: the record */
+      st = parse_file(path, buf, n, &c);
+  } else {
+    char *whole = NULL;
+    st = rp_file_read_regular(path, RP_MLP_CKPT_MAX, &whole, &n);
     if (st != RP_OK)
       return rp_train_err_prefix(st, "%s: ", path);
-  } else { /* neither: the parser's refusal, from the first bytes */
-    return ckpt_parse(path, head, got, &c);
-  }
-  const unsigned char *b = (const unsigned char *)buf;
-  if (!st)
-    st = ckpt_parse(path, b, n, &c);
-  if (!st) {
-    c.nparams = (size_t)ckpt_floats(c.widths, c.layers);
-    size_t head_bytes = CKPT_HEAD + 4 * ((size_t)c.layers + 1);
-    st = rp_ckpt_floats_read(path, b + head_bytes, c.nparams,
-                             "the weights and momenta", &c.params);
+    buf = whole;
+    st = parse_file(path, buf, n, &c);
   }
   free(buf);
   if (!st)
     *out = c;
+  else
+    free(c.params);
   return st;
 }
 
