@@ -2417,6 +2417,30 @@ Test(cli, train_gpt_divergence_writes_nothing, .timeout = 120) {
   cr_assert(strstr(buf, "{\"iteration\": 0, \"mode\": \"replay\", \"ns\": "),
             "%s", buf);
   unlink(tim);
+  /* a checkpoint holding lr 50 (the file's domain is [0, 100]; the
+   * library may write one): resumed without --lr, the failure names the
+   * file, not an --lr never given; --lr given trains on */
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--stop", "2", "--save-weights",
+      ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  size_t len = 0;
+  char *file = th_read_all(ckpt, &len);
+  cr_assert(file && len > RP_CKPT_HEAD + 32);
+  float lr50 = 50.0f; /* the payload's f32 lr at byte 28, little-endian */
+  memcpy(file + RP_CKPT_HEAD + 28, &lr50, 4);
+  RP_CHECK(
+      rp_ckpt_save(ckpt, "gpt", 2, file + RP_CKPT_HEAD, len - RP_CKPT_HEAD));
+  free(file);
+  RUN(&r, TRAIN_GPT(corpus), "--load-weights", ckpt);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "its lr 50: with the GPT's weight decay 0.1") &&
+                strstr(r.err, "(give --lr below 10)") &&
+                !strstr(r.err, "--lr 50"),
+            "%s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--lr", "0.002", "--load-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.err, "--lr 50 (now 0.002)"), "%s", r.err);
+  unlink(ckpt);
   RUN_CLOSED_PIPE(&r, TRAIN_GPT(corpus), "--iters", "1", "--dump=json");
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert(!strstr(r.err, "--dump") && !strstr(r.err, "Broken pipe"), "%s",

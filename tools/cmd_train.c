@@ -568,8 +568,10 @@ static int gpt_ckpt_defaults(train_cli *c) {
   if (k.iters) { /* 0: written by the library, no schedule */
     if (!GIVEN(c, OPT_ITERS))
       c->iters = k.iters;
-    if (!GIVEN(c, OPT_LR))
+    if (!GIVEN(c, OPT_LR)) {
       c->lr = k.lr;
+      c->lr_from_ckpt = 1;
+    }
     if (!GIVEN(c, OPT_WARMUP))
       c->warmup = k.warmup;
   }
@@ -620,6 +622,16 @@ static int gpt_options(train_cli *c) {
                               c->warmup, c->iters);
   rp_gpt_config dc;
   rp_gpt_config_init(&dc);
+  if ((double)c->lr * dc.weight_decay >= 1 && c->lr_from_ckpt) {
+    fprintf(stderr,
+            "%s: --load-weights %s: its lr %g: with the GPT's weight decay "
+            "%g, AdamW's decay step would multiply the matrices by 1 - %g "
+            "(give --lr below %g)\n",
+            rp_train_who(), c->load_weights, (double)c->lr,
+            (double)dc.weight_decay, (double)c->lr * dc.weight_decay,
+            1 / (double)dc.weight_decay);
+    return RP_CLI_FAILED;
+  }
   if ((double)c->lr * dc.weight_decay >= 1)
     return rp_cli_usage_error("train",
                               "--lr %g: with the GPT's weight decay %g, "

@@ -40,8 +40,9 @@ typedef struct train_cli {
   uint32_t tp;   /* --tp: tensor-parallel processors per data group */
   uint32_t stop; /* --stop: the run ends after this step (<= iters) */
   const char *text;
-  int text_given; /* --text given (else the default corpus) */
-  uint64_t given; /* options seen, bit (option - first option) */
+  int text_given;   /* --text given (else the default corpus) */
+  uint64_t given;   /* options seen, bit (option - first option) */
+  int lr_from_ckpt; /* --model gpt: lr is the --load-weights file's */
 } train_cli;
 
 /* `reprise train --model gpt` after parsing. Exit status as rp_cmd_train. */

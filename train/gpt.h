@@ -464,13 +464,15 @@ typedef struct rp_gpt_ckpt {
  * (the file at path is then unchanged), RP_ENOMEM, RP_EINVAL (nothing
  * written) for what rp_gpt_ckpt_read would refuse: a weight or moment
  * that is not finite, a vocabulary not in strictly increasing order, a
- * schedule outside the command line's domain (lr finite in [0, 100];
- * with iters > 0, step <= iters and warmup < iters; iters 0 records no
- * schedule);
+ * schedule outside the file's domain (lr finite in [0, 100]: training
+ * takes lr x weight_decay below 1, so below 10 at the default decay, and
+ * refuses a larger one when it starts; with iters > 0, step <= iters and
+ * warmup < iters; iters 0 records no schedule);
  * RP_ERANGE (nothing written) for a checkpoint larger than the reader
  * takes (rp_gpt_save_check). */
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
-/* The largest learning rate a checkpoint holds (the command line's). */
+/* The largest learning rate a checkpoint holds (the file format's:
+ * training takes lr x weight_decay below 1). */
 #define RP_GPT_CKPT_LR_MAX 100.0f
 /* The largest checkpoint file rp_gpt_ckpt_read takes. */
 #define RP_GPT_CKPT_MAX ((uint64_t)1 << 32)
