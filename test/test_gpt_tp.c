@@ -421,7 +421,7 @@ Test(gpt_tp_backends, the_step_has_every_parallel_operator) {
             "the batch over 2 groups (REPARTITION)");
   for (uint32_t t = 0; t < 2; t++) {
     char n[64];
-    snprintf(n, sizeof n, "t%u.h1.mlp.fc.w.replicate", t);
+    snprintf(n, sizeof n, "h1.mlp.fc.w.t%u.replicate", t);
     int at = find_op(g, n, 0);
     cr_assert(at >= 0, "no op named %s", n);
     cr_assert_eq(find_op(g, n, (rp_op_id)at + 1), -1, "%s: one copy", n);

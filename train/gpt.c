@@ -1609,7 +1609,7 @@ static rp_status step_weights(rp_gpt *m) {
     for (uint32_t t = 0; !st && t < m->tp; t++) {
       for (uint32_t d = 1; d < m->dp; d++)
         parts[d - 1] = m->ts[d * m->tp + t].w[i];
-      if (!(st = name_op(m, "", "t%u.%s.replicate", t, m->info[i].name)))
+      if (!(st = name_op(m, "", "%s.t%u.replicate", m->info[i].name, t)))
         st = gpop(m, RP_POP_REPLICATE, 0, t, m->ts[t].w[i],
                   procs_of(pp, m->dp - 1, m->tp + t, m->tp), parts, m->dp - 1,
                   NULL);
