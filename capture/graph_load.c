@@ -1587,7 +1587,8 @@ static rp_status check_checksum(const cJSON *sum, const cJSON *graph) {
     return rp__err(RP_ECHECKSUM,
                    ".checksum: the file says %016llx, its "
                    "graph hashes to %016llx: the file is corrupt or was "
-                   "edited",
+                   "edited (a file edited on purpose loads without its "
+                   "\"checksum\" key)",
                    (unsigned long long)want, (unsigned long long)have);
   return RP_OK;
 }

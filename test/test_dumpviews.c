@@ -333,6 +333,30 @@ Test(views, critical_path_by_measured_durations, .init = setup,
   for (const char *p = r.out; (p = strstr(p, " ns  ")) != NULL; p += 5)
     sum += strtod(p + 5, NULL);
   cr_assert(sum > 99.0 && sum < 101.0, "shares add up to %.1f%%", sum);
+  cr_assert_null(strstr(r.err, "warning"), "%s", r.err);
+  /* the trace without the events of 'sgd' (its last op): costed 0 ns,
+   * said on stderr (the path went on as if it cost nothing) */
+  char *tt = th_read_all(t, NULL);
+  cJSON *doc = cJSON_Parse(tt);
+  free(tt);
+  cr_assert_not_null(doc);
+  cJSON *evs = cJSON_GetObjectItem(doc, "traceEvents");
+  cr_assert_not_null(evs);
+  for (int i = cJSON_GetArraySize(evs) - 1; i >= 0; i--) {
+    cJSON *e = cJSON_GetArrayItem(evs, i);
+    cJSON *nm = cJSON_GetObjectItem(e, "name");
+    if (cJSON_IsString(nm) && !strcmp(nm->valuestring, "sgd"))
+      cJSON_DeleteItemFromArray(evs, i);
+  }
+  char *cut = cJSON_PrintUnformatted(doc);
+  cJSON_Delete(doc);
+  const char *t2 = th_tmp_path("t_cut.json");
+  write_text(t2, cut);
+  free(cut);
+  RUN(&r, "dump", gp, "--critical-path", "--trace", t2);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.err, "ops have no event in the trace (the first: op ");
+  HAS(r.err, "'sgd'): they count 0 ns");
 }
 
 /* A trace that cannot be read or used is a failure (exit 1), as a graph
@@ -1130,8 +1154,11 @@ Test(views, page_in_a_browser_searches_expands_highlights, .init = setup,
   HAS(st, "search h1.attn.qkv: found op ");
   HAS(st, "expand h1.attn: 10 nodes, 10 ops shown");
   /* in the view of h1.attn: h1.attn.score runs after qkv and the copy
-   * (h1.ln1 is a node of h1's view), before softmax and proj */
-  HAS(st, "select h1.attn.score: 2 ancestors, 2 descendants");
+   * (h1.ln1 is a node of h1's view), before softmax and proj, and, along
+   * paths through ops outside the view (the layers above, the loss),
+   * before the block's backward ops of the view: 7 (they counted edges
+   * inside the view only: 2) */
+  HAS(st, "select h1.attn.score: 2 ancestors, 7 descendants");
   HAS(st, "crit: ");
   HAS(st, "selftest done");
   free(st);

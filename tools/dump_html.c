@@ -125,8 +125,9 @@ static void dot_level(page *pg, uint32_t vi, const dv_view *v,
   fprintf(f, "}\n");
 }
 
+/* members: the ops of v's nodes (a part's are its view's: v.members) */
 static void meta_level(page *pg, uint32_t vi, const dv_view *v,
-                       const uint32_t *child) {
+                       const uint32_t *child, const uint32_t *members) {
   FILE *f = pg->meta;
   fprintf(f, "%s\n{\"key\": \"", vi ? "," : "");
   dv_json_str(f, pg->q[vi].key);
@@ -135,10 +136,15 @@ static void meta_level(page *pg, uint32_t vi, const dv_view *v,
     const dv_node *n = &v->nodes[k];
     char id[32];
     node_id(n, child[k], id, sizeof id);
-    fprintf(f, "%s\"%s\": [\"%c\", %u, %u, %u, %u, %d]", k ? ", " : "", id,
+    fprintf(f, "%s\"%s\": [\"%c\", %u, %u, %u, %u, %d, [", k ? ", " : "", id,
             n->op == UINT32_MAX ? 'g' : 'o',
             n->op == UINT32_MAX ? child[k] : n->op, n->nops, n->ntasks,
             n->ncopies, n->crit);
+    /* its ops: the page's ancestors and descendants follow the graph's
+     * edges through ops outside the view */
+    for (uint32_t i = 0; i < n->nops; i++)
+      fprintf(f, "%s%u", i ? ", " : "", members[n->first + i]);
+    fprintf(f, "]]");
   }
   fprintf(f, "}, \"edges\": [");
   for (uint32_t e = 0; e < v->nedges; e++) {
@@ -228,7 +234,7 @@ static int one_level(page *pg, uint32_t vi, FILE *err) {
   }
   if (!rc) {
     dot_level(pg, vi, shown, child);
-    meta_level(pg, vi, shown, child);
+    meta_level(pg, vi, shown, child, v.members);
   } else {
     fprintf(err, "reprise dump: --format html: out of memory\n");
   }
@@ -388,6 +394,13 @@ static void data_insts(const dm_graph *m, FILE *out) {
   fprintf(out, "],\n");
 }
 
+static void data_edges(const dm_graph *m, FILE *out) {
+  fprintf(out, "\"opedges\": [");
+  for (uint32_t e = 0; e < m->nedges; e++)
+    fprintf(out, "%s[%u, %u]", e ? ", " : "", m->edges[e].from, m->edges[e].to);
+  fprintf(out, "],\n");
+}
+
 static void data_crit(const page *pg, FILE *out) {
   const dv_crit *c = pg->o->crit;
   fprintf(out, "\"crit\": [");
@@ -467,6 +480,7 @@ static int write_page(page *pg, const char *svg, FILE *out, FILE *err) {
   fprintf(out, "<script>\nvar RP_DATA = {");
   data_ops(pg, out);
   data_insts(pg->m, out);
+  data_edges(pg->m, out);
   data_crit(pg, out);
   fprintf(out, "\"views\": [%.*s]};\n", (int)pg->meta_len, pg->meta_text);
   if (svgs(svg, pg->nq, out)) {

@@ -261,9 +261,21 @@ int dv_trace_op_costs(const dv_trace *t, const dm_graph *m, double **cost,
     runs[e->op]++;
   }
   /* SPMD shards: one event each per replay; the op's cost is their mean */
-  for (uint32_t i = 0; i < nops; i++)
+  uint32_t none = 0, first = 0;
+  for (uint32_t i = 0; i < nops; i++) {
     if (runs[i])
       (*cost)[i] /= runs[i];
+    else if (!none++)
+      first = i;
+  }
   free(runs);
+  /* a trace of this graph has every op's events: one without any is
+   * costed 0 ns, which the figures would hide */
+  if (none)
+    fprintf(err,
+            "reprise dump: --trace: warning: %u of %u ops have no event in "
+            "the trace (the first: op %u '%s'): they count 0 ns\n",
+            none, nops, first,
+            m->ops[first].label[0] ? m->ops[first].label : m->ops[first].name);
   return 0;
 }
