@@ -121,11 +121,14 @@ static void train_usage(FILE *f) {
       "                            options --backend --procs (default 1)\n"
       "                            --iters (default 600) --batch (default\n"
       "                            16) --lr (peak, default 0.002; below\n"
-      "                            10: times the weight decay 0.1 below 1)\n"
+      "                            10: lr x the weight decay 0.1 must stay\n"
+      "                            below 1)\n"
       "                            --seed --eager --log-every --save-graph\n"
       "                            --dump --trace --json --timings\n"
       "                            --save-weights\n"
-      "                            --load-weights --max-bytes --inflight\n"
+      "                            --load-weights (the options not given:\n"
+      "                            the file's architecture, batch, seed and\n"
+      "                            schedule) --max-bytes --inflight\n"
       "                            --dist (each rank its rows of every\n"
       "                            batch, split over its --procs / --tp\n"
       "                            data groups; or --tp above --procs:\n"
@@ -146,10 +149,7 @@ static void train_usage(FILE *f) {
       "  --stop N                  stop after step N of the --iters schedule\n"
       "                            (default --iters): --save-weights, then\n"
       "                            --load-weights with the same --iters\n"
-      "                            goes on bitwise as one run would; with\n"
-      "                            --load-weights the architecture, batch,\n"
-      "                            seed and schedule not given are the\n"
-      "                            file's\n"
+      "                            goes on bitwise as one run would\n"
       "  --tp N                    tensor parallelism: attention heads and\n"
       "                            MLP columns split over N processors\n"
       "                            (default 1; --procs a multiple of N, the\n"
@@ -160,7 +160,9 @@ static void train_usage(FILE *f) {
       "\n"
       "Exit status: 0 trained, 1 failed (engine error, bad --data or\n"
       "--load-weights file, diverged: a loss not finite or above 10x\n"
-      "max(initial loss, ln(classes))), 2 bad usage.\n");
+      "max(initial loss, ln(classes)); --model gpt: a batch or validation\n"
+      "loss not finite or above 10x max(initial validation loss,\n"
+      "ln(vocabulary))), 2 bad usage.\n");
 }
 
 #define ITERS_MAX 100000000u /* --iters, the schedule's steps */

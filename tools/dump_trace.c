@@ -262,6 +262,9 @@ int dv_trace_op_costs(const dv_trace *t, const dm_graph *m, double **cost,
   }
   /* SPMD shards: one event each per replay; the op's cost is their mean */
   uint32_t none = 0, first = 0;
+  int gpu = 0; /* a GPU trace: ops inside a segment have no events */
+  for (uint32_t i = 0; i < t->nev; i++)
+    gpu |= t->ev[i].cat == DV_EV_GPU || t->ev[i].cat == DV_EV_LAUNCH;
   for (uint32_t i = 0; i < nops; i++) {
     if (runs[i])
       (*cost)[i] /= runs[i];
@@ -271,7 +274,7 @@ int dv_trace_op_costs(const dv_trace *t, const dm_graph *m, double **cost,
   free(runs);
   /* a trace of this graph has every op's events: one without any is
    * costed 0 ns, which the figures would hide */
-  if (none)
+  if (none && !gpu)
     fprintf(err,
             "reprise dump: --trace: warning: %u of %u ops have no event in "
             "the trace (the first: op %u '%s'): they count 0 ns\n",

@@ -256,9 +256,11 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
                                uint32_t n);
 
 /* Issues one step (eagerly, or recorded with the interpolations while a
- * capture is open on this thread). RP_EINVAL for an lr that is not finite
- * or is negative, RP_ERANGE for a batch slot or step out of range, before
- * anything is issued. An eager op that still fails while it runs (a
+ * capture is open on this thread). RP_EINVAL for an lr that is not finite,
+ * is negative, or whose product with the config's weight_decay is 1 or
+ * more (AdamW's decay step would zero, flip or grow the matrices),
+ * RP_ERANGE for a batch slot or step out of range, before anything is
+ * issued. An eager op that still fails while it runs (a
  * communication error) poisons the instances it writes, and every later
  * op that reads them fails with it: the step's status (rp_gpt_train's
  * return) says so, and the model cannot train on. */
@@ -436,7 +438,8 @@ typedef struct rp_gpt_train_opts {
  * iter_ns is then rp_replay to when the done event was seen, and
  * *wall_ns / steps the back-to-back time per step. The exec needs
  * max_inflight >= N (rp_exec_opts), else rp_replay blocks until a slot
- * frees (correct, less overlap). RP_EINVAL for N > 64. */
+ * frees (correct, less overlap). RP_EINVAL for N > 64, or for an lr
+ * rp_gpt_step refuses (before any step). */
 rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
                        const rp_gpt_train_opts *o);
 

@@ -268,7 +268,10 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
  * before training). */
 rp_status rp_mlp_save_check(const rp_mlp *m);
 /* Reads and checks a whole checkpoint (a regular file of at most
- * RP_MLP_CKPT_MAX bytes) into *out (rp_mlp_ckpt_free). Errors name the
+ * RP_MLP_CKPT_MAX bytes) into *out (rp_mlp_ckpt_free). Its first bytes are
+ * judged before the rest is read: a file that is neither a container nor
+ * a record, or a container whose header contradicts the file's size, is
+ * refused unread (a bare record is read whole). Errors name the
  * file: RP_EFORMAT (not this format, another model's checkpoint, bad
  * layer count or width, truncated or trailing bytes, a bad schedule),
  * RP_EVERSION, RP_ECHECKSUM (corrupt), and those of reading a file. */
