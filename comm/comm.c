@@ -559,16 +559,15 @@ rp_status rp_launch_dist_parallel(rp_runtime *rt, const rp_dist_parallel *p,
   rp_dist_state *ds;
   pop_plan pl = {0};
   rp_status st = enter(rt, p, what, &ds);
-  if (!st)
-    st = rp__launch_eager_ok(rt, what);
+  if (st) /* a runtime that is no runtime is not touched again */
+    return st;
+  if ((st = rp__launch_eager_ok(rt, what)))
+    return rp__launch_failed(rt, st);
   /* planned: the copies' ranks are known (pop_check got past the
    * arguments every rank gives alike); a refusal after that is this
    * rank's own, and its copies still take their places */
   int planned = 0;
-  if (!st)
-    st = pop_check(ds, p, what, &pl, &planned);
-  else
-    return rp__launch_failed(rt, st);
+  st = pop_check(ds, p, what, &pl, &planned);
   rp_event *evs = rp__calloc(ds->ranks, sizeof *evs);
   if (!st && !evs)
     st = rp__err(RP_ENOMEM, "%s: out of memory", what);
