@@ -27,22 +27,6 @@
 
 static char DIR[] = "/tmp/rp_bench_dist_fail_XXXXXX";
 
-/* A wrapper that appends `extra` to rank 1's command line. */
-static const char *rank1_adds(const char *name, const char *extra) {
-  const char *sh = path(name);
-  FILE *f = fopen(sh, "w");
-  if (!f)
-    return NULL;
-  fprintf(f,
-          "if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
-          "  exec \"$@\" %s\n"
-          "fi\n"
-          "exec \"$@\"\n",
-          extra);
-  fclose(f);
-  return sh;
-}
-
 static void other_options(void) {
   static const struct {
     const char *extra, *what;
@@ -54,7 +38,7 @@ static void other_options(void) {
     char name[32], tag[32];
     snprintf(name, sizeof name, "opt%zu.sh", i);
     snprintf(tag, sizeof tag, "opt%zu", i);
-    const char *sh = rank1_adds(name, cases[i].extra);
+    const char *sh = drv_rank1_script(name, cases[i].extra);
     if (!sh) {
       check(0, "write %s", name);
       continue;

@@ -56,6 +56,20 @@ char *path(const char *name) {
   return p;
 }
 
+const char *drv_rank1_script(const char *name, const char *extra) {
+  const char *sh = path(name);
+  FILE *f = fopen(sh, "w");
+  if (!f)
+    return NULL;
+  fprintf(f,
+          "if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
+          "  exec \"$@\" %s\n"
+          "fi\n"
+          "exec \"$@\"\n",
+          extra);
+  return fclose(f) ? NULL : sh;
+}
+
 char *slurp(const char *p, size_t *len) {
   FILE *f = fopen(p, "rb");
   if (!f)

@@ -1,5 +1,5 @@
 /* test/comm/driver.h — what the command-line drivers of the "dist" tests
- * share (test/comm/train_dist.c, test/comm/train_gpt_dist.c): plain
+ * share (test/comm/train_dist.c, train_gpt_dist.c, bench_dist_fail.c): plain
  * programs, no Criterion (MPI does not survive its fork), that run the
  * built `reprise` under mpiexec and check its exit status, output and
  * files. */
@@ -18,6 +18,11 @@ void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
  * name inside it (one of 8 rotating buffers). 0 on success. */
 int drv_mkdir(char *template_);
 char *path(const char *name);
+
+/* A wrapper script path(name) (for drv_reprise_wrapped) that appends
+ * `extra` (shell words) to rank 1's command line alone; NULL when it
+ * cannot be written. */
+const char *drv_rank1_script(const char *name, const char *extra);
 
 /* The whole file, NUL-terminated (*len bytes before it), or NULL. */
 char *slurp(const char *p, size_t *len);

@@ -275,22 +275,6 @@ static void rank_options(void) {
   free(log);
 }
 
-/* A script that runs the command with `extra` appended on rank 1 only. */
-static const char *rank1_script(const char *name, const char *extra) {
-  const char *sh = path(name);
-  FILE *f = fopen(sh, "w");
-  if (!f)
-    return NULL;
-  fprintf(f,
-          "if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
-          "  exec \"$@\" %s\n"
-          "fi\n"
-          "exec \"$@\"\n",
-          extra);
-  fclose(f);
-  return sh;
-}
-
 /* The ranks' files are compared too, not only their options: rank 1
  * given another --data file than rank 0's (accuracy figures past 100%
  * and exit 0: the global sums over rank 0's count), or another
@@ -313,7 +297,7 @@ static void rank_files(void) {
   }
   char extra[600];
   snprintf(extra, sizeof extra, "--data %s", path("d1.csv"));
-  const char *sh = rank1_script("data1.sh", extra);
+  const char *sh = drv_rank1_script("data1.sh", extra);
   static const char *a[] = {"train",  "--backend", "cpu",   "--procs",
                             "2",      "--iters",   "4",     "--batch",
                             "64",     "--hidden",  "16,16", "--dist",
@@ -334,7 +318,7 @@ static void rank_files(void) {
   check(train(0, "ka", ka) == 0 && train(0, "kb", kb) == 0,
         "two checkpoints to resume from");
   snprintf(extra, sizeof extra, "--load-weights %s", path("kb.bin"));
-  sh = rank1_script("ck1.sh", extra);
+  sh = drv_rank1_script("ck1.sh", extra);
   static const char *b[] = {COMMON, "--dist", "--load-weights", NULL, NULL};
   static char kab[512];
   snprintf(kab, sizeof kab, "%s", path("ka.bin"));

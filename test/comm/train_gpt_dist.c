@@ -459,21 +459,6 @@ static void tp_across_ranks(void) {
         "on both)");
 }
 
-/* A wrapper that appends `extra` to rank 1's command line alone. */
-static const char *rank1_wrapper(const char *name, const char *extra) {
-  const char *sh = path(name);
-  FILE *f = fopen(sh, "w");
-  if (!f)
-    return NULL;
-  fprintf(f,
-          "if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
-          "  exec \"$@\" %s\n"
-          "fi\n"
-          "exec \"$@\"\n",
-          extra);
-  return fclose(f) ? NULL : sh;
-}
-
 /* Ranks given other options or files than rank 0's: every rank stops,
  * with one message naming the rank (a rank whose options are refused
  * before MPI starts used to leave the others waiting in MPI_Init). */
@@ -489,28 +474,28 @@ static void rank_inputs(void) {
   }
   char extra[600];
   snprintf(extra, sizeof extra, "--json %s/missing/x.json", DIR);
-  if ((w = rank1_wrapper("json1.sh", extra)))
+  if ((w = drv_rank1_script("json1.sh", extra)))
     snprintf(sh1, sizeof sh1, "%s", w);
-  if ((w = rank1_wrapper("lr1.sh", "--lr 0.01")))
+  if ((w = drv_rank1_script("lr1.sh", "--lr 0.01")))
     snprintf(sh2, sizeof sh2, "%s", w);
   snprintf(extra, sizeof extra, "--text %s", other);
-  if ((w = rank1_wrapper("text1.sh", extra)))
+  if ((w = drv_rank1_script("text1.sh", extra)))
     snprintf(sh3, sizeof sh3, "%s", w);
   static char sh4[512], sh5[512];
   /* a batch rank 1 alone cannot split (its peers used to wait forever),
    * and an lr that differs in the 7th digit */
-  if ((w = rank1_wrapper("batch1.sh", "--batch 3 --procs 2")))
+  if ((w = drv_rank1_script("batch1.sh", "--batch 3 --procs 2")))
     snprintf(sh4, sizeof sh4, "%s", w);
-  if ((w = rank1_wrapper("lr7.sh", "--lr 0.002000001")))
+  if ((w = drv_rank1_script("lr7.sh", "--lr 0.002000001")))
     snprintf(sh5, sizeof sh5, "%s", w);
   /* a log point's validation pass is collective: another --log-every
    * used to leave the ranks in different collective calls; with --tp
    * across ranks every rank reads its shards for --save-weights */
   static char sh6[512], sh7[512];
-  if ((w = rank1_wrapper("log1.sh", "--log-every 2")))
+  if ((w = drv_rank1_script("log1.sh", "--log-every 2")))
     snprintf(sh6, sizeof sh6, "%s", w);
   snprintf(extra, sizeof extra, "--save-weights %s", path("xr1.ckpt"));
-  if ((w = rank1_wrapper("save1.sh", extra)))
+  if ((w = drv_rank1_script("save1.sh", extra)))
     snprintf(sh7, sizeof sh7, "%s", w);
   check(sh1[0] && sh2[0] && sh3[0] && sh4[0] && sh5[0] && sh6[0] && sh7[0] && f,
         "wrote the rank-1 wrappers");
