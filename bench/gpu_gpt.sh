@@ -18,10 +18,11 @@
 #            the 2-core CI machine)
 #   knobs    the replayed step of the launch and nanoGPT configs under each
 #            setting of KNOBS (default: the defaults, REPRISE_GPT_ATTN=gemm,
-#            REPRISE_GPT_ATTN_GEMM=direct, REPRISE_GPT_COLSUM=serial and
-#            REPRISE_CUBLAS_WS_MIB=4; a space
-#            list of VAR=VALUE, or "default"), alternating, KNOB_RUNS rounds
-#            (default 3): the median step time of each run
+#            REPRISE_GPT_ATTN_GEMM=direct, both together,
+#            REPRISE_GPT_COLSUM=serial and REPRISE_CUBLAS_WS_MIB=4; a space
+#            list of VAR=VALUE, several joined by '+', or "default"),
+#            alternating, KNOB_RUNS rounds (default 3): the median step
+#            time and the final loss of each run
 #   profile  Nsight Compute's device time (clocks as found) of each kernel
 #            of the replays (graph nodes one by one) and of each whole
 #            graph, for the launch and the nanoGPT configs (ncu_*.csv;
@@ -129,7 +130,10 @@ fi
 
 if has knobs; then
   LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
-  read -r -a knobs <<<"${KNOBS:-default REPRISE_GPT_ATTN=gemm REPRISE_GPT_ATTN_GEMM=direct REPRISE_GPT_COLSUM=serial REPRISE_CUBLAS_WS_MIB=4}"
+  # a knob is VAR=value, or several joined by '+' (set together: the
+  # direct layout is the GEMM path's, which the launch config's heads
+  # take only with REPRISE_GPT_ATTN=gemm)
+  read -r -a knobs <<<"${KNOBS:-default REPRISE_GPT_ATTN=gemm REPRISE_GPT_ATTN_GEMM=direct REPRISE_GPT_ATTN=gemm+REPRISE_GPT_ATTN_GEMM=direct REPRISE_GPT_COLSUM=serial REPRISE_CUBLAS_WS_MIB=4}"
   for cfg in launch nano; do
     if [ $cfg = launch ]; then args=("${LAUNCH[@]}") it=300; else
       args=("${NANO[@]}") it=60
@@ -137,7 +141,7 @@ if has knobs; then
     for round in $(seq "${KNOB_RUNS:-3}"); do
       for k in "${knobs[@]}"; do
         set_env=()
-        [ "$k" != default ] && set_env=("$k")
+        [ "$k" != default ] && IFS='+' read -r -a set_env <<<"$k"
         base="$OUT/knob_${cfg}_${k//[^A-Za-z0-9]/_}_$round"
         env "${set_env[@]}" timeout "${KNOB_TIMEOUT:-60}" \
           "$B/reprise" train --model gpt --backend cuda "${args[@]}" \
@@ -145,8 +149,9 @@ if has knobs; then
           --json "$base.json" >"$base.txt" 2>&1
         rc=$?
         note "knobs $cfg $k round $round: $(sed -n \
-          's/^ *"iter_us_median": \(.*\),$/\1 us per step (median)/p' \
-          "$base.json" 2>/dev/null)" $rc
+          -e 's/^ *"iter_us_median": \(.*\),$/\1 us per step (median)/p' \
+          -e 's/^ *"final_loss": \(.*\),$/final loss \1/p' \
+          "$base.json" 2>/dev/null | paste -sd ' ' -)" $rc
       done
     done
   done

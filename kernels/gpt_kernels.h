@@ -152,7 +152,9 @@ typedef struct rp_gpt_n_args {
  * fused kernel.
  * Accesses: 0 qkv (READ, N*3C), 1 qkvr (WRITE, 3*N*C),
  *           2 att (WRITE, B*NH*T*T), 3 out (WRITE, N*C),
- *           4 scratch (WRITE, N*C: att v before the permute). */
+ *           4 scratch (WRITE, N*C: att v before the permute; on the GPU
+ *             with REPRISE_GPT_ATTN_GEMM=direct the GEMMs' pointer tables,
+ *             whose bits depend on the buffers' addresses). */
 typedef struct rp_gpt_attn_args {
   int32_t B, T, C, NH; /* offsets 0, 4, 8, 12 */
 } rp_gpt_attn_args;
@@ -162,7 +164,8 @@ typedef struct rp_gpt_attn_args {
  *           2 att (READ, B*NH*T*T), 3 dqkv (WRITE, N*3C),
  *           4 datt (WRITE, B*NH*T*T: scratch),
  *           5 scratch (WRITE, 4*N*C: d(att v) permuted, then dq, dk, dv in
- *             [B, NH, T, hs]). */
+ *             [B, NH, T, hs]; on the GPU with REPRISE_GPT_ATTN_GEMM=direct
+ *             the GEMMs' pointer tables). */
 
 /* "gpt.attention_decode" (decoding, batch 1, one token at position pos):
  * writes the token's k and v into the caches at pos, then

@@ -348,6 +348,39 @@ Test(gpt_backends, replay_is_bitwise_equal_to_eager) {
   fx_free(&fx);
 }
 
+/* The CUDA attention's GEMM path, with its heads permuted and addressed
+ * in place (REPRISE_GPT_ATTN=gemm, REPRISE_GPT_ATTN_GEMM=permute|direct):
+ * both fixtures' heads fit the fused kernels, so the default never runs
+ * them in a whole step. Within PyTorch's bounds on the odd shapes (head
+ * size 5, batch split 2 + 1) eager and replayed on one and two
+ * processors, replay bitwise equal to eager. The kernels read the
+ * variables at each launch; the CPU backend has no such paths (the same
+ * checks run its kernels again). */
+Test(gpt_backends, attention_gemm_layouts_match_pytorch_and_replay_eager) {
+  const char *const layout[] = {"permute", "direct"};
+  for (int l = 0; l < 2; l++) {
+    setenv("REPRISE_GPT_ATTN", "gemm", 1);
+    setenv("REPRISE_GPT_ATTN_GEMM", layout[l], 1);
+    fixture fx;
+    fx_load_file(&fx, "gpt_odd.bin");
+    for (uint32_t procs = 1; procs <= 2; procs++) {
+      for (int replay = 0; replay <= 1; replay++)
+        against_pytorch_on("gpt_odd.bin", procs, replay);
+      float le, lr;
+      float *e = run_fixture(&fx, TH_BACKEND, procs, 0, &le);
+      float *r = run_fixture(&fx, TH_BACKEND, procs, 1, &lr);
+      cr_assert(!memcmp(e, r, fx.n * sizeof *e) && !memcmp(&le, &lr, sizeof le),
+                "%s layout, procs %u: replay differs from eager", layout[l],
+                procs);
+      free(e);
+      free(r);
+    }
+    fx_free(&fx);
+  }
+  unsetenv("REPRISE_GPT_ATTN");
+  unsetenv("REPRISE_GPT_ATTN_GEMM");
+}
+
 /* Two processors sum the gradients of two halves of the batch: the loss
  * and the gradients (null-gradient elements included, relative to their
  * tensor's largest) agree with one processor's within 1e-5. The weights
