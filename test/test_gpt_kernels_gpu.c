@@ -656,6 +656,19 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
   size_t fwd = 2 * (size_t)T * (hs + 1) + 8 * ((size_t)hs + T);
   size_t bwd = 3 * (size_t)T * (hs + 1) + (size_t)T * T;
   int fused = !strcmp(mode, "fused") && fwd * 4 <= 49152 && bwd * 4 <= 49152;
+  /* the GEMM path's scratch: the permute layout writes att v there
+   * (forward) and dq, dk, dv at [n, 4n) (backward); the direct layout only
+   * its pointer tables, where they fit (kernels/attention.cu tables_in: 3
+   * and 9 tables of B NH entries rounded up to even, and 12 bytes to align
+   * them), the rest untouched: a direct run that fell back to the permute
+   * layout would pass the value checks unseen */
+  int gemm_path = strcmp(mode, "fused") != 0;
+  size_t ts = ((size_t)B * NH + 1) & ~(size_t)1;
+  size_t need_f = 3 * ts * sizeof(void *) + 12,
+         need_b = 9 * ts * sizeof(void *) + 12;
+  int tab_f = !strcmp(mode, "direct") && n * 4 >= need_f;
+  int tab_b = !strcmp(mode, "direct") && 4 * n * 4 >= need_b;
+  float *poison4 = kr_random(4 * n, 431, 5, 6);
   set_attn(mode);
   for (int run = 0; run < 2; run++) {
     float **o = run ? a : got;
@@ -666,14 +679,30 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
     RP_CHECK(rp_cuda_buf_put(d_dqkv, poison, 3 * n * 4));
     RP_CHECK(rp_cuda_buf_put(d_datt, poison, na * 4));
     RP_CHECK(rp_cuda_buf_put(d_sf, poison, (n + 64) * 4));
+    RP_CHECK(rp_cuda_buf_put(d_scr, poison4, 4 * n * 4));
     RP_CHECK(rp_cuda_gpt_attention_fwd(d_qkv, d_qkvr, d_att, d_out, d_sf, B, T,
                                        C, NH, s));
-    float *guard = dgetf(d_sf + n, 64, s);
-    cr_assert(!memcmp(guard, poison + n, 64 * 4),
+    float *guard = dgetf(d_sf, n + 64, s);
+    cr_assert(!memcmp(guard + n, poison + n, 64 * 4),
               "%s: the forward wrote past its scratch", mode);
+    size_t from = tab_f ? (need_f + 3) / 4 : 0;
+    if (gemm_path && from < n)
+      cr_assert_eq(!memcmp(guard + from, poison + from, (n - from) * 4), tab_f,
+                   "%s, B %d T %d NH %d: the forward's scratch says the %s "
+                   "layout ran",
+                   mode, B, T, NH, tab_f ? "permute" : "direct");
     free(guard);
     RP_CHECK(rp_cuda_gpt_attention_bwd(d_dout, d_qkvr, d_att, d_dqkv, d_datt,
                                        d_scr, B, T, C, NH, s));
+    float *sb = dgetf(d_scr, 4 * n, s);
+    from = tab_b ? (need_b + 3) / 4 : n;
+    if (gemm_path && from < 4 * n)
+      cr_assert_eq(!memcmp(sb + from, poison4 + from, (4 * n - from) * 4),
+                   tab_b,
+                   "%s, B %d T %d NH %d: the backward's scratch says the %s "
+                   "layout ran",
+                   mode, B, T, NH, tab_b ? "permute" : "direct");
+    free(sb);
     o[0] = dgetf(d_qkvr, 3 * n, s), o[1] = dgetf(d_att, na, s);
     o[2] = dgetf(d_out, n, s), o[3] = dgetf(d_dqkv, 3 * n, s);
     float *dt = dgetf(d_datt, na, s);
@@ -713,7 +742,7 @@ static void attention_gpu(const char *mode, int B, int T, int C, int NH,
     free(a[i]);
   }
   free(qkvr), free(att), free(out), free(scr), free(dqkv), free(datt);
-  free(poison);
+  free(poison), free(poison4);
   void *bufs[] = {d_qkv,  d_qkvr, d_att,  d_out, d_scr,
                   d_dout, d_dqkv, d_datt, d_sf};
   for (size_t i = 0; i < KR_LEN(bufs); i++)
