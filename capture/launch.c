@@ -88,16 +88,21 @@ rp_capture_state *rp__capture_state(rp_runtime *rt) {
   return cs;
 }
 
-rp_status rp__capture_mode(rp_capture_state *cs, int *recording) {
-  *recording = 0;
+/* 0 no capture open on the runtime, 1 this thread's, -1 another's. */
+static int capture_owner(const rp_capture_state *cs) {
   /* acquire: pairs with rp_capture_begin's release, so owner is set */
   if (!atomic_load_explicit(&cs->recording, memory_order_acquire))
-    return RP_OK;
-  if (!pthread_equal(cs->owner, pthread_self()))
+    return 0;
+  return pthread_equal(cs->owner, pthread_self()) ? 1 : -1;
+}
+
+rp_status rp__capture_mode(rp_capture_state *cs, int *recording) {
+  int who = capture_owner(cs);
+  *recording = who == 1;
+  if (who < 0)
     return rp__err(RP_ECAPTURE, "another thread is capturing on this runtime; "
                                 "launches from other threads are refused "
                                 "until it ends");
-  *recording = 1;
   return RP_OK;
 }
 
@@ -250,9 +255,7 @@ static rp_status model_refuses(const rp_runtime *rt, const char *what) {
 rp_status rp__launch_failed(rp_runtime *rt, rp_status st) {
   rp_capture_state *cs = st ? rp__capture_state(rt) : NULL;
   /* rp__capture_mode's test, without its detail (the failure's stays) */
-  int rec = cs && atomic_load_explicit(&cs->recording, memory_order_acquire) &&
-            pthread_equal(cs->owner, pthread_self());
-  return rp__launch_leave(cs, rec, st);
+  return rp__launch_leave(cs, cs && capture_owner(cs) == 1, st);
 }
 
 rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,

@@ -344,6 +344,21 @@ Test(misuse_sizes, exec_options_and_argument_blocks) {
   th_destroy(rt);
 }
 
+/* A copy src -> dst recorded is refused (RP_EINVAL) at instantiate, or
+ * already when added, and never runs. */
+static void recorded_copy_refused(rp_runtime *rt, rp_inst src, rp_inst dst) {
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_status st = rp_graph_add_copy(g, &(rp_copy){.src = src, .dst = dst}, NULL);
+  if (!st) {
+    rp_exec *ex = NULL;
+    RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EINVAL);
+  } else {
+    RP_EXPECT(st, RP_EINVAL);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+}
+
 Test(misuse_sizes, overlapping_external_copies_are_refused) {
   rp_runtime *rt = th_cpu_runtime(1);
   float buf[64];
@@ -371,17 +386,7 @@ Test(misuse_sizes, overlapping_external_copies_are_refused) {
   RP_CHECK(rp_event_release(rt, done));
   for (int k = 0; k < 32; k++)
     cr_assert_eq(buf[32 + k], (float)k);
-  /* recorded: refused at instantiate (or at record), never run */
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  rp_status st = rp_graph_add_copy(g, &(rp_copy){.src = a, .dst = b}, NULL);
-  if (!st) {
-    rp_exec *ex = NULL;
-    RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EINVAL);
-  } else {
-    RP_EXPECT(st, RP_EINVAL);
-  }
-  RP_CHECK(rp_graph_destroy(g));
+  recorded_copy_refused(rt, a, b);
   RP_CHECK(rp_instance_free(rt, a));
   RP_CHECK(rp_instance_free(rt, b));
   RP_CHECK(rp_instance_free(rt, c));
@@ -416,16 +421,7 @@ Test(misuse_sizes, a_view_overlapping_an_allocated_instance_is_refused) {
             "%s", rp_error_detail());
   RP_EXPECT(rp_launch_copy(rt, &(rp_copy){.src = view, .dst = a}, &done),
             RP_EINVAL);
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  rp_status st = rp_graph_add_copy(g, &(rp_copy){.src = a, .dst = view}, NULL);
-  if (!st) {
-    rp_exec *ex = NULL;
-    RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EINVAL);
-  } else {
-    RP_EXPECT(st, RP_EINVAL);
-  }
-  RP_CHECK(rp_graph_destroy(g));
+  recorded_copy_refused(rt, a, view);
   /* the first 4 elements of a into its last 4 (the view `tail`): the
    * bytes the copy moves do not overlap, though the instances do */
   RP_CHECK(rp_launch_copy(

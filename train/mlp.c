@@ -1510,6 +1510,15 @@ static rp_status read_head(const char *path, unsigned char *head, size_t *got,
   return RP_OK;
 }
 
+/* RP_OK for the payload version this build reads. */
+static rp_status payload_version(const char *path, uint32_t version) {
+  return version == 1 ? RP_OK
+                      : rp_error_set(RP_EVERSION,
+                                     "%s: MLP checkpoint payload version %u "
+                                     "(this build reads version 1)",
+                                     path, version);
+}
+
 /* A whole checkpoint file in b (n bytes): the container's payload (or a
  * bare record) parsed into *c, its floats read. */
 static rp_status parse_file(const char *path, const unsigned char *b, size_t n,
@@ -1519,11 +1528,8 @@ static rp_status parse_file(const char *path, const unsigned char *b, size_t n,
     uint32_t version;
     size_t off, len;
     st = rp_ckpt_parse(path, CKPT_KIND, b, n, &version, &off, &len);
-    if (!st && version != 1)
-      st = rp_error_set(RP_EVERSION,
-                        "%s: MLP checkpoint payload version %u (this "
-                        "build reads version 1)",
-                        path, version);
+    if (!st)
+      st = payload_version(path, version);
     if (!st)
       b += off, n = len;
   }
@@ -1563,11 +1569,8 @@ rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
   if (!short_read && !bare) { /* the container: its header first */
     uint32_t version;
     st = rp_ckpt_load(path, CKPT_KIND, RP_MLP_CKPT_MAX, &version, &buf, &n);
-    if (!st && version != 1)
-      st = rp_error_set(RP_EVERSION,
-                        "%s: MLP checkpoint payload version %u (this "
-                        "build reads version 1)",
-                        path, version);
+    if (!st)
+      st = payload_version(path, version);
     if (!st) /* the payload alone: the record */
       st = parse_file(path, buf, n, &c);
   } else {

@@ -62,19 +62,11 @@ static void other_options(void) {
  * set-up, rank 0's collective there times out the same way) and killed
  * 120 s later if still there (the job's end without the fix). */
 static void frozen_peer(void) {
-  const char *sh = path("freeze.sh");
-  FILE *f = fopen(sh, "w");
-  if (!f) {
-    check(0, "write %s", sh);
+  const char *sh = drv_rank1_freeze_script("freeze.sh", 8, 120);
+  if (!sh) {
+    check(0, "write freeze.sh");
     return;
   }
-  fputs("if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
-        "  (sleep 8; kill -STOP $$; sleep 120; kill -KILL $$) "
-        ">/dev/null 2>&1 &\n"
-        "fi\n"
-        "exec \"$@\"\n",
-        f);
-  fclose(f);
   static const char *a[] = {"bench", "--dist", "--reps", "10000000", NULL};
   setenv("REPRISE_DIST_TIMEOUT_MS", "2000", 1);
   int st = drv_reprise_wrapped(2, "frozen", sh, a, NULL);

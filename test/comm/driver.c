@@ -70,6 +70,22 @@ const char *drv_rank1_script(const char *name, const char *extra) {
   return fclose(f) ? NULL : sh;
 }
 
+const char *drv_rank1_freeze_script(const char *name, unsigned stop_s,
+                                    unsigned hold_s) {
+  const char *sh = path(name);
+  FILE *f = fopen(sh, "w");
+  if (!f)
+    return NULL;
+  fprintf(f,
+          "if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
+          "  (sleep %u; kill -STOP $$; sleep %u; kill -KILL $$) "
+          ">/dev/null 2>&1 &\n"
+          "fi\n"
+          "exec \"$@\"\n",
+          stop_s, hold_s);
+  return fclose(f) ? NULL : sh;
+}
+
 char *slurp(const char *p, size_t *len) {
   FILE *f = fopen(p, "rb");
   if (!f)

@@ -23,6 +23,11 @@ char *path(const char *name);
  * `extra` (shell words) to rank 1's command line alone; NULL when it
  * cannot be written. */
 const char *drv_rank1_script(const char *name, const char *extra);
+/* A wrapper script path(name) that stops rank 1 (SIGSTOP) stop_s seconds
+ * after it starts and kills it (SIGKILL) hold_s seconds later if it is
+ * still there; NULL when it cannot be written. */
+const char *drv_rank1_freeze_script(const char *name, unsigned stop_s,
+                                    unsigned hold_s);
 
 /* The whole file, NUL-terminated (*len bytes before it), or NULL. */
 char *slurp(const char *p, size_t *len);

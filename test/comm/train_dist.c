@@ -183,20 +183,11 @@ static void bad_split(void) {
  * wait as long again for the others and stop every rank: the job ends
  * well before the hold does. */
 static void frozen_peer(void) {
-  const char *sh = path("freeze.sh");
-  FILE *f = fopen(sh, "w");
-  if (!f) {
-    check(0, "write %s", sh);
+  const char *sh = drv_rank1_freeze_script("freeze.sh", 3, 40);
+  if (!sh) {
+    check(0, "write freeze.sh");
     return;
   }
-  fputs("# rank 1: stopped after 3 s, killed after 40 more (if still alive)\n"
-        "if [ \"${PMI_RANK:-0}\" = 1 ]; then\n"
-        "  (sleep 3; kill -STOP $$; sleep 40; kill -KILL $$) "
-        ">/dev/null 2>&1 &\n"
-        "fi\n"
-        "exec \"$@\"\n",
-        f);
-  fclose(f);
   static const char *a[] = {COMMON, NULL};
   static const char *b[] = {"--dist", "--iters", "1000000", NULL};
   setenv("REPRISE_DIST_TIMEOUT_MS", "2000", 1);
@@ -225,18 +216,11 @@ static void frozen_peer(void) {
  * stops with one status (nobody left waiting in MPI_Init), one message
  * naming rank 1. */
 static void rank_options(void) {
-  const char *sh = path("lr1.sh");
-  FILE *f = fopen(sh, "w");
-  if (!f) {
-    check(0, "write %s", sh);
+  const char *sh = drv_rank1_script("lr1.sh", "--lr 0.2");
+  if (!sh) {
+    check(0, "write lr1.sh");
     return;
   }
-  fputs("if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
-        "  exec \"$@\" --lr 0.2\n"
-        "fi\n"
-        "exec \"$@\"\n",
-        f);
-  fclose(f);
   static const char *a[] = {COMMON, "--dist", NULL};
   int st = drv_reprise_wrapped(2, "lr1", sh, a, NULL);
   char *log = slurp(path("lr1.log"), NULL);
@@ -244,17 +228,10 @@ static void rank_options(void) {
         "rank 1 alone with another --lr: exit 2 (got %d), one message: %s", st,
         log ? log : "");
   free(log);
-  sh = path("bad1.sh");
-  if (!(f = fopen(sh, "w"))) {
-    check(0, "write %s", sh);
+  if (!(sh = drv_rank1_script("bad1.sh", "--momentum 2"))) {
+    check(0, "write bad1.sh");
     return;
   }
-  fputs("if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
-        "  exec \"$@\" --momentum 2\n"
-        "fi\n"
-        "exec \"$@\"\n",
-        f);
-  fclose(f);
   st = drv_reprise_wrapped(2, "bad1", sh, a, NULL);
   log = slurp(path("bad1.log"), NULL);
   check(st == 2 && count(log, "rank 1: refuses its options") == 1 &&
