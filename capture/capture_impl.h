@@ -31,7 +31,9 @@ typedef struct rp_capture_state {
 
   /* Recording: one capture per runtime at a time, owned by one thread. */
   _Atomic int recording;
-  pthread_t owner;
+  /* the recording thread's rp__thread_token(); atomic: launches of
+   * other threads read it while the next capture's begin writes it */
+  _Atomic(const void *) owner;
   uint32_t serial;
   rp_graph *graph;
   rp_analysis rec;
@@ -58,6 +60,11 @@ typedef struct rp_capture_state {
 
 /* The runtime's capture state, created on first use (NULL on ENOMEM). */
 rp_capture_state *rp__capture_state(rp_runtime *rt);
+/* A word unique to the calling thread among live threads. */
+const void *rp__thread_token(void);
+/* 0 no capture open on the runtime, 1 this thread's, -1 another's (no
+ * detail written). */
+int rp__capture_owner(const rp_capture_state *cs);
 /* 1 when the calling thread is recording on rt; RP_ECAPTURE (with detail)
  * when another thread is. */
 rp_status rp__capture_mode(rp_capture_state *cs, int *recording);

@@ -67,6 +67,10 @@ static rp_status inst_release(rp_runtime *rt, void *arg, rp_inst inst,
   return st;
 }
 
+static void install_hooks(rp_runtime *rt, void *cs) {
+  rp__set_inst_release_hook(rt, inst_release, cs);
+}
+
 rp_capture_state *rp__capture_state(rp_runtime *rt) {
   rp_capture_state *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
   if (cs)
@@ -77,27 +81,34 @@ rp_capture_state *rp__capture_state(rp_runtime *rt) {
   cs->rt = rt;
   pthread_mutex_init(&cs->lock, NULL);
   rp__analysis_init(&cs->eager, rp__eager_hooks(rt));
-  rp_capture_state *won =
-      rp__layer_set(rt, RP_LAYER_CAPTURE, cs, capture_dtor, capture_drain);
+  /* the release hook is set before another thread can launch through cs:
+   * an instance free then always waits for cs's eager ops */
+  rp_capture_state *won = rp__layer_set(rt, RP_LAYER_CAPTURE, cs, capture_dtor,
+                                        capture_drain, install_hooks);
   if (won != cs) {
     pthread_mutex_destroy(&cs->lock);
     free(cs);
-    return won;
   }
-  rp__set_inst_release_hook(rt, inst_release, cs);
-  return cs;
+  return won;
 }
 
-/* 0 no capture open on the runtime, 1 this thread's, -1 another's. */
-static int capture_owner(const rp_capture_state *cs) {
+int rp__capture_owner(const rp_capture_state *cs) {
   /* acquire: pairs with rp_capture_begin's release, so owner is set */
   if (!atomic_load_explicit(&cs->recording, memory_order_acquire))
     return 0;
-  return pthread_equal(cs->owner, pthread_self()) ? 1 : -1;
+  return atomic_load_explicit(&cs->owner, memory_order_relaxed) ==
+                 rp__thread_token()
+             ? 1
+             : -1;
+}
+
+const void *rp__thread_token(void) {
+  static _Thread_local char token;
+  return &token;
 }
 
 rp_status rp__capture_mode(rp_capture_state *cs, int *recording) {
-  int who = capture_owner(cs);
+  int who = rp__capture_owner(cs);
   *recording = who == 1;
   if (who < 0)
     return rp__err(RP_ECAPTURE, "another thread is capturing on this runtime; "
@@ -255,7 +266,7 @@ static rp_status model_refuses(const rp_runtime *rt, const char *what) {
 rp_status rp__launch_failed(rp_runtime *rt, rp_status st) {
   rp_capture_state *cs = st ? rp__capture_state(rt) : NULL;
   /* rp__capture_mode's test, without its detail (the failure's stays) */
-  return rp__launch_leave(cs, cs && capture_owner(cs) == 1, st);
+  return rp__launch_leave(cs, cs && rp__capture_owner(cs) == 1, st);
 }
 
 rp_status rp__launch_enter(rp_runtime *rt, const void *arg, const char *what,

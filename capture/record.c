@@ -33,7 +33,8 @@ static int capture_slot_free(void) {
 }
 
 /* Key destructor: runs on the exiting thread (pthread_self() is still its
- * own, so the owner check in close_capture passes). */
+ * own, and so is its thread token: the owner check in close_capture
+ * passes). */
 static void capture_thread_exit(void *unused) {
   RP_UNUSED(unused);
   for (int i = 0; i < TL_CAPTURES; i++) {
@@ -143,7 +144,7 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
     return rp__err(RP_ENOMEM, "rp_capture_begin: out of memory");
   pthread_mutex_lock(&cs->lock);
   if (atomic_load(&cs->recording)) {
-    int mine = pthread_equal(cs->owner, pthread_self());
+    int mine = rp__capture_owner(cs) == 1;
     pthread_mutex_unlock(&cs->lock);
     return rp__err(RP_ECAPTURE, mine ? "rp_capture_begin: a capture is "
                                        "already open on this thread (nested "
@@ -178,7 +179,7 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
     cs->serial = atomic_fetch_add(&serials, 1) + 1;
   while (!(cs->serial & 0x3fffffffu));
   rp__analysis_init(&cs->rec, (rp_dep_hooks){0});
-  cs->owner = pthread_self();
+  atomic_store_explicit(&cs->owner, rp__thread_token(), memory_order_relaxed);
   /* release: graph, owner and analysis are set before a thread can see the
    * capture open */
   atomic_store_explicit(&cs->recording, 1, memory_order_release);
@@ -193,8 +194,7 @@ static rp_status close_capture(rp_runtime *rt, rp_graph **out,
   if (cst)
     return cst;
   rp_capture_state *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
-  if (!cs || !atomic_load(&cs->recording) ||
-      !pthread_equal(cs->owner, pthread_self()))
+  if (!cs || rp__capture_owner(cs) != 1)
     return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread", what);
   pthread_mutex_lock(&cs->lock);
   rp_graph *g = cs->graph;
@@ -244,6 +244,13 @@ static rp_status recording_state(rp_runtime *rt, rp_capture_state **cs,
   if (!rec)
     return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread", what);
   return RP_OK;
+}
+
+int rp_capture_open(rp_runtime *rt) {
+  if (rp__rt_check(rt, "rp_capture_open") != RP_OK)
+    return 0;
+  rp_capture_state *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
+  return cs ? rp__capture_owner(cs) : 0;
 }
 
 rp_status rp_capture_name_next(rp_runtime *rt, const char *name) {

@@ -78,7 +78,7 @@ rp_status rp__dist_attach(rp_runtime *rt, const rp_runtime_config *cfg) {
     state_free(ds);
     return st;
   }
-  rp__layer_set(rt, RP_LAYER_COMM, ds, dist_dtor, NULL);
+  rp__layer_set(rt, RP_LAYER_COMM, ds, dist_dtor, NULL, NULL);
   return RP_OK;
 }
 

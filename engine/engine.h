@@ -521,10 +521,13 @@ void *rp__layer_get(rp_runtime *rt, int layer);
 /* Installs state once (returns the existing one if another thread won).
  * drain (optional) blocks until the layer's outstanding work completed; it
  * runs in rp_runtime_drain and before the dtors at destroy. It returns
- * RP_EBUSY when work cannot complete (destroy then fails, nothing freed). */
+ * RP_EBUSY when work cannot complete (destroy then fails, nothing freed).
+ * install (optional) runs when state wins, before any thread can get it
+ * (e.g. to set the runtime's hooks that the state's work relies on). */
 void *rp__layer_set(rp_runtime *rt, int layer, void *state,
                     void (*dtor)(rp_runtime *rt, void *state),
-                    rp_status (*drain)(rp_runtime *rt, void *state));
+                    rp_status (*drain)(rp_runtime *rt, void *state),
+                    void (*install)(rp_runtime *rt, void *state));
 
 /* 1 while rp_runtime_destroy drains the layers (they may then cancel work
  * that can never run instead of waiting for it). */

@@ -193,8 +193,10 @@ struct rp_runtime {
   rp_ctable insts;
   uint32_t inst_free;  /* free list: slot + 1, 0 = empty */
   uint32_t inst_count; /* slots handed out */
-  rp_inst_release_hook inst_hook;
-  void *inst_hook_arg;
+  /* set once (a layer's install, under layer_lock), read by every free
+   * and realloc: the arg is stored before the hook (release) */
+  _Atomic(rp_inst_release_hook) inst_hook;
+  void *_Atomic inst_hook_arg;
   rp_inst_busy_hook inst_busy;
   void *inst_busy_arg;
   /* Bumped (seq_cst) whenever an instance's generation is about to change

@@ -360,8 +360,13 @@ static rp_status lookup_for_change(rp_runtime *rt, rp_inst inst,
                      "the calling task included",
                      what, (unsigned long long)inst.id, i);
   /* Let eager ops still touching the instance finish first. */
-  return rt->inst_hook ? rt->inst_hook(rt, rt->inst_hook_arg, inst, what)
-                       : RP_OK;
+  rp_inst_release_hook hook =
+      atomic_load_explicit(&rt->inst_hook, memory_order_acquire);
+  return hook ? hook(rt,
+                     atomic_load_explicit(&rt->inst_hook_arg,
+                                          memory_order_relaxed),
+                     inst, what)
+              : RP_OK;
 }
 
 /* Refuses (RP_EBUSY) to change an instance an exec with replays in flight
@@ -615,8 +620,8 @@ rp_status rp_instance_write(rp_runtime *rt, rp_inst inst, const void *src,
 
 void rp__set_inst_release_hook(rp_runtime *rt, rp_inst_release_hook fn,
                                void *arg) {
-  rt->inst_hook_arg = arg;
-  rt->inst_hook = fn;
+  atomic_store_explicit(&rt->inst_hook_arg, arg, memory_order_relaxed);
+  atomic_store_explicit(&rt->inst_hook, fn, memory_order_release);
 }
 
 void rp__set_inst_busy_hook(rp_runtime *rt, rp_inst_busy_hook fn, void *arg) {

@@ -468,9 +468,12 @@ void *rp__layer_get(rp_runtime *rt, int layer) {
 
 void *rp__layer_set(rp_runtime *rt, int layer, void *state,
                     void (*dtor)(rp_runtime *, void *),
-                    rp_status (*drain)(rp_runtime *, void *)) {
+                    rp_status (*drain)(rp_runtime *, void *),
+                    void (*install)(rp_runtime *, void *)) {
   pthread_mutex_lock(&rt->layer_lock);
   if (!rt->layers[layer]) {
+    if (install)
+      install(rt, state);
     rt->layers[layer] = state;
     rt->layer_dtor[layer] = dtor;
     rt->layer_drain[layer] = drain;

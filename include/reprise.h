@@ -917,6 +917,13 @@ RP_API rp_status rp_capture_end(rp_runtime *rt, rp_graph **out);
 /* Discards an open capture. RP_ECAPTURE when this thread has no open
  * capture on rt. */
 RP_API rp_status rp_capture_abort(rp_runtime *rt);
+/* Whether launches on rt record: 1 this thread has a capture open on rt
+ * (its launches are recorded), -1 another thread has (this thread's are
+ * refused), 0 none or rt is not a live runtime. For layers whose calls
+ * run eagerly and read results back, to refuse them while recording.
+ * Leaves the thread's error detail as it was when it returns 1, -1 or 0
+ * for a live rt. */
+RP_API int rp_capture_open(rp_runtime *rt);
 /* Names the ops of the next launch call on this capture ("fc1.fwd"; see
  * RP_NAME_MAX): its task, or each copy of a copy or parallel operator
  * (copies capture inserts stay unnamed); a call that fails spends the name

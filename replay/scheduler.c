@@ -130,7 +130,7 @@ rp_replay_state *rp__replay_state(rp_runtime *rt) {
   memset(rs->cursors, 0, sizeof(rp_cursor) * (rs->nworkers + 1));
   pthread_mutex_init(&rs->exec_lock, NULL);
   rp_replay_state *won =
-      rp__layer_set(rt, RP_LAYER_REPLAY, rs, replay_dtor, NULL);
+      rp__layer_set(rt, RP_LAYER_REPLAY, rs, replay_dtor, NULL, NULL);
   if (won != rs) {
     replay_dtor(rt, rs);
     return won;

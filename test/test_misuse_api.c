@@ -258,6 +258,9 @@ static int d_capture_end(const dead *d) {
 static int d_capture_abort(const dead *d) {
   S_(rp_capture_abort(d->rt));
 }
+static int d_capture_open(const dead *d) { /* 0: not recording; says why */
+  return rp_capture_open(d->rt) == 0 && strstr(rp_error_detail(), "destroyed");
+}
 static int d_capture_name_next(const dead *d) {
   S_(rp_capture_name_next(d->rt, "x"));
 }
@@ -490,6 +493,7 @@ static const dead_entry DEAD[] = {
     D_(capture_begin),
     D_(capture_end),
     D_(capture_abort),
+    D_(capture_open),
     D_(capture_name_next),
     D_(capture_precondition),
     D_(capture_postcondition),
