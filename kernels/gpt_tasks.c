@@ -103,6 +103,18 @@ static rp_status adamw_args(const rp_op *op, void *args,
                    op->name, (double)a->lr, (double)a->beta1, (double)a->beta2,
                    (double)a->eps, (double)a->weight_decay,
                    (double)a->max_norm);
+  int decays = 0; /* count was checked against its range first */
+  for (int32_t i = 0; i < a->count; i++)
+    decays |= a->decay[i];
+  /* the decay step multiplies the decayed tensors by 1 - lr x weight_decay:
+   * at 1 or more it zeroes them, flips their sign or grows them */
+  if (decays && (double)a->lr * a->weight_decay >= 1)
+    return rp__err(RP_EINVAL,
+                   "%s: lr %g x weight_decay %g = %g (need below 1: the "
+                   "decay step multiplies the matrices by 1 - lr x "
+                   "weight_decay)",
+                   op->name, (double)a->lr, (double)a->weight_decay,
+                   (double)a->lr * a->weight_decay);
   return RP_OK;
 }
 

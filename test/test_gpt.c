@@ -735,6 +735,17 @@ Test(gpt_backends, eager_misuse_is_refused_and_the_model_trains_on) {
   RP_CHECK(rp_text_from_bytes("wide", many, 4000, 16, &wide));
   free(many);
   rp_gpt_train_opts o = {.iters = 10, .lr = 3e-3f, .warmup = 2};
+  /* schedules no checkpoint holds: a step count past the limit (its step
+   * numbers would overflow), a warmup as long as the run */
+  const uint32_t bad_iw[][2] = {{RP_GPT_ITERS_MAX + 1, 2}, {10, 10}};
+  for (size_t i = 0; i < 2; i++) {
+    rp_gpt_train_opts bo = {
+        .iters = bad_iw[i][0], .warmup = bad_iw[i][1], .lr = 3e-3f};
+    RP_EXPECT(rp_gpt_train(a.m, NULL, &a.text, &bo), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "rp_gpt_train: iters ") &&
+                  strstr(rp_error_detail(), "warmup below it"),
+              "%s", rp_error_detail());
+  }
   RP_EXPECT(rp_gpt_train(a.m, NULL, &small, &o), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "does not fit the model"), "%s",
             rp_error_detail());
@@ -757,6 +768,144 @@ Test(gpt_backends, eager_misuse_is_refused_and_the_model_trains_on) {
   free(wa), free(wb);
   tt_fini(&a);
   tt_fini(&b);
+}
+
+/* The eager calls refuse to run while this thread records (their ops
+ * would be recorded and their results read stale); a replayed argument
+ * block the step would refuse fails the CPU replay and changes nothing;
+ * rp_gpt_forward refuses a tokens instance of another type or too small,
+ * and after it ran over a token outside the vocabulary (its ops poison the
+ * activations) sampling and evaluation report that failure instead of
+ * answering from stale logits. */
+Test(gpt_backends, eager_calls_report_captures_bad_args_and_failed_ops) {
+  tt a;
+  tt_init(&a, 1, 1);
+  const rp_gpt_sampling greedy = {.temperature = 0, .seed = 1};
+  int32_t prompt[2] = {1, 2}, before[6], got[6];
+  RP_CHECK(rp_gpt_sample(a.m, prompt, 2, 4, &greedy, before));
+  size_t n = rp_gpt_param_count(a.m), per = (size_t)4 * 16;
+  float *w0 = malloc(n * sizeof *w0), *w1 = malloc(n * sizeof *w1);
+  int32_t *x = malloc(per * sizeof *x), *y = malloc(per * sizeof *y);
+  RP_CHECK(rp_gpt_params_read(a.m, w0, n));
+  RP_CHECK(
+      rp_text_windows(&a.text, a.text.ntrain, a.text.n, 4, 16, 9, 0, 1, x, y));
+  double l0, l1;
+  RP_CHECK(rp_gpt_evaluate(a.m, x, y, 1, &l0));
+
+  RP_CHECK(rp_capture_begin(a.rt, NULL));
+  char path[] = "/tmp/reprise-gpt-capture-XXXXXX";
+  rp_gpt_ckpt info = {.iters = 10, .warmup = 2, .lr = 3e-3f};
+  rp_gpt_train_opts o = {.iters = 10, .lr = 3e-3f, .warmup = 2};
+  const char *calls[] = {"rp_gpt_sample",      "rp_gpt_evaluate",
+                         "rp_gpt_reset",       "rp_gpt_tensor_read",
+                         "rp_gpt_params_read", "rp_gpt_save",
+                         "rp_gpt_train",       "rp_gpt_decode_fill"};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+    rp_status st = i == 0   ? rp_gpt_sample(a.m, prompt, 2, 4, &greedy, got)
+                   : i == 1 ? rp_gpt_evaluate(a.m, x, y, 1, &l1)
+                   : i == 2 ? rp_gpt_reset(a.m)
+                   : i == 3
+                       ? rp_gpt_tensor_read(a.m, 0, RP_GPT_WEIGHT, w1,
+                                            (size_t)rp_gpt_param(a.m, 0)->rows *
+                                                rp_gpt_param(a.m, 0)->cols)
+                   : i == 4 ? rp_gpt_params_read(a.m, w1, n)
+                   : i == 5 ? rp_gpt_save(a.m, path, &info)
+                   : i == 6 ? rp_gpt_train(a.m, NULL, &a.text, &o)
+                            : rp_gpt_decode_fill(a.m);
+    cr_assert_eq(st, RP_ECAPTURE, "%s: %s", calls[i], rp_error_detail());
+    cr_assert(strstr(rp_error_detail(), "a capture is open on this thread"),
+              "%s: %s", calls[i], rp_error_detail());
+  }
+  rp_graph *g = NULL;
+  RP_CHECK(rp_capture_end(a.rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 0, "the refused calls recorded %u ops",
+               rp_graph_op_count(g));
+  RP_CHECK(rp_graph_destroy(g));
+  cr_assert_eq(access(path, F_OK), -1, "rp_gpt_save wrote a file");
+
+  /* lr x weight_decay 2: rp_gpt_step refuses it, so does a CPU replay */
+  rp_gpt_step_args bad = {0, 20.0f, 1};
+  RP_EXPECT(rp_gpt_step_check(a.m, &bad), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_step_check: lr 20 x "
+                                      "weight_decay 0.1 = 2"),
+            "%s", rp_error_detail());
+  if (TH_BACKEND == RP_BACKEND_CPU) {
+    rp_event done;
+    RP_CHECK(rp_replay(
+        a.ex, &(rp_replay_args){.args = &bad, .args_size = sizeof bad}, &done));
+    RP_EXPECT(rp_event_wait(a.rt, done, -1), RP_EINVAL);
+    cr_assert(strstr(rp_exec_error_detail(a.ex), "x weight_decay"), "%s",
+              rp_exec_error_detail(a.ex));
+    RP_CHECK(rp_event_release(a.rt, done));
+    RP_CHECK(rp_gpt_params_read(a.m, w1, n));
+    cr_assert(!memcmp(w0, w1, n * sizeof *w0), "the refused replay changed "
+                                               "the weights");
+  }
+
+  /* rp_gpt_forward's tokens: type, size, then a value outside [0, V) */
+  rp_inst f32, few, tok;
+  rp_rect r16 = rp_rect_1d(0, 15), r15 = rp_rect_1d(0, 14);
+  rp_proc_info pi;
+  RP_CHECK(rp_proc_query(a.rt, rp_gpt_procs(a.m)[0], &pi));
+  rp_mem home = pi.local;
+  RP_CHECK(rp_instance_create(a.rt, home, RP_F32, &r16, NULL, &f32));
+  RP_CHECK(rp_instance_create(a.rt, home, RP_I32, &r15, NULL, &few));
+  RP_CHECK(rp_instance_create(a.rt, home, RP_I32, &r16, NULL, &tok));
+  RP_EXPECT(rp_gpt_forward(a.m, f32, 1), RP_ETYPE);
+  cr_assert(strstr(rp_error_detail(), "tokens are f32"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_gpt_forward(a.m, few, 1), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "hold 15 elements"), "%s",
+            rp_error_detail());
+  RP_CHECK(rp_gpt_sample(a.m, prompt, 2, 4, &greedy, got));
+  cr_assert(!memcmp(before, got, sizeof got), "the refusals changed sampling");
+  int32_t bad_tok[16] = {0, 1, 2, 1000};
+  RP_CHECK(rp_instance_write(a.rt, tok, bad_tok, sizeof bad_tok));
+  RP_CHECK(rp_gpt_forward(a.m, tok, 1));
+  RP_EXPECT(rp_gpt_sample(a.m, prompt, 2, 4, &greedy, got), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "token 1000") &&
+                strstr(rp_error_detail(), "stay poisoned"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_gpt_evaluate(a.m, x, y, 1, &l1), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_evaluate: ") &&
+                strstr(rp_error_detail(), "token 1000"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_gpt_params_read(a.m, w1, n));
+  cr_assert(!memcmp(w0, w1, n * sizeof *w0), "the weights changed");
+
+  /* argument checks that name the element */
+  int32_t *x2 = malloc(2 * per * sizeof *x2),
+          *y2 = malloc(2 * per * sizeof *y2);
+  memcpy(x2, x, per * sizeof *x), memcpy(x2 + per, x, per * sizeof *x);
+  memcpy(y2, y, per * sizeof *y), memcpy(y2 + per, y, per * sizeof *y);
+  x2[per + 3] = (int32_t)a.text.vocab; /* the second batch's */
+  RP_EXPECT(rp_gpt_evaluate(a.m, x2, y2, 2, &l1), RP_ERANGE);
+  char want[64];
+  snprintf(want, sizeof want, "rp_gpt_evaluate: x[%zu] = %u outside", per + 3,
+           a.text.vocab);
+  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  free(x2), free(y2);
+  size_t nv = (size_t)rp_gpt_param(a.m, 0)->rows * rp_gpt_param(a.m, 0)->cols;
+  float *v = calloc(nv, sizeof *v);
+  v[5] = -1;
+  RP_EXPECT(rp_gpt_tensor_write(a.m, 0, RP_GPT_MOM2, v, nv), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "element 5 is -1"), "%s",
+            rp_error_detail());
+  v[5] = NAN;
+  RP_EXPECT(rp_gpt_tensor_write(a.m, 0, RP_GPT_MOM2, v, nv), RP_EINVAL);
+  v[5] = 0;
+  RP_CHECK(rp_gpt_tensor_read(a.m, 0, RP_GPT_MOM2, v, nv));
+  for (size_t k = 0; k < nv; k++)
+    cr_assert(v[k] >= 0, "element %zu of the moment was written", k);
+  free(v);
+  RP_EXPECT(rp_gpt_generate(a.m, a.ex, prompt, 2, 1, &greedy, got), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_decode_record it first"), "%s",
+            rp_error_detail());
+  RP_CHECK(rp_instance_free(a.rt, f32));
+  RP_CHECK(rp_instance_free(a.rt, few));
+  RP_CHECK(rp_instance_free(a.rt, tok));
+  free(w0), free(w1), free(x), free(y);
+  tt_fini(&a);
 }
 
 Test(gpt_backends, checkpoint_resume_is_bitwise_equal_to_one_run) {
@@ -1150,6 +1299,8 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
        "than iters"},
       {5, 10, 10, 0, "warmup not below iters"},
       {5, 10, 0xffffffffu, 0, "warmup not below iters"},
+      {5, 100000001u, 0, 0, "iters above 100000000"},
+      {100000001u, 0, 0, 0, "step above 100000000"},
   };
   for (size_t i = 0; i < sizeof sched / sizeof sched[0]; i++) {
     info.step = sched[i].step, info.iters = sched[i].iters;
@@ -1308,6 +1459,11 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
          "done than iters)"},
         {5, 4294967295u, 10, 0, "warmup not below iters"},
         {5, 0, 10, 1e30f, "lr outside [0, 100]"},
+        /* past any --iters: a run would take forever, or its tables more
+         * memory than there is */
+        {3, 0, 4294967295u, 0, "iters above 100000000"},
+        {200000000u, 0, 0, 0, "step above 100000000"},
+        {200000000u, 0, 4294967295u, 0, "iters above 100000000"},
     };
     for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
       uint32_t w[3] = {rs[i].step, 0, rs[i].warmup};

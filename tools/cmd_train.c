@@ -166,6 +166,7 @@ static void train_usage(FILE *f) {
 }
 
 #define ITERS_MAX 100000000u /* --iters, the schedule's steps */
+_Static_assert(ITERS_MAX == RP_GPT_ITERS_MAX, "one limit on the steps");
 
 /* ---- option values ---- */
 

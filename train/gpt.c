@@ -991,8 +991,13 @@ static rp_status task(rp_gpt *m, rp_task_id t, rp_proc p, const rp_access *acc,
   return task_ev(m, t, p, acc, nacc, args, size, NULL, 0, NULL);
 }
 
+/* A slot for an eager op's done event while m->collect (RP_NO_EVENT until
+ * a launch fills it), else NULL. */
 static rp_event *sink(rp_gpt *m) {
-  return m->collect && m->nsinks < MAXSINKS ? &m->sinks[m->nsinks++] : NULL;
+  if (!m->collect || m->nsinks >= MAXSINKS)
+    return NULL;
+  m->sinks[m->nsinks] = RP_NO_EVENT;
+  return &m->sinks[m->nsinks++];
 }
 
 #define R(i)                                                                   \
@@ -1543,7 +1548,10 @@ static rp_status tp_block_bwd(ctx *lx, shard *s, const rp_inst *w,
 /* The model */
 
 /* Embedding, blocks, lnf and the head: tokens -> s->logits. */
-static rp_status forward(ctx *x, shard *s, const rp_inst *w, rp_inst tokens) {
+/* The forward up to the logits; done (may be NULL) gets the last op's
+ * event (eager) or reference. */
+static rp_status forward(ctx *x, shard *s, const rp_inst *w, rp_inst tokens,
+                         rp_event *done) {
   uint32_t L = x->m->cfg.layers;
   rp_status st = embedding_fwd(x, tokens, w[WTE], w[WPE], s->a[0].res);
   for (uint32_t l = 0; !st && l < L; l++)
@@ -1553,10 +1561,13 @@ static rp_status forward(ctx *x, shard *s, const rp_inst *w, rp_inst tokens) {
   if (!st)
     st = layernorm_fwd(x, "lnf", last->resm, last->mproj, s->resf, w[LNF_W(L)],
                        w[LNF_B(L)], s->lnf, s->lnfm, s->lnfr);
-  rp_inst none = {0};
+  rp_gpt_matmul_args a = {x->N, x->C, x->V, 0, 0};
   if (!st) /* tied: the head is wte */
-    st = linear_fwd(x, "lm_head", s->lnf, w[WTE], none, s->logits, x->C, x->V);
-  return st;
+    st = name_op(x->m, x->sfx, "lm_head");
+  return st ? st
+            : task_ev(x->m, x->m->k.matmul_fwd, x->p,
+                      ACC(R(s->lnf), R(w[WTE]), W(s->logits)), &a, sizeof a,
+                      NULL, 0, done);
 }
 
 /* Cross-entropy (mean over the global batch's positions; with grad the
@@ -1839,20 +1850,29 @@ static rp_status lr_check(const rp_gpt *m, const char *fn, float lr) {
   return RP_OK;
 }
 
-rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
+static rp_status step_check(const rp_gpt *m, const rp_gpt_step_args *a,
+                            const char *fn) {
   if (!m || !a)
-    return rp_error_set(RP_EINVAL, "rp_gpt_step: NULL argument");
+    return rp_error_set(RP_EINVAL, "%s: NULL argument", fn);
   if (a->batch >= m->cfg.ring || a->step < 1)
-    return rp_error_set(RP_ERANGE, "rp_gpt_step: batch %u of %u, step %d",
-                        a->batch, m->cfg.ring, (int)a->step);
-  rp_status st = lr_check(m, "rp_gpt_step", a->lr);
+    return rp_error_set(RP_ERANGE, "%s: batch %u of %u, step %d", fn, a->batch,
+                        m->cfg.ring, (int)a->step);
+  return lr_check(m, fn, a->lr);
+}
+
+rp_status rp_gpt_step_check(const rp_gpt *m, const rp_gpt_step_args *a) {
+  return step_check(m, a, "rp_gpt_step_check");
+}
+
+rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
+  rp_status st = step_check(m, a, "rp_gpt_step");
   if (st != RP_OK)
     return st;
   st = step_inputs(m, a->batch);
   for (uint32_t d = 0; !st && d < m->dp; d++) {
     shard *s = &m->sh[d];
     ctx x = make_ctx(m, d, s->rows, 1);
-    st = forward(&x, s, s->w, s->x);
+    st = forward(&x, s, s->w, s->x, NULL);
     if (!st) /* the loss's last op is an eager step's sink */
       st = loss_fwd(&x, s, 1, m->dp == 1 && !m->cfg.dist ? sink(m) : NULL);
     if (!st)
@@ -1921,9 +1941,65 @@ rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows) {
   if (!m || rows == 0 || rows > m->sh[0].rows)
     return rp_error_set(RP_EINVAL, "rp_gpt_forward: rows %u (need 1..%u)", rows,
                         m ? m->sh[0].rows : 0);
+  rp_instance_info in;
+  int64_t need = (int64_t)rows * m->cfg.context;
+  if (tokens.id) { /* 0: processor 0 is another rank's (it launches) */
+    rp_status st = rp_instance_query(m->rt, tokens, &in);
+    if (st != RP_OK)
+      return rp_train_err_prefix(st, "rp_gpt_forward: tokens: ");
+    if (in.dtype != RP_I32)
+      return rp_error_set(RP_ETYPE, "rp_gpt_forward: tokens are %s (need i32)",
+                          rp_dtype_name(in.dtype));
+    if (rp_rect_volume(&in.rect) < need)
+      return rp_error_set(RP_ESHAPE,
+                          "rp_gpt_forward: tokens hold %lld elements (need "
+                          ">= rows %u x context %u = %lld)",
+                          (long long)rp_rect_volume(&in.rect), rows,
+                          m->cfg.context, (long long)need);
+  }
   ctx x = make_ctx(m, 0, rows, 1);
   rp_status st = m->tp > 1 ? step_weights(m) : RP_OK;
-  return st ? st : forward(&x, &m->sh[0], m->w, tokens);
+  return st ? st : forward(&x, &m->sh[0], m->w, tokens, sink(m));
+}
+
+/* Waits for the eager ops collected in m->sinks (m->collect) and releases
+ * them; st (a failure issuing them) wins. A failed op poisoned what it
+ * writes: the detail names it and says so. */
+static rp_status wait_sinks(rp_gpt *m, rp_status st, const char *what) {
+  m->collect = 0;
+  rp_event all = RP_NO_EVENT;
+  if (st == RP_OK)
+    st = rp_event_merge(m->rt, m->sinks, m->nsinks, &all);
+  for (uint32_t i = 0; i < m->nsinks; i++)
+    rp_event_release(m->rt, m->sinks[i]);
+  m->nsinks = 0;
+  if (st != RP_OK) {
+    rp_runtime_drain(m->rt); /* what was issued; st's detail stays */
+    return st;
+  }
+  st = rp_event_wait(m->rt, all, -1);
+  rp_event_release(m->rt, all);
+  if (st != RP_OK) /* the wait's detail: the failed op's own */
+    return rp_error_set(st,
+                        "an op of the %s failed (%s%s%s); the instances it "
+                        "writes stay poisoned, so every later eager step, "
+                        "evaluation or sampling of the model fails too",
+                        what, rp_error_detail(),
+                        *rp_runtime_dist_detail(m->rt) ? "; " : "",
+                        rp_runtime_dist_detail(m->rt));
+  return RP_OK;
+}
+
+/* Refuses a call that runs its ops eagerly and reads their results while
+ * this thread records on the runtime (they would be recorded instead). */
+static rp_status eager_only(rp_gpt *m, const char *fn) {
+  if (rp_capture_open(m->rt) == 1)
+    return rp_error_set(RP_ECAPTURE,
+                        "%s: a capture is open on this thread (this call runs "
+                        "its ops eagerly and reads their results; end or "
+                        "abort the capture first)",
+                        fn);
+  return RP_OK;
 }
 
 rp_inst rp_gpt_logits(const rp_gpt *m) {
@@ -1953,19 +2029,32 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
                           uint32_t n, double *loss) {
   if (!m || !x || !y || !loss || n == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_evaluate: bad argument");
+  rp_status est = eager_only(m, "rp_gpt_evaluate");
+  if (est != RP_OK)
+    return est;
   double sum = 0;
   size_t per = (size_t)m->cfg.batch * m->cfg.context;
+  for (size_t i = 0; i < per * n; i++) /* all of them before anything runs */
+    for (int k = 0; k < 2; k++) {
+      int32_t t = k ? y[i] : x[i];
+      if (t < 0 || (uint32_t)t >= m->cfg.vocab)
+        return rp_error_set(RP_ERANGE,
+                            "rp_gpt_evaluate: %s[%zu] = %d outside [0, %u)",
+                            k ? "y" : "x", i, t, m->cfg.vocab);
+    }
   for (uint32_t b = 0; b < n; b += m->cfg.ring) {
     uint32_t k = n - b < m->cfg.ring ? n - b : m->cfg.ring;
     rp_status st = rp_gpt_write_batches(m, x + b * per, y + b * per, k);
     for (uint32_t i = 0; !st && i < k; i++) {
+      m->collect = 1; /* the loss ops' events: a failure is waited for */
+      m->nsinks = 0;
       st = step_inputs(m, i);
       for (uint32_t d = 0; !st && d < m->dp; d++) {
         shard *s = &m->sh[d];
         ctx c = make_ctx(m, d, s->rows, 0);
-        st = forward(&c, s, s->w, s->x);
+        st = forward(&c, s, s->w, s->x, NULL);
         if (!st)
-          st = loss_fwd(&c, s, 0, NULL);
+          st = loss_fwd(&c, s, 0, sink(m));
       }
       if (!st && m->dp > 1) {
         rp_inst parts[RP_GPT_MAX_PROCS];
@@ -1973,8 +2062,9 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
           parts[d] = m->sh[d].loss;
         uint32_t pp[RP_GPT_MAX_PROCS];
         st = gpop(m, RP_POP_REDUCTION, 0, 0, m->loss,
-                  procs_of(pp, m->dp, 0, m->tp), parts, m->dp, NULL);
+                  procs_of(pp, m->dp, 0, m->tp), parts, m->dp, sink(m));
       }
+      st = wait_sinks(m, st, "evaluation");
       rp_status ds = rp_runtime_drain(m->rt);
       st = st ? st : ds;
       float l = 0; /* xr: the home's rank alone has the loss */
@@ -2082,7 +2172,9 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
   if (!m || !prompt || !out || !how || plen == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
-  rp_status st = check_prompt(prompt, plen, V, how, "rp_gpt_sample");
+  rp_status st = eager_only(m, "rp_gpt_sample");
+  if (st == RP_OK)
+    st = check_prompt(prompt, plen, V, how, "rp_gpt_sample");
   if (st != RP_OK)
     return st;
   int32_t *win = calloc(T, sizeof *win);
@@ -2098,8 +2190,11 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
     memcpy(win, out + have - k, k * sizeof *win);
     if (m->sample.id) /* xr: the home's rank holds it */
       st = rp_instance_write(m->rt, m->sample, win, T * sizeof *win);
+    m->collect = 1; /* the logits' op event: a failure is waited for */
+    m->nsinks = 0;
     if (!st)
       st = rp_gpt_forward(m, m->sample, 1);
+    st = wait_sinks(m, st, "forward");
     rp_status ds = rp_runtime_drain(m->rt);
     st = st ? st : ds;
     if (!st && m->sh[0].logits.id) /* shard 0's: rows * T, the first T */
@@ -2206,7 +2301,7 @@ rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
   x.B = 1;  /* one position of one row; T stays the caches' length */
   x.N = 1;
   rp_inst none = {0};
-  st = forward(&x, m->dec, m->w, none);
+  st = forward(&x, m->dec, m->w, none, NULL);
   m->recording = 0;
   if (st != RP_OK) {
     rp_capture_abort(m->rt);
@@ -2298,7 +2393,10 @@ static rp_status gather_split(rp_gpt *m) {
 rp_status rp_gpt_decode_fill(rp_gpt *m) {
   if (!m)
     return rp_error_set(RP_EINVAL, "rp_gpt_decode_fill: NULL argument");
-  rp_status st = m->dec ? RP_OK : make_decode(m);
+  rp_status st = eager_only(m, "rp_gpt_decode_fill");
+  if (st != RP_OK)
+    return st;
+  st = m->dec ? RP_OK : make_decode(m);
   if (!st)
     st = gather_split(m);
   if (st != RP_OK)
@@ -2310,15 +2408,20 @@ rp_status rp_gpt_decode_fill(rp_gpt *m) {
 rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
                           uint32_t plen, uint32_t n, const rp_gpt_sampling *how,
                           int32_t *out) {
-  if (!m || !ex || !prompt || !out || !how || plen == 0 || !m->dec)
+  if (!m || !ex || !prompt || !out || !how || plen == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_generate: bad argument");
+  if (!m->dec)
+    return rp_error_set(RP_EINVAL, "rp_gpt_generate: the model has no decode "
+                                   "step (rp_gpt_decode_record it first)");
   if (n > UINT32_MAX - plen) /* out holds plen + n tokens */
     return rp_error_set(RP_ERANGE,
                         "rp_gpt_generate: %u prompt tokens + %u to generate "
                         "overflow a 32-bit count",
                         plen, n);
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
-  rp_status st = check_prompt(prompt, plen, V, how, "rp_gpt_generate");
+  rp_status st = eager_only(m, "rp_gpt_generate");
+  if (st == RP_OK)
+    st = check_prompt(prompt, plen, V, how, "rp_gpt_generate");
   if (st != RP_OK)
     return st;
   if (m->xr && (!m->dec_filled || !m->dec->logits.id))
@@ -2475,6 +2578,8 @@ static rp_status slot_io(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
 rp_status rp_gpt_reset(rp_gpt *m) {
   if (!m)
     return rp_error_set(RP_EINVAL, "rp_gpt_reset: NULL argument");
+  if (eager_only(m, "rp_gpt_reset") != RP_OK)
+    return RP_ECAPTURE;
   size_t most = 0;
   for (uint32_t i = 0; i < m->np; i++)
     most = numel(&m->info[i]) > most ? numel(&m->info[i]) : most;
@@ -2533,6 +2638,8 @@ static rp_status check_slot(rp_gpt *m, uint32_t i, rp_gpt_slot s, size_t n,
                             const char *f) {
   if (!m || i >= m->np || (unsigned)s > RP_GPT_MOM2)
     return rp_error_set(RP_EINVAL, "%s: tensor %u slot %d", f, i, (int)s);
+  if (eager_only(m, f) != RP_OK) /* shards travel by eager copies */
+    return RP_ECAPTURE;
   if (n != numel(&m->info[i]))
     return rp_error_set(RP_ESHAPE, "%s: %s has %zu elements, not %zu", f,
                         m->info[i].name, numel(&m->info[i]), n);
@@ -2554,6 +2661,12 @@ rp_status rp_gpt_tensor_write(rp_gpt *m, uint32_t i, rp_gpt_slot s,
   if (!in)
     return rp_error_set(RP_EINVAL, "rp_gpt_tensor_write: NULL buffer");
   rp_status st = check_slot(m, i, s, n, "rp_gpt_tensor_write");
+  for (size_t k = 0; st == RP_OK && s == RP_GPT_MOM2 && k < n; k++)
+    if (!(in[k] >= 0)) /* a mean of squares */
+      st = rp_error_set(RP_EINVAL,
+                        "rp_gpt_tensor_write: %s's second moment: element "
+                        "%zu is %g (need >= 0: a mean of squares)",
+                        m->info[i].name, k, (double)in[k]);
   if (st == RP_OK && (st = slot_io(m, i, s, NULL, in, n)) != RP_OK)
     st = rp_train_err_prefix(st, "rp_gpt_tensor_write: ");
   return st;
@@ -2667,28 +2780,7 @@ static rp_status run_one(rp_gpt *m, rp_exec *ex, const rp_gpt_step_args *a) {
   }
   m->collect = 1;
   m->nsinks = 0;
-  rp_status st = rp_gpt_step(m, a);
-  m->collect = 0;
-  rp_event all = RP_NO_EVENT;
-  if (st == RP_OK)
-    st = rp_event_merge(m->rt, m->sinks, m->nsinks, &all);
-  for (uint32_t i = 0; i < m->nsinks; i++)
-    rp_event_release(m->rt, m->sinks[i]);
-  if (st == RP_OK) {
-    st = rp_event_wait(m->rt, all, -1);
-    rp_event_release(m->rt, all);
-    if (st != RP_OK) /* the wait's detail: the failed op's own */
-      return rp_error_set(st,
-                          "an op of the eager step failed (%s%s%s); the "
-                          "instances it writes stay poisoned, so the model "
-                          "cannot train on",
-                          rp_error_detail(),
-                          *rp_runtime_dist_detail(m->rt) ? "; " : "",
-                          rp_runtime_dist_detail(m->rt));
-  } else {
-    rp_runtime_drain(m->rt);
-  }
-  return st;
+  return wait_sinks(m, rp_gpt_step(m, a), "eager step");
 }
 
 /* Writes the next ring of batches, for steps s.. (evaluation may have
@@ -2787,9 +2879,17 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
   uint32_t stop = o && o->stop ? o->stop : o ? o->iters : 0;
   if (!m || !t || !o || o->start > stop || stop > o->iters)
     return rp_error_set(RP_EINVAL, "rp_gpt_train: bad argument");
+  if (eager_only(m, "rp_gpt_train") != RP_OK)
+    return RP_ECAPTURE;
   if (o->inflight > RP_GPT_MAX_INFLIGHT)
     return rp_error_set(RP_EINVAL, "rp_gpt_train: inflight = %u (need 0..%d)",
                         o->inflight, RP_GPT_MAX_INFLIGHT);
+  if (o->iters > RP_GPT_ITERS_MAX || o->warmup >= o->iters)
+    return rp_error_set(RP_EINVAL,
+                        "rp_gpt_train: iters %u, warmup %u (need iters in "
+                        "1..%u and warmup below it: a schedule a checkpoint "
+                        "holds)",
+                        o->iters, o->warmup, RP_GPT_ITERS_MAX);
   if (t->ntrain <= m->cfg.context || t->vocab > m->cfg.vocab)
     return rp_error_set(RP_EINVAL,
                         "rp_gpt_train: the text's training split (%zu "
@@ -2861,6 +2961,8 @@ static int schedule_ok(uint32_t step, uint32_t iters, uint32_t warmup, float lr,
                        const char **why) {
   *why = !isfinite(lr) || lr < 0 || lr > RP_GPT_CKPT_LR_MAX
              ? "lr outside [0, 100]"
+         : iters > RP_GPT_ITERS_MAX ? "iters above 100000000"
+         : step > RP_GPT_ITERS_MAX  ? "step above 100000000"
          : iters && step > iters    ? "more steps done than iters"
          : iters && warmup >= iters ? "warmup not below iters"
                                     : NULL;
@@ -2878,6 +2980,8 @@ rp_status rp_gpt_save_check(const rp_gpt *m) {
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
   if (!m || !path || !info)
     return rp_error_set(RP_EINVAL, "rp_gpt_save: NULL argument");
+  if (eager_only(m, "rp_gpt_save") != RP_OK)
+    return RP_ECAPTURE;
   if (rp_gpt_save_check(m) != RP_OK)
     return rp_error_set(RP_ERANGE, "rp_gpt_save: %s", rp_error_detail());
   const char *why;

@@ -134,8 +134,9 @@ typedef struct rp_gpt_config {
   uint32_t tp;   /* tensor-parallel degree N (0 or 1: none): P / N data groups
                     of N processors each (docs/distributed.md) */
   uint32_t ring; /* batches in the ring, >= 1 */
-  float beta1, beta2, eps, weight_decay, max_norm; /* AdamW, clipping */
-  uint64_t seed;                                   /* weights, windows */
+  float beta1, beta2, eps, weight_decay; /* AdamW */
+  float max_norm;     /* clipping of the global gradient norm; <= 0: none */
+  uint64_t seed;      /* weights, windows */
   int dist;           /* 1: one rank of a job over the runtime's ranks: data
                          parallel, or with tp > procs tensor parallel across them
                          (see above); 0: the runtime's rank alone */
@@ -173,7 +174,11 @@ typedef struct rp_gpt_layout {
  * them across ranks, which may be any order. */
 int rp_gpt_layouts_sum_alike(rp_gpt_layout a, rp_gpt_layout b);
 
-/* The replay argument block of a recorded step. */
+/* The replay argument block of a recorded step. A replay takes it as it
+ * is: on a CPU processor a bad one fails the replay (the gather or
+ * gpt.adamw refuses it: RP_ERANGE, RP_EINVAL; nothing updated), a GPU's
+ * kernels read it on the device unchecked. rp_gpt_step_check says
+ * whether rp_gpt_step would take it (rp_gpt_train checks its own). */
 typedef struct rp_gpt_step_args {
   uint32_t batch; /* offset 0: ring index, < ring */
   float lr;       /* offset 4 */
@@ -236,13 +241,22 @@ typedef enum rp_gpt_slot {
   RP_GPT_MOM1 = 2,
   RP_GPT_MOM2 = 3,
 } rp_gpt_slot;
+/* (rp_gpt_tensor_write refuses a second moment with a negative or NaN
+ * element, RP_EINVAL naming it, nothing written: the next step's update
+ * would make the weights NaN.) */
 rp_status rp_gpt_tensor_read(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
                              size_t n);
 rp_status rp_gpt_tensor_write(rp_gpt *m, uint32_t i, rp_gpt_slot s,
                               const float *in, size_t n);
 /* Every weight, tensor after tensor, into out (n >= rp_gpt_param_count). */
 rp_status rp_gpt_params_read(rp_gpt *m, float *out, size_t n);
-/* Re-initialises the weights from the seed, zeroes the moments. */
+/* Re-initialises the weights from the seed, zeroes the moments.
+ * The calls that run eagerly and read their results back (rp_gpt_reset,
+ * rp_gpt_tensor_read/_write, rp_gpt_params_read, rp_gpt_evaluate,
+ * rp_gpt_sample, rp_gpt_decode_fill, rp_gpt_generate, rp_gpt_train,
+ * rp_gpt_save) refuse to run while this thread has a capture open on the
+ * model's runtime (RP_ECAPTURE, nothing issued): their ops would be
+ * recorded instead. rp_gpt_step and rp_gpt_forward record then. */
 rp_status rp_gpt_reset(rp_gpt *m);
 
 /* Writes n (1..ring) batches into ring slots 0..n-1: x and y hold
@@ -265,6 +279,9 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
  * op that reads them fails with it: the step's status (rp_gpt_train's
  * return) says so, and the model cannot train on. */
 rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a);
+/* rp_gpt_step's checks of a, alone (the same errors, naming this call):
+ * for a block about to be replayed. */
+rp_status rp_gpt_step_check(const rp_gpt *m, const rp_gpt_step_args *a);
 /* Records one step into a new graph (the "loss" postcondition bound). */
 rp_status rp_gpt_record(rp_gpt *m, rp_graph **out);
 /* The last completed step's mean loss, read from its instance as it is
@@ -292,11 +309,15 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
  * the blocks run over group 0's slices, after a REPARTITION of the home
  * weights into them. */
 rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows);
-/* (Run eagerly, its ops complete later: a failure of one, e.g. a token
- * outside [0, V) in `tokens`, poisons that op's event, which this call
- * does not hand out, and leaves the logits as they were. Check the tokens
- * before, or record the forward and replay it: the replay's done event
- * carries the failure.) */
+/* (Refused before anything is issued: RP_ETYPE tokens not I32, RP_ESHAPE
+ * fewer than rows * T of them, RP_ESTALE a stale handle. Run eagerly, its
+ * ops complete later: a failure of one, e.g. a token outside [0, V) in
+ * `tokens`, poisons that op's event, which this call does not hand out,
+ * and the activations it writes: every later eager step, evaluation or
+ * sampling of the model fails with that status (naming the op), while
+ * replays of recorded graphs, the weights and rp_gpt_save are unaffected.
+ * Check the tokens before, or record the forward and replay it: the
+ * replay's done event carries the failure.) */
 /* Shard 0's logits instance (rows * T x V, row-major). */
 rp_inst rp_gpt_logits(const rp_gpt *m);
 /* How the next token is drawn from the logits. */
@@ -438,8 +459,9 @@ typedef struct rp_gpt_train_opts {
  * iter_ns is then rp_replay to when the done event was seen, and
  * *wall_ns / steps the back-to-back time per step. The exec needs
  * max_inflight >= N (rp_exec_opts), else rp_replay blocks until a slot
- * frees (correct, less overlap). RP_EINVAL for N > 64, or for an lr
- * rp_gpt_step refuses (before any step). */
+ * frees (correct, less overlap). RP_EINVAL for N > 64, iters above
+ * RP_GPT_ITERS_MAX, warmup not below iters, or an lr rp_gpt_step refuses
+ * (before any step). */
 rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
                        const rp_gpt_train_opts *o);
 
@@ -469,11 +491,15 @@ typedef struct rp_gpt_ckpt {
  * that is not finite, a vocabulary not in strictly increasing order, a
  * schedule outside the file's domain (lr finite in [0, 100]: training
  * takes lr x weight_decay below 1, so below 10 at the default decay, and
- * refuses a larger one when it starts; with iters > 0, step <= iters and
- * warmup < iters; iters 0 records no schedule);
+ * refuses a larger one when it starts; iters and step at most
+ * RP_GPT_ITERS_MAX; with iters > 0, step <= iters and warmup < iters;
+ * iters 0 records no schedule);
  * RP_ERANGE (nothing written) for a checkpoint larger than the reader
  * takes (rp_gpt_save_check). */
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
+/* The most steps a schedule has (rp_gpt_train's iters; a checkpoint's
+ * iters and step). */
+#define RP_GPT_ITERS_MAX 100000000u
 /* The largest learning rate a checkpoint holds (the file format's:
  * training takes lr x weight_decay below 1). */
 #define RP_GPT_CKPT_LR_MAX 100.0f
