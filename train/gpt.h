@@ -421,7 +421,8 @@ rp_status rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
                           int32_t *x, int32_t *y);
 /* The count-based bigram model of the training split (add-one smoothing:
  * p(b | a) = (count(a b) + 1) / (count(a) + V)), its mean cross-entropy
- * over the n positions (x[i] -> y[i]). */
+ * over the n positions (x[i] -> y[i]); NaN for n 0 (no mean) or when its
+ * V x V count table cannot be allocated. */
 double rp_text_bigram_loss(const rp_text *t, const int32_t *x, const int32_t *y,
                            size_t n);
 
