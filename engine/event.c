@@ -363,9 +363,8 @@ rp_status rp__event_retain(rp_runtime *rt, rp_event e) {
   if (e.id == 0)
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
-  if (!s)
+  if (!s || !ev_hold(rt, s, e)) /* released and recycled meanwhile */
     return ev_stale(rt, e, NULL, EV_RECYCLED);
-  atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
   return RP_OK;
 }
 

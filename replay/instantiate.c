@@ -444,6 +444,9 @@ static rp_status alloc_slots(rp_exec *ex) {
   if (!ex->slots)
     return rp__err(RP_ENOMEM, "instantiate: out of memory");
   memset(ex->slots, 0, sizeof *ex->slots * ex->max_inflight);
+  if (!(ex->pre_held =
+            rp__calloc(ex->npre ? ex->npre : 1, sizeof *ex->pre_held)))
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
   for (uint32_t i = 0; i < ex->max_inflight; i++) {
     rp_slot *s = &ex->slots[i];
     s->unit_status = rp__calloc(ex->nunits, sizeof *s->unit_status);
@@ -630,6 +633,7 @@ void rp__exec_free(rp_exec *ex) {
     free(ex->lanes[w].hot);
   }
   free(ex->lanes);
+  free(ex->pre_held);
   free(ex->slots);
   free(ex->units);
   free(ex->order);

@@ -184,6 +184,10 @@ struct rp_exec {
   uint32_t *posts;      /* postcondition port ids per unit */
   uint32_t *post_units; /* units bound per postcondition port */
   uint32_t npre, npost;
+  /* the replay being issued's precondition events, held (a reference
+   * each) from before it waits for a window slot until its slot takes
+   * them: a released event cannot complete and be recycled meanwhile */
+  rp_event *pre_held;
 
   uint32_t nlanes; /* = processors: CPU workers, then GPU lanes
                       (replay/lower.h), which no worker runs */

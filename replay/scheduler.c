@@ -111,6 +111,12 @@ void rp__exec_unregister(rp_exec *ex) {
   pthread_mutex_unlock(&rs->exec_lock);
 }
 
+/* Under the runtime's layer lock (taking inst_lock inside it). */
+static void install_hooks(rp_runtime *rt, void *rs) {
+  rp__set_poller(rt, rp__replay_poll, rs);
+  rp__set_inst_busy_hook(rt, inst_busy, rs);
+}
+
 rp_replay_state *rp__replay_state(rp_runtime *rt) {
   rp_replay_state *rs = rp__layer_get(rt, RP_LAYER_REPLAY);
   if (rs)
@@ -129,15 +135,13 @@ rp_replay_state *rp__replay_state(rp_runtime *rt) {
   }
   memset(rs->cursors, 0, sizeof(rp_cursor) * (rs->nworkers + 1));
   pthread_mutex_init(&rs->exec_lock, NULL);
+  /* the hooks are set before another thread can replay through rs: an
+   * instance free then always sees the replays in flight */
   rp_replay_state *won =
-      rp__layer_set(rt, RP_LAYER_REPLAY, rs, replay_dtor, NULL, NULL);
-  if (won != rs) {
+      rp__layer_set(rt, RP_LAYER_REPLAY, rs, replay_dtor, NULL, install_hooks);
+  if (won != rs)
     replay_dtor(rt, rs);
-    return won;
-  }
-  rp__set_poller(rt, rp__replay_poll, rs);
-  rp__set_inst_busy_hook(rt, inst_busy, rs);
-  return rs;
+  return won;
 }
 
 /* ---- waiting inside a lane ---- */
@@ -924,10 +928,8 @@ static rp_status slot_events(rp_exec *ex, rp_slot *s, const rp_replay_args *a,
     else
       rp_event_release(ex->rt, s->post[p]);
   }
-  for (uint32_t i = 0; i < ex->npre; i++) {
-    s->pre[i] = a->pre[i];
-    rp__event_retain(ex->rt, s->pre[i]);
-  }
+  for (uint32_t i = 0; i < ex->npre; i++)
+    s->pre[i] = ex->pre_held[i]; /* the reference rp__replay_owned took */
   if (ex->lw && ex->lw->polled) {
     /* completed by the GPU poller: a host waiter that yields through a
      * few replay intervals sees it at once instead of being woken */
@@ -1013,29 +1015,51 @@ rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
 }
 
 /* The body of rp_replay, for the thread that holds ex->in_replay. */
+/* Drops the references rp__replay_owned took on the preconditions (a
+ * replay that was not issued); returns st. */
+static rp_status drop_held(rp_exec *ex, uint32_t n, rp_status st) {
+  for (uint32_t i = 0; i < n; i++)
+    rp__event_unref(ex->rt, ex->pre_held[i]);
+  return st;
+}
+
 rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                            rp_event *done) {
   rp_status st;
   uint64_t r = ex->issued;
+  /* the preconditions held first: one released by the caller may complete
+   * and be recycled while this waits for a slot, and its status with it */
+  for (uint32_t i = 0; i < ex->npre; i++)
+    if ((st = rp__event_retain(ex->rt, a->pre[i])) != RP_OK)
+      return drop_held(ex, i,
+                       rp__err(RP_ESTALE,
+                               "rp_replay: precondition %u ('%s'): event "
+                               "%#llx is stale",
+                               i, ex->g->pre[i].name,
+                               (unsigned long long)a->pre[i].id));
+    else
+      ex->pre_held[i] = a->pre[i];
   int w = wait_inflight(ex, ex->max_inflight, 1);
   if (RP_UNLIKELY(w != WAIT_OK))
-    return rp__err(
-        RP_EBUSY,
-        w == WAIT_GATED
-            ? "rp_replay: %u replays are in flight (max_inflight) and one "
-              "waits for a precondition that has not triggered: trigger "
-              "it, or wait for a done event, then replay again (nothing "
-              "was replayed)"
-        : w == WAIT_RING_GATED
-            ? "rp_replay: %u replays are in flight (max_inflight) and make "
-              "no progress while a replay of another exec waits for a "
-              "precondition that has not triggered (they share its "
-              "workers): trigger it, then replay again (nothing was "
-              "replayed)"
-            : "rp_replay: %u replays are in flight (max_inflight) and this "
-              "is an event's callback, which must not block waiting for "
-              "one: replay from elsewhere (nothing was replayed)",
-        ex->max_inflight);
+    return drop_held(
+        ex, ex->npre,
+        rp__err(
+            RP_EBUSY,
+            w == WAIT_GATED
+                ? "rp_replay: %u replays are in flight (max_inflight) and one "
+                  "waits for a precondition that has not triggered: trigger "
+                  "it, or wait for a done event, then replay again (nothing "
+                  "was replayed)"
+            : w == WAIT_RING_GATED
+                ? "rp_replay: %u replays are in flight (max_inflight) and make "
+                  "no progress while a replay of another exec waits for a "
+                  "precondition that has not triggered (they share its "
+                  "workers): trigger it, then replay again (nothing was "
+                  "replayed)"
+                : "rp_replay: %u replays are in flight (max_inflight) and this "
+                  "is an event's callback, which must not block waiting for "
+                  "one: replay from elsewhere (nothing was replayed)",
+            ex->max_inflight));
   /* how it runs, decided first: through the ring, it takes its entry
    * before anything is armed (a full ring it cannot wait for is RP_EBUSY
    * with nothing replayed) */
@@ -1045,20 +1069,24 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
   uint64_t t = 0;
   int held = -1;
   if (how == 2 && (w = ring_take(ex->rs, &t, &held)) == TAKE_GATED)
-    return rp__err(RP_EBUSY,
-                   "rp_replay: the submission ring is full (%u replays "
-                   "queued) behind worker %d, which waits for a "
-                   "precondition that has not triggered: trigger it, then "
-                   "replay again (nothing was replayed)",
-                   (unsigned)RP_RING, held);
+    return drop_held(
+        ex, ex->npre,
+        rp__err(RP_EBUSY,
+                "rp_replay: the submission ring is full (%u replays "
+                "queued) behind worker %d, which waits for a "
+                "precondition that has not triggered: trigger it, then "
+                "replay again (nothing was replayed)",
+                (unsigned)RP_RING, held));
   if (how == 2 && w == TAKE_IN_CALLBACK)
-    return rp__err(RP_EBUSY,
-                   "rp_replay: the submission ring is full (%u replays "
-                   "queued) and this is an event's callback, which must "
-                   "not block waiting for room (the worker that runs it "
-                   "may be the one holding the ring back): replay from "
-                   "elsewhere (nothing was replayed)",
-                   (unsigned)RP_RING);
+    return drop_held(
+        ex, ex->npre,
+        rp__err(RP_EBUSY,
+                "rp_replay: the submission ring is full (%u replays "
+                "queued) and this is an event's callback, which must "
+                "not block waiting for room (the worker that runs it "
+                "may be the one holding the ring back): replay from "
+                "elsewhere (nothing was replayed)",
+                (unsigned)RP_RING));
   rp_slot *s = &ex->slots[r % ex->max_inflight];
   /* in flight for rp_instance_free/realloc before arm_slot checks the
    * generations (seq_cst, see inst_busy) */
@@ -1069,7 +1097,7 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
     atomic_store(&ex->issued_pub, r);
     if (how == 2)
       publish_empty(ex->rs, t);
-    return st;
+    return drop_held(ex, ex->npre, st);
   }
   ex->issued = r + 1;
   if (how == 0)

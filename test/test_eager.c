@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAXT 512
 
@@ -729,22 +730,45 @@ static void *begin_capture(void *arg) {
   return NULL;
 }
 
-/* A runtime's first capture-layer use (here a capture) while another
- * thread frees instances: the free's wait for eager ops is set up before
- * any thread can launch through the layer (the TSan build runs this; a
- * free that read the hook unset skipped that wait). */
+static atomic_int slow_done;
+
+static rp_status slow_write(rp_task_ctx *ctx) {
+  (void)ctx;
+  struct timespec ts = {0, 2000000};
+  nanosleep(&ts, NULL);
+  atomic_store(&slow_done, 1);
+  return RP_OK;
+}
+
+/* A runtime's first capture-layer use by two threads at once (a capture
+ * begun on one, an eager launch then a free of its instance on the other):
+ * the free waits for the launched op whichever thread installed the layer
+ * (the release hook is set before any thread can launch through it; one
+ * read unset skipped that wait: the TSan build also sees the race). */
 Test(eager, first_capture_use_races_instance_frees, .timeout = 120) {
   for (int i = 0; i < 40; i++) {
     rp_runtime *rt = th_cpu_runtime(1);
+    rp_task_id t;
+    RP_CHECK(rp_task_register(
+        rt, &(rp_task_desc){.name = "slow", .cpu_fn = slow_write}, &t));
     first_use f = {rt, RP_EINVAL};
-    rp_inst x[16];
+    rp_inst x;
     rp_rect r = rp_rect_1d(0, 7);
-    for (int k = 0; k < 16; k++)
-      RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x[k]));
+    RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
+    atomic_store(&slow_done, 0);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, begin_capture, &f), 0);
-    for (int k = 0; k < 16; k++)
-      RP_CHECK(rp_instance_free(rt, x[k]));
+    rp_access acc = {x, RP_WRITE, RP_REDOP_NONE};
+    rp_launch l = {.task = t, .proc = 0, .accesses = &acc, .naccess = 1};
+    rp_status st;
+    while ((st = rp_launch_task(rt, &l, NULL)) == RP_ECAPTURE)
+      ; /* the other thread's capture is open: again */
+    RP_CHECK(st);
+    RP_CHECK(rp_instance_free(rt, x));
+    cr_assert_eq(atomic_load(&slow_done), 1,
+                 "iteration %d: the free returned before the op writing "
+                 "the instance ran",
+                 i);
     pthread_join(th, NULL);
     RP_CHECK(f.st);
     th_destroy(rt);

@@ -397,6 +397,52 @@ Test(replay, precondition_gates_only_its_dependents) {
   th_destroy(rt);
 }
 
+static atomic_int slow_count;
+
+static rp_status slow_count_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  usleep(5000);
+  atomic_fetch_add(&slow_count, 1);
+  return RP_OK;
+}
+
+/* Replays chained through done events the caller released while they
+ * were pending (a released event still pending stays live): with one
+ * replay in flight, rp_replay waits for the previous one, whose done
+ * event completes and would be recycled meanwhile. Each replay waits for
+ * the previous one and completes; none waits on itself. */
+Test(replay, released_done_events_chain_replays, .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "slow_count", slow_count_task);
+  atomic_store(&slow_count, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a;
+  RP_CHECK(
+      rp_graph_add_task(g, &(rp_launch){.task = t, .proc = RP_PROC_ANY}, &a));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "prev", &p));
+  RP_CHECK(rp_graph_bind_precondition(g, p, a));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 1}, &ex));
+  rp_event prev = RP_NO_EVENT;
+  enum { N = 12 };
+  for (int i = 0; i < N; i++) {
+    rp_event done;
+    if (prev.id)
+      RP_CHECK(rp_event_release(rt, prev)); /* still pending: still live */
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &prev, .npre = 1}, &done));
+    prev = done;
+  }
+  RP_CHECK(rp_event_wait(rt, prev, 10000000000LL));
+  RP_CHECK(rp_event_release(rt, prev));
+  cr_assert_eq(atomic_load(&slow_count), N, "%d of %d replays ran",
+               atomic_load(&slow_count), N);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 Test(replay, poisoned_precondition_skips_only_dependents_then_next_works) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = reg(rt, "flag", flag_task);
