@@ -27,7 +27,9 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -770,8 +772,42 @@ Test(gpt_backends, eager_misuse_is_refused_and_the_model_trains_on) {
   tt_fini(&b);
 }
 
-/* The eager calls refuse to run while this thread records (their ops
- * would be recorded and their results read stale); a replayed argument
+/* A capture held open by another thread until released. */
+typedef struct holder {
+  rp_runtime *rt;
+  atomic_int state; /* 1 open, 2 asked to end */
+  rp_graph *g;
+  rp_status st;
+} holder;
+
+static void *holder_main(void *arg) {
+  holder *h = arg;
+  h->st = rp_capture_begin(h->rt, NULL);
+  atomic_store(&h->state, 1);
+  while (atomic_load(&h->state) != 2)
+    usleep(1000);
+  if (h->st == RP_OK)
+    h->st = rp_capture_end(h->rt, &h->g);
+  return NULL;
+}
+
+static void hold_capture(holder *h, pthread_t *th) {
+  cr_assert_eq(pthread_create(th, NULL, holder_main, h), 0);
+  while (atomic_load(&h->state) != 1)
+    usleep(1000);
+  RP_CHECK(h->st);
+}
+
+static void release_capture(holder *h, pthread_t th, rp_graph **g) {
+  atomic_store(&h->state, 2);
+  pthread_join(th, NULL);
+  RP_CHECK(h->st);
+  *g = h->g;
+}
+
+/* The eager calls refuse to run while a capture is open (this thread's
+ * would record their ops and read stale results, another's refuse them
+ * part-way); a replayed argument
  * block the step would refuse fails the CPU replay and changes nothing;
  * rp_gpt_forward refuses a tokens instance of another type or too small,
  * and after it ran over a token outside the vocabulary (its ops poison the
@@ -792,35 +828,44 @@ Test(gpt_backends, eager_calls_report_captures_bad_args_and_failed_ops) {
   double l0, l1;
   RP_CHECK(rp_gpt_evaluate(a.m, x, y, 1, &l0));
 
-  RP_CHECK(rp_capture_begin(a.rt, NULL));
-  char path[] = "/tmp/reprise-gpt-capture-XXXXXX";
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/reprise-gpt-capture-%d", (int)getpid());
   rp_gpt_ckpt info = {.iters = 10, .warmup = 2, .lr = 3e-3f};
   rp_gpt_train_opts o = {.iters = 10, .lr = 3e-3f, .warmup = 2};
-  const char *calls[] = {"rp_gpt_sample",      "rp_gpt_evaluate",
-                         "rp_gpt_reset",       "rp_gpt_tensor_read",
-                         "rp_gpt_params_read", "rp_gpt_save",
-                         "rp_gpt_train",       "rp_gpt_decode_fill"};
-  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
-    rp_status st = i == 0   ? rp_gpt_sample(a.m, prompt, 2, 4, &greedy, got)
-                   : i == 1 ? rp_gpt_evaluate(a.m, x, y, 1, &l1)
-                   : i == 2 ? rp_gpt_reset(a.m)
-                   : i == 3
-                       ? rp_gpt_tensor_read(a.m, 0, RP_GPT_WEIGHT, w1,
-                                            (size_t)rp_gpt_param(a.m, 0)->rows *
-                                                rp_gpt_param(a.m, 0)->cols)
-                   : i == 4 ? rp_gpt_params_read(a.m, w1, n)
-                   : i == 5 ? rp_gpt_save(a.m, path, &info)
-                   : i == 6 ? rp_gpt_train(a.m, NULL, &a.text, &o)
-                            : rp_gpt_decode_fill(a.m);
-    cr_assert_eq(st, RP_ECAPTURE, "%s: %s", calls[i], rp_error_detail());
-    cr_assert(strstr(rp_error_detail(), "a capture is open on this thread"),
-              "%s: %s", calls[i], rp_error_detail());
+  const char *calls[] = {"rp_gpt_sample", "rp_gpt_evaluate", "rp_gpt_save",
+                         "rp_gpt_train", "rp_gpt_decode_fill"};
+  for (int mine = 1; mine >= 0; mine--) { /* this thread's, another's */
+    holder h = {.rt = a.rt};
+    pthread_t th;
+    if (mine)
+      RP_CHECK(rp_capture_begin(a.rt, NULL));
+    else
+      hold_capture(&h, &th);
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+      rp_status st = i == 0   ? rp_gpt_sample(a.m, prompt, 2, 4, &greedy, got)
+                     : i == 1 ? rp_gpt_evaluate(a.m, x, y, 1, &l1)
+                     : i == 2 ? rp_gpt_save(a.m, path, &info)
+                     : i == 3 ? rp_gpt_train(a.m, NULL, &a.text, &o)
+                              : rp_gpt_decode_fill(a.m);
+      cr_assert_eq(st, RP_ECAPTURE, "%s: %s", calls[i], rp_error_detail());
+      cr_assert(strstr(rp_error_detail(), mine ? "a capture is open on this "
+                                                 "thread"
+                                               : "a capture is open on "
+                                                 "another thread"),
+                "%s: %s", calls[i], rp_error_detail());
+    }
+    /* in one process the accessors move host bytes alone: they work */
+    RP_CHECK(rp_gpt_params_read(a.m, w1, n));
+    cr_assert(!memcmp(w0, w1, n * sizeof *w0));
+    rp_graph *g = NULL;
+    if (mine)
+      RP_CHECK(rp_capture_end(a.rt, &g));
+    else
+      release_capture(&h, th, &g);
+    cr_assert_eq(rp_graph_op_count(g), 0, "the refused calls recorded %u ops",
+                 rp_graph_op_count(g));
+    RP_CHECK(rp_graph_destroy(g));
   }
-  rp_graph *g = NULL;
-  RP_CHECK(rp_capture_end(a.rt, &g));
-  cr_assert_eq(rp_graph_op_count(g), 0, "the refused calls recorded %u ops",
-               rp_graph_op_count(g));
-  RP_CHECK(rp_graph_destroy(g));
   cr_assert_eq(access(path, F_OK), -1, "rp_gpt_save wrote a file");
 
   /* lr x weight_decay 2: rp_gpt_step refuses it, so does a CPU replay */

@@ -114,7 +114,8 @@ struct rp_gpt {
   int state;            /* mk counts into state_bytes */
   /* Across ranks (cfg.dist): this rank's rows [rlo, rhi] of every global
    * batch (all of them without dist), held in the ring and the home batch;
-   * esum: the evaluation's loss sum, all-reduced (system memory: no NCCL) */
+   * esum: the evaluation's loss sum and failed ranks, all-reduced (system
+   * memory: no NCCL) */
   uint32_t rank, ranks;
   int64_t rlo, rhi;
   uint32_t rows;
@@ -555,7 +556,7 @@ static rp_status make_home(rp_gpt *m) {
     rp_mem sys;
     st = rp_mem_find(m->rt, RP_MEM_SYSTEM, -1, &sys);
     if (!st)
-      st = mk_in(m, sys, -1, RP_F64, rp_rect_1d(0, 0), &m->esum);
+      st = mk_in(m, sys, -1, RP_F64, rp_rect_1d(0, 1), &m->esum);
     if (!st)
       st = name_inst(m, m->esum, "eval.sum");
   }
@@ -910,6 +911,10 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
     return st;
   if (RP_GPT_PARAMS(cfg->layers) > RP_GPT_ADAMW_MAX)
     return rp_error_set(RP_EINVAL, "rp_gpt_create: too many layers");
+  if (cfg->dist && rp_capture_open(rt)) /* its weights travel eagerly */
+    return rp_error_set(RP_ECAPTURE, "rp_gpt_create: dist: a capture is open "
+                                     "on the runtime (the weights are set up "
+                                     "by eager ops)");
   rp_gpt *m = calloc(1, sizeof *m);
   if (!m)
     return rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
@@ -1091,17 +1096,24 @@ static rp_status layernorm_bwd(ctx *x, const char *name, rp_inst dout,
 }
 
 /* out[N, OC] = in[N, IC] W^T (+ b when b.id). */
-static rp_status linear_fwd(ctx *x, const char *name, rp_inst in, rp_inst w,
-                            rp_inst b, rp_inst out, int32_t IC, int32_t OC) {
+/* (done: may be NULL, the op's event or reference) */
+static rp_status linear_fwd_ev(ctx *x, const char *name, rp_inst in, rp_inst w,
+                               rp_inst b, rp_inst out, int32_t IC, int32_t OC,
+                               rp_event *done) {
   rp_gpt_matmul_args a = {x->N, IC, OC, b.id ? 1 : 0, 0};
   rp_status st = name_op(x->m, x->sfx, "%s", name);
   if (st)
     return st;
   if (b.id)
-    return task(x->m, x->m->k.matmul_fwd, x->p, ACC(R(in), R(w), W(out), R(b)),
-                &a, sizeof a);
-  return task(x->m, x->m->k.matmul_fwd, x->p, ACC(R(in), R(w), W(out)), &a,
-              sizeof a);
+    return task_ev(x->m, x->m->k.matmul_fwd, x->p,
+                   ACC(R(in), R(w), W(out), R(b)), &a, sizeof a, NULL, 0, done);
+  return task_ev(x->m, x->m->k.matmul_fwd, x->p, ACC(R(in), R(w), W(out)), &a,
+                 sizeof a, NULL, 0, done);
+}
+
+static rp_status linear_fwd(ctx *x, const char *name, rp_inst in, rp_inst w,
+                            rp_inst b, rp_inst out, int32_t IC, int32_t OC) {
+  return linear_fwd_ev(x, name, in, w, b, out, IC, OC, NULL);
 }
 
 /* din = dout W, dW = dout^T in, db = column sums (when db.id). */
@@ -1561,13 +1573,11 @@ static rp_status forward(ctx *x, shard *s, const rp_inst *w, rp_inst tokens,
   if (!st)
     st = layernorm_fwd(x, "lnf", last->resm, last->mproj, s->resf, w[LNF_W(L)],
                        w[LNF_B(L)], s->lnf, s->lnfm, s->lnfr);
-  rp_gpt_matmul_args a = {x->N, x->C, x->V, 0, 0};
+  rp_inst none = {0};
   if (!st) /* tied: the head is wte */
-    st = name_op(x->m, x->sfx, "lm_head");
-  return st ? st
-            : task_ev(x->m, x->m->k.matmul_fwd, x->p,
-                      ACC(R(s->lnf), R(w[WTE]), W(s->logits)), &a, sizeof a,
-                      NULL, 0, done);
+    st = linear_fwd_ev(x, "lm_head", s->lnf, w[WTE], none, s->logits, x->C,
+                       x->V, done);
+  return st;
 }
 
 /* Cross-entropy (mean over the global batch's positions; with grad the
@@ -1943,6 +1953,8 @@ rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows) {
                         m ? m->sh[0].rows : 0);
   rp_instance_info in;
   int64_t need = (int64_t)rows * m->cfg.context;
+  if (!tokens.id && here(m, 0))
+    return rp_error_set(RP_EINVAL, "rp_gpt_forward: tokens handle 0 (none)");
   if (tokens.id) { /* 0: processor 0 is another rank's (it launches) */
     rp_status st = rp_instance_query(m->rt, tokens, &in);
     if (st != RP_OK)
@@ -1962,6 +1974,19 @@ rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows) {
   return st ? st : forward(&x, &m->sh[0], m->w, tokens, sink(m));
 }
 
+/* RP_ERANGE naming the first of x[0..n), y[0..n) outside [0, V). */
+static rp_status tokens_check(const rp_gpt *m, const int32_t *x,
+                              const int32_t *y, size_t n, const char *fn) {
+  for (size_t i = 0; i < n; i++)
+    for (int k = 0; k < 2; k++) {
+      int32_t t = k ? y[i] : x[i];
+      if (t < 0 || (uint32_t)t >= m->cfg.vocab)
+        return rp_error_set(RP_ERANGE, "%s: %s[%zu] = %d outside [0, %u)", fn,
+                            k ? "y" : "x", i, t, m->cfg.vocab);
+    }
+  return RP_OK;
+}
+
 /* Waits for the eager ops collected in m->sinks (m->collect) and releases
  * them; st (a failure issuing them) wins. A failed op poisoned what it
  * writes: the detail names it and says so. */
@@ -1974,8 +1999,10 @@ static rp_status wait_sinks(rp_gpt *m, rp_status st, const char *what) {
     rp_event_release(m->rt, m->sinks[i]);
   m->nsinks = 0;
   if (st != RP_OK) {
-    rp_runtime_drain(m->rt); /* what was issued; st's detail stays */
-    return st;
+    char why[1024]; /* rp_error_detail()'s size */
+    snprintf(why, sizeof why, "%s", rp_error_detail());
+    rp_runtime_drain(m->rt); /* what was issued */
+    return rp_error_set(st, "%s", why);
   }
   st = rp_event_wait(m->rt, all, -1);
   rp_event_release(m->rt, all);
@@ -1991,14 +2018,16 @@ static rp_status wait_sinks(rp_gpt *m, rp_status st, const char *what) {
 }
 
 /* Refuses a call that runs its ops eagerly and reads their results while
- * this thread records on the runtime (they would be recorded instead). */
+ * a capture is open on the runtime: this thread's would record its ops,
+ * another thread's refuse them part-way. */
 static rp_status eager_only(rp_gpt *m, const char *fn) {
-  if (rp_capture_open(m->rt) == 1)
+  int who = rp_capture_open(m->rt);
+  if (who)
     return rp_error_set(RP_ECAPTURE,
-                        "%s: a capture is open on this thread (this call runs "
-                        "its ops eagerly and reads their results; end or "
-                        "abort the capture first)",
-                        fn);
+                        "%s: a capture is open on %s (this call runs its ops "
+                        "eagerly and reads their results; end or abort the "
+                        "capture first)",
+                        fn, who > 0 ? "this thread" : "another thread");
   return RP_OK;
 }
 
@@ -2015,14 +2044,14 @@ static rp_status wait_dist(rp_gpt *m, rp_event done, const char *what) {
             : RP_OK;
 }
 
-/* dist: the sum of every rank's (an eager all-reduce of esum). */
-static rp_status sum_ranks(rp_gpt *m, double *sum) {
+/* dist: the sums of every rank's v[2] (an eager all-reduce of esum). */
+static rp_status sum_ranks(rp_gpt *m, double v[2]) {
   rp_allreduce a = {m->esum, RP_REDOP_SUM, RP_NO_EVENT};
   rp_event done = RP_NO_EVENT;
-  rp_status st = rp_instance_write(m->rt, m->esum, sum, sizeof *sum);
+  rp_status st = rp_instance_write(m->rt, m->esum, v, 2 * sizeof *v);
   if (!st && !(st = rp_launch_allreduce(m->rt, &a, &done)))
     st = wait_dist(m, done, "all-reduce of the loss sum");
-  return st ? st : rp_instance_read(m->rt, m->esum, sum, sizeof *sum);
+  return st ? st : rp_instance_read(m->rt, m->esum, v, 2 * sizeof *v);
 }
 
 rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
@@ -2034,17 +2063,13 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
     return est;
   double sum = 0;
   size_t per = (size_t)m->cfg.batch * m->cfg.context;
-  for (size_t i = 0; i < per * n; i++) /* all of them before anything runs */
-    for (int k = 0; k < 2; k++) {
-      int32_t t = k ? y[i] : x[i];
-      if (t < 0 || (uint32_t)t >= m->cfg.vocab)
-        return rp_error_set(RP_ERANGE,
-                            "rp_gpt_evaluate: %s[%zu] = %d outside [0, %u)",
-                            k ? "y" : "x", i, t, m->cfg.vocab);
-    }
-  for (uint32_t b = 0; b < n; b += m->cfg.ring) {
+  est = tokens_check(m, x, y, per * n, "rp_gpt_evaluate"); /* all first */
+  if (est != RP_OK)
+    return est;
+  rp_status st = RP_OK;
+  for (uint32_t b = 0; !st && b < n; b += m->cfg.ring) {
     uint32_t k = n - b < m->cfg.ring ? n - b : m->cfg.ring;
-    rp_status st = rp_gpt_write_batches(m, x + b * per, y + b * per, k);
+    st = rp_gpt_write_batches(m, x + b * per, y + b * per, k);
     for (uint32_t i = 0; !st && i < k; i++) {
       m->collect = 1; /* the loss ops' events: a failure is waited for */
       m->nsinks = 0;
@@ -2072,15 +2097,32 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
         st = rp_instance_read(m->rt, m->loss, &l, sizeof l);
       sum += l;
     }
-    if (st)
-      return rp_train_err_prefix(st, "rp_gpt_evaluate: ");
+  }
+  if (st != RP_OK)
+    st = rp_train_err_prefix(st, "rp_gpt_evaluate: ");
+  if (!m->cfg.dist) {
+    if (st == RP_OK)
+      *loss = sum / n;
+    return st;
   }
   /* dist: each rank's losses are its parts of the batches' means (norm:
-   * the global batch) */
-  rp_status st = m->cfg.dist ? sum_ranks(m, &sum) : RP_OK;
+   * the global batch). A rank whose part failed takes part too, so that
+   * every rank returns a failure (with tensor parallelism across ranks a
+   * failed op's sends are skipped: its peers fail on their own). */
+  char why[1024]; /* rp_error_detail()'s size */
+  snprintf(why, sizeof why, "%s", st ? rp_error_detail() : "");
+  double v[2] = {st ? 0 : sum, st ? 1 : 0};
+  rp_status ds = sum_ranks(m, v);
   if (st != RP_OK)
-    return rp_train_err_prefix(st, "rp_gpt_evaluate: ");
-  *loss = sum / n;
+    return rp_error_set(st, "%s", why);
+  if (ds != RP_OK)
+    return rp_train_err_prefix(ds, "rp_gpt_evaluate: ");
+  if (v[1] > 0)
+    return rp_error_set(RP_EPOISON,
+                        "rp_gpt_evaluate: %g rank(s) of the job failed their "
+                        "part (their own details say why)",
+                        v[1]);
+  *loss = v[0] / n;
   return RP_OK;
 }
 
@@ -2195,6 +2237,8 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
     if (!st)
       st = rp_gpt_forward(m, m->sample, 1);
     st = wait_sinks(m, st, "forward");
+    if (st != RP_OK)
+      st = rp_train_err_prefix(st, "rp_gpt_sample: ");
     rp_status ds = rp_runtime_drain(m->rt);
     st = st ? st : ds;
     if (!st && m->sh[0].logits.id) /* shard 0's: rows * T, the first T */
@@ -2578,7 +2622,7 @@ static rp_status slot_io(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
 rp_status rp_gpt_reset(rp_gpt *m) {
   if (!m)
     return rp_error_set(RP_EINVAL, "rp_gpt_reset: NULL argument");
-  if (eager_only(m, "rp_gpt_reset") != RP_OK)
+  if (m->xr && eager_only(m, "rp_gpt_reset") != RP_OK) /* eager copies */
     return RP_ECAPTURE;
   size_t most = 0;
   for (uint32_t i = 0; i < m->np; i++)
@@ -2638,7 +2682,7 @@ static rp_status check_slot(rp_gpt *m, uint32_t i, rp_gpt_slot s, size_t n,
                             const char *f) {
   if (!m || i >= m->np || (unsigned)s > RP_GPT_MOM2)
     return rp_error_set(RP_EINVAL, "%s: tensor %u slot %d", f, i, (int)s);
-  if (eager_only(m, f) != RP_OK) /* shards travel by eager copies */
+  if (m->xr && eager_only(m, f) != RP_OK) /* shards travel by eager copies */
     return RP_ECAPTURE;
   if (n != numel(&m->info[i]))
     return rp_error_set(RP_ESHAPE, "%s: %s has %zu elements, not %zu", f,
@@ -2712,15 +2756,9 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
     return rp_error_set(RP_EINVAL, "rp_gpt_write_batches: %u batches (ring %u)",
                         n, m ? m->cfg.ring : 0);
   size_t per = (size_t)m->cfg.batch * m->cfg.context, total = per * n;
-  for (size_t i = 0; i < total; i++)
-    for (int k = 0; k < 2; k++) {
-      int32_t t = k ? y[i] : x[i];
-      if (t < 0 || (uint32_t)t >= m->cfg.vocab)
-        return rp_error_set(RP_ERANGE,
-                            "rp_gpt_write_batches: %s[%zu] = %d outside "
-                            "[0, %u)",
-                            k ? "y" : "x", i, t, m->cfg.vocab);
-    }
+  rp_status st = tokens_check(m, x, y, total, "rp_gpt_write_batches");
+  if (st != RP_OK)
+    return st;
   m->ring_valid = 0; /* not the training windows any more */
   memcpy(m->hx, x, total * sizeof *x);
   memcpy(m->hy, y, total * sizeof *y);
@@ -3187,11 +3225,11 @@ rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
     size_t n = numel(&m->info[i]);
     const float *v = q + 2 * n;
     for (size_t k = 0; k < n; k++)
-      if (v[k] < 0)
+      if (!(v[k] >= 0)) /* NaN too */
         return rp_error_set(RP_EFORMAT,
                             "rp_gpt_ckpt_apply: %s's second AdamW moment "
                             "holds %g at element %zu (a mean of squares is "
-                            "never negative)",
+                            "never negative or NaN)",
                             m->info[i].name, (double)v[k], k);
     q += 3 * n;
   }

@@ -251,12 +251,14 @@ rp_status rp_gpt_tensor_write(rp_gpt *m, uint32_t i, rp_gpt_slot s,
 /* Every weight, tensor after tensor, into out (n >= rp_gpt_param_count). */
 rp_status rp_gpt_params_read(rp_gpt *m, float *out, size_t n);
 /* Re-initialises the weights from the seed, zeroes the moments.
- * The calls that run eagerly and read their results back (rp_gpt_reset,
- * rp_gpt_tensor_read/_write, rp_gpt_params_read, rp_gpt_evaluate,
- * rp_gpt_sample, rp_gpt_decode_fill, rp_gpt_generate, rp_gpt_train,
- * rp_gpt_save) refuse to run while this thread has a capture open on the
- * model's runtime (RP_ECAPTURE, nothing issued): their ops would be
- * recorded instead. rp_gpt_step and rp_gpt_forward record then. */
+ * The calls that run ops eagerly and read their results back
+ * (rp_gpt_evaluate, rp_gpt_sample, rp_gpt_decode_fill, rp_gpt_generate,
+ * rp_gpt_train, rp_gpt_save; with tensor parallelism across ranks, whose
+ * shards travel by eager copies, also rp_gpt_reset, rp_gpt_tensor_read/
+ * _write, rp_gpt_params_read and, with dist, rp_gpt_create) refuse to run
+ * while a capture is open on the model's runtime (RP_ECAPTURE, nothing
+ * issued): this thread's would record their ops, another thread's refuse
+ * them part-way. rp_gpt_step and rp_gpt_forward record then. */
 rp_status rp_gpt_reset(rp_gpt *m);
 
 /* Writes n (1..ring) batches into ring slots 0..n-1: x and y hold
@@ -309,15 +311,19 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
  * the blocks run over group 0's slices, after a REPARTITION of the home
  * weights into them. */
 rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows);
-/* (Refused before anything is issued: RP_ETYPE tokens not I32, RP_ESHAPE
- * fewer than rows * T of them, RP_ESTALE a stale handle. Run eagerly, its
+/* (Refused before anything is issued: RP_EINVAL a tokens handle 0 where
+ * processor 0 is this rank's, RP_ETYPE tokens not I32, RP_ESHAPE fewer
+ * than rows * T of them, RP_ESTALE a stale handle. Run eagerly, its
  * ops complete later: a failure of one, e.g. a token outside [0, V) in
  * `tokens`, poisons that op's event, which this call does not hand out,
  * and the activations it writes: every later eager step, evaluation or
- * sampling of the model fails with that status (naming the op), while
- * replays of recorded graphs, the weights and rp_gpt_save are unaffected.
- * Check the tokens before, or record the forward and replay it: the
- * replay's done event carries the failure.) */
+ * sampling of the model fails with that status (naming the op). In one
+ * process replays of recorded graphs, the weights and rp_gpt_save are
+ * unaffected; with tensor parallelism across ranks a failed op's sends
+ * are skipped, so its peers fail (RP_EPEER after the dist timeout) and
+ * the job's communication is broken. Check the tokens before, or record
+ * the forward and replay it: the replay's done event carries the
+ * failure.) */
 /* Shard 0's logits instance (rows * T x V, row-major). */
 rp_inst rp_gpt_logits(const rp_gpt *m);
 /* How the next token is drawn from the logits. */

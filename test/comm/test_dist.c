@@ -1147,6 +1147,61 @@ static void gpt_across_ranks(void) {
   done_case("the GPT with tensor parallelism across ranks equals one process");
 }
 
+/* A data-parallel job's evaluation when one rank's part failed (its
+ * activations poisoned by an eager forward over a token outside the
+ * vocabulary): that rank returns its op's status, every other rank
+ * RP_EPOISON, none waits for the others past the all-reduce. */
+static void gpt_eval_failure(void) {
+  rp_runtime *rt = make_rt(30000);
+  rp_kernel_tasks k;
+  CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1;
+  c.heads = 2;
+  c.width = 16;
+  c.context = 8;
+  c.vocab = 16;
+  c.batch = 6; /* rows on every rank of 2 or 3 */
+  c.ring = 1;
+  c.dist = 1;
+  c.seed = 5;
+  rp_gpt *m = NULL;
+  CHECK(rp_gpt_create(rt, &k, &c, &m));
+  enum { B = 6, T = 8 };
+  int32_t x[B * T], y[B * T];
+  for (int i = 0; i < B * T; i++) {
+    x[i] = (i * 7 + 3) % 16;
+    y[i] = (i * 5 + 1) % 16;
+  }
+  double ev = -1;
+  CHECK(rp_gpt_evaluate(m, x, y, 1, &ev));
+  int last = RANK == NRANKS - 1;
+  if (last) {
+    rp_proc_info pi;
+    CHECK(rp_proc_query(rt, rp_gpt_procs(m)[0], &pi));
+    rp_rect r = rp_rect_1d(0, T - 1);
+    rp_inst tok;
+    CHECK(rp_instance_create(rt, pi.local, RP_I32, &r, NULL, &tok));
+    int32_t bad[T] = {0, 1, 99};
+    CHECK(rp_instance_write(rt, tok, bad, sizeof bad));
+    CHECK(rp_gpt_forward(m, tok, 1));
+    CHECK(rp_runtime_drain(rt));
+    CHECK(rp_instance_free(rt, tok));
+  }
+  rp_status st = rp_gpt_evaluate(m, x, y, 1, &ev);
+  if (last)
+    EXPECT(st == RP_ERANGE && contains(rp_error_detail(), "token 99"),
+           "the failed rank: %s: %s", rp_status_name(st), rp_error_detail());
+  else
+    EXPECT(st == RP_EPOISON &&
+               contains(rp_error_detail(), "1 rank(s) of the job failed"),
+           "rank %d: %s: %s", RANK, rp_status_name(st), rp_error_detail());
+  CHECK(rp_gpt_destroy(m));
+  CHECK(rp_runtime_destroy(rt));
+  done_case("a GPT evaluation that failed on one rank fails on every rank");
+}
+
 int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -1163,6 +1218,7 @@ int main(int argc, char **argv) {
   builder();
   dp_equivalence();
   gpt_across_ranks();
+  gpt_eval_failure();
   tune_refused();
   stale_rank();
   refused_on_one_rank();
