@@ -2238,7 +2238,7 @@ Test(cli, train_gpt_trains_reports_and_resumes, .timeout = 300) {
   RUN(&r, TRAIN_GPT(corpus), "--iters", "20", "--layers", "2", "--lr", "0.01",
       "--load-weights", ckpt);
   cr_assert_eq(r.status, 1, "another depth: %s", r.err);
-  cr_assert(strstr(r.err, "the file holds a GPT of 1 layers"), "%s", r.err);
+  cr_assert(strstr(r.err, "the file holds a GPT of 1 layer,"), "%s", r.err);
   cr_assert(!strstr(r.err, "note:") && !strstr(r.err, "already"), "%s", r.err);
   /* each model refuses the other's checkpoint by the container's kind */
   char mlp[] = "/tmp/rp_cli_gpt_XXXXXX";
@@ -2327,7 +2327,7 @@ Test(cli, train_gpt_stop_then_resume_is_one_run_bitwise, .timeout = 300) {
   RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
       "--width", "32", "--load-weights", half);
   cr_assert_eq(r.status, 1, "%s", r.err);
-  cr_assert(strstr(r.err, "the file holds a GPT of 1 layers, 2 heads, width "
+  cr_assert(strstr(r.err, "the file holds a GPT of 1 layer, 2 heads, width "
                           "16"),
             "%s", r.err);
   RUN(&r, TRAIN_GPT(corpus), "--iters", "14", "--stop", "6", "--load-weights",
@@ -2894,4 +2894,143 @@ Test(cli, json_strings_stay_valid_utf8_whatever_bytes_a_path_has) {
     cr_assert_str_eq(val + 2, c[i].want, "case %zu", i);
     free(buf);
   }
+}
+
+/* --lr is judged and printed as the 32-bit float the run trains with:
+ * 9.999999 is the float 9.99999905, below the limit 10 (lr x the weight
+ * decay 0.1 < 1), so it trains (and diverges, as 9.9 does), printed with
+ * the digits that tell it from 10 (%g said "lr 10" and "now 10" while
+ * --lr 10 was refused); 9.9999999 is the float 10, refused as 10 is, the
+ * message naming both the float and the text given. */
+Test(cli, train_gpt_lr_is_judged_and_printed_as_its_float, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "1", "--lr", "9.999999");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.out, "AdamW, lr 9.999999 (warmup"), "%s", r.out);
+  cr_assert(strstr(r.err, "training diverged at iteration 1") &&
+                strstr(r.err, "try a smaller --lr (now 9.999999)"),
+            "%s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "1", "--lr", "9.9999999");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--lr 10 ('9.9999999' as a 32-bit float): with "
+                          "the GPT's weight decay 0.1, AdamW's decay step "
+                          "would multiply the matrices by 1 - 1 (need --lr "
+                          "below 10)"),
+            "%s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "1", "--lr", "10");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--lr 10: with the GPT's weight decay 0.1") &&
+                !strstr(r.err, "as a 32-bit float"),
+            "%s", r.err);
+  unlink(corpus);
+}
+
+/* A model far above the memory the process may have is refused naming
+ * its whole size (counted without making any instance), not the size at
+ * which the build first passed the limit ("more than 24.0 GiB" for a
+ * model of 384 GiB). */
+Test(cli, train_gpt_too_large_names_the_model_size) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && (double)pages * (double)page > 256e9)
+    cr_skip_test("more than 256 GB of memory: the model could be built");
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  cli_run r;
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--layers", "32", "--heads", "256", "--width", "8192", "--context", "8",
+      "--batch", "1");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  /* 12 x 32 x 8192^2 matrix weights, with their gradients and moments:
+   * 384 GiB, and a few MiB more */
+  cr_assert(strstr(r.err, "building the model: RP_ENOMEM (rp_gpt_create: "
+                          "the model's instances would take 384.") &&
+                strstr(r.err, " GiB (4125") &&
+                strstr(r.err, " bytes) on this "
+                              "rank, above the "
+                              "limit of "),
+            "%s", r.err);
+  unlink(corpus);
+}
+
+/* Counts in messages agree with their nouns: a 1-byte file is "1 byte",
+ * a one-layer GPT "1 layer". */
+Test(cli, messages_say_one_in_the_singular, .timeout = 60) {
+  char one[] = "/tmp/rp_cli_one_XXXXXX";
+  tmp_file(one);
+  FILE *f = fopen(one, "w");
+  cr_assert_not_null(f);
+  fputs("R", f); /* the magic's first byte */
+  fclose(f);
+  cli_run r;
+  RUN(&r, "generate", "--load-weights", one);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, ": truncated: 1 byte, the checkpoint header alone "
+                          "has 48"),
+            "%s", r.err);
+  unlink(one);
+}
+
+/* An output naming an input is a usage error found before any input is
+ * read: a --load-weights file that is no checkpoint does not fail first
+ * (exit 1) when --save-weights names the --text file; two outputs naming
+ * one file likewise. */
+Test(cli, train_gpt_output_over_an_input_is_refused_before_reading) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  cli_run r;
+  RUN(&r, "train", "--model", "gpt", "--text", corpus, "--load-weights", corpus,
+      "--save-weights", corpus);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  char want[128];
+  snprintf(want, sizeof want,
+           "--save-weights %s is the --text file: writing "
+           "it would replace what the run reads",
+           corpus);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  cr_assert(!strstr(r.err, "not a reprise checkpoint"), "%s", r.err);
+  RUN(&r, "train", "--model", "gpt", "--text", corpus, "--load-weights", corpus,
+      "--save-weights", "/tmp/rp_cli_same_out", "--json",
+      "/tmp/rp_cli_same_out");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--json and --save-weights name the same file"), "%s",
+            r.err);
+  cr_assert_neq(access("/tmp/rp_cli_same_out", F_OK), 0);
+  unlink(corpus);
+}
+
+/* r exited with status, its stderr naming esc and holding no control
+ * byte but the newlines that end its lines. */
+static void said_escaped(const cli_run *r, int status, const char *esc) {
+  cr_assert_eq(r->status, status, "%s", r->err);
+  cr_assert(strstr(r->err, esc), "%s", r->err);
+  for (const char *p = r->err; *p; p++)
+    cr_assert(*p == '\n' || ((unsigned char)*p >= 0x20 && *p != 0x7f),
+              "byte 0x%02x in: %s", (unsigned char)*p, r->err);
+}
+
+/* File names reach a terminal's messages with their control bytes as
+ * \xNN: a name holding a newline, an escape sequence or \x01 stays one
+ * line and changes no terminal state, whether the CLI names it or the
+ * library's error detail does. */
+Test(cli, file_names_in_messages_escape_control_bytes, .timeout = 60) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX";
+  gpt_corpus(corpus);
+  const char *bad = "/tmp/rp_cli_no_such_dir/a\nb\x01\x1b[31mc";
+  const char *esc = "rp_cli_no_such_dir/a\\x0ab\\x01\\x1b[31mc";
+  cli_run r;
+  RUN(&r, "generate", "--load-weights", bad);
+  said_escaped(&r, 1, esc);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "1", "--load-weights", bad);
+  said_escaped(&r, 1, esc);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "1", "--save-weights", bad);
+  said_escaped(&r, 1, esc);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "1", "--text", bad);
+  said_escaped(&r, 1, esc);
+  RUN(&r, TRAIN_GPT(corpus), "--json", bad, "--timings", bad);
+  said_escaped(&r, 2, esc);
+  RUN(&r, "train", "--iters", "1", "--data", bad);
+  said_escaped(&r, 1, esc);
+  unlink(corpus);
 }

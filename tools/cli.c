@@ -103,11 +103,52 @@ int rp_cli_parse_backend(const char *cmd, const char *s, rp_backend_kind *b) {
   return RP_CLI_OK;
 }
 
+/* rp_cli_say's body: fmt formatted, then written escaped. */
+static void say_v(FILE *f, const char *fmt, va_list ap) {
+  char small[1024], *b = small;
+  va_list aq;
+  va_copy(aq, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  if (n >= (int)sizeof small && (b = malloc((size_t)n + 1)) != NULL)
+    vsnprintf(b, (size_t)n + 1, fmt, aq);
+  va_end(aq);
+  if (!b) { /* no memory for a long message: its first part */
+    b = small;
+    n = (int)sizeof small - 1;
+  }
+  for (int i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)b[i];
+    if ((c < 0x20 && !(c == '\n' && i == n - 1)) || c == 0x7f)
+      fprintf(f, "\\x%02x", c);
+    else
+      fputc(c, f);
+  }
+  if (b != small)
+    free(b);
+}
+
+void rp_cli_say(FILE *f, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  say_v(f, fmt, ap);
+  va_end(ap);
+}
+
+const char *rp_cli_float_str(char *buf, size_t n, float v) {
+  /* between 1e-4 and 1e9 without an exponent: 10, not 1e+01 */
+  int plain = fabsf(v) >= 1e-4f && fabsf(v) < 1e9f;
+  for (int p = 1; p <= 9; p++)
+    if (snprintf(buf, n, "%.*g", p, (double)v) > 0 && strtof(buf, NULL) == v &&
+        (!plain || !strchr(buf, 'e')))
+      break;
+  return buf;
+}
+
 int rp_cli_usage_error(const char *cmd, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "reprise %s: ", cmd);
-  vfprintf(stderr, fmt, ap);
+  say_v(stderr, fmt, ap);
   va_end(ap);
   fprintf(stderr, "\nTry 'reprise %s --help'.\n", cmd);
   return RP_CLI_USAGE;
@@ -238,8 +279,8 @@ int rp_cli_check_output(const char *cmd, const char *opt, const char *path) {
    * temporary name carries its process id, and another process creating
    * or removing the path itself meanwhile is no error. */
   if (rp_output_check(path) != RP_OK) {
-    fprintf(stderr, "reprise %s: %s %s: %s\n", cmd, opt, path,
-            rp_error_detail());
+    rp_cli_say(stderr, "reprise %s: %s %s: %s\n", cmd, opt, path,
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -278,14 +319,21 @@ static int same_file(const char *a, const char *b) {
          !strcmp(ra, rb);
 }
 
-int rp_cli_check_outputs(const char *cmd, const char *const (*outs)[2],
-                         size_t n) {
+int rp_cli_check_output_names(const char *cmd, const char *const (*outs)[2],
+                              size_t n) {
   for (size_t i = 0; i < n; i++)
     for (size_t j = i + 1; outs[i][1] && j < n; j++)
       if (outs[j][1] && same_file(outs[i][1], outs[j][1]))
         return rp_cli_usage_error(cmd, "%s and %s name the same file '%s'",
                                   outs[i][0], outs[j][0], outs[j][1]);
-  int rc;
+  return RP_CLI_OK;
+}
+
+int rp_cli_check_outputs(const char *cmd, const char *const (*outs)[2],
+                         size_t n) {
+  int rc = rp_cli_check_output_names(cmd, outs, n);
+  if (rc)
+    return rc;
   for (size_t i = 0; i < n; i++)
     if ((rc = rp_cli_check_output(cmd, outs[i][0], outs[i][1])))
       return rc;
@@ -319,8 +367,8 @@ int rp_cli_check_not_inputs(const char *cmd, const char *const (*outs)[2],
 int rp_cli_output_open(const char *cmd, const char *opt, const char *path,
                        rp_output **o) {
   if (rp_output_open(path, o) != RP_OK) {
-    fprintf(stderr, "reprise %s: %s %s: %s\n", cmd, opt, path,
-            rp_error_detail());
+    rp_cli_say(stderr, "reprise %s: %s %s: %s\n", cmd, opt, path,
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -329,8 +377,8 @@ int rp_cli_output_open(const char *cmd, const char *opt, const char *path,
 int rp_cli_output_commit(const char *cmd, const char *opt, const char *path,
                          rp_output *o) {
   if (o && rp_output_commit(o) != RP_OK) {
-    fprintf(stderr, "reprise %s: %s %s: %s\n", cmd, opt, path,
-            rp_error_detail());
+    rp_cli_say(stderr, "reprise %s: %s %s: %s\n", cmd, opt, path,
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;

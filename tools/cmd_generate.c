@@ -168,8 +168,8 @@ static int gen_parse(int argc, char **argv, gen_cli *c) {
 }
 
 static int gfail(const char *what, rp_status st) {
-  fprintf(stderr, "reprise generate: %s: %s (%s)\n", what, rp_status_name(st),
-          rp_error_detail());
+  rp_cli_say(stderr, "reprise generate: %s: %s (%s)\n", what,
+             rp_status_name(st), rp_error_detail());
   return RP_CLI_FAILED;
 }
 
@@ -181,20 +181,20 @@ static int encode(gen_cli *c, const rp_gpt_ckpt *k, int32_t *out) {
   if (!c->prompt_given && !memchr(k->bytes, '\n', k->vocab)) {
     first[0] = (char)k->bytes[0];
     c->prompt = first;
-    fprintf(stderr,
-            "reprise generate: %s has no newline in its vocabulary: the "
-            "prompt is its first byte (0x%02x); --prompt TEXT sets one\n",
-            c->weights, (unsigned)k->bytes[0]);
+    rp_cli_say(stderr,
+               "reprise generate: %s has no newline in its vocabulary: the "
+               "prompt is its first byte (0x%02x); --prompt TEXT sets one\n",
+               c->weights, (unsigned)k->bytes[0]);
   }
   for (size_t i = 0; c->prompt[i]; i++) {
     int32_t id = -1;
     for (uint32_t v = 0; v < k->vocab; v++)
       id = k->bytes[v] == (uint8_t)c->prompt[i] ? (int32_t)v : id;
     if (id < 0) {
-      fprintf(stderr,
-              "reprise generate: --prompt: byte %zu (0x%02x) is not in the "
-              "vocabulary of %s\n",
-              i, (unsigned)(uint8_t)c->prompt[i], c->weights);
+      rp_cli_say(stderr,
+                 "reprise generate: --prompt: byte %zu (0x%02x) is not in the "
+                 "vocabulary of %s\n",
+                 i, (unsigned)(uint8_t)c->prompt[i], c->weights);
       return RP_CLI_FAILED;
     }
     out[i] = id;
@@ -264,7 +264,7 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
   }
   const char *why = rt ? rp_runtime_backend_reason(rt) : "";
   if (!rc && c->backend == RP_BACKEND_AUTO && why[0])
-    fprintf(stderr, "reprise generate: not CUDA: %s\n", why);
+    rp_cli_say(stderr, "reprise generate: not CUDA: %s\n", why);
   if (!rc && (st = rp_kernels_register(rt, &kt)) != RP_OK)
     rc = gfail("registering the kernels", st);
   if (!rc && (st = rp_gpt_create(rt, &kt, &gc, &m)) != RP_OK)
@@ -299,22 +299,23 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
   if (!rc && o.err) { /* a reader gone (| head): said by nobody, as a
                          shell's pipeline would */
     if (!rp_cli_stdout_reader_gone(o.err))
-      fprintf(stderr,
-              "reprise generate: writing to standard output failed: "
-              "%s\n",
-              strerror(o.err));
+      rp_cli_say(stderr,
+                 "reprise generate: writing to standard output failed: "
+                 "%s\n",
+                 strerror(o.err));
     rc = RP_CLI_FAILED;
   }
   if (!rc) {
     /* the time covers the prompt's last window too (one replay per
      * position, filling the caches), so the rate is a lower bound */
-    fprintf(stderr,
-            "reprise generate: %u byte%s in %.3f s (%.0f tokens/s generated; "
-            "one replay of the %u-op decode step per position, the prompt's "
-            "included) on %s\n",
-            c->tokens, c->tokens == 1 ? "" : "s", s, s > 0 ? c->tokens / s : 0,
-            rp_graph_op_count(g),
-            rp_runtime_backend(rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
+    rp_cli_say(
+        stderr,
+        "reprise generate: %u byte%s in %.3f s (%.0f tokens/s generated; "
+        "one replay of the %u-op decode step per position, the prompt's "
+        "included) on %s\n",
+        c->tokens, c->tokens == 1 ? "" : "s", s, s > 0 ? c->tokens / s : 0,
+        rp_graph_op_count(g),
+        rp_runtime_backend(rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
   }
   rp_exec_destroy(ex);
   rp_graph_destroy(g);
@@ -334,7 +335,8 @@ int rp_cmd_generate(int argc, char **argv) {
   rp_gpt_ckpt k;
   rp_status st = rp_gpt_ckpt_read(c.weights, &k);
   if (st != RP_OK) {
-    fprintf(stderr, "reprise generate: --load-weights %s\n", rp_error_detail());
+    rp_cli_say(stderr, "reprise generate: --load-weights %s\n",
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   rc = generate(&c, &k);

@@ -359,6 +359,7 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   case OPT_HIDDEN:
     return parse_hidden(arg, &c->mc);
   case OPT_LR:
+    c->lr_arg = arg;
     return parse_real("--lr", arg, 0, 1, 100, 0, &c->lr);
   case OPT_LR_DECAY:
     return parse_real("--lr-decay", arg, 0, 0, 1e6, 0, &c->lr_decay);
@@ -551,14 +552,10 @@ static int gpt_ckpt_defaults(train_cli *c) {
     all &= (int)GIVEN(c, o[i]);
   if (!c->load_weights || all)
     return RP_CLI_OK;
-  const char *const in[][2] = {{"--load-weights", c->load_weights}};
-  int rc = rp_cli_check_inputs("train", in, 1); /* its usage errors first */
-  if (rc != RP_CLI_OK)
-    return rc;
-  rp_gpt_ckpt k;
+  rp_gpt_ckpt k; /* gpt_options checked the name first */
   if (rp_gpt_ckpt_read(c->load_weights, &k) != RP_OK) {
-    fprintf(stderr, "%s: --load-weights %s\n", rp_train_who(),
-            rp_error_detail());
+    rp_cli_say(stderr, "%s: --load-weights %s\n", rp_train_who(),
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   uint32_t *u[] = {&c->layers, &c->heads, &c->width, &c->context, &c->mc.batch};
@@ -589,7 +586,8 @@ static int gpt_ckpt_defaults(train_cli *c) {
 
 /* --model gpt: the MLP's own options are refused, the shared ones get the
  * GPT's defaults (or a --load-weights checkpoint's) where not given, the
- * output paths are checked. */
+ * output paths are checked (their names against each other and the
+ * inputs' before the checkpoint is read: usage errors, before any work). */
 static int gpt_options(train_cli *c) {
   const int o[] = {OPT_HIDDEN,  OPT_LR_DECAY, OPT_MOMENTUM, OPT_DATASET,
                    OPT_SAMPLES, OPT_CLASSES,  OPT_FEATURES, OPT_DATA,
@@ -600,7 +598,24 @@ static int gpt_options(train_cli *c) {
                                 "--%s is not an option of --model "
                                 "gpt",
                                 opt_name(o[i]));
-  int rc = gpt_ckpt_defaults(c);
+  if (!c->text)
+    c->text = RP_GPT_DEFAULT_TEXT;
+  const char *const outs[][2] = {{"--json", c->json},
+                                 {"--trace", c->trace},
+                                 {"--timings", c->timings},
+                                 {"--save-graph", c->save_graph},
+                                 {"--save-weights", c->save_weights}};
+  const char *const ins[][2] = {{"--text", c->text},
+                                {"--load-weights", c->load_weights}};
+  const size_t no = sizeof outs / sizeof outs[0],
+               ni = sizeof ins / sizeof ins[0];
+  int rc = rp_cli_check_inputs("train", ins, ni);
+  if (!rc)
+    rc = rp_cli_check_not_inputs("train", outs, no, ins, ni);
+  if (!rc)
+    rc = rp_cli_check_output_names("train", outs, no);
+  if (!rc)
+    rc = gpt_ckpt_defaults(c);
   if (rc != RP_CLI_OK)
     return rc;
   if (!GIVEN(c, OPT_PROCS))
@@ -625,24 +640,33 @@ static int gpt_options(train_cli *c) {
                               c->warmup, c->iters);
   rp_gpt_config dc;
   rp_gpt_config_init(&dc);
-  if ((double)c->lr * dc.weight_decay >= 1 && c->lr_from_ckpt) {
-    fprintf(stderr,
-            "%s: --load-weights %s: its lr %g: with the GPT's weight decay "
-            "%g, AdamW's decay step would multiply the matrices by 1 - %g "
-            "(give --lr below %g)\n",
-            rp_train_who(), c->load_weights, (double)c->lr,
-            (double)dc.weight_decay, (double)c->lr * dc.weight_decay,
-            1 / (double)dc.weight_decay);
-    return RP_CLI_FAILED;
-  }
-  if ((double)c->lr * dc.weight_decay >= 1)
+  /* judged as trained: the float lr (the checks of rp_gpt_step and the
+   * AdamW task), printed with the digits that tell it from the limit */
+  if ((double)c->lr * dc.weight_decay >= 1) {
+    char lr[32], by[32], lim[32];
+    rp_cli_float_str(lr, sizeof lr, c->lr);
+    rp_cli_float_str(by, sizeof by, c->lr * dc.weight_decay); /* AdamW's */
+    rp_cli_float_str(lim, sizeof lim, 1 / dc.weight_decay);
+    if (c->lr_from_ckpt) {
+      rp_cli_say(stderr,
+                 "%s: --load-weights %s: its lr %s: with the GPT's weight "
+                 "decay %g, AdamW's decay step would multiply the matrices "
+                 "by 1 - %s (give --lr below %s)\n",
+                 rp_train_who(), c->load_weights, lr, (double)dc.weight_decay,
+                 by, lim);
+      return RP_CLI_FAILED;
+    }
+    double given = 0; /* the text given, when the float reads otherwise */
+    char as[96] = "";
+    if (c->lr_arg && rp_cli_parse_double(c->lr_arg, &given) &&
+        given != strtod(lr, NULL))
+      snprintf(as, sizeof as, " ('%s' as a 32-bit float)", c->lr_arg);
     return rp_cli_usage_error("train",
-                              "--lr %g: with the GPT's weight decay %g, "
+                              "--lr %s%s: with the GPT's weight decay %g, "
                               "AdamW's decay step would multiply the "
-                              "matrices by 1 - %g (need --lr below %g)",
-                              (double)c->lr, (double)dc.weight_decay,
-                              (double)c->lr * dc.weight_decay,
-                              1 / (double)dc.weight_decay);
+                              "matrices by 1 - %s (need --lr below %s)",
+                              lr, as, (double)dc.weight_decay, by, lim);
+  }
   c->sample = GIVEN(c, OPT_SAMPLE) ? c->sample : 200;
   if (!GIVEN(c, OPT_STOP))
     c->stop = c->iters;
@@ -651,8 +675,6 @@ static int gpt_options(train_cli *c) {
                               "--stop %u is past --iters %u (the schedule's "
                               "last step)",
                               c->stop, c->iters);
-  if (!c->text)
-    c->text = RP_GPT_DEFAULT_TEXT;
   if (!c->log_every)
     c->log_every = c->iters >= 10 ? c->iters / 10 : 1;
   if (c->width % c->heads)
@@ -706,19 +728,7 @@ static int gpt_options(train_cli *c) {
                               "--inflight %u needs the recorded "
                               "step (drop --eager)",
                               c->inflight);
-  const char *const outs[][2] = {{"--json", c->json},
-                                 {"--trace", c->trace},
-                                 {"--timings", c->timings},
-                                 {"--save-graph", c->save_graph},
-                                 {"--save-weights", c->save_weights}};
-  const char *const ins[][2] = {{"--text", c->text},
-                                {"--load-weights", c->load_weights}};
-  rc = rp_cli_check_inputs("train", ins, sizeof ins / sizeof ins[0]);
-  if (!rc)
-    rc = rp_cli_check_not_inputs("train", outs, sizeof outs / sizeof outs[0],
-                                 ins, sizeof ins / sizeof ins[0]);
-  return rc ? rc
-            : rp_cli_check_outputs("train", outs, sizeof outs / sizeof outs[0]);
+  return rp_cli_check_outputs("train", outs, no);
 }
 
 static int parse_args(int argc, char **argv, train_cli *c) {
@@ -936,13 +946,13 @@ static const char *who(void) {
 }
 
 static int fail(const char *what, rp_status st) {
-  fprintf(stderr, "%s: %s: %s (%s)\n", who(), what, rp_status_name(st),
-          rp_error_detail());
+  rp_cli_say(stderr, "%s: %s: %s (%s)\n", who(), what, rp_status_name(st),
+             rp_error_detail());
   return RP_CLI_FAILED;
 }
 
 static int oom(const char *what) {
-  fprintf(stderr, "%s: %s: out of memory\n", who(), what);
+  rp_cli_say(stderr, "%s: %s: out of memory\n", who(), what);
   return RP_CLI_FAILED;
 }
 
@@ -1008,10 +1018,10 @@ int rp_train_mpi_start(train_ranks *r) {
   r->ranks = (uint32_t)size;
   LOG_RANK = rank;
   if (provided < MPI_THREAD_MULTIPLE) {
-    fprintf(stderr,
-            "%s: --dist: MPI offers thread level %d only; the "
-            "workers need MPI_THREAD_MULTIPLE\n",
-            who(), provided);
+    rp_cli_say(stderr,
+               "%s: --dist: MPI offers thread level %d only; the "
+               "workers need MPI_THREAD_MULTIPLE\n",
+               who(), provided);
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -1055,11 +1065,11 @@ int rp_train_agree(int dist, int rc) {
     long waited =
         (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
     if (mine >= 10 && waited > ms) {
-      fprintf(stderr,
-              "%s: another rank did not answer within %ld ms "
-              "(REPRISE_DIST_TIMEOUT_MS) after this rank failed: stopping "
-              "every rank\n",
-              who(), ms);
+      rp_cli_say(stderr,
+                 "%s: another rank did not answer within %ld ms "
+                 "(REPRISE_DIST_TIMEOUT_MS) after this rank failed: stopping "
+                 "every rank\n",
+                 who(), ms);
       fflush(stderr);
       usleep(200000); /* time for the launcher to forward the line */
       MPI_Abort(MPI_COMM_WORLD, 1);
@@ -1103,6 +1113,14 @@ int rp_train_same_on_every_rank(const float *w, size_t n) {
 
 int rp_train_same_inputs(int dist, const train_input *in, unsigned n) {
   return dist ? rp_cli_same_inputs("train", in, n) : RP_CLI_OK;
+}
+
+void rp_train_note_float(char *d, size_t n, const char *opt, float was,
+                         float now) {
+  char a[32], b[32];
+  rp_cli_appendf(d, n, ", %s %s (now %s)", opt,
+                 rp_cli_float_str(a, sizeof a, was),
+                 rp_cli_float_str(b, sizeof b, now));
 }
 
 uint64_t rp_train_options_hash(const train_cli *c) {
@@ -1194,7 +1212,7 @@ static int load_data(train_state *s) {
                 : rp_data_generate(c->kind, c->samples, c->features, c->classes,
                                    c->mc.seed, &s->data);
   if (st != RP_OK) {
-    fprintf(stderr, "%s: %s\n", who(), rp_error_detail());
+    rp_cli_say(stderr, "%s: %s\n", who(), rp_error_detail());
     return RP_CLI_FAILED;
   }
   if (c->mc.batch > s->data.n) /* a usage error, as for --samples */
@@ -1215,22 +1233,22 @@ static int load_ckpt(train_state *s) {
     return RP_CLI_OK;
   rp_status st = rp_mlp_ckpt_read(c->load_weights, &s->ckpt);
   if (st != RP_OK) {
-    fprintf(stderr, "%s: --load-weights %s\n", who(), rp_error_detail());
+    rp_cli_say(stderr, "%s: --load-weights %s\n", who(), rp_error_detail());
     return RP_CLI_FAILED;
   }
   const rp_mlp_ckpt_info *f = &s->ckpt.info;
   /* another architecture first: nothing else about the file matters */
   if (rp_mlp_ckpt_fits(&s->ckpt, &c->mc, &s->data) != RP_OK) {
-    fprintf(stderr, "%s: --load-weights %s: %s\n", who(), c->load_weights,
-            rp_error_detail());
+    rp_cli_say(stderr, "%s: --load-weights %s: %s\n", who(), c->load_weights,
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   if (f->step >= ITERS_MAX) { /* no --iters can go on from it */
-    fprintf(stderr,
-            "%s: --load-weights %s: the file has done %u steps, and --iters "
-            "goes to %u at most: nothing is left to train (a damaged step "
-            "field?)\n",
-            who(), c->load_weights, f->step, ITERS_MAX);
+    rp_cli_say(stderr,
+               "%s: --load-weights %s: the file has done %u steps, and --iters "
+               "goes to %u at most: nothing is left to train (a damaged step "
+               "field?)\n",
+               who(), c->load_weights, f->step, ITERS_MAX);
     return RP_CLI_FAILED;
   }
   if (c->iters <= f->step)
@@ -1243,14 +1261,11 @@ static int load_ckpt(train_state *s) {
   s->start = f->step;
   char d[256] = ""; /* what differs: saved, then this run's */
   if (f->lr != c->lr)
-    rp_cli_appendf(d, sizeof d, ", --lr %g (now %g)", (double)f->lr,
-                   (double)c->lr);
+    rp_train_note_float(d, sizeof d, "--lr", f->lr, c->lr);
   if (f->lr_decay != c->lr_decay)
-    rp_cli_appendf(d, sizeof d, ", --lr-decay %g (now %g)", (double)f->lr_decay,
-                   (double)c->lr_decay);
+    rp_train_note_float(d, sizeof d, "--lr-decay", f->lr_decay, c->lr_decay);
   if (f->momentum != c->mc.momentum)
-    rp_cli_appendf(d, sizeof d, ", --momentum %g (now %g)", (double)f->momentum,
-                   (double)c->mc.momentum);
+    rp_train_note_float(d, sizeof d, "--momentum", f->momentum, c->mc.momentum);
   if (f->batch != c->mc.batch)
     rp_cli_appendf(d, sizeof d, ", --batch %u (now %u)", f->batch, c->mc.batch);
   if (f->seed != c->mc.seed)
@@ -1261,10 +1276,10 @@ static int load_ckpt(train_state *s) {
                    f->shuffle ? "shuffled" : "--no-shuffle",
                    c->no_shuffle ? "--no-shuffle" : "shuffled");
   if (s->tr.rank == 0 && d[0])
-    fprintf(stderr,
-            "%s: note: %s was saved with %s; so this run is not an exact "
-            "continuation\n",
-            who(), c->load_weights, d + 2);
+    rp_cli_say(stderr,
+               "%s: note: %s was saved with %s; so this run is not an exact "
+               "continuation\n",
+               who(), c->load_weights, d + 2);
   return RP_CLI_OK;
 }
 
@@ -1275,8 +1290,8 @@ static int restore(train_state *s) {
     return RP_CLI_OK;
   rp_status st = rp_mlp_ckpt_apply(s->m, &s->ckpt);
   if (st != RP_OK) {
-    fprintf(stderr, "%s: --load-weights %s: %s\n", who(), s->c->load_weights,
-            rp_error_detail());
+    rp_cli_say(stderr, "%s: --load-weights %s: %s\n", who(), s->c->load_weights,
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -1319,8 +1334,8 @@ static int setup(train_state *s, rp_backend_kind backend) {
   if ((st = rp_mlp_create(s->rt, &k, &c->mc, &s->data, &s->m)) != RP_OK)
     return fail("building the model", st);
   if (c->save_weights && rp_mlp_save_check(s->m) != RP_OK) {
-    fprintf(stderr, "%s: --save-weights %s: %s\n", rp_train_who(),
-            c->save_weights, rp_error_detail());
+    rp_cli_say(stderr, "%s: --save-weights %s: %s\n", rp_train_who(),
+               c->save_weights, rp_error_detail());
     return RP_CLI_FAILED;
   }
   if (s->val.n && (st = rp_mlp_set_validation(s->m, &s->val)) != RP_OK)
@@ -1371,15 +1386,15 @@ static int evaluate_initial(train_state *s) {
   }
   double l = isfinite(s->init_loss) ? vloss : s->init_loss;
   if (!isfinite(l)) { /* before any step: not --lr */
-    fprintf(stderr,
-            "%s: the %s of the initial weights is %s, before any step: "
-            "%s overflow float arithmetic (scale the features%s; the "
-            "largest |feature| is %g)\n",
-            who(), which, isnan(l) ? "NaN" : "infinite",
-            s->c->load_weights ? "the data or the --load-weights weights"
-                               : "the data",
-            s->c->load_weights ? ", or start from other weights" : "",
-            max_feature(s));
+    rp_cli_say(stderr,
+               "%s: the %s of the initial weights is %s, before any step: "
+               "%s overflow float arithmetic (scale the features%s; the "
+               "largest |feature| is %g)\n",
+               who(), which, isnan(l) ? "NaN" : "infinite",
+               s->c->load_weights ? "the data or the --load-weights weights"
+                                  : "the data",
+               s->c->load_weights ? ", or start from other weights" : "",
+               max_feature(s));
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -1398,16 +1413,16 @@ static int instantiate(train_state *s, rp_backend_kind asked) {
                       (double)(b.tv_nsec - a.tv_nsec) / 1e6;
   if (st == RP_EUNSUPPORTED && asked == RP_BACKEND_AUTO &&
       rp_runtime_backend(s->rt) == RP_BACKEND_CUDA) {
-    fprintf(stderr,
-            "%s: replays on CUDA are not in this build "
-            "(%s); training on the CPU backend\n",
-            who(), rp_error_detail());
+    rp_cli_say(stderr,
+               "%s: replays on CUDA are not in this build "
+               "(%s); training on the CPU backend\n",
+               who(), rp_error_detail());
     return FALLBACK;
   }
   if (st != RP_OK) {
     fail("instantiating the step", st);
     if (st == RP_EUNSUPPORTED)
-      fprintf(stderr, "(--eager trains without replays)\n");
+      rp_cli_say(stderr, "(--eager trains without replays)\n");
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -1599,7 +1614,7 @@ static int write_weights(train_state *s) {
       .step = s->steps_done, .lr = c->lr, .lr_decay = c->lr_decay};
   rp_status st = rp_mlp_save(s->m, c->save_weights, &info);
   if (st != RP_OK) {
-    fprintf(stderr, "%s: --save-weights %s\n", who(), rp_error_detail());
+    rp_cli_say(stderr, "%s: --save-weights %s\n", who(), rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -1634,8 +1649,8 @@ static void teardown(train_state *s) {
   rp_mlp_destroy(s->m);
   rp_status st = rp_runtime_destroy(s->rt);
   if (st != RP_OK)
-    fprintf(stderr, "%s: destroying the runtime: %s (%s)\n", who(),
-            rp_status_name(st), rp_error_detail());
+    rp_cli_say(stderr, "%s: destroying the runtime: %s (%s)\n", who(),
+               rp_status_name(st), rp_error_detail());
   s->ex = NULL;
   s->g = NULL;
   s->m = NULL;
@@ -1665,9 +1680,10 @@ static void print_header(const train_state *s) {
   fprintf(train_log, "reprise train: MLP %u", d->features);
   for (uint32_t i = 0; i < c->mc.nhidden; i++)
     fprintf(train_log, "-%u", c->mc.hidden[i]);
-  fprintf(train_log, "-%u (%zu parameters), %u sample%s (%s), batch %u over ",
-          d->classes, rp_mlp_param_count(s->m), d->n, d->n == 1 ? "" : "s",
-          c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
+  rp_cli_say(train_log,
+             "-%u (%zu parameters), %u sample%s (%s), batch %u over ",
+             d->classes, rp_mlp_param_count(s->m), d->n, d->n == 1 ? "" : "s",
+             c->data ? c->data : rp_data_kind_name(c->kind), c->mc.batch);
   if (c->dist)
     fprintf(train_log, "%u rank%s (MPI) x ", s->tr.ranks,
             s->tr.ranks == 1 ? "" : "s");
@@ -1689,8 +1705,8 @@ static void print_header(const train_state *s) {
   if (s->ex)
     fprintf(train_log, "instantiated in %.2f ms\n", s->instantiate_ms);
   if (s->start)
-    fprintf(train_log, "resumed from %s at step %u\n", c->load_weights,
-            s->start);
+    rp_cli_say(train_log, "resumed from %s at step %u\n", c->load_weights,
+               s->start);
   fprintf(train_log, "initial loss %.4f, accuracy %.1f%%\n", s->init_loss,
           100 * s->init_acc);
   fflush(train_log);
@@ -1855,14 +1871,15 @@ static int run_on(train_state *s, rp_backend_kind backend,
   if (c->json && s->tr.rank == 0 && (rc = write_json(s)))
     return rc;
   if (s->diverged) { /* the same on every rank: the losses are global */
+    char lr[32];
     if (s->tr.rank == 0)
-      fprintf(stderr,
-              "reprise train: training diverged at iteration %u: loss %g "
-              "is not finite or above %g (%gx max(initial loss %.4f, "
-              "ln(classes))): try a smaller --lr (now %g)%s%s\n",
-              s->diverged_at, s->diverged_loss, s->limit, DIVERGE_FACTOR,
-              s->init_loss, (double)c->lr,
-              c->lr_decay > 0 ? "" : " or --lr-decay", huge_features(s));
+      rp_cli_say(stderr,
+                 "reprise train: training diverged at iteration %u: loss %g "
+                 "is not finite or above %g (%gx max(initial loss %.4f, "
+                 "ln(classes))): try a smaller --lr (now %s)%s%s\n",
+                 s->diverged_at, s->diverged_loss, s->limit, DIVERGE_FACTOR,
+                 s->init_loss, rp_cli_float_str(lr, sizeof lr, c->lr),
+                 c->lr_decay > 0 ? "" : " or --lr-decay", huge_features(s));
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;

@@ -40,9 +40,10 @@ typedef struct train_cli {
   uint32_t tp;   /* --tp: tensor-parallel processors per data group */
   uint32_t stop; /* --stop: the run ends after this step (<= iters) */
   const char *text;
-  int text_given;   /* --text given (else the default corpus) */
-  uint64_t given;   /* options seen, bit (option - first option) */
-  int lr_from_ckpt; /* --model gpt: lr is the --load-weights file's */
+  int text_given;     /* --text given (else the default corpus) */
+  uint64_t given;     /* options seen, bit (option - first option) */
+  int lr_from_ckpt;   /* --model gpt: lr is the --load-weights file's */
+  const char *lr_arg; /* --lr as given (lr: its float) */
 } train_cli;
 
 /* `reprise train --model gpt` after parsing. Exit status as rp_cmd_train. */
@@ -80,6 +81,12 @@ int rp_train_same_on_every_rank(const float *w, size_t n);
 typedef rp_cli_input train_input;
 /* The options that decide the computation (all but output file names). */
 uint64_t rp_train_options_hash(const train_cli *c);
+
+/* Appends ", OPT WAS (now NOW)" to the note d (n bytes) of what a
+ * checkpoint was saved with: both floats with the digits that tell them
+ * apart (rp_cli_float_str). */
+void rp_train_note_float(char *d, size_t n, const char *opt, float was,
+                         float now);
 /* With dist: rp_cli_same_inputs("train", in, n) (collective). Without
  * dist: RP_CLI_OK. */
 int rp_train_same_inputs(int dist, const train_input *in, unsigned n);

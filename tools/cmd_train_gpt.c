@@ -122,8 +122,8 @@ static uint64_t memory_limit(void) {
 }
 
 static int gfail(const char *what, rp_status st) {
-  fprintf(stderr, "%s: %s: %s (%s)\n", rp_train_who(), what, rp_status_name(st),
-          rp_error_detail());
+  rp_cli_say(stderr, "%s: %s: %s (%s)\n", rp_train_who(), what,
+             rp_status_name(st), rp_error_detail());
   return RP_CLI_FAILED;
 }
 
@@ -138,13 +138,13 @@ static int load_text(gpt_state *s) {
   if (st == RP_OK)
     return RP_CLI_OK;
   if (!c->text_given && access(c->text, F_OK) != 0)
-    fprintf(stderr,
-            "%s: the default corpus %s is missing: install the "
-            "Debian package fortunes (make deps), or name a file with "
-            "--text FILE\n",
-            rp_train_who(), c->text);
+    rp_cli_say(stderr,
+               "%s: the default corpus %s is missing: install the "
+               "Debian package fortunes (make deps), or name a file with "
+               "--text FILE\n",
+               rp_train_who(), c->text);
   else
-    fprintf(stderr, "%s: --text %s\n", rp_train_who(), rp_error_detail());
+    rp_cli_say(stderr, "%s: --text %s\n", rp_train_who(), rp_error_detail());
   return RP_CLI_FAILED;
 }
 
@@ -154,8 +154,8 @@ static int load_ckpt(gpt_state *s) {
     return RP_CLI_OK;
   rp_status st = rp_gpt_ckpt_read(c->load_weights, &s->ckpt);
   if (st != RP_OK) {
-    fprintf(stderr, "%s: --load-weights %s\n", rp_train_who(),
-            rp_error_detail());
+    rp_cli_say(stderr, "%s: --load-weights %s\n", rp_train_who(),
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   s->have_ckpt = 1;
@@ -199,10 +199,11 @@ static int check_ckpt(gpt_state *s) {
       memcmp(k->bytes, s->text.bytes, k->vocab) != 0) {
     if (s->tr.rank != 0) /* --dist: rank 0 says it */
       return RP_CLI_FAILED;
-    fprintf(stderr,
-            "%s: --load-weights %s: its vocabulary (%u bytes) "
-            "is not the one of %s (%u bytes): another corpus\n",
-            rp_train_who(), c->load_weights, k->vocab, c->text, s->text.vocab);
+    rp_cli_say(stderr,
+               "%s: --load-weights %s: its vocabulary (%u bytes) "
+               "is not the one of %s (%u bytes): another corpus\n",
+               rp_train_who(), c->load_weights, k->vocab, c->text,
+               s->text.vocab);
     return RP_CLI_FAILED;
   }
   /* another architecture first: nothing else about the file matters */
@@ -213,8 +214,8 @@ static int check_ckpt(gpt_state *s) {
                      .vocab = s->text.vocab};
   if (rp_gpt_ckpt_fits(k, &g) != RP_OK) {
     if (s->tr.rank == 0)
-      fprintf(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
-              c->load_weights, rp_error_detail());
+      rp_cli_say(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
+                 c->load_weights, rp_error_detail());
     return RP_CLI_FAILED;
   }
   if (c->stop <= k->step && s->tr.rank != 0) /* --dist: rank 0 says it */
@@ -230,8 +231,7 @@ static int check_ckpt(gpt_state *s) {
   char d[256] = ""; /* what differs: saved, then this run's (iters 0: the
                        file holds no schedule, written by the library) */
   if (k->iters && k->lr != c->lr)
-    rp_cli_appendf(d, sizeof d, ", --lr %g (now %g)", (double)k->lr,
-                   (double)c->lr);
+    rp_train_note_float(d, sizeof d, "--lr", k->lr, c->lr);
   if (k->iters && k->warmup != c->warmup)
     rp_cli_appendf(d, sizeof d, ", --warmup %u (now %u)", k->warmup, c->warmup);
   if (k->iters && k->iters != c->iters)
@@ -254,10 +254,10 @@ static int check_ckpt(gpt_state *s) {
                    k->ranks, k->ranks == 1 ? "" : "s", c->mc.procs, s->tr.ranks,
                    s->tr.ranks == 1 ? "" : "s", c->tp);
   if (s->tr.rank == 0 && d[0]) /* --dist: said once */
-    fprintf(stderr,
-            "reprise train: note: %s was saved with %s; so this run is not "
-            "an exact continuation\n",
-            c->load_weights, d + 2);
+    rp_cli_say(stderr,
+               "reprise train: note: %s was saved with %s; so this run is not "
+               "an exact continuation\n",
+               c->load_weights, d + 2);
   return RP_CLI_OK;
 }
 
@@ -310,24 +310,24 @@ static int setup(gpt_state *s) {
     g.max_bytes = memory_limit();
   if ((st = rp_gpt_create(s->rt, &k, &g, &s->m)) != RP_OK && st == RP_ENOMEM &&
       g.max_bytes) {
-    fprintf(stderr,
-            "%s: building the model: RP_ENOMEM (%s): the limit is the "
-            "memory this process may have (the least of physical memory, "
-            "the cgroup's limit and RLIMIT_AS; under --dist, per rank); use "
-            "a smaller --width, --layers, --context or --batch\n",
-            rp_train_who(), rp_error_detail());
+    rp_cli_say(stderr,
+               "%s: building the model: RP_ENOMEM (%s): the limit is the "
+               "memory this process may have (the least of physical memory, "
+               "the cgroup's limit and RLIMIT_AS; under --dist, per rank); use "
+               "a smaller --width, --layers, --context or --batch\n",
+               rp_train_who(), rp_error_detail());
     return RP_CLI_FAILED;
   }
   if (st != RP_OK)
     return gfail("building the model", st);
   if (c->save_weights && rp_gpt_save_check(s->m) != RP_OK) {
-    fprintf(stderr, "%s: --save-weights %s: %s\n", rp_train_who(),
-            c->save_weights, rp_error_detail());
+    rp_cli_say(stderr, "%s: --save-weights %s: %s\n", rp_train_who(),
+               c->save_weights, rp_error_detail());
     return RP_CLI_FAILED;
   }
   if (s->have_ckpt && (st = rp_gpt_ckpt_apply(s->m, &s->ckpt)) != RP_OK) {
-    fprintf(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
-            c->load_weights, rp_error_detail());
+    rp_cli_say(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
+               c->load_weights, rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -341,13 +341,14 @@ static int validation_set(gpt_state *s) {
   s->vx = calloc(n, sizeof *s->vx);
   s->vy = calloc(n, sizeof *s->vy);
   if (!s->vx || !s->vy) {
-    fprintf(stderr, "%s: out of memory\n", rp_train_who());
+    rp_cli_say(stderr, "%s: out of memory\n", rp_train_who());
     return RP_CLI_FAILED;
   }
   if (rp_text_windows(&s->text, s->text.ntrain, s->text.n, c->mc.batch,
                       c->context, c->mc.seed ^ 0x76616c6964617465ull, 0,
                       VAL_BATCHES, s->vx, s->vy)) { /* rp_text_load checked */
-    fprintf(stderr, "%s: %s: %s\n", rp_train_who(), c->text, rp_error_detail());
+    rp_cli_say(stderr, "%s: %s: %s\n", rp_train_who(), c->text,
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   s->bigram = rp_text_bigram_loss(&s->text, s->vx, s->vy, n);
@@ -374,12 +375,12 @@ static int evaluate_initial(gpt_state *s) {
   if (rc || isfinite(s->init_val))
     return rc;
   if (s->tr.rank == 0)
-    fprintf(stderr,
-            "reprise train: the validation loss of the initial weights is "
-            "%s, before any step: %s overflow float arithmetic\n",
-            isnan(s->init_val) ? "NaN" : "infinite",
-            s->c->load_weights ? "the --load-weights checkpoint's weights"
-                               : "the initial weights");
+    rp_cli_say(stderr,
+               "reprise train: the validation loss of the initial weights is "
+               "%s, before any step: %s overflow float arithmetic\n",
+               isnan(s->init_val) ? "NaN" : "infinite",
+               s->c->load_weights ? "the --load-weights checkpoint's weights"
+                                  : "the initial weights");
   return RP_CLI_FAILED;
 }
 
@@ -492,13 +493,14 @@ static void print_header(const gpt_state *s) {
              s->tr.ranks == 1 ? "" : "s");
   uint32_t all = rp_gpt_proc_count(s->m), groups = all / c->tp;
   uint32_t tokens = c->mc.batch * c->context;
-  fprintf(glog,
-          "corpus %s: %zu bytes, %zu train / %zu validation; batch %u "
-          "window%s (%u token%s per step) over %s%u processor%s, backend %s\n",
-          c->text, t->n, t->ntrain, t->n - t->ntrain, c->mc.batch,
-          c->mc.batch == 1 ? "" : "s", tokens, tokens == 1 ? "" : "s", ranks,
-          c->mc.procs, c->mc.procs == 1 ? "" : "s",
-          rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
+  rp_cli_say(
+      glog,
+      "corpus %s: %zu bytes, %zu train / %zu validation; batch %u "
+      "window%s (%u token%s per step) over %s%u processor%s, backend %s\n",
+      c->text, t->n, t->ntrain, t->n - t->ntrain, c->mc.batch,
+      c->mc.batch == 1 ? "" : "s", tokens, tokens == 1 ? "" : "s", ranks,
+      c->mc.procs, c->mc.procs == 1 ? "" : "s",
+      rp_runtime_backend(s->rt) == RP_BACKEND_CUDA ? "cuda" : "cpu");
   if (c->dist && s->xr)
     fprintf(glog,
             "tensor parallel across ranks: the %u processors of the %u ranks "
@@ -531,14 +533,16 @@ static void print_header(const gpt_state *s) {
   char comm[48] = "";
   if (s->comm)
     snprintf(comm, sizeof comm, ", %u communication", s->comm);
+  char lr[32]; /* the float trained with, every digit it needs */
   fprintf(glog,
-          "recorded step: %u ops (%u kernels, %u cop%s%s)%s; AdamW, lr %g "
+          "recorded step: %u ops (%u kernels, %u cop%s%s)%s; AdamW, lr %s "
           "(warmup %u, cosine to %g), clipping at 1.0\n",
           s->ops, s->kernels, s->copies, s->copies == 1 ? "y" : "ies", comm,
-          s->ex ? "" : " (not replayed: --eager)", (double)c->lr, c->warmup,
+          s->ex ? "" : " (not replayed: --eager)",
+          rp_cli_float_str(lr, sizeof lr, c->lr), c->warmup,
           (double)c->lr / 10);
   if (s->start)
-    fprintf(glog, "resumed from %s at step %u\n", c->load_weights, s->start);
+    rp_cli_say(glog, "resumed from %s at step %u\n", c->load_weights, s->start);
   fprintf(glog,
           "bigram baseline (add-one smoothing, train counts) on the "
           "validation windows: %.4f\n",
@@ -595,10 +599,7 @@ typedef struct gpt_times {
 /* `,\n  "key": v` with the fewest digits that read back as v. */
 static void json_float(FILE *f, const char *key, float v) {
   char b[32];
-  for (int p = 1; p <= 9; p++)
-    if (snprintf(b, sizeof b, "%.*g", p, (double)v) > 0 && strtof(b, NULL) == v)
-      break;
-  fprintf(f, ",\n  \"%s\": %s", key, b);
+  fprintf(f, ",\n  \"%s\": %s", key, rp_cli_float_str(b, sizeof b, v));
 }
 
 static int write_json(const gpt_state *s, const gpt_times *tm) {
@@ -713,13 +714,14 @@ static int train(gpt_state *s) {
     }
   }
   if (s->diverged) { /* the same on every rank */
+    char lr[32];
     if (s->tr.rank == 0)
-      fprintf(stderr,
-              "reprise train: training diverged at iteration %u: %s %g is "
-              "not finite or above %g: try a smaller --lr (now %g)\n",
-              s->done, s->val_diverged ? "validation loss" : "loss",
-              s->val_diverged ? s->diverged_val : (double)s->last_loss,
-              s->limit, (double)c->lr);
+      rp_cli_say(stderr,
+                 "reprise train: training diverged at iteration %u: %s %g is "
+                 "not finite or above %g: try a smaller --lr (now %s)\n",
+                 s->done, s->val_diverged ? "validation loss" : "loss",
+                 s->val_diverged ? s->diverged_val : (double)s->last_loss,
+                 s->limit, rp_cli_float_str(lr, sizeof lr, c->lr));
     return train_failed(s);
   }
   if (c->trace && s->ex && s->tr.rank == 0) {
@@ -760,8 +762,8 @@ static int save_weights(gpt_state *s) {
   memcpy(info.bytes, s->text.bytes, s->text.vocab);
   rp_status st = rp_gpt_save(s->m, c->save_weights, &info);
   if (st != RP_OK) {
-    fprintf(stderr, "%s: --save-weights %s\n", rp_train_who(),
-            rp_error_detail());
+    rp_cli_say(stderr, "%s: --save-weights %s\n", rp_train_who(),
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -923,8 +925,8 @@ int rp_cmd_train_gpt(const train_cli *c) {
   if (s.rt) {
     rp_status st = rp_runtime_destroy(s.rt);
     if (st != RP_OK)
-      fprintf(stderr, "%s: destroying the runtime: %s (%s)\n", rp_train_who(),
-              rp_status_name(st), rp_error_detail());
+      rp_cli_say(stderr, "%s: destroying the runtime: %s (%s)\n",
+                 rp_train_who(), rp_status_name(st), rp_error_detail());
   }
   rp_train_mpi_stop(&s.tr); /* after the runtime is destroyed */
   rp_text_free(&s.text);

@@ -123,9 +123,10 @@ static rp_status parse_head(const char *path, const char *kind,
                         path, kind ? kind : "(null)");
   if (n < 8 && !memcmp(b, RP_CKPT_MAGIC, n)) /* the magic's first bytes */
     return rp_error_set(RP_EFORMAT,
-                        "%s: truncated: %llu bytes, the checkpoint "
+                        "%s: truncated: %llu byte%s, the checkpoint "
                         "header alone has %u",
-                        path, (unsigned long long)size, RP_CKPT_HEAD);
+                        path, (unsigned long long)size, size == 1 ? "" : "s",
+                        RP_CKPT_HEAD);
   if (!rp_ckpt_is_container(b, n))
     return rp_error_set(RP_EFORMAT,
                         "%s: not a reprise checkpoint (no "
@@ -133,9 +134,10 @@ static rp_status parse_head(const char *path, const char *kind,
                         path);
   if (n < RP_CKPT_HEAD)
     return rp_error_set(RP_EFORMAT,
-                        "%s: truncated: %llu bytes, the checkpoint "
+                        "%s: truncated: %llu byte%s, the checkpoint "
                         "header alone has %u",
-                        path, (unsigned long long)size, RP_CKPT_HEAD);
+                        path, (unsigned long long)size, size == 1 ? "" : "s",
+                        RP_CKPT_HEAD);
   if (rp_le_get32(b + 8) != RP_CKPT_VERSION)
     return rp_error_set(RP_EVERSION,
                         "%s: checkpoint container version %u (this "
@@ -150,16 +152,16 @@ static rp_status parse_head(const char *path, const char *kind,
                            : "trailing bytes, or a damaged header";
     if (want > UINT64_MAX - RP_CKPT_HEAD) /* no total to give */
       return rp_error_set(RP_EFORMAT,
-                          "%s: %s: the header says %llu payload bytes, the "
-                          "file has %llu",
+                          "%s: %s: the header says %llu payload byte%s, "
+                          "the file has %llu",
                           path, what, (unsigned long long)want,
-                          (unsigned long long)size);
-    return rp_error_set(RP_EFORMAT,
-                        "%s: %s: the header says %llu payload bytes "
-                        "(%llu in all), the file has %llu",
-                        path, what, (unsigned long long)want,
-                        (unsigned long long)(want + RP_CKPT_HEAD),
-                        (unsigned long long)size);
+                          want == 1 ? "" : "s", (unsigned long long)size);
+    return rp_error_set(
+        RP_EFORMAT,
+        "%s: %s: the header says %llu payload byte%s "
+        "(%llu in all), the file has %llu",
+        path, what, (unsigned long long)want, want == 1 ? "" : "s",
+        (unsigned long long)(want + RP_CKPT_HEAD), (unsigned long long)size);
   }
   *want_out = want;
   return RP_OK;

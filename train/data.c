@@ -217,15 +217,18 @@ static rp_status bin_header(FILE *f, const char *path, uint64_t size,
                         (unsigned long long)RP_DATA_MAX_BYTES);
   if (size < want)
     return rp_error_set(RP_EFORMAT,
-                        "%s: truncated: the header (%u samples, %u "
-                        "features) needs %llu bytes, the file has %llu",
-                        path, h[1], h[2], (unsigned long long)want,
+                        "%s: truncated: the header (%u sample%s, %u "
+                        "feature%s) needs %llu bytes, the file has %llu",
+                        path, h[1], h[1] == 1 ? "" : "s", h[2],
+                        h[2] == 1 ? "" : "s", (unsigned long long)want,
                         (unsigned long long)size);
   if (size > want)
     return rp_error_set(RP_EFORMAT,
-                        "%s: %llu trailing bytes after the labels "
-                        "(the header says %u samples, %u features)",
-                        path, (unsigned long long)(size - want), h[1], h[2]);
+                        "%s: %llu trailing byte%s after the labels "
+                        "(the header says %u sample%s, %u feature%s)",
+                        path, (unsigned long long)(size - want),
+                        size - want == 1 ? "" : "s", h[1], h[1] == 1 ? "" : "s",
+                        h[2], h[2] == 1 ? "" : "s");
   return RP_OK;
 }
 
@@ -412,9 +415,9 @@ static rp_status csv_row(csv_state *c, char *line, char **fields) {
   uint32_t n = split(line, fields, c->cols);
   if (n != c->cols)
     return rp_error_set(RP_EFORMAT,
-                        "%s:%u: wrong column count: %u columns, the "
+                        "%s:%u: wrong column count: %u column%s, the "
                         "header has %u",
-                        c->path, c->line, n, c->cols);
+                        c->path, c->line, n, n == 1 ? "" : "s", c->cols);
   rp_status st = csv_grow(c);
   int32_t label = 0;
   if (st == RP_OK)
@@ -611,9 +614,9 @@ static rp_status idx_header(const char *path, const char *what, uint32_t min,
   const unsigned char *b = (const unsigned char *)f->buf;
   if (f->len < 4)
     return rp_error_set(RP_EFORMAT,
-                        "%s: truncated: %zu bytes, an IDX header has "
+                        "%s: truncated: %zu byte%s, an IDX header has "
                         "at least 4",
-                        path, f->len);
+                        path, f->len, f->len == 1 ? "" : "s");
   if (b[0] || b[1])
     return rp_error_set(RP_EFORMAT,
                         "%s: bad magic %02x %02x %02x %02x: not an "
@@ -693,9 +696,10 @@ rp_status rp_data_load_idx(const char *images, const char *labels,
     st = idx_read(labels, "labels", max, 1, 1, &fl);
   if (st == RP_OK && fi.dims[0] != fl.dims[0])
     st = rp_error_set(RP_EFORMAT,
-                      "%s has %u samples, %s has %u labels: the "
+                      "%s has %u sample%s, %s has %u label%s: the "
                       "counts must match",
-                      images, fi.dims[0], labels, fl.dims[0]);
+                      images, fi.dims[0], fi.dims[0] == 1 ? "" : "s", labels,
+                      fl.dims[0], fl.dims[0] == 1 ? "" : "s");
   uint32_t classes = 0;
   for (uint32_t i = 0; st == RP_OK && i < fl.dims[0]; i++)
     classes = fl.data[i] + 1u > classes ? fl.data[i] + 1u : classes;

@@ -110,8 +110,11 @@ struct rp_gpt {
   rp_inst sq, part[RP_GPT_MAX_PROCS], each[RP_GPT_MAX_PROCS];
   rp_inst sqr[RP_GPT_MAX_PROCS], ostats[RP_GPT_MAX_PROCS];
   uint64_t bytes[RP_GPT_MAX_PROCS], state_bytes[RP_GPT_MAX_PROCS];
-  uint64_t alloc_bytes; /* this rank's instances (cfg.max_bytes) */
-  int state;            /* mk counts into state_bytes */
+  /* cfg.max_bytes: a first pass of the build that counts this rank's
+   * instances (need_bytes) and makes none (dry) */
+  int dry;
+  uint64_t need_bytes;
+  int state; /* mk counts into state_bytes */
   /* Across ranks (cfg.dist): this rank's rows [rlo, rhi] of every global
    * batch (all of them without dist), held in the ring and the home batch;
    * esum: the evaluation's loss sum and failed ranks, all-reduced (system
@@ -362,6 +365,11 @@ static rp_status mk_in(rp_gpt *m, rp_mem mem, int p, rp_dtype dt, rp_rect r,
     count_bytes(m, (uint32_t)p, r);
     return RP_OK;
   }
+  if (m->dry) { /* counted, not made */
+    *out = (rp_inst){0};
+    m->need_bytes += rect_bytes(r);
+    return RP_OK;
+  }
   if (m->nall == m->capall) {
     uint32_t cap = m->capall ? 2 * m->capall : 256;
     rp_inst *a = rp_train_realloc_n(m->all, cap, sizeof *a);
@@ -370,20 +378,7 @@ static rp_status mk_in(rp_gpt *m, rp_mem mem, int p, rp_dtype dt, rp_rect r,
     m->all = a;
     m->capall = cap;
   }
-  uint64_t want = m->alloc_bytes + rect_bytes(r), lim = m->cfg.max_bytes;
-  if (lim && want > lim) {
-    int gib = lim >= (1u << 30); /* both sizes in one unit */
-    double unit = gib ? (double)(1u << 30) : (double)(1u << 20);
-    return rp_error_set(RP_ENOMEM,
-                        "rp_gpt_create: the model's instances take more "
-                        "than %.1f %s on this rank, above the limit of "
-                        "%.1f %s (max_bytes)",
-                        (double)want / unit, gib ? "GiB" : "MiB",
-                        (double)lim / unit, gib ? "GiB" : "MiB");
-  }
   rp_status st = rp_instance_create(m->rt, mem, dt, &r, NULL, out);
-  if (st == RP_OK)
-    m->alloc_bytes = want;
   if (st != RP_OK && p < 0)
     return rp_train_err_prefix(st, "rp_gpt_create: system memory: ");
   if (st != RP_OK)
@@ -853,6 +848,61 @@ static rp_status pick_procs(rp_gpt *m) {
   return st;
 }
 
+/* The shards' and slices' tables (make_shard, make_slice), freed and
+ * zeroed. */
+static void free_shards(rp_gpt *m) {
+  for (uint32_t d = 0; m->sh && d < m->dp; d++) {
+    free(m->sh[d].w);
+    free(m->sh[d].g);
+    free(m->sh[d].a);
+    memset(&m->sh[d], 0, sizeof m->sh[d]);
+  }
+  for (uint32_t p = 0; m->ts && p < m->G; p++) {
+    free(m->ts[p].w);
+    free(m->ts[p].g);
+    free(m->ts[p].mo);
+    free(m->ts[p].vo);
+    free(m->ts[p].a);
+    memset(&m->ts[p], 0, sizeof m->ts[p]);
+  }
+}
+
+/* "384.0 GiB", "5.2 MiB" or "1000 bytes". */
+static const char *size_str(char *buf, size_t n, uint64_t v) {
+  if (v >= (1u << 30))
+    snprintf(buf, n, "%.1f GiB", (double)v / (double)(1u << 30));
+  else if (v >= (1u << 20))
+    snprintf(buf, n, "%.1f MiB", (double)v / (double)(1u << 20));
+  else
+    snprintf(buf, n, "%llu byte%s", (unsigned long long)v, v == 1 ? "" : "s");
+  return buf;
+}
+
+/* cfg.max_bytes: the build run once making nothing, counting this rank's
+ * instances, so that a model above the limit is refused, naming its
+ * whole size, before any instance is made. */
+static rp_status check_size(rp_gpt *m) {
+  m->dry = 1;
+  m->need_bytes = 0;
+  rp_status st = make_home(m);
+  for (uint32_t d = 0; !st && d < m->dp; d++)
+    st = make_shard(m, d);
+  m->dry = 0;
+  free_shards(m);
+  memset(m->bytes, 0, sizeof m->bytes);
+  memset(m->state_bytes, 0, sizeof m->state_bytes);
+  if (st != RP_OK || m->need_bytes <= m->cfg.max_bytes)
+    return st;
+  char need[32], lim[32];
+  return rp_error_set(RP_ENOMEM,
+                      "rp_gpt_create: the model's instances would take %s "
+                      "(%llu bytes) on this rank, above the limit of %s "
+                      "(max_bytes)",
+                      size_str(need, sizeof need, m->need_bytes),
+                      (unsigned long long)m->need_bytes,
+                      size_str(lim, sizeof lim, m->cfg.max_bytes));
+}
+
 rp_status rp_gpt_destroy(rp_gpt *m) {
   if (!m)
     return RP_OK;
@@ -872,18 +922,7 @@ rp_status rp_gpt_destroy(rp_gpt *m) {
                       "instances could not be (%s): they stay until "
                       "rp_runtime_destroy; destroy the model's execs first",
                       kept, m->nall, rp_error_detail());
-  for (uint32_t d = 0; m->sh && d < m->dp; d++) {
-    free(m->sh[d].w);
-    free(m->sh[d].g);
-    free(m->sh[d].a);
-  }
-  for (uint32_t p = 0; m->ts && p < m->G; p++) {
-    free(m->ts[p].w);
-    free(m->ts[p].g);
-    free(m->ts[p].mo);
-    free(m->ts[p].vo);
-    free(m->ts[p].a);
-  }
+  free_shards(m);
   free(m->sh);
   free(m->ts);
   free(m->gsum);
@@ -952,6 +991,8 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
     make_table(m);
     st = pick_procs(m);
   }
+  if (!st && cfg->max_bytes)
+    st = check_size(m);
   if (!st)
     st = make_home(m);
   for (uint32_t d = 0; !st && d < m->dp; d++)
@@ -3087,9 +3128,9 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                             uint32_t head, rp_gpt_ckpt *c) {
   if (n < head)
     return rp_error_set(RP_EFORMAT,
-                        "%s: GPT payload of %zu bytes (its header alone "
+                        "%s: GPT payload of %zu byte%s (its header alone "
                         "has %u)",
-                        path, n, head);
+                        path, n, n == 1 ? "" : "s", head);
   c->layers = rp_le_get32(b);
   c->heads = rp_le_get32(b + 4);
   c->width = rp_le_get32(b + 8);
@@ -3135,12 +3176,12 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                   4 * ckpt_floats(c->layers, c->width, c->context, c->vocab);
   if (n != want)
     return rp_error_set(RP_EFORMAT,
-                        "%s: %s: the header (a GPT of %u layers, width %u, "
-                        "context %u, vocabulary %u) needs %llu payload "
+                        "%s: %s: the header (a GPT of %u layer%s, width "
+                        "%u, context %u, vocabulary %u) needs %llu payload "
                         "bytes, the file has %zu",
                         path, n < want ? "truncated" : "trailing bytes",
-                        c->layers, c->width, c->context, c->vocab,
-                        (unsigned long long)want, n);
+                        c->layers, c->layers == 1 ? "" : "s", c->width,
+                        c->context, c->vocab, (unsigned long long)want, n);
   memcpy(c->bytes, b + head, c->vocab);
   /* the bytes present in a text, in increasing order (rp_text) */
   for (uint32_t i = 1; i < c->vocab; i++)
@@ -3198,11 +3239,13 @@ rp_status rp_gpt_ckpt_fits(const rp_gpt_ckpt *c, const rp_gpt_config *g) {
   if (c->layers != g->layers || c->heads != g->heads || c->width != g->width ||
       c->context != g->context || c->vocab != g->vocab)
     return rp_error_set(RP_ESHAPE,
-                        "the file holds a GPT of %u layers, %u heads, width "
-                        "%u, context %u, vocabulary %u; this model has %u, "
-                        "%u, %u, %u, %u",
-                        c->layers, c->heads, c->width, c->context, c->vocab,
-                        g->layers, g->heads, g->width, g->context, g->vocab);
+                        "the file holds a GPT of %u layer%s, %u head%s, "
+                        "width %u, context %u, vocabulary %u; this model has "
+                        "%u, %u, %u, %u, %u",
+                        c->layers, c->layers == 1 ? "" : "s", c->heads,
+                        c->heads == 1 ? "" : "s", c->width, c->context,
+                        c->vocab, g->layers, g->heads, g->width, g->context,
+                        g->vocab);
   return RP_OK;
 }
 

@@ -141,8 +141,8 @@ typedef struct rp_gpt_config {
                          parallel, or with tp > procs tensor parallel across them
                          (see above); 0: the runtime's rank alone */
   uint64_t max_bytes; /* 0: no limit; else rp_gpt_create refuses
-                         (RP_ENOMEM, before touching any) once this rank's
-                         instances would take more bytes */
+                         (RP_ENOMEM, before making any, naming their size)
+                         when this rank's instances would take more bytes */
 } rp_gpt_config;
 
 /* Defaults: 4 layers, 4 heads, width 128, context 64, vocab 64, batch 16,

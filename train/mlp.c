@@ -1423,9 +1423,9 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         path);
   if (n < 8 && (!memcmp(b, RP_CKPT_MAGIC, n) || !memcmp(b, CKPT_MAGIC, n)))
     return rp_error_set(RP_EFORMAT,
-                        "%s: truncated: %zu bytes, cut inside "
+                        "%s: truncated: %zu byte%s, cut inside "
                         "the checkpoint's magic",
-                        path, n);
+                        path, n, n == 1 ? "" : "s");
   if (n < CKPT_HEAD || memcmp(b, CKPT_MAGIC, 8) != 0)
     return rp_error_set(RP_EFORMAT,
                         "%s: not a reprise checkpoint (neither an "
