@@ -917,11 +917,21 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
 static rp_status slot_events(rp_exec *ex, rp_slot *s, const rp_replay_args *a,
                              rp_event *done) {
   rp_status st = rp__event_new(ex->rt, &s->done);
-  atomic_store_explicit(&s->done_id, s->done.id, memory_order_relaxed);
-  for (uint32_t p = 0; p < ex->npost && !st; p++)
-    st = rp__event_new(ex->rt, &s->post[p]);
   if (st)
     return st; /* table growth failed: out of memory */
+  atomic_store_explicit(&s->done_id, s->done.id, memory_order_relaxed);
+  uint32_t made = 0;
+  while (made < ex->npost && !st)
+    if ((st = rp__event_new(ex->rt, &s->post[made])) == RP_OK)
+      made++;
+  if (st) { /* out of memory: the events made go (completed, released) */
+    for (uint32_t p = 0; p <= made; p++) {
+      rp_event e = p < made ? s->post[p] : s->done;
+      rp__event_complete(ex->rt, e, st);
+      rp_event_release(ex->rt, e);
+    }
+    return st;
+  }
   for (uint32_t p = 0; p < ex->npost; p++) {
     if (a && a->post)
       a->post[p] = s->post[p];

@@ -1285,7 +1285,7 @@ Test(gpt, max_bytes_refuses_a_model_larger_than_the_limit) {
   char want[160];
   snprintf(want, sizeof want,
            "would take %.1f MiB (%llu bytes) on this rank, above the limit "
-           "of 1.0 MiB (max_bytes)",
+           "of 1.0 MiB (max_bytes: 1048576 bytes)",
            (double)total / (1u << 20), (unsigned long long)total);
   cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
   /* the build with the room it needs after a refusal: the same model */
@@ -1294,6 +1294,14 @@ Test(gpt, max_bytes_refuses_a_model_larger_than_the_limit) {
   uint64_t again = 0;
   RP_CHECK(rp_gpt_proc_bytes(m, 0, &again, &state));
   cr_assert_eq(again, total);
+  /* the decode step's instances come later: the limit bounds them too */
+  rp_graph *g = NULL;
+  RP_EXPECT(rp_gpt_decode_record(m, &g), RP_ENOMEM);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp_gpt_decode_record: the decode step: the model's "
+                   "instances would take ") &&
+                strstr(rp_error_detail(), "with these, above the limit"),
+            "%s", rp_error_detail());
   RP_CHECK(rp_gpt_destroy(m));
   th_destroy(rt);
 }

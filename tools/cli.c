@@ -103,7 +103,10 @@ int rp_cli_parse_backend(const char *cmd, const char *s, rp_backend_kind *b) {
   return RP_CLI_OK;
 }
 
-/* rp_cli_say's body: fmt formatted, then written escaped. */
+/* rp_cli_say's body: fmt formatted, escaped, then written in one call (a
+ * line of one rank does not interleave with another's on a shared
+ * stderr). Escaped as \xNN: control bytes but a final newline, DEL, and
+ * UTF-8's C1 controls (C2 80..C2 9F: a terminal may act on them). */
 static void say_v(FILE *f, const char *fmt, va_list ap) {
   char small[1024], *b = small;
   va_list aq;
@@ -112,17 +115,35 @@ static void say_v(FILE *f, const char *fmt, va_list ap) {
   if (n >= (int)sizeof small && (b = malloc((size_t)n + 1)) != NULL)
     vsnprintf(b, (size_t)n + 1, fmt, aq);
   va_end(aq);
+  if (n < 0) { /* an encoding error: say so rather than nothing */
+    fputs("(a message could not be formatted)\n", f);
+    return;
+  }
   if (!b) { /* no memory for a long message: its first part */
     b = small;
     n = (int)sizeof small - 1;
   }
+  char out_small[4096], *out = out_small;
+  size_t cap = 4 * (size_t)n + 1; /* each byte at most \xNN */
+  if (cap > sizeof out_small && !(out = malloc(cap))) {
+    out = out_small; /* no memory: the part that fits */
+    cap = sizeof out_small;
+    n = (int)(cap - 1) / 4;
+  }
+  size_t k = 0;
   for (int i = 0; i < n; i++) {
     unsigned char c = (unsigned char)b[i];
-    if ((c < 0x20 && !(c == '\n' && i == n - 1)) || c == 0x7f)
-      fprintf(f, "\\x%02x", c);
+    int c1 = c == 0xc2 && i + 1 < n && (unsigned char)b[i + 1] >= 0x80 &&
+             (unsigned char)b[i + 1] <= 0x9f;
+    if ((c < 0x20 && !(c == '\n' && i == n - 1)) || c == 0x7f || c1 ||
+        (c >= 0x80 && c <= 0x9f && i > 0 && (unsigned char)b[i - 1] == 0xc2))
+      k += (size_t)snprintf(out + k, cap - k, "\\x%02x", c);
     else
-      fputc(c, f);
+      out[k++] = (char)c;
   }
+  fwrite(out, 1, k, f);
+  if (out != out_small)
+    free(out);
   if (b != small)
     free(b);
 }

@@ -114,7 +114,10 @@ struct rp_gpt {
    * instances (need_bytes) and makes none (dry) */
   int dry;
   uint64_t need_bytes;
-  int state; /* mk counts into state_bytes */
+  uint64_t made_bytes; /* this rank's instances made: the decode step's
+                          are checked against max_bytes as they come */
+  int state;           /* mk counts into state_bytes */
+  const char *making;  /* the call making instances, for their errors */
   /* Across ranks (cfg.dist): this rank's rows [rlo, rhi] of every global
    * batch (all of them without dist), held in the ring and the home batch;
    * esum: the evaluation's loss sum and failed ranks, all-reduced (system
@@ -340,16 +343,27 @@ static size_t numel(const rp_gpt_param_info *p) {
 /* ---------------------------------------------------------------------- */
 /* Instances and names */
 
-static uint64_t rect_bytes(rp_rect r) {
-  uint64_t bytes = 4; /* f32 and i32 */
+/* "384.0 GiB", "5.2 MiB" or "1000 bytes". */
+static const char *size_str(char *buf, size_t n, uint64_t v) {
+  if (v >= (1u << 30))
+    snprintf(buf, n, "%.1f GiB", (double)v / (double)(1u << 30));
+  else if (v >= (1u << 20))
+    snprintf(buf, n, "%.1f MiB", (double)v / (double)(1u << 20));
+  else
+    snprintf(buf, n, "%llu byte%s", (unsigned long long)v, v == 1 ? "" : "s");
+  return buf;
+}
+
+static uint64_t rect_bytes(rp_dtype dt, rp_rect r) {
+  uint64_t bytes = rp_dtype_size(dt);
   for (int d = 0; d < r.dim; d++)
     bytes *= (uint64_t)(r.hi[d] - r.lo[d] + 1);
   return bytes;
 }
 
 /* Counts an instance of rect r in processor p's bytes. */
-static void count_bytes(rp_gpt *m, uint32_t p, rp_rect r) {
-  uint64_t bytes = rect_bytes(r);
+static void count_bytes(rp_gpt *m, uint32_t p, rp_dtype dt, rp_rect r) {
+  uint64_t bytes = rect_bytes(dt, r);
   m->bytes[p] += bytes;
   if (m->state)
     m->state_bytes[p] += bytes;
@@ -362,13 +376,25 @@ static rp_status mk_in(rp_gpt *m, rp_mem mem, int p, rp_dtype dt, rp_rect r,
                        rp_inst *out) {
   if (p >= 0 && !here(m, (uint32_t)p)) {
     *out = (rp_inst){0};
-    count_bytes(m, (uint32_t)p, r);
+    count_bytes(m, (uint32_t)p, dt, r);
     return RP_OK;
   }
+  uint64_t b = rect_bytes(dt, r);
   if (m->dry) { /* counted, not made */
     *out = (rp_inst){0};
-    m->need_bytes += rect_bytes(r);
+    m->need_bytes += b;
     return RP_OK;
+  }
+  if (m->cfg.max_bytes && m->made_bytes + b > m->cfg.max_bytes) {
+    char have[32], lim[32]; /* the decode step's, after the model's */
+    return rp_error_set(RP_ENOMEM,
+                        "%s: the model's instances would take %s on this "
+                        "rank with these, above the limit of %s (max_bytes: "
+                        "%llu bytes)",
+                        m->making,
+                        size_str(have, sizeof have, m->made_bytes + b),
+                        size_str(lim, sizeof lim, m->cfg.max_bytes),
+                        (unsigned long long)m->cfg.max_bytes);
   }
   if (m->nall == m->capall) {
     uint32_t cap = m->capall ? 2 * m->capall : 256;
@@ -380,13 +406,14 @@ static rp_status mk_in(rp_gpt *m, rp_mem mem, int p, rp_dtype dt, rp_rect r,
   }
   rp_status st = rp_instance_create(m->rt, mem, dt, &r, NULL, out);
   if (st != RP_OK && p < 0)
-    return rp_train_err_prefix(st, "rp_gpt_create: system memory: ");
+    return rp_train_err_prefix(st, "%s: system memory: ", m->making);
   if (st != RP_OK)
-    return rp_train_err_prefix(st,
-                               "rp_gpt_create: processor %u: ", m->procs[p]);
+    return rp_train_err_prefix(st, "%s: processor %u: ", m->making,
+                               m->procs[p]);
   m->all[m->nall++] = *out;
+  m->made_bytes += b;
   if (p >= 0)
-    count_bytes(m, (uint32_t)p, r);
+    count_bytes(m, (uint32_t)p, dt, r);
   return RP_OK;
 }
 
@@ -867,17 +894,6 @@ static void free_shards(rp_gpt *m) {
   }
 }
 
-/* "384.0 GiB", "5.2 MiB" or "1000 bytes". */
-static const char *size_str(char *buf, size_t n, uint64_t v) {
-  if (v >= (1u << 30))
-    snprintf(buf, n, "%.1f GiB", (double)v / (double)(1u << 30));
-  else if (v >= (1u << 20))
-    snprintf(buf, n, "%.1f MiB", (double)v / (double)(1u << 20));
-  else
-    snprintf(buf, n, "%llu byte%s", (unsigned long long)v, v == 1 ? "" : "s");
-  return buf;
-}
-
 /* cfg.max_bytes: the build run once making nothing, counting this rank's
  * instances, so that a model above the limit is refused, naming its
  * whole size, before any instance is made. */
@@ -897,10 +913,11 @@ static rp_status check_size(rp_gpt *m) {
   return rp_error_set(RP_ENOMEM,
                       "rp_gpt_create: the model's instances would take %s "
                       "(%llu bytes) on this rank, above the limit of %s "
-                      "(max_bytes)",
+                      "(max_bytes: %llu bytes)",
                       size_str(need, sizeof need, m->need_bytes),
                       (unsigned long long)m->need_bytes,
-                      size_str(lim, sizeof lim, m->cfg.max_bytes));
+                      size_str(lim, sizeof lim, m->cfg.max_bytes),
+                      (unsigned long long)m->cfg.max_bytes);
 }
 
 rp_status rp_gpt_destroy(rp_gpt *m) {
@@ -958,6 +975,7 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
   if (!m)
     return rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
   m->rt = rt;
+  m->making = "rp_gpt_create";
   m->k = *k;
   m->cfg = *cfg;
   m->np = RP_GPT_PARAMS(cfg->layers);
@@ -2321,10 +2339,11 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
  * caches [T x C] per block (head h's keys at rows h * T..), the scores. */
 static rp_status make_decode(rp_gpt *m) {
   const rp_gpt_config *c = &m->cfg;
+  m->making = "the decode step";
   shard *d = calloc(1, sizeof *d);
   if (!d || !(d->a = calloc(c->layers, sizeof *d->a))) {
     free(d);
-    return rp_error_set(RP_ENOMEM, "rp_gpt_decode_record: out of memory");
+    return rp_error_set(RP_ENOMEM, "the decode step: out of memory");
   }
   m->dec = d;
   d->rows = 1;
@@ -2375,7 +2394,7 @@ rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
     return rp_error_set(RP_EINVAL, "rp_gpt_decode_record: NULL argument");
   rp_status st = m->dec ? RP_OK : make_decode(m);
   if (st != RP_OK)
-    return st;
+    return rp_train_err_prefix(st, "rp_gpt_decode_record: ");
   if ((st = rp_capture_begin(m->rt, NULL)) != RP_OK)
     return st;
   m->recording = 1;

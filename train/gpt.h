@@ -142,7 +142,9 @@ typedef struct rp_gpt_config {
                          (see above); 0: the runtime's rank alone */
   uint64_t max_bytes; /* 0: no limit; else rp_gpt_create refuses
                          (RP_ENOMEM, before making any, naming their size)
-                         when this rank's instances would take more bytes */
+                         when this rank's instances would take more bytes,
+                         and rp_gpt_decode_record / _fill when the decode
+                         step's would take the model past it */
 } rp_gpt_config;
 
 /* Defaults: 4 layers, 4 heads, width 128, context 64, vocab 64, batch 16,
