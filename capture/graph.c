@@ -477,10 +477,15 @@ static rp_status csr(const rp_graph *g, uint32_t **off, uint32_t **adj) {
 }
 
 int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to) {
-  if (rp__graph_check(g, "rp_graph_depends") || from >= g->nops ||
-      to >= g->nops || from == to)
+  if (rp__graph_check(g, "rp_graph_depends"))
     return 0;
-  uint32_t *off, *adj;
+  if (from >= g->nops || to >= g->nops) {
+    rp__err(RP_ERANGE,
+            "rp_graph_depends: op %u out of range (the graph has %u)",
+            from >= g->nops ? from : to, g->nops);
+    return 0;
+  }
+  uint32_t *off, *adj; /* from == to: 1 when from lies on a cycle */
   if (csr(g, &off, &adj))
     return 0;
   uint32_t *stack = malloc(sizeof *stack * g->nops);
@@ -505,6 +510,8 @@ int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to) {
       }
     }
   }
+  if (!stack || !seen)
+    rp__err(RP_ENOMEM, "rp_graph_depends: out of memory");
   free(stack);
   free(seen);
   free(off);
@@ -607,7 +614,13 @@ rp_status rp_graph_set_op_name(rp_graph *g, rp_op_id op, const char *name) {
 }
 
 const char *rp_graph_op_name(const rp_graph *g, rp_op_id op) {
-  if (rp__graph_check(g, "rp_graph_op_name") || op >= g->nops)
+  if (rp__graph_check(g, "rp_graph_op_name"))
     return NULL;
+  if (op >= g->nops) {
+    rp__err(RP_ERANGE,
+            "rp_graph_op_name: op %u out of range (the graph has %u)", op,
+            g->nops);
+    return NULL;
+  }
   return g->ops[op].name;
 }

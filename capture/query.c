@@ -120,7 +120,9 @@ rp_status rp_graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
     return rp__err(RP_ERANGE,
                    "rp_graph_load_mem: %zu bytes, above the limit of %u", len,
                    RP_GRAPH_FILE_MAX);
-  return rp__graph_load_mem(rt, buf, len, insts, ninsts, max_alloc, out);
+  rp_status st =
+      rp__graph_load_mem(rt, buf, len, insts, ninsts, max_alloc, out);
+  return st ? rp__err_as(st, "rp_graph_load_mem: ") : RP_OK;
 }
 
 rp_status rp_graph_file_machine(const void *buf, size_t len, rp_machine_desc *m,

@@ -979,8 +979,10 @@ RP_API rp_status rp_graph_add_copy(rp_graph *g, const rp_copy *c,
  * NULL) give the op ids (consecutive). */
 RP_API rp_status rp_graph_add_parallel(rp_graph *g, const rp_parallel_op *op,
                                        rp_op_id *first, uint32_t *count);
-/* RP_EINVAL for an op out of range. Cycles (a self-edge included) are
- * found by rp_graph_validate / rp_instantiate (RP_ECYCLE). */
+/* RP_EINVAL for an op out of range. An edge already present is not
+ * added again (RP_OK; a graph file that repeats one is refused). Cycles
+ * (a self-edge included) are found by rp_graph_validate / rp_instantiate
+ * (RP_ECYCLE). */
 RP_API rp_status rp_graph_add_edge(rp_graph *g, rp_op_id from, rp_op_id to);
 /* External ports; *out (may be NULL) is the port's index. A precondition
  * is an event supplied to each replay; a postcondition an event each
@@ -1010,7 +1012,8 @@ RP_API rp_status rp_graph_add_interp(rp_graph *g, rp_op_id op,
  * op out of range or a bad name. */
 RP_API rp_status rp_graph_set_op_name(rp_graph *g, rp_op_id op,
                                       const char *name);
-/* The op's name: "" when unnamed, NULL when op is out of range. */
+/* The op's name: "" when unnamed, NULL when op is out of range (the
+ * detail says so). */
 RP_API const char *rp_graph_op_name(const rp_graph *g, rp_op_id op);
 /* Removes an edge (to fix a rejected graph). RP_ENOENT when absent. */
 RP_API rp_status rp_graph_remove_edge(rp_graph *g, rp_op_id from, rp_op_id to);
@@ -1018,7 +1021,10 @@ RP_API uint32_t rp_graph_op_count(const rp_graph *g);
 RP_API uint32_t rp_graph_edge_count(const rp_graph *g);
 RP_API uint32_t rp_graph_precondition_count(const rp_graph *g);
 RP_API uint32_t rp_graph_postcondition_count(const rp_graph *g);
-/* 1 when `to` transitively depends on `from`. */
+/* 1 when `to` transitively depends on `from` (from == to: when the op
+ * lies on a cycle); 0 otherwise, and for an op out of range or when its
+ * search cannot allocate (rp_error_detail says which: RP_ERANGE,
+ * RP_ENOMEM). */
 RP_API int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to);
 
 /* Reading a graph back (the dump tool, analyses, a user's own checks).

@@ -338,8 +338,9 @@ static rp_status capture_issue(rp_unit *u, void *stream) {
   rp_status st = u->fn(&u->ctx);
   rp__tl_replay_violation = saved;
   if (violation)
-    return rp__err(RP_ECONTRACT, "the task launched work or waited on an "
-                                 "event while being captured");
+    return rp__err(RP_ECONTRACT, "the task made a call a task may not make "
+                                 "while being captured (a launch, a wait, "
+                                 "or a change to an object)");
   rp_status ts = rp__task_status(st);
   return ts != st ? rp__err(ts, "the task returned %d", (int)st) : st;
 }

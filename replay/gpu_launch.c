@@ -466,7 +466,9 @@ static rp_status issue_task(rp_unit *u, rp_slot *s, void *stream, int *skip,
   rp_status raw = u->fn(&u->ctx);
   if (violation && *violation) {
     *violation = 0;
-    *why = "task launched work or waited on an event inside a replay";
+    *why = "task made a call a task may not make inside a replay (a "
+           "launch, a wait, or a change to an object: that call returned "
+           "RP_ECONTRACT naming itself)";
     return RP_ECONTRACT;
   }
   rp_status st = rp__task_status(raw);

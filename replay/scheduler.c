@@ -189,7 +189,9 @@ static rp_status wait_ports(rp_exec *ex, uint32_t lane, const rp_unit *u,
 /* ---- running units ---- */
 
 static const char CONTRACT_WHY[] =
-    "task launched work or waited on an event inside a replay";
+    "task made a call a task may not make inside a replay (a launch, a "
+    "wait, or a change to an object: that call returned RP_ECONTRACT "
+    "naming itself)";
 
 /* A task function's return, as the replay records it: RP_ECONTRACT when
  * it launched or waited inside the replay (*violation, cleared here),

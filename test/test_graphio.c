@@ -435,8 +435,20 @@ Test(graphio, save_refuses_a_cycle_and_keeps_the_old_file) {
   build(&fx);
   const char *path = th_tmp_path("g.json");
   RP_CHECK(rp_graph_save(fx.g, path));
+  cr_assert(!rp_graph_depends(fx.g, 0, 0), "no cycle yet");
   RP_CHECK(rp_graph_add_edge(fx.g, 1, 0));
   RP_CHECK(rp_graph_add_edge(fx.g, 0, 1));
+  uint32_t edges = rp_graph_edge_count(fx.g);
+  RP_CHECK(rp_graph_add_edge(fx.g, 0, 1)); /* present: not added again */
+  cr_assert_eq(rp_graph_edge_count(fx.g), edges);
+  /* on the cycle an op depends on itself */
+  cr_assert(rp_graph_depends(fx.g, 0, 0) && rp_graph_depends(fx.g, 1, 1));
+  cr_assert(!rp_graph_depends(fx.g, 0, 999));
+  cr_assert(strstr(rp_error_detail(), "rp_graph_depends: op 999 out of range"),
+            "%s", rp_error_detail());
+  cr_assert_null(rp_graph_op_name(fx.g, 999));
+  cr_assert(strstr(rp_error_detail(), "rp_graph_op_name: op 999 out of range"),
+            "%s", rp_error_detail());
   RP_EXPECT(rp_graph_save(fx.g, path), RP_ECYCLE);
   cr_assert(strstr(rp_error_detail(), "rp_graph_save: graph has a cycle: "),
             "%s", rp_error_detail());

@@ -311,6 +311,8 @@ Test(public_model, a_graph_file_loads_from_memory_into_a_model) {
   rp_graph *none = NULL;
   RP_EXPECT(rp_graph_load_mem(model, text, len / 2, NULL, 0, 0, &none),
             RP_EFORMAT);
+  cr_assert(!strncmp(rp_error_detail(), "rp_graph_load_mem: ", 19), "%s",
+            rp_error_detail());
   cr_assert_null(none, "nothing handed out on error");
   RP_EXPECT(rp_graph_load_mem(model, text, (size_t)RP_GRAPH_FILE_MAX + 1, NULL,
                               0, 0, &none),

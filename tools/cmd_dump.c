@@ -758,8 +758,11 @@ static void free_loaded(rp_runtime *rt, rp_graph *g) {
 }
 
 static int load_failed(const char *file, rp_status st) {
+  const char *why = rp_error_detail(), *call = "rp_graph_load_mem: ";
+  if (!strncmp(why, call, strlen(call))) /* the file is named instead */
+    why += strlen(call);
   fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
-          rp_status_name(st), rp_status_str(st), rp_error_detail());
+          rp_status_name(st), rp_status_str(st), why);
   if (st == RP_EPROC)
     fprintf(stderr, "reprise dump: --workers and --gpus replace the "
                     "recorded machine; processor indices in the file are "
