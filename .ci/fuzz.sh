@@ -9,14 +9,14 @@
 # input is left in $BUILD/fuzz-artifacts/TARGET/).
 #
 # Environment: CC (default clang-14, else clang), FUZZ_TIME seconds
-# (default 60), FUZZ_TIME_READERS seconds (default 20), BUILD directory
+# (default 60), FUZZ_TIME_READERS seconds (default 18), BUILD directory
 # (default build-fuzz), JOBS (default 2, the build's).
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build-fuzz}
 time=${FUZZ_TIME:-60}
-time_readers=${FUZZ_TIME_READERS:-20}
+time_readers=${FUZZ_TIME_READERS:-18}
 jobs=${JOBS:-2}
 cc=${CC:-}
 if [ -z "$cc" ]; then
