@@ -1159,6 +1159,65 @@ Test(train, checkpoints_of_bad_values_are_refused) {
   unlink(path);
 }
 
+/* A container's payload is a weights record, nothing else: not a second
+ * container (which loaded), and a payload that is no record, or a record
+ * whose header disagrees with its length, is not called a truncated file
+ * (the container's length and checksum held). */
+static void wrap_mlp(const char *path, const void *payload, size_t n,
+                     unsigned char **out, size_t *len) {
+  RP_CHECK(rp_ckpt_save(path, "mlp", 1, payload, n));
+  *out = (unsigned char *)th_read_all(path, len);
+}
+
+Test(train, a_checkpoint_container_holds_one_weights_record) {
+  char path[64];
+  tmp_path(path, sizeof path, "ckpt_nest");
+  rp_mlp_config c;
+  tw_config(&c, 1);
+  tw w;
+  tw_init(&w, RP_BACKEND_CPU, &c);
+  rp_mlp_ckpt_info info = {.step = 1, .lr = 0.1f};
+  RP_CHECK(rp_mlp_save(w.m, path, &info));
+  size_t len, n2;
+  unsigned char *file = (unsigned char *)th_read_all(path, &len), *twice;
+  rp_mlp_ckpt ck;
+  RP_CHECK(rp_mlp_ckpt_read(path, &ck));
+  rp_mlp_ckpt_free(&ck);
+  wrap_mlp(path, file, len, &twice, &n2); /* a container in a container */
+  RP_EXPECT(rp_mlp_ckpt_read(path, &ck), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "payload is another checkpoint "
+                                      "container, not an MLP weights record") &&
+                strstr(rp_error_detail(), path),
+            "%s", rp_error_detail());
+  free(twice);
+  RP_CHECK(rp_ckpt_save(path, "mlp", 1, "RPRSW", 5)); /* no record */
+  RP_EXPECT(rp_mlp_ckpt_read(path, &ck), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "whose 5-byte payload is not an MLP "
+                                      "weights record") &&
+                !strstr(rp_error_detail(), "truncated"),
+            "%s", rp_error_detail());
+  /* one layer fewer in the record's header (resealed): a damaged record,
+   * the sizes those of the payload */
+  size_t n = len - RP_CKPT_HEAD;
+  unsigned char *rec = malloc(n);
+  cr_assert_not_null(rec);
+  memcpy(rec, file + RP_CKPT_HEAD, n);
+  rec[12] -= 1;
+  uint64_t h = rp_fnv1a64(RP_FNV64_INIT, rec, n - 8);
+  memcpy(rec + n - 8, &h, 8);
+  RP_CHECK(rp_ckpt_save(path, "mlp", 1, rec, n));
+  RP_EXPECT(rp_mlp_ckpt_read(path, &ck), RP_EFORMAT);
+  char want[64];
+  snprintf(want, sizeof want, "the container's payload has %zu", n);
+  cr_assert(strstr(rp_error_detail(), "a damaged record") &&
+                strstr(rp_error_detail(), want) &&
+                !strstr(rp_error_detail(), "truncated"),
+            "%s", rp_error_detail());
+  free(rec), free(file);
+  tw_fini(&w);
+  unlink(path);
+}
+
 Test(train, validation_set_is_evaluated_and_checked) {
   rp_mlp_config c;
   tw_config(&c, 2);

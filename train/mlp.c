@@ -1414,13 +1414,29 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
   return st;
 }
 
-/* Checks a whole checkpoint file in b (n bytes) and fills *c (but for the
- * parameters). */
+/* Checks a record in b (n bytes): a whole file (inner 0) or the payload
+ * of a checkpoint container (inner 1: whose length and checksum held, so
+ * nothing in it is "truncated" or "not a checkpoint" but the record), and
+ * fills *c (but for the parameters). */
 static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
-                            rp_mlp_ckpt *c) {
+                            int inner, rp_mlp_ckpt *c) {
+  const char *unit = inner ? "the container's payload" : "the file";
   if (n == 0)
-    return rp_error_set(RP_EFORMAT, "%s: an empty file, not a checkpoint",
+    return rp_error_set(RP_EFORMAT, "%s: %s", path,
+                        inner ? "an 'mlp' checkpoint of an empty payload (no "
+                                "weights record)"
+                              : "an empty file, not a checkpoint");
+  if (inner && rp_ckpt_is_container(b, n))
+    return rp_error_set(RP_EFORMAT,
+                        "%s: an 'mlp' checkpoint whose payload is another "
+                        "checkpoint container, not an MLP weights record",
                         path);
+  if (inner && (n < CKPT_HEAD || memcmp(b, CKPT_MAGIC, 8) != 0))
+    return rp_error_set(RP_EFORMAT,
+                        "%s: an 'mlp' checkpoint whose %zu-byte payload is "
+                        "not an MLP weights record (one starts '" CKPT_MAGIC
+                        "' and has a %u-byte header at least)",
+                        path, n, CKPT_HEAD);
   if (n < 8 && (!memcmp(b, RP_CKPT_MAGIC, n) || !memcmp(b, CKPT_MAGIC, n)))
     return rp_error_set(RP_EFORMAT,
                         "%s: truncated: %zu byte%s, cut inside "
@@ -1443,8 +1459,9 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         c->layers, MAXL);
   size_t head = CKPT_HEAD + 4 * ((size_t)c->layers + 1);
   if (n < head)
-    return rp_error_set(RP_EFORMAT, "%s: truncated header: %zu of %zu bytes",
-                        path, n, head);
+    return rp_error_set(
+        RP_EFORMAT, "%s: %s header: %u layers need %zu bytes, %s has %zu", path,
+        inner ? "a damaged record's" : "truncated", c->layers, head, unit, n);
   for (uint32_t i = 0; i <= c->layers; i++)
     if ((c->widths[i] = rp_le_get32(b + CKPT_HEAD + 4 * i)) == 0 ||
         c->widths[i] > (1u << 24))
@@ -1457,10 +1474,13 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
   if (n != want)
     return rp_error_set(RP_EFORMAT,
                         "%s: %s: the header (an MLP %s) needs %llu "
-                        "bytes, the file has %zu",
-                        path, n < want ? "truncated" : "trailing bytes",
+                        "bytes, %s has %zu",
+                        path,
+                        inner      ? "a damaged record"
+                        : n < want ? "truncated"
+                                   : "trailing bytes",
                         widths_str(c->widths, c->layers, ws, sizeof ws),
-                        (unsigned long long)want, n);
+                        (unsigned long long)want, unit, n);
   uint64_t h = fnv1a64(b, n - 8);
   uint64_t fh = rp_le_get32(b + n - 8) | (uint64_t)rp_le_get32(b + n - 4) << 32;
   if (h != fh)
@@ -1519,22 +1539,23 @@ static rp_status payload_version(const char *path, uint32_t version) {
                                      path, version);
 }
 
-/* A whole checkpoint file in b (n bytes): the container's payload (or a
- * bare record) parsed into *c, its floats read. */
+/* A whole checkpoint file in b (n bytes; inner: the payload of a container
+ * already checked): the container's payload (or a bare record) parsed into
+ * *c, its floats read. */
 static rp_status parse_file(const char *path, const unsigned char *b, size_t n,
-                            rp_mlp_ckpt *c) {
+                            int inner, rp_mlp_ckpt *c) {
   rp_status st = RP_OK;
-  if (rp_ckpt_is_container(b, n)) { /* a bare record also loads */
+  if (!inner && rp_ckpt_is_container(b, n)) { /* a bare record also loads */
     uint32_t version;
     size_t off, len;
     st = rp_ckpt_parse(path, CKPT_KIND, b, n, &version, &off, &len);
     if (!st)
       st = payload_version(path, version);
     if (!st)
-      b += off, n = len;
+      b += off, n = len, inner = 1;
   }
   if (!st)
-    st = ckpt_parse(path, b, n, c);
+    st = ckpt_parse(path, b, n, inner, c);
   if (!st) {
     c->nparams = (size_t)ckpt_floats(c->widths, c->layers);
     size_t head = CKPT_HEAD + 4 * ((size_t)c->layers + 1);
@@ -1563,7 +1584,7 @@ rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
   int short_read = got < (size < RP_CKPT_HEAD ? size : RP_CKPT_HEAD);
   int bare = got >= 8 && !memcmp(head, CKPT_MAGIC, 8);
   if (!short_read && !bare && !rp_ckpt_is_container(head, got))
-    return ckpt_parse(path, head, got, &c); /* neither: refused as such */
+    return ckpt_parse(path, head, got, 0, &c); /* neither: refused so */
   void *buf = NULL;
   size_t n = 0;
   if (!short_read && !bare) { /* the container: its header first */
@@ -1572,14 +1593,14 @@ rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out) {
     if (!st)
       st = payload_version(path, version);
     if (!st) /* the payload alone: the record */
-      st = parse_file(path, buf, n, &c);
+      st = parse_file(path, buf, n, 1, &c);
   } else {
     char *whole = NULL;
     st = rp_file_read_regular(path, RP_MLP_CKPT_MAX, &whole, &n);
     if (st != RP_OK)
       return rp_train_err_prefix(st, "%s: ", path);
     buf = whole;
-    st = parse_file(path, buf, n, &c);
+    st = parse_file(path, buf, n, 0, &c);
   }
   free(buf);
   if (!st)

@@ -272,8 +272,9 @@ rp_status rp_mlp_save_check(const rp_mlp *m);
  * judged before the rest is read: a file that is neither a container nor
  * a record, or a container whose header contradicts the file's size, is
  * refused unread (a bare record is read whole). Errors name the
- * file: RP_EFORMAT (not this format, another model's checkpoint, bad
- * layer count or width, truncated or trailing bytes, a bad schedule),
+ * file: RP_EFORMAT (not this format, another model's checkpoint, a
+ * container whose payload is not one weights record, bad layer count or
+ * width, truncated or trailing bytes, a bad schedule),
  * RP_EVERSION, RP_ECHECKSUM (corrupt), and those of reading a file. */
 rp_status rp_mlp_ckpt_read(const char *path, rp_mlp_ckpt *out);
 void rp_mlp_ckpt_free(rp_mlp_ckpt *c);
