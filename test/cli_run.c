@@ -27,7 +27,7 @@ enum { TO_TEMP, TO_TTY, TO_CLOSED_PIPE };
  * pseudo-terminal (TO_TTY), a pipe without a reader (TO_CLOSED_PIPE) or
  * the file out (nothing read back). */
 static void run_cli_on(cli_run *r, const char *const *args, int mode,
-                       const char *out) {
+                       const char *out, int closed) {
   int tty = mode == TO_TTY;
   char *argv[32] = {(char *)"reprise"};
   for (int i = 0; args[i]; i++) {
@@ -62,6 +62,8 @@ static void run_cli_on(cli_run *r, const char *const *args, int mode,
     signal(SIGPIPE, SIG_DFL); /* whatever the runner does: as a shell */
     dup2(to >= 0 ? to : tty ? slave : fo, 1);
     dup2(fe, 2);
+    if (closed >= 0)
+      close(closed);
     execv(REPRISE_CLI_PATH, argv);
     _exit(127);
   }
@@ -97,17 +99,21 @@ static void run_cli_on(cli_run *r, const char *const *args, int mode,
 }
 
 void run_cli(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, TO_TEMP, NULL);
+  run_cli_on(r, args, TO_TEMP, NULL, -1);
+}
+
+void run_cli_closed(cli_run *r, int fd, const char *const *args) {
+  run_cli_on(r, args, TO_TEMP, NULL, fd);
 }
 
 void run_cli_tty(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, TO_TTY, NULL);
+  run_cli_on(r, args, TO_TTY, NULL, -1);
 }
 
 void run_cli_to(cli_run *r, const char *out, const char *const *args) {
-  run_cli_on(r, args, TO_TEMP, out);
+  run_cli_on(r, args, TO_TEMP, out, -1);
 }
 
 void run_cli_closed_pipe(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, TO_CLOSED_PIPE, NULL);
+  run_cli_on(r, args, TO_CLOSED_PIPE, NULL, -1);
 }

@@ -18,6 +18,13 @@ void run_cli(cli_run *r, const char *const *args);
 
 #define RUN(r, ...) run_cli((r), (const char *const[]){__VA_ARGS__, NULL})
 
+/* run_cli with descriptor fd (0, 1 or 2) closed in the command, as
+ * `reprise ... >&-` runs it (what it writes there is lost). */
+void run_cli_closed(cli_run *r, int fd, const char *const *args);
+
+#define RUN_CLOSED(r, fd, ...)                                                 \
+  run_cli_closed((r), (fd), (const char *const[]){__VA_ARGS__, NULL})
+
 /* run_cli with stdout on a pseudo-terminal (what a user's terminal sees,
  * the progress bar included; the terminal turns "\n" into "\r\n"). */
 void run_cli_tty(cli_run *r, const char *const *args);

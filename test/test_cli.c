@@ -1924,6 +1924,122 @@ Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
   cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
 }
 
+/* A command run with a standard descriptor closed (`>&-`, `2>&-`, `<&-`):
+ * the output files it opens do not take the closed descriptor, so no
+ * console text lands in them; a closed stdout is a failed stdout (exit
+ * 1), a closed stderr or stdin changes nothing. */
+Test(cli, closed_standard_descriptors_do_not_reach_the_outputs,
+     .timeout = 300) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("bench and plot read and write JSON with cJSON");
+#endif
+  char dir[] = "/tmp/rp_cli_closed_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char js[96], tim[96], svg[96], gp[96];
+  snprintf(js, sizeof js, "%s/rows.json", dir);
+  snprintf(tim, sizeof tim, "%s/t.json", dir);
+  snprintf(svg, sizeof svg, "%s/p.svg", dir);
+  snprintf(gp, sizeof gp, "%s/gp.sh", dir);
+  static char text[1 << 16];
+  cli_run r;
+  for (int fd = 1; fd <= 2; fd++) {
+    RUN_CLOSED(&r, fd, "bench", "--quick", "--workload", "chain", "--json", js);
+    cr_assert_eq(r.status, fd == 1 ? 1 : 0, "stdout closed %d: %s", fd == 1,
+                 r.err);
+    read_file(js, text, sizeof text);
+    cr_assert_eq(text[0], '[', "not the rows alone: %.200s", text);
+    cr_assert_null(strstr(text, "workload  mode"), "the console table");
+    cr_assert_null(strstr(text, "reprise bench:"), "a console message");
+  }
+  RUN_CLOSED(&r, 1, TRAIN_SMALL, "--timings", tim);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  read_file(tim, text, sizeof text);
+  cr_assert(!strncmp(text, "{\"format\": \"reprise-timings\"", 28),
+            "not the timings alone: %.200s", text);
+  FILE *f = fopen(gp, "w"); /* a gnuplot that reads its script, draws */
+  cr_assert_not_null(f);
+  fputs("#!/bin/sh\ncat >/dev/null\necho '<svg></svg>'\n", f);
+  fclose(f);
+  cr_assert_eq(chmod(gp, 0755), 0);
+  setenv("REPRISE_GNUPLOT", gp, 1);
+  for (int fd = 0; fd <= 1; fd++) {
+    unlink(svg);
+    RUN_CLOSED(&r, fd, "plot", "--train", tim, "-o", svg);
+    cr_assert_eq(r.status, 0, "fd %d closed: %s", fd, r.err);
+    read_file(svg, text, sizeof text);
+    cr_assert_str_eq(text, "<svg></svg>\n");
+  }
+  unsetenv("REPRISE_GNUPLOT");
+  unlink(js), unlink(tim), unlink(svg), unlink(gp);
+  cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
+}
+
+/* Every series of a plot is drawn its own way: 20 training modes (more
+ * than the colours) take 20 distinct (colour, point type, dash) triples
+ * in the script gnuplot gets; more than 64 are refused, naming the
+ * limit. */
+Test(cli, plot_draws_each_series_its_own_way, .timeout = 120) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("plot reads JSON with cJSON");
+#endif
+  char dir[] = "/tmp/rp_cli_plotsty_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char tim[96], svg[96], gp[96], script[96];
+  snprintf(tim, sizeof tim, "%s/t.json", dir);
+  snprintf(svg, sizeof svg, "%s/p.svg", dir);
+  snprintf(gp, sizeof gp, "%s/gp.sh", dir);
+  snprintf(script, sizeof script, "%s/script.gp", dir);
+  for (int modes = 20; modes <= 65; modes += 45) {
+    FILE *f = fopen(tim, "w");
+    cr_assert_not_null(f);
+    fputs("{\"format\": \"reprise-timings\", \"version\": 1, "
+          "\"iterations\": [\n",
+          f);
+    for (int m = 0; m < modes; m++)
+      for (int i = 0; i < 2; i++)
+        fprintf(f, "%s{\"iteration\": %d, \"mode\": \"m%02d\", \"ns\": %d}\n",
+                m || i ? "," : "", i, m, 1000 + m + i);
+    fputs("]}\n", f);
+    fclose(f);
+    f = fopen(gp, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "#!/bin/sh\ncat >%s\necho '<svg></svg>'\n", script);
+    fclose(f);
+    cr_assert_eq(chmod(gp, 0755), 0);
+    setenv("REPRISE_GNUPLOT", gp, 1);
+    cli_run r;
+    RUN(&r, "plot", "--train", tim, "-o", svg);
+    unsetenv("REPRISE_GNUPLOT");
+    if (modes > 64) {
+      cr_assert_eq(r.status, 1, "%s", r.err);
+      cr_assert(strstr(r.err, "more than 64 modes to tell apart"), "%s", r.err);
+      break;
+    }
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    static char text[1 << 16];
+    read_file(script, text, sizeof text);
+    char seen[20][64];
+    int n = 0;
+    for (const char *p = strstr(text, "with linespoints"); p && n < 20;
+         p = strstr(p + 1, "with linespoints")) {
+      int pt, dt;
+      char col[16];
+      cr_assert_eq(sscanf(p,
+                          "with linespoints lw 2 pt %d dt %d lc rgb '%15[^']'",
+                          &pt, &dt, col),
+                   3, "%.80s", p);
+      snprintf(seen[n], sizeof seen[n], "%d %d %s", pt, dt, col);
+      for (int k = 0; k < n; k++)
+        cr_assert_str_neq(seen[k], seen[n], "series %d and %d look alike", k,
+                          n);
+      n++;
+    }
+    cr_assert_eq(n, 20, "%d series in: %s", n, text);
+  }
+  unlink(tim), unlink(svg), unlink(gp), unlink(script);
+  cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
+}
+
 /* plot's inputs: a directory is refused by kind, and a file of the other
  * kind (train timings given as bench rows) is named as such. */
 Test(cli, plot_names_what_is_wrong_with_its_input) {

@@ -314,9 +314,21 @@ static void gp_legend(FILE *f, const char *s) {
   fputc('\'', f);
 }
 
-static const char *const COLORS[] = {"#1f77b4", "#d62728", "#2ca02c",
-                                     "#9467bd", "#ff7f0e", "#8c564b",
-                                     "#e377c2", "#17becf"};
+/* A colour a group (a workload, with its worker count and backend when
+ * rows vary in them; a training mode): 16 colours, then the same ones
+ * with another point type (pt_of), up to PLOT_GROUPS groups. */
+static const char *const COLORS[] = {
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+    "#e377c2", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
+    "#7b4173", "#bcbd22", "#7f7f7f", "#000000"};
+#define NCOLORS (int)(sizeof COLORS / sizeof COLORS[0])
+#define PLOT_GROUPS 64
+
+/* A series' point type: its mode's (style), shifted for every round of
+ * the colours. */
+static int pt_of(const series *s) {
+  return 7 + s->style + 4 * (s->group / NCOLORS);
+}
 
 /* Points a series draws at most: a longer one (a training run's every
  * iteration) is cut into PLOT_BUCKETS runs of consecutive points, each
@@ -360,13 +372,15 @@ static void script_series(FILE *f, const plot *p) {
     const series *s = &p->s[i];
     if (s->n > 2 * PLOT_BUCKETS)
       fprintf(f, "%s$s%u using 1:2 with lines lw 1 dt %d lc rgb '%s' title ",
-              i ? ", \\\n     " : "", i, 1 + s->style, COLORS[s->group % 8]);
+              i ? ", \\\n     " : "", i,
+              1 + s->style + 4 * (s->group / NCOLORS),
+              COLORS[s->group % NCOLORS]);
     else
       fprintf(f,
               "%s$s%u using 1:2 with linespoints lw 2 pt %d dt %d "
               "lc rgb '%s' title ",
-              i ? ", \\\n     " : "", i, 7 + s->style, 1 + s->style,
-              COLORS[s->group % 8]);
+              i ? ", \\\n     " : "", i, pt_of(s), 1 + s->style,
+              COLORS[s->group % NCOLORS]);
     gp_legend(f, s->name);
   }
   fputc('\n', f);
@@ -501,12 +515,14 @@ static int draw(const char *cmd, const plot *p, const char *out) {
 
 /* ---- reading the inputs ---- */
 
+/* name's group index, a new one for a new name; -1 past PLOT_GROUPS. */
 static int group_of(const char **names, int *n, const char *name) {
   for (int i = 0; i < *n; i++)
     if (!strcmp(names[i], name))
       return i;
-  if (*n < 16)
-    names[(*n)++] = name;
+  if (*n == PLOT_GROUPS)
+    return -1;
+  names[(*n)++] = name;
   return *n - 1;
 }
 
@@ -587,8 +603,8 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
     vary_w |= !same_value(wk, first_w);
     vary_b |= !same_value(be, first_b);
   }
-  const char *groups[16];
-  char *keys[16] = {0}; /* the groups' names when they carry more */
+  const char *groups[PLOT_GROUPS];
+  char *keys[PLOT_GROUPS] = {0}; /* the groups' names when they carry more */
   int ng = 0, rc = 0;
   uint32_t ri = 0;
   cJSON_ArrayForEach(r, rows) {
@@ -642,6 +658,16 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
       snprintf(key, glen, "%s%s", w->valuestring, more);
       snprintf(name, len, "%s %s%s", w->valuestring, m->valuestring, more);
       int g = group_of(groups, &ng, key);
+      if (g < 0) {
+        fprintf(stderr,
+                "reprise %s: %s%srow %u: more than %d workloads (with their "
+                "worker counts and backends) to tell apart: plot fewer\n",
+                cmd, file, sep, i, PLOT_GROUPS);
+        free(name);
+        free(key);
+        rc = -1;
+        break;
+      }
       if (groups[g] == key) /* a new group keeps its name */
         keys[g] = key, key = NULL;
       s = series_get(p, name, g, mode_style(m->valuestring));
@@ -654,7 +680,7 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
       break;
     }
   }
-  for (int g = 0; g < 16; g++)
+  for (int g = 0; g < PLOT_GROUPS; g++)
     free(keys[g]);
   if (rc)
     return rc;
@@ -724,7 +750,7 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
     fprintf(stderr, "reprise %s: %s: no iterations to plot\n", cmd, file);
     return -1;
   }
-  const char *groups[16];
+  const char *groups[PLOT_GROUPS];
   int ng = 0;
   uint32_t i = 0;
   const cJSON *it;
@@ -754,6 +780,12 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
         !isfinite(ns->valuedouble))
       return timing_err(cmd, file, i, "\"ns\": expected a finite number > 0");
     int g = group_of(groups, &ng, m->valuestring);
+    if (g < 0) {
+      char why[96];
+      snprintf(why, sizeof why, "more than %d modes to tell apart: plot fewer",
+               PLOT_GROUPS);
+      return timing_err(cmd, file, i, why);
+    }
     series *s = series_get(p, m->valuestring, g, 0);
     if (!s || series_add(s, n->valuedouble, ns->valuedouble / 1e3))
       return timing_err(cmd, file, i, "out of memory");

@@ -6,9 +6,11 @@
 #include "reprise.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* git describe of the checkout this binary was built from (generated at
  * build time: cmake/build_commit.cmake). */
@@ -174,7 +176,23 @@ static void stop_signals(void) {
   }
 }
 
+/* Standard descriptors the caller closed are held by /dev/null, read
+ * only: a file the command opens (an output's temporary file) cannot take
+ * descriptor 1 or 2 and receive the console text, and writes to a closed
+ * stdout still fail (EBADF: exit 1, as a failed stdout). */
+static void hold_std_fds(void) {
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      int got = open("/dev/null", O_RDONLY);
+      if (got >= 0 && got != fd) { /* a lower one was free: not ours */
+        (void)dup2(got, fd);
+        close(got);
+      }
+    }
+}
+
 int main(int argc, char **argv) {
+  hold_std_fds();
   /* a closed pipe on stdout is a failed write (EPIPE), exit 1 at the end
    * (stdout_written), not a death that also loses the files the command
    * was about to write */
