@@ -44,6 +44,10 @@ typedef struct rp_bench_opts {
   uint32_t dist_timeout_ms; /* --dist: how long a replay waits for a peer
                                (rp_runtime_config.dist_timeout_ms) and a
                                failed rank for the others; 0: 30000 */
+  /* how a message naming a file is written (the command's rp_cli_say:
+   * control bytes of a name escaped); NULL: fprintf */
+  void (*say)(FILE *f, const char *fmt, ...)
+      __attribute__((format(printf, 2, 3)));
 } rp_bench_opts;
 
 /* Defaults: both modes, every workload, 2 workers, default reps, AUTO. */

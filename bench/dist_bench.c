@@ -33,6 +33,7 @@
 #include "train/mlp.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,6 +438,16 @@ static int bench_allreduce(const rp_bench_opts *bo, row_out *o) {
   return rc;
 }
 
+/* fprintf to f, for rp_bench_opts.say left NULL. */
+static void say_plain(FILE *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void say_plain(FILE *f, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+}
+
 int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
   int init = 0, mine = 0, provided = 0;
   MPI_Initialized(&init);
@@ -455,8 +466,8 @@ int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
   MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (bad) {
     if (RANK == 0)
-      fprintf(stderr, "reprise bench: --json %s: %s\n", json_path,
-              rp_error_detail());
+      (bo->say ? bo->say : say_plain)(stderr, "reprise bench: --json %s: %s\n",
+                                      json_path, rp_error_detail());
     if (mine)
       MPI_Finalize();
     return 1;
@@ -482,8 +493,8 @@ int rp_bench_dist(const rp_bench_opts *bo, FILE *table, const char *json_path) {
   if (rc)
     rp_output_abort(out);
   else if (out && rp_output_commit(out) != RP_OK) {
-    fprintf(stderr, "reprise bench: --json %s: %s\n", json_path,
-            rp_error_detail());
+    (bo->say ? bo->say : say_plain)(stderr, "reprise bench: --json %s: %s\n",
+                                    json_path, rp_error_detail());
     rc = 1;
   }
   if (o.table && fflush(o.table))

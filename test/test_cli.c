@@ -2077,6 +2077,44 @@ Test(cli, plot_names_what_is_wrong_with_its_input) {
   rmdir(dir);
 }
 
+/* plot's messages about its input escape a file name's control bytes
+ * (\xNN), as the usage errors and train's messages do: a newline in a
+ * name does not start a line, an escape byte does not reach the
+ * terminal. */
+Test(cli, plot_escapes_control_bytes_in_file_names) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("plot reads JSON with cJSON");
+#endif
+  char dir[] = "/tmp/rp_cli_plotesc_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char missing[96], esc[96], svg[96];
+  snprintf(missing, sizeof missing, "%s/bad\nrow.json", dir);
+  snprintf(esc, sizeof esc, "%s/e\x1b[31mred.json", dir);
+  snprintf(svg, sizeof svg, "%s/p.svg", dir);
+  cli_run r;
+  RUN(&r, "plot", "--bench", missing, "-o", svg);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "bad\\x0arow.json"), "%s", r.err);
+  cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1,
+               "not one line: %s", r.err);
+  static const char *docs[] = {"", "[]", "{}", "[1]"};
+  for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+    FILE *f = fopen(esc, "w");
+    cr_assert_not_null(f);
+    fputs(docs[i], f);
+    fclose(f);
+    for (int train = 0; train < 2; train++) {
+      RUN(&r, "plot", train ? "--train" : "--bench", esc, "-o", svg);
+      cr_assert_eq(r.status, 1, "%s: %s", docs[i], r.err);
+      cr_assert(strstr(r.err, "e\\x1b[31mred.json"), "%s: %s", docs[i], r.err);
+      cr_assert_null(strchr(r.err, '\x1b'), "%s: a raw escape: %s", docs[i],
+                     r.err);
+    }
+  }
+  unlink(esc);
+  cr_assert_eq(rmdir(dir), 0, "a file was left in %s", dir);
+}
+
 /* ---- --model gpt ---- */
 
 /* A small pseudo-text corpus file (20 KB of words) at path. */

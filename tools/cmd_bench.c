@@ -243,6 +243,7 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
   static char prog[] = "reprise bench"; /* getopt's messages name argv[0] */
   argv[0] = prog;
   rp_bench_opts_init(&c->o);
+  c->o.say = rp_cli_say; /* --dist's messages naming --json, escaped */
   rp_cli_set_usage(bench_usage);
   optind = 1;
   int opt;
@@ -396,14 +397,14 @@ static int run_plot(const bench_cli *c) {
   size_t len = 0;
   FILE *mem = open_memstream(&rows, &len);
   if (!mem) {
-    fprintf(stderr, "reprise bench: out of memory\n");
+    rp_cli_say(stderr, "reprise bench: out of memory\n");
     return RP_CLI_FAILED;
   }
   int rc = rp_bench_dag(&c->o, stdout, mem);
   fclose(mem);
   if (!rc && c->json && rp_file_write_atomic(c->json, rows, len) != RP_OK) {
-    fprintf(stderr, "reprise bench: --json %s: %s\n", c->json,
-            rp_error_detail());
+    rp_cli_say(stderr, "reprise bench: --json %s: %s\n", c->json,
+               rp_error_detail());
     rc = RP_CLI_FAILED;
   }
   if (!rc)
@@ -479,12 +480,13 @@ int rp_cmd_bench(int argc, char **argv) {
     rc = parse_args(argc, argv, &c);
   }
   if (!rc && c.o.quick && rank == 0)
-    fprintf(stderr,
-            "reprise bench: --quick is a smoke test, not a "
-            "measurement: a few reps each, so the numbers can be 20-30x off "
-            "the real ones, and first-use allocations (the allocator's "
-            "caches) may show as 'replay loop allocated' lines. Drop --quick "
-            "to measure.\n");
+    rp_cli_say(
+        stderr,
+        "reprise bench: --quick is a smoke test, not a "
+        "measurement: a few reps each, so the numbers can be 20-30x off "
+        "the real ones, and first-use allocations (the allocator's "
+        "caches) may show as 'replay loop allocated' lines. Drop --quick "
+        "to measure.\n");
   if (!rc) /* --dist: rp_bench_dist finalizes MPI only if it started it */
     rc = run(&c);
   /* a row that could not be written: its cause (the final check of
@@ -492,8 +494,9 @@ int rp_cmd_bench(int argc, char **argv) {
   int te = rp_bench_table_errno();
   if (!rc && te) {
     if (!rp_cli_stdout_reader_gone(te))
-      fprintf(stderr, "reprise bench: writing to standard output failed: %s\n",
-              strerror(te));
+      rp_cli_say(stderr,
+                 "reprise bench: writing to standard output failed: %s\n",
+                 strerror(te));
     rc = RP_CLI_FAILED;
   }
 #ifdef REPRISE_HAVE_MPI

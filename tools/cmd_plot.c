@@ -85,16 +85,16 @@ int rp_cli_gnuplot_check(const char *cmd, const char *out) {
     return RP_CLI_OK;
   }
   if (env && *env) {
-    fprintf(stderr,
-            "reprise %s: REPRISE_GNUPLOT=%s is not an executable program%s: "
-            "cannot draw '%s'\n",
-            cmd, env, strchr(env, '/') ? "" : " on PATH", out);
+    rp_cli_say(stderr,
+               "reprise %s: REPRISE_GNUPLOT=%s is not an executable program%s: "
+               "cannot draw '%s'\n",
+               cmd, env, strchr(env, '/') ? "" : " on PATH", out);
     return RP_CLI_USAGE;
   }
-  fprintf(stderr,
-          "reprise %s: gnuplot is not installed (apt-get install "
-          "gnuplot-nox, or set REPRISE_GNUPLOT): cannot draw '%s'\n",
-          cmd, out);
+  rp_cli_say(stderr,
+             "reprise %s: gnuplot is not installed (apt-get install "
+             "gnuplot-nox, or set REPRISE_GNUPLOT): cannot draw '%s'\n",
+             cmd, out);
   return RP_CLI_FAILED;
 }
 
@@ -253,11 +253,11 @@ static const char *terminal_for(const char *cmd, const char *gp,
     return "pngcairo size 960,640 font 'sans,10'";
   if (run_gnuplot(gp, "set terminal png\n", 1, -1) == 0)
     return "png size 960,640";
-  fprintf(stderr,
-          "reprise %s: this gnuplot (%s) has no PNG terminal "
-          "(pngcairo is missing from some gnuplot-nox builds): write .svg "
-          "instead\n",
-          cmd, gp);
+  rp_cli_say(stderr,
+             "reprise %s: this gnuplot (%s) has no PNG terminal "
+             "(pngcairo is missing from some gnuplot-nox builds): write .svg "
+             "instead\n",
+             cmd, gp);
   return NULL;
 }
 
@@ -473,7 +473,7 @@ static int picture_whole(int fd, const char *term) {
 
 static int draw(const char *cmd, const plot *p, const char *out) {
   if (!p->n) {
-    fprintf(stderr, "reprise %s: nothing to plot\n", cmd);
+    rp_cli_say(stderr, "reprise %s: nothing to plot\n", cmd);
     return RP_CLI_FAILED;
   }
   char *gp = find_gnuplot();
@@ -483,7 +483,7 @@ static int draw(const char *cmd, const plot *p, const char *out) {
   char *script = term ? make_script(p, term) : NULL;
   int rc = RP_CLI_FAILED;
   if (term && !script)
-    fprintf(stderr, "reprise %s: out of memory\n", cmd);
+    rp_cli_say(stderr, "reprise %s: out of memory\n", cmd);
   /* gnuplot draws into the output writer's temporary file (its stdout):
    * out is replaced only by a whole picture, and a failing gnuplot leaves
    * the previous one */
@@ -496,16 +496,16 @@ static int draw(const char *cmd, const plot *p, const char *out) {
       rc = rp_cli_output_commit(cmd, "--output", out, o);
     } else if (st == 0) {
       rp_output_abort(o);
-      fprintf(stderr,
-              "reprise %s: gnuplot's picture is cut short (a full disk?): "
-              "'%s' not written (a file there is unchanged)\n",
-              cmd, out);
+      rp_cli_say(stderr,
+                 "reprise %s: gnuplot's picture is cut short (a full disk?): "
+                 "'%s' not written (a file there is unchanged)\n",
+                 cmd, out);
     } else {
       rp_output_abort(o);
-      fprintf(stderr,
-              "reprise %s: gnuplot (%s) failed (exit status %d): "
-              "'%s' not written (a file there is unchanged)\n",
-              cmd, gp, st, out);
+      rp_cli_say(stderr,
+                 "reprise %s: gnuplot (%s) failed (exit status %d): "
+                 "'%s' not written (a file there is unchanged)\n",
+                 cmd, gp, st, out);
     }
   }
   free(script);
@@ -533,6 +533,19 @@ static const char *dup_key(const cJSON *o) {
       if (c->string && d->string && !strcmp(c->string, d->string))
         return c->string;
   return NULL;
+}
+
+/* A key as rp_cli_put_quoted writes it (at most 64 bytes as \xNN, then
+ * "..."), into buf for a message written in one call. */
+#define KEY_QUOTED (64 * 4 + 4)
+static const char *quoted(char *buf, size_t n, const char *s) {
+  FILE *m = fmemopen(buf, n, "w");
+  buf[0] = '\0';
+  if (m) {
+    rp_cli_put_quoted(m, s);
+    fclose(m);
+  }
+  return buf;
 }
 
 /* Two values (either may be absent) are equal. */
@@ -582,11 +595,11 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(rows, "format");
     int timings =
         cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "reprise-timings");
-    fprintf(stderr, "reprise %s: %s%s%s\n", cmd, file, sep,
-            timings ? "a train timings file, not bench rows: plot it with "
-                      "--train"
-                    : "not bench rows (want the JSON array that `reprise "
-                      "bench --json` writes)");
+    rp_cli_say(stderr, "reprise %s: %s%s%s\n", cmd, file, sep,
+               timings ? "a train timings file, not bench rows: plot it with "
+                         "--train"
+                       : "not bench rows (want the JSON array that `reprise "
+                         "bench --json` writes)");
     return -1;
   }
   /* rows of several worker counts or backends (files put together) are
@@ -613,9 +626,9 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
     if (!cJSON_IsObject(r))
       why = "not an object";
     else if (twice) {
-      fprintf(stderr, "reprise %s: %s%srow %u: key '", cmd, file, sep, i);
-      rp_cli_put_quoted(stderr, twice);
-      fputs("' appears twice\n", stderr);
+      char kq[KEY_QUOTED];
+      rp_cli_say(stderr, "reprise %s: %s%srow %u: key '%s' appears twice\n",
+                 cmd, file, sep, i, quoted(kq, sizeof kq, twice));
       rc = -1;
       break;
     } else if (!cJSON_GetObjectItemCaseSensitive(r, "workload"))
@@ -623,7 +636,8 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
     else
       why = bad_row(r);
     if (why) {
-      fprintf(stderr, "reprise %s: %s%srow %u: %s\n", cmd, file, sep, i, why);
+      rp_cli_say(stderr, "reprise %s: %s%srow %u: %s\n", cmd, file, sep, i,
+                 why);
       rc = -1;
       break;
     }
@@ -659,10 +673,10 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
       snprintf(name, len, "%s %s%s", w->valuestring, m->valuestring, more);
       int g = group_of(groups, &ng, key);
       if (g < 0) {
-        fprintf(stderr,
-                "reprise %s: %s%srow %u: more than %d workloads (with their "
-                "worker counts and backends) to tell apart: plot fewer\n",
-                cmd, file, sep, i, PLOT_GROUPS);
+        rp_cli_say(stderr,
+                   "reprise %s: %s%srow %u: more than %d workloads (with their "
+                   "worker counts and backends) to tell apart: plot fewer\n",
+                   cmd, file, sep, i, PLOT_GROUPS);
         free(name);
         free(key);
         rc = -1;
@@ -675,7 +689,7 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
     free(name);
     free(key);
     if (!s || series_add(s, n->valuedouble, y->valuedouble)) {
-      fprintf(stderr, "reprise %s: out of memory\n", cmd);
+      rp_cli_say(stderr, "reprise %s: out of memory\n", cmd);
       rc = -1;
       break;
     }
@@ -685,16 +699,17 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
   if (rc)
     return rc;
   if (!p->n) {
-    fprintf(stderr,
-            "reprise %s: %s%snothing to plot: no DAG workload rows "
-            "(workload, mode, nodes, ns_per_task_median); the rows of --hop, "
-            "--xfer, --build, --gpu and --dist are not plotted\n",
-            cmd, file, sep);
+    rp_cli_say(
+        stderr,
+        "reprise %s: %s%snothing to plot: no DAG workload rows "
+        "(workload, mode, nodes, ns_per_task_median); the rows of --hop, "
+        "--xfer, --build, --gpu and --dist are not plotted\n",
+        cmd, file, sep);
     return -1;
   }
   for (uint32_t i = 0; i < p->n; i++)
     if (series_sort(&p->s[i])) {
-      fprintf(stderr, "reprise %s: out of memory\n", cmd);
+      rp_cli_say(stderr, "reprise %s: out of memory\n", cmd);
       return -1;
     }
   p->title = "reprise bench: cost per task against graph size";
@@ -706,7 +721,8 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
 
 static int timing_err(const char *cmd, const char *file, uint32_t i,
                       const char *what) {
-  fprintf(stderr, "reprise %s: %s: iterations[%u]: %s\n", cmd, file, i, what);
+  rp_cli_say(stderr, "reprise %s: %s: iterations[%u]: %s\n", cmd, file, i,
+             what);
   return -1;
 }
 
@@ -718,36 +734,36 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
   const cJSON *its = cJSON_GetObjectItemCaseSensitive(doc, "iterations");
   if (cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "reprise-timings") &&
       cJSON_IsNumber(ver) && ver->valuedouble != 1) {
-    fprintf(stderr,
-            "reprise %s: %s: timings version %g (this build reads version "
-            "1)\n",
-            cmd, file, ver->valuedouble);
+    rp_cli_say(stderr,
+               "reprise %s: %s: timings version %g (this build reads version "
+               "1)\n",
+               cmd, file, ver->valuedouble);
     return -1;
   }
   if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "reprise-timings") ||
       !cJSON_IsNumber(ver) || ver->valuedouble != 1 || !cJSON_IsArray(its)) {
     if (cJSON_IsArray(doc)) /* as --bench names timings given to it */
-      fprintf(stderr,
-              "reprise %s: %s: bench rows, not a train timings file: plot "
-              "them with --bench\n",
-              cmd, file);
+      rp_cli_say(stderr,
+                 "reprise %s: %s: bench rows, not a train timings file: plot "
+                 "them with --bench\n",
+                 cmd, file);
     else
-      fprintf(stderr,
-              "reprise %s: %s: not a timings file (want {\"format\": "
-              "\"reprise-timings\", \"version\": 1, \"iterations\": "
-              "[...]})\n",
-              cmd, file);
+      rp_cli_say(stderr,
+                 "reprise %s: %s: not a timings file (want {\"format\": "
+                 "\"reprise-timings\", \"version\": 1, \"iterations\": "
+                 "[...]})\n",
+                 cmd, file);
     return -1;
   }
   const char *dup = dup_key(doc);
   if (dup) {
-    fprintf(stderr, "reprise %s: %s: key '", cmd, file);
-    rp_cli_put_quoted(stderr, dup);
-    fputs("' appears twice\n", stderr);
+    char kq[KEY_QUOTED];
+    rp_cli_say(stderr, "reprise %s: %s: key '%s' appears twice\n", cmd, file,
+               quoted(kq, sizeof kq, dup));
     return -1;
   }
   if (!its->child) {
-    fprintf(stderr, "reprise %s: %s: no iterations to plot\n", cmd, file);
+    rp_cli_say(stderr, "reprise %s: %s: no iterations to plot\n", cmd, file);
     return -1;
   }
   const char *groups[PLOT_GROUPS];
@@ -758,9 +774,10 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
     if (!cJSON_IsObject(it))
       return timing_err(cmd, file, i, "not an object");
     if ((dup = dup_key(it))) {
-      fprintf(stderr, "reprise %s: %s: iterations[%u]: key '", cmd, file, i);
-      rp_cli_put_quoted(stderr, dup);
-      fputs("' appears twice\n", stderr);
+      char kq[KEY_QUOTED];
+      rp_cli_say(stderr,
+                 "reprise %s: %s: iterations[%u]: key '%s' appears twice\n",
+                 cmd, file, i, quoted(kq, sizeof kq, dup));
       return -1;
     }
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "iteration");
@@ -793,7 +810,7 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
   }
   for (uint32_t k = 0; k < p->n; k++) /* by iteration: the line, the thinning */
     if (series_sort(&p->s[k])) {
-      fprintf(stderr, "reprise %s: out of memory\n", cmd);
+      rp_cli_say(stderr, "reprise %s: out of memory\n", cmd);
       return -1;
     }
   p->title = "reprise train: time per iteration";
@@ -809,14 +826,14 @@ static cJSON *parse_file(const char *cmd, const char *file) {
    * refused, naming its kind */
   rp_status st = rp_file_read_regular(file, (size_t)64 << 20, &text, &len);
   if (st) {
-    fprintf(stderr, "reprise %s: cannot read '%s': %s\n", cmd, file,
-            rp_error_detail());
+    rp_cli_say(stderr, "reprise %s: cannot read '%s': %s\n", cmd, file,
+               rp_error_detail());
     return NULL;
   }
   cJSON *doc = rp_cli_json_parse(text, len);
   free(text);
   if (!doc)
-    fprintf(stderr, "reprise %s: '%s': %s\n", cmd, file, rp_error_detail());
+    rp_cli_say(stderr, "reprise %s: '%s': %s\n", cmd, file, rp_error_detail());
   return doc;
 }
 #endif
@@ -840,7 +857,7 @@ int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out) {
   plot p = {0};
   int rc = RP_CLI_FAILED;
   if (!rows)
-    fprintf(stderr, "reprise bench --plot: the rows are not JSON\n");
+    rp_cli_say(stderr, "reprise bench --plot: the rows are not JSON\n");
   else if (!bench_series(rows, &p, "bench --plot", NULL))
     rc = draw("bench --plot", &p, out);
   cJSON_Delete(rows);
@@ -848,7 +865,7 @@ int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out) {
   return rc;
 #else
   (void)rows_json, (void)len, (void)out;
-  fprintf(stderr, "reprise bench --plot: this build has no cJSON\n");
+  rp_cli_say(stderr, "reprise bench --plot: this build has no cJSON\n");
   return RP_CLI_FAILED;
 #endif
 }
@@ -942,7 +959,7 @@ int rp_cmd_plot(int argc, char **argv) {
   plot_free(&p);
   return rc;
 #else
-  fprintf(stderr, "reprise plot: this build has no cJSON to read JSON\n");
+  rp_cli_say(stderr, "reprise plot: this build has no cJSON to read JSON\n");
   return RP_CLI_FAILED;
 #endif
 }
