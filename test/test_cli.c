@@ -2057,10 +2057,57 @@ Test(cli, plot_names_what_is_wrong_with_its_input) {
   cr_assert_eq(r.status, 0, "%s", r.err);
   RUN(&r, "plot", "--bench", tim, "-o", "/tmp/rp_cli_plotin.svg");
   cr_assert_eq(r.status, 1, "%s", r.err);
-  cr_assert(strstr(r.err, "a train timings file, not bench rows: plot it "
-                          "with --train"),
-            "%s", r.err);
+  char want[256];
+  snprintf(want, sizeof want,
+           "reprise plot: '%s': a train timings file, not bench rows: plot "
+           "it with --train\n",
+           tim);
+  cr_assert_str_eq(r.err, want);
   cr_assert_neq(access("/tmp/rp_cli_plotin.svg", F_OK), 0);
+  /* every message about the input names it as 'FILE': */
+  static const struct {
+    const char *opt, *doc, *what;
+  } bad[] = {
+      {"--bench", "[]", "nothing to plot: no DAG workload rows"},
+      {"--bench", "{}", "not bench rows"},
+      {"--bench", "[1]", "row 0: not an object"},
+      {"--bench", "[{\"workload\": \"w\", \"workload\": \"v\"}]",
+       "row 0: key 'workload' appears twice"},
+      {"--bench", "[{\"workload\": \"w\"}]",
+       "row 0: \"mode\" is not a non-empty string"},
+      {"--train", "[]", "bench rows, not a train timings file"},
+      {"--train", "{}", "not a timings file"},
+      {"--train",
+       "{\"format\": \"reprise-timings\", \"version\": 2, "
+       "\"iterations\": []}",
+       "timings version 2"},
+      {"--train",
+       "{\"format\": \"reprise-timings\", \"version\": 1, "
+       "\"iterations\": []}",
+       "no iterations to plot"},
+      {"--train",
+       "{\"format\": \"reprise-timings\", \"version\": 1, "
+       "\"iterations\": [{\"iteration\": -1}]}",
+       "iterations[0]: \"iteration\": expected"},
+      {"--train",
+       "{\"format\": \"reprise-timings\", \"version\": 1, "
+       "\"iterations\": [{\"ns\": 1, \"ns\": 2}]}",
+       "iterations[0]: key 'ns' appears twice"},
+      {"--train", "", "not JSON"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    FILE *f = fopen(tim, "w");
+    cr_assert_not_null(f);
+    fputs(bad[i].doc, f);
+    fclose(f);
+    RUN(&r, "plot", bad[i].opt, tim, "-o", "/tmp/rp_cli_plotin.svg");
+    cr_assert_eq(r.status, 1, "%s", r.err);
+    snprintf(want, sizeof want, "reprise plot: '%s': %s", tim, bad[i].what);
+    cr_assert(!strncmp(r.err, want, strlen(want)), "case %zu: want %s in %s", i,
+              want, r.err);
+  }
+  RUN(&r, TRAIN_SMALL, "--timings", tim);
+  cr_assert_eq(r.status, 0, "%s", r.err);
 #ifdef REPRISE_HAVE_CJSON
   /* the timings with text after them: not one JSON document */
   FILE *f = fopen(tim, "a");

@@ -1950,7 +1950,7 @@ Test(plot, train_refuses_non_finite_numbers) {
              "\"iterations\": [%s]}",
              bad[i][0]);
     write_text(tim, text);
-    snprintf(want, sizeof want, "reprise plot: %s%s", tim, bad[i][1]);
+    snprintf(want, sizeof want, "reprise plot: '%s'%s", tim, bad[i][1]);
     RUN(&r, "plot", "--train", tim, "-o", th_tmp_path("t.svg"));
     cr_assert_eq(r.status, 1, "case %zu: %s", i, r.err);
     cr_assert(strstr(r.err, want), "case %zu: no '%s' in %s", i, want, r.err);
@@ -2189,7 +2189,7 @@ Test(plot, bench_errors_name_the_file) {
     write_text(rows, bad[i][0]);
     RUN(&r, "plot", "--bench", rows, "-o", th_tmp_path("b.svg"));
     cr_assert_eq(r.status, 1, "case %zu: %s", i, r.err);
-    snprintf(want, sizeof want, "reprise plot: %s: %s", rows, bad[i][1]);
+    snprintf(want, sizeof want, "reprise plot: '%s': %s", rows, bad[i][1]);
     cr_assert(strstr(r.err, want), "case %zu: no '%s' in %s", i, want, r.err);
   }
   unsetenv("REPRISE_GNUPLOT");

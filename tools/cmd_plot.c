@@ -24,6 +24,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -548,6 +549,23 @@ static const char *quoted(char *buf, size_t n, const char *s) {
   return buf;
 }
 
+/* "reprise CMD: 'FILE': " and the message, one line on stderr written by
+ * rp_cli_say (a name's control bytes escaped); file NULL: the rows just
+ * measured, named by no file. */
+static void say_input(const char *cmd, const char *file, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say_input(const char *cmd, const char *file, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (file)
+    rp_cli_say(stderr, "reprise %s: '%s': %s\n", cmd, file, msg);
+  else
+    rp_cli_say(stderr, "reprise %s: %s\n", cmd, msg);
+}
+
 /* Two values (either may be absent) are equal. */
 static int same_value(const cJSON *a, const cJSON *b) {
   return a && b ? cJSON_Compare(a, b, 1) : a == b;
@@ -588,18 +606,15 @@ static const char *bad_row(const cJSON *r) {
  * key given twice is refused, naming the row. */
 static int bench_series(const cJSON *rows, plot *p, const char *cmd,
                         const char *file) {
-  const char *sep = file ? ": " : "";
-  if (!file)
-    file = "";
   if (!cJSON_IsArray(rows)) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(rows, "format");
     int timings =
         cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "reprise-timings");
-    rp_cli_say(stderr, "reprise %s: %s%s%s\n", cmd, file, sep,
-               timings ? "a train timings file, not bench rows: plot it with "
-                         "--train"
-                       : "not bench rows (want the JSON array that `reprise "
-                         "bench --json` writes)");
+    say_input(cmd, file, "%s",
+              timings ? "a train timings file, not bench rows: plot it with "
+                        "--train"
+                      : "not bench rows (want the JSON array that `reprise "
+                        "bench --json` writes)");
     return -1;
   }
   /* rows of several worker counts or backends (files put together) are
@@ -627,8 +642,8 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
       why = "not an object";
     else if (twice) {
       char kq[KEY_QUOTED];
-      rp_cli_say(stderr, "reprise %s: %s%srow %u: key '%s' appears twice\n",
-                 cmd, file, sep, i, quoted(kq, sizeof kq, twice));
+      say_input(cmd, file, "row %u: key '%s' appears twice", i,
+                quoted(kq, sizeof kq, twice));
       rc = -1;
       break;
     } else if (!cJSON_GetObjectItemCaseSensitive(r, "workload"))
@@ -636,8 +651,7 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
     else
       why = bad_row(r);
     if (why) {
-      rp_cli_say(stderr, "reprise %s: %s%srow %u: %s\n", cmd, file, sep, i,
-                 why);
+      say_input(cmd, file, "row %u: %s", i, why);
       rc = -1;
       break;
     }
@@ -673,10 +687,10 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
       snprintf(name, len, "%s %s%s", w->valuestring, m->valuestring, more);
       int g = group_of(groups, &ng, key);
       if (g < 0) {
-        rp_cli_say(stderr,
-                   "reprise %s: %s%srow %u: more than %d workloads (with their "
-                   "worker counts and backends) to tell apart: plot fewer\n",
-                   cmd, file, sep, i, PLOT_GROUPS);
+        say_input(cmd, file,
+                  "row %u: more than %d workloads (with their worker counts "
+                  "and backends) to tell apart: plot fewer",
+                  i, PLOT_GROUPS);
         free(name);
         free(key);
         rc = -1;
@@ -699,12 +713,10 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
   if (rc)
     return rc;
   if (!p->n) {
-    rp_cli_say(
-        stderr,
-        "reprise %s: %s%snothing to plot: no DAG workload rows "
-        "(workload, mode, nodes, ns_per_task_median); the rows of --hop, "
-        "--xfer, --build, --gpu and --dist are not plotted\n",
-        cmd, file, sep);
+    say_input(cmd, file,
+              "nothing to plot: no DAG workload rows (workload, mode, nodes, "
+              "ns_per_task_median); the rows of --hop, --xfer, --build, "
+              "--gpu and --dist are not plotted");
     return -1;
   }
   for (uint32_t i = 0; i < p->n; i++)
@@ -721,8 +733,7 @@ static int bench_series(const cJSON *rows, plot *p, const char *cmd,
 
 static int timing_err(const char *cmd, const char *file, uint32_t i,
                       const char *what) {
-  rp_cli_say(stderr, "reprise %s: %s: iterations[%u]: %s\n", cmd, file, i,
-             what);
+  say_input(cmd, file, "iterations[%u]: %s", i, what);
   return -1;
 }
 
@@ -734,36 +745,30 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
   const cJSON *its = cJSON_GetObjectItemCaseSensitive(doc, "iterations");
   if (cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "reprise-timings") &&
       cJSON_IsNumber(ver) && ver->valuedouble != 1) {
-    rp_cli_say(stderr,
-               "reprise %s: %s: timings version %g (this build reads version "
-               "1)\n",
-               cmd, file, ver->valuedouble);
+    say_input(cmd, file, "timings version %g (this build reads version 1)",
+              ver->valuedouble);
     return -1;
   }
   if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "reprise-timings") ||
       !cJSON_IsNumber(ver) || ver->valuedouble != 1 || !cJSON_IsArray(its)) {
     if (cJSON_IsArray(doc)) /* as --bench names timings given to it */
-      rp_cli_say(stderr,
-                 "reprise %s: %s: bench rows, not a train timings file: plot "
-                 "them with --bench\n",
-                 cmd, file);
+      say_input(cmd, file,
+                "bench rows, not a train timings file: plot them with "
+                "--bench");
     else
-      rp_cli_say(stderr,
-                 "reprise %s: %s: not a timings file (want {\"format\": "
-                 "\"reprise-timings\", \"version\": 1, \"iterations\": "
-                 "[...]})\n",
-                 cmd, file);
+      say_input(cmd, file,
+                "not a timings file (want {\"format\": \"reprise-timings\", "
+                "\"version\": 1, \"iterations\": [...]})");
     return -1;
   }
   const char *dup = dup_key(doc);
   if (dup) {
     char kq[KEY_QUOTED];
-    rp_cli_say(stderr, "reprise %s: %s: key '%s' appears twice\n", cmd, file,
-               quoted(kq, sizeof kq, dup));
+    say_input(cmd, file, "key '%s' appears twice", quoted(kq, sizeof kq, dup));
     return -1;
   }
   if (!its->child) {
-    rp_cli_say(stderr, "reprise %s: %s: no iterations to plot\n", cmd, file);
+    say_input(cmd, file, "no iterations to plot");
     return -1;
   }
   const char *groups[PLOT_GROUPS];
@@ -775,9 +780,8 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
       return timing_err(cmd, file, i, "not an object");
     if ((dup = dup_key(it))) {
       char kq[KEY_QUOTED];
-      rp_cli_say(stderr,
-                 "reprise %s: %s: iterations[%u]: key '%s' appears twice\n",
-                 cmd, file, i, quoted(kq, sizeof kq, dup));
+      say_input(cmd, file, "iterations[%u]: key '%s' appears twice", i,
+                quoted(kq, sizeof kq, dup));
       return -1;
     }
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "iteration");
@@ -833,7 +837,7 @@ static cJSON *parse_file(const char *cmd, const char *file) {
   cJSON *doc = rp_cli_json_parse(text, len);
   free(text);
   if (!doc)
-    rp_cli_say(stderr, "reprise %s: '%s': %s\n", cmd, file, rp_error_detail());
+    say_input(cmd, file, "%s", rp_error_detail());
   return doc;
 }
 #endif
