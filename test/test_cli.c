@@ -174,6 +174,38 @@ Test(cli, help_goes_to_stdout_and_exits_0) {
 #endif
 }
 
+/* bench --help gives each number option's range, the one its error
+ * states: --workers, --reps, --sizes (and how many sizes). */
+Test(cli, bench_help_gives_the_ranges_its_errors_state) {
+  need_bench();
+  static const struct {
+    const char *opt, *bad, *range;
+  } opts[] = {
+      {"--workers", "0", "1..128"},
+      {"--reps", "0", "1..100000000"},
+      {"--sizes", "2", "3..1000000"},
+      {"--sizes", "3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19", "16 sizes"}};
+  cli_run help, r;
+  RUN(&help, "bench", "--help");
+  cr_assert_eq(help.status, 0, "%s", help.err);
+  for (size_t i = 0; i < sizeof opts / sizeof *opts; i++) {
+    char head[64];
+    snprintf(head, sizeof head, "\n  %s ", opts[i].opt);
+    const char *at = strstr(help.out, head);
+    cr_assert_not_null(at, "no %s in %s", opts[i].opt, help.out);
+    const char *next = strstr(at + 1, "\n  --");
+    size_t len = next ? (size_t)(next - at) : strlen(at);
+    char item[1024];
+    snprintf(item, sizeof item, "%.*s", (int)len, at);
+    cr_assert(strstr(item, opts[i].range), "%s's help lacks %s:%s", opts[i].opt,
+              opts[i].range, item);
+    RUN(&r, "bench", opts[i].opt, opts[i].bad);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, opts[i].range), "%s %s: %s", opts[i].opt,
+              opts[i].bad, r.err);
+  }
+}
+
 /* A command that cannot write its stdout (here a full device) fails with
  * exit 1 and says so, whatever it printed there: help, the version, a
  * training report. */

@@ -46,8 +46,8 @@ static void bench_usage(FILE *f) {
       "                            list or repeated (default all four)\n"
       "  --workers N               CPU worker threads, 1..%d (default 2;\n"
       "                            env REPRISE_WORKERS)\n"
-      "  --reps N                  executions per timed run (default per\n"
-      "                            workload and mode)\n"
+      "  --reps N                  executions per timed run, 1..100000000\n"
+      "                            (default per workload and mode)\n"
       "  --backend cpu|cuda|auto   engine backend (default auto; env\n"
       "                            REPRISE_BACKEND)\n"
       "  --quick                   a few reps only: a smoke test that the\n"
@@ -58,11 +58,12 @@ static void bench_usage(FILE *f) {
       "                            --workload is given too)\n"
       "  --sizes LIST              graph sizes to sweep, in tasks per graph\n"
       "                            (about: chain length, fork-join width\n"
-      "                            + 2, layers of 8 + 1), e.g.\n"
-      "                            100,1000,10000; comma list or repeated\n"
-      "                            (each size once; sizes that build one\n"
-      "                            graph run once); reps scale to keep the\n"
-      "                            tasks per run\n"
+      "                            + 2, layers of 8 + 1), each 3..1000000,\n"
+      "                            e.g. 100,1000,10000; comma list or\n"
+      "                            repeated, up to %d sizes (each size\n"
+      "                            once; sizes that build one graph run\n"
+      "                            once); reps scale to keep the tasks per\n"
+      "                            run\n"
       "  --json FILE               also write the rows as a JSON array\n"
       "                            (fields: docs/bench_rows.md)\n"
       "  --plot FILE               draw ns per task against graph size\n"
@@ -95,7 +96,7 @@ static void bench_usage(FILE *f) {
       "\n"
       "Options win over the REPRISE_* variables (README \"Environment\").\n"
       "Exit status: 0 done, 1 a benchmark failed, 2 bad usage.\n",
-      RP_CLI_MAX_WORKERS, RP_MLP_MAX_PROCS);
+      RP_CLI_MAX_WORKERS, MAX_SIZES, RP_MLP_MAX_PROCS);
 }
 
 /* ---- option values ---- */
