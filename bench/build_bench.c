@@ -80,7 +80,9 @@ static rp_status run_register(uint32_t n, double *s) {
 static void row(FILE *table, rp_bench_json *j, const char *name, uint32_t n,
                 rp_bench_stats s) {
   if (table)
-    fprintf(table, "%-12s %8u %10.4f %10.4f %10.4f\n", name, n, s.median, s.min,
+    /* 4 significant digits: a small chain's times in microseconds are
+     * no 0.0000 (the JSON keeps every digit) */
+    fprintf(table, "%-12s %8u %10.4g %10.4g %10.4g\n", name, n, s.median, s.min,
             s.max);
   rp_bench_json_begin(j);
   rp_bench_json_str(j, "bench", "build");

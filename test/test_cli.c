@@ -420,6 +420,32 @@ Test(cli, bench_dist_on_one_rank_says_so_and_rows_keep_small_times,
 #endif
 }
 
+/* bench --build's table shows times under 0.1 ms in significant digits
+ * (a chain of 3 printed 0.0000 for every time, its JSON the real ones). */
+Test(cli, bench_build_table_shows_small_times, .timeout = 120) {
+  need_bench();
+  cli_run r;
+  RUN(&r, "bench", "--build", "--sizes", "3");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  static const char *cases[] = {"chain", "instantiate", "register"};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char head[32];
+    snprintf(head, sizeof head, "\n%s ", cases[i]);
+    const char *at = strstr(r.out, head);
+    cr_assert_not_null(at, "no %s row: %s", cases[i], r.out);
+    char name[32];
+    unsigned n;
+    double t[3];
+    cr_assert_eq(
+        sscanf(at, "%31s %u %lf %lf %lf", name, &n, &t[0], &t[1], &t[2]), 5,
+        "%s", r.out);
+    for (int k = 0; k < 3; k++)
+      cr_assert_gt(t[k], 0, "%s: a time shown as 0: %s", cases[i], r.out);
+    cr_assert_leq(t[1], t[0], "%s", r.out);
+    cr_assert_leq(t[0], t[2], "%s", r.out);
+  }
+}
+
 Test(cli, bench_without_benchmarks_says_so_in_one_line_and_exits_1) {
 #ifdef REPRISE_HAVE_BENCH
   cr_skip_test("built with benchmarks: this case is for -DREPRISE_BENCH=OFF");
