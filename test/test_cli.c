@@ -501,6 +501,27 @@ Test(cli, bench_gpu_runs_or_says_no_gpu_and_exits_0) {
   }
 }
 
+/* --gpu runs on the CUDA backend: REPRISE_BACKEND=cpu is refused before
+ * any work, naming the variable, as --backend cpu is; cuda (as
+ * docs/gpu.md runs it) agrees. */
+Test(cli, bench_gpu_refuses_reprise_backend_cpu, .timeout = 300) {
+  need_bench();
+  cli_run r;
+  setenv("REPRISE_BACKEND", "cpu", 1);
+  RUN(&r, "bench", "--gpu", "--quick");
+  unsetenv("REPRISE_BACKEND");
+  cr_assert_eq(r.status, 2, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.err, "reprise bench: --gpu times fixed cases on the "
+                          "CUDA backend: REPRISE_BACKEND=cpu does not apply "
+                          "to it"),
+            "%s", r.err);
+  cr_assert_str_empty(r.out);
+  setenv("REPRISE_BACKEND", "cuda", 1);
+  RUN(&r, "bench", "--gpu", "--quick");
+  unsetenv("REPRISE_BACKEND");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+}
+
 /* bench names the option or variable that asked for a backend that cannot
  * start, as train and generate do. */
 Test(cli, bench_names_what_asked_for_the_cuda_backend) {

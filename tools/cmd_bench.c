@@ -82,7 +82,8 @@ static void bench_usage(FILE *f) {
       "                            chains and a fork-join as stream\n"
       "                            launches, a CUDA graph and reprise\n"
       "                            replays (uses --workers, --quick);\n"
-      "                            without a device: 'no GPU', no rows\n"
+      "                            without a device: 'no GPU', no rows;\n"
+      "                            REPRISE_BACKEND=cpu is refused\n"
       "  --dist                    the distributed benchmark instead:\n"
       "                            run under mpiexec -n N; the data-\n"
       "                            parallel step (replay vs eager, --workers\n"
@@ -320,6 +321,15 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
                                 "--gpu times fixed cases on the CUDA "
                                 "backend: %s does not apply to it",
                                 dag);
+    /* the variable, where no option decides, may be set for a whole
+     * session: cuda and auto agree with --gpu, cpu asks for another
+     * backend */
+    if (env_backend && c->o.backend == RP_BACKEND_CPU)
+      return rp_cli_usage_error("bench",
+                                "--gpu times fixed cases on the CUDA "
+                                "backend: REPRISE_BACKEND=cpu does not "
+                                "apply to it (unset it, or set cuda or "
+                                "auto)");
   }
   /* --dist times the MLP step both ways (--reps of them) and fixed
    * all-reduce sizes; --hop alone its own sample counts: what they would
