@@ -55,6 +55,11 @@ void rp_bench_opts_init(rp_bench_opts *o);
 /* The workload bit for a name ("chain", ...), 0 when there is none. */
 unsigned rp_bench_workload_parse(const char *name);
 
+/* How many distinct graphs the nsizes sizes build for one workload (bit:
+ * its rp_bench_workload bit): two sizes can build one (layered's and tiny's
+ * layers of 8), which rp_bench_dag then measures once. */
+uint32_t rp_bench_graphs(unsigned bit, const uint32_t *sizes, uint32_t nsizes);
+
 /* The DAG workloads and, with o->hop, the hop latency. */
 int rp_bench_dag(const rp_bench_opts *o, FILE *table, FILE *json);
 

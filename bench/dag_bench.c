@@ -244,6 +244,17 @@ static uint32_t shape_of(unsigned bit, uint32_t size) {
   }
 }
 
+uint32_t rp_bench_graphs(unsigned bit, const uint32_t *sizes, uint32_t nsizes) {
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < nsizes; k++) {
+    uint32_t j = 0;
+    while (j < k && shape_of(bit, sizes[j]) != shape_of(bit, sizes[k]))
+      j++;
+    n += j == k;
+  }
+  return n;
+}
+
 static rp_status build(const dag_ctx *c, unsigned bit, uint32_t size,
                        workload *w) {
   uint32_t n = shape_of(bit, size);

@@ -621,6 +621,17 @@ Test(cli, bench_rejects_bad_option_values_with_exit_2) {
        NULL},
       {{"--workload", "chain", "--plot", "x.svg"},
        "--plot draws ns per task against graph size: give --sizes"},
+      /* sizes that build one graph (layers of 8) leave a line of one
+       * point: refused before running */
+      {{"--quick", "--workload", "layered", "--sizes", "3,4", "--plot",
+        "x.svg"},
+       "--plot draws ns per task against graph size: the --sizes given "
+       "build one layered graph"},
+      {{"--quick", "--sizes", "9,16", "--plot", "x.svg"},
+       "build one layered graph"},
+      {{"--workload", "chain,tiny", "--sizes", "10", "--sizes", "12", "--plot",
+        "x.svg"},
+       "build one tiny graph"},
   };
   for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
     const char *args[12] = {"bench"};

@@ -63,12 +63,17 @@ static void bench_usage(FILE *f) {
       "                            repeated, up to %d sizes (each size\n"
       "                            once; sizes that build one graph run\n"
       "                            once); reps scale to keep the tasks per\n"
-      "                            run\n"
+      "                            run\n",
+      RP_CLI_MAX_WORKERS, MAX_SIZES);
+  fprintf(
+      f,
       "  --json FILE               also write the rows as a JSON array\n"
       "                            (fields: docs/bench_rows.md)\n"
       "  --plot FILE               draw ns per task against graph size\n"
       "                            (.svg, or .png with pngcairo) with\n"
-      "                            gnuplot; needs --sizes (2 or more)\n"
+      "                            gnuplot; needs --sizes that build 2\n"
+      "                            graphs or more for each workload\n"
+      "                            (refused before running otherwise)\n"
       "  --xfer                    the transfer benchmark instead: fixed\n"
       "                            cases on one CPU worker (takes --quick\n"
       "                            and --json only)\n"
@@ -97,7 +102,7 @@ static void bench_usage(FILE *f) {
       "\n"
       "Options win over the REPRISE_* variables (README \"Environment\").\n"
       "Exit status: 0 done, 1 a benchmark failed, 2 bad usage.\n",
-      RP_CLI_MAX_WORKERS, MAX_SIZES, RP_MLP_MAX_PROCS);
+      RP_MLP_MAX_PROCS);
 }
 
 /* ---- option values ---- */
@@ -381,6 +386,21 @@ static int parse_args(int argc, char **argv, bench_cli *c) {
     return rp_cli_usage_error("bench",
                               "--plot draws ns per task against graph "
                               "size: give --sizes with two sizes or more");
+  /* sizes that build one graph run once (layers of 8): a workload to
+   * draw needs two graphs, known before anything runs */
+  static const char *const names[] = {"chain", "forkjoin", "layered", "tiny"};
+  for (size_t i = 0; c->plot && i < sizeof names / sizeof *names; i++) {
+    unsigned bit = rp_bench_workload_parse(names[i]);
+    if ((c->o.workloads & bit) &&
+        rp_bench_graphs(bit, c->o.sizes, c->o.nsizes) < 2)
+      return rp_cli_usage_error("bench",
+                                "--plot draws ns per task against graph "
+                                "size: the --sizes given build one %s graph "
+                                "(layers of 8 tasks; sizes up to 16 build "
+                                "one layer): give sizes that build two or "
+                                "more",
+                                names[i]);
+  }
   if (c->dist && !c->workers_given)
     c->o.workers = 1; /* one shard per rank: mpiexec -n 2 fills 2 cores */
   /* the runtime's bound on a peer, and the ranks' own (rp_env_check
