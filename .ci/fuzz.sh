@@ -3,7 +3,7 @@
 # (libFuzzer + ASan + UBSan), builds the targets and runs each from its
 # seed corpus for a bounded time, one after another: the graph-file
 # loader for FUZZ_TIME seconds, then the readers of `reprise train` and
-# `reprise train-gpt` (data files, IDX pairs, MLP and GPT checkpoints, text
+# `reprise train --model gpt` (data files, IDX pairs, MLP and GPT checkpoints, text
 # corpora) for FUZZ_TIME_READERS seconds each. Exits non-zero at the first
 # target that finds a crash, a leak, undefined behaviour or a timeout (the
 # input is left in $BUILD/fuzz-artifacts/TARGET/).

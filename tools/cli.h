@@ -156,9 +156,12 @@ void rp_cli_put_quoted(FILE *f, const char *s);
 /* fprintf(f, fmt, ...) for a message on a terminal: every control byte
  * of the formatted text (a file name's newline or escape, in the text or
  * in an error detail that quotes it) but a last newline, and DEL, is
- * written as the text \xNN, so that no byte of a name reaches the
- * terminal raw and a message stays one line. Bytes from 0x80 up pass
- * (UTF-8 names show). The commands' messages go through it. */
+ * written as the text \xNN, and so are UTF-8's C1 controls (C2 80..C2
+ * 9F, which a terminal may act on), so that no byte of a name reaches the
+ * terminal raw and a message stays one line. Other bytes from 0x80 up
+ * pass (UTF-8 names show). The message is written in one call. The usage
+ * errors, the output checks and the messages of train, generate, bench
+ * and plot go through it. */
 void rp_cli_say(FILE *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A float as the fewest significant digits (up to 9) that read back as

@@ -302,7 +302,13 @@ rp_status rp_gpt_grad_norm(rp_gpt *m, float *out);
 /* Mean loss of the model on n batches (x, y as rp_gpt_write_batches;
  * they go through the ring, so nothing may be running), forward only,
  * eagerly over the data groups (and their slices). Collective with dist
- * (every rank passes the same batches and gets the global loss). */
+ * (every rank passes the same batches and gets the global loss). When
+ * one rank's part fails every rank fails: that rank with its own error,
+ * the others with RP_EPOISON ("N rank(s) of the job failed their
+ * part"); with tensor parallelism across ranks a failed op's sends are
+ * skipped and its peers fail on their own (RP_EPEER after the dist
+ * timeout). Refused while a capture is open (RP_ECAPTURE, see
+ * rp_gpt_reset). */
 rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
                           uint32_t n, double *loss);
 
@@ -529,7 +535,8 @@ void rp_gpt_ckpt_free(rp_gpt_ckpt *c);
  * width, context, vocabulary), the detail naming both; else RP_OK. */
 rp_status rp_gpt_ckpt_fits(const rp_gpt_ckpt *c, const rp_gpt_config *g);
 /* RP_ESHAPE when the file holds another architecture; RP_EFORMAT (nothing
- * written) for a negative second moment. */
+ * written) for a second moment that is negative or NaN (a mean of
+ * squares). */
 rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c);
 
 #endif

@@ -1,5 +1,5 @@
 /* test/fuzz/fuzz_gpt_ckpt.c — libFuzzer target for GPT checkpoints, read
- * as `reprise train-gpt --load-weights` and `reprise generate` read them:
+ * as `reprise train --model gpt --load-weights` and `reprise generate` read them:
  * rp_gpt_ckpt_read on the input's file (fuzz_ckpt.h: a mode byte, then the
  * file, resealed or not), then rp_gpt_ckpt_fits against a fixed small
  * model (that of the seed corpus). The container's entries are checked

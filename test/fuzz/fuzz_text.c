@@ -1,5 +1,5 @@
 /* test/fuzz/fuzz_text.c — libFuzzer target for GPT text corpora (gpt.h
- * "text data"), read as `reprise train-gpt --text` reads them, for a small
+ * "text data"), read as `reprise train --model gpt --text` reads them, for a small
  * context: each input is encoded from memory (rp_text_from_bytes) and from
  * a file (rp_text_load, the command line's entry), which must agree. A
  * text that loads must keep gpt.h's promises (tokens below the vocabulary,
