@@ -1,12 +1,11 @@
 /* test/fuzz/fuzz_gpt_ckpt.c — libFuzzer target for GPT checkpoints, read
- * as `reprise train --model gpt --load-weights` and `reprise generate` read them:
- * rp_gpt_ckpt_read on the input's file (fuzz_ckpt.h: a mode byte, then the
- * file, resealed or not), then rp_gpt_ckpt_fits against a fixed small
- * model (that of the seed corpus). The container's entries are checked
- * against each other on the same bytes. A file must load or be refused
- * with an error naming it; a checkpoint that loads must keep gpt.h's
- * promises (a vocabulary in increasing order, finite values, as many as
- * its shape says). */
+ * as `reprise train --model gpt --load-weights` and `reprise generate` read
+ * them: rp_gpt_ckpt_read on the input's file (fuzz_ckpt.h: a mode byte, then
+ * the file, resealed or not), then rp_gpt_ckpt_fits against a fixed small model
+ * (that of the seed corpus). The container's entries are checked against each
+ * other on the same bytes. A file must load or be refused with an error naming
+ * it; a checkpoint that loads must keep gpt.h's promises (a vocabulary in
+ * increasing order, finite values, as many as its shape says). */
 #include "fuzz_ckpt.h"
 #include "train/gpt.h"
 

@@ -1,7 +1,7 @@
 /* test/fuzz/fuzz_text.c — libFuzzer target for GPT text corpora (gpt.h
- * "text data"), read as `reprise train --model gpt --text` reads them, for a small
- * context: each input is encoded from memory (rp_text_from_bytes) and from
- * a file (rp_text_load, the command line's entry), which must agree. A
+ * "text data"), read as `reprise train --model gpt --text` reads them, for a
+ * small context: each input is encoded from memory (rp_text_from_bytes) and
+ * from a file (rp_text_load, the command line's entry), which must agree. A
  * text that loads must keep gpt.h's promises (tokens below the vocabulary,
  * a vocabulary in increasing order, each split long enough for a window),
  * and its windows and bigram baseline must come out as training and
