@@ -2051,29 +2051,12 @@ static rp_status tokens_check(const rp_gpt *m, const int32_t *x,
  * writes: the detail names it and says so. */
 static rp_status wait_sinks(rp_gpt *m, rp_status st, const char *what) {
   m->collect = 0;
-  rp_event all = RP_NO_EVENT;
-  if (st == RP_OK)
-    st = rp_event_merge(m->rt, m->sinks, m->nsinks, &all);
-  for (uint32_t i = 0; i < m->nsinks; i++)
-    rp_event_release(m->rt, m->sinks[i]);
+  uint32_t n = m->nsinks;
   m->nsinks = 0;
-  if (st != RP_OK) {
-    char why[1024]; /* rp_error_detail()'s size */
-    snprintf(why, sizeof why, "%s", rp_error_detail());
-    rp_runtime_drain(m->rt); /* what was issued */
-    return rp_error_set(st, "%s", why);
-  }
-  st = rp_event_wait(m->rt, all, -1);
-  rp_event_release(m->rt, all);
-  if (st != RP_OK) /* the wait's detail: the failed op's own */
-    return rp_error_set(st,
-                        "an op of the %s failed (%s%s%s); the instances it "
-                        "writes stay poisoned, so every later eager step, "
-                        "evaluation or sampling of the model fails too",
-                        what, rp_error_detail(),
-                        *rp_runtime_dist_detail(m->rt) ? "; " : "",
-                        rp_runtime_dist_detail(m->rt));
-  return RP_OK;
+  return rp_train_wait_ops(m->rt, m->sinks, n, st, what,
+                           "; the instances it writes stay poisoned, so "
+                           "every later eager step, evaluation or sampling "
+                           "of the model fails too");
 }
 
 /* Refuses a call that runs its ops eagerly and reads their results while

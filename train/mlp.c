@@ -1156,23 +1156,7 @@ static rp_status eager_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
   m->nsinks = 0;
   rp_status st = rp_mlp_step(m, a);
   m->collect = 0;
-  rp_event all = RP_NO_EVENT;
-  if (st == RP_OK)
-    st = rp_event_merge(m->rt, m->sinks, m->nsinks, &all);
-  for (uint32_t i = 0; i < m->nsinks; i++)
-    rp_event_release(m->rt, m->sinks[i]);
-  if (st == RP_OK) {
-    st = rp_event_wait(m->rt, all, -1);
-    rp_event_release(m->rt, all);
-    if (st != RP_OK) /* the wait's detail: the failed op's own */
-      return rp_error_set(st, "an op of the eager step failed (%s)%s%s",
-                          rp_error_detail(),
-                          *rp_runtime_dist_detail(m->rt) ? ": " : "",
-                          rp_runtime_dist_detail(m->rt));
-  } else {
-    rp_runtime_drain(m->rt); /* after a partial issue */
-  }
-  return st;
+  return rp_train_wait_ops(m->rt, m->sinks, m->nsinks, st, "eager step", "");
 }
 
 static rp_mlp_step_args step_args(const rp_mlp *m, const rp_mlp_train_opts *o,

@@ -8,6 +8,31 @@
 #include <string.h>
 #include <time.h>
 
+rp_status rp_train_wait_ops(rp_runtime *rt, const rp_event *evs, uint32_t n,
+                            rp_status issued, const char *what,
+                            const char *tail) {
+  rp_event all = RP_NO_EVENT;
+  rp_status st = issued;
+  if (st == RP_OK)
+    st = rp_event_merge(rt, evs, n, &all);
+  for (uint32_t i = 0; i < n; i++)
+    rp_event_release(rt, evs[i]);
+  if (st != RP_OK) {
+    char why[1024]; /* rp_error_detail()'s size */
+    snprintf(why, sizeof why, "%s", rp_error_detail());
+    rp_runtime_drain(rt); /* what was issued */
+    return rp_error_set(st, "%s", why);
+  }
+  st = rp_event_wait(rt, all, -1);
+  rp_event_release(rt, all);
+  if (st != RP_OK) /* the wait's detail: the failed op's own */
+    return rp_error_set(st, "an op of the %s failed (%s%s%s)%s", what,
+                        rp_error_detail(),
+                        *rp_runtime_dist_detail(rt) ? "; " : "",
+                        rp_runtime_dist_detail(rt), tail);
+  return RP_OK;
+}
+
 rp_status rp_train_err_prefix(rp_status st, const char *fmt, ...) {
   char pre[512];
   va_list ap;

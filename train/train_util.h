@@ -17,6 +17,15 @@
 rp_status rp_train_err_prefix(rp_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Waits for the events evs[0..n) of an eager call's last ops and releases
+ * them. issued, the status of issuing the ops, wins: what was issued is
+ * drained first, issued's detail kept. Else RP_OK, or the status of an op
+ * that failed with "an op of the <what> failed (<its detail>[; <the dist
+ * detail>])<tail>" (tail may be ""). */
+rp_status rp_train_wait_ops(rp_runtime *rt, const rp_event *evs, uint32_t n,
+                            rp_status issued, const char *what,
+                            const char *tail);
+
 /* realloc to n * size bytes (at least 1), NULL on overflow or when out of
  * memory (p then stays allocated). */
 void *rp_train_realloc_n(void *p, size_t n, size_t size);
