@@ -323,7 +323,8 @@ rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows);
  * processor 0 is this rank's, RP_ETYPE tokens not I32, RP_ESHAPE fewer
  * than rows * T of them, RP_ESTALE a stale handle. Run eagerly, its
  * ops complete later: a failure of one, e.g. a token outside [0, V) in
- * `tokens`, poisons that op's event, which this call does not hand out,
+ * `tokens` on a CPU processor (a GPU's embedding makes that row NaN
+ * instead), poisons that op's event, which this call does not hand out,
  * and the activations it writes: every later eager step, evaluation or
  * sampling of the model fails with that status (naming the op). In one
  * process replays of recorded graphs, the weights and rp_gpt_save are
