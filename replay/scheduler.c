@@ -780,6 +780,13 @@ int rp__exec_quiesce(rp_exec *ex) {
 
 /* ---- public API ---- */
 
+/* RP_ESTALE for precondition i's event e. */
+static rp_status stale_pre(const rp_exec *ex, const char *what, uint32_t i,
+                           rp_event e) {
+  return rp__err(RP_ESTALE, "%s: precondition %u ('%s'): event %#llx is stale",
+                 what, i, ex->g->pre[i].name, (unsigned long long)e.id);
+}
+
 rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
                            const char *what) {
   rp_status cst = rp__exec_check(ex, what);
@@ -810,11 +817,7 @@ rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
     return rp__err(RP_EINVAL, "%s: NULL precondition events", what);
   for (uint32_t i = 0; i < npre; i++)
     if (!rp__event_live(ex->rt, a->pre[i]) || (a->pre[i].id >> 63))
-      return rp__err(RP_ESTALE,
-                     "%s: precondition %u ('%s'): event "
-                     "%#llx is stale",
-                     what, i, ex->g->pre[i].name,
-                     (unsigned long long)a->pre[i].id);
+      return stale_pre(ex, what, i, a->pre[i]);
   if (a && !a->post && a->npost)
     return rp__err(RP_EINVAL, "%s: npost %u with NULL post", what, a->npost);
   if (a && a->post && a->npost != ex->npost)
@@ -1043,12 +1046,7 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
    * and be recycled while this waits for a slot, and its status with it */
   for (uint32_t i = 0; i < ex->npre; i++)
     if ((st = rp__event_retain(ex->rt, a->pre[i])) != RP_OK)
-      return drop_held(ex, i,
-                       rp__err(RP_ESTALE,
-                               "rp_replay: precondition %u ('%s'): event "
-                               "%#llx is stale",
-                               i, ex->g->pre[i].name,
-                               (unsigned long long)a->pre[i].id));
+      return drop_held(ex, i, stale_pre(ex, "rp_replay", i, a->pre[i]));
     else
       ex->pre_held[i] = a->pre[i];
   int w = wait_inflight(ex, ex->max_inflight, 1);

@@ -56,34 +56,37 @@ char *path(const char *name) {
   return p;
 }
 
-const char *drv_rank1_script(const char *name, const char *extra) {
+/* A wrapper script `name` that runs rank1 (a shell line) on rank 1 alone,
+ * then execs its command; NULL when it cannot be written. */
+static const char *rank1_wrapper(const char *name, const char *rank1) {
   const char *sh = path(name);
   FILE *f = fopen(sh, "w");
   if (!f)
     return NULL;
   fprintf(f,
           "if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
-          "  exec \"$@\" %s\n"
+          "  %s\n"
           "fi\n"
           "exec \"$@\"\n",
-          extra);
+          rank1);
   return fclose(f) ? NULL : sh;
+}
+
+const char *drv_rank1_script(const char *name, const char *extra) {
+  char line[1024];
+  if (snprintf(line, sizeof line, "exec \"$@\" %s", extra) >= (int)sizeof line)
+    return NULL; /* too long to write whole */
+  return rank1_wrapper(name, line);
 }
 
 const char *drv_rank1_freeze_script(const char *name, unsigned stop_s,
                                     unsigned hold_s) {
-  const char *sh = path(name);
-  FILE *f = fopen(sh, "w");
-  if (!f)
-    return NULL;
-  fprintf(f,
-          "if [ \"${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\" = 1 ]; then\n"
-          "  (sleep %u; kill -STOP $$; sleep %u; kill -KILL $$) "
-          ">/dev/null 2>&1 &\n"
-          "fi\n"
-          "exec \"$@\"\n",
-          stop_s, hold_s);
-  return fclose(f) ? NULL : sh;
+  char line[160];
+  snprintf(line, sizeof line,
+           "(sleep %u; kill -STOP $$; sleep %u; kill -KILL $$) "
+           ">/dev/null 2>&1 &",
+           stop_s, hold_s);
+  return rank1_wrapper(name, line);
 }
 
 char *slurp(const char *p, size_t *len) {
