@@ -565,6 +565,8 @@ static uint64_t json_values(const cJSON *v) {
  * one exceeded. */
 static rp_status file_limits(const rp_graph *g, const cJSON *doc,
                              uint32_t ninsts) {
+  /* doc == NULL: only the limits the graph's counts decide, checked before
+   * the document is built, so an over-limit graph is refused at once. */
   const char *what = NULL;
   uint64_t have = 0, max = 0;
 #define RP_LIMIT(n, m, w)                                                      \
@@ -572,7 +574,8 @@ static rp_status file_limits(const rp_graph *g, const cJSON *doc,
   what = (w), have = (uint64_t)(n), max = (uint64_t)(m)
   RP_LIMIT(g->nops, RP_GRAPH_MAX_OPS, "ops");
   RP_LIMIT(g->nedges, RP_GRAPH_MAX_EDGES, "edges");
-  RP_LIMIT(ninsts, RP_GRAPH_MAX_INSTS, "instances");
+  if (doc)
+    RP_LIMIT(ninsts, RP_GRAPH_MAX_INSTS, "instances");
   RP_LIMIT(g->npre, RP_GRAPH_MAX_PORTS, "preconditions");
   RP_LIMIT(g->npost, RP_GRAPH_MAX_PORTS, "postconditions");
   uint64_t bindings = 0;
@@ -587,7 +590,24 @@ static rp_status file_limits(const rp_graph *g, const cJSON *doc,
     RP_LIMIT(g->ops[i].ninterp, RP_GRAPH_MAX_INTERPS,
              "interpolations of one op");
   }
-  RP_LIMIT(1 + json_values(doc), RP_GRAPH_MAX_VALUES, "JSON values");
+  if (doc) {
+    RP_LIMIT(1 + json_values(doc), RP_GRAPH_MAX_VALUES, "JSON values");
+  } else {
+    /* The fewest values the document can have: an edge is an array of two
+     * numbers; a task op an object of 12 keys, a copy one of 11; an access
+     * or an interpolation an object of 3. */
+    uint64_t least = 3 * (uint64_t)g->nedges;
+    for (uint32_t i = 0; i < g->nops; i++)
+      least += g->ops[i].kind == RP_OP_TASK
+                   ? 13 + 4 * ((uint64_t)g->ops[i].nacc + g->ops[i].ninterp)
+                   : 12;
+    if (!what && least > RP_GRAPH_MAX_VALUES)
+      return rp__err(RP_ERANGE,
+                     "the graph's file would have at least %llu JSON values, "
+                     "more than a graph file may hold (%u: the loader's "
+                     "limit), so nothing is written",
+                     (unsigned long long)least, RP_GRAPH_MAX_VALUES);
+  }
 #undef RP_LIMIT
   if (!what)
     return RP_OK;
@@ -601,7 +621,9 @@ static rp_status file_limits(const rp_graph *g, const cJSON *doc,
  * written can be read back. */
 static rp_status graph_text(const rp_graph *g, char **out, const char *what) {
   cJSON *doc;
-  rp_status st = graph_doc(g, &doc);
+  rp_status st = file_limits(g, NULL, 0);
+  if (!st)
+    st = graph_doc(g, &doc);
   if (st)
     return rp__err_prefix(st, "%s: ", what);
   const cJSON *insts = cJSON_GetObjectItemCaseSensitive(

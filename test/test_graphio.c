@@ -512,6 +512,38 @@ Test(graphio, save_keeps_to_the_loaders_limits) {
   th_tmpdir_remove();
 }
 
+/* A graph whose file would pass the loader's value limit by count alone is
+ * refused before its document is built: 1024 ops of 1024 reads each need
+ * at least 1024 * (13 + 4 * 1024) values, over 2^22. */
+Test(graphio, save_refuses_an_oversized_graph_by_its_counts) {
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(1);
+  register_tasks(rt);
+  rp_inst x = mk(rt, RP_F32, rp_rect_1d(0, 3), NULL);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  static rp_access r[1024];
+  for (int a = 0; a < 1024; a++)
+    r[a] = (rp_access){x, RP_READ, RP_REDOP_NONE};
+  rp_launch l = {.task = task(rt, "accum"), .accesses = r, .naccess = 1024};
+  for (int i = 0; i < 1024; i++) {
+    rp_op_id o;
+    RP_CHECK(rp_graph_add_task(g, &l, &o));
+  }
+  const char *over = th_tmp_path("over.json");
+  RP_EXPECT(rp_graph_save(g, over), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_graph_save: the graph's file would "
+                                      "have at least 4207616 JSON values, "
+                                      "more than a graph file may hold "
+                                      "(4194304"),
+            "%s", rp_error_detail());
+  cr_assert_neq(access(over, F_OK), 0, "a file was written");
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
 Test(graphio, file_is_versioned_and_checksummed) {
   make_tmpdir();
   fixture fx;
