@@ -401,7 +401,7 @@ Test(lint, redundant_edge_is_named_and_strict_exits_1) {
             "%s", r.out);
   cr_assert(strstr(r.out, "lint: 1 finding (runahead 0, contract 0, "
                           "redundant-edge 1, unread-result 0, "
-                          "mergeable-copies 0, race 0)"),
+                          "mergeable-copies 0, race 0, instantiate 0)"),
             "%s", r.out);
   RUN(&r, "dump", g, "--lint", "--strict");
   cr_assert_eq(r.status, 1);
@@ -470,7 +470,8 @@ Test(lint, mergeable_copies_are_named_unless_an_op_is_between) {
                           "instance 3) move [0..7] and [8..15], adjacent "
                           "rectangles: one copy over [0..15] would do"),
             "%s", r.out);
-  cr_assert(strstr(r.out, "mergeable-copies 1, race 0)"), "%s", r.out);
+  cr_assert(strstr(r.out, "mergeable-copies 1, race 0, instantiate 0)"), "%s",
+            r.out);
   fx_fini(&fx);
   /* an op ordered between the two copies keeps them apart */
   fixture fy;
@@ -956,7 +957,7 @@ Test(lint, checks_are_selected_and_ignored_by_name) {
   cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
   cr_assert(strstr(r.out, "lint: no findings (6 ops, 7 edges checked; not "
                           "checked: runahead, redundant-edge, "
-                          "mergeable-copies, race)"),
+                          "mergeable-copies, race, instantiate)"),
             "%s", r.out);
   RUN(&r, "dump", g, "--lint-ignore", "redundant-edge", "--strict");
   cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
@@ -964,7 +965,7 @@ Test(lint, checks_are_selected_and_ignored_by_name) {
   cr_assert_eq(r.status, 1, "%s", r.out);
   cr_assert(strstr(r.out, "lint: 1 finding (redundant-edge 1; not checked: "
                           "runahead, contract, unread-result, "
-                          "mergeable-copies, race)"),
+                          "mergeable-copies, race, instantiate)"),
             "%s", r.out);
   RUN(&r, "dump", g, "--lint=redundant-edges");
   cr_assert_eq(r.status, 2);
@@ -977,6 +978,34 @@ Test(lint, checks_are_selected_and_ignored_by_name) {
       "--strict");
   cr_assert_eq(r.status, 2, "%s", r.err);
   cr_assert(strstr(r.err, "leaves no lint check to run"), "%s", r.err);
+  fx_fini(&fx);
+  th_tmpdir_remove();
+}
+
+/* A port bound to no op loads and saves, but instantiate refuses it: the
+ * instantiate check says so (its first refusal), and --strict exits 1. */
+Test(lint, a_graph_instantiate_refuses_is_a_finding) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  RP_CHECK(rp_graph_add_precondition(fx.g, "loose", NULL));
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint");
+  cr_assert_eq(r.status, 0, "findings alone exit 0: %s", r.err);
+  cr_assert(strstr(r.out, "instantiate: the graph cannot be instantiated: "
+                          "RP_EPORT: rp_graph_validate: precondition port 1 "
+                          "'loose' is never bound to an op\n"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "lint: 1 finding (runahead 0, contract 0, "
+                          "redundant-edge 0, unread-result 0, "
+                          "mergeable-copies 0, race 0, instantiate 1)"),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--lint-ignore", "instantiate", "--strict");
+  cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+  RUN(&r, "dump", g, "--lint=instantiate", "--strict");
+  cr_assert_eq(r.status, 1, "%s", r.out);
   fx_fini(&fx);
   th_tmpdir_remove();
 }

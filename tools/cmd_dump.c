@@ -120,7 +120,7 @@ static void dump_usage(FILE *f) {
       "  --lint[=CHECK,...]      findings of every check, or of those\n"
       "                          named: runahead, contract,\n"
       "                          redundant-edge, unread-result,\n"
-      "                          mergeable-copies, race\n"
+      "                          mergeable-copies, race, instantiate\n"
       "                          (docs/debugging.md)\n"
       "  --lint-ignore CHECK[,CHECK...]\n"
       "                          lint without these checks (repeatable;\n"
@@ -927,6 +927,12 @@ static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
     if (c->stats)
       fputc('\n', out);
     unsigned checks = (c->checks ? c->checks : DM_LINT_ALL) & ~c->ignored;
+    char refused[1024] = "";
+    if ((checks & DM_LINT_INSTANTIATE) && (st = rp_graph_validate(g))) {
+      snprintf(refused, sizeof refused, "%s: %s", rp_status_name(st),
+               rp_error_detail());
+      m.refused = refused;
+    }
     if (dm_lint(&m, checks, out, stderr, &findings))
       rc = RP_CLI_FAILED;
     else if (c->strict && findings)

@@ -46,6 +46,9 @@
  *                   conflict only where their point sets meet. Capture
  *                   orders every such pair; a built graph or an edited
  *                   file may not, and the two then run at the same time.
+ * instantiate       rp_graph_validate refuses the graph (m->refused): what
+ *                   rp_instantiate would refuse that loading let through,
+ *                   such as a port bound to no op.
  *
  * Processor kinds and contracts come from the model, so placeholder tasks
  * (contract unknown) are skipped by runahead and contract. */
@@ -495,11 +498,12 @@ enum {
   L_UNREAD,
   L_MERGE,
   L_RACE,
+  L_INSTANTIATE,
   L_COUNT
 };
 static const char *const LINT_NAME[L_COUNT] = {
-    "runahead",      "contract",         "redundant-edge",
-    "unread-result", "mergeable-copies", "race"};
+    "runahead",         "contract", "redundant-edge", "unread-result",
+    "mergeable-copies", "race",     "instantiate"};
 
 typedef struct lint {
   const dg *d;
@@ -518,7 +522,7 @@ unsigned dm_lint_check(const char *name, size_t len) {
 
 const char *dm_lint_checks(void) {
   return "runahead, contract, redundant-edge, unread-result, "
-         "mergeable-copies, race";
+         "mergeable-copies, race, instantiate";
 }
 
 __attribute__((format(printf, 3, 4))) static void
@@ -1067,6 +1071,9 @@ int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,
   if (dg_build(&d, m, err))
     return -1;
   lint L = {.d = &d, .m = m, .out = out, .checks = checks};
+  if ((checks & DM_LINT_INSTANTIATE) && m->refused)
+    finding(&L, L_INSTANTIATE, "the graph cannot be instantiated: %s",
+            m->refused);
   if (checks & DM_LINT_RUNAHEAD)
     lint_runahead(&L);
   if (checks & DM_LINT_CONTRACT)

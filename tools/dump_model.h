@@ -57,7 +57,11 @@ typedef struct dm_graph {
   uint32_t ninsts;
   dm_edge *edges;
   uint32_t nedges;
-  uint32_t npre, npost;     /* ports */
+  uint32_t npre, npost; /* ports */
+  /* rp_graph_validate's refusal of the graph ("RP_EPORT: ..."), set by the
+   * caller for the instantiate check; NULL none (dm_build leaves it NULL,
+   * dm_free does not free it) */
+  const char *refused;
   rp_proc_kind *proc_kinds; /* per processor of the runtime */
   uint32_t nprocs;
   dm_access *acc_pool; /* dm_build's storage for every op's accesses */
@@ -86,7 +90,8 @@ enum {
   DM_LINT_UNREAD = 1u << 3,
   DM_LINT_MERGE = 1u << 4,
   DM_LINT_RACE = 1u << 5,
-  DM_LINT_ALL = (1u << 6) - 1,
+  DM_LINT_INSTANTIATE = 1u << 6,
+  DM_LINT_ALL = (1u << 7) - 1,
 };
 /* The check's bit for a name ("redundant-edge"), 0 when unknown. */
 unsigned dm_lint_check(const char *name, size_t len);
