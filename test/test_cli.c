@@ -3332,5 +3332,11 @@ Test(cli, file_names_in_messages_escape_control_bytes, .timeout = 60) {
   said_escaped(&r, 2, esc);
   RUN(&r, "train", "--iters", "1", "--data", bad);
   said_escaped(&r, 1, esc);
+#ifdef REPRISE_HAVE_CJSON
+  RUN(&r, "dump", bad);
+  said_escaped(&r, 1, esc);
+  RUN(&r, "dump", bad, "--lint");
+  said_escaped(&r, 1, esc);
+#endif
   unlink(corpus);
 }

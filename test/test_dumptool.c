@@ -1248,6 +1248,13 @@ Test(dump, bad_input_says_why_and_exits_1_or_2) {
   cr_assert_str_eq(after, before, "the graph file was written over");
   free(after);
   free(before);
+  /* a trace's name reaches the message with its control bytes as \xNN */
+  RUN(&r, "dump", good, "--critical-path", "--trace",
+      th_tmp_path("no\x1b[31m.json"));
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "cannot read the trace '"), "%s", r.err);
+  cr_assert(strstr(r.err, "no\\x1b[31m.json"), "%s", r.err);
+  cr_assert_null(strchr(r.err, '\x1b'), "a raw escape: %s", r.err);
   fx_fini(&fx);
 #else
   RUN(&r, "dump", any);

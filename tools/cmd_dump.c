@@ -585,8 +585,8 @@ static char *read_graph_file(const dump_cli *c, const char *file, size_t *len) {
   char *text = NULL;
   rp_status st = rp_file_read_regular(file, max, &text, len);
   if (st) {
-    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
-            rp_status_name(st), rp_status_str(st), rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
+               rp_status_name(st), rp_status_str(st), rp_error_detail());
     return NULL;
   }
   return text;
@@ -691,10 +691,10 @@ static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
     const contract_decl *cd = find_contract(c, p->tasks[i]);
     if (rp_task_find(rt, p->tasks[i], &id) == RP_OK) {
       if (cd)
-        fprintf(stderr,
-                "reprise dump: --contract %s: this build registers "
-                "that task; its registered contract is used\n",
-                p->tasks[i]);
+        rp_cli_say(stderr,
+                   "reprise dump: --contract %s: this build registers "
+                   "that task; its registered contract is used\n",
+                   p->tasks[i]);
       continue;
     }
     unsigned builtin = 0;
@@ -714,10 +714,10 @@ static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
     while (i < p->ntasks && find_contract(c, p->tasks[i]) != &c->contracts[j])
       i++;
     if (i == p->ntasks)
-      fprintf(stderr,
-              "reprise dump: --contract %.*s: the file has no task of that "
-              "name\n",
-              (int)c->contracts[j].len, c->contracts[j].name);
+      rp_cli_say(stderr,
+                 "reprise dump: --contract %.*s: the file has no task of that "
+                 "name\n",
+                 (int)c->contracts[j].len, c->contracts[j].name);
   }
   return st;
 }
@@ -725,10 +725,10 @@ static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
 static void say_placeholders(const placeholders *ph) {
   if (!ph->n)
     return;
-  fprintf(stderr, "reprise dump: tasks this build does not register run as "
-                  "no-op placeholders (contract unknown):");
+  rp_cli_say(stderr, "reprise dump: tasks this build does not register run as "
+                     "no-op placeholders (contract unknown):");
   for (uint32_t i = 0; i < ph->n; i++)
-    fprintf(stderr, "%s %s", i ? "," : "", ph->names[i]);
+    rp_cli_say(stderr, "%s %s", i ? "," : "", ph->names[i]);
   fputc('\n', stderr);
 }
 
@@ -761,12 +761,12 @@ static int load_failed(const char *file, rp_status st) {
   const char *why = rp_error_detail(), *call = "rp_graph_load_mem: ";
   if (!strncmp(why, call, strlen(call))) /* the file is named instead */
     why += strlen(call);
-  fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
-          rp_status_name(st), rp_status_str(st), why);
+  rp_cli_say(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
+             rp_status_name(st), rp_status_str(st), why);
   if (st == RP_EPROC)
-    fprintf(stderr, "reprise dump: --workers and --gpus replace the "
-                    "recorded machine; processor indices in the file are "
-                    "the recorded ones (CPU workers first, then GPUs)\n");
+    rp_cli_say(stderr, "reprise dump: --workers and --gpus replace the "
+                       "recorded machine; processor indices in the file are "
+                       "the recorded ones (CPU workers first, then GPUs)\n");
   return RP_CLI_FAILED;
 }
 
@@ -871,20 +871,20 @@ static int print_dump(const dump_cli *c, rp_graph *g, FILE *out) {
   rp_exec *ex = NULL;
   rp_status ist = rp_instantiate(g, NULL, &ex);
   if (c->model_gpus && ist) { /* the placement the file records, at least */
-    fprintf(stderr, "reprise dump: --schedule: planning failed: %s: %s\n",
-            rp_status_name(ist), rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: --schedule: planning failed: %s: %s\n",
+               rp_status_name(ist), rp_error_detail());
     if (rp_graph_dump(g, out, c->fmt))
       return RP_CLI_FAILED;
     if (c->fmt == RP_DUMP_TEXT)
       return print_placement(c, g, out);
-    fprintf(stderr, "reprise dump: --schedule: the machine has GPU "
-                    "processors, which are not planned here: the graph "
-                    "alone (--format text lists the placement)\n");
+    rp_cli_say(stderr, "reprise dump: --schedule: the machine has GPU "
+                       "processors, which are not planned here: the graph "
+                       "alone (--format text lists the placement)\n");
     return RP_CLI_OK;
   }
   if (ist)
-    fprintf(stderr, "reprise dump: --schedule: instantiate failed: %s: %s\n",
-            rp_status_name(ist), rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: --schedule: instantiate failed: %s: %s\n",
+               rp_status_name(ist), rp_error_detail());
   int rc = RP_CLI_FAILED;
   if (c->fmt == RP_DUMP_TEXT) {
     rc = rp_graph_dump(g, out, c->fmt) ? RP_CLI_FAILED
@@ -915,8 +915,8 @@ static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
   dm_graph m;
   rp_status st = dm_build(g, is_placeholder, ph, &m);
   if (st) {
-    fprintf(stderr, "reprise dump: %s: %s\n", rp_status_name(st),
-            rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: %s: %s\n", rp_status_name(st),
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   int rc = RP_CLI_OK;
@@ -966,8 +966,8 @@ static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
   int rc = dump ? print_dump(c, g, out) : RP_CLI_OK;
   /* a reader gone (`| head`) is not said, as in close_out */
   if (rc && dump && (out != stdout || !rp_cli_stdout_reader_gone(errno)))
-    fprintf(stderr, "reprise dump: writing the dump failed: %s\n",
-            rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: writing the dump failed: %s\n",
+               rp_error_detail());
   if (!rc && (c->stats || c->lint)) {
     /* beside a DOT or JSON dump the text goes to stderr: the output stays
      * one document that dot or a JSON reader takes */
@@ -1003,13 +1003,13 @@ static int load(dump_cli *c, const char *file, loaded *L) {
   c->model_gpus = st ? 0 : L->m.ngpus;
   c->machine = &L->m;
   if (!st && (st = register_tasks(L->rt, c, &L->p, &L->ph)) != RP_OK) {
-    fprintf(stderr, "reprise dump: registering tasks: %s: %s\n",
-            rp_status_name(st), rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: registering tasks: %s: %s\n",
+               rp_status_name(st), rp_error_detail());
     return RP_CLI_FAILED;
   }
   if (st) {
-    fprintf(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
-            rp_status_name(st), rp_status_str(st), rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
+               rp_status_name(st), rp_status_str(st), rp_error_detail());
     return RP_CLI_FAILED;
   }
   if ((st = rp_graph_load_mem(L->rt, L->text, L->len, NULL, 0,
@@ -1060,9 +1060,9 @@ static int open_out(const dump_cli *c, dump_out *d) {
 static int report_failed(FILE *out) {
   int e = errno;
   if (out && ferror(out) && !(out == stdout && rp_cli_stdout_reader_gone(e)))
-    fprintf(stderr, "reprise dump: writing the report to %s failed: %s\n",
-            out == stdout ? "standard output" : out_name,
-            strerror(e ? e : EIO));
+    rp_cli_say(stderr, "reprise dump: writing the report to %s failed: %s\n",
+               out == stdout ? "standard output" : out_name,
+               strerror(e ? e : EIO));
   return RP_CLI_FAILED;
 }
 
@@ -1109,15 +1109,15 @@ static int focus_ops(const dump_cli *c, const dm_graph *m, uint32_t **ops,
   unsigned depth = c->depth_given ? (unsigned)c->depth : 1;
   *n = dv_focus(m, c->focus, depth, ops);
   if (*n == UINT32_MAX) {
-    fprintf(stderr, "reprise dump: --focus: out of memory\n");
+    rp_cli_say(stderr, "reprise dump: --focus: out of memory\n");
     return RP_CLI_FAILED;
   }
   if (!*n) {
-    fprintf(stderr,
-            "reprise dump: --focus: no op or group is named '%s' (%u ops; "
-            "a name is an op's name, a dotted prefix of names, 'op N' or "
-            "'" DV_UNNAMED "')\n",
-            c->focus, m->nops);
+    rp_cli_say(stderr,
+               "reprise dump: --focus: no op or group is named '%s' (%u ops; "
+               "a name is an op's name, a dotted prefix of names, 'op N' or "
+               "'" DV_UNNAMED "')\n",
+               c->focus, m->nops);
     return RP_CLI_USAGE;
   }
   return RP_CLI_OK;
@@ -1176,8 +1176,8 @@ static int run_view(const dump_cli *c, loaded *L, FILE *out) {
   dm_graph m;
   rp_status st = dm_build(L->g, is_placeholder, &L->ph, &m);
   if (st) {
-    fprintf(stderr, "reprise dump: %s: %s\n", rp_status_name(st),
-            rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: %s: %s\n", rp_status_name(st),
+               rp_error_detail());
     return RP_CLI_FAILED;
   }
   double *cost = NULL;
@@ -1211,7 +1211,7 @@ static int run_summary(const dump_cli *c, const rp_graph *g, FILE *out) {
     dm_graph m;
     int bad = dm_build(g, NULL, NULL, &m) != RP_OK;
     if (bad)
-      fprintf(stderr, "reprise dump: %s\n", rp_error_detail());
+      rp_cli_say(stderr, "reprise dump: %s\n", rp_error_detail());
     else
       bad = dv_trace_matches(&t, &m, stderr);
     dm_free(&m);
@@ -1236,7 +1236,7 @@ static int run_diff(dump_cli *c) {
   int rc = load(c, c->file, &a) || load(c, c->diff, &b) ? RP_CLI_USAGE : 0;
   if (!rc &&
       (dm_build(a.g, NULL, NULL, &ma) || dm_build(b.g, NULL, NULL, &mb))) {
-    fprintf(stderr, "reprise dump: --diff: %s\n", rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: --diff: %s\n", rp_error_detail());
     rc = RP_CLI_USAGE;
   }
   if (!rc && (dv_extra_read(a.text, a.len, &xa, stderr) ||

@@ -153,8 +153,8 @@ int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err) {
     max = DV_TRACE_MAX_BYTES;
   rp_status st = rp_file_read_regular(path, (size_t)max, &text, &len);
   if (st) {
-    fprintf(err, "reprise dump: cannot read the trace '%s': %s: %s\n", path,
-            rp_status_name(st), rp_error_detail());
+    rp_cli_say(err, "reprise dump: cannot read the trace '%s': %s: %s\n", path,
+               rp_status_name(st), rp_error_detail());
     return -1;
   }
   const char *why = NULL;
@@ -169,15 +169,15 @@ int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err) {
   if (!why)
     fill(t, events, &why, &bad);
   if (why && !doc)
-    fprintf(err, "reprise dump: the trace '%s': %s\n", path, why);
+    rp_cli_say(err, "reprise dump: the trace '%s': %s\n", path, why);
   else if (why && bad >= 0)
-    fprintf(err,
-            "reprise dump: the trace '%s' is not a reprise trace: "
-            "traceEvents[%d] is %s\n",
-            path, bad, why);
+    rp_cli_say(err,
+               "reprise dump: the trace '%s' is not a reprise trace: "
+               "traceEvents[%d] is %s\n",
+               path, bad, why);
   else if (why)
-    fprintf(err, "reprise dump: the trace '%s' is not a reprise trace: %s\n",
-            path, why);
+    rp_cli_say(err, "reprise dump: the trace '%s' is not a reprise trace: %s\n",
+               path, why);
   free(text);
   if (why)
     dv_trace_free(t);
@@ -193,10 +193,10 @@ void dv_trace_free(dv_trace *t) {
 int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err) {
   (void)max;
   memset(t, 0, sizeof *t);
-  fprintf(err,
-          "reprise dump: cannot read the trace '%s': this build has no "
-          "JSON parser (configure with cJSON, Debian's libcjson-dev)\n",
-          path);
+  rp_cli_say(err,
+             "reprise dump: cannot read the trace '%s': this build has no "
+             "JSON parser (configure with cJSON, Debian's libcjson-dev)\n",
+             path);
   return -1;
 }
 
