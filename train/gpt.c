@@ -270,6 +270,7 @@ rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
                           RP_GPT_MAX_PROCS);
     /* the batch splits over the data groups alone (each spans ranks) */
     return rp_train_split_check(batch, 1, (uint32_t)(all / tp),
+                                "data group of --tp across ranks",
                                 "data groups of --tp across ranks");
   }
   if (procs % tp)
@@ -278,6 +279,7 @@ rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
                         "processors form procs / tp data groups of tp)",
                         procs, tp);
   return rp_train_split_check(batch, ranks, tp > 1 ? procs / tp : procs,
+                              tp > 1 ? "data group" : "processor",
                               tp > 1 ? "data groups" : "processors");
 }
 

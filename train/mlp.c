@@ -746,7 +746,7 @@ rp_status rp_mlp_reset(rp_mlp *m) {
 }
 
 rp_status rp_mlp_split_check(uint32_t batch, uint32_t ranks, uint32_t procs) {
-  return rp_train_split_check(batch, ranks, procs, "processors");
+  return rp_train_split_check(batch, ranks, procs, "processor", "processors");
 }
 
 /* This rank's rows of every batch: all of them without dist. With dist,

@@ -148,7 +148,7 @@ rp_status rp_train_ring_finish(rp_train_ring *r, rp_status st) {
 }
 
 rp_status rp_train_split_check(uint32_t batch, uint32_t ranks, uint32_t parts,
-                               const char *parts_name) {
+                               const char *part_name, const char *parts_name) {
   if (batch == 0 || ranks == 0 || parts == 0)
     return rp_error_set(RP_EINVAL, "batch %u, ranks %u, %s %u (need >= 1)",
                         batch, ranks, parts_name, parts);
@@ -168,7 +168,8 @@ rp_status rp_train_split_check(uint32_t batch, uint32_t ranks, uint32_t parts,
                           "batch %u cannot be split over %u ranks x %u "
                           "%s (rank %u gets an empty shard): use a "
                           "larger batch or fewer ranks or %s",
-                          batch, ranks, parts, parts_name, r, parts_name);
+                          batch, ranks, parts,
+                          parts == 1 ? part_name : parts_name, r, parts_name);
   }
   return RP_OK;
 }

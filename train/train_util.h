@@ -88,9 +88,10 @@ rp_status rp_train_ring_finish(rp_train_ring *r, rp_status st);
 /* RP_OK when a global batch of `batch` rows splits over `ranks` ranks x
  * `parts` shards per rank with no empty shard (rp_chunk_rect by rank, then
  * by shard), else RP_ERANGE naming the first rank that gets an empty one
- * and the shards as `parts_name` ("processors", "data groups"); RP_EINVAL
- * for a zero. The same answer on every rank: no communication. */
+ * and the shards as `part_name` / `parts_name` (one, several: "processor",
+ * "processors"); RP_EINVAL for a zero. The same answer on every rank: no
+ * communication. */
 rp_status rp_train_split_check(uint32_t batch, uint32_t ranks, uint32_t parts,
-                               const char *parts_name);
+                               const char *part_name, const char *parts_name);
 
 #endif
