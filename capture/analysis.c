@@ -12,6 +12,9 @@
  *   REDUCE(op)    joining the open group (same op, same kind, no reader
  *                 since): waits for gpre; w += self. Else opens a group:
  *                 waits for w and r; gpre = w + r, w = {self}, r = {}.
+ * A wait for a reader (r, and gpre's tokens that came from r) is an order
+ * only (token.order): the op overwrites what the reader read, so an eager
+ * op does not inherit a reader's failure, only a writer's.
  * A task's fold and a copy's never share a group: a CPU copy folds under
  * the library's block locks, which a task's atomic fold does not take, so
  * the two would lose each other's updates if they ran at once. */
@@ -104,7 +107,11 @@ static rp_status set_append(rp_dep_set *s, rp_dep_token t) {
 }
 
 rp_status rp__depset_add(rp_dep_set *s, rp_dep_token t) {
-  return set_find(s, t.id) != UINT32_MAX ? RP_OK : set_append(s, t);
+  uint32_t at = set_find(s, t.id);
+  if (at == UINT32_MAX)
+    return set_append(s, t);
+  s->v[at].order &= t.order; /* depending on what it wrote wins */
+  return RP_OK;
 }
 
 void rp__depset_clear(rp_dep_set *s) {
@@ -221,13 +228,16 @@ static int joins_group(const rp_inst_deps *d, const rp_access *ac, int copy) {
 }
 
 /* Appends in's tokens to out, skipping those already completed (nothing to
- * wait for: an eager op then gates on fewer events). */
+ * wait for: an eager op then gates on fewer events); order 1 marks them
+ * order-only (readers), else they keep their own mark. */
 static rp_status add_all(const rp_analysis *a, rp_dep_set *out,
-                         const rp_dep_set *in) {
+                         const rp_dep_set *in, uint32_t order) {
   for (uint32_t i = 0; i < in->n; i++) {
     if (a->hooks.done && a->hooks.done(a->hooks.arg, in->v[i]))
       continue;
-    rp_status st = rp__depset_add(out, in->v[i]);
+    rp_dep_token t = in->v[i];
+    t.order |= order;
+    rp_status st = rp__depset_add(out, t);
     if (st)
       return st;
   }
@@ -242,25 +252,30 @@ rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc, uint32_t nacc,
       return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
     rp_status st;
     if (acc[i].priv == RP_READ)
-      st = add_all(a, deps, &d->w);
+      st = add_all(a, deps, &d->w, 0);
     else if (joins_group(d, &acc[i], copy))
-      st = add_all(a, deps, &d->gpre);
-    else if ((st = add_all(a, deps, &d->w)) == RP_OK)
-      st = add_all(a, deps, &d->r);
+      st = add_all(a, deps, &d->gpre, 0);
+    else if ((st = add_all(a, deps, &d->w, 0)) == RP_OK)
+      st = add_all(a, deps, &d->r, 1);
     if (st)
       return st;
   }
   return RP_OK;
 }
 
-/* Moves every token of from into to: the references move with them (a
- * token already in `to` gives its extra reference back). */
-static rp_status set_move(rp_analysis *a, rp_dep_set *to, rp_dep_set *from) {
+/* Moves every token of from into to, marked order-only when order is 1:
+ * the references move with them (a token already in `to` gives its extra
+ * reference back). */
+static rp_status set_move(rp_analysis *a, rp_dep_set *to, rp_dep_set *from,
+                          uint32_t order) {
   rp_status st = RP_OK;
   for (uint32_t i = 0; i < from->n; i++) {
     rp_dep_token t = from->v[i];
-    if (set_find(to, t.id) != UINT32_MAX || st != RP_OK ||
-        (st = set_append(to, t)) != RP_OK) {
+    t.order = order;
+    uint32_t at = set_find(to, t.id);
+    if (at != UINT32_MAX)
+      to->v[at].order &= order;
+    if (at != UINT32_MAX || st != RP_OK || (st = set_append(to, t)) != RP_OK) {
       if (a->hooks.release)
         a->hooks.release(a->hooks.arg, t);
     }
@@ -294,8 +309,8 @@ rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
         break;
       }
       set_clear(a, &d->gpre);
-      if ((st = set_move(a, &d->gpre, &d->w)) == RP_OK &&
-          (st = set_move(a, &d->gpre, &d->r)) == RP_OK)
+      if ((st = set_move(a, &d->gpre, &d->w, 0)) == RP_OK &&
+          (st = set_move(a, &d->gpre, &d->r, 1)) == RP_OK)
         st = set_hold(a, &d->w, self, &held);
       d->mode = MODE_REDUCE;
       d->copy = copy != 0;
@@ -323,11 +338,11 @@ rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out) {
   if (slot >= a->cap || a->by_slot[slot].gen != rp__inst_gen(inst))
     return RP_OK;
   rp_inst_deps *d = &a->by_slot[slot];
-  rp_status st = add_all(a, out, &d->w);
+  rp_status st = add_all(a, out, &d->w, 0);
   if (!st)
-    st = add_all(a, out, &d->r);
+    st = add_all(a, out, &d->r, 1);
   if (!st)
-    st = add_all(a, out, &d->gpre);
+    st = add_all(a, out, &d->gpre, 0);
   return st;
 }
 

@@ -198,6 +198,10 @@ const char *rp__op_label(const rp_graph *g, rp_op_id op, char *buf, size_t n);
 typedef struct rp_dep_token {
   uint64_t id;
   uint32_t proc; /* where the op ran / was placed (eager placement hint) */
+  /* in a dependence set: 1 when the op only comes after this one (it
+   * overwrites what this one read): an eager op does not inherit its
+   * failure; 0 when it depends on what this one wrote */
+  uint32_t order;
 } rp_dep_token;
 
 /* A set of tokens in insertion order. Membership is a linear scan while the

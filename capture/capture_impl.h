@@ -27,6 +27,8 @@ typedef struct rp_capture_state {
   rp_dep_set scratch; /* per-launch dependency list, reused under lock */
   rp_event *evs;      /* the same as events, reused under lock */
   uint32_t evs_cap;
+  uint8_t *ord; /* per evs entry: order-only (token.order), under lock */
+  uint32_t ord_cap;
   _Atomic uint64_t outstanding; /* eager ops launched and not completed */
 
   /* Recording: one capture per runtime at a time, owned by one thread. */

@@ -233,9 +233,11 @@ rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
   rp__depset_clear(deps);
   rp_status st = rp__analysis_deps(&cs->eager, acc, nacc, copy, deps);
   if (!st && wait.id)
-    st = rp__depset_add(deps, (rp_dep_token){wait.id, UINT32_MAX});
-  if (!st &&
-      !rp__grow((void **)&cs->evs, &cs->evs_cap, deps->n + 1, sizeof *cs->evs))
+    st = rp__depset_add(deps, (rp_dep_token){wait.id, UINT32_MAX, 0});
+  if (!st && (!rp__grow((void **)&cs->evs, &cs->evs_cap, deps->n + 1,
+                        sizeof *cs->evs) ||
+              !rp__grow((void **)&cs->ord, &cs->ord_cap, deps->n + 1,
+                        sizeof *cs->ord)))
     st = rp__err(RP_ENOMEM, "launch: out of memory");
   if (st) {
     pthread_mutex_unlock(&cs->lock);
@@ -262,11 +264,13 @@ rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
     pthread_mutex_unlock(&cs->lock);
     return st;
   }
-  for (uint32_t i = 0; i < deps->n; i++)
+  for (uint32_t i = 0; i < deps->n; i++) {
     cs->evs[i].id = deps->v[i].id;
+    cs->ord[i] = deps->v[i].order != 0;
+  }
   rp_event ev = *done_slot; /* the op may be freed once the gate is armed */
   atomic_fetch_add_explicit(&cs->outstanding, 1, memory_order_relaxed);
-  st = rp__gate_submit(rt, gate, proc, cs->evs, deps->n, waiters);
+  st = rp__gate_submit(rt, gate, proc, cs->evs, cs->ord, deps->n, waiters);
   if (st) {
     atomic_fetch_sub(&cs->outstanding, 1);
     rp__event_complete(rt, ev, st);
@@ -276,7 +280,7 @@ rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
   }
   *armed = 1;
   st = rp__analysis_commit(&cs->eager, acc, nacc, copy,
-                           (rp_dep_token){ev.id, proc});
+                           (rp_dep_token){ev.id, proc, 0});
   pthread_mutex_unlock(&cs->lock);
   if (done)
     *done = ev;

@@ -26,6 +26,7 @@ static void capture_dtor(rp_runtime *rt, void *arg) {
   }
   rp__depset_free(&cs->scratch);
   free(cs->evs);
+  free(cs->ord);
   pthread_mutex_destroy(&cs->lock);
   free(cs);
 }

@@ -367,7 +367,8 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
        !st && j < widx; j++)
     st = rp__graph_edge_inferred(g, j, id);
   if (!st)
-    st = rp__analysis_commit(&cs->rec, acc, nacc, copy, (rp_dep_token){id, 0});
+    st = rp__analysis_commit(&cs->rec, acc, nacc, copy,
+                             (rp_dep_token){id, 0, 0});
   if (st) {
     /* Undo: drop the op and its edges so the graph stays as it was. */
     while (g->nedges && g->edges[g->nedges - 1].to == id)

@@ -39,6 +39,7 @@ typedef struct rp_gate rp_gate;
 typedef struct rp_gate_waiter {
   rp_ev_waiter w;
   rp_gate *g;
+  int order; /* 1: waits for the event, but does not inherit its poison */
 } rp_gate_waiter;
 struct rp_gate {
   rp_work work; /* set work.run before submitting */
@@ -58,10 +59,12 @@ static inline char *rp__gate_take_why(rp_gate *g) {
 
 /* Arms g and enqueues g->work on proc once every pre event has completed (at
  * once when all have). `waiters` must have room for npre nodes and live until
- * the work runs. RP_ESTALE (nothing enqueued) when a handle is recycled. */
+ * the work runs. order (NULL: none) marks the pre events the work is only
+ * ordered after (order[i] 1): their poison is not inherited. RP_ESTALE
+ * (nothing enqueued) when a handle is recycled. */
 rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
-                          const rp_event *pre, uint32_t npre,
-                          rp_gate_waiter *waiters);
+                          const rp_event *pre, const uint8_t *order,
+                          uint32_t npre, rp_gate_waiter *waiters);
 /* Enqueues w on processor p now (FIFO per processor). */
 void rp__proc_enqueue(rp_runtime *rt, rp_proc p, rp_work *w);
 

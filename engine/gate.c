@@ -22,12 +22,16 @@ static void gate_count(rp_gate *g, rp_status st, const char *why) {
 }
 
 static void gate_waiter_fn(rp_ev_waiter *w, rp_status st) {
-  gate_count(((rp_gate_waiter *)w)->g, st, rp__event_waiter_why());
+  rp_gate_waiter *gw = (rp_gate_waiter *)w;
+  if (gw->order) /* only ordered after it: its failure is not ours */
+    gate_count(gw->g, RP_OK, NULL);
+  else
+    gate_count(gw->g, st, rp__event_waiter_why());
 }
 
 rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
-                          const rp_event *pre, uint32_t npre,
-                          rp_gate_waiter *waiters) {
+                          const rp_event *pre, const uint8_t *order,
+                          uint32_t npre, rp_gate_waiter *waiters) {
   for (uint32_t i = 0; i < npre; i++)
     if (!rp__event_live(rt, pre[i]))
       return rp__err(RP_ESTALE, "precondition event %#llx is stale",
@@ -41,6 +45,7 @@ rp_status rp__gate_submit(rp_runtime *rt, rp_gate *g, rp_proc proc,
   for (uint32_t i = 0; i < npre; i++) {
     waiters[i].w.fn = gate_waiter_fn;
     waiters[i].g = g;
+    waiters[i].order = order && order[i];
     /* rp__event_add_waiter runs fn at once, lock-free, for an event that
      * already completed */
     if (rp__event_add_waiter(rt, pre[i], &waiters[i].w) != RP_OK)

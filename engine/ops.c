@@ -92,7 +92,7 @@ static rp_status op_arm(rp_runtime *rt, rp_gate *g, rp_gate_waiter *waiter,
   /* relaxed: the decrement comes after this one in the counter's
    * modification order; a drain needs no more */
   atomic_fetch_add_explicit(&rt->ops_outstanding, 1, memory_order_relaxed);
-  st = rp__gate_submit(rt, g, proc, &pre, pre.id ? 1 : 0, waiter);
+  st = rp__gate_submit(rt, g, proc, &pre, NULL, pre.id ? 1 : 0, waiter);
   if (st) { /* pre went stale after the caller's check: a caller bug */
     atomic_fetch_sub_explicit(&rt->ops_outstanding, 1, memory_order_relaxed);
     rp__event_complete(rt, ev, st);

@@ -861,7 +861,9 @@ typedef struct rp_parallel_op {
  * poisons *done instead, and the instances it writes: every later eager op
  * that accesses one of them fails with that status too (a write-only op
  * included, also after a host rp_instance_write), until
- * rp_instance_realloc gives the instance fresh storage. */
+ * rp_instance_realloc gives the instance fresh storage. The instances it
+ * only reads are not poisoned: a later op writing one waits for it, then
+ * runs. */
 RP_API rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l,
                                 rp_event *done);
 RP_API rp_status rp_launch_copy(rp_runtime *rt, const rp_copy *c,

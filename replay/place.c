@@ -324,8 +324,9 @@ rp_status rp__place_wrap_deps(rp_exec *ex) {
       }
       /* tokens: the op id, with the pass in the high half */
       if (!st)
-        st = rp__analysis_commit(&a, ap, na, g->ops[op].kind != RP_OP_TASK,
-                                 (rp_dep_token){(uint64_t)pass << 32 | op, 0});
+        st = rp__analysis_commit(
+            &a, ap, na, g->ops[op].kind != RP_OP_TASK,
+            (rp_dep_token){(uint64_t)pass << 32 | op, 0, 0});
     }
   rp__analysis_fini(&a);
   free(topo_ops);

@@ -269,6 +269,51 @@ Test(eager, failing_task_poisons_exactly_its_dependents) {
   th_destroy(rt);
 }
 
+/* A failed op poisons what it writes, not what it only read: an op that
+ * overwrites an instance the failed op read (ordered after it, write after
+ * read) runs, and so do later readers of what it wrote; an op reading what
+ * the failed op wrote fails. The same through a reduction group opened
+ * after the failed reader, and for a copy. */
+Test(eager, a_failed_reader_does_not_poison_later_writers) {
+  reset_log();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = register_log(rt);
+  rp_inst x = mk(rt), y = mk(rt), z = mk(rt);
+  rp_access rx_wy[2] = {{x, RP_READ, 0}, {y, RP_WRITE, 0}};
+  rp_access wx = {x, RP_WRITE, 0}, rx = {x, RP_READ, 0}, ry = {y, RP_READ, 0};
+  rp_access sum_x = {x, RP_REDUCE, RP_REDOP_SUM};
+  rp_event a, b, c, d, e, f;
+  RP_CHECK(launch(rt, t, 0, RP_PROC_ANY, rx_wy, 2, RP_ETASK, ~0u, &a));
+  RP_CHECK(launch(rt, t, 1, RP_PROC_ANY, &wx, 1, 0, ~0u, &b));
+  RP_CHECK(launch(rt, t, 2, RP_PROC_ANY, &rx, 1, 0, ~0u, &c));
+  RP_CHECK(launch(rt, t, 3, RP_PROC_ANY, &ry, 1, 0, ~0u, &d));
+  RP_EXPECT(rp_event_wait(rt, a, -1), RP_ETASK);
+  RP_CHECK(rp_event_wait(rt, b, -1));
+  RP_CHECK(rp_event_wait(rt, c, -1));
+  RP_EXPECT(rp_event_wait(rt, d, -1), RP_ETASK);
+  cr_assert_eq(atomic_load(&runs[1]), 1, "the write after the read ran not");
+  cr_assert_eq(atomic_load(&runs[2]), 1, "its reader did not run");
+  cr_assert_eq(atomic_load(&runs[3]), 0, "a reader of the failed write ran");
+  /* a failed reader, then a reduction group and a copy into x */
+  RP_CHECK(launch(rt, t, 4, RP_PROC_ANY, rx_wy, 2, RP_ETASK, ~0u, &e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_ETASK);
+  RP_CHECK(launch(rt, t, 5, RP_PROC_ANY, &sum_x, 1, 0, ~0u, &f));
+  RP_CHECK(rp_event_wait(rt, f, -1));
+  cr_assert_eq(atomic_load(&runs[5]), 1, "the fold after the read ran not");
+  rp_event g, h;
+  RP_CHECK(launch(rt, t, 6, RP_PROC_ANY, rx_wy, 2, RP_ETASK, ~0u, &g));
+  RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = z, .dst = x}, &h));
+  RP_EXPECT(rp_event_wait(rt, g, -1), RP_ETASK);
+  RP_CHECK(rp_event_wait(rt, h, -1));
+  rp_event events[] = {a, b, c, d, e, f, g, h};
+  for (size_t i = 0; i < sizeof events / sizeof *events; i++)
+    RP_CHECK(rp_event_release(rt, events[i]));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  RP_CHECK(rp_instance_free(rt, z));
+  th_destroy(rt);
+}
+
 Test(eager, explicit_wait_event_gates_the_task) {
   reset_log();
   rp_runtime *rt = th_cpu_runtime(2);
