@@ -72,6 +72,27 @@ rp_status rp_graph_op_accesses(const rp_graph *g, rp_op_id op, rp_access *out,
   return RP_OK;
 }
 
+uint32_t rp_graph_mirror_count(const rp_graph *g) {
+  return rp__graph_check(g, "rp_graph_mirror_count") ? 0 : g->nmirrors;
+}
+
+rp_status rp_graph_mirror_query(const rp_graph *g, uint32_t k, rp_inst *ref,
+                                rp_inst *source, rp_mem *mem) {
+  rp_status st = rp__graph_check(g, "rp_graph_mirror_query");
+  if (st)
+    return st;
+  if (k >= g->nmirrors)
+    return rp__err(RP_ERANGE, "rp_graph_mirror_query: mirror %u of %u", k,
+                   g->nmirrors);
+  if (ref)
+    *ref = rp__mirror_ref(k);
+  if (source)
+    *source = g->mirrors[k].src;
+  if (mem)
+    *mem = g->mirrors[k].mem;
+  return RP_OK;
+}
+
 rp_status rp_graph_edge_query(const rp_graph *g, uint32_t e, rp_op_id *from,
                               rp_op_id *to, int *inferred) {
   rp_status st = rp__graph_check(g, "rp_graph_edge_query");

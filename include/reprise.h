@@ -1059,11 +1059,26 @@ RP_API rp_status rp_graph_op_query(const rp_graph *g, rp_op_id op,
 /* The accesses op declares (a copy: its source RP_READ, then its
  * destination RP_WRITE, or RP_REDUCE with the copy's redop). *n is set to
  * their number; up to cap are written to out. out == NULL with cap == 0
- * only counts. Errors: those of rp_graph_op_query, and RP_ERANGE when out
- * is too small (cap filled, *n says how many there are). */
+ * only counts. An access to a mirror capture inserted (and a mirror copy's
+ * source or destination in rp_op_info.copy) names the mirror's handle, not
+ * an instance: rp_instance_* refuse it; rp_graph_mirror_query says what it
+ * mirrors. Errors: those of rp_graph_op_query, and RP_ERANGE when out is
+ * too small (cap filled, *n says how many there are). */
 RP_API rp_status rp_graph_op_accesses(const rp_graph *g, rp_op_id op,
                                       rp_access *out, uint32_t cap,
                                       uint32_t *n);
+/* The mirrors capture inserted into g (copy insertion; 0 for NULL or a
+ * destroyed graph). */
+RP_API uint32_t rp_graph_mirror_count(const rp_graph *g);
+/* Mirror k (0 <= k < rp_graph_mirror_count): *ref the handle its ops name
+ * (rp_graph_op_accesses), *source the instance it mirrors (its element
+ * type and rectangle are the mirror's), *mem the memory rp_instantiate
+ * allocates it in. Any output may be NULL. Errors: RP_EINVAL (NULL
+ * graph), RP_ESTALE (destroyed graph), RP_ERANGE (k out of range); the
+ * outputs are then untouched. */
+RP_API rp_status rp_graph_mirror_query(const rp_graph *g, uint32_t k,
+                                       rp_inst *ref, rp_inst *source,
+                                       rp_mem *mem);
 /* Edge e (0 <= e < rp_graph_edge_count), in the order edges were added:
  * *from must finish before *to starts; *inferred is 1 when capture
  * inferred it from conflicting accesses, 0 when someone asked for it.

@@ -1264,6 +1264,66 @@ Test(dump, bad_input_says_why_and_exits_1_or_2) {
   th_tmpdir_remove();
 }
 
+/* A graph file with a mirror (copy insertion's: a fill, a task on the
+ * mirror, a write-back): every analysis models the mirror as an instance
+ * of its own, named after its source. */
+Test(dump, mirrors_are_instances_of_their_own) {
+  make_tmpdir();
+  const char *g = th_tmp_path("m.json");
+  write_text(
+      g,
+      "{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {"
+      "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1, "
+      "\"dtype\": \"f32\", \"lo\": [0], \"hi\": [7], \"strides\": [1], "
+      "\"name\": \"x\"}],"
+      "\"mirrors\": [{\"id\": 0, \"source\": 0, \"mem\": \"system\", "
+      "\"device\": -1}],"
+      "\"ops\": ["
+      "{\"id\": 0, \"kind\": \"copy\", \"src\": 0, \"dst\": {\"mirror\": 0}, "
+      "\"domain\": \"intersect\", \"rect\": null, \"redop\": \"none\", "
+      "\"group\": 0, \"pop_kind\": null, \"backward\": false, "
+      "\"inserted\": true},"
+      "{\"id\": 1, \"kind\": \"task\", \"task\": \"inc\", \"proc\": \"any\", "
+      "\"shards\": 1, \"shard_procs\": null, \"workspace_bytes\": 0, "
+      "\"workspace_align\": 0, \"cost_ns\": 0, \"args\": \"\", "
+      "\"accesses\": [{\"inst\": {\"mirror\": 0}, \"priv\": \"RW\", "
+      "\"redop\": \"none\"}], \"interps\": []},"
+      "{\"id\": 2, \"kind\": \"copy\", \"src\": {\"mirror\": 0}, \"dst\": 0, "
+      "\"domain\": \"intersect\", \"rect\": null, \"redop\": \"none\", "
+      "\"group\": 0, \"pop_kind\": null, \"backward\": false, "
+      "\"inserted\": true}],"
+      "\"edges\": [[0, 1], [1, 2]], \"preconditions\": [], "
+      "\"postconditions\": [{\"name\": \"done\", \"ops\": [2]}]}}\n");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint", "--strict");
+  cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+  cr_assert(strstr(r.out, "lint: no findings (3 ops, 2 edges checked)"), "%s",
+            r.out);
+  RUN(&r, "dump", g, "--stats");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "critical path: 3 ops: 0 -> 1 -> 2"), "%s", r.out);
+  RUN(&r, "dump", g, "--critical-path");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  RUN(&r, "dump", g, "--group");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  RUN(&r, "dump", g, "--focus", "op 1");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  /* the write-back no longer after the task: a race on the mirror */
+  char *text = th_read_all(g, NULL);
+  char *e = strstr(text, "[1, 2]");
+  cr_assert_not_null(e);
+  e[1] = '0';
+  write_text(g, text);
+  free(text);
+  RUN(&r, "dump", g, "--lint");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.out, "race: op 1 (inc) reads and writes and op 2 (copy) "
+                          "copies from instance 1 'x.mirror0' (f32 [0..7], "
+                          "system memory)"),
+            "%s", r.out);
+  th_tmpdir_remove();
+}
+
 /* The members of a task op of TASK (JSON-escaped) on processor 0 that
  * reads and writes instance 0, into buf. */
 static const char *task_op_json(char *buf, size_t n, const char *task) {

@@ -196,6 +196,24 @@ Test(insert, reader_gets_a_fill_into_a_mirror) {
   cr_assert_eq(t->acc[1].inst.id, f.c.id, "reachable access untouched");
   cr_assert(rp_graph_depends(g, 0, 1));
   cr_assert_eq(count_inserted(g, 1), 0u, "a read needs no write-back");
+  /* read back through the public header: the task's access names the
+   * mirror's handle, which rp_graph_mirror_query resolves */
+  cr_assert_eq(rp_graph_mirror_count(g), 1u);
+  cr_assert_eq(rp_graph_mirror_count(NULL), 0u);
+  rp_access acc[2];
+  uint32_t nacc;
+  RP_CHECK(rp_graph_op_accesses(g, 1, acc, 2, &nacc));
+  rp_inst ref = {0}, src = {0};
+  rp_mem mem = 99;
+  RP_CHECK(rp_graph_mirror_query(g, 0, &ref, &src, &mem));
+  cr_assert_eq(ref.id, acc[0].inst.id, "the handle the task's access names");
+  cr_assert_eq(src.id, f.a.id);
+  cr_assert_eq(mem, 0u);
+  RP_CHECK(rp_graph_mirror_query(g, 0, NULL, NULL, NULL));
+  rp_inst untouched = {7};
+  RP_EXPECT(rp_graph_mirror_query(g, 1, &untouched, NULL, NULL), RP_ERANGE);
+  cr_assert_eq(untouched.id, 7u, "output written on error");
+  RP_EXPECT(rp_graph_mirror_query(NULL, 0, NULL, NULL, NULL), RP_EINVAL);
   char *txt = dump(g, RP_DUMP_TEXT);
   cr_assert(strstr(txt, "op 0: copy domain src redop none (inserted)"), "%s",
             txt);

@@ -23,16 +23,43 @@ static uint32_t inst_index(const inst_key *keys, uint32_t n, rp_inst i) {
   return hit ? hit->idx : UINT32_MAX;
 }
 
-/* The instance table (graph file order) and a sorted id -> index map. */
+/* Model instance i: mirror k of g (after the table), its source's element
+ * type and rectangle in the mirror's memory, named after its source. */
+static rp_status mirror_inst(const rp_graph *g, uint32_t k, dm_inst *out,
+                             inst_key *key) {
+  rp_runtime *rt = rp_graph_runtime(g);
+  rp_inst ref, src;
+  rp_mem mem;
+  rp_instance_info info;
+  rp_mem_info mi;
+  rp_status st = rp_graph_mirror_query(g, k, &ref, &src, &mem);
+  if (!st && !(st = rp_instance_query(rt, src, &info)))
+    st = rp_mem_query(rt, mem, &mi);
+  if (st)
+    return st;
+  *out = (dm_inst){mi.kind, mi.device, info.dtype, info.rect, ""};
+  const char *name = rp_instance_name(rt, src);
+  name = name && name[0] ? name : "inst";
+  char suffix[24]; /* the name's end stays whole when the name is cut */
+  size_t ns = (size_t)snprintf(suffix, sizeof suffix, ".mirror%u", k);
+  size_t len = strnlen(name, sizeof out->name - 1 - ns);
+  memcpy(out->name, name, len);
+  memcpy(out->name + len, suffix, ns + 1);
+  key->id = ref.id;
+  return RP_OK;
+}
+
+/* The instance table (graph file order), then the mirrors capture
+ * inserted, and a sorted id -> index map. */
 static rp_status build_insts(const rp_graph *g, dm_graph *m, inst_key **keys) {
   rp_runtime *rt = rp_graph_runtime(g);
-  uint32_t n = 0;
+  uint32_t n = 0, nm = rp_graph_mirror_count(g);
   rp_status st = rp_graph_instances(g, NULL, 0, &n);
   if (st)
     return st;
   rp_inst *list = malloc(sizeof *list * (n ? n : 1));
-  m->insts = calloc(n ? n : 1, sizeof *m->insts);
-  *keys = malloc(sizeof **keys * (n ? n : 1));
+  m->insts = calloc(n + nm ? n + nm : 1, sizeof *m->insts);
+  *keys = malloc(sizeof **keys * (n + nm ? n + nm : 1));
   if (!list || !m->insts || !*keys) {
     free(list);
     return rp_error_set(RP_ENOMEM, "dump: out of memory");
@@ -53,8 +80,12 @@ static rp_status build_insts(const rp_graph *g, dm_graph *m, inst_key **keys) {
     (*keys)[i] = (inst_key){list[i].id, i};
   }
   free(list);
-  m->ninsts = n;
-  qsort(*keys, n, sizeof **keys, cmp_key);
+  for (uint32_t k = 0; k < nm && !st; k++) {
+    (*keys)[n + k].idx = n + k;
+    st = mirror_inst(g, k, &m->insts[n + k], &(*keys)[n + k]);
+  }
+  m->ninsts = n + nm;
+  qsort(*keys, n + nm, sizeof **keys, cmp_key);
   return st;
 }
 
@@ -136,9 +167,17 @@ static rp_status build_ops(const rp_graph *g, dm_graph *m, const inst_key *keys,
     const char *label = rp_graph_op_name(g, i);
     snprintf(op->label, sizeof op->label, "%s", label ? label : "");
     op->acc = pool;
-    for (uint32_t k = 0; k < op->nacc; k++)
+    for (uint32_t k = 0; k < op->nacc && !st; k++) {
       pool[k] = (dm_access){inst_index(keys, m->ninsts, acc[k].inst),
                             acc[k].priv, acc[k].redop};
+      if (pool[k].inst == UINT32_MAX) /* an internal invariant, said */
+        st = rp_error_set(RP_EINVAL,
+                          "dump: op %u access %u names instance %#llx, "
+                          "neither in the instance table nor a mirror",
+                          i, k, (unsigned long long)acc[k].inst.id);
+    }
+    if (st)
+      break;
     pool += op->nacc;
     if (oi.kind == RP_OP_TASK) {
       task_op(rt, &oi, op, unknown, arg);
