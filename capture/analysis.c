@@ -331,6 +331,20 @@ rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
   return st;
 }
 
+void rp__analysis_implied(rp_analysis *a, rp_inst inst, uint64_t before) {
+  rp_inst_deps *d = state_for(a, inst);
+  uint32_t at = d ? set_find(&d->w, before) : UINT32_MAX;
+  if (at == UINT32_MAX)
+    return;
+  rp_dep_set *s = &d->w;
+  if (a->hooks.release)
+    a->hooks.release(a->hooks.arg, s->v[at]);
+  memmove(&s->v[at], &s->v[at + 1], sizeof *s->v * (s->n - at - 1));
+  s->n--;
+  if (s->index)
+    index_build(s);
+}
+
 rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out) {
   if (rp__is_mirror(inst))
     return RP_OK; /* mirrors exist in recordings only, never eagerly */

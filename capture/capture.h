@@ -241,6 +241,11 @@ rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc, uint32_t nacc,
 /* Records the op `self` as the newest accessor. */
 rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
                               uint32_t nacc, int copy, rp_dep_token self);
+/* The op `before`, one of inst's current writers, is ordered before
+ * another of them (a sum chained in part order): later accessors need not
+ * wait for it, so it leaves the writers (a reduction of N parts then keeps
+ * the writers a reader waits for at O(1), not N). */
+void rp__analysis_implied(rp_analysis *a, rp_inst inst, uint64_t before);
 /* Appends every token recorded for instance slot `slot` (for waiting before
  * an instance is freed). */
 rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out);

@@ -199,9 +199,14 @@ static rp_status eager_parallel(rp_capture_state *cs, const rp_parallel_op *op,
   rp_status st = RP_OK;
   uint32_t issued = 0;
   for (; issued < n && !st; issued++) {
-    copies[issued].wait =
-        sum_in_part_order(copies, issued) ? evs[issued - 1] : op->wait;
+    int chained = sum_in_part_order(copies, issued);
+    copies[issued].wait = chained ? evs[issued - 1] : op->wait;
     st = eager_copy_issue(cs, &copies[issued], &evs[issued]);
+    if (!st && chained) { /* later readers wait for the chain's end */
+      pthread_mutex_lock(&cs->lock);
+      rp__analysis_implied(&cs->eager, copies[issued].dst, evs[issued - 1].id);
+      pthread_mutex_unlock(&cs->lock);
+    }
   }
   if (st)
     issued--;
@@ -223,9 +228,13 @@ static rp_status record_parallel(rp_capture_state *cs, const rp_parallel_op *op,
                      &last);
     /* Sums into one whole run in part order: reductions commute for the
      * dependence analysis, float sums do not (sum_in_part_order). */
-    if (!st && sum_in_part_order(copies, i))
+    if (!st && sum_in_part_order(copies, i)) {
       st = rp__graph_edge_inferred(cs->graph, cs->graph->nops - 2,
                                    cs->graph->nops - 1);
+      /* later readers wait for the chain's end alone: N edges, not N^2 */
+      if (!st)
+        rp__analysis_implied(&cs->rec, copies[i].dst, cs->graph->nops - 2);
+    }
   }
   cs->keep_name = 0;
   cs->next_name[0] = '\0';

@@ -332,6 +332,64 @@ Test(copy, replayed_reduction_is_exact_every_replay) {
   th_destroy(rt);
 }
 
+/* A reduction of N parts, then a replicate of the whole back into them (an
+ * all-reduce): each reader waits for the end of the chained sums, not for
+ * every sum, so the capture has O(N) edges (it had N^2), every sum still
+ * precedes every reader, and eager and replayed results are the sum. */
+Test(copy, all_reduce_of_many_parts_has_linear_edges) {
+  enum { NP = 256 };
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_rect r = rp_rect_1d(0, 7);
+  rp_inst whole = mk(rt, RP_I64, r), parts[NP];
+  for (int i = 0; i < NP; i++)
+    parts[i] = mk(rt, RP_I64, r);
+  rp_parallel_op red = {
+      .kind = RP_POP_REDUCTION, .whole = whole, .parts = parts, .nparts = NP};
+  rp_parallel_op rep = {
+      .kind = RP_POP_REPLICATE, .whole = whole, .parts = parts, .nparts = NP};
+  for (int mode = 0; mode < 2; mode++) { /* eager, then replayed */
+    for (int i = 0; i < NP; i++) {
+      int64_t *p = rp_instance_ptr(rt, parts[i]);
+      for (int k = 0; k < 8; k++)
+        p[k] = i + k;
+    }
+    rp_graph *g = NULL;
+    if (mode == 1)
+      RP_CHECK(rp_capture_begin(rt, NULL));
+    RP_CHECK(rp_launch_parallel(rt, &red, NULL));
+    RP_CHECK(rp_launch_parallel(rt, &rep, NULL));
+    if (mode == 1) {
+      RP_CHECK(rp_capture_end(rt, &g));
+      cr_assert_eq(rp_graph_op_count(g), 2 * NP);
+      cr_assert_leq(rp_graph_edge_count(g), 4 * NP, "%u edges",
+                    rp_graph_edge_count(g));
+      for (uint32_t s = 0; s < NP; s += 51)
+        for (uint32_t d = 0; d < NP; d += 37)
+          cr_assert(rp_graph_depends(g, s, NP + d),
+                    "sum %u does not precede reader %u", s, d);
+      rp_exec *ex;
+      RP_CHECK(rp_instantiate(g, NULL, &ex));
+      rp_event done;
+      RP_CHECK(rp_replay(ex, NULL, &done));
+      RP_CHECK(rp_event_wait(rt, done, -1));
+      rp_event_release(rt, done);
+      RP_CHECK(rp_exec_destroy(ex));
+      RP_CHECK(rp_graph_destroy(g));
+    }
+    RP_CHECK(rp_runtime_drain(rt));
+    for (int i = 0; i < NP; i += 17) {
+      const int64_t *p = rp_instance_ptr(rt, parts[i]);
+      for (int k = 0; k < 8; k++)
+        cr_assert_eq(p[k], NP * (NP - 1) / 2 + (int64_t)NP * k,
+                     "mode %d part %d [%d]: %lld", mode, i, k, (long long)p[k]);
+    }
+  }
+  RP_CHECK(rp_instance_free(rt, whole));
+  for (int i = 0; i < NP; i++)
+    RP_CHECK(rp_instance_free(rt, parts[i]));
+  th_destroy(rt);
+}
+
 /* In a capture, a parallel operator's reference stands for all its copies
  * (as the eager *done merges them): a wait on it orders after every copy,
  * and a postcondition on it binds every copy. */
