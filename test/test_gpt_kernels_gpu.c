@@ -530,9 +530,42 @@ Test(gpt_kernels_gpu, unknown_column_sum_mode_is_refused) {
 /* ---------------------------------------------------------------------- */
 /* GELU */
 
+/* bias + GELU forward of rows x cols against the CPU, twice the same bits:
+ * cols 302 takes the scalar loop on aligned rows (not a multiple of 4),
+ * 1536 (nanoGPT's 4C) makes the float4 loop's column loop step twice. */
+static void check_gelu_fwd(int rows, int cols, uint32_t seed, void *s) {
+  size_t n = (size_t)rows * cols;
+  float *pre0 = kr_random(n, seed, -5, 5),
+        *bias = kr_random(cols, seed + 1, -1, 1);
+  float *pre = fdup(pre0, n), *out = kr_alloc(n);
+  rp_cpu_gpt_bias_gelu_fwd(pre, bias, out, rows, cols);
+  float *d_pre = dput(NULL, n * 4), *d_bias = dput(bias, cols * 4);
+  float *d_out = dput(NULL, n * 4);
+  float *g[2], *a[2];
+  for (int run = 0; run < 2; run++) {
+    float **o = run ? a : g;
+    RP_CHECK(rp_cuda_buf_put(d_pre, pre0, n * 4));
+    RP_CHECK(rp_cuda_gpt_bias_gelu_fwd(d_pre, d_bias, d_out, rows, cols, s));
+    o[0] = dgetf(d_pre, n, s), o[1] = dgetf(d_out, n, s);
+  }
+  char what[2][64];
+  snprintf(what[0], sizeof what[0], "bias_gelu_fwd pre, %d cols", cols);
+  snprintf(what[1], sizeof what[1], "bias_gelu_fwd out, %d cols", cols);
+  kr_close_f(g[0], pre, n, REL_ELEM, 1.0, 0, what[0]);
+  kr_close_f(g[1], out, n, REL_ELEM, 1.0, 0, what[1]);
+  for (int i = 0; i < 2; i++) {
+    same_bits(g[i], a[i], n, what[i]);
+    free(g[i]), free(a[i]);
+  }
+  free(pre0), free(bias), free(pre), free(out);
+  rp_cuda_buf_free(d_pre), rp_cuda_buf_free(d_bias), rp_cuda_buf_free(d_out);
+}
+
 Test(gpt_kernels_gpu, gelu_matches_cpu) {
   need_gpu();
   void *s = new_stream();
+  check_gelu_fwd(3, 302, 320, s);
+  check_gelu_fwd(3, 1536, 330, s);
   const int rows = 7, cols = 300;
   size_t n = (size_t)rows * cols;
   float *pre0 = kr_random(n, 300, -5, 5), *bias = kr_random(cols, 301, -1, 1);
@@ -803,6 +836,8 @@ Test(gpt_kernels_gpu, attention_matches_cpu) {
   check_attention(2, 7, 15, 3, 530, s);
   check_attention(2, 9, 18, 3, 540, s);
   check_attention(1, 7, 15, 3, 550, s);
+  /* nanoGPT's head: T 256, hs 64 (the direct layout at that scale) */
+  check_attention(2, 256, 384, 6, 560, s);
   RP_CHECK(rp_cuda_stream_destroy(s));
 }
 
