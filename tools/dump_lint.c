@@ -970,12 +970,18 @@ static int lint_race(lint *L) {
     inst_ops_free(&io);
     return -1;
   }
+  /* io lists an instance's ops in increasing op order, an op once per
+   * access: an op that accesses x twice sits in adjacent entries, so each
+   * pair is taken once at the first entry of either op (no search) */
   for (uint32_t x = 0; x < m->ninsts; x++) {
     uint32_t shown = 0, lo = io.off[x], hi = io.off[x + 1];
-    for (uint32_t i = lo; i < hi; i++)
+    for (uint32_t i = lo; i < hi; i++) {
+      if (i > lo && io.ops[i - 1] == io.ops[i])
+        continue;
       for (uint32_t j = i + 1; j < hi; j++) {
         uint32_t a = io.ops[i], b = io.ops[j];
-        if (a == b || reach_has(L->d, a, b) || reach_has(L->d, b, a))
+        if (a == b || io.ops[j - 1] == b || reach_has(L->d, a, b) ||
+            reach_has(L->d, b, a))
           continue;
         const dm_op *oa = &m->ops[a], *ob = &m->ops[b];
         const dm_access *p = NULL, *q = NULL;
@@ -985,14 +991,6 @@ static int lint_race(lint *L) {
                 conflicts(m, a, &oa->acc[k], b, &ob->acc[l]))
               p = &oa->acc[k], q = &ob->acc[l];
         if (!q)
-          continue;
-        /* an op that accesses x twice is listed twice: count the pair once */
-        int seen = 0;
-        for (uint32_t k = lo; k < i && !seen; k++)
-          seen = io.ops[k] == a;
-        for (uint32_t k = i + 1; k < j && !seen; k++)
-          seen = io.ops[k] == b;
-        if (seen)
           continue;
         if (shown++ >= RACES_SHOWN_PER_INST) {
           L->count[L_RACE]++;
@@ -1005,6 +1003,7 @@ static int lint_race(lint *L) {
                 op_name(m, a, na), acc_word(oa, p), op_name(m, b, nb),
                 acc_word(ob, q), inst_name(m, x, ni));
       }
+    }
     if (shown > RACES_SHOWN_PER_INST)
       fprintf(L->out, "race: %u more pairs on instance %u not shown\n",
               shown - RACES_SHOWN_PER_INST, x);
