@@ -1239,6 +1239,32 @@ Test(lint_model, every_racing_pair_is_counted_once) {
   free(g.ops), free(g.acc_pool);
 }
 
+/* Unordered copies of one source and destination: every pair is counted
+ * (past 64 of them too), 8 shown, the rest said in one line. */
+Test(lint_model, every_mergeable_pair_is_counted) {
+  const uint32_t sizes[] = {65, 300};
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+    dm_graph g;
+    dm_inst insts[2];
+    rp_proc_kind kinds[1];
+    model_copies(&g, insts, kinds, sizes[k], 0);
+    uint32_t n, pairs = sizes[k] * (sizes[k] - 1) / 2, shown = 0;
+    char *out = lint_model_checks(&g, DM_LINT_MERGE, &n);
+    for (const char *p = out; (p = strstr(p, "mergeable-copies: ops ")); p++)
+      shown++;
+    cr_assert_eq(shown, 8, "%s", out);
+    cr_assert_eq(n, pairs, "%u copies: %u findings", sizes[k], n);
+    char want[160];
+    snprintf(want, sizeof want,
+             "mergeable-copies: %u more pairs of copies instance 0 -> "
+             "instance 1 not shown\nlint: %u findings (mergeable-copies %u;",
+             pairs - 8, pairs, pairs);
+    cr_assert(strstr(out, want), "%s", out);
+    free(out);
+    free(g.ops), free(g.acc_pool);
+  }
+}
+
 /* ---- dump: bad input ---- */
 
 Test(dump, bad_input_says_why_and_exits_1_or_2) {

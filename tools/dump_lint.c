@@ -38,6 +38,9 @@
  *                   instances and reduction, whose point sets are adjacent
  *                   or overlap and together form one rectangle (disjoint for
  *                   sum copies), with no other op ordered between them.
+ *                   Every pair of copies with one source and destination
+ *                   is checked; 8 findings per such group are shown, all
+ *                   counted.
  * race              two ops with no path between them that access one
  *                   instance in ways that conflict: a write, a read-write
  *                   or a reduction against any other access, except two
@@ -864,11 +867,15 @@ static int between(const dg *d, uint32_t a, uint32_t b) {
   return 0;
 }
 
-static void merge_pair(lint *L, uint32_t a, uint32_t b) {
+/* Findings shown per source and destination (all are counted). */
+#define MERGES_SHOWN_PER_PAIR 8u
+
+/* Says (show) or counts a mergeable pair a, b; 1 when they are one. */
+static int merge_pair(lint *L, uint32_t a, uint32_t b, int show) {
   const dm_op *x = &L->m->ops[a], *y = &L->m->ops[b];
   if (x->acc[1].priv != y->acc[1].priv || x->acc[1].redop != y->acc[1].redop ||
       x->domain.dim != y->domain.dim || x->domain.dim < 1)
-    return;
+    return 0;
   rp_rect meet = rect_meet(&x->domain, &y->domain, 0);
   rp_rect hull = rect_meet(&x->domain, &y->domain, 1);
   /* rp_rect_volume: 0 when empty or too many points to count (the meet
@@ -877,9 +884,13 @@ static void merge_pair(lint *L, uint32_t a, uint32_t b) {
   int64_t vi = rp_rect_volume(&meet), vh = rp_rect_volume(&hull);
   int reduce = x->acc[1].priv == RP_REDUCE;
   if (va <= 0 || vb <= 0 || vh <= 0 || vh != va + vb - vi || (reduce && vi > 0))
-    return; /* not one rectangle, or a sum would count points twice */
+    return 0; /* not one rectangle, or a sum would count points twice */
   if (!L->d->reach || between(L->d, a, b))
-    return;
+    return 0;
+  if (!show) {
+    L->count[L_MERGE]++;
+    return 1;
+  }
   char ra[96], rb[96], rh[96];
   rp_rect_str(&x->domain, ra, sizeof ra);
   rp_rect_str(&y->domain, rb, sizeof rb);
@@ -893,6 +904,7 @@ static void merge_pair(lint *L, uint32_t a, uint32_t b) {
           "fewer)",
           a, b, x->acc[0].inst, x->acc[1].inst, reduce ? ", sum" : "", ra, rb,
           how, rh);
+  return 1;
 }
 
 static int lint_merge(lint *L) {
@@ -909,11 +921,18 @@ static int lint_merge(lint *L) {
     for (j = i;
          j < n && keys[j].src == keys[i].src && keys[j].dst == keys[i].dst; j++)
       ;
-    /* pairs within a group; a group past 64 copies is checked in windows
-     * of neighbours (ops in order) to stay near linear */
+    /* every pair within a group (quadratic in its copies, as the race
+     * check over their destination is) */
+    uint32_t found = 0;
     for (uint32_t a = i; a < j; a++)
-      for (uint32_t b = a + 1; b < j && b < a + 64; b++)
-        merge_pair(L, keys[a].op, keys[b].op);
+      for (uint32_t b = a + 1; b < j; b++)
+        found += (uint32_t)merge_pair(L, keys[a].op, keys[b].op,
+                                      found < MERGES_SHOWN_PER_PAIR);
+    if (found > MERGES_SHOWN_PER_PAIR)
+      fprintf(L->out,
+              "mergeable-copies: %u more pairs of copies instance %u -> "
+              "instance %u not shown\n",
+              found - MERGES_SHOWN_PER_PAIR, keys[i].src, keys[i].dst);
   }
   free(keys);
   return 0;
