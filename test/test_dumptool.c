@@ -626,6 +626,62 @@ Test(lint, gpu_runahead_and_contract_through_the_cli) {
   th_tmpdir_remove();
 }
 
+/* A line of n copies, each ordered after the one before (x -> y, y -> x,
+ * ...), then two unordered copies z -> w over one rectangle: a race. */
+static void build_line_and_race(fixture *fx, uint32_t n) {
+  rp_op_id prev = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    rp_op_id o = copy_op(fx, (int)(i % 2), (int)(1 - i % 2), 0, 15);
+    if (i)
+      edge(fx, prev, o);
+    prev = o;
+  }
+  copy_op(fx, 2, 3, 0, 15);
+  copy_op(fx, 2, 3, 0, 15);
+}
+
+/* A graph of more ops than 16384 is still checked for races; one of more
+ * than reachability is built for (DM_REACH_MAX_OPS) says which checks did
+ * not run, and --strict fails it: CI passes no graph it did not check. */
+Test(lint, large_graphs_are_checked_or_fail_strict) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_line_and_race(&fx, 16400);
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint=race", "--strict");
+  cr_assert_eq(r.status, 1, "%s\n%s", r.out, r.err);
+  cr_assert(strstr(r.out, "race: op 16400 (copy) copies into and op 16401 "
+                          "(copy) copies into instance 3"),
+            "%s", r.out);
+  cr_assert_null(strstr(r.err, "could not run"), "%s", r.err);
+  fx_fini(&fx);
+  fixture fy;
+  fx_init(&fy);
+  build_line_and_race(&fy, DM_REACH_MAX_OPS);
+  g = save(&fy, "g2.json");
+  RUN(&r, "dump", g, "--lint=race,contract");
+  cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+  cr_assert(strstr(r.out, "lint: no findings (32770 ops, 32767 edges checked; "
+                          "not checked: runahead, redundant-edge, "
+                          "unread-result, mergeable-copies, instantiate; not "
+                          "checked (32770 ops: reachability is built for at "
+                          "most 32768): race)\n"),
+            "%s", r.out);
+  RUN(&r, "dump", g, "--lint=race,contract", "--strict");
+  cr_assert_eq(r.status, 1, "%s\n%s", r.out, r.err);
+  cr_assert(strstr(r.err, "reprise dump: --strict: race could not run (32770 "
+                          "ops: reachability is built for at most 32768): "
+                          "the graph is not fully checked\n"),
+            "%s", r.err);
+  /* the checks that need no reachability still pass --strict alone */
+  RUN(&r, "dump", g, "--lint=contract", "--strict");
+  cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+  fx_fini(&fy);
+  th_tmpdir_remove();
+}
+
 /* ---- lint on models: GPU processors without a GPU ---- */
 
 typedef struct model {
@@ -681,7 +737,9 @@ static char *lint_model(const dm_graph *m, uint32_t *n) {
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   cr_assert_not_null(f);
-  cr_assert_eq(dm_lint(m, DM_LINT_ALL, f, stderr, n), 0);
+  dm_lint_result res;
+  cr_assert_eq(dm_lint(m, DM_LINT_ALL, f, stderr, &res), 0);
+  *n = res.findings;
   fclose(f);
   return text;
 }
@@ -693,14 +751,15 @@ static char *lint_model_checks(const dm_graph *m, unsigned checks,
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   cr_assert_not_null(f);
-  cr_assert_eq(dm_lint(m, checks, f, stderr, n), 0);
+  dm_lint_result res;
+  cr_assert_eq(dm_lint(m, checks, f, stderr, &res), 0);
+  *n = res.findings;
   fclose(f);
   return text;
 }
 
 /* A note speaks of the checks that ran: the placeholders' note of
- * runahead and contract (naming those selected), the note of a graph too
- * large for reachability of redundant-edge, mergeable-copies and race. */
+ * runahead and contract (naming those selected). */
 Test(lint_model, notes_speak_only_of_the_checks_that_ran) {
   model md;
   model_line(&md, RP_TASK_HOST, 0, RP_MEM_PINNED);
@@ -719,7 +778,14 @@ Test(lint_model, notes_speak_only_of_the_checks_that_ran) {
   cr_assert(strstr(out, "): the runahead and contract checks skip them; "),
             "%s", out);
   free(out);
-  /* more ops than reachability takes: said for the checks skipped */
+}
+
+/* More ops than reachability is built for: redundant-edge,
+ * mergeable-copies and race cannot run, and the summary says so (with
+ * why) among the checks not checked; never "no findings" alone. */
+Test(lint_model, checks_that_cannot_run_are_said_not_checked) {
+  model md;
+  model_line(&md, RP_TASK_HOST, 0, RP_MEM_PINNED);
   uint32_t big = DM_REACH_MAX_OPS + 1;
   dm_op *ops = calloc(big, sizeof *ops);
   cr_assert_not_null(ops);
@@ -735,17 +801,42 @@ Test(lint_model, notes_speak_only_of_the_checks_that_ran) {
                 .insts = md.insts,
                 .proc_kinds = md.kinds,
                 .nprocs = 3};
-  out = lint_model_checks(&g, DM_LINT_UNREAD, &n);
-  cr_assert_null(strstr(out, "note:"), "%s", out);
-  free(out);
-  out = lint_model_checks(&g, DM_LINT_RACE | DM_LINT_UNREAD, &n);
-  cr_assert(strstr(out, "note: 16385 ops is more than 16384: race was "
-                        "skipped (reachability takes nops^2 bits)"),
+  char *out = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  dm_lint_result res;
+  cr_assert_eq(dm_lint(&g, DM_LINT_UNREAD, f, stderr, &res), 0);
+  fclose(f);
+  cr_assert_eq(res.unchecked, 0);
+  cr_assert(strstr(out, "lint: no findings (32769 ops, 0 edges checked; not "
+                        "checked: runahead, contract, redundant-edge, "
+                        "mergeable-copies, race, instantiate)\n"),
             "%s", out);
   free(out);
-  out = lint_model_checks(&g, DM_LINT_ALL, &n);
-  cr_assert(strstr(out, ": redundant-edge, mergeable-copies and race were "
-                        "skipped"),
+  f = open_memstream(&out, &len);
+  cr_assert_eq(dm_lint(&g, DM_LINT_RACE | DM_LINT_UNREAD, f, stderr, &res), 0);
+  fclose(f);
+  cr_assert_eq(res.unchecked, DM_LINT_RACE);
+  cr_assert_str_eq(res.why, "race could not run (32769 ops: reachability is "
+                            "built for at most 32768)");
+  cr_assert(strstr(out, "lint: no findings (32769 ops, 0 edges checked; not "
+                        "checked: runahead, contract, redundant-edge, "
+                        "mergeable-copies, instantiate; not checked (32769 "
+                        "ops: reachability is built for at most 32768): "
+                        "race)\n"),
+            "%s", out);
+  free(out);
+  f = open_memstream(&out, &len);
+  cr_assert_eq(dm_lint(&g, DM_LINT_ALL, f, stderr, &res), 0);
+  fclose(f);
+  cr_assert_eq(res.unchecked, DM_LINT_REDUNDANT | DM_LINT_MERGE | DM_LINT_RACE);
+  cr_assert_str_eq(res.why, "redundant-edge, mergeable-copies and race could "
+                            "not run (32769 ops: reachability is built for "
+                            "at most 32768)");
+  cr_assert(strstr(out, "lint: no findings (32769 ops, 0 edges checked; "
+                        "not checked (32769 ops: reachability is built for "
+                        "at most 32768): redundant-edge, mergeable-copies, "
+                        "race)\n"),
             "%s", out);
   free(out);
   free(ops);

@@ -79,6 +79,9 @@ typedef struct placeholders {
   const dump_cli *cli;
 } placeholders;
 
+/* the help names the limit */
+_Static_assert(DM_REACH_MAX_OPS == 32768u, "dump_usage says 32768 ops");
+
 static void dump_usage(FILE *f) {
   fprintf(
       f,
@@ -126,7 +129,8 @@ static void dump_usage(FILE *f) {
       "                          lint without these checks (repeatable;\n"
       "                          implies --lint)\n"
       "  --strict                with --lint: exit 1 when there is a\n"
-      "                          finding\n"
+      "                          finding or a check could not run (more\n"
+      "                          than 32768 ops: no reachability)\n"
       "  --contract NAME=host|stream\n"
       "                          the contract of a task this build does not\n"
       "                          know (repeatable), for --lint and\n"
@@ -922,7 +926,6 @@ static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
   int rc = RP_CLI_OK;
   if (c->stats && dm_stats(&m, out, stderr))
     rc = RP_CLI_FAILED;
-  uint32_t findings = 0;
   if (!rc && c->lint) {
     if (c->stats)
       fputc('\n', out);
@@ -933,10 +936,19 @@ static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
                rp_error_detail());
       m.refused = refused;
     }
-    if (dm_lint(&m, checks, out, stderr, &findings))
+    dm_lint_result res;
+    if (dm_lint(&m, checks, out, stderr, &res)) {
       rc = RP_CLI_FAILED;
-    else if (c->strict && findings)
+    } else if (c->strict && (res.findings || res.unchecked)) {
+      /* a check that could not run fails too: CI passes no graph it did
+       * not check */
+      if (res.unchecked)
+        rp_cli_say(stderr,
+                   "reprise dump: --strict: %s: the graph is not fully "
+                   "checked\n",
+                   res.why);
       rc = RP_CLI_FAILED, *whole = 1;
+    }
   }
   dm_free(&m);
   return rc;

@@ -70,8 +70,9 @@ typedef struct dg {
   uint32_t *pred_off, *pred;
   uint32_t *order; /* topological */
   uint64_t *reach; /* nops x words bits: strict descendants, or
-                      NULL when the graph is too large */
+                      NULL when the graph is too large or memory ran out */
   size_t words;
+  int reach_oom; /* reach is NULL because memory ran out */
 } dg;
 
 static void dg_free(dg *d) {
@@ -141,15 +142,18 @@ static int reach_has(const dg *d, uint32_t u, uint32_t v) {
 }
 
 /* reach[u] = union over successors w of {w} and reach[w], in reverse
- * topological order. Skipped (reach NULL) above DM_REACH_MAX_OPS. */
+ * topological order. Skipped (reach NULL) above DM_REACH_MAX_OPS or when
+ * memory runs out (reach_oom): dm_lint says which checks could not run. */
 static void reach_build(dg *d) {
   const dm_graph *m = d->m;
   if (m->nops > DM_REACH_MAX_OPS || !m->nops)
     return;
   d->words = (m->nops + 63) / 64;
   d->reach = calloc((size_t)m->nops * d->words, sizeof *d->reach);
-  if (!d->reach)
+  if (!d->reach) {
+    d->reach_oom = 1;
     return;
+  }
   for (uint32_t i = m->nops; i-- > 0;) {
     uint32_t u = d->order[i];
     uint64_t *ru = &d->reach[(size_t)u * d->words];
@@ -512,7 +516,7 @@ typedef struct lint {
   const dg *d;
   const dm_graph *m;
   FILE *out;
-  unsigned checks; /* DM_LINT_* bits (bit k: check k of LINT_NAME) */
+  unsigned checks; /* DM_LINT_* bits that run (bit k: check k of LINT_NAME) */
   uint32_t count[L_COUNT];
 } lint;
 
@@ -983,7 +987,7 @@ static const char *acc_word(const dm_op *op, const dm_access *a) {
 static int lint_race(lint *L) {
   const dm_graph *m = L->m;
   if (!L->d->reach)
-    return 0; /* said in the notes */
+    return 0; /* not called so: dm_lint says the check could not run */
   inst_ops io = {0};
   if (inst_ops_build(m, acc_any, &io)) {
     inst_ops_free(&io);
@@ -1072,22 +1076,52 @@ static void lint_notes(const lint *L) {
             "for (rp_graph_add_edge or a launch's wait): remove them. The "
             "edges capture infers, one per conflicting access, are not "
             "findings (--stats counts those a path implies)\n");
-  unsigned by_reach =
-      L->checks & (DM_LINT_REDUNDANT | DM_LINT_MERGE | DM_LINT_RACE);
-  if (!L->d->reach && L->m->nops && by_reach) {
-    fprintf(L->out, "note: %u ops is more than %u: ", L->m->nops,
-            DM_REACH_MAX_OPS);
-    say_checks(L->out, by_reach);
-    fprintf(L->out, " %s skipped (reachability takes nops^2 bits)\n",
-            by_reach & (by_reach - 1) ? "were" : "was");
+}
+
+/* "a", "a and b", "a, b and c" into buf. */
+static void checks_str(unsigned bits, char *buf, size_t cap) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f) {
+    say_checks(f, bits);
+    fclose(f);
   }
+  snprintf(buf, cap, "%s", text ? text : "some checks");
+  free(text);
+}
+
+/* Why reachability is missing: "40000 ops: reachability is built for at
+ * most 32768". */
+static void reach_why(const dg *d, char *buf, size_t cap) {
+  if (d->reach_oom)
+    snprintf(buf, cap, "out of memory for the reachability of %u ops",
+             d->m->nops);
+  else
+    snprintf(buf, cap, "%u ops: reachability is built for at most %u",
+             d->m->nops, DM_REACH_MAX_OPS);
 }
 
 int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,
-            uint32_t *nfindings) {
+            dm_lint_result *res) {
+  memset(res, 0, sizeof *res);
   dg d;
   if (dg_build(&d, m, err))
     return -1;
+  /* without reachability these cannot run: said, never passed as clean */
+  unsigned unchecked =
+      d.reach || !m->nops
+          ? 0
+          : checks & (DM_LINT_REDUNDANT | DM_LINT_MERGE | DM_LINT_RACE);
+  char why[128] = "";
+  if (unchecked) {
+    char names[96];
+    reach_why(&d, why, sizeof why);
+    checks_str(unchecked, names, sizeof names);
+    snprintf(res->why, sizeof res->why, "%s could not run (%s)", names, why);
+  }
+  res->unchecked = unchecked;
+  checks &= ~unchecked;
   lint L = {.d = &d, .m = m, .out = out, .checks = checks};
   if ((checks & DM_LINT_INSTANTIATE) && m->refused)
     finding(&L, L_INSTANTIATE, "the graph cannot be instantiated: %s",
@@ -1120,13 +1154,20 @@ int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,
       if (checks & 1u << k)
         fprintf(out, "%s%s %u", n++ ? ", " : "", LINT_NAME[k], L.count[k]);
   }
-  if (checks != DM_LINT_ALL) { /* say what was left out */
+  unsigned left_out = DM_LINT_ALL & ~checks & ~unchecked;
+  if (left_out) { /* say what was left out */
     fprintf(out, "; not checked:");
     for (int k = 0, n = 0; k < L_COUNT; k++)
-      if (!(checks & 1u << k))
+      if (left_out & 1u << k)
+        fprintf(out, "%s %s", n++ ? "," : "", LINT_NAME[k]);
+  }
+  if (unchecked) { /* and what could not run */
+    fprintf(out, "; not checked (%s):", why);
+    for (int k = 0, n = 0; k < L_COUNT; k++)
+      if (unchecked & 1u << k)
         fprintf(out, "%s %s", n++ ? "," : "", LINT_NAME[k]);
   }
   fprintf(out, ")\n");
-  *nfindings = total;
+  res->findings = total;
   return 0;
 }

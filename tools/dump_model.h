@@ -98,14 +98,24 @@ unsigned dm_lint_check(const char *name, size_t len);
 /* "runahead, contract, ...": every check's name, for usage errors. */
 const char *dm_lint_checks(void);
 
+/* What dm_lint found, and what it could not check. */
+typedef struct dm_lint_result {
+  uint32_t findings;  /* of the checks that ran */
+  unsigned unchecked; /* DM_LINT_* bits selected that could not run */
+  /* with unchecked: "race could not run (40000 ops: reachability is
+   * built for at most 32768)" */
+  char why[192];
+} dm_lint_result;
+
 /* The lint findings of the checks in `checks` (DM_LINT_* bits), one per
- * line on out, then a summary line. *nfindings gets their number. 0 ok,
- * -1 failure (said on err). */
+ * line on out, then a summary line, which names the checks left out and
+ * those that could not run (with why). 0 ok, -1 failure (said on err). */
 int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,
-            uint32_t *nfindings);
+            dm_lint_result *res);
 
 /* Ops above which reachability (redundant edges, the ordering check of
- * mergeable copies, races) is skipped: it takes nops^2 / 8 bytes. */
-#define DM_REACH_MAX_OPS 16384u
+ * mergeable copies, races) is not built, and those checks cannot run: it
+ * takes nops^2 / 8 bytes (128 MiB at the limit). */
+#define DM_REACH_MAX_OPS 32768u
 
 #endif
