@@ -525,6 +525,37 @@ Test(lint, unknown_tasks_run_as_placeholders_with_unknown_contracts) {
   th_tmpdir_remove();
 }
 
+/* One task's contract given twice is a usage error (exit 2), whether the
+ * two agree or not: neither is kept quietly, and the file's task is not
+ * said to be missing. */
+Test(lint, a_contract_given_twice_is_a_usage_error) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  add_named_task(&fx, "my.log");
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  const char *second[] = {"my.log=stream", "my.log=host"};
+  for (int i = 0; i < 2; i++) {
+    RUN(&r, "dump", g, "--lint", "--contract", "my.log=host", "--contract",
+        second[i]);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert_str_eq(r.err, "reprise dump: --contract my.log given twice\n"
+                            "Try 'reprise dump --help'.\n");
+    cr_assert_str_eq(r.out, "");
+  }
+  /* two tasks, one contract each, are fine */
+  RUN(&r, "dump", g, "--lint", "--contract", "my.log=host", "--contract",
+      "my.other=stream");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.err, "--contract my.other: the file has no task of "
+                          "that name"),
+            "%s", r.err);
+  cr_assert_null(strstr(r.err, "--contract my.log:"), "%s", r.err);
+  fx_fini(&fx);
+  th_tmpdir_remove();
+}
+
 /* The placeholders' note is for the checks that skip them: not said
  * when neither runahead nor contract runs. */
 Test(lint, placeholder_note_only_where_runahead_or_contract_runs) {

@@ -133,8 +133,8 @@ static void dump_usage(FILE *f) {
       "                          than 32768 ops: no reachability)\n"
       "  --contract NAME=host|stream\n"
       "                          the contract of a task this build does not\n"
-      "                          know (repeatable), for --lint and\n"
-      "                          --schedule\n"
+      "                          know (repeatable, a NAME once), for\n"
+      "                          --lint and --schedule\n"
       "  --workers N             CPU workers of the machine the file is\n"
       "                          read as, 1..128 (env REPRISE_WORKERS;\n"
       "                          default: the recorded ones); --cpus is\n"
@@ -204,6 +204,11 @@ static int parse_contract(dump_cli *c, const char *s) {
                               "--contract: '%s' is not host or "
                               "stream",
                               eq + 1);
+  for (uint32_t i = 0; i < c->ncontracts; i++)
+    if (c->contracts[i].len == (size_t)(eq - s) &&
+        !strncmp(c->contracts[i].name, s, c->contracts[i].len))
+      return rp_cli_usage_error("dump", "--contract %.*s given twice",
+                                (int)(eq - s), s);
   if (c->ncontracts == MAX_CONTRACTS)
     return rp_cli_usage_error("dump", "--contract: more than %d",
                               MAX_CONTRACTS);
