@@ -238,6 +238,12 @@ Test(views, bad_options_are_usage_errors, .init = setup, .fini = teardown) {
   RUN(&r, "dump", g, "--summary");
   cr_assert_eq(r.status, 2);
   HAS(r.err, "--summary needs --trace FILE");
+  /* without a graph FILE too (optional with --trace): the --trace is what
+   * is missing */
+  RUN(&r, "dump", "--summary");
+  cr_assert_eq(r.status, 2);
+  cr_assert_str_eq(r.err, "reprise dump: --summary needs --trace FILE\n"
+                          "Try 'reprise dump --help'.\n");
   RUN(&r, "dump", g, "--diff", g, "--group");
   cr_assert_eq(r.status, 2);
   HAS(r.err, "--diff compares two graphs");

@@ -456,7 +456,9 @@ static int parse_args(int argc, char **argv, dump_cli *c) {
     if (rc)
       return rc;
   }
-  if (optind >= argc && !(c->summary && c->trace))
+  /* --summary reads a graph FILE only beside its --trace: without one,
+   * check_view_args names the --trace missing */
+  if (optind >= argc && !c->summary)
     return rp_cli_usage_error("dump", "missing the graph FILE");
   c->file = optind < argc ? argv[optind++] : NULL;
   if (optind < argc)
