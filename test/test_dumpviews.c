@@ -220,6 +220,11 @@ Test(views, bad_options_are_usage_errors, .init = setup, .fini = teardown) {
   RUN(&r, "dump", g, "--focus", "nope");
   cr_assert_eq(r.status, 2);
   HAS(r.err, "--focus: no op or group is named 'nope'");
+  /* a bad option value: the line that points to the help follows, last */
+  const char *tail = "'op N' or '(unnamed)')\nTry 'reprise dump --help'.\n";
+  cr_assert(strlen(r.err) >= strlen(tail) &&
+                !strcmp(r.err + strlen(r.err) - strlen(tail), tail),
+            "%s", r.err);
   RUN(&r, "dump", g, "--group=0");
   cr_assert_eq(r.status, 2);
   HAS(r.err, "--group: '0' is not a group depth in 1..32");

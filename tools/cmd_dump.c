@@ -1131,14 +1131,12 @@ static int focus_ops(const dump_cli *c, const dm_graph *m, uint32_t **ops,
     rp_cli_say(stderr, "reprise dump: --focus: out of memory\n");
     return RP_CLI_FAILED;
   }
-  if (!*n) {
-    rp_cli_say(stderr,
-               "reprise dump: --focus: no op or group is named '%s' (%u ops; "
-               "a name is an op's name, a dotted prefix of names, 'op N' or "
-               "'" DV_UNNAMED "')\n",
-               c->focus, m->nops);
-    return RP_CLI_USAGE;
-  }
+  if (!*n) /* a bad option value, as every other: the --help line too */
+    return rp_cli_usage_error("dump",
+                              "--focus: no op or group is named '%s' (%u "
+                              "ops; a name is an op's name, a dotted prefix "
+                              "of names, 'op N' or '" DV_UNNAMED "')",
+                              c->focus, m->nops);
   return RP_CLI_OK;
 }
 
