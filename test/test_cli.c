@@ -220,6 +220,15 @@ Test(cli, a_stdout_that_cannot_be_written_is_exit_1, .timeout = 120) {
             "%s", r.err);
   RUN_TO(&r, "/dev/full", "version");
   cr_assert_eq(r.status, 1, "%s", r.err);
+  /* a help longer than stdout's buffer: the cause is kept all the same */
+  RUN_TO(&r, "/dev/full", "dump", "--help");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_str_eq(r.err, "reprise dump: writing to standard output failed: "
+                          "No space left on device\n");
+  RUN_TO(&r, "/dev/full", "help", "dump");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_str_eq(r.err, "reprise help: writing to standard output failed: "
+                          "No space left on device\n");
   RUN_TO(&r, "/dev/full", "train", "--backend", "cpu", "--procs", "1",
          "--batch", "32", "--hidden", "8", "--iters", "3");
   cr_assert_eq(r.status, 1, "%s", r.err);

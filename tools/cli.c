@@ -512,6 +512,19 @@ void rp_cli_set_usage(void (*usage)(FILE *f)) {
   cur_usage = usage;
 }
 
+static int help_errno;
+
+void rp_cli_print_help(void (*usage)(FILE *f)) {
+  errno = 0; /* what a failed write of the text sets stays */
+  usage(stdout);
+  if ((fflush(stdout) != 0 || ferror(stdout)) && !help_errno)
+    help_errno = errno;
+}
+
+int rp_cli_stdout_errno(void) {
+  return help_errno;
+}
+
 int rp_cli_bad_option(const char *cmd) {
   fputc('\n', stderr);
   if (cur_usage)

@@ -200,6 +200,13 @@ void rp_cli_json_str(FILE *f, const char *key, const char *s);
  * result with cJSON_Delete. */
 struct cJSON *rp_cli_json_parse(const char *text, size_t len);
 
+/* --help: usage(stdout), flushed at once so that a failed write keeps
+ * its errno for rp_cli_stdout_errno (a later flush may find nothing left
+ * to write, and the cause would be lost). */
+void rp_cli_print_help(void (*usage)(FILE *f));
+/* The errno of a failed write rp_cli_print_help saw, or 0. */
+int rp_cli_stdout_errno(void);
+
 /* The running command's usage text (for rp_cli_bad_option). */
 void rp_cli_set_usage(void (*usage)(FILE *f));
 /* After getopt_long reported an unknown option or a missing argument:

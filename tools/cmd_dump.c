@@ -374,8 +374,8 @@ static int apply_option(dump_cli *c, int opt, const char *arg) {
   case 'o':
     c->output = arg;
     return RP_CLI_OK;
-  case 'h':
-    dump_usage(stdout);
+  case 'h': /* a failed write is said with its cause (main) */
+    rp_cli_print_help(dump_usage);
     return -1;
   default: /* getopt_long said what was wrong */
     return rp_cli_bad_option("dump");

@@ -149,6 +149,8 @@ static int stdout_written(const char *cmd, int rc) {
   int e = fflush(stdout) ? errno : 0;
   if ((!e && !ferror(stdout)) || rc != RP_CLI_OK)
     return rc;
+  if (!e) /* failed before, nothing left to flush: a help's cause, kept */
+    e = rp_cli_stdout_errno();
   if (!rp_cli_stdout_reader_gone(e))
     fprintf(stderr, "reprise %s: writing to standard output failed: %s\n", cmd,
             e ? strerror(e) : "a write failed");
