@@ -104,7 +104,7 @@ typedef struct dm_lint_result {
   unsigned unchecked; /* DM_LINT_* bits selected that could not run */
   /* with unchecked: "race could not run (40000 ops: reachability is
    * built for at most 32768)" */
-  char why[192];
+  char why[256];
 } dm_lint_result;
 
 /* The lint findings of the checks in `checks` (DM_LINT_* bits), one per
