@@ -413,6 +413,14 @@ Test(outputs, a_checkpoint_larger_than_its_reader_takes_is_refused) {
                                    "bytes, above the 2147483648 bytes"),
             "%s", rp_error_detail());
   RP_EXPECT(rp_ckpt_size_check("m", UINT64_MAX, max), RP_ERANGE);
+  /* payload + header past a u64: no wrapped size */
+  cr_assert(has(rp_error_detail(), "m: its checkpoint would be more than "
+                                   "18446744073709551615 bytes, above the "
+                                   "2147483648 bytes"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_ckpt_size_check("m", UINT64_MAX - RP_CKPT_HEAD, max), RP_ERANGE);
+  cr_assert(has(rp_error_detail(), "would be 18446744073709551615 bytes"), "%s",
+            rp_error_detail());
   RP_EXPECT(rp_ckpt_size_check("m", UINT64_MAX - 8, UINT64_MAX), RP_ERANGE);
   RP_CHECK(rp_ckpt_size_check("m", 0, RP_CKPT_HEAD));
 }

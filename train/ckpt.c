@@ -65,6 +65,13 @@ rp_status rp_ckpt_check_finite(const float *v, size_t n, const char *who,
 rp_status rp_ckpt_size_check(const char *who, uint64_t payload, uint64_t max) {
   if (payload <= max && RP_CKPT_HEAD <= max - payload)
     return RP_OK;
+  if (payload > UINT64_MAX - RP_CKPT_HEAD) /* the sum does not fit a u64 */
+    return rp_error_set(RP_ERANGE,
+                        "%s: its checkpoint would be more than %llu bytes, "
+                        "above the %llu bytes a checkpoint may have (the most "
+                        "its reader takes)",
+                        who, (unsigned long long)UINT64_MAX,
+                        (unsigned long long)max);
   return rp_error_set(RP_ERANGE,
                       "%s: its checkpoint would be %llu bytes, above the "
                       "%llu bytes a checkpoint may have (the most its reader "

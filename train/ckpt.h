@@ -93,8 +93,9 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
 
 /* RP_OK when a checkpoint container of `payload` bytes is at most max
  * bytes (the reader's limit); else RP_ERANGE, the detail (prefixed "who:")
- * giving both sizes: a saver checks before writing what its reader would
- * refuse. */
+ * giving both sizes ("more than" UINT64_MAX when the container's size
+ * does not fit a u64): a saver checks before writing
+ * what its reader would refuse. */
 rp_status rp_ckpt_size_check(const char *who, uint64_t payload, uint64_t max);
 
 /* Reads path (a regular file of at most max bytes) and checks it as
