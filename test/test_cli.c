@@ -1290,6 +1290,40 @@ Test(cli, train_save_weights_writes_a_versioned_checkpoint) {
   unlink(path);
 }
 
+/* A --save-weights checkpoint above the 2 GiB --load-weights reads is
+ * refused from the options and the data set's sizes alone, before the
+ * runtime and the model are made (a 2-16384-16384-3 model needs 3.2 GB, a
+ * 2-65536-65536-3 one 51 GB): exit 1, both sizes, no file. The size does
+ * not depend on --procs. With --backend auto, --procs 17 makes the runtime
+ * say "note: --procs 17 is more than a GPU runtime has" on stdout when it
+ * is created: stdout stays empty, so no runtime (and no model) was made. */
+Test(cli, train_save_weights_too_large_is_refused_before_the_model_is_built) {
+  char path[] = "/tmp/rp_cli_huge_XXXXXX";
+  tmp_file(path);
+  unlink(path);
+  static const struct {
+    const char *backend, *procs, *hidden, *bytes;
+  } big[] = {{"auto", "17", "16384,16384", "2148401296"},
+             {"cpu", "1", "16384,16384", "2148401296"},
+             {"cpu", "1", "65536,65536", "34363408528"}};
+  for (size_t i = 0; i < sizeof big / sizeof *big; i++) {
+    cli_run r;
+    RUN(&r, "train", "--backend", big[i].backend, "--procs", big[i].procs,
+        "--hidden", big[i].hidden, "--batch", "68", "--iters", "1",
+        "--save-weights", path);
+    cr_assert_eq(r.status, 1, "case %zu: %s", i, r.err);
+    char want[256];
+    snprintf(want, sizeof want,
+             "reprise train: --save-weights %s: a model of this size: its "
+             "checkpoint would be %s bytes, above the 2147483648 bytes a "
+             "checkpoint may have",
+             path, big[i].bytes);
+    cr_assert(strstr(r.err, want), "case %zu: %s", i, r.err);
+    cr_assert_str_empty(r.out, "case %zu: no runtime was made", i);
+    cr_assert_neq(access(path, F_OK), 0, "case %zu: no file written", i);
+  }
+}
+
 #define TRAIN_RESUME                                                           \
   "train", "--backend", "cpu", "--batch", "64", "--hidden", "8", "--samples",  \
       "512", "--lr-decay", "0.01", "--log-every", "30"

@@ -1084,6 +1084,56 @@ Test(train, a_checkpoint_resumes_exactly_with_shuffling) {
   unlink(path);
 }
 
+/* A checkpoint's size follows from the config and the data set's sizes
+ * alone: rp_mlp_ckpt_bytes is the file rp_mlp_save writes, at 1 and 2
+ * processors, and rp_mlp_save_check_config refuses what rp_mlp_save_check
+ * would, with the same detail, without a model (up to exactly the 2 GiB
+ * the reader takes; a size past a u64 saturates). */
+Test(train, a_checkpoint_size_is_known_before_the_model_is_built) {
+  char path[64];
+  tmp_path(path, sizeof path, "ckpt_size");
+  for (uint32_t procs = 1; procs <= 2; procs++) {
+    rp_mlp_config c;
+    tw_config(&c, procs);
+    tw w;
+    tw_init(&w, RP_BACKEND_CPU, &c);
+    rp_mlp_ckpt_info info = {.step = 1, .lr = 0.1f};
+    RP_CHECK(rp_mlp_save(w.m, path, &info));
+    size_t len;
+    free(th_read_all(path, &len));
+    /* 48 + 48 + 4 widths + (2 * (2*32+32 + 32*32+32 + 32*3+3)) floats + 8 */
+    cr_assert_eq(len, 48 + 48 + 16 + 4 * 2502 + 8, "%zu bytes", len);
+    cr_assert_eq(rp_mlp_ckpt_bytes(&c, w.d.features, w.d.classes), len);
+    RP_CHECK(rp_mlp_save_check(w.m));
+    RP_CHECK(rp_mlp_save_check_config(&c, w.d.features, w.d.classes));
+    tw_fini(&w);
+  }
+  unlink(path);
+  rp_mlp_config c;
+  tw_config(&c, 1);
+  c.hidden[0] = c.hidden[1] = 16384;
+  cr_assert_eq(rp_mlp_ckpt_bytes(&c, 2, 3), 2148401296u);
+  RP_EXPECT(rp_mlp_save_check_config(&c, 2, 3), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(),
+                   "a model of this size: its checkpoint would be 2148401296 "
+                   "bytes, above the 2147483648 bytes a checkpoint may have"),
+            "%s", rp_error_detail());
+  /* no hidden layer: 48 + 48 + 8 + 4 * 2 * (2 f + 2) + 8 bytes */
+  c.nhidden = 0;
+  cr_assert_eq(rp_mlp_ckpt_bytes(&c, 134217720, 2), (uint64_t)1 << 31);
+  RP_CHECK(rp_mlp_save_check_config(&c, 134217720, 2));
+  RP_EXPECT(rp_mlp_save_check_config(&c, 134217721, 2), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "would be 2147483664 bytes"), "%s",
+            rp_error_detail());
+  cr_assert_eq(rp_mlp_ckpt_bytes(&c, UINT32_MAX, UINT32_MAX), UINT64_MAX);
+  RP_EXPECT(rp_mlp_save_check_config(&c, UINT32_MAX, UINT32_MAX), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(),
+                   "would be more than 18446744073709551615 bytes"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_mlp_save_check_config(NULL, 2, 3), RP_EINVAL);
+  cr_assert_eq(rp_mlp_ckpt_bytes(NULL, 2, 3), 0);
+}
+
 /* Resealed (valid checksums) but not what a save writes: a batch of 0,
  * flags beyond bit 0, a weight not finite are refused naming the file; a
  * model whose weights are not finite is not saved. */

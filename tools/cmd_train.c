@@ -1297,6 +1297,20 @@ static int restore(train_state *s) {
   return RP_CLI_OK;
 }
 
+/* --save-weights: a checkpoint larger than --load-weights reads is
+ * refused from the options and the data set's sizes alone, before the
+ * runtime or the model is made (no memory is allocated for it). */
+static int save_check(const train_state *s) {
+  const train_cli *c = s->c;
+  if (c->save_weights && rp_mlp_save_check_config(&c->mc, s->data.features,
+                                                  s->data.classes) != RP_OK) {
+    rp_cli_say(stderr, "%s: --save-weights %s: %s\n", who(), c->save_weights,
+               rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  return RP_CLI_OK;
+}
+
 static int setup(train_state *s, rp_backend_kind backend) {
   const train_cli *c = s->c;
   rp_runtime_config cfg;
@@ -1333,11 +1347,6 @@ static int setup(train_state *s, rp_backend_kind backend) {
     return fail("registering the kernels", st);
   if ((st = rp_mlp_create(s->rt, &k, &c->mc, &s->data, &s->m)) != RP_OK)
     return fail("building the model", st);
-  if (c->save_weights && rp_mlp_save_check(s->m) != RP_OK) {
-    rp_cli_say(stderr, "%s: --save-weights %s: %s\n", rp_train_who(),
-               c->save_weights, rp_error_detail());
-    return RP_CLI_FAILED;
-  }
   if (s->val.n && (st = rp_mlp_set_validation(s->m, &s->val)) != RP_OK)
     return fail("copying the validation set", st);
   if (!c->no_shuffle &&
@@ -1923,6 +1932,8 @@ static int train_main(train_state *s) {
   int rc = load_data(s);
   if (!rc)
     rc = load_ckpt(s);
+  if (!rc)
+    rc = save_check(s);
   s->caplog = c->iters / c->log_every + 2;
   if (!rc && !(s->log = calloc(s->caplog, sizeof *s->log)))
     rc = oom("allocating the log");

@@ -1290,12 +1290,41 @@ static uint64_t fnv1a64(const unsigned char *b, size_t n) {
   return rp_fnv1a64(RP_FNV64_INIT, b, n);
 }
 
-/* Floats of a model with these widths: per layer W, b and their momentum. */
+/* a + b and a * b, saturating at UINT64_MAX: a checkpoint's size from
+ * whatever widths a caller gives (a saturated size is refused). */
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+static uint64_t sat_mul(uint64_t a, uint64_t b) {
+  return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* Floats of a model with these widths: per layer W, b and their momentum
+ * (saturating). */
 static uint64_t ckpt_floats(const uint32_t *w, uint32_t layers) {
   uint64_t n = 0;
   for (uint32_t l = 0; l < layers; l++)
-    n += 2 * ((uint64_t)w[l] * w[l + 1] + w[l + 1]);
+    n = sat_add(n, sat_mul(2, sat_add((uint64_t)w[l] * w[l + 1], w[l + 1])));
   return n;
+}
+
+/* The record's bytes (inside the container) of a model with the widths
+ * w[0..layers] (saturating): the header, the widths, the floats and the
+ * checksum. */
+static uint64_t record_bytes(const uint32_t *w, uint32_t layers) {
+  return sat_add(CKPT_HEAD + 4 * ((uint64_t)layers + 1) + 8,
+                 sat_mul(4, ckpt_floats(w, layers)));
+}
+
+/* The widths (features, hidden..., classes) of the model cfg builds on a
+ * data set of `features` and `classes`; its layer count. */
+static uint32_t config_widths(const rp_mlp_config *cfg, uint32_t features,
+                              uint32_t classes, uint32_t *w) {
+  w[0] = features;
+  for (uint32_t l = 0; l < cfg->nhidden; l++)
+    w[l + 1] = cfg->hidden[l];
+  w[cfg->nhidden + 1] = classes;
+  return cfg->nhidden + 1;
 }
 
 /* "2-64-64-3" into buf. */
@@ -1337,15 +1366,38 @@ static uint64_t ckpt_record_bytes(const rp_mlp *m, uint32_t *w) {
   w[0] = m->features;
   for (uint32_t l = 0; l < m->nl; l++)
     w[l + 1] = m->layers[l].out;
-  return CKPT_HEAD + 4 * ((uint64_t)m->nl + 1) + 4 * ckpt_floats(w, m->nl) + 8;
+  return record_bytes(w, m->nl);
+}
+
+/* The size check of a checkpoint whose record has `record` bytes. */
+static rp_status save_size_check(uint64_t record) {
+  return rp_ckpt_size_check("a model of this size", record, RP_MLP_CKPT_MAX);
 }
 
 rp_status rp_mlp_save_check(const rp_mlp *m) {
   if (!m)
     return rp_error_set(RP_EINVAL, "rp_mlp_save_check: NULL model");
   uint32_t w[MAXL + 1];
-  return rp_ckpt_size_check("a model of this size", ckpt_record_bytes(m, w),
-                            RP_MLP_CKPT_MAX);
+  return save_size_check(ckpt_record_bytes(m, w));
+}
+
+uint64_t rp_mlp_ckpt_bytes(const rp_mlp_config *cfg, uint32_t features,
+                           uint32_t classes) {
+  if (!cfg || cfg->nhidden > RP_MLP_MAX_HIDDEN)
+    return 0;
+  uint32_t w[MAXL + 1];
+  uint32_t nl = config_widths(cfg, features, classes, w);
+  return sat_add(RP_CKPT_HEAD, record_bytes(w, nl));
+}
+
+rp_status rp_mlp_save_check_config(const rp_mlp_config *cfg, uint32_t features,
+                                   uint32_t classes) {
+  if (!cfg || cfg->nhidden > RP_MLP_MAX_HIDDEN)
+    return rp_error_set(RP_EINVAL, "rp_mlp_save_check_config: NULL config or "
+                                   "more than RP_MLP_MAX_HIDDEN layers");
+  uint32_t w[MAXL + 1];
+  uint32_t nl = config_widths(cfg, features, classes, w);
+  return save_size_check(record_bytes(w, nl));
 }
 
 rp_status rp_mlp_save(rp_mlp *m, const char *path,
@@ -1621,11 +1673,8 @@ rp_status rp_mlp_ckpt_fits(const rp_mlp_ckpt *c, const rp_mlp_config *cfg,
     return rp_error_set(RP_EINVAL, "rp_mlp_ckpt_fits: NULL argument or "
                                    "more than RP_MLP_MAX_HIDDEN layers");
   uint32_t w[MAXL + 1];
-  w[0] = data->features;
-  for (uint32_t l = 0; l < cfg->nhidden; l++)
-    w[l + 1] = cfg->hidden[l];
-  w[cfg->nhidden + 1] = data->classes;
-  return ckpt_widths_fit(c, w, cfg->nhidden + 1);
+  uint32_t nl = config_widths(cfg, data->features, data->classes, w);
+  return ckpt_widths_fit(c, w, nl);
 }
 
 rp_status rp_mlp_ckpt_apply(rp_mlp *m, const rp_mlp_ckpt *c) {

@@ -265,8 +265,21 @@ rp_status rp_mlp_save(rp_mlp *m, const char *path,
                       const rp_mlp_ckpt_info *info);
 /* RP_OK when m's checkpoint fits RP_MLP_CKPT_MAX; else RP_ERANGE giving
  * both sizes, which rp_mlp_save returns before writing anything (check it
- * before training). */
+ * before training, or rp_mlp_save_check_config before building m). */
 rp_status rp_mlp_save_check(const rp_mlp *m);
+/* The bytes of the checkpoint rp_mlp_save writes (container included) for
+ * the model cfg builds on a data set of `features` and `classes`: its size
+ * follows from the widths alone (features, cfg->hidden, classes), not from
+ * the processors, batch or dist. Saturates at UINT64_MAX; 0 for a NULL cfg
+ * or more than RP_MLP_MAX_HIDDEN layers. */
+uint64_t rp_mlp_ckpt_bytes(const rp_mlp_config *cfg, uint32_t features,
+                           uint32_t classes);
+/* rp_mlp_save_check for the model cfg would build on such a data set,
+ * without building it (no memory allocated): the same RP_ERANGE and
+ * detail; RP_EINVAL for a NULL cfg or more than RP_MLP_MAX_HIDDEN
+ * layers. */
+rp_status rp_mlp_save_check_config(const rp_mlp_config *cfg, uint32_t features,
+                                   uint32_t classes);
 /* Reads and checks a whole checkpoint (a regular file of at most
  * RP_MLP_CKPT_MAX bytes) into *out (rp_mlp_ckpt_free). Its first bytes are
  * judged before the rest is read: a file that is neither a container nor
