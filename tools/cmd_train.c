@@ -78,7 +78,9 @@ static void train_usage(FILE *f) {
       "                            momentum, step; --iters is the total\n"
       "  --max-bytes N             the largest --data file read (default\n"
       "                            4G; K, M, G suffixes); CSV lines are\n"
-      "                            limited to 1 MiB\n");
+      "                            limited to 1 MiB; binary and IDX data\n"
+      "                            sets to 1 GiB whatever N: samples x\n"
+      "                            (features + 1) x 4 bytes\n");
   fprintf(
       f,
       "  --eager                   run the same step eagerly, not recorded\n"
