@@ -334,9 +334,15 @@ RP_API void rp_runtime_config_init(rp_runtime_config *cfg);
  * names the variable and its value); RP_ENODEV backend CUDA
  * (asked for, not AUTO) without a device or without CUDA in the build, or
  * whatever status the CUDA backend's start returned (RP_EBACKEND ...);
- * RP_EUNSUPPORTED a comm in a build without MPI, or the communicator's
- * errors (RP_EBACKEND). On error *out is set to NULL (when out is not
- * NULL) and everything created so far is destroyed again. */
+ * and with a comm: RP_EUNSUPPORTED in a build without MPI, or when MPI
+ * runs below MPI_THREAD_MULTIPLE (MPI_Query_thread); RP_EINVAL when MPI
+ * is not initialized or already finalized, or when the comm is
+ * MPI_COMM_NULL or not an intra-communicator (an inter-communicator);
+ * then duplicating it (collective: every rank of it must call
+ * rp_runtime_create) fails with RP_EBACKEND for an MPI error, RP_EPEER
+ * when not every rank joined within dist_timeout_ms, or RP_ENOMEM. On
+ * error *out is set to NULL (when out is not NULL) and everything created
+ * so far is destroyed again. */
 RP_API rp_status rp_runtime_create(const rp_runtime_config *cfg,
                                    rp_runtime **out);
 /* Waits for eager work to drain, then frees everything. Events of
@@ -749,7 +755,15 @@ typedef enum rp_privilege {
    * commute with each other (into host memory they lock each 16 KiB block
    * of the destination, on a GPU they add atomically); a task's fold and a
    * copy's into one instance do not commute: the later waits for the
-   * earlier, as after a write */
+   * earlier, as after a write. In a task's access the operator only
+   * orders the folds (which tasks' reductions commute); the library folds
+   * nothing: the task's body does, in whatever element type the instance
+   * has, so any type is accepted (a u8 instance too; rp_copy's
+   * RP_REDOP_SUM, which the library performs, takes f32/f64/i32/i64
+   * only, else RP_ETYPE). Of a task's RP_REDUCE access a launch checks
+   * the instance, as for any access, and that redop is RP_REDOP_SUM
+   * (RP_EINVAL otherwise; a READ, WRITE or RW access must have
+   * RP_REDOP_NONE), never the element type */
   RP_REDUCE = 4,
 } rp_privilege;
 
@@ -761,7 +775,7 @@ typedef enum rp_redop {
 typedef struct rp_access {
   rp_inst inst;
   rp_privilege priv;
-  rp_redop redop; /* for RP_REDUCE */
+  rp_redop redop; /* RP_REDUCE: RP_REDOP_SUM; else RP_REDOP_NONE */
 } rp_access;
 
 /* Per-replay argument interpolation: `bytes` bytes at `src_offset` of the
@@ -822,11 +836,13 @@ typedef struct rp_copy {
   rp_event wait;
 } rp_copy;
 
-/* Parallel operators, each a small set of copies (README.md "The API in
- * one screen"). A sum of parts is part 0 copied, then `+=` each other part
- * in part order, each waiting for the one before (eager, recorded and
- * built): ((p0 + p1) + p2) + ..., the same bits whichever part is ready
- * first. */
+/* Parallel operators, each a small set of copies (README.md: the
+ * "Beyond this screen" paragraph after "The API in one screen"; a
+ * training step built of them: docs/training.md, docs/distributed.md "The
+ * parallel operators of a step"). A sum of parts is part 0 copied, then `+=`
+ * each other part in part order, each waiting for the one before (eager,
+ * recorded and built): ((p0 + p1) + p2) + ..., the same bits whichever part is
+ * ready first. */
 typedef enum rp_pop_kind {
   RP_POP_REPLICATE = 0, /* fwd: whole -> every part; bwd: sum(parts) -> whole */
   RP_POP_REPARTITION = 1, /* fwd: whole scattered into parts; bwd: gathered */
