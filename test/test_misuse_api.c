@@ -334,6 +334,13 @@ static int d_graph_precondition_count(const dead *d) {
 static int d_graph_postcondition_count(const dead *d) {
   return rp_graph_postcondition_count(d->g) == 0;
 }
+static int d_graph_mirror_count(const dead *d) {
+  return rp_graph_mirror_count(d->g) == 0;
+}
+static int d_graph_mirror_query(const dead *d) {
+  rp_inst r;
+  S_(rp_graph_mirror_query(d->g, 0, &r, NULL, NULL));
+}
 static int d_graph_depends(const dead *d) {
   return rp_graph_depends(d->g, 0, 1) == 0;
 }
@@ -515,6 +522,8 @@ static const dead_entry DEAD[] = {
     D_(graph_edge_count),
     D_(graph_precondition_count),
     D_(graph_postcondition_count),
+    D_(graph_mirror_count),
+    D_(graph_mirror_query),
     D_(graph_depends),
     D_(graph_runtime),
     D_(graph_op_query),
@@ -903,6 +912,39 @@ O_(graph_postcondition_ops) {
   return rp_graph_postcondition_ops(f->g, mode ? 0 : 999, o[0], o[0] ? 8 : 0,
                                     o[1]);
 }
+/* A graph file with a mirror (a fill and a write-back copy): the good case
+ * loads it, reads mirror 0 and frees what the loader made. */
+static const char MIRROR_FILE[] =
+    "{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": {"
+    "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1, "
+    "\"dtype\": \"f32\", \"lo\": [0], \"hi\": [7], \"strides\": [1]}],"
+    "\"mirrors\": [{\"id\": 0, \"source\": 0, \"mem\": \"system\", "
+    "\"device\": -1}], \"ops\": ["
+    "{\"id\": 0, \"kind\": \"copy\", \"src\": 0, \"dst\": {\"mirror\": 0}, "
+    "\"domain\": \"intersect\", \"rect\": null, \"redop\": \"none\", "
+    "\"group\": 0, \"pop_kind\": null, \"backward\": false, "
+    "\"inserted\": true},"
+    "{\"id\": 1, \"kind\": \"copy\", \"src\": {\"mirror\": 0}, \"dst\": 0, "
+    "\"domain\": \"intersect\", \"rect\": null, \"redop\": \"none\", "
+    "\"group\": 0, \"pop_kind\": null, \"backward\": false, "
+    "\"inserted\": true}],"
+    "\"edges\": [[0, 1]], \"preconditions\": [], \"postconditions\": []}}";
+O_(graph_mirror_query) {
+  if (!mode)
+    return rp_graph_mirror_query(f->g, 999, o[0], o[1], o[2]);
+  rp_graph *g;
+  rp_status st = rp_graph_load_mem(f->rt, MIRROR_FILE, strlen(MIRROR_FILE),
+                                   NULL, 0, 0, &g);
+  if (st)
+    return st;
+  st = rp_graph_mirror_query(g, 0, o[0], o[1], o[2]);
+  rp_inst made;
+  uint32_t n = 0;
+  RP_CHECK(rp_graph_instances(g, &made, 1, &n));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(f->rt, made));
+  return st;
+}
 O_(graph_instances) {
   return rp_graph_instances(mode ? f->g : NULL, o[0], o[0] ? 8 : 0, o[1]);
 }
@@ -1075,6 +1117,12 @@ static const out_entry OUTS[] = {
      0,
      0},
     E2_(graph_postcondition_ops, rp_op_id, uint32_t, OPT0, 0),
+    {"rp_graph_mirror_query",
+     o_graph_mirror_query,
+     3,
+     {sizeof(rp_inst), sizeof(rp_inst), sizeof(rp_mem)},
+     OPT0 | OPT1 | OPT2,
+     NEED_JSON},
     E1_(graph_load, rp_graph *, 0, NEED_JSON),
     E2_(graph_instances, rp_inst, uint32_t, OPT0, 0),
     E1_(graph_load_mem, rp_graph *, 0, NEED_JSON),
