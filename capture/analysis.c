@@ -332,7 +332,16 @@ rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
 }
 
 void rp__analysis_implied(rp_analysis *a, rp_inst inst, uint64_t before) {
-  rp_inst_deps *d = state_for(a, inst);
+  /* looked up, never reset or grown: a slot of another generation (the
+   * instance freed meanwhile) is not this instance's state */
+  rp_inst_deps *d = NULL;
+  if (rp__is_mirror(inst)) {
+    if (rp__mirror_index(inst) < a->mcap)
+      d = &a->by_mirror[rp__mirror_index(inst)];
+  } else if (rp__inst_slot(inst) < a->cap &&
+             a->by_slot[rp__inst_slot(inst)].gen == rp__inst_gen(inst)) {
+    d = &a->by_slot[rp__inst_slot(inst)];
+  }
   uint32_t at = d ? set_find(&d->w, before) : UINT32_MAX;
   if (at == UINT32_MAX)
     return;

@@ -879,7 +879,9 @@ typedef struct rp_parallel_op {
  * included, also after a host rp_instance_write), until
  * rp_instance_realloc gives the instance fresh storage. The instances it
  * only reads are not poisoned: a later op writing one waits for it, then
- * runs. */
+ * runs. A fold that joins the failed fold's reduction group (the same
+ * operator, no reader between) does not wait for it and runs; the group's
+ * readers and writers after it fail. */
 RP_API rp_status rp_launch_task(rp_runtime *rt, const rp_launch *l,
                                 rp_event *done);
 RP_API rp_status rp_launch_copy(rp_runtime *rt, const rp_copy *c,

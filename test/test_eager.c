@@ -314,6 +314,30 @@ Test(eager, a_failed_reader_does_not_poison_later_writers) {
   th_destroy(rt);
 }
 
+/* A fold joining a failed fold's reduction group does not wait for it, so
+ * it runs; a reader after the group depends on both and fails. */
+Test(eager, a_fold_joining_a_failed_folds_group_runs) {
+  reset_log();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = register_log(rt);
+  rp_inst x = mk(rt);
+  rp_access sum_x = {x, RP_REDUCE, RP_REDOP_SUM}, rx = {x, RP_READ, 0};
+  rp_event a, b, c;
+  RP_CHECK(launch(rt, t, 0, RP_PROC_ANY, &sum_x, 1, RP_ETASK, ~0u, &a));
+  RP_EXPECT(rp_event_wait(rt, a, -1), RP_ETASK);
+  RP_CHECK(launch(rt, t, 1, RP_PROC_ANY, &sum_x, 1, 0, ~0u, &b));
+  RP_CHECK(rp_event_wait(rt, b, -1));
+  RP_CHECK(launch(rt, t, 2, RP_PROC_ANY, &rx, 1, 0, ~0u, &c));
+  RP_EXPECT(rp_event_wait(rt, c, -1), RP_ETASK);
+  cr_assert_eq(atomic_load(&runs[1]), 1, "the joining fold did not run");
+  cr_assert_eq(atomic_load(&runs[2]), 0, "the reader after the group ran");
+  rp_event events[] = {a, b, c};
+  for (size_t i = 0; i < 3; i++)
+    RP_CHECK(rp_event_release(rt, events[i]));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
 Test(eager, explicit_wait_event_gates_the_task) {
   reset_log();
   rp_runtime *rt = th_cpu_runtime(2);

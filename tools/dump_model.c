@@ -84,9 +84,11 @@ static rp_status build_insts(const rp_graph *g, dm_graph *m, inst_key **keys) {
     (*keys)[n + k].idx = n + k;
     st = mirror_inst(g, k, &m->insts[n + k], &(*keys)[n + k]);
   }
+  if (st) /* keys half filled: the caller frees them unread */
+    return st;
   m->ninsts = n + nm;
   qsort(*keys, n + nm, sizeof **keys, cmp_key);
-  return st;
+  return RP_OK;
 }
 
 static rp_rect intersect(const rp_rect *a, const rp_rect *b) {
