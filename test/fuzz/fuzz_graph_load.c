@@ -6,8 +6,10 @@
  * LeakSanitizer anything left behind. An input that loads is also a test
  * of the writer: it is dumped in every format, saved, and loaded again over
  * the same instances, and the second save must be byte for byte the first
- * (a failure there traps, so libFuzzer keeps the input). */
+ * (a failure there traps, so libFuzzer keeps the input); and it goes
+ * through `reprise dump`'s model, --stats and every --lint check. */
 #include "fuzz_common.h"
+#include "tools/dump_model.h"
 
 #include <string.h>
 
@@ -78,6 +80,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       rp_graph_dump(g, sink, RP_DUMP_DOT) != RP_OK)
     fail("rp_graph_dump");
   round_trip(g, insts, n);
+  dm_graph m;
+  if (dm_build(g, NULL, NULL, &m) != RP_OK)
+    fail("the dump's model of a loaded graph");
+  dm_lint_result lr;
+  if (dm_stats(&m, sink, sink) || dm_lint(&m, DM_LINT_ALL, sink, sink, &lr))
+    fail("--stats or --lint of a loaded graph");
+  dm_free(&m);
   rp_graph_destroy(g);
   for (uint32_t i = 0; i < n; i++)
     rp_instance_free(rt, insts[i]);
