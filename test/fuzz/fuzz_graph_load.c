@@ -7,9 +7,11 @@
  * of the writer: it is dumped in every format, saved, and loaded again over
  * the same instances, and the second save must be byte for byte the first
  * (a failure there traps, so libFuzzer keeps the input); and it goes
- * through `reprise dump`'s model, --stats and every --lint check. */
+ * through `reprise dump`'s model, --stats, every --lint check and the
+ * views (--critical-path, --group, --focus). */
 #include "fuzz_common.h"
 #include "tools/dump_model.h"
+#include "tools/dump_view.h"
 
 #include <string.h>
 
@@ -66,6 +68,41 @@ static void round_trip(const rp_graph *g, const rp_inst *insts, uint32_t n) {
   free(t2);
 }
 
+/* --critical-path, --group 0..2 with the path marked (text, DOT, JSON),
+ * and --focus on op 0 and on the first op's name. */
+static void views(const dm_graph *m) {
+  dv_crit c = {0};
+  if (dv_crit_find(m, NULL, &c, sink) || dv_crit_print(m, &c, NULL, sink))
+    fail("--critical-path of a loaded graph");
+  for (unsigned depth = 0; depth < 3; depth++) {
+    dv_opts o = {.depth = depth, .single_as_op = 1, .crit = &c};
+    dv_view v;
+    if (dv_build(m, &o, &v, sink))
+      fail("a view of a loaded graph");
+    const rp_dump_format fmts[] = {RP_DUMP_TEXT, RP_DUMP_DOT, RP_DUMP_JSON};
+    for (int k = 0; k < 3; k++)
+      if (dv_write(m, &v, fmts[k], "fuzz", sink))
+        fail("writing a view");
+    dv_free(&v);
+  }
+  dv_crit_free(&c);
+  const char *names[] = {"op 0", m->nops ? m->ops[0].label : ""};
+  for (int k = 0; k < 2; k++) {
+    uint32_t *ops = NULL;
+    uint32_t n = dv_focus(m, names[k], 1, &ops);
+    if (n == UINT32_MAX)
+      fail("--focus of a loaded graph");
+    dv_opts o = {.depth = 0, .ops = ops, .nops = n};
+    dv_view v;
+    if (n && dv_build(m, &o, &v, sink) == 0) {
+      if (dv_write(m, &v, RP_DUMP_TEXT, "focus", sink))
+        fail("writing a focus view");
+      dv_free(&v);
+    }
+    free(ops);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rp_graph *g = NULL;
   if (rp__graph_load_mem(rt, data, size, NULL, 0, FZ_MAX_ALLOC, &g) != RP_OK)
@@ -86,6 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dm_lint_result lr;
   if (dm_stats(&m, sink, sink) || dm_lint(&m, DM_LINT_ALL, sink, sink, &lr))
     fail("--stats or --lint of a loaded graph");
+  views(&m);
   dm_free(&m);
   rp_graph_destroy(g);
   for (uint32_t i = 0; i < n; i++)
