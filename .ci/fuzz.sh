@@ -4,7 +4,8 @@
 # seed corpus for a bounded time, one after another: the graph-file
 # loader for FUZZ_TIME seconds, then the readers of `reprise train` and
 # `reprise train --model gpt` (data files, IDX pairs, MLP and GPT checkpoints, text
-# corpora) for FUZZ_TIME_READERS seconds each. Exits non-zero at the first
+# corpora) and of `reprise dump --trace` (replay traces) for
+# FUZZ_TIME_READERS seconds each. Exits non-zero at the first
 # target that finds a crash, a leak, undefined behaviour or a timeout (the
 # input is left in $BUILD/fuzz-artifacts/TARGET/).
 #
@@ -38,7 +39,8 @@ fuzz_data_load $time_readers corpus_data_load data.dict
 fuzz_data_idx $time_readers corpus_data_idx data.dict
 fuzz_mlp_ckpt $time_readers corpus_mlp_ckpt ckpt.dict
 fuzz_gpt_ckpt $time_readers corpus_gpt_ckpt ckpt.dict
-fuzz_text $time_readers corpus_text -"
+fuzz_text $time_readers corpus_text -
+fuzz_trace $time_readers corpus_trace -"
 
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_FUZZ=ON -DREPRISE_TESTS=OFF \

@@ -107,7 +107,8 @@ int rp_cli_parse_backend(const char *cmd, const char *s, rp_backend_kind *b) {
  * line of one rank does not interleave with another's on a shared
  * stderr). Escaped as \xNN: control bytes but a final newline, DEL, and
  * UTF-8's C1 controls (C2 80..C2 9F: a terminal may act on them). */
-static void say_v(FILE *f, const char *fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) static void
+say_v(FILE *f, const char *fmt, va_list ap) {
   char small[1024], *b = small;
   va_list aq;
   va_copy(aq, ap);
