@@ -27,6 +27,13 @@ int rp_cmd_plot(int argc, char **argv);
 /* Draws `reprise bench` JSON rows (len bytes) to out (.svg or .png) with
  * gnuplot; says why on stderr when it cannot. RP_CLI_OK or RP_CLI_FAILED. */
 int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out);
+/* The gnuplot script `reprise plot --bench|--train FILE` draws with, for
+ * the file's text (train 1: a --timings file) on terminal term ("svg"),
+ * in *script (malloc'd): RP_CLI_OK, or RP_CLI_FAILED after saying why on
+ * stderr as plot does, naming file. Runs no gnuplot (the fuzz target of
+ * plot's readers enters here). */
+int rp_cli_plot_script(int train, const char *file, const char *text,
+                       size_t len, const char *term, char **script);
 /* 1 when out ends in .svg or .png (any case). */
 int rp_cli_plot_ext_ok(const char *out);
 /* Whether gnuplot can be run (REPRISE_GNUPLOT, a path or a name on PATH;

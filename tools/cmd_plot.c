@@ -842,6 +842,32 @@ static cJSON *parse_file(const char *cmd, const char *file) {
 }
 #endif
 
+int rp_cli_plot_script(int train, const char *file, const char *text,
+                       size_t len, const char *term, char **script) {
+#ifdef REPRISE_HAVE_CJSON
+  cJSON *doc = rp_cli_json_parse(text, len);
+  plot p = {0};
+  int rc = RP_CLI_FAILED;
+  if (!doc)
+    say_input("plot", file, "%s", rp_error_detail());
+  else if (!(train ? train_series(doc, &p, "plot", file)
+                   : bench_series(doc, &p, "plot", file))) {
+    *script = make_script(&p, term);
+    if (*script)
+      rc = RP_CLI_OK;
+    else
+      rp_cli_say(stderr, "reprise plot: out of memory\n");
+  }
+  cJSON_Delete(doc);
+  plot_free(&p);
+  return rc;
+#else
+  (void)train, (void)file, (void)text, (void)len, (void)term, (void)script;
+  rp_cli_say(stderr, "reprise plot: this build has no cJSON to read JSON\n");
+  return RP_CLI_FAILED;
+#endif
+}
+
 int rp_cli_plot_terminal_check(const char *cmd, const char *out) {
 #ifdef REPRISE_HAVE_CJSON
   char *gp = find_gnuplot();
