@@ -398,8 +398,9 @@ def sec_dist(d, name):
                    "replay / plain"], rows) + "\n\n" +
             "Per run, the slowest rank's mean per step or per all-reduce; "
             "the median of the runs. The "
-            "step: a data-parallel 256 -> 256 -> 10 MLP (four gradient "
-            "all-reduces), replayed against the same launches eager. The "
+            "step: a data-parallel 256 -> 256 -> 10 MLP (five all-reduces: "
+            "the loss and four gradients), replayed against the same "
+            "launches eager. The "
             "all-reduce: a persistent all-reduce (`MPI_Allreduce_init`) "
             "replayed, against a loop of blocking `MPI_Allreduce` on the "
             "same buffer; alone: a graph of that one all-reduce, so each "

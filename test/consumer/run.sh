@@ -42,12 +42,17 @@ else
   echo "no C++ compiler: the C++ header check is skipped"
 fi
 
-# The shared library exports reprise.h's names (rp_*) and nothing else
-# (a sanitizer's instrumentation adds its own: checked without one).
+# The shared library exports reprise.h's names and nothing else: each
+# exported name is an RP_API function the installed header declares (a
+# sanitizer's instrumentation adds its own: checked without one).
 if [ -z "$flags" ] && command -v nm >/dev/null; then
-  step the shared library exports only rp_ names
+  step the shared library exports only what reprise.h declares
+  declared=$(tr '\n' ' ' <"$prefix/include/reprise.h" |
+    grep -o 'RP_API[^;(]*(' | grep -o '[A-Za-z_0-9]*($' | tr -d '(')
   extra=$(nm -D --defined-only "$prefix/$libdir/libreprise.so" |
-    awk '$3 !~ /^rp_/ {print $3}')
+    awk '$2 ~ /^[TDBRVWiu]$/ {print $3}' | while read -r name; do
+      echo "$declared" | grep -qx "$name" || echo "$name"
+    done)
   if [ -n "$extra" ]; then
     echo "libreprise.so exports names outside reprise.h: $extra"
     exit 1
