@@ -180,6 +180,8 @@ void th_tmpdir_make(const char *templ) {
   /* under /tmp: a test run from the source tree must not leave files in
    * it when it fails before th_tmpdir_remove */
   cr_assert(templ[0] == '/', "th_tmpdir_make: '%s' is not absolute", templ);
+  /* one at a time: a second would orphan the first (left in /tmp) */
+  cr_assert(!th_tmpdir[0], "th_tmpdir_make: '%s' is still open", th_tmpdir);
   snprintf(th_tmpdir, sizeof th_tmpdir, "%s", templ);
   cr_assert_not_null(mkdtemp(th_tmpdir));
 }
@@ -188,6 +190,7 @@ void th_tmpdir_remove(void) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", th_tmpdir);
   cr_assert_eq(system(cmd), 0);
+  th_tmpdir[0] = '\0';
 }
 
 const char *th_tmp_path(const char *name) {
