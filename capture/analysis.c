@@ -331,17 +331,22 @@ rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
   return st;
 }
 
+/* The state for an instance when there is one, looked up only (never
+ * grown or reset): a slot of another generation (the instance freed
+ * meanwhile) is not this instance's state. */
+static rp_inst_deps *state_peek(rp_analysis *a, rp_inst inst) {
+  if (rp__is_mirror(inst))
+    return rp__mirror_index(inst) < a->mcap
+               ? &a->by_mirror[rp__mirror_index(inst)]
+               : NULL;
+  uint32_t slot = rp__inst_slot(inst);
+  return slot < a->cap && a->by_slot[slot].gen == rp__inst_gen(inst)
+             ? &a->by_slot[slot]
+             : NULL;
+}
+
 void rp__analysis_implied(rp_analysis *a, rp_inst inst, uint64_t before) {
-  /* looked up, never reset or grown: a slot of another generation (the
-   * instance freed meanwhile) is not this instance's state */
-  rp_inst_deps *d = NULL;
-  if (rp__is_mirror(inst)) {
-    if (rp__mirror_index(inst) < a->mcap)
-      d = &a->by_mirror[rp__mirror_index(inst)];
-  } else if (rp__inst_slot(inst) < a->cap &&
-             a->by_slot[rp__inst_slot(inst)].gen == rp__inst_gen(inst)) {
-    d = &a->by_slot[rp__inst_slot(inst)];
-  }
+  rp_inst_deps *d = state_peek(a, inst);
   uint32_t at = d ? set_find(&d->w, before) : UINT32_MAX;
   if (at == UINT32_MAX)
     return;
@@ -355,12 +360,9 @@ void rp__analysis_implied(rp_analysis *a, rp_inst inst, uint64_t before) {
 }
 
 rp_status rp__analysis_tokens(rp_analysis *a, rp_inst inst, rp_dep_set *out) {
-  if (rp__is_mirror(inst))
-    return RP_OK; /* mirrors exist in recordings only, never eagerly */
-  uint32_t slot = rp__inst_slot(inst);
-  if (slot >= a->cap || a->by_slot[slot].gen != rp__inst_gen(inst))
+  rp_inst_deps *d = state_peek(a, inst);
+  if (!d)
     return RP_OK;
-  rp_inst_deps *d = &a->by_slot[slot];
   rp_status st = add_all(a, out, &d->w, 0);
   if (!st)
     st = add_all(a, out, &d->r, 1);

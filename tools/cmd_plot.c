@@ -823,42 +823,51 @@ static int train_series(const cJSON *doc, plot *p, const char *cmd,
   return 0;
 }
 
-static cJSON *parse_file(const char *cmd, const char *file) {
+/* The series of file's text into p (train 1: a --timings file, else bench
+ * rows): 0, or -1 after saying why, naming file. */
+static int read_plot(int train, const char *cmd, const char *file,
+                     const char *text, size_t len, plot *p) {
+  cJSON *doc = rp_cli_json_parse(text, len);
+  int rc = -1;
+  if (!doc)
+    say_input(cmd, file, "%s", rp_error_detail());
+  else
+    rc = train ? train_series(doc, p, cmd, file)
+               : bench_series(doc, p, cmd, file);
+  cJSON_Delete(doc); /* the series keep copies of their names */
+  return rc;
+}
+
+/* read_plot of a file: a regular file of at most 64 MiB (a directory,
+ * device or FIFO is refused, naming its kind). */
+static int read_plot_file(int train, const char *cmd, const char *file,
+                          plot *p) {
   char *text = NULL;
   size_t len = 0;
-  /* a regular file of at most 64 MiB: a directory, device or FIFO is
-   * refused, naming its kind */
   rp_status st = rp_file_read_regular(file, (size_t)64 << 20, &text, &len);
   if (st) {
     rp_cli_say(stderr, "reprise %s: cannot read '%s': %s\n", cmd, file,
                rp_error_detail());
-    return NULL;
+    return -1;
   }
-  cJSON *doc = rp_cli_json_parse(text, len);
+  int rc = read_plot(train, cmd, file, text, len, p);
   free(text);
-  if (!doc)
-    say_input(cmd, file, "%s", rp_error_detail());
-  return doc;
+  return rc;
 }
 #endif
 
 int rp_cli_plot_script(int train, const char *file, const char *text,
                        size_t len, const char *term, char **script) {
 #ifdef REPRISE_HAVE_CJSON
-  cJSON *doc = rp_cli_json_parse(text, len);
   plot p = {0};
   int rc = RP_CLI_FAILED;
-  if (!doc)
-    say_input("plot", file, "%s", rp_error_detail());
-  else if (!(train ? train_series(doc, &p, "plot", file)
-                   : bench_series(doc, &p, "plot", file))) {
+  if (!read_plot(train, "plot", file, text, len, &p)) {
     *script = make_script(&p, term);
     if (*script)
       rc = RP_CLI_OK;
     else
       rp_cli_say(stderr, "reprise plot: out of memory\n");
   }
-  cJSON_Delete(doc);
   plot_free(&p);
   return rc;
 #else
@@ -979,13 +988,10 @@ int rp_cmd_plot(int argc, char **argv) {
   if (orc || (orc = rp_cli_check_output("plot", "--output", out)))
     return orc;
 #ifdef REPRISE_HAVE_CJSON
-  cJSON *doc = parse_file("plot", bench ? bench : train);
   plot p = {0};
   int rc = RP_CLI_FAILED;
-  if (doc && !(bench ? bench_series(doc, &p, "plot", bench)
-                     : train_series(doc, &p, "plot", train)))
+  if (!read_plot_file(train != NULL, "plot", bench ? bench : train, &p))
     rc = draw("plot", &p, out);
-  cJSON_Delete(doc);
   plot_free(&p);
   return rc;
 #else
