@@ -3291,6 +3291,39 @@ Test(cli, train_gpt_too_large_names_the_model_size) {
   unlink(corpus);
 }
 
+/* A --save-weights checkpoint above the 4 GiB --load-weights reads is
+ * refused from the sizes alone, before the runtime and the model are made
+ * (as the MLP's): a model of 384 GiB is not first refused for the memory
+ * it would take, and one that fits the memory is not built and
+ * initialised for nothing. Exit 1, both sizes, no file. */
+Test(cli,
+     train_gpt_save_weights_too_large_is_refused_before_the_model_is_built) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && (double)pages * (double)page > 256e9)
+    cr_skip_test("more than 256 GB of memory: the model could be built");
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", path[] = "/tmp/rp_cli_huge_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(path);
+  unlink(path);
+  cli_run r;
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--layers", "32", "--heads", "256", "--width", "8192", "--context", "8",
+      "--batch", "1", "--save-weights", path);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  /* 15 bytes of vocabulary: 48 + 60 + 15 + 12 x 25773483008 parameters */
+  char want[256];
+  snprintf(want, sizeof want,
+           "reprise train: --save-weights %s: a model of this size: its "
+           "checkpoint would be 309280997499 bytes, above the 4294967296 "
+           "bytes a checkpoint may have",
+           path);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  cr_assert(!strstr(r.err, "building the model"), "%s", r.err);
+  cr_assert_str_empty(r.out);
+  cr_assert_neq(access(path, F_OK), 0, "no file written");
+  unlink(corpus);
+}
+
 /* Counts in messages agree with their nouns: a 1-byte file is "1 byte",
  * a one-layer GPT "1 layer". */
 Test(cli, messages_say_one_in_the_singular, .timeout = 60) {

@@ -1692,6 +1692,50 @@ Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
   th_tmpdir_remove();
 }
 
+/* A checkpoint's size follows from the config alone: rp_gpt_save_check_config
+ * takes the model rp_gpt_save writes (the file is 48 + 60 + V + 12 bytes
+ * per parameter) and refuses what rp_gpt_save_check would, with the same
+ * detail, before a model is made. */
+Test(gpt, a_checkpoint_size_is_known_before_the_model_is_built) {
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
+  fixture fx;
+  fx_load(&fx);
+  tg t;
+  tg_init(&t, &fx, RP_BACKEND_CPU, 1, 1);
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
+    info.bytes[i] = (uint8_t)i;
+  const char *path = th_tmp_path("w.ckpt");
+  RP_CHECK(rp_gpt_save(t.m, path, &info));
+  size_t len;
+  free(th_read_all(path, &len));
+  const rp_gpt_config *mc = rp_gpt_cfg(t.m);
+  cr_assert_eq(len, 48 + 60 + mc->vocab + 12 * rp_gpt_param_count(t.m),
+               "%zu bytes", len);
+  RP_CHECK(rp_gpt_save_check(t.m));
+  RP_CHECK(rp_gpt_save_check_config(mc));
+  unlink(path);
+  tg_fini(&t);
+  fx_free(&fx);
+  th_tmpdir_remove();
+  /* 32 layers of width 1024, context 8, 15 bytes: 403104768 parameters,
+   * a file of 4837257339 bytes */
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 32;
+  c.heads = 8;
+  c.width = 1024;
+  c.context = 8;
+  c.vocab = 15;
+  RP_EXPECT(rp_gpt_save_check_config(&c), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(),
+                   "a model of this size: its checkpoint would be 4837257339 "
+                   "bytes, above the 4294967296 bytes a checkpoint may have"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_gpt_save_check_config(NULL), RP_EINVAL);
+}
+
 /* rp_gpt_pick: temperature 0 is the first largest logit whatever top_k;
  * top_k keeps the logits at least the k-th largest (ties at it all take
  * part); top_k 0 and >= V draw alike. The draws come from a fixed seed,

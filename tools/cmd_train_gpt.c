@@ -263,6 +263,19 @@ static int check_ckpt(gpt_state *s) {
 
 static int setup(gpt_state *s) {
   const train_cli *c = s->c;
+  /* a checkpoint larger than its reader takes is refused from the sizes
+   * alone, before the runtime and the model are made */
+  rp_gpt_config sz;
+  rp_gpt_config_init(&sz);
+  sz.layers = c->layers;
+  sz.width = c->width;
+  sz.context = c->context;
+  sz.vocab = s->text.vocab;
+  if (c->save_weights && rp_gpt_save_check_config(&sz) != RP_OK) {
+    rp_cli_say(stderr, "%s: --save-weights %s: %s\n", rp_train_who(),
+               c->save_weights, rp_error_detail());
+    return RP_CLI_FAILED;
+  }
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
   cfg.backend = c->backend;
@@ -320,11 +333,6 @@ static int setup(gpt_state *s) {
   }
   if (st != RP_OK)
     return gfail("building the model", st);
-  if (c->save_weights && rp_gpt_save_check(s->m) != RP_OK) {
-    rp_cli_say(stderr, "%s: --save-weights %s: %s\n", rp_train_who(),
-               c->save_weights, rp_error_detail());
-    return RP_CLI_FAILED;
-  }
   if (s->have_ckpt && (st = rp_gpt_ckpt_apply(s->m, &s->ckpt)) != RP_OK) {
     rp_cli_say(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
                c->load_weights, rp_error_detail());

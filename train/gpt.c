@@ -3052,12 +3052,20 @@ static int schedule_ok(uint32_t step, uint32_t iters, uint32_t warmup, float lr,
   return *why == NULL;
 }
 
+rp_status rp_gpt_save_check_config(const rp_gpt_config *cfg) {
+  if (!cfg)
+    return rp_error_set(RP_EINVAL, "rp_gpt_save_check_config: NULL config");
+  /* the payload as rp_gpt_save writes it: 4 bytes per float */
+  uint64_t payload =
+      CKPT_HEAD + (uint64_t)cfg->vocab +
+      4 * ckpt_floats(cfg->layers, cfg->width, cfg->context, cfg->vocab);
+  return rp_ckpt_size_check("a model of this size", payload, CKPT_MAX);
+}
+
 rp_status rp_gpt_save_check(const rp_gpt *m) {
   if (!m)
     return rp_error_set(RP_EINVAL, "rp_gpt_save_check: NULL model");
-  uint64_t payload =
-      CKPT_HEAD + (uint64_t)m->cfg.vocab + 12 * (uint64_t)rp_gpt_param_count(m);
-  return rp_ckpt_size_check("a model of this size", payload, CKPT_MAX);
+  return rp_gpt_save_check_config(&m->cfg);
 }
 
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {

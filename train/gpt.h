@@ -525,6 +525,9 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
  * parameters); else RP_ERANGE giving both sizes, which rp_gpt_save
  * returns before writing anything (check it before training). */
 rp_status rp_gpt_save_check(const rp_gpt *m);
+/* rp_gpt_save_check for the model cfg describes (its layers, width,
+ * context and vocabulary), before one is made. */
+rp_status rp_gpt_save_check_config(const rp_gpt_config *cfg);
 /* Reads a checkpoint into *out (free with rp_gpt_ckpt_free). Errors name
  * the file: those of rp_ckpt_load (not a checkpoint, another model's kind,
  * truncated, RP_ECHECKSUM when corrupt), RP_EVERSION (another payload
