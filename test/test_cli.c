@@ -2340,6 +2340,85 @@ static void gpt_overflow(const char *ckpt) {
   free(file);
 }
 
+/* The options --load-weights fills in (the file's architecture, batch and
+ * schedule) are named as the file's in the messages about them: a run
+ * given --iters 4 is not told of a "--warmup 5" it never gave. Options
+ * given say nothing of the file. */
+Test(cli, train_gpt_values_from_the_checkpoint_are_named_as_its,
+     .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX",
+       done[] = "/tmp/rp_cli_ck_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(ckpt);
+  tmp_file(done);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "10", "--warmup", "5", "--stop", "2",
+      "--save-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "3", "--sample", "0", "--save-weights",
+      done);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  static const struct {
+    const char *args[4], *want;
+  } cases[] = {
+      {{"--iters", "4"},
+       "--warmup 5 (from --load-weights) is not below --iters 4: "},
+      {{"--stop", "11"}, "--stop 11 is past --iters 10 (from --load-weights)"},
+      {{"--procs", "4", "--tp", "4"},
+       "--heads 2 (from --load-weights) is not a multiple of --tp 4"},
+      {{"--procs", "5"},
+       "--procs 5 / --tp 1 is more than --batch 4 (from "
+       "--load-weights): "},
+      {{"--procs", "3"}, "--batch 4 (from --load-weights) over --procs 3: "},
+      {{"--width", "15"},
+       "--width 15 is not a multiple of --heads 2 (from --load-weights)"},
+      /* given, they are not the file's */
+      {{"--iters", "4", "--warmup", "5"},
+       "reprise train: --warmup 5 is not below --iters 4: "},
+      {{"--iters", "2", "--warmup", "1"}, "reprise train: --iters 2: "},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[16] = {"train", "--model",  "gpt",  "--backend",
+                            "cpu",   "--text",   corpus, "--load-weights",
+                            ckpt,    "--sample", "0"};
+    size_t n = 11;
+    for (size_t j = 0; j < 4 && cases[i].args[j]; j++)
+      args[n++] = cases[i].args[j];
+    args[n] = NULL;
+    run_cli(&r, args);
+    cr_assert_eq(r.status, 2, "case %zu: %s", i, r.err);
+    cr_assert(strstr(r.err, cases[i].want), "case %zu: no '%s' in: %s", i,
+              cases[i].want, r.err);
+  }
+  /* a finished run's --iters is the file's */
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--load-weights", done);
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  char want[256];
+  snprintf(want, sizeof want,
+           "reprise train: --iters 3 (from --load-weights): %s has done 3 "
+           "steps already",
+           done);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  /* a batch the int32 kernels cannot take with the --context given */
+  size_t len;
+  char *file = th_read_all(ckpt, &len);
+  unsigned char *pl = (unsigned char *)file + RP_CKPT_HEAD;
+  const uint32_t batch = 65536;
+  memcpy(pl + 20, &batch, 4); /* little-endian, as the file is */
+  RP_CHECK(rp_ckpt_save(ckpt, "gpt", 2, pl, len - RP_CKPT_HEAD));
+  free(file);
+  RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+      "--load-weights", ckpt, "--context", "4096");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--batch 65536 (from --load-weights) x --context "
+                          "4096 is too large"),
+            "%s", r.err);
+  unlink(done);
+  unlink(ckpt);
+  unlink(corpus);
+}
+
 /* A checkpoint whose weights are finite but overflow float arithmetic
  * (every value 1e20, resealed): the run fails before any step, naming the
  * checkpoint, not as divergence with advice about --lr. */

@@ -531,6 +531,17 @@ static const char *opt_name(int o) {
   return "?";
 }
 
+#define FROM(c, o) rp_train_from_ckpt((c), opt_name(o))
+
+const char *rp_train_from_ckpt(const train_cli *c, const char *name) {
+  for (const struct option *l = LONGOPTS; l->name; l++)
+    if (l->val >= OPT_BACKEND && l->val < OPT_END && !strcmp(l->name, name))
+      return (c->from_ckpt >> (l->val - OPT_BACKEND)) & 1u
+                 ? " (from --load-weights)"
+                 : "";
+  return "";
+}
+
 /* --model mlp (the default): the GPT's own options are refused. */
 static int gpt_only(const train_cli *c) {
   const int o[] = {OPT_LAYERS, OPT_HEADS,  OPT_WIDTH, OPT_CONTEXT, OPT_TEXT,
@@ -577,11 +588,13 @@ static int gpt_ckpt_defaults(train_cli *c) {
     if (!GIVEN(c, OPT_WARMUP))
       c->warmup = k.warmup;
   }
-  for (size_t i = 0; i < sizeof o / sizeof o[0]; i++)
-    if (o[i] != OPT_ITERS && o[i] != OPT_LR && o[i] != OPT_WARMUP)
-      c->given |= 1ull << (o[i] - OPT_BACKEND);
-    else if (k.iters)
-      c->given |= 1ull << (o[i] - OPT_BACKEND);
+  for (size_t i = 0; i < sizeof o / sizeof o[0]; i++) {
+    uint64_t bit = 1ull << (o[i] - OPT_BACKEND);
+    if (!(c->given & bit) && (k.iters || (o[i] != OPT_ITERS && o[i] != OPT_LR &&
+                                          o[i] != OPT_WARMUP)))
+      c->from_ckpt |= bit;
+  }
+  c->given |= c->from_ckpt;
   rp_gpt_ckpt_free(&k);
   return RP_CLI_OK;
 }
@@ -637,9 +650,10 @@ static int gpt_options(train_cli *c) {
                                    : c->iters / 10;
   if (c->warmup && c->warmup >= c->iters)
     return rp_cli_usage_error("train",
-                              "--warmup %u is not below --iters %u: the "
+                              "--warmup %u%s is not below --iters %u%s: the "
                               "learning rate would never reach --lr",
-                              c->warmup, c->iters);
+                              c->warmup, FROM(c, OPT_WARMUP), c->iters,
+                              FROM(c, OPT_ITERS));
   rp_gpt_config dc;
   rp_gpt_config_init(&dc);
   /* judged as trained: the float lr (the checks of rp_gpt_step and the
@@ -674,16 +688,17 @@ static int gpt_options(train_cli *c) {
     c->stop = c->iters;
   if (c->stop > c->iters)
     return rp_cli_usage_error("train",
-                              "--stop %u is past --iters %u (the schedule's "
-                              "last step)",
-                              c->stop, c->iters);
+                              "--stop %u is past --iters %u%s, the "
+                              "schedule's last step",
+                              c->stop, c->iters, FROM(c, OPT_ITERS));
   if (!c->log_every)
     c->log_every = c->iters >= 10 ? c->iters / 10 : 1;
   if (c->width % c->heads)
     return rp_cli_usage_error("train",
-                              "--width %u is not a multiple of "
-                              "--heads %u",
-                              c->width, c->heads);
+                              "--width %u%s is not a multiple of "
+                              "--heads %u%s",
+                              c->width, FROM(c, OPT_WIDTH), c->heads,
+                              FROM(c, OPT_HEADS));
   c->tp = GIVEN(c, OPT_TP) ? c->tp : 1;
   if (c->dist && c->tp > c->mc.procs && c->tp % c->mc.procs)
     return rp_cli_usage_error("train",
@@ -699,29 +714,32 @@ static int gpt_options(train_cli *c) {
                               c->mc.procs, c->tp);
   if (c->heads % c->tp)
     return rp_cli_usage_error("train",
-                              "--heads %u is not a multiple of --tp %u: "
+                              "--heads %u%s is not a multiple of --tp %u: "
                               "every processor needs whole heads",
-                              c->heads, c->tp);
+                              c->heads, FROM(c, OPT_HEADS), c->tp);
   if (c->mc.procs / c->tp > c->mc.batch)
     return rp_cli_usage_error("train",
-                              "--procs %u / --tp %u is more than --batch %u: "
-                              "every data group needs rows of the batch",
-                              c->mc.procs, c->tp, c->mc.batch);
+                              "--procs %u / --tp %u is more than --batch "
+                              "%u%s: every data group needs rows of the batch",
+                              c->mc.procs, c->tp, c->mc.batch,
+                              FROM(c, OPT_BATCH));
   /* the kernels index with int32: the activations and the attention
    * scores must stay below 2^31 (rp_gpt_config_check) */
   uint64_t rows = (uint64_t)c->mc.batch * c->context;
   if (rows * c->width * 4 >= (1u << 31) ||
       rows * c->heads * c->context >= (1u << 31))
     return rp_cli_usage_error("train",
-                              "--batch %u x --context %u is too large for "
-                              "the kernels' int32 sizes (batch x context x "
-                              "4 x width and batch x heads x context^2 "
+                              "--batch %u%s x --context %u%s is too large "
+                              "for the kernels' int32 sizes (batch x context "
+                              "x 4 x width and batch x heads x context^2 "
                               "must stay below 2^31)",
-                              c->mc.batch, c->context);
+                              c->mc.batch, FROM(c, OPT_BATCH), c->context,
+                              FROM(c, OPT_CONTEXT));
   /* --dist: checked with the number of ranks, once MPI has started */
   if (!c->dist && rp_gpt_split_check(c->mc.batch, 1, c->mc.procs, c->tp))
-    return rp_cli_usage_error("train", "--batch %u over --procs %u: %s",
-                              c->mc.batch, c->mc.procs, rp_error_detail());
+    return rp_cli_usage_error("train", "--batch %u%s over --procs %u: %s",
+                              c->mc.batch, FROM(c, OPT_BATCH), c->mc.procs,
+                              rp_error_detail());
   if (c->trace && c->eager)
     return rp_cli_usage_error("train", "--trace needs the recorded step "
                                        "(drop --eager)");

@@ -43,8 +43,14 @@ typedef struct train_cli {
   int text_given;     /* --text given (else the default corpus) */
   uint64_t given;     /* options seen, bit (option - first option) */
   int lr_from_ckpt;   /* --model gpt: lr is the --load-weights file's */
+  uint64_t from_ckpt; /* options the --load-weights file gave, as given */
   const char *lr_arg; /* --lr as given (lr: its float) */
 } train_cli;
+
+/* " (from --load-weights)" when the value of the option named `name`
+ * (its long name: "iters") is the --load-weights file's, not given; else
+ * "". Messages about a value say where it came from. */
+const char *rp_train_from_ckpt(const train_cli *c, const char *name);
 
 /* `reprise train --model gpt` after parsing. Exit status as rp_cmd_train. */
 int rp_cmd_train_gpt(const train_cli *c);

@@ -221,12 +221,13 @@ static int check_ckpt(gpt_state *s) {
   if (c->stop <= k->step && s->tr.rank != 0) /* --dist: rank 0 says it */
     return RP_CLI_USAGE;
   if (c->stop <= k->step)
-    return rp_cli_usage_error("train",
-                              "--%s %u: %s has done %u step%s already; "
-                              "--iters and --stop count the total steps",
-                              c->stop < c->iters ? "stop" : "iters", c->stop,
-                              c->load_weights, k->step,
-                              k->step == 1 ? "" : "s");
+    return rp_cli_usage_error(
+        "train",
+        "--%s %u%s: %s has done %u step%s already; --iters and --stop count "
+        "the total steps",
+        c->stop < c->iters ? "stop" : "iters", c->stop,
+        c->stop < c->iters ? "" : rp_train_from_ckpt(c, "iters"),
+        c->load_weights, k->step, k->step == 1 ? "" : "s");
   s->start = k->step;
   char d[256] = ""; /* what differs: saved, then this run's (iters 0: the
                        file holds no schedule, written by the library) */
