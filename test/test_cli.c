@@ -3312,6 +3312,81 @@ Test(cli, json_strings_stay_valid_utf8_whatever_bytes_a_path_has) {
   }
 }
 
+/* Generated text reaches a terminal without the control characters it
+ * would act on: C0 controls but newline and tab, DEL, and UTF-8's C1
+ * controls (C2 80..C2 9F: C2 9B is a CSI, "\xc2\x9b2J" clears the
+ * screen) print as one '?' each; other UTF-8, a C2 before another byte
+ * and a C2 at the end pass as they are. */
+Test(cli, text_printer_hides_c0_and_c1_controls) {
+  static const struct {
+    const char *in, *want;
+  } c[] = {
+      {"a\xc2\x9b"
+       "2J",
+       "a?2J"},
+      {"\xc2\x80\xc2\x9f\xc2\xa0", "??\xc2\xa0"},
+      {"\xc2\xc2\x9b", "\xc2?"},
+      {"caf\xc3\xa9\t\n", "caf\xc3\xa9\t\n"},
+      {"\x1b[31m\x7f\x01", "?[31m??"},
+      {"\x9b", "\x9b"}, /* not UTF-8's C1: no C2 before it */
+      {"x\xc2", "x\xc2"},
+  };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    rp_cli_text t = {f, 0};
+    for (const char *p = c[i].in; *p; p++)
+      rp_cli_text_put(&t, (unsigned char)*p);
+    rp_cli_text_end(&t);
+    fclose(f);
+    cr_assert_str_eq(buf, c[i].want, "case %zu", i);
+    free(buf);
+  }
+}
+
+/* No C1 control (C2 80..C2 9F) in r's stdout, and at least one '?'. */
+static void no_c1_in(const cli_run *r) {
+  int q = 0;
+  for (const unsigned char *p = (const unsigned char *)r->out; *p; p++) {
+    cr_assert(!(p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f),
+              "a C1 control at byte %zu of: %s",
+              (size_t)(p - (const unsigned char *)r->out), r->out);
+    q += *p == '?';
+  }
+  cr_assert_gt(q, 0, "no '?' in: %s", r->out);
+}
+
+/* A corpus holding UTF-8's CSI (C2 9B "2J" clears a terminal's screen):
+ * generate's echo of the prompt and train's sample write it as '?'. */
+Test(cli, generated_text_prints_c1_controls_as_question_marks, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
+  tmp_file(corpus);
+  tmp_file(ckpt);
+  FILE *f = fopen(corpus, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < 200; i++)
+    fputs("ab\xc2\x9b"
+          "2J cd\n",
+          f);
+  fclose(f);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "2", "--sample", "2000",
+      "--save-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  no_c1_in(&r);
+  RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--prompt",
+      "a\xc2\x9b"
+      "2J",
+      "--tokens", "200");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(!strncmp(r.out, "a?2J", 4), "%s", r.out);
+  no_c1_in(&r);
+  unlink(ckpt);
+  unlink(corpus);
+}
+
 /* --lr is judged and printed as the 32-bit float the run trains with:
  * 9.999999 is the float 9.99999905, below the limit 10 (lr x the weight
  * decay 0.1 < 1), so it trains (and diverges, as 9.9 does), printed with

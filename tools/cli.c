@@ -443,8 +443,25 @@ void rp_cli_put_quoted(FILE *f, const char *s) {
     fputs("...", f);
 }
 
-void rp_cli_put_text_byte(FILE *f, int ch) {
-  fputc(ch == '\n' || ch == '\t' || (ch >= 32 && ch != 127) ? ch : '?', f);
+void rp_cli_text_put(rp_cli_text *t, int ch) {
+  if (t->held) {
+    t->held = 0;
+    if (ch >= 0x80 && ch <= 0x9f) { /* C2 80..C2 9F: a C1 control */
+      fputc('?', t->f);
+      return;
+    }
+    fputc(0xc2, t->f);
+  }
+  if (ch == 0xc2)
+    t->held = 1;
+  else
+    fputc(ch == '\n' || ch == '\t' || (ch >= 32 && ch != 127) ? ch : '?', t->f);
+}
+
+void rp_cli_text_end(rp_cli_text *t) {
+  if (t->held)
+    fputc(0xc2, t->f);
+  t->held = 0;
 }
 
 #ifdef REPRISE_HAVE_CJSON

@@ -208,11 +208,12 @@ static int encode(gen_cli *c, const rp_gpt_ckpt *k, int32_t *out) {
 typedef struct byte_out {
   const uint8_t *bytes; /* token -> byte */
   int err;              /* errno of the failed write, else 0 */
+  rp_cli_text text;     /* on stdout */
 } byte_out;
 
 static int put_flushed(byte_out *o, int32_t tok) {
   errno = 0; /* a failure's own errno, not an older one */
-  rp_cli_put_text_byte(stdout, o->bytes[tok]);
+  rp_cli_text_put(&o->text, o->bytes[tok]);
   if (fflush(stdout) != 0 || ferror(stdout)) {
     o->err = errno ? errno : EIO;
     return -1;
@@ -275,7 +276,7 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
     rc = gfail("recording the decode step", st);
   if (!rc && (st = rp_instantiate(g, NULL, &ex)) != RP_OK)
     rc = gfail("instantiating the decode step", st);
-  byte_out o = {k->bytes, 0};
+  byte_out o = {k->bytes, 0, {stdout, 0}};
   for (size_t i = 0; !rc && !o.err && i < plen; i++)
     (void)put_flushed(&o, tok[i]);
   uint64_t t0 = rp_train_now_ns();
@@ -286,6 +287,7 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
       !o.err) {
     /* the text so far (the prompt at least) ends its line before the
      * error is said */
+    rp_cli_text_end(&o.text);
     putchar('\n');
     fflush(stdout);
     rc = gfail("generating", st);
@@ -293,6 +295,7 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
   double s = (double)(rp_train_now_ns() - t0) * 1e-9;
   if (!rc && !o.err) {
     errno = 0;
+    rp_cli_text_end(&o.text);
     if (putchar('\n') == EOF || fflush(stdout) != 0)
       o.err = errno ? errno : EIO;
   }

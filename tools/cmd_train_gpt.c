@@ -587,9 +587,10 @@ static int print_sample(gpt_state *s) {
             "per byte, %.0f bytes/s):\n----\n",
             c->sample, c->sample == 1 ? "" : "s", rp_graph_op_count(g),
             secs > 0 ? c->sample / secs : 0);
-    for (uint32_t i = 1; i <= c->sample; i++) {
-      rp_cli_put_text_byte(glog, s->text.bytes[out[i]]);
-    }
+    rp_cli_text t = {glog, 0};
+    for (uint32_t i = 1; i <= c->sample; i++)
+      rp_cli_text_put(&t, s->text.bytes[out[i]]);
+    rp_cli_text_end(&t);
     fprintf(glog, "\n----\n");
   }
   int rc = st == RP_OK ? RP_CLI_OK : gfail("sampling", st);
