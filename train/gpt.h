@@ -17,7 +17,7 @@
  *   h{l}.mlp.proj.b, then lnf.w, lnf.b.
  * Matrices are [out x in] as nn.Linear. Their gradients are named with a
  * "d" in front of the last part ("h3.mlp.fc.dW", "h3.mlp.fc.db", "dwte"),
- * AdamW moments "m." and "v." + the name.
+ * AdamW moments the name + ".m" and ".v" ("h3.mlp.fc.w.m").
  *
  * Initialisation (rp_gpt_reset) as nanoGPT: matrices and embeddings
  * normal(0, 0.02), the residual projections (attn.proj.w, mlp.proj.w)
