@@ -8,7 +8,8 @@
 # (bench rows, train timings) for
 # FUZZ_TIME_READERS seconds each. Exits non-zero at the first
 # target that finds a crash, a leak, undefined behaviour or a timeout (the
-# input is left in $BUILD/fuzz-artifacts/TARGET/).
+# input is left in $BUILD/fuzz-artifacts/NAME/, the target's name
+# without fuzz_).
 #
 # Environment: CC (default clang-14, else clang), FUZZ_TIME seconds
 # (default 60), FUZZ_TIME_READERS seconds (default 18), BUILD directory
