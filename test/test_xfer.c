@@ -1011,3 +1011,43 @@ Test(xfer, plan_and_release_leak_nothing) {
   th_destroy(rt);
   EXPECT_NO_LEAKS();
 }
+
+/* ---------------------------------------------------------------------- */
+/* Details name rectangles in full */
+
+/* rp_rect_str of a 4-D rect whose every coordinate has 19 digits and a
+ * sign is 176 characters: a detail shows it whole, not cut mid-number. */
+Test(xfer, details_show_extreme_4d_rects_whole) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  int64_t lo[4] = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+  int64_t e2[4] = {2, 2, 2, 2}, e3[4] = {3, 3, 3, 3};
+  rp_rect r = rect_of(4, lo, e2), big = rect_of(4, lo, e3);
+  rp_inst s = mk(rt, RP_I32, r, NULL), d = mk(rt, RP_I32, r, NULL);
+  char want_dom[256], want_inst[256];
+  rp_rect_str(&big, want_dom, sizeof want_dom);
+  rp_rect_str(&r, want_inst, sizeof want_inst);
+  cr_assert_eq(strlen(want_dom), 176u, "%s", want_dom);
+  rp_copy c = copy_of(s, d, RP_DOMAIN_RECT);
+  c.rect = big;
+  rp_xfer_desc x;
+  RP_EXPECT(rp_xfer_plan(rt, &c, &x), RP_ESHAPE);
+  cr_assert(has(want_dom) && has(want_inst), "%s", rp_error_detail());
+  /* a part of a parallel operator with the wrong shard */
+  int64_t we[4] = {4, 2, 2, 2};
+  rp_rect wr = rect_of(4, lo, we), want;
+  rp_inst whole = mk(rt, RP_I32, wr, NULL), parts[2];
+  RP_CHECK(rp_chunk_rect(&wr, 0, 2, 1, &want));
+  parts[0] = mk(rt, RP_I32, want, NULL); /* part 1's shard as part 0 */
+  parts[1] = mk(rt, RP_I32, want, NULL);
+  RP_CHECK(rp_chunk_rect(&wr, 0, 2, 0, &want));
+  rp_parallel_op op = {.kind = RP_POP_REPARTITION,
+                       .whole = whole,
+                       .parts = parts,
+                       .nparts = 2,
+                       .dim = 0};
+  uint32_t n;
+  RP_EXPECT(rp_xfer_expand_parallel(rt, &op, NULL, 0, &n), RP_ESHAPE);
+  rp_rect_str(&want, want_dom, sizeof want_dom);
+  cr_assert(has(want_dom), "%s", rp_error_detail());
+  th_destroy(rt);
+}

@@ -164,7 +164,7 @@ static rp_status check_part(rp_runtime *rt, const rp_parallel_op *op,
     return st;
   if (rect_eq(&v.info.rect, &want))
     return RP_OK;
-  char a[160], b[160];
+  char a[RP_XFER_RECT_STR], b[RP_XFER_RECT_STR];
   return rp__err(RP_ESHAPE,
                  "rp_xfer_expand_parallel: %s part %u instance "
                  "%#llx has rect %s, expected %s",

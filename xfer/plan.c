@@ -62,7 +62,7 @@ static rp_status check_fits(const rp_rect *dom, const side *s,
                             const char *mode) {
   if (rect_contains(&s->v.info.rect, dom))
     return RP_OK;
-  char a[160], b[160];
+  char a[RP_XFER_RECT_STR], b[RP_XFER_RECT_STR];
   return rp__err(RP_ESHAPE,
                  "rp_xfer_plan: domain %s %s does not fit %s instance %#llx "
                  "rect %s",
@@ -80,7 +80,7 @@ static rp_status intersect(const side *s, const side *t, rp_rect *dom) {
   }
   if (!rect_empty(dom))
     return RP_OK;
-  char x[160], y[160];
+  char x[RP_XFER_RECT_STR], y[RP_XFER_RECT_STR];
   return rp__err(
       RP_ESHAPE,
       "rp_xfer_plan: domain INTERSECT is empty: src instance "
@@ -109,7 +109,7 @@ static rp_status pick_domain(const rp_copy *c, const side *s, const side *t,
   case RP_DOMAIN_RECT:
     break;
   }
-  char a[160];
+  char a[RP_XFER_RECT_STR];
   *dom = c->rect;
   for (int d = dom->dim > 0 ? dom->dim : 0; d < RP_MAX_DIM; d++)
     dom->lo[d] = dom->hi[d] = 0; /* unused dims: as instance rects keep them */
