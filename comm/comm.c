@@ -287,6 +287,15 @@ static rp_status copy_side(rp_dist_state *ds, const rp_dist_copy *c,
                    "on both sides)",
                    what, rp_dtype_name(sv.info.dtype),
                    rp_dtype_name(dv.info.dtype));
+  /* allocated instances never share bytes; external ones may (as for
+   * rp_launch_copy, reprise.h rp_instance_create_external) */
+  if (src && dst && rp__dist_overlap(&sv.info, &dv.info, &a->dom))
+    return rp__err(RP_EINVAL,
+                   "%s: a copy within this rank from instance %#llx into "
+                   "instance %#llx, whose bytes overlap in memory; copy "
+                   "through a separate buffer",
+                   what, (unsigned long long)c->src.id,
+                   (unsigned long long)c->dst.id);
   rp_privilege wp = c->redop == RP_REDOP_SUM ? RP_RW : RP_WRITE;
   if (src)
     acc[(*nacc)++] = (rp_access){c->src, RP_READ, RP_REDOP_NONE};

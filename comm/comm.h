@@ -121,7 +121,14 @@ int rp__dist_contig(const rp_instance_info *inst, const rp_rect *dom,
 void rp__dist_pack(const rp_instance_info *inst, const rp_rect *dom, void *buf);
 void rp__dist_unpack(const rp_instance_info *inst, const rp_rect *dom,
                      const void *buf, rp_redop redop);
-/* dst[dom] = src[dom] (or += with SUM): both host instances, same type. */
+/* 1 when the bytes of dom's points in a and those in b overlap, counting
+ * each side from its first point to the end of its last (strides are
+ * positive): points interleaved by strides count as overlapping. */
+int rp__dist_overlap(const rp_instance_info *a, const rp_instance_info *b,
+                     const rp_rect *dom);
+/* dst[dom] = src[dom] (or += with SUM): both host instances, same type,
+ * whose bytes of dom do not overlap (rp__dist_overlap): rows move through
+ * a bounce buffer, so an overlap would read what was already written. */
 void rp__dist_local_copy(const rp_instance_info *src,
                          const rp_instance_info *dst, const rp_rect *dom,
                          rp_redop redop);

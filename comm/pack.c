@@ -33,6 +33,15 @@ int rp__dist_contig(const rp_instance_info *inst, const rp_rect *dom,
   return 1;
 }
 
+int rp__dist_overlap(const rp_instance_info *a, const rp_instance_info *b,
+                     const rp_rect *dom) {
+  uintptr_t a0 = (uintptr_t)at(a, dom->lo),
+            a1 = (uintptr_t)at(a, dom->hi) + rp_dtype_size(a->dtype);
+  uintptr_t b0 = (uintptr_t)at(b, dom->lo),
+            b1 = (uintptr_t)at(b, dom->hi) + rp_dtype_size(b->dtype);
+  return a0 < b1 && b0 < a1;
+}
+
 /* Calls row(dst_row, src_row, n) for every row of dom (the last dimension):
  * the buffer side advances densely, the instance side by its strides. */
 typedef void (*row_fn)(char *inst, char *buf, int64_t n, size_t esz,

@@ -1611,12 +1611,14 @@ typedef struct rp_dist_parallel {
 /* Launch calls (eager or recorded, as rp_launch_task). *done (may be NULL)
  * is the completion event / the recorded op's reference (for a parallel
  * operator: its last op, which follows all its others on this rank).
- * Errors (nothing launched): RP_EINVAL NULL or unknown redop / kind;
- * RP_ERANGE a rank >= rp_runtime_ranks(); RP_ESTALE a stale local instance;
- * RP_ETYPE a type that cannot be summed; RP_ESHAPE a rect that does not fit
- * the local instance, a non-dense all-reduce instance, a part that is not
- * its chunk of the whole; RP_EACCESS a cross-rank copy of GPU memory;
- * RP_EUNSUPPORTED a GPU all-reduce in a build without NCCL. */
+ * Errors (nothing launched): RP_EINVAL NULL or unknown redop / kind, a
+ * copy within a rank from an instance into itself or between overlapping
+ * bytes (external instances over one buffer); RP_ERANGE a rank >=
+ * rp_runtime_ranks(); RP_ESTALE a stale local instance; RP_ETYPE a type that
+ * cannot be summed; RP_ESHAPE a rect that does not fit the local instance, a
+ * non-dense all-reduce instance, a part that is not its chunk of the whole;
+ * RP_EACCESS a cross-rank copy of GPU memory; RP_EUNSUPPORTED a GPU all-reduce
+ * in a build without NCCL. */
 RP_API rp_status rp_launch_allreduce(rp_runtime *rt, const rp_allreduce *a,
                                      rp_event *done);
 RP_API rp_status rp_launch_dist_copy(rp_runtime *rt, const rp_dist_copy *c,

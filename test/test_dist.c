@@ -188,6 +188,53 @@ Test(dist, copy_to_the_same_rank_is_a_local_copy) {
   th_destroy(rt);
 }
 
+/* rank 0 -> rank 0 between two external instances over one buffer, one
+ * element apart: refused as rp_launch_copy refuses it (reprise.h,
+ * rp_instance_create_external), and the buffer stays as it was. A local
+ * copy moves its rows through a 4 KiB bounce buffer, so it would read
+ * elements it had already overwritten. Bytes that do not overlap copy. */
+Test(dist, local_copy_between_overlapping_bytes_is_refused) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  enum { N = 2000 };
+  static float buf[2 * N + 1];
+  for (int k = 0; k < 2 * N + 1; k++)
+    buf[k] = (float)k;
+  rp_rect r = rp_rect_1d(0, N - 1);
+  rp_inst a, b, far;
+  RP_CHECK(rp_instance_create_external(rt, 0, RP_F32, &r, NULL, buf,
+                                       sizeof *buf * N, &a));
+  RP_CHECK(rp_instance_create_external(rt, 0, RP_F32, &r, NULL, buf + 1,
+                                       sizeof *buf * N, &b));
+  RP_CHECK(rp_instance_create_external(rt, 0, RP_F32, &r, NULL, buf + N + 1,
+                                       sizeof *buf * N, &far));
+  rp_event e = RP_NO_EVENT;
+  for (int sum = 0; sum < 2; sum++) {
+    rp_dist_copy c = {
+        .src = a, .dst = b, .redop = sum ? RP_REDOP_SUM : RP_REDOP_NONE};
+    RP_EXPECT(rp_launch_dist_copy(rt, &c, &e), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "overlap"), "%s", rp_error_detail());
+    c.src = b, c.dst = a;
+    RP_EXPECT(rp_launch_dist_copy(rt, &c, &e), RP_EINVAL);
+    /* a rect of points whose bytes are apart in the two instances */
+    c.rect = rp_rect_1d(10, 10);
+    RP_CHECK(rp_launch_dist_copy(rt, &c, &e));
+    wait_ok(rt, e);
+  }
+  cr_assert_eq(buf[10], 22.0f, "copied (11), then summed (+ 11)");
+  buf[10] = 10.0f;
+  for (int k = 0; k < 2 * N + 1; k++)
+    cr_assert_eq(buf[k], (float)k, "buf[%d] changed", k);
+  /* the root's own part of a parallel operator is such a copy too */
+  rp_dist_parallel p = {.kind = RP_POP_REDUCTION, .whole = b, .part = a};
+  RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "overlap"), "%s", rp_error_detail());
+  RP_CHECK(rp_launch_dist_copy(rt, &(rp_dist_copy){.src = a, .dst = far}, &e));
+  wait_ok(rt, e);
+  for (int k = 0; k < N; k++)
+    cr_assert_eq(buf[N + 1 + k], (float)k, "far[%d]", k);
+  th_destroy(rt);
+}
+
 typedef struct pop_arg {
   rp_dist_parallel p;
 } pop_arg;
