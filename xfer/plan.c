@@ -406,9 +406,10 @@ rp_status rp_xfer_plan(rp_runtime *rt, const rp_copy *c, rp_xfer_desc *d) {
 rp_status rp_xfer_check(const rp_xfer_desc *d) {
   if (!d || d->channel == RP_XFER_NONE)
     return rp__err(RP_ESTALE, "rp_xfer: descriptor is not planned");
-  /* acquire: pairs with the release increment in rp_instance_free and
-   * rp_instance_realloc, so a free that completed before this load is seen;
-   * one racing with the transfer itself is excluded by the caller. */
+  /* the loads (rp__inst_gen_settled) pair with the release stores of the
+   * new generation in rp_instance_free and rp_instance_realloc, so a free
+   * that completed before them is seen; one racing with the transfer
+   * itself is excluded by the caller. */
   uint32_t sg = rp__inst_gen_settled(d->src_gen_word, d->src_gen);
   uint32_t dg = rp__inst_gen_settled(d->dst_gen_word, d->dst_gen);
   if (RP_LIKELY(sg == d->src_gen && dg == d->dst_gen))

@@ -95,8 +95,10 @@ typedef struct rp_xfer_desc {
  * caller's). Errors, with a detail naming the side, instance and
  * rectangles; *d is left released (channel RP_XFER_NONE) and nothing is
  * allocated:
- *   RP_EINVAL  NULL argument, unknown redop or domain mode, src and dst the
- *              same instance, a SUM destination not aligned to its element;
+ *   RP_EINVAL  NULL argument, a handle 0 (none), unknown redop or domain
+ *              mode, src and dst the same instance, src and dst bytes of
+ *              the domain that overlap (an external instance over another's
+ *              memory), a SUM side not aligned to its element;
  *   RP_ESTALE  src or dst freed, reallocated or unknown;
  *   RP_ETYPE   dtypes differ, or SUM on a type other than f32/f64/i32/i64;
  *   RP_ESHAPE  dims differ, or the domain (INTERSECT: the intersection of
@@ -113,7 +115,9 @@ rp_status rp_xfer_plan(rp_runtime *rt, const rp_copy *c, rp_xfer_desc *d);
 
 /* RP_OK when both instances still have their planned generations, else
  * RP_ESTALE with a detail naming the stale side(s) (also for a released
- * descriptor). Two acquire loads: no allocation, no lock. */
+ * descriptor). Two loads of the generation words, each waiting out a free
+ * or realloc that is deciding whether the instance is busy (engine.h,
+ * rp__inst_gen_settled): no allocation, no lock. */
 rp_status rp_xfer_check(const rp_xfer_desc *d);
 
 /* Clears the per-use state (ran, progress, ib_offset) for the next use. Does
