@@ -409,7 +409,7 @@ static rp_status check_caller_inst(loader *L, uint32_t i, const inst_desc *d) {
   int same = info.rect.dim == d->rect.dim;
   for (int k = 0; same && k < d->rect.dim; k++)
     same = info.rect.lo[k] == d->rect.lo[k] && info.rect.hi[k] == d->rect.hi[k];
-  char want[128], have[128];
+  char want[RP_XFER_RECT_STR], have[RP_XFER_RECT_STR];
   rp_xfer_rect_str(&d->rect, want, sizeof want);
   rp_xfer_rect_str(&info.rect, have, sizeof have);
   if (!same)

@@ -1167,6 +1167,22 @@ Test(graphio_corrupt, caller_instances_must_match) {
   th_destroy(e.rt);
 }
 
+/* A 4-D rect of 20-character coordinates is 176 characters: the detail
+ * shows the caller's whole, not cut mid-number. */
+Test(graphio_corrupt, caller_instance_rect_shown_whole) {
+  env e = env_make();
+  int64_t lo[4] = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+  int64_t ext[4] = {2, 2, 2, 2};
+  rp_rect r = rp_rect_make(4, lo, ext);
+  rp_inst far = mk(e.rt, RP_F32, r, NULL);
+  char have[256];
+  rp_rect_str(&r, have, sizeof have);
+  cr_assert_eq(strlen(have), 176u, "%s", have);
+  LOAD_EXPECT(load_text_n(&e, MINI, strlen(MINI), &far, 1), RP_ESHAPE);
+  cr_assert(strstr(why(), have), "%s", why());
+  th_destroy(e.rt);
+}
+
 /* MINI's instance table, and one of two such instances for it. */
 #define ONE_INST                                                               \
   "\"instances\": [{\"id\": 0, \"mem\": \"system\", \"device\": -1, "          \
