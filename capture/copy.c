@@ -210,7 +210,10 @@ static rp_status eager_parallel(rp_capture_state *cs, const rp_parallel_op *op,
   }
   if (st)
     issued--;
-  rp_status mst = done ? rp_event_merge(cs->rt, evs, issued, done) : RP_OK;
+  /* Partway (out of memory: the copies were checked before), the copies
+   * issued run on; the caller gets the error and *done untouched. */
+  rp_status mst =
+      done && !st ? rp_event_merge(cs->rt, evs, issued, done) : RP_OK;
   for (uint32_t i = 0; i < issued; i++)
     rp_event_release(cs->rt, evs[i]);
   free(evs);

@@ -873,7 +873,10 @@ typedef struct rp_parallel_op {
  * as a recorded launch's wait; RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE,
  * RP_ETYPE, RP_ERANGE, RP_ESTALE for a bad task, processor, access, copy
  * rectangle, element type, shard count or handle (the detail names it);
- * RP_ECONTRACT from a task inside a replay. A task that fails later
+ * RP_ECONTRACT from a task inside a replay; RP_ENOMEM, and it alone, can
+ * also come partway through an eager parallel operator: the copies issued
+ * before it run on (rp_runtime_drain waits for them), *done untouched. A
+ * task that fails later
  * poisons *done instead, and the instances it writes: every later eager op
  * that accesses one of them fails with that status too (a write-only op
  * included, also after a host rp_instance_write), until

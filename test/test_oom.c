@@ -425,6 +425,51 @@ static rp_status gpt_eager_scenario(float *out, size_t nout) {
   return st;
 }
 
+/* Eager parallel operators: a REPLICATE of a whole into 4 parts, then a
+ * REDUCTION of the parts back, each with a done event. An error partway
+ * (a later copy's allocation) leaves *done untouched: the caller releases
+ * nothing it was not given (RP_EINVAL here otherwise, which the sweep
+ * reports as not RP_ENOMEM). */
+static rp_status eager_parallel_scenario(float *out, size_t nout) {
+  enum { NP = 4, N = 16 };
+  rp_runtime *rt = NULL;
+  rp_status st = make_runtime(2, &rt);
+  if (st)
+    return st;
+  rp_rect r = rp_rect_1d(0, N - 1);
+  rp_inst whole = {0}, parts[NP] = {{0}};
+  TRY(rp_instance_create(rt, 0, RP_F32, &r, NULL, &whole));
+  for (int i = 0; i < NP && !st; i++)
+    TRY(rp_instance_create(rt, 0, RP_F32, &r, NULL, &parts[i]));
+  float v[N];
+  for (int k = 0; k < N; k++)
+    v[k] = (float)k + 0.5f;
+  if (!st)
+    TRY(rp_instance_write(rt, whole, v, sizeof v));
+  rp_pop_kind kinds[2] = {RP_POP_REPLICATE, RP_POP_REDUCTION};
+  for (int k = 0; k < 2 && !st; k++) {
+    rp_parallel_op op = {
+        .kind = kinds[k], .whole = whole, .parts = parts, .nparts = NP};
+    const rp_event unset = {0x5eed};
+    rp_event done = unset;
+    st = rp_launch_parallel(rt, &op, &done);
+    if (st && done.id != unset.id)
+      st = rp_error_set(RP_EINVAL,
+                        "an eager parallel operator that failed "
+                        "with %s wrote *done",
+                        rp_status_name(st));
+    if (!st) {
+      TRY(rp_event_wait(rt, done, -1));
+      TRY(rp_event_release(rt, done));
+    }
+  }
+  if (!st)
+    TRY(rp_instance_read(rt, whole, out,
+                         sizeof(float) * (nout < N ? nout : N)));
+  rp_status dst = rp_runtime_destroy(rt);
+  return st ? st : dst;
+}
+
 /* ---- tests ---- */
 
 TestSuite(oom, .timeout = 600);
@@ -437,6 +482,11 @@ Test(oom, every_allocation_of_the_mlp_step_fails_in_turn) {
 Test(oom, every_allocation_of_the_gpt_step_fails_in_turn) {
   long n = sweep("gpt", gpt_scenario, 4096);
   cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+}
+
+Test(oom, every_allocation_of_eager_parallel_operators_fails_in_turn) {
+  long n = sweep("eager parallel", eager_parallel_scenario, 16);
+  cr_assert_gt(n, 8, "the sweep saw only %ld allocations", n);
 }
 
 Test(oom, every_allocation_of_eager_gpt_training_and_decoding_fails_in_turn) {
