@@ -409,6 +409,61 @@ Test(lint, redundant_edge_is_named_and_strict_exits_1) {
   th_tmpdir_remove();
 }
 
+/* Rects of 4 dimensions at the int64 extremes (coordinates of 20
+ * characters) and a name of RP_NAME_MAX bytes: findings show them whole. */
+Test(lint, findings_show_extreme_rects_and_long_names_whole) {
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_SYSTEM, -1, &sys));
+  const int64_t lo[4] = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+  const int64_t ext[4] = {1, 1, 1, 2};
+  rp_rect whole = rp_rect_make(4, lo, ext);
+  rp_inst x, y;
+  RP_CHECK(rp_instance_create(rt, sys, RP_F32, &whole, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, sys, RP_F32, &whole, NULL, &y));
+  char name[RP_NAME_MAX + 1];
+  memset(name, 'n', RP_NAME_MAX);
+  name[RP_NAME_MAX] = 0;
+  RP_CHECK(rp_instance_set_name(rt, y, name));
+  rp_graph *gr;
+  RP_CHECK(rp_graph_create(rt, &gr));
+  for (int k = 0; k < 2; k++) { /* two adjacent points: mergeable */
+    const int64_t pl[4] = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN + k};
+    const int64_t pe[4] = {1, 1, 1, 1};
+    rp_copy c = {.src = x,
+                 .dst = y,
+                 .domain = RP_DOMAIN_RECT,
+                 .rect = rp_rect_make(4, pl, pe)};
+    rp_op_id id;
+    RP_CHECK(rp_graph_add_copy(gr, &c, &id));
+  }
+  const char *g = th_tmp_path("g.json");
+  rp_status st = rp_graph_save(gr, g);
+  RP_CHECK(rp_graph_destroy(gr));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
+  th_destroy(rt);
+  if (st == RP_EUNSUPPORTED)
+    cr_skip_test("graph files need cJSON, which this build lacks");
+  RP_CHECK(st);
+  cli_run r;
+  RUN(&r, "dump", g, "--lint=mergeable-copies,unread-result");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+#define M "-9223372036854775808"
+  cr_assert(strstr(r.out, "one copy over [" M ".." M ", " M ".." M ", " M ".." M
+                          ", " M "..-9223372036854775807]"),
+            "%s", r.out);
+  char want[512];
+  snprintf(want, sizeof want,
+           "writes instance 1 '%s' (f32 [" M ".." M ", " M ".." M ", " M ".." M
+           ", " M "..-9223372036854775807], system memory)",
+           name);
+#undef M
+  cr_assert(strstr(r.out, want), "%s", r.out);
+  th_tmpdir_remove();
+}
+
 Test(lint, unread_results_are_named_through_unread_readers) {
   make_tmpdir();
   fixture fx;

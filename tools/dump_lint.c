@@ -192,7 +192,7 @@ static int dg_build(dg *d, const dm_graph *m, FILE *err) {
 
 /* ---- names ---- */
 
-typedef char label[256];
+typedef char label[384]; /* an instance's name and rect fit whole */
 
 /* "op 3 (rp.gemm)", or with a name "op 3 'fc1.fwd' (rp.gemm)". */
 static const char *op_name(const dm_graph *m, uint32_t i, char *buf) {
@@ -213,7 +213,7 @@ static const char *inst_name(const dm_graph *m, uint32_t i, char *buf) {
     snprintf(buf, sizeof(label), "instance ?");
     return buf;
   }
-  char rect[80], named[RP_NAME_MAX + 4] = "";
+  char rect[RP_RECT_STR_MAX], named[RP_NAME_MAX + 4] = "";
   const dm_inst *in = &m->insts[i];
   rp_rect_str(&in->rect, rect, sizeof rect);
   if (in->name[0])
@@ -895,7 +895,7 @@ static int merge_pair(lint *L, uint32_t a, uint32_t b, int show) {
     L->count[L_MERGE]++;
     return 1;
   }
-  char ra[96], rb[96], rh[96];
+  char ra[RP_RECT_STR_MAX], rb[RP_RECT_STR_MAX], rh[RP_RECT_STR_MAX];
   rp_rect_str(&x->domain, ra, sizeof ra);
   rp_rect_str(&y->domain, rb, sizeof rb);
   rp_rect_str(&hull, rh, sizeof rh);

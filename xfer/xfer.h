@@ -177,6 +177,6 @@ rp_status rp_xfer_expand_parallel(rp_runtime *rt, const rp_parallel_op *op,
 const char *rp_xfer_rect_str(const rp_rect *r, char *buf, size_t size);
 /* Room for any rect's text: 4 dimensions of two 20-character coordinates
  * ("-9223372036854775808"), "..", ", ", brackets and the NUL are 177. */
-#define RP_XFER_RECT_STR 192
+#define RP_XFER_RECT_STR RP_RECT_STR_MAX
 
 #endif
