@@ -542,8 +542,7 @@ static rp_status pop_copy(rp_dist_state *ds, const rp_dist_parallel *p,
                       .src = pl->to_parts ? p->whole : p->part,
                       .dst = pl->to_parts ? p->part : p->whole,
                       .rect = r,
-                      .redop = pl->sum && k != p->root ? RP_REDOP_SUM
-                                                       : RP_REDOP_NONE,
+                      .redop = pl->sum && k ? RP_REDOP_SUM : RP_REDOP_NONE,
                       .wait = p->wait};
   return RP_OK;
 }
@@ -581,13 +580,13 @@ rp_status rp_launch_dist_parallel(rp_runtime *rt, const rp_dist_parallel *p,
   if (!st && !evs)
     st = rp__err(RP_ENOMEM, "%s: out of memory", what);
   uint32_t n = 0;
-  /* the root's own part first (a reduce starts with its plain copy) */
-  /* every rank launches every copy (a copy that does not involve it is a
-   * placeholder), so the ranks' eager op counts stay equal; after a
-   * refusal here (this rank's instances) the rest take their places
+  /* the parts in rank order: a sum starts with part 0's plain copy and
+   * adds the others in order, as the local operators add theirs in part
+   * order, whatever the root; every rank launches every copy (a copy that does
+   * not involve it is a placeholder), so the ranks' eager op counts stay equal;
+   * after a refusal here (this rank's instances) the rest take their places
    * unlaunched */
-  for (uint32_t i = 0; planned && i < ds->ranks; i++) {
-    uint32_t k = i == 0 ? p->root : i <= p->root ? i - 1 : i;
+  for (uint32_t k = 0; planned && k < ds->ranks; k++) {
     rp_dist_copy c;
     rp_dist_args a;
     rp_access acc[3];

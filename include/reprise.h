@@ -1602,7 +1602,9 @@ typedef struct rp_dist_copy {
  *               bwd: whole = sum of the parts (reduce)
  *   REPARTITION fwd: whole scattered into the parts; bwd: gathered
  *   COMBINE     fwd: parts gathered into the whole; bwd: scattered
- *   REDUCTION   fwd: whole = sum of the parts; bwd: whole -> every part */
+ *   REDUCTION   fwd: whole = sum of the parts; bwd: whole -> every part
+ * A sum takes rank 0's part and adds the others' in rank order, as the
+ * local operators sum in part order, whatever the root. */
 typedef struct rp_dist_parallel {
   rp_pop_kind kind;
   int backward;  /* 0 forward, 1 backward */

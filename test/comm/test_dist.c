@@ -342,6 +342,60 @@ static void parallel_ops(void) {
   }
 }
 
+/* A sum across ranks adds the parts in rank order whatever the root, as
+ * the local operators add theirs in part order: part 0, then += part 1,
+ * += part 2, ... Parts 1e8, -1e8, 1 (ranks 0, 1, 2) sum to 1 in that order
+ * in f32; starting from the root's part (rank 2) would give 0. */
+static void sums_in_rank_order(void) {
+  if (NRANKS < 3)
+    return;
+  static const pop_case sums[] = {
+      {RP_POP_REDUCTION, 0, "reduction fwd (reduce)"},
+      {RP_POP_REPLICATE, 1, "replicate bwd (reduce)"},
+  };
+  for (size_t c = 0; c < 2; c++) {
+    rp_runtime *rt = make_rt(0);
+    pop_world w;
+    pop_setup(&w, rt, &sums[c]); /* root NRANKS - 1 */
+    int nw = NRANKS * ROWS_PER * COLS;
+    float *buf = calloc((size_t)nw, sizeof *buf);
+    float mine = RANK == 0 ? 1e8f : RANK == 1 ? -1e8f : RANK == 2 ? 1.0f : 0;
+    rp_graph *g;
+    CHECK(rp_capture_begin(rt, NULL));
+    pop_launch(&w, &sums[c], NULL);
+    CHECK(rp_capture_end(rt, &g));
+    rp_exec *ex;
+    CHECK(rp_instantiate(g, NULL, &ex));
+    CHECK(rp_graph_destroy(g));
+    for (int mode = 0; mode < 2; mode++) { /* eager, then a replay */
+      for (int i = 0; i < nw; i++)
+        buf[i] = mine;
+      CHECK(rp_instance_write(rt, w.part, buf, (size_t)nw * 4));
+      rp_event e;
+      if (mode == 0)
+        pop_launch(&w, &sums[c], &e);
+      else
+        CHECK(rp_replay(ex, NULL, &e));
+      wait_ok(rt, e);
+      if (RANK == w.root) {
+        CHECK(rp_instance_read(rt, w.whole, buf, (size_t)nw * 4));
+        for (int i = 0; i < nw; i++)
+          EXPECT(buf[i] == 1.0f,
+                 "%s (%s) elt %d: %g, want 1 (parts summed "
+                 "in rank order)",
+                 sums[c].name, mode ? "replayed" : "eager", i, (double)buf[i]);
+      }
+    }
+    free(buf);
+    CHECK(rp_exec_destroy(ex));
+    CHECK(rp_runtime_destroy(rt));
+    char name[96];
+    snprintf(name, sizeof name, "%s sums in rank order (root %d)", sums[c].name,
+             w.root);
+    done_case(name);
+  }
+}
+
 /* ---- replays in flight ---- */
 
 #define N_ELEM 16
@@ -1214,6 +1268,7 @@ int main(int argc, char **argv) {
   eager_allreduce();
   eager_copies();
   parallel_ops();
+  sums_in_rank_order();
   inflight();
   builder();
   dp_equivalence();
