@@ -223,6 +223,10 @@ struct rp_runtime {
   _Atomic int32_t live_objects;     /* graphs + execs */
   _Atomic uint64_t ops_outstanding; /* engine ops (ops.c) not completed */
   _Atomic int destroying;
+  /* 1 while rp_runtime_destroy drains and poisons the pending user events
+   * (and for good once it frees): rp_event_create refuses, since an event
+   * made by a callback or task it runs would outlive it */
+  _Atomic int closing;
   _Atomic int unusable;
   char unusable_why[256];
 

@@ -490,6 +490,11 @@ rp_status rp_event_create(rp_runtime *rt, rp_event *out) {
     return st;
   if (!out)
     return rp__err(RP_EINVAL, "rp_event_create: NULL argument");
+  if (atomic_load(&rt->closing))
+    return rp__err(RP_EBUSY,
+                   "rp_event_create: the runtime is being destroyed "
+                   "(an event made by a callback or task that "
+                   "rp_runtime_destroy runs would outlive the runtime)");
   st = rp__event_new(rt, out);
   if (st == RP_OK)
     atomic_store_explicit(&slot_at(&rt->events, ev_slot_of(*out))->user, 1,

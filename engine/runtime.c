@@ -946,18 +946,26 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
                    "(an open capture's graph counts: end it first)",
                    (int)live);
   atomic_store(&rt->destroying, 1);
+  /* No user event may be made from here on (by a callback or a task the
+   * drain runs): the drain poisons the pending ones when it stalls, and a
+   * callback that made the next each time would keep it going forever. */
+  atomic_store(&rt->closing, 1);
   /* Layers first (their ops may wait on engine ops and the reverse: each
    * drain only waits, so either order completes). */
   rp_status st = drain_layers(rt);
   if (!st)
     st = rp__ops_drain(rt);
-  /* user events nobody triggered: poisoned, so that their callbacks run
-   * and merges over them complete (and free what they hold) */
-  if (!st)
-    rp__events_cancel_user(rt, RP_EBUSY);
-  atomic_store(&rt->destroying, 0);
-  if (st)
+  if (st) {
+    atomic_store(&rt->closing, 0);
+    atomic_store(&rt->destroying, 0);
     return st;
+  }
+  /* user events nobody triggered: poisoned, so that their callbacks run
+   * and merges over them complete (and free what they hold). Their
+   * callbacks cannot make new ones (closing), so one pass completes every
+   * user event. */
+  rp__events_cancel_user(rt, RP_EBUSY);
+  atomic_store(&rt->destroying, 0);
   destroy_parts(rt);
   /* The struct stays in quarantine with a poisoned magic, so a second
    * destroy or a later call with this handle is refused (RP_ESTALE). */

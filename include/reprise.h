@@ -347,7 +347,10 @@ RP_API rp_status rp_runtime_create(const rp_runtime_config *cfg,
                                    rp_runtime **out);
 /* Waits for eager work to drain, then frees everything. Events of
  * rp_event_create still pending are poisoned with RP_EBUSY first: their
- * callbacks run (with that status) before the runtime goes. RP_EBUSY (and
+ * callbacks run (with that status) before the runtime goes. While it
+ * drains and from then on, rp_event_create on rt returns RP_EBUSY (a
+ * callback that re-arms would keep the drain waiting, or make an event
+ * that outlives the runtime). RP_EBUSY (and
  * nothing freed) while graphs or execs created on it are alive; RP_ECONTRACT
  * from a task inside a replay or an eager task of rt (it would wait for
  * itself). When draining fails (the first failing layer's
@@ -585,7 +588,9 @@ typedef struct rp_event {
 #define RP_NO_EVENT ((rp_event){0})
 #endif
 
-/* A user event, triggered by rp_event_trigger / rp_event_poison. */
+/* A user event, triggered by rp_event_trigger / rp_event_poison. Errors:
+ * RP_EBUSY inside rp_runtime_destroy of rt (from a callback or task it
+ * runs). */
 RP_API rp_status rp_event_create(rp_runtime *rt, rp_event *out);
 /* Errors (trigger and poison): RP_ESTALE a stale handle, RP_EINVAL
  * RP_NO_EVENT or an event that already triggered or was poisoned; the

@@ -132,6 +132,66 @@ Test(event, destroy_runs_the_callbacks_of_untriggered_events) {
   cr_assert_eq(atomic_load(&cb_status), RP_EBUSY);
 }
 
+/* A callback that re-arms: each time its event completes, whatever the
+ * status, it creates the next event, registers itself on it and launches
+ * an eager task gated on it (a loader feeding the next step would). It
+ * stops after 8 events, so that a test without the refusal ends. */
+static rp_runtime *rearm_rt;
+static rp_task_id rearm_task;
+static _Atomic int rearm_calls, rearm_refused;
+static rp_status rearm_nop(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+static void rearm_cb(void *arg, rp_status st) {
+  (void)arg;
+  (void)st;
+  if (atomic_fetch_add(&rearm_calls, 1) >= 8)
+    return;
+  rp_event next = {12345};
+  rp_status cst = rp_event_create(rearm_rt, &next);
+  if (cst == RP_OK) {
+    rp_event_on_complete(rearm_rt, next, rearm_cb, NULL);
+    rp_launch l = {.task = rearm_task, .proc = RP_PROC_ANY, .wait = next};
+    rp_launch_task(rearm_rt, &l, NULL);
+    rp_event_release(rearm_rt, next);
+    return;
+  }
+  cr_assert_eq(cst, RP_EBUSY, "%s", rp_status_name(cst));
+  cr_assert(strstr(rp_error_detail(), "being destroyed"), "%s",
+            rp_error_detail());
+  cr_assert_eq(next.id, 12345, "out-parameter written on error");
+  atomic_fetch_add(&rearm_refused, 1);
+}
+
+/* rp_runtime_destroy poisons the user events nobody will trigger (while
+ * it drains, once the eager ops gated on them stall it, and after): their
+ * callbacks run with RP_EBUSY. Such a callback cannot create user events
+ * there: one made there would gate the drain again, for ever when each
+ * callback makes the next, or outlive the runtime, its callbacks never
+ * run and what they hold leaked. rp_event_create is refused (RP_EBUSY),
+ * so a callback that re-arms ends after one call, and the runtime goes. */
+Test(event, callbacks_run_by_destroy_cannot_create_events) {
+  rp_runtime *r2 = th_cpu_runtime(1);
+  rearm_rt = r2;
+  atomic_store(&rearm_calls, 0);
+  atomic_store(&rearm_refused, 0);
+  RP_CHECK(rp_task_register(
+      r2, &(rp_task_desc){.name = "rearm", .cpu_fn = rearm_nop}, &rearm_task));
+  rp_event e;
+  RP_CHECK(rp_event_create(r2, &e));
+  RP_CHECK(rp_event_on_complete(r2, e, rearm_cb, NULL));
+  /* before the destroy, it re-arms: a trigger runs it, it makes the next */
+  RP_CHECK(rp_event_trigger(r2, e));
+  RP_CHECK(rp_event_release(r2, e));
+  cr_assert_eq(atomic_load(&rearm_calls), 1);
+  cr_assert_eq(atomic_load(&rearm_refused), 0);
+  th_destroy(r2); /* also checks for leaks in ASan builds */
+  cr_assert_eq(atomic_load(&rearm_calls), 2, "%d callbacks ran",
+               atomic_load(&rearm_calls));
+  cr_assert_eq(atomic_load(&rearm_refused), 1);
+}
+
 Test(event, merge_triggers_after_all_inputs) {
   rp_event in[3], m;
   for (int i = 0; i < 3; i++)
