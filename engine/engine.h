@@ -460,6 +460,14 @@ extern _Thread_local int rp__tl_in_callback;
  * instance free and realloc of an instance it accesses). */
 extern _Thread_local const struct rp_task_ctx *rp__tl_task;
 
+/* 1 when this thread runs an eager task of rt. Such a task holds its
+ * worker: a replay in flight whose lane runs there cannot progress before
+ * the task returns, so the calls that wait for replays in flight refuse
+ * there (RP_EBUSY), as in an event's callback. */
+static inline int rp__in_task_of(const rp_runtime *rt) {
+  return rp__tl_task && rp__tl_task->rt == rt;
+}
+
 /* RP_OK unless this thread runs an eager task of rt: RP_ECONTRACT naming
  * `call` (drain and destroy wait for every eager op of rt, that task's
  * included). */

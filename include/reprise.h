@@ -50,6 +50,12 @@
  *    task when they would wait for that task (rp_runtime_drain and
  *    rp_runtime_destroy of its runtime, rp_instance_free and
  *    rp_instance_realloc of an instance it accesses): RP_ECONTRACT.
+ *    The calls that wait for replays in flight, made from a running eager
+ *    task of the exec's runtime (whose worker a replay's lane may need):
+ *    RP_EBUSY, nothing done, where they would wait (rp_replay with a full
+ *    window or a full submission ring, rp_exec_destroy,
+ *    rp_exec_update_args and rp_exec_trace_write with replays in flight,
+ *    rp_exec_tune always), as from an event's callback.
  *    Calls that only create (rp_graph_create, rp_instance_create,
  *    rp_instantiate, rp_event_create) work there, but what they make can
  *    be destroyed only from the host, outside replay tasks.
@@ -1263,7 +1269,9 @@ RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
 /* Waits for every in-flight replay and callback, then frees. Errors:
  * RP_EBUSY another thread is inside rp_replay on ex, or a replay in flight
  * waits for a precondition that has not triggered (waiting could deadlock
- * the caller: trigger it, or wait for the done events, and retry),
+ * the caller: trigger it, or wait for the done events, and retry), or
+ * replays are in flight and this is an event's callback or a running
+ * eager task of ex's runtime,
  * RP_ECONTRACT called from a task inside a replay (nothing freed, ex still
  * valid, in every case).
  * RP_EUNUSABLE when the CUDA context was lost while waiting: host callbacks
@@ -1325,8 +1333,9 @@ typedef struct rp_replay_args {
  * ex: one thread at a time per exec; or the window of max_inflight
  * replays is full and one of them, or a replay of another exec ahead of
  * them, waits for an untriggered precondition; or the submission ring
- * is full behind a worker waiting at one, or full in a callback; or the
- * window is full and this is an event's callback),
+ * is full behind a worker waiting at one, or full in a callback or an
+ * eager task; or the window is full and this is an event's callback or
+ * a running eager task of ex's runtime),
  * RP_ECONTRACT (called from a task
  * inside a replay), RP_EUNSUPPORTED (an exec instantiated on a machine
  * model), RP_EUNUSABLE (the runtime is unusable), RP_ENOMEM (the
@@ -1363,7 +1372,8 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * waits for a precondition that has not triggered, or a replay of another
  * exec waits at one on a worker ex runs on (trigger it first; nothing run;
  * such a replay still queued, which its worker has not reached, is not
- * seen: the trial replays then wait behind it), or
+ * seen: the trial replays then wait behind it), or from an event's
+ * callback or a running eager task of ex's runtime (nothing run), or
  * another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
  * ex; RP_EUNSUPPORTED for an exec that communicates across ranks (each
  * rank would measure and try placements of its own, with trial replays
@@ -1440,7 +1450,9 @@ RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
  * recorded size) for every later replay; interpolations still apply on
  * top. Waits for the replays in flight first (not callable from a task
  * inside a replay: RP_ECONTRACT; RP_EBUSY, nothing changed, when one of
- * them waits for a precondition that has not triggered). CPU ops and GPU ops
+ * them waits for a precondition that has not triggered, or from an event's
+ * callback or a running eager task of ex's runtime while replays are in
+ * flight). CPU ops and GPU ops
  * issued op by op just take the new bytes. A GPU op inside a CUDA graph is
  * captured again with the new args and its node's parameters are set in place
  * (cudaGraphExecChildGraphNodeSetParams); when CUDA refuses (the new
@@ -1470,7 +1482,9 @@ RP_API rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays);
  * a whole trace) and stops recording. Errors: RP_EINVAL no trace started
  * or path not a regular file (its kind named), RP_EIO the file cannot be
  * created or written (detail: path and why), RP_EBUSY a replay in flight
- * (traced or not) waits for a precondition that has not triggered; on
+ * (traced or not) waits for a precondition that has not triggered, or
+ * replays are in flight and this is an event's callback or a running
+ * eager task of ex's runtime; on
  * these the trace stays armed, so the write may be retried; RP_ECONTRACT
  * from a task inside a replay. */
 RP_API rp_status rp_exec_trace_write(rp_exec *ex, const char *path);

@@ -500,7 +500,7 @@ static uint64_t min_cursor(rp_replay_state *rs) {
 static int worker_gated(const rp_replay_state *rs, uint32_t w);
 
 /* Why ring_take did not take an entry. */
-enum { TAKE_OK, TAKE_GATED, TAKE_IN_CALLBACK };
+enum { TAKE_OK, TAKE_GATED, TAKE_IN_CALLBACK, TAKE_IN_TASK };
 
 /* Takes the next ring entry (*t) for a submission, once every worker has
  * read the entry a ring before it; workers that take no part in recent
@@ -509,7 +509,8 @@ enum { TAKE_OK, TAKE_GATED, TAKE_IN_CALLBACK };
  * held at a precondition that has not triggered (its own, or through the
  * lanes it waits for) it takes nothing and returns TAKE_GATED, and an
  * event's callback (perhaps run by the very worker that holds the ring
- * back) gets TAKE_IN_CALLBACK. An entry taken must be published (submit,
+ * back) gets TAKE_IN_CALLBACK, an eager task of the runtime (whose worker
+ * may be that one) TAKE_IN_TASK. An entry taken must be published (submit,
  * or publish_empty). */
 static int ring_take(rp_replay_state *rs, uint64_t *t, int *held) {
   for (;;) {
@@ -533,6 +534,8 @@ static int ring_take(rp_replay_state *rs, uint64_t *t, int *held) {
       }
     if (rp__tl_in_callback)
       return TAKE_IN_CALLBACK;
+    if (rp__in_task_of(rs->rt))
+      return TAKE_IN_TASK;
     for (uint32_t w = 0; w < rs->nworkers; w++)
       if (atomic_load(&rs->cursors[w].next) == m)
         rp__worker_wake(rs->rt, w);
@@ -697,7 +700,7 @@ static int ring_stuck(const rp_exec *ex) {
 }
 
 /* Why wait_inflight did not wait. */
-enum { WAIT_OK, WAIT_GATED, WAIT_RING_GATED, WAIT_IN_CALLBACK };
+enum { WAIT_OK, WAIT_GATED, WAIT_RING_GATED, WAIT_IN_CALLBACK, WAIT_IN_TASK };
 
 /* Waits until fewer than limit replays are in flight; WAIT_OK then. With
  * refuse_gated it never waits for what only the caller can release, and
@@ -707,7 +710,8 @@ enum { WAIT_OK, WAIT_GATED, WAIT_RING_GATED, WAIT_IN_CALLBACK };
  * while a lane of another exec is blocked at one (they may be queued
  * behind it on a worker); WAIT_IN_CALLBACK this thread runs an event's
  * callbacks, perhaps the completion of the very replay it would wait
- * for. */
+ * for; WAIT_IN_TASK this thread runs an eager task of ex's runtime, whose
+ * worker the replays in flight may need. */
 static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
   rp_backoff b = RP_BACKOFF_HOST;
   b.spin_ns = ex->slot_spin_ns;
@@ -723,6 +727,8 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
       return WAIT_GATED;
     if (refuse_gated && rp__tl_in_callback)
       return WAIT_IN_CALLBACK;
+    if (refuse_gated && rp__in_task_of(ex->rt))
+      return WAIT_IN_TASK;
     if (rp__backoff(&b))
       continue;
     if (refuse_gated && ring_stuck(ex))
@@ -983,19 +989,27 @@ static int exec_quiet(rp_exec *ex) {
          !atomic_load_explicit(&ex->lw->cb_pending, memory_order_acquire);
 }
 
+/* Why a running eager task of the runtime may not wait for replays. */
+#define IN_TASK_WHY                                                            \
+  "called from a running task of this runtime, which must not wait for "       \
+  "replays in flight: they may need the task's worker (nothing was done)"
+
 rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
   rp_backoff b = RP_BACKOFF_HOST;
   b.spin_ns = rp__host_spin_ns(ex->rt);
   /* in a callback, not even exec_quiet's short spin: the replay it would
-   * spin for may be the one whose completion runs this callback */
-  if (rp__tl_in_callback &&
-      atomic_load_explicit(&ex->done_seq, memory_order_acquire) !=
-          (uint32_t)atomic_load(&ex->issued_pub))
+   * spin for may be the one whose completion runs this callback; in an
+   * eager task, one whose lane waits for the task's worker */
+  int inflight = atomic_load_explicit(&ex->done_seq, memory_order_acquire) !=
+                 (uint32_t)atomic_load(&ex->issued_pub);
+  if (rp__tl_in_callback && inflight)
     return rp__err(RP_EBUSY,
                    "%s: called from an event's callback, which must not "
                    "block: it would wait for replays in flight, perhaps "
                    "the one completing (nothing was done)",
                    what);
+  if (rp__in_task_of(ex->rt) && inflight)
+    return rp__err(RP_EBUSY, "%s: %s", what, IN_TASK_WHY);
   while (!exec_quiet(ex)) {
     if (inflight_gated(ex))
       return rp__err(RP_EBUSY,
@@ -1009,6 +1023,8 @@ rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
                      "block: it would wait for replays in flight (nothing "
                      "was done)",
                      what);
+    if (rp__in_task_of(ex->rt))
+      return rp__err(RP_EBUSY, "%s: %s", what, IN_TASK_WHY);
     if (rp__backoff(&b))
       continue;
     if (ring_stuck(ex))
@@ -1066,9 +1082,14 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                   "precondition that has not triggered (they share its "
                   "workers): trigger it, then replay again (nothing was "
                   "replayed)"
-                : "rp_replay: %u replays are in flight (max_inflight) and this "
+            : w == WAIT_IN_CALLBACK
+                ? "rp_replay: %u replays are in flight (max_inflight) and this "
                   "is an event's callback, which must not block waiting for "
-                  "one: replay from elsewhere (nothing was replayed)",
+                  "one: replay from elsewhere (nothing was replayed)"
+                : "rp_replay: %u replays are in flight (max_inflight) and this "
+                  "is a running task of the runtime, which must not wait for "
+                  "one: its lane may run on the task's worker (nothing was "
+                  "replayed)",
             ex->max_inflight));
   /* how it runs, decided first: through the ring, it takes its entry
    * before anything is armed (a full ring it cannot wait for is RP_EBUSY
@@ -1096,6 +1117,16 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                 "not block waiting for room (the worker that runs it "
                 "may be the one holding the ring back): replay from "
                 "elsewhere (nothing was replayed)",
+                (unsigned)RP_RING));
+  if (how == 2 && w == TAKE_IN_TASK)
+    return drop_held(
+        ex, ex->npre,
+        rp__err(RP_EBUSY,
+                "rp_replay: the submission ring is full (%u replays "
+                "queued) and this is a running task of the runtime, "
+                "which must not wait for room (its worker may be the one "
+                "holding the ring back): replay from elsewhere (nothing "
+                "was replayed)",
                 (unsigned)RP_RING));
   rp_slot *s = &ex->slots[r % ex->max_inflight];
   /* in flight for rp_instance_free/realloc before arm_slot checks the

@@ -345,6 +345,11 @@ rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
     return rp__err(RP_EBUSY, "rp_exec_tune: called from an event's "
                              "callback, which must not block (nothing was "
                              "run)");
+  if (rp__in_task_of(ex->rt)) /* ...which may need this task's worker */
+    return rp__err(RP_EBUSY, "rp_exec_tune: called from a running task of "
+                             "this runtime: it waits for its trial replays, "
+                             "which may need the task's worker (nothing was "
+                             "run)");
   if (ex->ext && rp_runtime_ranks(ex->rt) > 1)
     return rp__err(RP_EUNSUPPORTED,
                    "rp_exec_tune: the exec communicates across %u ranks: "

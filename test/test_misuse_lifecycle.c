@@ -1336,6 +1336,70 @@ Test(misuse, frees_in_and_beside_a_done_callback_do_not_wait_for_it,
   th_destroy(rt);
 }
 
+/* An eager task that drives replays of an exec whose lane runs on the
+ * task's own worker: the replays in flight cannot run before the task
+ * returns. The calls that would wait for them (rp_replay with a full
+ * window, rp_exec_destroy, rp_exec_update_args, rp_exec_trace_write,
+ * rp_exec_tune) are RP_EBUSY there, as in an event's callback, and do
+ * nothing; the replay issued before completes once the task returns. */
+static rp_exec *task_ex;
+static _Atomic int task_first = 1, task_replay = 1, task_destroy = 1,
+                   task_update = 1, task_trace = 1, task_tune = 1;
+static char task_detail[1024];
+
+static rp_status replay_driver_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  int v = 5;
+  atomic_store(&task_first, rp_replay(task_ex, NULL, NULL));
+  atomic_store(&task_replay, rp_replay(task_ex, NULL, NULL));
+  snprintf(task_detail, sizeof task_detail, "%s", rp_error_detail());
+  atomic_store(&task_destroy, rp_exec_destroy(task_ex));
+  atomic_store(&task_update,
+               rp_exec_update_args(task_ex, 0, &v, sizeof v, NULL));
+  rp_status ts = rp_exec_trace_start(task_ex, 1);
+  atomic_store(&task_trace,
+               ts ? ts : rp_exec_trace_write(task_ex, "/dev/null/none"));
+  atomic_store(&task_tune, rp_exec_tune(task_ex, NULL, NULL));
+  return RP_OK;
+}
+
+Test(misuse, a_task_cannot_wait_for_replays_that_need_its_worker,
+     .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  rp_task_id drv = reg(rt, "driver", replay_driver_task, 0);
+  atomic_store(&runs, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  int v = 1;
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = t, .proc = 0, .args = &v, .args_size = sizeof v},
+      NULL));
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 1}, &task_ex));
+  RP_CHECK(rp_graph_destroy(g));
+  rp_event d;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = drv, .proc = 0}, &d));
+  RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, d));
+  cr_assert_eq(atomic_load(&task_first), RP_OK);
+  cr_assert_eq(atomic_load(&task_replay), RP_EBUSY, "%s",
+               rp_status_name(atomic_load(&task_replay)));
+  cr_assert(strstr(task_detail, "rp_replay") &&
+                strstr(task_detail, "running task"),
+            "%s", task_detail);
+  cr_assert_eq(atomic_load(&task_destroy), RP_EBUSY);
+  cr_assert_eq(atomic_load(&task_update), RP_EBUSY);
+  cr_assert_eq(atomic_load(&task_trace), RP_EBUSY);
+  cr_assert_eq(atomic_load(&task_tune), RP_EBUSY);
+  /* the one replay issued runs once the task returned; the exec works */
+  RP_CHECK(rp_replay(task_ex, NULL, &d));
+  RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, d));
+  cr_assert_eq(atomic_load(&runs), 2);
+  RP_CHECK(rp_exec_destroy(task_ex));
+  th_destroy(rt);
+}
+
 /* npost slots without the array (or args_size without args) is a
  * malformed request, refused before anything runs; npost 0 with NULL post
  * asks for no events. */
