@@ -139,6 +139,15 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
     return cst;
   if ((cst = rp__refuse_in_replay("rp_capture_begin")) != RP_OK)
     return cst;
+  /* A capture is its thread's: only that thread ends it. A task body or a
+   * callback borrows its thread (a worker, or whichever thread triggers),
+   * so a capture it left open could never be closed. */
+  if (rp__tl_task || rp__tl_in_callback)
+    return rp__err(RP_ECONTRACT,
+                   "rp_capture_begin called from %s: a capture belongs to "
+                   "the thread that opens it, and one left open when it "
+                   "returns could never be ended (nothing was opened)",
+                   rp__tl_task ? "a running task" : "an event's callback");
   rp_capture_state *cs = rp__capture_state(rt);
   if (!cs)
     return rp__err(RP_ENOMEM, "rp_capture_begin: out of memory");

@@ -942,7 +942,9 @@ typedef struct rp_capture_opts {
  * capture still open when its thread exits is aborted then (as
  * rp_capture_abort), so the runtime takes eager launches and can be
  * destroyed again; a thread holds at most 4 open captures (on 4
- * runtimes): a fifth is RP_ERANGE, nothing started. */
+ * runtimes): a fifth is RP_ERANGE, nothing started. RP_ECONTRACT from a
+ * running task or an event's callback (they borrow their thread: a
+ * capture they left open could never be ended), nothing started. */
 RP_API rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts);
 /* Ends recording; *out is a new graph owned by the caller. RP_ECAPTURE when
  * this thread has no open capture. When a recorded launch failed part-way

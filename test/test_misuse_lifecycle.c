@@ -1539,6 +1539,61 @@ Test(misuse, capture_left_open_by_an_exiting_thread_is_aborted) {
   th_destroy(rt);
 }
 
+/* A capture belongs to the thread that opened it: only that thread can end
+ * it. An eager task or an event's callback borrows a worker (or whichever
+ * thread triggers the event): a capture it opened and left open could
+ * never be closed, the runtime refusing every eager launch from other
+ * threads and rp_runtime_destroy for good. rp_capture_begin there is
+ * RP_ECONTRACT (on its own runtime or another), nothing opened. */
+static rp_runtime *scope_rt[2];
+static _Atomic int scope_task_st[2] = {1, 1}, scope_cb_st = 1;
+
+static rp_status capture_in_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  for (int i = 0; i < 2; i++)
+    atomic_store(&scope_task_st[i], rp_capture_begin(scope_rt[i], NULL));
+  atomic_fetch_add(&runs, 1);
+  return RP_OK;
+}
+
+static void capture_in_cb(void *arg, rp_status st) {
+  (void)arg;
+  (void)st;
+  atomic_store(&scope_cb_st, rp_capture_begin(scope_rt[0], NULL));
+}
+
+Test(misuse, a_task_or_callback_cannot_open_a_capture, .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(1), *other = th_cpu_runtime(1);
+  scope_rt[0] = rt;
+  scope_rt[1] = other;
+  rp_task_id c = reg(rt, "capturer", capture_in_task, 0);
+  rp_task_id t = reg(rt, "count", count_task, 0);
+  atomic_store(&runs, 0);
+  rp_event d;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = c, .proc = 0}, &d));
+  RP_CHECK(rp_event_on_complete(rt, d, capture_in_cb, NULL));
+  RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, d));
+  for (int i = 0; i < 3000 && atomic_load(&scope_cb_st) == 1; i++)
+    usleep(1000); /* the callback may still be running on the worker */
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq(atomic_load(&scope_task_st[i]), RP_ECONTRACT, "%s",
+                 rp_status_name(atomic_load(&scope_task_st[i])));
+  cr_assert_eq(atomic_load(&scope_cb_st), RP_ECONTRACT, "%s",
+               rp_status_name(atomic_load(&scope_cb_st)));
+  /* nothing was opened: eager launches work, the host captures */
+  cr_assert_eq(rp_capture_open(rt), 0);
+  cr_assert_eq(rp_capture_open(other), 0);
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, &d));
+  RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, d));
+  cr_assert_eq(atomic_load(&runs), 2);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_abort(rt));
+  th_destroy(other);
+  th_destroy(rt);
+}
+
 /* A thread holds at most 4 open captures: its exit aborts them. A fifth
  * was accepted untracked, and when the thread exited it stayed open: that
  * runtime refused every eager launch and capture with RP_ECAPTURE and
