@@ -29,7 +29,14 @@ typedef struct rp_capture_state {
   uint32_t evs_cap;
   uint8_t *ord; /* per evs entry: order-only (token.order), under lock */
   uint32_t ord_cap;
-  _Atomic uint64_t outstanding; /* eager ops launched and not completed */
+  /* Eager ops launched and not completed, counted by the drain epoch they
+   * were issued in (epoch & 1, read under lock): a drain starts a new
+   * epoch and waits for the old one's count only, so launches from other
+   * threads meanwhile cannot keep it waiting for ever. drain_lock lets one
+   * drain at a time flip and wait. */
+  _Atomic uint64_t outstanding[2];
+  uint32_t epoch;
+  pthread_mutex_t drain_lock;
 
   /* Recording: one capture per runtime at a time, owned by one thread. */
   _Atomic int recording;
@@ -77,17 +84,19 @@ rp_status rp__capture_mode(rp_capture_state *cs, int *recording);
  * end creates the done event into *done_slot, arms the gate (the op may run
  * and be freed from then on), records the op and unlocks. When end fails
  * the gate was not armed and the op is still the caller's. abort unlocks
- * after a failure between begin and end. An op calls rp__eager_op_done once
- * it completed. *armed says whether end armed the gate. */
+ * after a failure between begin and end. end writes the op's drain epoch
+ * into *epoch_slot (the op's own field) before arming; the op calls
+ * rp__eager_op_done with it once it completed. *armed says whether end
+ * armed the gate. */
 rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
                           uint32_t nacc, int copy, rp_event wait,
                           uint32_t *npre, rp_proc *hint);
 rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
                         rp_gate_waiter *waiters, const rp_access *acc,
                         uint32_t nacc, int copy, rp_event *done_slot,
-                        rp_event *done, int *armed);
+                        uint8_t *epoch_slot, rp_event *done, int *armed);
 void rp__eager_abort(rp_capture_state *cs);
-void rp__eager_op_done(rp_capture_state *cs);
+void rp__eager_op_done(rp_capture_state *cs, uint8_t epoch);
 /* Eager execution (eager.c). Validated input. */
 rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
                          rp_event *done);

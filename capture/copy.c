@@ -23,6 +23,7 @@ typedef struct eager_copy {
   rp_gate gate;
   rp_capture_state *cs;
   rp_event done;
+  uint8_t epoch; /* its drain epoch (rp__eager_end) */
   rp_xfer_desc d;
   rp_gate_waiter waiters[];
 } eager_copy;
@@ -31,10 +32,11 @@ typedef struct eager_copy {
 static void copy_finish(eager_copy *c, rp_status st, const char *why) {
   rp_capture_state *cs = c->cs;
   rp_event done = c->done;
+  uint8_t epoch = c->epoch;
   rp_xfer_release(&c->d);
   free(c);
   rp__event_complete_why(cs->rt, done, st, why);
-  rp__eager_op_done(cs);
+  rp__eager_op_done(cs, epoch);
 }
 
 static void copy_stream_done(void *arg) {
@@ -96,7 +98,7 @@ static rp_status eager_copy_issue(rp_capture_state *cs, const rp_copy *c,
   rp_proc proc = rp_xfer_is_device(&op->d) ? rp_xfer_device_proc(&op->d) : hint;
   int armed;
   st = rp__eager_end(cs, &op->gate, proc, op->waiters, acc, 2, 1, &op->done,
-                     done, &armed);
+                     &op->epoch, done, &armed);
   if (!armed) {
     rp_xfer_release(&op->d);
     free(op);

@@ -22,6 +22,7 @@ struct eager_task {
   rp_capture_state *cs;
   const rp_task_rec *task;
   rp_event done;
+  uint8_t epoch;          /* its drain epoch (rp__eager_end) */
   _Atomic uint32_t left;  /* shards not finished */
   _Atomic int32_t status; /* first failure */
   char *why; /* its detail (malloc'd by the shard that set status) */
@@ -54,6 +55,7 @@ static void finish(eager_task *t, rp_status st, const char *why) {
   rp_capture_state *cs = t->cs;
   rp_runtime *rt = cs->rt;
   rp_event done = t->done;
+  uint8_t epoch = t->epoch;
   rp_status fin = (rp_status)atomic_load(&t->status);
   char *fin_why = t->why;
   if (t->ws)
@@ -61,7 +63,7 @@ static void finish(eager_task *t, rp_status st, const char *why) {
   free(t);
   rp__event_complete_why(rt, done, fin, fin_why);
   free(fin_why);
-  rp__eager_op_done(cs);
+  rp__eager_op_done(cs, epoch);
 }
 
 /* Runs on a CUDA callback thread once the stream reached it: completes the
@@ -255,7 +257,7 @@ void rp__eager_abort(rp_capture_state *cs) {
 rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
                         rp_gate_waiter *waiters, const rp_access *acc,
                         uint32_t nacc, int copy, rp_event *done_slot,
-                        rp_event *done, int *armed) {
+                        uint8_t *epoch_slot, rp_event *done, int *armed) {
   rp_runtime *rt = cs->rt;
   *armed = 0;
   const rp_dep_set *deps = &cs->scratch;
@@ -269,10 +271,12 @@ rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
     cs->ord[i] = deps->v[i].order != 0;
   }
   rp_event ev = *done_slot; /* the op may be freed once the gate is armed */
-  atomic_fetch_add_explicit(&cs->outstanding, 1, memory_order_relaxed);
+  uint8_t epoch = (uint8_t)(cs->epoch & 1); /* under lock, as drains flip it */
+  *epoch_slot = epoch;
+  atomic_fetch_add_explicit(&cs->outstanding[epoch], 1, memory_order_relaxed);
   st = rp__gate_submit(rt, gate, proc, cs->evs, cs->ord, deps->n, waiters);
   if (st) {
-    atomic_fetch_sub(&cs->outstanding, 1);
+    atomic_fetch_sub(&cs->outstanding[epoch], 1);
     rp__event_complete(rt, ev, st);
     rp_event_release(rt, ev);
     pthread_mutex_unlock(&cs->lock);
@@ -289,9 +293,9 @@ rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
   return st;
 }
 
-void rp__eager_op_done(rp_capture_state *cs) {
+void rp__eager_op_done(rp_capture_state *cs, uint8_t epoch) {
   /* release: everything the op did happens before a drain returns */
-  atomic_fetch_sub_explicit(&cs->outstanding, 1, memory_order_release);
+  atomic_fetch_sub_explicit(&cs->outstanding[epoch], 1, memory_order_release);
 }
 
 rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
@@ -321,7 +325,7 @@ rp_status rp__eager_task(rp_capture_state *cs, const rp_launch *l,
   char *ws = t->ws;
   int armed;
   st = rp__eager_end(cs, &t->gate, proc0, t->waiters, l->accesses, l->naccess,
-                     0, &t->done, done, &armed);
+                     0, &t->done, &t->epoch, done, &armed);
   if (!armed) { /* the op never became visible: it is still ours */
     if (ws)
       rp__mem_free(cs->rt, ws_mem, ws);

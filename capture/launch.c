@@ -7,12 +7,27 @@
 
 /* ---- layer state ---- */
 
-/* Waits until every eager op completed. While the runtime is being
- * destroyed, user events nobody triggered are poisoned after a quiet period,
- * so ops gated on them complete instead of hanging the teardown. */
+/* Waits until every eager op launched before the call completed: it starts
+ * a new drain epoch and waits for the old one's ops, so ops other threads
+ * launch meanwhile (counted in the new epoch) cannot keep it waiting. While
+ * the runtime is being destroyed it drains until no op is left in either
+ * epoch (callbacks and tasks it runs may still launch), and user events
+ * nobody triggered are poisoned after a quiet period, so ops gated on them
+ * complete instead of hanging the teardown. */
 static rp_status capture_drain(rp_runtime *rt, void *arg) {
   rp_capture_state *cs = arg;
-  return rp__drain_count(rt, &cs->outstanding, "eager ops");
+  rp_status st = RP_OK;
+  pthread_mutex_lock(&cs->drain_lock);
+  do {
+    pthread_mutex_lock(&cs->lock);
+    uint32_t old = cs->epoch++ & 1;
+    pthread_mutex_unlock(&cs->lock);
+    st = rp__drain_count(rt, &cs->outstanding[old], "eager ops");
+  } while (
+      !st && rp__runtime_destroying(rt) &&
+      (atomic_load(&cs->outstanding[0]) || atomic_load(&cs->outstanding[1])));
+  pthread_mutex_unlock(&cs->drain_lock);
+  return st;
 }
 
 static void capture_dtor(rp_runtime *rt, void *arg) {
@@ -28,6 +43,7 @@ static void capture_dtor(rp_runtime *rt, void *arg) {
   free(cs->evs);
   free(cs->ord);
   pthread_mutex_destroy(&cs->lock);
+  pthread_mutex_destroy(&cs->drain_lock);
   free(cs);
 }
 
@@ -81,6 +97,7 @@ rp_capture_state *rp__capture_state(rp_runtime *rt) {
     return NULL;
   cs->rt = rt;
   pthread_mutex_init(&cs->lock, NULL);
+  pthread_mutex_init(&cs->drain_lock, NULL);
   rp__analysis_init(&cs->eager, rp__eager_hooks(rt));
   /* the release hook is set before another thread can launch through cs:
    * an instance free then always waits for cs's eager ops */
@@ -88,6 +105,7 @@ rp_capture_state *rp__capture_state(rp_runtime *rt) {
                                         capture_drain, install_hooks);
   if (won != cs) {
     pthread_mutex_destroy(&cs->lock);
+    pthread_mutex_destroy(&cs->drain_lock);
     free(cs);
   }
   return won;

@@ -367,7 +367,10 @@ RP_API rp_status rp_runtime_destroy(rp_runtime *rt);
 RP_API rp_backend_kind rp_runtime_backend(const rp_runtime *rt);
 /* Why AUTO chose the CPU backend (static text), or "" when CUDA was chosen. */
 RP_API const char *rp_runtime_backend_reason(const rp_runtime *rt);
-/* Blocks until every eager op issued so far has completed. Errors: the
+/* Blocks until every eager op issued so far has completed. Ops launched
+ * meanwhile (by other threads, or by callbacks of the ops it waits for)
+ * are not waited for, so launches that never pause cannot keep it waiting.
+ * Errors: the
  * status a layer's drain returned (e.g. communication that failed); the
  * ops issued are still complete or in flight, nothing is cancelled;
  * RP_ECONTRACT from a task inside a replay (it could wait for itself) or

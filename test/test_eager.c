@@ -375,6 +375,58 @@ Test(eager, destroy_cancels_ops_waiting_on_untriggered_user_events) {
   cr_assert_eq(atomic_load(&runs[0]), 0);
 }
 
+/* rp_runtime_drain waits for the ops issued before it, not for the runtime
+ * to go quiet: a chain in which each op's completion callback launches the
+ * next keeps one op pending at every moment (the next is launched before
+ * the last one counts as completed), as a loader thread launching all the
+ * time would. The drain waited for no op to be pending, for ever; it
+ * returns now, with the op pending at its start completed. */
+static rp_runtime *chain_rt;
+static rp_task_id chain_task;
+static _Atomic int chain_stop, chain_launched, chain_ran, chain_failed;
+
+static rp_status chain_body(rp_task_ctx *ctx) {
+  (void)ctx;
+  atomic_fetch_add(&chain_ran, 1);
+  return RP_OK;
+}
+
+static void chain_next(void *arg, rp_status st) {
+  (void)arg;
+  if (st != RP_OK)
+    atomic_store(&chain_failed, 1);
+  if (atomic_load(&chain_stop))
+    return;
+  rp_event d;
+  rp_launch l = {.task = chain_task, .proc = 0};
+  if (rp_launch_task(chain_rt, &l, &d) != RP_OK ||
+      rp_event_on_complete(chain_rt, d, chain_next, NULL) != RP_OK)
+    atomic_store(&chain_failed, 1);
+  atomic_fetch_add(&chain_launched, 1);
+  rp_event_release(chain_rt, d);
+}
+
+Test(eager, drain_does_not_wait_for_ops_launched_after_it, .timeout = 60) {
+  chain_rt = th_cpu_runtime(1);
+  RP_CHECK(rp_task_register(
+      chain_rt, &(rp_task_desc){.name = "chain", .cpu_fn = chain_body},
+      &chain_task));
+  atomic_store(&chain_stop, 0);
+  chain_next(NULL, RP_OK); /* the first op, launched here */
+  RP_CHECK(rp_runtime_drain(chain_rt));
+  cr_assert_geq(atomic_load(&chain_ran), 1);
+  atomic_store(&chain_stop, 1);
+  /* the chain ends at the next completion: drain until it has */
+  int launched;
+  do {
+    launched = atomic_load(&chain_launched);
+    RP_CHECK(rp_runtime_drain(chain_rt));
+  } while (launched != atomic_load(&chain_launched));
+  cr_assert_eq(atomic_load(&chain_ran), atomic_load(&chain_launched));
+  cr_assert_eq(atomic_load(&chain_failed), 0);
+  th_destroy(chain_rt);
+}
+
 /* The calls that wait for eager work to end, from a running eager task,
  * when they would wait for that task: drain and destroy of its runtime,
  * free and realloc of an instance it accesses: RP_ECONTRACT at once (each

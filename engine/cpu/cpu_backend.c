@@ -16,6 +16,10 @@ typedef struct cpu_worker {
   rp_queue q; /* this worker's in-order queue (its stream) */
   /* 1 while nothing is queued or running (drain) */
   RP_ALIGNED_LINE _Atomic uint32_t idle;
+  /* items pushed to q, and items of q that finished running: a drain waits
+   * for the count pushed when it started, not for the queue to empty,
+   * which other threads' launches could put off for ever */
+  _Atomic uint64_t pushed, ran;
   pthread_t thread;
   unsigned index;
   rp_runtime *rt;
@@ -76,6 +80,7 @@ static void *worker_main(void *p) {
     rp_work *item = rp__queue_pop(&w->q);
     if (item) {
       item->run(item);
+      atomic_fetch_add_explicit(&w->ran, 1, memory_order_release);
       atomic_fetch_sub_explicit(&cs->pending, 1, memory_order_release);
       idle = (rp_backoff)RP_BACKOFF_IDLE;
       continue;
@@ -156,8 +161,22 @@ fail:
   return st;
 }
 
+/* Waits until every item pushed so far finished running (as many as were
+ * pushed to each worker when it started have run there: each worker runs
+ * its queue in order). Items pushed meanwhile are not waited for. */
 static void cpu_drain(void *state) {
   cpu_state *cs = state;
+  for (unsigned i = 0; i < cs->n; i++) {
+    cpu_worker *w = &cs->workers[i];
+    uint64_t target = atomic_load(&w->pushed);
+    while (atomic_load_explicit(&w->ran, memory_order_acquire) < target)
+      sched_yield();
+  }
+}
+
+/* Waits until no item is queued or running, those pushed meanwhile (by
+ * running items) included: for stopping the workers. */
+static void cpu_drain_all(cpu_state *cs) {
   while (atomic_load_explicit(&cs->pending, memory_order_acquire) != 0)
     sched_yield();
 }
@@ -167,7 +186,7 @@ static void cpu_fini(rp_runtime *rt, void *state) {
   cpu_state *cs = state;
   if (!cs)
     return;
-  cpu_drain(cs);
+  cpu_drain_all(cs);
   atomic_store(&cs->stop, 1);
   for (unsigned i = 0; i < cs->n; i++) {
     cpu_worker *w = &cs->workers[i];
@@ -218,6 +237,7 @@ static void cpu_enqueue(void *state, const rp_proc_rec *p, rp_work *item) {
   cpu_state *cs = state;
   cpu_worker *w = &cs->workers[p->local];
   atomic_fetch_add_explicit(&cs->pending, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&w->pushed, 1, memory_order_relaxed);
   rp__queue_push(&w->q, item);
   rp__queue_wake(&w->q);
   /* seq_cst after the push: a worker in rp__worker_block_wait that
@@ -292,6 +312,7 @@ int rp__worker_serve(void) {
   const struct rp_task_ctx *task = rp__tl_task;
   rp__tl_replay_violation = NULL;
   item->run(item);
+  atomic_fetch_add_explicit(&w->ran, 1, memory_order_release);
   atomic_fetch_sub_explicit(&w->cs->pending, 1, memory_order_release);
   rp__tl_replay_violation = violation;
   rp__tl_task = task;
