@@ -32,7 +32,10 @@
 #
 # STEPS is a comma list (default check,train,launch; an unknown step is a
 # usage error); MODES and ATTN pass --modes and --attn to torch_gpt.py,
-# which runs with --device cuda (a PyTorch without CUDA fails the step).
+# which runs with --device cuda (a PyTorch without CUDA fails the step);
+# stopped by its step's limit (LAUNCH_TIMEOUT, default 300 s;
+# NANOGPT_TIMEOUT, 400 s) it still writes the rows it measured, the last
+# one "interrupted", and the step fails.
 # TEXT names the corpus (default reprise's own default); logs go under $OUT
 # (default a new folder in /tmp), and a table of the figures is printed
 # last. Exits 1 when a step fails, 2 on bad usage.
@@ -100,7 +103,9 @@ if has train; then
 fi
 
 bench() { # bench PRESET TIMEOUT
-  timeout "$2" python3 "$SRC/bench/torch_gpt.py" --preset "$1" --device cuda \
+  # SIGTERM at the limit: torch_gpt.py writes its rows so far (-k: a kill
+  # if it has not exited 30 s later)
+  timeout -k 30 "$2" python3 "$SRC/bench/torch_gpt.py" --preset "$1" --device cuda \
     --reprise "$B/reprise" \
     --mode-timeout "${MODE_TIMEOUT:-150}" --repeats 3 --invocations 3 \
     --reprise-iters "${BENCH_ITERS:-300}" --instantiate-procs 1 \

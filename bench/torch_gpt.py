@@ -50,9 +50,13 @@ rows or --json/--markdown cannot be written (a full device shows only then),
 configurations (--width a multiple of --heads; with --reprise, the sizes
 `reprise train --model gpt` takes), --text a readable file long enough for
 the context, the --json/--markdown paths, --reprise answering `version`,
---device cuda where PyTorch has no CUDA). --json and --markdown are written
-whole or not at all (a temporary file, then a rename). Not a test: no
-assertion on time; the "goals" section of the markdown only compares.
+--device cuda where PyTorch has no CUDA), 143 / 130 when SIGTERM (a
+`timeout` around the script) or SIGINT stopped it while measuring: the
+rows measured until then are written all the same, the last one
+"status": "interrupted" naming what it cut short (that and what was still
+to run are not measured). --json and --markdown are written whole or not
+at all (a temporary file, then a rename). Not a test: no assertion on
+time; the "goals" section of the markdown only compares.
 """
 import argparse
 import datetime
@@ -1340,14 +1344,33 @@ def run_child(a):
     return 0
 
 
-def on_sigterm(signum, frame):
-    """SIGTERM as an exit: the finally blocks (the temporary folder) run,
-    and subprocess.run kills the child it waits for."""
-    sys.exit(128 + signum)
+class Stopped(BaseException):
+    """SIGTERM (a `timeout`) or SIGINT (Ctrl-C) while measuring: the rows
+    measured so far are still written (main), with a last row saying what
+    was cut short. BaseException: a mode's `except Exception` does not
+    swallow it."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def on_stop(signum, frame):
+    """SIGTERM or SIGINT as Stopped: the finally blocks (the temporary
+    folder) run, and subprocess.run kills the child it waits for."""
+    raise Stopped(signum)
+
+
+def stop_signals(handler):
+    """SIGTERM and SIGINT to handler; SIGINT only where it is not ignored
+    (a background job of a shell ignores it, and so does its child)."""
+    signal.signal(signal.SIGTERM, handler)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, handler)
 
 
 def main(argv=None):
-    signal.signal(signal.SIGTERM, on_sigterm)
+    stop_signals(on_stop)
     # the options, output paths and --reprise first: nothing heavy before
     a = parse_args(argv)
     if a.from_json:
@@ -1394,15 +1417,10 @@ def main(argv=None):
     modes = [m for m in modes if m != "none"]
     attns = a.attn
     rows = []
+    stopped = None
     tmpdir = tempfile.mkdtemp(prefix="torch_gpt.")
     try:
         for cfg in configs_from(a):
-            if a.vocab:
-                cfg["vocab"] = a.vocab
-            elif a.reprise:
-                cfg["vocab"] = reprise_vocab(a, cfg, tmpdir) or 65
-            else:
-                cfg["vocab"] = 65
             common = {"config": cfg, "math": a.math, "machine": meta,
                       "loadavg_before": loadavg()}
             if on_gpu is False:
@@ -1422,24 +1440,45 @@ def main(argv=None):
                       file=sys.stderr, flush=True)
                 crows.append(r)
 
-            if a.reprise and a.invocations > 0:
-                for r in reprise_rows(a, cfg, tmpdir):
-                    done(r)
-            if a.reprise and a.instantiate_procs:
-                for r in instantiate_rows(a, cfg):
-                    done(r)
-            if torch is None:
-                done({"side": "pytorch", "mode": "all", "status": "skipped",
-                      "reason": f"skipped: torch not importable ({torch_error})"})
-            else:
-                for m in modes:
-                    for at in (attns if m == "eager" else attns[:1]):
-                        done(run_torch_mode(a, cfg, m, at, tmpdir))
+            now = "reprise's vocabulary run"  # what a stop cuts short
+            try:
+                if a.vocab:
+                    cfg["vocab"] = a.vocab
+                elif a.reprise:
+                    cfg["vocab"] = reprise_vocab(a, cfg, tmpdir) or 65
+                else:
+                    cfg["vocab"] = 65
+                if a.reprise and a.invocations > 0:
+                    now = "reprise train (replay and eager)"
+                    for r in reprise_rows(a, cfg, tmpdir):
+                        done(r)
+                if a.reprise and a.instantiate_procs:
+                    now = "gpt_instantiate"
+                    for r in instantiate_rows(a, cfg):
+                        done(r)
+                if torch is None:
+                    done({"side": "pytorch", "mode": "all", "status": "skipped",
+                          "reason": f"skipped: torch not importable ({torch_error})"})
+                else:
+                    for m in modes:
+                        for at in (attns if m == "eager" else attns[:1]):
+                            now = f"pytorch {m} ({at})"
+                            done(run_torch_mode(a, cfg, m, at, tmpdir))
+            except (Stopped, KeyboardInterrupt) as e:
+                stop_signals(signal.SIG_IGN)  # a second one: the rows still
+                stopped = getattr(e, "signum", signal.SIGINT)
+                done({"side": "run", "mode": "interrupted", "status": "interrupted",
+                      "reason": f"{signal.Signals(stopped).name} during {now}: "
+                      "it and what was still to run are not measured"})
             rows += crows
+            if stopped:
+                break
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+    # the rows are measured: a signal now would only lose them
+    stop_signals(signal.SIG_IGN)
     write_outputs(a, rows, meta)
-    return 0
+    return 128 + stopped if stopped else 0
 
 
 def run_torch_mode(a, cfg, mode, attn, tmpdir):
@@ -1474,3 +1513,5 @@ if __name__ == "__main__":
         sys.exit(main())
     except KeyboardInterrupt:
         sys.exit(130)
+    except Stopped as e:  # before or after the measuring (or in a child)
+        sys.exit(128 + e.signum)

@@ -165,6 +165,61 @@ EOF
     py --from-json "$dir/rows.json" --markdown "$dir/keep.md"
   grep -q 'b2b with --inflight 4' "$dir/keep.md" ||
     { echo "FAIL torch_gpt.py: no --inflight note in the markdown"; failed=1; }
+
+  # SIGTERM (a `timeout`) in the middle of a run: the rows measured so far
+  # are written, the last one saying what was cut short. A fake reprise
+  # answers `train` at once; a fake gpt_instantiate beside it marks that it
+  # runs and sleeps, and is stopped there; torch is not importable.
+  mkdir "$dir/notorch" "$dir/notorch/torch" "$dir/bin"
+  echo 'raise ImportError("no torch in this test")' \
+    >"$dir/notorch/torch/__init__.py"
+  cat >"$dir/bin/reprise" <<'EOF'
+#!/bin/sh
+[ "$1" = version ] && { echo 'reprise 0.0.0 (commit fake)'; exit 0; }
+while [ $# -gt 1 ]; do
+  [ "$1" = --json ] && j=$2
+  shift
+done
+echo '{"vocab": 50, "iter_us_median": 100, "iter_us_p99": 120,
+ "iter_us_throughput": 110, "instantiate_ms": 1}' >"$j"
+EOF
+  cat >"$dir/bin/gpt_instantiate" <<'EOF'
+#!/bin/sh
+: >"$RP_TEST_MARK"
+exec sleep 120
+EOF
+  chmod +x "$dir/bin/reprise" "$dir/bin/gpt_instantiate"
+  RP_TEST_MARK=$dir/mark PYTHONPATH="$dir/notorch" PYTHONDONTWRITEBYTECODE=1 \
+    python3 "$T" --reprise "$dir/bin/reprise" --invocations 1 --threads 1 \
+    --trace-replays 0 --instantiate-procs 1 --json "$dir/cut.json" \
+    --markdown "$dir/cut.md" >"$dir/cut.out" 2>&1 &
+  pid=$!
+  i=0 # until the fake gpt_instantiate runs (at most a minute)
+  while [ ! -e "$dir/mark" ] && [ $i -lt 600 ] && kill -0 $pid 2>/dev/null; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  kill -TERM $pid
+  wait $pid
+  st=$?
+  if [ "$st" != 143 ] || ! python3 - "$dir/cut.json" <<'EOF'; then
+import json, sys
+rows = json.load(open(sys.argv[1]))
+got = [(r["side"], r["mode"], r["status"]) for r in rows]
+want = [("reprise", "replay", "ok"), ("reprise", "eager", "ok"),
+        ("run", "interrupted", "interrupted")]
+assert got == want, got
+assert "SIGTERM during gpt_instantiate" in rows[-1]["reason"], rows[-1]
+EOF
+    echo "FAIL torch_gpt.py stopped by SIGTERM: exit $st, want 143 and the rows so far"
+    tail -3 "$dir/cut.out" | sed 's/^/     /'
+    failed=1
+  elif ! grep -q '| run interrupted |' "$dir/cut.md"; then
+    echo "FAIL torch_gpt.py stopped by SIGTERM: no interrupted row in --markdown"
+    failed=1
+  else
+    echo "ok   torch_gpt.py stopped by SIGTERM writes the rows so far"
+  fi
 fi
 
 [ "$failed" = 0 ] && echo "all bench script checks passed"
