@@ -162,8 +162,13 @@ if has knobs; then
   done
 fi
 
+NCU=
 if has profile; then
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  [ -n "$NCU" ] ||
+    note "profile: no ncu (Nsight Compute) on PATH or in /usr/local/cuda*/bin" 1
+fi
+if has profile && [ -n "$NCU" ]; then
   LAUNCH=(--layers 4 --heads 4 --width 128 --context 64 --batch 16)
   for cfg in launch nano; do
     # The kernels of the replays alone: REPRISE_NVTX=1 puts each rp_replay
@@ -200,7 +205,11 @@ if has profile; then
         rc=$?
         grep -q gpu__time_duration "$csv" && break
       done
-      note "ncu --graph-profiling $mode ($cfg, kernels chosen by $how)" $rc
+      if grep -q gpu__time_duration "$csv"; then
+        note "ncu --graph-profiling $mode ($cfg, kernels chosen by $how)" "$rc"
+      else # ncu exits 0 when it profiled no kernel
+        note "ncu --graph-profiling $mode ($cfg): no kernel times (see $OUT/ncu_${cfg}_$mode.err)" 1
+      fi
     done
     python3 "$SRC/bench/ncu_step.py" "$OUT/ncu_${cfg}_node.csv" \
       "$OUT/ncu_${cfg}_graph.csv" || true

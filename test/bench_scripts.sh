@@ -108,6 +108,23 @@ G="$SRC/bench/gpu_gpt.sh"
 want 2 "gpu_gpt.sh no BUILD_DIR" bash "$G"
 want 2 "gpu_gpt.sh step bogus" bash "$G" "$BUILD" bogus
 want 2 "gpu_gpt.sh step train,bogus" bash "$G" "$BUILD" train,bogus
+# profile: without ncu the step says so and runs nothing; an ncu that
+# profiles no kernel (it exits 0) fails the step
+if ! command -v ncu >/dev/null 2>&1 &&
+  ! ls /usr/local/cuda*/bin/ncu >/dev/null 2>&1; then
+  mkdir "$dir/prof"
+  want 1 "gpu_gpt.sh profile without ncu" env OUT="$dir/prof" bash "$G" "$BUILD" profile
+  grep -q '^FAIL  profile: no ncu' "$dir/out" ||
+    { echo "FAIL gpu_gpt.sh profile without ncu: no line saying so"; failed=1; }
+  [ -z "$(ls "$dir/prof")" ] ||
+    { echo "FAIL gpu_gpt.sh profile without ncu: ran the profiles"; failed=1; }
+fi
+mkdir "$dir/ncu" "$dir/prof2"
+cp "$dir/notreprise" "$dir/ncu/ncu"
+want 1 "gpu_gpt.sh profile, ncu profiles no kernel" \
+  env PATH="$dir/ncu:$PATH" OUT="$dir/prof2" bash "$G" "$BUILD" profile
+grep -q 'no kernel times' "$dir/out" ||
+  { echo "FAIL gpu_gpt.sh profile: an empty profile not named"; failed=1; }
 
 # ---- torch_gpt.py
 if ! command -v python3 >/dev/null 2>&1; then
