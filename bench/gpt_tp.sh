@@ -29,7 +29,10 @@
 # time; on one GPU TP=2 <= 1.15x and --procs 2 <= 1.2x --procs 1. On a
 # machine with fewer idle cores than workers the figures measure
 # oversubscription, not the split. Only awk and POSIX sh are needed.
-# Exit 0 done, 2 usage; a failed run stops it with that run's status.
+# A failed run is named on stderr (layout, round, exit status) and the
+# other runs go on: its layout's row counts the runs that worked, or reads
+# "failed"; a round whose first layout failed gives no ratios. Exit 0 done,
+# 1 a run failed, 2 usage.
 set -eu
 
 runs=3
@@ -86,10 +89,13 @@ field() {
 
 printf '%-7s %10s %10s %7s %7s %7s %5s  %s\n' layout "min us" "median us" \
   "x $1" kernels copies comm "bytes per processor (state / all)"
+status=0
 i=0
 while [ "$i" -lt "$runs" ]; do
-  first=
+  first= # the round's first layout's time, the ratios' base
+  k=0
   for layout in "$@"; do
+    k=$((k + 1))
     procs=${layout%/*}
     tp=${layout#*/}
     j="$dir/$procs.$tp.json"
@@ -97,31 +103,47 @@ while [ "$i" -lt "$runs" ]; do
     *x*) set_mpi="${MPIEXEC:-mpiexec} -n ${procs%x*}" dist=--dist ;;
     *) set_mpi= dist= ;;
     esac
+    rm -f "$j"
+    st=0
     # shellcheck disable=SC2086 # the mpiexec prefix splits into words
     $set_mpi "$bin" train --model gpt --backend "$backend" $dist \
       --procs "${procs#*x}" --tp "$tp" \
       --layers 2 --heads 8 --width "$width" --context 64 --batch 8 \
-      --iters 8 --log-every 100000 --sample 0 --json "$j" >/dev/null
-    us=$(field "$j" iter_us_median)
-    [ -n "$first" ] || first=$us
+      --iters 8 --log-every 100000 --sample 0 --json "$j" >/dev/null || st=$?
+    us=$(field "$j" iter_us_median 2>/dev/null || true)
+    if [ "$st" -ne 0 ] || [ -z "$us" ]; then
+      echo "$0: $layout, round $((i + 1)): reprise train failed (exit $st)" >&2
+      status=1
+      continue
+    fi
+    cp "$j" "$dir/$procs.$tp.last.json"
+    [ "$k" -gt 1 ] || first=$us
     echo "$us" >>"$dir/$procs.$tp.t"
-    echo "$us $first" | awk '{print $1 / $2}' >>"$dir/$procs.$tp.r"
+    [ -z "$first" ] || echo "$us $first" | awk '{print $1 / $2}' >>"$dir/$procs.$tp.r"
   done
   i=$((i + 1))
 done
 for layout in "$@"; do
   procs=${layout%/*}
   tp=${layout#*/}
-  j="$dir/$procs.$tp.json"
+  j="$dir/$procs.$tp.last.json"
+  if [ ! -s "$dir/$procs.$tp.t" ]; then
+    printf '%-7s %10s\n' "$layout" failed
+    continue
+  fi
   stats=$(sort -g "$dir/$procs.$tp.t" | awk '{v[NR] = $1} END {print v[1], v[int((NR + 1) / 2)]}')
-  ratio=$(sort -g "$dir/$procs.$tp.r" | awk '{v[NR] = $1}
-    END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+  ratio=$(sort -g "$dir/$procs.$tp.r" 2>/dev/null | awk '{v[NR] = $1}
+    END {if (!NR) print "-"; else printf "%.2f\n",
+      (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
   state=$(field "$j" state_bytes_per_proc | tr -d '[] ')
   all=$(field "$j" bytes_per_proc | tr -d '[] ')
   bytes=$(echo "$state $all" | awk '{n = split($1, s, ","); split($2, a, ",");
     for (i = 1; i <= n; i++) printf "%s%.1f/%.1f MB", (i > 1 ? ", " : ""),
       s[i] / 1e6, a[i] / 1e6}')
-  printf '%-7s %10.0f %10.0f %7.2f %7s %7s %5s  %s\n' "$layout" \
+  n=$(wc -l <"$dir/$procs.$tp.t")
+  [ "$n" -eq "$runs" ] || bytes="$bytes ($n of $runs runs)"
+  printf '%-7s %10.0f %10.0f %7s %7s %7s %5s  %s\n' "$layout" \
     "${stats% *}" "${stats#* }" "$ratio" "$(field "$j" kernels_per_step)" \
     "$(field "$j" copies_per_step)" "$(field "$j" comm_per_step)" "$bytes"
 done
+exit "$status"

@@ -84,6 +84,30 @@ want 2 "gpt_tp.sh layout 2x/1" sh "$G" -b "$REPRISE" 2x/1
 want 2 "gpt_tp.sh -b missing" sh "$G" -b "$dir/missing" 1/1
 want 2 "gpt_tp.sh -b not reprise" sh "$G" -b "$dir/notreprise" 1/1
 grep -q '^layout' "$dir/out" && { echo "FAIL gpt_tp.sh printed its table header"; failed=1; }
+# a failed run (a fake reprise whose --tp 2 fails) is named, the other
+# layouts still run and print their rows, and the exit status is 1
+mkdir "$dir/tpbin"
+cat >"$dir/tpbin/reprise" <<'EOF'
+#!/bin/sh
+[ "$1" = version ] && { echo 'reprise 0.0.0 (commit fake)'; exit 0; }
+while [ $# -gt 1 ]; do
+  case $1 in --tp) tp=$2 ;; --json) j=$2 ;; esac
+  shift
+done
+[ "$tp" = 2 ] && { echo "fake reprise: --tp 2 fails" >&2; exit 3; }
+printf '{\n "iter_us_median": %s,\n "kernels_per_step": 10,\n "copies_per_step": 0,
+ "comm_per_step": 0,\n "state_bytes_per_proc": [1000000],
+ "bytes_per_proc": [2000000]\n}\n' "$((100 * tp))" >"$j"
+EOF
+chmod +x "$dir/tpbin/reprise"
+want 1 "gpt_tp.sh a failed layout" sh "$G" -n 2 -b "$dir/tpbin/reprise" 1/1 2/2 4/4
+if ! grep -q '2/2, round 1: reprise train failed (exit 3)' "$dir/out" ||
+  ! grep -q '^2/2 *failed$' "$dir/out" ||
+  ! grep -q '^4/4 *400 *400 *4.00 ' "$dir/out"; then
+  echo "FAIL gpt_tp.sh a failed layout: not named, or the others' rows missing"
+  sed 's/^/     /' "$dir/out"
+  failed=1
+fi
 
 # ---- replay_goals.sh
 help sh replay_goals.sh
