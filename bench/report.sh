@@ -31,9 +31,11 @@
 # and the exact commands. A section is replaced only by a fresh measurement
 # of itself: the sections this machine cannot measure (the GPU ones without
 # a device) keep what FILE (or, for a new FILE, docs/performance.md) had,
-# with their own stamps. A benchmark that fails or writes no JSON rows
-# stops the script (exit 1) and leaves FILE as it was. Needs bash and
-# python3 (standard library). Exit 0 written, 1 a benchmark failed, 2 usage.
+# with their own stamps. So does a section one of whose benchmarks fails
+# or writes no JSON rows: the failure is printed, the section's other runs
+# are skipped, the other sections are still measured and FILE written, and
+# the exit status is 1. Needs bash and python3 (standard library). Exit 0
+# written, 1 a benchmark failed (its section kept), 2 usage.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -122,28 +124,35 @@ fi
 } >"$dir/machine"
 echo "reprise: $shown (${btype:-unknown}); $cpu, $cpus CPUs; GPU: $gpu; $runs invocation$([ "$runs" = 1 ] || echo s) each"
 
-# run SECTION OUTFILE COMMAND...: runs it (JSON to OUTFILE), records the
-# command once per section, fails the script when it fails or leaves no
-# JSON rows in OUTFILE.
+# failed SECTION: the section keeps FILE's text (its rows are dropped
+# before report.py), its other runs are skipped, and the exit status is 1.
+failed() {
+  grep -qxF -- "$1" "$dir/failed" 2>/dev/null || echo "$1" >>"$dir/failed"
+}
+
+# run SECTION OUTFILE COMMAND...: runs it (JSON to OUTFILE) and records the
+# command once per section; when it fails or leaves no JSON rows in
+# OUTFILE, says so and marks the section failed (nothing runs for a
+# section already failed).
 run() {
   local sec=$1 json=$2
   shift 2
+  ! grep -qxF -- "$sec" "$dir/failed" 2>/dev/null || return 0
   local shown_cmd="${*//$bin/$shown}"
   shown_cmd=${shown_cmd//$json/FILE}
   shown_cmd=${shown_cmd//$root\//}
   grep -qxF -- "$shown_cmd" "$dir/$sec.cmd" 2>/dev/null || echo "$shown_cmd" >>"$dir/$sec.cmd"
   if ! "$@" >"$json.out" 2>"$json.err"; then
-    echo "$0: failed: $*" >&2
+    echo "$0: section $sec: failed: $*" >&2
     cat "$json.err" >&2
-    exit 1
-  fi
-  if ! python3 -c 'import json, sys
+    failed "$sec"
+  elif ! python3 -c 'import json, sys
 rows = json.load(open(sys.argv[1]))
 if not isinstance(rows, (list, dict)) or not rows:
     sys.exit("no rows")' "$json" 2>"$json.check"; then
     echo "$0: section $sec: no JSON rows in $json from: $*" >&2
     tail -1 "$json.check" >&2
-    exit 1
+    failed "$sec"
   fi
 }
 
@@ -192,12 +201,12 @@ fi
 # ---- GPU: only when a device answers ----
 gpu_ok=0
 if [ "$gpu" != none ]; then
-  "$bin" bench --gpu --quick --json "$dir/probe.json" >"$dir/probe.out" 2>&1 || {
+  if ! "$bin" bench --gpu --quick --json "$dir/probe.json" >"$dir/probe.out" 2>&1; then
     echo "$0: reprise bench --gpu failed on a machine with a GPU:" >&2
     cat "$dir/probe.out" >&2
-    exit 1
-  }
-  if grep -q '"case"' "$dir/probe.json"; then
+    failed gpu-bench
+    failed gpu-train
+  elif grep -q '"case"' "$dir/probe.json"; then
     gpu_ok=1
   else
     echo "note: a GPU is listed but reprise found none: $(head -1 "$dir/probe.out")"
@@ -229,7 +238,16 @@ if [ "$gpu_ok" = 1 ]; then
   done
 fi
 
+# a failed section's rows go: report.py keeps FILE's text for it
+fails=$(cat "$dir/failed" 2>/dev/null || true)
+for sec in $fails; do
+  rm -f "$dir/$sec".*.json
+done
 base=$out
 [ -f "$base" ] || base=$root/docs/performance.md
 python3 "$root/bench/report.py" --dir "$dir" --base "$base" --out "$out"
 echo "wrote $out"
+if [ -n "$fails" ]; then
+  echo "$0: failed, kept as they were: $(echo "$fails" | paste -sd ' ' -)" >&2
+  exit 1
+fi

@@ -72,6 +72,28 @@ if [ "$(id -u)" != 0 ]; then # root writes anywhere
 fi
 want 2 "report.sh --bogus" bash "$R" --bogus
 [ ! -e "$dir/p.md" ] || { echo "FAIL report.sh wrote -o on a usage error"; failed=1; }
+# a failing benchmark (a wrapper around reprise that fails --xfer, train
+# and --dist) costs its own section only: the others are measured and
+# written, the failed ones keep the text they had, exit 1
+cat >"$dir/failing" <<EOF
+#!/bin/sh
+case "\$*" in *--xfer* | train* | *--dist*) echo "wrapper: fails" >&2; exit 1 ;; esac
+exec "$REPRISE" "\$@"
+EOF
+chmod +x "$dir/failing"
+want 1 "report.sh a failing benchmark" bash "$R" --quick -n 1 -b "$dir/failing" -o "$dir/p.md"
+section() { # section NAME FILE: the text of that section of FILE
+  sed -n "/^<!-- section: $1 -->\$/,/^<!-- end section: $1 -->\$/p" "$2"
+}
+if ! grep -q 'failed, kept as they were: xfer train-cpu' "$dir/out" ||
+  [ "$(section xfer "$dir/p.md")" != "$(section xfer "$SRC/docs/performance.md")" ] ||
+  [ "$(section train-cpu "$dir/p.md")" != "$(section train-cpu "$SRC/docs/performance.md")" ] ||
+  ! section hop "$dir/p.md" | grep -q 'failing bench --quick --hop'; then
+  echo "FAIL report.sh a failing benchmark: the failed sections not kept, or the others not written"
+  tail -5 "$dir/out" | sed 's/^/     /'
+  failed=1
+fi
+rm -f "$dir/p.md"
 
 # ---- gpt_tp.sh
 help sh gpt_tp.sh
