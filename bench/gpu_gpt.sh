@@ -37,8 +37,11 @@
 # NANOGPT_TIMEOUT, 400 s) it still writes the rows it measured, the last
 # one "interrupted", and the step fails.
 # TEXT names the corpus (default reprise's own default); logs go under $OUT
-# (default a new folder in /tmp), and a table of the figures is printed
-# last. Exits 1 when a step fails, 2 on bad usage.
+# (default a new folder in /tmp). The stamp a figure needs (the build's
+# `reprise version`, the date, the GPU, its driver and CUDA version, the
+# CPU) is printed first, and again last above every step's ok/FAIL line
+# (and gpu_check.sh's), so that the end of the output alone says what ran
+# where. Exits 1 when a step fails, 2 on bad usage.
 set -u
 ALL=check,ctest,train,launch,nanogpt,tp,cputp,knobs,profile
 case ${1:-} in
@@ -68,12 +71,23 @@ TEXTARG=()
 [ -n "${TEXT:-}" ] && TEXTARG=(--text "$TEXT")
 failed=0
 has() { [[ $STEPS == *",$1,"* ]]; }
-note() { # note NAME RC
-  if [ "$2" -eq 0 ]; then echo "ok    $1"; else
-    echo "FAIL  $1 (rc $2)"
+note() { # note NAME RC, also kept for the summary
+  local line="ok    $1"
+  if [ "$2" -ne 0 ]; then
+    line="FAIL  $1 (rc $2)"
     failed=1
   fi
+  echo "$line" | tee -a "$OUT/summary.txt"
 }
+: >"$OUT/summary.txt"
+ver=$("$B/reprise" version 2>/dev/null | grep -m1 '^reprise ' || true)
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+cuda=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
+cpu=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null)
+stamp="${ver:-$B/reprise: no version line}; $(date -u '+%Y-%m-%d %H:%M UTC')"
+stamp+="; GPU: ${gpu:-none (nvidia-smi)}${cuda:+, CUDA $cuda}"
+stamp+="; CPU: ${cpu:-$(uname -m)}, $(nproc) cores"
+echo "gpu_gpt.sh ${STEPS:1:-1}: $stamp"
 NANO=(--layers 6 --heads 6 --width 384 --context 256 --batch 64)
 
 if has check; then
@@ -81,6 +95,7 @@ if has check; then
     >"$OUT/check.txt" 2>&1
   note "gpu_check.sh" $?
   cat "$OUT/check.txt"
+  grep -E '^(ok|FAIL) ' "$OUT/check.txt" | sed 's/^/  /' >>"$OUT/summary.txt"
 fi
 
 if has ctest; then
@@ -215,4 +230,8 @@ if has profile && [ -n "$NCU" ]; then
       "$OUT/ncu_${cfg}_graph.csv" || true
   done
 fi
+echo
+echo "== gpu_gpt.sh ${STEPS:1:-1}: $stamp"
+cat "$OUT/summary.txt"
+echo "logs: $OUT"
 exit "$failed"

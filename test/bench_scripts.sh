@@ -162,8 +162,26 @@ if ! command -v ncu >/dev/null 2>&1 &&
   want 1 "gpu_gpt.sh profile without ncu" env OUT="$dir/prof" bash "$G" "$BUILD" profile
   grep -q '^FAIL  profile: no ncu' "$dir/out" ||
     { echo "FAIL gpu_gpt.sh profile without ncu: no line saying so"; failed=1; }
-  [ -z "$(ls "$dir/prof")" ] ||
+  ! ls "$dir/prof"/ncu_* >/dev/null 2>&1 ||
     { echo "FAIL gpu_gpt.sh profile without ncu: ran the profiles"; failed=1; }
+fi
+# the end of the output alone names the build, the date and the machine,
+# above each step's line (a build whose reprise fails every train)
+mkdir "$dir/fb"
+cat >"$dir/fb/reprise" <<'EOF'
+#!/bin/sh
+[ "$1" = version ] && { echo 'reprise 9.9.9 (commit fakefb)'; exit 0; }
+echo "fake reprise: fails" >&2
+exit 1
+EOF
+chmod +x "$dir/fb/reprise"
+want 1 "gpu_gpt.sh train, a failing build" env OUT="$dir/fbout" bash "$G" "$dir/fb" train
+if ! tail -3 "$dir/out" | head -1 |
+  grep -q '^== gpu_gpt.sh train: reprise 9.9.9 (commit fakefb); 20[0-9-]* [0-9:]* UTC; GPU: .*; CPU: .*cores$' ||
+  ! tail -2 "$dir/out" | head -1 | grep -q '^FAIL  reprise train --model gpt'; then
+  echo "FAIL gpu_gpt.sh: no stamp and step lines at the end"
+  tail -4 "$dir/out" | sed 's/^/     /'
+  failed=1
 fi
 mkdir "$dir/ncu" "$dir/prof2"
 cp "$dir/notreprise" "$dir/ncu/ncu"
