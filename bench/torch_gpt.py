@@ -1263,7 +1263,10 @@ def write_or_die(path, text):
 
 
 def write_stdout(text):
-    """text on stdout, or one line and exit 1 (stdout a full device)."""
+    """text on stdout, or one line and exit 1 (stdout a full device, or
+    closed: Python then has no sys.stdout)."""
+    if sys.stdout is None:
+        die("cannot write stdout: it is closed", 1)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -246,6 +246,11 @@ EOF
     py --from-json "$dir/rows.json" --markdown "$dir/keep.md"
   grep -q 'b2b with --inflight 4' "$dir/keep.md" ||
     { echo "FAIL torch_gpt.py: no --inflight note in the markdown"; failed=1; }
+  # shellcheck disable=SC2016 # the inner shell expands them
+  want 1 "torch_gpt.py --from-json, stdout closed" \
+    sh -c 'python3 "$0" --from-json "$1" >&-' "$T" "$dir/rows.json"
+  grep -q 'cannot write stdout' "$dir/out" ||
+    { echo "FAIL torch_gpt.py, stdout closed: not said"; failed=1; }
 
   # SIGTERM (a `timeout`) in the middle of a run: the rows measured so far
   # are written, the last one saying what was cut short. A fake reprise
