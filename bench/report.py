@@ -62,7 +62,9 @@ the generated ones show the minimum, median and maximum over the
 invocations (each invocation's own figure is the median of its
 repetitions). A section is replaced only by a fresh measurement of
 itself: a run on a machine without a GPU rewrites the CPU sections and
-keeps the GPU sections as they are, each with its own stamp. Compare
+keeps the GPU sections as they are, each with its own stamp, and a
+section one of whose benchmarks failed keeps its text too (`report.sh`
+names it and exits 1). Compare
 figures within a section: sections stamped with different commits or
 machines are not comparable with each other.
 
