@@ -1034,6 +1034,14 @@ def name_list(allowed, what, empty=False):
     return parse
 
 
+def file_name(text):
+    """An argparse type: a file name, not '' (an unset shell variable
+    would otherwise read as the option not given)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty file name")
+    return text
+
+
 def procs_list(text):
     """A comma list of positive integers; '' for none."""
     items = [x.strip() for x in text.split(",") if x.strip()] if text else []
@@ -1097,7 +1105,7 @@ def parse_args(argv=None):
                     help="seconds per PyTorch mode / reprise invocation "
                     "(default GPU 900, CPU 600)")
     ap.add_argument("--cpu-peak-gflops", type=positive_float, default=None)
-    ap.add_argument("--reprise", default=None,
+    ap.add_argument("--reprise", default=None, type=file_name,
                     help="the reprise binary (BUILD/reprise); checked first: "
                     "`REPRISE version` must print 'reprise ...'")
     ap.add_argument("--reprise-iters", type=positive_int, default=200)
@@ -1118,11 +1126,13 @@ def parse_args(argv=None):
                     "(1: the training loop's throughput)")
     ap.add_argument("--reprise-arg", action="append", default=[],
                     help="extra argument for reprise train (repeatable)")
-    ap.add_argument("--text", default=None, help="text file for reprise (default: "
+    ap.add_argument("--text", default=None, type=file_name, help="text file for reprise (default: "
                     "the repository's docs, repeated to 1 MiB)")
-    ap.add_argument("--json", default=None, help="write the rows here (a JSON array)")
-    ap.add_argument("--markdown", default=None, help="write the markdown table here")
-    ap.add_argument("--from-json", default=None, metavar="ROWS",
+    ap.add_argument("--json", default=None, type=file_name,
+                    help="write the rows here (a JSON array)")
+    ap.add_argument("--markdown", default=None, type=file_name,
+                    help="write the markdown table here")
+    ap.add_argument("--from-json", default=None, metavar="ROWS", type=file_name,
                     help="render --markdown (default: stdout) from an existing "
                     "rows file; measure nothing. --json does not go with it "
                     "(a usage error: the rows are that file)")

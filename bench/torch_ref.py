@@ -46,6 +46,14 @@ def positive_list(text):
             f"{text!r}: wants a comma list of positive integers") from None
 
 
+def file_name(text):
+    """An argparse type: a file name, not '' (an unset shell variable
+    would otherwise read as the option not given)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty file name")
+    return text
+
+
 def die(msg, status):
     print(f"torch_ref.py: {msg}", file=sys.stderr)
     sys.exit(status)
@@ -60,7 +68,7 @@ def main():
     ap.add_argument("--classes", type=positive_int, default=3)
     ap.add_argument("--samples", type=positive_int, default=4096)
     ap.add_argument("--iters", type=positive_int, default=500)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--json", default=None, type=file_name)
     a = ap.parse_args()
     if a.batch > a.samples:
         ap.error(f"--batch {a.batch} is more than --samples {a.samples}")

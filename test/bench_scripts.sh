@@ -217,6 +217,11 @@ else
   want 2 "torch_gpt.py --reprise missing" py --reprise "$dir/missing"
   want 2 "torch_gpt.py --json a folder" py --json "$dir"
   want 2 "torch_gpt.py --markdown in a missing folder" py --markdown "$dir/none/x.md"
+  for o in --json --markdown --from-json --reprise --text; do
+    want 2 "torch_gpt.py $o ''" py "$o" ''
+  done
+  want 2 "torch_ref.py --json ''" \
+    env PYTHONPATH="$dir/fake" python3 "$SRC/bench/torch_ref.py" --json ''
   want 2 "torch_gpt.py --from-json with --json" \
     py --from-json "$dir/rows.json" --json "$dir/j.json"
   # --from-json: an unreadable rows file leaves --markdown as it was
