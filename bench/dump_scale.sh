@@ -25,6 +25,7 @@ case ${1:-} in
 -*) echo "usage: $0 [BUILD_DIR [OPS [REPEAT]]] (or --help)" >&2; exit 2 ;;
 esac
 [ $# -le 3 ] || { echo "usage: $0 [BUILD_DIR [OPS [REPEAT]]] (or --help)" >&2; exit 2; }
+[ $# -eq 0 ] || [ -n "$1" ] || { echo "dump_scale: BUILD_DIR is empty" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 OPS=${2:-10000}

@@ -49,7 +49,7 @@ while getopts hn:b:B:w: opt; do
   case $opt in
   h) help ;;
   n) runs=$OPTARG ;;
-  b) bin=$OPTARG ;;
+  b) bin=$OPTARG; [ -n "$bin" ] || die "-b: an empty file name" ;;
   B) backend=$OPTARG ;;
   w) width=$OPTARG ;;
   *) usage ;;

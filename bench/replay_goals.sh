@@ -34,7 +34,7 @@ while getopts hn:b:k opt; do
   case $opt in
   h) help ;;
   n) runs=$OPTARG ;;
-  b) bin=$OPTARG ;;
+  b) bin=$OPTARG; [ -n "$bin" ] || die "-b: an empty file name" ;;
   k) keep=1 ;;
   *)
     echo "usage: $0 [-n RUNS] [-b REPRISE] [-k] [WORKERS...]" >&2

@@ -54,12 +54,16 @@ while [ $# -gt 0 ]; do
   -n) [ $# -ge 2 ] || usage; runs=$2; shift 2 ;;
   --quick) quick=1; shift ;;
   -o) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
-  -b) [ $# -ge 2 ] || usage; bin=$2; shift 2 ;;
+  -b) [ $# -ge 2 ] || usage; bin=$2; bin_given=1; shift 2 ;;
   -w) [ $# -ge 2 ] || usage; workers=$2; shift 2 ;;
   -h | --help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 0 ;;
   *) usage ;;
   esac
 done
+# '' (an unset variable) would read as the option left out
+[ -n "$out" ] || { echo "$0: -o: an empty file name" >&2; exit 2; }
+[ -n "$bin" ] || [ -z "${bin_given:-}" ] ||
+  { echo "$0: -b: an empty file name" >&2; exit 2; }
 [ -n "$runs" ] || runs=$([ "$quick" = 1 ] && echo 3 || echo 5)
 posint "$runs" || { echo "$0: -n wants a positive count, not '$runs'" >&2; exit 2; }
 IFS=, read -r -a wlist <<<"$workers"

@@ -9,6 +9,7 @@
 #   bench_scripts.sh REPRISE SOURCE_DIR
 set -u
 REPRISE=$1 SRC=$2
+ASRC=$(cd "$SRC" && pwd)
 BUILD=$(dirname "$REPRISE")
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rp_bench_scripts.XXXXXX") || exit 1
 trap 'rm -rf "$dir"' EXIT
@@ -71,6 +72,8 @@ if [ "$(id -u)" != 0 ]; then # root writes anywhere
   chmod 755 "$dir/ro"
 fi
 want 2 "report.sh --bogus" bash "$R" --bogus
+want 2 "report.sh -b ''" bash "$R" -b '' -o "$dir/p.md"
+want 2 "report.sh -o ''" bash "$R" -b "$REPRISE" -o ''
 [ ! -e "$dir/p.md" ] || { echo "FAIL report.sh wrote -o on a usage error"; failed=1; }
 # a failing benchmark (a wrapper around reprise that fails --xfer, train
 # and --dist) costs its own section only: the others are measured and
@@ -130,6 +133,11 @@ if ! grep -q '2/2, round 1: reprise train failed (exit 3)' "$dir/out" ||
   sed 's/^/     /' "$dir/out"
   failed=1
 fi
+# -b '': refused, not the default ./build/reprise (here a fake one)
+mkdir -p "$dir/cwd/build"
+ln -s "$dir/tpbin/reprise" "$dir/cwd/build/reprise"
+# shellcheck disable=SC2016 # the inner shell expands them
+want 2 "gpt_tp.sh -b ''" sh -c 'cd "$1" && sh "$2" -b "" 1/1' sh "$dir/cwd" "$ASRC/bench/gpt_tp.sh"
 
 # ---- replay_goals.sh
 help sh replay_goals.sh
@@ -139,6 +147,8 @@ want 2 "replay_goals.sh -n x" sh "$G" -n x -b "$REPRISE"
 want 2 "replay_goals.sh workers 0" sh "$G" -n 1 -b "$REPRISE" 0
 want 2 "replay_goals.sh -b missing" sh "$G" -b "$dir/missing"
 want 2 "replay_goals.sh -b not reprise" sh "$G" -b "$dir/notreprise"
+# shellcheck disable=SC2016 # the inner shell expands them
+want 2 "replay_goals.sh -b ''" sh -c 'cd "$1" && sh "$2" -n 1 -b "" 2' sh "$dir/cwd" "$ASRC/bench/replay_goals.sh"
 
 # ---- dump_scale.sh
 help bash dump_scale.sh
@@ -147,6 +157,7 @@ want 2 "dump_scale.sh REPEAT 0" bash "$G" "$BUILD" 100 0
 want 2 "dump_scale.sh REPEAT x" bash "$G" "$BUILD" 100 x
 want 2 "dump_scale.sh OPS x" bash "$G" "$BUILD" x 1
 want 2 "dump_scale.sh missing build folder" bash "$G" "$dir/none" 100 1
+want 2 "dump_scale.sh BUILD_DIR ''" bash "$G" '' 100 1
 
 # ---- gpu_gpt.sh
 help bash gpu_gpt.sh
