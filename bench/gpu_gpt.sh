@@ -36,6 +36,12 @@
 # stopped by its step's limit (LAUNCH_TIMEOUT, default 300 s;
 # NANOGPT_TIMEOUT, 400 s) it still writes the rows it measured, the last
 # one "interrupted", and the step fails.
+# CHECK_TIMEOUT, TRAIN_TIMEOUT, LAUNCH_TIMEOUT, NANOGPT_TIMEOUT, TP_TIMEOUT,
+# CPUTP_TIMEOUT, KNOB_TIMEOUT and PROFILE_TIMEOUT (seconds), MODE_TIMEOUT
+# (torch_gpt.py's --mode-timeout), TRAIN_ITERS, BENCH_ITERS, TP_RUNS and
+# KNOB_RUNS replace the defaults: positive whole numbers, and KNOBS its
+# items, and TEXT a readable file, checked before any step runs (a usage
+# error otherwise).
 # TEXT names the corpus (default reprise's own default); logs go under $OUT
 # (default a new folder in /tmp). The stamp a figure needs (the build's
 # `reprise version`, the date, the GPU, its driver and CUDA version, the
@@ -60,6 +66,28 @@ for s in "${steps[@]}"; do
 done
 if [ ! -x "$1/reprise" ]; then
   echo "$0: no $1/reprise (BUILD_DIR: a build folder)" >&2
+  exit 2
+fi
+# the environment, before any step runs: a typo would otherwise end the
+# script halfway (set -u), skip a step, or fail every run of every step
+for v in CHECK_TIMEOUT TRAIN_TIMEOUT TRAIN_ITERS MODE_TIMEOUT BENCH_ITERS \
+  LAUNCH_TIMEOUT NANOGPT_TIMEOUT TP_TIMEOUT TP_RUNS CPUTP_TIMEOUT KNOB_RUNS \
+  KNOB_TIMEOUT PROFILE_TIMEOUT; do
+  val=${!v:-}
+  if [ -n "$val" ] && ! [[ $val =~ ^[1-9][0-9]{0,8}$ ]]; then
+    echo "$0: $v=$val: want a positive whole number" >&2
+    exit 2
+  fi
+done
+read -r -a knobs <<<"${KNOBS:-}"
+for k in "${knobs[@]}"; do
+  [[ $k == default || $k =~ ^[A-Za-z_][A-Za-z0-9_]*=[^+]*(\+[A-Za-z_][A-Za-z0-9_]*=[^+]*)*$ ]] || {
+    echo "$0: KNOBS: '$k' is not VAR=VALUE (several joined by '+') or default" >&2
+    exit 2
+  }
+done
+if [ -n "${TEXT:-}" ] && { [ ! -f "$TEXT" ] || [ ! -r "$TEXT" ]; }; then
+  echo "$0: TEXT=$TEXT: not a readable file" >&2
   exit 2
 fi
 B=$(cd "$1" && pwd)

@@ -194,6 +194,11 @@ if ! tail -3 "$dir/out" | head -1 |
   tail -4 "$dir/out" | sed 's/^/     /'
   failed=1
 fi
+# the environment is checked before any step runs
+want 2 "gpu_gpt.sh TRAIN_ITERS=3x" env TRAIN_ITERS=3x OUT="$dir/fbout" bash "$G" "$dir/fb" train
+want 2 "gpu_gpt.sh KNOBS with an item not VAR=VALUE" \
+  env KNOBS='default REPRISE_GPT_ATTN' KNOB_RUNS=1 OUT="$dir/fbout" bash "$G" "$dir/fb" knobs
+want 2 "gpu_gpt.sh TEXT missing" env TEXT="$dir/missing" OUT="$dir/fbout" bash "$G" "$dir/fb" train
 mkdir "$dir/ncu" "$dir/prof2"
 cp "$dir/notreprise" "$dir/ncu/ncu"
 want 1 "gpu_gpt.sh profile, ncu profiles no kernel" \
