@@ -38,3 +38,15 @@ need_reprise() {
   [ -n "$reprise_version" ] ||
     die "$1 is not reprise ('$1 version' prints no 'reprise ...' line)"
 }
+
+# stamp: the line a figure needs to be quoted: the binary's `version` line
+# ($reprise_version, from need_reprise), the date, the CPU model and online
+# CPUs, the GPU where nvidia-smi lists one, and the load average.
+stamp() {
+  _cpu=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null)
+  _gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+  echo "$reprise_version; $(date -u '+%Y-%m-%d %H:%M UTC');" \
+    "CPU: ${_cpu:-$(uname -m)}, $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') online;" \
+    "GPU: ${_gpu:-none};" \
+    "load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+}

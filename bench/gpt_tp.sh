@@ -7,7 +7,9 @@
 # ratio to the same round's first layout (so that a machine whose speed
 # drifts between rounds affects both sides of each ratio alike), the
 # step's kernels, copies and communication ops (rank 0's), and the bytes
-# per processor (parameter state / all).
+# per processor (parameter state / all), under a first line naming the
+# binary, its `version` (the commit), the date, the CPU, the GPU and the
+# load average.
 #
 #   bench/gpt_tp.sh [-n RUNS] [-b REPRISE] [-B BACKEND] [-w WIDTH] [LAYOUTS...]
 #   bench/gpt_tp.sh -h | --help
@@ -43,7 +45,7 @@ usage() {
   echo "usage: $0 [-n RUNS] [-b REPRISE] [-B BACKEND] [-w WIDTH] [LAYOUTS...]" >&2
   exit 2
 }
-. "$(dirname "$0")/args.sh" # die, posint, help, need_reprise
+. "$(dirname "$0")/args.sh" # die, posint, help, need_reprise, stamp
 [ "${1:-}" != --help ] || help
 while getopts hn:b:B:w: opt; do
   case $opt in
@@ -87,6 +89,7 @@ field() {
   sed -n "s/^ *\"$2\": \\(.*\\)\$/\\1/p" "$1" | sed 's/,$//'
 }
 
+echo "$bin: $(stamp)"
 printf '%-7s %10s %10s %7s %7s %7s %5s  %s\n' layout "min us" "median us" \
   "x $1" kernels copies comm "bytes per processor (state / all)"
 status=0

@@ -4,7 +4,9 @@
 # times per worker count and prints, per row (workload x replay/static),
 # the min, median and max over the invocations of each invocation's median
 # ns per task, of the replay's ratio to the static schedule (x_static) and,
-# for tiny, of the share of the ideal reached (%ideal), next to the goal.
+# for tiny, of the share of the ideal reached (%ideal), next to the goal,
+# under a first line naming the binary, its `version` (the commit), the
+# date, the CPU, the GPU and the load average.
 #
 #   bench/replay_goals.sh [-n RUNS] [-b REPRISE] [-k] [WORKERS...]
 #   bench/replay_goals.sh -h | --help
@@ -28,7 +30,7 @@ set -eu
 runs=10
 bin=
 keep=0
-. "$(dirname "$0")/args.sh" # die, posint, worker_count, help, need_reprise
+. "$(dirname "$0")/args.sh" # die, posint, worker_count, help, need_reprise, stamp
 [ "${1:-}" != --help ] || help
 while getopts hn:b:k opt; do
   case $opt in
@@ -63,7 +65,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/replay_goals.XXXXXX")
 trap 'exit 130' INT
 trap 'exit 143' TERM
 cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')
-echo "reprise: $bin; $cores online CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+echo "$bin: $(stamp)"
 
 for w in "$@"; do
   i=1

@@ -126,6 +126,10 @@ printf '{\n "iter_us_median": %s,\n "kernels_per_step": 10,\n "copies_per_step":
 EOF
 chmod +x "$dir/tpbin/reprise"
 want 1 "gpt_tp.sh a failed layout" sh "$G" -n 2 -b "$dir/tpbin/reprise" 1/1 2/2 4/4
+# the first line: the figures' stamp
+STAMP='reprise 0.0.0 (commit fake); 20[0-9-]* [0-9:]* UTC; CPU: .*; GPU: .*; load: '
+head -1 "$dir/out" | grep -q "^$dir/tpbin/reprise: $STAMP" ||
+  { echo "FAIL gpt_tp.sh: no stamp first"; head -1 "$dir/out" | sed 's/^/     /'; failed=1; }
 if ! grep -q '2/2, round 1: reprise train failed (exit 3)' "$dir/out" ||
   ! grep -q '^2/2 *failed$' "$dir/out" ||
   ! grep -q '^4/4 *400 *400 *4.00 ' "$dir/out"; then
@@ -149,6 +153,22 @@ want 2 "replay_goals.sh -b missing" sh "$G" -b "$dir/missing"
 want 2 "replay_goals.sh -b not reprise" sh "$G" -b "$dir/notreprise"
 # shellcheck disable=SC2016 # the inner shell expands them
 want 2 "replay_goals.sh -b ''" sh -c 'cd "$1" && sh "$2" -n 1 -b "" 2' sh "$dir/cwd" "$ASRC/bench/replay_goals.sh"
+
+# the first line: the figures' stamp (a fake reprise whose bench rows are
+# one tiny replay row)
+cat >"$dir/goalbin" <<'EOF'
+#!/bin/sh
+[ "$1" = version ] && { echo 'reprise 0.0.0 (commit fake)'; exit 0; }
+while [ $# -gt 1 ]; do
+  [ "$1" = --json ] && j=$2
+  shift
+done
+echo '[{"workload": "tiny", "mode": "replay", "ns_per_task_median": 600, "vs_static": 1.0, "pct_of_ideal": 90.0, "ideal_ns_per_task": 540}]' >"$j"
+EOF
+chmod +x "$dir/goalbin"
+want 0 "replay_goals.sh" sh "$G" -n 1 -b "$dir/goalbin" 2
+head -1 "$dir/out" | grep -q "^$dir/goalbin: $STAMP" ||
+  { echo "FAIL replay_goals.sh: no stamp first"; head -1 "$dir/out" | sed 's/^/     /'; failed=1; }
 
 # ---- dump_scale.sh
 help bash dump_scale.sh
