@@ -226,6 +226,23 @@ want 1 "gpu_gpt.sh profile, ncu profiles no kernel" \
 grep -q 'no kernel times' "$dir/out" ||
   { echo "FAIL gpu_gpt.sh profile: an empty profile not named"; failed=1; }
 
+# ---- test/gpu_test.sh (ctest's wrapper of a GPU test binary): a fake
+# binary printing Criterion's lines
+GT="$SRC/test/gpu_test.sh"
+synth() { # the fake binary's output: [SKIP] lines, then the synthesis
+  printf '#!/bin/sh\n' >"$dir/crit"
+  for l in "$@"; do printf 'echo "%s"\n' "$l" >>"$dir/crit"; done
+  chmod +x "$dir/crit"
+}
+synth '[SKIP] s::a: Test is disabled' '[====] Synthesis: Tested: 1 | Passing: 1 | Failing: 0 | Crashing: 0'
+want 0 "gpu_test.sh every test ran" sh "$GT" "$dir/crit"
+synth '[SKIP] s::a: no CUDA device' '[====] Synthesis: Tested: 0 | Passing: 0 | Failing: 0 | Crashing: 0'
+want 77 "gpu_test.sh a test skipped" sh "$GT" "$dir/crit"
+want 1 "gpu_test.sh a test skipped, REPRISE_REQUIRE_GPU=1" \
+  env REPRISE_REQUIRE_GPU=1 sh "$GT" "$dir/crit"
+synth '[SKIP] s::a: Test is disabled' '[====] Synthesis: Tested: 0 | Passing: 0 | Failing: 0 | Crashing: 0'
+want 1 "gpu_test.sh a filter that names no test" sh "$GT" "$dir/crit"
+
 # ---- torch_gpt.py
 if ! command -v python3 >/dev/null 2>&1; then
   echo "skip torch_gpt.py: no python3"

@@ -5,6 +5,8 @@
 #   every test ran and passed    -> 0 (ctest: Passed)
 #   any test skipped             -> 77 (SKIP_RETURN_CODE: ctest: Skipped)
 #   any test skipped while REPRISE_REQUIRE_GPU=1 -> 1 (ctest: Failed)
+#   no test ran nor skipped      -> 1 (a --filter that names no test:
+#                                   "Passed" would hide that nothing ran)
 # Criterion exits 0 when its tests skip, so without this a binary whose
 # every case skipped for want of a device would read "Passed". The skip
 # lines ("[SKIP] suite::name: reason", printed by Criterion's --verbose and
@@ -15,8 +17,15 @@ rc=$?
 cat "$out"
 # "Test is disabled": a case the run's --filter left out, not a skip
 skips=$(grep '^\[SKIP\]' "$out" | grep -vc ': Test is disabled$')
+# "[====] Synthesis: Tested: N | ...": Criterion does not count skips in
+# N, the TSan runner does
+tested=$(sed -n 's/^\[====\] Synthesis: Tested: \([0-9]*\).*/\1/p' "$out" | tail -1)
 rm -f "$out"
 [ "$rc" -eq 0 ] || exit "$rc"
+if [ "${tested:-}" = 0 ] && [ "$skips" -eq 0 ]; then
+  echo "gpu_test.sh: no test ran or skipped: does the --filter name one?"
+  exit 1
+fi
 [ "$skips" -gt 0 ] || exit 0
 if [ "${REPRISE_REQUIRE_GPU:-0}" = 1 ]; then
   echo "gpu_test.sh: REPRISE_REQUIRE_GPU=1 and $skips test(s) skipped: a GPU was expected"
