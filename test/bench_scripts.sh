@@ -3,9 +3,13 @@
 # error exits 2 before anything runs, --help exits 0 (the shell scripts
 # print their whole header comment), and torch_gpt.py refuses bad options
 # before it imports torch (a fake torch on PYTHONPATH exits 99 if it is
-# imported) and reads --from-json rows safely. No benchmark runs and
-# PyTorch is not needed; without python3 the Python part is skipped. Run
-# by ctest (label unit):
+# imported) and reads --from-json rows safely. Their failure paths run
+# against fakes (a reprise, gpt_instantiate, ncu or Criterion binary that
+# fails, sleeps or prints canned lines): a failed run costs only its own
+# figures, a stop by SIGTERM keeps the rows so far, the outputs carry their
+# stamp, test/gpu_test.sh's verdicts. Only report.sh's --quick run of the
+# real reprise measures anything (a few seconds); PyTorch is not needed;
+# without python3 the Python part is skipped. Run by ctest (label unit):
 #   bench_scripts.sh REPRISE SOURCE_DIR
 set -u
 REPRISE=$1 SRC=$2
