@@ -218,6 +218,10 @@ if ! tail -3 "$dir/out" | head -1 |
   tail -4 "$dir/out" | sed 's/^/     /'
   failed=1
 fi
+# a build folder without GPU tests fails the ctest step
+want 1 "gpu_gpt.sh ctest, no tests" env OUT="$dir/fbout" bash "$G" "$dir/fb" ctest
+grep -q '^FAIL  REPRISE_REQUIRE_GPU=1 ctest -L gpu: No tests were found' "$dir/out" ||
+  { echo "FAIL gpu_gpt.sh ctest, no tests: not named"; failed=1; }
 # the environment is checked before any step runs
 want 2 "gpu_gpt.sh TRAIN_ITERS=3x" env TRAIN_ITERS=3x OUT="$dir/fbout" bash "$G" "$dir/fb" train
 want 2 "gpu_gpt.sh KNOBS with an item not VAR=VALUE" \
