@@ -74,6 +74,10 @@ const char *rp_error_detail(void) {
   return tl_detail;
 }
 
+char *rp__error_detail_buf(void) {
+  return tl_detail;
+}
+
 rp_status rp__err(rp_status st, const char *fmt, ...) {
   /* through a buffer: the arguments may point into tl_detail (a detail
    * quoting rp_error_detail()) */

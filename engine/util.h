@@ -65,6 +65,11 @@ static inline rp_status rp__task_status(rp_status st) {
   return st == RP_OK || rp__status_failure(st) ? st : RP_ETASK;
 }
 
+/* The calling thread's detail buffer (what rp_error_detail() returns):
+ * a 0 stored at [0] clears it. The replay lanes take it once per lane run
+ * and clear it before each task, so that a task's failure carries its own
+ * words only, with one store instead of a call per task. */
+char *rp__error_detail_buf(void);
 /* Records a detail message for rp_error_detail() and returns st. */
 rp_status rp__err(rp_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -206,8 +206,10 @@ static rp_status task_status(rp_status st, int *violation) {
 
 /* Why a task failed: the contract's words, or what the task said itself
  * (rp_error_set on this worker thread, as any caller of the library
- * reports; "" when it said nothing), or for a return that is no rp_status
- * (raw, mapped to RP_ETASK) without words, that value. */
+ * reports; "" when it said nothing: the detail is cleared before each
+ * task, so nothing an earlier task, eager op or callback on this worker
+ * left there is taken for its words), or for a return that is no
+ * rp_status (raw, mapped to RP_ETASK) without words, that value. */
 static const char *task_why(rp_status st, rp_status raw) {
   if (st == RP_ECONTRACT)
     return CONTRACT_WHY;
@@ -250,6 +252,7 @@ static rp_status run_task(rp_unit *u, rp_slot *s, int *skip, int *overran,
       memcpy(u->args + ip->dst_offset, s->args + ip->src_offset, ip->bytes);
   }
   u->ctx.shards = shards;
+  rp_error_set(RP_OK, NULL); /* a failure's words are the task's own */
   *raw = u->fn(&u->ctx);
   rp_status st = task_status(*raw, rp__tl_replay_violation);
   if (RP_UNLIKELY(u->guard != NULL)) {
@@ -407,6 +410,9 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
   uint32_t general_units = 0;
   const rp_hot *const hot = l->hot, *const hend = hot + l->len;
   const uint32_t pub_base = (uint32_t)rel * l->len + 1;
+  /* the worker's detail, cleared before each fast-path task (run_task
+   * clears it on the general path) */
+  char *const detail = rp__error_detail_buf();
   for (const rp_hot *h = hot; h != hend; h++) {
     /* Fast path: a plain task, after its cross-lane waits, in a replay
      * where nothing it depends on failed. */
@@ -416,6 +422,7 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
         block |= atomic_load_explicit(&s->any_fail, memory_order_relaxed);
       }
       if (RP_LIKELY(!block)) {
+        detail[0] = 0;
         rp_status st = h->fn(h->ctx);
         if (RP_UNLIKELY(st != RP_OK || violation)) {
           fast_failed(ex, s, h->unit, st, &violation);

@@ -948,6 +948,80 @@ Test(replay, a_long_failure_detail_arrives_whole) {
   th_destroy(rt);
 }
 
+/* A task that fails without words of its own gets none ("" after its
+ * status), whatever an earlier task or callback on its worker left in
+ * the thread's detail: here an op that polled a stale event (its detail
+ * set, its failure handled) and returned RP_OK, in the same replay or
+ * an earlier one, or an eager task that did so before the replay. */
+static _Atomic int mute_fail_at = -1;
+static rp_status noted_ok_task(rp_task_ctx *ctx) {
+  /* a handled failure: the call sets the thread's detail */
+  if (rp_event_query(ctx->rt, (rp_event){(uint64_t)1 << 62 | 1}) != RP_ESTALE)
+    return rp_error_set(RP_EINVAL, "the poll of a stale event succeeded");
+  return RP_OK;
+}
+static rp_status mute_fail_task(rp_task_ctx *ctx) {
+  return (int64_t)rp_ctx_replay(ctx) == atomic_load(&mute_fail_at) ? RP_ETASK
+                                                                   : RP_OK;
+}
+
+static void expect_mute(rp_runtime *rt, rp_exec *ex, rp_event done,
+                        const char *when) {
+  RP_EXPECT(rp_event_wait(rt, done, -1), RP_ETASK);
+  const char *d = rp_exec_error_detail(ex);
+  const char *tail = strstr(d, "RP_ETASK: ");
+  cr_assert(tail && !strcmp(tail, "RP_ETASK: "),
+            "%s: the failing task said nothing, the replay says: %s", when, d);
+  RP_CHECK(rp_event_release(rt, done));
+}
+
+Test(replay, a_task_failing_without_words_gets_no_earlier_detail) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id noted = reg(rt, "noted_ok", noted_ok_task);
+  rp_task_id mute = reg(rt, "mute_fail", mute_fail_task);
+  rp_graph *g;
+  rp_exec *ex;
+  rp_event done;
+  /* the same replay: op a ran just before op b on the worker; op b plain
+   * (the lane's fast path) or interpolated (its general path) */
+  for (int interp = 0; interp < 2; interp++) {
+    RP_CHECK(rp_graph_create(rt, &g));
+    rp_op_id a, b;
+    uint32_t arg = 0;
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = noted, .proc = 0}, &a));
+    RP_CHECK(rp_graph_add_task(
+        g,
+        &(rp_launch){
+            .task = mute, .proc = 0, .args = &arg, .args_size = sizeof arg},
+        &b));
+    RP_CHECK(rp_graph_add_edge(g, a, b));
+    if (interp)
+      RP_CHECK(rp_graph_add_interp(g, b, &(rp_interp){0, 0, sizeof arg}));
+    RP_CHECK(rp_instantiate(g, NULL, &ex));
+    atomic_store(&mute_fail_at, 0);
+    RP_CHECK(
+        rp_replay(ex, &(rp_replay_args){.args = &arg, .args_size = 4}, &done));
+    expect_mute(rt, ex, done,
+                interp ? "after op a, interpolated" : "after op a, plain");
+    RP_CHECK(rp_exec_destroy(ex));
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  /* only op b in the exec: an eager task ran on the worker before */
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = mute, .proc = 0}, NULL));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event e;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = noted, .proc = 0}, &e));
+  RP_CHECK(rp_event_wait(rt, e, -1));
+  RP_CHECK(rp_event_release(rt, e));
+  atomic_store(&mute_fail_at, 0);
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  expect_mute(rt, ex, done, "after an eager task");
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 /* A task with a workspace that returns RP_ERANGE of its own, within its
  * slice, keeps its own detail (not called an overrun in debug builds). */
 static rp_status own_range_task(rp_task_ctx *ctx) {
