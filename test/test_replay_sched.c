@@ -1107,3 +1107,402 @@ Test(replay, edge_cost_option_keeps_a_fork_together_or_spreads_it) {
   cr_assert_eq(fork_procs(1), 2, "a 1 ns edge: B and C in parallel");
   cr_assert_eq(fork_procs(1000000), 1, "a 1 ms edge: the fork stays put");
 }
+
+/* ---- stress: failures, ports and the window wrapping around ---- */
+
+/* A random DAG of SW_OPS ops over 4 workers (each op writes its own
+ * instance and reads its predecessors', so replays also wait for each
+ * other), replayed SW_REPLAYS times with up to max_inflight in flight.
+ * Each replay picks what fails: nothing, one op (its task fails), or the
+ * precondition (poisoned). Tasks check that their predecessors ran in
+ * the same replay and mark themselves run; the done and postcondition
+ * callbacks check that exactly the expected ops ran before them, in
+ * replay order; afterwards each done event's status and detail name its
+ * own replay's failure, and the counters add up. */
+#define SW_OPS 12
+#define SW_REPLAYS 400
+#define SW_PORT_OPS 3
+static uint32_t sw_pred[SW_OPS];       /* bit p: op p is a predecessor */
+static uint32_t sw_port[2];            /* ops bound to postcondition 0, 1 */
+static uint32_t sw_gated;              /* ops bound to the precondition */
+static int32_t sw_fail[SW_REPLAYS];    /* op that fails, -1 none, -2 gate */
+static uint32_t sw_expect[SW_REPLAYS]; /* ops expected to run */
+static _Atomic uint32_t sw_ran[SW_REPLAYS];
+static _Atomic uint32_t sw_bad, sw_bad_first;
+static _Atomic int64_t sw_last_done;
+static _Atomic uint32_t sw_post_seen[SW_REPLAYS][2];
+
+static void sw_flag(uint32_t what) {
+  uint32_t zero = 0;
+  atomic_compare_exchange_strong(&sw_bad_first, &zero, what);
+  atomic_fetch_add(&sw_bad, 1);
+}
+
+static rp_status sw_task(rp_task_ctx *ctx) {
+  uint32_t op = *(const uint32_t *)rp_ctx_args(ctx, NULL);
+  uint64_t r = rp_ctx_replay(ctx);
+  if (r >= SW_REPLAYS) {
+    sw_flag(1);
+    return RP_OK;
+  }
+  uint32_t ran = atomic_load(&sw_ran[r]);
+  if ((ran & sw_pred[op]) != sw_pred[op])
+    sw_flag(2); /* a predecessor had not run */
+  if (atomic_fetch_or(&sw_ran[r], 1u << op) & (1u << op))
+    sw_flag(3); /* ran twice */
+  if (sw_fail[r] == (int32_t)op)
+    return rp_error_set(RP_ETASK, "op %u fails in replay %llu", op,
+                        (unsigned long long)r);
+  return RP_OK;
+}
+
+static void sw_done_cb(void *arg, rp_status st) {
+  uint64_t r = (uintptr_t)arg;
+  if (atomic_load(&sw_ran[r]) != sw_expect[r])
+    sw_flag(10); /* done before (or without) its ops */
+  int64_t prev = (int64_t)r - 1;
+  if (!atomic_compare_exchange_strong(&sw_last_done, &prev, (int64_t)r))
+    sw_flag(11); /* out of order */
+  if ((st == RP_OK) != (sw_fail[r] == -1))
+    sw_flag(12);
+  char want[48]; /* a failure's words name its own replay */
+  snprintf(want, sizeof want, "replay %llu: op ", (unsigned long long)r);
+  if (st != RP_OK && !strstr(rp_error_detail(), want))
+    sw_flag(13);
+}
+
+static void sw_post_cb(void *arg, rp_status st) {
+  uintptr_t v = (uintptr_t)arg;
+  uint64_t r = v >> 1;
+  uint32_t p = v & 1;
+  uint32_t ops = sw_port[p];
+  int ok = (sw_expect[r] & ops) == ops &&
+           (sw_fail[r] < 0 || !(ops >> sw_fail[r] & 1));
+  if ((st == RP_OK) != ok)
+    sw_flag(20); /* wrong status */
+  if (ok && (atomic_load(&sw_ran[r]) & ops) != ops)
+    sw_flag(21); /* before its ops */
+  char want[48];
+  snprintf(want, sizeof want, "replay %llu: op ", (unsigned long long)r);
+  if (st != RP_OK && !strstr(rp_error_detail(), want))
+    sw_flag(22);
+  atomic_fetch_add(&sw_post_seen[r][p], 1);
+}
+
+/* The ops that run in a replay where op f fails (-1 none) and the gated
+ * ops do not run (gate_poisoned): every op but those downstream of a
+ * failure. Ops are numbered in a topological order. */
+static uint32_t sw_expected_runs(int32_t f, int gate_poisoned) {
+  uint32_t ran = 0, failed = 0;
+  for (uint32_t o = 0; o < SW_OPS; o++) {
+    if (sw_pred[o] & failed)
+      failed |= 1u << o; /* skipped: poisoned by a predecessor */
+    else if (gate_poisoned && (sw_gated >> o & 1))
+      failed |= 1u << o;
+    else {
+      ran |= 1u << o;
+      if ((int32_t)o == f)
+        failed |= 1u << o;
+    }
+  }
+  return ran;
+}
+
+static void sw_run(uint32_t max_inflight, unsigned seed) {
+  rp_runtime *rt = th_cpu_runtime(4);
+  rp_task_id t = reg(rt, "sw", sw_task, 0);
+  srand(seed);
+  rp_rect rc = rp_rect_1d(0, 0);
+  rp_inst inst[SW_OPS];
+  for (uint32_t o = 0; o < SW_OPS; o++)
+    RP_CHECK(rp_instance_create(rt, 0, RP_I64, &rc, NULL, &inst[o]));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (uint32_t o = 0; o < SW_OPS; o++) {
+    sw_pred[o] = 0;
+    for (uint32_t p = 0; p < o; p++)
+      if (rand() % 4 == 0)
+        sw_pred[o] |= 1u << p;
+    rp_access acc[SW_OPS];
+    uint32_t n = 0;
+    acc[n++] = (rp_access){inst[o], RP_WRITE, 0};
+    for (uint32_t p = 0; p < o; p++)
+      if (sw_pred[o] >> p & 1)
+        acc[n++] = (rp_access){inst[p], RP_READ, 0};
+    /* a third of the ops placed by the engine, the rest pinned */
+    rp_proc proc = rand() % 3 == 0 ? RP_PROC_ANY : (rp_proc)(rand() % 4);
+    rp_op_id id;
+    RP_CHECK(rp_graph_add_task(g,
+                               &(rp_launch){.task = t,
+                                            .proc = proc,
+                                            .accesses = acc,
+                                            .naccess = n,
+                                            .args = &o,
+                                            .args_size = sizeof o,
+                                            .cost_ns = 1000},
+                               &id));
+    cr_assert_eq(id, o);
+    for (uint32_t p = 0; p < o; p++)
+      if (sw_pred[o] >> p & 1)
+        RP_CHECK(rp_graph_add_edge(g, p, o));
+  }
+  /* two postconditions of SW_PORT_OPS random ops each, one precondition
+   * on two ops */
+  for (uint32_t p = 0; p < 2; p++) {
+    rp_port_id port;
+    char name[8];
+    snprintf(name, sizeof name, "post%u", p);
+    RP_CHECK(rp_graph_add_postcondition(g, name, &port));
+    sw_port[p] = 0;
+    while (__builtin_popcount(sw_port[p]) < SW_PORT_OPS) {
+      uint32_t o = (uint32_t)rand() % SW_OPS;
+      if (!(sw_port[p] >> o & 1)) {
+        sw_port[p] |= 1u << o;
+        RP_CHECK(rp_graph_bind_postcondition(g, port, o));
+      }
+    }
+  }
+  rp_port_id gate;
+  RP_CHECK(rp_graph_add_precondition(g, "gate", &gate));
+  sw_gated = 0;
+  while (__builtin_popcount(sw_gated) < 2) {
+    uint32_t o = (uint32_t)rand() % SW_OPS;
+    if (!(sw_gated >> o & 1)) {
+      sw_gated |= 1u << o;
+      RP_CHECK(rp_graph_bind_precondition(g, gate, o));
+    }
+  }
+  rp_exec *ex;
+  RP_CHECK(
+      rp_instantiate(g, &(rp_exec_opts){.max_inflight = max_inflight}, &ex));
+  atomic_store(&sw_bad, 0);
+  atomic_store(&sw_bad_first, 0);
+  atomic_store(&sw_last_done, -1);
+  static rp_event done[SW_REPLAYS], pre[SW_REPLAYS];
+  uint64_t want_run = 0, want_skip = 0;
+  uint32_t triggered = 0; /* preconditions [0, triggered) are completed */
+  for (uint32_t r = 0; r < SW_REPLAYS; r++) {
+    int kind = rand() % 4; /* 0, 1: nothing fails; 2: an op; 3: the gate */
+    sw_fail[r] = kind < 2 ? -1 : kind == 2 ? rand() % SW_OPS : -2;
+    sw_expect[r] = sw_expected_runs(sw_fail[r], kind == 3);
+    atomic_store(&sw_ran[r], 0);
+    atomic_store(&sw_post_seen[r][0], 0);
+    atomic_store(&sw_post_seen[r][1], 0);
+    want_run += (uint64_t)__builtin_popcount(sw_expect[r]);
+    want_skip += SW_OPS - (uint64_t)__builtin_popcount(sw_expect[r]);
+    RP_CHECK(rp_event_create(rt, &pre[r]));
+    /* half the preconditions complete before their replay is issued */
+    if (rand() % 2 && triggered == r) {
+      if (sw_fail[r] == -2)
+        RP_CHECK(rp_event_poison(rt, pre[r], RP_EIO));
+      else
+        RP_CHECK(rp_event_trigger(rt, pre[r]));
+      triggered++;
+    }
+    rp_event post[2];
+    rp_status st;
+    while ((st = rp_replay(
+                ex,
+                &(rp_replay_args){
+                    .pre = &pre[r], .npre = 1, .post = post, .npost = 2},
+                &done[r])) == RP_EBUSY) {
+      /* the window is full with a gated replay: let the oldest go */
+      cr_assert_lt(triggered, r);
+      if (sw_fail[triggered] == -2)
+        RP_CHECK(rp_event_poison(rt, pre[triggered], RP_EIO));
+      else
+        RP_CHECK(rp_event_trigger(rt, pre[triggered]));
+      triggered++;
+    }
+    RP_CHECK(st);
+    RP_CHECK(
+        rp_event_on_complete(rt, done[r], sw_done_cb, (void *)(uintptr_t)r));
+    for (uintptr_t p = 0; p < 2; p++) {
+      RP_CHECK(rp_event_on_complete(rt, post[p], sw_post_cb,
+                                    (void *)((uintptr_t)r << 1 | p)));
+      RP_CHECK(rp_event_release(rt, post[p]));
+    }
+    /* complete some of the earlier preconditions, in order */
+    while (triggered < r && rand() % 3 == 0) {
+      if (sw_fail[triggered] == -2)
+        RP_CHECK(rp_event_poison(rt, pre[triggered], RP_EIO));
+      else
+        RP_CHECK(rp_event_trigger(rt, pre[triggered]));
+      triggered++;
+    }
+  }
+  for (; triggered < SW_REPLAYS; triggered++) {
+    if (sw_fail[triggered] == -2)
+      RP_CHECK(rp_event_poison(rt, pre[triggered], RP_EIO));
+    else
+      RP_CHECK(rp_event_trigger(rt, pre[triggered]));
+  }
+  for (uint32_t r = 0; r < SW_REPLAYS; r++) {
+    rp_status st = rp_event_wait(rt, done[r], -1);
+    char want[96];
+    if (sw_fail[r] == -1) {
+      cr_assert_eq(st, RP_OK, "replay %u: %s", r, rp_error_detail());
+    } else if (sw_fail[r] == -2) {
+      cr_assert_eq(st, RP_EIO, "replay %u: %s", r, rp_error_detail());
+      snprintf(want, sizeof want, "replay %u: op ", r);
+      cr_assert(strstr(rp_error_detail(), want), "replay %u: %s", r,
+                rp_error_detail());
+      cr_assert(strstr(rp_error_detail(), "precondition 0 ('gate') poisoned"),
+                "replay %u: %s", r, rp_error_detail());
+    } else {
+      cr_assert_eq(st, RP_ETASK, "replay %u: %s", r, rp_error_detail());
+      snprintf(want, sizeof want, "replay %u: op %d ", r, sw_fail[r]);
+      cr_assert(strstr(rp_error_detail(), want), "replay %u: %s", r,
+                rp_error_detail());
+      snprintf(want, sizeof want, "op %d fails in replay %u", sw_fail[r], r);
+      cr_assert(strstr(rp_error_detail(), want), "replay %u: %s", r,
+                rp_error_detail());
+    }
+    RP_CHECK(rp_event_release(rt, done[r]));
+    RP_CHECK(rp_event_release(rt, pre[r]));
+  }
+  rp_exec_stats es;
+  RP_CHECK(rp_exec_stats_get(ex, &es));
+  cr_assert_eq(es.replays, SW_REPLAYS);
+  cr_assert_eq(es.ops_run, want_run,
+               "max_inflight %u: %llu ops run, %llu expected", max_inflight,
+               (unsigned long long)es.ops_run, (unsigned long long)want_run);
+  cr_assert_eq(es.ops_skipped, want_skip,
+               "max_inflight %u: %llu ops skipped, %llu expected", max_inflight,
+               (unsigned long long)es.ops_skipped,
+               (unsigned long long)want_skip);
+  RP_CHECK(rp_exec_destroy(ex));
+  cr_assert_eq(atomic_load(&sw_bad), 0,
+               "max_inflight %u: %u violations, the first of kind %u",
+               max_inflight, atomic_load(&sw_bad), atomic_load(&sw_bad_first));
+  cr_assert_eq(atomic_load(&sw_last_done), SW_REPLAYS - 1);
+  for (uint32_t r = 0; r < SW_REPLAYS; r++) {
+    cr_assert_eq(atomic_load(&sw_ran[r]), sw_expect[r], "replay %u", r);
+    cr_assert_eq(atomic_load(&sw_post_seen[r][0]), 1);
+    cr_assert_eq(atomic_load(&sw_post_seen[r][1]), 1);
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  for (uint32_t o = 0; o < SW_OPS; o++)
+    RP_CHECK(rp_instance_free(rt, inst[o]));
+  th_destroy(rt);
+}
+
+Test(replay, stress_failures_ports_and_window_wrap, .timeout = 300) {
+  static const uint32_t windows[] = {1, 2, 3, 5, 64};
+  for (unsigned seed = 1; seed <= 4; seed++)
+    for (size_t w = 0; w < sizeof windows / sizeof *windows; w++)
+      sw_run(windows[w], seed * 31 + (unsigned)w);
+}
+
+/* Two host threads replay two execs whose lanes share 3 workers, each
+ * exec with a precondition its own thread triggers late (so replays of
+ * either wait at a gate on a shared worker, and the other's queue behind
+ * it): every rp_replay either issues or answers RP_EBUSY (never blocks
+ * on the other thread's gate), every op runs once per replay in replay
+ * order, and every replay completes. */
+#define TX_OPS 6
+#define TX_REPLAYS 2000
+static _Atomic int64_t tx_last[2][TX_OPS];
+static _Atomic uint32_t tx_bad;
+
+typedef struct tx_args {
+  uint32_t exec, op;
+} tx_args;
+
+static rp_status tx_task(rp_task_ctx *ctx) {
+  const tx_args *a = rp_ctx_args(ctx, NULL);
+  int64_t r = (int64_t)rp_ctx_replay(ctx);
+  int64_t prev = r - 1;
+  if (!atomic_compare_exchange_strong(&tx_last[a->exec][a->op], &prev, r))
+    atomic_fetch_add(&tx_bad, 1);
+  return RP_OK;
+}
+
+typedef struct tx_thread {
+  rp_runtime *rt;
+  rp_exec *ex;
+  uint32_t busy; /* RP_EBUSY answers */
+  rp_status st;
+} tx_thread;
+
+static void *tx_run(void *arg) {
+  tx_thread *t = arg;
+  static _Thread_local rp_event pre[TX_REPLAYS], done[TX_REPLAYS];
+  uint32_t trig = 0;
+  t->st = RP_OK;
+  for (uint32_t r = 0; r < TX_REPLAYS && !t->st; r++) {
+    if ((t->st = rp_event_create(t->rt, &pre[r])) != RP_OK)
+      break;
+    rp_status st;
+    while ((st = rp_replay(t->ex, &(rp_replay_args){.pre = &pre[r], .npre = 1},
+                           &done[r])) == RP_EBUSY) {
+      t->busy++;
+      if (trig < r)
+        t->st = rp_event_trigger(t->rt, pre[trig++]);
+      else
+        sched_yield(); /* behind the other thread's gate */
+      if (t->st)
+        break;
+    }
+    if (!t->st)
+      t->st = st;
+    /* trigger some of the earlier ones, in order, leaving a few pending */
+    while (!t->st && trig + 3 < r && (r + trig) % 3)
+      t->st = rp_event_trigger(t->rt, pre[trig++]);
+  }
+  while (!t->st && trig < TX_REPLAYS)
+    t->st = rp_event_trigger(t->rt, pre[trig++]);
+  for (uint32_t r = 0; r < TX_REPLAYS && !t->st; r++) {
+    t->st = rp_event_wait(t->rt, done[r], -1);
+    rp_event_release(t->rt, done[r]);
+    rp_event_release(t->rt, pre[r]);
+  }
+  return NULL;
+}
+
+Test(replay, two_threads_replay_execs_sharing_gated_workers, .timeout = 300) {
+  rp_runtime *rt = th_cpu_runtime(3);
+  rp_task_id t = reg(rt, "tx", tx_task, 0);
+  tx_thread th[2];
+  rp_graph *g[2];
+  atomic_store(&tx_bad, 0);
+  for (uint32_t e = 0; e < 2; e++) {
+    RP_CHECK(rp_graph_create(rt, &g[e]));
+    rp_port_id gate;
+    RP_CHECK(rp_graph_add_precondition(g[e], "gate", &gate));
+    for (uint32_t o = 0; o < TX_OPS; o++) {
+      tx_args a = {e, o};
+      atomic_store(&tx_last[e][o], -1);
+      RP_CHECK(rp_graph_add_task(g[e],
+                                 &(rp_launch){.task = t,
+                                              .proc = (rp_proc)((o + e) % 3),
+                                              .args = &a,
+                                              .args_size = sizeof a},
+                                 NULL));
+      if (o) /* a chain over the workers; o 2 waits for the gate */
+        RP_CHECK(rp_graph_add_edge(g[e], o - 1, o));
+    }
+    RP_CHECK(rp_graph_bind_precondition(g[e], gate, 2));
+    th[e] = (tx_thread){.rt = rt};
+    RP_CHECK(rp_instantiate(g[e], &(rp_exec_opts){.max_inflight = 2 + e * 3},
+                            &th[e].ex));
+  }
+  pthread_t tid[2];
+  for (int e = 0; e < 2; e++)
+    cr_assert_eq(pthread_create(&tid[e], NULL, tx_run, &th[e]), 0);
+  for (int e = 0; e < 2; e++)
+    pthread_join(tid[e], NULL);
+  for (uint32_t e = 0; e < 2; e++) {
+    cr_assert_eq(th[e].st, RP_OK, "exec %u: %s", e, rp_status_name(th[e].st));
+    rp_exec_stats es;
+    RP_CHECK(rp_exec_stats_get(th[e].ex, &es));
+    cr_assert_eq(es.replays, TX_REPLAYS);
+    cr_assert_eq(es.ops_run, (uint64_t)TX_REPLAYS * TX_OPS);
+    for (uint32_t o = 0; o < TX_OPS; o++)
+      cr_assert_eq(atomic_load(&tx_last[e][o]), TX_REPLAYS - 1);
+    RP_CHECK(rp_exec_destroy(th[e].ex));
+    RP_CHECK(rp_graph_destroy(g[e]));
+  }
+  cr_assert_eq(atomic_load(&tx_bad), 0, "an op ran out of replay order");
+  th_destroy(rt);
+}
