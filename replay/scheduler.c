@@ -858,7 +858,6 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
   atomic_store_explicit(&s->status, 0, memory_order_relaxed);
   atomic_store_explicit(&s->detail_ready, 0, memory_order_relaxed);
   atomic_store_explicit(&s->remaining, ex->active, memory_order_relaxed);
-  atomic_store_explicit(&s->zeroed, 0, memory_order_relaxed);
   for (uint32_t p = 0; p < ex->npost; p++) {
     atomic_store_explicit(&s->post_left[p], ex->post_units[p],
                           memory_order_relaxed);
@@ -1136,6 +1135,11 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                 "was replayed)",
                 (unsigned)RP_RING));
   rp_slot *s = &ex->slots[r % ex->max_inflight];
+  /* The slot's previous replay finished (the window): its zeroed mark goes
+   * before the publication below, so an rp_instance_free that sees this
+   * replay issued never sees that mark on its slot and takes it for
+   * settled (inflight_settled). */
+  atomic_store_explicit(&s->zeroed, 0, memory_order_relaxed);
   /* in flight for rp_instance_free/realloc before arm_slot checks the
    * generations (seq_cst, see inst_busy) */
   atomic_store(&ex->issued_pub, r + 1);
