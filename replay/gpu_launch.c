@@ -420,7 +420,11 @@ static rp_status refresh_params(rp_exec *ex, rp_gpu_lane *gl, rp_slot *s,
     /* the task's host-side check of this replay's values: a bad one fails
      * the op (and poisons its successors) instead of reaching the device */
     rp_task_fn check = gl->interp_checks[i];
-    rp_status cst = check && !s->unit_status[ui] ? check(&u->ctx) : RP_OK;
+    rp_status cst = RP_OK;
+    if (check && !s->unit_status[ui]) {
+      rp_error_set(RP_OK, NULL); /* its words, not an earlier call's */
+      cst = check(&u->ctx);
+    }
     if (RP_UNLIKELY(cst != RP_OK))
       rp__unit_failed(ex, s, ui, rp__task_status(cst), rp_error_detail());
   }
@@ -463,6 +467,7 @@ static rp_status issue_task(rp_unit *u, rp_slot *s, void *stream, int *skip,
   u->ctx.shards = shards;
   u->ctx.stream = stream;
   int *violation = rp__tl_replay_violation;
+  rp_error_set(RP_OK, NULL); /* a failure's words are the task's own */
   rp_status raw = u->fn(&u->ctx);
   if (violation && *violation) {
     *violation = 0;
