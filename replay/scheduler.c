@@ -1114,26 +1114,17 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                 "precondition that has not triggered: trigger it, then "
                 "replay again (nothing was replayed)",
                 (unsigned)RP_RING, held));
-  if (how == 2 && w == TAKE_IN_CALLBACK)
+  if (how == 2 && (w == TAKE_IN_CALLBACK || w == TAKE_IN_TASK))
     return drop_held(
         ex, ex->npre,
         rp__err(RP_EBUSY,
                 "rp_replay: the submission ring is full (%u replays "
-                "queued) and this is an event's callback, which must "
-                "not block waiting for room (the worker that runs it "
-                "may be the one holding the ring back): replay from "
-                "elsewhere (nothing was replayed)",
-                (unsigned)RP_RING));
-  if (how == 2 && w == TAKE_IN_TASK)
-    return drop_held(
-        ex, ex->npre,
-        rp__err(RP_EBUSY,
-                "rp_replay: the submission ring is full (%u replays "
-                "queued) and this is a running task of the runtime, "
-                "which must not wait for room (its worker may be the one "
-                "holding the ring back): replay from elsewhere (nothing "
-                "was replayed)",
-                (unsigned)RP_RING));
+                "queued) and this is %s, which must not wait for room "
+                "(its worker may be the one holding the ring back): "
+                "replay from elsewhere (nothing was replayed)",
+                (unsigned)RP_RING,
+                w == TAKE_IN_TASK ? "a running task of the runtime"
+                                  : "an event's callback"));
   rp_slot *s = &ex->slots[r % ex->max_inflight];
   /* The slot's previous replay finished (the window): its zeroed mark goes
    * before the publication below, so an rp_instance_free that sees this
