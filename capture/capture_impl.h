@@ -33,9 +33,12 @@ typedef struct rp_capture_state {
    * were issued in (epoch & 1, read under lock): a drain starts a new
    * epoch and waits for the old one's count only, so launches from other
    * threads meanwhile cannot keep it waiting for ever. drain_lock lets one
-   * drain at a time flip and wait. */
+   * drain at a time flip and wait. drain_failed (under drain_lock): the
+   * last drain gave up, leaving ops in the epoch it closed, so the next
+   * drain waits for both epochs. */
   _Atomic uint64_t outstanding[2];
   uint32_t epoch;
+  int drain_failed;
   pthread_mutex_t drain_lock;
 
   /* Recording: one capture per runtime at a time, owned by one thread. */

@@ -9,23 +9,28 @@
 
 /* Waits until every eager op launched before the call completed: it starts
  * a new drain epoch and waits for the old one's ops, so ops other threads
- * launch meanwhile (counted in the new epoch) cannot keep it waiting. While
- * the runtime is being destroyed it drains until no op is left in either
- * epoch (callbacks and tasks it runs may still launch), and user events
- * nobody triggered are poisoned after a quiet period, so ops gated on them
- * complete instead of hanging the teardown. */
+ * launch meanwhile (counted in the new epoch) cannot keep it waiting. A
+ * drain that failed (the destroy's, giving up on ops that make no
+ * progress) left ops in the epoch it closed, which the next flip makes
+ * current again: the next drain then waits for both epochs, one after the
+ * other. While the runtime is being destroyed it drains until no op is
+ * left in either epoch (callbacks and tasks it runs may still launch), and
+ * user events nobody triggered are poisoned after a quiet period, so ops
+ * gated on them complete instead of hanging the teardown. */
 static rp_status capture_drain(rp_runtime *rt, void *arg) {
   rp_capture_state *cs = arg;
   rp_status st = RP_OK;
   pthread_mutex_lock(&cs->drain_lock);
+  int rounds = cs->drain_failed ? 2 : 1;
   do {
     pthread_mutex_lock(&cs->lock);
     uint32_t old = cs->epoch++ & 1;
     pthread_mutex_unlock(&cs->lock);
     st = rp__drain_count(rt, &cs->outstanding[old], "eager ops");
-  } while (
-      !st && rp__runtime_destroying(rt) &&
-      (atomic_load(&cs->outstanding[0]) || atomic_load(&cs->outstanding[1])));
+  } while (!st && (--rounds > 0 || (rp__runtime_destroying(rt) &&
+                                    (atomic_load(&cs->outstanding[0]) ||
+                                     atomic_load(&cs->outstanding[1])))));
+  cs->drain_failed = st != RP_OK;
   pthread_mutex_unlock(&cs->drain_lock);
   return st;
 }

@@ -427,6 +427,58 @@ Test(eager, drain_does_not_wait_for_ops_launched_after_it, .timeout = 60) {
   th_destroy(chain_rt);
 }
 
+/* A destroy whose drain gives up (ops that make no progress for its 10 s
+ * limit: RP_EBUSY, nothing freed) leaves those ops counted in the drain
+ * epoch it had closed. A later rp_runtime_drain still waits for every op
+ * issued before it, those included. Here: A runs and holds its worker
+ * until the drain is called; B waits for A (not yet on a worker) and
+ * takes a moment. When the drain returns, B has completed. */
+static _Atomic int strand_drain_called;
+
+static rp_status strand_a(rp_task_ctx *ctx) {
+  (void)ctx;
+  while (!atomic_load(&strand_drain_called))
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  /* a moment more, so that the drain is inside its wait when A ends */
+  nanosleep(&(struct timespec){0, 100000000}, NULL);
+  return RP_OK;
+}
+
+static rp_status strand_b(rp_task_ctx *ctx) {
+  (void)ctx;
+  nanosleep(&(struct timespec){0, 300000000}, NULL);
+  return RP_OK;
+}
+
+Test(eager, drain_after_a_failed_destroy_waits_for_the_ops_it_left,
+     .timeout = 120) {
+  rp_runtime *r2 = th_cpu_runtime(2);
+  rp_task_id ta, tb;
+  RP_CHECK(rp_task_register(
+      r2, &(rp_task_desc){.name = "strand_a", .cpu_fn = strand_a}, &ta));
+  RP_CHECK(rp_task_register(
+      r2, &(rp_task_desc){.name = "strand_b", .cpu_fn = strand_b}, &tb));
+  atomic_store(&strand_drain_called, 0);
+  rp_event a, b;
+  /* B on the worker the CPU backend's drain looks at first */
+  RP_CHECK(rp_launch_task(r2, &(rp_launch){.task = ta, .proc = 1}, &a));
+  RP_CHECK(
+      rp_launch_task(r2, &(rp_launch){.task = tb, .proc = 0, .wait = a}, &b));
+  /* A makes no progress: the destroy's drain gives up after its limit */
+  RP_EXPECT(rp_runtime_destroy(r2), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "cannot complete"), "%s",
+            rp_error_detail());
+  cr_assert_eq(rp_event_query(r2, b), RP_EAGAIN);
+  atomic_store(&strand_drain_called, 1);
+  RP_CHECK(rp_runtime_drain(r2));
+  cr_assert_eq(rp_event_query(r2, a), RP_OK);
+  cr_assert_eq(rp_event_query(r2, b), RP_OK,
+               "B, issued before the drain, is still pending after it");
+  RP_CHECK(rp_event_release(r2, a));
+  RP_CHECK(rp_event_release(r2, b));
+  th_destroy(r2);
+}
+
 /* The calls that wait for eager work to end, from a running eager task,
  * when they would wait for that task: drain and destroy of its runtime,
  * free and realloc of an instance it accesses: RP_ECONTRACT at once (each
