@@ -369,7 +369,10 @@ RP_API rp_backend_kind rp_runtime_backend(const rp_runtime *rt);
 RP_API const char *rp_runtime_backend_reason(const rp_runtime *rt);
 /* Blocks until every eager op issued so far has completed. Ops launched
  * meanwhile (by other threads, or by callbacks of the ops it waits for)
- * are not waited for, so launches that never pause cannot keep it waiting.
+ * are not waited for, so launches that never pause cannot keep it waiting;
+ * on the CUDA backend GPU work is the exception: the drain then also waits
+ * until the device queues are empty and a device synchronize finds nothing
+ * new queued, which GPU launches that never pause put off.
  * Errors: the
  * status a layer's drain returned (e.g. communication that failed); the
  * ops issued are still complete or in flight, nothing is cancelled;
