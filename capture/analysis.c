@@ -284,6 +284,40 @@ static rp_status set_move(rp_analysis *a, rp_dep_set *to, rp_dep_set *from,
   return st;
 }
 
+/* Room in s for `more` tokens beyond its own: completed ones are dropped
+ * first, as set_hold does when s is full. */
+static rp_status set_reserve(rp_analysis *a, rp_dep_set *s, uint32_t more) {
+  if (s->cap - s->n >= more)
+    return RP_OK;
+  set_prune(a, s);
+  if (s->cap - s->n >= more)
+    return RP_OK;
+  if (more > UINT32_MAX - s->n ||
+      !rp__grow((void **)&s->v, &s->cap, s->n + more, sizeof *s->v))
+    return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
+  return RP_OK;
+}
+
+rp_status rp__analysis_reserve(rp_analysis *a, const rp_access *acc,
+                               uint32_t nacc, int copy) {
+  /* Bounds that hold whatever the order of the accesses (one instance may
+   * come twice): each set gains at most one token per access, and a new
+   * reduction group's predecessors are the writers and readers moved in. */
+  for (uint32_t i = 0; i < nacc; i++) {
+    rp_inst_deps *d = state_for(a, acc[i].inst);
+    if (!d)
+      return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
+    rp_status st = set_reserve(a, &d->r, nacc);
+    if (!st)
+      st = set_reserve(a, &d->w, nacc);
+    if (!st && acc[i].priv == RP_REDUCE && !joins_group(d, &acc[i], copy))
+      st = set_reserve(a, &d->gpre, d->w.n + d->r.n + nacc);
+    if (st)
+      return st;
+  }
+  return RP_OK;
+}
+
 rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
                               uint32_t nacc, int copy, rp_dep_token self) {
   /* One reference per set that will hold self, taken up front in one go

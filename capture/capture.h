@@ -238,7 +238,16 @@ void rp__analysis_fini(rp_analysis *a);
  * The tokens stay valid until the next commit. */
 rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc, uint32_t nacc,
                             int copy, rp_dep_set *deps);
-/* Records the op `self` as the newest accessor. */
+/* Makes room for what rp__analysis_commit of the same accesses will store
+ * (pruning completed tokens first), so that commit, once the op may run,
+ * cannot run out of memory: call it before deps (a prune after them could
+ * drop the last reference to a dependence not yet handed to the op's
+ * gate), with nothing committed in between. RP_ENOMEM otherwise (nothing
+ * recorded). */
+rp_status rp__analysis_reserve(rp_analysis *a, const rp_access *acc,
+                               uint32_t nacc, int copy);
+/* Records the op `self` as the newest accessor. After rp__analysis_reserve
+ * of the same accesses (nothing launched in between) it cannot fail. */
 rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
                               uint32_t nacc, int copy, rp_dep_token self);
 /* The op `before`, one of inst's current writers, is ordered before

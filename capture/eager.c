@@ -233,7 +233,13 @@ rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
   pthread_mutex_lock(&cs->lock);
   rp_dep_set *deps = &cs->scratch; /* reused storage */
   rp__depset_clear(deps);
-  rp_status st = rp__analysis_deps(&cs->eager, acc, nacc, copy, deps);
+  /* room for the commit in rp__eager_end first (pruning completed tokens,
+   * which only here, before the dependences are taken, may go): once the
+   * op is armed it may run, so the commit must not fail (the launch would
+   * report an error for an op that runs, its accesses half recorded) */
+  rp_status st = rp__analysis_reserve(&cs->eager, acc, nacc, copy);
+  if (!st)
+    st = rp__analysis_deps(&cs->eager, acc, nacc, copy, deps);
   if (!st && wait.id)
     st = rp__depset_add(deps, (rp_dep_token){wait.id, UINT32_MAX, 0});
   if (!st && (!rp__grow((void **)&cs->evs, &cs->evs_cap, deps->n + 1,

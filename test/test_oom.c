@@ -470,6 +470,45 @@ static rp_status eager_parallel_scenario(float *out, size_t nout) {
   return st ? st : dst;
 }
 
+/* Eager copies, each with a done event, on fresh instances (their
+ * dependence state is made as they launch): a launch that fails leaves
+ * *done untouched, as every launch error does. */
+static rp_status eager_copies_scenario(float *out, size_t nout) {
+  enum { NI = 6, N = 16 };
+  rp_runtime *rt = NULL;
+  rp_status st = make_runtime(2, &rt);
+  if (st)
+    return st;
+  rp_rect r = rp_rect_1d(0, N - 1);
+  rp_inst in[NI] = {{0}};
+  for (int i = 0; i < NI && !st; i++)
+    TRY(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in[i]));
+  float v[N];
+  for (int k = 0; k < N; k++)
+    v[k] = (float)k + 0.25f;
+  if (!st)
+    TRY(rp_instance_write(rt, in[0], v, sizeof v));
+  for (int i = 1; i < NI && !st; i++) {
+    const rp_event unset = {0x5eed};
+    rp_event done = unset;
+    rp_copy c = {.src = in[i - 1], .dst = in[i], .domain = RP_DOMAIN_SRC};
+    st = rp_launch_copy(rt, &c, &done);
+    if (st && done.id != unset.id)
+      st = rp_error_set(RP_EINVAL,
+                        "an eager copy that failed with %s wrote *done",
+                        rp_status_name(st));
+    if (!st) {
+      TRY(rp_event_wait(rt, done, -1));
+      TRY(rp_event_release(rt, done));
+    }
+  }
+  if (!st)
+    TRY(rp_instance_read(rt, in[NI - 1], out,
+                         sizeof(float) * (nout < N ? nout : N)));
+  rp_status dst = rp_runtime_destroy(rt);
+  return st ? st : dst;
+}
+
 /* ---- tests ---- */
 
 TestSuite(oom, .timeout = 600);
@@ -482,6 +521,11 @@ Test(oom, every_allocation_of_the_mlp_step_fails_in_turn) {
 Test(oom, every_allocation_of_the_gpt_step_fails_in_turn) {
   long n = sweep("gpt", gpt_scenario, 4096);
   cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+}
+
+Test(oom, every_allocation_of_eager_copies_fails_in_turn) {
+  long n = sweep("eager copies", eager_copies_scenario, 16);
+  cr_assert_gt(n, 8, "the sweep saw only %ld allocations", n);
 }
 
 Test(oom, every_allocation_of_eager_parallel_operators_fails_in_turn) {
