@@ -379,6 +379,11 @@ static rp_inst_deps *state_peek(rp_analysis *a, rp_inst inst) {
              : NULL;
 }
 
+uint32_t rp__analysis_room(rp_analysis *a, rp_inst inst) {
+  const rp_inst_deps *d = state_peek(a, inst);
+  return d ? d->w.cap + d->r.cap + d->gpre.cap : 0;
+}
+
 void rp__analysis_implied(rp_analysis *a, rp_inst inst, uint64_t before) {
   rp_inst_deps *d = state_peek(a, inst);
   uint32_t at = d ? set_find(&d->w, before) : UINT32_MAX;

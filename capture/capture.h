@@ -250,6 +250,9 @@ rp_status rp__analysis_reserve(rp_analysis *a, const rp_access *acc,
  * of the same accesses (nothing launched in between) it cannot fail. */
 rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,
                               uint32_t nacc, int copy, rp_dep_token self);
+/* The tokens inst's sets have room for (tests: completed tokens are
+ * pruned, so the sets of a long eager program stay small). */
+uint32_t rp__analysis_room(rp_analysis *a, rp_inst inst);
 /* The op `before`, one of inst's current writers, is ordered before
  * another of them (a sum chained in part order): later accessors need not
  * wait for it, so it leaves the writers (a reduction of N parts then keeps

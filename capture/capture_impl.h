@@ -72,6 +72,8 @@ typedef struct rp_capture_state {
 
 /* The runtime's capture state, created on first use (NULL on ENOMEM). */
 rp_capture_state *rp__capture_state(rp_runtime *rt);
+/* Tests: the room of inst's eager dependence sets (rp__analysis_room). */
+uint32_t rp__eager_room(rp_runtime *rt, rp_inst inst);
 /* A word unique to the calling thread among live threads. */
 const void *rp__thread_token(void);
 /* 0 no capture open on the runtime, 1 this thread's, -1 another's (no

@@ -35,6 +35,17 @@ static rp_status capture_drain(rp_runtime *rt, void *arg) {
   return st;
 }
 
+/* Tests: the room of inst's eager dependence sets (rp__analysis_room). */
+uint32_t rp__eager_room(rp_runtime *rt, rp_inst inst) {
+  rp_capture_state *cs = rp__capture_state(rt);
+  if (!cs)
+    return 0;
+  pthread_mutex_lock(&cs->lock);
+  uint32_t n = rp__analysis_room(&cs->eager, inst);
+  pthread_mutex_unlock(&cs->lock);
+  return n;
+}
+
 static void capture_dtor(rp_runtime *rt, void *arg) {
   RP_UNUSED(rt);
   rp_capture_state *cs = arg;

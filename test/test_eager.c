@@ -1,6 +1,10 @@
 /* Eager execution: dependencies inferred from declared accesses. */
 #include "helpers.h"
 
+/* Internal (capture/launch.c): the room of an instance's eager
+ * dependence sets. */
+uint32_t rp__eager_room(rp_runtime *rt, rp_inst inst);
+
 #include <stdint.h>
 
 #include <pthread.h>
@@ -946,4 +950,45 @@ Test(eager, first_capture_use_races_instance_frees, .timeout = 120) {
     RP_CHECK(f.st);
     th_destroy(rt);
   }
+}
+
+/* A long eager program keeps its dependence sets small: the readers of an
+ * instance no op writes pile up only while they are pending; completed
+ * ones are dropped as the sets fill (20000 readers, each waited for in
+ * batches of 100: the sets never hold more than a few batches). */
+Test(eager, dependence_sets_of_a_long_program_stay_small) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = register_log(rt);
+  rp_inst x = mk(rt), y[2] = {mk(rt), mk(rt)};
+  uint32_t most = 0;
+  for (uint32_t i = 0; i < 20000; i++) {
+    /* the log's slot of the task's writes: the tasks writing one y run
+     * in order, the two y's at once */
+    targs a = {.id = i & 1, .fail = 0, .partner = ~0u};
+    rp_access acc[2] = {{x, RP_READ, RP_REDOP_NONE},
+                        {y[i & 1], RP_WRITE, RP_REDOP_NONE}};
+    rp_event e;
+    RP_CHECK(rp_launch_task(rt,
+                            &(rp_launch){.task = t,
+                                         .proc = RP_PROC_ANY,
+                                         .accesses = acc,
+                                         .naccess = 2,
+                                         .args = &a,
+                                         .args_size = sizeof a},
+                            &e));
+    if (i % 100 == 99)
+      RP_CHECK(rp_event_wait(rt, e, -1));
+    RP_CHECK(rp_event_release(rt, e));
+    uint32_t room = rp__eager_room(rt, x);
+    if (room > most)
+      most = room;
+  }
+  RP_CHECK(rp_runtime_drain(rt));
+  cr_assert_leq(most, 1024, "the readers' set grew to room for %u tokens",
+                most);
+  cr_assert_gt(most, 0);
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y[0]));
+  RP_CHECK(rp_instance_free(rt, y[1]));
+  th_destroy(rt);
 }
