@@ -425,6 +425,27 @@ static rp_status gpt_eager_scenario(float *out, size_t nout) {
   return st;
 }
 
+/* A done slot's value before an eager launch: a launch that fails must
+ * leave it so. */
+static const rp_event UNSET = {0x5eed};
+
+/* After an eager launch that returned st into *slot (preset to UNSET): a
+ * failure that wrote *done is RP_EINVAL (the sweep reports it as not
+ * RP_ENOMEM); a success is waited for and its event released. */
+static rp_status launched(rp_runtime *rt, rp_status st, const rp_event *slot,
+                          const char *what) {
+  rp_event done = *slot; /* read after the launch (an argument may be
+                            evaluated before it) */
+  if (st)
+    return done.id == UNSET.id
+               ? st
+               : rp_error_set(RP_EINVAL, "%s that failed with %s wrote *done",
+                              what, rp_status_name(st));
+  st = rp_event_wait(rt, done, -1);
+  rp_status rs = rp_event_release(rt, done);
+  return st ? st : rs;
+}
+
 /* Eager parallel operators: a REPLICATE of a whole into 4 parts, then a
  * REDUCTION of the parts back, each with a done event. An error partway
  * (a later copy's allocation) leaves *done untouched: the caller releases
@@ -450,18 +471,9 @@ static rp_status eager_parallel_scenario(float *out, size_t nout) {
   for (int k = 0; k < 2 && !st; k++) {
     rp_parallel_op op = {
         .kind = kinds[k], .whole = whole, .parts = parts, .nparts = NP};
-    const rp_event unset = {0x5eed};
-    rp_event done = unset;
-    st = rp_launch_parallel(rt, &op, &done);
-    if (st && done.id != unset.id)
-      st = rp_error_set(RP_EINVAL,
-                        "an eager parallel operator that failed "
-                        "with %s wrote *done",
-                        rp_status_name(st));
-    if (!st) {
-      TRY(rp_event_wait(rt, done, -1));
-      TRY(rp_event_release(rt, done));
-    }
+    rp_event done = UNSET;
+    st = launched(rt, rp_launch_parallel(rt, &op, &done), &done,
+                  "an eager parallel operator");
   }
   if (!st)
     TRY(rp_instance_read(rt, whole, out,
@@ -489,18 +501,9 @@ static rp_status eager_copies_scenario(float *out, size_t nout) {
   if (!st)
     TRY(rp_instance_write(rt, in[0], v, sizeof v));
   for (int i = 1; i < NI && !st; i++) {
-    const rp_event unset = {0x5eed};
-    rp_event done = unset;
+    rp_event done = UNSET;
     rp_copy c = {.src = in[i - 1], .dst = in[i], .domain = RP_DOMAIN_SRC};
-    st = rp_launch_copy(rt, &c, &done);
-    if (st && done.id != unset.id)
-      st = rp_error_set(RP_EINVAL,
-                        "an eager copy that failed with %s wrote *done",
-                        rp_status_name(st));
-    if (!st) {
-      TRY(rp_event_wait(rt, done, -1));
-      TRY(rp_event_release(rt, done));
-    }
+    st = launched(rt, rp_launch_copy(rt, &c, &done), &done, "an eager copy");
   }
   if (!st)
     TRY(rp_instance_read(rt, in[NI - 1], out,
