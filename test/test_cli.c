@@ -2865,6 +2865,50 @@ Test(cli, train_gpt_divergence_writes_nothing, .timeout = 120) {
   unlink(corpus);
 }
 
+/* A checkpoint holding lr 0 (the file's domain is [0, 100]: the library
+ * may write one; --lr 0 is a usage error): resumed without --lr, the run
+ * is refused, naming the file, before any step (steps at lr 0 would leave
+ * the weights as they are and save them as trained); --lr given trains
+ * on, saying the file's lr. */
+Test(cli, train_gpt_checkpoint_lr_0_is_refused_unless_lr_is_given,
+     .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(ckpt);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--stop", "2", "--save-weights",
+      ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  size_t len = 0;
+  char *file = th_read_all(ckpt, &len);
+  cr_assert(file && len > RP_CKPT_HEAD + 32);
+  const float zero = 0.0f; /* the payload's f32 lr at byte 28 */
+  memcpy(file + RP_CKPT_HEAD + 28, &zero, 4);
+  uint32_t version; /* resealed in the file's own payload version */
+  memcpy(&version, file + 12, 4);
+  RP_CHECK(rp_ckpt_save(ckpt, "gpt", version, file + RP_CKPT_HEAD,
+                        len - RP_CKPT_HEAD));
+  free(file);
+  file = th_read_all(ckpt, &len);
+  RUN(&r, TRAIN_GPT(corpus), "--load-weights", ckpt, "--save-weights", ckpt);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise train: --load-weights ") &&
+                strstr(r.err, ": its lr 0: every step would leave the weights "
+                              "as they are (give --lr above 0)"),
+            "%s", r.err);
+  cr_assert_str_empty(r.out);
+  size_t len2 = 0; /* not trained on, not rewritten */
+  char *after = th_read_all(ckpt, &len2);
+  cr_assert(len2 == len && !memcmp(file, after, len), "the file changed");
+  free(after);
+  free(file);
+  RUN(&r, TRAIN_GPT(corpus), "--lr", "0.002", "--load-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.err, "--lr 0 (now 0.002)"), "%s", r.err);
+  unlink(ckpt);
+  unlink(corpus);
+}
+
 /* generate: bytes from 0x80 up print as they are (UTF-8 text shows; the
  * prompt's own bytes too); without --prompt and with no newline in the
  * vocabulary the prompt is the vocabulary's first byte, said on stderr;

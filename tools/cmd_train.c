@@ -683,6 +683,15 @@ static int gpt_options(train_cli *c) {
                               "matrices by 1 - %s (need --lr below %s)",
                               lr, as, (double)dc.weight_decay, by, lim);
   }
+  /* the file's domain takes lr 0 (the library may write one), --lr does
+   * not: every step would leave the weights as they are */
+  if (c->lr_from_ckpt && !(c->lr > 0)) {
+    rp_cli_say(stderr,
+               "%s: --load-weights %s: its lr 0: every step would leave the "
+               "weights as they are (give --lr above 0)\n",
+               rp_train_who(), c->load_weights);
+    return RP_CLI_FAILED;
+  }
   c->sample = GIVEN(c, OPT_SAMPLE) ? c->sample : 200;
   if (!GIVEN(c, OPT_STOP))
     c->stop = c->iters;
