@@ -2335,8 +2335,8 @@ static void gpt_overflow(const char *ckpt) {
   size_t pn = len - RP_CKPT_HEAD;
   uint32_t vocab;
   memcpy(&vocab, pl + 16, 4);
-  fill_f32(pl, 60 + (size_t)vocab, pn, 1e20f);
-  RP_CHECK(rp_ckpt_save(ckpt, "gpt", 2, pl, pn));
+  fill_f32(pl, 68 + (size_t)vocab, pn, 1e20f);
+  RP_CHECK(rp_ckpt_save(ckpt, "gpt", 3, pl, pn));
   free(file);
 }
 
@@ -2406,7 +2406,7 @@ Test(cli, train_gpt_values_from_the_checkpoint_are_named_as_its,
   unsigned char *pl = (unsigned char *)file + RP_CKPT_HEAD;
   const uint32_t batch = 65536;
   memcpy(pl + 20, &batch, 4); /* little-endian, as the file is */
-  RP_CHECK(rp_ckpt_save(ckpt, "gpt", 2, pl, len - RP_CKPT_HEAD));
+  RP_CHECK(rp_ckpt_save(ckpt, "gpt", 3, pl, len - RP_CKPT_HEAD));
   free(file);
   RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
       "--load-weights", ckpt, "--context", "4096");
@@ -2845,7 +2845,7 @@ Test(cli, train_gpt_divergence_writes_nothing, .timeout = 120) {
   float lr50 = 50.0f; /* the payload's f32 lr at byte 28, little-endian */
   memcpy(file + RP_CKPT_HEAD + 28, &lr50, 4);
   RP_CHECK(
-      rp_ckpt_save(ckpt, "gpt", 2, file + RP_CKPT_HEAD, len - RP_CKPT_HEAD));
+      rp_ckpt_save(ckpt, "gpt", 3, file + RP_CKPT_HEAD, len - RP_CKPT_HEAD));
   free(file);
   RUN(&r, TRAIN_GPT(corpus), "--load-weights", ckpt);
   cr_assert_eq(r.status, 1, "%s", r.err);
@@ -2906,6 +2906,58 @@ Test(cli, train_gpt_checkpoint_lr_0_is_refused_unless_lr_is_given,
   cr_assert_eq(r.status, 0, "%s", r.err);
   cr_assert(strstr(r.err, "--lr 0 (now 0.002)"), "%s", r.err);
   unlink(ckpt);
+  unlink(corpus);
+}
+
+/* A checkpoint keeps the digest of its corpus: resumed on another corpus
+ * of the same vocabulary (the same bytes in reverse), the run trains on
+ * and says it is not an exact continuation; on its own corpus it says
+ * nothing. A version 2 file (no digest) has nothing to compare. */
+Test(cli, train_gpt_resume_on_another_corpus_says_so, .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", other[] = "/tmp/rp_cli_gpt_XXXXXX",
+       ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(other);
+  tmp_file(ckpt);
+  size_t n = 0;
+  char *text = th_read_all(corpus, &n);
+  for (size_t i = 0; i < n / 2; i++) {
+    char c = text[i];
+    text[i] = text[n - 1 - i];
+    text[n - 1 - i] = c;
+  }
+  FILE *f = fopen(other, "wb");
+  cr_assert(f && fwrite(text, 1, n, f) == n && fclose(f) == 0);
+  free(text);
+  cli_run r;
+  RUN(&r, TRAIN_GPT(corpus), "--iters", "4", "--stop", "2", "--save-weights",
+      ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char want[256];
+  snprintf(want, sizeof want,
+           "reprise train: note: %s was saved with another corpus (the same "
+           "vocabulary, other bytes than --text's); so this run is not an "
+           "exact continuation",
+           ckpt);
+  RUN(&r, TRAIN_GPT(other), "--load-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  RUN(&r, TRAIN_GPT(corpus), "--load-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(!strstr(r.err, "note:"), "%s", r.err);
+  /* version 2: the payload without its 8 digest bytes (at 60) */
+  size_t len = 0;
+  char *file = th_read_all(ckpt, &len);
+  unsigned char *pl = (unsigned char *)file + RP_CKPT_HEAD;
+  size_t pn = len - RP_CKPT_HEAD;
+  memmove(pl + 60, pl + 68, pn - 68);
+  RP_CHECK(rp_ckpt_save(ckpt, "gpt", 2, pl, pn - 8));
+  free(file);
+  RUN(&r, TRAIN_GPT(other), "--load-weights", ckpt);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(!strstr(r.err, "note:"), "%s", r.err);
+  unlink(ckpt);
+  unlink(other);
   unlink(corpus);
 }
 
@@ -3508,11 +3560,11 @@ Test(cli,
       "--layers", "32", "--heads", "256", "--width", "8192", "--context", "8",
       "--batch", "1", "--save-weights", path);
   cr_assert_eq(r.status, 1, "%s", r.err);
-  /* 15 bytes of vocabulary: 48 + 60 + 15 + 12 x 25773483008 parameters */
+  /* 15 bytes of vocabulary: 48 + 68 + 15 + 12 x 25773483008 parameters */
   char want[256];
   snprintf(want, sizeof want,
            "reprise train: --save-weights %s: a model of this size: its "
-           "checkpoint would be 309280997499 bytes, above the 4294967296 "
+           "checkpoint would be 309280997507 bytes, above the 4294967296 "
            "bytes a checkpoint may have",
            path);
   cr_assert(strstr(r.err, want), "%s", r.err);

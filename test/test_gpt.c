@@ -1190,6 +1190,30 @@ Test(gpt, text_vocabulary_is_the_bytes_present_in_order) {
   rp_text_free(&t);
 }
 
+/* rp_text_digest is FNV-1a 64 of the text's own bytes (past its 4 KiB
+ * blocks too): the same bytes give it, another order of the same bytes (the
+ * same vocabulary) does not. */
+Test(gpt, text_digest_is_the_fnv1a_of_its_bytes) {
+  size_t n = 10000;
+  uint8_t *b = malloc(n), *r = malloc(n);
+  cr_assert(b && r);
+  for (size_t i = 0; i < n; i++)
+    b[i] = (uint8_t)("the cat sat\n"[i % 12]);
+  for (size_t i = 0; i < n; i++)
+    r[i] = b[n - 1 - i];
+  rp_text t, u;
+  RP_CHECK(rp_text_from_bytes("b", b, n, 8, &t));
+  RP_CHECK(rp_text_from_bytes("r", r, n, 8, &u));
+  cr_assert_eq(t.vocab, u.vocab);
+  cr_assert_eq(rp_text_digest(&t), rp_fnv1a64(RP_FNV64_INIT, b, n));
+  cr_assert_eq(rp_text_digest(&u), rp_fnv1a64(RP_FNV64_INIT, r, n));
+  cr_assert_neq(rp_text_digest(&t), rp_text_digest(&u));
+  rp_text_free(&t);
+  rp_text_free(&u);
+  free(b);
+  free(r);
+}
+
 Test(gpt, text_too_short_or_of_one_byte_is_refused) {
   rp_text t;
   RP_EXPECT(rp_text_from_bytes("s", (const uint8_t *)"abababab", 8, 4, &t),
@@ -1407,6 +1431,7 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   RP_EXPECT(rp_gpt_tensor_write(t.m, 0, RP_GPT_WEIGHT, NULL, 1), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "rp_gpt_tensor_write"), "%s",
             rp_error_detail());
+  info.text_digest = 0x0123456789abcdefull; /* kept as given */
   RP_CHECK(rp_gpt_save(t.m, path, &info));
   size_t len;
   char *buf = th_read_all(path, &len);
@@ -1463,45 +1488,60 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
                 !strchr(rp_error_detail(), 0x1b),
             "%s", rp_error_detail());
   hb[17] = 'p';
-  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 4, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EVERSION);
-  cr_assert(strstr(rp_error_detail(), "payload version 3 (this build reads "
-                                      "versions 1 and 2)"),
+  cr_assert(strstr(rp_error_detail(), "payload version 4 (this build reads "
+                                      "versions 1 to 3)"),
             "%s", rp_error_detail());
+  RP_CHECK(rp_ckpt_save(path, "gpt", 0, pl, pn));
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EVERSION);
   pl[0] = 3; /* 3 layers: the size disagrees */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "3 layers") &&
                 strstr(rp_error_detail(), "truncated"),
             "%s", rp_error_detail());
   pl[0] = 0; /* no layers */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "bad header"), "%s", rp_error_detail());
   pl[0] = 2;
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn)); /* as saved: reads */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn)); /* as saved: reads */
   RP_CHECK(rp_gpt_ckpt_read(path, &c2));
   cr_assert(c2.procs == 1 && c2.tp == 1 && c2.ranks == 1,
             "the layout: procs %u tp %u ranks %u", c2.procs, c2.tp, c2.ranks);
+  cr_assert_eq(c2.text_digest, 0x0123456789abcdefull, "text digest %llx",
+               (unsigned long long)c2.text_digest);
   rp_gpt_ckpt_free(&c2);
-  /* version 1 (no layout fields) reads, its layout unknown (0) */
-  unsigned char *v1 = malloc(pn - 12);
+  /* version 2 (no text digest) reads, its digest unknown (0) */
+  unsigned char *v1 = malloc(pn - 8);
   cr_assert_not_null(v1);
-  memcpy(v1, pl, 48);
-  memcpy(v1 + 48, pl + 60, pn - 60);
-  RP_CHECK(rp_ckpt_save(path, "gpt", 1, v1, pn - 12));
+  memcpy(v1, pl, 60);
+  memcpy(v1 + 60, pl + 68, pn - 68);
+  RP_CHECK(rp_ckpt_save(path, "gpt", 2, v1, pn - 8));
+  RP_CHECK(rp_gpt_ckpt_read(path, &c2));
+  cr_assert(c2.text_digest == 0 && c2.procs == 1 && c2.layers == 2 &&
+                c2.bytes[5] == 5,
+            "digest %llx, procs %u", (unsigned long long)c2.text_digest,
+            c2.procs);
+  rp_gpt_ckpt_free(&c2);
+  /* version 1 (no layout fields either) reads, its layout unknown (0) */
+  memcpy(v1 + 48, pl + 68, pn - 68);
+  RP_CHECK(rp_ckpt_save(path, "gpt", 1, v1, pn - 20));
   free(v1);
   RP_CHECK(rp_gpt_ckpt_read(path, &c2));
-  cr_assert(c2.procs == 0 && c2.layers == 2, "procs %u", c2.procs);
+  cr_assert(c2.procs == 0 && c2.layers == 2 && c2.text_digest == 0 &&
+                c2.bytes[5] == 5,
+            "procs %u", c2.procs);
   rp_gpt_ckpt_free(&c2);
   pl[52] = 3; /* tp 3 of procs 1 */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "bad header (procs 1, tp 3, ranks 1)"),
             "%s", rp_error_detail());
   pl[52] = 1;
   memset(pl + 56, 0xff, 4); /* 4294967295 ranks: more than MPI counts */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "bad header (procs 1, tp 1, ranks "
                                       "4294967295)"),
@@ -1511,7 +1551,7 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   uint32_t batch;
   memcpy(&batch, pl + 20, 4);
   memset(pl + 20, 0, 4); /* batch 0 */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "bad header") &&
                 strstr(rp_error_detail(), "batch 0"),
@@ -1542,7 +1582,7 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
       memcpy(w + 1, &rs[i].lr, 4);
       memcpy(pl + 24, w, 12);
       memcpy(pl + 36, &rs[i].iters, 4);
-      RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+      RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
       RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
       cr_assert(strstr(rp_error_detail(), "bad header") &&
                     strstr(rp_error_detail(), rs[i].why),
@@ -1550,23 +1590,23 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
     }
     memcpy(pl + 24, keep, 16);
   }
-  pl[60 + 5] = pl[60 + 4]; /* a vocabulary byte twice */
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  pl[68 + 5] = pl[68 + 4]; /* a vocabulary byte twice */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "vocabulary byte 5 (0x04) does not "
                                       "follow byte 4 (0x04)"),
             "%s", rp_error_detail());
-  pl[60 + 5] = 5;
+  pl[68 + 5] = 5;
   const float nan = NAN; /* a weight not finite */
   memcpy(pl + pn - 4 * 7, &nan, 4);
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   RP_EXPECT(rp_gpt_ckpt_read(path, &c2), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "is nan: a checkpoint holds finite "
                                       "values only"),
             "%s", rp_error_detail());
   /* the kind field: NUL after the name, up to its 16th byte */
   memset(pl + pn - 4 * 7, 0, 4);
-  RP_CHECK(rp_ckpt_save(path, "gpt", 2, pl, pn));
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, pn));
   char *sealed = th_read_all(path, &len);
   sealed[31] = 'x';
   uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, sealed, 40),
@@ -1693,7 +1733,7 @@ Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
 }
 
 /* A checkpoint's size follows from the config alone: rp_gpt_save_check_config
- * takes the model rp_gpt_save writes (the file is 48 + 60 + V + 12 bytes
+ * takes the model rp_gpt_save writes (the file is 48 + 68 + V + 12 bytes
  * per parameter) and refuses what rp_gpt_save_check would, with the same
  * detail, before a model is made. */
 Test(gpt, a_checkpoint_size_is_known_before_the_model_is_built) {
@@ -1711,7 +1751,7 @@ Test(gpt, a_checkpoint_size_is_known_before_the_model_is_built) {
   size_t len;
   free(th_read_all(path, &len));
   const rp_gpt_config *mc = rp_gpt_cfg(t.m);
-  cr_assert_eq(len, 48 + 60 + mc->vocab + 12 * rp_gpt_param_count(t.m),
+  cr_assert_eq(len, 48 + 68 + mc->vocab + 12 * rp_gpt_param_count(t.m),
                "%zu bytes", len);
   RP_CHECK(rp_gpt_save_check(t.m));
   RP_CHECK(rp_gpt_save_check_config(mc));
@@ -1720,7 +1760,7 @@ Test(gpt, a_checkpoint_size_is_known_before_the_model_is_built) {
   fx_free(&fx);
   th_tmpdir_remove();
   /* 32 layers of width 1024, context 8, 15 bytes: 403104768 parameters,
-   * a file of 4837257339 bytes */
+   * a file of 4837257347 bytes */
   rp_gpt_config c;
   rp_gpt_config_init(&c);
   c.layers = 32;
@@ -1730,7 +1770,7 @@ Test(gpt, a_checkpoint_size_is_known_before_the_model_is_built) {
   c.vocab = 15;
   RP_EXPECT(rp_gpt_save_check_config(&c), RP_ERANGE);
   cr_assert(strstr(rp_error_detail(),
-                   "a model of this size: its checkpoint would be 4837257339 "
+                   "a model of this size: its checkpoint would be 4837257347 "
                    "bytes, above the 4294967296 bytes a checkpoint may have"),
             "%s", rp_error_detail());
   RP_EXPECT(rp_gpt_save_check_config(NULL), RP_EINVAL);

@@ -28,6 +28,7 @@
 typedef struct gpt_state {
   const train_cli *c;
   rp_text text;
+  uint64_t digest; /* rp_text_digest (with --save-weights or --load-weights) */
   rp_gpt_ckpt ckpt;
   int have_ckpt;
   uint32_t start;
@@ -135,8 +136,11 @@ static int agree(const gpt_state *s, int rc) {
 static int load_text(gpt_state *s) {
   const train_cli *c = s->c;
   rp_status st = rp_text_load(c->text, c->max_bytes, c->context, &s->text);
-  if (st == RP_OK)
+  if (st == RP_OK) {
+    if (c->save_weights || c->load_weights) /* the checkpoints' */
+      s->digest = rp_text_digest(&s->text);
     return RP_CLI_OK;
+  }
   if (!c->text_given && access(c->text, F_OK) != 0)
     rp_cli_say(stderr,
                "%s: the default corpus %s is missing: install the "
@@ -229,8 +233,14 @@ static int check_ckpt(gpt_state *s) {
         c->stop < c->iters ? "" : rp_train_from_ckpt(c, "iters"),
         c->load_weights, k->step, k->step == 1 ? "" : "s");
   s->start = k->step;
-  char d[256] = ""; /* what differs: saved, then this run's (iters 0: the
+  char d[512] = ""; /* what differs: saved, then this run's (iters 0: the
                        file holds no schedule, written by the library) */
+  /* the same vocabulary (above), other bytes (digest 0: a version 1 or 2
+   * file, or the library's without one: nothing to compare) */
+  if (k->text_digest && k->text_digest != s->digest)
+    rp_cli_appendf(d, sizeof d,
+                   ", another corpus (the same vocabulary, other bytes than "
+                   "--text's)");
   if (k->iters && k->lr != c->lr)
     rp_train_note_float(d, sizeof d, "--lr", k->lr, c->lr);
   if (k->iters && k->warmup != c->warmup)
@@ -769,6 +779,7 @@ static int save_weights(gpt_state *s) {
   info.lr = c->lr;
   info.warmup = c->warmup;
   info.iters = c->iters;
+  info.text_digest = s->digest;
   memcpy(info.bytes, s->text.bytes, s->text.vocab);
   rp_status st = rp_gpt_save(s->m, c->save_weights, &info);
   if (st != RP_OK) {

@@ -3023,9 +3023,10 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
 /* Checkpoints */
 
 #define CKPT_KIND "gpt"  /* in the checkpoint container (ckpt.h) */
-#define CKPT_VERSION 2u  /* the payload's format (gpt.h) */
-#define CKPT_HEAD 60u    /* payload bytes before the vocabulary */
-#define CKPT_HEAD_V1 48u /* version 1: no layout fields */
+#define CKPT_VERSION 3u  /* the payload's format (gpt.h) */
+#define CKPT_HEAD 68u    /* payload bytes before the vocabulary */
+#define CKPT_HEAD_V2 60u /* version 2: no text digest */
+#define CKPT_HEAD_V1 48u /* version 1: no layout fields either */
 #define CKPT_MAX RP_GPT_CKPT_MAX
 
 /* Floats of the checkpoint of a model of this shape: 3 per parameter. */
@@ -3120,6 +3121,7 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
     rp_le_put32(b + 48, c->procs);
     rp_le_put32(b + 52, m->tp);
     rp_le_put32(b + 56, m->ranks);
+    rp_le_put64(b + 60, info->text_digest);
     memcpy(b + CKPT_HEAD, info->bytes, c->vocab);
     for (size_t i = 0; i < nf; i++)
       rp_le_putf(b + CKPT_HEAD + c->vocab + 4 * i, p[i]);
@@ -3167,6 +3169,8 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                           "%s: bad header (procs %u, tp %u, ranks %u)", path,
                           c->procs, c->tp, c->ranks);
   }
+  if (head > CKPT_HEAD_V2)
+    c->text_digest = rp_le_get64(b + 60);
   if (c->layers < 1 || c->layers > RP_GPT_MAX_LAYERS || c->heads < 1 ||
       c->heads > 256 || c->width < 1 || c->width > RP_GPT_MAX_WIDTH ||
       c->width % c->heads || c->context < 1 ||
@@ -3219,12 +3223,14 @@ rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
   rp_gpt_ckpt c;
   memset(&c, 0, sizeof c);
   const unsigned char *b = buf;
-  if (version != CKPT_VERSION && version != 1)
+  if (version < 1 || version > CKPT_VERSION)
     st = rp_error_set(RP_EVERSION,
                       "%s: GPT checkpoint payload version %u (this "
-                      "build reads versions 1 and %u)",
+                      "build reads versions 1 to %u)",
                       path, version, CKPT_VERSION);
-  uint32_t head = version == 1 ? CKPT_HEAD_V1 : CKPT_HEAD;
+  uint32_t head = version == 1   ? CKPT_HEAD_V1
+                  : version == 2 ? CKPT_HEAD_V2
+                                 : CKPT_HEAD;
   if (!st)
     st = ckpt_parse(path, b, n, head, &c);
   if (!st) {

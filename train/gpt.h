@@ -440,6 +440,10 @@ rp_status rp_text_windows(const rp_text *t, size_t lo, size_t hi, uint32_t B,
  * V x V count table cannot be allocated. */
 double rp_text_bigram_loss(const rp_text *t, const int32_t *x, const int32_t *y,
                            size_t n);
+/* The FNV-1a 64 (ckpt.h's rp_fnv1a64) of the bytes t was encoded from:
+ * the file's own bytes, in order. A checkpoint keeps it to tell the corpus
+ * it was trained on from another of the same vocabulary. */
+uint64_t rp_text_digest(const rp_text *t);
 
 /* ---- training loop ---- */
 
@@ -482,26 +486,29 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
                        const rp_gpt_train_opts *o);
 
 /* ---- checkpoints ----
- * A checkpoint container (train/ckpt.h) of kind "gpt", payload version 2;
+ * A checkpoint container (train/ckpt.h) of kind "gpt", payload version 3;
  * the payload, little-endian: u32 L, NH, C, T, V, B, u32 step (steps
  * done), f32 lr, u32 warmup, u32 iters, u64 seed, u32 procs, tp, ranks
  * (the processor layout that trained it: a resume on another one is not
- * bitwise), V vocabulary bytes, then per parameter tensor its weights,
- * first and second moments (f32). Version 1 (read too) has no layout
- * fields. The container's length and checksum cover it; it is written
- * through the output writer (reprise.h "Output files"). */
+ * bitwise), u64 text digest (rp_text_digest of the corpus trained on; 0:
+ * none recorded), V vocabulary bytes, then per parameter tensor its
+ * weights, first and second moments (f32). Versions 2 (no text digest)
+ * and 1 (no layout fields either) are read too. The container's length
+ * and checksum cover it; it is written through the output writer
+ * (reprise.h "Output files"). */
 typedef struct rp_gpt_ckpt {
   uint32_t layers, heads, width, context, vocab, batch;
   uint32_t procs, tp, ranks; /* the layout saved (0: a version 1 file) */
   uint32_t step, warmup, iters;
   float lr;
   uint64_t seed;
+  uint64_t text_digest; /* 0: none (a version 1 or 2 file, or none given) */
   uint8_t bytes[RP_GPT_MAX_VOCAB];
   float *data; /* owned: weights, m, v per tensor */
   size_t ndata;
 } rp_gpt_ckpt;
-/* Writes m's weights and moments with info's step, schedule and
- * vocabulary (the rest of info is ignored). Errors: those of rp_ckpt_save
+/* Writes m's weights and moments with info's step, schedule, text digest
+ * and vocabulary (the rest of info is ignored). Errors: those of rp_ckpt_save
  * (the file at path is then unchanged), RP_ENOMEM, RP_EINVAL (nothing
  * written) for what rp_gpt_ckpt_read would refuse: a weight or moment
  * that is not finite, a vocabulary not in strictly increasing order, a

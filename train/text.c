@@ -3,6 +3,7 @@
  * bigram baseline. Host memory only. */
 #include "gpt.h"
 
+#include "ckpt.h"
 #include "train_util.h"
 
 #include <math.h>
@@ -139,4 +140,16 @@ double rp_text_bigram_loss(const rp_text *t, const int32_t *x, const int32_t *y,
   free(count);
   free(row);
   return sum;
+}
+
+uint64_t rp_text_digest(const rp_text *t) {
+  uint64_t h = RP_FNV64_INIT;
+  unsigned char buf[4096];
+  for (size_t i = 0; t && i < t->n;) {
+    size_t k = 0;
+    for (; k < sizeof buf && i < t->n; k++, i++)
+      buf[k] = t->bytes[t->tokens[i]];
+    h = rp_fnv1a64(h, buf, k);
+  }
+  return h;
 }

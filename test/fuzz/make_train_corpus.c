@@ -149,12 +149,13 @@ static void seed(const char *name, unsigned mode, const void *b, size_t n) {
 }
 
 /* A GPT payload (gpt.h "checkpoints") of 1 layer, `heads` heads, width 2,
- * context 2, vocabulary "abc"; version 1 has no layout fields. */
+ * context 2, vocabulary "abc"; version 2 has no text digest, version 1 no
+ * layout fields either. */
 static unsigned char *gpt_payload(uint32_t version, uint32_t heads, size_t *n) {
   const uint32_t L = 1, C = 2, T = 2, V = 3;
   size_t block = 12 * C * C + 13 * C;
   size_t floats = 3 * (V * C + T * C + L * block + 2 * C);
-  size_t head = version == 1 ? 48 : 60;
+  size_t head = version == 1 ? 48 : version == 2 ? 60 : 68;
   *n = head + V + 4 * floats;
   unsigned char *b = calloc(*n, 1);
   if (!b)
@@ -171,6 +172,8 @@ static unsigned char *gpt_payload(uint32_t version, uint32_t heads, size_t *n) {
     rp_le_put32(b + 52, 1);
     rp_le_put32(b + 56, 1);
   }
+  if (version > 2)
+    rp_le_put64(b + 60, 0x5d3b1f0e2a4c6978ull); /* the text digest */
   memcpy(b + head, "abc", V);
   for (size_t i = 0; i < floats; i++) /* second moments >= 0 too */
     rp_le_putf(b + head + V + 4 * i, 0.125f * (float)(i % 9));
@@ -196,13 +199,15 @@ static void gpt_seed(const char *name, unsigned mode, uint32_t version,
 
 static void gpt_ckpt(void) {
   into("gpt_ckpt");
+  gpt_seed("v3.ckpt", 0, 3, 1, 1);
+  gpt_seed("v3_reseal.ckpt", FZ_RESEAL, 3, 1, 1);
   gpt_seed("v2.ckpt", 0, 2, 1, 1);
   gpt_seed("v2_reseal.ckpt", FZ_RESEAL, 2, 1, 1);
   gpt_seed("v1_reseal.ckpt", FZ_RESEAL, 1, 1, 1);
-  gpt_seed("two_heads_reseal.ckpt", FZ_RESEAL, 2, 2, 1);
+  gpt_seed("two_heads_reseal.ckpt", FZ_RESEAL, 3, 2, 1);
   size_t pn, n;
-  unsigned char *p = gpt_payload(2, 1, &pn);
-  unsigned char *b = container("gpt", 2, p, pn, &n);
+  unsigned char *p = gpt_payload(3, 1, &pn);
+  unsigned char *b = container("gpt", 3, p, pn, &n);
   b[n / 2] ^= 1; /* one bit: the checksum refuses it */
   seed("bad_checksum.ckpt", 0, b, n);
   seed("bad_torn.ckpt", 0, b, n - 7);
