@@ -998,6 +998,55 @@ Test(gpt_backends, checkpoint_resume_is_bitwise_equal_to_one_run) {
   th_tmpdir_remove();
 }
 
+/* Each rp_gpt_train call draws its windows from the text it is given: a
+ * second call on another text (the same vocabulary, the tokens reversed)
+ * over steps the first one left in the ring trains on the new text's
+ * windows, bitwise as a model whose ring an evaluation used in between
+ * (which makes the call write its batches anew); not on the first text's
+ * windows, which would leave it where a second call on the first text
+ * does. */
+Test(gpt_backends, train_draws_its_windows_from_the_text_it_is_given) {
+  tt a, b, c;
+  tt_init(&a, 1, 1);
+  tt_init(&b, 1, 1);
+  tt_init(&c, 1, 1);
+  rp_text other = a.text;
+  other.tokens = malloc(other.n);
+  cr_assert_not_null(other.tokens);
+  for (size_t i = 0; i < other.n; i++)
+    other.tokens[i] = a.text.tokens[other.n - 1 - i];
+  rp_gpt_train_opts o = {.iters = 10, .stop = 2, .lr = 3e-3f, .warmup = 2};
+  RP_CHECK(rp_gpt_train(a.m, a.ex, &a.text, &o)); /* steps 0, 1 in the ring */
+  RP_CHECK(rp_gpt_train(a.m, a.ex, &other, &o));
+  RP_CHECK(rp_gpt_train(b.m, b.ex, &b.text, &o));
+  size_t per = (size_t)4 * 16;
+  int32_t *x = malloc(per * sizeof *x), *y = malloc(per * sizeof *y);
+  cr_assert(x && y);
+  RP_CHECK(
+      rp_text_windows(&b.text, b.text.ntrain, b.text.n, 4, 16, 9, 0, 1, x, y));
+  double loss;
+  RP_CHECK(rp_gpt_evaluate(b.m, x, y, 1, &loss)); /* uses the ring */
+  RP_CHECK(rp_gpt_train(b.m, b.ex, &other, &o));
+  RP_CHECK(rp_gpt_train(c.m, c.ex, &c.text, &o));
+  RP_CHECK(rp_gpt_train(c.m, c.ex, &c.text, &o));
+  size_t n = rp_gpt_param_count(a.m);
+  float *wa = malloc(n * sizeof *wa), *wb = malloc(n * sizeof *wb),
+        *wc = malloc(n * sizeof *wc);
+  cr_assert(wa && wb && wc);
+  RP_CHECK(rp_gpt_params_read(a.m, wa, n));
+  RP_CHECK(rp_gpt_params_read(b.m, wb, n));
+  RP_CHECK(rp_gpt_params_read(c.m, wc, n));
+  cr_assert(!memcmp(wa, wb, n * sizeof *wa),
+            "the second call did not train on the windows of its text");
+  cr_assert(memcmp(wa, wc, n * sizeof *wa) != 0,
+            "the second call trained on the first text's windows");
+  free(wa), free(wb), free(wc), free(x), free(y);
+  free(other.tokens);
+  tt_fini(&a);
+  tt_fini(&b);
+  tt_fini(&c);
+}
+
 Test(gpt_backends, training_on_text_goes_below_the_bigram_baseline) {
   tt t;
   tt_init(&t, 1, 1);

@@ -2982,6 +2982,9 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
   rp_status lst = lr_check(m, "rp_gpt_train", o->lr);
   if (lst != RP_OK)
     return lst;
+  /* the batches an earlier call left in the ring are of its text (t may
+   * be another, or changed since): the first step writes this one's */
+  m->ring_valid = 0;
   uint64_t w0 = rp_train_now_ns();
   rp_status st = RP_OK;
   if (ex && o->inflight > 1) {

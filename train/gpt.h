@@ -466,7 +466,9 @@ typedef struct rp_gpt_train_opts {
 /* Trains on t's training split by replaying ex (eagerly when ex is NULL):
  * ex must be instantiated from m's own recorded step (the exec holds the
  * instances it was recorded on, so another model's exec trains that
- * model; this is not detected); refills the ring every `ring` steps. By default
+ * model; this is not detected); refills the ring every `ring` steps,
+ * from t (the first step writes it: batches an earlier call left there are
+ * not reused, even for the same steps). By default
  * each step is waited for before the next starts, so iter_ns is each step's
  * latency.
  *
