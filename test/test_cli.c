@@ -2586,6 +2586,15 @@ Test(cli, train_gpt_names_a_missing_or_unusable_corpus) {
   RUN(&r, TRAIN_GPT(path), "--iters", "2");
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert(strstr(r.err, "distinct"), "%s", r.err);
+  /* a file above --max-bytes: the limit named with the option setting it */
+  RUN(&r, TRAIN_GPT(path), "--iters", "2", "--max-bytes", "50");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  char want[128];
+  snprintf(want, sizeof want,
+           "reprise train: --text %s: the file has 51 bytes, above the limit "
+           "of 50 (--max-bytes)\n",
+           path);
+  cr_assert(strstr(r.err, want), "%s", r.err);
   unlink(path);
 }
 

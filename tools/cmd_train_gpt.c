@@ -147,8 +147,9 @@ static int load_text(gpt_state *s) {
                "Debian package fortunes (make deps), or name a file with "
                "--text FILE\n",
                rp_train_who(), c->text);
-  else
-    rp_cli_say(stderr, "%s: --text %s\n", rp_train_who(), rp_error_detail());
+  else /* RP_ERANGE: above the limit, which --max-bytes sets */
+    rp_cli_say(stderr, "%s: --text %s%s\n", rp_train_who(), rp_error_detail(),
+               st == RP_ERANGE ? " (--max-bytes)" : "");
   return RP_CLI_FAILED;
 }
 
