@@ -192,9 +192,9 @@ static int encode(gen_cli *c, const rp_gpt_ckpt *k, int32_t *out) {
       id = k->bytes[v] == (uint8_t)c->prompt[i] ? (int32_t)v : id;
     if (id < 0) {
       rp_cli_say(stderr,
-                 "reprise generate: --prompt: byte %zu (0x%02x) is not in the "
-                 "vocabulary of %s\n",
-                 i, (unsigned)(uint8_t)c->prompt[i], c->weights);
+                 "reprise generate: --prompt: 0x%02x (the prompt's byte at "
+                 "offset %zu) is not in the vocabulary of %s\n",
+                 (unsigned)(uint8_t)c->prompt[i], i, c->weights);
       return RP_CLI_FAILED;
     }
     out[i] = id;

@@ -234,8 +234,9 @@ static int check_ckpt(gpt_state *s) {
         c->stop < c->iters ? "" : rp_train_from_ckpt(c, "iters"),
         c->load_weights, k->step, k->step == 1 ? "" : "s");
   s->start = k->step;
-  char d[512] = ""; /* what differs: saved, then this run's (iters 0: the
-                       file holds no schedule, written by the library) */
+  s->done = k->step; /* --timings of a run failing before its first step */
+  char d[512] = "";  /* what differs: saved, then this run's (iters 0: the
+                        file holds no schedule, written by the library) */
   /* the same vocabulary (above), other bytes (digest 0: a version 1 or 2
    * file, or the library's without one: nothing to compare) */
   if (k->text_digest && k->text_digest != s->digest)
