@@ -4,7 +4,8 @@
  * the runtime, engine.h "Handle identity"). A slot is recycled when its
  * reference count drops to zero (the trigger holds one reference until it
  * completes the event, each handle handed out holds one); recycling bumps the
- * generation, so any older handle is detected as stale.
+ * generation (31 bits, 1 after 2^31 - 1: bit 63 of a handle marks a
+ * captured op reference), so any older handle is detected as stale.
  *
  * The common cases take no lock: allocation pops a lock-free free list,
  * triggering an event nobody registered a waiter on is one CAS, and a host
@@ -222,7 +223,12 @@ static void ev_unref(rp_event_table *et, uint32_t i, rp_event_slot *s) {
   if (old == 1) {
     free(s->why); /* the last holder: nobody reads it any more */
     s->why = NULL;
-    atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+    /* 31 bits: the handle's bit 63 marks a captured op reference (a
+     * generation past 2^31 - 1 would make this slot's events read as
+     * one), so it wraps to 1 there; only the last holder writes it */
+    uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&s->gen, gen & 0x7fffffffu ? gen & 0x7fffffffu : 1,
+                          memory_order_release);
     free_push(et, i);
   }
 }

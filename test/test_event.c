@@ -1,6 +1,7 @@
 /* Events: trigger, poison, wait with timeout, callbacks, merge, stale
  * handles. */
 #include "helpers.h"
+#include "engine/engine_impl.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -243,6 +244,35 @@ Test(event, recycled_handle_is_stale_not_confused_with_new_event) {
   RP_EXPECT(rp_event_query(rt, fresh), RP_EAGAIN);
   RP_CHECK(rp_event_trigger(rt, fresh));
   RP_CHECK(rp_event_release(rt, fresh));
+}
+
+/* A slot recycled 2^31 times: its generation reaches bit 31, the handle's
+ * bit 63, which marks captured op references. A live event there must
+ * stay an event (the generation is set by hand: 2^31 recycles take
+ * minutes). */
+Test(event, a_slot_recycled_2_to_the_31_times_still_hands_out_events) {
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_trigger(rt, e));
+  RP_CHECK(rp_event_release(rt, e)); /* recycled: the next create takes it */
+  uint32_t low = (uint32_t)e.id;
+  rp_event_slot *s = (rp_event_slot *)rp__ctable_at(
+      &rt->events.t, (low & RP_HANDLE_SLOT_MASK) - 1);
+  atomic_store(&s->gen, 0x7fffffffu);
+  for (int round = 0; round < 3; round++) {
+    RP_CHECK(rp_event_create(rt, &e));
+    cr_assert_eq((uint32_t)e.id, low,
+                 "round %d: the slot is reused (LIFO free list)", round);
+    RP_EXPECT(rp_event_query(rt, e), RP_EAGAIN);
+    RP_CHECK(rp_event_trigger(rt, e));
+    RP_EXPECT(rp_event_wait(rt, e, -1), RP_OK);
+    rp_event m;
+    RP_CHECK(rp_event_merge(rt, &e, 1, &m));
+    RP_EXPECT(rp_event_wait(rt, m, -1), RP_OK);
+    RP_CHECK(rp_event_release(rt, m));
+    RP_CHECK(rp_event_release(rt, e));
+    RP_EXPECT(rp_event_query(rt, e), RP_ESTALE);
+  }
 }
 
 Test(event, garbage_handles_are_stale) {
