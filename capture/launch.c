@@ -74,11 +74,19 @@ static rp_status inst_release(rp_runtime *rt, void *arg, rp_inst inst,
   rp_capture_state *cs = arg;
   rp_dep_set toks = {0};
   pthread_mutex_lock(&cs->lock);
-  rp__analysis_tokens(&cs->eager, inst, &toks);
-  for (uint32_t i = 0; i < toks.n; i++)
+  /* out of memory listing them: the call fails, changing nothing (a
+   * partial list would let it free storage a pending op still uses) */
+  rp_status st = rp__analysis_tokens(&cs->eager, inst, &toks);
+  for (uint32_t i = 0; !st && i < toks.n; i++)
     rp__event_retain(rt, (rp_event){toks.v[i].id});
   pthread_mutex_unlock(&cs->lock);
-  rp_status st = RP_OK;
+  if (st) {
+    rp__depset_free(&toks);
+    return rp__err_prefix(st,
+                          "%s: listing the eager ops that use the "
+                          "instance: ",
+                          what);
+  }
   int in_task = rp__tl_task && rp__tl_task->rt == rt;
   for (uint32_t i = 0; i < toks.n; i++) {
     rp_event e = {toks.v[i].id};

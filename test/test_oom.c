@@ -512,6 +512,105 @@ static rp_status eager_copies_scenario(float *out, size_t nout) {
   return st ? st : dst;
 }
 
+/* A task that declares a write and touches nothing (so a free that let
+ * it run on freed storage would corrupt nothing: the scenario reports it). */
+static rp_status touch_nothing(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* What an event's callback tried on an instance an eager op still uses. */
+typedef struct change_in_cb {
+  rp_runtime *rt;
+  rp_inst inst;
+  rp_status free_st, realloc_st;
+} change_in_cb;
+
+static void change_from_callback(void *arg, rp_status st) {
+  change_in_cb *c = arg;
+  if (st) {
+    c->free_st = c->realloc_st = st;
+    return;
+  }
+  c->realloc_st = rp_instance_realloc(c->rt, &c->inst);
+  c->free_st = rp_instance_free(c->rt, c->inst);
+  if (c->free_st == RP_OK)
+    c->inst.id = 0; /* gone */
+}
+
+/* An eager op that writes an instance waits for a user event; an event's
+ * callback then reallocates and frees the instance. Both must refuse
+ * (RP_EBUSY: the op is pending, and a callback does not wait) or fail
+ * with RP_ENOMEM, the instance intact either way; a call that went ahead
+ * would leave the op to run on freed storage. */
+static rp_status busy_instance_scenario(float *out, size_t nout) {
+  enum { N = 16 };
+  rp_runtime *rt = NULL;
+  rp_status st = make_runtime(2, &rt);
+  if (st)
+    return st;
+  rp_task_id t = 0;
+  TRY(rp_task_register(
+      rt, &(rp_task_desc){.name = "touch_nothing", .cpu_fn = touch_nothing},
+      &t));
+  rp_rect r = rp_rect_1d(0, N - 1);
+  rp_inst inst = {0};
+  if (!st)
+    TRY(rp_instance_create(rt, 0, RP_F32, &r, NULL, &inst));
+  rp_event go = {0}, ping = {0};
+  change_in_cb c = {rt, inst, RP_OK, RP_OK}; /* outlives ping's callback */
+  if (!st)
+    TRY(rp_event_create(rt, &go));
+  if (!st) {
+    rp_access acc = {.inst = inst, .priv = RP_WRITE};
+    rp_event done = UNSET;
+    rp_status ls = rp_launch_task(
+        rt,
+        &(rp_launch){
+            .task = t, .proc = 0, .accesses = &acc, .naccess = 1, .wait = go},
+        &done);
+    if (ls) {
+      st = done.id == UNSET.id
+               ? ls
+               : rp_error_set(RP_EINVAL, "a launch that failed wrote *done");
+    } else {
+      TRY(rp_event_create(rt, &ping));
+      if (!st)
+        TRY(rp_event_on_complete(rt, ping, change_from_callback, &c));
+      if (!st)
+        TRY(rp_event_trigger(rt, ping));
+      if (!st) {
+        rp_status cs[2] = {c.realloc_st, c.free_st};
+        const char *what[2] = {"rp_instance_realloc", "rp_instance_free"};
+        inst = c.inst; /* the handle left (a realloc's, none) */
+        for (int k = 0; k < 2 && !st; k++)
+          if (cs[k] == RP_OK)
+            st = rp_error_set(RP_EINVAL,
+                              "%s from a callback returned RP_OK while an "
+                              "eager op that writes the instance is pending",
+                              what[k]);
+          else if (cs[k] != RP_EBUSY)
+            st = cs[k];
+      }
+      TRY(rp_event_trigger(rt, go));
+      TRY(rp_event_wait(rt, done, -1));
+      TRY(rp_event_release(rt, done));
+    }
+  }
+  if (!st) { /* the op is done: the instance is whole and can go */
+    float v[N];
+    TRY(rp_instance_read(rt, inst, v, sizeof v));
+    if (!st)
+      memcpy(out, v, sizeof(float) * (nout < N ? nout : N));
+  }
+  if (inst.id)
+    TRY(rp_instance_free(rt, inst));
+  TRY(rp_event_release(rt, go));
+  TRY(rp_event_release(rt, ping));
+  rp_status dst = rp_runtime_destroy(rt);
+  return st ? st : dst;
+}
+
 /* ---- tests ---- */
 
 TestSuite(oom, .timeout = 600);
@@ -534,6 +633,11 @@ Test(oom, every_allocation_of_eager_copies_fails_in_turn) {
 Test(oom, every_allocation_of_eager_parallel_operators_fails_in_turn) {
   long n = sweep("eager parallel", eager_parallel_scenario, 16);
   cr_assert_gt(n, 8, "the sweep saw only %ld allocations", n);
+}
+
+Test(oom, every_allocation_of_a_busy_instance_change_fails_in_turn) {
+  long n = sweep("busy instance", busy_instance_scenario, 16);
+  cr_assert_gt(n, 4, "the sweep saw only %ld allocations", n);
 }
 
 Test(oom, every_allocation_of_eager_gpt_training_and_decoding_fails_in_turn) {
