@@ -611,6 +611,103 @@ static rp_status busy_instance_scenario(float *out, size_t nout) {
   return st ? st : dst;
 }
 
+/* A callback that counts. */
+static void count_cb(void *arg, rp_status st) {
+  atomic_fetch_add((atomic_int *)arg, st == RP_OK ? 1 : 1000);
+}
+
+/* The engine's own tables past their first chunk and hash: 40 tasks,
+ * 1100 instances (named, one reallocated with its data checked to stay
+ * when that fails), 1100 events with callbacks and a merge of them all.
+ * A call that fails must leave what it was given as it was. */
+static rp_status engine_tables_scenario(float *out, size_t nout) {
+  enum { NT = 40, NI = 1100, NE = 1100 };
+  static rp_inst insts[NI];
+  static rp_event evs[NE];
+  memset(insts, 0, sizeof insts);
+  memset(evs, 0, sizeof evs);
+  rp_runtime *rt = NULL;
+  rp_status st = make_runtime(1, &rt);
+  if (st)
+    return st;
+  rp_task_id ids[NT];
+  for (int i = 0; i < NT && !st; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "t%d", i);
+    TRY(rp_task_register(
+        rt, &(rp_task_desc){.name = name, .cpu_fn = touch_nothing}, &ids[i]));
+  }
+  for (int i = 0; i < NT && !st; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "t%d", i);
+    rp_task_id id;
+    TRY(rp_task_find(rt, name, &id));
+    if (!st && id != ids[i])
+      st = rp_error_set(RP_EINVAL, "task %s found as %u, not %u", name, id,
+                        ids[i]);
+  }
+  rp_rect r = rp_rect_1d(0, 3);
+  for (int i = 0; i < NI && !st; i++) {
+    TRY(rp_instance_create(rt, 0, RP_F32, &r, NULL, &insts[i]));
+    if (!st)
+      TRY(rp_instance_set_name(rt, insts[i], "x"));
+  }
+  float v[4] = {1, 2, 3, 4}, w[4] = {0};
+  if (!st)
+    TRY(rp_instance_write(rt, insts[NI - 1], v, sizeof v));
+  if (!st) {
+    rp_inst h = insts[NI - 1];
+    rp_status rs = rp_instance_realloc(rt, &h);
+    if (rs) { /* nothing changed: the handle and its data stay */
+      st = rs;
+      if (h.id != insts[NI - 1].id ||
+          rp_instance_read(rt, h, w, sizeof w) != RP_OK ||
+          memcmp(v, w, sizeof v))
+        st = rp_error_set(RP_EINVAL, "a failed realloc changed the instance");
+    } else {
+      insts[NI - 1] = h;
+      TRY(rp_instance_read(rt, h, w, sizeof w));
+      if (!st && (w[0] || w[3]))
+        st = rp_error_set(RP_EINVAL, "a realloc kept the old data");
+      if (!st && strcmp(rp_instance_name(rt, h), "x"))
+        st = rp_error_set(RP_EINVAL, "a realloc dropped the name");
+    }
+  }
+  atomic_int calls = 0;
+  for (int i = 0; i < NE && !st; i++) {
+    TRY(rp_event_create(rt, &evs[i]));
+    if (!st && i % 100 == 0)
+      TRY(rp_event_on_complete(rt, evs[i], count_cb, &calls));
+  }
+  rp_event m = UNSET;
+  if (!st) {
+    rp_status ms = rp_event_merge(rt, evs, NE, &m);
+    if (ms)
+      st = m.id == UNSET.id
+               ? ms
+               : rp_error_set(RP_EINVAL, "a merge that failed wrote *out");
+  }
+  for (int i = 0; i < NE; i++)
+    if (evs[i].id)
+      TRY(rp_event_trigger(rt, evs[i]));
+  if (!st) {
+    TRY(rp_event_wait(rt, m, -1));
+    TRY(rp_event_release(rt, m));
+  }
+  if (!st && atomic_load(&calls) != NE / 100)
+    st = rp_error_set(RP_EINVAL, "%d callbacks ran (%d expected)",
+                      atomic_load(&calls), NE / 100);
+  for (int i = 0; i < NE; i++)
+    TRY(rp_event_release(rt, evs[i]));
+  for (int i = 0; i < NI; i++)
+    TRY(rp_instance_free(rt, insts[i]));
+  if (!st)
+    for (size_t i = 0; i < nout && i < 4; i++)
+      out[i] = w[i];
+  rp_status dst = rp_runtime_destroy(rt);
+  return st ? st : dst;
+}
+
 /* ---- tests ---- */
 
 TestSuite(oom, .timeout = 600);
@@ -638,6 +735,11 @@ Test(oom, every_allocation_of_eager_parallel_operators_fails_in_turn) {
 Test(oom, every_allocation_of_a_busy_instance_change_fails_in_turn) {
   long n = sweep("busy instance", busy_instance_scenario, 16);
   cr_assert_gt(n, 4, "the sweep saw only %ld allocations", n);
+}
+
+Test(oom, every_allocation_of_the_engines_tables_fails_in_turn) {
+  long n = sweep("engine tables", engine_tables_scenario, 4);
+  cr_assert_gt(n, 10, "the sweep saw only %ld allocations", n);
 }
 
 Test(oom, every_allocation_of_eager_gpt_training_and_decoding_fails_in_turn) {
