@@ -609,7 +609,7 @@ rp_status rp_graph_set_op_name(rp_graph *g, rp_op_id op, const char *name) {
     return st;
   if (name && (st = rp__name_check(name, "rp_graph_set_op_name")) != RP_OK)
     return st;
-  snprintf(g->ops[op].name, sizeof g->ops[op].name, "%s", name ? name : "");
+  rp__name_set(g->ops[op].name, name);
   return RP_OK;
 }
 

@@ -256,6 +256,11 @@ static inline uint32_t rp__inst_gen_settled(const _Atomic uint32_t *w,
 /* RP_OK when name is a valid name (reprise.h RP_NAME_MAX): at most
  * RP_NAME_MAX printable ASCII bytes, no '"' or '\\'. `what`: the call. */
 rp_status rp__name_check(const char *name, const char *what);
+/* Sets a name buffer of RP_NAME_MAX + 1 bytes to name (NULL: none), which
+ * rp__name_check accepted: name may be that buffer or a tail of it (a
+ * getter's result passed back), which a copy through snprintf would read
+ * while writing over it. */
+void rp__name_set(char *dst, const char *name);
 /* Liveness and memory only (no copy of the view): RP_OK, RP_EINVAL for
  * handle 0 (none) or RP_ESTALE; no detail set. */
 rp_status rp__inst_mem(const rp_runtime *rt, rp_inst inst, rp_mem *mem);

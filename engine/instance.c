@@ -652,6 +652,12 @@ rp_status rp__name_check(const char *name, const char *what) {
   return RP_OK;
 }
 
+void rp__name_set(char *dst, const char *name) {
+  size_t n = name ? strnlen(name, RP_NAME_MAX) : 0;
+  memmove(dst, name ? name : "", n); /* dst and name may overlap */
+  dst[n] = '\0';
+}
+
 rp_status rp_instance_set_name(rp_runtime *rt, rp_inst inst, const char *name) {
   rp_status st = rp__rt_check(rt, "rp_instance_set_name");
   if (st)
@@ -671,7 +677,7 @@ rp_status rp_instance_set_name(rp_runtime *rt, rp_inst inst, const char *name) {
                    "or unknown%s",
                    (unsigned long long)inst.id, inst_why(rt, inst));
   }
-  snprintf(s->name, sizeof s->name, "%s", name ? name : "");
+  rp__name_set(s->name, name);
   pthread_mutex_unlock(&rt->inst_lock);
   return RP_OK;
 }

@@ -1690,6 +1690,37 @@ Test(misuse_api, every_name_entry_refuses_a_bad_name_and_changes_nothing) {
   th_destroy(rt);
 }
 
+/* The name a getter returned, passed back to its setter (the whole name or
+ * a tail of it): the name the caller gave, not what was left once the
+ * setter began writing over it. */
+Test(misuse_api, a_name_set_from_its_own_getter_keeps_its_bytes) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
+      &t));
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst in;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));
+  RP_CHECK(rp_instance_set_name(rt, in, "weights.layer1"));
+  RP_CHECK(rp_instance_set_name(rt, in, rp_instance_name(rt, in)));
+  cr_assert_str_eq(rp_instance_name(rt, in), "weights.layer1");
+  RP_CHECK(rp_instance_set_name(rt, in, rp_instance_name(rt, in) + 8));
+  cr_assert_str_eq(rp_instance_name(rt, in), "layer1");
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &op));
+  RP_CHECK(rp_graph_set_op_name(g, op, "block0.fc1"));
+  RP_CHECK(rp_graph_set_op_name(g, op, rp_graph_op_name(g, op)));
+  cr_assert_str_eq(rp_graph_op_name(g, op), "block0.fc1");
+  RP_CHECK(rp_graph_set_op_name(g, op, rp_graph_op_name(g, op) + 7));
+  cr_assert_str_eq(rp_graph_op_name(g, op), "fc1");
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, in));
+  th_destroy(rt);
+}
+
 #ifdef REPRISE_HAVE_CJSON
 /* A graph file with one op of task "nop" and one precondition port whose
  * name is the JSON text `port` (as written between the quotes). */
