@@ -275,21 +275,21 @@ static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
   if (ext_ptr) {
     if (ext_bytes < info.bytes)
       return rp__err(RP_ERANGE,
-                     "external buffer of %zu bytes is smaller than the "
+                     "%s: external buffer of %zu bytes is smaller than the "
                      "layout's %zu bytes",
-                     ext_bytes, info.bytes);
+                     what, ext_bytes, info.bytes);
     uintptr_t end;
     if (__builtin_add_overflow((uintptr_t)ext_ptr, ext_bytes, &end))
       return rp__err(RP_ERANGE,
-                     "external buffer %p + %zu bytes wraps "
+                     "%s: external buffer %p + %zu bytes wraps "
                      "around the address space",
-                     ext_ptr, ext_bytes);
+                     what, ext_ptr, ext_bytes);
     info.ptr = ext_ptr;
     info.external = 1;
   } else {
     st = rp__mem_alloc(rt, mem, info.bytes, 64, &base);
     if (st)
-      return st;
+      return rp__err_prefix(st, "%s: ", what);
     info.ptr = base;
   }
   pthread_mutex_lock(&rt->inst_lock);
@@ -299,7 +299,7 @@ static rp_status create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
     pthread_mutex_unlock(&rt->inst_lock);
     if (base)
       rp__mem_free(rt, mem, base);
-    return st;
+    return rp__err_prefix(st, "%s: ", what);
   }
   rp_inst_slot *s = inst_at(rt, i);
   s->live = 1;
@@ -450,7 +450,7 @@ rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
   void *nb;
   st = rp__mem_alloc(rt, s->info.mem, s->info.bytes, 64, &nb);
   if (st)
-    return st;
+    return rp__err_prefix(st, "rp_instance_realloc: ");
   pthread_mutex_lock(&rt->inst_lock);
   if (inst_lookup(rt, *inout) != s) { /* freed or reallocated meanwhile */
     pthread_mutex_unlock(&rt->inst_lock);

@@ -227,6 +227,13 @@ Test(instance, external_memory_is_used_and_not_freed) {
   RP_EXPECT(rp_instance_create_external(rt, sysmem(), RP_F32, &r, NULL, buf,
                                         sizeof buf - 4, &e),
             RP_ERANGE);
+  cr_assert(!strncmp(rp_error_detail(), "rp_instance_create_external: ", 29),
+            "the detail names the call: %s", rp_error_detail());
+  RP_EXPECT(rp_instance_create_external(rt, sysmem(), RP_U8, &r, NULL,
+                                        (void *)(UINTPTR_MAX - 15), 64, &e),
+            RP_ERANGE);
+  cr_assert(!strncmp(rp_error_detail(), "rp_instance_create_external: ", 29),
+            "the detail names the call: %s", rp_error_detail());
   RP_CHECK(rp_instance_create_external(rt, sysmem(), RP_F32, &r, NULL, buf,
                                        sizeof buf, &e));
   cr_assert_eq(rp_instance_ptr(rt, e), buf);

@@ -747,6 +747,38 @@ Test(oom, every_allocation_of_eager_gpt_training_and_decoding_fails_in_turn) {
   cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
 }
 
+/* An instance's storage that cannot be allocated: create and realloc fail
+ * with RP_ENOMEM, the detail naming the call, and a failed realloc keeps
+ * the handle and the data. */
+Test(oom, instance_storage_out_of_memory_names_the_call_and_keeps_the_data) {
+  rp_runtime *rt;
+  RP_CHECK(make_runtime(1, &rt));
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst a, b = {0x5eed};
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &a));
+  float v[4] = {1, 2, 3, 4}, w[4];
+  RP_CHECK(rp_instance_write(rt, a, v, sizeof v));
+  oom_arm(0); /* the storage: the slot table has room already */
+  rp_status st = rp_instance_create(rt, 0, RP_F32, &r, NULL, &b);
+  cr_assert(oom_disarm());
+  RP_EXPECT(st, RP_ENOMEM);
+  cr_assert(!strncmp(rp_error_detail(), "rp_instance_create: ", 20),
+            "the detail names the call: %s", rp_error_detail());
+  cr_assert_eq(b.id, 0x5eed, "*out untouched");
+  rp_inst h = a;
+  oom_arm(0);
+  st = rp_instance_realloc(rt, &h);
+  cr_assert(oom_disarm());
+  RP_EXPECT(st, RP_ENOMEM);
+  cr_assert(!strncmp(rp_error_detail(), "rp_instance_realloc: ", 21),
+            "the detail names the call: %s", rp_error_detail());
+  cr_assert_eq(h.id, a.id, "the handle stays");
+  RP_CHECK(rp_instance_read(rt, a, w, sizeof w));
+  cr_assert(!memcmp(v, w, sizeof v), "the data stays");
+  RP_CHECK(rp_instance_free(rt, a));
+  th_destroy(rt);
+}
+
 /* Replays n times with every allocation failing (armed after `warm`
  * unarmed replays: a CPU GEMM of a narrow product grows its worker's
  * scratch on first use, kernels/cpu_kernels.c); asserts they all succeed
