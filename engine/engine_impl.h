@@ -66,6 +66,11 @@ typedef struct rp_event_table {
 
 rp_status rp__events_init(rp_event_table *et);
 void rp__events_fini(rp_event_table *et);
+/* A test seam: when set, rp_event_trigger, rp_event_poison and
+ * rp_event_release call it between resolving a handle to its slot and
+ * taking their reference to it (the window in which another thread may
+ * complete, recycle and reuse the slot). NULL outside tests. */
+extern void (*rp__event_resolved_hook)(rp_runtime *rt, rp_event e);
 
 /* ---------------------------------------------------------------------- */
 /* Instances */

@@ -32,6 +32,8 @@ static inline rp_event_slot *slot_at(const rp_event_table *et, uint32_t i) {
 
 /* Resolves a handle to its slot, or NULL when it is out of range or its
  * generation is not the slot's current one (recycled). */
+void (*rp__event_resolved_hook)(rp_runtime *rt, rp_event e);
+
 static rp_event_slot *ev_lookup(const rp_runtime *rt, rp_event e) {
   uint32_t lo = (uint32_t)e.id & RP_HANDLE_SLOT_MASK;
   if (lo == 0 || rp__handle_tag(e.id) != rt->tag || (e.id >> 63) ||
@@ -538,12 +540,18 @@ static rp_status user_complete(rp_runtime *rt, rp_event e, rp_status st,
   if (e.id == 0)
     return rp__err(RP_EINVAL, "%s: RP_NO_EVENT cannot be completed", what);
   rp_event_slot *s = ev_lookup(rt, e);
-  if (!s)
-    return ev_stale(rt, e, what, "");
+  if (s && rp__event_resolved_hook)
+    rp__event_resolved_hook(rt, e);
+  /* held: a trigger racing this one (of a released handle) may complete
+   * the event and recycle its slot, and another thread reuse it; the claim
+   * below must not take that new event's completion */
+  if (!s || !ev_hold(rt, s, e))
+    return ev_stale(rt, e, what, s ? EV_RECYCLED : "");
   /* Claim the completion: of two threads completing one event, one wins
    * and the other is told it already completed. */
   if (!claim_user(s)) {
     int user = atomic_load_explicit(&s->user, memory_order_acquire) != 0;
+    ev_unref(&rt->events, ev_slot_of(e), s);
     return rp__err(RP_EINVAL,
                    user ? "%s: event %#llx already completed"
                         : "%s: event %#llx is not an rp_event_create event: "
@@ -551,6 +559,7 @@ static rp_status user_complete(rp_runtime *rt, rp_event e, rp_status st,
                    what, (unsigned long long)e.id);
   }
   rp__event_complete_why(rt, e, st, st ? "poisoned by rp_event_poison" : NULL);
+  ev_unref(&rt->events, ev_slot_of(e), s);
   return RP_OK;
 }
 
@@ -828,13 +837,21 @@ rp_status rp_event_release(rp_runtime *rt, rp_event e) {
   if (e.id == 0)
     return RP_OK;
   rp_event_slot *s = ev_lookup(rt, e);
-  if (!s)
-    return ev_stale(rt, e, "rp_event_release", "");
-  if (atomic_exchange_explicit(&s->released, 1, memory_order_relaxed))
+  if (s && rp__event_resolved_hook)
+    rp__event_resolved_hook(rt, e);
+  /* held: a second release racing a trigger must not mark (and drop a
+   * reference of) the event that reuses the slot once it recycles */
+  if (!s || !ev_hold(rt, s, e))
+    return ev_stale(rt, e, "rp_event_release", s ? EV_RECYCLED : "");
+  uint32_t i = ev_slot_of(e);
+  if (atomic_exchange_explicit(&s->released, 1, memory_order_relaxed)) {
+    ev_unref(&rt->events, i, s);
     return rp__err(RP_ESTALE,
                    "rp_event_release: event %#llx was already "
                    "released (it is still pending)",
                    (unsigned long long)e.id);
-  ev_unref(&rt->events, ev_slot_of(e), s);
+  }
+  ev_unref(&rt->events, i, s); /* the handle's reference */
+  ev_unref(&rt->events, i, s); /* ours */
   return RP_OK;
 }

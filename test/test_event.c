@@ -275,6 +275,54 @@ Test(event, a_slot_recycled_2_to_the_31_times_still_hands_out_events) {
   }
 }
 
+/* A stale completion or release racing the trigger that recycles its
+ * slot: between resolving the handle and acting on it, another thread
+ * completes the event and a third creates one in the same slot. The late
+ * call must be refused, not act on the new event (the seam runs that
+ * interleaving on one thread, deterministically). */
+static rp_event race_fresh;
+static void race_hook(rp_runtime *r, rp_event e) {
+  rp__event_resolved_hook = NULL;   /* once: the calls below pass it too */
+  RP_CHECK(rp_event_trigger(r, e)); /* the other thread's trigger */
+  RP_CHECK(rp_event_create(r, &race_fresh)); /* a third thread's event */
+  cr_assert_eq((uint32_t)race_fresh.id, (uint32_t)e.id,
+               "the recycled slot is reused (LIFO free list)");
+}
+
+Test(event, a_late_trigger_or_release_never_acts_on_the_slots_next_event) {
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_release(rt, e)); /* the trigger recycles the slot */
+  rp__event_resolved_hook = race_hook;
+  RP_EXPECT(rp_event_trigger(rt, e), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "is stale (released and recycled)"), "%s",
+            rp_error_detail());
+  cr_assert_null(rp__event_resolved_hook, "the seam ran");
+  RP_EXPECT(rp_event_query(rt, race_fresh), RP_EAGAIN); /* not completed */
+  RP_CHECK(rp_event_release(rt, race_fresh));
+  RP_CHECK(rp_event_trigger(rt, race_fresh));
+
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_release(rt, e));
+  rp__event_resolved_hook = race_hook; /* a second release, racing */
+  RP_EXPECT(rp_event_release(rt, e), RP_ESTALE);
+  cr_assert_null(rp__event_resolved_hook, "the seam ran");
+  /* the new event keeps its handle's reference and its completion */
+  RP_EXPECT(rp_event_query(rt, race_fresh), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, race_fresh));
+  RP_EXPECT(rp_event_wait(rt, race_fresh, -1), RP_OK);
+  RP_CHECK(rp_event_release(rt, race_fresh));
+  RP_EXPECT(rp_event_query(rt, race_fresh), RP_ESTALE); /* recycled */
+
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_release(rt, e));
+  rp__event_resolved_hook = race_hook; /* a poison, racing */
+  RP_EXPECT(rp_event_poison(rt, e, RP_ETIMEDOUT), RP_ESTALE);
+  RP_EXPECT(rp_event_query(rt, race_fresh), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, race_fresh));
+  RP_CHECK(rp_event_release(rt, race_fresh));
+}
+
 Test(event, garbage_handles_are_stale) {
   RP_EXPECT(rp_event_query(rt, (rp_event){0x7777777700001234ull}), RP_ESTALE);
   RP_EXPECT(rp_event_wait(rt, (rp_event){0xffffffffull}, 0), RP_ESTALE);
