@@ -31,16 +31,27 @@ static inline void bias_gelu_fwd(float *pre, const float *bias, float *out,
   }
 }
 
+/* Beyond |x| = GELU_FLAT, h is exactly 1 (x > 0) or 0 (x < 0) in float,
+ * so h (1 - h) and the gradient's second term below are 0 there. */
+#define GELU_FLAT 1e4f
+
 /* d gelu / dx = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 k x^2) with t =
  * tanh(u); in terms of h = 0.5 (1 + t): 1 - t^2 = 4 h (1 - h), so
- * d gelu / dx = h + 2 x h (1 - h) s (1 + 3 k x^2). */
+ * d gelu / dx = h + 2 x h (1 - h) s (1 + 3 k x^2). The second term takes
+ * x clamped to [-GELU_FLAT, GELU_FLAT]: the same bits where |x| is within
+ * it, and 0 rather than 0 * inf = NaN where x^2 would overflow (|x| above
+ * about 5e19): the gradient is h there, 1 or 0, as the limits. NaN stays
+ * NaN (h is NaN). */
 static inline void gelu_bwd(const float *pre, const float *dout, float *dpre,
                             int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     float x = pre[i];
     float h = half_one_plus_tanh(x);
-    float g =
-        h + 2.0f * x * h * (1.0f - h) * GELU_S * (1.0f + 3.0f * GELU_K * x * x);
+    /* quiet comparisons, as vexpf.h's: the selects may become blends */
+    float xc = __builtin_isgreater(x, GELU_FLAT) ? GELU_FLAT : x;
+    xc = __builtin_isless(xc, -GELU_FLAT) ? -GELU_FLAT : xc;
+    float g = h + 2.0f * xc * h * (1.0f - h) * GELU_S *
+                      (1.0f + 3.0f * GELU_K * xc * xc);
     dpre[i] = dout[i] * g;
   }
 }

@@ -3,7 +3,8 @@
  * CPU kernel does (kernels/gelu.c):
  *   gelu(x)  = x h,  h = 0.5 (1 + tanh(u)) = sigma(2u) = 1 / (1 + exp(-2u)),
  *              u = s (x + 0.044715 x^3), s = sqrt(2 / pi);
- *   gelu'(x) = h + 2 x h (1 - h) s (1 + 3 0.044715 x^2).
+ *   gelu'(x) = h + 2 x h (1 - h) s (1 + 3 0.044715 x^2) (the second term
+ *              with x clamped to [-1e4, 1e4], where it is 0 beyond).
  * Elementwise, the CPU kernel's operations in its order, each with explicit
  * round-to-nearest intrinsics (no FMA contraction); device expf differs
  * from glibc's by a few ulp, so they agree with the CPU to a relative 1e-5
@@ -30,11 +31,19 @@ __device__ inline float half_one_plus_tanh(float x) {
   return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(z)));
 }
 
-/* h + 2 x h (1 - h) s (1 + 3 k x^2) */
+/* Beyond |x| = kGeluFlat, h is exactly 1 (x > 0) or 0 (x < 0) in float:
+ * the gradient's second term is 0 there. */
+constexpr float kGeluFlat = 1e4f;
+
+/* h + 2 x h (1 - h) s (1 + 3 k x^2), the second term with x clamped to
+ * [-kGeluFlat, kGeluFlat] as on the CPU: the same bits where |x| is within
+ * it, and h (1 or 0) rather than 0 * inf = NaN where x^2 would overflow
+ * (|x| above about 5e19). NaN stays NaN (h is NaN). */
 __device__ inline float gelu_grad(float x) {
   float h = half_one_plus_tanh(x);
-  float poly = __fadd_rn(1.0f, __fmul_rn(__fmul_rn(3.0f * kGeluK, x), x));
-  float t = __fmul_rn(__fmul_rn(2.0f, x), h);
+  float xc = fminf(fmaxf(x, -kGeluFlat), kGeluFlat);
+  float poly = __fadd_rn(1.0f, __fmul_rn(__fmul_rn(3.0f * kGeluK, xc), xc));
+  float t = __fmul_rn(__fmul_rn(2.0f, xc), h);
   t = __fmul_rn(__fmul_rn(__fmul_rn(t, __fsub_rn(1.0f, h)), kGeluS), poly);
   return __fadd_rn(h, t);
 }

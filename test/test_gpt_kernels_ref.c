@@ -5,6 +5,7 @@
  *    and its tail both run: AdamW tensors of 1 to 1000 elements, LayerNorm
  *    widths 1 to 771, GELU over 3 x 1001 inputs in [-20, 20] (the exp
  *    clamps in vector lanes), attention rows of 33 to 64;
+ *  - the GELU gradient at inputs up to 3.4e38, where x^2 overflows float;
  *  - attention with T = 1, head sizes 5 and 12 (not multiples of 8),
  *    scores up to 36 (inputs in [-6, 6]); decoding at every position with
  *    the cache rows past it NaN (a read beyond pos shows);
@@ -440,6 +441,37 @@ Test(gpt_kernels_ref, gelu_over_wide_inputs_matches_double_reference) {
   kr_close(dp, wg, GN, 1e-5, 1e-2, 0, "gelu_bwd");
   free(pre), free(bias), free(pre0), free(out), free(dy), free(dp), free(wo),
       free(wg);
+}
+
+/* Inputs of any finite size: the gradient's x^2 overflows float beyond
+ * |x| = 5e19, where h is exactly 1 (x > 0) or 0 (x < 0); the reference,
+ * whose x^2 is finite in double, gives those limits. Each gradient within
+ * 1e-6 of max(|g|, 1), every one finite. */
+Test(gpt_kernels_ref, gelu_bwd_of_huge_inputs_is_the_limit_not_nan) {
+  static const float xs[] = {
+      1e4f,  -1e4f,  1.0001e4f, -1.0001e4f, 1e19f, -1e19f, 5e19f,   -5e19f,
+      6e19f, -6e19f, 1e20f,     -1e20f,     1e30f, -1e30f, 3.4e38f, -3.4e38f};
+  enum { GN = KR_LEN(xs), REP = 3 };
+  /* REP copies, so that the vector body and its tail both meet them */
+  float pre[GN * REP], dy[GN * REP], dp[GN * REP];
+  double want[GN * REP];
+  for (int i = 0; i < GN * REP; i++) {
+    pre[i] = xs[i % GN];
+    dy[i] = 1.0f;
+    want[i] = gelu_grad_d(pre[i]);
+    cr_assert(isfinite(want[i]), "reference at %g", (double)pre[i]);
+  }
+  rp_cpu_gpt_gelu_bwd(pre, dy, dp, GN * REP);
+  for (int i = 0; i < GN * REP; i++)
+    cr_assert(isfinite(dp[i]), "gelu_bwd at %g is %g", (double)pre[i],
+              (double)dp[i]);
+  kr_close(dp, want, GN * REP, 1e-6, 1, 0, "gelu_bwd at huge inputs");
+  /* the infinities: the limits too (the reference's inf * 0 is NaN) */
+  float inf[2] = {INFINITY, -INFINITY}, one[2] = {1, 1}, dinf[2];
+  rp_cpu_gpt_gelu_bwd(inf, one, dinf, 2);
+  cr_assert(dinf[0] == 1.0f && dinf[1] == 0.0f,
+            "gelu_bwd at +inf %g (need 1), at -inf %g (need 0)",
+            (double)dinf[0], (double)dinf[1]);
 }
 
 /* ---------------------------------------------------------------------- */
