@@ -19,7 +19,9 @@
  *    bitwise on the CPU backend, within 1e-4 of max(|x|, 1) on CUDA (suite
  *    gpt_tasks_backends, also built as test_gpt_kernels_cuda);
  *  - the tasks' refusals (missing access, wrong type, too small, bad args,
- *    a position or token out of range) leave every output untouched. */
+ *    a position or token out of range) leave every output untouched; every
+ *    access of every task, short by one element, of the other type,
+ *    strided or left out, is refused with a message naming it. */
 #include "helpers.h"
 #include "kernels_ref.h"
 
@@ -1057,6 +1059,252 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
   bits_eq(out, outs, N * OC, "out after refused adamw and sumsq");
   free(inp0), free(outs);
   free(inp), free(W), free(bias), free(out), free(out0), free(ref);
+}
+
+/* Every access of every gpt.* task, one at a time: shortened by one
+ * element (RP_ESHAPE naming the access, its role and both counts), of the
+ * other element type (RP_ETYPE), strided (RP_ESHAPE, not dense), or left
+ * out with those after it (RP_ESHAPE, missing); each refusal leaves every
+ * buffer as it was. A group's first access (adamw's W, sumsq's G) sets the
+ * group's size, so shortening it is no error: skipped there. */
+enum { MS_MAX = 10 };
+typedef struct ms_case {
+  const char *name;
+  rp_status (*fn)(rp_task_ctx *);
+  const void *args;
+  size_t size;
+  uint32_t n;
+  rp_dtype dt[MS_MAX];
+  int64_t need[MS_MAX];
+  const char *role[MS_MAX];
+  int sets_size[MS_MAX]; /* 1: shortening it is allowed */
+} ms_case;
+
+/* mc's task on ctx returns want, with want_detail in its message. */
+static void ms_expect(const ms_case *mc, rp_task_ctx *ctx, rp_status want,
+                      const char *what, uint32_t i, const char *want_detail) {
+  rp_status st = mc->fn(ctx);
+  cr_assert(st == want, "%s: access %u %s: %s, expected %s (%s)", mc->name, i,
+            what, rp_status_name(st), rp_status_name(want), rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), want_detail),
+            "%s: access %u %s: want '%s', got '%s'", mc->name, i, what,
+            want_detail, rp_error_detail());
+}
+
+static void ms_check(const ms_case *mc) {
+  void *buf[MS_MAX], *snap[MS_MAX];
+  rp_instance_info in[MS_MAX];
+  for (uint32_t i = 0; i < mc->n; i++) {
+    size_t bytes = (size_t)mc->need[i] * 2 * 4; /* room for stride 2 */
+    buf[i] = kr_random((size_t)mc->need[i] * 2, 500 + i, 0.5f, 1.5f);
+    if (mc->dt[i] == RP_I32)
+      memset(buf[i], 0, bytes); /* token, target 0: in range */
+    snap[i] = malloc(bytes);
+    cr_assert(snap[i]);
+    memcpy(snap[i], buf[i], bytes);
+    in[i] = inst1d(buf[i], mc->dt[i], mc->need[i]);
+  }
+  rp_task_ctx ctx = cpu_ctx(mc->args, mc->size, in, mc->n);
+  char want[160];
+  for (uint32_t i = 0; i < mc->n; i++) {
+    rp_instance_info keep = in[i];
+    if (!mc->sets_size[i] && mc->need[i] > 1) { /* one element short */
+      in[i] = inst1d(buf[i], mc->dt[i], mc->need[i] - 1);
+      snprintf(want, sizeof want,
+               "%s: access %u (%s) has %lld elements, needs %lld", mc->name, i,
+               mc->role[i], (long long)mc->need[i] - 1, (long long)mc->need[i]);
+      ms_expect(mc, &ctx, RP_ESHAPE, "short", i, want);
+    }
+    in[i] = keep; /* the other type */
+    in[i].dtype = mc->dt[i] == RP_F32 ? RP_I32 : RP_F32;
+    snprintf(want, sizeof want, "%s: access %u (%s) is %s, needs %s", mc->name,
+             i, mc->role[i], rp_dtype_name(in[i].dtype),
+             rp_dtype_name(mc->dt[i]));
+    ms_expect(mc, &ctx, RP_ETYPE, "of the other type", i, want);
+    in[i] = keep;
+    if (mc->need[i] > 1) { /* strided */
+      in[i].strides[0] = 2;
+      snprintf(want, sizeof want, "%s: access %u (%s) is not dense row-major",
+               mc->name, i, mc->role[i]);
+      ms_expect(mc, &ctx, RP_ESHAPE, "strided", i, want);
+      in[i] = keep;
+    }
+    ctx.naccess = i; /* left out, with the accesses after it */
+    ms_expect(mc, &ctx, RP_ESHAPE, "left out", i, mc->name);
+    ctx.naccess = mc->n;
+    for (uint32_t j = 0; j < mc->n; j++)
+      cr_assert(memcmp(buf[j], snap[j], (size_t)mc->need[j] * 2 * 4) == 0,
+                "%s: a refusal about access %u wrote access %u", mc->name, i,
+                j);
+  }
+  RP_CHECK(mc->fn(&ctx)); /* and the whole launch is good */
+  for (uint32_t i = 0; i < mc->n; i++)
+    free(buf[i]), free(snap[i]);
+}
+
+Test(gpt_tasks, every_access_mis_shaped_is_refused_by_name) {
+  enum { B = 2, T = 3, C = 4, NH = 2, V = 5, N = B * T, OC = 6 };
+  const rp_dtype F = RP_F32, I = RP_I32;
+  rp_gpt_embed_args ea = {B, T, C, V};
+  rp_gpt_token_args ta = {.pos = 1, .token = 2, .C = C, .V = V, .T = T};
+  rp_gpt_ln_args la = {N, C, 1e-5f};
+  rp_gpt_ln_bwd_args lb = {N, C, 0};
+  rp_gpt_matmul_args ma = {N, C, OC, 1, 0};
+  rp_gpt_rows_cols_args ga = {N, OC};
+  rp_gpt_n_args na = {N * OC};
+  rp_gpt_attn_args aa = {B, T, C, NH};
+  rp_gpt_decode_args da = {.pos = 1, .T = T, .C = C, .NH = NH};
+  rp_gpt_xent_args xa = {N, V, 0.0f, 1};
+  rp_gpt_adamw_args wa = kr_adamw_args(1e-3f, 1, 1.0f, 2);
+  rp_gpt_sumsq_args qa = {2};
+  const ms_case cases[] = {
+      {"gpt.embed_fwd",
+       rp_task_gpt_embed_fwd_cpu,
+       &ea,
+       sizeof ea,
+       4,
+       {I, F, F, F},
+       {N, V * C, T * C, N * C},
+       {"tokens", "wte", "wpe", "out"},
+       {0}},
+      {"gpt.embed_bwd",
+       rp_task_gpt_embed_bwd_cpu,
+       &ea,
+       sizeof ea,
+       4,
+       {I, F, F, F},
+       {N, N * C, V * C, T * C},
+       {"tokens", "dout", "dwte", "dwpe"},
+       {0}},
+      {"gpt.embed_token",
+       rp_task_gpt_embed_token_cpu,
+       &ta,
+       sizeof ta,
+       3,
+       {F, F, F},
+       {V * C, T * C, C},
+       {"wte", "wpe", "out"},
+       {0}},
+      {"gpt.layernorm_fwd",
+       rp_task_gpt_layernorm_fwd_cpu,
+       &la,
+       sizeof la,
+       6,
+       {F, F, F, F, F, F},
+       {N * C, C, C, N * C, N, N},
+       {"x", "w", "b", "out", "mean", "rstd"},
+       {0}},
+      {"gpt.residual_layernorm_fwd",
+       rp_task_gpt_residual_layernorm_fwd_cpu,
+       &la,
+       sizeof la,
+       8,
+       {F, F, F, F, F, F, F, F},
+       {N * C, N * C, N * C, C, C, N * C, N, N},
+       {"a", "r", "res", "w", "b", "out", "mean", "rstd"},
+       {0}},
+      {"gpt.layernorm_bwd",
+       rp_task_gpt_layernorm_bwd_cpu,
+       &lb,
+       sizeof lb,
+       8,
+       {F, F, F, F, F, F, F, F},
+       {N * C, N * C, C, N, N, N * C, C, C},
+       {"dout", "x", "w", "mean", "rstd", "dx", "dw", "db"},
+       {0}},
+      {"gpt.matmul_fwd",
+       rp_task_gpt_matmul_fwd_cpu,
+       &ma,
+       sizeof ma,
+       4,
+       {F, F, F, F},
+       {N * C, OC * C, N * OC, OC},
+       {"inp", "W", "out", "bias"},
+       {0}},
+      {"gpt.matmul_bwd",
+       rp_task_gpt_matmul_bwd_cpu,
+       &ma,
+       sizeof ma,
+       6,
+       {F, F, F, F, F, F},
+       {N * OC, N * C, OC * C, N * C, OC * C, OC},
+       {"dout", "inp", "W", "dinp", "dW", "dbias"},
+       {0}},
+      {"gpt.bias_gelu_fwd",
+       rp_task_gpt_bias_gelu_fwd_cpu,
+       &ga,
+       sizeof ga,
+       3,
+       {F, F, F},
+       {N * OC, OC, N * OC},
+       {"pre", "bias", "out"},
+       {0}},
+      {"gpt.gelu_bwd",
+       rp_task_gpt_gelu_bwd_cpu,
+       &na,
+       sizeof na,
+       3,
+       {F, F, F},
+       {N * OC, N * OC, N * OC},
+       {"pre", "dout", "dpre"},
+       {0}},
+      {"gpt.attention_fwd",
+       rp_task_gpt_attention_fwd_cpu,
+       &aa,
+       sizeof aa,
+       5,
+       {F, F, F, F, F},
+       {3 * N * C, 3 * N * C, B * NH * T * T, N * C, N * C},
+       {"qkv", "qkvr", "att", "out", "scratch"},
+       {0}},
+      {"gpt.attention_bwd",
+       rp_task_gpt_attention_bwd_cpu,
+       &aa,
+       sizeof aa,
+       6,
+       {F, F, F, F, F, F},
+       {N * C, 3 * N * C, B * NH * T * T, 3 * N * C, B * NH * T * T, 4 * N * C},
+       {"dout", "qkvr", "att", "dqkv", "datt", "scratch"},
+       {0}},
+      {"gpt.attention_decode",
+       rp_task_gpt_attention_decode_cpu,
+       &da,
+       sizeof da,
+       5,
+       {F, F, F, F, F},
+       {3 * C, T * C, T * C, C, NH * T},
+       {"qkv", "kcache", "vcache", "out", "scratch"},
+       {0}},
+      {"gpt.xent",
+       rp_task_gpt_xent_cpu,
+       &xa,
+       sizeof xa,
+       4,
+       {F, I, F, F},
+       {N * V, N, N, 1},
+       {"logits", "targets", "losses", "loss"},
+       {0}},
+      {"gpt.adamw",
+       rp_task_gpt_adamw_cpu,
+       &wa,
+       sizeof wa,
+       9,
+       {F, F, F, F, F, F, F, F, F},
+       {7, 7, 7, 7, 3, 3, 3, 3, 3},
+       {"W", "G", "M", "V", "W", "G", "M", "V", "stats"},
+       {1, 0, 0, 0, 1, 0, 0, 0, 0}},
+      {"gpt.sumsq",
+       rp_task_gpt_sumsq_cpu,
+       &qa,
+       sizeof qa,
+       4,
+       {F, F, F, F},
+       {7, 3, 1, 2},
+       {"G", "G", "sq", "each"},
+       {1, 1, 0, 0}},
+  };
+  for (size_t i = 0; i < KR_LEN(cases); i++)
+    ms_check(&cases[i]);
 }
 
 Test(gpt_tasks, register_names_the_gpt_tasks) {
