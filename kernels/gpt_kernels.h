@@ -7,7 +7,9 @@
  *     rp_ctx_args() and its instances in the access order documented here.
  *     Arguments and shapes are checked once, by the task's op descriptor
  *     (kernels/op_table.h; the gpt.* ones in kernels/gpt_tasks.c), before
- *     any data is touched.
+ *     any data is touched; so is aliasing: an access the task writes
+ *     shares no memory with another access (RP_EINVAL naming both), except
+ *     gpt.gelu_bwd's dpre, which may be dout's instance.
  *  2. CPU kernels rp_cpu_gpt_* (plain C, CBLAS for GEMMs).
  *  3. CUDA launchers rp_cuda_gpt_* (the kernels/NAME.cu files; C-callable,
  * no CUDA types: a stream is a cudaStream_t passed as void *). They take the

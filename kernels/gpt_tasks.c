@@ -118,22 +118,6 @@ static rp_status adamw_args(const rp_op *op, void *args,
   return RP_OK;
 }
 
-/* An output that must not share its instance with an input. */
-static rp_status distinct(const rp_op *op, void *const *ptr, uint32_t out,
-                          uint32_t in) {
-  if (ptr[out] && ptr[out] == ptr[in])
-    return rp__err(RP_EINVAL, "%s: access %u (%s) is access %u's (%s) memory",
-                   op->name, out, op->head[out].role, in, op->head[in].role);
-  return RP_OK;
-}
-
-static rp_status bias_gelu_ptrs(const rp_op *op, const void *args,
-                                void *const *ptr, const rp_task_ctx *ctx) {
-  (void)ctx;
-  const rp_gpt_rows_cols_args *a = args;
-  return a->rows > 0 ? distinct(op, ptr, 2, 0) : RP_OK;
-}
-
 /* ---------------------------------------------------------------------- */
 /* The descriptors */
 
@@ -150,6 +134,7 @@ static const rp_op OP_EMBED_FWD = {
              {"wpe", RP_F32, RP_READ, {1, {EM(T), EM(C)}}},
              {"out", RP_F32, RP_WRITE, {1, {EM(B), EM(T), EM(C)}}}},
     .nhead = 4,
+    .disjoint = 1,
 };
 static const rp_op OP_EMBED_BWD = {
     .name = "gpt.embed_bwd",
@@ -163,6 +148,7 @@ static const rp_op OP_EMBED_BWD = {
              {"dwte", RP_F32, RP_RW, {1, {EM(V), EM(C)}}},
              {"dwpe", RP_F32, RP_WRITE, {1, {EM(T), EM(C)}}}},
     .nhead = 4,
+    .disjoint = 1,
 };
 
 #define TK(m) RP_OPF(rp_gpt_token_args, m)
@@ -177,6 +163,7 @@ static const rp_op OP_EMBED_TOKEN = {
              {"wpe", RP_F32, RP_READ, {1, {TK(T), TK(C)}}},
              {"out", RP_F32, RP_WRITE, {1, {TK(C)}}}},
     .nhead = 3,
+    .disjoint = 1,
 };
 
 #define LN(m) RP_OPF(rp_gpt_ln_args, m)
@@ -192,6 +179,7 @@ static const rp_op OP_LN_FWD = {
              {"mean", RP_F32, RP_WRITE, {1, {LN(N)}}},
              {"rstd", RP_F32, RP_WRITE, {1, {LN(N)}}}},
     .nhead = 6,
+    .disjoint = 1,
 };
 static const rp_op OP_RES_LN_FWD = {
     .name = "gpt.residual_layernorm_fwd",
@@ -207,6 +195,7 @@ static const rp_op OP_RES_LN_FWD = {
              {"mean", RP_F32, RP_WRITE, {1, {LN(N)}}},
              {"rstd", RP_F32, RP_WRITE, {1, {LN(N)}}}},
     .nhead = 8,
+    .disjoint = 1,
 };
 
 #define LB(m) RP_OPF(rp_gpt_ln_bwd_args, m)
@@ -225,6 +214,7 @@ static const rp_op OP_LN_BWD = {
              {"dw", RP_F32, RP_WRITE, {1, {LB(C)}}},
              {"db", RP_F32, RP_WRITE, {1, {LB(C)}}}},
     .nhead = 8,
+    .disjoint = 1,
 };
 
 #define MM(m) RP_OPF(rp_gpt_matmul_args, m)
@@ -243,6 +233,7 @@ static const rp_op OP_MATMUL_FWD = {
              {"out", RP_F32, RP_WRITE, {1, {MM(N), MM(OC)}}},
              {"bias", RP_F32, RP_READ, {1, {MM(OC)}}, MM(has_bias)}},
     .nhead = 4,
+    .disjoint = 1,
 };
 static const rp_op OP_MATMUL_BWD = {
     .name = "gpt.matmul_bwd",
@@ -255,6 +246,7 @@ static const rp_op OP_MATMUL_BWD = {
              {"dW", RP_F32, RP_WRITE, {1, {MM(OC), MM(C)}}},
              {"dbias", RP_F32, RP_WRITE, {1, {MM(OC)}}, MM(has_bias)}},
     .nhead = 6,
+    .disjoint = 1,
 };
 
 #define RC(m) RP_OPF(rp_gpt_rows_cols_args, m)
@@ -267,7 +259,7 @@ static const rp_op OP_BIAS_GELU = {
              {"bias", RP_F32, RP_READ, {1, {RC(cols)}}},
              {"out", RP_F32, RP_WRITE, {1, {RC(rows), RC(cols)}}}},
     .nhead = 3,
-    .check_ptrs = bias_gelu_ptrs,
+    .disjoint = 1,
 };
 
 #define NN(m) RP_OPF(rp_gpt_n_args, m)
@@ -277,8 +269,9 @@ static const rp_op OP_GELU_BWD = {
     .fields = {{"n", NN(n), 1, 0, INT64_MAX}},
     .head = {{"pre", RP_F32, RP_READ, {1, {NN(n)}, 0, RP_OPC_I64}},
              {"dout", RP_F32, RP_READ, {1, {NN(n)}, 0, RP_OPC_I64}},
-             {"dpre", RP_F32, RP_WRITE, {1, {NN(n)}, 0, RP_OPC_I64}}},
+             {"dpre", RP_F32, RP_WRITE, {1, {NN(n)}, 0, RP_OPC_I64}, 0, 0, 2}},
     .nhead = 3,
+    .disjoint = 1,
 };
 
 #define AT(m) RP_OPF(rp_gpt_attn_args, m)
@@ -298,6 +291,7 @@ static const rp_op OP_ATTN_FWD = {
              {"out", RP_F32, RP_WRITE, {1, {AT(B), AT(T), AT(C)}}},
              {"scratch", RP_F32, RP_WRITE, {1, {AT(B), AT(T), AT(C)}}}},
     .nhead = 5,
+    .disjoint = 1,
 };
 static const rp_op OP_ATTN_BWD = {
     .name = "gpt.attention_bwd",
@@ -311,6 +305,7 @@ static const rp_op OP_ATTN_BWD = {
              {"datt", RP_F32, RP_WRITE, {1, {AT(B), AT(NH), AT(T), AT(T)}}},
              {"scratch", RP_F32, RP_WRITE, {4, {AT(B), AT(T), AT(C)}}}},
     .nhead = 6,
+    .disjoint = 1,
 };
 
 #define DC(m) RP_OPF(rp_gpt_decode_args, m)
@@ -327,6 +322,7 @@ static const rp_op OP_ATTN_DECODE = {
              {"out", RP_F32, RP_WRITE, {1, {DC(C)}}},
              {"scratch", RP_F32, RP_WRITE, {1, {DC(NH), DC(T)}}}},
     .nhead = 5,
+    .disjoint = 1,
 };
 
 #define XE(m) RP_OPF(rp_gpt_xent_args, m)
@@ -342,6 +338,7 @@ static const rp_op OP_XENT = {
              {"losses", RP_F32, RP_WRITE, {1, {XE(N)}}},
              {"loss", RP_F32, RP_WRITE, RP_OPC_ONE}},
     .nhead = 4,
+    .disjoint = 1,
 };
 
 #define AW(m) RP_OPF(rp_gpt_adamw_args, m)
@@ -361,6 +358,7 @@ static const rp_op OP_ADAMW = {
     .tail = {{"stats", RP_F32, RP_WRITE, {1, {AW(count)}, 1}},
              {"sq", RP_F32, RP_READ, {1, {AW(norm_parts)}}, AW(norm_parts)}},
     .ntail = 2,
+    .disjoint = 1,
 };
 
 #define SQ(m) RP_OPF(rp_gpt_sumsq_args, m)
@@ -374,6 +372,7 @@ static const rp_op OP_SUMSQ = {
     .tail = {{"sq", RP_F32, RP_WRITE, RP_OPC_ONE},
              {"each", RP_F32, RP_WRITE, {1, {SQ(count)}}}},
     .ntail = 2,
+    .disjoint = 1,
 };
 
 /* ---------------------------------------------------------------------- */
@@ -477,6 +476,7 @@ rp_status rp_task_gpt_xent_cpu(rp_task_ctx *ctx) {
 
 /* gpt.adamw: the accesses de-interleaved into the kernels' arrays. */
 #define ADAMW_ACCESSES (4 * RP_GPT_ADAMW_MAX + 2)
+_Static_assert(ADAMW_ACCESSES <= RP_OP_MAX_TOTAL, "rp_op_prep's limit");
 typedef struct adamw_job {
   rp_gpt_adamw_args a;
   void *p[ADAMW_ACCESSES];
@@ -488,9 +488,11 @@ typedef struct adamw_job {
   const float *sq;
 } adamw_job;
 
-static rp_status adamw_prep(const rp_task_ctx *ctx, adamw_job *j) {
-  rp_status st =
-      rp_op_prep(&OP_ADAMW, ctx, &j->a, j->p, j->vol, ADAMW_ACCESSES);
+/* args_only: the check_fn's check (rp_op_prep_args) */
+static rp_status adamw_prep(const rp_task_ctx *ctx, adamw_job *j,
+                            int args_only) {
+  rp_status st = (args_only ? rp_op_prep_args : rp_op_prep)(
+      &OP_ADAMW, ctx, &j->a, j->p, j->vol, ADAMW_ACCESSES);
   if (st != RP_OK)
     return st;
   for (int32_t i = 0; i < j->a.count; i++) {
@@ -507,12 +509,12 @@ static rp_status adamw_prep(const rp_task_ctx *ctx, adamw_job *j) {
 
 rp_status rp_task_gpt_adamw_check(rp_task_ctx *ctx) {
   adamw_job j;
-  return adamw_prep(ctx, &j);
+  return adamw_prep(ctx, &j, 1);
 }
 
 rp_status rp_task_gpt_adamw_cpu(rp_task_ctx *ctx) {
   adamw_job j;
-  rp_status st = adamw_prep(ctx, &j);
+  rp_status st = adamw_prep(ctx, &j, 0);
   if (st == RP_OK)
     rp_cpu_gpt_adamw(j.w, j.g, j.m, j.v, j.n, j.stats, j.sq, &j.a);
   return st;
@@ -648,7 +650,7 @@ rp_status rp_task_gpt_xent_gpu(rp_task_ctx *ctx) {
 
 rp_status rp_task_gpt_adamw_gpu(rp_task_ctx *ctx) {
   adamw_job j;
-  rp_status st = adamw_prep(ctx, &j);
+  rp_status st = adamw_prep(ctx, &j, 0);
   if (st != RP_OK)
     return st;
   /* lr and step at offsets 0 and 4 of the device args inside an exec */

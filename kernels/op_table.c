@@ -4,6 +4,7 @@
 
 #include "engine/util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int32_t field_i32(const void *args, uint16_t f) {
@@ -119,8 +120,125 @@ static rp_status take(const rp_op *op, const rp_op_access *a, const void *args,
   return RP_OK;
 }
 
-rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
-                     void **ptr, int64_t *vol, uint32_t cap) {
+/* The descriptor of access i (a group's at g0: its group's first). */
+static const rp_op_access *access_at(const rp_op *op, uint32_t count,
+                                     uint32_t i, uint32_t *g0) {
+  *g0 = 0;
+  if (i < op->nhead)
+    return &op->head[i];
+  uint32_t j = i - op->nhead;
+  if (j < op->ngroup * count) {
+    *g0 = op->nhead + j / op->ngroup * op->ngroup;
+    return &op->group[j % op->ngroup];
+  }
+  return &op->tail[j - op->ngroup * count];
+}
+
+/* One access's bytes for the overlap check: [lo, hi). */
+typedef struct span {
+  uintptr_t lo, hi;
+  uint32_t i;
+  uint8_t written;
+} span;
+
+static int span_cmp(const void *pa, const void *pb) {
+  const span *a = pa, *b = pb;
+  if (a->lo != b->lo)
+    return a->lo < b->lo ? -1 : 1;
+  return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static rp_status overlap_err(const rp_op *op, uint32_t count, uint32_t a,
+                             uint32_t b) {
+  uint32_t g;
+  if (a > b) {
+    uint32_t t = a;
+    a = b, b = t;
+  }
+  return rp__err(RP_EINVAL,
+                 "%s: access %u (%s) and access %u (%s) overlap, and the "
+                 "task writes one of them",
+                 op->name, a, access_at(op, count, a, &g)->role, b,
+                 access_at(op, count, b, &g)->role);
+}
+
+/* rp_op.disjoint over s (room for total spans): sorted by first byte, an
+ * access overlaps an earlier one exactly when it starts below the largest
+ * end so far (of every access when it is written, of the written ones
+ * when it is read). An access on its alias's first element is folded into
+ * that one first (one span, written if either is, as long as either). */
+static rp_status disjoint_in(const rp_op *op, const void *args,
+                             const rp_task_ctx *ctx, void *const *ptr,
+                             uint32_t total, uint32_t count, span *s) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < total; i++) {
+    uint32_t g0;
+    const rp_op_access *a = access_at(op, count, i, &g0);
+    const rp_instance_info *in = rp_ctx_inst(ctx, i);
+    int64_t need = 0;
+    if (!ptr[i] || !in)
+      continue;
+    rp_status st = need_of(op, &a->need, args, ctx, g0, &need);
+    if (st != RP_OK)
+      return st;
+    size_t size = rp_dtype_size(in->dtype);
+    if (need <= 0 || size == 0)
+      continue;
+    uintptr_t lo = (uintptr_t)ptr[i];
+    s[n++] = (span){lo, lo + (uintptr_t)need * size, i, a->priv != RP_READ};
+  }
+  for (uint32_t k = 0; k < n;) {
+    uint32_t g0, m = 0;
+    const rp_op_access *a = access_at(op, count, s[k].i, &g0);
+    while (a->alias && m < n &&
+           !(s[m].i == (uint32_t)a->alias - 1u && s[m].lo == s[k].lo))
+      m++;
+    if (!a->alias || m == n) {
+      k++;
+      continue;
+    }
+    s[m].written |= s[k].written;
+    s[m].hi = s[m].hi > s[k].hi ? s[m].hi : s[k].hi;
+    s[k] = s[--n]; /* s[k] is the moved one now: k stays */
+  }
+  if (n < 2)
+    return RP_OK;
+  qsort(s, n, sizeof *s, span_cmp);
+  uintptr_t end_all = 0, end_w = 0;
+  uint32_t who_all = 0, who_w = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    if (s[k].written && s[k].lo < end_all)
+      return overlap_err(op, count, who_all, s[k].i);
+    if (!s[k].written && s[k].lo < end_w)
+      return overlap_err(op, count, who_w, s[k].i);
+    if (s[k].hi > end_all)
+      end_all = s[k].hi, who_all = s[k].i;
+    if (s[k].written && s[k].hi > end_w)
+      end_w = s[k].hi, who_w = s[k].i;
+  }
+  return RP_OK;
+}
+
+/* The multi-tensor tasks' spans on a frame of their own (about 48 KiB),
+ * so that the others' frames stay small; no allocation. */
+__attribute__((noinline)) static rp_status
+disjoint_many(const rp_op *op, const void *args, const rp_task_ctx *ctx,
+              void *const *ptr, uint32_t total, uint32_t count) {
+  span s[RP_OP_MAX_TOTAL];
+  return disjoint_in(op, args, ctx, ptr, total, count, s);
+}
+
+static rp_status check_disjoint(const rp_op *op, const void *args,
+                                const rp_task_ctx *ctx, void *const *ptr,
+                                uint32_t total, uint32_t count) {
+  span s[2 * RP_OP_MAX_ACCESSES + 2];
+  if (total <= sizeof s / sizeof s[0])
+    return disjoint_in(op, args, ctx, ptr, total, count, s);
+  return disjoint_many(op, args, ctx, ptr, total, count);
+}
+
+static rp_status prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
+                      void **ptr, int64_t *vol, uint32_t cap, int disjoint) {
   size_t have = 0;
   const void *a = rp_ctx_args(ctx, &have);
   if (!a || have < op->args_size)
@@ -134,9 +252,10 @@ rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
     return st;
   uint32_t total = rp_op_access_total(op, args);
   uint32_t count = op->ngroup ? (uint32_t)field_i32(args, op->group_count) : 0;
-  if (total > cap)
+  if (total > cap || total > RP_OP_MAX_TOTAL)
     return rp__err(RP_ESHAPE, "%s: %u accesses, the task takes at most %u",
-                   op->name, total, cap);
+                   op->name, total,
+                   cap < RP_OP_MAX_TOTAL ? cap : RP_OP_MAX_TOTAL);
   if (op->ngroup && rp_ctx_access_count(ctx) < total)
     return rp__err(RP_ESHAPE, "%s: %u accesses for %u tensors (need %u)",
                    op->name, rp_ctx_access_count(ctx), count, total);
@@ -150,7 +269,19 @@ rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
   }
   for (uint32_t k = 0; st == RP_OK && k < op->ntail; k++, i++)
     st = take(op, &op->tail[k], args, ctx, i, 0, ptr, vol);
+  if (st == RP_OK && op->disjoint && disjoint)
+    st = check_disjoint(op, args, ctx, ptr, total, count);
   if (st == RP_OK && op->check_ptrs)
     st = op->check_ptrs(op, args, ptr, ctx);
   return st;
+}
+
+rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
+                     void **ptr, int64_t *vol, uint32_t cap) {
+  return prep(op, ctx, args, ptr, vol, cap, 1);
+}
+
+rp_status rp_op_prep_args(const rp_op *op, const rp_task_ctx *ctx, void *args,
+                          void **ptr, int64_t *vol, uint32_t cap) {
+  return prep(op, ctx, args, ptr, vol, cap, 0);
 }

@@ -21,7 +21,8 @@
  *  - the tasks' refusals (missing access, wrong type, too small, bad args,
  *    a position or token out of range) leave every output untouched; every
  *    access of every task, short by one element, of the other type,
- *    strided or left out, is refused with a message naming it. */
+ *    strided or left out, is refused with a message naming it; so is an
+ *    access overlapping one the task writes. */
 #include "helpers.h"
 #include "kernels_ref.h"
 
@@ -1305,6 +1306,114 @@ Test(gpt_tasks, every_access_mis_shaped_is_refused_by_name) {
   };
   for (size_t i = 0; i < KR_LEN(cases); i++)
     ms_check(&cases[i]);
+}
+
+/* Accesses that share memory with one the task writes: refused
+ * (RP_EINVAL naming both) before anything is written, whole or in part,
+ * within a tensor group or across groups; two reads may share, and
+ * gelu_bwd's dpre may be dout (the same first element). Without the check
+ * each of these ran and overwrote an input: BLAS writing the product over
+ * its own operand, AdamW's m and v one buffer. */
+static void refused_overlap(rp_status (*fn)(rp_task_ctx *), rp_task_ctx *ctx,
+                            const char *want, float *buf, size_t n) {
+  float *snap = dup_f(buf, n);
+  rp_status st = fn(ctx);
+  cr_assert(st == RP_EINVAL, "%s: %s (%s)", want, rp_status_name(st),
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), want), "want '%s', got '%s'", want,
+            rp_error_detail());
+  bits_eq(buf, snap, n, want);
+  free(snap);
+}
+
+Test(gpt_tasks, accesses_overlapping_a_written_one_are_refused) {
+  enum { N = 4, C = 6 };
+  float *buf = kr_random(64 * C, 130, -1, 1), *W = kr_random(C * C, 131, -1, 1);
+  /* matmul_fwd in place: out on inp (C == OC) */
+  rp_gpt_matmul_args ma = {N, C, C, 0, 0};
+  rp_instance_info mi[3] = {inst1d(buf, RP_F32, N * C),
+                            inst1d(W, RP_F32, C * C),
+                            inst1d(buf, RP_F32, N * C)};
+  rp_task_ctx ctx = cpu_ctx(&ma, sizeof ma, mi, 3);
+  refused_overlap(rp_task_gpt_matmul_fwd_cpu, &ctx,
+                  "gpt.matmul_fwd: access 0 (inp) and access 2 (out) overlap",
+                  buf, 64 * C);
+  /* out from inp's last row on: one row shared */
+  mi[2] = inst1d(buf + (N - 1) * C, RP_F32, N * C);
+  refused_overlap(rp_task_gpt_matmul_fwd_cpu, &ctx,
+                  "access 0 (inp) and access 2 (out) overlap", buf, 64 * C);
+  /* W read twice (inp is W's first rows): allowed */
+  mi[0] = inst1d(W, RP_F32, N * C), mi[2] = inst1d(buf, RP_F32, N * C);
+  RP_CHECK(rp_task_gpt_matmul_fwd_cpu(&ctx));
+
+  /* layernorm_fwd: rstd one element into mean */
+  rp_gpt_ln_args la = {N, C, 1e-5f};
+  float *x = kr_random(N * C, 132, -1, 1), *wb = kr_random(2 * C, 133, 0, 1);
+  rp_instance_info li[6] = {
+      inst1d(x, RP_F32, N * C),       inst1d(wb, RP_F32, C),
+      inst1d(wb + C, RP_F32, C),      inst1d(buf, RP_F32, N * C),
+      inst1d(buf + N * C, RP_F32, N), inst1d(buf + N * C + 1, RP_F32, N)};
+  ctx = cpu_ctx(&la, sizeof la, li, 6);
+  refused_overlap(rp_task_gpt_layernorm_fwd_cpu, &ctx,
+                  "gpt.layernorm_fwd: access 4 (mean) and access 5 (rstd) "
+                  "overlap",
+                  buf, 64 * C);
+  li[5] = inst1d(buf + N * C + N, RP_F32, N);
+  RP_CHECK(rp_task_gpt_layernorm_fwd_cpu(&ctx));
+
+  /* gelu_bwd: dpre on dout is its contract; on pre, or one element into
+   * dout, it is not */
+  rp_gpt_n_args na = {N * C};
+  float *dy = kr_random(N * C + 1, 134, -1, 1);
+  rp_instance_info gi[3] = {inst1d(x, RP_F32, N * C), inst1d(dy, RP_F32, N * C),
+                            inst1d(dy, RP_F32, N * C)};
+  ctx = cpu_ctx(&na, sizeof na, gi, 3);
+  float *want = kr_alloc(N * C);
+  rp_cpu_gpt_gelu_bwd(x, dy, want, N * C);
+  RP_CHECK(rp_task_gpt_gelu_bwd_cpu(&ctx));
+  bits_eq(dy, want, N * C, "gelu_bwd in place");
+  gi[2] = inst1d(x, RP_F32, N * C);
+  refused_overlap(rp_task_gpt_gelu_bwd_cpu, &ctx,
+                  "gpt.gelu_bwd: access 0 (pre) and access 2 (dpre) overlap", x,
+                  N * C);
+  gi[2] = inst1d(dy + 1, RP_F32, N * C);
+  refused_overlap(rp_task_gpt_gelu_bwd_cpu, &ctx,
+                  "access 1 (dout) and access 2 (dpre) overlap", dy, N * C + 1);
+  /* bias_gelu_fwd: out on pre */
+  rp_gpt_rows_cols_args ga = {N, C};
+  rp_instance_info bi[3] = {inst1d(buf, RP_F32, N * C), inst1d(wb, RP_F32, C),
+                            inst1d(buf, RP_F32, N * C)};
+  ctx = cpu_ctx(&ga, sizeof ga, bi, 3);
+  refused_overlap(rp_task_gpt_bias_gelu_fwd_cpu, &ctx,
+                  "gpt.bias_gelu_fwd: access 0 (pre) and access 2 (out) "
+                  "overlap",
+                  buf, 64 * C);
+
+  /* adamw over 2 tensors of 8: M_1 on V_1; then W_1 over the end of W_0
+   * (across groups); then the stats on G_0 */
+  rp_gpt_adamw_args wa = kr_adamw_args(1e-3f, 1, 1.0f, 2);
+  rp_instance_info ai[9];
+  for (int i = 0; i < 9; i++)
+    ai[i] = inst1d(buf + 8 * i, RP_F32, 8);
+  ai[8] = inst1d(buf + 8 * 8, RP_F32, 3);
+  ai[7] = ai[6]; /* V_1 = M_1 */
+  ctx = cpu_ctx(&wa, sizeof wa, ai, 9);
+  refused_overlap(rp_task_gpt_adamw_cpu, &ctx,
+                  "gpt.adamw: access 6 (M) and access 7 (V) overlap", buf,
+                  64 * C);
+  ai[7] = inst1d(buf + 8 * 7, RP_F32, 8);
+  ai[4] = inst1d(buf + 4, RP_F32, 8);
+  refused_overlap(rp_task_gpt_adamw_cpu, &ctx,
+                  "gpt.adamw: access 0 (W) and access 4 (W) overlap", buf,
+                  64 * C);
+  ai[4] = inst1d(buf + 8 * 4, RP_F32, 8);
+  ai[8] = inst1d(buf + 8 * 1 + 5, RP_F32, 3);
+  refused_overlap(rp_task_gpt_adamw_cpu, &ctx,
+                  "gpt.adamw: access 1 (G) and access 8 (stats) overlap", buf,
+                  64 * C);
+  ai[8] = inst1d(buf + 8 * 8, RP_F32, 3);
+  RP_CHECK(rp_task_gpt_adamw_cpu(&ctx));
+  free(buf), free(W), free(x), free(wb), free(dy), free(want);
 }
 
 Test(gpt_tasks, register_names_the_gpt_tasks) {
