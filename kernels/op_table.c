@@ -141,11 +141,33 @@ typedef struct span {
   uint8_t written;
 } span;
 
-static int span_cmp(const void *pa, const void *pb) {
-  const span *a = pa, *b = pb;
-  if (a->lo != b->lo)
-    return a->lo < b->lo ? -1 : 1;
-  return a->i < b->i ? -1 : a->i > b->i;
+static int span_before(const span *a, const span *b) {
+  return a->lo != b->lo ? a->lo < b->lo : a->i < b->i;
+}
+
+/* Heapsort by first byte: in place, n log n for the up to
+ * RP_OP_MAX_TOTAL spans of a gpt.adamw, and no allocation (glibc's qsort
+ * mallocs above 1 KiB; this runs in task bodies on every replay). */
+static void spans_sift(span *s, uint32_t k, uint32_t n) {
+  span x = s[k];
+  for (uint32_t c; (c = 2 * k + 1) < n; k = c) {
+    if (c + 1 < n && span_before(&s[c], &s[c + 1]))
+      c++;
+    if (!span_before(&x, &s[c]))
+      break;
+    s[k] = s[c];
+  }
+  s[k] = x;
+}
+
+static void spans_sort(span *s, uint32_t n) {
+  for (uint32_t k = n / 2; k-- > 0;)
+    spans_sift(s, k, n);
+  for (uint32_t m = n; m-- > 1;) {
+    span t = s[0];
+    s[0] = s[m], s[m] = t;
+    spans_sift(s, 0, m);
+  }
 }
 
 static rp_status overlap_err(const rp_op *op, uint32_t count, uint32_t a,
@@ -203,7 +225,7 @@ static rp_status disjoint_in(const rp_op *op, const void *args,
   }
   if (n < 2)
     return RP_OK;
-  qsort(s, n, sizeof *s, span_cmp);
+  spans_sort(s, n);
   uintptr_t end_all = 0, end_w = 0;
   uint32_t who_all = 0, who_w = 0;
   for (uint32_t k = 0; k < n; k++) {

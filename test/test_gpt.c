@@ -1047,6 +1047,40 @@ Test(gpt_backends, train_draws_its_windows_from_the_text_it_is_given) {
   tt_fini(&c);
 }
 
+/* Once warmed up, a replayed GPT step allocates nothing: the workers
+ * nothing at all (the tasks' argument and overlap checks included, 114
+ * accesses for gpt.adamw here), the host thread nothing per step (a call's
+ * own set-up is the same for 4 steps as for 16). */
+Test(gpt_backends, training_by_replay_allocates_nothing_per_step) {
+  if (!TH_ON_CPU)
+    cr_skip_test("the worker counters are the CPU backend's");
+  if (rp_thread_allocated_bytes() == UINT64_MAX)
+    cr_skip_test("built without jemalloc (sanitizer build): no per-thread "
+                 "allocation counters");
+  tt t;
+  tt_init(&t, 2, 1);
+  rp_gpt_train_opts o = {.iters = 100, .stop = 8, .lr = 3e-3f, .warmup = 2};
+  RP_CHECK(rp_gpt_train(t.m, t.ex, &t.text, &o));
+  uint64_t d[2], w[2];
+  const uint32_t stop[2] = {12, 28};
+  for (int k = 0; k < 2; k++) {
+    o.start = o.stop;
+    o.stop = stop[k];
+    uint64_t h0 = rp_thread_allocated_bytes();
+    uint64_t w0 = rp_runtime_worker_allocated_bytes(t.rt);
+    RP_CHECK(rp_gpt_train(t.m, t.ex, &t.text, &o));
+    d[k] = rp_thread_allocated_bytes() - h0;
+    w[k] = rp_runtime_worker_allocated_bytes(t.rt) - w0;
+  }
+  cr_assert(w[0] == 0 && w[1] == 0,
+            "the workers allocated %llu bytes in 4 steps, %llu in 16",
+            (unsigned long long)w[0], (unsigned long long)w[1]);
+  cr_assert_eq(d[0], d[1],
+               "the host allocated %llu bytes in 4 steps, %llu in 16",
+               (unsigned long long)d[0], (unsigned long long)d[1]);
+  tt_fini(&t);
+}
+
 Test(gpt_backends, training_on_text_goes_below_the_bigram_baseline) {
   tt t;
   tt_init(&t, 1, 1);
