@@ -117,6 +117,7 @@ static const rp_op OP_GEMM = {
              {"B", RP_F32, RP_READ, {1, {GM(k), GM(n)}}},
              {"C", RP_F32, RP_RW, {1, {GM(m), GM(n)}}}},
     .nhead = 3,
+    .disjoint = 1,
 };
 
 /* rows x cols tasks: rows >= 0, cols >= 1 (rp_rows_cols_args, and the
@@ -138,6 +139,7 @@ static const rp_op OP_BIAS_ADD = {
     .fields = RC_FIELDS,
     .head = {{"X", RP_F32, RP_RW, RC_MAT}, {"bias", RP_F32, RP_READ, RC_ROW}},
     .nhead = 2,
+    .disjoint = 1,
 };
 static const rp_op OP_BIAS_GRAD = {
     .name = "rp.bias_grad",
@@ -145,6 +147,7 @@ static const rp_op OP_BIAS_GRAD = {
     .fields = RC_FIELDS,
     .head = {{"dY", RP_F32, RP_READ, RC_MAT}, {"db", RP_F32, RP_WRITE, RC_ROW}},
     .nhead = 2,
+    .disjoint = 1,
 };
 static const rp_op OP_ACCURACY = {
     .name = "rp.accuracy",
@@ -154,6 +157,7 @@ static const rp_op OP_ACCURACY = {
              {"labels", RP_I32, RP_READ, {1, {RC(rows)}}},
              {"count", RP_I32, RP_WRITE, RP_OPC_ONE}},
     .nhead = 3,
+    .disjoint = 1,
 };
 static const rp_op OP_RELU_BWD_BIAS = {
     .name = "rp.relu_bwd_bias",
@@ -161,9 +165,10 @@ static const rp_op OP_RELU_BWD_BIAS = {
     .fields = RC_FIELDS,
     .head = {{"A", RP_F32, RP_READ, RC_MAT},
              {"dA", RP_F32, RP_READ, RC_MAT},
-             {"dZ", RP_F32, RP_WRITE, RC_MAT},
+             {"dZ", RP_F32, RP_WRITE, RC_MAT, 0, 0, 2},
              {"db", RP_F32, RP_WRITE, RC_ROW}},
     .nhead = 4,
+    .disjoint = 1,
 };
 
 #define BA(m) RP_OPF(rp_bias_act_args, m)
@@ -178,6 +183,7 @@ static const rp_op OP_BIAS_ACT = {
              {"A", RP_F32, RP_WRITE, {1, {BA(rows), BA(cols)}}, BA(act)}},
     .nhead = 3,
     .check_ptrs = bias_act_ptrs,
+    .disjoint = 1,
 };
 
 /* Elementwise tasks: n, or the whole instance of access 0 when n == 0 */
@@ -187,8 +193,10 @@ static const rp_op OP_RELU_FWD = {
     .name = "rp.relu_fwd",
     RP_OP_ARGS(rp_elementwise_args),
     .fields = {{"n", EW(n), 0, 0, INT32_MAX}},
-    .head = {{"X", RP_F32, RP_READ, EW_N}, {"Y", RP_F32, RP_WRITE, EW_N}},
+    .head = {{"X", RP_F32, RP_READ, EW_N},
+             {"Y", RP_F32, RP_WRITE, EW_N, 0, 0, 1}},
     .nhead = 2,
+    .disjoint = 1,
 };
 static const rp_op OP_RELU_BWD = {
     .name = "rp.relu_bwd",
@@ -198,6 +206,7 @@ static const rp_op OP_RELU_BWD = {
              {"dY", RP_F32, RP_READ, EW_N},
              {"dX", RP_F32, RP_WRITE, EW_N}},
     .nhead = 3,
+    .disjoint = 1,
 };
 
 #define SG(m) RP_OPF(rp_sgd_args, m)
@@ -210,6 +219,7 @@ static const rp_op OP_SGD = {
              {"G", RP_F32, RP_READ, SG_N},
              {"V", RP_F32, RP_RW, SG_N}},
     .nhead = 3,
+    .disjoint = 1,
 };
 
 #define SC(m) RP_OPF(rp_scalar_args, m)
@@ -220,6 +230,7 @@ static const rp_op OP_FILL = {
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
     .head = {{"X", RP_F32, RP_WRITE, SC_N}},
     .nhead = 1,
+    .disjoint = 1,
 };
 static const rp_op OP_SCALE = {
     .name = "rp.scale",
@@ -227,13 +238,15 @@ static const rp_op OP_SCALE = {
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
     .head = {{"X", RP_F32, RP_RW, SC_N}},
     .nhead = 1,
+    .disjoint = 1,
 };
 static const rp_op OP_AXPY = {
     .name = "rp.axpy",
     RP_OP_ARGS(rp_scalar_args),
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
-    .head = {{"X", RP_F32, RP_READ, SC_N}, {"Y", RP_F32, RP_RW, SC_N}},
+    .head = {{"X", RP_F32, RP_READ, SC_N}, {"Y", RP_F32, RP_RW, SC_N, 0, 0, 1}},
     .nhead = 2,
+    .disjoint = 1,
 };
 
 static const rp_op OP_XENT_FWD = {
@@ -246,6 +259,7 @@ static const rp_op OP_XENT_FWD = {
              {"probs", RP_F32, RP_WRITE, RC_MAT},
              {"loss", RP_F32, RP_WRITE, RP_OPC_ONE}},
     .nhead = 4,
+    .disjoint = 1,
 };
 static const rp_op OP_XENT_BWD = {
     .name = "rp.xent_bwd",
@@ -254,8 +268,9 @@ static const rp_op OP_XENT_BWD = {
     .check_args = xent_args,
     .head = {{"probs", RP_F32, RP_READ, RC_MAT},
              RC_LABELS,
-             {"dlogits", RP_F32, RP_WRITE, RC_MAT}},
+             {"dlogits", RP_F32, RP_WRITE, RC_MAT, 0, 0, 1}},
     .nhead = 3,
+    .disjoint = 1,
 };
 static const rp_op OP_SOFTMAX_XENT = {
     .name = "rp.softmax_xent",
@@ -268,6 +283,7 @@ static const rp_op OP_SOFTMAX_XENT = {
              {"loss", RP_F32, RP_WRITE, RP_OPC_ONE},
              {"db", RP_F32, RP_WRITE, RC_ROW, 0, RP_OPA_OPTIONAL}},
     .nhead = 5,
+    .disjoint = 1,
 };
 
 #define GA(m) RP_OPF(rp_gather_args, m)
@@ -282,6 +298,7 @@ static const rp_op OP_GATHER_ROWS = {
              {"dst", RP_F32, RP_WRITE, {0}, 0, RP_OPA_ANY_TYPE}},
     .nhead = 2,
     .check_ptrs = gather_ptrs,
+    .disjoint = 1,
 };
 
 #define SM(m) RP_OPF(rp_sgd_multi_args, m)
@@ -294,6 +311,7 @@ static const rp_op OP_SGD_MULTI = {
               {"V", RP_F32, RP_RW, RP_OPC_GROUP}},
     .ngroup = 3,
     .group_count = SM(count),
+    .disjoint = 1,
 };
 
 /* ---------------------------------------------------------------------- */

@@ -14,7 +14,9 @@
  * holds at least the elements the args ask for: the task uses the first
  * ones. f32 data must be RP_F32 instances, labels and counts RP_I32.
  * A task returns
- *   RP_EINVAL  args missing or too short, or a negative size / bad norm;
+ *   RP_EINVAL  args missing or too short, or a negative size / bad norm,
+ *              or an access the task writes sharing memory with another
+ *              access (except the in-place cases named below);
  *   RP_ESHAPE  too few accesses, an instance too small or not dense;
  *   RP_ETYPE   an instance of the wrong element type;
  *   RP_ERANGE  (CPU xent) a label outside [0, cols);
@@ -102,7 +104,8 @@ typedef struct rp_sgd_args {
 
 /* "rp.fill":  X = value            accesses: 0 X (WRITE).
  * "rp.scale": X *= value           accesses: 0 X (RW).
- * "rp.axpy":  Y += value * X       accesses: 0 X (READ), 1 Y (RW).
+ * "rp.axpy":  Y += value * X       accesses: 0 X (READ), 1 Y (RW; may be
+ *                                  X's instance).
  * n == 0: the whole instance of access 0. */
 typedef struct rp_scalar_args {
   float value; /* offset 0 */

@@ -977,3 +977,91 @@ Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   RP_EXPECT(rp_kernels_register(rt, &again), RP_EEXIST);
   th_destroy(rt);
 }
+
+/* ---- aliasing: an access a task writes shares no memory with another,
+ * except the in-place cases the contracts name ---- */
+
+static void overlap_refused(rp_status (*fn)(rp_task_ctx *), rp_task_ctx *ctx,
+                            const char *want, const float *buf, size_t n) {
+  float *snap = kr_alloc(n);
+  memcpy(snap, buf, n * sizeof *buf);
+  rp_status st = fn(ctx);
+  cr_assert(st == RP_EINVAL, "%s: %s (%s)", want, rp_status_name(st),
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), want), "want '%s', got '%s'", want,
+            rp_error_detail());
+  cr_assert(memcmp(buf, snap, n * sizeof *buf) == 0, "%s: memory written",
+            want);
+  free(snap);
+}
+
+Test(kernel_tasks, accesses_overlapping_a_written_one_are_refused) {
+  enum { N = 4 };
+  float *buf = kr_random(64, 501, -1, 1), *b = kr_random(N * N, 502, -1, 1);
+  /* gemm: C on A, then C from A's last row */
+  rp_gemm_args ga = {.m = N, .n = N, .k = N, .alpha = 1.0f, .beta = 0.0f};
+  rp_instance_info gi[3] = {inst2d(buf, RP_F32, N, N), inst2d(b, RP_F32, N, N),
+                            inst2d(buf, RP_F32, N, N)};
+  rp_task_ctx ctx = cpu_ctx(&ga, sizeof ga, gi, 3);
+  overlap_refused(rp_task_gemm_cpu, &ctx,
+                  "rp.gemm: access 0 (A) and access 2 (C) overlap", buf, 64);
+  gi[2] = inst2d(buf + N * N - N, RP_F32, N, N);
+  overlap_refused(rp_task_gemm_cpu, &ctx, "access 0 (A) and access 2 (C)", buf,
+                  64);
+  gi[0] = inst2d(b, RP_F32, N, N); /* B read twice: allowed */
+  RP_CHECK(rp_task_gemm_cpu(&ctx));
+
+  /* relu_fwd and axpy: Y on X is their contract; Y one element on is not */
+  float *x = kr_random(N * N + 1, 503, -1, 1);
+  float *want = kr_alloc(N * N);
+  for (int i = 0; i < N * N; i++)
+    want[i] = x[i] > 0 ? x[i] : 0.0f;
+  rp_elementwise_args ea = {N * N};
+  rp_instance_info ri[2] = {inst2d(x, RP_F32, 1, N * N),
+                            inst2d(x, RP_F32, 1, N * N)};
+  ctx = cpu_ctx(&ea, sizeof ea, ri, 2);
+  RP_CHECK(rp_task_relu_fwd_cpu(&ctx));
+  cr_assert(memcmp(x, want, N * N * sizeof *x) == 0, "relu in place");
+  ri[1] = inst2d(x + 1, RP_F32, 1, N * N);
+  overlap_refused(rp_task_relu_fwd_cpu, &ctx,
+                  "rp.relu_fwd: access 0 (X) and access 1 (Y) overlap", x,
+                  N * N + 1);
+  rp_scalar_args sa = {.value = 1.0f, .n = N * N};
+  ri[1] = ri[0];
+  ctx = cpu_ctx(&sa, sizeof sa, ri, 2);
+  RP_CHECK(rp_task_axpy_cpu(&ctx));
+  for (int i = 0; i < N * N; i++)
+    cr_assert_eq(x[i], 2 * want[i], "axpy in place [%d]", i);
+  ri[1] = inst2d(x + 1, RP_F32, 1, N * N);
+  overlap_refused(rp_task_axpy_cpu, &ctx,
+                  "rp.axpy: access 0 (X) and access 1 (Y) overlap", x,
+                  N * N + 1);
+
+  /* xent_bwd: dlogits on probs is its contract, on the labels it is not */
+  int32_t lab[N] = {0, 1, 2, 3};
+  rp_xent_args xa = {.rows = N, .cols = N, .norm = N};
+  rp_instance_info xi[3] = {inst2d(b, RP_F32, N, N), inst2d(lab, RP_I32, N, 1),
+                            inst2d(b, RP_F32, N, N)};
+  ctx = cpu_ctx(&xa, sizeof xa, xi, 3);
+  RP_CHECK(rp_task_xent_bwd_cpu(&ctx));
+  xi[2] = inst2d(lab, RP_F32, N, N);
+  xi[2].bytes = N * sizeof *lab; /* never read: refused first */
+  overlap_refused(rp_task_xent_bwd_cpu, &ctx,
+                  "rp.xent_bwd: access 1 (labels) and access 2 (dlogits) "
+                  "overlap",
+                  (const float *)lab, N);
+
+  /* sgd_multi over 2 tensors of 8: W_1 on V_0 */
+  rp_sgd_multi_args ma = {.lr = 0.1f, .momentum = 0.5f, .count = 2};
+  rp_instance_info mi[6];
+  for (int i = 0; i < 6; i++)
+    mi[i] = inst2d(buf + 8 * i, RP_F32, 1, 8);
+  mi[3] = mi[2];
+  ctx = cpu_ctx(&ma, sizeof ma, mi, 6);
+  overlap_refused(rp_task_sgd_multi_cpu, &ctx,
+                  "rp.sgd_multi: access 2 (V) and access 3 (W) overlap", buf,
+                  64);
+  mi[3] = inst2d(buf + 24, RP_F32, 1, 8);
+  RP_CHECK(rp_task_sgd_multi_cpu(&ctx));
+  free(buf), free(b), free(x), free(want);
+}
