@@ -90,17 +90,6 @@ static rp_status gather_ptrs(const rp_op *op, const void *args,
   return RP_OK;
 }
 
-/* rp.bias_act: A is an output of its own. */
-static rp_status bias_act_ptrs(const rp_op *op, const void *args,
-                               void *const *ptr, const rp_task_ctx *ctx) {
-  (void)ctx;
-  const rp_bias_act_args *a = args;
-  if (ptr[2] && ptr[2] == ptr[0] && (int64_t)a->rows * a->cols > 0)
-    return rp__err(RP_EINVAL, "%s: access 2 (A) is access 0's (Z) memory",
-                   op->name);
-  return RP_OK;
-}
-
 /* ---------------------------------------------------------------------- */
 /* The descriptors */
 
@@ -182,7 +171,6 @@ static const rp_op OP_BIAS_ACT = {
              {"bias", RP_F32, RP_READ, {1, {BA(cols)}}},
              {"A", RP_F32, RP_WRITE, {1, {BA(rows), BA(cols)}}, BA(act)}},
     .nhead = 3,
-    .check_ptrs = bias_act_ptrs,
     .disjoint = 1,
 };
 

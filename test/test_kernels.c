@@ -726,6 +726,11 @@ Test(kernel_tasks, bias_act_task_equals_bias_add_and_relu_tasks) {
   RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_ETYPE);
   in[2] = inst2d(z, RP_F32, R, C); /* A on Z's memory */
   RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp.bias_act: access 0 (Z) and access 2 (A) overlap"),
+            "%s", rp_error_detail());
+  in[2] = inst2d(z + C, RP_F32, R, C); /* A from Z's second row */
+  RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_EINVAL);
   in[2] = inst2d(a, RP_F32, R, C);
   in[1] = inst2d(bias, RP_F32, 1, C - 1);
   RP_EXPECT(rp_task_bias_act_cpu(&ctx), RP_ESHAPE);
