@@ -523,7 +523,10 @@ int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to) {
  * with indeg > 0). Each of them has a predecessor that is also left, so
  * walking predecessors must revisit an op: that closes a cycle. One pass
  * over the edges picks each op's predecessor first, so the walk stays
- * linear however long the cycle is (graph files can hold long ones). */
+ * linear however long the cycle is (graph files can hold long ones). A
+ * cycle longer than the detail holds is listed from its first op as far
+ * as room allows, then "... (N more ops) -> " and the first op again:
+ * every arrow the detail shows is an edge of the graph. */
 static rp_status report_cycle(const rp_graph *g, const uint32_t *indeg) {
   uint32_t start = 0;
   while (start < g->nops && indeg[start] == 0)
@@ -531,7 +534,8 @@ static rp_status report_cycle(const rp_graph *g, const uint32_t *indeg) {
   uint32_t *pos = malloc(sizeof *pos * g->nops);
   uint32_t *path = malloc(sizeof *path * (g->nops + 1));
   uint32_t *pred = malloc(sizeof *pred * g->nops);
-  char msg[400] = "", lab[80];
+  /* a label: "op N 'name' (task 'name')", both names RP_NAME_MAX */
+  char msg[600] = "", lab[2 * RP_NAME_MAX + 40], first[sizeof lab];
   if (pos && path && pred && start < g->nops) {
     for (uint32_t i = 0; i < g->nops; i++)
       pos[i] = pred[i] = UINT32_MAX;
@@ -547,21 +551,25 @@ static rp_status report_cycle(const rp_graph *g, const uint32_t *indeg) {
       RP_ASSERT(pred[u] != UINT32_MAX);
       u = pred[u];
     }
-    /* path[pos[u]..len) walks the cycle backwards: print it forwards */
-    size_t used = 0;
-    for (uint32_t i = len; i-- > pos[u];) {
-      int w = snprintf(msg + used, sizeof msg - used, "%s",
-                       rp__op_label(g, path[i], lab, sizeof lab));
-      if (w < 0 || (size_t)w >= sizeof msg - used)
+    /* path[pos[u]..len) walks the cycle backwards: print it forwards,
+     * path[len - 1] first and last */
+    uint32_t ncyc = len - pos[u], k = 0;
+    rp__op_label(g, path[len - 1], first, sizeof first);
+    size_t used = 0, flen = strlen(first);
+    static const size_t MORE = sizeof "... (4294967295 more ops) -> " - 1;
+    for (; k < ncyc; k++) {
+      rp__op_label(g, path[len - 1 - k], lab, sizeof lab);
+      size_t need = strlen(lab) + 4; /* the label and " -> " */
+      size_t close = k + 1 < ncyc ? MORE + flen : flen; /* what must follow */
+      if (used + need + close >= sizeof msg)
         break;
-      used += (size_t)w;
-      w = snprintf(msg + used, sizeof msg - used, " -> ");
-      if (w < 0 || (size_t)w >= sizeof msg - used)
-        break;
-      used += (size_t)w;
+      used += (size_t)snprintf(msg + used, sizeof msg - used, "%s -> ", lab);
     }
-    snprintf(msg + used, sizeof msg - used, "%s",
-             rp__op_label(g, path[len - 1], lab, sizeof lab));
+    if (k < ncyc)
+      used += (size_t)snprintf(msg + used, sizeof msg - used,
+                               "... (%u more op%s) -> ", ncyc - k,
+                               ncyc - k == 1 ? "" : "s");
+    snprintf(msg + used, sizeof msg - used, "%s", first);
   }
   free(pos);
   free(path);

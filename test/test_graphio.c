@@ -427,6 +427,61 @@ Test(graphio, save_errors) {
   teardown(&fx);
 }
 
+/* A cycle longer than the error detail holds: the detail lists it from
+ * its first op as far as there is room, says how many ops it leaves out
+ * and closes on the first op, so every arrow it shows is an edge (a cut
+ * list closed on the first op claimed an edge the graph does not have). */
+Test(graphio, a_long_cycle_is_named_without_false_edges) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  register_tasks(rt);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  enum { N = 60 };
+  rp_launch l = {.task = task(rt, "scale"), .proc = 0};
+  for (uint32_t i = 0; i < N; i++) {
+    rp_op_id id;
+    char name[RP_NAME_MAX + 1];
+    snprintf(name, sizeof name, "block%u.a_long_name_for_an_op_of_the_cycle",
+             i);
+    RP_CHECK(rp_graph_add_task(g, &l, &id));
+    RP_CHECK(rp_graph_set_op_name(g, id, name));
+  }
+  for (uint32_t i = 0; i < N; i++) /* 0 -> 1 -> ... -> N-1 -> 0 */
+    RP_CHECK(rp_graph_add_edge(g, i, (i + 1) % N));
+  make_tmpdir();
+  RP_EXPECT(rp_graph_save(g, th_tmp_path("cycle.json")), RP_ECYCLE);
+  const char *d = rp_error_detail();
+  const char *at = strstr(d, "graph has a cycle: ");
+  cr_assert_not_null(at, "%s", d);
+  /* the ops in order; a "... (K more ops)" between two of them */
+  uint32_t ops[N + 1], n = 0, gap_after = UINT32_MAX;
+  unsigned more = 0;
+  const char *dots = strstr(at, "... (");
+  if (dots)
+    cr_assert_eq(sscanf(dots, "... (%u more ops) -> ", &more), 1, "%s", d);
+  for (const char *p = at; (p = strstr(p, "op ")) != NULL; p += 3) {
+    unsigned v;
+    if (sscanf(p, "op %u '", &v) != 1)
+      continue;
+    cr_assert_lt(n, N + 1, "%s", d);
+    if (dots && p > dots && gap_after == UINT32_MAX)
+      gap_after = n - 1;
+    ops[n++] = v;
+  }
+  cr_assert_gt(more, 0, "a cycle of %d long labels does not fit: %s", N, d);
+  cr_assert_geq(n, 3, "%s", d);
+  cr_assert_eq(ops[0], ops[n - 1], "the cycle closes on its first op: %s", d);
+  cr_assert_eq(n - 1 + more, N, "listed and left out make the cycle: %s", d);
+  for (uint32_t i = 0; i + 1 < n; i++)
+    if (i != gap_after)
+      cr_assert_eq(ops[i + 1], (ops[i] + 1) % N,
+                   "op %u -> op %u is no edge of the graph: %s", ops[i],
+                   ops[i + 1], d);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
 /* The loader refuses cycles, so save does too: no file that cannot load
  * back, and an existing file at the path is left as it was. */
 Test(graphio, save_refuses_a_cycle_and_keeps_the_old_file) {
