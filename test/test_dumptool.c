@@ -369,6 +369,35 @@ Test(dump, stats_on_a_known_graph) {
   th_tmpdir_remove();
 }
 
+/* Cost hints that add up past 2^64 ns: the longest path is still the
+ * longest (a length saturating at UINT64_MAX ended the path at the first
+ * op to reach it: 2 of the chain's 3 ops), and --stats names the path
+ * --critical-path lists. */
+Test(dump, stats_cost_path_past_2_64_ns_is_the_longest) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  uint64_t half = 1ull << 63;
+  rp_op_id a = FILL(&fx, 0, half, 0), b = SCALE(&fx, 0, half, 0);
+  rp_op_id c = SCALE(&fx, 0, half, 0);
+  edge(&fx, a, b);
+  edge(&fx, b, c);
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--stats");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  const char *want = "critical path by cost hints: 27670116110564327424 ns "
+                     "over 3 ops: 0 -> 1 -> 2\n";
+  cr_assert(strstr(r.out, want), "missing '%s' in:\n%s", want, r.out);
+  RUN(&r, "dump", g, "--critical-path");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "critical path by cost hints: 27670116110564327424 "
+                          "ns over 3 ops"),
+            "%s", r.out);
+  fx_fini(&fx);
+  th_tmpdir_remove();
+}
+
 /* ---- dump: lint on crafted graphs ---- */
 
 Test(lint, clean_graph_has_no_findings) {

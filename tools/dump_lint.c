@@ -355,10 +355,14 @@ static void print_path(const dm_graph *m, const uint32_t *best, uint32_t end,
   free(path);
 }
 
-/* Longest path by op count (weight 1) or by cost hint (weight cost_ns). */
+/* Longest path by op count (weight 1) or by cost hint (weight cost_ns).
+ * Lengths are doubles, as --critical-path's (dump_crit.c): exact up to
+ * 2^53 ns, and a path whose hints add up past 2^64 ns is still the
+ * longest (a sum saturating at UINT64_MAX tied every path past it, and
+ * the first op to reach it ended a path that stopped there). */
 static int longest(const dg *d, int by_cost, FILE *out) {
   const dm_graph *m = d->m;
-  uint64_t *dist = calloc(m->nops ? m->nops : 1, sizeof *dist);
+  double *dist = calloc(m->nops ? m->nops : 1, sizeof *dist);
   uint32_t *best = malloc(sizeof *best * (m->nops ? m->nops : 1));
   uint32_t *cnt = calloc(m->nops ? m->nops : 1, sizeof *cnt);
   if (!dist || !best || !cnt) {
@@ -369,20 +373,18 @@ static int longest(const dg *d, int by_cost, FILE *out) {
   for (uint32_t i = 0; i < m->nops; i++) {
     uint32_t v = d->order[i];
     best[v] = UINT32_MAX;
-    uint64_t from = 0;
+    double from = 0;
     for (uint32_t k = d->pred_off[v]; k < d->pred_off[v + 1]; k++)
       if (best[v] == UINT32_MAX || dist[d->pred[k]] > from)
         from = dist[d->pred[k]], best[v] = d->pred[k];
-    uint64_t w = by_cost ? m->ops[v].cost_ns : 1; /* saturating */
-    dist[v] = from > UINT64_MAX - w ? UINT64_MAX : from + w;
+    dist[v] = from + (by_cost ? (double)m->ops[v].cost_ns : 1.0);
     cnt[v] = best[v] == UINT32_MAX ? 1 : cnt[best[v]] + 1;
     if (dist[v] > dist[end])
       end = v;
   }
   if (by_cost)
-    fprintf(out, "critical path by cost hints: %llu ns over %u ops:",
-            (unsigned long long)(m->nops ? dist[end] : 0),
-            m->nops ? cnt[end] : 0);
+    fprintf(out, "critical path by cost hints: %.0f ns over %u ops:",
+            m->nops ? dist[end] : 0.0, m->nops ? cnt[end] : 0);
   else
     fprintf(out, "critical path: %u ops:", m->nops ? cnt[end] : 0);
   if (m->nops)
