@@ -609,6 +609,32 @@ Test(lint, unknown_tasks_run_as_placeholders_with_unknown_contracts) {
   th_tmpdir_remove();
 }
 
+/* A file naming many tasks this build lacks: the placeholder note names
+ * the first 16 and counts the rest (it listed every one: thousands of
+ * names on one line). */
+Test(lint, many_placeholders_are_named_16_and_counted) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  for (int i = 0; i < 40; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "my.task%02d", i);
+    add_named_task(&fx, name);
+  }
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--stats");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.err, "no-op placeholders (contract unknown): my.task00, "
+                          "my.task01,"),
+            "%s", r.err);
+  cr_assert(strstr(r.err, "my.task15, ... (24 more; 40 in all)\n"), "%s",
+            r.err);
+  cr_assert_null(strstr(r.err, "my.task16"), "%s", r.err);
+  fx_fini(&fx);
+  th_tmpdir_remove();
+}
+
 /* One task's contract given twice is a usage error (exit 2), whether the
  * two agree or not: neither is kept quietly, and the file's task is not
  * said to be missing. */

@@ -734,13 +734,20 @@ static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
   return st;
 }
 
+/* Placeholder names the note lists (the rest are counted): a file of a
+ * project with thousands of its own tasks gets one readable line. */
+#define PLACEHOLDERS_SHOWN 16u
+
 static void say_placeholders(const placeholders *ph) {
   if (!ph->n)
     return;
   rp_cli_say(stderr, "reprise dump: tasks this build does not register run as "
                      "no-op placeholders (contract unknown):");
-  for (uint32_t i = 0; i < ph->n; i++)
+  for (uint32_t i = 0; i < ph->n && i < PLACEHOLDERS_SHOWN; i++)
     rp_cli_say(stderr, "%s %s", i ? "," : "", ph->names[i]);
+  if (ph->n > PLACEHOLDERS_SHOWN)
+    rp_cli_say(stderr, ", ... (%u more; %u in all)", ph->n - PLACEHOLDERS_SHOWN,
+               ph->n);
   fputc('\n', stderr);
 }
 
