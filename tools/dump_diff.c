@@ -461,9 +461,37 @@ static int diff_edges(differ *d) {
   return 0;
 }
 
-/* Ports of one kind, matched by name; changed when their ops differ. */
-static void diff_ports(differ *d, const char *kind, const dv_port *pa,
-                       uint32_t na, const dv_port *pb, uint32_t nb) {
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* 1 when A's port p and B's port q bind the same ops (through the op
+ * matching; a set: the order the file lists them in is no difference, as
+ * the edges' is not), 0 when not, -1 out of memory. */
+static int same_bound(const differ *d, const dv_port *p, const dv_port *q) {
+  if (p->nops != q->nops)
+    return 0;
+  uint32_t n = p->nops ? p->nops : 1;
+  uint32_t *x = malloc(sizeof *x * n), *y = malloc(sizeof *y * n);
+  int same = x && y ? 1 : -1;
+  for (uint32_t k = 0; same > 0 && k < p->nops; k++) {
+    x[k] = p->ops[k] < d->a->nops ? d->oa[p->ops[k]] : UINT32_MAX;
+    y[k] = q->ops[k];
+  }
+  if (same > 0) {
+    qsort(x, p->nops, sizeof *x, cmp_u32);
+    qsort(y, q->nops, sizeof *y, cmp_u32);
+    same = !memcmp(x, y, sizeof *x * p->nops);
+  }
+  free(x), free(y);
+  return same;
+}
+
+/* Ports of one kind, matched by name; changed when the ops they bind
+ * differ. 0 ok, -1 out of memory. */
+static int diff_ports(differ *d, const char *kind, const dv_port *pa,
+                      uint32_t na, const dv_port *pb, uint32_t nb) {
   for (uint32_t i = 0; i < na; i++) {
     const dv_port *q = NULL;
     for (uint32_t j = 0; j < nb && !q; j++)
@@ -472,9 +500,9 @@ static void diff_ports(differ *d, const char *kind, const dv_port *pa,
       fprintf(d->out, "- %s '%s'\n", kind, pa[i].name), d->ports.del++;
       continue;
     }
-    int same = pa[i].nops == q->nops;
-    for (uint32_t k = 0; same && k < q->nops; k++)
-      same = pa[i].ops[k] < d->a->nops && d->oa[pa[i].ops[k]] == q->ops[k];
+    int same = same_bound(d, &pa[i], q);
+    if (same < 0)
+      return -1;
     if (!same)
       fprintf(d->out, "~ %s '%s': its bound ops differ\n", kind, pa[i].name),
           d->ports.chg++;
@@ -486,6 +514,7 @@ static void diff_ports(differ *d, const char *kind, const dv_port *pa,
     if (!found)
       fprintf(d->out, "+ %s '%s'\n", kind, pb[j].name), d->ports.add++;
   }
+  return 0;
 }
 
 static void summary(const differ *d, uint32_t n) {
@@ -543,10 +572,13 @@ int dv_diff(const dm_graph *a, const dv_extra *xa, const dm_graph *b,
   }
   if (!rc) {
     diff_insts(&d);
-    if (xa && xb) {
-      diff_ports(&d, "precondition", xa->pre, xa->npre, xb->pre, xb->npre);
-      diff_ports(&d, "postcondition", xa->post, xa->npost, xb->post, xb->npost);
-    }
+    if (xa && xb)
+      rc = diff_ports(&d, "precondition", xa->pre, xa->npre, xb->pre,
+                      xb->npre) ||
+           diff_ports(&d, "postcondition", xa->post, xa->npost, xb->post,
+                      xb->npost);
+  }
+  if (!rc) {
     *ndiff = d.ops.add + d.ops.del + d.ops.chg + d.edges.add + d.edges.del +
              d.edges.chg + d.insts.add + d.insts.del + d.insts.chg +
              d.ports.add + d.ports.del + d.ports.chg;
