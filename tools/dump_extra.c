@@ -10,6 +10,23 @@
 #ifdef REPRISE_HAVE_CJSON
 #include <cJSON.h>
 
+/* An op index as the loader reads it (capture/graph_load.c): a whole
+ * number, or a decimal string. 0 when o is neither (the loader refused
+ * the file then). */
+static int op_index(const cJSON *o, uint32_t *op) {
+  if (cJSON_IsNumber(o) && o->valuedouble >= 0 &&
+      o->valuedouble < 4294967296.0) {
+    *op = (uint32_t)o->valuedouble;
+    return 1;
+  }
+  const char *s = cJSON_IsString(o) ? o->valuestring : NULL;
+  if (!s || !*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 10)
+    return 0;
+  unsigned long long v = strtoull(s, NULL, 10);
+  *op = (uint32_t)v;
+  return v <= UINT32_MAX;
+}
+
 static int ports(const cJSON *arr, dv_port **out, uint32_t *n) {
   int cnt = cJSON_GetArraySize(arr);
   *out = calloc(cnt ? (size_t)cnt : 1, sizeof **out);
@@ -25,8 +42,10 @@ static int ports(const cJSON *arr, dv_port **out, uint32_t *n) {
     d->ops = calloc(k ? (size_t)k : 1, sizeof *d->ops);
     if (!d->name || !d->ops)
       return -1;
-    cJSON_ArrayForEach(o, ops) if (cJSON_IsNumber(o) && o->valuedouble >= 0)
-        d->ops[d->nops++] = (uint32_t)o->valuedouble;
+    cJSON_ArrayForEach(o, ops) {
+      if (op_index(o, &d->ops[d->nops]))
+        d->nops++;
+    }
   }
   return 0;
 }
