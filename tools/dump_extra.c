@@ -4,6 +4,7 @@
  * --diff). */
 #include "dump_view.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,8 +59,11 @@ static int op_args(const cJSON *ops, dv_extra *x) {
   const cJSON *o;
   cJSON_ArrayForEach(o, ops) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "args");
-    if (!(x->args[x->nops++] = strdup(cJSON_IsString(a) ? a->valuestring : "")))
+    char *h = strdup(cJSON_IsString(a) ? a->valuestring : "");
+    if (!(x->args[x->nops++] = h))
       return -1;
+    for (; *h; h++) /* the loader reads "0A" as "0a": one bytes, one text */
+      *h = (char)tolower((unsigned char)*h);
   }
   return 0;
 }
