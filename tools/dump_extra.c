@@ -5,6 +5,7 @@
 #include "dump_view.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,8 +80,28 @@ static int skipped(const char *key, const char *const *skip) {
   return 0;
 }
 
+/* v with every decimal string the loader reads as an integer within
+ * +-2^53 ("4096", "-2") made a number, as rp_graph_save writes it: the
+ * two forms load alike, so they compare alike. Other strings (a domain,
+ * "shards") stay. */
+static void canon_ints(cJSON *v) {
+  for (cJSON *c = v->child; c; c = c->next)
+    canon_ints(c);
+  const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
+  const char *d = s && *s == '-' ? s + 1 : s;
+  if (!d || !*d || strspn(d, "0123456789") != strlen(d) || strlen(d) > 16)
+    return;
+  double x = strtod(s, NULL);
+  if (fabs(x) > 9007199254740992.0)
+    return;
+  cJSON_free(v->valuestring);
+  v->valuestring = NULL;
+  v->type = cJSON_Number;
+  cJSON_SetNumberValue(v, x);
+}
+
 /* The object's members but those in skip, as sorted "key\tvalue\n" lines
- * (NULL out of memory). */
+ * (NULL out of memory); integers written as decimal strings as numbers. */
 static char *rest_of(const cJSON *o, const char *const *skip) {
   int n = cJSON_GetArraySize(o), k = 0;
   char **lines = calloc(n ? (size_t)n : 1, sizeof *lines);
@@ -91,7 +112,11 @@ static char *rest_of(const cJSON *o, const char *const *skip) {
   cJSON_ArrayForEach(m, o) {
     if (!m->string || skipped(m->string, skip))
       continue;
-    char *v = cJSON_PrintUnformatted(m);
+    cJSON *c = cJSON_Duplicate(m, 1);
+    char *v = NULL;
+    if (c)
+      canon_ints(c), v = cJSON_PrintUnformatted(c);
+    cJSON_Delete(c);
     if (!v || asprintf(&lines[k], "%s\t%s\n", m->string, v) < 0)
       bad = 1;
     else
