@@ -145,6 +145,10 @@ void rp__mpi_comm_free(rp_mpi_comm *mc);
 /* 1 after a timeout on mc (why: what happened). */
 int rp__mpi_broken(const rp_mpi_comm *mc, const char **why);
 
+/* Every rank's replay slots (an exec's max_inflight) against every
+ * other's, on an exec's new communicator (collective): RP_EINVAL on every
+ * rank when they differ (a copy's tag depends on the slot count). */
+rp_status rp__mpi_agree_slots(rp_mpi_comm *mc, uint32_t K);
 /* Persistent requests of one replay unit: K point-to-point requests (one
  * per replay slot, tag from the pair's sequence number and the slot), or
  * one all-reduce request. buf stays the unit's for their lifetime. */

@@ -211,8 +211,8 @@ static rp_status ext_exec_begin(rp_runtime *rt, uint32_t K, void **xs) {
                      ? RP_OK
                      : rp__err(RP_ENOMEM, "instantiate: out of memory");
   /* collective: every rank instantiates this graph */
-  if (!st && dx->ds->ranks > 1)
-    st = rp__mpi_comm_dup(dx->ds, &dx->mc);
+  if (!st && dx->ds->ranks > 1 && !(st = rp__mpi_comm_dup(dx->ds, &dx->mc)))
+    st = rp__mpi_agree_slots(dx->mc, K);
   if (st) {
     ext_exec_end(dx);
     return st;

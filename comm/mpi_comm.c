@@ -588,6 +588,32 @@ static rp_status agree_shape(rp_mpi_comm *mc, size_t count, rp_dtype t,
   return RP_OK;
 }
 
+rp_status rp__mpi_agree_slots(rp_mpi_comm *mc, uint32_t K) {
+  /* collective on the exec's new communicator, before any op uses it */
+  int64_t *v = mc->agree;
+  v[0] = (int64_t)K, v[1] = -(int64_t)K;
+  MPI_Request req;
+  int rc =
+      MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_MAX, mc->comm, &req);
+  if (rc != MPI_SUCCESS)
+    return mpi_err(rc, "MPI_Iallreduce");
+  rp_dist_where w = {"instantiate: replay slots", UINT64_MAX - 1, UINT64_MAX,
+                     UINT32_MAX, -1};
+  char why[320];
+  rp_status st = wait_req(mc, &req, &w, MPI_STATUS_IGNORE, why, sizeof why);
+  if (st)
+    return rp__err(st, "%s", why);
+  if (v[0] != -v[1])
+    return rp__err(RP_EINVAL,
+                   "the ranks instantiate with max_inflight %lld to %lld "
+                   "(every rank must give the same rp_exec_opts.max_inflight: "
+                   "a copy's messages are tagged by replay slot, so other "
+                   "slot counts would pair them with another copy's or "
+                   "another replay's)",
+                   (long long)-v[1], (long long)v[0]);
+  return RP_OK;
+}
+
 rp_status rp__mpi_p2p_init(rp_mpi_comm *mc, int send, void *buf, size_t bytes,
                            uint32_t peer, uint64_t pair_seq, uint32_t K,
                            rp_mpi_reqs **out) {

@@ -1556,8 +1556,10 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  * flight never match each other's messages; MPI 4 MPI_Allreduce_init) on a
  * communicator of the exec's own, duplicated at instantiate (instantiate of
  * a graph with communication is therefore collective: every rank must do
- * it). A replay starts the requests and the worker running the op polls
- * them; nothing is negotiated per replay.
+ * it, with the same rp_exec_opts.max_inflight: instantiate compares it and
+ * fails with RP_EINVAL on every rank when it differs). A replay starts the
+ * requests and the worker running the op polls them; nothing is negotiated
+ * per replay.
  *
  * GPU instances: rp_launch_allreduce on a GPU instance runs an NCCL
  * all-reduce on the instance's GPU stream (builds with NCCL; one NCCL

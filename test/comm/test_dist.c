@@ -7,7 +7,8 @@
  * Cases: eager all-reduce and cross-rank copies; the four parallel
  * operators across ranks, forward and backward, recorded and replayed (and
  * eager); builder forms; replays in flight back to back (persistent
- * all-reduce and ring copies, values unique per replay); a stale instance
+ * all-reduce and ring copies, values unique per replay); another
+ * max_inflight on one rank (refused at instantiate); a stale instance
  * on one rank (RP_ESTALE there, RP_EPEER naming it elsewhere); a peer that
  * never answers (eager and replayed: RP_EPEER naming it, within the
  * bound); a data-parallel linear-regression step on N ranks reaching
@@ -564,6 +565,37 @@ static void builder(void) {
 
 static int contains(const char *s, const char *sub) {
   return strstr(s, sub) != NULL;
+}
+
+/* Ranks that instantiate one graph with other max_inflight are refused
+ * on every rank (RP_EINVAL naming the counts): a copy's messages are
+ * tagged by replay slot, so rank 0's 2 slots against the others' 1 paired
+ * a copy with the next replay's message, and replays returned RP_OK with
+ * another replay's data. */
+static void inflight_differs(void) {
+  flight f;
+  flight_setup(&f, SHORT_MS);
+  rp_graph *g;
+  flight_record(&f, &g, 0);
+  rp_exec *ex = NULL;
+  uint32_t k = RANK == 0 ? 2 : 1;
+  rp_status st = rp_instantiate(g, &(rp_exec_opts){.max_inflight = k}, &ex);
+  EXPECT(st == RP_EINVAL && ex == NULL &&
+             contains(rp_error_detail(), "max_inflight 1 to 2"),
+         "max_inflight %u here, 2 on rank 0 and 1 elsewhere: %s (%s)", k,
+         rp_status_name(st), rp_error_detail());
+  if (st == RP_OK)
+    CHECK(rp_exec_destroy(ex));
+  /* the same graph with equal counts instantiates and replays */
+  CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 2}, &ex));
+  rp_event e;
+  CHECK(rp_replay(ex, NULL, &e));
+  wait_ok(f.rt, e);
+  CHECK(rp_exec_destroy(ex));
+  CHECK(rp_graph_destroy(g));
+  CHECK(rp_runtime_destroy(f.rt));
+  done_case("other max_inflight on one rank: instantiate refused on every "
+            "rank");
 }
 
 /* Rank 1 reallocates an instance the exec uses: its replay fails with
@@ -1270,6 +1302,7 @@ int main(int argc, char **argv) {
   parallel_ops();
   sums_in_rank_order();
   inflight();
+  inflight_differs();
   builder();
   dp_equivalence();
   gpt_across_ranks();
