@@ -122,10 +122,23 @@ rp_status rp__dist_task_cpu(rp_task_ctx *ctx) {
   case RP_DIST_ALLREDUCE: {
     if (ds->ranks == 1)
       return RP_OK;
+    /* through a buffer of the op's own, as a replay's (plan_allreduce):
+     * after a timeout MPI keeps it and may still write there */
+    size_t bytes = dom_bytes(a);
+    void *buf = malloc(bytes);
+    if (!buf) {
+      snprintf(why, sizeof why, "out of memory staging %zu bytes", bytes);
+      st = RP_ENOMEM;
+      break;
+    }
+    memcpy(buf, ctx->insts[0].ptr, bytes); /* dense (get_args) */
     rp_dist_where w = {"all-reduce", a->eager_op, UINT64_MAX, UINT32_MAX, -1};
-    st = rp__mpi_eager_allreduce(ds, ctx->insts[0].ptr,
-                                 (size_t)rp_rect_volume(&a->dom),
+    st = rp__mpi_eager_allreduce(ds, buf, (size_t)rp_rect_volume(&a->dom),
                                  (rp_dtype)a->dtype, &w, why, sizeof why);
+    if (!st)
+      memcpy(ctx->insts[0].ptr, buf, bytes);
+    if (st != RP_EPEER) /* after a timeout MPI may still own it */
+      free(buf);
     break;
   }
   default:
@@ -283,7 +296,17 @@ static rp_status plan_allreduce(dist_exec *dx, dist_unit *u, rp_task_ctx *ctx,
   }
   if (dx->ds->ranks == 1)
     return RP_OK;
-  return rp__mpi_allreduce_init(dx->mc, in->ptr,
+  /* On a buffer of the unit's own (the instance copied in before each
+   * replay's all-reduce and out after it): a collective cannot be
+   * cancelled, so one that times out stays with MPI and completes when
+   * the late ranks arrive, writing its result then. It writes into this
+   * buffer, kept allocated after a timeout (ext_release), never into the
+   * instance, which the caller may write, replay in a new exec or free. */
+  u->bytes = dom_bytes(&u->a);
+  if (!(u->buf = malloc(u->bytes)))
+    return rp__err(RP_ENOMEM, "instantiate: out of memory");
+  u->staged = 1;
+  return rp__mpi_allreduce_init(dx->mc, u->buf,
                                 (size_t)rp_rect_volume(&u->a.dom),
                                 (rp_dtype)u->a.dtype, &u->q);
 }
@@ -351,7 +374,10 @@ static rp_status ext_run(void *state, uint64_t r, const char **why) {
   case RP_DIST_ALLREDUCE:
     if (u->q) {
       rp_dist_where w = {"all-reduce", u->seq, r, u->op, -1};
+      memcpy(u->buf, u->insts[0].ptr, u->bytes); /* dense (get_args) */
       st = rp__mpi_run(u->q, r, &w, NULL, u->why, sizeof u->why);
+      if (!st)
+        memcpy(u->insts[0].ptr, u->buf, u->bytes);
     }
     break;
   default:

@@ -1574,11 +1574,15 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  * never hangs. A rank that timed out tells the others, so a rank waiting on
  * it fails at once with the first cause. After that the exec's (or, eager,
  * the runtime's) communication is broken: later ops on it fail at once with
- * RP_EPEER; destroy it and instantiate again on every rank. An op skipped
- * on one rank (a failed upstream op, a stale instance: RP_ESTALE there)
- * shows up on its peers as RP_EPEER after the timeout (a send whose
- * message MPI buffers may complete there unanswered); it keeps its place
- * in that rank's order, so later ops never pair with its messages.
+ * RP_EPEER; destroy it and instantiate again on every rank. A host
+ * all-reduce that timed out (a collective: MPI cannot cancel it) may still
+ * complete when the late ranks arrive; it works on a buffer of its own,
+ * kept allocated, so it never writes the instance after its failure was
+ * reported. An op skipped on one rank (a failed upstream op, a stale
+ * instance: RP_ESTALE there) shows up on its peers as RP_EPEER after the
+ * timeout (a send whose message MPI buffers may complete there
+ * unanswered); it keeps its place in that rank's order, so later ops never
+ * pair with its messages.
  *
  * MPI must be initialized with MPI_THREAD_MULTIPLE (workers call MPI) before
  * rp_runtime_create and finalized after rp_runtime_destroy. Builds without

@@ -11,7 +11,8 @@
  * max_inflight on one rank (refused at instantiate); a stale instance
  * on one rank (RP_ESTALE there, RP_EPEER naming it elsewhere); a peer that
  * never answers (eager and replayed: RP_EPEER naming it, within the
- * bound); a data-parallel linear-regression step on N ranks reaching
+ * bound); an all-reduce that timed out and completes late (no instance
+ * written); a data-parallel linear-regression step on N ranks reaching
  * the weights of one process within a stated tolerance; and (2 ranks) the
  * GPT split by tensor parallelism across the ranks against one process of
  * two processors through the model's API (train/gpt.h). */
@@ -794,6 +795,70 @@ static void missing_peer(void) {
   done_case("a peer that never answers: RP_EPEER naming it (eager, replay)");
 }
 
+/* An all-reduce that timed out stays with MPI (a collective cannot be
+ * cancelled) and completes when the late rank arrives. It must then write
+ * into a buffer of its own, never into the instance: every rank but the
+ * last replays, times out, destroys the exec and writes 5 into the
+ * instance; the last rank replays after that (its contribution completes
+ * the stale all-reduce on the others, its own result is not checked), and
+ * the others' instances still hold 5 (they held the late sum, written over
+ * the caller's data after the failure was reported). */
+static void late_allreduce(void) {
+  int last = NRANKS - 1;
+  rp_runtime *rt = make_rt(SHORT_MS);
+  rp_inst x = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  float v[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  CHECK(rp_instance_write(rt, x, v, sizeof v));
+  rp_graph *g;
+  CHECK(rp_capture_begin(rt, NULL));
+  CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, NULL));
+  CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, NULL, &ex)); /* collective: every rank */
+  CHECK(rp_graph_destroy(g));
+  int go = 1;
+  rp_event e;
+  if (RANK != last) {
+    CHECK(rp_replay(ex, NULL, &e));
+    rp_status st = rp_event_wait(rt, e, -1);
+    CHECK(rp_event_release(rt, e));
+    EXPECT(st == RP_EPEER, "replay without the last rank: %s (%s)",
+           rp_status_name(st), rp_exec_error_detail(ex));
+    CHECK(rp_exec_destroy(ex));
+    for (int i = 0; i < 8; i++)
+      v[i] = 5;
+    CHECK(rp_instance_write(rt, x, v, sizeof v));
+    if (RANK == 0)
+      MPI_Send(&go, 1, MPI_INT, last, 99, MPI_COMM_WORLD);
+  } else {
+    MPI_Recv(&go, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(rp_replay(ex, NULL, &e)); /* late: RP_OK or RP_EPEER */
+    (void)rp_event_wait(rt, e, -1);
+    CHECK(rp_event_release(rt, e));
+    CHECK(rp_exec_destroy(ex));
+  }
+  /* MPI progresses the stale all-reduce inside these calls */
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int k = 0; k < 20; k++) {
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (RANK != last) {
+    CHECK(rp_instance_read(rt, x, v, sizeof v));
+    for (int i = 0; i < 8; i++)
+      EXPECT(v[i] == 5.0f,
+             "element %d is %g after the failed all-reduce, not the 5 "
+             "written since",
+             i, (double)v[i]);
+  }
+  CHECK(rp_runtime_destroy(rt));
+  done_case("an all-reduce that timed out and completes late writes no "
+            "instance");
+}
+
 /* Operands that differ between ranks, each on a runtime of its own (a
  * failed eager op fails the runtime's later eager cross-rank ops, which
  * run in launch order): an eager all-reduce of other counts (RP_ESHAPE on
@@ -1311,6 +1376,7 @@ int main(int argc, char **argv) {
   stale_rank();
   refused_on_one_rank();
   missing_peer();
+  late_allreduce();
   shape_mismatch();
   cascade();
   MPI_Barrier(MPI_COMM_WORLD);
