@@ -894,7 +894,13 @@ static int dist_start(gpt_state *s) {
     return RP_CLI_OK;
   if (s->tr.rank != 0)
     return RP_CLI_USAGE;
-  return rp_cli_usage_error("train", "--dist: %s", rp_error_detail());
+  char from[96] = ""; /* a batch the user did not give: say whose it is */
+  if (rp_train_from_ckpt(c, "batch")[0])
+    snprintf(from, sizeof from,
+             " (batch %u is the --load-weights file's: give --batch to "
+             "change it)",
+             c->mc.batch);
+  return rp_cli_usage_error("train", "--dist: %s%s", rp_error_detail(), from);
 }
 
 /* Every step that a rank may fail alone is followed by agree() under

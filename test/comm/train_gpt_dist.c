@@ -38,7 +38,7 @@
  *    run (measured at most 1.7e-6);
  *  - --dist --eager: bitwise equal to the replayed --dist run;
  * and a batch that leaves a rank's data group without rows exits 2 with
- * one message.
+ * one message (N = 2: one a checkpoint gave, named as the file's).
  *
  * Tensor parallelism across ranks (--tp above --procs: the groups span
  * the ranks' processors, their parallel operators' copies between ranks
@@ -586,6 +586,32 @@ static void bad_split(void) {
     check(count(log, "cannot be split over") == 1 &&
               count(log, "gets an empty shard") == 1,
           "the message names the split: %s", log ? log : "");
+  free(log);
+  if (N < 2)
+    return;
+  /* a batch the checkpoint gives (no --batch) too small for the ranks:
+   * the message says whose batch it is */
+  static char corpus[512], ck[512];
+  snprintf(corpus, sizeof corpus, "%s", path("corpus.txt"));
+  snprintf(ck, sizeof ck, "%s", path("b1.ckpt"));
+  const char *one[] = {
+      "train", "--model", "gpt",  "--backend",      "cpu", "--layers",
+      "1",     "--heads", "2",    "--width",        "16",  "--context",
+      "8",     "--batch", "1",    "--iters",        "2",   "--sample",
+      "0",     "--text",  corpus, "--save-weights", ck,    NULL};
+  st = drv_reprise(0, "b1", one, NULL);
+  check(st == 0, "a checkpoint of batch 1 (one process): exit %d", st);
+  const char *res[] = {
+      "train",          "--model", "gpt",      "--backend", "cpu",    "--dist",
+      "--iters",        "3",       "--sample", "0",         "--text", corpus,
+      "--load-weights", ck,        NULL};
+  st = drv_reprise(N, "b1_dist", res, NULL);
+  log = slurp(path("b1_dist.log"), NULL);
+  check(st == 2 && count(log, "cannot be split over") == 1 &&
+            count(log, "batch 1 is the --load-weights file's") == 1,
+        "--dist --load-weights of batch 1 on %d ranks: exit %d (want 2), one "
+        "message saying the batch is the file's: %s",
+        N, st, log ? log : "");
   free(log);
 }
 
