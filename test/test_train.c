@@ -1202,6 +1202,20 @@ Test(train, checkpoints_of_bad_values_are_refused) {
       cr_assert(strstr(rp_error_detail(), "truncated: "), "%zu bytes: %s", cut,
                 rp_error_detail());
     }
+  /* a bare record cut inside its 48-byte header, after its magic: a
+   * truncated record, not "neither a container nor a weights record" */
+  for (size_t cut = 8; cut < 48; cut++) {
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(rec, 1, cut, f), cut);
+    fclose(f);
+    RP_EXPECT(rp_mlp_ckpt_read(path, &ck), RP_EFORMAT);
+    char want[64];
+    snprintf(want, sizeof want, "truncated: %zu bytes, a weights record's",
+             cut);
+    cr_assert(strstr(rp_error_detail(), want), "%zu bytes: %s", cut,
+              rp_error_detail());
+  }
   /* nor a schedule it would refuse (the file is left as it was) */
   rp_mlp_ckpt_info neg = {.step = 1, .lr = 0.1f, .lr_decay = -5.0f};
   RP_EXPECT(rp_mlp_save(w.m, path, &neg), RP_EINVAL);

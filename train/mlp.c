@@ -1478,6 +1478,11 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         "%s: truncated: %zu byte%s, cut inside "
                         "the checkpoint's magic",
                         path, n, n == 1 ? "" : "s");
+  if (n >= 8 && n < CKPT_HEAD && !memcmp(b, CKPT_MAGIC, 8))
+    return rp_error_set(RP_EFORMAT,
+                        "%s: truncated: %zu bytes, a weights record's "
+                        "header alone has %u",
+                        path, n, CKPT_HEAD);
   if (n < CKPT_HEAD || memcmp(b, CKPT_MAGIC, 8) != 0)
     return rp_error_set(RP_EFORMAT,
                         "%s: not a reprise checkpoint (neither an "
