@@ -764,6 +764,43 @@ Test(data, malformed_csv_files_name_the_line_and_the_problem) {
   RP_EXPECT(rp_data_load("/nonexistent/rp_data.csv", &d), RP_ENOENT);
 }
 
+/* The data set limit holds for every row a CSV file stores: rows past it
+ * are refused at their line, also where the rows' room grew before them
+ * (the limit was checked only when the room grew, so a file of 3 columns
+ * kept up to about 1.6 times RP_DATA_MAX_BYTES). */
+Test(data, a_csv_file_past_the_data_limit_is_refused_at_its_row) {
+  char path[64];
+  tmp_path(path, sizeof path, "lim.csv");
+  char text[512] = "label,a,b\n";
+  for (int i = 0; i < 10; i++) /* 10 rows of 3 columns: 120 bytes of data */
+    snprintf(text + strlen(text), sizeof text - strlen(text), "%d,0.5,1\n",
+             i % 2);
+  write_bytes(path, text, strlen(text));
+  rp_dataset d = {.n = 12345};
+  for (uint64_t lim = 12; lim < 120; lim += 12) {
+    RP_EXPECT(rp_data_load_limits(path, 0, lim, &d), RP_ERANGE);
+    char want[64];
+    snprintf(want, sizeof want, ":%u: more than %u bytes of data",
+             (unsigned)(lim / 12 + 2), (unsigned)lim);
+    cr_assert(strstr(rp_error_detail(), want), "limit %u: want '%s' in '%s'",
+              (unsigned)lim, want, rp_error_detail());
+    cr_assert_eq(d.n, 12345, "*out touched on error");
+  }
+  RP_CHECK(rp_data_load_limits(path, 0, 120, &d)); /* exactly at the limit */
+  cr_assert_eq(d.n, 10);
+  rp_data_free(&d);
+  /* a binary file of those 10 samples is held to the same limit */
+  RP_CHECK(rp_data_load(path, &d));
+  RP_CHECK(rp_data_save(&d, path, 0));
+  rp_data_free(&d);
+  RP_EXPECT(rp_data_load_limits(path, 0, 119, &d), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "above the 119-byte limit"), "%s",
+            rp_error_detail());
+  RP_CHECK(rp_data_load_limits(path, 0, 120, &d));
+  rp_data_free(&d);
+  unlink(path);
+}
+
 /* A binary file: header fields, then `nx` floats and `ny` labels. */
 static size_t bin_file(unsigned char *buf, uint32_t version, uint32_t n,
                        uint32_t f, uint32_t c, const float *x, size_t nx,

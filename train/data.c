@@ -190,7 +190,7 @@ static void fix_le32(void *buf, size_t count) {
 /* Binary files */
 
 static rp_status bin_header(FILE *f, const char *path, uint64_t size,
-                            uint32_t h[4]) {
+                            uint64_t max_data, uint32_t h[4]) {
   unsigned char b[BIN_HEADER];
   size_t got = fread(b, 1, sizeof b, f);
   if (got < sizeof b)
@@ -209,12 +209,11 @@ static rp_status bin_header(FILE *f, const char *path, uint64_t size,
                         "%u (need n >= 1, features >= 1, classes 2..%u)",
                         path, h[1], h[2], h[3], RP_DATA_MAX_CLASSES);
   uint64_t want = BIN_HEADER + ((uint64_t)h[1] * h[2] + h[1]) * 4;
-  if (want - BIN_HEADER > RP_DATA_MAX_BYTES)
+  if (want - BIN_HEADER > max_data)
     return rp_error_set(RP_ERANGE,
                         "%s: %u samples x %u features is above the "
                         "%llu-byte limit",
-                        path, h[1], h[2],
-                        (unsigned long long)RP_DATA_MAX_BYTES);
+                        path, h[1], h[2], (unsigned long long)max_data);
   if (size < want)
     return rp_error_set(RP_EFORMAT,
                         "%s: truncated: the header (%u sample%s, %u "
@@ -252,9 +251,9 @@ static rp_status bin_check(const rp_dataset *d, const char *path) {
 }
 
 static rp_status load_bin(FILE *f, const char *path, uint64_t size,
-                          rp_dataset *out) {
+                          uint64_t max_data, rp_dataset *out) {
   uint32_t h[4];
-  rp_status st = bin_header(f, path, size, h);
+  rp_status st = bin_header(f, path, size, max_data, h);
   if (st != RP_OK)
     return st;
   rp_dataset d = {0};
@@ -284,6 +283,7 @@ typedef struct csv_state {
   uint64_t max_file; /* bytes the file may have (it may grow while read) */
   uint64_t size;     /* its size when opened (the first reservation) */
   uint64_t bytes;    /* bytes read so far */
+  uint64_t max_data; /* the data set's bytes: samples x cols x 4 */
   unsigned line;
   uint32_t cols; /* header columns, label included */
   rp_dataset d;  /* x and y grow; n counts rows */
@@ -374,18 +374,21 @@ static rp_status csv_header(csv_state *c, char *line) {
 }
 
 static rp_status csv_grow(csv_state *c) {
+  /* every row stored counts, the one about to be too: the limit holds
+   * for the data set kept, not only where the rows' room grows */
+  uint64_t most = c->max_data / (4 * (uint64_t)c->cols);
+  if ((uint64_t)c->d.n + 1 > most)
+    return rp_error_set(RP_ERANGE, "%s:%u: more than %llu bytes of data",
+                        c->path, c->line, (unsigned long long)c->max_data);
   if (c->d.n < c->cap)
     return RP_OK;
-  /* cols >= 2 keeps cap far below 2^31 under the byte limit. */
-  if ((uint64_t)c->d.n * c->cols * 4 >= RP_DATA_MAX_BYTES)
-    return rp_error_set(RP_ERANGE, "%s:%u: more than %llu bytes of data",
-                        c->path, c->line,
-                        (unsigned long long)RP_DATA_MAX_BYTES);
   /* the first reservation: 1024 rows, or as many as the file could hold
    * (a row takes at least 2 bytes a column), if fewer: a wide file of few
-   * rows does not reserve 1024 of them */
+   * rows does not reserve 1024 of them; never room for rows past the
+   * limit (cols >= 2 keeps that far below 2^31) */
   uint64_t fit = c->size / (2 * (uint64_t)c->cols) + 1;
-  uint32_t cap = c->cap ? c->cap * 2 : fit < 1024 ? (uint32_t)fit : 1024;
+  uint64_t want = c->cap ? (uint64_t)c->cap * 2 : fit < 1024 ? fit : 1024;
+  uint32_t cap = (uint32_t)(want < most ? want : most);
   float *x = rp_train_realloc_n(c->d.x, (size_t)cap * c->d.features, 4);
   if (x)
     c->d.x = x;
@@ -525,10 +528,11 @@ static rp_status csv_lines(FILE *f, csv_state *c, char **fields) {
 }
 
 static rp_status load_csv(FILE *f, const char *path, uint64_t max_file,
-                          rp_dataset *out) {
+                          uint64_t max_data, rp_dataset *out) {
   struct stat sb;
   csv_state c = {.path = path,
                  .max_file = max_file,
+                 .max_data = max_data,
                  .size = fstat(fileno(f), &sb) == 0 && sb.st_size > 0
                              ? (uint64_t)sb.st_size
                              : max_file,
@@ -800,9 +804,16 @@ rp_status rp_data_load(const char *path, rp_dataset *out) {
 
 rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
                            rp_dataset *out) {
+  return rp_data_load_limits(path, max_bytes, 0, out);
+}
+
+rp_status rp_data_load_limits(const char *path, uint64_t max_bytes,
+                              uint64_t max_data, rp_dataset *out) {
   if (!path || !out)
     return rp_error_set(RP_EINVAL, "rp_data_load: NULL argument");
   uint64_t max = max_bytes ? max_bytes : RP_DATA_FILE_MAX;
+  uint64_t data_max =
+      max_data && max_data < RP_DATA_MAX_BYTES ? max_data : RP_DATA_MAX_BYTES;
   int fd;
   uint64_t size;
   /* a regular file only: a FIFO would block, /dev/zero never end */
@@ -831,7 +842,7 @@ rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
     if (fseek(f, 0, SEEK_SET) != 0)
       st = rp_error_set(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
     else
-      st = load_bin(f, path, size, out);
+      st = load_bin(f, path, size, data_max, out);
   } else if (got >= 4 && idx_magic((const unsigned char *)magic)) {
     st = rp_error_set(RP_EFORMAT,
                       "%s: an IDX file (MNIST format, %u "
@@ -842,7 +853,7 @@ rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
   } else if (fseek(f, 0, SEEK_SET) != 0) {
     st = rp_error_set(RP_EIO, "%s: cannot seek: %s", path, strerror(errno));
   } else {
-    st = load_csv(f, path, max, out);
+    st = load_csv(f, path, max, data_max, out);
   }
   fclose(f);
   return st;

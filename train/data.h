@@ -96,6 +96,12 @@ rp_status rp_data_load(const char *path, rp_dataset *out);
  * RP_ERANGE for a larger file. */
 rp_status rp_data_load_max(const char *path, uint64_t max_bytes,
                            rp_dataset *out);
+/* rp_data_load_max with a data set limit of max_data bytes (samples x
+ * (features + 1) x 4) below RP_DATA_MAX_BYTES (0 or more: that limit):
+ * RP_ERANGE for a larger data set, a CSV file's naming the line whose
+ * row would pass it. */
+rp_status rp_data_load_limits(const char *path, uint64_t max_bytes,
+                              uint64_t max_data, rp_dataset *out);
 
 /* Reads an IDX (MNIST-style) pair: `images`, an idx3 file of unsigned
  * bytes (any 2..8 dimensions: the first counts samples, the others are
