@@ -295,6 +295,10 @@ static rp_status set_reserve(rp_analysis *a, rp_dep_set *s, uint32_t more) {
   if (more > UINT32_MAX - s->n ||
       !rp__grow((void **)&s->v, &s->cap, s->n + more, sizeof *s->v))
     return rp__err(RP_ENOMEM, "dependence analysis: out of memory");
+  /* as set_append does when it grows s: the appends the room is for
+   * then find the index large enough (or none) */
+  if (s->cap >= INDEX_FROM)
+    index_build(s);
   return RP_OK;
 }
 

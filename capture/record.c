@@ -328,8 +328,14 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
     uint32_t tail = writeback_tail(cs->graph, idx);
     for (uint32_t k = group_head(cs->graph, idx); k <= idx + tail; k++)
       if ((st = rp_graph_bind_postcondition(cs->graph, p, k)) != RP_OK &&
-          st != RP_EPORT)
+          st != RP_EPORT) {
+        /* out of memory: the port goes again (it is the last one) */
+        rp_gport *gp = &cs->graph->post[--cs->graph->npost];
+        free(gp->name);
+        free(gp->ops);
+        *gp = (rp_gport){0};
         return st;
+      }
   }
   if (port)
     *port = p;
@@ -352,7 +358,11 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   uint32_t nacc = rp__op_accesses(op, tmp, &acc);
   rp_dep_set deps = {0};
   int copy = op->kind != RP_OP_TASK;
-  if ((st = rp__analysis_deps(&cs->rec, acc, nacc, copy, &deps)) != RP_OK)
+  /* room first: the commit below then cannot fail, so a failed launch
+   * leaves the analysis as it was (a half-done commit would keep the
+   * dropped op as an accessor, and take its instances' history away) */
+  if ((st = rp__analysis_reserve(&cs->rec, acc, nacc, copy)) != RP_OK ||
+      (st = rp__analysis_deps(&cs->rec, acc, nacc, copy, &deps)) != RP_OK)
     goto out;
   rp_op_id id;
   rp_gop named;
@@ -368,6 +378,7 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   if (!st && wait.id)
     st = wport ? rp_graph_bind_precondition(g, widx, id)
                : rp_graph_add_edge(g, widx, id);
+  int bound = !st && wait.id && wport; /* id is port widx's last op */
   for (uint32_t k = 1; !st && wait.id && !wport && k <= writeback_tail(g, widx);
        k++)
     st = rp_graph_add_edge(g, widx + k, id);
@@ -375,13 +386,16 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   for (rp_op_id j = wait.id && !wport ? group_head(g, widx) : widx;
        !st && j < widx; j++)
     st = rp__graph_edge_inferred(g, j, id);
-  if (!st)
+  if (!st) /* cannot fail after the reserve */
     st = rp__analysis_commit(&cs->rec, acc, nacc, copy,
                              (rp_dep_token){id, 0, 0});
   if (st) {
-    /* Undo: drop the op and its edges so the graph stays as it was. */
+    /* Undo: drop the op, its edges and its precondition binding (the
+     * port's last) so the graph stays as it was. */
     while (g->nedges && g->edges[g->nedges - 1].to == id)
       g->nedges--;
+    if (bound)
+      g->pre[widx].nops--;
     rp__gop_clear(&g->ops[--g->nops]);
     goto out;
   }
