@@ -224,7 +224,7 @@ static rp_status eager_parallel(rp_capture_state *cs, const rp_parallel_op *op,
 
 static rp_status record_parallel(rp_capture_state *cs, const rp_parallel_op *op,
                                  rp_copy *copies, uint32_t n, rp_event *done) {
-  uint32_t group = ++cs->graph->ngroups;
+  uint32_t nops = cs->graph->nops, group = ++cs->graph->ngroups;
   rp_status st = RP_OK;
   rp_event last = RP_NO_EVENT;
   cs->keep_name = 1; /* every copy of the operator carries its name */
@@ -243,6 +243,13 @@ static rp_status record_parallel(rp_capture_state *cs, const rp_parallel_op *op,
   }
   cs->keep_name = 0;
   cs->next_name[0] = '\0';
+  /* Nothing recorded: the graph is as it was (its group tag is handed out
+   * again). Some copies recorded (only on ENOMEM, the copies were checked):
+   * the analysis cannot take them back, so the capture fails. */
+  if (st && cs->graph->nops == nops)
+    cs->graph->ngroups--;
+  else if (st && !cs->failed)
+    cs->failed = (int)st;
   /* The operator's reference: its last copy. Its earlier copies precede it
    * only through accesses, so a postcondition on the whole operator should
    * name each copy (rp_capture_postcondition takes their list). */
