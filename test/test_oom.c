@@ -16,6 +16,8 @@
  * instantiated exec: a replay allocates nothing (reprise.h), so they all
  * succeed and the wrappers see no call at all, from any thread. */
 #include "helpers.h"
+#include "capture/capture_impl.h"
+#include "kernels/tasks.h"
 #include "train/gpt.h"
 #include "train/mlp.h"
 
@@ -708,6 +710,227 @@ static rp_status engine_tables_scenario(float *out, size_t nout) {
   return st ? st : dst;
 }
 
+/* ---- the recorder: a failed recording call changes nothing ---- */
+
+/* Instances private to one worker (the copy insertion tests' predicate,
+ * test_insert.c): the worker that cannot reach one gets a mirror. */
+typedef struct oom_priv {
+  uint64_t id[2];
+  rp_proc owner[2];
+} oom_priv;
+
+static int oom_private_reach(void *arg, rp_proc p, rp_inst inst) {
+  const oom_priv *pv = arg;
+  for (int i = 0; i < 2; i++)
+    if (pv->id[i] == inst.id)
+      return p != pv->owner[i] ? 0 : 1;
+  return 1;
+}
+
+static void fnv(uint64_t *h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    *h = (*h ^ b[i]) * 0x100000001b3ull;
+}
+
+/* The graph as recorded (instances by slot and generation: a handle's
+ * other bits differ between runtimes): ops (kind, task, processor, group, name,
+ * inserted, accesses), edges in order, ports with their ops, mirrors, groups.
+ */
+static uint64_t graph_fingerprint(const rp_graph *g) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  fnv(&h, &g->nops, sizeof g->nops);
+  for (uint32_t i = 0; i < g->nops; i++) {
+    const rp_gop *op = &g->ops[i];
+    uint32_t w[6] = {op->kind,  op->task,     op->proc,
+                     op->group, op->inserted, op->nacc};
+    fnv(&h, w, sizeof w);
+    fnv(&h, op->name, strlen(op->name));
+    rp_access tmp[2];
+    const rp_access *acc;
+    uint32_t n = rp__op_accesses(op, tmp, &acc);
+    for (uint32_t k = 0; k < n; k++) {
+      uint32_t a[4] = {rp__inst_slot(acc[k].inst), rp__inst_gen(acc[k].inst),
+                       (uint32_t)acc[k].priv, (uint32_t)acc[k].redop};
+      fnv(&h, a, sizeof a);
+    }
+  }
+  fnv(&h, &g->nedges, sizeof g->nedges);
+  for (uint32_t e = 0; e < g->nedges; e++)
+    fnv(&h, &g->edges[e], sizeof g->edges[e]);
+  const rp_gport *ports[2] = {g->pre, g->post};
+  uint32_t nports[2] = {g->npre, g->npost};
+  for (int k = 0; k < 2; k++) {
+    fnv(&h, &nports[k], sizeof nports[k]);
+    for (uint32_t p = 0; p < nports[k]; p++) {
+      fnv(&h, ports[k][p].name, strlen(ports[k][p].name));
+      fnv(&h, &ports[k][p].nops, sizeof ports[k][p].nops);
+      fnv(&h, ports[k][p].ops, sizeof *ports[k][p].ops * ports[k][p].nops);
+    }
+  }
+  fnv(&h, &g->nmirrors, sizeof g->nmirrors);
+  for (uint32_t m = 0; m < g->nmirrors; m++) {
+    uint32_t v[3] = {rp__inst_slot(g->mirrors[m].src),
+                     rp__inst_gen(g->mirrors[m].src), g->mirrors[m].mem};
+    fnv(&h, v, sizeof v);
+  }
+  fnv(&h, &g->ngroups, sizeof g->ngroups);
+  return h;
+}
+
+/* Each recording call is made again when it fails with RP_ENOMEM: the
+ * sweep fails one allocation, so the second try gets what it asks for.
+ * A failed call must have left the capture as it was (the retry then
+ * records the same graph as one success), or failed the capture, which
+ * rp_capture_end reports (RP_ENOMEM). */
+#define RETRY(call)                                                            \
+  do {                                                                         \
+    if (st == RP_OK) {                                                         \
+      rp_status r_ = (call);                                                   \
+      if (r_ == RP_ENOMEM)                                                     \
+        r_ = (call);                                                           \
+      st = r_;                                                                 \
+    }                                                                          \
+  } while (0)
+
+/* rp_capture_name_next (a failed launch spends the name), then l. */
+static rp_status named_task(rp_runtime *rt, const char *name,
+                            const rp_launch *l, rp_event *done) {
+  rp_status st = rp_capture_name_next(rt, name);
+  return st ? st : rp_launch_task(rt, l, done);
+}
+
+static rp_status named_parallel(rp_runtime *rt, const char *name,
+                                const rp_parallel_op *op, rp_event *done) {
+  rp_status st = rp_capture_name_next(rt, name);
+  return st ? st : rp_launch_parallel(rt, op, done);
+}
+
+/* Records a step with a precondition port, tasks with and without copy
+ * insertion (one writing an instance and reading another), a copy, a replicate
+ * and a reduction of 3 parts and a postcondition, then instantiates and replays
+ * it once. out: the graph's fingerprint (two 16-bit halves of its low 32 bits:
+ * exact in a float), then the instances' contents. */
+static rp_status recorder_scenario(float *out, size_t nout) {
+  enum { N = 4, NP = 3 };
+  rp_runtime *rt = NULL;
+  rp_status st = make_runtime(2, &rt);
+  if (st)
+    return st;
+  rp_kernel_tasks k;
+  TRY(rp_kernels_register(rt, &k));
+  rp_rect r = rp_rect_1d(0, N - 1);
+  rp_task_id nop = 0;
+  TRY(rp_task_register(
+      rt, &(rp_task_desc){.name = "touch_nothing", .cpu_fn = touch_nothing},
+      &nop));
+  rp_inst a = {0}, b = {0}, c = {0}, d = {0}, whole = {0}, parts[NP] = {{0}};
+  rp_inst *all[] = {&a, &b, &c, &d, &whole, &parts[0], &parts[1], &parts[2]};
+  enum { NI = sizeof all / sizeof *all };
+  for (int i = 0; i < NI && !st; i++)
+    TRY(rp_instance_create(rt, 0, RP_F32, &r, NULL, all[i]));
+  for (int i = 0; i < NI && !st; i++) {
+    float v[N];
+    for (int e = 0; e < N; e++)
+      v[e] = (float)(i * N + e) + 0.5f;
+    TRY(rp_instance_write(rt, *all[i], v, sizeof v));
+  }
+  oom_priv pv = {{a.id, b.id}, {0, 1}};
+  if (!st)
+    TRY(rp__capture_set_reach(rt, oom_private_reach, &pv));
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  RETRY(rp_capture_begin(rt, NULL));
+  int open = st == RP_OK;
+  rp_event go = {0}, e_scale = {0}, e_axpy = {0}, e_red = {0};
+  RETRY(rp_capture_precondition(rt, "go", &go, NULL));
+  rp_scalar_args two = {2.0f, 0}, half = {0.5f, 0};
+  /* worker 0 reads shared c after the precondition: no insertion */
+  rp_access rc = {c, RP_RW, RP_REDOP_NONE};
+  rp_launch l1 = {.task = k.scale,
+                  .proc = 0,
+                  .accesses = &rc,
+                  .naccess = 1,
+                  .args = &two,
+                  .args_size = sizeof two,
+                  .wait = go};
+  RETRY(named_task(rt, "scale.c", &l1, &e_scale));
+  /* c's writer again, then the first reader of d: an op whose accesses
+   * change the analysis before one of them needs memory */
+  rp_access rcd[2] = {{c, RP_RW, RP_REDOP_NONE}, {d, RP_READ, RP_REDOP_NONE}};
+  rp_launch l0 = {.task = nop, .proc = 0, .accesses = rcd, .naccess = 2};
+  RETRY(named_task(rt, "rw.c.read.d", &l0, NULL));
+  /* worker 1 scales a (worker 0's): fill, task, write-back */
+  rp_access ra = {a, RP_RW, RP_REDOP_NONE};
+  rp_launch l2 = {.task = k.scale,
+                  .proc = 1,
+                  .accesses = &ra,
+                  .naccess = 1,
+                  .args = &half,
+                  .args_size = sizeof half,
+                  .wait = e_scale};
+  RETRY(named_task(rt, "scale.a", &l2, NULL));
+  /* worker 0: b += 2 a, b being worker 1's */
+  rp_access rab[2] = {{a, RP_READ, RP_REDOP_NONE}, {b, RP_RW, RP_REDOP_NONE}};
+  rp_launch l3 = {.task = k.axpy,
+                  .proc = 0,
+                  .accesses = rab,
+                  .naccess = 2,
+                  .args = &two,
+                  .args_size = sizeof two};
+  RETRY(named_task(rt, "axpy", &l3, &e_axpy));
+  rp_copy cp = {.src = b, .dst = whole, .domain = RP_DOMAIN_SRC};
+  RETRY(rp_launch_copy(rt, &cp, NULL));
+  rp_parallel_op rep = {
+      .kind = RP_POP_REPLICATE, .whole = whole, .parts = parts, .nparts = NP};
+  RETRY(named_parallel(rt, "rep", &rep, NULL));
+  rp_parallel_op red = rep;
+  red.kind = RP_POP_REDUCTION;
+  RETRY(named_parallel(rt, "red", &red, &e_red));
+  rp_event outs[2] = {e_axpy, e_red};
+  RETRY(rp_capture_postcondition(rt, "out", outs, 2, NULL));
+  if (open) {
+    rp_status es = st ? rp_capture_abort(rt) : rp_capture_end(rt, &g);
+    if (!st)
+      st = es;
+  }
+  uint64_t fp = g ? graph_fingerprint(g) : 0;
+  if (g)
+    TRY(rp_instantiate(g, NULL, &ex));
+  rp_event pre = {0}, post = {0}, done = {0};
+  if (!st)
+    TRY(rp_event_create(rt, &pre));
+  if (!st)
+    TRY(rp_event_trigger(rt, pre));
+  if (!st) {
+    rp_replay_args ra2 = {.pre = &pre, .npre = 1, .post = &post, .npost = 1};
+    TRY(rp_replay(ex, &ra2, &done));
+    if (!st) {
+      TRY(rp_event_wait(rt, done, -1));
+      TRY(rp_event_wait(rt, post, -1));
+      TRY(rp_event_release(rt, done));
+      TRY(rp_event_release(rt, post));
+    }
+  }
+  TRY(rp_event_release(rt, pre));
+  if (!st && nout >= 2 + NI * N) {
+    out[0] = (float)(fp & 0xffff);
+    out[1] = (float)((fp >> 16) & 0xffff);
+    for (int i = 0; i < NI && !st; i++)
+      TRY(rp_instance_read(rt, *all[i], out + 2 + i * N, sizeof(float) * N));
+  }
+  if (ex)
+    TRY(rp_exec_destroy(ex));
+  if (g)
+    TRY(rp_graph_destroy(g));
+  TRY(rp__capture_set_reach(rt, NULL, NULL));
+  for (int i = 0; i < NI; i++)
+    if (all[i]->id)
+      TRY(rp_instance_free(rt, *all[i]));
+  rp_status dst = rp_runtime_destroy(rt);
+  return st ? st : dst;
+}
+
 /* ---- tests ---- */
 
 TestSuite(oom, .timeout = 600);
@@ -740,6 +963,11 @@ Test(oom, every_allocation_of_a_busy_instance_change_fails_in_turn) {
 Test(oom, every_allocation_of_the_engines_tables_fails_in_turn) {
   long n = sweep("engine tables", engine_tables_scenario, 4);
   cr_assert_gt(n, 10, "the sweep saw only %ld allocations", n);
+}
+
+Test(oom, every_allocation_of_a_recording_fails_in_turn_changing_nothing) {
+  long n = sweep("recorder", recorder_scenario, 64);
+  cr_assert_gt(n, 50, "the sweep saw only %ld allocations", n);
 }
 
 Test(oom, every_allocation_of_eager_gpt_training_and_decoding_fails_in_turn) {
