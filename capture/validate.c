@@ -63,6 +63,15 @@ static rp_status check_task_op(const rp_graph *g, rp_op_id id) {
   free(res);
   if (st)
     return rp__err_prefix(st, "%s: ", lab);
+  /* the workspace instantiate allocates: the shards' slices, each aligned
+   * (as an eager launch rounds it) */
+  size_t align = op->ws_align ? op->ws_align : 64, slice, total;
+  if (op->ws_bytes && (!rp__align_up_ok(op->ws_bytes, align, &slice) ||
+                       !rp__mul_ok(slice, op->shards, &total)))
+    return rp__err(RP_ERANGE,
+                   "%s: workspace of %u x %zu bytes (aligned to %zu) "
+                   "overflows",
+                   lab, op->shards, op->ws_bytes, align);
   /* Reach: every access must be addressable from the op's processor(s):
    * copy insertion gave a task that could not reach an instance a mirror,
    * so what is left unreachable was recorded without it. RP_PROC_ANY: the

@@ -186,7 +186,9 @@ Test(misuse_sizes, instance_extents_strides_and_buffers) {
   th_destroy(rt);
 }
 
-/* A one-op graph of the noop task with the given workspace. */
+/* A one-op graph of the noop task with the given workspace, instantiated;
+ * rp_graph_validate must say what instantiate says (it checks the graph
+ * as instantiate would), naming the op too. */
 static rp_status ws_instantiate(rp_runtime *rt, rp_task_id t, size_t bytes,
                                 size_t align, uint32_t shards) {
   rp_graph *g;
@@ -198,8 +200,15 @@ static rp_status ws_instantiate(rp_runtime *rt, rp_task_id t, size_t bytes,
                                           .workspace_bytes = bytes,
                                           .workspace_align = align},
                              NULL));
+  rp_status vst = rp_graph_validate(g);
+  cr_assert(vst == RP_OK || has(rp_error_detail(), "op 0 (task "),
+            "rp_graph_validate names the op: %s", rp_error_detail());
   rp_exec *ex = NULL;
   rp_status st = rp_instantiate(g, NULL, &ex);
+  cr_assert_eq(vst, st,
+               "workspace %zu x %u: rp_graph_validate said %s, "
+               "rp_instantiate %s",
+               bytes, shards, rp_status_name(vst), rp_status_name(st));
   rp_exec_destroy(ex);
   RP_CHECK(rp_graph_destroy(g));
   return st;
