@@ -1121,8 +1121,9 @@ RP_API uint32_t rp_graph_mirror_count(const rp_graph *g);
 RP_API rp_status rp_graph_mirror_query(const rp_graph *g, uint32_t k,
                                        rp_inst *ref, rp_inst *source,
                                        rp_mem *mem);
-/* Edge e (0 <= e < rp_graph_edge_count), in the order edges were added:
- * *from must finish before *to starts; *inferred is 1 when capture
+/* Edge e (0 <= e < rp_graph_edge_count), in the order edges were added
+ * (rp_graph_remove_edge moves the last edge into the removed one's
+ * place): *from must finish before *to starts; *inferred is 1 when capture
  * inferred it from conflicting accesses, 0 when someone asked for it.
  * Errors: RP_EINVAL (NULL argument), RP_ESTALE (destroyed graph),
  * RP_ERANGE (e out of range); the outputs are then untouched. */

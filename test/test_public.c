@@ -213,6 +213,14 @@ Test(public_graph, edges_and_postcondition_ops_read_back) {
   RP_EXPECT(rp_graph_edge_query(f.g, 2, &from, &to, &inferred), RP_ERANGE);
   cr_assert(from == f.r && to == f.c, "untouched on error");
   RP_EXPECT(rp_graph_edge_query(f.g, 0, NULL, &to, &inferred), RP_EINVAL);
+  /* a removal moves the last edge into the removed one's place */
+  RP_CHECK(rp_graph_add_edge(f.g, f.w, f.c));
+  RP_CHECK(rp_graph_remove_edge(f.g, f.w, f.r));
+  cr_assert_eq(rp_graph_edge_count(f.g), 2);
+  RP_CHECK(rp_graph_edge_query(f.g, 0, &from, &to, &inferred));
+  cr_assert(from == f.w && to == f.c && inferred == 0);
+  RP_CHECK(rp_graph_edge_query(f.g, 1, &from, &to, &inferred));
+  cr_assert(from == f.r && to == f.c && inferred == 0);
   uint32_t n = 0;
   RP_CHECK(rp_graph_postcondition_ops(f.g, f.post, NULL, 0, &n));
   cr_assert_eq(n, 2);
