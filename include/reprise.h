@@ -978,14 +978,15 @@ RP_API rp_status rp_capture_name_next(rp_runtime *rt, const char *name);
  * (may be NULL) its index. A port no launch waits on is unbound:
  * rp_graph_validate and rp_instantiate refuse the graph (RP_EPORT, naming
  * it). Errors: RP_ECAPTURE no capture open on this thread, RP_EINVAL a bad
- * name. */
+ * name, RP_EPORT a name another precondition port has. */
 RP_API rp_status rp_capture_precondition(rp_runtime *rt, const char *name,
                                          rp_event *ev, uint32_t *port);
 /* A named postcondition port signalled once all of ops (captured op refs)
  * completed in a replay; *port (may be NULL) its index. Errors: RP_ECAPTURE no
  * capture open on this thread, RP_EINVAL a bad name, RP_EPORT an entry of ops
  * that is not an op reference of this capture (an eager event, another
- * capture's reference, a precondition port). With n 0 the port is bound
+ * capture's reference, a precondition port) or a name another
+ * postcondition port has. With n 0 the port is bound
  * later (rp_graph_bind_postcondition); instantiate refuses one left
  * unbound. */
 RP_API rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,

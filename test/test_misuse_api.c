@@ -1768,7 +1768,7 @@ static rp_status load_with_port_name(rp_runtime *rt, const char *port) {
 
 /* rp_capture_postcondition binds ops of this capture only: an eager event
  * or a precondition port is RP_EPORT (the header's code) naming the entry,
- * and no port is added. */
+ * and no port is added; a port name taken already is RP_EPORT too. */
 Test(misuse_api, capture_postcondition_takes_only_this_captures_ops) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_task_id t;
@@ -1790,8 +1790,17 @@ Test(misuse_api, capture_postcondition_takes_only_this_captures_ops) {
     cr_assert_eq(port, 77);
   }
   RP_CHECK(rp_capture_postcondition(rt, "out", &op, 1, NULL));
+  /* a name taken by a port of the same kind: RP_EPORT, nothing added */
+  rp_event again = {0};
+  RP_EXPECT(rp_capture_precondition(rt, "in", &again, NULL), RP_EPORT);
+  cr_assert(strstr(rp_error_detail(), "port 'in' is already used"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_capture_postcondition(rt, "out", &op, 1, NULL), RP_EPORT);
+  cr_assert(strstr(rp_error_detail(), "port 'out' is already used"), "%s",
+            rp_error_detail());
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_precondition_count(g), 1);
   cr_assert_eq(rp_graph_postcondition_count(g), 1);
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_event_release(rt, eager));
