@@ -27,6 +27,15 @@ static rp_status nop_task(rp_task_ctx *ctx) {
   return RP_OK;
 }
 
+/* The task "nop" (cost hint 1 ns) registered on rt. */
+static rp_task_id nop_registered(rp_runtime *rt) {
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
+      &t));
+  return t;
+}
+
 static rp_status failing_task(rp_task_ctx *ctx) {
   (void)ctx;
   return rp_error_set(RP_EINVAL, "batch index 99 is past the 4 batches");
@@ -1640,10 +1649,7 @@ static void bad_names_init(void) {
 Test(misuse_api, every_name_entry_refuses_a_bad_name_and_changes_nothing) {
   bad_names_init();
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t;
-  RP_CHECK(rp_task_register(
-      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
-      &t));
+  rp_task_id t = nop_registered(rt);
   rp_rect r = rp_rect_1d(0, 3);
   rp_inst in;
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));
@@ -1695,10 +1701,7 @@ Test(misuse_api, every_name_entry_refuses_a_bad_name_and_changes_nothing) {
  * setter began writing over it. */
 Test(misuse_api, a_name_set_from_its_own_getter_keeps_its_bytes) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t;
-  RP_CHECK(rp_task_register(
-      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
-      &t));
+  rp_task_id t = nop_registered(rt);
   rp_rect r = rp_rect_1d(0, 3);
   rp_inst in;
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));
@@ -1771,10 +1774,7 @@ static rp_status load_with_port_name(rp_runtime *rt, const char *port) {
  * and no port is added; a port name taken already is RP_EPORT too. */
 Test(misuse_api, capture_postcondition_takes_only_this_captures_ops) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t;
-  RP_CHECK(rp_task_register(
-      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
-      &t));
+  rp_task_id t = nop_registered(rt);
   rp_event eager;
   RP_CHECK(rp_event_create(rt, &eager));
   RP_CHECK(rp_capture_begin(rt, NULL));
@@ -1813,13 +1813,7 @@ Test(misuse_api, capture_postcondition_takes_only_this_captures_ops) {
  * reference; nothing is recorded. */
 Test(misuse_api, capture_refuses_references_of_other_captures_and_runtimes) {
   rp_runtime *a = th_cpu_runtime(1), *b = th_cpu_runtime(1);
-  rp_task_id ta, tb;
-  RP_CHECK(rp_task_register(
-      a, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
-      &ta));
-  RP_CHECK(rp_task_register(
-      b, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
-      &tb));
+  rp_task_id ta = nop_registered(a), tb = nop_registered(b);
   rp_event old_b, ref_a, ref_b;
   rp_graph *g;
   RP_CHECK(rp_capture_begin(b, NULL)); /* an earlier capture of b */
@@ -1857,10 +1851,7 @@ Test(misuse_api, loader_refuses_bad_names_nul_escapes_included) {
   cr_skip_test("graph files need cJSON, which this build lacks");
 #else
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t;
-  RP_CHECK(rp_task_register(
-      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task, .cost_ns = 1},
-      &t));
+  (void)nop_registered(rt); /* the task the graph files name */
   /* as JSON text: none, a NUL escape (cJSON would cut the name at it), a
    * quote, a newline, a byte past ASCII (escaped and raw), a backslash */
   static const char *const bad[] = {"",
