@@ -102,7 +102,7 @@ typedef struct rp_task_spawn {
  * (NULL rt or s, NULL args/insts with a non-zero count), RP_ERANGE (args
  * over 1 MiB), RP_EPROC (processor out of range, no variant for its kind),
  * RP_ENOTASK, RP_ESTALE (an instance or pre), RP_EACCESS, RP_EUNUSABLE,
- * RP_ENOMEM. */
+ * RP_EUNSUPPORTED (a model of a machine: it runs nothing), RP_ENOMEM. */
 rp_status rp__spawn_task(rp_runtime *rt, const rp_task_spawn *s, rp_event pre,
                          rp_event *done);
 
@@ -126,9 +126,10 @@ typedef struct rp_copy_bytes {
  * row_bytes; a non-zero pitch below row_bytes; a memory out of range;
  * overlapping ranges), RP_ERANGE (the extent overflows), RP_EPROC (`where`
  * out of range), RP_EACCESS (a CPU worker and device memory),
- * RP_EUNSUPPORTED (the backend cannot copy), RP_ESTALE (pre), RP_EUNUSABLE,
- * RP_ENOMEM. A backend failure once the copy is due (a CUDA call refused
- * it) poisons done with that status (RP_EBACKEND). */
+ * RP_EUNSUPPORTED (the backend cannot copy, or a model of a machine),
+ * RP_ESTALE (pre), RP_EUNUSABLE, RP_ENOMEM. A backend failure once the copy
+ * is due (a CUDA call refused it) poisons done with that status
+ * (RP_EBACKEND). */
 rp_status rp__spawn_copy(rp_runtime *rt, const rp_copy_bytes *c, rp_proc where,
                          rp_event pre, rp_event *done);
 

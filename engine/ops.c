@@ -106,6 +106,15 @@ static rp_status op_arm(rp_runtime *rt, rp_gate *g, rp_gate_waiter *waiter,
   return RP_OK;
 }
 
+/* A model of a machine (reprise dump) has no devices and no instance
+ * storage: nothing runs there (a GPU processor of it has no stream). */
+static rp_status refuse_model(const rp_runtime *rt, const char *call) {
+  if (!rp__runtime_is_model(rt))
+    return RP_OK;
+  return rp__err(RP_EUNSUPPORTED,
+                 "%s: a model of a machine (reprise dump) runs nothing", call);
+}
+
 static rp_status check_pre(const rp_runtime *rt, rp_event pre,
                            const char *call) {
   if (!rp__event_live(rt, pre))
@@ -282,6 +291,8 @@ rp_status rp__spawn_task(rp_runtime *rt, const rp_task_spawn *s, rp_event pre,
   rp_status st = rp__runtime_check(rt);
   const rp_task_rec *t = NULL;
   if (!st)
+    st = refuse_model(rt, "rp__spawn_task");
+  if (!st)
     st = check_spawn(rt, s, &t);
   if (!st)
     st = check_pre(rt, pre, "rp__spawn_task");
@@ -438,6 +449,8 @@ rp_status rp__spawn_copy(rp_runtime *rt, const rp_copy_bytes *c, rp_proc where,
                    rt ? "copy" : "runtime");
   rp_copy_async cp;
   rp_status st = rp__runtime_check(rt);
+  if (!st)
+    st = refuse_model(rt, "rp__spawn_copy");
   if (!st)
     st = check_copy(rt, c, where, &cp);
   if (!st)

@@ -1005,3 +1005,37 @@ Test(engine_ops, an_error_detail_may_quote_the_current_one) {
   rp__err_prefix(RP_EIO, "%s (%s): ", path, rp_error_detail());
   cr_assert_str_eq(rp_error_detail(), "p.json (cannot open): cannot open");
 }
+
+/* A model of a machine (rp_runtime_create_model) has no devices and no
+ * instance storage: it runs nothing, so a spawn or a copy on any of its
+ * processors is refused before anything is armed, as its eager launches
+ * are, and the task never runs. */
+Test(engine_ops, a_model_of_a_machine_refuses_spawns_and_copies) {
+  rp_machine_desc m = {.cpus = 1, .ngpus = 1, .gpu_device = {0}};
+  rp_runtime *rt = NULL;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_task_id t = reg(rt, "count", count_task, count_task);
+  _Atomic int runs = 0, *rp = &runs;
+  for (rp_proc p = 0; p < 2; p++) {
+    rp_task_spawn s = counter_spawn(t, p, &rp);
+    rp_event done = RP_NO_EVENT;
+    RP_EXPECT(rp__spawn_task(rt, &s, RP_NO_EVENT, &done), RP_EUNSUPPORTED);
+    cr_assert_eq(done.id, 0u, "processor %u: no event made", p);
+    cr_assert(strstr(rp_error_detail(), "model"), "processor %u: %s", p,
+              rp_error_detail());
+    unsigned char src[16] = {1}, dst[16] = {0};
+    rp_copy_bytes c = {.dst = dst,
+                       .dst_mem = sysmem(rt),
+                       .src = src,
+                       .src_mem = sysmem(rt),
+                       .rows = 1,
+                       .row_bytes = sizeof src};
+    RP_EXPECT(rp__spawn_copy(rt, &c, p, RP_NO_EVENT, &done), RP_EUNSUPPORTED);
+    cr_assert(strstr(rp_error_detail(), "model"), "processor %u: %s", p,
+              rp_error_detail());
+    cr_assert_eq(dst[0], 0, "processor %u: bytes copied", p);
+  }
+  RP_CHECK(rp_runtime_drain(rt));
+  cr_assert_eq(atomic_load(&runs), 0, "a task ran on the model");
+  th_destroy(rt);
+}
