@@ -377,33 +377,6 @@ static rp_status capture_unit(rp_exec *ex, uint32_t ui, void *stream,
                  *task_why && *cuda_why ? "; " : "", cuda_why);
 }
 
-/* Why segment k cannot be one CUDA graph, or NULL. */
-static const char *eager_reason(const rp_exec *ex, uint32_t k) {
-  const rp_lower *lw = ex->lw;
-  if (!lw->graphs)
-    return "REPRISE_CUDA_GRAPHS=0";
-  const rp_seg *sg = &lw->segs[k];
-  for (uint32_t i = 0; i < sg->n; i++) {
-    const rp_unit *u = &ex->units[lw->members[sg->first + i]];
-    if (u->kind == RP_UNIT_COPY) {
-      const rp_mem_info *m[2];
-      rp_mem_info a, b;
-      m[0] = rp_mem_query(ex->rt, u->xd->src_mem, &a) ? NULL : &a;
-      m[1] = rp_mem_query(ex->rt, u->xd->dst_mem, &b) ? NULL : &b;
-      for (int s = 0; s < 2; s++)
-        if (m[s] && m[s]->kind == RP_MEM_SYSTEM)
-          return "a copy touches pageable host memory";
-      continue;
-    }
-    if (u->shards_src != SIZE_MAX)
-      return "an op's shard count is interpolated";
-    const char *why = rp__lower_task_blocker(ex->rt, &ex->g->ops[u->op]);
-    if (why)
-      return why;
-  }
-  return NULL;
-}
-
 /* Adds node to deps[0..*nd) unless it is there. */
 static void dep_add(void **deps, size_t *nd, void *node) {
   for (size_t i = 0; i < *nd; i++)
@@ -682,7 +655,7 @@ rp_status rp__lower_build(rp_exec *ex) {
   if (!st)
     st = setup_members(ex);
   for (uint32_t k = 0; k < lw->nseg && !st; k++) {
-    lw->segs[k].eager = eager_reason(ex, k);
+    lw->segs[k].eager = rp__lower_eager_reason(ex, k);
     if (!lw->segs[k].eager)
       st = segment_graph(ex, k);
   }

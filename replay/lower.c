@@ -417,6 +417,9 @@ static rp_status lower_new(rp_exec *ex, rp_cut *c, uint32_t launch_lane) {
   lw->seg_of = c->seg;
   c->members = NULL;
   c->seg = NULL;
+  /* graph or op by op: known now (a model of a machine never builds) */
+  for (uint32_t k = 0; k < c->nseg; k++)
+    lw->segs[k].eager = rp__lower_eager_reason(ex, k);
   return RP_OK;
 }
 
@@ -620,6 +623,32 @@ const char *rp__lower_task_blocker(const rp_runtime *rt, const rp_gop *op) {
   if (value && (!t || !(t->flags & RP_TASK_DEVICE_ARGS)))
     return "an op interpolates args its task reads at issue (no "
            "RP_TASK_DEVICE_ARGS)";
+  return NULL;
+}
+
+const char *rp__lower_eager_reason(const rp_exec *ex, uint32_t k) {
+  const rp_lower *lw = ex->lw;
+  if (!lw->graphs)
+    return "REPRISE_CUDA_GRAPHS=0";
+  const rp_seg *sg = &lw->segs[k];
+  for (uint32_t i = 0; i < sg->n; i++) {
+    const rp_unit *u = &ex->units[lw->members[sg->first + i]];
+    if (u->kind == RP_UNIT_COPY) {
+      const rp_mem_info *m[2];
+      rp_mem_info a, b;
+      m[0] = rp_mem_query(ex->rt, u->xd->src_mem, &a) ? NULL : &a;
+      m[1] = rp_mem_query(ex->rt, u->xd->dst_mem, &b) ? NULL : &b;
+      for (int s = 0; s < 2; s++)
+        if (m[s] && m[s]->kind == RP_MEM_SYSTEM)
+          return "a copy touches pageable host memory";
+      continue;
+    }
+    if (u->shards_src != SIZE_MAX)
+      return "an op's shard count is interpolated";
+    const char *why = rp__lower_task_blocker(ex->rt, &ex->g->ops[u->op]);
+    if (why)
+      return why;
+  }
   return NULL;
 }
 

@@ -246,6 +246,12 @@ rp_status rp__lower_placed(rp_exec *ex);
  * argument bytes its task reads on the host at issue (no
  * RP_TASK_DEVICE_ARGS), which a graph would freeze. Pure: tested on CPU. */
 const char *rp__lower_task_blocker(const rp_runtime *rt, const rp_gop *op);
+/* lower.c: why segment k cannot be one CUDA graph (its members are then
+ * issued op by op), or NULL: CUDA graphs are off (REPRISE_CUDA_GRAPHS=0),
+ * a copy touches pageable host memory, or a member is a task op with a
+ * blocker (rp__lower_task_blocker). Pure: decided at plan time, so that a
+ * model of a machine (no build) shows the decision the build makes. */
+const char *rp__lower_eager_reason(const rp_exec *ex, uint32_t k);
 /* lower.c: the lowering's figures for rp_exec_stats_get. */
 void rp__lower_stats(const rp_exec *ex, rp_exec_stats *out);
 /* lower.c: segments section of rp_exec_dump's text. */

@@ -338,3 +338,76 @@ Test(lower, an_interpolated_arg_without_device_args_is_a_blocker) {
   cr_assert_null(rp__lower_task_blocker(rt, &op));
   th_destroy(rt);
 }
+
+static rp_status nop_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* The dump of ex as text, in a buffer the caller frees. */
+static char *exec_text(const rp_exec *ex) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert_not_null(f);
+  RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_TEXT));
+  cr_assert_eq(fclose(f), 0);
+  return buf;
+}
+
+/* A model of a machine plans the GPU work without building it (no CUDA
+ * graph is made there): each segment still says whether the build would
+ * make it one CUDA graph or issue it op by op, and why, as on a device. */
+Test(lower, a_model_plans_which_segments_are_issued_op_by_op) {
+  rp_machine_desc m = {.cpus = 1, .ngpus = 1, .gpu_device = {0}};
+  rp_runtime *rt = NULL;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_task_desc d = {.name = "t.gpu", .cpu_fn = nop_task, .gpu_fn = nop_task};
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt, &d, &t));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  uint32_t arg = 0;
+  rp_launch l = {.task = t, .proc = 1, .args = &arg, .args_size = sizeof arg};
+  rp_op_id a, h, b;
+  RP_CHECK(rp_graph_add_task(g, &l, &a)); /* segment 0: a graph */
+  l.proc = 0;
+  RP_CHECK(rp_graph_add_task(g, &l, &h)); /* host: cuts the segment */
+  l.proc = 1;
+  RP_CHECK(rp_graph_add_task(g, &l, &b)); /* segment 1: by value */
+  RP_CHECK(rp_graph_add_edge(g, a, h));
+  RP_CHECK(rp_graph_add_edge(g, h, b));
+  rp_interp ip = {0, 0, sizeof arg}; /* read at issue: no graph */
+  RP_CHECK(rp_graph_add_interp(g, b, &ip));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.gpu_segments, 2u);
+  cr_assert_eq(s.gpu_segments_op_by_op, 1u);
+  char *txt = exec_text(ex);
+  cr_assert(strstr(txt, "segment 0: gpu lane 1, depth 0, 1 ops, CUDA graph"),
+            "%s", txt);
+  cr_assert(strstr(txt, "segment 1: gpu lane 1, depth 1, 1 ops, issued op by "
+                        "op: an op interpolates args"),
+            "%s", txt);
+  free(txt);
+  RP_CHECK(rp_exec_destroy(ex));
+  /* CUDA graphs off: every segment op by op, as the header says */
+  cr_assert_eq(setenv("REPRISE_CUDA_GRAPHS", "0", 1), 0);
+  rp_status st = rp_instantiate(g, NULL, &ex);
+  unsetenv("REPRISE_CUDA_GRAPHS");
+  RP_CHECK(st);
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.gpu_segments_op_by_op, 2u);
+  txt = exec_text(ex);
+  cr_assert(strstr(txt, "CUDA graphs off"), "%s", txt);
+  cr_assert_null(strstr(txt, "ops, CUDA graph"), "%s", txt);
+  cr_assert(strstr(txt, "segment 0: gpu lane 1, depth 0, 1 ops, issued op by "
+                        "op: REPRISE_CUDA_GRAPHS=0"),
+            "%s", txt);
+  free(txt);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
