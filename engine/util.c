@@ -2,6 +2,7 @@
 #include "util.h"
 #include "engine.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -423,9 +424,20 @@ long rp__env_long(const char *name, long dflt) {
 static rp_tunables g_tun;
 static pthread_once_t g_tun_once = PTHREAD_ONCE_INIT;
 
-static uint64_t env_ns(const char *name, long dflt) {
-  long v = rp__env_long(name, dflt);
-  return v < 0 ? 0 : v > 10000000000l ? 10000000000ull : (uint64_t)v;
+/* A time tunable: what rp_runtime_create accepts (engine/env_rules.h:
+ * digits only, 0..10^10 ns); dflt when unset or empty ("not set") and for
+ * anything else (a value only a runtime made with ignore_env lets
+ * through). */
+static uint64_t env_ns(const char *name, uint64_t dflt) {
+  const char *s = getenv(name);
+  if (!s || !isdigit((unsigned char)s[0]))
+    return dflt;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || v > 10000000000ull)
+    return dflt;
+  return (uint64_t)v;
 }
 
 static void tunables_init(void) {
@@ -433,9 +445,7 @@ static void tunables_init(void) {
   g_tun.yield_ns = env_ns("REPRISE_YIELD_NS", 200000);
   g_tun.host_yield_ns = env_ns("REPRISE_HOST_YIELD_NS", 50000);
   g_tun.idle_spin_ns = env_ns("REPRISE_IDLE_SPIN_NS", 1000);
-  g_tun.host_spin_ns = getenv("REPRISE_HOST_SPIN_NS")
-                           ? env_ns("REPRISE_HOST_SPIN_NS", 0)
-                           : UINT64_MAX;
+  g_tun.host_spin_ns = env_ns("REPRISE_HOST_SPIN_NS", UINT64_MAX);
 }
 
 const rp_tunables *rp__tunables(void) {

@@ -960,6 +960,32 @@ Test(replay, host_spin_budget_comes_from_the_environment) {
   cr_assert_eq(spin_with(1, 1), 1234);
 }
 
+/* The time tunables take what rp_runtime_create accepts (digits only,
+ * 0..10^10); empty is not set, as for every REPRISE_* variable (the host
+ * spin budget is then the runtime's choice, not 0), and a value the
+ * create check refuses (it passes with ignore_env) is the default, not
+ * clamped or read leniently. */
+Test(replay, empty_or_malformed_time_tunables_are_their_defaults) {
+  setenv("REPRISE_HOST_SPIN_NS", "", 1);
+  setenv("REPRISE_SPIN_NS", "-5", 1);
+  setenv("REPRISE_YIELD_NS", "99999999999", 1);
+  setenv("REPRISE_IDLE_SPIN_NS", " 7", 1);
+  setenv("REPRISE_HOST_YIELD_NS", "4321", 1); /* valid: read as given */
+  const rp_tunables *t = rp__tunables();
+  if (t->host_yield_ns != 4321)
+    cr_skip_test("the tunables were read before this test (--no-fork?)");
+  cr_assert_eq(t->host_spin_ns, UINT64_MAX, "empty: not set, got %llu",
+               (unsigned long long)t->host_spin_ns);
+  cr_assert_eq(t->spin_ns, 10000u, "-5: the default, got %llu",
+               (unsigned long long)t->spin_ns);
+  cr_assert_eq(t->yield_ns, 200000u, "above 10^10: the default, got %llu",
+               (unsigned long long)t->yield_ns);
+  cr_assert_eq(t->idle_spin_ns, 1000u, "' 7': the default, got %llu",
+               (unsigned long long)t->idle_spin_ns);
+  /* the runtime decides the spin budget: none with no CPU to spare */
+  cr_assert_eq(spin_with(1, 1), 0);
+}
+
 /* A plain task with a cross-lane wait runs on the lane's fast path; a
  * failure upstream (a plain task on the other lane) must still skip it in
  * that replay, and the next replay runs both. */
