@@ -62,6 +62,16 @@ static rp_status get_args(const rp_task_ctx *ctx, const rp_dist_args **out) {
   if (!shape)
     return rp__err(RP_ESHAPE, "rp.dist task: its rectangle, type or "
                               "operator does not match its instances");
+  /* as rp_launch_dist_copy refuses it: a local copy moves rows through a
+   * bounce buffer, so shared bytes would be read after being written (a
+   * graph file or a launch by name can name one instance twice, or
+   * external instances over one buffer; a model's have no storage) */
+  if (a->role == RP_DIST_SELF && ctx->insts[0].ptr && ctx->insts[1].ptr &&
+      rp__dist_overlap(&ctx->insts[0], &ctx->insts[1], &a->dom))
+    return rp__err(RP_EINVAL,
+                   "rp.dist task: a local copy whose source and destination "
+                   "bytes overlap (one instance on both sides, or external "
+                   "instances over one buffer)");
   *out = a;
   return RP_OK;
 }

@@ -472,6 +472,58 @@ Test(dist, foreign_arguments_are_refused) {
   th_destroy(rt);
 }
 
+/* A local copy launched by name (or loaded from a graph file) whose two
+ * sides are one instance is refused, as rp_launch_dist_copy refuses it:
+ * eager (nothing written) and at instantiate. */
+Test(dist, a_local_copy_by_name_into_its_own_source_is_refused) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst x = make(rt, RP_F32, rp_rect_1d(0, 3));
+  rp_inst t = make(rt, RP_U8, rp_rect_1d(0, 0));
+  rp_event first;
+  RP_CHECK(
+      rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &first));
+  wait_ok(rt, first);
+  fill(rt, x, 4, 1.0f);
+  rp_dist_args a = {.magic = RP_DIST_ARGS_MAGIC,
+                    .role = RP_DIST_SELF,
+                    .redop = RP_REDOP_SUM,
+                    .dtype = RP_F32,
+                    .dom = rp_rect_1d(0, 3)};
+  rp_access acc[3] = {{x, RP_READ, 0}, {x, RP_RW, 0}, {t, RP_RW, 0}};
+  rp_launch l = {.proc = RP_PROC_ANY,
+                 .args = &a,
+                 .args_size = sizeof a,
+                 .accesses = acc,
+                 .naccess = 3};
+  RP_CHECK(rp_task_find(rt, "rp.dist.copy", &l.task));
+  rp_event e;
+  RP_CHECK(rp_launch_task(rt, &l, &e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_EINVAL);
+  RP_CHECK(rp_event_release(rt, e));
+  cr_assert(strstr(rp_runtime_dist_detail(rt), "overlap") ||
+                strstr(rp_error_detail(), "overlap"),
+            "%s / %s", rp_runtime_dist_detail(rt), rp_error_detail());
+  float v[4];
+  read_f(rt, x, v, 4);
+  for (int k = 0; k < 4; k++)
+    cr_assert_eq(v[k], 1.0f + (float)k, "eager: element %d written", k);
+  rp_inst y = make(rt, RP_F32, rp_rect_1d(0, 3)); /* x is poisoned now */
+  fill(rt, y, 4, 1.0f);
+  acc[0].inst = acc[1].inst = y;
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &l, NULL));
+  rp_exec *ex = NULL;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EINVAL);
+  cr_assert_null(ex);
+  cr_assert(strstr(rp_error_detail(), "overlap"), "%s", rp_error_detail());
+  RP_CHECK(rp_graph_destroy(g));
+  read_f(rt, y, v, 4);
+  for (int k = 0; k < 4; k++)
+    cr_assert_eq(v[k], 1.0f + (float)k, "element %d written", k);
+  th_destroy(rt);
+}
+
 Test(dist, a_communicator_needs_mpi) {
   rp_runtime_config cfg;
   rp_runtime_config_init(&cfg);
