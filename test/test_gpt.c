@@ -1415,6 +1415,24 @@ Test(gpt, max_bytes_refuses_a_model_larger_than_the_limit) {
                    "instances would take ") &&
                 strstr(rp_error_detail(), "with these, above the limit"),
             "%s", rp_error_detail());
+  /* the refusal leaves no decode step behind: asked again, it is refused
+   * again (not recorded over instances never made), and fill too */
+  RP_EXPECT(rp_gpt_decode_record(m, &g), RP_ENOMEM);
+  cr_assert(strstr(rp_error_detail(), "with these, above the limit"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_gpt_decode_fill(m), RP_ENOMEM);
+  cr_assert(rp_gpt_decode_logits(m).id == 0);
+  RP_CHECK(rp_gpt_proc_bytes(m, 0, &again, &state));
+  cr_assert_eq(again, total);
+  RP_CHECK(rp_gpt_destroy(m));
+  /* room for part of the decode step: what it made is freed again */
+  c.max_bytes = total + 4 * (uint64_t)c.context * c.width * sizeof(float);
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  RP_EXPECT(rp_gpt_decode_record(m, &g), RP_ENOMEM);
+  RP_CHECK(rp_gpt_proc_bytes(m, 0, &again, &state));
+  cr_assert_eq(again, total, "%llu bytes after the refusal, %llu before",
+               (unsigned long long)again, (unsigned long long)total);
+  RP_EXPECT(rp_gpt_decode_record(m, &g), RP_ENOMEM);
   RP_CHECK(rp_gpt_destroy(m));
   th_destroy(rt);
 }

@@ -2320,11 +2320,32 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
 /* ---------------------------------------------------------------------- */
 /* Decoding: one token per replay, with key/value caches */
 
+/* Undoes a make_decode that failed part-way: its instances freed (the
+ * last nall - nall0 of m->all), the byte counts as before, m->dec NULL,
+ * so that the next call makes it (or is refused) from the start. */
+static void unmake_decode(rp_gpt *m, uint32_t nall0, uint64_t made0,
+                          uint64_t bytes0) {
+  while (m->nall > nall0) /* made now, used by nothing: the free succeeds */
+    (void)rp_instance_free(m->rt, m->all[--m->nall]);
+  m->made_bytes = made0;
+  m->bytes[0] = bytes0;
+  for (uint32_t i = 0; i < m->np; i++)
+    if (split_dim(m, i) >= 0)
+      m->w[i] = (rp_inst){0};
+  if (m->dec)
+    free(m->dec->a);
+  free(m->dec);
+  m->dec = NULL;
+}
+
 /* The decode instances (processor 0): one position's activations, the
- * caches [T x C] per block (head h's keys at rows h * T..), the scores. */
+ * caches [T x C] per block (head h's keys at rows h * T..), the scores.
+ * On failure none is left (unmake_decode). */
 static rp_status make_decode(rp_gpt *m) {
   const rp_gpt_config *c = &m->cfg;
   m->making = "the decode step";
+  uint32_t nall0 = m->nall;
+  uint64_t made0 = m->made_bytes, bytes0 = m->bytes[0];
   shard *d = calloc(1, sizeof *d);
   if (!d || !(d->a = calloc(c->layers, sizeof *d->a))) {
     free(d);
@@ -2371,6 +2392,8 @@ static rp_status make_decode(rp_gpt *m) {
     if (split_dim(m, i) >= 0 &&
         !(st = mk(m, 0, RP_F32, home_rect(m, i), &m->w[i])))
       st = name_inst(m, m->w[i], "dec.%s", m->info[i].name);
+  if (st != RP_OK)
+    unmake_decode(m, nall0, made0, bytes0);
   return st;
 }
 

@@ -375,7 +375,9 @@ typedef struct rp_gpt_decode_step {
   int32_t pos;   /* offset 0 */
   int32_t token; /* offset 4 */
 } rp_gpt_decode_step;
-/* Records the decode graph (allocating its instances at the first call). */
+/* Records the decode graph (allocating its instances at the first call;
+ * when making them fails, RP_ENOMEM past max_bytes included, none of
+ * them stays and the next call makes them again). */
 rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out);
 /* The decode graph's logits (V floats), after a replay. */
 rp_inst rp_gpt_decode_logits(const rp_gpt *m);
