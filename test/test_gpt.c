@@ -532,6 +532,20 @@ Test(gpt_backends, decode_by_replay_matches_the_full_forward) {
             RP_ERANGE);
   cr_assert(strstr(rp_error_detail(), "overflow a 32-bit count"), "%s",
             rp_error_detail());
+  /* rp_gpt_sample likewise, before any token is drawn (on_token stops a
+   * run that starts after the first) */
+  tok_log none = {.stop_at = 1};
+  RP_EXPECT(rp_gpt_sample(t.m, fx.x, 2, UINT32_MAX,
+                          &(rp_gpt_sampling){.temperature = 0,
+                                             .on_token = log_token,
+                                             .arg = &none},
+                          smp),
+            RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_sample: 2 prompt tokens + "
+                                      "4294967295 to generate overflow a "
+                                      "32-bit count"),
+            "%s", rp_error_detail());
+  cr_assert_eq(none.n, 0, "%u tokens drawn", none.n);
   /* the training step's exec is no decode step: its arguments are longer */
   rp_graph *sg;
   rp_exec *sx;

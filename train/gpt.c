@@ -2257,6 +2257,11 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, const rp_gpt_sampling *how, int32_t *out) {
   if (!m || !prompt || !out || !how || plen == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
+  if (n > UINT32_MAX - plen) /* out holds plen + n tokens */
+    return rp_error_set(RP_ERANGE,
+                        "rp_gpt_sample: %u prompt tokens + %u to generate "
+                        "overflow a 32-bit count",
+                        plen, n);
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
   rp_status st = eager_only(m, "rp_gpt_sample");
   if (st == RP_OK)

@@ -358,8 +358,9 @@ int32_t rp_gpt_pick(const float *logits, uint32_t V, float temperature,
 /* Samples n tokens after the prompt (plen tokens, >= 1), full recompute of
  * a context window per token (the last T tokens: a sliding window, unlike
  * rp_gpt_generate's past the context), drawn as `how` says; out gets plen
- * + n tokens. Eager; with tensor parallelism across ranks collective (the
- * same tokens on every rank). */
+ * + n tokens (RP_ERANGE when plen + n overflows 32 bits, nothing drawn).
+ * Eager; with tensor parallelism across ranks collective (the same tokens
+ * on every rank). */
 rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, const rp_gpt_sampling *how, int32_t *out);
 
