@@ -1543,6 +1543,13 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
       rp_gpt_tensor_read(t.m, rp_gpt_param_tensors(t.m), RP_GPT_WEIGHT, one, 1),
       RP_EINVAL);
   RP_EXPECT(rp_gpt_tensor_read(t.m, 0, RP_GPT_WEIGHT, one, 1), RP_ESHAPE);
+  RP_EXPECT(rp_gpt_params_read(t.m, one, 1), RP_EINVAL);
+  char sizes[96];
+  snprintf(sizes, sizeof sizes,
+           "rp_gpt_params_read: out holds 1 floats, the model has %zu "
+           "weights",
+           rp_gpt_param_count(t.m));
+  cr_assert(strstr(rp_error_detail(), sizes), "%s", rp_error_detail());
   RP_EXPECT(rp_gpt_tensor_write(t.m, 0, RP_GPT_WEIGHT, NULL, 1), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "rp_gpt_tensor_write"), "%s",
             rp_error_detail());

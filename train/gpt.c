@@ -2790,8 +2790,13 @@ rp_status rp_gpt_tensor_write(rp_gpt *m, uint32_t i, rp_gpt_slot s,
 }
 
 rp_status rp_gpt_params_read(rp_gpt *m, float *out, size_t n) {
-  if (!m || !out || n < rp_gpt_param_count(m))
-    return rp_error_set(RP_EINVAL, "rp_gpt_params_read: bad argument");
+  if (!m || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_params_read: NULL argument");
+  if (n < rp_gpt_param_count(m))
+    return rp_error_set(RP_EINVAL,
+                        "rp_gpt_params_read: out holds %zu floats, the model "
+                        "has %zu weights",
+                        n, rp_gpt_param_count(m));
   rp_status st = RP_OK;
   for (uint32_t i = 0; !st && i < m->np; i++) {
     st = rp_gpt_tensor_read(m, i, RP_GPT_WEIGHT, out, numel(&m->info[i]));

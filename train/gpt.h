@@ -250,7 +250,8 @@ rp_status rp_gpt_tensor_read(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
                              size_t n);
 rp_status rp_gpt_tensor_write(rp_gpt *m, uint32_t i, rp_gpt_slot s,
                               const float *in, size_t n);
-/* Every weight, tensor after tensor, into out (n >= rp_gpt_param_count). */
+/* Every weight, tensor after tensor, into out (n >= rp_gpt_param_count;
+ * fewer: RP_EINVAL naming both counts). */
 rp_status rp_gpt_params_read(rp_gpt *m, float *out, size_t n);
 /* Re-initialises the weights from the seed, zeroes the moments.
  * The calls that run ops eagerly and read their results back
