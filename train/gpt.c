@@ -2547,6 +2547,10 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
                         "the decode step runs on rank 0, after "
                         "rp_gpt_decode_fill on every rank");
   st = m->xr ? RP_OK : gather_split(m);
+  /* the replays below are not ordered after eager ops: an eager step may
+   * still be writing the weights they read */
+  if (st == RP_OK)
+    st = rp_runtime_drain(m->rt);
   if (st != RP_OK)
     return rp_train_err_prefix(st, "rp_gpt_generate: ");
   float *logits = calloc(2 * (size_t)V, sizeof *logits); /* + scratch */

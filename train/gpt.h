@@ -395,9 +395,12 @@ rp_status rp_gpt_decode_fill(rp_gpt *m);
  * recorded on, so another model's decode exec computes that model's
  * logits, not m's; this is not detected) once per position, drawn as `how`
  * says; when the context is full, the last T/2 tokens are decoded again from
- * position 0. out gets plen + n tokens. RP_ERANGE for a prompt token outside
- * [0, V), or logits that are not finite (weights that overflow: nothing to draw
- * from; the tokens drawn before stay in out). */
+ * position 0. out gets plen + n tokens. It first waits for the eager ops
+ * issued before it (rp_runtime_drain: an eager rp_gpt_step may still be
+ * writing the weights the replays read, and replays are not ordered after
+ * eager ops). RP_ERANGE for a prompt token outside [0, V), or logits that
+ * are not finite (weights that overflow: nothing to draw from; the tokens
+ * drawn before stay in out). */
 rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
                           uint32_t plen, uint32_t n, const rp_gpt_sampling *how,
                           int32_t *out);
