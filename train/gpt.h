@@ -379,7 +379,10 @@ typedef struct rp_gpt_decode_step {
 } rp_gpt_decode_step;
 /* Records the decode graph (allocating its instances at the first call;
  * when making them fails, RP_ENOMEM past max_bytes included, none of
- * them stays and the next call makes them again). */
+ * them stays and the next call makes them again). With tp > 1 it reads
+ * whole copies of the split weights, which start zeroed: a caller that
+ * replays it itself calls rp_gpt_decode_fill first (and after each
+ * update); rp_gpt_generate does. */
 rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out);
 /* The decode graph's logits (V floats), after a replay. */
 rp_inst rp_gpt_decode_logits(const rp_gpt *m);
