@@ -1392,7 +1392,9 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * status, e.g. RP_ETASK; the detail names the op as
  * rp_exec_error_detail does). On a failure after trial replays ran, those
  * replays ran (their side effects stay, *replays counts them), the exec
- * keeps the placement it had before the call and stays usable. */
+ * keeps the placement it had before the call and stays usable (should
+ * restoring that placement run out of memory as well, it keeps the last
+ * trial's placement, whole, and the detail says so). */
 RP_API rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
                               uint32_t *replays);
 

@@ -192,37 +192,71 @@ static rp_status port_first(rp_exec *ex, const uint32_t *seq) {
   return RP_OK;
 }
 
-static rp_status add_wait(rp_exec *ex, rp_wait w) {
-  if (!rp__grow((void **)&ex->waits, &ex->waits_cap, ex->nwaits + 1,
-                sizeof *ex->waits))
-    return rp__err(RP_ENOMEM, "placement: out of memory");
-  ex->waits[ex->nwaits++] = w;
-  return RP_OK;
+/* build_waits' scratch, allocated (with room for every wait) before the
+ * placement changes anything: see rp__place_finalize. */
+typedef struct waits_scratch {
+  uint32_t *kn, *need, *wrap_need, *last, *wrap_known;
+} waits_scratch;
+
+static void waits_scratch_free(waits_scratch *w) {
+  free(w->kn);
+  free(w->need);
+  free(w->wrap_need);
+  free(w->last);
+  free(w->wrap_known);
 }
 
-/* Lane positions and, with vector clocks, the minimal cross-lane waits:
- * kn[u][L] = units of lane L known complete once u completed. */
-static rp_status build_waits(rp_exec *ex) {
-  const uint32_t *wrap_off = ex->wrap_off, *wrap_src = ex->wrap_src;
+/* The scratch, and ex->waits grown to the most waits any placement can
+ * need: a unit waits at most once per other lane for this replay and once
+ * per other lane for the previous one, and at most once per predecessor
+ * or wrap-around source. */
+static rp_status waits_prepare(rp_exec *ex, waits_scratch *w) {
   uint32_t n = ex->nunits, L = ex->nlanes;
   size_t cells;
+  memset(w, 0, sizeof *w);
   if (!rp__mul_ok(n, L, &cells) || cells > (64u << 20))
     return rp__err(RP_ERANGE, "placement: %u units x %u lanes is too large", n,
                    L);
-  uint32_t *kn = rp__calloc(cells ? cells : 1, sizeof *kn);
-  uint32_t *need = rp__calloc(L, sizeof *need);
-  uint32_t *wrap_need = rp__calloc(L, sizeof *wrap_need);
-  uint32_t *last = malloc(sizeof *last * L); /* last unit per lane */
-  uint32_t *wrap_known = rp__calloc(L * (size_t)L, sizeof *wrap_known);
-  rp_status st = RP_OK;
-  if (!kn || !need || !wrap_need || !last || !wrap_known) {
-    st = rp__err(RP_ENOMEM, "placement: out of memory");
-    goto out;
+  uint64_t most = 0;
+  for (uint32_t u = 0; u < n; u++) {
+    uint32_t nw = ex->wrap_off[u + 1] - ex->wrap_off[u];
+    most += ex->units[u].npred < L ? ex->units[u].npred : L;
+    most += nw < L ? nw : L;
   }
+  if (most > UINT32_MAX)
+    return rp__err(RP_ERANGE, "placement: more than %u cross-lane waits",
+                   UINT32_MAX);
+  w->kn = rp__calloc(cells ? cells : 1, sizeof *w->kn);
+  w->need = rp__calloc(L, sizeof *w->need);
+  w->wrap_need = rp__calloc(L, sizeof *w->wrap_need);
+  w->last = rp__calloc(L, sizeof *w->last); /* last unit per lane */
+  w->wrap_known = rp__calloc(L * (size_t)L, sizeof *w->wrap_known);
+  if (!w->kn || !w->need || !w->wrap_need || !w->last || !w->wrap_known ||
+      !rp__grow((void **)&ex->waits, &ex->waits_cap, most ? (uint32_t)most : 1,
+                sizeof *ex->waits)) {
+    waits_scratch_free(w);
+    return rp__err(RP_ENOMEM, "placement: out of memory");
+  }
+  return RP_OK;
+}
+
+/* Within the room waits_prepare made. */
+static void add_wait(rp_exec *ex, rp_wait w) {
+  ex->waits[ex->nwaits++] = w;
+}
+
+/* Lane positions and, with vector clocks, the minimal cross-lane waits:
+ * kn[u][L] = units of lane L known complete once u completed. Cannot
+ * fail: waits_prepare allocated everything. */
+static void build_waits(rp_exec *ex, waits_scratch *ws) {
+  const uint32_t *wrap_off = ex->wrap_off, *wrap_src = ex->wrap_src;
+  uint32_t n = ex->nunits, L = ex->nlanes;
+  uint32_t *kn = ws->kn, *need = ws->need, *wrap_need = ws->wrap_need,
+           *last = ws->last, *wrap_known = ws->wrap_known;
   for (uint32_t w = 0; w < L; w++)
     last[w] = UINT32_MAX;
   ex->nwaits = 0;
-  for (uint32_t k = 0; k < n && !st; k++) {
+  for (uint32_t k = 0; k < n; k++) {
     uint32_t u = ex->order[k];
     rp_unit *uu = &ex->units[u];
     uint32_t me = uu->lane;
@@ -236,7 +270,7 @@ static rp_status build_waits(rp_exec *ex) {
         need[p->lane] = p->pos + 1;
     }
     uu->wait_off = ex->nwaits;
-    for (uint32_t l = 0; l < L && !st; l++) {
+    for (uint32_t l = 0; l < L; l++) {
       if (!need[l] || K[l] >= need[l])
         continue;
       /* implied by another candidate's knowledge? */
@@ -248,7 +282,7 @@ static rp_status build_waits(rp_exec *ex) {
         implied = kn[(size_t)src * L + l] >= need[l];
       }
       if (!implied)
-        st = add_wait(ex, (rp_wait){l, need[l], 0});
+        add_wait(ex, (rp_wait){l, need[l], 0});
     }
     /* fold the knowledge of every needed producer unit */
     for (uint32_t l = 0; l < L; l++)
@@ -267,11 +301,11 @@ static rp_status build_waits(rp_exec *ex) {
       if (p->lane != me && p->pos + 1 > wrap_need[p->lane])
         wrap_need[p->lane] = p->pos + 1;
     }
-    for (uint32_t l = 0; l < L && !st; l++) {
+    for (uint32_t l = 0; l < L; l++) {
       uint32_t *wk = &wrap_known[(size_t)me * L + l];
       if (!wrap_need[l] || K[l] > 0 || *wk >= wrap_need[l])
         continue;
-      st = add_wait(ex, (rp_wait){l, wrap_need[l], 1});
+      add_wait(ex, (rp_wait){l, wrap_need[l], 1});
       *wk = wrap_need[l];
     }
     uu->nwait = ex->nwaits - uu->wait_off;
@@ -283,13 +317,6 @@ static rp_status build_waits(rp_exec *ex) {
     rp_wait w = ex->waits[i];
     ex->units[ex->lanes[w.lane].units[w.pos - 1]].publish = 1;
   }
-out:
-  free(kn);
-  free(need);
-  free(wrap_need);
-  free(last);
-  free(wrap_known);
-  return st;
 }
 
 /* Wrap-around dependencies (replay r+1 on replay r), from the accesses:
@@ -409,35 +436,41 @@ static void fill_hot(rp_exec *ex) {
   }
 }
 
+/* Everything that can fail (the scratch, the room for the waits, the order)
+ * comes before the first change: a failure leaves the placement in
+ * effect whole, so rp_exec_tune can keep it. (With GPU units the lowering
+ * follows, rp__lower_placed.) */
 rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq) {
   uint32_t n = ex->nunits;
-  rp_status st = port_first(ex, seq);
-  if (!st) {
-    memset(ex->mask, 0, sizeof ex->mask);
-    ex->active = 0;
-    for (uint32_t w = 0; w < ex->nlanes; w++)
-      ex->lanes[w].len = 0;
-    for (uint32_t k = 0; k < n; k++) {
-      rp_unit *u = &ex->units[ex->order[k]];
-      rp_lane *l = &ex->lanes[u->lane];
-      u->pos = l->len;
-      u->publish = 0;
-      l->units[l->len++] = ex->order[k];
-    }
-    /* Every lane with units is a completion source; only CPU lanes are
-     * run by workers (a GPU lane completes from its host callbacks). */
-    for (uint32_t w = 0; w < ex->nlanes; w++)
-      if (ex->lanes[w].len) {
-        if (w < ex->ncpu)
-          ex->mask[w / 64] |= 1ull << (w % 64);
-        ex->active++;
-      }
+  waits_scratch ws;
+  rp_status st = waits_prepare(ex, &ws);
+  if (st)
+    return st;
+  if ((st = port_first(ex, seq)) != RP_OK) {
+    waits_scratch_free(&ws);
+    return st;
   }
-  if (!st)
-    st = build_waits(ex);
-  if (!st)
-    fill_hot(ex);
-  if (!st && ex->lw)
-    st = rp__lower_placed(ex);
-  return st;
+  memset(ex->mask, 0, sizeof ex->mask);
+  ex->active = 0;
+  for (uint32_t w = 0; w < ex->nlanes; w++)
+    ex->lanes[w].len = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    rp_unit *u = &ex->units[ex->order[k]];
+    rp_lane *l = &ex->lanes[u->lane];
+    u->pos = l->len;
+    u->publish = 0;
+    l->units[l->len++] = ex->order[k];
+  }
+  /* Every lane with units is a completion source; only CPU lanes are
+   * run by workers (a GPU lane completes from its host callbacks). */
+  for (uint32_t w = 0; w < ex->nlanes; w++)
+    if (ex->lanes[w].len) {
+      if (w < ex->ncpu)
+        ex->mask[w / 64] |= 1ull << (w % 64);
+      ex->active++;
+    }
+  build_waits(ex, &ws);
+  waits_scratch_free(&ws);
+  fill_hot(ex);
+  return ex->lw ? rp__lower_placed(ex) : RP_OK;
 }

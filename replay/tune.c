@@ -48,7 +48,7 @@ static rp_status trial_alloc(rp_exec *ex, rp_trial *t, const char *what) {
   t->what = what;
   t->median_ns = UINT64_MAX;
   return t->lane && t->seq ? RP_OK
-                           : rp__err(RP_ENOMEM, "instantiate: out of memory");
+                           : rp__err(RP_ENOMEM, "rp_exec_tune: out of memory");
 }
 
 /* Saves the placement now in effect as trial 0. */
@@ -141,7 +141,9 @@ static int add_candidate(rp_exec *ex, uint32_t max_lanes, const char *what) {
 }
 
 /* Makes trial i the placement in effect. Progress words restart at zero in
- * the new epoch (nothing is in flight). */
+ * the new epoch (nothing is in flight). On failure the placement in effect
+ * (trial cur_trial) stays, whole: rp__place_finalize changes nothing
+ * before its last allocation, and the units' lanes go back. */
 static rp_status apply(rp_exec *ex, uint32_t i) {
   rp_trial *t = &ex->trials[i];
   /* every worker of the old placement leaves the exec first: quiesce,
@@ -154,11 +156,17 @@ static rp_status apply(rp_exec *ex, uint32_t i) {
   for (uint32_t u = 0; u < ex->nunits; u++)
     ex->units[u].lane = t->lane[u];
   rp_status st = rp__place_finalize(ex, t->seq);
+  if (st) {
+    const rp_trial *cur = &ex->trials[ex->cur_trial];
+    for (uint32_t u = 0; u < ex->nunits; u++)
+      ex->units[u].lane = cur->lane[u];
+    return st;
+  }
   ex->cur_trial = i;
   ex->epoch = ex->issued;
   for (uint32_t w = 0; w < ex->nlanes; w++)
     atomic_store(&ex->lanes[w].progress, 0);
-  return st;
+  return RP_OK;
 }
 
 /* Ends the measurement: no replay is timed any more. */
@@ -176,6 +184,8 @@ static rp_status settle(rp_exec *ex) {
         ex->trials[i].median_ns < ex->trials[best].median_ns)
       best = i;
   rp_status st = best != ex->cur_trial ? apply(ex, best) : RP_OK;
+  if (st) /* still tuning: tune_run goes back to the placement before */
+    return st;
   if (best != 0)
     ex->replacements++;
   if (ex->ntrials == 1) { /* no other placement to time */
@@ -310,14 +320,16 @@ static rp_status tune_run(rp_exec *ex, const rp_replay_args *a,
   if (st && ex->tuning) {
     char why[RP_SLOT_DETAIL + 64]; /* a replay's failure line, prefixed */
     snprintf(why, sizeof why, "%s", rp_error_detail());
-    /* back to the placement in effect before the call */
-    if (ex->cur_trial != 0)
-      (void)apply(ex, 0);
+    /* back to the placement in effect before the call; should that run
+     * out of memory too, the trial's placement in effect stays (whole) */
+    int kept = ex->cur_trial == 0 || apply(ex, 0) == RP_OK;
     tune_end(ex);
-    st = rp__err(st,
-                 "rp_exec_tune: after %u trial replay(s) (the placement in "
-                 "effect before the call is kept): %s",
-                 *replays, why);
+    st =
+        rp__err(st, "rp_exec_tune: after %u trial replay(s) (%s): %s", *replays,
+                kept ? "the placement in effect before the call is kept"
+                     : "restoring the placement in effect before the call "
+                       "ran out of memory: the last trial's placement stays",
+                why);
   }
   return st;
 }
