@@ -599,7 +599,8 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
   return st;
 }
 
-void rp__exec_free(rp_exec *ex) {
+/* Everything the exec holds, not the struct itself. */
+static void exec_release(rp_exec *ex) {
   rp__exec_unregister(ex); /* first: free/realloc stop looking at it */
   if (ex->lw)
     rp__lower_free(ex); /* first: its graphs use the units and buffers */
@@ -657,6 +658,10 @@ void rp__exec_free(rp_exec *ex) {
   rp__tune_free(ex);
   rp__trace_free(ex);
   pthread_mutex_destroy(&ex->detail_lock);
+}
+
+void rp__exec_free(rp_exec *ex) {
+  exec_release(ex);
   /* quarantined with a poisoned magic: a second destroy or a later call
    * with this handle is refused (RP_ESTALE) */
   atomic_store_explicit(&ex->magic, RP_DEAD_MAGIC, memory_order_relaxed);
@@ -691,7 +696,10 @@ rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts, rp_exec **out) {
     pthread_mutex_init(&ex->detail_lock, NULL);
     st = build(ex, g, opts);
     if (st) {
-      rp__exec_free(ex);
+      /* never handed out: freed, not quarantined (the quarantine holds
+       * the last destroyed objects, which this one must not push out) */
+      exec_release(ex);
+      free(ex);
       ex = NULL;
     }
   }

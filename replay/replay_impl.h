@@ -330,7 +330,8 @@ typedef struct rp_replay_state {
 } rp_replay_state;
 
 rp_replay_state *rp__replay_state(rp_runtime *rt);
-/* Frees an exec and everything it owns (instantiate.c; quiesced first). */
+/* Frees everything an exec owns and quarantines the struct (rp_exec_destroy,
+ * instantiate.c; quiesced first). */
 void rp__exec_free(rp_exec *ex);
 /* Adds ex to / removes it from its runtime's list of execs. */
 void rp__exec_register(rp_exec *ex);

@@ -132,6 +132,33 @@ Test(misuse, destroyed_graph_and_exec_are_refused) {
   th_destroy(rt);
 }
 
+/* A failed instantiate destroys nothing the caller had: the exec it
+ * built and freed again does not take a place in the quarantine of
+ * destroyed objects (reprise.h), so the exec destroyed before 32 of them
+ * is still refused (RP_ESTALE), and never taken for an exec instantiated
+ * after them that reuses its memory. */
+Test(misuse, failed_instantiates_keep_a_destroyed_exec_quarantined) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_exec *gone, *live;
+  RP_CHECK(rp_instantiate(g, NULL, &gone));
+  RP_CHECK(rp_exec_destroy(gone));
+  rp_exec_opts bad = {.max_inflight = RP_MAX_INFLIGHT + 1};
+  for (int i = 0; i < 32; i++) {
+    rp_exec *ex = NULL;
+    RP_EXPECT(rp_instantiate(g, &bad, &ex), RP_ERANGE);
+    cr_assert_null(ex, "*out untouched");
+  }
+  RP_CHECK(rp_instantiate(g, NULL, &live));
+  RP_EXPECT(rp_exec_destroy(gone), RP_ESTALE);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(live, &s));
+  RP_CHECK(rp_exec_destroy(live));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 /* ---- foreign and stale handles ---- */
 
 Test(misuse, another_runtimes_handles_are_refused_never_acted_on) {
