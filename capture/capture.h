@@ -186,6 +186,11 @@ rp_status rp__graph_edge_inferred(rp_graph *g, rp_op_id from, rp_op_id to);
 rp_status rp__graph_topo(const rp_graph *g, uint32_t *order);
 /* Creates an empty graph (counted against the runtime's live objects). */
 rp_status rp__graph_new(rp_runtime *rt, rp_graph **out);
+/* Frees a graph no caller was given (a capture aborted or failed, a load
+ * that failed) without taking a place in the quarantine of destroyed
+ * handles (engine/util.h), whose 32 places keep the user's destroyed objects.
+ */
+void rp__graph_discard(rp_graph *g);
 const char *rp__op_label(const rp_graph *g, rp_op_id op, char *buf, size_t n);
 
 /* ---------------------------------------------------------------------- */

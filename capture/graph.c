@@ -134,14 +134,8 @@ static void ports_free(rp_gport *p, uint32_t n) {
   free(p);
 }
 
-rp_status rp_graph_destroy(rp_graph *g) {
-  if (!g)
-    return RP_OK;
-  rp_status st = rp__graph_check(g, "rp_graph_destroy");
-  if (!st)
-    st = rp__refuse_in_replay("rp_graph_destroy");
-  if (st)
-    return st;
+/* Frees what g holds and drops its runtime reference. */
+static void graph_release(rp_graph *g) {
   for (uint32_t i = 0; i < g->nops; i++)
     rp__gop_clear(&g->ops[i]);
   free(g->ops);
@@ -151,11 +145,29 @@ rp_status rp_graph_destroy(rp_graph *g) {
   ports_free(g->post, g->npost);
   free(g->mirrors);
   rp__runtime_ref(g->rt, -1);
+}
+
+rp_status rp_graph_destroy(rp_graph *g) {
+  if (!g)
+    return RP_OK;
+  rp_status st = rp__graph_check(g, "rp_graph_destroy");
+  if (!st)
+    st = rp__refuse_in_replay("rp_graph_destroy");
+  if (st)
+    return st;
+  graph_release(g);
   /* quarantined with a poisoned magic: a second destroy or a later call
    * with this handle is refused (RP_ESTALE) */
   g->magic = RP_DEAD_MAGIC;
   rp__quarantine(g);
   return RP_OK;
+}
+
+void rp__graph_discard(rp_graph *g) {
+  if (!g)
+    return;
+  graph_release(g);
+  free(g);
 }
 
 /* ---- building ---- */

@@ -1622,7 +1622,7 @@ static rp_status header(const cJSON *doc, const cJSON **graph) {
 }
 
 static void loader_fail(loader *L) {
-  rp_graph_destroy(L->g);
+  rp__graph_discard(L->g);
   L->g = NULL;
   for (uint32_t i = 0; i < L->nalloc; i++)
     rp_instance_free(L->rt, L->table[i]);

@@ -51,7 +51,7 @@ static void capture_dtor(rp_runtime *rt, void *arg) {
   rp_capture_state *cs = arg;
   rp__analysis_fini(&cs->eager);
   if (atomic_load(&cs->recording)) {
-    rp_graph_destroy(cs->graph);
+    rp__graph_discard(cs->graph);
     rp__analysis_fini(&cs->rec);
     rp__insert_reset(cs);
   }

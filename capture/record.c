@@ -218,7 +218,7 @@ static rp_status close_capture(rp_runtime *rt, rp_graph **out,
     *out = g;
     return RP_OK;
   }
-  rp_graph_destroy(g);
+  rp__graph_discard(g);
   if (out)
     return rp__err(failed,
                    "%s: a recorded launch failed part-way (%s); "

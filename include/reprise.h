@@ -1272,8 +1272,9 @@ typedef struct rp_exec_opts {
 /* Validates g and compiles it into an exec owned by the caller. The exec does
  * not depend on g afterwards. Errors: RP_ECYCLE, RP_ENOTASK, RP_EPROC,
  * RP_EACCESS, RP_ESHAPE, RP_ETYPE, RP_EPORT, RP_ESTALE; RP_ERANGE for
- * options past their limits, an interpolation reading past max_args, or a
- * workspace whose size overflows; g is unchanged. */
+ * options past their limits, an interpolation reading past max_args, a
+ * workspace whose size overflows, or more than 2^24 units (a task op
+ * counts one per shard, a copy one); g is unchanged. */
 RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
                                 rp_exec **out);
 /* Waits for every in-flight replay and callback, then frees. Errors:

@@ -159,6 +159,28 @@ Test(misuse, failed_instantiates_keep_a_destroyed_exec_quarantined) {
   th_destroy(rt);
 }
 
+/* Graphs no caller was given (a capture aborted, or ended after a launch
+ * failed) do not take a place in the quarantine either: a graph destroyed
+ * before 32 of them is still refused (RP_ESTALE), never taken for a graph
+ * created after them that reuses its memory. */
+Test(misuse, aborted_captures_keep_a_destroyed_graph_quarantined) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_graph *gone;
+  RP_CHECK(rp_graph_create(rt, &gone));
+  RP_CHECK(rp_graph_destroy(gone));
+  for (int i = 0; i < 32; i++) {
+    RP_CHECK(rp_capture_begin(rt, NULL));
+    RP_CHECK(rp_capture_abort(rt));
+  }
+  rp_graph *live; /* may reuse the memory of a graph freed meanwhile */
+  RP_CHECK(rp_graph_create(rt, &live));
+  RP_EXPECT(rp_graph_destroy(gone), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "rp_graph_destroy"), "%s",
+            rp_error_detail());
+  RP_CHECK(rp_graph_destroy(live)); /* not destroyed through gone */
+  th_destroy(rt);
+}
+
 /* ---- foreign and stale handles ---- */
 
 Test(misuse, another_runtimes_handles_are_refused_never_acted_on) {
