@@ -24,6 +24,20 @@ static void fill(rp_runtime *rt, rp_inst i, int n, float base) {
   free(v);
 }
 
+/* A graph of the one task l: rp_instantiate refuses it (RP_EINVAL, the
+ * detail naming want), no exec made. */
+static void refused_at_instantiate(rp_runtime *rt, const rp_launch *l,
+                                   const char *want) {
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, l, NULL));
+  rp_exec *ex = NULL;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EINVAL);
+  cr_assert_null(ex);
+  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  RP_CHECK(rp_graph_destroy(g));
+}
+
 static void read_f(rp_runtime *rt, rp_inst i, float *v, int n) {
   RP_CHECK(rp_instance_read(rt, i, v, sizeof *v * (size_t)n));
 }
@@ -427,14 +441,7 @@ Test(dist, foreign_arguments_are_refused) {
   RP_CHECK(rp_launch_task(rt, &l, &e));
   RP_EXPECT(rp_event_wait(rt, e, -1), RP_EINVAL);
   RP_CHECK(rp_event_release(rt, e));
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  RP_CHECK(rp_graph_add_task(g, &l, NULL));
-  rp_exec *ex = NULL;
-  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EINVAL);
-  cr_assert_null(ex);
-  cr_assert(strstr(rp_error_detail(), "rp.dist.send"), "%s", rp_error_detail());
-  RP_CHECK(rp_graph_destroy(g));
+  refused_at_instantiate(rt, &l, "rp.dist.send");
   /* well-formed, but a send from rank 0 to rank 1: not this job's (a graph
    * file recorded on another rank or job) */
   rp_inst y = make(rt, RP_F32, rp_rect_1d(0, 3));
@@ -510,14 +517,7 @@ Test(dist, a_local_copy_by_name_into_its_own_source_is_refused) {
   rp_inst y = make(rt, RP_F32, rp_rect_1d(0, 3)); /* x is poisoned now */
   fill(rt, y, 4, 1.0f);
   acc[0].inst = acc[1].inst = y;
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  RP_CHECK(rp_graph_add_task(g, &l, NULL));
-  rp_exec *ex = NULL;
-  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_EINVAL);
-  cr_assert_null(ex);
-  cr_assert(strstr(rp_error_detail(), "overlap"), "%s", rp_error_detail());
-  RP_CHECK(rp_graph_destroy(g));
+  refused_at_instantiate(rt, &l, "overlap");
   read_f(rt, y, v, 4);
   for (int k = 0; k < 4; k++)
     cr_assert_eq(v[k], 1.0f + (float)k, "element %d written", k);
