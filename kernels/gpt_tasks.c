@@ -134,7 +134,6 @@ static const rp_op OP_EMBED_FWD = {
              {"wpe", RP_F32, RP_READ, {1, {EM(T), EM(C)}}},
              {"out", RP_F32, RP_WRITE, {1, {EM(B), EM(T), EM(C)}}}},
     .nhead = 4,
-    .disjoint = 1,
 };
 static const rp_op OP_EMBED_BWD = {
     .name = "gpt.embed_bwd",
@@ -148,7 +147,6 @@ static const rp_op OP_EMBED_BWD = {
              {"dwte", RP_F32, RP_RW, {1, {EM(V), EM(C)}}},
              {"dwpe", RP_F32, RP_WRITE, {1, {EM(T), EM(C)}}}},
     .nhead = 4,
-    .disjoint = 1,
 };
 
 #define TK(m) RP_OPF(rp_gpt_token_args, m)
@@ -163,7 +161,6 @@ static const rp_op OP_EMBED_TOKEN = {
              {"wpe", RP_F32, RP_READ, {1, {TK(T), TK(C)}}},
              {"out", RP_F32, RP_WRITE, {1, {TK(C)}}}},
     .nhead = 3,
-    .disjoint = 1,
 };
 
 #define LN(m) RP_OPF(rp_gpt_ln_args, m)
@@ -179,7 +176,6 @@ static const rp_op OP_LN_FWD = {
              {"mean", RP_F32, RP_WRITE, {1, {LN(N)}}},
              {"rstd", RP_F32, RP_WRITE, {1, {LN(N)}}}},
     .nhead = 6,
-    .disjoint = 1,
 };
 static const rp_op OP_RES_LN_FWD = {
     .name = "gpt.residual_layernorm_fwd",
@@ -195,7 +191,6 @@ static const rp_op OP_RES_LN_FWD = {
              {"mean", RP_F32, RP_WRITE, {1, {LN(N)}}},
              {"rstd", RP_F32, RP_WRITE, {1, {LN(N)}}}},
     .nhead = 8,
-    .disjoint = 1,
 };
 
 #define LB(m) RP_OPF(rp_gpt_ln_bwd_args, m)
@@ -214,7 +209,6 @@ static const rp_op OP_LN_BWD = {
              {"dw", RP_F32, RP_WRITE, {1, {LB(C)}}},
              {"db", RP_F32, RP_WRITE, {1, {LB(C)}}}},
     .nhead = 8,
-    .disjoint = 1,
 };
 
 #define MM(m) RP_OPF(rp_gpt_matmul_args, m)
@@ -233,7 +227,6 @@ static const rp_op OP_MATMUL_FWD = {
              {"out", RP_F32, RP_WRITE, {1, {MM(N), MM(OC)}}},
              {"bias", RP_F32, RP_READ, {1, {MM(OC)}}, MM(has_bias)}},
     .nhead = 4,
-    .disjoint = 1,
 };
 static const rp_op OP_MATMUL_BWD = {
     .name = "gpt.matmul_bwd",
@@ -246,7 +239,6 @@ static const rp_op OP_MATMUL_BWD = {
              {"dW", RP_F32, RP_WRITE, {1, {MM(OC), MM(C)}}},
              {"dbias", RP_F32, RP_WRITE, {1, {MM(OC)}}, MM(has_bias)}},
     .nhead = 6,
-    .disjoint = 1,
 };
 
 #define RC(m) RP_OPF(rp_gpt_rows_cols_args, m)
@@ -259,7 +251,6 @@ static const rp_op OP_BIAS_GELU = {
              {"bias", RP_F32, RP_READ, {1, {RC(cols)}}},
              {"out", RP_F32, RP_WRITE, {1, {RC(rows), RC(cols)}}}},
     .nhead = 3,
-    .disjoint = 1,
 };
 
 #define NN(m) RP_OPF(rp_gpt_n_args, m)
@@ -271,7 +262,6 @@ static const rp_op OP_GELU_BWD = {
              {"dout", RP_F32, RP_READ, {1, {NN(n)}, 0, RP_OPC_I64}},
              {"dpre", RP_F32, RP_WRITE, {1, {NN(n)}, 0, RP_OPC_I64}, 0, 0, 2}},
     .nhead = 3,
-    .disjoint = 1,
 };
 
 #define AT(m) RP_OPF(rp_gpt_attn_args, m)
@@ -291,7 +281,6 @@ static const rp_op OP_ATTN_FWD = {
              {"out", RP_F32, RP_WRITE, {1, {AT(B), AT(T), AT(C)}}},
              {"scratch", RP_F32, RP_WRITE, {1, {AT(B), AT(T), AT(C)}}}},
     .nhead = 5,
-    .disjoint = 1,
 };
 static const rp_op OP_ATTN_BWD = {
     .name = "gpt.attention_bwd",
@@ -305,7 +294,6 @@ static const rp_op OP_ATTN_BWD = {
              {"datt", RP_F32, RP_WRITE, {1, {AT(B), AT(NH), AT(T), AT(T)}}},
              {"scratch", RP_F32, RP_WRITE, {4, {AT(B), AT(T), AT(C)}}}},
     .nhead = 6,
-    .disjoint = 1,
 };
 
 #define DC(m) RP_OPF(rp_gpt_decode_args, m)
@@ -322,7 +310,6 @@ static const rp_op OP_ATTN_DECODE = {
              {"out", RP_F32, RP_WRITE, {1, {DC(C)}}},
              {"scratch", RP_F32, RP_WRITE, {1, {DC(NH), DC(T)}}}},
     .nhead = 5,
-    .disjoint = 1,
 };
 
 #define XE(m) RP_OPF(rp_gpt_xent_args, m)
@@ -338,7 +325,6 @@ static const rp_op OP_XENT = {
              {"losses", RP_F32, RP_WRITE, {1, {XE(N)}}},
              {"loss", RP_F32, RP_WRITE, RP_OPC_ONE}},
     .nhead = 4,
-    .disjoint = 1,
 };
 
 #define AW(m) RP_OPF(rp_gpt_adamw_args, m)
@@ -358,7 +344,6 @@ static const rp_op OP_ADAMW = {
     .tail = {{"stats", RP_F32, RP_WRITE, {1, {AW(count)}, 1}},
              {"sq", RP_F32, RP_READ, {1, {AW(norm_parts)}}, AW(norm_parts)}},
     .ntail = 2,
-    .disjoint = 1,
 };
 
 #define SQ(m) RP_OPF(rp_gpt_sumsq_args, m)
@@ -372,7 +357,6 @@ static const rp_op OP_SUMSQ = {
     .tail = {{"sq", RP_F32, RP_WRITE, RP_OPC_ONE},
              {"each", RP_F32, RP_WRITE, {1, {SQ(count)}}}},
     .ntail = 2,
-    .disjoint = 1,
 };
 
 /* ---------------------------------------------------------------------- */

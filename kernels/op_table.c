@@ -4,7 +4,6 @@
 
 #include "engine/util.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static int32_t field_i32(const void *args, uint16_t f) {
@@ -184,7 +183,7 @@ static rp_status overlap_err(const rp_op *op, uint32_t count, uint32_t a,
                  access_at(op, count, b, &g)->role);
 }
 
-/* rp_op.disjoint over s (room for total spans): sorted by first byte, an
+/* The overlap check over s (room for total spans): sorted by first byte, an
  * access overlaps an earlier one exactly when it starts below the largest
  * end so far (of every access when it is written, of the written ones
  * when it is read). An access on its alias's first element is folded into
@@ -291,7 +290,7 @@ static rp_status prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
   }
   for (uint32_t k = 0; st == RP_OK && k < op->ntail; k++, i++)
     st = take(op, &op->tail[k], args, ctx, i, 0, ptr, vol);
-  if (st == RP_OK && op->disjoint && disjoint)
+  if (st == RP_OK && disjoint)
     st = check_disjoint(op, args, ctx, ptr, total, count);
   if (st == RP_OK && op->check_ptrs)
     st = op->check_ptrs(op, args, ptr, ctx);

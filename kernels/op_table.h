@@ -11,8 +11,8 @@
  * a rejected task touched nothing):
  *   RP_EINVAL  args missing or shorter than the struct; a field outside
  *              its range; the descriptor's args hook refused them; sizes
- *              whose product overflows; (rp_op.disjoint) an access that is
- *              written overlapping another one;
+ *              whose product overflows; an access the task writes
+ *              overlapping another one (except its `alias`);
  *   RP_ESHAPE  an access missing (too few accesses), not dense, or with
  *              fewer elements than its rule;
  *   RP_ETYPE   an access of the wrong element type;
@@ -75,7 +75,9 @@ typedef struct rp_op_access {
   unsigned flags; /* rp_op_access_flags */
   uint8_t alias;  /* head access index + 1 whose memory this one may be
                    * (the same first element: an elementwise in place
-                   * update); 0: none (see rp_op.disjoint) */
+                   * update); 0: none. Every other access the task
+                   * writes (priv WRITE or RW) shares no byte of the
+                   * elements its rule counts with any other access. */
 } rp_op_access;
 
 /* A size field's range: lo <= value <= hi. */
@@ -113,11 +115,6 @@ struct rp_op {
    * accesses passed. NULL: none. */
   rp_status (*check_ptrs)(const rp_op *op, const void *args, void *const *ptr,
                           const rp_task_ctx *ctx);
-  /* 1: an access the task writes (priv WRITE or RW) shares no byte of the
-   * elements its rule counts with any other access (RP_EINVAL naming
-   * both), except with the access its `alias` names when both start at
-   * the same element. 0: not checked. */
-  uint8_t disjoint;
 };
 
 /* An args struct in a descriptor: .args_type = "type", .args_size. */
@@ -129,15 +126,15 @@ struct rp_op {
 uint32_t rp_op_access_total(const rp_op *op, const void *args);
 
 /* The one check: copies op->args_size bytes of args into `args`, checks
- * them, then the accesses (and with rp_op.disjoint that no written one
- * overlaps another), and sets ptr[i] to access i's element at
+ * them, then the accesses (and that no written one overlaps another),
+ * and sets ptr[i] to access i's element at
  * rect.lo (NULL for an absent optional or conditional access) and, when
  * vol is not NULL, vol[i] to its volume (0 when absent). ptr and vol hold
  * `cap` entries (at least rp_op_access_total; RP_ESHAPE otherwise). */
 rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
                      void **ptr, int64_t *vol, uint32_t cap);
 
-/* rp_op_prep without rp_op.disjoint's overlap check, for a check_fn: it
+/* rp_op_prep without the overlap check, for a check_fn: it
  * runs before every replay for the per-replay argument bytes, and the
  * instances, checked when the task itself ran, do not change between
  * replays (the check sorts the accesses' byte ranges: gpt.adamw's

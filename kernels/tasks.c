@@ -106,7 +106,6 @@ static const rp_op OP_GEMM = {
              {"B", RP_F32, RP_READ, {1, {GM(k), GM(n)}}},
              {"C", RP_F32, RP_RW, {1, {GM(m), GM(n)}}}},
     .nhead = 3,
-    .disjoint = 1,
 };
 
 /* rows x cols tasks: rows >= 0, cols >= 1 (rp_rows_cols_args, and the
@@ -128,7 +127,6 @@ static const rp_op OP_BIAS_ADD = {
     .fields = RC_FIELDS,
     .head = {{"X", RP_F32, RP_RW, RC_MAT}, {"bias", RP_F32, RP_READ, RC_ROW}},
     .nhead = 2,
-    .disjoint = 1,
 };
 static const rp_op OP_BIAS_GRAD = {
     .name = "rp.bias_grad",
@@ -136,7 +134,6 @@ static const rp_op OP_BIAS_GRAD = {
     .fields = RC_FIELDS,
     .head = {{"dY", RP_F32, RP_READ, RC_MAT}, {"db", RP_F32, RP_WRITE, RC_ROW}},
     .nhead = 2,
-    .disjoint = 1,
 };
 static const rp_op OP_ACCURACY = {
     .name = "rp.accuracy",
@@ -146,7 +143,6 @@ static const rp_op OP_ACCURACY = {
              {"labels", RP_I32, RP_READ, {1, {RC(rows)}}},
              {"count", RP_I32, RP_WRITE, RP_OPC_ONE}},
     .nhead = 3,
-    .disjoint = 1,
 };
 static const rp_op OP_RELU_BWD_BIAS = {
     .name = "rp.relu_bwd_bias",
@@ -157,7 +153,6 @@ static const rp_op OP_RELU_BWD_BIAS = {
              {"dZ", RP_F32, RP_WRITE, RC_MAT, 0, 0, 2},
              {"db", RP_F32, RP_WRITE, RC_ROW}},
     .nhead = 4,
-    .disjoint = 1,
 };
 
 #define BA(m) RP_OPF(rp_bias_act_args, m)
@@ -171,7 +166,6 @@ static const rp_op OP_BIAS_ACT = {
              {"bias", RP_F32, RP_READ, {1, {BA(cols)}}},
              {"A", RP_F32, RP_WRITE, {1, {BA(rows), BA(cols)}}, BA(act)}},
     .nhead = 3,
-    .disjoint = 1,
 };
 
 /* Elementwise tasks: n, or the whole instance of access 0 when n == 0 */
@@ -184,7 +178,6 @@ static const rp_op OP_RELU_FWD = {
     .head = {{"X", RP_F32, RP_READ, EW_N},
              {"Y", RP_F32, RP_WRITE, EW_N, 0, 0, 1}},
     .nhead = 2,
-    .disjoint = 1,
 };
 static const rp_op OP_RELU_BWD = {
     .name = "rp.relu_bwd",
@@ -194,7 +187,6 @@ static const rp_op OP_RELU_BWD = {
              {"dY", RP_F32, RP_READ, EW_N},
              {"dX", RP_F32, RP_WRITE, EW_N}},
     .nhead = 3,
-    .disjoint = 1,
 };
 
 #define SG(m) RP_OPF(rp_sgd_args, m)
@@ -207,7 +199,6 @@ static const rp_op OP_SGD = {
              {"G", RP_F32, RP_READ, SG_N},
              {"V", RP_F32, RP_RW, SG_N}},
     .nhead = 3,
-    .disjoint = 1,
 };
 
 #define SC(m) RP_OPF(rp_scalar_args, m)
@@ -218,7 +209,6 @@ static const rp_op OP_FILL = {
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
     .head = {{"X", RP_F32, RP_WRITE, SC_N}},
     .nhead = 1,
-    .disjoint = 1,
 };
 static const rp_op OP_SCALE = {
     .name = "rp.scale",
@@ -226,7 +216,6 @@ static const rp_op OP_SCALE = {
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
     .head = {{"X", RP_F32, RP_RW, SC_N}},
     .nhead = 1,
-    .disjoint = 1,
 };
 static const rp_op OP_AXPY = {
     .name = "rp.axpy",
@@ -234,7 +223,6 @@ static const rp_op OP_AXPY = {
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
     .head = {{"X", RP_F32, RP_READ, SC_N}, {"Y", RP_F32, RP_RW, SC_N, 0, 0, 1}},
     .nhead = 2,
-    .disjoint = 1,
 };
 
 static const rp_op OP_XENT_FWD = {
@@ -247,7 +235,6 @@ static const rp_op OP_XENT_FWD = {
              {"probs", RP_F32, RP_WRITE, RC_MAT},
              {"loss", RP_F32, RP_WRITE, RP_OPC_ONE}},
     .nhead = 4,
-    .disjoint = 1,
 };
 static const rp_op OP_XENT_BWD = {
     .name = "rp.xent_bwd",
@@ -258,7 +245,6 @@ static const rp_op OP_XENT_BWD = {
              RC_LABELS,
              {"dlogits", RP_F32, RP_WRITE, RC_MAT, 0, 0, 1}},
     .nhead = 3,
-    .disjoint = 1,
 };
 static const rp_op OP_SOFTMAX_XENT = {
     .name = "rp.softmax_xent",
@@ -271,7 +257,6 @@ static const rp_op OP_SOFTMAX_XENT = {
              {"loss", RP_F32, RP_WRITE, RP_OPC_ONE},
              {"db", RP_F32, RP_WRITE, RC_ROW, 0, RP_OPA_OPTIONAL}},
     .nhead = 5,
-    .disjoint = 1,
 };
 
 #define GA(m) RP_OPF(rp_gather_args, m)
@@ -286,7 +271,6 @@ static const rp_op OP_GATHER_ROWS = {
              {"dst", RP_F32, RP_WRITE, {0}, 0, RP_OPA_ANY_TYPE}},
     .nhead = 2,
     .check_ptrs = gather_ptrs,
-    .disjoint = 1,
 };
 
 #define SM(m) RP_OPF(rp_sgd_multi_args, m)
@@ -299,7 +283,6 @@ static const rp_op OP_SGD_MULTI = {
               {"V", RP_F32, RP_RW, RP_OPC_GROUP}},
     .ngroup = 3,
     .group_count = SM(count),
-    .disjoint = 1,
 };
 
 /* ---------------------------------------------------------------------- */
