@@ -848,14 +848,17 @@ static void port_order(cJSON *g) { /* the ops 'loss' binds, reversed */
 static void edge_order(cJSON *g) {
   reverse_array(g, "edges");
 }
-static void port_op_strings(cJSON *g) { /* "58", as the loader reads it */
-  cJSON *ops =
-      cJSON_GetObjectItemCaseSensitive(nth(g, "postconditions", 0), "ops");
-  for (int i = 0; i < cJSON_GetArraySize(ops); i++) {
-    char buf[16];
-    snprintf(buf, sizeof buf, "%d", cJSON_GetArrayItem(ops, i)->valueint);
-    cJSON_ReplaceItemInArray(ops, i, cJSON_CreateString(buf));
+/* Every number of array a written as a decimal string (58 -> "58"). */
+static void items_as_strings(cJSON *a) {
+  for (int i = 0; i < cJSON_GetArraySize(a); i++) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.0f", cJSON_GetArrayItem(a, i)->valuedouble);
+    cJSON_ReplaceItemInArray(a, i, cJSON_CreateString(buf));
   }
+}
+static void port_op_strings(cJSON *g) { /* "58", as the loader reads it */
+  items_as_strings(
+      cJSON_GetObjectItemCaseSensitive(nth(g, "postconditions", 0), "ops"));
 }
 static void args_upper(cJSON *g) { /* hex digits "0A", as the loader reads */
   cJSON *o;
@@ -883,13 +886,8 @@ static void ints_as_strings(cJSON *g) { /* as the loader reads them */
       cJSON_GetArrayItem(
           cJSON_GetObjectItemCaseSensitive(nth(g, "ops", 0), "interps"), 0),
       "bytes");
-  cJSON *st =
-      cJSON_GetObjectItemCaseSensitive(nth(g, "instances", 0), "strides");
-  for (int i = 0; i < cJSON_GetArraySize(st); i++) {
-    char buf[32];
-    snprintf(buf, sizeof buf, "%.0f", cJSON_GetArrayItem(st, i)->valuedouble);
-    cJSON_ReplaceItemInArray(st, i, cJSON_CreateString(buf));
-  }
+  items_as_strings(
+      cJSON_GetObjectItemCaseSensitive(nth(g, "instances", 0), "strides"));
 }
 static void port_ops(cJSON *g) { /* 'loss' binds op 57 for its last op */
   cJSON *ops =
