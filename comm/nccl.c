@@ -98,7 +98,15 @@ static rp_status eager_comm(rp_dist_state *ds, ncclComm_t *out) {
   if (!ne)
     return rp__err(RP_ENOMEM, "NCCL: out of memory");
   pthread_mutex_lock(&ne->lock);
-  rp_status st = ne->comm[dev] ? RP_OK : comm_init(ds, NULL, &ne->comm[dev]);
+  rp_status st = RP_OK;
+  if (!ne->comm[dev]) {
+    /* Kept only on success: whatever a failed init leaves in its out
+     * argument is not a communicator, and the next call tries again. */
+    ncclComm_t c = NULL;
+    st = comm_init(ds, NULL, &c);
+    if (!st)
+      ne->comm[dev] = c;
+  }
   *out = ne->comm[dev];
   pthread_mutex_unlock(&ne->lock);
   return st;
