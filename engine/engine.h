@@ -139,11 +139,15 @@ rp_status rp__spawn_copy(rp_runtime *rt, const rp_copy_bytes *c, rp_proc where,
 /* A new pending event; the caller holds two references: one it drops with
  * rp_event_release, one dropped by the trigger (rp__event_complete). */
 rp_status rp__event_new(rp_runtime *rt, rp_event *out);
-/* Makes sure at least n event slots sit on the free list now (growing the
- * table if needed), so that the next n rp__event_new calls allocate nothing
- * unless others take slots meanwhile. Instantiate reserves an exec's
- * replay events with it; nothing is handed out. RP_ENOMEM. */
+/* Adds n to the runtime's reserved events and makes sure that many event
+ * slots (every live reservation, n included, up to 2^20) sit on the free
+ * list now, growing the table if needed: execs replaying side by side
+ * each find their own window's events there, unless others take slots
+ * meanwhile. Instantiate reserves an exec's replay events with it (and
+ * gives them back with rp__event_unreserve when the exec goes); nothing
+ * is handed out. RP_ENOMEM (nothing reserved). */
 rp_status rp__event_reserve(rp_runtime *rt, uint32_t n);
+void rp__event_unreserve(rp_runtime *rt, uint32_t n);
 /* How long a host thread waiting for e yields before it sleeps (us; the
  * event's creator knows when it will come: a GPU replay's done event is
  * worth a longer yield than a wake-up's 5-50 us). Call before handing e

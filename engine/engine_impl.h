@@ -62,6 +62,8 @@ typedef struct rp_event_table {
    * tag bumped on every pop. */
   _Atomic uint64_t free_head;
   pthread_mutex_t grow_lock;
+  /* events reserved by the live execs (rp__event_reserve), summed */
+  _Atomic uint64_t reserved;
 } rp_event_table;
 
 rp_status rp__events_init(rp_event_table *et);

@@ -82,6 +82,7 @@ rp_status rp__events_init(rp_event_table *et) {
   if (st)
     return st;
   atomic_init(&et->free_head, 0);
+  atomic_init(&et->reserved, 0);
   pthread_mutex_init(&et->grow_lock, NULL);
   return RP_OK;
 }
@@ -174,14 +175,21 @@ rp_status rp__event_new(rp_runtime *rt, rp_event *out) {
   return RP_OK;
 }
 
+/* The most events rp__event_reserve keeps free for all execs together. */
+#define EV_RESERVE_MAX (1u << 20)
+
 rp_status rp__event_reserve(rp_runtime *rt, uint32_t n) {
   rp_event_table *et = &rt->events;
-  uint32_t *held = malloc(sizeof *held * (n ? n : 1));
-  if (!held)
+  uint64_t total = atomic_fetch_add(&et->reserved, n) + n;
+  uint32_t want = total < EV_RESERVE_MAX ? (uint32_t)total : EV_RESERVE_MAX;
+  uint32_t *held = malloc(sizeof *held * (want ? want : 1));
+  if (!held) {
+    atomic_fetch_sub(&et->reserved, n);
     return rp__err(RP_ENOMEM, "event table: out of memory");
+  }
   rp_status st = RP_OK;
   uint32_t k = 0;
-  while (k < n) {
+  while (k < want) {
     uint32_t i = free_pop(et);
     if (i != UINT32_MAX)
       held[k++] = i;
@@ -192,7 +200,15 @@ rp_status rp__event_reserve(rp_runtime *rt, uint32_t n) {
   while (k-- > 0)
     free_push(et, held[k]);
   free(held);
-  return st ? rp__err(st, "event table full") : RP_OK;
+  if (st) {
+    atomic_fetch_sub(&et->reserved, n);
+    return rp__err(st, "event table full");
+  }
+  return RP_OK;
+}
+
+void rp__event_unreserve(rp_runtime *rt, uint32_t n) {
+  atomic_fetch_sub(&rt->events.reserved, n);
 }
 
 void rp__event_set_yield(rp_runtime *rt, rp_event e, uint32_t us) {

@@ -584,8 +584,11 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
      * not grow the runtime's event table (events the caller creates come
      * from the same table) */
     uint64_t n = ((uint64_t)ex->max_inflight + 1) * (1 + (uint64_t)ex->npost);
-    st = rp__event_reserve(ex->rt, n < RESERVE_EVENTS_MAX ? (uint32_t)n
-                                                          : RESERVE_EVENTS_MAX);
+    uint32_t k = n < RESERVE_EVENTS_MAX ? (uint32_t)n : RESERVE_EVENTS_MAX;
+    /* on top of the other live execs' reservations (given back by
+     * exec_release) */
+    if ((st = rp__event_reserve(ex->rt, k)) == RP_OK)
+      ex->events_reserved = k;
   }
   if (!st)
     st = alloc_lanes(ex);
@@ -602,6 +605,8 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
 /* Everything the exec holds, not the struct itself. */
 static void exec_release(rp_exec *ex) {
   rp__exec_unregister(ex); /* first: free/realloc stop looking at it */
+  if (ex->events_reserved)
+    rp__event_unreserve(ex->rt, ex->events_reserved);
   if (ex->lw)
     rp__lower_free(ex); /* first: its graphs use the units and buffers */
   free(ex->unit_key);

@@ -184,6 +184,8 @@ struct rp_exec {
   uint32_t *posts;      /* postcondition port ids per unit */
   uint32_t *post_units; /* units bound per postcondition port */
   uint32_t npre, npost;
+  uint32_t events_reserved; /* its share of the runtime's reserved events
+                               (rp__event_reserve) */
   /* the replay being issued's precondition events, held (a reference
    * each) from before it waits for a window slot until its slot takes
    * them: a released event cannot complete and be recycled meanwhile */

@@ -1532,3 +1532,65 @@ Test(replay, two_threads_replay_execs_sharing_gated_workers, .timeout = 300) {
   cr_assert_eq(atomic_load(&tx_bad), 0, "an op ran out of replay order");
   th_destroy(rt);
 }
+
+/* ---- the replay path allocates nothing, with several execs ---- */
+
+/* Two execs on one runtime, each with a full window of replays in flight
+ * and eight postcondition ports (each replay holds nine events until it
+ * completes): together they hold more events than one exec's reservation
+ * covers. Each exec's reservation counts on top of the others', so from
+ * the first replay of either, the calling thread allocates nothing (the
+ * event table does not grow on the replay path). */
+Test(replay, two_execs_with_full_windows_allocate_nothing_on_replay) {
+  if (rp_thread_allocated_bytes() == UINT64_MAX)
+    cr_skip_test("built without jemalloc (sanitizer build): no per-thread "
+                 "allocation counters");
+  enum { POSTS = 8, WINDOW = 64 };
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "empty", empty_task, 0);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &a));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, "gate", &p));
+  RP_CHECK(rp_graph_bind_precondition(g, p, a));
+  for (int k = 0; k < POSTS; k++) {
+    char name[8];
+    snprintf(name, sizeof name, "p%d", k);
+    RP_CHECK(rp_graph_add_postcondition(g, name, &p));
+    RP_CHECK(rp_graph_bind_postcondition(g, p, a));
+  }
+  rp_exec *ex[2];
+  for (int e = 0; e < 2; e++)
+    RP_CHECK(
+        rp_instantiate(g, &(rp_exec_opts){.max_inflight = WINDOW}, &ex[e]));
+  rp_event gate, done[2];
+  RP_CHECK(rp_event_create(rt, &gate));
+  uint64_t host0 = rp_thread_allocated_bytes();
+  /* every replay waits at the gate: the windows fill */
+  for (int e = 0; e < 2; e++)
+    for (int i = 0; i < WINDOW; i++) {
+      RP_CHECK(rp_replay(ex[e], &(rp_replay_args){.pre = &gate, .npre = 1},
+                         i == WINDOW - 1 ? &done[e] : NULL));
+    }
+  uint64_t host1 = rp_thread_allocated_bytes();
+  RP_CHECK(rp_event_trigger(rt, gate));
+  for (int e = 0; e < 2; e++) {
+    RP_CHECK(rp_event_wait(rt, done[e], -1));
+    RP_CHECK(rp_event_release(rt, done[e]));
+  }
+  cr_assert_eq(host1 - host0, 0,
+               "the host allocated %llu bytes issuing %d replays of two "
+               "execs",
+               (unsigned long long)(host1 - host0), 2 * WINDOW);
+  RP_CHECK(rp_event_release(rt, gate));
+  for (int e = 0; e < 2; e++) {
+    rp_exec_stats s;
+    RP_CHECK(rp_exec_stats_get(ex[e], &s));
+    cr_assert_eq(s.replays, WINDOW);
+    RP_CHECK(rp_exec_destroy(ex[e]));
+  }
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
