@@ -793,11 +793,17 @@ int rp__exec_quiesce(rp_exec *ex) {
 
 /* ---- public API ---- */
 
-/* RP_ESTALE for precondition i's event e. */
+/* RP_ESTALE for precondition i's event e, saying what the handle is when
+ * it is no event of the runtime (as the event calls do). */
 static rp_status stale_pre(const rp_exec *ex, const char *what, uint32_t i,
                            rp_event e) {
-  return rp__err(RP_ESTALE, "%s: precondition %u ('%s'): event %#llx is stale",
-                 what, i, ex->g->pre[i].name, (unsigned long long)e.id);
+  const char *note = e.id >> 63 ? " (a captured op reference, not an event)"
+                     : rp__handle_tag(e.id) != rp__runtime_tag(ex->rt)
+                         ? " (a handle of another runtime, or no event handle)"
+                         : "";
+  return rp__err(RP_ESTALE,
+                 "%s: precondition %u ('%s'): event %#llx is stale%s", what, i,
+                 ex->g->pre[i].name, (unsigned long long)e.id, note);
 }
 
 rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,

@@ -1594,3 +1594,43 @@ Test(replay, two_execs_with_full_windows_allocate_nothing_on_replay) {
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
 }
+
+/* ---- precondition events that are no events of this runtime ---- */
+
+/* A captured op reference (what a launch inside a capture hands back) or
+ * another runtime's event passed as a precondition is refused with
+ * RP_ESTALE, and the detail says what the handle is, as rp_event_wait's
+ * does, not only that it "is stale"; nothing is replayed. */
+Test(replay, a_precondition_that_is_no_event_of_the_runtime_is_named) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_runtime *other = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "empty", empty_task, 0);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event gate, ref;
+  RP_CHECK(rp_capture_precondition(rt, "gate", &gate, NULL));
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0, .wait = gate},
+                          &ref));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event foreign, done = RP_NO_EVENT;
+  RP_CHECK(rp_event_create(other, &foreign));
+  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.pre = &ref, .npre = 1}, &done),
+            RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "captured op reference"), "detail: %s",
+            rp_error_detail());
+  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.pre = &foreign, .npre = 1}, &done),
+            RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "another runtime"), "detail: %s",
+            rp_error_detail());
+  cr_assert_eq(done.id, 0, "*done untouched");
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.replays, 0);
+  RP_CHECK(rp_event_release(other, foreign));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(other);
+  th_destroy(rt);
+}
