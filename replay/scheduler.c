@@ -869,10 +869,12 @@ static void arm_slot(rp_exec *ex, rp_slot *s, uint64_t r,
                           memory_order_relaxed);
     atomic_store_explicit(&s->post_status[p], 0, memory_order_relaxed);
   }
+  /* only the bytes given: every byte a unit reads (its interpolations and
+   * shard count, up to min_args) lies inside them (rp__replay_check), so
+   * the rest of the max_args block is never read and not touched */
   size_t size = a ? a->args_size : 0;
   if (size)
     memcpy(s->args, a->args, size);
-  memset(s->args + size, 0, ex->max_args - size);
   s->r = r;
   int window = ex->tuning && r >= ex->measure_from && r < ex->measure_to;
   s->measure = window && ex->tune_phase == 0;
