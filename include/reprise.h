@@ -93,7 +93,8 @@
  * including an SPMD launch's shard count up to its declared maximum), the
  * events supplied to precondition ports. What forces a new instantiate: any
  * change of ops, edges, processors, instances (a freed or reallocated instance
- * makes every later replay fail with RP_ESTALE), task functions or workspace
+ * makes every later replay fail with RP_ESTALE, running nothing, once its
+ * precondition events came), task functions or workspace
  * sizes.
  *
  * Tasks run inside a replay promise not to launch tasks and not to wait on

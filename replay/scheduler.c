@@ -339,10 +339,16 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
   rp_status st = RP_OK;
   const char *why = NULL;
   int skip = 0;
-  if (RP_UNLIKELY(s->stale))
+  if (RP_UNLIKELY(s->stale)) {
+    /* nothing runs, yet the replay stays ordered after its preconditions
+     * (its done event implies theirs), as a GPU segment's launcher waits
+     * at its ports before skipping a stale replay */
+    const char *ignored = NULL;
+    if (u->nport)
+      (void)wait_ports(ex, (uint32_t)(l - ex->lanes), u, s, &ignored);
     st = RP_ESTALE, skip = 2;
-  else if (u->nport && (st = wait_ports(ex, (uint32_t)(l - ex->lanes), u, s,
-                                        &why)) != RP_OK)
+  } else if (u->nport && (st = wait_ports(ex, (uint32_t)(l - ex->lanes), u, s,
+                                          &why)) != RP_OK)
     ;
   else if (RP_UNLIKELY(
                atomic_load_explicit(&s->any_fail, memory_order_relaxed)) &&

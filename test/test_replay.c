@@ -1809,6 +1809,65 @@ Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
   th_destroy(rt);
 }
 
+/* A stale replay runs nothing, yet stays ordered after its preconditions:
+ * its done event (and postconditions) come only once the precondition
+ * event did, poisoned RP_ESTALE; a poisoned precondition leaves it
+ * RP_ESTALE. */
+Test(replay, a_stale_replay_completes_only_after_its_preconditions) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "flag", flag_task);
+  atomic_store(&flag_ran[2], 0);
+  rp_inst x;
+  rp_rect r = rp_rect_1d(0, 3);
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
+  int id = 2;
+  rp_access acc = {x, RP_RW, 0};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = 0,
+                                          .accesses = &acc,
+                                          .naccess = 1,
+                                          .args = &id,
+                                          .args_size = sizeof id},
+                             &op));
+  rp_port_id p, q;
+  RP_CHECK(rp_graph_add_precondition(g, "in", &p));
+  RP_CHECK(rp_graph_bind_precondition(g, p, op));
+  RP_CHECK(rp_graph_add_postcondition(g, "out", &q));
+  RP_CHECK(rp_graph_bind_postcondition(g, q, op));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_instance_realloc(rt, &x));
+  for (int poison = 0; poison < 2; poison++) {
+    rp_event pre, done, post;
+    RP_CHECK(rp_event_create(rt, &pre));
+    RP_CHECK(rp_replay(
+        ex,
+        &(rp_replay_args){.pre = &pre, .npre = 1, .post = &post, .npost = 1},
+        &done));
+    usleep(20000);
+    RP_EXPECT(rp_event_query(rt, done), RP_EAGAIN);
+    RP_EXPECT(rp_event_query(rt, post), RP_EAGAIN);
+    if (poison)
+      RP_CHECK(rp_event_poison(rt, pre, RP_ETASK));
+    else
+      RP_CHECK(rp_event_trigger(rt, pre));
+    RP_EXPECT(rp_event_wait(rt, done, -1), RP_ESTALE);
+    RP_EXPECT(rp_event_wait(rt, post, -1), RP_ESTALE);
+    cr_assert_eq(atomic_load(&flag_ran[2]), 0);
+    rp_event_release(rt, pre);
+    rp_event_release(rt, done);
+    rp_event_release(rt, post);
+  }
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
 /* Replays check their instances only when some instance changed since
  * they were last all current (the runtime's instance epoch): freeing an
  * unrelated instance leaves the replays running; reallocating the exec's
