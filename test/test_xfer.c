@@ -809,6 +809,39 @@ Test(xfer, parallel_op_validation_names_the_part) {
   th_destroy(rt);
 }
 
+/* Handles left 0 (a zeroed parts array) are none, not "the same instance":
+ * the detail names the first one, whichever other check it would also
+ * fail. */
+Test(xfer, parallel_op_handle_0_is_none_not_a_repeat) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_rect w = rp_rect_1d(0, 9);
+  rp_inst whole = mk(rt, RP_F32, w, NULL), parts[3] = {{0}, {0}, {0}};
+  rp_parallel_op op = {
+      .kind = RP_POP_REPLICATE, .whole = whole, .parts = parts, .nparts = 3};
+  rp_copy c[3];
+  uint32_t n = 7;
+  RP_EXPECT(rp_xfer_expand_parallel(rt, &op, c, 3, &n), RP_EINVAL);
+  cr_assert(has("replicate part 0 instance 0 is none (handle 0)"), "%s",
+            rp_error_detail());
+  cr_assert_eq(n, 7u, "*count untouched");
+  RP_EXPECT(rp_launch_parallel(rt, &op, NULL), RP_EINVAL);
+  cr_assert(has("rp_launch_parallel: replicate part 0 instance 0 is none"),
+            "%s", rp_error_detail());
+  /* the whole left 0 too: the whole is named first */
+  op.whole.id = 0;
+  RP_EXPECT(rp_xfer_expand_parallel(rt, &op, c, 3, &n), RP_EINVAL);
+  cr_assert(has("replicate whole instance 0 is none (handle 0)"), "%s",
+            rp_error_detail());
+  /* part 1 alone left 0 behind a good part 0 */
+  op.whole = whole;
+  parts[0] = mk(rt, RP_F32, w, NULL);
+  RP_EXPECT(rp_xfer_expand_parallel(rt, &op, c, 3, &n), RP_EINVAL);
+  cr_assert(has("part 1 instance 0 is none"), "%s", rp_error_detail());
+  RP_CHECK(rp_instance_free(rt, parts[0]));
+  RP_CHECK(rp_instance_free(rt, whole));
+  th_destroy(rt);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Stale descriptors: never move bytes to or from freed memory */
 

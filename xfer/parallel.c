@@ -96,7 +96,16 @@ static rp_status check_op(const rp_parallel_op *op) {
     return rp__err(RP_EINVAL,
                    "rp_xfer_expand_parallel: %s of %u parts with parts = NULL",
                    kind_name(op->kind), op->nparts);
+  /* handle 0 first: two parts (or a part and the whole) left 0 are not
+   * "the same instance", they are none */
+  if (!op->whole.id)
+    return rp__err(RP_EINVAL, "rp_xfer_expand_parallel: %s whole instance 0 %s",
+                   kind_name(op->kind), rp__inst_missing(op->whole));
   for (uint32_t i = 0; i < op->nparts; i++) {
+    if (!op->parts[i].id)
+      return rp__err(RP_EINVAL,
+                     "rp_xfer_expand_parallel: %s part %u instance 0 %s",
+                     kind_name(op->kind), i, rp__inst_missing(op->parts[i]));
     if (op->parts[i].id == op->whole.id)
       return rp__err(RP_EINVAL,
                      "rp_xfer_expand_parallel: %s part %u is the "

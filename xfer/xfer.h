@@ -164,8 +164,9 @@ int rp_xfer_is_device(const rp_xfer_desc *d);
  * The first copy of a bwd replicate / fwd reduction is plain and the rest
  * SUM: they must run in that order (see "Ordering"). Validation, with a
  * detail naming the part: RP_EINVAL NULL, unknown kind, no parts, dim out of
- * range, a part that is the whole or repeats another part; RP_ESTALE a stale
- * instance; RP_ETYPE a part's dtype differs from the whole's; RP_ESHAPE a
+ * range, a handle 0 (none; the whole, then the parts in order, before the
+ * next two), a part that is the whole or repeats another part; RP_ESTALE a
+ * stale instance; RP_ETYPE a part's dtype differs from the whole's; RP_ESHAPE a
  * part's rect is not rp_chunk_rect(whole, dim, nparts, i) (repartition,
  * combine) or not the whole's rect (replicate, reduction). Sizes: with out
  * NULL, *count gets the number of copies and RP_OK; with cap too small,
