@@ -28,10 +28,11 @@ static inline void rp__nap(long ns) {
  * therefore come from different capture streams. Each segment member gets
  * one of these streams ("color"); a member on the same color as an earlier
  * one, not already ordered after it, gets an extra edge, as stream order
- * would. 4: a 4-wide fork-join runs fully parallel. cuBLAS has 8 slices
- * per device, bound first come, first served: with several logical GPUs
- * or several execs alive on one device, streams beyond them run their
- * GEMMs without a workspace (correct, maybe slower; cuda_kernels.cuh). */
+ * would. 4: a 4-wide fork-join runs fully parallel. cuBLAS makes 8
+ * slices per device up front and one more for each further stream, up to
+ * 256 (kernels/cuda_kernels.cuh): only a stream that gets none (past the
+ * limit, or an allocation that failed) runs its GEMMs without a workspace
+ * (correct, maybe slower). */
 #define CAPTURE_STREAMS 4
 
 /* ---- streams: each exec's own, leased from the runtime ---- */
