@@ -43,7 +43,9 @@
 #define RP_GRAPH_MAX_OPS (1u << 20)
 #define RP_GRAPH_MAX_EDGES (4u << 20)
 #define RP_GRAPH_MAX_INSTS (1u << 20)
-#define RP_GRAPH_MAX_PORTS (1u << 16)     /* per direction */
+/* Ports per direction. The builder checks each port's name against the
+ * earlier ones, so this also bounds its quadratic work. */
+#define RP_GRAPH_MAX_PORTS 4096u
 #define RP_GRAPH_MAX_ACCESSES (1u << 16)  /* per task op */
 #define RP_GRAPH_MAX_INTERPS (1u << 12)   /* per task op */
 #define RP_GRAPH_MAX_SHARDS RP_MAX_SHARDS /* the builder's limit */

@@ -567,6 +567,66 @@ Test(graphio, save_keeps_to_the_loaders_limits) {
   th_tmpdir_remove();
 }
 
+/* Ports each way: 4096 save and load back; a 4097th is refused by save
+ * and the JSON dump (RP_ERANGE naming the limit, no file), and a file of
+ * 4097 is refused by the loader naming the key, before any port is added
+ * (the builder checks each port's name against every earlier one). */
+Test(graphio, ports_keep_to_the_loaders_limit) {
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(1);
+  register_tasks(rt);
+  rp_inst x = mk(rt, RP_F32, rp_rect_1d(0, 3), NULL);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_access r = {x, RP_READ, RP_REDOP_NONE};
+  rp_launch l = {.task = task(rt, "accum"), .accesses = &r, .naccess = 1};
+  RP_CHECK(rp_graph_add_task(g, &l, NULL));
+  char name[32];
+  rp_port_id p;
+  for (int i = 0; i < 4096; i++) {
+    snprintf(name, sizeof name, "in%d", i);
+    RP_CHECK(rp_graph_add_precondition(g, name, &p));
+    snprintf(name, sizeof name, "out%d", i);
+    RP_CHECK(rp_graph_add_postcondition(g, name, &p));
+  }
+  const char *path = th_tmp_path("ports.json");
+  RP_CHECK(rp_graph_save(g, path)); /* at the limit: written, loads */
+  rp_graph *h;
+  RP_CHECK(rp_graph_load(rt, path, &x, 1, &h));
+  cr_assert_eq(h->npre, 4096u);
+  cr_assert_eq(h->npost, 4096u);
+  RP_CHECK(rp_graph_destroy(h));
+  RP_CHECK(rp_graph_add_postcondition(g, "one.more", &p));
+  const char *over = th_tmp_path("over.json");
+  RP_EXPECT(rp_graph_save(g, over), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "the graph has 4097 postconditions, "
+                                      "more than a graph file may hold "
+                                      "(4096"),
+            "%s", rp_error_detail());
+  cr_assert_neq(access(over, F_OK), 0, "a file was written");
+  /* the file at the limit with a 4097th precondition */
+  char *text = th_read_all(path, NULL);
+  char *edited = subst(text, "\"preconditions\":\t[{",
+                       "\"preconditions\":\t[{\"name\": \"in.extra\", "
+                       "\"ops\": []}, {");
+  char *sum = strstr(edited, "\"checksum\"");
+  cr_assert_not_null(sum);
+  memset(sum, ' ', (size_t)(strchr(sum, ',') + 1 - sum)); /* no checksum */
+  rp_graph *bad = NULL;
+  RP_EXPECT(rp_graph_load_mem(rt, edited, strlen(edited), &x, 1, 0, &bad),
+            RP_ERANGE);
+  cr_assert(
+      strstr(rp_error_detail(), "graph.preconditions: more than 4096 entries"),
+      "%s", rp_error_detail());
+  cr_assert_null(bad);
+  free(edited);
+  free(text);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
 /* A graph whose file would pass the loader's value limit by count alone is
  * refused before its document is built: 1024 ops of 1024 reads each need
  * at least 1024 * (13 + 4 * 1024) values, over 2^22. */
