@@ -243,8 +243,8 @@ static rp_status get_enum(const cJSON *v, const char *path, const char *key,
   rp_status st = get_str(v, path, key, &s);
   if (st)
     return st;
-  for (int i = 0; i < n; i++)
-    if (!strcmp(name(i), s)) {
+  for (int i = 0; i < n; i++) /* "?" names a value that has no name */
+    if (strcmp(name(i), "?") && !strcmp(name(i), s)) {
       *out = i;
       return RP_OK;
     }

@@ -1797,6 +1797,17 @@ Test(graphio_corrupt, unknown_keys_and_values_are_quoted_escaped) {
   }
 }
 
+/* "?" is what the writer's name tables say for a value without a name
+ * (privilege 0): in a file it is an unknown value like any other, said by
+ * the loader with its path, not read as that value for the builder to
+ * refuse as "unknown privilege 0". */
+Test(graphio_corrupt, a_question_mark_is_no_enum_value) {
+  expect_said("\"priv\": \"W\"", "\"priv\": \"?\"", RP_EFORMAT,
+              "graph.ops[0].accesses[0].priv: unknown value '?'");
+  expect_said("\"dtype\": \"f32\"", "\"dtype\": \"?\"", RP_ETYPE,
+              "graph.instances[0].dtype: unknown value '?'");
+}
+
 /* The builder's and planner's checks name instances by handle, which the
  * file does not hold: the detail adds the handle's place in the file. */
 Test(graphio_corrupt, builder_details_name_the_files_instance) {
