@@ -635,6 +635,40 @@ Test(lint, many_placeholders_are_named_16_and_counted) {
   th_tmpdir_remove();
 }
 
+/* Repeated unknown names: each is registered once and named once, in the
+ * order the file first names it (the names are sorted to find repeats, the
+ * note keeps file order), and every op of each is known as a placeholder
+ * (looked up in the sorted list). */
+Test(lint, repeated_placeholder_names_are_named_once_in_file_order) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  const char *names[] = {"my.z", "my.a", "my.m"};
+  rp_task_id t[3];
+  for (int i = 0; i < 3; i++)
+    RP_CHECK(rp_task_register(
+        fx.rt, &(rp_task_desc){.name = names[i], .cpu_fn = rp_task_fill_cpu},
+        &t[i]));
+  const int order[] = {0, 1, 0, 2, 1};
+  for (int i = 0; i < 5; i++) {
+    rp_access acc = {fx.in[0], RP_READ, RP_REDOP_NONE};
+    rp_launch l = {
+        .task = t[order[i]], .proc = 0, .accesses = &acc, .naccess = 1};
+    RP_CHECK(rp_graph_add_task(fx.g, &l, NULL));
+  }
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--lint");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.err, "no-op placeholders (contract unknown): my.z, "
+                          "my.a, my.m\n"),
+            "%s", r.err);
+  cr_assert(strstr(r.out, "note: 5 ops run tasks whose contract is unknown"),
+            "%s", r.out);
+  fx_fini(&fx);
+  th_tmpdir_remove();
+}
+
 /* One task's contract given twice is a usage error (exit 2), whether the
  * two agree or not: neither is kept quietly, and the file's task is not
  * said to be missing. */

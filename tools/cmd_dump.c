@@ -74,7 +74,8 @@ typedef struct prescan {
 
 /* Placeholders registered for this run. */
 typedef struct placeholders {
-  const char **names;
+  const char **names;  /* in the order the file first names them */
+  const char **sorted; /* the same, sorted: looked up per op */
   uint32_t n;
   const dump_cli *cli;
 } placeholders;
@@ -528,26 +529,58 @@ static void note_gpu_dev(prescan *p, const cJSON *v) {
     p->gpu_dev[p->ngpu_dev++] = d;
 }
 
-static int note_task(prescan *p, const char *name) {
-  for (uint32_t i = 0; i < p->ntasks; i++)
-    if (!strcmp(p->tasks[i], name))
-      return 0;
-  char **t = realloc(p->tasks, sizeof *t * (p->ntasks + 1));
-  if (!t)
-    return -1;
-  p->tasks = t;
-  if (!(t[p->ntasks] = strdup(name)))
-    return -1;
-  p->ntasks++;
-  return 0;
+/* A name and where it first appears, for sorting names with repeats. */
+typedef struct named_at {
+  const char *name;
+  uint32_t at;
+} named_at;
+
+static int named_at_cmp(const void *a, const void *b) {
+  const named_at *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* The distinct task names of the ops, in the order they first appear:
+ * sorted once to find the repeats (a file of 200,000 ops with as many
+ * names), not compared pairwise. Best effort, as the whole prescan. */
+static void note_tasks(prescan *p, const cJSON *ops) {
+  int n = cJSON_GetArraySize(ops);
+  named_at *v = n > 0 ? malloc(sizeof *v * (size_t)n) : NULL;
+  if (!v)
+    return;
+  uint32_t m = 0;
+  const cJSON *o;
+  cJSON_ArrayForEach(o, ops) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "task");
+    if (cJSON_IsString(t) && t->valuestring && m < (uint32_t)n)
+      v[m] = (named_at){t->valuestring, m}, m++;
+  }
+  qsort(v, m, sizeof *v, named_at_cmp);
+  /* the first of each run of equal names marks its position */
+  uint8_t *first = calloc(m ? m : 1, 1);
+  const char **at = calloc(m ? m : 1, sizeof *at);
+  p->tasks = calloc(m ? m : 1, sizeof *p->tasks);
+  if (first && at && p->tasks) {
+    for (uint32_t i = 0; i < m; i++)
+      if (i == 0 || strcmp(v[i].name, v[i - 1].name)) {
+        first[v[i].at] = 1;
+        at[v[i].at] = v[i].name;
+      }
+    for (uint32_t i = 0; i < m; i++)
+      if (first[i] && (p->tasks[p->ntasks] = strdup(at[i])) != NULL)
+        p->ntasks++;
+  }
+  free(first);
+  free(at);
+  free(v);
 }
 
 static void scan_tree(prescan *p, const cJSON *graph) {
   const cJSON *o, *ops = cJSON_GetObjectItemCaseSensitive(graph, "ops");
+  note_tasks(p, ops);
   cJSON_ArrayForEach(o, ops) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "task"), *sp;
-    if (cJSON_IsString(t) && t->valuestring)
-      note_task(p, t->valuestring);
+    const cJSON *sp;
     note_proc(p, cJSON_GetObjectItemCaseSensitive(o, "proc"));
     cJSON_ArrayForEach(sp, cJSON_GetObjectItemCaseSensitive(o, "shard_procs"))
         note_proc(p, sp);
@@ -685,6 +718,10 @@ static int dist_task_flags(const char *name, unsigned *flags) {
   return 0;
 }
 
+static int str_cmp(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* Built-in kernels and communication tasks, then a placeholder for every
  * other name that can be a task's (RP_EINVAL: empty, too long, a byte the
  * name rule refuses): the loader refuses the others naming the file and
@@ -696,7 +733,8 @@ static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
   if (st)
     return st;
   ph->names = calloc(p->ntasks ? p->ntasks : 1, sizeof *ph->names);
-  if (!ph->names)
+  ph->sorted = calloc(p->ntasks ? p->ntasks : 1, sizeof *ph->sorted);
+  if (!ph->names || !ph->sorted)
     return RP_ENOMEM;
   for (uint32_t i = 0; i < p->ntasks && !st; i++) {
     rp_task_id id;
@@ -731,6 +769,10 @@ static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
                  "name\n",
                  (int)c->contracts[j].len, c->contracts[j].name);
   }
+  if (ph->n) {
+    memcpy(ph->sorted, ph->names, sizeof *ph->sorted * ph->n);
+    qsort(ph->sorted, ph->n, sizeof *ph->sorted, str_cmp);
+  }
   return st;
 }
 
@@ -753,10 +795,8 @@ static void say_placeholders(const placeholders *ph) {
 
 static int is_placeholder(const char *name, void *arg) {
   const placeholders *ph = arg;
-  for (uint32_t i = 0; i < ph->n; i++)
-    if (!strcmp(ph->names[i], name))
-      return 1;
-  return 0;
+  return ph->n &&
+         bsearch(&name, ph->sorted, ph->n, sizeof *ph->sorted, str_cmp) != NULL;
 }
 
 /* ---- loading ---- */
@@ -1051,6 +1091,7 @@ static int unload(loaded *L) {
   if (L->g)
     free_loaded(L->rt, L->g);
   free(L->ph.names);
+  free(L->ph.sorted);
   prescan_free(&L->p);
   free(L->text);
   int rc =
