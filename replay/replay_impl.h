@@ -112,7 +112,8 @@ typedef struct rp_trial {
   uint32_t *lane; /* per unit */
   uint32_t *seq;  /* scheduling order */
   uint64_t median_ns;
-  const char *what;
+  const char *what;  /* the placement, as rp_exec_dump's reason starts */
+  const char *label; /* its name in the reason's list of timings */
 } rp_trial;
 
 /* A replay failure's detail line, at most. */

@@ -42,10 +42,12 @@ void rp__tune_free(rp_exec *ex) {
     trial_free(&ex->trials[i]);
 }
 
-static rp_status trial_alloc(rp_exec *ex, rp_trial *t, const char *what) {
+static rp_status trial_alloc(rp_exec *ex, rp_trial *t, const char *what,
+                             const char *label) {
   t->lane = malloc(sizeof *t->lane * (ex->nunits ? ex->nunits : 1));
   t->seq = malloc(sizeof *t->seq * (ex->nunits ? ex->nunits : 1));
   t->what = what;
+  t->label = label;
   t->median_ns = UINT64_MAX;
   return t->lane && t->seq ? RP_OK
                            : rp__err(RP_ENOMEM, "rp_exec_tune: out of memory");
@@ -56,7 +58,8 @@ static rp_status tune_init(rp_exec *ex) {
   rp_trial *t = &ex->trials[0];
   rp_status st = trial_alloc(ex, t,
                              ex->tuned ? "previous (measured before)"
-                                       : "initial (hinted or default costs)");
+                                       : "initial (hinted or default costs)",
+                             "initial");
   if (st)
     return st;
   for (uint32_t u = 0; u < ex->nunits; u++)
@@ -116,10 +119,11 @@ static int same_lanes(const rp_exec *ex, const rp_trial *a, const rp_trial *b) {
 /* Plans a candidate (the units' lanes are restored afterwards); keeps it
  * unless an earlier trial places every unit the same way. */
 /* Returns 1 when the candidate could not be planned (out of memory). */
-static int add_candidate(rp_exec *ex, uint32_t max_lanes, const char *what) {
+static int add_candidate(rp_exec *ex, uint32_t max_lanes, const char *what,
+                         const char *label) {
   rp_trial *t = &ex->trials[ex->ntrials];
   int lost = 0;
-  if (trial_alloc(ex, t, what) != RP_OK ||
+  if (trial_alloc(ex, t, what, label) != RP_OK ||
       rp__place_plan(ex, 1, max_lanes, t->seq) != RP_OK) {
     trial_free(t);
     lost = 1;
@@ -211,10 +215,7 @@ static rp_status settle(rp_exec *ex) {
   for (uint32_t i = 0;
        i < ex->ntrials && n > 0 && (size_t)n < sizeof ex->place_why; i++)
     n += snprintf(ex->place_why + n, sizeof ex->place_why - (size_t)n,
-                  " %s %llu ns%s",
-                  i == 0   ? "initial"
-                  : i == 1 ? "measured"
-                           : "one-worker",
+                  " %s %llu ns%s", ex->trials[i].label,
                   (unsigned long long)ex->trials[i].median_ns,
                   i + 1 < ex->ntrials ? "," : "");
   ex->tuned = 1;
@@ -236,8 +237,9 @@ static rp_status tune_step(rp_exec *ex) {
   if (ex->tune_phase == 0) {
     /* unit costs are known now: plan the candidates */
     ex->tune_lost =
-        add_candidate(ex, ex->nlanes, "list scheduling on measured costs") +
-        add_candidate(ex, 1, "one worker");
+        add_candidate(ex, ex->nlanes, "list scheduling on measured costs",
+                      "measured") +
+        add_candidate(ex, 1, "one worker", "one-worker");
     ex->tune_phase = 1;
     if (ex->ntrials > 1) {
       next_window(ex);

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAXOPS 512
@@ -1583,6 +1584,70 @@ Test(replay, exec_tune_keeps_the_initial_placement_without_a_clear_gain) {
   check_fan(rt, x, (int64_t)tuned + again);
   RP_CHECK(rp_exec_destroy(ex));
   for (int i = 0; i < 5; i++)
+    RP_CHECK(rp_instance_free(rt, x[i]));
+  th_destroy(rt);
+}
+
+/* Spins for 20 us: a measured cost well above the edge cost. */
+static rp_status spin20us_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do
+    clock_gettime(CLOCK_MONOTONIC, &b);
+  while ((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec) <
+         20000);
+  return RP_OK;
+}
+
+/* The reason rp_exec_dump gives names each timing by the placement it
+ * timed. Here list scheduling on the measured costs places the ops as
+ * instantiate did (the hinted op on worker 0, the 20 us one beside it), so
+ * the second and last placement timed is "one worker": its timing is
+ * labelled so, not "measured". */
+Test(replay, exec_tune_reason_names_each_timing_by_its_placement) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id spin = reg(rt, "spin20us", spin20us_task), big;
+  RP_CHECK(rp_task_register(rt,
+                            &(rp_task_desc){.name = "hinted1s",
+                                            .cpu_fn = add1_task,
+                                            .cost_ns = 1000000000},
+                            &big));
+  rp_inst x[2];
+  make_insts(rt, x, 2);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_access a0 = {x[0], RP_RW, 0}, a1 = {x[1], RP_RW, 0};
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){
+          .task = big, .proc = RP_PROC_ANY, .accesses = &a0, .naccess = 1},
+      NULL));
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){
+          .task = spin, .proc = RP_PROC_ANY, .accesses = &a1, .naccess = 1},
+      NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  uint32_t tuned = 0;
+  rp__tune_cost_hook = th_cost_one_worker_wins;
+  RP_CHECK(rp_exec_tune(ex, NULL, &tuned));
+  rp__tune_cost_hook = NULL;
+  cr_assert_eq(tuned, 1 + 8 + 2 * 8, "initial and one worker timed: %u", tuned);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_TEXT));
+  fclose(f);
+  cr_assert(strstr(buf, "placement: one worker after measuring replays: "
+                        "initial 20000 ns, one-worker 10000 ns\n"),
+            "%s", buf);
+  free(buf);
+  RP_CHECK(rp_exec_destroy(ex));
+  for (int i = 0; i < 2; i++)
     RP_CHECK(rp_instance_free(rt, x[i]));
   th_destroy(rt);
 }
