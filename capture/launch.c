@@ -260,6 +260,18 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
   if (n > RP_MAX_SHARDS)
     return rp__err(RP_ERANGE, "task '%s': %u shards (max %u)", name, n,
                    RP_MAX_SHARDS);
+  /* Without shard_procs the engine places an SPMD launch's shards on CPU
+   * workers (shard 0 eagerly on proc when one is named): a GPU there would
+   * get a CPU placement at instantiate (no CPU body to call). */
+  if (n > 1 && !l->shard_procs && l->proc != RP_PROC_ANY) {
+    const rp_proc_info *pi = rp__proc(rt, l->proc);
+    if (pi && pi->kind == RP_PROC_GPU)
+      return rp__err(RP_EPROC,
+                     "task '%s': an SPMD launch without shard_procs runs its "
+                     "%u shards on CPU workers, and processor %u is a GPU "
+                     "(name each shard's processor in shard_procs)",
+                     name, n, l->proc);
+  }
   for (uint32_t i = 0; i < n; i++) {
     rp_proc p = l->shard_procs ? l->shard_procs[i] : l->proc;
     if (p == RP_PROC_ANY) {

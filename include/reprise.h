@@ -825,7 +825,8 @@ typedef struct rp_launch {
   size_t args_size;
   uint32_t shards;            /* 0 or 1: single task; N: SPMD over N shards
                                  (N <= RP_MAX_SHARDS) */
-  const rp_proc *shard_procs; /* NULL: engine places shards; else one
+  const rp_proc *shard_procs; /* NULL: engine places shards on CPU
+                                 workers (proc a GPU: RP_EPROC); else one
                                  processor per shard (shard_procs[0] for
                                  a single task), and proc is not used */
   size_t workspace_bytes;     /* per shard; 0 = none */

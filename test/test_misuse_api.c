@@ -1359,6 +1359,48 @@ Test(misuse_api, a_model_exec_with_a_gpu_op_refuses_trace_and_update_args) {
   th_destroy(rt);
 }
 
+/* An SPMD launch without shard_procs runs its shards on CPU workers: one
+ * naming a GPU as proc was accepted and placed on CPU workers at
+ * instantiate, calling a GPU-only task's missing CPU body. RP_EPROC,
+ * naming shard_procs; a CPU worker or RP_PROC_ANY as proc, or the GPU
+ * named per shard, is accepted. */
+Test(misuse_api, an_spmd_launch_on_a_gpu_without_shard_procs_is_refused) {
+  rp_machine_desc m = {.cpus = 2, .ngpus = 1, .gpu_device = {0}};
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_task_id gpu_only, both;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "g", .gpu_fn = nop_task}, &gpu_only));
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "b", .cpu_fn = nop_task, .gpu_fn = nop_task},
+      &both));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_task_id tasks[2] = {gpu_only, both};
+  for (int i = 0; i < 2; i++) {
+    rp_op_id op = 77;
+    RP_EXPECT(
+        rp_graph_add_task(
+            g, &(rp_launch){.task = tasks[i], .proc = 2, .shards = 2}, &op),
+        RP_EPROC);
+    cr_assert(strstr(rp_error_detail(), "shard_procs") &&
+                  strstr(rp_error_detail(), "processor 2 is a GPU"),
+              "%s", rp_error_detail());
+    cr_assert_eq(op, 77, "an op id was written");
+  }
+  cr_assert_eq(rp_graph_op_count(g), 0);
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = both, .proc = 1, .shards = 2}, NULL));
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = both, .proc = RP_PROC_ANY, .shards = 2}, NULL));
+  rp_proc on_gpu[2] = {2, 2};
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = gpu_only, .shards = 2, .shard_procs = on_gpu},
+      NULL));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 /* A model as large as its limits allow saves graph files that load back
  * (the file lists system memory too: 33 entries were refused); a device
  * index no graph file can name is refused when the model is made. */
