@@ -952,6 +952,59 @@ Test(eager, first_capture_use_races_instance_frees, .timeout = 120) {
   }
 }
 
+static rp_status nop_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* One op naming many instances makes room for one token in each
+ * instance's sets, not one per access: the sink of a fork-join of N
+ * branches (reprise bench --workload forkjoin --sizes N) reads N
+ * instances, and room for N tokens in each of their 2 N sets took 8 GB
+ * at N = 10,000 (OOM-killed at the 1,000,000 bench --sizes accepts). */
+Test(eager, an_op_reading_many_instances_reserves_one_token_each) {
+  enum { N = 2000 };
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = nop_task}, &t));
+  rp_inst *y = malloc(sizeof *y * N);
+  rp_access *acc = malloc(sizeof *acc * N);
+  cr_assert(y && acc);
+  for (uint32_t i = 0; i < N; i++) {
+    y[i] = mk(rt);
+    acc[i] = (rp_access){y[i], RP_READ, RP_REDOP_NONE};
+  }
+  rp_event gate, done; /* pending while the sets are looked at */
+  RP_CHECK(rp_event_create(rt, &gate));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t,
+                                       .proc = RP_PROC_ANY,
+                                       .accesses = acc,
+                                       .naccess = N,
+                                       .wait = gate},
+                          &done));
+  uint32_t most = 0;
+  for (uint32_t i = 0; i < N; i++) {
+    uint32_t room = rp__eager_room(rt, y[i]);
+    most = room > most ? room : most;
+  }
+  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_event_release(rt, gate));
+  cr_assert_gt(most, 0);
+  cr_assert_leq(most, 64,
+                "an instance read once has room for %u tokens (%u accesses "
+                "in the op)",
+                most, (unsigned)N);
+  for (uint32_t i = 0; i < N; i++)
+    RP_CHECK(rp_instance_free(rt, y[i]));
+  free(y);
+  free(acc);
+  th_destroy(rt);
+}
+
 /* A long eager program keeps its dependence sets small: the readers of an
  * instance no op writes pile up only while they are pending; completed
  * ones are dropped as the sets fill (20000 readers, each waited for in
