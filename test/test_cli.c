@@ -429,6 +429,45 @@ Test(cli, bench_dist_on_one_rank_says_so_and_rows_keep_small_times,
 #endif
 }
 
+/* bench --dist takes --reps over --quick, as the DAG workloads do (--quick
+ * set 5 steps a run whatever --reps said), and its step rows say how many
+ * steps a run timed. */
+Test(cli, bench_dist_reps_win_over_quick_and_rows_say_them, .timeout = 120) {
+#if !defined(REPRISE_HAVE_BENCH) || !defined(REPRISE_HAVE_MPI)
+  cr_skip_test("built without the benchmarks or MPI");
+#else
+  cli_run r;
+  char path[] = "/tmp/rp_cli_dist_reps_XXXXXX";
+  tmp_file(path);
+  /* MPICH's UCX plugins leave allocations at exit that LeakSanitizer
+   * cannot attribute (docs/testing.md): not this test's subject */
+  const char *old = getenv("ASAN_OPTIONS");
+  char *keep = old ? strdup(old) : NULL;
+  char opts[512];
+  snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", old ? old : "",
+           old && *old ? ":" : "");
+  setenv("ASAN_OPTIONS", opts, 1);
+  RUN(&r, "bench", "--dist", "--quick", "--reps", "7", "--json", path);
+  if (keep)
+    setenv("ASAN_OPTIONS", keep, 1);
+  else
+    unsetenv("ASAN_OPTIONS");
+  free(keep);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  char *rows = th_read_all(path, NULL);
+  cr_assert(json_valid(rows), "%s", rows);
+  /* replay: the --reps given; eager: a quarter as many + 1 */
+  cr_assert(strstr(rows, "\"mode\": \"replay\", \"ranks\": 1, \"workers\": 1, "
+                         "\"reps\": 7,"),
+            "%s", rows);
+  cr_assert(strstr(rows, "\"mode\": \"eager\", \"ranks\": 1, \"workers\": 1, "
+                         "\"reps\": 2,"),
+            "%s", rows);
+  free(rows);
+  unlink(path);
+#endif
+}
+
 /* bench --build's table shows times under 0.1 ms in significant digits
  * (a chain of 3 printed 0.0000 for every time, its JSON the real ones). */
 Test(cli, bench_build_table_shows_small_times, .timeout = 120) {
