@@ -134,7 +134,9 @@ for layout in "$@"; do
     printf '%-7s %10s\n' "$layout" failed
     continue
   fi
-  stats=$(sort -g "$dir/$procs.$tp.t" | awk '{v[NR] = $1} END {print v[1], v[int((NR + 1) / 2)]}')
+  # min and median (an even count: the mean of the middle two)
+  stats=$(sort -g "$dir/$procs.$tp.t" | awk '{v[NR] = $1}
+    END {print v[1], (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
   ratio=$(sort -g "$dir/$procs.$tp.r" 2>/dev/null | awk '{v[NR] = $1}
     END {if (!NR) print "-"; else printf "%.2f\n",
       (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')

@@ -145,6 +145,30 @@ if ! grep -q '2/2, round 1: reprise train failed (exit 3)' "$dir/out" ||
   sed 's/^/     /' "$dir/out"
   failed=1
 fi
+# the median of an even number of rounds is the mean of the middle two
+# (a fake reprise whose step takes 100 us, then 300 us: the median is 200,
+# not the lower 100)
+mkdir "$dir/tpeven"
+cat >"$dir/tpeven/reprise" <<EOF
+#!/bin/sh
+[ "\$1" = version ] && { echo 'reprise 0.0.0 (commit fake)'; exit 0; }
+while [ \$# -gt 1 ]; do
+  case \$1 in --json) j=\$2 ;; esac
+  shift
+done
+n=\$(cat "$dir/tpeven/n" 2>/dev/null || echo 0)
+echo \$((n + 1)) >"$dir/tpeven/n"
+printf '{\n "iter_us_median": %s,\n "kernels_per_step": 10,\n "copies_per_step": 0,
+ "comm_per_step": 0,\n "state_bytes_per_proc": [1000000],
+ "bytes_per_proc": [2000000]\n}\n' "\$((100 + 200 * n))" >"\$j"
+EOF
+chmod +x "$dir/tpeven/reprise"
+want 0 "gpt_tp.sh an even number of rounds" sh "$G" -n 2 -b "$dir/tpeven/reprise" 1/1
+if ! grep -q '^1/1 *100 *200 *1.00 ' "$dir/out"; then
+  echo "FAIL gpt_tp.sh an even number of rounds: not min 100, median 200"
+  sed 's/^/     /' "$dir/out"
+  failed=1
+fi
 # -b '': refused, not the default ./build/reprise (here a fake one)
 mkdir -p "$dir/cwd/build"
 ln -s "$dir/tpbin/reprise" "$dir/cwd/build/reprise"
