@@ -13,6 +13,7 @@ its first kernel's start to its last kernel's end. The device is idle for
 """
 import collections
 import csv
+import statistics
 import sys
 
 
@@ -78,7 +79,7 @@ def main():
     if len(sys.argv) > 2:
         g = sorted(us for k, us in rows_of(sys.argv[2]) if k == "graph")
         if g:
-            med = g[len(g) // 2]
+            med = statistics.median(g)
             print(f"== {sys.argv[2]}: {len(g)} graph launches, median "
                   f"{med:.1f} us (min {g[0]:.1f}, max {g[-1]:.1f})")
             if med > 0:

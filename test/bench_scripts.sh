@@ -400,6 +400,27 @@ EOF
   else
     echo "ok   torch_gpt.py stopped by SIGTERM writes the rows so far"
   fi
+
+  # ncu_step.py: the median of an even number of graph launches is the
+  # mean of the middle two (10, 20, 30, 40 us: 25, not 30)
+  H='"ID","API","Process","Name","Device","CC","Ctx","Stream","Kernel Name","Metric Name","Metric Unit","Metric Value"'
+  { echo "$H"
+    for k in a b a b; do
+      echo "\"1\",\"\",\"\",\"\",\"0\",\"9.0\",\"1\",\"7\",\"$k\",\"gpu__time_duration.sum\",\"us\",\"5\""
+    done; } >"$dir/ncu_node.csv"
+  { echo "$H"
+    for us in 40 10 30 20; do
+      echo "\"1\",\"\",\"\",\"\",\"0\",\"9.0\",\"1\",\"7\",\"graph\",\"gpu__time_duration.sum\",\"us\",\"$us\""
+    done; } >"$dir/ncu_graph.csv"
+  if python3 "$SRC/bench/ncu_step.py" "$dir/ncu_node.csv" "$dir/ncu_graph.csv" \
+    >"$dir/ncu.out" 2>&1 &&
+    grep -q '4 graph launches, median 25.0 us (min 10.0, max 40.0)' "$dir/ncu.out"; then
+    echo "ok   ncu_step.py the median of an even number of graph launches"
+  else
+    echo "FAIL ncu_step.py the median of an even number of graph launches: not 25.0"
+    sed 's/^/     /' "$dir/ncu.out"
+    failed=1
+  fi
 fi
 
 [ "$failed" = 0 ] && echo "all bench script checks passed"
