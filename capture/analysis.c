@@ -303,7 +303,7 @@ static rp_status set_reserve(rp_analysis *a, rp_dep_set *s, uint32_t more) {
 }
 
 rp_status rp__analysis_reserve(rp_analysis *a, const rp_access *acc,
-                               uint32_t nacc, int copy) {
+                               uint32_t nacc) {
   /* Bounds that hold whatever the order of the accesses (one instance may
    * come twice): the one token commit adds is self, and every set holds a
    * token once (set_hold and set_move look it up first), so r and w gain
@@ -318,7 +318,10 @@ rp_status rp__analysis_reserve(rp_analysis *a, const rp_access *acc,
     rp_status st = set_reserve(a, &d->r, 1);
     if (!st)
       st = set_reserve(a, &d->w, 1);
-    if (!st && acc[i].priv == RP_REDUCE && !joins_group(d, &acc[i], copy))
+    /* every reduction, even one that would join the open group: an
+     * earlier access of the same op may read the instance and close the
+     * group before this one commits */
+    if (!st && acc[i].priv == RP_REDUCE)
       st = set_reserve(a, &d->gpre, d->w.n + d->r.n + 1);
     if (st)
       return st;

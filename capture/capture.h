@@ -250,7 +250,7 @@ rp_status rp__analysis_deps(rp_analysis *a, const rp_access *acc, uint32_t nacc,
  * gate), with nothing committed in between. RP_ENOMEM otherwise (nothing
  * recorded). */
 rp_status rp__analysis_reserve(rp_analysis *a, const rp_access *acc,
-                               uint32_t nacc, int copy);
+                               uint32_t nacc);
 /* Records the op `self` as the newest accessor. After rp__analysis_reserve
  * of the same accesses (nothing launched in between) it cannot fail. */
 rp_status rp__analysis_commit(rp_analysis *a, const rp_access *acc,

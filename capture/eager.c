@@ -237,7 +237,7 @@ rp_status rp__eager_begin(rp_capture_state *cs, const rp_access *acc,
    * which only here, before the dependences are taken, may go): once the
    * op is armed it may run, so the commit must not fail (the launch would
    * report an error for an op that runs, its accesses half recorded) */
-  rp_status st = rp__analysis_reserve(&cs->eager, acc, nacc, copy);
+  rp_status st = rp__analysis_reserve(&cs->eager, acc, nacc);
   if (!st)
     st = rp__analysis_deps(&cs->eager, acc, nacc, copy, deps);
   if (!st && wait.id)

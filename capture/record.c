@@ -361,7 +361,7 @@ rp_status rp__record_op(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   /* room first: the commit below then cannot fail, so a failed launch
    * leaves the analysis as it was (a half-done commit would keep the
    * dropped op as an accessor, and take its instances' history away) */
-  if ((st = rp__analysis_reserve(&cs->rec, acc, nacc, copy)) != RP_OK ||
+  if ((st = rp__analysis_reserve(&cs->rec, acc, nacc)) != RP_OK ||
       (st = rp__analysis_deps(&cs->rec, acc, nacc, copy, &deps)) != RP_OK)
     goto out;
   rp_op_id id;

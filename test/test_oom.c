@@ -860,6 +860,22 @@ static rp_status recorder_scenario(float *out, size_t nout) {
   rp_access rcd[2] = {{c, RP_RW, RP_REDOP_NONE}, {d, RP_READ, RP_REDOP_NONE}};
   rp_launch l0 = {.task = nop, .proc = 0, .accesses = rcd, .naccess = 2};
   RETRY(named_task(rt, "rw.c.read.d", &l0, NULL));
+  /* a reduction group of 17 on d, then an op reading d and reducing into
+   * it: its read closes the group before its reduction opens a new one,
+   * whose predecessors (the 17 and itself) the reserve must have made room
+   * for; then d's writer, ordered after it */
+  rp_access rd_sum = {d, RP_REDUCE, RP_REDOP_SUM};
+  rp_launch lr = {.task = nop, .proc = 0, .accesses = &rd_sum, .naccess = 1};
+  for (int i = 0; i < 17; i++)
+    RETRY(named_task(rt, "sum.d", &lr, NULL));
+  rp_access rd_read_sum[2] = {{d, RP_READ, RP_REDOP_NONE},
+                              {d, RP_REDUCE, RP_REDOP_SUM}};
+  rp_launch lrr = {
+      .task = nop, .proc = 0, .accesses = rd_read_sum, .naccess = 2};
+  RETRY(named_task(rt, "read.sum.d", &lrr, NULL));
+  rp_access rd_rw = {d, RP_RW, RP_REDOP_NONE};
+  rp_launch lw = {.task = nop, .proc = 0, .accesses = &rd_rw, .naccess = 1};
+  RETRY(named_task(rt, "rw.d", &lw, NULL));
   /* worker 1 scales a (worker 0's): fill, task, write-back */
   rp_access ra = {a, RP_RW, RP_REDOP_NONE};
   rp_launch l2 = {.task = k.scale,
