@@ -96,6 +96,10 @@ const char *rp__op_label(const rp_graph *g, rp_op_id id, char *buf, size_t n) {
 /* ---- lifetime ---- */
 
 rp_status rp__graph_new(rp_runtime *rt, rp_graph **out) {
+  /* rp_graph_create, rp_graph_load and rp_capture_begin come here */
+  rp_status st = rp__runtime_refuse_closing(rt, "rp_graph_create");
+  if (st)
+    return st;
   rp_graph *g = rp__calloc(1, sizeof *g);
   if (!g)
     return rp__err(RP_ENOMEM, "rp_graph_create: out of memory");

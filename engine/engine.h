@@ -553,6 +553,11 @@ void *rp__layer_set(rp_runtime *rt, int layer, void *state,
 /* 1 while rp_runtime_destroy drains the layers (they may then cancel work
  * that can never run instead of waiting for it). */
 int rp__runtime_destroying(const rp_runtime *rt);
+/* RP_EBUSY naming `call` once rp_runtime_destroy has begun to drain and
+ * poison (it runs callbacks and tasks that may call back in): a graph or
+ * exec made then would outlive the runtime, which no longer checks for
+ * them. RP_OK otherwise. */
+rp_status rp__runtime_refuse_closing(const rp_runtime *rt, const char *call);
 /* Waits until *outstanding (ops of some layer not yet completed) is 0.
  * While the runtime is being destroyed and the count stays put for 100 ms,
  * user events nobody triggered are poisoned (RP_EBUSY) so the ops gated on

@@ -507,6 +507,16 @@ int rp__runtime_destroying(const rp_runtime *rt) {
   return atomic_load(&((rp_runtime *)rt)->destroying);
 }
 
+rp_status rp__runtime_refuse_closing(const rp_runtime *rt, const char *call) {
+  if (!atomic_load(&((rp_runtime *)rt)->closing))
+    return RP_OK;
+  return rp__err(RP_EBUSY,
+                 "%s: the runtime is being destroyed (a graph or exec "
+                 "made by a callback or task that rp_runtime_destroy runs "
+                 "would outlive the runtime)",
+                 call);
+}
+
 void rp__runtime_ref(rp_runtime *rt, int delta) {
   atomic_fetch_add(&rt->live_objects, delta);
 }

@@ -357,7 +357,10 @@ RP_API rp_status rp_runtime_create(const rp_runtime_config *cfg,
  * callbacks run (with that status) before the runtime goes. While it
  * drains and from then on, rp_event_create on rt returns RP_EBUSY (a
  * callback that re-arms would keep the drain waiting, or make an event
- * that outlives the runtime). RP_EBUSY (and
+ * that outlives the runtime), and so do rp_graph_create and
+ * rp_graph_load (a graph made there, or an exec of it, would outlive
+ * it).
+ * RP_EBUSY (and
  * nothing freed) while graphs or execs created on it are alive; RP_ECONTRACT
  * from a task inside a replay or an eager task of rt (it would wait for
  * itself). When draining fails (the first failing layer's
@@ -1006,7 +1009,8 @@ typedef enum rp_op_kind {
   RP_OP_COPY = 1,
 } rp_op_kind;
 
-/* A new empty graph on rt, owned by the caller. */
+/* A new empty graph on rt, owned by the caller. RP_EBUSY from a callback
+ * or task that rp_runtime_destroy of rt runs. */
 RP_API rp_status rp_graph_create(rp_runtime *rt, rp_graph **out);
 /* Frees g (execs instantiated from it stay valid). RP_ESTALE when g was
  * already destroyed; RP_ECONTRACT from a task inside a replay (g stays). */

@@ -193,6 +193,49 @@ Test(event, callbacks_run_by_destroy_cannot_create_events) {
   cr_assert_eq(atomic_load(&rearm_refused), 1);
 }
 
+/* A callback that rp_runtime_destroy runs (a user event it poisons) may
+ * not make a graph (nor so an exec): the destroy checked for live ones
+ * before it ran the callbacks, so one made there was left pointing at the
+ * freed runtime (an exec instantiated from it then wrote into freed
+ * memory at rp_exec_destroy). */
+static rp_runtime *late_rt;
+static rp_status late_graph_st, late_load_st;
+static rp_graph *late_g;
+static char late_detail[256];
+static char *late_file; /* a graph file of an empty graph */
+static size_t late_file_len;
+static void late_objects_cb(void *arg, rp_status st) {
+  (void)arg;
+  (void)st;
+  late_graph_st = rp_graph_create(late_rt, &late_g);
+  snprintf(late_detail, sizeof late_detail, "%s", rp_error_detail());
+  late_load_st =
+      rp_graph_load_mem(late_rt, late_file, late_file_len, NULL, 0, 0, &late_g);
+}
+Test(event, callbacks_run_by_destroy_cannot_create_graphs) {
+  rp_runtime *r2 = th_cpu_runtime(1);
+  late_rt = r2;
+  late_g = NULL;
+  rp_graph *empty;
+  RP_CHECK(rp_graph_create(r2, &empty));
+  FILE *f = open_memstream(&late_file, &late_file_len);
+  cr_assert_not_null(f);
+  RP_CHECK(rp_graph_dump(empty, f, RP_DUMP_JSON));
+  cr_assert_eq(fclose(f), 0);
+  RP_CHECK(rp_graph_destroy(empty));
+  rp_event e;
+  RP_CHECK(rp_event_create(r2, &e));
+  RP_CHECK(rp_event_on_complete(r2, e, late_objects_cb, NULL));
+  th_destroy(r2); /* also checks for leaks in ASan builds */
+  cr_assert_eq(late_graph_st, RP_EBUSY, "%s", rp_status_name(late_graph_st));
+  cr_assert(strstr(late_detail, "rp_graph_create") &&
+                strstr(late_detail, "being destroyed"),
+            "%s", late_detail);
+  cr_assert_eq(late_load_st, RP_EBUSY, "%s", rp_status_name(late_load_st));
+  cr_assert_null(late_g, "a graph was made on a runtime being destroyed");
+  free(late_file);
+}
+
 Test(event, merge_triggers_after_all_inputs) {
   rp_event in[3], m;
   for (int i = 0; i < 3; i++)
