@@ -197,7 +197,8 @@ rp_status rp__event_block(rp_runtime *rt, rp_event e);
 rp_status rp__event_block_serving(rp_runtime *rt, rp_event e);
 /* Poisons (with st) every pending user event (rp_event_create) that is
  * still referenced: used when a runtime goes down so that eager work gated
- * on events nobody will trigger completes. Returns how many. */
+ * on events nobody will trigger completes; their detail names
+ * rp_runtime_destroy. Returns how many. */
 uint32_t rp__events_cancel_user(rp_runtime *rt, rp_status st);
 /* 1 when e is a live handle of this runtime. */
 int rp__event_live(const rp_runtime *rt, rp_event e);

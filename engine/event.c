@@ -542,7 +542,9 @@ uint32_t rp__events_cancel_user(rp_runtime *rt, rp_status st) {
     if (atomic_load(&s->refs) == 0 || !claim_user(s))
       continue;
     rp_event e = {ev_id(rt, atomic_load(&s->gen), i)};
-    rp__event_complete(rt, e, st);
+    rp__event_complete_why(rt, e, st,
+                           "poisoned by rp_runtime_destroy: still pending "
+                           "when the runtime went down");
     count++;
   }
   return count;

@@ -620,9 +620,10 @@ RP_API rp_status rp_event_poison(rp_runtime *rt, rp_event e, rp_status why);
  * With the poison status, rp_error_detail() says what failed: "event ...
  * was poisoned with RP_X: " and the failing op's own detail (a task's
  * rp_error_set, a copy's, a replay's rp_exec_error_detail, "poisoned by
- * rp_event_poison"), or that none was recorded (a task that failed
- * without rp_error_set). An op skipped because a dependency failed, and a
- * merged event, carry the first failure's status and detail. */
+ * rp_event_poison", "poisoned by rp_runtime_destroy" for a user event
+ * still pending when its runtime went), or that none was recorded (a task that
+ * failed without rp_error_set). An op skipped because a dependency failed, and
+ * a merged event, carry the first failure's status and detail. */
 RP_API rp_status rp_event_query(const rp_runtime *rt, rp_event e);
 /* Waits up to timeout_ns (< 0: forever). Returns RP_OK, the poison status
  * (with its detail, as rp_event_query),

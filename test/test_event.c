@@ -204,9 +204,11 @@ static rp_graph *late_g;
 static char late_detail[256];
 static char *late_file; /* a graph file of an empty graph */
 static size_t late_file_len;
+static char late_why[256];
 static void late_objects_cb(void *arg, rp_status st) {
   (void)arg;
   (void)st;
+  snprintf(late_why, sizeof late_why, "%s", rp_error_detail());
   late_graph_st = rp_graph_create(late_rt, &late_g);
   snprintf(late_detail, sizeof late_detail, "%s", rp_error_detail());
   late_load_st =
@@ -233,6 +235,8 @@ Test(event, callbacks_run_by_destroy_cannot_create_graphs) {
             "%s", late_detail);
   cr_assert_eq(late_load_st, RP_EBUSY, "%s", rp_status_name(late_load_st));
   cr_assert_null(late_g, "a graph was made on a runtime being destroyed");
+  /* what poisoned the event is said, not "no detail recorded" */
+  cr_assert(strstr(late_why, "poisoned by rp_runtime_destroy"), "%s", late_why);
   free(late_file);
 }
 
