@@ -1382,8 +1382,9 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * one is waited for. a->pre's events stand for every trial replay and must
  * have triggered already; a->post is ignored (no postcondition events are
  * handed out). Without rp_exec_tune the placement instantiate chose stays.
- * With every unit hinted, or no_replace 1, it runs nothing and returns
- * RP_OK. Waits first for the replays already in flight.
+ * With every unit hinted or pinned (a processor named, shard_procs
+ * included: nothing to move), or no_replace 1, it runs nothing and
+ * returns RP_OK. Waits first for the replays already in flight.
  * Errors: those of rp_replay for a's checks (nothing run); RP_EAGAIN when
  * a precondition event has not triggered yet and its poison status when it
  * was poisoned (nothing run); RP_EBUSY when a replay already in flight
