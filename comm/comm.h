@@ -162,6 +162,11 @@ rp_status rp__mpi_allreduce_init(rp_mpi_comm *mc, void *buf, size_t count,
  * (receives). */
 rp_status rp__mpi_run(rp_mpi_reqs *q, uint64_t r, const rp_dist_where *w,
                       size_t *got, char *why, size_t whylen);
+/* A replay passed over a unit on this rank without running it (st: why):
+ * the peers' messages of that replay stay unmatched and would pair with a
+ * later replay's, so mc breaks (later runs fail at once with RP_EPEER) and
+ * every other rank is told, as after a timeout. */
+void rp__mpi_skipped(rp_mpi_comm *mc, const rp_dist_where *w, rp_status st);
 /* Frees q; returns 1 when a request timed out and stays with MPI (its
  * buffer must then stay allocated). */
 int rp__mpi_reqs_free(rp_mpi_reqs *q);

@@ -398,10 +398,27 @@ static rp_status ext_run(void *state, uint64_t r, const char **why) {
   return st;
 }
 
+/* A replay that passed over the unit (an op before it failed on this
+ * rank, or the replay is stale): a send or all-reduce of its peers may
+ * have completed without it (MPI buffers small messages), and that message
+ * would be taken by this rank's next replay of the slot. The exec's
+ * communication breaks here and the other ranks are told. */
+static void ext_skipped(void *state, uint64_t r, rp_status st) {
+  dist_unit *u = state;
+  if (!u->q) /* a local copy, a placeholder, one rank */
+    return;
+  int32_t peer = u->a.role == RP_DIST_ALLREDUCE ? -1
+                 : u->a.role == RP_DIST_SEND    ? (int32_t)u->a.dst_rank
+                                                : (int32_t)u->a.src_rank;
+  rp_dist_where w = {WHAT[u->a.role], u->seq, r, u->op, peer};
+  rp__mpi_skipped(u->dx->mc, &w, st);
+}
+
 const rp_task_ext rp__dist_ext = {
     .exec_begin = ext_exec_begin,
     .exec_end = ext_exec_end,
     .plan = ext_plan,
     .run = ext_run,
+    .skipped = ext_skipped,
     .release = ext_release,
 };

@@ -396,6 +396,20 @@ static void mark_broken(rp_mpi_comm *mc, const char *why) {
   atomic_store_explicit(&mc->broken, 1, memory_order_release);
 }
 
+/* Marks mc broken and tells every other rank (a rank waiting on this one
+ * fails at once). */
+static void give_up(rp_mpi_comm *mc, const char *why) {
+  mark_broken(mc, why);
+  snprintf(mc->gone, sizeof mc->gone, "%s", why);
+  for (int j = 0; j < mc->size; j++) {
+    MPI_Request *rq = &mc->sends[3 * j + 2];
+    if (j == mc->rank || *rq != MPI_REQUEST_NULL)
+      continue;
+    MPI_Isend(mc->gone, (int)strlen(mc->gone) + 1, MPI_CHAR, j, TAG_GONE,
+              mc->comm, rq);
+  }
+}
+
 static void timed_out(rp_mpi_comm *mc, const rp_dist_where *w, char *why,
                       size_t n) {
   char roll[200], where[64];
@@ -413,16 +427,7 @@ static void timed_out(rp_mpi_comm *mc, const rp_dist_where *w, char *why,
   snprintf(why, n, "rank %d: %s (%s) with %s: no answer within %llu ms: %s",
            mc->rank, w->what, where, peer,
            (unsigned long long)(mc->timeout_ns / 1000000), roll);
-  mark_broken(mc, why);
-  /* tell every other rank (a rank waiting on this one fails at once) */
-  snprintf(mc->gone, sizeof mc->gone, "%s", why);
-  for (int j = 0; j < mc->size; j++) {
-    MPI_Request *rq = &mc->sends[3 * j + 2];
-    if (j == mc->rank || *rq != MPI_REQUEST_NULL)
-      continue;
-    MPI_Isend(mc->gone, (int)strlen(mc->gone) + 1, MPI_CHAR, j, TAG_GONE,
-              mc->comm, rq);
-  }
+  give_up(mc, why);
 }
 
 /* A notice from a rank that gave up (timed out) on mc: 1 and why filled
@@ -705,6 +710,22 @@ int rp__mpi_reqs_free(rp_mpi_reqs *q) {
   free(q->stuck);
   free(q);
   return stuck;
+}
+
+void rp__mpi_skipped(rp_mpi_comm *mc, const rp_dist_where *w, rp_status st) {
+  const char *broke;
+  if (rp__mpi_broken(mc, &broke))
+    return; /* told already */
+  char why[GONE_LEN], peer[24] = "every rank";
+  if (w->peer >= 0)
+    snprintf(peer, sizeof peer, "rank %d", w->peer);
+  snprintf(why, sizeof why,
+           "rank %d skipped its %s (op %u, replay %llu) with %s: %s on that "
+           "rank (%s)",
+           mc->rank, w->what, w->op, (unsigned long long)w->replay, peer,
+           rp_status_name(st),
+           st == RP_ESTALE ? "a stale replay" : "an op before it failed");
+  give_up(mc, why);
 }
 
 /* ---- eager ---- */

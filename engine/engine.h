@@ -354,6 +354,10 @@ struct rp_task_ext {
                     int *as_task);
   /* Runs replay r; on failure *why says why (valid until the next run). */
   rp_status (*run)(void *state, uint64_t r, const char **why);
+  /* Replay r passed over the unit without running it (an op it depends on
+   * failed, a port failed, the replay is stale; st says which), on the
+   * lane's worker in the unit's place. May be NULL. */
+  void (*skipped)(void *state, uint64_t r, rp_status st);
   void (*release)(void *state);
 };
 

@@ -1591,11 +1591,15 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  * all-reduce that timed out (a collective: MPI cannot cancel it) may still
  * complete when the late ranks arrive; it works on a buffer of its own,
  * kept allocated, so it never writes the instance after its failure was
- * reported. An op skipped on one rank (a failed upstream op, a stale
- * instance: RP_ESTALE there) shows up on its peers as RP_EPEER after the
- * timeout (a send whose message MPI buffers may complete there
- * unanswered); it keeps its place in that rank's order, so later ops never
- * pair with its messages.
+ * reported. A communication op a replay skips on one rank (an op before
+ * it failed there, or a stale instance: RP_ESTALE) breaks the exec's
+ * communication there as a timeout does, and that rank tells the others:
+ * a peer waiting on it fails at once with RP_EPEER naming the skipped op
+ * (a send whose message MPI buffered may have completed there), and the
+ * rank's later replays fail with RP_EPEER instead of taking a message
+ * meant for the skipped op. An eager op skipped or refused on one rank
+ * keeps its place in that rank's order, so later ops never pair with its
+ * messages.
  *
  * MPI must be initialized with MPI_THREAD_MULTIPLE (workers call MPI) before
  * rp_runtime_create and finalized after rp_runtime_destroy. Builds without

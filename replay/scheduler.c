@@ -367,6 +367,10 @@ static void run_general(rp_exec *ex, rp_lane *l, uint32_t i, rp_slot *s,
       ls->run++;
   } else {
     ls->skipped++;
+    /* communication that did not run: its peers' messages must not pair
+     * with a later replay's (comm/exec.c) */
+    if (u->kind == RP_UNIT_EXT && u->ext->skipped)
+      u->ext->skipped(u->ext_state, s->r, st);
   }
   if (RP_UNLIKELY(st != RP_OK) && skip != 2) {
     rp__unit_failed(ex, s, ui, st, why);
