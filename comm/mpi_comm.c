@@ -763,8 +763,10 @@ rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
     /* The message is matched first and received at its own size: one
      * longer than the destination (a peer's other shape) would be an MPI
      * truncation error, which MPICH raises as fatal through
-     * MPI_COMM_WORLD's handler whatever this communicator's is. A longer
-     * one is received into scratch and reported by its length. */
+     * MPI_COMM_WORLD's handler whatever this communicator's is. One of
+     * another length is received into scratch and reported by its length
+     * (a shorter one too: it must not land in the destination's first
+     * points of an op that fails). */
     MPI_Message msg = MPI_MESSAGE_NULL;
     poll_on p = {NULL, (int)peer, tag, &msg};
     s = wait_on(mc, &p, w, &st, why, whylen);
@@ -773,7 +775,7 @@ rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
     MPI_Get_count(&st, MPI_BYTE, &c);
     if (c < 0)
       c = 0;
-    if ((size_t)c > bytes && !(drain = malloc((size_t)c))) {
+    if ((size_t)c != bytes && !(drain = malloc(c ? (size_t)c : 1))) {
       /* the matched message can no longer be received by anyone: this
        * communicator's order is lost, as after a timeout */
       snprintf(why, whylen, "out of memory receiving %d bytes", c);

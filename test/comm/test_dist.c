@@ -867,7 +867,8 @@ static void late_allreduce(void) {
  * run in launch order): an eager all-reduce of other counts (RP_ESHAPE on
  * every rank, the elements untouched), a copy whose source holds more than
  * its destination (RP_ESHAPE on the receiver, where MPI's truncation would
- * have been fatal), a captured all-reduce of other counts (rp_instantiate
+ * have been fatal) and one whose source holds less (RP_ESHAPE, the
+ * destination untouched), a captured all-reduce of other counts (rp_instantiate
  * refuses it on every rank, and a valid eager all-reduce then sums). It
  * runs after missing_peer, whose notice to a rank that never waits stays
  * unread: it must not reach these runtimes' communicators. */
@@ -909,6 +910,32 @@ static void shape_mismatch(void) {
            rp_status_name(st), d);
     EXPECT(contains(d, "64 bytes arrived, the destination rect holds 48"),
            "copy detail: %s", d);
+  } else {
+    EXPECT(st == RP_OK, "rank %d: %s (%s)", RANK, rp_status_name(st), d);
+  }
+  CHECK(rp_instance_free(rt, odd));
+  CHECK(rp_runtime_destroy(rt));
+
+  /* rank 0's 6 doubles into rank 1's instance of 8: refused, and the
+   * destination keeps its elements (the message is taken aside) */
+  rt = make_rt(0);
+  odd = odd_inst(rt);
+  double nine[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+  CHECK(rp_instance_write(rt, odd, RANK == 0 ? nine : v, mine));
+  c = (rp_dist_copy){.src_rank = 0, .dst_rank = 1, .src = odd, .dst = odd};
+  CHECK(rp_launch_dist_copy(rt, &c, &e));
+  st = rp_event_wait(rt, e, -1);
+  CHECK(rp_event_release(rt, e));
+  d = rp_runtime_dist_detail(rt);
+  if (RANK == 1) {
+    EXPECT(st == RP_ESHAPE, "copy into the larger: %s (%s)", rp_status_name(st),
+           d);
+    EXPECT(contains(d, "48 bytes arrived, the destination rect holds 64"),
+           "copy detail: %s", d);
+    CHECK(rp_instance_read(rt, odd, back, mine));
+    for (int i = 0; i < 8; i++)
+      EXPECT(back[i] == 1.0, "element %d of the refused destination: %g", i,
+             back[i]);
   } else {
     EXPECT(st == RP_OK, "rank %d: %s (%s)", RANK, rp_status_name(st), d);
   }
