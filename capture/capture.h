@@ -185,7 +185,7 @@ rp_status rp__graph_edge_inferred(rp_graph *g, rp_op_id from, rp_op_id to);
  * one cycle named in the detail. */
 rp_status rp__graph_topo(const rp_graph *g, uint32_t *order);
 /* Creates an empty graph (counted against the runtime's live objects). */
-rp_status rp__graph_new(rp_runtime *rt, rp_graph **out);
+rp_status rp__graph_new(rp_runtime *rt, const char *what, rp_graph **out);
 /* Frees a graph no caller was given (a capture aborted or failed, a load
  * that failed) without taking a place in the quarantine of destroyed
  * handles (engine/util.h), whose 32 places keep the user's destroyed objects.

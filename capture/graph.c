@@ -95,14 +95,14 @@ const char *rp__op_label(const rp_graph *g, rp_op_id id, char *buf, size_t n) {
 
 /* ---- lifetime ---- */
 
-rp_status rp__graph_new(rp_runtime *rt, rp_graph **out) {
+rp_status rp__graph_new(rp_runtime *rt, const char *what, rp_graph **out) {
   /* rp_graph_create, rp_graph_load and rp_capture_begin come here */
-  rp_status st = rp__runtime_refuse_closing(rt, "rp_graph_create");
+  rp_status st = rp__runtime_refuse_closing(rt, what);
   if (st)
     return st;
   rp_graph *g = rp__calloc(1, sizeof *g);
   if (!g)
-    return rp__err(RP_ENOMEM, "rp_graph_create: out of memory");
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
   g->magic = RP_GRAPH_MAGIC;
   g->rt = rt;
   rp__runtime_ref(rt, 1);
@@ -127,7 +127,7 @@ rp_status rp_graph_create(rp_runtime *rt, rp_graph **out) {
     return st;
   if (!out)
     return rp__err(RP_EINVAL, "rp_graph_create: NULL argument");
-  return rp__graph_new(rt, out);
+  return rp__graph_new(rt, "rp_graph_create", out);
 }
 
 static void ports_free(rp_gport *p, uint32_t n) {

@@ -170,7 +170,7 @@ rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts) {
                    TL_CAPTURES);
   }
   rp_graph *g;
-  rp_status st = rp__graph_new(rt, &g);
+  rp_status st = rp__graph_new(rt, "rp_capture_begin", &g);
   if (st) {
     pthread_mutex_unlock(&cs->lock);
     return st;
