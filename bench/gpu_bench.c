@@ -8,8 +8,9 @@
  *            processor, instantiated once (CUDA graphs), rp_replay per run;
  *   reprise-eager  the same with REPRISE_CUDA_GRAPHS=0 (ops issued on the
  *            GPU's stream at every replay).
- * For each: host time per launch call (median of 5 batches of BATCH calls,
- * the calls alone) and end-to-end time per run (the batch from its first
+ * For each: host time per run (median of 5 batches of BATCH runs, the
+ * launch calls alone: stream, one per kernel; the others, one per run) and
+ * end-to-end time per run (the batch from its first
  * call until all of it completed, per run). Runs in a batch go back to back
  * (reprise: max_inflight = BATCH, so rp_replay never waits for a slot).
  * Without a device or driver (or in a build without CUDA) it prints why
@@ -406,12 +407,13 @@ static int run_all(const rp_bench_opts *o, rp_runtime *rt, FILE *table,
     return rp_bench_fail("streams", st);
   if (table)
     fprintf(table,
-            "# host_us: time of the launch call alone (reprise: "
-            "rp_replay, which arms the\n# slot and launches the graph from "
-            "the calling thread); e2e_us: per run, %d runs\n# back to back "
-            "until all completed; medians of %d batches; lat_us: one run\n"
-            "# issued alone, then waited for (stream sync / rp_event_wait), "
-            "median of %d\n%-13s %-14s %6s %10s %10s %10s %10s %11s\n",
+            "# host_us: per run, the launch calls alone (stream: one per "
+            "kernel; reprise:\n# rp_replay, which arms the slot and launches "
+            "the graph from the calling\n# thread); e2e_us: per run, %d runs "
+            "back to back until all completed;\n# medians of %d batches; "
+            "lat_us: one run issued alone, then waited for\n# (stream sync / "
+            "rp_event_wait), median of %d\n%-13s %-14s %6s %10s %10s %10s %10s "
+            "%11s\n",
             BATCH, RP_BENCH_RUNS, LAT_RUNS, "case", "mode", "kernels",
             "host_us", "e2e_us", "lat_us", "e2e/graph", "host-graph");
   size_t ncase = o->quick ? 2 : sizeof CASES / sizeof CASES[0], i = 0;

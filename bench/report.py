@@ -192,8 +192,11 @@ def sec_dag(d, name):
         "DAG on the same lanes (`bench/static_sched.c`: worker threads "
         "running fixed lists and waiting on per-task progress counters), "
         "the floor a replay engine is held to. replay / static is the "
-        "median of each invocation's ratio. Setup: building the launch "
-        "list and its instances (eager) or `rp_instantiate` (replay). tiny: 129 tasks of about "
+        "median of each invocation's ratio; eager / replay is the eager "
+        "median over the replay median. Setup: building the launch "
+        "list and its instances (eager), `rp_instantiate` (replay) or "
+        "building the schedule and starting its threads (static). tiny: "
+        "129 tasks of about "
         "1 µs each in 16 layers; the share of the ideal is the task time "
         "spread evenly over the workers (at most 8, a layer's width: no "
         "more tasks can run at once) against the measured time. "
@@ -307,7 +310,7 @@ def sec_gpu_bench(d, name):
              mmm([v / 1e3 if v is not None else None
                   for v in col(rs, "lat_ns")], "{:.2f}")]
             for (c, m), rs in g.items()]
-    return (table(["case", "mode", "kernels", "host µs per launch",
+    return (table(["case", "mode", "kernels", "host µs per run",
                    "back to back µs per run", "latency µs per run"], rows) +
             "\n\n" +
             "Empty kernels in chains and a 4-stream fork-join. stream: "
@@ -315,7 +318,8 @@ def sec_gpu_bench(d, name):
             "CUDA graph, `cudaGraphLaunch` per run; reprise: recorded once, "
             "`rp_replay` per run (one graph launch); reprise-eager: the "
             "same exec with `REPRISE_CUDA_GRAPHS=0` (ops issued one by "
-            "one). host: the launch call alone; back to back: 64 runs "
+            "one). host: the launch calls alone (stream: one per kernel; "
+            "the others: one per run); back to back: 64 runs "
             "issued, then waited for, per run; latency: one run, then its "
             "wait. Compare back to back with back to back and latency with "
             "latency.")
@@ -401,8 +405,9 @@ def sec_dist(d, name):
             "Per run, the slowest rank's mean per step or per all-reduce; "
             "the median of the runs. The "
             "step: a data-parallel 256 -> 256 -> 10 MLP (five all-reduces: "
-            "the loss and four gradients), replayed against the same "
-            "launches eager. The "
+            "the loss and four gradients), replayed back to back (up to 4 "
+            "in flight) against the same launches eager, each step waited "
+            "for: a replay row is throughput, an eager row latency. The "
             "all-reduce: a persistent all-reduce (`MPI_Allreduce_init`) "
             "replayed, against a loop of blocking `MPI_Allreduce` on the "
             "same buffer; alone: a graph of that one all-reduce, so each "

@@ -401,6 +401,42 @@ EOF
     echo "ok   torch_gpt.py stopped by SIGTERM writes the rows so far"
   fi
 
+  # report.py: the tables' labels say what the rows measure, and the text
+  # under the generated tables is the one docs/performance.md carries. A
+  # stream row's host time is every kernel's launch call in a run (10 here),
+  # not one launch; a static row's setup is the schedule's build.
+  mkdir "$dir/rep"
+  printf 'commit=fake\ndate=d\ncpu=c\ngpu=g\nbuild=b\nload=\nruns=1\nquick=0\n' \
+    >"$dir/rep/machine"
+  for s in dag dist gpu-bench; do echo "reprise bench" >"$dir/rep/$s.cmd"; done
+  R1='"backend": "cpu", "workers": 2, "nodes": 9, "reps": 1, "ns_per_task_median": 10'
+  printf '[{"workload": "layered", "mode": "%s", %s, "setup_us": 5}]\n' eager "$R1" \
+    >"$dir/rep/dag.w2.1.json"
+  printf '[{"workload": "layered", "mode": "replay", %s, "setup_us": 5, "vs_static": 1},
+ {"workload": "layered", "mode": "static", %s, "setup_us": 5}]\n' "$R1" "$R1" \
+    >"$dir/rep/dag.w2.2.json"
+  echo '[{"bench": "dist_step", "mode": "replay", "ranks": 2, "workers": 1, "us_per_step": 1}]' \
+    >"$dir/rep/dist.1.json"
+  echo '[{"case": "chain10", "mode": "stream", "kernels": 10, "host_ns": 20000, "e2e_ns": 30000, "lat_ns": 40000}]' \
+    >"$dir/rep/gpu-bench.1.json"
+  want 0 "report.py a section of each kind" \
+    python3 "$SRC/bench/report.py" --dir "$dir/rep" --base "$dir/rep/none.md" --out "$dir/rep/p.md"
+  para() { # para START FILE: the line of FILE that starts with START
+    grep -F -- "$1" "$2" | grep -v '^|' | head -1
+  }
+  if ! grep -q '^| case | mode | kernels | host µs per run |' "$dir/rep/p.md" ||
+    grep -q 'per launch' "$dir/rep/p.md" ||
+    ! grep -q '| chain10 | stream | 10 | 20.00 |' "$dir/rep/p.md" ||
+    ! grep -q 'building the schedule and starting its threads (static)' "$dir/rep/p.md" ||
+    [ "$(para 'ns per task: a run' "$dir/rep/p.md")" != "$(para 'ns per task: a run' "$SRC/docs/performance.md")" ] ||
+    [ "$(para 'Per run, the slowest rank' "$dir/rep/p.md")" != "$(para 'Per run, the slowest rank' "$SRC/docs/performance.md")" ]; then
+    echo "FAIL report.py: a label that does not say what is measured, or text other than docs/performance.md's"
+    grep -E 'host|ns per task: a run|Per run, the slowest' "$dir/rep/p.md" | cut -c1-160 | sed 's/^/     /'
+    failed=1
+  else
+    echo "ok   report.py labels and text"
+  fi
+
   # ncu_step.py: the median of an even number of graph launches is the
   # mean of the middle two (10, 20, 30, 40 us: 25, not 30)
   H='"ID","API","Process","Name","Device","CC","Ctx","Stream","Kernel Name","Metric Name","Metric Unit","Metric Value"'
