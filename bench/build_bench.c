@@ -1,6 +1,7 @@
 /* bench/build_bench.c — `reprise bench --build`: what building a graph
  * costs, apart from replaying it. Three rows, each the median of
- * RP_BENCH_RUNS runs (CPU backend, one worker):
+ * RP_BENCH_RUNS runs with no untimed warm-up (the first run, with its
+ * first use of memory, is one of them; CPU backend, one worker):
  *   chain      rp_graph_create, N tasks added with rp_graph_add_task and
  *              N - 1 edges i -> i+1 with rp_graph_add_edge (100k by
  *              default; the goal is under 0.2 s);

@@ -12,8 +12,9 @@
  *         issue, each hand-off and the tasks themselves.
  * replay  the list is recorded once between rp_capture_begin/end and
  *         instantiated once; an execution is one rp_replay, issued back to
- *         back with the previous ones (up to 8 in flight, then the oldest
- *         done event is waited for and released).
+ *         back with the previous ones (up to the exec's default window of 4
+ *         in flight: rp_replay waits for a slot; the host keeps the last 8
+ *         done events and waits for the oldest before reusing its place).
  *
  * static  with replay: the same DAG run by a hand-written static schedule
  *         (static_sched.c): the lanes the replayed exec settled on, one
@@ -44,7 +45,7 @@ enum {
   LAYERS = 16,
   LAYER_WIDTH = 8,
   TINY_TASK_NS = 1000, /* busy work per tiny task */
-  REPLAY_RING = 8,     /* replays in flight before the host waits */
+  REPLAY_RING = 8,     /* done events kept (the exec's window is 4) */
 };
 
 typedef struct workload_def {
