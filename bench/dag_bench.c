@@ -493,8 +493,10 @@ static void row_table_header(FILE *t) {
 }
 
 /* The ideal for tiny: the total task time spread evenly over the workers,
- * at most a layer's width of them (no more tasks can run at once), in ns
- * per task; < 0 for the other workloads. */
+ * at most a layer's width of them (within one run no more tasks can run
+ * at once; replays in flight may overlap, so past that many workers the
+ * measured time can beat it), in ns per task; < 0 for the other
+ * workloads. */
 static double ideal_ns(const dag_ctx *c, const dag_row *r) {
   unsigned busy = c->o->workers < LAYER_WIDTH ? c->o->workers : LAYER_WIDTH;
   return r->task_ns >= 0 ? r->task_ns / busy : -1;

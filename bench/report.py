@@ -198,8 +198,10 @@ def sec_dag(d, name):
         "building the schedule and starting its threads (static). tiny: "
         "129 tasks of about "
         "1 µs each in 16 layers; the share of the ideal is the task time "
-        "spread evenly over the workers (at most 8, a layer's width: no "
-        "more tasks can run at once) against the measured time. "
+        "spread evenly over the workers (at most 8, a layer's width: "
+        "within one run no more tasks can run at once; runs in flight may "
+        "overlap, so past 8 workers the share can exceed 100%) against "
+        "the measured time. "
         "Workloads: chain (1,000 empty tasks in a line), forkjoin (1 + "
         "1,000 + 1), layered (16 layers of 8, 9 accesses per task + 1).")
     return "\n".join(out)
