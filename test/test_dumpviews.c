@@ -371,6 +371,101 @@ Test(views, critical_path_by_measured_durations, .init = setup,
   HAS(r.err, "'sgd'): they count 0 ns");
 }
 
+#ifdef REPRISE_HAVE_CJSON
+static rp_status spin_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  volatile uint32_t x = 0;
+  for (uint32_t i = 0; i < 20000; i++)
+    x = x + i;
+  return RP_OK;
+}
+
+/* An SPMD op of 8 shards whose replays run 3 (an interpolated shard
+ * count): the trace holds an event for each of the 5 shards not run
+ * ("not run (fewer shards)", about 0 us). The op's measured cost is the
+ * mean of its runs, the events whose status is "ok", as the trace file
+ * itself gives them (the 5 not run per replay halved it and more). */
+Test(views, measured_cost_is_the_mean_of_the_shards_that_ran, .init = setup,
+     .fini = teardown) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "spin", .cpu_fn = spin_task}, &t));
+  rp_inst in;
+  rp_rect r = rp_rect_1d(0, 7);
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));
+  rp_access acc = {in, RP_READ, RP_REDOP_NONE};
+  rp_interp ip = {0, RP_INTERP_SHARDS, sizeof(uint32_t)};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t,
+                                       .proc = RP_PROC_ANY,
+                                       .accesses = &acc,
+                                       .naccess = 1,
+                                       .shards = 8,
+                                       .interps = &ip,
+                                       .ninterp = 1},
+                          NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_exec_trace_start(ex, 2));
+  const uint32_t three = 3;
+  for (int i = 0; i < 2; i++) {
+    rp_event done;
+    RP_CHECK(rp_replay(
+        ex, &(rp_replay_args){.args = &three, .args_size = sizeof three},
+        &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s", th_tmp_path("spmd_trace.json"));
+  RP_CHECK(rp_exec_trace_write(ex, path));
+  /* what the file says: the runs' mean, and that shards were not run */
+  char *text = th_read_all(path, NULL);
+  cJSON *doc = cJSON_Parse(text);
+  free(text);
+  cr_assert_not_null(doc);
+  double sum = 0;
+  int runs = 0, not_run = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(doc, "traceEvents")) {
+    const cJSON *cat = cJSON_GetObjectItem(e, "cat");
+    if (!cJSON_IsString(cat) || strcmp(cat->valuestring, "task"))
+      continue;
+    const char *st =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "status")
+            ->valuestring;
+    if (!strcmp(st, "ok"))
+      sum += cJSON_GetObjectItem(e, "dur")->valuedouble * 1e3, runs++;
+    else if (!strcmp(st, "not run (fewer shards)"))
+      not_run++;
+  }
+  cJSON_Delete(doc);
+  cr_assert_eq(runs, 2 * 3, "the shards run");
+  cr_assert_eq(not_run, 2 * 5, "the shards not run have events");
+  char gp[512];
+  snprintf(gp, sizeof gp, "%s", th_tmp_path("spmd.json"));
+  RP_CHECK(rp_graph_save(g, gp));
+  cli_run cr;
+  RUN(&cr, "dump", gp, "--critical-path", "--trace", path);
+  cr_assert_eq(cr.status, 0, "%s", cr.err);
+  const char *at = strstr(cr.out, "\n  op 0 spin  ");
+  cr_assert_not_null(at, "%s", cr.out);
+  double got = strtod(at + strlen("\n  op 0 spin  "), NULL);
+  double want = sum / runs;
+  cr_assert(got >= want - 1 && got <= want + 1,
+            "op 0 costs %.0f ns, the mean of its %d runs is %.3f ns:\n%s", got,
+            runs, want, cr.out);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, in));
+  th_destroy(rt);
+}
+#endif
+
 /* A trace that cannot be read or used is a failure (exit 1), as a graph
  * file's is; options that do not apply to a summary are usage errors. */
 /* Writes head, then n copies of "0,", then "0" and tail. */

@@ -108,6 +108,8 @@ static int event(const cJSON *e, dv_event *d, const char **why) {
   }
   d->device =
       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(args, "device_times"));
+  const char *status = str_item(args, "status");
+  d->ran = !status || !strcmp(status, "ok");
   return 0;
 }
 
@@ -255,7 +257,10 @@ int dv_trace_op_costs(const dv_trace *t, const dm_graph *m, double **cost,
   }
   for (uint32_t i = 0; i < t->nev; i++) {
     const dv_event *e = &t->ev[i];
-    if ((e->cat != DV_EV_TASK && e->cat != DV_EV_COPY) || e->op < 0)
+    /* a shard the replay did not run (fewer shards), or an op a stale or
+     * failed replay skipped, is an event of about 0 us but no run: its
+     * op's mean is over the runs */
+    if ((e->cat != DV_EV_TASK && e->cat != DV_EV_COPY) || e->op < 0 || !e->ran)
       continue;
     (*cost)[e->op] += e->dur * 1e3;
     runs[e->op]++;

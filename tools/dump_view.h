@@ -155,6 +155,9 @@ typedef struct dv_event {
   int64_t op;     /* args.op, -1 none */
   int64_t replay; /* args.replay, -1 none */
   int device;     /* a GPU span with device times */
+  int ran;        /* args.status is "ok" or absent: the unit ran (an SPMD
+                     shard a replay did not run, or an op a stale or failed
+                     replay skipped, is an event but no run) */
 } dv_event;
 
 typedef struct dv_track {
@@ -181,9 +184,10 @@ void dv_trace_free(dv_trace *t);
  * own, else its task's; an unnamed copy's "reprise.copy"); else -1, said
  * on err naming the first op that differs: a trace of another graph. */
 int dv_trace_matches(const dv_trace *t, const dm_graph *m, FILE *err);
-/* Each op's mean measured duration over the traced replays (ns; 0 where
- * the trace has none) into *cost (malloc'd, m->nops entries). 0 ok, -1 a
- * trace of another graph (dv_trace_matches), or out of memory (said). */
+/* Each op's mean measured duration over its runs in the trace (events
+ * that ran: dv_event.ran; ns; 0 where the trace has none) into *cost (malloc'd,
+ * m->nops entries). 0 ok, -1 a trace of another graph (dv_trace_matches), or
+ * out of memory (said). */
 int dv_trace_op_costs(const dv_trace *t, const dm_graph *m, double **cost,
                       FILE *err);
 
