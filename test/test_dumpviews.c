@@ -464,6 +464,42 @@ Test(views, measured_cost_is_the_mean_of_the_shards_that_ran, .init = setup,
   RP_CHECK(rp_instance_free(rt, in));
   th_destroy(rt);
 }
+
+/* A trace armed and written before any replay was issued holds no replay
+ * (rp_exec_trace_write writes it: only the tracks' names): reading it
+ * fails saying so, not that it is no reprise trace. */
+Test(views, a_trace_of_no_replay_says_so, .init = setup, .fini = teardown) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "spin", .cpu_fn = spin_task}, &t));
+  rp_inst in;
+  rp_rect r = rp_rect_1d(0, 7);
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));
+  rp_access acc = {in, RP_READ, RP_REDOP_NONE};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(
+      rt, &(rp_launch){.task = t, .accesses = &acc, .naccess = 1}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_exec_trace_start(ex, 3));
+  char path[512];
+  snprintf(path, sizeof path, "%s", th_tmp_path("none.json"));
+  RP_CHECK(rp_exec_trace_write(ex, path));
+  cli_run cr;
+  RUN(&cr, "dump", "--trace", path, "--summary");
+  cr_assert_eq(cr.status, 1, "%s", cr.err);
+  HAS(cr.err, "none.json' holds no replay: no \"X\" events "
+              "(rp_exec_trace_write wrote it before any armed replay was "
+              "issued)");
+  cr_assert_null(strstr(cr.err, "not a reprise trace"), "%s", cr.err);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, in));
+  th_destroy(rt);
+}
 #endif
 
 /* A trace that cannot be read or used is a failure (exit 1), as a graph

@@ -113,6 +113,10 @@ static int event(const cJSON *e, dv_event *d, const char **why) {
   return 0;
 }
 
+/* fill's *why for a trace without "X" events: rp_exec_trace_write wrote
+ * it before any armed replay was issued (or it is not a reprise trace). */
+static const char NO_REPLAY[] = "no replay";
+
 /* -1 malformed: *why says what, *bad which event (its index in
  * traceEvents). */
 static int fill(dv_trace *t, const cJSON *events, const char **why, int *bad) {
@@ -140,8 +144,8 @@ static int fill(dv_trace *t, const cJSON *events, const char **why, int *bad) {
       t->nev++;
   }
   *bad = -1;
-  if (!t->nev) {
-    *why = "no \"X\" events (no replay was traced)";
+  if (!t->nev) { /* said apart: a trace written before any replay ran */
+    *why = NO_REPLAY;
     return -1;
   }
   return 0;
@@ -172,6 +176,12 @@ int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err) {
     fill(t, events, &why, &bad);
   if (why && !doc)
     rp_cli_say(err, "reprise dump: the trace '%s': %s\n", path, why);
+  else if (why == NO_REPLAY)
+    rp_cli_say(err,
+               "reprise dump: the trace '%s' holds no replay: no \"X\" "
+               "events (rp_exec_trace_write wrote it before any armed "
+               "replay was issued)\n",
+               path);
   else if (why && bad >= 0)
     rp_cli_say(err,
                "reprise dump: the trace '%s' is not a reprise trace: "
