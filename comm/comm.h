@@ -98,6 +98,9 @@ typedef struct rp_dist_state {
   void *nccl;           /* eager NCCL communicators per device (nccl.c) */
   _Atomic uint64_t nccl_exec_comms; /* exec communicators created so far
                                        (tests: one per exec and GPU) */
+  _Atomic int64_t eager_staged;     /* eager staging buffers allocated and not
+                                       freed (tests: only one MPI kept after a
+                                       timeout stays) */
 } rp_dist_state;
 
 /* Called by rp_runtime_create (runtime.c) once the engine's runtime is
@@ -170,14 +173,17 @@ void rp__mpi_skipped(rp_mpi_comm *mc, const rp_dist_where *w, rp_status st);
 /* Frees q; returns 1 when a request timed out and stays with MPI (its
  * buffer must then stay allocated). */
 int rp__mpi_reqs_free(rp_mpi_reqs *q);
-/* Eager forms on the runtime's eager communicator (non-persistent). */
+/* Eager forms on the runtime's eager communicator (non-persistent).
+ * *kept: 1 when the op failed with its request still MPI's (a timeout
+ * MPI could not cancel, a collective): buf must then stay allocated; 0
+ * otherwise (buf is the caller's again, to free). */
 rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
                             size_t bytes, uint32_t peer, uint64_t pair_seq,
-                            const rp_dist_where *w, size_t *got, char *why,
-                            size_t whylen);
+                            const rp_dist_where *w, size_t *got, int *kept,
+                            char *why, size_t whylen);
 rp_status rp__mpi_eager_allreduce(rp_dist_state *ds, void *buf, size_t count,
-                                  rp_dtype t, const rp_dist_where *w, char *why,
-                                  size_t whylen);
+                                  rp_dtype t, const rp_dist_where *w, int *kept,
+                                  char *why, size_t whylen);
 /* Broadcasts bytes from rank 0 of mc (ds->eager when mc is NULL), with the
  * timeout (NCCL's unique id). */
 rp_status rp__mpi_bcast(rp_dist_state *ds, rp_mpi_comm *mc, void *buf,

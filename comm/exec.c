@@ -80,6 +80,21 @@ static size_t dom_bytes(const rp_dist_args *a) {
   return (size_t)rp_rect_volume(&a->dom) * rp_dtype_size(a->dtype);
 }
 
+/* An eager op's staging buffer, counted while it lives (ds->eager_staged):
+ * freed after the op unless MPI kept it (a timeout: it may still write
+ * there). */
+static void *stage_alloc(rp_dist_state *ds, size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (p) /* relaxed: a statistic for tests */
+    atomic_fetch_add_explicit(&ds->eager_staged, 1, memory_order_relaxed);
+  return p;
+}
+
+static void stage_free(rp_dist_state *ds, void *p) {
+  free(p);
+  atomic_fetch_sub_explicit(&ds->eager_staged, 1, memory_order_relaxed);
+}
+
 /* ---- eager ---- */
 
 static rp_status eager_p2p(rp_dist_state *ds, const rp_task_ctx *ctx,
@@ -89,8 +104,9 @@ static rp_status eager_p2p(rp_dist_state *ds, const rp_task_ctx *ctx,
   size_t bytes = dom_bytes(a), got = 0;
   void *buf;
   int staged = !rp__dist_contig(inst, &a->dom, &buf) ||
-               (!send && a->redop == RP_REDOP_SUM);
-  if (staged && !(buf = malloc(bytes ? bytes : 1))) {
+               (!send && a->redop == RP_REDOP_SUM),
+      kept = 0;
+  if (staged && !(buf = stage_alloc(ds, bytes))) {
     snprintf(why, n, "out of memory staging %zu bytes", bytes);
     return RP_ENOMEM;
   }
@@ -99,7 +115,7 @@ static rp_status eager_p2p(rp_dist_state *ds, const rp_task_ctx *ctx,
   rp_dist_where w = {WHAT[a->role], a->eager_op, UINT64_MAX, UINT32_MAX,
                      (int32_t)(send ? a->dst_rank : a->src_rank)};
   rp_status st = rp__mpi_eager_p2p(ds, send, buf, bytes, (uint32_t)w.peer,
-                                   a->eager_seq, &w, &got, why, n);
+                                   a->eager_seq, &w, &got, &kept, why, n);
   if (!st && !send && got != bytes) {
     snprintf(why, n,
              "rank %u: recv from rank %u: %zu bytes arrived, the "
@@ -109,9 +125,8 @@ static rp_status eager_p2p(rp_dist_state *ds, const rp_task_ctx *ctx,
   }
   if (!st && staged && !send)
     rp__dist_unpack(inst, &a->dom, buf, (rp_redop)a->redop);
-  /* After a timeout MPI may still own the buffer: leak it then. */
-  if (staged && st != RP_EPEER)
-    free(buf);
+  if (staged && !kept) /* else MPI may still write it: leaked */
+    stage_free(ds, buf);
   return st;
 }
 
@@ -135,7 +150,8 @@ rp_status rp__dist_task_cpu(rp_task_ctx *ctx) {
     /* through a buffer of the op's own, as a replay's (plan_allreduce):
      * after a timeout MPI keeps it and may still write there */
     size_t bytes = dom_bytes(a);
-    void *buf = malloc(bytes);
+    void *buf = stage_alloc(ds, bytes);
+    int kept = 0;
     if (!buf) {
       snprintf(why, sizeof why, "out of memory staging %zu bytes", bytes);
       st = RP_ENOMEM;
@@ -143,12 +159,13 @@ rp_status rp__dist_task_cpu(rp_task_ctx *ctx) {
     }
     memcpy(buf, ctx->insts[0].ptr, bytes); /* dense (get_args) */
     rp_dist_where w = {"all-reduce", a->eager_op, UINT64_MAX, UINT32_MAX, -1};
-    st = rp__mpi_eager_allreduce(ds, buf, (size_t)rp_rect_volume(&a->dom),
-                                 (rp_dtype)a->dtype, &w, why, sizeof why);
+    st =
+        rp__mpi_eager_allreduce(ds, buf, (size_t)rp_rect_volume(&a->dom),
+                                (rp_dtype)a->dtype, &w, &kept, why, sizeof why);
     if (!st)
       memcpy(ctx->insts[0].ptr, buf, bytes);
-    if (st != RP_EPEER) /* after a timeout MPI may still own it */
-      free(buf);
+    if (!kept) /* else MPI may still write it: leaked */
+      stage_free(ds, buf);
     break;
   }
   default:

@@ -741,9 +741,10 @@ static rp_status eager_broken(rp_dist_state *ds, char *why, size_t n) {
 
 rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
                             size_t bytes, uint32_t peer, uint64_t pair_seq,
-                            const rp_dist_where *w, size_t *got, char *why,
-                            size_t whylen) {
+                            const rp_dist_where *w, size_t *got, int *kept,
+                            char *why, size_t whylen) {
   rp_mpi_comm *mc = ds->eager;
+  *kept = 0;
   rp_status s = eager_broken(ds, why, whylen);
   if (s)
     return s;
@@ -790,8 +791,8 @@ rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
   }
   s = wait_req(mc, &req, w, &st, why, whylen);
   if (s == RP_EPEER && !abandon(&req, 1)) {
-    MPI_Request_free(&req); /* MPI finishes it; the caller's buffer is
-                               the instance's or leaked (see comm.c) */
+    MPI_Request_free(&req); /* MPI finishes it, in the buffer it has */
+    *kept = !drain;         /* the caller's: kept by the caller */
     drain = NULL;           /* MPI may still write it: leaked */
   }
   free(drain);
@@ -801,8 +802,9 @@ rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
 }
 
 rp_status rp__mpi_eager_allreduce(rp_dist_state *ds, void *buf, size_t count,
-                                  rp_dtype t, const rp_dist_where *w, char *why,
-                                  size_t whylen) {
+                                  rp_dtype t, const rp_dist_where *w, int *kept,
+                                  char *why, size_t whylen) {
+  *kept = 0;
   rp_status s = eager_broken(ds, why, whylen);
   if (s)
     return s;
@@ -819,7 +821,11 @@ rp_status rp__mpi_eager_allreduce(rp_dist_state *ds, void *buf, size_t count,
                           ds->eager->comm, &req);
   if (rc != MPI_SUCCESS)
     return mpi_fail(rc, "MPI_Iallreduce", why, whylen);
-  return wait_req(ds->eager, &req, w, MPI_STATUS_IGNORE, why, whylen);
+  s = wait_req(ds->eager, &req, w, MPI_STATUS_IGNORE, why, whylen);
+  /* a collective cannot be cancelled: after a timeout it stays MPI's and
+   * completes, writing buf, when the late ranks arrive */
+  *kept = s == RP_EPEER;
+  return s;
 }
 
 rp_status rp__mpi_bcast(rp_dist_state *ds, rp_mpi_comm *mc, void *buf,

@@ -73,17 +73,19 @@ int rp__mpi_reqs_free(rp_mpi_reqs *q) {
 
 rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
                             size_t bytes, uint32_t peer, uint64_t pair_seq,
-                            const rp_dist_where *w, size_t *got, char *why,
-                            size_t whylen) {
+                            const rp_dist_where *w, size_t *got, int *kept,
+                            char *why, size_t whylen) {
   (void)ds, (void)send, (void)buf, (void)bytes, (void)peer, (void)pair_seq;
   (void)w, (void)got, (void)why, (void)whylen;
+  *kept = 0;
   RP_NO_MPI_();
 }
 
 rp_status rp__mpi_eager_allreduce(rp_dist_state *ds, void *buf, size_t count,
-                                  rp_dtype t, const rp_dist_where *w, char *why,
-                                  size_t whylen) {
+                                  rp_dtype t, const rp_dist_where *w, int *kept,
+                                  char *why, size_t whylen) {
   (void)ds, (void)buf, (void)count, (void)t, (void)w, (void)why, (void)whylen;
+  *kept = 0;
   RP_NO_MPI_();
 }
 

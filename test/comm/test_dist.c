@@ -20,6 +20,7 @@
  * two processors through the model's API (train/gpt.h). */
 #include "reprise.h"
 
+#include "comm/comm.h"
 #include "kernels/tasks.h"
 #include "train/gpt.h"
 
@@ -567,6 +568,12 @@ static void builder(void) {
  * lower bound (a failure never comes before it). */
 #define SHORT_MS 3000
 
+/* Eager staging buffers alive on this rank: after failures that left no
+ * request with MPI (none timed out in MPI's hands), 0. */
+static int64_t staged_live(rp_runtime *rt) {
+  return atomic_load(&rp__dist_state(rt)->eager_staged);
+}
+
 static int contains(const char *s, const char *sub) {
   return strstr(s, sub) != NULL;
 }
@@ -664,6 +671,11 @@ static void refused_on_one_rank(void) {
   }
   EXPECT(st != RP_OK, "rank %d: the all-reduce after a refused one ran (%s)",
          RANK, rp_runtime_dist_detail(rt));
+  /* out of step, or timed out before MPI took the operand: the staging
+   * buffers were freed */
+  EXPECT(staged_live(rt) == 0,
+         "rank %d: %lld eager staging buffers left after failed all-reduces",
+         RANK, (long long)staged_live(rt));
   MPI_Barrier(MPI_COMM_WORLD);
   CHECK(rp_runtime_destroy(rt));
   done_case("eager ops refused on one rank keep their places: no copy or "
@@ -751,10 +763,15 @@ static void missing_peer(void) {
   rp_inst z = inst_2d(rt, RP_F32, 0, 0, 0, 7);
   char want[48];
   snprintf(want, sizeof want, "rank %d did not answer", last);
-  /* eager: rank 0 receives from the last rank, which sends nothing */
+  /* eager: rank 0 receives from the last rank, which sends nothing (a
+   * sum: through a staging buffer, freed after the timeout, as no request
+   * holds it) */
   if (RANK == 0) {
-    rp_dist_copy c = {
-        .src_rank = (uint32_t)last, .dst_rank = 0, .src = x, .dst = z};
+    rp_dist_copy c = {.src_rank = (uint32_t)last,
+                      .dst_rank = 0,
+                      .src = x,
+                      .dst = z,
+                      .redop = RP_REDOP_SUM};
     rp_event e;
     double t0 = now_s();
     CHECK(rp_launch_dist_copy(rt, &c, &e));
@@ -765,6 +782,9 @@ static void missing_peer(void) {
     EXPECT(st == RP_EPEER, "eager recv: %s (%s)", rp_status_name(st), d);
     EXPECT(contains(d, want), "eager detail: %s", d);
     EXPECT(dt >= SHORT_MS * 1e-3 * 0.99, "eager: failed after %.3f s", dt);
+    EXPECT(staged_live(rt) == 0,
+           "eager recv: %lld staging buffers left after its timeout",
+           (long long)staged_live(rt));
   }
   MPI_Barrier(MPI_COMM_WORLD);
   /* replayed */
