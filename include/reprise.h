@@ -693,7 +693,7 @@ typedef rp_status (*rp_task_fn)(rp_task_ctx *ctx);
 
 /* The largest cost (ns) placement counts for a unit or an edge, about 18
  * minutes: larger hints count as this (the schedule sums them in 64
- * bits). */
+ * bits, saturating). */
 #define RP_PLACE_COST_MAX (1ull << 40)
 
 typedef struct rp_task_desc {

@@ -22,12 +22,22 @@ static uint64_t unit_cost_raw(const rp_exec *ex, const rp_unit *u,
   return u->cost_ns ? u->cost_ns : DEFAULT_COST_NS;
 }
 
-/* Costs count up to RP_PLACE_COST_MAX (reprise.h): the finish times of a
- * schedule add them up in 64 bits. */
+/* Costs count up to RP_PLACE_COST_MAX (reprise.h); the finish times of a
+ * schedule add them up in 64 bits, saturating (sat_add). */
 static uint64_t unit_cost(const rp_exec *ex, const rp_unit *u,
                           int use_measured) {
   uint64_t c = unit_cost_raw(ex, u, use_measured);
   return c < RP_PLACE_COST_MAX ? c : RP_PLACE_COST_MAX;
+}
+
+/* Finish times saturate at TIME_MAX instead of wrapping (2^24 units of
+ * RP_PLACE_COST_MAX, each behind an edge of as much, pass 2^64): a wrapped
+ * time would make the latest lane look the earliest. UINT64_MAX itself
+ * marks an unused lane (eft). */
+#define TIME_MAX (UINT64_MAX - 1)
+
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+  return a >= TIME_MAX || b >= TIME_MAX - a ? TIME_MAX : a + b;
 }
 
 typedef struct sched_item {
@@ -84,11 +94,12 @@ static uint64_t eft(const rp_exec *ex, const rp_unit *u, uint32_t w,
                                           : 0;
   for (uint32_t j = 0; j < u->npred; j++) {
     uint32_t p = ex->preds[u->pred_off + j];
-    uint64_t ready = finish[p] + (ex->units[p].lane != w ? ex->edge_cost : 0);
+    uint64_t ready =
+        sat_add(finish[p], ex->units[p].lane != w ? ex->edge_cost : 0);
     if (ready > start)
       start = ready;
   }
-  return start + cost;
+  return sat_add(start, cost);
 }
 
 /* max_lanes limits the lanes unpinned units may use (1: keep them all on

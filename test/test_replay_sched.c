@@ -6,6 +6,7 @@
 
 #include "engine/engine.h"
 #include "engine/util.h"
+#include "replay/replay_impl.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -1133,6 +1134,47 @@ static uint32_t fork_procs(uint64_t edge_cost_ns) {
 Test(replay, edge_cost_option_keeps_a_fork_together_or_spreads_it) {
   cr_assert_eq(fork_procs(1), 2, "a 1 ns edge: B and C in parallel");
   cr_assert_eq(fork_procs(1000000), 1, "a 1 ms edge: the fork stays put");
+}
+
+/* Finish times saturate: at the unit limit (2^24 units of
+ * RP_PLACE_COST_MAX behind edges of as much) they pass 2^64. Placed again
+ * through the internal seam with an edge cost near UINT64_MAX (the
+ * option caps it at RP_PLACE_COST_MAX), the fork above must stay on one
+ * worker: a wrapped sum made the far worker's finish look the earliest
+ * and spread it. */
+Test(replay, finish_times_saturate_instead_of_wrapping) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "work", empty_task, 5000);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id a, b, c;
+  rp_launch l = {.task = t, .proc = RP_PROC_ANY};
+  RP_CHECK(rp_graph_add_task(g, &l, &a));
+  RP_CHECK(rp_graph_add_task(g, &l, &b));
+  RP_CHECK(rp_graph_add_task(g, &l, &c));
+  RP_CHECK(rp_graph_add_edge(g, a, b));
+  RP_CHECK(rp_graph_add_edge(g, a, c));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = 1}, &ex));
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(ex, &s));
+  cr_assert_eq(s.procs_used, 2, "a 1 ns edge spreads the fork");
+  for (uint64_t near = 0; near < 3; near++) {
+    ex->edge_cost = UINT64_MAX - near * 2000; /* the test seam */
+    RP_CHECK(rp__place(ex, 0));
+    RP_CHECK(rp_exec_stats_get(ex, &s));
+    cr_assert_eq(s.procs_used, 1,
+                 "edge cost UINT64_MAX - %llu: the fork spread over %u "
+                 "workers",
+                 (unsigned long long)(near * 2000), s.procs_used);
+  }
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
 }
 
 /* ---- stress: failures, ports and the window wrapping around ---- */
