@@ -1214,6 +1214,13 @@ static int same_on_every_rank(const float *w, size_t n) {
   return rp_train_same_on_every_rank(w, n);
 }
 
+/* --dist: a verdict every rank reaches alike (on the options and on
+ * inputs compared across the ranks: same_files) is said by rank 0 alone;
+ * the others return the same status in silence. */
+static int says(const train_state *s) {
+  return s->tr.rank == 0;
+}
+
 /* --val-frac: holds out F of the samples, rounded down to whole batches
  * (at least one), chosen by a permutation seeded from --seed. */
 static int split_val(train_state *s) {
@@ -1223,6 +1230,8 @@ static int split_val(train_state *s) {
     return RP_CLI_OK;
   uint32_t nval = (uint32_t)((double)c->val_frac * n / B) * B;
   nval = nval ? nval : B;
+  if ((n < B || n - nval < B) && !says(s))
+    return RP_CLI_USAGE;
   if (n < B || n - nval < B)
     return rp_cli_usage_error("train",
                               "--val-frac %g: %u sample%s cannot hold "
@@ -1244,6 +1253,15 @@ static int load_data(train_state *s) {
     rp_cli_say(stderr, "%s: %s\n", who(), rp_error_detail());
     return RP_CLI_FAILED;
   }
+  return RP_CLI_OK;
+}
+
+/* The data against the options (after same_files: the same verdict on
+ * every rank), then the validation split. */
+static int check_data(train_state *s) {
+  const train_cli *c = s->c;
+  if (c->mc.batch > s->data.n && !says(s))
+    return RP_CLI_USAGE;
   if (c->mc.batch > s->data.n) /* a usage error, as for --samples */
     return rp_cli_usage_error("train",
                               "--batch %u is more than the %u sample%s of %s",
@@ -1252,11 +1270,9 @@ static int load_data(train_state *s) {
   return split_val(s);
 }
 
-/* --load-weights: reads and checks the file before any work; --iters
- * counts the total, so it must exceed the steps the file has done. A
- * setting that differs from the file's is allowed (fine-tuning) but makes
- * the run no exact continuation: it is said once. */
-static int load_ckpt(train_state *s) {
+/* --load-weights: reads the file before any work (a failure is this
+ * rank's own: said with its rank). */
+static int read_ckpt(train_state *s) {
   const train_cli *c = s->c;
   if (!c->load_weights)
     return RP_CLI_OK;
@@ -1265,21 +1281,37 @@ static int load_ckpt(train_state *s) {
     rp_cli_say(stderr, "%s: --load-weights %s\n", who(), rp_error_detail());
     return RP_CLI_FAILED;
   }
+  return RP_CLI_OK;
+}
+
+/* --load-weights: checks the file against the options and the data (after
+ * same_files: the same verdict on every rank); --iters counts the total,
+ * so it must exceed the steps the file has done. A setting that differs
+ * from the file's is allowed (fine-tuning) but makes the run no exact
+ * continuation: it is said once. */
+static int check_ckpt(train_state *s) {
+  const train_cli *c = s->c;
+  if (!c->load_weights)
+    return RP_CLI_OK;
   const rp_mlp_ckpt_info *f = &s->ckpt.info;
   /* another architecture first: nothing else about the file matters */
   if (rp_mlp_ckpt_fits(&s->ckpt, &c->mc, &s->data) != RP_OK) {
-    rp_cli_say(stderr, "%s: --load-weights %s: %s\n", who(), c->load_weights,
-               rp_error_detail());
+    if (says(s))
+      rp_cli_say(stderr, "%s: --load-weights %s: %s\n", who(), c->load_weights,
+                 rp_error_detail());
     return RP_CLI_FAILED;
   }
   if (f->step >= ITERS_MAX) { /* no --iters can go on from it */
-    rp_cli_say(stderr,
-               "%s: --load-weights %s: the file has done %u steps, and --iters "
-               "goes to %u at most: nothing is left to train (a damaged step "
-               "field?)\n",
-               who(), c->load_weights, f->step, ITERS_MAX);
+    if (says(s))
+      rp_cli_say(stderr,
+                 "%s: --load-weights %s: the file has done %u steps, and "
+                 "--iters goes to %u at most: nothing is left to train (a "
+                 "damaged step field?)\n",
+                 who(), c->load_weights, f->step, ITERS_MAX);
     return RP_CLI_FAILED;
   }
+  if (c->iters <= f->step && !says(s))
+    return RP_CLI_USAGE;
   if (c->iters <= f->step)
     return rp_cli_usage_error("train",
                               "--iters %u: %s has done %u step%s "
@@ -1329,12 +1361,14 @@ static int restore(train_state *s) {
 /* --save-weights: a checkpoint larger than --load-weights reads is
  * refused from the options and the data set's sizes alone, before the
  * runtime or the model is made (no memory is allocated for it). */
+/* After same_files: the same verdict on every rank. */
 static int save_check(const train_state *s) {
   const train_cli *c = s->c;
   if (c->save_weights && rp_mlp_save_check_config(&c->mc, s->data.features,
                                                   s->data.classes) != RP_OK) {
-    rp_cli_say(stderr, "%s: --save-weights %s: %s\n", who(), c->save_weights,
-               rp_error_detail());
+    if (says(s))
+      rp_cli_say(stderr, "%s: --save-weights %s: %s\n", who(), c->save_weights,
+                 rp_error_detail());
     return RP_CLI_FAILED;
   }
   return RP_CLI_OK;
@@ -1933,13 +1967,15 @@ static uint64_t data_hash(uint64_t h, const rp_dataset *d) {
 }
 
 /* --dist: every rank loaded the same data and checkpoint (collective; the
- * options were compared at the start). Each rank trains on its rows of
- * the one data set: other data gave figures past 100% accuracy (the
- * global sums over rank 0's count), another checkpoint ranks whose
- * weights differ. */
+ * options were compared at the start), before either is judged against
+ * the options (then every rank reaches the same verdict, which rank 0
+ * says). Each rank trains on its rows of the one data set: other data
+ * gave figures past 100% accuracy (the global sums over rank 0's count),
+ * another checkpoint ranks whose weights differ. (--val-frac's split
+ * follows from the data and the options.) */
 static int same_files(const train_state *s) {
   const uint64_t h0 = RP_FNV64_INIT;
-  uint64_t data = data_hash(data_hash(h0, &s->data), &s->val), ck = h0;
+  uint64_t data = data_hash(h0, &s->data), ck = h0;
   if (s->c->load_weights) {
     const rp_mlp_ckpt *k = &s->ckpt;
     uint32_t head[] = {k->info.step, k->info.batch, k->info.shuffle, k->layers};
@@ -1960,7 +1996,13 @@ static int train_main(train_state *s) {
   const train_cli *c = s->c;
   int rc = load_data(s);
   if (!rc)
-    rc = load_ckpt(s);
+    rc = read_ckpt(s);
+  if ((rc = agree(s, rc)) == RP_CLI_OK)
+    rc = same_files(s);
+  if (!rc)
+    rc = check_data(s);
+  if (!rc)
+    rc = check_ckpt(s);
   if (!rc)
     rc = save_check(s);
   s->caplog = c->iters / c->log_every + 2;
@@ -1970,9 +2012,7 @@ static int train_main(train_state *s) {
     rc = oom("allocating timings");
   if (!rc)
     rc = timings_open(s);
-  if ((rc = agree(s, rc)) == RP_CLI_OK)
-    rc = same_files(s);
-  if (rc == RP_CLI_OK) {
+  if ((rc = agree(s, rc)) == RP_CLI_OK) {
     /* auto with more processors than a GPU runtime has: the CPU backend
      * (check_options refused them with --backend cuda) */
     rc = run_on(s,

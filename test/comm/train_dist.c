@@ -11,7 +11,8 @@
  * "weights_equal_across_ranks": true; the weights equal the single
  * process's within TOL (bitwise for N = 1, also run without mpiexec);
  * --dist --eager reaches the replayed weights within TOL; a batch that
- * leaves a rank's processor without rows exits 2 on every rank; (N = 2) a
+ * leaves a rank's processor without rows exits 2 on every rank; (N >= 2)
+ * a usage error every rank finds alike is said once; (N = 2) a
  * rank that stops answering mid-run (SIGSTOP) makes the other report it
  * and stop the job within its timeouts, not wait for it.
  *
@@ -308,6 +309,58 @@ static void rank_files(void) {
   free(log);
 }
 
+/* A usage error every rank finds alike (the options and the files are
+ * the same on every rank) is said once, by rank 0: a --val-frac that
+ * leaves no training batch, a --data file of fewer rows than --batch, an
+ * --iters the checkpoint has done already. */
+static void usage_once(void) {
+  const char *vf[] = {"--dist", "--samples", "100", "--val-frac", "0.5", NULL};
+  int st = train(N, "vf", vf);
+  char *log = slurp(path("vf.log"), NULL);
+  check(st == 2 && count(log, "Try 'reprise train --help'") == 1 &&
+            count(log, "--val-frac 0.5: 100 samples") == 1,
+        "--val-frac 0.5 of 100 samples, --batch 64: exit 2 (got %d), one "
+        "message: %s",
+        st, log ? log : "");
+  free(log);
+  FILE *f = fopen(path("few.csv"), "w");
+  if (!f) {
+    check(0, "write few.csv");
+    return;
+  }
+  fputs("label,x0,x1\n", f);
+  for (int i = 0; i < 50; i++)
+    fprintf(f, "%d,%g,%g\n", i % 3, (double)(i % 7) / 7, (double)i / 50);
+  fclose(f);
+  static const char *a[] = {
+      "train",   "--backend", "cpu",    "--procs", "2",  "--iters", "4",
+      "--batch", "64",        "--dist", "--data",  NULL, NULL};
+  static char few[512]; /* path()'s buffers rotate */
+  snprintf(few, sizeof few, "%s", path("few.csv"));
+  a[11] = few;
+  st = drv_reprise(N, "few", a, NULL);
+  log = slurp(path("few.log"), NULL);
+  check(st == 2 && count(log, "Try 'reprise train --help'") == 1 &&
+            count(log, "--batch 64 is more than the 50 samples") == 1,
+        "--batch 64 over a --data file of 50 rows: exit 2 (got %d), one "
+        "message: %s",
+        st, log ? log : "");
+  free(log);
+  const char *k[] = {"--save-weights", path("k40.bin"), NULL};
+  check(train(0, "k40", k) == 0, "a checkpoint of 40 steps");
+  static char k40[512];
+  snprintf(k40, sizeof k40, "%s", path("k40.bin"));
+  const char *it[] = {"--dist", "--load-weights", k40, NULL};
+  st = train(N, "it", it);
+  log = slurp(path("it.log"), NULL);
+  check(st == 2 && count(log, "Try 'reprise train --help'") == 1 &&
+            count(log, "has done 40 steps already") == 1,
+        "--iters 40 from a checkpoint of 40 steps: exit 2 (got %d), one "
+        "message: %s",
+        st, log ? log : "");
+  free(log);
+}
+
 int main(int argc, char **argv) {
   if ((N = drv_args(argc, argv)) < 1)
     return 2;
@@ -327,5 +380,7 @@ int main(int argc, char **argv) {
     rank_options();
   if (N == 2)
     rank_files();
+  if (N >= 2)
+    usage_once();
   return drv_finish(N);
 }
