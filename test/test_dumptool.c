@@ -1531,6 +1531,64 @@ Test(lint_model, every_mergeable_pair_is_counted) {
   }
 }
 
+/* Lines per check are capped at 16: three sources and destinations of 10
+ * unordered copies each (45 mergeable pairs a group: 8 shown and one "N
+ * more pairs" line) print 16 lines, then one that counts every finding
+ * no printed line speaks for; the summary counts them all. Every pair of
+ * copies on a destination races too: 3 x 45 unordered copies of one
+ * rectangle. */
+Test(lint_model, findings_past_16_lines_a_check_are_counted_in_one_line) {
+  dm_inst insts[6];
+  rp_proc_kind kinds[1] = {RP_PROC_CPU};
+  dm_op ops[30];
+  dm_access acc[60];
+  for (int i = 0; i < 6; i++)
+    insts[i] = (dm_inst){RP_MEM_SYSTEM, -1, RP_F32, rp_rect_1d(0, 15), ""};
+  for (uint32_t i = 0; i < 30; i++) {
+    uint32_t src = 2 * (i / 10);
+    acc[2 * i] = (dm_access){src, RP_READ, RP_REDOP_NONE};
+    acc[2 * i + 1] = (dm_access){src + 1, RP_WRITE, RP_REDOP_NONE};
+    ops[i] = (dm_op){.kind = RP_OP_COPY,
+                     .name = "copy",
+                     .proc = RP_PROC_ANY,
+                     .pkind = RP_PROC_CPU,
+                     .shards = 1,
+                     .contract_known = 1,
+                     .acc = &acc[2 * i],
+                     .nacc = 2,
+                     .domain = rp_rect_1d(0, 15)};
+  }
+  dm_graph g = {.ops = ops,
+                .nops = 30,
+                .insts = insts,
+                .ninsts = 6,
+                .proc_kinds = kinds,
+                .nprocs = 1};
+  const struct {
+    unsigned check;
+    const char *name;
+  } c[] = {{DM_LINT_MERGE, "mergeable-copies"}, {DM_LINT_RACE, "race"}};
+  for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
+    uint32_t n;
+    char *out = lint_model_checks(&g, c[k].check, &n);
+    char head[32], want[160];
+    snprintf(head, sizeof head, "%s: ", c[k].name);
+    uint32_t lines = 0;
+    for (const char *p = out; (p = strstr(p, head)); p++)
+      lines += p == out || p[-1] == '\n';
+    cr_assert_eq(n, 3 * 45, "%s", out);
+    cr_assert_eq(lines, 17, "%s: %u lines: %s", c[k].name, lines, out);
+    /* group 1: 8 + its line of 37; group 2: 7, then 1 + 37 unsaid;
+     * group 3: all 45 unsaid */
+    snprintf(want, sizeof want,
+             "%s: ... (83 more)\nlint: 135 findings (%s 135; not "
+             "checked:",
+             c[k].name, c[k].name);
+    cr_assert(strstr(out, want), "%s", out);
+    free(out);
+  }
+}
+
 /* ---- dump: bad input ---- */
 
 Test(dump, bad_input_says_why_and_exits_1_or_2) {

@@ -3,9 +3,12 @@
  * name in A with the k-th in B), then the rest by structure (kind, task,
  * processor and accesses, in order); instances by name, then by memory,
  * type and rectangle; edges through the op matching; ports by name. One
- * line per difference ("+", "-", "~"), then a summary line. */
+ * line per difference ("+", "-", "~"), DIFF_SHOWN of each kind (ops,
+ * edges, instances, ports) and then "... (N more)", then a summary line
+ * that counts them all. */
 #include "dump_view.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,8 +208,13 @@ static char *op_key(const void *sd, uint32_t i, int pass) {
 
 /* ---- reporting ---- */
 
+/* Difference lines shown per kind (ops, edges, instances, ports): two
+ * graphs that differ everywhere print a screen, not a line per op. */
+#define DIFF_SHOWN 16u
+
 typedef struct counts {
   uint32_t add, del, chg;
+  uint32_t shown, hidden; /* lines printed, differences not printed */
 } counts;
 
 typedef struct differ {
@@ -276,13 +284,47 @@ static const char *inst_rest(const dv_extra *x, uint32_t i) {
                                                                : "";
 }
 
+/* The stream for one more difference of kind c: out while fewer than
+ * DIFF_SHOWN were printed, else NULL (counted in c->hidden). */
+static FILE *line_for(FILE *out, counts *c) {
+  if (c->shown >= DIFF_SHOWN) {
+    c->hidden++;
+    return NULL;
+  }
+  c->shown++;
+  return out;
+}
+
+/* fprintf on out, nothing when out is NULL (a difference not shown). */
+__attribute__((format(printf, 2, 3))) static void put(FILE *out,
+                                                      const char *fmt, ...) {
+  if (!out)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(out, fmt, ap);
+  va_end(ap);
+}
+
+/* "... (N more KIND differences)" after the lines of a kind, when some
+ * were not shown. */
+static void say_more(FILE *out, const counts *c, const char *kind) {
+  if (c->hidden)
+    fprintf(out, "... (%u more %s difference%s)\n", c->hidden, kind,
+            c->hidden == 1 ? "" : "s");
+}
+
 static void say_op(FILE *out, const dm_graph *m, uint32_t i) {
+  if (!out)
+    return;
   const dm_op *op = &m->ops[i];
   fprintf(out, "op %u%s%s%s (%s)", i, op->label[0] ? " '" : "", op->label,
           op->label[0] ? "'" : "", op->name);
 }
 
 static void say_inst(FILE *out, const dm_graph *m, uint32_t i) {
+  if (!out)
+    return;
   char r[256];
   rect_str(&m->insts[i].rect, r, sizeof r);
   fprintf(out, "instance %u%s%s%s (%s %s)", i, m->insts[i].name[0] ? " '" : "",
@@ -295,21 +337,22 @@ static void inst_changes(differ *d, uint32_t i, uint32_t j) {
   char *sx = inst_sig(x, 1), *sy = inst_sig(y, 1);
   const char *rx = inst_rest(d->xa, i), *ry = inst_rest(d->xb, j);
   if (sx && sy && (strcmp(sx, sy) || rest_changes(NULL, rx, ry))) {
-    fprintf(d->out, "~ ");
-    say_inst(d->out, d->a, i);
-    fprintf(d->out, " -> ");
-    say_inst(d->out, d->b, j);
-    fprintf(d->out, ":");
+    FILE *o = line_for(d->out, &d->insts);
+    put(o, "~ ");
+    say_inst(o, d->a, i);
+    put(o, " -> ");
+    say_inst(o, d->b, j);
+    put(o, ":");
     if (strcmp(x->name, y->name))
-      fprintf(d->out, " renamed");
+      put(o, " renamed");
     if (x->mem != y->mem || x->device != y->device)
-      fprintf(d->out, " memory");
+      put(o, " memory");
     if (x->dtype != y->dtype)
-      fprintf(d->out, " type");
+      put(o, " type");
     if (!rect_eq(&x->rect, &y->rect))
-      fprintf(d->out, " rectangle");
-    rest_changes(d->out, rx, ry);
-    fputc('\n', d->out);
+      put(o, " rectangle");
+    rest_changes(o, rx, ry);
+    put(o, "\n");
     d->insts.chg++;
   }
   free(sx), free(sy);
@@ -318,18 +361,21 @@ static void inst_changes(differ *d, uint32_t i, uint32_t j) {
 static void diff_insts(differ *d) {
   for (uint32_t i = 0; i < d->a->ninsts; i++)
     if (d->ia[i] == UINT32_MAX) {
-      fprintf(d->out, "- ");
-      say_inst(d->out, d->a, i);
-      fputc('\n', d->out), d->insts.del++;
+      FILE *o = line_for(d->out, &d->insts);
+      put(o, "- ");
+      say_inst(o, d->a, i);
+      put(o, "\n"), d->insts.del++;
     } else {
       inst_changes(d, i, d->ia[i]);
     }
   for (uint32_t j = 0; j < d->b->ninsts; j++)
     if (d->ib[j] == UINT32_MAX) {
-      fprintf(d->out, "+ ");
-      say_inst(d->out, d->b, j);
-      fputc('\n', d->out), d->insts.add++;
+      FILE *o = line_for(d->out, &d->insts);
+      put(o, "+ ");
+      say_inst(o, d->b, j);
+      put(o, "\n"), d->insts.add++;
     }
+  say_more(d->out, &d->insts, "instance");
 }
 
 /* What differs between matched ops i (A) and j (B), "" when nothing. */
@@ -340,28 +386,31 @@ static void op_changes(differ *d, uint32_t i, uint32_t j) {
              strcmp(d->xa->args[i], d->xb->args[j]);
   const char *rx = op_rest(d->xa, i), *ry = op_rest(d->xb, j);
   if (sx && sy && (strcmp(sx, sy) || args || rest_changes(NULL, rx, ry))) {
-    fprintf(d->out, "~ ");
-    say_op(d->out, d->a, i);
-    fprintf(d->out, " -> ");
-    say_op(d->out, d->b, j);
-    fprintf(d->out, ":");
+    FILE *o = line_for(d->out, &d->ops);
+    put(o, "~ ");
+    say_op(o, d->a, i);
+    put(o, " -> ");
+    say_op(o, d->b, j);
+    put(o, ":");
     if (strcmp(x->label, y->label))
-      fprintf(d->out, " renamed");
+      put(o, " renamed");
     if (strcmp(x->name, y->name))
-      fprintf(d->out, " task");
+      put(o, " task");
     if (x->proc != y->proc || x->shards != y->shards)
-      fprintf(d->out, " placement");
+      put(o, " placement");
     if (x->cost_ns != y->cost_ns)
-      fprintf(d->out, " cost");
+      put(o, " cost");
     if (x->kind != y->kind)
-      fprintf(d->out, " kind");
+      put(o, " kind");
     if (args)
-      fprintf(d->out, " arguments");
-    char *ax = op_acc(d->a, i, d->ia), *ay = op_acc(d->b, j, NULL);
-    fprintf(d->out, "%s", ax && ay && strcmp(ax, ay) ? " accesses" : "");
-    free(ax), free(ay);
-    rest_changes(d->out, rx, ry);
-    fputc('\n', d->out);
+      put(o, " arguments");
+    if (o) {
+      char *ax = op_acc(d->a, i, d->ia), *ay = op_acc(d->b, j, NULL);
+      put(o, "%s", ax && ay && strcmp(ax, ay) ? " accesses" : "");
+      free(ax), free(ay);
+    }
+    rest_changes(o, rx, ry);
+    put(o, "\n");
     d->ops.chg++;
   }
   free(sx), free(sy);
@@ -370,18 +419,21 @@ static void op_changes(differ *d, uint32_t i, uint32_t j) {
 static void diff_ops(differ *d) {
   for (uint32_t i = 0; i < d->a->nops; i++)
     if (d->oa[i] == UINT32_MAX) {
-      fprintf(d->out, "- ");
-      say_op(d->out, d->a, i);
-      fputc('\n', d->out), d->ops.del++;
+      FILE *o = line_for(d->out, &d->ops);
+      put(o, "- ");
+      say_op(o, d->a, i);
+      put(o, "\n"), d->ops.del++;
     } else {
       op_changes(d, i, d->oa[i]);
     }
   for (uint32_t j = 0; j < d->b->nops; j++)
     if (d->ob[j] == UINT32_MAX) {
-      fprintf(d->out, "+ ");
-      say_op(d->out, d->b, j);
-      fputc('\n', d->out), d->ops.add++;
+      FILE *o = line_for(d->out, &d->ops);
+      put(o, "+ ");
+      say_op(o, d->b, j);
+      put(o, "\n"), d->ops.add++;
     }
+  say_more(d->out, &d->ops, "op");
 }
 
 /* An edge as one number (from << 32 | to; UINT64_MAX: an end without a
@@ -418,12 +470,15 @@ static const edge_key *find_edge(const edge_key *set, uint32_t n, uint64_t k) {
   return k == UINT64_MAX ? NULL : bsearch(&x, set, n, sizeof x, cmp_edge);
 }
 
-static void say_edge(differ *d, const dm_graph *m, char sign, uint32_t f,
-                     uint32_t t) {
-  fprintf(d->out, "%c edge ", sign);
-  say_op(d->out, m, f);
-  fprintf(d->out, " -> ");
-  say_op(d->out, m, t);
+/* Starts the line of one edge difference (NULL when it is not shown). */
+static FILE *say_edge(differ *d, const dm_graph *m, char sign, uint32_t f,
+                      uint32_t t) {
+  FILE *o = line_for(d->out, &d->edges);
+  put(o, "%c edge ", sign);
+  say_op(o, m, f);
+  put(o, " -> ");
+  say_op(o, m, t);
+  return o;
 }
 
 /* Edges added and removed, and those in both that one graph asked for and
@@ -441,22 +496,20 @@ static int diff_edges(differ *d) {
         f == UINT32_MAX || t == UINT32_MAX ? UINT64_MAX : (uint64_t)f << 32 | t;
     const edge_key *in_b = find_edge(eb, d->b->nedges, x);
     if (!in_b) {
-      say_edge(d, d->a, '-', e->from, e->to), d->edges.del++;
-      fputc('\n', d->out);
+      put(say_edge(d, d->a, '-', e->from, e->to), "\n"), d->edges.del++;
     } else if (!in_b->inferred != !e->inferred) {
-      say_edge(d, d->a, '~', e->from, e->to), d->edges.chg++;
-      fprintf(d->out, ": %s in A, %s in B\n",
-              e->inferred ? "inferred" : "asked for",
-              in_b->inferred ? "inferred" : "asked for");
+      put(say_edge(d, d->a, '~', e->from, e->to), ": %s in A, %s in B\n",
+          e->inferred ? "inferred" : "asked for",
+          in_b->inferred ? "inferred" : "asked for");
+      d->edges.chg++;
     }
   }
   for (uint32_t k = 0; k < d->b->nedges; k++) {
     const dm_edge *e = &d->b->edges[k];
-    if (!find_edge(ea, d->a->nedges, (uint64_t)e->from << 32 | e->to)) {
-      say_edge(d, d->b, '+', e->from, e->to), d->edges.add++;
-      fputc('\n', d->out);
-    }
+    if (!find_edge(ea, d->a->nedges, (uint64_t)e->from << 32 | e->to))
+      put(say_edge(d, d->b, '+', e->from, e->to), "\n"), d->edges.add++;
   }
+  say_more(d->out, &d->edges, "edge");
   free(ea), free(eb);
   return 0;
 }
@@ -497,14 +550,16 @@ static int diff_ports(differ *d, const char *kind, const dv_port *pa,
     for (uint32_t j = 0; j < nb && !q; j++)
       q = !strcmp(pa[i].name, pb[j].name) ? &pb[j] : NULL;
     if (!q) {
-      fprintf(d->out, "- %s '%s'\n", kind, pa[i].name), d->ports.del++;
+      put(line_for(d->out, &d->ports), "- %s '%s'\n", kind, pa[i].name);
+      d->ports.del++;
       continue;
     }
     int same = same_bound(d, &pa[i], q);
     if (same < 0)
       return -1;
     if (!same)
-      fprintf(d->out, "~ %s '%s': its bound ops differ\n", kind, pa[i].name),
+      put(line_for(d->out, &d->ports), "~ %s '%s': its bound ops differ\n",
+          kind, pa[i].name),
           d->ports.chg++;
   }
   for (uint32_t j = 0; j < nb; j++) {
@@ -512,7 +567,8 @@ static int diff_ports(differ *d, const char *kind, const dv_port *pa,
     for (uint32_t i = 0; i < na && !found; i++)
       found = !strcmp(pa[i].name, pb[j].name);
     if (!found)
-      fprintf(d->out, "+ %s '%s'\n", kind, pb[j].name), d->ports.add++;
+      put(line_for(d->out, &d->ports), "+ %s '%s'\n", kind, pb[j].name),
+          d->ports.add++;
   }
   return 0;
 }
@@ -577,6 +633,8 @@ int dv_diff(const dm_graph *a, const dv_extra *xa, const dm_graph *b,
                       xb->npre) ||
            diff_ports(&d, "postcondition", xa->post, xa->npost, xb->post,
                       xb->npost);
+    if (!rc)
+      say_more(out, &d.ports, "port");
   }
   if (!rc) {
     *ndiff = d.ops.add + d.ops.del + d.ops.chg + d.edges.add + d.edges.del +

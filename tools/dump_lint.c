@@ -53,6 +53,9 @@
  *                   rp_instantiate would refuse that loading let through,
  *                   such as a port bound to no op.
  *
+ * Each check prints at most LINT_SHOWN_PER_CHECK lines, then one that
+ * counts the findings left unsaid; the summary line counts all.
+ *
  * Processor kinds and contracts come from the model, so placeholder tasks
  * (contract unknown) are skipped by runahead and contract. */
 #include "dump_model.h"
@@ -514,12 +517,19 @@ static const char *const LINT_NAME[L_COUNT] = {
     "runahead",         "contract", "redundant-edge", "unread-result",
     "mergeable-copies", "race",     "instantiate"};
 
+/* Lines shown per check (findings and "N more pairs" lines): a graph
+ * with thousands of findings prints a screen, then "CHECK: ... (N more)";
+ * the summary line counts them all. */
+#define LINT_SHOWN_PER_CHECK 16u
+
 typedef struct lint {
   const dg *d;
   const dm_graph *m;
   FILE *out;
   unsigned checks; /* DM_LINT_* bits that run (bit k: check k of LINT_NAME) */
   uint32_t count[L_COUNT];
+  uint32_t lines[L_COUNT];  /* lines printed */
+  uint32_t hidden[L_COUNT]; /* findings in no printed line */
 } lint;
 
 unsigned dm_lint_check(const char *name, size_t len) {
@@ -534,15 +544,43 @@ const char *dm_lint_checks(void) {
          "mergeable-copies, race, instantiate";
 }
 
+/* A line of check kind that speaks for n findings: printed while the
+ * check has printed fewer than LINT_SHOWN_PER_CHECK, else counted in
+ * hidden (said by said_more). */
+__attribute__((format(printf, 4, 0))) static void
+say_line(lint *L, int kind, uint32_t n, const char *fmt, va_list ap) {
+  if (L->lines[kind] >= LINT_SHOWN_PER_CHECK) {
+    L->hidden[kind] += n;
+    return;
+  }
+  L->lines[kind]++;
+  fprintf(L->out, "%s: ", LINT_NAME[kind]);
+  vfprintf(L->out, fmt, ap);
+  fputc('\n', L->out);
+}
+
 __attribute__((format(printf, 3, 4))) static void
 finding(lint *L, int kind, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(L->out, "%s: ", LINT_NAME[kind]);
-  vfprintf(L->out, fmt, ap);
-  fputc('\n', L->out);
+  say_line(L, kind, 1, fmt, ap);
   va_end(ap);
   L->count[kind]++;
+}
+
+/* "N more pairs ... not shown" of one group (counted already). */
+__attribute__((format(printf, 4, 5))) static void
+more_pairs(lint *L, int kind, uint32_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  say_line(L, kind, n, fmt, ap);
+  va_end(ap);
+}
+
+/* After a check: the findings no printed line speaks for. */
+static void said_more(const lint *L, int kind) {
+  if (L->hidden[kind])
+    fprintf(L->out, "%s: ... (%u more)\n", LINT_NAME[kind], L->hidden[kind]);
 }
 
 /* ---- runahead and contract ---- */
@@ -935,10 +973,10 @@ static int lint_merge(lint *L) {
         found += (uint32_t)merge_pair(L, keys[a].op, keys[b].op,
                                       found < MERGES_SHOWN_PER_PAIR);
     if (found > MERGES_SHOWN_PER_PAIR)
-      fprintf(L->out,
-              "mergeable-copies: %u more pairs of copies instance %u -> "
-              "instance %u not shown\n",
-              found - MERGES_SHOWN_PER_PAIR, keys[i].src, keys[i].dst);
+      more_pairs(L, L_MERGE, found - MERGES_SHOWN_PER_PAIR,
+                 "%u more pairs of copies instance %u -> instance %u not "
+                 "shown",
+                 found - MERGES_SHOWN_PER_PAIR, keys[i].src, keys[i].dst);
   }
   free(keys);
   return 0;
@@ -1030,8 +1068,9 @@ static int lint_race(lint *L) {
       }
     }
     if (shown > RACES_SHOWN_PER_INST)
-      fprintf(L->out, "race: %u more pairs on instance %u not shown\n",
-              shown - RACES_SHOWN_PER_INST, x);
+      more_pairs(L, L_RACE, shown - RACES_SHOWN_PER_INST,
+                 "%u more pairs on instance %u not shown",
+                 shown - RACES_SHOWN_PER_INST, x);
   }
   inst_ops_free(&io);
   return 0;
@@ -1129,14 +1168,18 @@ int dm_lint(const dm_graph *m, unsigned checks, FILE *out, FILE *err,
     finding(&L, L_INSTANTIATE, "the graph cannot be instantiated: %s",
             m->refused);
   if (checks & DM_LINT_RUNAHEAD)
-    lint_runahead(&L);
+    lint_runahead(&L), said_more(&L, L_RUNAHEAD);
   if (checks & DM_LINT_CONTRACT)
-    lint_contract(&L);
+    lint_contract(&L), said_more(&L, L_CONTRACT);
   if (checks & DM_LINT_REDUNDANT)
-    lint_redundant(&L);
-  int rc = ((checks & DM_LINT_UNREAD) && lint_unread(&L)) ||
-           ((checks & DM_LINT_MERGE) && lint_merge(&L)) ||
-           ((checks & DM_LINT_RACE) && lint_race(&L));
+    lint_redundant(&L), said_more(&L, L_REDUNDANT);
+  int rc = (checks & DM_LINT_UNREAD) && lint_unread(&L);
+  if (!rc)
+    said_more(&L, L_UNREAD);
+  if (!rc && (checks & DM_LINT_MERGE) && !(rc = lint_merge(&L)))
+    said_more(&L, L_MERGE);
+  if (!rc && (checks & DM_LINT_RACE) && !(rc = lint_race(&L)))
+    said_more(&L, L_RACE);
   if (!rc)
     lint_notes(&L);
   dg_free(&d);
