@@ -1831,6 +1831,23 @@ Test(replay, soak_100k_replays_without_growth, .timeout = 600) {
                  "ran and were counted, memory growth not checked");
 }
 
+/* A graph of one op: flag task t with argument *id, x read and written. */
+static rp_graph *flag_graph(rp_runtime *rt, rp_task_id t, rp_inst x,
+                            const int *id, rp_op_id *op) {
+  rp_access acc = {x, RP_RW, 0};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = 0,
+                                          .accesses = &acc,
+                                          .naccess = 1,
+                                          .args = id,
+                                          .args_size = sizeof *id},
+                             op));
+  return g;
+}
+
 Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_task_id t = reg(rt, "flag", flag_task);
@@ -1839,18 +1856,8 @@ Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
   rp_rect r = rp_rect_1d(0, 3);
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
   int id = 0;
-  rp_access acc = {x, RP_RW, 0};
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id op;
-  RP_CHECK(rp_graph_add_task(g,
-                             &(rp_launch){.task = t,
-                                          .proc = 0,
-                                          .accesses = &acc,
-                                          .naccess = 1,
-                                          .args = &id,
-                                          .args_size = sizeof id},
-                             &op));
+  rp_graph *g = flag_graph(rt, t, x, &id, &op);
   RP_CHECK(rp_graph_set_op_name(g, op, "snap"));
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
@@ -1886,18 +1893,8 @@ Test(replay, a_stale_replay_completes_only_after_its_preconditions) {
   rp_rect r = rp_rect_1d(0, 3);
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
   int id = 2;
-  rp_access acc = {x, RP_RW, 0};
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id op;
-  RP_CHECK(rp_graph_add_task(g,
-                             &(rp_launch){.task = t,
-                                          .proc = 0,
-                                          .accesses = &acc,
-                                          .naccess = 1,
-                                          .args = &id,
-                                          .args_size = sizeof id},
-                             &op));
+  rp_graph *g = flag_graph(rt, t, x, &id, &op);
   rp_port_id p, q;
   RP_CHECK(rp_graph_add_precondition(g, "in", &p));
   RP_CHECK(rp_graph_bind_precondition(g, p, op));
@@ -1945,17 +1942,7 @@ Test(replay, an_unrelated_free_keeps_replays_running_a_realloc_stales_them) {
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &other));
   int id = 1;
-  rp_access acc = {x, RP_RW, 0};
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  RP_CHECK(rp_graph_add_task(g,
-                             &(rp_launch){.task = t,
-                                          .proc = 0,
-                                          .accesses = &acc,
-                                          .naccess = 1,
-                                          .args = &id,
-                                          .args_size = sizeof id},
-                             NULL));
+  rp_graph *g = flag_graph(rt, t, x, &id, NULL);
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   rp_event done;
