@@ -215,7 +215,11 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
     void *ws;
     rp_status st = rp__mem_alloc(rt, t->ws_mem, total, align, &ws);
     if (st)
-      return st;
+      return rp__err_prefix(st,
+                            "rp_launch_task: task '%s': workspace of %u x %zu "
+                            "bytes: ",
+                            t->task ? t->task->name : "?", t->nshards,
+                            l->workspace_bytes);
     t->ws = ws;
     t->ws_bytes = l->workspace_bytes;
   }

@@ -652,6 +652,41 @@ Test(eager, spmd_launch_runs_every_shard_with_its_workspace) {
   th_destroy(rt);
 }
 
+/* A workspace the processor's memory cannot give: the detail names the
+ * call, the task and the workspace, nothing runs, *done is untouched, and
+ * the next launch runs. (The size overflows the allocator's bookkeeping,
+ * so no allocator is asked for petabytes.) */
+Test(eager, a_workspace_that_cannot_be_allocated_names_the_call_and_task) {
+  reset_log();
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = register_log(rt);
+  rp_inst x = mk(rt);
+  rp_access acc = {x, RP_WRITE, 0};
+  targs a = {0, 0, ~0u};
+  rp_launch l = {.task = t,
+                 .proc = 0,
+                 .accesses = &acc,
+                 .naccess = 1,
+                 .args = &a,
+                 .args_size = sizeof a,
+                 .workspace_bytes = SIZE_MAX - 63};
+  rp_event done = {0x77};
+  rp_status st = rp_launch_task(rt, &l, &done);
+  cr_assert(st == RP_ERANGE || st == RP_ENOMEM, "%s (%s)", rp_status_name(st),
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "rp_launch_task: task 'log': "
+                                      "workspace of 1 x ") == rp_error_detail(),
+            "%s", rp_error_detail());
+  cr_assert_eq(done.id, 0x77, "*done untouched");
+  l.workspace_bytes = 64;
+  RP_CHECK(rp_launch_task(rt, &l, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  rp_event_release(rt, done);
+  cr_assert_eq(atomic_load(&runs[0]), 1, "the failed launch ran nothing");
+  RP_CHECK(rp_instance_free(rt, x));
+  th_destroy(rt);
+}
+
 Test(eager, bad_launches_are_rejected_and_run_nothing) {
   reset_log();
   rp_runtime *rt = th_cpu_runtime(2);
