@@ -260,6 +260,16 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
   if (n > RP_MAX_SHARDS)
     return rp__err(RP_ERANGE, "task '%s': %u shards (max %u)", name, n,
                    RP_MAX_SHARDS);
+  /* the workspace every path allocates: the shards' slices, each aligned
+   * (eager launches and instantiate round it alike) */
+  size_t ws_align = l->workspace_align ? l->workspace_align : 64, slice, total;
+  if (l->workspace_bytes &&
+      (!rp__align_up_ok(l->workspace_bytes, ws_align, &slice) ||
+       !rp__mul_ok(slice, n, &total)))
+    return rp__err(RP_ERANGE,
+                   "task '%s': workspace of %u x %zu bytes (aligned to %zu) "
+                   "overflows",
+                   name, n, l->workspace_bytes, ws_align);
   /* Without shard_procs the engine places an SPMD launch's shards on CPU
    * workers (shard 0 eagerly on proc when one is named): a GPU there would
    * get a CPU placement at instantiate (no CPU body to call). */

@@ -833,7 +833,10 @@ typedef struct rp_launch {
                                  workers (proc a GPU: RP_EPROC); else one
                                  processor per shard (shard_procs[0] for
                                  a single task), and proc is not used */
-  size_t workspace_bytes;     /* per shard; 0 = none */
+  size_t workspace_bytes;     /* per shard; 0 = none; the shards' slices,
+                                 each rounded up to the alignment, must
+                                 fit a size_t together (else RP_ERANGE, at
+                                 the launch or builder call) */
   size_t workspace_align;     /* power of two (else RP_EINVAL) up to
                                  RP_MAX_WORKSPACE_ALIGN (RP_ERANGE above);
                                  0 = 64 */

@@ -188,18 +188,30 @@ Test(misuse_sizes, instance_extents_strides_and_buffers) {
 
 /* A one-op graph of the noop task with the given workspace, instantiated;
  * rp_graph_validate must say what instantiate says (it checks the graph
- * as instantiate would), naming the op too. */
+ * as instantiate would), naming the op too. A workspace whose slices
+ * overflow is refused by the builder already, leaving the graph empty
+ * (and *out untouched): its status is returned then. */
 static rp_status ws_instantiate(rp_runtime *rt, rp_task_id t, size_t bytes,
                                 size_t align, uint32_t shards) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
-  RP_CHECK(rp_graph_add_task(g,
-                             &(rp_launch){.task = t,
-                                          .proc = RP_PROC_ANY,
-                                          .shards = shards,
-                                          .workspace_bytes = bytes,
-                                          .workspace_align = align},
-                             NULL));
+  rp_op_id id = 77;
+  rp_status ast = rp_graph_add_task(g,
+                                    &(rp_launch){.task = t,
+                                                 .proc = RP_PROC_ANY,
+                                                 .shards = shards,
+                                                 .workspace_bytes = bytes,
+                                                 .workspace_align = align},
+                                    &id);
+  if (ast) {
+    cr_assert(has(rp_error_detail(),
+                  "rp_graph_add_task: task 'misuse.noop': workspace of "),
+              "%s", rp_error_detail());
+    cr_assert_eq(rp_graph_op_count(g), 0, "a refused add adds nothing");
+    cr_assert_eq(id, 77, "*out untouched");
+    RP_CHECK(rp_graph_destroy(g));
+    return ast;
+  }
   rp_status vst = rp_graph_validate(g);
   cr_assert(vst == RP_OK || has(rp_error_detail(), "op 0 (task "),
             "rp_graph_validate names the op: %s", rp_error_detail());
@@ -221,8 +233,27 @@ Test(misuse_sizes, workspace_bytes_near_size_max) {
   cr_assert(has(rp_error_detail(), "workspace"), "%s", rp_error_detail());
   RP_EXPECT(ws_instantiate(rt, t, SIZE_MAX - 100, 64, 2), RP_ERANGE);
   RP_EXPECT(ws_instantiate(rt, t, SIZE_MAX / 2 + 1, 0, 2), RP_ERANGE);
-  cr_assert(has(rp_error_detail(), "op 0 (task "), "the op is named: %s",
-            rp_error_detail());
+  cr_assert(has(rp_error_detail(),
+                "workspace of 2 x 9223372036854775808 bytes (aligned to 64) "
+                "overflows"),
+            "the shards and bytes are named: %s", rp_error_detail());
+  /* recorded launches are refused alike: the capture keeps no op that no
+   * instantiate could take */
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_EXPECT(rp_launch_task(rt,
+                           &(rp_launch){.task = t,
+                                        .proc = RP_PROC_ANY,
+                                        .shards = 2,
+                                        .workspace_bytes = SIZE_MAX / 2 + 1},
+                           NULL),
+            RP_ERANGE);
+  cr_assert(has(rp_error_detail(), "rp_launch_task: task 'misuse.noop': "
+                                   "workspace of 2 x "),
+            "%s", rp_error_detail());
+  rp_graph *cg;
+  RP_CHECK(rp_capture_end(rt, &cg));
+  cr_assert_eq(rp_graph_op_count(cg), 0);
+  RP_CHECK(rp_graph_destroy(cg));
   /* (an alignment of 2^63 is refused by the builder: below) */
   RP_CHECK(ws_instantiate(rt, t, 100, 0, 2));
   /* eager launches round the same way */
