@@ -204,6 +204,19 @@ static rp_status fill_task(rp_capture_state *cs, eager_task *t,
   if (l->workspace_bytes) {
     size_t align = l->workspace_align ? l->workspace_align : 64;
     t->ws_mem = rp__proc(rt, t->shards[0].proc)->local;
+    /* one block for every shard's slice: every shard must address it */
+    for (uint32_t i = 1; i < t->nshards; i++) {
+      rp_mem m = rp__proc(rt, t->shards[i].proc)->local;
+      if (m != t->ws_mem)
+        return rp__err(RP_EUNSUPPORTED,
+                       "rp_launch_task: task '%s': an eager SPMD workspace "
+                       "lies in one memory, and shard %u's processor %u has "
+                       "memory %u, shard 0's memory %u (record the launch: "
+                       "a replay gives each GPU shard a workspace of its "
+                       "own)",
+                       t->task ? t->task->name : "?", i, t->shards[i].proc, m,
+                       t->ws_mem);
+    }
     size_t total;
     if (!rp__align_up_ok(l->workspace_bytes, align, &t->ws_slice) ||
         !rp__mul_ok(t->ws_slice, t->nshards, &total))

@@ -836,7 +836,11 @@ typedef struct rp_launch {
   size_t workspace_bytes;     /* per shard; 0 = none; the shards' slices,
                                  each rounded up to the alignment, must
                                  fit a size_t together (else RP_ERANGE, at
-                                 the launch or builder call) */
+                                 the launch or builder call); eagerly they
+                                 are one block, so every shard's processor
+                                 must have the same memory (else
+                                 RP_EUNSUPPORTED: record the launch, a
+                                 replay gives each GPU shard its own) */
   size_t workspace_align;     /* power of two (else RP_EINVAL) up to
                                  RP_MAX_WORKSPACE_ALIGN (RP_ERANGE above);
                                  0 = 64 */

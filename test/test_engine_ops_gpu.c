@@ -50,3 +50,35 @@ Test(engine_ops_gpu, cpu_worker_cannot_copy_device_memory) {
   rp__mem_free(rt, gi.local, dev);
   th_destroy(rt);
 }
+
+static rp_status nop_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* An eager SPMD launch keeps its shards' workspace slices in one block in
+ * shard 0's memory: shards on a GPU and a CPU worker could not both
+ * address it (the CPU shard was handed a device pointer). RP_EUNSUPPORTED
+ * naming the shard, nothing run; the same launch without a workspace
+ * runs. */
+Test(engine_ops_gpu, an_eager_spmd_workspace_across_memories_is_refused) {
+  rp_runtime *rt = th_runtime(RP_BACKEND_CUDA, 1);
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt,
+      &(rp_task_desc){.name = "nop2", .cpu_fn = nop_task, .gpu_fn = nop_task},
+      &t));
+  rp_proc sp[2] = {first_gpu(rt), 0};
+  rp_launch l = {
+      .task = t, .shards = 2, .shard_procs = sp, .workspace_bytes = 64};
+  rp_event done = {0x5a5a};
+  RP_EXPECT(rp_launch_task(rt, &l, &done), RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "shard 1's processor 0"), "%s",
+            rp_error_detail());
+  cr_assert_eq(done.id, 0x5a5a);
+  l.workspace_bytes = 0;
+  RP_CHECK(rp_launch_task(rt, &l, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  th_destroy(rt);
+}
