@@ -39,34 +39,46 @@ static rp_status check_desc(const rp_machine_desc *m) {
   if (!m)
     return rp__err(RP_EINVAL, "rp_runtime_create_model: NULL machine");
   if (m->cpus < 1 || m->cpus > RP_MAX_PROCS / 2)
-    return rp__err(RP_ERANGE, "machine: %u CPU workers (1..%d)", m->cpus,
-                   RP_MAX_PROCS / 2);
+    return rp__err(RP_ERANGE,
+                   "rp_runtime_create_model: machine: %u CPU workers (1..%d)",
+                   m->cpus, RP_MAX_PROCS / 2);
   if (m->ngpus > RP_MODEL_MAX_GPUS)
-    return rp__err(RP_ERANGE, "machine: %u GPU processors (at most %d)",
-                   m->ngpus, RP_MODEL_MAX_GPUS);
+    return rp__err(
+        RP_ERANGE,
+        "rp_runtime_create_model: machine: %u GPU processors (at most %d)",
+        m->ngpus, RP_MODEL_MAX_GPUS);
   if (m->nmems > RP_MODEL_MAX_MEMS)
-    return rp__err(RP_ERANGE, "machine: %u memories (at most %d)", m->nmems,
-                   RP_MODEL_MAX_MEMS);
+    return rp__err(RP_ERANGE,
+                   "rp_runtime_create_model: machine: %u memories (at most %d)",
+                   m->nmems, RP_MODEL_MAX_MEMS);
   for (unsigned g = 0; g < m->ngpus; g++) {
     if (m->gpu_device[g] < 0)
-      return rp__err(RP_EINVAL, "machine: GPU processor %u on device %d", g,
-                     m->gpu_device[g]);
+      return rp__err(
+          RP_EINVAL,
+          "rp_runtime_create_model: machine: GPU processor %u on device %d", g,
+          m->gpu_device[g]);
     if (m->gpu_device[g] > RP_MODEL_MAX_DEVICE) /* a graph file could not
                                                    name it */
-      return rp__err(RP_ERANGE,
-                     "machine: GPU processor %u on device %d (at "
-                     "most %d)",
-                     g, m->gpu_device[g], RP_MODEL_MAX_DEVICE);
+      return rp__err(
+          RP_ERANGE,
+          "rp_runtime_create_model: machine: GPU processor %u on device %d (at "
+          "most %d)",
+          g, m->gpu_device[g], RP_MODEL_MAX_DEVICE);
   }
   for (unsigned i = 0; i < m->nmems; i++) {
     if ((unsigned)m->mems[i].kind > RP_MEM_GPU)
-      return rp__err(RP_EINVAL, "machine: memory %u has kind %d", i,
-                     (int)m->mems[i].kind);
+      return rp__err(RP_EINVAL,
+                     "rp_runtime_create_model: machine: memory %u has kind %d",
+                     i, (int)m->mems[i].kind);
     if (m->mems[i].kind == RP_MEM_GPU && m->mems[i].device < 0)
-      return rp__err(RP_EINVAL, "machine: memory %u is GPU memory of device %d",
+      return rp__err(RP_EINVAL,
+                     "rp_runtime_create_model: machine: memory %u is GPU "
+                     "memory of device %d",
                      i, m->mems[i].device);
     if (m->mems[i].device > RP_MODEL_MAX_DEVICE)
-      return rp__err(RP_ERANGE, "machine: memory %u on device %d (at most %d)",
+      return rp__err(RP_ERANGE,
+                     "rp_runtime_create_model: machine: memory %u on device %d "
+                     "(at most %d)",
                      i, m->mems[i].device, RP_MODEL_MAX_DEVICE);
   }
   return RP_OK;

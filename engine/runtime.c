@@ -129,8 +129,9 @@ rp_status rp_proc_query(const rp_runtime *rt, rp_proc p, rp_proc_info *out) {
   if (!out)
     return rp__err(RP_EINVAL, "rp_proc_query: NULL argument");
   if (p >= rt->nprocs)
-    return rp__err(RP_EPROC, "processor %u out of range (runtime has %u)", p,
-                   rt->nprocs);
+    return rp__err(RP_EPROC,
+                   "rp_proc_query: processor %u out of range (runtime has %u)",
+                   p, rt->nprocs);
   *out = rt->procs[p].info;
   return RP_OK;
 }
@@ -142,7 +143,8 @@ rp_status rp_mem_query(const rp_runtime *rt, rp_mem m, rp_mem_info *out) {
   if (!out)
     return rp__err(RP_EINVAL, "rp_mem_query: NULL argument");
   if (m >= rt->nmems)
-    return rp__err(RP_EINVAL, "memory %u out of range (runtime has %u)", m,
+    return rp__err(RP_EINVAL,
+                   "rp_mem_query: memory %u out of range (runtime has %u)", m,
                    rt->nmems);
   *out = rt->mems[m].info;
   return RP_OK;
@@ -173,8 +175,8 @@ rp_status rp_mem_find(const rp_runtime *rt, rp_mem_kind kind, int device,
     return rp__err(RP_EINVAL, "rp_mem_find: NULL argument");
   if (rp__mem_lookup(rt, kind, device, out))
     return RP_OK;
-  return rp__err(RP_ENOENT, "no memory of kind %d (device %d)", (int)kind,
-                 device);
+  return rp__err(RP_ENOENT, "rp_mem_find: no memory of kind %d (device %d)",
+                 (int)kind, device);
 }
 
 int rp__mem_host_addressable(const rp_runtime *rt, rp_mem m) {

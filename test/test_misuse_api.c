@@ -1613,6 +1613,63 @@ Test(misuse_api, stale_handles_and_bad_layouts_name_the_call) {
   th_destroy(rt);
 }
 
+/* The processor and memory queries and rp_runtime_create_model name
+ * themselves and the argument at fault, and leave *out as it was. */
+Test(misuse_api, processor_memory_and_model_errors_name_the_call) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_proc_info pi = {.device = 77};
+  RP_EXPECT(rp_proc_query(rt, 5, &pi), RP_EPROC);
+  cr_assert(strstr(rp_error_detail(), "rp_proc_query: processor 5 out of "
+                                      "range (runtime has 2)"),
+            "%s", rp_error_detail());
+  cr_assert_eq(pi.device, 77);
+  rp_mem_info mi = {.device = 77};
+  RP_EXPECT(rp_mem_query(rt, 9, &mi), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp_mem_query: memory 9 out of range (runtime has 1)"),
+            "%s", rp_error_detail());
+  cr_assert_eq(mi.device, 77);
+  rp_mem m = 77;
+  RP_EXPECT(rp_mem_find(rt, RP_MEM_GPU, 3, &m), RP_ENOENT);
+  cr_assert(strstr(rp_error_detail(), "rp_mem_find: no memory of kind 2 "
+                                      "(device 3)"),
+            "%s", rp_error_detail());
+  cr_assert_eq(m, 77);
+  th_destroy(rt);
+  struct {
+    rp_machine_desc m;
+    rp_status want;
+    const char *detail;
+  } cases[] = {
+      {{.cpus = 0}, RP_ERANGE, "machine: 0 CPU workers (1..128)"},
+      {{.cpus = 1, .ngpus = RP_MODEL_MAX_GPUS + 1},
+       RP_ERANGE,
+       "machine: 65 GPU processors (at most 64)"},
+      {{.cpus = 1, .nmems = RP_MODEL_MAX_MEMS + 1},
+       RP_ERANGE,
+       "machine: 33 memories (at most 32)"},
+      {{.cpus = 1, .ngpus = 1, .gpu_device = {-2}},
+       RP_EINVAL,
+       "machine: GPU processor 0 on device -2"},
+      {{.cpus = 1, .nmems = 1, .mems = {{(rp_mem_kind)7, -1}}},
+       RP_EINVAL,
+       "machine: memory 0 has kind 7"},
+      {{.cpus = 1, .nmems = 1, .mems = {{RP_MEM_GPU, -1}}},
+       RP_EINVAL,
+       "machine: memory 0 is GPU memory of device -1"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rp_runtime *none = (rp_runtime *)&cases[i];
+    RP_EXPECT(rp_runtime_create_model(&cases[i].m, &none), cases[i].want);
+    cr_assert(strstr(rp_error_detail(), "rp_runtime_create_model: ") ==
+                  rp_error_detail(),
+              "case %zu: '%s' does not name the call", i, rp_error_detail());
+    cr_assert(strstr(rp_error_detail(), cases[i].detail), "case %zu: %s", i,
+              rp_error_detail());
+    cr_assert_eq(none, (rp_runtime *)&cases[i], "case %zu: *out written", i);
+  }
+}
+
 /* Instance handle 0 is none: a missing argument (RP_EINVAL naming the
  * field), not a freed instance (RP_ESTALE), in every call taking one. */
 Test(misuse_api, instance_handle_zero_is_a_missing_argument) {
