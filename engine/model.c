@@ -75,7 +75,9 @@ static rp_status check_desc(const rp_machine_desc *m) {
                      "rp_runtime_create_model: machine: memory %u is GPU "
                      "memory of device %d",
                      i, m->mems[i].device);
-    if (m->mems[i].device > RP_MODEL_MAX_DEVICE)
+    /* the device of any other memory is not read (it becomes -1) */
+    if (m->mems[i].kind == RP_MEM_GPU &&
+        m->mems[i].device > RP_MODEL_MAX_DEVICE)
       return rp__err(RP_ERANGE,
                      "rp_runtime_create_model: machine: memory %u on device %d "
                      "(at most %d)",

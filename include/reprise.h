@@ -1236,7 +1236,8 @@ typedef struct rp_machine_desc {
                                         RP_EINVAL, above: RP_ERANGE) */
   unsigned nmems; /* memories besides system memory, 0..RP_MODEL_MAX_MEMS
                      (system memory listed, or one listed twice, counts
-                     once); a GPU memory's device 0..RP_MODEL_MAX_DEVICE */
+                     once); a GPU memory's device 0..RP_MODEL_MAX_DEVICE
+                     (another memory's device is not read: -1) */
   rp_mem_info mems[RP_MODEL_MAX_MEMS];
 } rp_machine_desc;
 /* The machine a graph file was recorded on (its optional graph.machine

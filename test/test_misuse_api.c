@@ -1668,6 +1668,23 @@ Test(misuse_api, processor_memory_and_model_errors_name_the_call) {
               rp_error_detail());
     cr_assert_eq(none, (rp_runtime *)&cases[i], "case %zu: *out written", i);
   }
+  /* a device is read for GPU memory only (header): a pinned memory's is
+   * ignored, whatever it holds; a GPU memory's is bounded */
+  rp_machine_desc pinned = {
+      .cpus = 1, .nmems = 1, .mems = {{RP_MEM_PINNED, 5000}}};
+  rp_runtime *mr = NULL;
+  RP_CHECK(rp_runtime_create_model(&pinned, &mr));
+  rp_mem pm;
+  RP_CHECK(rp_mem_find(mr, RP_MEM_PINNED, -1, &pm));
+  RP_CHECK(rp_mem_query(mr, pm, &mi));
+  cr_assert_eq(mi.device, -1);
+  th_destroy(mr);
+  pinned.mems[0] = (rp_mem_info){RP_MEM_GPU, RP_MODEL_MAX_DEVICE + 1};
+  mr = NULL;
+  RP_EXPECT(rp_runtime_create_model(&pinned, &mr), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "memory 0 on device 1024 (at most 1023)"),
+            "%s", rp_error_detail());
+  cr_assert_null(mr);
 }
 
 /* Instance handle 0 is none: a missing argument (RP_EINVAL naming the
