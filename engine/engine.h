@@ -102,7 +102,11 @@ typedef struct rp_task_spawn {
  * (NULL rt or s, NULL args/insts with a non-zero count), RP_ERANGE (args
  * over 1 MiB), RP_EPROC (processor out of range, no variant for its kind),
  * RP_ENOTASK, RP_ESTALE (an instance or pre), RP_EACCESS, RP_EUNUSABLE,
- * RP_EUNSUPPORTED (a model of a machine: it runs nothing), RP_ENOMEM. */
+ * RP_EUNSUPPORTED (a model of a machine: it runs nothing), RP_ENOMEM.
+ * The instances' storage is resolved here and not tracked: unlike an
+ * eager launch, a pending spawn is not waited for by rp_instance_free or
+ * rp_instance_realloc, so the caller keeps its instances until done
+ * completed (the task would write freed storage). */
 rp_status rp__spawn_task(rp_runtime *rt, const rp_task_spawn *s, rp_event pre,
                          rp_event *done);
 
