@@ -1096,11 +1096,8 @@ Test(replay, per_launch_cost_hint_steers_placement_like_the_task_hint) {
   cr_assert_eq(two_independent(10, 50000, 1).procs_used, 2);
 }
 
-/* A -> B, A -> C, each 5 us (hinted). A cheap edge spreads B and C over two
- * workers; an edge dearer than running C after B keeps the fork on one. */
-static uint32_t fork_procs(uint64_t edge_cost_ns) {
-  rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "work", empty_task, 5000);
+/* A -> B, A -> C: three unpinned ops of task t. */
+static rp_graph *fork_graph(rp_runtime *rt, rp_task_id t) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id a, b, c;
@@ -1110,6 +1107,15 @@ static uint32_t fork_procs(uint64_t edge_cost_ns) {
   RP_CHECK(rp_graph_add_task(g, &l, &c));
   RP_CHECK(rp_graph_add_edge(g, a, b));
   RP_CHECK(rp_graph_add_edge(g, a, c));
+  return g;
+}
+
+/* A -> B, A -> C, each 5 us (hinted). A cheap edge spreads B and C over two
+ * workers; an edge dearer than running C after B keeps the fork on one. */
+static uint32_t fork_procs(uint64_t edge_cost_ns) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "work", empty_task, 5000);
+  rp_graph *g = fork_graph(rt, t);
   rp_exec *ex;
   RP_CHECK(
       rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = edge_cost_ns}, &ex));
@@ -1145,15 +1151,7 @@ Test(replay, edge_cost_option_keeps_a_fork_together_or_spreads_it) {
 Test(replay, finish_times_saturate_instead_of_wrapping) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = reg(rt, "work", empty_task, 5000);
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  rp_op_id a, b, c;
-  rp_launch l = {.task = t, .proc = RP_PROC_ANY};
-  RP_CHECK(rp_graph_add_task(g, &l, &a));
-  RP_CHECK(rp_graph_add_task(g, &l, &b));
-  RP_CHECK(rp_graph_add_task(g, &l, &c));
-  RP_CHECK(rp_graph_add_edge(g, a, b));
-  RP_CHECK(rp_graph_add_edge(g, a, c));
+  rp_graph *g = fork_graph(rt, t);
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.edge_cost_ns = 1}, &ex));
   rp_exec_stats s;
