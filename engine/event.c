@@ -48,12 +48,19 @@ static rp_event_slot *ev_lookup(const rp_runtime *rt, rp_event e) {
 /* The error for a handle ev_lookup refused (or whose slot was recycled
  * meanwhile): "[call: ]event 0x... is stale[note]". call names the public
  * entry point, NULL for none; note is "" or a hint to append. */
+const char *rp__event_handle_note(const rp_runtime *rt, rp_event e) {
+  if (e.id >> 63)
+    return " (a captured op reference, not an event)";
+  if (rp__handle_tag(e.id) != rt->tag)
+    return " (a handle of another runtime, or no event handle)";
+  return "";
+}
+
 static rp_status ev_stale(const rp_runtime *rt, rp_event e, const char *call,
                           const char *note) {
-  if (e.id >> 63)
-    note = " (a captured op reference, not an event)";
-  else if (rp__handle_tag(e.id) != rt->tag)
-    note = " (a handle of another runtime, or no event handle)";
+  const char *what = rp__event_handle_note(rt, e);
+  if (*what)
+    note = what;
   if (call)
     return rp__err(RP_ESTALE, "%s: event %#llx is stale%s", call,
                    (unsigned long long)e.id, note);

@@ -807,10 +807,7 @@ int rp__exec_quiesce(rp_exec *ex) {
  * it is no event of the runtime (as the event calls do). */
 static rp_status stale_pre(const rp_exec *ex, const char *what, uint32_t i,
                            rp_event e) {
-  const char *note = e.id >> 63 ? " (a captured op reference, not an event)"
-                     : rp__handle_tag(e.id) != rp__runtime_tag(ex->rt)
-                         ? " (a handle of another runtime, or no event handle)"
-                         : "";
+  const char *note = rp__event_handle_note(ex->rt, e);
   return rp__err(RP_ESTALE,
                  "%s: precondition %u ('%s'): event %#llx is stale%s", what, i,
                  ex->g->pre[i].name, (unsigned long long)e.id, note);
