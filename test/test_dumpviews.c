@@ -1832,3 +1832,24 @@ Test(views, trace_names_in_errors_are_escaped, .init = setup,
                 *p, r.err);
   }
 }
+
+/* Op names are data on the html page, never markup: a name holding
+ * "</script>" cannot end the page's script, nor "<!--<script>" keep the
+ * next "</script>" from ending it (the page's code would then be read as
+ * part of its data). */
+Test(views, html_names_do_not_end_or_nest_the_script, .init = setup,
+     .fini = teardown) {
+  if (!html_ready())
+    return;
+  static const char *const names[4] = {"a</script>b", "<!--<script>", "c", "d"};
+  const char *p = page(diamond_named("tags.json", names), "tags.html");
+  char *html = th_read_all(p, NULL);
+  cr_assert_null(strstr(html, "a</script>"));
+  cr_assert_null(strstr(html, "<!--<script"));
+  HAS(html, "a<\\/script>b");
+  HAS(html, "\\u003c!--<script>");
+  /* the page's scripts: d3, the data, the code, each closed once */
+  cr_assert_eq(count(html, "<script>\n"), 3);
+  cr_assert_eq(count(html, "</script>"), 3);
+  free(html);
+}

@@ -50,9 +50,12 @@ int dv_adj(const dm_graph *m, int fwd, uint32_t **off, uint32_t **adj) {
   return 0;
 }
 
-/* Bytes dv_json_str writes as they are. */
+/* Bytes dv_json_str writes as they are: not "</" (it could end the html
+ * page's <script>) nor "<!" (a "<!--" followed by "<script" would let the
+ * next "</script>" end no script). */
 static int plain(unsigned char c, unsigned char next) {
-  return c >= 0x20 && c != '"' && c != '\\' && !(c == '<' && next == '/');
+  return c >= 0x20 && c != '"' && c != '\\' &&
+         !(c == '<' && (next == '/' || next == '!'));
 }
 
 void dv_json_str(FILE *out, const char *s) {
@@ -69,7 +72,7 @@ void dv_json_str(FILE *out, const char *s) {
       fprintf(out, "\\%c", c);
     else if (c == '\n')
       fputs("\\n", out);
-    else if (c == '<') /* "</script>" ends no script */
+    else if (c == '<' && s[1] == '/') /* "</script>" ends no script */
       fputs("<\\/", out), s++;
     else
       fprintf(out, "\\u%04x", c);
