@@ -12,6 +12,10 @@
 
 #include <stdio.h>
 
+/* git describe of the checkout this binary was built from (generated at
+ * build time: cmake/build_commit.cmake); every JSON row carries it. */
+extern const char rp_build_commit[];
+
 /* How the DAG workloads are executed. */
 enum rp_bench_mode {
   RP_BENCH_EAGER = 1u << 0,  /* rp_launch_task per node, wait for the last */

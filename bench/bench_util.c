@@ -131,7 +131,8 @@ void rp_bench_json_begin(rp_bench_json *j) {
 
 void rp_bench_json_end(rp_bench_json *j) {
   if (j->f)
-    fputs(j->quick ? ", \"quick\": true}" : "}", j->f);
+    fprintf(j->f, ", \"commit\": \"%s\"%s}", rp_build_commit,
+            j->quick ? ", \"quick\": true" : "");
 }
 
 static void put_string(FILE *f, const char *s) {

@@ -172,9 +172,11 @@ static void report(FILE *table, FILE *json, const xb_case *c, size_t bytes,
   if (json)
     fprintf(json,
             "%s  {\"case\": \"%s\", \"bytes\": %zu, \"planned_gbps\": %.3f, "
-            "\"memcpy_gbps\": %.3f, \"plan_us\": %.4f, \"reset_us\": %.6f%s}",
+            "\"memcpy_gbps\": %.3f, \"plan_us\": %.4f, \"reset_us\": %.6f, "
+            "\"commit\": \"%s\"%s}",
             first ? "" : ",\n", c->name, bytes, r->planned_gbps, r->memcpy_gbps,
-            r->plan_us, r->reset_us, quick ? ", \"quick\": true" : "");
+            r->plan_us, r->reset_us, rp_build_commit,
+            quick ? ", \"quick\": true" : "");
 }
 
 int rp_bench_xfer(int quick, FILE *table, FILE *json) {

@@ -742,6 +742,19 @@ Test(cli, bench_quick_eager_chain_writes_valid_json, .timeout = 300) {
     quick++;
   cr_assert(rows > 0 && quick == rows, "%u rows, %u marked quick: %s", rows,
             quick, buf);
+  /* every row names the commit the binary was built from (`version`) */
+  cli_run ver;
+  RUN(&ver, "--version");
+  const char *c = strstr(ver.out, "(commit ");
+  cr_assert_not_null(c, "%s", ver.out);
+  char want[96];
+  snprintf(want, sizeof want, "\"commit\": \"%.*s\"", (int)strcspn(c + 8, ")"),
+           c + 8);
+  unsigned stamped = 0;
+  for (const char *p = buf; (p = strstr(p, want)); p++)
+    stamped++;
+  cr_assert_eq(stamped, rows, "%u rows, %u with %s: %s", rows, stamped, want,
+               buf);
 }
 
 /* --sizes lists add up, as --workload's; a size given twice is a usage
@@ -911,6 +924,10 @@ Test(cli, bench_xfer_writes_the_transfer_rows, .timeout = 300) {
         cr_assert_gt(row_num(buf, tag, keys[k]), 0, "%s %s: %s", tag, keys[k],
                      buf);
     }
+  unsigned stamped = 0; /* each of the 6 rows names its binary's commit */
+  for (const char *p = buf; (p = strstr(p, "\"commit\": \"")); p++)
+    stamped++;
+  cr_assert_eq(stamped, 6, "%s", buf);
 }
 
 Test(cli, json_validator_rejects_broken_text) {
