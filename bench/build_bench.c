@@ -7,11 +7,14 @@
  *              default; the goal is under 0.2 s);
  *   instantiate rp_instantiate of that chain;
  *   register   N / 2.5 rp_task_register calls with distinct names (40k
- *              for the default N) into a fresh runtime.
+ *              for the default N) into a fresh runtime;
+ *   ports      N independent tasks, each bound to one precondition and
+ *              one postcondition port (rp_graph_bind_*), then
+ *              rp_instantiate of them.
  * Edge insertion and task registration are O(1) amortized (hash indexes in
- * capture/graph.c and engine/runtime.c): before them, the duplicate-edge
- * check and the task name check scanned linearly and these rows grew with
- * N squared. */
+ * capture/graph.c and engine/runtime.c), a bind in ascending op order O(1)
+ * and the validation of a port's ops linear: a linear duplicate search in
+ * any of them makes its row grow with N squared. */
 #include "bench_impl.h"
 
 #include <stdio.h>
@@ -56,6 +59,36 @@ static rp_status run_chain(rp_runtime *rt, rp_task_id t, uint32_t n,
   rp_graph_destroy(g);
   *build_s = (double)(t1 - t0) * 1e-9;
   *inst_s = (double)(t2 - t1) * 1e-9;
+  return st;
+}
+
+/* n tasks bound to one precondition and one postcondition port, and
+ * their instantiation: seconds. */
+static rp_status run_ports(rp_runtime *rt, rp_task_id t, uint32_t n,
+                           double *s) {
+  uint64_t t0 = rp_bench_now_ns();
+  rp_graph *g = NULL;
+  rp_port_id pre = 0, post = 0;
+  rp_status st = rp_graph_create(rt, &g);
+  if (!st)
+    st = rp_graph_add_precondition(g, "in", &pre);
+  if (!st)
+    st = rp_graph_add_postcondition(g, "out", &post);
+  for (uint32_t i = 0; i < n && !st; i++) {
+    rp_op_id id;
+    st = rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &id);
+    if (!st)
+      st = rp_graph_bind_precondition(g, pre, id);
+    if (!st)
+      st = rp_graph_bind_postcondition(g, post, id);
+  }
+  rp_exec *ex = NULL;
+  if (!st)
+    st = rp_instantiate(g, NULL, &ex);
+  *s = (double)(rp_bench_now_ns() - t0) * 1e-9;
+  rp_bench_check("ports", st);
+  rp_exec_destroy(ex);
+  rp_graph_destroy(g);
   return st;
 }
 
@@ -105,9 +138,12 @@ int rp_bench_build(uint32_t n, FILE *table, FILE *json) {
       rp_task_register(
           rt, &(rp_task_desc){.name = "bench.empty", .cpu_fn = empty_task},
           &t));
-  double b[RP_BENCH_RUNS], in[RP_BENCH_RUNS], r[RP_BENCH_RUNS];
+  double b[RP_BENCH_RUNS], in[RP_BENCH_RUNS], r[RP_BENCH_RUNS],
+      po[RP_BENCH_RUNS];
   for (int k = 0; k < RP_BENCH_RUNS && !st; k++)
     st = run_chain(rt, t, n, &b[k], &in[k]);
+  for (int k = 0; k < RP_BENCH_RUNS && !st; k++)
+    st = run_ports(rt, t, n, &po[k]);
   uint32_t nreg = (uint32_t)(n / 2.5);
   for (int k = 0; k < RP_BENCH_RUNS && !st; k++)
     st = run_register(nreg, &r[k]);
@@ -122,6 +158,7 @@ int rp_bench_build(uint32_t n, FILE *table, FILE *json) {
   row(table, &j, "chain", n, rp_bench_summarize(b, RP_BENCH_RUNS));
   row(table, &j, "instantiate", n, rp_bench_summarize(in, RP_BENCH_RUNS));
   row(table, &j, "register", nreg, rp_bench_summarize(r, RP_BENCH_RUNS));
+  row(table, &j, "ports", n, rp_bench_summarize(po, RP_BENCH_RUNS));
   rp_bench_json_close(&j);
   return 0;
 }

@@ -253,7 +253,9 @@ def sec_build(d, name):
     what = {"chain": "a chain built with `rp_graph_add_task` + "
                      "`rp_graph_add_edge`",
             "instantiate": "`rp_instantiate` of that chain",
-            "register": "task registrations"}
+            "register": "task registrations",
+            "ports": "tasks bound to a precondition and a postcondition "
+                     "port, and `rp_instantiate` of them"}
     rows = [[c, f"{n:,}", what.get(c, c), mmm(col(rs, "s_median"), "{:.3f}")]
             for (c, n), rs in g.items()]
     return table(["case", "n", "what", "seconds"], rows)

@@ -79,6 +79,8 @@ typedef struct rp_gport {
   rp_op_id *ops; /* precondition: ops waiting on it; postcondition: ops it
                     waits for */
   uint32_t nops, cap;
+  rp_op_id max; /* the largest of ops (nops > 0): binding a larger op needs
+                   no duplicate search, so ascending binds are O(1) */
 } rp_gport;
 
 #define RP_GRAPH_MAGIC 0x52504752u /* "RPGR"; RP_DEAD_MAGIC destroyed */

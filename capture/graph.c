@@ -401,13 +401,15 @@ static rp_status bind(rp_graph *g, int pre, rp_port_id p, rp_op_id op,
   if (st)
     return st;
   rp_gport *port = &ports[p];
-  for (uint32_t i = 0; i < port->nops; i++)
+  for (uint32_t i = 0; port->nops && op <= port->max && i < port->nops; i++)
     if (port->ops[i] == op)
       return rp__err(RP_EPORT, "%s: port '%s' is already bound to op %u", what,
                      port->name, op);
   if (!rp__grow((void **)&port->ops, &port->cap, port->nops + 1,
                 sizeof *port->ops))
     return rp__err(RP_ENOMEM, "%s: out of memory", what);
+  if (!port->nops || op > port->max)
+    port->max = op;
   port->ops[port->nops++] = op;
   return RP_OK;
 }

@@ -87,8 +87,9 @@ static rp_status check_task_op(const rp_graph *g, rp_op_id id) {
   return RP_OK;
 }
 
+/* seen[op] is p + 1 once port p's list holds op: duplicates in O(binds). */
 static rp_status check_ports(const rp_graph *g, const rp_gport *ports,
-                             uint32_t n, const char *kind) {
+                             uint32_t n, const char *kind, uint32_t *seen) {
   for (uint32_t p = 0; p < n; p++) {
     if (!ports[p].nops)
       return rp__err(RP_EPORT, "%s port %u '%s' is never bound to an op", kind,
@@ -105,10 +106,10 @@ static rp_status check_ports(const rp_graph *g, const rp_gport *ports,
                        "%s port '%s' is bound to op %u, out of "
                        "range",
                        kind, ports[p].name, ports[p].ops[i]);
-      for (uint32_t j = 0; j < i; j++)
-        if (ports[p].ops[j] == ports[p].ops[i])
-          return rp__err(RP_EPORT, "%s port '%s' is bound to op %u twice", kind,
-                         ports[p].name, ports[p].ops[i]);
+      if (seen[ports[p].ops[i]] == p + 1)
+        return rp__err(RP_EPORT, "%s port '%s' is bound to op %u twice", kind,
+                       ports[p].name, ports[p].ops[i]);
+      seen[ports[p].ops[i]] = p + 1;
     }
   }
   return RP_OK;
@@ -136,9 +137,18 @@ static rp_status validate(const rp_graph *g) {
                      "edge %u (%u -> %u) names an op out of range "
                      "(graph has %u ops)",
                      i, g->edges[i].from, g->edges[i].to, g->nops);
-  if ((st = check_ports(g, g->pre, g->npre, "precondition")) ||
-      (st = check_ports(g, g->post, g->npost, "postcondition")))
-    return st;
+  if (g->npre || g->npost) {
+    uint32_t *seen = rp__calloc(g->nops ? g->nops : 1, sizeof *seen);
+    if (!seen)
+      return rp__err(RP_ENOMEM, "out of memory");
+    if (!(st = check_ports(g, g->pre, g->npre, "precondition", seen))) {
+      memset(seen, 0, sizeof *seen * g->nops);
+      st = check_ports(g, g->post, g->npost, "postcondition", seen);
+    }
+    free(seen);
+    if (st)
+      return st;
+  }
   if ((st = rp__check_mirrors(g)) != RP_OK)
     return st;
   for (uint32_t id = 0; id < g->nops; id++) {

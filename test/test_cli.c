@@ -475,7 +475,7 @@ Test(cli, bench_build_table_shows_small_times, .timeout = 120) {
   cli_run r;
   RUN(&r, "bench", "--build", "--sizes", "3");
   cr_assert_eq(r.status, 0, "%s", r.err);
-  static const char *cases[] = {"chain", "instantiate", "register"};
+  static const char *cases[] = {"chain", "instantiate", "register", "ports"};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     char head[32];
     snprintf(head, sizeof head, "\n%s ", cases[i]);

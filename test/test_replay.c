@@ -2196,6 +2196,50 @@ Test(replay, validation_names_the_problem_and_leaves_the_graph_fixable) {
   th_destroy(rt);
 }
 
+/* A port's duplicate binds are refused whatever the order of the binds
+ * (an op above every op bound so far skips the search; one below it
+ * does not), and each port keeps exactly the ops it was given. */
+Test(replay, a_port_refuses_a_duplicate_bind_in_any_order) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op[6];
+  for (int i = 0; i < 6; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &op[i]));
+  rp_port_id p, q;
+  RP_CHECK(rp_graph_add_precondition(g, "in", &p));
+  RP_CHECK(rp_graph_add_postcondition(g, "out", &q));
+  static const int order[] = {3, 1, 5, 0};
+  for (int k = 0; k < 4; k++) {
+    RP_CHECK(rp_graph_bind_precondition(g, p, op[order[k]]));
+    RP_CHECK(rp_graph_bind_postcondition(g, q, op[order[3 - k]]));
+  }
+  for (int k = 0; k < 4; k++) { /* the largest, one below it, the smallest */
+    RP_EXPECT(rp_graph_bind_precondition(g, p, op[order[k]]), RP_EPORT);
+    cr_assert(strstr(rp_error_detail(), "already bound"), "%s",
+              rp_error_detail());
+    RP_EXPECT(rp_graph_bind_postcondition(g, q, op[order[k]]), RP_EPORT);
+  }
+  RP_CHECK(rp_graph_bind_precondition(g, p, op[2])); /* new, below the max */
+  RP_CHECK(rp_graph_bind_postcondition(g, q, op[4]));
+  RP_EXPECT(rp_graph_bind_precondition(g, p, op[2]), RP_EPORT);
+  RP_EXPECT(rp_graph_bind_postcondition(g, q, op[4]), RP_EPORT);
+  rp_op_id got[8];
+  uint32_t n = 0;
+  RP_CHECK(rp_graph_postcondition_ops(g, q, got, 8, &n));
+  static const int want[] = {0, 5, 1, 3, 4}; /* binding order */
+  cr_assert_eq(n, 5);
+  for (uint32_t i = 0; i < n; i++)
+    cr_assert_eq(got[i], op[want[i]], "op %u", i);
+  RP_CHECK(rp_graph_validate(g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 Test(replay, graph_and_exec_dumps_show_ops_and_schedules) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = reg(rt, "empty", empty_task);
