@@ -68,7 +68,6 @@ static rp_status gather_args(const rp_op *op, void *args,
  * element type (on metadata: the GPU variant checks the same). */
 static rp_status gather_ptrs(const rp_op *op, const void *args,
                              void *const *ptr, const rp_task_ctx *ctx) {
-  (void)ptr;
   const rp_gather_args *a = args;
   const rp_instance_info *src = rp_ctx_inst(ctx, 0), *dst = rp_ctx_inst(ctx, 1);
   int64_t n = (int64_t)a->rows * a->cols; /* < 2^62: no overflow below */
@@ -87,6 +86,16 @@ static rp_status gather_ptrs(const rp_op *op, const void *args,
   if (src->dtype != dst->dtype)
     return rp__err(RP_ETYPE, "%s: src is %s, dst is %s", op->name,
                    rp_dtype_name(src->dtype), rp_dtype_name(dst->dtype));
+  /* dst's batch shares no byte with src (any batch of it: the index may
+   * change per replay); the descriptor's rules count no elements here */
+  uintptr_t s0 = (uintptr_t)ptr[0], d0 = (uintptr_t)ptr[1];
+  size_t es = rp_dtype_size(src->dtype);
+  if (n > 0 && svol > 0 && d0 < s0 + (uintptr_t)svol * es &&
+      s0 < d0 + (uintptr_t)n * es)
+    return rp__err(RP_EINVAL,
+                   "%s: access 0 (src) and access 1 (dst) overlap, and the "
+                   "task writes one of them",
+                   op->name);
   return RP_OK;
 }
 
@@ -266,7 +275,8 @@ static const rp_op OP_GATHER_ROWS = {
     .fields = {{"rows", GA(rows), 0, 0, INT32_MAX},
                {"cols", GA(cols), 0, 0, INT32_MAX}},
     .check_args = gather_args,
-    /* sizes checked by gather_ptrs (RP_ERANGE: a batch index is data) */
+    /* sizes and overlap checked by gather_ptrs (RP_ERANGE: a batch index
+     * is data) */
     .head = {{"src", RP_F32, RP_READ, {0}, 0, RP_OPA_ANY_TYPE},
              {"dst", RP_F32, RP_WRITE, {0}, 0, RP_OPA_ANY_TYPE}},
     .nhead = 2,

@@ -121,8 +121,9 @@ typedef struct rp_scalar_args {
  *   dst rows [0, rows) = src rows [index * rows, (index + 1) * rows)
  * for rows of `cols` elements. The index sits at offset 0 so that a
  * recorded step reads the next batch's index from the replay arguments.
- * Accesses: 0 src (READ), 1 dst (WRITE, >= rows*cols elements); both dense,
- * of the same element type (any type). RP_ERANGE when index < 0 or the
+ * Accesses: 0 src (READ), 1 dst (WRITE, >= rows*cols elements, sharing no
+ * byte with src: RP_EINVAL); both dense, of the same element type (any
+ * type). RP_ERANGE when index < 0 or the
  * selected rows reach past src (checked on instance metadata, so the GPU
  * variant checks it too). The GPU variant enqueues one small copy kernel
  * that reads the index on the device (RP_TASK_DEVICE_ARGS): from

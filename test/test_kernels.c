@@ -950,6 +950,38 @@ Test(kernel_tasks, gather_rows_check_fn_validates_the_index_on_metadata) {
   RP_EXPECT(rp_task_gather_rows_check(&ctx), RP_ETYPE);
 }
 
+/* rp.gather_rows: dst sharing memory with src (any of its batches: the
+ * index changes per replay) is refused before the copy, as every task
+ * refuses a written access on another one; nothing is written. */
+Test(kernel_tasks, gather_rows_refuses_dst_overlapping_src) {
+  float *buf = kr_random(12 * 3 + 3, 521, -1, 1), *snap = kr_alloc(39);
+  memcpy(snap, buf, 39 * sizeof *buf);
+  rp_instance_info in[2] = {inst2d(buf, RP_F32, 12, 3),
+                            inst2d(buf + 3, RP_F32, 4, 3)};
+  rp_gather_args a = {.index = 0, .rows = 4, .cols = 3};
+  rp_task_ctx ctx = cpu_ctx(&a, sizeof a, in, 2);
+  static const char want[] =
+      "rp.gather_rows: access 0 (src) and access 1 (dst) overlap";
+  for (int32_t idx = 0; idx < 3; idx++) { /* batches 1 and 2 miss dst too */
+    a.index = idx;
+    RP_EXPECT(rp_task_gather_rows_cpu(&ctx), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), want), "index %d: %s", (int)idx,
+              rp_error_detail());
+    RP_EXPECT(rp_task_gather_rows_check(&ctx), RP_EINVAL);
+  }
+  in[1] = inst2d(buf + 36 - 1, RP_F32, 1, 3); /* src's last element */
+  a = (rp_gather_args){.index = 0, .rows = 1, .cols = 3};
+  RP_EXPECT(rp_task_gather_rows_cpu(&ctx), RP_EINVAL);
+  cr_assert(memcmp(buf, snap, 39 * sizeof *buf) == 0, "memory written");
+  /* right after src: no overlap */
+  in[1] = inst2d(buf + 36, RP_F32, 1, 3);
+  a.index = 11;
+  RP_CHECK(rp_task_gather_rows_cpu(&ctx));
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(buf[36 + i], snap[33 + i], "dst[%d]", i);
+  free(buf), free(snap);
+}
+
 Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_kernel_tasks k;
