@@ -107,14 +107,17 @@ static rp_status adamw_args(const rp_op *op, void *args,
   for (int32_t i = 0; i < a->count; i++)
     decays |= a->decay[i];
   /* the decay step multiplies the decayed tensors by 1 - lr x weight_decay:
-   * at 1 or more it zeroes them, flips their sign or grows them */
-  if (decays && (double)a->lr * a->weight_decay >= 1)
+   * at 1 or more it zeroes them, flips their sign or grows them. The
+   * product as the kernels compute it, in float: a double product below 1
+   * may round to 1. */
+  float lrwd = a->lr * a->weight_decay;
+  if (decays && !(lrwd < 1.0f))
     return rp__err(RP_EINVAL,
-                   "%s: lr %g x weight_decay %g = %g (need below 1: the "
-                   "decay step multiplies the matrices by 1 - lr x "
-                   "weight_decay)",
+                   "%s: lr %g x weight_decay %g = %g in float (need "
+                   "below 1: the decay step multiplies the matrices by 1 - "
+                   "lr x weight_decay)",
                    op->name, (double)a->lr, (double)a->weight_decay,
-                   (double)a->lr * a->weight_decay);
+                   (double)lrwd);
   return RP_OK;
 }
 

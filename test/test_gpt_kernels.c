@@ -1062,6 +1062,42 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
   free(inp), free(W), free(bias), free(out), free(out0), free(ref);
 }
 
+/* gpt.adamw's decay step multiplies the decayed tensors by 1 - lr x
+ * weight_decay, computed in float: a pair whose exact product is below 1
+ * but rounds to 1 in float would zero them, and is refused as 1 is (by the
+ * task and by its check_fn, before anything is written). */
+Test(gpt_tasks, adamw_refuses_lr_times_weight_decay_that_rounds_to_one) {
+  const float lr = 0.435312152f, wd = 2.29720211f;
+  cr_assert((double)lr * wd < 1.0 && lr * wd >= 1.0f, "the pair: %.17g, %.9g",
+            (double)lr * wd, (double)(lr * wd));
+  float w[4] = {1, -2, 3, -4}, g[4] = {0.5f, 0.5f, -0.5f, 0.25f}, m[4] = {0},
+        v[4] = {0}, stats[2] = {7, 7};
+  float w0[4];
+  memcpy(w0, w, sizeof w);
+  rp_instance_info in[5] = {inst1d(w, RP_F32, 4), inst1d(g, RP_F32, 4),
+                            inst1d(m, RP_F32, 4), inst1d(v, RP_F32, 4),
+                            inst1d(stats, RP_F32, 2)};
+  rp_gpt_adamw_args a = {.lr = lr,
+                         .step = 1,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.95f,
+                         .eps = 1e-8f,
+                         .weight_decay = wd,
+                         .count = 1};
+  a.decay[0] = 1;
+  rp_task_ctx ctx = cpu_ctx(&a, sizeof a, in, 5);
+  RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_EINVAL);
+  RP_EXPECT(rp_task_gpt_adamw_cpu(&ctx), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "gpt.adamw: lr ") &&
+                strstr(rp_error_detail(), "x weight_decay"),
+            "%s", rp_error_detail());
+  bits_eq(w, w0, 4, "W after the refused step");
+  cr_assert(m[0] == 0 && v[0] == 0 && stats[0] == 7, "state written");
+  /* not decayed: the product does not matter */
+  a.decay[0] = 0;
+  RP_CHECK(rp_task_gpt_adamw_cpu(&ctx));
+}
+
 /* Every access of every gpt.* task, one at a time: shortened by one
  * element (RP_ESHAPE naming the access, its role and both counts), of the
  * other element type (RP_ETYPE), strided (RP_ESHAPE, not dense), or left
