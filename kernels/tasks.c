@@ -72,8 +72,8 @@ static rp_status gather_ptrs(const rp_op *op, const void *args,
   const rp_instance_info *src = rp_ctx_inst(ctx, 0), *dst = rp_ctx_inst(ctx, 1);
   int64_t n = (int64_t)a->rows * a->cols; /* < 2^62: no overflow below */
   int64_t svol = rp_rect_volume(&src->rect), dvol = rp_rect_volume(&dst->rect);
-  if (dvol < n)
-    return rp__err(RP_ERANGE,
+  if (dvol < n) /* a shape, not the index: as every task's */
+    return rp__err(RP_ESHAPE,
                    "%s: access 1 (dst) has %lld elements, needs %lld", op->name,
                    (long long)dvol, (long long)n);
   if ((int64_t)a->index + 1 > svol / (n ? n : 1))

@@ -948,6 +948,13 @@ Test(kernel_tasks, gather_rows_check_fn_validates_the_index_on_metadata) {
   a.index = 0;
   in[1] = inst2d((void *)0x2000, RP_I32, 4, 3);
   RP_EXPECT(rp_task_gather_rows_check(&ctx), RP_ETYPE);
+  /* a dst too small is a shape (RP_ESHAPE, as every task's), whatever
+   * the index */
+  in[1] = inst2d((void *)0x2000, RP_F32, 3, 3); /* 9 elements of 12 */
+  RP_EXPECT(rp_task_gather_rows_check(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "access 1 (dst) has 9 elements, "
+                                      "needs 12"),
+            "%s", rp_error_detail());
 }
 
 /* rp.gather_rows: dst sharing memory with src (any of its batches: the
