@@ -239,7 +239,7 @@ typedef struct rp_gpt_adamw_args {
   float lr;                        /* offset 0: per replay */
   int32_t step;                    /* offset 4: per replay, >= 1 */
   float beta1, beta2, eps;         /* offsets 8, 12, 16 */
-  float weight_decay;              /* offset 20 */
+  float weight_decay;              /* offset 20: >= 0 */
   float max_norm;                  /* offset 24: <= 0: no clipping */
   int32_t count;                   /* offset 28: 1..RP_GPT_ADAMW_MAX */
   uint8_t decay[RP_GPT_ADAMW_MAX]; /* offset 32: 1 = decayed (matrices) */

@@ -95,11 +95,12 @@ static rp_status adamw_args(const rp_op *op, void *args,
       !(a->beta1 >= 0.0f && a->beta1 < 1.0f) ||
       !(a->beta2 >= 0.0f && a->beta2 < 1.0f) || !(a->eps > 0.0f) ||
       !is_finite(a->eps) || !is_finite(a->weight_decay) ||
+      !(a->weight_decay >= 0.0f) || /* < 0: grows the matrices */
       !is_finite(a->max_norm))
     return rp__err(RP_EINVAL,
                    "%s: lr = %g, beta1 = %g, beta2 = %g, eps = %g, "
                    "weight_decay = %g, max_norm = %g (need finite, lr >= 0, "
-                   "betas in [0, 1), eps > 0)",
+                   "betas in [0, 1), eps > 0, weight_decay >= 0)",
                    op->name, (double)a->lr, (double)a->beta1, (double)a->beta2,
                    (double)a->eps, (double)a->weight_decay,
                    (double)a->max_norm);

@@ -1066,7 +1066,7 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
  * weight_decay, computed in float: a pair whose exact product is below 1
  * but rounds to 1 in float would zero them, and is refused as 1 is (by the
  * task and by its check_fn, before anything is written). */
-Test(gpt_tasks, adamw_refuses_lr_times_weight_decay_that_rounds_to_one) {
+Test(gpt_tasks, adamw_refuses_a_decay_step_that_zeroes_or_grows_weights) {
   const float lr = 0.435312152f, wd = 2.29720211f;
   cr_assert((double)lr * wd < 1.0 && lr * wd >= 1.0f, "the pair: %.17g, %.9g",
             (double)lr * wd, (double)(lr * wd));
@@ -1093,7 +1093,18 @@ Test(gpt_tasks, adamw_refuses_lr_times_weight_decay_that_rounds_to_one) {
             "%s", rp_error_detail());
   bits_eq(w, w0, 4, "W after the refused step");
   cr_assert(m[0] == 0 && v[0] == 0 && stats[0] == 7, "state written");
+  /* a negative weight decay would grow the decayed tensors every step
+   * (torch.optim.AdamW refuses it too) */
+  a.lr = 1e-3f, a.weight_decay = -0.5f;
+  RP_EXPECT(rp_task_gpt_adamw_check(&ctx), RP_EINVAL);
+  RP_EXPECT(rp_task_gpt_adamw_cpu(&ctx), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "weight_decay = -0.5") &&
+                strstr(rp_error_detail(), "weight_decay >= 0"),
+            "%s", rp_error_detail());
+  bits_eq(w, w0, 4, "W after the refused step");
+  cr_assert(m[0] == 0 && v[0] == 0 && stats[0] == 7, "state written");
   /* not decayed: the product does not matter */
+  a.lr = lr, a.weight_decay = wd;
   a.decay[0] = 0;
   RP_CHECK(rp_task_gpt_adamw_cpu(&ctx));
 }
