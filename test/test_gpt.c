@@ -700,6 +700,43 @@ static void tt_train(tt *t, uint32_t start, uint32_t stop) {
   RP_CHECK(rp_gpt_train(t->m, t->ex, &t->text, &o));
 }
 
+/* The front-end check of lr x weight_decay computes it in float, as the
+ * AdamW kernels do: a pair whose exact product is below 1 but rounds to
+ * 1.0f (which would zero every decayed matrix) is refused by
+ * rp_gpt_step_check and rp_gpt_step before any op runs, not by the
+ * AdamW op at the end of a step. */
+Test(gpt_backends, lr_times_weight_decay_is_checked_in_float) {
+  const float lr = 0.435312152f, wd = 2.29720211f;
+  cr_assert((double)lr * wd < 1.0 && lr * wd >= 1.0f);
+  uint8_t *b = make_text(2000);
+  rp_text text;
+  RP_CHECK(rp_text_from_bytes("test text", b, 2000, 16, &text));
+  free(b);
+  rp_runtime *rt = th_runtime_procs(TH_BACKEND, 1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1, c.heads = 2, c.width = 16, c.context = 8, c.batch = 2;
+  c.vocab = text.vocab, c.ring = 2, c.weight_decay = wd;
+  rp_gpt *m;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  rp_gpt_step_args a = {0, lr, 1};
+  RP_EXPECT(rp_gpt_step_check(m, &a), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_step_check: lr 0.435312 x "
+                                      "weight_decay 2.2972 = 1 in float"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_gpt_step(m, &a), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_step: "), "%s",
+            rp_error_detail());
+  a.lr = nextafterf(lr, 0); /* the largest lr below it trains */
+  cr_assert_lt(a.lr * wd, 1.0f);
+  RP_CHECK(rp_gpt_step(m, &a));
+  RP_CHECK(rp_gpt_destroy(m));
+  th_destroy(rt);
+  rp_text_free(&text);
+}
+
 /* Eager misuse is refused before anything runs, so nothing is poisoned:
  * a non-finite or negative lr, or one whose product with the weight decay
  * is 1 or more (rp_gpt_step, rp_gpt_train), a prompt token

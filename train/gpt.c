@@ -1911,13 +1911,16 @@ static rp_status lr_check(const rp_gpt *m, const char *fn, float lr) {
   if (!(isfinite(lr) && lr >= 0))
     return rp_error_set(RP_EINVAL, "%s: lr = %g (need finite, >= 0)", fn,
                         (double)lr);
-  if ((double)lr * m->cfg.weight_decay >= 1)
+  /* in float, as gpt.adamw computes it: a double product below 1 may
+   * round to 1 */
+  float lrwd = lr * m->cfg.weight_decay;
+  if (!(lrwd < 1.0f))
     return rp_error_set(RP_EINVAL,
-                        "%s: lr %g x weight_decay %g = %g (need below 1: "
-                        "the decay step multiplies the matrices by 1 - lr "
-                        "x weight_decay)",
+                        "%s: lr %g x weight_decay %g = %g in float (need "
+                        "below 1: the decay step multiplies the matrices by "
+                        "1 - lr x weight_decay)",
                         fn, (double)lr, (double)m->cfg.weight_decay,
-                        (double)lr * m->cfg.weight_decay);
+                        (double)lrwd);
   return RP_OK;
 }
 
