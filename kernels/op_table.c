@@ -273,10 +273,15 @@ static rp_status prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
     return st;
   uint32_t total = rp_op_access_total(op, args);
   uint32_t count = op->ngroup ? (uint32_t)field_i32(args, op->group_count) : 0;
-  if (total > cap || total > RP_OP_MAX_TOTAL)
+  /* ptr/vol get an entry per access the task may take: the tail's
+   * switched-off ones too (NULL, 0) */
+  uint32_t slots = op->nhead + op->ngroup * count + op->ntail;
+  if (total > RP_OP_MAX_TOTAL)
     return rp__err(RP_ESHAPE, "%s: %u accesses, the task takes at most %u",
-                   op->name, total,
-                   cap < RP_OP_MAX_TOTAL ? cap : RP_OP_MAX_TOTAL);
+                   op->name, total, RP_OP_MAX_TOTAL);
+  if (slots > cap)
+    return rp__err(RP_ESHAPE, "%s: %u access slots, room for %u", op->name,
+                   slots, cap);
   if (op->ngroup && rp_ctx_access_count(ctx) < total)
     return rp__err(RP_ESHAPE, "%s: %u accesses for %u tensors (need %u)",
                    op->name, rp_ctx_access_count(ctx), count, total);

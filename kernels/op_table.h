@@ -130,7 +130,10 @@ uint32_t rp_op_access_total(const rp_op *op, const void *args);
  * and sets ptr[i] to access i's element at
  * rect.lo (NULL for an absent optional or conditional access) and, when
  * vol is not NULL, vol[i] to its volume (0 when absent). ptr and vol hold
- * `cap` entries (at least rp_op_access_total; RP_ESHAPE otherwise). */
+ * `cap` entries: one per access the task may take, head + group x count +
+ * every tail access (a tail access switched off by its `when` field gets
+ * its NULL, 0 entry past rp_op_access_total); RP_ESHAPE, nothing written,
+ * when cap is smaller. */
 rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
                      void **ptr, int64_t *vol, uint32_t cap);
 

@@ -18,6 +18,7 @@
 
 #include "engine/engine.h"
 #include "kernels/cpu_kernels.h"
+#include "kernels/op_table.h"
 #include "kernels/tasks.h"
 
 #include <math.h>
@@ -487,6 +488,48 @@ static rp_task_ctx cpu_ctx(const void *args, size_t size,
   c.insts = insts;
   c.replay = UINT64_MAX;
   return c;
+}
+
+/* rp_op_prep writes one pointer per access the task may take, a tail
+ * access switched off by its `when` field included (as NULL): a cap
+ * smaller than that is refused (RP_ESHAPE) before any entry is written,
+ * and with room the switched-off entry reads NULL, volume 0. */
+typedef struct tail_args {
+  int32_t n, bias;
+} tail_args;
+static const rp_op OP_TAIL = {
+    .name = "test.tail",
+    RP_OP_ARGS(tail_args),
+    .fields = {{"n", RP_OPF(tail_args, n), 0, 1, 64}},
+    .head = {{"x", RP_F32, RP_RW, {1, {RP_OPF(tail_args, n)}, 0, 0}, 0, 0, 0}},
+    .nhead = 1,
+    .tail = {{"b",
+              RP_F32,
+              RP_READ,
+              {1, {RP_OPF(tail_args, n)}, 0, 0},
+              RP_OPF(tail_args, bias),
+              0,
+              0}},
+    .ntail = 1,
+};
+
+Test(kernel_tasks, op_prep_counts_a_switched_off_tail_in_its_room) {
+  float x[4] = {1, 2, 3, 4};
+  rp_instance_info in[1] = {inst2d(x, RP_F32, 1, 4)};
+  tail_args ta = {.n = 4, .bias = 0};
+  rp_task_ctx c = cpu_ctx(&ta, sizeof ta, in, 1);
+  cr_assert_eq(rp_op_access_total(&OP_TAIL, &ta), 1);
+  void *ptr[3] = {NULL, (void *)x, (void *)x};
+  int64_t vol[3] = {-1, -1, -1};
+  tail_args got;
+  RP_EXPECT(rp_op_prep(&OP_TAIL, &c, &got, ptr, vol, 1), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "test.tail: 2 access slots"), "%s",
+            rp_error_detail());
+  cr_assert(ptr[0] == NULL && ptr[1] == x && vol[0] == -1 && vol[1] == -1,
+            "an entry was written");
+  RP_CHECK(rp_op_prep(&OP_TAIL, &c, &got, ptr, vol, 2));
+  cr_assert(ptr[0] == x && ptr[1] == NULL && vol[0] == 4 && vol[1] == 0);
+  cr_assert(ptr[2] == x && vol[2] == -1, "past the room");
 }
 
 Test(kernel_tasks, gemm_task_computes_and_rejects_bad_shapes_untouched) {
