@@ -3095,6 +3095,45 @@ Test(cli, generate_prints_bytes_and_follows_the_environment, .timeout = 300) {
   unlink(corpus), unlink(ckpt);
 }
 
+/* train's sample and generate without --prompt start from the same byte:
+ * a newline, or the vocabulary's first one when the corpus has none (said
+ * in the sample's line), so the same seed draws the same bytes. */
+Test(cli, train_sample_without_a_newline_starts_where_generate_does,
+     .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_gpt_XXXXXX";
+  tmp_file(corpus), tmp_file(ckpt);
+  FILE *f = fopen(corpus, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < 200; i++)
+    fputs("abcab", f); /* the first validation byte is 'a', 'b' or 'c' */
+  fclose(f);
+  const char *seeds[] = {"1", "2", "3"};
+  for (size_t i = 0; i < 3; i++) {
+    cli_run r;
+    RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+        "--layers", "1", "--heads", "2", "--width", "16", "--context", "8",
+        "--batch", "2", "--iters", "2", "--sample", "12", "--seed", seeds[i],
+        "--save-weights", ckpt);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *head = "sample (12 bytes after 0x61, the vocabulary's first "
+                       "byte (the corpus has no newline), temperature 1;";
+    const char *at = strstr(r.out, head);
+    cr_assert(at, "%s", r.out);
+    at = strstr(at, "\n----\n");
+    cr_assert(at, "%s", r.out);
+    char sample[13] = {0};
+    memcpy(sample, at + 6, 12);
+    cli_run g;
+    RUN(&g, "generate", "--load-weights", ckpt, "--backend", "cpu", "--seed",
+        seeds[i], "--tokens", "12");
+    cr_assert_eq(g.status, 0, "%s", g.err);
+    cr_assert(g.out[0] == 'a' && !strncmp(g.out + 1, sample, 12),
+              "seed %s: train sampled '%s', generate printed '%s'", seeds[i],
+              sample, g.out);
+  }
+  unlink(corpus), unlink(ckpt);
+}
+
 /* --inflight 4: the final weights (the whole checkpoint) of --inflight 1,
  * bitwise, on 1 and 2 processors; the latency beside the back-to-back
  * throughput, in the text and the JSON (with the loop's timings); not with

@@ -573,7 +573,9 @@ static void print_header(const gpt_state *s) {
 }
 
 /* A sample from the trained model: the decode step recorded once and
- * replayed per byte (rp_gpt_generate), after a newline. */
+ * replayed per byte (rp_gpt_generate), after a newline, or the
+ * vocabulary's first byte when the corpus has none (as `reprise generate`
+ * without --prompt: the same seed draws the same bytes). */
 static int print_sample(gpt_state *s) {
   const train_cli *c = s->c;
   if (!c->sample)
@@ -581,9 +583,17 @@ static int print_sample(gpt_state *s) {
   int32_t *out = calloc((size_t)c->sample + 1, sizeof *out);
   rp_graph *g = NULL;
   rp_exec *ex = NULL;
-  int32_t prompt = s->vx[0];
+  int32_t prompt = 0;
+  int newline = 0;
   for (uint32_t v = 0; v < s->text.vocab; v++)
-    prompt = s->text.bytes[v] == '\n' ? (int32_t)v : prompt;
+    if (s->text.bytes[v] == '\n')
+      prompt = (int32_t)v, newline = 1;
+  char after[96] = "";
+  if (!newline)
+    snprintf(after, sizeof after,
+             " after 0x%02x, the vocabulary's first byte (the corpus has no "
+             "newline)",
+             (unsigned)s->text.bytes[0]);
   rp_status st = out ? rp_gpt_decode_record(s->m, &g) : RP_ENOMEM;
   if (!st)
     st = rp_instantiate(g, NULL, &ex);
@@ -595,9 +605,9 @@ static int print_sample(gpt_state *s) {
   double secs = (double)(rp_train_now_ns() - t0) * 1e-9;
   if (st == RP_OK) {
     fprintf(glog,
-            "sample (%u byte%s, temperature 1; %u-op decode step replayed "
-            "per byte, %.0f bytes/s):\n----\n",
-            c->sample, c->sample == 1 ? "" : "s", rp_graph_op_count(g),
+            "sample (%u byte%s%s, temperature 1; %u-op decode step "
+            "replayed per byte, %.0f bytes/s):\n----\n",
+            c->sample, c->sample == 1 ? "" : "s", after, rp_graph_op_count(g),
             secs > 0 ? c->sample / secs : 0);
     rp_cli_text t = {glog, 0};
     for (uint32_t i = 1; i <= c->sample; i++)
