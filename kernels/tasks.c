@@ -19,6 +19,7 @@
 _Static_assert(RP_CUDA_SGD_MULTI_MAX == RP_SGD_MULTI_MAX, "sgd_multi table");
 #endif
 
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -198,12 +199,30 @@ static const rp_op OP_RELU_BWD = {
     .nhead = 3,
 };
 
+/* rp.sgd's and rp.sgd_multi's lr and momentum (offsets 0 and 4 in both):
+ * finite and >= 0 (torch.optim.SGD's rule), or every weight goes NaN or
+ * climbs its gradient. */
+_Static_assert(offsetof(rp_sgd_multi_args, lr) == offsetof(rp_sgd_args, lr) &&
+                   offsetof(rp_sgd_multi_args, momentum) ==
+                       offsetof(rp_sgd_args, momentum),
+               "sgd args layouts");
+static rp_status sgd_args(const rp_op *op, void *args, const rp_task_ctx *ctx) {
+  (void)ctx;
+  const rp_sgd_args *a = args;
+  if (!(isfinite(a->lr) && a->lr >= 0.0f && isfinite(a->momentum) &&
+        a->momentum >= 0.0f))
+    return rp__err(RP_EINVAL, "%s: lr = %g, momentum = %g (need finite, >= 0)",
+                   op->name, (double)a->lr, (double)a->momentum);
+  return RP_OK;
+}
+
 #define SG(m) RP_OPF(rp_sgd_args, m)
 #define SG_N RP_OPC_N(SG(n))
 static const rp_op OP_SGD = {
     .name = "rp.sgd",
     RP_OP_ARGS(rp_sgd_args),
     .fields = {{"n", SG(n), 0, 0, INT32_MAX}},
+    .check_args = sgd_args,
     .head = {{"W", RP_F32, RP_RW, SG_N},
              {"G", RP_F32, RP_READ, SG_N},
              {"V", RP_F32, RP_RW, SG_N}},
@@ -288,6 +307,7 @@ static const rp_op OP_SGD_MULTI = {
     .name = "rp.sgd_multi",
     RP_OP_ARGS(rp_sgd_multi_args),
     .fields = {{"count", SM(count), 0, 1, RP_SGD_MULTI_MAX}},
+    .check_args = sgd_args,
     .group = {{"W", RP_F32, RP_RW, RP_OPC_GROUP},
               {"G", RP_F32, RP_READ, RP_OPC_GROUP},
               {"V", RP_F32, RP_RW, RP_OPC_GROUP}},
@@ -367,6 +387,12 @@ rp_status rp_task_sgd_cpu(rp_task_ctx *ctx) {
   RP_OP_PREP(OP_SGD, rp_sgd_args, 3);
   rp_cpu_sgd_momentum(p[0], p[1], p[2], count_of(a.n, ctx), a.lr, a.momentum);
   return RP_OK;
+}
+
+rp_status rp_task_sgd_check(rp_task_ctx *ctx) {
+  rp_sgd_args a;
+  void *p[3];
+  return rp_op_prep_args(&OP_SGD, ctx, &a, p, NULL, 3);
 }
 
 rp_status rp_task_fill_cpu(rp_task_ctx *ctx) {
@@ -469,9 +495,11 @@ typedef struct sgd_multi_job {
   size_t n[RP_SGD_MULTI_MAX];
 } sgd_multi_job;
 
-static rp_status sgd_multi_prep(const rp_task_ctx *ctx, sgd_multi_job *j) {
-  rp_status st =
-      rp_op_prep(&OP_SGD_MULTI, ctx, &j->a, j->p, j->vol, SGD_MULTI_ACCESSES);
+/* args_only: the check_fn's check (rp_op_prep_args) */
+static rp_status sgd_multi_prep(const rp_task_ctx *ctx, sgd_multi_job *j,
+                                int args_only) {
+  rp_status st = (args_only ? rp_op_prep_args : rp_op_prep)(
+      &OP_SGD_MULTI, ctx, &j->a, j->p, j->vol, SGD_MULTI_ACCESSES);
   for (int32_t i = 0; st == RP_OK && i < j->a.count; i++) {
     j->w[i] = j->p[3 * i];
     j->g[i] = j->p[3 * i + 1];
@@ -481,9 +509,14 @@ static rp_status sgd_multi_prep(const rp_task_ctx *ctx, sgd_multi_job *j) {
   return st;
 }
 
+rp_status rp_task_sgd_multi_check(rp_task_ctx *ctx) {
+  sgd_multi_job j;
+  return sgd_multi_prep(ctx, &j, 1);
+}
+
 rp_status rp_task_sgd_multi_cpu(rp_task_ctx *ctx) {
   sgd_multi_job j;
-  rp_status st = sgd_multi_prep(ctx, &j);
+  rp_status st = sgd_multi_prep(ctx, &j, 0);
   for (int32_t i = 0; st == RP_OK && i < j.a.count; i++)
     rp_cpu_sgd_momentum(j.w[i], j.g[i], j.v[i], j.n[i], j.a.lr, j.a.momentum);
   return st;
@@ -608,7 +641,7 @@ rp_status rp_task_relu_bwd_bias_gpu(rp_task_ctx *ctx) {
 
 rp_status rp_task_sgd_multi_gpu(rp_task_ctx *ctx) {
   sgd_multi_job j;
-  rp_status st = sgd_multi_prep(ctx, &j);
+  rp_status st = sgd_multi_prep(ctx, &j, 0);
   if (st != RP_OK)
     return st;
   /* lr at offset 0 of the device args inside an exec (see rp.sgd) */
@@ -653,7 +686,7 @@ static const task_entry TASKS[] = {
     TASK("xent_bwd", xent_bwd, xent_bwd),
     /* its GPU variant reads lr from rp_ctx_device_args (tasks.h) */
     {"rp.sgd", rp_task_sgd_cpu, GPU_FN(rp_task_sgd_gpu),
-     offsetof(rp_kernel_tasks, sgd), RP_TASK_DEVICE_ARGS, NULL},
+     offsetof(rp_kernel_tasks, sgd), RP_TASK_DEVICE_ARGS, rp_task_sgd_check},
     TASK("fill", fill, fill),
     TASK("scale", scale, scale),
     TASK("axpy", axpy, axpy),
@@ -668,7 +701,8 @@ static const task_entry TASKS[] = {
     TASK("softmax_xent", softmax_xent, softmax_xent),
     TASK("relu_bwd_bias", relu_bwd_bias, relu_bwd_bias),
     {"rp.sgd_multi", rp_task_sgd_multi_cpu, GPU_FN(rp_task_sgd_multi_gpu),
-     offsetof(rp_kernel_tasks, sgd_multi), RP_TASK_DEVICE_ARGS, NULL},
+     offsetof(rp_kernel_tasks, sgd_multi), RP_TASK_DEVICE_ARGS,
+     rp_task_sgd_multi_check},
     /* the transformer (kernels/gpt_tasks.c) */
     GPT(embed_fwd, 0, NULL),
     GPT(embed_bwd, 0, NULL),

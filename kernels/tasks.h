@@ -95,6 +95,9 @@ typedef struct rp_xent_args {
 
 /* "rp.sgd": v = momentum * v + g; w -= lr * v, over n elements (0: whole
  * instance of access 0). lr sits at offset 0 for per-replay interpolation.
+ * lr and momentum must be finite and >= 0 (RP_EINVAL; checked on the host
+ * for every replay by rp_task_sgd_check, the task's check_fn, since the
+ * GPU variant reads lr on the device).
  * Accesses: 0 W (RW), 1 G (READ), 2 V (RW, the momentum buffer). */
 typedef struct rp_sgd_args {
   float lr;       /* offset 0 */
@@ -181,7 +184,9 @@ typedef struct rp_bias_act_args {
  * GPU variant reads it through rp_ctx_device_args (RP_TASK_DEVICE_ARGS):
  * an interpolated lr stays inside the CUDA graph; momentum and count keep
  * their recorded values. RP_EINVAL for count outside
- * 1..RP_SGD_MULTI_MAX; RP_ESHAPE for fewer than 3 * count accesses. */
+ * 1..RP_SGD_MULTI_MAX or lr or momentum not finite and >= 0 (checked per
+ * replay by rp_task_sgd_multi_check, its check_fn); RP_ESHAPE for fewer
+ * than 3 * count accesses. */
 #define RP_SGD_MULTI_MAX 32
 typedef struct rp_sgd_multi_args {
   float lr;       /* offset 0 */
@@ -231,6 +236,10 @@ rp_status rp_task_sgd_multi_cpu(rp_task_ctx *ctx);
  * of the args (the batch index, after interpolation) against the
  * instances' shapes, touching no data. RP_OK or the variants' error. */
 rp_status rp_task_gather_rows_check(rp_task_ctx *ctx);
+/* rp.sgd's and rp.sgd_multi's check_fns: the args (lr after
+ * interpolation, momentum) and the accesses' shapes, touching no data. */
+rp_status rp_task_sgd_check(rp_task_ctx *ctx);
+rp_status rp_task_sgd_multi_check(rp_task_ctx *ctx);
 /* The gpt.* tasks (kernels/gpt_tasks.c). The _check ones are the check_fns
  * of the tasks whose GPU variants read per-replay args on the device:
  * the task's argument and access checks (an interpolated pos or token out

@@ -971,6 +971,41 @@ Test(kernel_tasks, sgd_multi_task_equals_one_sgd_task_per_tensor) {
     free(w[t]), free(g[t]), free(v[t]), free(wr[t]), free(vr[t]);
 }
 
+/* rp.sgd and rp.sgd_multi refuse an lr or momentum that is not finite or
+ * is negative (the weights would go NaN or climb the gradient), the task
+ * and its check_fn alike (the check_fn runs on the host before a GPU
+ * replay whose lr the device reads); nothing is written. */
+Test(kernel_tasks, sgd_tasks_refuse_a_non_finite_or_negative_lr) {
+  enum { N = 4 };
+  float w[N] = {1, 2, 3, 4}, g[N] = {1, 1, 1, 1}, v[N] = {0};
+  rp_instance_info in[3] = {inst2d(w, RP_F32, 1, N), inst2d(g, RP_F32, 1, N),
+                            inst2d(v, RP_F32, 1, N)};
+  static const float bad[][2] = {
+      {NAN, 0.9f}, {INFINITY, 0.9f}, {-0.1f, 0.9f}, {0.1f, NAN}, {0.1f, -1}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rp_sgd_args a = {.lr = bad[i][0], .momentum = bad[i][1], .n = 0};
+    rp_task_ctx ctx = cpu_ctx(&a, sizeof a, in, 3);
+    RP_EXPECT(rp_task_sgd_cpu(&ctx), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "rp.sgd: lr = ") &&
+                  strstr(rp_error_detail(), "need finite, >= 0"),
+              "%s", rp_error_detail());
+    RP_EXPECT(rp_task_sgd_check(&ctx), RP_EINVAL);
+    rp_sgd_multi_args m = {.lr = bad[i][0], .momentum = bad[i][1], .count = 1};
+    rp_task_ctx mctx = cpu_ctx(&m, sizeof m, in, 3);
+    RP_EXPECT(rp_task_sgd_multi_cpu(&mctx), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "rp.sgd_multi: lr = "), "%s",
+              rp_error_detail());
+    RP_EXPECT(rp_task_sgd_multi_check(&mctx), RP_EINVAL);
+  }
+  for (int k = 0; k < N; k++)
+    cr_assert(w[k] == (float)(k + 1) && v[k] == 0, "written at %d", k);
+  rp_sgd_args ok = {.lr = 0, .momentum = 0, .n = 0}; /* 0 is allowed */
+  rp_task_ctx ctx = cpu_ctx(&ok, sizeof ok, in, 3);
+  RP_CHECK(rp_task_sgd_check(&ctx));
+  RP_CHECK(rp_task_sgd_cpu(&ctx));
+  cr_assert(w[0] == 1 && v[0] == 1);
+}
+
 /* rp.gather_rows's check_fn: the interpolated index against the shapes,
  * on instance metadata only (the pointers are never read). */
 Test(kernel_tasks, gather_rows_check_fn_validates_the_index_on_metadata) {
