@@ -1662,6 +1662,36 @@ Test(cli, train_inflight_4_gives_the_weights_of_inflight_1_bitwise,
   unlink(p1), unlink(p4), unlink(js);
 }
 
+/* The throughput and samples/s are the training loop's: the validation
+ * passes of its log points (no step runs then) are left out, and the
+ * samples/s with them is reported beside. Without a validation set the two
+ * figures are one. */
+Test(cli, train_throughput_leaves_the_validation_passes_out, .timeout = 300) {
+  char js[] = "/tmp/rp_cli_valthr_XXXXXX";
+  tmp_file(js);
+  static char buf[16384];
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--val-frac", "0.5", "--log-every", "1", "--json", js);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, " with the validation passes)\n"), "%s", r.out);
+  read_file(js, buf, sizeof buf);
+  cr_assert(json_valid(buf), "invalid JSON: %s", buf);
+  double sps = json_field(buf, "samples_per_s"),
+         with = json_field(buf, "samples_per_s_with_validation"),
+         thr = json_field(buf, "replay_iter_us_throughput");
+  /* 30 validation passes took some time: fewer samples/s with them */
+  cr_assert(with > 0 && with < sps, "%s", buf);
+  /* throughput and samples/s are one figure: batch 64 per iteration */
+  cr_assert_float_eq(sps * thr * 1e-6, 64, 1e-6 * 64, "%s", buf);
+  RUN(&r, TRAIN_SMALL, "--val-frac", "0", "--json", js);
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert_null(strstr(r.out, "with the validation passes"), "%s", r.out);
+  read_file(js, buf, sizeof buf);
+  cr_assert_eq(json_field(buf, "samples_per_s_with_validation"),
+               json_field(buf, "samples_per_s"), "%s", buf);
+  unlink(js);
+}
+
 #ifndef REPRISE_HAVE_MPI
 Test(cli, train_dist_without_mpi_is_a_usage_error) {
   cli_run r;

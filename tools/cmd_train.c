@@ -8,6 +8,7 @@
 #include "cmd_train.h"
 
 #include "train/ckpt.h"
+#include "train/train_util.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -98,8 +99,8 @@ static void train_usage(FILE *f) {
       "                            default 1): a replay starts while earlier\n"
       "                            ones run; a loss print first waits for\n"
       "                            all. Reports throughput (wall time /\n"
-      "                            iterations) beside the latency. Not with\n"
-      "                            --eager\n"
+      "                            iterations, the validation passes left\n"
+      "                            out) beside the latency. Not with --eager\n"
       "  --log-every K             print the batch loss every K iterations\n"
       "                            (default: 10 times per run)\n"
       "  --save-graph FILE         write the recorded step as a graph file\n"
@@ -899,8 +900,12 @@ static int on_step(void *arg, uint32_t t, float loss) {
 
 typedef struct run_stats {
   int ran;
-  double median_us, p99_us, samples_per_s;
-  double wall_us_per_iter; /* throughput: the loop's wall time / iters */
+  double median_us, p99_us;
+  /* throughput: the loop's wall time, the validation passes at its log
+   * points left out, per iteration and as samples per second; and the
+   * samples per second with them */
+  double wall_us_per_iter, samples_per_s, samples_per_s_with_val;
+  int val_ran; /* the loop ran validation passes */
   double final_loss, accuracy;
 } run_stats;
 
@@ -910,18 +915,23 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 /* Latency from the per-iteration times; throughput from the wall time of
- * the whole loop (with replays in flight the latencies overlap). */
+ * the whole loop (with replays in flight the latencies overlap) less the
+ * val_ns its log points spent on validation passes (no step runs then). */
 static void summarize(uint64_t *ns, uint32_t n, uint32_t batch, uint64_t wall,
-                      run_stats *s) {
-  double total = (double)wall;
+                      uint64_t val_ns, run_stats *s) {
+  double total = (double)wall,
+         loop = wall > val_ns ? (double)(wall - val_ns) : 0;
   qsort(ns, n, sizeof *ns, cmp_u64);
   s->median_us = (n % 2 ? (double)ns[n / 2]
                         : ((double)ns[n / 2 - 1] + (double)ns[n / 2]) / 2) /
                  1e3;
   uint32_t k = (uint32_t)ceil(0.99 * n);
   s->p99_us = (double)ns[k ? k - 1 : 0] / 1e3;
-  s->samples_per_s = total > 0 ? (double)n * batch / (total * 1e-9) : 0;
-  s->wall_us_per_iter = total / 1e3 / n;
+  s->samples_per_s = loop > 0 ? (double)n * batch / (loop * 1e-9) : 0;
+  s->samples_per_s_with_val =
+      total > 0 ? (double)n * batch / (total * 1e-9) : 0;
+  s->wall_us_per_iter = loop / 1e3 / n;
+  s->val_ran = val_ns > 0;
   s->ran = 1;
 }
 
@@ -955,6 +965,7 @@ struct train_state {
   double val_loss, val_acc; /* the last run's final validation */
   log_point *log;           /* the last run's log points */
   uint32_t nlog, caplog;
+  uint64_t val_ns; /* the last run's validation passes at its log points */
 };
 
 #define FALLBACK 3 /* internal: retry on the CPU backend */
@@ -995,7 +1006,9 @@ static int step_checks(progress *p, uint32_t t, float loss) {
     return 0;
   log_point lp = {t + 1, loss, NAN, NAN};
   if (s->val.n) {
+    uint64_t t0 = rp_train_now_ns();
     rp_status st = rp_mlp_evaluate_val(s->m, &lp.val_loss, &lp.val_acc);
+    s->val_ns += rp_train_now_ns() - t0; /* not the loop's throughput */
     if (st != RP_OK) {
       fail("validation", st);
       p->failed = 1;
@@ -1571,6 +1584,7 @@ static int train_once(train_state *s, int eager, run_stats *out) {
                 .s = s,
                 .done = s->start};
   s->nlog = 0;
+  s->val_ns = 0;
   rp_mlp_train_opts o = {.iters = c->iters,
                          .start = s->start,
                          .lr = c->lr,
@@ -1594,7 +1608,7 @@ static int train_once(train_state *s, int eager, run_stats *out) {
   if (p.failed)
     return RP_CLI_FAILED;
   if (ran)
-    summarize(s->ns, ran, c->mc.batch, wall, out);
+    summarize(s->ns, ran, c->mc.batch, wall, s->val_ns, out);
   if ((st = rp_mlp_evaluate(s->m, &out->final_loss, &out->accuracy)))
     return fail("evaluating the trained weights", st);
   if (s->val.n &&
@@ -1788,10 +1802,14 @@ static void print_run(const char *what, const run_stats *r, uint32_t iters,
                       uint32_t inflight, int dist) {
   fprintf(train_log,
           "%-6s %u iteration%s: per iteration median %.1f us, p99 %.1f us%s; "
-          "throughput %.1f us/iteration (%u in flight), %.0f samples/s\n",
+          "throughput %.1f us/iteration (%u in flight), %.0f samples/s",
           what, iters, iters == 1 ? "" : "s", r->median_us, r->p99_us,
           dist ? " (rank 0)" : "", r->wall_us_per_iter, inflight,
           r->samples_per_s);
+  if (r->val_ran)
+    fprintf(train_log, " (%.0f with the validation passes)",
+            r->samples_per_s_with_val);
+  fprintf(train_log, "\n");
 }
 
 static void print_summary(const train_state *s) {
@@ -1897,6 +1915,8 @@ static int write_json(const train_state *s) {
   rp_cli_json_num(f, "eager_iter_us_throughput", s->eager.wall_us_per_iter,
                   s->eager.ran);
   rp_cli_json_num(f, "samples_per_s", fin->samples_per_s, 1);
+  rp_cli_json_num(f, "samples_per_s_with_validation",
+                  fin->samples_per_s_with_val, 1);
   /* the step's size in ops (each a kernel on a GPU): what a comparison
    * with another framework's step counts against */
   rp_exec_stats es;
