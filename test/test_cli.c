@@ -1662,6 +1662,26 @@ Test(cli, train_inflight_4_gives_the_weights_of_inflight_1_bitwise,
   unlink(p1), unlink(p4), unlink(js);
 }
 
+/* An option given twice takes its last value, each checked; --hidden, one
+ * list of widths, is refused given twice (neither replaced nor added to in
+ * silence). TRAIN_SMALL gives --iters 30 and --hidden 8. */
+Test(cli, train_option_given_twice_takes_the_last_but_hidden_is_refused,
+     .timeout = 120) {
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--iters", "5", "--val-frac", "0");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "replay 5 iterations"), "%s", r.out);
+  RUN(&r, TRAIN_SMALL, "--iters", "0", "--iters", "5");
+  cr_assert_eq(r.status, 2, "%s", r.err);
+  cr_assert(strstr(r.err, "--iters: '0' is not a number"), "%s", r.err);
+  RUN(&r, TRAIN_SMALL, "--hidden", "16");
+  cr_assert_eq(r.status, 2, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.err, "--hidden given twice (--hidden 16): give every "
+                          "width in one list"),
+            "%s", r.err);
+  cr_assert_str_empty(r.out);
+}
+
 /* The throughput and samples/s are the training loop's: the validation
  * passes of its log points (no step runs then) are left out, and the
  * samples/s with them is reported beside. Without a validation set the two

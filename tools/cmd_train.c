@@ -777,6 +777,14 @@ static int parse_args(int argc, char **argv, train_cli *c) {
   optind = 1;
   int opt;
   while ((opt = getopt_long(argc, argv, "h", LONGOPTS, NULL)) != -1) {
+    /* an option given twice takes its last value (README "The command
+     * line"); --hidden is one list of widths, which a second --hidden
+     * would silently replace, or (as bench's lists) add to */
+    if (opt == OPT_HIDDEN && GIVEN(c, OPT_HIDDEN))
+      return rp_cli_usage_error("train",
+                                "--hidden given twice (--hidden %s): give "
+                                "every width in one list (--hidden 64,32)",
+                                optarg);
     if (opt >= OPT_BACKEND && opt < OPT_END)
       c->given |= 1ull << (opt - OPT_BACKEND);
     int rc = apply_option(c, opt, optarg);
