@@ -1682,6 +1682,18 @@ Test(cli, train_option_given_twice_takes_the_last_but_hidden_is_refused,
   cr_assert_str_empty(r.out);
 }
 
+/* --max-bytes limits the --data file read: without --data (a generated
+ * --dataset) it would do nothing, and is refused, as --labels is. */
+Test(cli, train_max_bytes_without_data_is_a_usage_error) {
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--max-bytes", "1K");
+  cr_assert_eq(r.status, 2, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.err, "--max-bytes limits the --data file read: it needs "
+                          "--data FILE"),
+            "%s", r.err);
+  cr_assert_str_empty(r.out);
+}
+
 /* The throughput and samples/s are the training loop's: the validation
  * passes of its log points (no step runs then) are left out, and the
  * samples/s with them is reported beside. Without a validation set the two

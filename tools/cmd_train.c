@@ -810,6 +810,12 @@ static int parse_args(int argc, char **argv, train_cli *c) {
     return rc;
   if (c->gpt || (rc = gpt_only(c)))
     return c->gpt ? gpt_options(c) : rc;
+  /* as --labels: an option that would do nothing is refused */
+  if (GIVEN(c, OPT_MAX_BYTES) && !c->data)
+    return rp_cli_usage_error("train",
+                              "--max-bytes limits the --data file read: it "
+                              "needs --data FILE (a --dataset is generated, "
+                              "not read)");
   if (!c->features)
     c->features = c->kind == RP_DATA_SPIRALS ? 2 : 16;
   if (!c->log_every)
