@@ -3682,6 +3682,26 @@ Test(cli, train_gpt_lr_is_judged_and_printed_as_its_float, .timeout = 120) {
   unlink(corpus);
 }
 
+/* An MLP whose weights, gradients and momentum alone pass the memory the
+ * process may have is refused before any instance is made (exit 1, the
+ * bytes named), not handed out by calloc for the first step to meet the
+ * OOM killer. 2-65536-65536-3: 4.295e9 parameters, 5.155e10 bytes. */
+Test(cli, train_mlp_too_large_is_refused_before_it_is_built) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && (double)pages * (double)page > 51e9)
+    cr_skip_test("more than 51 GB of memory: the model could be built");
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--hidden", "65536,65536", "--iters",
+      "2");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise train: building the model: its weights, "
+                          "gradients and momentum alone take 5.155e+10 "
+                          "bytes, above the ") &&
+                strstr(r.err, "use a smaller --hidden"),
+            "%s", r.err);
+  cr_assert_null(strstr(r.out, "iteration"), "it trained: %s", r.out);
+}
+
 /* A model far above the memory the process may have is refused naming
  * its whole size (counted without making any instance), not the size at
  * which the build first passed the limit ("more than 24.0 GiB" for a

@@ -12,11 +12,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1401,6 +1403,79 @@ static int save_check(const train_state *s) {
   return RP_CLI_OK;
 }
 
+/* A number of bytes from a cgroup file ("max": none, 0). */
+static uint64_t cgroup_bytes(const char *path) {
+  FILE *f = fopen(path, "r");
+  unsigned long long v = 0;
+  if (f) {
+    if (fscanf(f, "%llu", &v) != 1)
+      v = 0;
+    fclose(f);
+  }
+  return (uint64_t)v;
+}
+
+/* The least memory.max from this process's cgroup (v2: /proc/self/cgroup's
+ * "0::/path") up to the root; 0 when none is set. */
+static uint64_t cgroup_v2_limit(void) {
+  char line[512], dir[600];
+  FILE *f = fopen("/proc/self/cgroup", "r");
+  const char *path = "";
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "0::", 3)) {
+      line[strcspn(line, "\n")] = 0;
+      path = line + 3;
+      break;
+    }
+  uint64_t lim = 0;
+  for (;;) {
+    snprintf(dir, sizeof dir, "/sys/fs/cgroup%s/memory.max", path);
+    uint64_t v = cgroup_bytes(dir);
+    if (v && (!lim || v < lim))
+      lim = v;
+    char *slash = *path ? strrchr(line + 3, '/') : NULL;
+    if (!slash)
+      break;
+    *slash = 0; /* the parent ("" for the root) */
+  }
+  if (f)
+    fclose(f);
+  return lim;
+}
+
+uint64_t rp_train_memory_limit(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  uint64_t more[3] = {
+      cgroup_v2_limit(),
+      cgroup_bytes("/sys/fs/cgroup/memory/memory.limit_in_bytes"), 0};
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    more[2] = (uint64_t)rl.rlim_cur;
+  for (int i = 0; i < 3; i++)
+    if (more[i] && (!lim || more[i] < lim))
+      lim = more[i];
+  return lim;
+}
+
+/* On the CPU backend instances are host memory: a model whose weights,
+ * gradients and momentum alone (a lower bound of what rp_mlp_create
+ * makes) pass the memory the run may have is refused before any is made
+ * (calloc would hand it out, and the first step would meet the OOM
+ * killer). 0 fits or unknown, else the bytes. */
+static double mlp_too_large(const train_state *s, uint64_t *limit) {
+  const train_cli *c = s->c;
+  double params = 0, in = s->data.features;
+  for (uint32_t l = 0; l <= c->mc.nhidden; l++) {
+    double out = l < c->mc.nhidden ? c->mc.hidden[l] : s->data.classes;
+    params += in * out + out;
+    in = out;
+  }
+  double bytes = params * 3 * sizeof(float);
+  *limit = rp_train_memory_limit();
+  return *limit && bytes > (double)*limit ? bytes : 0;
+}
+
 static int setup(train_state *s, rp_backend_kind backend) {
   const train_cli *c = s->c;
   rp_runtime_config cfg;
@@ -1435,6 +1510,19 @@ static int setup(train_state *s, rp_backend_kind backend) {
   rp_kernel_tasks k;
   if ((st = rp_kernels_register(s->rt, &k)) != RP_OK)
     return fail("registering the kernels", st);
+  uint64_t limit = 0;
+  double need = rp_runtime_backend(s->rt) == RP_BACKEND_CPU
+                    ? mlp_too_large(s, &limit)
+                    : 0;
+  if (need) {
+    rp_cli_say(stderr,
+               "%s: building the model: its weights, gradients and momentum "
+               "alone take %.4g bytes, above the %" PRIu64
+               " bytes this process may have (the least of physical memory, "
+               "the cgroup's limit and RLIMIT_AS); use a smaller --hidden\n",
+               rp_train_who(), need, limit);
+    return RP_CLI_FAILED;
+  }
   if ((st = rp_mlp_create(s->rt, &k, &c->mc, &s->data, &s->m)) != RP_OK)
     return fail("building the model", st);
   if (s->val.n && (st = rp_mlp_set_validation(s->m, &s->val)) != RP_OK)

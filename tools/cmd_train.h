@@ -52,6 +52,11 @@ typedef struct train_cli {
  * "". Messages about a value say where it came from. */
 const char *rp_train_from_ckpt(const train_cli *c, const char *name);
 
+/* The memory this process may have: the least of physical memory, its
+ * cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes) and RLIMIT_AS;
+ * 0 when none is known. */
+uint64_t rp_train_memory_limit(void);
+
 /* `reprise train --model gpt` after parsing. Exit status as rp_cmd_train. */
 int rp_cmd_train_gpt(const train_cli *c);
 

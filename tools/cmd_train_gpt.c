@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #define VAL_BATCHES 8 /* validation: 8 batches of windows of the val split */
@@ -63,64 +62,6 @@ typedef struct gpt_state {
 /* The training log's stream: standard output, or standard error when
  * --dump=dot|json prints its document there (as the MLP's train_log). */
 static FILE *glog;
-
-/* A number of bytes from a cgroup file ("max": none, 0). */
-static uint64_t cgroup_bytes(const char *path) {
-  FILE *f = fopen(path, "r");
-  unsigned long long v = 0;
-  if (f) {
-    if (fscanf(f, "%llu", &v) != 1)
-      v = 0;
-    fclose(f);
-  }
-  return (uint64_t)v;
-}
-
-/* The least memory.max from this process's cgroup (v2: /proc/self/cgroup's
- * "0::/path") up to the root; 0 when none is set. */
-static uint64_t cgroup_v2_limit(void) {
-  char line[512], dir[600];
-  FILE *f = fopen("/proc/self/cgroup", "r");
-  const char *path = "";
-  while (f && fgets(line, sizeof line, f))
-    if (!strncmp(line, "0::", 3)) {
-      line[strcspn(line, "\n")] = 0;
-      path = line + 3;
-      break;
-    }
-  uint64_t lim = 0;
-  for (;;) {
-    snprintf(dir, sizeof dir, "/sys/fs/cgroup%s/memory.max", path);
-    uint64_t v = cgroup_bytes(dir);
-    if (v && (!lim || v < lim))
-      lim = v;
-    char *slash = *path ? strrchr(line + 3, '/') : NULL;
-    if (!slash)
-      break;
-    *slash = 0; /* the parent ("" for the root) */
-  }
-  if (f)
-    fclose(f);
-  return lim;
-}
-
-/* The memory this process may have: the least of physical memory, its
- * cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes) and RLIMIT_AS;
- * 0 when none is known. */
-static uint64_t memory_limit(void) {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  uint64_t lim = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-  uint64_t more[3] = {
-      cgroup_v2_limit(),
-      cgroup_bytes("/sys/fs/cgroup/memory/memory.limit_in_bytes"), 0};
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-    more[2] = (uint64_t)rl.rlim_cur;
-  for (int i = 0; i < 3; i++)
-    if (more[i] && (!lim || more[i] < lim))
-      lim = more[i];
-  return lim;
-}
 
 static int gfail(const char *what, rp_status st) {
   rp_cli_say(stderr, "%s: %s: %s (%s)\n", rp_train_who(), what,
@@ -333,7 +274,7 @@ static int setup(gpt_state *s) {
    * memory the run may have is refused before any is touched (calloc
    * would hand it out, and the first step would meet the OOM killer) */
   if (rp_runtime_backend(s->rt) == RP_BACKEND_CPU)
-    g.max_bytes = memory_limit();
+    g.max_bytes = rp_train_memory_limit();
   if ((st = rp_gpt_create(s->rt, &k, &g, &s->m)) != RP_OK && st == RP_ENOMEM &&
       g.max_bytes) {
     rp_cli_say(stderr,
