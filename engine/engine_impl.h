@@ -70,8 +70,10 @@ rp_status rp__events_init(rp_event_table *et);
 void rp__events_fini(rp_event_table *et);
 /* A test seam: when set, rp_event_trigger, rp_event_poison and
  * rp_event_release call it between resolving a handle to its slot and
- * taking their reference to it (the window in which another thread may
- * complete, recycle and reuse the slot). NULL outside tests. */
+ * taking their reference to it, rp__event_add_waiter (rp_event_on_complete,
+ * rp_event_merge, gates) between resolving it and joining the slot's list
+ * (the window in which another thread may complete, recycle and reuse the
+ * slot). NULL outside tests. */
 extern void (*rp__event_resolved_hook)(rp_runtime *rt, rp_event e);
 
 /* ---------------------------------------------------------------------- */

@@ -488,6 +488,8 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
   rp_event_slot *s = ev_lookup(rt, e);
   if (!s)
     return ev_stale(rt, e, NULL, EV_RECYCLED);
+  if (rp__event_resolved_hook)
+    rp__event_resolved_hook(rt, e);
   /* Completed already: no list to join, no lock (acquire: the event's work
    * happens before fn). */
   rp_status done = rp__event_peek(rt, e);
@@ -501,6 +503,17 @@ rp_status rp__event_add_waiter(rp_runtime *rt, rp_event e, rp_ev_waiter *w) {
             &s->state, &old, old | RP_EV_HAS_WAITERS, memory_order_acq_rel,
             memory_order_acquire))
       old |= RP_EV_HAS_WAITERS;
+  }
+  /* A pending state may be the next event's: the handle's owner released
+   * it meanwhile (a stale use), its slot recycled and taken again. That
+   * state was stored after the generation's bump (acquire above), and with
+   * HAS_WAITERS set the slot cannot be recycled before the lock is given
+   * back: the generation tells, and w must not join another event's list
+   * (a HAS_WAITERS set there is harmless: its trigger finds its own). */
+  if ((old & RP_EV_STATE_MASK) == RP_EV_PENDING &&
+      atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e)) {
+    pthread_mutex_unlock(&s->lock);
+    return ev_stale(rt, e, NULL, EV_RECYCLED);
   }
   if ((old & RP_EV_STATE_MASK) == RP_EV_PENDING) {
     w->next = s->waiters;

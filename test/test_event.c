@@ -370,6 +370,39 @@ Test(event, a_late_trigger_or_release_never_acts_on_the_slots_next_event) {
   RP_CHECK(rp_event_release(rt, race_fresh));
 }
 
+/* A callback registered, or a merge made, over a handle whose event
+ * another thread completes and releases meanwhile (a stale use), its slot
+ * taken by the next event: the registration is refused (RP_ESTALE), the
+ * merge poisoned with RP_ESTALE, as rp_event_merge says; neither joins the
+ * next event's list (its callback ran when the unrelated event triggered,
+ * and the merge completed with it). */
+Test(event, a_late_callback_or_merge_never_joins_the_slots_next_event) {
+  rp_event e, m;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_release(rt, e)); /* the trigger recycles the slot */
+  atomic_store(&cb_calls, 0);
+  rp__event_resolved_hook = race_hook;
+  RP_EXPECT(rp_event_on_complete(rt, e, cb, NULL), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "is stale (released and recycled)"), "%s",
+            rp_error_detail());
+  cr_assert_null(rp__event_resolved_hook, "the seam ran");
+  RP_CHECK(rp_event_trigger(rt, race_fresh));
+  cr_assert_eq(atomic_load(&cb_calls), 0,
+               "the stale handle's callback ran for the slot's next event");
+  RP_CHECK(rp_event_release(rt, race_fresh));
+
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_release(rt, e));
+  rp__event_resolved_hook = race_hook;
+  RP_CHECK(rp_event_merge(rt, &e, 1, &m));
+  cr_assert_null(rp__event_resolved_hook, "the seam ran");
+  RP_EXPECT(rp_event_query(rt, m), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "went stale"), "%s", rp_error_detail());
+  RP_CHECK(rp_event_release(rt, m));
+  RP_CHECK(rp_event_trigger(rt, race_fresh));
+  RP_CHECK(rp_event_release(rt, race_fresh));
+}
+
 Test(event, garbage_handles_are_stale) {
   RP_EXPECT(rp_event_query(rt, (rp_event){0x7777777700001234ull}), RP_ESTALE);
   RP_EXPECT(rp_event_wait(rt, (rp_event){0xffffffffull}, 0), RP_ESTALE);
