@@ -140,7 +140,11 @@ rp_status rp__drain_count(rp_runtime *rt, _Atomic uint64_t *outstanding,
        * waiting for user events nobody will trigger. */
       if (rp__events_cancel_user(rt, RP_EBUSY) == 0 &&
           now - since > 10000000000ull)
-        return rp__err(RP_EBUSY, "%llu %s cannot complete",
+        return rp__err(RP_EBUSY,
+                       "%llu %s cannot complete: none completed for 10 s "
+                       "after the pending user events were poisoned (a "
+                       "task that does not return, or ops waiting for "
+                       "one); nothing was freed",
                        (unsigned long long)n, what);
     }
     sched_yield();

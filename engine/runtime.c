@@ -934,7 +934,7 @@ rp_status rp_runtime_drain(rp_runtime *rt) {
   if (!st)
     st = rp__ops_drain(rt);
   if (st)
-    return st;
+    return rp__err_as(st, "rp_runtime_drain: ");
   if (rt->gpu_state && rt->gpu_be->drain)
     rt->gpu_be->drain(rt->gpu_state);
   rp__cpu_backend.drain(rt->cpu_state);
@@ -970,7 +970,7 @@ rp_status rp_runtime_destroy(rp_runtime *rt) {
   if (st) {
     atomic_store(&rt->closing, 0);
     atomic_store(&rt->destroying, 0);
-    return st;
+    return rp__err_as(st, "rp_runtime_destroy: ");
   }
   /* user events nobody triggered: poisoned, so that their callbacks run
    * and merges over them complete (and free what they hold). Their

@@ -360,12 +360,19 @@ RP_API rp_status rp_runtime_create(const rp_runtime_config *cfg,
  * that outlives the runtime), and so do rp_graph_create and
  * rp_graph_load (a graph made there, or an exec of it, would outlive
  * it).
+ * The drain poisons the pending user events as soon as no eager op
+ * completed for 100 ms (ops gated on them complete then, with RP_EBUSY,
+ * without running), so a user event that a task still running would
+ * trigger later is poisoned too (that trigger then fails). When no op
+ * completes for 10 s after that (a task that does not return, or ops
+ * waiting for one), the drain gives up: RP_EBUSY ("... cannot complete").
  * RP_EBUSY (and
  * nothing freed) while graphs or execs created on it are alive; RP_ECONTRACT
  * from a task inside a replay or an eager task of rt (it would wait for
- * itself). When draining fails (the first failing layer's
- * or op's status, e.g. RP_EUNUSABLE) nothing is freed and the runtime stays
- * usable. RP_EBUSY from an event's completion callback. */
+ * itself). When draining fails (that give-up, or the first failing layer's
+ * or op's status, e.g. RP_EUNUSABLE; the detail names rp_runtime_destroy)
+ * nothing is freed and the runtime stays usable (user events it poisoned
+ * stay poisoned). RP_EBUSY from an event's completion callback. */
 RP_API rp_status rp_runtime_destroy(rp_runtime *rt);
 /* The backend actually in use (CPU or CUDA, never AUTO). */
 RP_API rp_backend_kind rp_runtime_backend(const rp_runtime *rt);

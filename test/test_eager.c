@@ -470,8 +470,10 @@ Test(eager, drain_after_a_failed_destroy_waits_for_the_ops_it_left,
       rp_launch_task(r2, &(rp_launch){.task = tb, .proc = 0, .wait = a}, &b));
   /* A makes no progress: the destroy's drain gives up after its limit */
   RP_EXPECT(rp_runtime_destroy(r2), RP_EBUSY);
-  cr_assert(strstr(rp_error_detail(), "cannot complete"), "%s",
-            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "rp_runtime_destroy: ") ==
+                    rp_error_detail() &&
+                strstr(rp_error_detail(), "cannot complete"),
+            "%s", rp_error_detail());
   cr_assert_eq(rp_event_query(r2, b), RP_EAGAIN);
   atomic_store(&strand_drain_called, 1);
   RP_CHECK(rp_runtime_drain(r2));
