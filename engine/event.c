@@ -830,9 +830,9 @@ rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
     return rp__err(RP_ERANGE, "rp_event_merge: %zu events", n);
   for (size_t i = 0; i < n; i++)
     if (!rp__event_live(rt, evs[i]))
-      return rp__err(RP_ESTALE,
-                     "rp_event_merge: evs[%zu] (event %#llx) is stale", i,
-                     (unsigned long long)evs[i].id);
+      return rp__err(
+          RP_ESTALE, "rp_event_merge: evs[%zu] (event %#llx) is stale%s", i,
+          (unsigned long long)evs[i].id, rp__event_handle_note(rt, evs[i]));
   size_t bytes;
   if (!rp__mul_ok(n, sizeof(merge_node), &bytes) ||
       !rp__add_ok(bytes, sizeof(merge_state), &bytes))

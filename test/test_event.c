@@ -410,6 +410,51 @@ Test(event, garbage_handles_are_stale) {
   RP_CHECK(rp_event_release(rt, RP_NO_EVENT));
 }
 
+/* A captured op reference, or another runtime's event, is no event of
+ * rt: every event call refuses it (RP_ESTALE) and says what it is, the
+ * merge's "which input" included. */
+Test(event, a_captured_reference_or_foreign_event_is_named_by_every_call) {
+  rp_event ref, foreign, m = {777};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_precondition(rt, "p", &ref, NULL));
+  rp_runtime *r2 = th_cpu_runtime(1);
+  RP_CHECK(rp_event_create(r2, &foreign));
+  const struct {
+    rp_event e;
+    const char *note;
+  } cases[] = {{ref, "a captured op reference, not an event"},
+               {foreign, "a handle of another runtime"}};
+  for (int k = 0; k < 2; k++) {
+    rp_event e = cases[k].e;
+    rp_status st[5] = {rp_event_merge(rt, (rp_event[]){RP_NO_EVENT, e}, 2, &m)};
+    char merge_detail[256];
+    snprintf(merge_detail, sizeof merge_detail, "%s", rp_error_detail());
+    cr_assert(strstr(merge_detail, "evs[1]") &&
+                  strstr(merge_detail, cases[k].note),
+              "%s", merge_detail);
+    st[1] = rp_event_wait(rt, e, 0);
+    cr_assert(strstr(rp_error_detail(), cases[k].note), "%s",
+              rp_error_detail());
+    st[2] = rp_event_on_complete(rt, e, cb, NULL);
+    cr_assert(strstr(rp_error_detail(), cases[k].note), "%s",
+              rp_error_detail());
+    st[3] = rp_event_query(rt, e);
+    cr_assert(strstr(rp_error_detail(), cases[k].note), "%s",
+              rp_error_detail());
+    st[4] = rp_event_trigger(rt, e);
+    cr_assert(strstr(rp_error_detail(), cases[k].note), "%s",
+              rp_error_detail());
+    for (int i = 0; i < 5; i++)
+      cr_assert_eq(st[i], RP_ESTALE, "case %d, call %d: %s", k, i,
+                   rp_status_name(st[i]));
+    cr_assert_eq(m.id, 777u, "the merge's out-parameter was written");
+  }
+  RP_CHECK(rp_capture_abort(rt));
+  RP_CHECK(rp_event_trigger(r2, foreign));
+  RP_CHECK(rp_event_release(r2, foreign));
+  th_destroy(r2);
+}
+
 Test(event, many_events_grow_the_table_and_recycle) {
   enum { N = 5000 };
   static rp_event ev[N];
