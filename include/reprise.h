@@ -23,7 +23,9 @@
  *    tag) and a generation: another runtime's handle, a released and
  *    recycled event, a freed or reallocated instance is refused with
  *    RP_ESTALE and never acted on. (Two live runtimes share a tag only when
- *    255 runtimes were created between them.) Releasing an event twice is
+ *    255 runtimes were created between them; a generation has 31 bits, so
+ *    a handle kept while its slot is reused 2^31 - 1 times names the
+ *    object in the slot then.) Releasing an event twice is
  *    RP_ESTALE, also while it is still pending. Other calls on a released
  *    event that is still pending act on the event, which is still live.
  *  - One thread at a time per exec: a thread calling rp_replay,
