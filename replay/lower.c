@@ -120,9 +120,11 @@ static uint32_t gpu_leader(const rp_exec *ex, uint32_t p) {
   return p;
 }
 
-/* The cut's input from the units (op units only). */
+/* The cut's input from the units (op units only). On failure *c holds
+ * nothing (rp__lower_cut_free may still be called on it). */
 static rp_status cut_units(rp_exec *ex, int32_t *gpu, rp_cut *c) {
   uint32_t n = ex->nunits;
+  memset(c, 0, sizeof *c);
   uint8_t *port = malloc(n ? n : 1);
   uint32_t *off = malloc(sizeof *off * (n ? n : 1));
   uint32_t *np = malloc(sizeof *np * (n ? n : 1));

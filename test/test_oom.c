@@ -1067,6 +1067,91 @@ static rp_status tune_scenario(float *out, size_t nout) {
   return st ? st : dst;
 }
 
+/* ---- the GPU lowering's plan, on a model of a machine ---- */
+
+static rp_status gpu_nop(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* A model with 3 CPU workers and GPUs 3, 4 (one device) and 5 (another),
+ * and a graph over them: host work between GPU chains (several segments),
+ * cross-GPU edges both ways, a precondition and a postcondition. */
+static rp_status gpu_plan_graph(rp_runtime **rt, rp_graph **g) {
+  rp_machine_desc m = {.cpus = 3, .ngpus = 3, .gpu_device = {0, 0, 1}};
+  *rt = NULL;
+  *g = NULL;
+  rp_status st = rp_runtime_create_model(&m, rt);
+  rp_task_id t = 0;
+  rp_task_desc d = {.name = "t.gpu", .cpu_fn = gpu_nop, .gpu_fn = gpu_nop};
+  if (!st)
+    TRY(rp_task_register(*rt, &d, &t));
+  if (!st)
+    TRY(rp_graph_create(*rt, g));
+  /* procs of the ops (A: host work, placed), edges from the op before
+   * and from op - 3 */
+  const rp_proc A = RP_PROC_ANY;
+  const rp_proc procs[] = {3, A, 4, 5, A, 3, 5, 4, A, 3, A, 5, 4, A, A};
+  enum { NOPS = sizeof procs / sizeof procs[0] };
+  uint32_t arg = 0;
+  for (uint32_t i = 0; i < NOPS && !st; i++) {
+    rp_launch l = {.task = t,
+                   .proc = procs[i],
+                   .args = &arg,
+                   .args_size = sizeof arg,
+                   .cost_ns = 1000 + 500 * (i % 3)};
+    TRY(rp_graph_add_task(*g, &l, NULL));
+    if (i && !st)
+      TRY(rp_graph_add_edge(*g, i - 1, i));
+    if (i >= 3 && !st)
+      TRY(rp_graph_add_edge(*g, i - 3, i));
+  }
+  /* and independent host work, spread over the workers */
+  for (uint32_t i = 0; i < 3 && !st; i++) {
+    rp_launch l = {.task = t, .proc = A, .cost_ns = 50000};
+    TRY(rp_graph_add_task(*g, &l, NULL));
+  }
+  rp_port_id pre = 0, post = 0;
+  if (!st)
+    TRY(rp_graph_add_precondition(*g, "in", &pre));
+  if (!st)
+    TRY(rp_graph_bind_precondition(*g, pre, 6));
+  if (!st)
+    TRY(rp_graph_add_postcondition(*g, "out", &post));
+  if (!st)
+    TRY(rp_graph_bind_postcondition(*g, post, 7));
+  return st;
+}
+
+/* Instantiate on the model (cut, launchers, placement, the per-placement
+ * segment data) and the exec's figures. out: the statistics of the plan. */
+static rp_status gpu_plan_scenario(float *out, size_t nout) {
+  rp_runtime *rt = NULL;
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  rp_status st = gpu_plan_graph(&rt, &g);
+  if (!st)
+    TRY(rp_instantiate(g, NULL, &ex));
+  rp_exec_stats s;
+  if (!st)
+    TRY(rp_exec_stats_get(ex, &s));
+  if (!st && nout >= 6) {
+    out[0] = (float)s.gpu_segments;
+    out[1] = (float)s.gpus;
+    out[2] = (float)s.gpu_devices;
+    out[3] = (float)s.max_gpu_segments;
+    out[4] = (float)s.procs_used;
+    out[5] = (float)s.ops;
+  }
+  if (ex)
+    TRY(rp_exec_destroy(ex));
+  if (g)
+    TRY(rp_graph_destroy(g));
+  if (rt)
+    TRY(rp_runtime_destroy(rt));
+  return st;
+}
+
 /* ---- tests ---- */
 
 TestSuite(oom, .timeout = 600);
@@ -1114,6 +1199,11 @@ Test(oom, every_allocation_of_eager_gpt_training_and_decoding_fails_in_turn) {
 Test(oom, every_allocation_of_a_tune_fails_in_turn_leaving_the_exec_usable) {
   long n = sweep("tune", tune_scenario, 1);
   cr_assert_gt(n, 20, "the sweep saw only %ld allocations", n);
+}
+
+Test(oom, every_allocation_of_a_gpu_plan_fails_in_turn) {
+  long n = sweep("gpu plan", gpu_plan_scenario, 6);
+  cr_assert_gt(n, 50, "the sweep saw only %ld allocations", n);
 }
 
 /* An instance's storage that cannot be allocated: create and realloc fail
