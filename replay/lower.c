@@ -481,21 +481,11 @@ static int launcher_waits_for(const rp_exec *ex, const rp_wait *w) {
   return w->lane < ex->ncpu && w->lane != ex->lw->launch_lane;
 }
 
-/* Members' waits the launcher performs (launcher_waits_for). */
-static rp_status collect_waits(rp_exec *ex) {
+/* Members' waits the launcher performs (launcher_waits_for), into the room
+ * rp__lower_reserve made (they are some of the placement's waits). */
+static void collect_waits(rp_exec *ex) {
   rp_lower *lw = ex->lw;
-  uint32_t total = 0;
-  for (uint32_t i = 0; i < lw->nop_units; i++) {
-    const rp_unit *u = &ex->units[i];
-    if (lw->seg_of[i] == UINT32_MAX)
-      continue;
-    for (uint32_t k = 0; k < u->nwait; k++)
-      total += launcher_waits_for(ex, &ex->waits[u->wait_off + k]);
-  }
-  free(lw->waits);
-  lw->waits = malloc(sizeof *lw->waits * (total ? total : 1));
-  if (!lw->waits)
-    return rp__err(RP_ENOMEM, "placement: out of memory");
+  RP_ASSERT(ex->nwaits <= lw->waits_cap);
   lw->nwaits = 0;
   for (uint32_t k = 0; k < lw->nseg; k++) {
     rp_seg *sg = &lw->segs[k];
@@ -510,7 +500,6 @@ static rp_status collect_waits(rp_exec *ex) {
     }
     sg->nwait = lw->nwaits - sg->wait_off;
   }
-  return RP_OK;
 }
 
 /* 1 when no CPU lane but the launch lane has units, and it holds only
@@ -536,17 +525,11 @@ static int launch_inline_ok(const rp_exec *ex) {
   return 1;
 }
 
-/* Each segment's lanes and end positions (lw->pubs), and each group's
- * completion sources. */
-static rp_status seg_pubs(rp_exec *ex) {
+/* Each segment's lanes and end positions (lw->pubs: room for one per
+ * member, made by rp__lower_reserve), and each group's completion
+ * sources. */
+static void seg_pubs(rp_exec *ex) {
   rp_lower *lw = ex->lw;
-  uint32_t nm = 0;
-  for (uint32_t k = 0; k < lw->nseg; k++)
-    nm += lw->segs[k].n;
-  free(lw->pubs);
-  lw->pubs = malloc(sizeof *lw->pubs * (nm ? nm : 1)); /* at most one each */
-  if (!lw->pubs)
-    return rp__err(RP_ENOMEM, "placement: out of memory");
   uint32_t at = 0;
   for (uint32_t k = 0; k < lw->nseg; k++) {
     rp_seg *sg = &lw->segs[k];
@@ -568,10 +551,30 @@ static rp_status seg_pubs(rp_exec *ex) {
   for (uint32_t g = 0; g < lw->ngpu; g++)
     if (ex->lanes[lw->gpus[g].lane].len)
       lw->gpus[lw->gpus[g].group].nsrc++;
+}
+
+rp_status rp__lower_reserve(rp_exec *ex, uint32_t most_waits) {
+  rp_lower *lw = ex->lw;
+  if (!lw->pubs) { /* at most one per member: the same for every placement */
+    uint32_t nm = 0;
+    for (uint32_t k = 0; k < lw->nseg; k++)
+      nm += lw->segs[k].n;
+    lw->pubs = malloc(sizeof *lw->pubs * (nm ? nm : 1));
+    if (!lw->pubs)
+      return rp__err(RP_ENOMEM, "placement: out of memory");
+  }
+  if (!lw->waits || lw->waits_cap < most_waits) {
+    uint32_t want = most_waits ? most_waits : 1;
+    rp_wait *w = realloc(lw->waits, sizeof *w * want);
+    if (!w)
+      return rp__err(RP_ENOMEM, "placement: out of memory");
+    lw->waits = w;
+    lw->waits_cap = want;
+  }
   return RP_OK;
 }
 
-rp_status rp__lower_placed(rp_exec *ex) {
+void rp__lower_placed(rp_exec *ex) {
   rp_lower *lw = ex->lw;
   for (uint32_t k = 0; k < lw->nseg; k++) {
     rp_seg *sg = &lw->segs[k];
@@ -582,9 +585,7 @@ rp_status rp__lower_placed(rp_exec *ex) {
     }
     sg->needs_cb = sg->last_of_gpu || sg->any_post;
   }
-  rp_status pst = seg_pubs(ex);
-  if (pst)
-    return pst;
+  seg_pubs(ex);
   /* a segment whose completion a host unit waits for needs its callback
    * (waits of GPU units on other GPUs are device-side) */
   for (uint32_t u = 0; u < ex->nunits; u++) {
@@ -605,9 +606,8 @@ rp_status rp__lower_placed(rp_exec *ex) {
   for (uint32_t k = 0; k < lw->nseg; k++)
     if (lw->segs[k].needs_cb && !lw->segs[k].last_of_gpu)
       lw->polled = 0;
-  rp_status st = collect_waits(ex);
-  lw->inline_ok = !st && launch_inline_ok(ex);
-  return st;
+  collect_waits(ex);
+  lw->inline_ok = launch_inline_ok(ex);
 }
 
 /* ---- what keeps an op out of a CUDA graph ---- */

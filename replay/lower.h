@@ -168,6 +168,7 @@ typedef struct rp_lower {
   rp_seg_pub *pubs; /* per segment: pub_off, npub */
   rp_wait *waits;   /* per segment: its members' CPU-lane waits */
   uint32_t nwaits;
+  uint32_t waits_cap;  /* room in waits (rp__lower_reserve) */
   void **events;       /* per unit: cudaEvent_t recorded after it for
                           consumers on other GPUs, or NULL */
   void **seg_events;   /* per segment: events to wait for (ev_off) */
@@ -238,9 +239,14 @@ typedef struct rp_lower {
  * the segment's host predecessors and the previous launcher), re-orders
  * ex->order by key. Leaves ex->lw NULL when the exec has no GPU unit. */
 rp_status rp__lower_plan(rp_exec *ex);
+/* lower.c: before a placement changes anything (rp__place_finalize): the
+ * room rp__lower_placed fills, for a placement of at most most_waits
+ * waits. RP_ENOMEM leaves the placement in effect as it was. */
+rp_status rp__lower_reserve(rp_exec *ex, uint32_t most_waits);
 /* lower.c: end of every placement: segment lane positions, callbacks
- * needed, the members' CPU-lane waits. */
-rp_status rp__lower_placed(rp_exec *ex);
+ * needed, the members' CPU-lane waits. Cannot fail: rp__lower_reserve
+ * made the room. */
+void rp__lower_placed(rp_exec *ex);
 /* lower.c: why task op `op` (on a GPU) cannot be captured into a CUDA
  * graph, or NULL: its shard count is interpolated, or it interpolates
  * argument bytes its task reads on the host at issue (no

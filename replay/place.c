@@ -207,6 +207,7 @@ static rp_status port_first(rp_exec *ex, const uint32_t *seq) {
  * placement changes anything: see rp__place_finalize. */
 typedef struct waits_scratch {
   uint32_t *kn, *need, *wrap_need, *last, *wrap_known;
+  uint32_t most; /* the most waits any placement can need */
 } waits_scratch;
 
 static void waits_scratch_free(waits_scratch *w) {
@@ -248,6 +249,7 @@ static rp_status waits_prepare(rp_exec *ex, waits_scratch *w) {
     waits_scratch_free(w);
     return rp__err(RP_ENOMEM, "placement: out of memory");
   }
+  w->most = (uint32_t)most;
   return RP_OK;
 }
 
@@ -447,17 +449,18 @@ static void fill_hot(rp_exec *ex) {
   }
 }
 
-/* Everything that can fail (the scratch, the room for the waits, the order)
- * comes before the first change: a failure leaves the placement in
- * effect whole, so rp_exec_tune can keep it. (With GPU units the lowering
- * follows, rp__lower_placed.) */
+/* Everything that can fail (the scratch, the room for the waits and for
+ * the lowering's per-placement data, the order) comes before the first
+ * change: a failure leaves the placement in effect whole, so rp_exec_tune
+ * can keep it. (With GPU units the lowering follows, rp__lower_placed.) */
 rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq) {
   uint32_t n = ex->nunits;
   waits_scratch ws;
   rp_status st = waits_prepare(ex, &ws);
   if (st)
     return st;
-  if ((st = port_first(ex, seq)) != RP_OK) {
+  if ((ex->lw && (st = rp__lower_reserve(ex, ws.most)) != RP_OK) ||
+      (st = port_first(ex, seq)) != RP_OK) {
     waits_scratch_free(&ws);
     return st;
   }
@@ -483,5 +486,7 @@ rp_status rp__place_finalize(rp_exec *ex, const uint32_t *seq) {
   build_waits(ex, &ws);
   waits_scratch_free(&ws);
   fill_hot(ex);
-  return ex->lw ? rp__lower_placed(ex) : RP_OK;
+  if (ex->lw)
+    rp__lower_placed(ex);
+  return RP_OK;
 }

@@ -18,6 +18,7 @@
 #include "helpers.h"
 #include "capture/capture_impl.h"
 #include "kernels/tasks.h"
+#include "replay/lower.h"
 #include "train/gpt.h"
 #include "train/mlp.h"
 
@@ -1123,6 +1124,17 @@ static rp_status gpu_plan_graph(rp_runtime **rt, rp_graph **g) {
   return st;
 }
 
+/* The exec's dump as text into buf (NUL-terminated, truncated to n). */
+static rp_status exec_text(const rp_exec *ex, char *buf, size_t n) {
+  FILE *f = fmemopen(buf, n, "w");
+  if (!f)
+    return rp_error_set(RP_EIO, "fmemopen failed");
+  rp_status st = rp_exec_dump(ex, f, RP_DUMP_TEXT);
+  fclose(f);
+  buf[n - 1] = 0;
+  return st;
+}
+
 /* Instantiate on the model (cut, launchers, placement, the per-placement
  * segment data) and the exec's figures. out: the statistics of the plan. */
 static rp_status gpu_plan_scenario(float *out, size_t nout) {
@@ -1204,6 +1216,68 @@ Test(oom, every_allocation_of_a_tune_fails_in_turn_leaving_the_exec_usable) {
 Test(oom, every_allocation_of_a_gpu_plan_fails_in_turn) {
   long n = sweep("gpu plan", gpu_plan_scenario, 6);
   cr_assert_gt(n, 50, "the sweep saw only %ld allocations", n);
+}
+
+/* A new placement of an exec with GPU segments (rp_exec_tune's apply:
+ * the units' lanes set, then rp__place_finalize) that runs out of memory
+ * leaves the placement in effect whole: the same lanes, waits and
+ * segment data (its dump), every lane's units where the units say. */
+Test(oom, a_gpu_execs_placement_that_runs_out_of_memory_changes_nothing) {
+  rp_runtime *rt;
+  rp_graph *g;
+  RP_CHECK(gpu_plan_graph(&rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  uint32_t n = ex->nunits;
+  uint32_t *seq = malloc(sizeof *seq * n), *keep = malloc(sizeof *keep * n),
+           *trial = malloc(sizeof *trial * n);
+  cr_assert(seq && keep && trial);
+  static char before[1 << 16], after[1 << 16];
+  RP_CHECK(exec_text(ex, before, sizeof before));
+  for (uint32_t u = 0; u < n; u++)
+    keep[u] = ex->units[u].lane;
+  RP_CHECK(rp__place_plan(ex, 0, 1, seq)); /* one worker: other lanes */
+  int differs = 0;
+  for (uint32_t u = 0; u < n; u++) {
+    trial[u] = ex->units[u].lane;
+    differs |= trial[u] != keep[u];
+  }
+  cr_assert(differs, "the trial placement moves some unit");
+  long k = 0;
+  for (;; k++) {
+    for (uint32_t u = 0; u < n; u++)
+      ex->units[u].lane = trial[u];
+    oom_arm(k);
+    rp_status st = rp__place_finalize(ex, seq);
+    int fired = oom_disarm();
+    if (!fired) {
+      RP_CHECK(st);
+      break;
+    }
+    RP_EXPECT(st, RP_ENOMEM);
+    for (uint32_t u = 0; u < n; u++) /* as apply() does */
+      ex->units[u].lane = keep[u];
+    for (uint32_t w = 0; w < ex->nlanes; w++)
+      for (uint32_t i = 0; i < ex->lanes[w].len; i++) {
+        const rp_unit *u = &ex->units[ex->lanes[w].units[i]];
+        cr_assert(u->lane == w && u->pos == i,
+                  "allocation %ld failing: lane %u lists unit %u at %u, "
+                  "which is at %u of lane %u",
+                  k, w, ex->lanes[w].units[i], i, u->pos, u->lane);
+      }
+    RP_CHECK(exec_text(ex, after, sizeof after));
+    cr_assert_str_eq(after, before,
+                     "allocation %ld failing changed the plan in effect", k);
+  }
+  cr_assert_gt(k, 3, "only %ld allocations", k);
+  RP_CHECK(exec_text(ex, after, sizeof after));
+  cr_assert_str_neq(after, before, "the new placement is in effect");
+  free(seq);
+  free(keep);
+  free(trial);
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
 }
 
 /* An instance's storage that cannot be allocated: create and realloc fail
