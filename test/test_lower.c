@@ -411,3 +411,280 @@ Test(lower, a_model_plans_which_segments_are_issued_op_by_op) {
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
 }
+
+/* ---- the plan, run: a simulation of replays on a model's plan ----
+ *
+ * CPU lanes run their units in order, each after its waits (a launcher
+ * also after its segment's members' CPU-lane waits) and a launcher issues
+ * its segment on its group's stream; a stream runs its segments in issue
+ * order, each after the latest issued instance of every producer segment
+ * of another group its members depend on (the event waits gpu_build.c
+ * makes from the predecessors and wrap-around sources); a segment whose
+ * completion the host needs (needs_cb) publishes its lanes up to its
+ * ends. Whatever the interleaving, every unit must start after its
+ * predecessors in its replay and its wrap-around sources in the replay
+ * before, and every replay must complete. */
+
+#define SIM_REPLAYS 3
+#define SIM_LANES 16
+
+typedef struct sim {
+  const rp_exec *ex;
+  const rp_lower *lw;
+  uint32_t lane_r[SIM_LANES], lane_i[SIM_LANES]; /* CPU lane: next (r, i) */
+  uint64_t prog[SIM_LANES]; /* r x len + pos: done (CPU), published (GPU) */
+  uint8_t *host_done;       /* [r x nunits + u] */
+  uint8_t *issued, *done;   /* [r x nseg + k] */
+  uint32_t *q[SIM_LANES], qh[SIM_LANES], qn[SIM_LANES]; /* streams */
+  uint32_t *need, *need_off; /* per issued instance: instances it waits on */
+  uint32_t nneed;
+  const char *what;
+} sim;
+
+static int sim_gpu(const sim *s, uint32_t u) {
+  return u < s->lw->nop_units && s->lw->seg_of[u] != UINT32_MAX;
+}
+
+static int sim_unit_done(const sim *s, uint32_t p, uint32_t r) {
+  if (sim_gpu(s, p))
+    return s->done[r * s->lw->nseg + s->lw->seg_of[p]];
+  return s->host_done[(size_t)r * s->ex->nunits + p];
+}
+
+static int sim_wait_ok(const sim *s, const rp_wait *w, uint32_t r) {
+  if (w->prev && r == 0)
+    return 1;
+  return s->prog[w->lane] >=
+         (uint64_t)(r - w->prev) * s->ex->lanes[w->lane].len + w->pos;
+}
+
+/* Unit u (of segment k, or host: k UINT32_MAX) starts in replay r. */
+static void sim_check(const sim *s, uint32_t u, uint32_t k, uint32_t r) {
+  const rp_exec *ex = s->ex;
+  const rp_unit *x = &ex->units[u];
+  for (uint32_t j = 0; j < x->npred; j++) {
+    uint32_t p = ex->preds[x->pred_off + j];
+    if (k != UINT32_MAX && (p >= s->lw->nop_units || s->lw->seg_of[p] == k))
+      continue; /* its launcher; a graph edge */
+    cr_assert(sim_unit_done(s, p, r),
+              "%s: unit %u (replay %u) started before its predecessor %u",
+              s->what, u, r, p);
+  }
+  for (uint32_t j = ex->wrap_off[u]; r && j < ex->wrap_off[u + 1]; j++) {
+    uint32_t p = ex->wrap_src[j];
+    if (k != UINT32_MAX && sim_gpu(s, p) && s->lw->seg_of[p] == k)
+      continue; /* stream order */
+    cr_assert(sim_unit_done(s, p, r - 1),
+              "%s: unit %u (replay %u) started before wrap-around source %u",
+              s->what, u, r, p);
+  }
+}
+
+static void sim_issue(sim *s, uint32_t k, uint32_t r) {
+  const rp_exec *ex = s->ex;
+  const rp_lower *lw = s->lw;
+  const rp_seg *sg = &lw->segs[k];
+  uint32_t inst = r * lw->nseg + k;
+  s->issued[inst] = 1;
+  s->need_off[inst] = s->nneed;
+  for (uint32_t i = 0; i < sg->n; i++) {
+    uint32_t u = lw->members[sg->first + i];
+    const rp_unit *x = &ex->units[u];
+    for (uint32_t j = 0; j < x->npred + ex->wrap_off[u + 1] - ex->wrap_off[u];
+         j++) {
+      uint32_t p = j < x->npred ? ex->preds[x->pred_off + j]
+                                : ex->wrap_src[ex->wrap_off[u] + j - x->npred];
+      if (!sim_gpu(s, p) || lw->segs[lw->seg_of[p]].lane == sg->lane)
+        continue;
+      int rr = (int)r;
+      while (rr >= 0 && !s->issued[(uint32_t)rr * lw->nseg + lw->seg_of[p]])
+        rr--;
+      if (rr >= 0)
+        s->need[s->nneed++] = (uint32_t)rr * lw->nseg + lw->seg_of[p];
+    }
+  }
+  s->need_off[inst + 1] = s->nneed;
+  s->q[sg->lane][s->qn[sg->lane]++] = inst;
+}
+
+static int sim_step_cpu(sim *s, uint32_t w) {
+  const rp_exec *ex = s->ex;
+  const rp_lane *l = &ex->lanes[w];
+  if (!l->len || s->lane_r[w] == SIM_REPLAYS)
+    return 0;
+  uint32_t r = s->lane_r[w], u = l->units[s->lane_i[w]];
+  const rp_unit *x = &ex->units[u];
+  for (uint32_t j = 0; j < x->nwait; j++)
+    if (!sim_wait_ok(s, &ex->waits[x->wait_off + j], r))
+      return 0;
+  if (x->kind == RP_UNIT_LAUNCH) {
+    const rp_seg *sg = &s->lw->segs[s->lw->seg_of[u]];
+    for (uint32_t j = 0; j < sg->nwait; j++)
+      if (!sim_wait_ok(s, &s->lw->waits[sg->wait_off + j], r))
+        return 0;
+  }
+  sim_check(s, u, UINT32_MAX, r);
+  if (x->kind == RP_UNIT_LAUNCH)
+    sim_issue(s, s->lw->seg_of[u], r);
+  s->host_done[(size_t)r * ex->nunits + u] = 1;
+  s->prog[w] = (uint64_t)r * l->len + s->lane_i[w] + 1;
+  if (++s->lane_i[w] == l->len) {
+    s->lane_i[w] = 0;
+    s->lane_r[w]++;
+  }
+  return 1;
+}
+
+static int sim_step_gpu(sim *s, uint32_t g) {
+  const rp_lower *lw = s->lw;
+  if (s->qh[g] == s->qn[g])
+    return 0;
+  uint32_t inst = s->q[g][s->qh[g]];
+  for (uint32_t j = s->need_off[inst]; j < s->need_off[inst + 1]; j++)
+    if (!s->done[s->need[j]])
+      return 0;
+  uint32_t r = inst / lw->nseg, k = inst % lw->nseg;
+  const rp_seg *sg = &lw->segs[k];
+  for (uint32_t i = 0; i < sg->n; i++)
+    sim_check(s, lw->members[sg->first + i], k, r);
+  s->done[inst] = 1;
+  s->qh[g]++;
+  for (uint32_t i = 0; sg->needs_cb && i < sg->npub; i++) {
+    const rp_seg_pub *p = &lw->pubs[sg->pub_off + i];
+    uint64_t v = (uint64_t)r * s->ex->lanes[p->lane].len + p->end;
+    if (v > s->prog[p->lane])
+      s->prog[p->lane] = v;
+  }
+  return 1;
+}
+
+static void simulate(const rp_exec *ex, unsigned seed, const char *what) {
+  static sim s;
+  memset(&s, 0, sizeof s);
+  s.ex = ex;
+  s.lw = ex->lw;
+  s.what = what;
+  uint32_t L = ex->nlanes, nseg = ex->lw->nseg, ni = SIM_REPLAYS * nseg;
+  cr_assert_leq(L, (uint32_t)SIM_LANES);
+  size_t edges = ex->nunits; /* bound the instances' event waits */
+  for (uint32_t u = 0; u < ex->nunits; u++)
+    edges += ex->units[u].npred + ex->wrap_off[u + 1] - ex->wrap_off[u];
+  s.host_done = calloc((size_t)SIM_REPLAYS * ex->nunits, 1);
+  s.issued = calloc(ni, 1);
+  s.done = calloc(ni, 1);
+  s.need_off = calloc(ni + 1, sizeof *s.need_off);
+  s.need = calloc(SIM_REPLAYS * edges, sizeof *s.need);
+  cr_assert(s.host_done && s.issued && s.done && s.need_off && s.need);
+  for (uint32_t w = 0; w < L; w++)
+    cr_assert_not_null(s.q[w] = calloc(ni + 1, sizeof *s.q[w]));
+  srand(seed);
+  for (int moved = 1; moved;) {
+    uint32_t start = (uint32_t)rand() % (2 * L);
+    moved = 0;
+    for (uint32_t t = 0; t < 2 * L && !moved; t++) {
+      uint32_t a = (start + t) % (2 * L);
+      moved = a >= L         ? sim_step_gpu(&s, a - L)
+              : a < ex->ncpu ? sim_step_cpu(&s, a)
+                             : 0;
+    }
+  }
+  for (uint32_t w = 0; w < ex->ncpu; w++)
+    cr_assert(!ex->lanes[w].len || s.lane_r[w] == SIM_REPLAYS,
+              "%s: deadlock: lane %u stuck in replay %u at unit %u", what, w,
+              s.lane_r[w], ex->lanes[w].units[s.lane_i[w]]);
+  for (uint32_t i = 0; i < ni; i++)
+    cr_assert(s.done[i], "%s: deadlock: segment %u of replay %u never ran",
+              what, i % nseg, i / nseg);
+  free(s.host_done);
+  free(s.issued);
+  free(s.done);
+  free(s.need_off);
+  free(s.need);
+  for (uint32_t w = 0; w < L; w++)
+    free(s.q[w]);
+}
+
+/* Random graphs of host and GPU ops (GPUs 3 and 4 on one device, 5 on
+ * another), with accesses (wrap-around sources), a precondition and a
+ * postcondition, placed three ways: every simulated interleaving of three
+ * replays keeps every dependence and completes. */
+Test(lower, random_plans_run_keep_every_dependence_and_complete) {
+  rp_machine_desc m = {.cpus = 3, .ngpus = 3, .gpu_device = {0, 0, 1}};
+  rp_runtime *rt = NULL;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_task_desc d = {.name = "t.any", .cpu_fn = nop_task, .gpu_fn = nop_task};
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt, &d, &t));
+  rp_inst in[6];
+  rp_rect rect = {.dim = 1, .lo = {0}, .hi = {3}};
+  for (int i = 0; i < 6; i++)
+    RP_CHECK(rp_instance_create(rt, 0, RP_F32, &rect, NULL, &in[i]));
+  srand(99);
+  uint32_t segs = 0;
+  for (int trial = 0; trial < 300; trial++) {
+    rp_graph *g;
+    RP_CHECK(rp_graph_create(rt, &g));
+    uint32_t n = 2 + (uint32_t)(rand() % 40);
+    rp_port_id pre = 0, post = 0;
+    int use_pre = rand() % 3 == 0, use_post = rand() % 2, bpre = 0, bpost = 0;
+    if (use_pre)
+      RP_CHECK(rp_graph_add_precondition(g, "in", &pre));
+    if (use_post)
+      RP_CHECK(rp_graph_add_postcondition(g, "out", &post));
+    for (uint32_t i = 0; i < n; i++) {
+      rp_access acc[2];
+      uint32_t na = (uint32_t)(rand() % 3);
+      for (uint32_t a = 0; a < na; a++)
+        acc[a] = (rp_access){in[rand() % 6], rand() % 2 ? RP_READ : RP_WRITE,
+                             RP_REDOP_NONE};
+      if (na == 2 && acc[0].inst.id == acc[1].inst.id)
+        na = 1;
+      int pr = rand() % 10;
+      rp_launch l = {.task = t,
+                     .proc = pr < 3   ? (rp_proc)(rand() % 3)
+                             : pr < 4 ? RP_PROC_ANY
+                                      : (rp_proc)(3 + rand() % 3),
+                     .accesses = acc,
+                     .naccess = na,
+                     .cost_ns = (uint64_t)(rand() % 4) * 3000};
+      rp_op_id o;
+      RP_CHECK(rp_graph_add_task(g, &l, &o));
+      for (uint32_t j = 0, np = i ? (uint32_t)(rand() % 4) : 0; j < np; j++)
+        RP_CHECK(rp_graph_add_edge(g, (uint32_t)rand() % i, o));
+      if (use_pre && (rand() % 8 == 0 || (!bpre && i == n - 1))) {
+        RP_CHECK(rp_graph_bind_precondition(g, pre, o));
+        bpre = 1;
+      }
+      if (use_post && (rand() % 8 == 0 || (!bpost && i == n - 1))) {
+        RP_CHECK(rp_graph_bind_postcondition(g, post, o));
+        bpost = 1;
+      }
+    }
+    rp_exec *ex;
+    RP_CHECK(rp_instantiate(g, NULL, &ex));
+    char what[64];
+    if (ex->lw) {
+      segs += ex->lw->nseg;
+      uint32_t *seq = malloc(sizeof *seq * ex->nunits);
+      cr_assert_not_null(seq);
+      for (uint32_t lanes = 0; lanes < 3; lanes++) {
+        if (lanes) { /* one worker, then list scheduling again */
+          RP_CHECK(rp__place_plan(ex, 0, lanes == 1 ? 1 : ex->nlanes, seq));
+          RP_CHECK(rp__place_finalize(ex, seq));
+        }
+        for (unsigned seed = 0; seed < 3; seed++) {
+          snprintf(what, sizeof what, "graph %d, placement %u, seed %u", trial,
+                   lanes, seed);
+          simulate(ex, seed * 7919u + (unsigned)trial, what);
+        }
+      }
+      free(seq);
+    }
+    RP_CHECK(rp_exec_destroy(ex));
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  cr_assert_gt(segs, 500u, "the graphs made only %u segments", segs);
+  for (int i = 0; i < 6; i++)
+    RP_CHECK(rp_instance_free(rt, in[i]));
+  th_destroy(rt);
+}
