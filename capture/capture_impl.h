@@ -77,10 +77,15 @@ uint32_t rp__eager_room(rp_runtime *rt, rp_inst inst);
 /* A word unique to the calling thread among live threads. */
 const void *rp__thread_token(void);
 /* 0 no capture open on the runtime, 1 this thread's, -1 another's (no
- * detail written). */
+ * detail written). A task body or an event's callback borrows its thread:
+ * on the capturing thread it gets -1 too (the capture is not its own). */
 int rp__capture_owner(const rp_capture_state *cs);
+/* What the calling code borrows its thread as ("an event's callback", "a
+ * running task"), or NULL for the thread's own code. */
+const char *rp__capture_borrower(void);
 /* 1 when the calling thread is recording on rt; RP_ECAPTURE (with detail)
- * when another thread is. */
+ * when another thread is, or when the caller is a task or a callback on
+ * the capturing thread. */
 rp_status rp__capture_mode(rp_capture_state *cs, int *recording);
 
 /* The eager issue protocol (eager.c), shared by tasks and copies: begin

@@ -135,12 +135,22 @@ rp_capture_state *rp__capture_state(rp_runtime *rt) {
   return won;
 }
 
+const char *rp__capture_borrower(void) {
+  return rp__tl_in_callback ? "an event's callback"
+         : rp__tl_task      ? "a running task"
+                            : NULL;
+}
+
 int rp__capture_owner(const rp_capture_state *cs) {
   /* acquire: pairs with rp_capture_begin's release, so owner is set */
   if (!atomic_load_explicit(&cs->recording, memory_order_acquire))
     return 0;
+  /* a callback run on the capturing thread (its rp_event_trigger, say)
+   * is no part of the capture's program: as on any other thread, its
+   * launches are refused, not recorded */
   return atomic_load_explicit(&cs->owner, memory_order_relaxed) ==
-                 rp__thread_token()
+                     rp__thread_token() &&
+                 !rp__capture_borrower()
              ? 1
              : -1;
 }
@@ -153,6 +163,14 @@ const void *rp__thread_token(void) {
 rp_status rp__capture_mode(rp_capture_state *cs, int *recording) {
   int who = rp__capture_owner(cs);
   *recording = who == 1;
+  if (who < 0 && rp__capture_borrower() &&
+      atomic_load_explicit(&cs->owner, memory_order_relaxed) ==
+          rp__thread_token())
+    return rp__err(RP_ECAPTURE,
+                   "called from %s on the thread that is capturing on this "
+                   "runtime: it is no part of the capture, and launches "
+                   "other than the capture's are refused until it ends",
+                   rp__capture_borrower());
   if (who < 0)
     return rp__err(RP_ECAPTURE, "another thread is capturing on this runtime; "
                                 "launches from other threads are refused "

@@ -203,6 +203,12 @@ static rp_status close_capture(rp_runtime *rt, rp_graph **out,
   if (cst)
     return cst;
   rp_capture_state *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
+  if (cs && rp__capture_borrower() && rp__capture_owner(cs))
+    return rp__err(RP_ECAPTURE,
+                   "%s called from %s: a capture is ended by the code "
+                   "that opened it, not by a task or a callback borrowing "
+                   "a thread (the capture stays open)",
+                   what, rp__capture_borrower());
   if (!cs || rp__capture_owner(cs) != 1)
     return rp__err(RP_ECAPTURE, "%s: no capture is open on this thread", what);
   pthread_mutex_lock(&cs->lock);
@@ -245,6 +251,8 @@ static rp_status recording_state(rp_runtime *rt, rp_capture_state **cs,
   *cs = rp__layer_get(rt, RP_LAYER_CAPTURE);
   int rec = 0;
   rp_status st = *cs ? rp__capture_mode(*cs, &rec) : RP_OK;
+  if (st && rp__capture_borrower()) /* rp__capture_mode's detail says */
+    return rp__err_prefix(st, "%s: ", what);
   if (st) /* another thread's capture */
     return rp__err(RP_ECAPTURE,
                    "%s: no capture is open on this thread (another thread "

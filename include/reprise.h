@@ -88,7 +88,9 @@
  * shards; copies; parallel operators. What may not: host waits, eager events
  * as preconditions (use rp_capture_precondition() for a port instead), and
  * launches from other threads (they return RP_ECAPTURE while a capture is
- * open).
+ * open), as from an event's callback or a task wherever it runs: one the
+ * capturing thread runs (its rp_event_trigger calls the callbacks) borrows
+ * the thread and gets RP_ECAPTURE as well, and cannot end the capture.
  *
  * What may change per replay without a new instantiate: the bytes of the
  * replay's argument block (reaching ops through declared interpolations,
@@ -984,9 +986,10 @@ RP_API rp_status rp_capture_end(rp_runtime *rt, rp_graph **out);
  * capture on rt. */
 RP_API rp_status rp_capture_abort(rp_runtime *rt);
 /* Whether launches on rt record: 1 this thread has a capture open on rt
- * (its launches are recorded), -1 another thread has (this thread's are
- * refused), 0 none or rt is not a live runtime. For layers whose calls
- * run eagerly and read results back, to refuse them while recording.
+ * (its launches are recorded), -1 another thread has, or the caller is an
+ * event's callback or a task running on the capturing thread (its
+ * launches are refused), 0 none or rt is not a live runtime. For layers whose
+ * calls run eagerly and read results back, to refuse them while recording.
  * Leaves the thread's error detail as it was when it returns 1, -1 or 0
  * for a live rt. */
 RP_API int rp_capture_open(rp_runtime *rt);

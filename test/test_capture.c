@@ -126,3 +126,69 @@ Test(capture, random_captures_order_exactly_the_conflicting_ops,
     RP_CHECK(rp_instance_free(rt, in[x]));
   th_destroy(rt);
 }
+
+/* What an event's callback gets when it runs on the capturing thread (the
+ * thread's rp_event_trigger runs it there): it borrows the thread, as on
+ * any other, so its launches are refused as another thread's are (they
+ * were recorded into the capture, handing the callback an op reference
+ * for its done event), and it cannot end the thread's capture. */
+typedef struct cb_calls {
+  rp_runtime *rt;
+  rp_task_id task;
+  int called, open;
+  rp_status launch, copy, name, abort_;
+  char detail[256];
+  rp_inst x, y;
+} cb_calls;
+
+static void calls_from_callback(void *arg, rp_status st) {
+  cb_calls *c = arg;
+  (void)st;
+  c->called = 1;
+  c->open = rp_capture_open(c->rt);
+  rp_event done = RP_NO_EVENT;
+  c->launch = rp_launch_task(
+      c->rt, &(rp_launch){.task = c->task, .proc = RP_PROC_ANY}, &done);
+  snprintf(c->detail, sizeof c->detail, "%s", rp_error_detail());
+  c->copy = rp_launch_copy(c->rt, &(rp_copy){.src = c->x, .dst = c->y}, NULL);
+  c->name = rp_capture_name_next(c->rt, "cb");
+  c->abort_ = rp_capture_abort(c->rt);
+}
+
+Test(capture, a_callback_on_the_capturing_thread_is_not_recorded) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_rect r = rp_rect_1d(0, 3);
+  cb_calls c = {
+      .rt = rt, .task = t, .launch = 1, .copy = 1, .name = 1, .abort_ = 1};
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &c.x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &c.y));
+  rp_event e;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_on_complete(rt, e, calls_from_callback, &c));
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_name_next(rt, "host"));
+  RP_CHECK(rp_event_trigger(rt, e)); /* runs the callback here */
+  cr_assert(c.called);
+  cr_assert_eq(c.open, -1, "rp_capture_open from the callback: %d", c.open);
+  cr_assert_eq(c.launch, RP_ECAPTURE, "%s", rp_status_name(c.launch));
+  cr_assert(strstr(c.detail, "rp_launch_task: called from an event's "
+                             "callback on the thread that is capturing"),
+            "%s", c.detail);
+  cr_assert_eq(c.copy, RP_ECAPTURE, "%s", rp_status_name(c.copy));
+  cr_assert_eq(c.name, RP_ECAPTURE, "%s", rp_status_name(c.name));
+  cr_assert_eq(c.abort_, RP_ECAPTURE, "%s", rp_status_name(c.abort_));
+  /* the capture is still open, the host's name still pending */
+  cr_assert_eq(rp_capture_open(rt), 1);
+  RP_CHECK(
+      rp_launch_task(rt, &(rp_launch){.task = t, .proc = RP_PROC_ANY}, NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1, "the callback's launches recorded");
+  cr_assert_str_eq(rp_graph_op_name(g, 0), "host");
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_event_release(rt, e));
+  RP_CHECK(rp_instance_free(rt, c.x));
+  RP_CHECK(rp_instance_free(rt, c.y));
+  th_destroy(rt);
+}
