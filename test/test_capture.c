@@ -4,6 +4,8 @@
  * contract", and RP_REDUCE), and what a capture does on misuse. */
 #include "helpers.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,5 +192,104 @@ Test(capture, a_callback_on_the_capturing_thread_is_not_recorded) {
   RP_CHECK(rp_event_release(rt, e));
   RP_CHECK(rp_instance_free(rt, c.x));
   RP_CHECK(rp_instance_free(rt, c.y));
+  th_destroy(rt);
+}
+
+/* One thread captures over and over while another launches eagerly and
+ * tries to capture: the other thread's launches run (RP_OK) or are
+ * refused (RP_ECAPTURE) and nothing else, what ran is counted exactly,
+ * and no capture takes an op it did not launch. */
+static rp_status add_one(rp_task_ctx *ctx) {
+  int64_t *v = rp_ctx_ptr(ctx, 0);
+  *v += 1;
+  return RP_OK;
+}
+
+typedef struct eager_side {
+  rp_runtime *rt;
+  rp_task_id add;
+  rp_inst x;
+  _Atomic int stop, ran, refused;
+  int other, captured;
+} eager_side;
+
+static void *eager_loop(void *arg) {
+  eager_side *e = arg;
+  rp_access a = {e->x, RP_RW, RP_REDOP_NONE};
+  while (!atomic_load(&e->stop)) {
+    rp_event done = RP_NO_EVENT;
+    rp_status st = rp_launch_task(
+        e->rt,
+        &(rp_launch){
+            .task = e->add, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
+        &done);
+    if (st == RP_OK) {
+      atomic_fetch_add(&e->ran, 1);
+      if (rp_event_wait(e->rt, done, -1) != RP_OK ||
+          rp_event_release(e->rt, done) != RP_OK)
+        e->other++;
+    } else if (st == RP_ECAPTURE) {
+      atomic_fetch_add(&e->refused, 1);
+    } else {
+      e->other++;
+    }
+    if (rp_capture_begin(e->rt, NULL) == RP_OK) {
+      rp_graph *g = NULL;
+      e->captured++;
+      if (rp_capture_end(e->rt, &g) != RP_OK || rp_graph_op_count(g) != 0)
+        e->other++;
+      rp_graph_destroy(g);
+    }
+  }
+  return NULL;
+}
+
+Test(capture, another_threads_eager_launches_run_or_are_refused,
+     .timeout = 120) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "add_one", add_one);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x, y;
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &y));
+  int64_t zero = 0;
+  RP_CHECK(rp_instance_write(rt, x, &zero, sizeof zero));
+  eager_side e = {.rt = rt, .add = t, .x = x};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, eager_loop, &e), 0);
+  rp_access a = {y, RP_RW, RP_REDOP_NONE};
+  int mine = 0;
+  /* until the other thread saw both outcomes a few times */
+  for (int c = 0; c < 100000 && (c < 300 || atomic_load(&e.ran) < 20 ||
+                                 atomic_load(&e.refused) < 20);
+       c++) {
+    rp_status st = rp_capture_begin(rt, NULL);
+    if (st == RP_ECAPTURE) /* the other thread's, for a moment */
+      continue;
+    RP_CHECK(st);
+    mine++;
+    for (int i = 0; i < 10; i++)
+      RP_CHECK(rp_launch_task(
+          rt,
+          &(rp_launch){
+              .task = t, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
+          NULL));
+    rp_graph *g;
+    RP_CHECK(rp_capture_end(rt, &g));
+    cr_assert_eq(rp_graph_op_count(g), 10);
+    cr_assert_eq(rp_graph_edge_count(g), 9);
+    RP_CHECK(rp_graph_destroy(g));
+  }
+  atomic_store(&e.stop, 1);
+  pthread_join(th, NULL);
+  cr_assert_eq(e.other, 0, "a launch or capture failed otherwise");
+  cr_assert(mine > 0);
+  RP_CHECK(rp_runtime_drain(rt));
+  int64_t v = -1;
+  RP_CHECK(rp_instance_read(rt, x, &v, sizeof v));
+  cr_assert_eq(v, atomic_load(&e.ran), "%lld adds ran, %d launched",
+               (long long)v, atomic_load(&e.ran));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_instance_free(rt, y));
   th_destroy(rt);
 }
