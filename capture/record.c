@@ -311,9 +311,10 @@ rp_status rp_capture_postcondition(rp_runtime *rt, const char *name,
     int is_port = 0;
     if (!(ops[i].id & RP_REF_BIT)) /* the header's RP_EPORT, not a wait's */
       return rp__err(RP_EPORT,
-                     "rp_capture_postcondition: ops[%u] = %#llx is an "
-                     "eager event, not an op reference of this capture",
-                     i, (unsigned long long)ops[i].id);
+                     "rp_capture_postcondition: ops[%u] = %#llx is %s, not "
+                     "an op reference of this capture",
+                     i, (unsigned long long)ops[i].id,
+                     ops[i].id ? "an eager event" : "RP_NO_EVENT");
     if ((st = decode_ref(cs, ops[i], &idx, &is_port,
                          "rp_capture_postcondition")) != RP_OK) {
       char why[256]; /* rp__err formats into the detail it would read */

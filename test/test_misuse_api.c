@@ -1905,6 +1905,12 @@ Test(misuse_api, capture_postcondition_takes_only_this_captures_ops) {
     cr_assert(strstr(rp_error_detail(), want[i]), "%s", rp_error_detail());
     cr_assert_eq(port, 77);
   }
+  /* RP_NO_EVENT is named as such, not as an eager event */
+  rp_event none[2] = {op, RP_NO_EVENT};
+  RP_EXPECT(rp_capture_postcondition(rt, "out", none, 2, NULL), RP_EPORT);
+  cr_assert(strstr(rp_error_detail(), "ops[1] = 0 is RP_NO_EVENT, not an op "
+                                      "reference"),
+            "%s", rp_error_detail());
   RP_CHECK(rp_capture_postcondition(rt, "out", &op, 1, NULL));
   /* a name taken by a port of the same kind: RP_EPORT, nothing added */
   rp_event again = {0};
