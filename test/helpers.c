@@ -49,6 +49,13 @@ rp_runtime *th_cpu_runtime(unsigned workers) {
   return th_runtime(RP_BACKEND_CPU, workers);
 }
 
+rp_task_id th_task(rp_runtime *rt, const char *name, rp_task_fn cpu) {
+  rp_task_id t;
+  RP_CHECK(
+      rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = cpu}, &t));
+  return t;
+}
+
 int th_gpu_required(void) {
   const char *v = getenv("REPRISE_REQUIRE_GPU");
   return v && strcmp(v, "1") == 0;

@@ -26,6 +26,8 @@
 
 /* A CPU runtime with n workers (environment ignored). */
 rp_runtime *th_cpu_runtime(unsigned workers);
+/* Registers a task with a CPU variant only (asserting success). */
+rp_task_id th_task(rp_runtime *rt, const char *name, rp_task_fn cpu);
 /* A runtime of the given backend; for CUDA without a device the test is
  * skipped with the reason (th_need_gpu). */
 rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers);

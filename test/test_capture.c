@@ -14,13 +14,6 @@ static rp_status empty_task(rp_task_ctx *ctx) {
   return RP_OK;
 }
 
-static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn fn) {
-  rp_task_id t;
-  RP_CHECK(
-      rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn}, &t));
-  return t;
-}
-
 #define NI 3    /* instances */
 #define NOPS 12 /* ops per random capture */
 #define NCASES 3000
@@ -57,7 +50,7 @@ static int must_order(const o_op *ops, int i, int j) {
 Test(capture, random_captures_order_exactly_the_conflicting_ops,
      .timeout = 300) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   rp_inst in[NI];
   rp_rect r = rp_rect_1d(0, 3);
   for (int x = 0; x < NI; x++)
@@ -159,7 +152,7 @@ static void calls_from_callback(void *arg, rp_status st) {
 
 Test(capture, a_callback_on_the_capturing_thread_is_not_recorded) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   rp_rect r = rp_rect_1d(0, 3);
   cb_calls c = {
       .rt = rt, .task = t, .launch = 1, .copy = 1, .name = 1, .abort_ = 1};
@@ -247,7 +240,7 @@ static void *eager_loop(void *arg) {
 Test(capture, another_threads_eager_launches_run_or_are_refused,
      .timeout = 120) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "add_one", add_one);
+  rp_task_id t = th_task(rt, "add_one", add_one);
   rp_rect r = rp_rect_1d(0, 0);
   rp_inst x, y;
   RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));

@@ -345,16 +345,9 @@ static rp_status flag_task(rp_task_ctx *ctx) {
   return RP_OK;
 }
 
-static rp_task_id reg(rp_runtime *rt, const char *name, rp_task_fn fn) {
-  rp_task_id t;
-  RP_CHECK(
-      rp_task_register(rt, &(rp_task_desc){.name = name, .cpu_fn = fn}, &t));
-  return t;
-}
-
 Test(replay, precondition_gates_only_its_dependents) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t = reg(rt, "flag", flag_task);
+  rp_task_id t = th_task(rt, "flag", flag_task);
   for (int i = 0; i < 8; i++)
     atomic_store(&flag_ran[i], 0);
   rp_graph *g;
@@ -414,7 +407,7 @@ static rp_status slow_count_task(rp_task_ctx *ctx) {
  * the previous one and completes; none waits on itself. */
 Test(replay, released_done_events_chain_replays, .timeout = 60) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "slow_count", slow_count_task);
+  rp_task_id t = th_task(rt, "slow_count", slow_count_task);
   atomic_store(&slow_count, 0);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
@@ -446,7 +439,7 @@ Test(replay, released_done_events_chain_replays, .timeout = 60) {
 
 Test(replay, poisoned_precondition_skips_only_dependents_then_next_works) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "flag", flag_task);
+  rp_task_id t = th_task(rt, "flag", flag_task);
   for (int i = 0; i < 8; i++)
     atomic_store(&flag_ran[i], 0);
   rp_graph *g;
@@ -544,8 +537,8 @@ static rp_status mode_task(rp_task_ctx *ctx) {
 
 Test(replay, failing_task_and_contract_violations_complete_with_errors) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "mode", mode_task);
-  rp_task_id f = reg(rt, "flag", flag_task);
+  rp_task_id t = th_task(rt, "mode", mode_task);
+  rp_task_id f = th_task(rt, "flag", flag_task);
   for (int i = 0; i < 8; i++)
     atomic_store(&flag_ran[i], 0);
   rp_inst x;
@@ -621,7 +614,7 @@ static rp_status seen_task(rp_task_ctx *ctx) {
 
 Test(replay, interpolated_arguments_change_every_replay) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "seen", seen_task);
+  rp_task_id t = th_task(rt, "seen", seen_task);
   rp_inst log;
   rp_rect r = rp_rect_1d(0, 64 * 2 - 1); /* 64 hypers as 128 x u64 */
   RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &log));
@@ -697,7 +690,7 @@ static rp_status shard_task(rp_task_ctx *ctx) {
 
 Test(replay, spmd_shards_get_disjoint_workspace_slices_per_replay_count) {
   rp_runtime *rt = th_cpu_runtime(3);
-  rp_task_id t = reg(rt, "shard", shard_task);
+  rp_task_id t = th_task(rt, "shard", shard_task);
   rp_inst cnt;
   rp_rect r = rp_rect_1d(0, 8);
   RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &cnt));
@@ -759,7 +752,7 @@ static rp_status where_task(rp_task_ctx *ctx) {
  * replayed (not the aligned stride between slices). */
 Test(replay, spmd_shard_procs_with_any_and_the_declared_workspace) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "where", where_task);
+  rp_task_id t = th_task(rt, "where", where_task);
   const rp_proc sp[3] = {RP_PROC_ANY, 1, RP_PROC_ANY};
   rp_launch l = {.task = t,
                  .proc = RP_PROC_ANY,
@@ -825,7 +818,7 @@ static rp_status slice_task(rp_task_ctx *ctx) {
  * replay (no shard wrote into another's slice, none was skipped). */
 Test(replay, spmd_fixed_shard_count_each_shard_owns_its_slice) {
   rp_runtime *rt = th_cpu_runtime(3);
-  rp_task_id t = reg(rt, "slice", slice_task);
+  rp_task_id t = th_task(rt, "slice", slice_task);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   RP_CHECK(rp_graph_add_task(g,
@@ -885,7 +878,7 @@ Test(replay, workspace_overrun_is_reported_in_debug_builds) {
   cr_skip_test("guard bytes exist in debug builds only");
 #endif
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "overrun", overrun_task);
+  rp_task_id t = th_task(rt, "overrun", overrun_task);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   RP_CHECK(rp_graph_add_task(
@@ -926,7 +919,7 @@ Test(replay, a_long_failure_detail_arrives_whole) {
   char tname[RP_NAME_MAX + 1], oname[RP_NAME_MAX + 1];
   memset(tname, 't', RP_NAME_MAX), tname[RP_NAME_MAX] = 0;
   memset(oname, 'o', RP_NAME_MAX), oname[RP_NAME_MAX] = 0;
-  rp_task_id t = reg(rt, tname, long_words_task);
+  rp_task_id t = th_task(rt, tname, long_words_task);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id op;
@@ -978,8 +971,8 @@ static void expect_mute(rp_runtime *rt, rp_exec *ex, rp_event done,
 
 Test(replay, a_task_failing_without_words_gets_no_earlier_detail) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id noted = reg(rt, "noted_ok", noted_ok_task);
-  rp_task_id mute = reg(rt, "mute_fail", mute_fail_task);
+  rp_task_id noted = th_task(rt, "noted_ok", noted_ok_task);
+  rp_task_id mute = th_task(rt, "mute_fail", mute_fail_task);
   rp_graph *g;
   rp_exec *ex;
   rp_event done;
@@ -1034,7 +1027,7 @@ static rp_status own_range_task(rp_task_ctx *ctx) {
 
 Test(replay, a_tasks_own_range_error_with_a_workspace_keeps_its_detail) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t = reg(rt, "own_range", own_range_task);
+  rp_task_id t = th_task(rt, "own_range", own_range_task);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   RP_CHECK(rp_graph_add_task(
@@ -1062,7 +1055,7 @@ static rp_status slow_task(rp_task_ctx *ctx) {
 
 Test(replay, destroy_waits_for_replays_in_flight) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "slow", slow_task);
+  rp_task_id t = th_task(rt, "slow", slow_task);
   atomic_store(&flag_ran[7], 0);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
@@ -1107,7 +1100,7 @@ static rp_graph *chain_graph(rp_runtime *rt, rp_task_id t, rp_inst x, int n) {
 
 Test(replay, chain_stays_on_one_worker_with_zero_handoffs) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   rp_inst x;
   rp_rect r = rp_rect_1d(0, 0);
   RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
@@ -1221,7 +1214,7 @@ Test(replay, the_largest_cost_hints_place_and_replay) {
 
 Test(replay, empty_tasks_are_re_placed_onto_one_worker_after_measuring) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "empty", empty_task); /* no cost hint */
+  rp_task_id t = th_task(rt, "empty", empty_task); /* no cost hint */
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   for (int i = 0; i < 8; i++)
@@ -1270,7 +1263,7 @@ Test(replay, replay_path_allocates_nothing_after_warm_up) {
     cr_skip_test("built without jemalloc (sanitizer build): no per-thread "
                  "allocation counters");
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   rp_inst x, y;
   rp_rect r = rp_rect_1d(0, 0);
   RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
@@ -1398,8 +1391,8 @@ Test(replay, replay_path_allocates_nothing_from_the_first_replay) {
     cr_skip_test("built without jemalloc (sanitizer build): no per-thread "
                  "allocation counters");
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "add1", add1_task); /* no cost hints */
-  rp_task_id j = reg(rt, "sum4", sum4_task);
+  rp_task_id t = th_task(rt, "add1", add1_task); /* no cost hints */
+  rp_task_id j = th_task(rt, "sum4", sum4_task);
   rp_inst x[5];
   make_insts(rt, x, 5);
   rp_graph *g = unhinted_fan(rt, t, j, x);
@@ -1452,7 +1445,7 @@ Test(replay, replay_path_allocates_nothing_from_the_first_replay) {
  * "initial 18446744073709551615 ns"). */
 Test(replay, exec_tune_with_nothing_to_compare_says_so) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "add1", add1_task);
+  rp_task_id t = th_task(rt, "add1", add1_task);
   rp_inst x;
   make_insts(rt, &x, 1);
   rp_graph *g;
@@ -1492,8 +1485,8 @@ Test(replay, exec_tune_with_nothing_to_compare_says_so) {
  * the machine's to decide (under load it may be any of them). */
 Test(replay, exec_tune_picks_the_measured_placement_and_results_stay_right) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "add1", add1_task);
-  rp_task_id j = reg(rt, "sum4", sum4_task);
+  rp_task_id t = th_task(rt, "add1", add1_task);
+  rp_task_id j = th_task(rt, "sum4", sum4_task);
   rp_inst x[5];
   make_insts(rt, x, 5);
   rp_graph *g = unhinted_fan(rt, t, j, x);
@@ -1554,8 +1547,8 @@ Test(replay, exec_tune_picks_the_measured_placement_and_results_stay_right) {
  * initial placement only for a clear (10%) gain. */
 Test(replay, exec_tune_keeps_the_initial_placement_without_a_clear_gain) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "add1", add1_task);
-  rp_task_id j = reg(rt, "sum4", sum4_task);
+  rp_task_id t = th_task(rt, "add1", add1_task);
+  rp_task_id j = th_task(rt, "sum4", sum4_task);
   rp_inst x[5];
   make_insts(rt, x, 5);
   rp_graph *g = unhinted_fan(rt, t, j, x);
@@ -1607,7 +1600,7 @@ static rp_status spin20us_task(rp_task_ctx *ctx) {
  * labelled so, not "measured". */
 Test(replay, exec_tune_reason_names_each_timing_by_its_placement) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id spin = reg(rt, "spin20us", spin20us_task), big;
+  rp_task_id spin = th_task(rt, "spin20us", spin20us_task), big;
   RP_CHECK(rp_task_register(rt,
                             &(rp_task_desc){.name = "hinted1s",
                                             .cpu_fn = add1_task,
@@ -1679,7 +1672,7 @@ Test(replay, exec_tune_runs_nothing_when_every_unit_is_hinted) {
   cr_assert_eq(s.replacements, 0);
   /* and with no_replace, unhinted units are not measured either */
   rp_exec *ex2;
-  rp_task_id u = reg(rt, "add1u", add1_task);
+  rp_task_id u = th_task(rt, "add1u", add1_task);
   rp_graph *g2 = chain_graph(rt, u, x, 4);
   RP_CHECK(rp_instantiate(g2, &(rp_exec_opts){.no_replace = 1}, &ex2));
   RP_CHECK(rp_exec_tune(ex2, NULL, &tuned));
@@ -1707,8 +1700,8 @@ static rp_status fail_once_task(rp_task_ctx *ctx) {
 /* unhinted_fan over x[0..5) and one more unhinted op of task f on its own
  * instance x[5]. */
 static rp_graph *fan_with(rp_runtime *rt, rp_task_id f, rp_inst *x) {
-  rp_task_id t = reg(rt, "add1", add1_task);
-  rp_task_id j = reg(rt, "sum4", sum4_task);
+  rp_task_id t = th_task(rt, "add1", add1_task);
+  rp_task_id j = th_task(rt, "sum4", sum4_task);
   make_insts(rt, x, 6);
   rp_graph *g = unhinted_fan(rt, t, j, x);
   rp_access a = {x[5], RP_RW, 0};
@@ -1731,7 +1724,7 @@ static rp_status fail_from_3_task(rp_task_ctx *ctx) {
 Test(replay, exec_tune_names_the_first_failing_trial_replay) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_inst x[6];
-  rp_graph *g = fan_with(rt, reg(rt, "fail_from_3", fail_from_3_task), x);
+  rp_graph *g = fan_with(rt, th_task(rt, "fail_from_3", fail_from_3_task), x);
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   RP_CHECK(rp_graph_destroy(g));
@@ -1752,7 +1745,7 @@ Test(replay, exec_tune_failing_trial_keeps_the_previous_placement) {
   /* one worker would win by far: only the failure keeps the placement */
   rp__tune_cost_hook = th_cost_one_worker_wins;
   rp_inst x[6];
-  rp_graph *g = fan_with(rt, reg(rt, "fail_once", fail_once_task), x);
+  rp_graph *g = fan_with(rt, th_task(rt, "fail_once", fail_once_task), x);
   /* replays 0..8 warm up and time units, 9..16 time the initial
    * placement, 17..24 the first candidate */
   atomic_store(&fail_at_replay, 20);
@@ -1794,7 +1787,7 @@ Test(replay, exec_tune_failing_trial_keeps_the_previous_placement) {
 
 Test(replay, soak_100k_replays_without_growth, .timeout = 600) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   rp_inst x;
   rp_rect r = rp_rect_1d(0, 0);
   RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
@@ -1850,7 +1843,7 @@ static rp_graph *flag_graph(rp_runtime *rt, rp_task_id t, rp_inst x,
 
 Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t = reg(rt, "flag", flag_task);
+  rp_task_id t = th_task(rt, "flag", flag_task);
   atomic_store(&flag_ran[0], 0);
   rp_inst x;
   rp_rect r = rp_rect_1d(0, 3);
@@ -1887,7 +1880,7 @@ Test(replay, stale_instance_fails_replay_with_estale_and_runs_nothing) {
  * RP_ESTALE. */
 Test(replay, a_stale_replay_completes_only_after_its_preconditions) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "flag", flag_task);
+  rp_task_id t = th_task(rt, "flag", flag_task);
   atomic_store(&flag_ran[2], 0);
   rp_inst x;
   rp_rect r = rp_rect_1d(0, 3);
@@ -1936,7 +1929,7 @@ Test(replay, a_stale_replay_completes_only_after_its_preconditions) {
  * own makes this and every later replay stale. */
 Test(replay, an_unrelated_free_keeps_replays_running_a_realloc_stales_them) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t = reg(rt, "flag", flag_task);
+  rp_task_id t = th_task(rt, "flag", flag_task);
   rp_inst x, other;
   rp_rect r = rp_rect_1d(0, 3);
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
@@ -1990,7 +1983,7 @@ static void *other_thread_launch(void *arg) {
 
 Test(replay, capture_misuse_gets_clear_errors) {
   rp_runtime *rt = th_cpu_runtime(1);
-  reg(rt, "empty", empty_task);
+  th_task(rt, "empty", empty_task);
   rp_graph *g = NULL;
   RP_EXPECT(rp_capture_end(rt, &g), RP_ECAPTURE);
   RP_CHECK(rp_capture_begin(rt, NULL));
@@ -2060,7 +2053,7 @@ static void *second_thread_capture(void *arg) {
 
 Test(replay, capture_begin_from_a_second_thread_fails_and_leaves_the_first) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   RP_CHECK(rp_capture_begin(rt, NULL));
   rp_event a, b;
   RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, &a));
@@ -2102,7 +2095,7 @@ Test(replay, capture_begin_from_a_second_thread_fails_and_leaves_the_first) {
 /* The same step, recorded and built: same ops, same transitive deps. */
 Test(replay, capture_and_builder_make_equivalent_graphs) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   rp_inst x, y;
   rp_rect r = rp_rect_1d(0, 0);
   RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
@@ -2152,7 +2145,7 @@ Test(replay, capture_and_builder_make_equivalent_graphs) {
 
 Test(replay, validation_names_the_problem_and_leaves_the_graph_fixable) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id a, b, c;
@@ -2201,7 +2194,7 @@ Test(replay, validation_names_the_problem_and_leaves_the_graph_fixable) {
  * does not), and each port keeps exactly the ops it was given. */
 Test(replay, a_port_refuses_a_duplicate_bind_in_any_order) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_op_id op[6];
@@ -2242,7 +2235,7 @@ Test(replay, a_port_refuses_a_duplicate_bind_in_any_order) {
 
 Test(replay, graph_and_exec_dumps_show_ops_and_schedules) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "empty", empty_task);
+  rp_task_id t = th_task(rt, "empty", empty_task);
   rp_inst x;
   rp_rect r = rp_rect_1d(0, 0);
   RP_CHECK(rp_instance_create(rt, 0, RP_I32, &r, NULL, &x));
@@ -2283,8 +2276,8 @@ static rp_status update_inside_task(rp_task_ctx *ctx) {
 
 Test(replay, update_args_replaces_recorded_args_for_later_replays) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "store", store_task);
-  rp_task_id bad = reg(rt, "update.inside", update_inside_task);
+  rp_task_id t = th_task(rt, "store", store_task);
+  rp_task_id bad = th_task(rt, "update.inside", update_inside_task);
   rp_rect r = rp_rect_1d(0, 0);
   rp_inst x, y;
   RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
