@@ -737,6 +737,71 @@ Test(gpt_backends, lr_times_weight_decay_is_checked_in_float) {
   rp_text_free(&text);
 }
 
+/* The schedule at its boundaries (0-based steps; warmup 4 of 10): step 0
+ * at lr / 4, the warmup's last step (3) and the first after it (4) at the
+ * peak exactly, step 5 at the cosine of 1/5 of the way, the last step (9)
+ * at lr / 10 exactly; no warmup starts at the peak; with at most one step
+ * after the warmup the peak holds to the end. A stopped or resumed run
+ * computes each step's rate from (lr, warmup, iters, t) alone, so these
+ * are its rates too. No step's rate is above the peak, also where the
+ * formulas round up: the first cosine step of the largest float below 2
+ * would round to 2.0f, which with a weight decay of 0.5 would make the
+ * decay step zero the matrices (test below). */
+Test(gpt, lr_schedule_at_its_boundaries_and_never_above_its_peak) {
+  const float lr = 3e-3f;
+  cr_assert_eq(rp_gpt_lr(lr, 4, 10, 0), lr * 1.0f / 4.0f);
+  cr_assert_eq(rp_gpt_lr(lr, 4, 10, 1), lr * 2.0f / 4.0f);
+  cr_assert_eq(rp_gpt_lr(lr, 4, 10, 3), lr);
+  cr_assert_eq(rp_gpt_lr(lr, 4, 10, 4), lr);
+  double want = lr / 10.0 + 0.5 * (1 + cos(M_PI / 5)) * (lr - lr / 10.0);
+  cr_assert(fabs(rp_gpt_lr(lr, 4, 10, 5) - want) <= 1e-7 * lr, "%.9g vs %.9g",
+            (double)rp_gpt_lr(lr, 4, 10, 5), want);
+  cr_assert_eq(rp_gpt_lr(lr, 4, 10, 9), lr / 10.0f);
+  cr_assert_eq(rp_gpt_lr(lr, 0, 10, 0), lr);
+  cr_assert_eq(rp_gpt_lr(lr, 0, 1, 0), lr);
+  cr_assert_eq(rp_gpt_lr(lr, 4, 5, 4), lr);
+  cr_assert_eq(rp_gpt_lr(lr, 4, 6, 5), lr / 10.0f);
+  /* the cosine only goes down after the warmup */
+  for (uint32_t t = 4; t + 1 < 10; t++)
+    cr_assert_geq(rp_gpt_lr(lr, 4, 10, t), rp_gpt_lr(lr, 4, 10, t + 1));
+  /* never above the peak, where lr x t / w or min + (lr - min) round up */
+  const float peaks[] = {nextafterf(2.0f, 0), 1.42857134f, 3.33333302f};
+  for (size_t i = 0; i < sizeof peaks / sizeof peaks[0]; i++)
+    for (uint32_t w = 0; w < 20; w++)
+      for (uint32_t t = 0; t < w + 10; t++)
+        cr_assert_leq(rp_gpt_lr(peaks[i], w, w + 10, t), peaks[i],
+                      "lr %a, warmup %u, step %u: %a", (double)peaks[i], w, t,
+                      (double)rp_gpt_lr(peaks[i], w, w + 10, t));
+}
+
+/* rp_gpt_train takes a peak lr whose product with the weight decay is
+ * below 1; then every step's rate is one rp_gpt_step takes, so the run
+ * does not fail part-way (here at its first step, whose cosine rate
+ * rounded up to 2.0f: 2 x 0.5 = 1). */
+Test(gpt_backends, a_peak_lr_train_takes_is_taken_at_every_step) {
+  const float wd = 0.5f, lr = nextafterf(2.0f, 0);
+  cr_assert(lr * wd < 1.0f);
+  uint8_t *b = make_text(2000);
+  rp_text text;
+  RP_CHECK(rp_text_from_bytes("test text", b, 2000, 8, &text));
+  free(b);
+  rp_runtime *rt = th_runtime_procs(TH_BACKEND, 1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1, c.heads = 1, c.width = 8, c.context = 8, c.batch = 1;
+  c.vocab = text.vocab, c.ring = 4, c.weight_decay = wd;
+  rp_gpt *m;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  rp_gpt_train_opts o = {.iters = 3, .lr = lr, .warmup = 0};
+  rp_status st = rp_gpt_train(m, NULL, &text, &o);
+  cr_assert_eq(st, RP_OK, "%s", rp_error_detail());
+  RP_CHECK(rp_gpt_destroy(m));
+  th_destroy(rt);
+  rp_text_free(&text);
+}
+
 /* Eager misuse is refused before anything runs, so nothing is poisoned:
  * a non-finite or negative lr, or one whose product with the weight decay
  * is 1 or more (rp_gpt_step, rp_gpt_train), a prompt token

@@ -2877,15 +2877,20 @@ rp_status rp_gpt_grad_norm(rp_gpt *m, float *out) {
 /* ---------------------------------------------------------------------- */
 /* Training */
 
+/* Never above lr: lr x t / warmup and min + (lr - min) may round up by
+ * an ulp, and a rate above the peak rp_gpt_train checked may be one
+ * rp_gpt_step refuses (lr x weight_decay rounding to 1). */
 float rp_gpt_lr(float lr, uint32_t warmup, uint32_t iters, uint32_t t) {
-  if (t < warmup)
-    return lr * (float)(t + 1) / (float)warmup;
-  float min = lr / 10.0f;
-  if (iters <= warmup + 1)
-    return lr;
-  double progress = (double)(t - warmup) / (double)(iters - warmup - 1);
-  progress = progress > 1 ? 1 : progress;
-  return min + (float)(0.5 * (1.0 + cos(M_PI * progress))) * (lr - min);
+  float r = lr;
+  if (t < warmup) {
+    r = lr * (float)(t + 1) / (float)warmup;
+  } else if (iters > warmup + 1) {
+    float min = lr / 10.0f;
+    double progress = (double)(t - warmup) / (double)(iters - warmup - 1);
+    progress = progress > 1 ? 1 : progress;
+    r = min + (float)(0.5 * (1.0 + cos(M_PI * progress))) * (lr - min);
+  }
+  return r < lr ? r : lr;
 }
 
 static rp_status run_one(rp_gpt *m, rp_exec *ex, const rp_gpt_step_args *a) {

@@ -411,7 +411,9 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
 /* Learning rate at step t (0-based) of `iters`: linear warmup over
  * `warmup` steps to lr (step t < warmup at lr (t + 1) / warmup), then a
  * cosine from lr at step `warmup` to lr / 10 at the last step; with at
- * most one step after the warmup, lr to the end. */
+ * most one step after the warmup, lr to the end. Never above lr (the
+ * float formulas' rounding up is clamped): every step takes a peak that
+ * rp_gpt_train takes. */
 float rp_gpt_lr(float lr, uint32_t warmup, uint32_t iters, uint32_t t);
 
 /* ---- text data (train/text.c) ---- */
