@@ -802,6 +802,135 @@ Test(gpt_backends, a_peak_lr_train_takes_is_taken_at_every_step) {
   rp_text_free(&text);
 }
 
+/* Whether nanoGPT's configure_optimizers decays the tensor: every 2-D
+ * parameter (the embeddings wte and wpe and the Linear matrices), no
+ * LayerNorm weight or bias and no Linear bias. From the name alone. */
+static int decays_by_name(const char *name) {
+  size_t n = strlen(name);
+  if (!strcmp(name, "wte") || !strcmp(name, "wpe"))
+    return 1;
+  return !strstr(name, "ln") && n > 2 && !strcmp(name + n - 2, ".w");
+}
+
+/* One step's update in closed form from the model's own gradient (read
+ * back, before clipping) and the moments written before it: the global
+ * norm, clip_grad_norm_'s scale max_norm / (norm + 1e-6) where below 1,
+ * AdamW's decay of exactly the 2-D tensors by lr x weight_decay, the
+ * moments, and the bias correction of the step number given (5 here, on
+ * moments that are not zero), computed in double for every element, on
+ * one and two processors, clipping active and not. A large weight decay
+ * (0.5) and a step number past 1 make a wrong decay flag, a missing or
+ * spurious clip or a bias correction off by a step stand out: the
+ * PyTorch fixture's 3 steps from zero moments see them only through
+ * their effect on the next steps' gradients. */
+Test(gpt_backends, a_step_is_clipped_adamw_of_its_gradient_in_closed_form) {
+  uint8_t *b = make_text(4000);
+  rp_text text;
+  RP_CHECK(rp_text_from_bytes("test text", b, 4000, 8, &text));
+  free(b);
+  for (int run = 0; run < 4; run++) {
+    uint32_t procs = 1 + (uint32_t)(run & 1);
+    int clip = run < 2;
+    rp_runtime *rt = th_runtime_procs(TH_BACKEND, procs);
+    rp_kernel_tasks k;
+    RP_CHECK(rp_kernels_register(rt, &k));
+    rp_gpt_config c;
+    rp_gpt_config_init(&c);
+    c.layers = 1, c.heads = 2, c.width = 8, c.context = 8, c.batch = 3;
+    c.vocab = text.vocab, c.ring = 1, c.procs = procs, c.seed = 5;
+    c.weight_decay = 0.5f;
+    c.max_norm = clip ? 0.05f : 1e3f;
+    rp_gpt *m;
+    RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+    int32_t x[3 * 8], y[3 * 8];
+    RP_CHECK(rp_text_windows(&text, 0, text.ntrain, 3, 8, 7, 0, 1, x, y));
+    RP_CHECK(rp_gpt_write_batches(m, x, y, 1));
+    uint32_t nt = rp_gpt_param_tensors(m);
+    size_t n = rp_gpt_param_count(m);
+    float *w0 = malloc(n * 4), *m0 = malloc(n * 4), *v0 = malloc(n * 4);
+    float *w1 = malloc(n * 4), *m1 = malloc(n * 4), *v1 = malloc(n * 4);
+    float *g = malloc(n * 4);
+    cr_assert(w0 && m0 && v0 && w1 && m1 && v1 && g);
+    for (size_t j = 0; j < n; j++) { /* moments of earlier steps */
+      m0[j] = 1e-3f * (float)sin(0.37 * (double)j);
+      v0[j] = 1e-6f * (1.5f + (float)cos(0.11 * (double)j));
+    }
+    size_t o = 0;
+    for (uint32_t i = 0; i < nt; i++) {
+      const rp_gpt_param_info *p = rp_gpt_param(m, i);
+      size_t e = (size_t)p->rows * p->cols;
+      cr_assert_eq(p->decay, decays_by_name(p->name), "%s: decay flag %d",
+                   p->name, p->decay);
+      RP_CHECK(rp_gpt_tensor_write(m, i, RP_GPT_MOM1, m0 + o, e));
+      RP_CHECK(rp_gpt_tensor_write(m, i, RP_GPT_MOM2, v0 + o, e));
+      RP_CHECK(rp_gpt_tensor_read(m, i, RP_GPT_WEIGHT, w0 + o, e));
+      o += e;
+    }
+    const float lr = 0.01f;
+    const int32_t step = 5;
+    rp_gpt_step_args a = {0, lr, step};
+    RP_CHECK(rp_gpt_step(m, &a));
+    RP_CHECK(rp_runtime_drain(rt));
+    float norm;
+    RP_CHECK(rp_gpt_grad_norm(m, &norm));
+    o = 0;
+    for (uint32_t i = 0; i < nt; i++) {
+      const rp_gpt_param_info *p = rp_gpt_param(m, i);
+      size_t e = (size_t)p->rows * p->cols;
+      RP_CHECK(rp_gpt_tensor_read(m, i, RP_GPT_WEIGHT, w1 + o, e));
+      RP_CHECK(rp_gpt_tensor_read(m, i, RP_GPT_MOM1, m1 + o, e));
+      RP_CHECK(rp_gpt_tensor_read(m, i, RP_GPT_MOM2, v1 + o, e));
+      RP_CHECK(rp_gpt_tensor_read(m, i, RP_GPT_GRAD, g + o, e));
+      o += e;
+    }
+    double sq = 0;
+    for (size_t j = 0; j < n; j++)
+      sq += (double)g[j] * g[j];
+    double ref = sqrt(sq);
+    cr_assert(fabs(norm - ref) <= 1e-6 * ref, "norm %.9g, closed form %.9g",
+              (double)norm, ref);
+    double sc = c.max_norm / (ref + 1e-6);
+    cr_assert(clip ? sc < 0.5 : sc > 2, "the run means %s: scale %g",
+              clip ? "to clip" : "not to clip", sc);
+    sc = sc < 1 ? sc : 1;
+    double b1 = c.beta1, b2 = c.beta2;
+    double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
+    o = 0;
+    for (uint32_t i = 0; i < nt; i++) {
+      const rp_gpt_param_info *p = rp_gpt_param(m, i);
+      size_t e = (size_t)p->rows * p->cols;
+      int dec = decays_by_name(p->name);
+      double wmax = 0;
+      for (size_t j = o; j < o + e; j++)
+        wmax = fmax(wmax, fabs((double)w0[j]));
+      for (size_t j = o; j < o + e; j++) {
+        double gr = sc * g[j];
+        double me = b1 * m0[j] + (1 - b1) * gr;
+        double ve = b2 * v0[j] + (1 - b2) * gr * gr;
+        double we = w0[j] * (dec ? 1 - (double)lr * c.weight_decay : 1) -
+                    lr * (me / bc1) / (sqrt(ve / bc2) + c.eps);
+        /* float rounding of the terms (m's may cancel) */
+        double mtol = 1e-6 * (b1 * fabs(m0[j]) + (1 - b1) * fabs(gr));
+        cr_assert(fabs(m1[j] - me) <= mtol && fabs(v1[j] - ve) <= 1e-6 * ve,
+                  "%s[%zu] moments %.9g %.9g, closed form %.9g %.9g (procs "
+                  "%u, clip %d)",
+                  p->name, j - o, (double)m1[j], (double)v1[j], me, ve, procs,
+                  clip);
+        cr_assert(fabs(w1[j] - we) <= 1e-6 * wmax + 1e-5 * lr,
+                  "%s[%zu] %.9g, closed form %.9g (from %.9g; decay %d, "
+                  "procs %u, clip %d)",
+                  p->name, j - o, (double)w1[j], we, (double)w0[j], dec, procs,
+                  clip);
+      }
+      o += e;
+    }
+    free(w0), free(m0), free(v0), free(w1), free(m1), free(v1), free(g);
+    RP_CHECK(rp_gpt_destroy(m));
+    th_destroy(rt);
+  }
+  rp_text_free(&text);
+}
+
 /* Eager misuse is refused before anything runs, so nothing is poisoned:
  * a non-finite or negative lr, or one whose product with the weight decay
  * is 1 or more (rp_gpt_step, rp_gpt_train), a prompt token
