@@ -23,6 +23,8 @@ typedef struct targs {
   uint32_t id;
   int32_t fail;     /* return this status */
   uint32_t partner; /* wait (bounded) until this task started, or ~0 */
+  uint32_t linger;  /* with partner: a task that must not start before this
+                       one ends; waits for it up to 200 ms, then ends */
 } targs;
 
 static atomic_int started[MAXT];
@@ -32,7 +34,12 @@ static rp_status log_task(rp_task_ctx *ctx) {
   start_seq[a->id] = atomic_fetch_add(&seq, 1);
   atomic_store(&started[a->id], 1);
   atomic_fetch_add(&runs[a->id], 1);
-  if (a->partner != ~0u) {
+  if (a->partner != ~0u && a->linger) {
+    /* Room for a partner that must wait: started meanwhile, it started
+     * before this task ended (its start_seq below this end_seq). */
+    for (int ms = 0; ms < 200 && !atomic_load(&started[a->partner]); ms++)
+      nanosleep(&(struct timespec){0, 1000000}, NULL);
+  } else if (a->partner != ~0u) {
     /* Bounded wait for a partner that must be able to run concurrently. */
     uint64_t spins = 0;
     while (!atomic_load(&started[a->partner]))
@@ -65,10 +72,11 @@ static rp_inst mk(rp_runtime *rt) {
   return i;
 }
 
-static rp_status launch(rp_runtime *rt, rp_task_id t, uint32_t id, rp_proc proc,
-                        const rp_access *acc, uint32_t n, int32_t fail,
-                        uint32_t partner, rp_event *done) {
-  targs a = {id, fail, partner};
+static rp_status launch_linger(rp_runtime *rt, rp_task_id t, uint32_t id,
+                               rp_proc proc, const rp_access *acc, uint32_t n,
+                               int32_t fail, uint32_t partner, uint32_t linger,
+                               rp_event *done) {
+  targs a = {id, fail, partner, linger};
   rp_launch l = {.task = t,
                  .proc = proc,
                  .accesses = acc,
@@ -76,6 +84,12 @@ static rp_status launch(rp_runtime *rt, rp_task_id t, uint32_t id, rp_proc proc,
                  .args = &a,
                  .args_size = sizeof a};
   return rp_launch_task(rt, &l, done);
+}
+
+static rp_status launch(rp_runtime *rt, rp_task_id t, uint32_t id, rp_proc proc,
+                        const rp_access *acc, uint32_t n, int32_t fail,
+                        uint32_t partner, rp_event *done) {
+  return launch_linger(rt, t, id, proc, acc, n, fail, partner, 0, done);
 }
 
 /* ---- the dependence cases one by one ---- */
@@ -88,8 +102,10 @@ static void ordered_pair(rp_privilege first, rp_privilege second) {
   rp_access a1 = {x, first, first == RP_REDUCE ? RP_REDOP_SUM : 0};
   rp_access a2 = {x, second, second == RP_REDUCE ? RP_REDOP_SUM : 0};
   rp_event e1, e2;
-  /* different workers, so only the dependency can order them */
-  RP_CHECK(launch(rt, t, 0, 0, &a1, 1, 0, ~0u, &e1));
+  /* different workers, so only the dependency can order them; the first
+   * lingers for the second, so that a missing dependency shows as an
+   * overlap rather than by chance */
+  RP_CHECK(launch_linger(rt, t, 0, 0, &a1, 1, 0, 1, 1, &e1));
   RP_CHECK(launch(rt, t, 1, 1, &a2, 1, 0, ~0u, &e2));
   RP_CHECK(rp_event_wait(rt, e2, -1));
   RP_CHECK(rp_event_wait(rt, e1, -1));
@@ -348,7 +364,7 @@ Test(eager, explicit_wait_event_gates_the_task) {
   rp_task_id t = register_log(rt);
   rp_event gate, done;
   RP_CHECK(rp_event_create(rt, &gate));
-  targs a = {0, 0, ~0u};
+  targs a = {0, 0, ~0u, 0};
   rp_launch l = {.task = t,
                  .proc = RP_PROC_ANY,
                  .args = &a,
@@ -371,7 +387,7 @@ Test(eager, destroy_cancels_ops_waiting_on_untriggered_user_events) {
   rp_task_id t = register_log(rt);
   rp_event gate;
   RP_CHECK(rp_event_create(rt, &gate));
-  targs a = {0, 0, ~0u};
+  targs a = {0, 0, ~0u, 0};
   rp_launch l = {
       .task = t, .proc = 0, .args = &a, .args_size = sizeof a, .wait = gate};
   RP_CHECK(rp_launch_task(rt, &l, NULL));
@@ -664,7 +680,7 @@ Test(eager, a_workspace_that_cannot_be_allocated_names_the_call_and_task) {
   rp_task_id t = register_log(rt);
   rp_inst x = mk(rt);
   rp_access acc = {x, RP_WRITE, 0};
-  targs a = {0, 0, ~0u};
+  targs a = {0, 0, ~0u, 0};
   rp_launch l = {.task = t,
                  .proc = 0,
                  .accesses = &acc,
@@ -694,7 +710,7 @@ Test(eager, bad_launches_are_rejected_and_run_nothing) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = register_log(rt);
   rp_inst x = mk(rt);
-  targs a = {0, 0, ~0u};
+  targs a = {0, 0, ~0u, 0};
   rp_launch l = {.task = 99, .proc = 0, .args = &a, .args_size = sizeof a};
   RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_ENOTASK);
   l.task = t;
