@@ -2066,7 +2066,7 @@ static const char *const OP_NAMES[6] = {"rp.fill", "rp.scale",     "rp.axpy",
 static void check_trace(const cJSON *doc, uint64_t first, int nrep) {
   const cJSON *evs = cJSON_GetObjectItem(doc, "traceEvents"), *e;
   cr_assert(cJSON_IsArray(evs));
-  int ops[8][6] = {{0}}, threads = 0;
+  int ops[8][6] = {{0}}, spans[8] = {0}, threads = 0;
   double span0[8], span1[8];
   int named[64], nnamed = 0;
   cJSON_ArrayForEach(e, evs) {
@@ -2088,6 +2088,7 @@ static void check_trace(const cJSON *doc, uint64_t first, int nrep) {
     cr_assert(ts >= 0 && dur >= 0 && dur < 1e7, "ts %g dur %g", ts, dur);
     if (!strcmp(cat, "replay")) {
       span0[r] = ts, span1[r] = ts + dur;
+      spans[r]++;
     } else if (!strcmp(cat, "task") || !strcmp(cat, "copy")) {
       int op = cJSON_GetObjectItem(args, "op")->valueint;
       cr_assert(op >= 0 && op < 6);
@@ -2098,10 +2099,12 @@ static void check_trace(const cJSON *doc, uint64_t first, int nrep) {
       cr_assert_str_eq(cat, "wait");
     }
   }
-  for (int r = 0; r < nrep; r++)
+  for (int r = 0; r < nrep; r++) {
+    cr_assert_eq(spans[r], 1, "replay %d: %d replay spans", r, spans[r]);
     for (int op = 0; op < 6; op++)
       cr_assert_eq(ops[r][op], 1, "replay %d op %d: %d events", r, op,
                    ops[r][op]);
+  }
   cr_assert_geq(threads, 3, "worker and replay tracks are named");
   cJSON_ArrayForEach(e, evs) { /* every track an event is on has a name */
     if (strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X"))
