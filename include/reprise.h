@@ -1351,9 +1351,12 @@ typedef struct rp_replay_args {
  * (RP_ERANGE naming the op and interpolation otherwise) and fit max_args
  * (RP_ERANGE).
  * rp_replay only replays: from the first call on it allocates nothing,
- * takes no lock in the common case and never changes the placement
- * (rp_exec_tune does that, when the caller asks). It never waits for a
- * replay that needs something from the caller: replays gated on
+ * takes no lock (on the calling thread or a worker; a SUM copy into host
+ * memory locks each 16 KiB block of its destination, as eagerly, and an
+ * event with callbacks takes its own lock when it completes) and never
+ * changes the placement (rp_exec_tune does that, when the caller asks).
+ * It never waits for a replay that needs something from the caller:
+ * replays gated on
  * preconditions the caller triggers after issuing more never block it
  * (with max_inflight replays in flight and one of them still waiting for
  * a precondition, it returns RP_EBUSY at once instead of waiting for a

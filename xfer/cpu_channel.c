@@ -46,6 +46,13 @@ static pthread_mutex_t *stripe_of(uintptr_t block) {
 }
 _Static_assert(FOLD_STRIPES == 64, "stripe_of takes the top 6 bits");
 
+int rp__xfer_is_fold_lock(const void *m) {
+  for (int i = 0; i < FOLD_STRIPES; i++)
+    if (m == (const void *)&g_stripes[i].m)
+      return 1;
+  return 0;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Folds of n elements, no locking. Integer sums run in unsigned arithmetic:
  * they wrap modulo 2^bits like the CUDA atomicAdd, never signed overflow. */

@@ -131,6 +131,10 @@ void rp_xfer_reset(rp_xfer_desc *d);
  * ran since its last reset (a second run would fold a SUM twice). No
  * allocation. */
 rp_status rp_xfer_run_cpu(rp_xfer_desc *d);
+/* 1 when m is one of the striped block locks a CPU SUM fold takes (one per
+ * 16 KiB block of destination addresses a row touches): the only locks a
+ * replay takes in the common case (test/test_nolock.c tells them apart). */
+int rp__xfer_is_fold_lock(const void *m);
 
 /* Checks, then enqueues the copy on stream (a cudaStream_t of the device
  * that should run it) and returns without waiting: the generation check
