@@ -17,7 +17,7 @@
  *   Test(suite, name [, .timeout = s] [, .init = f] [, .fini = f])
  *   TestSuite(suite [, .init = f] [, .fini = f] [, .timeout = s])
  *   cr_assert, cr_assert_not, cr_assert_eq/neq/lt/leq/gt/geq,
- *   cr_assert_null/not_null, cr_assert_str_eq, cr_assert_str_empty,
+ *   cr_assert_null/not_null, cr_assert_str_eq/neq, cr_assert_str_empty,
  *   cr_assert_arr_eq, cr_assert_float_eq (each with an optional
  *   printf-style message, as in Criterion), cr_assert_fail, cr_skip_test and
  *   cr_log_warn, cr_log_info (whose message is required here).
@@ -202,6 +202,15 @@ const char *crs_detail_float(double a, double b, double eps);
     CRS_CHECK_(strcmp(crs_a_, crs_b_) == 0,                                    \
                "strcmp(" CRS_STR(CRS_A1(__VA_ARGS__, 0)) ", " CRS_STR(         \
                    CRS_A2(__VA_ARGS__, 0, 0)) ") == 0",                        \
+               crs_detail_str(crs_a_, crs_b_), CRS_TAIL2(__VA_ARGS__));        \
+  } while (0)
+#define cr_assert_str_neq(...)                                                 \
+  do {                                                                         \
+    const char *crs_a_ = (CRS_A1(__VA_ARGS__, 0));                             \
+    const char *crs_b_ = (CRS_A2(__VA_ARGS__, 0, 0));                          \
+    CRS_CHECK_(strcmp(crs_a_, crs_b_) != 0,                                    \
+               "strcmp(" CRS_STR(CRS_A1(__VA_ARGS__, 0)) ", " CRS_STR(         \
+                   CRS_A2(__VA_ARGS__, 0, 0)) ") != 0",                        \
                crs_detail_str(crs_a_, crs_b_), CRS_TAIL2(__VA_ARGS__));        \
   } while (0)
 #define cr_assert_str_empty(...)                                               \
