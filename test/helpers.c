@@ -56,6 +56,41 @@ rp_task_id th_task(rp_runtime *rt, const char *name, rp_task_fn cpu) {
   return t;
 }
 
+rp_status th_add1_task(rp_task_ctx *ctx) {
+  *(int64_t *)rp_ctx_ptr(ctx, 0) += 1;
+  return RP_OK;
+}
+
+rp_status th_sum4_task(rp_task_ctx *ctx) {
+  int64_t v = 0;
+  for (uint32_t i = 0; i < 4; i++)
+    v += *(const int64_t *)rp_ctx_ptr(ctx, i);
+  *(int64_t *)rp_ctx_ptr(ctx, 4) = v;
+  return RP_OK;
+}
+
+void th_launch_unhinted_fan(rp_runtime *rt, rp_task_id t, rp_task_id join,
+                            const rp_inst *x) {
+  for (int i = 0; i < 8; i++) {
+    rp_access a = {x[i % 4], RP_RW, 0};
+    RP_CHECK(rp_launch_task(
+        rt,
+        &(rp_launch){
+            .task = t, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
+        NULL));
+  }
+  rp_access all[5] = {{x[0], RP_READ, 0},
+                      {x[1], RP_READ, 0},
+                      {x[2], RP_READ, 0},
+                      {x[3], RP_READ, 0},
+                      {x[4], RP_RW, 0}};
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){
+          .task = join, .proc = RP_PROC_ANY, .accesses = all, .naccess = 5},
+      NULL));
+}
+
 int th_gpu_required(void) {
   const char *v = getenv("REPRISE_REQUIRE_GPU");
   return v && strcmp(v, "1") == 0;

@@ -28,6 +28,15 @@
 rp_runtime *th_cpu_runtime(unsigned workers);
 /* Registers a task with a CPU variant only (asserting success). */
 rp_task_id th_task(rp_runtime *rt, const char *name, rp_task_fn cpu);
+/* Tasks on int64 instances: th_add1_task adds 1 to access 0;
+ * th_sum4_task writes access 4 = accesses 0 + 1 + 2 + 3. */
+rp_status th_add1_task(rp_task_ctx *ctx);
+rp_status th_sum4_task(rp_task_ctx *ctx);
+/* Launches, into the capture open on this thread, an unhinted fan (no
+ * cost hints, RP_PROC_ANY): eight `add1` (task t) over x[0..4), two each,
+ * then `sum4` (task join) of them into x[4]. */
+void th_launch_unhinted_fan(rp_runtime *rt, rp_task_id t, rp_task_id join,
+                            const rp_inst *x);
 /* A runtime of the given backend; for CUDA without a device the test is
  * skipped with the reason (th_need_gpu). */
 rp_runtime *th_runtime(rp_backend_kind kind, unsigned workers);

@@ -705,22 +705,42 @@ static void tt_train(tt *t, uint32_t start, uint32_t stop) {
  * 1.0f (which would zero every decayed matrix) is refused by
  * rp_gpt_step_check and rp_gpt_step before any op runs, not by the
  * AdamW op at the end of a step. */
+/* A one-layer model of context 8 on one processor with weight decay wd
+ * (tests of the lr x weight_decay rules), on 2000 bytes of text. */
+typedef struct wd_model {
+  rp_runtime *rt;
+  rp_gpt *m;
+  rp_text text;
+} wd_model;
+
+static void wd_model_init(wd_model *t, float wd, uint32_t heads, uint32_t width,
+                          uint32_t batch, uint32_t ring) {
+  uint8_t *b = make_text(2000);
+  RP_CHECK(rp_text_from_bytes("test text", b, 2000, 8, &t->text));
+  free(b);
+  t->rt = th_runtime_procs(TH_BACKEND, 1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(t->rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1, c.heads = heads, c.width = width, c.context = 8;
+  c.batch = batch, c.vocab = t->text.vocab, c.ring = ring;
+  c.weight_decay = wd;
+  RP_CHECK(rp_gpt_create(t->rt, &k, &c, &t->m));
+}
+
+static void wd_model_fini(wd_model *t) {
+  RP_CHECK(rp_gpt_destroy(t->m));
+  th_destroy(t->rt);
+  rp_text_free(&t->text);
+}
+
 Test(gpt_backends, lr_times_weight_decay_is_checked_in_float) {
   const float lr = 0.435312152f, wd = 2.29720211f;
   cr_assert((double)lr * wd < 1.0 && lr * wd >= 1.0f);
-  uint8_t *b = make_text(2000);
-  rp_text text;
-  RP_CHECK(rp_text_from_bytes("test text", b, 2000, 16, &text));
-  free(b);
-  rp_runtime *rt = th_runtime_procs(TH_BACKEND, 1);
-  rp_kernel_tasks k;
-  RP_CHECK(rp_kernels_register(rt, &k));
-  rp_gpt_config c;
-  rp_gpt_config_init(&c);
-  c.layers = 1, c.heads = 2, c.width = 16, c.context = 8, c.batch = 2;
-  c.vocab = text.vocab, c.ring = 2, c.weight_decay = wd;
-  rp_gpt *m;
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  wd_model t;
+  wd_model_init(&t, wd, 2, 16, 2, 2);
+  rp_gpt *m = t.m;
   rp_gpt_step_args a = {0, lr, 1};
   RP_EXPECT(rp_gpt_step_check(m, &a), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "rp_gpt_step_check: lr 0.435312 x "
@@ -732,9 +752,7 @@ Test(gpt_backends, lr_times_weight_decay_is_checked_in_float) {
   a.lr = nextafterf(lr, 0); /* the largest lr below it trains */
   cr_assert_lt(a.lr * wd, 1.0f);
   RP_CHECK(rp_gpt_step(m, &a));
-  RP_CHECK(rp_gpt_destroy(m));
-  th_destroy(rt);
-  rp_text_free(&text);
+  wd_model_fini(&t);
 }
 
 /* The schedule at its boundaries (0-based steps; warmup 4 of 10): step 0
@@ -781,25 +799,12 @@ Test(gpt, lr_schedule_at_its_boundaries_and_never_above_its_peak) {
 Test(gpt_backends, a_peak_lr_train_takes_is_taken_at_every_step) {
   const float wd = 0.5f, lr = nextafterf(2.0f, 0);
   cr_assert(lr * wd < 1.0f);
-  uint8_t *b = make_text(2000);
-  rp_text text;
-  RP_CHECK(rp_text_from_bytes("test text", b, 2000, 8, &text));
-  free(b);
-  rp_runtime *rt = th_runtime_procs(TH_BACKEND, 1);
-  rp_kernel_tasks k;
-  RP_CHECK(rp_kernels_register(rt, &k));
-  rp_gpt_config c;
-  rp_gpt_config_init(&c);
-  c.layers = 1, c.heads = 1, c.width = 8, c.context = 8, c.batch = 1;
-  c.vocab = text.vocab, c.ring = 4, c.weight_decay = wd;
-  rp_gpt *m;
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  wd_model t;
+  wd_model_init(&t, wd, 1, 8, 1, 4);
   rp_gpt_train_opts o = {.iters = 3, .lr = lr, .warmup = 0};
-  rp_status st = rp_gpt_train(m, NULL, &text, &o);
+  rp_status st = rp_gpt_train(t.m, NULL, &t.text, &o);
   cr_assert_eq(st, RP_OK, "%s", rp_error_detail());
-  RP_CHECK(rp_gpt_destroy(m));
-  th_destroy(rt);
-  rp_text_free(&text);
+  wd_model_fini(&t);
 }
 
 /* Whether nanoGPT's configure_optimizers decays the tensor: every 2-D

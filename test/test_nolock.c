@@ -254,48 +254,17 @@ static rp_status empty_task(rp_task_ctx *ctx) {
   return RP_OK;
 }
 
-static rp_status add1_task(rp_task_ctx *ctx) {
-  *(int64_t *)rp_ctx_ptr(ctx, 0) += 1;
-  return RP_OK;
-}
-
-/* x[4] = x[0] + x[1] + x[2] + x[3] */
-static rp_status sum4_task(rp_task_ctx *ctx) {
-  int64_t v = 0;
-  for (uint32_t i = 0; i < 4; i++)
-    v += *(const int64_t *)rp_ctx_ptr(ctx, i);
-  *(int64_t *)rp_ctx_ptr(ctx, 4) = v;
-  return RP_OK;
-}
-
 #define CHAIN 300
 
 /* Unhinted (no cost hints, any processor): a fork-join (eight adds over
  * four instances joined by a sum of all four) and a chain of CHAIN empty
  * tasks on a fifth and sixth instance, alternately read-write and read. */
 static rp_graph *unhinted_dag(rp_runtime *rt, const rp_inst *x) {
-  rp_task_id t = th_task(rt, "add1", add1_task);
-  rp_task_id j = th_task(rt, "sum4", sum4_task);
+  rp_task_id t = th_task(rt, "add1", th_add1_task);
+  rp_task_id j = th_task(rt, "sum4", th_sum4_task);
   rp_task_id e = th_task(rt, "empty", empty_task);
   RP_CHECK(rp_capture_begin(rt, NULL));
-  for (int i = 0; i < 8; i++) {
-    rp_access a = {x[i % 4], RP_RW, 0};
-    RP_CHECK(rp_launch_task(
-        rt,
-        &(rp_launch){
-            .task = t, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
-        NULL));
-  }
-  rp_access all[5] = {{x[0], RP_READ, 0},
-                      {x[1], RP_READ, 0},
-                      {x[2], RP_READ, 0},
-                      {x[3], RP_READ, 0},
-                      {x[4], RP_RW, 0}};
-  RP_CHECK(rp_launch_task(
-      rt,
-      &(rp_launch){
-          .task = j, .proc = RP_PROC_ANY, .accesses = all, .naccess = 5},
-      NULL));
+  th_launch_unhinted_fan(rt, t, j, x);
   for (int i = 0; i < CHAIN; i++) {
     rp_access a = {x[5], i % 2 ? RP_READ : RP_RW, 0};
     RP_CHECK(rp_launch_task(

@@ -1327,41 +1327,10 @@ Test(replay, replay_path_allocates_nothing_after_warm_up) {
 static rp_graph *unhinted_fan(rp_runtime *rt, rp_task_id t, rp_task_id join,
                               const rp_inst *x) {
   RP_CHECK(rp_capture_begin(rt, NULL));
-  for (int i = 0; i < 8; i++) {
-    rp_access a = {x[i % 4], RP_RW, 0};
-    RP_CHECK(rp_launch_task(
-        rt,
-        &(rp_launch){
-            .task = t, .proc = RP_PROC_ANY, .accesses = &a, .naccess = 1},
-        NULL));
-  }
-  rp_access all[5] = {{x[0], RP_READ, 0},
-                      {x[1], RP_READ, 0},
-                      {x[2], RP_READ, 0},
-                      {x[3], RP_READ, 0},
-                      {x[4], RP_RW, 0}};
-  RP_CHECK(rp_launch_task(
-      rt,
-      &(rp_launch){
-          .task = join, .proc = RP_PROC_ANY, .accesses = all, .naccess = 5},
-      NULL));
+  th_launch_unhinted_fan(rt, t, join, x);
   rp_graph *g;
   RP_CHECK(rp_capture_end(rt, &g));
   return g;
-}
-
-static rp_status add1_task(rp_task_ctx *ctx) {
-  *(int64_t *)rp_ctx_ptr(ctx, 0) += 1;
-  return RP_OK;
-}
-
-/* x[4] = x[0] + x[1] + x[2] + x[3] */
-static rp_status sum4_task(rp_task_ctx *ctx) {
-  int64_t v = 0;
-  for (uint32_t i = 0; i < 4; i++)
-    v += *(const int64_t *)rp_ctx_ptr(ctx, i);
-  *(int64_t *)rp_ctx_ptr(ctx, 4) = v;
-  return RP_OK;
 }
 
 static void make_insts(rp_runtime *rt, rp_inst *x, int n) {
@@ -1391,8 +1360,8 @@ Test(replay, replay_path_allocates_nothing_from_the_first_replay) {
     cr_skip_test("built without jemalloc (sanitizer build): no per-thread "
                  "allocation counters");
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = th_task(rt, "add1", add1_task); /* no cost hints */
-  rp_task_id j = th_task(rt, "sum4", sum4_task);
+  rp_task_id t = th_task(rt, "add1", th_add1_task); /* no cost hints */
+  rp_task_id j = th_task(rt, "sum4", th_sum4_task);
   rp_inst x[5];
   make_insts(rt, x, 5);
   rp_graph *g = unhinted_fan(rt, t, j, x);
@@ -1445,7 +1414,7 @@ Test(replay, replay_path_allocates_nothing_from_the_first_replay) {
  * "initial 18446744073709551615 ns"). */
 Test(replay, exec_tune_with_nothing_to_compare_says_so) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = th_task(rt, "add1", add1_task);
+  rp_task_id t = th_task(rt, "add1", th_add1_task);
   rp_inst x;
   make_insts(rt, &x, 1);
   rp_graph *g;
@@ -1485,8 +1454,8 @@ Test(replay, exec_tune_with_nothing_to_compare_says_so) {
  * the machine's to decide (under load it may be any of them). */
 Test(replay, exec_tune_picks_the_measured_placement_and_results_stay_right) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = th_task(rt, "add1", add1_task);
-  rp_task_id j = th_task(rt, "sum4", sum4_task);
+  rp_task_id t = th_task(rt, "add1", th_add1_task);
+  rp_task_id j = th_task(rt, "sum4", th_sum4_task);
   rp_inst x[5];
   make_insts(rt, x, 5);
   rp_graph *g = unhinted_fan(rt, t, j, x);
@@ -1547,8 +1516,8 @@ Test(replay, exec_tune_picks_the_measured_placement_and_results_stay_right) {
  * initial placement only for a clear (10%) gain. */
 Test(replay, exec_tune_keeps_the_initial_placement_without_a_clear_gain) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = th_task(rt, "add1", add1_task);
-  rp_task_id j = th_task(rt, "sum4", sum4_task);
+  rp_task_id t = th_task(rt, "add1", th_add1_task);
+  rp_task_id j = th_task(rt, "sum4", th_sum4_task);
   rp_inst x[5];
   make_insts(rt, x, 5);
   rp_graph *g = unhinted_fan(rt, t, j, x);
@@ -1603,7 +1572,7 @@ Test(replay, exec_tune_reason_names_each_timing_by_its_placement) {
   rp_task_id spin = th_task(rt, "spin20us", spin20us_task), big;
   RP_CHECK(rp_task_register(rt,
                             &(rp_task_desc){.name = "hinted1s",
-                                            .cpu_fn = add1_task,
+                                            .cpu_fn = th_add1_task,
                                             .cost_ns = 1000000000},
                             &big));
   rp_inst x[2];
@@ -1649,7 +1618,8 @@ Test(replay, exec_tune_runs_nothing_when_every_unit_is_hinted) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t;
   RP_CHECK(rp_task_register(
-      rt, &(rp_task_desc){.name = "add1", .cpu_fn = add1_task, .cost_ns = 5000},
+      rt,
+      &(rp_task_desc){.name = "add1", .cpu_fn = th_add1_task, .cost_ns = 5000},
       &t));
   rp_inst x;
   make_insts(rt, &x, 1);
@@ -1672,7 +1642,7 @@ Test(replay, exec_tune_runs_nothing_when_every_unit_is_hinted) {
   cr_assert_eq(s.replacements, 0);
   /* and with no_replace, unhinted units are not measured either */
   rp_exec *ex2;
-  rp_task_id u = th_task(rt, "add1u", add1_task);
+  rp_task_id u = th_task(rt, "add1u", th_add1_task);
   rp_graph *g2 = chain_graph(rt, u, x, 4);
   RP_CHECK(rp_instantiate(g2, &(rp_exec_opts){.no_replace = 1}, &ex2));
   RP_CHECK(rp_exec_tune(ex2, NULL, &tuned));
@@ -1700,8 +1670,8 @@ static rp_status fail_once_task(rp_task_ctx *ctx) {
 /* unhinted_fan over x[0..5) and one more unhinted op of task f on its own
  * instance x[5]. */
 static rp_graph *fan_with(rp_runtime *rt, rp_task_id f, rp_inst *x) {
-  rp_task_id t = th_task(rt, "add1", add1_task);
-  rp_task_id j = th_task(rt, "sum4", sum4_task);
+  rp_task_id t = th_task(rt, "add1", th_add1_task);
+  rp_task_id j = th_task(rt, "sum4", th_sum4_task);
   make_insts(rt, x, 6);
   rp_graph *g = unhinted_fan(rt, t, j, x);
   rp_access a = {x[5], RP_RW, 0};
