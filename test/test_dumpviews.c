@@ -388,9 +388,7 @@ static rp_status spin_task(rp_task_ctx *ctx) {
 Test(views, measured_cost_is_the_mean_of_the_shards_that_ran, .init = setup,
      .fini = teardown) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t;
-  RP_CHECK(rp_task_register(
-      rt, &(rp_task_desc){.name = "spin", .cpu_fn = spin_task}, &t));
+  rp_task_id t = th_task(rt, "spin", spin_task);
   rp_inst in;
   rp_rect r = rp_rect_1d(0, 7);
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));
@@ -470,9 +468,7 @@ Test(views, measured_cost_is_the_mean_of_the_shards_that_ran, .init = setup,
  * fails saying so, not that it is no reprise trace. */
 Test(views, a_trace_of_no_replay_says_so, .init = setup, .fini = teardown) {
   rp_runtime *rt = th_cpu_runtime(1);
-  rp_task_id t;
-  RP_CHECK(rp_task_register(
-      rt, &(rp_task_desc){.name = "spin", .cpu_fn = spin_task}, &t));
+  rp_task_id t = th_task(rt, "spin", spin_task);
   rp_inst in;
   rp_rect r = rp_rect_1d(0, 7);
   RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &in));

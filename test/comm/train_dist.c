@@ -309,20 +309,27 @@ static void rank_files(void) {
   free(log);
 }
 
+/* The run `name` exited 2 and its log says `message` once, with one
+ * "Try --help" line. */
+static void said_once(const char *name, int st, const char *message,
+                      const char *what) {
+  char file[64];
+  snprintf(file, sizeof file, "%s.log", name);
+  char *log = slurp(path(file), NULL);
+  check(st == 2 && count(log, "Try 'reprise train --help'") == 1 &&
+            count(log, message) == 1,
+        "%s: exit 2 (got %d), one message: %s", what, st, log ? log : "");
+  free(log);
+}
+
 /* A usage error every rank finds alike (the options and the files are
  * the same on every rank) is said once, by rank 0: a --val-frac that
  * leaves no training batch, a --data file of fewer rows than --batch, an
  * --iters the checkpoint has done already. */
 static void usage_once(void) {
   const char *vf[] = {"--dist", "--samples", "100", "--val-frac", "0.5", NULL};
-  int st = train(N, "vf", vf);
-  char *log = slurp(path("vf.log"), NULL);
-  check(st == 2 && count(log, "Try 'reprise train --help'") == 1 &&
-            count(log, "--val-frac 0.5: 100 samples") == 1,
-        "--val-frac 0.5 of 100 samples, --batch 64: exit 2 (got %d), one "
-        "message: %s",
-        st, log ? log : "");
-  free(log);
+  said_once("vf", train(N, "vf", vf), "--val-frac 0.5: 100 samples",
+            "--val-frac 0.5 of 100 samples, --batch 64");
   FILE *f = fopen(path("few.csv"), "w");
   if (!f) {
     check(0, "write few.csv");
@@ -338,27 +345,16 @@ static void usage_once(void) {
   static char few[512]; /* path()'s buffers rotate */
   snprintf(few, sizeof few, "%s", path("few.csv"));
   a[11] = few;
-  st = drv_reprise(N, "few", a, NULL);
-  log = slurp(path("few.log"), NULL);
-  check(st == 2 && count(log, "Try 'reprise train --help'") == 1 &&
-            count(log, "--batch 64 is more than the 50 samples") == 1,
-        "--batch 64 over a --data file of 50 rows: exit 2 (got %d), one "
-        "message: %s",
-        st, log ? log : "");
-  free(log);
+  said_once("few", drv_reprise(N, "few", a, NULL),
+            "--batch 64 is more than the 50 samples",
+            "--batch 64 over a --data file of 50 rows");
   const char *k[] = {"--save-weights", path("k40.bin"), NULL};
   check(train(0, "k40", k) == 0, "a checkpoint of 40 steps");
   static char k40[512];
   snprintf(k40, sizeof k40, "%s", path("k40.bin"));
   const char *it[] = {"--dist", "--load-weights", k40, NULL};
-  st = train(N, "it", it);
-  log = slurp(path("it.log"), NULL);
-  check(st == 2 && count(log, "Try 'reprise train --help'") == 1 &&
-            count(log, "has done 40 steps already") == 1,
-        "--iters 40 from a checkpoint of 40 steps: exit 2 (got %d), one "
-        "message: %s",
-        st, log ? log : "");
-  free(log);
+  said_once("it", train(N, "it", it), "has done 40 steps already",
+            "--iters 40 from a checkpoint of 40 steps");
 }
 
 int main(int argc, char **argv) {
