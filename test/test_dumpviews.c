@@ -317,6 +317,44 @@ Test(views, critical_path_by_cost_hints_with_shares, .init = setup,
   HAS(r.out, "n2 -> n3;");
 }
 
+/* A long path first says where its time goes per group of names (the 16
+ * largest, then the rest in one line), then lists its ops. */
+Test(views, long_critical_path_starts_with_its_groups, .init = setup,
+     .fini = teardown) {
+  const char *g = synth(1000, 0, "s.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--critical-path");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  /* every layer is 18 ops of the path, 82500 ns of cost hints */
+  HAS(r.out, " ns over ");
+  HAS(r.out, " ops\n  by group (1 name component; 49 groups, the largest "
+             "first):\n    group 'h0': 18 ops, 82500 ns, 2.2%\n"
+             "    group 'h1': 18 ops, 82500 ns, 2.2%\n");
+  cr_assert_eq(count(r.out, "\n    group '"), 16, "%s", r.out);
+  unsigned n = 0, more = 0, rest = 0, sum = 0;
+  cr_assert_eq(sscanf(r.out, "critical path by cost hints: %*u ns over %u", &n),
+               1, "%s", r.out);
+  for (const char *p = strstr(r.out, "\n    group '"); p;
+       p = strstr(p + 1, "\n    group '")) {
+    unsigned k;
+    cr_assert_eq(sscanf(p, "\n    group '%*[^']': %u ops", &k), 1);
+    sum += k;
+  }
+  const char *m = strstr(r.out, "\n    ... (");
+  cr_assert_not_null(m, "%s", r.out);
+  cr_assert_eq(sscanf(m, "\n    ... (%u more groups: %u ops", &more, &rest), 2,
+               "%s", m);
+  cr_assert_eq(more, 49 - 16);
+  cr_assert_eq(sum + rest, n, "%s", r.out);
+  HAS(r.out, "  its ops in order:\n  op 0 'embed' rp.axpy  500 ns  0.0%\n");
+  cr_assert_eq(count(r.out, "\n  op "), (int)n, "%s", r.out);
+  /* with --group 2 (after the view): groups of two name components */
+  RUN(&r, "dump", g, "--critical-path", "--group", "2");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "  by group (2 name components; ");
+  HAS(r.out, "\n    group 'h0.mlp': 6 ops, 33000 ns, 0.9%\n");
+}
+
 Test(views, critical_path_by_measured_durations, .init = setup,
      .fini = teardown) {
   const char *g, *t;

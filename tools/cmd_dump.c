@@ -107,7 +107,8 @@ static void dump_usage(FILE *f) {
       "                          and the ops\n"
       "  --depth K               within K edges of it (default 1)\n"
       "  --critical-path         the longest path by cost, each op's share\n"
-      "                          (highlighted in DOT, JSON and html)\n"
+      "                          (a long one first per group of names;\n"
+      "                          highlighted in DOT, JSON and html)\n"
       "  --trace TRACE           costs measured in a replay trace\n"
       "                          (`reprise train --trace`), for --summary,\n"
       "                          --critical-path or --format html\n"
@@ -1235,7 +1236,8 @@ static int write_view(const dump_cli *c, const dm_graph *m, const dv_crit *cr,
   if (!rc && cr && c->fmt == RP_DUMP_TEXT) {
     if (c->group || c->focus)
       fputc('\n', out);
-    rc = dv_crit_print(m, cr, cost, out) ? report_failed(out) : RP_CLI_OK;
+    rc = dv_crit_print(m, cr, cost, c->group, out) ? report_failed(out)
+                                                   : RP_CLI_OK;
   }
   return rc;
 }

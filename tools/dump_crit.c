@@ -2,7 +2,8 @@
  * the longest path through the graph by cost, where an op's cost is its
  * measured mean duration (--trace FILE), else its cost hint, else 1 (the
  * path with the most ops). Listed op by op with each one's share of the
- * path's total; dump_view.c and dump_html.c highlight it. */
+ * path's total, a long path first per group of names (where its time
+ * goes, by layer); dump_view.c and dump_html.c highlight it. */
 #include "dump_view.h"
 
 #include <stdlib.h>
@@ -118,8 +119,78 @@ void dv_crit_free(dv_crit *c) {
   memset(c, 0, sizeof *c);
 }
 
+/* A group of the path's ops (--critical-path's time per group). */
+typedef struct crit_group {
+  char key[RP_NAME_MAX + 1];
+  double cost;
+  uint32_t nops, first; /* first: its first op's place on the path */
+} crit_group;
+
+static int cmp_group_key(const void *a, const void *b) {
+  const crit_group *x = a, *y = b;
+  int c = strcmp(x->key, y->key);
+  return c ? c : (x->first > y->first) - (x->first < y->first);
+}
+
+/* Largest cost first; ties in path order. */
+static int cmp_group_cost(const void *a, const void *b) {
+  const crit_group *x = a, *y = b;
+  if (x->cost != y->cost)
+    return x->cost < y->cost ? 1 : -1;
+  return (x->first > y->first) - (x->first < y->first);
+}
+
+/* The path's cost per group of `depth` name components, the largest
+ * DV_CRIT_GROUPS first, then the rest in one line. */
+static void print_groups(const dm_graph *m, const dv_crit *c,
+                         const double *cost_ns, unsigned depth, FILE *out) {
+  crit_group *g = malloc(sizeof *g * (c->n ? c->n : 1));
+  if (!g) {
+    fputs("  by group: not shown (out of memory)\n", out);
+    return;
+  }
+  for (uint32_t i = 0; i < c->n; i++) {
+    dv_group_key(m->ops[c->path[i]].label, depth, g[i].key, sizeof g[i].key);
+    g[i].cost = op_cost(m, cost_ns, c->basis, c->path[i]);
+    g[i].nops = 1, g[i].first = i;
+  }
+  qsort(g, c->n, sizeof *g, cmp_group_key);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < c->n; i++)
+    if (n && !strcmp(g[n - 1].key, g[i].key))
+      g[n - 1].cost += g[i].cost, g[n - 1].nops++;
+    else
+      g[n++] = g[i];
+  qsort(g, n, sizeof *g, cmp_group_cost);
+  int count = c->basis[0] == 'o';
+  uint32_t shown = n < DV_CRIT_GROUPS ? n : DV_CRIT_GROUPS;
+  fprintf(out, "  by group (%u name component%s; %u group%s%s):\n", depth,
+          depth == 1 ? "" : "s", n, n == 1 ? "" : "s",
+          shown < n ? ", the largest first" : "");
+  double share = c->total_ns > 0 ? 100.0 / c->total_ns : 0.0, rest = 0;
+  uint32_t rest_ops = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (i >= shown) {
+      rest += g[i].cost, rest_ops += g[i].nops;
+      continue;
+    }
+    fprintf(out, "    group '%s': %u op%s", g[i].key, g[i].nops,
+            g[i].nops == 1 ? "" : "s");
+    if (!count)
+      fprintf(out, ", %.0f ns, %.1f%%", g[i].cost, g[i].cost * share);
+    fputc('\n', out);
+  }
+  if (shown < n) {
+    fprintf(out, "    ... (%u more groups: %u ops", n - shown, rest_ops);
+    if (!count)
+      fprintf(out, ", %.0f ns, %.1f%%", rest, rest * share);
+    fputs(")\n", out);
+  }
+  free(g);
+}
+
 int dv_crit_print(const dm_graph *m, const dv_crit *c, const double *cost_ns,
-                  FILE *out) {
+                  unsigned depth, FILE *out) {
   int count = c->basis[0] == 'o';
   if (count)
     fprintf(out,
@@ -129,6 +200,10 @@ int dv_crit_print(const dm_graph *m, const dv_crit *c, const double *cost_ns,
   else
     fprintf(out, "critical path by %s: %.0f ns over %u ops\n", c->basis,
             c->total_ns, c->n);
+  if (c->n > DV_CRIT_LISTED) {
+    print_groups(m, c, cost_ns, depth ? depth : 1, out);
+    fputs("  its ops in order:\n", out);
+  }
   for (uint32_t i = 0; i < c->n; i++) {
     uint32_t v = c->path[i];
     const dm_op *op = &m->ops[v];

@@ -130,9 +130,15 @@ struct dv_crit {
 int dv_crit_find(const dm_graph *m, const double *cost_ns, dv_crit *c,
                  FILE *err);
 void dv_crit_free(dv_crit *c);
-/* The path, one op a line with its cost and share. 0 ok, -1 write error. */
+/* A path of more than DV_CRIT_LISTED ops starts with its cost per group of
+ * names (the DV_CRIT_GROUPS largest, then the rest counted). */
+#define DV_CRIT_LISTED 32u
+#define DV_CRIT_GROUPS 16u
+/* The path: on a path of more than DV_CRIT_LISTED ops, first its cost per
+ * group of `depth` name components (0: 1), the largest first; then one op
+ * a line with its cost and share. 0 ok, -1 write error. */
 int dv_crit_print(const dm_graph *m, const dv_crit *c, const double *cost_ns,
-                  FILE *out);
+                  unsigned depth, FILE *out);
 
 /* ---- replay traces (dump_trace.c) ---- */
 

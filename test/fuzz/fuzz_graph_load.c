@@ -72,7 +72,7 @@ static void round_trip(const rp_graph *g, const rp_inst *insts, uint32_t n) {
  * and --focus on op 0 and on the first op's name. */
 static void views(const dm_graph *m) {
   dv_crit c = {0};
-  if (dv_crit_find(m, NULL, &c, sink) || dv_crit_print(m, &c, NULL, sink))
+  if (dv_crit_find(m, NULL, &c, sink) || dv_crit_print(m, &c, NULL, 2, sink))
     fail("--critical-path of a loaded graph");
   for (unsigned depth = 0; depth < 3; depth++) {
     dv_opts o = {.depth = depth, .single_as_op = 1, .crit = &c};

@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       fz_fail("the op costs of a matching trace");
     dv_crit c = {0};
     if (dv_crit_find(&model, cost, &c, sink) ||
-        dv_crit_print(&model, &c, cost, sink))
+        dv_crit_print(&model, &c, cost, 1, sink))
       fz_fail("--critical-path by a trace's durations");
     dv_crit_free(&c);
     free(cost);
