@@ -927,8 +927,12 @@ Test(views, diff_same_differs_and_errors, .init = setup, .fini = teardown) {
   RUN(&r, "dump", ap, "--diff", d);
   cr_assert_eq(r.status, 1);
   HAS(r.out, "- op 0 'embed' (rp.axpy)");
+  /* and their count per group of names, 16 groups a screen */
   HAS(r.out, "- op 15 'h1.attn.score' (rp.axpy)\n"
-             "... (168 more op differences)\n- edge ");
+             "... (168 more op differences)\n"
+             "op differences by group (1 name component; 16 groups):\n"
+             "  group 'embed': +0 -1 ~0\n  group 'h0': +0 -22 ~0\n");
+  HAS(r.out, "  group 'd': +1 -0 ~0\n- edge ");
   cr_assert_eq(count(r.out, "\n- op ") + count(r.out, "\n+ op "), 15, "%s",
                r.out); /* and the first line */
   cr_assert_eq(count(r.out, "- edge ") + count(r.out, "+ edge "), 16, "%s",
@@ -937,7 +941,7 @@ Test(views, diff_same_differs_and_errors, .init = setup, .fini = teardown) {
   HAS(r.out, "... (58 more instance differences)\n");
   HAS(r.out, "diff: 473 differences: ops +4 -180 ~0, edges +4 -211 ~0, "
              "instances +0 -72 ~2, ports +0 -0 ~0\n");
-  cr_assert_leq(count(r.out, "\n"), 16 * 3 + 4, "%s", r.out);
+  cr_assert_leq(count(r.out, "\n"), 16 * 3 + 4 + 17, "%s", r.out);
   RUN(&r, "dump", d, "--diff", ap); /* the other way: additions shown */
   cr_assert_eq(r.status, 1);
   HAS(r.out, "+ op 0 'embed' (rp.axpy)");
@@ -1735,6 +1739,36 @@ Test(views, diff_of_recorded_gpt_steps, .init = setup, .fini = teardown) {
   snprintf(line, sizeof line, "ops +%u -0 ~%d", in_h2, chg);
   HAS(r.out, line);
   free_ops(&s);
+}
+
+/* A diff of thousands of op differences counts them per group of names:
+ * a step with 45 more layers says which, each with its 22 ops. */
+Test(views, diff_counts_op_differences_per_group, .init = setup,
+     .fini = teardown) {
+  char a[512], b[512];
+  snprintf(a, sizeof a, "%s", synth(1000, 0, "a.json"));
+  snprintf(b, sizeof b, "%s", synth(1000 + 22, 0, "b.json"));
+  cli_run r;
+  RUN(&r, "dump", a, "--diff", b);
+  cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+  /* one layer more: exactly its 22 ops, in one group */
+  HAS(r.out, "... (6 more op differences)\n"
+             "op differences by group (1 name component; 1 group):\n"
+             "  group 'h45': +22 -0 ~0\n");
+  HAS(r.out, "ops +22 -0 ~0,");
+  snprintf(b, sizeof b, "%s", synth(2000, 0, "b.json"));
+  RUN(&r, "dump", a, "--diff", b);
+  cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+  /* 45 layers more: 16 groups named, the rest counted */
+  HAS(r.out, "op differences by group (1 name component; 45 groups):\n"
+             "  group 'h45': +22 -0 ~0\n  group 'h46': +22 -0 ~0\n");
+  HAS(r.out, "  group 'h60': +22 -0 ~0\n"
+             "  ... (29 more groups: +638 -0 ~0)\n");
+  HAS(r.out, "ops +990 -0 ~0,");
+  /* 16 or fewer op differences: every one is shown, no groups */
+  RUN(&r, "dump", a, "--diff", a);
+  cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+  cr_assert_null(strstr(r.out, "by group"), "%s", r.out);
 }
 
 Test(views, lint_of_recorded_gpt_steps_is_clean, .init = setup,

@@ -4,8 +4,8 @@
  * processor and accesses, in order); instances by name, then by memory,
  * type and rectangle; edges through the op matching; ports by name. One
  * line per difference ("+", "-", "~"), DIFF_SHOWN of each kind (ops,
- * edges, instances, ports) and then "... (N more)", then a summary line
- * that counts them all. */
+ * edges, instances, ports) and then "... (N more)" (ops: and their count
+ * per group of names), then a summary line that counts them all. */
 #include "dump_view.h"
 
 #include <stdarg.h>
@@ -416,15 +416,83 @@ static void op_changes(differ *d, uint32_t i, uint32_t j) {
   free(sx), free(sy);
 }
 
+/* One op difference for the count per group: its op's group, the sign
+ * ('+', '-', '~') and its place among the differences. */
+typedef struct op_diff {
+  char key[RP_NAME_MAX + 1];
+  uint32_t at;
+  uint32_t add, del, chg;
+} op_diff;
+
+static int cmp_diff_key(const void *a, const void *b) {
+  const op_diff *x = a, *y = b;
+  int c = strcmp(x->key, y->key);
+  return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+static int cmp_diff_at(const void *a, const void *b) {
+  const op_diff *x = a, *y = b;
+  return (x->at > y->at) - (x->at < y->at);
+}
+
+/* When some op differences were not shown: their count per group of the
+ * ops' first name component (each group once, in the order of its first
+ * difference; DIFF_SHOWN groups, then how many more), so that a diff of
+ * thousands of ops says which layers were added, removed or changed. */
+static void say_op_groups(differ *d, op_diff *g, uint32_t n) {
+  if (!d->ops.hidden || !g)
+    return;
+  qsort(g, n, sizeof *g, cmp_diff_key);
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (k && !strcmp(g[k - 1].key, g[i].key)) {
+      g[k - 1].add += g[i].add, g[k - 1].del += g[i].del;
+      g[k - 1].chg += g[i].chg;
+    } else {
+      g[k++] = g[i];
+    }
+  qsort(g, k, sizeof *g, cmp_diff_at);
+  fprintf(d->out, "op differences by group (1 name component; %u group%s):\n",
+          k, k == 1 ? "" : "s");
+  for (uint32_t i = 0; i < k && i < DIFF_SHOWN; i++)
+    fprintf(d->out, "  group '%s': +%u -%u ~%u\n", g[i].key, g[i].add, g[i].del,
+            g[i].chg);
+  uint32_t add = 0, del = 0, chg = 0;
+  for (uint32_t i = DIFF_SHOWN; i < k; i++)
+    add += g[i].add, del += g[i].del, chg += g[i].chg;
+  if (k > DIFF_SHOWN)
+    fprintf(d->out, "  ... (%u more groups: +%u -%u ~%u)\n", k - DIFF_SHOWN,
+            add, del, chg);
+}
+
+/* Records an op difference of op i of m in g (NULL: none recorded). */
+static void note_op(op_diff *g, uint32_t *n, const dm_graph *m, uint32_t i,
+                    char sign) {
+  if (!g)
+    return;
+  op_diff *e = &g[*n];
+  dv_group_key(m->ops[i].label, 1, e->key, sizeof e->key);
+  e->at = (*n)++;
+  e->add = sign == '+', e->del = sign == '-', e->chg = sign == '~';
+}
+
 static void diff_ops(differ *d) {
+  /* at most every op of A and of B differs */
+  size_t cap = (size_t)d->a->nops + d->b->nops;
+  op_diff *g = malloc(sizeof *g * (cap ? cap : 1));
+  uint32_t n = 0;
   for (uint32_t i = 0; i < d->a->nops; i++)
     if (d->oa[i] == UINT32_MAX) {
       FILE *o = line_for(d->out, &d->ops);
       put(o, "- ");
       say_op(o, d->a, i);
       put(o, "\n"), d->ops.del++;
+      note_op(g, &n, d->a, i, '-');
     } else {
+      uint32_t chg = d->ops.chg;
       op_changes(d, i, d->oa[i]);
+      if (d->ops.chg != chg)
+        note_op(g, &n, d->a, i, '~');
     }
   for (uint32_t j = 0; j < d->b->nops; j++)
     if (d->ob[j] == UINT32_MAX) {
@@ -432,8 +500,11 @@ static void diff_ops(differ *d) {
       put(o, "+ ");
       say_op(o, d->b, j);
       put(o, "\n"), d->ops.add++;
+      note_op(g, &n, d->b, j, '+');
     }
   say_more(d->out, &d->ops, "op");
+  say_op_groups(d, g, n);
+  free(g);
 }
 
 /* An edge as one number (from << 32 | to; UINT64_MAX: an end without a
