@@ -1771,6 +1771,45 @@ Test(views, diff_counts_op_differences_per_group, .init = setup,
   cr_assert_null(strstr(r.out, "by group"), "%s", r.out);
 }
 
+/* The synthetic step of `layers` layers with every op's name removed. */
+static const char *synth_unnamed(uint32_t layers, const char *name) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_graph *g;
+  RP_CHECK(synth_step_build(rt, layers, &g));
+  for (uint32_t i = 0; i < rp_graph_op_count(g); i++)
+    RP_CHECK(rp_graph_set_op_name(g, i, NULL));
+  const char *path = th_tmp_path(name);
+  RP_CHECK(rp_graph_save(g, path));
+  synth_free(rt, g);
+  th_destroy(rt);
+  return path;
+}
+
+Test(views, diff_counts_unnamed_ops_in_one_group, .init = setup,
+     .fini = teardown) {
+  char a[512], b[512];
+  snprintf(a, sizeof a, "%s", synth_unnamed(2, "a.json"));
+  snprintf(b, sizeof b, "%s", synth_unnamed(4, "b.json"));
+  cli_run r;
+  RUN(&r, "dump", a, "--diff", b);
+  cr_assert_eq(r.status, 1, "%s%s", r.out, r.err);
+  /* every op difference is an unnamed op's: one group, its counts those
+   * of the summary line */
+  HAS(r.out, "op differences by group (1 name component; 1 group):\n"
+             "  group '(unnamed)': +");
+  const char *g = strstr(r.out, "  group '(unnamed)': ");
+  const char *s = strstr(r.out, "ops +");
+  cr_assert(g && s, "%s", r.out);
+  unsigned ga, gd, gc, sa, sd, sc;
+  cr_assert_eq(sscanf(g, "  group '(unnamed)': +%u -%u ~%u", &ga, &gd, &gc), 3);
+  cr_assert_eq(sscanf(s, "ops +%u -%u ~%u", &sa, &sd, &sc), 3);
+  cr_assert(ga == sa && gd == sd && gc == sc && ga + gd + gc > 16,
+            "group +%u -%u ~%u, summary +%u -%u ~%u", ga, gd, gc, sa, sd, sc);
+  cr_assert_gt(ga, gd); /* two layers more */
+}
+
 Test(views, lint_of_recorded_gpt_steps_is_clean, .init = setup,
      .fini = teardown) {
   static const char *const procs[] = {"1", "2"};
