@@ -548,6 +548,13 @@ Test(gpt_tp, bad_tensor_parallel_configs_are_refused) {
       {{3, 1, 1}, {1, 3, 1}, 0}, /* 3 parts: MPI's order */
       {{1, 1, 1}, {2, 1, 1}, 0}, /* other parts */
       {{2, 1, 2}, {2, 1, 1}, 0}, /* other tp */
+      /* tp across ranks (tp above procs): the operators add the parts in
+       * part order, as one process does, whatever their number */
+      {{1, 6, 2}, {6, 1, 2}, 1},  /* 3 groups of 2 ranks */
+      {{2, 6, 4}, {12, 1, 4}, 1}, /* 3 groups of 2 ranks x 2 */
+      {{1, 16, 4}, {2, 8, 4}, 1}, /* 4 groups, both across ranks */
+      {{2, 3, 2}, {6, 1, 2}, 0},  /* 3 parts all-reduced across ranks */
+      {{2, 3, 2}, {1, 6, 2}, 0},
   };
   for (size_t i = 0; i < sizeof lay / sizeof lay[0]; i++) {
     cr_assert_eq(rp_gpt_layouts_sum_alike(lay[i].a, lay[i].b), lay[i].alike,

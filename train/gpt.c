@@ -283,13 +283,24 @@ rp_status rp_gpt_split_check(uint32_t batch, uint32_t ranks, uint32_t procs,
                               tp > 1 ? "data groups" : "processors");
 }
 
+/* 1 when l adds its data-parallel parts as one process of procs x ranks
+ * processors does, in part order: one rank, or tensor parallelism across
+ * the ranks (tp above procs), whose parallel operators sum in part order
+ * across ranks too; data parallelism across ranks adds them with MPI's
+ * all-reduce. */
+static int sums_as_one_process(rp_gpt_layout l) {
+  return l.ranks <= 1 || l.tp > l.procs;
+}
+
 int rp_gpt_layouts_sum_alike(rp_gpt_layout a, rp_gpt_layout b) {
   a.tp = a.tp ? a.tp : 1;
   b.tp = b.tp ? b.tp : 1;
   if (a.procs == b.procs && a.ranks == b.ranks && a.tp == b.tp)
     return 1;
   uint64_t na = (uint64_t)a.procs * a.ranks, nb = (uint64_t)b.procs * b.ranks;
-  return na == nb && a.tp == b.tp && na / a.tp <= 2;
+  if (na != nb || a.tp != b.tp)
+    return 0;
+  return na / a.tp <= 2 || (sums_as_one_process(a) && sums_as_one_process(b));
 }
 
 static void set_info(rp_gpt_param_info *p, const char *name, uint32_t rows,

@@ -171,9 +171,12 @@ typedef struct rp_gpt_layout {
 /* 1 when layouts a and b add the data-parallel gradient parts (procs x
  * ranks / tp of them) in the same order, so that training on from a
  * checkpoint of a under b is bitwise training on under a: the same
- * layout, or the same parts and tp with at most 2 parts (one addition).
- * Parts are added in order within a process and as MPI's all-reduce adds
- * them across ranks, which may be any order. */
+ * layout, or the same parts and tp with at most 2 parts (one addition),
+ * or with any number of parts when neither is data parallel across ranks
+ * (each is one rank, or tensor parallel across the ranks: tp above
+ * procs). Parts are added in order within a process and by the parallel
+ * operators across ranks, and as MPI's all-reduce adds them for data
+ * parallelism across ranks, which may be any order. */
 int rp_gpt_layouts_sum_alike(rp_gpt_layout a, rp_gpt_layout b);
 
 /* The replay argument block of a recorded step. A replay takes it as it
