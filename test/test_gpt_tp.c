@@ -36,7 +36,10 @@
 
 /* A model of 2 layers, 4 heads, width 32, context 16, batch 4, vocabulary
  * 64 on `procs` processors, tp of them per group; STEPS batches of tokens
- * from a fixed seed in the ring. */
+ * from a fixed seed in the ring. A test may change the width, the batch
+ * and against_one's heads first (odd_shape). */
+static uint32_t g_heads = 4, g_width = 32, g_batch = 4;
+
 typedef struct run {
   rp_runtime *rt;
   rp_gpt *m;
@@ -52,10 +55,10 @@ static void run_init(run *r, uint32_t heads, uint32_t procs, uint32_t tp) {
   rp_gpt_config_init(&c);
   c.layers = 2;
   c.heads = heads;
-  c.width = 32;
+  c.width = g_width;
   c.context = 16;
   c.vocab = 64;
-  c.batch = 4;
+  c.batch = g_batch;
   c.procs = procs;
   c.tp = tp;
   c.ring = STEPS;
@@ -191,9 +194,9 @@ static double lr_sum(void) {
 
 /* tp (and procs / tp data groups) against one processor. */
 static void against_one(uint32_t procs, uint32_t tp) {
-  result one = train(4, 1, 1, 1), par = train(4, procs, tp, 1);
+  result one = train(g_heads, 1, 1, 1), par = train(g_heads, procs, tp, 1);
   run r; /* for the table */
-  run_init(&r, 4, 1, 1);
+  run_init(&r, g_heads, 1, 1);
   for (uint32_t k = 0; k < STEPS; k++)
     cr_assert(fabsf(par.loss[k] - one.loss[k]) <= TP_TOL * fabsf(one.loss[k]),
               "procs %u tp %u step %u: loss %.9g vs %.9g", procs, tp, k + 1,
@@ -221,6 +224,30 @@ Test(gpt_tp_backends, tp2_times_dp2_matches_one_processor) {
   against_one(4, 2);
 }
 
+/* Odd counts: 3 heads of 8 (width 24) and a batch of 5, which no group
+ * count here divides (torch.chunk's rows: 2, 2, 1 over 3 groups; 3, 2
+ * over 2). */
+static void odd_shape(void) {
+  g_heads = 3;
+  g_width = 24;
+  g_batch = 5;
+}
+
+Test(gpt_tp_backends, dp3_on_an_uneven_batch_matches_one_processor) {
+  odd_shape();
+  against_one(3, 1);
+}
+
+Test(gpt_tp_backends, tp3_matches_one_processor) {
+  odd_shape();
+  against_one(3, 3);
+}
+
+Test(gpt_tp_backends, tp3_times_dp2_on_an_uneven_batch_matches_one_processor) {
+  odd_shape();
+  against_one(6, 3);
+}
+
 /* The first index where a and b differ in bits, n when none. */
 static size_t first_diff(const float *a, const float *b, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -230,14 +257,16 @@ static size_t first_diff(const float *a, const float *b, size_t n) {
 }
 
 Test(gpt_tp_backends, replay_is_bitwise_equal_to_eager) {
-  const uint32_t cfg[][2] = {{2, 2}, {4, 2}};
-  for (size_t i = 0; i < 2; i++) {
-    result e = train(4, cfg[i][0], cfg[i][1], 0);
-    result r = train(4, cfg[i][0], cfg[i][1], 1);
+  const uint32_t cfg[][3] = {{2, 2, 0}, {4, 2, 0}, {6, 3, 1}};
+  for (size_t i = 0; i < 3; i++) {
+    if (cfg[i][2])
+      odd_shape(); /* tp 3 x dp 2, an uneven batch */
+    result e = train(g_heads, cfg[i][0], cfg[i][1], 0);
+    result r = train(g_heads, cfg[i][0], cfg[i][1], 1);
     cr_assert(!memcmp(e.loss, r.loss, sizeof e.loss), "procs %u tp %u: loss",
               cfg[i][0], cfg[i][1]);
     run t;
-    run_init(&t, 4, 1, 1);
+    run_init(&t, g_heads, 1, 1);
     size_t n = rp_gpt_param_count(t.m);
     run_fini(&t);
     size_t gd = first_diff(e.grad, r.grad, n),
