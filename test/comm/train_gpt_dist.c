@@ -56,6 +56,10 @@
  *    process's text;
  *  - 4 ranks x --tp 2 --procs 1 (2 data groups across ranks): bitwise
  *    equal to one process with --tp 2 --procs 4;
+ *  - 6 ranks x --tp 2 --procs 1 (3 data groups across ranks, summed in
+ *    part order by the operators): bitwise equal to one process with
+ *    --tp 2 --procs 6, and that process's checkpoint resumed there
+ *    bitwise with no layout note;
  *  - 2 ranks x --tp 4 --procs 2 (4 heads): bitwise equal to one process
  *    with --tp 4 --procs 4 (both sum 4 parts in part order);
  *  - rank 1 alone given another option, an unwritable output or another
@@ -448,6 +452,30 @@ static void tp_across_ranks(void) {
   check(train_to(4, "xr4", x) == 0 && bitwise("xr4", "reftpN"),
         "4 ranks x --tp 2 --procs 1 (2 data groups across ranks): bitwise "
         "equal to one process with --tp 2 --procs 4");
+  /* 3 data groups across 6 ranks: the operators sum them in part order
+   * as one process does, so its checkpoint resumes there bitwise, with
+   * no layout note (data parallelism across ranks all-reduces them) */
+  const char *r6[] = {"--tp", "2", "--procs", "6", NULL};
+  check(train_to(6, "xr6", x) == 0 && train_to(0, "reftp6", r6) == 0 &&
+            bitwise("xr6", "reftp6"),
+        "6 ranks x --tp 2 --procs 1 (3 data groups across ranks): bitwise "
+        "equal to one process with --tp 2 --procs 6");
+  char ck6[512];
+  snprintf(ck6, sizeof ck6, "%s", path("reftp6.ckpt"));
+  const char *rx6[] = {"--dist", "--tp",    "2",  "--procs",
+                       "1",      "--iters", "12", "--load-weights",
+                       ck6,      NULL};
+  const char *r16[] = {"--tp",           "2", "--procs", "6", "--iters", "12",
+                       "--load-weights", ck6, NULL};
+  check(train_to(6, "xr6res", rx6) == 0 && train_to(0, "ref6res", r16) == 0 &&
+            bitwise("xr6res", "ref6res"),
+        "a checkpoint of --tp 2 --procs 6 resumed on 6 ranks x --tp 2 "
+        "--procs 1 and in one process: bitwise equal");
+  lg = slurp(path("xr6res.log"), NULL);
+  check(lg && strstr(lg, "--iters 10 (now 12)") && !strstr(lg, "with --tp"),
+        "resumed on 6 ranks x --tp 2 --procs 1 from --tp 2 --procs 6: no "
+        "layout note (xr6res.log)");
+  free(lg);
   const char *t4[] = {"--dist", "--tp",    "4", "--procs",
                       "2",      "--heads", "4", NULL};
   const char *r4[] = {"--tp", "4", "--procs", "4", "--heads", "4", NULL};
