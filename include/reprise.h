@@ -29,10 +29,11 @@
  *    RP_ESTALE, also while it is still pending. Other calls on a released
  *    event that is still pending act on the event, which is still live.
  *  - One thread at a time per exec: a thread calling rp_replay,
- *    rp_exec_tune or rp_exec_destroy while another is inside rp_replay or
- *    rp_exec_tune on the same exec gets RP_EBUSY (nothing happened).
- *    Other calls on an exec, and destroying an object while another
- *    thread still uses it, must be ordered by the caller.
+ *    rp_exec_tune, rp_exec_destroy, rp_exec_update_args,
+ *    rp_exec_trace_start or rp_exec_trace_write while another is inside
+ *    one of them on the same exec gets RP_EBUSY (nothing happened, the
+ *    detail naming them). Other calls on an exec, and destroying an object
+ *    while another thread still uses it, must be ordered by the caller.
  *
  * Errors every call shares (each call's comment lists only its own):
  *  - a NULL runtime, graph or exec, or a pointer that is not one:
@@ -1507,7 +1508,9 @@ RP_API rp_status rp_exec_op_proc(const rp_exec *ex, rp_op_id op, rp_proc *out);
  * RP_ESHAPE size differs; RP_EUNSUPPORTED an exec of a machine model;
  * RP_EBACKEND a CUDA failure (detail names the op; the op keeps running with
  * its previous graph when the new capture failed, but its args already changed
- * for op-by-op issue). */
+ * for op-by-op issue); RP_EBUSY another thread is inside rp_replay,
+ * rp_exec_tune or another call that holds ex (one thread at a time per
+ * exec; nothing changed). */
 RP_API rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
                                      size_t size, int *reinstantiated);
 
@@ -1518,8 +1521,10 @@ RP_API rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
 /* Records the timeline (per worker: each op's start and end, copies, waits)
  * of the next `replays` replays of ex. The buffers are allocated here, never
  * on the replay path. Errors: RP_EINVAL replays 0, RP_ERANGE too many
- * replays for the buffers, RP_EBUSY a trace is already recording,
- * RP_ECONTRACT from a task inside a replay; no trace is started then. */
+ * replays for the buffers, RP_EBUSY a trace is already recording or
+ * another thread is inside rp_replay or another call that holds ex (one
+ * thread at a time per exec), RP_ECONTRACT from a task inside a replay;
+ * no trace is started then. */
 RP_API rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays);
 /* Waits for the recorded replays to complete, writes their timeline to path
  * (through the output writer, "Output files": the file is replaced only by
@@ -1528,7 +1533,8 @@ RP_API rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays);
  * created or written (detail: path and why), RP_EBUSY a replay in flight
  * (traced or not) waits for a precondition that has not triggered, or
  * replays are in flight and this is an event's callback or a running
- * eager task of ex's runtime; on
+ * eager task of ex's runtime, or another thread is inside rp_replay or
+ * another call that holds ex (one thread at a time per exec); on
  * these the trace stays armed, so the write may be retried; RP_ECONTRACT
  * from a task inside a replay. */
 RP_API rp_status rp_exec_trace_write(rp_exec *ex, const char *path);

@@ -465,12 +465,26 @@ static void write_trace(rp_exec *ex, const struct rp_trace *t, uint64_t end,
   fprintf(f, "\n]}\n");
 }
 
+static rp_status trace_write_owned(rp_exec *ex, const char *path);
+
 rp_status rp_exec_trace_write(rp_exec *ex, const char *path) {
   rp_status st = rp__exec_check_call(ex, "rp_exec_trace_write");
   if (st)
     return st;
   if (!path)
     return rp__err(RP_EINVAL, "rp_exec_trace_write: NULL path");
+  /* a replay issued meanwhile from another thread would write the records
+   * as they are read, and read the trace as it is freed */
+  if ((st = rp__exec_take(ex, "rp_exec_trace_write")) != RP_OK)
+    return st;
+  st = trace_write_owned(ex, path);
+  rp__exec_give(ex);
+  return st;
+}
+
+/* rp_exec_trace_write's work, for the thread that holds the exec. */
+static rp_status trace_write_owned(rp_exec *ex, const char *path) {
+  rp_status st;
   struct rp_trace *t = ex->trace;
   if (!t)
     return rp__err(RP_EINVAL, "rp_exec_trace_write: no trace armed "

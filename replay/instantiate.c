@@ -740,17 +740,13 @@ rp_status rp_exec_destroy(rp_exec *ex) {
     return cst;
   if ((cst = rp__refuse_in_replay("rp_exec_destroy")) != RP_OK)
     return cst;
-  if (atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire))
-    return rp__err(RP_EBUSY,
-                   "rp_exec_destroy: another thread is inside rp_replay, "
-                   "rp_exec_tune or rp_exec_destroy on exec %p (one thread "
-                   "at a time per exec)",
-                   (void *)ex);
+  if ((cst = rp__exec_take(ex, "rp_exec_destroy")) != RP_OK)
+    return cst;
   rp_runtime *rt = ex->rt;
   /* a GPU exec's completion may be the thread running this callback (the
    * poller's scan, a CUDA host function), which freeing it waits for */
   if (rp__tl_in_callback && ex->lw) {
-    atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+    rp__exec_give(ex);
     return rp__err(RP_EBUSY, "rp_exec_destroy: called from an event's "
                              "callback on an exec with GPU segments, whose "
                              "completion thread it would wait for (nothing "
@@ -759,7 +755,7 @@ rp_status rp_exec_destroy(rp_exec *ex) {
   /* a replay that waits for a precondition the caller has not triggered
    * would be waited for forever: refused, nothing freed */
   if ((cst = rp__exec_wait_quiet(ex, "rp_exec_destroy")) != RP_OK) {
-    atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+    rp__exec_give(ex);
     return cst;
   }
   if (rp__exec_quiesce(ex)) {
@@ -833,12 +829,11 @@ static rp_status update_check(rp_exec *ex, rp_op_id op, const void *args,
   return RP_OK;
 }
 
-rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
+/* rp_exec_update_args' work, for the thread that holds the exec. */
+static rp_status update_owned(rp_exec *ex, rp_op_id op, const void *args,
                               size_t size, int *reinstantiated) {
-  rp_status st = update_check(ex, op, args, size);
-  if (st)
-    return st;
-  if ((st = rp__exec_wait_quiet(ex, "rp_exec_update_args")) != RP_OK)
+  rp_status st = rp__exec_wait_quiet(ex, "rp_exec_update_args");
+  if (st != RP_OK)
     return st;
   if (reinstantiated)
     *reinstantiated = 0;
@@ -858,5 +853,19 @@ rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
     st = rp__lower_update(ex, op, &reinst);
   if (reinstantiated)
     *reinstantiated = reinst;
+  return st;
+}
+
+rp_status rp_exec_update_args(rp_exec *ex, rp_op_id op, const void *args,
+                              size_t size, int *reinstantiated) {
+  rp_status st = update_check(ex, op, args, size);
+  if (st)
+    return st;
+  /* a replay issued meanwhile from another thread would read the bytes
+   * as they are copied */
+  if ((st = rp__exec_take(ex, "rp_exec_update_args")) != RP_OK)
+    return st;
+  st = update_owned(ex, op, args, size, reinstantiated);
+  rp__exec_give(ex);
   return st;
 }

@@ -237,8 +237,9 @@ struct rp_exec {
   /* Written by the host on every replay: a line of their own, so that the
    * lanes' reads of the fields above stay in their caches. */
   RP_ALIGNED_LINE uint64_t issued; /* replays submitted (host side) */
-  /* misuse guards (scheduler.c): 1 while a thread is inside rp_replay (a
-   * second concurrent caller is refused: RP_EBUSY); issued as seen by other
+  /* misuse guards (scheduler.c): 1 while a thread is inside one of the
+   * calls that hold the exec (rp__exec_take: a second concurrent caller is
+   * refused, RP_EBUSY); issued as seen by other
    * threads, stored (seq_cst) before the replay checks its instances'
    * generations, so rp_instance_free/realloc sees it in flight */
   _Atomic uint32_t in_replay;
@@ -497,6 +498,25 @@ int rp__exec_quiesce(rp_exec *ex);
  * until it completes, the lane's worker marked gated meanwhile when it had
  * not triggered. */
 rp_status rp__gate_block(rp_exec *ex, uint32_t lane, rp_event e);
+/* One thread at a time per exec (reprise.h): rp_replay, rp_exec_tune,
+ * rp_exec_destroy, rp_exec_update_args, rp_exec_trace_start and
+ * rp_exec_trace_write hold ex->in_replay while they are inside; a second
+ * thread calling one of them meanwhile is refused. rp__exec_busy is that
+ * refusal (RP_EBUSY, `what` and the holding calls named); rp__exec_take
+ * takes the exec or refuses, rp__exec_give hands it back. */
+#define RP_EXEC_HOLDERS                                                        \
+  "rp_replay, rp_exec_tune, rp_exec_destroy, rp_exec_update_args, "            \
+  "rp_exec_trace_start or rp_exec_trace_write"
+rp_status rp__exec_busy(const rp_exec *ex, const char *what);
+static inline rp_status rp__exec_take(rp_exec *ex, const char *what) {
+  if (RP_UNLIKELY(
+          atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire)))
+    return rp__exec_busy(ex, what);
+  return RP_OK;
+}
+static inline void rp__exec_give(rp_exec *ex) {
+  atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+}
 /* rp_replay's argument checks (`what` names the call in errors). */
 rp_status rp__replay_check(rp_exec *ex, const rp_replay_args *a,
                            const char *what);

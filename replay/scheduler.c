@@ -1167,24 +1167,26 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
   return RP_OK;
 }
 
+rp_status rp__exec_busy(const rp_exec *ex, const char *what) {
+  return rp__err(RP_EBUSY,
+                 "%s: another thread is inside " RP_EXEC_HOLDERS " on exec %p "
+                 "(one thread at a time per exec; nothing was done)",
+                 what, (const void *)ex);
+}
+
 /* One thread at a time per exec: a second thread calling rp_replay (or
- * rp_exec_tune, rp_exec_destroy) on the exec while one is inside is refused
- * with RP_EBUSY, not raced (an uncontended exchange per replay). */
+ * another call that holds the exec) on the exec while one is inside is
+ * refused with RP_EBUSY, not raced (an uncontended exchange per replay). */
 rp_status rp_replay(rp_exec *ex, const rp_replay_args *a, rp_event *done) {
   rp_status st = rp__replay_check(ex, a, "rp_replay");
   if (st)
     return st;
-  if (RP_UNLIKELY(
-          atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire)))
-    return rp__err(RP_EBUSY,
-                   "rp_replay: another thread is inside rp_replay, "
-                   "rp_exec_tune or rp_exec_destroy on exec %p (one thread "
-                   "at a time per exec)",
-                   (void *)ex);
+  if ((st = rp__exec_take(ex, "rp_replay")) != RP_OK)
+    return st;
   rp__nvtx_push("reprise.replay");
   st = rp__replay_owned(ex, a, done);
   rp__nvtx_pop();
-  atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+  rp__exec_give(ex);
   return st;
 }
 

@@ -93,6 +93,8 @@ void rp__trace_free(rp_exec *ex) {
 
 /* ---- the public calls ---- */
 
+static rp_status trace_start_owned(rp_exec *ex, uint32_t replays);
+
 rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays) {
   rp_status st = rp__exec_check_call(ex, "rp_exec_trace_start");
   if (!st)
@@ -101,6 +103,17 @@ rp_status rp_exec_trace_start(rp_exec *ex, uint32_t replays) {
     return st;
   if (!replays)
     return rp__err(RP_EINVAL, "rp_exec_trace_start: 0 replays");
+  /* ex->trace and ex->issued are the host's: a replay issued meanwhile
+   * from another thread reads and writes them */
+  if ((st = rp__exec_take(ex, "rp_exec_trace_start")) != RP_OK)
+    return st;
+  st = trace_start_owned(ex, replays);
+  rp__exec_give(ex);
+  return st;
+}
+
+/* rp_exec_trace_start's work, for the thread that holds the exec. */
+static rp_status trace_start_owned(rp_exec *ex, uint32_t replays) {
   if (ex->trace)
     return rp__err(RP_EBUSY,
                    "rp_exec_trace_start: a trace of replays "

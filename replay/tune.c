@@ -384,12 +384,8 @@ rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
                      "(%s): nothing was run",
                      i, ex->g->pre[i].name, rp_status_name(ps));
   }
-  if (atomic_exchange_explicit(&ex->in_replay, 1, memory_order_acquire))
-    return rp__err(RP_EBUSY,
-                   "rp_exec_tune: another thread is inside rp_replay, "
-                   "rp_exec_tune or rp_exec_destroy on exec %p (one thread "
-                   "at a time per exec)",
-                   (void *)ex);
+  if ((st = rp__exec_take(ex, "rp_exec_tune")) != RP_OK)
+    return st;
   rp__nvtx_push("reprise.tune");
   uint32_t ran = 0;
   st = rp__exec_wait_quiet(ex, "rp_exec_tune");
@@ -404,7 +400,7 @@ rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
   if (!st && wants_tuning(ex))
     st = tune_run(ex, &ta, &ran);
   rp__nvtx_pop();
-  atomic_store_explicit(&ex->in_replay, 0, memory_order_release);
+  rp__exec_give(ex);
   /* *replays says how many ran: on success, or on a failure after trial
    * replays ran; an error before any leaves it untouched */
   if (replays && (!st || ran))

@@ -979,13 +979,17 @@ Test(misuse, calls_beside_a_tuning_thread_are_busy_naming_tune,
     usleep(1);
   cr_assert(atomic_load(&held_in), "tune ran no trial replay");
   RP_EXPECT(rp_exec_destroy(ex), RP_EBUSY);
-  cr_assert(strstr(rp_error_detail(), "inside rp_replay, rp_exec_tune or "
-                                      "rp_exec_destroy"),
+  cr_assert(strstr(rp_error_detail(), "inside rp_replay, rp_exec_tune, "
+                                      "rp_exec_destroy, rp_exec_update_args, "
+                                      "rp_exec_trace_start or "
+                                      "rp_exec_trace_write"),
             "%s", rp_error_detail());
   rp_event d;
   RP_EXPECT(rp_replay(ex, NULL, &d), RP_EBUSY);
-  cr_assert(strstr(rp_error_detail(), "inside rp_replay, rp_exec_tune or "
-                                      "rp_exec_destroy"),
+  cr_assert(strstr(rp_error_detail(), "inside rp_replay, rp_exec_tune, "
+                                      "rp_exec_destroy, rp_exec_update_args, "
+                                      "rp_exec_trace_start or "
+                                      "rp_exec_trace_write"),
             "%s", rp_error_detail());
   atomic_store(&held_go, 1);
   void *ret;

@@ -1,0 +1,686 @@
+/* test/test_mt.c — the public API's promises about threads (reprise.h:
+ * "One thread at a time per exec", the capture contract, events), each
+ * exercised from several host threads at once. Run under TSan (make
+ * test-tsan) a race in any of them fails the test. */
+#include "helpers.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SEC 1000000000ll
+
+TestSuite(mt, .timeout = 300);
+
+/* add1 with a check: its two int64 argument words must be equal (an
+ * argument block torn by a concurrent update would not be), and access 0
+ * gets the first one added. */
+static rp_status add_arg_task(rp_task_ctx *ctx) {
+  size_t n = 0;
+  const int64_t *a = rp_ctx_args(ctx, &n);
+  if (n != 2 * sizeof(int64_t) || a[0] != a[1]) {
+    return rp_error_set(RP_EINVAL, "torn arguments");
+  }
+  int64_t *x = rp_ctx_ptr(ctx, 0);
+  *x += a[0];
+  return RP_OK;
+}
+
+static rp_inst i64_inst(rp_runtime *rt, int64_t n) {
+  rp_inst x;
+  rp_rect r = rp_rect_1d(0, n - 1);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &x));
+  return x;
+}
+
+static int64_t read0(rp_runtime *rt, rp_inst x) {
+  int64_t v = 0;
+  RP_CHECK(rp_instance_read(rt, x, &v, sizeof v));
+  return v;
+}
+
+/* An exec of a chain of `n` add_arg ops (args {1, 1}) on x, each on
+ * RP_PROC_ANY. */
+static rp_exec *chain_exec(rp_runtime *rt, rp_task_id t, rp_inst x, int n,
+                           uint32_t inflight) {
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  int64_t one[2] = {1, 1};
+  rp_access acc = {x, RP_RW, RP_REDOP_NONE};
+  for (int i = 0; i < n; i++)
+    RP_CHECK(rp_launch_task(rt,
+                            &(rp_launch){.task = t,
+                                         .proc = RP_PROC_ANY,
+                                         .accesses = &acc,
+                                         .naccess = 1,
+                                         .args = one,
+                                         .args_size = sizeof one},
+                            NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(
+      g, &(rp_exec_opts){.max_inflight = inflight, .no_replace = 1}, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  return ex;
+}
+
+/* ---- replays of two execs from two threads ---- */
+
+typedef struct {
+  rp_runtime *rt;
+  rp_exec *ex;
+  int n;
+  _Atomic int *go;
+  rp_status st;
+  int ok, busy;
+} replay_job;
+
+/* Replays ex n times (RP_EBUSY retried), waiting only for the last. */
+static void *replay_n(void *p) {
+  replay_job *j = p;
+  while (j->go && !atomic_load(j->go))
+    ;
+  rp_event last = RP_NO_EVENT;
+  for (int i = 0; i < j->n;) {
+    rp_event done;
+    rp_status st = rp_replay(j->ex, NULL, &done);
+    if (st == RP_EBUSY) {
+      j->busy++;
+      continue;
+    }
+    if (st != RP_OK) {
+      j->st = st;
+      break;
+    }
+    j->ok++;
+    i++;
+    if (last.id)
+      rp_event_release(j->rt, last);
+    last = done;
+  }
+  if (last.id) {
+    rp_status st = rp_event_wait(j->rt, last, 60 * SEC);
+    if (st && !j->st)
+      j->st = st;
+    rp_event_release(j->rt, last);
+  }
+  return NULL;
+}
+
+Test(mt, two_execs_replayed_from_two_threads_are_exact) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  rp_inst x = i64_inst(rt, 1), y = i64_inst(rt, 1);
+  rp_exec *ea = chain_exec(rt, t, x, 3, 4), *eb = chain_exec(rt, t, y, 5, 2);
+  _Atomic int go = 0;
+  replay_job ja = {rt, ea, 300, &go, RP_OK, 0, 0};
+  replay_job jb = {rt, eb, 300, &go, RP_OK, 0, 0};
+  pthread_t a, b;
+  cr_assert_eq(pthread_create(&a, NULL, replay_n, &ja), 0);
+  cr_assert_eq(pthread_create(&b, NULL, replay_n, &jb), 0);
+  atomic_store(&go, 1);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  cr_assert_eq(ja.st, RP_OK, "%s", rp_status_name(ja.st));
+  cr_assert_eq(jb.st, RP_OK, "%s", rp_status_name(jb.st));
+  cr_assert_eq(ja.busy + jb.busy, 0, "two execs never refuse each other");
+  cr_assert_eq(read0(rt, x), 300 * 3);
+  cr_assert_eq(read0(rt, y), 300 * 5);
+  RP_CHECK(rp_exec_destroy(ea));
+  RP_CHECK(rp_exec_destroy(eb));
+  th_destroy(rt);
+}
+
+/* ---- calls on an exec while another thread replays it ---- */
+
+/* The exec does not depend on its graph: destroying the graph, dumping the
+ * exec and making other graphs and execs on the runtime while a thread
+ * replays it change nothing of its replays. */
+Test(mt, graph_destroy_dump_and_instantiate_beside_a_replaying_thread) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  rp_inst x = i64_inst(rt, 1), y = i64_inst(rt, 1);
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  int64_t one[2] = {1, 1};
+  rp_access acc = {x, RP_RW, RP_REDOP_NONE};
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(rp_launch_task(rt,
+                            &(rp_launch){.task = t,
+                                         .proc = (rp_proc)(i % 2),
+                                         .accesses = &acc,
+                                         .naccess = 1,
+                                         .args = one,
+                                         .args_size = sizeof one},
+                            NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  replay_job j = {rt, ex, 400, NULL, RP_OK, 0, 0};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, replay_n, &j), 0);
+  RP_CHECK(rp_graph_destroy(g));
+  FILE *f = fopen("/dev/null", "w");
+  cr_assert_not_null(f);
+  for (int k = 0; k < 10; k++) {
+    RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_TEXT));
+    RP_CHECK(rp_exec_dump(ex, f, RP_DUMP_JSON));
+    rp_exec *other = chain_exec(rt, t, y, 2, 2);
+    rp_event d;
+    RP_CHECK(rp_replay(other, NULL, &d));
+    RP_CHECK(rp_event_wait(rt, d, 60 * SEC));
+    RP_CHECK(rp_event_release(rt, d));
+    RP_CHECK(rp_exec_destroy(other));
+  }
+  fclose(f);
+  pthread_join(th, NULL);
+  cr_assert_eq(j.st, RP_OK, "%s", rp_status_name(j.st));
+  cr_assert_eq(j.busy, 0);
+  cr_assert_eq(read0(rt, x), 400 * 4);
+  cr_assert_eq(read0(rt, y), 10 * 2);
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
+typedef struct {
+  rp_exec *ex;
+  _Atomic int *stop;
+  _Atomic int ok;
+  int busy, other;
+  rp_status first_other;
+} hammer_job;
+
+/* Replays ex until *stop, counting OK / RP_EBUSY / anything else (no done
+ * events). */
+static void *replay_until_stop(void *p) {
+  hammer_job *h = p;
+  while (!atomic_load(h->stop)) {
+    rp_status st = rp_replay(h->ex, NULL, NULL);
+    if (st == RP_EBUSY) {
+      h->busy++;
+      continue;
+    }
+    if (st == RP_OK) {
+      h->ok++;
+      continue;
+    }
+    h->other++;
+    if (!h->first_other)
+      h->first_other = st;
+  }
+  return NULL;
+}
+
+static rp_runtime *upd_rt;
+static _Atomic int upd_failed;
+static void on_done(void *arg, rp_status st) {
+  (void)arg;
+  if (st != RP_OK)
+    atomic_fetch_add(&upd_failed, 1);
+}
+
+/* Replays with a done callback that counts failures (no event kept). */
+static void *replay_until_stop_cb(void *p) {
+  hammer_job *h = p;
+  while (!atomic_load(h->stop)) {
+    rp_event done;
+    rp_status st = rp_replay(h->ex, NULL, &done);
+    if (st == RP_EBUSY) {
+      h->busy++;
+      continue;
+    }
+    if (st != RP_OK) {
+      h->other++;
+      if (!h->first_other)
+        h->first_other = st;
+      continue;
+    }
+    h->ok++;
+    if (rp_event_on_complete(upd_rt, done, on_done, NULL) != RP_OK ||
+        rp_event_release(upd_rt, done) != RP_OK)
+      h->other++;
+  }
+  return NULL;
+}
+
+/* rp_exec_update_args from one thread while another replays the exec:
+ * each update either happens between replays or is refused (RP_EBUSY,
+ * naming the call), never lands in a replay's argument bytes half
+ * written. */
+Test(mt, update_args_beside_a_replaying_thread_is_busy_or_whole) {
+  rp_runtime *rt = upd_rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  rp_inst x = i64_inst(rt, 1);
+  rp_exec *ex = chain_exec(rt, t, x, 2, 4);
+  atomic_store(&upd_failed, 0);
+  _Atomic int stop = 0;
+  hammer_job h = {ex, &stop, 0, 0, 0, RP_OK};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, replay_until_stop_cb, &h), 0);
+  int upd_ok = 0, upd_busy = 0;
+  for (int64_t k = 0; atomic_load(&h.ok) < 500 && k < 1000000; k++) {
+    int64_t v[2] = {1 + k % 3, 1 + k % 3};
+    rp_status st = rp_exec_update_args(ex, 0, v, sizeof v, NULL);
+    if (st == RP_OK)
+      upd_ok++;
+    else {
+      cr_assert_eq(st, RP_EBUSY, "%s (%s)", rp_status_name(st),
+                   rp_error_detail());
+      cr_assert(strstr(rp_error_detail(), "rp_exec_update_args"), "%s",
+                rp_error_detail());
+      upd_busy++;
+    }
+  }
+  atomic_store(&stop, 1);
+  pthread_join(th, NULL);
+  RP_CHECK(rp_runtime_drain(rt));
+  RP_CHECK(rp_exec_destroy(ex)); /* waits for the replays in flight */
+  cr_assert_eq(h.other, 0, "%s", rp_status_name(h.first_other));
+  cr_assert_eq(atomic_load(&upd_failed), 0, "a replay saw torn arguments");
+  cr_assert_gt(h.ok, 0);
+  cr_assert_gt(upd_ok + upd_busy, 0);
+  th_destroy(rt);
+}
+
+/* rp_exec_trace_start / rp_exec_trace_write from one thread while another
+ * replays the exec: refused (RP_EBUSY naming the call) or done whole. */
+Test(mt, trace_beside_a_replaying_thread_is_busy_or_whole) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  rp_inst x = i64_inst(rt, 1);
+  rp_exec *ex = chain_exec(rt, t, x, 2, 4);
+  th_tmpdir_make("/tmp/rp_mt_XXXXXX");
+  const char *path = th_tmp_path("trace.json");
+  _Atomic int stop = 0;
+  hammer_job h = {ex, &stop, 0, 0, 0, RP_OK};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, replay_until_stop, &h), 0);
+  int written = 0;
+  for (int k = 0; atomic_load(&h.ok) < 300 && k < 100000; k++) {
+    rp_status st = rp_exec_trace_start(ex, 3);
+    if (st == RP_OK || st == RP_EBUSY) {
+      if (st == RP_EBUSY)
+        cr_assert(strstr(rp_error_detail(), "rp_exec_trace_start"), "%s",
+                  rp_error_detail());
+      st = rp_exec_trace_write(ex, path);
+      if (st == RP_OK)
+        written++;
+      else
+        cr_assert(st == RP_EBUSY || st == RP_EINVAL, "%s (%s)",
+                  rp_status_name(st), rp_error_detail());
+    } else {
+      cr_assert_fail("trace_start: %s (%s)", rp_status_name(st),
+                     rp_error_detail());
+    }
+  }
+  atomic_store(&stop, 1);
+  pthread_join(th, NULL);
+  cr_assert_eq(h.other, 0, "%s", rp_status_name(h.first_other));
+  RP_CHECK(rp_runtime_drain(rt));
+  RP_CHECK(rp_exec_destroy(ex));
+  th_tmpdir_remove();
+  th_destroy(rt);
+  (void)written;
+}
+
+/* ---- eager launches and drains from several threads ---- */
+
+typedef struct {
+  rp_runtime *rt;
+  rp_task_id t;
+  rp_inst own, shared;
+  int n;
+  rp_status st;
+} eager_job;
+
+static void *eager_adds(void *p) {
+  eager_job *j = p;
+  int64_t one[2] = {1, 1};
+  for (int i = 0; i < j->n && !j->st; i++) {
+    rp_access acc = {i % 2 ? j->own : j->shared, RP_RW, RP_REDOP_NONE};
+    j->st = rp_launch_task(j->rt,
+                           &(rp_launch){.task = j->t,
+                                        .proc = (rp_proc)(i % 2),
+                                        .accesses = &acc,
+                                        .naccess = 1,
+                                        .args = one,
+                                        .args_size = sizeof one},
+                           NULL);
+    if (!j->st && i % 64 == 0)
+      j->st = rp_runtime_drain(j->rt);
+  }
+  if (!j->st)
+    j->st = rp_runtime_drain(j->rt);
+  return NULL;
+}
+
+Test(mt, eager_launches_and_drains_from_four_threads_are_exact) {
+  enum { T = 4, N = 600 };
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  rp_inst shared = i64_inst(rt, 1);
+  eager_job j[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    j[i] = (eager_job){rt, t, i64_inst(rt, 1), shared, N, RP_OK};
+    cr_assert_eq(pthread_create(&th[i], NULL, eager_adds, &j[i]), 0);
+  }
+  for (int i = 0; i < T; i++)
+    pthread_join(th[i], NULL);
+  RP_CHECK(rp_runtime_drain(rt));
+  for (int i = 0; i < T; i++) {
+    cr_assert_eq(j[i].st, RP_OK, "%s", rp_status_name(j[i].st));
+    cr_assert_eq(read0(rt, j[i].own), N / 2);
+  }
+  cr_assert_eq(read0(rt, shared), T * N / 2);
+  th_destroy(rt);
+}
+
+/* ---- instances and tasks made and freed while replays run ---- */
+
+typedef struct {
+  rp_runtime *rt;
+  int n;
+  rp_status st;
+} churn_job;
+
+static void *instance_churn(void *p) {
+  churn_job *j = p;
+  for (int i = 0; i < j->n && !j->st; i++) {
+    rp_inst a;
+    rp_rect r = rp_rect_1d(0, 7);
+    j->st = rp_instance_create(j->rt, 0, RP_F32, &r, NULL, &a);
+    if (j->st)
+      break;
+    char name[32];
+    snprintf(name, sizeof name, "churn%d", i % 5);
+    if ((j->st = rp_instance_set_name(j->rt, a, name)) != RP_OK)
+      break;
+    if (i % 3 == 0 && (j->st = rp_instance_realloc(j->rt, &a)) != RP_OK)
+      break;
+    j->st = rp_instance_free(j->rt, a);
+  }
+  return NULL;
+}
+
+static void *task_churn(void *p) {
+  churn_job *j = p;
+  for (int i = 0; i < j->n && !j->st; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "churn_task_%d", i);
+    rp_task_id id;
+    j->st = rp_task_register(
+        j->rt, &(rp_task_desc){.name = name, .cpu_fn = add_arg_task}, &id);
+    if (!j->st)
+      j->st = rp_task_find(j->rt, name, &id);
+  }
+  return NULL;
+}
+
+/* Instances created, renamed, reallocated and freed and tasks registered
+ * on two threads while a third replays an exec and the main thread
+ * launches eagerly: the replays (which walk their instances' generations
+ * whenever the instance epoch moved) and the eager ops stay exact. */
+Test(mt, instance_and_task_churn_beside_replays_and_launches) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  rp_inst x = i64_inst(rt, 1), y = i64_inst(rt, 1);
+  rp_exec *ex = chain_exec(rt, t, x, 3, 4);
+  replay_job rj = {rt, ex, 300, NULL, RP_OK, 0, 0};
+  churn_job ci = {rt, 400, RP_OK}, ct = {rt, 300, RP_OK};
+  pthread_t a, b, c;
+  cr_assert_eq(pthread_create(&a, NULL, replay_n, &rj), 0);
+  cr_assert_eq(pthread_create(&b, NULL, instance_churn, &ci), 0);
+  cr_assert_eq(pthread_create(&c, NULL, task_churn, &ct), 0);
+  int64_t one[2] = {1, 1};
+  rp_access acc = {y, RP_RW, RP_REDOP_NONE};
+  for (int i = 0; i < 300; i++)
+    RP_CHECK(rp_launch_task(rt,
+                            &(rp_launch){.task = t,
+                                         .proc = RP_PROC_ANY,
+                                         .accesses = &acc,
+                                         .naccess = 1,
+                                         .args = one,
+                                         .args_size = sizeof one},
+                            NULL));
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  pthread_join(c, NULL);
+  RP_CHECK(rp_runtime_drain(rt));
+  cr_assert_eq(rj.st, RP_OK, "%s", rp_status_name(rj.st));
+  cr_assert_eq(ci.st, RP_OK, "%s", rp_status_name(ci.st));
+  cr_assert_eq(ct.st, RP_OK, "%s", rp_status_name(ct.st));
+  cr_assert_eq(read0(rt, x), 300 * 3);
+  cr_assert_eq(read0(rt, y), 300);
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
+/* ---- events across threads ---- */
+
+typedef struct {
+  rp_runtime *rt;
+  rp_event e;
+  _Atomic int *woke;
+  rp_status st;
+} waiter;
+
+static void *wait_forever(void *p) {
+  waiter *w = p;
+  w->st = rp_event_wait(w->rt, w->e, -1);
+  atomic_fetch_add(w->woke, 1);
+  return NULL;
+}
+
+static _Atomic int cb_calls;
+static void count_cb(void *arg, rp_status st) {
+  (void)arg;
+  if (st == RP_OK)
+    atomic_fetch_add(&cb_calls, 1);
+}
+
+typedef struct {
+  rp_runtime *rt;
+  rp_event e;
+  rp_status st;
+} trig_job;
+
+static void *trigger_it(void *p) {
+  trig_job *j = p;
+  j->st = rp_event_trigger(j->rt, j->e);
+  return NULL;
+}
+
+/* Many threads wait on one user event, callbacks are registered on it from
+ * others as it triggers, and two threads trigger it at once: every waiter
+ * wakes with RP_OK (no lost wake-up), every callback runs once, one
+ * trigger wins and the other is RP_EINVAL. */
+Test(mt, one_event_many_waiters_two_triggers_and_callbacks) {
+  enum { W = 6, ROUNDS = 50 };
+  rp_runtime *rt = th_cpu_runtime(2);
+  for (int round = 0; round < ROUNDS; round++) {
+    rp_event e;
+    RP_CHECK(rp_event_create(rt, &e));
+    _Atomic int woke = 0;
+    atomic_store(&cb_calls, 0);
+    waiter w[W];
+    pthread_t th[W];
+    for (int i = 0; i < W; i++) {
+      w[i] = (waiter){rt, e, &woke, RP_EAGAIN};
+      cr_assert_eq(pthread_create(&th[i], NULL, wait_forever, &w[i]), 0);
+    }
+    RP_CHECK(rp_event_on_complete(rt, e, count_cb, NULL));
+    trig_job t1 = {rt, e, RP_EAGAIN}, t2 = {rt, e, RP_EAGAIN};
+    pthread_t a, b;
+    cr_assert_eq(pthread_create(&a, NULL, trigger_it, &t1), 0);
+    cr_assert_eq(pthread_create(&b, NULL, trigger_it, &t2), 0);
+    RP_CHECK(rp_event_on_complete(rt, e, count_cb, NULL));
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    cr_assert((t1.st == RP_OK) != (t2.st == RP_OK), "%s %s",
+              rp_status_name(t1.st), rp_status_name(t2.st));
+    cr_assert(t1.st == RP_EINVAL || t2.st == RP_EINVAL);
+    for (int i = 0; i < W; i++) {
+      pthread_join(th[i], NULL);
+      cr_assert_eq(w[i].st, RP_OK, "%s", rp_status_name(w[i].st));
+    }
+    cr_assert_eq(atomic_load(&woke), W);
+    cr_assert_eq(atomic_load(&cb_calls), 2);
+    RP_CHECK(rp_event_release(rt, e));
+  }
+  th_destroy(rt);
+}
+
+/* ---- capture across threads ---- */
+
+typedef struct {
+  rp_runtime *rt;
+  _Atomic int *go;
+  rp_status st;
+} begin_job;
+
+static _Atomic int capturing, overlapped;
+
+static void *begin_then_abort(void *p) {
+  begin_job *j = p;
+  while (!atomic_load(j->go))
+    ;
+  j->st = rp_capture_begin(j->rt, NULL);
+  if (j->st == RP_OK) {
+    if (atomic_fetch_add(&capturing, 1) != 0)
+      atomic_store(&overlapped, 1);
+    usleep(1000);
+    atomic_fetch_sub(&capturing, 1);
+    rp_status st = rp_capture_abort(j->rt);
+    if (st)
+      j->st = st;
+  }
+  return NULL;
+}
+
+/* Two threads opening a capture on one runtime at once: one at a time
+ * records, the other gets RP_ECAPTURE; never both at once. */
+Test(mt, two_threads_beginning_a_capture_never_both_record) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  for (int round = 0; round < 50; round++) {
+    _Atomic int go = 0;
+    begin_job a = {rt, &go, RP_EAGAIN}, b = {rt, &go, RP_EAGAIN};
+    pthread_t ta, tb;
+    cr_assert_eq(pthread_create(&ta, NULL, begin_then_abort, &a), 0);
+    cr_assert_eq(pthread_create(&tb, NULL, begin_then_abort, &b), 0);
+    atomic_store(&go, 1);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    cr_assert(a.st == RP_OK || a.st == RP_ECAPTURE, "%s", rp_status_name(a.st));
+    cr_assert(b.st == RP_OK || b.st == RP_ECAPTURE, "%s", rp_status_name(b.st));
+    cr_assert(a.st == RP_OK || b.st == RP_OK, "one of them records");
+  }
+  cr_assert_eq(atomic_load(&overlapped), 0, "two captures were open at once");
+  th_destroy(rt);
+}
+
+/* ---- the runtime's destroy beside a thread that uses it ---- */
+
+/* rp_runtime_destroy while another thread replays an exec of it: RP_EBUSY
+ * (an exec is alive), nothing freed; the replays go on and are exact. */
+Test(mt, runtime_destroy_beside_a_replaying_thread_is_busy) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  rp_inst x = i64_inst(rt, 1);
+  rp_exec *ex = chain_exec(rt, t, x, 2, 4);
+  replay_job j = {rt, ex, 300, NULL, RP_OK, 0, 0};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, replay_n, &j), 0);
+  for (int k = 0; k < 20; k++)
+    RP_EXPECT(rp_runtime_destroy(rt), RP_EBUSY);
+  pthread_join(th, NULL);
+  cr_assert_eq(j.st, RP_OK, "%s", rp_status_name(j.st));
+  cr_assert_eq(read0(rt, x), 300 * 2);
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
+/* While one thread is inside rp_exec_tune (its trial replay held in a
+ * task), rp_exec_update_args, rp_exec_trace_start and rp_exec_trace_write
+ * from another are RP_EBUSY naming the call and the calls that hold the
+ * exec, and change nothing: the update would otherwise wait inside tune's
+ * trial replays and write the argument bytes they read, a trace would
+ * start in the middle of them. */
+static _Atomic int held_in, held_go;
+static rp_status hold_task(rp_task_ctx *ctx) {
+  atomic_store(&held_in, 1);
+  for (long i = 0; i < 10000000 && !atomic_load(&held_go); i++)
+    usleep(1);
+  return add_arg_task(ctx);
+}
+
+static void *tune_thread(void *arg) {
+  uint32_t tuned = 0;
+  return (void *)(intptr_t)rp_exec_tune(arg, &(rp_replay_args){0}, &tuned);
+}
+
+Test(mt, calls_that_change_an_exec_beside_a_tuning_thread_are_busy) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "hold", hold_task);
+  rp_inst x = i64_inst(rt, 1);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  int64_t one[2] = {1, 1};
+  rp_access acc = {x, RP_RW, RP_REDOP_NONE};
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = RP_PROC_ANY,
+                                          .accesses = &acc,
+                                          .naccess = 1,
+                                          .args = one,
+                                          .args_size = sizeof one},
+                             NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_tmpdir_make("/tmp/rp_mt_XXXXXX");
+  const char *path = th_tmp_path("trace.json");
+  atomic_store(&held_in, 0), atomic_store(&held_go, 0);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, tune_thread, ex), 0);
+  for (int i = 0; i < 10000000 && !atomic_load(&held_in); i++)
+    usleep(1);
+  cr_assert(atomic_load(&held_in), "tune ran no trial replay");
+  static const char holders[] =
+      "another thread is inside rp_replay, rp_exec_tune, rp_exec_destroy, "
+      "rp_exec_update_args, rp_exec_trace_start or rp_exec_trace_write";
+  int64_t two[2] = {2, 2};
+  int reinst = -1;
+  RP_EXPECT(rp_exec_update_args(ex, 0, two, sizeof two, &reinst), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "rp_exec_update_args: "), "%s",
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), holders), "%s", rp_error_detail());
+  cr_assert_eq(reinst, -1, "an out-parameter written on an error");
+  RP_EXPECT(rp_exec_trace_start(ex, 2), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "rp_exec_trace_start: "), "%s",
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), holders), "%s", rp_error_detail());
+  RP_EXPECT(rp_exec_trace_write(ex, path), RP_EBUSY);
+  cr_assert(strstr(rp_error_detail(), "rp_exec_trace_write: "), "%s",
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), holders), "%s", rp_error_detail());
+  atomic_store(&held_go, 1);
+  void *ret;
+  pthread_join(th, &ret);
+  cr_assert_eq((rp_status)(intptr_t)ret, RP_OK, "rp_exec_tune: %s",
+               rp_status_name((rp_status)(intptr_t)ret));
+  /* nothing changed: every trial replay added 1, no trace is armed */
+  int64_t v = read0(rt, x);
+  RP_EXPECT(rp_exec_trace_write(ex, path), RP_EINVAL);
+  RP_CHECK(rp_exec_update_args(ex, 0, two, sizeof two, NULL));
+  rp_event d;
+  RP_CHECK(rp_replay(ex, NULL, &d));
+  RP_CHECK(rp_event_wait(rt, d, 60 * SEC));
+  RP_CHECK(rp_event_release(rt, d));
+  cr_assert_eq(read0(rt, x), v + 2);
+  RP_CHECK(rp_exec_destroy(ex));
+  th_tmpdir_remove();
+  th_destroy(rt);
+}
