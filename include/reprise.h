@@ -32,8 +32,13 @@
  *    rp_exec_tune, rp_exec_destroy, rp_exec_update_args,
  *    rp_exec_trace_start or rp_exec_trace_write while another is inside
  *    one of them on the same exec gets RP_EBUSY (nothing happened, the
- *    detail naming them). Other calls on an exec, and destroying an object
- *    while another thread still uses it, must be ordered by the caller.
+ *    detail naming them). Other calls on an exec, calls on one graph
+ *    (building, validating, instantiating, saving or dumping it: a graph
+ *    is one thread's at a time), and destroying an object while another
+ *    thread still uses it, must be ordered by the caller. Different
+ *    graphs and execs of one runtime, its events, instances and tasks,
+ *    and eager launches and drains may be used from several threads at
+ *    once (a capture is its own thread's: see the capture contract).
  *
  * Errors every call shares (each call's comment lists only its own):
  *  - a NULL runtime, graph or exec, or a pointer that is not one:

@@ -684,3 +684,201 @@ Test(mt, calls_that_change_an_exec_beside_a_tuning_thread_are_busy) {
   th_tmpdir_remove();
   th_destroy(rt);
 }
+
+/* ---- graphs built, instantiated and replayed on several threads ---- */
+
+typedef struct {
+  rp_runtime *rt;
+  rp_task_id t;
+  rp_inst x;
+  int rounds, capture;
+  rp_status st;
+  char where[64];
+} build_job;
+
+#define BJ_TRY(call)                                                           \
+  do {                                                                         \
+    if ((j->st = (call)) != RP_OK) {                                           \
+      snprintf(j->where, sizeof j->where, "%s", #call);                        \
+      return NULL;                                                             \
+    }                                                                          \
+  } while (0)
+
+/* Builds (with the builder, or by capture when j->capture) a chain of 3
+ * add_arg ops on j->x, instantiates it, replays it twice and destroys
+ * everything, j->rounds times. */
+static void *build_and_replay(void *p) {
+  build_job *j = p;
+  int64_t one[2] = {1, 1};
+  rp_access acc = {j->x, RP_RW, RP_REDOP_NONE};
+  rp_launch l = {.task = j->t,
+                 .proc = RP_PROC_ANY,
+                 .accesses = &acc,
+                 .naccess = 1,
+                 .args = one,
+                 .args_size = sizeof one};
+  for (int r = 0; r < j->rounds; r++) {
+    rp_graph *g;
+    if (j->capture) {
+      rp_status st;
+      while ((st = rp_capture_begin(j->rt, NULL)) == RP_ECAPTURE)
+        sched_yield(); /* the other thread's capture is open */
+      BJ_TRY(st);
+      for (int i = 0; i < 3; i++)
+        BJ_TRY(rp_launch_task(j->rt, &l, NULL));
+      BJ_TRY(rp_capture_end(j->rt, &g));
+    } else {
+      BJ_TRY(rp_graph_create(j->rt, &g));
+      rp_op_id prev = 0, op;
+      for (int i = 0; i < 3; i++) {
+        BJ_TRY(rp_graph_add_task(g, &l, &op));
+        if (i)
+          BJ_TRY(rp_graph_add_edge(g, prev, op));
+        prev = op;
+      }
+    }
+    rp_exec *ex;
+    BJ_TRY(rp_instantiate(g, NULL, &ex));
+    BJ_TRY(rp_graph_destroy(g));
+    for (int k = 0; k < 2; k++) {
+      rp_event d;
+      BJ_TRY(rp_replay(ex, NULL, &d));
+      BJ_TRY(rp_event_wait(j->rt, d, 60 * SEC));
+      BJ_TRY(rp_event_release(j->rt, d));
+    }
+    BJ_TRY(rp_exec_destroy(ex));
+  }
+  return NULL;
+}
+
+/* Four threads each build their own graphs on one runtime (two with the
+ * builder, two by capture, taking turns at the one capture a runtime has
+ * open at a time), instantiate, replay and destroy them: every replay is
+ * exact. */
+Test(mt, graphs_built_instantiated_and_replayed_on_four_threads) {
+  enum { T = 4, R = 25 };
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  build_job j[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    j[i] = (build_job){rt, t, i64_inst(rt, 1), R, i % 2, RP_OK, ""};
+    cr_assert_eq(pthread_create(&th[i], NULL, build_and_replay, &j[i]), 0);
+  }
+  for (int i = 0; i < T; i++)
+    pthread_join(th[i], NULL);
+  for (int i = 0; i < T; i++) {
+    cr_assert_eq(j[i].st, RP_OK, "thread %d: %s -> %s", i, j[i].where,
+                 rp_status_name(j[i].st));
+    cr_assert_eq(read0(rt, j[i].x), R * 2 * 3);
+  }
+  th_destroy(rt);
+}
+
+/* ---- the event table grows while replays complete events ---- */
+
+static void *event_flood(void *p) {
+  churn_job *j = p;
+  enum { N = 3000 };
+  static rp_event evs[N];
+  for (int round = 0; round < j->n && !j->st; round++) {
+    int made = 0;
+    for (; made < N; made++)
+      if ((j->st = rp_event_create(j->rt, &evs[made])) != RP_OK)
+        break;
+    for (int i = 0; i < made; i++) {
+      rp_status st = rp_event_trigger(j->rt, evs[i]);
+      if (st == RP_OK)
+        st = rp_event_release(j->rt, evs[i]);
+      if (st && !j->st)
+        j->st = st;
+    }
+  }
+  return NULL;
+}
+
+/* One thread creates thousands of events at once (the runtime's event
+ * table grows) while another replays and waits for done events from the
+ * same table: every replay completes, every event is exact. */
+Test(mt, event_table_growth_beside_replays) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  rp_inst x = i64_inst(rt, 1);
+  rp_exec *ex = chain_exec(rt, t, x, 2, 4);
+  replay_job rj = {rt, ex, 400, NULL, RP_OK, 0, 0};
+  churn_job ce = {rt, 4, RP_OK};
+  pthread_t a, b;
+  cr_assert_eq(pthread_create(&b, NULL, event_flood, &ce), 0);
+  cr_assert_eq(pthread_create(&a, NULL, replay_n, &rj), 0);
+  pthread_join(a, NULL);
+  pthread_join(b, NULL);
+  cr_assert_eq(rj.st, RP_OK, "%s", rp_status_name(rj.st));
+  cr_assert_eq(ce.st, RP_OK, "%s", rp_status_name(ce.st));
+  cr_assert_eq(read0(rt, x), 400 * 2);
+  RP_CHECK(rp_exec_destroy(ex));
+  th_destroy(rt);
+}
+
+/* ---- rp_exec_tune beside another exec's replays ---- */
+
+/* The main thread tunes an exec (a fan of unhinted ops, re-placed onto one
+ * worker and back: the cost source alternates) while another thread
+ * replays a second exec on the same workers: both stay exact. */
+static rp_exec *fan_exec(rp_runtime *rt, rp_task_id t, rp_inst *x, int n) {
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  int64_t one[2] = {1, 1};
+  for (int i = 0; i < n; i++) {
+    rp_access acc = {x[i], RP_RW, RP_REDOP_NONE};
+    RP_CHECK(rp_launch_task(rt,
+                            &(rp_launch){.task = t,
+                                         .proc = RP_PROC_ANY,
+                                         .accesses = &acc,
+                                         .naccess = 1,
+                                         .args = one,
+                                         .args_size = sizeof one},
+                            NULL));
+  }
+  RP_CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  return ex;
+}
+
+Test(mt, tune_beside_another_execs_replays) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "add_arg", add_arg_task);
+  rp_inst xs[4], y = i64_inst(rt, 1);
+  for (int i = 0; i < 4; i++)
+    xs[i] = i64_inst(rt, 1);
+  rp_exec *tuned = fan_exec(rt, t, xs, 4);
+  rp_exec *other = chain_exec(rt, t, y, 3, 4);
+  replay_job rj = {rt, other, 300, NULL, RP_OK, 0, 0};
+  pthread_t a;
+  cr_assert_eq(pthread_create(&a, NULL, replay_n, &rj), 0);
+  uint32_t total = 0;
+  for (int k = 0; k < 6; k++) {
+    rp__tune_cost_hook = k % 2 ? th_cost_all_equal : th_cost_one_worker_wins;
+    uint32_t ran = 0;
+    RP_CHECK(rp_exec_tune(tuned, NULL, &ran));
+    total += ran;
+    rp_event d;
+    RP_CHECK(rp_replay(tuned, NULL, &d));
+    RP_CHECK(rp_event_wait(rt, d, 60 * SEC));
+    RP_CHECK(rp_event_release(rt, d));
+    total++;
+  }
+  rp__tune_cost_hook = NULL;
+  pthread_join(a, NULL);
+  cr_assert_eq(rj.st, RP_OK, "%s", rp_status_name(rj.st));
+  cr_assert_eq(read0(rt, y), 300 * 3);
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(read0(rt, xs[i]), (int64_t)total);
+  rp_exec_stats s;
+  RP_CHECK(rp_exec_stats_get(tuned, &s));
+  cr_assert_gt(s.replacements, 0, "the placement never changed");
+  RP_CHECK(rp_exec_destroy(tuned));
+  RP_CHECK(rp_exec_destroy(other));
+  th_destroy(rt);
+}
