@@ -5,6 +5,7 @@
 #include "helpers.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -260,7 +261,11 @@ Test(mt, update_args_beside_a_replaying_thread_is_busy_or_whole) {
   pthread_t th;
   cr_assert_eq(pthread_create(&th, NULL, replay_until_stop_cb, &h), 0);
   int upd_ok = 0, upd_busy = 0;
-  for (int64_t k = 0; atomic_load(&h.ok) < 500 && k < 1000000; k++) {
+  /* the updates yield so that a loaded machine still runs the replaying
+   * thread between them (the bound only stops a broken library) */
+  for (int64_t k = 0; atomic_load(&h.ok) < 500 && k < 100000000; k++) {
+    if (k)
+      sched_yield();
     int64_t v[2] = {1 + k % 3, 1 + k % 3};
     rp_status st = rp_exec_update_args(ex, 0, v, sizeof v, NULL);
     if (st == RP_OK)
