@@ -401,6 +401,26 @@ EOF
     echo "ok   torch_gpt.py stopped by SIGTERM writes the rows so far"
   fi
 
+  # gpt_instantiate's median of an even count of instantiates is the mean
+  # of the middle two (of 2: halfway between min and max, to the printed
+  # microsecond)
+  if [ -x "$BUILD/gpt_instantiate" ]; then
+    if "$BUILD/gpt_instantiate" --layers 1 --heads 1 --width 8 --context 4 \
+      --batch 1 --vocab 5 --reps 2 >"$dir/inst.json" 2>&1 &&
+      python3 - "$dir/inst.json" <<'EOF2'; then
+import json, sys
+t = json.load(open(sys.argv[1]))["instantiate_ms"]
+assert abs(t["median"] - (t["min"] + t["max"]) / 2) <= 0.0011, t
+EOF2
+      echo "ok   gpt_instantiate: the median of 2 instantiates is their mean"
+    else
+      echo "FAIL gpt_instantiate: the median of 2 instantiates is not their mean"
+      sed 's/^/     /' "$dir/inst.json"
+      failed=1
+    fi
+  else
+    echo "skip gpt_instantiate: not built (REPRISE_BENCH off)"
+  fi
   # report.py: the tables' labels say what the rows measure, and the text
   # under the generated tables is the one docs/performance.md carries. A
   # stream row's host time is every kernel's launch call in a run (10 here),

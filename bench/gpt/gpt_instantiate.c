@@ -2,7 +2,8 @@
  * builds the model of train/gpt.h (the step `reprise train --model gpt`
  * runs), records one step, then instantiates it REPS times (each exec
  * destroyed before the next) and prints one JSON object: the recorded ops,
- * the record time and the instantiate times (min/median/max ms).
+ * the record time and the instantiate times (min/median/max ms; the median
+ * of an even count is the mean of the middle two).
  *
  *   gpt_instantiate [--layers L] [--heads H] [--width C] [--context T]
  *                   [--batch B] [--vocab V] [--procs P] [--reps N]
@@ -160,6 +161,9 @@ int main(int argc, char **argv) {
     rc = measure(m, reps, ms, &record_ms, &ops);
   if (!rc) {
     qsort(ms, reps, sizeof *ms, cmp_double);
+    /* of an even count, the mean of the middle two */
+    double median =
+        reps % 2 ? ms[reps / 2] : (ms[reps / 2 - 1] + ms[reps / 2]) / 2;
     printf("{\"layers\": %u, \"heads\": %u, \"width\": %u, \"context\": %u, "
            "\"batch\": %u, \"vocab\": %u, \"procs\": %u, \"backend\": \"%s\", "
            "\"ops\": %u, \"record_ms\": %.3f, \"reps\": %u, "
@@ -168,7 +172,7 @@ int main(int argc, char **argv) {
            cfg.layers, cfg.heads, cfg.width, cfg.context, cfg.batch, cfg.vocab,
            cfg.procs,
            rp_runtime_backend(rt) == RP_BACKEND_CUDA ? "cuda" : "cpu", ops,
-           record_ms, reps, ms[0], ms[reps / 2], ms[reps - 1]);
+           record_ms, reps, ms[0], median, ms[reps - 1]);
   }
   if ((st = rp_gpt_destroy(m)) != RP_OK && !rc)
     rc = fail("destroying the model", st);
