@@ -10,6 +10,8 @@
 #            short run (loss, validation loss, bigram baseline, tokens/s)
 #   launch   bench/torch_gpt.py --preset launch (reprise and every PyTorch mode)
 #   nanogpt  bench/torch_gpt.py --preset nanogpt
+#            (before either, once: torch_gpt.py --check --device cuda, the
+#            PyTorch step the rows time against reprise's test references)
 #   tp       bench/gpt_tp.sh -B cuda: tensor and data parallelism on logical
 #            GPUs of the device against one (step time, kernels, copies,
 #            bytes per processor)
@@ -162,6 +164,12 @@ bench() { # bench PRESET TIMEOUT
   note "torch_gpt.py --preset $1" $?
   [ -f "$OUT/gpt_$1.md" ] && cat "$OUT/gpt_$1.md"
 }
+if has launch || has nanogpt; then
+  timeout "${MODE_TIMEOUT:-150}" python3 "$SRC/bench/torch_gpt.py" --check \
+    --device cuda >"$OUT/torch_check.txt" 2>&1
+  note "torch_gpt.py --check --device cuda (PyTorch's step is the reference's)" $?
+  grep -E '^(ok|FAIL) ' "$OUT/torch_check.txt"
+fi
 has launch && bench launch "${LAUNCH_TIMEOUT:-300}"
 has nanogpt && bench nanogpt "${NANOGPT_TIMEOUT:-400}"
 

@@ -2,8 +2,8 @@
 """Per-step time of one GPT training step (nanoGPT's model: pre-LN blocks,
 causal self-attention, tanh GELU, LM head tied to the token embedding; the
 mean softmax cross-entropy; backward; clip_grad_norm_(1.0); AdamW with
-weight decay on the matrices only), in PyTorch and in reprise, on one
-machine, in one call.
+weight decay on the matrices and embeddings), in PyTorch and in reprise, on
+one machine, in one call.
 
 PyTorch modes (each in its own child process, so that one mode's caches,
 graphs and compiled code do not leak into the next):
@@ -38,6 +38,18 @@ unless --cpu-peak-gflops: FLOP/s only).
 Data: one fixed batch of random tokens resident where the model is (no input
 pipeline inside the timed step) on the PyTorch side.
 
+The same step on both sides: --check runs this script's PyTorch step (the
+model, the loss, backward, clip_grad_norm_, AdamW, as the timed modes run
+them) from the initial weights of test/fixtures/gpt_tiny.bin and
+gpt_odd.bin, the references test/test_gpt.c holds reprise's step to, and
+compares the loss of each step, the gradients and the weights after the
+steps within test_gpt.c's bounds (1e-4). --lr is both sides' learning rate;
+--beta2, --weight-decay and --clip are PyTorch's alone (reprise train has
+its own fixed: 0.95, 0.1, 1.0) and another value is refused when reprise
+train rows are measured.
+
+  python3 bench/torch_gpt.py --check [--device cpu|cuda] [--attn sdpa,manual]
+
   python3 bench/torch_gpt.py --preset launch --json rows.json --markdown rows.md
   python3 bench/torch_gpt.py --preset launch,nanogpt --reprise build/reprise \\
       --json rows.json --markdown rows.md          # everything, on a GPU box
@@ -56,7 +68,9 @@ rows measured until then are written all the same, the last one
 "status": "interrupted" naming what it cut short (that and what was still
 to run are not measured). --json and --markdown are written whole or not
 at all (a temporary file, then a rename). Not a test: no assertion on
-time; the "goals" section of the markdown only compares.
+time; the "goals" section of the markdown only compares. --check exits 0
+when every reference agrees, 1 when one does not (or cannot be read: one
+FAIL line each), 77 without PyTorch.
 """
 import argparse
 import datetime
@@ -291,6 +305,22 @@ def make_optimizer(torch, model, a, capturable):
     return torch.optim.AdamW(groups, **kw)
 
 
+def train_step(torch, model, opt, params, x, y, max_norm, last, grads=None):
+    """The step every mode runs (eagerly, captured or around the compiled
+    model): gradients set to None, forward and mean cross-entropy,
+    backward, clip_grad_norm_ (every step), AdamW; the loss in
+    last["loss"]. grads (--check only): called between the backward and
+    the clipping."""
+    opt.zero_grad(set_to_none=True)
+    loss = model(x, y)
+    loss.backward()
+    if grads is not None:
+        grads()
+    torch.nn.utils.clip_grad_norm_(params, max_norm)
+    opt.step()
+    last["loss"] = loss
+
+
 # aten ops that move no data (views, allocation, metadata): left out of the
 # CPU "kernels per step" (they are counted in aten_leaf_ops_per_step).
 METADATA_OPS = {
@@ -380,7 +410,10 @@ def torch_child(a, cfg, mode, attn):
     on_gpu = a.device == "cuda"
     dev = torch.device(a.device)
     row = {"side": "pytorch", "mode": mode, "attention": attn,
-           "torch": torch.__version__, "adamw": a.adamw}
+           "torch": torch.__version__, "adamw": a.adamw,
+           "optimizer_settings": {"lr": a.lr, "betas": [0.9, a.beta2],
+                                  "eps": 1e-8, "weight_decay": a.weight_decay,
+                                  "clip": a.clip}}
     if on_gpu:
         torch.backends.cuda.matmul.allow_tf32 = a.math == "tf32"
         torch.backends.cudnn.allow_tf32 = a.math == "tf32"
@@ -404,12 +437,7 @@ def torch_child(a, cfg, mode, attn):
     last = {}
 
     def eager_step():
-        opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
-        loss.backward()
-        clip(params, a.clip)
-        opt.step()
-        last["loss"] = loss
+        train_step(torch, model, opt, params, x, y, a.clip, last)
 
     t_setup = time.perf_counter()
     if mode == "eager":
@@ -482,6 +510,196 @@ def torch_child(a, cfg, mode, attn):
     return row
 
 
+# ------------------------------------------------------------ --check
+
+# test/fixtures/gpt_*.bin (tools/gpt_fixture.py): the PyTorch reference
+# test/test_gpt.c holds reprise's GPT step to. --check holds this script's
+# PyTorch step to the same references with test_gpt.c's bounds.
+CHECK_FIXTURES = ["gpt_tiny.bin", "gpt_odd.bin"]
+CHECK_TOL = 1e-4        # test_gpt.c's REF_TOL
+CHECK_NULL_GRAD = 1e-6  # test_gpt.c's NULL_GRAD
+
+
+def read_fixture(path):
+    """The fixture's config, optimizer, batch, losses and tensors (float32
+    lists), or a ValueError saying what is wrong with the file."""
+    import struct
+    with open(path, "rb") as f:
+        b = f.read()
+    if len(b) < 60 or b[:8] != b"RPGPTFX1":
+        raise ValueError("not a GPT fixture (no RPGPTFX1 header)")
+    L, NH, C, T, V, B, steps, ntens = struct.unpack_from("<8I", b, 8)
+    beta1, beta2, eps, wd, max_norm = struct.unpack_from("<5f", b, 40)
+    at = 60
+    cfg = dict(layers=L, heads=NH, width=C, context=T, vocab=V, batch=B)
+    shapes = [(V, C), (T, C)] + [s for _ in range(L) for s in (
+        (C,), (C,), (3 * C, C), (3 * C,), (C, C), (C,), (C,), (C,),
+        (4 * C, C), (4 * C,), (C, 4 * C), (C,))] + [(C,), (C,)]
+    if ntens != len(shapes) or not steps or not NH or C % NH:
+        raise ValueError(f"its header ({L} layers, {NH} heads, width {C}, "
+                         f"{ntens} tensors, {steps} steps) is not a GPT's")
+    numel = sum(r * (c[0] if c else 1) for r, *c in shapes)
+    want = 60 + 4 * (steps + 2 * B * T + steps + 3 * numel)
+    if len(b) != want:
+        raise ValueError(f"{len(b)} bytes, {want} for its header's model")
+
+    def take(fmt, n):
+        nonlocal at
+        v = list(struct.unpack_from(f"<{n}{fmt}", b, at))
+        at += 4 * n
+        return v
+    lrs = take("f", steps)
+    x, y = take("i", B * T), take("i", B * T)
+    losses = take("f", steps)
+    tensors = []
+    for _ in range(3):  # initial weights, gradients, weights after
+        tensors.append([take("f", r * (c[0] if c else 1)) for r, *c in shapes])
+    return {"config": cfg, "shapes": shapes, "lrs": lrs, "x": x, "y": y,
+            "losses": losses, "init": tensors[0], "grad": tensors[1],
+            "after": tensors[2],
+            "adamw": {"beta1": beta1, "beta2": beta2, "eps": eps,
+                      "weight_decay": wd, "max_norm": max_norm}}
+
+
+def worst_rel(got, want, grad=None, null_bound=None):
+    """test_gpt.c's check_tensors: the largest |got - want| over the largest
+    |want| of each tensor (with grad, its null-gradient elements held to
+    null_bound absolutely instead); (worst ratio, tensor index, a null
+    element over its bound or None)."""
+    worst, where = 0.0, 0
+    for i, (g, w) in enumerate(zip(got, want)):
+        scale = max((abs(v) for v in w), default=0.0) or 1.0
+        gmax = max((abs(v) for v in grad[i]), default=0.0) if grad else 0.0
+        diff = 0.0
+        for j, (u, v) in enumerate(zip(g, w)):
+            d = abs(u - v)
+            if grad and abs(grad[i][j]) <= CHECK_NULL_GRAD * gmax:
+                if not d <= null_bound:
+                    return float("inf"), i, j
+                continue
+            if not d <= diff:
+                diff = d if d == d else float("inf")
+        if diff / scale > worst:
+            worst, where = diff / scale, i
+    return worst, where, None
+
+
+def check_one(torch, a, fx, attn, capturable):
+    """This script's PyTorch step (build_model, make_optimizer,
+    train_step) from the fixture's weights on its batch, its steps with
+    its learning rates: the problems found (none: the same step as the
+    reference reprise's tests hold reprise to), and a summary."""
+    cfg, dev = fx["config"], torch.device(a.device)
+    torch.manual_seed(a.seed)
+    model = build_model(torch, cfg, attn).to(dev)
+    params = list(model.parameters())
+    bad = [f"parameter {i}: shape {tuple(p.shape)}, the fixture's {s}"
+           for i, (p, s) in enumerate(zip(params, fx["shapes"]))
+           if tuple(p.shape) != tuple(s)]
+    if bad or len(params) != len(fx["shapes"]):
+        return bad or [f"{len(params)} parameters, the fixture has "
+                       f"{len(fx['shapes'])}"], ""
+    with torch.no_grad():
+        for p, w in zip(params, fx["init"]):
+            p.copy_(torch.tensor(w, dtype=torch.float32).view(p.shape))
+    opt = make_optimizer(torch, model, a, capturable=capturable)
+    B, T = cfg["batch"], cfg["context"]
+    x = torch.tensor(fx["x"], dtype=torch.int64, device=dev).view(B, T)
+    y = torch.tensor(fx["y"], dtype=torch.int64, device=dev).view(B, T)
+    grads, last, problems, losses = [], {}, [], []
+
+    def keep_grads():
+        if not grads:
+            grads.extend(p.grad.detach().flatten().cpu().tolist() for p in params)
+    for k, lr in enumerate(fx["lrs"]):
+        for g in opt.param_groups:
+            g["lr"] = lr
+        train_step(torch, model, opt, params, x, y, a.clip, last, keep_grads)
+        loss, ref = float(last["loss"].detach().cpu()), fx["losses"][k]
+        losses.append(loss)
+        if not abs(loss - ref) <= CHECK_TOL * abs(ref):
+            problems.append(f"step {k + 1}: loss {loss:.9g}, the reference's "
+                            f"{ref:.9g}")
+    names = [n for n, _ in model.named_parameters()]
+    gw, gi, _ = worst_rel(grads, fx["grad"])
+    if not gw <= CHECK_TOL:
+        problems.append(f"gradient of {names[gi]}: relative difference "
+                        f"{gw:.3g} > {CHECK_TOL:g}")
+    after = [p.detach().flatten().cpu().tolist() for p in params]
+    ww, wi, null = worst_rel(after, fx["after"], fx["grad"], 2 * sum(fx["lrs"]))
+    if null is not None:
+        problems.append(f"weights after {len(fx['lrs'])} steps: {names[wi]}"
+                        f"[{null}] (null gradient) beyond 2 x the sum of the "
+                        "learning rates")
+    elif not ww <= CHECK_TOL:
+        problems.append(f"weights after {len(fx['lrs'])} steps: {names[wi]}: "
+                        f"relative difference {ww:.3g} > {CHECK_TOL:g}")
+    lw = max(abs(u - v) / abs(v) for u, v in zip(losses, fx["losses"]))
+    return problems, (f"loss {losses[0]:.6f} (reference {fx['losses'][0]:.6f}), "
+                      f"the {len(losses)} losses within {lw:.2g}, gradients "
+                      f"within {gw:.2g}, weights after {len(fx['lrs'])} steps "
+                      f"within {ww:.2g} (relative)")
+
+
+def run_check(a):
+    """--check: 0 when this script's PyTorch step reproduces every fixture
+    (loss at each step, gradients, weights after the steps) with each
+    --attn (and, on a GPU, the cudagraph mode's capturable AdamW); 1 when
+    one does not or a fixture cannot be read; 77 without PyTorch."""
+    files = a.fixture or [os.path.join(REPO, "test", "fixtures", n)
+                          for n in CHECK_FIXTURES]
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any import failure: no torch
+        print(f"torch_gpt.py: --check skipped: PyTorch not importable "
+              f"({type(e).__name__}: {e})", file=sys.stderr)
+        return 77
+    if a.device == "cuda" and not torch.cuda.is_available():
+        die(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
+    if a.device == "auto":
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = a.math == "tf32"
+        torch.backends.cudnn.allow_tf32 = a.math == "tf32"
+    else:
+        torch.set_num_threads(a.threads or os.cpu_count())
+    torch.set_float32_matmul_precision("high" if a.math == "tf32" else "highest")
+    failed = False
+    for path in files:
+        name = os.path.basename(path)
+        try:
+            fx = read_fixture(path)
+        except (OSError, ValueError) as e:
+            print(f"FAIL {name}: {getattr(e, 'strerror', None) or e}")
+            failed = True
+            continue
+        # the optimizer the benchmark runs against the reference's (reprise's)
+        mine = {"beta1": 0.9, "beta2": a.beta2, "eps": 1e-8,
+                "weight_decay": a.weight_decay, "max_norm": a.clip}
+        odd = [f"{k} {mine[k]:g} (the reference's {v:g})"
+               for k, v in fx["adamw"].items()
+               if abs(mine[k] - v) > 1e-6 * abs(v)]
+        if odd:
+            print(f"FAIL {name}: this run's AdamW is not the reference's: "
+                  + ", ".join(odd))
+            failed = True
+            continue
+        capt = [False] + ([True] if a.device == "cuda" else [])
+        for attn in a.attn:
+            for c in capt:
+                what = (f"{name} ({cfg_text(fx['config'])}), attention {attn}, "
+                        f"AdamW {a.adamw}{' capturable' if c else ''}, "
+                        f"{a.device} {a.math}")
+                problems, summary = check_one(torch, a, fx, attn, c)
+                if problems:
+                    failed = True
+                    print(f"FAIL {what}: " + "; ".join(problems))
+                else:
+                    print(f"ok   {what}: {summary}")
+    sys.stdout.flush()
+    return 1 if failed else 0
+
+
 # ------------------------------------------------------------ reprise side
 
 def text_file(a, tmpdir):
@@ -512,7 +730,7 @@ def reprise_cmd(a, cfg, mode, text, json_path, inflight):
            "--batch", str(cfg["batch"]), "--text", text,
            "--iters", str(a.reprise_iters), "--json", json_path,
            "--log-every", str(a.reprise_iters), "--sample", "0",
-           "--procs", str(a.reprise_procs)]
+           "--procs", str(a.reprise_procs), "--lr", repr(a.lr)]
     if a.device == "cpu":
         cmd += ["--backend", "cpu"]
     elif a.device == "cuda":
@@ -1081,17 +1299,28 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=positive_int, default=None,
                     help="CPU: torch threads (default: all cores)")
     ap.add_argument("--adamw", choices=("foreach", "fused", "single"), default="foreach")
-    # reprise train --model gpt's AdamW: lr 2e-3 (constant here: PyTorch's
-    # step has no schedule), betas (0.9, 0.95), eps 1e-8, decay 0.1
+    # reprise train --model gpt's AdamW: lr 2e-3 (PyTorch's step keeps it
+    # constant, reprise's schedule gives each step its own: the same work),
+    # betas (0.9, 0.95), eps 1e-8, decay 0.1, clipping at 1.0 (REPRISE_ADAMW)
     ap.add_argument("--lr", type=float_in(0, INF, "a finite number >= 0",
-                                          hi_open=True), default=2e-3)
+                                          hi_open=True), default=2e-3,
+                    help="AdamW's learning rate, PyTorch's (constant) and "
+                    "reprise train's (--lr: the peak of its schedule) "
+                    "(default 2e-3)")
     ap.add_argument("--beta2", type=float_in(0, 1, "a number in [0, 1)",
-                                             hi_open=True), default=0.95)
+                                             hi_open=True), default=0.95,
+                    help="PyTorch's AdamW beta2 (default 0.95, reprise's; "
+                    "reprise train has no other: another is refused when "
+                    "reprise train runs)")
     ap.add_argument("--weight-decay", default=0.1,
-                    type=float_in(0, INF, "a finite number >= 0", hi_open=True))
+                    type=float_in(0, INF, "a finite number >= 0", hi_open=True),
+                    help="PyTorch's AdamW weight decay on the matrices and "
+                    "embeddings (default 0.1, reprise's; as --beta2)")
     ap.add_argument("--clip", type=float_in(0, INF, "a finite number > 0",
                                             lo_open=True, hi_open=True),
-                    default=1.0)
+                    default=1.0,
+                    help="PyTorch's clip_grad_norm_ max norm, every step "
+                    "(default 1.0, reprise's; as --beta2)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warmup", type=nonneg_int, default=10)
     ap.add_argument("--repeats", type=positive_int, default=5)
@@ -1136,11 +1365,30 @@ def parse_args(argv=None):
                     help="render --markdown (default: stdout) from an existing "
                     "rows file; measure nothing. --json does not go with it "
                     "(a usage error: the rows are that file)")
+    ap.add_argument("--check", action="store_true",
+                    help="measure nothing: run this script's PyTorch step "
+                    "(each --attn; --adamw, --beta2, --weight-decay, --clip, "
+                    "--device, --math as given) from the weights of the "
+                    "references reprise's tests hold reprise to "
+                    "(test/fixtures/gpt_tiny.bin, gpt_odd.bin) and compare "
+                    "the loss at each step, the gradients and the weights "
+                    "after the steps (1e-4, test_gpt.c's bounds); exit 0 "
+                    "when all agree, 1 when one does not, 77 without PyTorch")
+    ap.add_argument("--fixture", action="append", default=[], type=file_name,
+                    help="with --check: this fixture instead (repeatable)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-config", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
+        return a
+    if a.fixture and not a.check:
+        ap.error("--fixture goes with --check")
+    if a.check:
+        if a.from_json or a.json or a.markdown or a.reprise:
+            ap.error("--check measures nothing and writes no rows: "
+                     "--from-json, --json, --markdown and --reprise do not "
+                     "go with it")
         return a
     if a.from_json and a.json:
         ap.error("--from-json renders --markdown from its rows: --json does not "
@@ -1170,6 +1418,10 @@ def parse_args(argv=None):
 REPRISE_LIMITS = {"layers": 32, "heads": 256, "width": 8192, "context": 4096,
                   "batch": 65536}
 REPRISE_MAX_PROCS = 16
+# reprise train --model gpt's AdamW settings no option changes
+# (rp_gpt_config_init): the PyTorch side must run the same
+REPRISE_ADAMW = {"beta2": 0.95, "weight_decay": 0.1, "clip": 1.0}
+REPRISE_MAX_LR = 10  # reprise train's --lr: above 0, below 10
 REPRISE_MAX_INFLIGHT = 64
 REPRISE_MAX_ITERS = 100000000
 
@@ -1210,6 +1462,17 @@ def run_error(a):
     if reprise and a.instantiate_procs and a.vocab is not None and \
             not 2 <= a.vocab <= 256:
         return f"--vocab {a.vocab}: reprise's GPT (gpt_instantiate) takes 2..256"
+    if train and a.invocations > 0:  # rows of both sides
+        for k, v in REPRISE_ADAMW.items():
+            if getattr(a, k) != v:
+                return (f"--{k.replace('_', '-')} {getattr(a, k):g}: reprise "
+                        f"train --model gpt runs AdamW with {v:g} (no option "
+                        "changes it): the two sides would not run the same "
+                        "step")
+    if train:
+        if not 0 < a.lr < REPRISE_MAX_LR:
+            return (f"--lr {a.lr:g}: reprise train --model gpt takes above 0 "
+                    f"and below {REPRISE_MAX_LR}")
     if train and a.inflight > REPRISE_MAX_INFLIGHT:
         return f"--inflight {a.inflight}: reprise train takes 1..{REPRISE_MAX_INFLIGHT}"
     if train and a.reprise_iters > REPRISE_MAX_ITERS:
@@ -1388,6 +1651,8 @@ def main(argv=None):
     a = parse_args(argv)
     if a.from_json:
         return from_json(a)
+    if a.check:
+        return run_check(a)
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - any import failure means no torch

@@ -8,8 +8,11 @@
 # fails, sleeps or prints canned lines): a failed run costs only its own
 # figures, a stop by SIGTERM keeps the rows so far, the outputs carry their
 # stamp, test/gpu_test.sh's verdicts. Only report.sh's --quick run of the
-# real reprise measures anything (a few seconds); PyTorch is not needed;
-# without python3 the Python part is skipped. Run by ctest (label unit):
+# real reprise measures anything (a few seconds); PyTorch is not needed:
+# where it is installed, torch_gpt.py --check holds the benchmark's PyTorch
+# step to the references test_gpt.c holds reprise to (seconds), and without
+# it that part is skipped; without python3 the Python part is skipped.
+# Run by ctest (label unit):
 #   bench_scripts.sh REPRISE SOURCE_DIR
 set -u
 REPRISE=$1 SRC=$2
@@ -401,6 +404,59 @@ EOF
     echo "ok   torch_gpt.py stopped by SIGTERM writes the rows so far"
   fi
 
+  # Both sides run the same step: the AdamW settings reprise train has no
+  # option for are refused when its rows are measured, --lr goes to both
+  # (a fake reprise that logs its arguments).
+  mkdir "$dir/bin2"
+  cat >"$dir/bin2/reprise" <<'EOF2'
+#!/bin/sh
+[ "$1" = version ] && { echo 'reprise 0.0.0 (commit fake)'; exit 0; }
+echo "$*" >>"$RP_TEST_ARGS"
+j= t=
+while [ $# -gt 1 ]; do
+  [ "$1" = --json ] && j=$2
+  [ "$1" = --timings ] && t=$2
+  shift
+done
+echo '{"vocab": 50, "iter_us_median": 100, "iter_us_p99": 1000,
+ "iter_us_throughput": 325, "instantiate_ms": 1, "ops_per_step": 26}' >"$j"
+[ -n "$t" ] && echo '{"format": "reprise-timings", "version": 1, "iterations": [
+ {"iteration": 0, "mode": "replay", "ns": 1000000},
+ {"iteration": 1, "mode": "replay", "ns": 100000},
+ {"iteration": 2, "mode": "replay", "ns": 100000},
+ {"iteration": 3, "mode": "replay", "ns": 100000}]}' >"$t"
+exit 0
+EOF2
+  chmod +x "$dir/bin2/reprise"
+  for o in "--clip 0.5" "--weight-decay 0" "--beta2 0.99" "--lr 10" "--lr 0"; do
+    # shellcheck disable=SC2086 # the option and its value
+    want 2 "torch_gpt.py $o with reprise train rows" \
+      py --reprise "$dir/bin2/reprise" $o
+  done
+  want 0 "torch_gpt.py --clip 0.5 without reprise train rows" \
+    env PYTHONPATH="$dir/notorch" python3 "$T" --clip 0.5 --threads 1 \
+    --json "$dir/clip.json"
+  want 2 "torch_gpt.py --fixture without --check" py --fixture x.bin
+  want 2 "torch_gpt.py --check with --json" py --check --json "$dir/c.json"
+  want 77 "torch_gpt.py --check without PyTorch" \
+    env PYTHONPATH="$dir/notorch" python3 "$T" --check
+  : >"$dir/args"
+  want 0 "torch_gpt.py against a fake reprise" \
+    env RP_TEST_ARGS="$dir/args" PYTHONPATH="$dir/notorch" \
+    PYTHONDONTWRITEBYTECODE=1 python3 "$T" --reprise "$dir/bin2/reprise" \
+    --invocations 1 --threads 1 --trace-replays 0 --instantiate-procs '' \
+    --lr 1e-3 --json "$dir/warm.json" --markdown "$dir/warm.md"
+  if ! python3 - "$dir/args" <<'EOF2'; then
+import sys
+train = [l for l in open(sys.argv[1]) if l.startswith("train ")]
+assert train and all(" --lr 0.001 " in l for l in train), train
+EOF2
+    echo "FAIL torch_gpt.py: --lr not passed to reprise train"
+    failed=1
+  else
+    echo "ok   torch_gpt.py: --lr to both sides"
+  fi
+
   # gpt_instantiate's median of an even count of instantiates is the mean
   # of the middle two (of 2: halfway between min and max, to the printed
   # microsecond)
@@ -421,6 +477,34 @@ EOF2
   else
     echo "skip gpt_instantiate: not built (REPRISE_BENCH off)"
   fi
+
+  # the benchmark's PyTorch step against the references reprise's tests
+  # hold reprise to (test_gpt.c), where PyTorch is installed
+  if python3 -c 'import torch' >/dev/null 2>&1; then
+    want 0 "torch_gpt.py --check: PyTorch's step is the reference's" \
+      python3 "$T" --check --device cpu --threads 1
+    grep -c '^ok ' "$dir/out" | grep -qx 4 ||
+      { echo "FAIL torch_gpt.py --check: not 4 ok lines"; failed=1; }
+    # a reference whose first loss is 1% off (gpt_odd.bin: 3 steps, 9
+    # tokens: the losses start at byte 60 + 4 x (3 + 2 x 9))
+    python3 - "$SRC/test/fixtures/gpt_odd.bin" "$dir/odd.bin" <<'EOF2'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+(loss,) = struct.unpack_from("<f", b, 144)
+struct.pack_into("<f", b, 144, loss * 1.01)
+open(sys.argv[2], "wb").write(b)
+EOF2
+    want 1 "torch_gpt.py --check: a reference it does not match" \
+      python3 "$T" --check --device cpu --threads 1 --attn sdpa \
+      --fixture "$dir/odd.bin"
+    grep -q '^FAIL odd.bin .*step 1: loss' "$dir/out" ||
+      { echo "FAIL torch_gpt.py --check: the mismatch not named"; failed=1; }
+    want 1 "torch_gpt.py --check --clip 0.5: not the reference's AdamW" \
+      python3 "$T" --check --device cpu --threads 1 --clip 0.5
+  else
+    echo "skip torch_gpt.py --check: PyTorch not importable"
+  fi
+
   # report.py: the tables' labels say what the rows measure, and the text
   # under the generated tables is the one docs/performance.md carries. A
   # stream row's host time is every kernel's launch call in a run (10 here),
