@@ -24,16 +24,22 @@ difference is the engine's share), each --invocations times.
 Times: latency = one step, then synchronize (median over --lat-steps steps);
 back to back ("b2b") = --b2b-steps steps issued, then one synchronize,
 divided by their number. Each PyTorch figure is given as min/median/max over
---repeats repeats in one process; each reprise figure as min/median/max over
---invocations processes. On the CPU there is nothing to synchronize: the two
-differ only by the step boundary. Kernels per step: on the GPU the device
-kernels (and memcpy/memset) the profiler sees per step, and the host launch
-calls; on the CPU the aten operators the profiler sees (leaf ops: those that
-call no other aten op). MFU: nanoGPT's estimate, flops per step =
-B*T*(6*N + 12*L*C*T) (N: parameters without the position embedding), over
-the back-to-back median, against the peak in the row (GPU: H100/H200 SXM
-67 TFLOP/s FP32 without tensor cores, 494 dense TF32; CPU: no peak assumed
-unless --cpu-peak-gflops: FLOP/s only).
+--repeats repeats in one process, after --warmup steps; each reprise figure
+as min/median/max over --invocations processes of --reprise-iters steps,
+its first step left out (from `reprise train --timings`): latency = the
+median of the other steps' times (replay, then wait for it); b2b = the
+training loop's wall time less the first step and the validation passes,
+per step, each replay waited for before the next is issued (with
+--inflight N, N in flight, the first step kept). On the CPU there is
+nothing to synchronize: the two differ only by the step boundary. Kernels
+per step: on the GPU the device kernels (and memcpy/memset) the profiler
+sees per step, and the host launch calls; on the CPU the aten operators the
+profiler sees (leaf ops: those that call no other aten op); reprise's: the
+ops of its recorded step (a GPU op can be several kernels). MFU: nanoGPT's
+estimate, flops per step = B*T*(6*N + 12*L*C*T) (N: parameters without
+the position embedding), over the back-to-back median, against the peak in
+the row (GPU: H100/H200 SXM 67 TFLOP/s FP32 without tensor cores, 494 dense
+TF32; CPU: no peak assumed unless --cpu-peak-gflops: FLOP/s only).
 
 Data: one fixed batch of random tokens resident where the model is (no input
 pipeline inside the timed step) on the PyTorch side.
@@ -723,7 +729,7 @@ def text_file(a, tmpdir):
     return path
 
 
-def reprise_cmd(a, cfg, mode, text, json_path, inflight):
+def reprise_cmd(a, cfg, mode, text, json_path, inflight, timings=None):
     cmd = [a.reprise, "train", "--model", "gpt",
            "--layers", str(cfg["layers"]), "--heads", str(cfg["heads"]),
            "--width", str(cfg["width"]), "--context", str(cfg["context"]),
@@ -739,6 +745,8 @@ def reprise_cmd(a, cfg, mode, text, json_path, inflight):
         cmd.append("--eager")
     if inflight > 1:
         cmd += ["--inflight", str(inflight)]
+    if timings:
+        cmd += ["--timings", timings]
     cmd += a.reprise_arg
     return cmd
 
@@ -777,6 +785,33 @@ def reprise_figures(out, mode, cfg):
         how = ("batch*context / tokens_per_s (the training loop's wall time "
                "per step, validation passes included)")
     return med, p99, thr, how
+
+
+def p99_of(xs):
+    """The p99 as measure() takes it from PyTorch's latencies."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(0.99 * len(xs)))]
+
+
+def warm_figures(path, med, p99, thr, how):
+    """The figures of reprise_figures with the first (cold) step left out,
+    as PyTorch's warm-up steps are: latency median and p99 over the other
+    steps' times of `--timings PATH` (each step's replay and its wait),
+    back to back (the loop's wall time, validation passes left out, over n
+    steps) less the first step's time, over n - 1. As they were when the
+    file has fewer than 2 steps or b2b is not iter_us_throughput."""
+    try:
+        with open(path) as f:
+            ns = [float(e["ns"]) for e in json.load(f)["iterations"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return med, p99, thr, how
+    if len(ns) < 2 or not how.startswith("iter_us_throughput") or thr is None:
+        return med, p99, thr, how
+    rest = [x / 1e3 for x in ns[1:]]
+    thr = (thr * len(ns) - ns[0] / 1e3) / (len(ns) - 1)
+    return (statistics.median(rest), p99_of(rest), thr,
+            "iter_us_throughput less the first step (--timings), over the "
+            "other steps (the loop's wall time, validation left out)")
 
 
 def trace_overhead(path):
@@ -833,7 +868,10 @@ def reprise_rows(a, cfg, tmpdir):
             runs = [1] + ([a.inflight] if mode == "replay" and a.inflight > 1 else [])
             for inflight in runs:
                 jp = os.path.join(tmpdir, f"r_{mode}_{i}_{inflight}.json")
-                cmd = reprise_cmd(a, cfg, mode, text, jp, inflight)
+                # each step's time: the first (cold) one left out below
+                tp = os.path.join(tmpdir, f"r_{mode}_{i}_timings.json") \
+                    if inflight == 1 else None
+                cmd = reprise_cmd(a, cfg, mode, text, jp, inflight, tp)
                 if i == 0:
                     r["cmds"].append(" ".join(shlex.quote(c) for c in cmd))
                 try:
@@ -854,6 +892,8 @@ def reprise_rows(a, cfg, tmpdir):
                     r["err"] = ("failed", str(e)[:500])
                     break
                 med, p99, thr, how = reprise_figures(out, mode, cfg)
+                if tp:
+                    med, p99, thr, how = warm_figures(tp, med, p99, thr, how)
                 if inflight == 1:
                     r["lat"].append(med)
                     r["p99"].append(p99)
@@ -1087,6 +1127,23 @@ def goals(rows):
     return out
 
 
+LEGEND = (
+    "Latency: one step then synchronize (reprise: wait for its done event), "
+    "median of the steps of one repeat (PyTorch, after its warm-up steps) "
+    "or of one invocation (reprise, its first step left out). Back to back: "
+    "PyTorch: steps issued without waiting, then one synchronize, per step; "
+    "reprise: the training loop's wall time per step, its first step and "
+    "the validation passes left out (the batch ring's refills in), each "
+    "replay waited for before the next is issued unless the row says "
+    "--inflight N (that figure keeps the first step). PyTorch: "
+    "min/median/max over repeats in one process; reprise: over separate "
+    "invocations. Kernels/step: PyTorch: GPU kernels per step (profiler), "
+    "on the CPU its leaf aten ops; reprise: the ops of the recorded step "
+    "(a GPU op can be several kernels). MFU: flops per step "
+    "B·T·(6N + 12·L·C·T) (N: the parameters but the position embedding) "
+    "over the back-to-back median.")
+
+
 def to_markdown(rows, meta):
     lines = ["# GPT training step: reprise and PyTorch", ""]
     stamp = [f"commit {meta.get('commit')}"
@@ -1132,6 +1189,8 @@ def to_markdown(rows, meta):
                 continue
             k = r.get("kernels_per_step")
             kt = f"{k:.0f}" if isinstance(k, (int, float)) else "–"
+            if r["side"] == "reprise" and kt != "–":
+                kt += " ops"  # a GPU op can be several kernels
             if r.get("memcpy_memset_per_step"):
                 kt += f" (+{r['memcpy_memset_per_step']:.0f} copies)"
             if r.get("mfu") is not None:
@@ -1155,6 +1214,10 @@ def to_markdown(rows, meta):
                 inflight = int(m.group(1)) if m else 1
             if inflight > 1:
                 notes.append(f"b2b with --inflight {inflight}")
+            elif r["side"] == "reprise" and r.get("b2b_source") and \
+                    "less the first step" not in r["b2b_source"]:
+                # a row of a run without the step times (--timings)
+                notes.append("its first step in its figures")
             if r.get("optimizer") and r["optimizer"] != "compiled":
                 notes.append(f"optimizer {r['optimizer']}")
             if r.get("setup_s") and r["mode"].startswith("compile"):
@@ -1182,13 +1245,7 @@ def to_markdown(rows, meta):
     g = goals(rows)
     if g:
         lines += ["## Against the goals (ratios of medians)", ""] + g + [""]
-    lines += ["Latency: one step then synchronize, median of the steps of one repeat; "
-              "back to back: steps issued without waiting, then one synchronize, per "
-              "step. PyTorch: min/median/max over repeats in one process; reprise: over "
-              "separate invocations. Kernels/step: GPU kernels per step (PyTorch: "
-              "profiler; reprise: ops of the recorded step); on the CPU PyTorch's "
-              "leaf aten ops. MFU: flops per step B·T·(6N + 12·L·C·T) over the "
-              "back-to-back median.", ""]
+    lines += [LEGEND, ""]
     return "\n".join(lines)
 
 
