@@ -1014,10 +1014,11 @@ def instantiate_rows(a, cfg):
     return rows
 
 
-def reprise_vocab(a, cfg, tmpdir):
+def reprise_vocab(a, cfg, tmpdir, quiet=False):
     """The vocabulary reprise's --text reader gives (from a 1-step run's
-    JSON), so that the PyTorch model has the same LM head; None (and a note
-    on stderr: the PyTorch model then has 65) when that run fails."""
+    JSON), so that the PyTorch model has the same LM head; None (and,
+    unless quiet, a note on stderr: the PyTorch model then has 65) when
+    that run fails."""
     text = text_file(a, tmpdir)
     jp = os.path.join(tmpdir, "vocab.json")
     cmd = reprise_cmd(a, dict(cfg), "replay", text, jp, 1)
@@ -1037,6 +1038,8 @@ def reprise_vocab(a, cfg, tmpdir):
                 ((p.stderr or p.stdout).strip().splitlines() or [""])[0][:200]
     except (OSError, ValueError, subprocess.SubprocessError) as e:
         why = f"{type(e).__name__}: {e}"[:200]
+    if quiet:
+        return None
     print(f"torch_gpt.py: note: reprise's vocabulary for the text is unknown "
           f"({why}); the PyTorch model uses 65 (--vocab sets it)",
           file=sys.stderr, flush=True)
@@ -1338,7 +1341,9 @@ def parse_args(argv=None):
     for k in ("layers", "heads", "width", "context", "batch"):
         ap.add_argument(f"--{k}", type=positive_int, default=None)
     ap.add_argument("--vocab", type=positive_int, default=None,
-                    help="default: reprise's vocabulary for the text when --reprise, else 65")
+                    help="default: reprise's vocabulary for the text when "
+                    "--reprise, else 65 (with reprise train rows another is a "
+                    "usage error: reprise train takes the text's)")
     ap.add_argument("--modes", default=None,
                     type=name_list(ALL_MODES + ["none"], "modes", empty=True),
                     help=f"PyTorch modes, comma list of {', '.join(ALL_MODES)} "
@@ -1755,6 +1760,14 @@ def main(argv=None):
     stopped = None
     tmpdir = tempfile.mkdtemp(prefix="torch_gpt.")
     try:
+        if a.vocab and a.reprise and a.invocations > 0:
+            # reprise train takes its vocabulary from the text: another
+            # --vocab would give the PyTorch model another LM head
+            v = reprise_vocab(a, configs_from(a)[0], tmpdir, quiet=True)
+            if v is not None and v != a.vocab:
+                die(f"--vocab {a.vocab}: reprise train's vocabulary for the "
+                    f"text is {v} (it has no --vocab: the two sides' LM heads "
+                    f"would differ); give --vocab {v}, or no --vocab")
         for cfg in configs_from(a):
             common = {"config": cfg, "math": a.math, "machine": meta,
                       "loadavg_before": loadavg()}

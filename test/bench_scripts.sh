@@ -438,6 +438,20 @@ EOF2
   want 0 "torch_gpt.py --clip 0.5 without reprise train rows" \
     env PYTHONPATH="$dir/notorch" python3 "$T" --clip 0.5 --threads 1 \
     --json "$dir/clip.json"
+  # --vocab other than the one reprise train finds in the text (the fake's
+  # 50): the two LM heads would differ
+  want 2 "torch_gpt.py --vocab other than reprise train's" \
+    env RP_TEST_ARGS="$dir/args" PYTHONPATH="$dir/notorch" python3 "$T" \
+    --reprise "$dir/bin2/reprise" --invocations 1 --threads 1 \
+    --trace-replays 0 --instantiate-procs '' --vocab 65 --json "$dir/v.json"
+  grep -q "reprise train's vocabulary for the text is 50" "$dir/out" ||
+    { echo "FAIL torch_gpt.py --vocab 65: the mismatch not said"; failed=1; }
+  [ ! -e "$dir/v.json" ] ||
+    { echo "FAIL torch_gpt.py --vocab 65: rows written"; failed=1; }
+  want 0 "torch_gpt.py --vocab the same as reprise train's" \
+    env RP_TEST_ARGS="$dir/args" PYTHONPATH="$dir/notorch" python3 "$T" \
+    --reprise "$dir/bin2/reprise" --invocations 1 --threads 1 \
+    --trace-replays 0 --instantiate-procs '' --vocab 50 --json "$dir/v.json"
   want 2 "torch_gpt.py --fixture without --check" py --fixture x.bin
   want 2 "torch_gpt.py --check with --json" py --check --json "$dir/c.json"
   want 77 "torch_gpt.py --check without PyTorch" \
