@@ -664,6 +664,8 @@ def run_check(a):
         die(f"--device cuda: PyTorch {torch.__version__} sees no CUDA device")
     if a.device == "auto":
         a.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if a.device == "cpu" and a.math == "tf32":
+        die(CPU_TF32)
     if a.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = a.math == "tf32"
         torch.backends.cudnn.allow_tf32 = a.math == "tf32"
@@ -1353,7 +1355,10 @@ def parse_args(argv=None):
                     type=name_list(ATTNS, "attentions"),
                     help="attention(s) for the eager mode: comma list of sdpa, "
                     "manual (default both; the other modes use the first)")
-    ap.add_argument("--math", choices=("fp32", "tf32"), default="fp32")
+    ap.add_argument("--math", choices=("fp32", "tf32"), default="fp32",
+                    help="GPU: fp32 (default, TF32 off) or tf32 (PyTorch's "
+                    "GEMMs on TF32 tensor cores; reprise's stay FP32); the "
+                    "CPU takes fp32 only")
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                     help="auto: cuda when PyTorch sees one; cuda where PyTorch "
                     "has no CUDA is a usage error (without PyTorch: the "
@@ -1484,6 +1489,11 @@ REPRISE_MAX_PROCS = 16
 # (rp_gpt_config_init): the PyTorch side must run the same
 REPRISE_ADAMW = {"beta2": 0.95, "weight_decay": 0.1, "clip": 1.0}
 REPRISE_MAX_LR = 10  # reprise train's --lr: above 0, below 10
+# --math tf32 sets PyTorch's "high" float32 matmul precision, which on the
+# CPU runs no TF32 (here its GEMMs stay bitwise FP32): rows labelled tf32
+# would name a math mode that did not run
+CPU_TF32 = ("--math tf32 on the CPU: TF32 is a GPU math mode, PyTorch's CPU "
+            "GEMMs have none (--math fp32, or --device cuda)")
 REPRISE_MAX_INFLIGHT = 64
 REPRISE_MAX_ITERS = 100000000
 
@@ -1539,6 +1549,8 @@ def run_error(a):
         return f"--inflight {a.inflight}: reprise train takes 1..{REPRISE_MAX_INFLIGHT}"
     if train and a.reprise_iters > REPRISE_MAX_ITERS:
         return f"--reprise-iters {a.reprise_iters}: reprise train takes 1..{REPRISE_MAX_ITERS}"
+    if a.device == "cpu" and a.math == "tf32":
+        return CPU_TF32
     if a.text is not None:
         if os.path.exists(a.text) and not os.path.isfile(a.text):
             return f"--text {a.text}: not a regular file"
@@ -1726,6 +1738,8 @@ def main(argv=None):
     if a.device == "auto":
         a.device = "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
     on_gpu = a.device == "cuda"
+    if not on_gpu and a.math == "tf32" and not a.child:
+        die(CPU_TF32)
     a.threads = a.threads or os.cpu_count()
     a.lat_steps = a.lat_steps or (50 if on_gpu else 10)
     a.b2b_steps = a.b2b_steps or (200 if on_gpu else 20)

@@ -305,6 +305,7 @@ else
   want 2 "torch_gpt.py --lat-steps 0" py --lat-steps 0
   want 2 "torch_gpt.py --threads 0" py --threads 0
   want 2 "torch_gpt.py --device bogus" py --device bogus
+  want 2 "torch_gpt.py --math tf32 on the CPU" py --device cpu --math tf32
   want 2 "torch_gpt.py --reprise not reprise" py --reprise "$dir/notreprise"
   want 2 "torch_gpt.py --reprise missing" py --reprise "$dir/missing"
   want 2 "torch_gpt.py --json a folder" py --json "$dir"
@@ -452,6 +453,9 @@ EOF2
     env RP_TEST_ARGS="$dir/args" PYTHONPATH="$dir/notorch" python3 "$T" \
     --reprise "$dir/bin2/reprise" --invocations 1 --threads 1 \
     --trace-replays 0 --instantiate-procs '' --vocab 50 --json "$dir/v.json"
+  # without torch --device auto is the CPU
+  want 2 "torch_gpt.py --math tf32 on the CPU (auto)" \
+    env PYTHONPATH="$dir/notorch" python3 "$T" --math tf32 --json "$dir/tf.json"
   want 2 "torch_gpt.py --fixture without --check" py --fixture x.bin
   want 2 "torch_gpt.py --check with --json" py --check --json "$dir/c.json"
   want 77 "torch_gpt.py --check without PyTorch" \
