@@ -327,6 +327,40 @@ Test(outputs, links_stay_links_and_modes_are_kept) {
   th_tmpdir_remove();
 }
 
+/* `reprise dump -o FILE` that cannot write its dump names FILE and the
+ * cause, exits 1, and leaves the previous FILE and no temporary file. */
+Test(outputs, a_dump_that_cannot_be_written_names_its_file) {
+  tmpdir();
+  char graph[256], out[256];
+  snprintf(graph, sizeof graph, "%s", th_tmp_path("g.json"));
+  snprintf(out, sizeof out, "%s", th_tmp_path("dump.txt"));
+  cli_run r;
+  RUN(&r, "train", "--backend", "cpu", "--procs", "2", "--batch", "32",
+      "--hidden", "64,64", "--iters", "1", "--save-graph", graph);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  put(out, "the previous dump");
+  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal, in the command */
+  struct rlimit old, lim;
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 2048; /* the dumps are larger, the messages smaller */
+  const char *const formats[] = {"text", "dot", "json"};
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    RUN(&r, "dump", graph, "--format", formats[i], "-o", out);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    cr_assert_eq(r.status, 1, "%s: %s", formats[i], r.err);
+    cr_assert(has(r.err, out) && has(r.err, "File too large"), "%s: %s",
+              formats[i], r.err);
+    char *t = th_read_all(out, NULL);
+    cr_assert_str_eq(t, "the previous dump");
+    free(t);
+    cr_assert_eq(entries(dir_of_tmp()), 2, "a temporary file was left");
+  }
+  signal(SIGXFSZ, SIG_DFL);
+  th_tmpdir_remove();
+}
+
 /* Write errors (a file size limit stands in for a full disk): every writer
  * fails with RP_EIO, and the previous file is untouched. */
 Test(outputs, write_errors_leave_the_previous_file_whole) {

@@ -1029,6 +1029,11 @@ static void print_machine(FILE *out, const rp_machine_desc *m) {
   fputc('\n', out);
 }
 
+/* What the report goes to, for run_loaded and report_failed: "standard output"
+ * or
+ * "--output FILE". */
+static char out_name[4200] = "standard output";
+
 static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
                       FILE *out, int *whole) {
   int dump = (!c->stats && !c->lint) || c->format_given;
@@ -1037,8 +1042,8 @@ static int run_loaded(const dump_cli *c, rp_graph *g, placeholders *ph,
   int rc = dump ? print_dump(c, g, out) : RP_CLI_OK;
   /* a reader gone (`| head`) is not said, as in close_out */
   if (rc && dump && (out != stdout || !rp_cli_stdout_reader_gone(errno)))
-    rp_cli_say(stderr, "reprise dump: writing the dump failed: %s\n",
-               rp_error_detail());
+    rp_cli_say(stderr, "reprise dump: writing the dump to %s failed: %s\n",
+               out == stdout ? "standard output" : out_name, rp_error_detail());
   if (!rc && (c->stats || c->lint)) {
     /* beside a DOT or JSON dump the text goes to stderr: the output stays
      * one document that dot or a JSON reader takes */
@@ -1111,10 +1116,6 @@ typedef struct dump_out {
   rp_output *o;
   FILE *f;
 } dump_out;
-
-/* What the report goes to, for report_failed: "standard output" or
- * "--output FILE". */
-static char out_name[4200] = "standard output";
 
 static int open_out(const dump_cli *c, dump_out *d) {
   d->o = NULL;
