@@ -223,7 +223,13 @@ rp_status rp_output_open(const char *path, rp_output **out) {
                  o->dir, strerror(errno));
   if (!st) /* at once: rp_output_discard_all removes it from now on */
     o->listed = temp_list(o->tmp);
-  /* a replaced file keeps its permission bits */
+  /* a replaced file keeps its owner and group where the caller may give
+   * them (root; a group of the caller's), else they are the caller's, as
+   * for a new file; then its permission bits (after: a chown clears the
+   * set-user-ID bit) */
+  if (!st && exists && (sb.st_uid != geteuid() || sb.st_gid != getegid()) &&
+      fchown(fd, sb.st_uid, sb.st_gid) != 0)
+    (void)!fchown(fd, (uid_t)-1, sb.st_gid);
   if (!st && exists && fchmod(fd, sb.st_mode & 07777) != 0)
     st = rp__err(RP_EIO, "cannot set the permissions: %s", strerror(errno));
   if (!st && !(o->f = fdopen(fd, "wb")))

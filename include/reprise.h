@@ -260,9 +260,12 @@ RP_API rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
  *    process's standard output or error goes to (`/dev/stdout` with
  *    stdout redirected to a file, or that file by name) is refused too
  *    (RP_EINVAL): replacing it would drop what the process wrote there.
- *  - a replaced file keeps its permission bits; a new one gets 0666 less
- *    the umask (as fopen would). An existing file the caller may not write
- *    is refused (RP_EIO), although the rename could replace it.
+ *  - a replaced file keeps its permission bits, and its owner and group
+ *    where the caller may give them (root; a group of the caller's),
+ *    else they are the caller's; a new one gets 0666 less the umask (as
+ *    fopen would). The new file is a new inode: other hard links to the
+ *    old one keep the old contents. An existing file the caller may not
+ *    write is refused (RP_EIO), although the rename could replace it.
  * Errors (every call): RP_EINVAL (NULL or empty path, the kinds above),
  * RP_EIO (cannot create the temporary file, e.g. no such directory or no
  * permission; a write, fsync, close or rename failed: the target is

@@ -327,6 +327,40 @@ Test(outputs, links_stay_links_and_modes_are_kept) {
   th_tmpdir_remove();
 }
 
+/* A replaced file keeps its owner and group where the caller may give
+ * them: root replacing a user's file leaves it the user's (a 0600 file
+ * the user could no longer read otherwise). Root only. */
+Test(outputs, a_replaced_file_keeps_its_owner_and_group) {
+  if (geteuid() != 0)
+    cr_skip_test("giving a file to another user takes root");
+  tmpdir();
+  const char *p = th_tmp_path("theirs");
+  put(p, "old");
+  const char *lp = th_tmp_path("link");
+  cr_assert_eq(symlink(p, lp), 0);
+  cr_assert_eq(chown(p, 65534, 65534), 0, "%s", strerror(errno));
+  cr_assert_eq(chmod(p, 0600), 0);
+  RP_CHECK(rp_file_write_atomic(p, "new", 3));
+  struct stat sb;
+  cr_assert_eq(stat(p, &sb), 0);
+  cr_assert(sb.st_uid == 65534 && sb.st_gid == 65534,
+            "owner %u:%u, not the previous file's 65534:65534",
+            (unsigned)sb.st_uid, (unsigned)sb.st_gid);
+  cr_assert_eq(sb.st_mode & 07777, 0600, "mode %o", sb.st_mode & 07777);
+  /* through a link, and through the library's own writers */
+  RP_CHECK(rp_ckpt_save(lp, "mlp", 1, "x", 1));
+  cr_assert_eq(stat(p, &sb), 0);
+  cr_assert(sb.st_uid == 65534 && sb.st_gid == 65534, "owner %u:%u",
+            (unsigned)sb.st_uid, (unsigned)sb.st_gid);
+  /* a new file is the caller's */
+  const char *q = th_tmp_path("mine");
+  RP_CHECK(rp_file_write_atomic(q, "x", 1));
+  cr_assert_eq(stat(q, &sb), 0);
+  cr_assert(sb.st_uid == 0 && sb.st_gid == getegid(), "owner %u:%u",
+            (unsigned)sb.st_uid, (unsigned)sb.st_gid);
+  th_tmpdir_remove();
+}
+
 /* `reprise dump -o FILE` that cannot write its dump names FILE and the
  * cause, exits 1, and leaves the previous FILE and no temporary file. */
 Test(outputs, a_dump_that_cannot_be_written_names_its_file) {
