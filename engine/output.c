@@ -12,67 +12,95 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+struct temp_slot;
+
 struct rp_output {
   FILE *f;
-  char *target; /* the file the rename replaces (a link resolved) */
-  char *tmp;    /* the temporary file next to it */
-  char *dir;    /* their directory, synced after the rename */
-  int listed;   /* its slot in `temps`, or -1 */
+  char *target;             /* the file the rename replaces (a link resolved) */
+  char *tmp;                /* the temporary file next to it */
+  char *dir;                /* their directory, synced after the rename */
+  struct temp_slot *listed; /* its slot in `temps`, or NULL */
 };
 
 /* The temporary files of the outputs open now, for rp_output_discard_all
  * (called from signal handlers): each slot's path is guarded by a
  * sequence number, odd while it changes, so that a handler removes a whole
- * path or nothing. Outputs beyond the slots, or with longer paths, are not
- * listed. */
+ * path or nothing. The slots come in chunks: the first static, more
+ * allocated when every slot is taken and never freed (a handler may be
+ * walking them), so that every open output is listed. TEMP_PATH holds any
+ * path that open() accepted (PATH_MAX, its NUL included). */
 #define TEMP_SLOTS 32
 #define TEMP_PATH 4096
-static struct {
+struct temp_slot {
   _Atomic int used;
   _Atomic unsigned seq;
   char path[TEMP_PATH];
-} temps[TEMP_SLOTS];
+};
+struct temp_chunk {
+  struct temp_slot slot[TEMP_SLOTS];
+  struct temp_chunk *_Atomic next;
+};
+static struct temp_chunk temps;
 
-static int temp_list(const char *tmp) {
+/* A slot now holding tmp, or NULL: out of memory (a path open() took
+ * always fits). */
+static struct temp_slot *temp_list(const char *tmp) {
   size_t n = strlen(tmp);
   if (n >= TEMP_PATH)
-    return -1;
-  for (int i = 0; i < TEMP_SLOTS; i++)
-    if (!atomic_exchange(&temps[i].used, 1)) {
-      atomic_fetch_add(&temps[i].seq, 1); /* odd: changing */
-      atomic_thread_fence(memory_order_release);
-      memcpy(temps[i].path, tmp, n + 1);
-      atomic_fetch_add(&temps[i].seq, 1); /* even: whole */
-      return i;
+    return NULL;
+  for (struct temp_chunk *c = &temps; c;) {
+    for (int i = 0; i < TEMP_SLOTS; i++) {
+      struct temp_slot *s = &c->slot[i];
+      if (!atomic_exchange(&s->used, 1)) {
+        atomic_fetch_add(&s->seq, 1); /* odd: changing */
+        atomic_thread_fence(memory_order_release);
+        memcpy(s->path, tmp, n + 1);
+        atomic_fetch_add(&s->seq, 1); /* even: whole */
+        return s;
+      }
     }
-  return -1;
+    struct temp_chunk *next = atomic_load(&c->next);
+    if (!next) { /* every slot taken: one more chunk, kept for good */
+      struct temp_chunk *fresh = calloc(1, sizeof *fresh);
+      if (!fresh)
+        return NULL;
+      if (atomic_compare_exchange_strong(&c->next, &next, fresh))
+        next = fresh;
+      else
+        free(fresh); /* another thread's came first: next is it */
+    }
+    c = next;
+  }
+  return NULL;
 }
 
-static void temp_unlist(int i) {
-  if (i < 0)
+static void temp_unlist(struct temp_slot *s) {
+  if (!s)
     return;
-  atomic_fetch_add(&temps[i].seq, 1);
+  atomic_fetch_add(&s->seq, 1);
   atomic_thread_fence(memory_order_release);
-  temps[i].path[0] = '\0';
-  atomic_fetch_add(&temps[i].seq, 1);
-  atomic_store(&temps[i].used, 0);
+  s->path[0] = '\0';
+  atomic_fetch_add(&s->seq, 1);
+  atomic_store(&s->used, 0);
 }
 
 void rp_output_discard_all(void) {
   char buf[TEMP_PATH];
-  for (int i = 0; i < TEMP_SLOTS; i++) {
-    unsigned a = atomic_load(&temps[i].seq);
-    if ((a & 1) || !atomic_load(&temps[i].used))
-      continue;
-    /* a racy copy by design (a seqlock's read), checked below */
-    for (size_t k = 0; k < TEMP_PATH; k++)
-      if (!(buf[k] = ((volatile char *)temps[i].path)[k]))
-        break;
-    buf[TEMP_PATH - 1] = '\0';
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load(&temps[i].seq) == a && buf[0])
-      unlink(buf);
-  }
+  for (struct temp_chunk *c = &temps; c; c = atomic_load(&c->next))
+    for (int i = 0; i < TEMP_SLOTS; i++) {
+      struct temp_slot *s = &c->slot[i];
+      unsigned a = atomic_load(&s->seq);
+      if ((a & 1) || !atomic_load(&s->used))
+        continue;
+      /* a racy copy by design (a seqlock's read), checked below */
+      for (size_t k = 0; k < TEMP_PATH; k++)
+        if (!(buf[k] = ((volatile char *)s->path)[k]))
+          break;
+      buf[TEMP_PATH - 1] = '\0';
+      atomic_thread_fence(memory_order_acquire);
+      if (atomic_load(&s->seq) == a && buf[0])
+        unlink(buf);
+    }
 }
 
 /* The kind of an existing path that an output refuses; NULL for a
@@ -207,7 +235,6 @@ rp_status rp_output_open(const char *path, rp_output **out) {
   rp_output *o = calloc(1, sizeof *o);
   if (!o)
     return rp__err(RP_ENOMEM, "out of memory");
-  o->listed = -1;
   int exists;
   struct stat sb;
   rp_status st = resolve(path, &o->target, &exists, &sb);
@@ -221,8 +248,9 @@ rp_status rp_output_open(const char *path, rp_output **out) {
   if (!st && (fd = temp_create(o->dir, o->target, &o->tmp)) < 0)
     st = rp__err(rp__errno_status(errno), "cannot create a file in '%s': %s",
                  o->dir, strerror(errno));
-  if (!st) /* at once: rp_output_discard_all removes it from now on */
-    o->listed = temp_list(o->tmp);
+  /* at once: rp_output_discard_all removes it from now on */
+  if (!st && !(o->listed = temp_list(o->tmp)))
+    st = rp__err(RP_ENOMEM, "out of memory");
   /* a replaced file keeps its owner and group where the caller may give
    * them (root; a group of the caller's), else they are the caller's, as
    * for a new file; then its permission bits (after: a chown clears the

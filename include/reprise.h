@@ -291,8 +291,9 @@ RP_API rp_status rp_output_commit(rp_output *o);
  * a no-op. Commit and abort free o, as free() does: o is a plain pointer,
  * not a generation-checked handle, and must not be passed again. */
 RP_API void rp_output_abort(rp_output *o);
-/* Removes the temporary files of the outputs open now (their targets are
- * untouched; commit or abort them as usual afterwards). Async-signal-safe:
+/* Removes the temporary files of the outputs open now, however many
+ * (their targets are untouched; commit or abort them as usual
+ * afterwards). Async-signal-safe:
  * for a handler of SIGINT or SIGTERM, so that a process stopped while
  * writing leaves no temporary file beside its targets (the command line
  * installs one; a SIGKILL cannot be handled). */
