@@ -91,6 +91,9 @@ static void meet(const double *v, double *m, int n, int failed) {
               failed ? " x 2 + 1 s" : "",
               failed ? " after this rank failed" : "");
       fflush(stderr);
+      /* MPI_Abort ends the process without its signal handlers: the
+       * outputs being written (--json) go first */
+      rp_output_discard_all();
       usleep(200000); /* time for the launcher to forward the line */
       MPI_Abort(MPI_COMM_WORLD, 1);
     }

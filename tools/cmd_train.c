@@ -1129,6 +1129,9 @@ int rp_train_agree(int dist, int rc) {
                  "every rank\n",
                  who(), ms);
       fflush(stderr);
+      /* MPI_Abort ends the process without its signal handlers: the
+       * outputs being written (--timings) go first */
+      rp_output_discard_all();
       usleep(200000); /* time for the launcher to forward the line */
       MPI_Abort(MPI_COMM_WORLD, 1);
     }

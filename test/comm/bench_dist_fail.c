@@ -60,14 +60,17 @@ static void other_options(void) {
 
 /* Rank 1 is stopped 8 s in (set-up is over: mid-warm-up; stopped in
  * set-up, rank 0's collective there times out the same way) and killed
- * 120 s later if still there (the job's end without the fix). */
+ * 120 s later if still there (the job's end without the fix). Rank 0's
+ * --json, open all along, leaves no temporary file behind. */
 static void frozen_peer(void) {
   const char *sh = drv_rank1_freeze_script("freeze.sh", 8, 120);
   if (!sh) {
     check(0, "write freeze.sh");
     return;
   }
-  static const char *a[] = {"bench", "--dist", "--reps", "10000000", NULL};
+  const char *a[] = {"bench",    "--dist", "--reps",
+                     "10000000", "--json", path("frozen.json"),
+                     NULL};
   setenv("REPRISE_DIST_TIMEOUT_MS", "2000", 1);
   int st = drv_reprise_wrapped(2, "frozen", sh, a, NULL);
   unsetenv("REPRISE_DIST_TIMEOUT_MS");
@@ -83,6 +86,8 @@ static void frozen_peer(void) {
                    "failed: stopping every rank") == 1,
         "rank 0 stops every rank rather than wait for the stopped one: %s",
         log ? log : "");
+  check(drv_count_files(".frozen.json.tmp.*") == 0,
+        "a stopped peer: no temporary file of --json is left");
   free(log);
 }
 

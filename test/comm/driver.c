@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,13 @@ char *path(const char *name) {
   char *p = buf[k++ % 8];
   snprintf(p, sizeof buf[0], "%s/%s", DIR_, name);
   return p;
+}
+
+int drv_count_files(const char *pattern) {
+  glob_t g;
+  int n = glob(path(pattern), 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+  globfree(&g);
+  return n;
 }
 
 /* A wrapper script `name` that runs rank1 (a shell line) on rank 1 alone,

@@ -19,6 +19,9 @@ void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int drv_mkdir(char *template_);
 char *path(const char *name);
 
+/* The files path(pattern) matches (a glob: ".f.tmp.*"). */
+int drv_count_files(const char *pattern);
+
 /* A wrapper script path(name) (for drv_reprise_wrapped) that appends
  * `extra` (shell words) to rank 1's command line alone; NULL when it
  * cannot be written. */

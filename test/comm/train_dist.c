@@ -182,7 +182,8 @@ static void bad_split(void) {
 /* Rank 1 is stopped 3 s in (mid-training) and held 40 s; rank 0 must see
  * it within REPRISE_DIST_TIMEOUT_MS (2 s) at the next all-reduce, fail,
  * wait as long again for the others and stop every rank: the job ends
- * well before the hold does. */
+ * well before the hold does, and rank 0's --timings, open all along,
+ * leaves no temporary file behind. */
 static void frozen_peer(void) {
   const char *sh = drv_rank1_freeze_script("freeze.sh", 3, 40);
   if (!sh) {
@@ -190,7 +191,8 @@ static void frozen_peer(void) {
     return;
   }
   static const char *a[] = {COMMON, NULL};
-  static const char *b[] = {"--dist", "--iters", "1000000", NULL};
+  const char *b[] = {"--dist",    "--iters",           "1000000",
+                     "--timings", path("frozen.json"), NULL};
   setenv("REPRISE_DIST_TIMEOUT_MS", "2000", 1);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -208,6 +210,8 @@ static void frozen_peer(void) {
         s);
   check(count(log, "RP_EPEER") > 0 && count(log, "rank 1 did not answer") > 0,
         "rank 0 names the peer that did not answer");
+  check(drv_count_files(".frozen.json.tmp.*") == 0,
+        "a stopped peer: no temporary file of --timings is left");
   /* its "stopping every rank" line may be lost in the launcher's teardown:
    * the job's end, in time, is what is checked */
   free(log);
