@@ -244,6 +244,18 @@ rp_status rp_output_open(const char *path, rp_output **out) {
    * replace it whatever its permissions */
   if (!st && exists && access(o->target, W_OK) != 0 && errno != ENOENT)
     st = rp__err(RP_EIO, "cannot write: %s", strerror(errno));
+  /* nor can the rename replace another user's file in a directory with
+   * the sticky bit (/tmp) unless the caller owns the directory or is root:
+   * said now, not after the work (rp_output_check) */
+  struct stat ds;
+  if (!st && exists && geteuid() != 0 && sb.st_uid != geteuid() &&
+      stat(o->dir, &ds) == 0 && (ds.st_mode & S_ISVTX) &&
+      ds.st_uid != geteuid())
+    st = rp__err(RP_EIO,
+                 "cannot replace: %s (the file is another user's, in a "
+                 "directory with the sticky bit, as /tmp: only its owner "
+                 "may rename over it; name a file of your own)",
+                 strerror(EPERM));
   int fd = -1;
   if (!st && (fd = temp_create(o->dir, o->target, &o->tmp)) < 0)
     st = rp__err(rp__errno_status(errno), "cannot create a file in '%s': %s",

@@ -265,7 +265,10 @@ RP_API rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
  *    else they are the caller's; a new one gets 0666 less the umask (as
  *    fopen would). The new file is a new inode: other hard links to the
  *    old one keep the old contents. An existing file the caller may not
- *    write is refused (RP_EIO), although the rename could replace it.
+ *    write is refused (RP_EIO), although the rename could replace it, and
+ *    so is one the rename may not replace: another user's file in a
+ *    directory with the sticky bit, as /tmp (RP_EIO, at the open rather
+ *    than at the commit).
  * Errors (every call): RP_EINVAL (NULL or empty path, the kinds above),
  * RP_EIO (cannot create the temporary file, e.g. no such directory or no
  * permission; a write, fsync, close or rename failed: the target is

@@ -367,6 +367,55 @@ Test(outputs, a_replaced_file_keeps_its_owner_and_group) {
   th_tmpdir_remove();
 }
 
+/* Another user's file in a directory with the sticky bit (as /tmp) is
+ * refused at the open and by rp_output_check, before any work, although
+ * the file is writable: the rename at the commit would fail (EPERM) after
+ * the work. Root only (it takes a second user). */
+Test(outputs, another_users_file_in_a_sticky_directory_is_refused_early) {
+  if (geteuid() != 0)
+    cr_skip_test("a second user takes root");
+  tmpdir();
+  char dir[256], p[272];
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("sticky"));
+  snprintf(p, sizeof p, "%s/theirs", dir);
+  cr_assert_eq(chmod(dir_of_tmp(), 0755), 0); /* for the second user */
+  cr_assert_eq(mkdir(dir, 01777), 0);
+  cr_assert_eq(chmod(dir, 01777), 0); /* past the umask */
+  put(p, "old");
+  cr_assert_eq(chmod(p, 0666), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) { /* as user 65534: 0 refused as said, 1 not refused, 2.. */
+    if (setgid(65534) || setuid(65534))
+      _exit(9);
+    rp_status c = rp_output_check(p);
+    int said = has(rp_error_detail(), "sticky") &&
+               has(rp_error_detail(), "Operation not permitted");
+    rp_status w = rp_file_write_atomic(p, "new", 3);
+    _exit(c == RP_EIO && w == RP_EIO && said ? 0 : c == RP_OK ? 1 : 2);
+  }
+  int ws;
+  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  cr_assert(WIFEXITED(ws), "the child did not exit");
+  cr_assert_eq(WEXITSTATUS(ws), 0,
+               "exit %d (1: the check passed, 2: another error or message, "
+               "9: setuid failed)",
+               WEXITSTATUS(ws));
+  char *t = th_read_all(p, NULL);
+  cr_assert_str_eq(t, "old");
+  free(t);
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  cr_assert_eq(n, 1, "a temporary file was left");
+  /* its owner (root here) replaces it as before */
+  RP_CHECK(rp_file_write_atomic(p, "mine", 4));
+  th_tmpdir_remove();
+}
+
 /* `reprise dump -o FILE` that cannot write its dump names FILE and the
  * cause, exits 1, and leaves the previous FILE and no temporary file. */
 Test(outputs, a_dump_that_cannot_be_written_names_its_file) {
