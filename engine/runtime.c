@@ -566,11 +566,40 @@ rp_backend_kind rp_runtime_backend(const rp_runtime *rt) {
 /* ---------------------------------------------------------------------- */
 /* Allocation counters (jemalloc) */
 
+#ifdef REPRISE_HAVE_JEMALLOC
+/* 1 when jemalloc's counters count the process's allocations: the
+ * library links jemalloc, but a program that does not (one linked with
+ * -lreprise alone) resolves malloc to libc's, and jemalloc's per-thread
+ * counters then stay at 0 whatever is allocated. Probed once: a malloc
+ * must move the calling thread's counter. */
+static int alloc_counted(void) {
+  static _Atomic int known; /* 0 not probed yet, 1 counted, 2 not counted */
+  int k = atomic_load_explicit(&known, memory_order_relaxed);
+  if (k)
+    return k == 1;
+  uint64_t a = 0, b = 0;
+  size_t sz = sizeof a;
+  if (mallctl("thread.allocated", &a, &sz, NULL, 0) != 0) {
+    atomic_store_explicit(&known, 2, memory_order_relaxed);
+    return 0;
+  }
+  /* volatile: the allocation is made, not optimised away with its free */
+  void *volatile p = malloc(4096);
+  if (!p)
+    return 0; /* out of memory: ask again next time */
+  sz = sizeof b;
+  int counted = mallctl("thread.allocated", &b, &sz, NULL, 0) == 0 && b > a;
+  free(p);
+  atomic_store_explicit(&known, counted ? 1 : 2, memory_order_relaxed);
+  return counted;
+}
+#endif
+
 uint64_t rp_thread_allocated_bytes(void) {
 #ifdef REPRISE_HAVE_JEMALLOC
   uint64_t v = 0;
   size_t sz = sizeof v;
-  if (mallctl("thread.allocated", &v, &sz, NULL, 0) == 0)
+  if (alloc_counted() && mallctl("thread.allocated", &v, &sz, NULL, 0) == 0)
     return v;
 #endif
   return UINT64_MAX;
@@ -580,7 +609,8 @@ void rp__alloc_counter_register(rp_runtime *rt, unsigned worker) {
 #ifdef REPRISE_HAVE_JEMALLOC
   uint64_t *p = NULL;
   size_t sz = sizeof p;
-  if (rt->worker_alloc && mallctl("thread.allocatedp", &p, &sz, NULL, 0) == 0)
+  if (rt->worker_alloc && alloc_counted() &&
+      mallctl("thread.allocatedp", &p, &sz, NULL, 0) == 0)
     atomic_store(&rt->worker_alloc[worker], p);
 #else
   RP_UNUSED(rt);
@@ -592,7 +622,7 @@ uint64_t rp_runtime_worker_allocated_bytes(rp_runtime *rt) {
   if (rp__rt_check(rt, "rp_runtime_worker_allocated_bytes"))
     return UINT64_MAX;
 #ifdef REPRISE_HAVE_JEMALLOC
-  if (!rt->worker_alloc)
+  if (!rt->worker_alloc || !alloc_counted())
     return UINT64_MAX;
   uint64_t sum = 0;
   for (unsigned w = 0; w < rt->ncpu; w++) {

@@ -1738,11 +1738,14 @@ RP_API const char *rp_runtime_dist_detail(const rp_runtime *rt);
 /* Test and benchmark support */
 
 /* Bytes allocated so far by the calling thread (jemalloc's per-thread
- * counter); UINT64_MAX when the build has no jemalloc. */
+ * counter); UINT64_MAX when the build has no jemalloc, or when jemalloc
+ * is not the process's allocator (a program linked with the shared
+ * library alone gets libc's malloc: link jemalloc into the program, or
+ * preload it, to count). */
 RP_API uint64_t rp_thread_allocated_bytes(void);
 /* Sum of allocated-bytes counters of the runtime's worker threads (sampled
- * by each worker; docs/architecture.md "Replay"), UINT64_MAX without
- * jemalloc. */
+ * by each worker; docs/architecture.md "Replay"), UINT64_MAX where
+ * rp_thread_allocated_bytes returns it. */
 RP_API uint64_t rp_runtime_worker_allocated_bytes(rp_runtime *rt);
 
 #ifdef __cplusplus

@@ -3,6 +3,7 @@
 #include <reprise.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int check(rp_status st, const char *what) {
   if (st == RP_OK)
@@ -12,7 +13,29 @@ static int check(rp_status st, const char *what) {
   return 1;
 }
 
+/* rp_thread_allocated_bytes either counts (an allocation moves it) or
+ * says it cannot (UINT64_MAX): a program linked without jemalloc gets
+ * libc's malloc, and a counter stuck at a number would call every loop
+ * allocation-free. */
+static int alloc_counter_honest(void) {
+  uint64_t a = rp_thread_allocated_bytes();
+  void *volatile p = malloc(1 << 16);
+  uint64_t b = rp_thread_allocated_bytes();
+  free(p);
+  if (a == UINT64_MAX && b == UINT64_MAX)
+    return 1;
+  if (a != UINT64_MAX && b != UINT64_MAX && b >= a + (1 << 16))
+    return 1;
+  fprintf(stderr,
+          "consumer: rp_thread_allocated_bytes went from %llu to %llu "
+          "over a malloc of 65536 bytes\n",
+          (unsigned long long)a, (unsigned long long)b);
+  return 0;
+}
+
 int main(void) {
+  if (!alloc_counter_honest())
+    return 1;
   if (rp_version() != REPRISE_VERSION_HEX) {
     fprintf(stderr, "consumer: header says %#x, library %#x\n",
             (unsigned)REPRISE_VERSION_HEX, rp_version());
