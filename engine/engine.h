@@ -225,6 +225,10 @@ static inline uint32_t rp__handle_tag(uint64_t id) {
 }
 /* This runtime's tag. */
 uint32_t rp__runtime_tag(const rp_runtime *rt);
+/* The tag the last runtime created took (0 before the first): the next
+ * takes the one after it, 255 followed by 1. A test seam may store any
+ * value (what a count of runtimes would hold after 2^32 creations). */
+extern _Atomic uint32_t rp__runtime_tag_last;
 /* Checks that rt is a live runtime: RP_EINVAL for NULL or an object that is
  * no runtime, RP_ESTALE for a destroyed one still in quarantine (util.h).
  * The detail names `what` (the public call). */

@@ -14,6 +14,7 @@
 #include <jemalloc/jemalloc.h>
 #endif
 
+_Atomic uint32_t rp__runtime_tag_last;
 _Thread_local int *rp__tl_replay_violation;
 _Thread_local int rp__tl_in_callback;
 _Thread_local const struct rp_task_ctx *rp__tl_task;
@@ -842,9 +843,14 @@ rp_status rp__runtime_create_engine(const rp_runtime_config *cfg_in,
     return rp__err(RP_ENOMEM, "rp_runtime_create: out of memory");
   rt->cfg = cfg;
   rt->magic = RP_RUNTIME_MAGIC;
-  /* handle tags 1..255, in creation order (engine.h "Handle identity") */
-  static _Atomic uint32_t tags;
-  rt->tag = 1 + atomic_fetch_add(&tags, 1) % 255;
+  /* handle tags 1..255, in creation order (engine.h "Handle identity"):
+   * the last one handed out is kept, not a count of runtimes, whose wrap
+   * at 2^32 would hand out tag 1 twice in a row */
+  uint32_t last = atomic_load(&rp__runtime_tag_last), next;
+  do
+    next = last % 255 + 1;
+  while (!atomic_compare_exchange_weak(&rp__runtime_tag_last, &last, next));
+  rt->tag = next;
   /* Nsight Systems and other NVTX tools announce themselves through the
    * injection variable; per-op ranges are emitted only then. */
   if (getenv("NVTX_INJECTION64_PATH") || rp__env_long("REPRISE_NVTX", 0) > 0)

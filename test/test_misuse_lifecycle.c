@@ -217,6 +217,45 @@ Test(misuse, another_runtimes_handles_are_refused_never_acted_on) {
   th_destroy(a);
 }
 
+/* engine/engine.h: the tag the last runtime created took */
+extern _Atomic uint32_t rp__runtime_tag_last;
+
+/* Runtimes created one after another take different tags also where a
+ * count of creations would wrap at 2^32 (the seam starts there: 2^32
+ * creations take weeks): a handle of the one before is refused by the
+ * next, not taken for the next's own event in the same slot. */
+Test(misuse, consecutive_runtimes_keep_distinct_tags_past_2_to_the_32) {
+  uint32_t saved = atomic_load(&rp__runtime_tag_last);
+  atomic_store(&rp__runtime_tag_last, UINT32_MAX - 1);
+  rp_runtime *a = th_cpu_runtime(1), *b = th_cpu_runtime(1),
+             *c = th_cpu_runtime(1);
+  atomic_store(&rp__runtime_tag_last, saved);
+  rp_event ea, eb, ec;
+  RP_CHECK(rp_event_create(a, &ea));
+  RP_CHECK(rp_event_create(b, &eb));
+  RP_CHECK(rp_event_create(c, &ec));
+  /* the same slot and generation in each: only the tag tells them apart */
+  cr_assert_eq((uint32_t)(eb.id & 0x7fffff), (uint32_t)(ec.id & 0x7fffff));
+  cr_assert_neq(eb.id, ec.id, "runtimes b and c share a tag: %#llx",
+                (unsigned long long)eb.id);
+  cr_assert_neq(ea.id, eb.id, "runtimes a and b share a tag: %#llx",
+                (unsigned long long)ea.id);
+  RP_EXPECT(rp_event_trigger(c, eb), RP_ESTALE);
+  cr_assert(strstr(rp_error_detail(), "another runtime"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_event_query(c, ec), RP_EAGAIN); /* c's own: untouched */
+  RP_EXPECT(rp_event_query(b, eb), RP_EAGAIN);
+  rp_runtime *rts[] = {a, b, c};
+  rp_event evs[] = {ea, eb, ec};
+  for (int i = 0; i < 3; i++) {
+    RP_CHECK(rp_event_trigger(rts[i], evs[i]));
+    RP_CHECK(rp_event_release(rts[i], evs[i]));
+  }
+  th_destroy(c);
+  th_destroy(b);
+  th_destroy(a);
+}
+
 Test(misuse, stale_instance_and_released_event_are_refused) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_inst in = make_inst(rt), old = in;
