@@ -25,7 +25,10 @@
  *    RP_ESTALE and never acted on. (Two live runtimes share a tag only when
  *    255 runtimes were created between them; a generation has 31 bits, so
  *    a handle kept while its slot is reused 2^31 - 1 times names the
- *    object in the slot then.) Releasing an event twice is
+ *    object in the slot then. A slot released last is reused first: a
+ *    loop that creates and releases one event at a time reuses one slot
+ *    on every turn, and can do so 2^31 times within minutes.) Releasing
+ *    an event twice is
  *    RP_ESTALE, also while it is still pending. Other calls on a released
  *    event that is still pending act on the event, which is still live.
  *  - One thread at a time per exec: a thread calling rp_replay,
