@@ -1716,3 +1716,166 @@ Test(replay, a_replay_touches_only_the_argument_bytes_it_passes) {
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
 }
+
+/* ---- replay numbers past 2^32 ---- */
+
+/* x += the replay's argument, then (on the other worker) y = x and the
+ * replay number seen, for the postcondition; the second exec's z += 1
+ * waits for that postcondition. */
+static _Atomic uint64_t wrap_seen_max, wrap_out_of_order;
+static rp_status wrap_add(rp_task_ctx *ctx) {
+  const int64_t *a = rp_ctx_args(ctx, NULL);
+  *(int64_t *)rp_ctx_ptr(ctx, 0) += *a;
+  return RP_OK;
+}
+static rp_status wrap_copy(rp_task_ctx *ctx) {
+  *(int64_t *)rp_ctx_ptr(ctx, 1) = *(const int64_t *)rp_ctx_ptr(ctx, 0);
+  uint64_t r = rp_ctx_replay(ctx), prev = atomic_load(&wrap_seen_max);
+  if (prev && r != prev + 1)
+    atomic_fetch_add(&wrap_out_of_order, 1);
+  atomic_store(&wrap_seen_max, r);
+  return RP_OK;
+}
+
+/* Starts ex's replay count at `from` as if that many replays had run and
+ * completed since its placement (what 2^32 replays would leave: weeks of
+ * them), nothing in flight. */
+static void wrap_seed(rp_exec *ex, uint64_t from) {
+  ex->issued = from;
+  atomic_store(&ex->issued_pub, from);
+  atomic_store(&ex->done_seq, (uint32_t)from);
+  ex->epoch = 0;
+  for (uint32_t l = 0; l < ex->nlanes; l++)
+    atomic_store(&ex->lanes[l].progress, (uint32_t)from * ex->lanes[l].len);
+}
+
+/* The counters that wrap at 2^32 (done_seq, the lanes' progress words,
+ * each replay's place relative to the placement) do so in the middle of
+ * a run with replays in flight, cross-worker waits, an interpolated
+ * argument, a postcondition chained into a second exec and eager ops
+ * between: every replay runs once, in order, with its own argument, and
+ * completes. */
+Test(replay, replays_go_on_past_2_to_the_32_with_ports_and_runahead) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id add = reg(rt, "wrap.add", wrap_add, 1000),
+             cp = reg(rt, "wrap.copy", wrap_copy, 1000);
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst x, y, z, w;
+  int64_t zero = 0;
+  rp_inst *all[] = {&x, &y, &z, &w};
+  for (int i = 0; i < 4; i++) {
+    RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, all[i]));
+    RP_CHECK(rp_instance_write(rt, *all[i], &zero, sizeof zero));
+  }
+  rp_graph *ga, *gb;
+  rp_event pre, d;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_precondition(rt, "in", &pre, NULL));
+  rp_interp ip = {.src_offset = 0, .dst_offset = 0, .bytes = 8};
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){.task = add,
+                   .proc = 0,
+                   .accesses = &(rp_access){.inst = x, .priv = RP_RW},
+                   .naccess = 1,
+                   .args = &zero,
+                   .args_size = sizeof zero,
+                   .interps = &ip,
+                   .ninterp = 1,
+                   .wait = pre},
+      NULL));
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){.task = cp,
+                   .proc = 1,
+                   .accesses = (rp_access[]){{.inst = x, .priv = RP_READ},
+                                             {.inst = y, .priv = RP_WRITE}},
+                   .naccess = 2},
+      &d));
+  RP_CHECK(rp_capture_postcondition(rt, "out", &d, 1, NULL));
+  RP_CHECK(rp_capture_end(rt, &ga));
+  int64_t one = 1;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_precondition(rt, "in", &pre, NULL));
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){.task = add,
+                   .proc = 1,
+                   .accesses = &(rp_access){.inst = z, .priv = RP_RW},
+                   .naccess = 1,
+                   .args = &one,
+                   .args_size = sizeof one,
+                   .wait = pre},
+      NULL));
+  RP_CHECK(rp_capture_end(rt, &gb));
+  rp_exec *ea, *eb;
+  RP_CHECK(rp_instantiate(ga, &(rp_exec_opts){.max_inflight = 3}, &ea));
+  RP_CHECK(rp_instantiate(gb, &(rp_exec_opts){.max_inflight = 3}, &eb));
+  const uint64_t from = (1ull << 32) - 1000;
+  wrap_seed(ea, from);
+  wrap_seed(eb, from);
+  atomic_store(&wrap_seen_max, 0);
+  atomic_store(&wrap_out_of_order, 0);
+  rp_event go;
+  RP_CHECK(rp_event_create(rt, &go));
+  RP_CHECK(rp_event_trigger(rt, go));
+  enum { N = 3000 };
+  int64_t want_x = 0;
+  rp_event eager = RP_NO_EVENT;
+  for (int i = 0; i < N; i++) {
+    int64_t arg = i % 7;
+    want_x += arg;
+    rp_event post, da, db;
+    RP_CHECK(rp_replay(ea,
+                       &(rp_replay_args){.args = &arg,
+                                         .args_size = sizeof arg,
+                                         .pre = &go,
+                                         .npre = 1,
+                                         .post = &post,
+                                         .npost = 1},
+                       &da));
+    rp_status st;
+    /* a full window with a replay at an untriggered precondition is
+     * RP_EBUSY (rp_replay): wait for it, then replay */
+    while ((st = rp_replay(eb, &(rp_replay_args){.pre = &post, .npre = 1},
+                           &db)) == RP_EBUSY)
+      RP_CHECK(rp_event_wait(rt, post, -1));
+    RP_CHECK(st);
+    if (i % 16 == 0) { /* an eager op after the chain, on its own data */
+      RP_CHECK(rp_event_release(rt, eager));
+      RP_CHECK(rp_launch_task(
+          rt,
+          &(rp_launch){.task = add,
+                       .proc = RP_PROC_ANY,
+                       .accesses = &(rp_access){.inst = w, .priv = RP_RW},
+                       .naccess = 1,
+                       .args = &one,
+                       .args_size = sizeof one,
+                       .wait = db},
+          &eager));
+    }
+    RP_CHECK(rp_event_release(rt, post));
+    RP_CHECK(rp_event_release(rt, da));
+    RP_CHECK(rp_event_release(rt, db));
+  }
+  RP_CHECK(rp_event_wait(rt, eager, -1));
+  RP_CHECK(rp_event_release(rt, eager));
+  RP_CHECK(rp_runtime_drain(rt));
+  RP_CHECK(rp_exec_destroy(ea)); /* waits for every replay in flight */
+  RP_CHECK(rp_exec_destroy(eb));
+  int64_t got[4];
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(rp_instance_read(rt, *all[i], &got[i], sizeof got[i]));
+  cr_assert_eq(got[0], want_x);
+  cr_assert_eq(got[1], want_x);
+  cr_assert_eq(got[2], N);
+  cr_assert_eq(got[3], (N + 15) / 16);
+  cr_assert_eq(atomic_load(&wrap_seen_max), from + N - 1);
+  cr_assert_eq(atomic_load(&wrap_out_of_order), 0);
+  RP_CHECK(rp_event_release(rt, go));
+  RP_CHECK(rp_graph_destroy(ga));
+  RP_CHECK(rp_graph_destroy(gb));
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(rp_instance_free(rt, *all[i]));
+  th_destroy(rt);
+}
