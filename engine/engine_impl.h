@@ -20,6 +20,15 @@ typedef struct rp_ctable {
   size_t elem;
 } rp_ctable;
 
+/* The chunks a table may grow to: RP_MAX_CHUNKS; a test seam may lower
+ * it (before the tables it limits grow past it) to reach a table's end
+ * without filling 4M entries. */
+extern uint32_t rp__ctable_max_chunks;
+/* The most entries a table holds. */
+static inline uint32_t rp__ctable_capacity(void) {
+  return rp__ctable_max_chunks * RP_CHUNK_SIZE;
+}
+
 static inline void *rp__ctable_at(const rp_ctable *t, uint32_t i) {
   char *c = atomic_load_explicit(&((rp_ctable *)t)->chunks[i >> RP_CHUNK_SHIFT],
                                  memory_order_acquire);

@@ -23,6 +23,8 @@ int rp__nvtx_on;
 /* ---------------------------------------------------------------------- */
 /* Chunked tables */
 
+uint32_t rp__ctable_max_chunks = RP_MAX_CHUNKS;
+
 rp_status rp__ctable_init(rp_ctable *t, size_t elem) {
   for (unsigned i = 0; i < RP_MAX_CHUNKS; i++)
     atomic_init(&t->chunks[i], NULL);
@@ -43,7 +45,7 @@ rp_status rp__ctable_reserve(rp_ctable *t, uint32_t i) {
   uint32_t size = atomic_load_explicit(&t->size, memory_order_relaxed);
   while (i >= size) {
     uint32_t c = size >> RP_CHUNK_SHIFT;
-    if (c >= RP_MAX_CHUNKS)
+    if (c >= rp__ctable_max_chunks || c >= RP_MAX_CHUNKS)
       return RP_ENOMEM;
     void *chunk = rp__calloc(RP_CHUNK_SIZE, t->elem);
     if (!chunk)
@@ -325,8 +327,11 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
     return rp__err(RP_EEXIST, "task '%s' is already registered (id %u)",
                    d->name, dup);
   }
-  rp_status st = n == UINT32_MAX - 1
-                     ? rp__err(RP_ERANGE, "rp_task_register: too many tasks")
+  rp_status st = n >= rp__ctable_capacity()
+                     ? rp__err(RP_ERANGE,
+                               "rp_task_register: too many tasks (%u "
+                               "registered, the most a runtime holds)",
+                               n)
                      : task_hash_reserve(rt, n + 1);
   if (st) {
     pthread_mutex_unlock(&rt->task_lock);

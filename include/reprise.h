@@ -743,8 +743,8 @@ typedef struct rp_task_desc {
 
 /* Registers a task. RP_EEXIST for a duplicate name, RP_EINVAL without any
  * variant or name, a name outside RP_NAME_MAX's rule, with unknown flags
- * or with both STREAM_ORDERED and HOST, RP_ERANGE too many tasks; nothing
- * is registered then. */
+ * or with both STREAM_ORDERED and HOST, RP_ERANGE too many tasks (a
+ * runtime holds 4,194,304); nothing is registered then. */
 RP_API rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *desc,
                                   rp_task_id *out);
 /* The id of a registered task; RP_ENOTASK when none has that name. */

@@ -780,6 +780,39 @@ Test(eager, task_registry_errors) {
   th_destroy(rt);
 }
 
+/* engine/engine_impl.h: the chunks of 1024 entries a table may grow to */
+extern uint32_t rp__ctable_max_chunks;
+
+/* A runtime's task table is full at its last entry (4M; the seam lowers
+ * it to 2 chunks, 2048 tasks): the next registration is RP_ERANGE, as
+ * documented, naming the call, not an out-of-memory; nothing is
+ * registered and the registered tasks stay found. */
+Test(eager, a_full_task_table_is_erange_not_out_of_memory) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp__ctable_max_chunks = 2;
+  char name[32];
+  rp_task_id id;
+  for (uint32_t i = 0; i < 2048; i++) {
+    snprintf(name, sizeof name, "t%u", i);
+    RP_CHECK(rp_task_register(
+        rt, &(rp_task_desc){.name = name, .cpu_fn = log_task}, &id));
+  }
+  id = 12345;
+  RP_EXPECT(
+      rp_task_register(
+          rt, &(rp_task_desc){.name = "one.more", .cpu_fn = log_task}, &id),
+      RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_task_register: too many tasks"), "%s",
+            rp_error_detail());
+  cr_assert_eq(id, 12345, "*out was written");
+  rp_task_id found;
+  RP_EXPECT(rp_task_find(rt, "one.more", &found), RP_ENOTASK);
+  RP_CHECK(rp_task_find(rt, "t2047", &found));
+  cr_assert_eq(found, 2047);
+  rp__ctable_max_chunks = 4096;
+  th_destroy(rt);
+}
+
 /* ---- property test: random DAGs ---- */
 
 typedef struct rop {
