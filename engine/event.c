@@ -4,8 +4,9 @@
  * the runtime, engine.h "Handle identity"). A slot is recycled when its
  * reference count drops to zero (the trigger holds one reference until it
  * completes the event, each handle handed out holds one); recycling bumps the
- * generation (31 bits, 1 after 2^31 - 1: bit 63 of a handle marks a
- * captured op reference), so any older handle is detected as stale.
+ * generation (31 bits: bit 63 of a handle marks a captured op reference),
+ * so any older handle is detected as stale; a slot past generation
+ * 2^31 - 1 retires (generation 0, never free again) rather than wrap.
  *
  * The common cases take no lock: allocation pops a lock-free free list,
  * triggering an event nobody registered a waiter on is one CAS, and a host
@@ -40,7 +41,9 @@ static rp_event_slot *ev_lookup(const rp_runtime *rt, rp_event e) {
       lo - 1 >= atomic_load_explicit(&rt->events.t.size, memory_order_acquire))
     return NULL;
   rp_event_slot *s = slot_at(&rt->events, lo - 1);
-  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
+  /* generation 0: a retired slot's, never handed out */
+  if (ev_gen_of(e) == 0 ||
+      atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
     return NULL;
   return s;
 }
@@ -250,11 +253,16 @@ static void ev_unref(rp_event_table *et, uint32_t i, rp_event_slot *s) {
     s->why = NULL;
     /* 31 bits: the handle's bit 63 marks a captured op reference (a
      * generation past 2^31 - 1 would make this slot's events read as
-     * one), so it wraps to 1 there; only the last holder writes it */
+     * one). A slot whose generations are used up retires instead of
+     * wrapping: its generation becomes 0, which no handle carries, and it
+     * never goes back on the free list, so no handle kept while its slot
+     * was reused names a later event (one slot lost per 2^31 - 1 events
+     * in it). Only the last holder writes it. */
     uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed) + 1;
-    atomic_store_explicit(&s->gen, gen & 0x7fffffffu ? gen & 0x7fffffffu : 1,
-                          memory_order_release);
-    free_push(et, i);
+    int retire = !(gen & 0x7fffffffu);
+    atomic_store_explicit(&s->gen, retire ? 0 : gen, memory_order_release);
+    if (!retire)
+      free_push(et, i);
   }
 }
 

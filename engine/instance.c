@@ -212,7 +212,9 @@ static rp_inst_slot *inst_lookup(const rp_runtime *rt, rp_inst inst) {
       slot >= atomic_load_explicit(&rt->insts.size, memory_order_acquire))
     return NULL;
   rp_inst_slot *s = inst_at(rt, slot);
-  if (rp__inst_gen_settled(&s->gen, rp__inst_gen(inst)) != rp__inst_gen(inst))
+  /* generation 0: a retired slot's, never handed out */
+  if (rp__inst_gen(inst) == 0 ||
+      rp__inst_gen_settled(&s->gen, rp__inst_gen(inst)) != rp__inst_gen(inst))
     return NULL;
   return s;
 }
@@ -417,12 +419,17 @@ rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
   s->live = 0;
   s->base = NULL;
   s->name[0] = '\0';
-  /* release: descriptors that acquire-load the generation see the change */
+  /* release: descriptors that acquire-load the generation see the change.
+   * A slot whose generations are used up retires instead of wrapping: its
+   * generation becomes 0, which no handle carries, and it never goes back
+   * on the free list, so no handle kept while its slot was reused names a
+   * later instance (one slot lost per 2^31 - 1 instances in it). */
   uint32_t gen = (rp__inst_gen(inst) + 1) & 0x7fffffffu;
-  atomic_store_explicit(&s->gen, gen ? gen : 1, /* 0 never names one */
-                        memory_order_release);
-  s->next_free = rt->inst_free;
-  rt->inst_free = rp__inst_slot(inst) + 1;
+  atomic_store_explicit(&s->gen, gen, memory_order_release);
+  if (gen) {
+    s->next_free = rt->inst_free;
+    rt->inst_free = rp__inst_slot(inst) + 1;
+  }
   pthread_mutex_unlock(&rt->inst_lock);
   if (base)
     rp__mem_free(rt, mem, base);

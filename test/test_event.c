@@ -293,11 +293,13 @@ Test(event, recycled_handle_is_stale_not_confused_with_new_event) {
   RP_CHECK(rp_event_release(rt, fresh));
 }
 
-/* A slot recycled 2^31 times: its generation reaches bit 31, the handle's
- * bit 63, which marks captured op references. A live event there must
- * stay an event (the generation is set by hand: 2^31 recycles take
- * minutes). */
-Test(event, a_slot_recycled_2_to_the_31_times_still_hands_out_events) {
+/* A slot recycled 2^31 - 1 times: its last generation, 2^31 - 1, still
+ * hands out a working event (the handle's bit 63, which marks captured op
+ * references, stays clear); released, the slot retires instead of
+ * wrapping to generation 1, so a handle kept from any earlier generation
+ * never names a later event, and the next event takes another slot (the
+ * generation is set by hand: 2^31 recycles take minutes). */
+Test(event, a_slot_whose_generations_are_used_up_retires) {
   rp_event e;
   RP_CHECK(rp_event_create(rt, &e));
   RP_CHECK(rp_event_trigger(rt, e));
@@ -306,19 +308,35 @@ Test(event, a_slot_recycled_2_to_the_31_times_still_hands_out_events) {
   rp_event_slot *s = (rp_event_slot *)rp__ctable_at(
       &rt->events.t, (low & RP_HANDLE_SLOT_MASK) - 1);
   atomic_store(&s->gen, 0x7fffffffu);
-  for (int round = 0; round < 3; round++) {
-    RP_CHECK(rp_event_create(rt, &e));
-    cr_assert_eq((uint32_t)e.id, low,
-                 "round %d: the slot is reused (LIFO free list)", round);
-    RP_EXPECT(rp_event_query(rt, e), RP_EAGAIN);
-    RP_CHECK(rp_event_trigger(rt, e));
-    RP_EXPECT(rp_event_wait(rt, e, -1), RP_OK);
-    rp_event m;
-    RP_CHECK(rp_event_merge(rt, &e, 1, &m));
-    RP_EXPECT(rp_event_wait(rt, m, -1), RP_OK);
-    RP_CHECK(rp_event_release(rt, m));
-    RP_CHECK(rp_event_release(rt, e));
-    RP_EXPECT(rp_event_query(rt, e), RP_ESTALE);
+  RP_CHECK(rp_event_create(rt, &e));
+  cr_assert_eq((uint32_t)e.id, low, "the slot is reused (LIFO free list)");
+  cr_assert_eq(e.id >> 32, 0x7fffffffu);
+  RP_EXPECT(rp_event_query(rt, e), RP_EAGAIN);
+  RP_CHECK(rp_event_trigger(rt, e));
+  RP_EXPECT(rp_event_wait(rt, e, -1), RP_OK);
+  rp_event m;
+  RP_CHECK(rp_event_merge(rt, &e, 1, &m));
+  RP_EXPECT(rp_event_wait(rt, m, -1), RP_OK);
+  RP_CHECK(rp_event_release(rt, m));
+  RP_CHECK(rp_event_release(rt, e));
+  RP_EXPECT(rp_event_query(rt, e), RP_ESTALE);
+  cr_assert_eq(atomic_load(&s->gen), 0u, "the slot retired");
+  /* the slot is never handed out again: a handle of generation 1 (what a
+   * wrap would have made) and one of generation 0 (a retired slot's)
+   * name nothing */
+  rp_event fresh[4];
+  for (int i = 0; i < 4; i++) {
+    RP_CHECK(rp_event_create(rt, &fresh[i]));
+    cr_assert_neq((uint32_t)fresh[i].id, low, "a retired slot was reused");
+  }
+  rp_event gen1 = {(uint64_t)1 << 32 | low}, gen0 = {low};
+  RP_EXPECT(rp_event_query(rt, gen1), RP_ESTALE);
+  RP_EXPECT(rp_event_query(rt, gen0), RP_ESTALE);
+  RP_EXPECT(rp_event_trigger(rt, gen0), RP_ESTALE);
+  RP_EXPECT(rp_event_release(rt, gen0), RP_ESTALE);
+  for (int i = 0; i < 4; i++) {
+    RP_CHECK(rp_event_trigger(rt, fresh[i]));
+    RP_CHECK(rp_event_release(rt, fresh[i]));
   }
 }
 

@@ -1,6 +1,8 @@
 /* Instances: shapes, strides, generations, external memory, bad input. */
 #include "helpers.h"
+#include "engine/engine_impl.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,4 +261,42 @@ Test(instance, instances_alive_at_destroy_are_freed_with_the_runtime) {
   rp_inst i;
   RP_CHECK(rp_instance_create(rt2, 0, RP_F32, &r, NULL, &i));
   th_destroy(rt2); /* ASan reports a leak if this is wrong */
+}
+
+/* A slot freed 2^31 - 1 times: its last generation still names a working
+ * instance; freed, the slot retires instead of wrapping to generation 1,
+ * so a handle kept from any earlier generation never names a later
+ * instance, and the next instance takes another slot (the generation is
+ * set by hand: 2^31 frees take minutes). */
+Test(instance, a_slot_whose_generations_are_used_up_retires) {
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst a;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &a));
+  RP_CHECK(rp_instance_free(rt, a)); /* the next create takes its slot */
+  uint32_t slot = rp__inst_slot(a);
+  rp_inst_slot *s = (rp_inst_slot *)rp__ctable_at(&rt->insts, slot);
+  atomic_store(&s->gen, 0x7fffffffu);
+  rp_inst b;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &b));
+  cr_assert_eq(rp__inst_slot(b), slot, "the slot is reused (LIFO free list)");
+  cr_assert_eq(rp__inst_gen(b), 0x7fffffffu);
+  rp_instance_info info;
+  RP_CHECK(rp_instance_query(rt, b, &info));
+  ((float *)info.ptr)[3] = 2.5f;
+  RP_CHECK(rp_instance_free(rt, b));
+  RP_EXPECT(rp_instance_query(rt, b, &info), RP_ESTALE);
+  cr_assert_eq(atomic_load(&s->gen), 0u, "the slot retired");
+  rp_inst fresh[4];
+  for (int i = 0; i < 4; i++) {
+    RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &fresh[i]));
+    cr_assert_neq(rp__inst_slot(fresh[i]), slot, "a retired slot was reused");
+  }
+  /* generation 1 (what a wrap would have made) and 0 (a retired slot's)
+   * name nothing */
+  rp_inst gen1 = {(uint64_t)1 << 32 | (uint32_t)b.id}, gen0 = {(uint32_t)b.id};
+  RP_EXPECT(rp_instance_query(rt, gen1, &info), RP_ESTALE);
+  RP_EXPECT(rp_instance_query(rt, gen0, &info), RP_ESTALE);
+  RP_EXPECT(rp_instance_free(rt, gen0), RP_ESTALE);
+  for (int i = 0; i < 4; i++)
+    RP_CHECK(rp_instance_free(rt, fresh[i]));
 }
