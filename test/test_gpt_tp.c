@@ -288,11 +288,11 @@ Test(gpt_tp_backends, replay_is_bitwise_equal_to_eager) {
 
 /* ---- the PyTorch fixture of test_gpt at tp 2 ---- */
 
+/* RP_TEST_SOURCE_DIR (test/CMakeLists.txt) is test/'s absolute path: the
+ * binary finds its fixtures from any working directory. */
 static const char *fixture_path(const char *name) {
   static char path[4096];
-  const char *f = __FILE__, *slash = strrchr(f, '/');
-  snprintf(path, sizeof path, "%.*sfixtures/%s",
-           slash ? (int)(slash - f + 1) : 0, f, name);
+  snprintf(path, sizeof path, "%s/fixtures/%s", RP_TEST_SOURCE_DIR, name);
   return path;
 }
 
