@@ -36,15 +36,16 @@
  *    event that is still pending act on the event, which is still live.
  *  - One thread at a time per exec: a thread calling rp_replay,
  *    rp_exec_tune, rp_exec_destroy, rp_exec_update_args,
- *    rp_exec_trace_start or rp_exec_trace_write while another is inside
- *    one of them on the same exec gets RP_EBUSY (nothing happened, the
- *    detail naming them). Other calls on an exec, calls on one graph
- *    (building, validating, instantiating, saving or dumping it: a graph
- *    is one thread's at a time), and destroying an object while another
- *    thread still uses it, must be ordered by the caller. Different
- *    graphs and execs of one runtime, its events, instances and tasks,
- *    and eager launches and drains may be used from several threads at
- *    once (a capture is its own thread's: see the capture contract).
+ *    rp_exec_trace_start or rp_exec_trace_write (the calls that hold
+ *    an exec) while another is inside one of them on the same exec gets
+ *    RP_EBUSY (nothing happened, the detail naming them). Other calls on
+ *    an exec, calls on one graph (building, validating, instantiating,
+ *    saving or dumping it: a graph is one thread's at a time), and
+ *    destroying an object while another thread still uses it, must be
+ *    ordered by the caller. Different graphs and execs of one runtime,
+ *    its events, instances and tasks, and eager launches and drains may
+ *    be used from several threads at once (a capture is its own
+ *    thread's: see the capture contract).
  *
  * Errors every call shares (each call's comment lists only its own):
  *  - a NULL runtime, graph or exec, or a pointer that is not one:
@@ -1324,7 +1325,8 @@ typedef struct rp_exec_opts {
 RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
                                 rp_exec **out);
 /* Waits for every in-flight replay and callback, then frees. Errors:
- * RP_EBUSY another thread is inside rp_replay on ex, or a replay in flight
+ * RP_EBUSY another thread is inside rp_replay or another call that holds
+ * ex (one thread at a time per exec; nothing freed), or a replay in flight
  * waits for a precondition that has not triggered (waiting could deadlock
  * the caller: trigger it, or wait for the done events, and retry), or
  * replays are in flight and this is an event's callback or a running
@@ -1389,8 +1391,8 @@ typedef struct rp_replay_args {
  * their array), RP_EPORT (npre not the exec's precondition port count,
  * post given and npost not its postcondition port count), RP_ERANGE (argument
  * block), RP_ESTALE (a stale precondition event; a destroyed exec), RP_EBUSY
- * (another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
- * ex: one thread at a time per exec; or the window of max_inflight
+ * (another thread is inside rp_replay or another call that holds ex: one
+ * thread at a time per exec; or the window of max_inflight
  * replays is full and one of them, or a replay of another exec ahead of
  * them, waits for an untriggered precondition; or the submission ring
  * is full behind a worker waiting at one, or full in a callback or an
@@ -1435,13 +1437,12 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * such a replay still queued, which its worker has not reached, is not
  * seen: the trial replays then wait behind it), or from an event's
  * callback or a running eager task of ex's runtime (nothing run), or
- * another thread is inside rp_replay, rp_exec_tune or rp_exec_destroy on
- * ex; RP_EUNSUPPORTED for an exec that communicates across ranks (each
- * rank would measure and try placements of its own, with trial replays
- * its peers would not match; nothing run); RP_ENOMEM; a trial replay's
- * own failure (its
- * status, e.g. RP_ETASK; the detail names the op as
- * rp_exec_error_detail does). On a failure after trial replays ran, those
+ * another thread is inside rp_replay or another call that holds ex (one
+ * thread at a time per exec; nothing run); RP_EUNSUPPORTED for an exec that
+ * communicates across ranks (each rank would measure and try placements of its
+ * own, with trial replays its peers would not match; nothing run); RP_ENOMEM; a
+ * trial replay's own failure (its status, e.g. RP_ETASK; the detail names the
+ * op as rp_exec_error_detail does). On a failure after trial replays ran, those
  * replays ran (their side effects stay, *replays counts them), the exec
  * keeps the placement it had before the call and stays usable (should
  * restoring that placement run out of memory as well, it keeps the last
