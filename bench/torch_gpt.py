@@ -113,6 +113,14 @@ CPU_MODES = ["eager", "compile-default"]
 ALL_MODES = ["eager", "cudagraph", "compile-default", "compile-reduce-overhead",
              "compile-max-autotune", "compile-max-autotune-no-cudagraphs"]
 ATTNS = ["sdpa", "manual"]
+# The options of the measured runs, which --check (the references' shapes,
+# batches and learning rates) does not use: refused with it.
+CHECK_IGNORES = ("preset", "layers", "heads", "width", "context", "batch",
+                 "vocab", "modes", "lr", "warmup", "repeats", "lat_steps",
+                 "b2b_steps", "profile_steps", "mode_timeout",
+                 "cpu_peak_gflops", "reprise_iters", "reprise_procs",
+                 "invocations", "instantiate_procs", "trace_replays",
+                 "inflight", "reprise_arg", "text")
 
 # Peak FLOP/s by device-name substring: (fp32 without tensor cores, tf32
 # dense). H200 has the H100 SXM's compute.
@@ -1440,7 +1448,10 @@ def parse_args(argv=None):
                     "(test/fixtures/gpt_tiny.bin, gpt_odd.bin) and compare "
                     "the loss at each step, the gradients and the weights "
                     "after the steps (1e-4, test_gpt.c's bounds); exit 0 "
-                    "when all agree, 1 when one does not, 77 without PyTorch")
+                    "when all agree, 1 when one does not, 77 without PyTorch; "
+                    "the references fix the config, batch and learning "
+                    "rates: the options of the measured runs (--lr, "
+                    "--layers, --inflight, ...) are a usage error with it")
     ap.add_argument("--fixture", action="append", default=[], type=file_name,
                     help="with --check: this fixture instead (repeatable)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -1456,6 +1467,16 @@ def parse_args(argv=None):
             ap.error("--check measures nothing and writes no rows: "
                      "--from-json, --json, --markdown and --reprise do not "
                      "go with it")
+        # the references fix the shapes, the batch and each step's lr: an
+        # option of the measured runs would be ignored, not checked
+        ignored = [f"--{k.replace('_', '-')}" for k in CHECK_IGNORES
+                   if getattr(a, k) != ap.get_default(k)]
+        if ignored:
+            ap.error("--check runs the references' own shapes, batches and "
+                     "learning rates and measures nothing: "
+                     + ", ".join(ignored)
+                     + (" does" if len(ignored) == 1 else " do")
+                     + " not go with it")
         return a
     if a.from_json and a.json:
         ap.error("--from-json renders --markdown from its rows: --json does not "

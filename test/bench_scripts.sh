@@ -458,6 +458,15 @@ EOF2
     env PYTHONPATH="$dir/notorch" python3 "$T" --math tf32 --json "$dir/tf.json"
   want 2 "torch_gpt.py --fixture without --check" py --fixture x.bin
   want 2 "torch_gpt.py --check with --json" py --check --json "$dir/c.json"
+  # --check runs the references' shapes, batches and learning rates: an
+  # option of the measured runs would be ignored, so it is refused
+  want 2 "torch_gpt.py --check with --lr" py --check --lr 5e-3
+  grep -q -- "--lr does not go with it" "$dir/out" ||
+    { echo "FAIL torch_gpt.py --check --lr: the option not named"; failed=1; }
+  want 2 "torch_gpt.py --check with --layers, --inflight" \
+    py --check --layers 3 --inflight 2
+  grep -q -- "--layers, --inflight do not go with it" "$dir/out" ||
+    { echo "FAIL torch_gpt.py --check --layers --inflight: not named"; failed=1; }
   want 77 "torch_gpt.py --check without PyTorch" \
     env PYTHONPATH="$dir/notorch" python3 "$T" --check
   : >"$dir/args"
