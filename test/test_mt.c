@@ -42,15 +42,16 @@ static int64_t read0(rp_runtime *rt, rp_inst x) {
   return v;
 }
 
-/* An exec of a chain of `n` add_arg ops (args {1, 1}) on x, each on
- * RP_PROC_ANY. */
-static rp_exec *chain_exec(rp_runtime *rt, rp_task_id t, rp_inst x, int n,
-                           uint32_t inflight) {
+/* An exec of `n` captured add_arg ops (args {1, 1}), op i on x[stride * i]
+ * (stride 0: a chain on x[0]; 1: a fan over x[0..n-1]), each on
+ * RP_PROC_ANY; opts NULL for the defaults. */
+static rp_exec *adds_exec(rp_runtime *rt, rp_task_id t, const rp_inst *x,
+                          int stride, int n, const rp_exec_opts *opts) {
   rp_graph *g;
   RP_CHECK(rp_capture_begin(rt, NULL));
   int64_t one[2] = {1, 1};
-  rp_access acc = {x, RP_RW, RP_REDOP_NONE};
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    rp_access acc = {x[stride * i], RP_RW, RP_REDOP_NONE};
     RP_CHECK(rp_launch_task(rt,
                             &(rp_launch){.task = t,
                                          .proc = RP_PROC_ANY,
@@ -59,12 +60,20 @@ static rp_exec *chain_exec(rp_runtime *rt, rp_task_id t, rp_inst x, int n,
                                          .args = one,
                                          .args_size = sizeof one},
                             NULL));
+  }
   RP_CHECK(rp_capture_end(rt, &g));
   rp_exec *ex;
-  RP_CHECK(rp_instantiate(
-      g, &(rp_exec_opts){.max_inflight = inflight, .no_replace = 1}, &ex));
+  RP_CHECK(rp_instantiate(g, opts, &ex));
   RP_CHECK(rp_graph_destroy(g));
   return ex;
+}
+
+/* A chain of `n` add_arg ops on x, `inflight` replays in flight, the
+ * placement kept. */
+static rp_exec *chain_exec(rp_runtime *rt, rp_task_id t, rp_inst x, int n,
+                           uint32_t inflight) {
+  return adds_exec(rt, t, &x, 0, n,
+                   &(rp_exec_opts){.max_inflight = inflight, .no_replace = 1});
 }
 
 /* ---- replays of two execs from two threads ---- */
@@ -630,21 +639,7 @@ Test(mt, calls_that_change_an_exec_beside_a_tuning_thread_are_busy) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = th_task(rt, "hold", hold_task);
   rp_inst x = i64_inst(rt, 1);
-  rp_graph *g;
-  RP_CHECK(rp_graph_create(rt, &g));
-  int64_t one[2] = {1, 1};
-  rp_access acc = {x, RP_RW, RP_REDOP_NONE};
-  RP_CHECK(rp_graph_add_task(g,
-                             &(rp_launch){.task = t,
-                                          .proc = RP_PROC_ANY,
-                                          .accesses = &acc,
-                                          .naccess = 1,
-                                          .args = one,
-                                          .args_size = sizeof one},
-                             NULL));
-  rp_exec *ex;
-  RP_CHECK(rp_instantiate(g, NULL, &ex));
-  RP_CHECK(rp_graph_destroy(g));
+  rp_exec *ex = adds_exec(rt, t, &x, 0, 1, NULL);
   th_tmpdir_make("/tmp/rp_mt_XXXXXX");
   const char *path = th_tmp_path("trace.json");
   atomic_store(&held_in, 0), atomic_store(&held_go, 0);
@@ -826,31 +821,15 @@ Test(mt, event_table_growth_beside_replays) {
 
 /* ---- rp_exec_tune beside another exec's replays ---- */
 
+/* A fan of `n` add_arg ops, op i on x[i], the default options. */
+static rp_exec *fan_exec(rp_runtime *rt, rp_task_id t, const rp_inst *x,
+                         int n) {
+  return adds_exec(rt, t, x, 1, n, NULL);
+}
+
 /* The main thread tunes an exec (a fan of unhinted ops, re-placed onto one
  * worker and back: the cost source alternates) while another thread
  * replays a second exec on the same workers: both stay exact. */
-static rp_exec *fan_exec(rp_runtime *rt, rp_task_id t, rp_inst *x, int n) {
-  rp_graph *g;
-  RP_CHECK(rp_capture_begin(rt, NULL));
-  int64_t one[2] = {1, 1};
-  for (int i = 0; i < n; i++) {
-    rp_access acc = {x[i], RP_RW, RP_REDOP_NONE};
-    RP_CHECK(rp_launch_task(rt,
-                            &(rp_launch){.task = t,
-                                         .proc = RP_PROC_ANY,
-                                         .accesses = &acc,
-                                         .naccess = 1,
-                                         .args = one,
-                                         .args_size = sizeof one},
-                            NULL));
-  }
-  RP_CHECK(rp_capture_end(rt, &g));
-  rp_exec *ex;
-  RP_CHECK(rp_instantiate(g, NULL, &ex));
-  RP_CHECK(rp_graph_destroy(g));
-  return ex;
-}
-
 Test(mt, tune_beside_another_execs_replays) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = th_task(rt, "add_arg", add_arg_task);
