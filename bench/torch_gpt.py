@@ -944,6 +944,12 @@ def reprise_rows(a, cfg, tmpdir):
         if a.device == "cpu":
             row["threads"] = a.reprise_procs
         row["reprise_command"] = r["cmds"]
+        # the kernel and lowering settings reprise train read from the
+        # environment (REPRISE_GPT_ATTN=gemm, REPRISE_CUBLAS_WS_MIB=4, ...):
+        # rows of one config under different settings are told apart
+        knobs = reprise_knobs()
+        if knobs:
+            row["reprise_env"] = knobs
         if r["err"]:
             row.update(status=r["err"][0], reason=r["err"][1])
             rows.append(row)
@@ -1071,10 +1077,19 @@ def fmt_spread(s, scale=1.0, digits=1, unit=""):
             f"({f.format(s['min'] * scale)}–{f.format(s['max'] * scale)})")
 
 
+def reprise_knobs():
+    """The REPRISE_* variables of this environment that choose reprise's
+    kernels or lowering (not REPRISE_REQUIRE_GPU, a test setting)."""
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith("REPRISE_") and k != "REPRISE_REQUIRE_GPU"}
+
+
 def row_label(r):
     m = f"{r['side']} {r['mode']}"
     if r["side"] == "reprise" and r.get("procs", 1) > 1:
         m += f" (--procs {r['procs']})"
+    if r["side"] == "reprise" and r.get("reprise_env"):
+        m += " [" + " ".join(f"{k}={v}" for k, v in r["reprise_env"].items()) + "]"
     if r["side"] == "pytorch" and r["mode"] == "eager":
         m += f" ({r.get('attention')})"
     return m

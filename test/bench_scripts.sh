@@ -449,6 +449,14 @@ EOF2
     { echo "FAIL torch_gpt.py --vocab 65: the mismatch not said"; failed=1; }
   [ ! -e "$dir/v.json" ] ||
     { echo "FAIL torch_gpt.py --vocab 65: rows written"; failed=1; }
+  # the reprise rows carry the REPRISE_* settings they ran under (the
+  # attention layouts of one config are told apart)
+  want 0 "torch_gpt.py under REPRISE_GPT_ATTN=gemm" \
+    env REPRISE_GPT_ATTN=gemm RP_TEST_ARGS="$dir/args" PYTHONPATH="$dir/notorch" \
+    python3 "$T" --reprise "$dir/bin2/reprise" --invocations 1 --threads 1 \
+    --trace-replays 0 --instantiate-procs '' --json "$dir/e.json" --markdown "$dir/e.md"
+  grep -q '| reprise replay \[REPRISE_GPT_ATTN=gemm\] |' "$dir/e.md" ||
+    { echo "FAIL torch_gpt.py: the reprise row does not name REPRISE_GPT_ATTN=gemm"; failed=1; }
   want 0 "torch_gpt.py --vocab the same as reprise train's" \
     env RP_TEST_ARGS="$dir/args" PYTHONPATH="$dir/notorch" python3 "$T" \
     --reprise "$dir/bin2/reprise" --invocations 1 --threads 1 \
