@@ -14,17 +14,33 @@
 # 4. reprise train --backend cuda (--procs 1, --inflight 4, --procs 2, and
 #    a larger model), each of which must finish and report its rows.
 # Exits 1 when any step fails or writes no rows, 0 when all passed.
+# DRY=1 prints each command instead of running it (no GPU needed), exit 0.
 # Measurements for docs/performance.md come from bench/report.sh instead.
 set -u
 if [ $# -ne 1 ] || [ ! -d "$1" ]; then
   echo "usage: $0 BUILD_DIR" >&2
   exit 2
 fi
+DRY=${DRY:-0}
+if [ "$DRY" != 0 ] && [ "$DRY" != 1 ]; then
+  echo "$0: DRY=$DRY: want 0 or 1" >&2
+  exit 2
+fi
+exec 3>&1 # DRY=1: the commands go to the script's standard output
+x() {     # x CMD...: runs CMD, or with DRY=1 prints it
+  if [ "$DRY" = 1 ]; then
+    printf '%q ' "$@" | sed 's/ $//' >&3
+    echo >&3
+    return 0
+  fi
+  "$@"
+}
 B=$(cd "$1" && pwd)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/rp_gpu_check.XXXXXX")}
 mkdir -p "$OUT"
 failed=0
 step() { # step NAME RC [WHY]
+  [ "$DRY" = 1 ] && return 0
   if [ "$2" -eq 0 ]; then
     echo "ok    $1"
   else
@@ -33,7 +49,9 @@ step() { # step NAME RC [WHY]
   fi
 }
 
-if nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
+if [ "$DRY" = 1 ]; then
+  :
+elif nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
   >"$OUT/device.txt" 2>&1 && [ -s "$OUT/device.txt" ]; then
   step "device: $(head -1 "$OUT/device.txt")" 0
 else
@@ -46,7 +64,7 @@ if [ ! -x "$B/reprise" ]; then
   exit 1
 fi
 
-(cd "$B" && REPRISE_REQUIRE_GPU=1 timeout "${CTEST_TIMEOUT:-900}" \
+(cd "$B" && x env REPRISE_REQUIRE_GPU=1 timeout "${CTEST_TIMEOUT:-900}" \
   ctest -L gpu --output-on-failure -j "$(nproc 2>/dev/null || echo 2)") \
   >"$OUT/ctest.log" 2>&1
 rc=$?
@@ -57,7 +75,7 @@ fi
 step "ctest -L gpu (REPRISE_REQUIRE_GPU=1): $(grep -E 'tests passed' "$OUT/ctest.log" || echo 'no summary')" \
   "$rc" "see $OUT/ctest.log"
 
-timeout 300 "$B/reprise" bench --gpu --quick --json "$OUT/bench-gpu.json" \
+x timeout 300 "$B/reprise" bench --gpu --quick --json "$OUT/bench-gpu.json" \
   >"$OUT/bench-gpu.txt" 2>&1
 rc=$?
 rows=$(grep -c '"case"' "$OUT/bench-gpu.json" 2>/dev/null)
@@ -70,7 +88,7 @@ for cfg in "--procs 1" "--procs 1 --inflight 4" "--procs 2" \
   "--procs 1 --hidden 256,256 --batch 1024"; do
   i=$((i + 1))
   # shellcheck disable=SC2086
-  timeout 120 "$B/reprise" train --backend cuda --iters 2000 $cfg \
+  x timeout 120 "$B/reprise" train --backend cuda --iters 2000 $cfg \
     --json "$OUT/train$i.json" >"$OUT/train$i.txt" 2>&1
   rc=$?
   grep -q '"replay_iter_us_median"' "$OUT/train$i.json" 2>/dev/null || rc=1
@@ -79,5 +97,6 @@ for cfg in "--procs 1" "--procs 1 --inflight 4" "--procs 2" \
     "$rc" "$(grep -m1 -iE 'error|reprise train:' "$OUT/train$i.txt"); see $OUT/train$i.txt"
 done
 
+[ "$DRY" = 1 ] && exit 0
 echo "logs: $OUT"
 exit "$failed"

@@ -49,7 +49,9 @@
 # `reprise version`, the date, the GPU, its driver and CUDA version, the
 # CPU) is printed first, and again last above every step's ok/FAIL line
 # (and gpu_check.sh's), so that the end of the output alone says what ran
-# where. Exits 1 when a step fails, 2 on bad usage.
+# where. DRY=1 prints each command the steps would run, one a line, instead
+# of running it (no GPU needed), and exits 0.
+# Exits 1 when a step fails, 2 on bad usage.
 set -u
 ALL=check,ctest,train,launch,nanogpt,tp,cputp,knobs,profile
 case ${1:-} in
@@ -88,6 +90,11 @@ for k in "${knobs[@]}"; do
     exit 2
   }
 done
+DRY=${DRY:-0}
+if [ "$DRY" != 0 ] && [ "$DRY" != 1 ]; then
+  echo "$0: DRY=$DRY: want 0 or 1" >&2
+  exit 2
+fi
 if [ -n "${TEXT:-}" ] && { [ ! -f "$TEXT" ] || [ ! -r "$TEXT" ]; }; then
   echo "$0: TEXT=$TEXT: not a readable file" >&2
   exit 2
@@ -101,7 +108,17 @@ TEXTARG=()
 [ -n "${TEXT:-}" ] && TEXTARG=(--text "$TEXT")
 failed=0
 has() { [[ $STEPS == *",$1,"* ]]; }
+exec 3>&1 # DRY=1: the commands go to the script's standard output
+x() {     # x CMD...: runs CMD, or with DRY=1 prints it
+  if [ "$DRY" = 1 ]; then
+    printf '%q ' "$@" | sed 's/ $//' >&3
+    echo >&3
+    return 0
+  fi
+  "$@"
+}
 note() { # note NAME RC, also kept for the summary
+  [ "$DRY" = 1 ] && return 0
   local line="ok    $1"
   if [ "$2" -ne 0 ]; then
     line="FAIL  $1 (rc $2)"
@@ -117,19 +134,25 @@ cpu=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null)
 stamp="${ver:-$B/reprise: no version line}; $(date -u '+%Y-%m-%d %H:%M UTC')"
 stamp+="; GPU: ${gpu:-none (nvidia-smi)}${cuda:+, CUDA $cuda}"
 stamp+="; CPU: ${cpu:-$(uname -m)}, $(nproc) cores"
+[ "$DRY" = 1 ] && printf '# ' # DRY=1: commands alone are not comments
 echo "gpu_gpt.sh ${STEPS:1:-1}: $stamp"
 NANO=(--layers 6 --heads 6 --width 384 --context 256 --batch 64)
 
 if has check; then
-  OUT=$OUT/check CTEST_TIMEOUT=${CHECK_TIMEOUT:-240} bash "$SRC/bench/gpu_check.sh" "$B" \
-    >"$OUT/check.txt" 2>&1
-  note "gpu_check.sh" $?
-  cat "$OUT/check.txt"
-  grep -E '^(ok|FAIL) ' "$OUT/check.txt" | sed 's/^/  /' >>"$OUT/summary.txt"
+  if [ "$DRY" = 1 ]; then # gpu_check.sh prints its own commands
+    OUT=$OUT/check CTEST_TIMEOUT=${CHECK_TIMEOUT:-240} DRY=1 \
+      bash "$SRC/bench/gpu_check.sh" "$B"
+  else
+    OUT=$OUT/check CTEST_TIMEOUT=${CHECK_TIMEOUT:-240} bash "$SRC/bench/gpu_check.sh" "$B" \
+      >"$OUT/check.txt" 2>&1
+    note "gpu_check.sh" $?
+    cat "$OUT/check.txt"
+    grep -E '^(ok|FAIL) ' "$OUT/check.txt" | sed 's/^/  /' >>"$OUT/summary.txt"
+  fi
 fi
 
 if has ctest; then
-  (cd "$B" && REPRISE_REQUIRE_GPU=1 timeout "${CHECK_TIMEOUT:-240}" \
+  (cd "$B" && x env REPRISE_REQUIRE_GPU=1 timeout "${CHECK_TIMEOUT:-240}" \
     ctest -L gpu --output-on-failure -j 8) >"$OUT/ctest.log" 2>&1
   rc=$? # before the command substitution below sets $?
   # no summary: no GPU test ran (a build folder without tests says "No
@@ -143,7 +166,7 @@ fi
 if has train; then
   train_iters=${TRAIN_ITERS:-400}
   train_warmup=$((train_iters / 10 < 100 ? train_iters / 10 : 100)) # < iters
-  timeout "${TRAIN_TIMEOUT:-120}" "$B/reprise" train --model gpt --backend cuda \
+  x timeout "${TRAIN_TIMEOUT:-120}" "$B/reprise" train --model gpt --backend cuda \
     "${NANO[@]}" --iters "$train_iters" --lr 1e-3 --warmup "$train_warmup" \
     --log-every 100 "${TEXTARG[@]}" --json "$OUT/train_gpt.json" \
     >"$OUT/train_gpt.txt" 2>&1
@@ -154,7 +177,7 @@ fi
 bench() { # bench PRESET TIMEOUT
   # SIGTERM at the limit: torch_gpt.py writes its rows so far (-k: a kill
   # if it has not exited 30 s later)
-  timeout -k 30 "$2" python3 "$SRC/bench/torch_gpt.py" --preset "$1" --device cuda \
+  x timeout -k 30 "$2" python3 "$SRC/bench/torch_gpt.py" --preset "$1" --device cuda \
     --reprise "$B/reprise" \
     --mode-timeout "${MODE_TIMEOUT:-150}" --repeats 3 --invocations 3 \
     --reprise-iters "${BENCH_ITERS:-300}" --instantiate-procs 1 \
@@ -165,7 +188,7 @@ bench() { # bench PRESET TIMEOUT
   [ -f "$OUT/gpt_$1.md" ] && cat "$OUT/gpt_$1.md"
 }
 if has launch || has nanogpt; then
-  timeout "${MODE_TIMEOUT:-150}" python3 "$SRC/bench/torch_gpt.py" --check \
+  x timeout "${MODE_TIMEOUT:-150}" python3 "$SRC/bench/torch_gpt.py" --check \
     --device cuda >"$OUT/torch_check.txt" 2>&1
   note "torch_gpt.py --check --device cuda (PyTorch's step is the reference's)" $?
   grep -E '^(ok|FAIL) ' "$OUT/torch_check.txt"
@@ -174,14 +197,14 @@ has launch && bench launch "${LAUNCH_TIMEOUT:-300}"
 has nanogpt && bench nanogpt "${NANOGPT_TIMEOUT:-400}"
 
 if has tp; then
-  timeout "${TP_TIMEOUT:-120}" sh "$SRC/bench/gpt_tp.sh" -n "${TP_RUNS:-2}" \
+  x timeout "${TP_TIMEOUT:-120}" sh "$SRC/bench/gpt_tp.sh" -n "${TP_RUNS:-2}" \
     -B cuda -b "$B/reprise" >"$OUT/gpt_tp.txt" 2>&1
   note "bench/gpt_tp.sh -B cuda" $?
   cat "$OUT/gpt_tp.txt"
 fi
 
 if has cputp; then
-  timeout "${CPUTP_TIMEOUT:-150}" sh "$SRC/bench/gpt_tp.sh" -n "${TP_RUNS:-2}" \
+  x timeout "${CPUTP_TIMEOUT:-150}" sh "$SRC/bench/gpt_tp.sh" -n "${TP_RUNS:-2}" \
     -B cpu -b "$B/reprise" 1/1 2/2 4/4 8/8 >"$OUT/gpt_tp_cpu.txt" 2>&1
   rc=$?
   note "bench/gpt_tp.sh -B cpu 1/1 2/2 4/4 8/8 ($(nproc) cores)" $rc
@@ -203,7 +226,7 @@ if has knobs; then
         set_env=()
         [ "$k" != default ] && IFS='+' read -r -a set_env <<<"$k"
         base="$OUT/knob_${cfg}_${k//[^A-Za-z0-9]/_}_$round"
-        env "${set_env[@]}" timeout "${KNOB_TIMEOUT:-60}" \
+        x env "${set_env[@]}" timeout "${KNOB_TIMEOUT:-60}" \
           "$B/reprise" train --model gpt --backend cuda "${args[@]}" \
           --iters $it --log-every 100000 --sample 0 "${TEXTARG[@]}" \
           --json "$base.json" >"$base.txt" 2>&1
@@ -220,6 +243,7 @@ fi
 NCU=
 if has profile; then
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  [ "$DRY" = 1 ] && NCU=${NCU:-ncu}
   [ -n "$NCU" ] ||
     note "profile: no ncu (Nsight Compute) on PATH or in /usr/local/cuda*/bin" 1
 fi
@@ -252,7 +276,7 @@ if has profile && [ -n "$NCU" ]; then
           lim=(-s $((16 * F)) -c 1200)
           [ $mode = graph ] && lim=() # graph launches: replays alone
         fi
-        REPRISE_NVTX=1 timeout "${PROFILE_TIMEOUT:-120}" "$NCU" \
+        x env REPRISE_NVTX=1 timeout "${PROFILE_TIMEOUT:-120}" "$NCU" \
           --metrics gpu__time_duration.sum --clock-control none --csv \
           --graph-profiling $mode "${lim[@]}" "$B/reprise" train --model gpt \
           --backend cuda "${args[@]}" --iters 3 --log-every 1000 --sample 0 \
@@ -266,10 +290,11 @@ if has profile && [ -n "$NCU" ]; then
         note "ncu --graph-profiling $mode ($cfg): no kernel times (see $OUT/ncu_${cfg}_$mode.err)" 1
       fi
     done
-    python3 "$SRC/bench/ncu_step.py" "$OUT/ncu_${cfg}_node.csv" \
+    x python3 "$SRC/bench/ncu_step.py" "$OUT/ncu_${cfg}_node.csv" \
       "$OUT/ncu_${cfg}_graph.csv" || true
   done
 fi
+[ "$DRY" = 1 ] && exit 0
 echo
 echo "== gpu_gpt.sh ${STEPS:1:-1}: $stamp"
 cat "$OUT/summary.txt"

@@ -3,6 +3,7 @@
 # training step under Nsight Compute (ncu), for finding the slow kernel, on
 # a machine with a GPU and a CUDA build (logs under $OUT, default a new
 # folder in /tmp). Exits 1 without ncu or when a profile has no rows.
+# DRY=1 prints each ncu command instead of running it (no GPU needed), exit 0.
 set -u
 if [ $# -ne 1 ] || [ ! -x "$1/reprise" ]; then
   echo "usage: $0 BUILD_DIR (a build with the CUDA backend)" >&2
@@ -11,12 +12,25 @@ fi
 B=$(cd "$1" && pwd)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/rp_gpu_profile.XXXXXX")}
 mkdir -p "$OUT"
+DRY=${DRY:-0}
+if [ "$DRY" != 0 ] && [ "$DRY" != 1 ]; then
+  echo "$0: DRY=$DRY: want 0 or 1" >&2
+  exit 2
+fi
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+[ "$DRY" = 1 ] && NCU=${NCU:-ncu}
 [ -n "$NCU" ] || { echo "$0: no ncu (Nsight Compute) found" >&2; exit 1; }
 failed=0
 prof() { # $1: name, rest: train options
   local name=$1
   shift
+  if [ "$DRY" = 1 ]; then
+    printf '%q ' timeout 150 "$NCU" --metrics gpu__time_duration.sum --csv \
+      --graph-profiling node "$B/reprise" train --backend cuda --iters 3 \
+      --log-every 1000 "$@" | sed 's/ $//'
+    echo
+    return
+  fi
   timeout 150 "$NCU" --metrics gpu__time_duration.sum --csv \
     --graph-profiling node "$B/reprise" train --backend cuda --iters 3 \
     --log-every 1000 "$@" >"$OUT/ncu-$name.csv" 2>"$OUT/ncu-$name.err"
@@ -41,5 +55,6 @@ PY
 }
 prof small --procs 1
 prof big --procs 1 --hidden 256,256 --batch 1024
+[ "$DRY" = 1 ] && exit 0
 echo "logs: $OUT"
 exit "$failed"

@@ -265,6 +265,93 @@ want 1 "gpu_gpt.sh profile, ncu profiles no kernel" \
 grep -q 'no kernel times' "$dir/out" ||
   { echo "FAIL gpu_gpt.sh profile: an empty profile not named"; failed=1; }
 
+# ---- gpu_day.sh (and DRY=1 of gpu_gpt.sh and gpu_profile.sh)
+help bash gpu_day.sh
+G="$SRC/bench/gpu_day.sh"
+want 2 "gpu_day.sh no BUILD_DIR" bash "$G"
+want 2 "gpu_day.sh a missing build" bash "$G" "$dir/none"
+want 2 "gpu_day.sh DAY_BUDGET=0" env DAY_BUDGET=0 bash "$G" "$BUILD"
+want 2 "gpu_day.sh STEPS=ctest,bogus" env STEPS=ctest,bogus bash "$G" "$BUILD"
+want 2 "gpu_day.sh DRY=2" env DRY=2 bash "$G" "$BUILD"
+want 2 "gpu_day.sh COMPILE_MODES=eager" env COMPILE_MODES=eager bash "$G" "$BUILD"
+want 2 "gpu_day.sh TEXT missing" env TEXT="$dir/missing" bash "$G" "$BUILD"
+# no GPU (an nvidia-smi that lists none): said at once, nothing run (a
+# fake build whose reprise marks any run but `version`)
+mkdir "$dir/nosmi" "$dir/daybin"
+printf '#!/bin/sh\necho "NVIDIA-SMI has failed: no driver"\nexit 9\n' >"$dir/nosmi/nvidia-smi"
+# shellcheck disable=SC2016 # the fake's own $1
+printf '#!/bin/sh\n[ "$1" = version ] && { echo "reprise 0.0.0 (commit fake)"; exit 0; }\n: >"%s"\nexit 1\n' \
+  "$dir/daybin/ran" >"$dir/daybin/reprise"
+chmod +x "$dir/nosmi/nvidia-smi" "$dir/daybin/reprise"
+want 1 "gpu_day.sh without a GPU" env PATH="$dir/nosmi:$PATH" OUT="$dir/dayout" \
+  bash "$G" "$dir/daybin"
+grep -q 'gpu_day.sh: no GPU: nvidia-smi lists none (NVIDIA-SMI has failed' "$dir/out" ||
+  { echo "FAIL gpu_day.sh without a GPU: not said"; sed 's/^/     /' "$dir/out"; failed=1; }
+if [ -e "$dir/daybin/ran" ] || [ -e "$dir/dayout/ctest.log" ]; then
+  echo "FAIL gpu_day.sh without a GPU: ran a step"
+  failed=1
+fi
+# DRY=1: every command a script would run, printed; each must take its
+# options as they are today: torch_gpt.py gets past its argument checks
+# to `import torch` (a fake one that exits 99), and reprise refuses none
+# of its options (no exit 2, no "Try 'reprise") but fails for want of a
+# device (CUDA_VISIBLE_DEVICES empty: fast even where a GPU is)
+drycheck() { # drycheck WHAT MIN: the commands in $dir/out, at least MIN
+  grep -v '^#' "$dir/out" >"$dir/dry"
+  n=0
+  while IFS= read -r line; do
+    (
+      eval "set -- $line"
+      while [ $# -gt 0 ]; do
+        case $1 in
+        "$B/reprise" | "$ASRC/bench/torch_gpt.py") break ;;
+        *=*) export "${1?}" ;;
+        esac
+        shift
+      done
+      [ $# -gt 0 ] || exit 3
+      if [ "$1" = "$B/reprise" ]; then
+        CUDA_VISIBLE_DEVICES='' timeout 60 "$@" >"$dir/dry1" 2>&1
+        st=$?
+        [ $st != 2 ] && ! grep -q "Try 'reprise" "$dir/dry1" && exit 0
+      else
+        PYTHONPATH="$dir/dryfake" PYTHONDONTWRITEBYTECODE=1 timeout 60 python3 "$@" \
+          >"$dir/dry1" 2>&1
+        st=$?
+        [ $st = 99 ] && exit 0
+      fi
+      echo "FAIL $1: exit $st: $line"
+      head -3 "$dir/dry1" | sed 's/^/     /'
+      exit 1
+    )
+    case $? in 0) n=$((n + 1)) ;; 1) failed=1 ;; esac
+  done <"$dir/dry"
+  if [ "$n" -lt "$2" ]; then
+    echo "FAIL $1: $n commands checked, want at least $2"
+    sed 's/^/     /' "$dir/dry"
+    failed=1
+  else
+    echo "ok   $1: $n commands take their options"
+  fi
+}
+if command -v python3 >/dev/null 2>&1; then
+  mkdir -p "$dir/dryfake/torch"
+  echo 'raise SystemExit(99)  # imported: past the argument checks' \
+    >"$dir/dryfake/torch/__init__.py"
+  B="$(cd "$BUILD" && pwd)"
+  want 0 "gpu_day.sh DRY=1" env DRY=1 OUT="$dir/dry_day" bash "$G" "$B"
+  drycheck "gpu_day.sh DRY=1" 13
+  want 0 "gpu_gpt.sh DRY=1, every step" env DRY=1 OUT="$dir/dry_gpt" \
+    KNOBS='default REPRISE_GPT_ATTN=gemm+REPRISE_GPT_ATTN_GEMM=direct' KNOB_RUNS=1 \
+    bash "$SRC/bench/gpu_gpt.sh" "$B" check,ctest,train,launch,nanogpt,knobs,profile
+  drycheck "gpu_gpt.sh DRY=1" 20
+  want 0 "gpu_profile.sh DRY=1" env DRY=1 OUT="$dir/dry_prof" \
+    bash "$SRC/bench/gpu_profile.sh" "$B"
+  drycheck "gpu_profile.sh DRY=1" 2
+else
+  echo "skip gpu_day.sh DRY=1: no python3"
+fi
+
 # ---- test/gpu_test.sh (ctest's wrapper of a GPU test binary): a fake
 # binary printing Criterion's lines
 GT="$SRC/test/gpu_test.sh"
