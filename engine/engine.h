@@ -206,6 +206,10 @@ rp_status rp__event_block_serving(rp_runtime *rt, rp_event e);
 uint32_t rp__events_cancel_user(rp_runtime *rt, rp_status st);
 /* 1 when e is a live handle of this runtime. */
 int rp__event_live(const rp_runtime *rt, rp_event e);
+/* 1 when live e was made by rp_event_create (the caller completes it), 0
+ * when the runtime completes it (an op's or replay's done event, a
+ * postcondition), -1 when e is no live event (RP_NO_EVENT, stale). */
+int rp__event_is_user(const rp_runtime *rt, rp_event e);
 /* What a handle that is no event of rt is, as a note for its error
  * (" (a captured op reference, not an event)", ...), or "". */
 const char *rp__event_handle_note(const rp_runtime *rt, rp_event e);

@@ -454,6 +454,16 @@ int rp__event_live(const rp_runtime *rt, rp_event e) {
   return e.id == 0 || ev_lookup(rt, e) != NULL;
 }
 
+int rp__event_is_user(const rp_runtime *rt, rp_event e) {
+  rp_event_slot *s = e.id ? ev_lookup(rt, e) : NULL;
+  if (!s)
+    return -1;
+  int user = atomic_load_explicit(&s->user, memory_order_acquire) != 0;
+  if (atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
+    return -1; /* recycled meanwhile: the word may be another event's */
+  return user;
+}
+
 /* fn run at once (the event completed already) is a callback as on the
  * trigger path: calls that would wait refuse there instead. */
 static void run_now(rp_ev_waiter *w, rp_event e, rp_status st,

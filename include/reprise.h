@@ -1328,7 +1328,10 @@ RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
  * RP_EBUSY another thread is inside rp_replay or another call that holds
  * ex (one thread at a time per exec; nothing freed), or a replay in flight
  * waits for a precondition that has not triggered (waiting could deadlock
- * the caller: trigger it, or wait for the done events, and retry), or
+ * the caller; the detail names the replay, the port and the event, and
+ * says whether it is an rp_event_create event, to trigger, or one the
+ * runtime completes, such as another exec's postcondition, to wait for:
+ * do so, or wait for the done events, and retry), or
  * replays are in flight and this is an event's callback or a running
  * eager task of ex's runtime,
  * RP_ECONTRACT called from a task inside a replay (nothing freed, ex still
@@ -1379,22 +1382,36 @@ typedef struct rp_replay_args {
  * It never waits for a replay that needs something from the caller:
  * replays gated on
  * preconditions the caller triggers after issuing more never block it
- * (with max_inflight replays in flight and one of them still waiting for
- * a precondition, it returns RP_EBUSY at once instead of waiting for a
- * slot; so it does when they make no progress while a replay of another
+ * (with max_inflight replays in flight and the oldest of them, whose
+ * completion frees a slot, still waiting for a precondition, it returns
+ * RP_EBUSY at once instead of waiting for a slot; a later replay waiting
+ * for one does not keep the oldest from completing, and is not waited
+ * for; so it does when they make no progress while a replay of another
  * exec, whose workers they share, waits at a precondition, when the
  * runtime's submission ring (4096 replays) is full behind a worker that
  * waits at one or when it is full at all in an event's callback, and when
  * called from an event's callback with the window full: a callback must
  * not block).
+ * The refusal names the oldest replay, the precondition port it waits at
+ * and the event, and says whether that event is the caller's to trigger
+ * (rp_event_create) or one the runtime completes (another replay's
+ * postcondition or done event, an eager op's done event): rp_replay does
+ * not wait for the latter either, since what completes it may itself wait
+ * for the caller. Execs chained through ports (A's postcondition fed to
+ * B's precondition) meet it when B's window fills while its oldest replay
+ * still waits for A: replay A before B in each step with B's max_inflight
+ * at least A's (A's window then makes A's earlier replays, and their
+ * postconditions, complete before B's window fills up to them), or wait
+ * for the event named (rp_event_wait) or for B's done event of
+ * max_inflight replays back before replaying B again.
  * Errors: RP_EINVAL (NULL or malformed args: args_size or npost without
  * their array), RP_EPORT (npre not the exec's precondition port count,
  * post given and npost not its postcondition port count), RP_ERANGE (argument
  * block), RP_ESTALE (a stale precondition event; a destroyed exec), RP_EBUSY
  * (another thread is inside rp_replay or another call that holds ex: one
  * thread at a time per exec; or the window of max_inflight
- * replays is full and one of them, or a replay of another exec ahead of
- * them, waits for an untriggered precondition; or the submission ring
+ * replays is full and the oldest of them, or a replay of another exec
+ * ahead of them, waits for an untriggered precondition; or the submission ring
  * is full behind a worker waiting at one, or full in a callback or an
  * eager task; or the window is full and this is an event's callback or
  * a running eager task of ex's runtime),

@@ -655,21 +655,62 @@ static void spin_adapt(rp_exec *ex, const rp_backoff *b) {
     ex->slot_spin_ns = rp__host_spin_ns(ex->rt);
 }
 
+/* A precondition that a replay in flight waits for, not triggered yet: what
+ * a refusal names. */
+typedef struct gate_seen {
+  uint64_t r;    /* the replay */
+  uint32_t port; /* its precondition port */
+  rp_event ev;   /* the event (the slot's reference: may go stale) */
+  int user;      /* 1 an rp_event_create event, 0 one the runtime completes */
+} gate_seen;
+
 /* 1 when a replay in flight still waits for a precondition (an event the
- * caller may trigger only after issuing more replays). A replay that is
- * completing drops its references to its preconditions before done_seq
- * moves, so a handle read here may be stale: that replay is past its
- * gates (not gated), whatever event now uses the slot. */
-static int inflight_gated(rp_exec *ex) {
+ * caller may trigger only after issuing more replays); *g (may be NULL)
+ * then names the first such replay and port. oldest_only: only the oldest
+ * replay in flight, the one whose completion frees a slot, is looked at (a
+ * later one gated behind it does not keep it from completing). A replay
+ * that is completing drops its references to its preconditions before
+ * done_seq moves, so a handle read here may be stale: that replay is past
+ * its gates (not gated), whatever event now uses the slot. An event read
+ * pending is read again after its kind: one that completed meanwhile does
+ * not gate. */
+static int inflight_gated(rp_exec *ex, int oldest_only, gate_seen *g) {
   uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
-  for (uint64_t r = ex->issued - ((uint32_t)ex->issued - done); r < ex->issued;
-       r++) {
+  uint64_t from = ex->issued - ((uint32_t)ex->issued - done);
+  uint64_t to = oldest_only && from < ex->issued ? from + 1 : ex->issued;
+  for (uint64_t r = from; r < to; r++) {
     const rp_slot *s = &ex->slots[r % ex->max_inflight];
-    for (uint32_t i = 0; i < ex->npre; i++)
-      if (rp__event_peek_live(ex->rt, s->pre[i]) == RP_EAGAIN)
-        return 1;
+    for (uint32_t i = 0; i < ex->npre; i++) {
+      rp_event e = s->pre[i];
+      if (rp__event_peek_live(ex->rt, e) != RP_EAGAIN)
+        continue;
+      int user = rp__event_is_user(ex->rt, e);
+      if (user < 0 || rp__event_peek_live(ex->rt, e) != RP_EAGAIN)
+        continue; /* completed meanwhile */
+      if (g)
+        *g = (gate_seen){r, i, e, user};
+      return 1;
+    }
   }
   return 0;
+}
+
+/* The words of a refusal for gate g: "replay R waits for precondition P
+ * ('name'), event E, ...: <what the caller can do>". */
+static const char *gate_words(const rp_exec *ex, const gate_seen *g, char *buf,
+                              size_t size) {
+  snprintf(buf, size,
+           "replay %llu waits for precondition %u ('%s'), event %#llx, %s",
+           (unsigned long long)g->r, g->port, ex->g->pre[g->port].name,
+           (unsigned long long)g->ev.id,
+           g->user ? "an rp_event_create event that has not triggered: "
+                     "trigger it"
+                   : "which the runtime completes (another replay's "
+                     "postcondition or done event, or an eager op's done "
+                     "event) and has not completed yet: wait for it "
+                     "(rp_event_wait on it: what completes it may itself "
+                     "wait for an event that the caller triggers)");
+  return buf;
 }
 
 /* 1 when worker w waits at a precondition that has not triggered, or
@@ -722,14 +763,18 @@ enum { WAIT_OK, WAIT_GATED, WAIT_RING_GATED, WAIT_IN_CALLBACK, WAIT_IN_TASK };
 /* Waits until fewer than limit replays are in flight; WAIT_OK then. With
  * refuse_gated it never waits for what only the caller can release, and
  * returns instead (the checks run only when the window is full, off the
- * common path): WAIT_GATED a replay of ex in flight waits for an
- * untriggered precondition; WAIT_RING_GATED ex's replays make no progress
+ * common path): WAIT_GATED the oldest replay of ex in flight waits for an
+ * untriggered precondition (*g names it; a later replay gated behind it
+ * is not waited for: once the oldest completed there is room, and a wait
+ * for more than one slot ends when the next one is stuck at its gate, as
+ * ring_stuck sees); WAIT_RING_GATED ex's replays make no progress
  * while a lane of another exec is blocked at one (they may be queued
  * behind it on a worker); WAIT_IN_CALLBACK this thread runs an event's
  * callbacks, perhaps the completion of the very replay it would wait
  * for; WAIT_IN_TASK this thread runs an eager task of ex's runtime, whose
  * worker the replays in flight may need. */
-static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
+static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated,
+                         gate_seen *g) {
   rp_backoff b = RP_BACKOFF_HOST;
   b.spin_ns = ex->slot_spin_ns;
   b.yield_ns = slot_yield_budget(ex, limit);
@@ -740,8 +785,12 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
         spin_adapt(ex, &b);
       return WAIT_OK;
     }
-    if (!waited && refuse_gated && inflight_gated(ex))
+    if (!waited && refuse_gated && inflight_gated(ex, 1, g)) {
+      /* the oldest may have completed since done was read: room then */
+      if ((uint32_t)ex->issued - atomic_load(&ex->done_seq) < limit)
+        return WAIT_OK;
       return WAIT_GATED;
+    }
     if (refuse_gated && rp__tl_in_callback)
       return WAIT_IN_CALLBACK;
     if (refuse_gated && rp__in_task_of(ex->rt))
@@ -783,7 +832,7 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated) {
 int rp__exec_quiesce(rp_exec *ex) {
   if (ex->lw && rp__lower_quiesce(ex))
     return 1;
-  (void)wait_inflight(ex, 1, 0);
+  (void)wait_inflight(ex, 1, 0, NULL);
   if (!ex->submitted) /* never went through the ring (no op, or every
                          replay launched from the calling thread) */
     return 0;
@@ -1031,13 +1080,12 @@ rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
                    what);
   if (rp__in_task_of(ex->rt) && inflight)
     return rp__err(RP_EBUSY, "%s: %s", what, IN_TASK_WHY);
+  gate_seen g;
+  char words[384];
   while (!exec_quiet(ex)) {
-    if (inflight_gated(ex))
-      return rp__err(RP_EBUSY,
-                     "%s: a replay in flight waits for a precondition "
-                     "that has not triggered; trigger it or wait for the "
-                     "replays' done events first (nothing was done)",
-                     what);
+    if (inflight_gated(ex, 0, &g))
+      return rp__err(RP_EBUSY, "%s: %s; then retry (nothing was done)", what,
+                     gate_words(ex, &g, words, sizeof words));
     if (rp__tl_in_callback)
       return rp__err(RP_EBUSY,
                      "%s: called from an event's callback, which must not "
@@ -1086,18 +1134,24 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
       return drop_held(ex, i, stale_pre(ex, "rp_replay", i, a->pre[i]));
     else
       ex->pre_held[i] = a->pre[i];
-  int w = wait_inflight(ex, ex->max_inflight, 1);
+  gate_seen g;
+  int w = wait_inflight(ex, ex->max_inflight, 1, &g);
+  if (RP_UNLIKELY(w == WAIT_GATED)) {
+    char words[384];
+    return drop_held(ex, ex->npre,
+                     rp__err(RP_EBUSY,
+                             "rp_replay: %u replays are in flight "
+                             "(max_inflight), the oldest gated: %s; then "
+                             "replay again (nothing was replayed)",
+                             ex->max_inflight,
+                             gate_words(ex, &g, words, sizeof words)));
+  }
   if (RP_UNLIKELY(w != WAIT_OK))
     return drop_held(
         ex, ex->npre,
         rp__err(
             RP_EBUSY,
-            w == WAIT_GATED
-                ? "rp_replay: %u replays are in flight (max_inflight) and one "
-                  "waits for a precondition that has not triggered: trigger "
-                  "it, or wait for a done event, then replay again (nothing "
-                  "was replayed)"
-            : w == WAIT_RING_GATED
+            w == WAIT_RING_GATED
                 ? "rp_replay: %u replays are in flight (max_inflight) and make "
                   "no progress while a replay of another exec waits for a "
                   "precondition that has not triggered (they share its "

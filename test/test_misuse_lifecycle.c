@@ -539,6 +539,12 @@ Test(misuse, exec_tune_refuses_pending_preconditions, .timeout = 60) {
   RP_EXPECT(
       rp_exec_tune(ex, &(rp_replay_args){.pre = &ready, .npre = 1}, &tuned),
       RP_EBUSY);
+  char tune_want[160];
+  snprintf(tune_want, sizeof tune_want,
+           "rp_exec_tune: replay 0 waits for precondition 0 ('go'), event "
+           "%#llx, an rp_event_create event",
+           (unsigned long long)go.id);
+  cr_assert(strstr(rp_error_detail(), tune_want), "%s", rp_error_detail());
   cr_assert_eq(tuned, 7, "nothing ran: *replays untouched");
   cr_assert_eq(atomic_load(&runs), 0, "nothing ran");
   /* destroy, an args update and a trace write would wait for it forever:
@@ -555,9 +561,14 @@ Test(misuse, exec_tune_refuses_pending_preconditions, .timeout = 60) {
                    : k == 1 ? rp_exec_update_args(ex, 0, NULL, 0, NULL)
                             : rp_exec_trace_write(ex, path);
     cr_assert_eq(st, RP_EBUSY, "%s: %s", calls[k], rp_status_name(st));
-    cr_assert(strstr(rp_error_detail(), calls[k]) &&
-                  strstr(rp_error_detail(), "waits for a precondition"),
-              "%s", rp_error_detail());
+    /* the replay, its port, its event and what to do with it */
+    char want[256];
+    snprintf(want, sizeof want,
+             "%s: replay 0 waits for precondition 0 ('go'), event %#llx, an "
+             "rp_event_create event that has not triggered: trigger it; "
+             "then retry (nothing was done)",
+             calls[k], (unsigned long long)go.id);
+    cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
     struct stat sb;
     cr_assert(stat(path, &sb) == 0 && sb.st_size == 0, "%s wrote", calls[k]);
     unlink(path);

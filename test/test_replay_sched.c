@@ -14,7 +14,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -374,9 +376,14 @@ Test(replay, a_full_window_with_a_gated_replay_is_busy_not_blocked,
                         &(rp_replay_args){.pre = &pre[window[w]], .npre = 1},
                         &extra),
               RP_EBUSY);
-    cr_assert(strstr(rp_error_detail(), "waits for a precondition that has "
-                                        "not triggered"),
-              "%s", rp_error_detail());
+    /* the oldest replay, its port and event, and what to do with it */
+    char want[160];
+    snprintf(want, sizeof want,
+             "the oldest gated: replay 0 waits for precondition 0 ('gate'), "
+             "event %#llx, an rp_event_create event that has not "
+             "triggered: trigger it",
+             (unsigned long long)pre[0].id);
+    cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
     cr_assert_eq(extra.id, RP_NO_EVENT.id, "*done was written");
     rp_exec_stats es; /* in issue order: nothing completes before 0 */
     RP_CHECK(rp_exec_stats_get(ex, &es));
@@ -398,6 +405,218 @@ Test(replay, a_full_window_with_a_gated_replay_is_busy_not_blocked,
     RP_CHECK(rp_exec_destroy(ex));
   }
   RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
+/* ---- chained execs: one's postcondition, another's precondition ---- */
+
+/* A: precondition "in" -> op on worker 1 (nothing_task) -> postcondition
+ * "out". B: precondition "from_a" -> op on worker 0 (hold_task). */
+static _Atomic int hold_armed, hold_release;
+
+/* Replay 0 of B stays in flight (running) until hold_release, when armed. */
+static rp_status hold_task(rp_task_ctx *ctx) {
+  if (rp_ctx_replay(ctx) == 0 && atomic_load(&hold_armed))
+    while (!atomic_load(&hold_release))
+      sched_yield();
+  return RP_OK;
+}
+
+static rp_exec *chain_exec(rp_runtime *rt, rp_task_id t, rp_proc proc,
+                           const char *pre_name, int with_post,
+                           uint32_t max_inflight) {
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = proc}, &op));
+  rp_port_id p;
+  RP_CHECK(rp_graph_add_precondition(g, pre_name, &p));
+  RP_CHECK(rp_graph_bind_precondition(g, p, op));
+  if (with_post) {
+    RP_CHECK(rp_graph_add_postcondition(g, "out", &p));
+    RP_CHECK(rp_graph_bind_postcondition(g, p, op));
+  }
+  rp_exec *ex;
+  RP_CHECK(
+      rp_instantiate(g, &(rp_exec_opts){.max_inflight = max_inflight}, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  return ex;
+}
+
+/* B's full window whose oldest replay waits for A's postcondition (A
+ * itself gated on a user event, so nothing completes meanwhile): rp_replay
+ * and rp_exec_destroy of B refuse naming that replay, the port, the event
+ * and that the runtime completes it (wait for it, not "trigger it", which
+ * rp_event_trigger would refuse); A's own full window names its user
+ * event ("trigger it"). Nothing changed: once the user event triggered,
+ * the refused replay is retried and runs, and B destroys. */
+Test(replay, a_full_window_names_the_oldest_replays_pending_precondition,
+     .timeout = 30) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "hold", hold_task, 0);
+  rp_task_id n = reg(rt, "nothing", nothing_task, 0);
+  atomic_store(&hold_armed, 0);
+  rp_exec *a = chain_exec(rt, n, 1, "in", 1, 4);
+  rp_exec *b = chain_exec(rt, t, 0, "from_a", 0, 4);
+  rp_event u, out, da[4], db[5];
+  RP_CHECK(rp_event_create(rt, &u));
+  for (int k = 0; k < 4; k++) {
+    rp_event o;
+    RP_CHECK(rp_replay(
+        a, &(rp_replay_args){.pre = &u, .npre = 1, .post = &o, .npost = 1},
+        &da[k]));
+    if (k == 0)
+      out = o;
+    else
+      RP_CHECK(rp_event_release(rt, o));
+  }
+  for (int k = 0; k < 4; k++)
+    RP_CHECK(rp_replay(b, &(rp_replay_args){.pre = &out, .npre = 1}, &db[k]));
+  char want[320];
+  /* B: its oldest replay waits for A's postcondition */
+  db[4] = RP_NO_EVENT;
+  RP_EXPECT(rp_replay(b, &(rp_replay_args){.pre = &out, .npre = 1}, &db[4]),
+            RP_EBUSY);
+  snprintf(want, sizeof want,
+           "rp_replay: 4 replays are in flight (max_inflight), the oldest "
+           "gated: replay 0 waits for precondition 0 ('from_a'), event "
+           "%#llx, which the runtime completes",
+           (unsigned long long)out.id);
+  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "wait for it (rp_event_wait"), "%s",
+            rp_error_detail());
+  cr_assert(!strstr(rp_error_detail(), "trigger it"), "%s", rp_error_detail());
+  cr_assert_eq(db[4].id, RP_NO_EVENT.id, "*done was written");
+  /* the event named is indeed not the user's to trigger */
+  RP_EXPECT(rp_event_trigger(rt, out), RP_EINVAL);
+  RP_EXPECT(rp_exec_destroy(b), RP_EBUSY);
+  snprintf(want, sizeof want,
+           "rp_exec_destroy: replay 0 waits for precondition 0 ('from_a'), "
+           "event %#llx, which the runtime completes",
+           (unsigned long long)out.id);
+  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  /* A: its oldest replay waits for the user's event */
+  rp_event extra = RP_NO_EVENT;
+  RP_EXPECT(rp_replay(a, &(rp_replay_args){.pre = &u, .npre = 1}, &extra),
+            RP_EBUSY);
+  snprintf(want, sizeof want,
+           "the oldest gated: replay 0 waits for precondition 0 ('in'), "
+           "event %#llx, an rp_event_create event that has not triggered: "
+           "trigger it; then replay again (nothing was replayed)",
+           (unsigned long long)u.id);
+  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  cr_assert_eq(extra.id, RP_NO_EVENT.id, "*done was written");
+  rp_exec_stats es;
+  RP_CHECK(rp_exec_stats_get(b, &es));
+  cr_assert_eq(es.replays, 0);
+  /* nothing changed: the refused replay runs once the chain moves */
+  RP_CHECK(rp_event_trigger(rt, u));
+  RP_EXPECT(rp_event_wait(rt, db[0], -1), RP_OK);
+  RP_CHECK(rp_replay(b, &(rp_replay_args){.pre = &out, .npre = 1}, &db[4]));
+  for (int k = 0; k < 5; k++) {
+    RP_EXPECT(rp_event_wait(rt, db[k], -1), RP_OK);
+    RP_CHECK(rp_event_release(rt, db[k]));
+  }
+  for (int k = 0; k < 4; k++) {
+    RP_EXPECT(rp_event_wait(rt, da[k], -1), RP_OK);
+    RP_CHECK(rp_event_release(rt, da[k]));
+  }
+  RP_CHECK(rp_exec_stats_get(b, &es));
+  cr_assert_eq(es.replays, 5);
+  RP_CHECK(rp_exec_stats_get(a, &es));
+  cr_assert_eq(es.replays, 4);
+  RP_CHECK(rp_event_release(rt, out));
+  RP_CHECK(rp_event_release(rt, u));
+  RP_CHECK(rp_exec_destroy(b));
+  RP_CHECK(rp_exec_destroy(a));
+  th_destroy(rt);
+}
+
+/* 'S' once the thread sleeps (a futex wait), else its state letter. */
+static char thread_state(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return '?';
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' ? p[2] : '?';
+}
+
+static _Atomic pid_t main_tid;
+static _Atomic int main_returned;
+
+/* Releases B's replay 0 once the main thread sleeps in rp_replay (its
+ * window full) or has returned from it. */
+static void *releaser(void *arg) {
+  (void)arg;
+  while (!atomic_load(&main_returned) &&
+         thread_state(atomic_load(&main_tid)) != 'S')
+    sched_yield();
+  atomic_store(&hold_release, 1);
+  return NULL;
+}
+
+/* The alternating loop A, B, A, B, ... with B's window full: B's oldest
+ * replay has its precondition (A's postcondition completed) and only runs
+ * long, while B's newest waits for A's latest postcondition, still pending
+ * (here: A's replay gated on a user event not yet triggered). The oldest
+ * completes without the caller, so rp_replay waits for it and succeeds; a
+ * later replay gated behind it does not make it refuse. */
+Test(replay, a_full_window_waits_for_an_oldest_replay_that_is_not_gated,
+     .timeout = 60) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = reg(rt, "hold", hold_task, 0);
+  atomic_store(&hold_armed, 1);
+  atomic_store(&hold_release, 0);
+  atomic_store(&main_returned, 0);
+  atomic_store(&main_tid, (pid_t)syscall(SYS_gettid));
+  rp_task_id n = reg(rt, "nothing", nothing_task, 0);
+  rp_exec *a = chain_exec(rt, n, 1, "in", 1, 8);
+  rp_exec *b = chain_exec(rt, t, 0, "from_a", 0, 4);
+  rp_event u[5], out[5], da[5], db[5];
+  for (int k = 0; k < 5; k++) {
+    RP_CHECK(rp_event_create(rt, &u[k]));
+    RP_CHECK(rp_replay(
+        a,
+        &(rp_replay_args){.pre = &u[k], .npre = 1, .post = &out[k], .npost = 1},
+        &da[k]));
+    if (k < 3)
+      RP_CHECK(rp_event_trigger(rt, u[k]));
+    if (k == 4)
+      break; /* B's fifth replay: below, with its window full */
+    RP_CHECK(
+        rp_replay(b, &(rp_replay_args){.pre = &out[k], .npre = 1}, &db[k]));
+  }
+  /* B's replay 0 past its gate (held in its op), replay 3 gated */
+  RP_EXPECT(rp_event_wait(rt, out[0], -1), RP_OK);
+  cr_assert_eq(rp_event_query(rt, out[3]), RP_EAGAIN);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, releaser, NULL), 0);
+  rp_status st =
+      rp_replay(b, &(rp_replay_args){.pre = &out[4], .npre = 1}, &db[4]);
+  atomic_store(&main_returned, 1);
+  pthread_join(th, NULL);
+  cr_assert_eq(st, RP_OK, "%s: %s", rp_status_name(st), rp_error_detail());
+  RP_CHECK(rp_event_trigger(rt, u[3]));
+  RP_CHECK(rp_event_trigger(rt, u[4]));
+  for (int k = 0; k < 5; k++) {
+    RP_EXPECT(rp_event_wait(rt, db[k], -1), RP_OK);
+    RP_EXPECT(rp_event_wait(rt, da[k], -1), RP_OK);
+    RP_CHECK(rp_event_release(rt, db[k]));
+    RP_CHECK(rp_event_release(rt, da[k]));
+    RP_CHECK(rp_event_release(rt, out[k]));
+    RP_CHECK(rp_event_release(rt, u[k]));
+  }
+  rp_exec_stats es;
+  RP_CHECK(rp_exec_stats_get(b, &es));
+  cr_assert_eq(es.replays, 5);
+  atomic_store(&hold_armed, 0);
+  RP_CHECK(rp_exec_destroy(b));
+  RP_CHECK(rp_exec_destroy(a));
   th_destroy(rt);
 }
 
