@@ -699,17 +699,24 @@ static int inflight_gated(rp_exec *ex, int oldest_only, gate_seen *g) {
  * ('name'), event E, ...: <what the caller can do>". */
 static const char *gate_words(const rp_exec *ex, const gate_seen *g, char *buf,
                               size_t size) {
-  snprintf(buf, size,
-           "replay %llu waits for precondition %u ('%s'), event %#llx, %s",
-           (unsigned long long)g->r, g->port, ex->g->pre[g->port].name,
-           (unsigned long long)g->ev.id,
-           g->user ? "an rp_event_create event that has not triggered: "
-                     "trigger it"
-                   : "which the runtime completes (another replay's "
-                     "postcondition or done event, or an eager op's done "
-                     "event) and has not completed yet: wait for it "
-                     "(rp_event_wait on it: what completes it may itself "
-                     "wait for an event that the caller triggers)");
+  int n = snprintf(buf, size,
+                   "replay %llu waits for precondition %u ('%s'), event "
+                   "%#llx, ",
+                   (unsigned long long)g->r, g->port, ex->g->pre[g->port].name,
+                   (unsigned long long)g->ev.id);
+  if (n < 0 || (size_t)n >= size)
+    return buf;
+  if (g->user)
+    snprintf(buf + n, size - (size_t)n,
+             "an rp_event_create event that has not triggered: trigger it");
+  else
+    snprintf(buf + n, size - (size_t)n,
+             "which the runtime completes (another replay's postcondition "
+             "or done event, or an eager op's done event) and has not "
+             "completed yet: wait for it (rp_event_wait on it, or on the "
+             "done event of replay %llu or a later one; what completes it "
+             "may itself wait for an event that the caller triggers)",
+             (unsigned long long)g->r);
   return buf;
 }
 
