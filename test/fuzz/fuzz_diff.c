@@ -1,19 +1,24 @@
 /* test/fuzz/fuzz_diff.c — libFuzzer target for `reprise dump A.json --diff
  * B.json` (tools/dump_diff.c): each input is two graph files, A and B, one
  * after the other with a line "--8<--" between them (an input without it
- * is A alone, diffed with itself). Each that loads (as fuzz_graph_load.c
- * loads, against the runtime of fuzz_common.h) gets the dump's model and
- * the fields it does not hold (dump_extra.c), as the command line reads
- * them; then A is diffed with B and with itself, and B with A, into
+ * is A alone, diffed with itself). The command itself (rp_cmd_dump, its
+ * report and messages to /dev/null) diffs A with itself, which must not
+ * say they differ, and A with B. Then each file that loads (as
+ * fuzz_graph_load.c loads, against the runtime of fuzz_common.h) gets the
+ * dump's model and the fields it does not hold (dump_extra.c), as the command
+ * line reads them; then A is diffed with B and with itself, and B with A, into
  * /dev/null. A graph diffed with itself must have no differences, and B
  * with A as many as A with B (else the target traps, so libFuzzer keeps
  * the input); any input must be
  * refused with a message or go through; ASan and UBSan catch the rest. */
 #include "fuzz_common.h"
 #include "fuzz_file.h"
+#include "tools/cli.h"
 #include "tools/dump_model.h"
 #include "tools/dump_view.h"
 
+#include <fcntl.h>
+#include <sanitizer/common_interface_defs.h>
 #include <string.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -23,15 +28,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static rp_runtime *rt;
 static FILE *sink;
+static fz_file file_a, file_b;
+static int null_fd, err_fd; /* /dev/null; the standard error as it was */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
   rt = fz_runtime();
   sink = fopen("/dev/null", "w");
-  if (!sink)
+  null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  err_fd = dup(2);
+  /* the command's report goes nowhere; its messages too (below), but not
+   * the sanitizers' reports */
+  if (!sink || null_fd < 0 || err_fd < 0 || dup2(null_fd, 1) < 0)
     abort();
+  __sanitizer_set_report_fd((void *)(intptr_t)err_fd);
+  fz_file_open(&file_a, "a");
+  fz_file_open(&file_b, "b");
   return 0;
+}
+
+/* `reprise dump A --diff B` as the command line runs it (its own runtime
+ * per file, placeholders for the tasks the file names): 0 the same, 1
+ * they differ, 2 either cannot be read; its messages to /dev/null. */
+static int cli_diff(const char *a, const char *b) {
+  static char dump[] = "dump", diff[] = "--diff";
+  char *argv[] = {dump, (char *)a, diff, (char *)b, NULL};
+  fflush(stderr);
+  if (dup2(null_fd, 2) < 0)
+    abort();
+  int rc = rp_cmd_dump(4, argv);
+  fflush(stderr);
+  if (dup2(err_fd, 2) < 0)
+    abort();
+  if (rc < 0 || rc > 2)
+    fz_fail("reprise dump --diff: an exit status but 0, 1 or 2");
+  return rc;
 }
 
 /* One side: the loaded graph, its instances, the model and the extras. */
@@ -83,6 +115,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t na = mark ? (size_t)(mark - data) : size;
   const uint8_t *b = mark ? mark + sizeof FZ_MARK - 1 : data;
   size_t nb = mark ? size - na - (sizeof FZ_MARK - 1) : size;
+  fz_file_set(&file_a, data, na);
+  fz_file_set(&file_b, b, nb);
+  if (cli_diff(file_a.path, file_a.path) == 1)
+    fz_fail("reprise dump A --diff A: they differ");
+  cli_diff(file_a.path, file_b.path);
   side sa, sb;
   if (side_load(data, na, &sa)) {
     side_free(&sa);
