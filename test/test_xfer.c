@@ -310,6 +310,30 @@ Test(xfer, intersection_moves_only_shared_points_in_global_coordinates) {
   th_destroy(rt);
 }
 
+/* A model of a machine (rp_runtime_create_model, `reprise dump`) has no
+ * instance storage: a copy between parts of its instances is planned with
+ * the domain's offsets from no base (computed as integers, not as
+ * offsets from a NULL pointer, which UBSan refuses). */
+Test(xfer, a_model_plans_a_copy_from_its_offsets_without_storage) {
+  rp_machine_desc m = {.cpus = 1};
+  rp_runtime *rt = NULL;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_inst s = mk(rt, RP_I32, rp_rect_2d(4, 7, 0, 2), NULL);
+  rp_inst d = mk(rt, RP_I32, rp_rect_2d(6, 9, 0, 2), NULL);
+  cr_assert_null(info_of(rt, s).ptr, "a model's instance has no storage");
+  rp_copy c = copy_of(s, d, RP_DOMAIN_INTERSECT);
+  rp_xfer_desc x;
+  RP_CHECK(rp_xfer_plan(rt, &c, &x));
+  /* rows 6..7: row 2 of src, row 0 of dst; 3 columns of 4 bytes */
+  cr_assert_eq((uintptr_t)x.nest.src, (uintptr_t)(2 * 3 * 4));
+  cr_assert_eq((uintptr_t)x.nest.dst, (uintptr_t)0);
+  cr_assert_eq(x.bytes, 24u);
+  rp_xfer_release(&x);
+  RP_CHECK(rp_instance_free(rt, s));
+  RP_CHECK(rp_instance_free(rt, d));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
+
 /* ---------------------------------------------------------------------- */
 /* Reductions */
 

@@ -210,8 +210,10 @@ static void build_nest(const rp_rect *dom, const rp_instance_info *s,
     n->sstride[i] = a.ss;
     n->dstride[i] = a.ds;
   }
-  n->src = (char *)s->ptr + soff * esz;
-  n->dst = (char *)t->ptr + doff * esz;
+  /* in integers: a model of a machine (reprise dump) has no storage, and
+   * an offset from its NULL is undefined as pointer arithmetic */
+  n->src = (void *)((uintptr_t)s->ptr + (uintptr_t)(soff * esz));
+  n->dst = (void *)((uintptr_t)t->ptr + (uintptr_t)(doff * esz));
   n->esz = (uint32_t)esz;
   n->dtype = (int32_t)s->dtype;
   n->src_dev = n->dst_dev = -1;
