@@ -3,14 +3,13 @@
  * after the other with a line "--8<--" between them (an input without it
  * is A alone, diffed with itself). The command itself (rp_cmd_dump, its
  * report and messages to /dev/null) diffs A with itself, which must not
- * say they differ, and A with B. Then each file that loads (as
- * fuzz_graph_load.c loads, against the runtime of fuzz_common.h) gets the
- * dump's model and the fields it does not hold (dump_extra.c), as the command
- * line reads them; then A is diffed with B and with itself, and B with A, into
- * /dev/null. A graph diffed with itself must have no differences, and B
- * with A as many as A with B (else the target traps, so libFuzzer keeps
- * the input); any input must be
- * refused with a message or go through; ASan and UBSan catch the rest. */
+ * say they differ, and A with B. Then each file that loads as
+ * fuzz_graph_load.c loads it (against the runtime of fuzz_common.h) gets
+ * the dump's model and the fields it does not hold (dump_extra.c), and A
+ * is diffed with B, B with A and A with itself into /dev/null: A with
+ * itself must have no difference, B with A as many as A with B (else the
+ * target traps, so libFuzzer keeps the input). Any input must be refused
+ * with a message or go through; ASan and UBSan catch the rest. */
 #include "fuzz_common.h"
 #include "fuzz_file.h"
 #include "tools/cli.h"
