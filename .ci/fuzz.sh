@@ -5,8 +5,9 @@
 # loader for FUZZ_TIME seconds, then the readers of `reprise train` and
 # `reprise train --model gpt` (data files, IDX pairs, MLP and GPT checkpoints, text
 # corpora), of `reprise dump --trace` (replay traces), of `reprise dump
-# --diff` (two graph files) and of `reprise plot` (bench rows, train
-# timings) for
+# --diff` (two graph files), of `reprise dump --schedule --stats --lint`
+# (the command's own load: the file's machine, placeholders) and of
+# `reprise plot` (bench rows, train timings) for
 # FUZZ_TIME_READERS seconds each. Exits non-zero at the first
 # target that finds a crash, a leak, undefined behaviour or a timeout (the
 # input is left in $BUILD/fuzz-artifacts/NAME/, the target's name
@@ -45,6 +46,7 @@ fuzz_gpt_ckpt $time_readers corpus_gpt_ckpt ckpt.dict
 fuzz_text $time_readers corpus_text -
 fuzz_trace $time_readers corpus_trace -
 fuzz_diff $time_readers corpus_diff graph.dict
+fuzz_dump $time_readers corpus_dump graph.dict
 fuzz_plot $time_readers corpus_plot -"
 
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" \
