@@ -21,20 +21,7 @@ if [ $# -ne 1 ] || [ ! -d "$1" ]; then
   echo "usage: $0 BUILD_DIR" >&2
   exit 2
 fi
-DRY=${DRY:-0}
-if [ "$DRY" != 0 ] && [ "$DRY" != 1 ]; then
-  echo "$0: DRY=$DRY: want 0 or 1" >&2
-  exit 2
-fi
-exec 3>&1 # DRY=1: the commands go to the script's standard output
-x() {     # x CMD...: runs CMD, or with DRY=1 prints it
-  if [ "$DRY" = 1 ]; then
-    printf '%q ' "$@" | sed 's/ $//' >&3
-    echo >&3
-    return 0
-  fi
-  "$@"
-}
+. "$(dirname "$0")/dry.sh" # DRY, x
 B=$(cd "$1" && pwd)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/rp_gpu_check.XXXXXX")}
 mkdir -p "$OUT"

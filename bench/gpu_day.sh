@@ -58,11 +58,7 @@ if [ -n "${CTEST_LIMIT:-}" ] && ! [[ $CTEST_LIMIT =~ ^[1-9][0-9]{0,5}$ ]]; then
   echo "$0: CTEST_LIMIT=$CTEST_LIMIT: want a positive whole number of seconds" >&2
   exit 2
 fi
-DRY=${DRY:-0}
-if [ "$DRY" != 0 ] && [ "$DRY" != 1 ]; then
-  echo "$0: DRY=$DRY: want 0 or 1" >&2
-  exit 2
-fi
+. "$(dirname "$0")/dry.sh" # DRY, x
 IFS=, read -r -a steps <<<"${STEPS:-$ALL}"
 for s in "${steps[@]}"; do
   [[ ,$ALL, == *",$s,"* ]] || {

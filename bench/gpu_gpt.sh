@@ -90,11 +90,7 @@ for k in "${knobs[@]}"; do
     exit 2
   }
 done
-DRY=${DRY:-0}
-if [ "$DRY" != 0 ] && [ "$DRY" != 1 ]; then
-  echo "$0: DRY=$DRY: want 0 or 1" >&2
-  exit 2
-fi
+. "$(dirname "$0")/dry.sh" # DRY, x
 if [ -n "${TEXT:-}" ] && { [ ! -f "$TEXT" ] || [ ! -r "$TEXT" ]; }; then
   echo "$0: TEXT=$TEXT: not a readable file" >&2
   exit 2
@@ -108,15 +104,6 @@ TEXTARG=()
 [ -n "${TEXT:-}" ] && TEXTARG=(--text "$TEXT")
 failed=0
 has() { [[ $STEPS == *",$1,"* ]]; }
-exec 3>&1 # DRY=1: the commands go to the script's standard output
-x() {     # x CMD...: runs CMD, or with DRY=1 prints it
-  if [ "$DRY" = 1 ]; then
-    printf '%q ' "$@" | sed 's/ $//' >&3
-    echo >&3
-    return 0
-  fi
-  "$@"
-}
 note() { # note NAME RC, also kept for the summary
   [ "$DRY" = 1 ] && return 0
   local line="ok    $1"

@@ -12,11 +12,7 @@ fi
 B=$(cd "$1" && pwd)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/rp_gpu_profile.XXXXXX")}
 mkdir -p "$OUT"
-DRY=${DRY:-0}
-if [ "$DRY" != 0 ] && [ "$DRY" != 1 ]; then
-  echo "$0: DRY=$DRY: want 0 or 1" >&2
-  exit 2
-fi
+. "$(dirname "$0")/dry.sh" # DRY, x
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 [ "$DRY" = 1 ] && NCU=${NCU:-ncu}
 [ -n "$NCU" ] || { echo "$0: no ncu (Nsight Compute) found" >&2; exit 1; }
