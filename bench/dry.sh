@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/dry.sh — the DRY=1 mode the GPU scripts share (bash; sourced:
 # `. "$(dirname "$0")/dry.sh"`): DRY (0 or 1, anything else a usage
 # error, exit 2) and x CMD..., which runs CMD or, with DRY=1, prints it
