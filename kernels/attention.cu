@@ -47,7 +47,7 @@ using namespace rp_gpt;
 
 namespace {
 
-constexpr unsigned kAttnThreads = 256;
+constexpr unsigned kAttnThreads = RP_GPT_ATTN_THREADS;
 
 /* The permutes copy E-sized pieces (float, or float4 where hs is a
  * multiple of 4 and both pointers 16-byte aligned: launch_permute); hs
@@ -207,20 +207,10 @@ __global__ void softmax_causal_bwd_k(const float *__restrict__ att, float *datt,
  * 0..t into out [B, T, C]. Each row is one warp's in a fixed order: the
  * bits do not depend on W or R. The launcher takes up to kFusedMaxWarps
  * warps (latency hiding: a warp's rows are chains of dependent shared
- * memory reads) and enough row groups for about kFusedBlocks blocks; the
- * shapes that take the fused path are those that fit with kWarps warps. */
-constexpr unsigned kWarps = kAttnThreads / 32;
-constexpr unsigned kFusedMaxWarps = 32;
-/* about two blocks for each SM of a 132-SM GPU (H100, H200) */
-constexpr unsigned kFusedBlocks = 256;
-
-__host__ __device__ inline size_t fused_fwd_floats(int T, int hs,
-                                                   unsigned warps) {
-  return 2 * (size_t)T * (hs + 1) + warps * ((size_t)hs + T);
-}
-__host__ __device__ inline size_t fused_bwd_floats(int T, int hs) {
-  return 3 * (size_t)T * (hs + 1) + (size_t)T * T;
-}
+ * memory reads) and enough row groups for about 256 blocks; the shapes
+ * that take the fused path are those that fit with kAttnThreads / 32
+ * warps (kernels/gpt_launch.h: rp_gpt_attn_fused_*). */
+constexpr unsigned kFusedMaxWarps = RP_GPT_ATTN_FUSED_MAX_THREADS / 32;
 
 __global__ void __launch_bounds__(kFusedMaxWarps * 32, 1)
     attention_fused_fwd_k(const float *__restrict__ qkv,
@@ -485,28 +475,10 @@ rp_status head_tables(const HeadTables &t, float **tab, int bh, int NH,
 }
 
 /* Both fused kernels within the 48 KiB of shared memory a block gets
- * without opting in: T 64 with hs 32 (the launch-bound step) fits, T 256
- * with hs 64 (nanoGPT's) does not. */
-constexpr size_t kFusedSmemBytes = 48 * 1024;
-
+ * without opting in (rp_gpt_attn_fused_fits): T 64 with hs 32 (the
+ * launch-bound step) fits, T 256 with hs 64 (nanoGPT's) does not. */
 bool fused_fits(AttnMode mode, int T, int hs) {
-  return mode == AttnMode::fused &&
-         fused_fwd_floats(T, hs, kWarps) * sizeof(float) <= kFusedSmemBytes &&
-         fused_bwd_floats(T, hs) * sizeof(float) <= kFusedSmemBytes;
-}
-
-/* The fused forward's warps (the most, halving from kFusedMaxWarps, whose
- * buffers fit: at least kWarps, as fused_fits checked) and row groups
- * (about kFusedBlocks blocks, at most one a warp's row of the head). */
-dim3 fused_fwd_grid(int bh, int T, int hs, unsigned *warps) {
-  unsigned w = kFusedMaxWarps;
-  while (w > kWarps &&
-         fused_fwd_floats(T, hs, w) * sizeof(float) > kFusedSmemBytes)
-    w /= 2;
-  unsigned most = ((unsigned)T + w - 1) / w;
-  unsigned r = (kFusedBlocks + (unsigned)bh - 1) / (unsigned)bh;
-  *warps = w;
-  return dim3((unsigned)bh, r < 1 ? 1 : r > most ? most : r);
+  return mode == AttnMode::fused && rp_gpt_attn_fused_fits(T, hs);
 }
 
 bool attn_shape_ok(int B, int T, int C, int NH, const char *what) {
@@ -588,10 +560,8 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
   if (fused_fits(mode, T, hs)) {
-    unsigned w;
-    dim3 grid = fused_fwd_grid(bh, T, hs, &w);
-    attention_fused_fwd_k<<<grid, w * 32,
-                            fused_fwd_floats(T, hs, w) * sizeof(float), s>>>(
+    rp_gpt_launch l = rp_gpt_attn_fused_fwd_launch(bh, T, hs);
+    attention_fused_fwd_k<<<grid_of(l), block_of(l), l.smem, s>>>(
         qkv, qkvr, att, out, B, T, NH, hs, 1.0f / sqrtf((float)hs));
     return RP_GPT_LAUNCHED(what);
   }
@@ -650,8 +620,8 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
   if (fused_fits(mode, T, hs)) {
-    attention_fused_bwd_k<<<bh, kFusedMaxWarps * 32,
-                            fused_bwd_floats(T, hs) * sizeof(float), s>>>(
+    rp_gpt_launch l = rp_gpt_attn_fused_bwd_launch(bh, T, hs);
+    attention_fused_bwd_k<<<grid_of(l), block_of(l), l.smem, s>>>(
         dout, qkvr, att, dqkv, B, T, NH, hs, 1.0f / sqrtf((float)hs));
     return RP_GPT_LAUNCHED(what);
   }
@@ -697,8 +667,8 @@ rp_cuda_gpt_attention_decode(const float *qkv, float *kcache, float *vcache,
     return RP_OK;
   if (!attn_shape_ok(1, T, C, NH, what))
     return RP_EBACKEND;
-  attention_decode_k<<<NH, kAttnThreads, kAttnThreads * sizeof(float),
-                       as_stream(stream)>>>(
+  rp_gpt_launch l = rp_gpt_attn_decode_launch(NH);
+  attention_decode_k<<<grid_of(l), block_of(l), l.smem, as_stream(stream)>>>(
       qkv, kcache, vcache, out, scratch, pos, T, NH, C / NH,
       static_cast<const int32_t *>(dev_args));
   return RP_GPT_LAUNCHED(what);

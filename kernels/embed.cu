@@ -28,7 +28,7 @@ using namespace rp_gpt;
 
 namespace {
 
-constexpr unsigned kEmbedThreads = 256;
+constexpr unsigned kEmbedThreads = RP_GPT_EMBED_THREADS;
 /* dwte owner block: positions gathered per flush (shared int32s). */
 constexpr unsigned kEmbedList = 2048;
 
@@ -215,14 +215,14 @@ extern "C" rp_status rp_cuda_gpt_embed_bwd(const int32_t *tokens,
    * in range. */
   if (n > 0x7fffffffLL - 65536)
     return rp__err(RP_EBACKEND, "rp_cuda_gpt_embed_bwd: %lld positions", n);
-  unsigned col_blocks = (unsigned)((C + kEmbedThreads - 1) / kEmbedThreads);
-  if (V > 0 && (long long)V * col_blocks * 4 <= n && col_blocks <= 65535)
-    embed_bwd_wte_tok_k<<<dim3(blocks_for((size_t)V, 1), col_blocks),
-                          kEmbedThreads, 0, s>>>(tokens, dout, dwte, (int)n, C,
-                                                 V);
-  else
-    embed_bwd_wte_k<<<blocks_for((size_t)n, 1), kEmbedThreads, 0, s>>>(
+  int by_token;
+  rp_gpt_launch l = rp_gpt_embed_bwd_wte_launch(n, C, V, &by_token);
+  if (by_token)
+    embed_bwd_wte_tok_k<<<grid_of(l), block_of(l), l.smem, s>>>(
         tokens, dout, dwte, (int)n, C, V);
+  else
+    embed_bwd_wte_k<<<grid_of(l), block_of(l), l.smem, s>>>(tokens, dout, dwte,
+                                                            (int)n, C, V);
   return RP_GPT_LAUNCHED("rp_cuda_gpt_embed_bwd: dwte");
 }
 

@@ -13,6 +13,7 @@
 #include "cuda_kernels.cuh"
 #include "engine/cuda_check.h"
 #include "gpt_kernels.h"
+#include "gpt_launch.h"
 
 #include <cuda_runtime.h>
 
@@ -34,19 +35,22 @@ extern "C" rp_status rp__err(rp_status st, const char *fmt, ...)
 namespace rp_gpt {
 
 constexpr unsigned kFull = 0xffffffffu;
-/* Grid cap for grid-stride loops: 65536 blocks of 256 threads cover 16M
- * items a sweep, which fills any current GPU; the loops cover the rest. */
-constexpr size_t kMaxBlocks = 65536;
-
 inline cudaStream_t as_stream(void *s) {
   return static_cast<cudaStream_t>(s);
 }
 
+/* Grid-stride grids: at least 1, at most RP_GPT_MAX_BLOCKS blocks
+ * (gpt_launch.h). */
 inline unsigned blocks_for(size_t items, unsigned per_block) {
-  size_t b = (items + per_block - 1) / per_block;
-  if (b == 0)
-    b = 1;
-  return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
+  return rp_gpt_blocks_for(items, per_block);
+}
+
+/* A launch shape of gpt_launch.h as <<<>>> takes it. */
+inline dim3 grid_of(const rp_gpt_launch &l) {
+  return dim3(l.grid[0], l.grid[1], l.grid[2]);
+}
+inline dim3 block_of(const rp_gpt_launch &l) {
+  return dim3(l.block[0], l.block[1], l.block[2]);
 }
 
 __device__ inline float nan_f() {

@@ -3,7 +3,8 @@
  *
  * Two kernels:
  *  - rows: a block per row (grid-stride over rows; 1024 threads for V >
- *    4096, else 256, else 64 for V <= 256: a shape fixed by V). The target
+ *    4096, else 256, else 64 for V <= 256: a shape fixed by V,
+ *    rp_gpt_xent_rows_launch). The target
  *    logit is read first; block max, then the block sum of exp(x - max) in
  *    f64 (thread-strided partials, warp butterflies, warps in order);
  *    losses[r] = log(sum) - (x[target] - max) in f64; with grad, after both
@@ -24,10 +25,6 @@ using namespace rp_gpt;
 namespace {
 
 constexpr unsigned kLossThreads = 256;
-
-unsigned xent_threads(int V) {
-  return V > 4096 ? 1024u : V > 256 ? 256u : 64u;
-}
 
 __global__ void xent_rows_k(float *logits, const int32_t *__restrict__ targets,
                             float *__restrict__ losses, int N, int V,
@@ -89,8 +86,8 @@ extern "C" rp_status rp_cuda_gpt_xent(float *logits, const int32_t *targets,
     N = 0;
   float nrm = norm != 0.0f ? norm : (float)N;
   if (N > 0 && V > 0) {
-    unsigned th = xent_threads(V);
-    xent_rows_k<<<blocks_for((size_t)N, 1), th, 0, s>>>(logits, targets, losses,
+    rp_gpt_launch l = rp_gpt_xent_rows_launch(N, V);
+    xent_rows_k<<<grid_of(l), block_of(l), l.smem, s>>>(logits, targets, losses,
                                                         N, V, nrm, grad);
     rp_status st = RP_GPT_LAUNCHED("rp_cuda_gpt_xent: rows");
     if (st != RP_OK)
