@@ -25,9 +25,12 @@ namespace {
 /* ---------------------------------------------------------------------- */
 /* Launch shapes and error reporting */
 
-constexpr unsigned kThreads = 256;       /* elementwise and warp-per-row */
-constexpr unsigned kSumThreads = 256;    /* one-block loss sum */
-constexpr unsigned kFusedThreads = 1024; /* one-block xent (32 warps) */
+constexpr unsigned kThreads = 256;    /* elementwise and warp-per-row */
+constexpr unsigned kSumThreads = 256; /* one-block loss sum */
+/* one-block xent (32 warps); the kernels launched with 1024 threads
+ * declare it in __launch_bounds__, so ptxas keeps them within the 64
+ * registers a thread that a 1024-thread block can have */
+constexpr unsigned kFusedThreads = 1024;
 constexpr unsigned kFull = 0xffffffffu;
 /* Grid cap: 65536 blocks x 256 threads cover 16M elements per sweep, which
  * fills any current GPU; the grid-stride loops cover larger n. */
@@ -192,9 +195,11 @@ __global__ void axpy_k(float alpha, const float *x, float *y, size_t n) {
  * ncu on an H100, 1024 x 256 at ~100 us). */
 
 constexpr unsigned kBgCols = 32, kBgLanes = 32;
+constexpr unsigned kBgThreads = kBgCols * kBgLanes; /* __launch_bounds__ */
 
-__global__ void bias_grad_k(const float *__restrict__ dy,
-                            float *__restrict__ db, size_t rows, size_t cols) {
+__global__ void __launch_bounds__(kBgThreads)
+    bias_grad_k(const float *__restrict__ dy, float *__restrict__ db,
+                size_t rows, size_t cols) {
   __shared__ float part[kBgLanes][kBgCols + 1]; /* +1: no bank conflicts */
   size_t c = (size_t)blockIdx.x * kBgCols + threadIdx.x;
   float acc = 0.0f;
@@ -293,9 +298,9 @@ __global__ void loss_sum_k(const float *row_loss, size_t rows, float norm,
 /* One block of 32 warps without scratch: warp w takes rows w, w + 32, ...
  * and lane 0 keeps its running sum (in row order); thread 0 adds the warps'
  * sums in warp order. */
-__global__ void xent_fused_k(const float *logits, const int32_t *labels,
-                             float *probs, float *loss, size_t rows,
-                             size_t cols, float norm) {
+__global__ void __launch_bounds__(kFusedThreads)
+    xent_fused_k(const float *logits, const int32_t *labels, float *probs,
+                 float *loss, size_t rows, size_t cols, float norm) {
   __shared__ double sh[kFusedThreads / 32];
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   unsigned nwarps = blockDim.x / 32;
@@ -380,10 +385,10 @@ __global__ void bias_act_k(float *z, const float *bias, float *a, size_t rows,
 }
 
 /* bias_grad_k's shape and order, computing dz on the way. */
-__global__ void relu_bwd_bias_k(const float *__restrict__ a,
-                                const float *__restrict__ da,
-                                float *__restrict__ dz, float *__restrict__ db,
-                                size_t rows, size_t cols) {
+__global__ void __launch_bounds__(kBgThreads)
+    relu_bwd_bias_k(const float *__restrict__ a, const float *__restrict__ da,
+                    float *__restrict__ dz, float *__restrict__ db, size_t rows,
+                    size_t cols) {
   __shared__ float part[kBgLanes][kBgCols + 1];
   size_t c = (size_t)blockIdx.x * kBgCols + threadIdx.x;
   float acc = 0.0f;
@@ -436,9 +441,10 @@ __device__ void column_sums(const float *d, float *db, size_t rows, size_t cols,
  * also makes the block's global writes visible to the block), column
  * chunks of 32: lane = column, warp y sums rows y, y + 32, ... in order,
  * warp 0 adds the 32 partials in order. */
-__global__ void softmax_xent_k(const float *logits, const int32_t *labels,
-                               float *dlogits, float *db, float *loss,
-                               size_t rows, size_t cols, float norm) {
+__global__ void __launch_bounds__(kFusedThreads)
+    softmax_xent_k(const float *logits, const int32_t *labels, float *dlogits,
+                   float *db, float *loss, size_t rows, size_t cols,
+                   float norm) {
   __shared__ double sh[kFusedThreads / 32];
   __shared__ float part[kFusedThreads / 32][33];
   unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
@@ -475,11 +481,11 @@ __global__ void softmax_xent_k(const float *logits, const int32_t *labels,
  * (f64), then the threads in a fixed tree; db as softmax_xent_k. */
 constexpr size_t kSmallCols = 32;
 
-__global__ void softmax_xent_small_k(const float *__restrict__ logits,
-                                     const int32_t *__restrict__ labels,
-                                     float *__restrict__ dlogits, float *db,
-                                     float *loss, size_t rows, size_t cols,
-                                     float norm) {
+__global__ void __launch_bounds__(kFusedThreads)
+    softmax_xent_small_k(const float *__restrict__ logits,
+                         const int32_t *__restrict__ labels,
+                         float *__restrict__ dlogits, float *db, float *loss,
+                         size_t rows, size_t cols, float norm) {
   __shared__ double sh[kFusedThreads];
   __shared__ float part[kFusedThreads / 32][33];
   unsigned t = threadIdx.x;

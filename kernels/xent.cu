@@ -26,9 +26,11 @@ namespace {
 
 constexpr unsigned kLossThreads = 256;
 
-__global__ void xent_rows_k(float *logits, const int32_t *__restrict__ targets,
-                            float *__restrict__ losses, int N, int V,
-                            float norm, int grad) {
+/* up to 1024 threads (rp_gpt_xent_rows_launch) */
+__global__ void __launch_bounds__(1024)
+    xent_rows_k(float *logits, const int32_t *__restrict__ targets,
+                float *__restrict__ losses, int N, int V, float norm,
+                int grad) {
   __shared__ float red[32];
   __shared__ double redd[32];
   for (size_t r = blockIdx.x; r < (size_t)N; r += gridDim.x) {
