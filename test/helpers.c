@@ -1,8 +1,12 @@
 #include "helpers.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef REPRISE_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -256,4 +260,36 @@ char *th_read_all(const char *path, size_t *len) {
   if (len)
     *len = (size_t)n;
   return b;
+}
+
+static _Atomic int held_in, held_go;
+static rp_task_fn held_body;
+static pthread_t held_thread;
+
+rp_status th_held_task(rp_task_ctx *ctx) {
+  atomic_store(&held_in, 1);
+  for (long i = 0; i < 10000000 && !atomic_load(&held_go); i++)
+    usleep(1);
+  return held_body ? held_body(ctx) : RP_OK;
+}
+
+static void *held_tune(void *ex) {
+  uint32_t tuned = 0;
+  return (void *)(intptr_t)rp_exec_tune(ex, &(rp_replay_args){0}, &tuned);
+}
+
+void th_held_tune_start(rp_exec *ex, rp_task_fn body) {
+  held_body = body;
+  atomic_store(&held_in, 0), atomic_store(&held_go, 0);
+  cr_assert_eq(pthread_create(&held_thread, NULL, held_tune, ex), 0);
+  for (int i = 0; i < 10000000 && !atomic_load(&held_in); i++)
+    usleep(1);
+  cr_assert(atomic_load(&held_in), "tune ran no trial replay");
+}
+
+rp_status th_held_tune_finish(void) {
+  atomic_store(&held_go, 1);
+  void *ret;
+  cr_assert_eq(pthread_join(held_thread, &ret), 0);
+  return (rp_status)(intptr_t)ret;
 }

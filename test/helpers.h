@@ -92,6 +92,18 @@ const char *th_tmp_path(const char *name);
  * len is not NULL. Asserts it could be read. */
 char *th_read_all(const char *path, size_t *len);
 
+/* A thread inside rp_exec_tune, held in a trial replay: th_held_task (a
+ * task to register for the exec's ops) says it runs, waits until
+ * th_held_tune_finish (10 s at most) and then runs the body given to
+ * th_held_tune_start (NULL: nothing; its status is the task's).
+ * th_held_tune_start starts the thread, rp_exec_tune(ex, no arguments),
+ * and returns once a trial replay is held in th_held_task, asserting it
+ * got there; th_held_tune_finish lets it go, joins it and returns tune's
+ * status. One at a time per process. */
+rp_status th_held_task(rp_task_ctx *ctx);
+void th_held_tune_start(rp_exec *ex, rp_task_fn body);
+rp_status th_held_tune_finish(void);
+
 /* Backends for parameterized tests. */
 extern rp_backend_kind th_backends[2];
 

@@ -994,24 +994,10 @@ Test(misuse, destroy_beside_a_replaying_thread_is_busy_then_stale,
 /* While one thread is inside rp_exec_tune (its trial replay held in a
  * task), rp_exec_destroy and rp_replay from another are RP_EBUSY, naming
  * every call that holds an exec (their messages named rp_replay alone). */
-static _Atomic int held_in, held_go;
-static rp_status hold_task(rp_task_ctx *ctx) {
-  (void)ctx;
-  atomic_store(&held_in, 1);
-  for (long i = 0; i < 10000000 && !atomic_load(&held_go); i++)
-    usleep(1);
-  return RP_OK;
-}
-
-static void *tune_thread(void *arg) {
-  uint32_t tuned = 0;
-  return (void *)(intptr_t)rp_exec_tune(arg, &(rp_replay_args){0}, &tuned);
-}
-
 Test(misuse, calls_beside_a_tuning_thread_are_busy_naming_tune,
      .timeout = 120) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = reg(rt, "hold", hold_task, 0);
+  rp_task_id t = reg(rt, "hold", th_held_task, 0);
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   for (int i = 0; i < 2; i++) {
@@ -1022,12 +1008,7 @@ Test(misuse, calls_beside_a_tuning_thread_are_busy_naming_tune,
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, NULL, &ex));
   RP_CHECK(rp_graph_destroy(g));
-  atomic_store(&held_in, 0), atomic_store(&held_go, 0);
-  pthread_t th;
-  cr_assert_eq(pthread_create(&th, NULL, tune_thread, ex), 0);
-  for (int i = 0; i < 10000000 && !atomic_load(&held_in); i++)
-    usleep(1);
-  cr_assert(atomic_load(&held_in), "tune ran no trial replay");
+  th_held_tune_start(ex, NULL);
   RP_EXPECT(rp_exec_destroy(ex), RP_EBUSY);
   cr_assert(strstr(rp_error_detail(), "inside rp_replay, rp_exec_tune, "
                                       "rp_exec_destroy, rp_exec_update_args, "
@@ -1041,11 +1022,8 @@ Test(misuse, calls_beside_a_tuning_thread_are_busy_naming_tune,
                                       "rp_exec_trace_start or "
                                       "rp_exec_trace_write"),
             "%s", rp_error_detail());
-  atomic_store(&held_go, 1);
-  void *ret;
-  pthread_join(th, &ret);
-  cr_assert_eq((rp_status)(intptr_t)ret, RP_OK, "rp_exec_tune: %s",
-               rp_status_name((rp_status)(intptr_t)ret));
+  rp_status tuned = th_held_tune_finish();
+  cr_assert_eq(tuned, RP_OK, "rp_exec_tune: %s", rp_status_name(tuned));
   RP_CHECK(rp_exec_destroy(ex));
   th_destroy(rt);
 }

@@ -622,32 +622,14 @@ Test(mt, runtime_destroy_beside_a_replaying_thread_is_busy) {
  * exec, and change nothing: the update would otherwise wait inside tune's
  * trial replays and write the argument bytes they read, a trace would
  * start in the middle of them. */
-static _Atomic int held_in, held_go;
-static rp_status hold_task(rp_task_ctx *ctx) {
-  atomic_store(&held_in, 1);
-  for (long i = 0; i < 10000000 && !atomic_load(&held_go); i++)
-    usleep(1);
-  return add_arg_task(ctx);
-}
-
-static void *tune_thread(void *arg) {
-  uint32_t tuned = 0;
-  return (void *)(intptr_t)rp_exec_tune(arg, &(rp_replay_args){0}, &tuned);
-}
-
 Test(mt, calls_that_change_an_exec_beside_a_tuning_thread_are_busy) {
   rp_runtime *rt = th_cpu_runtime(2);
-  rp_task_id t = th_task(rt, "hold", hold_task);
+  rp_task_id t = th_task(rt, "hold", th_held_task);
   rp_inst x = i64_inst(rt, 1);
   rp_exec *ex = adds_exec(rt, t, &x, 0, 1, NULL);
   th_tmpdir_make("/tmp/rp_mt_XXXXXX");
   const char *path = th_tmp_path("trace.json");
-  atomic_store(&held_in, 0), atomic_store(&held_go, 0);
-  pthread_t th;
-  cr_assert_eq(pthread_create(&th, NULL, tune_thread, ex), 0);
-  for (int i = 0; i < 10000000 && !atomic_load(&held_in); i++)
-    usleep(1);
-  cr_assert(atomic_load(&held_in), "tune ran no trial replay");
+  th_held_tune_start(ex, add_arg_task); /* each trial replay adds 1 */
   static const char holders[] =
       "another thread is inside rp_replay, rp_exec_tune, rp_exec_destroy, "
       "rp_exec_update_args, rp_exec_trace_start or rp_exec_trace_write";
@@ -666,11 +648,8 @@ Test(mt, calls_that_change_an_exec_beside_a_tuning_thread_are_busy) {
   cr_assert(strstr(rp_error_detail(), "rp_exec_trace_write: "), "%s",
             rp_error_detail());
   cr_assert(strstr(rp_error_detail(), holders), "%s", rp_error_detail());
-  atomic_store(&held_go, 1);
-  void *ret;
-  pthread_join(th, &ret);
-  cr_assert_eq((rp_status)(intptr_t)ret, RP_OK, "rp_exec_tune: %s",
-               rp_status_name((rp_status)(intptr_t)ret));
+  rp_status tuned = th_held_tune_finish();
+  cr_assert_eq(tuned, RP_OK, "rp_exec_tune: %s", rp_status_name(tuned));
   /* nothing changed: every trial replay added 1, no trace is armed */
   int64_t v = read0(rt, x);
   RP_EXPECT(rp_exec_trace_write(ex, path), RP_EINVAL);
