@@ -1327,11 +1327,13 @@ RP_API rp_status rp_instantiate(rp_graph *g, const rp_exec_opts *opts,
 /* Waits for every in-flight replay and callback, then frees. Errors:
  * RP_EBUSY another thread is inside rp_replay or another call that holds
  * ex (one thread at a time per exec; nothing freed), or a replay in flight
- * waits for a precondition that has not triggered (waiting could deadlock
- * the caller; the detail names the replay, the port and the event, and
- * says whether it is an rp_event_create event, to trigger, or one the
- * runtime completes, such as another exec's postcondition, to wait for:
- * do so, or wait for the done events, and retry), or
+ * waits for a precondition that has not triggered, or cannot complete
+ * behind a replay of another exec that waits at one on a worker they
+ * share (waiting could deadlock the caller; the detail names the replay,
+ * for another exec's also that exec and the worker, the port and the
+ * event, and says whether it is an rp_event_create event, to trigger, or
+ * one the runtime completes, such as another exec's postcondition, to
+ * wait for: do so, or wait for the done events, and retry), or
  * replays are in flight and this is an event's callback or a running
  * eager task of ex's runtime,
  * RP_ECONTRACT called from a task inside a replay (nothing freed, ex still
@@ -1392,16 +1394,18 @@ typedef struct rp_replay_args {
  * waits at one or when it is full at all in an event's callback, and when
  * called from an event's callback with the window full: a callback must
  * not block).
- * The refusal names the oldest replay, the precondition port it waits at
- * and the event, and says whether that event is the caller's to trigger
- * (rp_event_create) or one the runtime completes (another replay's
- * postcondition or done event, an eager op's done event): rp_replay does
- * not wait for the latter either, since what completes it may itself wait
- * for the caller. Execs chained through ports (A's postcondition fed to
- * B's precondition) meet it when B's window fills while its oldest replay
- * still waits for A: replay A before B in each step with B's max_inflight
- * at least A's (A's window then makes A's earlier replays, and their
- * postconditions, complete before B's window fills up to them), or wait
+ * Each of these refusals for a gate names the replay that waits (the
+ * oldest one of ex for a full window; for a replay of another exec, that
+ * exec's address and the worker it holds), the precondition port it waits
+ * at and the event, and says whether that event is the caller's to
+ * trigger (rp_event_create) or one the runtime completes (another
+ * replay's postcondition or done event, an eager op's done event), to
+ * wait for: rp_replay does not wait for the latter either, since what
+ * completes it may itself wait for the caller. Execs chained through ports (A's
+ * postcondition fed to B's precondition) meet it when B's window fills while
+ * its oldest replay still waits for A: replay A before B in each step with B's
+ * max_inflight at least A's (A's window then makes A's earlier replays, and
+ * their postconditions, complete before B's window fills up to them), or wait
  * for the event named (rp_event_wait) or for B's done event of
  * max_inflight replays back before replaying B again.
  * Errors: RP_EINVAL (NULL or malformed args: args_size or npost without
@@ -1450,9 +1454,12 @@ RP_API rp_status rp_replay(rp_exec *ex, const rp_replay_args *a,
  * a precondition event has not triggered yet and its poison status when it
  * was poisoned (nothing run); RP_EBUSY when a replay already in flight
  * waits for a precondition that has not triggered, or a replay of another
- * exec waits at one on a worker ex runs on (trigger it first; nothing run;
- * such a replay still queued, which its worker has not reached, is not
- * seen: the trial replays then wait behind it), or from an event's
+ * exec waits at one on a worker ex runs on (the detail names the worker,
+ * the replay and its exec, the port and the event, and says whether to
+ * trigger it or wait for it, as rp_replay's refusals do; do so, then tune
+ * again; nothing run; such a replay still queued, which its worker has
+ * not reached, is not seen: the trial replays then wait behind it), or
+ * from an event's
  * callback or a running eager task of ex's runtime (nothing run), or
  * another thread is inside rp_replay or another call that holds ex (one
  * thread at a time per exec; nothing run); RP_EUNSUPPORTED for an exec that

@@ -377,8 +377,8 @@ static rp_status port_status(const rp_exec *ex, const rp_unit *u,
 static rp_status wait_ports(rp_exec *ex, const rp_unit *l, rp_slot *s) {
   rp_status first = RP_OK;
   for (uint32_t i = 0; i < l->nport; i++) {
-    rp_status st = rp__gate_block(ex, ex->lw->launch_lane,
-                                  s->pre[ex->ports[l->port_off + i]]);
+    rp_status st =
+        rp__gate_block(ex, ex->lw->launch_lane, s, ex->ports[l->port_off + i]);
     if (st && !first)
       first = st;
   }

@@ -303,6 +303,11 @@ typedef struct rp_sub { /* one cache line each: a reader pays one transfer */
   uint64_t mask[RP_MASK_WORDS];
 } rp_sub;
 
+/* The words of a precondition's name (RP_NAME_MAX bytes and a NUL) that a
+ * worker's cursor keeps. */
+enum { RP_GATE_NAME_WORDS = (RP_NAME_MAX + 1) / 8 };
+_Static_assert((RP_NAME_MAX + 1) % 8 == 0, "a port name fills whole words");
+
 typedef struct rp_cursor {
   RP_ALIGNED_LINE _Atomic uint64_t next; /* next ring index to read */
   /* the precondition event the worker's lane waits at (rp__gate_block),
@@ -313,6 +318,17 @@ typedef struct rp_cursor {
    * inside entry `next` (rp__lane_wait_progress); 0 otherwise: a chain of
    * these ending at a gated worker holds every lane on it */
   _Atomic uint32_t waits_on;
+  /* What `gate` is, for the refusals that name it: the exec (its address,
+   * never followed: it may be gone by the time a reader prints it), the
+   * replay, the precondition port and its name. Written by
+   * the worker before it sets `gate`, only when it blocks there; gate_seq
+   * is odd while they are written, so a reader that sees it unchanged
+   * around its reads of them and of `gate` read one gate's. */
+  RP_ALIGNED_LINE _Atomic uint32_t gate_seq;
+  _Atomic uint32_t gate_port;
+  _Atomic uint64_t gate_r;
+  _Atomic uintptr_t gate_ex;
+  RP_ALIGNED_LINE _Atomic uint64_t gate_name[RP_GATE_NAME_WORDS];
 } rp_cursor;
 
 /* The cursor of the worker this thread is (set by rp__replay_poll), NULL
@@ -494,10 +510,12 @@ int rp__replay_poll(void *arg, unsigned worker);
  * to leave the exec. Returns 1 when the CUDA context was lost meanwhile
  * (the exec must then be leaked, see rp__lower_quiesce), else 0. */
 int rp__exec_quiesce(rp_exec *ex);
-/* Lane `lane`'s wait for precondition event e (a slot's pre[]): blocks
- * until it completes, the lane's worker marked gated meanwhile when it had
- * not triggered. */
-rp_status rp__gate_block(rp_exec *ex, uint32_t lane, rp_event e);
+/* Lane `lane`'s wait for slot s's precondition p: blocks until its event
+ * completes, the lane's worker marked gated at it meanwhile (the exec,
+ * replay and port kept for refusals that name it) when it had not
+ * triggered. */
+rp_status rp__gate_block(rp_exec *ex, uint32_t lane, const rp_slot *s,
+                         uint32_t p);
 /* One thread at a time per exec (reprise.h): rp_replay, rp_exec_tune,
  * rp_exec_destroy, rp_exec_update_args, rp_exec_trace_start and
  * rp_exec_trace_write hold ex->in_replay while they are inside; a second
@@ -533,6 +551,11 @@ rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what);
  * triggered (a replay of any exec, or through the lanes it waits for):
  * its index, else -1. A replay of ex would queue behind it. */
 int rp__exec_worker_gated(const rp_exec *ex);
+/* RP_EBUSY when such a worker is held (rp__exec_worker_gated), the detail
+ * "what: worker W, which the exec runs on, ...: <the gate, as rp_replay's
+ * refusals name it>; <then>"; RP_OK when none is. */
+rp_status rp__exec_refuse_worker_gated(const rp_exec *ex, const char *what,
+                                       const char *then);
 /* A replay's slot (slot.c): failures, postconditions, in-order completion;
  * the CPU lanes (scheduler.c) and the GPU launcher (gpu_launch.c) share it. */
 /* Records unit ui's failure in slot s (first failure names the replay). */

@@ -159,14 +159,37 @@ static void wait_list(rp_exec *ex, uint32_t off, uint32_t n, uint64_t rel,
 
 /* ---- failures ---- */
 
-rp_status rp__gate_block(rp_exec *ex, uint32_t lane, rp_event e) {
+/* Marks c gated at event e, replay r's precondition p of ex: what it is
+ * first, under gate_seq (see rp_cursor), then the event. */
+static void cursor_gate_set(rp_cursor *c, const rp_exec *ex, uint64_t r,
+                            uint32_t p, rp_event e) {
+  union {
+    char c[RP_GATE_NAME_WORDS * 8];
+    uint64_t w[RP_GATE_NAME_WORDS];
+  } name;
+  memset(&name, 0, sizeof name);
+  const char *n = ex->g->pre[p].name;
+  memcpy(name.c, n, strnlen(n, sizeof name.c - 1));
+  atomic_fetch_add(&c->gate_seq, 1); /* odd: being written */
+  atomic_store(&c->gate_port, p);
+  atomic_store(&c->gate_r, r);
+  atomic_store(&c->gate_ex, (uintptr_t)ex);
+  for (int i = 0; i < RP_GATE_NAME_WORDS; i++)
+    atomic_store(&c->gate_name[i], name.w[i]);
+  atomic_store(&c->gate, e.id);
+  atomic_fetch_add(&c->gate_seq, 1); /* even: one gate's */
+}
+
+rp_status rp__gate_block(rp_exec *ex, uint32_t lane, const rp_slot *s,
+                         uint32_t p) {
+  rp_event e = s->pre[p];
   rp_status st = rp__event_peek(ex->rt, e);
   if (st != RP_EAGAIN)
     return st; /* the common case: triggered before the lane got here */
   rp_cursor *c =
       ex->rs && lane < ex->rs->nworkers ? &ex->rs->cursors[lane] : NULL;
   if (c)
-    atomic_store(&c->gate, e.id);
+    cursor_gate_set(c, ex, s->r, p, e);
   st = rp__event_block_serving(ex->rt, e);
   if (c)
     atomic_store(&c->gate, 0);
@@ -177,7 +200,7 @@ static rp_status wait_ports(rp_exec *ex, uint32_t lane, const rp_unit *u,
                             rp_slot *s, const char **why) {
   for (uint32_t i = 0; i < u->nport; i++) {
     uint32_t p = ex->ports[u->port_off + i];
-    rp_status st = rp__gate_block(ex, lane, s->pre[p]);
+    rp_status st = rp__gate_block(ex, lane, s, p);
     if (st) {
       *why = rp__port_why(ex, s, p);
       return st;
@@ -514,7 +537,8 @@ static uint64_t min_cursor(rp_replay_state *rs) {
   return m;
 }
 
-static int worker_gated(const rp_replay_state *rs, uint32_t w);
+typedef struct gate_seen gate_seen;
+static int worker_gate(const rp_replay_state *rs, uint32_t w, gate_seen *g);
 
 /* Why ring_take did not take an entry. */
 enum { TAKE_OK, TAKE_GATED, TAKE_IN_CALLBACK, TAKE_IN_TASK };
@@ -528,8 +552,10 @@ enum { TAKE_OK, TAKE_GATED, TAKE_IN_CALLBACK, TAKE_IN_TASK };
  * event's callback (perhaps run by the very worker that holds the ring
  * back) gets TAKE_IN_CALLBACK, an eager task of the runtime (whose worker
  * may be that one) TAKE_IN_TASK. An entry taken must be published (submit,
- * or publish_empty). */
-static int ring_take(rp_replay_state *rs, uint64_t *t, int *held) {
+ * or publish_empty). *held and *g then say which worker holds it back and
+ * at which gate. */
+static int ring_take(rp_replay_state *rs, uint64_t *t, int *held,
+                     gate_seen *g) {
   for (;;) {
     uint64_t cur = atomic_load(&rs->tail);
     if (RP_LIKELY(cur < atomic_load(&rs->min_cache) + RP_RING)) {
@@ -545,7 +571,7 @@ static int ring_take(rp_replay_state *rs, uint64_t *t, int *held) {
     if (cur < m + RP_RING)
       continue;
     for (uint32_t w = 0; w < rs->nworkers; w++)
-      if (atomic_load(&rs->cursors[w].next) == m && worker_gated(rs, w)) {
+      if (atomic_load(&rs->cursors[w].next) == m && worker_gate(rs, w, g)) {
         *held = (int)w;
         return TAKE_GATED;
       }
@@ -657,12 +683,20 @@ static void spin_adapt(rp_exec *ex, const rp_backoff *b) {
 
 /* A precondition that a replay in flight waits for, not triggered yet: what
  * a refusal names. */
-typedef struct gate_seen {
-  uint64_t r;    /* the replay */
-  uint32_t port; /* its precondition port */
-  rp_event ev;   /* the event (the slot's reference: may go stale) */
-  int user;      /* 1 an rp_event_create event, 0 one the runtime completes */
-} gate_seen;
+struct gate_seen {
+  const void *ex; /* the exec (its address, for the words: never followed) */
+  uint64_t r;     /* the replay */
+  uint32_t port;  /* its precondition port */
+  rp_event ev;    /* the event (the slot's reference: may go stale) */
+  int user;       /* 1 an rp_event_create event, 0 one the runtime completes */
+  int worker;     /* the worker held at it; -1 when not read off a worker */
+  char name[RP_GATE_NAME_WORDS * 8]; /* the port's */
+};
+
+/* g's port name, ex's own. */
+static void gate_name_of(const rp_exec *ex, gate_seen *g) {
+  snprintf(g->name, sizeof g->name, "%s", ex->g->pre[g->port].name);
+}
 
 /* 1 when a replay in flight still waits for a precondition (an event the
  * caller may trigger only after issuing more replays); *g (may be NULL)
@@ -687,22 +721,32 @@ static int inflight_gated(rp_exec *ex, int oldest_only, gate_seen *g) {
       int user = rp__event_is_user(ex->rt, e);
       if (user < 0 || rp__event_peek_live(ex->rt, e) != RP_EAGAIN)
         continue; /* completed meanwhile */
-      if (g)
-        *g = (gate_seen){r, i, e, user};
+      if (g) {
+        *g = (gate_seen){
+            .ex = ex, .r = r, .port = i, .ev = e, .user = user, .worker = -1};
+        gate_name_of(ex, g);
+      }
       return 1;
     }
   }
   return 0;
 }
 
-/* The words of a refusal for gate g: "replay R waits for precondition P
- * ('name'), event E, ...: <what the caller can do>". */
+/* The words of every refusal for gate g, as seen by a call on ex: "replay
+ * R waits for precondition P ('name'), event E, ...: <what the caller can
+ * do>"; a replay of another exec is "replay R of exec X", one read off a
+ * worker "on worker W, replay R ...". */
 static const char *gate_words(const rp_exec *ex, const gate_seen *g, char *buf,
                               size_t size) {
+  char of[48] = "", on[32] = "";
+  if (g->ex != ex)
+    snprintf(of, sizeof of, " of exec %p", g->ex);
+  if (g->worker >= 0)
+    snprintf(on, sizeof on, "on worker %d, ", g->worker);
   int n = snprintf(buf, size,
-                   "replay %llu waits for precondition %u ('%s'), event "
+                   "%sreplay %llu%s waits for precondition %u ('%s'), event "
                    "%#llx, ",
-                   (unsigned long long)g->r, g->port, ex->g->pre[g->port].name,
+                   on, (unsigned long long)g->r, of, g->port, g->name,
                    (unsigned long long)g->ev.id);
   if (n < 0 || (size_t)n >= size)
     return buf;
@@ -714,21 +758,63 @@ static const char *gate_words(const rp_exec *ex, const gate_seen *g, char *buf,
              "which the runtime completes (another replay's postcondition "
              "or done event, or an eager op's done event) and has not "
              "completed yet: wait for it (rp_event_wait on it, or on the "
-             "done event of replay %llu or a later one; what completes it "
+             "done event of replay %llu%s or a later one; what completes it "
              "may itself wait for an event that the caller triggers)",
-             (unsigned long long)g->r);
+             (unsigned long long)g->r, of);
   return buf;
+}
+
+/* Reads worker w's gate into *g (see rp_cursor): 1 when it is one gate's,
+ * still pending; 0 when the worker passed it meanwhile (or kept moving
+ * while it was read). */
+static int gate_read(const rp_replay_state *rs, uint32_t w, gate_seen *g) {
+  rp_cursor *c = &rs->cursors[w];
+  for (int tries = 0; tries < 16; tries++) {
+    uint32_t seq = atomic_load(&c->gate_seq);
+    if (seq & 1) {
+      sched_yield();
+      continue;
+    }
+    rp_event e = {atomic_load(&c->gate)};
+    uint32_t port = atomic_load(&c->gate_port);
+    uint64_t r = atomic_load(&c->gate_r);
+    uintptr_t ex = atomic_load(&c->gate_ex);
+    union {
+      char c[RP_GATE_NAME_WORDS * 8];
+      uint64_t w[RP_GATE_NAME_WORDS];
+    } name;
+    for (int i = 0; i < RP_GATE_NAME_WORDS; i++)
+      name.w[i] = atomic_load(&c->gate_name[i]);
+    if (atomic_load(&c->gate_seq) != seq)
+      continue;
+    if (!e.id)
+      return 0;
+    int user = rp__event_is_user(rs->rt, e);
+    if (user < 0 || rp__event_peek_live(rs->rt, e) != RP_EAGAIN)
+      return 0; /* completed meanwhile */
+    *g = (gate_seen){.ex = (const void *)ex,
+                     .r = r,
+                     .port = port,
+                     .ev = e,
+                     .user = user,
+                     .worker = (int)w};
+    name.c[sizeof name.c - 1] = 0;
+    memcpy(g->name, name.c, sizeof g->name);
+    return 1;
+  }
+  return 0;
 }
 
 /* 1 when worker w waits at a precondition that has not triggered, or
  * sleeps on a lane whose worker does, and so on (at most one step per
- * worker). The event is looked at, not only the worker's mark: a worker
- * whose gate triggered may not have woken up yet. */
-static int worker_gated(const rp_replay_state *rs, uint32_t w) {
+ * worker); *g (may be NULL) then names that gate and the worker at it. The
+ * event is looked at, not only the worker's mark: a worker whose gate
+ * triggered may not have woken up yet. */
+static int worker_gate(const rp_replay_state *rs, uint32_t w, gate_seen *g) {
   for (uint32_t step = 0; step <= rs->nworkers && w < rs->nworkers; step++) {
     uint64_t gate = atomic_load(&rs->cursors[w].gate);
     if (gate && rp__event_peek_live(rs->rt, (rp_event){gate}) == RP_EAGAIN)
-      return 1;
+      return !g || gate_read(rs, w, g);
     uint32_t on = atomic_load(&rs->cursors[w].waits_on);
     if (!on)
       return 0;
@@ -737,19 +823,40 @@ static int worker_gated(const rp_replay_state *rs, uint32_t w) {
   return 0;
 }
 
-int rp__exec_worker_gated(const rp_exec *ex) {
+/* A worker ex has a lane on held at a gate (*g names it): its index, else
+ * -1. */
+static int exec_worker_gate(const rp_exec *ex, gate_seen *g) {
   const rp_replay_state *rs = ex->rs;
   for (uint32_t w = 0; rs && w < rs->nworkers && w < ex->nlanes; w++)
-    if ((ex->mask[w / 64] >> (w % 64) & 1) && worker_gated(rs, w))
+    if ((ex->mask[w / 64] >> (w % 64) & 1) && worker_gate(rs, w, g))
       return (int)w;
   return -1;
 }
 
+int rp__exec_worker_gated(const rp_exec *ex) {
+  return exec_worker_gate(ex, NULL);
+}
+
+rp_status rp__exec_refuse_worker_gated(const rp_exec *ex, const char *what,
+                                       const char *then) {
+  gate_seen g;
+  int w = exec_worker_gate(ex, &g);
+  if (w < 0)
+    return RP_OK;
+  if (g.worker == w)
+    g.worker = -1; /* named already */
+  char words[512];
+  return rp__err(RP_EBUSY,
+                 "%s: worker %d, which the exec runs on, is held: %s; %s", what,
+                 w, gate_words(ex, &g, words, sizeof words), then);
+}
+
 /* 1 when ex's oldest replay in flight cannot complete before the caller
  * triggers a precondition: a worker it has a lane on is held at one (its
- * own, or through the lanes it waits for) in a ring entry before its own.
- * Host side (the replaying thread wrote the slot's sub). */
-static int ring_stuck(const rp_exec *ex) {
+ * own, or through the lanes it waits for) in a ring entry before its own;
+ * *g names that gate. Host side (the replaying thread wrote the slot's
+ * sub). */
+static int ring_stuck(const rp_exec *ex, gate_seen *g) {
   uint32_t done = atomic_load_explicit(&ex->done_seq, memory_order_acquire);
   uint32_t n = (uint32_t)ex->issued - done;
   if (!n || !ex->rs)
@@ -759,7 +866,8 @@ static int ring_stuck(const rp_exec *ex) {
     return 0; /* it never waited in the ring */
   for (uint32_t w = 0; w < ex->rs->nworkers && w < ex->nlanes; w++)
     if ((ex->mask[w / 64] >> (w % 64) & 1) &&
-        atomic_load(&ex->rs->cursors[w].next) <= sub && worker_gated(ex->rs, w))
+        atomic_load(&ex->rs->cursors[w].next) <= sub &&
+        worker_gate(ex->rs, w, g))
       return 1;
   return 0;
 }
@@ -776,8 +884,8 @@ enum { WAIT_OK, WAIT_GATED, WAIT_RING_GATED, WAIT_IN_CALLBACK, WAIT_IN_TASK };
  * for more than one slot ends when the next one is stuck at its gate, as
  * ring_stuck sees); WAIT_RING_GATED ex's replays make no progress
  * while a lane of another exec is blocked at one (they may be queued
- * behind it on a worker); WAIT_IN_CALLBACK this thread runs an event's
- * callbacks, perhaps the completion of the very replay it would wait
+ * behind it on a worker; *g names it); WAIT_IN_CALLBACK this thread runs an
+ * event's callbacks, perhaps the completion of the very replay it would wait
  * for; WAIT_IN_TASK this thread runs an eager task of ex's runtime, whose
  * worker the replays in flight may need. */
 static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated,
@@ -804,7 +912,7 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated,
       return WAIT_IN_TASK;
     if (rp__backoff(&b))
       continue;
-    if (refuse_gated && ring_stuck(ex))
+    if (refuse_gated && ring_stuck(ex, g))
       return WAIT_RING_GATED;
     /* Asleep until a slot frees; when replays are long (half the window
      * outlasts a slow wake-up, 100 us), until half the window drained: the
@@ -823,7 +931,7 @@ static int wait_inflight(rp_exec *ex, uint64_t limit, int refuse_gated,
       /* refusing: wakes every 1 ms to see whether a lane got stuck at a
        * gate meanwhile (the refusal has no event to sleep on) */
       rp__futex_wait(&ex->done_seq, done, refuse_gated ? 1000000 : -1);
-      if (refuse_gated && ring_stuck(ex) &&
+      if (refuse_gated && ring_stuck(ex, g) &&
           (int32_t)(atomic_load(&ex->done_seq) - want) < 0) {
         atomic_fetch_sub(&ex->done_sleepers, 1);
         /* a slot may have freed since `want` was set: then go on */
@@ -1088,7 +1196,7 @@ rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
   if (rp__in_task_of(ex->rt) && inflight)
     return rp__err(RP_EBUSY, "%s: %s", what, IN_TASK_WHY);
   gate_seen g;
-  char words[384];
+  char words[512];
   while (!exec_quiet(ex)) {
     if (inflight_gated(ex, 0, &g))
       return rp__err(RP_EBUSY, "%s: %s; then retry (nothing was done)", what,
@@ -1103,13 +1211,11 @@ rp_status rp__exec_wait_quiet(rp_exec *ex, const char *what) {
       return rp__err(RP_EBUSY, "%s: %s", what, IN_TASK_WHY);
     if (rp__backoff(&b))
       continue;
-    if (ring_stuck(ex))
+    if (ring_stuck(ex, &g))
       return rp__err(RP_EBUSY,
-                     "%s: the replays in flight make no progress while a "
-                     "replay (of this exec or another) waits for a "
-                     "precondition that has not triggered; trigger it "
-                     "first (nothing was done)",
-                     what);
+                     "%s: the replays in flight make no progress while %s; "
+                     "then retry (nothing was done)",
+                     what, gate_words(ex, &g, words, sizeof words));
     /* asleep until the next completion, 1 ms at most (see wait_inflight) */
     uint32_t done = atomic_load(&ex->done_seq);
     atomic_store(&ex->wake_at, done + 1);
@@ -1143,8 +1249,8 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
       ex->pre_held[i] = a->pre[i];
   gate_seen g;
   int w = wait_inflight(ex, ex->max_inflight, 1, &g);
+  char words[512];
   if (RP_UNLIKELY(w == WAIT_GATED)) {
-    char words[384];
     return drop_held(ex, ex->npre,
                      rp__err(RP_EBUSY,
                              "rp_replay: %u replays are in flight "
@@ -1153,18 +1259,22 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                              ex->max_inflight,
                              gate_words(ex, &g, words, sizeof words)));
   }
+  if (RP_UNLIKELY(w == WAIT_RING_GATED))
+    return drop_held(ex, ex->npre,
+                     rp__err(RP_EBUSY,
+                             "rp_replay: %u replays are in flight "
+                             "(max_inflight) and make no progress behind a "
+                             "replay that waits at a precondition on a "
+                             "worker they share: %s; then replay again "
+                             "(nothing was replayed)",
+                             ex->max_inflight,
+                             gate_words(ex, &g, words, sizeof words)));
   if (RP_UNLIKELY(w != WAIT_OK))
     return drop_held(
         ex, ex->npre,
         rp__err(
             RP_EBUSY,
-            w == WAIT_RING_GATED
-                ? "rp_replay: %u replays are in flight (max_inflight) and make "
-                  "no progress while a replay of another exec waits for a "
-                  "precondition that has not triggered (they share its "
-                  "workers): trigger it, then replay again (nothing was "
-                  "replayed)"
-            : w == WAIT_IN_CALLBACK
+            w == WAIT_IN_CALLBACK
                 ? "rp_replay: %u replays are in flight (max_inflight) and this "
                   "is an event's callback, which must not block waiting for "
                   "one: replay from elsewhere (nothing was replayed)"
@@ -1181,15 +1291,18 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
                                                                   : 2;
   uint64_t t = 0;
   int held = -1;
-  if (how == 2 && (w = ring_take(ex->rs, &t, &held)) == TAKE_GATED)
-    return drop_held(
-        ex, ex->npre,
-        rp__err(RP_EBUSY,
-                "rp_replay: the submission ring is full (%u replays "
-                "queued) behind worker %d, which waits for a "
-                "precondition that has not triggered: trigger it, then "
-                "replay again (nothing was replayed)",
-                (unsigned)RP_RING, held));
+  if (how == 2 && (w = ring_take(ex->rs, &t, &held, &g)) == TAKE_GATED) {
+    if (g.worker == held)
+      g.worker = -1; /* named already */
+    return drop_held(ex, ex->npre,
+                     rp__err(RP_EBUSY,
+                             "rp_replay: the submission ring is full (%u "
+                             "replays queued) behind worker %d, which is "
+                             "held: %s; then replay again (nothing was "
+                             "replayed)",
+                             (unsigned)RP_RING, held,
+                             gate_words(ex, &g, words, sizeof words)));
+  }
   if (how == 2 && (w == TAKE_IN_CALLBACK || w == TAKE_IN_TASK))
     return drop_held(
         ex, ex->npre,

@@ -389,14 +389,12 @@ rp_status rp_exec_tune(rp_exec *ex, const rp_replay_args *a,
   rp__nvtx_push("reprise.tune");
   uint32_t ran = 0;
   st = rp__exec_wait_quiet(ex, "rp_exec_tune");
-  int gw = !st && wants_tuning(ex) ? rp__exec_worker_gated(ex) : -1;
-  if (gw >= 0) /* its trial replays would queue behind it, waited for */
-    st = rp__err(RP_EBUSY,
-                 "rp_exec_tune: worker %d, which the exec runs on, waits at "
-                 "a precondition that has not triggered (a replay of "
-                 "another exec): the trial replays would wait behind it; "
-                 "trigger it first (nothing was run)",
-                 gw);
+  if (!st && wants_tuning(ex)) /* its trial replays would queue behind a
+                                  gated worker, waited for */
+    st = rp__exec_refuse_worker_gated(
+        ex, "rp_exec_tune",
+        "then tune again (the trial replays would wait behind it; nothing "
+        "was run)");
   if (!st && wants_tuning(ex))
     st = tune_run(ex, &ta, &ran);
   rp__nvtx_pop();

@@ -614,41 +614,144 @@ static rp_exec *one_op_exec(rp_runtime *rt, rp_task_id t, int gated,
   return one_op_exec_on(rt, t, RP_PROC_ANY, gated, max_inflight);
 }
 
+/* The event a gated replay waits at in the refusal tests below, all made
+ * to trigger by the caller's event go: go itself (GATE_USER, an
+ * rp_event_create event: the refusals say "trigger it"), or one the
+ * runtime completes once go triggered, which they say to wait for: the
+ * done event of an eager op on proc `proc` waiting for go (GATE_EAGER),
+ * or the postcondition 'out' of a replay of exec src, its op on proc
+ * `proc` waiting for go (GATE_POST: execs chained through ports). */
+enum { GATE_USER, GATE_EAGER, GATE_POST };
+typedef struct gate_src {
+  rp_event go, gate, src_done;
+  rp_exec *src;
+} gate_src;
+
+static gate_src gate_src_make(rp_runtime *rt, rp_task_id t, int kind,
+                              rp_proc proc) {
+  gate_src s = {0};
+  RP_CHECK(rp_event_create(rt, &s.go));
+  s.gate = s.go;
+  if (kind == GATE_EAGER)
+    RP_CHECK(rp_launch_task(
+        rt, &(rp_launch){.task = t, .proc = proc, .wait = s.go}, &s.gate));
+  if (kind == GATE_POST) {
+    rp_graph *g;
+    RP_CHECK(rp_graph_create(rt, &g));
+    rp_op_id op;
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = proc}, &op));
+    rp_port_id p;
+    RP_CHECK(rp_graph_add_precondition(g, "go", &p));
+    RP_CHECK(rp_graph_bind_precondition(g, p, op));
+    RP_CHECK(rp_graph_add_postcondition(g, "out", &p));
+    RP_CHECK(rp_graph_bind_postcondition(g, p, op));
+    RP_CHECK(rp_instantiate(g, NULL, &s.src));
+    RP_CHECK(rp_graph_destroy(g));
+    RP_CHECK(rp_replay(
+        s.src,
+        &(rp_replay_args){.pre = &s.go, .npre = 1, .post = &s.gate, .npost = 1},
+        &s.src_done));
+  }
+  return s;
+}
+
+/* Once go triggered: everything s made completed and is released. */
+static void gate_src_free(rp_runtime *rt, gate_src *s) {
+  RP_CHECK(rp_event_wait(rt, s->gate, 30 * SEC));
+  if (s->gate.id != s->go.id)
+    RP_CHECK(rp_event_release(rt, s->gate));
+  if (s->src) {
+    RP_CHECK(rp_event_wait(rt, s->src_done, 30 * SEC));
+    RP_CHECK(rp_event_release(rt, s->src_done));
+    RP_CHECK(rp_exec_destroy(s->src));
+  }
+  RP_CHECK(rp_event_release(rt, s->go));
+}
+
+/* Asserts that detail names replay 0 of exec gx (NULL: the refusing call's
+ * own exec) waiting at its precondition 0 ('go') for event e, and what to
+ * do: trigger it (user) or wait for it. */
+static void assert_gate_words(const char *detail, const rp_exec *gx, rp_event e,
+                              int user) {
+  char of[64] = "", want[512];
+  if (gx)
+    snprintf(of, sizeof of, " of exec %p", (const void *)gx);
+  snprintf(want, sizeof want,
+           "replay 0%s waits for precondition 0 ('go'), event %#llx, %s", of,
+           (unsigned long long)e.id,
+           user ? "an rp_event_create event that has not triggered: trigger it"
+                : "which the runtime completes (another replay's "
+                  "postcondition or done event, or an eager op's done event) "
+                  "and has not completed yet: wait for it (rp_event_wait on "
+                  "it");
+  cr_assert(strstr(detail, want), "want \"%s\" in: %s", want, detail);
+  if (!user)
+    cr_assert(!strstr(detail, "trigger it"), "%s", detail);
+}
+
 /* Replays of an exec queued on a worker behind another exec's replay that
- * waits for the caller's precondition cannot complete: with its window
- * full, rp_replay says so (RP_EBUSY) instead of waiting forever, and so
- * does rp_exec_destroy; once the caller triggers it, everything
- * completes. One worker: the two execs share it. */
-Test(misuse, replays_behind_another_execs_gate_are_refused_not_waited_for,
-     .timeout = 60) {
-  rp_runtime *rt = th_cpu_runtime(1);
+ * waits for a precondition cannot complete: with its window full,
+ * rp_replay says so (RP_EBUSY) instead of waiting forever, and so does
+ * rp_exec_destroy, both naming the worker, the other exec's replay, its
+ * port and event, and whether to trigger it (the caller's event) or wait
+ * for it (one the runtime completes: an eager op's done event, another
+ * exec's postcondition); once it completed, everything completes and the
+ * exec replays as before. ea and eb share worker 0 (GATE_POST's source
+ * exec runs on worker 1). */
+static void behind_another_execs_gate(int kind) {
+  rp_runtime *rt = th_cpu_runtime(kind == GATE_POST ? 2 : 1);
   rp_task_id t = reg(rt, "count", count_task, 0);
   atomic_store(&runs, 0);
-  rp_exec *ea = one_op_exec(rt, t, 1, 2), *eb = one_op_exec(rt, t, 0, 2);
-  rp_event go, da, db[2];
-  RP_CHECK(rp_event_create(rt, &go));
-  RP_CHECK(rp_replay(ea, &(rp_replay_args){.pre = &go, .npre = 1}, &da));
+  gate_src src = gate_src_make(rt, t, kind, kind == GATE_POST ? 1 : 0);
+  rp_exec *ea = one_op_exec_on(rt, t, 0, 1, 2),
+          *eb = one_op_exec_on(rt, t, 0, 0, 2);
+  rp_event da, db[2];
+  RP_CHECK(rp_replay(ea, &(rp_replay_args){.pre = &src.gate, .npre = 1}, &da));
   for (int i = 0; i < 2; i++)
     RP_CHECK(rp_replay(eb, NULL, &db[i]));
   RP_EXPECT(rp_replay(eb, NULL, NULL), RP_EBUSY);
-  cr_assert(strstr(rp_error_detail(), "a replay of another exec waits for a "
-                                      "precondition"),
-            "%s", rp_error_detail());
+  const char *d = rp_error_detail();
+  cr_assert(strstr(d, "rp_replay: 2 replays are in flight (max_inflight) and "
+                      "make no progress behind a replay that waits at a "
+                      "precondition on a worker they share: on worker 0, "),
+            "%s", d);
+  assert_gate_words(d, ea, src.gate, kind == GATE_USER);
+  cr_assert(strstr(d, "; then replay again (nothing was replayed)"), "%s", d);
   RP_EXPECT(rp_exec_destroy(eb), RP_EBUSY);
+  d = rp_error_detail();
+  cr_assert(strstr(d, "rp_exec_destroy: the replays in flight make no "
+                      "progress while on worker 0, "),
+            "%s", d);
+  assert_gate_words(d, ea, src.gate, kind == GATE_USER);
   cr_assert_eq(atomic_load(&runs), 0);
-  RP_CHECK(rp_event_trigger(rt, go));
+  RP_CHECK(rp_event_trigger(rt, src.go));
   RP_CHECK(rp_event_wait(rt, da, 30 * SEC));
   for (int i = 0; i < 2; i++) {
     RP_CHECK(rp_event_wait(rt, db[i], 30 * SEC));
     RP_CHECK(rp_event_release(rt, db[i]));
   }
-  cr_assert_eq(atomic_load(&runs), 3);
+  gate_src_free(rt, &src);
+  cr_assert_eq(atomic_load(&runs), 3 + (kind != GATE_USER));
   RP_CHECK(rp_replay(eb, NULL, NULL)); /* usable as before */
   RP_CHECK(rp_event_release(rt, da));
-  RP_CHECK(rp_event_release(rt, go));
   RP_CHECK(rp_exec_destroy(ea));
   RP_CHECK(rp_exec_destroy(eb));
   th_destroy(rt);
+}
+
+Test(misuse, replays_behind_another_execs_gate_are_refused_not_waited_for,
+     .timeout = 60) {
+  behind_another_execs_gate(GATE_USER);
+}
+
+Test(misuse, replays_behind_an_eager_ops_done_event_say_to_wait_for_it,
+     .timeout = 60) {
+  behind_another_execs_gate(GATE_EAGER);
+}
+
+Test(misuse, replays_behind_another_execs_postcondition_say_to_wait_for_it,
+     .timeout = 60) {
+  behind_another_execs_gate(GATE_POST);
 }
 
 /* The gate may hold a worker only through another lane: exec B's first op
@@ -1030,10 +1133,10 @@ Test(misuse, calls_beside_a_tuning_thread_are_busy_naming_tune,
 
 /* A replay waiting at a precondition holds its worker, and with it the
  * submission ring: after a ring of other replays, rp_replay says so
- * (RP_EBUSY, nothing replayed) instead of waiting forever for the
- * trigger the caller has not given yet; once it is, replays go on. */
-Test(misuse, a_full_ring_behind_a_gated_replay_is_busy_not_blocked,
-     .timeout = 120) {
+ * (RP_EBUSY, nothing replayed), naming the worker, the gated exec's
+ * replay, port and event and whether to trigger it or wait for it,
+ * instead of waiting forever for it; once it completed, replays go on. */
+static void full_ring_behind_a_gate(int kind) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = reg(rt, "count", count_task, 0);
   rp_graph *g;
@@ -1051,10 +1154,14 @@ Test(misuse, a_full_ring_behind_a_gated_replay_is_busy_not_blocked,
   RP_CHECK(rp_capture_end(rt, &g));
   RP_CHECK(rp_instantiate(g, NULL, &other));
   RP_CHECK(rp_graph_destroy(g));
-  rp_event gate, gd;
-  RP_CHECK(rp_event_create(rt, &gate));
-  RP_CHECK(rp_replay(gated, &(rp_replay_args){.pre = &gate, .npre = 1}, &gd));
-  usleep(10000); /* worker 0 reaches the gate */
+  /* GATE_POST's source exec on worker 1 would sit in the ring too */
+  gate_src src = gate_src_make(rt, t, kind == GATE_POST ? GATE_EAGER : kind, 0);
+  rp_event gd;
+  RP_CHECK(
+      rp_replay(gated, &(rp_replay_args){.pre = &src.gate, .npre = 1}, &gd));
+  for (int i = 0; i < 300000 && rp__exec_worker_gated(gated) < 0; i++)
+    usleep(100); /* worker 0 reaches the gate */
+  cr_assert_eq(rp__exec_worker_gated(gated), 0, "worker 0 never waited");
   rp_status st = RP_OK;
   int n = 0;
   for (; n < 10000 && st == RP_OK; n++) {
@@ -1065,21 +1172,35 @@ Test(misuse, a_full_ring_behind_a_gated_replay_is_busy_not_blocked,
     }
   }
   cr_assert_eq(st, RP_EBUSY, "%d replays: %s", n, rp_status_name(st));
-  cr_assert(strstr(rp_error_detail(), "submission ring is full") &&
-                strstr(rp_error_detail(), "worker 0"),
-            "%s", rp_error_detail());
+  const char *d = rp_error_detail();
+  cr_assert(strstr(d, "rp_replay: the submission ring is full (4096 replays "
+                      "queued) behind worker 0, which is held: replay 0 of "
+                      "exec "),
+            "%s", d);
+  assert_gate_words(d, gated, src.gate, kind == GATE_USER);
+  cr_assert(strstr(d, "; then replay again (nothing was replayed)"), "%s", d);
   cr_assert_leq(n, 4097, "the ring took %d replays", n);
-  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_trigger(rt, src.go));
   RP_CHECK(rp_event_wait(rt, gd, 30 * SEC));
-  rp_event d;
-  RP_CHECK(rp_replay(other, NULL, &d)); /* room again */
-  RP_CHECK(rp_event_wait(rt, d, 30 * SEC));
-  RP_CHECK(rp_event_release(rt, d));
+  rp_event dn;
+  RP_CHECK(rp_replay(other, NULL, &dn)); /* room again */
+  RP_CHECK(rp_event_wait(rt, dn, 30 * SEC));
+  RP_CHECK(rp_event_release(rt, dn));
   RP_CHECK(rp_event_release(rt, gd));
-  RP_CHECK(rp_event_release(rt, gate));
+  gate_src_free(rt, &src);
   RP_CHECK(rp_exec_destroy(gated));
   RP_CHECK(rp_exec_destroy(other));
   th_destroy(rt);
+}
+
+Test(misuse, a_full_ring_behind_a_gated_replay_is_busy_not_blocked,
+     .timeout = 120) {
+  full_ring_behind_a_gate(GATE_USER);
+}
+
+Test(misuse, a_full_ring_behind_an_eager_ops_done_event_says_to_wait_for_it,
+     .timeout = 120) {
+  full_ring_behind_a_gate(GATE_EAGER);
 }
 
 /* Two threads fill the ring behind a gated replay, each replaying its own
@@ -1217,9 +1338,11 @@ Test(misuse, a_callback_on_the_worker_holding_a_full_ring_is_busy,
 
 /* rp_exec_tune while a replay of another exec waits at a precondition on
  * the worker the exec runs on: RP_EBUSY, nothing run (its trial replays
- * would queue behind the gate, waited for: it hung), as rp_replay says
- * when its window fills; after the trigger it tunes. */
-Test(misuse, tune_behind_another_execs_gate_is_busy, .timeout = 120) {
+ * would queue behind the gate, waited for: it hung), naming the worker,
+ * the gated replay, its port and event and whether to trigger it or wait
+ * for it, as rp_replay does when its window fills; once it completed, it
+ * tunes. */
+static void tune_behind_a_gate(int kind) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_task_id t = reg(rt, "count", count_task, 0);
   rp_exec *gated = one_task_exec(rt, t, 0, 1);
@@ -1231,9 +1354,10 @@ Test(misuse, tune_behind_another_execs_gate_is_busy, .timeout = 120) {
   rp_exec *b;
   RP_CHECK(rp_instantiate(g, NULL, &b));
   RP_CHECK(rp_graph_destroy(g));
-  rp_event gate, gd;
-  RP_CHECK(rp_event_create(rt, &gate));
-  RP_CHECK(rp_replay(gated, &(rp_replay_args){.pre = &gate, .npre = 1}, &gd));
+  gate_src src = gate_src_make(rt, t, kind, 0);
+  rp_event gd;
+  RP_CHECK(
+      rp_replay(gated, &(rp_replay_args){.pre = &src.gate, .npre = 1}, &gd));
   /* the worker reaches the gate (tune sees a gate the worker waits at; a
    * sleep of 10 ms was not always enough on a busy machine: tune then
    * queued its trials behind the gate and waited) */
@@ -1243,19 +1367,34 @@ Test(misuse, tune_behind_another_execs_gate_is_busy, .timeout = 120) {
   atomic_store(&runs, 0);
   uint32_t ran = 777;
   RP_EXPECT(rp_exec_tune(b, NULL, &ran), RP_EBUSY);
-  cr_assert(strstr(rp_error_detail(), "waits at a precondition"), "%s",
-            rp_error_detail());
+  const char *d = rp_error_detail();
+  cr_assert(strstr(d, "rp_exec_tune: worker 0, which the exec runs on, is "
+                      "held: replay 0 of exec "),
+            "%s", d);
+  assert_gate_words(d, gated, src.gate, kind == GATE_USER);
+  cr_assert(strstr(d, "; then tune again (the trial replays would wait "
+                      "behind it; nothing was run)"),
+            "%s", d);
   cr_assert_eq(ran, 777u, "replays written");
   cr_assert_eq(atomic_load(&runs), 0, "something ran");
-  RP_CHECK(rp_event_trigger(rt, gate));
+  RP_CHECK(rp_event_trigger(rt, src.go));
   RP_CHECK(rp_event_wait(rt, gd, 30 * SEC));
   RP_CHECK(rp_exec_tune(b, NULL, &ran));
   cr_assert_gt(ran, 0u);
   RP_CHECK(rp_event_release(rt, gd));
-  RP_CHECK(rp_event_release(rt, gate));
+  gate_src_free(rt, &src);
   RP_CHECK(rp_exec_destroy(gated));
   RP_CHECK(rp_exec_destroy(b));
   th_destroy(rt);
+}
+
+Test(misuse, tune_behind_another_execs_gate_is_busy, .timeout = 120) {
+  tune_behind_a_gate(GATE_USER);
+}
+
+Test(misuse, tune_behind_an_eager_ops_done_event_says_to_wait_for_it,
+     .timeout = 120) {
+  tune_behind_a_gate(GATE_EAGER);
 }
 
 /* A callback run at once (its event completed already) is a callback
