@@ -162,13 +162,26 @@ static rp_status grow(rp_event_table *et) {
   return st;
 }
 
+/* The detail of a table that could not grow (st): at its capacity, or out
+ * of memory. */
+static rp_status ev_full(rp_event_table *et, rp_status st) {
+  if (atomic_load(&et->t.size) >= rp__ctable_capacity())
+    return rp__err(st,
+                   "the event table is full (%u events; an event keeps its "
+                   "slot until it has completed and its references are "
+                   "released: a pending one, such as a merge of an event "
+                   "that never triggers, keeps it even once released)",
+                   rp__ctable_capacity());
+  return rp__err(st, "event table: out of memory");
+}
+
 rp_status rp__event_new(rp_runtime *rt, rp_event *out) {
   rp_event_table *et = &rt->events;
   uint32_t i;
   while ((i = free_pop(et)) == UINT32_MAX) {
     rp_status st = grow(et);
     if (st)
-      return rp__err(st, "event table full");
+      return ev_full(et, st);
   }
   rp_event_slot *s = slot_at(et, i);
   /* release: a stale peek that reads this 0 (run_completed) sees the
@@ -212,7 +225,7 @@ rp_status rp__event_reserve(rp_runtime *rt, uint32_t n) {
   free(held);
   if (st) {
     atomic_fetch_sub(&et->reserved, n);
-    return rp__err(st, "event table full");
+    return ev_full(et, st);
   }
   return RP_OK;
 }
@@ -558,10 +571,11 @@ rp_status rp_event_create(rp_runtime *rt, rp_event *out) {
                    "(an event made by a callback or task that "
                    "rp_runtime_destroy runs would outlive the runtime)");
   st = rp__event_new(rt, out);
-  if (st == RP_OK)
-    atomic_store_explicit(&slot_at(&rt->events, ev_slot_of(*out))->user, 1,
-                          memory_order_relaxed);
-  return st;
+  if (st)
+    return rp__err_prefix(st, "rp_event_create: ");
+  atomic_store_explicit(&slot_at(&rt->events, ev_slot_of(*out))->user, 1,
+                        memory_order_relaxed);
+  return RP_OK;
 }
 
 /* A user event's `user` word: 1 pending, 2 once a trigger, poison or
@@ -861,7 +875,7 @@ rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,
   rp_status st = rp__event_new(rt, out);
   if (st) {
     free(m);
-    return st;
+    return rp__err_prefix(st, "rp_event_merge: ");
   }
   m->rt = rt;
   m->out = *out;

@@ -637,7 +637,9 @@ typedef struct rp_event {
 
 /* A user event, triggered by rp_event_trigger / rp_event_poison. Errors:
  * RP_EBUSY inside rp_runtime_destroy of rt (from a callback or task it
- * runs). */
+ * runs), RP_ENOMEM the runtime's event table is full (4M events; the
+ * detail says so): an event keeps its slot until it has completed and its
+ * references are released, a pending one even once released. */
 RP_API rp_status rp_event_create(rp_runtime *rt, rp_event *out);
 /* Errors (trigger and poison): RP_ESTALE a stale handle, RP_EINVAL
  * RP_NO_EVENT or an event that already triggered or was poisoned; the
@@ -678,15 +680,23 @@ RP_API rp_status rp_event_wait(rp_runtime *rt, rp_event e, int64_t timeout_ns);
  * launch eager work and poll, and a replay's task rules do not apply to
  * it. Called with a failure status, cb finds in rp_error_detail() what
  * failed, as rp_event_query says it (the thread's own detail comes back
- * after). Errors:
- * RP_EINVAL NULL cb, RP_ESTALE stale handle; cb is not registered then. */
+ * after). Each call registers cb once more (no event slot: a small heap
+ * record, freed when cb has run): on an event that never completes, the
+ * registrations of a loop pile up, unbounded, until it does. Errors:
+ * RP_EINVAL NULL cb, RP_ESTALE stale handle, RP_ENOMEM; cb is not
+ * registered then. */
 RP_API rp_status rp_event_on_complete(rp_runtime *rt, rp_event e,
                                       void (*cb)(void *arg, rp_status st),
                                       void *arg);
 /* An event that triggers when all of evs have; poisoned with the first poison
- * status seen (and its detail) if any of them is poisoned. Errors:
+ * status seen (and its detail) if any of them is poisoned. The merged
+ * event keeps its slot of the runtime's event table until it has
+ * completed, even once released: a merge, each step, of an event that
+ * never triggers fills the table (4M events), and then this call and
+ * every other that makes an event are RP_ENOMEM. Errors:
  * RP_ESTALE one of evs is stale (detail: which), RP_ERANGE too many
- * events; no event is made. An input that another thread releases while
+ * events, RP_ENOMEM the event table is full (the detail says so) or out
+ * of memory; no event is made. An input that another thread releases while
  * the merge registers (a stale use) poisons the merged event with
  * RP_ESTALE instead. */
 RP_API rp_status rp_event_merge(rp_runtime *rt, const rp_event *evs, size_t n,

@@ -1015,3 +1015,57 @@ Test(event, a_postcondition_never_carries_another_ops_words) {
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(two);
 }
+
+/* Each pending merge keeps an event slot until its inputs complete, even
+ * once released: merging (and releasing) an event that never triggers,
+ * once a step, fills the event table (4M events; the seam lowers it to 2
+ * chunks, 2048). The next merge, or event made, is RP_ENOMEM naming the
+ * call and why the table is full, with nothing written; a callback needs
+ * no slot and still registers. Once the event triggers, every merge
+ * completes, the slots come back and the calls succeed again. */
+static _Atomic int full_cbs;
+static void full_cb(void *arg, rp_status st) {
+  (void)arg;
+  if (st == RP_OK)
+    atomic_fetch_add(&full_cbs, 1);
+}
+
+Test(event, merges_of_an_event_never_triggered_fill_the_table_and_are_refused) {
+  rp_runtime *r2 = th_cpu_runtime(1);
+  rp__ctable_max_chunks = 2;
+  rp_event e;
+  RP_CHECK(rp_event_create(r2, &e));
+  rp_status st = RP_OK;
+  uint32_t n = 0;
+  rp_event m = {777};
+  for (; n <= 2048 && st == RP_OK; n++)
+    if ((st = rp_event_merge(r2, &e, 1, &m)) == RP_OK) {
+      RP_CHECK(rp_event_release(r2, m));
+      m.id = 777;
+    }
+  cr_assert_eq(st, RP_ENOMEM, "%u merges: %s", n, rp_status_name(st));
+  cr_assert_leq(n, 2048u);
+  cr_assert(strstr(rp_error_detail(), "rp_event_merge: the event table is "
+                                      "full (2048 events; "),
+            "%s", rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "a merge of an event that never "
+                                      "triggers"),
+            "%s", rp_error_detail());
+  cr_assert_eq(m.id, 777u, "*out written on an error");
+  RP_EXPECT(rp_event_create(r2, &m), RP_ENOMEM);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp_event_create: the event table is full (2048 events; "),
+            "%s", rp_error_detail());
+  cr_assert_eq(m.id, 777u, "*out written on an error");
+  atomic_store(&full_cbs, 0);
+  for (int i = 0; i < 100; i++)
+    RP_CHECK(rp_event_on_complete(r2, e, full_cb, NULL));
+  RP_CHECK(rp_event_trigger(r2, e));
+  cr_assert_eq(atomic_load(&full_cbs), 100);
+  RP_CHECK(rp_event_merge(r2, &e, 1, &m)); /* the slots came back */
+  RP_CHECK(rp_event_wait(r2, m, 0));
+  RP_CHECK(rp_event_release(r2, m));
+  RP_CHECK(rp_event_release(r2, e));
+  rp__ctable_max_chunks = 4096;
+  th_destroy(r2);
+}
