@@ -28,7 +28,9 @@
  * when the library loads it sets openblas_set_num_threads(1) for the whole
  * process and stops OpenBLAS's server threads (which would otherwise spin
  * for ~0.1 s after load), so that CPU workers running GEMM tasks side by
- * side do not oversubscribe the cores. */
+ * side do not oversubscribe the cores. One row (m == 1, the GPT decode
+ * step's products) runs as a GEMV, which reads B in place (OpenBLAS's GEMM
+ * packs all of B first). */
 void rp_cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float *a, const float *b, float beta, float *c);
 

@@ -62,6 +62,28 @@ Test(kernels, gemm_matches_reference_for_all_transposes_and_odd_shapes) {
       }
 }
 
+/* One row (m = 1: every product of the GPT's decode step, which takes a
+ * GEMV): every transpose, the decode step's shapes (width 512: qkv, the
+ * MLP's two products, the attention's scores and values), alpha and beta;
+ * beta 0 never reads C (NaN there stays out of the result). */
+Test(kernels, gemm_of_one_row_matches_reference_and_ignores_c_at_beta_0) {
+  static const size_t nk[][2] = {{1536, 512}, {2048, 512}, {512, 2048},
+                                 {93, 64},    {40, 64},    {64, 40}};
+  for (size_t s = 0; s < KR_LEN(nk); s++)
+    for (int t = 0; t < 4; t++) {
+      check_gemm(t & 1, t >> 1, 1, nk[s][0], nk[s][1], 1.0f, 0.0f, 5);
+      check_gemm(t & 1, t >> 1, 1, nk[s][0], nk[s][1], 0.5f, -2.0f, 9);
+    }
+  float a[3] = {1, 2, 3}, bt[6] = {1, 0, 1, 0, 1, 1}; /* B^T: 2 x 3 */
+  float b[6] = {1, 0, 0, 1, 1, 1};                    /* B: 3 x 2 */
+  for (int tb = 0; tb < 2; tb++) {
+    float c[2] = {NAN, NAN};
+    rp_cpu_gemm(0, tb, 1, 2, 3, 1.0f, a, tb ? bt : b, 0.0f, c);
+    cr_assert(c[0] == 4.0f && c[1] == 5.0f, "tb %d: C = %g %g", tb,
+              (double)c[0], (double)c[1]);
+  }
+}
+
 Test(kernels, gemm_with_beta_zero_ignores_nan_in_c) {
   float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1};
   float c[4] = {NAN, NAN, NAN, NAN};
