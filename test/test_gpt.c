@@ -26,6 +26,7 @@
 #include "train/mlp.h"
 
 #include <dirent.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -2132,6 +2133,76 @@ Test(gpt, a_checkpoint_size_is_known_before_the_model_is_built) {
                    "bytes, above the 4294967296 bytes a checkpoint may have"),
             "%s", rp_error_detail());
   RP_EXPECT(rp_gpt_save_check_config(NULL), RP_EINVAL);
+}
+
+/* The reference draw: the inverse of the softmax(logits / temperature) CDF
+ * over the logits at least the k-th largest (ties included; k 0 or >= V:
+ * all) at u, in long double, independent of rp_gpt_pick's float and double
+ * arithmetic. *margin: u's distance to the nearest CDF step (a draw that
+ * close to one may round either way). */
+static int32_t pick_ref(const float *lg, uint32_t V, float temp, uint32_t k,
+                        double u, long double *margin) {
+  long double top = -INFINITY, w[8], z = 0, acc = 0;
+  for (uint32_t v = 0; v < V; v++)
+    top = lg[v] > top ? lg[v] : top;
+  for (uint32_t v = 0; v < V; v++) {
+    uint32_t above = 0;
+    for (uint32_t j = 0; j < V; j++)
+      above += lg[j] > lg[v];
+    w[v] = k == 0 || above < k
+               ? expl(((long double)lg[v] - top) / (long double)temp)
+               : 0;
+    z += w[v];
+  }
+  int32_t got = -1;
+  *margin = 1;
+  for (uint32_t v = 0; v < V; v++) {
+    acc += w[v] / z;
+    if (w[v] > 0)
+      *margin = fminl(*margin, fabsl(acc - (long double)u));
+    if (got < 0 && w[v] > 0 && (long double)u < acc)
+      got = (int32_t)v;
+  }
+  return got;
+}
+
+/* rp_gpt_pick inverts the CDF at the uniform it draws (one per draw, the
+ * seeded stream's next): every draw is the reference's (pick_ref) at that
+ * uniform, for temperatures from the smallest float to 100, top-k with
+ * ties at the k-th, and logits at the ends of the float range (no NaN: the
+ * two largest, +FLT_MAX, share the draws, -FLT_MAX never drawn). */
+Test(gpt, pick_inverts_the_softmax_cdf_at_each_draw) {
+  static const float lg[][6] = {{0.3f, -1.2f, 2.5f, 2.5f, 0.0f, -40.0f},
+                                {-FLT_MAX, FLT_MAX, FLT_MAX, 0, 1e30f, -1e30f},
+                                {1e6f, 1e6f - 3, 1e6f - 1, 0, 5, 1e6f - 1}};
+  static const float temps[] = {FLT_TRUE_MIN, 1e-3f, 0.7f, 1, 3, 100};
+  static const uint32_t ks[] = {0, 1, 2, 3, 4, 6, 9};
+  float scratch[6];
+  unsigned close = 0, n = 0;
+  for (size_t l = 0; l < sizeof lg / sizeof lg[0]; l++)
+    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++)
+      for (size_t j = 0; j < sizeof ks / sizeof ks[0]; j++) {
+        rp_rng r;
+        rp_rng_seed(&r, 1000 * l + 10 * t + j);
+        for (int i = 0; i < 400; i++, n++) {
+          rp_rng next = r;
+          double u = rp_rng_uniform(&next);
+          long double margin;
+          int32_t want = pick_ref(lg[l], 6, temps[t], ks[j], u, &margin);
+          int32_t got = rp_gpt_pick(lg[l], 6, temps[t], ks[j], scratch, &r);
+          cr_assert_eq(r.s, next.s, "one uniform per draw");
+          cr_assert(want >= 0 && got >= 0 && got < 6);
+          if (margin < 1e-12L) { /* at a step: either side */
+            close++;
+            continue;
+          }
+          cr_assert_eq(got, want,
+                       "logits %zu, temperature %g, top-k %u, u = %.9g: "
+                       "drew %d, the CDF gives %d",
+                       l, (double)temps[t], ks[j], u, got, want);
+        }
+      }
+  cr_assert_lt(close, n / 100, "%u of %u draws at a CDF step", close, n);
 }
 
 /* rp_gpt_pick: temperature 0 is the first largest logit whatever top_k;
