@@ -1974,49 +1974,25 @@ rp_status rp_gpt_step(rp_gpt *m, const rp_gpt_step_args *a) {
   return st;
 }
 
-static rp_status bind_loss(rp_gpt *m, rp_graph *g) {
-  const char *op = m->xr         ? "loss.replicate"
-                   : m->cfg.dist ? "loss.allreduce"
-                   : m->dp > 1   ? "loss.reduce"
-                                 : "loss.xent";
-  rp_port_id port;
-  rp_status st = rp_graph_add_postcondition(g, "loss", &port);
-  uint32_t bound = 0;
-  for (rp_op_id i = 0; !st && i < rp_graph_op_count(g); i++) {
-    const char *name = rp_graph_op_name(g, i);
-    if (name && !strcmp(name, op)) {
-      st = rp_graph_bind_postcondition(g, port, i);
-      bound++;
-    }
-  }
-  if (!st && !bound)
-    st = rp_error_set(RP_EINVAL, "rp_gpt_record: no op named '%s'", op);
-  return st;
+/* The ops that write the step's final loss (docs/debugging.md, "Names."):
+ * what rp_gpt_record binds to its "loss" postcondition. */
+static const char *loss_op(const rp_gpt *m) {
+  return m->xr         ? "loss.replicate"
+         : m->cfg.dist ? "loss.allreduce"
+         : m->dp > 1   ? "loss.reduce"
+                       : "loss.xent";
+}
+
+static rp_status record_step(void *arg) {
+  rp_gpt_step_args a = {0, 0.0f, 1};
+  return rp_gpt_step(arg, &a);
 }
 
 rp_status rp_gpt_record(rp_gpt *m, rp_graph **out) {
   if (!m || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_record: NULL argument");
-  rp_status st = rp_capture_begin(m->rt, NULL);
-  if (st != RP_OK)
-    return st;
-  m->recording = 1;
-  rp_gpt_step_args a = {0, 0.0f, 1};
-  st = rp_gpt_step(m, &a);
-  m->recording = 0;
-  if (st != RP_OK) {
-    rp_capture_abort(m->rt);
-    return st;
-  }
-  rp_graph *g = NULL;
-  if ((st = rp_capture_end(m->rt, &g)) != RP_OK)
-    return st;
-  if ((st = bind_loss(m, g)) != RP_OK) {
-    rp_graph_destroy(g);
-    return st;
-  }
-  *out = g;
-  return RP_OK;
+  return rp_train_record(m->rt, &m->recording, record_step, m, loss_op(m),
+                         "rp_gpt_record", out);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -2416,15 +2392,9 @@ static rp_status make_decode(rp_gpt *m) {
   return st;
 }
 
-rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
-  if (!m || !out)
-    return rp_error_set(RP_EINVAL, "rp_gpt_decode_record: NULL argument");
-  rp_status st = m->dec ? RP_OK : make_decode(m);
-  if (st != RP_OK)
-    return rp_train_err_prefix(st, "rp_gpt_decode_record: ");
-  if ((st = rp_capture_begin(m->rt, NULL)) != RP_OK)
-    return st;
-  m->recording = 1;
+/* The decode step: one position of one row through the home weights. */
+static rp_status decode_step(void *arg) {
+  rp_gpt *m = arg;
   ctx x = make_ctx(m, 0, 1, 1);
   x.s = m->dec;
   x.decode = 1;
@@ -2432,14 +2402,18 @@ rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
   x.B = 1;  /* one position of one row; T stays the caches' length */
   x.N = 1;
   rp_inst none = {0};
-  st = forward(&x, m->dec, m->w, none, NULL);
-  m->recording = 0;
-  if (st != RP_OK) {
-    rp_capture_abort(m->rt);
-    return st;
-  }
+  return forward(&x, m->dec, m->w, none, NULL);
+}
+
+rp_status rp_gpt_decode_record(rp_gpt *m, rp_graph **out) {
+  if (!m || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_decode_record: NULL argument");
+  rp_status st = m->dec ? RP_OK : make_decode(m);
+  if (st != RP_OK)
+    return rp_train_err_prefix(st, "rp_gpt_decode_record: ");
   rp_graph *g = NULL;
-  if ((st = rp_capture_end(m->rt, &g)) != RP_OK)
+  if ((st = rp_train_capture(m->rt, &m->recording, decode_step, m, &g)) !=
+      RP_OK)
     return st;
   /* the host reads the logits after each replay: a postcondition on the
    * head says so (and `dump --lint` finds every op's result observed) */
@@ -2905,18 +2879,8 @@ float rp_gpt_lr(float lr, uint32_t warmup, uint32_t iters, uint32_t t) {
 }
 
 static rp_status run_one(rp_gpt *m, rp_exec *ex, const rp_gpt_step_args *a) {
-  if (ex) {
-    rp_replay_args ra = {.args = a, .args_size = sizeof *a};
-    rp_event done;
-    rp_status st = rp_replay(ex, &ra, &done);
-    if (st != RP_OK)
-      return st;
-    st = rp_event_wait(m->rt, done, -1);
-    rp_event_release(m->rt, done);
-    if (st != RP_OK)
-      return rp_error_set(st, "replay failed: %s", rp_exec_error_detail(ex));
-    return RP_OK;
-  }
+  if (ex)
+    return rp_train_replay_wait(m->rt, ex, a, sizeof *a);
   m->collect = 1;
   m->nsinks = 0;
   return wait_sinks(m, rp_gpt_step(m, a), "eager step");

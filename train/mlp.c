@@ -653,52 +653,20 @@ rp_status rp_mlp_step(rp_mlp *m, const rp_mlp_step_args *a) {
   return st;
 }
 
-/* The host reads the loss after a replay: a postcondition "loss" bound to
- * the ops named `op` (every op that writes the final sum: each of the
- * reduction's copies is bound) says so, and keeps the lint's
- * unread-result check quiet on the step. */
-static rp_status bind_loss(rp_graph *g, const char *op) {
-  rp_port_id port;
-  rp_status st = rp_graph_add_postcondition(g, "loss", &port);
-  uint32_t bound = 0;
-  for (rp_op_id i = 0; !st && i < rp_graph_op_count(g); i++) {
-    const char *name = rp_graph_op_name(g, i);
-    if (name && !strcmp(name, op)) {
-      st = rp_graph_bind_postcondition(g, port, i);
-      bound++;
-    }
-  }
-  if (!st && !bound)
-    st = rp_error_set(RP_EINVAL,
-                      "rp_mlp_record: no op named '%s' writes the "
-                      "loss",
-                      op);
-  return st;
+static rp_status record_step(void *arg) {
+  rp_mlp_step_args a = {0, 0.0f};
+  return rp_mlp_step(arg, &a);
 }
 
+/* The host reads the loss after a replay: a postcondition "loss" bound to
+ * the ops named loss_op(m) (every op that writes the final sum: each of
+ * the reduction's copies is bound) says so, and keeps the lint's
+ * unread-result check quiet on the step. */
 rp_status rp_mlp_record(rp_mlp *m, rp_graph **out) {
   if (!m || !out)
     return rp_error_set(RP_EINVAL, "rp_mlp_record: NULL argument");
-  rp_status st = rp_capture_begin(m->rt, NULL);
-  if (st != RP_OK)
-    return st;
-  m->recording = 1;
-  rp_mlp_step_args a = {0, 0.0f};
-  st = rp_mlp_step(m, &a);
-  m->recording = 0;
-  if (st != RP_OK) {
-    rp_capture_abort(m->rt);
-    return st;
-  }
-  rp_graph *g = NULL;
-  if ((st = rp_capture_end(m->rt, &g)) != RP_OK)
-    return st;
-  if ((st = bind_loss(g, loss_op(m))) != RP_OK) {
-    rp_graph_destroy(g);
-    return st;
-  }
-  *out = g;
-  return RP_OK;
+  return rp_train_record(m->rt, &m->recording, record_step, m, loss_op(m),
+                         "rp_mlp_record", out);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1134,17 +1102,7 @@ static int epoch_change(const rp_mlp *m, uint32_t t) {
 typedef rp_status (*step_fn)(rp_mlp *m, void *ctx, const rp_mlp_step_args *a);
 
 static rp_status replay_one(rp_mlp *m, void *ctx, const rp_mlp_step_args *a) {
-  rp_exec *ex = ctx;
-  rp_replay_args ra = {.args = a, .args_size = sizeof *a};
-  rp_event done;
-  rp_status st = rp_replay(ex, &ra, &done);
-  if (st != RP_OK)
-    return st;
-  st = rp_event_wait(m->rt, done, -1);
-  rp_event_release(m->rt, done);
-  if (st != RP_OK)
-    return rp_error_set(st, "replay failed: %s", rp_exec_error_detail(ex));
-  return RP_OK;
+  return rp_train_replay_wait(m->rt, ctx, a, sizeof *a);
 }
 
 /* Issues the step and waits for the events of its last ops, as a replay

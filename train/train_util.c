@@ -33,6 +33,74 @@ rp_status rp_train_wait_ops(rp_runtime *rt, const rp_event *evs, uint32_t n,
   return RP_OK;
 }
 
+rp_status rp_train_capture(rp_runtime *rt, int *recording,
+                           rp_status (*issue)(void *arg), void *arg,
+                           rp_graph **out) {
+  rp_status st = rp_capture_begin(rt, NULL);
+  if (st != RP_OK)
+    return st;
+  *recording = 1;
+  st = issue(arg);
+  *recording = 0;
+  if (st != RP_OK) {
+    rp_capture_abort(rt);
+    return st;
+  }
+  rp_graph *g = NULL;
+  if ((st = rp_capture_end(rt, &g)) != RP_OK)
+    return st;
+  *out = g;
+  return RP_OK;
+}
+
+rp_status rp_train_bind_named(rp_graph *g, const char *port, const char *op,
+                              const char *who) {
+  rp_port_id id;
+  rp_status st = rp_graph_add_postcondition(g, port, &id);
+  uint32_t bound = 0;
+  for (rp_op_id i = 0; !st && i < rp_graph_op_count(g); i++) {
+    const char *name = rp_graph_op_name(g, i);
+    if (name && !strcmp(name, op)) {
+      st = rp_graph_bind_postcondition(g, id, i);
+      bound++;
+    }
+  }
+  if (!st && !bound)
+    st = rp_error_set(RP_EINVAL, "%s: no op named '%s' writes the %s", who, op,
+                      port);
+  return st;
+}
+
+rp_status rp_train_record(rp_runtime *rt, int *recording,
+                          rp_status (*issue)(void *arg), void *arg,
+                          const char *loss_op, const char *who,
+                          rp_graph **out) {
+  rp_graph *g = NULL;
+  rp_status st = rp_train_capture(rt, recording, issue, arg, &g);
+  if (st != RP_OK)
+    return st;
+  if ((st = rp_train_bind_named(g, "loss", loss_op, who)) != RP_OK) {
+    rp_graph_destroy(g);
+    return st;
+  }
+  *out = g;
+  return RP_OK;
+}
+
+rp_status rp_train_replay_wait(rp_runtime *rt, rp_exec *ex, const void *args,
+                               size_t size) {
+  rp_replay_args ra = {.args = args, .args_size = size};
+  rp_event done;
+  rp_status st = rp_replay(ex, &ra, &done);
+  if (st != RP_OK)
+    return st;
+  st = rp_event_wait(rt, done, -1);
+  rp_event_release(rt, done);
+  if (st != RP_OK)
+    return rp_error_set(st, "replay failed: %s", rp_exec_error_detail(ex));
+  return RP_OK;
+}
+
 rp_status rp_train_err_prefix(rp_status st, const char *fmt, ...) {
   char pre[512];
   va_list ap;

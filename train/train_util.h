@@ -26,6 +26,33 @@ rp_status rp_train_wait_ops(rp_runtime *rt, const rp_event *evs, uint32_t n,
                             rp_status issued, const char *what,
                             const char *tail);
 
+/* Records a step: rp_capture_begin, then issue(arg) with *recording set
+ * (the model's launches attach what only a recorded launch carries), then
+ * rp_capture_end into *out. A failure of issue aborts the capture and is
+ * returned; *out is set only on RP_OK. */
+rp_status rp_train_capture(rp_runtime *rt, int *recording,
+                           rp_status (*issue)(void *arg), void *arg,
+                           rp_graph **out);
+
+/* Adds the postcondition `port` to g (the host reads what it names after
+ * a replay) and binds it to every op named `op`; RP_EINVAL "<who>: no op
+ * named '<op>' writes the <port>" when no op has that name. */
+rp_status rp_train_bind_named(rp_graph *g, const char *port, const char *op,
+                              const char *who);
+
+/* rp_train_capture, then the postcondition "loss" bound to the ops named
+ * loss_op (rp_train_bind_named): a training step as rp_mlp_record and
+ * rp_gpt_record return it. On a failure nothing is returned (the graph is
+ * destroyed). */
+rp_status rp_train_record(rp_runtime *rt, int *recording,
+                          rp_status (*issue)(void *arg), void *arg,
+                          const char *loss_op, const char *who, rp_graph **out);
+
+/* One replay of ex with the per-replay args (args, size), waited for; a
+ * failed replay: its status, "replay failed: <rp_exec_error_detail>". */
+rp_status rp_train_replay_wait(rp_runtime *rt, rp_exec *ex, const void *args,
+                               size_t size);
+
 /* realloc to n * size bytes (at least 1), NULL on overflow or when out of
  * memory (p then stays allocated). */
 void *rp_train_realloc_n(void *p, size_t n, size_t size);
