@@ -1346,18 +1346,28 @@ static const uint32_t *procs_of(uint32_t *pp, uint32_t n, uint32_t base,
 /* ---------------------------------------------------------------------- */
 /* Blocks */
 
+/* The names of block l's ops, "h<l>.<op>", in the order its forward and
+ * its backward issue them. */
+static const char *const FWD_OPS[8] = {"ln1",       "attn.qkv", "attn",
+                                       "attn.proj", "ln2",      "mlp.fc",
+                                       "mlp.gelu",  "mlp.proj"};
+static const char *const BWD_OPS[8] = {"mlp.proj", "mlp.gelu",  "mlp.fc",
+                                       "ln2",      "attn.proj", "attn",
+                                       "attn.qkv", "ln1"};
+
+static void block_names(uint32_t l, const char *const k[8], char n[8][32]) {
+  for (int i = 0; i < 8; i++)
+    snprintf(n[i], 32, "h%u.%s", l, k[i]);
+}
+
 /* Block l's forward. `prev`: the previous block's activations (its
  * residual add is fused into this block's ln1), NULL for block 0. */
 static rp_status block_fwd(ctx *x, const rp_inst *w, uint32_t l,
                            const block_acts *prev, block_acts *a) {
   int32_t C = x->C;
-  char n[6][32];
-  const char *k[6] = {"ln1", "attn.qkv", "attn", "attn.proj", "ln2", "mlp.fc"};
-  for (int i = 0; i < 6; i++)
-    snprintf(n[i], sizeof n[i], "h%u.%s", l, k[i]);
-  char gelu[32], mproj[32];
-  snprintf(gelu, sizeof gelu, "h%u.mlp.gelu", l);
-  snprintf(mproj, sizeof mproj, "h%u.mlp.proj", l);
+  char n[8][32];
+  block_names(l, FWD_OPS, n);
+  const char *gelu = n[6], *mproj = n[7];
   rp_inst none = {0};
   rp_status st =
       prev ? layernorm_fwd(x, n[0], prev->resm, prev->mproj, a->res,
@@ -1395,13 +1405,9 @@ static rp_status block_fwd(ctx *x, const rp_inst *w, uint32_t l,
 static rp_status block_bwd(ctx *x, shard *s, const rp_inst *w, const rp_inst *g,
                            uint32_t l, const block_acts *a) {
   int32_t C = x->C;
-  char n[7][32];
-  const char *k[7] = {"mlp.proj",  "mlp.gelu", "mlp.fc",  "ln2",
-                      "attn.proj", "attn",     "attn.qkv"};
-  for (int i = 0; i < 7; i++)
-    snprintf(n[i], sizeof n[i], "h%u.%s", l, k[i]);
-  char ln1[32];
-  snprintf(ln1, sizeof ln1, "h%u.ln1", l);
+  char n[8][32];
+  block_names(l, BWD_OPS, n);
+  const char *ln1 = n[7];
   rp_status st =
       linear_bwd(x, n[0], s->dres, a->fcact, w[BP(l, MPROJ_W)], s->dfc,
                  g[BP(l, MPROJ_W)], g[BP(l, MPROJ_B)], 4 * C, C);
@@ -1508,13 +1514,9 @@ static rp_status tp_block_fwd(ctx *lx, const rp_inst *w, uint32_t l,
                               const block_acts *prev, block_acts *a) {
   rp_gpt *m = lx->m;
   int32_t C = lx->C, Cs = C / (int32_t)m->tp;
-  char n[6][32];
-  const char *k[6] = {"ln1", "attn.qkv", "attn", "attn.proj", "ln2", "mlp.fc"};
-  for (int i = 0; i < 6; i++)
-    snprintf(n[i], sizeof n[i], "h%u.%s", l, k[i]);
-  char gelu[32], mproj[32];
-  snprintf(gelu, sizeof gelu, "h%u.mlp.gelu", l);
-  snprintf(mproj, sizeof mproj, "h%u.mlp.proj", l);
+  char n[8][32];
+  block_names(l, FWD_OPS, n);
+  const char *gelu = n[6], *mproj = n[7];
   rp_inst none = {0}, parts[RP_GPT_MAX_PROCS];
   rp_status st =
       prev ? layernorm_fwd(lx, n[0], prev->resm, prev->mproj, a->res,
@@ -1573,13 +1575,9 @@ static rp_status tp_block_bwd(ctx *lx, shard *s, const rp_inst *w,
                               const block_acts *a) {
   rp_gpt *m = lx->m;
   int32_t C = lx->C, Cs = C / (int32_t)m->tp;
-  char n[7][32];
-  const char *k[7] = {"mlp.proj",  "mlp.gelu", "mlp.fc",  "ln2",
-                      "attn.proj", "attn",     "attn.qkv"};
-  for (int i = 0; i < 7; i++)
-    snprintf(n[i], sizeof n[i], "h%u.%s", l, k[i]);
-  char ln1[32];
-  snprintf(ln1, sizeof ln1, "h%u.ln1", l);
+  char n[8][32];
+  block_names(l, BWD_OPS, n);
+  const char *ln1 = n[7];
   rp_inst none = {0}, dres[RP_GPT_MAX_PROCS], dln[RP_GPT_MAX_PROCS];
   SH_PARTS(lx, dres, dres);
   SH_PARTS(lx, dln, dln);
