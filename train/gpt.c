@@ -2205,11 +2205,23 @@ int32_t rp_gpt_pick(const float *lg, uint32_t V, float temperature,
   return best;
 }
 
-/* A prompt's tokens in [0, V) and a temperature that is 0 or positive
- * (checked before anything runs: a token outside the vocabulary would
- * fail the embedding op and poison the instances it writes). */
-static rp_status check_prompt(const int32_t *prompt, uint32_t plen, uint32_t V,
-                              const rp_gpt_sampling *how, const char *f) {
+/* Before a sampling call `f` runs anything: plen + n tokens that fit a
+ * 32-bit count, no capture open (eager_only), a prompt's
+ * tokens in [0, V) and a temperature that is 0 or positive (a token
+ * outside the vocabulary would fail the embedding op and poison the
+ * instances it writes). */
+static rp_status check_prompt(rp_gpt *m, const int32_t *prompt, uint32_t plen,
+                              uint32_t n, const rp_gpt_sampling *how,
+                              const char *f) {
+  if (n > UINT32_MAX - plen) /* out holds plen + n tokens */
+    return rp_error_set(RP_ERANGE,
+                        "%s: %u prompt tokens + %u to generate overflow a "
+                        "32-bit count",
+                        f, plen, n);
+  rp_status st = eager_only(m, f);
+  if (st != RP_OK)
+    return st;
+  uint32_t V = m->cfg.vocab;
   for (uint32_t i = 0; i < plen; i++)
     if (prompt[i] < 0 || (uint32_t)prompt[i] >= V)
       return rp_error_set(RP_ERANGE, "%s: prompt token %u = %d outside [0, %u)",
@@ -2245,15 +2257,8 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, const rp_gpt_sampling *how, int32_t *out) {
   if (!m || !prompt || !out || !how || plen == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
-  if (n > UINT32_MAX - plen) /* out holds plen + n tokens */
-    return rp_error_set(RP_ERANGE,
-                        "rp_gpt_sample: %u prompt tokens + %u to generate "
-                        "overflow a 32-bit count",
-                        plen, n);
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
-  rp_status st = eager_only(m, "rp_gpt_sample");
-  if (st == RP_OK)
-    st = check_prompt(prompt, plen, V, how, "rp_gpt_sample");
+  rp_status st = check_prompt(m, prompt, plen, n, how, "rp_gpt_sample");
   if (st != RP_OK)
     return st;
   int32_t *win = calloc(T, sizeof *win);
@@ -2516,15 +2521,8 @@ rp_status rp_gpt_generate(rp_gpt *m, rp_exec *ex, const int32_t *prompt,
   if (!m->dec)
     return rp_error_set(RP_EINVAL, "rp_gpt_generate: the model has no decode "
                                    "step (rp_gpt_decode_record it first)");
-  if (n > UINT32_MAX - plen) /* out holds plen + n tokens */
-    return rp_error_set(RP_ERANGE,
-                        "rp_gpt_generate: %u prompt tokens + %u to generate "
-                        "overflow a 32-bit count",
-                        plen, n);
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
-  rp_status st = eager_only(m, "rp_gpt_generate");
-  if (st == RP_OK)
-    st = check_prompt(prompt, plen, V, how, "rp_gpt_generate");
+  rp_status st = check_prompt(m, prompt, plen, n, how, "rp_gpt_generate");
   if (st != RP_OK)
     return st;
   if (m->xr && (!m->dec_filled || !m->dec->logits.id))
