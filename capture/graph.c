@@ -606,19 +606,9 @@ rp_status rp__graph_topo(const rp_graph *g, uint32_t *order) {
     free(adj);
     return rp__err(RP_ENOMEM, "graph: out of memory");
   }
-  for (uint32_t i = 0; i < g->nedges; i++)
-    indeg[g->edges[i].to]++;
-  uint32_t head = 0, tail = 0;
-  for (uint32_t i = 0; i < g->nops; i++)
-    if (!indeg[i])
-      order[tail++] = i;
-  while (head < tail) {
-    uint32_t u = order[head++];
-    for (uint32_t k = off[u]; k < off[u + 1]; k++)
-      if (--indeg[adj[k]] == 0)
-        order[tail++] = adj[k];
-  }
-  st = tail == g->nops ? RP_OK : report_cycle(g, indeg);
+  st = rp__topo_order(g->nops, off, adj, indeg, order) == g->nops
+           ? RP_OK
+           : report_cycle(g, indeg);
   free(indeg);
   free(off);
   free(adj);

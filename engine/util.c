@@ -191,6 +191,25 @@ bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem) {
   return true;
 }
 
+uint32_t rp__topo_order(uint32_t n, const uint32_t *off, const uint32_t *adj,
+                        uint32_t *indeg, uint32_t *order) {
+  for (uint32_t i = 0; i < n; i++)
+    indeg[i] = 0;
+  for (uint32_t k = 0; k < off[n]; k++)
+    indeg[adj[k]]++;
+  uint32_t head = 0, tail = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (!indeg[i])
+      order[tail++] = i;
+  while (head < tail) {
+    uint32_t u = order[head++];
+    for (uint32_t k = off[u]; k < off[u + 1]; k++)
+      if (--indeg[adj[k]] == 0)
+        order[tail++] = adj[k];
+  }
+  return tail;
+}
+
 /* ---- bounded input ---- */
 
 rp_status rp__errno_status(int e) {

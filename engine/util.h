@@ -156,6 +156,15 @@ void rp__quarantine(void *p);
 /* Grows a dynamic array *pp of *cap elements to hold at least need. */
 bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem);
 
+/* Kahn's topological order of the n nodes of a graph given as successor
+ * lists (node u's successors are adj[off[u]..off[u + 1]), one entry per
+ * edge): order[] gets the nodes, the sources first in index order, then
+ * in the order the queue reaches them. indeg (n entries) is scratch; it
+ * ends nonzero exactly at the nodes that are on a cycle or behind one.
+ * Returns how many nodes were ordered: n unless the graph has a cycle. */
+uint32_t rp__topo_order(uint32_t n, const uint32_t *off, const uint32_t *adj,
+                        uint32_t *indeg, uint32_t *order);
+
 /* Monotonic nanoseconds. */
 uint64_t rp__now_ns(void);
 /* Spin-loop hint. */

@@ -6,6 +6,8 @@
  * goes, by layer); dump_view.c and dump_html.c highlight it. */
 #include "dump_view.h"
 
+#include "engine/util.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,20 +17,9 @@ static int topo(const dm_graph *m, const uint32_t *off, const uint32_t *adj,
   uint32_t *indeg = calloc(m->nops ? m->nops : 1, sizeof *indeg);
   if (!indeg)
     return -1;
-  for (uint32_t e = 0; e < m->nedges; e++)
-    indeg[m->edges[e].to]++;
-  uint32_t head = 0, tail = 0;
-  for (uint32_t i = 0; i < m->nops; i++)
-    if (!indeg[i])
-      order[tail++] = i;
-  while (head < tail) {
-    uint32_t u = order[head++];
-    for (uint32_t k = off[u]; k < off[u + 1]; k++)
-      if (--indeg[adj[k]] == 0)
-        order[tail++] = adj[k];
-  }
+  uint32_t n = rp__topo_order(m->nops, off, adj, indeg, order);
   free(indeg);
-  return tail == m->nops ? 0 : -1;
+  return n == m->nops ? 0 : -1;
 }
 
 static const char *basis_of(const dm_graph *m, const double *cost) {

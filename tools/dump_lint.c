@@ -60,6 +60,8 @@
  * (contract unknown) are skipped by runahead and contract. */
 #include "dump_model.h"
 
+#include "engine/util.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,18 +128,9 @@ static int topo(dg *d) {
     free(indeg);
     return -1;
   }
-  uint32_t head = 0, tail = 0;
-  for (uint32_t v = 0; v < m->nops; v++)
-    if (!(indeg[v] = d->pred_off[v + 1] - d->pred_off[v]))
-      d->order[tail++] = v;
-  while (head < tail) {
-    uint32_t u = d->order[head++];
-    for (uint32_t k = d->succ_off[u]; k < d->succ_off[u + 1]; k++)
-      if (--indeg[d->succ[k]] == 0)
-        d->order[tail++] = d->succ[k];
-  }
+  uint32_t n = rp__topo_order(m->nops, d->succ_off, d->succ, indeg, d->order);
   free(indeg);
-  return tail == m->nops ? 0 : -1;
+  return n == m->nops ? 0 : -1;
 }
 
 static int reach_has(const dg *d, uint32_t u, uint32_t v) {
