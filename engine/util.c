@@ -79,16 +79,21 @@ char *rp__error_detail_buf(void) {
   return tl_detail;
 }
 
-rp_status rp__err(rp_status st, const char *fmt, ...) {
-  /* through a buffer: the arguments may point into tl_detail (a detail
-   * quoting rp_error_detail()) */
+/* The detail becomes the formatted text: through a buffer, as the
+ * arguments may point into tl_detail (a detail quoting rp_error_detail()). */
+__attribute__((format(printf, 1, 0))) static void set_detail(const char *fmt,
+                                                             va_list ap) {
   char buf[sizeof tl_detail] = "";
-  va_list ap;
-  va_start(ap, fmt);
   if (vsnprintf(buf, sizeof buf, fmt, ap) < 0)
     buf[0] = 0;
-  va_end(ap);
   memcpy(tl_detail, buf, sizeof tl_detail);
+}
+
+rp_status rp__err(rp_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  set_detail(fmt, ap);
+  va_end(ap);
   return st;
 }
 
@@ -97,14 +102,10 @@ rp_status rp_error_set(rp_status st, const char *fmt, ...) {
     tl_detail[0] = 0;
     return st;
   }
-  /* through a buffer: the arguments may point into tl_detail */
-  char buf[sizeof tl_detail] = "";
   va_list ap;
   va_start(ap, fmt);
-  if (vsnprintf(buf, sizeof buf, fmt, ap) < 0)
-    buf[0] = 0;
+  set_detail(fmt, ap);
   va_end(ap);
-  memcpy(tl_detail, buf, sizeof tl_detail);
   return st;
 }
 
