@@ -3,8 +3,6 @@
 #include "engine_impl.h"
 #include "env_rules.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -707,23 +705,10 @@ static int env_is_word(const char *s, const char *words) {
   }
 }
 
-/* A whole number in lo..hi: digits only (no sign, no blank, no suffix). */
-static int env_is_uint(const char *s, unsigned long lo, unsigned long hi,
-                       unsigned long *out) {
-  if (!isdigit((unsigned char)s[0]))
-    return 0;
-  char *end;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno || *end || v < lo || v > hi)
-    return 0;
-  *out = v;
-  return 1;
-}
-
 int rp__env_rule_accepts(const rp_env_rule *r, const char *s) {
-  unsigned long v;
-  return r->words ? env_is_word(s, r->words) : env_is_uint(s, r->lo, r->hi, &v);
+  unsigned long long v;
+  return r->words ? env_is_word(s, r->words)
+                  : rp__parse_digits(s, r->lo, r->hi, &v);
 }
 
 static rp_status env_check(void) {

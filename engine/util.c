@@ -192,6 +192,19 @@ bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem) {
   return true;
 }
 
+int rp__parse_digits(const char *s, unsigned long long lo,
+                     unsigned long long hi, unsigned long long *out) {
+  if (!s || !isdigit((unsigned char)s[0]))
+    return 0;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || v < lo || v > hi)
+    return 0;
+  *out = v;
+  return 1;
+}
+
 uint32_t rp__topo_order(uint32_t n, const uint32_t *off, const uint32_t *adj,
                         uint32_t *indeg, uint32_t *order) {
   for (uint32_t i = 0; i < n; i++)
@@ -449,15 +462,9 @@ static pthread_once_t g_tun_once = PTHREAD_ONCE_INIT;
  * anything else (a value only a runtime made with ignore_env lets
  * through). */
 static uint64_t env_ns(const char *name, uint64_t dflt) {
-  const char *s = getenv(name);
-  if (!s || !isdigit((unsigned char)s[0]))
-    return dflt;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end || v > 10000000000ull)
-    return dflt;
-  return (uint64_t)v;
+  unsigned long long v;
+  return rp__parse_digits(getenv(name), 0, 10000000000ull, &v) ? (uint64_t)v
+                                                               : dflt;
 }
 
 static void tunables_init(void) {

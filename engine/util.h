@@ -156,6 +156,12 @@ void rp__quarantine(void *p);
 /* Grows a dynamic array *pp of *cap elements to hold at least need. */
 bool rp__grow(void **pp, uint32_t *cap, uint32_t need, size_t elem);
 
+/* 1 and *out = the number when s (may be NULL) is a decimal number in
+ * lo..hi written with digits only (no sign, no blank, no suffix: strtoull
+ * alone would take "-1" as ULLONG_MAX and skip leading blanks), else 0. */
+int rp__parse_digits(const char *s, unsigned long long lo,
+                     unsigned long long hi, unsigned long long *out);
+
 /* Kahn's topological order of the n nodes of a graph given as successor
  * lists (node u's successors are adj[off[u]..off[u + 1]), one entry per
  * edge): order[] gets the nodes, the sources first in index order, then

@@ -18,21 +18,17 @@
 #endif
 
 #include "engine/env_rules.h"
+#include "engine/util.h"
 #ifdef REPRISE_HAVE_CJSON
 #include "capture/json_strict.h"
 #endif
 
 int rp_cli_parse_uint(const char *s, unsigned long lo, unsigned long hi,
                       unsigned long *out) {
-  /* strtoul would accept "-1" (as ULONG_MAX) and leading blanks: refuse. */
-  if (!s || !isdigit((unsigned char)s[0]))
+  unsigned long long v;
+  if (!rp__parse_digits(s, lo, hi, &v))
     return 0;
-  char *end;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno || *end || v < lo || v > hi)
-    return 0;
-  *out = v;
+  *out = (unsigned long)v; /* <= hi */
   return 1;
 }
 
