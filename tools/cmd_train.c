@@ -569,11 +569,8 @@ static int gpt_ckpt_defaults(train_cli *c) {
   if (!c->load_weights || all)
     return RP_CLI_OK;
   rp_gpt_ckpt k; /* gpt_options checked the name first */
-  if (rp_gpt_ckpt_read(c->load_weights, &k) != RP_OK) {
-    rp_cli_say(stderr, "%s: --load-weights %s\n", rp_train_who(),
-               rp_error_detail());
-    return RP_CLI_FAILED;
-  }
+  if (rp_gpt_ckpt_read(c->load_weights, &k) != RP_OK)
+    return rp_train_opt_fail("--load-weights");
   uint32_t *u[] = {&c->layers, &c->heads, &c->width, &c->context, &c->mc.batch};
   const uint32_t ku[] = {k.layers, k.heads, k.width, k.context, k.batch};
   for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
@@ -1001,9 +998,14 @@ static const char *who(void) {
   return rp_train_who();
 }
 
-static int fail(const char *what, rp_status st) {
+int rp_train_fail(const char *what, rp_status st) {
   rp_cli_say(stderr, "%s: %s: %s (%s)\n", who(), what, rp_status_name(st),
              rp_error_detail());
+  return RP_CLI_FAILED;
+}
+
+int rp_train_opt_fail(const char *opt) {
+  rp_cli_say(stderr, "%s: %s %s\n", who(), opt, rp_error_detail());
   return RP_CLI_FAILED;
 }
 
@@ -1026,7 +1028,7 @@ static int step_checks(progress *p, uint32_t t, float loss) {
     rp_status st = rp_mlp_evaluate_val(s->m, &lp.val_loss, &lp.val_acc);
     s->val_ns += rp_train_now_ns() - t0; /* not the loop's throughput */
     if (st != RP_OK) {
-      fail("validation", st);
+      rp_train_fail("validation", st);
       p->failed = 1;
       return 1;
     }
@@ -1271,7 +1273,7 @@ static int split_val(train_state *s) {
                               "%u (use --val-frac 0 or a smaller --batch)",
                               (double)c->val_frac, n, n == 1 ? "" : "s", B);
   rp_status st = rp_data_split(&s->data, nval, c->mc.seed, &s->val);
-  return st ? fail("holding out the validation set", st) : RP_CLI_OK;
+  return st ? rp_train_fail("holding out the validation set", st) : RP_CLI_OK;
 }
 
 static int load_data(train_state *s) {
@@ -1308,11 +1310,8 @@ static int read_ckpt(train_state *s) {
   const train_cli *c = s->c;
   if (!c->load_weights)
     return RP_CLI_OK;
-  rp_status st = rp_mlp_ckpt_read(c->load_weights, &s->ckpt);
-  if (st != RP_OK) {
-    rp_cli_say(stderr, "%s: --load-weights %s\n", who(), rp_error_detail());
-    return RP_CLI_FAILED;
-  }
+  if (rp_mlp_ckpt_read(c->load_weights, &s->ckpt) != RP_OK)
+    return rp_train_opt_fail("--load-weights");
   return RP_CLI_OK;
 }
 
@@ -1500,10 +1499,10 @@ static int setup(train_state *s, rp_backend_kind backend) {
   if (st != RP_OK && c->backend_src && backend != RP_BACKEND_AUTO) {
     char what[64];
     rp_cli_runtime_what(what, sizeof what, c->backend_src, backend);
-    return fail(what, st);
+    return rp_train_fail(what, st);
   }
   if (st != RP_OK)
-    return fail("creating the runtime", st);
+    return rp_train_fail("creating the runtime", st);
   if (c->backend == RP_BACKEND_AUTO && c->mc.procs > RP_MAX_GPUS &&
       rp_runtime_rank(s->rt) == 0) /* train_main chose the CPU backend */
     fprintf(train_log,
@@ -1512,7 +1511,7 @@ static int setup(train_state *s, rp_backend_kind backend) {
             c->mc.procs, RP_MAX_GPUS);
   rp_kernel_tasks k;
   if ((st = rp_kernels_register(s->rt, &k)) != RP_OK)
-    return fail("registering the kernels", st);
+    return rp_train_fail("registering the kernels", st);
   uint64_t limit = 0;
   double need = rp_runtime_backend(s->rt) == RP_BACKEND_CPU
                     ? mlp_too_large(s, &limit)
@@ -1527,12 +1526,12 @@ static int setup(train_state *s, rp_backend_kind backend) {
     return RP_CLI_FAILED;
   }
   if ((st = rp_mlp_create(s->rt, &k, &c->mc, &s->data, &s->m)) != RP_OK)
-    return fail("building the model", st);
+    return rp_train_fail("building the model", st);
   if (s->val.n && (st = rp_mlp_set_validation(s->m, &s->val)) != RP_OK)
-    return fail("copying the validation set", st);
+    return rp_train_fail("copying the validation set", st);
   if (!c->no_shuffle &&
       (st = rp_mlp_shuffle(s->m, &s->data, c->mc.seed)) != RP_OK)
-    return fail("shuffling", st);
+    return rp_train_fail("shuffling", st);
   return restore(s);
 }
 
@@ -1566,12 +1565,13 @@ static int evaluate_initial(train_state *s) {
   double chance = log((double)s->data.classes); /* a uniform guess */
   s->limit = DIVERGE_FACTOR * (s->init_loss > chance ? s->init_loss : chance);
   if (st)
-    return fail("evaluating the initial weights", st);
+    return rp_train_fail("evaluating the initial weights", st);
   double vloss = 0, vacc;
   const char *which = "loss";
   if (isfinite(s->init_loss) && s->val.n) { /* the held-out rows too */
     if ((st = rp_mlp_evaluate_val(s->m, &vloss, &vacc)) != RP_OK)
-      return fail("evaluating the initial weights on the validation set", st);
+      return rp_train_fail(
+          "evaluating the initial weights on the validation set", st);
     which = "validation loss";
   }
   double l = isfinite(s->init_loss) ? vloss : s->init_loss;
@@ -1610,7 +1610,7 @@ static int instantiate(train_state *s, rp_backend_kind asked) {
     return FALLBACK;
   }
   if (st != RP_OK) {
-    fail("instantiating the step", st);
+    rp_train_fail("instantiating the step", st);
     if (st == RP_EUNSUPPORTED)
       rp_cli_say(stderr, "(--eager trains without replays)\n");
     return RP_CLI_FAILED;
@@ -1624,7 +1624,7 @@ static int instantiate(train_state *s, rp_backend_kind asked) {
 static int record(train_state *s, rp_backend_kind asked) {
   const train_cli *c = s->c;
   rp_status st = rp_mlp_record(s->m, &s->g);
-  int rc = agree(s, st ? fail("recording the step", st) : RP_CLI_OK);
+  int rc = agree(s, st ? rp_train_fail("recording the step", st) : RP_CLI_OK);
   if (!rc && !c->eager)
     rc = agree(s, instantiate(s, asked));
   if (rc || s->tr.rank != 0)
@@ -1633,10 +1633,10 @@ static int record(train_state *s, rp_backend_kind asked) {
    * report */
   if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK &&
       !rp_cli_stdout_reader_gone(errno))
-    rc = fail("--dump", st);
+    rc = rp_train_fail("--dump", st);
   if (!rc && c->save_graph &&
       (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
-    rc = fail("--save-graph", st);
+    rc = rp_train_fail("--save-graph", st);
   return agree(s, rc);
 }
 
@@ -1709,16 +1709,16 @@ static int train_once(train_state *s, int eager, run_stats *out) {
   /* the rows of the steps that ran, a failed run's too (before the sort) */
   write_timings(s, eager ? "eager" : "replay", ran);
   if (st != RP_OK)
-    return fail(eager ? "eager training" : "training by replay", st);
+    return rp_train_fail(eager ? "eager training" : "training by replay", st);
   if (p.failed)
     return RP_CLI_FAILED;
   if (ran)
     summarize(s->ns, ran, c->mc.batch, wall, s->val_ns, out);
   if ((st = rp_mlp_evaluate(s->m, &out->final_loss, &out->accuracy)))
-    return fail("evaluating the trained weights", st);
+    return rp_train_fail("evaluating the trained weights", st);
   if (s->val.n &&
       (st = rp_mlp_evaluate_val(s->m, &s->val_loss, &s->val_acc)) != RP_OK)
-    return fail("validation", st);
+    return rp_train_fail("validation", st);
   if (!isfinite(out->final_loss) || out->final_loss > s->limit) {
     s->diverged_at = s->diverged ? s->diverged_at : p.done;
     s->diverged_loss = s->diverged ? s->diverged_loss : out->final_loss;
@@ -1732,14 +1732,14 @@ static int trace_start(train_state *s) {
     return RP_CLI_OK;
   uint32_t n = s->c->iters < 16 ? s->c->iters : 16;
   rp_status st = rp_exec_trace_start(s->ex, n);
-  return st == RP_OK ? RP_CLI_OK : fail("--trace", st);
+  return st == RP_OK ? RP_CLI_OK : rp_train_fail("--trace", st);
 }
 
 static int trace_write(train_state *s) {
   if (!s->c->trace || s->tr.rank != 0)
     return RP_CLI_OK;
   rp_status st = rp_exec_trace_write(s->ex, s->c->trace);
-  return st == RP_OK ? RP_CLI_OK : fail("--trace", st);
+  return st == RP_OK ? RP_CLI_OK : rp_train_fail("--trace", st);
 }
 
 /* --compare: replay's final weights against eager's from the same start. */
@@ -1758,7 +1758,7 @@ static int compare_weights(train_state *s, const float *replayed) {
     }
   }
   free(w);
-  return st == RP_OK ? RP_CLI_OK : fail("reading the weights", st);
+  return st == RP_OK ? RP_CLI_OK : rp_train_fail("reading the weights", st);
 }
 
 static int train_all(train_state *s) {
@@ -1783,7 +1783,7 @@ static int train_all(train_state *s) {
     if ((st = rp_mlp_params_read(s->m, replayed, n)) ||
         (st = rp_mlp_reset(s->m))) {
       free(replayed);
-      return fail("restarting for the eager run", st);
+      return rp_train_fail("restarting for the eager run", st);
     }
     if ((rc = restore(s)) != RP_CLI_OK) {
       free(replayed);
@@ -1803,11 +1803,8 @@ static int write_weights(train_state *s) {
   const train_cli *c = s->c;
   rp_mlp_ckpt_info info = {
       .step = s->steps_done, .lr = c->lr, .lr_decay = c->lr_decay};
-  rp_status st = rp_mlp_save(s->m, c->save_weights, &info);
-  if (st != RP_OK) {
-    rp_cli_say(stderr, "%s: --save-weights %s\n", who(), rp_error_detail());
-    return RP_CLI_FAILED;
-  }
+  if (rp_mlp_save(s->m, c->save_weights, &info) != RP_OK)
+    return rp_train_opt_fail("--save-weights");
   return RP_CLI_OK;
 }
 
@@ -1821,7 +1818,7 @@ static int final_weights(train_state *s) {
   float *w = malloc(n * sizeof *w);
   rp_status st = w ? rp_mlp_params_read(s->m, w, n) : RP_OK;
   int rc = !w   ? oom("reading the weights")
-           : st ? fail("reading the weights", st)
+           : st ? rp_train_fail("reading the weights", st)
                 : RP_CLI_OK;
   rc = agree(s, rc);
   if (!rc && c->dist) {

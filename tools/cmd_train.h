@@ -78,6 +78,13 @@ void rp_train_mpi_stop(train_ranks *r);
 /* "reprise train" or, between the two calls above, "reprise train: rank
  * R": the start of every error message (any rank may fail). */
 const char *rp_train_who(void);
+/* Says "<rp_train_who()>: <what>: <status name> (<detail>)" on standard
+ * error; returns RP_CLI_FAILED. */
+int rp_train_fail(const char *what, rp_status st);
+/* Says "<rp_train_who()>: <opt> <detail>" on standard error (the file an
+ * option names failed to read or write; the detail says why); returns
+ * RP_CLI_FAILED. */
+int rp_train_opt_fail(const char *opt);
 /* rp_runtime_config.comm for --dist: MPI_COMM_WORLD (NULL without MPI). */
 void *rp_train_world(void);
 /* With dist, the worst rc over the ranks (a failure, then 3, then 0;

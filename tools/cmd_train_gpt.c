@@ -63,12 +63,6 @@ typedef struct gpt_state {
  * --dump=dot|json prints its document there (as the MLP's train_log). */
 static FILE *glog;
 
-static int gfail(const char *what, rp_status st) {
-  rp_cli_say(stderr, "%s: %s: %s (%s)\n", rp_train_who(), what,
-             rp_status_name(st), rp_error_detail());
-  return RP_CLI_FAILED;
-}
-
 /* --dist: the worst rc over the ranks (tools/cmd_train.h); else rc. */
 static int agree(const gpt_state *s, int rc) {
   return rp_train_agree(s->c->dist, rc);
@@ -98,12 +92,8 @@ static int load_ckpt(gpt_state *s) {
   const train_cli *c = s->c;
   if (!c->load_weights)
     return RP_CLI_OK;
-  rp_status st = rp_gpt_ckpt_read(c->load_weights, &s->ckpt);
-  if (st != RP_OK) {
-    rp_cli_say(stderr, "%s: --load-weights %s\n", rp_train_who(),
-               rp_error_detail());
-    return RP_CLI_FAILED;
-  }
+  if (rp_gpt_ckpt_read(c->load_weights, &s->ckpt) != RP_OK)
+    return rp_train_opt_fail("--load-weights");
   s->have_ckpt = 1;
   return RP_CLI_OK;
 }
@@ -247,11 +237,11 @@ static int setup(gpt_state *s) {
     char what[64] = "creating the runtime";
     if (c->backend_src && c->backend != RP_BACKEND_AUTO)
       rp_cli_runtime_what(what, sizeof what, c->backend_src, c->backend);
-    return gfail(what, st);
+    return rp_train_fail(what, st);
   }
   rp_kernel_tasks k;
   if ((st = rp_kernels_register(s->rt, &k)) != RP_OK)
-    return gfail("registering the kernels", st);
+    return rp_train_fail("registering the kernels", st);
   rp_gpt_config g;
   rp_gpt_config_init(&g);
   g.layers = c->layers;
@@ -286,7 +276,7 @@ static int setup(gpt_state *s) {
     return RP_CLI_FAILED;
   }
   if (st != RP_OK)
-    return gfail("building the model", st);
+    return rp_train_fail("building the model", st);
   if (s->have_ckpt && (st = rp_gpt_ckpt_apply(s->m, &s->ckpt)) != RP_OK) {
     rp_cli_say(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
                c->load_weights, rp_error_detail());
@@ -320,7 +310,7 @@ static int validation_set(gpt_state *s) {
 /* Collective under --dist (every rank gets the global loss). */
 static int evaluate(gpt_state *s, double *out) {
   rp_status st = rp_gpt_evaluate(s->m, s->vx, s->vy, VAL_BATCHES, out);
-  return st ? gfail("validation", st) : RP_CLI_OK;
+  return st ? rp_train_fail("validation", st) : RP_CLI_OK;
 }
 
 /* Whether a loss is past the divergence limit (the same on every rank:
@@ -354,7 +344,7 @@ static int record(gpt_state *s) {
   rp_status st = rp_gpt_record(s->m, &s->g);
   s->record_ms = (double)(rp_train_now_ns() - t0) * 1e-6;
   if (st != RP_OK)
-    return gfail("recording the step", st);
+    return rp_train_fail("recording the step", st);
   s->ops = rp_graph_op_count(s->g);
   for (rp_op_id i = 0; i < s->ops; i++) {
     rp_op_info oi;
@@ -372,9 +362,9 @@ static int record(gpt_state *s) {
    * report */
   if (c->dump && (st = rp_graph_dump(s->g, stdout, c->dump_fmt)) != RP_OK &&
       !rp_cli_stdout_reader_gone(errno))
-    return gfail("--dump", st);
+    return rp_train_fail("--dump", st);
   if (c->save_graph && (st = rp_graph_save(s->g, c->save_graph)) != RP_OK)
-    return gfail("--save-graph", st);
+    return rp_train_fail("--save-graph", st);
   return RP_CLI_OK;
 }
 
@@ -389,12 +379,12 @@ static int instantiate(gpt_state *s) {
   uint64_t t0 = rp_train_now_ns();
   rp_status st = rp_instantiate(s->g, &eo, &s->ex);
   if (st != RP_OK)
-    return gfail("instantiating the step", st);
+    return rp_train_fail("instantiating the step", st);
   s->instantiate_ms = (double)(rp_train_now_ns() - t0) * 1e-6;
   if (c->trace && s->tr.rank == 0) { /* --dist: rank 0's replays */
     uint32_t n = c->stop < 16 ? c->stop : 16;
     if ((st = rp_exec_trace_start(s->ex, n)) != RP_OK)
-      return gfail("--trace", st);
+      return rp_train_fail("--trace", st);
   }
   return RP_CLI_OK;
 }
@@ -556,7 +546,7 @@ static int print_sample(gpt_state *s) {
     rp_cli_text_end(&t);
     fprintf(glog, "\n----\n");
   }
-  int rc = st == RP_OK ? RP_CLI_OK : gfail("sampling", st);
+  int rc = st == RP_OK ? RP_CLI_OK : rp_train_fail("sampling", st);
   rp_exec_destroy(ex);
   rp_graph_destroy(g);
   free(out);
@@ -655,7 +645,7 @@ static int train(gpt_state *s) {
   const train_cli *c = s->c;
   uint32_t n = c->iters - s->start;
   if (!(s->ns = calloc(n, sizeof *s->ns)))
-    return gfail("allocating timings", RP_ENOMEM);
+    return rp_train_fail("allocating timings", RP_ENOMEM);
   s->limit = 10.0 * (s->init_val > log(s->text.vocab) ? s->init_val
                                                       : log(s->text.vocab));
   s->tty = isatty(fileno(glog));
@@ -672,7 +662,7 @@ static int train(gpt_state *s) {
                          .inflight = c->eager ? 1 : c->inflight};
   rp_status st = rp_gpt_train(s->m, s->ex, &s->text, &o);
   if (st != RP_OK) {
-    gfail(c->eager ? "eager training" : "training by replay", st);
+    rp_train_fail(c->eager ? "eager training" : "training by replay", st);
     return train_failed(s);
   }
   if (s->failed)
@@ -699,7 +689,7 @@ static int train(gpt_state *s) {
   }
   if (c->trace && s->ex && s->tr.rank == 0) {
     if ((st = rp_exec_trace_write(s->ex, c->trace)) != RP_OK)
-      return gfail("--trace", st);
+      return rp_train_fail("--trace", st);
   }
   return RP_CLI_OK;
 }
@@ -711,7 +701,7 @@ static int check_ranks(gpt_state *s) {
   size_t n = rp_gpt_param_count(s->m);
   float *w = malloc(n * sizeof *w);
   rp_status st = w ? rp_gpt_params_read(s->m, w, n) : RP_ENOMEM;
-  int rc = agree(s, st ? gfail("reading the weights", st) : RP_CLI_OK);
+  int rc = agree(s, st ? rp_train_fail("reading the weights", st) : RP_CLI_OK);
   if (!rc) {
     s->ranks_checked = 1;
     s->ranks_equal = rp_train_same_on_every_rank(w, n);
@@ -734,12 +724,8 @@ static int save_weights(gpt_state *s) {
   info.iters = c->iters;
   info.text_digest = s->digest;
   memcpy(info.bytes, s->text.bytes, s->text.vocab);
-  rp_status st = rp_gpt_save(s->m, c->save_weights, &info);
-  if (st != RP_OK) {
-    rp_cli_say(stderr, "%s: --save-weights %s\n", rp_train_who(),
-               rp_error_detail());
-    return RP_CLI_FAILED;
-  }
+  if (rp_gpt_save(s->m, c->save_weights, &info) != RP_OK)
+    return rp_train_opt_fail("--save-weights");
   return RP_CLI_OK;
 }
 
@@ -749,7 +735,7 @@ static int save_weights(gpt_state *s) {
 static int xr_tail(gpt_state *s) {
   rp_status st = s->c->sample ? rp_gpt_decode_fill(s->m) : RP_OK;
   if (st != RP_OK)
-    return gfail("gathering the weights for sampling", st);
+    return rp_train_fail("gathering the weights for sampling", st);
   return save_weights(s);
 }
 
