@@ -441,15 +441,7 @@ static rp_status mkf(rp_gpt *m, uint32_t p, uint64_t rows, uint64_t cols,
             rp_rect_2d(0, (int64_t)rows - 1, 0, (int64_t)cols - 1), out);
 }
 
-__attribute__((format(printf, 3, 4))) static rp_status
-name_inst(rp_gpt *m, rp_inst inst, const char *fmt, ...) {
-  char name[RP_NAME_MAX + 1];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(name, sizeof name, fmt, ap);
-  va_end(ap);
-  return inst.id ? rp_instance_set_name(m->rt, inst, name) : RP_OK;
-}
+#define name_inst(m, inst, ...) rp_train_name_inst((m)->rt, inst, __VA_ARGS__)
 
 /* Names the next recorded launch ("h3.attn.qkv" and the suffix `sfx`:
  * ".s1" data group 1, ".t1" tensor-parallel slice 1, ".s1.t1" both);
@@ -458,15 +450,11 @@ __attribute__((format(printf, 3, 4))) static rp_status
 name_op(rp_gpt *m, const char *sfx, const char *fmt, ...) {
   if (!m->recording)
     return RP_OK;
-  char name[RP_NAME_MAX + 1];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(name, sizeof name, fmt, ap);
+  rp_status st = rp_train_vname_op(m->rt, sfx, m->opname, fmt, ap);
   va_end(ap);
-  if (n >= 0 && (size_t)n < sizeof name)
-    snprintf(name + n, sizeof name - (size_t)n, "%s", sfx);
-  memcpy(m->opname, name, sizeof name);
-  return rp_capture_name_next(m->rt, name);
+  return st;
 }
 
 /* "h3.mlp.fc.w" -> "h3.mlp.fc.dW", ".b" -> ".db", "wte" -> "dwte". */

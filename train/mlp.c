@@ -179,15 +179,7 @@ static rp_rect mat(int64_t lo, int64_t hi, uint32_t cols) {
 
 /* Names inst printf-style ("W1", "s0.z1"); a name that does not fit is
  * cut (names are for people, nothing depends on them). */
-__attribute__((format(printf, 3, 4))) static rp_status
-name_inst(rp_mlp *m, rp_inst inst, const char *fmt, ...) {
-  char name[RP_NAME_MAX + 1];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(name, sizeof name, fmt, ap);
-  va_end(ap);
-  return inst.id ? rp_instance_set_name(m->rt, inst, name) : RP_OK;
-}
+#define name_inst(m, inst, ...) rp_train_name_inst((m)->rt, inst, __VA_ARGS__)
 
 /* Names the next recorded launch ("fc1.fwd"; with several processors the
  * shard's suffix, "fc1.fwd.s1"); nothing while not recording. */
@@ -195,14 +187,14 @@ __attribute__((format(printf, 3, 4))) static rp_status
 name_op(rp_mlp *m, int sh, const char *fmt, ...) {
   if (!m->recording)
     return RP_OK;
-  char name[RP_NAME_MAX + 1];
+  char sfx[16] = "";
+  if (sh >= 0 && m->cfg.procs > 1)
+    snprintf(sfx, sizeof sfx, ".s%d", sh);
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(name, sizeof name, fmt, ap);
+  rp_status st = rp_train_vname_op(m->rt, sfx, NULL, fmt, ap);
   va_end(ap);
-  if (sh >= 0 && m->cfg.procs > 1 && n >= 0 && (size_t)n < sizeof name)
-    snprintf(name + n, sizeof name - (size_t)n, ".s%d", sh);
-  return rp_capture_name_next(m->rt, name);
+  return st;
 }
 
 /* The ops that write the step's final loss sum (docs/debugging.md, "Names."):

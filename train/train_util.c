@@ -33,6 +33,27 @@ rp_status rp_train_wait_ops(rp_runtime *rt, const rp_event *evs, uint32_t n,
   return RP_OK;
 }
 
+rp_status rp_train_name_inst(rp_runtime *rt, rp_inst inst, const char *fmt,
+                             ...) {
+  char name[RP_NAME_MAX + 1];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof name, fmt, ap);
+  va_end(ap);
+  return inst.id ? rp_instance_set_name(rt, inst, name) : RP_OK;
+}
+
+rp_status rp_train_vname_op(rp_runtime *rt, const char *sfx, char *out,
+                            const char *fmt, va_list ap) {
+  char name[RP_NAME_MAX + 1];
+  int n = vsnprintf(name, sizeof name, fmt, ap);
+  if (n >= 0 && (size_t)n < sizeof name)
+    snprintf(name + n, sizeof name - (size_t)n, "%s", sfx);
+  if (out)
+    memcpy(out, name, sizeof name);
+  return rp_capture_name_next(rt, name);
+}
+
 rp_status rp_train_capture(rp_runtime *rt, int *recording,
                            rp_status (*issue)(void *arg), void *arg,
                            rp_graph **out) {

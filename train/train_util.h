@@ -9,6 +9,7 @@
 
 #include "reprise.h"
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,21 @@ rp_status rp_train_err_prefix(rp_status st, const char *fmt, ...)
 rp_status rp_train_wait_ops(rp_runtime *rt, const rp_event *evs, uint32_t n,
                             rp_status issued, const char *what,
                             const char *tail);
+
+/* ---- names (docs/debugging.md, "Names.") ---- */
+
+/* Names inst printf-style ("W1", "h3.attn.qkv.w"); a name that does not
+ * fit RP_NAME_MAX is cut (names are for people, nothing depends on them).
+ * RP_OK and nothing for no instance (id 0). */
+rp_status rp_train_name_inst(rp_runtime *rt, rp_inst inst, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Names the next recorded launch: fmt and ap, then the suffix sfx (".s1")
+ * where the name leaves room for it; out (RP_NAME_MAX + 1 bytes, may be
+ * NULL) gets the name. */
+rp_status rp_train_vname_op(rp_runtime *rt, const char *sfx, char *out,
+                            const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 /* Records a step: rp_capture_begin, then issue(arg) with *recording set
  * (the model's launches attach what only a recorded launch carries), then
