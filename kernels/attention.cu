@@ -489,6 +489,24 @@ bool attn_shape_ok(int B, int T, int C, int NH, const char *what) {
   return false;
 }
 
+/* What the forward and the backward check first: the settings
+ * (REPRISE_GPT_ATTN, REPRISE_GPT_ATTN_GEMM), then the shape. *go is false
+ * when they launch nothing: a failed check (its status) or an empty shape
+ * (RP_OK). */
+rp_status attn_begin(int B, int T, int C, int NH, const char *what,
+                     AttnMode *mode, GemmLayout *layout, bool *go) {
+  *go = false;
+  rp_status st = attn_mode(mode, what);
+  if (st == RP_OK)
+    st = gemm_layout(layout, what);
+  if (st != RP_OK || B <= 0 || T <= 0 || C <= 0)
+    return st;
+  if (!attn_shape_ok(B, T, C, NH, what))
+    return RP_EBACKEND;
+  *go = true;
+  return RP_OK;
+}
+
 /* The causal softmax's backward over the bh heads' rows, in place on datt
  * (both layouts of the GEMM path). */
 rp_status softmax_bwd(const float *att, float *datt, int bh, int T, int hs,
@@ -550,13 +568,10 @@ extern "C" rp_status rp_cuda_gpt_attention_fwd(const float *qkv, float *qkvr,
   static const char what[] = "rp_cuda_gpt_attention_fwd";
   AttnMode mode;
   GemmLayout layout;
-  rp_status st = attn_mode(&mode, what);
-  if (st == RP_OK)
-    st = gemm_layout(&layout, what);
-  if (st != RP_OK || B <= 0 || T <= 0 || C <= 0)
+  bool go;
+  rp_status st = attn_begin(B, T, C, NH, what, &mode, &layout, &go);
+  if (!go)
     return st;
-  if (!attn_shape_ok(B, T, C, NH, what))
-    return RP_EBACKEND;
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
   if (fused_fits(mode, T, hs)) {
@@ -610,13 +625,10 @@ extern "C" rp_status rp_cuda_gpt_attention_bwd(
   static const char what[] = "rp_cuda_gpt_attention_bwd";
   AttnMode mode;
   GemmLayout layout;
-  rp_status st = attn_mode(&mode, what);
-  if (st == RP_OK)
-    st = gemm_layout(&layout, what);
-  if (st != RP_OK || B <= 0 || T <= 0 || C <= 0)
+  bool go;
+  rp_status st = attn_begin(B, T, C, NH, what, &mode, &layout, &go);
+  if (!go)
     return st;
-  if (!attn_shape_ok(B, T, C, NH, what))
-    return RP_EBACKEND;
   cudaStream_t s = as_stream(stream);
   int hs = C / NH, bh = B * NH;
   if (fused_fits(mode, T, hs)) {
