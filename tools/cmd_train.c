@@ -470,6 +470,20 @@ static int apply_option(train_cli *c, int opt, const char *arg) {
   }
 }
 
+/* --trace and --inflight above 1 time the recorded step: not with
+ * --eager (both models). */
+static int replay_only(const train_cli *c) {
+  if (c->trace && c->eager)
+    return rp_cli_usage_error("train", "--trace needs the recorded step "
+                                       "(drop --eager)");
+  if (c->inflight > 1 && c->eager)
+    return rp_cli_usage_error("train",
+                              "--inflight %u needs the recorded "
+                              "step (drop --eager)",
+                              c->inflight);
+  return RP_CLI_OK;
+}
+
 /* Combinations the options alone cannot express. */
 static int check_options(train_cli *c) {
   if (c->eager && c->compare)
@@ -513,15 +527,7 @@ static int check_options(train_cli *c) {
   if (!c->dist && rp_mlp_split_check(c->mc.batch, 1, c->mc.procs) != RP_OK)
     return rp_cli_usage_error("train", "--batch %u over --procs %u: %s",
                               c->mc.batch, c->mc.procs, rp_error_detail());
-  if (c->trace && c->eager)
-    return rp_cli_usage_error("train", "--trace needs the recorded step "
-                                       "(drop --eager)");
-  if (c->inflight > 1 && c->eager)
-    return rp_cli_usage_error("train",
-                              "--inflight %u needs the recorded "
-                              "step (drop --eager)",
-                              c->inflight);
-  return RP_CLI_OK;
+  return replay_only(c);
 }
 
 #define GIVEN(c, o) (((c)->given >> ((o)-OPT_BACKEND)) & 1u)
@@ -749,14 +755,8 @@ static int gpt_options(train_cli *c) {
     return rp_cli_usage_error("train", "--batch %u%s over --procs %u: %s",
                               c->mc.batch, FROM(c, OPT_BATCH), c->mc.procs,
                               rp_error_detail());
-  if (c->trace && c->eager)
-    return rp_cli_usage_error("train", "--trace needs the recorded step "
-                                       "(drop --eager)");
-  if (c->inflight > 1 && c->eager)
-    return rp_cli_usage_error("train",
-                              "--inflight %u needs the recorded "
-                              "step (drop --eager)",
-                              c->inflight);
+  if ((rc = replay_only(c)) != RP_CLI_OK)
+    return rc;
   return rp_cli_check_outputs("train", outs, no);
 }
 
