@@ -1,5 +1,6 @@
-/* train/train_util.c — error prefixes and the clock for train/ and the
- * tools (train_util.h), over libc and the public error channel. */
+/* train/train_util.c — error prefixes, the clock, names, recording and
+ * replaying a step for train/ and the tools (train_util.h), over libc and
+ * the public API. */
 #include "train_util.h"
 
 #include <stdarg.h>

@@ -1,7 +1,8 @@
 /* train/train_util.h — what the training code (train/) and the tools above
  * it share besides the public header: error prefixes through the public
  * error channel, a monotonic clock (bounded file reading is the library's:
- * rp_file_read_regular).
+ * rp_file_read_regular), and what the MLP and the GPT both do: name
+ * instances and recorded launches, record a step, replay it.
  * Uses only reprise.h and libc: train/ is built as a client of the library
  * would build it. */
 #ifndef RP_TRAIN_UTIL_H
