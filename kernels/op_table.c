@@ -282,6 +282,9 @@ static rp_status prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
   if (slots > cap)
     return rp__err(RP_ESHAPE, "%s: %u access slots, room for %u", op->name,
                    slots, cap);
+  if (rp_ctx_access_count(ctx) > slots) /* one it would never touch */
+    return rp__err(RP_ESHAPE, "%s: %u accesses, the task takes at most %u",
+                   op->name, rp_ctx_access_count(ctx), slots);
   if (op->ngroup && rp_ctx_access_count(ctx) < total)
     return rp__err(RP_ESHAPE, "%s: %u accesses for %u tensors (need %u)",
                    op->name, rp_ctx_access_count(ctx), count, total);

@@ -13,8 +13,9 @@
  *              its range; the descriptor's args hook refused them; sizes
  *              whose product overflows; an access the task writes
  *              overlapping another one (except its `alias`);
- *   RP_ESHAPE  an access missing (too few accesses), not dense, or with
- *              fewer elements than its rule;
+ *   RP_ESHAPE  an access missing (too few accesses), more accesses than
+ *              the descriptor has (one the task would never touch), an
+ *              access not dense, or with fewer elements than its rule;
  *   RP_ETYPE   an access of the wrong element type;
  *   anything the descriptor's hooks return (RP_ERANGE for a position, a
  *   token or a batch index out of range). */

@@ -17,7 +17,8 @@
  *   RP_EINVAL  args missing or too short, or a negative size / bad norm,
  *              or an access the task writes sharing memory with another
  *              access (except the in-place cases named below);
- *   RP_ESHAPE  too few accesses, an instance too small or not dense;
+ *   RP_ESHAPE  too few or too many accesses, an instance too small or not
+ *              dense;
  *   RP_ETYPE   an instance of the wrong element type;
  *   RP_ERANGE  (CPU xent) a label outside [0, cols);
  *   RP_EBACKEND a CUDA or cuBLAS call failed;

@@ -727,8 +727,11 @@ Test(kernel_tasks, axpy_scale_accuracy_tasks) {
   RP_CHECK(rp_task_axpy_cpu(&ctx));
   cr_assert(y[0] == 1.5f && y[2] == 2.5f && y[3] == 1.0f);
   sa.value = -2.0f;
-  sa.n = 5; /* more than access 0 holds */
+  sa.n = 5;        /* more than access 0 holds */
+  ctx.naccess = 1; /* rp.scale takes X only */
   RP_EXPECT(rp_task_scale_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "access 0 (X) has 4 elements, needs 5"),
+            "%s", rp_error_detail());
   sa.n = -1;
   RP_EXPECT(rp_task_scale_cpu(&ctx), RP_EINVAL);
   sa.n = 0;
@@ -1120,6 +1123,45 @@ Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   rp_kernel_tasks again;
   RP_EXPECT(rp_kernels_register(rt, &again), RP_EEXIST);
   th_destroy(rt);
+}
+
+/* A launch with more accesses than the task's descriptor has is refused
+ * (RP_ESHAPE naming both counts) before anything is written, instead of
+ * running with the extra instances ignored: they were declared to the
+ * dependence analysis but never touched, which mostly means the accesses
+ * are not in the contract's order. An optional access may be given. */
+Test(kernel_tasks, more_accesses_than_the_task_takes_are_refused) {
+  float *buf = kr_random(64, 511, -1, 1), *snap = kr_alloc(64);
+  memcpy(snap, buf, 64 * sizeof *buf);
+  rp_instance_info in[7];
+  for (int i = 0; i < 7; i++)
+    in[i] = inst2d(buf + 8 * i, RP_F32, 1, 8);
+  rp_scalar_args sa = {.value = 3.0f, .n = 0};
+  rp_task_ctx ctx = cpu_ctx(&sa, sizeof sa, in, 2);
+  RP_EXPECT(rp_task_scale_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp.scale: 2 accesses, the task takes at most 1"),
+            "%s", rp_error_detail());
+  rp_sgd_multi_args ma = {.lr = 0.1f, .momentum = 0.5f, .count = 2};
+  ctx = cpu_ctx(&ma, sizeof ma, in, 7);
+  RP_EXPECT(rp_task_sgd_multi_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp.sgd_multi: 7 accesses, the task takes at most 6"),
+            "%s", rp_error_detail());
+  cr_assert(memcmp(buf, snap, 64 * sizeof *buf) == 0, "written");
+  /* softmax_xent's optional db (access 4) counts as one it takes */
+  int32_t lab[2] = {0, 1};
+  rp_xent_args xa = {.rows = 2, .cols = 4, .norm = 2};
+  in[1] = inst2d(lab, RP_I32, 2, 1);
+  in[3] = inst2d(buf + 24, RP_F32, 1, 1);
+  ctx = cpu_ctx(&xa, sizeof xa, in, 5);
+  RP_CHECK(rp_task_softmax_xent_cpu(&ctx));
+  ctx.naccess = 6;
+  RP_EXPECT(rp_task_softmax_xent_cpu(&ctx), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "rp.softmax_xent: 6 accesses, the task "
+                                      "takes at most 5"),
+            "%s", rp_error_detail());
+  free(buf), free(snap);
 }
 
 /* ---- aliasing: an access a task writes shares no memory with another,
