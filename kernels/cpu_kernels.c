@@ -333,6 +333,11 @@ void rp_cpu_axpy(float alpha, const float *x, float *y, size_t n) {
     y[i] += alpha * x[i];
 }
 
+void rp_cpu_axpby(float a, const float *x, float b, float *y, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    y[i] = a * x[i] + b * y[i];
+}
+
 size_t rp_cpu_argmax_correct(const float *x, const int32_t *labels, size_t rows,
                              size_t cols) {
   size_t correct = 0;

@@ -113,6 +113,9 @@ void rp_cpu_fill(float *x, float value, size_t n);
 void rp_cpu_scale(float *x, float alpha, size_t n);
 /* y[i] += alpha * x[i]. */
 void rp_cpu_axpy(float alpha, const float *x, float *y, size_t n);
+/* y[i] = a * x[i] + b * y[i] (two products, then their sum: no
+ * contraction). */
+void rp_cpu_axpby(float a, const float *x, float b, float *y, size_t n);
 
 /* Number of rows r whose argmax over columns (the first maximum on ties)
  * equals labels[r]. x is rows x cols (logits or probabilities). Rows with a

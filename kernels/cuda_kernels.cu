@@ -185,6 +185,11 @@ __global__ void axpy_k(float alpha, const float *x, float *y, size_t n) {
     y[i] = __fadd_rn(y[i], __fmul_rn(alpha, x[i]));
 }
 
+__global__ void axpby_k(float a, const float *x, float b, float *y, size_t n) {
+  for (size_t i = global_tid(); i < n; i += global_threads())
+    y[i] = __fadd_rn(__fmul_rn(a, x[i]), __fmul_rn(b, y[i]));
+}
+
 /* ---------------------------------------------------------------------- */
 /* bias_grad: db[c] = sum_r dy[r, c]. Block = 32 columns x 8 row lanes: the
  * 32 threads of a warp read 32 consecutive columns of one row (coalesced);
@@ -682,6 +687,15 @@ extern "C" rp_status rp_cuda_axpy(float alpha, const float *x, float *y,
   axpy_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(alpha, x,
                                                                       y, n);
   return launched("rp_cuda_axpy");
+}
+
+extern "C" rp_status rp_cuda_axpby(float a, const float *x, float b, float *y,
+                                   size_t n, void *stream) {
+  if (n == 0)
+    return RP_OK;
+  axpby_k<<<blocks_for(n, kThreads), kThreads, 0, as_stream(stream)>>>(a, x, b,
+                                                                       y, n);
+  return launched("rp_cuda_axpby");
 }
 
 extern "C" rp_status rp_cuda_copy_async(void *dst, const void *src,

@@ -15,9 +15,9 @@
  * CPU kernel does.
  *
  * Agreement with the CPU kernels (what test/test_kernels_gpu.c checks):
- *  - relu, bias_add, fill, scale, axpy, sgd: the same f32 operations in the
- *    same order, no FMA contraction: equal to the CPU result (checked to a
- *    relative 1e-5).
+ *  - relu, bias_add, fill, scale, axpy, axpby, sgd: the same f32 operations
+ *    in the same order, no FMA contraction: equal to the CPU result
+ *    (checked to a relative 1e-5).
  *  - xent: expf differs from glibc's by a few ulp and sums are reduced in a
  *    different order: relative 1e-4 (probs, dlogits, loss).
  *  - bias_grad: column sums in a different order: relative 1e-4.
@@ -77,6 +77,8 @@ rp_status rp_cuda_fill(float *x, float value, size_t n, void *stream);
 rp_status rp_cuda_scale(float *x, float alpha, size_t n, void *stream);
 rp_status rp_cuda_axpy(float alpha, const float *x, float *y, size_t n,
                        void *stream);
+rp_status rp_cuda_axpby(float a, const float *x, float b, float *y, size_t n,
+                        void *stream);
 /* Copies bytes from src to dst (both device memory of the current device,
  * or peer-accessible) with cudaMemcpyAsync on stream: a memcpy node under
  * capture. bytes == 0 enqueues nothing. */

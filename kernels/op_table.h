@@ -5,7 +5,9 @@
  * variant runs before touching data: it copies the args, checks their
  * ranges, then checks every access (present, of its type, dense row-major,
  * at least as many elements as its rule asks) and hands out the pointers.
- * Adding a task is one descriptor plus its CPU and CUDA bodies.
+ * Adding a task is one descriptor plus its CPU and CUDA bodies and one
+ * line of registration: the recipe, with a worked example, is
+ * docs/architecture.md, "Adding a task".
  *
  * Errors (with rp_error_detail naming the task, the access and the sizes;
  * a rejected task touched nothing):

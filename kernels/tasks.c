@@ -33,6 +33,8 @@ _Static_assert(offsetof(rp_sgd_args, lr) == 0, "sgd lr offset");
 _Static_assert(offsetof(rp_sgd_args, momentum) == 4, "sgd momentum offset");
 _Static_assert(offsetof(rp_sgd_args, n) == 8, "sgd n offset");
 _Static_assert(offsetof(rp_scalar_args, n) == 4, "scalar n offset");
+_Static_assert(offsetof(rp_axpby_args, b) == 4, "axpby b offset");
+_Static_assert(offsetof(rp_axpby_args, n) == 8, "axpby n offset");
 _Static_assert(offsetof(rp_gather_args, index) == 0, "gather index offset");
 _Static_assert(offsetof(rp_sgd_multi_args, lr) == 0, "sgd_multi lr offset");
 _Static_assert(offsetof(rp_sgd_multi_args, count) == 8, "sgd_multi count");
@@ -253,6 +255,16 @@ static const rp_op OP_AXPY = {
     .nhead = 2,
 };
 
+#define AB(m) RP_OPF(rp_axpby_args, m)
+#define AB_N RP_OPC_N(AB(n))
+static const rp_op OP_AXPBY = {
+    .name = "rp.axpby",
+    RP_OP_ARGS(rp_axpby_args),
+    .fields = {{"n", AB(n), 0, 0, INT32_MAX}},
+    .head = {{"X", RP_F32, RP_READ, AB_N}, {"Y", RP_F32, RP_RW, AB_N, 0, 0, 1}},
+    .nhead = 2,
+};
+
 static const rp_op OP_XENT_FWD = {
     .name = "rp.xent_fwd",
     RP_OP_ARGS(rp_xent_args),
@@ -410,6 +422,12 @@ rp_status rp_task_scale_cpu(rp_task_ctx *ctx) {
 rp_status rp_task_axpy_cpu(rp_task_ctx *ctx) {
   RP_OP_PREP(OP_AXPY, rp_scalar_args, 2);
   rp_cpu_axpy(a.value, p[0], p[1], count_of(a.n, ctx));
+  return RP_OK;
+}
+
+rp_status rp_task_axpby_cpu(rp_task_ctx *ctx) {
+  RP_OP_PREP(OP_AXPBY, rp_axpby_args, 2);
+  rp_cpu_axpby(a.a, p[0], a.b, p[1], count_of(a.n, ctx));
   return RP_OK;
 }
 
@@ -603,6 +621,12 @@ rp_status rp_task_axpy_gpu(rp_task_ctx *ctx) {
                       rp_ctx_stream(ctx));
 }
 
+rp_status rp_task_axpby_gpu(rp_task_ctx *ctx) {
+  RP_OP_PREP(OP_AXPBY, rp_axpby_args, 2);
+  return rp_cuda_axpby(a.a, p[0], a.b, p[1], count_of(a.n, ctx),
+                       rp_ctx_stream(ctx));
+}
+
 rp_status rp_task_accuracy_gpu(rp_task_ctx *ctx) {
   RP_OP_PREP(OP_ACCURACY, rp_rows_cols_args, 3);
   return rp_cuda_argmax_correct(p[0], p[1], p[2], (size_t)a.rows,
@@ -690,6 +714,7 @@ static const task_entry TASKS[] = {
     TASK("fill", fill, fill),
     TASK("scale", scale, scale),
     TASK("axpy", axpy, axpy),
+    TASK("axpby", axpby, axpby),
     TASK("accuracy", accuracy, accuracy),
     /* its GPU variant reads the batch index from rp_ctx_device_args; a
      * replay checks an interpolated index on the host first (check_fn) */

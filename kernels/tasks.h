@@ -116,6 +116,16 @@ typedef struct rp_scalar_args {
   int32_t n;   /* offset 4 */
 } rp_scalar_args;
 
+/* "rp.axpby": Y = a * X + b * Y over n elements (n == 0: the whole
+ * instance of access 0), each element (a * x) + (b * y) in f32 without
+ * contraction on both backends. An exponential moving average of weights
+ * is a = 1 - decay, b = decay.
+ * Accesses: 0 X (READ), 1 Y (RW; may be X's instance). */
+typedef struct rp_axpby_args {
+  float a, b; /* offsets 0, 4 */
+  int32_t n;  /* offset 8 */
+} rp_axpby_args;
+
 /* "rp.accuracy": count[0] = number of rows whose argmax (first maximum)
  * equals the label; args are rp_rows_cols_args.
  * Accesses: 0 X (READ, rows*cols: logits or probs), 1 labels (READ, I32,
@@ -198,7 +208,7 @@ typedef struct rp_sgd_multi_args {
 /* The registered task ids. */
 typedef struct rp_kernel_tasks {
   rp_task_id gemm, bias_add, bias_grad, relu_fwd, relu_bwd, xent_fwd, xent_bwd,
-      sgd, fill, scale, axpy, accuracy, gather_rows;
+      sgd, fill, scale, axpy, axpby, accuracy, gather_rows;
   rp_task_id bias_act, softmax_xent, relu_bwd_bias, sgd_multi; /* fused */
   /* the transformer's tasks, "gpt.*" (gpt_kernels.h) */
   rp_task_id embed_fwd, embed_bwd, embed_token, layernorm_fwd,
@@ -227,6 +237,7 @@ rp_status rp_task_sgd_cpu(rp_task_ctx *ctx);
 rp_status rp_task_fill_cpu(rp_task_ctx *ctx);
 rp_status rp_task_scale_cpu(rp_task_ctx *ctx);
 rp_status rp_task_axpy_cpu(rp_task_ctx *ctx);
+rp_status rp_task_axpby_cpu(rp_task_ctx *ctx);
 rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx);
 rp_status rp_task_gather_rows_cpu(rp_task_ctx *ctx);
 rp_status rp_task_bias_act_cpu(rp_task_ctx *ctx);
@@ -276,6 +287,7 @@ rp_status rp_task_sgd_gpu(rp_task_ctx *ctx);
 rp_status rp_task_fill_gpu(rp_task_ctx *ctx);
 rp_status rp_task_scale_gpu(rp_task_ctx *ctx);
 rp_status rp_task_axpy_gpu(rp_task_ctx *ctx);
+rp_status rp_task_axpby_gpu(rp_task_ctx *ctx);
 rp_status rp_task_accuracy_gpu(rp_task_ctx *ctx);
 rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx);
 rp_status rp_task_bias_act_gpu(rp_task_ctx *ctx);

@@ -1,11 +1,13 @@
 /* test/test_kernels.c — the CPU kernels (kernels/cpu_kernels.h) against
  * plain double-precision references on small and odd shapes, gradient checks
  * by finite differences, SGD against its closed form, and the task wrappers
- * (kernels/tasks.h) called with hand-built task contexts.
+ * (kernels/tasks.h) called with hand-built task contexts; suite
+ * kernel_tasks_backends records a task and replays it on each backend
+ * (also built as test_kernels_cuda, label gpu).
  *
  * Tolerances (relative, to max(|expected|, a magnitude floor)):
- *  - elementwise kernels (relu, bias_add, fill, scale, axpy, sgd): 1e-6,
- *    i.e. a few f32 roundings;
+ *  - elementwise kernels (relu, bias_add, fill, scale, axpy, axpby, sgd):
+ *    1e-6, i.e. a few f32 roundings;
  *  - GEMM: 1e-5 of sum_p |a_ip||b_pj| (the f32 dot product error bound for
  *    these k, whatever order BLAS sums in);
  *  - softmax / loss: 1e-5; column sums: 1e-5 of the column's sum of |dy|;
@@ -1097,16 +1099,16 @@ Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
   static const char *names[] = {
-      "rp.gemm",        "rp.bias_add", "rp.bias_grad",    "rp.relu_fwd",
-      "rp.relu_bwd",    "rp.xent_fwd", "rp.xent_bwd",     "rp.sgd",
-      "rp.fill",        "rp.scale",    "rp.axpy",         "rp.accuracy",
-      "rp.gather_rows", "rp.bias_act", "rp.softmax_xent", "rp.relu_bwd_bias",
-      "rp.sgd_multi"};
+      "rp.gemm",          "rp.bias_add",    "rp.bias_grad", "rp.relu_fwd",
+      "rp.relu_bwd",      "rp.xent_fwd",    "rp.xent_bwd",  "rp.sgd",
+      "rp.fill",          "rp.scale",       "rp.axpy",      "rp.axpby",
+      "rp.accuracy",      "rp.gather_rows", "rp.bias_act",  "rp.softmax_xent",
+      "rp.relu_bwd_bias", "rp.sgd_multi"};
   rp_task_id want[] = {
-      k.gemm,          k.bias_add, k.bias_grad,   k.relu_fwd, k.relu_bwd,
-      k.xent_fwd,      k.xent_bwd, k.sgd,         k.fill,     k.scale,
-      k.axpy,          k.accuracy, k.gather_rows, k.bias_act, k.softmax_xent,
-      k.relu_bwd_bias, k.sgd_multi};
+      k.gemm,         k.bias_add,      k.bias_grad, k.relu_fwd,    k.relu_bwd,
+      k.xent_fwd,     k.xent_bwd,      k.sgd,       k.fill,        k.scale,
+      k.axpy,         k.axpby,         k.accuracy,  k.gather_rows, k.bias_act,
+      k.softmax_xent, k.relu_bwd_bias, k.sgd_multi};
   for (size_t i = 0; i < KR_LEN(names); i++) {
     rp_task_id id;
     RP_CHECK(rp_task_find(rt, names[i], &id));
@@ -1250,4 +1252,163 @@ Test(kernel_tasks, accesses_overlapping_a_written_one_are_refused) {
   mi[3] = inst2d(buf + 24, RP_F32, 1, 8);
   RP_CHECK(rp_task_sgd_multi_cpu(&ctx));
   free(buf), free(b), free(x), free(want);
+}
+
+/* ---- rp.axpby, as docs/architecture.md's "Adding a task" adds it: the
+ * kernel against a double reference, each check of its descriptor
+ * refusing a bad launch by name before anything is written, and the task
+ * recorded under a dotted name and replayed with per-replay coefficients
+ * (kernel_tasks_backends: also on CUDA, as test_kernels_cuda) ---- */
+
+Test(kernels, axpby_matches_reference) {
+  const float a = 0.3f, b = -1.25f;
+  for (size_t s = 0; s < KR_NSHAPES; s++) {
+    size_t n = kr_shapes[s][0] * kr_shapes[s][1];
+    float *x = kr_random(n, 91 + (uint32_t)s, -1, 1);
+    float *y = kr_random(n, 92, -1, 1);
+    double *want = kr_dalloc(n);
+    for (size_t i = 0; i < n; i++)
+      want[i] = (double)a * x[i] + (double)b * y[i];
+    rp_cpu_axpby(a, x, b, y, n);
+    /* |x|, |y| < 1: three f32 roundings of terms below |a| + |b| */
+    kr_close(y, want, n, 1e-6, fabs(a) + fabs(b), 0, "axpby");
+    free(x), free(y), free(want);
+  }
+}
+
+/* fn(ctx) is refused with `st` and a detail containing `want`, and y (n
+ * floats) is as it was. */
+static void axpby_refused(rp_task_ctx *ctx, rp_status st, const char *want,
+                          const float *y, size_t n) {
+  float *snap = kr_alloc(n);
+  memcpy(snap, y, n * sizeof *y);
+  rp_status got = rp_task_axpby_cpu(ctx);
+  cr_assert(got == st, "%s: %s (%s)", want, rp_status_name(got),
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), want), "want '%s', got '%s'", want,
+            rp_error_detail());
+  cr_assert(memcmp(y, snap, n * sizeof *y) == 0, "%s: Y written", want);
+  free(snap);
+}
+
+Test(kernel_tasks, axpby_task_refuses_each_bad_launch_by_name) {
+  enum { N = 8 };
+  float *x = kr_random(N + 1, 93, -1, 1), *y = kr_random(2 * N, 94, -1, 1);
+  int32_t xi[N] = {0};
+  rp_axpby_args a = {.a = 2.0f, .b = 0.5f, .n = N};
+  rp_instance_info in[3] = {inst2d(x, RP_F32, 1, N), inst2d(y, RP_F32, 1, N),
+                            inst2d(y + N, RP_F32, 1, N)};
+  rp_task_ctx ctx = cpu_ctx(NULL, 0, in, 2);
+  axpby_refused(&ctx, RP_EINVAL,
+                "rp.axpby: args are 0 bytes, need 12 (rp_axpby_args)", y, N);
+  ctx = cpu_ctx(&a, sizeof a - 4, in, 2);
+  axpby_refused(&ctx, RP_EINVAL, "rp.axpby: args are 8 bytes, need 12", y, N);
+  ctx = cpu_ctx(&a, sizeof a, in, 2);
+  a.n = -1;
+  axpby_refused(&ctx, RP_EINVAL, "rp.axpby: n = -1 (need 0..2147483647)", y, N);
+  a.n = N;
+  ctx.naccess = 1;
+  axpby_refused(&ctx, RP_ESHAPE, "rp.axpby: access 1 (Y) missing: 1 accesses",
+                y, N);
+  ctx.naccess = 3; /* a third instance the task would not touch */
+  axpby_refused(&ctx, RP_ESHAPE,
+                "rp.axpby: 3 accesses, the task takes at most 2", y, 2 * N);
+  ctx.naccess = 2;
+  in[0] = inst2d(xi, RP_I32, 1, N);
+  axpby_refused(&ctx, RP_ETYPE, "rp.axpby: access 0 (X) is i32, needs f32", y,
+                N);
+  in[0] = inst2d(x, RP_F32, 1, N);
+  in[1] = inst2d(y, RP_F32, 1, N - 1);
+  axpby_refused(&ctx, RP_ESHAPE,
+                "rp.axpby: access 1 (Y) has 7 elements, needs 8", y, N);
+  a.n = 0; /* the whole of X: 8 elements */
+  axpby_refused(&ctx, RP_ESHAPE,
+                "rp.axpby: access 1 (Y) has 7 elements, needs 8", y, N);
+  in[1] = inst2d(y, RP_F32, 2, N / 2);
+  in[1].strides[0] = N / 2 + 1; /* rows with a gap: not dense */
+  axpby_refused(&ctx, RP_ESHAPE,
+                "rp.axpby: access 1 (Y) is not dense row-major", y, 2 * N);
+  in[1] = inst2d(x + 1, RP_F32, 1, N); /* Y one element into X */
+  axpby_refused(&ctx, RP_EINVAL,
+                "rp.axpby: access 0 (X) and access 1 (Y) overlap", x, N + 1);
+
+  /* the good launches: on separate memory, and Y on X's instance */
+  in[1] = inst2d(y, RP_F32, 1, N);
+  float want[N];
+  for (int i = 0; i < N; i++)
+    want[i] = 2.0f * x[i] + 0.5f * y[i];
+  RP_CHECK(rp_task_axpby_cpu(&ctx));
+  cr_assert(memcmp(y, want, sizeof want) == 0, "Y = 2 X + Y / 2");
+  in[1] = in[0];
+  for (int i = 0; i < N; i++)
+    want[i] = 2.0f * x[i] + 0.5f * x[i];
+  RP_CHECK(rp_task_axpby_cpu(&ctx));
+  cr_assert(memcmp(x, want, sizeof want) == 0, "X = 2 X + X / 2 in place");
+  free(x), free(y);
+}
+
+/* An exponential moving average of weights W: E = (1 - d) W + d E, with
+ * the decay d a per-replay argument, recorded once as "ema.update". */
+Test(kernel_tasks_backends, axpby_recorded_by_name_replays_new_coefficients) {
+  enum { R = 37, C = 5, N = R * C };
+  rp_runtime *rt = th_runtime(TH_BACKEND, 1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_proc proc = th_backend_proc(rt);
+  rp_proc_info pi;
+  RP_CHECK(rp_proc_query(rt, proc, &pi));
+  float *w = kr_random(N, 95, -1, 1), *e = kr_random(N, 96, -1, 1);
+  rp_rect r = rp_rect_2d(0, R - 1, 0, C - 1);
+  rp_inst iw, ie;
+  RP_CHECK(rp_instance_create(rt, pi.local, RP_F32, &r, NULL, &iw));
+  RP_CHECK(rp_instance_create(rt, pi.local, RP_F32, &r, NULL, &ie));
+  RP_CHECK(rp_instance_write(rt, iw, w, sizeof(float) * N));
+  RP_CHECK(rp_instance_write(rt, ie, e, sizeof(float) * N));
+
+  rp_access acc[2] = {{.inst = iw, .priv = RP_READ},
+                      {.inst = ie, .priv = RP_RW}};
+  rp_axpby_args a = {.a = 1.0f, .b = 0.0f, .n = 0}; /* replaced per replay */
+  rp_interp ip = {.src_offset = 0,
+                  .dst_offset = offsetof(rp_axpby_args, a),
+                  .bytes = 2 * sizeof(float)}; /* a, then b */
+  rp_launch l = {.task = k.axpby,
+                 .proc = proc,
+                 .accesses = acc,
+                 .naccess = 2,
+                 .args = &a,
+                 .args_size = sizeof a,
+                 .interps = &ip,
+                 .ninterp = 1};
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_capture_name_next(rt, "ema.update"));
+  RP_CHECK(rp_launch_task(rt, &l, NULL));
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  cr_assert_str_eq(rp_graph_op_name(g, 0), "ema.update");
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+
+  double *want = kr_dalloc(N);
+  for (int i = 0; i < N; i++)
+    want[i] = e[i];
+  const float decay[3] = {0.9f, 0.5f, 0.99f};
+  for (int t = 0; t < 3; t++) {
+    float ab[2] = {1.0f - decay[t], decay[t]};
+    rp_replay_args ra = {.args = ab, .args_size = sizeof ab};
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &ra, &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    RP_CHECK(rp_event_release(rt, done));
+    for (int i = 0; i < N; i++)
+      want[i] = (double)ab[0] * w[i] + (double)ab[1] * want[i];
+  }
+  float *got = kr_alloc(N);
+  RP_CHECK(rp_instance_read(rt, ie, got, sizeof(float) * N));
+  /* three steps of three f32 roundings each, on terms below 1 */
+  kr_close(got, want, N, 1e-6, 1.0, 0, "ema.update after 3 replays");
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  free(w), free(e), free(want), free(got);
+  th_destroy(rt);
 }

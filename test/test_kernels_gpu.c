@@ -4,9 +4,9 @@
  * when the build has no CUDA or no device answers.
  *
  * Tolerances (relative, to max(|cpu value|, a magnitude floor)):
- *  - elementwise (relu, bias_add, fill, scale, axpy, sgd, xent_bwd from the
- *    same probs): 1e-5 — the kernels do the same f32 operations, with FMA
- *    contraction disabled where it matters;
+ *  - elementwise (relu, bias_add, fill, scale, axpy, axpby, sgd, xent_bwd
+ *    from the same probs): 1e-5 — the kernels do the same f32 operations,
+ *    with FMA contraction disabled where it matters;
  *  - gemm: 1e-4 of the largest |C| (cuBLAS sums in another order);
  *  - softmax probs and loss: 1e-4 (device expf differs by a few ulp, other
  *    summation order); bias_grad: 1e-4 of the column's sum of |dy|.
@@ -83,6 +83,10 @@ Test(kernels_gpu, elementwise_kernels_match_cpu) {
     RP_CHECK(rp_cuda_axpy(0.75f, dx, dy, n, s));
     fetch(got, dy, fb, s);
     kr_close_f(got, y, n, 1e-5, 1e-6, 0, "axpy");
+    rp_cpu_axpby(-0.5f, v, 1.25f, y, n); /* y = 1.25 y - 0.5 (x + b) */
+    RP_CHECK(rp_cuda_axpby(-0.5f, dx, 1.25f, dy, n, s));
+    fetch(got, dy, fb, s);
+    kr_close_f(got, y, n, 1e-5, 1e-6, 0, "axpby");
     rp_cpu_scale(y, -1.5f, n);
     RP_CHECK(rp_cuda_scale(dy, -1.5f, n, s));
     fetch(got, dy, fb, s);
