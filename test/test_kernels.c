@@ -1127,6 +1127,33 @@ Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   th_destroy(rt);
 }
 
+/* The registry (kernels/tasks.c's TASKS) spells each task's name apart
+ * from its descriptor (the `.name` every error detail starts with): every
+ * registered task, its CPU body and its check_fn, refuses a launch without
+ * args naming itself as registered. */
+Test(kernel_tasks, every_task_names_itself_as_registered_in_its_errors) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  const rp_task_id *ids = (const rp_task_id *)&k;
+  _Static_assert(sizeof k % sizeof *ids == 0, "rp_kernel_tasks: ids only");
+  for (size_t i = 0; i < sizeof k / sizeof *ids; i++) {
+    const rp_task_rec *t = rp__task_get(rt, ids[i]);
+    cr_assert(t && t->cpu_fn, "id %zu", i);
+    char want[128];
+    snprintf(want, sizeof want, "%s: args are 0 bytes, need ", t->name);
+    rp_task_fn fns[2] = {t->cpu_fn, t->check_fn};
+    for (int f = 0; f < 2 && fns[f]; f++) {
+      rp_task_ctx ctx = cpu_ctx(NULL, 0, NULL, 0);
+      RP_EXPECT(fns[f](&ctx), RP_EINVAL);
+      cr_assert(strncmp(rp_error_detail(), want, strlen(want)) == 0,
+                "%s (%s): '%s'", t->name, f ? "check_fn" : "cpu_fn",
+                rp_error_detail());
+    }
+  }
+  th_destroy(rt);
+}
+
 /* A launch with more accesses than the task's descriptor has is refused
  * (RP_ESHAPE naming both counts) before anything is written, instead of
  * running with the extra instances ignored: they were declared to the
