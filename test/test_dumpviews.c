@@ -1333,7 +1333,93 @@ Test(views, html_is_self_contained, .init = setup, .fini = teardown) {
   cr_assert_null(strstr(html, "@import"));
   cr_assert_null(strstr(html, "xlink:href=\"http"));
   /* one layout per level: the step, 8 layers, their groups */
-  cr_assert(count(html, "<svg ") >= 9);
+  cr_assert(count(html, "<svg>") >= 9);
+  free(html);
+}
+
+/* dot's SVG of a level (an op node on the critical path, a group node, an
+ * edge), as the page holds it: no comments, titles, background, svg
+ * attributes or attributes the page's style sets; the rounded box a
+ * <rect>, the straight edge a line, coordinates to one decimal, the
+ * polygon without its closing point, attributes in ' quotes (no \" in
+ * the page's JSON); the ids, classes and the graph's transform the
+ * script reads kept. */
+Test(views, page_svg_keeps_what_the_script_reads) {
+  static const char svg[] =
+      "<svg width=\"94pt\" height=\"116pt\"\n viewBox=\"0.00 0.00 94.00 "
+      "116.00\" xmlns=\"http://www.w3.org/2000/svg\" "
+      "xmlns:xlink=\"http://www.w3.org/1999/xlink\">\n"
+      "<g id=\"view0\" class=\"graph\" transform=\"scale(1 1) rotate(0) "
+      "translate(4 112)\">\n<title>v0</title>\n"
+      "<polygon fill=\"white\" stroke=\"transparent\" points=\"-4,4 "
+      "-4,-112 90,-112 90,4 -4,4\"/>\n"
+      "<!-- o1 -->\n<g id=\"o1\" class=\"node crit\">\n<title>o1</title>\n"
+      "<path fill=\"#eef3fb\" stroke=\"black\" d=\"M74,-108C74,-108 12,-108 "
+      "12,-108 6,-108 0,-102 0,-96 0,-96 0,-84 0,-84 0,-78 6,-72 12,-72 "
+      "12,-72 74,-72 74,-72 80,-72 86,-78 86,-84 86,-84 86,-96 86,-96 "
+      "86,-102 80,-108 74,-108\"/>\n"
+      "<text text-anchor=\"middle\" x=\"43\" y=\"-93\" "
+      "font-family=\"Helvetica,sans-Serif\" font-size=\"10.00\">h3.a&amp;"
+      "b's</text>\n</g>\n"
+      "<!-- v2 -->\n<g id=\"v2\" class=\"node grp\">\n<title>v2</title>\n"
+      "<polygon fill=\"#dde8f7\" stroke=\"black\" points=\"70,-36 20,-36 "
+      "16,-32 16,0 66,0 70,-4 70,-36\"/>\n"
+      "<polyline fill=\"none\" stroke=\"black\" points=\"66,-32 16,-32 "
+      "\"/>\n</g>\n"
+      "<!-- o1&#45;&gt;v2 -->\n<g id=\"e0_0\" class=\"edge crit\">\n"
+      "<title>o1&#45;&gt;v2</title>\n"
+      "<path fill=\"none\" stroke=\"black\" d=\"M43,-71.7C43,-63.98 "
+      "43,-54.71 43,-46.11\"/>\n"
+      "<polygon fill=\"black\" stroke=\"black\" points=\"46.5,-46.1 "
+      "43,-36.1 39.5,-46.1 46.5,-46.1\"/>\n</g>\n"
+      "<g id=\"e0_1\" class=\"edge\">\n"
+      "<path fill=\"none\" stroke=\"#d62728\" d=\"M1,2C30,2 30,40 "
+      "1,40\"/>\n</g>\n</g>\n</svg>\n";
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  cr_assert_not_null(f);
+  cr_assert_eq(dv_svg_json(f, svg, sizeof svg - 1), 0);
+  fclose(f);
+  cr_assert_str_eq(
+      text, "<svg><g id='view0' class='graph' transform='scale(1 1) rotate(0) "
+            "translate(4 112)'>"
+            "<g id='o1' class='node crit'>"
+            "<rect x='0' y='-108' width='86' height='36' rx='12'/>"
+            "<text x='43' y='-93'>h3.a&amp;b's<\\/text><\\/g>"
+            "<g id='v2' class='node grp'>"
+            "<polygon points='70,-36 20,-36 16,-32 16,0 66,0 70,-4'/>"
+            "<polyline points='66,-32 16,-32'/><\\/g>"
+            "<g id='e0_0' class='edge crit'><path d='M43,-71.7L43,-46.1'/>"
+            "<polygon points='46.5,-46.1 43,-36.1 39.5,-46.1'/><\\/g>"
+            "<g id='e0_1' class='edge'>"
+            "<path stroke='#d62728' d='M1,2C30,2 30,40 1,40'/><\\/g><\\/g>"
+            "<\\/svg>");
+  free(text);
+}
+
+/* The page's SVGs hold what a reader sees and the script reads, not
+ * dot's comments, titles and per-element style: their bytes per op of a
+ * 994-op step are under 450 (1,105 when the SVGs were dot's as written). */
+Test(views, page_svgs_are_compact, .init = setup, .fini = teardown) {
+  if (!html_ready())
+    return;
+  const char *p = page(synth(1000, 0, "s.json"), "s.html");
+  char *html = th_read_all(p, NULL);
+  char *a = strstr(html, "var RP_SVG = [");
+  cr_assert_not_null(a);
+  char *b = strstr(a, "];\n");
+  cr_assert_not_null(b);
+  *b = 0;
+  cr_assert_null(strstr(a, "<title>"));
+  cr_assert_null(strstr(a, "<!--"));
+  cr_assert_null(strstr(a, "font-family"));
+  cr_assert_null(strstr(a, "stroke=\\\"black"));
+  cr_assert_null(strstr(a, "stroke='black"));
+  cr_assert_eq(count(a, "<svg>"), count(a, "class='graph'"));
+  size_t bytes = (size_t)(b - a);
+  cr_assert_lt(bytes, 450u * SYNTH_OPS, "%zu bytes of SVG for %u ops", bytes,
+               SYNTH_OPS);
   free(html);
 }
 

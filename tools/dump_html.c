@@ -106,8 +106,11 @@ static void dot_level(page *pg, uint32_t vi, const dv_view *v,
     const dv_node *n = &v->nodes[k];
     char id[32];
     node_id(n, child[k], id, sizeof id);
-    fprintf(f, " %s [id=\"%s\", class=\"%s%s\", label=\"", id, id,
-            n->op == UINT32_MAX ? "grp" : "op", n->crit ? " crit" : "");
+    fprintf(f, " %s [id=\"%s\", %s%s%s label=\"", id, id,
+            n->op == UINT32_MAX || n->crit ? "class=\"" : "",
+            n->op == UINT32_MAX ? (n->crit ? "grp crit" : "grp")
+                                : (n->crit ? "crit" : ""),
+            n->op == UINT32_MAX || n->crit ? "\"," : "");
     dv_json_str(f, dv_node_label(pg->m, n));
     if (n->op == UINT32_MAX)
       fprintf(f, "\\n%u ops\", shape=box3d, fillcolor=\"#dde8f7\"];\n",
@@ -410,7 +413,7 @@ static void data_crit(const page *pg, FILE *out) {
 }
 
 /* The SVGs of the levels, in order, as JSON strings. -1: dot's output
- * does not hold one per level. */
+ * does not hold one per level; -2 out of memory. */
 static int svgs(const char *svg, uint32_t n, FILE *out) {
   fprintf(out, "var RP_SVG = [");
   const char *p = svg;
@@ -419,13 +422,10 @@ static int svgs(const char *svg, uint32_t n, FILE *out) {
     if (!b)
       return -1;
     b += strlen("</svg>");
-    char *one = strndup(a, (size_t)(b - a));
-    if (!one)
-      return -1;
     fprintf(out, "%s\n\"", i ? "," : "");
-    dv_json_str(out, one);
+    if (dv_svg_json(out, a, (size_t)(b - a)))
+      return -2;
     fputc('"', out);
-    free(one);
     p = b;
   }
   fprintf(out, "];\n");
@@ -483,13 +483,16 @@ static int write_page(page *pg, const char *svg, FILE *out, FILE *err) {
   data_edges(pg->m, out);
   data_crit(pg, out);
   fprintf(out, "\"views\": [%.*s]};\n", (int)pg->meta_len, pg->meta_text);
-  if (svgs(svg, pg->nq, out)) {
+  int s = svgs(svg, pg->nq, out);
+  if (s == -2)
+    fprintf(err, "reprise dump: --format html: out of memory\n");
+  else if (s)
     fprintf(err,
             "reprise dump: --format html: dot's output does not hold "
             "the %u layouts asked for\n",
             pg->nq);
+  if (s)
     return -1;
-  }
   fprintf(out, "</script>\n<script>\n");
   lines(out, dv_page_js);
   fprintf(out, "</script>\n</body></html>\n");

@@ -27,16 +27,24 @@ const char *const dv_page_css[] = {
     "rgba(0,0,0,.2);z-index:5}\n",
     "#info{color:#555}\n",
     "g.node{cursor:pointer}\n",
+    /* the SVGs' defaults (dump_html_svg.c leaves them out of the SVGs) */
+    "#stage text{text-anchor:middle;font-family:Helvetica,sans-Serif;"
+    "font-size:10px}\n",
+    ".node rect,.node path,.node polygon{fill:#eef3fb;stroke:#000}\n",
+    ".node polyline,.edge path{fill:none;stroke:#000}\n",
+    ".edge polygon{fill:#000;stroke:#000}\n",
     "g.node.grp polygon{fill:#dde8f7}\n",
-    "g.node.sel polygon,g.node.sel path{stroke:#000;stroke-width:3}\n",
-    "g.node.anc polygon,g.node.anc path{fill:#fde7c7}\n",
-    "g.node.desc polygon,g.node.desc path{fill:#d8f0d2}\n",
+    "g.node.sel rect,g.node.sel polygon,g.node.sel path{stroke:#000;"
+    "stroke-width:3}\n",
+    "g.node.anc rect,g.node.anc polygon,g.node.anc path{fill:#fde7c7}\n",
+    "g.node.desc rect,g.node.desc polygon,g.node.desc path{fill:#d8f0d2}\n",
     "g.dim{opacity:.25}\n",
     "g.edge.hot path{stroke:#555;stroke-width:2}\n",
-    "body.showcrit g.crit polygon,body.showcrit g.crit "
-    "path{stroke:#d62728;stroke-width:3}\n",
+    "body.showcrit g.crit rect,body.showcrit g.crit polygon,body.showcrit "
+    "g.crit path{stroke:#d62728;stroke-width:3}\n",
     "body.showcrit g.edge.crit polygon{fill:#d62728}\n",
-    "g.node.found polygon,g.node.found path{stroke:#9b30ff;stroke-width:4}\n",
+    "g.node.found rect,g.node.found polygon,g.node.found "
+    "path{stroke:#9b30ff;stroke-width:4}\n",
     "#selftest{display:none}\n",
     NULL,
 };

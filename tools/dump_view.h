@@ -229,6 +229,12 @@ typedef struct dv_html_opts {
 extern const char *const dv_page_css[];
 extern const char *const dv_page_js[];
 
+/* Writes the SVG `dot -Tsvg` laid a level out in (svg, len bytes) as the
+ * inside of a JSON string, compacted for the page (dump_html_svg.c): no
+ * comments, titles or attributes the page's style and script do not need.
+ * 0 ok, -1 out of memory. */
+int dv_svg_json(FILE *out, const char *svg, size_t len);
+
 /* One self-contained page: every level of grouping laid out by Graphviz
  * (`dot`), d3 (libjs-d3) and the page's script inlined. 0 ok, -1 failed
  * (said on err: dot or d3 missing, dot failed, write error). */
