@@ -144,6 +144,172 @@ Test(views, group_key_takes_the_first_components) {
   cr_assert_str_eq(k, DV_UNNAMED);
 }
 
+/* Shard suffixes (a component "s" or "t" and a number, never the first)
+ * are not group components: an op's shards are one group at any depth. */
+Test(views, group_key_leaves_shard_suffixes_out) {
+  char k[RP_NAME_MAX + 1];
+  dv_group_key("h3.attn.qkv.s1", 4, k, sizeof k);
+  cr_assert_str_eq(k, "h3.attn.qkv");
+  dv_group_key("h3.attn.qkv.s1.t0", 2, k, sizeof k);
+  cr_assert_str_eq(k, "h3.attn");
+  dv_group_key("h1.mlp.fc.w.t0.replicate", 5, k, sizeof k);
+  cr_assert_str_eq(k, "h1.mlp.fc.w.replicate");
+  dv_group_key("embed.s12", 1, k, sizeof k);
+  cr_assert_str_eq(k, "embed");
+  dv_group_key("s0.x.t1", 9, k, sizeof k); /* the first component stays */
+  cr_assert_str_eq(k, "s0.x");
+  dv_group_key("a.s.t.s1x.x1.st1", 9, k, sizeof k); /* no number: kept */
+  cr_assert_str_eq(k, "a.s.t.s1x.x1.st1");
+  dv_group_key("a.", 2, k, sizeof k);
+  cr_assert_str_eq(k, "a.");
+  dv_group_key(".", 1, k, sizeof k);
+  cr_assert_str_eq(k, "");
+  dv_shard_suffix("h3.attn.qkv.s1.t0", k, sizeof k);
+  cr_assert_str_eq(k, ".s1.t0");
+  dv_shard_suffix("h1.mlp.fc.w.t3.replicate", k, sizeof k);
+  cr_assert_str_eq(k, ".t3");
+  dv_shard_suffix("s0.embed", k, sizeof k);
+  cr_assert_str_eq(k, "");
+}
+
+/* A chain of n rp.scale tasks named names[0..n-1], saved as name. */
+static const char *chain_named(const char *name, const char *const *names,
+                               uint32_t n) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, 15);
+  rp_inst in;
+  RP_CHECK(rp_instance_create(rt, sys, RP_F32, &r, NULL, &in));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  static const rp_scalar_args a = {.value = 1.0f, .n = 0};
+  rp_op_id prev = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    rp_access acc = {in, RP_RW, RP_REDOP_NONE};
+    rp_launch l = {.task = k.scale,
+                   .proc = 0,
+                   .accesses = &acc,
+                   .naccess = 1,
+                   .args = &a,
+                   .args_size = sizeof a};
+    rp_op_id id;
+    RP_CHECK(rp_graph_add_task(g, &l, &id));
+    RP_CHECK(rp_graph_set_op_name(g, id, names[i]));
+    if (i)
+      RP_CHECK(rp_graph_add_edge(g, prev, id));
+    prev = id;
+  }
+  const char *path = th_tmp_path(name);
+  RP_CHECK(rp_graph_save(g, path));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, in));
+  th_destroy(rt);
+  return path;
+}
+
+/* The node count of `reprise dump FILE --group DEPTH`'s view. */
+static unsigned group_nodes(const char *file, unsigned depth, char **out) {
+  char d[16], f[512];
+  snprintf(d, sizeof d, "%u", depth);
+  snprintf(f, sizeof f, "%s", file);
+  cli_run r;
+  RUN(&r, "dump", f, "--group", d);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  const char *v = strstr(r.out, "): ");
+  unsigned n = 0;
+  cr_assert(v && sscanf(v, "): %u nodes", &n) == 1, "%s", r.out);
+  if (out)
+    *out = strdup(r.out);
+  return n;
+}
+
+/* A step's ops with shard suffixes at several levels (embed.s0..s3,
+ * h0.attn.s0..s3, h0.attn.qkv.s0.t0..s1.t1, h0.attn.qkv.w.t0..t3.replicate,
+ * adamw.t0..t3) group into as many nodes as the same step's ops without
+ * them, at every depth; each such group says its shards (the suffixes
+ * counted as components, embed's shards were 4 nodes from depth 2 on). */
+Test(views, group_folds_shards_into_their_ops_group, .init = setup,
+     .fini = teardown) {
+  static const char *const base[] = {"embed",
+                                     "h0.ln1",
+                                     "h0.attn",
+                                     "h0.attn.qkv",
+                                     "h0.attn.qkv.w.replicate",
+                                     "h0.mlp.fc",
+                                     "adamw"};
+  enum { kBase = sizeof base / sizeof *base, kShards = 4 };
+  static const char *const sharded[kBase * kShards] = {
+      "embed.s0",
+      "embed.s1",
+      "embed.s2",
+      "embed.s3",
+      "h0.ln1",
+      "h0.ln1",
+      "h0.ln1",
+      "h0.ln1",
+      "h0.attn.s0",
+      "h0.attn.s1",
+      "h0.attn.s2",
+      "h0.attn.s3",
+      "h0.attn.qkv.s0.t0",
+      "h0.attn.qkv.s0.t1",
+      "h0.attn.qkv.s1.t0",
+      "h0.attn.qkv.s1.t1",
+      "h0.attn.qkv.w.t0.replicate",
+      "h0.attn.qkv.w.t1.replicate",
+      "h0.attn.qkv.w.t2.replicate",
+      "h0.attn.qkv.w.t3.replicate",
+      "h0.mlp.fc.s0",
+      "h0.mlp.fc.s1",
+      "h0.mlp.fc.s2",
+      "h0.mlp.fc.s3",
+      "adamw.t0",
+      "adamw.t1",
+      "adamw.t2",
+      "adamw.t3",
+  };
+  char one[512], many[512];
+  snprintf(one, sizeof one, "%s", chain_named("one.json", base, kBase));
+  snprintf(many, sizeof many, "%s",
+           chain_named("many.json", sharded, kBase * kShards));
+  for (unsigned d = 1; d <= 6; d++) {
+    char *text = NULL;
+    unsigned a = group_nodes(one, d, NULL), b = group_nodes(many, d, &text);
+    cr_assert_eq(b, a, "--group %u: %u nodes with shards, %u without:\n%s", d,
+                 b, a, text);
+    if (d == 1)
+      HAS(text, "group 'h0': 20 ops (20 tasks, 0 copies), 13 shards\n");
+    if (d == 3) {
+      HAS(text, "group 'h0.attn.qkv': 8 ops (8 tasks, 0 copies), 8 shards\n");
+      HAS(text, "group 'h0.attn': 4 ops (4 tasks, 0 copies), 4 shards\n");
+    }
+    if (d == 5)
+      HAS(text, "group 'h0.attn.qkv.w.replicate': 4 ops (4 tasks, 0 copies), "
+                "4 shards\n");
+    HAS(text, "group 'embed': 4 ops (4 tasks, 0 copies), 4 shards\n");
+    HAS(text, "group 'adamw': 4 ops (4 tasks, 0 copies), 4 shards\n");
+    /* the ops of one name without a suffix: one group, no shards told */
+    if (d >= 2)
+      HAS(text, "group 'h0.ln1': 4 ops (4 tasks, 0 copies)\n");
+    free(text);
+  }
+  cli_run r;
+  RUN(&r, "dump", many, "--group", "4", "--format", "dot");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "label=\"embed\\n4 ops (4 tasks, 0 copies), 4 shards\"");
+  RUN(&r, "dump", many, "--group", "4", "--format", "json");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "\"name\": \"embed\", \"group\": true, \"ops\": 4, \"tasks\": "
+             "4, \"copies\": 0, \"shards\": 4,");
+  /* a group's name is a --focus name: the ops of its shards */
+  RUN(&r, "dump", many, "--focus", "h0.attn.qkv.w.replicate", "--depth", "0");
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  HAS(r.out, "(4 of 28 ops)");
+}
+
 Test(views, group_one_node_per_layer_with_counts_and_edges, .init = setup,
      .fini = teardown) {
   const char *g = synth(1000, 0, "s.json");
@@ -1664,7 +1830,8 @@ static void free_ops(step_ops *s) {
 }
 
 /* The first depth dotted components of name (the whole name if it has
- * fewer), written here rather than taken from dv_group_key. */
+ * fewer), written here rather than taken from dv_group_key (the steps
+ * these tests record run on one processor: no shard suffixes). */
 static void key_of(const char *name, int depth, char *out, size_t cap) {
   size_t n = 0;
   int parts = 1;

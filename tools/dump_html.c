@@ -112,7 +112,12 @@ static void dot_level(page *pg, uint32_t vi, const dv_view *v,
                                 : (n->crit ? "crit" : ""),
             n->op == UINT32_MAX || n->crit ? "\"," : "");
     dv_json_str(f, dv_node_label(pg->m, n));
-    if (n->op == UINT32_MAX)
+    if (n->op == UINT32_MAX && n->shards > 1)
+      fprintf(f,
+              "\\n%u ops, %u shards\", shape=box3d, "
+              "fillcolor=\"#dde8f7\"];\n",
+              n->nops, n->shards);
+    else if (n->op == UINT32_MAX)
       fprintf(f, "\\n%u ops\", shape=box3d, fillcolor=\"#dde8f7\"];\n",
               n->nops);
     else
@@ -147,7 +152,7 @@ static void meta_level(page *pg, uint32_t vi, const dv_view *v,
      * edges through ops outside the view */
     for (uint32_t i = 0; i < n->nops; i++)
       fprintf(f, "%s%u", i ? ", " : "", members[n->first + i]);
-    fprintf(f, "]]");
+    fprintf(f, "], %u]", n->shards);
   }
   fprintf(f, "}, \"edges\": [");
   for (uint32_t e = 0; e < v->nedges; e++) {
@@ -186,6 +191,7 @@ static int parts_of(const dv_view *v, const char *what, dv_view *p) {
                k / per + 1, c);
     }
     g->nops += n->nops, g->ntasks += n->ntasks, g->ncopies += n->ncopies;
+    g->shards = 1; /* a run of nodes: their shards are not told */
     g->cost_ns += n->cost_ns, g->crit |= n->crit;
   }
   for (uint32_t e = 0; e < v->nedges; e++) {

@@ -172,8 +172,10 @@ const char *const dv_page_js[] = {
     "      var v = D.views[n[1]];\n",
     "      return \"group \" + v.key + \"\\n\" + n[2] + \" ops (\" + n[3] + \" "
     "tasks, \" + n[4] +\n",
-    "        \" copies)\\ndouble-click to open\" + (n[5] ? \"\\non the "
-    "critical path\" : \"\");\n",
+    "        \" copies)\" + (n[7] > 1 ? \", \" + n[7] + \" shards\" : \"\") "
+    "+\n",
+    "        \"\\ndouble-click to open\" + (n[5] ? \"\\non the critical path\" "
+    ": \"\");\n",
     "    }\n",
     "    var o = D.ops[n[1]], t = \"op \" + n[1] + \" \" + (o[0] ? \"'\" + "
     "o[0] + \"'\" : \"(unnamed)\") +\n",

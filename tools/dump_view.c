@@ -2,7 +2,9 @@
  * neighbourhood of an op or group (`reprise dump --group/--focus`), in
  * text, DOT and JSON. A group is every op whose name starts with the same
  * first DEPTH dotted components ("h3.attn.qkv" is in "h3.attn" at depth 2
- * and in "h3" at depth 1); edges between groups are aggregated with their
+ * and in "h3" at depth 1), shard suffixes not counted ("h3.attn.qkv.s1"
+ * and "h3.attn.qkv.s2" are both in "h3.attn.qkv" at any depth past 2, a
+ * group of 2 shards); edges between groups are aggregated with their
  * count. Nodes are ordered by their first op, so a step reads in order. */
 #include "dump_view.h"
 
@@ -11,16 +13,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+int dv_shard_component(const char *c, size_t n) {
+  if (n < 2 || (c[0] != 's' && c[0] != 't'))
+    return 0;
+  for (size_t i = 1; i < n; i++)
+    if (c[i] < '0' || c[i] > '9')
+      return 0;
+  return 1;
+}
+
+/* Walks label's components; the kept ones (not shard suffixes: every
+ * component but the first that dv_shard_component calls one) up to depth
+ * into key, the others into shard (either may be NULL). */
+static void split_name(const char *label, unsigned depth, char *key,
+                       size_t kcap, char *shard, size_t scap) {
+  size_t kn = 0, sn = 0;
+  unsigned kept = 0;
+  if (key)
+    key[0] = 0;
+  if (shard)
+    shard[0] = 0;
+  for (const char *p = label;; p += strcspn(p, ".") + 1) {
+    size_t n = strcspn(p, ".");
+    int fold = p != label && dv_shard_component(p, n);
+    if (fold && shard && sn + n + 1 < scap) {
+      sn += (size_t)snprintf(shard + sn, scap - sn, ".%.*s", (int)n, p);
+    } else if (!fold && kept < depth) {
+      if (key && kn + n + (kept > 0) < kcap)
+        kn += (size_t)snprintf(key + kn, kcap - kn, "%s%.*s", kept ? "." : "",
+                               (int)n, p);
+      kept++;
+    }
+    if (!p[n])
+      break;
+  }
+}
+
+void dv_shard_suffix(const char *label, char *buf, size_t cap) {
+  split_name(label, 0, NULL, 0, buf, cap);
+}
+
 void dv_group_key(const char *label, unsigned depth, char *buf, size_t cap) {
   if (!label[0]) {
     snprintf(buf, cap, "%s", DV_UNNAMED);
     return;
   }
-  size_t n = 0;
-  for (unsigned d = 0; label[n]; n++)
-    if (label[n] == '.' && ++d == depth)
-      break;
-  snprintf(buf, cap, "%.*s", (int)n, label);
+  split_name(label, depth, buf, cap, NULL, 0);
 }
 
 int dv_adj(const dm_graph *m, int fwd, uint32_t **off, uint32_t **adj) {
@@ -99,7 +137,7 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 static dv_node op_node(const dm_graph *m, uint32_t op) {
-  dv_node n = {.op = op, .first = op, .nops = 1};
+  dv_node n = {.op = op, .first = op, .nops = 1, .shards = 1};
   snprintf(n.name, sizeof n.name, "%s", m->ops[op].label);
   n.ntasks = m->ops[op].kind == RP_OP_TASK;
   n.ncopies = !n.ntasks;
@@ -115,7 +153,10 @@ static uint32_t make_nodes(const dm_graph *m, const dv_opts *o, item *it,
     for (j = i; j < n && !strcmp(it[j].key, it[i].key); j++)
       ;
     const char *label = m->ops[it[i].op].label;
-    int single = j - i == 1 && (o->single_as_op || !strcmp(label, it[i].key));
+    char full[RP_NAME_MAX + 1]; /* the op's name, shard suffixes left out */
+    dv_group_key(label, DV_MAX_DEPTH, full, sizeof full);
+    int single = j - i == 1 &&
+                 (o->single_as_op || (label[0] && !strcmp(full, it[i].key)));
     int stuck = o->parent && !strcmp(o->parent, it[i].key);
     if (!o->depth || single || stuck) {
       for (uint32_t k = i; k < j; k++, nn++) {
@@ -124,7 +165,8 @@ static uint32_t make_nodes(const dm_graph *m, const dv_opts *o, item *it,
       }
       continue;
     }
-    dv_node g = {.op = UINT32_MAX, .first = it[i].op, .nops = j - i};
+    dv_node g = {
+        .op = UINT32_MAX, .first = it[i].op, .nops = j - i, .shards = 1};
     snprintf(g.name, sizeof g.name, "%s", it[i].key);
     for (uint32_t k = i; k < j; k++)
       g.ntasks += m->ops[it[k].op].kind == RP_OP_TASK;
@@ -152,6 +194,39 @@ static void place_members(const dm_graph *m, const dv_opts *o, dv_view *v,
     nd->first = at;
     at += nd->nops;
   }
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Each group's shards: the different shard suffixes of its ops' names
+ * ("embed.s0" .. "embed.s7": 8; a name without one counts as one). 0 ok,
+ * -1 out of memory. */
+static int count_shards(const dm_graph *m, dv_view *v) {
+  uint32_t n = v->nmembers ? v->nmembers : 1;
+  char(*sfx)[RP_NAME_MAX + 1] = malloc(sizeof *sfx * n);
+  char **p = malloc(sizeof *p * n);
+  if (!sfx || !p) {
+    free(sfx), free(p);
+    return -1;
+  }
+  for (uint32_t k = 0; k < v->nnodes; k++) {
+    dv_node *nd = &v->nodes[k];
+    if (nd->op != UINT32_MAX || nd->nops < 2)
+      continue;
+    for (uint32_t i = 0; i < nd->nops; i++) {
+      p[i] = sfx[i];
+      dv_shard_suffix(m->ops[v->members[nd->first + i]].label, sfx[i],
+                      sizeof sfx[i]);
+    }
+    qsort(p, nd->nops, sizeof *p, cmp_str);
+    nd->shards = 1;
+    for (uint32_t i = 1; i < nd->nops; i++)
+      nd->shards += strcmp(p[i - 1], p[i]) != 0;
+  }
+  free(sfx), free(p);
+  return 0;
 }
 
 typedef struct pair {
@@ -242,6 +317,9 @@ int dv_build(const dm_graph *m, const dv_opts *o, dv_view *v, FILE *err) {
   }
   if (!rc) {
     place_members(m, o, v, it, start);
+    rc = count_shards(m, v);
+  }
+  if (!rc) {
     rc = make_edges(m, o, v);
   }
   free(it), free(start);
@@ -266,6 +344,10 @@ static int matches(const dm_graph *m, uint32_t i, const char *name, size_t n) {
   if (!l[0] && !strcmp(name, DV_UNNAMED))
     return 1;
   if (!strncmp(l, name, n) && (l[n] == 0 || l[n] == '.'))
+    return 1;
+  char full[RP_NAME_MAX + 1]; /* a group's name: shard suffixes left out */
+  dv_group_key(l, DV_MAX_DEPTH, full, sizeof full);
+  if (l[0] && !strncmp(full, name, n) && (full[n] == 0 || full[n] == '.'))
     return 1;
   char buf[24];
   snprintf(buf, sizeof buf, "op %u", i);
@@ -338,6 +420,8 @@ static void text_node(const dm_graph *m, const dv_view *v, uint32_t k,
   else
     fprintf(out, "group '%s': %u ops (%u tasks, %u copies)", n->name, n->nops,
             n->ntasks, n->ncopies);
+  if (n->shards > 1)
+    fprintf(out, ", %u shards", n->shards);
   if (n->cost_ns > 0)
     fprintf(out, ", cost %.0f ns", n->cost_ns);
   fprintf(out, "%s\n", n->crit ? " [critical path]" : "");
@@ -391,11 +475,13 @@ static void write_dot(const dm_graph *m, const dv_view *v, const char *what,
     dv_json_str(out, dv_node_label(m, n));
     if (n->op != UINT32_MAX)
       fprintf(out, "\\nop %u %s\"", n->op, m->ops[n->op].name);
-    else
-      fprintf(out,
-              "\\n%u ops (%u tasks, %u copies)\", shape=box3d, "
-              "fillcolor=\"#dde8f7\"",
-              n->nops, n->ntasks, n->ncopies);
+    else {
+      fprintf(out, "\\n%u ops (%u tasks, %u copies)", n->nops, n->ntasks,
+              n->ncopies);
+      if (n->shards > 1)
+        fprintf(out, ", %u shards", n->shards);
+      fprintf(out, "\", shape=box3d, fillcolor=\"#dde8f7\"");
+    }
     fprintf(out, "%s];\n", n->crit ? ", color=\"#d62728\", penwidth=2.5" : "");
   }
   for (uint32_t e = 0; e < v->nedges; e++) {
@@ -427,9 +513,9 @@ static void write_json(const dm_graph *m, const dv_view *v, const char *what,
     else
       fprintf(out, "\", \"group\": true");
     fprintf(out,
-            ", \"ops\": %u, \"tasks\": %u, \"copies\": %u, \"cost_ns\": "
-            "%.0f, \"critical\": %s}",
-            n->nops, n->ntasks, n->ncopies, n->cost_ns,
+            ", \"ops\": %u, \"tasks\": %u, \"copies\": %u, \"shards\": %u, "
+            "\"cost_ns\": %.0f, \"critical\": %s}",
+            n->nops, n->ntasks, n->ncopies, n->shards, n->cost_ns,
             n->crit ? "true" : "false");
   }
   fprintf(out, "],\n \"edges\": [");

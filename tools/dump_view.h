@@ -45,17 +45,26 @@ void dv_extra_free(dv_extra *x);
 
 /* ---- grouping and focus (dump_view.c) ---- */
 
+/* 1 when the name component c (n bytes) is a shard suffix: "s" or "t"
+ * and a decimal number ("s3", "t0"; the trainers name an op's shards
+ * "embed.s3", "h1.attn.qkv.s0.t1", "h1.mlp.fc.w.t0.replicate"). */
+int dv_shard_component(const char *c, size_t n);
 /* The first `depth` dotted components of label into buf ("h3.attn.qkv",
- * depth 2: "h3.attn"); DV_UNNAMED for "". */
+ * depth 2: "h3.attn"), its shard suffixes (dv_shard_component; never the
+ * first component) left out and not counted ("h3.attn.qkv.s1", depth 4:
+ * "h3.attn.qkv"); DV_UNNAMED for "". */
 void dv_group_key(const char *label, unsigned depth, char *buf, size_t cap);
+/* label's shard suffixes, each with its dot (".s1.t0"; "" none). */
+void dv_shard_suffix(const char *label, char *buf, size_t cap);
 
 typedef struct dv_node {
   char name[RP_NAME_MAX + 1]; /* the group's prefix or the op's name */
   uint32_t op;                /* an op node: the op; a group: UINT32_MAX */
   uint32_t first, nops;       /* its ops: view.members[first .. +nops) */
   uint32_t ntasks, ncopies;
-  double cost_ns; /* its ops' costs added */
-  int crit;       /* holds an op of the critical path */
+  uint32_t shards; /* the different shard suffixes of its ops (1: none) */
+  double cost_ns;  /* its ops' costs added */
+  int crit;        /* holds an op of the critical path */
 } dv_node;
 
 typedef struct dv_vedge {
