@@ -1562,6 +1562,19 @@ Test(views, page_svg_keeps_what_the_script_reads) {
             "<path stroke='#d62728' d='M1,2C30,2 30,40 1,40'/><\\/g><\\/g>"
             "<\\/svg>");
   free(text);
+  /* len bytes are read, not up to a NUL: a comment or title that the
+   * slice cuts runs to its end, and nothing past it is written */
+  static const char *const cut[] = {"<!-- a --><g>", "<title>a</title><g>",
+                                    "<text x=\"1\">a</text> <g>"};
+  static const char *const want[] = {"", "", "<text x='1'>a<\\/text>"};
+  for (int i = 0; i < 3; i++) {
+    f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    cr_assert_eq(dv_svg_json(f, cut[i], strlen(cut[i]) - (i < 2 ? 6 : 4)), 0);
+    fclose(f);
+    cr_assert_str_eq(text, want[i], "%s", cut[i]);
+    free(text);
+  }
 }
 
 /* The page's SVGs hold what a reader sees and the script reads, not

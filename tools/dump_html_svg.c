@@ -1,16 +1,16 @@
 /* tools/dump_html_svg.c — the SVG that `dot -Tsvg` writes for a level of
  * `reprise dump --format html`, compacted for the page: what the page's
- * script and style (dump_html_page.c) do not read goes. Without it the
- * SVGs were most of the page (13 of 16 MB for a 10,387-op step). Gone:
- * comments, <title> elements (the page has its own tooltips and removed
- * them on display), the <svg> element's attributes (the script removed
- * them too), the white background polygon, the default text and shape
- * attributes (the page's style says them: dv_page_css), whitespace
- * between elements, and coordinate digits past the first decimal.
- * Attribute values are quoted with ' (no \" in the page's JSON strings).
- * Ids and classes (o<op>, v<view>, e<view>_<k>, node, edge, grp, crit,
- * graph) and the graph's transform stay: the script finds nodes and
- * edges by them. */
+ * script and style (dump_html_page.c) do not read goes (dot's SVGs as
+ * written would be 12 of the 16 MB of a 10,387-op step's page). Gone:
+ * comments, <title> elements (the page has its own tooltips), the <svg>
+ * element's attributes (the script sets its size), the white background
+ * polygon, the default text and shape attributes (the page's style says
+ * them: dv_page_css), whitespace between elements, a polygon's closing
+ * point and coordinate digits past the first decimal; an op's rounded box
+ * becomes a <rect rx>, an edge's straight cubic a line. Attribute values
+ * are quoted with ' (no \" in the page's JSON strings). Ids and classes
+ * (o<op>, v<view>, e<view>_<k>, node, edge, grp, crit, graph) and the
+ * graph's transform stay: the script finds nodes and edges by them. */
 #include "dump_view.h"
 
 #include <stdlib.h>
@@ -49,6 +49,11 @@ static void puts_(buf *b, const char *s) {
  * 46.11: "46.1") into s; *n its length. */
 static void put_coords_into(char *s, size_t cap, double x, size_t *n) {
   double t10 = x * 10;
+  if (!(t10 > -1e15 && t10 < 1e15)) { /* not a layout's: as it is */
+    int len = snprintf(s, cap, "%g", x);
+    *n = len < 0 ? 0 : (size_t)len;
+    return;
+  }
   long t = (long)(t10 < 0 ? t10 - 0.5 : t10 + 0.5);
   int len = t % 10 ? snprintf(s, cap, "%s%ld.%ld", t < 0 ? "-" : "",
                               labs(t) / 10, labs(t) % 10)
@@ -66,7 +71,9 @@ static void put_coords(buf *b, const char *v, size_t n, int points) {
     const char *last = v + n;
     while (last > v && last[-1] != ' ')
       last--;
-    size_t first = strcspn(v, " ");
+    size_t first = 0;
+    while (first < n && v[first] != ' ')
+      first++;
     if (last > v && first < n && (size_t)(v + n - last) == first &&
         !memcmp(v, last, first))
       n = (size_t)(last - v - 1);
@@ -285,6 +292,19 @@ static int background(const char *s, const char *e) {
          memmem(s, n, "fill=\"white\" stroke=\"transparent\"", 33);
 }
 
+/* 1: [s, end) starts with lit. */
+static int starts(const char *s, const char *end, const char *lit) {
+  size_t n = strlen(lit);
+  return (size_t)(end - s) >= n && !memcmp(s, lit, n);
+}
+
+/* After the first lit in [s, end), or end when there is none. */
+static const char *past(const char *s, const char *end, const char *lit) {
+  size_t n = strlen(lit);
+  const char *c = memmem(s, (size_t)(end - s), lit, n);
+  return c ? c + n : end;
+}
+
 int dv_svg_json(FILE *out, const char *svg, size_t len) {
   buf b = {0};
   const char *s = svg, *end = svg + len;
@@ -293,32 +313,34 @@ int dv_svg_json(FILE *out, const char *svg, size_t len) {
     if (*s != '<') { /* text: kept, but not whitespace between elements */
       const char *t = memchr(s, '<', (size_t)(end - s));
       t = t ? t : end;
-      size_t ws = strspn(s, " \t\r\n");
-      if (s + ws < t)
+      const char *w = s;
+      while (w < t && (*w == ' ' || *w == '\t' || *w == '\r' || *w == '\n'))
+        w++;
+      if (w < t)
         put(&b, s, (size_t)(t - s));
       s = t;
       continue;
     }
     const char *gt;
-    if (!strncmp(s, "<!--", 4)) {
-      const char *c = strstr(s + 4, "-->");
-      s = c ? c + 3 : end;
+    if (starts(s, end, "<!--")) {
+      s = past(s + 4, end, "-->");
       continue;
     }
-    if (!strncmp(s, "<title>", 7)) {
-      const char *c = strstr(s + 7, "</title>");
-      s = c ? c + 8 : end;
+    if (starts(s, end, "<title>")) {
+      s = past(s + 7, end, "</title>");
       continue;
     }
     if (!(gt = memchr(s, '>', (size_t)(end - s)))) {
       put(&b, s, (size_t)(end - s));
       break;
     }
-    if (s[1] == '?' || s[1] == '!') {
+    if (gt == s + 1) {
+      put(&b, "<>", 2);
+    } else if (s[1] == '?' || s[1] == '!') {
       /* <?xml ...?>, <!DOCTYPE ...> */
     } else if (s[1] == '/') {
       put(&b, s, (size_t)(gt - s) + 1);
-      if (!strncmp(s, "</g>", 4))
+      if (starts(s, gt + 1, "</g>"))
         ctx = 0;
     } else if (!background(s + 1, gt)) {
       tag(&b, s + 1, gt, &ctx);
