@@ -4,8 +4,10 @@
  * (--critical-path), a replay trace's summary (--trace/--summary), the
  * difference of two graphs (--diff) and the explorable page (--format
  * html). Each view lives in its own file (dump_view.c, dump_crit.c,
- * dump_trace.c, dump_summary.c, dump_diff.c, dump_html.c); they read the
- * model and print, and say what failed on err. */
+ * dump_trace.c, dump_summary.c, dump_diff.c, dump_html.c with its style
+ * and script in dump_html_page.c and its SVG compaction in
+ * dump_html_svg.c); they read the model and print, and say what failed on
+ * err. */
 #ifndef RP_DUMP_VIEW_H
 #define RP_DUMP_VIEW_H
 
