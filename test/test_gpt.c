@@ -657,6 +657,7 @@ typedef struct tt {
   rp_gpt *m;
   rp_exec *ex;
   rp_text text;
+  rp_kernel_tasks k;
 } tt;
 
 static void tt_init(tt *t, uint32_t procs, int replay) {
@@ -665,8 +666,7 @@ static void tt_init(tt *t, uint32_t procs, int replay) {
   RP_CHECK(rp_text_from_bytes("test text", b, 20000, 16, &t->text));
   free(b);
   t->rt = th_runtime_procs(TH_BACKEND, procs);
-  rp_kernel_tasks k;
-  RP_CHECK(rp_kernels_register(t->rt, &k));
+  RP_CHECK(rp_kernels_register(t->rt, &t->k));
   rp_gpt_config c;
   rp_gpt_config_init(&c);
   c.layers = 2;
@@ -678,7 +678,7 @@ static void tt_init(tt *t, uint32_t procs, int replay) {
   c.procs = procs;
   c.ring = 4; /* refilled every 4 steps */
   c.seed = 3;
-  RP_CHECK(rp_gpt_create(t->rt, &k, &c, &t->m));
+  RP_CHECK(rp_gpt_create(t->rt, &t->k, &c, &t->m));
   if (replay) {
     rp_graph *g;
     RP_CHECK(rp_gpt_record(t->m, &g));
@@ -1509,6 +1509,173 @@ Test(gpt_backends, greedy_decoding_equals_greedy_full_recompute) {
   tt_fini(&t);
 }
 
+static void put_bytes(const char *path, const void *b, size_t n) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(b, 1, n, f), n);
+  cr_assert_eq(fclose(f), 0);
+}
+
+/* Greedy and sampled tokens of decode-step replays of m, from prompt. */
+static void decode_tokens(rp_gpt *m, const int32_t *prompt, uint32_t plen,
+                          uint32_t n, float temperature, int32_t *out) {
+  rp_graph *g;
+  rp_exec *ex;
+  RP_CHECK(rp_gpt_decode_record(m, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_gpt_generate(
+      m, ex, prompt, plen, n,
+      &(rp_gpt_sampling){.temperature = temperature, .seed = 7}, out));
+  RP_CHECK(rp_exec_destroy(ex));
+}
+
+/* `reprise generate`'s model: a decode-only model (rp_gpt_create_decoder)
+ * holds the weights and the decode step's instances, nothing else: its
+ * bytes are the weights' plus the decode step's exactly, a quarter of the
+ * parameter state a training model of the same shape holds (weights,
+ * gradients, both moments), and below a third of that model's bytes. The
+ * checkpoint's weights streamed into it (rp_gpt_ckpt_load_weights) are
+ * the trained model's bitwise, and it decodes the same tokens (greedy and
+ * sampled); the training calls refuse it. */
+Test(gpt_backends, a_decode_only_model_holds_the_weights_and_decodes_alike) {
+  tt t;
+  tt_init(&t, 1, 1);
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
+  tt_train(&t, 0, 10);
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  memcpy(info.bytes, t.text.bytes, t.text.vocab);
+  const char *path = th_tmp_path("gpt.ckpt");
+  RP_CHECK(rp_gpt_save(t.m, path, &info));
+  rp_gpt_ckpt k;
+  RP_CHECK(rp_gpt_ckpt_read_info(path, &k));
+  cr_assert(k.data == NULL && k.ndata == 3 * rp_gpt_param_count(t.m));
+  rp_gpt_config c = *rp_gpt_cfg(t.m);
+  c.batch = 1; /* what generate built before: one row, a ring of 1 */
+  c.ring = 1;
+  const rp_kernel_tasks *kt = &t.k;
+  rp_gpt *full, *dec;
+  RP_CHECK(rp_gpt_create(t.rt, kt, &c, &full));
+  uint64_t before = 0, after = 0, state = 0, dtotal = 0, dstate = 0;
+  RP_CHECK(rp_gpt_proc_bytes(full, 0, &before, &state));
+  rp_graph *g;
+  RP_CHECK(rp_gpt_decode_record(full, &g));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_gpt_proc_bytes(full, 0, &after, &state));
+  RP_CHECK(rp_gpt_create_decoder(t.rt, kt, &c, &dec));
+  RP_CHECK(rp_gpt_proc_bytes(dec, 0, &dtotal, &dstate));
+  uint64_t wbytes = rp_gpt_param_count(t.m) * sizeof(float);
+  cr_assert_eq(state, 4 * wbytes, "training state %llu bytes",
+               (unsigned long long)state);
+  cr_assert_eq(dstate, wbytes, "decode-only state %llu bytes, weights %llu",
+               (unsigned long long)dstate, (unsigned long long)wbytes);
+  cr_assert_eq(dtotal, wbytes + (after - before),
+               "decode-only model %llu bytes: weights %llu + decode step "
+               "%llu",
+               (unsigned long long)dtotal, (unsigned long long)wbytes,
+               (unsigned long long)(after - before));
+  cr_assert_lt(3 * dtotal, after, "%llu bytes, the training model %llu",
+               (unsigned long long)dtotal, (unsigned long long)after);
+  /* the weights, streamed from the file, are the trained model's */
+  RP_CHECK(rp_gpt_ckpt_load_weights(dec, path));
+  size_t n = rp_gpt_param_count(t.m);
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+  RP_CHECK(rp_gpt_params_read(t.m, a, n));
+  RP_CHECK(rp_gpt_params_read(dec, b, n));
+  cr_assert(!memcmp(a, b, n * sizeof *a), "loaded weights differ");
+  int32_t prompt[3];
+  for (int i = 0; i < 3; i++)
+    prompt[i] = t.text.tokens[t.text.ntrain + i];
+  int32_t want[3 + 40], got[3 + 40];
+  for (int temp = 0; temp < 2; temp++) {
+    decode_tokens(t.m, prompt, 3, 40, (float)temp, want);
+    decode_tokens(dec, prompt, 3, 40, (float)temp, got);
+    cr_assert(!memcmp(want, got, sizeof want),
+              "temperature %d: the decode-only model's tokens differ", temp);
+  }
+  /* no training state: the calls that need one refuse it, nothing done */
+  rp_gpt_step_args sa = {.batch = 0, .lr = 1e-3f, .step = 1};
+  RP_EXPECT(rp_gpt_step(dec, &sa), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_step: a decode-only model"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_gpt_tensor_read(dec, 0, RP_GPT_MOM1, a,
+                               (size_t)rp_gpt_param(dec, 0)->rows *
+                                   rp_gpt_param(dec, 0)->cols),
+            RP_EINVAL);
+  RP_EXPECT(rp_gpt_sample(dec, prompt, 3, 1,
+                          &(rp_gpt_sampling){.temperature = 0}, got),
+            RP_EINVAL);
+  RP_EXPECT(rp_gpt_record(dec, &g), RP_EINVAL);
+  RP_EXPECT(rp_gpt_save(dec, path, &info), RP_EINVAL);
+  RP_CHECK(rp_gpt_params_read(dec, b, n));
+  cr_assert(!memcmp(a, b, n * sizeof *a), "a refused call changed weights");
+  free(a);
+  free(b);
+  RP_CHECK(rp_gpt_destroy(dec));
+  RP_CHECK(rp_gpt_destroy(full));
+  tt_fini(&t);
+  th_tmpdir_remove();
+}
+
+/* A checkpoint streamed into a model (rp_gpt_ckpt_read_info, then
+ * rp_gpt_ckpt_load_weights) is checked as a whole read is: a flipped
+ * payload byte is RP_ECHECKSUM both ways (load: at the end, after its
+ * weights were written), another architecture RP_ESHAPE naming the
+ * file, a truncated file RP_EFORMAT. */
+Test(gpt, a_streamed_checkpoint_is_checked_as_a_whole_read) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1;
+  c.width = 16;
+  c.heads = 2;
+  c.context = 8;
+  c.vocab = 5;
+  c.batch = 2;
+  c.ring = 1;
+  rp_gpt *m, *d, *other;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &d));
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  for (int i = 0; i < 5; i++)
+    info.bytes[i] = (uint8_t)('a' + i);
+  const char *path = th_tmp_path("w.ckpt");
+  RP_CHECK(rp_gpt_save(m, path, &info));
+  RP_CHECK(rp_gpt_ckpt_load_weights(d, path));
+  size_t len;
+  char *buf = th_read_all(path, &len);
+  cr_assert_not_null(buf);
+  buf[len - 3] ^= 0x10; /* a second moment's byte */
+  const char *bad = th_tmp_path("bad.ckpt");
+  put_bytes(bad, buf, len);
+  rp_gpt_ckpt got;
+  RP_EXPECT(rp_gpt_ckpt_read_info(bad, &got), RP_ECHECKSUM);
+  cr_assert(strstr(rp_error_detail(), "checksum mismatch"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_gpt_ckpt_load_weights(d, bad), RP_ECHECKSUM);
+  const char *cut = th_tmp_path("cut.ckpt");
+  put_bytes(cut, buf, len - 1);
+  RP_EXPECT(rp_gpt_ckpt_read_info(cut, &got), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), "truncated"), "%s", rp_error_detail());
+  free(buf);
+  c.width = 32;
+  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &other));
+  RP_EXPECT(rp_gpt_ckpt_load_weights(other, path), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), path) &&
+                strstr(rp_error_detail(), "width 16"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_gpt_destroy(other));
+  RP_CHECK(rp_gpt_destroy(d));
+  RP_CHECK(rp_gpt_destroy(m));
+  th_tmpdir_remove();
+  th_destroy(rt);
+}
+
 /* ---- host-side units (CPU only) ---- */
 
 Test(gpt, text_vocabulary_is_the_bytes_present_in_order) {
@@ -1615,13 +1782,6 @@ Test(gpt, neighbouring_batches_share_no_windows) {
                 shared);
   free(b);
   rp_text_free(&t);
-}
-
-static void put_bytes(const char *path, const void *b, size_t n) {
-  FILE *f = fopen(path, "wb");
-  cr_assert_not_null(f);
-  cr_assert_eq(fwrite(b, 1, n, f), n);
-  cr_assert_eq(fclose(f), 0);
 }
 
 /* max_bytes: a model whose instances would take more is refused before

@@ -174,25 +174,26 @@ static rp_status parse_head(const char *path, const char *kind,
   return RP_OK;
 }
 
-rp_status rp_ckpt_parse(const char *path, const char *kind,
-                        const unsigned char *b, size_t n, uint32_t *version,
-                        size_t *off, size_t *len) {
-  uint64_t want = 0;
-  rp_status st = parse_head(path, kind, b, n, n, &want);
-  if (st)
-    return st;
+/* RP_ECHECKSUM unless h (of the header's first 40 bytes and the payload)
+ * is the one the header b holds. */
+static rp_status check_sum(const char *path, const unsigned char *b,
+                           uint64_t h) {
+  if (h == rp_le_get64(b + 40))
+    return RP_OK;
+  return rp_error_set(RP_ECHECKSUM,
+                      "%s: checksum mismatch (the file says "
+                      "fnv1a64:%016llx, its bytes give %016llx): the file "
+                      "is corrupt",
+                      path, (unsigned long long)rp_le_get64(b + 40),
+                      (unsigned long long)h);
+}
+
+/* The header b's kind field: a name, NUL-padded, equal to kind. */
+static rp_status check_kind(const char *path, const char *kind,
+                            const unsigned char *b) {
   char fk[RP_CKPT_KIND_MAX + 1];
   memcpy(fk, b + 16, RP_CKPT_KIND_MAX);
   fk[RP_CKPT_KIND_MAX] = 0;
-  uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, b, 40), b + RP_CKPT_HEAD,
-                          (size_t)want);
-  if (h != rp_le_get64(b + 40))
-    return rp_error_set(RP_ECHECKSUM,
-                        "%s: checksum mismatch (the file says "
-                        "fnv1a64:%016llx, its bytes give %016llx): the file "
-                        "is corrupt",
-                        path, (unsigned long long)rp_le_get64(b + 40),
-                        (unsigned long long)h);
   /* the kind: its name, then NUL up to the 16th byte */
   size_t kl = strlen(fk);
   if (kl == 0)
@@ -215,6 +216,20 @@ rp_status rp_ckpt_parse(const char *path, const char *kind,
                         "%s: a '%s' checkpoint, not a '%s' one "
                         "(another model's file)",
                         path, fk, kind ? kind : "(null)");
+  return RP_OK;
+}
+
+rp_status rp_ckpt_parse(const char *path, const char *kind,
+                        const unsigned char *b, size_t n, uint32_t *version,
+                        size_t *off, size_t *len) {
+  uint64_t want = 0;
+  rp_status st = parse_head(path, kind, b, n, n, &want);
+  if (st)
+    return st;
+  uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, b, 40), b + RP_CKPT_HEAD,
+                          (size_t)want);
+  if ((st = check_sum(path, b, h)) || (st = check_kind(path, kind, b)))
+    return st;
   *version = rp_le_get32(b + 12);
   *off = RP_CKPT_HEAD;
   *len = (size_t)want;
@@ -263,4 +278,134 @@ rp_status rp_ckpt_load(const char *path, const char *kind, size_t max,
   *payload = buf;
   *len = pl;
   return RP_OK;
+}
+
+/* ---- reading in pieces ---- */
+
+struct rp_ckpt_reader {
+  const char *path;
+  int fd;
+  unsigned char head[RP_CKPT_HEAD];
+  uint64_t left; /* payload bytes not read yet */
+  uint64_t hash; /* of the header's first 40 bytes and the payload read */
+};
+
+/* n bytes at the file's offset `at` (n 0: none); a file that ends
+ * before them is refused as truncated (it shrank while read). */
+static rp_status read_at(rp_ckpt_reader *r, uint64_t at, void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = pread(r->fd, (char *)buf + got, n - got, (off_t)(at + got));
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0)
+      return rp_error_set(RP_EIO, "%s: read failed: %s", r->path,
+                          strerror(errno));
+    if (k == 0)
+      return rp_error_set(RP_EFORMAT,
+                          "%s: truncated while it was read (it ends at "
+                          "byte %llu)",
+                          r->path, (unsigned long long)(at + got));
+    got += (size_t)k;
+  }
+  return RP_OK;
+}
+
+/* The checksum of the whole payload, read in 1 MiB pieces. */
+static rp_status sum_payload(rp_ckpt_reader *r, uint64_t len, uint64_t *h) {
+  size_t cap = 1u << 20;
+  unsigned char *buf = malloc(cap);
+  if (!buf)
+    return rp_error_set(RP_ENOMEM, "%s: out of memory", r->path);
+  rp_status st = RP_OK;
+  *h = rp_fnv1a64(RP_FNV64_INIT, r->head, 40);
+  for (uint64_t at = 0; !st && at < len; at += cap) {
+    size_t n = len - at < cap ? (size_t)(len - at) : cap;
+    if (!(st = read_at(r, RP_CKPT_HEAD + at, buf, n)))
+      *h = rp_fnv1a64(*h, buf, n);
+  }
+  free(buf);
+  return st;
+}
+
+rp_status rp_ckpt_reader_open(const char *path, const char *kind, uint64_t max,
+                              int verify, uint32_t *version, uint64_t *len,
+                              rp_ckpt_reader **out) {
+  if (!path || !kind || !version || !len || !out)
+    return rp_error_set(RP_EINVAL, "rp_ckpt_reader_open: NULL argument");
+  rp_ckpt_reader *r = calloc(1, sizeof *r);
+  if (!r)
+    return rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+  r->path = path;
+  uint64_t size = 0, want = 0, h = 0;
+  rp_status st = rp_file_open_regular(path, &r->fd, &size);
+  if (st) {
+    free(r);
+    return rp_train_err_prefix(st, "%s: ", path);
+  }
+  size_t n = size < RP_CKPT_HEAD ? (size_t)size : RP_CKPT_HEAD;
+  st = read_at(r, 0, r->head, n);
+  if (!st)
+    st = parse_head(path, kind, r->head, n, size, &want);
+  if (!st && size > max)
+    st = rp_error_set(RP_ERANGE,
+                      "%s: the file has %llu bytes, above the limit of %llu",
+                      path, (unsigned long long)size, (unsigned long long)max);
+  if (!st && verify && !(st = sum_payload(r, want, &h)))
+    st = check_sum(path, r->head, h);
+  if (!st)
+    st = check_kind(path, kind, r->head);
+  if (st) {
+    rp_ckpt_reader_close(r);
+    return st;
+  }
+  r->left = want;
+  r->hash = rp_fnv1a64(RP_FNV64_INIT, r->head, 40);
+  *version = rp_le_get32(r->head + 12);
+  *len = want;
+  *out = r;
+  return RP_OK;
+}
+
+rp_status rp_ckpt_reader_read(rp_ckpt_reader *r, void *buf, size_t n) {
+  if (!r || (!buf && n))
+    return rp_error_set(RP_EINVAL, "rp_ckpt_reader_read: NULL argument");
+  if (n > r->left)
+    return rp_error_set(RP_EFORMAT,
+                        "%s: %zu bytes asked for, %llu payload bytes left",
+                        r->path, n, (unsigned long long)r->left);
+  uint64_t len = rp_le_get64(r->head + 32);
+  rp_status st = read_at(r, RP_CKPT_HEAD + (len - r->left), buf, n);
+  if (st)
+    return st;
+  r->hash = rp_fnv1a64(r->hash, buf, n);
+  r->left -= n;
+  return RP_OK;
+}
+
+rp_status rp_ckpt_reader_finish(rp_ckpt_reader *r) {
+  if (!r)
+    return rp_error_set(RP_EINVAL, "rp_ckpt_reader_finish: NULL argument");
+  if (r->left)
+    return rp_error_set(RP_EINVAL,
+                        "rp_ckpt_reader_finish: %s: %llu payload bytes not "
+                        "read",
+                        r->path, (unsigned long long)r->left);
+  unsigned char one;
+  ssize_t k =
+      pread(r->fd, &one, 1, (off_t)(RP_CKPT_HEAD + rp_le_get64(r->head + 32)));
+  if (k > 0) /* it grew while read */
+    return rp_error_set(RP_EFORMAT,
+                        "%s: trailing bytes after the payload (the file grew "
+                        "while it was read)",
+                        r->path);
+  return check_sum(r->path, r->head, r->hash);
+}
+
+void rp_ckpt_reader_close(rp_ckpt_reader *r) {
+  if (!r)
+    return;
+  if (r->fd >= 0)
+    close(r->fd);
+  free(r);
 }

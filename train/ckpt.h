@@ -106,6 +106,30 @@ rp_status rp_ckpt_size_check(const char *who, uint64_t payload, uint64_t max);
 rp_status rp_ckpt_load(const char *path, const char *kind, size_t max,
                        uint32_t *version, void **payload, size_t *len);
 
+/* A checkpoint read in pieces, in constant memory (a payload need not be
+ * held whole). rp_ckpt_reader_open opens path (a regular file of at most
+ * max bytes) and checks its header as rp_ckpt_parse does; with verify it
+ * first reads the whole payload once for its checksum (RP_ECHECKSUM
+ * before any other check of the payload, as rp_ckpt_load), else the
+ * checksum is checked by rp_ckpt_reader_finish alone: a caller that uses
+ * bytes before that discards what it made of them when finish fails.
+ * *version and *len: the payload's version and length. Errors: those of
+ * rp_ckpt_parse and rp_file_open_regular (prefixed with the path),
+ * RP_ERANGE above max, RP_EIO a failed read. */
+typedef struct rp_ckpt_reader rp_ckpt_reader;
+rp_status rp_ckpt_reader_open(const char *path, const char *kind, uint64_t max,
+                              int verify, uint32_t *version, uint64_t *len,
+                              rp_ckpt_reader **out);
+/* The next n payload bytes (RP_EFORMAT past its end; a file that shrank
+ * since the open: RP_EFORMAT "truncated while it was read"). */
+rp_status rp_ckpt_reader_read(rp_ckpt_reader *r, void *buf, size_t n);
+/* After the whole payload was read: RP_ECHECKSUM when the bytes read do
+ * not give the header's checksum (a corrupt file, or one rewritten since
+ * the open verified it), RP_EFORMAT when the file grew. */
+rp_status rp_ckpt_reader_finish(rp_ckpt_reader *r);
+/* NULL: no-op. */
+void rp_ckpt_reader_close(rp_ckpt_reader *r);
+
 /* Whether n bytes b start with the container's magic. */
 int rp_ckpt_is_container(const unsigned char *b, size_t n);
 

@@ -138,6 +138,8 @@ struct rp_gpt {
   rp_inst lossr, tok; /* tok: xr, home: a sampled token for every rank */
   char opname[RP_NAME_MAX + 1];
   int dec_filled;
+  int decoder; /* rp_gpt_create_decoder: the weights and the decode step's
+                  instances alone */
 };
 
 /* Processor p's rank, and whether it is this one. */
@@ -146,6 +148,17 @@ static uint32_t rank_of(const rp_gpt *m, uint32_t p) {
 }
 static int here(const rp_gpt *m, uint32_t p) {
   return rank_of(m, p) == m->rank;
+}
+
+/* Refuses fn on a decode-only model: it has no training state. */
+static rp_status trainer_only(const rp_gpt *m, const char *fn) {
+  if (!m || !m->decoder)
+    return RP_OK;
+  return rp_error_set(RP_EINVAL,
+                      "%s: a decode-only model (rp_gpt_create_decoder) has "
+                      "no gradients, AdamW moments, batches or training "
+                      "activations",
+                      fn);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -543,6 +556,17 @@ static uint32_t opt_count(const rp_gpt *m, uint32_t t) {
   return n;
 }
 
+/* A decode-only model's state: the weights alone, at home. */
+static rp_status make_weights(rp_gpt *m) {
+  rp_status st = RP_OK;
+  m->state = 1;
+  for (uint32_t i = 0; !st && i < m->np; i++)
+    if (!(st = mk(m, 0, RP_F32, home_rect(m, i), &m->w[i])))
+      st = name_inst(m, m->w[i], "%s", m->info[i].name);
+  m->state = 0;
+  return st;
+}
+
 /* The home state: weights, gradients and moments of every tensor not
  * split (tensor parallelism keeps the split ones in the slices only). */
 static rp_status make_home(rp_gpt *m) {
@@ -895,27 +919,44 @@ static void free_shards(rp_gpt *m) {
   }
 }
 
-/* cfg.max_bytes: the build run once making nothing, counting this rank's
- * instances, so that a model above the limit is refused, naming its
- * whole size, before any instance is made. */
-static rp_status check_size(rp_gpt *m) {
-  m->dry = 1;
-  m->need_bytes = 0;
+static rp_status make_decode(rp_gpt *m);
+static void free_decode(rp_gpt *m);
+
+/* What a model is made of: a decode-only model's weights and decode
+ * step, or the training state (home, then the shards). */
+static rp_status make_model(rp_gpt *m) {
+  if (m->decoder) {
+    rp_status st = make_weights(m);
+    return st ? st : make_decode(m);
+  }
   rp_status st = make_home(m);
   for (uint32_t d = 0; !st && d < m->dp; d++)
     st = make_shard(m, d);
+  return st;
+}
+
+/* cfg.max_bytes: the build run once making nothing, counting this rank's
+ * instances, so that a model above the limit is refused, naming its
+ * whole size, before any instance is made. */
+static rp_status check_size(rp_gpt *m, const char *fn) {
+  const char *making = m->making; /* make_decode sets its own */
+  m->dry = 1;
+  m->need_bytes = 0;
+  rp_status st = make_model(m);
   m->dry = 0;
+  m->making = making;
   free_shards(m);
+  free_decode(m);
   memset(m->bytes, 0, sizeof m->bytes);
   memset(m->state_bytes, 0, sizeof m->state_bytes);
   if (st != RP_OK || m->need_bytes <= m->cfg.max_bytes)
     return st;
   char need[32], lim[32];
   return rp_error_set(RP_ENOMEM,
-                      "rp_gpt_create: the model's instances would take %s "
+                      "%s: the model's instances would take %s "
                       "(%llu bytes) on this rank, above the limit of %s "
                       "(max_bytes: %llu bytes)",
-                      size_str(need, sizeof need, m->need_bytes),
+                      fn, size_str(need, sizeof need, m->need_bytes),
                       (unsigned long long)m->need_bytes,
                       size_str(lim, sizeof lim, m->cfg.max_bytes),
                       (unsigned long long)m->cfg.max_bytes);
@@ -944,9 +985,7 @@ rp_status rp_gpt_destroy(rp_gpt *m) {
   free(m->sh);
   free(m->ts);
   free(m->gsum);
-  if (m->dec)
-    free(m->dec->a);
-  free(m->dec);
+  free_decode(m);
   free(m->all);
   free(m->info);
   free(m->w);
@@ -959,15 +998,15 @@ rp_status rp_gpt_destroy(rp_gpt *m) {
   return st;
 }
 
-rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
-                        const rp_gpt_config *cfg, rp_gpt **out) {
-  if (!rt || !k || !cfg || !out)
-    return rp_error_set(RP_EINVAL, "rp_gpt_create: NULL argument");
-  rp_status st = config_check(cfg, "rp_gpt_create");
+/* rp_gpt_create, or with decoder rp_gpt_create_decoder (fn: which). */
+static rp_status create(rp_runtime *rt, const rp_kernel_tasks *k,
+                        const rp_gpt_config *cfg, int decoder, const char *fn,
+                        rp_gpt **out) {
+  rp_status st = config_check(cfg, fn);
   if (st != RP_OK)
     return st;
   if (RP_GPT_PARAMS(cfg->layers) > RP_GPT_ADAMW_MAX)
-    return rp_error_set(RP_EINVAL, "rp_gpt_create: too many layers");
+    return rp_error_set(RP_EINVAL, "%s: too many layers", fn);
   if (cfg->dist && rp_capture_open(rt)) /* its weights travel eagerly */
     return rp_error_set(RP_ECAPTURE, "rp_gpt_create: dist: a capture is open "
                                      "on the runtime (the weights are set up "
@@ -976,7 +1015,8 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
   if (!m)
     return rp_error_set(RP_ENOMEM, "rp_gpt_create: out of memory");
   m->rt = rt;
-  m->making = "rp_gpt_create";
+  m->making = fn;
+  m->decoder = decoder;
   m->k = *k;
   m->cfg = *cfg;
   m->np = RP_GPT_PARAMS(cfg->layers);
@@ -1011,11 +1051,9 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
     st = pick_procs(m);
   }
   if (!st && cfg->max_bytes)
-    st = check_size(m);
+    st = check_size(m, fn);
   if (!st)
-    st = make_home(m);
-  for (uint32_t d = 0; !st && d < m->dp; d++)
-    st = make_shard(m, d);
+    st = make_model(m);
   if (!st)
     st = rp_gpt_reset(m);
   if (st != RP_OK) {
@@ -1024,6 +1062,27 @@ rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
   }
   *out = m;
   return RP_OK;
+}
+
+rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
+                        const rp_gpt_config *cfg, rp_gpt **out) {
+  if (!rt || !k || !cfg || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_create: NULL argument");
+  return create(rt, k, cfg, 0, "rp_gpt_create", out);
+}
+
+rp_status rp_gpt_create_decoder(rp_runtime *rt, const rp_kernel_tasks *k,
+                                const rp_gpt_config *cfg, rp_gpt **out) {
+  if (!rt || !k || !cfg || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_create_decoder: NULL argument");
+  /* one processor, one row: the layout and the training fields unused */
+  rp_gpt_config one = *cfg;
+  one.batch = 1;
+  one.procs = 1;
+  one.tp = 1;
+  one.ring = 1;
+  one.dist = 0;
+  return create(rt, k, &one, 1, "rp_gpt_create_decoder", out);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1925,6 +1984,8 @@ static rp_status step_check(const rp_gpt *m, const rp_gpt_step_args *a,
                             const char *fn) {
   if (!m || !a)
     return rp_error_set(RP_EINVAL, "%s: NULL argument", fn);
+  if (trainer_only(m, fn) != RP_OK)
+    return RP_EINVAL;
   if (a->batch >= m->cfg.ring || a->step < 1)
     return rp_error_set(RP_ERANGE, "%s: batch %u of %u, step %d", fn, a->batch,
                         m->cfg.ring, (int)a->step);
@@ -1977,6 +2038,8 @@ static rp_status record_step(void *arg) {
 rp_status rp_gpt_record(rp_gpt *m, rp_graph **out) {
   if (!m || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_record: NULL argument");
+  if (trainer_only(m, "rp_gpt_record") != RP_OK)
+    return RP_EINVAL;
   return rp_train_record(m->rt, &m->recording, record_step, m, loss_op(m),
                          "rp_gpt_record", out);
 }
@@ -1985,6 +2048,8 @@ rp_status rp_gpt_record(rp_gpt *m, rp_graph **out) {
 /* Evaluation and sampling (eager) */
 
 rp_status rp_gpt_forward(rp_gpt *m, rp_inst tokens, uint32_t rows) {
+  if (trainer_only(m, "rp_gpt_forward") != RP_OK)
+    return RP_EINVAL;
   if (!m || rows == 0 || rows > m->sh[0].rows)
     return rp_error_set(RP_EINVAL, "rp_gpt_forward: rows %u (need 1..%u)", rows,
                         m ? m->sh[0].rows : 0);
@@ -2078,6 +2143,8 @@ rp_status rp_gpt_evaluate(rp_gpt *m, const int32_t *x, const int32_t *y,
                           uint32_t n, double *loss) {
   if (!m || !x || !y || !loss || n == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_evaluate: bad argument");
+  if (trainer_only(m, "rp_gpt_evaluate") != RP_OK)
+    return RP_EINVAL;
   rp_status est = eager_only(m, "rp_gpt_evaluate");
   if (est != RP_OK)
     return est;
@@ -2245,6 +2312,8 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
                         uint32_t n, const rp_gpt_sampling *how, int32_t *out) {
   if (!m || !prompt || !out || !how || plen == 0)
     return rp_error_set(RP_EINVAL, "rp_gpt_sample: bad argument");
+  if (trainer_only(m, "rp_gpt_sample") != RP_OK)
+    return RP_EINVAL;
   uint32_t T = m->cfg.context, V = m->cfg.vocab;
   rp_status st = check_prompt(m, prompt, plen, n, how, "rp_gpt_sample");
   if (st != RP_OK)
@@ -2318,6 +2387,11 @@ static void unmake_decode(rp_gpt *m, uint32_t nall0, uint64_t made0,
   for (uint32_t i = 0; i < m->np; i++)
     if (split_dim(m, i) >= 0)
       m->w[i] = (rp_inst){0};
+  free_decode(m);
+}
+
+/* The decode step's table (its instances are in m->all). */
+static void free_decode(rp_gpt *m) {
   if (m->dec)
     free(m->dec->a);
   free(m->dec);
@@ -2688,7 +2762,7 @@ rp_status rp_gpt_reset(rp_gpt *m) {
       buf[j] =
           p->init_std > 0 ? p->init_std * rp_rng_normal(&r) : p->init_value;
     st = slot_io(m, i, RP_GPT_WEIGHT, NULL, buf, n);
-    for (int s = RP_GPT_GRAD; !st && s <= RP_GPT_MOM2; s++)
+    for (int s = RP_GPT_GRAD; !st && !m->decoder && s <= RP_GPT_MOM2; s++)
       st = slot_io(m, i, (rp_gpt_slot)s, NULL, zero, n);
   }
   free(buf);
@@ -2731,6 +2805,8 @@ static rp_status check_slot(rp_gpt *m, uint32_t i, rp_gpt_slot s, size_t n,
                             const char *f) {
   if (!m || i >= m->np || (unsigned)s > RP_GPT_MOM2)
     return rp_error_set(RP_EINVAL, "%s: tensor %u slot %d", f, i, (int)s);
+  if (s != RP_GPT_WEIGHT && trainer_only(m, f) != RP_OK)
+    return RP_EINVAL;
   if (m->xr && eager_only(m, f) != RP_OK) /* shards travel by eager copies */
     return RP_ECAPTURE;
   if (n != numel(&m->info[i]))
@@ -2809,6 +2885,8 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
   if (!m || !x || !y || n == 0 || n > m->cfg.ring)
     return rp_error_set(RP_EINVAL, "rp_gpt_write_batches: %u batches (ring %u)",
                         n, m ? m->cfg.ring : 0);
+  if (trainer_only(m, "rp_gpt_write_batches") != RP_OK)
+    return RP_EINVAL;
   size_t per = (size_t)m->cfg.batch * m->cfg.context, total = per * n;
   rp_status st = tokens_check(m, x, y, total, "rp_gpt_write_batches");
   if (st != RP_OK)
@@ -2823,12 +2901,16 @@ rp_status rp_gpt_write_batches(rp_gpt *m, const int32_t *x, const int32_t *y,
 rp_status rp_gpt_batch_loss(rp_gpt *m, float *out) {
   if (!m || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_batch_loss: NULL argument");
+  if (trainer_only(m, "rp_gpt_batch_loss") != RP_OK)
+    return RP_EINVAL;
   return rp_instance_read(m->rt, m->xr ? m->lossr : m->loss, out, sizeof *out);
 }
 
 rp_status rp_gpt_grad_norm(rp_gpt *m, float *out) {
   if (!m || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_grad_norm: NULL argument");
+  if (trainer_only(m, "rp_gpt_grad_norm") != RP_OK)
+    return RP_EINVAL;
   if (!m->stats.id)
     return rp_error_set(RP_EINVAL,
                         "rp_gpt_grad_norm: the norm is on rank %u "
@@ -2966,6 +3048,8 @@ rp_status rp_gpt_train(rp_gpt *m, rp_exec *ex, const rp_text *t,
   uint32_t stop = o && o->stop ? o->stop : o ? o->iters : 0;
   if (!m || !t || !o || o->start > stop || stop > o->iters)
     return rp_error_set(RP_EINVAL, "rp_gpt_train: bad argument");
+  if (trainer_only(m, "rp_gpt_train") != RP_OK)
+    return RP_EINVAL;
   if (eager_only(m, "rp_gpt_train") != RP_OK)
     return RP_ECAPTURE;
   if (o->inflight > RP_GPT_MAX_INFLIGHT)
@@ -3079,6 +3163,8 @@ rp_status rp_gpt_save_check(const rp_gpt *m) {
 rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
   if (!m || !path || !info)
     return rp_error_set(RP_EINVAL, "rp_gpt_save: NULL argument");
+  if (trainer_only(m, "rp_gpt_save") != RP_OK)
+    return RP_EINVAL;
   if (eager_only(m, "rp_gpt_save") != RP_OK)
     return RP_ECAPTURE;
   if (rp_gpt_save_check(m) != RP_OK)
@@ -3143,8 +3229,9 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
   return st;
 }
 
-/* Checks the payload (n bytes at b) of a checkpoint the container has
- * checked and fills *c (but for the floats). */
+/* Checks the payload's header (at b; n bytes in all, head of them the
+ * header) of a checkpoint the container has checked and fills *c (but for
+ * the vocabulary and the floats). */
 static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                             uint32_t head, rp_gpt_ckpt *c) {
   if (n < head)
@@ -3205,8 +3292,14 @@ static rp_status ckpt_parse(const char *path, const unsigned char *b, size_t n,
                         path, n < want ? "truncated" : "trailing bytes",
                         c->layers, c->layers == 1 ? "" : "s", c->width,
                         c->context, c->vocab, (unsigned long long)want, n);
-  memcpy(c->bytes, b + head, c->vocab);
-  /* the bytes present in a text, in increasing order (rp_text) */
+  return RP_OK;
+}
+
+/* The vocabulary (c->vocab bytes at b) into c: the bytes present in a
+ * text, in increasing order (rp_text). */
+static rp_status ckpt_vocab(const char *path, const unsigned char *b,
+                            rp_gpt_ckpt *c) {
+  memcpy(c->bytes, b, c->vocab);
   for (uint32_t i = 1; i < c->vocab; i++)
     if (c->bytes[i] <= c->bytes[i - 1])
       return rp_error_set(RP_EFORMAT,
@@ -3240,6 +3333,8 @@ rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
                                  : CKPT_HEAD;
   if (!st)
     st = ckpt_parse(path, b, n, head, &c);
+  if (!st)
+    st = ckpt_vocab(path, b + head, &c);
   if (!st) {
     c.ndata = (size_t)ckpt_floats(c.layers, c.width, c.context, c.vocab);
     st = rp_ckpt_floats_read(path, b + head + c.vocab, c.ndata,
@@ -3277,6 +3372,8 @@ rp_status rp_gpt_ckpt_fits(const rp_gpt_ckpt *c, const rp_gpt_config *g) {
 rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
   if (!m || !c || !c->data)
     return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_apply: NULL argument");
+  if (trainer_only(m, "rp_gpt_ckpt_apply") != RP_OK)
+    return RP_EINVAL;
   rp_status fit = rp_gpt_ckpt_fits(c, &m->cfg);
   if (fit)
     return fit;
@@ -3311,4 +3408,114 @@ rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
       q += numel(&m->info[i]);
     }
   return st;
+}
+
+/* A checkpoint streamed (rp_ckpt_reader), never held whole: its header
+ * and vocabulary into *c (c->data stays NULL), every value checked as
+ * rp_gpt_ckpt_read and rp_gpt_ckpt_apply check them (finite; second
+ * moments >= 0), tensor after tensor through one buffer of the largest.
+ * With m (its architecture the file's), the weights are written into
+ * m's and the moments skipped, and the checksum is checked at the end
+ * (verify: first too, before anything else of the payload). */
+static rp_status ckpt_stream(const char *path, rp_gpt_ckpt *c, rp_gpt *m,
+                             int verify) {
+  rp_ckpt_reader *r = NULL;
+  uint32_t version = 0;
+  uint64_t len = 0;
+  rp_status st = rp_ckpt_reader_open(path, CKPT_KIND, CKPT_MAX, verify,
+                                     &version, &len, &r);
+  if (st != RP_OK)
+    return st;
+  memset(c, 0, sizeof *c);
+  if (version < 1 || version > CKPT_VERSION)
+    st = rp_error_set(RP_EVERSION,
+                      "%s: GPT checkpoint payload version %u (this "
+                      "build reads versions 1 to %u)",
+                      path, version, CKPT_VERSION);
+  uint32_t head = version == 1   ? CKPT_HEAD_V1
+                  : version == 2 ? CKPT_HEAD_V2
+                                 : CKPT_HEAD;
+  unsigned char hb[CKPT_HEAD + RP_GPT_MAX_VOCAB];
+  if (!st)
+    st = rp_ckpt_reader_read(r, hb, len < head ? (size_t)len : head);
+  if (!st)
+    st = ckpt_parse(path, hb, (size_t)len, head, c);
+  if (!st && !(st = rp_ckpt_reader_read(r, hb + head, c->vocab)))
+    st = ckpt_vocab(path, hb + head, c);
+  if (!st && m && (st = rp_gpt_ckpt_fits(c, &m->cfg)) != RP_OK)
+    st = rp_train_err_prefix(st, "%s: ", path);
+  const rp_gpt_param_info *info = m ? m->info : NULL;
+  rp_gpt_param_info *own = NULL;
+  uint32_t np = RP_GPT_PARAMS(c->layers);
+  if (!st && !m) { /* the shapes of the file's model */
+    rp_gpt tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.cfg.layers = c->layers;
+    tmp.cfg.width = c->width;
+    tmp.cfg.context = c->context;
+    tmp.cfg.vocab = c->vocab;
+    tmp.np = np;
+    tmp.info = own = calloc(np, sizeof *own);
+    if (own)
+      make_table(&tmp);
+    else
+      st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+    info = own;
+  }
+  size_t most = 0;
+  for (uint32_t i = 0; !st && i < np; i++)
+    most = numel(&info[i]) > most ? numel(&info[i]) : most;
+  float *v = st ? NULL : malloc(most * sizeof *v);
+  if (!st && !v)
+    st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+  size_t at = 0; /* the value's index among all of them */
+  for (uint32_t i = 0; !st && i < np; i++)
+    for (int s = 0; !st && s < 3; s++) { /* weights, m, v */
+      size_t n = numel(&info[i]);
+      if ((st = rp_ckpt_reader_read(r, v, 4 * n)))
+        break;
+      for (size_t k = 0; k < n; k++) /* in place: little-endian to host */
+        v[k] = rp_le_getf((const unsigned char *)&v[k]);
+      for (size_t k = 0; !st && k < n; k++)
+        if (!isfinite(v[k]))
+          st = rp_error_set(RP_EFORMAT,
+                            "%s: value %zu of the weights and AdamW moments "
+                            "is %g: a checkpoint holds finite values only "
+                            "(saved from a run that had diverged?)",
+                            path, at + k, (double)v[k]);
+        else if (s == 2 && v[k] < 0)
+          st = rp_error_set(RP_EFORMAT,
+                            "%s: %s's second AdamW moment holds %g at "
+                            "element %zu (a mean of squares is never "
+                            "negative or NaN)",
+                            path, info[i].name, (double)v[k], k);
+      at += n;
+      if (!st && m && s == 0)
+        st = rp_gpt_tensor_write(m, i, RP_GPT_WEIGHT, v, n);
+    }
+  if (!st)
+    st = rp_ckpt_reader_finish(r);
+  if (!st)
+    c->ndata = at;
+  free(v);
+  free(own);
+  rp_ckpt_reader_close(r);
+  return st;
+}
+
+rp_status rp_gpt_ckpt_read_info(const char *path, rp_gpt_ckpt *out) {
+  if (!path || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_read_info: NULL argument");
+  rp_gpt_ckpt c;
+  rp_status st = ckpt_stream(path, &c, NULL, 1);
+  if (!st)
+    *out = c;
+  return st;
+}
+
+rp_status rp_gpt_ckpt_load_weights(rp_gpt *m, const char *path) {
+  if (!m || !path)
+    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_load_weights: NULL argument");
+  rp_gpt_ckpt c;
+  return ckpt_stream(path, &c, m, 0);
 }

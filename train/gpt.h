@@ -209,6 +209,23 @@ typedef struct rp_gpt rp_gpt;
  * instance errors. */
 rp_status rp_gpt_create(rp_runtime *rt, const rp_kernel_tasks *k,
                         const rp_gpt_config *cfg, rp_gpt **out);
+/* A decode-only model (`reprise generate`): the weights (initialised from
+ * the seed as rp_gpt_create's), the decode step's instances (one
+ * position's activations, the key/value caches; the decoding section
+ * below) and nothing else: no gradients, AdamW moments, batch ring or
+ * training activations, about a quarter of a training model's bytes. Of
+ * cfg only the architecture (layers, heads, width, context, vocab), seed
+ * and max_bytes count (counting the decode step's instances too): it is
+ * one processor's, one row's. rp_gpt_decode_record, rp_gpt_generate, the
+ * weights' accessors (rp_gpt_tensor_read/_write of RP_GPT_WEIGHT,
+ * rp_gpt_params_read), rp_gpt_reset and rp_gpt_ckpt_load_weights take
+ * it; the calls that train, evaluate, sample by full recompute or touch
+ * the other slots (rp_gpt_step, _step_check, _record, _write_batches,
+ * _batch_loss, _grad_norm, _evaluate, _forward, _sample, _train, _save,
+ * _ckpt_apply) refuse it with RP_EINVAL, nothing done. Errors as
+ * rp_gpt_create's. */
+rp_status rp_gpt_create_decoder(rp_runtime *rt, const rp_kernel_tasks *k,
+                                const rp_gpt_config *cfg, rp_gpt **out);
 /* Destroy execs recorded from it first. NULL: no-op. Frees m as free()
  * does: m must not be used, or destroyed, again (the runtime's handles
  * are generation-checked; a model is a plain pointer), also when it
@@ -566,5 +583,20 @@ rp_status rp_gpt_ckpt_fits(const rp_gpt_ckpt *c, const rp_gpt_config *g);
  * written) for a second moment that is negative or NaN (a mean of
  * squares). */
 rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c);
+/* rp_gpt_ckpt_read without the values: the header and vocabulary into
+ * *out (out->data NULL, out->ndata the count of values the file holds),
+ * the file read in pieces (constant memory, never whole) and checked as
+ * rp_gpt_ckpt_read and rp_gpt_ckpt_apply check it: the checksum first,
+ * then the header, every value finite and every second moment >= 0
+ * (RP_EFORMAT naming the file). Nothing to free. */
+rp_status rp_gpt_ckpt_read_info(const char *path, rp_gpt_ckpt *out);
+/* Writes the weights of the checkpoint at path into m (a training model
+ * or a decode-only one; the moments are read, checked and left out),
+ * streaming the file tensor by tensor through one tensor's buffer. The
+ * checksum is checked at the end, after the weights are written: on any
+ * error (those of rp_gpt_ckpt_read_info, RP_ESHAPE for another
+ * architecture than m's, RP_ECHECKSUM for a file that changed since it
+ * was verified) m's weights are partly the file's: reload or destroy m. */
+rp_status rp_gpt_ckpt_load_weights(rp_gpt *m, const char *path);
 
 #endif

@@ -2,7 +2,10 @@
  * as `reprise train --model gpt --load-weights` and `reprise generate` read
  * them: rp_gpt_ckpt_read on the input's file (fuzz_ckpt.h: a mode byte, then
  * the file, resealed or not), then rp_gpt_ckpt_fits against a fixed small model
- * (that of the seed corpus). The container's entries are checked against each
+ * (that of the seed corpus); the streaming reader generate uses
+ * (rp_gpt_ckpt_read_info) must answer as the whole read does (it refuses a
+ * negative second moment too, as rp_gpt_ckpt_apply does), with the same
+ * header and vocabulary. The container's entries are checked against each
  * other on the same bytes. A file must load or be refused with an error naming
  * it; a checkpoint that loads must keep gpt.h's promises (a vocabulary in
  * increasing order, finite values, as many as its shape says). */
@@ -50,8 +53,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!b)
     return 0;
   fz_file_set(&file, b, n);
-  rp_gpt_ckpt c;
+  rp_gpt_ckpt c, info;
+  rp_status ist = rp_gpt_ckpt_read_info(file.path, &info);
+  if (ist != RP_OK && !strstr(rp_error_detail(), file.path))
+    fz_fail("a streamed GPT checkpoint error does not name the file");
+  int negative_v = ist == RP_EFORMAT &&
+                   strstr(rp_error_detail(), "second AdamW moment") != NULL;
   rp_status st = rp_gpt_ckpt_read(file.path, &c);
+  if (st != ist && !(st == RP_OK && negative_v))
+    fz_fail("the streamed and the whole read of a GPT checkpoint disagree");
+  if (st == RP_OK && ist == RP_OK &&
+      (info.layers != c.layers || info.heads != c.heads ||
+       info.width != c.width || info.context != c.context ||
+       info.vocab != c.vocab || info.step != c.step || info.ndata != c.ndata ||
+       info.data || memcmp(info.bytes, c.bytes, c.vocab)))
+    fz_fail("the streamed read of a GPT checkpoint reads another header");
   if (st == RP_OK) {
     check(&c);
     rp_gpt_ckpt_free(&c);
