@@ -1,8 +1,9 @@
 /* tools/cmd_generate.c — `reprise generate`: text from a GPT checkpoint
  * (`reprise train --model gpt --save-weights FILE`), decoded by replaying
  * one recorded decode step per token (train/gpt.h: rp_gpt_decode_record,
- * rp_gpt_generate). Exit status: 0 generated, 1 failed (unreadable
- * checkpoint, engine error), 2 bad usage. */
+ * rp_gpt_generate) of a decode-only model (rp_gpt_create_decoder) whose
+ * weights are streamed from the file (rp_gpt_ckpt_load_weights). Exit status: 0
+ * generated, 1 failed (unreadable checkpoint, engine error), 2 bad usage. */
 #include "cmd_train.h"
 
 #include "train/train_util.h"
@@ -271,9 +272,23 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
     rp_cli_say(stderr, "reprise generate: not CUDA: %s\n", why);
   if (!rc && (st = rp_kernels_register(rt, &kt)) != RP_OK)
     rc = gfail("registering the kernels", st);
-  if (!rc && (st = rp_gpt_create(rt, &kt, &gc, &m)) != RP_OK)
-    rc = gfail("building the model", st);
-  if (!rc && (st = rp_gpt_ckpt_apply(m, k)) != RP_OK)
+  /* the decode-only model: the weights, the caches, one position's
+   * activations; on the CPU backend against the memory the process may
+   * have, as train's model */
+  if (rt && rp_runtime_backend(rt) == RP_BACKEND_CPU)
+    gc.max_bytes = rp_train_memory_limit();
+  if (!rc && (st = rp_gpt_create_decoder(rt, &kt, &gc, &m)) != RP_OK) {
+    if (st == RP_ENOMEM && gc.max_bytes)
+      rp_cli_say(stderr,
+                 "reprise generate: building the model: RP_ENOMEM (%s): the "
+                 "limit is the memory this process may have (the least of "
+                 "physical memory, the cgroup's limit and RLIMIT_AS)\n",
+                 rp_error_detail());
+    rc = st == RP_ENOMEM && gc.max_bytes ? RP_CLI_FAILED
+                                         : gfail("building the model", st);
+  }
+  /* the weights streamed from the file (checked whole before) */
+  if (!rc && (st = rp_gpt_ckpt_load_weights(m, c->weights)) != RP_OK)
     rc = gfail("loading the weights", st);
   if (!rc && (st = rp_gpt_decode_record(m, &g)) != RP_OK)
     rc = gfail("recording the decode step", st);
@@ -338,8 +353,8 @@ int rp_cmd_generate(int argc, char **argv) {
   int rc = gen_parse(argc, argv, &c);
   if (rc)
     return rc < 0 ? RP_CLI_OK : rc;
-  rp_gpt_ckpt k;
-  rp_status st = rp_gpt_ckpt_read(c.weights, &k);
+  rp_gpt_ckpt k; /* the header and vocabulary: the values stay in the file */
+  rp_status st = rp_gpt_ckpt_read_info(c.weights, &k);
   if (st != RP_OK) {
     rp_cli_say(stderr, "reprise generate: --load-weights %s\n",
                rp_error_detail());
