@@ -115,6 +115,16 @@ extern rp_backend_kind th_backends[2];
  * (label "gpu"; th_runtime skips them with the reason when no CUDA device
  * answers). Where the backends differ in a tolerance or a detail, the test
  * says so with TH_ON_CPU. */
+/* TH_TSAN: defined in ThreadSanitizer builds, whose shadow memory makes
+ * resident-memory figures meaningless. */
+#if defined(__SANITIZE_THREAD__)
+#define TH_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TH_TSAN 1
+#endif
+#endif
+
 #ifndef TH_BACKEND
 #define TH_BACKEND RP_BACKEND_CPU
 #endif

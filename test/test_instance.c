@@ -66,14 +66,6 @@ Test(instance, storage_is_aligned_and_zeroed_at_every_size) {
     }
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define TH_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TH_TSAN 1
-#endif
-#endif
-
 #ifndef TH_TSAN
 /* Resident memory of this process, bytes (/proc/self/statm), or 0. */
 static uint64_t resident_bytes(void) {
