@@ -210,8 +210,10 @@ static rp_status eager_parallel(rp_capture_state *cs, const rp_parallel_op *op,
       pthread_mutex_unlock(&cs->lock);
     }
   }
-  if (st)
+  if (st) {
     issued--;
+    st = rp__err_as(st, "rp_launch_parallel: "); /* not rp_launch_copy's */
+  }
   /* Partway (out of memory: the copies were checked before), the copies
    * issued run on; the caller gets the error and *done untouched. */
   rp_status mst =
@@ -219,7 +221,9 @@ static rp_status eager_parallel(rp_capture_state *cs, const rp_parallel_op *op,
   for (uint32_t i = 0; i < issued; i++)
     rp_event_release(cs->rt, evs[i]);
   free(evs);
-  return st ? st : mst;
+  return st    ? st
+         : mst ? rp__err_as(mst, "rp_launch_parallel: ") /* not the merge's */
+               : RP_OK;
 }
 
 static rp_status record_parallel(rp_capture_state *cs, const rp_parallel_op *op,

@@ -287,7 +287,7 @@ rp_status rp__eager_end(rp_capture_state *cs, rp_gate *gate, rp_proc proc,
   rp_status st = rp__event_new(rt, done_slot);
   if (st) {
     pthread_mutex_unlock(&cs->lock);
-    return st;
+    return rp__err_prefix(st, copy ? "rp_launch_copy: " : "rp_launch_task: ");
   }
   for (uint32_t i = 0; i < deps->n; i++) {
     cs->evs[i].id = deps->v[i].id;

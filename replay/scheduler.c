@@ -1329,7 +1329,7 @@ rp_status rp__replay_owned(rp_exec *ex, const rp_replay_args *a,
     atomic_store(&ex->issued_pub, r);
     if (how == 2)
       publish_empty(ex->rs, t);
-    return drop_held(ex, ex->npre, st);
+    return drop_held(ex, ex->npre, rp__err_prefix(st, "rp_replay: "));
   }
   ex->issued = r + 1;
   if (how == 0)

@@ -1069,3 +1069,74 @@ Test(event, merges_of_an_event_never_triggered_fill_the_table_and_are_refused) {
   rp__ctable_max_chunks = 4096;
   th_destroy(r2);
 }
+
+/* The other calls that make an event refuse a full table as rp_event_create
+ * does, naming themselves (not an inner call, or no call at all), and
+ * change nothing: once the table has room again each works. */
+static void expect_full(rp_status st, const char *call) {
+  cr_assert_eq(st, RP_ENOMEM, "%s: %s", call, rp_status_name(st));
+  char want[96];
+  snprintf(want, sizeof want, "%s: the event table is full (2048 events; ",
+           call);
+  cr_assert(!strncmp(rp_error_detail(), want, strlen(want)), "%s",
+            rp_error_detail());
+}
+
+Test(event, a_full_table_is_refused_naming_replay_launch_copy_and_parallel) {
+  rp_runtime *r2 = th_cpu_runtime(1);
+  rp_task_id tn;
+  RP_CHECK(
+      rp_task_register(r2, &(rp_task_desc){.name = "nop", .cpu_fn = nop}, &tn));
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst x, y, z;
+  RP_CHECK(rp_instance_create(r2, 0, RP_F32, &r, NULL, &x));
+  RP_CHECK(rp_instance_create(r2, 0, RP_F32, &r, NULL, &y));
+  RP_CHECK(rp_instance_create(r2, 0, RP_F32, &r, NULL, &z));
+  rp_graph *g;
+  rp_exec *ex;
+  RP_CHECK(rp_capture_begin(r2, NULL));
+  RP_CHECK(rp_launch_task(r2, &(rp_launch){.task = tn, .proc = 0}, NULL));
+  RP_CHECK(rp_capture_end(r2, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp__ctable_max_chunks = 2;
+  static rp_event held[8192];
+  uint32_t n = 0;
+  while (n < 8192 && rp_event_create(r2, &held[n]) == RP_OK)
+    n++;
+  cr_assert_lt(n, 8192u, "the table never filled");
+  rp_event d = {777};
+  expect_full(rp_replay(ex, NULL, &d), "rp_replay");
+  expect_full(rp_launch_task(r2, &(rp_launch){.task = tn, .proc = 0}, &d),
+              "rp_launch_task");
+  expect_full(rp_launch_copy(r2, &(rp_copy){.src = x, .dst = y}, &d),
+              "rp_launch_copy");
+  rp_inst parts[2] = {x, y};
+  rp_parallel_op op = {
+      .kind = RP_POP_REPLICATE, .whole = z, .parts = parts, .nparts = 2};
+  expect_full(rp_launch_parallel(r2, &op, &d), "rp_launch_parallel");
+  cr_assert_eq(d.id, 777u, "*done written on an error");
+  /* room for one: the parallel operator's two copies get their events,
+   * their merge does not */
+  for (uint32_t i = 0; i < 2; i++) {
+    n--;
+    RP_CHECK(rp_event_trigger(r2, held[n]));
+    RP_CHECK(rp_event_release(r2, held[n]));
+  }
+  expect_full(rp_launch_parallel(r2, &op, &d), "rp_launch_parallel");
+  cr_assert_eq(d.id, 777u, "*done written on an error");
+  RP_CHECK(rp_runtime_drain(r2));
+  for (uint32_t i = 0; i < n; i++) {
+    RP_CHECK(rp_event_trigger(r2, held[i]));
+    RP_CHECK(rp_event_release(r2, held[i]));
+  }
+  RP_CHECK(rp_replay(ex, NULL, &d));
+  RP_CHECK(rp_event_wait(r2, d, -1));
+  RP_CHECK(rp_event_release(r2, d));
+  rp_exec_stats es;
+  RP_CHECK(rp_exec_stats_get(ex, &es));
+  cr_assert_eq(es.replays, 1u, "the refused replay was counted");
+  rp__ctable_max_chunks = 4096;
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(r2);
+}
