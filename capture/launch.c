@@ -323,6 +323,12 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
                    name);
   if ((st = rp__check_interps(l, name, 0)) != RP_OK)
     return st;
+  /* a task described by data (the kernels' op descriptors): its declared
+   * privileges cover what it does with each access */
+  if (t->priv_fn &&
+      (st = t->priv_fn(t->priv_arg, l->args, l->args_size, l->accesses,
+                       l->naccess, l->interps, l->ninterp)) != RP_OK)
+    return st;
   if (!recorded && is_ref(l->wait))
     return rp__err(RP_ECAPTURE,
                    "task '%s': waits on a captured op reference "

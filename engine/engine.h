@@ -338,6 +338,18 @@ int rp__task_lookup(const rp_runtime *rt, const char *name, rp_task_id *out);
 
 typedef struct rp_task_ext rp_task_ext;
 
+/* A check of a launch's declared privileges against what the task does
+ * with each access (the kernels' op descriptors: kernels/op_table.h): arg
+ * is the one given to rp__task_set_privs; args, the launch's argument
+ * bytes; interps, its interpolations (a field they write may take any
+ * value at a replay). RP_OK, or an error with its detail set (naming the
+ * task, the access and both privileges). It reads nothing but its
+ * arguments and allocates nothing. */
+typedef rp_status (*rp_task_priv_fn)(const void *arg, const void *args,
+                                     size_t args_size, const rp_access *acc,
+                                     uint32_t nacc, const rp_interp *interps,
+                                     uint32_t ninterp);
+
 typedef struct rp_task_rec {
   char *name;
   rp_task_fn cpu_fn;
@@ -345,7 +357,9 @@ typedef struct rp_task_rec {
   rp_task_fn check_fn; /* see rp_task_desc.check_fn; may be NULL */
   unsigned flags;
   uint64_t cost_ns;
-  const rp_task_ext *ext; /* NULL: a plain task (see rp_task_ext) */
+  const rp_task_ext *ext;  /* NULL: a plain task (see rp_task_ext) */
+  rp_task_priv_fn priv_fn; /* NULL: privileges are the caller's word */
+  const void *priv_arg;
 } rp_task_rec;
 
 /* A task whose replayed form is planned at instantiate instead of calling
@@ -379,6 +393,12 @@ struct rp_task_ext {
 /* Attaches ext to a registered task (before any graph uses it). */
 rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
                            const rp_task_ext *ext);
+
+/* Attaches a privilege check to a registered task (at registration, before
+ * any launch names it): every launch check (eager, recorded, built, and
+ * instantiate's validation) runs fn(arg, ...) on the launch's accesses. */
+rp_status rp__task_set_privs(rp_runtime *rt, rp_task_id id, rp_task_priv_fn fn,
+                             const void *arg);
 
 /* Runs t with ctx on the calling thread, which must be ctx->proc's own (a
  * queue item running on it), inside an NVTX range named after the task.

@@ -366,6 +366,17 @@ rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
   return RP_OK;
 }
 
+rp_status rp__task_set_privs(rp_runtime *rt, rp_task_id id, rp_task_priv_fn fn,
+                             const void *arg) {
+  if (id >= rp__task_count(rt))
+    return rp__err(RP_ENOTASK, "task id %u is not registered", id);
+  /* as rp__task_set_ext: before the id is handed to any launch */
+  rp_task_rec *t = task_at(rt, id);
+  t->priv_fn = fn;
+  t->priv_arg = arg;
+  return RP_OK;
+}
+
 int rp__task_lookup(const rp_runtime *rt, const char *name, rp_task_id *out) {
   /* the registry's lock, not its data, changes: the runtime stays const */
   rp_runtime *w = (rp_runtime *)rt;

@@ -837,6 +837,23 @@ typedef enum rp_redop {
   RP_REDOP_SUM = 1,
 } rp_redop;
 
+/* What a launch declares about one instance; the dependence analysis,
+ * copy insertion and the replay's order follow it. RP_READ: the task
+ * reads it and writes nothing; RP_WRITE: it overwrites it and reads
+ * nothing of its old contents (the engine may drop them: copy insertion
+ * does not fill a WRITE access's mirror); RP_RW: anything; RP_REDUCE:
+ * atomic folds only. The library's own tasks (rp_kernels_register's rp.*
+ * and gpt.*, whose contracts kernels/tasks.h and kernels/gpt_kernels.h
+ * state) check every launch, recorded launch, builder call and graph
+ * load: each access is declared with the privilege the task's contract
+ * gives it under the launch's args, or RP_RW, else RP_EINVAL before
+ * anything runs or is recorded, the detail naming the task, the access
+ * (index and role) and both privileges. A field of the args that decides
+ * a privilege (rp.gemm's beta, gpt.matmul_bwd's accumulate) counts as
+ * set when an rp_interp writes it. A task registered with
+ * rp_task_register is not checked: its declared privileges are taken as
+ * given, and a declaration short of what it does leaves it unordered
+ * against the ops around it. */
 typedef struct rp_access {
   rp_inst inst;
   rp_privilege priv;
@@ -941,7 +958,8 @@ typedef struct rp_parallel_op {
  * refused (RP_ECAPTURE as a wait, RP_EPORT as a postcondition). Errors (the
  * three launch calls), all before anything runs or is recorded (*done
  * untouched): RP_EINVAL a NULL or malformed argument (a field out of its
- * documented values, an instance handle 0: none); RP_ECAPTURE another
+ * documented values, an instance handle 0: none), or a privilege short of
+ * what a library task does with the access (rp_access); RP_ECAPTURE another
  * thread's capture is open, or an eager event
  * as a recorded launch's wait; RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE,
  * RP_ETYPE, RP_ERANGE, RP_ESTALE for a bad task, processor, access, copy

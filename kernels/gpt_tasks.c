@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The per-replay offsets of gpt_kernels.h must not move. */
 _Static_assert(offsetof(rp_gpt_token_args, pos) == 0, "token pos offset");
@@ -209,7 +210,13 @@ static const rp_op OP_LN_BWD = {
              {"w", RP_F32, RP_READ, {1, {LB(C)}}},
              {"mean", RP_F32, RP_READ, {1, {LB(N)}}},
              {"rstd", RP_F32, RP_READ, {1, {LB(N)}}},
-             {"dx", RP_F32, RP_RW, {1, {LB(N), LB(C)}}},
+             {"dx",
+              RP_F32,
+              RP_WRITE,
+              {1, {LB(N), LB(C)}},
+              .also = RP_READ,
+              .also_when = LB(accumulate),
+              .also_name = "accumulate"},
              {"dw", RP_F32, RP_WRITE, {1, {LB(C)}}},
              {"db", RP_F32, RP_WRITE, {1, {LB(C)}}}},
     .nhead = 8,
@@ -239,7 +246,13 @@ static const rp_op OP_MATMUL_BWD = {
     .head = {{"dout", RP_F32, RP_READ, {1, {MM(N), MM(OC)}}},
              {"inp", RP_F32, RP_READ, {1, {MM(N), MM(C)}}},
              {"W", RP_F32, RP_READ, {1, {MM(OC), MM(C)}}},
-             {"dinp", RP_F32, RP_RW, {1, {MM(N), MM(C)}}},
+             {"dinp",
+              RP_F32,
+              RP_WRITE,
+              {1, {MM(N), MM(C)}},
+              .also = RP_READ,
+              .also_when = MM(accumulate),
+              .also_name = "accumulate"},
              {"dW", RP_F32, RP_WRITE, {1, {MM(OC), MM(C)}}},
              {"dbias", RP_F32, RP_WRITE, {1, {MM(OC)}}, MM(has_bias)}},
     .nhead = 6,
@@ -324,7 +337,13 @@ static const rp_op OP_XENT = {
                {"V", XE(V), 0, 1, INT32_MAX},
                {"grad", XE(grad), 0, 0, 1}},
     .check_args = xent_args,
-    .head = {{"logits", RP_F32, RP_RW, {1, {XE(N), XE(V)}}},
+    .head = {{"logits",
+              RP_F32,
+              RP_READ,
+              {1, {XE(N), XE(V)}},
+              .also = RP_WRITE,
+              .also_when = XE(grad),
+              .also_name = "grad"},
              {"targets", RP_I32, RP_READ, {1, {XE(N)}}},
              {"losses", RP_F32, RP_WRITE, {1, {XE(N)}}},
              {"loss", RP_F32, RP_WRITE, RP_OPC_ONE}},
@@ -364,6 +383,20 @@ static const rp_op OP_SUMSQ = {
 };
 
 /* ---------------------------------------------------------------------- */
+static const rp_op *const OPS[] = {
+    &OP_EMBED_FWD,   &OP_EMBED_BWD, &OP_EMBED_TOKEN, &OP_LN_FWD,
+    &OP_RES_LN_FWD,  &OP_LN_BWD,    &OP_MATMUL_FWD,  &OP_MATMUL_BWD,
+    &OP_BIAS_GELU,   &OP_GELU_BWD,  &OP_ATTN_FWD,    &OP_ATTN_BWD,
+    &OP_ATTN_DECODE, &OP_XENT,      &OP_ADAMW,       &OP_SUMSQ,
+};
+
+const rp_op *rp_gpt_op(const char *name) {
+  for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+    if (!strcmp(OPS[i]->name, name))
+      return OPS[i];
+  return NULL;
+}
+
 /* Bodies: the descriptor's check (RP_OP_PREP: the args copy `a`, the
  * pointers `p`), then one kernel (CPU) or launcher (GPU). */
 

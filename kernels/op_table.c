@@ -4,6 +4,7 @@
 
 #include "engine/util.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static int32_t field_i32(const void *args, uint16_t f) {
@@ -36,6 +37,35 @@ uint32_t rp_op_access_total(const rp_op *op, const void *args) {
          field_i32(args, op->tail[tail - 1].when) == 0)
     tail--;
   return op->nhead + op->ngroup * count + tail;
+}
+
+/* 1 when field f (a float one when f32) is nonzero in args. */
+static int field_nonzero(const void *args, uint16_t f, int f32) {
+  if (f32) {
+    float v;
+    memcpy(&v, (const char *)args + (f - 1), sizeof v);
+    return v != 0.0f;
+  }
+  return field_i32(args, f) != 0;
+}
+
+/* What the task does with access a under args (priv, plus `also` while
+ * its field is on). */
+static rp_privilege priv_of(const rp_op_access *a, const void *args) {
+  if (a->also_when &&
+      field_nonzero(args, a->also_when, (a->flags & RP_OPA_ALSO_F32) != 0))
+    return (rp_privilege)(a->priv | a->also);
+  return a->priv;
+}
+
+/* 1 when one of the interpolations writes a byte of field f (4 bytes). */
+static int interpolated(uint16_t f, const rp_interp *ip, uint32_t nip) {
+  size_t lo = (size_t)f - 1, hi = lo + 4;
+  for (uint32_t k = 0; ip && k < nip; k++)
+    if (ip[k].dst_offset != RP_INTERP_SHARDS && ip[k].dst_offset < hi &&
+        (ip[k].dst_offset >= lo || lo - ip[k].dst_offset < ip[k].bytes))
+      return 1;
+  return 0;
 }
 
 /* 1 when the layout is dense row-major (a dimension of extent 1 may have
@@ -206,7 +236,8 @@ static rp_status disjoint_in(const rp_op *op, const void *args,
     if (need <= 0 || size == 0)
       continue;
     uintptr_t lo = (uintptr_t)ptr[i];
-    s[n++] = (span){lo, lo + (uintptr_t)need * size, i, a->priv != RP_READ};
+    s[n++] =
+        (span){lo, lo + (uintptr_t)need * size, i, priv_of(a, args) != RP_READ};
   }
   for (uint32_t k = 0; k < n;) {
     uint32_t g0, m = 0;
@@ -313,4 +344,87 @@ rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
 rp_status rp_op_prep_args(const rp_op *op, const rp_task_ctx *ctx, void *args,
                           void **ptr, int64_t *vol, uint32_t cap) {
   return prep(op, ctx, args, ptr, vol, cap, 0);
+}
+
+/* ---- privileges ---- */
+
+static const char *priv_name(rp_privilege p) {
+  switch (p) {
+  case RP_READ:
+    return "RP_READ";
+  case RP_WRITE:
+    return "RP_WRITE";
+  case RP_RW:
+    return "RP_RW";
+  case RP_REDUCE:
+    return "RP_REDUCE";
+  default:
+    return "an unknown privilege";
+  }
+}
+
+static const char *priv_does(rp_privilege p) {
+  switch (p) {
+  case RP_READ:
+    return "reads";
+  case RP_WRITE:
+    return "overwrites";
+  case RP_RW:
+    return "reads and writes";
+  default:
+    return "folds into";
+  }
+}
+
+/* On in the launch: nonzero, or written by an interpolation (a replay may
+ * make it nonzero). */
+static int launch_on(const void *args, uint16_t f, int f32, const rp_interp *ip,
+                     uint32_t nip) {
+  return field_nonzero(args, f, f32) || interpolated(f, ip, nip);
+}
+
+rp_status rp_op_check_privs(const rp_op *op, const void *args, size_t args_size,
+                            const rp_access *acc, uint32_t nacc,
+                            const rp_interp *interps, uint32_t ninterp) {
+  if (!args || args_size < op->args_size || !acc) /* rp_op_prep refuses */
+    return RP_OK;
+  uint32_t count = 0, slots = op->nhead;
+  if (op->ngroup) {
+    int32_t c = field_i32(args, op->group_count);
+    if (c >= 0 && c <= RP_OP_MAX_TOTAL) { /* else: the head only */
+      count = (uint32_t)c;
+      slots += op->ngroup * count + op->ntail;
+    }
+  } else {
+    slots += op->ntail;
+  }
+  for (uint32_t i = 0; i < nacc && i < slots; i++) {
+    uint32_t g0;
+    const rp_op_access *a = access_at(op, count, i, &g0);
+    if (a->when && !launch_on(args, a->when, 0, interps, ninterp))
+      continue; /* switched off: the task does not touch it */
+    rp_privilege need = a->priv;
+    int also = a->also_when &&
+               launch_on(args, a->also_when, (a->flags & RP_OPA_ALSO_F32) != 0,
+                         interps, ninterp);
+    if (also)
+      need = (rp_privilege)(need | a->also);
+    rp_privilege d = acc[i].priv;
+    if (d == need || d == RP_RW)
+      continue;
+    char why[96] = "";
+    if (also)
+      snprintf(
+          why, sizeof why, " (as %s is %s)", a->also_name,
+          field_nonzero(args, a->also_when, (a->flags & RP_OPA_ALSO_F32) != 0)
+              ? "nonzero"
+              : "interpolated");
+    return rp__err(RP_EINVAL,
+                   "task '%s': access %u (%s) is declared %s, and the task "
+                   "%s it%s: declare %s%s%s",
+                   op->name, i, a->role, priv_name(d), priv_does(need), why,
+                   priv_name(need), need == RP_RW ? "" : " or ",
+                   need == RP_RW ? "" : "RP_RW");
+  }
+  return RP_OK;
 }

@@ -9,8 +9,12 @@
  * line of registration: the recipe, with a worked example, is
  * docs/architecture.md, "Adding a task".
  *
- * Errors (with rp_error_detail naming the task, the access and the sizes;
- * a rejected task touched nothing):
+ * Each launch's declared privileges are checked against the descriptor's
+ * before the task runs or is recorded (rp_op_check_privs, which the
+ * engine runs for every task rp_kernels_register registered: RP_EINVAL).
+ *
+ * Errors of rp_op_prep (with rp_error_detail naming the task, the access
+ * and the sizes; a rejected task touched nothing):
  *   RP_EINVAL  args missing or shorter than the struct; a field outside
  *              its range; the descriptor's args hook refused them; sizes
  *              whose product overflows; an access the task writes
@@ -65,22 +69,34 @@ typedef struct rp_op_count {
 enum rp_op_access_flags {
   RP_OPA_OPTIONAL = 1u << 0, /* may be left out (a shorter access list) */
   RP_OPA_ANY_TYPE = 1u << 1, /* any element type (dtype ignored) */
+  RP_OPA_ALSO_F32 = 1u << 2, /* also_when names a float field (nonzero:
+                              * != 0.0f), not an int32 one */
 };
 
 typedef struct rp_op_access {
   const char *role; /* as the task's contract names it */
   rp_dtype dtype;
-  rp_privilege priv; /* as declared by callers (documentation: a task
-                      * context does not expose privileges) */
+  /* What the task does with the access: RP_READ (reads it, writes
+   * nothing), RP_WRITE (overwrites the elements its rule counts, reads
+   * none), RP_RW, or RP_REDUCE (folds into it atomically) — plus `also`
+   * while the field also_when is nonzero (gpt.matmul_bwd's dinp: WRITE,
+   * also READ when accumulate). Every launch of the task is checked
+   * against it (rp_op_check_privs): the declared privilege is this one
+   * or RP_RW. */
+  rp_privilege priv;
   rp_op_count need;
-  uint16_t when;  /* RP_OPF of an int32 field: the access exists only when
-                   * that field is nonzero (a bias); 0: always */
-  unsigned flags; /* rp_op_access_flags */
-  uint8_t alias;  /* head access index + 1 whose memory this one may be
-                   * (the same first element: an elementwise in place
-                   * update); 0: none. Every other access the task
-                   * writes (priv WRITE or RW) shares no byte of the
-                   * elements its rule counts with any other access. */
+  uint16_t when;      /* RP_OPF of an int32 field: the access exists only when
+                       * that field is nonzero (a bias); 0: always */
+  unsigned flags;     /* rp_op_access_flags */
+  uint8_t alias;      /* head access index + 1 whose memory this one may be
+                       * (the same first element: an elementwise in place
+                       * update); 0: none. Every other access the task
+                       * writes (priv WRITE or RW) shares no byte of the
+                       * elements its rule counts with any other access. */
+  rp_privilege also;  /* privilege bits added while also_when is on */
+  uint16_t also_when; /* RP_OPF of an int32 field (a float one with
+                       * RP_OPA_ALSO_F32); 0: none */
+  const char *also_name; /* that field's name, for the messages */
 } rp_op_access;
 
 /* A size field's range: lo <= value <= hi. */
@@ -128,6 +144,23 @@ struct rp_op {
  * counted: the caller leaves them out). */
 uint32_t rp_op_access_total(const rp_op *op, const void *args);
 
+/* The privilege check of a launch (the engine runs it on every launch,
+ * recorded launch, builder call and instantiate's validation of a task
+ * registered with op, before anything runs or is recorded): each access
+ * acc[i] must be declared with the privilege its descriptor gives it
+ * under args (priv, plus `also` when also_when is nonzero or written by
+ * one of the interpolations, whose values a replay may change), or with
+ * RP_RW. A WRITE declared for an access the task reads is refused too:
+ * a WRITE access's old contents may be dropped (copy insertion does not
+ * fill its mirror). Not checked, and left to rp_op_prep when the task
+ * runs: args shorter than the struct, a group count out of range,
+ * accesses past the descriptor's, an access its `when` field switches
+ * off (unless an interpolation writes that field). RP_EINVAL, the detail
+ * "task 'NAME': access I (ROLE) is declared RP_X, and the task ...". */
+rp_status rp_op_check_privs(const rp_op *op, const void *args, size_t args_size,
+                            const rp_access *acc, uint32_t nacc,
+                            const rp_interp *interps, uint32_t ninterp);
+
 /* The one check: copies op->args_size bytes of args into `args`, checks
  * them, then the accesses (and that no written one overlaps another),
  * and sets ptr[i] to access i's element at
@@ -157,5 +190,10 @@ rp_status rp_op_prep_args(const rp_op *op, const rp_task_ctx *ctx, void *args,
   rp_status st = rp_op_prep(&(op), ctx, &a, p, NULL, n);                       \
   if (st != RP_OK)                                                             \
   return st
+
+/* The descriptor of the kernel task registered as `name` (rp.*:
+ * kernels/tasks.c; gpt.*: rp_gpt_op, kernels/gpt_tasks.c), or NULL. */
+const rp_op *rp_kernel_op(const char *name);
+const rp_op *rp_gpt_op(const char *name);
 
 #endif

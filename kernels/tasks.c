@@ -116,7 +116,15 @@ static const rp_op OP_GEMM = {
                {"trans_b", GM(trans_b), 0, 0, 1}},
     .head = {{"A", RP_F32, RP_READ, {1, {GM(m), GM(k)}}},
              {"B", RP_F32, RP_READ, {1, {GM(k), GM(n)}}},
-             {"C", RP_F32, RP_RW, {1, {GM(m), GM(n)}}}},
+             /* C = ... + beta * C: read when beta != 0 */
+             {"C",
+              RP_F32,
+              RP_WRITE,
+              {1, {GM(m), GM(n)}},
+              .flags = RP_OPA_ALSO_F32,
+              .also = RP_READ,
+              .also_when = GM(beta),
+              .also_name = "beta"}},
     .nhead = 3,
 };
 
@@ -326,6 +334,21 @@ static const rp_op OP_SGD_MULTI = {
     .ngroup = 3,
     .group_count = SM(count),
 };
+
+static const rp_op *const OPS[] = {
+    &OP_GEMM,          &OP_BIAS_ADD,  &OP_BIAS_GRAD, &OP_ACCURACY,
+    &OP_RELU_BWD_BIAS, &OP_BIAS_ACT,  &OP_RELU_FWD,  &OP_RELU_BWD,
+    &OP_SGD,           &OP_FILL,      &OP_SCALE,     &OP_AXPY,
+    &OP_AXPBY,         &OP_XENT_FWD,  &OP_XENT_BWD,  &OP_SOFTMAX_XENT,
+    &OP_GATHER_ROWS,   &OP_SGD_MULTI,
+};
+
+const rp_op *rp_kernel_op(const char *name) {
+  for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+    if (!strcmp(OPS[i]->name, name))
+      return OPS[i];
+  return rp_gpt_op(name);
+}
 
 /* ---------------------------------------------------------------------- */
 /* CPU variants */
@@ -771,6 +794,14 @@ static rp_status blas_setup(rp_runtime *rt) {
 }
 #endif
 
+/* The engine's privilege hook (engine.h rp_task_priv_fn): arg is the
+ * task's descriptor. */
+static rp_status op_privs(const void *arg, const void *args, size_t args_size,
+                          const rp_access *acc, uint32_t nacc,
+                          const rp_interp *interps, uint32_t ninterp) {
+  return rp_op_check_privs(arg, args, args_size, acc, nacc, interps, ninterp);
+}
+
 rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
   if (!rt || !out)
     return rp__err(RP_EINVAL, "rp_kernels_register: NULL argument");
@@ -802,6 +833,11 @@ rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
     rp_status st = rp_task_register(rt, &d, &id);
     if (st != RP_OK) /* out of memory: earlier ones stay registered */
       return rp__err_prefix(st, "rp_kernels_register: ");
+    /* every kernel task is described by data: its launches' declared
+     * privileges are checked against its descriptor */
+    const rp_op *op = rp_kernel_op(TASKS[i].name);
+    RP_ASSERT(op != NULL);
+    (void)rp__task_set_privs(rt, id, op_privs, op); /* id is registered */
     memcpy((char *)&ids + TASKS[i].field, &id, sizeof id);
   }
   *out = ids;

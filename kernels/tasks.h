@@ -26,7 +26,13 @@
  * checks before it touches any data, so a rejected task changed nothing.
  * The checks are data: each task is one op descriptor (kernels/op_table.h:
  * its args struct, the ranges of its fields, its accesses with element
- * type and count rule) run by one generic check, rp_op_prep.
+ * type, privilege and count rule) run by one generic check, rp_op_prep.
+ * The privileges below ("WRITE, or RW when beta != 0") are checked at every
+ * launch, before anything runs or is recorded: each access is declared
+ * with its privilege under the launch's args, or RP_RW (a field an
+ * rp_interp writes counts as set), else the launch is refused with
+ * RP_EINVAL naming the task, the access and both privileges (reprise.h,
+ * rp_access).
  *
  * Per-replay values (learning rate, batch size) are interpolated into the
  * args bytes by offset (rp_interp.dst_offset): the offsets below are fixed

@@ -1439,3 +1439,370 @@ Test(kernel_tasks_backends, axpby_recorded_by_name_replays_new_coefficients) {
   free(w), free(e), free(want), free(got);
   th_destroy(rt);
 }
+
+/* ---- privileges: a launch of a table-described task declares at least
+ * what the task does with each access (kernels/op_table.h,
+ * rp_op_check_privs); otherwise it is refused before anything runs or is
+ * recorded ---- */
+
+enum { PN = 8 };
+
+typedef struct priv_fx {
+  rp_runtime *rt;
+  rp_kernel_tasks k;
+  rp_inst x, y;
+} priv_fx;
+
+static void priv_fx_init(priv_fx *f) {
+  f->rt = th_cpu_runtime(2);
+  RP_CHECK(rp_kernels_register(f->rt, &f->k));
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(f->rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, PN - 1);
+  float ones[PN];
+  for (int i = 0; i < PN; i++)
+    ones[i] = 1.0f;
+  RP_CHECK(rp_instance_create(f->rt, sys, RP_F32, &r, NULL, &f->x));
+  RP_CHECK(rp_instance_create(f->rt, sys, RP_F32, &r, NULL, &f->y));
+  RP_CHECK(rp_instance_write(f->rt, f->x, ones, sizeof ones));
+  RP_CHECK(rp_instance_write(f->rt, f->y, ones, sizeof ones));
+}
+
+/* Every element of inst is v. */
+static void priv_expect(priv_fx *f, rp_inst inst, float v, const char *what) {
+  float got[PN];
+  RP_CHECK(rp_instance_read(f->rt, inst, got, sizeof got));
+  for (int i = 0; i < PN; i++)
+    cr_assert(got[i] == v, "%s: [%d] = %g, expected %g", what, i,
+              (double)got[i], (double)v);
+}
+
+static void priv_refused(rp_status st, const char *want) {
+  cr_assert(st == RP_EINVAL, "want RP_EINVAL, got %s (%s)", rp_status_name(st),
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), want), "want '%s', got '%s'", want,
+            rp_error_detail());
+}
+
+/* rp.axpy: Y += value * X, with X and Y declared as given. */
+static rp_launch axpy_launch(priv_fx *f, rp_access *acc, rp_privilege px,
+                             rp_privilege py, const rp_scalar_args *a) {
+  acc[0] = (rp_access){f->x, px, RP_REDOP_NONE};
+  acc[1] = (rp_access){f->y, py, RP_REDOP_NONE};
+  return (rp_launch){.task = f->k.axpy,
+                     .proc = RP_PROC_ANY,
+                     .accesses = acc,
+                     .naccess = 2,
+                     .args = a,
+                     .args_size = sizeof *a};
+}
+
+Test(kernel_privs, eager_launch_declaring_less_than_the_task_does_is_refused) {
+  priv_fx f;
+  priv_fx_init(&f);
+  rp_scalar_args a = {.value = 1.0f, .n = 0};
+  rp_access acc[2];
+  rp_event done = {0};
+  /* Y read and written, declared read: nothing runs, Y stays 1 */
+  rp_launch l = axpy_launch(&f, acc, RP_READ, RP_READ, &a);
+  priv_refused(rp_launch_task(f.rt, &l, &done),
+               "rp_launch_task: task 'rp.axpy': access 1 (Y) is declared "
+               "RP_READ, and the task reads and writes it: declare RP_RW");
+  cr_assert_eq(done.id, 0, "*done set by a refused launch");
+  /* declared WRITE: the task reads Y too (WRITE may drop its contents) */
+  l = axpy_launch(&f, acc, RP_READ, RP_WRITE, &a);
+  priv_refused(rp_launch_task(f.rt, &l, NULL),
+               "access 1 (Y) is declared RP_WRITE, and the task reads and "
+               "writes it: declare RP_RW");
+  /* REDUCE is no write: other folds into Y would run beside it */
+  acc[1] = (rp_access){f.y, RP_REDUCE, RP_REDOP_SUM};
+  priv_refused(rp_launch_task(f.rt, &l, NULL),
+               "access 1 (Y) is declared RP_REDUCE, and the task reads and "
+               "writes it: declare RP_RW");
+  /* X only read: declared WRITE is refused (the task reads it) */
+  l = axpy_launch(&f, acc, RP_WRITE, RP_RW, &a);
+  priv_refused(rp_launch_task(f.rt, &l, NULL),
+               "access 0 (X) is declared RP_WRITE, and the task reads it: "
+               "declare RP_READ or RP_RW");
+  RP_CHECK(rp_runtime_drain(f.rt));
+  priv_expect(&f, f.x, 1.0f, "X after the refusals");
+  priv_expect(&f, f.y, 1.0f, "Y after the refusals");
+  /* rp.fill writes X: READ refused, WRITE and RW run */
+  rp_access fa = {f.x, RP_READ, RP_REDOP_NONE};
+  rp_scalar_args fv = {.value = 3.0f, .n = 0};
+  rp_launch fl = {.task = f.k.fill,
+                  .proc = RP_PROC_ANY,
+                  .accesses = &fa,
+                  .naccess = 1,
+                  .args = &fv,
+                  .args_size = sizeof fv};
+  priv_refused(rp_launch_task(f.rt, &fl, NULL),
+               "task 'rp.fill': access 0 (X) is declared RP_READ, and the task "
+               "overwrites it: declare RP_WRITE or RP_RW");
+  RP_CHECK(rp_runtime_drain(f.rt));
+  priv_expect(&f, f.x, 1.0f, "X after the refused fill");
+  fa.priv = RP_RW;
+  RP_CHECK(rp_launch_task(f.rt, &fl, NULL));
+  fa.priv = RP_WRITE;
+  fv.value = 2.0f;
+  RP_CHECK(rp_launch_task(f.rt, &fl, NULL));
+  /* the right declarations run, over-declaring X as RW too */
+  l = axpy_launch(&f, acc, RP_RW, RP_RW, &a);
+  RP_CHECK(rp_launch_task(f.rt, &l, NULL));
+  l = axpy_launch(&f, acc, RP_READ, RP_RW, &a);
+  RP_CHECK(rp_launch_task(f.rt, &l, NULL));
+  RP_CHECK(rp_runtime_drain(f.rt));
+  priv_expect(&f, f.y, 5.0f, "Y = 1 + 2 + 2");
+  th_destroy(f.rt);
+}
+
+Test(kernel_privs, recorded_spmd_and_built_launches_are_refused_unrecorded) {
+  priv_fx f;
+  priv_fx_init(&f);
+  rp_scalar_args a = {.value = 1.0f, .n = 0};
+  rp_access acc[2];
+  rp_launch bad = axpy_launch(&f, acc, RP_READ, RP_READ, &a);
+  /* recorded: refused at the launch, the capture records nothing and
+   * goes on */
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(f.rt, NULL));
+  rp_event ref = {0};
+  priv_refused(rp_launch_task(f.rt, &bad, &ref),
+               "rp_launch_task: task 'rp.axpy': access 1 (Y) is declared "
+               "RP_READ");
+  cr_assert_eq(ref.id, 0, "*done set by a refused launch");
+  /* an SPMD launch: the same, once for all its shards */
+  rp_launch spmd = bad;
+  spmd.shards = 2;
+  priv_refused(rp_launch_task(f.rt, &spmd, NULL),
+               "task 'rp.axpy': access 1 (Y) is declared RP_READ");
+  RP_CHECK(rp_capture_end(f.rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 0, "a refused launch was recorded");
+  RP_CHECK(rp_graph_destroy(g));
+  /* eager SPMD too: nothing runs */
+  priv_refused(rp_launch_task(f.rt, &spmd, NULL),
+               "task 'rp.axpy': access 1 (Y) is declared RP_READ");
+  /* the builder */
+  RP_CHECK(rp_graph_create(f.rt, &g));
+  priv_refused(rp_graph_add_task(g, &bad, NULL),
+               "rp_graph_add_task: task 'rp.axpy': access 1 (Y) is declared "
+               "RP_READ");
+  cr_assert_eq(rp_graph_op_count(g), 0, "a refused task was added");
+  rp_launch good = axpy_launch(&f, acc, RP_READ, RP_RW, &a);
+  RP_CHECK(rp_graph_add_task(g, &good, NULL));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event done;
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(f.rt, done, -1));
+  RP_CHECK(rp_event_release(f.rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_runtime_drain(f.rt));
+  priv_expect(&f, f.y, 2.0f, "Y after the one good replay");
+  th_destroy(f.rt);
+}
+
+/* A graph file is checked as it loads: one saved where "rp.axpy" was a
+ * plain task (no descriptor: its privileges are the caller's word) loads
+ * on a runtime with the kernels registered only with the privileges the
+ * task needs. */
+static rp_status plain_axpy(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+Test(kernel_privs, a_loaded_graph_declaring_too_little_is_refused) {
+  th_tmpdir_make("/tmp/rp_privs_XXXXXX");
+  const char *path = th_tmp_path("axpy.json");
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = th_task(rt, "rp.axpy", plain_axpy);
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, PN - 1);
+  rp_inst in[2];
+  for (int i = 0; i < 2; i++)
+    RP_CHECK(rp_instance_create(rt, sys, RP_F32, &r, NULL, &in[i]));
+  rp_access acc[2] = {{in[0], RP_READ, RP_REDOP_NONE},
+                      {in[1], RP_READ, RP_REDOP_NONE}};
+  rp_scalar_args a = {.value = 1.0f, .n = 0};
+  rp_launch l = {.task = t,
+                 .proc = RP_PROC_ANY,
+                 .accesses = acc,
+                 .naccess = 2,
+                 .args = &a,
+                 .args_size = sizeof a};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &l, NULL)); /* a plain task: accepted */
+  RP_CHECK(rp_graph_save(g, path));
+  RP_CHECK(rp_graph_destroy(g));
+  for (int i = 0; i < 2; i++)
+    RP_CHECK(rp_instance_free(rt, in[i]));
+  th_destroy(rt);
+
+  priv_fx f;
+  priv_fx_init(&f);
+  rp_inst fin[2] = {f.x, f.y};
+  g = NULL;
+  priv_refused(rp_graph_load(f.rt, path, fin, 2, &g),
+               "task 'rp.axpy': access 1 (Y) is declared RP_READ, and the "
+               "task reads and writes it: declare RP_RW");
+  cr_assert_null(g, "a graph left behind");
+  priv_expect(&f, f.y, 1.0f, "Y");
+  th_destroy(f.rt);
+  th_tmpdir_remove();
+}
+
+/* Privileges that depend on the args: gpt.matmul_bwd's dinp (WRITE, also
+ * READ when accumulate), rp.gemm's C (also READ when beta != 0), gpt.xent's
+ * logits (READ, also WRITE when grad), rp.bias_act's A (present only when
+ * act is RELU). A field an interpolation writes may take any value at a
+ * replay: it counts as on. */
+Test(kernel_privs, privileges_that_depend_on_the_args) {
+  priv_fx f;
+  priv_fx_init(&f);
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(f.rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, PN - 1);
+  rp_inst i[6];
+  for (int k = 0; k < 6; k++)
+    RP_CHECK(rp_instance_create(f.rt, sys, RP_F32, &r, NULL, &i[k]));
+  /* gemm 2 x 2 x 2 */
+  rp_gemm_args ga = {2, 2, 2, 0, 0, 1.0f, 0.0f};
+  rp_access gacc[3] = {{i[0], RP_READ, RP_REDOP_NONE},
+                       {i[1], RP_READ, RP_REDOP_NONE},
+                       {i[2], RP_WRITE, RP_REDOP_NONE}};
+  rp_launch gl = {.task = f.k.gemm,
+                  .proc = RP_PROC_ANY,
+                  .accesses = gacc,
+                  .naccess = 3,
+                  .args = &ga,
+                  .args_size = sizeof ga};
+  RP_CHECK(rp_launch_task(f.rt, &gl, NULL)); /* beta 0: C only written */
+  ga.beta = -0.0f;                           /* compares equal to 0 */
+  RP_CHECK(rp_launch_task(f.rt, &gl, NULL));
+  ga.beta = 0.5f;
+  priv_refused(rp_launch_task(f.rt, &gl, NULL),
+               "task 'rp.gemm': access 2 (C) is declared RP_WRITE, and the "
+               "task reads and writes it (as beta is nonzero): declare RP_RW");
+  gacc[2].priv = RP_RW;
+  RP_CHECK(rp_launch_task(f.rt, &gl, NULL));
+  /* beta interpolated in a recorded launch: counts as nonzero */
+  ga.beta = 0.0f;
+  gacc[2].priv = RP_WRITE;
+  rp_interp ip = {0, offsetof(rp_gemm_args, beta), sizeof(float)};
+  gl.interps = &ip;
+  gl.ninterp = 1;
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(f.rt, NULL));
+  priv_refused(rp_launch_task(f.rt, &gl, NULL),
+               "access 2 (C) is declared RP_WRITE, and the task reads and "
+               "writes it (as beta is interpolated): declare RP_RW");
+  /* alpha and beta together (one interpolation over both) too */
+  ip = (rp_interp){0, offsetof(rp_gemm_args, alpha), 2 * sizeof(float)};
+  priv_refused(rp_launch_task(f.rt, &gl, NULL), "(as beta is interpolated)");
+  ip = (rp_interp){0, offsetof(rp_gemm_args, alpha), sizeof(float)};
+  RP_CHECK(rp_launch_task(f.rt, &gl, NULL)); /* alpha alone: C written */
+  RP_CHECK(rp_capture_end(f.rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  RP_CHECK(rp_graph_destroy(g));
+
+  /* gpt.matmul_bwd N 2, C 2, OC 2, no bias */
+  rp_gpt_matmul_args ma = {2, 2, 2, 0, 1};
+  rp_access macc[5] = {{i[0], RP_READ, RP_REDOP_NONE},
+                       {i[1], RP_READ, RP_REDOP_NONE},
+                       {i[2], RP_READ, RP_REDOP_NONE},
+                       {i[3], RP_WRITE, RP_REDOP_NONE},
+                       {i[4], RP_WRITE, RP_REDOP_NONE}};
+  rp_launch ml = {.task = f.k.matmul_bwd,
+                  .proc = RP_PROC_ANY,
+                  .accesses = macc,
+                  .naccess = 5,
+                  .args = &ma,
+                  .args_size = sizeof ma};
+  priv_refused(rp_launch_task(f.rt, &ml, NULL),
+               "task 'gpt.matmul_bwd': access 3 (dinp) is declared RP_WRITE, "
+               "and the task reads and writes it (as accumulate is nonzero): "
+               "declare RP_RW");
+  ma.accumulate = 0;
+  RP_CHECK(rp_launch_task(f.rt, &ml, NULL));
+  /* dW is always only written: READ is refused */
+  macc[4].priv = RP_READ;
+  priv_refused(rp_launch_task(f.rt, &ml, NULL),
+               "access 4 (dW) is declared RP_READ, and the task overwrites "
+               "it: declare RP_WRITE or RP_RW");
+  macc[4].priv = RP_WRITE;
+
+  /* gpt.xent N 2, V 4: logits read, and written with grad */
+  rp_inst tg;
+  rp_rect r2 = rp_rect_1d(0, 1);
+  RP_CHECK(rp_instance_create(f.rt, sys, RP_I32, &r2, NULL, &tg));
+  int32_t tv[2] = {0, 1};
+  RP_CHECK(rp_instance_write(f.rt, tg, tv, sizeof tv));
+  rp_gpt_xent_args xa = {.N = 2, .V = 4, .norm = 0.0f, .grad = 1};
+  rp_access xacc[4] = {{i[0], RP_READ, RP_REDOP_NONE},
+                       {tg, RP_READ, RP_REDOP_NONE},
+                       {i[4], RP_WRITE, RP_REDOP_NONE},
+                       {i[5], RP_WRITE, RP_REDOP_NONE}};
+  rp_launch xl = {.task = f.k.xent,
+                  .proc = RP_PROC_ANY,
+                  .accesses = xacc,
+                  .naccess = 4,
+                  .args = &xa,
+                  .args_size = sizeof xa};
+  priv_refused(rp_launch_task(f.rt, &xl, NULL),
+               "task 'gpt.xent': access 0 (logits) is declared RP_READ, and "
+               "the task reads and writes it (as grad is nonzero): declare "
+               "RP_RW");
+  xa.grad = 0;
+  RP_CHECK(rp_launch_task(f.rt, &xl, NULL));
+
+  /* rp.bias_act 2 x 4 without act: A (access 2) is not touched, whatever
+   * its declaration; with act interpolated it is written */
+  rp_bias_act_args ba = {2, 4, RP_ACT_NONE};
+  rp_rect r4 = rp_rect_1d(0, 3);
+  rp_inst bias;
+  RP_CHECK(rp_instance_create(f.rt, sys, RP_F32, &r4, NULL, &bias));
+  rp_access bacc[3] = {{i[0], RP_RW, RP_REDOP_NONE},
+                       {bias, RP_READ, RP_REDOP_NONE},
+                       {i[1], RP_READ, RP_REDOP_NONE}};
+  rp_launch bl = {.task = f.k.bias_act,
+                  .proc = RP_PROC_ANY,
+                  .accesses = bacc,
+                  .naccess = 3,
+                  .args = &ba,
+                  .args_size = sizeof ba};
+  RP_CHECK(rp_launch_task(f.rt, &bl, NULL));
+  rp_interp aip = {0, offsetof(rp_bias_act_args, act), sizeof ba.act};
+  bl.interps = &aip;
+  bl.ninterp = 1;
+  RP_CHECK(rp_capture_begin(f.rt, NULL));
+  priv_refused(rp_launch_task(f.rt, &bl, NULL),
+               "task 'rp.bias_act': access 2 (A) is declared RP_READ, and "
+               "the task overwrites it: declare RP_WRITE or RP_RW");
+  bacc[2].priv = RP_WRITE;
+  RP_CHECK(rp_launch_task(f.rt, &bl, NULL));
+  RP_CHECK(rp_capture_end(f.rt, &g));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_runtime_drain(f.rt));
+  for (int k = 0; k < 6; k++)
+    RP_CHECK(rp_instance_free(f.rt, i[k]));
+  RP_CHECK(rp_instance_free(f.rt, tg));
+  RP_CHECK(rp_instance_free(f.rt, bias));
+  th_destroy(f.rt);
+}
+
+/* Every kernel task is registered with its descriptor's privilege check. */
+Test(kernel_privs, every_kernel_task_checks_its_launches_privileges) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  const rp_task_id *ids = (const rp_task_id *)&k;
+  for (size_t n = 0; n < sizeof k / sizeof *ids; n++) {
+    const rp_task_rec *t = rp__task_get(rt, ids[n]);
+    cr_assert(t && t->priv_fn, "task %zu has no privilege check", n);
+    cr_assert_eq(t->priv_arg, rp_kernel_op(t->name), "%s", t->name);
+  }
+  th_destroy(rt);
+}
