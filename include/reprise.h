@@ -839,9 +839,11 @@ typedef enum rp_redop {
 
 /* What a launch declares about one instance; the dependence analysis,
  * copy insertion and the replay's order follow it. RP_READ: the task
- * reads it and writes nothing; RP_WRITE: it overwrites it and reads
- * nothing of its old contents (the engine may drop them: copy insertion
- * does not fill a WRITE access's mirror); RP_RW: anything; RP_REDUCE:
+ * reads it and writes nothing; RP_WRITE: it overwrites the whole instance
+ * and reads nothing of its old contents (the engine may drop them: copy
+ * insertion does not fill a WRITE access's mirror, and writes the whole
+ * mirror back; a task that writes only part of the instance, rp.fill with
+ * n below its volume, is declared RP_RW); RP_RW: anything; RP_REDUCE:
  * atomic folds only. The library's own tasks (rp_kernels_register's rp.*
  * and gpt.*, whose contracts kernels/tasks.h and kernels/gpt_kernels.h
  * state) check every launch, recorded launch, builder call and graph
