@@ -3769,7 +3769,7 @@ Test(cli,
  * (12.8 million parameters: 153 MB), untrained, written by a child
  * process (this one's memory stays small: a child forked later starts
  * with it). */
-static void write_big_ckpt(const char *path) {
+static void write_big_ckpt_ctx(const char *path, uint32_t context) {
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
@@ -3783,7 +3783,8 @@ static void write_big_ckpt(const char *path) {
     rp_kernel_tasks k;
     rp_gpt_config c;
     rp_gpt_config_init(&c);
-    c.layers = 4, c.heads = 8, c.width = 512, c.context = 256, c.vocab = 64;
+    c.layers = 4, c.heads = 8, c.width = 512, c.context = context;
+    c.vocab = 64;
     c.batch = 1, c.ring = 1;
     rp_gpt *m = NULL;
     rp_gpt_ckpt info;
@@ -3799,6 +3800,9 @@ static void write_big_ckpt(const char *path) {
   int ws = 0;
   cr_assert_eq(waitpid(pid, &ws, 0), pid);
   cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "writing %s failed", path);
+}
+static void write_big_ckpt(const char *path) {
+  write_big_ckpt_ctx(path, 256);
 }
 
 /* generate decodes with a decode-only model (the weights, the caches, one
@@ -3840,6 +3844,63 @@ Test(cli, generate_takes_less_memory_than_its_checkpoint, .timeout = 300) {
             "generate's peak resident memory %ld KiB, the checkpoint %lld "
             "bytes",
             got[1], (long long)sb.st_size);
+}
+
+/* train --load-weights resumes by streaming the checkpoint into the
+ * training model (rp_gpt_ckpt_load): its peak resident memory stays below
+ * the model's bytes (weights, gradients, both moments, activations) plus
+ * half the checkpoint's size (it is the model plus 19 MB). Reading the
+ * file whole and keeping a copy of its values until the model had them,
+ * it was the model plus 1.1 times the checkpoint. write_big_ckpt's
+ * checkpoint at context 16 (152 MB; the model 206 MB), one step of batch
+ * 1 on a corpus of its 64 bytes; measured as generate's is. */
+Test(cli, train_resume_takes_the_model_and_not_its_checkpoint_twice,
+     .timeout = 300) {
+  char ckpt[] = "/tmp/rp_cli_big_XXXXXX", corpus[] = "/tmp/rp_cli_big_XXXXXX";
+  tmp_file(ckpt);
+  tmp_file(corpus);
+  write_big_ckpt_ctx(ckpt, 16);
+  FILE *f = fopen(corpus, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < 20000; i++) /* every byte of the vocabulary */
+    fputc(' ' + (i * 37 + i / 64) % 64, f);
+  fclose(f);
+  struct stat sb;
+  cr_assert_eq(stat(ckpt, &sb), 0);
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    static cli_run r;
+    RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
+        "--load-weights", ckpt, "--iters", "1", "--sample", "0");
+    struct rusage ru;
+    long long total = -1; /* the model's bytes, as the run says them */
+    const char *b = strstr(r.out, "then everything): 0: ");
+    if (b)
+      sscanf(strchr(b, '/') + 1, "%lld", &total);
+    long long kb[3] = {
+        r.status, getrusage(RUSAGE_CHILDREN, &ru) ? -1 : ru.ru_maxrss, total};
+    if (r.status)
+      fprintf(stderr, "%s", r.err);
+    _exit(write(fds[1], kb, sizeof kb) == sizeof kb ? 0 : 1);
+  }
+  close(fds[1]);
+  long long got[3] = {-1, -1, -1};
+  cr_assert_eq(read(fds[0], got, sizeof got), (ssize_t)sizeof got);
+  close(fds[0]);
+  int ws = 0;
+  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  unlink(ckpt);
+  unlink(corpus);
+  cr_assert_eq(got[0], 0, "train exited %lld", got[0]);
+  cr_assert_gt(got[2], sb.st_size, "the model's bytes: %lld", got[2]);
+  cr_assert(got[1] > 0 && got[1] * 1024 < got[2] + sb.st_size / 2,
+            "train's peak resident memory %lld KiB, the model %lld bytes, "
+            "the checkpoint %lld bytes",
+            got[1], got[2], (long long)sb.st_size);
 }
 #endif
 

@@ -1230,13 +1230,12 @@ Test(gpt_backends, checkpoint_resume_is_bitwise_equal_to_one_run) {
   tt_fini(&a);
   /* the second half in a fresh process state: new runtime, new model */
   tt_init(&b, 1, 1);
-  rp_gpt_ckpt c;
-  RP_CHECK(rp_gpt_ckpt_read(path, &c));
+  rp_gpt_ckpt c; /* as `reprise train --load-weights` resumes */
+  RP_CHECK(rp_gpt_ckpt_read_info(path, &c));
   cr_assert_eq(c.step, 5);
   cr_assert_eq(c.vocab, b.text.vocab);
   cr_assert(!memcmp(c.bytes, b.text.bytes, c.vocab));
-  RP_CHECK(rp_gpt_ckpt_apply(b.m, &c));
-  rp_gpt_ckpt_free(&c);
+  RP_CHECK(rp_gpt_ckpt_load(b.m, path, &c));
   tt_train(&b, 5, 10);
   size_t n = rp_gpt_param_count(b.m);
   float *resumed = malloc(n * sizeof(float));
@@ -1672,6 +1671,151 @@ Test(gpt, a_streamed_checkpoint_is_checked_as_a_whole_read) {
   RP_CHECK(rp_gpt_destroy(other));
   RP_CHECK(rp_gpt_destroy(d));
   RP_CHECK(rp_gpt_destroy(m));
+  th_tmpdir_remove();
+  th_destroy(rt);
+}
+
+/* Every weight and both moments of m, tensor after tensor (malloc'd). */
+static float *state_of(rp_gpt *m, size_t *n) {
+  *n = 3 * rp_gpt_param_count(m);
+  float *all = malloc(*n * sizeof *all), *q = all;
+  cr_assert_not_null(all);
+  const rp_gpt_slot slots[] = {RP_GPT_WEIGHT, RP_GPT_MOM1, RP_GPT_MOM2};
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(m); i++) {
+    const rp_gpt_param_info *p = rp_gpt_param(m, i);
+    size_t k = (size_t)p->rows * p->cols;
+    for (int s = 0; s < 3; s++, q += k)
+      RP_CHECK(rp_gpt_tensor_read(m, i, slots[s], q, k));
+  }
+  return all;
+}
+
+/* m's state is still `was` (n floats, state_of's). */
+static void state_is(rp_gpt *m, const float *was, size_t n, const char *why) {
+  size_t k;
+  float *now = state_of(m, &k);
+  cr_assert_eq(k, n);
+  cr_assert(!memcmp(now, was, n * sizeof *now), "%s: the model changed", why);
+  free(now);
+}
+
+/* A resume (rp_gpt_ckpt_load: the weights and both moments streamed into
+ * a training model) checks the whole file before it writes anything: a
+ * corrupt file (RP_ECHECKSUM), a value it would refuse (RP_EFORMAT, the
+ * last one of the file), another architecture (RP_ESHAPE naming the file)
+ * and a file replaced since rp_gpt_ckpt_read_info read it (RP_ECHECKSUM)
+ * leave the model bitwise as it was; a good file gives it the saved
+ * weights and moments bitwise. */
+Test(gpt, a_resume_checks_the_whole_file_before_it_writes) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1;
+  c.width = 16;
+  c.heads = 2;
+  c.context = 8;
+  c.vocab = 5;
+  c.batch = 2;
+  c.ring = 1;
+  rp_gpt *a, *b, *d, *other;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &a));
+  c.seed += 1; /* other weights than a's */
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &b));
+  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &d));
+  /* moments that are not zero, each value its own */
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(a); i++) {
+    const rp_gpt_param_info *p = rp_gpt_param(a, i);
+    size_t n = (size_t)p->rows * p->cols;
+    float *v = malloc(n * sizeof *v);
+    cr_assert_not_null(v);
+    for (size_t j = 0; j < n; j++)
+      v[j] = 0.25f * (float)(i + 1) + 1e-3f * (float)j;
+    RP_CHECK(rp_gpt_tensor_write(a, i, RP_GPT_MOM2, v, n));
+    for (size_t j = 0; j < n; j++)
+      v[j] = -v[j];
+    RP_CHECK(rp_gpt_tensor_write(a, i, RP_GPT_MOM1, v, n));
+    free(v);
+  }
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  info.step = 3;
+  info.iters = 10;
+  info.lr = 1e-3f;
+  for (int i = 0; i < 5; i++)
+    info.bytes[i] = (uint8_t)('a' + i);
+  const char *path = th_tmp_path("w.ckpt"), *bad = th_tmp_path("bad.ckpt");
+  RP_CHECK(rp_gpt_save(a, path, &info));
+  size_t n, an, len;
+  float *was = state_of(b, &n), *want = state_of(a, &an);
+  char *buf = th_read_all(path, &len);
+  cr_assert_not_null(buf);
+  unsigned char *pl = (unsigned char *)buf + RP_CKPT_HEAD;
+  size_t pn = len - RP_CKPT_HEAD;
+  /* the last value of the file: the last tensor's last second moment */
+  buf[len - 2] ^= 0x10;
+  put_bytes(bad, buf, len);
+  RP_EXPECT(rp_gpt_ckpt_load(b, bad, NULL), RP_ECHECKSUM);
+  cr_assert(strstr(rp_error_detail(), bad) &&
+                strstr(rp_error_detail(), "checksum mismatch"),
+            "%s", rp_error_detail());
+  state_is(b, was, n, "a corrupt file");
+  buf[len - 2] ^= 0x10;
+  const float bads[] = {-1.0f, NAN};
+  for (int i = 0; i < 2; i++) { /* resealed: the GPT's own checks */
+    rp_le_putf(pl + pn - 4, bads[i]);
+    RP_CHECK(rp_ckpt_save(bad, "gpt", 3, pl, pn));
+    RP_EXPECT(rp_gpt_ckpt_load(b, bad, NULL), RP_EFORMAT);
+    cr_assert(strstr(rp_error_detail(), bad), "%s", rp_error_detail());
+    cr_assert(strstr(rp_error_detail(), i ? "finite" : "second AdamW moment"),
+              "%s", rp_error_detail());
+    state_is(b, was, n, i ? "a NaN moment" : "a negative moment");
+  }
+  /* read, then replaced by another checkpoint before the load */
+  RP_CHECK(rp_gpt_save(a, bad, &info));
+  rp_gpt_ckpt got;
+  RP_CHECK(rp_gpt_ckpt_read_info(bad, &got));
+  cr_assert_eq(got.step, 3);
+  info.step = 4;
+  RP_CHECK(rp_gpt_save(a, bad, &info));
+  RP_EXPECT(rp_gpt_ckpt_load(b, bad, &got), RP_ECHECKSUM);
+  cr_assert(
+      strstr(rp_error_detail(), bad) &&
+          strstr(rp_error_detail(), "the file changed since it was read") &&
+          strstr(rp_error_detail(), "nothing loaded"),
+      "%s", rp_error_detail());
+  state_is(b, was, n, "a replaced file");
+  /* a decode-only model has no moments; another shape is named */
+  RP_EXPECT(rp_gpt_ckpt_load(d, path, NULL), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_gpt_ckpt_load"), "%s",
+            rp_error_detail());
+  c.width = 32;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &other));
+  size_t on;
+  float *owas = state_of(other, &on);
+  RP_EXPECT(rp_gpt_ckpt_load(other, path, NULL), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), path) &&
+                strstr(rp_error_detail(), "width 16"),
+            "%s", rp_error_detail());
+  state_is(other, owas, on, "another shape");
+  free(owas);
+  RP_CHECK(rp_gpt_destroy(other));
+  /* a good file: a's state, bitwise, with or without info */
+  RP_CHECK(rp_gpt_ckpt_load(b, path, NULL));
+  cr_assert_eq(n, an);
+  state_is(b, want, n, "a good file");
+  RP_CHECK(rp_gpt_reset(b));
+  RP_CHECK(rp_gpt_ckpt_read_info(path, &got));
+  RP_CHECK(rp_gpt_ckpt_load(b, path, &got));
+  state_is(b, want, n, "a good file, info given");
+  free(buf);
+  free(was);
+  free(want);
+  RP_CHECK(rp_gpt_destroy(d));
+  RP_CHECK(rp_gpt_destroy(b));
+  RP_CHECK(rp_gpt_destroy(a));
   th_tmpdir_remove();
   th_destroy(rt);
 }

@@ -301,7 +301,8 @@ out:
 }
 
 /* The GPT on 2 processors: create, record, instantiate, two replays, a
- * checkpoint written and read back into the model. */
+ * checkpoint written and read back into the model (streamed, and read
+ * whole). */
 static rp_status gpt_scenario(float *out, size_t nout) {
   rp_runtime *rt = NULL;
   rp_kernel_tasks k;
@@ -342,10 +343,17 @@ static rp_status gpt_scenario(float *out, size_t nout) {
     info.bytes[i] = (uint8_t)('a' + i);
   if (st == RP_OK)
     TRY(rp_gpt_save(m, path, &info));
+  if (st == RP_OK) /* as `reprise train --load-weights` resumes */
+    TRY(rp_gpt_ckpt_read_info(path, &ck));
   if (st == RP_OK)
-    TRY(rp_gpt_ckpt_read(path, &ck));
+    TRY(rp_gpt_ckpt_load(m, path, &ck));
+  rp_gpt_ckpt ck2; /* and the values whole (rp_gpt_ckpt_read) */
   if (st == RP_OK)
-    TRY(rp_gpt_ckpt_apply(m, &ck));
+    TRY(rp_gpt_ckpt_read(path, &ck2));
+  if (st == RP_OK) {
+    st = rp_gpt_ckpt_apply(m, &ck2);
+    rp_gpt_ckpt_free(&ck2);
+  }
   if (st == RP_OK && rp_gpt_param_count(m) > nout)
     st = rp_error_set(RP_EINVAL, "more parameters than expected");
   if (st == RP_OK)

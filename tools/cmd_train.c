@@ -575,7 +575,7 @@ static int gpt_ckpt_defaults(train_cli *c) {
   if (!c->load_weights || all)
     return RP_CLI_OK;
   rp_gpt_ckpt k; /* gpt_options checked the name first */
-  if (rp_gpt_ckpt_read(c->load_weights, &k) != RP_OK)
+  if (rp_gpt_ckpt_read_info(c->load_weights, &k) != RP_OK)
     return rp_train_opt_fail("--load-weights");
   uint32_t *u[] = {&c->layers, &c->heads, &c->width, &c->context, &c->mc.batch};
   const uint32_t ku[] = {k.layers, k.heads, k.width, k.context, k.batch};
@@ -601,7 +601,8 @@ static int gpt_ckpt_defaults(train_cli *c) {
       c->from_ckpt |= bit;
   }
   c->given |= c->from_ckpt;
-  rp_gpt_ckpt_free(&k);
+  c->ckpt_info = k; /* the run's load_ckpt takes it from here */
+  c->have_ckpt_info = 1;
   return RP_CLI_OK;
 }
 

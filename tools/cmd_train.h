@@ -45,6 +45,11 @@ typedef struct train_cli {
   int lr_from_ckpt;   /* --model gpt: lr is the --load-weights file's */
   uint64_t from_ckpt; /* options the --load-weights file gave, as given */
   const char *lr_arg; /* --lr as given (lr: its float) */
+  /* --model gpt --load-weights: the file's header, vocabulary and
+   * checksum, when parsing read it for the options' defaults (the whole
+   * file checked: rp_gpt_ckpt_read_info; have_ckpt_info 0: not read) */
+  rp_gpt_ckpt ckpt_info;
+  int have_ckpt_info;
 } train_cli;
 
 /* " (from --load-weights)" when the value of the option named `name`

@@ -92,7 +92,12 @@ static int load_ckpt(gpt_state *s) {
   const train_cli *c = s->c;
   if (!c->load_weights)
     return RP_CLI_OK;
-  if (rp_gpt_ckpt_read(c->load_weights, &s->ckpt) != RP_OK)
+  /* the header, the vocabulary and the file's checksum, every value
+   * checked and none kept (setup streams them into the model); read once:
+   * parsing read it when it took options from it */
+  if (c->have_ckpt_info)
+    s->ckpt = c->ckpt_info;
+  else if (rp_gpt_ckpt_read_info(c->load_weights, &s->ckpt) != RP_OK)
     return rp_train_opt_fail("--load-weights");
   s->have_ckpt = 1;
   return RP_CLI_OK;
@@ -116,7 +121,7 @@ static int same_inputs(gpt_state *s) {
     ck = rp_fnv1a64(ck, head, sizeof head);
     ck = rp_fnv1a64(ck, &k->lr, sizeof k->lr);
     ck = rp_fnv1a64(ck, &k->seed, sizeof k->seed);
-    ck = rp_fnv1a64(ck, k->data, k->ndata * sizeof *k->data);
+    ck = rp_fnv1a64(ck, &k->checksum, sizeof k->checksum); /* the values */
   }
   train_input in[] = {{"the options", rp_train_options_hash(c)},
                       {"the corpus (--text)", text},
@@ -277,11 +282,12 @@ static int setup(gpt_state *s) {
   }
   if (st != RP_OK)
     return rp_train_fail("building the model", st);
-  if (s->have_ckpt && (st = rp_gpt_ckpt_apply(s->m, &s->ckpt)) != RP_OK) {
-    rp_cli_say(stderr, "%s: --load-weights %s: %s\n", rp_train_who(),
-               c->load_weights, rp_error_detail());
-    return RP_CLI_FAILED;
-  }
+  /* the weights and moments streamed in, if the file still holds the
+   * bytes load_ckpt checked (else nothing is loaded); a failure leaves
+   * the run to end here, before any step and any output */
+  if (s->have_ckpt &&
+      rp_gpt_ckpt_load(s->m, c->load_weights, &s->ckpt) != RP_OK)
+    return rp_train_opt_fail("--load-weights"); /* the detail names it */
   return RP_CLI_OK;
 }
 

@@ -402,6 +402,10 @@ rp_status rp_ckpt_reader_finish(rp_ckpt_reader *r) {
   return check_sum(r->path, r->head, r->hash);
 }
 
+uint64_t rp_ckpt_reader_checksum(const rp_ckpt_reader *r) {
+  return r ? rp_le_get64(r->head + 40) : 0;
+}
+
 void rp_ckpt_reader_close(rp_ckpt_reader *r) {
   if (!r)
     return;

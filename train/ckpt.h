@@ -127,6 +127,10 @@ rp_status rp_ckpt_reader_read(rp_ckpt_reader *r, void *buf, size_t n);
  * not give the header's checksum (a corrupt file, or one rewritten since
  * the open verified it), RP_EFORMAT when the file grew. */
 rp_status rp_ckpt_reader_finish(rp_ckpt_reader *r);
+/* The checksum the header holds (the one the payload must give): equal
+ * for equal files, so a caller that read the file once tells whether the
+ * file it opens again still holds those bytes. 0 for r NULL. */
+uint64_t rp_ckpt_reader_checksum(const rp_ckpt_reader *r);
 /* NULL: no-op. */
 void rp_ckpt_reader_close(rp_ckpt_reader *r);
 

@@ -3310,42 +3310,6 @@ static rp_status ckpt_vocab(const char *path, const unsigned char *b,
   return RP_OK;
 }
 
-rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
-  if (!path || !out)
-    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_read: NULL argument");
-  void *buf;
-  size_t n;
-  uint32_t version;
-  /* the container checks the magic, the kind, the length and the checksum */
-  rp_status st = rp_ckpt_load(path, CKPT_KIND, CKPT_MAX, &version, &buf, &n);
-  if (st != RP_OK)
-    return st;
-  rp_gpt_ckpt c;
-  memset(&c, 0, sizeof c);
-  const unsigned char *b = buf;
-  if (version < 1 || version > CKPT_VERSION)
-    st = rp_error_set(RP_EVERSION,
-                      "%s: GPT checkpoint payload version %u (this "
-                      "build reads versions 1 to %u)",
-                      path, version, CKPT_VERSION);
-  uint32_t head = version == 1   ? CKPT_HEAD_V1
-                  : version == 2 ? CKPT_HEAD_V2
-                                 : CKPT_HEAD;
-  if (!st)
-    st = ckpt_parse(path, b, n, head, &c);
-  if (!st)
-    st = ckpt_vocab(path, b + head, &c);
-  if (!st) {
-    c.ndata = (size_t)ckpt_floats(c.layers, c.width, c.context, c.vocab);
-    st = rp_ckpt_floats_read(path, b + head + c.vocab, c.ndata,
-                             "the weights and AdamW moments", &c.data);
-  }
-  free(buf);
-  if (!st)
-    *out = c;
-  return st;
-}
-
 void rp_gpt_ckpt_free(rp_gpt_ckpt *c) {
   if (!c)
     return;
@@ -3410,24 +3374,41 @@ rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c) {
   return st;
 }
 
+/* What a streamed read (ckpt_stream) does with the values. */
+typedef enum ckpt_mode {
+  CKPT_INFO,    /* checks them, keeps none */
+  CKPT_DATA,    /* keeps them all in c->data (rp_gpt_ckpt_read) */
+  CKPT_WEIGHTS, /* writes the weights into m, checks the moments */
+  CKPT_STATE    /* writes the weights and both moments into m */
+} ckpt_mode;
+
 /* A checkpoint streamed (rp_ckpt_reader), never held whole: its header
- * and vocabulary into *c (c->data stays NULL), every value checked as
- * rp_gpt_ckpt_read and rp_gpt_ckpt_apply check them (finite; second
- * moments >= 0), tensor after tensor through one buffer of the largest.
- * With m (its architecture the file's), the weights are written into
- * m's and the moments skipped, and the checksum is checked at the end
- * (verify: first too, before anything else of the payload). */
+ * and vocabulary into *c, every value checked (finite; second moments
+ * >= 0), tensor after tensor through one buffer of the largest. INFO and
+ * DATA verify the checksum in a first pass, before anything else of the
+ * payload; WEIGHTS and STATE (m: a model, its architecture the file's)
+ * check it at the end, after writing into m, and STATE refuses a file
+ * whose header's checksum is not `expect` (the file rp_gpt_ckpt_read_info
+ * verified) before writing anything. */
 static rp_status ckpt_stream(const char *path, rp_gpt_ckpt *c, rp_gpt *m,
-                             int verify) {
+                             ckpt_mode mode, uint64_t expect) {
   rp_ckpt_reader *r = NULL;
   uint32_t version = 0;
   uint64_t len = 0;
+  int verify = mode == CKPT_INFO || mode == CKPT_DATA;
   rp_status st = rp_ckpt_reader_open(path, CKPT_KIND, CKPT_MAX, verify,
                                      &version, &len, &r);
   if (st != RP_OK)
     return st;
   memset(c, 0, sizeof *c);
-  if (version < 1 || version > CKPT_VERSION)
+  c->checksum = rp_ckpt_reader_checksum(r);
+  if (mode == CKPT_STATE && c->checksum != expect)
+    st = rp_error_set(RP_ECHECKSUM,
+                      "%s: the file changed since it was read (its checksum "
+                      "is now fnv1a64:%016llx, was %016llx): nothing loaded",
+                      path, (unsigned long long)c->checksum,
+                      (unsigned long long)expect);
+  if (!st && (version < 1 || version > CKPT_VERSION))
     st = rp_error_set(RP_EVERSION,
                       "%s: GPT checkpoint payload version %u (this "
                       "build reads versions 1 to %u)",
@@ -3462,44 +3443,68 @@ static rp_status ckpt_stream(const char *path, rp_gpt_ckpt *c, rp_gpt *m,
       st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
     info = own;
   }
-  size_t most = 0;
-  for (uint32_t i = 0; !st && i < np; i++)
+  size_t most = 0, all = 0;
+  for (uint32_t i = 0; !st && i < np; i++) {
     most = numel(&info[i]) > most ? numel(&info[i]) : most;
-  float *v = st ? NULL : malloc(most * sizeof *v);
-  if (!st && !v)
+    all += 3 * numel(&info[i]);
+  }
+  float *v = NULL, *data = NULL;
+  if (!st && mode == CKPT_DATA && !(data = malloc(all * sizeof *data)))
+    st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+  if (!st && mode != CKPT_DATA && !(v = malloc(most * sizeof *v)))
     st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
   size_t at = 0; /* the value's index among all of them */
   for (uint32_t i = 0; !st && i < np; i++)
     for (int s = 0; !st && s < 3; s++) { /* weights, m, v */
       size_t n = numel(&info[i]);
-      if ((st = rp_ckpt_reader_read(r, v, 4 * n)))
+      float *b = data ? data + at : v;
+      if ((st = rp_ckpt_reader_read(r, b, 4 * n)))
         break;
       for (size_t k = 0; k < n; k++) /* in place: little-endian to host */
-        v[k] = rp_le_getf((const unsigned char *)&v[k]);
+        b[k] = rp_le_getf((const unsigned char *)&b[k]);
       for (size_t k = 0; !st && k < n; k++)
-        if (!isfinite(v[k]))
+        if (!isfinite(b[k]))
           st = rp_error_set(RP_EFORMAT,
                             "%s: value %zu of the weights and AdamW moments "
                             "is %g: a checkpoint holds finite values only "
                             "(saved from a run that had diverged?)",
-                            path, at + k, (double)v[k]);
-        else if (s == 2 && v[k] < 0)
+                            path, at + k, (double)b[k]);
+        else if (s == 2 && b[k] < 0)
           st = rp_error_set(RP_EFORMAT,
                             "%s: %s's second AdamW moment holds %g at "
                             "element %zu (a mean of squares is never "
                             "negative or NaN)",
-                            path, info[i].name, (double)v[k], k);
+                            path, info[i].name, (double)b[k], k);
       at += n;
-      if (!st && m && s == 0)
-        st = rp_gpt_tensor_write(m, i, RP_GPT_WEIGHT, v, n);
+      /* RP_GPT_WEIGHT, RP_GPT_MOM1, RP_GPT_MOM2 (the gradient's between) */
+      rp_gpt_slot slot = s == 0   ? RP_GPT_WEIGHT
+                         : s == 1 ? RP_GPT_MOM1
+                                  : RP_GPT_MOM2;
+      if (!st && (mode == CKPT_STATE || (mode == CKPT_WEIGHTS && s == 0)) &&
+          (st = rp_gpt_tensor_write(m, i, slot, b, n)) != RP_OK)
+        st = rp_train_err_prefix(st, "%s: ", path);
     }
   if (!st)
     st = rp_ckpt_reader_finish(r);
-  if (!st)
+  if (!st) {
     c->ndata = at;
+    c->data = data;
+    data = NULL;
+  }
+  free(data);
   free(v);
   free(own);
   rp_ckpt_reader_close(r);
+  return st;
+}
+
+rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
+  if (!path || !out)
+    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_read: NULL argument");
+  rp_gpt_ckpt c;
+  rp_status st = ckpt_stream(path, &c, NULL, CKPT_DATA, 0);
+  if (!st)
+    *out = c;
   return st;
 }
 
@@ -3507,7 +3512,7 @@ rp_status rp_gpt_ckpt_read_info(const char *path, rp_gpt_ckpt *out) {
   if (!path || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_read_info: NULL argument");
   rp_gpt_ckpt c;
-  rp_status st = ckpt_stream(path, &c, NULL, 1);
+  rp_status st = ckpt_stream(path, &c, NULL, CKPT_INFO, 0);
   if (!st)
     *out = c;
   return st;
@@ -3517,5 +3522,22 @@ rp_status rp_gpt_ckpt_load_weights(rp_gpt *m, const char *path) {
   if (!m || !path)
     return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_load_weights: NULL argument");
   rp_gpt_ckpt c;
-  return ckpt_stream(path, &c, m, 0);
+  return ckpt_stream(path, &c, m, CKPT_WEIGHTS, 0);
+}
+
+rp_status rp_gpt_ckpt_load(rp_gpt *m, const char *path,
+                           const rp_gpt_ckpt *info) {
+  if (!m || !path)
+    return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_load: NULL argument");
+  if (trainer_only(m, "rp_gpt_ckpt_load") != RP_OK)
+    return RP_EINVAL;
+  rp_gpt_ckpt own, c;
+  rp_status st = RP_OK;
+  if (!info && (st = rp_gpt_ckpt_read_info(path, &own)) == RP_OK)
+    info = &own; /* the first pass: the whole file checked, nothing kept */
+  if (!st && (st = rp_gpt_ckpt_fits(info, &m->cfg)) != RP_OK)
+    st = rp_train_err_prefix(st, "%s: ", path);
+  if (!st)
+    st = ckpt_stream(path, &c, m, CKPT_STATE, info->checksum);
+  return st;
 }

@@ -538,13 +538,17 @@ typedef struct rp_gpt_ckpt {
   uint64_t seed;
   uint64_t text_digest; /* 0: none (a version 1 or 2 file, or none given) */
   uint8_t bytes[RP_GPT_MAX_VOCAB];
-  float *data; /* owned: weights, m, v per tensor */
+  float *data; /* owned: weights, m, v per tensor (rp_gpt_ckpt_read) */
   size_t ndata;
+  /* the container's checksum (train/ckpt.h) of the whole file: a file
+   * rewritten with other bytes (almost surely) has another (a read fills
+   * it; rp_gpt_save ignores it) */
+  uint64_t checksum;
 } rp_gpt_ckpt;
 /* Writes m's weights and moments with info's step, schedule, text digest
  * and vocabulary (the rest of info is ignored). Errors: those of rp_ckpt_save
  * (the file at path is then unchanged), RP_ENOMEM, RP_EINVAL (nothing
- * written) for what rp_gpt_ckpt_read would refuse: a weight or moment
+ * written) for what the reader would refuse: a weight or moment
  * that is not finite, a vocabulary not in strictly increasing order, a
  * schedule outside the file's domain (lr finite in [0, 100]: training
  * takes lr x weight_decay below 1, so below 10 at the default decay, and
@@ -560,7 +564,7 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info);
 /* The largest learning rate a checkpoint holds (the file format's:
  * training takes lr x weight_decay below 1). */
 #define RP_GPT_CKPT_LR_MAX 100.0f
-/* The largest checkpoint file rp_gpt_ckpt_read takes. */
+/* The largest checkpoint file the reader takes. */
 #define RP_GPT_CKPT_MAX ((uint64_t)1 << 32)
 /* RP_OK when m's checkpoint fits RP_GPT_CKPT_MAX (about 358 million
  * parameters); else RP_ERANGE giving both sizes, which rp_gpt_save
@@ -569,34 +573,60 @@ rp_status rp_gpt_save_check(const rp_gpt *m);
 /* rp_gpt_save_check for the model cfg describes (its layers, width,
  * context and vocabulary), before one is made. */
 rp_status rp_gpt_save_check_config(const rp_gpt_config *cfg);
-/* Reads a checkpoint into *out (free with rp_gpt_ckpt_free). Errors name
- * the file: those of rp_ckpt_load (not a checkpoint, another model's kind,
- * truncated, RP_ECHECKSUM when corrupt), RP_EVERSION (another payload
- * version), RP_EFORMAT (a bad header, a size the header disagrees with);
- * nothing is allocated on error. */
+/* Every GPT checkpoint read below goes through one reader, which streams
+ * the file in pieces (train/ckpt.h's rp_ckpt_reader): the file is never
+ * held whole. Its checks, in order, each error naming the file: those of
+ * the container (not a checkpoint, another model's kind, truncated,
+ * trailing bytes; RP_ECHECKSUM when corrupt, before any check of the
+ * payload), RP_EVERSION (another payload version), RP_EFORMAT (a bad
+ * header, a size the header disagrees with, a vocabulary not in
+ * increasing order, a value that is not finite, a second moment below
+ * 0). */
+
+/* The header, vocabulary and checksum into *out (out->data NULL,
+ * out->ndata the count of values the file holds), the whole file checked:
+ * its checksum in a first pass, then everything else in a second. Nothing
+ * to free. */
+rp_status rp_gpt_ckpt_read_info(const char *path, rp_gpt_ckpt *out);
+/* rp_gpt_ckpt_read_info, keeping every value in out->data (free with
+ * rp_gpt_ckpt_free): memory of the file's size, for tools that compare
+ * checkpoints; a model loads one with rp_gpt_ckpt_load. Nothing is
+ * allocated on error. */
 rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out);
 void rp_gpt_ckpt_free(rp_gpt_ckpt *c);
 /* RP_ESHAPE when c holds another architecture than g (layers, heads,
  * width, context, vocabulary), the detail naming both; else RP_OK. */
 rp_status rp_gpt_ckpt_fits(const rp_gpt_ckpt *c, const rp_gpt_config *g);
-/* RP_ESHAPE when the file holds another architecture; RP_EFORMAT (nothing
- * written) for a second moment that is negative or NaN (a mean of
- * squares). */
+/* Writes c's values (rp_gpt_ckpt_read's) into m. RP_ESHAPE when they are
+ * of another architecture; RP_EFORMAT (nothing written) for a second
+ * moment that is negative or NaN (a mean of squares). */
 rp_status rp_gpt_ckpt_apply(rp_gpt *m, const rp_gpt_ckpt *c);
-/* rp_gpt_ckpt_read without the values: the header and vocabulary into
- * *out (out->data NULL, out->ndata the count of values the file holds),
- * the file read in pieces (constant memory, never whole) and checked as
- * rp_gpt_ckpt_read and rp_gpt_ckpt_apply check it: the checksum first,
- * then the header, every value finite and every second moment >= 0
- * (RP_EFORMAT naming the file). Nothing to free. */
-rp_status rp_gpt_ckpt_read_info(const char *path, rp_gpt_ckpt *out);
+/* Resumes a training model m from the checkpoint at path (`reprise train
+ * --load-weights`): its weights and both AdamW moments, streamed tensor by
+ * tensor through one tensor's buffer (m plus that buffer: the file and its
+ * values are never held). info: what rp_gpt_ckpt_read_info gave for path
+ * (the step, schedule and vocabulary are the caller's to use), or NULL to
+ * have that first pass made here. Everything is checked before anything is
+ * written: the whole file (that first pass), its architecture against m's
+ * (RP_ESHAPE naming the file), and that the file still holds the bytes
+ * that pass checked (its checksum: RP_ECHECKSUM "changed since it was
+ * read" otherwise); on those errors m is unchanged. The checksum is
+ * checked again at the end: only a file that is rewritten while it is
+ * being loaded (RP_ECHECKSUM, RP_EFORMAT truncated or grown) or a failed
+ * read (RP_EIO) fails after writing began, and leaves m's weights and
+ * moments partly the file's: load again or destroy m. RP_EINVAL for a
+ * decode-only model (it has no moments: rp_gpt_ckpt_load_weights). */
+rp_status rp_gpt_ckpt_load(rp_gpt *m, const char *path,
+                           const rp_gpt_ckpt *info);
 /* Writes the weights of the checkpoint at path into m (a training model
  * or a decode-only one; the moments are read, checked and left out),
- * streaming the file tensor by tensor through one tensor's buffer. The
- * checksum is checked at the end, after the weights are written: on any
- * error (those of rp_gpt_ckpt_read_info, RP_ESHAPE for another
- * architecture than m's, RP_ECHECKSUM for a file that changed since it
- * was verified) m's weights are partly the file's: reload or destroy m. */
+ * streaming the file tensor by tensor through one tensor's buffer in one
+ * pass. The checksum is checked at the end, after the weights are
+ * written: on any error (those of rp_gpt_ckpt_read_info, RP_ESHAPE for
+ * another architecture than m's, RP_ECHECKSUM for a corrupt file or one
+ * that changed since it was verified) m's weights are partly the file's:
+ * reload or destroy m (check the file with rp_gpt_ckpt_read_info first to
+ * refuse a corrupt one before). */
 rp_status rp_gpt_ckpt_load_weights(rp_gpt *m, const char *path);
 
 #endif
