@@ -16,6 +16,38 @@
 #include <math.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static fz_file file;
+static rp_gpt_config model;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  (void)argv;
+  fz_file_open(&file, "gpt.ckpt");
+  rp_gpt_config_init(&model);
+  model.layers = 1; /* the seeds' shape (make_train_corpus.c) */
+  model.heads = 1;
+  model.width = 2;
+  model.context = 2;
+  model.vocab = 3;
+  return 0;
+}
+
+static void check(const rp_gpt_ckpt *c) {
+  if (c->vocab < 2 || c->vocab > RP_GPT_MAX_VOCAB || !c->data || !c->ndata)
+    fz_fail("a loaded checkpoint breaks gpt.h's shape");
+  for (uint32_t i = 1; i < c->vocab; i++)
+    if (c->bytes[i] <= c->bytes[i - 1])
+      fz_fail("a loaded vocabulary is not in increasing order");
+  for (size_t i = 0; i < c->ndata; i++)
+    if (!isfinite(c->data[i]))
+      fz_fail("a loaded weight is not finite");
+  rp_status st = rp_gpt_ckpt_fits(c, &model);
+  if (st != RP_OK && st != RP_ESHAPE)
+    fz_fail("rp_gpt_ckpt_fits");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t n = 0;
   unsigned char *b = fz_ckpt_input(data, size, 0, &n);
