@@ -46,9 +46,9 @@ static rp_status register_tasks(rp_dist_state *ds) {
          * copies touch host memory */
         .flags = r == RP_DIST_ALLREDUCE ? RP_TASK_STREAM_ORDERED : RP_TASK_HOST,
     };
-    rp_status st = rp_task_register(ds->rt, &d, &ds->task[r]);
-    if (!st)
-      st = rp__task_set_ext(ds->rt, ds->task[r], &rp__dist_ext);
+    /* the record holds its replayed form before the task can be found */
+    rp_task_hooks h = {.ext = &rp__dist_ext};
+    rp_status st = rp__task_register_with(ds->rt, &d, &h, &ds->task[r]);
     if (st)
       return st;
   }

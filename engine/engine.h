@@ -340,7 +340,7 @@ typedef struct rp_task_ext rp_task_ext;
 
 /* A check of a launch's declared privileges against what the task does
  * with each access (the kernels' op descriptors: kernels/op_table.h): arg
- * is the one given to rp__task_set_privs; args, the launch's argument
+ * is rp_task_hooks.arg; args, the launch's argument
  * bytes; interps, its interpolations (a field they write may take any
  * value at a replay). RP_OK, or an error with its detail set (naming the
  * task, the access and both privileges). It reads nothing but its
@@ -390,15 +390,21 @@ struct rp_task_ext {
   void (*release)(void *state);
 };
 
-/* Attaches ext to a registered task (before any graph uses it). */
-rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
-                           const rp_task_ext *ext);
+/* What the library's own tasks carry besides an rp_task_desc; any member
+ * may be NULL. ext: the replayed form (comm/); priv_fn: the privilege
+ * check every launch check (eager, recorded, built, and instantiate's
+ * validation) runs on the launch's accesses; arg: priv_fn's. */
+typedef struct rp_task_hooks {
+  const rp_task_ext *ext;
+  rp_task_priv_fn priv_fn;
+  const void *arg;
+} rp_task_hooks;
 
-/* Attaches a privilege check to a registered task (at registration, before
- * any launch names it): every launch check (eager, recorded, built, and
- * instantiate's validation) runs fn(arg, ...) on the launch's accesses. */
-rp_status rp__task_set_privs(rp_runtime *rt, rp_task_id id, rp_task_priv_fn fn,
-                             const void *arg);
+/* rp_task_register with hooks (NULL: none): the task's record holds them
+ * before its id or name can be found, so no launch ever sees the task
+ * without them. Errors as rp_task_register. */
+rp_status rp__task_register_with(rp_runtime *rt, const rp_task_desc *d,
+                                 const rp_task_hooks *h, rp_task_id *out);
 
 /* Runs t with ctx on the calling thread, which must be ctx->proc's own (a
  * queue item running on it), inside an NVTX range named after the task.

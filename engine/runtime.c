@@ -293,6 +293,11 @@ static rp_status task_hash_reserve(rp_runtime *rt, uint32_t n) {
 
 rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
                            rp_task_id *out) {
+  return rp__task_register_with(rt, d, NULL, out);
+}
+
+rp_status rp__task_register_with(rp_runtime *rt, const rp_task_desc *d,
+                                 const rp_task_hooks *h, rp_task_id *out) {
   rp_status cst = rp__rt_check(rt, "rp_task_register");
   if (cst)
     return cst;
@@ -348,32 +353,14 @@ rp_status rp_task_register(rp_runtime *rt, const rp_task_desc *d,
   t->check_fn = d->check_fn;
   t->flags = d->flags ? d->flags : RP_TASK_HOST;
   t->cost_ns = d->cost_ns;
+  t->ext = h ? h->ext : NULL;
+  t->priv_fn = h ? h->priv_fn : NULL;
+  t->priv_arg = h ? h->arg : NULL;
   task_hash_put(rt, n);
   /* release: the record is complete before readers can see its id */
   atomic_store_explicit(&rt->ntasks, n + 1, memory_order_release);
   pthread_mutex_unlock(&rt->task_lock);
   *out = n;
-  return RP_OK;
-}
-
-rp_status rp__task_set_ext(rp_runtime *rt, rp_task_id id,
-                           const rp_task_ext *ext) {
-  if (id >= rp__task_count(rt))
-    return rp__err(RP_ENOTASK, "task id %u is not registered", id);
-  /* Set before the id is handed to any launch (registration time): no
-   * reader races with this store. */
-  task_at(rt, id)->ext = ext;
-  return RP_OK;
-}
-
-rp_status rp__task_set_privs(rp_runtime *rt, rp_task_id id, rp_task_priv_fn fn,
-                             const void *arg) {
-  if (id >= rp__task_count(rt))
-    return rp__err(RP_ENOTASK, "task id %u is not registered", id);
-  /* as rp__task_set_ext: before the id is handed to any launch */
-  rp_task_rec *t = task_at(rt, id);
-  t->priv_fn = fn;
-  t->priv_arg = arg;
   return RP_OK;
 }
 

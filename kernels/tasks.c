@@ -829,15 +829,16 @@ rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
                       .flags = RP_TASK_STREAM_ORDERED | TASKS[i].flags,
                       .cost_ns = 0,
                       .check_fn = TASKS[i].check_fn};
-    rp_task_id id;
-    rp_status st = rp_task_register(rt, &d, &id);
-    if (st != RP_OK) /* out of memory: earlier ones stay registered */
-      return rp__err_prefix(st, "rp_kernels_register: ");
     /* every kernel task is described by data: its launches' declared
-     * privileges are checked against its descriptor */
+     * privileges are checked against its descriptor; the record holds
+     * the check before the task can be found */
     const rp_op *op = rp_kernel_op(TASKS[i].name);
     RP_ASSERT(op != NULL);
-    (void)rp__task_set_privs(rt, id, op_privs, op); /* id is registered */
+    rp_task_hooks h = {.priv_fn = op_privs, .arg = op};
+    rp_task_id id;
+    rp_status st = rp__task_register_with(rt, &d, &h, &id);
+    if (st != RP_OK) /* out of memory: earlier ones stay registered */
+      return rp__err_prefix(st, "rp_kernels_register: ");
     memcpy((char *)&ids + TASKS[i].field, &id, sizeof id);
   }
   *out = ids;

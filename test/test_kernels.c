@@ -25,6 +25,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------------- */
@@ -1803,6 +1804,49 @@ Test(kernel_privs, every_kernel_task_checks_its_launches_privileges) {
     const rp_task_rec *t = rp__task_get(rt, ids[n]);
     cr_assert(t && t->priv_fn, "task %zu has no privilege check", n);
     cr_assert_eq(t->priv_arg, rp_kernel_op(t->name), "%s", t->name);
+  }
+  th_destroy(rt);
+}
+
+/* ---- a kernel task is never visible without its descriptor ---- */
+
+typedef struct finder {
+  rp_runtime *rt;
+  const char *name;
+  int found, checked;
+} finder;
+
+/* Spins until the task is findable by name, then reads what a launch
+ * reads: its privilege check. */
+static void *find_task(void *arg) {
+  finder *f = arg;
+  rp_task_id id;
+  while (!rp__task_lookup(f->rt, f->name, &id))
+    sched_yield();
+  const rp_task_rec *t = rp__task_get(f->rt, id);
+  f->found = t != NULL;
+  f->checked = t && t->priv_fn != NULL;
+  return NULL;
+}
+
+/* The hooks are part of the registration: a thread that finds a kernel
+ * task by name while rp_kernels_register runs never sees it unchecked.
+ * The window this guards (hooks set after the task became findable) is a
+ * few instructions wide: a plain build catches it now and then, a
+ * ThreadSanitizer build (make test-tsan) reports the unordered read and
+ * write every time. */
+Test(kernels, a_task_found_during_registration_has_its_descriptor) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  finder f[2] = {{rt, "rp.gemm", 0, 0}, {rt, "gpt.sumsq", 0, 0}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq(pthread_create(&th[i], NULL, find_task, &f[i]), 0);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(pthread_join(th[i], NULL), 0);
+    cr_assert(f[i].found, "%s", f[i].name);
+    cr_assert(f[i].checked, "%s found without its privilege check", f[i].name);
   }
   th_destroy(rt);
 }
