@@ -4,16 +4,18 @@
  * (another device's memory, device memory from a CPU task), the task gets a
  * mirror of the instance in its processor's own memory (capture.h,
  * "mirrors"), kept in step by inserted copies:
- *   - before a task that reads the instance (READ, RW, REDUCE): source ->
- *     mirror, unless the mirror still holds the source's contents (nothing
- *     recorded since the mirror was last filled or written back wrote the
- *     source);
+ *   - before the task: source -> mirror, unless the mirror still holds the
+ *     source's contents (nothing recorded since the mirror was last filled
+ *     or written back wrote the source);
  *   - the task accesses the mirror instead of the source;
  *   - after a task that writes the mirror (WRITE, RW, REDUCE): mirror ->
  *     source, so the source is current for whatever reads it next.
- * A WRITE-only task's mirror is not filled first: WRITE declares that the
- * task overwrites the whole instance (declare RW otherwise), and the
- * write-back copies the whole mirror.
+ * The write-back copies the whole mirror, so a WRITE access's mirror is
+ * filled too unless the task is known to overwrite every element of the
+ * instance (its task record's cover_fn says so: a kernel task whose
+ * descriptor's write rule reaches the instance's volume, rp.fill with n 0);
+ * elements a task leaves alone then keep the source's contents, as they
+ * do when it runs on the source.
  *
  * Every inserted copy is an ordinary copy op flagged `inserted`, recorded
  * through rp__record_op and so through the same dependence analysis as the
@@ -188,18 +190,42 @@ static rp_status record_copy(rp_capture_state *cs, rp_inst src, rp_inst dst,
   return rp__record_op(cs, &c, wait, NULL);
 }
 
-/* Copies in what the task reads, records it on its mirrors, writes back
- * what it wrote. mir[i]: access i's mirror or NO_MIRROR. */
+/* The volumes of op's accesses (-1: unknown), for the task's cover_fn. */
+static void volumes(rp_capture_state *cs, const rp_gop *op, int64_t *vol) {
+  for (uint32_t i = 0; i < op->nacc; i++) {
+    rp_inst_view v;
+    vol[i] = rp__inst_view(cs->rt, op->acc[i].inst, &v) == RP_OK
+                 ? rp_rect_volume(&v.info.rect)
+                 : -1;
+  }
+}
+
+/* 1 when access i's mirror is filled before the task (when stale): the
+ * task reads it, or it may leave some of its elements as they were (the
+ * write-back copies every element). */
+static int fills(const rp_task_rec *t, const rp_gop *op, const int64_t *vol,
+                 uint32_t i) {
+  if (reads(op->acc[i].priv))
+    return 1;
+  return !(t && t->cover_fn &&
+           t->cover_fn(t->priv_arg, op->args, op->args_size, vol, op->nacc, i,
+                       op->interps, op->ninterp));
+}
+
+/* Copies in what the task reads or may leave alone, records it on its
+ * mirrors, writes back what it wrote. mir[i]: access i's mirror or
+ * NO_MIRROR; vol: the accesses' volumes. */
 static rp_status record_around(rp_capture_state *cs, const rp_gop *op,
-                               const uint32_t *mir, rp_access *acc,
-                               rp_event wait, rp_event *ref) {
+                               const uint32_t *mir, const int64_t *vol,
+                               rp_access *acc, rp_event wait, rp_event *ref) {
   const rp_gmirror *tab = cs->graph->mirrors;
+  const rp_task_rec *t = rp__task_get(cs->rt, op->task);
   rp_status st = RP_OK;
   /* The fills take the task's wait too: a precondition may be what makes
    * the source's contents ready. */
   for (uint32_t i = 0; i < op->nacc && !st; i++) {
     uint32_t m = mir[i];
-    if (m == NO_MIRROR || !reads(op->acc[i].priv) || cs->mvalid[m] != STALE)
+    if (m == NO_MIRROR || cs->mvalid[m] != STALE || !fills(t, op, vol, i))
       continue;
     st = record_copy(cs, tab[m].src, rp__mirror_ref(m), wait);
     if (!st)
@@ -237,8 +263,9 @@ rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   rp_mem *mem = malloc(sizeof *mem * op->nacc);
   uint32_t *mir = malloc(sizeof *mir * op->nacc);
   rp_access *acc = malloc(sizeof *acc * op->nacc);
+  int64_t *vol = malloc(sizeof *vol * op->nacc);
   int any = 0;
-  rp_status st = mem && mir && acc
+  rp_status st = mem && mir && acc && vol
                      ? RP_OK
                      : rp__err(RP_ENOMEM, "copy insertion: out of memory");
   if (!st)
@@ -257,7 +284,8 @@ rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   }
   if (!st && any) {
     memcpy(acc, op->acc, sizeof *acc * op->nacc);
-    st = record_around(cs, op, mir, acc, wait, ref);
+    volumes(cs, op, vol);
+    st = record_around(cs, op, mir, vol, acc, wait, ref);
   } else if (!st) {
     st = rp__record_op(cs, op, wait, ref);
   }
@@ -270,5 +298,6 @@ rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op, rp_event wait,
   free(mem);
   free(mir);
   free(acc);
+  free(vol);
   return st;
 }

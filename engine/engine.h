@@ -350,6 +350,19 @@ typedef rp_status (*rp_task_priv_fn)(const void *arg, const void *args,
                                      uint32_t nacc, const rp_interp *interps,
                                      uint32_t ninterp);
 
+/* Whether a launch of the task writes every element of access i, whose
+ * instance has vol[i] elements (vol: one entry per access, -1 where
+ * unknown), in every run of the launch: 1 only when it is sure (its write
+ * rule under args reaches the whole instance, and no interpolation can
+ * change that rule); 0 when it may leave elements as they were, or cannot
+ * tell. arg is the one the task was registered with (rp_task_hooks);
+ * reads nothing but its arguments, allocates nothing. Copy insertion asks
+ * it for an RP_WRITE access whose mirror it would otherwise fill. */
+typedef int (*rp_task_cover_fn)(const void *arg, const void *args,
+                                size_t args_size, const int64_t *vol,
+                                uint32_t nacc, uint32_t i,
+                                const rp_interp *interps, uint32_t ninterp);
+
 typedef struct rp_task_rec {
   char *name;
   rp_task_fn cpu_fn;
@@ -359,7 +372,10 @@ typedef struct rp_task_rec {
   uint64_t cost_ns;
   const rp_task_ext *ext;  /* NULL: a plain task (see rp_task_ext) */
   rp_task_priv_fn priv_fn; /* NULL: privileges are the caller's word */
-  const void *priv_arg;
+  /* NULL: no RP_WRITE access is known to cover its instance (copy
+   * insertion fills every mirror the task accesses) */
+  rp_task_cover_fn cover_fn;
+  const void *priv_arg; /* priv_fn's and cover_fn's arg */
 } rp_task_rec;
 
 /* A task whose replayed form is planned at instantiate instead of calling
@@ -393,10 +409,12 @@ struct rp_task_ext {
 /* What the library's own tasks carry besides an rp_task_desc; any member
  * may be NULL. ext: the replayed form (comm/); priv_fn: the privilege
  * check every launch check (eager, recorded, built, and instantiate's
- * validation) runs on the launch's accesses; arg: priv_fn's. */
+ * validation) runs on the launch's accesses; cover_fn: see
+ * rp_task_cover_fn; arg: priv_fn's and cover_fn's. */
 typedef struct rp_task_hooks {
   const rp_task_ext *ext;
   rp_task_priv_fn priv_fn;
+  rp_task_cover_fn cover_fn;
   const void *arg;
 } rp_task_hooks;
 

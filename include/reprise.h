@@ -839,12 +839,16 @@ typedef enum rp_redop {
 
 /* What a launch declares about one instance; the dependence analysis,
  * copy insertion and the replay's order follow it. RP_READ: the task
- * reads it and writes nothing; RP_WRITE: it overwrites the whole instance
- * and reads nothing of its old contents (the engine may drop them: copy
- * insertion does not fill a WRITE access's mirror, and writes the whole
- * mirror back; a task that writes only part of the instance, rp.fill with
- * n below its volume, is declared RP_RW); RP_RW: anything; RP_REDUCE:
- * atomic folds only. The library's own tasks (rp_kernels_register's rp.*
+ * reads it and writes nothing; RP_WRITE: it writes it (all of it or only
+ * some elements) and reads nothing of its old contents; RP_RW: anything;
+ * RP_REDUCE: atomic folds only. Elements a WRITE task leaves alone keep
+ * their contents, replayed as eagerly: where copy insertion gives the task
+ * a mirror (its processor cannot reach the instance), the mirror is filled
+ * from the instance before the task, as for RP_RW, and written back whole
+ * after it; the fill is left out only where the engine knows the task
+ * overwrites every element (a library task whose count reaches the
+ * instance's volume under the launch's args, no interpolation changing
+ * it: rp.fill with n 0). The library's own tasks (rp_kernels_register's rp.*
  * and gpt.*, whose contracts kernels/tasks.h and kernels/gpt_kernels.h
  * state) check every launch, recorded launch, builder call and graph
  * load: each access is declared with the privilege the task's contract

@@ -58,14 +58,20 @@ static rp_privilege priv_of(const rp_op_access *a, const void *args) {
   return a->priv;
 }
 
-/* 1 when one of the interpolations writes a byte of field f (4 bytes). */
-static int interpolated(uint16_t f, const rp_interp *ip, uint32_t nip) {
-  size_t lo = (size_t)f - 1, hi = lo + 4;
+/* 1 when one of the interpolations writes a byte of field f (4 bytes, or
+ * `bytes`: interpolated_n). */
+static int interpolated_n(uint16_t f, size_t bytes, const rp_interp *ip,
+                          uint32_t nip) {
+  size_t lo = (size_t)f - 1, hi = lo + bytes;
   for (uint32_t k = 0; ip && k < nip; k++)
     if (ip[k].dst_offset != RP_INTERP_SHARDS && ip[k].dst_offset < hi &&
         (ip[k].dst_offset >= lo || lo - ip[k].dst_offset < ip[k].bytes))
       return 1;
   return 0;
+}
+
+static int interpolated(uint16_t f, const rp_interp *ip, uint32_t nip) {
+  return interpolated_n(f, 4, ip, nip);
 }
 
 /* 1 when the layout is dense row-major (a dimension of extent 1 may have
@@ -81,24 +87,39 @@ static int dense(const rp_instance_info *in) {
   return 1;
 }
 
+/* The volume of access i of the launch: from ctx when it is not NULL,
+ * else from vol (nvol entries; -1 unknown); -1 when absent or unknown. */
+typedef struct vols {
+  const rp_task_ctx *ctx;
+  const int64_t *vol;
+  uint32_t nvol;
+} vols;
+
+static int64_t vol_at(const vols *v, uint32_t i) {
+  if (v->ctx) {
+    const rp_instance_info *in = rp_ctx_inst(v->ctx, i);
+    return in ? rp_rect_volume(&in->rect) : -1;
+  }
+  return v->vol && i < v->nvol ? v->vol[i] : -1;
+}
+
 /* Elements access i (of a group starting at access g0) needs. */
-static rp_status need_of(const rp_op *op, const rp_op_count *c,
-                         const void *args, const rp_task_ctx *ctx, uint32_t g0,
+static rp_status need_in(const rp_op *op, const rp_op_count *c,
+                         const void *args, const vols *v, uint32_t g0,
                          int64_t *out) {
-  const rp_instance_info *in = NULL;
-  int64_t prod = 1;
+  int64_t prod = 1, in;
   switch (c->kind) {
   case RP_OPC_I64:
     prod = field_i64(args, c->field[0]);
     break;
   case RP_OPC_N_OR_VOL0:
     prod = field_i32(args, c->field[0]);
-    if (prod == 0 && (in = rp_ctx_inst(ctx, 0)) != NULL)
-      prod = rp_rect_volume(&in->rect);
+    if (prod == 0 && (in = vol_at(v, 0)) >= 0)
+      prod = in;
     break;
   case RP_OPC_GROUP_VOL:
-    in = rp_ctx_inst(ctx, g0);
-    prod = in ? rp_rect_volume(&in->rect) : 0;
+    in = vol_at(v, g0);
+    prod = in >= 0 ? in : 0;
     break;
   default:
     for (int k = 0; k < 4 && c->field[k]; k++)
@@ -111,6 +132,13 @@ static rp_status need_of(const rp_op *op, const rp_op_count *c,
     return rp__err(RP_EINVAL, "%s: sizes overflow", op->name);
   *out = prod;
   return RP_OK;
+}
+
+static rp_status need_of(const rp_op *op, const rp_op_count *c,
+                         const void *args, const rp_task_ctx *ctx, uint32_t g0,
+                         int64_t *out) {
+  vols v = {ctx, NULL, 0};
+  return need_in(op, c, args, &v, g0, out);
 }
 
 /* Access i as described by a: present (unless optional or switched off by
@@ -427,4 +455,44 @@ rp_status rp_op_check_privs(const rp_op *op, const void *args, size_t args_size,
                    need == RP_RW ? "" : "RP_RW");
   }
   return RP_OK;
+}
+
+/* ---- what a write covers ---- */
+
+int rp_op_writes_whole(const rp_op *op, const void *args, size_t args_size,
+                       const int64_t *vol, uint32_t nacc, uint32_t i,
+                       const rp_interp *interps, uint32_t ninterp) {
+  if (!op || !args || args_size < op->args_size || !vol || i >= nacc ||
+      vol[i] < 0)
+    return 0;
+  /* the args as the task will see them: a check_args hook may refuse or
+   * normalise them, so a descriptor with one is not read here */
+  if (op->check_args || check_fields(op, args) != RP_OK)
+    return 0;
+  uint32_t count = 0, g0;
+  if (op->ngroup) {
+    if (interpolated(op->group_count, interps, ninterp))
+      return 0;
+    count = (uint32_t)field_i32(args, op->group_count);
+  }
+  if (i >= op->nhead + op->ngroup * count + op->ntail)
+    return 0;
+  const rp_op_access *a = access_at(op, count, i, &g0);
+  if (!(a->flags & RP_OPA_WRITES_ALL) || priv_of(a, args) != RP_WRITE)
+    return 0;
+  if (a->also_when && interpolated(a->also_when, interps, ninterp))
+    return 0;
+  if (a->when && (field_i32(args, a->when) == 0 ||
+                  interpolated(a->when, interps, ninterp)))
+    return 0;
+  const rp_op_count *c = &a->need;
+  size_t fbytes = c->kind == RP_OPC_I64 ? 8 : 4;
+  for (int k = 0; k < 4 && c->field[k]; k++)
+    if (interpolated_n(c->field[k], fbytes, interps, ninterp))
+      return 0;
+  vols v = {NULL, vol, nacc};
+  int64_t need = 0;
+  if (need_in(op, c, args, &v, g0, &need) != RP_OK)
+    return 0;
+  return need >= vol[i];
 }

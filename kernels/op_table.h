@@ -71,6 +71,13 @@ enum rp_op_access_flags {
   RP_OPA_ANY_TYPE = 1u << 1, /* any element type (dtype ignored) */
   RP_OPA_ALSO_F32 = 1u << 2, /* also_when names a float field (nonzero:
                               * != 0.0f), not an int32 one */
+  /* An RP_WRITE access whose task writes every element its rule counts,
+   * from its first one on, in every run (the rule is exact, not "at
+   * least"): when that count reaches the instance's volume, the write
+   * covers the whole instance, and copy insertion need not fill its
+   * mirror first (rp_op_writes_whole). Without it a WRITE access's
+   * mirror is filled: the task may leave elements as they were. */
+  RP_OPA_WRITES_ALL = 1u << 3,
 };
 
 typedef struct rp_op_access {
@@ -152,7 +159,8 @@ uint32_t rp_op_access_total(const rp_op *op, const void *args);
  * one of the interpolations, whose values a replay may change), or with
  * RP_RW. A WRITE declared for an access the task reads is refused too:
  * a WRITE access's old contents may be dropped (copy insertion does not
- * fill its mirror). Not checked, and left to rp_op_prep when the task
+ * fill its mirror when rp_op_writes_whole says the write covers it). Not
+ * checked, and left to rp_op_prep when the task
  * runs: args shorter than the struct, a group count out of range,
  * accesses past the descriptor's, an access its `when` field switches
  * off (unless an interpolation writes that field). RP_EINVAL, the detail
@@ -160,6 +168,18 @@ uint32_t rp_op_access_total(const rp_op *op, const void *args);
 rp_status rp_op_check_privs(const rp_op *op, const void *args, size_t args_size,
                             const rp_access *acc, uint32_t nacc,
                             const rp_interp *interps, uint32_t ninterp);
+
+/* 1 when a launch of op with args (and interps) writes every element of
+ * access i, whose instance has vol[i] elements (vol: nacc entries, -1
+ * where unknown): the access is flagged RP_OPA_WRITES_ALL, is written and
+ * not read under args, is switched on, and its rule's count under args
+ * reaches vol[i], with no interpolation writing a field the rule or the
+ * access's existence depends on (a replay could shrink the count). 0
+ * otherwise: the engine then assumes the task may leave elements of the
+ * access as they were (copy insertion fills its mirror). */
+int rp_op_writes_whole(const rp_op *op, const void *args, size_t args_size,
+                       const int64_t *vol, uint32_t nacc, uint32_t i,
+                       const rp_interp *interps, uint32_t ninterp);
 
 /* The one check: copies op->args_size bytes of args into `args`, checks
  * them, then the accesses (and that no written one overlaps another),

@@ -170,8 +170,8 @@ static const rp_op OP_RELU_BWD_BIAS = {
     .fields = RC_FIELDS,
     .head = {{"A", RP_F32, RP_READ, RC_MAT},
              {"dA", RP_F32, RP_READ, RC_MAT},
-             {"dZ", RP_F32, RP_WRITE, RC_MAT, 0, 0, 2},
-             {"db", RP_F32, RP_WRITE, RC_ROW}},
+             {"dZ", RP_F32, RP_WRITE, RC_MAT, 0, RP_OPA_WRITES_ALL, 2},
+             {"db", RP_F32, RP_WRITE, RC_ROW, 0, RP_OPA_WRITES_ALL}},
     .nhead = 4,
 };
 
@@ -196,7 +196,7 @@ static const rp_op OP_RELU_FWD = {
     RP_OP_ARGS(rp_elementwise_args),
     .fields = {{"n", EW(n), 0, 0, INT32_MAX}},
     .head = {{"X", RP_F32, RP_READ, EW_N},
-             {"Y", RP_F32, RP_WRITE, EW_N, 0, 0, 1}},
+             {"Y", RP_F32, RP_WRITE, EW_N, 0, RP_OPA_WRITES_ALL, 1}},
     .nhead = 2,
 };
 static const rp_op OP_RELU_BWD = {
@@ -205,7 +205,7 @@ static const rp_op OP_RELU_BWD = {
     .fields = {{"n", EW(n), 0, 0, INT32_MAX}},
     .head = {{"X", RP_F32, RP_READ, EW_N},
              {"dY", RP_F32, RP_READ, EW_N},
-             {"dX", RP_F32, RP_WRITE, EW_N}},
+             {"dX", RP_F32, RP_WRITE, EW_N, 0, RP_OPA_WRITES_ALL}},
     .nhead = 3,
 };
 
@@ -245,7 +245,7 @@ static const rp_op OP_FILL = {
     .name = "rp.fill",
     RP_OP_ARGS(rp_scalar_args),
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
-    .head = {{"X", RP_F32, RP_WRITE, SC_N}},
+    .head = {{"X", RP_F32, RP_WRITE, SC_N, 0, RP_OPA_WRITES_ALL}},
     .nhead = 1,
 };
 static const rp_op OP_SCALE = {
@@ -802,6 +802,15 @@ static rp_status op_privs(const void *arg, const void *args, size_t args_size,
   return rp_op_check_privs(arg, args, args_size, acc, nacc, interps, ninterp);
 }
 
+/* The engine's cover hook (engine.h rp_task_cover_fn): arg is the task's
+ * descriptor. */
+static int op_covers(const void *arg, const void *args, size_t args_size,
+                     const int64_t *vol, uint32_t nacc, uint32_t i,
+                     const rp_interp *interps, uint32_t ninterp) {
+  return rp_op_writes_whole(arg, args, args_size, vol, nacc, i, interps,
+                            ninterp);
+}
+
 rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
   if (!rt || !out)
     return rp__err(RP_EINVAL, "rp_kernels_register: NULL argument");
@@ -830,11 +839,12 @@ rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
                       .cost_ns = 0,
                       .check_fn = TASKS[i].check_fn};
     /* every kernel task is described by data: its launches' declared
-     * privileges are checked against its descriptor; the record holds
-     * the check before the task can be found */
+     * privileges are checked against its descriptor, which also tells
+     * copy insertion which writes cover their instance; the record holds
+     * both before the task can be found */
     const rp_op *op = rp_kernel_op(TASKS[i].name);
     RP_ASSERT(op != NULL);
-    rp_task_hooks h = {.priv_fn = op_privs, .arg = op};
+    rp_task_hooks h = {.priv_fn = op_privs, .cover_fn = op_covers, .arg = op};
     rp_task_id id;
     rp_status st = rp__task_register_with(rt, &d, &h, &id);
     if (st != RP_OK) /* out of memory: earlier ones stay registered */

@@ -16,6 +16,7 @@
 #include "capture/capture_impl.h"
 #include "kernels/tasks.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -418,6 +419,116 @@ Test(insert, replays_with_mirrors_match_eager_bitwise) {
     for (int k = 0; k < N; k++)
       cr_assert_eq(got[i][k], want[i][k], "instance %d element %d: %g vs %g", i,
                    k, (double)got[i][k], (double)want[i][k]);
+  RP_CHECK(rp_graph_destroy(g));
+  fx_fini(&f);
+}
+
+/* ---- writes that leave part of the instance alone ---- */
+
+/* rp.fill of n elements from proc p, declared RP_WRITE; interpolated: n
+ * comes from the replay's argument block (4 bytes at 0). */
+static void fill_n(fx *f, rp_proc p, rp_inst x, float v, int32_t n,
+                   int interpolated) {
+  rp_scalar_args a = {v, n};
+  rp_access acc[1] = {{x, RP_WRITE, RP_REDOP_NONE}};
+  rp_interp ip = {0, offsetof(rp_scalar_args, n), sizeof(int32_t)};
+  rp_launch l = {.task = f->k.fill,
+                 .proc = p,
+                 .accesses = acc,
+                 .naccess = 1,
+                 .args = &a,
+                 .args_size = sizeof a,
+                 .interps = interpolated ? &ip : NULL,
+                 .ninterp = interpolated ? 1 : 0};
+  RP_CHECK(rp_launch_task(f->rt, &l, NULL));
+}
+
+static void replay_args(rp_graph *g, const void *args, size_t size) {
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_replay_args ra = {.args = args, .args_size = size};
+  rp_event done;
+  RP_CHECK(rp_replay(ex, &ra, &done));
+  RP_CHECK(rp_event_wait(g->rt, done, -1));
+  RP_CHECK(rp_event_release(g->rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+}
+
+static void expect(fx *f, rp_inst x, const float *want, const char *what) {
+  float got[N];
+  get(f, x, got);
+  for (int k = 0; k < N; k++)
+    cr_assert_eq(got[k], want[k], "%s: element %d is %g, want %g", what, k,
+                 (double)got[k], (double)want[k]);
+}
+
+Test(insert, write_of_part_of_the_instance_keeps_the_rest_as_eager_does) {
+  fx f;
+  fx_init(&f);
+  const float want[N] = {7, 7, 12, 13};
+  set(&f, f.b, 10.0f);
+  fill_n(&f, 0, f.b, 7.0f, 2, 0); /* eager: the hook does not apply */
+  RP_CHECK(rp_runtime_drain(f.rt));
+  expect(&f, f.b, want, "eager");
+  hook_on(&f);
+  set(&f, f.b, 10.0f);
+  RP_CHECK(rp_capture_begin(f.rt, NULL));
+  fill_n(&f, 0, f.b, 7.0f, 2, 0); /* b: worker 1's, a mirror for worker 0 */
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(f.rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 3, "fill, task, write-back");
+  cr_assert_eq(count_inserted(g, 0), 1u, "the mirror is filled first");
+  cr_assert_eq(count_inserted(g, 1), 1u);
+  cr_assert(rp_graph_depends(g, 0, 1));
+  replay_n(g, 1);
+  expect(&f, f.b, want, "replay");
+  RP_CHECK(rp_graph_destroy(g));
+  fx_fini(&f);
+}
+
+Test(insert, write_whose_count_a_replay_sets_is_filled_first) {
+  fx f;
+  fx_init(&f);
+  hook_on(&f);
+  set(&f, f.b, 10.0f);
+  RP_CHECK(rp_capture_begin(f.rt, NULL));
+  fill_n(&f, 0, f.b, 7.0f, 0, 1); /* n 0 (whole) as recorded; replays set n */
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(f.rt, &g));
+  cr_assert_eq(count_inserted(g, 0), 1u, "n may shrink: the mirror is filled");
+  int32_t n = 2;
+  replay_args(g, &n, sizeof n);
+  const float want[N] = {7, 7, 12, 13};
+  expect(&f, f.b, want, "replay with n = 2");
+  RP_CHECK(rp_graph_destroy(g));
+  fx_fini(&f);
+}
+
+/* A task registered without a descriptor that writes element 0 only: the
+ * engine cannot know what it writes, so a WRITE mirror is filled. */
+static rp_status first_only(rp_task_ctx *ctx) {
+  const rp_instance_info *in = rp_ctx_inst(ctx, 0);
+  ((float *)in->ptr)[0] = -1.0f;
+  return RP_OK;
+}
+
+Test(insert, plain_task_write_gets_its_mirror_filled) {
+  fx f;
+  fx_init(&f);
+  rp_task_desc d = {.name = "test.first_only", .cpu_fn = first_only};
+  rp_task_id t;
+  RP_CHECK(rp_task_register(f.rt, &d, &t));
+  hook_on(&f);
+  set(&f, f.b, 10.0f);
+  RP_CHECK(rp_capture_begin(f.rt, NULL));
+  task1(&f, t, 0, f.b, RP_WRITE, 0.0f, RP_NO_EVENT, NULL);
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(f.rt, &g));
+  cr_assert_eq(count_inserted(g, 0), 1u);
+  cr_assert_eq(count_inserted(g, 1), 1u);
+  replay_n(g, 1);
+  const float want[N] = {-1, 11, 12, 13};
+  expect(&f, f.b, want, "replay");
   RP_CHECK(rp_graph_destroy(g));
   fx_fini(&f);
 }

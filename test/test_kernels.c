@@ -1813,11 +1813,11 @@ Test(kernel_privs, every_kernel_task_checks_its_launches_privileges) {
 typedef struct finder {
   rp_runtime *rt;
   const char *name;
-  int found, checked;
+  int found, checked, covered;
 } finder;
 
 /* Spins until the task is findable by name, then reads what a launch
- * reads: its privilege check. */
+ * reads: its privilege check and its cover hook. */
 static void *find_task(void *arg) {
   finder *f = arg;
   rp_task_id id;
@@ -1826,6 +1826,7 @@ static void *find_task(void *arg) {
   const rp_task_rec *t = rp__task_get(f->rt, id);
   f->found = t != NULL;
   f->checked = t && t->priv_fn != NULL;
+  f->covered = t && t->cover_fn != NULL;
   return NULL;
 }
 
@@ -1837,7 +1838,7 @@ static void *find_task(void *arg) {
  * write every time. */
 Test(kernels, a_task_found_during_registration_has_its_descriptor) {
   rp_runtime *rt = th_cpu_runtime(1);
-  finder f[2] = {{rt, "rp.gemm", 0, 0}, {rt, "gpt.sumsq", 0, 0}};
+  finder f[2] = {{rt, "rp.gemm", 0, 0, 0}, {rt, "gpt.sumsq", 0, 0, 0}};
   pthread_t th[2];
   for (int i = 0; i < 2; i++)
     cr_assert_eq(pthread_create(&th[i], NULL, find_task, &f[i]), 0);
@@ -1847,6 +1848,42 @@ Test(kernels, a_task_found_during_registration_has_its_descriptor) {
     cr_assert_eq(pthread_join(th[i], NULL), 0);
     cr_assert(f[i].found, "%s", f[i].name);
     cr_assert(f[i].checked, "%s found without its privilege check", f[i].name);
+    cr_assert(f[i].covered, "%s found without its cover hook", f[i].name);
   }
   th_destroy(rt);
+}
+
+/* What copy insertion asks before leaving out a WRITE mirror's fill. */
+Test(kernels, writes_whole_only_where_the_count_is_exact_and_fixed) {
+  const rp_op *fill = rp_kernel_op("rp.fill");
+  const rp_op *relu = rp_kernel_op("rp.relu_fwd");
+  const rp_op *axpy = rp_kernel_op("rp.axpy");
+  cr_assert(fill && relu && axpy);
+  int64_t vol[2] = {4, 4};
+  rp_scalar_args s = {1.0f, 0};
+  rp_interp on_n = {0, offsetof(rp_scalar_args, n), 4};
+  cr_assert(rp_op_writes_whole(fill, &s, sizeof s, vol, 1, 0, NULL, 0),
+            "n 0: the whole instance");
+  cr_assert(!rp_op_writes_whole(fill, &s, sizeof s, vol, 1, 0, &on_n, 1),
+            "a replay may set n");
+  s.n = 2;
+  cr_assert(!rp_op_writes_whole(fill, &s, sizeof s, vol, 1, 0, NULL, 0),
+            "2 of 4 elements");
+  s.n = 4;
+  cr_assert(rp_op_writes_whole(fill, &s, sizeof s, vol, 1, 0, NULL, 0));
+  cr_assert(!rp_op_writes_whole(fill, &s, 4, vol, 1, 0, NULL, 0),
+            "args too short");
+  s.n = -1;
+  cr_assert(!rp_op_writes_whole(fill, &s, sizeof s, vol, 1, 0, NULL, 0),
+            "n out of range: the task refuses it");
+  rp_elementwise_args e = {0};
+  int64_t big_y[2] = {4, 8};
+  cr_assert(rp_op_writes_whole(relu, &e, sizeof e, vol, 2, 1, NULL, 0));
+  cr_assert(!rp_op_writes_whole(relu, &e, sizeof e, big_y, 2, 1, NULL, 0),
+            "Y larger than X's count");
+  cr_assert(!rp_op_writes_whole(relu, &e, sizeof e, vol, 2, 0, NULL, 0),
+            "X is read");
+  s.n = 0;
+  cr_assert(!rp_op_writes_whole(axpy, &s, sizeof s, vol, 2, 1, NULL, 0),
+            "Y is read and written");
 }
