@@ -1577,7 +1577,7 @@ Test(gpt_backends, a_decode_only_model_holds_the_weights_and_decodes_alike) {
   cr_assert_lt(3 * dtotal, after, "%llu bytes, the training model %llu",
                (unsigned long long)dtotal, (unsigned long long)after);
   /* the weights, streamed from the file, are the trained model's */
-  RP_CHECK(rp_gpt_ckpt_load_weights(dec, path));
+  RP_CHECK(rp_gpt_ckpt_load_weights(dec, path, NULL));
   size_t n = rp_gpt_param_count(t.m);
   float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
   RP_CHECK(rp_gpt_params_read(t.m, a, n));
@@ -1645,7 +1645,7 @@ Test(gpt, a_streamed_checkpoint_is_checked_as_a_whole_read) {
     info.bytes[i] = (uint8_t)('a' + i);
   const char *path = th_tmp_path("w.ckpt");
   RP_CHECK(rp_gpt_save(m, path, &info));
-  RP_CHECK(rp_gpt_ckpt_load_weights(d, path));
+  RP_CHECK(rp_gpt_ckpt_load_weights(d, path, NULL));
   size_t len;
   char *buf = th_read_all(path, &len);
   cr_assert_not_null(buf);
@@ -1656,7 +1656,7 @@ Test(gpt, a_streamed_checkpoint_is_checked_as_a_whole_read) {
   RP_EXPECT(rp_gpt_ckpt_read_info(bad, &got), RP_ECHECKSUM);
   cr_assert(strstr(rp_error_detail(), "checksum mismatch"), "%s",
             rp_error_detail());
-  RP_EXPECT(rp_gpt_ckpt_load_weights(d, bad), RP_ECHECKSUM);
+  RP_EXPECT(rp_gpt_ckpt_load_weights(d, bad, NULL), RP_ECHECKSUM);
   const char *cut = th_tmp_path("cut.ckpt");
   put_bytes(cut, buf, len - 1);
   RP_EXPECT(rp_gpt_ckpt_read_info(cut, &got), RP_EFORMAT);
@@ -1664,13 +1664,77 @@ Test(gpt, a_streamed_checkpoint_is_checked_as_a_whole_read) {
   free(buf);
   c.width = 32;
   RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &other));
-  RP_EXPECT(rp_gpt_ckpt_load_weights(other, path), RP_ESHAPE);
+  RP_EXPECT(rp_gpt_ckpt_load_weights(other, path, NULL), RP_ESHAPE);
   cr_assert(strstr(rp_error_detail(), path) &&
                 strstr(rp_error_detail(), "width 16"),
             "%s", rp_error_detail());
   RP_CHECK(rp_gpt_destroy(other));
   RP_CHECK(rp_gpt_destroy(d));
   RP_CHECK(rp_gpt_destroy(m));
+  th_tmpdir_remove();
+  th_destroy(rt);
+}
+
+/* generate reads a checkpoint's header and vocabulary
+ * (rp_gpt_ckpt_read_info), then streams its weights
+ * (rp_gpt_ckpt_load_weights with that info): a file replaced in between
+ * by another checkpoint of the same architecture (other weights, which
+ * would be decoded with the first file's vocabulary) is refused before
+ * any weight is written, RP_ECHECKSUM naming the file, the model
+ * unchanged; the file read is loaded with its info. */
+Test(gpt, a_weights_load_refuses_a_file_replaced_since_it_was_read) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1;
+  c.width = 16;
+  c.heads = 2;
+  c.context = 8;
+  c.vocab = 5;
+  c.batch = 2;
+  c.ring = 1;
+  rp_gpt *a, *b, *d;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &a));
+  c.seed += 1; /* other weights than a's (and d's) */
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &b));
+  c.seed += 1;
+  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &d));
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  for (int i = 0; i < 5; i++)
+    info.bytes[i] = (uint8_t)('a' + i);
+  const char *path = th_tmp_path("w.ckpt");
+  RP_CHECK(rp_gpt_save(a, path, &info));
+  rp_gpt_ckpt got;
+  RP_CHECK(rp_gpt_ckpt_read_info(path, &got));
+  info.bytes[4] = 'z'; /* another vocabulary, other weights */
+  RP_CHECK(rp_gpt_save(b, path, &info));
+  size_t n = rp_gpt_param_count(d);
+  float *was = malloc(n * sizeof *was), *now = malloc(n * sizeof *now);
+  cr_assert(was && now);
+  RP_CHECK(rp_gpt_params_read(d, was, n));
+  RP_EXPECT(rp_gpt_ckpt_load_weights(d, path, &got), RP_ECHECKSUM);
+  cr_assert(
+      strstr(rp_error_detail(), path) &&
+          strstr(rp_error_detail(), "the file changed since it was read") &&
+          strstr(rp_error_detail(), "nothing loaded"),
+      "%s", rp_error_detail());
+  RP_CHECK(rp_gpt_params_read(d, now, n));
+  cr_assert(!memcmp(was, now, n * sizeof *now), "the weights changed");
+  /* the file as read: loaded, b's weights */
+  RP_CHECK(rp_gpt_ckpt_read_info(path, &got));
+  RP_CHECK(rp_gpt_ckpt_load_weights(d, path, &got));
+  RP_CHECK(rp_gpt_params_read(d, now, n));
+  RP_CHECK(rp_gpt_params_read(b, was, n));
+  cr_assert(!memcmp(was, now, n * sizeof *now), "not the file's weights");
+  free(was);
+  free(now);
+  RP_CHECK(rp_gpt_destroy(d));
+  RP_CHECK(rp_gpt_destroy(b));
+  RP_CHECK(rp_gpt_destroy(a));
   th_tmpdir_remove();
   th_destroy(rt);
 }

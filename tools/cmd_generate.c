@@ -287,8 +287,9 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
     rc = st == RP_ENOMEM && gc.max_bytes ? RP_CLI_FAILED
                                          : gfail("building the model", st);
   }
-  /* the weights streamed from the file (checked whole before) */
-  if (!rc && (st = rp_gpt_ckpt_load_weights(m, c->weights)) != RP_OK)
+  /* the weights streamed from the file (checked whole before: the same
+   * bytes, or nothing is loaded) */
+  if (!rc && (st = rp_gpt_ckpt_load_weights(m, c->weights, k)) != RP_OK)
     rc = gfail("loading the weights", st);
   if (!rc && (st = rp_gpt_decode_record(m, &g)) != RP_OK)
     rc = gfail("recording the decode step", st);

@@ -3387,11 +3387,11 @@ typedef enum ckpt_mode {
  * >= 0), tensor after tensor through one buffer of the largest. INFO and
  * DATA verify the checksum in a first pass, before anything else of the
  * payload; WEIGHTS and STATE (m: a model, its architecture the file's)
- * check it at the end, after writing into m, and STATE refuses a file
- * whose header's checksum is not `expect` (the file rp_gpt_ckpt_read_info
- * verified) before writing anything. */
+ * check it at the end, after writing into m, and refuse a file whose
+ * header's checksum is not *expect (the file rp_gpt_ckpt_read_info
+ * verified; NULL: no such check) before writing anything. */
 static rp_status ckpt_stream(const char *path, rp_gpt_ckpt *c, rp_gpt *m,
-                             ckpt_mode mode, uint64_t expect) {
+                             ckpt_mode mode, const uint64_t *expect) {
   rp_ckpt_reader *r = NULL;
   uint32_t version = 0;
   uint64_t len = 0;
@@ -3402,12 +3402,12 @@ static rp_status ckpt_stream(const char *path, rp_gpt_ckpt *c, rp_gpt *m,
     return st;
   memset(c, 0, sizeof *c);
   c->checksum = rp_ckpt_reader_checksum(r);
-  if (mode == CKPT_STATE && c->checksum != expect)
+  if (expect && c->checksum != *expect)
     st = rp_error_set(RP_ECHECKSUM,
                       "%s: the file changed since it was read (its checksum "
                       "is now fnv1a64:%016llx, was %016llx): nothing loaded",
                       path, (unsigned long long)c->checksum,
-                      (unsigned long long)expect);
+                      (unsigned long long)*expect);
   if (!st && (version < 1 || version > CKPT_VERSION))
     st = rp_error_set(RP_EVERSION,
                       "%s: GPT checkpoint payload version %u (this "
@@ -3502,7 +3502,7 @@ rp_status rp_gpt_ckpt_read(const char *path, rp_gpt_ckpt *out) {
   if (!path || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_read: NULL argument");
   rp_gpt_ckpt c;
-  rp_status st = ckpt_stream(path, &c, NULL, CKPT_DATA, 0);
+  rp_status st = ckpt_stream(path, &c, NULL, CKPT_DATA, NULL);
   if (!st)
     *out = c;
   return st;
@@ -3512,17 +3512,18 @@ rp_status rp_gpt_ckpt_read_info(const char *path, rp_gpt_ckpt *out) {
   if (!path || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_read_info: NULL argument");
   rp_gpt_ckpt c;
-  rp_status st = ckpt_stream(path, &c, NULL, CKPT_INFO, 0);
+  rp_status st = ckpt_stream(path, &c, NULL, CKPT_INFO, NULL);
   if (!st)
     *out = c;
   return st;
 }
 
-rp_status rp_gpt_ckpt_load_weights(rp_gpt *m, const char *path) {
+rp_status rp_gpt_ckpt_load_weights(rp_gpt *m, const char *path,
+                                   const rp_gpt_ckpt *info) {
   if (!m || !path)
     return rp_error_set(RP_EINVAL, "rp_gpt_ckpt_load_weights: NULL argument");
   rp_gpt_ckpt c;
-  return ckpt_stream(path, &c, m, CKPT_WEIGHTS, 0);
+  return ckpt_stream(path, &c, m, CKPT_WEIGHTS, info ? &info->checksum : NULL);
 }
 
 rp_status rp_gpt_ckpt_load(rp_gpt *m, const char *path,
@@ -3538,6 +3539,6 @@ rp_status rp_gpt_ckpt_load(rp_gpt *m, const char *path,
   if (!st && (st = rp_gpt_ckpt_fits(info, &m->cfg)) != RP_OK)
     st = rp_train_err_prefix(st, "%s: ", path);
   if (!st)
-    st = ckpt_stream(path, &c, m, CKPT_STATE, info->checksum);
+    st = ckpt_stream(path, &c, m, CKPT_STATE, &info->checksum);
   return st;
 }

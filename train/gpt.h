@@ -621,12 +621,20 @@ rp_status rp_gpt_ckpt_load(rp_gpt *m, const char *path,
 /* Writes the weights of the checkpoint at path into m (a training model
  * or a decode-only one; the moments are read, checked and left out),
  * streaming the file tensor by tensor through one tensor's buffer in one
- * pass. The checksum is checked at the end, after the weights are
- * written: on any error (those of rp_gpt_ckpt_read_info, RP_ESHAPE for
- * another architecture than m's, RP_ECHECKSUM for a corrupt file or one
- * that changed since it was verified) m's weights are partly the file's:
- * reload or destroy m (check the file with rp_gpt_ckpt_read_info first to
- * refuse a corrupt one before). */
-rp_status rp_gpt_ckpt_load_weights(rp_gpt *m, const char *path);
+ * pass. info: what rp_gpt_ckpt_read_info gave for path (its header and
+ * vocabulary are the caller's to use), or NULL. With info, a file whose
+ * checksum is not info's (replaced since it was read: another file's
+ * weights would go with info's vocabulary) is refused before anything is
+ * written (RP_ECHECKSUM "the file changed since it was read ... nothing
+ * loaded", m unchanged), as are another architecture than m's (RP_ESHAPE
+ * naming the file) and a file that does not open or whose header is bad.
+ * The checksum of the values is checked at the end, after the weights
+ * are written: on the errors found while the values are read
+ * (RP_ECHECKSUM for a corrupt file or one rewritten during the load,
+ * RP_EFORMAT, RP_EIO) m's weights are partly the file's: reload or
+ * destroy m (check the file with rp_gpt_ckpt_read_info first to refuse a
+ * corrupt one before). */
+rp_status rp_gpt_ckpt_load_weights(rp_gpt *m, const char *path,
+                                   const rp_gpt_ckpt *info);
 
 #endif
