@@ -1675,6 +1675,49 @@ Test(gpt, a_streamed_checkpoint_is_checked_as_a_whole_read) {
   th_destroy(rt);
 }
 
+/* rp_gpt_create_decoder takes of its config the architecture, the seed
+ * and max_bytes alone: the training fields (batch, layout, ring, AdamW,
+ * clipping) are not looked at, so values a training model refuses are
+ * no error, and the weights are those of the clean config's decoder. */
+Test(gpt, a_decoder_ignores_the_training_fields_of_its_config) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  rp_gpt_config_init(&c);
+  c.layers = 1;
+  c.width = 16;
+  c.heads = 2;
+  c.context = 8;
+  c.vocab = 5;
+  rp_gpt_config odd = c;
+  odd.batch = 0;
+  odd.procs = 0;
+  odd.tp = 3;
+  odd.ring = 0;
+  odd.beta1 = 1.5f;
+  odd.beta2 = -1.0f;
+  odd.eps = 0.0f;
+  odd.weight_decay = NAN;
+  odd.max_norm = INFINITY;
+  rp_gpt *a, *b;
+  RP_EXPECT(rp_gpt_create(rt, &k, &odd, &a), RP_EINVAL);
+  RP_CHECK(rp_gpt_create_decoder(rt, &k, &odd, &a));
+  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &b));
+  size_t n = rp_gpt_param_count(a);
+  cr_assert_eq(n, rp_gpt_param_count(b));
+  float *wa = malloc(n * sizeof *wa), *wb = malloc(n * sizeof *wb);
+  cr_assert(wa && wb);
+  RP_CHECK(rp_gpt_params_read(a, wa, n));
+  RP_CHECK(rp_gpt_params_read(b, wb, n));
+  cr_assert(!memcmp(wa, wb, n * sizeof *wa), "other weights");
+  free(wa);
+  free(wb);
+  RP_CHECK(rp_gpt_destroy(b));
+  RP_CHECK(rp_gpt_destroy(a));
+  th_destroy(rt);
+}
+
 /* generate reads a checkpoint's header and vocabulary
  * (rp_gpt_ckpt_read_info), then streams its weights
  * (rp_gpt_ckpt_load_weights with that info): a file replaced in between

@@ -1075,8 +1075,18 @@ rp_status rp_gpt_create_decoder(rp_runtime *rt, const rp_kernel_tasks *k,
                                 const rp_gpt_config *cfg, rp_gpt **out) {
   if (!rt || !k || !cfg || !out)
     return rp_error_set(RP_EINVAL, "rp_gpt_create_decoder: NULL argument");
-  /* one processor, one row: the layout and the training fields unused */
-  rp_gpt_config one = *cfg;
+  /* one processor, one row: of cfg only the architecture, the seed and
+   * the limit count (the layout's and the optimizer's fields, unused, are
+   * the defaults, so that no value of theirs is refused) */
+  rp_gpt_config one;
+  rp_gpt_config_init(&one);
+  one.layers = cfg->layers;
+  one.heads = cfg->heads;
+  one.width = cfg->width;
+  one.context = cfg->context;
+  one.vocab = cfg->vocab;
+  one.seed = cfg->seed;
+  one.max_bytes = cfg->max_bytes;
   one.batch = 1;
   one.procs = 1;
   one.tp = 1;
