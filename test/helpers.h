@@ -124,6 +124,16 @@ extern rp_backend_kind th_backends[2];
 #define TH_TSAN 1
 #endif
 #endif
+/* TH_SANITIZED: defined in ThreadSanitizer and AddressSanitizer builds,
+ * whose shadow memory and quarantine are resident too: peak-memory bounds
+ * are asserted in plain builds only. */
+#if defined(TH_TSAN) || defined(__SANITIZE_ADDRESS__)
+#define TH_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TH_SANITIZED 1
+#endif
+#endif
 
 #ifndef TH_BACKEND
 #define TH_BACKEND RP_BACKEND_CPU

@@ -3764,7 +3764,7 @@ Test(cli,
   unlink(corpus);
 }
 
-#ifndef TH_TSAN
+#ifndef TH_SANITIZED
 /* A GPT checkpoint of 4 layers, width 512, context 256, vocabulary 64
  * (12.8 million parameters: 153 MB), untrained, written by a child
  * process (this one's memory stays small: a child forked later starts
@@ -3811,7 +3811,7 @@ static void write_big_ckpt(const char *path) {
  * (the weights are a third of it). With the training model (weights,
  * gradients, both moments) and the file held whole it was 2.4 times it.
  * Measured in a child whose only child is generate (RUSAGE_CHILDREN); not
- * in ThreadSanitizer builds, whose shadow memory is resident too. */
+ * in sanitizer builds (TH_SANITIZED). */
 Test(cli, generate_takes_less_memory_than_its_checkpoint, .timeout = 300) {
   char ckpt[] = "/tmp/rp_cli_big_XXXXXX";
   tmp_file(ckpt);
