@@ -319,10 +319,12 @@ Test(insert, spmd_shards_share_one_mirror) {
   hook_on(&f);
   rp_proc sp[2] = {1, 1};
   rp_scalar_args a = {2.0f, 0};
-  rp_access acc[1] = {{f.a, RP_READ, RP_REDOP_NONE}};
+  /* X on worker 0's private memory gets the mirror; Y is shared */
+  rp_access acc[2] = {{f.a, RP_READ, RP_REDOP_NONE},
+                      {f.c, RP_RW, RP_REDOP_NONE}};
   rp_launch l = {.task = f.k.axpy,
                  .accesses = acc,
-                 .naccess = 1,
+                 .naccess = 2,
                  .args = &a,
                  .args_size = sizeof a,
                  .shards = 2,
