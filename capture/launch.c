@@ -337,6 +337,11 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
   if (!recorded && !rp__event_live(rt, l->wait))
     return rp__err(RP_ESTALE, "task '%s': wait event %#llx is stale", name,
                    (unsigned long long)l->wait.id);
+  /* and its args and the accesses' layouts pass the checks its body runs
+   * (those an interpolation cannot change): refused here, not in the
+   * middle of a replay */
+  if (t->launch_fn && (st = t->launch_fn(t->priv_arg, rt, l)) != RP_OK)
+    return st;
   return RP_OK;
 }
 

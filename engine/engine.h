@@ -350,6 +350,16 @@ typedef rp_status (*rp_task_priv_fn)(const void *arg, const void *args,
                                      uint32_t nacc, const rp_interp *interps,
                                      uint32_t ninterp);
 
+/* The task's own checks of a launch's args and of its accesses' layouts
+ * (element type, shape), run after every other launch check passed (eager,
+ * recorded, built, loaded, and instantiate's validation), so that a launch
+ * the task would refuse when it runs is refused at the call instead: arg
+ * is rp_task_hooks.arg; l, the launch (its accesses live). A check whose
+ * outcome an interpolation of l could change is left to the run. RP_OK, or
+ * the task's status with its detail set. */
+typedef rp_status (*rp_task_launch_fn)(const void *arg, rp_runtime *rt,
+                                       const rp_launch *l);
+
 /* Whether a launch of the task writes every element of access i, whose
  * instance has vol[i] elements (vol: one entry per access, -1 where
  * unknown), in every run of the launch: 1 only when it is sure (its write
@@ -370,12 +380,13 @@ typedef struct rp_task_rec {
   rp_task_fn check_fn; /* see rp_task_desc.check_fn; may be NULL */
   unsigned flags;
   uint64_t cost_ns;
-  const rp_task_ext *ext;  /* NULL: a plain task (see rp_task_ext) */
-  rp_task_priv_fn priv_fn; /* NULL: privileges are the caller's word */
+  const rp_task_ext *ext;      /* NULL: a plain task (see rp_task_ext) */
+  rp_task_priv_fn priv_fn;     /* NULL: privileges are the caller's word */
+  rp_task_launch_fn launch_fn; /* NULL: args are checked when it runs */
   /* NULL: no RP_WRITE access is known to cover its instance (copy
    * insertion fills every mirror the task accesses) */
   rp_task_cover_fn cover_fn;
-  const void *priv_arg; /* priv_fn's and cover_fn's arg */
+  const void *priv_arg; /* priv_fn's, launch_fn's and cover_fn's arg */
 } rp_task_rec;
 
 /* A task whose replayed form is planned at instantiate instead of calling
@@ -409,11 +420,13 @@ struct rp_task_ext {
 /* What the library's own tasks carry besides an rp_task_desc; any member
  * may be NULL. ext: the replayed form (comm/); priv_fn: the privilege
  * check every launch check (eager, recorded, built, and instantiate's
- * validation) runs on the launch's accesses; cover_fn: see
- * rp_task_cover_fn; arg: priv_fn's and cover_fn's. */
+ * validation) runs on the launch's accesses; launch_fn: the args and
+ * layout check those launch checks run next (rp_task_launch_fn);
+ * cover_fn: see rp_task_cover_fn; arg: the three's. */
 typedef struct rp_task_hooks {
   const rp_task_ext *ext;
   rp_task_priv_fn priv_fn;
+  rp_task_launch_fn launch_fn;
   rp_task_cover_fn cover_fn;
   const void *arg;
 } rp_task_hooks;

@@ -355,6 +355,7 @@ rp_status rp__task_register_with(rp_runtime *rt, const rp_task_desc *d,
   t->cost_ns = d->cost_ns;
   t->ext = h ? h->ext : NULL;
   t->priv_fn = h ? h->priv_fn : NULL;
+  t->launch_fn = h ? h->launch_fn : NULL;
   t->cover_fn = h ? h->cover_fn : NULL;
   t->priv_arg = h ? h->arg : NULL;
   task_hash_put(rt, n);

@@ -965,7 +965,20 @@ typedef struct rp_parallel_op {
  * three launch calls), all before anything runs or is recorded (*done
  * untouched): RP_EINVAL a NULL or malformed argument (a field out of its
  * documented values, an instance handle 0: none), or a privilege short of
- * what a library task does with the access (rp_access); RP_ECAPTURE another
+ * what a library task does with the access (rp_access); for a library
+ * task (rp_kernels_register's rp.* and gpt.*), any launch, eager or
+ * recorded, SPMD or not, that the task's own check would refuse when it
+ * runs (args missing or shorter than its struct, a field out of its
+ * range, too many or too few accesses, an instance of the wrong element
+ * type, not dense, or smaller than the args' counts, a written access
+ * overlapping another), with the status and detail the task gives after
+ * "rp_launch_task: " ("rp_launch_task: rp.fill: access 0 (X) has 8
+ * elements, needs 9"; rp_graph_add_task and a graph's load likewise); a
+ * check that reads a field an rp_interp of the launch writes is left to
+ * the task, which runs it on every replay with the replayed value (a
+ * failure there fails the replay), as are the task's float-field and
+ * cross-instance checks when any interpolation writes its args, and its
+ * checks of data values; RP_ECAPTURE another
  * thread's capture is open, or an eager event
  * as a recorded launch's wait; RP_ENOTASK, RP_EPROC, RP_EACCESS, RP_ESHAPE,
  * RP_ETYPE, RP_ERANGE, RP_ESTALE for a bad task, processor, access, copy

@@ -4,7 +4,9 @@
 
 #include "engine/util.h"
 
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int32_t field_i32(const void *args, uint16_t f) {
@@ -19,9 +21,17 @@ static int64_t field_i64(const void *args, uint16_t f) {
   return v;
 }
 
-static rp_status check_fields(const rp_op *op, const void *args) {
+typedef struct launch_view launch_view;
+static int may_change(const launch_view *L, uint16_t f, size_t bytes);
+
+/* The fields' ranges; at launch (L) a field an interpolation writes is
+ * left to the task's own check. */
+static rp_status check_fields(const rp_op *op, const void *args,
+                              const launch_view *L) {
   for (int i = 0; i < RP_OP_MAX_FIELDS && op->fields[i].name; i++) {
     const rp_op_field *f = &op->fields[i];
+    if (may_change(L, f->field, f->i64 ? 8 : 4))
+      continue;
     int64_t v = f->i64 ? field_i64(args, f->field) : field_i32(args, f->field);
     if (v < f->lo || v > f->hi)
       return rp__err(RP_EINVAL, "%s: %s = %lld (need %lld..%lld)", op->name,
@@ -72,6 +82,34 @@ static int interpolated_n(uint16_t f, size_t bytes, const rp_interp *ip,
 
 static int interpolated(uint16_t f, const rp_interp *ip, uint32_t nip) {
   return interpolated_n(f, 4, ip, nip);
+}
+
+/* The launch check's view of a launch's interpolations (rp_op_check_launch);
+ * NULL when the task runs (its args are final then: everything is
+ * checked). */
+typedef struct launch_view {
+  const rp_interp *ip;
+  uint32_t nip;
+  int args_interp; /* one of them writes a byte of the args */
+} launch_view;
+
+/* 1 when, at launch, field f (`bytes` wide) may still change: a replay's
+ * interpolation writes it. Always 0 when the task runs (L NULL). */
+static int may_change(const launch_view *L, uint16_t f, size_t bytes) {
+  return L && L->args_interp && interpolated_n(f, bytes, L->ip, L->nip);
+}
+
+/* 1 when, at launch, rule c's count may change with a replay's
+ * interpolation (it reads a field one writes). */
+static int need_may_change(const launch_view *L, const rp_op_count *c) {
+  if (!L || !L->args_interp)
+    return 0;
+  size_t fbytes = c->kind == RP_OPC_I64 ? 8 : 4;
+  int nf = c->kind == RP_OPC_GROUP_VOL ? 0 : 4;
+  for (int k = 0; k < nf && c->field[k]; k++)
+    if (interpolated_n(c->field[k], fbytes, L->ip, L->nip))
+      return 1;
+  return 0;
 }
 
 /* 1 when the layout is dense row-major (a dimension of extent 1 may have
@@ -145,12 +183,12 @@ static rp_status need_of(const rp_op *op, const rp_op_count *c,
  * its `when` field), of its type, dense, holding what its rule needs. */
 static rp_status take(const rp_op *op, const rp_op_access *a, const void *args,
                       const rp_task_ctx *ctx, uint32_t i, uint32_t g0,
-                      void **ptr, int64_t *vol) {
+                      void **ptr, int64_t *vol, const launch_view *L) {
   ptr[i] = NULL;
   if (vol)
     vol[i] = 0;
-  if (a->when && field_i32(args, a->when) == 0)
-    return RP_OK;
+  if (a->when && (field_i32(args, a->when) == 0 || may_change(L, a->when, 4)))
+    return RP_OK; /* off, or (at launch) a replay may switch it */
   const rp_instance_info *in = rp_ctx_inst(ctx, i);
   if (!in && (a->flags & RP_OPA_OPTIONAL))
     return RP_OK;
@@ -164,7 +202,9 @@ static rp_status take(const rp_op *op, const rp_op_access *a, const void *args,
     return rp__err(RP_ESHAPE, "%s: access %u (%s) is not dense row-major",
                    op->name, i, a->role);
   int64_t need = 0, have = rp_rect_volume(&in->rect);
-  rp_status st = need_of(op, &a->need, args, ctx, g0, &need);
+  rp_status st = need_may_change(L, &a->need)
+                     ? RP_OK /* a replay may change the count */
+                     : need_of(op, &a->need, args, ctx, g0, &need);
   if (st != RP_OK)
     return st;
   if (have < need)
@@ -317,24 +357,54 @@ static rp_status check_disjoint(const rp_op *op, const void *args,
   return disjoint_many(op, args, ctx, ptr, total, count);
 }
 
+/* The tail's accesses counted at launch: as rp_op_access_total, a tail
+ * access whose `when` a replay may switch on counted as off (the launch
+ * may leave it out). */
+static uint32_t launch_total(const rp_op *op, const void *args, uint32_t count,
+                             const launch_view *L) {
+  uint32_t tail = op->ntail;
+  while (tail > 0 && op->tail[tail - 1].when &&
+         (field_i32(args, op->tail[tail - 1].when) == 0 ||
+          may_change(L, op->tail[tail - 1].when, 4)))
+    tail--;
+  return op->nhead + op->ngroup * count + tail;
+}
+
+/* The check. L NULL: the task runs, with its final args (every check);
+ * else a launch, whose interpolations a replay applies later: a check
+ * that reads a field one of them writes is left to the run, and so are
+ * check_args (which reads any field) and, since they compare storage,
+ * the overlap check and check_ptrs when one writes the args; check_ptrs
+ * also needs every access's storage (a model's instances have none). */
 static rp_status prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
-                      void **ptr, int64_t *vol, uint32_t cap, int disjoint) {
+                      void **ptr, int64_t *vol, uint32_t cap, int disjoint,
+                      const launch_view *L) {
   size_t have = 0;
   const void *a = rp_ctx_args(ctx, &have);
   if (!a || have < op->args_size)
     return rp__err(RP_EINVAL, "%s: args are %zu bytes, need %zu (%s)", op->name,
                    a ? have : 0, op->args_size, op->args_type);
   memcpy(args, a, op->args_size); /* args bytes carry no alignment promise */
-  rp_status st = check_fields(op, args);
-  if (st == RP_OK && op->check_args)
+  rp_status st = check_fields(op, args, L);
+  if (st == RP_OK && op->check_args && !(L && L->args_interp))
     st = op->check_args(op, args, ctx);
   if (st != RP_OK)
     return st;
-  uint32_t total = rp_op_access_total(op, args);
-  uint32_t count = op->ngroup ? (uint32_t)field_i32(args, op->group_count) : 0;
+  /* at launch, a group count a replay may change leaves the head only */
+  int count_known = !(op->ngroup && may_change(L, op->group_count, 4));
+  uint32_t count = op->ngroup && count_known
+                       ? (uint32_t)field_i32(args, op->group_count)
+                       : 0;
+  uint32_t total =
+      L ? launch_total(op, args, count, L) : rp_op_access_total(op, args);
   /* ptr/vol get an entry per access the task may take: the tail's
    * switched-off ones too (NULL, 0) */
   uint32_t slots = op->nhead + op->ngroup * count + op->ntail;
+  if (!count_known) { /* the head's accesses only */
+    for (uint32_t k = 0; st == RP_OK && k < op->nhead; k++)
+      st = take(op, &op->head[k], args, ctx, k, 0, ptr, vol, L);
+    return st;
+  }
   if (total > RP_OP_MAX_TOTAL)
     return rp__err(RP_ESHAPE, "%s: %u accesses, the task takes at most %u",
                    op->name, total, RP_OP_MAX_TOTAL);
@@ -349,29 +419,62 @@ static rp_status prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
                    op->name, rp_ctx_access_count(ctx), count, total);
   uint32_t i = 0;
   for (uint32_t k = 0; st == RP_OK && k < op->nhead; k++, i++)
-    st = take(op, &op->head[k], args, ctx, i, 0, ptr, vol);
+    st = take(op, &op->head[k], args, ctx, i, 0, ptr, vol, L);
   for (uint32_t g = 0; st == RP_OK && g < count; g++) {
     uint32_t g0 = i;
     for (uint32_t k = 0; st == RP_OK && k < op->ngroup; k++, i++)
-      st = take(op, &op->group[k], args, ctx, i, g0, ptr, vol);
+      st = take(op, &op->group[k], args, ctx, i, g0, ptr, vol, L);
   }
   for (uint32_t k = 0; st == RP_OK && k < op->ntail; k++, i++)
-    st = take(op, &op->tail[k], args, ctx, i, 0, ptr, vol);
+    st = take(op, &op->tail[k], args, ctx, i, 0, ptr, vol, L);
+  int storage = 1; /* at launch: every access has storage */
+  for (uint32_t k = 0; L && k < rp_ctx_access_count(ctx); k++)
+    if (!rp_ctx_inst(ctx, k)->ptr)
+      storage = 0;
+  if (L && L->args_interp)
+    disjoint = 0, storage = 0;
   if (st == RP_OK && disjoint)
     st = check_disjoint(op, args, ctx, ptr, total, count);
-  if (st == RP_OK && op->check_ptrs)
+  if (st == RP_OK && op->check_ptrs && storage)
     st = op->check_ptrs(op, args, ptr, ctx);
   return st;
 }
 
 rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
                      void **ptr, int64_t *vol, uint32_t cap) {
-  return prep(op, ctx, args, ptr, vol, cap, 1);
+  return prep(op, ctx, args, ptr, vol, cap, 1, NULL);
 }
 
 rp_status rp_op_prep_args(const rp_op *op, const rp_task_ctx *ctx, void *args,
                           void **ptr, int64_t *vol, uint32_t cap) {
-  return prep(op, ctx, args, ptr, vol, cap, 0);
+  return prep(op, ctx, args, ptr, vol, cap, 0, NULL);
+}
+
+rp_status rp_op_check_launch(const rp_op *op, const rp_task_ctx *ctx,
+                             const rp_interp *interps, uint32_t ninterp) {
+  launch_view L = {interps, ninterp, 0};
+  for (uint32_t k = 0; interps && k < ninterp; k++)
+    if (interps[k].dst_offset != RP_INTERP_SHARDS)
+      L.args_interp = 1;
+  /* the args copy and a pointer per access slot the task may take: on
+   * the stack for the fixed-access tasks with small args, else on the
+   * heap (more than RP_OP_MAX_TOTAL + 2 slots are refused before any
+   * access is taken) */
+  _Alignas(max_align_t) char small_args[256];
+  void *small_ptr[2 * RP_OP_MAX_ACCESSES + 2];
+  uint32_t cap = op->ngroup ? RP_OP_MAX_TOTAL + 2 : op->nhead + op->ntail;
+  void *args =
+      op->args_size <= sizeof small_args ? small_args : malloc(op->args_size);
+  void **ptr = op->ngroup ? malloc(cap * sizeof *ptr) : small_ptr;
+  rp_status st =
+      args && ptr ? prep(op, ctx, args, ptr, NULL, cap, 1, &L)
+                  : rp__err(RP_ENOMEM, "%s: out of memory checking the launch",
+                            op->name);
+  if (args != small_args)
+    free(args);
+  if (ptr != small_ptr)
+    free(ptr);
+  return st;
 }
 
 /* ---- privileges ---- */
@@ -467,7 +570,7 @@ int rp_op_writes_whole(const rp_op *op, const void *args, size_t args_size,
     return 0;
   /* the args as the task will see them: a check_args hook may refuse or
    * normalise them, so a descriptor with one is not read here */
-  if (op->check_args || check_fields(op, args) != RP_OK)
+  if (op->check_args || check_fields(op, args, NULL) != RP_OK)
     return 0;
   uint32_t count = 0, g0;
   if (op->ngroup) {

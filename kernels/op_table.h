@@ -11,7 +11,10 @@
  *
  * Each launch's declared privileges are checked against the descriptor's
  * before the task runs or is recorded (rp_op_check_privs, which the
- * engine runs for every task rp_kernels_register registered: RP_EINVAL).
+ * engine runs for every task rp_kernels_register registered: RP_EINVAL),
+ * and then rp_op_prep's own checks, less those an interpolation of the
+ * launch may change (rp_op_check_launch), so that a launch the body
+ * would refuse is refused by the call, not in a replay.
  *
  * Errors of rp_op_prep (with rp_error_detail naming the task, the access
  * and the sizes; a rejected task touched nothing):
@@ -160,11 +163,11 @@ uint32_t rp_op_access_total(const rp_op *op, const void *args);
  * RP_RW. A WRITE declared for an access the task reads is refused too:
  * a WRITE access's old contents may be dropped (copy insertion does not
  * fill its mirror when rp_op_writes_whole says the write covers it). Not
- * checked, and left to rp_op_prep when the task
- * runs: args shorter than the struct, a group count out of range,
- * accesses past the descriptor's, an access its `when` field switches
- * off (unless an interpolation writes that field). RP_EINVAL, the detail
- * "task 'NAME': access I (ROLE) is declared RP_X, and the task ...". */
+ * checked here, and left to rp_op_check_launch (which the engine runs
+ * next) and rp_op_prep: args shorter than the struct, a group count out
+ * of range, accesses past the descriptor's, an access its `when` field
+ * switches off (unless an interpolation writes that field). RP_EINVAL, the
+ * detail "task 'NAME': access I (ROLE) is declared RP_X, and the task ...". */
 rp_status rp_op_check_privs(const rp_op *op, const void *args, size_t args_size,
                             const rp_access *acc, uint32_t nacc,
                             const rp_interp *interps, uint32_t ninterp);
@@ -200,6 +203,24 @@ rp_status rp_op_prep(const rp_op *op, const rp_task_ctx *ctx, void *args,
  * hundreds of them each time would add to every replay's host time). */
 rp_status rp_op_prep_args(const rp_op *op, const rp_task_ctx *ctx, void *args,
                           void **ptr, int64_t *vol, uint32_t cap);
+
+/* rp_op_prep's checks run at launch (the engine runs it on every launch,
+ * recorded launch, builder call, graph load and instantiate's validation
+ * of a task registered with op, before anything runs or is recorded):
+ * ctx holds the launch's args and its accesses' instances (their layout:
+ * rect, element type, strides, storage; no other member is read), and
+ * interps the launch's interpolations, whose values a replay writes into
+ * the args later. Every check is the body's, with its status and detail,
+ * except those that read a field an interpolation writes (its range, an
+ * access's count or its `when`; a group count one writes leaves the
+ * head's accesses only), and when any interpolation writes the args:
+ * check_args (it may read any field), the overlap check and check_ptrs
+ * (they compare storage). check_ptrs also waits for the run when an
+ * access has no storage (a model's instances). The task's own
+ * rp_op_prep still checks everything when it runs. Allocates the args'
+ * copy (RP_ENOMEM when it cannot); takes no lock. */
+rp_status rp_op_check_launch(const rp_op *op, const rp_task_ctx *ctx,
+                             const rp_interp *interps, uint32_t ninterp);
 
 /* The first statement of a task body of a fixed-access op (the `ctx`
  * parameter in scope): declares `a`, the args copy (of type `type`), `p`,

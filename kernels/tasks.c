@@ -21,6 +21,7 @@ _Static_assert(RP_CUDA_SGD_MULTI_MAX == RP_SGD_MULTI_MAX, "sgd_multi table");
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The offsets documented in tasks.h are what per-replay interpolation
@@ -802,6 +803,35 @@ static rp_status op_privs(const void *arg, const void *args, size_t args_size,
   return rp_op_check_privs(arg, args, args_size, acc, nacc, interps, ninterp);
 }
 
+/* The engine's launch hook (engine.h rp_task_launch_fn): arg is the
+ * task's descriptor; the body's checks on the launch's args and its
+ * accesses' layouts (rp_op_check_launch). */
+static rp_status op_launch(const void *arg, rp_runtime *rt,
+                           const rp_launch *l) {
+  rp_instance_info small[2 * RP_OP_MAX_ACCESSES + 2];
+  rp_instance_info *in = small;
+  if (l->naccess > RP_ARRAY_LEN(small) &&
+      !(in = malloc(l->naccess * sizeof *in)))
+    return rp__err(RP_ENOMEM, "%s: out of memory checking the launch",
+                   ((const rp_op *)arg)->name);
+  rp_status st = RP_OK;
+  for (uint32_t i = 0; st == RP_OK && i < l->naccess; i++)
+    st = rp_instance_query(rt, l->accesses[i].inst, &in[i]);
+  rp_task_ctx ctx = {.rt = rt,
+                     .proc = l->proc,
+                     .shards = l->shards > 1 ? l->shards : 1,
+                     .args = l->args,
+                     .args_size = l->args_size,
+                     .naccess = l->naccess,
+                     .insts = in,
+                     .replay = UINT64_MAX};
+  if (st == RP_OK)
+    st = rp_op_check_launch(arg, &ctx, l->interps, l->ninterp);
+  if (in != small)
+    free(in);
+  return st;
+}
+
 /* The engine's cover hook (engine.h rp_task_cover_fn): arg is the task's
  * descriptor. */
 static int op_covers(const void *arg, const void *args, size_t args_size,
@@ -844,7 +874,10 @@ rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
      * both before the task can be found */
     const rp_op *op = rp_kernel_op(TASKS[i].name);
     RP_ASSERT(op != NULL);
-    rp_task_hooks h = {.priv_fn = op_privs, .cover_fn = op_covers, .arg = op};
+    rp_task_hooks h = {.priv_fn = op_privs,
+                       .launch_fn = op_launch,
+                       .cover_fn = op_covers,
+                       .arg = op};
     rp_task_id id;
     rp_status st = rp__task_register_with(rt, &d, &h, &id);
     if (st != RP_OK) /* out of memory: earlier ones stay registered */

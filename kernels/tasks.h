@@ -32,7 +32,11 @@
  * with its privilege under the launch's args, or RP_RW (a field an
  * rp_interp writes counts as set), else the launch is refused with
  * RP_EINVAL naming the task, the access and both privileges (reprise.h,
- * rp_access).
+ * rp_access). The task's own check runs at every launch too (after the
+ * privileges; rp_op_check_launch): a launch it would refuse is refused
+ * by the call with the errors above, nothing run or recorded, except
+ * what an rp_interp of the launch may change (those checks run in every
+ * replay: kernels/op_table.h).
  *
  * Per-replay values (learning rate, batch size) are interpolated into the
  * args bytes by offset (rp_interp.dst_offset): the offsets below are fixed

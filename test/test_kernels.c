@@ -1887,3 +1887,287 @@ Test(kernels, writes_whole_only_where_the_count_is_exact_and_fixed) {
   cr_assert(!rp_op_writes_whole(axpy, &s, sizeof s, vol, 2, 1, NULL, 0),
             "Y is read and written");
 }
+
+/* ---- the body's checks at launch: a table-described task's launch whose
+ * args or accesses its body would refuse (kernels/op_table.h,
+ * rp_op_check_launch) is refused by the launch call itself, with the
+ * body's status and detail, before anything runs or is recorded; a check
+ * that reads a field an interpolation writes waits for the replay ---- */
+
+typedef struct launch_case {
+  const char *what;
+  rp_launch l;
+  rp_status want;
+  const char *detail; /* after the call's "NAME: " */
+} launch_case;
+
+static void launch_refused(rp_status st, const launch_case *c,
+                           const char *call) {
+  char want[256];
+  snprintf(want, sizeof want, "%s: %s", call, c->detail);
+  cr_assert(st == c->want, "%s: want %s, got %s (%s)", c->what,
+            rp_status_name(c->want), rp_status_name(st), rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), want), "%s: want '%s', got '%s'", c->what,
+            want, rp_error_detail());
+}
+
+Test(kernel_launch, a_launch_the_body_would_refuse_is_refused_unrecorded) {
+  priv_fx f;
+  priv_fx_init(&f);
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(f.rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, PN - 1), r2 = rp_rect_2d(0, 1, 0, PN / 2 - 1);
+  const int64_t colmajor[2] = {1, 2};
+  rp_inst xi, xs;
+  RP_CHECK(rp_instance_create(f.rt, sys, RP_I32, &r, NULL, &xi));
+  RP_CHECK(rp_instance_create(f.rt, sys, RP_F32, &r2, colmajor, &xs));
+  rp_scalar_args fill = {.value = 5.0f, .n = 0}, bad_n = {.value = 5.0f, -1},
+                 big_n = {.value = 5.0f, .n = PN + 1};
+  rp_sgd_args sgd = {.lr = -1.0f, .momentum = 0.0f, .n = 0};
+  rp_elementwise_args ew = {.n = 0};
+  rp_sgd_multi_args multi = {.lr = 0.1f, .momentum = 0.0f, .count = 2};
+  rp_access wx = {f.x, RP_WRITE, RP_REDOP_NONE},
+            wxy[2] = {{f.x, RP_WRITE, RP_REDOP_NONE},
+                      {f.y, RP_WRITE, RP_REDOP_NONE}},
+            rx = {f.x, RP_READ, RP_REDOP_NONE},
+            wxi = {xi, RP_WRITE, RP_REDOP_NONE},
+            wxs = {xs, RP_WRITE, RP_REDOP_NONE},
+            sgd_acc[3] = {{f.x, RP_RW, RP_REDOP_NONE},
+                          {f.y, RP_READ, RP_REDOP_NONE},
+                          {xs, RP_RW, RP_REDOP_NONE}},
+            relu[3] = {{f.x, RP_READ, RP_REDOP_NONE},
+                       {f.y, RP_READ, RP_REDOP_NONE},
+                       {f.x, RP_WRITE, RP_REDOP_NONE}};
+  char args_short[64], args_null[64];
+  snprintf(args_null, sizeof args_null,
+           "rp.fill: args are 0 bytes, need %zu (rp_scalar_args)",
+           sizeof(rp_scalar_args));
+  snprintf(args_short, sizeof args_short,
+           "rp.fill: args are 4 bytes, need %zu (rp_scalar_args)",
+           sizeof(rp_scalar_args));
+#define LC(task_, acc_, nacc_, args_, size_)                                   \
+  {                                                                            \
+    .task = f.k.task_, .proc = RP_PROC_ANY, .accesses = acc_,                  \
+    .naccess = nacc_, .args = args_, .args_size = size_                        \
+  }
+  const launch_case cases[] = {
+      {"NULL args", LC(fill, &wx, 1, NULL, 0), RP_EINVAL, args_null},
+      {"short args", LC(fill, &wx, 1, &fill, 4), RP_EINVAL, args_short},
+      {"field out of range", LC(fill, &wx, 1, &bad_n, sizeof bad_n), RP_EINVAL,
+       "rp.fill: n = -1 (need 0..2147483647)"},
+      {"too many accesses", LC(fill, wxy, 2, &fill, sizeof fill), RP_ESHAPE,
+       "rp.fill: 2 accesses, the task takes at most 1"},
+      {"an access missing", LC(axpy, &rx, 1, &fill, sizeof fill), RP_ESHAPE,
+       "rp.axpy: access 1 (Y) missing: 1 accesses"},
+      {"wrong element type", LC(fill, &wxi, 1, &fill, sizeof fill), RP_ETYPE,
+       "rp.fill: access 0 (X) is i32, needs f32"},
+      {"instance too small", LC(fill, &wx, 1, &big_n, sizeof big_n), RP_ESHAPE,
+       "rp.fill: access 0 (X) has 8 elements, needs 9"},
+      {"not dense", LC(fill, &wxs, 1, &fill, sizeof fill), RP_ESHAPE,
+       "rp.fill: access 0 (X) is not dense row-major"},
+      {"check_args", LC(sgd, sgd_acc, 3, &sgd, sizeof sgd), RP_EINVAL,
+       "rp.sgd: lr = -1, momentum = 0 (need finite, >= 0)"},
+      {"overlap", LC(relu_bwd, relu, 3, &ew, sizeof ew), RP_EINVAL,
+       "rp.relu_bwd: access 0 (X) and access 2 (dX) overlap"},
+      {"too few for the count", LC(sgd_multi, sgd_acc, 3, &multi, sizeof multi),
+       RP_ESHAPE, "rp.sgd_multi: 3 accesses for 2 tensors (need 6)"},
+  };
+#undef LC
+  enum { NC = sizeof cases / sizeof cases[0] };
+  /* recorded, single and SPMD: refused at the call, the capture records
+   * nothing and goes on */
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(f.rt, NULL));
+  for (int i = 0; i < NC; i++) {
+    rp_event ref = {0};
+    launch_refused(rp_launch_task(f.rt, &cases[i].l, &ref), &cases[i],
+                   "rp_launch_task");
+    cr_assert_eq(ref.id, 0, "%s: *done set by a refused launch", cases[i].what);
+    rp_launch spmd = cases[i].l;
+    spmd.shards = 2;
+    launch_refused(rp_launch_task(f.rt, &spmd, NULL), &cases[i],
+                   "rp_launch_task");
+  }
+  RP_CHECK(rp_capture_end(f.rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 0, "a refused launch was recorded");
+  RP_CHECK(rp_graph_destroy(g));
+  /* the builder, and eager launches: nothing added, nothing runs */
+  RP_CHECK(rp_graph_create(f.rt, &g));
+  for (int i = 0; i < NC; i++) {
+    launch_refused(rp_graph_add_task(g, &cases[i].l, NULL), &cases[i],
+                   "rp_graph_add_task");
+    rp_event done = {0};
+    launch_refused(rp_launch_task(f.rt, &cases[i].l, &done), &cases[i],
+                   "rp_launch_task");
+    cr_assert_eq(done.id, 0, "%s: *done set by a refused launch",
+                 cases[i].what);
+  }
+  cr_assert_eq(rp_graph_op_count(g), 0, "a refused task was added");
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_runtime_drain(f.rt));
+  priv_expect(&f, f.x, 1.0f, "X after the refusals");
+  priv_expect(&f, f.y, 1.0f, "Y after the refusals");
+  /* the good launch runs */
+  rp_launch ok = {.task = f.k.fill,
+                  .proc = RP_PROC_ANY,
+                  .accesses = &wx,
+                  .naccess = 1,
+                  .args = &fill,
+                  .args_size = sizeof fill};
+  RP_CHECK(rp_launch_task(f.rt, &ok, NULL));
+  RP_CHECK(rp_runtime_drain(f.rt));
+  priv_expect(&f, f.x, 5.0f, "X after the good fill");
+  RP_CHECK(rp_instance_free(f.rt, xi));
+  RP_CHECK(rp_instance_free(f.rt, xs));
+  th_destroy(f.rt);
+}
+
+/* One replay of ex with the replay argument bytes v (n bytes): its
+ * status. */
+static rp_status replay_with(rp_runtime *rt, rp_exec *ex, const void *v,
+                             size_t n) {
+  rp_replay_args ra = {.args = v, .args_size = n};
+  rp_event done;
+  RP_CHECK(rp_replay(ex, &ra, &done));
+  rp_status st = rp_event_wait(rt, done, -1);
+  RP_CHECK(rp_event_release(rt, done));
+  return st;
+}
+
+/* A field an interpolation writes is checked when the task runs: the
+ * recorded value is not (a placeholder out of range is accepted), the
+ * replayed ones are, by the body's check in every replay. Fields no
+ * interpolation writes are still checked at the launch. */
+Test(kernel_launch, an_interpolated_field_is_checked_by_the_replay) {
+  priv_fx f;
+  priv_fx_init(&f);
+  rp_access wx = {f.x, RP_WRITE, RP_REDOP_NONE};
+  rp_scalar_args a = {.value = 4.0f, .n = -1}; /* n: each replay's */
+  rp_interp ip = {.src_offset = 0,
+                  .dst_offset = offsetof(rp_scalar_args, n),
+                  .bytes = sizeof a.n};
+  rp_launch l = {.task = f.k.fill,
+                 .proc = RP_PROC_ANY,
+                 .accesses = &wx,
+                 .naccess = 1,
+                 .args = &a,
+                 .args_size = sizeof a,
+                 .interps = &ip,
+                 .ninterp = 1};
+  rp_graph *g;
+  RP_CHECK(rp_capture_begin(f.rt, NULL));
+  RP_CHECK(rp_launch_task(f.rt, &l, NULL));
+  /* value is not interpolated: a count past X still is refused when the
+   * interpolation writes another field */
+  rp_scalar_args big = {.value = 4.0f, .n = PN + 1};
+  rp_interp ipv = {.src_offset = 0,
+                   .dst_offset = offsetof(rp_scalar_args, value),
+                   .bytes = sizeof big.value};
+  rp_launch lv = l;
+  lv.args = &big;
+  lv.interps = &ipv;
+  RP_EXPECT(rp_launch_task(f.rt, &lv, NULL), RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_task: rp.fill: access 0 (X) "
+                                      "has 8 elements, needs 9"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_capture_end(f.rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  int32_t n = PN;
+  RP_CHECK(replay_with(f.rt, ex, &n, sizeof n));
+  priv_expect(&f, f.x, 4.0f, "X after a replay with n = 8");
+  n = PN + 1; /* past X */
+  RP_EXPECT(replay_with(f.rt, ex, &n, sizeof n), RP_ESHAPE);
+  cr_assert(strstr(rp_exec_error_detail(ex),
+                   "rp.fill: access 0 (X) has 8 elements, needs 9"),
+            "%s", rp_exec_error_detail(ex));
+  n = -1; /* out of its range */
+  RP_EXPECT(replay_with(f.rt, ex, &n, sizeof n), RP_EINVAL);
+  cr_assert(strstr(rp_exec_error_detail(ex), "rp.fill: n = -1"), "%s",
+            rp_exec_error_detail(ex));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+
+  /* check_args reads any field: an interpolation of the args leaves it to
+   * the replay (rp.sgd's lr) */
+  rp_sgd_args s = {.lr = -1.0f, .momentum = 0.0f, .n = 0};
+  rp_interp ilr = {.src_offset = 0,
+                   .dst_offset = offsetof(rp_sgd_args, lr),
+                   .bytes = sizeof s.lr};
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(f.rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, PN - 1);
+  rp_inst v;
+  RP_CHECK(rp_instance_create(f.rt, sys, RP_F32, &r, NULL, &v));
+  rp_access sa[3] = {{f.x, RP_RW, RP_REDOP_NONE},
+                     {f.y, RP_READ, RP_REDOP_NONE},
+                     {v, RP_RW, RP_REDOP_NONE}};
+  rp_launch sl = {.task = f.k.sgd,
+                  .proc = RP_PROC_ANY,
+                  .accesses = sa,
+                  .naccess = 3,
+                  .args = &s,
+                  .args_size = sizeof s,
+                  .interps = &ilr,
+                  .ninterp = 1};
+  RP_CHECK(rp_capture_begin(f.rt, NULL));
+  RP_CHECK(rp_launch_task(f.rt, &sl, NULL));
+  RP_CHECK(rp_capture_end(f.rt, &g));
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  float lr = -1.0f;
+  RP_EXPECT(replay_with(f.rt, ex, &lr, sizeof lr), RP_EINVAL);
+  cr_assert(strstr(rp_exec_error_detail(ex), "rp.sgd: lr = -1"), "%s",
+            rp_exec_error_detail(ex));
+  lr = 1.0f; /* X = 4 - 1 x 1 */
+  RP_CHECK(replay_with(f.rt, ex, &lr, sizeof lr));
+  priv_expect(&f, f.x, 3.0f, "X after one SGD step");
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(f.rt, v));
+  th_destroy(f.rt);
+}
+
+/* A graph file is checked as it loads: one saved where "rp.fill" was a
+ * plain task (no descriptor, nothing checked) and whose count is past its
+ * instance does not load on a runtime with the kernels registered. */
+Test(kernel_launch, a_loaded_graph_the_body_would_refuse_does_not_load) {
+  th_tmpdir_make("/tmp/rp_launchchk_XXXXXX");
+  const char *path = th_tmp_path("fill.json");
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = th_task(rt, "rp.fill", plain_axpy);
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, PN - 1);
+  rp_inst in;
+  RP_CHECK(rp_instance_create(rt, sys, RP_F32, &r, NULL, &in));
+  rp_access acc = {in, RP_WRITE, RP_REDOP_NONE};
+  rp_scalar_args a = {.value = 2.0f, .n = PN + 1};
+  rp_launch l = {.task = t,
+                 .proc = RP_PROC_ANY,
+                 .accesses = &acc,
+                 .naccess = 1,
+                 .args = &a,
+                 .args_size = sizeof a};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &l, NULL)); /* a plain task: accepted */
+  RP_CHECK(rp_graph_save(g, path));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, in));
+  th_destroy(rt);
+
+  priv_fx f;
+  priv_fx_init(&f);
+  g = NULL;
+  rp_status st = rp_graph_load(f.rt, path, &f.x, 1, &g);
+  cr_assert(st == RP_ESHAPE, "want RP_ESHAPE, got %s (%s)", rp_status_name(st),
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(),
+                   "rp.fill: access 0 (X) has 8 elements, needs 9"),
+            "%s", rp_error_detail());
+  cr_assert_null(g, "a graph left behind");
+  priv_expect(&f, f.x, 1.0f, "X");
+  th_destroy(f.rt);
+  th_tmpdir_remove();
+}
