@@ -3805,6 +3805,38 @@ static void write_big_ckpt(const char *path) {
   write_big_ckpt_ctx(path, 256);
 }
 
+/* Runs reprise with argv in a child whose only child is the command:
+ * got[0] its exit status, got[1] its peak resident memory (KiB,
+ * RUSAGE_CHILDREN), got[2] the model's bytes as a train run prints them
+ * (-1 where it does not). */
+static void run_measured(const char *const *argv, long long got[3]) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    static cli_run r;
+    run_cli(&r, argv);
+    struct rusage ru;
+    long long total = -1;
+    const char *b = strstr(r.out, "then everything): 0: ");
+    if (b)
+      sscanf(strchr(b, '/') + 1, "%lld", &total);
+    long long kb[3] = {
+        r.status, getrusage(RUSAGE_CHILDREN, &ru) ? -1 : ru.ru_maxrss, total};
+    if (r.status)
+      fprintf(stderr, "%s", r.err);
+    _exit(write(fds[1], kb, sizeof kb) == sizeof kb ? 0 : 1);
+  }
+  close(fds[1]);
+  got[0] = got[1] = got[2] = -1;
+  cr_assert_eq(read(fds[0], got, 3 * sizeof *got), (ssize_t)(3 * sizeof *got));
+  close(fds[0]);
+  int ws = 0;
+  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+}
+
 /* generate decodes with a decode-only model (the weights, the caches, one
  * position's activations) into which the checkpoint's weights are
  * streamed: its peak resident memory stays below the checkpoint's size
@@ -3818,30 +3850,15 @@ Test(cli, generate_takes_less_memory_than_its_checkpoint, .timeout = 300) {
   write_big_ckpt(ckpt);
   struct stat sb;
   cr_assert_eq(stat(ckpt, &sb), 0);
-  int fds[2];
-  cr_assert_eq(pipe(fds), 0);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
-    static cli_run r;
-    RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu", "--prompt",
-        " ", "--tokens", "4");
-    struct rusage ru;
-    long kb[2] = {r.status,
-                  getrusage(RUSAGE_CHILDREN, &ru) ? -1 : ru.ru_maxrss};
-    _exit(write(fds[1], kb, sizeof kb) == sizeof kb ? 0 : 1);
-  }
-  close(fds[1]);
-  long got[2] = {-1, -1};
-  cr_assert_eq(read(fds[0], got, sizeof got), (ssize_t)sizeof got);
-  close(fds[0]);
-  int ws = 0;
-  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  long long got[3];
+  run_measured((const char *const[]){"generate", "--load-weights", ckpt,
+                                     "--backend", "cpu", "--prompt", " ",
+                                     "--tokens", "4", NULL},
+               got);
   unlink(ckpt);
-  cr_assert_eq(got[0], 0, "generate exited %ld", got[0]);
-  cr_assert(got[1] > 0 && (uint64_t)got[1] * 1024 < (uint64_t)sb.st_size,
-            "generate's peak resident memory %ld KiB, the checkpoint %lld "
+  cr_assert_eq(got[0], 0, "generate exited %lld", got[0]);
+  cr_assert(got[1] > 0 && got[1] * 1024 < sb.st_size,
+            "generate's peak resident memory %lld KiB, the checkpoint %lld "
             "bytes",
             got[1], (long long)sb.st_size);
 }
@@ -3867,32 +3884,12 @@ Test(cli, train_resume_takes_the_model_and_not_its_checkpoint_twice,
   fclose(f);
   struct stat sb;
   cr_assert_eq(stat(ckpt, &sb), 0);
-  int fds[2];
-  cr_assert_eq(pipe(fds), 0);
-  pid_t pid = fork();
-  cr_assert_geq(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
-    static cli_run r;
-    RUN(&r, "train", "--model", "gpt", "--backend", "cpu", "--text", corpus,
-        "--load-weights", ckpt, "--iters", "1", "--sample", "0");
-    struct rusage ru;
-    long long total = -1; /* the model's bytes, as the run says them */
-    const char *b = strstr(r.out, "then everything): 0: ");
-    if (b)
-      sscanf(strchr(b, '/') + 1, "%lld", &total);
-    long long kb[3] = {
-        r.status, getrusage(RUSAGE_CHILDREN, &ru) ? -1 : ru.ru_maxrss, total};
-    if (r.status)
-      fprintf(stderr, "%s", r.err);
-    _exit(write(fds[1], kb, sizeof kb) == sizeof kb ? 0 : 1);
-  }
-  close(fds[1]);
-  long long got[3] = {-1, -1, -1};
-  cr_assert_eq(read(fds[0], got, sizeof got), (ssize_t)sizeof got);
-  close(fds[0]);
-  int ws = 0;
-  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  long long got[3];
+  run_measured((const char *const[]){"train", "--model", "gpt", "--backend",
+                                     "cpu", "--text", corpus, "--load-weights",
+                                     ckpt, "--iters", "1", "--sample", "0",
+                                     NULL},
+               got);
   unlink(ckpt);
   unlink(corpus);
   cr_assert_eq(got[0], 0, "train exited %lld", got[0]);

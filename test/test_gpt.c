@@ -1617,6 +1617,19 @@ Test(gpt_backends, a_decode_only_model_holds_the_weights_and_decodes_alike) {
   th_tmpdir_remove();
 }
 
+/* The checkpoint tests' model: 1 layer, width 16, 2 heads, context 8,
+ * a 5-byte vocabulary, batch 2. */
+static void ckpt_config(rp_gpt_config *c) {
+  rp_gpt_config_init(c);
+  c->layers = 1;
+  c->width = 16;
+  c->heads = 2;
+  c->context = 8;
+  c->vocab = 5;
+  c->batch = 2;
+  c->ring = 1;
+}
+
 /* A checkpoint streamed into a model (rp_gpt_ckpt_read_info, then
  * rp_gpt_ckpt_load_weights) is checked as a whole read is: a flipped
  * payload byte is RP_ECHECKSUM both ways (load: at the end, after its
@@ -1627,14 +1640,7 @@ Test(gpt, a_streamed_checkpoint_is_checked_as_a_whole_read) {
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
   rp_gpt_config c;
-  rp_gpt_config_init(&c);
-  c.layers = 1;
-  c.width = 16;
-  c.heads = 2;
-  c.context = 8;
-  c.vocab = 5;
-  c.batch = 2;
-  c.ring = 1;
+  ckpt_config(&c);
   rp_gpt *m, *d, *other;
   RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
   RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &d));
@@ -1730,14 +1736,7 @@ Test(gpt, a_weights_load_refuses_a_file_replaced_since_it_was_read) {
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
   rp_gpt_config c;
-  rp_gpt_config_init(&c);
-  c.layers = 1;
-  c.width = 16;
-  c.heads = 2;
-  c.context = 8;
-  c.vocab = 5;
-  c.batch = 2;
-  c.ring = 1;
+  ckpt_config(&c);
   rp_gpt *a, *b, *d;
   RP_CHECK(rp_gpt_create(rt, &k, &c, &a));
   c.seed += 1; /* other weights than a's (and d's) */
@@ -1818,14 +1817,7 @@ Test(gpt, a_resume_checks_the_whole_file_before_it_writes) {
   rp_kernel_tasks k;
   RP_CHECK(rp_kernels_register(rt, &k));
   rp_gpt_config c;
-  rp_gpt_config_init(&c);
-  c.layers = 1;
-  c.width = 16;
-  c.heads = 2;
-  c.context = 8;
-  c.vocab = 5;
-  c.batch = 2;
-  c.ring = 1;
+  ckpt_config(&c);
   rp_gpt *a, *b, *d, *other;
   RP_CHECK(rp_gpt_create(rt, &k, &c, &a));
   c.seed += 1; /* other weights than a's */
