@@ -605,6 +605,18 @@ Test(lint, unknown_tasks_run_as_placeholders_with_unknown_contracts) {
   cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   cr_assert_null(strstr(r.out, "note:"), "%s", r.out);
   cr_assert_null(strstr(r.err, "placeholders"), "%s", r.err);
+  /* --strict: an op the checks skipped is an op not checked */
+  RUN(&r, "dump", g, "--lint", "--strict");
+  cr_assert_eq(r.status, 1, "stderr: %s", r.err);
+  cr_assert(strstr(r.err, "reprise dump: --strict: 1 ops run tasks whose "
+                          "contract is unknown, which runahead and contract "
+                          "skip: the graph is not fully checked"),
+            "%s", r.err);
+  cr_assert(strstr(r.out, "lint: no findings"), "%s", r.out);
+  RUN(&r, "dump", g, "--lint", "--strict", "--contract", "my.log=host");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  RUN(&r, "dump", g, "--lint-ignore", "runahead,contract", "--strict");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
   fx_fini(&fx);
   th_tmpdir_remove();
 }
@@ -1709,7 +1721,7 @@ Test(dump, mirrors_are_instances_of_their_own) {
       "\"edges\": [[0, 1], [1, 2]], \"preconditions\": [], "
       "\"postconditions\": [{\"name\": \"done\", \"ops\": [2]}]}}\n");
   cli_run r;
-  RUN(&r, "dump", g, "--lint", "--strict");
+  RUN(&r, "dump", g, "--lint", "--strict", "--contract", "inc=host");
   cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
   cr_assert(strstr(r.out, "lint: no findings (3 ops, 2 edges checked)"), "%s",
             r.out);

@@ -136,7 +136,8 @@ static void dump_usage(FILE *f) {
       "                          implies --lint)\n"
       "  --strict                with --lint: exit 1 when there is a\n"
       "                          finding or a check could not run (more\n"
-      "                          than 32768 ops: no reachability)\n"
+      "                          than 32768 ops: no reachability) or\n"
+      "                          skipped tasks of unknown contract\n"
       "  --contract NAME=host|stream\n"
       "                          the contract of a task this build does not\n"
       "                          know (repeatable, a NAME once), for\n"
@@ -997,16 +998,28 @@ static int print_analyses(const dump_cli *c, rp_graph *g, placeholders *ph,
       m.refused = refused;
     }
     dm_lint_result res;
+    /* ops the runahead and contract checks skip: placeholders */
+    uint32_t unknown = 0;
+    if (checks & (DM_LINT_RUNAHEAD | DM_LINT_CONTRACT))
+      for (uint32_t i = 0; i < m.nops; i++)
+        unknown += m.ops[i].kind == RP_OP_TASK && !m.ops[i].contract_known;
     if (dm_lint(&m, checks, out, stderr, &res)) {
       rc = RP_CLI_FAILED;
-    } else if (c->strict && (res.findings || res.unchecked)) {
-      /* a check that could not run fails too: CI passes no graph it did
-       * not check */
+    } else if (c->strict && (res.findings || res.unchecked || unknown)) {
+      /* a check that could not run, or ran past some ops, fails too: CI
+       * passes no graph it did not check */
       if (res.unchecked)
         rp_cli_say(stderr,
                    "reprise dump: --strict: %s: the graph is not fully "
                    "checked\n",
                    res.why);
+      if (unknown)
+        rp_cli_say(stderr,
+                   "reprise dump: --strict: %u ops run tasks whose contract "
+                   "is unknown, which runahead and contract skip: the graph "
+                   "is not fully checked (declare them with --contract "
+                   "NAME=host|stream, or --lint-ignore runahead,contract)\n",
+                   unknown);
       rc = RP_CLI_FAILED, *whole = 1;
     }
   }
