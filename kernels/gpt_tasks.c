@@ -127,7 +127,7 @@ static rp_status adamw_args(const rp_op *op, void *args,
 /* The descriptors */
 
 #define EM(m) RP_OPF(rp_gpt_embed_args, m)
-static const rp_op OP_EMBED_FWD = {
+const rp_op rp_task_gpt_embed_fwd_op = {
     .name = "gpt.embed_fwd",
     RP_OP_ARGS(rp_gpt_embed_args),
     .fields = {{"B", EM(B), 0, 1, INT32_MAX},
@@ -140,7 +140,7 @@ static const rp_op OP_EMBED_FWD = {
              {"out", RP_F32, RP_WRITE, {1, {EM(B), EM(T), EM(C)}}}},
     .nhead = 4,
 };
-static const rp_op OP_EMBED_BWD = {
+const rp_op rp_task_gpt_embed_bwd_op = {
     .name = "gpt.embed_bwd",
     RP_OP_ARGS(rp_gpt_embed_args),
     .fields = {{"B", EM(B), 0, 1, INT32_MAX},
@@ -155,7 +155,7 @@ static const rp_op OP_EMBED_BWD = {
 };
 
 #define TK(m) RP_OPF(rp_gpt_token_args, m)
-static const rp_op OP_EMBED_TOKEN = {
+const rp_op rp_task_gpt_embed_token_op = {
     .name = "gpt.embed_token",
     RP_OP_ARGS(rp_gpt_token_args),
     .fields = {{"C", TK(C), 0, 1, INT32_MAX},
@@ -169,7 +169,7 @@ static const rp_op OP_EMBED_TOKEN = {
 };
 
 #define LN(m) RP_OPF(rp_gpt_ln_args, m)
-static const rp_op OP_LN_FWD = {
+const rp_op rp_task_gpt_layernorm_fwd_op = {
     .name = "gpt.layernorm_fwd",
     RP_OP_ARGS(rp_gpt_ln_args),
     .fields = {{"N", LN(N), 0, 1, INT32_MAX}, {"C", LN(C), 0, 1, INT32_MAX}},
@@ -182,7 +182,7 @@ static const rp_op OP_LN_FWD = {
              {"rstd", RP_F32, RP_WRITE, {1, {LN(N)}}}},
     .nhead = 6,
 };
-static const rp_op OP_RES_LN_FWD = {
+const rp_op rp_task_gpt_residual_layernorm_fwd_op = {
     .name = "gpt.residual_layernorm_fwd",
     RP_OP_ARGS(rp_gpt_ln_args),
     .fields = {{"N", LN(N), 0, 1, INT32_MAX}, {"C", LN(C), 0, 1, INT32_MAX}},
@@ -199,7 +199,7 @@ static const rp_op OP_RES_LN_FWD = {
 };
 
 #define LB(m) RP_OPF(rp_gpt_ln_bwd_args, m)
-static const rp_op OP_LN_BWD = {
+const rp_op rp_task_gpt_layernorm_bwd_op = {
     .name = "gpt.layernorm_bwd",
     RP_OP_ARGS(rp_gpt_ln_bwd_args),
     .fields = {{"N", LB(N), 0, 1, INT32_MAX},
@@ -229,7 +229,7 @@ static const rp_op OP_LN_BWD = {
    {"OC", MM(OC), 0, 1, INT32_MAX}, {"has_bias", MM(has_bias), 0, 0, 1}, \
    {"accumulate", MM(accumulate), 0, 0, 1}}
 /* clang-format on */
-static const rp_op OP_MATMUL_FWD = {
+const rp_op rp_task_gpt_matmul_fwd_op = {
     .name = "gpt.matmul_fwd",
     RP_OP_ARGS(rp_gpt_matmul_args),
     .fields = MM_FIELDS,
@@ -239,7 +239,7 @@ static const rp_op OP_MATMUL_FWD = {
              {"bias", RP_F32, RP_READ, {1, {MM(OC)}}, MM(has_bias)}},
     .nhead = 4,
 };
-static const rp_op OP_MATMUL_BWD = {
+const rp_op rp_task_gpt_matmul_bwd_op = {
     .name = "gpt.matmul_bwd",
     RP_OP_ARGS(rp_gpt_matmul_args),
     .fields = MM_FIELDS,
@@ -259,7 +259,7 @@ static const rp_op OP_MATMUL_BWD = {
 };
 
 #define RC(m) RP_OPF(rp_gpt_rows_cols_args, m)
-static const rp_op OP_BIAS_GELU = {
+const rp_op rp_task_gpt_bias_gelu_fwd_op = {
     .name = "gpt.bias_gelu_fwd",
     RP_OP_ARGS(rp_gpt_rows_cols_args),
     .fields = {{"rows", RC(rows), 0, 0, INT32_MAX},
@@ -271,7 +271,7 @@ static const rp_op OP_BIAS_GELU = {
 };
 
 #define NN(m) RP_OPF(rp_gpt_n_args, m)
-static const rp_op OP_GELU_BWD = {
+const rp_op rp_task_gpt_gelu_bwd_op = {
     .name = "gpt.gelu_bwd",
     RP_OP_ARGS(rp_gpt_n_args),
     .fields = {{"n", NN(n), 1, 0, INT64_MAX}},
@@ -287,7 +287,7 @@ static const rp_op OP_GELU_BWD = {
   {{"B", AT(B), 0, 1, INT32_MAX}, {"T", AT(T), 0, 1, INT32_MAX}, \
    {"C", AT(C), 0, 1, INT32_MAX}, {"NH", AT(NH), 0, 1, INT32_MAX}}
 /* clang-format on */
-static const rp_op OP_ATTN_FWD = {
+const rp_op rp_task_gpt_attention_fwd_op = {
     .name = "gpt.attention_fwd",
     RP_OP_ARGS(rp_gpt_attn_args),
     .fields = AT_FIELDS,
@@ -299,7 +299,7 @@ static const rp_op OP_ATTN_FWD = {
              {"scratch", RP_F32, RP_WRITE, {1, {AT(B), AT(T), AT(C)}}}},
     .nhead = 5,
 };
-static const rp_op OP_ATTN_BWD = {
+const rp_op rp_task_gpt_attention_bwd_op = {
     .name = "gpt.attention_bwd",
     RP_OP_ARGS(rp_gpt_attn_args),
     .fields = AT_FIELDS,
@@ -314,7 +314,7 @@ static const rp_op OP_ATTN_BWD = {
 };
 
 #define DC(m) RP_OPF(rp_gpt_decode_args, m)
-static const rp_op OP_ATTN_DECODE = {
+const rp_op rp_task_gpt_attention_decode_op = {
     .name = "gpt.attention_decode",
     RP_OP_ARGS(rp_gpt_decode_args),
     .fields = {{"T", DC(T), 0, 1, INT32_MAX},
@@ -330,7 +330,7 @@ static const rp_op OP_ATTN_DECODE = {
 };
 
 #define XE(m) RP_OPF(rp_gpt_xent_args, m)
-static const rp_op OP_XENT = {
+const rp_op rp_task_gpt_xent_op = {
     .name = "gpt.xent",
     RP_OP_ARGS(rp_gpt_xent_args),
     .fields = {{"N", XE(N), 0, 1, INT32_MAX},
@@ -351,7 +351,7 @@ static const rp_op OP_XENT = {
 };
 
 #define AW(m) RP_OPF(rp_gpt_adamw_args, m)
-static const rp_op OP_ADAMW = {
+const rp_op rp_task_gpt_adamw_op = {
     .name = "gpt.adamw",
     RP_OP_ARGS(rp_gpt_adamw_args),
     .fields = {{"count", AW(count), 0, 1, RP_GPT_ADAMW_MAX},
@@ -370,7 +370,7 @@ static const rp_op OP_ADAMW = {
 };
 
 #define SQ(m) RP_OPF(rp_gpt_sumsq_args, m)
-static const rp_op OP_SUMSQ = {
+const rp_op rp_task_gpt_sumsq_op = {
     .name = "gpt.sumsq",
     RP_OP_ARGS(rp_gpt_sumsq_args),
     .fields = {{"count", SQ(count), 0, 1, RP_GPT_ADAMW_MAX}},
@@ -382,116 +382,101 @@ static const rp_op OP_SUMSQ = {
     .ntail = 2,
 };
 
-/* ---------------------------------------------------------------------- */
-static const rp_op *const OPS[] = {
-    &OP_EMBED_FWD,   &OP_EMBED_BWD, &OP_EMBED_TOKEN, &OP_LN_FWD,
-    &OP_RES_LN_FWD,  &OP_LN_BWD,    &OP_MATMUL_FWD,  &OP_MATMUL_BWD,
-    &OP_BIAS_GELU,   &OP_GELU_BWD,  &OP_ATTN_FWD,    &OP_ATTN_BWD,
-    &OP_ATTN_DECODE, &OP_XENT,      &OP_ADAMW,       &OP_SUMSQ,
-};
-
-const rp_op *rp_gpt_op(const char *name) {
-  for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
-    if (!strcmp(OPS[i]->name, name))
-      return OPS[i];
-  return NULL;
-}
-
 /* Bodies: the descriptor's check (RP_OP_PREP: the args copy `a`, the
  * pointers `p`), then one kernel (CPU) or launcher (GPU). */
 
 rp_status rp_task_gpt_embed_fwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_EMBED_FWD, rp_gpt_embed_args, 4);
+  RP_OP_PREP(rp_task_gpt_embed_fwd_op, rp_gpt_embed_args, 4);
   return rp_cpu_gpt_embed_fwd(p[0], p[1], p[2], p[3], a.B, a.T, a.C, a.V);
 }
 
 rp_status rp_task_gpt_embed_bwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_EMBED_BWD, rp_gpt_embed_args, 4);
+  RP_OP_PREP(rp_task_gpt_embed_bwd_op, rp_gpt_embed_args, 4);
   return rp_cpu_gpt_embed_bwd(p[0], p[1], p[2], p[3], a.B, a.T, a.C, a.V);
 }
 
 rp_status rp_task_gpt_embed_token_check(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_EMBED_TOKEN, rp_gpt_token_args, 3);
+  RP_OP_PREP(rp_task_gpt_embed_token_op, rp_gpt_token_args, 3);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_embed_token_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_EMBED_TOKEN, rp_gpt_token_args, 3);
+  RP_OP_PREP(rp_task_gpt_embed_token_op, rp_gpt_token_args, 3);
   return rp_cpu_gpt_embed_token(p[0], p[1], p[2], a.pos, a.token, a.C, a.V,
                                 a.T);
 }
 
 rp_status rp_task_gpt_layernorm_fwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_LN_FWD, rp_gpt_ln_args, 6);
+  RP_OP_PREP(rp_task_gpt_layernorm_fwd_op, rp_gpt_ln_args, 6);
   rp_cpu_gpt_layernorm_fwd(p[0], p[1], p[2], p[3], p[4], p[5], a.N, a.C, a.eps);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_residual_layernorm_fwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_RES_LN_FWD, rp_gpt_ln_args, 8);
+  RP_OP_PREP(rp_task_gpt_residual_layernorm_fwd_op, rp_gpt_ln_args, 8);
   rp_cpu_gpt_residual_layernorm_fwd(p[0], p[1], p[2], p[3], p[4], p[5], p[6],
                                     p[7], a.N, a.C, a.eps);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_layernorm_bwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_LN_BWD, rp_gpt_ln_bwd_args, 8);
+  RP_OP_PREP(rp_task_gpt_layernorm_bwd_op, rp_gpt_ln_bwd_args, 8);
   rp_cpu_gpt_layernorm_bwd(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], a.N,
                            a.C, a.accumulate);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_matmul_fwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_MATMUL_FWD, rp_gpt_matmul_args, 4);
+  RP_OP_PREP(rp_task_gpt_matmul_fwd_op, rp_gpt_matmul_args, 4);
   rp_cpu_gpt_matmul_fwd(p[0], p[1], p[3], p[2], a.N, a.C, a.OC);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_matmul_bwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_MATMUL_BWD, rp_gpt_matmul_args, 6);
+  RP_OP_PREP(rp_task_gpt_matmul_bwd_op, rp_gpt_matmul_args, 6);
   rp_cpu_gpt_matmul_bwd(p[0], p[1], p[2], p[3], p[4], p[5], a.N, a.C, a.OC,
                         a.accumulate);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_bias_gelu_fwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_BIAS_GELU, rp_gpt_rows_cols_args, 3);
+  RP_OP_PREP(rp_task_gpt_bias_gelu_fwd_op, rp_gpt_rows_cols_args, 3);
   rp_cpu_gpt_bias_gelu_fwd(p[0], p[1], p[2], a.rows, a.cols);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_gelu_bwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_GELU_BWD, rp_gpt_n_args, 3);
+  RP_OP_PREP(rp_task_gpt_gelu_bwd_op, rp_gpt_n_args, 3);
   rp_cpu_gpt_gelu_bwd(p[0], p[1], p[2], a.n);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_attention_fwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_ATTN_FWD, rp_gpt_attn_args, 5);
+  RP_OP_PREP(rp_task_gpt_attention_fwd_op, rp_gpt_attn_args, 5);
   rp_cpu_gpt_attention_fwd(p[0], p[1], p[2], p[3], p[4], a.B, a.T, a.C, a.NH);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_attention_bwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_ATTN_BWD, rp_gpt_attn_args, 6);
+  RP_OP_PREP(rp_task_gpt_attention_bwd_op, rp_gpt_attn_args, 6);
   rp_cpu_gpt_attention_bwd(p[0], p[1], p[2], p[3], p[4], p[5], a.B, a.T, a.C,
                            a.NH);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_attention_decode_check(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_ATTN_DECODE, rp_gpt_decode_args, 5);
+  RP_OP_PREP(rp_task_gpt_attention_decode_op, rp_gpt_decode_args, 5);
   return RP_OK;
 }
 
 rp_status rp_task_gpt_attention_decode_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_ATTN_DECODE, rp_gpt_decode_args, 5);
+  RP_OP_PREP(rp_task_gpt_attention_decode_op, rp_gpt_decode_args, 5);
   return rp_cpu_gpt_attention_decode(p[0], p[1], p[2], p[3], p[4], a.pos, a.T,
                                      a.C, a.NH);
 }
 
 rp_status rp_task_gpt_xent_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_XENT, rp_gpt_xent_args, 4);
+  RP_OP_PREP(rp_task_gpt_xent_op, rp_gpt_xent_args, 4);
   return rp_cpu_gpt_xent(p[0], p[1], p[2], p[3], a.N, a.V, a.norm, a.grad);
 }
 
@@ -513,7 +498,7 @@ typedef struct adamw_job {
 static rp_status adamw_prep(const rp_task_ctx *ctx, adamw_job *j,
                             int args_only) {
   rp_status st = (args_only ? rp_op_prep_args : rp_op_prep)(
-      &OP_ADAMW, ctx, &j->a, j->p, j->vol, ADAMW_ACCESSES);
+      &rp_task_gpt_adamw_op, ctx, &j->a, j->p, j->vol, ADAMW_ACCESSES);
   if (st != RP_OK)
     return st;
   for (int32_t i = 0; i < j->a.count; i++) {
@@ -553,8 +538,8 @@ typedef struct sumsq_job {
 } sumsq_job;
 
 static rp_status sumsq_prep(const rp_task_ctx *ctx, sumsq_job *j) {
-  rp_status st =
-      rp_op_prep(&OP_SUMSQ, ctx, &j->a, j->p, j->vol, SUMSQ_ACCESSES);
+  rp_status st = rp_op_prep(&rp_task_gpt_sumsq_op, ctx, &j->a, j->p, j->vol,
+                            SUMSQ_ACCESSES);
   if (st != RP_OK)
     return st;
   for (int32_t i = 0; i < j->a.count; i++) {
@@ -583,88 +568,88 @@ rp_status rp_task_gpt_sumsq_cpu(rp_task_ctx *ctx) {
 
 #ifdef REPRISE_HAVE_CUDA
 rp_status rp_task_gpt_embed_fwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_EMBED_FWD, rp_gpt_embed_args, 4);
+  RP_OP_PREP(rp_task_gpt_embed_fwd_op, rp_gpt_embed_args, 4);
   return rp_cuda_gpt_embed_fwd(p[0], p[1], p[2], p[3], a.B, a.T, a.C, a.V,
                                rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_embed_bwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_EMBED_BWD, rp_gpt_embed_args, 4);
+  RP_OP_PREP(rp_task_gpt_embed_bwd_op, rp_gpt_embed_args, 4);
   return rp_cuda_gpt_embed_bwd(p[0], p[1], p[2], p[3], a.B, a.T, a.C, a.V,
                                rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_embed_token_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_EMBED_TOKEN, rp_gpt_token_args, 3);
+  RP_OP_PREP(rp_task_gpt_embed_token_op, rp_gpt_token_args, 3);
   return rp_cuda_gpt_embed_token(p[0], p[1], p[2], a.pos, a.token, a.C, a.V,
                                  a.T, rp_ctx_device_args(ctx),
                                  rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_layernorm_fwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_LN_FWD, rp_gpt_ln_args, 6);
+  RP_OP_PREP(rp_task_gpt_layernorm_fwd_op, rp_gpt_ln_args, 6);
   return rp_cuda_gpt_layernorm_fwd(p[0], p[1], p[2], p[3], p[4], p[5], a.N, a.C,
                                    a.eps, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_residual_layernorm_fwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_RES_LN_FWD, rp_gpt_ln_args, 8);
+  RP_OP_PREP(rp_task_gpt_residual_layernorm_fwd_op, rp_gpt_ln_args, 8);
   return rp_cuda_gpt_residual_layernorm_fwd(p[0], p[1], p[2], p[3], p[4], p[5],
                                             p[6], p[7], a.N, a.C, a.eps,
                                             rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_layernorm_bwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_LN_BWD, rp_gpt_ln_bwd_args, 8);
+  RP_OP_PREP(rp_task_gpt_layernorm_bwd_op, rp_gpt_ln_bwd_args, 8);
   return rp_cuda_gpt_layernorm_bwd(p[0], p[1], p[2], p[3], p[4], p[5], p[6],
                                    p[7], a.N, a.C, a.accumulate,
                                    rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_matmul_fwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_MATMUL_FWD, rp_gpt_matmul_args, 4);
+  RP_OP_PREP(rp_task_gpt_matmul_fwd_op, rp_gpt_matmul_args, 4);
   return rp_cuda_gpt_matmul_fwd(p[0], p[1], p[3], p[2], a.N, a.C, a.OC,
                                 rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_matmul_bwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_MATMUL_BWD, rp_gpt_matmul_args, 6);
+  RP_OP_PREP(rp_task_gpt_matmul_bwd_op, rp_gpt_matmul_args, 6);
   return rp_cuda_gpt_matmul_bwd(p[0], p[1], p[2], p[3], p[4], p[5], a.N, a.C,
                                 a.OC, a.accumulate, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_bias_gelu_fwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_BIAS_GELU, rp_gpt_rows_cols_args, 3);
+  RP_OP_PREP(rp_task_gpt_bias_gelu_fwd_op, rp_gpt_rows_cols_args, 3);
   return rp_cuda_gpt_bias_gelu_fwd(p[0], p[1], p[2], a.rows, a.cols,
                                    rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_gelu_bwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_GELU_BWD, rp_gpt_n_args, 3);
+  RP_OP_PREP(rp_task_gpt_gelu_bwd_op, rp_gpt_n_args, 3);
   return rp_cuda_gpt_gelu_bwd(p[0], p[1], p[2], a.n, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_attention_fwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_ATTN_FWD, rp_gpt_attn_args, 5);
+  RP_OP_PREP(rp_task_gpt_attention_fwd_op, rp_gpt_attn_args, 5);
   return rp_cuda_gpt_attention_fwd(p[0], p[1], p[2], p[3], p[4], a.B, a.T, a.C,
                                    a.NH, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_attention_bwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_ATTN_BWD, rp_gpt_attn_args, 6);
+  RP_OP_PREP(rp_task_gpt_attention_bwd_op, rp_gpt_attn_args, 6);
   return rp_cuda_gpt_attention_bwd(p[0], p[1], p[2], p[3], p[4], p[5], a.B, a.T,
                                    a.C, a.NH, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_attention_decode_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_ATTN_DECODE, rp_gpt_decode_args, 5);
+  RP_OP_PREP(rp_task_gpt_attention_decode_op, rp_gpt_decode_args, 5);
   return rp_cuda_gpt_attention_decode(p[0], p[1], p[2], p[3], p[4], a.pos, a.T,
                                       a.C, a.NH, rp_ctx_device_args(ctx),
                                       rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_gpt_xent_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_XENT, rp_gpt_xent_args, 4);
+  RP_OP_PREP(rp_task_gpt_xent_op, rp_gpt_xent_args, 4);
   return rp_cuda_gpt_xent(p[0], p[1], p[2], p[3], a.N, a.V, a.norm, a.grad,
                           rp_ctx_stream(ctx));
 }

@@ -6,8 +6,8 @@
  * ranges, then checks every access (present, of its type, dense row-major,
  * at least as many elements as its rule asks) and hands out the pointers.
  * Adding a task is one descriptor plus its CPU and CUDA bodies and one
- * line of registration: the recipe, with a worked example, is
- * docs/architecture.md, "Adding a task".
+ * line of RP_KERNEL_TASKS (kernels/tasks.h): the recipe, with a worked
+ * example, is docs/architecture.md, "Adding a task".
  *
  * Each launch's declared privileges are checked against the descriptor's
  * before the task runs or is recorded (rp_op_check_privs, which the
@@ -32,6 +32,7 @@
 #define RP_KERNELS_OP_TABLE_H
 
 #include "reprise.h"
+#include "tasks.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -232,9 +233,15 @@ rp_status rp_op_check_launch(const rp_op *op, const rp_task_ctx *ctx,
   if (st != RP_OK)                                                             \
   return st
 
-/* The descriptor of the kernel task registered as `name` (rp.*:
- * kernels/tasks.c; gpt.*: rp_gpt_op, kernels/gpt_tasks.c), or NULL. */
+/* The kernel tasks' descriptors, rp_task_BODY_op for every line of
+ * RP_KERNEL_TASKS (kernels/tasks.h): the rp.* ones in kernels/tasks.c,
+ * the gpt.* ones in kernels/gpt_tasks.c. */
+#define RP_KT_OP_(id, body, flags, check_fn)                                   \
+  extern const rp_op rp_task_##body##_op;
+RP_KERNEL_TASKS(RP_KT_OP_)
+#undef RP_KT_OP_
+
+/* The descriptor of the kernel task registered as `name`, or NULL. */
 const rp_op *rp_kernel_op(const char *name);
-const rp_op *rp_gpt_op(const char *name);
 
 #endif

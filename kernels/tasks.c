@@ -107,7 +107,7 @@ static rp_status gather_ptrs(const rp_op *op, const void *args,
 /* The descriptors */
 
 #define GM(m) RP_OPF(rp_gemm_args, m)
-static const rp_op OP_GEMM = {
+const rp_op rp_task_gemm_op = {
     .name = "rp.gemm",
     RP_OP_ARGS(rp_gemm_args),
     .fields = {{"m", GM(m), 0, 0, INT32_MAX},
@@ -142,21 +142,21 @@ _Static_assert(offsetof(rp_xent_args, cols) ==
 #define RC_ROW {1, {RC(cols)}}
 #define RC_LABELS {"labels", RP_I32, RP_READ, {1, {RC(rows)}}}
 /* clang-format on */
-static const rp_op OP_BIAS_ADD = {
+const rp_op rp_task_bias_add_op = {
     .name = "rp.bias_add",
     RP_OP_ARGS(rp_bias_args),
     .fields = RC_FIELDS,
     .head = {{"X", RP_F32, RP_RW, RC_MAT}, {"bias", RP_F32, RP_READ, RC_ROW}},
     .nhead = 2,
 };
-static const rp_op OP_BIAS_GRAD = {
+const rp_op rp_task_bias_grad_op = {
     .name = "rp.bias_grad",
     RP_OP_ARGS(rp_bias_args),
     .fields = RC_FIELDS,
     .head = {{"dY", RP_F32, RP_READ, RC_MAT}, {"db", RP_F32, RP_WRITE, RC_ROW}},
     .nhead = 2,
 };
-static const rp_op OP_ACCURACY = {
+const rp_op rp_task_accuracy_op = {
     .name = "rp.accuracy",
     RP_OP_ARGS(rp_rows_cols_args),
     .fields = RC_FIELDS,
@@ -165,7 +165,7 @@ static const rp_op OP_ACCURACY = {
              {"count", RP_I32, RP_WRITE, RP_OPC_ONE}},
     .nhead = 3,
 };
-static const rp_op OP_RELU_BWD_BIAS = {
+const rp_op rp_task_relu_bwd_bias_op = {
     .name = "rp.relu_bwd_bias",
     RP_OP_ARGS(rp_rows_cols_args),
     .fields = RC_FIELDS,
@@ -177,7 +177,7 @@ static const rp_op OP_RELU_BWD_BIAS = {
 };
 
 #define BA(m) RP_OPF(rp_bias_act_args, m)
-static const rp_op OP_BIAS_ACT = {
+const rp_op rp_task_bias_act_op = {
     .name = "rp.bias_act",
     RP_OP_ARGS(rp_bias_act_args),
     .fields = {{"rows", BA(rows), 0, 0, INT32_MAX},
@@ -192,7 +192,7 @@ static const rp_op OP_BIAS_ACT = {
 /* Elementwise tasks: n, or the whole instance of access 0 when n == 0 */
 #define EW(m) RP_OPF(rp_elementwise_args, m)
 #define EW_N RP_OPC_N(EW(n))
-static const rp_op OP_RELU_FWD = {
+const rp_op rp_task_relu_fwd_op = {
     .name = "rp.relu_fwd",
     RP_OP_ARGS(rp_elementwise_args),
     .fields = {{"n", EW(n), 0, 0, INT32_MAX}},
@@ -200,7 +200,7 @@ static const rp_op OP_RELU_FWD = {
              {"Y", RP_F32, RP_WRITE, EW_N, 0, RP_OPA_WRITES_ALL, 1}},
     .nhead = 2,
 };
-static const rp_op OP_RELU_BWD = {
+const rp_op rp_task_relu_bwd_op = {
     .name = "rp.relu_bwd",
     RP_OP_ARGS(rp_elementwise_args),
     .fields = {{"n", EW(n), 0, 0, INT32_MAX}},
@@ -229,7 +229,7 @@ static rp_status sgd_args(const rp_op *op, void *args, const rp_task_ctx *ctx) {
 
 #define SG(m) RP_OPF(rp_sgd_args, m)
 #define SG_N RP_OPC_N(SG(n))
-static const rp_op OP_SGD = {
+const rp_op rp_task_sgd_op = {
     .name = "rp.sgd",
     RP_OP_ARGS(rp_sgd_args),
     .fields = {{"n", SG(n), 0, 0, INT32_MAX}},
@@ -242,21 +242,21 @@ static const rp_op OP_SGD = {
 
 #define SC(m) RP_OPF(rp_scalar_args, m)
 #define SC_N RP_OPC_N(SC(n))
-static const rp_op OP_FILL = {
+const rp_op rp_task_fill_op = {
     .name = "rp.fill",
     RP_OP_ARGS(rp_scalar_args),
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
     .head = {{"X", RP_F32, RP_WRITE, SC_N, 0, RP_OPA_WRITES_ALL}},
     .nhead = 1,
 };
-static const rp_op OP_SCALE = {
+const rp_op rp_task_scale_op = {
     .name = "rp.scale",
     RP_OP_ARGS(rp_scalar_args),
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
     .head = {{"X", RP_F32, RP_RW, SC_N}},
     .nhead = 1,
 };
-static const rp_op OP_AXPY = {
+const rp_op rp_task_axpy_op = {
     .name = "rp.axpy",
     RP_OP_ARGS(rp_scalar_args),
     .fields = {{"n", SC(n), 0, 0, INT32_MAX}},
@@ -266,7 +266,7 @@ static const rp_op OP_AXPY = {
 
 #define AB(m) RP_OPF(rp_axpby_args, m)
 #define AB_N RP_OPC_N(AB(n))
-static const rp_op OP_AXPBY = {
+const rp_op rp_task_axpby_op = {
     .name = "rp.axpby",
     RP_OP_ARGS(rp_axpby_args),
     .fields = {{"n", AB(n), 0, 0, INT32_MAX}},
@@ -274,7 +274,7 @@ static const rp_op OP_AXPBY = {
     .nhead = 2,
 };
 
-static const rp_op OP_XENT_FWD = {
+const rp_op rp_task_xent_fwd_op = {
     .name = "rp.xent_fwd",
     RP_OP_ARGS(rp_xent_args),
     .fields = RC_FIELDS,
@@ -285,7 +285,7 @@ static const rp_op OP_XENT_FWD = {
              {"loss", RP_F32, RP_WRITE, RP_OPC_ONE}},
     .nhead = 4,
 };
-static const rp_op OP_XENT_BWD = {
+const rp_op rp_task_xent_bwd_op = {
     .name = "rp.xent_bwd",
     RP_OP_ARGS(rp_xent_args),
     .fields = RC_FIELDS,
@@ -295,7 +295,7 @@ static const rp_op OP_XENT_BWD = {
              {"dlogits", RP_F32, RP_WRITE, RC_MAT, 0, 0, 1}},
     .nhead = 3,
 };
-static const rp_op OP_SOFTMAX_XENT = {
+const rp_op rp_task_softmax_xent_op = {
     .name = "rp.softmax_xent",
     RP_OP_ARGS(rp_xent_args),
     .fields = RC_FIELDS,
@@ -309,7 +309,7 @@ static const rp_op OP_SOFTMAX_XENT = {
 };
 
 #define GA(m) RP_OPF(rp_gather_args, m)
-static const rp_op OP_GATHER_ROWS = {
+const rp_op rp_task_gather_rows_op = {
     .name = "rp.gather_rows",
     RP_OP_ARGS(rp_gather_args),
     .fields = {{"rows", GA(rows), 0, 0, INT32_MAX},
@@ -324,7 +324,7 @@ static const rp_op OP_GATHER_ROWS = {
 };
 
 #define SM(m) RP_OPF(rp_sgd_multi_args, m)
-static const rp_op OP_SGD_MULTI = {
+const rp_op rp_task_sgd_multi_op = {
     .name = "rp.sgd_multi",
     RP_OP_ARGS(rp_sgd_multi_args),
     .fields = {{"count", SM(count), 0, 1, RP_SGD_MULTI_MAX}},
@@ -336,39 +336,24 @@ static const rp_op OP_SGD_MULTI = {
     .group_count = SM(count),
 };
 
-static const rp_op *const OPS[] = {
-    &OP_GEMM,          &OP_BIAS_ADD,  &OP_BIAS_GRAD, &OP_ACCURACY,
-    &OP_RELU_BWD_BIAS, &OP_BIAS_ACT,  &OP_RELU_FWD,  &OP_RELU_BWD,
-    &OP_SGD,           &OP_FILL,      &OP_SCALE,     &OP_AXPY,
-    &OP_AXPBY,         &OP_XENT_FWD,  &OP_XENT_BWD,  &OP_SOFTMAX_XENT,
-    &OP_GATHER_ROWS,   &OP_SGD_MULTI,
-};
-
-const rp_op *rp_kernel_op(const char *name) {
-  for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
-    if (!strcmp(OPS[i]->name, name))
-      return OPS[i];
-  return rp_gpt_op(name);
-}
-
 /* ---------------------------------------------------------------------- */
 /* CPU variants */
 
 rp_status rp_task_gemm_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_GEMM, rp_gemm_args, 3);
+  RP_OP_PREP(rp_task_gemm_op, rp_gemm_args, 3);
   rp_cpu_gemm(a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, p[0], p[1], a.beta,
               p[2]);
   return RP_OK;
 }
 
 rp_status rp_task_bias_add_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_BIAS_ADD, rp_bias_args, 2);
+  RP_OP_PREP(rp_task_bias_add_op, rp_bias_args, 2);
   rp_cpu_bias_add(p[0], p[1], (size_t)a.rows, (size_t)a.cols);
   return RP_OK;
 }
 
 rp_status rp_task_bias_grad_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_BIAS_GRAD, rp_bias_args, 2);
+  RP_OP_PREP(rp_task_bias_grad_op, rp_bias_args, 2);
   rp_cpu_bias_grad(p[0], p[1], (size_t)a.rows, (size_t)a.cols);
   return RP_OK;
 }
@@ -379,13 +364,13 @@ static size_t count_of(int32_t n, const rp_task_ctx *ctx) {
 }
 
 rp_status rp_task_relu_fwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_RELU_FWD, rp_elementwise_args, 2);
+  RP_OP_PREP(rp_task_relu_fwd_op, rp_elementwise_args, 2);
   rp_cpu_relu_fwd(p[0], p[1], count_of(a.n, ctx));
   return RP_OK;
 }
 
 rp_status rp_task_relu_bwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_RELU_BWD, rp_elementwise_args, 3);
+  RP_OP_PREP(rp_task_relu_bwd_op, rp_elementwise_args, 3);
   rp_cpu_relu_bwd(p[0], p[1], p[2], count_of(a.n, ctx));
   return RP_OK;
 }
@@ -402,8 +387,8 @@ static rp_status labels_ok(const char *t, const int32_t *labels, int32_t rows,
 }
 
 rp_status rp_task_xent_fwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_XENT_FWD, rp_xent_args, 4);
-  st = labels_ok(OP_XENT_FWD.name, p[1], a.rows, a.cols);
+  RP_OP_PREP(rp_task_xent_fwd_op, rp_xent_args, 4);
+  st = labels_ok(rp_task_xent_fwd_op.name, p[1], a.rows, a.cols);
   if (st == RP_OK)
     rp_cpu_xent_fwd(p[0], p[1], p[2], 0, (size_t)a.rows, (size_t)a.cols, a.norm,
                     p[3]);
@@ -411,8 +396,8 @@ rp_status rp_task_xent_fwd_cpu(rp_task_ctx *ctx) {
 }
 
 rp_status rp_task_xent_bwd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_XENT_BWD, rp_xent_args, 3);
-  st = labels_ok(OP_XENT_BWD.name, p[1], a.rows, a.cols);
+  RP_OP_PREP(rp_task_xent_bwd_op, rp_xent_args, 3);
+  st = labels_ok(rp_task_xent_bwd_op.name, p[1], a.rows, a.cols);
   if (st == RP_OK)
     rp_cpu_xent_bwd(p[0], p[1], p[2], 0, (size_t)a.rows, (size_t)a.cols,
                     a.norm);
@@ -420,7 +405,7 @@ rp_status rp_task_xent_bwd_cpu(rp_task_ctx *ctx) {
 }
 
 rp_status rp_task_sgd_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_SGD, rp_sgd_args, 3);
+  RP_OP_PREP(rp_task_sgd_op, rp_sgd_args, 3);
   rp_cpu_sgd_momentum(p[0], p[1], p[2], count_of(a.n, ctx), a.lr, a.momentum);
   return RP_OK;
 }
@@ -428,35 +413,35 @@ rp_status rp_task_sgd_cpu(rp_task_ctx *ctx) {
 rp_status rp_task_sgd_check(rp_task_ctx *ctx) {
   rp_sgd_args a;
   void *p[3];
-  return rp_op_prep_args(&OP_SGD, ctx, &a, p, NULL, 3);
+  return rp_op_prep_args(&rp_task_sgd_op, ctx, &a, p, NULL, 3);
 }
 
 rp_status rp_task_fill_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_FILL, rp_scalar_args, 1);
+  RP_OP_PREP(rp_task_fill_op, rp_scalar_args, 1);
   rp_cpu_fill(p[0], a.value, count_of(a.n, ctx));
   return RP_OK;
 }
 
 rp_status rp_task_scale_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_SCALE, rp_scalar_args, 1);
+  RP_OP_PREP(rp_task_scale_op, rp_scalar_args, 1);
   rp_cpu_scale(p[0], a.value, count_of(a.n, ctx));
   return RP_OK;
 }
 
 rp_status rp_task_axpy_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_AXPY, rp_scalar_args, 2);
+  RP_OP_PREP(rp_task_axpy_op, rp_scalar_args, 2);
   rp_cpu_axpy(a.value, p[0], p[1], count_of(a.n, ctx));
   return RP_OK;
 }
 
 rp_status rp_task_axpby_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_AXPBY, rp_axpby_args, 2);
+  RP_OP_PREP(rp_task_axpby_op, rp_axpby_args, 2);
   rp_cpu_axpby(a.a, p[0], a.b, p[1], count_of(a.n, ctx));
   return RP_OK;
 }
 
 rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_ACCURACY, rp_rows_cols_args, 3);
+  RP_OP_PREP(rp_task_accuracy_op, rp_rows_cols_args, 3);
   int32_t *count = p[2]; /* rows fit int32, so the count does too */
   count[0] = (int32_t)rp_cpu_argmax_correct(p[0], p[1], (size_t)a.rows,
                                             (size_t)a.cols);
@@ -477,7 +462,7 @@ typedef struct gather_job {
 static rp_status gather_prep(const rp_task_ctx *ctx, gather_job *j) {
   rp_gather_args a;
   void *p[2];
-  rp_status st = rp_op_prep(&OP_GATHER_ROWS, ctx, &a, p, NULL, 2);
+  rp_status st = rp_op_prep(&rp_task_gather_rows_op, ctx, &a, p, NULL, 2);
   if (st != RP_OK)
     return st;
   const rp_instance_info *src = rp_ctx_inst(ctx, 0);
@@ -505,14 +490,14 @@ rp_status rp_task_gather_rows_check(rp_task_ctx *ctx) {
 }
 
 rp_status rp_task_bias_act_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_BIAS_ACT, rp_bias_act_args, 3);
+  RP_OP_PREP(rp_task_bias_act_op, rp_bias_act_args, 3);
   rp_cpu_bias_act(p[0], p[1], p[2], (size_t)a.rows, (size_t)a.cols);
   return RP_OK;
 }
 
 rp_status rp_task_softmax_xent_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_SOFTMAX_XENT, rp_xent_args, 5);
-  st = labels_ok(OP_SOFTMAX_XENT.name, p[1], a.rows, a.cols);
+  RP_OP_PREP(rp_task_softmax_xent_op, rp_xent_args, 5);
+  st = labels_ok(rp_task_softmax_xent_op.name, p[1], a.rows, a.cols);
   if (st == RP_OK)
     rp_cpu_softmax_xent(p[0], p[1], p[2], p[4], (size_t)a.rows, (size_t)a.cols,
                         a.norm, p[3]);
@@ -520,7 +505,7 @@ rp_status rp_task_softmax_xent_cpu(rp_task_ctx *ctx) {
 }
 
 rp_status rp_task_relu_bwd_bias_cpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_RELU_BWD_BIAS, rp_rows_cols_args, 4);
+  RP_OP_PREP(rp_task_relu_bwd_bias_op, rp_rows_cols_args, 4);
   rp_cpu_relu_bwd_bias_grad(p[0], p[1], p[2], p[3], (size_t)a.rows,
                             (size_t)a.cols);
   return RP_OK;
@@ -541,7 +526,7 @@ typedef struct sgd_multi_job {
 static rp_status sgd_multi_prep(const rp_task_ctx *ctx, sgd_multi_job *j,
                                 int args_only) {
   rp_status st = (args_only ? rp_op_prep_args : rp_op_prep)(
-      &OP_SGD_MULTI, ctx, &j->a, j->p, j->vol, SGD_MULTI_ACCESSES);
+      &rp_task_sgd_multi_op, ctx, &j->a, j->p, j->vol, SGD_MULTI_ACCESSES);
   for (int32_t i = 0; st == RP_OK && i < j->a.count; i++) {
     j->w[i] = j->p[3 * i];
     j->g[i] = j->p[3 * i + 1];
@@ -572,36 +557,36 @@ rp_status rp_task_sgd_multi_cpu(rp_task_ctx *ctx) {
 
 #ifdef REPRISE_HAVE_CUDA
 rp_status rp_task_gemm_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_GEMM, rp_gemm_args, 3);
+  RP_OP_PREP(rp_task_gemm_op, rp_gemm_args, 3);
   return rp_cuda_gemm(a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, p[0], p[1],
                       a.beta, p[2], rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_bias_add_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_BIAS_ADD, rp_bias_args, 2);
+  RP_OP_PREP(rp_task_bias_add_op, rp_bias_args, 2);
   return rp_cuda_bias_add(p[0], p[1], (size_t)a.rows, (size_t)a.cols,
                           rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_bias_grad_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_BIAS_GRAD, rp_bias_args, 2);
+  RP_OP_PREP(rp_task_bias_grad_op, rp_bias_args, 2);
   return rp_cuda_bias_grad(p[0], p[1], (size_t)a.rows, (size_t)a.cols,
                            rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_relu_fwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_RELU_FWD, rp_elementwise_args, 2);
+  RP_OP_PREP(rp_task_relu_fwd_op, rp_elementwise_args, 2);
   return rp_cuda_relu_fwd(p[0], p[1], count_of(a.n, ctx), rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_relu_bwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_RELU_BWD, rp_elementwise_args, 3);
+  RP_OP_PREP(rp_task_relu_bwd_op, rp_elementwise_args, 3);
   return rp_cuda_relu_bwd(p[0], p[1], p[2], count_of(a.n, ctx),
                           rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_xent_fwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_XENT_FWD, rp_xent_args, 4);
+  RP_OP_PREP(rp_task_xent_fwd_op, rp_xent_args, 4);
   /* Row losses go to the workspace when the launch declared enough of it;
    * otherwise the one-block kernel needs none. */
   size_t ws_bytes = 0;
@@ -613,13 +598,13 @@ rp_status rp_task_xent_fwd_gpu(rp_task_ctx *ctx) {
 }
 
 rp_status rp_task_xent_bwd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_XENT_BWD, rp_xent_args, 3);
+  RP_OP_PREP(rp_task_xent_bwd_op, rp_xent_args, 3);
   return rp_cuda_xent_bwd(p[0], p[1], p[2], (size_t)a.rows, (size_t)a.cols,
                           a.norm, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_sgd_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_SGD, rp_sgd_args, 3);
+  RP_OP_PREP(rp_task_sgd_op, rp_sgd_args, 3);
   /* Inside an exec the learning rate is read on the device from this
    * op's bytes in the parameter buffer (lr sits at offset 0), so a
    * per-replay lr reaches the captured graph; eager launches pass it by
@@ -630,29 +615,29 @@ rp_status rp_task_sgd_gpu(rp_task_ctx *ctx) {
 }
 
 rp_status rp_task_fill_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_FILL, rp_scalar_args, 1);
+  RP_OP_PREP(rp_task_fill_op, rp_scalar_args, 1);
   return rp_cuda_fill(p[0], a.value, count_of(a.n, ctx), rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_scale_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_SCALE, rp_scalar_args, 1);
+  RP_OP_PREP(rp_task_scale_op, rp_scalar_args, 1);
   return rp_cuda_scale(p[0], a.value, count_of(a.n, ctx), rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_axpy_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_AXPY, rp_scalar_args, 2);
+  RP_OP_PREP(rp_task_axpy_op, rp_scalar_args, 2);
   return rp_cuda_axpy(a.value, p[0], p[1], count_of(a.n, ctx),
                       rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_axpby_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_AXPBY, rp_axpby_args, 2);
+  RP_OP_PREP(rp_task_axpby_op, rp_axpby_args, 2);
   return rp_cuda_axpby(a.a, p[0], a.b, p[1], count_of(a.n, ctx),
                        rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_accuracy_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_ACCURACY, rp_rows_cols_args, 3);
+  RP_OP_PREP(rp_task_accuracy_op, rp_rows_cols_args, 3);
   return rp_cuda_argmax_correct(p[0], p[1], p[2], (size_t)a.rows,
                                 (size_t)a.cols, rp_ctx_stream(ctx));
 }
@@ -670,19 +655,19 @@ rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx) {
 }
 
 rp_status rp_task_bias_act_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_BIAS_ACT, rp_bias_act_args, 3);
+  RP_OP_PREP(rp_task_bias_act_op, rp_bias_act_args, 3);
   return rp_cuda_bias_act(p[0], p[1], p[2], (size_t)a.rows, (size_t)a.cols,
                           rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_softmax_xent_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_SOFTMAX_XENT, rp_xent_args, 5);
+  RP_OP_PREP(rp_task_softmax_xent_op, rp_xent_args, 5);
   return rp_cuda_softmax_xent(p[0], p[1], p[2], p[4], p[3], (size_t)a.rows,
                               (size_t)a.cols, a.norm, rp_ctx_stream(ctx));
 }
 
 rp_status rp_task_relu_bwd_bias_gpu(rp_task_ctx *ctx) {
-  RP_OP_PREP(OP_RELU_BWD_BIAS, rp_rows_cols_args, 4);
+  RP_OP_PREP(rp_task_relu_bwd_bias_op, rp_rows_cols_args, 4);
   return rp_cuda_relu_bwd_bias_grad(p[0], p[1], p[2], p[3], (size_t)a.rows,
                                     (size_t)a.cols, rp_ctx_stream(ctx));
 }
@@ -704,75 +689,31 @@ rp_status rp_task_sgd_multi_gpu(rp_task_ctx *ctx) {
 /* ---------------------------------------------------------------------- */
 /* Registration */
 
+/* One entry per line of RP_KERNEL_TASKS (tasks.h), in its order. */
 typedef struct task_entry {
-  const char *name;
+  const rp_op *op; /* its name is the registered name */
   rp_task_fn cpu_fn, gpu_fn;
   size_t field;        /* offset of the id in rp_kernel_tasks */
   unsigned flags;      /* beyond RP_TASK_STREAM_ORDERED */
   rp_task_fn check_fn; /* rp_task_desc.check_fn, or NULL */
 } task_entry;
 
-#define TASK(nm, fn, field_)                                                   \
-  {                                                                            \
-    "rp." nm, rp_task_##fn##_cpu, GPU_FN(rp_task_##fn##_gpu),                  \
-        offsetof(rp_kernel_tasks, field_), 0, NULL                             \
-  }
+#define TASK_ENTRY(id, body, flags, check_fn)                                  \
+  {&rp_task_##body##_op,                                                       \
+   rp_task_##body##_cpu,                                                       \
+   GPU_FN(rp_task_##body##_gpu),                                               \
+   offsetof(rp_kernel_tasks, id),                                              \
+   flags,                                                                      \
+   check_fn},
+static const task_entry TASKS[] = {RP_KERNEL_TASKS(TASK_ENTRY)};
+#undef TASK_ENTRY
 
-#define GPT(nm, flags_, check_)                                                \
-  {                                                                            \
-    "gpt." #nm, rp_task_gpt_##nm##_cpu, GPU_FN(rp_task_gpt_##nm##_gpu),        \
-        offsetof(rp_kernel_tasks, nm), flags_, check_                          \
-  }
-
-static const task_entry TASKS[] = {
-    TASK("gemm", gemm, gemm),
-    TASK("bias_add", bias_add, bias_add),
-    TASK("bias_grad", bias_grad, bias_grad),
-    TASK("relu_fwd", relu_fwd, relu_fwd),
-    TASK("relu_bwd", relu_bwd, relu_bwd),
-    TASK("xent_fwd", xent_fwd, xent_fwd),
-    TASK("xent_bwd", xent_bwd, xent_bwd),
-    /* its GPU variant reads lr from rp_ctx_device_args (tasks.h) */
-    {"rp.sgd", rp_task_sgd_cpu, GPU_FN(rp_task_sgd_gpu),
-     offsetof(rp_kernel_tasks, sgd), RP_TASK_DEVICE_ARGS, rp_task_sgd_check},
-    TASK("fill", fill, fill),
-    TASK("scale", scale, scale),
-    TASK("axpy", axpy, axpy),
-    TASK("axpby", axpby, axpby),
-    TASK("accuracy", accuracy, accuracy),
-    /* its GPU variant reads the batch index from rp_ctx_device_args; a
-     * replay checks an interpolated index on the host first (check_fn) */
-    {"rp.gather_rows", rp_task_gather_rows_cpu, GPU_FN(rp_task_gather_rows_gpu),
-     offsetof(rp_kernel_tasks, gather_rows), RP_TASK_DEVICE_ARGS,
-     rp_task_gather_rows_check},
-    /* the fused tasks of the MLP step */
-    TASK("bias_act", bias_act, bias_act),
-    TASK("softmax_xent", softmax_xent, softmax_xent),
-    TASK("relu_bwd_bias", relu_bwd_bias, relu_bwd_bias),
-    {"rp.sgd_multi", rp_task_sgd_multi_cpu, GPU_FN(rp_task_sgd_multi_gpu),
-     offsetof(rp_kernel_tasks, sgd_multi), RP_TASK_DEVICE_ARGS,
-     rp_task_sgd_multi_check},
-    /* the transformer (kernels/gpt_tasks.c) */
-    GPT(embed_fwd, 0, NULL),
-    GPT(embed_bwd, 0, NULL),
-    /* pos and token are read on the device; check_fn: their ranges */
-    GPT(embed_token, RP_TASK_DEVICE_ARGS, rp_task_gpt_embed_token_check),
-    GPT(layernorm_fwd, 0, NULL),
-    GPT(residual_layernorm_fwd, 0, NULL),
-    GPT(layernorm_bwd, 0, NULL),
-    GPT(matmul_fwd, 0, NULL),
-    GPT(matmul_bwd, 0, NULL),
-    GPT(bias_gelu_fwd, 0, NULL),
-    GPT(gelu_bwd, 0, NULL),
-    GPT(attention_fwd, 0, NULL),
-    GPT(attention_bwd, 0, NULL),
-    GPT(attention_decode, RP_TASK_DEVICE_ARGS,
-        rp_task_gpt_attention_decode_check),
-    GPT(xent, 0, NULL),
-    /* lr and step are read on the device; check_fn: step >= 1 etc. */
-    GPT(adamw, RP_TASK_DEVICE_ARGS, rp_task_gpt_adamw_check),
-    GPT(sumsq, 0, NULL),
-};
+const rp_op *rp_kernel_op(const char *name) {
+  for (size_t i = 0; i < RP_ARRAY_LEN(TASKS); i++)
+    if (!strcmp(TASKS[i].op->name, name))
+      return TASKS[i].op;
+  return NULL;
+}
 
 #ifdef REPRISE_HAVE_CUDA
 /* cuBLAS state for every device the runtime's GPUs use, before any capture.
@@ -850,10 +791,10 @@ rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
   /* All-or-nothing for the expected failure: check names first. */
   for (size_t i = 0; i < RP_ARRAY_LEN(TASKS); i++) {
     rp_task_id id;
-    if (rp__task_lookup(rt, TASKS[i].name, &id))
+    if (rp__task_lookup(rt, TASKS[i].op->name, &id))
       return rp__err(RP_EEXIST,
                      "rp_kernels_register: task '%s' already registered",
-                     TASKS[i].name);
+                     TASKS[i].op->name);
   }
 #ifdef REPRISE_HAVE_CUDA
   rp_status bst = blas_setup(rt);
@@ -862,7 +803,8 @@ rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
 #endif
   rp_kernel_tasks ids;
   for (size_t i = 0; i < RP_ARRAY_LEN(TASKS); i++) {
-    rp_task_desc d = {.name = TASKS[i].name,
+    const rp_op *op = TASKS[i].op;
+    rp_task_desc d = {.name = op->name,
                       .cpu_fn = TASKS[i].cpu_fn,
                       .gpu_fn = TASKS[i].gpu_fn,
                       .flags = RP_TASK_STREAM_ORDERED | TASKS[i].flags,
@@ -872,8 +814,6 @@ rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out) {
      * privileges are checked against its descriptor, which also tells
      * copy insertion which writes cover their instance; the record holds
      * both before the task can be found */
-    const rp_op *op = rp_kernel_op(TASKS[i].name);
-    RP_ASSERT(op != NULL);
     rp_task_hooks h = {.priv_fn = op_privs,
                        .launch_fn = op_launch,
                        .cover_fn = op_covers,

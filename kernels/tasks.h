@@ -215,17 +215,65 @@ typedef struct rp_sgd_multi_args {
   int32_t count;  /* offset 8: tensors */
 } rp_sgd_multi_args;
 
-/* The registered task ids. */
+/* The kernel tasks, one line each, in registration order:
+ *   X(id, body, flags, check_fn)
+ * id: the task's member of rp_kernel_tasks. body: the stem of its
+ * descriptor rp_task_BODY_op (kernels/op_table.h, whose name is the one
+ * registered and starts every error detail) and of its bodies
+ * rp_task_BODY_cpu and, in CUDA builds, rp_task_BODY_gpu. flags: beyond
+ * RP_TASK_STREAM_ORDERED; RP_TASK_DEVICE_ARGS where the GPU body reads
+ * per-replay bytes on the device (rp_ctx_device_args), with a check_fn
+ * (rp_task_desc.check_fn) that checks them on the host before each
+ * replay; else 0 and NULL. rp_kernel_tasks, the bodies' prototypes, the
+ * descriptors' declarations and rp_kernels_register's table are made
+ * from this list. */
+#define RP_KERNEL_TASKS(X)                                                     \
+  X(gemm, gemm, 0, NULL)                                                       \
+  X(bias_add, bias_add, 0, NULL)                                               \
+  X(bias_grad, bias_grad, 0, NULL)                                             \
+  X(relu_fwd, relu_fwd, 0, NULL)                                               \
+  X(relu_bwd, relu_bwd, 0, NULL)                                               \
+  X(xent_fwd, xent_fwd, 0, NULL)                                               \
+  X(xent_bwd, xent_bwd, 0, NULL)                                               \
+  X(sgd, sgd, RP_TASK_DEVICE_ARGS, rp_task_sgd_check) /* lr */                 \
+  X(fill, fill, 0, NULL)                                                       \
+  X(scale, scale, 0, NULL)                                                     \
+  X(axpy, axpy, 0, NULL)                                                       \
+  X(axpby, axpby, 0, NULL)                                                     \
+  X(accuracy, accuracy, 0, NULL)                                               \
+  X(gather_rows, gather_rows, RP_TASK_DEVICE_ARGS, rp_task_gather_rows_check)  \
+  /* the fused tasks of the MLP step */                                        \
+  X(bias_act, bias_act, 0, NULL)                                               \
+  X(softmax_xent, softmax_xent, 0, NULL)                                       \
+  X(relu_bwd_bias, relu_bwd_bias, 0, NULL)                                     \
+  X(sgd_multi, sgd_multi, RP_TASK_DEVICE_ARGS, rp_task_sgd_multi_check)        \
+  /* the transformer's tasks, "gpt.*" (gpt_kernels.h, gpt_tasks.c) */          \
+  X(embed_fwd, gpt_embed_fwd, 0, NULL)                                         \
+  X(embed_bwd, gpt_embed_bwd, 0, NULL)                                         \
+  X(embed_token, gpt_embed_token, RP_TASK_DEVICE_ARGS,                         \
+    rp_task_gpt_embed_token_check) /* pos, token */                            \
+  X(layernorm_fwd, gpt_layernorm_fwd, 0, NULL)                                 \
+  X(residual_layernorm_fwd, gpt_residual_layernorm_fwd, 0, NULL)               \
+  X(layernorm_bwd, gpt_layernorm_bwd, 0, NULL)                                 \
+  X(matmul_fwd, gpt_matmul_fwd, 0, NULL)                                       \
+  X(matmul_bwd, gpt_matmul_bwd, 0, NULL)                                       \
+  X(bias_gelu_fwd, gpt_bias_gelu_fwd, 0, NULL)                                 \
+  X(gelu_bwd, gpt_gelu_bwd, 0, NULL)                                           \
+  X(attention_fwd, gpt_attention_fwd, 0, NULL)                                 \
+  X(attention_bwd, gpt_attention_bwd, 0, NULL)                                 \
+  X(attention_decode, gpt_attention_decode, RP_TASK_DEVICE_ARGS,               \
+    rp_task_gpt_attention_decode_check) /* pos */                              \
+  X(xent, gpt_xent, 0, NULL)                                                   \
+  X(adamw, gpt_adamw, RP_TASK_DEVICE_ARGS,                                     \
+    rp_task_gpt_adamw_check) /* lr, step */                                    \
+  X(sumsq, gpt_sumsq, 0, NULL)
+
+/* The registered task ids, one member per line of RP_KERNEL_TASKS. */
+#define RP_KT_ID_(id, body, flags, check_fn) rp_task_id id;
 typedef struct rp_kernel_tasks {
-  rp_task_id gemm, bias_add, bias_grad, relu_fwd, relu_bwd, xent_fwd, xent_bwd,
-      sgd, fill, scale, axpy, axpby, accuracy, gather_rows;
-  rp_task_id bias_act, softmax_xent, relu_bwd_bias, sgd_multi; /* fused */
-  /* the transformer's tasks, "gpt.*" (gpt_kernels.h) */
-  rp_task_id embed_fwd, embed_bwd, embed_token, layernorm_fwd,
-      residual_layernorm_fwd, layernorm_bwd, matmul_fwd, matmul_bwd,
-      bias_gelu_fwd, gelu_bwd, attention_fwd, attention_bwd, attention_decode,
-      xent, adamw, sumsq;
+  RP_KERNEL_TASKS(RP_KT_ID_)
 } rp_kernel_tasks;
+#undef RP_KT_ID_
 
 /* Registers every task above on rt and fills *out. Call once per runtime:
  * if any of the names is already registered, returns RP_EEXIST and
@@ -235,25 +283,18 @@ typedef struct rp_kernel_tasks {
 rp_status rp_kernels_register(rp_runtime *rt, rp_kernel_tasks *out);
 
 /* The task functions, for tests and for callers that build their own
- * registrations. The _gpu ones exist in CUDA builds only. */
-rp_status rp_task_gemm_cpu(rp_task_ctx *ctx);
-rp_status rp_task_bias_add_cpu(rp_task_ctx *ctx);
-rp_status rp_task_bias_grad_cpu(rp_task_ctx *ctx);
-rp_status rp_task_relu_fwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_relu_bwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_xent_fwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_xent_bwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_sgd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_fill_cpu(rp_task_ctx *ctx);
-rp_status rp_task_scale_cpu(rp_task_ctx *ctx);
-rp_status rp_task_axpy_cpu(rp_task_ctx *ctx);
-rp_status rp_task_axpby_cpu(rp_task_ctx *ctx);
-rp_status rp_task_accuracy_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gather_rows_cpu(rp_task_ctx *ctx);
-rp_status rp_task_bias_act_cpu(rp_task_ctx *ctx);
-rp_status rp_task_softmax_xent_cpu(rp_task_ctx *ctx);
-rp_status rp_task_relu_bwd_bias_cpu(rp_task_ctx *ctx);
-rp_status rp_task_sgd_multi_cpu(rp_task_ctx *ctx);
+ * registrations: rp_task_BODY_cpu and, in CUDA builds only,
+ * rp_task_BODY_gpu for every line of RP_KERNEL_TASKS. */
+#define RP_KT_CPU_(id, body, flags, check_fn)                                  \
+  rp_status rp_task_##body##_cpu(rp_task_ctx *ctx);
+RP_KERNEL_TASKS(RP_KT_CPU_)
+#undef RP_KT_CPU_
+#ifdef REPRISE_HAVE_CUDA
+#define RP_KT_GPU_(id, body, flags, check_fn)                                  \
+  rp_status rp_task_##body##_gpu(rp_task_ctx *ctx);
+RP_KERNEL_TASKS(RP_KT_GPU_)
+#undef RP_KT_GPU_
+#endif
 /* rp.gather_rows's check_fn (rp_task_desc.check_fn): the variants' checks
  * of the args (the batch index, after interpolation) against the
  * instances' shapes, touching no data. RP_OK or the variants' error. */
@@ -262,64 +303,12 @@ rp_status rp_task_gather_rows_check(rp_task_ctx *ctx);
  * interpolation, momentum) and the accesses' shapes, touching no data. */
 rp_status rp_task_sgd_check(rp_task_ctx *ctx);
 rp_status rp_task_sgd_multi_check(rp_task_ctx *ctx);
-/* The gpt.* tasks (kernels/gpt_tasks.c). The _check ones are the check_fns
- * of the tasks whose GPU variants read per-replay args on the device:
- * the task's argument and access checks (an interpolated pos or token out
- * of range: RP_ERANGE), touching no data. */
-rp_status rp_task_gpt_embed_fwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_embed_bwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_embed_token_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_layernorm_fwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_residual_layernorm_fwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_layernorm_bwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_matmul_fwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_matmul_bwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_bias_gelu_fwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_gelu_bwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_attention_fwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_attention_bwd_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_attention_decode_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_xent_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_adamw_cpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_sumsq_cpu(rp_task_ctx *ctx);
+/* The check_fns of the gpt.* tasks (kernels/gpt_tasks.c) whose GPU
+ * variants read per-replay args on the device: the task's argument and
+ * access checks (an interpolated pos or token out of range: RP_ERANGE),
+ * touching no data. */
 rp_status rp_task_gpt_embed_token_check(rp_task_ctx *ctx);
 rp_status rp_task_gpt_attention_decode_check(rp_task_ctx *ctx);
 rp_status rp_task_gpt_adamw_check(rp_task_ctx *ctx);
-#ifdef REPRISE_HAVE_CUDA
-rp_status rp_task_gemm_gpu(rp_task_ctx *ctx);
-rp_status rp_task_bias_add_gpu(rp_task_ctx *ctx);
-rp_status rp_task_bias_grad_gpu(rp_task_ctx *ctx);
-rp_status rp_task_relu_fwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_relu_bwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_xent_fwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_xent_bwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_sgd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_fill_gpu(rp_task_ctx *ctx);
-rp_status rp_task_scale_gpu(rp_task_ctx *ctx);
-rp_status rp_task_axpy_gpu(rp_task_ctx *ctx);
-rp_status rp_task_axpby_gpu(rp_task_ctx *ctx);
-rp_status rp_task_accuracy_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gather_rows_gpu(rp_task_ctx *ctx);
-rp_status rp_task_bias_act_gpu(rp_task_ctx *ctx);
-rp_status rp_task_softmax_xent_gpu(rp_task_ctx *ctx);
-rp_status rp_task_relu_bwd_bias_gpu(rp_task_ctx *ctx);
-rp_status rp_task_sgd_multi_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_embed_fwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_embed_bwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_embed_token_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_layernorm_fwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_residual_layernorm_fwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_layernorm_bwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_matmul_fwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_matmul_bwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_bias_gelu_fwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_gelu_bwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_attention_fwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_attention_bwd_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_attention_decode_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_xent_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_adamw_gpu(rp_task_ctx *ctx);
-rp_status rp_task_gpt_sumsq_gpu(rp_task_ctx *ctx);
-#endif
 
 #endif

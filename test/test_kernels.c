@@ -1128,10 +1128,62 @@ Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   th_destroy(rt);
 }
 
-/* The registry (kernels/tasks.c's TASKS) spells each task's name apart
- * from its descriptor (the `.name` every error detail starts with): every
- * registered task, its CPU body and its check_fn, refuses a launch without
- * args naming itself as registered. */
+/* RP_KERNEL_TASKS (tasks.h) names each task once: rp_kernels_register
+ * fills one member of rp_kernel_tasks per line, with ids dense and in the
+ * list's order, registers nothing else, and registers each line's
+ * descriptor's name once, under that id, with the line's bodies, flags
+ * (beyond RP_TASK_STREAM_ORDERED), check_fn and the descriptor itself. */
+typedef struct kt_line {
+  rp_task_id id;
+  const rp_op *op;
+  rp_task_fn cpu_fn, gpu_fn, check_fn;
+  unsigned flags;
+} kt_line;
+#ifdef REPRISE_HAVE_CUDA
+#define KT_GPU(body) rp_task_##body##_gpu
+#else
+#define KT_GPU(body) NULL
+#endif
+Test(kernel_tasks, the_list_registers_each_task_once_with_dense_ids) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+#define KT_LINE(id_, body, flags_, check_)                                     \
+  {k.id_, &rp_task_##body##_op, rp_task_##body##_cpu, KT_GPU(body), check_,    \
+   flags_},
+  const kt_line list[] = {RP_KERNEL_TASKS(KT_LINE)};
+#undef KT_LINE
+  size_t n = KR_LEN(list);
+  cr_assert_eq(sizeof k, n * sizeof(rp_task_id), "one id per line");
+  for (size_t i = 0; i < n; i++) {
+    const kt_line *l = &list[i];
+    const char *name = l->op->name;
+    cr_assert_eq(l->id, list[0].id + i, "%s: id %u, line %zu", name, l->id, i);
+    const rp_task_rec *t = rp__task_get(rt, l->id);
+    cr_assert(t, "%s", name);
+    cr_assert_str_eq(t->name, name);
+    rp_task_id found;
+    RP_CHECK(rp_task_find(rt, name, &found));
+    cr_assert_eq(found, l->id, "%s", name);
+    for (size_t j = 0; j < i; j++)
+      cr_assert_str_neq(list[j].op->name, name, "lines %zu and %zu", j, i);
+    cr_assert_eq(rp_kernel_op(name), l->op, "%s", name);
+    cr_assert_eq(t->priv_arg, l->op, "%s", name);
+    cr_assert_eq(t->cpu_fn, l->cpu_fn, "%s", name);
+    cr_assert_eq(t->gpu_fn, l->gpu_fn, "%s", name);
+    cr_assert_eq(t->check_fn, l->check_fn, "%s", name);
+    cr_assert_eq(t->flags, RP_TASK_STREAM_ORDERED | l->flags, "%s", name);
+  }
+  cr_assert_null(rp__task_get(rt, list[n - 1].id + 1), "a task past the list");
+  cr_assert_null(rp_kernel_op("rp.nonesuch"));
+  th_destroy(rt);
+}
+#undef KT_GPU
+
+/* A task's bodies name their descriptor apart from its line in
+ * RP_KERNEL_TASKS (RP_OP_PREP's first argument, whose `.name` every error
+ * detail starts with): every registered task, its CPU body and its
+ * check_fn, refuses a launch without args naming itself as registered. */
 Test(kernel_tasks, every_task_names_itself_as_registered_in_its_errors) {
   rp_runtime *rt = th_cpu_runtime(1);
   rp_kernel_tasks k;
