@@ -15,7 +15,9 @@
 struct temp_slot;
 
 struct rp_output {
-  FILE *f;
+  FILE *f;                  /* a stream of its own over fd (out_write) */
+  int fd;                   /* the temporary file */
+  int err;                  /* errno of the first write that failed, or 0 */
   char *target;             /* the file the rename replaces (a link resolved) */
   char *tmp;                /* the temporary file next to it */
   char *dir;                /* their directory, synced after the rename */
@@ -217,6 +219,38 @@ static int temp_create(const char *dir, const char *target, char **tmp) {
   return -1;
 }
 
+/* The stream's writes: all of n bytes to the file, or the errno of the
+ * first failure kept for rp_output_commit's message (a buffered write
+ * fails at some later fprintf or at the flush, where errno is long gone
+ * by the time the commit looks). A short count marks the stream in error
+ * (ferror). */
+static ssize_t out_write(void *cookie, const char *buf, size_t n) {
+  rp_output *o = cookie;
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(o->fd, buf + done, n - done);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      if (!o->err)
+        o->err = w < 0 ? errno : EIO;
+      errno = o->err; /* for a caller that reads it after its fwrite */
+      break;
+    }
+    done += (size_t)w;
+  }
+  return (ssize_t)done;
+}
+
+static int out_seek(void *cookie, off64_t *pos, int whence) {
+  rp_output *o = cookie;
+  off_t at = lseek(o->fd, (off_t)*pos, whence);
+  if (at < 0)
+    return -1;
+  *pos = at;
+  return 0;
+}
+
 static void output_free(rp_output *o) {
   temp_unlist(o->listed);
   free(o->target);
@@ -272,8 +306,11 @@ rp_status rp_output_open(const char *path, rp_output **out) {
     (void)!fchown(fd, (uid_t)-1, sb.st_gid);
   if (!st && exists && fchmod(fd, sb.st_mode & 07777) != 0)
     st = rp__err(RP_EIO, "cannot set the permissions: %s", strerror(errno));
-  if (!st && !(o->f = fdopen(fd, "wb")))
-    st = rp__err(rp__errno_status(errno), "fdopen: %s", strerror(errno));
+  o->fd = fd;
+  if (!st && !(o->f = fopencookie(o, "wb",
+                                  (cookie_io_functions_t){.write = out_write,
+                                                          .seek = out_seek})))
+    st = rp__err(rp__errno_status(errno), "fopencookie: %s", strerror(errno));
   if (st) {
     if (fd >= 0) {
       close(fd);
@@ -288,6 +325,10 @@ rp_status rp_output_open(const char *path, rp_output **out) {
 
 FILE *rp_output_file(const rp_output *o) {
   return o ? o->f : NULL;
+}
+
+int rp_output_fd(const rp_output *o) {
+  return o ? o->fd : -1;
 }
 
 /* fsync of the directory makes the rename itself durable. File systems
@@ -313,14 +354,15 @@ rp_status rp_output_commit(rp_output *o) {
   if (!o)
     return rp__err(RP_EINVAL, "NULL argument");
   rp_status st = RP_OK;
-  int fd = fileno(o->f);
-  if (ferror(o->f))
-    st = rp__err(RP_EIO, "a write failed (a full disk or a file size "
-                         "limit?): the target is unchanged");
-  else if (fflush(o->f) != 0 || fsync(fd) != 0)
+  /* a write that failed before (ferror) or at this flush: its own errno */
+  if (ferror(o->f) || fflush(o->f) != 0)
+    st = rp__err(RP_EIO, "writing failed: %s: the target is unchanged",
+                 strerror(o->err ? o->err : EIO));
+  else if (fsync(o->fd) != 0)
     st = rp__err(RP_EIO, "writing failed: %s: the target is unchanged",
                  strerror(errno));
-  if (fclose(o->f) != 0 && !st)
+  fclose(o->f); /* the stream only: its writes were flushed above */
+  if (close(o->fd) != 0 && !st)
     st = rp__err(RP_EIO, "closing failed: %s: the target is unchanged",
                  strerror(errno));
   o->f = NULL;
@@ -345,6 +387,7 @@ void rp_output_abort(rp_output *o) {
   if (!o)
     return;
   fclose(o->f);
+  close(o->fd);
   unlink(o->tmp);
   output_free(o);
 }

@@ -289,13 +289,21 @@ typedef struct rp_output rp_output;
  * on error) holds the stream rp_output_file returns until
  * rp_output_commit or rp_output_abort releases it. */
 RP_API rp_status rp_output_open(const char *path, rp_output **out);
-/* The stream to write (binary; do not fclose it). NULL for NULL. */
+/* The stream to write (binary; do not fclose it). NULL for NULL. It is a
+ * stream of its own over the temporary file, without a file descriptor
+ * (fileno gives -1), so that a write that fails in its buffer keeps its
+ * errno for rp_output_commit's detail ("No space left on device"). */
 RP_API FILE *rp_output_file(const rp_output *o);
+/* The temporary file's descriptor, for a writer that is no stream (a
+ * child process's standard output); -1 for NULL. Flush the stream before
+ * writing here if both are used; do not close it. */
+RP_API int rp_output_fd(const rp_output *o);
 /* Flushes, fsyncs and closes the stream, renames the file over the target
  * and fsyncs the directory. Releases o in every case; on error the
  * temporary file is removed and the target unchanged (but for the
  * directory sync's RP_EIO, which says the file is in place). A write
- * that failed earlier on the stream (ferror) fails the commit. */
+ * that failed earlier on the stream (ferror) fails the commit, its detail
+ * naming the system's reason for the first failed write. */
 RP_API rp_status rp_output_commit(rp_output *o);
 /* Closes and removes the temporary file; the target is unchanged. NULL is
  * a no-op. Commit and abort free o, as free() does: o is a plain pointer,

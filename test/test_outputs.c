@@ -489,6 +489,42 @@ Test(outputs, write_errors_leave_the_previous_file_whole) {
   th_tmpdir_remove();
 }
 
+/* A write that fails inside the stream's buffer (unchecked fprintf
+ * calls, as a trace or a JSON summary makes) shows only at a later write
+ * or at the commit's flush, errno long since overwritten: the commit's
+ * detail still names the system's reason for it. */
+Test(outputs, a_buffered_write_that_failed_names_its_cause_at_the_commit) {
+  tmpdir();
+  const char *p = th_tmp_path("buffered");
+  put(p, "the previous file");
+  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
+  struct rlimit old, lim;
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 4096;
+  rp_output *o;
+  rp_status st = rp_output_open(p, &o);
+  cr_assert_eq(st, RP_OK, "%s", rp_error_detail());
+  cr_assert_geq(rp_output_fd(o), 0);
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  for (int i = 0; i < 1000; i++)
+    fprintf(rp_output_file(o), "line %d of a file above the size limit\n", i);
+  cr_assert_eq(open("/nonexistent/rp_out", O_RDONLY), -1); /* errno: ENOENT */
+  st = rp_output_commit(o);
+  char why[512];
+  snprintf(why, sizeof why, "%s", rp_error_detail());
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_DFL);
+  cr_assert_eq(st, RP_EIO, "%s", rp_status_name(st));
+  cr_assert(has(why, "File too large") && has(why, "unchanged"), "%s", why);
+  char *t = th_read_all(p, NULL);
+  cr_assert_str_eq(t, "the previous file");
+  free(t);
+  cr_assert_eq(entries(dir_of_tmp()), 1, "a temporary file was left");
+  cr_assert_eq(rp_output_fd(NULL), -1);
+  th_tmpdir_remove();
+}
+
 /* ---- the bounded reader (the input side's argument checks) ---- */
 
 Test(outputs, read_regular_checks_its_out_parameters) {

@@ -490,9 +490,9 @@ static int draw(const char *cmd, const plot *p, const char *out) {
    * the previous one */
   rp_output *o = NULL;
   if (script && !rp_cli_output_open(cmd, "--output", out, &o)) {
-    FILE *f = rp_output_file(o);
-    int st = run_gnuplot(gp, script, 0, fileno(f));
-    int whole = st == 0 ? picture_whole(fileno(f), term) : 0;
+    int fd = rp_output_fd(o);
+    int st = run_gnuplot(gp, script, 0, fd);
+    int whole = st == 0 ? picture_whole(fd, term) : 0;
     if (whole) {
       rc = rp_cli_output_commit(cmd, "--output", out, o);
     } else if (st == 0) {
