@@ -2616,6 +2616,31 @@ Test(cli, generate_seed_takes_64_bits, .timeout = 120) {
   unlink(corpus);
 }
 
+/* A prompt longer than the context (16 in TRAIN_GPT) is printed whole
+ * and decoded from its last 16 bytes: greedily, the continuation equals
+ * the one those 16 bytes alone give. */
+Test(cli, generate_a_prompt_past_the_context_decodes_its_last_window,
+     .timeout = 120) {
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", ckpt[] = "/tmp/rp_cli_ck_XXXXXX";
+  gpt_trained(corpus, ckpt);
+  const char *longp = "the cat sat on a mat. dog ran\nthe cat sat on a ",
+             *tail = longp + strlen(longp) - 16;
+  cli_run r;
+  RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu",
+      "--temperature", "0", "--tokens", "24", "--prompt", longp);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_eq(strncmp(r.out, longp, strlen(longp)), 0, "%s", r.out);
+  char *from_long = strdup(r.out + strlen(longp));
+  RUN(&r, "generate", "--load-weights", ckpt, "--backend", "cpu",
+      "--temperature", "0", "--tokens", "24", "--prompt", tail);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert_str_eq(r.out + 16, from_long);
+  cr_assert_eq(strlen(from_long), 25, "%s", from_long); /* and a newline */
+  free(from_long);
+  unlink(ckpt);
+  unlink(corpus);
+}
+
 #ifndef REPRISE_HAVE_MPI
 Test(cli, train_gpt_dist_without_mpi_is_the_mlps_usage_error) {
   char corpus[] = "/tmp/rp_cli_gpt_XXXXXX";
