@@ -469,6 +469,16 @@ Test(outputs, write_errors_leave_the_previous_file_whole) {
   rp_status st2 = rp_ckpt_save(p, "mlp", 1, big, n);
   char why2[512]; /* the checkpoint's detail names the cause */
   snprintf(why2, sizeof why2, "%s", rp_error_detail());
+  rp_dataset d; /* 4096 samples of 16 features: above the limit */
+  rp_status st4 = rp_data_generate(RP_DATA_BLOBS, 4096, 16, 3, 1, &d);
+  char why4[2][512];
+  for (int csv = 0; !st4 && csv < 2; csv++) {
+    rp_status s4 = rp_data_save(&d, p, csv);
+    snprintf(why4[csv], sizeof why4[csv], "%s: %s", rp_status_name(s4),
+             rp_error_detail());
+  }
+  if (!st4)
+    rp_data_free(&d);
   rp_output *o;
   rp_status st3 = rp_output_open(p, &o);
   if (!st3) {
@@ -482,6 +492,11 @@ Test(outputs, write_errors_leave_the_previous_file_whole) {
   cr_assert(strstr(why2, "File too large") && strstr(why2, "unchanged"), "%s",
             why2);
   cr_assert_eq(st3, RP_EIO, "%s", rp_status_name(st3));
+  cr_assert_eq(st4, RP_OK, "%s", rp_status_name(st4));
+  for (int csv = 0; csv < 2; csv++) /* rp_data_save names the cause too */
+    cr_assert(has(why4[csv], "RP_EIO") && has(why4[csv], "File too large") &&
+                  has(why4[csv], "unchanged"),
+              "%s", why4[csv]);
   char *t = th_read_all(p, NULL);
   cr_assert_str_eq(t, "the previous file");
   free(t);

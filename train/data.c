@@ -901,11 +901,9 @@ rp_status rp_data_save(const rp_dataset *d, const char *path, int csv) {
   if (st)
     return rp_train_err_prefix(st, "%s: cannot write: ", path);
   FILE *f = rp_output_file(o);
-  if (csv ? save_csv(f, d) : save_bin(f, d)) {
-    rp_output_abort(o);
-    return rp_error_set(RP_EIO, "%s: write failed (the file is unchanged)",
-                        path);
-  }
+  /* a failed write leaves the stream in error: the commit then fails,
+   * naming the system's reason, and removes the temporary file */
+  (void)(csv ? save_csv(f, d) : save_bin(f, d));
   if ((st = rp_output_commit(o)))
     return rp_train_err_prefix(st, "%s: ", path);
   return RP_OK;
