@@ -106,7 +106,7 @@ static void dump_usage(FILE *f) {
       "  --focus NAME            only the op or group NAME (a name, a\n"
       "                          dotted prefix, 'op N', or '(unnamed)')\n"
       "                          and the ops\n"
-      "  --depth K               within K edges of it (default 1)\n"
+      "  --depth K               within K edges of it (0..1000, default 1)\n"
       "  --critical-path         the longest path by cost, each op's share\n"
       "                          (a long one first per group of names;\n"
       "                          highlighted in DOT, JSON and html)\n"

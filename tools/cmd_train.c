@@ -73,7 +73,7 @@ static void train_usage(FILE *f) {
       "  --val-frac F              hold out F of the samples (rounded to\n"
       "                            whole batches, at least one) for\n"
       "                            validation, reported at log points\n"
-      "                            (default 0.1; 0: none)\n"
+      "                            (at most 0.9; default 0.1; 0: none)\n"
       "  --no-shuffle              keep the data set's order (default: a new\n"
       "                            seeded order every epoch)\n"
       "  --load-weights FILE       resume from a --save-weights file: "
