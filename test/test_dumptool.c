@@ -193,6 +193,29 @@ Test(dump, schedule_appends_the_per_worker_lists) {
   th_tmpdir_remove();
 }
 
+/* A graph file does not say the max_args its program instantiated with:
+ * an interpolation reading past the default 256 bytes of replay arguments
+ * (the program instantiated with more) still gets its schedule. */
+Test(dump, schedule_of_a_graph_whose_interpolations_read_past_256_bytes) {
+  make_tmpdir();
+  fixture fx;
+  fx_init(&fx);
+  build_clean(&fx);
+  RP_CHECK(rp_graph_add_interp(fx.g, 1, &(rp_interp){4000, 0, 4}));
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(fx.g, &(rp_exec_opts){.max_args = 4096}, &ex));
+  RP_CHECK(rp_exec_destroy(ex));
+  const char *g = save(&fx, "g.json");
+  cli_run r;
+  RUN(&r, "dump", g, "--schedule", "--cpus", "2");
+  cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+  cr_assert(strstr(r.out, "\nschedule:\nexec: 6 ops, 6 units"), "%s", r.out);
+  cr_assert_null(strstr(r.out, "not available"), "%s", r.out);
+  cr_assert_null(strstr(r.err, "instantiate failed"), "%s", r.err);
+  fx_fini(&fx);
+  th_tmpdir_remove();
+}
+
 #ifdef REPRISE_HAVE_CJSON
 Test(dump, json_is_a_graph_file_and_schedule_wraps_it) {
   make_tmpdir();

@@ -934,7 +934,12 @@ static int print_dump(const dump_cli *c, rp_graph *g, FILE *out) {
   if (!c->schedule)
     return rp_graph_dump(g, out, c->fmt) ? RP_CLI_FAILED : RP_CLI_OK;
   rp_exec *ex = NULL;
-  rp_status ist = rp_instantiate(g, NULL, &ex);
+  /* A graph file does not record the max_args its program instantiated
+   * with: the largest block lets every interpolation a replay could feed
+   * through (the default, 256 bytes, would refuse a graph recorded for
+   * more). */
+  rp_exec_opts eo = {.max_args = RP_MAX_REPLAY_ARGS};
+  rp_status ist = rp_instantiate(g, &eo, &ex);
   if (c->model_gpus && ist) { /* the placement the file records, at least */
     rp_cli_say(stderr, "reprise dump: --schedule: planning failed: %s: %s\n",
                rp_status_name(ist), rp_error_detail());
