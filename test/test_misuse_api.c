@@ -2141,3 +2141,182 @@ Test(misuse_api, dumps_of_graphs_with_odd_legal_names_parse) {
   th_destroy(rt);
   th_tmpdir_remove();
 }
+
+/* ---- NULL descriptors, limits, foreign handles ---- */
+
+/* call returns want and its detail contains sub. */
+#define EXPECT_DETAIL(call, want, sub)                                         \
+  do {                                                                         \
+    RP_EXPECT(call, want);                                                     \
+    cr_assert(strstr(rp_error_detail(), (sub)), "%s: detail '%s' lacks '%s'",  \
+              #call, rp_error_detail(), (sub));                                \
+  } while (0)
+
+static rp_status gpu_only_body(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* A NULL descriptor (rp_launch, rp_copy, rp_parallel_op, rp_interp, an
+ * array whose count is not 0) is RP_EINVAL naming the call, and so is a
+ * builder op given a wait event; a count past its limit is RP_ERANGE; the
+ * graph, the capture and the runtime stay as they were and usable. */
+Test(misuse_api, null_descriptors_and_limits_name_the_call_and_change_nothing) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = nop_registered(rt);
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst a, b;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &a));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &b));
+  rp_event ev;
+  RP_CHECK(rp_event_create(rt, &ev));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id op = 77;
+  EXPECT_DETAIL(rp_graph_add_task(g, NULL, &op), RP_EINVAL,
+                "rp_graph_add_task: NULL argument");
+  rp_launch lw = {.task = t, .proc = RP_PROC_ANY, .wait = ev};
+  EXPECT_DETAIL(rp_graph_add_task(g, &lw, &op), RP_EINVAL,
+                "rp_graph_add_task: use edges and ports");
+  EXPECT_DETAIL(rp_graph_add_copy(g, NULL, &op), RP_EINVAL,
+                "rp_graph_add_copy: NULL argument");
+  rp_copy cw = {.src = a, .dst = b, .wait = ev};
+  EXPECT_DETAIL(rp_graph_add_copy(g, &cw, &op), RP_EINVAL,
+                "rp_graph_add_copy: use edges and ports");
+  rp_op_id first = 77;
+  uint32_t count = 77;
+  EXPECT_DETAIL(rp_graph_add_parallel(g, NULL, &first, &count), RP_EINVAL,
+                "rp_graph_add_parallel: NULL argument");
+  rp_parallel_op pw = {.kind = RP_POP_REPLICATE,
+                       .whole = a,
+                       .parts = &b,
+                       .nparts = 1,
+                       .wait = ev};
+  EXPECT_DETAIL(rp_graph_add_parallel(g, &pw, &first, &count), RP_EINVAL,
+                "rp_graph_add_parallel: use edges and ports");
+  cr_assert_eq(op, 77);
+  cr_assert_eq(first, 77);
+  cr_assert_eq(count, 77);
+  cr_assert_eq(rp_graph_op_count(g), 0, "a refused op was added");
+  /* interpolations: NULL, on a copy, a NULL array behind a count */
+  rp_op_id top, cop;
+  RP_CHECK(rp_graph_add_task(g,
+                             &(rp_launch){.task = t,
+                                          .proc = RP_PROC_ANY,
+                                          .args = &(uint64_t){0},
+                                          .args_size = 8},
+                             &top));
+  RP_CHECK(rp_graph_add_copy(g, &(rp_copy){.src = a, .dst = b}, &cop));
+  EXPECT_DETAIL(rp_graph_add_interp(g, top, NULL), RP_EINVAL,
+                "rp_graph_add_interp: NULL argument");
+  rp_interp ip = {.src_offset = 0, .dst_offset = 0, .bytes = 8};
+  char want[64];
+  snprintf(want, sizeof want, "rp_graph_add_interp: op %u is a copy", cop);
+  EXPECT_DETAIL(rp_graph_add_interp(g, cop, &ip), RP_EINVAL, want);
+  rp_launch li = {.task = t, .proc = RP_PROC_ANY, .ninterp = 1};
+  EXPECT_DETAIL(rp_graph_add_task(g, &li, NULL), RP_EINVAL,
+                "1 interpolations, NULL array");
+  cr_assert_eq(rp_graph_op_count(g), 2);
+  RP_CHECK(rp_graph_add_interp(g, top, &ip)); /* the graph still builds */
+  EXPECT_DETAIL(rp_graph_validate(NULL), RP_EINVAL,
+                "rp_graph_validate: NULL graph");
+  RP_CHECK(rp_graph_validate(g));
+  RP_CHECK(rp_graph_destroy(g));
+
+  /* eager launches: counts without arrays, limits */
+  rp_event done = {77};
+  rp_launch ln = {.task = t, .proc = 0, .naccess = 2};
+  EXPECT_DETAIL(rp_launch_task(rt, &ln, &done), RP_EINVAL,
+                "nop: 2 accesses but NULL array");
+  static char big[(1u << 20) + 1];
+  rp_launch lbig = {.task = t, .proc = 0, .args = big, .args_size = sizeof big};
+  EXPECT_DETAIL(rp_launch_task(rt, &lbig, &done), RP_ERANGE,
+                "task 'nop': 1048577 argument bytes (max 1048576)");
+  rp_launch lsh = {.task = t, .proc = RP_PROC_ANY, .shards = 4097};
+  EXPECT_DETAIL(rp_launch_task(rt, &lsh, &done), RP_ERANGE,
+                "task 'nop': 4097 shards (max 4096)");
+  cr_assert_eq(done.id, 77, "*done written on error");
+  /* a task with a GPU variant only, on a CPU runtime */
+  rp_task_id gt;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "gpu_only", .gpu_fn = gpu_only_body}, &gt));
+  EXPECT_DETAIL(rp_launch_task(rt, &(rp_launch){.task = gt, .proc = 0}, &done),
+                RP_EPROC, "task 'gpu_only' has no CPU variant for processor 0");
+  EXPECT_DETAIL(
+      rp_launch_task(rt, &(rp_launch){.task = gt, .proc = RP_PROC_ANY}, &done),
+      RP_EPROC,
+      "task 'gpu_only' has no CPU variant, so it cannot run on "
+      "RP_PROC_ANY");
+  /* events: a merge of more events than a table holds, caller memory at
+   * NULL */
+  rp_event m = {77};
+  EXPECT_DETAIL(rp_event_merge(rt, &ev, (size_t)UINT32_MAX, &m), RP_ERANGE,
+                "rp_event_merge: 4294967295 events");
+  cr_assert_eq(m.id, 77);
+  rp_inst x = {77};
+  EXPECT_DETAIL(
+      rp_instance_create_external(rt, 0, RP_F32, &r, NULL, NULL, 16, &x),
+      RP_EINVAL, "rp_instance_create_external: NULL pointer");
+  cr_assert_eq(x.id, 77);
+  /* rectangles: no dimensions, an extent past int64 */
+  rp_rect out = {.dim = 9}, none = {.dim = 0};
+  EXPECT_DETAIL(rp_chunk_rect(&none, 0, 2, 0, &out), RP_ESHAPE,
+                "rp_chunk_rect: whole rect has 0 dims (1..4)");
+  rp_rect huge = {.dim = 1, .lo = {INT64_MIN}, .hi = {INT64_MAX}};
+  EXPECT_DETAIL(rp_chunk_rect(&huge, 0, 2, 0, &out), RP_ERANGE,
+                "rp_chunk_rect: extent of dim 0 overflows");
+  cr_assert_eq(out.dim, 9);
+  /* a capture: postcondition ops NULL behind a count */
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(
+      rt,
+      &(rp_launch){.task = t,
+                   .proc = RP_PROC_ANY,
+                   .accesses = &(rp_access){a, RP_WRITE, RP_REDOP_NONE},
+                   .naccess = 1},
+      &done));
+  uint32_t port = 77;
+  EXPECT_DETAIL(rp_capture_postcondition(rt, "out", NULL, 1, &port), RP_EINVAL,
+                "rp_capture_postcondition: NULL ops");
+  cr_assert_eq(port, 77);
+  RP_CHECK(rp_capture_postcondition(rt, "out", &done, 1, &port));
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  cr_assert_eq(rp_graph_postcondition_count(g), 1);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  /* a replay: precondition events NULL, an unknown dump format */
+  EXPECT_DETAIL(rp_exec_dump(ex, stderr, (rp_dump_format)99), RP_EINVAL,
+                "rp_exec_dump: unknown format 99");
+  RP_CHECK(rp_replay(ex, NULL, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  RP_CHECK(rp_exec_destroy(ex));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_event_trigger(rt, ev));
+  RP_CHECK(rp_event_release(rt, ev));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  th_destroy(rt);
+}
+
+/* A pointer that is no runtime, graph or exec (another object's memory)
+ * is RP_EINVAL naming the call, not a crash or a stale handle. */
+Test(misuse_api, foreign_pointers_are_refused_naming_the_call) {
+  static uint64_t junk[256]; /* zeroes: no object's magic */
+  rp_runtime *jr = (rp_runtime *)junk;
+  rp_graph *jg = (rp_graph *)junk;
+  rp_exec *je = (rp_exec *)junk;
+  EXPECT_DETAIL(rp_runtime_drain(jr), RP_EINVAL, "rp_runtime_drain: ");
+  cr_assert(strstr(rp_error_detail(), "is not a runtime"), "%s",
+            rp_error_detail());
+  EXPECT_DETAIL(rp_graph_validate(jg), RP_EINVAL, "rp_graph_validate: ");
+  cr_assert(strstr(rp_error_detail(), "is not a graph"), "%s",
+            rp_error_detail());
+  rp_exec_stats s;
+  EXPECT_DETAIL(rp_exec_stats_get(je, &s), RP_EINVAL, "rp_exec_stats_get: ");
+  cr_assert(strstr(rp_error_detail(), "is not an exec"), "%s",
+            rp_error_detail());
+  for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++)
+    cr_assert_eq(junk[i], 0, "the call wrote into the foreign memory");
+}

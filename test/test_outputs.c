@@ -540,6 +540,53 @@ Test(outputs, a_buffered_write_that_failed_names_its_cause_at_the_commit) {
   th_tmpdir_remove();
 }
 
+/* Data that fits the stream's buffer fails only when the commit flushes
+ * it (a file size limit, as a full disk): RP_EIO saying so, the previous
+ * file whole, no temporary file left. */
+Test(outputs, a_write_failing_at_the_flush_leaves_the_previous_file_whole) {
+  tmpdir();
+  const char *p = th_tmp_path("small");
+  put(p, "the previous file");
+  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
+  struct rlimit old, lim;
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 100;
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  char data[1000];
+  memset(data, 'x', sizeof data);
+  rp_status st = rp_file_write_atomic(p, data, sizeof data);
+  char why[512];
+  snprintf(why, sizeof why, "%s", rp_error_detail());
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  cr_assert_eq(st, RP_EIO, "%s: %s", rp_status_name(st), why);
+  cr_assert(has(why, "File too large") && has(why, "the target is unchanged"),
+            "%s", why);
+  char *t = th_read_all(p, NULL);
+  cr_assert_str_eq(t, "the previous file");
+  free(t);
+  cr_assert_eq(entries(dir_of_tmp()), 1, "a temporary file was left");
+  th_tmpdir_remove();
+}
+
+/* An output under a regular file (a/b with a a file) cannot be looked at:
+ * RP_EIO saying why, nothing created. */
+Test(outputs, an_output_under_a_regular_file_is_refused) {
+  tmpdir();
+  const char *f = th_tmp_path("file");
+  put(f, "x");
+  char p[600];
+  snprintf(p, sizeof p, "%s/out.json", f);
+  rp_output *o = (rp_output *)&o;
+  RP_EXPECT(rp_output_open(p, &o), RP_EIO);
+  cr_assert(has(rp_error_detail(), "Not a directory"), "%s", rp_error_detail());
+  cr_assert_null(o, "*out is NULL on error (reprise.h)");
+  RP_EXPECT(rp_output_check(p), RP_EIO);
+  RP_EXPECT(rp_file_write_atomic(p, "x", 1), RP_EIO);
+  cr_assert_eq(entries(dir_of_tmp()), 1, "something was created");
+  th_tmpdir_remove();
+}
+
 /* ---- the bounded reader (the input side's argument checks) ---- */
 
 Test(outputs, read_regular_checks_its_out_parameters) {
