@@ -815,7 +815,10 @@ rp_status rp__runtime_create_engine(const rp_runtime_config *cfg_in,
   else
     rp_runtime_config_init(&cfg);
   if ((unsigned)cfg.backend > RP_BACKEND_CUDA)
-    return rp__err(RP_EINVAL, "unknown backend %d", (int)cfg.backend);
+    return rp__err(RP_EINVAL,
+                   "rp_runtime_create: cfg.backend %d is not "
+                   "RP_BACKEND_AUTO, RP_BACKEND_CPU or RP_BACKEND_CUDA",
+                   (int)cfg.backend);
   int backend_env = 0;
   if (!cfg.ignore_env) {
     rp_status st = apply_env(&cfg, &backend_env);

@@ -2300,6 +2300,19 @@ Test(misuse_api, null_descriptors_and_limits_name_the_call_and_change_nothing) {
   th_destroy(rt);
 }
 
+/* A backend outside the enum names the call and the field. */
+Test(misuse_api, an_unknown_backend_names_the_call_and_the_field) {
+  rp_runtime_config cfg;
+  rp_runtime_config_init(&cfg);
+  cfg.ignore_env = 1;
+  cfg.backend = (rp_backend_kind)99;
+  rp_runtime *rt = (rp_runtime *)&cfg;
+  EXPECT_DETAIL(rp_runtime_create(&cfg, &rt), RP_EINVAL,
+                "rp_runtime_create: cfg.backend 99 is not RP_BACKEND_AUTO, "
+                "RP_BACKEND_CPU or RP_BACKEND_CUDA");
+  cr_assert_null(rt, "*out is NULL on error");
+}
+
 /* A pointer that is no runtime, graph or exec (another object's memory)
  * is RP_EINVAL naming the call, not a crash or a stale handle. */
 Test(misuse_api, foreign_pointers_are_refused_naming_the_call) {
