@@ -2316,7 +2316,7 @@ Test(misuse_api, an_unknown_backend_names_the_call_and_the_field) {
 /* A pointer that is no runtime, graph or exec (another object's memory)
  * is RP_EINVAL naming the call, not a crash or a stale handle. */
 Test(misuse_api, foreign_pointers_are_refused_naming_the_call) {
-  static uint64_t junk[256]; /* zeroes: no object's magic */
+  static _Alignas(64) uint64_t junk[256]; /* zeroes: no object's magic */
   rp_runtime *jr = (rp_runtime *)junk;
   rp_graph *jg = (rp_graph *)junk;
   rp_exec *je = (rp_exec *)junk;
