@@ -1180,6 +1180,73 @@ Test(kernel_tasks, the_list_registers_each_task_once_with_dense_ids) {
 }
 #undef KT_GPU
 
+/* What the list registers, written out here rather than derived from
+ * RP_KERNEL_TASKS (the test above compares the list with itself): every
+ * task's name, in registration order, with its flags and check_fn. A
+ * GPU body that reads its args on the device without RP_TASK_DEVICE_ARGS
+ * would be captured with stale args; without its check_fn a replay would
+ * not refuse an interpolated value out of range. Graph files name tasks,
+ * so a name changes only with the files that use it. */
+Test(kernel_tasks, the_registered_names_flags_and_check_fns_are_pinned) {
+  enum { DA = RP_TASK_DEVICE_ARGS };
+  static const struct {
+    const char *name;
+    unsigned flags; /* beyond RP_TASK_STREAM_ORDERED */
+    rp_task_fn check_fn;
+  } want[] = {
+      {"rp.gemm", 0, NULL},
+      {"rp.bias_add", 0, NULL},
+      {"rp.bias_grad", 0, NULL},
+      {"rp.relu_fwd", 0, NULL},
+      {"rp.relu_bwd", 0, NULL},
+      {"rp.xent_fwd", 0, NULL},
+      {"rp.xent_bwd", 0, NULL},
+      {"rp.sgd", DA, rp_task_sgd_check},
+      {"rp.fill", 0, NULL},
+      {"rp.scale", 0, NULL},
+      {"rp.axpy", 0, NULL},
+      {"rp.axpby", 0, NULL},
+      {"rp.accuracy", 0, NULL},
+      {"rp.gather_rows", DA, rp_task_gather_rows_check},
+      {"rp.bias_act", 0, NULL},
+      {"rp.softmax_xent", 0, NULL},
+      {"rp.relu_bwd_bias", 0, NULL},
+      {"rp.sgd_multi", DA, rp_task_sgd_multi_check},
+      {"gpt.embed_fwd", 0, NULL},
+      {"gpt.embed_bwd", 0, NULL},
+      {"gpt.embed_token", DA, rp_task_gpt_embed_token_check},
+      {"gpt.layernorm_fwd", 0, NULL},
+      {"gpt.residual_layernorm_fwd", 0, NULL},
+      {"gpt.layernorm_bwd", 0, NULL},
+      {"gpt.matmul_fwd", 0, NULL},
+      {"gpt.matmul_bwd", 0, NULL},
+      {"gpt.bias_gelu_fwd", 0, NULL},
+      {"gpt.gelu_bwd", 0, NULL},
+      {"gpt.attention_fwd", 0, NULL},
+      {"gpt.attention_bwd", 0, NULL},
+      {"gpt.attention_decode", DA, rp_task_gpt_attention_decode_check},
+      {"gpt.xent", 0, NULL},
+      {"gpt.adamw", DA, rp_task_gpt_adamw_check},
+      {"gpt.sumsq", 0, NULL},
+  };
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  cr_assert_eq(sizeof k, KR_LEN(want) * sizeof(rp_task_id), "%zu tasks",
+               sizeof k / sizeof(rp_task_id));
+  const rp_task_id *ids = (const rp_task_id *)&k;
+  for (size_t i = 0; i < KR_LEN(want); i++) {
+    rp_task_id id;
+    RP_CHECK(rp_task_find(rt, want[i].name, &id));
+    cr_assert_eq(id, ids[i], "%s: registered %zu-th", want[i].name, i);
+    const rp_task_rec *t = rp__task_get(rt, id);
+    cr_assert_eq(t->flags, RP_TASK_STREAM_ORDERED | want[i].flags,
+                 "%s: flags %#x", want[i].name, t->flags);
+    cr_assert_eq(t->check_fn, want[i].check_fn, "%s: check_fn", want[i].name);
+  }
+  th_destroy(rt);
+}
+
 /* A task's bodies name their descriptor apart from its line in
  * RP_KERNEL_TASKS (RP_OP_PREP's first argument, whose `.name` every error
  * detail starts with): every registered task, its CPU body and its
