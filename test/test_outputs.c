@@ -416,6 +416,20 @@ Test(outputs, another_users_file_in_a_sticky_directory_is_refused_early) {
   th_tmpdir_remove();
 }
 
+/* A file size limit of n bytes (a full disk's stand-in) in *lim, the
+ * current one in *old, for fsize_set; a write past the limit fails with
+ * EFBIG instead of raising SIGXFSZ. */
+static void fsize_limits(rlim_t n, struct rlimit *old, struct rlimit *lim) {
+  signal(SIGXFSZ, SIG_IGN);
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, old), 0);
+  *lim = *old;
+  lim->rlim_cur = n;
+}
+
+static void fsize_set(const struct rlimit *r) {
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, r), 0);
+}
+
 /* `reprise dump -o FILE` that cannot write its dump names FILE and the
  * cause, exits 1, and leaves the previous FILE and no temporary file. */
 Test(outputs, a_dump_that_cannot_be_written_names_its_file) {
@@ -428,16 +442,14 @@ Test(outputs, a_dump_that_cannot_be_written_names_its_file) {
       "--hidden", "64,64", "--iters", "1", "--save-graph", graph);
   cr_assert_eq(r.status, 0, "%s", r.err);
   put(out, "the previous dump");
-  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal, in the command */
   struct rlimit old, lim;
-  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
-  lim = old;
-  lim.rlim_cur = 2048; /* the dumps are larger, the messages smaller */
+  /* the dumps are larger, the messages smaller */
+  fsize_limits(2048, &old, &lim);
   const char *const formats[] = {"text", "dot", "json"};
   for (int i = 0; i < 3; i++) {
-    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    fsize_set(&lim);
     RUN(&r, "dump", graph, "--format", formats[i], "-o", out);
-    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    fsize_set(&old);
     cr_assert_eq(r.status, 1, "%s: %s", formats[i], r.err);
     cr_assert(has(r.err, out) && has(r.err, "File too large"), "%s: %s",
               formats[i], r.err);
@@ -456,12 +468,9 @@ Test(outputs, write_errors_leave_the_previous_file_whole) {
   tmpdir();
   const char *p = th_tmp_path("big");
   put(p, "the previous file");
-  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
   struct rlimit old, lim;
-  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
-  lim = old;
-  lim.rlim_cur = 4096;
-  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  fsize_limits(4096, &old, &lim);
+  fsize_set(&lim);
   size_t n = 1 << 20;
   char *big = calloc(n, 1);
   cr_assert_not_null(big);
@@ -485,7 +494,7 @@ Test(outputs, write_errors_leave_the_previous_file_whole) {
     fwrite(big, 1, n, rp_output_file(o)); /* fails; the commit says so */
     st3 = rp_output_commit(o);
   }
-  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  fsize_set(&old);
   free(big);
   cr_assert_eq(st, RP_EIO, "%s: %s", rp_status_name(st), rp_error_detail());
   cr_assert_eq(st2, RP_EIO, "%s", rp_status_name(st2));
@@ -512,23 +521,20 @@ Test(outputs, a_buffered_write_that_failed_names_its_cause_at_the_commit) {
   tmpdir();
   const char *p = th_tmp_path("buffered");
   put(p, "the previous file");
-  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
   struct rlimit old, lim;
-  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
-  lim = old;
-  lim.rlim_cur = 4096;
+  fsize_limits(4096, &old, &lim);
   rp_output *o;
   rp_status st = rp_output_open(p, &o);
   cr_assert_eq(st, RP_OK, "%s", rp_error_detail());
   cr_assert_geq(rp_output_fd(o), 0);
-  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  fsize_set(&lim);
   for (int i = 0; i < 1000; i++)
     fprintf(rp_output_file(o), "line %d of a file above the size limit\n", i);
   cr_assert_eq(open("/nonexistent/rp_out", O_RDONLY), -1); /* errno: ENOENT */
   st = rp_output_commit(o);
   char why[512];
   snprintf(why, sizeof why, "%s", rp_error_detail());
-  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  fsize_set(&old);
   signal(SIGXFSZ, SIG_DFL);
   cr_assert_eq(st, RP_EIO, "%s", rp_status_name(st));
   cr_assert(has(why, "File too large") && has(why, "unchanged"), "%s", why);
@@ -547,18 +553,15 @@ Test(outputs, a_write_failing_at_the_flush_leaves_the_previous_file_whole) {
   tmpdir();
   const char *p = th_tmp_path("small");
   put(p, "the previous file");
-  signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
   struct rlimit old, lim;
-  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
-  lim = old;
-  lim.rlim_cur = 100;
-  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  fsize_limits(100, &old, &lim);
+  fsize_set(&lim);
   char data[1000];
   memset(data, 'x', sizeof data);
   rp_status st = rp_file_write_atomic(p, data, sizeof data);
   char why[512];
   snprintf(why, sizeof why, "%s", rp_error_detail());
-  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  fsize_set(&old);
   cr_assert_eq(st, RP_EIO, "%s: %s", rp_status_name(st), why);
   cr_assert(has(why, "File too large") && has(why, "the target is unchanged"),
             "%s", why);
