@@ -1520,6 +1520,135 @@ static rp_status trailing(const char *buf, size_t at, size_t len) {
   return RP_OK;
 }
 
+/* ---- telling a failed allocation from a syntax error ----
+ *
+ * cJSON's parse returns NULL both when the text is not JSON and when an
+ * allocation fails, and reports where it stopped either way. When it
+ * fails on text that json_valid reads as one document, an allocation
+ * failed: RP_ENOMEM, not a syntax error. json_valid allocates nothing and
+ * is at least as strict as cJSON (RFC 8259, and the \u escapes cJSON
+ * refuses). */
+
+static size_t skip_ws(const char *b, size_t i, size_t len) {
+  while (i < len && strchr(" \t\n\r", b[i]) && b[i])
+    i++;
+  return i;
+}
+
+/* The code unit of the 4 hex digits at b[i], or -1. */
+static long hex4(const char *b, size_t i, size_t len) {
+  if (i > len || len - i < 4)
+    return -1;
+  long u = 0;
+  for (size_t k = 0; k < 4; k++) {
+    int d = hex_digit(b[i + k]);
+    if (d < 0)
+      return -1;
+    u = u << 4 | d;
+  }
+  return u;
+}
+
+/* Past the string whose quote is at b[i]; 0 when it is not one cJSON
+ * reads (an unknown escape, half of a surrogate pair, no closing quote). */
+static size_t string_end(const char *b, size_t i, size_t len) {
+  for (i++; i < len; i++) {
+    if (b[i] == '"')
+      return i + 1;
+    if (b[i] != '\\')
+      continue;
+    if (++i >= len)
+      return 0;
+    if (b[i] != 'u') {
+      if (!b[i] || !strchr("\"\\/bfnrt", b[i]))
+        return 0;
+      continue;
+    }
+    long u = hex4(b, i + 1, len);
+    i += 4;
+    if (u < 0 || (u >= 0xdc00 && u <= 0xdfff))
+      return 0;
+    if (u >= 0xd800 && u <= 0xdbff) {
+      long v = i + 2 < len && b[i + 1] == '\\' && b[i + 2] == 'u'
+                   ? hex4(b, i + 3, len)
+                   : -1;
+      if (v < 0xdc00 || v > 0xdfff)
+        return 0;
+      i += 6;
+    }
+  }
+  return 0;
+}
+
+/* Past the number or literal at b[i]; 0 when there is none. */
+static size_t scalar_end(const char *b, size_t i, size_t len) {
+  static const char *const lits[] = {"true", "false", "null"};
+  for (int k = 0; k < 3; k++) {
+    size_t n = strlen(lits[k]);
+    if (len - i >= n && !memcmp(b + i, lits[k], n))
+      return i + n;
+  }
+  size_t e = i;
+  while (e < len && b[e] && strchr("0123456789+-.eE", b[e]))
+    e++;
+  return e > i && json_number(b + i, e - i) ? e : 0;
+}
+
+/* Past an object's key and its ':' at b[i] (white space after it too);
+ * 0 when there is none. */
+static size_t key_end(const char *b, size_t i, size_t len) {
+  if (i >= len || b[i] != '"' || !(i = string_end(b, i, len)))
+    return 0;
+  i = skip_ws(b, i, len);
+  return i < len && b[i] == ':' ? skip_ws(b, i + 1, len) : 0;
+}
+
+/* 1 when b[0, len) is exactly one JSON document, nested at most
+ * CJSON_NESTING_LIMIT levels. */
+static int json_valid(const char *b, size_t len) {
+  char open[CJSON_NESTING_LIMIT];
+  size_t depth = 0, i = skip_ws(b, 0, len);
+  for (;;) {
+    /* a value starts at b[i] */
+    if (i >= len)
+      return 0;
+    if (b[i] == '[' || b[i] == '{') {
+      if (depth == CJSON_NESTING_LIMIT)
+        return 0;
+      open[depth++] = b[i];
+      i = skip_ws(b, i + 1, len);
+      if (i < len && b[i] == (open[depth - 1] == '[' ? ']' : '}')) {
+        depth--;
+        i++;
+      } else {
+        if (open[depth - 1] == '{' && !(i = key_end(b, i, len)))
+          return 0;
+        continue;
+      }
+    } else if (!(i = b[i] == '"' ? string_end(b, i, len)
+                                 : scalar_end(b, i, len))) {
+      return 0;
+    }
+    /* after a value: a ',' and the next, or the ends of containers */
+    for (;;) {
+      i = skip_ws(b, i, len);
+      if (!depth)
+        return i == len;
+      if (i >= len)
+        return 0;
+      if (b[i] == ',')
+        break;
+      if (b[i] != (open[depth - 1] == '[' ? ']' : '}'))
+        return 0;
+      depth--;
+      i++;
+    }
+    i = skip_ws(b, i + 1, len);
+    if (open[depth - 1] == '{' && !(i = key_end(b, i, len)))
+      return 0;
+  }
+}
+
 /* Parses a NUL-terminated copy: the input need not be terminated, and a
  * terminator stops any scan past the end. A space before the terminator
  * tells the end from the last byte: cJSON reports where it stopped, but
@@ -1551,7 +1680,12 @@ rp_status rp__json_parse_strict(const char *in, size_t len, uint64_t max_values,
   if (doc && at < len && cut_token(buf, at, len))
     st = parse_error(buf, at, len, open_str);
   else
-    st = doc ? trailing(buf, at, len) : parse_error(buf, at, len, open_str);
+    st = doc                   ? trailing(buf, at, len)
+         : json_valid(in, len) ? rp__err(RP_ENOMEM,
+                                         "out of memory parsing "
+                                         "%zu bytes of JSON",
+                                         len)
+                               : parse_error(buf, at, len, open_str);
   free(buf);
   if (st) {
     cJSON_Delete(doc);
