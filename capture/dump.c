@@ -295,27 +295,45 @@ static void dot_op(out *o, const rp_graph *g, rp_op_id id) {
 }
 
 /* A parallel operator's copies are boxed together, labelled with its kind.
- * Ops are bucketed by group first (a counting sort), so this stays linear.
- * Without memory for the buckets the boxes are left out. */
-static void dot_groups(out *o, const rp_graph *g) {
-  uint32_t ng = 0;
+ * Ops are bucketed by group first (a counting sort), so this stays linear:
+ * the buckets, allocated before anything is written (RP_ENOMEM), are
+ * *off (ng + 2 entries: 0 when no copy is in a group) and *list. */
+static rp_status dot_groups_alloc(const rp_graph *g, uint32_t *ng,
+                                  uint32_t **off, uint32_t **list) {
+  *ng = 0;
+  *off = *list = NULL;
   for (rp_op_id id = 0; id < g->nops; id++)
-    if (g->ops[id].kind == RP_OP_COPY && g->ops[id].group > ng)
-      ng = g->ops[id].group;
+    if (g->ops[id].kind == RP_OP_COPY && g->ops[id].group > *ng)
+      *ng = g->ops[id].group;
+  if (!*ng)
+    return RP_OK;
+  *off = rp__calloc((size_t)*ng + 2, sizeof **off);
+  *list = malloc(sizeof **list * g->nops);
+  if (*off && *list)
+    return RP_OK;
+  free(*off);
+  free(*list);
+  *off = *list = NULL;
+  return rp__err(RP_ENOMEM,
+                 "rp_graph_dump: out of memory (the DOT boxes of "
+                 "%u parallel operators)",
+                 *ng);
+}
+
+static void dot_groups(out *o, const rp_graph *g, uint32_t ng, uint32_t *off,
+                       uint32_t *list) {
   if (!ng)
     return;
-  uint32_t *off = rp__calloc((size_t)ng + 2, sizeof *off);
-  uint32_t *list = malloc(sizeof *list * g->nops);
-  for (rp_op_id id = 0; off && list && id < g->nops; id++)
+  for (rp_op_id id = 0; id < g->nops; id++)
     if (g->ops[id].kind == RP_OP_COPY)
       off[g->ops[id].group + 1]++;
-  for (uint32_t k = 1; off && list && k <= ng + 1; k++)
+  for (uint32_t k = 1; k <= ng + 1; k++)
     off[k] += off[k - 1];
-  for (rp_op_id id = 0; off && list && id < g->nops; id++)
+  for (rp_op_id id = 0; id < g->nops; id++)
     if (g->ops[id].kind == RP_OP_COPY)
       list[off[g->ops[id].group]++] = id;
   /* off[k] now ends bucket k, so bucket k is [off[k - 1], off[k]) */
-  for (uint32_t grp = 1; off && list && grp <= ng; grp++) {
+  for (uint32_t grp = 1; grp <= ng; grp++) {
     if (off[grp - 1] == off[grp])
       continue;
     const rp_gop *first = &g->ops[list[off[grp - 1]]];
@@ -328,8 +346,6 @@ static void dot_groups(out *o, const rp_graph *g) {
       say(o, "    op%u;\n", list[k]);
     say(o, "  }\n");
   }
-  free(off);
-  free(list);
 }
 
 static void dot_ports(out *o, const char *prefix, const char *shape,
@@ -348,6 +364,10 @@ static void dot_ports(out *o, const char *prefix, const char *shape,
 }
 
 static rp_status dump_dot(const rp_graph *g, FILE *f) {
+  uint32_t ng, *off, *list;
+  rp_status st = dot_groups_alloc(g, &ng, &off, &list);
+  if (st)
+    return st;
   out o = {f, 0};
   say(&o, "digraph reprise {\n  rankdir=TB;\n  node [fontname=\"monospace\","
           " fontsize=10];\n");
@@ -355,7 +375,9 @@ static rp_status dump_dot(const rp_graph *g, FILE *f) {
     say(&o, "  graph [" RP_DOT_BOUNDED "];\n");
   for (rp_op_id id = 0; id < g->nops; id++)
     dot_op(&o, g, id);
-  dot_groups(&o, g);
+  dot_groups(&o, g, ng, off, list);
+  free(off);
+  free(list);
   for (uint32_t e = 0; e < g->nedges; e++)
     say(&o, "  op%u -> op%u;\n", g->edges[e].from, g->edges[e].to);
   dot_ports(&o, "pre", "invhouse", g->pre, g->npre, 1);

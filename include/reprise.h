@@ -1651,8 +1651,9 @@ typedef enum rp_dump_format {
  * of an acyclic graph loads back with rp_graph_load, and one of a cyclic
  * graph shows it; RP_EUNSUPPORTED without cJSON). Errors:
  * RP_EINVAL for NULL arguments or an unknown format, RP_EIO when writing
- * fails; JSON also RP_ESTALE (an op references a freed instance) and
- * RP_ERANGE (beyond a graph file's limits), as rp_graph_save. */
+ * fails, RP_ENOMEM (DOT and JSON; nothing written then); JSON also
+ * RP_ESTALE (an op references a freed instance) and RP_ERANGE (beyond a
+ * graph file's limits), as rp_graph_save. */
 RP_API rp_status rp_graph_dump(const rp_graph *g, FILE *f, rp_dump_format fmt);
 /* Writes ex's schedule to f: its placement and why, then per lane (worker)
  * the units in order with their waits on other lanes and publishes (and,
