@@ -119,14 +119,15 @@ static int csr(const dm_graph *m, int fwd, uint32_t **off, uint32_t **adj,
   return 0;
 }
 
-/* Kahn's algorithm: -1 on a cycle (a loaded graph never has one). */
+/* Kahn's algorithm: -1 on a cycle (a loaded graph never has one), -2 out
+ * of memory. */
 static int topo(dg *d) {
   const dm_graph *m = d->m;
   uint32_t *indeg = calloc(m->nops ? m->nops : 1, sizeof *indeg);
   d->order = malloc(sizeof *d->order * (m->nops ? m->nops : 1));
   if (!indeg || !d->order) {
     free(indeg);
-    return -1;
+    return -2;
   }
   uint32_t n = rp__topo_order(m->nops, d->succ_off, d->succ, indeg, d->order);
   free(indeg);
@@ -177,8 +178,9 @@ static int dg_build(dg *d, const dm_graph *m, FILE *err) {
     dg_free(d);
     return -1;
   }
-  if (topo(d)) {
-    fprintf(err, "the graph has a cycle (or memory ran out)\n");
+  int rc = topo(d);
+  if (rc) {
+    fprintf(err, rc == -2 ? "out of memory\n" : "the graph has a cycle\n");
     dg_free(d);
     return -1;
   }
@@ -331,11 +333,9 @@ static int stats_tasks(const dm_graph *m, FILE *out) {
 }
 
 /* Writes the ops of the path ending at `end` (via best[]) in order. */
+/* path: room for len ops. */
 static void print_path(const dm_graph *m, const uint32_t *best, uint32_t end,
-                       uint32_t len, FILE *out) {
-  uint32_t *path = malloc(sizeof *path * (len ? len : 1));
-  if (!path)
-    return;
+                       uint32_t len, uint32_t *path, FILE *out) {
   uint32_t k = len;
   for (uint32_t v = end; v != UINT32_MAX && k > 0; v = best[v])
     path[--k] = v;
@@ -348,7 +348,6 @@ static void print_path(const dm_graph *m, const uint32_t *best, uint32_t end,
   }
   (void)m;
   fputc('\n', out);
-  free(path);
 }
 
 /* Longest path by op count (weight 1) or by cost hint (weight cost_ns).
@@ -361,8 +360,9 @@ static int longest(const dg *d, int by_cost, FILE *out) {
   double *dist = calloc(m->nops ? m->nops : 1, sizeof *dist);
   uint32_t *best = malloc(sizeof *best * (m->nops ? m->nops : 1));
   uint32_t *cnt = calloc(m->nops ? m->nops : 1, sizeof *cnt);
-  if (!dist || !best || !cnt) {
-    free(dist), free(best), free(cnt);
+  uint32_t *path = malloc(sizeof *path * (m->nops ? m->nops : 1));
+  if (!dist || !best || !cnt || !path) {
+    free(dist), free(best), free(cnt), free(path);
     return -1;
   }
   uint32_t end = 0;
@@ -384,10 +384,10 @@ static int longest(const dg *d, int by_cost, FILE *out) {
   else
     fprintf(out, "critical path: %u ops:", m->nops ? cnt[end] : 0);
   if (m->nops)
-    print_path(m, best, end, cnt[end], out);
+    print_path(m, best, end, cnt[end], path, out);
   else
     fputc('\n', out);
-  free(dist), free(best), free(cnt);
+  free(dist), free(best), free(cnt), free(path);
   return 0;
 }
 
@@ -472,6 +472,13 @@ int dm_stats(const dm_graph *m, FILE *out, FILE *err) {
             "of them implied by a path (harmless: instantiate keeps only "
             "the waits it needs; not lint findings)\n",
             inferred, implied_inferred(&d));
+  else if (d.reach_oom) /* said, as dm_lint says its checks that could not
+                           run */
+    fprintf(out,
+            "inferred edges: %u (capture's, from conflicting accesses); "
+            "those a path implies not counted: out of memory for the "
+            "reachability of %u ops\n",
+            inferred, m->nops);
   else
     fprintf(out,
             "inferred edges: %u (capture's, from conflicting "
