@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Kahn's order of the ops into order[]; -1 on a cycle. */
+/* Kahn's order of the ops into order[]; -1 on a cycle, -2 out of memory. */
 static int topo(const dm_graph *m, const uint32_t *off, const uint32_t *adj,
                 uint32_t *order) {
   uint32_t *indeg = calloc(m->nops ? m->nops : 1, sizeof *indeg);
   if (!indeg)
-    return -1;
+    return -2;
   uint32_t n = rp__topo_order(m->nops, off, adj, indeg, order);
   free(indeg);
   return n == m->nops ? 0 : -1;
@@ -89,7 +89,8 @@ int dv_crit_find(const dm_graph *m, const double *cost_ns, dv_crit *c,
   if (rc)
     fprintf(err, "reprise dump: --critical-path: out of memory\n");
   else if ((rc = topo(m, so, sa, order)) != 0)
-    fprintf(err, "reprise dump: --critical-path: the graph has a cycle\n");
+    fprintf(err, "reprise dump: --critical-path: %s\n",
+            rc == -2 ? "out of memory" : "the graph has a cycle");
   else if ((rc = longest(m, cost_ns, po, pa, order, c)) != 0)
     fprintf(err, "reprise dump: --critical-path: out of memory\n");
   for (uint32_t i = 0; !rc && i < m->nops; i++)
@@ -102,7 +103,7 @@ int dv_crit_find(const dm_graph *m, const double *cost_ns, dv_crit *c,
   free(order), free(so), free(sa), free(po), free(pa);
   if (rc)
     dv_crit_free(c);
-  return rc;
+  return rc ? -1 : 0;
 }
 
 void dv_crit_free(dv_crit *c) {
