@@ -12,6 +12,8 @@
 #ifdef REPRISE_HAVE_CJSON
 #include <cJSON.h>
 
+#include "capture/json_strict.h"
+
 /* An op index as the loader reads it (capture/graph_load.c): a whole
  * number, or a decimal string. 0 when o is neither (the loader refused
  * the file then). */
@@ -166,11 +168,17 @@ static int rests(const cJSON *arr, char ***out, uint32_t *n,
 
 int dv_extra_read(const char *text, size_t len, dv_extra *x, FILE *err) {
   memset(x, 0, sizeof *x);
-  cJSON *doc = cJSON_ParseWithLength(text, len);
+  cJSON *doc = NULL;
+  /* the parse the loader made (an allocation that fails is RP_ENOMEM, not
+   * a syntax error) */
+  rp_status st = rp__json_parse_strict(text, len, RP_GRAPH_MAX_VALUES, &doc);
   const cJSON *g = cJSON_GetObjectItemCaseSensitive(doc, "graph");
   int rc = -1;
   uint32_t nrest = 0;
-  if (!cJSON_IsObject(g))
+  if (st)
+    fprintf(err, "reprise dump: %s: %s\n", rp_status_name(st),
+            rp_error_detail());
+  else if (!cJSON_IsObject(g))
     fprintf(err, "reprise dump: not a graph file (no \"graph\" object)\n");
   else if (op_args(cJSON_GetObjectItemCaseSensitive(g, "ops"), x) ||
            rests(cJSON_GetObjectItemCaseSensitive(g, "ops"), &x->op_rest,
