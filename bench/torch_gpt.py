@@ -276,6 +276,28 @@ def build_model(torch, cfg, attn):
             return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)),
                                             approximate="tanh"))
 
+        def decode(self, x, cache_k, cache_v, pos, upto):
+            """One token x [1, 1, C] at position pos (a [1] index tensor):
+            its key and value into the caches [1, NH, T, C/NH] at pos, its
+            query over cache positions 0..pos. upto: the positions kept
+            (pos + 1, an int: eager), or None: all T, the ones past pos
+            masked (static shapes, for a captured graph)."""
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+            q, k, v = (t.view(1, 1, NH, C // NH).transpose(1, 2)
+                       for t in (q, k, v))
+            cache_k.index_copy_(2, pos, k)
+            cache_v.index_copy_(2, pos, v)
+            kk, vv = cache_k, cache_v
+            if upto is not None:
+                kk, vv = cache_k[:, :, :upto], cache_v[:, :, :upto]
+            att = (q @ kk.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+            if upto is None:
+                att = att.masked_fill(~self.mask[pos], float("-inf"))
+            y = (F.softmax(att, dim=-1) @ vv).transpose(1, 2).reshape(1, 1, C)
+            x = x + self.c_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)),
+                                            approximate="tanh"))
+
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
@@ -300,6 +322,16 @@ def build_model(torch, cfg, attn):
                 x = blk(x)
             logits = F.linear(self.ln_f(x), self.wte.weight)  # tied head
             return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+
+        def decode(self, tok, pos, caches, upto=None):
+            """The logits [V] of one token (a [1, 1] tensor) at position pos
+            (a [1] tensor) with a KV cache (caches: per block its key and
+            value caches), as reprise's decode step (docs/gpt.md
+            "Decoding"); upto as Block.decode's."""
+            x = self.wte(tok) + self.wpe(pos).view(1, 1, C)
+            for blk, (ck, cv) in zip(self.h, caches):
+                x = blk.decode(x, ck, cv, pos, upto)
+            return F.linear(self.ln_f(x), self.wte.weight).view(V)
 
     return GPT()
 
@@ -546,9 +578,7 @@ def read_fixture(path):
     beta1, beta2, eps, wd, max_norm = struct.unpack_from("<5f", b, 40)
     at = 60
     cfg = dict(layers=L, heads=NH, width=C, context=T, vocab=V, batch=B)
-    shapes = [(V, C), (T, C)] + [s for _ in range(L) for s in (
-        (C,), (C,), (3 * C, C), (3 * C,), (C, C), (C,), (C,), (C,),
-        (4 * C, C), (4 * C,), (C, 4 * C), (C,))] + [(C,), (C,)]
+    shapes = gpt_shapes(L, C, T, V)
     if ntens != len(shapes) or not steps or not NH or C % NH:
         raise ValueError(f"its header ({L} layers, {NH} heads, width {C}, "
                          f"{ntens} tensors, {steps} steps) is not a GPT's")
@@ -573,6 +603,68 @@ def read_fixture(path):
             "after": tensors[2],
             "adamw": {"beta1": beta1, "beta2": beta2, "eps": eps,
                       "weight_decay": wd, "max_norm": max_norm}}
+
+
+def gpt_shapes(L, C, T, V):
+    """The parameter tensors' shapes in reprise's order (train/gpt.h),
+    which is build_model's named_parameters order."""
+    return [(V, C), (T, C)] + [s for _ in range(L) for s in (
+        (C,), (C,), (3 * C, C), (3 * C,), (C, C), (C,), (C,), (C,),
+        (4 * C, C), (4 * C,), (C, 4 * C), (C,))] + [(C,), (C,)]
+
+
+# A GPT checkpoint (`reprise train --model gpt --save-weights`): the
+# container of train/ckpt.h (magic, container version 1, payload version,
+# kind "gpt", payload length, FNV-1a 64) around the payload of train/gpt.h
+# (versions 1 to 3: a header of 48, 60 or 68 bytes, V vocabulary bytes,
+# then per tensor its weights, first and second moments, f32).
+CKPT_PAYLOAD_HEAD = {1: 48, 2: 60, 3: 68}
+
+
+def read_checkpoint(path):
+    """The checkpoint's config, vocabulary (bytes: token i is byte
+    vocab[i]) and weights (per tensor, in gpt_shapes order, a memoryview
+    of its little-endian f32 values), or a ValueError saying what is wrong
+    with the file. Its structure is checked (magic, kind, versions,
+    sizes); its checksum is not (an FNV-1a over the file in pure Python
+    takes minutes): `reprise generate` checks it on the same file."""
+    import struct
+    with open(path, "rb") as f:  # writable: torch.frombuffer takes it
+        b = bytearray(os.fstat(f.fileno()).st_size)
+        del b[f.readinto(b):]  # a file that shrank meanwhile
+    if len(b) < 48 or b[:8] != b"RPRSCKPT":
+        raise ValueError("not a reprise checkpoint (no RPRSCKPT header)")
+    cver, pver = struct.unpack_from("<2I", b, 8)
+    kind = bytes(b[16:32]).rstrip(b"\0")
+    (plen,) = struct.unpack_from("<Q", b, 32)
+    if cver != 1 or kind != b"gpt" or pver not in CKPT_PAYLOAD_HEAD:
+        raise ValueError(f"container version {cver}, kind {kind!r}, payload "
+                         f"version {pver}: not a GPT checkpoint this script "
+                         "reads (container 1, kind 'gpt', payload 1..3)")
+    if len(b) != 48 + plen:
+        raise ValueError(f"{len(b)} bytes, its header says {48 + plen}")
+    head = CKPT_PAYLOAD_HEAD[pver]
+    L, NH, C, T, V, B = struct.unpack_from("<6I", b, 48)
+    if not (L and NH and C and T and 2 <= V <= 256) or C % NH:
+        raise ValueError(f"its header ({L} layers, {NH} heads, width {C}, "
+                         f"context {T}, vocabulary {V}) is not a GPT's")
+    shapes = gpt_shapes(L, C, T, V)
+    numel = [s[0] * (s[1] if len(s) > 1 else 1) for s in shapes]
+    want = head + V + 4 * 3 * sum(numel)
+    if plen != want:
+        raise ValueError(f"a payload of {plen} bytes, {want} for its "
+                         "header's model")
+    at = 48 + head
+    vocab = bytes(b[at:at + V])
+    at += V
+    mv = memoryview(b)
+    weights = []
+    for n in numel:  # weights, then the two moments (left out)
+        weights.append(mv[at:at + 4 * n])
+        at += 3 * 4 * n
+    cfg = dict(layers=L, heads=NH, width=C, context=T, vocab=V, batch=B)
+    return {"config": cfg, "vocab": vocab, "shapes": shapes,
+            "weights": weights, "payload_version": pver}
 
 
 def worst_rel(got, want, grad=None, null_bound=None):

@@ -10,8 +10,10 @@
 # stamp, test/gpu_test.sh's verdicts. Only report.sh's --quick run of the
 # real reprise measures anything (a few seconds); PyTorch is not needed:
 # where it is installed, torch_gpt.py --check holds the benchmark's PyTorch
-# step to the references test_gpt.c holds reprise to (seconds), and without
-# it that part is skipped; without python3 the Python part is skipped.
+# step to the references test_gpt.c holds reprise to (seconds) and
+# torch_decode.py compares reprise generate's greedy bytes with PyTorch's
+# decoding of the same checkpoint, and without it those parts are
+# skipped; without python3 the Python part is skipped.
 # Run by ctest (label unit):
 #   bench_scripts.sh REPRISE SOURCE_DIR
 set -u
@@ -636,6 +638,83 @@ EOF2
       python3 "$T" --check --device cpu --threads 1 --clip 0.5
   else
     echo "skip torch_gpt.py --check: PyTorch not importable"
+  fi
+
+  # torch_decode.py: its usage errors before torch is imported (the fake
+  # torch exits 99), 77 without PyTorch, and where PyTorch is installed
+  # the greedy bytes of reprise generate and of the PyTorch decode of the
+  # same checkpoint compared (a checkpoint of context 8 trained 20 steps:
+  # 40 tokens wrap the context several times; seconds)
+  D="$SRC/bench/torch_decode.py"
+  # shellcheck disable=SC2317 # run through want
+  pyd() {
+    PYTHONPATH="$dir/fake" PYTHONDONTWRITEBYTECODE=1 python3 "$D" "$@"
+  }
+  want 0 "torch_decode.py --help" pyd --help
+  if "$REPRISE" train --model gpt --layers 1 --heads 2 --width 16 \
+    --context 8 --batch 2 --iters 20 --sample 0 --text "$SRC/README.md" \
+    --save-weights "$dir/dec.ckpt" >"$dir/out" 2>&1; then
+    W="$dir/dec.ckpt"
+    want 2 "torch_decode.py without --weights" pyd --reprise "$REPRISE"
+    want 2 "torch_decode.py --weights missing" \
+      pyd --reprise "$REPRISE" --weights "$dir/missing.ckpt"
+    want 2 "torch_decode.py --weights not a checkpoint" \
+      pyd --reprise "$REPRISE" --weights "$SRC/test/fixtures/gpt_tiny.bin"
+    grep -q 'not a reprise checkpoint' "$dir/out" ||
+      { echo "FAIL torch_decode.py --weights not a checkpoint: not said"; failed=1; }
+    head -c 5000 "$W" >"$dir/cut.ckpt"
+    want 2 "torch_decode.py --weights truncated" \
+      pyd --reprise "$REPRISE" --weights "$dir/cut.ckpt"
+    want 2 "torch_decode.py --tokens 0" pyd --reprise "$REPRISE" --weights "$W" --tokens 0
+    want 2 "torch_decode.py --tokens 1000001" \
+      pyd --reprise "$REPRISE" --weights "$W" --tokens 1000001
+    want 2 "torch_decode.py --prompt ''" pyd --reprise "$REPRISE" --weights "$W" --prompt ''
+    want 2 "torch_decode.py --prompt a byte outside the vocabulary" \
+      pyd --reprise "$REPRISE" --weights "$W" --prompt "$(printf 'a\001')"
+    grep -q '0x01 (its byte at offset 1) is not in the vocabulary' "$dir/out" ||
+      { echo "FAIL torch_decode.py --prompt: the byte not named"; failed=1; }
+    want 2 "torch_decode.py --reprise not reprise" \
+      pyd --reprise "$dir/notreprise" --weights "$W"
+    want 2 "torch_decode.py --json a folder" \
+      pyd --reprise "$REPRISE" --weights "$W" --json "$dir"
+    want 2 "torch_decode.py --modes cudagraph on the CPU" \
+      pyd --reprise "$REPRISE" --weights "$W" --device cpu --modes cudagraph
+    want 77 "torch_decode.py without PyTorch" \
+      env PYTHONPATH="$dir/notorch" python3 "$D" --reprise "$REPRISE" --weights "$W"
+    if python3 -c 'import torch' >/dev/null 2>&1; then
+      want 0 "torch_decode.py: reprise generate and PyTorch print the same greedy bytes" \
+        python3 "$D" --reprise "$REPRISE" --weights "$W" --prompt 'The ' \
+        --tokens 40 --repeats 1 --device cpu --json "$dir/dec.json" \
+        --markdown "$dir/dec.md"
+      grep -q '| pytorch eager | cpu (1) | .* | yes |' "$dir/dec.md" ||
+        { echo "FAIL torch_decode.py: no 'same bytes' row in --markdown"; failed=1; }
+      # a reprise whose output has one byte changed: exit 1, the first
+      # difference named, the rows written all the same
+      mkdir "$dir/bin3"
+      cat >"$dir/bin3/reprise" <<EOF2
+#!/bin/sh
+[ "\$1" = generate ] || exec "$REPRISE" "\$@"
+"$REPRISE" "\$@" | python3 -c 'import sys
+b = bytearray(sys.stdin.buffer.read())
+b[9] ^= 1
+sys.stdout.buffer.write(b)'
+EOF2
+      chmod +x "$dir/bin3/reprise"
+      want 1 "torch_decode.py: outputs that differ" \
+        python3 "$D" --reprise "$dir/bin3/reprise" --weights "$W" \
+        --prompt 'The ' --tokens 40 --repeats 1 --device cpu --json "$dir/dec.json"
+      if ! grep -q 'pytorch eager: differs: first difference at output byte 9 (generated token 5' "$dir/out" ||
+        ! grep -q '"same_bytes": false' "$dir/dec.json"; then
+        echo "FAIL torch_decode.py: the difference not named, or no rows"
+        failed=1
+      fi
+    else
+      echo "skip torch_decode.py greedy bytes: PyTorch not importable"
+    fi
+  else
+    echo "FAIL torch_decode.py: reprise train --save-weights failed"
+    tail -3 "$dir/out" | sed 's/^/     /'
+    failed=1
   fi
 
   # report.py: the tables' labels say what the rows measure, and the text
