@@ -296,7 +296,8 @@ RP_API rp_status rp_output_open(const char *path, rp_output **out);
 RP_API FILE *rp_output_file(const rp_output *o);
 /* The temporary file's descriptor, for a writer that is no stream (a
  * child process's standard output); -1 for NULL. Flush the stream before
- * writing here if both are used; do not close it. */
+ * writing here if both are used; do not close it. Writes made here are
+ * the caller's to check: rp_output_commit sees only the stream's. */
 RP_API int rp_output_fd(const rp_output *o);
 /* Flushes, fsyncs and closes the stream, renames the file over the target
  * and fsyncs the directory. Releases o in every case; on error the

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2152,9 +2153,8 @@ Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
   read_file(svg, buf, sizeof buf);
   cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
                    "the previous picture was lost");
-  /* a gnuplot whose writes fail exits 0 with a cut picture (a full
-   * disk): that is no picture either; REPRISE_GNUPLOT may name a program
-   * on PATH */
+  /* a gnuplot that exits 0 with a cut picture: that is no picture
+   * either; REPRISE_GNUPLOT may name a program on PATH */
   f = fopen(gp, "w");
   cr_assert_not_null(f);
   fputs("#!/bin/sh\ncat >/dev/null\necho '<svg>half a pict'\nexit 0\n", f);
@@ -2173,6 +2173,61 @@ Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
   read_file(svg, buf, sizeof buf);
   cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
                    "the previous picture was lost to a cut one");
+  unlink(tim), unlink(svg), unlink(gp);
+  cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
+}
+
+/* A picture that cannot be written (a file size limit stands in for a
+ * full disk) is said with its cause, exits 1 and keeps the previous
+ * picture and no temporary file: gnuplot draws into a pipe and reprise
+ * writes the output (gnuplot, writing the file itself, exited 0 and the
+ * cause was lost: "cut short (a full disk?)"). */
+Test(cli, plot_that_cannot_be_written_names_the_cause, .timeout = 300) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("plot reads JSON with cJSON");
+#endif
+  char dir[] = "/tmp/rp_cli_plotfull_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char tim[64], svg[64], gp[64];
+  snprintf(tim, sizeof tim, "%s/t.json", dir);
+  snprintf(svg, sizeof svg, "%s/p.svg", dir);
+  snprintf(gp, sizeof gp, "%s/gnuplot", dir);
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--timings", tim);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  FILE *f = fopen(svg, "w");
+  cr_assert_not_null(f);
+  fputs("<svg>the previous picture</svg>\n", f);
+  fclose(f);
+  f = fopen(gp, "w"); /* a whole picture of 64 KiB, as gnuplot exits */
+  cr_assert_not_null(f);
+  fputs("#!/bin/sh\ncat >/dev/null\necho '<svg>'\n"
+        "head -c 65536 /dev/zero | tr '\\0' x\necho '</svg>'\nexit 0\n",
+        f);
+  fclose(f);
+  cr_assert_eq(chmod(gp, 0755), 0);
+  setenv("REPRISE_GNUPLOT", gp, 1);
+  struct rlimit old, lim;
+  signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG */
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 4096;
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  RUN(&r, "plot", "--train", tim, "-o", svg);
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_DFL);
+  unsetenv("REPRISE_GNUPLOT");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  char want[256];
+  snprintf(want, sizeof want,
+           "reprise plot: --output %s: writing failed: File too large: the "
+           "target is unchanged\n",
+           svg);
+  cr_assert_str_eq(r.err, want);
+  char buf[256];
+  read_file(svg, buf, sizeof buf);
+  cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
+                   "the previous picture was lost");
   unlink(tim), unlink(svg), unlink(gp);
   cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
 }

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -197,49 +198,128 @@ static int series_sort(series *s) {
 
 /* ---- gnuplot ---- */
 
-/* Runs gnuplot with `script` on its stdin; its stdout is out_fd (-1:
- * ours), its stderr ours (quiet: /dev/null). Returns its exit status, or
- * -1. */
+/* What gnuplot draws on its standard output, copied into f (the
+ * output's stream, whose commit names the errno of a write that failed:
+ * gnuplot itself exits 0 when its writes fail) as it comes; its last
+ * bytes are kept for picture_whole. */
+typedef struct drawn {
+  FILE *f;
+  unsigned char tail[64];
+  size_t ntail;  /* bytes in tail */
+  uint64_t size; /* bytes drawn in all */
+} drawn;
+
+static void drawn_add(drawn *d, const unsigned char *b, size_t n) {
+  if (!ferror(d->f)) /* after a failed write, drained only */
+    (void)!fwrite(b, 1, n, d->f);
+  d->size += n;
+  if (n >= sizeof d->tail) {
+    memcpy(d->tail, b + n - sizeof d->tail, sizeof d->tail);
+    d->ntail = sizeof d->tail;
+    return;
+  }
+  size_t keep = d->ntail + n > sizeof d->tail ? sizeof d->tail - n : d->ntail;
+  memmove(d->tail, d->tail + d->ntail - keep, keep);
+  memcpy(d->tail + keep, b, n);
+  d->ntail = keep + n;
+}
+
+/* Writes the script into gnuplot's stdin (in) while reading what it
+ * draws from its stdout (out, -1: none), so that neither pipe fills and
+ * stops both sides. 0, or -1 when poll fails. */
+static int feed_gnuplot(int in, int out, const char *script, drawn *d) {
+  size_t len = strlen(script), off = 0;
+  int rc = 0;
+  if (fcntl(in, F_SETFL, fcntl(in, F_GETFL) | O_NONBLOCK) != 0)
+    rc = -1;
+  while (!rc && (in >= 0 || out >= 0)) {
+    struct pollfd pf[2];
+    int np = 0, pi = -1, po = -1;
+    if (in >= 0)
+      pi = np, pf[np++] = (struct pollfd){.fd = in, .events = POLLOUT};
+    if (out >= 0)
+      po = np, pf[np++] = (struct pollfd){.fd = out, .events = POLLIN};
+    if (poll(pf, (nfds_t)np, -1) < 0) {
+      rc = errno == EINTR ? 0 : -1;
+      continue;
+    }
+    if (pi >= 0 && pf[pi].revents) {
+      ssize_t w = write(in, script + off, len - off);
+      if (w > 0)
+        off += (size_t)w;
+      /* all written, or gnuplot reads no more (EPIPE): its stdin ends */
+      if (off == len || (w < 0 && errno != EINTR && errno != EAGAIN)) {
+        close(in);
+        in = -1;
+      }
+    }
+    if (po >= 0 && pf[po].revents) {
+      unsigned char buf[65536];
+      ssize_t r = read(out, buf, sizeof buf);
+      if (r > 0)
+        drawn_add(d, buf, (size_t)r);
+      else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(out);
+        out = -1;
+      }
+    }
+  }
+  if (in >= 0)
+    close(in);
+  if (out >= 0)
+    close(out);
+  return rc;
+}
+
+/* Runs gnuplot with `script` on its stdin; its stdout a pipe read into d
+ * (NULL: ours), its stderr ours (quiet: /dev/null). Returns its exit
+ * status, or -1. */
 static int run_gnuplot(const char *gp, const char *script, int quiet,
-                       int out_fd) {
-  int fd[2];
-  if (pipe(fd) != 0)
+                       drawn *d) {
+  int in[2], out[2] = {-1, -1};
+  if (pipe(in) != 0)
     return -1;
+  if (d && pipe(out) != 0) {
+    close(in[0]);
+    close(in[1]);
+    return -1;
+  }
   pid_t pid = fork();
   if (pid < 0) {
-    close(fd[0]);
-    close(fd[1]);
+    close(in[0]);
+    close(in[1]);
+    if (d) {
+      close(out[0]);
+      close(out[1]);
+    }
     return -1;
   }
   if (pid == 0) {
     signal(SIGPIPE, SIG_DFL); /* as a shell would start it */
-    dup2(fd[0], 0);
-    close(fd[0]);
-    close(fd[1]);
+    dup2(in[0], 0);
+    if (d)
+      dup2(out[1], 1);
+    for (int i = 0; i < 2; i++) {
+      if (in[i] > 2)
+        close(in[i]);
+      if (out[i] > 2)
+        close(out[i]);
+    }
     int null = quiet ? open("/dev/null", O_WRONLY) : -1;
     if (null >= 0)
       dup2(null, 2);
-    if (out_fd >= 0)
-      dup2(out_fd, 1);
     execl(gp, "gnuplot", (char *)NULL);
     _exit(127);
   }
-  close(fd[0]);
-  size_t len = strlen(script), off = 0;
-  while (off < len) {
-    ssize_t w = write(fd[1], script + off, len - off);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      break;
-    off += (size_t)w;
-  }
-  close(fd[1]);
+  close(in[0]);
+  if (d)
+    close(out[1]);
+  int fed = feed_gnuplot(in[1], out[0], script, d);
   int ws;
   while (waitpid(pid, &ws, 0) < 0)
     if (errno != EINTR)
       return -1;
-  return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  return fed == 0 && WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }
 
 /* The terminal for the output's extension (.svg or .png, checked by the
@@ -250,9 +330,9 @@ static const char *terminal_for(const char *cmd, const char *gp,
   const char *dot = strrchr(out, '.');
   if (!strcasecmp(dot, ".svg"))
     return "svg size 960,640 dynamic font 'sans,11'";
-  if (run_gnuplot(gp, "set terminal pngcairo\n", 1, -1) == 0)
+  if (run_gnuplot(gp, "set terminal pngcairo\n", 1, NULL) == 0)
     return "pngcairo size 960,640 font 'sans,10'";
-  if (run_gnuplot(gp, "set terminal png\n", 1, -1) == 0)
+  if (run_gnuplot(gp, "set terminal png\n", 1, NULL) == 0)
     return "png size 960,640";
   rp_cli_say(stderr,
              "reprise %s: this gnuplot (%s) has no PNG terminal "
@@ -444,23 +524,13 @@ static char *make_script(const plot *p, const char *term) {
   return text;
 }
 
-/* Whether the picture gnuplot wrote into fd ends as a whole one does:
- * an SVG with its closing tag, a PNG with its IEND chunk. gnuplot exits 0
- * when its writes fail (a full disk), leaving a cut file. */
-static int picture_whole(int fd, const char *term) {
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || sb.st_size <= 0)
-    return 0;
-  unsigned char tail[64];
-  size_t n = sb.st_size < (off_t)sizeof tail ? (size_t)sb.st_size : sizeof tail;
-  /* the writer's descriptor is write-only: read through another */
-  char self[64];
-  snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-  int rd = open(self, O_RDONLY | O_CLOEXEC);
-  ssize_t got = rd < 0 ? -1 : pread(rd, tail, n, sb.st_size - (off_t)n);
-  if (rd >= 0)
-    close(rd);
-  if (got != (ssize_t)n)
+/* Whether what gnuplot drew ends as a whole picture does: an SVG with
+ * its closing tag, a PNG with its IEND chunk (a gnuplot that stops
+ * halfway may still exit 0). */
+static int picture_whole(const drawn *d, const char *term) {
+  size_t n = d->ntail;
+  const unsigned char *tail = d->tail;
+  if (!d->size)
     return 0;
   if (!strncmp(term, "svg", 3)) {
     while (n && strchr(" \t\r\n", tail[n - 1]))
@@ -485,21 +555,22 @@ static int draw(const char *cmd, const plot *p, const char *out) {
   int rc = RP_CLI_FAILED;
   if (term && !script)
     rp_cli_say(stderr, "reprise %s: out of memory\n", cmd);
-  /* gnuplot draws into the output writer's temporary file (its stdout):
-   * out is replaced only by a whole picture, and a failing gnuplot leaves
-   * the previous one */
+  /* what gnuplot draws goes through a pipe into the output's stream: out
+   * is replaced only by a whole picture, a failing gnuplot leaves the
+   * previous one, and a write that fails (a full disk) is said with its
+   * cause by the commit */
   rp_output *o = NULL;
   if (script && !rp_cli_output_open(cmd, "--output", out, &o)) {
-    int fd = rp_output_fd(o);
-    int st = run_gnuplot(gp, script, 0, fd);
-    int whole = st == 0 ? picture_whole(fd, term) : 0;
-    if (whole) {
+    drawn d = {.f = rp_output_file(o)};
+    int st = run_gnuplot(gp, script, 0, &d);
+    if (st == 0 && picture_whole(&d, term)) {
       rc = rp_cli_output_commit(cmd, "--output", out, o);
     } else if (st == 0) {
       rp_output_abort(o);
       rp_cli_say(stderr,
-                 "reprise %s: gnuplot's picture is cut short (a full disk?): "
-                 "'%s' not written (a file there is unchanged)\n",
+                 "reprise %s: gnuplot's picture is cut short (it exited 0 "
+                 "without finishing it): '%s' not written (a file there is "
+                 "unchanged)\n",
                  cmd, out);
     } else {
       rp_output_abort(o);
