@@ -19,6 +19,7 @@
 #include "capture/capture_impl.h"
 #include "kernels/tasks.h"
 #include "replay/lower.h"
+#include "tools/cli.h"
 #include "tools/dump_model.h"
 #include "tools/dump_view.h"
 #include "train/gpt.h"
@@ -2105,6 +2106,52 @@ Test(oom, every_allocation_of_a_trace_written_and_read_fails_in_turn) {
   cjson_through_wrappers(1);
   sweep("trace", trace_scenario, 1 + 6 * 4);
   cjson_through_wrappers(0);
+}
+
+/* `reprise bench --plot` reads the rows it measured with the strict
+ * parse: allocation n failing, for n = 0, 1, ..., is said as "out of
+ * memory" (it was "the rows are not JSON") and leaks nothing; a run
+ * without failures reaches gnuplot (a REPRISE_GNUPLOT that names no
+ * program: nothing is drawn). */
+Test(oom, bench_plot_rows_out_of_memory_is_said_as_such) {
+  static const char rows[] =
+      "[{\"workload\": \"chain\", \"mode\": \"replay\", \"nodes\": 10, "
+      "\"ns_per_task_median\": 5}, {\"workload\": \"chain\", \"mode\": "
+      "\"eager\", \"nodes\": 10, \"ns_per_task_median\": 9}]";
+  char errp[] = "/tmp/rp_oom_plot_XXXXXX";
+  int fe = mkstemp(errp), saved = dup(2);
+  cr_assert(fe >= 0 && saved >= 0);
+  unlink(errp);
+  cr_assert_eq(setenv("REPRISE_GNUPLOT", "/nonexistent/gnuplot", 1), 0);
+  cjson_through_wrappers(1);
+  for (long n = 0;; n++) {
+    cr_assert_eq(ftruncate(fe, 0), 0);
+    cr_assert_eq(lseek(fe, 0, SEEK_SET), 0);
+    fflush(stderr);
+    dup2(fe, 2);
+    oom_arm(n);
+    int rc = rp_cli_plot_bench(rows, sizeof rows - 1, "/tmp/rp_oom_plot.svg");
+    int fired = oom_disarm();
+    fflush(stderr);
+    dup2(saved, 2);
+    char err[1024];
+    ssize_t got = pread(fe, err, sizeof err - 1, 0);
+    err[got > 0 ? got : 0] = '\0';
+    if (!fired) {
+      cr_assert_eq(rc, RP_CLI_USAGE, "%s", err);
+      cr_assert(strstr(err, "REPRISE_GNUPLOT"), "%s", err);
+      break;
+    }
+    cr_assert_eq(rc, RP_CLI_FAILED, "allocation %ld: %s", n, err);
+    cr_assert(strstr(err, "reprise bench --plot: ") &&
+                  strstr(err, "out of memory"),
+              "allocation %ld failing: %s", n, err);
+    leak_check("bench --plot", n);
+  }
+  cjson_through_wrappers(0);
+  unsetenv("REPRISE_GNUPLOT");
+  close(fe);
+  close(saved);
 }
 #endif
 

@@ -963,11 +963,12 @@ int rp_cli_plot_terminal_check(const char *cmd, const char *out) {
 
 int rp_cli_plot_bench(const char *rows_json, size_t len, const char *out) {
 #ifdef REPRISE_HAVE_CJSON
-  cJSON *rows = cJSON_ParseWithLength(rows_json, len);
+  cJSON *rows = rp_cli_json_parse(rows_json, len);
   plot p = {0};
   int rc = RP_CLI_FAILED;
-  if (!rows)
-    rp_cli_say(stderr, "reprise bench --plot: the rows are not JSON\n");
+  if (!rows) /* RP_ENOMEM said as such, not as rows that are no JSON */
+    rp_cli_say(stderr, "reprise bench --plot: cannot read the rows: %s\n",
+               rp_error_detail());
   else if (!bench_series(rows, &p, "bench --plot", NULL))
     rc = draw("bench --plot", &p, out);
   cJSON_Delete(rows);
