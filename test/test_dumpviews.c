@@ -2232,3 +2232,28 @@ Test(views, html_names_do_not_end_or_nest_the_script, .init = setup,
   cr_assert_eq(count(html, "</script>"), 3);
   free(html);
 }
+
+/* The page's <title> names the graph file as the command line's messages
+ * name files: its control bytes (C0, DEL, a C1 control) and bytes that
+ * are not UTF-8 written \xNN, markup characters as entities (an escape
+ * sequence in the name used to reach the page raw). */
+Test(views, html_title_escapes_the_file_names_control_bytes, .init = setup,
+     .fini = teardown) {
+  if (!html_ready())
+    return;
+  const char *g = diamond("g\x1b[31m\x01\x7f<&\xc2\x9b\xff\xc3\xa9.json");
+  const char *p = page(g, "title.html");
+  char *html = th_read_all(p, NULL);
+  const char *at = strstr(html, "<title>reprise: ");
+  cr_assert_not_null(at);
+  at += strlen("<title>reprise: ");
+  const char *end = strstr(at, "</title>");
+  cr_assert_not_null(end);
+  char want[1024];
+  snprintf(want, sizeof want, "%s",
+           th_tmp_path("g\\x1b[31m\\x01\\x7f&lt;&amp;\\xc2\\x9b\\xff\xc3\xa9"
+                       ".json"));
+  cr_assert_eq((size_t)(end - at), strlen(want), "%.*s", (int)(end - at), at);
+  cr_assert_eq(memcmp(at, want, strlen(want)), 0, "%.*s", (int)(end - at), at);
+  free(html);
+}

@@ -6,6 +6,7 @@
  * process over all of them, lays them out, so a 10,000-op step is a few
  * thousand small layouts rather than one unreadable one. d3 (v3, Debian's
  * libjs-d3) is read from its installed file at run time. */
+#include "cli.h"
 #include "dump_view.h"
 
 #include "engine/util.h"
@@ -329,16 +330,28 @@ static int run_dot(int input, char **svg, size_t *len, FILE *err) {
 
 /* ---- the page ---- */
 
+/* Text in an element: <, > and & as entities; a control byte (C0, DEL,
+ * a C1 control's C2 80..C2 9F), or a byte that is not UTF-8, written
+ * \xNN as the command line's messages write a file name's. */
 static void html_text(FILE *out, const char *s) {
-  for (; *s; s++)
-    if (*s == '<')
-      fputs("&lt;", out);
-    else if (*s == '>')
-      fputs("&gt;", out);
-    else if (*s == '&')
-      fputs("&amp;", out);
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p) {
+    size_t k = rp_cli_utf8_len(p);
+    int ctl =
+        k == 1 ? *p < 0x20 || *p == 0x7f : k == 2 && *p == 0xc2 && p[1] <= 0x9f;
+    if (!k || ctl) {
+      for (size_t i = 0; i < (k ? k : 1); i++)
+        fprintf(out, "\\x%02x", p[i]);
+      p += k ? k : 1;
+    } else if (*p == '<')
+      fputs("&lt;", out), p++;
+    else if (*p == '>')
+      fputs("&gt;", out), p++;
+    else if (*p == '&')
+      fputs("&amp;", out), p++;
     else
-      fputc(*s, out);
+      fwrite(p, 1, k, out), p += k;
+  }
 }
 
 static void lines(FILE *out, const char *const *l) {
