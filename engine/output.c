@@ -327,10 +327,6 @@ FILE *rp_output_file(const rp_output *o) {
   return o ? o->f : NULL;
 }
 
-int rp_output_fd(const rp_output *o) {
-  return o ? o->fd : -1;
-}
-
 /* fsync of the directory makes the rename itself durable. File systems
  * that cannot sync a directory (EINVAL) have nothing to sync. */
 static rp_status sync_dir(const char *dir) {

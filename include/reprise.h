@@ -294,11 +294,6 @@ RP_API rp_status rp_output_open(const char *path, rp_output **out);
  * (fileno gives -1), so that a write that fails in its buffer keeps its
  * errno for rp_output_commit's detail ("No space left on device"). */
 RP_API FILE *rp_output_file(const rp_output *o);
-/* The temporary file's descriptor, for a writer that is no stream (a
- * child process's standard output); -1 for NULL. Flush the stream before
- * writing here if both are used; do not close it. Writes made here are
- * the caller's to check: rp_output_commit sees only the stream's. */
-RP_API int rp_output_fd(const rp_output *o);
 /* Flushes, fsyncs and closes the stream, renames the file over the target
  * and fsyncs the directory. Releases o in every case; on error the
  * temporary file is removed and the target unchanged (but for the
