@@ -1352,8 +1352,9 @@ static rp_status prescan(const char *buf, size_t len) {
 }
 
 /* 1 when s[0, n) is a JSON number: -? (0 | [1-9][0-9]*) (.[0-9]+)?
- * ([eE][+-]?[0-9]+)?. cJSON reads more ("047", "47.", "1.e5"). */
-static int json_number(const char *s, size_t n) {
+ * ([eE][+-]?[0-9]+)?; with cut, also when it is the start of one cut
+ * short ("-", "1.", "2.5E-"). cJSON reads more ("047", "47.", "1.e5"). */
+static int json_number_or_cut(const char *s, size_t n, int cut) {
   size_t k = 0, d;
 #define DIGITS() for (d = k; k < n && s[k] >= '0' && s[k] <= '9'; k++)
   if (k < n && s[k] == '-')
@@ -1363,12 +1364,12 @@ static int json_number(const char *s, size_t n) {
   else if (k < n && s[k] >= '1' && s[k] <= '9')
     DIGITS();
   else
-    return 0;
+    return cut && k == n && n;
   if (k < n && s[k] == '.') {
     k++;
     DIGITS();
     if (k == d)
-      return 0;
+      return cut && k == n;
   }
   if (k < n && (s[k] == 'e' || s[k] == 'E')) {
     k++;
@@ -1376,35 +1377,50 @@ static int json_number(const char *s, size_t n) {
       k++;
     DIGITS();
     if (k == d)
-      return 0;
+      return cut && k == n;
   }
 #undef DIGITS
   return k == n;
 }
 
+static int json_number(const char *s, size_t n) {
+  return json_number_or_cut(s, n, 0);
+}
+
+/* A UTF-8 byte order mark opens b[0, len): cJSON skips it. */
+static size_t bom_len(const char *b, size_t len) {
+  return len >= 3 && !memcmp(b, "\xef\xbb\xbf", 3) ? 3 : 0;
+}
+
 /* 1 when a JSON value may start at buf[i] (outside strings): after '[',
- * ',' or ':' or at the start, white space aside. Elsewhere ("graph-seg"
- * in a file that is not JSON) the parse says what is wrong. */
+ * ',' or ':' or at the start (a byte order mark aside), white space
+ * aside. Elsewhere ("graph-seg" in a file that is not JSON) the parse
+ * says what is wrong. */
 static int value_starts(const char *buf, size_t i) {
   while (i && strchr(" \t\n\r", buf[i - 1]))
     i--;
-  return !i || buf[i - 1] == '[' || buf[i - 1] == ',' || buf[i - 1] == ':';
+  return i == bom_len(buf, i) || buf[i - 1] == '[' || buf[i - 1] == ',' ||
+         buf[i - 1] == ':';
 }
 
 /* Refuses what would cut a string short or make the parse itself
- * expensive: a NUL byte, a \u0000 escape inside a string, more than
+ * expensive: a NUL byte, a \u0000 escape inside a string or one of other
+ * than 4 hex digits (cJSON reads "\uZZZZ" as a NUL), more than
  * max_values values (every value but the first follows a '[', '{' or ','
  * outside strings; cJSON spends ~64 bytes on each), nesting deeper than
  * cJSON parses (it would call that a syntax error); and control bytes
  * between tokens, which cJSON skips as white space; and a number that is
  * not JSON's (a number the text ends in is a cut, said by the parse).
  * *open_str: where the string the text ends in opens, SIZE_MAX when it
- * ends outside one. */
+ * ends outside one; *end_num: where the number the text ends in starts
+ * when it is not JSON's (cJSON reads a bare "1." or "01" as a document),
+ * else SIZE_MAX. */
 static rp_status scan(const char *buf, size_t len, uint64_t max_values,
-                      size_t *open_str) {
+                      size_t *open_str, size_t *end_num) {
   uint64_t values = 1;
   size_t depth = 0, str_at = 0;
   int in_str = 0;
+  *end_num = SIZE_MAX;
   for (size_t i = 0; i < len; i++) {
     char c = buf[i];
     if (!c)
@@ -1416,6 +1432,13 @@ static rp_status scan(const char *buf, size_t len, uint64_t max_values,
           !memcmp(buf + i + 2, "0000", 4))
         return rp__err(RP_EFORMAT,
                        "a \\u0000 escape (NUL) inside a string at byte %zu", i);
+      if (c == '\\' && i + 5 < len && buf[i + 1] == 'u')
+        for (size_t k = 2; k < 6; k++)
+          if (hex_digit(buf[i + k]) < 0)
+            return rp__err(RP_EFORMAT,
+                           "not JSON: a bad escape at byte %zu (\\u and "
+                           "not 4 hex digits)",
+                           i);
       if (c == '\\')
         i++;
       else if (c == '"')
@@ -1429,6 +1452,8 @@ static rp_status scan(const char *buf, size_t len, uint64_t max_values,
       if (e < len && !json_number(buf + i, e - i))
         return rp__err(RP_EFORMAT, "not JSON: a malformed number at byte %zu",
                        i);
+      if (e == len && !json_number(buf + i, e - i))
+        *end_num = i;
       i = e - 1;
       continue;
     }
@@ -1603,11 +1628,12 @@ static size_t key_end(const char *b, size_t i, size_t len) {
   return i < len && b[i] == ':' ? skip_ws(b, i + 1, len) : 0;
 }
 
-/* 1 when b[0, len) is exactly one JSON document, nested at most
- * CJSON_NESTING_LIMIT levels. */
+/* 1 when b[0, len) is exactly one JSON document (a byte order mark
+ * before it, as cJSON skips), nested at most CJSON_NESTING_LIMIT
+ * levels. */
 static int json_valid(const char *b, size_t len) {
   char open[CJSON_NESTING_LIMIT];
-  size_t depth = 0, i = skip_ws(b, 0, len);
+  size_t depth = 0, i = skip_ws(b, bom_len(b, len), len);
   for (;;) {
     /* a value starts at b[i] */
     if (i >= len)
@@ -1657,8 +1683,8 @@ rp_status rp__json_parse_strict(const char *in, size_t len, uint64_t max_values,
                                 cJSON **out) {
   if ((len && !in) || !out)
     return rp__err(RP_EINVAL, "NULL argument");
-  size_t open_str = SIZE_MAX;
-  rp_status st = scan(in, len, max_values, &open_str);
+  size_t open_str = SIZE_MAX, end_num;
+  rp_status st = scan(in, len, max_values, &open_str, &end_num);
   if (st)
     return st;
   char *buf = malloc(len + 2);
@@ -1679,6 +1705,12 @@ rp_status rp__json_parse_strict(const char *in, size_t len, uint64_t max_values,
   /* a bare number cut in its exponent ("1e") parses as "1": a cut too */
   if (doc && at < len && cut_token(buf, at, len))
     st = parse_error(buf, at, len, open_str);
+  /* a bare number that is not JSON's ("1.", "01") parses whole */
+  else if (doc && end_num != SIZE_MAX)
+    st = json_number_or_cut(buf + end_num, len - end_num, 1)
+             ? parse_error(buf, len, len, open_str)
+             : rp__err(RP_EFORMAT, "not JSON: a malformed number at byte %zu",
+                       end_num);
   else
     st = doc                   ? trailing(buf, at, len)
          : json_valid(in, len) ? rp__err(RP_ENOMEM,

@@ -17,11 +17,13 @@
 #include <cJSON.h>
 
 /* Parses text[0, len) (not necessarily NUL-terminated) as exactly one JSON
- * document into *out (the caller frees it with cJSON_Delete). RP_EFORMAT,
- * naming the byte, when it is empty, is not JSON (a syntax error, or text
- * that ends early: inside a string, a literal, a number or between
- * tokens), holds a NUL byte or a \u0000 escape (either would cut a string
- * short), has a byte below 0x20 other than tab, LF or CR outside strings,
+ * document into *out (the caller frees it with cJSON_Delete); a UTF-8
+ * byte order mark before it is skipped. RP_EFORMAT, naming the byte, when
+ * it is empty, is not JSON (a syntax error, a number not of JSON's form, a
+ * \u escape of other than 4 hex digits, or text that ends early: inside a
+ * string, a literal, a number or between tokens), holds a NUL byte or a
+ * \u0000 escape (either would cut a string short), has a byte below 0x20
+ * other than tab, LF or CR outside strings,
  * or has more than white space after the document; RP_ERANGE, before any
  * parse, when it holds more than max_values values or nests deeper than
  * CJSON_NESTING_LIMIT (1000) levels; RP_ENOMEM. *out is written only on
