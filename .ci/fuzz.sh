@@ -7,7 +7,8 @@
 # corpora), of `reprise dump --trace` (replay traces), of `reprise dump
 # --diff` (two graph files), of `reprise dump --schedule --stats --lint`
 # (the command's own load: the file's machine, placeholders) and of
-# `reprise plot` (bench rows, train timings) for
+# `reprise plot` (bench rows, train timings), and the strict JSON parse
+# they share against cJSON and a reference validator, for
 # FUZZ_TIME_READERS seconds each. Exits non-zero at the first
 # target that finds a crash, a leak, undefined behaviour or a timeout (the
 # input is left in $BUILD/fuzz-artifacts/NAME/, the target's name
@@ -47,7 +48,8 @@ fuzz_text $time_readers corpus_text -
 fuzz_trace $time_readers corpus_trace -
 fuzz_diff $time_readers corpus_diff graph.dict
 fuzz_dump $time_readers corpus_dump graph.dict
-fuzz_plot $time_readers corpus_plot -"
+fuzz_plot $time_readers corpus_plot -
+fuzz_json $time_readers corpus graph.dict"
 
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_FUZZ=ON -DREPRISE_TESTS=OFF \
