@@ -49,7 +49,7 @@ fuzz_trace $time_readers corpus_trace -
 fuzz_diff $time_readers corpus_diff graph.dict
 fuzz_dump $time_readers corpus_dump graph.dict
 fuzz_plot $time_readers corpus_plot -
-fuzz_json $time_readers corpus graph.dict"
+fuzz_json $time_readers corpus json.dict"
 
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$cc" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREPRISE_FUZZ=ON -DREPRISE_TESTS=OFF \

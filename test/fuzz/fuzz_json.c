@@ -10,7 +10,7 @@
  *  - JSON without a NUL byte or \u0000 escape is accepted, and with every
  *    cJSON allocation failing is RP_ENOMEM.
  * A failure traps, so libFuzzer keeps the input. Seeds: the graph-file
- * corpus (test/fuzz/corpus). */
+ * corpus (test/fuzz/corpus), with the dictionary json.dict. */
 #include "capture/json_strict.h"
 #include "test/json_ref.h"
 
