@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,7 +28,8 @@ enum { TO_TEMP, TO_TTY, TO_CLOSED_PIPE };
  * pseudo-terminal (TO_TTY), a pipe without a reader (TO_CLOSED_PIPE) or
  * the file out (nothing read back). */
 static void run_cli_on(cli_run *r, const char *const *args, int mode,
-                       const char *out, int closed) {
+                       const char *out, int closed,
+                       unsigned long long as_bytes) {
   int tty = mode == TO_TTY;
   char *argv[32] = {(char *)"reprise"};
   for (int i = 0; args[i]; i++) {
@@ -64,6 +66,12 @@ static void run_cli_on(cli_run *r, const char *const *args, int mode,
     dup2(fe, 2);
     if (closed >= 0)
       close(closed);
+    if (as_bytes) {
+      struct rlimit rl = {(rlim_t)as_bytes, (rlim_t)as_bytes};
+      if (setrlimit(RLIMIT_AS, &rl) != 0 ||
+          setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0)
+        _exit(126);
+    }
     execv(REPRISE_CLI_PATH, argv);
     _exit(127);
   }
@@ -99,21 +107,26 @@ static void run_cli_on(cli_run *r, const char *const *args, int mode,
 }
 
 void run_cli(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, TO_TEMP, NULL, -1);
+  run_cli_on(r, args, TO_TEMP, NULL, -1, 0);
 }
 
 void run_cli_closed(cli_run *r, int fd, const char *const *args) {
-  run_cli_on(r, args, TO_TEMP, NULL, fd);
+  run_cli_on(r, args, TO_TEMP, NULL, fd, 0);
 }
 
 void run_cli_tty(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, TO_TTY, NULL, -1);
+  run_cli_on(r, args, TO_TTY, NULL, -1, 0);
 }
 
 void run_cli_to(cli_run *r, const char *out, const char *const *args) {
-  run_cli_on(r, args, TO_TEMP, out, -1);
+  run_cli_on(r, args, TO_TEMP, out, -1, 0);
 }
 
 void run_cli_closed_pipe(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, TO_CLOSED_PIPE, NULL, -1);
+  run_cli_on(r, args, TO_CLOSED_PIPE, NULL, -1, 0);
+}
+
+void run_cli_as(cli_run *r, unsigned long long as_bytes,
+                const char *const *args) {
+  run_cli_on(r, args, TO_TEMP, NULL, -1, as_bytes);
 }

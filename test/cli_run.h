@@ -46,6 +46,16 @@ void run_cli_closed_pipe(cli_run *r, const char *const *args);
 #define RUN_CLOSED_PIPE(r, ...)                                                \
   run_cli_closed_pipe((r), (const char *const[]){__VA_ARGS__, NULL})
 
+/* run_cli with the command's address space limited to as_bytes
+ * (RLIMIT_AS) and OpenBLAS on one thread (its start-up buffers then fit
+ * any limit the command starts under). Not for sanitizer builds: their
+ * shadow memory needs more address space than any such limit. */
+void run_cli_as(cli_run *r, unsigned long long as_bytes,
+                const char *const *args);
+
+#define RUN_AS(r, bytes, ...)                                                  \
+  run_cli_as((r), (bytes), (const char *const[]){__VA_ARGS__, NULL})
+
 /* Reads fd from its start into buf (NUL-terminated, at most cap - 1 bytes)
  * and closes it. */
 void cli_slurp(int fd, char *buf, size_t cap);

@@ -3811,6 +3811,71 @@ Test(cli, train_gpt_too_large_names_the_model_size) {
   unlink(corpus);
 }
 
+#ifndef TH_SANITIZED
+/* Under an address-space limit (RLIMIT_AS) the GPT's build fails either
+ * way with exit 1, the cause said and no --save-weights file: a model
+ * counted above the limit is refused naming both sizes (the limit is
+ * RLIMIT_AS's, to the byte); one counted just under it (the limit is
+ * its size and 1 MiB) meets a failed allocation, named by its size. Not
+ * in sanitizer builds (their shadow memory needs more address space). */
+Test(cli, train_gpt_under_an_address_space_limit_fails_naming_the_cause) {
+  /* the limit must be RLIMIT_AS's: not below physical memory or the
+   * cgroup's (cgroup v2) */
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  unsigned long long cg = 0;
+  FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+  if (f) {
+    if (fscanf(f, "%llu", &cg) != 1)
+      cg = 0; /* "max" */
+    fclose(f);
+  }
+  if ((pages > 0 && page > 0 && (double)pages * (double)page < 4e9) ||
+      (cg && cg < 4000000000ull))
+    cr_skip_test("less than 4 GB of memory: the limit would not be "
+                 "RLIMIT_AS's");
+  char corpus[] = "/tmp/rp_cli_gpt_XXXXXX", path[] = "/tmp/rp_cli_as_XXXXXX";
+  gpt_corpus(corpus);
+  tmp_file(path);
+  unlink(path);
+#define TRAIN_BIG                                                              \
+  "train", "--model", "gpt", "--backend", "cpu", "--text", corpus, "--layers", \
+      "8", "--heads", "2", "--width", "1024", "--context", "16", "--batch",    \
+      "1", "--iters", "1", "--save-weights", path
+  cli_run r;
+  unsigned long long limit = 1200ull << 20;
+  RUN_AS(&r, limit, TRAIN_BIG);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  char want[160];
+  snprintf(want, sizeof want,
+           "(max_bytes: %llu bytes)): the limit is the "
+           "memory this process may have",
+           limit);
+  const char *at =
+      strstr(r.err, "building the model: RP_ENOMEM (rp_gpt_create: "
+                    "the model's instances would take ");
+  cr_assert(at && strstr(r.err, want) && strstr(r.err, "RLIMIT_AS"), "%s",
+            r.err);
+  unsigned long long model = 0;
+  cr_assert_eq(sscanf(strstr(at, " GiB (") + 6, "%llu", &model), 1, "%s",
+               r.err);
+  cr_assert_gt(model, limit);
+  cr_assert_str_empty(r.out);
+  cr_assert_neq(access(path, F_OK), 0, "a file was written");
+  RUN_AS(&r, model + (1u << 20), TRAIN_BIG);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert(strstr(r.err, "reprise train: building the model: RP_ENOMEM "
+                          "(rp_gpt_create: processor 0: rp_instance_create: "
+                          "allocating ") &&
+                strstr(r.err, "system memory: cannot allocate ") &&
+                strstr(r.err, "RLIMIT_AS"),
+            "%s", r.err);
+  cr_assert_str_empty(r.out);
+  cr_assert_neq(access(path, F_OK), 0, "a file was written");
+#undef TRAIN_BIG
+  unlink(corpus);
+}
+#endif
+
 /* A --save-weights checkpoint above the 4 GiB --load-weights reads is
  * refused from the sizes alone, before the runtime and the model are made
  * (as the MLP's): a model of 384 GiB is not first refused for the memory
