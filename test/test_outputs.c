@@ -22,7 +22,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -416,6 +421,111 @@ Test(outputs, another_users_file_in_a_sticky_directory_is_refused_early) {
   th_tmpdir_remove();
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define OUT_LEAK_CHECK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OUT_LEAK_CHECK 1
+#endif
+#endif
+#ifdef OUT_LEAK_CHECK
+#include <sanitizer/lsan_interface.h>
+#endif
+
+/* From now on fchmod fails with EPERM in this process (a seccomp
+ * filter): the stand-in for a file system that refuses it. 0 when set. */
+static int fchmod_fails(void) {
+#ifdef SYS_fchmod
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_fchmod, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+  struct sock_fprog prog = {sizeof f / sizeof *f, f};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+#else
+  return -1;
+#endif
+}
+
+/* The refusals of rp_output_open a user who is not root meets (root may
+ * write any file): an existing file the user may not write ("cannot
+ * write"), and a replaced file whose permission bits cannot be set on the
+ * new one ("cannot set the permissions", fchmod failing). Each RP_EIO with
+ * its cause, through rp_output_check and rp_file_write_atomic, the file
+ * as it was, no temporary file left, nothing leaked. As user 65534 in a
+ * child where the test runs as root. */
+Test(outputs, refusals_for_a_user_who_is_not_root) {
+  tmpdir();
+  char dir[256], ro[300], rw[300];
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("user"));
+  snprintf(ro, sizeof ro, "%s/read-only", dir);
+  snprintf(rw, sizeof rw, "%s/theirs", dir);
+  cr_assert_eq(chmod(dir_of_tmp(), 0755), 0); /* for the second user */
+  cr_assert_eq(mkdir(dir, 0777), 0);
+  cr_assert_eq(chmod(dir, 0777), 0); /* past the umask */
+  int msg[2];
+  cr_assert_eq(pipe(msg), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) { /* exits with the failed step; its detail on the pipe */
+    close(msg[0]);
+    int step = 0;
+    const char *detail = "";
+#define STEP(ok)                                                               \
+  do {                                                                         \
+    step++;                                                                    \
+    if (!(ok)) {                                                               \
+      detail = rp_error_detail();                                              \
+      goto out;                                                                \
+    }                                                                          \
+  } while (0)
+    STEP(geteuid() != 0 || (setgid(65534) == 0 && setuid(65534) == 0));
+    FILE *f = fopen(ro, "wb");
+    STEP(f && fputs("old", f) >= 0 && fclose(f) == 0 && chmod(ro, 0444) == 0);
+    STEP(rp_output_check(ro) == RP_EIO &&
+         !strcmp(rp_error_detail(), "cannot write: Permission denied"));
+    STEP(rp_file_write_atomic(ro, "new", 3) == RP_EIO &&
+         !strcmp(rp_error_detail(), "cannot write: Permission denied"));
+    f = fopen(rw, "wb");
+    STEP(f && fputs("old", f) >= 0 && fclose(f) == 0 && chmod(rw, 0640) == 0);
+    STEP(fchmod_fails() == 0);
+    STEP(rp_output_check(rw) == RP_EIO &&
+         !strcmp(rp_error_detail(),
+                 "cannot set the permissions: Operation not permitted"));
+    STEP(rp_file_write_atomic(rw, "new", 3) == RP_EIO &&
+         !strcmp(rp_error_detail(),
+                 "cannot set the permissions: Operation not permitted"));
+#ifdef OUT_LEAK_CHECK
+    STEP(__lsan_do_recoverable_leak_check() == 0);
+#endif
+    step = 0;
+#undef STEP
+  out:
+    (void)!write(msg[1], detail, strlen(detail));
+    _exit(step);
+  }
+  close(msg[1]);
+  char detail[512];
+  cli_slurp(msg[0], detail, sizeof detail);
+  int ws;
+  cr_assert_eq(waitpid(pid, &ws, 0), pid);
+  cr_assert(WIFEXITED(ws), "the child did not exit");
+  cr_assert_eq(WEXITSTATUS(ws), 0,
+               "step %d failed (1: setuid, 2 and 5: writing the files, 3-4: "
+               "'cannot write', 6: the seccomp filter, 7-8: 'cannot set the "
+               "permissions', 9: a leak): %s",
+               WEXITSTATUS(ws), detail);
+  for (int i = 0; i < 2; i++) {
+    char *t = th_read_all(i ? rw : ro, NULL);
+    cr_assert_str_eq(t, "old");
+    free(t);
+  }
+  cr_assert_eq(entries(dir), 2, "a temporary file was left");
+  th_tmpdir_remove();
+}
+
 /* A file size limit of n bytes (a full disk's stand-in) in *lim, the
  * current one in *old, for fsize_set; a write past the limit fails with
  * EFBIG instead of raising SIGXFSZ. */
@@ -623,6 +733,63 @@ Test(outputs, open_regular_names_a_socket) {
 }
 
 /* ---- the checkpoint container ---- */
+
+/* A checkpoint read in pieces that shrinks after the open (its size
+ * checked against the header) is refused at the read that meets the cut,
+ * RP_EFORMAT naming the file and the byte it ends at, with and without
+ * the open's checksum pass; one that grows, at the finish; one cut before
+ * the open, at the open. Nothing leaks. */
+Test(outputs, a_checkpoint_cut_or_grown_while_read_in_pieces_is_refused) {
+  tmpdir();
+  const char *p = th_tmp_path("c");
+  size_t len = 3u << 20; /* the checksum pass reads it in 1 MiB pieces */
+  unsigned char *pl = malloc(len), *buf = malloc(len);
+  cr_assert(pl && buf);
+  for (size_t i = 0; i < len; i++)
+    pl[i] = (unsigned char)(i * 131 + 7);
+  char want[512];
+  for (int verify = 0; verify < 2; verify++) {
+    RP_CHECK(rp_ckpt_save(p, "mlp", 1, pl, len));
+    rp_ckpt_reader *r = NULL;
+    uint32_t v;
+    uint64_t n;
+    RP_CHECK(rp_ckpt_reader_open(p, "mlp", 1ull << 32, verify, &v, &n, &r));
+    cr_assert_eq(n, len);
+    RP_CHECK(rp_ckpt_reader_read(r, buf, 1000));
+    cr_assert_eq(truncate(p, RP_CKPT_HEAD + 5000), 0);
+    RP_EXPECT(rp_ckpt_reader_read(r, buf, len - 1000), RP_EFORMAT);
+    snprintf(want, sizeof want,
+             "%s: truncated while it was read (it ends at byte %u)", p,
+             RP_CKPT_HEAD + 5000);
+    cr_assert_str_eq(rp_error_detail(), want);
+    rp_ckpt_reader_close(r);
+    /* cut before the open: refused there */
+    RP_EXPECT(rp_ckpt_reader_open(p, "mlp", 1ull << 32, verify, &v, &n, &r),
+              RP_EFORMAT);
+    cr_assert(has(rp_error_detail(), p), "%s", rp_error_detail());
+  }
+  RP_CHECK(rp_ckpt_save(p, "mlp", 1, pl, len));
+  rp_ckpt_reader *r = NULL;
+  uint32_t v;
+  uint64_t n;
+  RP_CHECK(rp_ckpt_reader_open(p, "mlp", 1ull << 32, 0, &v, &n, &r));
+  RP_CHECK(rp_ckpt_reader_read(r, buf, len));
+  FILE *f = fopen(p, "ab");
+  cr_assert(f && fputc('x', f) == 'x' && fclose(f) == 0);
+  RP_EXPECT(rp_ckpt_reader_finish(r), RP_EFORMAT);
+  snprintf(want, sizeof want,
+           "%s: trailing bytes after the payload (the file grew while it "
+           "was read)",
+           p);
+  cr_assert_str_eq(rp_error_detail(), want);
+  rp_ckpt_reader_close(r);
+  free(pl);
+  free(buf);
+#ifdef OUT_LEAK_CHECK
+  cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "leaks (see above)");
+#endif
+  th_tmpdir_remove();
+}
 
 /* A saver refuses what its reader would: the container with the payload
  * must fit the reader's limit (rp_mlp_save_check and rp_gpt_save_check
