@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <sys/resource.h>
 
@@ -1803,6 +1804,63 @@ static void state_is(rp_gpt *m, const float *was, size_t n, const char *why) {
   cr_assert_eq(k, n);
   cr_assert(!memcmp(now, was, n * sizeof *now), "%s: the model changed", why);
   free(now);
+}
+
+/* A checkpoint cut short after rp_gpt_ckpt_read_info checked it (the
+ * file shrank between that check and the load's reads) is refused by the
+ * weights' load (generate) and the resume (train --load-weights) before
+ * anything is written: RP_EFORMAT naming the file and the cut, the model
+ * unchanged. */
+Test(gpt, a_load_refuses_a_file_cut_since_it_was_read) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c;
+  ckpt_config(&c);
+  rp_gpt *a, *b, *d;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &a));
+  c.seed += 1; /* other weights than a's */
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &b));
+  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &d));
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  for (int i = 0; i < 5; i++)
+    info.bytes[i] = (uint8_t)('a' + i);
+  const char *path = th_tmp_path("w.ckpt");
+  RP_CHECK(rp_gpt_save(a, path, &info));
+  rp_gpt_ckpt got;
+  RP_CHECK(rp_gpt_ckpt_read_info(path, &got));
+  struct stat sb;
+  cr_assert_eq(stat(path, &sb), 0);
+  cr_assert_eq(truncate(path, sb.st_size / 2), 0);
+  size_t n = rp_gpt_param_count(d);
+  float *was = malloc(n * sizeof *was), *now = malloc(n * sizeof *now);
+  cr_assert(was && now);
+  RP_CHECK(rp_gpt_params_read(d, was, n));
+  RP_EXPECT(rp_gpt_ckpt_load_weights(d, path, &got), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), path) &&
+                strstr(rp_error_detail(), "truncated"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_gpt_params_read(d, now, n));
+  cr_assert(!memcmp(was, now, n * sizeof *now), "the weights changed");
+  size_t ns;
+  float *state = state_of(b, &ns);
+  RP_EXPECT(rp_gpt_ckpt_load(b, path, &got), RP_EFORMAT);
+  cr_assert(strstr(rp_error_detail(), path) &&
+                strstr(rp_error_detail(), "truncated"),
+            "%s", rp_error_detail());
+  float *after = state_of(b, &ns);
+  cr_assert(!memcmp(state, after, ns * sizeof *after), "the state changed");
+  free(state);
+  free(after);
+  free(was);
+  free(now);
+  RP_CHECK(rp_gpt_destroy(d));
+  RP_CHECK(rp_gpt_destroy(b));
+  RP_CHECK(rp_gpt_destroy(a));
+  th_tmpdir_remove();
+  th_destroy(rt);
 }
 
 /* A resume (rp_gpt_ckpt_load: the weights and both moments streamed into
