@@ -1486,7 +1486,7 @@ static int cut_token(const char *buf, size_t at, size_t len) {
   size_t n = len - at, p = at;
   while (p && strchr(" \t\n\r", buf[p - 1]))
     p--;
-  if (!p || strchr("[,:", buf[p - 1])) { /* where a value starts */
+  if (p == bom_len(buf, p) || strchr("[,:", buf[p - 1])) { /* a value starts */
     if (n == 1 && rest[0] == '-')
       return 1;
     for (int k = 0; k < 3; k++)

@@ -192,7 +192,13 @@ Test(json_strict, what_cjson_reads_but_json_is_not_is_refused) {
        "not JSON: a malformed number at byte 3"},
       {"\xef\xbb\xbf"
        "[1.]",
-       "not JSON: a malformed number at byte 4"}};
+       "not JSON: a malformed number at byte 4"},
+      /* cut where the value after a byte order mark starts */
+      {"\xef\xbb\xbf-",
+       "not JSON: the text ends early at byte 4 (truncated file?)"},
+      {"\xef\xbb\xbf"
+       "tr",
+       "not JSON: the text ends early at byte 5 (truncated file?)"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     cJSON *doc = NULL;
     RP_EXPECT(rp__json_parse_strict(bad[i][0], strlen(bad[i][0]), 100, &doc),
