@@ -845,3 +845,62 @@ Test(mt, tune_beside_another_execs_replays) {
   RP_CHECK(rp_exec_destroy(other));
   th_destroy(rt);
 }
+
+/* Access 0 gets the number of cores the worker running it may use. */
+static rp_status cores_task(rp_task_ctx *ctx) {
+  cpu_set_t s;
+  if (sched_getaffinity(0, sizeof s, &s) != 0)
+    return rp_error_set(RP_EIO, "sched_getaffinity failed");
+  *(int64_t *)rp_ctx_ptr(ctx, 0) = CPU_COUNT(&s);
+  return RP_OK;
+}
+
+/* REPRISE_PIN is read by rp_runtime_create, never by a worker thread
+ * later: a program's setenv after create (setenv is not thread-safe, and
+ * a getenv in a starting worker crashed under one) changes nothing, and
+ * with REPRISE_PIN=1 at create each worker runs on one core. */
+Test(mt, reprise_pin_is_read_at_create_and_pins_each_worker) {
+  cpu_set_t all;
+  cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
+  if (CPU_COUNT(&all) < 2)
+    cr_skip_test("one core: pinning changes nothing to see");
+  for (int on = 0; on < 2; on++) {
+    if (on)
+      cr_assert_eq(setenv("REPRISE_PIN", "1", 1), 0);
+    else
+      unsetenv("REPRISE_PIN");
+    rp_runtime *rt = th_cpu_runtime(2);
+    /* what the program sets after create: the other value, many times */
+    for (int i = 0; i < 1000; i++) {
+      if (on)
+        unsetenv("REPRISE_PIN");
+      else
+        cr_assert_eq(setenv("REPRISE_PIN", "1", 1), 0);
+    }
+    rp_task_id t = th_task(rt, "cores", cores_task);
+    rp_inst x = i64_inst(rt, 1);
+    for (rp_proc w = 0; w < 2; w++) {
+      rp_access acc = {x, RP_WRITE, RP_REDOP_NONE};
+      rp_event d;
+      RP_CHECK(rp_launch_task(
+          rt,
+          &(rp_launch){.task = t, .proc = w, .accesses = &acc, .naccess = 1},
+          &d));
+      RP_CHECK(rp_event_wait(rt, d, 60 * SEC));
+      RP_CHECK(rp_event_release(rt, d));
+      int64_t n = read0(rt, x);
+      if (on)
+        cr_assert_eq(n, 1,
+                     "REPRISE_PIN=1 at create: worker %u may use %lld "
+                     "cores",
+                     (unsigned)w, (long long)n);
+      else
+        cr_assert_eq(n, CPU_COUNT(&all),
+                     "REPRISE_PIN unset at create: worker %u may use %lld "
+                     "of %d cores",
+                     (unsigned)w, (long long)n, CPU_COUNT(&all));
+    }
+    th_destroy(rt);
+  }
+  unsetenv("REPRISE_PIN");
+}

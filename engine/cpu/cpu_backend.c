@@ -38,6 +38,8 @@ static _Thread_local cpu_worker *tl_worker;
 typedef struct cpu_state {
   cpu_worker *workers;
   unsigned n;
+  int pin; /* REPRISE_PIN, read by cpu_init: never by a worker (a getenv
+              there races a setenv of the program's after create) */
   _Atomic int stop;
   _Atomic uint64_t pending; /* items pushed and not yet finished */
 } cpu_state;
@@ -48,10 +50,10 @@ static int poll_once(cpu_worker *w) {
   return arg ? w->rt->poll_fn(arg, w->index) : 0;
 }
 
-/* REPRISE_PIN=1: worker i runs on core i (mod the cores this process may
- * use). Off by default. */
-static void pin(unsigned index) {
-  if (rp__env_long("REPRISE_PIN", 0) <= 0)
+/* REPRISE_PIN=1 (cs->pin): worker i runs on core i (mod the cores this
+ * process may use). Off by default. */
+static void pin(const cpu_state *cs, unsigned index) {
+  if (cs->pin <= 0)
     return;
   cpu_set_t allowed, one;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
@@ -72,7 +74,7 @@ static void *worker_main(void *p) {
   char name[16];
   snprintf(name, sizeof name, "rp-worker-%u", w->index);
   pthread_setname_np(pthread_self(), name);
-  pin(w->index);
+  pin(cs, w->index);
   tl_worker = w;
   rp__alloc_counter_register(w->rt, w->index);
   rp_backoff idle = RP_BACKOFF_IDLE;
@@ -123,6 +125,7 @@ static rp_status cpu_init(rp_runtime *rt, const rp_runtime_config *cfg,
     return rp__err(RP_ENOMEM, "CPU backend: out of memory");
   }
   memset(cs->workers, 0, sizeof(cpu_worker) * n);
+  cs->pin = (int)rp__env_long("REPRISE_PIN", 0);
   rp_mem sysmem;
   rp_status st = rp__add_mem(rt, &(rp_mem_info){RP_MEM_SYSTEM, -1},
                              &rp__cpu_backend, 1, &sysmem);
