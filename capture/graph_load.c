@@ -1387,6 +1387,28 @@ static int json_number(const char *s, size_t n) {
   return json_number_or_cut(s, n, 0);
 }
 
+/* The code unit of the 4 hex digits at b[i], or -1. */
+static long hex4(const char *b, size_t i, size_t len) {
+  if (i > len || len - i < 4)
+    return -1;
+  long u = 0;
+  for (size_t k = 0; k < 4; k++) {
+    int d = hex_digit(b[i + k]);
+    if (d < 0)
+      return -1;
+    u = u << 4 | d;
+  }
+  return u;
+}
+
+/* Past the run of number bytes at b[i] (digits, sign, '.', exponent):
+ * where a number starting there ends, whether or not it is one. */
+static size_t number_end(const char *b, size_t i, size_t len) {
+  while (i < len && b[i] && strchr("0123456789+-.eE", b[i]))
+    i++;
+  return i;
+}
+
 /* A UTF-8 byte order mark opens b[0, len): cJSON skips it. */
 static size_t bom_len(const char *b, size_t len) {
   return len >= 3 && !memcmp(b, "\xef\xbb\xbf", 3) ? 3 : 0;
@@ -1432,13 +1454,12 @@ static rp_status scan(const char *buf, size_t len, uint64_t max_values,
           !memcmp(buf + i + 2, "0000", 4))
         return rp__err(RP_EFORMAT,
                        "a \\u0000 escape (NUL) inside a string at byte %zu", i);
-      if (c == '\\' && i + 5 < len && buf[i + 1] == 'u')
-        for (size_t k = 2; k < 6; k++)
-          if (hex_digit(buf[i + k]) < 0)
-            return rp__err(RP_EFORMAT,
-                           "not JSON: a bad escape at byte %zu (\\u and "
-                           "not 4 hex digits)",
-                           i);
+      if (c == '\\' && i + 5 < len && buf[i + 1] == 'u' &&
+          hex4(buf, i + 2, len) < 0)
+        return rp__err(RP_EFORMAT,
+                       "not JSON: a bad escape at byte %zu (\\u and "
+                       "not 4 hex digits)",
+                       i);
       if (c == '\\')
         i++;
       else if (c == '"')
@@ -1446,9 +1467,7 @@ static rp_status scan(const char *buf, size_t len, uint64_t max_values,
       continue;
     }
     if ((c == '-' || (c >= '0' && c <= '9')) && value_starts(buf, i)) {
-      size_t e = i;
-      while (e < len && buf[e] && strchr("0123456789+-.eE", buf[e]))
-        e++;
+      size_t e = number_end(buf, i, len);
       if (e < len && !json_number(buf + i, e - i))
         return rp__err(RP_EFORMAT, "not JSON: a malformed number at byte %zu",
                        i);
@@ -1560,20 +1579,6 @@ static size_t skip_ws(const char *b, size_t i, size_t len) {
   return i;
 }
 
-/* The code unit of the 4 hex digits at b[i], or -1. */
-static long hex4(const char *b, size_t i, size_t len) {
-  if (i > len || len - i < 4)
-    return -1;
-  long u = 0;
-  for (size_t k = 0; k < 4; k++) {
-    int d = hex_digit(b[i + k]);
-    if (d < 0)
-      return -1;
-    u = u << 4 | d;
-  }
-  return u;
-}
-
 /* Past the string whose quote is at b[i]; 0 when it is not one cJSON
  * reads (an unknown escape, half of a surrogate pair, no closing quote). */
 static size_t string_end(const char *b, size_t i, size_t len) {
@@ -1613,9 +1618,7 @@ static size_t scalar_end(const char *b, size_t i, size_t len) {
     if (len - i >= n && !memcmp(b + i, lits[k], n))
       return i + n;
   }
-  size_t e = i;
-  while (e < len && b[e] && strchr("0123456789+-.eE", b[e]))
-    e++;
+  size_t e = number_end(b, i, len);
   return e > i && json_number(b + i, e - i) ? e : 0;
 }
 
