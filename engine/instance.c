@@ -79,6 +79,8 @@ rp_rect rp_rect_1d(int64_t lo, int64_t hi) {
 
 const char *rp_rect_str(const rp_rect *r, char *buf, size_t size) {
   size_t n = 0;
+  if (!buf || size == 0)
+    return ""; /* no byte may be written: the text is empty */
   buf[0] = '\0';
   if (!r || r->dim < 1 || r->dim > RP_MAX_DIM) {
     snprintf(buf, size, "[invalid rect]");

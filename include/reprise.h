@@ -521,8 +521,9 @@ RP_API rp_rect rp_rect_1d(int64_t lo, int64_t hi);
 RP_API rp_rect rp_rect_2d(int64_t lo0, int64_t hi0, int64_t lo1, int64_t hi1);
 /* Writes r as text, "[lo0..hi0, lo1..hi1]" ("[invalid rect]" for NULL or a
  * dimension outside 1..RP_MAX_DIM), cut to size bytes (NUL included;
- * size >= 1), and returns buf. Never fails. RP_RECT_STR_MAX bytes hold
- * any rect's text whole. */
+ * size >= 1), and returns buf. Never fails: with buf NULL or size 0 it
+ * writes nothing and returns "". RP_RECT_STR_MAX bytes hold any rect's
+ * text whole. */
 #define RP_RECT_STR_MAX 192
 RP_API const char *rp_rect_str(const rp_rect *r, char *buf, size_t size);
 

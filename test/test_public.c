@@ -277,6 +277,21 @@ Test(public_rect, str_prints_every_dimension_and_cuts) {
   cr_assert_str_eq(rp_rect_str(&r, small, sizeof small), "[0..3");
 }
 
+/* A size of 0 (a caller's remaining room run out: buf + n, sizeof buf - n)
+ * or no buffer at all writes no byte and gives "": a size-0 buffer is not
+ * written past, a NULL one not dereferenced. */
+Test(public_rect, str_with_no_room_writes_nothing) {
+  char buf[4] = {'x', 'y', 'z', 'w'};
+  rp_rect r = rp_rect_1d(0, 3);
+  cr_assert_str_eq(rp_rect_str(&r, buf, 0), "");
+  cr_assert_str_eq(rp_rect_str(NULL, buf, 0), "");
+  cr_assert_eq(buf[0], 'x');
+  cr_assert_str_eq(rp_rect_str(&r, NULL, 0), "");
+  cr_assert_str_eq(rp_rect_str(&r, NULL, 16), "");
+  cr_assert_str_eq(rp_rect_str(&r, buf, 1), "");
+  cr_assert_eq(buf[1], 'y');
+}
+
 /* ---- graphs from memory, on a model of the recorded machine ---- */
 
 Test(public_model, a_graph_file_loads_from_memory_into_a_model) {
