@@ -45,6 +45,13 @@ static rp_event_slot *ev_lookup(const rp_runtime *rt, rp_event e) {
   if (ev_gen_of(e) == 0 ||
       atomic_load_explicit(&s->gen, memory_order_acquire) != ev_gen_of(e))
     return NULL;
+  /* A free slot (no reference: never used, or recycled) holds no event:
+   * its generation is the one its next event will get, so a handle that
+   * names it was never handed out (a made-up or uninitialized one). A
+   * waiter joining it would be dropped when the slot is taken, or wait
+   * for an unrelated event. */
+  if (atomic_load_explicit(&s->refs, memory_order_acquire) == 0)
+    return NULL;
   return s;
 }
 

@@ -21,17 +21,17 @@
  *    an object, is undefined behaviour.
  *  - Event and instance handles carry their runtime's identity (an 8-bit
  *    tag) and a generation: another runtime's handle, a released and
- *    recycled event, a freed or reallocated instance is refused with
- *    RP_ESTALE and never acted on. (Two live runtimes share a tag only when
- *    255 runtimes were created between them. A generation has 31 bits:
- *    an event or instance slot whose 2^31 - 1 generations are used up
- *    retires (it is never reused, one slot lost) rather than wrap, so a
- *    kept handle never names a later event or instance; the one
- *    exception is an instance reallocated in place 2^31 - 1 times, whose
- *    generation wraps to 1. A slot released last is reused first: a loop
- *    that creates and releases one event at a time retires a slot every
- *    2^31 turns, within minutes.) Releasing
- *    an event twice is
+ *    recycled event, an event handle never handed out (a made-up one
+ *    naming a free slot), a freed or reallocated instance is refused
+ *    with RP_ESTALE and never acted on. (Two live runtimes share a tag
+ *    only when 255 runtimes were created between them. A generation has
+ *    31 bits: an event or instance slot whose 2^31 - 1 generations are
+ *    used up retires (it is never reused, one slot lost) rather than
+ *    wrap, so a kept handle never names a later event or instance; the
+ *    one exception is an instance reallocated in place 2^31 - 1 times,
+ *    whose generation wraps to 1. A slot released last is reused first:
+ *    a loop that creates and releases one event at a time retires a slot
+ *    every 2^31 turns, within minutes.) Releasing an event twice is
  *    RP_ESTALE, also while it is still pending. Other calls on a released
  *    event that is still pending act on the event, which is still live.
  *  - One thread at a time per exec: a thread calling rp_replay,

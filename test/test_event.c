@@ -428,6 +428,54 @@ Test(event, garbage_handles_are_stale) {
   RP_CHECK(rp_event_release(rt, RP_NO_EVENT));
 }
 
+/* A handle with rt's tag and the current generation of a free slot (one
+ * never used, or one recycled: the generation its next event will get)
+ * names no event: it was never handed out. Every call refuses it
+ * (RP_ESTALE) instead of reading the free slot as a pending event: a
+ * callback or a launch's wait joining it was dropped, or waited for the
+ * slot's next event (an eager op could take that slot for its own done
+ * event and wait for itself). */
+Test(event, a_handle_never_handed_out_is_stale) {
+  rp_event e, used;
+  RP_CHECK(rp_event_create(rt, &e));
+  RP_CHECK(rp_event_create(rt, &used));
+  RP_CHECK(rp_event_trigger(rt, used));
+  RP_CHECK(rp_event_release(rt, used)); /* its slot is free, generation + 1 */
+  rp_event never[2] = {{e.id + 2}, {used.id + (1ull << 32)}};
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst a, b;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &a));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &b));
+  atomic_store(&cb_calls, 0);
+  for (int k = 0; k < 2; k++) {
+    rp_event n = never[k], m = {777}, d = {778};
+    RP_EXPECT(rp_event_query(rt, n), RP_ESTALE);
+    RP_EXPECT(rp_event_wait(rt, n, 0), RP_ESTALE);
+    RP_EXPECT(rp_event_on_complete(rt, n, cb, NULL), RP_ESTALE);
+    RP_EXPECT(rp_event_merge(rt, &n, 1, &m), RP_ESTALE);
+    cr_assert_eq(m.id, 777u, "the merge's out-parameter was written");
+    RP_EXPECT(rp_event_trigger(rt, n), RP_ESTALE);
+    RP_EXPECT(rp_event_release(rt, n), RP_ESTALE);
+    rp_copy c = {.src = a, .dst = b, .wait = n};
+    RP_EXPECT(rp_launch_copy(rt, &c, &d), RP_ESTALE);
+    cr_assert(strstr(rp_error_detail(), "stale"), "%s", rp_error_detail());
+    cr_assert_eq(d.id, 778u, "the launch's done was written");
+  }
+  /* the slots' next events are unaffected */
+  rp_event f[2];
+  RP_CHECK(rp_event_create(rt, &f[0]));
+  RP_CHECK(rp_event_create(rt, &f[1]));
+  for (int k = 0; k < 2; k++) {
+    RP_CHECK(rp_event_trigger(rt, f[k]));
+    RP_CHECK(rp_event_release(rt, f[k]));
+  }
+  cr_assert_eq(atomic_load(&cb_calls), 0);
+  RP_CHECK(rp_event_trigger(rt, e));
+  RP_CHECK(rp_event_release(rt, e));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+}
+
 /* A captured op reference, or another runtime's event, is no event of
  * rt: every event call refuses it (RP_ESTALE) and says what it is, the
  * merge's "which input" included. */
