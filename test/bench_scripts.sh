@@ -293,6 +293,32 @@ if [ -e "$dir/daybin/ran" ] || [ -e "$dir/dayout/ctest.log" ]; then
   echo "FAIL gpu_day.sh without a GPU: ran a step"
   failed=1
 fi
+# a GPU test that hangs (TIMEOUT 900 as test/CMakeLists.txt gives every
+# test, so ctest's --timeout does not reach it): ctest stops it before the
+# step's limit and names it, with the summary line (a fake nvidia-smi
+# that lists a GPU, a fake torch that fails to import)
+if command -v ctest >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1 &&
+  [ "$(date -u -d '+30 sec' +%j)" = "$(date -u +%j)" ]; then
+  mkdir "$dir/smi" "$dir/hangbld" "$dir/notorch" "$dir/notorch/torch"
+  printf '#!/bin/sh\necho "GPU 0: Fake GPU (UUID: GPU-0)"\n' >"$dir/smi/nvidia-smi"
+  echo 'raise SystemExit(99)' >"$dir/notorch/torch/__init__.py"
+  cp "$dir/daybin/reprise" "$dir/hangbld/reprise"
+  printf 'add_test(hangs "sleep" "300")\nset_tests_properties(hangs PROPERTIES LABELS "gpu" TIMEOUT "900")\nadd_test(passes "true")\nset_tests_properties(passes PROPERTIES LABELS "gpu" TIMEOUT "900")\n' \
+    >"$dir/hangbld/CTestTestfile.cmake"
+  chmod +x "$dir/smi/nvidia-smi"
+  want 1 "gpu_day.sh a GPU test that hangs" env PATH="$dir/smi:$PATH" \
+    PYTHONPATH="$dir/notorch" OUT="$dir/hangout" STEPS=ctest CTEST_LIMIT=20 \
+    bash "$G" "$dir/hangbld"
+  if ! grep -q 'hangs (Timeout)' "$dir/hangout/ctest.log" 2>/dev/null ||
+    ! grep -q '^FAIL  REPRISE_REQUIRE_GPU=1 ctest -L gpu: 50% tests passed, 1 tests failed out of 2' \
+      "$dir/hangout/summary.txt"; then
+    echo "FAIL gpu_day.sh a GPU test that hangs: not stopped and named by ctest"
+    sed 's/^/     /' "$dir/hangout/summary.txt" "$dir/hangout/ctest.log" 2>/dev/null | tail -8
+    failed=1
+  fi
+else
+  echo "skip gpu_day.sh a GPU test that hangs: no ctest or python3, or near midnight (UTC)"
+fi
 # DRY=1: every command a script would run, printed; each must take its
 # options as they are today: torch_gpt.py gets past its argument checks
 # to `import torch` (a fake one that exits 99), and reprise refuses none
