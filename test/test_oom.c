@@ -1917,6 +1917,125 @@ Test(oom, every_allocation_of_a_gpu_plan_fails_in_turn) {
   cr_assert_gt(n, 50, "the sweep saw only %ld allocations", n);
 }
 
+/* The reads of a checkpoint, as the CLI makes them: `reprise generate`
+ * (rp_gpt_ckpt_read_info, then rp_gpt_ckpt_load_weights), `reprise train
+ * --model gpt --load-weights` (rp_gpt_ckpt_load), rp_gpt_ckpt_read, and
+ * the MLP's `--load-weights` (rp_mlp_ckpt_read). */
+enum { CKPT_INFO_READ, CKPT_WEIGHTS, CKPT_RESUME, CKPT_WHOLE, CKPT_MLP };
+
+static rp_status ckpt_read_call(int call, rp_gpt *dec, rp_gpt *m,
+                                const char *gpt_path, const char *mlp_path) {
+  rp_gpt_ckpt c;
+  rp_mlp_ckpt mc;
+  rp_status st = RP_OK;
+  switch (call) {
+  case CKPT_INFO_READ:
+    return rp_gpt_ckpt_read_info(gpt_path, &c);
+  case CKPT_WEIGHTS:
+    return rp_gpt_ckpt_load_weights(dec, gpt_path, NULL);
+  case CKPT_RESUME:
+    return rp_gpt_ckpt_load(m, gpt_path, NULL);
+  case CKPT_WHOLE:
+    if ((st = rp_gpt_ckpt_read(gpt_path, &c)) == RP_OK)
+      rp_gpt_ckpt_free(&c);
+    return st;
+  default:
+    if ((st = rp_mlp_ckpt_read(mlp_path, &mc)) == RP_OK)
+      rp_mlp_ckpt_free(&mc);
+    return st;
+  }
+}
+
+/* A checkpoint read that runs out of memory says what it could not
+ * allocate and how many bytes: allocation n of each read failing, for n =
+ * 0, 1, ..., is RP_ENOMEM "<file>: out of memory for <N> bytes ..." (it
+ * was "<file>: out of memory"), and leaks nothing; a streamed read names
+ * the largest tensor, its bytes rows x cols x 4. */
+Test(oom, a_checkpoint_read_out_of_memory_names_what_and_its_bytes) {
+  rp_runtime *rt;
+  RP_CHECK(make_runtime(2, &rt));
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c = tiny_gpt(1, 8, 4, 5, 2);
+  rp_gpt *m, *dec;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &dec));
+  char gpt_path[] = "/tmp/rp_oom_XXXXXX", mlp_path[] = "/tmp/rp_oom_XXXXXX";
+  RP_CHECK(temp_file(gpt_path));
+  RP_CHECK(temp_file(mlp_path));
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  for (uint32_t i = 0; i < 5; i++)
+    info.bytes[i] = (uint8_t)('a' + i);
+  RP_CHECK(rp_gpt_save(m, gpt_path, &info));
+  rp_dataset d;
+  RP_CHECK(rp_data_generate(RP_DATA_SPIRALS, 64, 2, 3, 7, &d));
+  rp_mlp_config mc;
+  rp_mlp_config_init(&mc);
+  mc.hidden[0] = 8;
+  mc.nhidden = 1;
+  mc.batch = 16;
+  mc.procs = 1;
+  rp_mlp *mlp;
+  RP_CHECK(rp_mlp_create(rt, &k, &mc, &d, &mlp));
+  rp_mlp_ckpt_info mi = {.step = 1, .lr = 0.05f, .lr_decay = 0.0f};
+  RP_CHECK(rp_mlp_save(mlp, mlp_path, &mi));
+  /* the largest tensor (the first of equals), as the reads name it */
+  const rp_gpt_param_info *big = rp_gpt_param(m, 0);
+  for (uint32_t i = 1; i < rp_gpt_param_tensors(m); i++) {
+    const rp_gpt_param_info *p = rp_gpt_param(m, i);
+    if ((size_t)p->rows * p->cols > (size_t)big->rows * big->cols)
+      big = p;
+  }
+  char tensor[128];
+  snprintf(tensor, sizeof tensor,
+           "out of memory for %zu bytes reading the tensor '%s'",
+           (size_t)big->rows * big->cols * sizeof(float), big->name);
+  static const char *const names[] = {
+      "rp_gpt_ckpt_read_info", "rp_gpt_ckpt_load_weights", "rp_gpt_ckpt_load",
+      "rp_gpt_ckpt_read", "rp_mlp_ckpt_read"};
+  for (int call = CKPT_INFO_READ; call <= CKPT_MLP; call++) {
+    const char *path = call == CKPT_MLP ? mlp_path : gpt_path;
+    int named_tensor = 0;
+    long n = 0;
+    for (;; n++) {
+      oom_arm(n);
+      rp_status st = ckpt_read_call(call, dec, m, gpt_path, mlp_path);
+      int fired = oom_disarm();
+      if (!fired) {
+        RP_CHECK(st);
+        break;
+      }
+      if (st == RP_OK)
+        continue; /* an allocation the read does without */
+      RP_EXPECT(st, RP_ENOMEM);
+      const char *e = rp_error_detail();
+      size_t pl = strlen(path);
+      unsigned long long bytes = 0;
+      int used = 0;
+      cr_assert(!strncmp(e, path, pl) &&
+                    sscanf(e + pl, ": out of memory for %llu byte%n", &bytes,
+                           &used) == 1 &&
+                    used > 0 && bytes > 0,
+                "%s, allocation %ld failing: '%s' (the file, then what "
+                "could not be allocated and its bytes)",
+                names[call], n, e);
+      named_tensor |= strstr(e, tensor) != NULL;
+    }
+    cr_assert_gt(n, 0, "%s allocates nothing", names[call]);
+    if (call != CKPT_WHOLE && call != CKPT_MLP)
+      cr_assert(named_tensor, "%s: no failure said '%s'", names[call], tensor);
+    leak_check(names[call], n);
+  }
+  RP_CHECK(rp_mlp_destroy(mlp));
+  rp_data_free(&d);
+  RP_CHECK(rp_gpt_destroy(dec));
+  RP_CHECK(rp_gpt_destroy(m));
+  th_destroy(rt);
+  unlink(gpt_path);
+  unlink(mlp_path);
+}
+
 /* A new placement of an exec with GPU segments (rp_exec_tune's apply:
  * the units' lanes set, then rp__place_finalize) that runs out of memory
  * leaves the placement in effect whole: the same lanes, waits and

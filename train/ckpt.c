@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +32,25 @@ int rp_ckpt_is_container(const unsigned char *b, size_t n) {
   return b && n >= 8 && memcmp(b, RP_CKPT_MAGIC, 8) == 0;
 }
 
+rp_status rp_ckpt_oom(const char *path, uint64_t bytes, const char *fmt, ...) {
+  char what[256], mib[32] = "";
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  if (bytes >= (1u << 20))
+    snprintf(mib, sizeof mib, " (%.1f MiB)", (double)bytes / (1u << 20));
+  return rp_error_set(RP_ENOMEM, "%s: out of memory for %llu byte%s%s %s", path,
+                      (unsigned long long)bytes, bytes == 1 ? "" : "s", mib,
+                      what);
+}
+
 rp_status rp_ckpt_floats_read(const char *path, const unsigned char *b,
                               size_t n, const char *what, float **out) {
   float *v = calloc(n ? n : 1, sizeof *v);
   if (!v)
-    return rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+    return rp_ckpt_oom(path, (uint64_t)(n ? n : 1) * sizeof *v,
+                       "reading %s (%zu values)", what, n);
   for (size_t i = 0; i < n; i++)
     v[i] = rp_le_getf(b + 4 * i);
   rp_status st = rp_ckpt_check_finite(v, n, path, what, 1);
@@ -316,7 +331,8 @@ static rp_status sum_payload(rp_ckpt_reader *r, uint64_t len, uint64_t *h) {
   size_t cap = 1u << 20;
   unsigned char *buf = malloc(cap);
   if (!buf)
-    return rp_error_set(RP_ENOMEM, "%s: out of memory", r->path);
+    return rp_ckpt_oom(r->path, cap,
+                       "reading its payload in pieces to check its checksum");
   rp_status st = RP_OK;
   *h = rp_fnv1a64(RP_FNV64_INIT, r->head, 40);
   for (uint64_t at = 0; !st && at < len; at += cap) {
@@ -335,7 +351,7 @@ rp_status rp_ckpt_reader_open(const char *path, const char *kind, uint64_t max,
     return rp_error_set(RP_EINVAL, "rp_ckpt_reader_open: NULL argument");
   rp_ckpt_reader *r = calloc(1, sizeof *r);
   if (!r)
-    return rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+    return rp_ckpt_oom(path, sizeof *r, "opening it (the checkpoint reader)");
   r->path = path;
   uint64_t size = 0, want = 0, h = 0;
   rp_status st = rp_file_open_regular(path, &r->fd, &size);

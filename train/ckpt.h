@@ -60,9 +60,18 @@ static inline float rp_le_getf(const unsigned char *b) {
   return f;
 }
 
+/* RP_ENOMEM for a read of path that could not allocate `bytes` bytes for
+ * what the formatted text names (after "for"): "<path>: out of memory for
+ * <bytes> bytes (<MiB>) <text>", e.g. "w.ckpt: out of memory for 5242880
+ * bytes (5.0 MiB) reading the tensor 'h0.mlp.fc.W'" (the MiB figure from
+ * 1 MiB on). */
+rp_status rp_ckpt_oom(const char *path, uint64_t bytes, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* The n floats stored from b on, into a new array (*out, the caller frees
- * it): RP_ENOMEM, or RP_EFORMAT as rp_ckpt_check_finite reading (path,
- * what) when one is not finite; *out untouched on failure. */
+ * it): RP_ENOMEM (rp_ckpt_oom, naming `what`), or RP_EFORMAT as
+ * rp_ckpt_check_finite reading (path, what) when one is not finite; *out
+ * untouched on failure. */
 rp_status rp_ckpt_floats_read(const char *path, const unsigned char *b,
                               size_t n, const char *what, float **out);
 

@@ -3450,19 +3450,27 @@ static rp_status ckpt_stream(const char *path, rp_gpt_ckpt *c, rp_gpt *m,
     if (own)
       make_table(&tmp);
     else
-      st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+      st = rp_ckpt_oom(path, (uint64_t)np * sizeof *own,
+                       "holding the shapes of its %u tensors", np);
     info = own;
   }
   size_t most = 0, all = 0;
+  uint32_t big = 0; /* the largest tensor */
   for (uint32_t i = 0; !st && i < np; i++) {
-    most = numel(&info[i]) > most ? numel(&info[i]) : most;
+    if (numel(&info[i]) > most)
+      most = numel(&info[i]), big = i;
     all += 3 * numel(&info[i]);
   }
   float *v = NULL, *data = NULL;
   if (!st && mode == CKPT_DATA && !(data = malloc(all * sizeof *data)))
-    st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+    st = rp_ckpt_oom(path, (uint64_t)all * sizeof *data,
+                     "reading its %zu values (the weights and both AdamW "
+                     "moments of its %u tensors)",
+                     all, np);
   if (!st && mode != CKPT_DATA && !(v = malloc(most * sizeof *v)))
-    st = rp_error_set(RP_ENOMEM, "%s: out of memory", path);
+    st = rp_ckpt_oom(path, (uint64_t)most * sizeof *v,
+                     "reading the tensor '%s' (%u x %u, its largest)",
+                     info[big].name, info[big].rows, info[big].cols);
   size_t at = 0; /* the value's index among all of them */
   for (uint32_t i = 0; !st && i < np; i++)
     for (int s = 0; !st && s < 3; s++) { /* weights, m, v */
