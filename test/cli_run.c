@@ -28,8 +28,8 @@ enum { TO_TEMP, TO_TTY, TO_CLOSED_PIPE };
  * pseudo-terminal (TO_TTY), a pipe without a reader (TO_CLOSED_PIPE) or
  * the file out (nothing read back). */
 static void run_cli_on(cli_run *r, const char *const *args, int mode,
-                       const char *out, int closed,
-                       unsigned long long as_bytes) {
+                       const char *out, int closed, unsigned long long as_bytes,
+                       unsigned nofile) {
   int tty = mode == TO_TTY;
   char *argv[32] = {(char *)"reprise"};
   for (int i = 0; args[i]; i++) {
@@ -72,6 +72,16 @@ static void run_cli_on(cli_run *r, const char *const *args, int mode,
           setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0)
         _exit(126);
     }
+    if (nofile) { /* the standard descriptors alone, then the limit */
+      struct rlimit rl;
+      if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        _exit(126);
+      for (rlim_t fd = 3; fd < rl.rlim_cur && fd < 65536; fd++)
+        close((int)fd);
+      rl.rlim_cur = nofile;
+      if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        _exit(126);
+    }
     execv(REPRISE_CLI_PATH, argv);
     _exit(127);
   }
@@ -107,26 +117,30 @@ static void run_cli_on(cli_run *r, const char *const *args, int mode,
 }
 
 void run_cli(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, TO_TEMP, NULL, -1, 0);
+  run_cli_on(r, args, TO_TEMP, NULL, -1, 0, 0);
 }
 
 void run_cli_closed(cli_run *r, int fd, const char *const *args) {
-  run_cli_on(r, args, TO_TEMP, NULL, fd, 0);
+  run_cli_on(r, args, TO_TEMP, NULL, fd, 0, 0);
 }
 
 void run_cli_tty(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, TO_TTY, NULL, -1, 0);
+  run_cli_on(r, args, TO_TTY, NULL, -1, 0, 0);
 }
 
 void run_cli_to(cli_run *r, const char *out, const char *const *args) {
-  run_cli_on(r, args, TO_TEMP, out, -1, 0);
+  run_cli_on(r, args, TO_TEMP, out, -1, 0, 0);
 }
 
 void run_cli_closed_pipe(cli_run *r, const char *const *args) {
-  run_cli_on(r, args, TO_CLOSED_PIPE, NULL, -1, 0);
+  run_cli_on(r, args, TO_CLOSED_PIPE, NULL, -1, 0, 0);
 }
 
 void run_cli_as(cli_run *r, unsigned long long as_bytes,
                 const char *const *args) {
-  run_cli_on(r, args, TO_TEMP, NULL, -1, as_bytes);
+  run_cli_on(r, args, TO_TEMP, NULL, -1, as_bytes, 0);
+}
+
+void run_cli_nofile(cli_run *r, unsigned nofile, const char *const *args) {
+  run_cli_on(r, args, TO_TEMP, NULL, -1, 0, nofile);
 }

@@ -56,6 +56,14 @@ void run_cli_as(cli_run *r, unsigned long long as_bytes,
 #define RUN_AS(r, bytes, ...)                                                  \
   run_cli_as((r), (bytes), (const char *const[]){__VA_ARGS__, NULL})
 
+/* run_cli with the command's descriptors 0, 1 and 2 alone open (none
+ * inherited from the test) and at most nofile of them (RLIMIT_NOFILE):
+ * nofile 4 leaves one for the files it opens. */
+void run_cli_nofile(cli_run *r, unsigned nofile, const char *const *args);
+
+#define RUN_NOFILE(r, n, ...)                                                  \
+  run_cli_nofile((r), (n), (const char *const[]){__VA_ARGS__, NULL})
+
 /* Reads fd from its start into buf (NUL-terminated, at most cap - 1 bytes)
  * and closes it. */
 void cli_slurp(int fd, char *buf, size_t cap);

@@ -7,6 +7,7 @@
 #include "train/ckpt.h"
 #include "train/gpt.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -2173,6 +2174,69 @@ Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
   read_file(svg, buf, sizeof buf);
   cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
                    "the previous picture was lost to a cut one");
+  unlink(tim), unlink(svg), unlink(gp);
+  cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
+}
+
+/* gnuplot that cannot be started (no descriptors left for its pipes:
+ * RLIMIT_NOFILE) or that is killed is said as such, naming the call and
+ * its errno or the signal (it was "gnuplot failed (exit status -1)", and
+ * for a PNG "this gnuplot has no PNG terminal"); the previous picture
+ * stays. */
+Test(cli, plot_says_why_gnuplot_did_not_run, .timeout = 300) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("plot reads JSON with cJSON");
+#endif
+  char dir[] = "/tmp/rp_cli_plotrun_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char tim[64], svg[64], png[64], gp[64];
+  snprintf(tim, sizeof tim, "%s/t.json", dir);
+  snprintf(svg, sizeof svg, "%s/p.svg", dir);
+  snprintf(png, sizeof png, "%s/p.png", dir);
+  snprintf(gp, sizeof gp, "%s/gnuplot", dir);
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--timings", tim);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  FILE *f = fopen(svg, "w");
+  cr_assert_not_null(f);
+  fputs("<svg>the previous picture</svg>\n", f);
+  fclose(f);
+  f = fopen(gp, "w"); /* killed once it has read its script */
+  cr_assert_not_null(f);
+  fputs("#!/bin/sh\ncat >/dev/null\nkill -KILL $$\n", f);
+  fclose(f);
+  cr_assert_eq(chmod(gp, 0755), 0);
+  setenv("REPRISE_GNUPLOT", gp, 1);
+  /* one descriptor beside 0, 1 and 2: the timings' read, then the
+   * output's, and no room for a pipe */
+  RUN_NOFILE(&r, 4, "plot", "--train", tim, "-o", svg);
+  char want[512];
+  snprintf(want, sizeof want,
+           "reprise plot: starting gnuplot (%s): pipe: %s: '%s' not written "
+           "(a file there is unchanged)\n",
+           gp, strerror(EMFILE), svg);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_str_eq(r.err, want);
+  RUN_NOFILE(&r, 4, "plot", "--train", tim, "-o", png);
+  snprintf(want, sizeof want,
+           "reprise plot: starting gnuplot (%s): pipe: %s: cannot check its "
+           "PNG terminal for '%s'\n",
+           gp, strerror(EMFILE), png);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_str_eq(r.err, want);
+  RUN(&r, "plot", "--train", tim, "-o", svg);
+  snprintf(want, sizeof want,
+           "reprise plot: gnuplot (%s) was killed by signal %d (%s): '%s' not "
+           "written (a file there is unchanged)\n",
+           gp, SIGKILL, strsignal(SIGKILL), svg);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_str_eq(r.err, want);
+  unsetenv("REPRISE_GNUPLOT");
+  char buf[256];
+  read_file(svg, buf, sizeof buf);
+  cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
+                   "the previous picture was lost");
+  cr_assert_eq(access(png, F_OK), -1, "a picture was written");
   unlink(tim), unlink(svg), unlink(gp);
   cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
 }

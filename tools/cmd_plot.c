@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -226,12 +227,15 @@ static void drawn_add(drawn *d, const unsigned char *b, size_t n) {
 
 /* Writes the script into gnuplot's stdin (in) while reading what it
  * draws from its stdout (out, -1: none), so that neither pipe fills and
- * stops both sides. 0, or -1 when poll fails. */
-static int feed_gnuplot(int in, int out, const char *script, drawn *d) {
+ * stops both sides. 0, or -1 when fcntl or poll fails (*call: which;
+ * errno: why). */
+static int feed_gnuplot(int in, int out, const char *script, drawn *d,
+                        const char **call) {
   size_t len = strlen(script), off = 0;
-  int rc = 0;
-  if (fcntl(in, F_SETFL, fcntl(in, F_GETFL) | O_NONBLOCK) != 0)
-    rc = -1;
+  int rc = 0, e = 0;
+  int fl = fcntl(in, F_GETFL);
+  if (fl < 0 || fcntl(in, F_SETFL, fl | O_NONBLOCK) != 0)
+    rc = -1, e = errno, *call = "fcntl";
   while (!rc && (in >= 0 || out >= 0)) {
     struct pollfd pf[2];
     int np = 0, pi = -1, po = -1;
@@ -240,7 +244,8 @@ static int feed_gnuplot(int in, int out, const char *script, drawn *d) {
     if (out >= 0)
       po = np, pf[np++] = (struct pollfd){.fd = out, .events = POLLIN};
     if (poll(pf, (nfds_t)np, -1) < 0) {
-      rc = errno == EINTR ? 0 : -1;
+      if (errno != EINTR)
+        rc = -1, e = errno, *call = "poll";
       continue;
     }
     if (pi >= 0 && pf[pi].revents) {
@@ -268,31 +273,49 @@ static int feed_gnuplot(int in, int out, const char *script, drawn *d) {
     close(in);
   if (out >= 0)
     close(out);
+  errno = e;
   return rc;
+}
+
+/* Why gnuplot did not run to an exit status (run_gnuplot's -1): "starting
+ * gnuplot (<path>): pipe: <strerror>" (pipe, fork), "running gnuplot
+ * (<path>): poll: ..." (fcntl, poll, waitpid), "gnuplot (<path>) was
+ * killed by signal <n> (<name>)". */
+typedef struct gp_why {
+  char text[PATH_MAX + 160];
+} gp_why;
+
+static int gp_failed(gp_why *why, const char *gp, const char *doing,
+                     const char *call, int e) {
+  snprintf(why->text, sizeof why->text, "%s gnuplot (%s): %s: %s", doing, gp,
+           call, strerror(e));
+  return -1;
 }
 
 /* Runs gnuplot with `script` on its stdin; its stdout a pipe read into d
  * (NULL: ours), its stderr ours (quiet: /dev/null). Returns its exit
- * status, or -1. */
-static int run_gnuplot(const char *gp, const char *script, int quiet,
-                       drawn *d) {
+ * status, or -1 with why said in *why (gp_why). */
+static int run_gnuplot(const char *gp, const char *script, int quiet, drawn *d,
+                       gp_why *why) {
   int in[2], out[2] = {-1, -1};
   if (pipe(in) != 0)
-    return -1;
+    return gp_failed(why, gp, "starting", "pipe", errno);
   if (d && pipe(out) != 0) {
+    int e = errno;
     close(in[0]);
     close(in[1]);
-    return -1;
+    return gp_failed(why, gp, "starting", "pipe", e);
   }
   pid_t pid = fork();
   if (pid < 0) {
+    int e = errno;
     close(in[0]);
     close(in[1]);
     if (d) {
       close(out[0]);
       close(out[1]);
     }
-    return -1;
+    return gp_failed(why, gp, "starting", "fork", e);
   }
   if (pid == 0) {
     signal(SIGPIPE, SIG_DFL); /* as a shell would start it */
@@ -314,12 +337,21 @@ static int run_gnuplot(const char *gp, const char *script, int quiet,
   close(in[0]);
   if (d)
     close(out[1]);
-  int fed = feed_gnuplot(in[1], out[0], script, d);
-  int ws;
+  const char *call = NULL;
+  int fed = feed_gnuplot(in[1], out[0], script, d, &call);
+  int fe = errno, ws;
   while (waitpid(pid, &ws, 0) < 0)
     if (errno != EINTR)
-      return -1;
-  return fed == 0 && WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+      return gp_failed(why, gp, "running", "waitpid", errno);
+  if (fed != 0)
+    return gp_failed(why, gp, "running", call, fe);
+  if (WIFSIGNALED(ws)) {
+    snprintf(why->text, sizeof why->text,
+             "gnuplot (%s) was killed by signal %d (%s)", gp, WTERMSIG(ws),
+             strsignal(WTERMSIG(ws)));
+    return -1;
+  }
+  return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }
 
 /* The terminal for the output's extension (.svg or .png, checked by the
@@ -330,10 +362,19 @@ static const char *terminal_for(const char *cmd, const char *gp,
   const char *dot = strrchr(out, '.');
   if (!strcasecmp(dot, ".svg"))
     return "svg size 960,640 dynamic font 'sans,11'";
-  if (run_gnuplot(gp, "set terminal pngcairo\n", 1, NULL) == 0)
+  gp_why why;
+  int st = run_gnuplot(gp, "set terminal pngcairo\n", 1, NULL, &why);
+  if (st == 0)
     return "pngcairo size 960,640 font 'sans,10'";
-  if (run_gnuplot(gp, "set terminal png\n", 1, NULL) == 0)
+  if (st > 0 &&
+      (st = run_gnuplot(gp, "set terminal png\n", 1, NULL, &why)) == 0)
     return "png size 960,640";
+  if (st < 0) { /* no answer: not a missing terminal */
+    rp_cli_say(stderr,
+               "reprise %s: %s: cannot check its PNG terminal for '%s'\n", cmd,
+               why.text, out);
+    return NULL;
+  }
   rp_cli_say(stderr,
              "reprise %s: this gnuplot (%s) has no PNG terminal "
              "(pngcairo is missing from some gnuplot-nox builds): write .svg "
@@ -562,7 +603,8 @@ static int draw(const char *cmd, const plot *p, const char *out) {
   rp_output *o = NULL;
   if (script && !rp_cli_output_open(cmd, "--output", out, &o)) {
     drawn d = {.f = rp_output_file(o)};
-    int st = run_gnuplot(gp, script, 0, &d);
+    gp_why why;
+    int st = run_gnuplot(gp, script, 0, &d, &why);
     if (st == 0 && picture_whole(&d, term)) {
       rc = rp_cli_output_commit(cmd, "--output", out, o);
     } else if (st == 0) {
@@ -572,6 +614,12 @@ static int draw(const char *cmd, const plot *p, const char *out) {
                  "without finishing it): '%s' not written (a file there is "
                  "unchanged)\n",
                  cmd, out);
+    } else if (st < 0) {
+      rp_output_abort(o);
+      rp_cli_say(stderr,
+                 "reprise %s: %s: '%s' not written (a file there is "
+                 "unchanged)\n",
+                 cmd, why.text, out);
     } else {
       rp_output_abort(o);
       rp_cli_say(stderr,
