@@ -1618,18 +1618,115 @@ Test(gpt_backends, a_decode_only_model_holds_the_weights_and_decodes_alike) {
   th_tmpdir_remove();
 }
 
-/* The checkpoint tests' model: 1 layer, width 16, 2 heads, context 8,
- * a 5-byte vocabulary, batch 2. */
-static void ckpt_config(rp_gpt_config *c) {
-  rp_gpt_config_init(c);
-  c->layers = 1;
-  c->width = 16;
-  c->heads = 2;
-  c->context = 8;
-  c->vocab = 5;
-  c->batch = 2;
-  c->ring = 1;
+/* The checkpoint tests' fixture: a CPU runtime of 1 worker and its
+ * kernels; the config c of their models (1 layer, width 16, 2 heads,
+ * context 8, a 5-byte vocabulary, batch 2) and three models of it: a
+ * training model a, a training model b and a decode-only d, b's seed a's +
+ * 1, d's a's + d_seed (0: a's weights, 1: b's); a scratch folder, the
+ * path of w.ckpt in it and the info of a save (the vocabulary "abcde"). */
+typedef struct ckfix {
+  rp_runtime *rt;
+  rp_kernel_tasks k;
+  rp_gpt_config c;
+  rp_gpt *a, *b, *d;
+  rp_gpt_ckpt info;
+  const char *path;
+} ckfix;
+
+static rp_gpt *ckfix_model(ckfix *f, int decoder);
+
+static void ckfix_init(ckfix *f, uint64_t d_seed) {
+  f->rt = th_cpu_runtime(1);
+  RP_CHECK(rp_kernels_register(f->rt, &f->k));
+  rp_gpt_config_init(&f->c);
+  f->c.layers = 1;
+  f->c.width = 16;
+  f->c.heads = 2;
+  f->c.context = 8;
+  f->c.vocab = 5;
+  f->c.batch = 2;
+  f->c.ring = 1;
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
+  memset(&f->info, 0, sizeof f->info);
+  for (int i = 0; i < 5; i++)
+    f->info.bytes[i] = (uint8_t)('a' + i);
+  f->path = th_tmp_path("w.ckpt");
+  uint64_t seed = f->c.seed;
+  f->a = ckfix_model(f, 0);
+  f->c.seed = seed + 1;
+  f->b = ckfix_model(f, 0);
+  f->c.seed = seed + d_seed;
+  f->d = ckfix_model(f, 1);
+  f->c.seed = seed;
 }
+
+/* A model of f->c: a training one, or decode-only (decoder). */
+static rp_gpt *ckfix_model(ckfix *f, int decoder) {
+  rp_gpt *m;
+  RP_CHECK(decoder ? rp_gpt_create_decoder(f->rt, &f->k, &f->c, &m)
+                   : rp_gpt_create(f->rt, &f->k, &f->c, &m));
+  return m;
+}
+
+/* Destroys the models, the folder and the runtime. */
+static void ckfix_fini(ckfix *f) {
+  RP_CHECK(rp_gpt_destroy(f->d));
+  RP_CHECK(rp_gpt_destroy(f->b));
+  RP_CHECK(rp_gpt_destroy(f->a));
+  th_tmpdir_remove();
+  th_destroy(f->rt);
+}
+
+/* What state_of reads: the weights alone, or the whole state. */
+enum { WEIGHTS = 1, STATE = 3 };
+
+/* m's weights (WEIGHTS) or every weight and both moments (STATE), tensor
+ * after tensor (malloc'd; *n floats). */
+static float *state_of(rp_gpt *m, int slots, size_t *n) {
+  *n = (size_t)slots * rp_gpt_param_count(m);
+  float *all = malloc(*n * sizeof *all), *q = all;
+  cr_assert_not_null(all);
+  const rp_gpt_slot slot[] = {RP_GPT_WEIGHT, RP_GPT_MOM1, RP_GPT_MOM2};
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(m); i++) {
+    const rp_gpt_param_info *p = rp_gpt_param(m, i);
+    size_t k = (size_t)p->rows * p->cols;
+    for (int s = 0; s < slots; s++, q += k)
+      RP_CHECK(rp_gpt_tensor_read(m, i, slot[s], q, k));
+  }
+  return all;
+}
+
+/* m's weights or state (slots) are still `was` (n floats, state_of's). */
+static void state_is(rp_gpt *m, int slots, const float *was, size_t n,
+                     const char *why) {
+  size_t k;
+  float *now = state_of(m, slots, &k);
+  cr_assert_eq(k, n);
+  cr_assert(!memcmp(now, was, n * sizeof *now), "%s: the model changed", why);
+  free(now);
+}
+
+/* The error detail names the file and says each of what[] (NULL-ended). */
+static void detail_says(const char *path, const char *const *what) {
+  const char *e = rp_error_detail();
+  cr_assert(strstr(e, path), "not naming %s: %s", path, e);
+  for (int i = 0; what[i]; i++)
+    cr_assert(strstr(e, what[i]), "not saying '%s': %s", what[i], e);
+}
+#define DETAIL_SAYS(path, ...)                                                 \
+  detail_says((path), (const char *const[]){__VA_ARGS__, NULL})
+
+/* call (a load into m) fails with want, the detail naming path and saying
+ * each of the texts after it, m's weights or state (slots) unchanged. */
+#define LOAD_REFUSED(m, slots, call, want, path, ...)                          \
+  do {                                                                         \
+    size_t n_;                                                                 \
+    float *was_ = state_of((m), (slots), &n_);                                 \
+    RP_EXPECT((call), (want));                                                 \
+    DETAIL_SAYS((path), __VA_ARGS__);                                          \
+    state_is((m), (slots), was_, n_, #call);                                   \
+    free(was_);                                                                \
+  } while (0)
 
 /* A checkpoint streamed into a model (rp_gpt_ckpt_read_info, then
  * rp_gpt_ckpt_load_weights) is checked as a whole read is: a flipped
@@ -1637,21 +1734,11 @@ static void ckpt_config(rp_gpt_config *c) {
  * weights were written), another architecture RP_ESHAPE naming the
  * file, a truncated file RP_EFORMAT. */
 Test(gpt, a_streamed_checkpoint_is_checked_as_a_whole_read) {
-  rp_runtime *rt = th_cpu_runtime(1);
-  rp_kernel_tasks k;
-  RP_CHECK(rp_kernels_register(rt, &k));
-  rp_gpt_config c;
-  ckpt_config(&c);
-  rp_gpt *m, *d, *other;
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
-  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &d));
-  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
-  rp_gpt_ckpt info;
-  memset(&info, 0, sizeof info);
-  for (int i = 0; i < 5; i++)
-    info.bytes[i] = (uint8_t)('a' + i);
-  const char *path = th_tmp_path("w.ckpt");
-  RP_CHECK(rp_gpt_save(m, path, &info));
+  ckfix f;
+  ckfix_init(&f, 0);
+  rp_gpt *m = f.a, *d = f.d;
+  const char *path = f.path;
+  RP_CHECK(rp_gpt_save(m, path, &f.info));
   RP_CHECK(rp_gpt_ckpt_load_weights(d, path, NULL));
   size_t len;
   char *buf = th_read_all(path, &len);
@@ -1669,17 +1756,12 @@ Test(gpt, a_streamed_checkpoint_is_checked_as_a_whole_read) {
   RP_EXPECT(rp_gpt_ckpt_read_info(cut, &got), RP_EFORMAT);
   cr_assert(strstr(rp_error_detail(), "truncated"), "%s", rp_error_detail());
   free(buf);
-  c.width = 32;
-  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &other));
+  f.c.width = 32;
+  rp_gpt *other = ckfix_model(&f, 1);
   RP_EXPECT(rp_gpt_ckpt_load_weights(other, path, NULL), RP_ESHAPE);
-  cr_assert(strstr(rp_error_detail(), path) &&
-                strstr(rp_error_detail(), "width 16"),
-            "%s", rp_error_detail());
+  DETAIL_SAYS(path, "width 16");
   RP_CHECK(rp_gpt_destroy(other));
-  RP_CHECK(rp_gpt_destroy(d));
-  RP_CHECK(rp_gpt_destroy(m));
-  th_tmpdir_remove();
-  th_destroy(rt);
+  ckfix_fini(&f);
 }
 
 /* rp_gpt_create_decoder takes of its config the architecture, the seed
@@ -1733,77 +1815,26 @@ Test(gpt, a_decoder_ignores_the_training_fields_of_its_config) {
  * any weight is written, RP_ECHECKSUM naming the file, the model
  * unchanged; the file read is loaded with its info. */
 Test(gpt, a_weights_load_refuses_a_file_replaced_since_it_was_read) {
-  rp_runtime *rt = th_cpu_runtime(1);
-  rp_kernel_tasks k;
-  RP_CHECK(rp_kernels_register(rt, &k));
-  rp_gpt_config c;
-  ckpt_config(&c);
-  rp_gpt *a, *b, *d;
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &a));
-  c.seed += 1; /* other weights than a's (and d's) */
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &b));
-  c.seed += 1;
-  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &d));
-  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
-  rp_gpt_ckpt info;
-  memset(&info, 0, sizeof info);
-  for (int i = 0; i < 5; i++)
-    info.bytes[i] = (uint8_t)('a' + i);
-  const char *path = th_tmp_path("w.ckpt");
-  RP_CHECK(rp_gpt_save(a, path, &info));
+  ckfix f;
+  ckfix_init(&f, 2); /* b: other weights than a's and d's */
+  rp_gpt *a = f.a, *b = f.b, *d = f.d;
+  const char *path = f.path;
+  RP_CHECK(rp_gpt_save(a, path, &f.info));
   rp_gpt_ckpt got;
   RP_CHECK(rp_gpt_ckpt_read_info(path, &got));
-  info.bytes[4] = 'z'; /* another vocabulary, other weights */
-  RP_CHECK(rp_gpt_save(b, path, &info));
-  size_t n = rp_gpt_param_count(d);
-  float *was = malloc(n * sizeof *was), *now = malloc(n * sizeof *now);
-  cr_assert(was && now);
-  RP_CHECK(rp_gpt_params_read(d, was, n));
-  RP_EXPECT(rp_gpt_ckpt_load_weights(d, path, &got), RP_ECHECKSUM);
-  cr_assert(
-      strstr(rp_error_detail(), path) &&
-          strstr(rp_error_detail(), "the file changed since it was read") &&
-          strstr(rp_error_detail(), "nothing loaded"),
-      "%s", rp_error_detail());
-  RP_CHECK(rp_gpt_params_read(d, now, n));
-  cr_assert(!memcmp(was, now, n * sizeof *now), "the weights changed");
+  f.info.bytes[4] = 'z'; /* another vocabulary, other weights */
+  RP_CHECK(rp_gpt_save(b, path, &f.info));
+  LOAD_REFUSED(d, WEIGHTS, rp_gpt_ckpt_load_weights(d, path, &got),
+               RP_ECHECKSUM, path, "the file changed since it was read",
+               "nothing loaded");
   /* the file as read: loaded, b's weights */
   RP_CHECK(rp_gpt_ckpt_read_info(path, &got));
   RP_CHECK(rp_gpt_ckpt_load_weights(d, path, &got));
-  RP_CHECK(rp_gpt_params_read(d, now, n));
-  RP_CHECK(rp_gpt_params_read(b, was, n));
-  cr_assert(!memcmp(was, now, n * sizeof *now), "not the file's weights");
-  free(was);
-  free(now);
-  RP_CHECK(rp_gpt_destroy(d));
-  RP_CHECK(rp_gpt_destroy(b));
-  RP_CHECK(rp_gpt_destroy(a));
-  th_tmpdir_remove();
-  th_destroy(rt);
-}
-
-/* Every weight and both moments of m, tensor after tensor (malloc'd). */
-static float *state_of(rp_gpt *m, size_t *n) {
-  *n = 3 * rp_gpt_param_count(m);
-  float *all = malloc(*n * sizeof *all), *q = all;
-  cr_assert_not_null(all);
-  const rp_gpt_slot slots[] = {RP_GPT_WEIGHT, RP_GPT_MOM1, RP_GPT_MOM2};
-  for (uint32_t i = 0; i < rp_gpt_param_tensors(m); i++) {
-    const rp_gpt_param_info *p = rp_gpt_param(m, i);
-    size_t k = (size_t)p->rows * p->cols;
-    for (int s = 0; s < 3; s++, q += k)
-      RP_CHECK(rp_gpt_tensor_read(m, i, slots[s], q, k));
-  }
-  return all;
-}
-
-/* m's state is still `was` (n floats, state_of's). */
-static void state_is(rp_gpt *m, const float *was, size_t n, const char *why) {
-  size_t k;
-  float *now = state_of(m, &k);
-  cr_assert_eq(k, n);
-  cr_assert(!memcmp(now, was, n * sizeof *now), "%s: the model changed", why);
-  free(now);
+  size_t nb;
+  float *want = state_of(b, WEIGHTS, &nb);
+  state_is(d, WEIGHTS, want, nb, "not the file's weights");
+  free(want);
+  ckfix_fini(&f);
 }
 
 /* A checkpoint cut short after rp_gpt_ckpt_read_info checked it (the
@@ -1812,55 +1843,21 @@ static void state_is(rp_gpt *m, const float *was, size_t n, const char *why) {
  * anything is written: RP_EFORMAT naming the file and the cut, the model
  * unchanged. */
 Test(gpt, a_load_refuses_a_file_cut_since_it_was_read) {
-  rp_runtime *rt = th_cpu_runtime(1);
-  rp_kernel_tasks k;
-  RP_CHECK(rp_kernels_register(rt, &k));
-  rp_gpt_config c;
-  ckpt_config(&c);
-  rp_gpt *a, *b, *d;
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &a));
-  c.seed += 1; /* other weights than a's */
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &b));
-  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &d));
-  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
-  rp_gpt_ckpt info;
-  memset(&info, 0, sizeof info);
-  for (int i = 0; i < 5; i++)
-    info.bytes[i] = (uint8_t)('a' + i);
-  const char *path = th_tmp_path("w.ckpt");
-  RP_CHECK(rp_gpt_save(a, path, &info));
+  ckfix f;
+  ckfix_init(&f, 1); /* b and d: other weights than a's */
+  rp_gpt *a = f.a, *b = f.b, *d = f.d;
+  const char *path = f.path;
+  RP_CHECK(rp_gpt_save(a, path, &f.info));
   rp_gpt_ckpt got;
   RP_CHECK(rp_gpt_ckpt_read_info(path, &got));
   struct stat sb;
   cr_assert_eq(stat(path, &sb), 0);
   cr_assert_eq(truncate(path, sb.st_size / 2), 0);
-  size_t n = rp_gpt_param_count(d);
-  float *was = malloc(n * sizeof *was), *now = malloc(n * sizeof *now);
-  cr_assert(was && now);
-  RP_CHECK(rp_gpt_params_read(d, was, n));
-  RP_EXPECT(rp_gpt_ckpt_load_weights(d, path, &got), RP_EFORMAT);
-  cr_assert(strstr(rp_error_detail(), path) &&
-                strstr(rp_error_detail(), "truncated"),
-            "%s", rp_error_detail());
-  RP_CHECK(rp_gpt_params_read(d, now, n));
-  cr_assert(!memcmp(was, now, n * sizeof *now), "the weights changed");
-  size_t ns;
-  float *state = state_of(b, &ns);
-  RP_EXPECT(rp_gpt_ckpt_load(b, path, &got), RP_EFORMAT);
-  cr_assert(strstr(rp_error_detail(), path) &&
-                strstr(rp_error_detail(), "truncated"),
-            "%s", rp_error_detail());
-  float *after = state_of(b, &ns);
-  cr_assert(!memcmp(state, after, ns * sizeof *after), "the state changed");
-  free(state);
-  free(after);
-  free(was);
-  free(now);
-  RP_CHECK(rp_gpt_destroy(d));
-  RP_CHECK(rp_gpt_destroy(b));
-  RP_CHECK(rp_gpt_destroy(a));
-  th_tmpdir_remove();
-  th_destroy(rt);
+  LOAD_REFUSED(d, WEIGHTS, rp_gpt_ckpt_load_weights(d, path, &got), RP_EFORMAT,
+               path, "truncated");
+  LOAD_REFUSED(b, STATE, rp_gpt_ckpt_load(b, path, &got), RP_EFORMAT, path,
+               "truncated");
+  ckfix_fini(&f);
 }
 
 /* A resume (rp_gpt_ckpt_load: the weights and both moments streamed into
@@ -1871,16 +1868,9 @@ Test(gpt, a_load_refuses_a_file_cut_since_it_was_read) {
  * leave the model bitwise as it was; a good file gives it the saved
  * weights and moments bitwise. */
 Test(gpt, a_resume_checks_the_whole_file_before_it_writes) {
-  rp_runtime *rt = th_cpu_runtime(1);
-  rp_kernel_tasks k;
-  RP_CHECK(rp_kernels_register(rt, &k));
-  rp_gpt_config c;
-  ckpt_config(&c);
-  rp_gpt *a, *b, *d, *other;
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &a));
-  c.seed += 1; /* other weights than a's */
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &b));
-  RP_CHECK(rp_gpt_create_decoder(rt, &k, &c, &d));
+  ckfix f;
+  ckfix_init(&f, 1); /* b and d: other weights than a's */
+  rp_gpt *a = f.a, *b = f.b, *d = f.d;
   /* moments that are not zero, each value its own */
   for (uint32_t i = 0; i < rp_gpt_param_tensors(a); i++) {
     const rp_gpt_param_info *p = rp_gpt_param(a, i);
@@ -1895,18 +1885,13 @@ Test(gpt, a_resume_checks_the_whole_file_before_it_writes) {
     RP_CHECK(rp_gpt_tensor_write(a, i, RP_GPT_MOM1, v, n));
     free(v);
   }
-  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
-  rp_gpt_ckpt info;
-  memset(&info, 0, sizeof info);
-  info.step = 3;
-  info.iters = 10;
-  info.lr = 1e-3f;
-  for (int i = 0; i < 5; i++)
-    info.bytes[i] = (uint8_t)('a' + i);
-  const char *path = th_tmp_path("w.ckpt"), *bad = th_tmp_path("bad.ckpt");
-  RP_CHECK(rp_gpt_save(a, path, &info));
-  size_t n, an, len;
-  float *was = state_of(b, &n), *want = state_of(a, &an);
+  f.info.step = 3;
+  f.info.iters = 10;
+  f.info.lr = 1e-3f;
+  const char *path = f.path, *bad = th_tmp_path("bad.ckpt");
+  RP_CHECK(rp_gpt_save(a, path, &f.info));
+  size_t an, len;
+  float *want = state_of(a, STATE, &an);
   char *buf = th_read_all(path, &len);
   cr_assert_not_null(buf);
   unsigned char *pl = (unsigned char *)buf + RP_CKPT_HEAD;
@@ -1914,67 +1899,44 @@ Test(gpt, a_resume_checks_the_whole_file_before_it_writes) {
   /* the last value of the file: the last tensor's last second moment */
   buf[len - 2] ^= 0x10;
   put_bytes(bad, buf, len);
-  RP_EXPECT(rp_gpt_ckpt_load(b, bad, NULL), RP_ECHECKSUM);
-  cr_assert(strstr(rp_error_detail(), bad) &&
-                strstr(rp_error_detail(), "checksum mismatch"),
-            "%s", rp_error_detail());
-  state_is(b, was, n, "a corrupt file");
+  LOAD_REFUSED(b, STATE, rp_gpt_ckpt_load(b, bad, NULL), RP_ECHECKSUM, bad,
+               "checksum mismatch");
   buf[len - 2] ^= 0x10;
   const float bads[] = {-1.0f, NAN};
   for (int i = 0; i < 2; i++) { /* resealed: the GPT's own checks */
     rp_le_putf(pl + pn - 4, bads[i]);
     RP_CHECK(rp_ckpt_save(bad, "gpt", 3, pl, pn));
-    RP_EXPECT(rp_gpt_ckpt_load(b, bad, NULL), RP_EFORMAT);
-    cr_assert(strstr(rp_error_detail(), bad), "%s", rp_error_detail());
-    cr_assert(strstr(rp_error_detail(), i ? "finite" : "second AdamW moment"),
-              "%s", rp_error_detail());
-    state_is(b, was, n, i ? "a NaN moment" : "a negative moment");
+    LOAD_REFUSED(b, STATE, rp_gpt_ckpt_load(b, bad, NULL), RP_EFORMAT, bad,
+                 i ? "finite" : "second AdamW moment");
   }
   /* read, then replaced by another checkpoint before the load */
-  RP_CHECK(rp_gpt_save(a, bad, &info));
+  RP_CHECK(rp_gpt_save(a, bad, &f.info));
   rp_gpt_ckpt got;
   RP_CHECK(rp_gpt_ckpt_read_info(bad, &got));
   cr_assert_eq(got.step, 3);
-  info.step = 4;
-  RP_CHECK(rp_gpt_save(a, bad, &info));
-  RP_EXPECT(rp_gpt_ckpt_load(b, bad, &got), RP_ECHECKSUM);
-  cr_assert(
-      strstr(rp_error_detail(), bad) &&
-          strstr(rp_error_detail(), "the file changed since it was read") &&
-          strstr(rp_error_detail(), "nothing loaded"),
-      "%s", rp_error_detail());
-  state_is(b, was, n, "a replaced file");
+  f.info.step = 4;
+  RP_CHECK(rp_gpt_save(a, bad, &f.info));
+  LOAD_REFUSED(b, STATE, rp_gpt_ckpt_load(b, bad, &got), RP_ECHECKSUM, bad,
+               "the file changed since it was read", "nothing loaded");
   /* a decode-only model has no moments; another shape is named */
   RP_EXPECT(rp_gpt_ckpt_load(d, path, NULL), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "rp_gpt_ckpt_load"), "%s",
             rp_error_detail());
-  c.width = 32;
-  RP_CHECK(rp_gpt_create(rt, &k, &c, &other));
-  size_t on;
-  float *owas = state_of(other, &on);
-  RP_EXPECT(rp_gpt_ckpt_load(other, path, NULL), RP_ESHAPE);
-  cr_assert(strstr(rp_error_detail(), path) &&
-                strstr(rp_error_detail(), "width 16"),
-            "%s", rp_error_detail());
-  state_is(other, owas, on, "another shape");
-  free(owas);
+  f.c.width = 32;
+  rp_gpt *other = ckfix_model(&f, 0);
+  LOAD_REFUSED(other, STATE, rp_gpt_ckpt_load(other, path, NULL), RP_ESHAPE,
+               path, "width 16");
   RP_CHECK(rp_gpt_destroy(other));
   /* a good file: a's state, bitwise, with or without info */
   RP_CHECK(rp_gpt_ckpt_load(b, path, NULL));
-  cr_assert_eq(n, an);
-  state_is(b, want, n, "a good file");
+  state_is(b, STATE, want, an, "a good file");
   RP_CHECK(rp_gpt_reset(b));
   RP_CHECK(rp_gpt_ckpt_read_info(path, &got));
   RP_CHECK(rp_gpt_ckpt_load(b, path, &got));
-  state_is(b, want, n, "a good file, info given");
+  state_is(b, STATE, want, an, "a good file, info given");
   free(buf);
-  free(was);
   free(want);
-  RP_CHECK(rp_gpt_destroy(d));
-  RP_CHECK(rp_gpt_destroy(b));
-  RP_CHECK(rp_gpt_destroy(a));
-  th_tmpdir_remove();
-  th_destroy(rt);
+  ckfix_fini(&f);
 }
 
 /* ---- host-side units (CPU only) ---- */
@@ -2149,6 +2111,25 @@ Test(gpt, max_bytes_refuses_a_model_larger_than_the_limit) {
   th_destroy(rt);
 }
 
+/* The save tests' start: a scratch folder, the fixture's model on the CPU
+ * (*fx, *t) and a save's info whose vocabulary is every byte; returns the
+ * path of w.ckpt in the folder. save_end: what save_start made, freed. */
+static const char *save_start(fixture *fx, tg *t, rp_gpt_ckpt *info) {
+  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
+  fx_load(fx);
+  tg_init(t, fx, RP_BACKEND_CPU, 1, 1);
+  memset(info, 0, sizeof *info);
+  for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
+    info->bytes[i] = (uint8_t)i;
+  return th_tmp_path("w.ckpt");
+}
+
+static void save_end(fixture *fx, tg *t) {
+  tg_fini(t);
+  fx_free(fx);
+  th_tmpdir_remove();
+}
+
 Test(gpt, config_and_checkpoint_errors_are_precise) {
   rp_gpt_config c;
   rp_gpt_config_init(&c);
@@ -2180,20 +2161,15 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   RP_EXPECT(rp_gpt_config_check(&c), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "AdamW beta2 = 1"), "%s",
             rp_error_detail());
-  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
   fixture fx;
-  fx_load(&fx);
   tg t;
-  tg_init(&t, &fx, RP_BACKEND_CPU, 1, 1);
-  rp_gpt_ckpt info;
-  memset(&info, 0, sizeof info);
-  const char *path = th_tmp_path("w.ckpt");
-  RP_EXPECT(rp_gpt_save(t.m, path, &info), RP_EINVAL); /* bytes all 0 */
+  rp_gpt_ckpt info, zero;
+  const char *path = save_start(&fx, &t, &info);
+  memset(&zero, 0, sizeof zero);
+  RP_EXPECT(rp_gpt_save(t.m, path, &zero), RP_EINVAL); /* bytes all 0 */
   cr_assert(strstr(rp_error_detail(), "vocabulary byte 1 (0x00) does not "
                                       "follow byte 0 (0x00)"),
             "%s", rp_error_detail());
-  for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
-    info.bytes[i] = (uint8_t)i;
   /* schedules the reader would refuse: not written */
   const struct {
     uint32_t step, iters, warmup;
@@ -2495,26 +2471,18 @@ Test(gpt, config_and_checkpoint_errors_are_precise) {
   cr_assert(strstr(rp_error_detail(), "a 'gpt' checkpoint, not a 'mlp' one"),
             "%s", rp_error_detail());
   free(buf);
-  tg_fini(&t);
-  fx_free(&fx);
-  th_tmpdir_remove();
+  save_end(&fx, &t);
 }
 
 /* The save goes through the output writer: a save that fails half way
  * (the file size limit) leaves the previous checkpoint whole and no
  * temporary file beside it. */
 Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
-  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
   fixture fx;
-  fx_load(&fx);
   tg t;
-  tg_init(&t, &fx, RP_BACKEND_CPU, 1, 1);
   rp_gpt_ckpt info;
-  memset(&info, 0, sizeof info);
-  for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
-    info.bytes[i] = (uint8_t)i;
+  const char *path = save_start(&fx, &t, &info);
   info.step = 7;
-  const char *path = th_tmp_path("w.ckpt");
   RP_CHECK(rp_gpt_save(t.m, path, &info));
   size_t len;
   char *before = th_read_all(path, &len);
@@ -2547,9 +2515,7 @@ Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
   cr_assert_eq(entries, 1, "a temporary file was left");
   free(before);
   free(after);
-  tg_fini(&t);
-  fx_free(&fx);
-  th_tmpdir_remove();
+  save_end(&fx, &t);
 }
 
 /* A checkpoint's size follows from the config alone: rp_gpt_save_check_config
@@ -2557,16 +2523,10 @@ Test(gpt, a_failed_save_leaves_the_previous_checkpoint_whole) {
  * per parameter) and refuses what rp_gpt_save_check would, with the same
  * detail, before a model is made. */
 Test(gpt, a_checkpoint_size_is_known_before_the_model_is_built) {
-  th_tmpdir_make("/tmp/rp_gpt_XXXXXX");
   fixture fx;
-  fx_load(&fx);
   tg t;
-  tg_init(&t, &fx, RP_BACKEND_CPU, 1, 1);
   rp_gpt_ckpt info;
-  memset(&info, 0, sizeof info);
-  for (uint32_t i = 0; i < RP_GPT_MAX_VOCAB; i++)
-    info.bytes[i] = (uint8_t)i;
-  const char *path = th_tmp_path("w.ckpt");
+  const char *path = save_start(&fx, &t, &info);
   RP_CHECK(rp_gpt_save(t.m, path, &info));
   size_t len;
   free(th_read_all(path, &len));
@@ -2576,9 +2536,7 @@ Test(gpt, a_checkpoint_size_is_known_before_the_model_is_built) {
   RP_CHECK(rp_gpt_save_check(t.m));
   RP_CHECK(rp_gpt_save_check_config(mc));
   unlink(path);
-  tg_fini(&t);
-  fx_free(&fx);
-  th_tmpdir_remove();
+  save_end(&fx, &t);
   /* 32 layers of width 1024, context 8, 15 bytes: 403104768 parameters,
    * a file of 4837257347 bytes */
   rp_gpt_config c;

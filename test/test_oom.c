@@ -174,14 +174,15 @@ static long sweep(const char *what, scenario_fn run, size_t nout) {
   return n;
 }
 
-/* ---- scenarios ---- */
+/* sweep, asserting that a whole run made more than `least` allocations
+ * (a sweep that saw fewer tested less than it says). */
+static void sweep_over(const char *what, scenario_fn run, size_t nout,
+                       long least) {
+  long n = sweep(what, run, nout);
+  cr_assert_gt(n, least, "%s: the sweep saw only %ld allocations", what, n);
+}
 
-#define TRY(call)                                                              \
-  do {                                                                         \
-    rp_status t_ = (call);                                                     \
-    if (t_ != RP_OK && st == RP_OK)                                            \
-      st = t_;                                                                 \
-  } while (0)
+/* ---- scenarios ---- */
 
 /* One replay of ex with args, waited for; its first error. */
 static rp_status replay_wait(rp_runtime *rt, rp_exec *ex, const void *args,
@@ -202,6 +203,68 @@ static rp_status temp_file(char *path) {
     return rp_error_set(RP_EIO, "mkstemp failed");
   close(fd);
   return RP_OK;
+}
+
+/* The files in dir other than those named in keep (NULL-ended): a failed
+ * call must leave none behind (RP_EINVAL naming the first). Removes them
+ * all, and dir when rm_dir. */
+static rp_status dir_check_clean(const char *dir, const char *const *keep,
+                                 int rm_dir) {
+  rp_status st = RP_OK;
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "ls -A '%s' 2>/dev/null", dir);
+  FILE *p = popen(cmd, "r");
+  char name[256];
+  while (p && fgets(name, sizeof name, p)) {
+    name[strcspn(name, "\n")] = 0;
+    int kept = 0;
+    for (int i = 0; keep && keep[i]; i++)
+      kept |= !strcmp(keep[i], name);
+    if (!kept && st == RP_OK)
+      st = rp_error_set(RP_EINVAL, "a file left behind in %s: %s", dir, name);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    unlink(path);
+  }
+  if (p)
+    pclose(p);
+  if (rm_dir)
+    rmdir(dir);
+  return st;
+}
+
+#define TRY(call)                                                              \
+  do {                                                                         \
+    rp_status t_ = (call);                                                     \
+    if (t_ != RP_OK && st == RP_OK)                                            \
+      st = t_;                                                                 \
+  } while (0)
+
+/* A scenario's teardown of its exec and graphs (each NULL: not made):
+ * st, else the first error of the destroys. */
+static rp_status drop_graphs(rp_status st, rp_exec *ex, rp_graph *back,
+                             rp_graph *g) {
+  if (ex)
+    TRY(rp_exec_destroy(ex));
+  if (back)
+    TRY(rp_graph_destroy(back));
+  if (g)
+    TRY(rp_graph_destroy(g));
+  return st;
+}
+
+/* Then (after its model) its runtime (NULL: not made) and, with dir, the
+ * check that dir holds the file `keep` alone (dir_check_clean, dir
+ * removed): st, else the first error of these. */
+static rp_status drop_runtime(rp_status st, rp_runtime *rt, const char *dir,
+                              const char *keep) {
+  if (rt)
+    TRY(rp_runtime_destroy(rt));
+  if (dir) {
+    const char *const kept[] = {keep, NULL};
+    TRY(dir_check_clean(dir, kept, 1));
+  }
+  return st;
 }
 
 /* A GPT of 2 heads on 2 processors. */
@@ -296,19 +359,12 @@ static rp_status mlp_scenario(float *out, size_t nout) {
   if (st == RP_OK)
     TRY(rp_mlp_params_read(m, out, nout));
 out:
-  if (ex)
-    TRY(rp_exec_destroy(ex));
-  if (back)
-    TRY(rp_graph_destroy(back));
-  if (g)
-    TRY(rp_graph_destroy(g));
+  st = drop_graphs(st, ex, back, g);
   if (m)
     TRY(rp_mlp_destroy(m));
   rp_data_free(&d);
-  if (rt)
-    TRY(rp_runtime_destroy(rt));
   unlink(path);
-  return st;
+  return drop_runtime(st, rt, NULL, NULL);
 }
 
 /* The GPT on 2 processors: create, record, instantiate, two replays, a
@@ -371,16 +427,11 @@ static rp_status gpt_scenario(float *out, size_t nout) {
     TRY(rp_gpt_params_read(m, out, nout));
 out:
   rp_gpt_ckpt_free(&ck);
-  if (ex)
-    TRY(rp_exec_destroy(ex));
-  if (g)
-    TRY(rp_graph_destroy(g));
+  st = drop_graphs(st, ex, NULL, g);
   if (m)
     TRY(rp_gpt_destroy(m));
-  if (rt)
-    TRY(rp_runtime_destroy(rt));
   unlink(path);
-  return st;
+  return drop_runtime(st, rt, NULL, NULL);
 }
 
 /* Text, eager training (every op launched one by one), evaluation, the
@@ -436,15 +487,11 @@ static rp_status gpt_eager_scenario(float *out, size_t nout) {
     for (int i = 0; i < 4; i++)
       out[np + 9 + i] = (float)smp[i];
   }
-  if (ex)
-    TRY(rp_exec_destroy(ex));
-  if (g)
-    TRY(rp_graph_destroy(g));
+  st = drop_graphs(st, ex, NULL, g);
   if (m)
     TRY(rp_gpt_destroy(m));
   rp_text_free(&t);
-  TRY(rp_runtime_destroy(rt));
-  return st;
+  return drop_runtime(st, rt, NULL, NULL);
 }
 
 /* A done slot's value before an eager launch: a launch that fails must
@@ -955,10 +1002,7 @@ static rp_status recorder_scenario(float *out, size_t nout) {
     for (int i = 0; i < NI && !st; i++)
       TRY(rp_instance_read(rt, *all[i], out + 2 + i * N, sizeof(float) * N));
   }
-  if (ex)
-    TRY(rp_exec_destroy(ex));
-  if (g)
-    TRY(rp_graph_destroy(g));
+  st = drop_graphs(st, ex, NULL, g);
   TRY(rp__capture_set_reach(rt, NULL, NULL));
   for (int i = 0; i < NI; i++)
     if (all[i]->id)
@@ -1074,10 +1118,7 @@ static rp_status tune_scenario(float *out, size_t nout) {
   }
   if (!st)
     st = tst;
-  if (ex)
-    TRY(rp_exec_destroy(ex));
-  if (g)
-    TRY(rp_graph_destroy(g));
+  st = drop_graphs(st, ex, NULL, g);
   for (int i = 0; i < N; i++)
     if (x[i].id)
       TRY(rp_instance_free(rt, x[i]));
@@ -1174,13 +1215,7 @@ static rp_status gpu_plan_scenario(float *out, size_t nout) {
     out[4] = (float)s.procs_used;
     out[5] = (float)s.ops;
   }
-  if (ex)
-    TRY(rp_exec_destroy(ex));
-  if (g)
-    TRY(rp_graph_destroy(g));
-  if (rt)
-    TRY(rp_runtime_destroy(rt));
-  return st;
+  return drop_runtime(drop_graphs(st, ex, NULL, g), rt, NULL, NULL);
 }
 
 /* ---- tests ---- */
@@ -1262,34 +1297,6 @@ static void memout_free(memout *m) {
   memout_close(m);
   free(m->buf);
   m->buf = NULL;
-}
-
-/* The files in dir other than those named in keep (NULL-ended): a failed
- * call must leave none behind (RP_EINVAL naming the first). Removes them
- * all, and dir when rm_dir. */
-static rp_status dir_check_clean(const char *dir, const char *const *keep,
-                                 int rm_dir) {
-  rp_status st = RP_OK;
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "ls -A '%s' 2>/dev/null", dir);
-  FILE *p = popen(cmd, "r");
-  char name[256];
-  while (p && fgets(name, sizeof name, p)) {
-    name[strcspn(name, "\n")] = 0;
-    int kept = 0;
-    for (int i = 0; keep && keep[i]; i++)
-      kept |= !strcmp(keep[i], name);
-    if (!kept && st == RP_OK)
-      st = rp_error_set(RP_EINVAL, "a file left behind in %s: %s", dir, name);
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    unlink(path);
-  }
-  if (p)
-    pclose(p);
-  if (rm_dir)
-    rmdir(dir);
-  return st;
 }
 
 /* A small graph of every kind of op a graph file holds: named tasks with
@@ -1383,6 +1390,23 @@ static rp_status file_graph(rp_runtime *rt, const rp_kernel_tasks *k,
   return st;
 }
 
+/* The start of file_graph's scenarios: a new directory from the template
+ * dir ("/tmp/rp_oom_dir_XXXXXX") and path (64 bytes), the file `name` in
+ * it; a runtime of 2 workers, its kernels and file_graph's graph. */
+static rp_status file_start(char *dir, char *path, const char *name,
+                            rp_runtime **rt, rp_kernel_tasks *k, rp_inst *in,
+                            rp_graph **g) {
+  if (!mkdtemp(dir))
+    return rp_error_set(RP_EIO, "mkdtemp failed");
+  snprintf(path, 64, "%s/%s", dir, name);
+  rp_status st = make_runtime(2, rt);
+  if (!st)
+    TRY(rp_kernels_register(*rt, k));
+  if (!st)
+    TRY(file_graph(*rt, k, in, g));
+  return st;
+}
+
 /* One replay with the one precondition triggered and the postcondition
  * waited for. */
 static rp_status replay_ports(rp_runtime *rt, rp_exec *ex, const void *args,
@@ -1418,16 +1442,7 @@ static rp_status replay_ports(rp_runtime *rt, rp_exec *ex, const void *args,
  * absent. out: hashes of the file, of the dumps and of the instances. */
 static rp_status graph_file_scenario(float *out, size_t nout) {
   enum { NI = 6, N = 4, NH = 6 };
-  char dir[] = "/tmp/rp_oom_dir_XXXXXX";
-  if (!mkdtemp(dir))
-    return rp_error_set(RP_EIO, "mkdtemp failed");
-  char path[64], dump_dir[64];
-  snprintf(path, sizeof path, "%s/g.json", dir);
-  snprintf(dump_dir, sizeof dump_dir, "%s/dumps", dir);
-  static const char older[] = "an older file\n";
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(older, f) == EOF || fclose(f))
-    return rp_error_set(RP_EIO, "cannot write %s", path);
+  char dir[] = "/tmp/rp_oom_dir_XXXXXX", path[64], dump_dir[64];
   rp_runtime *rt = NULL;
   rp_kernel_tasks k;
   rp_inst in[NI] = {{0}};
@@ -1437,11 +1452,12 @@ static rp_status graph_file_scenario(float *out, size_t nout) {
   memset(dumps, 0, sizeof dumps);
   char *text = NULL;
   size_t len = 0;
-  rp_status st = make_runtime(2, &rt);
-  if (!st)
-    TRY(rp_kernels_register(rt, &k));
-  if (!st)
-    TRY(file_graph(rt, &k, in, &g));
+  rp_status st = file_start(dir, path, "g.json", &rt, &k, in, &g);
+  snprintf(dump_dir, sizeof dump_dir, "%s/dumps", dir);
+  static const char older[] = "an older file\n";
+  FILE *f = st ? NULL : fopen(path, "w");
+  if (!st && (!f || fputs(older, f) == EOF || fclose(f)))
+    st = rp_error_set(RP_EIO, "cannot write %s", path);
   if (!st) {
     rp_status ss = rp_graph_save(g, path);
     if (ss) { /* the older file stays, and nothing else is written */
@@ -1530,17 +1546,7 @@ static rp_status graph_file_scenario(float *out, size_t nout) {
   for (int i = 0; i < NH; i++)
     memout_free(&dumps[i]);
   free(text);
-  if (ex)
-    TRY(rp_exec_destroy(ex));
-  if (back)
-    TRY(rp_graph_destroy(back));
-  if (g)
-    TRY(rp_graph_destroy(g));
-  if (rt)
-    TRY(rp_runtime_destroy(rt));
-  static const char *const keep_all[] = {"g.json", NULL};
-  rp_status cs = dir_check_clean(dir, keep_all, 1);
-  return st ? st : cs;
+  return drop_runtime(drop_graphs(st, ex, back, g), rt, dir, "g.json");
 }
 
 /* A dump tool's call that returned rc (0 ok) with what it said on err:
@@ -1563,36 +1569,21 @@ static rp_status tool_status(const char *call, int rc, memout *err) {
  * counts as RP_ENOMEM. out: a hash of everything written. */
 static rp_status dump_tool_scenario(float *out, size_t nout) {
   enum { NI = 6 };
-  char dir[] = "/tmp/rp_oom_dir_XXXXXX";
-  if (!mkdtemp(dir))
-    return rp_error_set(RP_EIO, "mkdtemp failed");
-  char path[64];
-  snprintf(path, sizeof path, "%s/g.json", dir);
+  char dir[] = "/tmp/rp_oom_dir_XXXXXX", path[64];
   rp_runtime *rt = NULL;
   rp_kernel_tasks k;
   rp_inst in[NI] = {{0}};
   rp_graph *g = NULL, *back = NULL;
   char *text = NULL;
   size_t len = 0;
-  memout o, e;
-  memset(&o, 0, sizeof o);
-  memset(&e, 0, sizeof e);
-  dm_graph m;
-  memset(&m, 0, sizeof m);
-  int have_m = 0;
-  dv_crit c;
-  memset(&c, 0, sizeof c);
-  dv_view v;
-  memset(&v, 0, sizeof v);
-  dv_extra x;
-  memset(&x, 0, sizeof x);
-  int have_x = 0;
+  memout o = {0}, e = {0};
+  dm_graph m = {0};
+  dv_crit c = {0};
+  dv_view v = {0};
+  dv_extra x = {0};
+  int have_m = 0, have_x = 0;
   uint32_t *focus = NULL;
-  rp_status st = make_runtime(2, &rt);
-  if (!st)
-    TRY(rp_kernels_register(rt, &k));
-  if (!st)
-    TRY(file_graph(rt, &k, in, &g));
+  rp_status st = file_start(dir, path, "g.json", &rt, &k, in, &g);
   if (!st)
     TRY(rp_graph_save(g, path));
   if (!st)
@@ -1668,15 +1659,7 @@ static rp_status dump_tool_scenario(float *out, size_t nout) {
   memout_free(&o);
   memout_free(&e);
   free(text);
-  if (back)
-    TRY(rp_graph_destroy(back));
-  if (g)
-    TRY(rp_graph_destroy(g));
-  if (rt)
-    TRY(rp_runtime_destroy(rt));
-  static const char *const keep[] = {"g.json", NULL};
-  rp_status cs = dir_check_clean(dir, keep, 1);
-  return st ? st : cs;
+  return drop_runtime(drop_graphs(st, NULL, back, g), rt, dir, "g.json");
 }
 
 /* rp_exec_trace_start of 1 replay, 2 replays, rp_exec_trace_write (a
@@ -1686,32 +1669,19 @@ static rp_status dump_tool_scenario(float *out, size_t nout) {
  * copy events the trace holds (how long each took is not compared). */
 static rp_status trace_scenario(float *out, size_t nout) {
   enum { NI = 6, N = 4 };
-  char dir[] = "/tmp/rp_oom_dir_XXXXXX";
-  if (!mkdtemp(dir))
-    return rp_error_set(RP_EIO, "mkdtemp failed");
-  char path[64];
-  snprintf(path, sizeof path, "%s/t.json", dir);
+  char dir[] = "/tmp/rp_oom_dir_XXXXXX", path[64];
   rp_runtime *rt = NULL;
   rp_kernel_tasks k;
   rp_inst in[NI] = {{0}};
   rp_graph *g = NULL;
   rp_exec *ex = NULL;
-  memout o, e;
-  memset(&o, 0, sizeof o);
-  memset(&e, 0, sizeof e);
-  dm_graph m;
-  memset(&m, 0, sizeof m);
+  memout o = {0}, e = {0};
+  dm_graph m = {0};
+  dv_trace t = {0};
+  dv_crit c = {0};
   int have_m = 0, have_t = 0;
-  dv_trace t;
-  memset(&t, 0, sizeof t);
-  dv_crit c;
-  memset(&c, 0, sizeof c);
   double *cost = NULL;
-  rp_status st = make_runtime(2, &rt);
-  if (!st)
-    TRY(rp_kernels_register(rt, &k));
-  if (!st)
-    TRY(file_graph(rt, &k, in, &g));
+  rp_status st = file_start(dir, path, "t.json", &rt, &k, in, &g);
   if (!st)
     TRY(rp_instantiate(g, NULL, &ex));
   if (!st) /* the first of the two replays */
@@ -1783,15 +1753,7 @@ static rp_status trace_scenario(float *out, size_t nout) {
     dm_free(&m);
   memout_free(&o);
   memout_free(&e);
-  if (ex)
-    TRY(rp_exec_destroy(ex));
-  if (g)
-    TRY(rp_graph_destroy(g));
-  if (rt)
-    TRY(rp_runtime_destroy(rt));
-  static const char *const keep[] = {"t.json", NULL};
-  rp_status cs = dir_check_clean(dir, keep, 1);
-  return st ? st : cs;
+  return drop_runtime(drop_graphs(st, ex, NULL, g), rt, dir, "t.json");
 }
 
 /* The communication ops of one rank, eager and replayed: an all-reduce,
@@ -1856,65 +1818,49 @@ static rp_status dist_scenario(float *out, size_t nout) {
     TRY(replay_wait(rt, ex, NULL, 0));
   for (int i = 0; i < NI && !st && nout >= NI * N; i++)
     TRY(rp_instance_read(rt, in[i], out + i * N, sizeof(float) * N));
-  if (ex)
-    TRY(rp_exec_destroy(ex));
-  if (g)
-    TRY(rp_graph_destroy(g));
-  if (rt)
-    TRY(rp_runtime_destroy(rt));
-  return st;
+  return drop_runtime(drop_graphs(st, ex, NULL, g), rt, NULL, NULL);
 }
 
 TestSuite(oom, .timeout = 600);
 
 Test(oom, every_allocation_of_the_mlp_step_fails_in_turn) {
-  long n = sweep("mlp", mlp_scenario, 4096);
-  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+  sweep_over("mlp", mlp_scenario, 4096, 100);
 }
 
 Test(oom, every_allocation_of_the_gpt_step_fails_in_turn) {
-  long n = sweep("gpt", gpt_scenario, 4096);
-  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+  sweep_over("gpt", gpt_scenario, 4096, 100);
 }
 
 Test(oom, every_allocation_of_eager_copies_fails_in_turn) {
-  long n = sweep("eager copies", eager_copies_scenario, 16);
-  cr_assert_gt(n, 8, "the sweep saw only %ld allocations", n);
+  sweep_over("eager copies", eager_copies_scenario, 16, 8);
 }
 
 Test(oom, every_allocation_of_eager_parallel_operators_fails_in_turn) {
-  long n = sweep("eager parallel", eager_parallel_scenario, 16);
-  cr_assert_gt(n, 8, "the sweep saw only %ld allocations", n);
+  sweep_over("eager parallel", eager_parallel_scenario, 16, 8);
 }
 
 Test(oom, every_allocation_of_a_busy_instance_change_fails_in_turn) {
-  long n = sweep("busy instance", busy_instance_scenario, 16);
-  cr_assert_gt(n, 4, "the sweep saw only %ld allocations", n);
+  sweep_over("busy instance", busy_instance_scenario, 16, 4);
 }
 
 Test(oom, every_allocation_of_the_engines_tables_fails_in_turn) {
-  long n = sweep("engine tables", engine_tables_scenario, 4);
-  cr_assert_gt(n, 10, "the sweep saw only %ld allocations", n);
+  sweep_over("engine tables", engine_tables_scenario, 4, 10);
 }
 
 Test(oom, every_allocation_of_a_recording_fails_in_turn_changing_nothing) {
-  long n = sweep("recorder", recorder_scenario, 64);
-  cr_assert_gt(n, 50, "the sweep saw only %ld allocations", n);
+  sweep_over("recorder", recorder_scenario, 64, 50);
 }
 
 Test(oom, every_allocation_of_eager_gpt_training_and_decoding_fails_in_turn) {
-  long n = sweep("gpt eager", gpt_eager_scenario, 4096);
-  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+  sweep_over("gpt eager", gpt_eager_scenario, 4096, 100);
 }
 
 Test(oom, every_allocation_of_a_tune_fails_in_turn_leaving_the_exec_usable) {
-  long n = sweep("tune", tune_scenario, 1);
-  cr_assert_gt(n, 20, "the sweep saw only %ld allocations", n);
+  sweep_over("tune", tune_scenario, 1, 20);
 }
 
 Test(oom, every_allocation_of_a_gpu_plan_fails_in_turn) {
-  long n = sweep("gpu plan", gpu_plan_scenario, 6);
-  cr_assert_gt(n, 50, "the sweep saw only %ld allocations", n);
+  sweep_over("gpu plan", gpu_plan_scenario, 6, 50);
 }
 
 /* The reads of a checkpoint, as the CLI makes them: `reprise generate`
