@@ -351,7 +351,7 @@ static int run_gnuplot(const char *gp, const char *script, int quiet, drawn *d,
              strsignal(WTERMSIG(ws)));
     return -1;
   }
-  return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  return WEXITSTATUS(ws); /* not signalled: exited (no WUNTRACED) */
 }
 
 /* The terminal for the output's extension (.svg or .png, checked by the
