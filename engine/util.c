@@ -340,11 +340,12 @@ rp_status rp_file_read_regular(const char *path, size_t max, char **buf,
       size_t ncap = cap > max / 2 ? max + 2 : cap * 2;
       char *nb = ncap > cap ? realloc(b, ncap) : NULL;
       if (!nb) {
-        st = ncap > cap ? rp__err(RP_ENOMEM, "out of memory")
-                        : rp__err(RP_ERANGE,
-                                  "the file has more than %zu "
-                                  "bytes",
-                                  max);
+        st = ncap > cap
+                 ? rp__err(RP_ENOMEM, "out of memory for %zu bytes", ncap)
+                 : rp__err(RP_ERANGE,
+                           "the file has more than %zu "
+                           "bytes",
+                           max);
         break;
       }
       b = nb;

@@ -88,8 +88,13 @@ static int oom_fail_at(void *caller) {
 
 #define oom_fail() oom_fail_at(__builtin_return_address(0))
 
+/* When set, a malloc that does not fail is made by this instead. */
+static void *(*oom_hook)(size_t n);
+
 void *__wrap_malloc(size_t n) {
-  return oom_fail() ? NULL : __real_malloc(n);
+  if (oom_fail())
+    return NULL;
+  return oom_hook ? oom_hook(n) : __real_malloc(n);
 }
 void *__wrap_calloc(size_t n, size_t size) {
   return oom_fail() ? NULL : __real_calloc(n, size);
@@ -2222,4 +2227,44 @@ Test(oom, bench_plot_rows_out_of_memory_is_said_as_such) {
 
 Test(oom, every_allocation_of_one_ranks_communication_fails_in_turn) {
   sweep("communication", dist_scenario, 5 * 4);
+}
+
+/* A file that grows after fstat (the first allocation's wrapper below
+ * appends to it) grows the read buffer; when that growth fails the detail
+ * gives the bytes asked for, as the first allocation's does. */
+static const char *_Atomic grow_path;
+
+static void *grow_then_malloc(size_t n) {
+  const char *p = atomic_exchange(&grow_path, NULL);
+  if (p) {
+    FILE *f = fopen(p, "a");
+    cr_assert(f);
+    fputs("grown after fstat\n", f);
+    fclose(f);
+  }
+  return __real_malloc(n);
+}
+
+Test(oom, a_read_whose_buffer_cannot_grow_says_how_many_bytes) {
+  char path[] = "/tmp/rp_oom_grow_XXXXXX";
+  cr_assert_eq(temp_file(path), RP_OK);
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fputs("0123456789", f); /* 10 bytes: a buffer of 12 */
+  fclose(f);
+  oom_hook = grow_then_malloc;
+  atomic_store(&grow_path, path);
+  char *buf = (char *)1;
+  size_t len = 7;
+  oom_arm(1); /* the first growth: 12 bytes doubled */
+  rp_status st = rp_file_read_regular(path, 1 << 20, &buf, &len);
+  int fired = oom_disarm();
+  oom_hook = NULL;
+  unlink(path);
+  cr_assert(fired, "the read made no second allocation");
+  cr_assert_eq(st, RP_ENOMEM, "%s (%s)", rp_status_name(st), rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), "out of memory for 24 bytes"), "%s",
+            rp_error_detail());
+  cr_assert(buf == (char *)1 && len == 7, "the outputs were written");
+  leak_check("rp_file_read_regular", 1);
 }
