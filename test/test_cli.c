@@ -2231,6 +2231,17 @@ Test(cli, plot_says_why_gnuplot_did_not_run, .timeout = 300) {
            gp, SIGKILL, strsignal(SIGKILL), svg);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert_str_eq(r.err, want);
+  f = fopen(gp, "w"); /* executable, but its interpreter is missing */
+  cr_assert_not_null(f);
+  fputs("#!/nonexistent/sh\n", f);
+  fclose(f);
+  RUN(&r, "plot", "--train", tim, "-o", svg);
+  snprintf(want, sizeof want,
+           "reprise plot: starting gnuplot (%s): exec: %s: '%s' not written "
+           "(a file there is unchanged)\n",
+           gp, strerror(ENOENT), svg);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_str_eq(r.err, want);
   unsetenv("REPRISE_GNUPLOT");
   char buf[256];
   read_file(svg, buf, sizeof buf);

@@ -278,7 +278,7 @@ static int feed_gnuplot(int in, int out, const char *script, drawn *d,
 }
 
 /* Why gnuplot did not run to an exit status (run_gnuplot's -1): "starting
- * gnuplot (<path>): pipe: <strerror>" (pipe, fork), "running gnuplot
+ * gnuplot (<path>): pipe: <strerror>" (pipe, fork, exec), "running gnuplot
  * (<path>): poll: ..." (fcntl, poll, waitpid), "gnuplot (<path>) was
  * killed by signal <n> (<name>)". */
 typedef struct gp_why {
@@ -306,7 +306,11 @@ static int run_gnuplot(const char *gp, const char *script, int quiet, drawn *d,
     close(in[1]);
     return gp_failed(why, gp, "starting", "pipe", e);
   }
-  pid_t pid = fork();
+  /* the exec's errno, written by a child whose exec failed; a successful
+   * exec closes the pipe (O_CLOEXEC) and the read sees its end */
+  int ex[2];
+  const char *failed = pipe2(ex, O_CLOEXEC) != 0 ? "pipe" : NULL;
+  pid_t pid = failed ? -1 : fork();
   if (pid < 0) {
     int e = errno;
     close(in[0]);
@@ -315,7 +319,11 @@ static int run_gnuplot(const char *gp, const char *script, int quiet, drawn *d,
       close(out[0]);
       close(out[1]);
     }
-    return gp_failed(why, gp, "starting", "fork", e);
+    if (!failed) {
+      close(ex[0]);
+      close(ex[1]);
+    }
+    return gp_failed(why, gp, "starting", failed ? failed : "fork", e);
   }
   if (pid == 0) {
     signal(SIGPIPE, SIG_DFL); /* as a shell would start it */
@@ -332,11 +340,28 @@ static int run_gnuplot(const char *gp, const char *script, int quiet, drawn *d,
     if (null >= 0)
       dup2(null, 2);
     execl(gp, "gnuplot", (char *)NULL);
+    int e = errno;
+    ssize_t w = write(ex[1], &e, sizeof e);
+    (void)w;
     _exit(127);
   }
+  close(ex[1]);
   close(in[0]);
   if (d)
     close(out[1]);
+  int ee = 0;
+  ssize_t r;
+  while ((r = read(ex[0], &ee, sizeof ee)) < 0 && errno == EINTR)
+    ;
+  close(ex[0]);
+  if (r == (ssize_t)sizeof ee) { /* the exec failed: gnuplot never ran */
+    close(in[1]);
+    if (d)
+      close(out[0]);
+    while (waitpid(pid, &(int){0}, 0) < 0 && errno == EINTR)
+      ;
+    return gp_failed(why, gp, "starting", "exec", ee);
+  }
   const char *call = NULL;
   int fed = feed_gnuplot(in[1], out[0], script, d, &call);
   int fe = errno, ws;
