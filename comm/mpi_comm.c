@@ -380,6 +380,9 @@ static void roll_call(rp_mpi_comm *mc, const rp_dist_where *w, char *out,
       snprintf(at, sizeof at, "did not answer");
     else if (a[1] == mc->ask[1] && a[2] == mc->ask[2])
       snprintf(at, sizeof at, "waits at the same op");
+    else if (a[1] == -2) /* seq UINT64_MAX - 1: a set-up collective */
+      snprintf(at, sizeof at,
+               "waits in a set-up collective (instantiate, NCCL)");
     else if (a[2] == -1)
       snprintf(at, sizeof at, "waits at an eager op");
     else

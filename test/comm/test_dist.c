@@ -11,7 +11,9 @@
  * max_inflight on one rank (refused at instantiate); a stale instance
  * on one rank (RP_ESTALE there, RP_EPEER naming it elsewhere); a receive
  * skipped in a replay on one rank (the exec breaks there: its next replay
- * never takes the skipped one's message); a peer that
+ * never takes the skipped one's message); ranks that recorded other
+ * steps (the roll call names a rank waiting in instantiate's set-up); a
+ * peer that
  * never answers (eager and replayed: RP_EPEER naming it, within the
  * bound); an all-reduce that timed out and completes late (no instance
  * written); a data-parallel linear-regression step on N ranks reaching
@@ -1473,6 +1475,55 @@ static void gpt_eval_failure(void) {
   done_case("a GPT evaluation that failed on one rank fails on every rank");
 }
 
+/* The ranks record different steps: the others two all-reduces, rank 0
+ * one. Rank 0's instantiate agrees on op 0 and returns; the others wait in
+ * instantiate's agreement for op 1, a set-up collective. Rank 0 (the
+ * shorter timeout) replays, times out and asks where the others wait: they
+ * answer from the set-up, and the detail says so (not "an eager op"); its
+ * notice then fails their instantiate at once, naming rank 0. */
+static void setup_roll_call(void) {
+  rp_runtime *rt = make_rt(RANK == 0 ? SHORT_MS : 3 * SHORT_MS);
+  rp_inst x = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  rp_inst y = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  rp_graph *g;
+  CHECK(rp_capture_begin(rt, NULL));
+  CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, NULL));
+  if (RANK != 0)
+    CHECK(rp_launch_allreduce(rt, &(rp_allreduce){y, RP_REDOP_SUM, {0}}, NULL));
+  CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex = NULL;
+  rp_status st = rp_instantiate(g, NULL, &ex);
+  CHECK(rp_graph_destroy(g));
+  if (RANK == 0) {
+    CHECK(st);
+    rp_event e;
+    CHECK(rp_replay(ex, NULL, &e));
+    st = rp_event_wait(rt, e, -1);
+    CHECK(rp_event_release(rt, e));
+    const char *d = rp_exec_error_detail(ex);
+    EXPECT(st == RP_EPEER, "replay: %s (%s)", rp_status_name(st), d);
+    for (int j = 1; j < NRANKS; j++) {
+      char want[64];
+      snprintf(want, sizeof want, "rank %d waits in a set-up collective", j);
+      EXPECT(contains(d, want), "replay detail: %s", d);
+    }
+    EXPECT(!contains(d, "eager"), "replay detail: %s", d);
+    printf("   rank 0: %s\n", d);
+    CHECK(rp_exec_destroy(ex));
+  } else {
+    const char *d = rp_error_detail();
+    EXPECT(st == RP_EPEER && !ex, "instantiate: %s (%s)", rp_status_name(st),
+           d);
+    EXPECT(contains(d, "rank 0 gave up first"), "instantiate detail: %s", d);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(rp_instance_free(rt, x));
+  CHECK(rp_instance_free(rt, y));
+  CHECK(rp_runtime_destroy(rt));
+  done_case("ranks recording other steps: the roll call names a rank in "
+            "instantiate's set-up as such");
+}
+
 int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -1505,6 +1556,7 @@ int main(int argc, char **argv) {
       {"shape_mismatch", shape_mismatch},
       {"cascade", cascade},
       {"skipped_recv", skipped_recv},
+      {"setup_roll_call", setup_roll_call},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     if (argc < 2 || !strcmp(argv[1], cases[i].name))
