@@ -150,11 +150,36 @@ static rp_status comm_new(MPI_Comm c, uint64_t timeout_ns, rp_mpi_comm **out) {
   return RP_OK;
 }
 
+static int mpi_usable(void) {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+/* An op or set-up call that would call MPI after MPI_Finalize (the program
+ * finalized it before rp_runtime_destroy): MPICH would abort the whole
+ * process, so it fails instead, naming the cause. */
+static rp_status mpi_gone(int rank, const char *what, char *why, size_t n) {
+  if (mpi_usable())
+    return RP_OK;
+  snprintf(why, n,
+           "rank %d: %s: MPI is finalized (finalize it after the last replay "
+           "and eager op, and after rp_runtime_destroy)",
+           rank, what);
+  return RP_EINVAL;
+}
+
 /* MPI_Comm_idup polled with the timeout: a rank that never joins (it does
  * not create the runtime, or instantiates another graph) fails the call
  * instead of hanging it. */
 static rp_status dup_comm(MPI_Comm parent, uint64_t timeout_ns,
                           const char *what, rp_mpi_comm **out) {
+  if (!mpi_usable())
+    return rp__err(RP_EINVAL,
+                   "%s: MPI is finalized (finalize it after the last "
+                   "replay and eager op, and after rp_runtime_destroy)",
+                   what);
   MPI_Comm c = MPI_COMM_NULL;
   MPI_Request q = MPI_REQUEST_NULL;
   int rc = MPI_Comm_idup(parent, &c, &q);
@@ -182,13 +207,6 @@ static rp_status dup_comm(MPI_Comm parent, uint64_t timeout_ns,
   if (st)
     MPI_Comm_free(&c);
   return st;
-}
-
-static int mpi_usable(void) {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init && !fin;
 }
 
 void rp__mpi_comm_free(rp_mpi_comm *mc) {
@@ -685,6 +703,9 @@ rp_status rp__mpi_run(rp_mpi_reqs *q, uint64_t r, const rp_dist_where *w,
              broke);
     return RP_EPEER;
   }
+  rp_status g = mpi_gone(q->mc->rank, w->what, why, whylen);
+  if (g)
+    return g;
   uint32_t k = q->coll ? 0 : (uint32_t)(r % q->n);
   int rc = MPI_Start(&q->req[k]);
   if (rc != MPI_SUCCESS)
@@ -717,8 +738,8 @@ int rp__mpi_reqs_free(rp_mpi_reqs *q) {
 
 void rp__mpi_skipped(rp_mpi_comm *mc, const rp_dist_where *w, rp_status st) {
   const char *broke;
-  if (rp__mpi_broken(mc, &broke))
-    return; /* told already */
+  if (rp__mpi_broken(mc, &broke) || !mpi_usable())
+    return; /* told already, or no MPI left to tell them through */
   char why[GONE_LEN], peer[24] = "every rank";
   if (w->peer >= 0)
     snprintf(peer, sizeof peer, "rank %d", w->peer);
@@ -733,7 +754,11 @@ void rp__mpi_skipped(rp_mpi_comm *mc, const rp_dist_where *w, rp_status st) {
 
 /* ---- eager ---- */
 
-static rp_status eager_broken(rp_dist_state *ds, char *why, size_t n) {
+static rp_status eager_broken(rp_dist_state *ds, const rp_dist_where *w,
+                              char *why, size_t n) {
+  rp_status g = mpi_gone(ds->eager->rank, w->what, why, n);
+  if (g)
+    return g;
   const char *broke;
   if (!rp__mpi_broken(ds->eager, &broke))
     return RP_OK;
@@ -748,7 +773,7 @@ rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
                             char *why, size_t whylen) {
   rp_mpi_comm *mc = ds->eager;
   *kept = 0;
-  rp_status s = eager_broken(ds, why, whylen);
+  rp_status s = eager_broken(ds, w, why, whylen);
   if (s)
     return s;
   if (bytes > INT_MAX) {
@@ -808,7 +833,7 @@ rp_status rp__mpi_eager_allreduce(rp_dist_state *ds, void *buf, size_t count,
                                   rp_dtype t, const rp_dist_where *w, int *kept,
                                   char *why, size_t whylen) {
   *kept = 0;
-  rp_status s = eager_broken(ds, why, whylen);
+  rp_status s = eager_broken(ds, w, why, whylen);
   if (s)
     return s;
   s = agree_shape(ds->eager, count, t, w, why, whylen);
@@ -835,6 +860,9 @@ rp_status rp__mpi_bcast(rp_dist_state *ds, rp_mpi_comm *mc, void *buf,
                         size_t bytes) {
   if (!mc)
     mc = ds->eager;
+  char gone[200];
+  if (mpi_gone(mc->rank, "NCCL set-up broadcast", gone, sizeof gone))
+    return rp__err(RP_EINVAL, "%s", gone);
   /* through the communicator's own buffer: after a timeout the broadcast
    * stays pending and may still write there, never into the caller's */
   if (bytes > sizeof mc->bcast)

@@ -1727,7 +1727,11 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  * messages.
  *
  * MPI must be initialized with MPI_THREAD_MULTIPLE (workers call MPI) before
- * rp_runtime_create and finalized after rp_runtime_destroy. Builds without
+ * rp_runtime_create and finalized after rp_runtime_destroy. In the wrong
+ * order a communication op that runs after MPI_Finalize (a replay's, an
+ * eager one's) fails with RP_EINVAL ("MPI is finalized") instead of
+ * calling MPI, and so does rp_instantiate of a graph with communication;
+ * rp_exec_destroy and rp_runtime_destroy still work. Builds without
  * MPI return RP_EUNSUPPORTED for a non-NULL comm; with comm NULL every call
  * below works for the one rank (an all-reduce leaves the data as it is).
  *

@@ -12,7 +12,8 @@
  * on one rank (RP_ESTALE there, RP_EPEER naming it elsewhere); a receive
  * skipped in a replay on one rank (the exec breaks there: its next replay
  * never takes the skipped one's message); ranks that recorded other
- * steps (the roll call names a rank waiting in instantiate's set-up); a
+ * steps (the roll call names a rank waiting in instantiate's set-up); MPI
+ * finalized before the runtime goes (run last: RP_EINVAL, no abort); a
  * peer that
  * never answers (eager and replayed: RP_EPEER naming it, within the
  * bound); an all-reduce that timed out and completes late (no instance
@@ -1524,6 +1525,77 @@ static void setup_roll_call(void) {
             "instantiate's set-up as such");
 }
 
+/* MPI finalized before the runtime goes (the wrong order): the ops that
+ * would call MPI fail with RP_EINVAL naming it (MPICH would abort the
+ * process), instantiate refuses, and destroying still works. Runs last,
+ * in place of main's MPI_Finalize; a failure exits 1 (no MPI_Abort now). */
+static void after_finalize(void) {
+  rp_runtime *rt = make_rt(SHORT_MS);
+  rp_inst x = inst_2d(rt, RP_F32, 0, 0, 0, 7);
+  float v[8] = {1, 1, 1, 1, 1, 1, 1, 1}, got[8];
+  CHECK(rp_instance_write(rt, x, v, sizeof v));
+  rp_graph *g;
+  CHECK(rp_capture_begin(rt, NULL));
+  CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, NULL));
+  CHECK(rp_capture_end(rt, &g));
+  rp_exec *ex;
+  CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event e;
+  CHECK(rp_replay(ex, NULL, &e));
+  wait_ok(rt, e); /* every rank: 1 * NRANKS */
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
+  int bad = 0;
+#define LATE(cond, ...)                                                        \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "rank %d: FAIL at test_dist.c:%d: ", RANK, __LINE__);    \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+      bad = 1;                                                                 \
+    }                                                                          \
+  } while (0)
+  const char *want = "MPI is finalized";
+  /* a replay */
+  rp_status st = rp_replay(ex, NULL, &e);
+  LATE(st == RP_OK, "replay: %s", rp_status_name(st));
+  st = rp_event_wait(rt, e, -1);
+  rp_event_release(rt, e);
+  const char *d = rp_exec_error_detail(ex);
+  LATE(st == RP_EINVAL && contains(d, want) && contains(d, "all-reduce"),
+       "replay after MPI_Finalize: %s (%s)", rp_status_name(st), d);
+  /* an eager all-reduce */
+  st = rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &e);
+  LATE(st == RP_OK, "eager launch: %s", rp_status_name(st));
+  st = rp_event_wait(rt, e, -1);
+  rp_event_release(rt, e);
+  d = rp_runtime_dist_detail(rt);
+  LATE(st == RP_EINVAL && contains(d, want),
+       "eager all-reduce after MPI_Finalize: %s (%s)", rp_status_name(st), d);
+  /* nothing written */
+  LATE(rp_instance_read(rt, x, got, sizeof got) == RP_OK &&
+           got[0] == (float)NRANKS && got[7] == (float)NRANKS,
+       "the instance holds %g, not %d", (double)got[0], NRANKS);
+  /* instantiate: no communicator to duplicate */
+  rp_exec *ex2 = NULL;
+  st = rp_instantiate(g, NULL, &ex2);
+  d = rp_error_detail();
+  LATE(st == RP_EINVAL && !ex2 && contains(d, want),
+       "instantiate after MPI_Finalize: %s (%s)", rp_status_name(st), d);
+  LATE(rp_graph_destroy(g) == RP_OK, "graph destroy");
+  LATE(rp_exec_destroy(ex) == RP_OK, "exec destroy: %s", rp_error_detail());
+  LATE(rp_instance_free(rt, x) == RP_OK, "instance free");
+  LATE(rp_runtime_destroy(rt) == RP_OK, "runtime destroy: %s",
+       rp_error_detail());
+#undef LATE
+  if (bad)
+    exit(1);
+  if (RANK == 0)
+    printf("ok %d ranks: MPI finalized before the runtime: RP_EINVAL, no "
+           "abort\n",
+           NRANKS);
+}
+
 int main(int argc, char **argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -1562,8 +1634,11 @@ int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], cases[i].name))
       cases[i].fn();
   MPI_Barrier(MPI_COMM_WORLD);
+  if (argc < 2 || !strcmp(argv[1], "after_finalize"))
+    after_finalize(); /* finalizes MPI */
+  else
+    MPI_Finalize();
   if (RANK == 0)
     printf("all distributed cases passed on %d ranks\n", NRANKS);
-  MPI_Finalize();
   return 0;
 }
