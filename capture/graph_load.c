@@ -152,13 +152,20 @@ static int parse_integer(const cJSON *v, int *neg, uint64_t *mag) {
 /* path.key, or key alone at the top level (path ""). */
 #define AT(path) (path), *(path) ? "." : ""
 
-/* parse_integer's refusal. A value out of range that the field could
- * hold as a decimal string (its range reaches past 2^53) says so; a
- * field of small range names it. */
-static rp_status integer_err(int why, const char *path, const char *key,
-                             long long lo, unsigned long long hi) {
+/* parse_integer's refusal. A decimal string out of range is quoted with
+ * the range (it is a string already); a number out of range that the
+ * field could hold as a decimal string (its range reaches past 2^53) says
+ * so; a field of small range names it. */
+static rp_status integer_err(int why, const cJSON *v, const char *path,
+                             const char *key, long long lo,
+                             unsigned long long hi) {
   if (why == 1)
     return rp__err(RP_EFORMAT, "%s%s%s: expected an integer", AT(path), key);
+  if (cJSON_IsString(v)) { /* sign and digits only: parse_integer saw them */
+    size_t n = strlen(v->valuestring);
+    return rp__err(RP_ERANGE, "%s%s%s: %.32s%s out of range [%lld, %llu]",
+                   AT(path), key, v->valuestring, n > 32 ? "..." : "", lo, hi);
+  }
   if (hi <= (1ull << 53) && lo >= -(1ll << 53))
     return rp__err(RP_ERANGE, "%s%s%s: out of range [%lld, %llu]", AT(path),
                    key, lo, hi);
@@ -175,9 +182,9 @@ static rp_status get_i64(const cJSON *v, const char *path, const char *key,
   int why = parse_integer(v, &neg, &mag);
   unsigned long long uhi = hi < 0 ? 0 : (unsigned long long)hi;
   if (why)
-    return integer_err(why, path, key, lo, uhi);
+    return integer_err(why, v, path, key, lo, uhi);
   if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX)
-    return integer_err(2, path, key, lo, uhi);
+    return integer_err(2, v, path, key, lo, uhi);
   int64_t x = neg ? (int64_t)(0 - mag) : (int64_t)mag;
   if (x < lo || x > hi)
     return rp__err(RP_ERANGE, "%s%s%s: %lld out of range [%lld, %lld]",
@@ -193,7 +200,7 @@ static rp_status get_u64_in(const cJSON *v, const char *path, const char *key,
   uint64_t mag;
   int why = parse_integer(v, &neg, &mag);
   if (why)
-    return integer_err(why, path, key, (long long)min, max);
+    return integer_err(why, v, path, key, (long long)min, max);
   if ((neg && mag) || mag < min || mag > max)
     return rp__err(RP_ERANGE, "%s%s%s: %s%llu out of range [%llu, %llu]",
                    AT(path), key, neg ? "-" : "", (unsigned long long)mag,

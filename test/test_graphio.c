@@ -1851,6 +1851,211 @@ Test(graphio_corrupt, a_count_without_instances_is_named) {
   th_destroy(e.rt);
 }
 
+/* MINI with a second instance (dtype DT, extent LO..HI) and a copy op 2
+ * from instance 0 into it, its fields given; then `from` -> `to` when set. */
+static char *mini_copy(const char *inst1, const char *copy_fields,
+                       const char *from, const char *to) {
+  char *t1 = subst(MINI, ONE_INST, TWO_INSTS);
+  char *t2 = subst(t1,
+                   "{\"id\": 1, \"mem\": \"system\", \"device\": -1, "
+                   "\"dtype\": \"f32\", \"lo\": [0], \"hi\": [15], "
+                   "\"strides\": [1]}",
+                   inst1);
+  char buf[1024];
+  snprintf(buf, sizeof buf,
+           "\"interps\": []}, {\"id\": 2, \"kind\": \"copy\", \"src\": 0,"
+           " \"dst\": 1, %s}],",
+           copy_fields);
+  char *t3 = subst(t2, "\"interps\": []}],", buf);
+  char *t4 = from ? subst(t3, from, to) : strdup(t3);
+  free(t1), free(t2), free(t3);
+  return t4;
+}
+
+/* Loads text, expects want and a detail holding says. */
+static void expect_text(const char *text, rp_status want, const char *says) {
+  env e = env_make();
+  rp_status st = load_text(&e, text);
+  cr_assert_eq(st, want, "%s, expected %s (%s) for\n%s", rp_status_name(st),
+               rp_status_name(want), why(), text);
+  cr_assert(strstr(why(), says), "no '%s' in '%s'", says, why());
+  th_destroy(e.rt);
+}
+
+#define F32_1D                                                                 \
+  "{\"id\": 1, \"mem\": \"system\", \"device\": -1, \"dtype\": \"f32\", "      \
+  "\"lo\": [0], \"hi\": [15], \"strides\": [1]}"
+#define COPY_OK                                                                \
+  "\"domain\": \"intersect\", \"rect\": null, \"redop\": \"none\", "           \
+  "\"group\": 0, \"pop_kind\": null, \"backward\": false, \"inserted\": false"
+
+/* Refusals of the instance table, ops and copies each name the field. */
+Test(graphio_corrupt, every_field_refusal_names_the_field) {
+  expect_said("\"instances\": [{\"id\": 0", "\"instances\": [{\"id\": 1",
+              RP_EFORMAT,
+              "graph.instances[0].id: 1 (entries must be in id order)");
+  expect_said("\"strides\": [1]", "\"strides\": [1, 1]", RP_ESHAPE,
+              "graph.instances[0].strides: 2 strides for 1 dimensions");
+  expect_said("\"lo\": [0], \"hi\": [15]", "\"lo\": [], \"hi\": []", RP_ESHAPE,
+              "graph.instances[0].lo: 0 dimensions (1..4 allowed)");
+  expect_said("\"lo\": [0], \"hi\": [15]",
+              "\"lo\": [0, 0, 0, 0, 0], \"hi\": [1, 1, 1, 1, 1]", RP_ESHAPE,
+              "graph.instances[0].lo: 5 dimensions (1..4 allowed)");
+  expect_said("\"shards\": 1, \"shard_procs\": null",
+              "\"shards\": 1, \"shard_procs\": [0, 0]", RP_ESHAPE,
+              "graph.ops[0].shard_procs: 2 processors for 1 shards");
+  expect_said("{\"id\": 0, \"kind\": \"task\",", "{\"kind\": \"task\",",
+              RP_EFORMAT, "graph.ops[0]: missing key 'id'");
+  expect_said("{\"id\": 1, \"kind\": \"task\",", "{\"id\": 1,", RP_EFORMAT,
+              "graph.ops[1]: missing key 'kind'");
+  expect_said("\"ops\": [\n", "\"ops\": [7, ", RP_EFORMAT,
+              "graph.ops[0]: expected an object");
+  expect_said("\"proc\": 0,", "\"proc\": \"99999999999999999999\",", RP_ERANGE,
+              "graph.ops[0].proc: 99999999999999999999 out of range [0, "
+              "4294967294]");
+  expect_text("{\"format\": \"reprise-graph\", \"version\": 1, \"graph\": []}",
+              RP_EFORMAT, "graph: expected an object");
+
+  struct {
+    const char *inst1, *fields, *from, *to;
+    rp_status want;
+    const char *says;
+  } cases[] = {
+      {F32_1D, COPY_OK, NULL, NULL, RP_OK, ""},
+      {F32_1D, COPY_OK, "\"inserted\": false", "\"inserted\": 0", RP_EFORMAT,
+       "graph.ops[2].inserted: expected true or false"},
+      {F32_1D, COPY_OK, "\"backward\": false", "\"backward\": null", RP_EFORMAT,
+       "graph.ops[2].backward: expected true or false"},
+      {F32_1D, COPY_OK, "\"domain\": \"intersect\", \"rect\": null",
+       "\"domain\": \"rect\", \"rect\": {\"lo\": [5], \"hi\": [2]}", RP_ESHAPE,
+       "graph.ops[2].rect: empty or inverted in dimension 0"},
+      {"{\"id\": 1, \"mem\": \"system\", \"device\": -1, \"dtype\": \"f32\", "
+       "\"lo\": [0, 0], \"hi\": [15, 0], \"strides\": [1, 1]}",
+       COPY_OK, NULL, NULL, RP_ESHAPE,
+       "graph.ops[2]: source has 1 dimensions, destination 2"},
+      {"{\"id\": 1, \"mem\": \"system\", \"device\": -1, \"dtype\": \"u8\", "
+       "\"lo\": [0], \"hi\": [15], \"strides\": [1]}",
+       COPY_OK, "\"redop\": \"none\", \"group\"",
+       "\"redop\": \"sum\", \"group\"", RP_ETYPE,
+       "graph.ops[2]: no sum reduction for u8"},
+  };
+  for (size_t i = 0; i < RP_ARRAY_LEN(cases); i++) {
+    char *t =
+        mini_copy(cases[i].inst1, cases[i].fields, cases[i].from, cases[i].to);
+    if (i == 5) { /* both u8 */
+      char *u = subst(t, "\"dtype\": \"f32\"", "\"dtype\": \"u8\"");
+      free(t);
+      t = u;
+    }
+    expect_text(t, cases[i].want, cases[i].says);
+    free(t);
+  }
+}
+
+/* Refusals of mirrors, groups, ports and the machine each name the field. */
+Test(graphio_corrupt, graph_level_refusals_name_the_field) {
+  /* a mirror no op references */
+  char *t = subst(MINI, "\"edges\":",
+                  "\"mirrors\": [{\"id\": 0, \"source\": 0, \"mem\": "
+                  "\"system\", \"device\": -1}], \"edges\":");
+  expect_text(t, RP_EFORMAT, "graph.mirrors[0]: not referenced by any op");
+  free(t);
+
+  /* two copies of one group that disagree on its kind */
+  const char *g1 = "\"domain\": \"intersect\", \"rect\": null, \"redop\": "
+                   "\"none\", \"group\": 1, \"pop_kind\": \"replicate\", "
+                   "\"backward\": false, \"inserted\": false";
+  char *c = mini_copy(F32_1D, g1, NULL, NULL);
+  expect_text(c, RP_OK, "");
+  char buf[1024];
+  snprintf(buf, sizeof buf,
+           "\"inserted\": false}, {\"id\": 3, \"kind\": \"copy\", \"src\": "
+           "0, \"dst\": 1, %s}],",
+           g1);
+  char *c2 = subst(c, "\"inserted\": false}],", buf);
+  expect_text(c2, RP_OK, "");
+  char *c3 = subst(c2,
+                   "\"pop_kind\": \"replicate\", \"backward\": false, "
+                   "\"inserted\": false}]",
+                   "\"pop_kind\": \"combine\", \"backward\": false, "
+                   "\"inserted\": false}]");
+  expect_text(c3, RP_EFORMAT,
+              "graph.ops[3]: group 1 is replicate fwd in an earlier op, "
+              "combine fwd here");
+  free(c), free(c2), free(c3);
+
+  /* more port bindings than a file may hold: 16 ops, 4096 preconditions
+   * bound to each (the most a direction has), then one more binding */
+  size_t cap = 4096 * 96 + 16 * 320 + 256;
+  char *doc = malloc(cap);
+  const char *ops_end = strstr(MINI, "\"interps\": []}],") + 14;
+  size_t at = (size_t)snprintf(doc, cap, "%.*s", (int)(ops_end - MINI), MINI);
+  for (int k = 2; k < 16; k++)
+    at += (size_t)snprintf(
+        doc + at, cap - at,
+        ", {\"id\": %d, \"kind\": \"task\", \"task\": \"accum\", \"proc\": 0,"
+        " \"shards\": 1, \"shard_procs\": null, \"workspace_bytes\": 0,"
+        " \"workspace_align\": 0, \"cost_ns\": 0, \"args\": \"\","
+        " \"accesses\": [], \"interps\": []}",
+        k);
+  at += (size_t)snprintf(doc + at, cap - at,
+                         "],\n \"edges\": [],\n \"preconditions\": [");
+  for (int p = 0; p < 4096; p++) {
+    at +=
+        (size_t)snprintf(doc + at, cap - at, "%s{\"name\": \"p%d\", \"ops\": [",
+                         p ? ", " : "", p);
+    for (int k = 0; k < 16; k++)
+      at += (size_t)snprintf(doc + at, cap - at, k ? ", %d" : "%d", k);
+    at += (size_t)snprintf(doc + at, cap - at, "]}");
+  }
+  snprintf(doc + at, cap - at,
+           "],\n \"postconditions\": [{\"name\": \"out\", \"ops\": [1]}]}}\n");
+  expect_text(doc, RP_ERANGE,
+              "graph.postconditions[0].ops: more than 65536 port bindings "
+              "in the file");
+  /* one fewer loads */
+  char *fewer = subst(doc, "\"ops\": [0, 1, 2", "\"ops\": [1, 2");
+  expect_text(fewer, RP_OK, "");
+  free(fewer), free(doc);
+
+  /* a machine with more memories than a model holds */
+  cap = 64 * 40 + 256;
+  char *mems = malloc(cap);
+  at = (size_t)snprintf(mems, cap,
+                        "\"machine\": {\"cpus\": 1, \"gpus\": [], \"mems\": [");
+  for (int k = 0; k <= RP_MODEL_MAX_MEMS; k++)
+    at += (size_t)snprintf(mems + at, cap - at,
+                           "%s{\"mem\": \"gpu\", \"device\": %d}",
+                           k ? ", " : "", k);
+  snprintf(mems + at, cap - at, "]}, \"edges\":");
+  t = subst(MINI, "\"edges\":", mems);
+  expect_text(t, RP_ERANGE,
+              "graph.machine.mems: more than 32 memories besides system "
+              "memory");
+  free(t), free(mems);
+
+  /* an instance the engine refuses after the loader's own checks */
+  expect_said("\"strides\": [1]", "\"strides\": [0]", RP_ERANGE,
+              "instance table entry 0: rp_instance_create: stride of "
+              "dimension 0 is 0 (must be > 0)");
+}
+
+/* A decimal string past 2^64 is out of range; the advice to write large
+ * integers as strings is for numbers, not for a string already. */
+Test(graphio_corrupt, a_decimal_string_past_2p64_names_the_range) {
+  expect_said("\"cost_ns\": 0,", "\"cost_ns\": \"99999999999999999999\",",
+              RP_ERANGE,
+              "graph.ops[0].cost_ns: 99999999999999999999 out of range [0, "
+              "18446744073709551615]");
+  expect_said("\"cost_ns\": 0,", "\"cost_ns\": 1e300,", RP_ERANGE,
+              "graph.ops[0].cost_ns: integer out of range (integers beyond "
+              "+-2^53 must be decimal strings)");
+  expect_said("\"instances\": [{\"id\": 0",
+              "\"instances\": [{\"id\": \"-99999999999999999999\"", RP_ERANGE,
+              "graph.instances[0].id: -99999999999999999999 out of range [0, "
+              "9223372036854775807]");
+}
+
 Test(graphio_names, bad_names_and_marks_are_format_errors) {
   expect_edit("\"interps\": []},", "\"interps\": [], \"name\": \"a\\\"b\"},",
               RP_EFORMAT);
