@@ -483,6 +483,56 @@ Test(copy, errors_name_the_call_made) {
   th_destroy(rt);
 }
 
+/* An eager copy's wait event must be live and no captured op's reference:
+ * each is refused naming the call and the event, and nothing is copied. */
+Test(copy, an_eager_copys_bad_wait_event_is_refused) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_rect r = rp_rect_1d(0, 7);
+  rp_inst a = mk(rt, RP_F64, r), b = mk(rt, RP_F64, r);
+  fill_f64(rt, a, 1);
+  rp_event ev;
+  RP_CHECK(rp_event_create(rt, &ev));
+  RP_CHECK(rp_event_trigger(rt, ev));
+  RP_CHECK(rp_event_release(rt, ev));
+  RP_EXPECT(
+      rp_launch_copy(rt, &(rp_copy){.src = a, .dst = b, .wait = ev}, NULL),
+      RP_ESTALE);
+  char want[128];
+  snprintf(want, sizeof want, "rp_launch_copy: wait event %#llx is stale",
+           (unsigned long long)ev.id);
+  cr_assert_str_eq(rp_error_detail(), want);
+
+  rp_event ref;
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = b}, &ref));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  RP_EXPECT(
+      rp_launch_copy(rt, &(rp_copy){.src = a, .dst = b, .wait = ref}, NULL),
+      RP_ECAPTURE);
+  cr_assert_str_eq(rp_error_detail(),
+                   "rp_launch_copy: waits on a captured op reference outside "
+                   "its capture");
+  RP_CHECK(rp_runtime_drain(rt));
+  int64_t n;
+  double *v = read_f64(rt, b, &n);
+  for (int64_t k = 0; k < n; k++)
+    cr_assert_eq(v[k], 0.0, "nothing was copied");
+  free(v);
+  /* the runtime still copies */
+  rp_event done;
+  RP_CHECK(rp_launch_copy(rt, &(rp_copy){.src = a, .dst = b}, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  RP_CHECK(rp_event_release(rt, done));
+  v = read_f64(rt, b, &n);
+  cr_assert_eq(v[7], 8.0);
+  free(v);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  th_destroy(rt);
+}
+
 Test(copy, builder_copies_and_parallel_ops_replay) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_rect r = rp_rect_1d(0, 7);
