@@ -292,3 +292,39 @@ Test(instance, a_slot_whose_generations_are_used_up_retires) {
   for (int i = 0; i < 4; i++)
     RP_CHECK(rp_instance_free(rt, fresh[i]));
 }
+
+/* A NULL buffer and a stale instance's name are refused naming the call;
+ * the instance keeps its data and name. */
+Test(instance, a_null_buffer_and_a_stale_name_are_refused) {
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst a;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &a));
+  float v[4] = {1, 2, 3, 4}, back[4] = {0};
+  RP_CHECK(rp_instance_write(rt, a, v, sizeof v));
+  RP_CHECK(rp_instance_set_name(rt, a, "weights"));
+  RP_EXPECT(rp_instance_read(rt, a, NULL, sizeof v), RP_EINVAL);
+  cr_assert_str_eq(rp_error_detail(), "rp_instance_read: NULL argument");
+  RP_EXPECT(rp_instance_write(rt, a, NULL, sizeof v), RP_EINVAL);
+  cr_assert_str_eq(rp_error_detail(), "rp_instance_write: NULL argument");
+  RP_CHECK(rp_instance_read(rt, a, back, sizeof back));
+  cr_assert_arr_eq(back, v, sizeof v);
+  rp_instance_info info;
+  RP_CHECK(rp_instance_query(rt, a, &info));
+  cr_assert_str_eq(rp_instance_name(rt, a), "weights");
+
+  rp_inst gone;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &gone));
+  RP_CHECK(rp_instance_free(rt, gone));
+  RP_EXPECT(rp_instance_set_name(rt, gone, "late"), RP_ESTALE);
+  char want[128];
+  snprintf(want, sizeof want,
+           "rp_instance_set_name: instance %#llx is stale or unknown",
+           (unsigned long long)gone.id);
+  cr_assert_str_eq(rp_error_detail(), want);
+  /* the slot's next instance has no name from the refused call */
+  rp_inst next;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &next));
+  cr_assert_str_eq(rp_instance_name(rt, next), "");
+  RP_CHECK(rp_instance_free(rt, next));
+  RP_CHECK(rp_instance_free(rt, a));
+}
