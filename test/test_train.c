@@ -955,6 +955,20 @@ Test(data, malformed_idx_files_name_the_file_and_the_problem) {
   unlink(lab), unlink("/tmp/rp_data_unused_img");
 }
 
+/* A header cut inside its sizes, sizes whose product is past the limit,
+ * and labels that are all 0 are refused naming the file. */
+Test(data, idx_headers_cut_or_too_large_and_one_class_are_refused) {
+  static unsigned char b[256];
+  idx_head(b, 0x08, 3, (const uint32_t[]){4, 2, 3});
+  expect_idx(0, b, 8, RP_EFORMAT, ": truncated header: 8 of 16 bytes");
+  size_t h = idx_head(b, 0x08, 3, (const uint32_t[]){65536, 65536, 2});
+  expect_idx(0, b, h, RP_ERANGE, ": more than 1073741824 elements");
+  h = idx_head(b, 0x08, 1, (const uint32_t[]){4});
+  memset(b + h, 0, 4);
+  expect_idx(1, b, h + 4, RP_EFORMAT,
+             ": every label is 0: a classifier needs at least 2 classes");
+}
+
 /* ---- shuffling, validation, checkpoints (library) ---- */
 
 /* Trains `iters` steps with shuffling on from a fresh model; returns the
