@@ -386,6 +386,22 @@ Test(replay, precondition_gates_only_its_dependents) {
   rp_event_release(rt, done);
   /* wrong number of preconditions */
   RP_EXPECT(rp_replay(ex, NULL, &done), RP_EPORT);
+  /* the right number, no array: refused, and nothing ran */
+  atomic_store(&flag_ran[0], 0);
+  atomic_store(&flag_ran[1], 0);
+  RP_EXPECT(rp_replay(ex, &(rp_replay_args){.pre = NULL, .npre = 1}, &done),
+            RP_EINVAL);
+  cr_assert_str_eq(rp_error_detail(), "rp_replay: NULL precondition events");
+  RP_CHECK(rp_runtime_drain(rt));
+  cr_assert_eq(atomic_load(&flag_ran[0]) + atomic_load(&flag_ran[1]), 0);
+  /* the exec still replays */
+  RP_CHECK(rp_event_create(rt, &pre));
+  RP_CHECK(rp_event_trigger(rt, pre));
+  RP_CHECK(rp_replay(ex, &(rp_replay_args){.pre = &pre, .npre = 1}, &done));
+  RP_CHECK(rp_event_wait(rt, done, -1));
+  cr_assert_eq(atomic_load(&flag_ran[0]) + atomic_load(&flag_ran[1]), 2);
+  rp_event_release(rt, pre);
+  rp_event_release(rt, done);
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
