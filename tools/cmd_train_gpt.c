@@ -650,8 +650,15 @@ static int train_failed(gpt_state *s) {
 static int train(gpt_state *s) {
   const train_cli *c = s->c;
   uint32_t n = c->iters - s->start;
-  if (!(s->ns = calloc(n, sizeof *s->ns)))
-    return rp_train_fail("allocating timings", RP_ENOMEM);
+  if (!(s->ns = calloc(n, sizeof *s->ns))) {
+    uint64_t bytes = (uint64_t)n * sizeof *s->ns;
+    return rp_train_fail(
+        "allocating timings",
+        rp_error_set(RP_ENOMEM,
+                     "out of memory for %llu bytes (%.1f MiB): the time of "
+                     "each of the %u steps to run",
+                     (unsigned long long)bytes, (double)bytes / (1u << 20), n));
+  }
   s->limit = 10.0 * (s->init_val > log(s->text.vocab) ? s->init_val
                                                       : log(s->text.vocab));
   s->tty = isatty(fileno(glog));
