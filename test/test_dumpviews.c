@@ -2257,3 +2257,43 @@ Test(views, html_title_escapes_the_file_names_control_bytes, .init = setup,
   cr_assert_eq(memcmp(at, want, strlen(want)), 0, "%.*s", (int)(end - at), at);
   free(html);
 }
+
+/* --format html: dot's input that cannot be written (the file size limit
+ * reached) and dot's pipe that cannot be made (no descriptor left) each
+ * fail with exit 1, naming the step and its cause; no page and no
+ * temporary file is left. */
+Test(views, html_whose_dot_cannot_be_fed_fails_naming_the_cause, .init = setup,
+     .fini = teardown, .timeout = 120) {
+  if (!html_ready())
+    return;
+  char dir[512], g[512], out[600];
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("feed"));
+  cr_assert_eq(mkdir(dir, 0700), 0);
+  snprintf(g, sizeof g, "%s", synth(200, 0, "feed.json"));
+  snprintf(out, sizeof out, "%s/page.html", dir);
+  struct rlimit old, lim;
+  signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG */
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 4096;
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  cli_run r;
+  RUN(&r, "dump", g, "--format", "html", "-o", out);
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, SIG_DFL);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_str_eq(r.err, "reprise dump: --format html: writing dot's input "
+                          "failed: File too large\n");
+  cr_assert_neq(access(out, F_OK), 0, "a page was written");
+  cr_assert_eq(count_dir_prefix(dir, ".page.html.tmp."), 0,
+               "the page's temporary file is left");
+  /* descriptors 0, 1, 2, the page's temporary file and dot's input: none
+   * left for the pipe */
+  RUN_NOFILE(&r, 5, "dump", g, "--format", "html", "-o", out);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  cr_assert_str_eq(r.err, "reprise dump: --format html: pipe: Too many open "
+                          "files\n");
+  cr_assert_neq(access(out, F_OK), 0, "a page was written");
+  cr_assert_eq(count_dir_prefix(dir, ".page.html.tmp."), 0,
+               "the page's temporary file is left");
+}
