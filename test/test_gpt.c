@@ -2658,3 +2658,65 @@ Test(gpt, pick_draws_among_the_top_k) {
     cr_assert_eq(rp_gpt_pick(lg, 5, 0.7f, 0, scratch, &a),
                  rp_gpt_pick(lg, 5, 0.7f, 5 + (uint32_t)i % 3, scratch, &b));
 }
+
+/* Hand-made checkpoint files a user may give --load-weights, each
+ * refused naming the file and what is wrong, nothing kept: a GPT payload
+ * shorter than its header (of each version), a kind field of NUL bytes
+ * under a checksum that matches it, and a file above the 4 GiB a
+ * checkpoint may have (sparse: its header consistent with its size). */
+Test(gpt, hand_made_checkpoint_headers_are_refused_naming_the_file) {
+  th_tmpdir_make("/tmp/rp_gpt_hand_XXXXXX");
+  const char *path = th_tmp_path("hand.ckpt");
+  unsigned char pl[68] = {0};
+  rp_gpt_ckpt c;
+  const struct {
+    uint32_t version;
+    size_t n, head;
+  } shorts[] = {{3, 4, 68}, {3, 0, 68}, {3, 67, 68}, {2, 59, 60}, {1, 47, 48}};
+  for (size_t i = 0; i < sizeof shorts / sizeof shorts[0]; i++) {
+    RP_CHECK(rp_ckpt_save(path, "gpt", shorts[i].version, pl, shorts[i].n));
+    char want[160];
+    snprintf(want, sizeof want,
+             "%s: GPT payload of %zu byte%s (its header alone has %zu)", path,
+             shorts[i].n, shorts[i].n == 1 ? "" : "s", shorts[i].head);
+    memset(&c, 0x5a, sizeof c);
+    RP_EXPECT(rp_gpt_ckpt_read_info(path, &c), RP_EFORMAT);
+    cr_assert_str_eq(rp_error_detail(), want, "case %zu", i);
+    RP_EXPECT(rp_gpt_ckpt_read(path, &c), RP_EFORMAT);
+    cr_assert_str_eq(rp_error_detail(), want, "case %zu", i);
+  }
+  /* the kind field all NUL, the checksum resealed over it */
+  RP_CHECK(rp_ckpt_save(path, "gpt", 3, pl, sizeof pl));
+  size_t len;
+  unsigned char *b = (unsigned char *)th_read_all(path, &len);
+  memset(b + 16, 0, 16);
+  uint64_t h = rp_fnv1a64(rp_fnv1a64(RP_FNV64_INIT, b, 40), b + RP_CKPT_HEAD,
+                          len - RP_CKPT_HEAD);
+  for (int k = 0; k < 8; k++)
+    b[40 + k] = (unsigned char)(h >> 8 * k);
+  put_bytes(path, b, len);
+  char want[256];
+  snprintf(want, sizeof want, "%s: a damaged header: the kind field is empty",
+           path);
+  RP_EXPECT(rp_gpt_ckpt_read_info(path, &c), RP_EFORMAT);
+  cr_assert_str_eq(rp_error_detail(), want);
+  /* above the limit: 4 GiB + 1 byte, its header saying so (sparse) */
+  uint64_t size = RP_GPT_CKPT_MAX + 1, payload = size - RP_CKPT_HEAD;
+  for (int k = 0; k < 8; k++)
+    b[32 + k] = (unsigned char)(payload >> 8 * k);
+  memcpy(b + 16, "gpt", 3);
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(b, 1, RP_CKPT_HEAD, f), RP_CKPT_HEAD);
+  cr_assert_eq(fclose(f), 0);
+  cr_assert_eq(truncate(path, (off_t)size), 0);
+  snprintf(want, sizeof want,
+           "%s: the file has %llu bytes, above the limit of %llu", path,
+           (unsigned long long)size, (unsigned long long)RP_GPT_CKPT_MAX);
+  RP_EXPECT(rp_gpt_ckpt_read_info(path, &c), RP_ERANGE);
+  cr_assert_str_eq(rp_error_detail(), want);
+  RP_EXPECT(rp_gpt_ckpt_read(path, &c), RP_ERANGE);
+  cr_assert_str_eq(rp_error_detail(), want);
+  free(b);
+  th_tmpdir_remove();
+}
