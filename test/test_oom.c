@@ -439,6 +439,51 @@ out:
   return drop_runtime(st, rt, NULL, NULL);
 }
 
+/* The GPT split by tensor parallelism (tp 2 over 2 processors: each
+ * processor's shards of the split tensors): create, record, instantiate,
+ * two replays, the gradient norm and the weights read back. */
+static rp_status gpt_tp_scenario(float *out, size_t nout) {
+  rp_runtime *rt = NULL;
+  rp_kernel_tasks k;
+  rp_gpt *m = NULL;
+  rp_graph *g = NULL;
+  rp_exec *ex = NULL;
+  rp_status st = make_runtime(2, &rt);
+  if (st != RP_OK)
+    goto out;
+  TRY(rp_kernels_register(rt, &k));
+  rp_gpt_config c = tiny_gpt(1, 8, 4, 5, 2);
+  c.tp = 2;
+  if (st == RP_OK)
+    TRY(rp_gpt_create(rt, &k, &c, &m));
+  int32_t x[2 * 4] = {0, 1, 2, 3, 4, 3, 2, 1};
+  int32_t y[2 * 4] = {1, 2, 3, 4, 3, 2, 1, 0};
+  if (st == RP_OK)
+    TRY(rp_gpt_write_batches(m, x, y, 1));
+  if (st == RP_OK)
+    TRY(rp_gpt_record(m, &g));
+  if (st == RP_OK)
+    TRY(rp_instantiate(g, NULL, &ex));
+  for (int32_t s = 1; s <= 2 && st == RP_OK; s++) {
+    rp_gpt_step_args a = {.batch = 0, .lr = 0.01f, .step = s};
+    TRY(replay_wait(rt, ex, &a, sizeof a));
+  }
+  float norm = 0;
+  if (st == RP_OK)
+    TRY(rp_gpt_grad_norm(m, &norm));
+  if (st == RP_OK && rp_gpt_param_count(m) + 1 > nout)
+    st = rp_error_set(RP_EINVAL, "more parameters than expected");
+  if (st == RP_OK)
+    TRY(rp_gpt_params_read(m, out, nout - 1));
+  if (st == RP_OK)
+    out[nout - 1] = norm;
+out:
+  st = drop_graphs(st, ex, NULL, g);
+  if (m)
+    TRY(rp_gpt_destroy(m));
+  return drop_runtime(st, rt, NULL, NULL);
+}
+
 /* Text, eager training (every op launched one by one), evaluation, the
  * decode graph replayed per token, and full-recompute sampling. */
 static rp_status gpt_eager_scenario(float *out, size_t nout) {
@@ -1834,6 +1879,10 @@ Test(oom, every_allocation_of_the_mlp_step_fails_in_turn) {
 
 Test(oom, every_allocation_of_the_gpt_step_fails_in_turn) {
   sweep_over("gpt", gpt_scenario, 4096, 100);
+}
+
+Test(oom, every_allocation_of_the_tensor_parallel_gpt_fails_in_turn) {
+  sweep_over("gpt tp", gpt_tp_scenario, 4096, 100);
 }
 
 Test(oom, every_allocation_of_eager_copies_fails_in_turn) {
