@@ -29,6 +29,7 @@
 #include <cJSON.h>
 #endif
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2316,4 +2317,223 @@ Test(oom, a_read_whose_buffer_cannot_grow_says_how_many_bytes) {
             rp_error_detail());
   cr_assert(buf == (char *)1 && len == 7, "the outputs were written");
   leak_check("rp_file_read_regular", 1);
+}
+
+/* A GPT checkpoint (the tiny model's, untrained; vocabulary "abcde") at
+ * path, made without failures. */
+static void tiny_gpt_checkpoint(const char *path) {
+  rp_runtime *rt;
+  rp_kernel_tasks k;
+  rp_gpt *m;
+  RP_CHECK(make_runtime(2, &rt));
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c = tiny_gpt(1, 8, 4, 5, 2);
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  info.lr = 0.01f;
+  for (uint32_t i = 0; i < 5; i++)
+    info.bytes[i] = (uint8_t)('a' + i);
+  RP_CHECK(rp_gpt_save(m, path, &info));
+  RP_CHECK(rp_gpt_destroy(m));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
+
+/* `reprise generate` (in this process: the checkpoint's reads, the
+ * runtime, the decoder, its recorded step and the replays) with
+ * allocation n failing, for n = 0, 1, ...: it prints what a run without
+ * failures prints, or fails with exit 1 saying on stderr what ran out of
+ * memory (never an empty detail or an earlier call's), and leaks
+ * nothing. */
+Test(oom, every_allocation_of_reprise_generate_fails_in_turn_said_as_such) {
+  char ck[] = "/tmp/rp_oom_gen_XXXXXX", outp[] = "/tmp/rp_oom_gen_XXXXXX",
+       errp[] = "/tmp/rp_oom_gen_XXXXXX";
+  cr_assert_eq(temp_file(ck), RP_OK);
+  tiny_gpt_checkpoint(ck);
+  int fo = mkstemp(outp), fe = mkstemp(errp), so = dup(1), se = dup(2);
+  cr_assert(fo >= 0 && fe >= 0 && so >= 0 && se >= 0);
+  unlink(outp), unlink(errp);
+  char want[256] = "";
+  for (long n = -1;; n++) {
+    cr_assert(ftruncate(fo, 0) == 0 && ftruncate(fe, 0) == 0);
+    cr_assert(lseek(fo, 0, SEEK_SET) == 0 && lseek(fe, 0, SEEK_SET) == 0);
+    char a[][64] = {"generate", "--load-weights", "",   "--backend",
+                    "cpu",      "--prompt",       "ab", "--tokens",
+                    "6"};
+    snprintf(a[2], sizeof a[2], "%s", ck);
+    char *argv[] = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], NULL};
+    fflush(stdout), fflush(stderr);
+    dup2(fo, 1), dup2(fe, 2);
+    /* the command's messages say the failing call's detail, not this */
+    rp_error_set(RP_EINVAL, "stale detail");
+    if (n >= 0)
+      oom_arm(n);
+    int rc = rp_cmd_generate(9, argv);
+    int fired = n >= 0 && oom_disarm();
+    fflush(stdout), fflush(stderr);
+    dup2(so, 1), dup2(se, 2);
+    char out[256], err[2048];
+    ssize_t got = pread(fo, out, sizeof out - 1, 0);
+    out[got > 0 ? got : 0] = '\0';
+    got = pread(fe, err, sizeof err - 1, 0);
+    err[got > 0 ? got : 0] = '\0';
+    if (n < 0) { /* without failures */
+      cr_assert_eq(rc, 0, "%s", err);
+      cr_assert_eq(strlen(out), 9, "%s", out);
+      snprintf(want, sizeof want, "%s", out);
+      continue;
+    }
+    if (rc == 0) {
+      cr_assert_str_eq(out, want, "allocation %ld failing", n);
+    } else {
+      cr_assert_eq(rc, RP_CLI_FAILED, "allocation %ld: %s", n, err);
+      cr_assert(
+          strstr(err, "reprise generate: ") &&
+              (strstr(err, "out of memory") || strstr(err, "RP_ENOMEM (")) &&
+              !strstr(err, "()") && !strstr(err, "(stale detail"),
+          "allocation %ld failing: %s", n, err);
+    }
+    if (!fired || n % 64 == 63)
+      leak_check("reprise generate", n);
+    if (!fired) {
+      cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+      cr_log_info("reprise generate: %ld allocations failed in turn", n);
+      break;
+    }
+  }
+  close(fo), close(fe), close(so), close(se);
+  unlink(ck);
+}
+
+/* `reprise train --model gpt` (in this process: the corpus, the runtime,
+ * the model, its recorded step, two replays, the validation passes, the
+ * sample's decode step and --save-weights) with allocation n failing, for
+ * n = 0, 1, ...: it succeeds, printing no figure it could not compute
+ * (the bigram baseline was "nan", the run "NOT below" it), or fails with
+ * exit 1 saying on stderr what ran out of memory (never an empty detail or
+ * an earlier call's), and leaks nothing. */
+Test(oom, every_allocation_of_reprise_train_gpt_fails_in_turn_said_as_such) {
+  char corpus[] = "/tmp/rp_oom_txt_XXXXXX", ck[] = "/tmp/rp_oom_ck_XXXXXX",
+       outp[] = "/tmp/rp_oom_out_XXXXXX", errp[] = "/tmp/rp_oom_err_XXXXXX";
+  cr_assert_eq(temp_file(corpus), RP_OK);
+  cr_assert_eq(temp_file(ck), RP_OK);
+  FILE *f = fopen(corpus, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < 40; i++)
+    fputs(i % 3 ? "abcab " : "cabde\n", f);
+  cr_assert_eq(fclose(f), 0);
+  int fo = mkstemp(outp), fe = mkstemp(errp), so = dup(1), se = dup(2);
+  cr_assert(fo >= 0 && fe >= 0 && so >= 0 && se >= 0);
+  unlink(outp), unlink(errp);
+  long n = -1;
+  for (;; n++) {
+    cr_assert(ftruncate(fo, 0) == 0 && ftruncate(fe, 0) == 0);
+    cr_assert(lseek(fo, 0, SEEK_SET) == 0 && lseek(fe, 0, SEEK_SET) == 0);
+    char a[][64] = {
+        "train", "--model",     "gpt", "--backend", "cpu", "--text",
+        "",      "--layers",    "1",   "--heads",   "2",   "--width",
+        "8",     "--context",   "4",   "--batch",   "2",   "--iters",
+        "2",     "--log-every", "1",   "--sample",  "3",   "--save-weights",
+        ""};
+    enum { NA = sizeof a / sizeof a[0] };
+    snprintf(a[6], sizeof a[6], "%s", corpus);
+    snprintf(a[NA - 1], sizeof a[NA - 1], "%s", ck);
+    char *argv[NA + 1];
+    for (int i = 0; i < NA; i++)
+      argv[i] = a[i];
+    argv[NA] = NULL;
+    fflush(stdout), fflush(stderr);
+    dup2(fo, 1), dup2(fe, 2);
+    /* the command's messages say the failing call's detail, not this */
+    rp_error_set(RP_EINVAL, "stale detail");
+    if (n >= 0)
+      oom_arm(n);
+    int rc = rp_cmd_train(NA, argv);
+    int fired = n >= 0 && oom_disarm();
+    fflush(stdout), fflush(stderr);
+    dup2(so, 1), dup2(se, 2);
+    char err[4096], out[8192];
+    ssize_t got = pread(fe, err, sizeof err - 1, 0);
+    err[got > 0 ? got : 0] = '\0';
+    got = pread(fo, out, sizeof out - 1, 0);
+    out[got > 0 ? got : 0] = '\0';
+    if (n < 0 || rc == 0) /* nothing it prints is lost to a failure */
+      cr_assert(rc == 0 && !strstr(out, "nan"),
+                "allocation %ld failing: exit %d: %s%s", n, rc, out, err);
+    else if (rc != 0)
+      cr_assert(rc == RP_CLI_FAILED && strstr(err, "reprise train: ") &&
+                    (strstr(err, "out of memory") ||
+                     strstr(err, "RP_ENOMEM (") ||
+                     strstr(err, strerror(ENOMEM))) &&
+                    !strstr(err, "()") && !strstr(err, "(stale detail"),
+                "allocation %ld failing: exit %d: %s", n, rc, err);
+    if (n >= 0 && (!fired || n % 64 == 63))
+      leak_check("reprise train --model gpt", n);
+    if (n >= 0 && !fired)
+      break;
+  }
+  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+  cr_log_info("reprise train --model gpt: %ld allocations failed in turn", n);
+  close(fo), close(fe), close(so), close(se);
+  unlink(corpus), unlink(ck);
+}
+
+/* rp_gpt_reset (rp_gpt_create's initialisation), rp_gpt_save and
+ * rp_gpt_sample with allocation n failing, for n = 0, 1, ...: RP_ENOMEM
+ * whose detail says "out of memory" (or ENOMEM's text, from a file's
+ * creation), the call's own buffers by their
+ * bytes ("<call>: out of memory for N bytes"; it was "<call>: memory"),
+ * and no leak. */
+Test(oom, gpt_reset_save_and_sample_out_of_memory_name_their_bytes) {
+  rp_runtime *rt;
+  RP_CHECK(make_runtime(2, &rt));
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c = tiny_gpt(1, 8, 4, 5, 2);
+  rp_gpt *m;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  char path[] = "/tmp/rp_oom_XXXXXX";
+  RP_CHECK(temp_file(path));
+  rp_gpt_ckpt info;
+  memset(&info, 0, sizeof info);
+  for (uint32_t i = 0; i < 5; i++)
+    info.bytes[i] = (uint8_t)('a' + i);
+  static const char *const names[] = {"rp_gpt_reset", "rp_gpt_save",
+                                      "rp_gpt_sample"};
+  for (int call = 0; call < 3; call++) {
+    int named = 0;
+    long n = 0;
+    for (;; n++) {
+      int32_t prompt[1] = {1}, out[4];
+      oom_arm(n);
+      rp_status st = call == 0 ? rp_gpt_reset(m)
+                     : call == 1
+                         ? rp_gpt_save(m, path, &info)
+                         : rp_gpt_sample(m, prompt, 1, 3,
+                                         &(rp_gpt_sampling){.seed = 1}, out);
+      int fired = oom_disarm();
+      if (!fired) {
+        RP_CHECK(st);
+        break;
+      }
+      if (st == RP_OK)
+        continue; /* an allocation the call does without */
+      RP_EXPECT(st, RP_ENOMEM);
+      const char *e = rp_error_detail();
+      cr_assert(strstr(e, "out of memory") || strstr(e, strerror(ENOMEM)),
+                "%s, allocation %ld failing: '%s'", names[call], n, e);
+      char own[64];
+      snprintf(own, sizeof own, "%s: out of memory for ", names[call]);
+      unsigned long long bytes = 0;
+      if (!strncmp(e, own, strlen(own)) &&
+          sscanf(e + strlen(own), "%llu bytes (", &bytes) == 1 && bytes > 0)
+        named = 1;
+    }
+    cr_assert(named, "%s: no failure said '%s: out of memory for N bytes'",
+              names[call], names[call]);
+    leak_check(names[call], n);
+  }
+  RP_CHECK(rp_gpt_destroy(m));
+  th_destroy(rt);
+  unlink(path);
 }

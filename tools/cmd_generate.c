@@ -239,7 +239,12 @@ static int generate(gen_cli *c, rp_gpt_ckpt *k) {
   size_t plen = strlen(c->prompt); /* the default's 1 byte stays 1 */
   int32_t *tok = calloc(plen + c->tokens, sizeof *tok);
   if (!tok)
-    return gfail("allocating", RP_ENOMEM);
+    return gfail("allocating the tokens",
+                 rp_error_set(RP_ENOMEM,
+                              "out of memory for %zu bytes: the prompt's %zu "
+                              "and the %u to generate",
+                              (plen + c->tokens) * sizeof *tok, plen,
+                              c->tokens));
   int rc = encode(c, k, tok);
   rp_runtime *rt = NULL;
   rp_gpt *m = NULL;

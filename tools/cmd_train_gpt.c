@@ -310,6 +310,14 @@ static int validation_set(gpt_state *s) {
     return RP_CLI_FAILED;
   }
   s->bigram = rp_text_bigram_loss(&s->text, s->vx, s->vy, n);
+  if (isnan(s->bigram)) { /* n > 0: its table could not be allocated */
+    size_t v = s->text.vocab;
+    rp_cli_say(stderr,
+               "%s: the bigram baseline: out of memory for %zu bytes (its "
+               "%zu x %zu counts)\n",
+               rp_train_who(), (v * v + v) * sizeof(double), v, v);
+    return RP_CLI_FAILED;
+  }
   return RP_CLI_OK;
 }
 
@@ -531,7 +539,12 @@ static int print_sample(gpt_state *s) {
              " after 0x%02x, the vocabulary's first byte (the corpus has no "
              "newline)",
              (unsigned)s->text.bytes[0]);
-  rp_status st = out ? rp_gpt_decode_record(s->m, &g) : RP_ENOMEM;
+  rp_status st =
+      out ? rp_gpt_decode_record(s->m, &g)
+          : rp_error_set(RP_ENOMEM,
+                         "out of memory for %zu bytes (the sample's %u "
+                         "tokens after its first)",
+                         ((size_t)c->sample + 1) * sizeof *out, c->sample);
   if (!st)
     st = rp_instantiate(g, NULL, &ex);
   uint64_t t0 = rp_train_now_ns();

@@ -2331,7 +2331,13 @@ rp_status rp_gpt_sample(rp_gpt *m, const int32_t *prompt, uint32_t plen,
   int32_t *win = calloc(T, sizeof *win);
   size_t nl = (size_t)m->sh[0].N * V; /* shard 0's logits instance */
   float *logits = calloc(nl + V, sizeof *logits); /* + pick's scratch */
-  st = win && logits ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_sample: memory");
+  st = win && logits
+           ? RP_OK
+           : rp_error_set(RP_ENOMEM,
+                          "rp_gpt_sample: out of memory for %zu bytes (a "
+                          "window of %u tokens and %zu logits)",
+                          T * sizeof *win + (nl + V) * sizeof *logits, T,
+                          nl + V);
   rp_rng r;
   rp_rng_seed(&r, how->seed ^ 0x73616d706c65ull);
   memcpy(out, prompt, plen * sizeof *out);
@@ -2761,8 +2767,13 @@ rp_status rp_gpt_reset(rp_gpt *m) {
   for (uint32_t i = 0; i < m->np; i++)
     most = numel(&m->info[i]) > most ? numel(&m->info[i]) : most;
   float *buf = calloc(most, sizeof *buf), *zero = calloc(most, sizeof *zero);
-  rp_status st =
-      buf && zero ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_reset: memory");
+  rp_status st = buf && zero
+                     ? RP_OK
+                     : rp_error_set(RP_ENOMEM,
+                                    "rp_gpt_reset: out of memory for %zu bytes "
+                                    "(two buffers of the largest tensor's %zu "
+                                    "values)",
+                                    2 * most * sizeof *buf, most);
   rp_rng r;
   rp_rng_seed(&r, m->cfg.seed ^ 0x6770742d696e6974ull); /* "gpt-init" */
   for (uint32_t i = 0; !st && i < m->np; i++) {
@@ -3199,7 +3210,11 @@ rp_status rp_gpt_save(rp_gpt *m, const char *path, const rp_gpt_ckpt *info) {
   unsigned char *b = calloc(size, 1);
   float *p = calloc(nf, sizeof *p);
   rp_status st =
-      b && p ? RP_OK : rp_error_set(RP_ENOMEM, "rp_gpt_save: memory");
+      b && p ? RP_OK
+             : rp_error_set(RP_ENOMEM,
+                            "rp_gpt_save: out of memory for %zu bytes (the "
+                            "checkpoint's %zu bytes and its %zu values)",
+                            size + nf * sizeof *p, size, nf);
   float *q = p;
   for (uint32_t i = 0; !st && i < m->np; i++)
     for (int s = 0; !st && s < 4; s++) {
