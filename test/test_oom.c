@@ -2537,3 +2537,65 @@ Test(oom, gpt_reset_save_and_sample_out_of_memory_name_their_bytes) {
   th_destroy(rt);
   unlink(path);
 }
+
+/* `reprise train` (the MLP, in this process: the data set, the runtime,
+ * the model on 2 processors, its recorded step, replays, validation, the
+ * eager comparison and --save-weights) with allocation n failing, for n =
+ * 0, 1, ...: as the GPT's above. */
+Test(oom, every_allocation_of_reprise_train_mlp_fails_in_turn_said_as_such) {
+  char ck[] = "/tmp/rp_oom_ck_XXXXXX", outp[] = "/tmp/rp_oom_out_XXXXXX",
+       errp[] = "/tmp/rp_oom_err_XXXXXX";
+  cr_assert_eq(temp_file(ck), RP_OK);
+  int fo = mkstemp(outp), fe = mkstemp(errp), so = dup(1), se = dup(2);
+  cr_assert(fo >= 0 && fe >= 0 && so >= 0 && se >= 0);
+  unlink(outp), unlink(errp);
+  long n = -1;
+  for (;; n++) {
+    cr_assert(ftruncate(fo, 0) == 0 && ftruncate(fe, 0) == 0);
+    cr_assert(lseek(fo, 0, SEEK_SET) == 0 && lseek(fe, 0, SEEK_SET) == 0);
+    char a[][64] = {
+        "train",   "--backend", "cpu",     "--procs",   "2",
+        "--iters", "3",         "--batch", "16",        "--hidden",
+        "8",       "--samples", "64",      "--compare", "--save-weights",
+        ""};
+    enum { NA = sizeof a / sizeof a[0] };
+    snprintf(a[NA - 1], sizeof a[NA - 1], "%s", ck);
+    char *argv[NA + 1];
+    for (int i = 0; i < NA; i++)
+      argv[i] = a[i];
+    argv[NA] = NULL;
+    fflush(stdout), fflush(stderr);
+    dup2(fo, 1), dup2(fe, 2);
+    /* the command's messages say the failing call's detail, not this */
+    rp_error_set(RP_EINVAL, "stale detail");
+    if (n >= 0)
+      oom_arm(n);
+    int rc = rp_cmd_train(NA, argv);
+    int fired = n >= 0 && oom_disarm();
+    fflush(stdout), fflush(stderr);
+    dup2(so, 1), dup2(se, 2);
+    char err[4096], out[8192];
+    ssize_t got = pread(fe, err, sizeof err - 1, 0);
+    err[got > 0 ? got : 0] = '\0';
+    got = pread(fo, out, sizeof out - 1, 0);
+    out[got > 0 ? got : 0] = '\0';
+    if (n < 0 || rc == 0) /* nothing it prints is lost to a failure */
+      cr_assert(rc == 0 && !strstr(out, "nan"),
+                "allocation %ld failing: exit %d: %s%s", n, rc, out, err);
+    else if (rc != 0)
+      cr_assert(rc == RP_CLI_FAILED && strstr(err, "reprise train: ") &&
+                    (strstr(err, "out of memory") ||
+                     strstr(err, "RP_ENOMEM (") ||
+                     strstr(err, strerror(ENOMEM))) &&
+                    !strstr(err, "()") && !strstr(err, "(stale detail"),
+                "allocation %ld failing: exit %d: %s", n, rc, err);
+    if (n >= 0 && (!fired || n % 64 == 63))
+      leak_check("reprise train (MLP)", n);
+    if (n >= 0 && !fired)
+      break;
+  }
+  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
+  cr_log_info("reprise train (MLP): %ld allocations failed in turn", n);
+  close(fo), close(fe), close(so), close(se);
+  unlink(ck);
+}
