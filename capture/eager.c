@@ -111,7 +111,14 @@ static void start(rp_work *w) {
     /* A dependency failed: skip the work, pass its status on. */
     atomic_store(&t->left, 1);
     char *why = rp__gate_take_why(&t->gate);
-    finish(t, pre, why);
+    /* a task with an eager_skipped hook may say why in its own words (a
+     * communication op: the runtime's communication failed earlier) */
+    char own[768] = "";
+    const rp_task_ext *x = t->task ? t->task->ext : NULL;
+    if (x && x->eager_skipped)
+      x->eager_skipped(t->cs->rt, t->args, t->args_size, pre, why, own,
+                       sizeof own);
+    finish(t, pre, own[0] ? own : why);
     free(why);
     return;
   }

@@ -99,6 +99,8 @@ uint32_t rp_runtime_ranks(const rp_runtime *rt) {
 void rp__dist_set_detail(rp_dist_state *ds, const char *why) {
   pthread_mutex_lock(&ds->lock); /* failure path only */
   snprintf(ds->detail, sizeof ds->detail, "%s", why);
+  if (!ds->first[0])
+    snprintf(ds->first, sizeof ds->first, "%s", why);
   pthread_mutex_unlock(&ds->lock);
 }
 

@@ -94,7 +94,10 @@ typedef struct rp_dist_state {
   uint64_t eager_ops;   /* communication launches so far */
   uint64_t *send_seq;   /* per peer: eager sends launched to it */
   uint64_t *recv_seq;   /* per peer: eager receives launched from it */
-  char detail[320];     /* last failed eager op (rp_runtime_dist_detail) */
+  char detail[704];     /* last failed eager op (rp_runtime_dist_detail) */
+  char first[320];      /* the first failed eager op's detail ("": none
+                           yet): once one failed, the token fails every
+                           later one, which quotes it */
   void *nccl;           /* eager NCCL communicators per device (nccl.c) */
   _Atomic uint64_t nccl_exec_comms; /* exec communicators created so far
                                        (tests: one per exec and GPU) */
@@ -110,7 +113,8 @@ typedef struct rp_dist_state {
 rp_status rp__dist_attach(rp_runtime *rt, const rp_runtime_config *cfg);
 /* The runtime's state (NULL before attach). */
 rp_dist_state *rp__dist_state(rp_runtime *rt);
-/* Records an eager failure's detail for rp_runtime_dist_detail. */
+/* Records an eager failure's detail for rp_runtime_dist_detail (and, for
+ * the runtime's first failed eager op, as the cause later ones quote). */
 void rp__dist_set_detail(rp_dist_state *ds, const char *why);
 
 /* ---- strided host data (pack.c) ---- */

@@ -192,6 +192,51 @@ rp_status rp__dist_task_gpu(rp_task_ctx *ctx) {
   return st;
 }
 
+/* An eager op that did not run because an op it depends on failed: the
+ * token makes every communication op depend on the previous one, so once
+ * one failed every later one of the runtime lands here. Its detail names
+ * it and quotes the runtime's first failed eager op (the cause), instead
+ * of passing that failure on as if it were this op's own; when no
+ * communication op failed before (a task it reads from failed), this one
+ * becomes that first failure. */
+static void eager_skipped(rp_runtime *rt, const void *args, size_t args_size,
+                          rp_status st, const char *why, char *out, size_t n) {
+  const rp_dist_args *a = args;
+  rp_dist_state *ds = rp__dist_state(rt);
+  if (!ds || args_size != sizeof *a || a->magic != RP_DIST_ARGS_MAGIC ||
+      a->role >= RP_DIST_ROLES)
+    return; /* not a communication op's arguments: why passes on */
+  char op[96];
+  switch (a->role) {
+  case RP_DIST_SEND:
+    snprintf(op, sizeof op, "send to rank %u", a->dst_rank);
+    break;
+  case RP_DIST_RECV:
+    snprintf(op, sizeof op, "recv from rank %u", a->src_rank);
+    break;
+  case RP_DIST_NONE:
+    snprintf(op, sizeof op, "copy from rank %u to rank %u (a placeholder here)",
+             a->src_rank, a->dst_rank);
+    break;
+  default:
+    snprintf(op, sizeof op, "%s", WHAT[a->role]);
+  }
+  int len =
+      snprintf(out, n, "rank %u: %s (eager op %llu) did not run: ", ds->rank,
+               op, (unsigned long long)a->eager_op);
+  size_t at = len > 0 && (size_t)len < n ? (size_t)len : 0;
+  pthread_mutex_lock(&ds->lock); /* failure path only */
+  if (ds->first[0])
+    snprintf(out + at, n - at,
+             "the runtime's eager communication failed earlier (%s)",
+             ds->first);
+  else
+    snprintf(out + at, n - at, "an op it depends on failed with %s (%s)",
+             rp_status_name(st), why && *why ? why : "no detail");
+  pthread_mutex_unlock(&ds->lock);
+  rp__dist_set_detail(ds, out);
+}
+
 /* ---- replays (rp_task_ext) ---- */
 
 /* The exec's NCCL communicator of one GPU (keyed by the GPU's memory: one
@@ -438,4 +483,5 @@ const rp_task_ext rp__dist_ext = {
     .run = ext_run,
     .skipped = ext_skipped,
     .release = ext_release,
+    .eager_skipped = eager_skipped,
 };

@@ -603,12 +603,13 @@ static rp_status agree_shape(rp_mpi_comm *mc, size_t count, rp_dtype t,
     return RP_EPEER;
   }
   if (v[0] != -v[1] || v[2] != -v[3]) {
+    /* the smallest and largest type code, by name (every rank's is a
+     * summable rp_dtype) */
     snprintf(why, n,
              "the ranks' all-reduce operands differ: %lld to %lld elements, "
-             "type codes %lld to %lld (every rank must give the same shape "
-             "and type)",
-             (long long)-v[1], (long long)v[0], (long long)-v[3],
-             (long long)v[2]);
+             "types %s to %s (every rank must give the same shape and type)",
+             (long long)-v[1], (long long)v[0], rp_dtype_name((rp_dtype)-v[3]),
+             rp_dtype_name((rp_dtype)v[2]));
     return RP_ESHAPE;
   }
   return RP_OK;

@@ -415,6 +415,13 @@ struct rp_task_ext {
    * lane's worker in the unit's place. May be NULL. */
   void (*skipped)(void *state, uint64_t r, rp_status st);
   void (*release)(void *state);
+  /* Eager: a launch of the task does not run because an op it depends on
+   * failed (st; why: that failure's detail, or NULL), on the worker that
+   * would have run it; args are the launch's argument bytes. It may write
+   * the detail the launch fails with into out (n bytes); left "", why
+   * passes on. Allocates nothing. May be NULL. */
+  void (*eager_skipped)(rp_runtime *rt, const void *args, size_t args_size,
+                        rp_status st, const char *why, char *out, size_t n);
 };
 
 /* What the library's own tasks carry besides an rp_task_desc; any member

@@ -1819,7 +1819,11 @@ RP_API rp_status rp_graph_add_allreduce(rp_graph *g, const rp_allreduce *a,
 RP_API rp_status rp_graph_add_dist_copy(rp_graph *g, const rp_dist_copy *c,
                                         rp_op_id *out);
 /* The detail of the last failed eager communication op of rt ("" if
- * none): which op, which peer. Valid until the next one fails. */
+ * none): which op, which peer. Once one failed, every later eager
+ * communication op of rt fails with its status without running, and its
+ * detail says so, quoting the first failure ("... did not run: the
+ * runtime's eager communication failed earlier (...)"). Valid until the
+ * next one fails. */
 RP_API const char *rp_runtime_dist_detail(const rp_runtime *rt);
 
 /* ------------------------------------------------------------------------ */

@@ -17,7 +17,8 @@
  * peer that
  * never answers (eager and replayed: RP_EPEER naming it, within the
  * bound); an all-reduce that timed out and completes late (no instance
- * written); a data-parallel linear-regression step on N ranks reaching
+ * written); an eager all-reduce after a failed one (its detail quotes the
+ * earlier failure); a data-parallel linear-regression step on N ranks reaching
  * the weights of one process within a stated tolerance; and (2 ranks) the
  * GPT split by tensor parallelism across the ranks against one process of
  * two processors through the model's API (train/gpt.h). */
@@ -992,6 +993,48 @@ static void shape_mismatch(void) {
             "and copy, instantiate)");
 }
 
+/* An eager all-reduce whose operands differ in type (f32 on rank 0, i32
+ * elsewhere) fails with RP_ESHAPE on every rank, naming the types; the
+ * runtime's next eager all-reduce (of other counts: it would fail on its
+ * own, with another detail) fails with the same status, and its detail
+ * says that the runtime's eager communication failed earlier, quoting
+ * that failure, instead of repeating it as its own. */
+static void eager_after_failure(void) {
+  rp_runtime *rt = make_rt(SHORT_MS);
+  rp_inst a = inst_2d(rt, RANK == 0 ? RP_F32 : RP_I32, 0, 1, 0, 3);
+  rp_event e;
+  CHECK(rp_launch_allreduce(rt, &(rp_allreduce){a, RP_REDOP_SUM, {0}}, &e));
+  rp_status st = rp_event_wait(rt, e, -1);
+  CHECK(rp_event_release(rt, e));
+  char first[400];
+  snprintf(first, sizeof first, "%s", rp_runtime_dist_detail(rt));
+  EXPECT(st == RP_ESHAPE, "first all-reduce: %s (%s)", rp_status_name(st),
+         first);
+  EXPECT(contains(first, "8 to 8 elements, types f32 to i32"),
+         "first detail: %s", first);
+  rp_inst b = inst_2d(rt, RP_F32, 0, 0, 0, RANK == 0 ? 7 : 8);
+  CHECK(rp_launch_allreduce(rt, &(rp_allreduce){b, RP_REDOP_SUM, {0}}, &e));
+  st = rp_event_wait(rt, e, -1);
+  char ev[600];
+  snprintf(ev, sizeof ev, "%s", rp_error_detail());
+  CHECK(rp_event_release(rt, e));
+  const char *d = rp_runtime_dist_detail(rt);
+  EXPECT(st == RP_ESHAPE, "second all-reduce: %s (%s)", rp_status_name(st), d);
+  EXPECT(strcmp(d, first) != 0 &&
+             contains(d, "the runtime's eager communication failed earlier") &&
+             contains(d, first),
+         "second detail: %s", d);
+  EXPECT(contains(ev, "failed earlier") && contains(ev, first),
+         "second event's detail: %s", ev);
+  if (RANK == 0)
+    printf("   rank 0: %s\n", d);
+  CHECK(rp_instance_free(rt, a));
+  CHECK(rp_instance_free(rt, b));
+  CHECK(rp_runtime_destroy(rt));
+  done_case("an eager op after a failed one says the earlier failure is "
+            "the cause");
+}
+
 /* Three ranks or more: rank 1 never replays; rank 2 receives from it and
  * times out, rank 0 receives from rank 2 (which never sends: its op after
  * the failed one is skipped). Rank 0's own timeout is far longer (the bound
@@ -1626,6 +1669,7 @@ int main(int argc, char **argv) {
       {"missing_peer", missing_peer},
       {"late_allreduce", late_allreduce},
       {"shape_mismatch", shape_mismatch},
+      {"eager_after_failure", eager_after_failure},
       {"cascade", cascade},
       {"skipped_recv", skipped_recv},
       {"setup_roll_call", setup_roll_call},
