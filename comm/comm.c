@@ -503,6 +503,15 @@ static rp_status pop_check(rp_dist_state *ds, const rp_dist_parallel *p,
   if (pl->sum && !summable(pv.info.dtype))
     return rp__err(RP_ETYPE, "%s: SUM over %s", what,
                    rp_dtype_name(pv.info.dtype));
+  /* A chunk has its whole's dimensions, so a split dim outside the part's
+   * is wrong on every rank, the root's whole unseen. Beyond that a rank's
+   * part may be a chunk of some whole of any shape (torch.chunk's sizes
+   * reach any extent), so only the root, which holds the whole, checks its
+   * own part; the others' are checked by size where a copy receives them
+   * (docs/distributed.md). */
+  if (split && (p->dim < 0 || p->dim >= pv.info.rect.dim))
+    return rp__err(RP_EINVAL, "%s: dim %d out of range (the part has %d dims)",
+                   what, p->dim, pv.info.rect.dim);
   if (ds->rank != p->root)
     return RP_OK;
   if ((st = local_inst(ds->rt, p->whole, what, "whole", &wv)))

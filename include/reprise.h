@@ -1783,7 +1783,18 @@ typedef struct rp_dist_copy {
  *   COMBINE     fwd: parts gathered into the whole; bwd: scattered
  *   REDUCTION   fwd: whole = sum of the parts; bwd: whole -> every part
  * A sum takes rank 0's part and adds the others' in rank order, as the
- * local operators sum in part order, whatever the root. */
+ * local operators sum in part order, whatever the root.
+ * Checks at the call: every rank checks kind, backward, root, its part
+ * (live, summable for a sum) and, for a split, that dim is one of the
+ * part's dimensions; the root alone checks the whole against its own part
+ * (type; its chunk, or the whole's shape) and that no chunk is empty. A
+ * part on another rank is checked only by its size, where a copy receives
+ * it: RP_ESHAPE on that rank in a broadcast or scatter, on the root in a
+ * gather or reduce (a replayed receive of a longer message: RP_EBACKEND),
+ * the sender succeeding; a part of the right byte count but another shape
+ * or type is taken as it is. A rank that refuses the call takes no part:
+ * a peer's copy with it fails with RP_EPEER after dist_timeout_ms (a send
+ * small enough for MPI to buffer may complete). */
 typedef struct rp_dist_parallel {
   rp_pop_kind kind;
   int backward;  /* 0 forward, 1 backward */
@@ -1802,7 +1813,9 @@ typedef struct rp_dist_parallel {
  * bytes (external instances over one buffer); RP_ERANGE a rank >=
  * rp_runtime_ranks(); RP_ESTALE a stale local instance; RP_ETYPE a type that
  * cannot be summed; RP_ESHAPE a rect that does not fit the local instance, a
- * non-dense all-reduce instance, a part that is not its chunk of the whole;
+ * non-dense all-reduce instance, the root's part that is not its chunk of
+ * the whole (or not its shape); RP_EINVAL a split dim outside the part's
+ * dimensions (parallel operators: which rank checks what, above);
  * RP_EACCESS a cross-rank copy of GPU memory; RP_EUNSUPPORTED a GPU all-reduce
  * in a build without NCCL. */
 RP_API rp_status rp_launch_allreduce(rp_runtime *rt, const rp_allreduce *a,

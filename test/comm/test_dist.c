@@ -18,10 +18,11 @@
  * never answers (eager and replayed: RP_EPEER naming it, within the
  * bound); an all-reduce that timed out and completes late (no instance
  * written); an eager all-reduce after a failed one (its detail quotes the
- * earlier failure); a data-parallel linear-regression step on N ranks reaching
- * the weights of one process within a stated tolerance; and (2 ranks) the
- * GPT split by tensor parallelism across the ranks against one process of
- * two processors through the model's API (train/gpt.h). */
+ * earlier failure); which rank checks what in a parallel operator; a
+ * data-parallel linear-regression step on N ranks reaching the weights of one
+ * process within a stated tolerance; and (2 ranks) the GPT split by tensor
+ * parallelism across the ranks against one process of two processors through
+ * the model's API (train/gpt.h). */
 #include "reprise.h"
 
 #include "comm/comm.h"
@@ -1035,6 +1036,91 @@ static void eager_after_failure(void) {
             "the cause");
 }
 
+/* Which rank checks what in rp_launch_dist_parallel. A split dim outside
+ * the part's dimensions is refused on every rank (RP_EINVAL; it was the
+ * root's alone, and another rank's receive then timed out), each rank's
+ * copies keep their places, so the next operator pairs as it should. A
+ * part of another size on a rank that is not the root is seen where a
+ * copy receives it: RP_ESHAPE on that rank in a scatter, on the root in a
+ * gather; the sender succeeds. */
+static void pop_checks(void) {
+  rp_runtime *rt = make_rt(SHORT_MS);
+  int64_t rows = (int64_t)NRANKS * 2;
+  rp_inst whole =
+      RANK == 0 ? inst_2d(rt, RP_F32, 0, rows - 1, 0, 1) : (rp_inst){0};
+  rp_inst part = inst_2d(rt, RP_F32, RANK * 2, RANK * 2 + 1, 0, 1);
+  rp_dist_parallel p = {.kind = RP_POP_REPARTITION,
+                        .root = 0,
+                        .whole = whole,
+                        .part = part,
+                        .dim = 2};
+  rp_event e = RP_NO_EVENT;
+  rp_status st = rp_launch_dist_parallel(rt, &p, &e);
+  EXPECT(st == RP_EINVAL && contains(rp_error_detail(), "dim 2 out of range"),
+         "dim 2 of a 2-dim part: %s (%s)", rp_status_name(st),
+         rp_error_detail());
+  p.dim = -1;
+  st = rp_launch_dist_parallel(rt, &p, &e);
+  EXPECT(st == RP_EINVAL && contains(rp_error_detail(), "dim -1 out of range"),
+         "dim -1: %s (%s)", rp_status_name(st), rp_error_detail());
+  /* the ranks' eager orders still agree: a valid scatter delivers */
+  float v[64];
+  for (int i = 0; i < 64; i++)
+    v[i] = (float)i;
+  if (RANK == 0)
+    CHECK(rp_instance_write(rt, whole, v, (size_t)rows * 2 * sizeof(float)));
+  p.dim = 0;
+  CHECK(rp_launch_dist_parallel(rt, &p, &e));
+  wait_ok(rt, e);
+  float got[4];
+  CHECK(rp_instance_read(rt, part, got, sizeof got));
+  EXPECT(got[0] == (float)(RANK * 4) && got[3] == (float)(RANK * 4 + 3),
+         "scatter after the refused ones: %g %g", (double)got[0],
+         (double)got[3]);
+  CHECK(rp_instance_free(rt, part));
+  if (RANK == 0)
+    CHECK(rp_instance_free(rt, whole));
+  CHECK(rp_runtime_destroy(rt));
+
+  /* rank 1's part has 3 rows, its chunk 2: scatter, then gather, each on
+   * a runtime of its own (a failed eager op fails the later ones) */
+  for (int gather = 0; gather <= 1; gather++) {
+    rt = make_rt(SHORT_MS);
+    whole = RANK == 0 ? inst_2d(rt, RP_F32, 0, rows - 1, 0, 1) : (rp_inst){0};
+    part = inst_2d(rt, RP_F32, RANK * 2, RANK * 2 + (RANK == 1 ? 2 : 1), 0, 1);
+    CHECK(rp_instance_write(rt, part, v, (RANK == 1 ? 6 : 4) * sizeof(float)));
+    if (RANK == 0)
+      CHECK(rp_instance_write(rt, whole, v, (size_t)rows * 2 * sizeof(float)));
+    p = (rp_dist_parallel){.kind = gather ? RP_POP_COMBINE : RP_POP_REPARTITION,
+                           .root = 0,
+                           .whole = whole,
+                           .part = part};
+    CHECK(rp_launch_dist_parallel(rt, &p, &e)); /* every rank launches */
+    st = rp_event_wait(rt, e, -1);
+    CHECK(rp_event_release(rt, e));
+    const char *d = rp_runtime_dist_detail(rt);
+    int receiver = gather ? 0 : 1;
+    if (RANK == receiver) {
+      const char *want = gather ? "24 bytes arrived, the destination rect "
+                                  "holds 16"
+                                : "16 bytes arrived, the destination rect "
+                                  "holds 24";
+      EXPECT(st == RP_ESHAPE && contains(d, want), "%s, rank %d: %s (%s)",
+             gather ? "gather" : "scatter", RANK, rp_status_name(st), d);
+    } else if (RANK == 1 || !gather) {
+      EXPECT(st == RP_OK, "%s, rank %d: %s (%s)", gather ? "gather" : "scatter",
+             RANK, rp_status_name(st), d);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(rp_instance_free(rt, part));
+    if (RANK == 0)
+      CHECK(rp_instance_free(rt, whole));
+    CHECK(rp_runtime_destroy(rt));
+  }
+  done_case("rp_launch_dist_parallel: a bad dim refused on every rank; a "
+            "wrong part off the root is RP_ESHAPE where it is received");
+}
+
 /* Three ranks or more: rank 1 never replays; rank 2 receives from it and
  * times out, rank 0 receives from rank 2 (which never sends: its op after
  * the failed one is skipped). Rank 0's own timeout is far longer (the bound
@@ -1670,6 +1756,7 @@ int main(int argc, char **argv) {
       {"late_allreduce", late_allreduce},
       {"shape_mismatch", shape_mismatch},
       {"eager_after_failure", eager_after_failure},
+      {"pop_checks", pop_checks},
       {"cascade", cascade},
       {"skipped_recv", skipped_recv},
       {"setup_roll_call", setup_roll_call},
