@@ -2120,6 +2120,52 @@ Test(cli, dump_o_dash_writes_to_standard_output) {
   unlink(graph);
 }
 
+/* ---- plot: a fake gnuplot and a previous picture ---- */
+
+/* Writes script to path, executable: a gnuplot stand-in. */
+static void fake_gnuplot(const char *path, const char *script) {
+  put_file(path, script, strlen(script));
+  cr_assert_eq(chmod(path, 0755), 0);
+}
+
+#define PREVIOUS_PICTURE "<svg>the previous picture</svg>\n"
+
+/* A plot test's folder (made from tmpl): the timings of a small training
+ * run (tim), a previous picture (svg) and the fake gnuplot `script` (gp),
+ * which REPRISE_GNUPLOT names. */
+typedef struct plot_fix {
+  char dir[64], tim[96], svg[96], gp[96];
+} plot_fix;
+
+static void plot_fix_start(plot_fix *p, const char *tmpl, const char *script) {
+  snprintf(p->dir, sizeof p->dir, "%s", tmpl);
+  cr_assert_not_null(mkdtemp(p->dir));
+  snprintf(p->tim, sizeof p->tim, "%s/t.json", p->dir);
+  snprintf(p->svg, sizeof p->svg, "%s/p.svg", p->dir);
+  snprintf(p->gp, sizeof p->gp, "%s/gnuplot", p->dir);
+  cli_run r;
+  RUN(&r, TRAIN_SMALL, "--timings", p->tim);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  put_file(p->svg, PREVIOUS_PICTURE, strlen(PREVIOUS_PICTURE));
+  fake_gnuplot(p->gp, script);
+  setenv("REPRISE_GNUPLOT", p->gp, 1);
+}
+
+/* The previous picture is still whole (why: what would have lost it). */
+static void plot_fix_kept(const plot_fix *p, const char *why) {
+  char buf[256];
+  read_file(p->svg, buf, sizeof buf);
+  cr_assert_str_eq(buf, PREVIOUS_PICTURE, "the previous picture was lost%s",
+                   why);
+}
+
+/* Removes the files and the folder: no temporary file is left. */
+static void plot_fix_end(plot_fix *p) {
+  unsetenv("REPRISE_GNUPLOT");
+  unlink(p->tim), unlink(p->svg), unlink(p->gp);
+  cr_assert_eq(rmdir(p->dir), 0, "a temporary file was left in %s", p->dir);
+}
+
 /* A failing gnuplot (one that writes half a picture, then exits 1 or 0)
  * keeps the previous picture: the output is replaced only by a whole
  * one. */
@@ -2127,55 +2173,31 @@ Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
 #ifndef REPRISE_HAVE_CJSON
   cr_skip_test("plot reads JSON with cJSON");
 #endif
-  char dir[] = "/tmp/rp_cli_plot_XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
-  char tim[64], svg[64], gp[64];
-  snprintf(tim, sizeof tim, "%s/t.json", dir);
-  snprintf(svg, sizeof svg, "%s/p.svg", dir);
-  snprintf(gp, sizeof gp, "%s/gnuplot", dir);
+  plot_fix p;
+  plot_fix_start(&p, "/tmp/rp_cli_plot_XXXXXX",
+                 "#!/bin/sh\ncat >/dev/null\necho '<svg>half a pict'\n"
+                 "exit 1\n");
   cli_run r;
-  RUN(&r, TRAIN_SMALL, "--timings", tim);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  FILE *f = fopen(svg, "w");
-  cr_assert_not_null(f);
-  fputs("<svg>the previous picture</svg>\n", f);
-  fclose(f);
-  f = fopen(gp, "w");
-  cr_assert_not_null(f);
-  fputs("#!/bin/sh\ncat >/dev/null\necho '<svg>half a pict'\nexit 1\n", f);
-  fclose(f);
-  cr_assert_eq(chmod(gp, 0755), 0);
-  setenv("REPRISE_GNUPLOT", gp, 1);
-  RUN(&r, "plot", "--train", tim, "-o", svg);
-  unsetenv("REPRISE_GNUPLOT");
+  RUN(&r, "plot", "--train", p.tim, "-o", p.svg);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert(strstr(r.err, "not written"), "%s", r.err);
-  char buf[256];
-  read_file(svg, buf, sizeof buf);
-  cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
-                   "the previous picture was lost");
+  plot_fix_kept(&p, "");
   /* a gnuplot that exits 0 with a cut picture: that is no picture
    * either; REPRISE_GNUPLOT may name a program on PATH */
-  f = fopen(gp, "w");
-  cr_assert_not_null(f);
-  fputs("#!/bin/sh\ncat >/dev/null\necho '<svg>half a pict'\nexit 0\n", f);
-  fclose(f);
+  fake_gnuplot(p.gp, "#!/bin/sh\ncat >/dev/null\necho '<svg>half a pict'\n"
+                     "exit 0\n");
   const char *path0 = getenv("PATH");
   char *saved = strdup(path0 ? path0 : "/usr/bin:/bin"), path[4096];
-  snprintf(path, sizeof path, "%s:%s", dir, saved);
+  snprintf(path, sizeof path, "%s:%s", p.dir, saved);
   setenv("PATH", path, 1);
   setenv("REPRISE_GNUPLOT", "gnuplot", 1);
-  RUN(&r, "plot", "--train", tim, "-o", svg);
-  unsetenv("REPRISE_GNUPLOT");
+  RUN(&r, "plot", "--train", p.tim, "-o", p.svg);
   setenv("PATH", saved, 1);
   free(saved);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert(strstr(r.err, "gnuplot's picture is cut short"), "%s", r.err);
-  read_file(svg, buf, sizeof buf);
-  cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
-                   "the previous picture was lost to a cut one");
-  unlink(tim), unlink(svg), unlink(gp);
-  cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
+  plot_fix_kept(&p, " to a cut one");
+  plot_fix_end(&p);
 }
 
 /* gnuplot that cannot be started (no descriptors left for its pipes:
@@ -2187,69 +2209,48 @@ Test(cli, plot_says_why_gnuplot_did_not_run, .timeout = 300) {
 #ifndef REPRISE_HAVE_CJSON
   cr_skip_test("plot reads JSON with cJSON");
 #endif
-  char dir[] = "/tmp/rp_cli_plotrun_XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
-  char tim[64], svg[64], png[64], gp[64];
-  snprintf(tim, sizeof tim, "%s/t.json", dir);
-  snprintf(svg, sizeof svg, "%s/p.svg", dir);
-  snprintf(png, sizeof png, "%s/p.png", dir);
-  snprintf(gp, sizeof gp, "%s/gnuplot", dir);
-  cli_run r;
-  RUN(&r, TRAIN_SMALL, "--timings", tim);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  FILE *f = fopen(svg, "w");
-  cr_assert_not_null(f);
-  fputs("<svg>the previous picture</svg>\n", f);
-  fclose(f);
-  f = fopen(gp, "w"); /* killed once it has read its script */
-  cr_assert_not_null(f);
-  fputs("#!/bin/sh\ncat >/dev/null\nkill -KILL $$\n", f);
-  fclose(f);
-  cr_assert_eq(chmod(gp, 0755), 0);
-  setenv("REPRISE_GNUPLOT", gp, 1);
+  plot_fix p; /* a gnuplot killed once it has read its script */
+  plot_fix_start(&p, "/tmp/rp_cli_plotrun_XXXXXX",
+                 "#!/bin/sh\ncat >/dev/null\nkill -KILL $$\n");
+  char png[96];
+  snprintf(png, sizeof png, "%s/p.png", p.dir);
   /* one descriptor beside 0, 1 and 2: the timings' read, then the
    * output's, and no room for a pipe */
-  RUN_NOFILE(&r, 4, "plot", "--train", tim, "-o", svg);
+  cli_run r;
+  RUN_NOFILE(&r, 4, "plot", "--train", p.tim, "-o", p.svg);
   char want[512];
   snprintf(want, sizeof want,
            "reprise plot: starting gnuplot (%s): pipe: %s: '%s' not written "
            "(a file there is unchanged)\n",
-           gp, strerror(EMFILE), svg);
+           p.gp, strerror(EMFILE), p.svg);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert_str_eq(r.err, want);
-  RUN_NOFILE(&r, 4, "plot", "--train", tim, "-o", png);
+  RUN_NOFILE(&r, 4, "plot", "--train", p.tim, "-o", png);
   snprintf(want, sizeof want,
            "reprise plot: starting gnuplot (%s): pipe: %s: cannot check its "
            "PNG terminal for '%s'\n",
-           gp, strerror(EMFILE), png);
+           p.gp, strerror(EMFILE), png);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert_str_eq(r.err, want);
-  RUN(&r, "plot", "--train", tim, "-o", svg);
+  RUN(&r, "plot", "--train", p.tim, "-o", p.svg);
   snprintf(want, sizeof want,
            "reprise plot: gnuplot (%s) was killed by signal %d (%s): '%s' not "
            "written (a file there is unchanged)\n",
-           gp, SIGKILL, strsignal(SIGKILL), svg);
+           p.gp, SIGKILL, strsignal(SIGKILL), p.svg);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert_str_eq(r.err, want);
-  f = fopen(gp, "w"); /* executable, but its interpreter is missing */
-  cr_assert_not_null(f);
-  fputs("#!/nonexistent/sh\n", f);
-  fclose(f);
-  RUN(&r, "plot", "--train", tim, "-o", svg);
+  /* executable, but its interpreter is missing */
+  fake_gnuplot(p.gp, "#!/nonexistent/sh\n");
+  RUN(&r, "plot", "--train", p.tim, "-o", p.svg);
   snprintf(want, sizeof want,
            "reprise plot: starting gnuplot (%s): exec: %s: '%s' not written "
            "(a file there is unchanged)\n",
-           gp, strerror(ENOENT), svg);
+           p.gp, strerror(ENOENT), p.svg);
   cr_assert_eq(r.status, 1, "%s", r.err);
   cr_assert_str_eq(r.err, want);
-  unsetenv("REPRISE_GNUPLOT");
-  char buf[256];
-  read_file(svg, buf, sizeof buf);
-  cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
-                   "the previous picture was lost");
+  plot_fix_kept(&p, "");
   cr_assert_eq(access(png, F_OK), -1, "a picture was written");
-  unlink(tim), unlink(svg), unlink(gp);
-  cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
+  plot_fix_end(&p);
 }
 
 /* A picture that cannot be written (a file size limit stands in for a
@@ -2261,50 +2262,30 @@ Test(cli, plot_that_cannot_be_written_names_the_cause, .timeout = 300) {
 #ifndef REPRISE_HAVE_CJSON
   cr_skip_test("plot reads JSON with cJSON");
 #endif
-  char dir[] = "/tmp/rp_cli_plotfull_XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
-  char tim[64], svg[64], gp[64];
-  snprintf(tim, sizeof tim, "%s/t.json", dir);
-  snprintf(svg, sizeof svg, "%s/p.svg", dir);
-  snprintf(gp, sizeof gp, "%s/gnuplot", dir);
-  cli_run r;
-  RUN(&r, TRAIN_SMALL, "--timings", tim);
-  cr_assert_eq(r.status, 0, "%s", r.err);
-  FILE *f = fopen(svg, "w");
-  cr_assert_not_null(f);
-  fputs("<svg>the previous picture</svg>\n", f);
-  fclose(f);
-  f = fopen(gp, "w"); /* a whole picture of 64 KiB, as gnuplot exits */
-  cr_assert_not_null(f);
-  fputs("#!/bin/sh\ncat >/dev/null\necho '<svg>'\n"
-        "head -c 65536 /dev/zero | tr '\\0' x\necho '</svg>'\nexit 0\n",
-        f);
-  fclose(f);
-  cr_assert_eq(chmod(gp, 0755), 0);
-  setenv("REPRISE_GNUPLOT", gp, 1);
+  plot_fix p; /* a whole picture of 64 KiB, as gnuplot exits */
+  plot_fix_start(&p, "/tmp/rp_cli_plotfull_XXXXXX",
+                 "#!/bin/sh\ncat >/dev/null\necho '<svg>'\n"
+                 "head -c 65536 /dev/zero | tr '\\0' x\necho '</svg>'\n"
+                 "exit 0\n");
   struct rlimit old, lim;
   signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG */
   cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
   lim = old;
   lim.rlim_cur = 4096;
   cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-  RUN(&r, "plot", "--train", tim, "-o", svg);
+  cli_run r;
+  RUN(&r, "plot", "--train", p.tim, "-o", p.svg);
   cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
   signal(SIGXFSZ, SIG_DFL);
-  unsetenv("REPRISE_GNUPLOT");
   cr_assert_eq(r.status, 1, "%s", r.err);
   char want[256];
   snprintf(want, sizeof want,
            "reprise plot: --output %s: writing failed: File too large: the "
            "target is unchanged\n",
-           svg);
+           p.svg);
   cr_assert_str_eq(r.err, want);
-  char buf[256];
-  read_file(svg, buf, sizeof buf);
-  cr_assert_str_eq(buf, "<svg>the previous picture</svg>\n",
-                   "the previous picture was lost");
-  unlink(tim), unlink(svg), unlink(gp);
-  cr_assert_eq(rmdir(dir), 0, "a temporary file was left in %s", dir);
+  plot_fix_kept(&p, "");
+  plot_fix_end(&p);
 }
 
 /* A command run with a standard descriptor closed (`>&-`, `2>&-`, `<&-`):
@@ -2342,11 +2323,8 @@ Test(cli, closed_standard_descriptors_do_not_reach_the_outputs,
   read_file(tim, text, sizeof text);
   cr_assert(!strncmp(text, "{\"format\": \"reprise-timings\"", 28),
             "not the timings alone: %.200s", text);
-  FILE *f = fopen(gp, "w"); /* a gnuplot that reads its script, draws */
-  cr_assert_not_null(f);
-  fputs("#!/bin/sh\ncat >/dev/null\necho '<svg></svg>'\n", f);
-  fclose(f);
-  cr_assert_eq(chmod(gp, 0755), 0);
+  /* a gnuplot that reads its script, draws */
+  fake_gnuplot(gp, "#!/bin/sh\ncat >/dev/null\necho '<svg></svg>'\n");
   setenv("REPRISE_GNUPLOT", gp, 1);
   for (int fd = 0; fd <= 1; fd++) {
     unlink(svg);
@@ -2387,11 +2365,9 @@ Test(cli, plot_draws_each_series_its_own_way, .timeout = 120) {
                 m || i ? "," : "", i, m, 1000 + m + i);
     fputs("]}\n", f);
     fclose(f);
-    f = fopen(gp, "w");
-    cr_assert_not_null(f);
-    fprintf(f, "#!/bin/sh\ncat >%s\necho '<svg></svg>'\n", script);
-    fclose(f);
-    cr_assert_eq(chmod(gp, 0755), 0);
+    char sh[160];
+    snprintf(sh, sizeof sh, "#!/bin/sh\ncat >%s\necho '<svg></svg>'\n", script);
+    fake_gnuplot(gp, sh);
     setenv("REPRISE_GNUPLOT", gp, 1);
     cli_run r;
     RUN(&r, "plot", "--train", tim, "-o", svg);
