@@ -520,10 +520,10 @@ RP_API rp_rect rp_rect_make(int dim, const int64_t *lo, const int64_t *extent);
 RP_API rp_rect rp_rect_1d(int64_t lo, int64_t hi);
 RP_API rp_rect rp_rect_2d(int64_t lo0, int64_t hi0, int64_t lo1, int64_t hi1);
 /* Writes r as text, "[lo0..hi0, lo1..hi1]" ("[invalid rect]" for NULL or a
- * dimension outside 1..RP_MAX_DIM), cut to size bytes (NUL included;
- * size >= 1), and returns buf. Never fails: with buf NULL or size 0 it
- * writes nothing and returns "". RP_RECT_STR_MAX bytes hold any rect's
- * text whole. */
+ * dimension outside 1..RP_MAX_DIM), cut to size bytes (NUL included),
+ * and returns buf. Never fails: with buf NULL or size 0 it writes nothing
+ * and returns "" (a static empty string). RP_RECT_STR_MAX bytes hold any
+ * rect's text whole. */
 #define RP_RECT_STR_MAX 192
 RP_API const char *rp_rect_str(const rp_rect *r, char *buf, size_t size);
 
@@ -1728,10 +1728,12 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  *
  * MPI must be initialized with MPI_THREAD_MULTIPLE (workers call MPI) before
  * rp_runtime_create and finalized after rp_runtime_destroy. In the wrong
- * order a communication op that runs after MPI_Finalize (a replay's, an
- * eager one's) fails with RP_EINVAL ("MPI is finalized") instead of
- * calling MPI, and so does rp_instantiate of a graph with communication;
- * rp_exec_destroy and rp_runtime_destroy still work. Builds without
+ * order a communication op that would call MPI after MPI_Finalize (a
+ * replay's or an eager one's, on a communicator of two ranks or more)
+ * fails with RP_EINVAL ("MPI is finalized") instead, and so does
+ * rp_instantiate of a graph with communication there (with one rank
+ * nothing calls MPI, and they work); rp_exec_destroy and
+ * rp_runtime_destroy still work. Builds without
  * MPI return RP_EUNSUPPORTED for a non-NULL comm; with comm NULL every call
  * below works for the one rank (an all-reduce leaves the data as it is).
  *
