@@ -157,16 +157,18 @@ static int mpi_usable(void) {
   return init && !fin;
 }
 
+/* What a call that would call MPI after MPI_Finalize says. */
+#define MPI_GONE                                                               \
+  "MPI is finalized (finalize it after the last replay and eager op, and "     \
+  "after rp_runtime_destroy)"
+
 /* An op or set-up call that would call MPI after MPI_Finalize (the program
  * finalized it before rp_runtime_destroy): MPICH would abort the whole
  * process, so it fails instead, naming the cause. */
 static rp_status mpi_gone(int rank, const char *what, char *why, size_t n) {
   if (mpi_usable())
     return RP_OK;
-  snprintf(why, n,
-           "rank %d: %s: MPI is finalized (finalize it after the last replay "
-           "and eager op, and after rp_runtime_destroy)",
-           rank, what);
+  snprintf(why, n, "rank %d: %s: " MPI_GONE, rank, what);
   return RP_EINVAL;
 }
 
@@ -176,10 +178,7 @@ static rp_status mpi_gone(int rank, const char *what, char *why, size_t n) {
 static rp_status dup_comm(MPI_Comm parent, uint64_t timeout_ns,
                           const char *what, rp_mpi_comm **out) {
   if (!mpi_usable())
-    return rp__err(RP_EINVAL,
-                   "%s: MPI is finalized (finalize it after the last "
-                   "replay and eager op, and after rp_runtime_destroy)",
-                   what);
+    return rp__err(RP_EINVAL, "%s: " MPI_GONE, what);
   MPI_Comm c = MPI_COMM_NULL;
   MPI_Request q = MPI_REQUEST_NULL;
   int rc = MPI_Comm_idup(parent, &c, &q);
