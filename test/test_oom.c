@@ -1995,6 +1995,7 @@ Test(oom, a_checkpoint_read_out_of_memory_names_what_and_its_bytes) {
   static const char *const names[] = {
       "rp_gpt_ckpt_read_info", "rp_gpt_ckpt_load_weights", "rp_gpt_ckpt_load",
       "rp_gpt_ckpt_read", "rp_mlp_ckpt_read"};
+  int named_mib = 0; /* a failure of 1 MiB or more gives it in MiB too */
   for (int call = CKPT_INFO_READ; call <= CKPT_MLP; call++) {
     const char *path = call == CKPT_MLP ? mlp_path : gpt_path;
     int named_tensor = 0;
@@ -2022,12 +2023,25 @@ Test(oom, a_checkpoint_read_out_of_memory_names_what_and_its_bytes) {
                 "could not be allocated and its bytes)",
                 names[call], n, e);
       named_tensor |= strstr(e, tensor) != NULL;
+      if (bytes >= 1u << 20) {
+        char mib[64];
+        snprintf(mib, sizeof mib, "%llu bytes (%.1f MiB) ", bytes,
+                 (double)bytes / (1u << 20));
+        cr_assert(strstr(e, mib), "%s, allocation %ld failing: '%s' (not '%s')",
+                  names[call], n, e, mib);
+        named_mib = 1;
+      } else {
+        cr_assert(!strstr(e, "MiB"), "%s: '%s' (MiB under 1 MiB)", names[call],
+                  e);
+      }
     }
     cr_assert_gt(n, 0, "%s allocates nothing", names[call]);
     if (call != CKPT_WHOLE && call != CKPT_MLP)
       cr_assert(named_tensor, "%s: no failure said '%s'", names[call], tensor);
     leak_check(names[call], n);
   }
+  cr_assert(named_mib, "no failure of 1 MiB or more (the payload's checksum "
+                       "buffer) was said");
   RP_CHECK(rp_mlp_destroy(mlp));
   rp_data_free(&d);
   RP_CHECK(rp_gpt_destroy(dec));
