@@ -407,7 +407,9 @@ rp_status rp_instance_free(rp_runtime *rt, rp_inst inst) {
     return st;
   pthread_mutex_lock(&rt->inst_lock);
   rp_inst_slot *s = inst_lookup(rt, inst);
-  if (!s) { /* freed concurrently */
+  /* freed concurrently; or a free slot's generation, never handed out (a
+   * made-up handle): the slot is on the free list already */
+  if (!s || !s->live) {
     pthread_mutex_unlock(&rt->inst_lock);
     return rp__err(RP_ESTALE, "rp_instance_free: instance %#llx is stale",
                    (unsigned long long)inst.id);
@@ -461,7 +463,8 @@ rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
   if (st)
     return rp__err_prefix(st, "rp_instance_realloc: ");
   pthread_mutex_lock(&rt->inst_lock);
-  if (inst_lookup(rt, *inout) != s) { /* freed or reallocated meanwhile */
+  /* freed or reallocated meanwhile, or a free slot (never handed out) */
+  if (inst_lookup(rt, *inout) != s || !s->live) {
     pthread_mutex_unlock(&rt->inst_lock);
     rp__mem_free(rt, s->info.mem, nb);
     return rp__err(RP_ESTALE, "rp_instance_realloc: instance %#llx is stale",

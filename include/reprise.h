@@ -21,10 +21,10 @@
  *    an object, is undefined behaviour.
  *  - Event and instance handles carry their runtime's identity (an 8-bit
  *    tag) and a generation: another runtime's handle, a released and
- *    recycled event, an event handle never handed out (a made-up one
- *    naming a free slot), a freed or reallocated instance is refused
- *    with RP_ESTALE and never acted on. (Two live runtimes share a tag
- *    only when 255 runtimes were created between them. A generation has
+ *    recycled event, an event or instance handle never handed out (a
+ *    made-up one naming a free slot), a freed or reallocated instance is
+ *    refused with RP_ESTALE and never acted on. (Two live runtimes share
+ *    a tag only when 255 runtimes were created between them. A generation has
  *    31 bits: an event or instance slot whose 2^31 - 1 generations are
  *    used up retires (it is never reused, one slot lost) rather than
  *    wrap, so a kept handle never names a later event or instance; the

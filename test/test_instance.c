@@ -328,3 +328,40 @@ Test(instance, a_null_buffer_and_a_stale_name_are_refused) {
   RP_CHECK(rp_instance_free(rt, next));
   RP_CHECK(rp_instance_free(rt, a));
 }
+
+/* A handle never handed out (a made-up one naming a free slot with the
+ * generation its next instance will get) names no instance: free and
+ * realloc refuse it (RP_ESTALE) as every other call does, instead of
+ * putting the free slot on the free list again, after which two later
+ * instances shared the slot (one's free freed the other's storage). */
+Test(instance, a_handle_never_handed_out_is_stale) {
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst a;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &a));
+  RP_CHECK(rp_instance_free(rt, a));
+  rp_inst never = {a.id + (1ull << 32)}, moved = never;
+  rp_instance_info info;
+  RP_EXPECT(rp_instance_query(rt, never, &info), RP_ESTALE);
+  RP_EXPECT(rp_instance_realloc(rt, &moved), RP_ESTALE);
+  cr_assert_eq(moved.id, never.id, "the handle was rewritten");
+  cr_assert(strstr(rp_error_detail(), "rp_instance_realloc"), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_instance_free(rt, never), RP_ESTALE);
+  char want[128];
+  snprintf(want, sizeof want, "rp_instance_free: instance %#llx is stale",
+           (unsigned long long)never.id);
+  cr_assert_str_eq(rp_error_detail(), want);
+  /* the next instances take slots of their own */
+  rp_inst b, c;
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &b));
+  RP_CHECK(rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &c));
+  cr_assert_neq(b.id & 0xffffffffu, c.id & 0xffffffffu,
+                "two live instances share a slot");
+  float vb[4] = {1, 2, 3, 4}, vc[4] = {5, 6, 7, 8}, back[4];
+  RP_CHECK(rp_instance_write(rt, b, vb, sizeof vb));
+  RP_CHECK(rp_instance_write(rt, c, vc, sizeof vc));
+  RP_CHECK(rp_instance_read(rt, b, back, sizeof back));
+  cr_assert_arr_eq(back, vb, sizeof vb);
+  RP_CHECK(rp_instance_free(rt, c));
+  RP_CHECK(rp_instance_free(rt, b));
+}
