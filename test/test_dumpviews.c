@@ -16,6 +16,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -1620,6 +1621,40 @@ Test(views, html_without_dot_is_an_error, .init = setup, .fini = teardown) {
   free(path);
   cr_assert_eq(r.status, 1);
   HAS(r.err, "Graphviz's dot (Debian package graphviz), which is not on PATH");
+}
+
+/* A dot on PATH that cannot be executed (a script whose interpreter is
+ * missing) is said with the failing exec and its errno, from the child
+ * (it was "dot failed (status 127)"), and no page is written. */
+Test(views, html_with_a_dot_that_cannot_run_says_why, .init = setup,
+     .fini = teardown) {
+  if (access("/usr/share/javascript/d3/d3.min.js", R_OK))
+    cr_skip_test("--format html needs libjs-d3");
+  const char *g = diamond("d.json");
+  char gp[512], dir[512], dot[600], out[512];
+  snprintf(gp, sizeof gp, "%s", g);
+  snprintf(out, sizeof out, "%s", th_tmp_path("d.html"));
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("bin"));
+  cr_assert_eq(mkdir(dir, 0700), 0);
+  snprintf(dot, sizeof dot, "%s/dot", dir);
+  FILE *f = fopen(dot, "w");
+  cr_assert_not_null(f);
+  fputs("#!/nonexistent/sh\n", f);
+  fclose(f);
+  cr_assert_eq(chmod(dot, 0755), 0);
+  char *path = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+  setenv("PATH", dir, 1); /* that dot alone: execlp tries no other */
+  cli_run r;
+  RUN(&r, "dump", gp, "--format", "html", "-o", out);
+  setenv("PATH", path, 1); /* the teardown runs rm */
+  free(path);
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  char want[256];
+  snprintf(want, sizeof want,
+           "reprise dump: --format html: cannot run dot: exec: %s\n",
+           strerror(ENOENT));
+  cr_assert_str_eq(r.err, want);
+  cr_assert_eq(access(out, F_OK), -1, "a page was written");
 }
 
 static const char *chromium(void) {

@@ -288,16 +288,25 @@ static int slurp(int fd, char **buf, size_t *len) {
 
 /* `dot -Tsvg < input` (input: an open file, read from its start): its
  * output in *svg. dot dies with this process (PR_SET_PDEATHSIG): a dump
- * killed while dot lays out a large page leaves no dot running. 0 ok, -1
- * failed (said). */
+ * killed while dot lays out a large page leaves no dot running. A dot
+ * that cannot be started is said with the call that failed and its errno
+ * ("cannot run dot: exec: ...", from the child's errno: a script whose
+ * interpreter is missing). 0 ok, -1 failed (said). */
 static int run_dot(int input, char **svg, size_t *len, FILE *err) {
-  int fds[2];
+  int fds[2], ex[2] = {-1, -1};
   if (lseek(input, 0, SEEK_SET) < 0 || pipe(fds)) {
     fprintf(err, "reprise dump: --format html: %s: %s\n",
             errno == ESPIPE ? "lseek" : "pipe", strerror(errno));
     return -1;
   }
-  pid_t parent = getpid(), pid = fork();
+  /* the exec's errno, written by a child whose exec failed; a successful
+   * exec closes the pipe (O_CLOEXEC) and the read sees its end */
+  const char *call = "fork";
+  pid_t parent = getpid(), pid = -1;
+  if (pipe2(ex, O_CLOEXEC))
+    call = "pipe", ex[0] = ex[1] = -1;
+  else
+    pid = fork();
   if (pid == 0) { /* async-signal-safe calls only until exec */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
       _exit(126);
@@ -306,17 +315,32 @@ static int run_dot(int input, char **svg, size_t *len, FILE *err) {
       _exit(126);
     close(fds[0]), close(fds[1]);
     execlp("dot", "dot", "-Tsvg", (char *)NULL);
+    int xe = errno;
+    ssize_t w = write(ex[1], &xe, sizeof xe);
+    (void)w;
     _exit(127);
   }
   int e = pid < 0 ? errno : 0;
   close(fds[1]);
+  if (ex[1] >= 0)
+    close(ex[1]);
+  if (pid > 0) {
+    int xe = 0;
+    ssize_t r;
+    while ((r = read(ex[0], &xe, sizeof xe)) < 0 && errno == EINTR)
+      ;
+    if (r == (ssize_t)sizeof xe) /* the exec failed: dot never ran */
+      e = xe, call = "exec";
+  }
+  if (ex[0] >= 0)
+    close(ex[0]);
   int rc = e ? -1 : slurp(fds[0], svg, len);
   close(fds[0]);
   int status = 0;
-  while (!e && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+  while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
   if (e)
-    fprintf(err, "reprise dump: --format html: cannot run dot: %s\n",
+    fprintf(err, "reprise dump: --format html: cannot run dot: %s: %s\n", call,
             strerror(e));
   else if (!WIFEXITED(status) || WEXITSTATUS(status))
     fprintf(err, "reprise dump: --format html: dot failed (%s %d)\n",
