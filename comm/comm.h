@@ -188,6 +188,16 @@ rp_status rp__mpi_eager_p2p(rp_dist_state *ds, int send, void *buf,
 rp_status rp__mpi_eager_allreduce(rp_dist_state *ds, void *buf, size_t count,
                                   rp_dtype t, const rp_dist_where *w, int *kept,
                                   char *why, size_t whylen);
+/* An eager op failed or was skipped on this rank (why: what the peers
+ * read, naming this rank and the cause): the runtime's token fails every
+ * later eager communication op here, so the other ranks are told once, on
+ * the eager communicator (a "gave up" notice, as after a timeout). A peer's
+ * eager op that waits on this rank (a copy with it, an all-reduce) then
+ * fails at once with RP_EPEER quoting why, instead of timing out. Nothing
+ * is sent when the peers know already (this rank timed out and told them,
+ * or an all-reduce's operand check failed it on every rank), with one
+ * rank, or after MPI_Finalize. */
+void rp__mpi_eager_failed(rp_dist_state *ds, const char *why);
 /* Broadcasts bytes from rank 0 of mc (ds->eager when mc is NULL), with the
  * timeout (NCCL's unique id). */
 rp_status rp__mpi_bcast(rp_dist_state *ds, rp_mpi_comm *mc, void *buf,

@@ -97,6 +97,40 @@ static void stage_free(rp_dist_state *ds, void *p) {
 
 /* ---- eager ---- */
 
+/* The op as a peer's detail names it ("recv from rank 1"). */
+static void op_name(const rp_dist_args *a, char *out, size_t n) {
+  switch (a->role) {
+  case RP_DIST_SEND:
+    snprintf(out, n, "send to rank %u", a->dst_rank);
+    break;
+  case RP_DIST_RECV:
+    snprintf(out, n, "recv from rank %u", a->src_rank);
+    break;
+  case RP_DIST_NONE:
+    snprintf(out, n, "copy from rank %u to rank %u (a placeholder here)",
+             a->src_rank, a->dst_rank);
+    break;
+  default:
+    snprintf(out, n, "%s", WHAT[a->role]);
+  }
+}
+
+/* This rank's eager op a failed with st (why): its token fails every later
+ * eager communication op here, so the other ranks are told (once), and a
+ * peer waiting on this rank fails at once, quoting the cause. */
+static void tell_peers(rp_dist_state *ds, const rp_dist_args *a, rp_status st,
+                       const char *why) {
+  char op[96], me[24], text[320];
+  op_name(a, op, sizeof op);
+  int k = snprintf(me, sizeof me, "rank %u: ", ds->rank);
+  if (k > 0 && !strncmp(why, me, (size_t)k))
+    why += k; /* named once */
+  snprintf(text, sizeof text, "rank %u: %s (eager op %llu) failed with %s: %s",
+           ds->rank, op, (unsigned long long)a->eager_op, rp_status_name(st),
+           why);
+  rp__mpi_eager_failed(ds, text);
+}
+
 static rp_status eager_p2p(rp_dist_state *ds, const rp_task_ctx *ctx,
                            const rp_dist_args *a, char *why, size_t n) {
   int send = a->role == RP_DIST_SEND;
@@ -173,6 +207,8 @@ rp_status rp__dist_task_cpu(rp_task_ctx *ctx) {
   }
   if (st) {
     rp__dist_set_detail(ds, why);
+    if (ctx->replay == UINT64_MAX) /* eager */
+      tell_peers(ds, a, st, why);
     rp__err(st, "%s", why);
   }
   return st;
@@ -187,8 +223,12 @@ rp_status rp__dist_task_gpu(rp_task_ctx *ctx) {
     return rp__err(RP_EINVAL, "rp.dist task: only the all-reduce has a GPU "
                               "form");
   st = rp__nccl_task(ctx, a);
-  if (st)
-    rp__dist_set_detail(rp__dist_state(ctx->rt), rp_error_detail());
+  if (st) {
+    rp_dist_state *ds = rp__dist_state(ctx->rt);
+    rp__dist_set_detail(ds, rp_error_detail());
+    if (ctx->replay == UINT64_MAX) /* eager, not a replay's captured unit */
+      tell_peers(ds, a, st, rp_error_detail());
+  }
   return st;
 }
 
@@ -198,7 +238,8 @@ rp_status rp__dist_task_gpu(rp_task_ctx *ctx) {
  * it and quotes the runtime's first failed eager op (the cause), instead
  * of passing that failure on as if it were this op's own; when no
  * communication op failed before (a task it reads from failed), this one
- * becomes that first failure. */
+ * becomes that first failure, and the other ranks are told (a peer waiting
+ * on it fails at once, quoting the detail). */
 static void eager_skipped(rp_runtime *rt, const void *args, size_t args_size,
                           rp_status st, const char *why, char *out, size_t n) {
   const rp_dist_args *a = args;
@@ -207,20 +248,7 @@ static void eager_skipped(rp_runtime *rt, const void *args, size_t args_size,
       a->role >= RP_DIST_ROLES)
     return; /* not a communication op's arguments: why passes on */
   char op[96];
-  switch (a->role) {
-  case RP_DIST_SEND:
-    snprintf(op, sizeof op, "send to rank %u", a->dst_rank);
-    break;
-  case RP_DIST_RECV:
-    snprintf(op, sizeof op, "recv from rank %u", a->src_rank);
-    break;
-  case RP_DIST_NONE:
-    snprintf(op, sizeof op, "copy from rank %u to rank %u (a placeholder here)",
-             a->src_rank, a->dst_rank);
-    break;
-  default:
-    snprintf(op, sizeof op, "%s", WHAT[a->role]);
-  }
+  op_name(a, op, sizeof op);
   int len =
       snprintf(out, n, "rank %u: %s (eager op %llu) did not run: ", ds->rank,
                op, (unsigned long long)a->eager_op);
@@ -235,6 +263,7 @@ static void eager_skipped(rp_runtime *rt, const void *args, size_t args_size,
              rp_status_name(st), why && *why ? why : "no detail");
   pthread_mutex_unlock(&ds->lock);
   rp__dist_set_detail(ds, out);
+  rp__mpi_eager_failed(ds, out); /* told already when an earlier op failed */
 }
 
 /* ---- replays (rp_task_ext) ---- */

@@ -20,7 +20,10 @@
  *
  * Tags on an exec's communicator: 0 roll-call questions, 1 answers, 2 "gave
  * up" notices (a rank that timed out tells every other, so a rank waiting
- * on it fails at once with the first cause instead of timing out in turn),
+ * on it fails at once with the first cause instead of timing out in turn;
+ * on the runtime's eager communicator, a rank whose eager op failed or was
+ * skipped tells them too, and an eager op that waits on one peer heeds
+ * only that peer's notice),
  * 3 + (pair_seq * K + slot) mod span for the data of the pair_seq-th copy
  * between two ranks in replay slot `slot` (K slots: replays in flight never
  * match each other's messages). */
@@ -61,6 +64,8 @@ struct rp_mpi_comm {
   uint64_t timeout_ns;
   _Atomic int broken; /* set by a timeout (release), read by later ops */
   char broken_why[320];
+  int told;         /* the peers know this rank gave up: it sent its notice
+                       (give_up), or they failed the same eager all-reduce */
   rp_dist_where at; /* where this rank waits (roll-call answers) */
   int64_t ask[RC_LEN];
   int64_t *reply;      /* size x RC_LEN: one answer buffer per asker */
@@ -420,6 +425,7 @@ static void mark_broken(rp_mpi_comm *mc, const char *why) {
  * fails at once). */
 static void give_up(rp_mpi_comm *mc, const char *why) {
   mark_broken(mc, why);
+  mc->told = 1;
   snprintf(mc->gone, sizeof mc->gone, "%s", why);
   for (int j = 0; j < mc->size; j++) {
     MPI_Request *rq = &mc->sends[3 * j + 2];
@@ -450,15 +456,20 @@ static void timed_out(rp_mpi_comm *mc, const rp_dist_where *w, char *why,
   give_up(mc, why);
 }
 
-/* A notice from a rank that gave up (timed out) on mc: 1 and why filled
- * when one arrived. */
+/* A notice from a rank that gave up on mc (it timed out, or its eager op
+ * failed or was skipped): 1 and why filled when one arrived. An eager op
+ * that waits on one peer heeds only that peer's notice (a failure between
+ * two other ranks does not fail a copy between healthy ones; the rank that
+ * fails on the notice tells its own peers in turn); every other wait heeds
+ * any rank's. */
 static int gave_up(rp_mpi_comm *mc, const rp_dist_where *w, char *why,
                    size_t n) {
-  int flag = 0;
+  int flag = 0, from = MPI_ANY_SOURCE;
+  if (w->replay == UINT64_MAX && w->seq != UINT64_MAX - 1 && w->peer >= 0)
+    from = w->peer; /* an eager copy */
   MPI_Message m;
   MPI_Status st;
-  if (MPI_Improbe(MPI_ANY_SOURCE, TAG_GONE, mc->comm, &flag, &m, &st) !=
-          MPI_SUCCESS ||
+  if (MPI_Improbe(from, TAG_GONE, mc->comm, &flag, &m, &st) != MPI_SUCCESS ||
       !flag)
     return 0;
   char text[GONE_LEN];
@@ -579,7 +590,8 @@ static rp_status reqs_new(rp_mpi_comm *mc, uint32_t n, rp_mpi_reqs **out) {
  * RP_ESHAPE (operands) or RP_EPEER (out of step), the same on every rank,
  * when they differ. */
 static rp_status agree_shape(rp_mpi_comm *mc, size_t count, rp_dtype t,
-                             const rp_dist_where *w, char *why, size_t n) {
+                             const rp_dist_where *w, int *agreed, char *why,
+                             size_t n) {
   int64_t *v = mc->agree; /* one op at a time on mc: its token, or
                              instantiate's thread */
   v[0] = (int64_t)count, v[1] = -(int64_t)count;
@@ -593,6 +605,7 @@ static rp_status agree_shape(rp_mpi_comm *mc, size_t count, rp_dtype t,
   rp_status s = wait_req(mc, &req, w, MPI_STATUS_IGNORE, why, n);
   if (s)
     return s;
+  *agreed = 1; /* every rank has these numbers: the same answer everywhere */
   if (v[4] != -v[5]) {
     snprintf(why, n,
              "the ranks' all-reduces are out of step: communication op %lld "
@@ -672,7 +685,8 @@ rp_status rp__mpi_allreduce_init(rp_mpi_comm *mc, void *buf, size_t count,
   rp_dist_where w = {"instantiate: all-reduce", UINT64_MAX - 1, UINT64_MAX,
                      UINT32_MAX, -1};
   char why[320];
-  rp_status st = agree_shape(mc, count, t, &w, why, sizeof why);
+  int agreed = 0;
+  rp_status st = agree_shape(mc, count, t, &w, &agreed, why, sizeof why);
   if (st)
     return rp__err(st, "%s", why);
   if (count > INT_MAX)
@@ -753,6 +767,15 @@ void rp__mpi_skipped(rp_mpi_comm *mc, const rp_dist_where *w, rp_status st) {
 }
 
 /* ---- eager ---- */
+
+void rp__mpi_eager_failed(rp_dist_state *ds, const char *why) {
+  rp_mpi_comm *mc = ds->eager;
+  /* told already (a timeout here, or a failure every rank saw), or no MPI
+   * left to tell them through */
+  if (!mc || mc->told || !mpi_usable())
+    return;
+  give_up(mc, why);
+}
 
 static rp_status eager_broken(rp_dist_state *ds, const rp_dist_where *w,
                               char *why, size_t n) {
@@ -836,14 +859,17 @@ rp_status rp__mpi_eager_allreduce(rp_dist_state *ds, void *buf, size_t count,
   rp_status s = eager_broken(ds, w, why, whylen);
   if (s)
     return s;
-  s = agree_shape(ds->eager, count, t, w, why, whylen);
-  if (s)
-    return s;
-  if (count > INT_MAX) { /* the same count, so the same answer, everywhere */
+  int agreed = 0;
+  s = agree_shape(ds->eager, count, t, w, &agreed, why, whylen);
+  if (!s && count > INT_MAX) { /* the same count: the same answer everywhere */
     snprintf(why, whylen, "an all-reduce of %zu elements (at most %d)", count,
              INT_MAX);
-    return RP_ERANGE;
+    s = RP_ERANGE;
   }
+  if (s && agreed) /* every rank fails it alike: nobody needs telling */
+    ds->eager->told = 1;
+  if (s)
+    return s;
   MPI_Request req;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(t), MPI_SUM,
                           ds->eager->comm, &req);

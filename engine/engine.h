@@ -417,9 +417,9 @@ struct rp_task_ext {
   void (*release)(void *state);
   /* Eager: a launch of the task does not run because an op it depends on
    * failed (st; why: that failure's detail, or NULL), on the worker that
-   * would have run it; args are the launch's argument bytes. It may write
-   * the detail the launch fails with into out (n bytes); left "", why
-   * passes on. Allocates nothing. May be NULL. */
+   * would have run it; args: the launch's argument bytes. It may write the
+   * launch's failure detail into out (n bytes); left "", why passes on.
+   * Allocates nothing (comm/'s may post an MPI send). May be NULL. */
   void (*eager_skipped)(rp_runtime *rt, const void *args, size_t args_size,
                         rp_status st, const char *why, char *out, size_t n);
 };

@@ -1722,9 +1722,17 @@ RP_API rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt);
  * a peer waiting on it fails at once with RP_EPEER naming the skipped op
  * (a send whose message MPI buffered may have completed there), and the
  * rank's later replays fail with RP_EPEER instead of taking a message
- * meant for the skipped op. An eager op skipped or refused on one rank
- * keeps its place in that rank's order, so later ops never pair with its
- * messages.
+ * meant for the skipped op. An eager op that fails or is skipped on one
+ * rank (an op it depends on failed) tells the others likewise: a peer's
+ * eager op that waits on that rank (a copy with it, an all-reduce) fails
+ * at once with RP_EPEER, its detail naming the rank and quoting its cause
+ * ("rank 0 gave up first: rank 0: recv from rank 1 (eager op 0) failed
+ * with RP_ESHAPE: ..."), instead of waiting dist_timeout_ms; a copy
+ * between two other ranks is not affected. An eager op skipped or
+ * refused on one rank keeps its place in that rank's order, so later ops
+ * never pair with its messages; one refused at its launch call (a stale
+ * instance there) tells nobody: a peer waiting on it (a receive from it)
+ * fails with RP_EPEER after dist_timeout_ms.
  *
  * MPI must be initialized with MPI_THREAD_MULTIPLE (workers call MPI) before
  * rp_runtime_create and finalized after rp_runtime_destroy. In the wrong
@@ -1837,8 +1845,8 @@ RP_API rp_status rp_graph_add_dist_copy(rp_graph *g, const rp_dist_copy *c,
  * none): which op, which peer. Once one failed, every later eager
  * communication op of rt fails with its status without running, and its
  * detail says so, quoting the first failure ("... did not run: the
- * runtime's eager communication failed earlier (...)"). Valid until the
- * next one fails. */
+ * runtime's eager communication failed earlier (...)"), and the other
+ * ranks are told (see Failures above). Valid until the next one fails. */
 RP_API const char *rp_runtime_dist_detail(const rp_runtime *rt);
 
 /* ------------------------------------------------------------------------ */

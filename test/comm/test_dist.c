@@ -1036,6 +1036,92 @@ static void eager_after_failure(void) {
             "the cause");
 }
 
+/* A task that fails while FAIL_NOW is set (rank 1, one replay; rank 0 in
+ * eager_failure_told). */
+static _Atomic int FAIL_NOW;
+
+static rp_status gate_task(rp_task_ctx *ctx) {
+  (void)ctx;
+  return atomic_load(&FAIL_NOW) ? 1 : RP_OK;
+}
+
+/* The timeout of eager_failure_told: long, so that a peer that waited for
+ * it would say "no answer within" and "did not answer" instead of the
+ * notice's cause (the check is on that text, not on a clock). */
+#define TOLD_MS 20000
+
+/* An eager op that fails or is skipped on rank 0 tells the other ranks,
+ * whose eager ops waiting on rank 0 fail at once with RP_EPEER naming
+ * rank 0 and quoting its cause (they waited for the whole timeout and
+ * then said "rank 0 did not answer"). First rank 0's receive of a copy
+ * from rank 1 fails (8 doubles into 6: RP_ESHAPE), so its next eager op,
+ * an all-reduce, does not run there; then, on a runtime of its own, rank
+ * 0's all-reduce is skipped because a task writing its instance failed. */
+static void eager_failure_told(void) {
+  for (int skipped = 0; skipped <= 1; skipped++) {
+    rp_runtime *rt = make_rt(TOLD_MS);
+    rp_inst odd = odd_inst(rt);
+    rp_inst x = inst_2d(rt, RP_F64, 0, 0, 0, 3);
+    rp_event e;
+    rp_status st;
+    const char *cause;
+    if (!skipped) {
+      rp_dist_copy c = {.src_rank = 1, .dst_rank = 0, .src = odd, .dst = odd};
+      CHECK(rp_launch_dist_copy(rt, &c, &e));
+      st = rp_event_wait(rt, e, -1);
+      CHECK(rp_event_release(rt, e));
+      EXPECT(st == (RANK == 0 ? RP_ESHAPE : RP_OK), "copy 1 -> 0: %s (%s)",
+             rp_status_name(st), rp_runtime_dist_detail(rt));
+      cause = "recv from rank 1 (eager op 0) failed with RP_ESHAPE: recv "
+              "from rank 1: 64 bytes arrived, the destination rect holds 48";
+    } else {
+      rp_task_id gate;
+      CHECK(rp_task_register(
+          rt, &(rp_task_desc){.name = "gate", .cpu_fn = gate_task}, &gate));
+      atomic_store(&FAIL_NOW, RANK == 0);
+      rp_access ga[1] = {{x, RP_RW, 0}};
+      CHECK(rp_launch_task(
+          rt,
+          &(rp_launch){
+              .task = gate, .proc = RP_PROC_ANY, .accesses = ga, .naccess = 1},
+          NULL));
+      cause = "all-reduce (eager op 0) did not run: an op it depends on "
+              "failed with";
+    }
+    double t0 = now_s();
+    CHECK(rp_launch_allreduce(rt, &(rp_allreduce){x, RP_REDOP_SUM, {0}}, &e));
+    st = rp_event_wait(rt, e, -1);
+    double dt = now_s() - t0;
+    CHECK(rp_event_release(rt, e));
+    atomic_store(&FAIL_NOW, 0);
+    const char *d = rp_runtime_dist_detail(rt);
+    if (RANK == 0) {
+      EXPECT(st != RP_OK && contains(d, "did not run"),
+             "rank 0's all-reduce: %s (%s)", rp_status_name(st), d);
+    } else {
+      EXPECT(st == RP_EPEER, "%s: rank %d's all-reduce: %s (%s)",
+             skipped ? "skipped" : "failed", RANK, rp_status_name(st), d);
+      EXPECT(contains(d, "rank 0 gave up first: rank 0: ") &&
+                 contains(d, cause),
+             "%s: rank %d's all-reduce detail: %s",
+             skipped ? "skipped" : "failed", RANK, d);
+      EXPECT(!contains(d, "no answer within") && !contains(d, "did not answer"),
+             "rank %d waited for the timeout: %s", RANK, d);
+      if (RANK == 1)
+        printf("   rank 1 after %.3f s (timeout %d s): %s\n", dt,
+               TOLD_MS / 1000, d);
+    }
+    EXPECT(staged_live(rt) == 0, "rank %d: %lld eager staging buffers left",
+           RANK, (long long)staged_live(rt));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(rp_instance_free(rt, x));
+    CHECK(rp_instance_free(rt, odd));
+    CHECK(rp_runtime_destroy(rt));
+  }
+  done_case("an eager op that fails or is skipped on rank 0 fails its peers' "
+            "ops at once, quoting the cause");
+}
+
 /* Which rank checks what in rp_launch_dist_parallel. A split dim outside
  * the part's dimensions is refused on every rank (RP_EINVAL; it was the
  * root's alone, and another rank's receive then timed out), each rank's
@@ -1161,14 +1247,6 @@ static void cascade(void) {
   CHECK(rp_exec_destroy(ex));
   CHECK(rp_runtime_destroy(rt));
   done_case("a rank that gave up tells the others (cascade)");
-}
-
-/* A task that fails while FAIL_NOW is set (rank 1, one replay). */
-static _Atomic int FAIL_NOW;
-
-static rp_status gate_task(rp_task_ctx *ctx) {
-  (void)ctx;
-  return atomic_load(&FAIL_NOW) ? 1 : RP_OK;
 }
 
 /* A replayed receive skipped on rank 1 (an op before it failed there)
@@ -1756,6 +1834,7 @@ int main(int argc, char **argv) {
       {"late_allreduce", late_allreduce},
       {"shape_mismatch", shape_mismatch},
       {"eager_after_failure", eager_after_failure},
+      {"eager_failure_told", eager_failure_told},
       {"pop_checks", pop_checks},
       {"cascade", cascade},
       {"skipped_recv", skipped_recv},
