@@ -562,8 +562,11 @@ static rp_status build(rp_exec *ex, const rp_graph *g,
     st = setup_units(ex);
   if (!st) {
     /* the initial order for ranking: units in op topological order */
-    uint32_t *topo = malloc(sizeof *topo * (g->nops ? g->nops : 1));
-    st = topo ? rp__graph_topo(ex->g, topo) : RP_ENOMEM;
+    uint32_t *topo = rp__calloc(g->nops ? g->nops : 1, sizeof *topo);
+    st = topo ? rp__graph_topo(ex->g, topo)
+              : rp__err(RP_ENOMEM,
+                        "out of memory for the topological order of %u ops",
+                        g->nops);
     uint32_t k = 0;
     for (uint32_t i = 0; i < g->nops && !st; i++)
       for (uint32_t u = ex->op_first[topo[i]]; u < ex->op_first[topo[i] + 1];
