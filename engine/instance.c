@@ -236,11 +236,17 @@ static rp_status slot_take(rp_runtime *rt, uint32_t *out) {
     return RP_OK;
   }
   uint32_t i = rt->inst_count;
-  if (i > RP_HANDLE_SLOT_MASK)
-    return rp__err(RP_ENOMEM, "instance table full");
+  if (i > RP_HANDLE_SLOT_MASK || i >= rp__ctable_capacity())
+    return rp__err(RP_ERANGE,
+                   "the instance table is full (%u live instances, the most "
+                   "a runtime holds)",
+                   i);
   rp_status st = rp__ctable_reserve(&rt->insts, i);
   if (st)
-    return rp__err(st, "instance table full");
+    return rp__err(st,
+                   "out of memory growing the instance table past %u "
+                   "entries",
+                   i);
   rp_inst_slot *s = inst_at(rt, i);
   if (atomic_load(&s->gen) == 0)
     atomic_store(&s->gen, 1);

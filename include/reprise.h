@@ -529,10 +529,12 @@ RP_API const char *rp_rect_str(const rp_rect *r, char *buf, size_t size);
 
 /* Allocates an instance. strides (elements per step in each dimension) may be
  * NULL for dense row-major (last dimension fastest). Errors: RP_ETYPE unknown
- * type, RP_ESHAPE empty/inverted rectangle or bad dim, RP_ERANGE size overflow
- * or strides that overlap, RP_EINVAL unknown memory, RP_ENOMEM (or the
+ * type, RP_ESHAPE empty/inverted rectangle or bad dim, RP_ERANGE size overflow,
+ * strides that overlap, or a full instance table (4194304 live instances,
+ * the most a runtime holds), RP_EINVAL unknown memory, RP_ENOMEM (or the
  * backend's allocation status, e.g. RP_EBACKEND) when the memory has no
- * room. Free with rp_instance_free. Contents are zero. */
+ * room or the instance table cannot grow. Free with rp_instance_free.
+ * Contents are zero. */
 RP_API rp_status rp_instance_create(rp_runtime *rt, rp_mem mem, rp_dtype dtype,
                                     const rp_rect *rect, const int64_t *strides,
                                     rp_inst *out);

@@ -365,3 +365,36 @@ Test(instance, a_handle_never_handed_out_is_stale) {
   RP_CHECK(rp_instance_free(rt, c));
   RP_CHECK(rp_instance_free(rt, b));
 }
+
+/* A runtime's instance table is full at its last entry (4M; the seam
+ * lowers it to 2 chunks, 2048 instances): the next create is RP_ERANGE
+ * naming the call and the full table, not an out-of-memory; *out stays,
+ * and a freed slot is taken again. */
+Test(instance, a_full_instance_table_is_erange_not_out_of_memory) {
+  rp__ctable_max_chunks = 2;
+  rp_rect r = rp_rect_1d(0, 0);
+  rp_inst first = {0}, h = {0}, last = {0};
+  uint32_t made = 0;
+  rp_status st = RP_OK;
+  while (made < 4096 && (st = rp_instance_create(rt, sysmem(), RP_F32, &r, NULL,
+                                                 &h)) == RP_OK) {
+    if (!made)
+      first = h;
+    last = h;
+    made++;
+  }
+  rp__ctable_max_chunks = 4096;
+  RP_EXPECT(st, RP_ERANGE);
+  cr_assert(made > 2000 && made <= 2048, "%u instances made", made);
+  cr_assert_eq(h.id, last.id, "*out was written");
+  cr_assert(!strncmp(rp_error_detail(),
+                     "rp_instance_create: the instance table is full", 46),
+            "%s", rp_error_detail());
+  rp_inst keep = {0x5eed};
+  RP_CHECK(rp_instance_free(rt, first));
+  rp__ctable_max_chunks = 2;
+  st = rp_instance_create(rt, sysmem(), RP_F32, &r, NULL, &keep);
+  rp__ctable_max_chunks = 4096;
+  RP_CHECK(st);
+  cr_assert_neq(keep.id, 0x5eed);
+}
