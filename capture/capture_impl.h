@@ -49,7 +49,8 @@ typedef struct rp_capture_state {
   uint32_t serial;
   rp_graph *graph;
   rp_analysis rec;
-  int failed; /* a recorded launch failed: end returns the error */
+  int failed;              /* a recorded launch failed: end returns the error */
+  char failed_detail[256]; /* that launch's detail, for end's */
   /* rp_capture_name_next: the name of the next launch's ops ("" none);
    * keep_name holds it over the copies of one parallel operator */
   char next_name[RP_NAME_MAX + 1];
@@ -130,6 +131,15 @@ static inline rp_status rp__launch_leave(rp_capture_state *cs, int recording,
     cs->keep_name = 0;
   }
   return st;
+}
+/* A launch that recorded part of itself failed with st (its detail set):
+ * the capture fails, rp_capture_end quoting the first such detail. */
+static inline void rp__capture_fail(rp_capture_state *cs, rp_status st) {
+  if (cs->failed)
+    return;
+  cs->failed = (int)st;
+  snprintf(cs->failed_detail, sizeof cs->failed_detail, "%s",
+           rp_error_detail());
 }
 /* RP_OK when e is RP_NO_EVENT or a valid reference of the open capture. */
 rp_status rp__record_check_ref(const rp_capture_state *cs, rp_event e,

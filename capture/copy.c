@@ -252,8 +252,8 @@ static rp_status record_parallel(rp_capture_state *cs, const rp_parallel_op *op,
    * the analysis cannot take them back, so the capture fails. */
   if (st && cs->graph->nops == nops)
     cs->graph->ngroups--;
-  else if (st && !cs->failed)
-    cs->failed = (int)st;
+  else if (st)
+    rp__capture_fail(cs, st);
   /* The operator's reference: its last copy. Its earlier copies precede it
    * only through accesses, so a postcondition on the whole operator should
    * name each copy (rp_capture_postcondition takes their list). */

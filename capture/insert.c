@@ -293,8 +293,8 @@ rp_status rp__record_task(rp_capture_state *cs, const rp_gop *op, rp_event wait,
    * on ENOMEM): the analysis cannot take it back, so the capture fails. */
   if (st && g->nops == nops)
     drop_mirrors(cs, nmirrors);
-  else if (st && !cs->failed)
-    cs->failed = (int)st;
+  else if (st)
+    rp__capture_fail(cs, st);
   free(mem);
   free(mir);
   free(acc);

@@ -217,6 +217,8 @@ static rp_status close_capture(rp_runtime *rt, rp_graph **out,
   rp__analysis_fini(&cs->rec);
   rp__insert_reset(cs);
   rp_status failed = (rp_status)cs->failed;
+  char why[sizeof cs->failed_detail];
+  snprintf(why, sizeof why, "%s", failed ? cs->failed_detail : "");
   atomic_store_explicit(&cs->recording, 0, memory_order_release);
   pthread_mutex_unlock(&cs->lock);
   track_capture(NULL, rt);
@@ -227,9 +229,9 @@ static rp_status close_capture(rp_runtime *rt, rp_graph **out,
   rp__graph_discard(g);
   if (out)
     return rp__err(failed,
-                   "%s: a recorded launch failed part-way (%s); "
+                   "%s: a recorded launch failed part-way (%s: %s); "
                    "the capture is closed and its graph discarded",
-                   what, rp_status_name(failed));
+                   what, rp_status_name(failed), why);
   return RP_OK;
 }
 

@@ -1053,8 +1053,8 @@ RP_API rp_status rp_capture_begin(rp_runtime *rt, const rp_capture_opts *opts);
 /* Ends recording; *out is a new graph owned by the caller. RP_ECAPTURE when
  * this thread has no open capture. When a recorded launch failed part-way
  * (after recording some of its ops), the capture cannot be trusted: the
- * call returns that launch's status, closes the capture and frees what
- * was recorded (*out untouched). */
+ * call returns that launch's status (its detail quoting the launch's),
+ * closes the capture and frees what was recorded (*out untouched). */
 RP_API rp_status rp_capture_end(rp_runtime *rt, rp_graph **out);
 /* Discards an open capture. RP_ECAPTURE when this thread has no open
  * capture on rt. */
