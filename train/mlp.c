@@ -405,9 +405,14 @@ static rp_status task(rp_mlp *m, rp_task_id t, rp_proc p, const rp_access *acc,
 }
 
 /* Where an eager step collects the events of its last ops (the sgd tasks
- * and the loss reduction: every other op precedes one of them), or NULL. */
+ * and the loss reduction: every other op precedes one of them), or NULL.
+ * The slot starts as RP_NO_EVENT: a launch that fails leaves it so, not
+ * holding an earlier step's released event. */
 static rp_event *sink(rp_mlp *m) {
-  return m->collect && m->nsinks < MAXSINKS ? &m->sinks[m->nsinks++] : NULL;
+  if (!m->collect || m->nsinks >= MAXSINKS)
+    return NULL;
+  m->sinks[m->nsinks] = RP_NO_EVENT;
+  return &m->sinks[m->nsinks++];
 }
 
 #define R(i)                                                                   \

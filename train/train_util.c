@@ -16,11 +16,12 @@ rp_status rp_train_wait_ops(rp_runtime *rt, const rp_event *evs, uint32_t n,
   rp_status st = issued;
   if (st == RP_OK)
     st = rp_event_merge(rt, evs, n, &all);
+  /* the failure's detail, before a release can replace it */
+  char why[1024]; /* rp_error_detail()'s size */
+  snprintf(why, sizeof why, "%s", st != RP_OK ? rp_error_detail() : "");
   for (uint32_t i = 0; i < n; i++)
     rp_event_release(rt, evs[i]);
   if (st != RP_OK) {
-    char why[1024]; /* rp_error_detail()'s size */
-    snprintf(why, sizeof why, "%s", rp_error_detail());
     rp_runtime_drain(rt); /* what was issued */
     return rp_error_set(st, "%s", why);
   }
