@@ -725,8 +725,12 @@ static int check_ranks(gpt_state *s) {
   if (!s->c->dist || s->xr) /* xr: one copy of each shard, no replicas */
     return RP_CLI_OK;
   size_t n = rp_gpt_param_count(s->m);
-  float *w = malloc(n * sizeof *w);
-  rp_status st = w ? rp_gpt_params_read(s->m, w, n) : RP_ENOMEM;
+  float *w = calloc(n ? n : 1, sizeof *w);
+  rp_status st = w ? rp_gpt_params_read(s->m, w, n)
+                   : rp_error_set(RP_ENOMEM,
+                                  "out of memory for %zu bytes of weights "
+                                  "to compare across ranks",
+                                  n * sizeof *w);
   int rc = agree(s, st ? rp_train_fail("reading the weights", st) : RP_CLI_OK);
   if (!rc) {
     s->ranks_checked = 1;
