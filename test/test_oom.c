@@ -2242,6 +2242,65 @@ Test(oom, every_allocation_of_a_trace_written_and_read_fails_in_turn) {
   cjson_through_wrappers(0);
 }
 
+/* `reprise dump --format html` (dv_html: its levels, dot's output read
+ * back, the page) with allocation n failing, for n = 0, 1, ...: the page a
+ * run without failures writes, or -1 saying "out of memory" on err (never
+ * nothing, nor "dot failed (signal 13)" for the dot whose output it could
+ * not read), and no leak. Needs Graphviz's dot and d3 (skipped without). */
+Test(oom, every_allocation_of_an_html_dump_fails_in_turn_said_as_such) {
+  char dir[] = "/tmp/rp_oom_dir_XXXXXX", path[64];
+  rp_runtime *rt = NULL;
+  rp_kernel_tasks k;
+  rp_inst in[6] = {{0}};
+  rp_graph *g = NULL;
+  RP_CHECK(file_start(dir, path, "g.json", &rt, &k, in, &g));
+  dm_graph m;
+  RP_CHECK(dm_build(g, NULL, NULL, &m));
+  dv_html_opts ho = {.title = "oom", .depth = 1};
+  memout want, o, e;
+  RP_CHECK(memout_open(&want));
+  RP_CHECK(memout_open(&e));
+  int rc = dv_html(&m, &ho, want.f, e.f);
+  memout_close(&want);
+  memout_close(&e);
+  int missing =
+      rc && e.buf && (strstr(e.buf, "not on PATH") || strstr(e.buf, "missing"));
+  cr_assert(!rc || missing, "without failures: %s", e.buf ? e.buf : "");
+  memout_free(&e);
+  long n = 0;
+  for (; !missing; n++) {
+    RP_CHECK(memout_open(&o));
+    RP_CHECK(memout_open(&e));
+    oom_arm(n);
+    rc = dv_html(&m, &ho, o.f, e.f);
+    int fired = oom_disarm();
+    memout_close(&o);
+    memout_close(&e);
+    const char *said = e.buf ? e.buf : "";
+    if (!rc)
+      cr_assert(o.len == want.len && !memcmp(o.buf, want.buf, o.len),
+                "allocation %ld failing: another page", n);
+    else
+      cr_assert(!strncmp(said, "reprise dump: ", 14) &&
+                    strstr(said, "out of memory") &&
+                    !strstr(said, "dot failed"),
+                "allocation %ld failing: -1 saying '%s'", n, said);
+    memout_free(&o);
+    memout_free(&e);
+    if (!fired || n % 64 == 63)
+      leak_check("dv_html", n);
+    if (!fired)
+      break;
+  }
+  memout_free(&want);
+  dm_free(&m);
+  RP_CHECK(drop_runtime(drop_graphs(RP_OK, NULL, NULL, g), rt, dir, NULL));
+  if (missing)
+    cr_skip_test("Graphviz's dot or d3 is missing");
+  cr_assert_gt(n, 10, "the sweep saw only %ld allocations", n);
+  cr_log_info("dv_html: %ld allocations failed in turn", n);
+}
+
 /* `reprise bench --plot` reads the rows it measured with the strict
  * parse: allocation n failing, for n = 0, 1, ..., is said as "out of
  * memory" (it was "the rows are not JSON") and leaks nothing; a run

@@ -335,13 +335,18 @@ static int run_dot(int input, char **svg, size_t *len, FILE *err) {
   if (ex[0] >= 0)
     close(ex[0]);
   int rc = e ? -1 : slurp(fds[0], svg, len);
-  close(fds[0]);
+  close(fds[0]); /* a dot still writing ends (SIGPIPE): not its failure */
   int status = 0;
   while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
   if (e)
     fprintf(err, "reprise dump: --format html: cannot run dot: %s: %s\n", call,
             strerror(e));
+  else if (rc)
+    fprintf(err,
+            "reprise dump: --format html: out of memory reading dot's "
+            "output (%zu bytes read)\n",
+            *len);
   else if (!WIFEXITED(status) || WEXITSTATUS(status))
     fprintf(err, "reprise dump: --format html: dot failed (%s %d)\n",
             WIFEXITED(status) ? "status" : "signal",
@@ -546,12 +551,14 @@ static int write_page(page *pg, const char *svg, FILE *out, FILE *err) {
 static int levels(page *pg, FILE *err) {
   uint32_t n = pg->o->ops ? pg->o->nops : pg->m->nops;
   uint32_t *all = malloc(sizeof *all * (n ? n : 1));
-  if (!all)
-    return -1;
-  for (uint32_t i = 0; i < n; i++)
+  int rc = all ? 0 : -1;
+  for (uint32_t i = 0; !rc && i < n; i++)
     all[i] = pg->o->ops ? pg->o->ops[i] : i;
-  int rc = push(pg, "", "", 1, pg->o->depth, -1, all, n);
+  if (!rc)
+    rc = push(pg, "", "", 1, pg->o->depth, -1, all, n);
   free(all);
+  if (rc)
+    fprintf(err, "reprise dump: --format html: out of memory\n");
   for (uint32_t vi = 0; !rc && vi < pg->nq; vi++)
     rc = one_level(pg, vi, err);
   return rc;
@@ -597,8 +604,12 @@ int dv_html(const dm_graph *m, const dv_html_opts *o, FILE *out, FILE *err) {
     pg.op_view[i] = -1;
   if (!rc)
     rc = levels(&pg, err);
-  if (pg.meta && fclose(pg.meta))
-    rc = -1;
+  /* the views' JSON: open_memstream's buffer, which fails to grow for
+   * lack of memory only */
+  if (pg.meta && fclose(pg.meta) && !rc)
+    fprintf(err, "reprise dump: --format html: out of memory for the "
+                 "views' data\n"),
+        rc = -1;
   if (pg.dot && fflush(pg.dot) && !rc)
     fprintf(err,
             "reprise dump: --format html: writing dot's input failed: "
