@@ -7,9 +7,11 @@
  * instantiate, replays, files, teardown) with allocation n failing, for
  * n = 0, 1, 2, ... until a run meets no failure. Each run must either
  * succeed with the same results as a run without failures (an allocation
- * the library can do without) or fail with RP_ENOMEM and a detail, and
- * tear down cleanly: every destroy returns RP_OK and, in ASan builds,
- * LeakSanitizer finds nothing after it. Allocations inside libc or other
+ * the library can do without) or fail with RP_ENOMEM and a detail of its
+ * own saying it ran out of memory (each run starts with a dummy detail,
+ * as an earlier call's, which must not come back), and tear down cleanly:
+ * every destroy returns RP_OK and, in ASan builds, LeakSanitizer finds
+ * nothing after it. Allocations inside libc or other
  * shared libraries (Criterion, BLAS, fopen's buffer) are not wrapped.
  *
  * A second test arms "every allocation fails" around replays of an
@@ -131,6 +133,23 @@ static void leak_check(const char *what, long n) {
 #endif
 }
 
+/* Set before each run of a sweep: a run that fails must replace it with
+ * its own detail, which says it ran out of memory. */
+#define STALE_DETAIL "stale detail from an earlier call"
+
+static void stale_detail_set(void) {
+  rp_error_set(RP_EINVAL, "%s", STALE_DETAIL);
+}
+
+/* 1 when a failed run's detail e is its own and says it ran out of memory
+ * ("out of memory", ENOMEM's text from a system call, or "cannot allocate
+ * N bytes" of a memory's allocator). */
+static int oom_detail_ok(const char *e) {
+  return !strstr(e, STALE_DETAIL) &&
+         (strstr(e, "out of memory") || strstr(e, strerror(ENOMEM)) ||
+          strstr(e, "cannot allocate"));
+}
+
 /* A scenario: runs to the end or to its first error, tears down what it
  * made either way, and returns the first error (teardown errors count:
  * a destroy must not fail because an allocation did). `out` gets the
@@ -149,6 +168,7 @@ static long sweep(const char *what, scenario_fn run, size_t nout) {
   long n = 0;
   for (;; n++) {
     memset(got, 0, nout * sizeof *got);
+    stale_detail_set();
     oom_arm(n);
     st = run(got, nout);
     int fired = oom_disarm();
@@ -157,7 +177,10 @@ static long sweep(const char *what, scenario_fn run, size_t nout) {
                    "%s, allocation %ld failing: %s (%s), not RP_ENOMEM", what,
                    n, rp_status_name(st), rp_error_detail());
     if (st == RP_ENOMEM)
-      cr_assert(rp_error_detail()[0], "%s, allocation %ld: no detail", what, n);
+      cr_assert(oom_detail_ok(rp_error_detail()),
+                "%s, allocation %ld failing: the detail '%s' is not "
+                "its own saying out of memory",
+                what, n, rp_error_detail());
     if (st == RP_OK) {
       size_t i = 0;
       while (i < nout && !memcmp(&got[i], &want[i], sizeof *got))
@@ -644,6 +667,7 @@ typedef struct change_in_cb {
   rp_runtime *rt;
   rp_inst inst;
   rp_status free_st, realloc_st;
+  char realloc_why[256], free_why[256]; /* their details */
 } change_in_cb;
 
 static void change_from_callback(void *arg, rp_status st) {
@@ -653,7 +677,9 @@ static void change_from_callback(void *arg, rp_status st) {
     return;
   }
   c->realloc_st = rp_instance_realloc(c->rt, &c->inst);
+  snprintf(c->realloc_why, sizeof c->realloc_why, "%s", rp_error_detail());
   c->free_st = rp_instance_free(c->rt, c->inst);
+  snprintf(c->free_why, sizeof c->free_why, "%s", rp_error_detail());
   if (c->free_st == RP_OK)
     c->inst.id = 0; /* gone */
 }
@@ -678,7 +704,9 @@ static rp_status busy_instance_scenario(float *out, size_t nout) {
   if (!st)
     TRY(rp_instance_create(rt, 0, RP_F32, &r, NULL, &inst));
   rp_event go = {0}, ping = {0};
-  change_in_cb c = {rt, inst, RP_OK, RP_OK}; /* outlives ping's callback */
+  change_in_cb c = {rt, inst, RP_OK, RP_OK,
+                    "", ""}; /* outlives ping's
+                              * callback */
   if (!st)
     TRY(rp_event_create(rt, &go));
   if (!st) {
@@ -702,6 +730,7 @@ static rp_status busy_instance_scenario(float *out, size_t nout) {
       if (!st) {
         rp_status cs[2] = {c.realloc_st, c.free_st};
         const char *what[2] = {"rp_instance_realloc", "rp_instance_free"};
+        const char *why[2] = {c.realloc_why, c.free_why};
         inst = c.inst; /* the handle left (a realloc's, none) */
         for (int k = 0; k < 2 && !st; k++)
           if (cs[k] == RP_OK)
@@ -709,8 +738,8 @@ static rp_status busy_instance_scenario(float *out, size_t nout) {
                               "%s from a callback returned RP_OK while an "
                               "eager op that writes the instance is pending",
                               what[k]);
-          else if (cs[k] != RP_EBUSY)
-            st = cs[k];
+          else if (cs[k] != RP_EBUSY) /* its own detail, not the other's */
+            st = rp_error_set(cs[k], "%s", why[k]);
       }
       TRY(rp_event_trigger(rt, go));
       TRY(rp_event_wait(rt, done, -1));
@@ -2001,6 +2030,7 @@ Test(oom, a_checkpoint_read_out_of_memory_names_what_and_its_bytes) {
     int named_tensor = 0;
     long n = 0;
     for (;; n++) {
+      stale_detail_set();
       oom_arm(n);
       rp_status st = ckpt_read_call(call, dec, m, gpt_path, mlp_path);
       int fired = oom_disarm();
@@ -2080,6 +2110,7 @@ Test(oom, a_gpu_execs_placement_that_runs_out_of_memory_changes_nothing) {
   for (;; k++) {
     for (uint32_t u = 0; u < n; u++)
       ex->units[u].lane = trial[u];
+    stale_detail_set();
     oom_arm(k);
     rp_status st = rp__place_finalize(ex, seq);
     int fired = oom_disarm();
@@ -2088,6 +2119,10 @@ Test(oom, a_gpu_execs_placement_that_runs_out_of_memory_changes_nothing) {
       break;
     }
     RP_EXPECT(st, RP_ENOMEM);
+    cr_assert(oom_detail_ok(rp_error_detail()),
+              "allocation %ld failing: the detail '%s' is not its own "
+              "saying out of memory",
+              k, rp_error_detail());
     for (uint32_t u = 0; u < n; u++) /* as apply() does */
       ex->units[u].lane = keep[u];
     for (uint32_t w = 0; w < ex->nlanes; w++)
@@ -2322,6 +2357,7 @@ Test(oom, bench_plot_rows_out_of_memory_is_said_as_such) {
     cr_assert_eq(lseek(fe, 0, SEEK_SET), 0);
     fflush(stderr);
     dup2(fe, 2);
+    stale_detail_set();
     oom_arm(n);
     int rc = rp_cli_plot_bench(rows, sizeof rows - 1, "/tmp/rp_oom_plot.svg");
     int fired = oom_disarm();
@@ -2337,7 +2373,7 @@ Test(oom, bench_plot_rows_out_of_memory_is_said_as_such) {
     }
     cr_assert_eq(rc, RP_CLI_FAILED, "allocation %ld: %s", n, err);
     cr_assert(strstr(err, "reprise bench --plot: ") &&
-                  strstr(err, "out of memory"),
+                  strstr(err, "out of memory") && !strstr(err, STALE_DETAIL),
               "allocation %ld failing: %s", n, err);
     leak_check("bench --plot", n);
   }
@@ -2438,7 +2474,7 @@ Test(oom, every_allocation_of_reprise_generate_fails_in_turn_said_as_such) {
     fflush(stdout), fflush(stderr);
     dup2(fo, 1), dup2(fe, 2);
     /* the command's messages say the failing call's detail, not this */
-    rp_error_set(RP_EINVAL, "stale detail");
+    stale_detail_set();
     if (n >= 0)
       oom_arm(n);
     int rc = rp_cmd_generate(9, argv);
@@ -2460,11 +2496,9 @@ Test(oom, every_allocation_of_reprise_generate_fails_in_turn_said_as_such) {
       cr_assert_str_eq(out, want, "allocation %ld failing", n);
     } else {
       cr_assert_eq(rc, RP_CLI_FAILED, "allocation %ld: %s", n, err);
-      cr_assert(
-          strstr(err, "reprise generate: ") &&
-              (strstr(err, "out of memory") || strstr(err, "RP_ENOMEM (")) &&
-              !strstr(err, "()") && !strstr(err, "(stale detail"),
-          "allocation %ld failing: %s", n, err);
+      cr_assert(strstr(err, "reprise generate: ") && oom_detail_ok(err) &&
+                    !strstr(err, "()"),
+                "allocation %ld failing: %s", n, err);
     }
     if (!fired || n % 64 == 63)
       leak_check("reprise generate", n);
@@ -2518,7 +2552,7 @@ Test(oom, every_allocation_of_reprise_train_gpt_fails_in_turn_said_as_such) {
     fflush(stdout), fflush(stderr);
     dup2(fo, 1), dup2(fe, 2);
     /* the command's messages say the failing call's detail, not this */
-    rp_error_set(RP_EINVAL, "stale detail");
+    stale_detail_set();
     if (n >= 0)
       oom_arm(n);
     int rc = rp_cmd_train(NA, argv);
@@ -2535,10 +2569,7 @@ Test(oom, every_allocation_of_reprise_train_gpt_fails_in_turn_said_as_such) {
                 "allocation %ld failing: exit %d: %s%s", n, rc, out, err);
     else if (rc != 0)
       cr_assert(rc == RP_CLI_FAILED && strstr(err, "reprise train: ") &&
-                    (strstr(err, "out of memory") ||
-                     strstr(err, "RP_ENOMEM (") ||
-                     strstr(err, strerror(ENOMEM))) &&
-                    !strstr(err, "()") && !strstr(err, "(stale detail"),
+                    oom_detail_ok(err) && !strstr(err, "()"),
                 "allocation %ld failing: exit %d: %s", n, rc, err);
     if (n >= 0 && (!fired || n % 64 == 63))
       leak_check("reprise train --model gpt", n);
@@ -2578,6 +2609,7 @@ Test(oom, gpt_reset_save_and_sample_out_of_memory_name_their_bytes) {
     long n = 0;
     for (;; n++) {
       int32_t prompt[1] = {1}, out[4];
+      stale_detail_set();
       oom_arm(n);
       rp_status st = call == 0 ? rp_gpt_reset(m)
                      : call == 1
@@ -2593,8 +2625,8 @@ Test(oom, gpt_reset_save_and_sample_out_of_memory_name_their_bytes) {
         continue; /* an allocation the call does without */
       RP_EXPECT(st, RP_ENOMEM);
       const char *e = rp_error_detail();
-      cr_assert(strstr(e, "out of memory") || strstr(e, strerror(ENOMEM)),
-                "%s, allocation %ld failing: '%s'", names[call], n, e);
+      cr_assert(oom_detail_ok(e), "%s, allocation %ld failing: '%s'",
+                names[call], n, e);
       char own[64];
       snprintf(own, sizeof own, "%s: out of memory for ", names[call]);
       unsigned long long bytes = 0;
@@ -2640,7 +2672,7 @@ Test(oom, every_allocation_of_reprise_train_mlp_fails_in_turn_said_as_such) {
     fflush(stdout), fflush(stderr);
     dup2(fo, 1), dup2(fe, 2);
     /* the command's messages say the failing call's detail, not this */
-    rp_error_set(RP_EINVAL, "stale detail");
+    stale_detail_set();
     if (n >= 0)
       oom_arm(n);
     int rc = rp_cmd_train(NA, argv);
@@ -2657,10 +2689,7 @@ Test(oom, every_allocation_of_reprise_train_mlp_fails_in_turn_said_as_such) {
                 "allocation %ld failing: exit %d: %s%s", n, rc, out, err);
     else if (rc != 0)
       cr_assert(rc == RP_CLI_FAILED && strstr(err, "reprise train: ") &&
-                    (strstr(err, "out of memory") ||
-                     strstr(err, "RP_ENOMEM (") ||
-                     strstr(err, strerror(ENOMEM))) &&
-                    !strstr(err, "()") && !strstr(err, "(stale detail"),
+                    oom_detail_ok(err) && !strstr(err, "()"),
                 "allocation %ld failing: exit %d: %s", n, rc, err);
     if (n >= 0 && (!fired || n % 64 == 63))
       leak_check("reprise train (MLP)", n);
