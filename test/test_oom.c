@@ -2448,67 +2448,82 @@ static void tiny_gpt_checkpoint(const char *path) {
   RP_CHECK(rp_runtime_destroy(rt));
 }
 
-/* `reprise generate` (in this process: the checkpoint's reads, the
- * runtime, the decoder, its recorded step and the replays) with
- * allocation n failing, for n = 0, 1, ...: it prints what a run without
- * failures prints, or fails with exit 1 saying on stderr what ran out of
- * memory (never an empty detail or an earlier call's), and leaks
- * nothing. */
-Test(oom, every_allocation_of_reprise_generate_fails_in_turn_said_as_such) {
-  char ck[] = "/tmp/rp_oom_gen_XXXXXX", outp[] = "/tmp/rp_oom_gen_XXXXXX",
-       errp[] = "/tmp/rp_oom_gen_XXXXXX";
-  cr_assert_eq(temp_file(ck), RP_OK);
-  tiny_gpt_checkpoint(ck);
+/* A command (rp_cmd_generate, rp_cmd_train: `args`, argc of them) run in
+ * this process with allocation n failing, for n = -1 (none), 0, 1, ...:
+ * it succeeds, printing what the run without failures printed (same_out;
+ * else no "nan": no figure it could not compute), or fails with exit 1
+ * saying on stderr, after `prefix`, what ran out of memory (never an
+ * empty detail or an earlier call's), and leaks nothing. The run without
+ * failures prints want_len bytes (0: any). */
+static void cmd_sweep(const char *what, int (*cmd)(int, char **), int argc,
+                      const char *const *args, const char *prefix, int same_out,
+                      size_t want_len) {
+  char outp[] = "/tmp/rp_oom_out_XXXXXX", errp[] = "/tmp/rp_oom_err_XXXXXX";
   int fo = mkstemp(outp), fe = mkstemp(errp), so = dup(1), se = dup(2);
   cr_assert(fo >= 0 && fe >= 0 && so >= 0 && se >= 0);
   unlink(outp), unlink(errp);
-  char want[256] = "";
-  for (long n = -1;; n++) {
+  char want[8192] = "", *argv[64], copy[64][128];
+  cr_assert_lt(argc, 64);
+  long n = -1;
+  for (;; n++) {
     cr_assert(ftruncate(fo, 0) == 0 && ftruncate(fe, 0) == 0);
     cr_assert(lseek(fo, 0, SEEK_SET) == 0 && lseek(fe, 0, SEEK_SET) == 0);
-    char a[][64] = {"generate", "--load-weights", "",   "--backend",
-                    "cpu",      "--prompt",       "ab", "--tokens",
-                    "6"};
-    snprintf(a[2], sizeof a[2], "%s", ck);
-    char *argv[] = {a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], NULL};
+    for (int i = 0; i < argc; i++) { /* getopt permutes argv */
+      cr_assert_lt(strlen(args[i]), sizeof copy[i]);
+      argv[i] = strcpy(copy[i], args[i]);
+    }
+    argv[argc] = NULL;
     fflush(stdout), fflush(stderr);
     dup2(fo, 1), dup2(fe, 2);
     /* the command's messages say the failing call's detail, not this */
     stale_detail_set();
     if (n >= 0)
       oom_arm(n);
-    int rc = rp_cmd_generate(9, argv);
+    int rc = cmd(argc, argv);
     int fired = n >= 0 && oom_disarm();
     fflush(stdout), fflush(stderr);
     dup2(so, 1), dup2(se, 2);
-    char out[256], err[2048];
+    char out[8192], err[4096];
     ssize_t got = pread(fo, out, sizeof out - 1, 0);
     out[got > 0 ? got : 0] = '\0';
     got = pread(fe, err, sizeof err - 1, 0);
     err[got > 0 ? got : 0] = '\0';
     if (n < 0) { /* without failures */
-      cr_assert_eq(rc, 0, "%s", err);
-      cr_assert_eq(strlen(out), 9, "%s", out);
+      cr_assert(rc == 0 && !strstr(out, "nan"), "%s: exit %d: %s%s", what, rc,
+                out, err);
+      cr_assert(!want_len || strlen(out) == want_len, "%s: %s", what, out);
       snprintf(want, sizeof want, "%s", out);
       continue;
     }
-    if (rc == 0) {
-      cr_assert_str_eq(out, want, "allocation %ld failing", n);
-    } else {
-      cr_assert_eq(rc, RP_CLI_FAILED, "allocation %ld: %s", n, err);
-      cr_assert(strstr(err, "reprise generate: ") && oom_detail_ok(err) &&
-                    !strstr(err, "()"),
-                "allocation %ld failing: %s", n, err);
-    }
+    if (rc == 0)
+      cr_assert(same_out ? !strcmp(out, want) : !strstr(out, "nan"),
+                "%s, allocation %ld failing: exit 0 printing %s", what, n, out);
+    else
+      cr_assert(rc == RP_CLI_FAILED && strstr(err, prefix) &&
+                    oom_detail_ok(err) && !strstr(err, "()"),
+                "%s, allocation %ld failing: exit %d: %s", what, n, rc, err);
     if (!fired || n % 64 == 63)
-      leak_check("reprise generate", n);
-    if (!fired) {
-      cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
-      cr_log_info("reprise generate: %ld allocations failed in turn", n);
+      leak_check(what, n);
+    if (!fired)
       break;
-    }
   }
+  cr_assert_gt(n, 100, "%s: the sweep saw only %ld allocations", what, n);
+  cr_log_info("%s: %ld allocations failed in turn", what, n);
   close(fo), close(fe), close(so), close(se);
+}
+
+/* `reprise generate` (the checkpoint's reads, the runtime, the decoder,
+ * its recorded step and the replays) as cmd_sweep runs it: a run that
+ * succeeds prints the same text. */
+Test(oom, every_allocation_of_reprise_generate_fails_in_turn_said_as_such) {
+  char ck[] = "/tmp/rp_oom_gen_XXXXXX";
+  cr_assert_eq(temp_file(ck), RP_OK);
+  tiny_gpt_checkpoint(ck);
+  const char *a[] = {"generate", "--prompt",  "ab",  "--tokens",
+                     "6",        "--backend", "cpu", "--load-weights",
+                     ck};
+  cmd_sweep("reprise generate", rp_cmd_generate, 9, a, "reprise generate: ", 1,
+            9);
   unlink(ck);
 }
 
@@ -2520,8 +2535,7 @@ Test(oom, every_allocation_of_reprise_generate_fails_in_turn_said_as_such) {
  * exit 1 saying on stderr what ran out of memory (never an empty detail or
  * an earlier call's), and leaks nothing. */
 Test(oom, every_allocation_of_reprise_train_gpt_fails_in_turn_said_as_such) {
-  char corpus[] = "/tmp/rp_oom_txt_XXXXXX", ck[] = "/tmp/rp_oom_ck_XXXXXX",
-       outp[] = "/tmp/rp_oom_out_XXXXXX", errp[] = "/tmp/rp_oom_err_XXXXXX";
+  char corpus[] = "/tmp/rp_oom_txt_XXXXXX", ck[] = "/tmp/rp_oom_ck_XXXXXX";
   cr_assert_eq(temp_file(corpus), RP_OK);
   cr_assert_eq(temp_file(ck), RP_OK);
   FILE *f = fopen(corpus, "w");
@@ -2529,56 +2543,14 @@ Test(oom, every_allocation_of_reprise_train_gpt_fails_in_turn_said_as_such) {
   for (int i = 0; i < 40; i++)
     fputs(i % 3 ? "abcab " : "cabde\n", f);
   cr_assert_eq(fclose(f), 0);
-  int fo = mkstemp(outp), fe = mkstemp(errp), so = dup(1), se = dup(2);
-  cr_assert(fo >= 0 && fe >= 0 && so >= 0 && se >= 0);
-  unlink(outp), unlink(errp);
-  long n = -1;
-  for (;; n++) {
-    cr_assert(ftruncate(fo, 0) == 0 && ftruncate(fe, 0) == 0);
-    cr_assert(lseek(fo, 0, SEEK_SET) == 0 && lseek(fe, 0, SEEK_SET) == 0);
-    char a[][64] = {
-        "train", "--model",     "gpt", "--backend", "cpu", "--text",
-        "",      "--layers",    "1",   "--heads",   "2",   "--width",
-        "8",     "--context",   "4",   "--batch",   "2",   "--iters",
-        "2",     "--log-every", "1",   "--sample",  "3",   "--save-weights",
-        ""};
-    enum { NA = sizeof a / sizeof a[0] };
-    snprintf(a[6], sizeof a[6], "%s", corpus);
-    snprintf(a[NA - 1], sizeof a[NA - 1], "%s", ck);
-    char *argv[NA + 1];
-    for (int i = 0; i < NA; i++)
-      argv[i] = a[i];
-    argv[NA] = NULL;
-    fflush(stdout), fflush(stderr);
-    dup2(fo, 1), dup2(fe, 2);
-    /* the command's messages say the failing call's detail, not this */
-    stale_detail_set();
-    if (n >= 0)
-      oom_arm(n);
-    int rc = rp_cmd_train(NA, argv);
-    int fired = n >= 0 && oom_disarm();
-    fflush(stdout), fflush(stderr);
-    dup2(so, 1), dup2(se, 2);
-    char err[4096], out[8192];
-    ssize_t got = pread(fe, err, sizeof err - 1, 0);
-    err[got > 0 ? got : 0] = '\0';
-    got = pread(fo, out, sizeof out - 1, 0);
-    out[got > 0 ? got : 0] = '\0';
-    if (n < 0 || rc == 0) /* nothing it prints is lost to a failure */
-      cr_assert(rc == 0 && !strstr(out, "nan"),
-                "allocation %ld failing: exit %d: %s%s", n, rc, out, err);
-    else if (rc != 0)
-      cr_assert(rc == RP_CLI_FAILED && strstr(err, "reprise train: ") &&
-                    oom_detail_ok(err) && !strstr(err, "()"),
-                "allocation %ld failing: exit %d: %s", n, rc, err);
-    if (n >= 0 && (!fired || n % 64 == 63))
-      leak_check("reprise train --model gpt", n);
-    if (n >= 0 && !fired)
-      break;
-  }
-  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
-  cr_log_info("reprise train --model gpt: %ld allocations failed in turn", n);
-  close(fo), close(fe), close(so), close(se);
+  const char *a[] = {
+      "train", "--model",     "gpt", "--backend", "cpu", "--text",
+      corpus,  "--layers",    "1",   "--heads",   "2",   "--width",
+      "8",     "--context",   "4",   "--batch",   "2",   "--iters",
+      "2",     "--log-every", "1",   "--sample",  "3",   "--save-weights",
+      ck};
+  cmd_sweep("reprise train --model gpt", rp_cmd_train, sizeof a / sizeof *a, a,
+            "reprise train: ", 0, 0);
   unlink(corpus), unlink(ck);
 }
 
@@ -2648,56 +2620,14 @@ Test(oom, gpt_reset_save_and_sample_out_of_memory_name_their_bytes) {
  * eager comparison and --save-weights) with allocation n failing, for n =
  * 0, 1, ...: as the GPT's above. */
 Test(oom, every_allocation_of_reprise_train_mlp_fails_in_turn_said_as_such) {
-  char ck[] = "/tmp/rp_oom_ck_XXXXXX", outp[] = "/tmp/rp_oom_out_XXXXXX",
-       errp[] = "/tmp/rp_oom_err_XXXXXX";
+  char ck[] = "/tmp/rp_oom_ck_XXXXXX";
   cr_assert_eq(temp_file(ck), RP_OK);
-  int fo = mkstemp(outp), fe = mkstemp(errp), so = dup(1), se = dup(2);
-  cr_assert(fo >= 0 && fe >= 0 && so >= 0 && se >= 0);
-  unlink(outp), unlink(errp);
-  long n = -1;
-  for (;; n++) {
-    cr_assert(ftruncate(fo, 0) == 0 && ftruncate(fe, 0) == 0);
-    cr_assert(lseek(fo, 0, SEEK_SET) == 0 && lseek(fe, 0, SEEK_SET) == 0);
-    char a[][64] = {
-        "train",   "--backend", "cpu",     "--procs",   "2",
-        "--iters", "3",         "--batch", "16",        "--hidden",
-        "8",       "--samples", "64",      "--compare", "--save-weights",
-        ""};
-    enum { NA = sizeof a / sizeof a[0] };
-    snprintf(a[NA - 1], sizeof a[NA - 1], "%s", ck);
-    char *argv[NA + 1];
-    for (int i = 0; i < NA; i++)
-      argv[i] = a[i];
-    argv[NA] = NULL;
-    fflush(stdout), fflush(stderr);
-    dup2(fo, 1), dup2(fe, 2);
-    /* the command's messages say the failing call's detail, not this */
-    stale_detail_set();
-    if (n >= 0)
-      oom_arm(n);
-    int rc = rp_cmd_train(NA, argv);
-    int fired = n >= 0 && oom_disarm();
-    fflush(stdout), fflush(stderr);
-    dup2(so, 1), dup2(se, 2);
-    char err[4096], out[8192];
-    ssize_t got = pread(fe, err, sizeof err - 1, 0);
-    err[got > 0 ? got : 0] = '\0';
-    got = pread(fo, out, sizeof out - 1, 0);
-    out[got > 0 ? got : 0] = '\0';
-    if (n < 0 || rc == 0) /* nothing it prints is lost to a failure */
-      cr_assert(rc == 0 && !strstr(out, "nan"),
-                "allocation %ld failing: exit %d: %s%s", n, rc, out, err);
-    else if (rc != 0)
-      cr_assert(rc == RP_CLI_FAILED && strstr(err, "reprise train: ") &&
-                    oom_detail_ok(err) && !strstr(err, "()"),
-                "allocation %ld failing: exit %d: %s", n, rc, err);
-    if (n >= 0 && (!fired || n % 64 == 63))
-      leak_check("reprise train (MLP)", n);
-    if (n >= 0 && !fired)
-      break;
-  }
-  cr_assert_gt(n, 100, "the sweep saw only %ld allocations", n);
-  cr_log_info("reprise train (MLP): %ld allocations failed in turn", n);
-  close(fo), close(fe), close(so), close(se);
+  const char *a[] = {
+      "train",   "--backend", "cpu",     "--procs",   "2",
+      "--iters", "3",         "--batch", "16",        "--hidden",
+      "8",       "--samples", "64",      "--compare", "--save-weights",
+      ck};
+  cmd_sweep("reprise train (MLP)", rp_cmd_train, sizeof a / sizeof *a, a,
+            "reprise train: ", 0, 0);
   unlink(ck);
 }
