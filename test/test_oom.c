@@ -2631,3 +2631,46 @@ Test(oom, every_allocation_of_reprise_train_mlp_fails_in_turn_said_as_such) {
             "reprise train: ", 0, 0);
   unlink(ck);
 }
+
+/* With tensor parallelism, reading or writing a split tensor moves it
+ * through a buffer of one shard's part: when that buffer cannot be had,
+ * the detail names the call and the bytes (it said "out of memory"). */
+Test(oom, a_split_tensors_io_out_of_memory_names_its_bytes) {
+  rp_runtime *rt;
+  rp_kernel_tasks k;
+  rp_gpt *m;
+  RP_CHECK(make_runtime(2, &rt));
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_gpt_config c = tiny_gpt(1, 8, 4, 5, 2);
+  c.tp = 2;
+  RP_CHECK(rp_gpt_create(rt, &k, &c, &m));
+  uint32_t split = 0;
+  for (uint32_t i = 0; i < rp_gpt_param_tensors(m); i++) {
+    const rp_gpt_param_info *p = rp_gpt_param(m, i);
+    size_t n = (size_t)p->rows * p->cols;
+    float *buf = calloc(n, sizeof *buf);
+    cr_assert_not_null(buf);
+    for (int write = 0; write < 2; write++) {
+      stale_detail_set();
+      atomic_store(&oom_all, 1);
+      rp_status st = write ? rp_gpt_tensor_write(m, i, RP_GPT_WEIGHT, buf, n)
+                           : rp_gpt_tensor_read(m, i, RP_GPT_WEIGHT, buf, n);
+      oom_disarm();
+      if (st == RP_OK)
+        continue; /* not split: no buffer */
+      split += !write;
+      char want[160];
+      snprintf(want, sizeof want,
+               "%s: out of memory for %zu bytes (one shard's part of a "
+               "split tensor)",
+               write ? "rp_gpt_tensor_write" : "rp_gpt_tensor_read",
+               n / 2 * sizeof *buf);
+      cr_assert_eq(st, RP_ENOMEM, "%s: %s", p->name, rp_error_detail());
+      cr_assert_str_eq(rp_error_detail(), want, "%s", p->name);
+    }
+    free(buf);
+  }
+  cr_assert_gt(split, 0, "no tensor is split with tp 2");
+  RP_CHECK(rp_gpt_destroy(m));
+  th_destroy(rt);
+}

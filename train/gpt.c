@@ -2565,7 +2565,11 @@ static rp_status gather_split(rp_gpt *m) {
   if (most == 0)
     return RP_OK;
   float *buf = malloc(most * sizeof *buf);
-  rp_status st = buf ? RP_OK : rp_error_set(RP_ENOMEM, "out of memory");
+  rp_status st = buf ? RP_OK
+                     : rp_error_set(RP_ENOMEM,
+                                    "out of memory for %zu bytes (a split "
+                                    "tensor gathered from its shards)",
+                                    most * sizeof *buf);
   for (uint32_t i = 0; !st && i < m->np; i++) {
     size_t n = numel(&m->info[i]);
     if (split_dim(m, i) >= 0 &&
@@ -2738,7 +2742,11 @@ static rp_status slot_io(rp_gpt *m, uint32_t i, rp_gpt_slot s, float *out,
   }
   size_t pn = n / m->tp; /* config check: the split extents divide */
   float *part = malloc(pn * sizeof *part);
-  rp_status st = part ? RP_OK : rp_error_set(RP_ENOMEM, "out of memory");
+  rp_status st = part ? RP_OK
+                      : rp_error_set(RP_ENOMEM,
+                                     "out of memory for %zu bytes (one "
+                                     "shard's part of a split tensor)",
+                                     pn * sizeof *part);
   for (uint32_t t = 0; !st && t < m->tp; t++) {
     rp_inst sh = slot_inst(m, i, s, t);
     rp_rect whole = home_rect(m, i), r;
