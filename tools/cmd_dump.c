@@ -741,7 +741,10 @@ static rp_status register_tasks(rp_runtime *rt, const dump_cli *c,
   ph->names = calloc(p->ntasks ? p->ntasks : 1, sizeof *ph->names);
   ph->sorted = calloc(p->ntasks ? p->ntasks : 1, sizeof *ph->sorted);
   if (!ph->names || !ph->sorted)
-    return RP_ENOMEM;
+    return rp_error_set(RP_ENOMEM,
+                        "out of memory for the names of %u unregistered "
+                        "tasks",
+                        p->ntasks);
   for (uint32_t i = 0; i < p->ntasks && !st; i++) {
     rp_task_id id;
     const contract_decl *cd = find_contract(c, p->tasks[i]);
