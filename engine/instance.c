@@ -455,8 +455,16 @@ rp_status rp_instance_realloc(rp_runtime *rt, rp_inst *inout) {
     st = rp__rt_check(rt, "rp_instance_realloc");
   if (st)
     return st;
+  /* before any wait or allocation: a free slot (a handle never handed
+   * out) is stale, caller memory has nothing to replace */
+  pthread_mutex_lock(&rt->inst_lock);
   rp_inst_slot *s = inst_lookup(rt, *inout);
-  if (s && s->info.external) /* before any wait: nothing to replace */
+  int dead = s && !s->live, external = s && s->live && s->info.external;
+  pthread_mutex_unlock(&rt->inst_lock);
+  if (dead)
+    return rp__err(RP_ESTALE, "rp_instance_realloc: instance %#llx is stale",
+                   (unsigned long long)inout->id);
+  if (external)
     return rp__err(RP_EINVAL,
                    "rp_instance_realloc: instance %#llx wraps caller memory",
                    (unsigned long long)inout->id);

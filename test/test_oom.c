@@ -2674,3 +2674,39 @@ Test(oom, a_split_tensors_io_out_of_memory_names_its_bytes) {
   RP_CHECK(rp_gpt_destroy(m));
   th_destroy(rt);
 }
+
+/* rp_instance_realloc of a handle never handed out (a free slot's next
+ * generation) is refused RP_ESTALE before it allocates anything (it
+ * allocated the new storage first, and with no memory said RP_ENOMEM);
+ * so is one naming a freed slot that wrapped caller memory (it said
+ * "wraps caller memory", RP_EINVAL). */
+Test(oom, a_realloc_of_a_handle_never_handed_out_allocates_nothing) {
+  rp_runtime *rt;
+  RP_CHECK(make_runtime(1, &rt));
+  rp_rect r = rp_rect_1d(0, 3);
+  float caller[4];
+  for (int external = 0; external < 2; external++) {
+    rp_inst a;
+    if (external)
+      RP_CHECK(rp_instance_create_external(rt, 0, RP_F32, &r, NULL, caller,
+                                           sizeof caller, &a));
+    else
+      RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &a));
+    RP_CHECK(rp_instance_free(rt, a));
+    rp_inst never = {a.id + (1ull << 32)}, h = never;
+    atomic_store(&oom_calls, 0);
+    atomic_store(&oom_all, 1);
+    rp_status st = rp_instance_realloc(rt, &h);
+    long asked = atomic_load(&oom_calls);
+    oom_disarm();
+    RP_EXPECT(st, RP_ESTALE);
+    char want[96];
+    snprintf(want, sizeof want, "rp_instance_realloc: instance %#llx is stale",
+             (unsigned long long)never.id);
+    cr_assert_str_eq(rp_error_detail(), want, "external %d", external);
+    cr_assert_eq(asked, 0, "external %d: %ld allocations asked for", external,
+                 asked);
+    cr_assert_eq(h.id, never.id, "the handle was rewritten");
+  }
+  th_destroy(rt);
+}
