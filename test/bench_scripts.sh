@@ -299,15 +299,15 @@ fi
 # that lists a GPU, a fake torch that fails to import)
 if command -v ctest >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1 &&
   [ "$(date -u -d '+30 sec' +%j)" = "$(date -u +%j)" ]; then
-  mkdir "$dir/smi" "$dir/hangbld" "$dir/notorch" "$dir/notorch/torch"
+  mkdir "$dir/smi" "$dir/hangbld" "$dir/hangtorch" "$dir/hangtorch/torch"
   printf '#!/bin/sh\necho "GPU 0: Fake GPU (UUID: GPU-0)"\n' >"$dir/smi/nvidia-smi"
-  echo 'raise SystemExit(99)' >"$dir/notorch/torch/__init__.py"
+  echo 'raise SystemExit(99)' >"$dir/hangtorch/torch/__init__.py"
   cp "$dir/daybin/reprise" "$dir/hangbld/reprise"
   printf 'add_test(hangs "sleep" "300")\nset_tests_properties(hangs PROPERTIES LABELS "gpu" TIMEOUT "900")\nadd_test(passes "true")\nset_tests_properties(passes PROPERTIES LABELS "gpu" TIMEOUT "900")\n' \
     >"$dir/hangbld/CTestTestfile.cmake"
   chmod +x "$dir/smi/nvidia-smi"
   want 1 "gpu_day.sh a GPU test that hangs" env PATH="$dir/smi:$PATH" \
-    PYTHONPATH="$dir/notorch" OUT="$dir/hangout" STEPS=ctest CTEST_LIMIT=20 \
+    PYTHONPATH="$dir/hangtorch" OUT="$dir/hangout" STEPS=ctest CTEST_LIMIT=20 \
     bash "$G" "$dir/hangbld"
   if ! grep -q 'hangs (Timeout)' "$dir/hangout/ctest.log" 2>/dev/null ||
     ! grep -q '^FAIL  REPRISE_REQUIRE_GPU=1 ctest -L gpu: 50% tests passed, 1 tests failed out of 2' \
