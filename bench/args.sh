@@ -50,3 +50,22 @@ stamp() {
     "GPU: ${_gpu:-none};" \
     "load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
 }
+
+# ctest_stop LIMIT: the time of day for ctest's --stop-time that stops
+# every test still running 10 s before LIMIT seconds from now (half of
+# LIMIT where LIMIT is under 20): ctest itself then ends a test that
+# hangs, names it "(Timeout)" with its output and prints its summary.
+# Every test's TIMEOUT property (900 s, test/CMakeLists.txt) wins over
+# ctest's --timeout, so without a stop time a test that hangs runs until
+# the `timeout` around ctest kills it: no summary, the test not named.
+# The time is UTC: run ctest with TZ=UTC (ctest reads a time of day in
+# whole-hour zones only). Nothing where that time falls after midnight
+# (UTC) or `date -d` fails: there the limit alone stops ctest. Use:
+#   at=$(ctest_stop "$limit"); ... ctest ... ${at:+--stop-time "$at"}
+ctest_stop() {
+  _margin=10
+  [ "$1" -lt 20 ] && _margin=$(($1 / 2))
+  _at=$(date -u -d "+$(($1 - _margin)) sec" '+%j %H:%M:%S' 2>/dev/null) || return 0
+  [ "${_at% *}" = "$(date -u +%j)" ] && echo "${_at#* }"
+  return 0
+}

@@ -59,7 +59,8 @@ if [ -n "${CTEST_LIMIT:-}" ] && ! [[ $CTEST_LIMIT =~ ^[1-9][0-9]{0,5}$ ]]; then
   echo "$0: CTEST_LIMIT=$CTEST_LIMIT: want a positive whole number of seconds" >&2
   exit 2
 fi
-. "$(dirname "$0")/dry.sh" # DRY, x
+. "$(dirname "$0")/dry.sh"  # DRY, x
+. "$(dirname "$0")/args.sh" # ctest_stop
 IFS=, read -r -a steps <<<"${STEPS:-$ALL}"
 for s in "${steps[@]}"; do
   [[ ,$ALL, == *",$s,"* ]] || {
@@ -160,16 +161,11 @@ if has ctest && fits "${CTEST_LIMIT:-180}" "ctest -L gpu"; then
   if [ "$DRY" = 0 ] && ! command -v ctest >/dev/null; then
     note FAIL "ctest -L gpu: no ctest on PATH (the GPU tests did not run)"
   else
-    # every test's TIMEOUT property (900 s, test/CMakeLists.txt) wins over
-    # --timeout; a stop time 10 s before the limit caps them all, so that
-    # ctest itself ends a test that hangs, names it "(Timeout)" with its
-    # output and prints the summary (in UTC: ctest reads the time of day
-    # in whole-hour zones only; none across midnight, where only the
-    # limit stops it)
-    stop=() at=$(date -u -d "+$((lim - 10)) sec" '+%j %H:%M:%S')
-    [ "${at% *}" = "$(date -u +%j)" ] && stop=(--stop-time "${at#* }")
+    # a stop time 10 s before the limit: ctest itself ends a test that
+    # hangs, names it and prints the summary (ctest_stop, args.sh)
+    at=$(ctest_stop "$lim")
     (cd "$B" && run "$lim" "$OUT/ctest.log" env TZ=UTC REPRISE_REQUIRE_GPU=1 \
-      ctest -L gpu --output-on-failure -j 8 ${stop[@]+"${stop[@]}"})
+      ctest -L gpu --output-on-failure -j 8 ${at:+--stop-time "$at"})
     rc=$?
     got=$(grep -E 'tests passed' "$OUT/ctest.log" 2>/dev/null || tail -1 "$OUT/ctest.log" 2>/dev/null)
     # no summary: no GPU test ran (a build without tests exits 0)
