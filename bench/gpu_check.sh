@@ -9,11 +9,14 @@
 #
 # 1. the device (nvidia-smi);
 # 2. the GPU tests: REPRISE_REQUIRE_GPU=1 ctest -L gpu (a test that would
-#    skip for want of a device fails instead);
+#    skip for want of a device fails instead) within CTEST_TIMEOUT seconds
+#    (default 900; a test still running 10 s before that is stopped and
+#    named);
 # 3. reprise bench --gpu --quick, which must write rows;
 # 4. reprise train --backend cuda (--procs 1, --inflight 4, --procs 2, and
 #    a larger model), each of which must finish and report its rows.
-# Exits 1 when any step fails or writes no rows, 0 when all passed.
+# Exits 1 when any step fails or writes no rows, 0 when all passed, 2 on
+# bad usage (CTEST_TIMEOUT not a positive whole number: nothing run).
 # DRY=1 prints each command instead of running it (no GPU needed), exit 0.
 # Measurements for docs/performance.md come from bench/report.sh instead.
 set -u
@@ -21,7 +24,11 @@ if [ $# -ne 1 ] || [ ! -d "$1" ]; then
   echo "usage: $0 BUILD_DIR" >&2
   exit 2
 fi
-. "$(dirname "$0")/dry.sh" # DRY, x
+. "$(dirname "$0")/dry.sh"  # DRY, x
+. "$(dirname "$0")/args.sh" # die, posint, ctest_stop
+CTEST_TIMEOUT=${CTEST_TIMEOUT:-900}
+posint "$CTEST_TIMEOUT" ||
+  die "CTEST_TIMEOUT=$CTEST_TIMEOUT: want a positive whole number of seconds"
 B=$(cd "$1" && pwd)
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/rp_gpu_check.XXXXXX")}
 mkdir -p "$OUT"
@@ -51,9 +58,12 @@ if [ ! -x "$B/reprise" ]; then
   exit 1
 fi
 
-(cd "$B" && x env REPRISE_REQUIRE_GPU=1 timeout "${CTEST_TIMEOUT:-900}" \
-  ctest -L gpu --output-on-failure -j "$(nproc 2>/dev/null || echo 2)") \
-  >"$OUT/ctest.log" 2>&1
+# a stop time 10 s before the limit: ctest itself ends a test that hangs,
+# names it and prints the summary (ctest_stop, args.sh)
+at=$(ctest_stop "$CTEST_TIMEOUT")
+(cd "$B" && x env TZ=UTC REPRISE_REQUIRE_GPU=1 timeout "$CTEST_TIMEOUT" \
+  ctest -L gpu --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" \
+  ${at:+--stop-time "$at"}) >"$OUT/ctest.log" 2>&1
 rc=$?
 ntests=$(sed -n 's/.* tests passed, .* out of \([0-9]*\)$/\1/p' "$OUT/ctest.log")
 if [ "$rc" -eq 0 ] && [ "${ntests:-0}" -eq 0 ]; then

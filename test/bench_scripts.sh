@@ -267,6 +267,14 @@ want 1 "gpu_gpt.sh profile, ncu profiles no kernel" \
 grep -q 'no kernel times' "$dir/out" ||
   { echo "FAIL gpu_gpt.sh profile: an empty profile not named"; failed=1; }
 
+# ---- gpu_check.sh: its limit is checked before anything runs
+want 2 "gpu_check.sh CTEST_TIMEOUT=20s" env CTEST_TIMEOUT=20s OUT="$dir/ckout" \
+  bash "$SRC/bench/gpu_check.sh" "$BUILD"
+grep -q 'gpu_check.sh: CTEST_TIMEOUT=20s: want a positive whole number of seconds' "$dir/out" ||
+  { echo "FAIL gpu_check.sh CTEST_TIMEOUT=20s: not named"; failed=1; }
+[ ! -e "$dir/ckout" ] ||
+  { echo "FAIL gpu_check.sh CTEST_TIMEOUT=20s: ran a step"; failed=1; }
+
 # ---- gpu_day.sh (and DRY=1 of gpu_gpt.sh and gpu_profile.sh)
 help bash gpu_day.sh
 G="$SRC/bench/gpu_day.sh"
@@ -296,9 +304,10 @@ fi
 # a GPU test that hangs (TIMEOUT 900 as test/CMakeLists.txt gives every
 # test, so ctest's --timeout does not reach it): ctest stops it before the
 # step's limit and names it, with the summary line (a fake nvidia-smi
-# that lists a GPU, a fake torch that fails to import)
+# that lists a GPU, a fake torch that fails to import); not within two
+# minutes of midnight (UTC), where no stop time is set
 if command -v ctest >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1 &&
-  [ "$(date -u -d '+30 sec' +%j)" = "$(date -u +%j)" ]; then
+  [ "$(date -u -d '+120 sec' +%j)" = "$(date -u +%j)" ]; then
   mkdir "$dir/smi" "$dir/hangbld" "$dir/hangtorch" "$dir/hangtorch/torch"
   printf '#!/bin/sh\necho "GPU 0: Fake GPU (UUID: GPU-0)"\n' >"$dir/smi/nvidia-smi"
   echo 'raise SystemExit(99)' >"$dir/hangtorch/torch/__init__.py"
@@ -316,8 +325,19 @@ if command -v ctest >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1 &&
     sed 's/^/     /' "$dir/hangout/summary.txt" "$dir/hangout/ctest.log" 2>/dev/null | tail -8
     failed=1
   fi
+  # the same in gpu_check.sh's ctest step (CTEST_TIMEOUT; its other steps
+  # fail on the fake reprise)
+  want 1 "gpu_check.sh a GPU test that hangs" env PATH="$dir/smi:$PATH" \
+    OUT="$dir/hangcheck" CTEST_TIMEOUT=20 bash "$SRC/bench/gpu_check.sh" "$dir/hangbld"
+  if ! grep -q 'hangs (Timeout)' "$dir/hangcheck/ctest.log" 2>/dev/null ||
+    ! grep -q "^FAIL  ctest -L gpu (REPRISE_REQUIRE_GPU=1): 50% tests passed, 1 tests failed out of 2: see $dir/hangcheck/ctest.log\$" \
+      "$dir/out"; then
+    echo "FAIL gpu_check.sh a GPU test that hangs: not stopped and named by ctest"
+    sed 's/^/     /' "$dir/out" "$dir/hangcheck/ctest.log" 2>/dev/null | tail -8
+    failed=1
+  fi
 else
-  echo "skip gpu_day.sh a GPU test that hangs: no ctest or python3, or near midnight (UTC)"
+  echo "skip gpu_day.sh and gpu_check.sh, a GPU test that hangs: no ctest or python3, or near midnight (UTC)"
 fi
 # DRY=1: every command a script would run, printed; each must take its
 # options as they are today: torch_gpt.py gets past its argument checks
