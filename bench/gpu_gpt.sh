@@ -5,7 +5,8 @@
 #
 #   check    bench/gpu_check.sh BUILD_DIR (REPRISE_REQUIRE_GPU=1 ctest -L gpu,
 #            bench --gpu, the MLP train runs)
-#   ctest    REPRISE_REQUIRE_GPU=1 ctest -L gpu alone
+#   ctest    REPRISE_REQUIRE_GPU=1 ctest -L gpu alone (CHECK_TIMEOUT, 240 s;
+#            a test still running 10 s before it is stopped and named)
 #   train    reprise train --model gpt --backend cuda, nanoGPT's config, a
 #            short run (loss, validation loss, bigram baseline, tokens/s)
 #   launch   bench/torch_gpt.py --preset launch (reprise and every PyTorch mode)
@@ -90,7 +91,8 @@ for k in "${knobs[@]}"; do
     exit 2
   }
 done
-. "$(dirname "$0")/dry.sh" # DRY, x
+. "$(dirname "$0")/dry.sh"  # DRY, x
+. "$(dirname "$0")/args.sh" # ctest_stop
 if [ -n "${TEXT:-}" ] && { [ ! -f "$TEXT" ] || [ ! -r "$TEXT" ]; }; then
   echo "$0: TEXT=$TEXT: not a readable file" >&2
   exit 2
@@ -139,8 +141,11 @@ if has check; then
 fi
 
 if has ctest; then
-  (cd "$B" && x env REPRISE_REQUIRE_GPU=1 timeout "${CHECK_TIMEOUT:-240}" \
-    ctest -L gpu --output-on-failure -j 8) >"$OUT/ctest.log" 2>&1
+  # a stop time 10 s before the limit: ctest itself ends a test that
+  # hangs, names it and prints the summary (ctest_stop, args.sh)
+  at=$(ctest_stop "${CHECK_TIMEOUT:-240}")
+  (cd "$B" && x env TZ=UTC REPRISE_REQUIRE_GPU=1 timeout "${CHECK_TIMEOUT:-240}" \
+    ctest -L gpu --output-on-failure -j 8 ${at:+--stop-time "$at"}) >"$OUT/ctest.log" 2>&1
   rc=$? # before the command substitution below sets $?
   # no summary: no GPU test ran (a build folder without tests says "No
   # tests were found!!!" and exits 0)

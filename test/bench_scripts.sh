@@ -325,8 +325,17 @@ if command -v ctest >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1 &&
     sed 's/^/     /' "$dir/hangout/summary.txt" "$dir/hangout/ctest.log" 2>/dev/null | tail -8
     failed=1
   fi
-  # the same in gpu_check.sh's ctest step (CTEST_TIMEOUT; its other steps
-  # fail on the fake reprise)
+  # the same in gpu_gpt.sh's ctest step (CHECK_TIMEOUT) and gpu_check.sh's
+  # (CTEST_TIMEOUT; its other steps fail on the fake reprise)
+  want 1 "gpu_gpt.sh ctest, a GPU test that hangs" env PATH="$dir/smi:$PATH" \
+    OUT="$dir/hanggpt" CHECK_TIMEOUT=20 bash "$SRC/bench/gpu_gpt.sh" "$dir/hangbld" ctest
+  if ! grep -q 'hangs (Timeout)' "$dir/hanggpt/ctest.log" 2>/dev/null ||
+    ! grep -q '^FAIL  REPRISE_REQUIRE_GPU=1 ctest -L gpu: 50% tests passed, 1 tests failed out of 2 (rc 8)$' \
+      "$dir/hanggpt/summary.txt"; then
+    echo "FAIL gpu_gpt.sh ctest, a GPU test that hangs: not stopped and named by ctest"
+    sed 's/^/     /' "$dir/hanggpt/summary.txt" "$dir/hanggpt/ctest.log" 2>/dev/null | tail -8
+    failed=1
+  fi
   want 1 "gpu_check.sh a GPU test that hangs" env PATH="$dir/smi:$PATH" \
     OUT="$dir/hangcheck" CTEST_TIMEOUT=20 bash "$SRC/bench/gpu_check.sh" "$dir/hangbld"
   if ! grep -q 'hangs (Timeout)' "$dir/hangcheck/ctest.log" 2>/dev/null ||
@@ -337,7 +346,7 @@ if command -v ctest >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1 &&
     failed=1
   fi
 else
-  echo "skip gpu_day.sh and gpu_check.sh, a GPU test that hangs: no ctest or python3, or near midnight (UTC)"
+  echo "skip gpu_day.sh, gpu_gpt.sh and gpu_check.sh, a GPU test that hangs: no ctest or python3, or near midnight (UTC)"
 fi
 # DRY=1: every command a script would run, printed; each must take its
 # options as they are today: torch_gpt.py gets past its argument checks
