@@ -396,12 +396,38 @@ out:
   return drop_runtime(st, rt, NULL, NULL);
 }
 
+/* The tiny GPT (tensor parallelism tp) on rt: created, one batch
+ * written, its step recorded, instantiated and replayed twice; *m, *g and
+ * *ex as far as it got (the caller tears them down). */
+static rp_status gpt_two_steps(rp_runtime *rt, uint32_t tp, rp_gpt **m,
+                               rp_graph **g, rp_exec **ex) {
+  rp_kernel_tasks k;
+  rp_status st = RP_OK;
+  TRY(rp_kernels_register(rt, &k));
+  rp_gpt_config c = tiny_gpt(1, 8, 4, 5, 2);
+  c.tp = tp;
+  if (st == RP_OK)
+    TRY(rp_gpt_create(rt, &k, &c, m));
+  int32_t x[2 * 4] = {0, 1, 2, 3, 4, 3, 2, 1};
+  int32_t y[2 * 4] = {1, 2, 3, 4, 3, 2, 1, 0};
+  if (st == RP_OK)
+    TRY(rp_gpt_write_batches(*m, x, y, 1));
+  if (st == RP_OK)
+    TRY(rp_gpt_record(*m, g));
+  if (st == RP_OK)
+    TRY(rp_instantiate(*g, NULL, ex));
+  for (int32_t s = 1; s <= 2 && st == RP_OK; s++) {
+    rp_gpt_step_args a = {.batch = 0, .lr = 0.01f, .step = s};
+    TRY(replay_wait(rt, *ex, &a, sizeof a));
+  }
+  return st;
+}
+
 /* The GPT on 2 processors: create, record, instantiate, two replays, a
  * checkpoint written and read back into the model (streamed, and read
  * whole). */
 static rp_status gpt_scenario(float *out, size_t nout) {
   rp_runtime *rt = NULL;
-  rp_kernel_tasks k;
   rp_gpt *m = NULL;
   rp_graph *g = NULL;
   rp_exec *ex = NULL;
@@ -414,22 +440,7 @@ static rp_status gpt_scenario(float *out, size_t nout) {
   st = make_runtime(2, &rt);
   if (st != RP_OK)
     goto out;
-  TRY(rp_kernels_register(rt, &k));
-  rp_gpt_config c = tiny_gpt(1, 8, 4, 5, 2);
-  if (st == RP_OK)
-    TRY(rp_gpt_create(rt, &k, &c, &m));
-  int32_t x[2 * 4] = {0, 1, 2, 3, 4, 3, 2, 1};
-  int32_t y[2 * 4] = {1, 2, 3, 4, 3, 2, 1, 0};
-  if (st == RP_OK)
-    TRY(rp_gpt_write_batches(m, x, y, 1));
-  if (st == RP_OK)
-    TRY(rp_gpt_record(m, &g));
-  if (st == RP_OK)
-    TRY(rp_instantiate(g, NULL, &ex));
-  for (int32_t s = 1; s <= 2 && st == RP_OK; s++) {
-    rp_gpt_step_args a = {.batch = 0, .lr = 0.01f, .step = s};
-    TRY(replay_wait(rt, ex, &a, sizeof a));
-  }
+  TRY(gpt_two_steps(rt, 1, &m, &g, &ex));
   rp_gpt_ckpt info;
   memset(&info, 0, sizeof info);
   info.step = 2;
@@ -468,30 +479,13 @@ out:
  * two replays, the gradient norm and the weights read back. */
 static rp_status gpt_tp_scenario(float *out, size_t nout) {
   rp_runtime *rt = NULL;
-  rp_kernel_tasks k;
   rp_gpt *m = NULL;
   rp_graph *g = NULL;
   rp_exec *ex = NULL;
   rp_status st = make_runtime(2, &rt);
   if (st != RP_OK)
     goto out;
-  TRY(rp_kernels_register(rt, &k));
-  rp_gpt_config c = tiny_gpt(1, 8, 4, 5, 2);
-  c.tp = 2;
-  if (st == RP_OK)
-    TRY(rp_gpt_create(rt, &k, &c, &m));
-  int32_t x[2 * 4] = {0, 1, 2, 3, 4, 3, 2, 1};
-  int32_t y[2 * 4] = {1, 2, 3, 4, 3, 2, 1, 0};
-  if (st == RP_OK)
-    TRY(rp_gpt_write_batches(m, x, y, 1));
-  if (st == RP_OK)
-    TRY(rp_gpt_record(m, &g));
-  if (st == RP_OK)
-    TRY(rp_instantiate(g, NULL, &ex));
-  for (int32_t s = 1; s <= 2 && st == RP_OK; s++) {
-    rp_gpt_step_args a = {.batch = 0, .lr = 0.01f, .step = s};
-    TRY(replay_wait(rt, ex, &a, sizeof a));
-  }
+  TRY(gpt_two_steps(rt, 2, &m, &g, &ex));
   float norm = 0;
   if (st == RP_OK)
     TRY(rp_gpt_grad_norm(m, &norm));
