@@ -59,13 +59,16 @@ stamp() {
 # ctest's --timeout, so without a stop time a test that hangs runs until
 # the `timeout` around ctest kills it: no summary, the test not named.
 # The time is UTC: run ctest with TZ=UTC (ctest reads a time of day in
-# whole-hour zones only). Nothing where that time falls after midnight
-# (UTC) or `date -d` fails: there the limit alone stops ctest. Use:
+# whole-hour zones only). ctest reads a time of day earlier than now as
+# tomorrow's, so a stop time past midnight (UTC) holds too. Nothing where
+# LIMIT is a day or more, or `date` fails: there the limit alone stops
+# ctest. Use:
 #   at=$(ctest_stop "$limit"); ... ctest ... ${at:+--stop-time "$at"}
 ctest_stop() {
   _margin=10
   [ "$1" -lt 20 ] && _margin=$(($1 / 2))
-  _at=$(date -u -d "+$(($1 - _margin)) sec" '+%j %H:%M:%S' 2>/dev/null) || return 0
-  [ "${_at% *}" = "$(date -u +%j)" ] && echo "${_at#* }"
+  [ "$1" -lt 86400 ] || return 0
+  _now=$(date -u +%s 2>/dev/null) || return 0
+  date -u -d "@$((_now + $1 - _margin))" +%H:%M:%S 2>/dev/null
   return 0
 }
