@@ -450,9 +450,14 @@ Test(views, max_bytes_caps_the_trace, .init = setup, .fini = teardown) {
   cli_run r;
   RUN(&r, "dump", gp, "--critical-path", "--trace", tp, "--max-bytes", "1K");
   cr_assert_eq(r.status, 1, "%s", r.err);
-  HAS(r.err, "above the limit of 1024");
+  HAS(r.err, "above the limit of 1024 (--max-bytes)");
   RUN(&r, "dump", "--trace", tp, "--summary", "--max-bytes", "1K");
   cr_assert_eq(r.status, 1, "%s", r.err);
+  HAS(r.err, "above the limit of 1024 (--max-bytes)");
+  /* the graph file above --max-bytes: the option named too */
+  RUN(&r, "dump", gp, "--max-bytes", "1K");
+  cr_assert_eq(r.status, 1, "%s", r.err);
+  HAS(r.err, "above the limit of 1024 (--max-bytes)");
   RUN(&r, "dump", "--trace", tp, "--summary");
   cr_assert_eq(r.status, 0, "%s", r.err);
   /* above a graph's 64 MiB, up to a trace's 1 GiB: a trace may use it,

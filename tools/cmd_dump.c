@@ -636,8 +636,11 @@ static char *read_graph_file(const dump_cli *c, const char *file, size_t *len) {
   char *text = NULL;
   rp_status st = rp_file_read_regular(file, max, &text, len);
   if (st) {
-    rp_cli_say(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
-               rp_status_name(st), rp_status_str(st), rp_error_detail());
+    /* the limit named with the option that set it */
+    int opt = st == RP_ERANGE && max == c->max_bytes;
+    rp_cli_say(stderr, "reprise dump: cannot load '%s': %s (%s): %s%s\n", file,
+               rp_status_name(st), rp_status_str(st), rp_error_detail(),
+               opt ? " (--max-bytes)" : "");
     return NULL;
   }
   return text;

@@ -155,12 +155,14 @@ int dv_trace_load(const char *path, uint64_t max, dv_trace *t, FILE *err) {
   memset(t, 0, sizeof *t);
   char *text = NULL;
   size_t len = 0;
-  if (!max || max > DV_TRACE_MAX_BYTES)
+  int opt = max && max <= DV_TRACE_MAX_BYTES; /* --max-bytes set the limit */
+  if (!opt)
     max = DV_TRACE_MAX_BYTES;
   rp_status st = rp_file_read_regular(path, (size_t)max, &text, &len);
   if (st) {
-    rp_cli_say(err, "reprise dump: cannot read the trace '%s': %s: %s\n", path,
-               rp_status_name(st), rp_error_detail());
+    rp_cli_say(err, "reprise dump: cannot read the trace '%s': %s: %s%s\n",
+               path, rp_status_name(st), rp_error_detail(),
+               opt && st == RP_ERANGE ? " (--max-bytes)" : "");
     return -1;
   }
   const char *why = NULL;
