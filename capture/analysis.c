@@ -446,6 +446,11 @@ rp_status rp__check_accesses(rp_runtime *rt, const rp_access *acc,
                                                  : "read-write");
       break;
     case RP_REDUCE:
+      if (acc[i].redop == RP_REDOP_NONE)
+        return rp__err(RP_EINVAL,
+                       "%s: access %u: RP_REDUCE without a reduction "
+                       "operator (redop RP_REDOP_NONE; set RP_REDOP_SUM)",
+                       what, i);
       if (acc[i].redop != RP_REDOP_SUM)
         return rp__err(RP_EINVAL,
                        "%s: access %u: unknown reduction "

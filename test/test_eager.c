@@ -723,6 +723,15 @@ Test(eager, bad_launches_are_rejected_and_run_nothing) {
   RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
   bad = (rp_access){x, RP_REDUCE, (rp_redop)7};
   RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "access 0: unknown reduction operator 7"),
+            "%s", rp_error_detail());
+  /* RP_REDUCE with the redop left out: said so, not "unknown operator 0" */
+  bad = (rp_access){x, RP_REDUCE, RP_REDOP_NONE};
+  RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(),
+                   "access 0: RP_REDUCE without a reduction operator "
+                   "(redop RP_REDOP_NONE; set RP_REDOP_SUM)"),
+            "%s", rp_error_detail());
   bad = (rp_access){x, RP_READ, RP_REDOP_SUM}; /* only RP_REDUCE takes one */
   RP_EXPECT(rp_launch_task(rt, &l, NULL), RP_EINVAL);
   cr_assert(strstr(rp_error_detail(), "access 0: reduction operator 1 on a "
