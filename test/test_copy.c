@@ -483,6 +483,38 @@ Test(copy, errors_name_the_call_made) {
   th_destroy(rt);
 }
 
+/* A RECT domain that is empty, or has another dimension count than the
+ * instances, is refused saying which of the two it is. */
+Test(copy, a_bad_rect_domain_says_whether_it_is_empty_or_of_other_dims) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_inst a = mk(rt, RP_F64, rp_rect_2d(0, 3, 0, 3)),
+          b = mk(rt, RP_F64, rp_rect_2d(0, 3, 0, 3));
+  RP_EXPECT(rp_launch_copy(rt,
+                           &(rp_copy){.src = a,
+                                      .dst = b,
+                                      .domain = RP_DOMAIN_RECT,
+                                      .rect = rp_rect_2d(2, 1, 0, 0)},
+                           NULL),
+            RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp_launch_copy: domain RECT [2..1, 0..0] is empty") &&
+                !strstr(rp_error_detail(), "dims"),
+            "%s", rp_error_detail());
+  RP_EXPECT(rp_launch_copy(rt,
+                           &(rp_copy){.src = a,
+                                      .dst = b,
+                                      .domain = RP_DOMAIN_RECT,
+                                      .rect = rp_rect_1d(0, 1)},
+                           NULL),
+            RP_ESHAPE);
+  cr_assert(strstr(rp_error_detail(), "rp_launch_copy: domain RECT [0..1] "
+                                      "has 1 dims, the instances have 2"),
+            "%s", rp_error_detail());
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, b));
+  th_destroy(rt);
+}
+
 /* An eager copy's wait event must be live and no captured op's reference:
  * each is refused naming the call and the event, and nothing is copied. */
 Test(copy, an_eager_copys_bad_wait_event_is_refused) {

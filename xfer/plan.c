@@ -113,12 +113,15 @@ static rp_status pick_domain(const rp_copy *c, const side *s, const side *t,
   *dom = c->rect;
   for (int d = dom->dim > 0 ? dom->dim : 0; d < RP_MAX_DIM; d++)
     dom->lo[d] = dom->hi[d] = 0; /* unused dims: as instance rects keep them */
-  if (c->rect.dim != s->v.info.rect.dim || rect_empty(&c->rect))
+  if (c->rect.dim != s->v.info.rect.dim)
     return rp__err(RP_ESHAPE,
-                   "rp_xfer_plan: domain RECT %s is empty or has %d dims "
-                   "(instances have %d)",
+                   "rp_xfer_plan: domain RECT %s has %d dims, the "
+                   "instances have %d",
                    rp_xfer_rect_str(&c->rect, a, sizeof a), c->rect.dim,
                    s->v.info.rect.dim);
+  if (rect_empty(&c->rect))
+    return rp__err(RP_ESHAPE, "rp_xfer_plan: domain RECT %s is empty",
+                   rp_xfer_rect_str(&c->rect, a, sizeof a));
   rp_status st = check_fits(dom, s, "RECT");
   return st ? st : check_fits(dom, t, "RECT");
 }
