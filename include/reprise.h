@@ -945,7 +945,16 @@ typedef struct rp_copy {
  * parallel operators of a step"). A sum of parts is part 0 copied, then `+=`
  * each other part in part order, each waiting for the one before (eager,
  * recorded and built): ((p0 + p1) + p2) + ..., the same bits whichever part is
- * ready first. */
+ * ready first.
+ * The parts, checked at the launch (or builder) call: each has the whole's
+ * element type (RP_ETYPE); for replicate and reduction the whole's
+ * rectangle, for repartition and combine part i is exactly the chunk
+ * rp_chunk_rect(whole, dim, nparts, i) gives, so the parts tile the whole
+ * in order (RP_ESHAPE otherwise, an empty trailing chunk included; dim
+ * outside the whole's dimensions: RP_EINVAL); no part is the whole or
+ * another part (RP_EINVAL). A sum (the backward of replicate, the forward
+ * of reduction) takes f32, f64, i32 or i64 only, whatever the part count
+ * (RP_ETYPE; one part is then a plain copy). */
 typedef enum rp_pop_kind {
   RP_POP_REPLICATE = 0, /* fwd: whole -> every part; bwd: sum(parts) -> whole */
   RP_POP_REPARTITION = 1, /* fwd: whole scattered into parts; bwd: gathered */

@@ -483,6 +483,46 @@ Test(copy, errors_name_the_call_made) {
   th_destroy(rt);
 }
 
+/* A sum of parts (reduction forward, replicate backward) of a type a sum
+ * cannot take is refused whatever the part count: one part, a plain copy,
+ * too, as the same operator over two parts is (eager, recorded, built). */
+Test(copy, a_sum_of_u8_parts_is_refused_even_over_one_part) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst w = mk(rt, RP_U8, r), p[2] = {mk(rt, RP_U8, r), mk(rt, RP_U8, r)};
+  uint8_t before[4] = {7, 7, 7, 7}, after[4];
+  RP_CHECK(rp_instance_write(rt, w, before, sizeof before));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (uint32_t n = 1; n <= 2; n++)
+    for (int k = 0; k < 2; k++) {
+      rp_parallel_op op = {.kind = k ? RP_POP_REPLICATE : RP_POP_REDUCTION,
+                           .backward = k,
+                           .whole = w,
+                           .parts = p,
+                           .nparts = n};
+      RP_EXPECT(rp_launch_parallel(rt, &op, NULL), RP_ETYPE);
+      cr_assert(strstr(rp_error_detail(), "sums its parts, which are u8"),
+                "%u parts: %s", n, rp_error_detail());
+      RP_EXPECT(rp_graph_add_parallel(g, &op, NULL, NULL), RP_ETYPE);
+      RP_CHECK(rp_capture_begin(rt, NULL));
+      RP_EXPECT(rp_launch_parallel(rt, &op, NULL), RP_ETYPE);
+      RP_CHECK(rp_capture_abort(rt));
+      /* the other direction moves bytes only: u8 is fine */
+      op.backward = !op.backward;
+      rp_event done;
+      RP_CHECK(rp_launch_parallel(rt, &op, &done));
+      RP_CHECK(rp_event_wait(rt, done, -1));
+      RP_CHECK(rp_event_release(rt, done));
+      RP_CHECK(rp_instance_write(rt, w, before, sizeof before));
+    }
+  cr_assert_eq(rp_graph_op_count(g), 0);
+  RP_CHECK(rp_instance_read(rt, w, after, sizeof after));
+  cr_assert(!memcmp(before, after, sizeof after));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 /* A RECT domain that is empty, or has another dimension count than the
  * instances, is refused saying which of the two it is. */
 Test(copy, a_bad_rect_domain_says_whether_it_is_empty_or_of_other_dims) {

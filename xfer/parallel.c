@@ -122,6 +122,14 @@ static rp_status check_op(const rp_parallel_op *op) {
   return RP_OK;
 }
 
+/* Whether the operator sums its parts into the whole: the backward of
+ * replicate, the forward of reduction. */
+static int is_sum(const rp_parallel_op *op) {
+  return op->kind == RP_POP_REPLICATE   ? op->backward != 0
+         : op->kind == RP_POP_REDUCTION ? !op->backward
+                                        : 0;
+}
+
 /* The rect part i must have: its torch.chunk shard, or the whole's rect. */
 static rp_status part_rect(const rp_parallel_op *op, const rp_rect *whole,
                            uint32_t i, rp_rect *want) {
@@ -244,6 +252,15 @@ rp_status rp_xfer_expand_parallel(rp_runtime *rt, const rp_parallel_op *op,
   for (uint32_t i = 0; i < op->nparts; i++)
     if ((st = check_part(rt, op, &w.info, i)))
       return st;
+  /* A sum's type is checked whatever the part count: one part is a plain
+   * copy, but the same operator over more parts would be refused. */
+  rp_dtype t = w.info.dtype;
+  if (is_sum(op) && t != RP_F32 && t != RP_F64 && t != RP_I32 && t != RP_I64)
+    return rp__err(RP_ETYPE,
+                   "rp_xfer_expand_parallel: %s%s sums its parts, which "
+                   "are %s (a sum takes f32, f64, i32 or i64)",
+                   kind_name(op->kind), op->backward ? " backward" : "",
+                   rp_dtype_name(t));
   if (out && cap < op->nparts) {
     *count = op->nparts;
     return rp__err(RP_ERANGE,
