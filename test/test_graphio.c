@@ -1847,6 +1847,16 @@ Test(graphio_corrupt, a_count_without_instances_is_named) {
                    "rp_graph_load_mem: insts is NULL but ninsts is 2");
   RP_EXPECT(rp_graph_load(e.rt, path, NULL, 0, NULL), RP_EINVAL);
   cr_assert_str_eq(rp_error_detail(), "rp_graph_load: NULL argument");
+  /* a table of another length than the file's: both counts named */
+  rp_inst two[2] = {mk(e.rt, RP_F32, rp_rect_1d(0, 7), NULL),
+                    mk(e.rt, RP_F32, rp_rect_1d(0, 7), NULL)};
+  RP_EXPECT(rp_graph_load(e.rt, path, two, 2, &g), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "the caller passed 2 instances, the "
+                                      "file's instance table has 1 entries"),
+            "%s", rp_error_detail());
+  cr_assert_null(g);
+  RP_CHECK(rp_instance_free(e.rt, two[0]));
+  RP_CHECK(rp_instance_free(e.rt, two[1]));
   th_tmpdir_remove();
   th_destroy(e.rt);
 }
