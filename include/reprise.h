@@ -878,7 +878,10 @@ typedef struct rp_access {
  * before the op runs. dst_offset RP_INTERP_SHARDS targets an SPMD launch's
  * shard count (a uint32_t, clamped to 1..max shards). The source lies
  * within the first RP_MAX_REPLAY_ARGS bytes (RP_ERANGE at the launch
- * otherwise: no exec could take such a block). */
+ * otherwise: no exec could take such a block). An op's interpolations
+ * apply in order (the launch's array, then rp_graph_add_interp's in call
+ * order; a graph file keeps it): where two write the same bytes, the
+ * later one's stand. */
 typedef struct rp_interp {
   size_t src_offset;
   size_t dst_offset;

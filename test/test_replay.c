@@ -685,6 +685,75 @@ Test(replay, interpolated_arguments_change_every_replay) {
   th_destroy(rt);
 }
 
+/* Interpolations that write the same bytes apply in their order (the
+ * launch's array, then rp_graph_add_interp's calls): the later one's bytes
+ * stand, in the recorded graph and in the one a graph file loads. */
+Test(replay, overlapping_interpolations_apply_in_order_the_later_wins) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = th_task(rt, "seen", seen_task);
+  rp_inst log;
+  rp_rect r = rp_rect_1d(0, 64 * 2 - 1);
+  RP_CHECK(rp_instance_create(rt, 0, RP_I64, &r, NULL, &log));
+  hyper h0 = {999, -1.0f};
+  /* both write lr: from bytes [0, 4), then from [4, 8) */
+  rp_interp ips[2] = {{0, offsetof(hyper, lr), sizeof(float)},
+                      {4, offsetof(hyper, lr), sizeof(float)}};
+  rp_access acc = {log, RP_RW, 0};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t,
+                                       .proc = RP_PROC_ANY,
+                                       .accesses = &acc,
+                                       .naccess = 1,
+                                       .args = &h0,
+                                       .args_size = sizeof h0,
+                                       .interps = ips,
+                                       .ninterp = 2},
+                          NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  /* a third, added later, writes lr's low half from [8, 10) */
+  RP_CHECK(rp_graph_add_interp(g, 0, &(rp_interp){8, offsetof(hyper, lr), 2}));
+  rp_graph *loaded = NULL;
+#ifdef REPRISE_HAVE_CJSON
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert(f != NULL);
+  RP_CHECK(rp_graph_dump(g, f, RP_DUMP_JSON));
+  fclose(f);
+  RP_CHECK(rp_graph_load_mem(rt, buf, len, &log, 1, 0, &loaded));
+  free(buf);
+#endif
+  rp_graph *graphs[2] = {g, loaded};
+  for (int k = 0; k < 2 && graphs[k]; k++) {
+    rp_exec *ex;
+    RP_CHECK(rp_instantiate(graphs[k], NULL, &ex));
+    float v[3] = {1.5f, 2.5f, 0};
+    uint16_t low = 0x1234;
+    memcpy(&v[2], &low, sizeof low);
+    rp_event done;
+    RP_CHECK(rp_replay(ex, &(rp_replay_args){.args = v, .args_size = sizeof v},
+                       &done));
+    RP_CHECK(rp_event_wait(rt, done, -1));
+    rp_event_release(rt, done);
+    float want = 2.5f;               /* the second wins over the first ... */
+    memcpy(&want, &low, sizeof low); /* ... and the third over its half */
+    hyper *seen = rp_instance_ptr(rt, log);
+    cr_assert_eq(seen[0].iter, 999, "graph %d: iter %llu", k,
+                 (unsigned long long)seen[0].iter);
+    cr_assert(!memcmp(&seen[0].lr, &want, sizeof want),
+              "graph %d: lr %g, expected %g (the later interpolation's bytes)",
+              k, (double)seen[0].lr, (double)want);
+    RP_CHECK(rp_exec_destroy(ex));
+  }
+  if (loaded)
+    RP_CHECK(rp_graph_destroy(loaded));
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, log));
+  th_destroy(rt);
+}
+
 static rp_status shard_task(rp_task_ctx *ctx) {
   size_t bytes;
   uint32_t *ws = rp_ctx_workspace(ctx, &bytes);
