@@ -1378,7 +1378,7 @@ typedef struct rp_exec_opts {
                             0 = 4 */
   size_t max_args;       /* replay argument block bytes, up to
                             RP_MAX_REPLAY_ARGS; 0 = 256 */
-  int no_replace;        /* 1: rp_exec_tune never re-places (runs
+  int no_replace;        /* nonzero: rp_exec_tune never re-places (runs
                             nothing) */
   uint64_t edge_cost_ns; /* cross-worker edge cost; 0 = default (200); at
                             most RP_PLACE_COST_MAX counts */

@@ -1736,6 +1736,14 @@ Test(replay, exec_tune_runs_nothing_when_every_unit_is_hinted) {
   RP_CHECK(rp_instance_read(rt, x, &v, sizeof v));
   cr_assert_eq(v, 0, "nothing ran");
   RP_CHECK(rp_exec_destroy(ex2));
+  /* any nonzero no_replace counts, as the header says */
+  RP_CHECK(rp_instantiate(g2, &(rp_exec_opts){.no_replace = -1}, &ex2));
+  tuned = 7;
+  RP_CHECK(rp_exec_tune(ex2, NULL, &tuned));
+  cr_assert_eq(tuned, 0);
+  RP_CHECK(rp_instance_read(rt, x, &v, sizeof v));
+  cr_assert_eq(v, 0, "nothing ran");
+  RP_CHECK(rp_exec_destroy(ex2));
   RP_CHECK(rp_graph_destroy(g2));
   RP_CHECK(rp_exec_destroy(ex));
   RP_CHECK(rp_graph_destroy(g));
