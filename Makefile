@@ -69,6 +69,9 @@ test-asan:
 # TSan builds run the same test files through the runner in
 # test/tsan/crit_shim.h. MPI is off: its UCX memory hooks (libucm) crash
 # under TSan. Any report fails the test it happens in (halt_on_error).
+# Then the library and the command line built optimized under TSan with
+# warnings as errors, as the default build type builds them: GCC warns of
+# what TSan cannot model (a release fence) only when it optimizes.
 TSAN_RUN = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 test-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DREPRISE_WERROR=ON \
@@ -77,12 +80,16 @@ test-tsan: deps
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && $(TSAN_RUN) ctest -L unit --output-on-failure -j $(JOBS)
 	$(TSAN_RUN) ./build-tsan/tsan_stress
+	cmake -S . -B build-tsan-rel -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DREPRISE_WERROR=ON -DREPRISE_SANITIZER=thread -DREPRISE_TESTS=OFF \
+	  -DREPRISE_BENCH=OFF -DREPRISE_MPI=OFF
+	cmake --build build-tsan-rel -j $(JOBS)
 
 fuzz: deps
 	.ci/fuzz.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-tsan-rel build-fuzz
 
 # Formatting: every C/CUDA source as .clang-format (clang-format 14) says.
 format-check: deps

@@ -33,10 +33,11 @@ struct rp_output {
  * path that open() accepted (PATH_MAX, its NUL included). */
 #define TEMP_SLOTS 32
 #define TEMP_PATH 4096
+_Static_assert(ATOMIC_CHAR_LOCK_FREE == 2, "a signal handler reads the paths");
 struct temp_slot {
   _Atomic int used;
   _Atomic unsigned seq;
-  char path[TEMP_PATH];
+  _Atomic char path[TEMP_PATH]; /* stored release, loaded relaxed */
 };
 struct temp_chunk {
   struct temp_slot slot[TEMP_SLOTS];
@@ -55,8 +56,9 @@ static struct temp_slot *temp_list(const char *tmp) {
       struct temp_slot *s = &c->slot[i];
       if (!atomic_exchange(&s->used, 1)) {
         atomic_fetch_add(&s->seq, 1); /* odd: changing */
-        atomic_thread_fence(memory_order_release);
-        memcpy(s->path, tmp, n + 1);
+        /* release stores: a reader that sees a byte sees the odd seq */
+        for (size_t k = 0; k <= n; k++)
+          atomic_store_explicit(&s->path[k], tmp[k], memory_order_release);
         atomic_fetch_add(&s->seq, 1); /* even: whole */
         return s;
       }
@@ -80,8 +82,7 @@ static void temp_unlist(struct temp_slot *s) {
   if (!s)
     return;
   atomic_fetch_add(&s->seq, 1);
-  atomic_thread_fence(memory_order_release);
-  s->path[0] = '\0';
+  atomic_store_explicit(&s->path[0], '\0', memory_order_release);
   atomic_fetch_add(&s->seq, 1);
   atomic_store(&s->used, 0);
 }
@@ -94,9 +95,9 @@ void rp_output_discard_all(void) {
       unsigned a = atomic_load(&s->seq);
       if ((a & 1) || !atomic_load(&s->used))
         continue;
-      /* a racy copy by design (a seqlock's read), checked below */
+      /* a seqlock's read: the copy may tear, the seq check below tells */
       for (size_t k = 0; k < TEMP_PATH; k++)
-        if (!(buf[k] = ((volatile char *)s->path)[k]))
+        if (!(buf[k] = atomic_load_explicit(&s->path[k], memory_order_relaxed)))
           break;
       buf[TEMP_PATH - 1] = '\0';
       atomic_thread_fence(memory_order_acquire);
