@@ -549,12 +549,19 @@ static int named_at_cmp(const void *a, const void *b) {
 
 /* The distinct task names of the ops, in the order they first appear:
  * sorted once to find the repeats (a file of 200,000 ops with as many
- * names), not compared pairwise. Best effort, as the whole prescan. */
-static void note_tasks(prescan *p, const cJSON *ops) {
+ * names), not compared pairwise. RP_ENOMEM (with a detail) when the names
+ * cannot be had: the placeholders would be missing, and the loader would
+ * say their tasks are unknown. */
+static rp_status note_tasks(prescan *p, const cJSON *ops) {
   int n = cJSON_GetArraySize(ops);
-  named_at *v = n > 0 ? malloc(sizeof *v * (size_t)n) : NULL;
+  if (n <= 0)
+    return RP_OK;
+  named_at *v = malloc(sizeof *v * (size_t)n);
   if (!v)
-    return;
+    return rp_error_set(RP_ENOMEM,
+                        "out of memory for the task names of %d ops "
+                        "(%zu bytes)",
+                        n, sizeof *v * (size_t)n);
   uint32_t m = 0;
   const cJSON *o;
   cJSON_ArrayForEach(o, ops) {
@@ -567,24 +574,35 @@ static void note_tasks(prescan *p, const cJSON *ops) {
   uint8_t *first = calloc(m ? m : 1, 1);
   const char **at = calloc(m ? m : 1, sizeof *at);
   p->tasks = calloc(m ? m : 1, sizeof *p->tasks);
+  rp_status st = RP_OK;
   if (first && at && p->tasks) {
     for (uint32_t i = 0; i < m; i++)
       if (i == 0 || strcmp(v[i].name, v[i - 1].name)) {
         first[v[i].at] = 1;
         at[v[i].at] = v[i].name;
       }
-    for (uint32_t i = 0; i < m; i++)
+    for (uint32_t i = 0; i < m && !st; i++)
       if (first[i] && (p->tasks[p->ntasks] = strdup(at[i])) != NULL)
         p->ntasks++;
+      else if (first[i])
+        st = rp_error_set(RP_ENOMEM, "out of memory for the task name '%s'",
+                          at[i]);
+  } else {
+    st = rp_error_set(RP_ENOMEM,
+                      "out of memory for the task names of %u ops (%zu bytes)",
+                      m, (size_t)(m ? m : 1) * (1 + 2 * sizeof(char *)));
   }
   free(first);
   free(at);
   free(v);
+  return st;
 }
 
-static void scan_tree(prescan *p, const cJSON *graph) {
+static rp_status scan_tree(prescan *p, const cJSON *graph) {
   const cJSON *o, *ops = cJSON_GetObjectItemCaseSensitive(graph, "ops");
-  note_tasks(p, ops);
+  rp_status st = note_tasks(p, ops);
+  if (st)
+    return st;
   cJSON_ArrayForEach(o, ops) {
     const cJSON *sp;
     note_proc(p, cJSON_GetObjectItemCaseSensitive(o, "proc"));
@@ -605,24 +623,31 @@ static void scan_tree(prescan *p, const cJSON *graph) {
         !strcmp(mem->valuestring, "gpu"))
       note_gpu_dev(p, cJSON_GetObjectItemCaseSensitive(in, "device"));
   }
+  return RP_OK;
 }
 
-/* Best effort: a file that does not parse, or holds more values than the
- * loader reads, is left to the loader to refuse. */
-static void prescan_text(const char *text, size_t len, prescan *p) {
+/* A file that does not parse, or holds more values than the loader reads,
+ * is left to the loader to refuse; RP_ENOMEM (with a detail) when memory
+ * runs out, since the loader, given no placeholders and too few
+ * processors, would blame the file. */
+static rp_status prescan_text(const char *text, size_t len, prescan *p) {
   memset(p, 0, sizeof *p);
   p->max_proc = UINT32_MAX;
   cJSON *doc = NULL;
-  (void)rp__json_parse_strict(text, len, RP_GRAPH_MAX_VALUES, &doc);
+  rp_status st = rp__json_parse_strict(text, len, RP_GRAPH_MAX_VALUES, &doc);
+  if (st != RP_ENOMEM)
+    st = RP_OK;
   if (doc)
-    scan_tree(p, cJSON_GetObjectItemCaseSensitive(doc, "graph"));
+    st = scan_tree(p, cJSON_GetObjectItemCaseSensitive(doc, "graph"));
   cJSON_Delete(doc);
+  return st;
 }
 #else
-static void prescan_text(const char *text, size_t len, prescan *p) {
+static rp_status prescan_text(const char *text, size_t len, prescan *p) {
   (void)text, (void)len;
   memset(p, 0, sizeof *p);
   p->max_proc = UINT32_MAX;
+  return RP_OK;
 }
 #endif
 
@@ -1099,8 +1124,13 @@ static int load(dump_cli *c, const char *file, loaded *L) {
   L->p.max_proc = UINT32_MAX;
   if (!(L->text = read_graph_file(c, file, &L->len)))
     return RP_CLI_FAILED;
-  prescan_text(L->text, L->len, &L->p);
-  rp_status st = make_runtime(c, &L->p, L->text, L->len, &L->m, &L->rt);
+  rp_status st = prescan_text(L->text, L->len, &L->p);
+  if (st) {
+    rp_cli_say(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
+               rp_status_name(st), rp_status_str(st), rp_error_detail());
+    return RP_CLI_FAILED;
+  }
+  st = make_runtime(c, &L->p, L->text, L->len, &L->m, &L->rt);
   c->model_gpus = st ? 0 : L->m.ngpus;
   c->machine = &L->m;
   if (!st && (st = register_tasks(L->rt, c, &L->p, &L->ph)) != RP_OK) {
