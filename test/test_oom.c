@@ -30,6 +30,9 @@
 #ifdef REPRISE_HAVE_CJSON
 #include <cJSON.h>
 #endif
+#ifdef REPRISE_HAVE_MPI
+#include <mpi.h>
+#endif
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -2679,6 +2682,42 @@ Test(oom, every_allocation_of_reprise_dump_fails_in_turn_said_as_such) {
                    "of 1 unregistered tasks");
   unlink(g);
 }
+
+#ifdef REPRISE_HAVE_MPI
+/* `reprise train --model gpt --dist` on one rank (MPI initialized here,
+ * so that the command neither starts nor finalizes it: every run of the
+ * sweep uses it) as cmd_sweep runs it: no memory for the weights the
+ * ranks compare at the end says so (it said "reading the weights:
+ * RP_ENOMEM" and an earlier call's detail). */
+Test(oom,
+     every_allocation_of_reprise_train_gpt_dist_fails_in_turn_said_as_such) {
+  int provided = 0;
+#ifdef OOM_LEAK_CHECK
+  __lsan_disable(); /* MPICH's UCX plugins keep what they allocate here */
+#endif
+  cr_assert_eq(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided),
+               MPI_SUCCESS);
+#ifdef OOM_LEAK_CHECK
+  __lsan_enable();
+#endif
+  char corpus[] = "/tmp/rp_oom_txt_XXXXXX";
+  cr_assert_eq(temp_file(corpus), RP_OK);
+  FILE *f = fopen(corpus, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < 40; i++)
+    fputs(i % 3 ? "abcab " : "cabde\n", f);
+  cr_assert_eq(fclose(f), 0);
+  const char *a[] = {"train",   "--model", "gpt",     "--dist",   "--backend",
+                     "cpu",     "--text",  corpus,    "--layers", "1",
+                     "--heads", "2",       "--width", "8",        "--context",
+                     "4",       "--batch", "2",       "--iters",  "1"};
+  cmd_sweep_saying("reprise train --model gpt --dist", rp_cmd_train,
+                   sizeof a / sizeof *a, a, "reprise train: ", 0, 0,
+                   "bytes of weights to compare across ranks");
+  unlink(corpus);
+  MPI_Finalize();
+}
+#endif
 
 /* With tensor parallelism, reading or writing a split tensor moves it
  * through a buffer of one shard's part: when that buffer cannot be had,
