@@ -148,5 +148,6 @@ rp_status rp_graph_load_mem(rp_runtime *rt, const void *buf, size_t len,
 
 rp_status rp_graph_file_machine(const void *buf, size_t len, rp_machine_desc *m,
                                 int *present) {
-  return rp__graph_machine(buf, len, m, present);
+  rp_status st = rp__graph_machine(buf, len, m, present);
+  return st ? rp__err_as(st, "rp_graph_file_machine: ") : RP_OK;
 }

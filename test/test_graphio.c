@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -2075,6 +2076,42 @@ Test(graphio_names, bad_names_and_marks_are_format_errors) {
               RP_EFORMAT);
   expect_edit("[[0, 1]]", "[[0, 1, \"asked\"]]", RP_EFORMAT);
   expect_edit("[[0, 1]]", "[[0, 1, \"inferred\", 2]]", RP_EFORMAT);
+}
+
+/* rp_graph_file_machine's refusals name the call (they said "graph:
+ * expected an object" or "the file has N bytes ..." alone) and leave the
+ * out-parameters as they were; a file above RP_GRAPH_FILE_MAX is refused
+ * before a byte of it is read (its bytes here are not readable at all). */
+Test(graphio_machine, file_machine_refusals_name_the_call) {
+  rp_machine_desc m;
+  memset(&m, 0x5a, sizeof m);
+  rp_machine_desc m0 = m;
+  int present = 7;
+  const char *arr = "{\"format\": \"reprise-graph\", \"version\": 1, "
+                    "\"graph\": []}";
+  RP_EXPECT(rp_graph_file_machine(arr, strlen(arr), &m, &present), RP_EFORMAT);
+  cr_assert_str_eq(rp_error_detail(),
+                   "rp_graph_file_machine: graph: expected an object");
+  size_t big = (size_t)RP_GRAPH_FILE_MAX + 1;
+  void *none = mmap(NULL, big, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  cr_assert_neq(none, MAP_FAILED);
+  RP_EXPECT(rp_graph_file_machine(none, big, &m, &present), RP_ERANGE);
+  char want[128];
+  snprintf(want, sizeof want,
+           "rp_graph_file_machine: the file has %zu bytes (the limit is %u)",
+           big, RP_GRAPH_FILE_MAX);
+  cr_assert_str_eq(rp_error_detail(), want);
+  cr_assert_eq(munmap(none, big), 0);
+  RP_EXPECT(rp_graph_file_machine("{", 1, &m, &present), RP_EFORMAT);
+  cr_assert(!strncmp(rp_error_detail(), "rp_graph_file_machine: ", 23), "%s",
+            rp_error_detail());
+  RP_EXPECT(rp_graph_file_machine(NULL, 1, &m, &present), RP_EINVAL);
+  cr_assert_str_eq(rp_error_detail(), "rp_graph_file_machine: NULL argument");
+  cr_assert(present == 7 && !memcmp(&m, &m0, sizeof m),
+            "out-parameters written on error");
+  /* MINI has no "machine": read, *m untouched */
+  RP_CHECK(rp_graph_file_machine(MINI, strlen(MINI), &m, &present));
+  cr_assert(present == 0 && !memcmp(&m, &m0, sizeof m));
 }
 
 #endif /* REPRISE_HAVE_CJSON */

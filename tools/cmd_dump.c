@@ -853,10 +853,20 @@ static void free_loaded(rp_runtime *rt, rp_graph *g) {
   free(list);
 }
 
+/* The detail less the leading name of the reading call (the file is named
+ * instead). */
+static const char *file_why(void) {
+  static const char *const calls[] = {"rp_graph_load_mem: ",
+                                      "rp_graph_file_machine: "};
+  const char *why = rp_error_detail();
+  for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
+    if (!strncmp(why, calls[i], strlen(calls[i])))
+      return why + strlen(calls[i]);
+  return why;
+}
+
 static int load_failed(const char *file, rp_status st) {
-  const char *why = rp_error_detail(), *call = "rp_graph_load_mem: ";
-  if (!strncmp(why, call, strlen(call))) /* the file is named instead */
-    why += strlen(call);
+  const char *why = file_why();
   rp_cli_say(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
              rp_status_name(st), rp_status_str(st), why);
   if (st == RP_EPROC)
@@ -1140,7 +1150,7 @@ static int load(dump_cli *c, const char *file, loaded *L) {
   }
   if (st) {
     rp_cli_say(stderr, "reprise dump: cannot load '%s': %s (%s): %s\n", file,
-               rp_status_name(st), rp_status_str(st), rp_error_detail());
+               rp_status_name(st), rp_status_str(st), file_why());
     return RP_CLI_FAILED;
   }
   if ((st = rp_graph_load_mem(L->rt, L->text, L->len, NULL, 0,
