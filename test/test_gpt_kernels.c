@@ -1066,6 +1066,65 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
  * weight_decay, computed in float: a pair whose exact product is below 1
  * but rounds to 1 in float would zero them, and is refused as 1 is (by the
  * task and by its check_fn, before anything is written). */
+/* gpt.layernorm_fwd (and the residual one, the same check) refuses an eps
+ * that is not positive and finite, gpt.xent a norm that is negative or not
+ * finite: RP_EINVAL naming the task and the value, nothing written. */
+Test(gpt_tasks, layernorm_eps_and_xent_norm_out_of_range_are_refused) {
+  enum { N = 2, C = 4, V = 3 };
+  float x[N * C], w[C], b[C], out[N * C], mean[N], rstd[N];
+  for (int i = 0; i < N * C; i++)
+    x[i] = (float)i, out[i] = 7;
+  for (int i = 0; i < C; i++)
+    w[i] = 1, b[i] = 0;
+  for (int i = 0; i < N; i++)
+    mean[i] = rstd[i] = 7;
+  rp_instance_info li[6] = {
+      inst1d(x, RP_F32, N * C), inst1d(w, RP_F32, C),
+      inst1d(b, RP_F32, C),     inst1d(out, RP_F32, N * C),
+      inst1d(mean, RP_F32, N),  inst1d(rstd, RP_F32, N)};
+  static const float bad_eps[] = {0.0f, -1e-5f, NAN, INFINITY};
+  static const char *const said[] = {"eps = 0 (need > 0)", "eps = -1e-05",
+                                     "eps = nan", "eps = inf"};
+  for (int i = 0; i < 4; i++) {
+    rp_gpt_ln_args la = {N, C, bad_eps[i]};
+    rp_task_ctx ctx = cpu_ctx(&la, sizeof la, li, 6);
+    RP_EXPECT(rp_task_gpt_layernorm_fwd_cpu(&ctx), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "gpt.layernorm_fwd: ") &&
+                  strstr(rp_error_detail(), said[i]),
+              "%s", rp_error_detail());
+  }
+  for (int i = 0; i < N * C; i++)
+    cr_assert_eq(out[i], 7.0f, "out written by a refused launch");
+  cr_assert(mean[0] == 7 && rstd[N - 1] == 7, "stats written");
+  rp_gpt_ln_args la = {N, C, 1e-5f};
+  rp_task_ctx ctx = cpu_ctx(&la, sizeof la, li, 6);
+  RP_CHECK(rp_task_gpt_layernorm_fwd_cpu(&ctx));
+  cr_assert_neq(out[0], 7.0f);
+
+  float logits[N * V] = {1, 2, 3, 3, 2, 1}, losses[N] = {7, 7}, loss = 7;
+  int32_t tg[N] = {0, 2};
+  rp_instance_info xi[4] = {inst1d(logits, RP_F32, N * V),
+                            inst1d(tg, RP_I32, N), inst1d(losses, RP_F32, N),
+                            inst1d(&loss, RP_F32, 1)};
+  static const float bad_norm[] = {-1.0f, NAN, INFINITY};
+  static const char *const nsaid[] = {"norm = -1 (the global row count, 0: N)",
+                                      "norm = nan", "norm = inf"};
+  for (int i = 0; i < 3; i++) {
+    rp_gpt_xent_args xa = {N, V, bad_norm[i], 0};
+    ctx = cpu_ctx(&xa, sizeof xa, xi, 4);
+    RP_EXPECT(rp_task_gpt_xent_cpu(&ctx), RP_EINVAL);
+    cr_assert(strstr(rp_error_detail(), "gpt.xent: ") &&
+                  strstr(rp_error_detail(), nsaid[i]),
+              "%s", rp_error_detail());
+  }
+  cr_assert(losses[0] == 7 && losses[1] == 7 && loss == 7,
+            "losses written by a refused launch");
+  rp_gpt_xent_args xa = {N, V, 0.0f, 0};
+  ctx = cpu_ctx(&xa, sizeof xa, xi, 4);
+  RP_CHECK(rp_task_gpt_xent_cpu(&ctx));
+  cr_assert_neq(loss, 7.0f);
+}
+
 Test(gpt_tasks, adamw_refuses_a_decay_step_that_zeroes_or_grows_weights) {
   const float lr = 0.435312152f, wd = 2.29720211f;
   cr_assert((double)lr * wd < 1.0 && lr * wd >= 1.0f, "the pair: %.17g, %.9g",

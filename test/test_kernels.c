@@ -1128,6 +1128,25 @@ Test(kernel_tasks, register_names_every_task_and_refuses_twice) {
   th_destroy(rt);
 }
 
+/* A NULL runtime or out-parameter: RP_EINVAL naming the call, nothing
+ * registered (a later call registers every task). */
+Test(kernel_tasks, register_refuses_null_arguments) {
+  rp_kernel_tasks k;
+  memset(&k, 0xab, sizeof k);
+  RP_EXPECT(rp_kernels_register(NULL, &k), RP_EINVAL);
+  cr_assert_str_eq(rp_error_detail(), "rp_kernels_register: NULL argument");
+  cr_assert_eq(k.gemm, 0xababababu, "out written on error");
+  rp_runtime *rt = th_cpu_runtime(1);
+  RP_EXPECT(rp_kernels_register(rt, NULL), RP_EINVAL);
+  cr_assert_str_eq(rp_error_detail(), "rp_kernels_register: NULL argument");
+  rp_task_id id;
+  RP_EXPECT(rp_task_find(rt, "rp.gemm", &id), RP_ENOTASK);
+  RP_CHECK(rp_kernels_register(rt, &k));
+  RP_CHECK(rp_task_find(rt, "rp.gemm", &id));
+  cr_assert_eq(id, k.gemm);
+  th_destroy(rt);
+}
+
 /* RP_KERNEL_TASKS (tasks.h) names each task once: rp_kernels_register
  * fills one member of rp_kernel_tasks per line, with ids dense and in the
  * list's order, registers nothing else, and registers each line's
