@@ -290,8 +290,10 @@ static rp_status copy_side(rp_dist_state *ds, const rp_dist_copy *c,
                    what, rp_dtype_name(sv.info.dtype),
                    rp_dtype_name(dv.info.dtype));
   /* allocated instances never share bytes; external ones may (as for
-   * rp_launch_copy, reprise.h rp_instance_create_external) */
-  if (src && dst && rp__dist_overlap(&sv.info, &dv.info, &a->dom))
+   * rp_launch_copy, reprise.h rp_instance_create_external); a model's
+   * (rp_runtime_create_model) have no storage, so no bytes to share */
+  if (src && dst && sv.info.ptr && dv.info.ptr &&
+      rp__dist_overlap(&sv.info, &dv.info, &a->dom))
     return rp__err(RP_EINVAL,
                    "%s: a copy within this rank from instance %#llx into "
                    "instance %#llx, whose bytes overlap in memory; copy "

@@ -362,6 +362,11 @@ Test(dist, bad_input_is_refused_and_records_nothing) {
   p.root = 0;
   p.part = make(rt, RP_F32, rp_rect_1d(0, 7)); /* not the whole's shape */
   RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_ESHAPE);
+  /* the root's part of another type than the whole (its shape's) */
+  p.part = d;
+  RP_EXPECT(rp_launch_dist_parallel(rt, &p, &e), RP_ETYPE);
+  cr_assert_str_eq(rp_error_detail(), "rp_launch_dist_parallel: the root's "
+                                      "part is f64, the whole f32");
   p.kind = RP_POP_REPARTITION;
   p.part = y;
   p.dim = 5;
@@ -601,3 +606,61 @@ Test(dist, graph_files_carry_communication_ops) {
   th_destroy(rt);
 }
 #endif
+
+/* A copy between ranks moves host memory: on a model of a machine with a
+ * GPU, recording one from or into a GPU instance is refused (RP_EACCESS
+ * naming the call and the side), nothing recorded; between two host
+ * instances of the model (no storage) it records, and so does a parallel
+ * operator's copy of the root's own part. */
+Test(dist, a_copy_between_ranks_of_a_gpu_instance_is_refused_by_side) {
+  rp_machine_desc m = {.cpus = 1, .ngpus = 1, .gpu_device = {0}, .nmems = 1};
+  m.mems[0] = (rp_mem_info){RP_MEM_GPU, 0};
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_mem gm = RP_MEM_CALLER;
+  for (rp_mem k = 0; k < 8; k++) {
+    rp_mem_info mi;
+    if (rp_mem_query(rt, k, &mi) == RP_OK && mi.kind == RP_MEM_GPU)
+      gm = k;
+  }
+  cr_assert_neq(gm, RP_MEM_CALLER, "the model has no GPU memory");
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst gi, hi, h2;
+  RP_CHECK(rp_instance_create(rt, gm, RP_F32, &r, NULL, &gi));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &hi));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &h2));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id id = 77;
+  RP_EXPECT(
+      rp_graph_add_dist_copy(g, &(rp_dist_copy){.src = gi, .dst = hi}, &id),
+      RP_EACCESS);
+  cr_assert_str_eq(rp_error_detail(),
+                   "rp_graph_add_dist_copy: source instance is in GPU memory; "
+                   "cross-rank copies need host memory");
+  RP_EXPECT(
+      rp_graph_add_dist_copy(g, &(rp_dist_copy){.src = hi, .dst = gi}, &id),
+      RP_EACCESS);
+  cr_assert_str_eq(rp_error_detail(),
+                   "rp_graph_add_dist_copy: destination instance is in GPU "
+                   "memory; cross-rank copies need host memory");
+  cr_assert_eq(id, 77, "*out written on error");
+  cr_assert_eq(rp_graph_op_count(g), 0, "recorded on error");
+  /* a model's instances have no storage: none overlaps another (the
+   * copy was refused as "whose bytes overlap in memory") */
+  RP_CHECK(
+      rp_graph_add_dist_copy(g, &(rp_dist_copy){.src = hi, .dst = h2}, &id));
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  RP_CHECK(rp_graph_destroy(g));
+  /* nor does a parallel operator's root part, recorded */
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event e;
+  RP_CHECK(rp_launch_dist_parallel(
+      rt,
+      &(rp_dist_parallel){.kind = RP_POP_REPLICATE, .whole = hi, .part = h2},
+      &e));
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_gt(rp_graph_op_count(g), 0);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
