@@ -1131,6 +1131,33 @@ Test(replay, a_tasks_own_range_error_with_a_workspace_keeps_its_detail) {
   th_destroy(rt);
 }
 
+/* A workspace the builder takes (its slice fits a size_t) but no memory
+ * can hold with its alignment's slack: rp_instantiate refuses it
+ * (RP_ERANGE, naming the op, the task, the bytes and the memory), hands
+ * out no exec, and the graph and the runtime stay usable. */
+Test(replay, a_workspace_no_allocation_can_hold_is_refused_at_instantiate) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = th_task(rt, "huge_ws", own_range_task);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  size_t huge = SIZE_MAX - 63; /* a multiple of 64: the slice fits */
+  RP_CHECK(rp_graph_add_task(
+      g, &(rp_launch){.task = t, .proc = 0, .workspace_bytes = huge}, NULL));
+  rp_exec *ex = (rp_exec *)0x1;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_ERANGE);
+  char want[200];
+  snprintf(want, sizeof want,
+           "rp_instantiate: op 0 (task 'huge_ws'): allocating %zu bytes in "
+           "memory 0: allocation of %zu bytes overflows",
+           huge, huge);
+  cr_assert_str_eq(rp_error_detail(), want);
+  cr_assert_eq(ex, (rp_exec *)0x1, "*out written on error");
+  cr_assert_eq(rp_graph_op_count(g), 1);
+  RP_CHECK(rp_graph_validate(g));
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 static rp_status slow_task(rp_task_ctx *ctx) {
   (void)ctx;
   usleep(2000);
