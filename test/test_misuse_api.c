@@ -1968,6 +1968,39 @@ Test(misuse_api, capture_refuses_references_of_other_captures_and_runtimes) {
   th_destroy(b);
 }
 
+/* A reference of this capture whose op index was never handed out (a
+ * handle made up from a real one: its index past the ops recorded, or 0)
+ * is refused as a wait (RP_ECAPTURE naming the call and the reference);
+ * nothing is recorded and the capture goes on. */
+Test(misuse_api, capture_refuses_a_reference_past_its_ops) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_task_id t = nop_registered(rt);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_event ref;
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0}, &ref));
+  const rp_event bad[2] = {{ref.id + 5}, {ref.id - 1}};
+  for (int i = 0; i < 2; i++) {
+    rp_event done = {0x5eed};
+    RP_EXPECT(rp_launch_task(rt,
+                             &(rp_launch){.task = t, .proc = 0, .wait = bad[i]},
+                             &done),
+              RP_ECAPTURE);
+    char want[128];
+    snprintf(want, sizeof want,
+             "rp_launch_task: reference %#llx is out of range",
+             (unsigned long long)bad[i].id);
+    cr_assert_str_eq(rp_error_detail(), want);
+    cr_assert_eq(done.id, 0x5eed, "*done written on error");
+  }
+  RP_CHECK(rp_launch_task(rt, &(rp_launch){.task = t, .proc = 0, .wait = ref},
+                          NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 2);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
+
 Test(misuse_api, loader_refuses_bad_names_nul_escapes_included) {
 #ifndef REPRISE_HAVE_CJSON
   cr_skip_test("graph files need cJSON, which this build lacks");
