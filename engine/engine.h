@@ -537,8 +537,13 @@ int rp__worker_block_wait(_Atomic uint32_t *word, uint32_t v);
 extern int rp__nvtx_on;
 
 /* Thread-local: set while a task runs inside a replay, so that launches and
- * waits from it report RP_ECONTRACT. The flag word is owned by the replay. */
-extern _Thread_local int *rp__tl_replay_violation;
+ * waits from it report RP_ECONTRACT. The word is owned by the replay: a
+ * refused call stores its name there (a string literal). */
+extern _Thread_local const char **rp__tl_replay_violation;
+
+/* The words of a replay task's contract violation, naming the call it
+ * made (NULL: unknown), in a thread-local buffer. */
+const char *rp__contract_why(const char *call);
 
 /* Thread-local: non-zero while this thread runs an event's completion
  * callbacks (rp_event_on_complete: "cb must not block"). The replay's
@@ -581,7 +586,7 @@ static inline rp_status rp__refuse_in_task(const rp_runtime *rt,
 static inline rp_status rp__refuse_in_replay(const char *call) {
   if (!rp__tl_replay_violation)
     return RP_OK;
-  *rp__tl_replay_violation = 1;
+  *rp__tl_replay_violation = call;
   return rp__err(RP_ECONTRACT, "%s called from a task inside a replay", call);
 }
 

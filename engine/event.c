@@ -313,7 +313,7 @@ static _Thread_local const char *tl_waiter_why;
  * its detail in rp_error_detail(), the thread's own coming back after. */
 typedef struct waiter_ctx {
   const char *why;
-  int *violation;
+  const char **violation;
   int keep;    /* restore the thread's detail after */
   char *saved; /* it, when it had one (malloc'd; NULL: empty, or no memory) */
 } waiter_ctx;

@@ -13,10 +13,19 @@
 #endif
 
 _Atomic uint32_t rp__runtime_tag_last;
-_Thread_local int *rp__tl_replay_violation;
+_Thread_local const char **rp__tl_replay_violation;
 _Thread_local int rp__tl_in_callback;
 _Thread_local const struct rp_task_ctx *rp__tl_task;
 int rp__nvtx_on;
+
+const char *rp__contract_why(const char *call) {
+  static _Thread_local char buf[160];
+  snprintf(buf, sizeof buf,
+           "task called %s, which a task may not call inside a replay (a "
+           "launch, a wait, or a change to an object)",
+           call ? call : "a call");
+  return buf;
+}
 
 /* ---------------------------------------------------------------------- */
 /* Chunked tables */

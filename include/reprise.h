@@ -116,7 +116,9 @@
  *
  * Tasks run inside a replay promise not to launch tasks and not to wait on
  * events; a task that does gets RP_ECONTRACT from that call, and the replay
- * completes with RP_ECONTRACT on its done event.
+ * completes with RP_ECONTRACT on its done event, its detail naming the call
+ * ("task called rp_event_wait, which a task may not call inside a
+ * replay ...").
  *
  * GPU ops under CUDA graphs (CUDA backend). rp_instantiate cuts each GPU's
  * ops into segments at the points where they must wait for a host op or a

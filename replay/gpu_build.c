@@ -331,16 +331,18 @@ static rp_status capture_issue(rp_unit *u, void *stream) {
     rp_xfer_reset(u->xd); /* replays run the graph, not the descriptor */
     return st;
   }
-  int violation = 0, *saved = rp__tl_replay_violation;
+  const char *violation = NULL, **saved = rp__tl_replay_violation;
   rp__tl_replay_violation = &violation;
   u->ctx.stream = stream;
   u->ctx.shards = u->max_shards;
   rp_status st = u->fn(&u->ctx);
   rp__tl_replay_violation = saved;
   if (violation)
-    return rp__err(RP_ECONTRACT, "the task made a call a task may not make "
-                                 "while being captured (a launch, a wait, "
-                                 "or a change to an object)");
+    return rp__err(RP_ECONTRACT,
+                   "the task called %s, which a task may not call while "
+                   "being captured (a launch, a wait, or a change to an "
+                   "object)",
+                   violation);
   rp_status ts = rp__task_status(st);
   return ts != st ? rp__err(ts, "the task returned %d", (int)st) : st;
 }

@@ -466,14 +466,12 @@ static rp_status issue_task(rp_unit *u, rp_slot *s, void *stream, int *skip,
   }
   u->ctx.shards = shards;
   u->ctx.stream = stream;
-  int *violation = rp__tl_replay_violation;
+  const char **violation = rp__tl_replay_violation;
   rp_error_set(RP_OK, NULL); /* a failure's words are the task's own */
   rp_status raw = u->fn(&u->ctx);
   if (violation && *violation) {
-    *violation = 0;
-    *why = "task made a call a task may not make inside a replay (a "
-           "launch, a wait, or a change to an object: that call returned "
-           "RP_ECONTRACT naming itself)";
+    *why = rp__contract_why(*violation);
+    *violation = NULL;
     return RP_ECONTRACT;
   }
   rp_status st = rp__task_status(raw);

@@ -211,17 +211,15 @@ static rp_status wait_ports(rp_exec *ex, uint32_t lane, const rp_unit *u,
 
 /* ---- running units ---- */
 
-static const char CONTRACT_WHY[] =
-    "task made a call a task may not make inside a replay (a launch, a "
-    "wait, or a change to an object: that call returned RP_ECONTRACT "
-    "naming itself)";
-
 /* A task function's return, as the replay records it: RP_ECONTRACT when
- * it launched or waited inside the replay (*violation, cleared here),
- * RP_ETASK for a positive (user) code or one that is no rp_status. */
-static rp_status task_status(rp_status st, int *violation) {
-  if (RP_UNLIKELY(*violation)) {
-    *violation = 0;
+ * it launched or waited inside the replay (*violation, the refused call's
+ * name, moved to *call), RP_ETASK for a positive (user) code or one that
+ * is no rp_status. */
+static rp_status task_status(rp_status st, const char **violation,
+                             const char **call) {
+  if (RP_UNLIKELY(*violation != NULL)) {
+    *call = *violation;
+    *violation = NULL;
     return RP_ECONTRACT;
   }
   return rp__task_status(st);
@@ -233,9 +231,9 @@ static rp_status task_status(rp_status st, int *violation) {
  * task, so nothing an earlier task, eager op or callback on this worker
  * left there is taken for its words), or for a return that is no
  * rp_status (raw, mapped to RP_ETASK) without words, that value. */
-static const char *task_why(rp_status st, rp_status raw) {
+static const char *task_why(rp_status st, rp_status raw, const char *call) {
   if (st == RP_ECONTRACT)
-    return CONTRACT_WHY;
+    return rp__contract_why(call);
   const char *bad = rp__task_returned_why(st, raw);
   return bad ? bad : rp_error_detail();
 }
@@ -250,12 +248,12 @@ static void why_consumed(void) {
 /* The fast path's failure, out of its loop: inlined there, it grew the
  * loop and cost the chain workload 0.9 ns a task (1.5 -> 2.4). raw: what
  * the task returned; *violation: it broke its contract. */
-__attribute__((noinline, cold)) static void fast_failed(rp_exec *ex, rp_slot *s,
-                                                        uint32_t unit,
-                                                        rp_status raw,
-                                                        int *violation) {
-  rp_status st = task_status(raw, violation);
-  rp__unit_failed(ex, s, unit, st, task_why(st, raw));
+__attribute__((noinline, cold)) static void
+fast_failed(rp_exec *ex, rp_slot *s, uint32_t unit, rp_status raw,
+            const char **violation) {
+  const char *call = NULL;
+  rp_status st = task_status(raw, violation, &call);
+  rp__unit_failed(ex, s, unit, st, task_why(st, raw, call));
   why_consumed();
 }
 
@@ -263,7 +261,7 @@ __attribute__((noinline, cold)) static void fast_failed(rp_exec *ex, rp_slot *s,
  * after it changed): RP_ERANGE whatever the task returned. *raw: what the
  * task function returned. */
 static rp_status run_task(rp_unit *u, rp_slot *s, int *skip, int *overran,
-                          rp_status *raw) {
+                          rp_status *raw, const char **call) {
   uint32_t shards = rp__unit_shards(u, s);
   if (!shards) {
     *skip = 1; /* this replay runs fewer shards: not a failure */
@@ -277,7 +275,7 @@ static rp_status run_task(rp_unit *u, rp_slot *s, int *skip, int *overran,
   u->ctx.shards = shards;
   rp_error_set(RP_OK, NULL); /* a failure's words are the task's own */
   *raw = u->fn(&u->ctx);
-  rp_status st = task_status(*raw, rp__tl_replay_violation);
+  rp_status st = task_status(*raw, rp__tl_replay_violation, call);
   if (RP_UNLIKELY(u->guard != NULL)) {
     for (uint32_t i = 0; i < 64; i++)
       if (u->guard[i] != 0xa5) {
@@ -312,12 +310,13 @@ static rp_status run_unit(rp_unit *u, rp_slot *s, int *skip, const char **why) {
   rp__nvtx_push(u->name);
   int overran = 0;
   rp_status raw = RP_OK;
-  rp_status st = run_task(u, s, skip, &overran, &raw);
+  const char *call = NULL;
+  rp_status st = run_task(u, s, skip, &overran, &raw, &call);
   rp__nvtx_pop();
   if (overran) /* a task's own RP_ERANGE keeps its own detail */
     *why = "task overran its workspace slice (guard bytes changed)";
   else if (st)
-    *why = task_why(st, raw);
+    *why = task_why(st, raw, call);
   return st;
 }
 
@@ -420,7 +419,7 @@ static void run_lane(rp_exec *ex, uint32_t lane, uint64_t r) {
                                             memory_order_relaxed);
   }
   /* Launches and waits from the lane's tasks flag this (contracts). */
-  int violation = 0;
+  const char *violation = NULL;
   rp__tl_replay_violation = &violation;
   /* traced replays take the general path: the fast one stays untouched */
   int general = s->measure || s->stale || rp__nvtx_on || s->traced;

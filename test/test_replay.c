@@ -594,6 +594,15 @@ Test(replay, failing_task_and_contract_violations_complete_with_errors) {
                                    RP_OK, RP_ECONTRACT, RP_OK, RP_ECONTRACT,
                                    RP_OK, RP_ECONTRACT, RP_OK};
   static const int32_t modes[] = {0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0};
+  /* the replay's detail names the call the task made */
+  static const char *const call[] = {NULL,
+                                     NULL,
+                                     "rp_launch_task",
+                                     "rp_event_wait",
+                                     "rp_runtime_drain",
+                                     "rp_graph_destroy",
+                                     "rp_instance_free",
+                                     "rp_instance_realloc"};
   int expect_runs = 0;
   for (int i = 0; i < 15; i++) {
     rp_event done;
@@ -601,6 +610,14 @@ Test(replay, failing_task_and_contract_violations_complete_with_errors) {
         ex, &(rp_replay_args){.args = &modes[i], .args_size = sizeof modes[i]},
         &done));
     RP_EXPECT(rp_event_wait(rt, done, 10000000000ll), want[i]);
+    if (call[modes[i]]) {
+      char words[160];
+      snprintf(words, sizeof words,
+               "task called %s, which a task may not call inside a replay",
+               call[modes[i]]);
+      cr_assert(strstr(rp_exec_error_detail(ex), words), "replay %d: %s", i,
+                rp_exec_error_detail(ex));
+    }
     rp_event_release(rt, done);
     if (want[i] == RP_OK)
       expect_runs++;

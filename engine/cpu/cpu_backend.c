@@ -311,7 +311,7 @@ int rp__worker_serve(void) {
   if (!item)
     return 0;
   /* the item is eager work, outside the replay this thread waits in */
-  int *violation = rp__tl_replay_violation;
+  const char **violation = rp__tl_replay_violation;
   const struct rp_task_ctx *task = rp__tl_task;
   rp__tl_replay_violation = NULL;
   item->run(item);
