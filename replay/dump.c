@@ -181,6 +181,7 @@ rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt) {
     return st;
   if (!f)
     return rp__err(RP_EINVAL, "rp_exec_dump: NULL f");
+  errno = 0; /* a failed write's cause, where the stream is unbuffered */
   switch (fmt) {
   case RP_DUMP_TEXT:
     dump_text(ex, f);
@@ -195,13 +196,16 @@ rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt) {
     return rp__err(RP_EINVAL, "rp_exec_dump: unknown format %d", (int)fmt);
   }
   /* buffered text reaches the file only at the flush: check after it */
+  int wrote = errno;
   errno = 0;
-  if (fflush(f) != 0 || ferror(f))
+  if (fflush(f) != 0 || ferror(f)) {
+    int e = errno ? errno : wrote;
     return rp__err(RP_EIO, "rp_exec_dump: write failed: %s",
-                   errno ? strerror(errno)
-                         : "the stream's error indicator is set (its cause "
-                           "was not kept: a full disk, a stream not open "
-                           "for writing, a closed descriptor)");
+                   e ? strerror(e)
+                     : "the stream's error indicator is set (its cause "
+                       "was not kept: a full disk, a stream not open "
+                       "for writing, a closed descriptor)");
+  }
   return RP_OK;
 }
 

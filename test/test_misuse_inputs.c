@@ -775,6 +775,17 @@ Test(misuse_files, writers_report_dev_full, .timeout = 120) {
     RP_EXPECT(rp_graph_dump(g, f, (rp_dump_format)fmt), RP_EIO);
     fclose(f);
   }
+  /* an unbuffered stream: the write that failed says why */
+  for (int fmt = RP_DUMP_TEXT; fmt <= RP_DUMP_DOT; fmt++) {
+    FILE *f = fopen("/dev/full", "w");
+    cr_assert_not_null(f);
+    setvbuf(f, NULL, _IONBF, 0);
+    RP_EXPECT(rp_exec_dump(ex, f, (rp_dump_format)fmt), RP_EIO);
+    cr_assert(strstr(rp_error_detail(),
+                     "rp_exec_dump: write failed: No space left on device"),
+              "%s", rp_error_detail());
+    fclose(f);
+  }
   /* a small dump fits stdio's buffer: only the flush can fail */
   rp_graph *one;
   RP_CHECK(rp_graph_create(rt, &one));
