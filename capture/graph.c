@@ -468,13 +468,14 @@ uint32_t rp_graph_postcondition_count(const rp_graph *g) {
 }
 
 /* Successor lists in CSR form: off[nops + 1], adj[nedges]. */
-static rp_status csr(const rp_graph *g, uint32_t **off, uint32_t **adj) {
+static rp_status csr(const rp_graph *g, uint32_t **off, uint32_t **adj,
+                     const char *what) {
   *off = rp__calloc(g->nops + 1, sizeof **off);
   *adj = rp__calloc(g->nedges ? g->nedges : 1, sizeof **adj);
   if (!*off || !*adj) {
     free(*off);
     free(*adj);
-    return rp__err(RP_ENOMEM, "graph: out of memory");
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
   }
   for (uint32_t i = 0; i < g->nedges; i++)
     (*off)[g->edges[i].from + 1]++;
@@ -484,7 +485,7 @@ static rp_status csr(const rp_graph *g, uint32_t **off, uint32_t **adj) {
   if (!fill) {
     free(*off);
     free(*adj);
-    return rp__err(RP_ENOMEM, "graph: out of memory");
+    return rp__err(RP_ENOMEM, "%s: out of memory", what);
   }
   for (uint32_t i = 0; i < g->nedges; i++) {
     uint32_t f = g->edges[i].from;
@@ -504,7 +505,7 @@ int rp_graph_depends(const rp_graph *g, rp_op_id from, rp_op_id to) {
     return 0;
   }
   uint32_t *off, *adj; /* from == to: 1 when from lies on a cycle */
-  if (csr(g, &off, &adj))
+  if (csr(g, &off, &adj, "rp_graph_depends"))
     return 0;
   uint32_t *stack = malloc(sizeof *stack * g->nops);
   unsigned char *seen = rp__calloc(g->nops, 1);
@@ -597,7 +598,7 @@ static rp_status report_cycle(const rp_graph *g, const uint32_t *indeg) {
 
 rp_status rp__graph_topo(const rp_graph *g, uint32_t *order) {
   uint32_t *off, *adj;
-  rp_status st = csr(g, &off, &adj);
+  rp_status st = csr(g, &off, &adj, "graph");
   if (st)
     return st;
   uint32_t *indeg = rp__calloc(g->nops ? g->nops : 1, sizeof *indeg);

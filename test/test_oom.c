@@ -2797,3 +2797,41 @@ Test(oom, a_realloc_of_a_handle_never_handed_out_allocates_nothing) {
   }
   th_destroy(rt);
 }
+
+/* rp_graph_depends allocates its search (the adjacency and the stack):
+ * each allocation failing in turn gives 0 with an RP_ENOMEM detail naming
+ * the call (the adjacency's said "graph: out of memory"), and the next
+ * call answers on the unchanged graph. */
+Test(oom, rp_graph_depends_out_of_memory_names_the_call) {
+  rp_runtime *rt;
+  RP_CHECK(make_runtime(1, &rt));
+  rp_task_id t = th_task(rt, "touch_nothing", touch_nothing);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id o[3];
+  for (int i = 0; i < 3; i++)
+    RP_CHECK(rp_graph_add_task(g, &(rp_launch){.task = t, .proc = 0}, &o[i]));
+  RP_CHECK(rp_graph_add_edge(g, o[0], o[1]));
+  RP_CHECK(rp_graph_add_edge(g, o[1], o[2]));
+  long n = 0;
+  for (;; n++) {
+    stale_detail_set();
+    oom_arm(n);
+    int d = rp_graph_depends(g, o[0], o[2]);
+    int fired = oom_disarm();
+    if (!fired) {
+      cr_assert_eq(d, 1, "without failures: o0 -> o2");
+      break;
+    }
+    cr_assert_eq(d, 0, "allocation %ld failing: answered %d", n, d);
+    cr_assert_str_eq(rp_error_detail(), "rp_graph_depends: out of memory",
+                     "allocation %ld failing", n);
+  }
+  cr_assert_geq(n, 3, "the search made only %ld allocations", n);
+  cr_assert_eq(rp_graph_op_count(g), 3u);
+  cr_assert_eq(rp_graph_edge_count(g), 2u);
+  cr_assert_eq(rp_graph_depends(g, o[2], o[0]), 0);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  leak_check("rp_graph_depends", n);
+}
