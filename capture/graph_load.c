@@ -671,7 +671,7 @@ static rp_status load_mirrors(loader *L, const cJSON *arr) {
   L->msrc = rp__calloc(n ? n : 1, sizeof *L->msrc);
   L->mused = rp__calloc(n ? n : 1, 1);
   if (!L->msrc || !L->mused)
-    return rp__err(RP_ENOMEM, "out of memory");
+    return rp__err(RP_ENOMEM, "graph.mirrors: out of memory");
   uint32_t k = 0;
   for (const cJSON *c = arr->child; c && !st; c = c->next, k++)
     st = load_mirror(L, c, k);

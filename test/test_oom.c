@@ -2835,3 +2835,148 @@ Test(oom, rp_graph_depends_out_of_memory_names_the_call) {
   th_destroy(rt);
   leak_check("rp_graph_depends", n);
 }
+
+/* A model's distributed launches (refused there: RP_EUNSUPPORTED) first
+ * make the runtime's capture state: when that allocation fails the call
+ * says RP_ENOMEM naming itself, and the runtime still refuses as before. */
+Test(oom, a_models_distributed_launch_out_of_memory_names_the_call) {
+  rp_machine_desc md = {.cpus = 1};
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create_model(&md, &rt));
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
+  rp_allreduce ar = {.inst = x, .redop = RP_REDOP_SUM};
+  long n = 0, said = 0;
+  for (;; n++) {
+    stale_detail_set();
+    oom_arm(n);
+    rp_event done = UNSET;
+    rp_status st = rp_launch_allreduce(rt, &ar, &done);
+    int fired = oom_disarm();
+    cr_assert_eq(done.id, UNSET.id, "allocation %ld failing: done was set", n);
+    if (!fired) {
+      RP_EXPECT(st, RP_EUNSUPPORTED);
+      cr_assert(strstr(rp_error_detail(), "rp_launch_allreduce"), "%s",
+                rp_error_detail());
+      break;
+    }
+    if (st == RP_EUNSUPPORTED)
+      continue; /* an allocation it can do without */
+    cr_assert_eq(st, RP_ENOMEM, "allocation %ld failing: %s (%s)", n,
+                 rp_status_name(st), rp_error_detail());
+    cr_assert(oom_detail_ok(rp_error_detail()) &&
+                  strstr(rp_error_detail(), "rp_launch_allreduce: "),
+              "allocation %ld failing: '%s'", n, rp_error_detail());
+    said++;
+  }
+  cr_assert_gt(said, 0, "no allocation of the launch failed");
+  float v[4] = {1, 2, 3, 4};
+  RP_EXPECT(rp_instance_write(rt, x, v, sizeof v), RP_EUNSUPPORTED);
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_runtime_destroy(rt));
+  leak_check("rp_launch_allreduce on a model", n);
+}
+
+#ifdef REPRISE_HAVE_CJSON
+/* Loading a graph file with mirrors (copy insertion) and an SPMD op with
+ * shard_procs, each allocation failing in turn: RP_ENOMEM with a detail
+ * of its own naming the call and what it was loading (the mirrors' table
+ * said "out of memory" alone), nothing handed out,
+ * and a load that succeeds gives the graph a load without failures
+ * gives. */
+Test(oom, a_graph_files_mirrors_and_shard_procs_out_of_memory_are_named) {
+  enum { N = 4 };
+  rp_runtime *rt;
+  RP_CHECK(make_runtime(2, &rt));
+  rp_kernel_tasks k;
+  RP_CHECK(rp_kernels_register(rt, &k));
+  rp_rect r = rp_rect_1d(0, N - 1);
+  rp_inst a, c;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &a));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &c));
+  oom_priv pv = {{a.id, 0}, {0, 0}};
+  RP_CHECK(rp__capture_set_reach(rt, oom_private_reach, &pv));
+  rp_scalar_args two = {2.0f, 0};
+  rp_access ra = {a, RP_RW, RP_REDOP_NONE}, rc = {c, RP_RW, RP_REDOP_NONE};
+  rp_proc sp[2] = {0, 1};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = k.scale,
+                                       .proc = 1,
+                                       .accesses = &ra,
+                                       .naccess = 1,
+                                       .args = &two,
+                                       .args_size = sizeof two},
+                          NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = k.scale,
+                                       .accesses = &rc,
+                                       .naccess = 1,
+                                       .args = &two,
+                                       .args_size = sizeof two,
+                                       .shards = 2,
+                                       .shard_procs = sp},
+                          NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  RP_CHECK(rp__capture_set_reach(rt, NULL, NULL));
+  cr_assert_eq(g->nmirrors, 1u, "a mirror for a on worker 1");
+  char path[] = "/tmp/rp_oom_txt_XXXXXX";
+  cr_assert_eq(temp_file(path), RP_OK);
+  RP_CHECK(rp_graph_save(g, path));
+  size_t len;
+  char *text = th_read_all(path, &len);
+  unlink(path);
+  rp_inst insts[2] = {a, c};
+  uint32_t ni = 0;
+  RP_CHECK(rp_graph_instances(g, insts, 2, &ni));
+  cr_assert_eq(ni, 2u);
+  rp_graph *first;
+  RP_CHECK(rp_graph_load_mem(rt, text, len, insts, ni, 0, &first));
+  cr_assert_eq(first->nmirrors, 1u);
+  uint64_t want = graph_fingerprint(first);
+  RP_CHECK(rp_graph_destroy(first));
+  const char *need[] = {"rp_graph_load_mem: graph.mirrors: out of memory",
+                        "rp_graph_load_mem: graph.ops[3].shard_procs: out "
+                        "of memory"};
+  int seen[2] = {0, 0};
+  cjson_through_wrappers(1);
+  long n = 0;
+  for (;; n++) {
+    stale_detail_set();
+    rp_graph *back = (rp_graph *)&n; /* untouched on error */
+    oom_arm(n);
+    rp_status st = rp_graph_load_mem(rt, text, len, insts, ni, 0, &back);
+    int fired = oom_disarm();
+    if (st == RP_OK) {
+      cr_assert_eq(graph_fingerprint(back), want,
+                   "allocation %ld failing: another graph", n);
+      RP_CHECK(rp_graph_destroy(back));
+      if (!fired)
+        break;
+      continue;
+    }
+    cr_assert_eq(st, RP_ENOMEM, "allocation %ld failing: %s (%s)", n,
+                 rp_status_name(st), rp_error_detail());
+    const char *e = rp_error_detail();
+    cr_assert(oom_detail_ok(e) && !strncmp(e, "rp_graph_load_mem: ", 19),
+              "allocation %ld failing: '%s'", n, e);
+    cr_assert_eq(back, (rp_graph *)&n, "allocation %ld failing: *out set", n);
+    for (int i = 0; i < 2; i++)
+      if (!strcmp(e, need[i]))
+        seen[i] = 1;
+    if (n % 64 == 63)
+      leak_check("graph file with mirrors", n);
+  }
+  cjson_through_wrappers(0);
+  for (int i = 0; i < 2; i++)
+    cr_assert(seen[i], "no failure said '%s'", need[i]);
+  leak_check("graph file with mirrors", n);
+  free(text);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, a));
+  RP_CHECK(rp_instance_free(rt, c));
+  th_destroy(rt);
+}
+#endif
