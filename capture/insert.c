@@ -129,9 +129,10 @@ static rp_proc shard_proc(const rp_gop *op, uint32_t s) {
   return p == RP_PROC_ANY ? 0 : p;
 }
 
-/* The memory access i needs a mirror in (NO_MEM: none). */
+/* The memory access i needs a mirror in (NO_MEM: none); errors name the
+ * call `what` and the task. */
 static rp_status mirror_mem(rp_runtime *rt, const rp_gop *op, uint32_t i,
-                            const char *name, rp_mem *out) {
+                            const char *what, const char *name, rp_mem *out) {
   rp_inst x = op->acc[i].inst;
   rp_mem tgt = NO_MEM;
   rp_proc first = 0;
@@ -145,20 +146,21 @@ static rp_status mirror_mem(rp_runtime *rt, const rp_gop *op, uint32_t i,
       first = p;
     } else if (local != tgt) {
       return rp__err(RP_EACCESS,
-                     "task '%s': access %u: instance %#llx is "
+                     "%s: task '%s': access %u: instance %#llx is "
                      "not accessible from processors %u and %u, whose shards "
                      "would need mirrors in different memories (%u, %u); "
                      "launch one op per device",
-                     name, i, (unsigned long long)x.id, first, p, tgt, local);
+                     what, name, i, (unsigned long long)x.id, first, p, tgt,
+                     local);
     }
   }
   for (uint32_t s = 0; tgt != NO_MEM && s < op->shards; s++)
     if (!rp_proc_can_access(rt, shard_proc(op, s), tgt))
       return rp__err(RP_EACCESS,
-                     "task '%s': access %u: instance %#llx needs "
+                     "%s: task '%s': access %u: instance %#llx needs "
                      "a mirror in memory %u for processor %u, which "
                      "processor %u of another shard cannot access",
-                     name, i, (unsigned long long)x.id, tgt, first,
+                     what, name, i, (unsigned long long)x.id, tgt, first,
                      shard_proc(op, s));
   *out = tgt;
   return RP_OK;
@@ -170,7 +172,8 @@ static rp_status plan(rp_capture_state *cs, const rp_gop *op, rp_mem *mem,
   const rp_task_rec *t = rp__task_get(cs->rt, op->task);
   *any = 0;
   for (uint32_t i = 0; i < op->nacc; i++) {
-    rp_status st = mirror_mem(cs->rt, op, i, t ? t->name : "?", &mem[i]);
+    rp_status st = mirror_mem(cs->rt, op, i, cs->call ? cs->call : "launch",
+                              t ? t->name : "?", &mem[i]);
     if (st)
       return st;
     *any |= mem[i] != NO_MEM;

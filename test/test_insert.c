@@ -903,3 +903,52 @@ Test(insert_backends, insertion_off_fails_validation_naming_op_and_instance) {
   RP_CHECK(rp_instance_free(b.rt, a));
   bx_fini(&b);
 }
+
+/* What several GPUs without peer access meet (test_insert_gpu.c), on a
+ * model of a two-GPU machine with the reach hook: an SPMD launch whose
+ * shards on two devices both need a mirror of one instance would need
+ * them in different memories; it is refused naming the call, the task,
+ * the access and both processors, and nothing is recorded. */
+Test(insert, spmd_shards_needing_mirrors_in_two_memories_are_refused) {
+  rp_machine_desc md = {
+      .cpus = 1, .ngpus = 2, .gpu_device = {0, 1}, .nmems = 2};
+  md.mems[0] = (rp_mem_info){RP_MEM_GPU, 0};
+  md.mems[1] = (rp_mem_info){RP_MEM_GPU, 1};
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create_model(&md, &rt));
+  rp_task_id t;
+  RP_CHECK(rp_task_register(rt,
+                            &(rp_task_desc){.name = "both",
+                                            .cpu_fn = first_only,
+                                            .gpu_fn = first_only},
+                            &t));
+  rp_rect r = rp_rect_1d(0, N - 1);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
+  priv pv = {{x.id}, {0}, 1}; /* only CPU worker 0 reaches x */
+  RP_CHECK(rp__capture_set_reach(rt, private_reach, &pv));
+  rp_proc sp[2] = {1, 2};
+  rp_access acc[1] = {{x, RP_RW, RP_REDOP_NONE}};
+  rp_launch l = {
+      .task = t, .accesses = acc, .naccess = 1, .shards = 2, .shard_procs = sp};
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_error_set(RP_EINVAL, "stale");
+  rp_event done = {0x5eed};
+  RP_EXPECT(rp_launch_task(rt, &l, &done), RP_EACCESS);
+  char want[256];
+  snprintf(want, sizeof want,
+           "rp_launch_task: task 'both': access 0: instance %#llx is not "
+           "accessible from processors 1 and 2, whose shards would need "
+           "mirrors in different memories (1, 2); launch one op per device",
+           (unsigned long long)x.id);
+  cr_assert_str_eq(rp_error_detail(), want);
+  cr_assert_eq(done.id, 0x5eedu, "done was set");
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 0u, "nothing recorded");
+  cr_assert_eq(g->nmirrors, 0u);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp__capture_set_reach(rt, NULL, NULL));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
