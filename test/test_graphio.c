@@ -660,6 +660,86 @@ Test(graphio, save_refuses_an_oversized_graph_by_its_counts) {
   th_tmpdir_remove();
 }
 
+/* A graph whose document passes the loader's limits by the graph's counts
+ * but not once built: 1025 ops of 4096 shards each name every shard's
+ * processor, 4198400 values in shard_procs alone (4213797 in all), over 2^22.
+ * Saving and the JSON dump refuse it naming the call, and write nothing. */
+Test(graphio, save_refuses_a_graph_whose_document_has_too_many_values) {
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(1);
+  register_tasks(rt);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  static rp_proc sp[RP_MAX_SHARDS];
+  rp_launch l = {
+      .task = task(rt, "scale"), .shards = RP_MAX_SHARDS, .shard_procs = sp};
+  for (int i = 0; i < 1025; i++) {
+    rp_op_id o;
+    RP_CHECK(rp_graph_add_task(g, &l, &o));
+  }
+  const char *over = th_tmp_path("over.json");
+  RP_EXPECT(rp_graph_save(g, over), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(),
+                   "rp_graph_save: the graph has 4213797 JSON values, more "
+                   "than a graph file may hold (4194304: the loader's limit), "
+                   "so nothing is written"),
+            "%s", rp_error_detail());
+  cr_assert_neq(access(over, F_OK), 0, "a file was written");
+  FILE *f = tmpfile();
+  cr_assert_not_null(f);
+  rp_error_set(RP_EINVAL, "stale");
+  RP_EXPECT(rp_graph_dump(g, f, RP_DUMP_JSON), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_graph_dump: the graph has "), "%s",
+            rp_error_detail());
+  cr_assert_eq(ftell(f), 0L, "the dump wrote %ld bytes", ftell(f));
+  fclose(f);
+  cr_assert_eq(rp_graph_op_count(g), 1025u);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
+/* A graph whose file would be over RP_GRAPH_FILE_MAX bytes within the
+ * value limit: 33 ops of 1 MiB arguments each, written as hex (2 bytes a
+ * byte). Refused naming the call and the size, nothing written. */
+Test(graphio, save_refuses_a_graph_whose_file_would_be_over_the_size_limit) {
+  make_tmpdir();
+  rp_runtime *rt = th_cpu_runtime(1);
+  register_tasks(rt);
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  size_t big = 1u << 20;
+  unsigned char *args = calloc(big, 1);
+  cr_assert_not_null(args);
+  rp_launch l = {.task = task(rt, "scale"), .args = args, .args_size = big};
+  for (int i = 0; i < 33; i++) {
+    rp_op_id o;
+    RP_CHECK(rp_graph_add_task(g, &l, &o));
+  }
+  free(args);
+  const char *over = th_tmp_path("over.json");
+  rp_error_set(RP_EINVAL, "stale");
+  RP_EXPECT(rp_graph_save(g, over), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_graph_save: the graph file would "
+                                      "be "),
+            "%s", rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), " bytes (the limit is 67108864)"), "%s",
+            rp_error_detail());
+  cr_assert_neq(access(over, F_OK), 0, "a file was written");
+  FILE *f = tmpfile();
+  cr_assert_not_null(f);
+  RP_EXPECT(rp_graph_dump(g, f, RP_DUMP_JSON), RP_ERANGE);
+  cr_assert(strstr(rp_error_detail(), "rp_graph_dump: the graph file would "
+                                      "be "),
+            "%s", rp_error_detail());
+  cr_assert_eq(ftell(f), 0L, "the dump wrote %ld bytes", ftell(f));
+  fclose(f);
+  cr_assert_eq(rp_graph_op_count(g), 33u);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+  th_tmpdir_remove();
+}
+
 Test(graphio, file_is_versioned_and_checksummed) {
   make_tmpdir();
   fixture fx;
