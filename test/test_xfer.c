@@ -1108,3 +1108,56 @@ Test(xfer, details_show_extreme_4d_rects_whole) {
   cr_assert(has(want_dom), "%s", rp_error_detail());
   th_destroy(rt);
 }
+
+/* A model of a machine plans copies as its GPUs would: a SUM out of GPU
+ * memory into a host instance has no channel there (the fold runs on the
+ * destination's device), so recording one, or adding it to a graph, is
+ * refused naming the call and the destination, and nothing is recorded. */
+Test(xfer, a_model_refuses_a_sum_from_gpu_memory_into_a_host_instance) {
+  rp_machine_desc m = {.cpus = 1, .ngpus = 1, .gpu_device = {0}, .nmems = 1};
+  m.mems[0] = (rp_mem_info){RP_MEM_GPU, 0};
+  rp_runtime *rt = NULL;
+  RP_CHECK(rp_runtime_create_model(&m, &rt));
+  rp_mem gm;
+  RP_CHECK(rp_mem_find(rt, RP_MEM_GPU, 0, &gm));
+  rp_rect r = rp_rect_1d(0, 7);
+  rp_inst s, d;
+  RP_CHECK(rp_instance_create(rt, gm, RP_F32, &r, NULL, &s));
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &d));
+  rp_copy c = copy_of(s, d, RP_DOMAIN_SRC);
+  c.redop = RP_REDOP_SUM;
+  char want[160];
+  snprintf(want, sizeof want,
+           "SUM from GPU memory into host dst instance %#llx; stage it "
+           "through a GPU instance",
+           (unsigned long long)d.id);
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  rp_error_set(RP_EINVAL, "stale");
+  rp_event done = {0x5eed};
+  RP_EXPECT(rp_launch_copy(rt, &c, &done), RP_EUNSUPPORTED);
+  cr_assert(!strncmp(rp_error_detail(), "rp_launch_copy: ", 16) &&
+                !strcmp(rp_error_detail() + 16, want),
+            "%s", rp_error_detail());
+  cr_assert_eq(done.id, 0x5eedu, "done was set");
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 0u, "nothing recorded");
+  rp_error_set(RP_EINVAL, "stale");
+  rp_op_id op = 77;
+  RP_EXPECT(rp_graph_add_copy(g, &c, &op), RP_EUNSUPPORTED);
+  cr_assert(strstr(rp_error_detail(), "rp_graph_add_copy: ") &&
+                strstr(rp_error_detail(), want) &&
+                !strstr(rp_error_detail(), "stale"),
+            "%s", rp_error_detail());
+  cr_assert_eq(op, 77u);
+  cr_assert_eq(rp_graph_op_count(g), 0u);
+  /* the other way round is planned (through a staging buffer) */
+  rp_copy back = copy_of(d, s, RP_DOMAIN_SRC);
+  back.redop = RP_REDOP_SUM;
+  RP_CHECK(rp_graph_add_copy(g, &back, &op));
+  cr_assert_eq(rp_graph_op_count(g), 1u);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, s));
+  RP_CHECK(rp_instance_free(rt, d));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
