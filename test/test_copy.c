@@ -679,3 +679,60 @@ Test(copy, stale_descriptor_moves_no_byte_in_a_replay) {
   RP_CHECK(rp_instance_free(rt, b));
   th_destroy(rt);
 }
+
+/* A parallel operator whose parts pass the operator's checks but one of
+ * whose copies the planner refuses (a part wrapping the whole's own
+ * bytes: source and destination overlap) is refused naming the call, the
+ * operator and the copy, before any copy runs or is added. */
+Test(copy, a_part_over_the_wholes_own_bytes_is_refused_naming_the_copy) {
+  rp_runtime *rt = th_cpu_runtime(1);
+  rp_inst whole = mk(rt, RP_F64, rp_rect_1d(0, 7));
+  fill_f64(rt, whole, 1.0);
+  rp_rect wr = rp_rect_1d(0, 7), r0, r1;
+  RP_CHECK(rp_chunk_rect(&wr, 0, 2, 0, &r0));
+  RP_CHECK(rp_chunk_rect(&wr, 0, 2, 1, &r1));
+  rp_inst p0 = mk(rt, RP_F64, r0), p1;
+  fill_f64(rt, p0, 100.0);
+  double *w = rp_instance_ptr(rt, whole);
+  cr_assert_not_null(w);
+  RP_CHECK(rp_instance_create_external(rt, 0, RP_F64, &r1, NULL, w + 4,
+                                       4 * sizeof(double), &p1));
+  rp_inst parts[2] = {p0, p1};
+  rp_parallel_op op = {
+      .kind = RP_POP_REPARTITION, .whole = whole, .parts = parts, .nparts = 2};
+  const char *calls[2] = {"rp_launch_parallel", "rp_graph_add_parallel"};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int c = 0; c < 2; c++) {
+    rp_error_set(RP_EINVAL, "stale");
+    rp_event done = {0x5eed};
+    rp_op_id first = 77;
+    uint32_t n = 77;
+    rp_status st = c ? rp_graph_add_parallel(g, &op, &first, &n)
+                     : rp_launch_parallel(rt, &op, &done);
+    RP_EXPECT(st, RP_EINVAL);
+    char want[160];
+    snprintf(want, sizeof want,
+             "%s: repartition operator, copy 1 of 2: copy %#llx -> %#llx: "
+             "the instances' bytes overlap in memory",
+             calls[c], (unsigned long long)whole.id, (unsigned long long)p1.id);
+    cr_assert(!strncmp(rp_error_detail(), want, strlen(want)), "%s: %s",
+              calls[c], rp_error_detail());
+    cr_assert_eq(done.id, 0x5eedu, "%s: done was set", calls[c]);
+    cr_assert_eq(first, 77u, "%s", calls[c]);
+    cr_assert_eq(n, 77u, "%s", calls[c]);
+  }
+  cr_assert_eq(rp_graph_op_count(g), 0u, "nothing added");
+  RP_CHECK(rp_runtime_drain(rt));
+  int64_t n;
+  double *v = read_f64(rt, p0, &n);
+  for (int64_t k = 0; k < n; k++)
+    cr_assert_eq(v[k], 100.0 + (double)k, "part 0 element %lld changed",
+                 (long long)k);
+  free(v);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, p1));
+  RP_CHECK(rp_instance_free(rt, p0));
+  RP_CHECK(rp_instance_free(rt, whole));
+  th_destroy(rt);
+}
