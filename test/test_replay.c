@@ -3156,3 +3156,74 @@ Test(replay, waits_that_serve_eager_work_without_futex_waitv, .timeout = 120) {
   lane_wait_runs_the_eager_op();
   eager_op_as_precondition();
 }
+
+static rp_status place_nop(rp_task_ctx *ctx) {
+  (void)ctx;
+  return RP_OK;
+}
+
+/* Placement's limits, on a model of a machine (instantiated, never run):
+ * a graph of 129 ops of 4096 shards (528384 units) over 128 CPU lanes
+ * needs more than 2^26 cells of lane knowledge, placement's limit; it is
+ * refused (RP_ERANGE naming units and lanes), no exec handed out. */
+Test(replay, units_times_lanes_past_placements_limit_are_refused) {
+  rp_machine_desc md = {.cpus = 128};
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create_model(&md, &rt));
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = place_nop}, &t));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  for (int i = 0; i < 129; i++) {
+    rp_op_id o;
+    RP_CHECK(rp_graph_add_task(
+        g, &(rp_launch){.task = t, .shards = RP_MAX_SHARDS}, &o));
+  }
+  rp_error_set(RP_EINVAL, "stale");
+  rp_exec *ex = (rp_exec *)&md;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_ERANGE);
+  cr_assert_str_eq(rp_error_detail(), "rp_instantiate: placement: 528384 "
+                                      "units x 128 lanes is too large");
+  cr_assert_eq(ex, (rp_exec *)&md, "an exec was handed out");
+  cr_assert_eq(rp_graph_op_count(g), 129u);
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
+
+/* The wrap-around dependencies of a graph whose writer of 4096 shards
+ * follows 255 readers and a writer of 4096 shards each, as the next replay
+ * sees them: 4096 x 256 x 4096 = 2^32 unit edges, more than an exec holds;
+ * refused (RP_ERANGE naming the count), no exec handed out. */
+Test(replay, wrap_around_unit_edges_past_the_limit_are_refused) {
+  rp_machine_desc md = {.cpus = 1};
+  rp_runtime *rt;
+  RP_CHECK(rp_runtime_create_model(&md, &rt));
+  rp_task_id t;
+  RP_CHECK(rp_task_register(
+      rt, &(rp_task_desc){.name = "nop", .cpu_fn = place_nop}, &t));
+  rp_rect r = rp_rect_1d(0, 3);
+  rp_inst x;
+  RP_CHECK(rp_instance_create(rt, 0, RP_F32, &r, NULL, &x));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_access w = {x, RP_WRITE, RP_REDOP_NONE}, rd = {x, RP_READ, RP_REDOP_NONE};
+  for (int i = 0; i < 256; i++) {
+    rp_op_id o;
+    RP_CHECK(rp_graph_add_task(g,
+                               &(rp_launch){.task = t,
+                                            .shards = RP_MAX_SHARDS,
+                                            .accesses = i ? &rd : &w,
+                                            .naccess = 1},
+                               &o));
+  }
+  rp_error_set(RP_EINVAL, "stale");
+  rp_exec *ex = (rp_exec *)&md;
+  RP_EXPECT(rp_instantiate(g, NULL, &ex), RP_ERANGE);
+  cr_assert_str_eq(rp_error_detail(), "rp_instantiate: instantiate: "
+                                      "4294967296 wrap-around unit edges");
+  cr_assert_eq(ex, (rp_exec *)&md, "an exec was handed out");
+  RP_CHECK(rp_graph_destroy(g));
+  RP_CHECK(rp_instance_free(rt, x));
+  RP_CHECK(rp_runtime_destroy(rt));
+}
