@@ -225,14 +225,16 @@ static rp_status task_status(rp_status st, const char **violation,
   return rp__task_status(st);
 }
 
-/* Why a task failed: the contract's words, or what the task said itself
- * (rp_error_set on this worker thread, as any caller of the library
- * reports; "" when it said nothing: the detail is cleared before each
- * task, so nothing an earlier task, eager op or callback on this worker
- * left there is taken for its words), or for a return that is no
- * rp_status (raw, mapped to RP_ETASK) without words, that value. */
+/* Why a task failed: the contract's words when it made a refused call
+ * (call: its name), or what the task said itself (rp_error_set on this
+ * worker thread, as any caller of the library reports, an RP_ECONTRACT it
+ * returned of its own included; "" when it said nothing: the detail is
+ * cleared before each task, so nothing an earlier task, eager op or
+ * callback on this worker left there is taken for its words), or for a
+ * return that is no rp_status (raw, mapped to RP_ETASK) without words,
+ * that value. */
 static const char *task_why(rp_status st, rp_status raw, const char *call) {
-  if (st == RP_ECONTRACT)
+  if (call)
     return rp__contract_why(call);
   const char *bad = rp__task_returned_why(st, raw);
   return bad ? bad : rp_error_detail();

@@ -507,7 +507,7 @@ Test(replay, poisoned_precondition_skips_only_dependents_then_next_works) {
  * argument: 0 ok, 1 fail, 2 launch a task, 3 wait on an event, 4 drain
  * the runtime, 5 destroy a graph, 6 free an instance, 7 reallocate it
  * (mode_graph and mode_inst: live ones, which the refused calls leave
- * alive and unchanged). */
+ * alive and unchanged), 8 return RP_ECONTRACT of its own (no call made). */
 typedef struct mode_args {
   int32_t mode;
   rp_task_id self;
@@ -546,6 +546,8 @@ static rp_status mode_task(rp_task_ctx *ctx) {
     rp_status st = rp_instance_realloc(rt, &in);
     return st == RP_ECONTRACT && in.id == mode_inst.id ? RP_OK : RP_EINVAL;
   }
+  case 8:
+    return rp_error_set(RP_ECONTRACT, "mode 8: the task's own words");
   default:
     return RP_OK;
   }
@@ -624,6 +626,29 @@ Test(replay, failing_task_and_contract_violations_complete_with_errors) {
     cr_assert_eq(atomic_load(&flag_ran[0]), expect_runs,
                  "replay %d: the dependent ran %d times, expected %d", i,
                  atomic_load(&flag_ran[0]), expect_runs);
+  }
+  /* a task's own RP_ECONTRACT keeps its own words (it called nothing);
+   * a traced replay takes the general path: the same words there */
+  static const int32_t more[] = {8, 3, 8};
+  for (int i = 0; i < 3; i++) {
+    if (i == 1)
+      RP_CHECK(rp_exec_trace_start(ex, 2));
+    rp_event done;
+    RP_CHECK(rp_replay(
+        ex, &(rp_replay_args){.args = &more[i], .args_size = sizeof more[i]},
+        &done));
+    RP_EXPECT(rp_event_wait(rt, done, 10000000000ll), RP_ECONTRACT);
+    const char *d = rp_exec_error_detail(ex);
+    if (more[i] == 8)
+      cr_assert(strstr(d, "RP_ECONTRACT: mode 8: the task's own words") &&
+                    !strstr(d, "task called"),
+                "replay %d: %s", i, d);
+    else
+      cr_assert(strstr(d, "task called rp_event_wait, which a task may not "
+                          "call inside a replay"),
+                "replay %d: %s", i, d);
+    rp_event_release(rt, done);
+    cr_assert_eq(atomic_load(&flag_ran[0]), expect_runs);
   }
   RP_CHECK(rp_graph_destroy(mode_graph)); /* both still alive */
   RP_CHECK(rp_instance_free(rt, mode_inst));
