@@ -7,7 +7,8 @@
 #include <string.h>
 
 /* A FILE with sticky error tracking: every write is checked, the first
- * failure's errno is kept and later writes are skipped. */
+ * failure's errno is kept (-1: the failure set none) and later writes are
+ * skipped. */
 typedef struct out {
   FILE *f;
   int err;
@@ -19,16 +20,24 @@ __attribute__((format(printf, 2, 3))) static void say(out *o, const char *fmt,
     return;
   va_list ap;
   va_start(ap, fmt);
+  errno = 0; /* a failure's cause, not one left from before */
   if (vfprintf(o->f, fmt, ap) < 0)
-    o->err = errno ? errno : EIO;
+    o->err = errno ? errno : -1;
   va_end(ap);
 }
 
 static rp_status finish(out *o) {
-  if (!o->err && (fflush(o->f) != 0 || ferror(o->f)))
-    o->err = errno ? errno : EIO;
+  if (!o->err) {
+    errno = 0;
+    if (fflush(o->f) != 0 || ferror(o->f))
+      o->err = errno ? errno : -1;
+  }
   if (o->err)
-    return rp__err(RP_EIO, "rp_graph_dump: write failed: %s", strerror(o->err));
+    return rp__err(RP_EIO, "rp_graph_dump: write failed: %s",
+                   o->err > 0 ? strerror(o->err)
+                              : "the stream's error indicator is set (its "
+                                "cause was not kept: a full disk, a stream "
+                                "not open for writing, a closed descriptor)");
   return RP_OK;
 }
 

@@ -786,6 +786,30 @@ Test(misuse_files, writers_report_dev_full, .timeout = 120) {
               "%s", rp_error_detail());
     fclose(f);
   }
+  /* a stream whose error indicator was set before (a read on a stream
+   * open for writing only), errno left over from an unrelated failure:
+   * the writes succeed, the indicator is reported, errno is no cause */
+  th_tmpdir_make("/tmp/rp_dumperr_XXXXXX");
+  for (int fmt = RP_DUMP_TEXT; fmt <= RP_DUMP_DOT; fmt++) {
+    FILE *f = fopen(th_tmp_path("dump.txt"), "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(fgetc(f), EOF);
+    cr_assert(ferror(f));
+    errno = ENOENT;
+    RP_EXPECT(rp_exec_dump(ex, f, (rp_dump_format)fmt), RP_EIO);
+    cr_assert(strstr(rp_error_detail(), "its cause was not kept"), "%s",
+              rp_error_detail());
+    if (fmt != RP_DUMP_JSON) { /* JSON checks its own writes only */
+      errno = ENOENT;
+      RP_EXPECT(rp_graph_dump(g, f, (rp_dump_format)fmt), RP_EIO);
+      cr_assert(strstr(rp_error_detail(),
+                       "rp_graph_dump: write failed: the stream's error "
+                       "indicator is set (its cause was not kept"),
+                "%s", rp_error_detail());
+    }
+    fclose(f);
+  }
+  th_tmpdir_remove();
   /* a small dump fits stdio's buffer: only the flush can fail */
   rp_graph *one;
   RP_CHECK(rp_graph_create(rt, &one));
