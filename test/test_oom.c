@@ -2536,6 +2536,16 @@ Test(oom, every_allocation_of_reprise_generate_fails_in_turn_said_as_such) {
   unlink(ck);
 }
 
+/* A text corpus of 240 bytes at path (a mkstemp template, filled in). */
+static void tiny_corpus(char *path) {
+  cr_assert_eq(temp_file(path), RP_OK);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < 40; i++)
+    fputs(i % 3 ? "abcab " : "cabde\n", f);
+  cr_assert_eq(fclose(f), 0);
+}
+
 /* `reprise train --model gpt` (in this process: the corpus, the runtime,
  * the model, its recorded step, two replays, the validation passes, the
  * sample's decode step and --save-weights) with allocation n failing, for
@@ -2545,13 +2555,8 @@ Test(oom, every_allocation_of_reprise_generate_fails_in_turn_said_as_such) {
  * an earlier call's), and leaks nothing. */
 Test(oom, every_allocation_of_reprise_train_gpt_fails_in_turn_said_as_such) {
   char corpus[] = "/tmp/rp_oom_txt_XXXXXX", ck[] = "/tmp/rp_oom_ck_XXXXXX";
-  cr_assert_eq(temp_file(corpus), RP_OK);
+  tiny_corpus(corpus);
   cr_assert_eq(temp_file(ck), RP_OK);
-  FILE *f = fopen(corpus, "w");
-  cr_assert_not_null(f);
-  for (int i = 0; i < 40; i++)
-    fputs(i % 3 ? "abcab " : "cabde\n", f);
-  cr_assert_eq(fclose(f), 0);
   const char *a[] = {
       "train", "--model",     "gpt", "--backend", "cpu", "--text",
       corpus,  "--layers",    "1",   "--heads",   "2",   "--width",
@@ -2701,12 +2706,7 @@ Test(oom,
   __lsan_enable();
 #endif
   char corpus[] = "/tmp/rp_oom_txt_XXXXXX";
-  cr_assert_eq(temp_file(corpus), RP_OK);
-  FILE *f = fopen(corpus, "w");
-  cr_assert_not_null(f);
-  for (int i = 0; i < 40; i++)
-    fputs(i % 3 ? "abcab " : "cabde\n", f);
-  cr_assert_eq(fclose(f), 0);
+  tiny_corpus(corpus);
   const char *a[] = {"train",   "--model", "gpt",     "--dist",   "--backend",
                      "cpu",     "--text",  corpus,    "--layers", "1",
                      "--heads", "2",       "--width", "8",        "--context",

@@ -670,6 +670,27 @@ static rp_status seen_task(rp_task_ctx *ctx) {
   return RP_OK;
 }
 
+/* A graph of one seen_task launch: its argument block h0, the two
+ * interpolations ips. */
+static rp_graph *capture_seen(rp_runtime *rt, rp_task_id t,
+                              const rp_access *acc, const hyper *h0,
+                              const rp_interp ips[2]) {
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  RP_CHECK(rp_launch_task(rt,
+                          &(rp_launch){.task = t,
+                                       .proc = RP_PROC_ANY,
+                                       .accesses = acc,
+                                       .naccess = 1,
+                                       .args = h0,
+                                       .args_size = sizeof *h0,
+                                       .interps = ips,
+                                       .ninterp = 2},
+                          NULL));
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  return g;
+}
+
 Test(replay, interpolated_arguments_change_every_replay) {
   rp_runtime *rt = th_cpu_runtime(2);
   rp_task_id t = th_task(rt, "seen", seen_task);
@@ -680,19 +701,7 @@ Test(replay, interpolated_arguments_change_every_replay) {
   rp_interp ips[2] = {{0, offsetof(hyper, iter), sizeof(uint64_t)},
                       {8, offsetof(hyper, lr), sizeof(float)}};
   rp_access acc = {log, RP_RW, 0};
-  RP_CHECK(rp_capture_begin(rt, NULL));
-  RP_CHECK(rp_launch_task(rt,
-                          &(rp_launch){.task = t,
-                                       .proc = RP_PROC_ANY,
-                                       .accesses = &acc,
-                                       .naccess = 1,
-                                       .args = &h0,
-                                       .args_size = sizeof h0,
-                                       .interps = ips,
-                                       .ninterp = 2},
-                          NULL));
-  rp_graph *g;
-  RP_CHECK(rp_capture_end(rt, &g));
+  rp_graph *g = capture_seen(rt, t, &acc, &h0, ips);
   rp_exec *ex;
   RP_CHECK(rp_instantiate(g, &(rp_exec_opts){.max_inflight = 8}, &ex));
   rp_event done[40];
@@ -741,19 +750,7 @@ Test(replay, overlapping_interpolations_apply_in_order_the_later_wins) {
   rp_interp ips[2] = {{0, offsetof(hyper, lr), sizeof(float)},
                       {4, offsetof(hyper, lr), sizeof(float)}};
   rp_access acc = {log, RP_RW, 0};
-  RP_CHECK(rp_capture_begin(rt, NULL));
-  RP_CHECK(rp_launch_task(rt,
-                          &(rp_launch){.task = t,
-                                       .proc = RP_PROC_ANY,
-                                       .accesses = &acc,
-                                       .naccess = 1,
-                                       .args = &h0,
-                                       .args_size = sizeof h0,
-                                       .interps = ips,
-                                       .ninterp = 2},
-                          NULL));
-  rp_graph *g;
-  RP_CHECK(rp_capture_end(rt, &g));
+  rp_graph *g = capture_seen(rt, t, &acc, &h0, ips);
   /* a third, added later, writes lr's low half from [8, 10) */
   RP_CHECK(rp_graph_add_interp(g, 0, &(rp_interp){8, offsetof(hyper, lr), 2}));
   rp_graph *loaded = NULL;
