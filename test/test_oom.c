@@ -2646,11 +2646,13 @@ Test(oom, every_allocation_of_reprise_train_mlp_fails_in_turn_said_as_such) {
   unlink(ck);
 }
 
-/* A graph file of one op whose task ("my.log") this build does not
- * register, saved at path. */
-static void placeholder_graph_file(const char *path) {
+/* A graph file of nops ops whose task ("my.log") this build does not
+ * register, recorded on a runtime of `workers` CPU workers, saved at
+ * path. */
+static void placeholder_graph_file(const char *path, unsigned workers,
+                                   int nops) {
   rp_runtime *rt;
-  RP_CHECK(make_runtime(1, &rt));
+  RP_CHECK(make_runtime(workers, &rt));
   rp_task_id t;
   RP_CHECK(rp_task_register(
       rt, &(rp_task_desc){.name = "my.log", .cpu_fn = rp_task_fill_cpu}, &t));
@@ -2660,9 +2662,10 @@ static void placeholder_graph_file(const char *path) {
   rp_graph *g;
   RP_CHECK(rp_graph_create(rt, &g));
   rp_access acc = {in, RP_READ, RP_REDOP_NONE};
-  RP_CHECK(rp_graph_add_task(
-      g, &(rp_launch){.task = t, .proc = 0, .accesses = &acc, .naccess = 1},
-      NULL));
+  for (int i = 0; i < nops; i++)
+    RP_CHECK(rp_graph_add_task(
+        g, &(rp_launch){.task = t, .proc = 0, .accesses = &acc, .naccess = 1},
+        NULL));
   RP_CHECK(rp_graph_save(g, path));
   RP_CHECK(rp_graph_destroy(g));
   RP_CHECK(rp_instance_free(rt, in));
@@ -2680,11 +2683,24 @@ static void placeholder_graph_file(const char *path) {
 Test(oom, every_allocation_of_reprise_dump_fails_in_turn_said_as_such) {
   char g[] = "/tmp/rp_oom_dump_XXXXXX";
   cr_assert_eq(temp_file(g), RP_OK);
-  placeholder_graph_file(g);
+  placeholder_graph_file(g, 1, 1);
   const char *a[] = {"dump", g, "--stats"};
   cmd_sweep_saying("reprise dump", rp_cmd_dump, 3, a, "reprise dump: ", 0, 0,
                    "registering tasks: RP_ENOMEM: out of memory for the names "
                    "of 1 unregistered tasks");
+  unlink(g);
+}
+
+/* `reprise dump FILE` of a file recorded on 3 CPU workers (40 ops): a run that
+ * succeeds reads the file as that machine (its first line), one that runs
+ * out of memory reading the machine says so (it took the file for one
+ * without a machine and guessed one worker from its ops). */
+Test(oom, reprise_dump_reads_the_recorded_machine_or_says_out_of_memory) {
+  char g[] = "/tmp/rp_oom_dump_XXXXXX";
+  cr_assert_eq(temp_file(g), RP_OK);
+  placeholder_graph_file(g, 3, 40);
+  const char *a[] = {"dump", g};
+  cmd_sweep("reprise dump", rp_cmd_dump, 2, a, "reprise dump: ", 1, 0);
   unlink(g);
 }
 

@@ -721,8 +721,10 @@ static rp_status make_runtime(const dump_cli *c, const prescan *p,
                               rp_runtime **rt) {
   int present = 0;
   rp_status st = rp_graph_file_machine(text, len, m, &present);
-  if (st && !strstr(rp_error_detail(), "graph.machine"))
-    st = RP_OK; /* not the "machine" key: the loader says what is wrong */
+  /* not the "machine" key: the loader says what is wrong; no memory to
+   * read it is said, not taken for a file without one */
+  if (st && st != RP_ENOMEM && !strstr(rp_error_detail(), "graph.machine"))
+    st = RP_OK;
   if (st)
     return st;
   if (!present)
