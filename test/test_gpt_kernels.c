@@ -1062,10 +1062,6 @@ Test(gpt_tasks, bad_accesses_and_args_are_refused_before_writing) {
   free(inp), free(W), free(bias), free(out), free(out0), free(ref);
 }
 
-/* gpt.adamw's decay step multiplies the decayed tensors by 1 - lr x
- * weight_decay, computed in float: a pair whose exact product is below 1
- * but rounds to 1 in float would zero them, and is refused as 1 is (by the
- * task and by its check_fn, before anything is written). */
 /* gpt.layernorm_fwd (and the residual one, the same check) refuses an eps
  * that is not positive and finite, gpt.xent a norm that is negative or not
  * finite: RP_EINVAL naming the task and the value, nothing written. */
@@ -1125,6 +1121,10 @@ Test(gpt_tasks, layernorm_eps_and_xent_norm_out_of_range_are_refused) {
   cr_assert_neq(loss, 7.0f);
 }
 
+/* gpt.adamw's decay step multiplies the decayed tensors by 1 - lr x
+ * weight_decay, computed in float: a pair whose exact product is below 1
+ * but rounds to 1 in float would zero them, and is refused as 1 is (by the
+ * task and by its check_fn, before anything is written). */
 Test(gpt_tasks, adamw_refuses_a_decay_step_that_zeroes_or_grows_weights) {
   const float lr = 0.435312152f, wd = 2.29720211f;
   cr_assert((double)lr * wd < 1.0 && lr * wd >= 1.0f, "the pair: %.17g, %.9g",
