@@ -22,7 +22,7 @@ __attribute__((format(printf, 2, 3))) static void say(out *o, const char *fmt,
   va_start(ap, fmt);
   errno = 0; /* a failure's cause, not one left from before */
   if (vfprintf(o->f, fmt, ap) < 0)
-    o->err = errno ? errno : -1;
+    o->err = errno > 0 ? errno : -1;
   va_end(ap);
 }
 
@@ -30,14 +30,11 @@ static rp_status finish(out *o) {
   if (!o->err) {
     errno = 0;
     if (fflush(o->f) != 0 || ferror(o->f))
-      o->err = errno ? errno : -1;
+      o->err = errno > 0 ? errno : -1;
   }
   if (o->err)
     return rp__err(RP_EIO, "rp_graph_dump: write failed: %s",
-                   o->err > 0 ? strerror(o->err)
-                              : "the stream's error indicator is set (its "
-                                "cause was not kept: a full disk, a stream "
-                                "not open for writing, a closed descriptor)");
+                   rp__write_cause(o->err));
   return RP_OK;
 }
 

@@ -651,9 +651,11 @@ static rp_status graph_text(const rp_graph *g, char **out, const char *what) {
 static rp_status write_all(FILE *f, const char *text, const char *what,
                            const char *name) {
   size_t len = strlen(text);
-  if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF || fflush(f) != 0)
+  errno = 0; /* a failure's cause, not one left from before */
+  if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF ||
+      fflush(f) != 0 || ferror(f))
     return rp__err(RP_EIO, "%s: writing %s failed: %s", what, name,
-                   strerror(errno));
+                   rp__write_cause(errno));
   return RP_OK;
 }
 

@@ -230,6 +230,13 @@ rp_status rp__errno_status(int e) {
   return e == ENOMEM ? RP_ENOMEM : RP_EIO;
 }
 
+const char *rp__write_cause(int e) {
+  return e > 0 ? strerror(e)
+               : "the stream's error indicator is set (its cause was not "
+                 "kept: a full disk, a stream not open for writing, a "
+                 "closed descriptor)";
+}
+
 const char *rp__file_kind(unsigned m) {
   return S_ISFIFO(m)   ? "a FIFO (named pipe)"
          : S_ISCHR(m)  ? "a character device"

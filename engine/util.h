@@ -86,6 +86,11 @@ rp_status rp__err_as(rp_status st, const char *fmt, ...)
  * ENOMEM (the kernel or libc ran out of memory), else RP_EIO. */
 rp_status rp__errno_status(int e);
 
+/* Why a write to a stream failed: strerror(e) for an errno e > 0; for 0
+ * (a failed write that set none, or an error indicator set before), that
+ * the cause was not kept. */
+const char *rp__write_cause(int e);
+
 /* "a FIFO (named pipe)", "a character device", "a directory", ... for a
  * st_mode that is not a regular file's. */
 const char *rp__file_kind(unsigned mode);

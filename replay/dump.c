@@ -201,10 +201,7 @@ rp_status rp_exec_dump(const rp_exec *ex, FILE *f, rp_dump_format fmt) {
   if (fflush(f) != 0 || ferror(f)) {
     int e = errno ? errno : wrote;
     return rp__err(RP_EIO, "rp_exec_dump: write failed: %s",
-                   e ? strerror(e)
-                     : "the stream's error indicator is set (its cause "
-                       "was not kept: a full disk, a stream not open "
-                       "for writing, a closed descriptor)");
+                   rp__write_cause(e));
   }
   return RP_OK;
 }
