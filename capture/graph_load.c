@@ -36,6 +36,14 @@ static void subpath(char *dst, const char *parent, const char *key,
     memcpy(dst + PATH_LEN - 4, "...", 4);
 }
 
+/* An array entry's key, "key[i]": errors about one entry of an array
+ * name that entry (graph.ops[3].shard_procs[2]), not the array. */
+#define ELEM_LEN 48
+static const char *elem(char buf[ELEM_LEN], const char *key, uint32_t i) {
+  snprintf(buf, ELEM_LEN, "%s[%u]", key, i);
+  return buf;
+}
+
 typedef struct group_tag {
   int kind; /* rp_pop_kind, -1 while no op of the group was seen */
   int backward;
@@ -284,8 +292,10 @@ static rp_status get_dims(const cJSON *v, const char *path, const char *key,
     return rp__err(RP_ESHAPE, "%s.%s: %u dimensions (1..%d allowed)", path, key,
                    n, RP_MAX_DIM);
   int d = 0;
+  char k[ELEM_LEN];
   for (const cJSON *c = v->child; c; c = c->next, d++)
-    if ((st = get_i64(c, path, key, INT64_MIN, INT64_MAX, &out[d])) != RP_OK)
+    if ((st = get_i64(c, path, elem(k, key, (uint32_t)d), INT64_MIN, INT64_MAX,
+                      &out[d])) != RP_OK)
       return st;
   *dim = (int)n;
   return RP_OK;
@@ -779,8 +789,10 @@ static rp_status get_shard_procs(const cJSON *v, const char *path, rp_launch *l,
   if (!(t->shard_procs = malloc(sizeof *t->shard_procs * n)))
     return rp__err(RP_ENOMEM, "%s.shard_procs: out of memory", path);
   uint32_t i = 0;
+  char k[ELEM_LEN];
   for (const cJSON *c = v->child; c; c = c->next, i++)
-    if ((st = get_proc(c, path, "shard_procs", &t->shard_procs[i])) != RP_OK)
+    if ((st = get_proc(c, path, elem(k, "shard_procs", i),
+                       &t->shard_procs[i])) != RP_OK)
       return st;
   l->shard_procs = t->shard_procs;
   return RP_OK;
@@ -1239,14 +1251,16 @@ static rp_status load_port(loader *L, const cJSON *o, const char *path,
            : rp_graph_add_postcondition(L->g, name, &p);
   if (st)
     return rp__err_prefix(st, "%s: ", path);
-  for (const cJSON *c = field(o, "ops")->child; c; c = c->next) {
+  uint32_t j = 0;
+  char k[ELEM_LEN];
+  for (const cJSON *c = field(o, "ops")->child; c; c = c->next, j++) {
     rp_op_id op;
-    if ((st = op_ref(L, c, path, "ops", &op)) != RP_OK)
+    if ((st = op_ref(L, c, path, elem(k, "ops", j), &op)) != RP_OK)
       return st;
     st = pre ? rp_graph_bind_precondition(L->g, p, op)
              : rp_graph_bind_postcondition(L->g, p, op);
     if (st)
-      return rp__err_prefix(st, "%s: ", path);
+      return rp__err_prefix(st, "%s.%s: ", path, k);
   }
   return RP_OK;
 }
@@ -1311,9 +1325,11 @@ static rp_status parse_machine(const cJSON *o, rp_machine_desc *m) {
       (st = get_array(field(o, "mems"), path, "mems", RP_MODEL_MAX_MEMS + 1,
                       &nm))) /* + system memory, which the file lists */
     return st;
+  char k[ELEM_LEN];
   for (const cJSON *c = field(o, "gpus")->child; c; c = c->next, i++) {
     int64_t d;
-    if ((st = get_i64(c, path, "gpus", 0, RP_MODEL_MAX_DEVICE, &d)) != RP_OK)
+    if ((st = get_i64(c, path, elem(k, "gpus", i), 0, RP_MODEL_MAX_DEVICE,
+                      &d)) != RP_OK)
       return st;
     m->gpu_device[m->ngpus++] = (int)d;
   }

@@ -2131,6 +2131,31 @@ Test(graphio_corrupt, graph_level_refusals_name_the_field) {
               "dimension 0 is 0 (must be > 0)");
 }
 
+/* A refusal of one entry of an array names the entry, not the array: a
+ * port may list 4096 ops, an SPMD launch 4096 processors. */
+Test(graphio_corrupt, array_entry_refusals_name_the_entry) {
+  expect_said("\"ops\": [1]}]", "\"ops\": [1, 0, 7]}]", RP_ERANGE,
+              "graph.postconditions[0].ops[2]: op 7 out of range (the graph "
+              "has 2 ops)");
+  expect_said("\"ops\": [1]}]", "\"ops\": [1, -1]}]", RP_ERANGE,
+              "graph.postconditions[0].ops[1]: -1 out of range");
+  expect_said("\"ops\": [0]}]", "\"ops\": [0, 1, 0]}]", RP_EPORT,
+              "graph.preconditions[0].ops[2]: rp_graph_bind_precondition: "
+              "port 'in' is already bound to op 0");
+  expect_said("\"shards\": 1, \"shard_procs\": null",
+              "\"shards\": 3, \"shard_procs\": [0, 0, \"x\"]", RP_EFORMAT,
+              "graph.ops[0].shard_procs[2]: expected an integer");
+  expect_said("\"lo\": [0], \"hi\": [15], \"strides\": [1]",
+              "\"lo\": [0, 0], \"hi\": [3, 3.5], \"strides\": [4, 1]",
+              RP_EFORMAT, "graph.instances[0].hi[1]: expected an integer");
+  expect_said("\"strides\": [1]", "\"strides\": [\"a\"]", RP_EFORMAT,
+              "graph.instances[0].strides[0]: expected an integer");
+  expect_said("\"edges\":",
+              "\"machine\": {\"cpus\": 1, \"gpus\": [0, -3], \"mems\": []}, "
+              "\"edges\":",
+              RP_ERANGE, "graph.machine.gpus[1]: -3 out of range [0, 1023]");
+}
+
 /* A decimal string past 2^64 is out of range; the advice to write large
  * integers as strings is for numbers, not for a string already. */
 Test(graphio_corrupt, a_decimal_string_past_2p64_names_the_range) {
