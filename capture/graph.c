@@ -446,8 +446,20 @@ rp_status rp_graph_add_interp(rp_graph *g, rp_op_id id, const rp_interp *ip) {
     return rp__err_prefix(st, "rp_graph_add_interp: ");
   if (!(tmp = rp__reallocarray(tmp, n + 1, sizeof *tmp)))
     return rp__err(RP_ENOMEM, "rp_graph_add_interp: out of memory");
+  op->interps = tmp; /* room for one more; the op keeps its n until the
+                        checks below pass */
   tmp[n] = *ip;
-  op->interps = tmp;
+  /* a library task's privileges under the op's interpolations, this one
+   * included (a field it writes may take any value at a replay), as
+   * rp_graph_add_task checks a launch's: an access declared short of what
+   * the task then does is refused here, not only at instantiate (nothing
+   * could fix the op afterwards, and rp_graph_save would write a file the
+   * loader refuses) */
+  const rp_task_rec *t = rp__task_get(g->rt, op->task);
+  if (t && t->priv_fn &&
+      (st = t->priv_fn(t->priv_arg, op->args, op->args_size, op->acc, op->nacc,
+                       tmp, n + 1)) != RP_OK)
+    return rp__err_prefix(st, "rp_graph_add_interp: ");
   op->ninterp = n + 1;
   return RP_OK;
 }

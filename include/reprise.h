@@ -1164,7 +1164,10 @@ RP_API rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
  * the launch checks of an interpolation (RP_EINVAL, RP_ERANGE: one that
  * does not fit the op's args or shard count, or reads past
  * RP_MAX_REPLAY_ARGS of the replay's argument block, the detail naming
- * it by its index among the op's); the op is unchanged then. */
+ * it by its index among the op's); for a library task, RP_EINVAL when
+ * under the op's interpolations, this one included, an access is
+ * declared short of what the task does (rp_access: an interpolation of
+ * rp.gemm's beta onto a C declared RP_WRITE); the op is unchanged then. */
 RP_API rp_status rp_graph_add_interp(rp_graph *g, rp_op_id op,
                                      const rp_interp *ip);
 /* Names op (RP_NAME_MAX); NULL or "" removes the name. RP_EINVAL for an

@@ -1932,6 +1932,63 @@ Test(kernel_privs, privileges_that_depend_on_the_args) {
   th_destroy(f.rt);
 }
 
+/* rp_graph_add_interp checks the op's privileges under its interpolations,
+ * the new one included, as rp_graph_add_task checks a launch's: an
+ * interpolation of rp.gemm's beta onto a C declared RP_WRITE is refused
+ * at the call, the op unchanged (it instantiates, saves and loads back),
+ * not left for instantiate (nothing could fix the op then, and the saved
+ * file would not load). */
+Test(kernel_privs, an_interpolation_added_later_is_checked_at_the_call) {
+  priv_fx f;
+  priv_fx_init(&f);
+  rp_mem sys;
+  RP_CHECK(rp_mem_find(f.rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_rect r = rp_rect_1d(0, PN - 1);
+  rp_inst i[3];
+  for (int k = 0; k < 3; k++)
+    RP_CHECK(rp_instance_create(f.rt, sys, RP_F32, &r, NULL, &i[k]));
+  rp_gemm_args ga = {2, 2, 2, 0, 0, 1.0f, 0.0f};
+  rp_access gacc[3] = {{i[0], RP_READ, RP_REDOP_NONE},
+                       {i[1], RP_READ, RP_REDOP_NONE},
+                       {i[2], RP_WRITE, RP_REDOP_NONE}};
+  rp_launch gl = {.task = f.k.gemm,
+                  .proc = RP_PROC_ANY,
+                  .accesses = gacc,
+                  .naccess = 3,
+                  .args = &ga,
+                  .args_size = sizeof ga};
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(f.rt, &g));
+  rp_op_id op;
+  RP_CHECK(rp_graph_add_task(g, &gl, &op)); /* beta 0: C only written */
+  rp_interp alpha = {0, offsetof(rp_gemm_args, alpha), sizeof(float)};
+  RP_CHECK(rp_graph_add_interp(g, op, &alpha)); /* alpha: C still written */
+  rp_interp beta = {4, offsetof(rp_gemm_args, beta), sizeof(float)};
+  priv_refused(rp_graph_add_interp(g, op, &beta),
+               "rp_graph_add_interp: task 'rp.gemm': access 2 (C) is "
+               "declared RP_WRITE, and the task reads and writes it (as beta "
+               "is interpolated): declare RP_RW");
+  RP_CHECK(rp_graph_validate(g)); /* the op as it was: one interpolation */
+  th_tmpdir_make("/tmp/rp_privs_XXXXXX");
+  const char *path = th_tmp_path("gemm.json");
+  RP_CHECK(rp_graph_save(g, path));
+  rp_graph *back = NULL;
+  RP_CHECK(rp_graph_load(f.rt, path, i, 3, &back));
+  RP_CHECK(rp_graph_destroy(back));
+  RP_CHECK(rp_graph_destroy(g));
+  /* declared RP_RW, the same interpolation is accepted */
+  gacc[2].priv = RP_RW;
+  RP_CHECK(rp_graph_create(f.rt, &g));
+  RP_CHECK(rp_graph_add_task(g, &gl, &op));
+  RP_CHECK(rp_graph_add_interp(g, op, &beta));
+  RP_CHECK(rp_graph_validate(g));
+  RP_CHECK(rp_graph_destroy(g));
+  for (int k = 0; k < 3; k++)
+    RP_CHECK(rp_instance_free(f.rt, i[k]));
+  th_tmpdir_remove();
+  th_destroy(f.rt);
+}
+
 /* Every kernel task is registered with its descriptor's privilege check. */
 Test(kernel_privs, every_kernel_task_checks_its_launches_privileges) {
   rp_runtime *rt = th_cpu_runtime(1);
