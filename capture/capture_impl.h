@@ -161,6 +161,12 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded);
  * numbering when they join it). */
 rp_status rp__check_interps(const rp_launch *l, const char *name,
                             uint32_t first);
+/* The refusal of an interpolation of a task planned once at instantiate
+ * (rp_task_ext: the communication ops), whose replays never read
+ * interpolated args; %s: the task's name. */
+#define INTERP_EXT_REFUSED                                                     \
+  "task '%s' is a communication op: its arguments are the library's, "         \
+  "planned once at instantiate, so no interpolation applies"
 /* Plans (and releases) c to validate it; op names it in errors
  * (UINT32_MAX: not a graph op). */
 rp_status rp__check_copy(rp_runtime *rt, const rp_copy *c, rp_op_id op);

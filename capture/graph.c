@@ -456,6 +456,9 @@ rp_status rp_graph_add_interp(rp_graph *g, rp_op_id id, const rp_interp *ip) {
    * could fix the op afterwards, and rp_graph_save would write a file the
    * loader refuses) */
   const rp_task_rec *t = rp__task_get(g->rt, op->task);
+  if (t && t->ext)
+    return rp__err(RP_EINVAL, "rp_graph_add_interp: " INTERP_EXT_REFUSED,
+                   t->name);
   if (t && t->priv_fn &&
       (st = t->priv_fn(t->priv_arg, op->args, op->args_size, op->acc, op->nacc,
                        tmp, n + 1)) != RP_OK)

@@ -323,6 +323,8 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
                    name);
   if ((st = rp__check_interps(l, name, 0)) != RP_OK)
     return st;
+  if (t->ext && l->ninterp) /* planned once at instantiate (comm/) */
+    return rp__err(RP_EINVAL, INTERP_EXT_REFUSED, name);
   /* a task described by data (the kernels' op descriptors): its declared
    * privileges cover what it does with each access */
   if (t->priv_fn &&

@@ -1160,7 +1160,10 @@ RP_API rp_status rp_graph_bind_precondition(rp_graph *g, rp_port_id p,
                                             rp_op_id op);
 RP_API rp_status rp_graph_bind_postcondition(rp_graph *g, rp_port_id p,
                                              rp_op_id op);
-/* Adds an interpolation to task op. RP_EINVAL op out of range or a copy;
+/* Adds an interpolation to task op. RP_EINVAL op out of range, a copy or
+ * a communication op (an rp.dist.* task: planned once at instantiate, its
+ * arguments are never interpolated; a launch or graph file giving one an
+ * interpolation is refused alike);
  * the launch checks of an interpolation (RP_EINVAL, RP_ERANGE: one that
  * does not fit the op's args or shard count, or reads past
  * RP_MAX_REPLAY_ARGS of the replay's argument block, the detail naming

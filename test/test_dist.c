@@ -605,6 +605,78 @@ Test(dist, graph_files_carry_communication_ops) {
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
 }
+
+/* A communication op is planned once at instantiate from its recorded
+ * arguments: no replay reads an interpolation of them, so one is refused
+ * (RP_EINVAL naming the task), by rp_graph_add_interp (the op unchanged:
+ * it still replays as the copy it was) and in a graph file (the op named
+ * by its path), not accepted and silently never applied. */
+Test(dist, an_interpolation_of_a_communication_op_is_refused) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_inst x = make(rt, RP_F32, rp_rect_1d(0, 7));
+  rp_inst y = make(rt, RP_F32, rp_rect_1d(0, 7));
+  rp_graph *g;
+  RP_CHECK(rp_graph_create(rt, &g));
+  rp_op_id id;
+  RP_CHECK(rp_graph_add_dist_copy(g, &(rp_dist_copy){.src = x, .dst = y}, &id));
+  const char *want = "task 'rp.dist.copy' is a communication op: its "
+                     "arguments are the library's, planned once at "
+                     "instantiate, so no interpolation applies";
+  RP_EXPECT(rp_graph_add_interp(g, id, &(rp_interp){0, 0, 4}), RP_EINVAL);
+  cr_assert(strstr(rp_error_detail(), "rp_graph_add_interp: "), "%s",
+            rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  fill(rt, x, 8, 1.0f);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event e;
+  RP_CHECK(rp_replay(ex, NULL, &e));
+  wait_ok(rt, e);
+  float v[8];
+  read_f(rt, y, v, 8);
+  for (int k = 0; k < 8; k++)
+    cr_assert_eq(v[k], 1.0f + (float)k);
+  RP_CHECK(rp_exec_destroy(ex));
+  /* a file whose communication op has an interpolation (edited: no
+   * checksum) */
+  char path[] = "/tmp/rp_dist_interp_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  close(fd);
+  RP_CHECK(rp_graph_save(g, path));
+  size_t len = 0;
+  char *text = th_read_all(path, &len);
+  unlink(path);
+  char *sum = strstr(text, "\"checksum\"");
+  char *sum_end = sum ? strchr(sum, '\n') : NULL;
+  char *at = strstr(text, "\"interps\":\t[]");
+  cr_assert(sum_end && at && sum_end < at, "%s", text);
+  const char *ip = "\"interps\": [{\"src\": 0, \"dst\": 0, \"bytes\": 4}]";
+  char *edited = malloc(len + strlen(ip) + 1);
+  size_t k = 0;
+  memcpy(edited, text, (size_t)(sum - text)); /* up to the checksum */
+  k += (size_t)(sum - text);
+  memcpy(edited + k, sum_end + 1, (size_t)(at - sum_end - 1));
+  k += (size_t)(at - sum_end - 1);
+  memcpy(edited + k, ip, strlen(ip));
+  k += strlen(ip);
+  const char *rest = at + strlen("\"interps\":\t[]");
+  memcpy(edited + k, rest, len - (size_t)(rest - text));
+  k += len - (size_t)(rest - text);
+  rp_inst insts[3];
+  uint32_t n = 0;
+  RP_CHECK(rp_graph_instances(g, insts, 3, &n));
+  rp_graph *h = NULL;
+  rp_status st = rp_graph_load_mem(rt, edited, k, insts, n, 0, &h);
+  cr_assert_eq(st, RP_EINVAL, "%s (%s)", rp_status_name(st), rp_error_detail());
+  cr_assert_null(h);
+  cr_assert(strstr(rp_error_detail(), "graph.ops[0]"), "%s", rp_error_detail());
+  cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
+  free(edited);
+  free(text);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
 #endif
 
 /* A copy between ranks moves host memory: on a model of a machine with a
