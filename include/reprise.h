@@ -1296,7 +1296,9 @@ RP_API rp_status rp_graph_save(const rp_graph *g, const char *path);
  * the caller's table: insts[i] (ninsts entries, the file's table order) must
  * match table entry i's element type (RP_ETYPE), rectangle and strides
  * (RP_ESHAPE); its memory may differ; ninsts other than the table's entry
- * count is RP_EINVAL (the detail gives both). With insts == NULL (ninsts
+ * count is RP_EINVAL (the detail gives both), and so is one instance given
+ * for two entries (the table lists distinct instances: the detail names
+ * both entries). With insts == NULL (ninsts
  * 0; a count without a table is RP_EINVAL) the loader allocates fresh
  * zeroed instances matching the table; they are the
  * caller's: list them with rp_graph_instances() and free them after the
