@@ -7,6 +7,7 @@
 #include "train/ckpt.h"
 #include "train/gpt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -2198,6 +2199,73 @@ Test(cli, plot_keeps_the_previous_picture_when_gnuplot_fails, .timeout = 300) {
   cr_assert(strstr(r.err, "gnuplot's picture is cut short"), "%s", r.err);
   plot_fix_kept(&p, " to a cut one");
   plot_fix_end(&p);
+}
+
+/* The temporary files of dir named ".<name>.tmp.*". */
+static int temps_of(const char *dir, const char *name) {
+  char prefix[128];
+  snprintf(prefix, sizeof prefix, ".%s.tmp.", name);
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    n += !strncmp(e->d_name, prefix, strlen(prefix));
+  closedir(d);
+  return n;
+}
+
+/* SIGINT, SIGTERM and SIGHUP each stop a command while it writes (a plot
+ * whose gnuplot is drawing): it dies of that signal, its output's
+ * temporary file is removed and the previous picture kept. SIGHUP too
+ * where a library the command loads has put a handler of its own on it
+ * (UCX, under MPICH, has one that only logs: the command ran on). The
+ * stand-in gnuplot says when it draws and finishes the picture once the
+ * test has sent the signal: a command that the signal did not stop
+ * writes it and exits 0. */
+Test(cli, stop_signals_stop_a_command_and_remove_its_temporary_file,
+     .timeout = 300) {
+#ifndef REPRISE_HAVE_CJSON
+  cr_skip_test("plot reads JSON with cJSON");
+#endif
+  const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+    char script[1024], ready[128], stop[128];
+    plot_fix p;
+    plot_fix_start(&p, "/tmp/rp_cli_stop_XXXXXX", "#!/bin/sh\n");
+    snprintf(ready, sizeof ready, "%s/ready", p.dir);
+    snprintf(stop, sizeof stop, "%s/stop", p.dir);
+    snprintf(script, sizeof script,
+             "#!/bin/sh\ncat >/dev/null\necho '<svg>'\n: > %s\n"
+             "while [ ! -e %s ]; do sleep 0.05; done\necho '</svg>'\n",
+             ready, stop);
+    fake_gnuplot(p.gp, script);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+      int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1), dup2(null, 2);
+      signal(sigs[i], SIG_DFL); /* as a shell starts it */
+      execl(REPRISE_CLI_PATH, "reprise", "plot", "--train", p.tim, "-o", p.svg,
+            (char *)NULL);
+      _exit(127);
+    }
+    for (int k = 0; k < 6000 && access(ready, F_OK) != 0; k++)
+      usleep(10000);
+    cr_assert_eq(access(ready, F_OK), 0, "gnuplot never started");
+    cr_assert_eq(temps_of(p.dir, "p.svg"), 1,
+                 "no temporary file while drawing");
+    cr_assert_eq(kill(pid, sigs[i]), 0);
+    put_file(stop, "", 0); /* gnuplot finishes: too late for a stopped run */
+    int ws = 0;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == sigs[i],
+              "%s: status %#x, not killed by it", strsignal(sigs[i]), ws);
+    cr_assert_eq(temps_of(p.dir, "p.svg"), 0, "%s: the temporary file is left",
+                 strsignal(sigs[i]));
+    plot_fix_kept(&p, "");
+    unlink(ready), unlink(stop);
+    plot_fix_end(&p);
+  }
 }
 
 /* gnuplot that cannot be started (no descriptors left for its pipes:

@@ -159,7 +159,7 @@ static int stdout_written(const char *cmd, int rc) {
 
 /* SIGINT, SIGTERM, SIGHUP: the temporary files of the outputs being
  * written go first (rp_output_discard_all), then the signal does what it
- * would have done. */
+ * would have done by default: the process dies of it. */
 static void on_stop(int sig) {
   rp_output_discard_all();
   signal(sig, SIG_DFL);
@@ -170,10 +170,13 @@ static void stop_signals(void) {
   const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
     struct sigaction old;
-    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+    /* kept ignored where it was (nohup); a handler that a library put
+     * there as it loaded is replaced (UCX, under MPICH, logs SIGHUP and
+     * runs on) */
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) {
       struct sigaction sa = {.sa_handler = on_stop};
       sigemptyset(&sa.sa_mask);
-      sigaction(sigs[i], &sa, NULL); /* kept ignored where it was (nohup) */
+      sigaction(sigs[i], &sa, NULL);
     }
   }
 }
