@@ -45,23 +45,13 @@ struct temp_chunk {
 };
 static struct temp_chunk temps;
 
-/* A slot now holding tmp, or NULL: out of memory (a path open() took
- * always fits). */
-static struct temp_slot *temp_list(const char *tmp) {
-  size_t n = strlen(tmp);
-  if (n >= TEMP_PATH)
-    return NULL;
+/* A slot of this output's own, its path empty, or NULL: out of memory. */
+static struct temp_slot *temp_claim(void) {
   for (struct temp_chunk *c = &temps; c;) {
     for (int i = 0; i < TEMP_SLOTS; i++) {
       struct temp_slot *s = &c->slot[i];
-      if (!atomic_exchange(&s->used, 1)) {
-        atomic_fetch_add(&s->seq, 1); /* odd: changing */
-        /* release stores: a reader that sees a byte sees the odd seq */
-        for (size_t k = 0; k <= n; k++)
-          atomic_store_explicit(&s->path[k], tmp[k], memory_order_release);
-        atomic_fetch_add(&s->seq, 1); /* even: whole */
+      if (!atomic_exchange(&s->used, 1))
         return s;
-      }
     }
     struct temp_chunk *next = atomic_load(&c->next);
     if (!next) { /* every slot taken: one more chunk, kept for good */
@@ -76,6 +66,19 @@ static struct temp_slot *temp_list(const char *tmp) {
     c = next;
   }
   return NULL;
+}
+
+/* s's path becomes tmp (empty when tmp is too long for any path open()
+ * takes: its open fails). */
+static void temp_set(struct temp_slot *s, const char *tmp) {
+  size_t n = strlen(tmp);
+  if (n >= TEMP_PATH)
+    n = 0, tmp = "";
+  atomic_fetch_add(&s->seq, 1); /* odd: changing */
+  /* release stores: a reader that sees a byte sees the odd seq */
+  for (size_t k = 0; k <= n; k++)
+    atomic_store_explicit(&s->path[k], tmp[k], memory_order_release);
+  atomic_fetch_add(&s->seq, 1); /* even: whole */
 }
 
 static void temp_unlist(struct temp_slot *s) {
@@ -199,19 +202,25 @@ static char *dir_of(const char *path) {
 
 /* Creates "dir/.name.tmp.PID.N" exclusively (0666 less the umask, as
  * fopen would create the target itself; mkstemp's 0600 would survive the
- * rename). The name part is cut so the whole stays within NAME_MAX. */
-static int temp_create(const char *dir, const char *target, char **tmp) {
+ * rename). The name part is cut so the whole stays within NAME_MAX. Each
+ * name is listed in *slot (claimed here) before the open() that may
+ * create it: a signal handler's rp_output_discard_all that runs once the
+ * file exists finds it (listed after the open, a signal between the two
+ * left the file behind). */
+static int temp_create(const char *dir, const char *target, char **tmp,
+                       struct temp_slot **slot) {
   static _Atomic unsigned serial;
   const char *slash = strrchr(target, '/');
   const char *name = slash ? slash + 1 : target;
   size_t n = strlen(dir) + strlen(name) + 64;
-  if (!(*tmp = malloc(n))) {
+  if (!(*tmp = malloc(n)) || !(*slot = temp_claim())) {
     errno = ENOMEM;
     return -1;
   }
   for (int tries = 0; tries < 100; tries++) {
     snprintf(*tmp, n, "%s/.%.200s.tmp.%ld.%u", dir, name, (long)getpid(),
              atomic_fetch_add(&serial, 1));
+    temp_set(*slot, *tmp);
     int fd =
         open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
     if (fd >= 0 || errno != EEXIST)
@@ -292,12 +301,10 @@ rp_status rp_output_open(const char *path, rp_output **out) {
                  "may rename over it; name a file of your own)",
                  strerror(EPERM));
   int fd = -1;
-  if (!st && (fd = temp_create(o->dir, o->target, &o->tmp)) < 0)
+  /* listed at once: rp_output_discard_all removes it from now on */
+  if (!st && (fd = temp_create(o->dir, o->target, &o->tmp, &o->listed)) < 0)
     st = rp__err(rp__errno_status(errno), "cannot create a file in '%s': %s",
                  o->dir, strerror(errno));
-  /* at once: rp_output_discard_all removes it from now on */
-  if (!st && !(o->listed = temp_list(o->tmp)))
-    st = rp__err(RP_ENOMEM, "out of memory");
   /* a replaced file keeps its owner and group where the caller may give
    * them (root; a group of the caller's), else they are the caller's, as
    * for a new file; then its permission bits (after: a chown clears the

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +164,56 @@ Test(outputs, discard_all_removes_the_open_outputs_temporary_files) {
   cr_assert_eq(entries(dir_of_tmp()), 1);
   for (int i = 0; i < NO; i++)
     rp_output_abort(o[i]);
+  th_tmpdir_remove();
+}
+
+/* test_outputs links with the linker's --wrap=open (test/CMakeLists.txt):
+ * when signal_after_open is set, the next open() of a temporary file
+ * raises SIGUSR1 as soon as it returns, a signal that lands right after
+ * the file is created. */
+int __real_open(const char *path, int flags, ...);
+static volatile sig_atomic_t signal_after_open, discarded;
+
+int __wrap_open(const char *path, int flags, ...) {
+  mode_t mode = 0;
+  if (flags & (O_CREAT | O_TMPFILE)) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = (mode_t)va_arg(ap, int);
+    va_end(ap);
+  }
+  int fd = __real_open(path, flags, mode);
+  if (fd >= 0 && signal_after_open && strstr(path, ".tmp.")) {
+    signal_after_open = 0;
+    raise(SIGUSR1);
+  }
+  return fd;
+}
+
+static void discard_on_signal(int sig) {
+  (void)sig;
+  rp_output_discard_all();
+  discarded = 1;
+}
+
+/* A signal whose handler calls rp_output_discard_all right after
+ * rp_output_open created its temporary file, before the open returned,
+ * removes that file: the file is listed for the handler before it is
+ * created (it was listed after, and stayed). */
+Test(outputs, discard_all_in_a_signal_right_after_the_create_removes_it) {
+  tmpdir();
+  struct sigaction sa = {.sa_handler = discard_on_signal}, old;
+  sigemptyset(&sa.sa_mask);
+  cr_assert_eq(sigaction(SIGUSR1, &sa, &old), 0);
+  rp_output *o;
+  signal_after_open = 1, discarded = 0;
+  RP_CHECK(rp_output_open(th_tmp_path("out.txt"), &o));
+  cr_assert(discarded, "the open raised no signal (the --wrap=open)");
+  cr_assert_eq(entries(dir_of_tmp()), 0,
+               "the temporary file created just before the signal is left");
+  rp_output_abort(o);
+  cr_assert_eq(entries(dir_of_tmp()), 0);
+  cr_assert_eq(sigaction(SIGUSR1, &old, NULL), 0);
   th_tmpdir_remove();
 }
 
