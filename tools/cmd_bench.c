@@ -493,7 +493,10 @@ static int same_options(const bench_cli *c) {
 
 int rp_cmd_bench(int argc, char **argv) {
   bench_cli c = {0};
-  int rank = 0, started = 0, rc;
+  int rank = 0, rc;
+#ifdef REPRISE_HAVE_MPI
+  int started = 0; /* this call started MPI: it finalizes it */
+#endif
   if (rp_cli_wants_dist(argc, argv)) { /* MPI first (cli.h) */
 #ifdef REPRISE_HAVE_MPI
     int init = 0, provided = 0;
