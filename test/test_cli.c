@@ -2221,7 +2221,8 @@ static int temps_of(const char *dir, const char *name) {
  * (UCX, under MPICH, has one that only logs: the command ran on). The
  * stand-in gnuplot says when it draws and finishes the picture once the
  * test has sent the signal: a command that the signal did not stop
- * writes it and exits 0. */
+ * writes it and exits 0. Left alone (the command gone), the stand-in
+ * ends once its ready file is removed. */
 Test(cli, stop_signals_stop_a_command_and_remove_its_temporary_file,
      .timeout = 300) {
 #ifndef REPRISE_HAVE_CJSON
@@ -2235,9 +2236,10 @@ Test(cli, stop_signals_stop_a_command_and_remove_its_temporary_file,
     snprintf(ready, sizeof ready, "%s/ready", p.dir);
     snprintf(stop, sizeof stop, "%s/stop", p.dir);
     snprintf(script, sizeof script,
-             "#!/bin/sh\ncat >/dev/null\necho '<svg>'\n: > %s\n"
-             "while [ ! -e %s ]; do sleep 0.05; done\necho '</svg>'\n",
-             ready, stop);
+             "#!/bin/sh\ncat >/dev/null\necho '<svg>'\n: > %s\nn=0\n"
+             "while [ -e %s ] && [ ! -e %s ] && [ $n -lt 6000 ]; do\n"
+             "  sleep 0.05; n=$((n + 1))\ndone\necho '</svg>'\n",
+             ready, ready, stop);
     fake_gnuplot(p.gp, script);
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
