@@ -310,7 +310,14 @@ rp_status rp__check_launch(rp_runtime *rt, const rp_launch *l, int recorded) {
                        name);
       continue;
     }
-    if ((st = check_proc(rt, t, p, name)) != RP_OK)
+    if (l->shard_procs) { /* the shard named: "add: shard_procs[2]" */
+      char what[RP_NAME_MAX + 40];
+      snprintf(what, sizeof what, "%s: shard_procs[%u]", name, i);
+      st = check_proc(rt, t, p, what);
+    } else {
+      st = check_proc(rt, t, p, name);
+    }
+    if (st != RP_OK)
       return st;
     /* A recorded launch may get mirror copies instead (copy insertion). */
     if (!recorded && (st = check_access_reach(rt, l, p, name)) != RP_OK)

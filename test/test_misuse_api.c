@@ -2366,3 +2366,28 @@ Test(misuse_api, foreign_pointers_are_refused_naming_the_call) {
   for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++)
     cr_assert_eq(junk[i], 0, "the call wrote into the foreign memory");
 }
+
+/* A shard_procs entry naming a processor the runtime lacks is refused
+ * naming the entry (eager, recorded and built), nothing run or added. */
+Test(misuse_api, a_shard_procs_entry_out_of_range_is_named) {
+  rp_runtime *rt = th_cpu_runtime(2);
+  rp_task_id t = th_task(rt, "nop", nop_task);
+  const rp_proc sp[3] = {0, 1, 9};
+  rp_launch l = {.task = t, .proc = 0, .shards = 3, .shard_procs = sp};
+  const char *want = "nop: shard_procs[2]: processor 9 out of range (runtime "
+                     "has 2)";
+  rp_event done = {0x5a5a};
+  EXPECT_DETAIL(rp_launch_task(rt, &l, &done), RP_EPROC, want);
+  cr_assert_eq(done.id, 0x5a5a, "*done written on error");
+  RP_CHECK(rp_capture_begin(rt, NULL));
+  EXPECT_DETAIL(rp_launch_task(rt, &l, &done), RP_EPROC, want);
+  rp_graph *g;
+  RP_CHECK(rp_capture_end(rt, &g));
+  cr_assert_eq(rp_graph_op_count(g), 0);
+  rp_op_id op = 77;
+  EXPECT_DETAIL(rp_graph_add_task(g, &l, &op), RP_EPROC, want);
+  cr_assert_eq(op, 77, "*out written on error");
+  cr_assert_eq(rp_graph_op_count(g), 0);
+  RP_CHECK(rp_graph_destroy(g));
+  th_destroy(rt);
+}
