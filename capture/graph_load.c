@@ -1189,8 +1189,12 @@ static rp_status load_edge(loader *L, edge_set *s, const cJSON *e, uint32_t i) {
                    "%s[2]: expected \"inferred\" (an edge "
                    "capture inferred) or nothing",
                    path);
-  if ((st = op_ref(L, e->child, path, "from", &from)) ||
-      (st = op_ref(L, e->child->next, path, "to", &to)))
+  /* named as JSON paths: graph.edges[i][0] (from), graph.edges[i][1] */
+  char k0[ELEM_LEN], k1[ELEM_LEN];
+  snprintf(k0, sizeof k0, "edges[%u][0]", i);
+  snprintf(k1, sizeof k1, "edges[%u][1]", i);
+  if ((st = op_ref(L, e->child, "graph", k0, &from)) ||
+      (st = op_ref(L, e->child->next, "graph", k1, &to)))
     return st;
   /* a graph holds an edge once (rp_graph_add_edge merges a repeat) and
    * rp_graph_save writes it once: a repeat is an edited file, refused

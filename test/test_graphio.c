@@ -1840,6 +1840,26 @@ Test(graphio_names, an_edge_listed_twice_is_refused_naming_both) {
   th_destroy(e.rt);
 }
 
+/* An edge's refused end is named by its JSON path: graph.edges[i][0] for
+ * the op it leaves, graph.edges[i][1] for the op it enters. */
+Test(graphio_names, an_edges_refused_end_is_named_by_its_path) {
+  const char *cases[][2] = {
+      {"[[0, 1], [1, 7]]", "graph.edges[1][1]: op 7 out of range"},
+      {"[[0, 1], [7, 1]]", "graph.edges[1][0]: op 7 out of range"},
+      {"[[-1, 1]]", "graph.edges[0][0]: -1 out of range"},
+      {"[[0, true]]", "graph.edges[0][1]: "},
+  };
+  const rp_status want[] = {RP_ERANGE, RP_ERANGE, RP_ERANGE, RP_EFORMAT};
+  for (size_t k = 0; k < RP_ARRAY_LEN(cases); k++) {
+    env e = env_make();
+    char *t = subst(MINI, "[[0, 1]]", cases[k][0]);
+    LOAD_EXPECT(load_text(&e, t), want[k]);
+    cr_assert(strstr(why(), cases[k][1]), "%s: %s", cases[k][0], why());
+    free(t);
+    th_destroy(e.rt);
+  }
+}
+
 /* Unknown keys and values are quoted with every byte outside printable
  * ASCII (and '\\') as \xNN: a file's escape sequences (a colour, an OSC
  * title) or a flipped byte never reach a terminal raw. Long text is cut at
