@@ -542,7 +542,7 @@ extern int rp__nvtx_on;
 extern _Thread_local const char **rp__tl_replay_violation;
 
 /* The words of a replay task's contract violation, naming the call it
- * made (NULL: unknown), in a thread-local buffer. */
+ * made (the name its refusal stored), in a thread-local buffer. */
 const char *rp__contract_why(const char *call);
 
 /* Thread-local: non-zero while this thread runs an event's completion

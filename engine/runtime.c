@@ -23,7 +23,7 @@ const char *rp__contract_why(const char *call) {
   snprintf(buf, sizeof buf,
            "task called %s, which a task may not call inside a replay (a "
            "launch, a wait, or a change to an object)",
-           call ? call : "a call");
+           call);
   return buf;
 }
 

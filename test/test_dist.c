@@ -565,6 +565,23 @@ Test(dist, timeout_from_the_environment_is_checked) {
 }
 
 #ifdef REPRISE_HAVE_CJSON
+/* g copies x (8 f32) into y: x filled with 1..8, one replay of g leaves
+ * y the same. */
+static void replay_copies_ramp(rp_runtime *rt, rp_graph *g, rp_inst x,
+                               rp_inst y) {
+  fill(rt, x, 8, 1.0f);
+  rp_exec *ex;
+  RP_CHECK(rp_instantiate(g, NULL, &ex));
+  rp_event e;
+  RP_CHECK(rp_replay(ex, NULL, &e));
+  wait_ok(rt, e);
+  float v[8];
+  read_f(rt, y, v, 8);
+  for (int k = 0; k < 8; k++)
+    cr_assert_eq(v[k], 1.0f + (float)k);
+  RP_CHECK(rp_exec_destroy(ex));
+}
+
 /* A graph with communication saved and loaded (tasks by name, the token
  * instance in the table) instantiates and replays. */
 Test(dist, graph_files_carry_communication_ops) {
@@ -590,17 +607,7 @@ Test(dist, graph_files_carry_communication_ops) {
   rp_graph *h;
   RP_CHECK(rp_graph_load(rt, path, insts, n, &h));
   unlink(path);
-  fill(rt, x, 8, 1.0f);
-  rp_exec *ex;
-  RP_CHECK(rp_instantiate(h, NULL, &ex));
-  rp_event e;
-  RP_CHECK(rp_replay(ex, NULL, &e));
-  wait_ok(rt, e);
-  float v[8];
-  read_f(rt, y, v, 8);
-  for (int k = 0; k < 8; k++)
-    cr_assert_eq(v[k], 1.0f + (float)k);
-  RP_CHECK(rp_exec_destroy(ex));
+  replay_copies_ramp(rt, h, x, y);
   RP_CHECK(rp_graph_destroy(h));
   RP_CHECK(rp_graph_destroy(g));
   th_destroy(rt);
@@ -626,17 +633,7 @@ Test(dist, an_interpolation_of_a_communication_op_is_refused) {
   cr_assert(strstr(rp_error_detail(), "rp_graph_add_interp: "), "%s",
             rp_error_detail());
   cr_assert(strstr(rp_error_detail(), want), "%s", rp_error_detail());
-  fill(rt, x, 8, 1.0f);
-  rp_exec *ex;
-  RP_CHECK(rp_instantiate(g, NULL, &ex));
-  rp_event e;
-  RP_CHECK(rp_replay(ex, NULL, &e));
-  wait_ok(rt, e);
-  float v[8];
-  read_f(rt, y, v, 8);
-  for (int k = 0; k < 8; k++)
-    cr_assert_eq(v[k], 1.0f + (float)k);
-  RP_CHECK(rp_exec_destroy(ex));
+  replay_copies_ramp(rt, g, x, y);
   /* a file whose communication op has an interpolation (edited: no
    * checksum) */
   char path[] = "/tmp/rp_dist_interp_XXXXXX";

@@ -1589,14 +1589,15 @@ enum { PN = 8 };
 typedef struct priv_fx {
   rp_runtime *rt;
   rp_kernel_tasks k;
+  rp_mem sys;
   rp_inst x, y;
 } priv_fx;
 
 static void priv_fx_init(priv_fx *f) {
   f->rt = th_cpu_runtime(2);
   RP_CHECK(rp_kernels_register(f->rt, &f->k));
-  rp_mem sys;
-  RP_CHECK(rp_mem_find(f->rt, RP_MEM_SYSTEM, -1, &sys));
+  RP_CHECK(rp_mem_find(f->rt, RP_MEM_SYSTEM, -1, &f->sys));
+  rp_mem sys = f->sys;
   rp_rect r = rp_rect_1d(0, PN - 1);
   float ones[PN];
   for (int i = 0; i < PN; i++)
@@ -1605,6 +1606,28 @@ static void priv_fx_init(priv_fx *f) {
   RP_CHECK(rp_instance_create(f->rt, sys, RP_F32, &r, NULL, &f->y));
   RP_CHECK(rp_instance_write(f->rt, f->x, ones, sizeof ones));
   RP_CHECK(rp_instance_write(f->rt, f->y, ones, sizeof ones));
+}
+
+/* n f32 instances of PN elements in system memory. */
+static void priv_insts(priv_fx *f, rp_inst *i, int n) {
+  rp_rect r = rp_rect_1d(0, PN - 1);
+  for (int k = 0; k < n; k++)
+    RP_CHECK(rp_instance_create(f->rt, f->sys, RP_F32, &r, NULL, &i[k]));
+}
+
+/* rp.gemm with *ga over i[0] (A, read), i[1] (B, read), i[2] (C, written):
+ * acc holds the accesses the launch points to. */
+static rp_launch priv_gemm(const priv_fx *f, const rp_inst *i, rp_gemm_args *ga,
+                           rp_access acc[3]) {
+  acc[0] = (rp_access){i[0], RP_READ, RP_REDOP_NONE};
+  acc[1] = (rp_access){i[1], RP_READ, RP_REDOP_NONE};
+  acc[2] = (rp_access){i[2], RP_WRITE, RP_REDOP_NONE};
+  return (rp_launch){.task = f->k.gemm,
+                     .proc = RP_PROC_ANY,
+                     .accesses = acc,
+                     .naccess = 3,
+                     .args = ga,
+                     .args_size = sizeof *ga};
 }
 
 /* Every element of inst is v. */
@@ -1801,23 +1824,12 @@ Test(kernel_privs, a_loaded_graph_declaring_too_little_is_refused) {
 Test(kernel_privs, privileges_that_depend_on_the_args) {
   priv_fx f;
   priv_fx_init(&f);
-  rp_mem sys;
-  RP_CHECK(rp_mem_find(f.rt, RP_MEM_SYSTEM, -1, &sys));
-  rp_rect r = rp_rect_1d(0, PN - 1);
   rp_inst i[6];
-  for (int k = 0; k < 6; k++)
-    RP_CHECK(rp_instance_create(f.rt, sys, RP_F32, &r, NULL, &i[k]));
+  priv_insts(&f, i, 6);
   /* gemm 2 x 2 x 2 */
   rp_gemm_args ga = {2, 2, 2, 0, 0, 1.0f, 0.0f};
-  rp_access gacc[3] = {{i[0], RP_READ, RP_REDOP_NONE},
-                       {i[1], RP_READ, RP_REDOP_NONE},
-                       {i[2], RP_WRITE, RP_REDOP_NONE}};
-  rp_launch gl = {.task = f.k.gemm,
-                  .proc = RP_PROC_ANY,
-                  .accesses = gacc,
-                  .naccess = 3,
-                  .args = &ga,
-                  .args_size = sizeof ga};
+  rp_access gacc[3];
+  rp_launch gl = priv_gemm(&f, i, &ga, gacc);
   RP_CHECK(rp_launch_task(f.rt, &gl, NULL)); /* beta 0: C only written */
   ga.beta = -0.0f;                           /* compares equal to 0 */
   RP_CHECK(rp_launch_task(f.rt, &gl, NULL));
@@ -1876,7 +1888,7 @@ Test(kernel_privs, privileges_that_depend_on_the_args) {
   /* gpt.xent N 2, V 4: logits read, and written with grad */
   rp_inst tg;
   rp_rect r2 = rp_rect_1d(0, 1);
-  RP_CHECK(rp_instance_create(f.rt, sys, RP_I32, &r2, NULL, &tg));
+  RP_CHECK(rp_instance_create(f.rt, f.sys, RP_I32, &r2, NULL, &tg));
   int32_t tv[2] = {0, 1};
   RP_CHECK(rp_instance_write(f.rt, tg, tv, sizeof tv));
   rp_gpt_xent_args xa = {.N = 2, .V = 4, .norm = 0.0f, .grad = 1};
@@ -1902,7 +1914,7 @@ Test(kernel_privs, privileges_that_depend_on_the_args) {
   rp_bias_act_args ba = {2, 4, RP_ACT_NONE};
   rp_rect r4 = rp_rect_1d(0, 3);
   rp_inst bias;
-  RP_CHECK(rp_instance_create(f.rt, sys, RP_F32, &r4, NULL, &bias));
+  RP_CHECK(rp_instance_create(f.rt, f.sys, RP_F32, &r4, NULL, &bias));
   rp_access bacc[3] = {{i[0], RP_RW, RP_REDOP_NONE},
                        {bias, RP_READ, RP_REDOP_NONE},
                        {i[1], RP_READ, RP_REDOP_NONE}};
@@ -1941,22 +1953,11 @@ Test(kernel_privs, privileges_that_depend_on_the_args) {
 Test(kernel_privs, an_interpolation_added_later_is_checked_at_the_call) {
   priv_fx f;
   priv_fx_init(&f);
-  rp_mem sys;
-  RP_CHECK(rp_mem_find(f.rt, RP_MEM_SYSTEM, -1, &sys));
-  rp_rect r = rp_rect_1d(0, PN - 1);
   rp_inst i[3];
-  for (int k = 0; k < 3; k++)
-    RP_CHECK(rp_instance_create(f.rt, sys, RP_F32, &r, NULL, &i[k]));
+  priv_insts(&f, i, 3);
   rp_gemm_args ga = {2, 2, 2, 0, 0, 1.0f, 0.0f};
-  rp_access gacc[3] = {{i[0], RP_READ, RP_REDOP_NONE},
-                       {i[1], RP_READ, RP_REDOP_NONE},
-                       {i[2], RP_WRITE, RP_REDOP_NONE}};
-  rp_launch gl = {.task = f.k.gemm,
-                  .proc = RP_PROC_ANY,
-                  .accesses = gacc,
-                  .naccess = 3,
-                  .args = &ga,
-                  .args_size = sizeof ga};
+  rp_access gacc[3];
+  rp_launch gl = priv_gemm(&f, i, &ga, gacc);
   rp_graph *g;
   RP_CHECK(rp_graph_create(f.rt, &g));
   rp_op_id op;
@@ -2109,8 +2110,7 @@ static void launch_refused(rp_status st, const launch_case *c,
 Test(kernel_launch, a_launch_the_body_would_refuse_is_refused_unrecorded) {
   priv_fx f;
   priv_fx_init(&f);
-  rp_mem sys;
-  RP_CHECK(rp_mem_find(f.rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_mem sys = f.sys;
   rp_rect r = rp_rect_1d(0, PN - 1), r2 = rp_rect_2d(0, 1, 0, PN / 2 - 1);
   const int64_t colmajor[2] = {1, 2};
   rp_inst xi, xs;
@@ -2290,8 +2290,7 @@ Test(kernel_launch, an_interpolated_field_is_checked_by_the_replay) {
   rp_interp ilr = {.src_offset = 0,
                    .dst_offset = offsetof(rp_sgd_args, lr),
                    .bytes = sizeof s.lr};
-  rp_mem sys;
-  RP_CHECK(rp_mem_find(f.rt, RP_MEM_SYSTEM, -1, &sys));
+  rp_mem sys = f.sys;
   rp_rect r = rp_rect_1d(0, PN - 1);
   rp_inst v;
   RP_CHECK(rp_instance_create(f.rt, sys, RP_F32, &r, NULL, &v));
